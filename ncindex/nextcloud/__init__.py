@@ -1,0 +1,1 @@
+"""ncindex/nextcloud."""

@@ -1,0 +1,162 @@
+"""Settings for every ncindex process, read once from the environment (prefix ``NCINDEX_``).
+
+One :class:`Settings` object is built at start-up and handed to the app factories
+(``webhook_receiver.create_app``, ``search_api.create_app``) and to the Celery app factory
+(``workers.celery_app.create_celery``); nothing reads the environment after that.
+Tests build their own ``Settings(...)`` instead of patching globals.
+
+Every field below is documented in README.md ("Settings") with its default and unit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """All configuration, validated by pydantic; bad values raise ``pydantic.ValidationError``.
+
+    Accounts are a mapping of Nextcloud user id to app password (``NCINDEX_ACCOUNTS`` as a
+    JSON object, or ``NCINDEX_ACCOUNTS_FILE`` naming a JSON file, e.g. a mounted Kubernetes
+    Secret). Exactly one vector store is used: a Qdrant server (``qdrant_url``) or the embedded
+    engine on disk (``qdrant_path``); with neither, the embedded engine runs under ``data_dir``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="NCINDEX_", extra="ignore")
+
+    # --- Nextcloud -------------------------------------------------------------------------
+    nextcloud_url: str | None = Field(
+        None, description="Base URL of Nextcloud; unset ⇒ `ncindex up` serves the simulator."
+    )
+    accounts: dict[str, SecretStr] = Field(
+        default_factory=dict, description="User id → app password of the accounts to index."
+    )
+    accounts_file: Path | None = Field(None, description="JSON file with the accounts mapping.")
+    admin_user: str | None = Field(
+        None, description="Account used for webhook registration (defaults to the first account)."
+    )
+    http_timeout: float = Field(10.0, gt=0, description="Nextcloud request timeout, seconds.")
+    http_max_connections: int = Field(20, ge=1, description="Connection pool size per client.")
+    verify_tls: bool = Field(True, description="Verify Nextcloud's TLS certificate.")
+
+    # --- Webhooks ---------------------------------------------------------------------------
+    webhook_secret: SecretStr = Field(
+        SecretStr(""), description="Shared secret Nextcloud sends in `webhook_secret_header`."
+    )
+    webhook_secret_header: str = Field("X-Ncindex-Secret", description="Header carrying it.")
+    webhook_max_body_bytes: int = Field(
+        1_048_576, ge=1024, description="Largest accepted delivery body, bytes."
+    )
+    public_url: str = Field(
+        "http://127.0.0.1:8080",
+        description="URL at which Nextcloud reaches this deployment (webhook target base).",
+    )
+
+    # --- Queues -----------------------------------------------------------------------------
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Broker and cache Redis.")
+    task_soft_time_limit: int = Field(240, ge=1, description="Task soft time limit, seconds.")
+    task_time_limit: int = Field(300, ge=1, description="Task hard time limit, seconds.")
+    visibility_timeout: int = Field(
+        900, ge=1, description="Redis redelivery timeout for unacked tasks, seconds."
+    )
+    lock_ttl: int = Field(
+        360, ge=1, description="Per-document lock expiry, seconds (above the hard limit)."
+    )
+
+    # --- Vector store -----------------------------------------------------------------------
+    qdrant_url: str | None = Field(None, description="Qdrant server URL (server engine).")
+    qdrant_api_key: SecretStr | None = Field(None, description="Qdrant server API key.")
+    qdrant_path: Path | None = Field(None, description="Folder of the embedded engine.")
+    collection_prefix: str = Field("ncindex", description="Collection name prefix.")
+    data_dir: Path = Field(Path("var"), description="Working folder of `ncindex up`.")
+
+    # --- Embedding and chunking -------------------------------------------------------------
+    model_dir: Path = Field(
+        Path.home() / ".cache" / "ncindex" / "models",
+        description="Folder holding the offline embedding models (built by `ncindex models`).",
+    )
+    dense_model: str = Field("sentence-transformers/all-MiniLM-L6-v2", description="Dense model.")
+    embed_batch_size: int = Field(16, ge=1, description="Chunks per embedding batch.")
+    embed_threads: int | None = Field(None, ge=1, description="ONNX threads; unset ⇒ all cores.")
+    chunk_tokens: int = Field(
+        200, ge=16, le=256, description="Largest chunk, in the dense model's tokens."
+    )
+    chunk_overlap_tokens: int = Field(32, ge=0, description="Overlap between chunks, tokens.")
+    max_document_chars: int = Field(
+        2_000_000, ge=1000, description="Extracted text beyond this is cut, characters."
+    )
+    max_download_bytes: int = Field(
+        50_000_000, ge=1024, description="Files larger than this are not downloaded, bytes."
+    )
+
+    # --- Search -----------------------------------------------------------------------------
+    search_default_limit: int = Field(10, ge=1, le=100, description="Results per page.")
+    search_overfetch: int = Field(
+        3, ge=1, le=10, description="Candidates fetched per result slot before verification."
+    )
+    prefetch_limit: int = Field(
+        100, ge=10, le=1000, description="Candidates per prefetch branch (dense, sparse)."
+    )
+    fusion: Literal["rrf", "dbsf"] = Field("rrf", description="Default fusion.")
+    verify_concurrency: int = Field(8, ge=1, description="Parallel verification requests.")
+    user_cache_seconds: int = Field(
+        60, ge=0, description="How long a resolved credential → user id is cached, seconds."
+    )
+
+    # --- Notes ------------------------------------------------------------------------------
+    notes_path: str = Field("Notes", description="Default notes folder, relative to files root.")
+    note_extensions: list[str] = Field(
+        default_factory=lambda: ["txt", "org", "markdown", "md", "note"],
+        description="File extensions the Notes app treats as notes (Notes 6.0.x).",
+    )
+
+    # --- Pipeline ---------------------------------------------------------------------------
+    debounce_seconds: float = Field(
+        2.0, ge=0, description="Events for one document within this window coalesce, seconds."
+    )
+
+    # --- Runtime ----------------------------------------------------------------------------
+    log_level: str = Field("INFO", description="Log level (DEBUG, INFO, WARNING, ERROR).")
+    log_json: bool = Field(True, description="JSON log lines (false: console rendering).")
+    host: str = Field("127.0.0.1", description="`ncindex up` listen address.")
+    port: int = Field(8080, ge=0, le=65535, description="`ncindex up` listen port.")
+
+    @field_validator("nextcloud_url", "qdrant_url")
+    @classmethod
+    def _strip_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value else value
+
+    @model_validator(mode="after")
+    def _load_accounts_file(self) -> Settings:
+        if self.accounts_file is not None:
+            raw = json.loads(self.accounts_file.read_text(encoding="utf-8"))
+            if not isinstance(raw, dict):
+                raise ValueError("accounts_file must hold a JSON object of user id → app password")
+            self.accounts = {str(k): SecretStr(str(v)) for k, v in raw.items()} | self.accounts
+        if self.task_soft_time_limit >= self.task_time_limit:
+            raise ValueError("task_soft_time_limit must be below task_time_limit")
+        if self.task_time_limit >= self.visibility_timeout:
+            raise ValueError("task_time_limit must be below visibility_timeout")
+        if self.lock_ttl <= self.task_time_limit:
+            raise ValueError("lock_ttl must exceed task_time_limit")
+        if self.chunk_overlap_tokens >= self.chunk_tokens:
+            raise ValueError("chunk_overlap_tokens must be below chunk_tokens")
+        return self
+
+    def password_for(self, user: str) -> str:
+        """The app password of ``user``; raises ``KeyError`` for an account not configured."""
+        return self.accounts[user].get_secret_value()
+
+    @property
+    def webhook_admin(self) -> str:
+        """Account that registers webhooks: ``admin_user`` or the first configured account."""
+        if self.admin_user:
+            return self.admin_user
+        if not self.accounts:
+            raise ValueError("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
+        return next(iter(self.accounts))

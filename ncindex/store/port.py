@@ -1,0 +1,108 @@
+"""The vector-store port: the one interface the pipeline and the search path use (DESIGN §10).
+
+Two engines implement it — the Qdrant server through ``qdrant-client``
+(:mod:`ncindex.store.qdrant_server`) and the embedded Qdrant Edge
+(:mod:`ncindex.store.qdrant_edge`) — and one contract suite (``tests/store``) runs against both.
+
+Each point has a named dense vector ``"dense"`` (cosine) and a named sparse vector ``"bm25"``
+(with Qdrant's IDF modifier). Filters are ``qdrant_client.models.Filter`` objects built by
+:mod:`ncindex.filters`; the Edge engine translates them to its own classes.
+Engine failures are raised as :class:`ncindex.errors.StoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from qdrant_client import models
+
+DENSE = "dense"
+SPARSE = "bm25"
+
+
+class Fusion(StrEnum):
+    """How the dense and sparse candidate lists are fused: reciprocal rank or
+    distribution-based score fusion (Qdrant's ``Fusion.RRF`` / ``Fusion.DBSF``)."""
+
+    RRF = "rrf"
+    DBSF = "dbsf"
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    """A sparse vector: parallel lists of token indices and weights."""
+
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass(slots=True)
+class PointRecord:
+    """One point to write or read back: id (UUID string), vectors and payload.
+
+    ``dense`` has the model's dimension; either vector may be ``None`` when read back
+    without vectors.
+    """
+
+    id: str
+    payload: dict[str, Any]
+    dense: list[float] | None = None
+    sparse: SparseVector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One fused search hit: point id, fused score (not a cosine similarity) and payload."""
+
+    id: str
+    score: float
+    payload: dict[str, Any]
+
+
+class VectorStore(Protocol):
+    """What every engine provides. All methods raise ``StoreUnavailable`` on engine failure."""
+
+    def ensure_collection(self, dense_dim: int) -> None:
+        """Create the collection and every payload index if missing; idempotent."""
+
+    def upsert(self, points: Sequence[PointRecord]) -> None:
+        """Write points (insert or replace by id); ``points`` carry both vectors."""
+
+    def delete_document(self, doc_key: str, keep_content_hash: str | None = None) -> None:
+        """Delete the points of ``doc_key`` — all of them, or all but the version whose
+        payload ``content_hash`` equals ``keep_content_hash``. Deleting nothing succeeds."""
+
+    def set_payload(self, doc_key: str, payload: dict[str, Any]) -> None:
+        """Merge ``payload`` into every point of ``doc_key`` (metadata-only update)."""
+
+    def document_points(self, doc_key: str, *, with_vectors: bool = False) -> list[PointRecord]:
+        """Every point of ``doc_key``, ordered by ``chunk_index``."""
+
+    def scroll(
+        self, flt: models.Filter | None, fields: Sequence[str], page_size: int = 256
+    ) -> Iterator[dict[str, Any]]:
+        """Payloads (only ``fields``) of every point matching ``flt``, page by page."""
+
+    def query(
+        self,
+        *,
+        dense: list[float] | None,
+        sparse: SparseVector | None,
+        flt: models.Filter | None,
+        limit: int,
+        prefetch_limit: int,
+        fusion: Fusion,
+        offset: int = 0,
+    ) -> list[Hit]:
+        """Hybrid query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
+        filtered by ``flt`` (filters apply before fusion), fused, best first, ``limit`` hits
+        after skipping ``offset``. With one vector ``None`` the other half answers alone."""
+
+    def count(self, flt: models.Filter | None = None) -> int:
+        """Exact number of points matching ``flt``."""
+
+    def close(self) -> None:
+        """Release files and connections."""
