@@ -1,1 +1,65 @@
-"""ncindex/store."""
+"""The vector store: the port (:mod:`ncindex.store.port`) and the engine chosen by settings.
+
+``open_store(settings, model_slug=...)`` returns a Qdrant-server store when
+``settings.qdrant_url`` is set, else the embedded Qdrant Edge store in ``settings.qdrant_path``
+(default ``settings.data_dir / "qdrant"``). Both engines are imported lazily, so importing
+this package costs neither.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ncindex.store.port import (
+    DENSE,
+    SPARSE,
+    Fusion,
+    Hit,
+    PointRecord,
+    SparseVector,
+    VectorStore,
+)
+from ncindex.store.schema import PAYLOAD_INDEXES, IndexKind, model_slug
+
+if TYPE_CHECKING:
+    from ncindex.settings import Settings
+
+__all__ = [
+    "DENSE",
+    "PAYLOAD_INDEXES",
+    "SPARSE",
+    "Fusion",
+    "Hit",
+    "IndexKind",
+    "PointRecord",
+    "SparseVector",
+    "VectorStore",
+    "model_slug",
+    "open_store",
+]
+
+
+def open_store(settings: Settings, *, model_slug: str) -> VectorStore:
+    """Open the vector store of ``model_slug`` (see :func:`model_slug`) as configured.
+
+    ``settings.qdrant_url`` set ⇒ :class:`~ncindex.store.qdrant_server.QdrantServerStore`
+    on ``QdrantClient(url=..., api_key=...)`` with collection prefix
+    ``settings.collection_prefix``; otherwise
+    :class:`~ncindex.store.qdrant_edge.QdrantEdgeStore` in ``settings.qdrant_path`` or
+    ``settings.data_dir / "qdrant"``. The collection may not exist yet: call
+    ``ensure_collection(dim)`` at start-up. Raises ``StoreUnavailable`` if the embedded store's
+    folder is held by another process (the server client connects lazily).
+    """
+    if settings.qdrant_url:
+        from qdrant_client import QdrantClient
+
+        from ncindex.store.qdrant_server import QdrantServerStore
+
+        api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+        client = QdrantClient(url=settings.qdrant_url, api_key=api_key)
+        return QdrantServerStore(client, settings.collection_prefix, model_slug)
+
+    from ncindex.store.qdrant_edge import QdrantEdgeStore
+
+    path = settings.qdrant_path or settings.data_dir / "qdrant"
+    return QdrantEdgeStore(path, model_slug)

@@ -1,0 +1,437 @@
+"""The vector-store port on Qdrant Edge (``qdrant-edge-py``), the embedded engine (DESIGN §10).
+
+Layout under ``path``::
+
+    path/
+      active_model          the "alias": the slug of the live model, one line, replaced atomically
+      <model_slug>/         one EdgeShard per embedding model (Edge's own files: wal, segments)
+
+Filters arrive as ``qdrant_client.models.Filter`` (built by :mod:`ncindex.filters`) and are
+translated by :func:`to_edge_filter`. Edge has both fusions (``Fusion.Rrf``, ``Fusion.Dbsf``),
+so hybrid queries run as one Edge query with two prefetches, like on the server.
+
+Only one process may open a shard folder (Edge locks its write-ahead log); a second open, in
+any process, raises ``StoreUnavailable``. Within a process the store is thread-safe: writes and
+open/close hold a lock; reads go to the shard directly (Edge's Rust shard synchronises them).
+Edge keeps a write-ahead log, so a write is durable when it returns; :meth:`close` flushes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+from qdrant_client import models
+
+from ncindex.errors import StoreUnavailable
+from ncindex.store.port import DENSE, SPARSE, Fusion, Hit, PointRecord, SparseVector
+from ncindex.store.schema import PAYLOAD_INDEXES, RRF_K, IndexKind, batches, document_filter
+
+ALIAS_FILE = "active_model"
+"""Name of the pointer file (under the store's root) naming the live model's slug."""
+
+_EDGE_CONFIG_FILE = "edge_config.json"  # written by Edge into every shard folder
+
+
+def _index_schema(kind: IndexKind) -> qe.PayloadSchemaType | qe.TextIndexParams:
+    if kind is IndexKind.KEYWORD:
+        return qe.PayloadSchemaType.Keyword
+    if kind is IndexKind.INTEGER:
+        return qe.PayloadSchemaType.Integer
+    return qe.TextIndexParams(tokenizer=qe.TokenizerType.Word, lowercase=True)
+
+
+def _is_engine_error(exc: BaseException) -> bool:
+    # Edge raises plain ``Exception`` ("Service runtime error: ...") for every engine failure;
+    # TypeError/ValueError from its bindings are programming errors and pass through.
+    return type(exc) is Exception or isinstance(exc, OSError)
+
+
+def to_edge_filter(node: Any) -> Any:
+    """Translate a ``qdrant_client.models`` filter (or one of its conditions) to ``qdrant_edge``.
+
+    Handles ``Filter`` (``must``, ``should``, ``must_not`` as a list or a single condition,
+    ``min_should``) nested to any depth; ``FieldCondition`` with ``MatchValue``, ``MatchAny``,
+    ``MatchExcept``, ``MatchText``, ``MatchTextAny``, ``MatchPhrase``, ``Range`` (numbers),
+    ``DatetimeRange``, ``ValuesCount``, ``is_empty``/``is_null``; ``IsEmptyCondition``,
+    ``IsNullCondition``, ``HasIdCondition``. ``None`` gives ``None``.
+
+    Raises ``ValueError`` for a condition or match kind it does not know.
+    """
+    if node is None:
+        return None
+    if isinstance(node, models.Filter):
+
+        def clauses(value: Any) -> list[Any] | None:
+            if value is None:
+                return None
+            items = value if isinstance(value, list) else [value]
+            return [to_edge_filter(c) for c in items]
+
+        min_should = None
+        if node.min_should is not None:
+            min_should = qe.MinShould(
+                clauses(node.min_should.conditions) or [], node.min_should.min_count
+            )
+        return qe.Filter(
+            must=clauses(node.must),
+            should=clauses(node.should),
+            must_not=clauses(node.must_not),
+            min_should=min_should,
+        )
+    if isinstance(node, models.IsEmptyCondition):
+        return qe.IsEmptyCondition(node.is_empty.key)
+    if isinstance(node, models.IsNullCondition):
+        return qe.IsNullCondition(node.is_null.key)
+    if isinstance(node, models.HasIdCondition):
+        return qe.HasIdCondition({str(i) if not isinstance(i, int) else i for i in node.has_id})
+    if isinstance(node, models.FieldCondition):
+        match: Any = None
+        m = node.match
+        if isinstance(m, models.MatchValue):
+            match = qe.MatchValue(m.value)
+        elif isinstance(m, models.MatchAny):
+            match = qe.MatchAny(list(m.any))
+        elif isinstance(m, models.MatchExcept):
+            match = qe.MatchExcept(list(m.except_))
+        elif isinstance(m, models.MatchText):
+            match = qe.MatchText(m.text)
+        elif isinstance(m, models.MatchTextAny):
+            match = qe.MatchTextAny(m.text_any)
+        elif isinstance(m, models.MatchPhrase):
+            match = qe.MatchPhrase(m.phrase)
+        elif m is not None:
+            raise ValueError(f"unsupported match for Qdrant Edge: {type(m).__name__}")
+        rng: Any = None
+        r = node.range
+        if isinstance(r, models.Range):
+            rng = qe.RangeFloat(gte=_num(r.gte), gt=_num(r.gt), lte=_num(r.lte), lt=_num(r.lt))
+        elif isinstance(r, models.DatetimeRange):
+            rng = qe.RangeDateTime(gte=_iso(r.gte), gt=_iso(r.gt), lte=_iso(r.lte), lt=_iso(r.lt))
+        values_count = None
+        if node.values_count is not None:
+            vc = node.values_count
+            values_count = qe.ValuesCount(lt=vc.lt, gt=vc.gt, lte=vc.lte, gte=vc.gte)
+        if node.geo_bounding_box or node.geo_radius or node.geo_polygon:
+            raise ValueError("geo conditions are not supported by this store")
+        return qe.FieldCondition(
+            node.key,
+            match=match,
+            range=rng,
+            values_count=values_count,
+            is_empty=node.is_empty,
+            is_null=node.is_null,
+        )
+    raise ValueError(f"unsupported filter condition for Qdrant Edge: {type(node).__name__}")
+
+
+def _num(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else value.isoformat()
+
+
+class QdrantEdgeStore:
+    """:class:`ncindex.store.port.VectorStore` on an embedded Qdrant Edge shard.
+
+    ``path`` is the store's root folder (created if missing); the shard of ``model_slug``
+    lives in ``path / model_slug``. An existing shard is opened at once, so a reopened store
+    sees its data before :meth:`ensure_collection`; other calls before the shard exists raise
+    ``StoreUnavailable``. Engine failures (including a shard already open elsewhere) raise
+    ``StoreUnavailable``.
+    """
+
+    def __init__(self, path: Path, model_slug: str) -> None:
+        self.root = Path(path)
+        self.model_slug = model_slug
+        self.shard_path = self.root / model_slug
+        self._lock = threading.RLock()
+        self._shard: qe.EdgeShard | None = None
+        if (self.shard_path / _EDGE_CONFIG_FILE).exists():
+            with self._call("load"):
+                self._shard = qe.EdgeShard.load(str(self.shard_path))
+
+    def __repr__(self) -> str:
+        return f"QdrantEdgeStore(shard_path={str(self.shard_path)!r})"
+
+    @contextlib.contextmanager
+    def _call(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except Exception as exc:
+            if _is_engine_error(exc):
+                raise StoreUnavailable(
+                    f"qdrant edge {what} on {str(self.shard_path)!r} failed: {exc}"
+                ) from exc
+            raise
+
+    def _open_shard(self) -> qe.EdgeShard:
+        shard = self._shard
+        if shard is None:
+            raise StoreUnavailable(
+                f"qdrant edge shard {str(self.shard_path)!r} is not open "
+                "(closed, or ensure_collection was never called)"
+            )
+        return shard
+
+    # --- collection and alias -----------------------------------------------------------------
+
+    def ensure_collection(self, dense_dim: int) -> None:
+        """Create (or open) the shard with dense ``"dense"`` (``dense_dim`` floats, cosine) and
+        sparse ``"bm25"`` (IDF modifier), every payload index of
+        :data:`ncindex.store.schema.PAYLOAD_INDEXES`, and the alias file if missing.
+
+        Idempotent. Raises ``ValueError`` if the shard exists with another dense dimension.
+        """
+        config = qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+        with self._lock, self._call("ensure_collection"):
+            if self._shard is None:
+                self.shard_path.mkdir(parents=True, exist_ok=True)
+                if (self.shard_path / _EDGE_CONFIG_FILE).exists():
+                    self._check_dim(dense_dim)
+                    self._shard = qe.EdgeShard.load(str(self.shard_path))
+                else:
+                    self._shard = qe.EdgeShard.create(str(self.shard_path), config)
+            else:
+                self._check_dim(dense_dim)
+            have = set(self._shard.info().payload_schema)
+            for field, kind in PAYLOAD_INDEXES.items():
+                if field not in have:
+                    self._shard.update(
+                        qe.UpdateOperation.create_field_index(field, _index_schema(kind))
+                    )
+            if self.active_model() is None:
+                self._write_alias(self.model_slug)
+
+    def _check_dim(self, dense_dim: int) -> None:
+        try:
+            saved = json.loads((self.shard_path / _EDGE_CONFIG_FILE).read_text(encoding="utf-8"))
+            existing = saved["vectors"][DENSE]["size"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return  # Edge's own file changed shape: Edge still rejects wrong vectors on write
+        if existing != dense_dim:
+            raise ValueError(
+                f"shard {str(self.shard_path)!r} has dense dimension {existing}, not {dense_dim}"
+            )
+
+    def active_model(self) -> str | None:
+        """The model slug the alias file names, or ``None`` if there is none yet."""
+        try:
+            slug = (self.root / ALIAS_FILE).read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot read {self.root / ALIAS_FILE}: {exc}") from exc
+        return slug or None
+
+    def swap_alias(self, model_slug: str | None = None) -> None:
+        """Point the alias file at ``model_slug`` (default: this store's), atomically (write a
+        temporary file, fsync, rename). Raises ``ValueError`` if that model has no shard."""
+        slug = model_slug or self.model_slug
+        if not (self.root / slug / _EDGE_CONFIG_FILE).exists():
+            raise ValueError(f"no qdrant edge shard for model {slug!r} under {str(self.root)!r}")
+        with self._lock:
+            self._write_alias(slug)
+
+    def use_model(self, model_slug: str) -> QdrantEdgeStore:
+        """A store for another model's shard under the same root (a separate shard to close);
+        call its ``ensure_collection`` to build it and ``swap_alias`` when it is complete."""
+        return QdrantEdgeStore(self.root, model_slug)
+
+    def _write_alias(self, slug: str) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".{ALIAS_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(slug + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.root / ALIAS_FILE)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreUnavailable(f"cannot write {self.root / ALIAS_FILE}: {exc}") from exc
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def _update(self, what: str, operation: qe.UpdateOperation) -> None:
+        with self._lock, self._call(what):
+            self._open_shard().update(operation)
+
+    def upsert(self, points: Sequence[PointRecord]) -> None:
+        """Insert or replace ``points`` by id, in batches of ``UPSERT_BATCH``.
+
+        A ``None`` vector is left out of the point.
+        """
+        for batch in batches(points):
+            edge_points = [qe.Point(p.id, _vectors_of(p), p.payload) for p in batch]
+            self._update("upsert", qe.UpdateOperation.upsert_points(edge_points))
+
+    def delete_document(self, doc_key: str, keep_content_hash: str | None = None) -> None:
+        """Delete the points of ``doc_key`` (all but version ``keep_content_hash`` if given)."""
+        flt = to_edge_filter(document_filter(doc_key, keep_content_hash))
+        self._update("delete", qe.UpdateOperation.delete_points_by_filter(flt))
+
+    def set_payload(self, doc_key: str, payload: dict[str, Any]) -> None:
+        """Merge ``payload``'s top-level keys into every point of ``doc_key``."""
+        flt = to_edge_filter(document_filter(doc_key))
+        self._update("set_payload", qe.UpdateOperation.set_payload_by_filter(flt, payload))
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def _scroll_pages(
+        self, flt: Any, with_payload: bool | list[str], with_vector: bool, page_size: int
+    ) -> Iterator[list[Any]]:
+        offset: Any = None
+        while True:
+            with self._call("scroll"):
+                page, offset = self._open_shard().scroll(
+                    qe.ScrollRequest(
+                        offset=offset,
+                        limit=page_size,
+                        filter=flt,
+                        with_payload=with_payload,
+                        with_vector=with_vector,
+                    )
+                )
+            yield page
+            if offset is None:
+                return
+
+    def document_points(self, doc_key: str, *, with_vectors: bool = False) -> list[PointRecord]:
+        """Every point of ``doc_key`` ordered by payload ``chunk_index``; vectors are ``None``
+        unless ``with_vectors`` (the dense one comes back normalised: cosine storage)."""
+        flt = to_edge_filter(document_filter(doc_key))
+        records = [
+            _record_of(r) for page in self._scroll_pages(flt, True, with_vectors, 256) for r in page
+        ]
+        records.sort(key=lambda r: r.payload.get("chunk_index", 0))
+        return records
+
+    def scroll(
+        self, flt: models.Filter | None, fields: Sequence[str], page_size: int = 256
+    ) -> Iterator[dict[str, Any]]:
+        """Yield the payload of every point matching ``flt``, holding only ``fields`` (a field
+        a point lacks is absent), reading ``page_size`` points at a time."""
+        selector: bool | list[str] = list(fields) if fields else False
+        for page in self._scroll_pages(to_edge_filter(flt), selector, False, page_size):
+            for record in page:
+                yield dict(record.payload or {})
+
+    def query(
+        self,
+        *,
+        dense: list[float] | None,
+        sparse: SparseVector | None,
+        flt: models.Filter | None,
+        limit: int,
+        prefetch_limit: int,
+        fusion: Fusion,
+        offset: int = 0,
+    ) -> list[Hit]:
+        """One Edge query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
+        carrying ``flt``, fused by ``fusion`` (RRF with k=2, or DBSF), best first; ``limit``
+        hits after ``offset``, with payload. A ``None`` vector drops its branch (the other is
+        still fused, so scores keep the fusion's scale).
+
+        Raises ``ValueError`` if both vectors are ``None``.
+        """
+        edge_filter = to_edge_filter(flt)
+        prefetches: list[qe.Prefetch] = []
+        if dense is not None:
+            prefetches.append(
+                qe.Prefetch(
+                    limit=prefetch_limit,
+                    query=qe.Query.Nearest(list(dense), using=DENSE),
+                    filter=edge_filter,
+                )
+            )
+        if sparse is not None:
+            prefetches.append(
+                qe.Prefetch(
+                    limit=prefetch_limit,
+                    query=qe.Query.Nearest(
+                        qe.SparseVector(list(sparse.indices), list(sparse.values)), using=SPARSE
+                    ),
+                    filter=edge_filter,
+                )
+            )
+        if not prefetches:
+            raise ValueError("query needs a dense or a sparse vector")
+        request = qe.QueryRequest(
+            limit=limit,
+            offset=offset,
+            query=qe.Fusion.Rrf(k=RRF_K) if fusion is Fusion.RRF else qe.Fusion.Dbsf(),
+            prefetches=prefetches,
+            with_payload=True,
+            with_vector=False,
+        )
+        with self._call("query"):
+            points = self._open_shard().query(request)
+        return [Hit(id=str(p.id), score=p.score, payload=dict(p.payload or {})) for p in points]
+
+    def count(self, flt: models.Filter | None = None) -> int:
+        """Exact number of points matching ``flt`` (all points for ``None``)."""
+        request = qe.CountRequest(exact=True, filter=to_edge_filter(flt))
+        with self._call("count"):
+            return self._open_shard().count(request)
+
+    def flush(self) -> None:
+        """Write every pending change to the shard's segments (the WAL already holds them)."""
+        with self._lock, self._call("flush"):
+            self._open_shard().flush()
+
+    def optimize(self) -> bool:
+        """Run Edge's segment optimisers (merging, HNSW building) now, blocking; Edge does not
+        run them in the background. Returns whether anything was optimised."""
+        with self._lock, self._call("optimize"):
+            return self._open_shard().optimize()
+
+    def close(self) -> None:
+        """Flush and close the shard, releasing its folder; later calls raise
+        ``StoreUnavailable``. Closing twice is harmless."""
+        with self._lock:
+            shard, self._shard = self._shard, None
+            if shard is not None:
+                with self._call("close"):
+                    shard.flush()
+                    shard.close()
+
+
+def _vectors_of(point: PointRecord) -> dict[str, Any]:
+    vectors: dict[str, Any] = {}
+    if point.dense is not None:
+        vectors[DENSE] = list(point.dense)
+    if point.sparse is not None:
+        vectors[SPARSE] = qe.SparseVector(list(point.sparse.indices), list(point.sparse.values))
+    return vectors
+
+
+def _record_of(record: Any) -> PointRecord:
+    vectors = record.vector if isinstance(record.vector, dict) else {}
+    dense = vectors.get(DENSE)
+    sparse = vectors.get(SPARSE)
+    return PointRecord(
+        id=str(record.id),
+        payload=dict(record.payload or {}),
+        dense=[float(x) for x in dense] if isinstance(dense, list) else None,
+        sparse=(
+            SparseVector(
+                indices=[int(i) for i in sparse.indices], values=[float(v) for v in sparse.values]
+            )
+            if isinstance(sparse, qe.SparseVector)
+            else None
+        ),
+    )

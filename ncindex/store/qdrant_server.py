@@ -1,0 +1,353 @@
+"""The vector-store port on a Qdrant server through ``qdrant-client`` (DESIGN §8, §10).
+
+One collection per embedding model, ``"{prefix}-{model_slug}"``, reached by readers through
+the alias ``"{prefix}"``. A store object reads and writes its own model's collection; the
+alias names the model that is live, and :meth:`QdrantServerStore.swap_alias` moves it when a
+new model's collection is complete.
+
+The same class works on ``QdrantClient(":memory:")`` (qdrant-client's local mode, used by the
+tests), which is not thread-safe: every call on a local client holds one lock per client.
+
+qdrant-client, httpx and grpc exceptions are translated to
+:class:`ncindex.errors.StoreUnavailable` here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import grpc
+import httpx
+from qdrant_client import QdrantClient, models
+from qdrant_client.common.client_exceptions import QdrantException
+from qdrant_client.http.exceptions import ApiException
+from qdrant_client.local.qdrant_local import QdrantLocal
+
+from ncindex.errors import StoreUnavailable
+from ncindex.store.port import DENSE, SPARSE, Fusion, Hit, PointRecord, SparseVector
+from ncindex.store.schema import (
+    PAYLOAD_INDEXES,
+    IndexKind,
+    batches,
+    collection_name,
+    document_filter,
+)
+
+ENGINE_ERRORS: tuple[type[Exception], ...] = (
+    ApiException,  # UnexpectedResponse (an HTTP error status), ResponseHandlingException
+    QdrantException,  # ResourceExhaustedResponse (429 with Retry-After)
+    httpx.HTTPError,  # transport errors and timeouts of the REST client
+    grpc.RpcError,  # every failure of the gRPC client
+)
+"""The exception types translated to ``StoreUnavailable`` at this boundary."""
+
+_FUSION = {Fusion.RRF: models.Fusion.RRF, Fusion.DBSF: models.Fusion.DBSF}
+
+_LOCAL_LOCKS: weakref.WeakKeyDictionary[QdrantClient, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCAL_LOCKS_GUARD = threading.Lock()
+
+
+def _index_schema(kind: IndexKind) -> models.PayloadSchemaType | models.TextIndexParams:
+    if kind is IndexKind.KEYWORD:
+        return models.PayloadSchemaType.KEYWORD
+    if kind is IndexKind.INTEGER:
+        return models.PayloadSchemaType.INTEGER
+    return models.TextIndexParams(
+        type=models.TextIndexType.TEXT, tokenizer=models.TokenizerType.WORD, lowercase=True
+    )
+
+
+def _client_lock(client: QdrantClient) -> contextlib.AbstractContextManager[Any]:
+    """One re-entrant lock per local-mode client (shared by every store on it); none for a
+    remote client, which is safe to share between threads."""
+    if not isinstance(getattr(client, "_client", None), QdrantLocal):
+        return contextlib.nullcontext()
+    with _LOCAL_LOCKS_GUARD:
+        lock = _LOCAL_LOCKS.get(client)
+        if lock is None:
+            lock = _LOCAL_LOCKS[client] = threading.RLock()
+        return lock
+
+
+class QdrantServerStore:
+    """:class:`ncindex.store.port.VectorStore` on a Qdrant server (or qdrant-client local mode).
+
+    ``client`` is any ``QdrantClient`` (``QdrantClient(url=...)`` or ``QdrantClient(":memory:")``);
+    the store closes it in :meth:`close` unless ``close_client=False``.
+    ``collection_prefix`` names the alias (e.g. ``"ncindex"``) and ``model_slug`` the model
+    (see :func:`ncindex.store.model_slug`); the collection is ``"{prefix}-{model_slug}"``.
+    Every method raises ``StoreUnavailable`` when Qdrant cannot be reached or fails.
+    """
+
+    def __init__(
+        self,
+        client: QdrantClient,
+        collection_prefix: str,
+        model_slug: str,
+        *,
+        close_client: bool = True,
+    ) -> None:
+        self._client = client
+        self.alias = collection_prefix
+        self.model_slug = model_slug
+        self.collection = collection_name(collection_prefix, model_slug)
+        self._close_client = close_client
+        self._lock = _client_lock(client)
+
+    def __repr__(self) -> str:
+        return f"QdrantServerStore(collection={self.collection!r}, alias={self.alias!r})"
+
+    @contextlib.contextmanager
+    def _call(self, what: str) -> Iterator[None]:
+        """Hold the client lock (local mode) and translate engine errors."""
+        try:
+            with self._lock:
+                yield
+        except ENGINE_ERRORS as exc:
+            raise StoreUnavailable(f"qdrant {what} on {self.collection!r} failed: {exc}") from exc
+
+    # --- collection and alias -----------------------------------------------------------------
+
+    def ensure_collection(self, dense_dim: int) -> None:
+        """Create the collection (dense ``"dense"``: ``dense_dim`` floats, cosine; sparse
+        ``"bm25"`` with the IDF modifier), every payload index of
+        :data:`ncindex.store.schema.PAYLOAD_INDEXES` and the alias (pointing here) if missing.
+
+        Idempotent. Raises ``ValueError`` if the collection exists with another dense dimension.
+        """
+        with self._call("ensure_collection"):
+            if not self._client.collection_exists(self.collection):
+                self._client.create_collection(
+                    self.collection,
+                    vectors_config={
+                        DENSE: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE)
+                    },
+                    sparse_vectors_config={
+                        SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                    },
+                )
+            info = self._client.get_collection(self.collection)
+            vectors = info.config.params.vectors
+            existing_dim = vectors[DENSE].size if isinstance(vectors, dict) else None
+            if existing_dim != dense_dim:
+                raise ValueError(
+                    f"collection {self.collection!r} has dense dimension {existing_dim}, "
+                    f"not {dense_dim}"
+                )
+            have = set(info.payload_schema or {})
+            with warnings.catch_warnings():
+                # local mode warns that payload indexes have no effect there; that is expected
+                warnings.filterwarnings("ignore", "Payload indexes have no effect", UserWarning)
+                for field, kind in PAYLOAD_INDEXES.items():
+                    if field not in have:
+                        self._client.create_payload_index(
+                            self.collection, field, field_schema=_index_schema(kind), wait=True
+                        )
+            if self._alias_target() is None:
+                self._set_alias(self.collection)
+
+    def active_model(self) -> str | None:
+        """The model slug the alias points to, or ``None`` without an alias (or when it names
+        a collection that does not follow ``"{prefix}-{slug}"``)."""
+        with self._call("get_aliases"):
+            target = self._alias_target()
+        prefix = f"{self.alias}-"
+        if target is None or not target.startswith(prefix):
+            return None
+        return target[len(prefix) :]
+
+    def swap_alias(self, model_slug: str | None = None) -> None:
+        """Point the alias at ``model_slug``'s collection (default: this store's) in one
+        atomic alias update. Raises ``ValueError`` if that collection does not exist."""
+        target = collection_name(self.alias, model_slug or self.model_slug)
+        with self._call("swap_alias"):
+            if not self._client.collection_exists(target):
+                raise ValueError(f"collection {target!r} does not exist")
+            self._set_alias(target)
+
+    def use_model(self, model_slug: str) -> QdrantServerStore:
+        """A store for another model's collection on the same client (which it does not close);
+        call its ``ensure_collection`` to build it and ``swap_alias`` when it is complete."""
+        return QdrantServerStore(self._client, self.alias, model_slug, close_client=False)
+
+    def _alias_target(self) -> str | None:
+        for alias in self._client.get_aliases().aliases:
+            if alias.alias_name == self.alias:
+                return alias.collection_name
+        return None
+
+    def _set_alias(self, target: str) -> None:
+        ops: list[models.CreateAliasOperation | models.DeleteAliasOperation] = []
+        if self._alias_target() is not None:
+            ops.append(
+                models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=self.alias))
+            )
+        ops.append(
+            models.CreateAliasOperation(
+                create_alias=models.CreateAlias(collection_name=target, alias_name=self.alias)
+            )
+        )
+        self._client.update_collection_aliases(change_aliases_operations=ops)
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def upsert(self, points: Sequence[PointRecord]) -> None:
+        """Insert or replace ``points`` by id, in batches of ``UPSERT_BATCH``, waiting for each.
+
+        A ``None`` vector is left out of the point.
+        """
+        for batch in batches(points):
+            structs = [
+                models.PointStruct(id=p.id, vector=_vectors_of(p), payload=p.payload) for p in batch
+            ]
+            with self._call("upsert"):
+                self._client.upsert(self.collection, points=structs, wait=True)
+
+    def delete_document(self, doc_key: str, keep_content_hash: str | None = None) -> None:
+        """Delete the points of ``doc_key`` (all but version ``keep_content_hash`` if given)."""
+        selector = models.FilterSelector(filter=document_filter(doc_key, keep_content_hash))
+        with self._call("delete"):
+            self._client.delete(self.collection, points_selector=selector, wait=True)
+
+    def set_payload(self, doc_key: str, payload: dict[str, Any]) -> None:
+        """Merge ``payload``'s top-level keys into every point of ``doc_key``."""
+        with self._call("set_payload"):
+            self._client.set_payload(
+                self.collection, payload=payload, points=document_filter(doc_key), wait=True
+            )
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def document_points(self, doc_key: str, *, with_vectors: bool = False) -> list[PointRecord]:
+        """Every point of ``doc_key`` ordered by payload ``chunk_index``; vectors are ``None``
+        unless ``with_vectors`` (the dense one comes back normalised: cosine storage)."""
+        records: list[PointRecord] = []
+        offset: models.ExtendedPointId | None = None
+        while True:
+            with self._call("scroll"):
+                page, offset = self._client.scroll(
+                    self.collection,
+                    scroll_filter=document_filter(doc_key),
+                    limit=256,
+                    offset=offset,
+                    with_payload=True,
+                    with_vectors=with_vectors,
+                )
+            records.extend(_record_of(r) for r in page)
+            if offset is None:
+                break
+        records.sort(key=lambda r: r.payload.get("chunk_index", 0))
+        return records
+
+    def scroll(
+        self, flt: models.Filter | None, fields: Sequence[str], page_size: int = 256
+    ) -> Iterator[dict[str, Any]]:
+        """Yield the payload of every point matching ``flt``, holding only ``fields`` (a field
+        a point lacks is absent), fetching ``page_size`` points per request."""
+        selector: bool | list[str] = list(fields) if fields else False
+        offset: models.ExtendedPointId | None = None
+        while True:
+            with self._call("scroll"):
+                page, offset = self._client.scroll(
+                    self.collection,
+                    scroll_filter=flt,
+                    limit=page_size,
+                    offset=offset,
+                    with_payload=selector,
+                    with_vectors=False,
+                )
+            for record in page:
+                yield dict(record.payload or {})
+            if offset is None:
+                return
+
+    def query(
+        self,
+        *,
+        dense: list[float] | None,
+        sparse: SparseVector | None,
+        flt: models.Filter | None,
+        limit: int,
+        prefetch_limit: int,
+        fusion: Fusion,
+        offset: int = 0,
+    ) -> list[Hit]:
+        """One ``query_points``: a dense and a sparse ``Prefetch`` of ``prefetch_limit``
+        candidates, each carrying ``flt``, fused by ``fusion`` (RRF with k=2, or DBSF), best
+        first; ``limit`` hits after ``offset``, with payload. A ``None`` vector drops its
+        branch (the other is still fused, so scores keep the fusion's scale).
+
+        Raises ``ValueError`` if both vectors are ``None``.
+        """
+        prefetch: list[models.Prefetch] = []
+        if dense is not None:
+            prefetch.append(
+                models.Prefetch(query=dense, using=DENSE, filter=flt, limit=prefetch_limit)
+            )
+        if sparse is not None:
+            prefetch.append(
+                models.Prefetch(
+                    query=models.SparseVector(indices=sparse.indices, values=sparse.values),
+                    using=SPARSE,
+                    filter=flt,
+                    limit=prefetch_limit,
+                )
+            )
+        if not prefetch:
+            raise ValueError("query needs a dense or a sparse vector")
+        with self._call("query_points"):
+            response = self._client.query_points(
+                self.collection,
+                prefetch=prefetch,
+                query=models.FusionQuery(fusion=_FUSION[fusion]),
+                limit=limit,
+                offset=offset,
+                with_payload=True,
+                with_vectors=False,
+            )
+        return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points]
+
+    def count(self, flt: models.Filter | None = None) -> int:
+        """Exact number of points matching ``flt`` (all points for ``None``)."""
+        with self._call("count"):
+            return self._client.count(self.collection, count_filter=flt, exact=True).count
+
+    def close(self) -> None:
+        """Close the client if this store owns it (``close_client=True``)."""
+        if self._close_client:
+            with self._call("close"):
+                self._client.close()
+
+
+def _vectors_of(point: PointRecord) -> dict[str, Any]:
+    vectors: dict[str, Any] = {}
+    if point.dense is not None:
+        vectors[DENSE] = point.dense
+    if point.sparse is not None:
+        vectors[SPARSE] = models.SparseVector(
+            indices=point.sparse.indices, values=point.sparse.values
+        )
+    return vectors
+
+
+def _record_of(record: models.Record) -> PointRecord:
+    vectors = record.vector if isinstance(record.vector, dict) else {}
+    dense = vectors.get(DENSE)
+    sparse = vectors.get(SPARSE)
+    return PointRecord(
+        id=str(record.id),
+        payload=dict(record.payload or {}),
+        dense=[float(x) for x in dense] if isinstance(dense, list) else None,
+        sparse=(
+            SparseVector(
+                indices=[int(i) for i in sparse.indices], values=[float(v) for v in sparse.values]
+            )
+            if isinstance(sparse, models.SparseVector)
+            else None
+        ),
+    )

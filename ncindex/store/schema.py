@@ -1,0 +1,104 @@
+"""What both vector-store engines share: the payload indexes, names and the document filters.
+
+Kept apart from :mod:`ncindex.store.port` (the interface) so the engines agree on one list of
+indexed fields (DESIGN §4) and on how a document's points are selected.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from types import MappingProxyType
+from typing import TypeVar
+
+from qdrant_client import models
+
+T = TypeVar("T")
+
+RRF_K = 2
+"""Reciprocal-rank-fusion constant: a hit at 0-based rank ``r`` of one branch scores
+``1 / (r + RRF_K)``. 2 is Qdrant's default; Edge needs it spelled out."""
+
+UPSERT_BATCH = 256
+"""Points per write request (bounds request size; a version is complete only after all)."""
+
+
+class IndexKind(StrEnum):
+    """The kind of payload index a field gets."""
+
+    KEYWORD = "keyword"
+    INTEGER = "integer"
+    TEXT = "text"
+
+
+PAYLOAD_INDEXES: Mapping[str, IndexKind] = MappingProxyType(
+    {
+        **{
+            name: IndexKind.KEYWORD
+            for name in (
+                "doc_type",
+                "doc_id",
+                "doc_key",
+                "acl",
+                "owner",
+                "content_hash",
+                "etag",
+                "mime_type",
+                "tags",
+                "category",
+                "file_path",
+                "folder_ancestors",
+                "board_id",
+                "stack_id",
+                "feed_id",
+                "embedding_model",
+            )
+        },
+        **{
+            name: IndexKind.INTEGER for name in ("modified_at", "indexed_at", "size", "chunk_index")
+        },
+        "title": IndexKind.TEXT,
+    }
+)
+"""Every filterable payload field (DESIGN §4) → the index it gets. Times are integer seconds."""
+
+
+def model_slug(model_name: str) -> str:
+    """A collection-safe slug of an embedding model name.
+
+    The last path segment, lower-cased, with every run of characters other than ``a-z0-9``
+    replaced by ``-``: ``"sentence-transformers/all-MiniLM-L6-v2"`` → ``"all-minilm-l6-v2"``.
+    Raises ``ValueError`` when nothing is left.
+    """
+    last = model_name.strip().rstrip("/").rsplit("/", 1)[-1]
+    slug = re.sub(r"[^a-z0-9]+", "-", last.lower()).strip("-")
+    if not slug:
+        raise ValueError(f"cannot make a model slug of {model_name!r}")
+    return slug
+
+
+def collection_name(prefix: str, slug: str) -> str:
+    """The collection of one embedding model: ``"{prefix}-{slug}"``."""
+    return f"{prefix}-{slug}"
+
+
+def document_filter(doc_key: str, keep_content_hash: str | None = None) -> models.Filter:
+    """The points of ``doc_key``; with ``keep_content_hash``, all but that version's."""
+    return models.Filter(
+        must=[models.FieldCondition(key="doc_key", match=models.MatchValue(value=doc_key))],
+        must_not=(
+            [
+                models.FieldCondition(
+                    key="content_hash", match=models.MatchValue(value=keep_content_hash)
+                )
+            ]
+            if keep_content_hash is not None
+            else None
+        ),
+    )
+
+
+def batches(items: Sequence[T], size: int = UPSERT_BATCH) -> list[Sequence[T]]:
+    """``items`` cut into consecutive lists of at most ``size``."""
+    return [items[i : i + size] for i in range(0, len(items), size)]
