@@ -29,6 +29,8 @@ from ncindex.models import (
     ModelPaths,
     dense_dir_name,
     install_models,
+    load_tokenizer,
+    model_max_tokens,
     model_paths,
 )
 from ncindex.settings import Settings
@@ -98,7 +100,7 @@ class Embedder:
     def max_tokens(self) -> int:
         """Longest input of the dense model, tokens including the special tokens
         (``model_max_length`` of its ``tokenizer_config.json``; 256 for all-MiniLM-L6-v2)."""
-        return _max_length(self._ensure_files().dense_dir)
+        return model_max_tokens(self._ensure_files().dense_dir)
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -245,32 +247,6 @@ class Embedder:
 
 
 # --- helpers -------------------------------------------------------------------------------
-
-
-def load_tokenizer(dense_dir: Path) -> Tokenizer:
-    """The ``tokenizers.Tokenizer`` of ``dense_dir/tokenizer.json`` with truncation and padding
-    turned off (the file ships with truncation and fixed padding at 128 tokens, which would make
-    every text count as 128 tokens). Raises :class:`~ncindex.models.ModelError` if unreadable."""
-    from tokenizers import Tokenizer
-
-    try:
-        tokenizer = Tokenizer.from_file(str(Path(dense_dir) / "tokenizer.json"))
-    except Exception as exc:  # tokenizers raises a bare Exception
-        raise ModelError(f"cannot read {dense_dir}/tokenizer.json: {exc}") from exc
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return tokenizer
-
-
-def _max_length(dense_dir: Path) -> int:
-    try:
-        config = json.loads((dense_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
-        value = config["model_max_length"]
-    except (OSError, ValueError, KeyError) as exc:
-        raise ModelError(f"no model_max_length in {dense_dir}/tokenizer_config.json") from exc
-    if not isinstance(value, int) or value <= 0:
-        raise ModelError(f"bad model_max_length {value!r} in {dense_dir}/tokenizer_config.json")
-    return value
 
 
 def _read_json(path: Path) -> dict[str, Any]:

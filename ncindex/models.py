@@ -36,8 +36,12 @@ from dataclasses import dataclass
 from importlib import metadata, resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ncindex.errors import PermanentError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 #: The dense model the packages above provide, by its sentence-transformers name.
 PACKAGED_DENSE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -138,6 +142,39 @@ def install_models(model_dir: Path) -> ModelPaths:
     _install_folder(paths.dense_dir, _dense_marker(), _build_dense, paths.dense_ready)
     _install_folder(paths.sparse_dir, _sparse_marker(), _build_sparse, paths.sparse_ready)
     return paths
+
+
+def load_tokenizer(dense_dir: Path) -> Tokenizer:
+    """The ``tokenizers.Tokenizer`` of ``dense_dir/tokenizer.json`` with truncation and padding
+    turned off, for counting tokens (the file of all-MiniLM-L6-v2 ships with truncation and
+    fixed padding at 128 tokens, which would make every text count as 128 tokens).
+
+    Raises :class:`ModelError` if the file is missing or unreadable.
+    """
+    from tokenizers import Tokenizer
+
+    path = Path(dense_dir) / "tokenizer.json"
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception
+        raise ModelError(f"cannot read {path}: {exc}") from exc
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def model_max_tokens(dense_dir: Path) -> int:
+    """The dense model's input limit in tokens, special tokens included: ``model_max_length`` of
+    ``dense_dir/tokenizer_config.json`` (256 for the packaged model). Raises :class:`ModelError`
+    if it is missing or not a positive integer."""
+    path = Path(dense_dir) / "tokenizer_config.json"
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))["model_max_length"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelError(f"no model_max_length in {path}") from exc
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ModelError(f"bad model_max_length {value!r} in {path}")
+    return value
 
 
 # --- building ------------------------------------------------------------------------------

@@ -1,0 +1,119 @@
+"""Structure-aware chunking sized in the dense model's tokens (DESIGN §8).
+
+Text is split recursively at the coarsest boundary that fits — headings and sections
+(markdown), blank-line paragraphs, lines, sentences, words, and characters only as a last
+resort — by ``semantic-text-splitter`` (``MarkdownSplitter`` for markdown, ``TextSplitter``
+otherwise), which measures candidate chunks with the dense model's own ``tokenizers``
+tokenizer. Sizes are tokens, not characters: all-MiniLM-L6-v2 reads at most 256 tokens
+(including its ``[CLS]``/``[SEP]``), so a chunk sized in characters could lose half its text
+in the dense vector.
+
+Every :class:`~ncindex.documents.Chunk` carries character offsets into the text it was cut
+from, ``text[chunk.char_start:chunk.char_end] == chunk.text``. semantic-text-splitter's
+``chunk_indices`` returns the start as a *character* offset in its Python binding (0.33; its
+Rust API counts bytes) — the tests check it with non-ASCII text and emoji, and
+:meth:`Chunker.chunk_text` checks it at run time as well.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from semantic_text_splitter import MarkdownSplitter, TextSplitter
+
+from ncindex.documents import Chunk
+from ncindex.models import load_tokenizer, model_max_tokens, model_paths
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from ncindex.settings import Settings
+
+
+class Chunker:
+    """Cuts text into overlapping chunks of at most ``max_tokens`` model tokens.
+
+    ``tokenizer`` is the dense model's ``tokenizers.Tokenizer``; its truncation and padding must
+    be off (:func:`ncindex.models.load_tokenizer` gives such a one, as does
+    ``Embedder.tokenizer``). ``max_tokens`` counts the chunk's own tokens; it is lowered if
+    needed so that a chunk plus the model's special tokens fits in ``model_max_tokens``
+    (the model's input limit). ``overlap_tokens`` is the largest overlap between neighbouring
+    chunks, tokens; it must be below the effective ``max_tokens`` (``ValueError`` otherwise).
+    Thread-safe (the splitters are immutable).
+    """
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        *,
+        max_tokens: int,
+        overlap_tokens: int,
+        model_max_tokens: int,
+    ) -> None:
+        specials = tokenizer.num_special_tokens_to_add(is_pair=False)
+        capacity = min(max_tokens, model_max_tokens - specials)
+        if capacity < 1:
+            raise ValueError(f"no room for text: max_tokens {max_tokens}, model {model_max_tokens}")
+        if not 0 <= overlap_tokens < capacity:
+            raise ValueError(f"overlap_tokens {overlap_tokens} must be in [0, {capacity})")
+        self._tokenizer = tokenizer
+        self.max_tokens = capacity
+        self.overlap_tokens = overlap_tokens
+        self.model_max_tokens = model_max_tokens
+        self._text = TextSplitter.from_huggingface_tokenizer(
+            tokenizer, capacity, overlap=overlap_tokens, trim=True
+        )
+        self._markdown = MarkdownSplitter.from_huggingface_tokenizer(
+            tokenizer, capacity, overlap=overlap_tokens, trim=True
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Chunker:
+        """A chunker for ``settings.dense_model`` in ``settings.model_dir``, sized by
+        ``chunk_tokens`` and ``chunk_overlap_tokens``. The model's input limit is the
+        ``model_max_length`` of its ``tokenizer_config.json``. Raises
+        :class:`~ncindex.models.ModelError` if the tokenizer files are missing."""
+        dense_dir = model_paths(settings.model_dir, settings.dense_model).dense_dir
+        return cls.from_model_dir(
+            dense_dir,
+            max_tokens=settings.chunk_tokens,
+            overlap_tokens=settings.chunk_overlap_tokens,
+            model_max_tokens=model_max_tokens(dense_dir),
+        )
+
+    @classmethod
+    def from_model_dir(
+        cls, dense_dir: Path, *, max_tokens: int, overlap_tokens: int, model_max_tokens: int
+    ) -> Chunker:
+        """A chunker using the tokenizer in ``dense_dir`` (see :class:`Chunker` for the sizes)."""
+        return cls(
+            load_tokenizer(dense_dir),
+            max_tokens=max_tokens,
+            overlap_tokens=overlap_tokens,
+            model_max_tokens=model_max_tokens,
+        )
+
+    def chunk_text(self, text: str, *, markdown: bool) -> list[Chunk]:
+        """Split ``text`` into chunks, in order, indexed from 0.
+
+        ``markdown`` selects the markdown-aware splitter (headings, lists, code blocks as
+        boundaries). Chunks carry character offsets into ``text``; leading and trailing
+        whitespace is trimmed from each chunk. Empty or whitespace-only text gives ``[]``.
+        """
+        if not text.strip():
+            return []
+        splitter = self._markdown if markdown else self._text
+        chunks: list[Chunk] = []
+        for start, piece in splitter.chunk_indices(text):
+            end = start + len(piece)
+            if text[start:end] != piece:  # would mean the binding switched to byte offsets
+                raise RuntimeError(f"chunk offsets do not match the text at {start}")
+            if piece.strip():
+                chunks.append(Chunk(len(chunks), piece, start, end))
+        return chunks
+
+    def count_tokens(self, text: str, *, special_tokens: bool = True) -> int:
+        """Number of model tokens in ``text``, with the special tokens by default (what the
+        dense model reads; compare with ``model_max_tokens``)."""
+        return len(self._tokenizer.encode(text, add_special_tokens=special_tokens).ids)
