@@ -1,0 +1,197 @@
+"""Webhook envelopes from Nextcloud's webhook_listeners, validated and mapped to tasks.
+
+Envelope shape (reference/nextcloud-api.md §1.2–1.3)::
+
+    {"event": {"node": {"id": 1532, "path": "/alice/files/Notes/Plan.md"},
+               "class": "OCP\\\\Files\\\\Events\\\\Node\\\\NodeWrittenEvent"},
+     "user": {"uid": "alice", "displayName": "Alice Adams"} | null,
+     "time": 1767225601}
+
+An envelope is a hint that something changed; every task re-reads Nextcloud. Paths are in the
+acting user's view (``/<uid>/files/<path>``), so the user whose view it is comes from the path;
+paths outside ``files/`` (trash bin, versions) are not indexed and are ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Container
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ncindex.documents import normalize_path
+
+NODE_NS = "OCP\\Files\\Events\\Node\\"
+SINGLE_NODE = {"NodeCreatedEvent", "NodeWrittenEvent", "BeforeNodeDeletedEvent", "NodeDeletedEvent"}
+TWO_NODE = {"NodeRenamedEvent", "NodeCopiedEvent", "NodeRestoredEvent"}
+#: Event classes ncindex registers with webhook_listeners (one registration each).
+SUBSCRIBED = tuple(NODE_NS + name for name in sorted(SINGLE_NODE | TWO_NODE))
+
+_MAX_PATH = 4096
+_FILES_PATH = re.compile(r"^/(?P<user>[^/]+)/files(?P<path>/.*)?$")
+
+
+class EnvelopeError(ValueError):
+    """Raised for an envelope that is not valid; ``field`` is the dotted path of the offender."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class NodeRef(BaseModel):
+    """A node descriptor: ``id`` (absent for nodes that no longer exist) and absolute VFS path."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: int | None = Field(None, ge=0)
+    path: str = Field(min_length=1, max_length=_MAX_PATH)
+
+
+class EventUser(BaseModel):
+    """The session user that triggered the event."""
+
+    model_config = ConfigDict(extra="allow")
+
+    uid: str = Field(min_length=1, max_length=256)
+    displayName: str | None = None
+
+
+class EventBody(BaseModel):
+    """The ``event`` object: its ``class`` plus the class's payload keys."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    event_class: str = Field(alias="class", min_length=1, max_length=512)
+    node: NodeRef | None = None
+    source: NodeRef | None = None
+    target: NodeRef | None = None
+
+
+class Envelope(BaseModel):
+    """A webhook_listeners delivery: ``event``, ``user`` (may be null) and ``time`` (Unix s)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    event: EventBody
+    user: EventUser | None
+    time: int = Field(ge=0)
+
+
+def parse_envelope(raw: Any) -> Envelope:
+    """Validate a decoded JSON body; raises :class:`EnvelopeError` naming the first bad field.
+
+    Beyond the shape, a file event must carry the nodes its class has (``node`` or
+    ``source`` + ``target``).
+    """
+    if not isinstance(raw, dict):
+        raise EnvelopeError("body", "must be a JSON object")
+    try:
+        envelope = Envelope.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise EnvelopeError(
+            ".".join(str(p) for p in first["loc"]) or "body", first["msg"]
+        ) from None
+    name = short_class(envelope.event.event_class)
+    if name in SINGLE_NODE and envelope.event.node is None:
+        raise EnvelopeError("event.node", f"required for {name}")
+    if name in TWO_NODE:
+        for key in ("source", "target"):
+            if getattr(envelope.event, key) is None:
+                raise EnvelopeError(f"event.{key}", f"required for {name}")
+    return envelope
+
+
+def short_class(event_class: str) -> str:
+    """``"OCP\\\\Files\\\\Events\\\\Node\\\\NodeWrittenEvent"`` → ``"NodeWrittenEvent"`` for file
+    node events; any other class is returned unchanged."""
+    cls = event_class.lstrip("\\")
+    return cls[len(NODE_NS) :] if cls.startswith(NODE_NS) else cls
+
+
+def split_vfs_path(vfs_path: str) -> tuple[str, str] | None:
+    """``"/alice/files/Notes/a.md"`` → ``("alice", "/Notes/a.md")``; ``None`` outside ``files/``."""
+    match = _FILES_PATH.match(vfs_path)
+    if not match:
+        return None
+    return match["user"], normalize_path(match["path"] or "/")
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One task to enqueue: Celery task name, queue, keyword arguments, and the debounce key
+    that coalesces repeats within the debounce window (``None``: never coalesced)."""
+
+    task: str
+    queue: Literal["ingest", "index", "evict", "reconcile"]
+    kwargs: dict[str, Any]
+    debounce_key: str | None = None
+
+
+@dataclass(slots=True)
+class Plan:
+    """What an envelope asks for: actions to enqueue, or the reason it asks for nothing."""
+
+    actions: list[Action] = field(default_factory=list)
+    ignored: str | None = None
+
+
+def index_node(user: str, file_id: int) -> Action:
+    """Re-read file ``file_id`` as ``user`` and index it (or evict it if gone)."""
+    return Action(
+        "ncindex.index_node", "index", {"user": user, "file_id": file_id}, f"index:{user}:{file_id}"
+    )
+
+
+def evict_node(user: str, path: str, file_id: int | None) -> Action:
+    """Something at ``path`` (a file or a folder) was deleted in ``user``'s view."""
+    key = f"evict:{user}:{file_id if file_id is not None else path}"
+    return Action(
+        "ncindex.evict_node", "evict", {"user": user, "path": path, "file_id": file_id}, key
+    )
+
+
+def move_path(user: str, source: str, target: str, file_id: int | None) -> Action:
+    """A file or folder moved from ``source`` to ``target`` in ``user``'s view."""
+    return Action(
+        "ncindex.move_path",
+        "ingest",
+        {"user": user, "source": source, "target": target, "file_id": file_id},
+    )
+
+
+def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
+    """Map a valid envelope to the tasks it asks for (DESIGN §5).
+
+    Created/Written/Copied(target)/Restored(target) ⇒ index; BeforeNodeDeleted and
+    NodeDeleted ⇒ evict (by id when present, else by path); Renamed ⇒ move. Events of users
+    without a configured account, and paths outside ``files/``, are ignored with a reason.
+    """
+    event = envelope.event
+    name = short_class(event.event_class)
+    if name not in SINGLE_NODE | TWO_NODE:
+        return Plan(ignored="event_class")
+    node = event.node if name in SINGLE_NODE else event.target
+    assert node is not None  # guaranteed by parse_envelope
+    located = split_vfs_path(node.path)
+    if located is None:
+        return Plan(ignored="path_outside_files")
+    user, path = located
+    if user not in accounts:
+        return Plan(ignored="unknown_user")
+    if name in ("NodeCreatedEvent", "NodeWrittenEvent", "NodeCopiedEvent", "NodeRestoredEvent"):
+        if node.id is None:
+            return Plan(ignored="node_without_id")
+        return Plan([index_node(user, node.id)])
+    if name in ("BeforeNodeDeletedEvent", "NodeDeletedEvent"):
+        return Plan([evict_node(user, path, node.id)])
+    # NodeRenamedEvent: the source usually has no id (it no longer exists).
+    assert event.source is not None
+    source = split_vfs_path(event.source.path)
+    if source is None or source[0] != user:
+        return Plan([index_node(user, node.id)] if node.id is not None else [])
+    return Plan([move_path(user, source[1], path, node.id)])

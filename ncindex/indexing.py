@@ -1,0 +1,386 @@
+"""Index, evict and re-path notes and files: the worker side of DESIGN §4–§6.
+
+Every operation re-reads Nextcloud (the source of truth, never the webhook body), so order,
+duplicates and late deliveries do not matter. A document's new version is written beside the
+old one and the old one is deleted afterwards, so a search never sees half a document; vectors
+of chunks whose text did not change are reused instead of embedded again.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from qdrant_client import models
+
+from ncindex.documents import (
+    Chunk,
+    DocRef,
+    DocType,
+    SourceDocument,
+    build_payload,
+    path_fields,
+    point_id,
+    principal,
+    text_hash,
+)
+from ncindex.errors import NotFound, TransientError
+from ncindex.nextcloud.client import NextcloudClient, NotesSettings
+from ncindex.nextcloud.webdav import DavEntry
+from ncindex.runtime import Services
+from ncindex.store.port import PointRecord
+from ncindex.text.chunking import Chunker
+from ncindex.text.extract import extract_text, is_supported
+
+log = structlog.get_logger(__name__)
+
+NODE_TYPES = (DocType.NOTE, DocType.FILE)
+#: Payload fields that describe the whole document (not one chunk); a metadata-only change
+#: rewrites exactly these.
+DOCUMENT_FIELDS = (
+    "acl",
+    "owner",
+    "title",
+    "etag",
+    "modified_at",
+    "mime_type",
+    "size",
+    "tags",
+    "category",
+    "url",
+    "paths",
+    "file_path",
+    "folder_ancestors",
+)
+
+
+class LockBusy(TransientError):
+    """Raised when another task holds a document's lock; the task retries later."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What an operation did: ``action`` is one of ``indexed``, ``updated``, ``unchanged``,
+    ``evicted``, ``ineligible``, ``folder``, ``moved``; ``embedded`` counts chunks embedded."""
+
+    action: str
+    doc_key: str | None = None
+    embedded: int = 0
+
+
+class Indexer:
+    """The indexing operations on one process's :class:`Services`."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.settings = services.settings
+        self._chunker: Chunker | None = None
+
+    @property
+    def chunker(self) -> Chunker:
+        """Token-sized chunker on the dense model's tokenizer (built on first use)."""
+        if self._chunker is None:
+            self._chunker = Chunker.from_settings(self.settings)
+        return self._chunker
+
+    # --- locking -------------------------------------------------------------------------
+
+    @contextmanager
+    def lock(self, file_id: int | str, wait: float = 5.0) -> Iterator[None]:
+        """Per-document Redis lock (expiry ``lock_ttl`` seconds, above the task hard limit);
+        raises :class:`LockBusy` when not acquired within ``wait`` seconds."""
+        lock = self.services.redis.lock(
+            f"ncindex:lock:node:{file_id}", timeout=self.settings.lock_ttl, blocking_timeout=wait
+        )
+        if not lock.acquire():
+            raise LockBusy(f"node {file_id} is locked")
+        try:
+            yield
+        finally:
+            lock.release()
+
+    # --- index ---------------------------------------------------------------------------
+
+    def index_node(self, user: str, file_id: int) -> Outcome:
+        """Re-read file ``file_id`` as ``user`` and bring the index in line with it: index
+        a new or changed document, update metadata only when the text is unchanged, remove
+        the user's access when the file is gone or no longer eligible."""
+        client = self.services.account(user)
+        try:
+            entry = client.find_by_id(file_id)
+        except NotFound:
+            for doc_type in NODE_TYPES:
+                self.remove_access(user, DocRef(doc_type, str(file_id)))
+            return Outcome("evicted")
+        if entry.is_folder:
+            return Outcome("folder")
+        ref = self.classify(client, entry)
+        for doc_type in NODE_TYPES:
+            if ref is None or doc_type != ref.doc_type:
+                self.remove_access(user, DocRef(doc_type, str(file_id)))
+        if ref is None:
+            return Outcome("ineligible")
+        current = self._current(ref)
+        doc = self._fetch(client, ref, entry, current)
+        if doc is None:  # unchanged content (conditional GET answered 304 / same etag)
+            return self._update_metadata(ref, current, user, entry.path, {})
+        return self.write_document(doc, current)
+
+    def classify(self, client: NextcloudClient, entry: DavEntry) -> DocRef | None:
+        """``note`` for a file under the user's notes folder with a note extension, ``file``
+        for another supported file, ``None`` for anything not indexed."""
+        notes = self.notes_settings(client)
+        ext = posixpath.splitext(entry.path)[1].lstrip(".").lower()
+        folder = "/" + notes.notes_path.strip("/")
+        if entry.path.startswith(folder + "/") and ext in self.settings.note_extensions:
+            return DocRef(DocType.NOTE, str(entry.file_id))
+        if is_supported(entry.content_type, entry.path):
+            return DocRef(DocType.FILE, str(entry.file_id))
+        return None
+
+    def notes_settings(self, client: NextcloudClient) -> NotesSettings:
+        """The user's Notes settings, cached in Redis for five minutes; the configured
+        default when the Notes app is not installed (404)."""
+        key = f"ncindex:notes-settings:{client.user}"
+        cached = self.services.redis.get(key)
+        if cached is not None:
+            return NotesSettings(notes_path=cached.decode(), file_suffix=".md")
+        try:
+            notes = client.notes_settings()
+        except NotFound:
+            notes = NotesSettings(notes_path=self.settings.notes_path, file_suffix=".md")
+        self.services.redis.set(key, notes.notes_path, ex=300)
+        return notes
+
+    def _current(self, ref: DocRef) -> dict[str, Any] | None:
+        points = self.services.store.document_points(ref.key)
+        return points[0].payload if points else None
+
+    def _fetch(
+        self,
+        client: NextcloudClient,
+        ref: DocRef,
+        entry: DavEntry,
+        current: dict[str, Any] | None,
+    ) -> SourceDocument | None:
+        user = client.user or ""
+        owner = entry.owner or user
+        if ref.doc_type is DocType.NOTE:
+            note = client.get_note(int(ref.doc_id), etag=current["etag"] if current else None)
+            if note is None:
+                return None
+            return SourceDocument(
+                ref=ref,
+                user=user,
+                owner=owner,
+                title=note.title,
+                text=note.content[: self.settings.max_document_chars],
+                etag=note.etag,
+                modified_at=note.modified,
+                path=entry.path,
+                mime_type=entry.content_type or "text/markdown",
+                size=entry.size,
+                category=note.category,
+                tags=entry.tags,
+            )
+        if current and current.get("etag") == entry.etag:
+            return None
+        data = client.download(entry.path, self.settings.max_download_bytes)
+        extracted = extract_text(
+            data,
+            mime_type=entry.content_type,
+            filename=entry.path,
+            max_chars=self.settings.max_document_chars,
+        )
+        return SourceDocument(
+            ref=ref,
+            user=user,
+            owner=owner,
+            title=posixpath.basename(entry.path),
+            text=extracted.text,
+            etag=entry.etag,
+            modified_at=entry.modified_at,
+            path=entry.path,
+            mime_type=entry.content_type,
+            size=entry.size,
+            tags=entry.tags,
+            extra={"markdown": extracted.markdown},
+        )
+
+    def write_document(self, doc: SourceDocument, current: dict[str, Any] | None) -> Outcome:
+        """Write ``doc`` for ``doc.user``: metadata only if its text is unchanged, else a new
+        version (chunks embedded unless an old chunk had the same text) then delete the old."""
+        assert doc.path is not None
+        if current and current.get("content_hash") == doc.content_hash:
+            fields = {
+                "owner": doc.owner,
+                "title": doc.title,
+                "etag": doc.etag,
+                "modified_at": doc.modified_at,
+                "mime_type": doc.mime_type,
+                "size": doc.size,
+                "tags": doc.tags,
+                "category": doc.category,
+            }
+            return self._update_metadata(doc.ref, current, doc.user, doc.path, fields)
+        acl = set(current["acl"]) if current else set()
+        acl.add(principal(doc.user))
+        paths = dict(current["paths"]) if current else {}
+        paths[doc.user] = doc.path
+        markdown = bool(doc.extra.pop("markdown", doc.ref.doc_type is DocType.NOTE))
+        chunks = self.chunker.chunk_text(doc.text, markdown=markdown)
+        if not chunks:
+            self.services.store.delete_document(doc.ref.key)
+            return Outcome("ineligible", doc.ref.key)
+        vectors, embedded = self._vectors(doc.ref, chunks)
+        now = int(time.time())
+        model = self.services.embedder.model_name
+        points = [
+            PointRecord(
+                id=point_id(doc.ref, doc.content_hash, chunk.index),
+                payload=build_payload(
+                    doc,
+                    chunk,
+                    len(chunks),
+                    acl=sorted(acl),
+                    paths=paths,
+                    indexed_at=now,
+                    embedding_model=model,
+                ),
+                dense=dense,
+                sparse=sparse,
+            )
+            for chunk, (dense, sparse) in zip(chunks, vectors, strict=True)
+        ]
+        self.services.store.upsert(points)
+        self.services.store.delete_document(doc.ref.key, keep_content_hash=doc.content_hash)
+        log.info("indexed", doc_key=doc.ref.key, chunks=len(chunks), embedded=embedded)
+        return Outcome("indexed", doc.ref.key, embedded)
+
+    def _vectors(self, ref: DocRef, chunks: list[Chunk]) -> tuple[list[Any], int]:
+        """Vectors for ``chunks``: reused from the stored version where a chunk's text and the
+        model are the same, embedded otherwise. Returns the vectors and how many were embedded."""
+        model = self.services.embedder.model_name
+        reuse = {
+            text_hash(p.payload["text"]): (p.dense, p.sparse)
+            for p in self.services.store.document_points(ref.key, with_vectors=True)
+            if p.payload.get("embedding_model") == model and p.dense is not None
+        }
+        missing = [c for c in chunks if text_hash(c.text) not in reuse]
+        if missing:
+            fresh = self.services.embedder.embed_documents([c.text for c in missing])
+            reuse.update({text_hash(c.text): vec for c, vec in zip(missing, fresh, strict=True)})
+        return [reuse[text_hash(c.text)] for c in chunks], len(missing)
+
+    def _update_metadata(
+        self,
+        ref: DocRef,
+        current: dict[str, Any] | None,
+        user: str,
+        path: str,
+        fields: dict[str, Any],
+    ) -> Outcome:
+        if current is None:
+            return Outcome("unchanged", ref.key)
+        acl = set(current["acl"]) | {principal(user)}
+        paths = dict(current["paths"]) | {user: path}
+        update = dict(fields) | {"acl": sorted(acl)} | path_fields(paths)
+        if ref.doc_type is DocType.FILE and current.get("owner") in (user, None):
+            update.setdefault("title", posixpath.basename(path))
+        if all(current.get(k) == v for k, v in update.items()):
+            return Outcome("unchanged", ref.key)
+        self.services.store.set_payload(ref.key, update)
+        return Outcome("updated", ref.key)
+
+    # --- evict ---------------------------------------------------------------------------
+
+    def remove_access(self, user: str, ref: DocRef) -> bool:
+        """Take ``user`` out of ``ref``'s ``acl`` and paths; delete the document when no
+        principal is left or when ``user`` owns it (the owner's deletion ends every share).
+        Returns whether anything changed."""
+        current = self._current(ref)
+        if current is None or principal(user) not in current["acl"]:
+            return False
+        acl = set(current["acl"]) - {principal(user)}
+        if not acl or current.get("owner") == user:
+            self.services.store.delete_document(ref.key)
+            log.info("evicted", doc_key=ref.key, user=user)
+            return True
+        paths = {u: p for u, p in current["paths"].items() if u != user}
+        self.services.store.set_payload(ref.key, {"acl": sorted(acl)} | path_fields(paths))
+        log.info("access_removed", doc_key=ref.key, user=user)
+        return True
+
+    def evict_node(self, user: str, path: str, file_id: int | None) -> Outcome:
+        """Something at ``path`` was deleted in ``user``'s view: re-check the node by id
+        (re-index if it is in fact still there) and evict everything indexed under ``path``
+        for this user once Nextcloud confirms the path is gone."""
+        client = self.services.account(user)
+        if file_id is not None:
+            try:
+                client.find_by_id(file_id)
+            except NotFound:
+                for doc_type in NODE_TYPES:
+                    self.remove_access(user, DocRef(doc_type, str(file_id)))
+            else:
+                return self.index_node(user, file_id)
+        try:
+            client.propfind(path, depth=0)
+        except NotFound:
+            pass
+        else:
+            return Outcome("unchanged")  # something exists at the path again: its events follow
+        removed = 0
+        for payload in self._under(user, path):
+            removed += self.remove_access(user, DocRef.parse(payload["doc_key"]))
+        return Outcome("evicted", embedded=0) if removed or file_id else Outcome("unchanged")
+
+    # --- move ----------------------------------------------------------------------------
+
+    def move_path(self, user: str, source: str, target: str, file_id: int | None) -> Outcome:
+        """A file or folder moved from ``source`` to ``target`` in ``user``'s view: re-path
+        every document under it without re-embedding (each is re-read by id, so its new path
+        comes from Nextcloud); documents whose type changes (moved into or out of the notes
+        folder) and a file not yet indexed are indexed afresh."""
+        client = self.services.account(user)
+        moved_self = False
+        for payload in self._under(user, source):
+            ref = DocRef.parse(payload["doc_key"])
+            moved_self |= payload["paths"][user] == source
+            with self.lock(ref.doc_id):
+                try:
+                    entry = client.find_by_id(int(ref.doc_id))
+                except NotFound:
+                    self.remove_access(user, ref)
+                    continue
+                if ref.doc_type is DocType.NOTE or self.classify(client, entry) != ref:
+                    # a note's title and category come from the Notes API (one conditional
+                    # GET, no embedding when the text is unchanged)
+                    self.index_node(user, int(ref.doc_id))
+                    continue
+                fields = {"title": posixpath.basename(entry.path)}
+                self._update_metadata(ref, self._current(ref), user, entry.path, fields)
+        if not moved_self and file_id is not None:
+            with self.lock(file_id):
+                self.index_node(user, file_id)
+        return Outcome("moved")
+
+    def _under(self, user: str, path: str) -> list[dict[str, Any]]:
+        """Payloads (one per document) of what ``user`` has at ``path`` or below it."""
+        key = f"{user}:{path}"
+        flt = models.Filter(
+            should=[
+                models.FieldCondition(key="file_path", match=models.MatchValue(value=key)),
+                models.FieldCondition(key="folder_ancestors", match=models.MatchValue(value=key)),
+            ]
+        )
+        seen: dict[str, dict[str, Any]] = {}
+        for payload in self.services.store.scroll(flt, ["doc_key", "paths", "chunk_index"]):
+            if payload.get("chunk_index") == 0:
+                seen.setdefault(payload["doc_key"], payload)
+        return list(seen.values())

@@ -1,0 +1,287 @@
+"""Nextcloud client on httpx: OCS, Notes API v1, WebDAV and webhook_listeners.
+
+One pooled ``httpx.Client`` per process (:func:`make_http`, with an injectable transport so unit
+tests use ``httpx.MockTransport``); a lightweight :class:`NextcloudClient` per user carries
+that user's credentials. httpx errors and Nextcloud status codes are translated here into
+:mod:`ncindex.errors` and nowhere else:
+
+==============================  ==========================================
+what happened                   raised
+==============================  ==========================================
+timeout, connection error       ``NextcloudUnavailable``
+5xx, 429                        ``NextcloudUnavailable``
+401                             ``NextcloudAuthError``
+404 (and 403 where a caller     ``NotFound``
+says so, e.g. Deck)
+other 4xx, unparsable body      ``NextcloudProtocolError``
+==============================  ==========================================
+
+Formats: reference/nextcloud-api.md §0 (OCS envelope), §1.1 (webhooks), §2 (Notes), §3 (WebDAV).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ncindex.errors import (
+    NextcloudAuthError,
+    NextcloudProtocolError,
+    NextcloudUnavailable,
+    NotFound,
+    TooLarge,
+)
+from ncindex.nextcloud import webdav
+from ncindex.nextcloud.webdav import DavEntry
+from ncindex.settings import Settings
+
+NOTES_API = "/index.php/apps/notes/api/v1"
+WEBHOOKS_API = "/ocs/v2.php/apps/webhook_listeners/api/v1/webhooks"
+OCS_HEADERS = {"OCS-APIRequest": "true", "Accept": "application/json"}
+
+
+def make_http(settings: Settings, transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """The process's pooled client for ``settings.nextcloud_url``.
+
+    Timeouts are ``settings.http_timeout`` seconds; ``transport`` replaces the network (tests).
+    Raises ``ValueError`` when no Nextcloud URL is configured.
+    """
+    if not settings.nextcloud_url:
+        raise ValueError("NCINDEX_NEXTCLOUD_URL is not set")
+    return httpx.Client(
+        base_url=settings.nextcloud_url,
+        timeout=httpx.Timeout(settings.http_timeout),
+        limits=httpx.Limits(max_connections=settings.http_max_connections),
+        verify=settings.verify_tls,
+        transport=transport,
+        headers={"User-Agent": "ncindex"},
+        follow_redirects=False,
+    )
+
+
+class HeaderAuth(httpx.Auth):
+    """Sends a caller's ``Authorization`` header unchanged (Basic or Bearer) — the search API
+    acts with the searching user's own credentials."""
+
+    def __init__(self, authorization: str) -> None:
+        self._value = authorization
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = self._value
+        yield request
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A note from the Notes API v1 (reference §2); ``modified`` is Unix seconds, ``etag`` the
+    note's 32-hex etag, ``internal_path`` relative to the user folder (``/Notes/Work/Plan.md``)."""
+
+    id: int
+    title: str
+    content: str
+    category: str
+    modified: int
+    etag: str
+    internal_path: str
+    readonly: bool
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Note:
+        """Build from the Notes API JSON; raises ``NextcloudProtocolError`` on a missing field."""
+        try:
+            return cls(
+                id=int(data["id"]),
+                title=str(data["title"]),
+                content=str(data.get("content") or ""),
+                category=str(data.get("category") or ""),
+                modified=int(data["modified"]),
+                etag=str(data["etag"]),
+                internal_path=str(data.get("internalPath") or ""),
+                readonly=bool(data.get("readonly", False)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise NextcloudProtocolError(f"bad note JSON: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class NotesSettings:
+    """A user's Notes app settings: notes folder (relative to files root) and default suffix."""
+
+    notes_path: str
+    file_suffix: str
+
+
+class NextcloudClient:
+    """One user's view of Nextcloud.
+
+    ``user`` is the Nextcloud user id the credentials belong to (``None`` until
+    :meth:`current_user` resolved it, for callers authenticated by header).
+    """
+
+    def __init__(self, http: httpx.Client, auth: httpx.Auth, user: str | None = None) -> None:
+        self.http = http
+        self.auth = auth
+        self.user = user
+
+    @classmethod
+    def for_account(cls, http: httpx.Client, user: str, password: str) -> NextcloudClient:
+        """Client for a configured account (Basic auth with its app password)."""
+        return cls(http, httpx.BasicAuth(user, password), user)
+
+    # --- transport ----------------------------------------------------------------------
+
+    def request(
+        self, method: str, url: str, *, not_found: tuple[int, ...] = (404,), **kwargs: Any
+    ) -> httpx.Response:
+        """Send one request and translate failures (see the module table). Statuses in
+        ``not_found`` raise ``NotFound``; 2xx, 207 and 304 are returned."""
+        try:
+            response = self.http.request(method, url, auth=self.auth, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise NextcloudUnavailable(f"{method} {url}: timed out") from exc
+        except httpx.TransportError as exc:
+            raise NextcloudUnavailable(f"{method} {url}: {exc}") from exc
+        self._check(method, url, response, not_found)
+        return response
+
+    @contextmanager
+    def stream(self, method: str, url: str, **kwargs: Any) -> Iterator[httpx.Response]:
+        """Like :meth:`request` but the body is streamed (``response.iter_bytes()``)."""
+        try:
+            with self.http.stream(method, url, auth=self.auth, **kwargs) as response:
+                self._check(method, url, response, (404,))
+                yield response
+        except httpx.TimeoutException as exc:
+            raise NextcloudUnavailable(f"{method} {url}: timed out") from exc
+        except httpx.TransportError as exc:
+            raise NextcloudUnavailable(f"{method} {url}: {exc}") from exc
+
+    @staticmethod
+    def _check(method: str, url: str, response: httpx.Response, not_found: tuple[int, ...]) -> None:
+        status = response.status_code
+        if status < 300 or status == 304:
+            return
+        where = f"{method} {url}: HTTP {status}"
+        if status in not_found:
+            raise NotFound(where)
+        if status == 401:
+            raise NextcloudAuthError(where)
+        if status >= 500 or status == 429:
+            raise NextcloudUnavailable(where)
+        raise NextcloudProtocolError(where)
+
+    # --- OCS ----------------------------------------------------------------------------
+
+    def ocs(self, method: str, path: str, **kwargs: Any) -> Any:
+        """Call an OCS v2 endpoint with JSON and return the envelope's ``data``."""
+        response = self.request(method, path, headers=OCS_HEADERS, **kwargs)
+        try:
+            return response.json()["ocs"]["data"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise NextcloudProtocolError(f"{path}: not an OCS JSON envelope") from exc
+
+    def current_user(self) -> str:
+        """Resolve the credentials' user id through ``GET /ocs/v2.php/cloud/user``; sets
+        :attr:`user`. Raises ``NextcloudAuthError`` for bad credentials."""
+        data = self.ocs("GET", "/ocs/v2.php/cloud/user")
+        try:
+            self.user = str(data["id"])
+        except (KeyError, TypeError) as exc:
+            raise NextcloudProtocolError("cloud/user answer has no id") from exc
+        return self.user
+
+    # --- Notes API v1 -------------------------------------------------------------------
+
+    def get_note(self, note_id: int, etag: str | None = None) -> Note | None:
+        """``GET /notes/{id}``; with ``etag`` (the note etag held) a conditional GET that
+        returns ``None`` when Nextcloud answers 304 (unchanged). Raises ``NotFound`` when it is
+        not a note the user can see (Notes answers 404 ``{"errorType":"Exception"}``)."""
+        headers = {"If-None-Match": f'"{etag}"'} if etag else None
+        response = self.request("GET", f"{NOTES_API}/notes/{int(note_id)}", headers=headers)
+        if response.status_code == 304:
+            return None
+        return Note.from_json(_json(response))
+
+    def notes_settings(self) -> NotesSettings:
+        """``GET /settings``: the user's notes folder and file suffix."""
+        data = _json(self.request("GET", f"{NOTES_API}/settings"))
+        return NotesSettings(
+            notes_path=str(data.get("notesPath") or "Notes").strip("/"),
+            file_suffix=str(data.get("fileSuffix") or ".md"),
+        )
+
+    # --- WebDAV -------------------------------------------------------------------------
+
+    def _me(self) -> str:
+        if self.user is None:
+            raise ValueError("user id unknown: call current_user() first")
+        return self.user
+
+    def propfind(self, path: str, depth: int = 1) -> list[DavEntry]:
+        """PROPFIND ``path`` (relative to the files root) with ``Depth`` 0 or 1; the first
+        entry is ``path`` itself. Raises ``NotFound`` when it does not exist for this user."""
+        user = self._me()
+        response = self.request(
+            "PROPFIND",
+            webdav.file_url_path(user, path),
+            headers={"Depth": str(depth), "Content-Type": "application/xml; charset=utf-8"},
+            content=webdav.PROPFIND_BODY,
+        )
+        return webdav.parse_multistatus(response.content, user)
+
+    def find_by_id(self, file_id: int) -> DavEntry:
+        """WebDAV SEARCH for ``file_id`` in this user's view (reference §3.4); raises
+        ``NotFound`` when the user cannot see it (Nextcloud answers an empty multistatus)."""
+        user = self._me()
+        response = self.request(
+            "SEARCH",
+            "/remote.php/dav/",
+            headers={"Content-Type": "text/xml; charset=utf-8"},
+            content=webdav.search_by_fileid_body(user, file_id),
+        )
+        entries = [e for e in webdav.parse_multistatus(response.content, user) if e.file_id]
+        if not entries:
+            raise NotFound(f"file {file_id} is not visible to {user}")
+        return entries[0]
+
+    def download(self, path: str, max_bytes: int) -> bytes:
+        """GET a file's bytes, streamed; raises ``TooLarge`` past ``max_bytes`` bytes."""
+        with self.stream("GET", webdav.file_url_path(self._me(), path)) as response:
+            declared = response.headers.get("Content-Length")
+            if declared and declared.isdigit() and int(declared) > max_bytes:
+                raise TooLarge(f"{path}: {declared} bytes > {max_bytes}")
+            parts, total = [], 0
+            for part in response.iter_bytes():
+                total += len(part)
+                if total > max_bytes:
+                    raise TooLarge(f"{path}: more than {max_bytes} bytes")
+                parts.append(part)
+        return b"".join(parts)
+
+    # --- webhook_listeners (admin) ------------------------------------------------------
+
+    def list_webhooks(self, uri: str | None = None) -> list[dict[str, Any]]:
+        """Registered webhooks, or those whose ``uri`` equals ``uri``."""
+        data = self.ocs("GET", WEBHOOKS_API, params={"uri": uri} if uri else None)
+        if not isinstance(data, list):
+            raise NextcloudProtocolError("webhook list is not a list")
+        return data
+
+    def create_webhook(self, registration: dict[str, Any]) -> dict[str, Any]:
+        """Register one webhook (fields as in reference §1.1); returns the WebhookInfo."""
+        return dict(self.ocs("POST", WEBHOOKS_API, json=registration))
+
+    def delete_webhook(self, webhook_id: int | str) -> bool:
+        """Delete a registration; ``True`` when a row was deleted."""
+        return bool(self.ocs("DELETE", f"{WEBHOOKS_API}/{webhook_id}"))
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise NextcloudProtocolError(f"{response.request.url}: body is not JSON") from exc

@@ -1,0 +1,156 @@
+"""WebDAV request bodies and multistatus parsing (reference/nextcloud-api.md §3).
+
+Pure functions: no HTTP here. Nextcloud's Sabre server answers ``207 Multi-Status`` with one
+``d:response`` per resource; properties that do not apply come in a second ``d:propstat`` with
+status 404, which this parser ignores. Hrefs are URL-encoded per segment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from urllib.parse import quote, unquote
+from xml.etree.ElementTree import Element
+from xml.sax.saxutils import escape as xml_escape
+
+from defusedxml import ElementTree
+
+from ncindex.errors import NextcloudProtocolError
+
+DAV = "DAV:"
+OC = "http://owncloud.org/ns"
+NC = "http://nextcloud.org/ns"
+
+_PROPS = (
+    f"{{{OC}}}fileid",
+    f"{{{DAV}}}getetag",
+    f"{{{DAV}}}getlastmodified",
+    f"{{{DAV}}}getcontenttype",
+    f"{{{DAV}}}getcontentlength",
+    f"{{{OC}}}size",
+    f"{{{DAV}}}resourcetype",
+    f"{{{OC}}}permissions",
+    f"{{{NC}}}system-tags",
+    f"{{{OC}}}owner-id",
+)
+
+_PROP_XML = (
+    "<d:prop><oc:fileid/><d:getetag/><d:getlastmodified/><d:getcontenttype/>"
+    "<d:getcontentlength/><oc:size/><d:resourcetype/><oc:permissions/><nc:system-tags/>"
+    "<oc:owner-id/></d:prop>"
+)
+
+PROPFIND_BODY = (
+    '<?xml version="1.0" encoding="UTF-8"?>'
+    f'<d:propfind xmlns:d="{DAV}" xmlns:oc="{OC}" xmlns:nc="{NC}">{_PROP_XML}</d:propfind>'
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DavEntry:
+    """One resource of a multistatus answer.
+
+    ``path`` is relative to the user's files root (``/Projects/spec.md``; ``/`` for the root),
+    ``etag`` is unquoted, ``modified_at`` Unix seconds, ``size`` bytes (``oc:size``, recursive
+    for folders), ``owner`` the owner's user id (``oc:owner-id``), ``tags`` the
+    system-tag names.
+    """
+
+    path: str
+    file_id: int | None
+    etag: str
+    modified_at: int
+    is_folder: bool
+    content_type: str | None = None
+    size: int | None = None
+    permissions: str = ""
+    owner: str | None = None
+    tags: list[str] = field(default_factory=list)
+
+
+def files_root(user: str) -> str:
+    """The WebDAV path of ``user``'s files root: ``/remote.php/dav/files/{user}``."""
+    return f"/remote.php/dav/files/{quote(user, safe='')}"
+
+
+def file_url_path(user: str, path: str) -> str:
+    """URL path of ``path`` (relative to the user's files root), URL-encoded per segment."""
+    return files_root(user) + quote(path if path.startswith("/") else "/" + path, safe="/")
+
+
+def search_by_fileid_body(user: str, file_id: int) -> str:
+    """RFC 5323 SEARCH body finding ``file_id`` in ``user``'s files (reference §3.4)."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        f'<d:searchrequest xmlns:d="{DAV}" xmlns:oc="{OC}" xmlns:nc="{NC}"><d:basicsearch>'
+        f"<d:select>{_PROP_XML}</d:select>"
+        f"<d:from><d:scope><d:href>/files/{xml_escape(user)}</d:href>"
+        "<d:depth>infinity</d:depth></d:scope></d:from>"
+        f"<d:where><d:eq><d:prop><oc:fileid/></d:prop><d:literal>{int(file_id)}</d:literal>"
+        "</d:eq></d:where><d:orderby/></d:basicsearch></d:searchrequest>"
+    )
+
+
+def parse_multistatus(body: bytes, user: str) -> list[DavEntry]:
+    """Parse a 207 answer of PROPFIND, SEARCH or REPORT into entries, in document order.
+
+    Raises ``NextcloudProtocolError`` when the body is not a DAV multistatus or an href lies
+    outside ``user``'s files root.
+    """
+    try:
+        root = ElementTree.fromstring(body)
+    except ElementTree.ParseError as exc:
+        raise NextcloudProtocolError(f"WebDAV answer is not XML: {exc}") from exc
+    if root.tag != f"{{{DAV}}}multistatus":
+        raise NextcloudProtocolError(f"expected d:multistatus, got {root.tag}")
+    prefix = files_root(user)
+    entries = []
+    for response in root.iterfind(f"{{{DAV}}}response"):
+        href = unquote(response.findtext(f"{{{DAV}}}href", default=""))
+        if not href.startswith(unquote(prefix)):
+            raise NextcloudProtocolError(f"href {href!r} is outside {prefix}")
+        path = "/" + href[len(unquote(prefix)) :].strip("/")
+        props = _ok_props(response)
+        entries.append(_entry(path, props))
+    return entries
+
+
+def _ok_props(response: Element) -> dict[str, Element]:
+    props: dict[str, Element] = {}
+    for propstat in response.iterfind(f"{{{DAV}}}propstat"):
+        status = propstat.findtext(f"{{{DAV}}}status", default="")
+        if " 200 " not in status:
+            continue
+        prop = propstat.find(f"{{{DAV}}}prop")
+        if prop is not None:
+            props.update({child.tag: child for child in prop if child.tag in _PROPS})
+    return props
+
+
+def _entry(path: str, props: dict[str, Element]) -> DavEntry:
+    def text(tag: str) -> str | None:
+        el = props.get(tag)
+        return el.text.strip() if el is not None and el.text else None
+
+    resourcetype = props.get(f"{{{DAV}}}resourcetype")
+    is_folder = resourcetype is not None and resourcetype.find(f"{{{DAV}}}collection") is not None
+    file_id = text(f"{{{OC}}}fileid")
+    modified = text(f"{{{DAV}}}getlastmodified")
+    size = text(f"{{{OC}}}size") or text(f"{{{DAV}}}getcontentlength")
+    tags_el = props.get(f"{{{NC}}}system-tags")
+    tags = [t.text for t in tags_el if t.text] if tags_el is not None else []
+    try:
+        return DavEntry(
+            path=path,
+            file_id=int(file_id) if file_id else None,
+            etag=(text(f"{{{DAV}}}getetag") or "").strip('"'),
+            modified_at=int(parsedate_to_datetime(modified).timestamp()) if modified else 0,
+            is_folder=is_folder,
+            content_type=text(f"{{{DAV}}}getcontenttype"),
+            size=int(size) if size else None,
+            permissions=text(f"{{{OC}}}permissions") or "",
+            owner=text(f"{{{OC}}}owner-id"),
+            tags=sorted(tags),
+        )
+    except (TypeError, ValueError) as exc:
+        raise NextcloudProtocolError(f"bad WebDAV property for {path}: {exc}") from exc

@@ -1,0 +1,66 @@
+"""RFC 9457 problem details (``application/problem+json``) for both Flask apps.
+
+Every error answer carries a stable machine-readable ``code`` and, for bad input, the
+offending ``field``. Codes: ``invalid_json``, ``invalid_envelope``, ``invalid_filter``,
+``unknown_field``, ``unsupported_operator``, ``invalid_value``, ``unauthenticated``,
+``payload_too_large``, ``rate_limited``, ``not_found``, ``method_not_allowed``,
+``backend_unavailable``, ``internal_error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, Response, json
+from werkzeug.exceptions import HTTPException
+
+_CODES = {
+    400: "invalid_value",
+    401: "unauthenticated",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "invalid_value",
+    429: "rate_limited",
+    503: "backend_unavailable",
+}
+
+
+def problem(
+    status: int,
+    code: str,
+    detail: str,
+    *,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> Response:
+    """A problem+json response: ``type`` (a tag URI naming ``code``), ``title``, ``status``,
+    ``detail``, ``code`` and, when given, ``field`` and further members."""
+    body: dict[str, Any] = {
+        "type": f"tag:ncindex,2026:problem:{code}",
+        "title": code.replace("_", " "),
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
+    if field is not None:
+        body["field"] = field
+    body.update(extra)
+    response = Response(json.dumps(body), status=status, mimetype="application/problem+json")
+    response.headers.update(headers or {})
+    return response
+
+
+def install_error_handlers(app: Flask) -> None:
+    """Answer every werkzeug HTTP error, and any unexpected exception, as problem+json."""
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        return problem(status, _CODES.get(status, "invalid_value"), exc.description or "")
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> Response:
+        app.logger.exception("unhandled error")
+        return problem(500, "internal_error", "internal error")

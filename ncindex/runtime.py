@@ -1,0 +1,84 @@
+"""The process's shared services, built lazily from one :class:`Settings`.
+
+Each process (a gunicorn worker, a Celery worker, or the one process of ``ncindex up``) holds
+one :class:`Services`: a Redis client, the pooled Nextcloud HTTP client, the embedder and the
+vector store. They are created on first use, once, under a lock, so an app factory can be
+cheap and a model loads off the request path.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+
+import httpx
+import redis
+
+from ncindex.embedding import Embedder
+from ncindex.nextcloud.client import HeaderAuth, NextcloudClient, make_http
+from ncindex.settings import Settings
+from ncindex.store import VectorStore, model_slug, open_store
+
+
+class Services:
+    """Lazily built clients for one process. ``http_transport`` replaces the network for the
+    Nextcloud client (tests); ``store`` and ``embedder`` may be handed in to share them."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        http_transport: httpx.BaseTransport | None = None,
+        store: VectorStore | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.settings = settings
+        self._http_transport = http_transport
+        self._lock = threading.RLock()
+        if store is not None:
+            self.__dict__["store"] = store
+        if embedder is not None:
+            self.__dict__["embedder"] = embedder
+
+    @cached_property
+    def redis(self) -> redis.Redis:
+        """Redis client for locks, debounce keys and caches (short socket timeouts)."""
+        return redis.Redis.from_url(
+            self.settings.redis_url, socket_timeout=5, socket_connect_timeout=2
+        )
+
+    @cached_property
+    def http(self) -> httpx.Client:
+        """The pooled Nextcloud HTTP client."""
+        with self._lock:
+            return make_http(self.settings, self._http_transport)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        """The dense + sparse embedder, models loaded."""
+        with self._lock:
+            embedder = Embedder(self.settings)
+            embedder.load()
+            return embedder
+
+    @cached_property
+    def store(self) -> VectorStore:
+        """The vector store, collection and payload indexes ensured."""
+        with self._lock:
+            store = open_store(self.settings, model_slug=model_slug(self.settings.dense_model))
+            store.ensure_collection(self.embedder.dense_dim)
+            return store
+
+    def account(self, user: str) -> NextcloudClient:
+        """Client acting as configured account ``user``; raises ``KeyError`` if not configured."""
+        return NextcloudClient.for_account(self.http, user, self.settings.password_for(user))
+
+    def caller(self, authorization: str) -> NextcloudClient:
+        """Client acting with a caller's own ``Authorization`` header (Basic or Bearer)."""
+        return NextcloudClient(self.http, HeaderAuth(authorization))
+
+    def close(self) -> None:
+        """Close what was opened."""
+        for name in ("store", "http"):
+            if name in self.__dict__:
+                self.__dict__[name].close()

@@ -1,0 +1,9 @@
+"""WSGI entry: ``gunicorn search_api.wsgi:app``."""
+
+from ncindex.settings import Settings
+from ncindex.telemetry import configure_logging
+from search_api.app import create_app
+
+_settings = Settings()
+configure_logging(_settings.log_level, json_lines=_settings.log_json)
+app = create_app(_settings)

@@ -1,0 +1,47 @@
+"""The receiver's app factory."""
+
+from __future__ import annotations
+
+import redis
+from flask import Flask, Response
+
+from ncindex.health import health_blueprint
+from ncindex.problems import install_error_handlers
+from ncindex.queueing import Producer, celery_app
+from ncindex.settings import Settings
+from ncindex.telemetry import metrics_payload
+from webhook_receiver.hooks import Receiver, hooks_blueprint
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    producer: Producer | None = None,
+    redis_client: redis.Redis | None = None,
+) -> Flask:
+    """Build the receiver: ``POST /hooks/nextcloud``, ``/livez``, ``/readyz``, ``/metrics``.
+
+    ``producer`` sends tasks by name (default: a task-less Celery app on ``redis_url``).
+    Raises ``ValueError`` when no webhook secret is configured: an open receiver would let
+    anyone trigger work.
+    """
+    settings = settings or Settings()
+    if not settings.webhook_secret.get_secret_value():
+        raise ValueError("NCINDEX_WEBHOOK_SECRET must be set")
+    client = redis_client or redis.Redis.from_url(
+        settings.redis_url, socket_timeout=2, socket_connect_timeout=2
+    )
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = settings.webhook_max_body_bytes
+    receiver = Receiver(settings, producer or celery_app(settings), client)
+    app.extensions["ncindex_receiver"] = receiver
+    install_error_handlers(app)
+    app.register_blueprint(hooks_blueprint(receiver))
+    app.register_blueprint(health_blueprint({"redis": client.ping}))
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        body, content_type = metrics_payload()
+        return Response(body, content_type=content_type)
+
+    return app

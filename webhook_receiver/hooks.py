@@ -1,0 +1,82 @@
+"""``POST /hooks/nextcloud``: authenticate, validate, map, debounce, enqueue (DESIGN §5).
+
+Answers: 202 ``{"queued": n, "coalesced": m}``; 202 ``{"queued": 0, "ignored": reason}`` for
+an event ncindex does not act on; 401 for a missing or wrong secret; 413 for a body over the
+limit; 400 with ``code`` and ``field`` for a body that is not a valid envelope; 503 when Redis
+or the broker did not take the task — never a 2xx for an event that was not queued.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+
+import redis
+import structlog
+from flask import Blueprint, Response, jsonify, request
+
+from ncindex.events import EnvelopeError, parse_envelope, plan_envelope
+from ncindex.problems import problem
+from ncindex.queueing import BrokerUnavailable, Producer, enqueue
+from ncindex.settings import Settings
+from ncindex.telemetry import WEBHOOK_EVENTS
+
+log = structlog.get_logger(__name__)
+
+
+class Receiver:
+    """The receiver's state: settings, the task producer and Redis (debounce keys)."""
+
+    def __init__(self, settings: Settings, producer: Producer, redis_client: redis.Redis) -> None:
+        self.settings = settings
+        self.producer = producer
+        self.redis = redis_client
+        self._secret = settings.webhook_secret.get_secret_value().encode()
+
+    def authorized(self, header_value: str | None) -> bool:
+        """Constant-time comparison of the secret header (``hmac.compare_digest``)."""
+        return hmac.compare_digest((header_value or "").encode(), self._secret)
+
+
+def hooks_blueprint(receiver: Receiver) -> Blueprint:
+    """Blueprint with the delivery endpoint bound to ``receiver``."""
+    bp = Blueprint("hooks", __name__)
+
+    @bp.post("/hooks/nextcloud")
+    def nextcloud() -> Response | tuple[Response, int]:
+        if not receiver.authorized(request.headers.get(receiver.settings.webhook_secret_header)):
+            WEBHOOK_EVENTS.labels("rejected", "unauthenticated").inc()
+            return problem(401, "unauthenticated", "missing or wrong webhook secret")
+        body = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
+        try:
+            raw = json.loads(body)  # Nextcloud sends no Content-Type unless registered with one
+        except (ValueError, UnicodeDecodeError) as exc:
+            WEBHOOK_EVENTS.labels("rejected", "invalid_json").inc()
+            return problem(400, "invalid_json", f"body is not JSON: {exc}", field="body")
+        try:
+            envelope = parse_envelope(raw)
+        except EnvelopeError as exc:
+            WEBHOOK_EVENTS.labels("rejected", "invalid_envelope").inc()
+            return problem(400, "invalid_envelope", exc.message, field=exc.field)
+        plan = plan_envelope(envelope, receiver.settings.accounts)
+        if plan.ignored:
+            WEBHOOK_EVENTS.labels("ignored", plan.ignored).inc()
+            return jsonify(queued=0, ignored=plan.ignored), 202
+        try:
+            queued, coalesced = enqueue(
+                receiver.producer, receiver.redis, plan.actions, receiver.settings.debounce_seconds
+            )
+        except BrokerUnavailable as exc:
+            WEBHOOK_EVENTS.labels("rejected", "backend_unavailable").inc()
+            log.warning("enqueue_failed", error=str(exc))
+            return problem(
+                503,
+                "backend_unavailable",
+                "could not queue the event",
+                headers={"Retry-After": "5"},
+            )
+        WEBHOOK_EVENTS.labels("queued", "").inc(queued)
+        WEBHOOK_EVENTS.labels("coalesced", "").inc(coalesced)
+        return jsonify(queued=queued, coalesced=coalesced), 202
+
+    return bp

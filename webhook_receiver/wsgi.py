@@ -1,0 +1,9 @@
+"""WSGI entry: ``gunicorn webhook_receiver.wsgi:app``."""
+
+from ncindex.settings import Settings
+from ncindex.telemetry import configure_logging
+from webhook_receiver.app import create_app
+
+_settings = Settings()
+configure_logging(_settings.log_level, json_lines=_settings.log_json)
+app = create_app(_settings)

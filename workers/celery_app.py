@@ -1,0 +1,27 @@
+"""The workers' Celery app factory, used by ``celery worker``, beat and ``ncindex up``.
+
+The broker, reliability settings and queues come from :func:`ncindex.queueing.celery_app`,
+which the webhook receiver uses alone (``send_task`` by name, no task code imported).
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from ncindex.indexing import Indexer
+from ncindex.queueing import celery_app
+from ncindex.runtime import Services
+from ncindex.settings import Settings
+
+
+def create_celery(settings: Settings, services: Services | None = None) -> Celery:
+    """The workers' Celery app: :func:`ncindex.queueing.celery_app` plus the tasks.
+
+    ``services`` (built from ``settings`` when omitted) is what the tasks use; it is stored on
+    the app as ``app.ncindex_services``, with the :class:`Indexer` on it as ``app.ncindex_indexer``.
+    """
+    app = celery_app(settings)
+    app.conf.imports = ("workers.tasks",)
+    app.ncindex_services = services = services or Services(settings)  # type: ignore[attr-defined]
+    app.ncindex_indexer = Indexer(services)  # type: ignore[attr-defined]
+    return app
