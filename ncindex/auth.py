@@ -7,6 +7,7 @@ in Redis for ``user_cache_seconds`` under a SHA-256 of the header — never the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 
 import redis
@@ -47,8 +48,6 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
     except NextcloudAuthError as exc:
         raise Unauthenticated("Nextcloud rejected the credentials") from exc
     if ttl:
-        try:
+        with contextlib.suppress(redis.RedisError):
             services.redis.set(key, user, ex=ttl)
-        except redis.RedisError:
-            pass
     return client

@@ -13,6 +13,7 @@ fastembed or the vector store.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -110,10 +111,8 @@ def enqueue(
             )
         except Exception as exc:  # kombu/redis raise several types; none may be acknowledged
             if key:
-                try:
+                with contextlib.suppress(redis.RedisError):
                     redis_client.delete(key)
-                except redis.RedisError:
-                    pass
             raise BrokerUnavailable(f"broker: {exc}") from exc
         queued += 1
     return queued, coalesced
