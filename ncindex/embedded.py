@@ -1,0 +1,142 @@
+"""``ncindex up``: everything in one process on the embedded engine (DESIGN §10).
+
+One process because the embedded store (Qdrant Edge) allows one process per folder: the
+receiver and the search API share one HTTP port, a Celery worker runs in a thread of the same
+process, and the store lives under ``data_dir``. Redis is used where one answers at
+``redis_url``; otherwise a private ``redis-server`` is started. Without a Nextcloud configured
+the Nextcloud simulator is started with the bundled sample corpus, the webhooks are registered
+through its OCS API, and its deliveries index the corpus — a newcomer sees it work.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from celery import Celery
+from pydantic import SecretStr
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from ncindex.redis_server import RedisProcess, reachable, start_redis
+from ncindex.runtime import Services
+from ncindex.settings import Settings
+from ncindex.webhooks import register
+from search_api import create_app as create_search_app
+from webhook_receiver import create_app as create_receiver_app
+from workers.celery_app import create_celery
+
+log = structlog.get_logger(__name__)
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def dispatch(receiver: WSGIApp, search: WSGIApp) -> WSGIApp:
+    """One WSGI app: ``/hooks/…`` to the receiver, everything else to the search API."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        target = receiver if environ.get("PATH_INFO", "").startswith("/hooks/") else search
+        return target(environ, start_response)
+
+    return app
+
+
+def start_worker(celery: Celery, concurrency: int = 2) -> threading.Thread:
+    """Run a Celery worker consuming every queue in a daemon thread of this process."""
+    worker = celery.WorkController(
+        pool_cls="threads",
+        concurrency=concurrency,
+        loglevel="WARNING",
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+    )
+    thread = threading.Thread(target=worker.start, name="celery-worker", daemon=True)
+    thread.start()
+    return thread
+
+
+@dataclass
+class Embedded:
+    """A running embedded deployment; :meth:`close` stops what it started."""
+
+    settings: Settings
+    services: Services
+    server: BaseWSGIServer
+    simulator: Any = None
+    simulator_server: Any = None
+    redis: RedisProcess | None = None
+    sample: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        """Base URL of the HTTP port (receiver + search API)."""
+        return f"http://{self.server.host}:{self.server.port}"
+
+    def close(self) -> None:
+        """Stop the HTTP server, the simulator, the store and a private Redis."""
+        self.server.shutdown()
+        if self.simulator_server is not None:
+            self.simulator_server.close()
+        self.services.close()
+        if self.redis is not None:
+            self.redis.stop()
+
+
+def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
+    """Start the embedded deployment and return once it serves HTTP.
+
+    With no ``nextcloud_url`` the simulator is started (accounts, secret and Nextcloud URL are
+    taken from it) and, with ``load_sample``, the sample corpus is written into it after the
+    webhooks are registered, so its deliveries index it in the background.
+    """
+    private_redis = None
+    if not reachable(settings.redis_url):
+        private_redis = start_redis()
+        settings = settings.model_copy(update={"redis_url": private_redis.url})
+    simulator = simulator_server = None
+    if not settings.nextcloud_url:
+        from ncindex.testing import NextcloudSimulator, serve_simulator
+        from ncindex.testing.sample import SAMPLE_ACCOUNTS
+
+        simulator = NextcloudSimulator(delivery_delay=(0.2, 1.0))
+        admin_password = secrets.token_urlsafe(16)
+        simulator.add_user("admin", password=admin_password, display_name="Admin", admin=True)
+        simulator_server = serve_simulator(simulator, host="127.0.0.1", port=0)
+        settings = settings.model_copy(
+            update={
+                "nextcloud_url": simulator_server.url,
+                "accounts": {u: SecretStr(p) for u, p in SAMPLE_ACCOUNTS.items()}
+                | {"admin": SecretStr(admin_password)},
+                "admin_user": "admin",
+                "webhook_secret": SecretStr(secrets.token_urlsafe(24)),
+            }
+        )
+    if not settings.webhook_secret.get_secret_value():
+        raise ValueError("NCINDEX_WEBHOOK_SECRET must be set when a Nextcloud is configured")
+    server = make_server(settings.host, settings.port, lambda e, s: [], threaded=True)
+    settings = settings.model_copy(
+        update={"public_url": f"http://{server.host}:{server.port}"}
+        if settings.public_url == Settings.model_fields["public_url"].default
+        else {}
+    )
+    services = Services(settings)
+    services.store  # noqa: B018  (open the store and load the models before serving)
+    celery = create_celery(settings, services)
+    start_worker(celery)
+    server.app = dispatch(
+        create_receiver_app(settings, producer=celery, redis_client=services.redis),
+        create_search_app(settings, services=services, producer=celery),
+    )
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    embedded = Embedded(settings, services, server, simulator, simulator_server, private_redis)
+    result = register(services.account(settings.webhook_admin), settings)
+    log.info("webhooks_registered", created=len(result.created), kept=len(result.kept))
+    if simulator is not None and load_sample:
+        from ncindex.testing.sample import load_sample_corpus
+
+        embedded.sample = load_sample_corpus(simulator)
+    return embedded

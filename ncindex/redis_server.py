@@ -1,0 +1,100 @@
+"""Start a private ``redis-server`` on a free loopback port (embedded mode and tests).
+
+Redis keeps nothing ncindex cannot rebuild (DESIGN §1), so the private server runs without
+persistence. Used by ``ncindex up`` when no Redis answers at ``redis_url``, and by the tests.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+
+import redis
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def reachable(url: str, timeout: float = 1.0) -> bool:
+    """Whether a Redis answers PING at ``url`` within ``timeout`` seconds."""
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+
+
+@dataclass
+class RedisProcess:
+    """A running private ``redis-server``; ``url`` is its ``redis://`` URL."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        """Terminate it and wait (at most 10 seconds)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+    def start_again(self) -> None:
+        """Start a new server on the same port (after :meth:`stop`)."""
+        self.process = _spawn(self.port)
+        _wait(self.url)
+
+
+def start_redis(port: int | None = None) -> RedisProcess:
+    """Start ``redis-server`` on ``port`` (default: a free one) and wait until it answers.
+
+    Raises ``FileNotFoundError`` when the binary is not installed (``apt-get install
+    redis-server``) and ``TimeoutError`` when it does not answer within 10 seconds.
+    """
+    port = port or free_port()
+    server = RedisProcess(_spawn(port), port)
+    _wait(server.url)
+    return server
+
+
+def _spawn(port: int) -> subprocess.Popen[bytes]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise FileNotFoundError("redis-server is not installed (apt-get install redis-server)")
+    return subprocess.Popen(  # noqa: S603  (fixed argv, no shell)
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            tempfile.gettempdir(),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _wait(url: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if reachable(url, timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"redis-server at {url} did not answer")
