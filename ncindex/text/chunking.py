@@ -40,6 +40,8 @@ class Chunker:
     needed so that a chunk plus the model's special tokens fits in ``model_max_tokens``
     (the model's input limit). ``overlap_tokens`` is the largest overlap between neighbouring
     chunks, tokens; it must be below the effective ``max_tokens`` (``ValueError`` otherwise).
+    The overlap is made of whole units of the level being split (sentences of a long
+    paragraph, say), so neighbours cut between paragraphs longer than the overlap share nothing.
     Thread-safe (the splitters are immutable).
     """
 

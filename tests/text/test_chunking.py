@@ -1,0 +1,232 @@
+"""Chunking: token-sized, structure-aware, with exact character offsets (DESIGN §8)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ncindex.settings import Settings
+from ncindex.text.chunking import Chunker
+
+WORDS = [
+    "the",
+    "index",
+    "keeps",
+    "every",
+    "note",
+    "file",
+    "and",
+    "card",
+    "in",
+    "sync",
+    "with",
+    "the",
+    "cloud",
+    "while",
+    "workers",
+    "embed",
+    "chunks",
+    "of",
+    "text",
+    "into",
+    "vectors",
+    "search",
+    "verifies",
+    "each",
+    "result",
+    "against",
+    "the",
+    "server",
+    "before",
+    "it",
+    "answers",
+    "a",
+    "query",
+    "about",
+    "projects",
+    "budgets",
+    "meetings",
+    "travel",
+    "recipes",
+    "gardens",
+    "invoices",
+    "reports",
+    "Grüße",
+    "naïve",
+    "café",
+    "Zürich",
+    "résumé",
+    "東京",
+    "наука",
+    "emoji",
+    "😀",
+    "🚀",
+    "👩\u200d💻",
+]
+
+
+def prose(rng: random.Random, paragraphs: int, sentences: tuple[int, int] = (2, 6)) -> str:
+    out = []
+    for _ in range(paragraphs):
+        sents = []
+        for _ in range(rng.randint(*sentences)):
+            words = [rng.choice(WORDS) for _ in range(rng.randint(4, 18))]
+            sents.append(" ".join(words).capitalize() + ".")
+        out.append(" ".join(sents))
+    return "\n\n".join(out)
+
+
+def check_chunks(chunker: Chunker, text: str, chunks) -> None:
+    """Every invariant a chunk list must meet."""
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    for c in chunks:
+        assert text[c.char_start : c.char_end] == c.text
+        assert c.text.strip()  # never blank (edges are trimmed by Rust's notion of space)
+        assert chunker.count_tokens(c.text) <= chunker.model_max_tokens
+        assert chunker.count_tokens(c.text, special_tokens=False) <= chunker.max_tokens
+    starts = [c.char_start for c in chunks]
+    assert starts == sorted(starts)
+    # nothing is lost: every non-whitespace character lies inside some chunk
+    covered = bytearray(len(text))
+    for c in chunks:
+        covered[c.char_start : c.char_end] = b"\x01" * (c.char_end - c.char_start)
+    missing = [i for i, ch in enumerate(text) if not ch.isspace() and not covered[i]]
+    assert not missing, f"characters outside every chunk at {missing[:10]}"
+
+
+def test_empty_and_whitespace_give_no_chunks(chunker: Chunker) -> None:
+    for text in ("", " ", "\n\n\t  \r\n", "\u3000\u00a0 "):
+        assert chunker.chunk_text(text, markdown=False) == []
+        assert chunker.chunk_text(text, markdown=True) == []
+
+
+def test_short_text_is_one_chunk_with_offsets(chunker: Chunker) -> None:
+    text = "  \n Grüße aus Zürich 😀 — a short note.\n\n"
+    [chunk] = chunker.chunk_text(text, markdown=False)
+    assert chunk.text == "Grüße aus Zürich 😀 — a short note."
+    assert (chunk.char_start, chunk.char_end) == (4, 4 + len(chunk.text))
+
+
+def test_long_prose_respects_token_limits_and_offsets(chunker: Chunker) -> None:
+    text = prose(random.Random(7), 120)
+    started = time.perf_counter()
+    chunks = chunker.chunk_text(text, markdown=False)
+    elapsed = time.perf_counter() - started
+    assert len(chunks) > 20
+    check_chunks(chunker, text, chunks)
+    tokens = [chunker.count_tokens(c.text, special_tokens=False) for c in chunks]
+    assert max(tokens) <= 200
+    assert sum(tokens) / len(tokens) > 100  # chunks are filled, not fragments
+    print(f"{len(text)} chars → {len(chunks)} chunks in {elapsed:.3f}s")
+
+
+def test_overlap_between_neighbours(make_chunker) -> None:
+    # one long paragraph: split at sentences, neighbours share up to 32 tokens of sentences
+    text = prose(random.Random(3), 1, sentences=(150, 150))
+    chunker = make_chunker(200, 32)
+    chunks = chunker.chunk_text(text, markdown=False)
+    check_chunks(chunker, text, chunks)
+    shared = [
+        chunker.count_tokens(text[b.char_start : a.char_end], special_tokens=False)
+        for a, b in itertools.pairwise(chunks)
+        if b.char_start < a.char_end
+    ]
+    assert len(shared) >= len(chunks) // 2
+    assert max(shared) <= 32
+    no_overlap = make_chunker(200, 0).chunk_text(text, markdown=False)
+    assert all(b.char_start >= a.char_end for a, b in itertools.pairwise(no_overlap))
+
+
+def test_no_overlap_across_whole_paragraphs(chunker: Chunker) -> None:
+    # paragraphs longer than the overlap are never repeated: a chunk boundary between
+    # paragraphs is a clean cut (semantic-text-splitter overlaps whole units of the level)
+    text = prose(random.Random(3), 60, sentences=(6, 10))
+    chunks = chunker.chunk_text(text, markdown=False)
+    check_chunks(chunker, text, chunks)
+    assert all(b.char_start >= a.char_end for a, b in itertools.pairwise(chunks))
+
+
+def test_paragraph_boundaries_preferred(make_chunker) -> None:
+    rng = random.Random(11)
+    paragraphs = [prose(rng, 1, sentences=(3, 3)) for _ in range(12)]
+    text = "\n\n".join(paragraphs)
+    chunker = make_chunker(120, 0)
+    chunks = chunker.chunk_text(text, markdown=False)
+    assert len(chunks) > 1
+    # each chunk starts at the start of a paragraph (they are all shorter than the limit)
+    para_starts = {text.index(p) for p in paragraphs}
+    assert all(c.char_start in para_starts for c in chunks)
+
+
+def test_markdown_sections_start_chunks(make_chunker) -> None:
+    rng = random.Random(5)
+    sections = [f"## Section {i}\n\n{prose(rng, 2, sentences=(3, 4))}" for i in range(8)]
+    text = "# Title\n\n" + "\n\n".join(sections)
+    chunker = make_chunker(200, 0)
+    chunks = chunker.chunk_text(text, markdown=True)
+    check_chunks(chunker, text, chunks)
+    assert len(chunks) >= 4
+    assert all(c.text.startswith("#") for c in chunks)
+
+
+def test_chunk_tokens_256_still_fits_with_special_tokens(make_chunker) -> None:
+    chunker = make_chunker(256, 32)
+    assert chunker.max_tokens == 254  # 256 minus [CLS] and [SEP]
+    text = prose(random.Random(9), 80)
+    chunks = chunker.chunk_text(text, markdown=False)
+    check_chunks(chunker, text, chunks)
+    assert max(chunker.count_tokens(c.text) for c in chunks) <= 256
+
+
+def test_unbreakable_text_is_split_at_characters(chunker: Chunker) -> None:
+    # no spaces, no sentences: one "word" of 5,000 CJK characters, one token each
+    text = "東京大学" * 1250
+    chunks = chunker.chunk_text(text, markdown=False)
+    assert len(chunks) > 20
+    check_chunks(chunker, text, chunks)
+
+
+def test_from_settings_uses_settings_sizes(model_dir) -> None:
+    chunker = Chunker.from_settings(
+        Settings(model_dir=model_dir, chunk_tokens=64, chunk_overlap_tokens=8)
+    )
+    assert (chunker.max_tokens, chunker.overlap_tokens, chunker.model_max_tokens) == (64, 8, 256)
+    text = prose(random.Random(1), 20)
+    chunks = chunker.chunk_text(text, markdown=False)
+    check_chunks(chunker, text, chunks)
+    assert max(chunker.count_tokens(c.text, special_tokens=False) for c in chunks) <= 64
+
+
+def test_bad_sizes_rejected(make_chunker) -> None:
+    with pytest.raises(ValueError):
+        make_chunker(32, 32)
+
+
+# --- property: offsets hold for any unicode text ----------------------------------------------
+
+_pieces = st.one_of(
+    st.text(min_size=1, max_size=12),  # any unicode (no surrogates): CJK, RTL, combining marks
+    st.sampled_from(WORDS),
+    st.sampled_from(["\n", "\n\n", " ", "  ", "\t", "# ", "## ", "- ", "* ", "```", "> ", ". "]),
+    st.sampled_from(["😀", "👩‍💻", "🇩🇪", "e\u0301", "\u200d", "\ufeff", "\r\n", "\u2028"]),
+)
+_texts = st.lists(_pieces, max_size=300).map("".join)
+
+
+@settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(text=_texts, markdown=st.booleans())
+def test_offsets_property(make_chunker, text: str, markdown: bool) -> None:
+    chunker = make_chunker(16, 4)  # small chunks so that most examples split
+    chunks = chunker.chunk_text(text, markdown=markdown)
+    if not text.strip():
+        assert chunks == []
+    check_chunks(chunker, text, chunks)
