@@ -1,0 +1,167 @@
+"""The Nextcloud client on ``httpx.MockTransport``: formats parsed from reference examples and
+errors translated into the ncindex tree."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from ncindex.errors import (
+    NextcloudAuthError,
+    NextcloudProtocolError,
+    NextcloudUnavailable,
+    NotFound,
+    TooLarge,
+)
+from ncindex.nextcloud.client import NextcloudClient, make_http
+from ncindex.settings import Settings
+
+MULTISTATUS = b"""<?xml version="1.0"?>
+<d:multistatus xmlns:d="DAV:" xmlns:s="http://sabredav.org/ns" xmlns:oc="http://owncloud.org/ns" xmlns:nc="http://nextcloud.org/ns">
+ <d:response>
+  <d:href>/remote.php/dav/files/alice/Projects/</d:href>
+  <d:propstat><d:prop><oc:fileid>1500</oc:fileid>
+    <d:getlastmodified>Tue, 06 Jan 2026 09:15:00 GMT</d:getlastmodified>
+    <d:getetag>"677c3f1e2ab40"</d:getetag><oc:size>48213</oc:size>
+    <d:resourcetype><d:collection/></d:resourcetype><oc:permissions>RGDNVCK</oc:permissions>
+   </d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat>
+  <d:propstat><d:prop><d:getcontenttype/><d:getcontentlength/></d:prop>
+   <d:status>HTTP/1.1 404 Not Found</d:status></d:propstat>
+ </d:response>
+ <d:response>
+  <d:href>/remote.php/dav/files/alice/Projects/Design%20Doc.pdf</d:href>
+  <d:propstat><d:prop><oc:fileid>1532</oc:fileid>
+    <d:getlastmodified>Tue, 06 Jan 2026 09:14:58 GMT</d:getlastmodified>
+    <d:getetag>"677c3f1c0d2e9"</d:getetag><d:getcontenttype>application/pdf</d:getcontenttype>
+    <d:getcontentlength>48213</d:getcontentlength><oc:size>48213</oc:size>
+    <nc:system-tags>
+     <nc:system-tag oc:id="4" oc:can-assign="true">Confidential</nc:system-tag>
+    </nc:system-tags>
+    <d:resourcetype/><oc:permissions>RGDNVW</oc:permissions>
+   </d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat>
+ </d:response>
+</d:multistatus>"""
+
+
+def client_for(handler) -> NextcloudClient:
+    settings = Settings(nextcloud_url="https://cloud.example.test/")
+    http = make_http(settings, transport=httpx.MockTransport(handler))
+    return NextcloudClient.for_account(http, "alice", "pw")
+
+
+def test_propfind_parses_the_reference_multistatus() -> None:
+    seen = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen["method"], seen["depth"], seen["path"] = (
+            request.method,
+            request.headers["Depth"],
+            request.url.raw_path.decode(),
+        )
+        return httpx.Response(207, content=MULTISTATUS)
+
+    folder, pdf = client_for(handler).propfind("/Projects", depth=1)
+    assert seen == {
+        "method": "PROPFIND",
+        "depth": "1",
+        "path": "/remote.php/dav/files/alice/Projects",
+    }
+    assert folder.is_folder and folder.path == "/Projects" and folder.content_type is None
+    assert pdf.path == "/Projects/Design Doc.pdf"
+    assert pdf.file_id == 1532 and pdf.etag == "677c3f1c0d2e9"
+    assert pdf.modified_at == 1767690898  # Tue, 06 Jan 2026 09:14:58 GMT
+    assert pdf.size == 48213 and pdf.tags == ["Confidential"] and not pdf.is_folder
+
+
+def test_search_by_id_with_empty_multistatus_is_not_found() -> None:
+    empty = b'<?xml version="1.0"?><d:multistatus xmlns:d="DAV:"/>'
+    client = client_for(lambda r: httpx.Response(207, content=empty))
+    with pytest.raises(NotFound):
+        client.find_by_id(1532)
+
+
+def test_search_by_id_sends_an_rfc5323_query_for_oc_fileid() -> None:
+    bodies = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(request.content.decode())
+        return httpx.Response(207, content=MULTISTATUS)
+
+    entry = client_for(handler).find_by_id(1500)
+    assert entry.file_id == 1500
+    assert "<oc:fileid/></d:prop><d:literal>1500</d:literal>" in bodies[0]
+    assert "<d:href>/files/alice</d:href>" in bodies[0]
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (401, NextcloudAuthError),
+        (404, NotFound),
+        (500, NextcloudUnavailable),
+        (503, NextcloudUnavailable),
+        (429, NextcloudUnavailable),
+        (400, NextcloudProtocolError),
+    ],
+)
+def test_status_codes_are_translated(status: int, error: type[Exception]) -> None:
+    client = client_for(lambda r: httpx.Response(status, json={"errorType": "Exception"}))
+    with pytest.raises(error):
+        client.get_note(1)
+
+
+@pytest.mark.parametrize("exc", [httpx.ConnectError("refused"), httpx.ReadTimeout("slow")])
+def test_transport_errors_are_unavailable(exc: Exception) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise exc
+
+    with pytest.raises(NextcloudUnavailable):
+        client_for(handler).get_note(1)
+
+
+def test_conditional_note_get_returns_none_on_304() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["If-None-Match"] == '"0f3b"'
+        return httpx.Response(304)
+
+    assert client_for(handler).get_note(1532, etag="0f3b") is None
+
+
+def test_note_json_from_the_reference() -> None:
+    note = {
+        "id": 1532,
+        "title": "Plan",
+        "modified": 1767225600,
+        "category": "Work",
+        "favorite": False,
+        "readonly": False,
+        "internalPath": "/Notes/Work/Plan.md",
+        "shareTypes": [],
+        "isShared": False,
+        "error": False,
+        "errorType": "",
+        "content": "# Plan\n- ship it",
+        "etag": "0f3b6c2d9e8a7b1c4d5e6f708192a3b4",
+    }
+    got = client_for(lambda r: httpx.Response(200, json=note)).get_note(1532)
+    assert (got.title, got.category, got.content) == ("Plan", "Work", "# Plan\n- ship it")
+
+
+def test_download_stops_past_the_size_cap() -> None:
+    client = client_for(lambda r: httpx.Response(200, content=b"x" * 5000))
+    with pytest.raises(TooLarge):
+        client.download("/big.txt", max_bytes=1000)
+    assert client.download("/big.txt", max_bytes=5000) == b"x" * 5000
+
+
+def test_ocs_current_user() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["OCS-APIRequest"] == "true"
+        return httpx.Response(
+            200,
+            json={"ocs": {"meta": {"status": "ok", "statuscode": 200}, "data": {"id": "alice"}}},
+        )
+
+    client = client_for(handler)
+    client.user = None
+    assert client.current_user() == "alice"
