@@ -56,7 +56,7 @@ def open_store(settings: Settings, *, model_slug: str) -> VectorStore:
         from ncindex.store.qdrant_server import QdrantServerStore
 
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        client = QdrantClient(url=settings.qdrant_url, api_key=api_key)
+        client = QdrantClient(url=settings.qdrant_url, api_key=api_key, check_compatibility=False)
         return QdrantServerStore(client, settings.collection_prefix, model_slug)
 
     from ncindex.store.qdrant_edge import QdrantEdgeStore

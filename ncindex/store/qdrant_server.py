@@ -25,7 +25,7 @@ import grpc
 import httpx
 from qdrant_client import QdrantClient, models
 from qdrant_client.common.client_exceptions import QdrantException
-from qdrant_client.http.exceptions import ApiException
+from qdrant_client.http.exceptions import ApiException, UnexpectedResponse
 from qdrant_client.local.qdrant_local import QdrantLocal
 
 from ncindex.errors import StoreUnavailable
@@ -122,15 +122,22 @@ class QdrantServerStore:
         """
         with self._call("ensure_collection"):
             if not self._client.collection_exists(self.collection):
-                self._client.create_collection(
-                    self.collection,
-                    vectors_config={
-                        DENSE: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE)
-                    },
-                    sparse_vectors_config={
-                        SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
-                    },
-                )
+                try:
+                    self._client.create_collection(
+                        self.collection,
+                        vectors_config={
+                            DENSE: models.VectorParams(
+                                size=dense_dim, distance=models.Distance.COSINE
+                            )
+                        },
+                        sparse_vectors_config={
+                            SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                        },
+                    )
+                except UnexpectedResponse:
+                    # another process starting at the same moment may have created it
+                    if not self._client.collection_exists(self.collection):
+                        raise
             info = self._client.get_collection(self.collection)
             vectors = info.config.params.vectors
             existing_dim = vectors[DENSE].size if isinstance(vectors, dict) else None
@@ -149,7 +156,11 @@ class QdrantServerStore:
                             self.collection, field, field_schema=_index_schema(kind), wait=True
                         )
             if self._alias_target() is None:
-                self._set_alias(self.collection)
+                try:
+                    self._set_alias(self.collection)
+                except UnexpectedResponse:
+                    if self._alias_target() is None:  # not a concurrent creation
+                        raise
 
     def active_model(self) -> str | None:
         """The model slug the alias points to, or ``None`` without an alias (or when it names
