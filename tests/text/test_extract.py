@@ -1,0 +1,349 @@
+"""Text extraction: every format from files made by the real writer libraries, and bounds."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ncindex.errors import ExtractionError, TooLarge
+from ncindex.text.extract import (
+    ExtractedText,
+    detect_format,
+    extract_text,
+    is_supported,
+    normalize_text,
+)
+
+SENTENCES = [
+    "The quarterly budget for the Lisbon office was approved on Tuesday.",
+    "Grüße aus Zürich: the café serves crème brûlée until midnight.",
+    "Replication lag stayed below two seconds during the failover drill.",
+]
+DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+ODT_MIME = "application/vnd.oasis.opendocument.text"
+
+
+def extract(data: bytes, mime: str | None, name: str, **kw) -> ExtractedText:
+    return extract_text(
+        data, mime_type=mime, filename=name, max_chars=kw.pop("max_chars", 10**6), **kw
+    )
+
+
+# --- fixtures made by the writer libraries -----------------------------------------------------
+
+
+def make_pdf(pages: list[list[str]], **canvas_kw) -> bytes:
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    pdf = canvas.Canvas(buf, pagesize=A4, **canvas_kw)
+    for lines in pages:
+        y = 800
+        for line in lines:
+            pdf.drawString(50, y, line)
+            y -= 16
+        pdf.showPage()
+    pdf.save()
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def pdf_bytes() -> bytes:
+    return make_pdf([[SENTENCES[0]], [SENTENCES[1]], [SENTENCES[2], "Page three ends here."]])
+
+
+@pytest.fixture(scope="module")
+def docx_bytes() -> bytes:
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Project Falcon status", level=1)
+    document.add_paragraph(SENTENCES[0])
+    table = document.add_table(rows=2, cols=3)
+    for r, row in enumerate([["Region", "Owner", "Budget"], ["Lisbon", "Marta", "42000"]]):
+        for c, value in enumerate(row):
+            table.cell(r, c).text = value
+    merged = document.add_table(rows=1, cols=3)
+    merged.cell(0, 0).merge(merged.cell(0, 2)).text = "One merged cell"
+    document.add_paragraph(SENTENCES[1])
+    document.add_paragraph(SENTENCES[2], style="List Bullet")
+    buf = io.BytesIO()
+    document.save(buf)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def odt_bytes() -> bytes:
+    from odf.opendocument import OpenDocumentText
+    from odf.table import Table, TableCell, TableColumn, TableRow
+    from odf.text import H, List, ListItem, P, S
+
+    document = OpenDocumentText()
+    document.text.addElement(H(outlinelevel=1, text="Project Falcon status"))
+    document.text.addElement(P(text=SENTENCES[0]))
+    spaced = P(text="Three")
+    spaced.addElement(S(c=3))
+    spaced.addText("spaces.")
+    document.text.addElement(spaced)
+    table = Table(name="Budget")
+    table.addElement(TableColumn(numbercolumnsrepeated=2))
+    for row_values in (["Region", "Budget"], ["Lisbon", "42000"]):
+        row = TableRow()
+        for value in row_values:
+            cell = TableCell()
+            cell.addElement(P(text=value))
+            row.addElement(cell)
+        table.addElement(row)
+    document.text.addElement(table)
+    items = List()
+    for sentence in SENTENCES[1:]:
+        item = ListItem()
+        item.addElement(P(text=sentence))
+        items.addElement(item)
+    document.text.addElement(items)
+    buf = io.BytesIO()
+    document.write(buf)
+    return buf.getvalue()
+
+
+# --- formats ---------------------------------------------------------------------------------
+
+
+def test_pdf_text_and_pages(pdf_bytes: bytes) -> None:
+    out = extract(pdf_bytes, "application/pdf", "/r/report.pdf")
+    for sentence in SENTENCES:
+        assert sentence in out.text
+    assert (out.pages, out.truncated, out.markdown) == (3, False, False)
+    assert out.text.index(SENTENCES[0]) < out.text.index(SENTENCES[2])
+
+
+def test_pdf_page_bound_on_600_pages() -> None:
+    data = make_pdf([[f"Marker line for page {n} of the long report."] for n in range(1, 601)])
+    out = extract(data, "application/pdf", "long.pdf")  # default bound: 500 pages
+    assert out.pages == 600
+    assert out.truncated
+    assert "page 500 of" in out.text
+    assert "page 501 of" not in out.text
+    small = extract(data, "application/pdf", "long.pdf", max_pages=10)
+    assert "page 10 of" in small.text and "page 11 of" not in small.text
+    assert small.truncated and small.pages == 600
+
+
+def test_pdf_char_bound(pdf_bytes: bytes) -> None:
+    out = extract(pdf_bytes, "application/pdf", "r.pdf", max_chars=30)
+    assert out.truncated and len(out.text) == 30
+    assert SENTENCES[0].startswith(out.text)
+
+
+def test_pdf_encrypted() -> None:
+    from reportlab.lib import pdfencrypt
+
+    locked = make_pdf(
+        [[SENTENCES[0]]], encrypt=pdfencrypt.StandardEncryption("secret", ownerPassword="o")
+    )
+    with pytest.raises(ExtractionError, match="encrypted"):
+        extract(locked, "application/pdf", "locked.pdf")
+    # an empty user password (permissions only) opens without asking
+    open_pdf = make_pdf(
+        [[SENTENCES[0]]], encrypt=pdfencrypt.StandardEncryption("", ownerPassword="o")
+    )
+    assert SENTENCES[0] in extract(open_pdf, "application/pdf", "perm.pdf").text
+
+
+def test_docx_paragraphs_and_tables(docx_bytes: bytes) -> None:
+    out = extract(docx_bytes, DOCX_MIME, "/Documents/status.docx")
+    for sentence in SENTENCES:
+        assert sentence in out.text
+    assert "Project Falcon status" in out.text
+    assert "Region | Owner | Budget" in out.text
+    assert "Lisbon | Marta | 42000" in out.text
+    assert out.text.count("One merged cell") == 1
+    # document order: heading, paragraph, table, paragraphs
+    assert out.text.index("Project Falcon") < out.text.index(SENTENCES[0])
+    assert out.text.index("Lisbon | Marta") < out.text.index(SENTENCES[1])
+    assert out.pages is None and not out.truncated
+
+
+def test_odt_paragraphs_lists_tables(odt_bytes: bytes) -> None:
+    out = extract(odt_bytes, ODT_MIME, "status.odt")
+    for sentence in SENTENCES:
+        assert sentence in out.text
+    assert "Project Falcon status" in out.text
+    assert "Three   spaces." in out.text  # text:s c=3 is three spaces
+    assert "Region | Budget" in out.text and "Lisbon | 42000" in out.text
+    assert out.text.index(SENTENCES[0]) < out.text.index("Lisbon") < out.text.index(SENTENCES[2])
+
+
+def test_office_by_extension_when_mime_is_generic(docx_bytes: bytes, odt_bytes: bytes) -> None:
+    assert SENTENCES[0] in extract(docx_bytes, "application/octet-stream", "a.DOCX").text
+    assert SENTENCES[0] in extract(odt_bytes, None, "a.odt").text
+
+
+def test_html_strips_script_and_style() -> None:
+    html = (
+        "<!DOCTYPE html><html><head><title>Travel plan</title>"
+        "<style>p { color: red }</style><script>var secret = 'hidden';</script></head>"
+        f"<body><h1>Lisbon</h1><p>{SENTENCES[0]}</p><p>Line one<br>line two &amp; more</p>"
+        "<p>in<b>line</b> bold</p><noscript>enable js</noscript><!-- a comment -->"
+        "<table><tr><td>a</td><td>b</td></tr></table></body></html>"
+    )
+    out = extract(html.encode(), "text/html", "plan.html")
+    assert SENTENCES[0] in out.text
+    assert "Travel plan" in out.text and "Lisbon" in out.text
+    assert "Line one\nline two & more" in out.text
+    assert "inline bold" in out.text
+    for hidden in ("secret", "color", "enable js", "a comment", "<"):
+        assert hidden not in out.text
+    assert "a b" in out.text
+
+
+def test_html_charsets() -> None:
+    meta = '<html><head><meta charset="windows-1252"></head><body><p>caf\xe9 cr\xe8me</p></body>'
+    assert "café crème" in extract(meta.encode("cp1252"), "text/html", "x.html").text
+    plain_utf8 = "<p>Grüße 😀</p>".encode()
+    assert "Grüße 😀" in extract(plain_utf8, "text/html", "x.html").text
+    xhtml = (
+        '<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml">'
+        "<body><p>XHTML body</p></body></html>"
+    )
+    assert "XHTML body" in extract(xhtml.encode(), "application/xhtml+xml", "x.xhtml").text
+    assert extract(b"a.html", "text/html", "a.html").text == "a.html"  # no warning raised
+
+
+def test_plain_text_encodings() -> None:
+    text = "Grüße, café 😀\nsecond line"
+    assert extract(text.encode(), "text/plain", "a.txt").text == text
+    assert extract(b"\xef\xbb\xbf" + text.encode(), "text/plain", "a.txt").text == text
+    assert extract(text.encode("utf-16"), "text/plain", "a.txt").text == text  # has a BOM
+    assert extract(text.encode("utf-32"), "text/plain", "a.txt").text == text
+    legacy = "Crème brûlée à la française, déjà vu, naïveté, garçon, fête."
+    assert extract(legacy.encode("cp1252"), "text/plain", "a.txt").text == legacy
+    german = "Größe und Grüße aus Köln, schöne Straße."
+    assert extract(german.encode("latin-1"), "text/plain", "a.txt").text == german
+    czech = "Příliš žluťoučký kůň úpěl ďábelské ódy."
+    assert extract(czech.encode("cp1250"), "text/plain", "a.txt").text == czech
+    russian = "Привет, как дела? Это проверка кодировки текста."
+    assert extract(russian.encode("cp1251"), "text/plain", "a.txt").text == russian
+    latin = "Größe".encode("latin-1")
+    declared = extract(latin, "text/plain; charset=ISO-8859-1", "a.txt")
+    assert declared.text == "Größe"
+    assert extract(b"a\r\nb\rc\x0cd\x07e", "text/plain", "a.txt").text == "a\nb\nc\nde"
+
+
+def test_plain_text_with_nul_is_binary() -> None:
+    with pytest.raises(ExtractionError, match="NUL"):
+        extract(b"ELF\x00\x01\x02binary", "text/plain", "a.txt")
+
+
+def test_plain_text_char_bound_reads_bounded_bytes() -> None:
+    data = ("é" * 10_000).encode()  # 2 bytes per character
+    out = extract(data, "text/plain", "a.txt", max_chars=1000)
+    assert out.text == "é" * 1000 and out.truncated
+    emoji = ("😀" * 5000).encode()  # 4 bytes per character, cut inside the bytes read
+    out = extract(emoji, "text/plain", "a.txt", max_chars=999)
+    assert out.text == "😀" * 999 and out.truncated
+    exact = extract(b"x" * 1000, "text/plain", "a.txt", max_chars=1000)
+    assert len(exact.text) == 1000 and not exact.truncated
+
+
+def test_markdown_flag() -> None:
+    body = "# Title\n\nSome *text*."
+    assert extract(body.encode(), "text/markdown", "n.md").markdown
+    assert extract(body.encode(), "text/plain", "n.md").markdown
+    assert extract(body.encode(), "application/octet-stream", "n.markdown").markdown
+    assert not extract(body.encode(), "text/plain", "n.txt").markdown
+
+
+def test_blank_lines_collapse() -> None:
+    assert normalize_text("a\n\n\n\n  \nb  \n\n") == "a\n\nb"
+
+
+def test_max_bytes_and_unsupported() -> None:
+    with pytest.raises(TooLarge):
+        extract(b"x" * 2000, "text/plain", "a.txt", max_bytes=1024)
+    with pytest.raises(ExtractionError, match="unsupported"):
+        extract(b"\x89PNG", "image/png", "a.png")
+
+
+def test_is_supported() -> None:
+    yes = [
+        ("text/plain", "a.txt"),
+        ("text/markdown", "a.md"),
+        ("text/csv", "a.csv"),
+        ("text/html; charset=utf-8", "a.html"),
+        ("application/pdf", "a.bin"),
+        (DOCX_MIME, "a"),
+        (ODT_MIME, "a"),
+        (None, "x.PDF"),
+        ("application/octet-stream", "notes.org"),
+    ]
+    no = [("image/png", "a.png"), (None, "a.xlsx"), ("text/rtf", "a.rtf"), (None, "noext")]
+    assert all(is_supported(m, f) for m, f in yes)
+    assert not any(is_supported(m, f) for m, f in no)
+    assert detect_format("text/x-python", "a.py") == "text"
+
+
+# --- corrupt and hostile input ---------------------------------------------------------------
+
+
+def test_corrupt_documents_raise_extraction_error(pdf_bytes, docx_bytes, odt_bytes) -> None:
+    cases = [
+        (b"%PDF-1.7 nonsense", "application/pdf", "a.pdf"),
+        (b"not a pdf at all", "application/pdf", "a.pdf"),
+        (b"PK\x03\x04 broken zip", DOCX_MIME, "a.docx"),
+        (b"plain bytes", ODT_MIME, "a.odt"),
+        (odt_bytes, DOCX_MIME, "a.docx"),  # a valid zip, but no word/document.xml
+        (docx_bytes, ODT_MIME, "a.odt"),  # a valid zip, but no content.xml
+    ]
+    for data, mime, name in cases:
+        with pytest.raises(ExtractionError):
+            extract(data, mime, name)
+
+
+def test_zip_bomb_bound(docx_bytes: bytes) -> None:
+    with pytest.raises(TooLarge, match="unpacks"):
+        extract(docx_bytes, DOCX_MIME, "a.docx", max_unzipped_bytes=10_000)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("content.xml", b"\0" * 20_000_000)  # 20 MB of zeros, ~20 KB zipped
+    with pytest.raises(TooLarge):
+        extract(buf.getvalue(), ODT_MIME, "bomb.odt", max_unzipped_bytes=10_000_000)
+
+
+@pytest.fixture(scope="module")
+def samples(pdf_bytes, docx_bytes, odt_bytes) -> list[tuple[bytes, str, str]]:
+    return [
+        (pdf_bytes, "application/pdf", "a.pdf"),
+        (docx_bytes, DOCX_MIME, "a.docx"),
+        (odt_bytes, ODT_MIME, "a.odt"),
+        ("<p>Grüße <b>bold</b></p>".encode(), "text/html", "a.html"),
+    ]
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_mangled_documents_never_escape_the_error_contract(samples, data) -> None:
+    """Truncated or bit-flipped documents give text or ExtractionError/TooLarge, never another
+    exception."""
+    raw, mime, name = data.draw(st.sampled_from(samples))
+    mangled = bytearray(raw)
+    if data.draw(st.booleans()):
+        mangled = mangled[: data.draw(st.integers(0, len(mangled)))]
+    for _ in range(data.draw(st.integers(0, 8))):
+        if mangled:
+            i = data.draw(st.integers(0, len(mangled) - 1))
+            mangled[i] = data.draw(st.integers(0, 255))
+    try:
+        out = extract(bytes(mangled), mime, name, max_chars=5000)
+    except (ExtractionError, TooLarge):
+        return
+    assert isinstance(out.text, str) and len(out.text) <= 5000

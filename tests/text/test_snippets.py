@@ -1,0 +1,167 @@
+"""Snippets: escaped, marked, balanced, and the best window (DESIGN §9)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ncindex.text.snippets import clean_text, make_snippet, query_terms
+
+TAG = re.compile(r"</?mark>")
+
+
+def visible(snippet: str) -> str:
+    """What a reader sees: our tags removed, entities decoded."""
+    return html.unescape(TAG.sub("", snippet))
+
+
+def marked(snippet: str) -> list[str]:
+    return [html.unescape(m) for m in re.findall(r"<mark>(.*?)</mark>", snippet)]
+
+
+def assert_safe(snippet: str) -> None:
+    """Only our own balanced, unnested <mark> tags; no other markup can survive."""
+    tags = TAG.findall(snippet)
+    assert tags == ["<mark>", "</mark>"] * (len(tags) // 2)
+    rest = TAG.sub("", snippet)
+    assert "<" not in rest and ">" not in rest
+    assert '"' not in rest and "'" not in rest
+    # every & starts an entity html.escape writes
+    assert re.fullmatch(r"(?:[^&]|&(?:amp|lt|gt|quot|#x27);)*", rest, flags=re.S)
+
+
+def test_marks_matches_case_insensitively_on_word_boundaries() -> None:
+    out = make_snippet("The Budget was concatenated; budget-wise, BUDGETS rose.", "budget")
+    assert_safe(out)
+    assert marked(out) == ["Budget", "budget", "BUDGETS"]  # stems match, 'concatenated' not
+    assert "con<mark>" not in out
+
+
+def test_stemming_like_bm25() -> None:
+    out = make_snippet("We were indexing files; the index was indexed.", "Indexes")
+    assert marked(out) == ["indexing", "index", "indexed"]
+
+
+def test_stopwords_in_query_are_not_marked() -> None:
+    out = make_snippet("the cat and the hat", "the cat")
+    assert marked(out) == ["cat"]
+    # a query of stopwords only still marks them
+    assert marked(make_snippet("to be or not to be", "to be")) == ["to", "be", "to", "be"]
+
+
+def test_query_terms() -> None:
+    assert query_terms("The Running of the BULLS, running!") == ["run", "bull"]
+    assert query_terms("") == []
+    assert query_terms("<script>") == ["script"]
+
+
+def test_xss_in_text_stays_escaped() -> None:
+    text = 'Click <script>alert("x")</script> or <img src=x onerror=alert(1)> for the report'
+    out = make_snippet(text, "report script")
+    assert_safe(out)
+    assert "&lt;<mark>script</mark>&gt;" in out
+    assert visible(out) == text
+
+
+def test_xss_in_query_stays_escaped() -> None:
+    text = "Quarterly numbers for the onerror review"
+    for query in ['<img src=x onerror="alert(1)">', "</mark><script>", "&lt;mark&gt;"]:
+        out = make_snippet(text, query)
+        assert_safe(out)
+        assert visible(out) == text
+
+
+def test_mark_tags_in_the_body_do_not_unbalance() -> None:
+    text = "Before <mark>fake</mark> and </mark> stray <mark> open; the real term is budget."
+    out = make_snippet(text, "budget mark")
+    assert_safe(out)
+    assert "&lt;<mark>mark</mark>&gt;" in out
+    assert visible(out) == text
+
+
+def test_control_and_invisible_characters_removed() -> None:
+    text = "budget\x00 plan\u202e reversed\u200b zero\x1b[31m red\ufeff\ue000 end\ud800"
+    out = make_snippet(text, "budget")
+    assert_safe(out)
+    assert visible(out) == "budget plan reversed zero[31m red end"
+    assert clean_text("a\n\n\tb\r\nc") == "a b c"
+
+
+def test_window_follows_the_matches_with_ellipses() -> None:
+    filler = "lorem ipsum dolor sit amet " * 40  # 1,080 characters without matches
+    text = filler + "the invoice from Lisbon was paid " + filler
+    out = make_snippet(text, "Lisbon invoice", max_chars=120)
+    assert_safe(out)
+    assert out.startswith("…") and out.endswith("…")
+    assert marked(out) == ["invoice", "Lisbon"]
+    assert len(visible(out)) <= 120
+    inner = visible(out).strip("…")
+    assert inner in clean_text(text)
+    assert not inner.startswith(("orem", "psum", "olor", "met")), "cut inside a word"
+
+
+def test_densest_window_wins() -> None:
+    one = "budget " + "filler words here " * 30
+    many = "budget meeting about budget and the travel budget "
+    text = one + many + "filler words here " * 30
+    out = make_snippet(text, "budget travel", max_chars=80)
+    assert marked(out).count("budget") == 3 and "travel" in marked(out)
+
+
+def test_edges_have_no_ellipsis() -> None:
+    start = make_snippet("budget " + "x y z " * 100, "budget", max_chars=50)
+    assert start.startswith("<mark>budget</mark>") and start.endswith("…")
+    end = make_snippet("x y z " * 100 + "final budget", "budget", max_chars=50)
+    assert end.endswith("<mark>budget</mark>") and end.startswith("…")
+    short = make_snippet("a short budget note", "budget")
+    assert short == "a short <mark>budget</mark> note"
+
+
+def test_no_match_shows_the_start() -> None:
+    out = make_snippet("alpha beta gamma " * 50, "zeta", max_chars=40)
+    assert out.startswith("alpha beta") and out.endswith("…")
+    assert "<mark>" not in out and len(visible(out)) <= 40
+
+
+def test_tiny_and_empty() -> None:
+    assert make_snippet("", "x") == ""
+    assert make_snippet("\x00\u200b ", "x") == ""
+    out = make_snippet("abcdefghij", "abcdefghij", max_chars=3)
+    assert len(visible(out)) <= 3
+    assert_safe(out)
+
+
+_chars = st.one_of(
+    st.characters(),
+    st.sampled_from([*"<>&\"' \n\tmark/", "<mark>", "</mark>", "&amp;", "\x00", "\u202e"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(
+        st.one_of(_chars, st.sampled_from(["budget ", "Budget", "the ", "cat", "cats "])),
+        max_size=200,
+    ).map("".join),
+    query=st.lists(
+        st.one_of(_chars, st.sampled_from(["budget", "cat ", "the ", " "])), max_size=12
+    ).map("".join),
+    max_chars=st.integers(1, 300),
+)
+def test_snippet_properties(text: str, query: str, max_chars: int) -> None:
+    out = make_snippet(text, query, max_chars=max_chars)
+    assert_safe(out)
+    seen = visible(out)
+    assert len(seen) <= max(max_chars, 1)
+    body = clean_text(text)
+    inner = seen.removeprefix("…").removesuffix("…")
+    assert inner in body
+    if len(body) <= max_chars:
+        assert seen == body
+    terms = set(query_terms(query))
+    for word in marked(out):
+        assert re.fullmatch(r"\w+", word)
+        assert query_terms(word)[0] in terms  # the marked word's stem is a query term
