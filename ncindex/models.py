@@ -11,6 +11,10 @@ offline embedding model"):
   declared dependencies pull in PyTorch).
 - ``stop-words`` ships the English stopword list that fastembed's ``Qdrant/bm25`` reads from
   ``english.txt`` in its model folder (without the file it silently uses no stopwords).
+  That list is broad (1,333 entries, including content words such as ``home``, ``research``,
+  ``system``, ``microsoft``, ``world``): a query made only of such words has an empty sparse
+  vector. Measured on BEIR SciFact (fastembed BM25, Qdrant IDF, documents ranked directly):
+  nDCG@10 0.686 with it, 0.684 with NLTK's 127-word list, 0.686 with none.
 
 Layout built under ``model_dir``::
 
