@@ -1,1 +1,50 @@
-"""ncindex/testing."""
+"""The Nextcloud simulator: an in-memory Nextcloud that answers in Nextcloud's real formats.
+
+Tests and the demo talk to it over real HTTP::
+
+    from ncindex.testing import NextcloudSimulator, serve_simulator
+
+    sim = NextcloudSimulator()
+    sim.add_user("alice", password="alice-pw", display_name="Alice Adams")
+    fid = sim.put_file("alice", "/Notes/Plan.md", b"# Plan")
+    with serve_simulator(sim) as server:
+        ...  # server.url, e.g. http://127.0.0.1:PORT
+
+See ``/work/shared/reference/nextcloud-api.md`` §7 for the behaviour it reproduces.
+"""
+
+from ncindex.testing.events import WEBHOOK_COMPATIBLE_EVENTS
+from ncindex.testing.faults import Fault, FaultInjector
+from ncindex.testing.phpjson import php_json_encode
+from ncindex.testing.sample import SAMPLE_USERS, SampleSummary, load_sample_corpus, sample_documents
+from ncindex.testing.server import SimulatorServer, serve_simulator
+from ncindex.testing.simulator import NextcloudSimulator
+from ncindex.testing.state import (
+    AlreadyExistsError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    StateError,
+)
+from ncindex.testing.webhooks import Delivery, mongo_match
+
+__all__ = [
+    "SAMPLE_USERS",
+    "WEBHOOK_COMPATIBLE_EVENTS",
+    "AlreadyExistsError",
+    "ConflictError",
+    "Delivery",
+    "Fault",
+    "FaultInjector",
+    "ForbiddenError",
+    "NextcloudSimulator",
+    "NotFoundError",
+    "SampleSummary",
+    "SimulatorServer",
+    "StateError",
+    "load_sample_corpus",
+    "mongo_match",
+    "php_json_encode",
+    "sample_documents",
+    "serve_simulator",
+]

@@ -1,0 +1,74 @@
+"""XML helpers shared by the WebDAV, system-tag and OCS handlers.
+
+Parsing uses lxml with entity resolution, DTD loading and network access switched off, so request
+bodies cannot pull in external resources. Building uses lxml element trees with the namespace
+prefixes Nextcloud's Sabre server emits (``d``, ``s``, ``oc``, ``nc``).
+"""
+
+from __future__ import annotations
+
+from email.utils import formatdate
+from typing import Any
+from urllib.parse import quote
+
+from lxml import etree
+
+DAV = "DAV:"
+SABRE = "http://sabredav.org/ns"
+OC = "http://owncloud.org/ns"
+NC = "http://nextcloud.org/ns"
+NSMAP = {"d": DAV, "s": SABRE, "oc": OC, "nc": NC}
+
+XML_CONTENT_TYPE = "application/xml; charset=utf-8"
+
+_PARSER = etree.XMLParser(
+    resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, remove_comments=True
+)
+
+
+class XmlBodyError(ValueError):
+    """Raised when a request body is not well-formed XML."""
+
+
+def parse_xml(body: bytes) -> etree._Element | None:
+    """Parse a request body safely; ``None`` for an empty body, :class:`XmlBodyError` if broken."""
+    if not body.strip():
+        return None
+    try:
+        return etree.fromstring(body, parser=_PARSER)
+    except etree.XMLSyntaxError as exc:
+        raise XmlBodyError(str(exc)) from exc
+
+
+def clark(ns: str, name: str) -> str:
+    """Return the Clark notation ``{ns}name`` of a qualified XML name."""
+    return f"{{{ns}}}{name}"
+
+
+SABRE_DECLARATION = b'<?xml version="1.0" encoding="utf-8"?>\n'
+PHP_DECLARATION = b'<?xml version="1.0"?>\n'
+
+
+def to_bytes(root: etree._Element, declaration: bytes = SABRE_DECLARATION) -> bytes:
+    """Serialise an element tree as a UTF-8 XML document with Sabre's declaration; bytes."""
+    return declaration + etree.tostring(root, encoding="utf-8", pretty_print=True)
+
+
+def http_date(ts: float) -> str:
+    """Format Unix seconds as an RFC 1123 HTTP-date, e.g. ``Tue, 06 Jan 2026 09:15:00 GMT``."""
+    return formatdate(ts, usegmt=True)
+
+
+def encode_path(path: str) -> str:
+    """URL-encode a path per segment the way Sabre does (keeps ``/ ( ) : @`` and unreserved)."""
+    return quote(path, safe="/():@")
+
+
+def sabre_error(exception: str, message: str, **extra: Any) -> bytes:
+    """Build Sabre's XML error body, e.g. for ``Sabre\\DAV\\Exception\\NotFound``; bytes."""
+    root = etree.Element(clark(DAV, "error"), nsmap={"d": DAV, "s": SABRE})
+    etree.SubElement(root, clark(SABRE, "exception")).text = exception
+    etree.SubElement(root, clark(SABRE, "message")).text = message
+    for key, value in extra.items():
+        etree.SubElement(root, clark(SABRE, key)).text = str(value)
+    return to_bytes(root)
