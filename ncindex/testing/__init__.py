@@ -16,7 +16,15 @@ See ``/work/shared/reference/nextcloud-api.md`` §7 for the behaviour it reprodu
 from ncindex.testing.events import WEBHOOK_COMPATIBLE_EVENTS
 from ncindex.testing.faults import Fault, FaultInjector
 from ncindex.testing.phpjson import php_json_encode
-from ncindex.testing.sample import SAMPLE_USERS, SampleSummary, load_sample_corpus, sample_documents
+from ncindex.testing.sample import (
+    SAMPLE_ACCOUNTS,
+    SAMPLE_ADMIN,
+    SAMPLE_USERS,
+    SampleSummary,
+    load_sample_corpus,
+    sample_documents,
+    sample_queries,
+)
 from ncindex.testing.server import SimulatorServer, serve_simulator
 from ncindex.testing.simulator import NextcloudSimulator
 from ncindex.testing.state import (
@@ -29,6 +37,8 @@ from ncindex.testing.state import (
 from ncindex.testing.webhooks import Delivery, mongo_match
 
 __all__ = [
+    "SAMPLE_ACCOUNTS",
+    "SAMPLE_ADMIN",
     "SAMPLE_USERS",
     "WEBHOOK_COMPATIBLE_EVENTS",
     "AlreadyExistsError",
@@ -46,5 +56,6 @@ __all__ = [
     "mongo_match",
     "php_json_encode",
     "sample_documents",
+    "sample_queries",
     "serve_simulator",
 ]

@@ -9,7 +9,8 @@ spreads the abstracts over them:
 * bob: notes and files in the same layout.
 
 Users and app passwords: ``alice`` / ``alice-pw`` (Alice Adams), ``bob`` / ``bob-pw`` (Bob
-Brown), ``admin`` / ``admin-pw`` (Administrator, admin — registers webhooks). Attribution of the
+Brown); with ``with_admin=True`` also ``admin`` / ``admin-pw`` (an admin, for registering
+webhooks). Attribution of the
 texts: ``ncindex/testing/data/ATTRIBUTION.md`` (SciFact, Wadden et al. 2020; abstracts ODC-By
 1.0, claims and judgments CC BY 4.0).
 """
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from ncindex.testing.simulator import NextcloudSimulator
 
 __all__ = [
+    "SAMPLE_ACCOUNTS",
+    "SAMPLE_ADMIN",
     "SAMPLE_USERS",
     "SampleDocument",
     "SampleSummary",
@@ -38,8 +41,11 @@ __all__ = [
 SAMPLE_USERS: dict[str, dict[str, Any]] = {
     "alice": {"password": "alice-pw", "display_name": "Alice Adams", "admin": False},
     "bob": {"password": "bob-pw", "display_name": "Bob Brown", "admin": False},
-    "admin": {"password": "admin-pw", "display_name": "Administrator", "admin": True},
 }
+SAMPLE_ACCOUNTS: dict[str, str] = {uid: info["password"] for uid, info in SAMPLE_USERS.items()}
+"""uid → app password of the sample users (``alice``, ``bob``)."""
+SAMPLE_ADMIN: tuple[str, str] = ("admin", "admin-pw")
+"""The admin account :func:`load_sample_corpus` creates when asked (``with_admin=True``)."""
 SHARED_FOLDER = "/Shared Research"
 BASE_MTIME = 1767225600  # 2026-01-01T00:00:00Z
 
@@ -134,17 +140,25 @@ def _unique(taken: set[str], path: str) -> str:
 
 
 def load_sample_corpus(
-    sim: NextcloudSimulator, *, limit: int | None = None, session: bool = True
+    sim: NextcloudSimulator,
+    *,
+    limit: int | None = None,
+    session: bool = True,
+    with_admin: bool = False,
 ) -> SampleSummary:
     """Create the sample users and store the abstracts; returns a :class:`SampleSummary`.
 
     Documents are assigned round-robin: alice note, alice file, bob note, then alternately
     alice's shared folder and a bob file. Modification times count back from 2026-01-01 one
     hour per document. File events fire as usual (``session=False`` sends ``user: null``).
+    ``limit`` stores only the first abstracts.
     """
     for uid, info in SAMPLE_USERS.items():
         sim.add_user(uid, info["password"], info["display_name"], admin=info["admin"])
-    summary = SampleSummary(users={uid: info["password"] for uid, info in SAMPLE_USERS.items()})
+    summary = SampleSummary(users=dict(SAMPLE_ACCOUNTS))
+    if with_admin:
+        sim.add_user(SAMPLE_ADMIN[0], SAMPLE_ADMIN[1], "Administrator", admin=True)
+        summary.users[SAMPLE_ADMIN[0]] = SAMPLE_ADMIN[1]
     sim.mkdir("alice", SHARED_FOLDER, session=session)
     sim.share("alice", SHARED_FOLDER, "bob", SHARED_FOLDER)
     taken: set[str] = set()

@@ -277,6 +277,33 @@ class NextcloudSimulator:
         """Deliveries dropped by ``drop_rate``: ``(registration id, envelope)``."""
         return list(self.engine.dropped)
 
+    @property
+    def drop_rate(self) -> float:
+        """Share (0–1) of deliveries dropped silently; settable at any time."""
+        return self.engine.drop_rate
+
+    @drop_rate.setter
+    def drop_rate(self, value: float) -> None:
+        self.engine.drop_rate = float(value)
+
+    @property
+    def delivery_delay(self) -> tuple[float, float]:
+        """``(min, max)`` delivery delay in seconds; settable at any time."""
+        return self.engine.delay
+
+    @delivery_delay.setter
+    def delivery_delay(self, value: tuple[float, float]) -> None:
+        self.engine.delay = (float(value[0]), float(value[1]))
+
+    @property
+    def reorder(self) -> bool:
+        """Whether deliveries due together are shuffled; settable."""
+        return self.engine.reorder
+
+    @reorder.setter
+    def reorder(self, value: bool) -> None:
+        self.engine.reorder = bool(value)
+
     # ------------------------------------------------------------------ request counting
 
     def count_request(self, method: str, family: str, path: str, status: int) -> None:
