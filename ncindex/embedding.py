@@ -61,7 +61,9 @@ class Embedder:
 
     Dense vectors are lists of ``dense_dim`` floats with unit L2 norm (cosine-ready); sparse
     vectors are BM25 term weights (documents) or term presence (queries), to be scored with
-    Qdrant's IDF modifier. Failures to load raise :class:`ncindex.models.ModelError`.
+    Qdrant's IDF modifier. Failures to load raise :class:`ncindex.models.ModelError` (also
+    raised at construction for a ``dense_model`` name that cannot name a folder); a dense model
+    that failed to load is retried on the next call, and BM25 loads on its own.
     """
 
     def __init__(self, settings: Settings) -> None:
