@@ -35,7 +35,10 @@ class SimulatorServer:
         self.port = int(httpd.server_address[1])
         self.url = f"http://{self.host}:{self.port}"
         self._thread = threading.Thread(
-            target=httpd.serve_forever, name=f"nc-sim-{self.port}", daemon=True
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"nc-sim-{self.port}",
+            daemon=True,
         )
         self._thread.start()
 

@@ -1,0 +1,103 @@
+"""OCS: auth, CSRF rule, v2 envelope in XML and JSON, current user, capabilities."""
+
+from __future__ import annotations
+
+import httpx
+from lxml import etree
+from sim_support import OCS, OCS_JSON
+
+
+def test_unauthenticated_is_ocs_997_with_http_401_in_xml_and_json(client) -> None:
+    anon = client(None)
+    xml = anon.get("/ocs/v2.php/cloud/user", headers=OCS)
+    assert xml.status_code == 401
+    assert xml.headers["content-type"] == "application/xml; charset=utf-8"
+    assert xml.text.startswith('<?xml version="1.0"?>')
+    root = etree.fromstring(xml.content)
+    assert root.tag == "ocs"
+    assert root.findtext("meta/status") == "failure"
+    assert root.findtext("meta/statuscode") == "997"
+    assert root.findtext("meta/message") == "Current user is not logged in"
+    js = anon.get("/ocs/v2.php/cloud/user", headers=OCS_JSON)
+    assert js.status_code == 401
+    assert js.json() == {
+        "ocs": {
+            "meta": {
+                "status": "failure",
+                "statuscode": 997,
+                "message": "Current user is not logged in",
+            },
+            "data": [],
+        }
+    }
+
+
+def test_wrong_password_is_401(server) -> None:
+    resp = httpx.get(
+        server.url + "/ocs/v2.php/cloud/user", auth=("alice", "nope"), headers=OCS_JSON
+    )
+    assert resp.status_code == 401
+    assert resp.json()["ocs"]["meta"]["statuscode"] == 997
+
+
+def test_missing_ocs_header_fails_csrf_check(client) -> None:
+    resp = client("alice").get("/ocs/v2.php/cloud/user")
+    assert resp.status_code == 412
+    assert resp.json() == {"message": "CSRF check failed"}
+
+
+def test_current_user_json_fields(client) -> None:
+    resp = client("alice").get("/ocs/v2.php/cloud/user", headers=OCS_JSON)
+    assert resp.status_code == 200
+    assert resp.headers["content-type"] == "application/json; charset=utf-8"
+    body = resp.json()["ocs"]
+    assert body["meta"] == {"status": "ok", "statuscode": 200, "message": "OK"}
+    data = body["data"]
+    assert data["id"] == "alice"
+    assert data["displayname"] == data["display-name"] == "Alice Adams"
+    assert data["email"] == "alice@example.test"
+    assert data["groups"] == []
+    # as in AUserDataOCSController: "enabled" only when an admin looks
+    assert "enabled" not in data
+    admin = client("admin").get("/ocs/v2.php/cloud/user", headers=OCS_JSON).json()
+    assert admin["ocs"]["data"]["enabled"] is True
+    assert admin["ocs"]["data"]["groups"] == ["admin"]
+
+
+def test_format_query_parameter_selects_json_and_xml_is_default(client) -> None:
+    alice = client("alice")
+    assert alice.get("/ocs/v2.php/cloud/user?format=json", headers=OCS).json()["ocs"]["data"][
+        "id"
+    ] == ("alice")
+    xml = alice.get("/ocs/v2.php/cloud/user", headers=OCS)
+    root = etree.fromstring(xml.content)
+    assert root.findtext("meta/statuscode") == "200"
+    assert root.findtext("data/id") == "alice"
+    assert root.findtext("data/display-name") == "Alice Adams"
+    # lists are <element> items, false is an empty element
+    assert root.find("data/subadmin") is not None
+    assert root.findtext("data/backendCapabilities/setPassword") == "1"
+
+
+def test_json_escapes_slashes_like_php(client) -> None:
+    raw = client("alice").get("/ocs/v2.php/cloud/capabilities", headers=OCS_JSON).text
+    assert "remote.php\\/webdav" in raw
+
+
+def test_capabilities_has_notes(client) -> None:
+    data = client("alice").get("/ocs/v2.php/cloud/capabilities", headers=OCS_JSON).json()
+    caps = data["ocs"]["data"]["capabilities"]
+    assert caps["notes"] == {"api_version": ["0.2", "1.3", "1.4"], "version": "6.0.2"}
+    assert data["ocs"]["data"]["version"]["string"]
+
+
+def test_unknown_ocs_route_is_998_404(client) -> None:
+    resp = client("alice").get("/ocs/v2.php/apps/nope/api/v1/x", headers=OCS_JSON)
+    assert resp.status_code == 404
+    assert resp.json()["ocs"]["meta"]["statuscode"] == 998
+
+
+def test_ocs_v1_keeps_http_200_and_uses_100(client) -> None:
+    resp = client("alice").get("/ocs/v1.php/cloud/user", headers=OCS_JSON)
+    assert resp.status_code == 200
+    assert resp.json()["ocs"]["meta"]["statuscode"] == 100

@@ -1,0 +1,236 @@
+"""WebDAV: PROPFIND structure, etags, dates, hrefs, 404 bodies, writes, SEARCH by file id."""
+
+from __future__ import annotations
+
+import re
+from email.utils import parsedate_to_datetime
+
+from lxml import etree
+from sim_support import DAV_NS
+
+PROPFIND = b"""<?xml version="1.0"?>
+<d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns" xmlns:nc="http://nextcloud.org/ns">
+  <d:prop>
+    <oc:fileid/><oc:id/><d:getlastmodified/><d:getetag/><d:getcontenttype/><d:getcontentlength/>
+    <oc:size/><nc:has-preview/><d:resourcetype/><oc:permissions/><oc:unknown-prop/>
+  </d:prop>
+</d:propfind>"""
+
+
+def search_body(user: str, file_id: int) -> bytes:
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<d:searchrequest xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">
+ <d:basicsearch>
+  <d:select><d:prop><oc:fileid/><d:getetag/><d:getlastmodified/></d:prop></d:select>
+  <d:from><d:scope><d:href>/files/{user}</d:href><d:depth>infinity</d:depth></d:scope></d:from>
+  <d:where><d:eq><d:prop><oc:fileid/></d:prop><d:literal>{file_id}</d:literal></d:eq></d:where>
+  <d:orderby/>
+ </d:basicsearch>
+</d:searchrequest>""".encode()
+
+
+def responses(body: bytes) -> list[etree._Element]:
+    root = etree.fromstring(body)
+    assert root.tag == "{DAV:}multistatus"
+    return root.findall("d:response", DAV_NS)
+
+
+def props_200(resp: etree._Element) -> etree._Element:
+    for ps in resp.findall("d:propstat", DAV_NS):
+        if ps.findtext("d:status", namespaces=DAV_NS) == "HTTP/1.1 200 OK":
+            return ps.find("d:prop", DAV_NS)
+    raise AssertionError("no 200 propstat")
+
+
+def props_404(resp: etree._Element) -> list[str]:
+    for ps in resp.findall("d:propstat", DAV_NS):
+        if ps.findtext("d:status", namespaces=DAV_NS) == "HTTP/1.1 404 Not Found":
+            return [el.tag for el in ps.find("d:prop", DAV_NS)]
+    return []
+
+
+def test_propfind_depth1_structure(sim, client) -> None:
+    fid = sim.put_file("alice", "/Projects/Design Doc.md", b"# Design\n", mtime=1767690898)
+    folder_id = sim.file_id("alice", "/Projects")
+    resp = client("alice").request(
+        "PROPFIND", "/remote.php/dav/files/alice/Projects", headers={"Depth": "1"}, content=PROPFIND
+    )
+    assert resp.status_code == 207
+    assert resp.headers["content-type"] == "application/xml; charset=utf-8"
+    assert resp.text.startswith('<?xml version="1.0" encoding="utf-8"?>')
+    assert 'xmlns:oc="http://owncloud.org/ns"' in resp.text
+    folder, doc = responses(resp.content)
+    assert folder.findtext("d:href", namespaces=DAV_NS) == "/remote.php/dav/files/alice/Projects/"
+    assert doc.findtext("d:href", namespaces=DAV_NS) == (
+        "/remote.php/dav/files/alice/Projects/Design%20Doc.md"
+    )
+    fprops = props_200(folder)
+    assert fprops.findtext("oc:fileid", namespaces=DAV_NS) == str(folder_id)
+    assert fprops.find("d:resourcetype/d:collection", DAV_NS) is not None
+    assert fprops.findtext("oc:permissions", namespaces=DAV_NS) == "RGDNVCK"
+    assert set(props_404(folder)) == {
+        "{DAV:}getcontenttype",
+        "{DAV:}getcontentlength",
+        "{http://owncloud.org/ns}unknown-prop",
+    }
+    dprops = props_200(doc)
+    assert dprops.findtext("oc:fileid", namespaces=DAV_NS) == str(fid)
+    assert dprops.findtext("oc:id", namespaces=DAV_NS).startswith(f"{fid:08d}")
+    assert re.fullmatch(r'"[0-9a-f]+"', dprops.findtext("d:getetag", namespaces=DAV_NS))
+    modified = dprops.findtext("d:getlastmodified", namespaces=DAV_NS)
+    assert modified == "Tue, 06 Jan 2026 09:14:58 GMT"
+    assert parsedate_to_datetime(modified).timestamp() == 1767690898
+    assert dprops.findtext("d:getcontenttype", namespaces=DAV_NS) == "text/markdown"
+    assert dprops.findtext("d:getcontentlength", namespaces=DAV_NS) == "9"
+    assert dprops.findtext("oc:size", namespaces=DAV_NS) == "9"
+    assert dprops.findtext("oc:permissions", namespaces=DAV_NS) == "RGDNVW"
+    assert len(dprops.find("d:resourcetype", DAV_NS)) == 0
+    assert props_404(doc) == ["{http://owncloud.org/ns}unknown-prop"]
+
+
+def test_propfind_depth0_and_folder_etag_changes_below(sim, client) -> None:
+    sim.put_file("alice", "/A/B/c.md", b"x")
+    alice = client("alice")
+
+    def etag(path: str) -> str:
+        resp = alice.request(
+            "PROPFIND", f"/remote.php/dav/files/alice{path}", headers={"Depth": "0"}
+        )
+        assert resp.status_code == 207
+        (only,) = responses(resp.content)
+        return props_200(only).findtext("d:getetag", namespaces=DAV_NS)
+
+    before = etag("/A")
+    root_before = etag("/")
+    sim.put_file("alice", "/A/B/c.md", b"changed")
+    assert etag("/A") != before
+    assert etag("/") != root_before
+
+
+def test_not_found_is_sabre_xml(client) -> None:
+    resp = client("alice").request("PROPFIND", "/remote.php/dav/files/alice/Projects/missing.pdf")
+    assert resp.status_code == 404
+    assert resp.headers["content-type"] == "application/xml; charset=utf-8"
+    root = etree.fromstring(resp.content)
+    assert root.tag == "{DAV:}error"
+    assert root.findtext("s:exception", namespaces=DAV_NS) == "Sabre\\DAV\\Exception\\NotFound"
+    assert (
+        root.findtext("s:message", namespaces=DAV_NS)
+        == "File with name Projects/missing.pdf could not be located"
+    )
+
+
+def test_unauthenticated_dav_is_401_sabre(client) -> None:
+    resp = client(None).request("PROPFIND", "/remote.php/dav/files/alice/")
+    assert resp.status_code == 401
+    assert "Sabre\\DAV\\Exception\\NotAuthenticated" in resp.text
+    assert resp.headers["www-authenticate"].startswith("Basic")
+
+
+def test_get_headers_and_other_users_tree(sim, client) -> None:
+    fid = sim.put_file("alice", "/n.md", b"hello")
+    resp = client("alice").get("/remote.php/dav/files/alice/n.md")
+    assert resp.status_code == 200
+    assert resp.content == b"hello"
+    etag = resp.headers["etag"]
+    assert etag.startswith('"') and etag.endswith('"')
+    assert resp.headers["oc-etag"] == etag
+    assert resp.headers["content-type"].startswith("text/markdown")
+    assert resp.headers["last-modified"].endswith(" GMT")
+    assert resp.headers["oc-fileid"].startswith(f"{fid:08d}")
+    assert client("bob").get("/remote.php/dav/files/alice/n.md").status_code == 404
+
+
+def test_put_mkcol_move_copy_delete_status_codes(sim, client) -> None:
+    alice = client("alice")
+    base = "/remote.php/dav/files/alice"
+    assert alice.request("MKCOL", f"{base}/Docs").status_code == 201
+    assert alice.request("MKCOL", f"{base}/Docs").status_code == 405
+    assert alice.request("MKCOL", f"{base}/No/Such").status_code == 409
+    created = alice.put(f"{base}/Docs/a.md", content=b"1", headers={"X-OC-MTime": "1767225600"})
+    assert created.status_code == 201
+    assert created.headers["x-oc-mtime"] == "accepted"
+    fid = sim.file_id("alice", "/Docs/a.md")
+    assert created.headers["oc-fileid"].startswith(f"{fid:08d}")
+    assert sim.node("alice", "/Docs/a.md").mtime == 1767225600
+    assert alice.put(f"{base}/Docs/a.md", content=b"2").status_code == 204
+    assert alice.put(f"{base}/Nope/a.md", content=b"2").status_code == 409
+    dest = {"Destination": f"{alice.base_url}{base}/Docs/b%20c.md"}
+    assert alice.request("MOVE", f"{base}/Docs/a.md", headers=dest).status_code == 201
+    assert sim.file_id("alice", "/Docs/b c.md") == fid
+    copy_dest = {"Destination": f"{base}/Docs/copy.md"}
+    assert alice.request("COPY", f"{base}/Docs/b%20c.md", headers=copy_dest).status_code == 201
+    assert sim.file_id("alice", "/Docs/copy.md") not in (None, fid)
+    no_over = {"Destination": f"{base}/Docs/copy.md", "Overwrite": "F"}
+    assert alice.request("COPY", f"{base}/Docs/b%20c.md", headers=no_over).status_code == 412
+    over = {"Destination": f"{base}/Docs/copy.md"}
+    assert alice.request("MOVE", f"{base}/Docs/b%20c.md", headers=over).status_code == 204
+    assert alice.delete(f"{base}/Docs/copy.md").status_code == 204
+    assert alice.delete(f"{base}/Docs/copy.md").status_code == 404
+    assert [t["id"] for t in sim.trash("alice")][-1] == fid
+
+
+def test_search_by_fileid_owner_sharee_and_after_unshare(sim, client) -> None:
+    fid = sim.put_file("alice", "/Projects/spec.md", b"spec")
+    sim.share("alice", "/Projects", "bob", mount_path="/Shared/Projects")
+    alice, bob = client("alice"), client("bob")
+
+    def hrefs(c, user: str) -> list[str]:
+        resp = c.request(
+            "SEARCH",
+            "/remote.php/dav/",
+            content=search_body(user, fid),
+            headers={"Content-Type": "text/xml"},
+        )
+        assert resp.status_code == 207
+        return [r.findtext("d:href", namespaces=DAV_NS) for r in responses(resp.content)]
+
+    assert hrefs(alice, "alice") == ["/remote.php/dav/files/alice/Projects/spec.md"]
+    assert hrefs(bob, "bob") == ["/remote.php/dav/files/bob/Shared/Projects/spec.md"]
+    assert sim.path_of("bob", fid) == "/Shared/Projects/spec.md"
+    bob_view = bob.request(
+        "PROPFIND", "/remote.php/dav/files/bob/Shared/Projects/spec.md", content=PROPFIND
+    )
+    assert (
+        props_200(responses(bob_view.content)[0])
+        .findtext("oc:permissions", namespaces=DAV_NS)
+        .startswith("S")
+    )
+    assert sim.unshare("alice", "/Projects", "bob")
+    assert hrefs(bob, "bob") == []
+    assert (
+        bob.request("PROPFIND", "/remote.php/dav/files/bob/Shared/Projects/spec.md").status_code
+        == 404
+    )
+    assert bob.get("/remote.php/dav/files/bob/Shared/Projects/spec.md").status_code == 404
+    assert hrefs(alice, "alice") == ["/remote.php/dav/files/alice/Projects/spec.md"]
+    assert sim.visible_files("bob") == {}
+
+
+def test_search_other_users_scope_is_404_and_like_filter_works(sim, client) -> None:
+    sim.put_file("alice", "/x.md", b"x")
+    sim.put_file("alice", "/y.pdf", b"%PDF")
+    alice = client("alice")
+    resp = alice.request("SEARCH", "/remote.php/dav/", content=search_body("bob", 1))
+    assert resp.status_code == 404
+    like = b"""<?xml version="1.0"?>
+<d:searchrequest xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:basicsearch>
+<d:select><d:prop><d:getcontenttype/></d:prop></d:select>
+<d:from><d:scope><d:href>/files/alice</d:href><d:depth>infinity</d:depth></d:scope></d:from>
+<d:where><d:like><d:prop><d:getcontenttype/></d:prop><d:literal>text/%</d:literal></d:like></d:where>
+</d:basicsearch></d:searchrequest>"""
+    resp = alice.request("SEARCH", "/remote.php/dav/", content=like)
+    hrefs = [r.findtext("d:href", namespaces=DAV_NS) for r in responses(resp.content)]
+    assert hrefs == ["/remote.php/dav/files/alice/x.md"]
+
+
+def test_request_counter_by_family(sim, client) -> None:
+    sim.reset_request_counts()
+    alice = client("alice")
+    alice.request("PROPFIND", "/remote.php/dav/files/alice/", headers={"Depth": "0"})
+    alice.request("SEARCH", "/remote.php/dav/", content=search_body("alice", 1))
+    alice.get("/index.php/apps/notes/api/v1/notes")
+    assert sim.request_count("webdav") == 1
+    assert sim.request_count("dav-search") == 1
+    assert sim.request_count("notes", "GET") == 1
+    assert sim.requests[("PROPFIND", "webdav")] == 1
