@@ -18,6 +18,7 @@ from typing import Any
 from ncindex.testing.events import build_envelope, compatible_events
 from ncindex.testing.faults import FaultInjector
 from ncindex.testing.state import FileTree, Node, NotFoundError, norm_path
+from ncindex.testing.systemtags import SystemTagStore
 from ncindex.testing.webhooks import Delivery, DeliveryEngine, WebhookRegistry
 
 __all__ = ["NextcloudSimulator"]
@@ -68,6 +69,7 @@ class NextcloudSimulator:
             allow_local=allow_local_remote_servers,
         )
         self.faults = FaultInjector()
+        self.tags = SystemTagStore(self)
         self.events: list[dict[str, Any]] = []
         self._requests: Counter[tuple[str, str]] = Counter()
         self.request_log: deque[tuple[str, str, int]] = deque(maxlen=20000)
@@ -227,6 +229,47 @@ class NextcloudSimulator:
                 node.favorite_of.add(user)
             else:
                 node.favorite_of.discard(user)
+
+    # ------------------------------------------------------------------ system tags
+
+    def create_tag(
+        self,
+        name: str,
+        *,
+        user_visible: bool = True,
+        user_assignable: bool = True,
+        color: str = "",
+    ) -> int:
+        """Create a collaborative tag; returns its id (``ValueError`` if it exists)."""
+        with self.lock:
+            return self.tags.create(
+                name, user_visible=user_visible, user_assignable=user_assignable, color=color
+            ).id
+
+    def assign_tag(self, user: str, path: str, tag_id: int, *, session: bool = True) -> bool:
+        """Tag the node at ``path`` (TagAssignedEvent); True when newly assigned."""
+        with self.lock:
+            node = self._node(user, path)
+            return self.tags.assign(user, node, tag_id, session=session)
+
+    def unassign_tag(self, user: str, path: str, tag_id: int, *, session: bool = True) -> bool:
+        """Untag the node at ``path`` (TagUnassignedEvent); True when it was tagged."""
+        with self.lock:
+            node = self._node(user, path)
+            return self.tags.unassign(user, node, tag_id, session=session)
+
+    def tags_of(self, user: str, path: str) -> list[str]:
+        """Names of the tags on ``path`` that ``user`` can see, natural-sorted."""
+        with self.lock:
+            return [t.name for t in self.tags.tags_of(user, self._node(user, path))]
+
+    def _node(self, user: str, path: str) -> Node:
+        node = self.tree.resolve(user, path)
+        if node is None:
+            raise NotFoundError(
+                f"File with name {norm_path(path).lstrip('/')} could not be located"
+            )
+        return node
 
     # ------------------------------------------------------------------ trash
 

@@ -28,6 +28,7 @@ from ncindex.testing.state import (
     StateError,
     norm_path,
 )
+from ncindex.testing.systemtags import SystemTagsDav
 from ncindex.testing.xmlutil import (
     DAV,
     NC,
@@ -36,10 +37,10 @@ from ncindex.testing.xmlutil import (
     XML_CONTENT_TYPE,
     XmlBodyError,
     clark,
+    dav_error,
     encode_path,
     http_date,
     parse_xml,
-    sabre_error,
     to_bytes,
 )
 
@@ -47,8 +48,6 @@ if TYPE_CHECKING:
     from ncindex.testing.simulator import NextcloudSimulator
 
 __all__ = ["WebDav", "dav_error"]
-
-_EXC = "Sabre\\DAV\\Exception\\"
 
 DEFAULT_FILE_PROPS = [
     clark(DAV, "getlastmodified"),
@@ -64,15 +63,6 @@ DEFAULT_DIR_PROPS = [
     clark(DAV, "quota-available-bytes"),
     clark(DAV, "getetag"),
 ]
-
-
-def dav_error(status: int, exception: str, message: str, **headers: str) -> Response:
-    """A Sabre error response, e.g. ``dav_error(404, "NotFound", "File with name x …")``."""
-    name = exception if "\\" in exception else _EXC + exception
-    resp = Response(sabre_error(name, message), status=status, content_type=XML_CONTENT_TYPE)
-    for key, value in headers.items():
-        resp.headers[key.replace("_", "-")] = value
-    return resp
 
 
 def _not_found(path: str) -> Response:
@@ -113,6 +103,7 @@ class WebDav:
     def __init__(self, sim: NextcloudSimulator) -> None:
         self.sim = sim
         self.tree = sim.tree
+        self.systemtags = SystemTagsDav(sim)
 
     # ------------------------------------------------------------------ routing
 
@@ -142,9 +133,7 @@ class WebDav:
                 return dav_error(404, "NotFound", f"Principal with name {owner} not found")
             return self.files(request, method, uid, f"/remote.php/dav/files/{uid}", "/" + rel)
         if rest.startswith(("/systemtags", "/systemtags-relations")):
-            handler = self.sim.app_state.get("systemtags_handler")
-            if handler is not None:
-                return handler(request, uid)
+            return self.systemtags.handle(request, uid)
         if method == "OPTIONS":
             return self._options()
         return dav_error(404, "NotFound", f"File with name {rest.strip('/')} could not be located")
@@ -273,10 +262,7 @@ class WebDav:
         if name == clark(NC, "upload_time"):
             return text(node.created)
         if name == clark(NC, "system-tags"):
-            filler = self.sim.app_state.get("system_tags_prop")
-            if filler is None:
-                return empty
-            return lambda el: filler(el, uid, node)
+            return lambda el: self.sim.tags.fill_prop(el, uid, node)
         return None
 
     def response_for(
@@ -529,9 +515,8 @@ class WebDav:
                     return dav_error(412, "PreconditionFailed", "Cannot filter by non-existing tag")
             elif rule.tag == clark(OC, "favorite"):
                 favorite = (rule.text or "").strip() in ("1", "true")
-        visible_tag = self.sim.app_state.get("tag_visible")
         for tag_id in tag_ids:
-            if visible_tag is None or not visible_tag(uid, tag_id):
+            if not self.sim.tags.visible(uid, tag_id):
                 return dav_error(412, "PreconditionFailed", "Cannot filter by non-existing tag")
         scope = self.tree.walk_view(uid, "/" if tag_ids else path)
         items = []

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lxml import etree
+from werkzeug.wrappers import Response
 
 DAV = "DAV:"
 SABRE = "http://sabredav.org/ns"
@@ -20,6 +21,7 @@ NC = "http://nextcloud.org/ns"
 NSMAP = {"d": DAV, "s": SABRE, "oc": OC, "nc": NC}
 
 XML_CONTENT_TYPE = "application/xml; charset=utf-8"
+_EXC = "Sabre\\DAV\\Exception\\"
 
 _PARSER = etree.XMLParser(
     resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, remove_comments=True
@@ -72,3 +74,12 @@ def sabre_error(exception: str, message: str, **extra: Any) -> bytes:
     for key, value in extra.items():
         etree.SubElement(root, clark(SABRE, key)).text = str(value)
     return to_bytes(root)
+
+
+def dav_error(status: int, exception: str, message: str, **headers: str) -> Response:
+    """A Sabre error response, e.g. ``dav_error(404, "NotFound", "File with name x …")``."""
+    name = exception if "\\" in exception else _EXC + exception
+    resp = Response(sabre_error(name, message), status=status, content_type=XML_CONTENT_TYPE)
+    for key, value in headers.items():
+        resp.headers[key.replace("_", "-")] = value
+    return resp
