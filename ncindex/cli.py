@@ -50,7 +50,8 @@ def up(settings: Settings, no_sample: bool) -> None:
         user, password = "alice", running.settings.password_for("alice")
         click.echo(
             f"Serving the bundled sample Nextcloud at {running.settings.nextcloud_url} "
-            f"({running.sample.get('documents', '?')} documents, indexing in the background)."
+            f"({running.sample.documents if running.sample else 0} documents, indexing in the "
+            "background)."
         )
         click.echo("Try:\n")
         body = json.dumps({"query": "vitamin D deficiency and bone health", "limit": 5})

@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -45,7 +45,13 @@ def dispatch(receiver: WSGIApp, search: WSGIApp) -> WSGIApp:
 
 
 def start_worker(celery: Celery, concurrency: int = 2) -> threading.Thread:
-    """Run a Celery worker consuming every queue in a daemon thread of this process."""
+    """Run a Celery worker consuming every queue in a daemon thread of this process.
+
+    The app is made the process default first: Celery's thread pool looks tasks up through
+    the current app, which would otherwise be Celery's default app.
+    """
+    celery.set_default()
+    celery.set_current()
     worker = celery.WorkController(
         pool_cls="threads",
         concurrency=concurrency,
@@ -69,7 +75,7 @@ class Embedded:
     simulator: Any = None
     simulator_server: Any = None
     redis: RedisProcess | None = None
-    sample: dict[str, Any] = field(default_factory=dict)
+    sample: Any = None
 
     @property
     def url(self) -> str:
