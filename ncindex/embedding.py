@@ -213,10 +213,8 @@ class Embedder:
             return []
         dense_model, sparse_model = self._load_dense(), self._load_sparse()
         batch = self._settings.embed_batch_size
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: list[tuple[list[float], SparseVector] | None] = [None] * len(texts)
-        for start in range(0, len(order), batch):
-            idx = order[start : start + batch]
+        for idx in _length_batches(texts, batch):
             group = [texts[i] for i in idx]
             dense = list(dense_model.embed(group, batch_size=batch, parallel=None))
             self._count(dense=len(group))
@@ -225,6 +223,37 @@ class Embedder:
             for i, d, s in zip(idx, dense, sparse, strict=True):
                 out[i] = (_dense_list(d), _sparse_vector(s))
         return [pair for pair in out if pair is not None]
+
+    def embed_documents_dense(self, texts: Sequence[str]) -> list[list[float]]:
+        """The dense half of :meth:`embed_documents` alone: one unit vector of ``dense_dim``
+        floats per text, in input order, batched by length the same way (the same vectors
+        :meth:`embed_documents` gives). Raises ``ModelError`` if the dense model cannot load."""
+        if not texts:
+            return []
+        model = self._load_dense()
+        batch = self._settings.embed_batch_size
+        out: list[list[float]] = [[] for _ in texts]
+        for idx in _length_batches(texts, batch):
+            group = [texts[i] for i in idx]
+            for i, d in zip(idx, model.embed(group, batch_size=batch, parallel=None), strict=True):
+                out[i] = _dense_list(d)
+            self._count(dense=len(group))
+        return out
+
+    def embed_documents_sparse(self, texts: Sequence[str]) -> list[SparseVector]:
+        """The BM25 half of :meth:`embed_documents` alone (document term weights), in input
+        order. Raises ``ModelError`` if BM25 cannot load."""
+        if not texts:
+            return []
+        model = self._load_sparse()
+        batch = self._settings.embed_batch_size
+        out: list[SparseVector | None] = [None] * len(texts)
+        for idx in _length_batches(texts, batch):
+            group = [texts[i] for i in idx]
+            for i, s in zip(idx, model.embed(group, batch_size=batch, parallel=None), strict=True):
+                out[i] = _sparse_vector(s)
+            self._count(sparse=len(group))
+        return [v for v in out if v is not None]
 
     def embed_query(self, text: str) -> tuple[list[float], SparseVector]:
         """Embed a search query with fastembed's ``query_embed`` for both halves:
@@ -300,6 +329,12 @@ def _register_dense(dense_dir: Path) -> tuple[str, int]:
         )
         _REGISTERED[name] = dim
         return name, dim
+
+
+def _length_batches(texts: Sequence[str], size: int) -> list[list[int]]:
+    """Indices of ``texts`` sorted by length (characters), cut into batches of ``size``."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    return [order[start : start + size] for start in range(0, len(order), size)]
 
 
 def _dense_list(vector: Any) -> list[float]:

@@ -96,10 +96,16 @@ class VectorStore(Protocol):
         prefetch_limit: int,
         fusion: Fusion,
         offset: int = 0,
+        rrf_k: int | None = None,
+        weights: Sequence[float] | None = None,
     ) -> list[Hit]:
         """Hybrid query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
         filtered by ``flt`` (filters apply before fusion), fused, best first, ``limit`` hits
-        after skipping ``offset``. With one vector ``None`` the other half answers alone."""
+        after skipping ``offset``. With one vector ``None`` the other half answers alone.
+
+        RRF only: ``rrf_k`` is the rank constant (``None`` ⇒ :data:`~ncindex.store.schema.RRF_K`);
+        ``weights`` are ``(dense, sparse)`` branch weights (``None`` ⇒ equal); a branch whose
+        vector is ``None`` drops its weight. Raises ``ValueError`` for weights with DBSF."""
 
     def count(self, flt: models.Filter | None = None) -> int:
         """Exact number of points matching ``flt``."""

@@ -31,7 +31,13 @@ from qdrant_client import models
 
 from ncindex.errors import StoreUnavailable
 from ncindex.store.port import DENSE, SPARSE, Fusion, Hit, PointRecord, SparseVector
-from ncindex.store.schema import PAYLOAD_INDEXES, RRF_K, IndexKind, batches, document_filter
+from ncindex.store.schema import (
+    PAYLOAD_INDEXES,
+    IndexKind,
+    batches,
+    document_filter,
+    rrf_parameters,
+)
 
 ALIAS_FILE = "active_model"
 """Name of the pointer file (under the store's root) naming the live model's slug."""
@@ -340,14 +346,20 @@ class QdrantEdgeStore:
         prefetch_limit: int,
         fusion: Fusion,
         offset: int = 0,
+        rrf_k: int | None = None,
+        weights: Sequence[float] | None = None,
     ) -> list[Hit]:
         """One Edge query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
-        carrying ``flt``, fused by ``fusion`` (RRF with k=2, or DBSF), best first; ``limit``
-        hits after ``offset``, with payload. A ``None`` vector drops its branch (the other is
-        still fused, so scores keep the fusion's scale).
+        carrying ``flt``, fused by ``fusion`` (RRF with ``rrf_k``, default
+        :data:`~ncindex.store.schema.RRF_K`, and optional ``(dense, sparse)`` ``weights``; or
+        DBSF), best first; ``limit`` hits after ``offset``, with payload. A ``None`` vector
+        drops its branch (the other is still fused, so scores keep the fusion's scale).
 
-        Raises ``ValueError`` if both vectors are ``None``.
+        Raises ``ValueError`` if both vectors are ``None`` or for bad fusion parameters.
         """
+        k, branch_weights = rrf_parameters(
+            fusion is Fusion.RRF, rrf_k, weights, (dense is not None, sparse is not None)
+        )
         edge_filter = to_edge_filter(flt)
         prefetches: list[qe.Prefetch] = []
         if dense is not None:
@@ -373,7 +385,11 @@ class QdrantEdgeStore:
         request = qe.QueryRequest(
             limit=limit,
             offset=offset,
-            query=qe.Fusion.Rrf(k=RRF_K) if fusion is Fusion.RRF else qe.Fusion.Dbsf(),
+            query=(
+                qe.Fusion.Rrf(k=k, weights=branch_weights)
+                if fusion is Fusion.RRF
+                else qe.Fusion.Dbsf()
+            ),
             prefetches=prefetches,
             with_payload=True,
             with_vector=False,

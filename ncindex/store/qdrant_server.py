@@ -36,6 +36,7 @@ from ncindex.store.schema import (
     batches,
     collection_name,
     document_filter,
+    rrf_parameters,
 )
 
 ENGINE_ERRORS: tuple[type[Exception], ...] = (
@@ -45,8 +46,6 @@ ENGINE_ERRORS: tuple[type[Exception], ...] = (
     grpc.RpcError,  # every failure of the gRPC client
 )
 """The exception types translated to ``StoreUnavailable`` at this boundary."""
-
-_FUSION = {Fusion.RRF: models.Fusion.RRF, Fusion.DBSF: models.Fusion.DBSF}
 
 _LOCAL_LOCKS: weakref.WeakKeyDictionary[QdrantClient, threading.RLock] = weakref.WeakKeyDictionary()
 _LOCAL_LOCKS_GUARD = threading.Lock()
@@ -287,14 +286,21 @@ class QdrantServerStore:
         prefetch_limit: int,
         fusion: Fusion,
         offset: int = 0,
+        rrf_k: int | None = None,
+        weights: Sequence[float] | None = None,
     ) -> list[Hit]:
         """One ``query_points``: a dense and a sparse ``Prefetch`` of ``prefetch_limit``
-        candidates, each carrying ``flt``, fused by ``fusion`` (RRF with k=2, or DBSF), best
-        first; ``limit`` hits after ``offset``, with payload. A ``None`` vector drops its
-        branch (the other is still fused, so scores keep the fusion's scale).
+        candidates, each carrying ``flt``, fused by ``fusion`` (an ``RrfQuery`` with ``rrf_k``,
+        default :data:`~ncindex.store.schema.RRF_K`, and optional ``(dense, sparse)``
+        ``weights``; or DBSF), best first; ``limit`` hits after ``offset``, with payload. A
+        ``None`` vector drops its branch (the other is still fused, so scores keep the fusion's
+        scale).
 
-        Raises ``ValueError`` if both vectors are ``None``.
+        Raises ``ValueError`` if both vectors are ``None`` or for bad fusion parameters.
         """
+        k, branch_weights = rrf_parameters(
+            fusion is Fusion.RRF, rrf_k, weights, (dense is not None, sparse is not None)
+        )
         prefetch: list[models.Prefetch] = []
         if dense is not None:
             prefetch.append(
@@ -315,7 +321,11 @@ class QdrantServerStore:
             response = self._client.query_points(
                 self.collection,
                 prefetch=prefetch,
-                query=models.FusionQuery(fusion=_FUSION[fusion]),
+                query=(
+                    models.RrfQuery(rrf=models.Rrf(k=k, weights=branch_weights))
+                    if fusion is Fusion.RRF
+                    else models.FusionQuery(fusion=models.Fusion.DBSF)
+                ),
                 limit=limit,
                 offset=offset,
                 with_payload=True,

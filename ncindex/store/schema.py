@@ -64,6 +64,28 @@ PAYLOAD_INDEXES: Mapping[str, IndexKind] = MappingProxyType(
 """Every filterable payload field (DESIGN §4) → the index it gets. Times are integer seconds."""
 
 
+def rrf_parameters(
+    fusion_is_rrf: bool,
+    rrf_k: int | None,
+    weights: Sequence[float] | None,
+    present: Sequence[bool],
+) -> tuple[int, list[float] | None]:
+    """The RRF constant and the weights of the branches ``present`` (``(dense, sparse)``
+    flags) for one query: ``rrf_k`` or :data:`RRF_K`, and ``weights`` cut to the branches that
+    run (``None`` when not given). Raises ``ValueError`` for weights with DBSF, weights not of
+    length 2, a negative weight, or ``rrf_k`` below 1."""
+    k = RRF_K if rrf_k is None else int(rrf_k)
+    if k < 1:
+        raise ValueError(f"rrf_k must be at least 1, not {k}")
+    if weights is None:
+        return k, None
+    if not fusion_is_rrf:
+        raise ValueError("branch weights apply to RRF only")
+    if len(weights) != 2 or any(w < 0 for w in weights):
+        raise ValueError(f"weights must be two non-negative numbers (dense, sparse): {weights}")
+    return k, [float(w) for w, on in zip(weights, present, strict=True) if on]
+
+
 def model_slug(model_name: str) -> str:
     """A collection-safe slug of an embedding model name.
 
