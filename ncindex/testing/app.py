@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
 
+from ncindex.testing.deck import DeckApi
+from ncindex.testing.news import NewsApi
 from ncindex.testing.notes_api import NotesApi
 from ncindex.testing.ocs import OcsApi
 from ncindex.testing.phpjson import php_json_encode
@@ -64,12 +66,10 @@ class SimulatorApp:
             "dav-search": self.dav.handle,
             "systemtags": self.dav.handle,
             "notes": self.notes.handle,
+            "deck": DeckApi(sim).handle,
+            "news": NewsApi(sim).handle,
             "status": self.status,
         }
-        for family in ("deck", "news"):
-            factory = sim.app_state.get(f"{family}_factory")
-            if factory is not None:
-                self.handlers[family] = factory(sim).handle
 
     def authenticate(self, request: Request) -> str | None:
         """The uid of a valid Basic ``user:app-password``, else None."""
@@ -110,10 +110,6 @@ class SimulatorApp:
                     status=fault.status,
                     content_type="text/html; charset=UTF-8",
                 )
-        if family not in self.handlers:
-            factory = self.sim.app_state.get(f"{family}_factory")
-            if factory is not None:
-                self.handlers[family] = factory(self.sim).handle
         handler = self.handlers.get(family)
         if handler is None:
             return family, Response(b"Not Found", status=404, content_type="text/plain")

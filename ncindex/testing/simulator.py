@@ -15,8 +15,10 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ncindex.testing.deck import DeckState
 from ncindex.testing.events import build_envelope, compatible_events
 from ncindex.testing.faults import FaultInjector
+from ncindex.testing.news import NewsState
 from ncindex.testing.state import FileTree, Node, NotFoundError, norm_path
 from ncindex.testing.systemtags import SystemTagStore
 from ncindex.testing.webhooks import Delivery, DeliveryEngine, WebhookRegistry
@@ -70,6 +72,8 @@ class NextcloudSimulator:
         )
         self.faults = FaultInjector()
         self.tags = SystemTagStore(self)
+        self.deck = DeckState(self)
+        self.news = NewsState(self)
         self.events: list[dict[str, Any]] = []
         self._requests: Counter[tuple[str, str]] = Counter()
         self.request_log: deque[tuple[str, str, int]] = deque(maxlen=20000)
@@ -270,6 +274,130 @@ class NextcloudSimulator:
                 f"File with name {norm_path(path).lstrip('/')} could not be located"
             )
         return node
+
+    # ------------------------------------------------------------------ Deck
+
+    def deck_create_board(self, owner: str, title: str, color: str = "0082c9") -> int:
+        """Create a Deck board owned by ``owner``; returns the board id."""
+        with self.lock:
+            return self.deck.create_board(owner, title, color).id
+
+    def deck_create_stack(self, user: str, board_id: int, title: str, order: int = 0) -> int:
+        """Create a stack on a board; returns the stack id."""
+        with self.lock:
+            return self.deck.create_stack(user, board_id, title, order).id
+
+    def deck_create_card(
+        self,
+        user: str,
+        stack_id: int,
+        title: str,
+        description: str = "",
+        *,
+        order: int = 0,
+        duedate: int | None = None,
+    ) -> int:
+        """Create a card (CardCreatedEvent when ``deck_webhooks``); ``duedate`` Unix s; id."""
+        with self.lock:
+            return self.deck.create_card(
+                user, stack_id, title, description=description, order=order, duedate=duedate
+            ).id
+
+    def deck_update_card(self, user: str, card_id: int, **fields: Any) -> None:
+        """Update card fields (``title description order duedate archived done stack_id``);
+        CardUpdatedEvent when ``deck_webhooks``."""
+        with self.lock:
+            self.deck.update_card(user, card_id, **fields)
+
+    def deck_archive_card(self, user: str, card_id: int, archived: bool = True) -> None:
+        """Archive or unarchive a card (CardUpdatedEvent when ``deck_webhooks``)."""
+        with self.lock:
+            self.deck.update_card(user, card_id, archived=archived)
+
+    def deck_delete_card(self, user: str, card_id: int) -> None:
+        """Soft-delete a card (CardDeletedEvent when ``deck_webhooks``)."""
+        with self.lock:
+            self.deck.delete_card(user, card_id)
+
+    def deck_share_board(
+        self,
+        owner: str,
+        board_id: int,
+        user: str,
+        *,
+        edit: bool = True,
+        share: bool = False,
+        manage: bool = False,
+    ) -> None:
+        """Share a board with ``user`` (ACL entry)."""
+        with self.lock:
+            self.deck.share_board(owner, board_id, user, edit=edit, share=share, manage=manage)
+
+    def deck_unshare_board(self, owner: str, board_id: int, user: str) -> bool:
+        """Remove ``user``'s access to a board; True if they had it."""
+        with self.lock:
+            return self.deck.unshare_board(owner, board_id, user)
+
+    def deck_delete_board(self, user: str, board_id: int) -> None:
+        """Soft-delete a board."""
+        with self.lock:
+            self.deck.delete_board(user, board_id)
+
+    # ------------------------------------------------------------------ News
+
+    def news_add_folder(self, user: str, name: str) -> int:
+        """Create a News folder; returns its id."""
+        with self.lock:
+            return self.news.add_folder(user, name).id
+
+    def news_add_feed(self, user: str, url: str, title: str, folder_id: int | None = None) -> int:
+        """Subscribe ``user`` to a feed; returns the feed id."""
+        with self.lock:
+            return self.news.add_feed(user, url, title, folder_id).id
+
+    def news_add_item(
+        self,
+        user: str,
+        feed_id: int,
+        title: str,
+        body: str,
+        *,
+        url: str | None = None,
+        guid: str | None = None,
+        author: str = "",
+        pub_date: int | None = None,
+    ) -> int:
+        """Add an item (HTML ``body``, ``pub_date`` Unix s) to a feed; returns the item id."""
+        with self.lock:
+            return self.news.add_item(
+                user, feed_id, title, body, url=url, guid=guid, author=author, pub_date=pub_date
+            ).id
+
+    def news_mark_read(self, user: str, item_id: int, read: bool = True) -> None:
+        """Mark an item read/unread (bumps its ``lastModified``)."""
+        with self.lock:
+            self.news.set_flag(user, item_id, unread=not read)
+
+    def news_star(self, user: str, item_id: int, starred: bool = True) -> None:
+        """Star/unstar an item (bumps its ``lastModified``)."""
+        with self.lock:
+            self.news.set_flag(user, item_id, starred=starred)
+
+    def news_delete_feed(self, user: str, feed_id: int) -> None:
+        """Soft-delete a feed: it and its items disappear from the API."""
+        with self.lock:
+            feed = self.news.feeds[feed_id]
+            if feed.user != user:
+                raise KeyError(feed_id)
+            feed.deleted_at = self.tree.now()
+
+    def news_purge_item(self, user: str, item_id: int) -> None:
+        """Remove an item silently (like News' auto-purge)."""
+        with self.lock:
+            item = self.news.items.get(item_id)
+            if item is None or item.user != user:
+                raise KeyError(item_id)
+            del self.news.items[item_id]
 
     # ------------------------------------------------------------------ trash
 
