@@ -9,12 +9,17 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
+from typing import TYPE_CHECKING
 
 import click
 
-from ncindex.nextcloud.client import NextcloudClient
 from ncindex.settings import Settings
 from ncindex.telemetry import configure_logging
+
+if TYPE_CHECKING:
+    from ncindex.embedded import Embedded
+    from ncindex.nextcloud.client import NextcloudClient
 
 
 @click.group()
@@ -61,6 +66,8 @@ def up(settings: Settings, no_sample: bool) -> None:
         )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if running.sample is not None:
+        threading.Thread(target=_report_sample, args=(running, stop), daemon=True).start()
     try:
         while not stop.wait(1.0):
             pass
@@ -69,6 +76,18 @@ def up(settings: Settings, no_sample: bool) -> None:
     finally:
         click.echo("stopping")
         running.close()
+
+
+def _report_sample(running: Embedded, stop: threading.Event) -> None:
+    """Say once when the sample corpus is fully indexed."""
+    started = time.monotonic()
+    while not stop.wait(2.0):
+        if running.documents_indexed() >= running.sample.documents:
+            seconds = time.monotonic() - started
+            click.echo(
+                f"Sample corpus indexed: {running.sample.documents} documents in {seconds:.0f} s."
+            )
+            return
 
 
 @main.group()

@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 from celery import Celery
 from pydantic import SecretStr
+from qdrant_client import models
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from ncindex.redis_server import RedisProcess, reachable, start_redis
@@ -81,6 +82,13 @@ class Embedded:
     def url(self) -> str:
         """Base URL of the HTTP port (receiver + search API)."""
         return f"http://{self.server.host}:{self.server.port}"
+
+    def documents_indexed(self) -> int:
+        """Number of documents in the store (points with ``chunk_index`` 0)."""
+        first_chunks = models.Filter(
+            must=[models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0))]
+        )
+        return self.services.store.count(first_chunks)
 
     def close(self) -> None:
         """Stop the HTTP server, the simulator, the store and a private Redis."""
