@@ -410,18 +410,32 @@ class FileTree:
 
     # ------------------------------------------------------------------ internals
 
-    def _touch_up(self, node: Node | None) -> None:
+    def _touch_up(self, node: Node | None, _seen: set[int] | None = None) -> None:
         """New etag for ``node`` and every ancestor, newer mtime for the folders among them.
 
-        Mirrors Nextcloud's propagator: a folder's etag changes whenever anything below changes.
+        Mirrors Nextcloud's propagator: a folder's etag changes whenever anything below changes,
+        and the change also reaches the folders holding share mount points of the recipients.
         """
         now = self.now()
+        seen = set() if _seen is None else _seen
+        chain: list[Node] = []
         cur = node
         while cur is not None:
             cur.etag = self.new_etag()
             if cur.is_dir:
                 cur.mtime = max(cur.mtime, now)
+            chain.append(cur)
             cur = cur.parent
+        for share in self.shares:
+            if share.id in seen or not any(share.node is n for n in chain):
+                continue
+            seen.add(share.id)
+            self._touch_mount_parent(share, seen)
+
+    def _touch_mount_parent(self, share: Share, seen: set[int] | None = None) -> None:
+        parent = self.resolve(share.sharee, posixpath.dirname(share.mount_path))
+        if parent is not None:
+            self._touch_up(parent, seen if seen is not None else {share.id})
 
     def _desc(self, uid: str, node: Node, path: str | None = None) -> dict[str, Any]:
         view = path if path is not None else self.view_path(uid, node)
@@ -537,6 +551,7 @@ class FileTree:
         mount = self.is_mount_root(uid, path)
         if mount is not None:
             self.shares.remove(mount)
+            self._touch_mount_parent(mount)
             return node
         if not self.can_write(uid, node):
             raise ForbiddenError("Permission denied")
@@ -549,8 +564,11 @@ class FileTree:
         node.parent = None
         now = self.now()
         self.trash[node.owner].append(TrashItem(node, node.owner, parent, original_path, now))
-        self.shares = [s for s in self.shares if not node.is_ancestor_of(s.node)]
+        gone = [s for s in self.shares if node.is_ancestor_of(s.node)]
+        self.shares = [s for s in self.shares if s not in gone]
         self._touch_up(parent)
+        for share in gone:
+            self._touch_mount_parent(share)
         self._emit(NODE_DELETED, {"node": self._desc_path(uid, path)}, actor)
         return node
 
@@ -603,7 +621,11 @@ class FileTree:
         mount = self.is_mount_root(uid, src)
         old_parent = node.parent
         if mount is not None:
+            old_parent_path = posixpath.dirname(mount.mount_path)
             mount.mount_path = dst
+            old_mount_parent = self.resolve(uid, old_parent_path)
+            if old_mount_parent is not None:
+                self._touch_up(old_mount_parent)
         else:
             assert old_parent is not None
             del old_parent.children[node.name]
@@ -803,6 +825,7 @@ class FileTree:
         )
         self._next_share_id += 1
         self.shares.append(share)
+        self._touch_mount_parent(share)
         return share
 
     def unshare(self, owner: str, path: str, sharee: str) -> bool:
@@ -813,9 +836,11 @@ class FileTree:
         node = self.resolve(owner, path)
         if node is None:
             raise NotFoundError(f"File with name {path.lstrip('/')} could not be located")
-        before = len(self.shares)
-        self.shares = [s for s in self.shares if not (s.node is node and s.sharee == sharee)]
-        return len(self.shares) != before
+        removed = [s for s in self.shares if s.node is node and s.sharee == sharee]
+        self.shares = [s for s in self.shares if s not in removed]
+        for share in removed:
+            self._touch_mount_parent(share)
+        return bool(removed)
 
     def share_types(self, uid: str, node: Node) -> list[int]:
         """``oc:share-types`` of ``node`` for its owner ``uid``: ``[0]`` if user-shared."""

@@ -119,3 +119,17 @@ def test_sample_corpus(sim) -> None:
     assert any(p.startswith("/Documents/") for p in bob.values())
     judged = {cid for q in sample_queries() for cid in q["corpus_ids"]}
     assert judged <= set(summary.placements)
+
+
+def test_recipient_folder_etags_change_with_shared_content(sim) -> None:
+    sim.put_file("alice", "/Team/a.md", b"a")
+    before_share = sim.node("bob", "/").etag
+    sim.share("alice", "/Team", "bob", mount_path="/In/Team")
+    assert sim.node("bob", "/").etag != before_share
+    root, mount_parent = sim.node("bob", "/").etag, sim.node("bob", "/In").etag
+    sim.put_file("alice", "/Team/a.md", b"changed")
+    assert sim.node("bob", "/").etag != root
+    assert sim.node("bob", "/In").etag != mount_parent
+    root = sim.node("bob", "/").etag
+    sim.unshare("alice", "/Team", "bob")
+    assert sim.node("bob", "/").etag != root
