@@ -163,9 +163,11 @@ class OcsApi:
             return ocs_response(request, self.current_user(uid), version=version)
         m = re.fullmatch(r"/cloud/users/([^/]+)", route)
         if m and request.method == "GET":
+            if m.group(1) not in self.sim.tree.users:
+                return ocs_response(request, [], 404, "User does not exist", version=version)
             data = self.user_data(uid, m.group(1))
             if data is None:
-                return ocs_response(request, [], 404, "User does not exist", version=version)
+                return ocs_response(request, [], RESPOND_NOT_FOUND, "", version=version)
             return ocs_response(request, data, version=version)
         base = "/apps/webhook_listeners/api/v1/webhooks"
         if route == base or route.startswith(base + "/"):

@@ -729,10 +729,7 @@ class FileTree:
         a name clash gets a `` (restored)`` suffix like Nextcloud. Returns the node.
         """
         items = self.trash.get(uid, [])
-        item = next(
-            (i for i in items if i.node.id == ref or i.trash_name == ref or i.node.name == ref),
-            None,
-        )
+        item = self.trash_item(uid, ref)
         if item is None:
             raise NotFoundError(f"{ref} is not in the trash of {uid}")
         parent = item.original_parent if self.attached(item.original_parent) else self.homes[uid]
@@ -766,6 +763,27 @@ class FileTree:
             actor,
         )
         return item.node
+
+    def trash_item(self, uid: str, ref: int | str) -> TrashItem | None:
+        """The trash item of ``uid`` with file id or trash name ``ref`` (or None)."""
+        return next(
+            (
+                i
+                for i in self.trash.get(uid, [])
+                if i.node.id == ref or i.trash_name == ref or i.node.name == ref
+            ),
+            None,
+        )
+
+    def purge(self, uid: str, ref: int | str) -> bool:
+        """Delete one trash item for good (no event); True if it existed."""
+        item = self.trash_item(uid, ref)
+        if item is None:
+            return False
+        self.trash[uid].remove(item)
+        for sub in item.node.walk():
+            self.nodes.pop(sub.id, None)
+        return True
 
     def empty_trash(self, uid: str) -> int:
         """Purge the trash of ``uid`` (no events, like the expiry job); returns items purged."""

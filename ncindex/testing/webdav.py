@@ -29,6 +29,7 @@ from ncindex.testing.state import (
     norm_path,
 )
 from ncindex.testing.systemtags import SystemTagsDav
+from ncindex.testing.trashbin import TrashbinDav
 from ncindex.testing.xmlutil import (
     DAV,
     NC,
@@ -104,6 +105,7 @@ class WebDav:
         self.sim = sim
         self.tree = sim.tree
         self.systemtags = SystemTagsDav(sim)
+        self.trashbin = TrashbinDav(sim)
 
     # ------------------------------------------------------------------ routing
 
@@ -134,6 +136,8 @@ class WebDav:
             return self.files(request, method, uid, f"/remote.php/dav/files/{uid}", "/" + rel)
         if rest.startswith(("/systemtags", "/systemtags-relations")):
             return self.systemtags.handle(request, uid)
+        if rest.startswith("/trashbin/"):
+            return self.trashbin.handle(request, uid, rest[len("/trashbin") :])
         if method == "OPTIONS":
             return self._options()
         return dav_error(404, "NotFound", f"File with name {rest.strip('/')} could not be located")

@@ -234,3 +234,29 @@ def test_request_counter_by_family(sim, client) -> None:
     assert sim.request_count("dav-search") == 1
     assert sim.request_count("notes", "GET") == 1
     assert sim.requests[("PROPFIND", "webdav")] == 1
+
+
+def test_trashbin_over_dav(sim, client) -> None:
+    fid = sim.put_file("alice", "/Projects/old-notes.txt", b"old")
+    sim.delete("alice", "/Projects/old-notes.txt")
+    (item,) = sim.trash("alice")
+    alice = client("alice")
+    base = "/remote.php/dav/trashbin/alice/trash"
+    listing = alice.request("PROPFIND", base, headers={"Depth": "1"})
+    assert listing.status_code == 207
+    entries = responses(listing.content)
+    assert entries[1].findtext("d:href", namespaces=DAV_NS) == f"{base}/{item['name']}"
+    prop = props_200(entries[1])
+    assert prop.findtext("nc:trashbin-original-location", namespaces=DAV_NS) == (
+        "Projects/old-notes.txt"
+    )
+    assert prop.findtext("oc:fileid", namespaces=DAV_NS) == str(fid)
+    restore = {"Destination": f"/remote.php/dav/trashbin/alice/restore/{item['name']}"}
+    assert alice.request("MOVE", f"{base}/{item['name']}", headers=restore).status_code == 201
+    assert sim.path_of("alice", fid) == "/Projects/old-notes.txt"
+    assert sim.events[-1]["event"]["class"].endswith("NodeRestoredEvent")
+    sim.delete("alice", "/Projects/old-notes.txt")
+    name = sim.trash("alice")[0]["name"]
+    assert alice.delete(f"{base}/{name}").status_code == 204
+    assert sim.trash("alice") == []
+    assert client("bob").request("PROPFIND", base).status_code == 404
