@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
+import limits
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -107,6 +108,11 @@ class Settings(BaseSettings):
     user_cache_seconds: int = Field(
         60, ge=0, description="How long a resolved credential → user id is cached, seconds."
     )
+    search_rate_limit: str = Field(
+        "600/minute",
+        description="Requests per caller to /v1/search, context and /rcp (flask-limiter "
+        "syntax, e.g. `600/minute;20/second`); empty ⇒ unlimited.",
+    )
 
     # --- Notes ------------------------------------------------------------------------------
     notes_path: str = Field("Notes", description="Default notes folder, relative to files root.")
@@ -130,6 +136,13 @@ class Settings(BaseSettings):
     @classmethod
     def _strip_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else value
+
+    @field_validator("search_rate_limit")
+    @classmethod
+    def _parse_rate_limit(cls, value: str) -> str:
+        if value.strip():
+            limits.parse_many(value)  # ValueError for a bad limit string
+        return value
 
     @model_validator(mode="after")
     def _load_accounts_file(self) -> Settings:

@@ -17,7 +17,8 @@ from typing import Any
 import structlog
 
 from ncindex.documents import DocType
-from ncindex.errors import NotFound, TransientError
+from ncindex.errors import NextcloudAuthError, NextcloudProtocolError, NotFound, TransientError
+from ncindex.nextcloud.apps import find_news_item, get_deck_card
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.telemetry import VERIFICATIONS
 
@@ -58,10 +59,36 @@ def verify_file(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
     return Checked(Verdict.KEPT, entry.path)
 
 
+def verify_deck_card(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
+    """Deck card GET (conditional on the indexed etag); Deck answers 403 for a card that is
+    missing, deleted or not visible, which means gone. A payload without ``board_id`` and
+    ``stack_id`` cannot be checked (``UNVERIFIED``)."""
+    board, stack = payload.get("board_id"), payload.get("stack_id")
+    if board is None or stack is None:
+        log.warning("deck_card_without_board", doc_key=payload.get("doc_key"))
+        return Checked(Verdict.UNVERIFIED)
+    get_deck_card(client, int(board), int(stack), int(payload["doc_id"]), etag=payload.get("etag"))
+    return Checked(Verdict.KEPT)
+
+
+def verify_news_item(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
+    """One News item-list request below the item's id (no single-item GET exists); a
+    payload without ``feed_id`` cannot be checked (``UNVERIFIED``)."""
+    feed = payload.get("feed_id")
+    if feed is None:
+        log.warning("news_item_without_feed", doc_key=payload.get("doc_key"))
+        return Checked(Verdict.UNVERIFIED)
+    find_news_item(client, int(feed), int(payload["doc_id"]))
+    return Checked(Verdict.KEPT)
+
+
 VERIFIERS: dict[str, Verifier] = {
     DocType.NOTE.value: verify_note,
     DocType.FILE.value: verify_file,
+    DocType.DECK_CARD.value: verify_deck_card,
+    DocType.NEWS_ITEM.value: verify_news_item,
 }
+"""doc_type → its verifier; every :class:`DocType` has one (a test enforces it)."""
 
 
 @dataclass(slots=True)
@@ -125,7 +152,10 @@ class VerifyOnRead:
             return verifier(client, payload)
         except NotFound:
             return Checked(Verdict.DROPPED)
-        except TransientError as exc:
+        except NextcloudAuthError:
+            raise  # the caller's own credentials failed: the whole search is unauthenticated
+        except (TransientError, NextcloudProtocolError, KeyError, TypeError, ValueError) as exc:
+            # Unreachable, or an answer (or payload) of the wrong shape: keep it (fail-open).
             log.warning("verify_failed", doc_key=payload.get("doc_key"), error=str(exc))
             return Checked(Verdict.ERROR)
 

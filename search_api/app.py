@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 import structlog
-from flask import Flask, Response
+from flask import Flask, Response, request
+from flask_limiter import RequestLimit
+from flask_limiter.errors import RateLimitExceeded
 
-from ncindex.documents import DocRef
+from ncindex import rcp_server
+from ncindex.auth import Unauthenticated, resolve_caller
+from ncindex.documents import DocRef, DocType
 from ncindex.health import health_blueprint
-from ncindex.problems import install_error_handlers
+from ncindex.nextcloud.client import NextcloudClient
+from ncindex.problems import install_error_handlers, problem
 from ncindex.queueing import PUBLISH_RETRY, Producer, celery_app
+from ncindex.ratelimit import SCOPE, create_limiter, retry_after_seconds
 from ncindex.runtime import Services
 from ncindex.search import SearchService
 from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
+from search_api.openapi import openapi_blueprint
+from search_api.rcp import rcp_blueprint, rpc_error_response
 from search_api.search import search_blueprint
 
 log = structlog.get_logger(__name__)
+
+#: Types whose drop can be re-checked by ``ncindex.index_node`` (a file id).
+RECHECKABLE = frozenset({DocType.NOTE, DocType.FILE})
 
 
 def create_app(
@@ -24,18 +35,25 @@ def create_app(
     services: Services | None = None,
     producer: Producer | None = None,
 ) -> Flask:
-    """Build the search API: ``POST /v1/search``, ``/livez``, ``/readyz``, ``/metrics``.
+    """Build the search API: ``POST /v1/search``, ``GET /v1/filters``,
+    ``GET /v1/documents/<doc_type>/<doc_id>/context``, ``POST /rcp/<method>``,
+    ``GET /openapi.json``, ``/livez``, ``/readyz``, ``/metrics``.
 
     ``services`` (default: built from ``settings``) provides the store, embedder, Redis and
     the Nextcloud client; ``producer`` sends the re-check tasks for dropped results. The
-    model and store are opened on first use, not here, so the process starts fast.
+    model and store are opened on first use, not here, so the process starts fast. Search,
+    context and RCP calls share one per-caller rate limit (``settings.search_rate_limit``).
     """
     settings = settings or (services.settings if services else Settings())
     services = services or Services(settings)
     producer = producer or celery_app(settings)
 
     def on_drop(user: str, ref: DocRef) -> None:
-        if user not in settings.accounts or not ref.doc_id.isdigit():
+        if user not in settings.accounts:
+            return
+        if ref.doc_type not in RECHECKABLE or not ref.doc_id.isdigit():
+            # Deck cards and News items are re-checked by the reconcile scans.
+            log.info("drop_left_to_reconcile", doc_key=ref.key, user=user)
             return
         try:
             producer.send_task(
@@ -56,8 +74,40 @@ def create_app(
             holder["svc"] = SearchService(settings, services.store, services.embedder, on_drop)
         return holder["svc"]
 
+    def authenticate(authorization: str | None) -> NextcloudClient:
+        try:
+            return resolve_caller(services, authorization)
+        except Unauthenticated as exc:
+            raise rcp_server.Unauthenticated(str(exc)) from None
+
+    def on_breach(limit: RequestLimit) -> Response:
+        retry = retry_after_seconds(limit)
+        headers = {"Retry-After": str(retry)}
+        if request.path.startswith("/rcp/"):
+            response = rpc_error_response(
+                429, -32011, "rate limited", {"retryable": True, "retryAfterMs": retry * 1000}
+            )
+            response.headers.update(headers)
+            return response
+        return problem(429, "rate_limited", f"more than {limit.limit} requests", headers=headers)
+
     install_error_handlers(app)
-    app.register_blueprint(search_blueprint(services, service))
+    limiter = create_limiter(app, settings, on_breach)
+    shared = limiter.shared_limit(settings.search_rate_limit, scope=SCOPE) if limiter else None
+
+    @app.errorhandler(RateLimitExceeded)
+    def _rate_limited(exc: RateLimitExceeded) -> Response:
+        if exc.response is not None:
+            return exc.response
+        return problem(429, "rate_limited", exc.description or "", headers={"Retry-After": "60"})
+
+    sessions = rcp_server.RcpSessions(lambda: services.redis)
+    server = rcp_server.RcpServer(
+        service, authenticate, sessions, citation_base=settings.nextcloud_url
+    )
+    app.register_blueprint(search_blueprint(services, service, shared))
+    app.register_blueprint(rcp_blueprint(server, shared))
+    app.register_blueprint(openapi_blueprint())
 
     def ready_store() -> None:
         services.store.count()
@@ -75,4 +125,5 @@ def create_app(
         return Response(body, content_type=content_type)
 
     app.extensions["ncindex_services"] = services
+    app.extensions["ncindex_search"] = service
     return app

@@ -1,0 +1,182 @@
+"""The filterable fields: one table that drives validation, compilation, ``GET /v1/filters``
+and the RCP ``initialize`` filter capability (DESIGN §9).
+
+Each :class:`FilterField` names a public field, its RCP/1 type (``keyword``, ``text``,
+``int``, ``date``), the operators it takes and how it maps onto the payload (DESIGN §4).
+Two fields are *virtual* and resolved in the caller's own view of their files: ``path``
+(exact path, through the ``file_path`` keys ``"{caller}:{path}"``) and ``path_prefix``
+(strict prefix, through the ``folder_ancestors`` keys ``"{caller}:{folder}"`` or the exact
+path). ``acl``, ``file_path``, ``folder_ancestors`` and ``paths`` are deliberately absent:
+callers cannot filter on who else sees a document or on another user's paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from ncindex.documents import DocType
+
+ALL_OPERATORS: tuple[str, ...] = (
+    "eq",
+    "ne",
+    "gt",
+    "gte",
+    "lt",
+    "lte",
+    "in",
+    "nin",
+    "contains",
+    "exists",
+)
+"""Every operator of the RCP/1 filter language (spec §8); all are advertised."""
+
+MAX_FILTER_DEPTH = 8
+"""Longest root-to-leaf path of a filter tree, counting nodes (a lone leaf has depth 1)."""
+
+MAX_FILTER_LEAVES = 64
+"""Most leaves in one filter tree."""
+
+MAX_LIST_VALUES = 256
+"""Most values in an ``in``/``nin`` list, and in a list parameter (``tags``, …)."""
+
+MAX_STRING_CHARS = 1024
+"""Longest string value, in characters."""
+
+DATE_ENCODING = "RFC 3339 string (naive means UTC) or integer/float Unix seconds"
+"""How ``date`` values are written; advertised with the fields."""
+
+_ORDERED = ("eq", "ne", "gt", "gte", "lt", "lte")
+_KEYWORD = ("eq", "ne", "in", "nin")
+
+
+@dataclass(frozen=True, slots=True)
+class FilterField:
+    """One filterable field.
+
+    ``name`` is the public name; ``type`` the RCP/1 type; ``operators`` those it takes;
+    ``key`` the payload key (``None`` for the virtual path fields); ``array`` whether the
+    payload holds a list (``contains`` then means element membership, ``in`` any element);
+    ``values`` the allowed values of an enumerated keyword, else ``None``.
+    """
+
+    name: str
+    type: str
+    operators: tuple[str, ...]
+    description: str
+    key: str | None = None
+    array: bool = False
+    values: tuple[str, ...] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The field as ``GET /v1/filters`` lists it."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "type": self.type,
+            "operators": list(self.operators),
+            "array": self.array,
+            "description": self.description,
+        }
+        if self.values is not None:
+            out["values"] = list(self.values)
+        return out
+
+
+def _fields(*fields: FilterField) -> MappingProxyType[str, FilterField]:
+    return MappingProxyType({f.name: f for f in fields})
+
+
+FIELDS = _fields(
+    FilterField(
+        "doc_type",
+        "keyword",
+        _KEYWORD,
+        "Document type.",
+        key="doc_type",
+        values=tuple(t.value for t in DocType),
+    ),
+    FilterField("doc_id", "keyword", _KEYWORD, "Document id within its type.", key="doc_id"),
+    FilterField("owner", "keyword", (*_KEYWORD, "exists"), "Owner's user id.", key="owner"),
+    FilterField(
+        "title",
+        "text",
+        ("contains", "exists"),
+        "Title; `contains` matches whole words (all given), case-insensitively.",
+        key="title",
+    ),
+    FilterField(
+        "mime_type", "keyword", (*_KEYWORD, "exists"), "MIME type (files).", key="mime_type"
+    ),
+    FilterField("category", "keyword", (*_KEYWORD, "exists"), "Notes category.", key="category"),
+    FilterField(
+        "tags",
+        "keyword",
+        ("contains", "in", "nin", "exists"),
+        "System tag names: `contains` one tag, `in` any of, `nin` none of, `exists` any tag.",
+        key="tags",
+        array=True,
+    ),
+    FilterField(
+        "modified_at",
+        "date",
+        _ORDERED,
+        f"Last modification; {DATE_ENCODING}.",
+        key="modified_at",
+    ),
+    FilterField(
+        "size", "int", (*_ORDERED, "in", "nin", "exists"), "Size in bytes (files).", key="size"
+    ),
+    FilterField("board_id", "keyword", (*_KEYWORD, "exists"), "Deck board id.", key="board_id"),
+    FilterField("stack_id", "keyword", (*_KEYWORD, "exists"), "Deck stack id.", key="stack_id"),
+    FilterField("feed_id", "keyword", (*_KEYWORD, "exists"), "News feed id.", key="feed_id"),
+    FilterField(
+        "path",
+        "keyword",
+        (*_KEYWORD, "exists"),
+        "Exact path in the caller's own view (`/Projects/plan.md`); `exists`: has a path.",
+    ),
+    FilterField(
+        "path_prefix",
+        "keyword",
+        _KEYWORD,
+        "Strict path prefix in the caller's own view: `/Projects` matches `/Projects` and "
+        "everything under it, never `/Projects-old`.",
+    ),
+)
+"""Public field name → :class:`FilterField`. The one table (see the module docstring)."""
+
+FIELD_TYPES: MappingProxyType[str, str] = MappingProxyType(
+    {f.name: f.type for f in FIELDS.values()}
+)
+"""Field name → RCP/1 type, the shape ``rcp.filter.validate`` and RCP ``filter.fields`` take."""
+
+
+def filters_document() -> dict[str, Any]:
+    """The body of ``GET /v1/filters``: ``fields`` (name, type, operators, array, values,
+    description), ``operators``, ``max_depth``, ``max_leaves``, ``max_values``,
+    ``date_encoding``."""
+    return {
+        "fields": [f.describe() for f in FIELDS.values()],
+        "operators": list(ALL_OPERATORS),
+        "max_depth": MAX_FILTER_DEPTH,
+        "max_leaves": MAX_FILTER_LEAVES,
+        "max_values": MAX_LIST_VALUES,
+        "date_encoding": DATE_ENCODING,
+    }
+
+
+def rcp_filter_capability() -> dict[str, Any]:
+    """The RCP/1 ``filter`` capability: ``fields`` (name → type), ``operators``, and the
+    per-field operators and limits under the vendor key ``x-ncindex``."""
+    return {
+        "fields": dict(FIELD_TYPES),
+        "operators": list(ALL_OPERATORS),
+        "x-ncindex": {
+            "fieldOperators": {f.name: list(f.operators) for f in FIELDS.values()},
+            "maxDepth": MAX_FILTER_DEPTH,
+            "maxLeaves": MAX_FILTER_LEAVES,
+            "maxValues": MAX_LIST_VALUES,
+            "dateEncoding": DATE_ENCODING,
+        },
+    }

@@ -1,0 +1,277 @@
+"""``GET /openapi.json``: an OpenAPI 3.1 document generated from the pydantic models.
+
+The request and response schemas are pydantic's ``models_json_schema`` output (JSON Schema
+2020-12, which OpenAPI 3.1 uses as is) under ``components/schemas``; the filter tree's
+schema is generated from the same field table that drives validation
+(:mod:`ncindex.filter_fields`), so the document cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+from pydantic import BaseModel, Field
+from pydantic.json_schema import models_json_schema
+
+from ncindex import __version__
+from ncindex.documents import DocType
+from ncindex.filter_fields import ALL_OPERATORS, FIELDS
+from ncindex.search import ContextResponse, SearchRequest, SearchResponse
+
+REF = "#/components/schemas/{model}"
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details (``application/problem+json``)."""
+
+    type: str = Field(description="A tag URI naming the code.")
+    title: str
+    status: int
+    detail: str
+    code: str = Field(
+        description="Stable: invalid_json, invalid_value, invalid_filter, unknown_field, "
+        "unsupported_operator, unauthenticated, not_found, payload_too_large, rate_limited, "
+        "backend_unavailable, internal_error."
+    )
+    field: str | None = Field(None, description="The offending input, e.g. `filter.and[0].op`.")
+
+
+class FilterFieldInfo(BaseModel):
+    """One filterable field."""
+
+    name: str
+    type: str = Field(description="RCP/1 type: keyword, text, int or date.")
+    operators: list[str]
+    array: bool = Field(description="The field holds a list (`contains` = element).")
+    description: str
+    values: list[str] | None = Field(None, description="Allowed values, when enumerated.")
+
+
+class FiltersDocument(BaseModel):
+    """Body of ``GET /v1/filters``."""
+
+    fields: list[FilterFieldInfo]
+    operators: list[str]
+    max_depth: int = Field(description="Longest root-to-leaf path of a filter tree, in nodes.")
+    max_leaves: int
+    max_values: int = Field(description="Most values in a list.")
+    date_encoding: str
+
+
+class JsonRpcRequest(BaseModel):
+    """A JSON-RPC 2.0 request (RCP/1); ``method`` must match the path."""
+
+    jsonrpc: str = "2.0"
+    id: int | str | None = Field(None, description="Absent for a notification (no answer).")
+    method: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class JsonRpcError(BaseModel):
+    """A JSON-RPC error: RCP codes -32700, -32600, -32602 (``data.field``), -32001, -32003,
+    -32004, -32005 (``data.option``), -32010, -32011, -32012, -32013."""
+
+    code: int
+    message: str
+    data: dict[str, Any] | None = None
+
+
+class JsonRpcResponse(BaseModel):
+    """A JSON-RPC 2.0 response: ``result`` or ``error``."""
+
+    jsonrpc: str = "2.0"
+    id: int | str | None
+    result: dict[str, Any] | None = None
+    error: JsonRpcError | None = None
+
+
+def filter_schemas() -> dict[str, Any]:
+    """JSON Schemas ``FilterNode`` (a combinator or a leaf) and ``FilterLeaf``."""
+    node = {"$ref": REF.format(model="FilterNode")}
+
+    def combinator(kind: str, schema: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {kind: schema},
+            "required": [kind],
+            "additionalProperties": False,
+        }
+
+    return {
+        "FilterNode": {
+            "description": "An RCP/1 filter tree node.",
+            "oneOf": [
+                combinator("and", {"type": "array", "items": node, "minItems": 1}),
+                combinator("or", {"type": "array", "items": node, "minItems": 1}),
+                combinator("not", node),
+                {"$ref": REF.format(model="FilterLeaf")},
+            ],
+        },
+        "FilterLeaf": {
+            "description": "A condition; operators per field as listed by GET /v1/filters.",
+            "type": "object",
+            "properties": {
+                "field": {"enum": list(FIELDS)},
+                "op": {"enum": list(ALL_OPERATORS)},
+                "value": {
+                    "description": "A scalar; an array for in/nin; a boolean for exists "
+                    "(default true)."
+                },
+            },
+            "required": ["field", "op"],
+            "additionalProperties": False,
+        },
+    }
+
+
+def _json(schema: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": REF.format(model=schema)}}}
+
+
+def _problems(*statuses: int) -> dict[str, Any]:
+    text = {
+        400: "Bad input (`code` and `field` say what).",
+        401: "Missing or rejected Nextcloud credentials.",
+        404: "No such document, or the caller cannot read it.",
+        413: "Body too large.",
+        429: "Rate limited; see `Retry-After`.",
+        503: "A back end is unavailable; see `Retry-After`.",
+    }
+    content = {"application/problem+json": {"schema": {"$ref": REF.format(model="Problem")}}}
+    return {str(s): {"description": text[s], "content": content} for s in statuses}
+
+
+@functools.cache
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the search API (built once)."""
+    _, top = models_json_schema(
+        [
+            (SearchRequest, "validation"),
+            (SearchResponse, "serialization"),
+            (ContextResponse, "serialization"),
+            (FiltersDocument, "serialization"),
+            (Problem, "serialization"),
+            (JsonRpcRequest, "validation"),
+            (JsonRpcResponse, "serialization"),
+        ],
+        ref_template=REF,
+    )
+    schemas = {**top.get("$defs", {}), **filter_schemas()}
+    secured = [{"basic": []}, {"bearer": []}]
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "ncindex search API",
+            "version": __version__,
+            "description": "Verified, filtered hybrid search over a Nextcloud. Callers "
+            "authenticate with their own Nextcloud credentials; every result is re-checked "
+            "against Nextcloud as the caller before it is returned.",
+        },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "basic": {"type": "http", "scheme": "basic", "description": "App password."},
+                "bearer": {"type": "http", "scheme": "bearer"},
+            },
+        },
+        "paths": {
+            "/v1/search": {
+                "post": {
+                    "summary": "Search as the caller.",
+                    "operationId": "search",
+                    "security": secured,
+                    "requestBody": {"required": True, "content": _json("SearchRequest")},
+                    "responses": {
+                        "200": {
+                            "description": "A page of results.",
+                            "content": _json("SearchResponse"),
+                        },
+                        **_problems(400, 401, 413, 429, 503),
+                    },
+                }
+            },
+            "/v1/filters": {
+                "get": {
+                    "summary": "The filterable fields, their types and operators.",
+                    "operationId": "filters",
+                    "responses": {
+                        "200": {
+                            "description": "The field table.",
+                            "content": _json("FiltersDocument"),
+                        }
+                    },
+                }
+            },
+            "/v1/documents/{doc_type}/{doc_id}/context": {
+                "get": {
+                    "summary": "Neighbouring chunks of a document the caller can read.",
+                    "operationId": "context",
+                    "security": secured,
+                    "parameters": [
+                        _param("doc_type", "path", {"enum": [t.value for t in DocType]}),
+                        _param("doc_id", "path", {"type": "string", "maxLength": 256}),
+                        _param(
+                            "chunk_index", "query", {"type": "integer", "minimum": 0, "default": 0}
+                        ),
+                        _param(
+                            "window",
+                            "query",
+                            {"type": "integer", "minimum": 0, "maximum": 20, "default": 2},
+                        ),
+                    ],
+                    "responses": {
+                        "200": {"description": "The chunks.", "content": _json("ContextResponse")},
+                        **_problems(400, 401, 404, 429, 503),
+                    },
+                }
+            },
+            "/rcp/{method}": {
+                "post": {
+                    "summary": "RCP/1 (JSON-RPC 2.0): info, ping, initialize, retrieve, shutdown.",
+                    "operationId": "rcp",
+                    "security": [*secured, {}],
+                    "parameters": [_param("method", "path", {"type": "string"})],
+                    "requestBody": {"required": True, "content": _json("JsonRpcRequest")},
+                    "responses": {
+                        "200": {
+                            "description": "A JSON-RPC response.",
+                            "content": _json("JsonRpcResponse"),
+                        },
+                        "204": {"description": "A notification: no answer."},
+                        "401": {
+                            "description": "-32012: credentials missing or rejected.",
+                            "content": _json("JsonRpcResponse"),
+                        },
+                        "429": {
+                            "description": "-32011: rate limited.",
+                            "content": _json("JsonRpcResponse"),
+                        },
+                    },
+                }
+            },
+            "/openapi.json": {
+                "get": {
+                    "summary": "This document.",
+                    "operationId": "openapi",
+                    "responses": {"200": {"description": "OpenAPI 3.1."}},
+                }
+            },
+        },
+    }
+
+
+def _param(name: str, where: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": where == "path", "schema": schema}
+
+
+def openapi_blueprint() -> Blueprint:
+    """Blueprint with ``GET /openapi.json``."""
+    bp = Blueprint("openapi", __name__)
+
+    @bp.get("/openapi.json")
+    def document() -> Response:
+        return jsonify(openapi_document())
+
+    return bp

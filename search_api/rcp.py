@@ -1,0 +1,54 @@
+"""``POST /rcp/<method>``: the RCP/1 server over HTTP (see :mod:`ncindex.rcp_server`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Blueprint, Response, request
+from werkzeug.exceptions import HTTPException
+
+from ncindex.rcp_server import SESSION_HEADER, RcpServer
+from search_api.search import Decorator
+
+
+def rpc_error_response(status: int, code: int, message: str, data: Any = None) -> Response:
+    """A JSON-RPC error (``id`` null) with HTTP ``status`` — for failures the JSON-RPC layer
+    never saw (body too large, rate limited)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    body = {"jsonrpc": "2.0", "id": None, "error": error}
+    return Response(json.dumps(body), status=status, mimetype="application/json")
+
+
+def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Blueprint:
+    """Blueprint with ``POST /rcp/<method>`` (methods may contain ``/``)."""
+    bp = Blueprint("rcp", __name__)
+    limit = limited or (lambda f: f)
+
+    @bp.post("/rcp/<path:method>")
+    @limit
+    def call(method: str) -> Response:
+        answer = server.handle_http(
+            method,
+            request.get_data(),
+            request.headers.get("Authorization"),
+            request.headers.get(SESSION_HEADER),
+        )
+        if answer.body is None:
+            return Response(status=204)
+        return Response(
+            json.dumps(answer.body, allow_nan=False),
+            status=answer.status,
+            mimetype="application/json",
+            headers=answer.headers,
+        )
+
+    @bp.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        code = {413: -32013, 429: -32011}.get(status, -32600)
+        return rpc_error_response(status, code, exc.description or exc.name)
+
+    return bp
