@@ -13,6 +13,7 @@ Tests and the demo talk to it over real HTTP::
 See ``/work/shared/reference/nextcloud-api.md`` §7 for the behaviour it reproduces.
 """
 
+from ncindex.testing.deck import DeckError
 from ncindex.testing.events import WEBHOOK_COMPATIBLE_EVENTS
 from ncindex.testing.faults import Fault, FaultInjector
 from ncindex.testing.phpjson import php_json_encode
@@ -43,6 +44,7 @@ __all__ = [
     "WEBHOOK_COMPATIBLE_EVENTS",
     "AlreadyExistsError",
     "ConflictError",
+    "DeckError",
     "Delivery",
     "Fault",
     "FaultInjector",
