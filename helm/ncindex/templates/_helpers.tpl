@@ -1,0 +1,287 @@
+{{/* Names, labels and the pieces every ncindex pod shares. */}}
+
+{{- define "ncindex.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ncindex.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ncindex.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "ncindex.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* selector labels; call with (dict "root" $ "component" "receiver") */}}
+{{- define "ncindex.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ncindex.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "ncindex.componentLabels" -}}
+{{ include "ncindex.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "ncindex.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "ncindex.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ncindex.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "ncindex.secretName" -}}
+{{- default (include "ncindex.fullname" .) .Values.secrets.existingSecret -}}
+{{- end -}}
+
+{{/* Redis URL when it is not taken from a Secret; fails when no Redis is configured. */}}
+{{- define "ncindex.redisUrl" -}}
+{{- if .Values.redis.enabled -}}
+{{- printf "redis://%s-redis-master:6379/0" .Release.Name -}}
+{{- else if .Values.externalRedis.url -}}
+{{- .Values.externalRedis.url -}}
+{{- else if not .Values.externalRedis.existingSecret -}}
+{{- fail "no Redis: set redis.enabled, externalRedis.url or externalRedis.existingSecret" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ncindex.qdrantUrl" -}}
+{{- if .Values.qdrant.enabled -}}
+{{- printf "http://%s-qdrant:6333" .Release.Name -}}
+{{- else if .Values.externalQdrant.url -}}
+{{- .Values.externalQdrant.url -}}
+{{- else -}}
+{{- fail "no Qdrant: set qdrant.enabled or externalQdrant.url" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Seconds a worker pod gets after SIGTERM; must exceed the task hard time limit. */}}
+{{- define "ncindex.workerGrace" -}}
+{{- $limit := int (default 300 .Values.config.task_time_limit) -}}
+{{- $grace := int .Values.workers.terminationGracePeriodSeconds -}}
+{{- if le $grace $limit -}}
+{{- fail (printf "workers.terminationGracePeriodSeconds (%d) must exceed config.task_time_limit (%d)" $grace $limit) -}}
+{{- end -}}
+{{- $grace -}}
+{{- end -}}
+
+{{/* Pod annotations: roll pods when settings or secrets change. */}}
+{{- define "ncindex.podAnnotations" -}}
+checksum/config: {{ include (print .Template.BasePath "/configmap.yaml") . | sha256sum }}
+checksum/secret: {{ include (print .Template.BasePath "/secret.yaml") . | sha256sum }}
+{{- with .Values.podAnnotations }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Environment of every ncindex container (settings come from the ConfigMap via envFrom). */}}
+{{- define "ncindex.env" -}}
+- name: NCINDEX_WEBHOOK_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "ncindex.secretName" . }}
+      key: webhook-secret
+- name: NCINDEX_ACCOUNTS_FILE
+  value: /etc/ncindex/secrets/accounts.json
+{{- if and (not .Values.redis.enabled) (not .Values.externalRedis.url) .Values.externalRedis.existingSecret }}
+- name: NCINDEX_REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.externalRedis.existingSecret }}
+      key: {{ .Values.externalRedis.existingSecretKey }}
+{{- end }}
+{{- if and (not .Values.qdrant.enabled) .Values.externalQdrant.existingSecret }}
+- name: NCINDEX_QDRANT_API_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.externalQdrant.existingSecret }}
+      key: {{ .Values.externalQdrant.existingSecretKey }}
+{{- end }}
+{{- end -}}
+
+{{- define "ncindex.envFrom" -}}
+- configMapRef:
+    name: {{ include "ncindex.fullname" . }}
+{{- end -}}
+
+{{- define "ncindex.volumes" -}}
+- name: secrets
+  secret:
+    secretName: {{ include "ncindex.secretName" . }}
+    items:
+      - key: accounts.json
+        path: accounts.json
+- name: tmp
+  emptyDir: {}
+{{- end -}}
+
+{{- define "ncindex.volumeMounts" -}}
+- name: secrets
+  mountPath: /etc/ncindex/secrets
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+{{- end -}}
+
+{{/* Pod-level settings shared by every Deployment. */}}
+{{- define "ncindex.podSpecCommon" -}}
+serviceAccountName: {{ include "ncindex.serviceAccountName" . }}
+automountServiceAccountToken: false
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* A gunicorn app (receiver or search): (dict "root" $ "component" "receiver" "module" "webhook_receiver.wsgi:app" "spec" .Values.receiver "startup" 6) */}}
+{{- define "ncindex.gunicornDeployment" -}}
+{{- $root := .root -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "ncindex.fullname" $root }}-{{ .component }}
+  labels:
+    {{- include "ncindex.componentLabels" . | nindent 4 }}
+spec:
+  {{- if not (and .spec.autoscaling .spec.autoscaling.enabled) }}
+  replicas: {{ .spec.replicas }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "ncindex.selectorLabels" . | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "ncindex.selectorLabels" . | nindent 8 }}
+        {{- with $root.Values.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        {{- include "ncindex.podAnnotations" $root | nindent 8 }}
+    spec:
+      {{- include "ncindex.podSpecCommon" $root | nindent 6 }}
+      terminationGracePeriodSeconds: {{ add (int $root.Values.gunicorn.timeout) 30 }}
+      containers:
+        - name: {{ .component }}
+          image: {{ include "ncindex.image" $root }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          args: ["gunicorn", "--config", "/etc/ncindex/gunicorn.conf.py", "{{ .module }}"]
+          ports:
+            - name: http
+              containerPort: 8080
+              protocol: TCP
+          env:
+            {{- include "ncindex.env" $root | nindent 12 }}
+            - name: PORT
+              value: "8080"
+            - name: GUNICORN_WORKERS
+              value: {{ $root.Values.gunicorn.workers | quote }}
+            - name: GUNICORN_THREADS
+              value: {{ $root.Values.gunicorn.threads | quote }}
+            - name: GUNICORN_TIMEOUT
+              value: {{ $root.Values.gunicorn.timeout | quote }}
+            - name: PROMETHEUS_MULTIPROC_DIR
+              value: /tmp/prometheus
+          envFrom:
+            {{- include "ncindex.envFrom" $root | nindent 12 }}
+          startupProbe:
+            httpGet: {path: /livez, port: http}
+            periodSeconds: 5
+            failureThreshold: {{ .startup }}
+          livenessProbe:
+            httpGet: {path: /livez, port: http}
+            periodSeconds: 10
+            timeoutSeconds: 5
+            failureThreshold: 3
+          readinessProbe:
+            httpGet: {path: /readyz, port: http}
+            periodSeconds: 10
+            timeoutSeconds: 5
+            failureThreshold: 2
+          resources:
+            {{- toYaml .spec.resources | nindent 12 }}
+          securityContext:
+            {{- toYaml $root.Values.securityContext | nindent 12 }}
+          volumeMounts:
+            {{- include "ncindex.volumeMounts" $root | nindent 12 }}
+      volumes:
+        {{- include "ncindex.volumes" $root | nindent 8 }}
+{{- end -}}
+
+{{/* A PodDisruptionBudget: (dict "root" $ "component" "receiver" "pdb" .Values.receiver.pdb) */}}
+{{- define "ncindex.pdb" -}}
+{{- if .pdb.enabled }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "ncindex.fullname" .root }}-{{ .component }}
+  labels:
+    {{- include "ncindex.componentLabels" . | nindent 4 }}
+spec:
+  maxUnavailable: {{ .pdb.maxUnavailable }}
+  selector:
+    matchLabels:
+      {{- include "ncindex.selectorLabels" . | nindent 6 }}
+{{- end }}
+{{- end -}}
+
+{{/* A CPU HorizontalPodAutoscaler: (dict "root" $ "component" "search" "hpa" .Values.search.autoscaling) */}}
+{{- define "ncindex.hpa" -}}
+{{- if .hpa.enabled }}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {{ include "ncindex.fullname" .root }}-{{ .component }}
+  labels:
+    {{- include "ncindex.componentLabels" . | nindent 4 }}
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: {{ include "ncindex.fullname" .root }}-{{ .component }}
+  minReplicas: {{ .hpa.minReplicas }}
+  maxReplicas: {{ .hpa.maxReplicas }}
+  metrics:
+    - type: Resource
+      resource:
+        name: cpu
+        target:
+          type: Utilization
+          averageUtilization: {{ .hpa.targetCPUUtilizationPercentage }}
+{{- end }}
+{{- end -}}

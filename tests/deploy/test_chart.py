@@ -1,0 +1,358 @@
+"""The Helm chart, rendered offline by Helm's own engine (``helm-python-sdk``, Helm v4 via
+its C ABI, no helm binary, no cluster) and checked against the Kubernetes schemas
+(``kubernetes-validate``, strict: unknown fields are errors).
+
+The optional Redis and Qdrant dependencies are declared in Chart.yaml but not vendored; Helm's
+render step does not need them (``helm install`` does, after ``helm dependency build``), so the
+"everything enabled" set renders ncindex's own objects pointed at the in-cluster services.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+from ncindex.queueing import QUEUES
+from ncindex.settings import Settings
+
+CHART = Path(__file__).resolve().parents[2] / "helm" / "ncindex"
+KUBE_VERSIONS = ("1.30", kubernetes_validate.latest_version())
+
+MINIMAL: dict[str, Any] = {
+    "secrets": {"webhookSecret": "0123456789abcdef0123", "accounts": {"alice": "app-pw-1"}},
+    "externalRedis": {"url": "redis://redis.data:6379/0"},
+    "externalQdrant": {"url": "http://qdrant.data:6333"},
+    "flower": {"basicAuth": {"users": ["admin:correct-horse"]}},
+}
+EXTERNAL_SECRETS: dict[str, Any] = {
+    "secrets": {"existingSecret": "ncindex-creds"},
+    "externalRedis": {"existingSecret": "redis-creds"},
+    "externalQdrant": {"url": "https://qdrant.example.org", "existingSecret": "qdrant-creds"},
+    "flower": {"basicAuth": {"existingSecret": "flower-creds"}},
+}
+EVERYTHING: dict[str, Any] = {
+    "secrets": {"webhookSecret": "0123456789abcdef0123", "accounts": {"a": "x", "b": "y"}},
+    "redis": {"enabled": True},
+    "qdrant": {"enabled": True},
+    "config": {"task_time_limit": 600, "visibility_timeout": 1200, "lock_ttl": 660},
+    "search": {
+        "autoscaling": {
+            "enabled": True,
+            "minReplicas": 2,
+            "maxReplicas": 8,
+            "targetCPUUtilizationPercentage": 60,
+        }
+    },
+    "workers": {
+        "terminationGracePeriodSeconds": 660,
+        "groups": {
+            "index": {
+                "queues": ["index"],
+                "concurrency": 2,
+                "replicas": 2,
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                "autoscaling": {
+                    "enabled": True,
+                    "minReplicas": 2,
+                    "maxReplicas": 10,
+                    "targetCPUUtilizationPercentage": 80,
+                },
+                "pdb": {"enabled": True, "maxUnavailable": "50%"},
+            },
+            "reconcile": {
+                "queues": ["reconcile"],
+                "concurrency": 1,
+                "replicas": 1,
+                "resources": {"requests": {"cpu": "100m"}},
+                "pdb": {"enabled": False, "maxUnavailable": 1},
+                "autoscaling": {
+                    "enabled": False,
+                    "minReplicas": 1,
+                    "maxReplicas": 1,
+                    "targetCPUUtilizationPercentage": 80,
+                },
+            },
+        },
+    },
+    "flower": {"basicAuth": {"users": ["admin:correct-horse", "ops:battery-staple"]}},
+    "ingress": {
+        "enabled": True,
+        "className": "nginx",
+        "host": "search.example.org",
+        "tls": [{"secretName": "search-tls", "hosts": ["search.example.org"]}],
+    },
+    "networkPolicy": {
+        "httpFrom": [{"namespaceSelector": {"matchLabels": {"name": "ingress"}}}],
+        "flowerFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],
+        "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}],
+    },
+}
+VALUE_SETS = {"minimal": MINIMAL, "external-secrets": EXTERNAL_SECRETS, "everything": EVERYTHING}
+
+
+@pytest.fixture(scope="module")
+def chart() -> helm.Chart:
+    """The chart, loaded once."""
+    with helm.Chart.load(CHART) as loaded:
+        yield loaded
+
+
+def render(chart: helm.Chart, values: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every object the chart renders for ``values`` (release ``nci`` in namespace ``search``)."""
+    manifests = chart.render(copy.deepcopy(values), name="nci", namespace="search")
+    objects = []
+    for path, text in sorted(manifests.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return objects
+
+
+def by_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    """Objects of ``kind`` by name."""
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def container(deployment: dict[str, Any]) -> dict[str, Any]:
+    """The single container of a Deployment."""
+    (only,) = deployment["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+@pytest.fixture(scope="module", params=sorted(VALUE_SETS))
+def rendered(request: pytest.FixtureRequest, chart: helm.Chart) -> list[dict[str, Any]]:
+    """The objects of one value set."""
+    return render(chart, VALUE_SETS[request.param])
+
+
+@pytest.mark.parametrize("version", KUBE_VERSIONS)
+def test_every_object_is_valid_kubernetes(rendered: list[dict[str, Any]], version: str) -> None:
+    assert rendered
+    for obj in rendered:
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_strict_validation_does_catch_unknown_fields() -> None:
+    bad = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "bogus": 1}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, "1.30", strict=True)
+
+
+def test_names_unique_and_selectors_match_pods(rendered: list[dict[str, Any]]) -> None:
+    keys = [(o["kind"], o["metadata"]["name"]) for o in rendered]
+    assert len(keys) == len(set(keys))
+    deployments = by_kind(rendered, "Deployment")
+    for dep in deployments.values():
+        labels = dep["spec"]["template"]["metadata"]["labels"]
+        assert dep["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    pod_labels = [d["spec"]["template"]["metadata"]["labels"] for d in deployments.values()]
+    for kind in ("Service", "PodDisruptionBudget"):
+        for obj in by_kind(rendered, kind).values():
+            selector = obj["spec"]["selector"]
+            selector = selector.get("matchLabels", selector)
+            assert sum(selector.items() <= lbl.items() for lbl in pod_labels) == 1, obj
+    for hpa in by_kind(rendered, "HorizontalPodAutoscaler").values():
+        target = deployments[hpa["spec"]["scaleTargetRef"]["name"]]
+        assert "replicas" not in target["spec"]  # the HPA owns the count
+
+
+def test_every_pod_is_probed_limited_and_unprivileged(rendered: list[dict[str, Any]]) -> None:
+    for name, dep in by_kind(rendered, "Deployment").items():
+        pod = dep["spec"]["template"]["spec"]
+        box = container(dep)
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert box["securityContext"]["readOnlyRootFilesystem"] is True
+        assert box["resources"]["requests"], name
+        role = dep["metadata"]["labels"]["app.kubernetes.io/component"]
+        if role in ("receiver", "search"):
+            assert box["livenessProbe"]["httpGet"]["path"] == "/livez"
+            assert box["readinessProbe"]["httpGet"]["path"] == "/readyz"
+            assert box["args"][:3] == ["gunicorn", "--config", "/etc/ncindex/gunicorn.conf.py"]
+            env = {e["name"]: e.get("value") for e in box["env"]}
+            assert env["PROMETHEUS_MULTIPROC_DIR"].startswith("/tmp/")
+        elif role.startswith("worker-"):
+            probe = box["livenessProbe"]["exec"]["command"]
+            assert probe[:3] == ["python", "-m", "workers.heartbeat"]
+            assert "inspect" not in probe
+            env = {e["name"]: e.get("value") for e in box["env"]}
+            assert env["NCINDEX_HEARTBEAT_FILE"] == probe[3]
+
+
+def test_worker_groups_split_queues_and_outlast_the_hard_limit(
+    rendered: list[dict[str, Any]],
+) -> None:
+    config = next(iter(by_kind(rendered, "ConfigMap").values()))["data"]
+    hard_limit = int(config["NCINDEX_TASK_TIME_LIMIT"])
+    workers = {n: d for n, d in by_kind(rendered, "Deployment").items() if "-worker-" in n}
+    assert len(workers) >= 2
+    queue_sets = []
+    for dep in workers.values():
+        args = container(dep)["args"]
+        assert args[:4] == ["celery", "--app=workers.worker", "worker", args[3]]
+        queues = next(a for a in args if a.startswith("--queues=")).removeprefix("--queues=")
+        queue_sets.append(set(queues.split(",")))
+        assert dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > hard_limit
+    assert {"index"} in queue_sets  # embedding has its own workers
+    assert not any("index" in qs and "evict" in qs for qs in queue_sets)
+    assert set().union(*queue_sets) <= set(QUEUES)
+
+
+def test_exactly_one_beat(rendered: list[dict[str, Any]]) -> None:
+    beats = [d for n, d in by_kind(rendered, "Deployment").items() if n.endswith("-beat")]
+    assert len(beats) == 1
+    (beat,) = beats
+    assert beat["spec"]["replicas"] == 1
+    assert beat["spec"]["strategy"] == {"type": "Recreate"}
+    assert container(beat)["args"][:3] == ["celery", "--app=workers.worker", "beat"]
+    assert not [h for h in by_kind(rendered, "HorizontalPodAutoscaler") if "beat" in h]
+    assert not [p for p in by_kind(rendered, "PodDisruptionBudget") if "beat" in p]
+
+
+def test_flower_has_basic_auth_from_a_secret(rendered: list[dict[str, Any]]) -> None:
+    flower = by_kind(rendered, "Deployment")["nci-ncindex-flower"]
+    env = {e["name"]: e for e in container(flower)["env"]}
+    ref = env["FLOWER_BASIC_AUTH"]["valueFrom"]["secretKeyRef"]
+    secrets = by_kind(rendered, "Secret")
+    if ref["name"] in secrets:
+        users = secrets[ref["name"]]["stringData"][ref["key"]].split(",")
+        assert all(":" in u for u in users)
+    else:
+        assert ref["name"] == "flower-creds"
+
+
+def test_settings_from_configmap_and_secret_are_valid(
+    chart: helm.Chart, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a pod's environment holds is accepted by :class:`Settings` (the real validator)."""
+    objects = render(chart, MINIMAL)
+    config = by_kind(objects, "ConfigMap")["nci-ncindex"]["data"]
+    secret = by_kind(objects, "Secret")["nci-ncindex"]["stringData"]
+    deployment = by_kind(objects, "Deployment")["nci-ncindex-worker-index"]
+    box = container(deployment)
+    accounts = tmp_path / "accounts.json"
+    accounts.write_text(secret["accounts.json"])
+    for key, value in config.items():
+        monkeypatch.setenv(key, value)
+    env = {e["name"]: e for e in box["env"]}
+    mounts = {m["name"]: m["mountPath"] for m in box["volumeMounts"]}
+    assert env["NCINDEX_ACCOUNTS_FILE"]["value"] == mounts["secrets"] + "/accounts.json"
+    assert env["NCINDEX_WEBHOOK_SECRET"]["valueFrom"]["secretKeyRef"]["key"] == "webhook-secret"
+    monkeypatch.setenv("NCINDEX_ACCOUNTS_FILE", str(accounts))
+    monkeypatch.setenv("NCINDEX_WEBHOOK_SECRET", secret["webhook-secret"])
+    settings = Settings()
+    assert settings.password_for("alice") == "app-pw-1"
+    assert settings.redis_url == "redis://redis.data:6379/0"
+    assert settings.qdrant_url == "http://qdrant.data:6333"
+    assert str(settings.model_dir) == "/opt/ncindex/models"
+
+
+def test_external_secrets_are_referenced_not_copied(chart: helm.Chart) -> None:
+    objects = render(chart, EXTERNAL_SECRETS)
+    assert "nci-ncindex" not in by_kind(objects, "Secret")
+    config = by_kind(objects, "ConfigMap")["nci-ncindex"]["data"]
+    assert "NCINDEX_REDIS_URL" not in config
+    env = {
+        e["name"]: e for e in container(by_kind(objects, "Deployment")["nci-ncindex-search"])["env"]
+    }
+    assert env["NCINDEX_REDIS_URL"]["valueFrom"]["secretKeyRef"]["name"] == "redis-creds"
+    assert env["NCINDEX_QDRANT_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "qdrant-creds"
+    assert env["NCINDEX_WEBHOOK_SECRET"]["valueFrom"]["secretKeyRef"]["name"] == "ncindex-creds"
+
+
+def test_in_cluster_dependencies(chart: helm.Chart) -> None:
+    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    conditions = {d["name"]: d["condition"] for d in meta["dependencies"]}
+    assert conditions == {"redis": "redis.enabled", "qdrant": "qdrant.enabled"}
+    status = {d["name"]: d["status"] for d in helm.dependency_list(CHART)}
+    assert status == {"redis": "missing", "qdrant": "missing"}  # declared, never vendored
+    objects = render(chart, EVERYTHING)
+    config = by_kind(objects, "ConfigMap")["nci-ncindex"]["data"]
+    assert config["NCINDEX_REDIS_URL"] == "redis://nci-redis-master:6379/0"
+    assert config["NCINDEX_QDRANT_URL"] == "http://nci-qdrant:6333"
+    ingress = by_kind(objects, "Ingress")["nci-ncindex"]
+    paths = {
+        p["path"]: p["backend"]["service"]["name"]
+        for p in ingress["spec"]["rules"][0]["http"]["paths"]
+    }
+    assert paths == {"/hooks": "nci-ncindex-receiver", "/": "nci-ncindex-search"}
+    hpas = by_kind(objects, "HorizontalPodAutoscaler")
+    assert set(hpas) == {"nci-ncindex-search", "nci-ncindex-worker-index"}
+
+
+def test_lint_reports_only_the_unvendored_dependencies() -> None:
+    report = helm.lint(CHART, copy.deepcopy(MINIMAL), strict=True, kube_version="v1.30.0")
+    assert report["errors"] == ["chart directory is missing these dependencies: redis,qdrant"]
+    worse = [m for m in report["messages"] if m["severity"] >= 2]
+    assert [m["error"] for m in worse] == report["errors"]
+
+
+def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A deep copy of ``base`` with the dotted ``path`` set to ``value``."""
+    values = copy.deepcopy(base)
+    node = values
+    *parents, last = path.split(".")
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return values
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("secrets.webhookSecret", "short", "webhookSecret"),
+        ("config.webhook_secret", "leaked", "webhook_secret"),
+        ("config.redis_url", "redis://x", "redis_url"),
+        ("config.log_level", "LOUD", "log_level"),
+        ("image.pullPolicy", "Sometimes", "pullPolicy"),
+        ("workers.groups.index.queues", ["index", "embeddings"], "queues"),
+        ("workers.groups.index.concurrency", 0, "concurrency"),
+        ("workers.groups.Bad_Name", {}, "groups"),
+        ("receiver.replicas", "two", "replicas"),
+        ("search.resources.limits.memory", "lots", "memory"),
+        ("flower.basicAuth.users", ["admin"], "users"),
+        ("externalRedis.url", "http://redis", "url"),
+        ("beat.replicas", 2, "beat"),
+    ],
+)
+def test_schema_rejects_bad_values(chart: helm.Chart, path: str, value: Any, message: str) -> None:
+    values = with_change(MINIMAL, path, value)
+    with pytest.raises(helm.HelmValuesError, match=message):
+        chart.validate_schema(values)
+    with pytest.raises(helm.HelmValuesError):
+        chart.render(values, name="nci")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("externalRedis.url", "", "no Redis"),
+        ("externalQdrant.url", "", "no Qdrant"),
+        ("workers.terminationGracePeriodSeconds", 300, "must exceed config.task_time_limit"),
+        ("flower.basicAuth.users", [], "flower.basicAuth"),
+    ],
+)
+def test_templates_refuse_incomplete_values(
+    chart: helm.Chart, path: str, value: Any, message: str
+) -> None:
+    with pytest.raises(helm.HelmRenderError, match=message):
+        render(chart, with_change(MINIMAL, path, value))
+
+
+def test_defaults_alone_are_refused_with_a_reason(chart: helm.Chart) -> None:
+    with pytest.raises(helm.HelmValuesError, match="webhookSecret"):
+        chart.render({}, name="nci")
+
+
+def test_schema_is_json_and_documents_replication() -> None:
+    json.loads((CHART / "values.schema.json").read_text())
+    comments = (CHART / "values.yaml").read_text()
+    for phrase in ("replication factor of at least 2", "write_consistency_factor", "shard_number"):
+        assert phrase in comments
