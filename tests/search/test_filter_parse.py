@@ -1,0 +1,251 @@
+"""Filter validation: every malformed shape gives its code and field; nothing else escapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from qdrant_client import models
+
+from ncindex.filter_fields import (
+    ALL_OPERATORS,
+    FIELD_TYPES,
+    FIELDS,
+    MAX_FILTER_DEPTH,
+    MAX_LIST_VALUES,
+    filters_document,
+    rcp_filter_capability,
+)
+from ncindex.filters import FilterError, build_filter, filter_depth, parse_tree, request_tree
+
+
+def nested(levels: int) -> dict[str, Any]:
+    node: dict[str, Any] = {"field": "size", "op": "eq", "value": 1}
+    for _ in range(levels - 1):
+        node = {"not": node}
+    return node
+
+
+MALFORMED: list[tuple[Any, str, str]] = [
+    # shape
+    ([{"field": "size", "op": "eq", "value": 1}], "invalid_filter", "filter"),
+    ("size = 1", "invalid_filter", "filter"),
+    (42, "invalid_filter", "filter"),
+    ({"and": []}, "invalid_filter", "filter.and"),
+    ({"or": []}, "invalid_filter", "filter.or"),
+    ({"and": {"field": "size", "op": "eq", "value": 1}}, "invalid_filter", "filter.and"),
+    ({"and": [1]}, "invalid_filter", "filter.and[0]"),
+    ({"and": [{"field": "size", "op": "eq", "value": 1}], "or": []}, "invalid_filter", "filter"),
+    (
+        {"not": {"field": "size", "op": "eq", "value": 1}, "field": "size"},
+        "invalid_filter",
+        "filter",
+    ),
+    ({"foo": 1}, "invalid_filter", "filter"),
+    ({"field": "", "op": "eq", "value": 1}, "invalid_filter", "filter"),
+    ({"field": None, "op": "eq", "value": 1}, "invalid_filter", "filter"),
+    ({"field": ["size"], "op": "eq", "value": 1}, "invalid_filter", "filter"),
+    (nested(MAX_FILTER_DEPTH + 1), "invalid_filter", "filter" + ".not" * MAX_FILTER_DEPTH),
+    (
+        {"or": [{"field": "size", "op": "eq", "value": i} for i in range(65)]},
+        "invalid_filter",
+        "filter",
+    ),
+    # fields
+    ({"field": "acl", "op": "eq", "value": "user:bob"}, "unknown_field", "filter.acl"),
+    (
+        {"field": "folder_ancestors", "op": "eq", "value": "bob:/"},
+        "unknown_field",
+        "filter.folder_ancestors",
+    ),
+    ({"field": "file_path", "op": "eq", "value": "bob:/x"}, "unknown_field", "filter.file_path"),
+    ({"field": "text", "op": "contains", "value": "x"}, "unknown_field", "filter.text"),
+    (
+        {
+            "and": [
+                {"field": "size", "op": "eq", "value": 1},
+                {"not": {"field": "nope", "op": "eq", "value": 1}},
+            ]
+        },
+        "unknown_field",
+        "filter.and[1].not.nope",
+    ),
+    ({"field": "tâgs", "op": "eq", "value": 1}, "unknown_field", "filter.tâgs"),
+    # operators
+    ({"field": "size", "op": "regex", "value": "1"}, "unsupported_operator", "filter.op"),
+    ({"field": "size", "value": 1}, "unsupported_operator", "filter.op"),
+    ({"field": "size", "op": None, "value": 1}, "unsupported_operator", "filter.op"),
+    ({"field": "size", "op": ["eq"], "value": 1}, "unsupported_operator", "filter.op"),
+    (
+        {"or": [{"field": "size", "op": {"x": 1}, "value": 1}]},
+        "unsupported_operator",
+        "filter.or[0].op",
+    ),
+    ({"field": "size", "op": "EQ", "value": 1}, "unsupported_operator", "filter.op"),
+    ({"field": "doc_type", "op": "gt", "value": "note"}, "unsupported_operator", "filter.op"),
+    ({"field": "doc_type", "op": "contains", "value": "note"}, "unsupported_operator", "filter.op"),
+    ({"field": "title", "op": "eq", "value": "x"}, "unsupported_operator", "filter.op"),
+    ({"field": "tags", "op": "eq", "value": "x"}, "unsupported_operator", "filter.op"),
+    ({"field": "modified_at", "op": "in", "value": [1]}, "unsupported_operator", "filter.op"),
+    ({"not": {"field": "path_prefix", "op": "exists"}}, "unsupported_operator", "filter.not.op"),
+    # values
+    ({"field": "size", "op": "eq"}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "eq", "value": "12"}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "eq", "value": True}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "eq", "value": None}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "eq", "value": 1.5}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "gt", "value": 10**30}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "gt", "value": float("inf")}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "gt", "value": float("nan")}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "eq", "value": [1]}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "in", "value": []}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "in", "value": 3}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "in", "value": [1, [2]]}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "in", "value": [1, "2"]}, "invalid_value", "filter.value[1]"),
+    (
+        {"field": "size", "op": "in", "value": list(range(MAX_LIST_VALUES + 1))},
+        "invalid_value",
+        "filter.value",
+    ),
+    ({"field": "doc_type", "op": "eq", "value": "spreadsheet"}, "invalid_value", "filter.value"),
+    ({"field": "doc_type", "op": "eq", "value": 1}, "invalid_value", "filter.value"),
+    ({"field": "owner", "op": "eq", "value": {"a": 1}}, "invalid_value", "filter.value"),
+    ({"field": "owner", "op": "eq", "value": "\ud800"}, "invalid_value", "filter.value"),
+    ({"field": "owner", "op": "eq", "value": "a\x00b"}, "invalid_value", "filter.value"),
+    ({"field": "owner", "op": "eq", "value": "x" * 1025}, "invalid_value", "filter.value"),
+    ({"field": "modified_at", "op": "gt", "value": "yesterday"}, "invalid_value", "filter.value"),
+    ({"field": "modified_at", "op": "gt", "value": "2026-13-01"}, "invalid_value", "filter.value"),
+    ({"field": "modified_at", "op": "gt", "value": 1e20}, "invalid_value", "filter.value"),
+    ({"field": "modified_at", "op": "gt", "value": False}, "invalid_value", "filter.value"),
+    ({"field": "tags", "op": "exists", "value": "false"}, "invalid_value", "filter.value"),
+    ({"field": "tags", "op": "exists", "value": 0}, "invalid_value", "filter.value"),
+    ({"field": "title", "op": "contains", "value": "   "}, "invalid_value", "filter.value"),
+    ({"field": "path_prefix", "op": "eq", "value": ""}, "invalid_value", "filter.value"),
+    ({"field": "path", "op": "in", "value": ["/a", 3.5]}, "invalid_value", "filter.value[1]"),
+]
+
+
+@pytest.mark.parametrize(("tree", "code", "field"), MALFORMED)
+def test_malformed_filter_gives_its_code_and_field(tree: Any, code: str, field: str) -> None:
+    with pytest.raises(FilterError) as caught:
+        parse_tree(tree)
+    assert (caught.value.code, caught.value.field) == (code, field), caught.value
+
+
+def test_operator_outside_the_language_carries_the_option() -> None:
+    with pytest.raises(FilterError) as caught:
+        parse_tree({"field": "size", "op": "regex", "value": "1"})
+    assert caught.value.option == "regex"
+    with pytest.raises(FilterError) as caught:
+        parse_tree({"field": "doc_type", "op": "gt", "value": "note"})
+    assert caught.value.option is None  # a known operator, just not for this field
+
+
+@pytest.mark.parametrize("empty", [None, {}])
+def test_absent_or_empty_filter_is_no_filter(empty: Any) -> None:
+    assert parse_tree(empty) is None
+    assert build_filter("alice", None) == build_filter("alice", parse_tree(empty))
+
+
+def test_depth_limit_is_inclusive() -> None:
+    assert parse_tree(nested(MAX_FILTER_DEPTH)) is not None
+
+
+def test_convenience_parameters_are_checked() -> None:
+    with pytest.raises(FilterError) as caught:
+        request_tree(modified_after="2026-02-01T00:00:00Z", modified_before="2026-01-01")
+    assert (caught.value.code, caught.value.field) == ("invalid_value", "modified_after")
+    with pytest.raises(FilterError) as caught:
+        request_tree(modified_before="soon")
+    assert caught.value.field == "modified_before"
+    with pytest.raises(FilterError) as caught:
+        request_tree(path_prefixes=["/ok", "\ud800"])
+    assert caught.value.field == "path_prefixes[1]"
+    with pytest.raises(FilterError) as caught:
+        request_tree(tags=["x"] * (MAX_LIST_VALUES + 1))
+    assert caught.value.field == "tags"
+    # equal bounds are allowed (an empty interval), naive times are UTC
+    assert request_tree(modified_after="2026-01-01", modified_before="2026-01-01T00:00:00+00:00")
+
+
+def test_times_parse_as_documented() -> None:
+    tree = request_tree(modified_after="2026-01-01T01:00:00+01:00", modified_before=1767225601)
+    flt = build_filter("alice", tree)
+    text = repr(flt)
+    assert "gte=1767225600.0" in text and "lt=1767225601.0" in text
+
+
+def test_compiled_filter_is_typed_and_always_scoped_to_the_caller() -> None:
+    tree = parse_tree(
+        {
+            "or": [
+                {"field": "path_prefix", "op": "eq", "value": "/A/"},
+                {"field": "tags", "op": "nin", "value": ["x"]},
+            ]
+        }
+    )
+    flt = build_filter("alice", tree)
+    assert isinstance(flt, models.Filter)
+    assert flt.must[0] == models.FieldCondition(
+        key="acl", match=models.MatchValue(value="user:alice")
+    )
+    assert "alice:/A" in repr(flt) and "bob" not in repr(flt)
+    assert filter_depth(flt) <= MAX_FILTER_DEPTH + 3
+
+
+def test_one_table_drives_the_endpoint_and_rcp() -> None:
+    doc = filters_document()
+    cap = rcp_filter_capability()
+    assert {f["name"]: f["type"] for f in doc["fields"]} == cap["fields"] == dict(FIELD_TYPES)
+    assert {f["name"]: f["operators"] for f in doc["fields"]} == cap["x-ncindex"]["fieldOperators"]
+    assert doc["operators"] == cap["operators"] == list(ALL_OPERATORS)
+    assert "acl" not in FIELDS and "folder_ancestors" not in FIELDS and "file_path" not in FIELDS
+    for f in FIELDS.values():  # every advertised operator is accepted for its field
+        for op in f.operators:
+            value: Any = {
+                "date": "2026-01-01",
+                "int": 1,
+                "keyword": f.values[0] if f.values else "/x",
+                "text": "word",
+            }[f.type]
+            if op in ("in", "nin"):
+                value = [value]
+            if op == "exists":
+                value = True
+            assert parse_tree({"field": f.name, "op": op, "value": value}) is not None
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8)
+    | st.sampled_from([*FIELDS, *ALL_OPERATORS, "and", "or", "not", "acl"]),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["and", "or", "not", "field", "op", "value", "x"]), children, max_size=4
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(json_values)
+def test_arbitrary_input_is_accepted_or_refused_with_a_code(raw: Any) -> None:
+    try:
+        tree = parse_tree(raw)
+    except FilterError as exc:
+        assert exc.code in (
+            "invalid_filter",
+            "unknown_field",
+            "unsupported_operator",
+            "invalid_value",
+        )
+        assert exc.field.startswith("filter")
+        return
+    build_filter("alice", tree)  # whatever parses also compiles
