@@ -130,3 +130,134 @@ def webhooks_remove(settings: Settings) -> None:
     from ncindex.webhooks import remove
 
     click.echo(json.dumps({"removed": remove(_admin(settings), settings)}))
+
+
+_SCAN_TYPES = ("note", "file", "deck_card", "news_item")
+
+
+@main.command()
+@click.option("--user", "users", multiple=True, help="Account to scan (repeatable; default all).")
+@click.option(
+    "--doc-type",
+    "doc_types",
+    multiple=True,
+    type=click.Choice(_SCAN_TYPES),
+    help="Doc type to scan (repeatable; default every type with a scanner).",
+)
+@click.option(
+    "--apply", is_flag=True, help="Enqueue the changes and store scan state (default: report)."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON report per scan, with changes.")
+@click.pass_obj
+def reconcile(
+    settings: Settings,
+    users: tuple[str, ...],
+    doc_types: tuple[str, ...],
+    apply: bool,
+    as_json: bool,
+) -> None:
+    """Compare Nextcloud with the index and report what differs; --apply enqueues the fixes.
+
+    Runs the scan code of the ``ncindex.reconcile_scan`` task in this process. A dry run
+    (the default) enqueues nothing and leaves the stored scan state alone.
+    """
+    from ncindex.errors import StoreUnavailable
+    from ncindex.indexing import Indexer
+    from ncindex.queueing import celery_app
+    from ncindex.reconcile import Reconciler, UnsupportedDocType, scan_types
+    from ncindex.runtime import Services
+
+    services = Services(settings)
+    unknown = [u for u in users if u not in settings.accounts]
+    if unknown:
+        raise click.UsageError(f"not a configured account: {', '.join(unknown)}")
+    try:
+        services.store  # noqa: B018  (open it now to report a busy embedded store clearly)
+    except StoreUnavailable as exc:
+        raise click.ClickException(
+            f"cannot open the vector store ({exc}); the embedded store allows one process — "
+            "stop `ncindex up` or use a Qdrant server (NCINDEX_QDRANT_URL)"
+        ) from exc
+    reconciler = Reconciler(services, Indexer(services), celery_app(settings) if apply else None)
+    failed = False
+    try:
+        for doc_type in doc_types or [t.value for t in scan_types()]:
+            for user in users or list(settings.accounts):
+                try:
+                    report = reconciler.scan(user, doc_type, apply=apply)
+                except UnsupportedDocType as exc:
+                    click.echo(f"{doc_type}: {exc}", err=True)
+                    break
+                failed |= report.error is not None
+                if as_json:
+                    click.echo(json.dumps(report.to_json()))
+                    continue
+                click.echo(_describe(report))
+    finally:
+        if reconciler.producer is not None:
+            reconciler.producer.close()  # type: ignore[attr-defined]
+        services.close()
+    if failed:
+        raise SystemExit(1)
+
+
+def _describe(report: object) -> str:
+    from ncindex.reconcile import ScanReport
+
+    assert isinstance(report, ScanReport)
+    head = f"{report.user} {report.doc_type}: "
+    if report.error:
+        return head + f"listing failed ({report.error}); nothing enqueued"
+    counts = report.counts()
+    changes = ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "in sync"
+    line = (
+        f"{head}listed {report.listed}, indexed {report.indexed}, {report.requests} requests; "
+        f"{changes}"
+    )
+    if report.guard:
+        line += f"; guard {report.guard}"
+    if report.applied:
+        line += f"; enqueued {report.enqueued}"
+        if report.coalesced:
+            line += f" ({report.coalesced} already pending)"
+    else:
+        line += f"; would enqueue {len(report.index) + len(report.remove)} (dry run)"
+    return line
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
+@click.pass_obj
+def status(settings: Settings, as_json: bool) -> None:
+    """Queue depths, last scan per user and doc type, index lag, dead letters."""
+    import redis as redis_lib
+
+    from ncindex.status import collect_status
+
+    client = redis_lib.Redis.from_url(
+        settings.redis_url, socket_timeout=5, socket_connect_timeout=2
+    )
+    try:
+        data = collect_status(client)
+    except redis_lib.RedisError as exc:
+        raise click.ClickException(f"Redis at {settings.redis_url}: {exc}") from exc
+    if as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+        return
+    click.echo("queues: " + ", ".join(f"{k} {v}" for k, v in data["queues"].items()))
+    lag = data["lag_seconds"]
+    click.echo(f"index lag: {'unknown (no clean scan yet)' if lag is None else f'{lag} s'}")
+    if not data["scans"]:
+        click.echo("scans: none recorded")
+    for key, scan in data["scans"].items():
+        changes = ", ".join(f"{k} {v}" for k, v in scan["changes"].items() if v) or "in sync"
+        state = f"failed: {scan['error']}" if scan.get("error") else changes
+        lag_s = "—" if scan["lag_seconds"] is None else f"{scan['lag_seconds']} s"
+        click.echo(
+            f"scan {key}: at {scan['at']}, listed {scan['listed']}, {scan['requests']} requests, "
+            f"{state}, lag {lag_s}"
+        )
+    letters = data["dead_letters"]
+    click.echo(f"dead letters: {sum(e['size'] for e in letters.values()) if letters else 0}")
+    for key, entry in letters.items():
+        click.echo(f"  {key} ({entry['type']}, {entry['size']}): {entry['sample']}")

@@ -6,6 +6,9 @@ process, and the store lives under ``data_dir``. Redis is used where one answers
 ``redis_url``; otherwise a private ``redis-server`` is started. Without a Nextcloud configured
 the Nextcloud simulator is started with the bundled sample corpus, the webhooks are registered
 through its OCS API, and its deliveries index the corpus — a newcomer sees it work.
+
+Beat runs in a thread of the same process (:func:`workers.beat.start_embedded_beat`), and one
+reconcile pass is requested at start, after the sample corpus is written.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from pydantic import SecretStr
 from qdrant_client import models
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from ncindex.reconcile import request_scans, scan_types
 from ncindex.redis_server import RedisProcess, reachable, start_redis
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.webhooks import register
 from search_api import create_app as create_search_app
 from webhook_receiver import create_app as create_receiver_app
+from workers.beat import start_embedded_beat
 from workers.celery_app import create_celery
 
 log = structlog.get_logger(__name__)
@@ -77,6 +82,7 @@ class Embedded:
     simulator_server: Any = None
     redis: RedisProcess | None = None
     sample: Any = None
+    beat: Any = None
 
     @property
     def url(self) -> str:
@@ -91,7 +97,9 @@ class Embedded:
         return self.services.store.count(first_chunks)
 
     def close(self) -> None:
-        """Stop the HTTP server, the simulator, the store and a private Redis."""
+        """Stop beat, the HTTP server, the simulator, the store and a private Redis."""
+        if self.beat is not None:
+            self.beat.stop()
         self.server.shutdown()
         if self.simulator_server is not None:
             self.simulator_server.close()
@@ -141,16 +149,24 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     services.store  # noqa: B018  (open the store and load the models before serving)
     celery = create_celery(settings, services)
     start_worker(celery)
+    beat = start_embedded_beat(celery, settings)
     server.app = dispatch(
         create_receiver_app(settings, producer=celery, redis_client=services.redis),
         create_search_app(settings, services=services, producer=celery),
     )
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     embedded = Embedded(settings, services, server, simulator, simulator_server, private_redis)
+    embedded.beat = beat
     result = register(services.account(settings.webhook_admin), settings)
     log.info("webhooks_registered", created=len(result.created), kept=len(result.kept))
     if simulator is not None and load_sample:
         from ncindex.testing.sample import load_sample_corpus
 
         embedded.sample = load_sample_corpus(simulator)
+    # One reconcile pass now: it catches up on what changed while ncindex was down and, for
+    # the sample, gives bob the folder alice shares with him (share changes fire no webhook).
+    queued = request_scans(
+        celery, services.redis, list(settings.accounts), scan_types(), pending_seconds=60
+    )
+    log.info("reconcile_requested", scans=queued)
     return embedded

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import limits
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -126,6 +126,34 @@ class Settings(BaseSettings):
         2.0, ge=0, description="Events for one document within this window coalesce, seconds."
     )
 
+    # --- Reconciliation ---------------------------------------------------------------------
+    reconcile_periods: dict[str, int] = Field(
+        default_factory=lambda: {"note": 900, "file": 1800, "deck_card": 1800, "news_item": 3600},
+        description="Seconds between reconcile scans, per doc type (JSON object).",
+    )
+    reconcile_disable: list[str] = Field(
+        default_factory=list, description="Doc types whose periodic scan is turned off."
+    )
+    reconcile_grace_seconds: int = Field(
+        900,
+        ge=0,
+        description="A document missing from listings this long is re-checked and evicted, "
+        "seconds (0 ⇒ on the first scan that misses it).",
+    )
+    reconcile_max_removal_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="A scan that would remove more than this share of a user's documents of "
+        "one type is held until a second scan agrees.",
+    )
+    reconcile_guard_min_docs: int = Field(
+        10, ge=0, description="Removals up to this many documents are never held."
+    )
+    reconcile_notes_chunk_size: int = Field(
+        200, ge=1, description="Notes per page of the Notes list (`chunkSize`)."
+    )
+
     # --- Runtime ----------------------------------------------------------------------------
     log_level: str = Field("INFO", description="Log level (DEBUG, INFO, WARNING, ERROR).")
     log_json: bool = Field(True, description="JSON log lines (false: console rendering).")
@@ -142,6 +170,17 @@ class Settings(BaseSettings):
     def _parse_rate_limit(cls, value: str) -> str:
         if value.strip():
             limits.parse_many(value)  # ValueError for a bad limit string
+        return value
+
+    @field_validator("reconcile_periods", "reconcile_disable")
+    @classmethod
+    def _known_doc_types(cls, value: Any) -> Any:
+        known = {"note", "file", "deck_card", "news_item"}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown doc types {unknown}; known: {sorted(known)}")
+        if isinstance(value, dict) and any(int(v) < 10 for v in value.values()):
+            raise ValueError("reconcile periods must be at least 10 seconds")
         return value
 
     @model_validator(mode="after")

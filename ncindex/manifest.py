@@ -1,0 +1,67 @@
+"""The index manifest: what the vector store holds for one user and doc type (DESIGN §7).
+
+Reconciliation compares a source listing with this manifest. It is read with one filtered
+scroll of payloads only (no vectors): ``doc_key``, ``etag``, ``acl`` and ``paths`` of the first
+chunk of every document whose ``acl`` names the user. Reading the first chunk only gives one
+record per document; while a new version is being written beside the old one a document may
+briefly show two first chunks, and then its etag is reported as unknown (``None``), which makes
+the scan re-check it — harmless, since every task re-reads Nextcloud.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from qdrant_client import models
+
+from ncindex.documents import DocType, principal
+from ncindex.store.port import VectorStore
+
+MANIFEST_FIELDS = ("doc_key", "etag", "acl", "paths")
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestEntry:
+    """One indexed document as the store knows it: ``doc_id``, ``etag`` (``None`` when two
+    versions disagree), ``acl`` principals and ``path``, the document's path in the user's
+    view (``None`` for types without paths)."""
+
+    doc_id: str
+    etag: str | None
+    acl: tuple[str, ...]
+    path: str | None
+
+
+def manifest_filter(user: str, doc_type: DocType) -> models.Filter:
+    """First chunks of the documents of ``doc_type`` that ``user`` may see."""
+    return models.Filter(
+        must=[
+            models.FieldCondition(key="doc_type", match=models.MatchValue(value=doc_type.value)),
+            models.FieldCondition(key="acl", match=models.MatchValue(value=principal(user))),
+            models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0)),
+        ]
+    )
+
+
+def load_manifest(store: VectorStore, user: str, doc_type: DocType) -> dict[str, ManifestEntry]:
+    """``doc_id`` → :class:`ManifestEntry` for every document of ``doc_type`` in ``user``'s
+    ``acl``. Raises ``StoreUnavailable`` when the store fails."""
+    out: dict[str, ManifestEntry] = {}
+    prefix = f"{doc_type.value}:"
+    for payload in store.scroll(manifest_filter(user, doc_type), MANIFEST_FIELDS):
+        key = str(payload.get("doc_key", ""))
+        if not key.startswith(prefix):
+            continue
+        doc_id = key[len(prefix) :]
+        etag = payload.get("etag")
+        previous = out.get(doc_id)
+        if previous is not None and previous.etag != etag:
+            etag = None
+        paths = payload.get("paths") or {}
+        out[doc_id] = ManifestEntry(
+            doc_id=doc_id,
+            etag=None if etag is None else str(etag),
+            acl=tuple(payload.get("acl") or ()),
+            path=paths.get(user),
+        )
+    return out

@@ -1,0 +1,637 @@
+"""Reconciliation scans: bring the index in line with Nextcloud per user and doc type (DESIGN §7).
+
+Webhooks are delivered at most once, share changes fire none, and a folder operation fires one
+event for the folder only, so periodic scans are part of correctness. One scan of one user and
+doc type:
+
+1. reads the index manifest first (:mod:`ncindex.manifest`): a document indexed after that
+   read cannot look "missing" to this scan;
+2. pages through the source listing — WebDAV PROPFIND ``Depth: 1`` walk for files, skipping
+   every folder whose etag is unchanged since the last clean scan (a folder's etag changes
+   when anything below it changes, share mounts included); the Notes list with
+   ``pruneBefore`` and the chunk cursor for notes (only the last chunk lists every id);
+3. compares: a listed document not in the manifest is *new* (or newly shared: the user is
+   not yet in its ``acl``), one with another etag is *changed*, one at another path *moved*;
+   a manifest document not listed (and not below a skipped folder) is *missing*;
+4. enqueues ``ncindex.index_node`` for each — the task re-reads the document by id, so it
+   indexes, re-paths without embedding, adds the user to ``acl``, or removes the user's access
+   (evicting the document when nobody is left) as Nextcloud says.
+
+Guards: a failed listing enqueues nothing; an empty listing never removes; a missing document
+is only acted on once it has been missing for ``reconcile_grace_seconds``; and a scan that would
+remove more than ``reconcile_max_removal_share`` of a user's documents (and more than
+``reconcile_guard_min_docs``) is held until a second scan agrees (the removals both name go
+ahead).
+
+Redis holds only what can be rebuilt (:class:`ScanState`): folder etags and ``pruneBefore``
+(losing them costs one full listing), the missing-since times (losing them restarts the grace
+period), held removals (losing them holds again) and the last scan reports. Scan state is only
+advanced by a *clean* scan part — a folder's etag is kept only when nothing below it needed
+work, ``pruneBefore`` only when nothing did — so a task that failed after a scan is retried by
+the next scan instead of being hidden behind an unchanged etag.
+
+New doc types plug in through :data:`SCANNERS` (a :class:`Scanner` each); deck cards and news
+items have none yet.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any, Protocol
+
+import redis
+import structlog
+
+from ncindex.documents import DocType
+from ncindex.errors import NcindexError, NextcloudProtocolError, NotFound
+from ncindex.events import Action
+from ncindex.events import index_node as index_node_action
+from ncindex.indexing import Indexer
+from ncindex.manifest import ManifestEntry, load_manifest
+from ncindex.nextcloud.client import NOTES_API, NextcloudClient
+from ncindex.queueing import DEBOUNCE_PREFIX, Producer
+from ncindex.runtime import Services
+
+log = structlog.get_logger(__name__)
+
+STATE_PREFIX = "ncindex:reconcile:"
+LAST_SCANS = STATE_PREFIX + "last"
+"""Redis hash ``"{user}:{doc_type}"`` → JSON summary of the last scan (``ncindex status``)."""
+
+
+class UnsupportedDocType(ValueError):
+    """Raised when a scan is asked for a doc type that has no :class:`Scanner` yet."""
+
+
+# --- listings and reports ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A document as the source listing shows it. ``etag`` and ``path`` are ``None`` when the
+    listing gave the id only (Notes ``pruneBefore``: unchanged since the last clean scan)."""
+
+    doc_id: str
+    etag: str | None
+    path: str | None
+
+
+@dataclass(slots=True)
+class Listing:
+    """What one scan listed: ``docs`` by id; ``covered`` folders skipped because their etag
+    is unchanged (manifest documents below them count as present and unchanged);
+    ``folders`` the visited folders' etags; ``marker`` the type's resume point (Notes
+    ``pruneBefore``); ``requests`` made to Nextcloud."""
+
+    docs: dict[str, Seen] = field(default_factory=dict)
+    covered: set[str] = field(default_factory=set)
+    folders: dict[str, str] = field(default_factory=dict)
+    marker: int | None = None
+    requests: int = 0
+
+    def covers(self, path: str | None) -> bool:
+        """True when ``path`` lies in (or is) a skipped, unchanged folder."""
+        if path is None or not self.covered:
+            return False
+        return any(folder in self.covered for folder in ancestors(path))
+
+    @property
+    def empty(self) -> bool:
+        """Nothing listed and nothing skipped."""
+        return not self.docs and not self.covered
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One difference: ``reason`` is ``new``, ``changed``, ``moved`` or ``missing``; ``path``
+    is where the listing shows it, ``indexed_path`` where the manifest has it."""
+
+    doc_id: str
+    reason: str
+    path: str | None = None
+    indexed_path: str | None = None
+
+
+@dataclass(slots=True)
+class ScanReport:
+    """The outcome of one scan of one user and doc type.
+
+    ``index`` are enqueued as they are; ``remove`` are missing documents past the grace period
+    (enqueued as a re-check by id, which evicts what is gone); ``waiting`` are missing within
+    the grace period; ``held`` are removals the guards held back (``guard`` says which:
+    ``empty_listing`` or ``mass_removal``). ``applied`` is false for a dry run, which enqueues
+    nothing and stores no state.
+    """
+
+    user: str
+    doc_type: str
+    started_at: float
+    applied: bool
+    seconds: float = 0.0
+    listed: int = 0
+    indexed: int = 0
+    requests: int = 0
+    index: list[Change] = field(default_factory=list)
+    remove: list[Change] = field(default_factory=list)
+    waiting: list[Change] = field(default_factory=list)
+    held: list[Change] = field(default_factory=list)
+    guard: str | None = None
+    enqueued: int = 0
+    coalesced: int = 0
+    error: str | None = None
+
+    @property
+    def clean(self) -> bool:
+        """The index agreed with the listing: nothing to do, nothing waiting or held."""
+        return (
+            self.error is None
+            and not self.index
+            and not self.remove
+            and not self.waiting
+            and not self.held
+        )
+
+    def counts(self) -> dict[str, int]:
+        """Changes by reason, plus ``waiting`` and ``held``."""
+        out: dict[str, int] = {}
+        for change in self.index + self.remove:
+            out[change.reason] = out.get(change.reason, 0) + 1
+        out["waiting"] = len(self.waiting)
+        out["held"] = len(self.held)
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-able summary (no per-document lists)."""
+        return {
+            "user": self.user,
+            "doc_type": self.doc_type,
+            "at": int(self.started_at),
+            "seconds": round(self.seconds, 3),
+            "listed": self.listed,
+            "indexed": self.indexed,
+            "requests": self.requests,
+            "changes": self.counts(),
+            "guard": self.guard,
+            "enqueued": self.enqueued,
+            "coalesced": self.coalesced,
+            "applied": self.applied,
+            "clean": self.clean,
+            "error": self.error,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary plus every change (for ``ncindex reconcile``)."""
+        out = self.summary()
+        for name in ("index", "remove", "waiting", "held"):
+            out[name] = [asdict(c) for c in getattr(self, name)]
+        return out
+
+
+def ancestors(path: str) -> list[str]:
+    """``path`` and every folder above it: ``/a/b.md`` → ``["/a/b.md", "/a", "/"]``."""
+    out = [path]
+    while path not in ("/", ""):
+        path = posixpath.dirname(path)
+        out.append(path)
+    return out
+
+
+# --- state in Redis ------------------------------------------------------------------------
+
+
+class ScanState:
+    """One user's and doc type's rebuildable scan state in Redis (see the module docstring)."""
+
+    def __init__(self, client: redis.Redis, user: str, doc_type: DocType) -> None:
+        self.redis = client
+        self.base = f"{STATE_PREFIX}{doc_type.value}:{user}"
+        self.field = f"{user}:{doc_type.value}"
+
+    def folders(self) -> dict[str, str]:
+        """Folder path → etag at the last clean visit."""
+        return {
+            k.decode(): v.decode() for k, v in self.redis.hgetall(self.base + ":folders").items()
+        }
+
+    def set_folders(self, folders: dict[str, str]) -> None:
+        """Replace the folder etags."""
+        key = self.base + ":folders"
+        pipe = self.redis.pipeline()
+        pipe.delete(key)
+        if folders:
+            pipe.hset(key, mapping=folders)
+        pipe.execute()
+
+    def marker(self) -> int | None:
+        """The type's resume point (Notes ``pruneBefore``), if any."""
+        raw = self.redis.get(self.base + ":marker")
+        return int(raw) if raw is not None else None
+
+    def set_marker(self, value: int) -> None:
+        """Store the resume point."""
+        self.redis.set(self.base + ":marker", int(value))
+
+    def missing_since(self) -> dict[str, float]:
+        """Document id → Unix time a scan first missed it."""
+        return {k.decode(): float(v) for k, v in self.redis.hgetall(self.base + ":missing").items()}
+
+    def set_missing(self, since: dict[str, float]) -> None:
+        """Replace the missing-since times."""
+        key = self.base + ":missing"
+        pipe = self.redis.pipeline()
+        pipe.delete(key)
+        if since:
+            pipe.hset(key, mapping={k: str(v) for k, v in since.items()})
+        pipe.execute()
+
+    def held(self) -> set[str] | None:
+        """Ids of the removals held by the mass-removal guard, or ``None``."""
+        raw = self.redis.get(self.base + ":held")
+        return set(json.loads(raw)) if raw is not None else None
+
+    def set_held(self, ids: Iterable[str] | None) -> None:
+        """Hold these removals (``None`` or empty: release the hold)."""
+        ids = sorted(ids or ())
+        if ids:
+            self.redis.set(self.base + ":held", json.dumps(ids))
+        else:
+            self.redis.delete(self.base + ":held")
+
+    def last(self) -> dict[str, Any] | None:
+        """The summary of the last scan, if recorded."""
+        raw = self.redis.hget(LAST_SCANS, self.field)
+        return json.loads(raw) if raw is not None else None
+
+    def record(self, report: ScanReport) -> None:
+        """Store ``report``'s summary as the last scan, with ``in_sync_at``: the start of the
+        last clean scan (kept from the previous record when this one was not clean)."""
+        summary = report.summary()
+        previous = self.last() or {}
+        summary["in_sync_at"] = (
+            int(report.started_at) if report.clean else previous.get("in_sync_at")
+        )
+        self.redis.hset(LAST_SCANS, self.field, json.dumps(summary))
+
+
+# --- scanners ------------------------------------------------------------------------------
+
+
+class Scanner(Protocol):
+    """How one doc type is listed, what a change enqueues, and what state a scan keeps."""
+
+    doc_type: DocType
+
+    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
+        """Page through the source listing; raise an ``NcindexError`` when it fails."""
+
+    def action(self, user: str, doc_id: str) -> Action:
+        """The task that brings one document of ``user`` in line (it re-reads Nextcloud)."""
+
+    def commit(self, state: ScanState, listing: Listing, dirty: set[str], clean: bool) -> None:
+        """Advance the stored state after an applied scan. ``dirty`` holds every folder with
+        a change at or below it; ``clean`` says whether the whole scan was clean."""
+
+
+class FileScanner:
+    """Files: a PROPFIND ``Depth: 1`` walk that skips subtrees whose folder etag is unchanged.
+
+    With the root's etag unchanged a scan costs one ``Depth: 0`` request. Entries are
+    classified by :meth:`ncindex.indexing.Indexer.classify`: notes and unsupported files are
+    left to their own scanner (or not indexed at all).
+    """
+
+    doc_type = DocType.FILE
+
+    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
+        """Walk the user's files breadth first, one folder per request."""
+        stored = state.folders()
+        listing = Listing()
+        if "/" in stored:
+            root = client.propfind("/", depth=0)[0]
+            listing.requests += 1
+            if root.etag == stored["/"]:
+                listing.covered.add("/")
+                return listing
+        queue: deque[str] = deque(["/"])
+        while queue:
+            folder = queue.popleft()
+            try:
+                entries = client.propfind(folder, depth=1)
+            except NotFound:
+                if folder == "/":
+                    raise
+                continue  # gone during the walk: what the index has there counts as missing
+            finally:
+                listing.requests += 1
+            if not entries:
+                raise NextcloudProtocolError(f"PROPFIND {folder}: empty multistatus")
+            listing.folders[folder] = entries[0].etag
+            for entry in entries[1:]:
+                if entry.is_folder:
+                    if stored.get(entry.path) == entry.etag:
+                        listing.covered.add(entry.path)
+                    else:
+                        queue.append(entry.path)
+                    continue
+                if entry.file_id is None:
+                    continue
+                ref = reconciler.indexer.classify(client, entry)
+                if ref is not None and ref.doc_type is DocType.FILE:
+                    listing.docs[ref.doc_id] = Seen(ref.doc_id, entry.etag, entry.path)
+        return listing
+
+    def action(self, user: str, doc_id: str) -> Action:
+        """``ncindex.index_node`` for the file id."""
+        return index_node_action(user, int(doc_id))
+
+    def commit(self, state: ScanState, listing: Listing, dirty: set[str], clean: bool) -> None:
+        """Keep the etags of skipped folders (and what is stored below them) and of every
+        visited folder with nothing dirty at or below it."""
+        stored = state.folders()
+        keep = {p: e for p, e in stored.items() if listing.covers(p) and p not in dirty}
+        keep.update({p: e for p, e in listing.folders.items() if p not in dirty})
+        state.set_folders(keep)
+
+
+class NoteScanner:
+    """Notes: ``GET /notes?exclude=content&pruneBefore=…&chunkSize=…`` following the chunk
+    cursor. Notes unchanged since the last clean scan come as ``{"id": N}``; only the last
+    chunk lists every id, so deletions are judged on the whole sequence."""
+
+    doc_type = DocType.NOTE
+
+    def __init__(self, chunk_size: Callable[[Reconciler], int]) -> None:
+        self._chunk_size = chunk_size
+
+    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
+        """Page through the Notes list."""
+        listing = Listing()
+        params: dict[str, Any] = {
+            "exclude": "content",
+            "chunkSize": self._chunk_size(reconciler),
+        }
+        prune_before = state.marker()
+        if prune_before is not None:
+            params["pruneBefore"] = prune_before
+        while True:
+            response = client.request("GET", f"{NOTES_API}/notes", params=params)
+            listing.requests += 1
+            if listing.marker is None:
+                listing.marker = _http_time(response.headers.get("Last-Modified"))
+            try:
+                items = response.json()
+            except ValueError as exc:
+                raise NextcloudProtocolError("notes list is not JSON") from exc
+            if not isinstance(items, list):
+                raise NextcloudProtocolError("notes list is not a JSON list")
+            for item in items:
+                try:
+                    doc_id = str(int(item["id"]))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise NextcloudProtocolError(f"note without id: {item!r}") from exc
+                if "etag" in item:
+                    listing.docs[doc_id] = Seen(doc_id, str(item["etag"]), item.get("internalPath"))
+                else:
+                    listing.docs.setdefault(doc_id, Seen(doc_id, None, None))
+            cursor = response.headers.get("X-Notes-Chunk-Cursor")
+            if not cursor:
+                return listing
+            params["chunkCursor"] = cursor
+
+    def action(self, user: str, doc_id: str) -> Action:
+        """``ncindex.index_node`` for the note's file id."""
+        return index_node_action(user, int(doc_id))
+
+    def commit(self, state: ScanState, listing: Listing, dirty: set[str], clean: bool) -> None:
+        """Advance ``pruneBefore`` to this listing's ``Last-Modified``, only after a clean scan
+        (otherwise the documents that needed work would be pruned from the next listing)."""
+        if clean and listing.marker is not None:
+            state.set_marker(listing.marker)
+
+
+def _http_time(value: str | None) -> int | None:
+    if not value:
+        return None
+    try:
+        return int(parsedate_to_datetime(value).timestamp())
+    except (TypeError, ValueError):
+        return None
+
+
+SCANNERS: dict[DocType, Scanner] = {
+    DocType.FILE: FileScanner(),
+    DocType.NOTE: NoteScanner(lambda r: r.settings.reconcile_notes_chunk_size),
+}
+"""The doc types that can be reconciled. Deck cards and News items plug in here."""
+
+
+def scan_types() -> list[DocType]:
+    """The doc types with a scanner, in a stable order."""
+    return [t for t in DocType if t in SCANNERS]
+
+
+# --- the reconciler ------------------------------------------------------------------------
+
+
+class Reconciler:
+    """Runs scans on one process's :class:`Services`; ``producer`` sends the tasks (a Celery
+    app). The Celery tasks and ``ncindex reconcile`` both call :meth:`scan`."""
+
+    def __init__(self, services: Services, indexer: Indexer, producer: Producer | None) -> None:
+        self.services = services
+        self.settings = services.settings
+        self.indexer = indexer
+        self.producer = producer
+
+    def scan(self, user: str, doc_type: DocType | str, *, apply: bool = True) -> ScanReport:
+        """Scan ``user``'s documents of ``doc_type``; with ``apply`` enqueue the changes and
+        advance the stored state, else only report. Raises :class:`UnsupportedDocType`."""
+        doc_type = DocType(doc_type)
+        scanner = SCANNERS.get(doc_type)
+        if scanner is None:
+            raise UnsupportedDocType(f"no reconcile scanner for {doc_type.value} yet")
+        if apply and self.producer is None:
+            raise ValueError("a producer is needed to apply a scan")
+        started = time.time()
+        clock = time.monotonic()
+        report = ScanReport(user, doc_type.value, started, apply)
+        state = ScanState(self.services.redis, user, doc_type)
+        log_ = log.bind(user=user, doc_type=doc_type.value)
+        try:
+            manifest = load_manifest(self.services.store, user, doc_type)
+            report.indexed = len(manifest)
+            listing = scanner.list(self, self.services.account(user), state)
+        except NcindexError as exc:
+            report.error = f"{type(exc).__name__}: {exc}"
+            report.seconds = time.monotonic() - clock
+            log_.warning("reconcile_listing_failed", error=report.error)
+            if apply:
+                state.record(report)
+            return report
+        report.requests = listing.requests
+        report.listed = len(listing.docs)
+        self._compare(report, listing, manifest, state, apply)
+        if apply:
+            report.enqueued, report.coalesced = self._enqueue(
+                user, scanner, report.index + report.remove, doc_type
+            )
+            scanner.commit(state, listing, self._dirty(report), report.clean)
+        report.seconds = time.monotonic() - clock
+        if apply:
+            state.record(report)
+        log_.info("reconcile_scan", **report.summary())
+        return report
+
+    # --- comparing -------------------------------------------------------------------------
+
+    def _compare(
+        self,
+        report: ScanReport,
+        listing: Listing,
+        manifest: dict[str, ManifestEntry],
+        state: ScanState,
+        apply: bool,
+    ) -> None:
+        for doc_id, seen in listing.docs.items():
+            entry = manifest.get(doc_id)
+            if entry is None:
+                report.index.append(Change(doc_id, "new", seen.path))
+            elif seen.etag is not None and seen.etag != entry.etag:
+                report.index.append(Change(doc_id, "changed", seen.path, entry.path))
+            elif seen.path is not None and seen.path != entry.path:
+                report.index.append(Change(doc_id, "moved", seen.path, entry.path))
+        missing = [
+            Change(doc_id, "missing", None, entry.path)
+            for doc_id, entry in manifest.items()
+            if doc_id not in listing.docs and not listing.covers(entry.path)
+        ]
+        now = time.time()
+        previous = state.missing_since()
+        since = {c.doc_id: previous.get(c.doc_id, now) for c in missing}
+        grace = self.settings.reconcile_grace_seconds
+        for change in missing:
+            (report.remove if now - since[change.doc_id] >= grace else report.waiting).append(
+                change
+            )
+        if apply:
+            state.set_missing(since)
+        self._guard(report, listing, len(manifest), state, apply)
+
+    def _guard(
+        self, report: ScanReport, listing: Listing, indexed: int, state: ScanState, apply: bool
+    ) -> None:
+        """Hold removals after an empty listing, and mass removals until a second scan agrees."""
+        if not report.remove:
+            if apply:
+                state.set_held(None)
+            return
+        if listing.empty:
+            report.guard = "empty_listing"
+            report.held, report.remove = report.remove, []
+            return
+        limit = max(
+            self.settings.reconcile_guard_min_docs,
+            self.settings.reconcile_max_removal_share * indexed,
+        )
+        if len(report.remove) <= limit:
+            if apply:
+                state.set_held(None)
+            return
+        report.guard = "mass_removal"
+        previous = state.held()
+        if previous is None:
+            report.held, report.remove = report.remove, []
+            if apply:
+                state.set_held(c.doc_id for c in report.held)
+            log.warning(
+                "reconcile_mass_removal_held",
+                user=report.user,
+                doc_type=report.doc_type,
+                removals=len(report.held),
+                indexed=indexed,
+            )
+            return
+        agreed = [c for c in report.remove if c.doc_id in previous]
+        report.held = [c for c in report.remove if c.doc_id not in previous]
+        report.remove = agreed
+        if apply:
+            state.set_held(c.doc_id for c in report.held)
+
+    @staticmethod
+    def _dirty(report: ScanReport) -> set[str]:
+        """Every folder at or above a path that needed work, was waiting or was held."""
+        dirty: set[str] = set()
+        for change in report.index + report.remove + report.waiting + report.held:
+            for path in (change.path, change.indexed_path):
+                if path:
+                    dirty.update(ancestors(posixpath.dirname(path)))
+        return dirty
+
+    # --- enqueueing ------------------------------------------------------------------------
+
+    def _enqueue(
+        self, user: str, scanner: Scanner, changes: list[Change], doc_type: DocType
+    ) -> tuple[int, int]:
+        """Send each change's task now; a task already pending for the same document (a
+        webhook's, or the other scanner's) takes it instead. Returns ``(queued, coalesced)``."""
+        assert self.producer is not None
+        period = self.settings.reconcile_periods.get(doc_type.value, 900)
+        ttl = max(60, int(period))
+        queued = coalesced = 0
+        done: set[str] = set()
+        for change in changes:
+            action = scanner.action(user, change.doc_id)
+            key = DEBOUNCE_PREFIX + action.debounce_key if action.debounce_key else None
+            if key in done:
+                continue
+            if key is not None:
+                done.add(key)
+                if not self.services.redis.set(key, 1, nx=True, ex=ttl):
+                    coalesced += 1
+                    continue
+            kwargs = dict(action.kwargs) | ({"debounce_key": key} if key else {})
+            self.producer.send_task(action.task, kwargs=kwargs, queue=action.queue)
+            queued += 1
+        return queued, coalesced
+
+
+# --- requesting scans ----------------------------------------------------------------------
+
+SCAN_TASK = "ncindex.reconcile_scan"
+PENDING_PREFIX = STATE_PREFIX + "pending:"
+
+
+def pending_key(user: str, doc_type: DocType | str) -> str:
+    """Redis key marking a scan of ``user`` and ``doc_type`` as queued but not yet started."""
+    return f"{PENDING_PREFIX}{DocType(doc_type).value}:{user}"
+
+
+def request_scans(
+    producer: Producer,
+    client: redis.Redis,
+    users: Iterable[str],
+    doc_types: Iterable[DocType | str],
+    pending_seconds: int,
+) -> int:
+    """Queue one ``ncindex.reconcile_scan`` per user and doc type on the ``reconcile`` queue,
+    unless one is already queued (a pending marker lives ``pending_seconds`` or until the scan
+    starts). Returns how many were queued."""
+    queued = 0
+    for doc_type in doc_types:
+        for user in users:
+            key = pending_key(user, doc_type)
+            if not client.set(key, 1, nx=True, ex=max(1, int(pending_seconds))):
+                continue
+            producer.send_task(
+                SCAN_TASK,
+                kwargs={"user": user, "doc_type": DocType(doc_type).value, "pending_key": key},
+                queue="reconcile",
+            )
+            queued += 1
+    return queued

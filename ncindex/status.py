@@ -1,0 +1,90 @@
+"""What ``ncindex status`` shows: queue depths, the last scan per user and doc type, index lag,
+and dead letters (DESIGN §6, §12).
+
+Everything is read from Redis: the broker's queues (kombu keeps one list per queue, and the
+messages a worker has taken but not yet acknowledged in the ``unacked`` hash), the scan
+summaries :mod:`ncindex.reconcile` records, and the ``ncindex:deadletter:*`` keys the workers
+write when they park a document.
+
+Index lag is measured per user and doc type as the time since the index was last found equal
+to Nextcloud (``in_sync_at``, the start of the last clean scan); the overall figure is the
+largest of them. ``None`` means no clean scan has been recorded yet.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis
+
+from ncindex.queueing import QUEUES
+from ncindex.reconcile import LAST_SCANS
+
+DEADLETTER_PATTERN = "ncindex:deadletter:*"
+UNACKED = "unacked"
+_SAMPLE = 5
+
+
+def queue_depths(client: redis.Redis) -> dict[str, int]:
+    """Messages waiting per queue, plus ``unacked`` (taken by a worker, not yet acknowledged)."""
+    depths = {name: int(client.llen(name)) for name in QUEUES}
+    depths[UNACKED] = int(client.hlen(UNACKED))
+    return depths
+
+
+def last_scans(client: redis.Redis, now: float | None = None) -> dict[str, dict[str, Any]]:
+    """``"{user}:{doc_type}"`` → the last scan's summary with ``lag_seconds`` added."""
+    now = time.time() if now is None else now
+    out: dict[str, dict[str, Any]] = {}
+    for key, raw in sorted(client.hgetall(LAST_SCANS).items()):
+        summary = json.loads(raw)
+        in_sync = summary.get("in_sync_at")
+        summary["lag_seconds"] = None if in_sync is None else max(0, int(now - in_sync))
+        out[key.decode()] = summary
+    return out
+
+
+def dead_letters(client: redis.Redis) -> dict[str, Any]:
+    """Each ``ncindex:deadletter:*`` key with its size and a few of its entries."""
+    out: dict[str, Any] = {}
+    for raw_key in sorted(client.scan_iter(match=DEADLETTER_PATTERN, count=500)):
+        key = raw_key.decode()
+        kind = client.type(raw_key).decode()
+        entry: dict[str, Any] = {"type": kind}
+        if kind == "string":
+            entry["size"] = 1
+            entry["sample"] = [_text(client.get(raw_key))]
+        elif kind == "hash":
+            entry["size"] = int(client.hlen(raw_key))
+            items = list(client.hscan_iter(raw_key, count=_SAMPLE))[:_SAMPLE]
+            entry["sample"] = {_text(k): _text(v) for k, v in items}
+        elif kind == "list":
+            entry["size"] = int(client.llen(raw_key))
+            entry["sample"] = [_text(v) for v in client.lrange(raw_key, 0, _SAMPLE - 1)]
+        elif kind == "set":
+            entry["size"] = int(client.scard(raw_key))
+            entry["sample"] = sorted(_text(v) for v in client.srandmember(raw_key, _SAMPLE))
+        elif kind == "zset":
+            entry["size"] = int(client.zcard(raw_key))
+            entry["sample"] = [_text(v) for v in client.zrange(raw_key, 0, _SAMPLE - 1)]
+        out[key] = entry
+    return out
+
+
+def collect_status(client: redis.Redis, now: float | None = None) -> dict[str, Any]:
+    """The whole status: ``queues``, ``scans``, ``lag_seconds`` (largest per-scan lag, or
+    ``None`` when a scanned user and type was never in sync), ``dead_letters``."""
+    scans = last_scans(client, now)
+    lags = [s["lag_seconds"] for s in scans.values()]
+    return {
+        "queues": queue_depths(client),
+        "scans": scans,
+        "lag_seconds": None if not lags or None in lags else max(lags),
+        "dead_letters": dead_letters(client),
+    }
+
+
+def _text(value: bytes | None) -> str:
+    return "" if value is None else value.decode("utf-8", errors="replace")

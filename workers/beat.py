@@ -1,0 +1,84 @@
+"""The beat schedule, as data from settings (DESIGN §7), and the entry module for beat.
+
+``celery -A workers.beat beat`` runs the one beat of a distributed deployment; ``ncindex up``
+runs the same schedule in a thread (:func:`start_embedded_beat`).
+
+One entry per doc type that has a scanner (:data:`ncindex.reconcile.SCANNERS`):
+``reconcile-<doc_type>`` sends ``ncindex.reconcile_check`` every
+``reconcile_periods[doc_type]`` seconds to the ``reconcile`` queue; a type listed in
+``reconcile_disable`` has no entry; each message ``expires`` a little under the period, so
+ticks that waited through an outage do not pile up. The check task holds a Redis lock that
+expires before the next tick (:func:`check_lock_seconds`), so two beats or a backlog never
+stack scans.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from celery import Celery
+
+from ncindex.reconcile import SCANNERS
+from ncindex.settings import Settings
+
+CHECK_TASK = "ncindex.reconcile_check"
+SCAN_TASK = "ncindex.reconcile_scan"
+
+
+def expires_seconds(period: float) -> float:
+    """How long a tick stays valid: a little under ``period`` (90 %, at least 1 s less)."""
+    return max(1.0, min(period * 0.9, period - 1))
+
+
+def check_lock_seconds(period: float) -> int:
+    """Expiry of the check task's lock: shorter than ``period`` (80 %, at least 1 s)."""
+    return max(1, int(period * 0.8))
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The beat schedule: ``reconcile-<doc_type>`` entries for the enabled types with a
+    scanner."""
+    schedule: dict[str, dict[str, Any]] = {}
+    for doc_type, period in sorted(settings.reconcile_periods.items()):
+        if doc_type in settings.reconcile_disable or doc_type not in SCANNERS:
+            continue
+        schedule[f"reconcile-{doc_type}"] = {
+            "task": CHECK_TASK,
+            "schedule": timedelta(seconds=period),
+            "kwargs": {"doc_type": doc_type},
+            "options": {"queue": "reconcile", "expires": expires_seconds(period)},
+        }
+    return schedule
+
+
+def configure_beat(app: Celery, settings: Settings) -> Celery:
+    """Put :func:`beat_schedule` on ``app`` with the in-memory scheduler (the schedule is
+    data; nothing is worth persisting across restarts). Returns ``app``."""
+    app.conf.beat_schedule = beat_schedule(settings)
+    app.conf.beat_scheduler = "celery.beat:Scheduler"
+    return app
+
+
+def start_embedded_beat(app: Celery, settings: Settings) -> Any:
+    """Run beat in a daemon thread of this process (``ncindex up``); returns the thread,
+    whose ``stop()`` ends it."""
+    from celery.beat import EmbeddedService
+
+    configure_beat(app, settings)
+    service = EmbeddedService(app, thread=True, scheduler_cls="celery.beat:Scheduler")
+    service.start()
+    return service
+
+
+def __getattr__(name: str) -> Any:
+    """``app`` for ``celery -A workers.beat beat``: the workers' app with the schedule, built
+    from the environment on first access."""
+    if name == "app":
+        from workers.celery_app import create_celery
+
+        settings = Settings()
+        app = configure_beat(create_celery(settings), settings)
+        globals()["app"] = app
+        return app
+    raise AttributeError(name)
