@@ -26,8 +26,18 @@ from ncindex.documents import normalize_path
 NODE_NS = "OCP\\Files\\Events\\Node\\"
 SINGLE_NODE = {"NodeCreatedEvent", "NodeWrittenEvent", "BeforeNodeDeletedEvent", "NodeDeletedEvent"}
 TWO_NODE = {"NodeRenamedEvent", "NodeCopiedEvent", "NodeRestoredEvent"}
+TAG_ASSIGNED = "OCP\\SystemTag\\TagAssignedEvent"
+TAG_UNASSIGNED = "OCP\\SystemTag\\TagUnassignedEvent"
+TAG_EVENTS = (TAG_ASSIGNED, TAG_UNASSIGNED)
+DECK_NS = "OCA\\Deck\\Event\\"
+CARD_CREATED = DECK_NS + "CardCreatedEvent"
+CARD_UPDATED = DECK_NS + "CardUpdatedEvent"
+CARD_DELETED = DECK_NS + "CardDeletedEvent"
+#: Deck card classes: webhook-compatible only with Deck ≥ 1.18 (reference §1.4), so they are
+#: registered separately from :data:`SUBSCRIBED` (registering them on an older Deck fails).
+DECK_SUBSCRIBED = (CARD_CREATED, CARD_DELETED, CARD_UPDATED)
 #: Event classes ncindex registers with webhook_listeners (one registration each).
-SUBSCRIBED = tuple(NODE_NS + name for name in sorted(SINGLE_NODE | TWO_NODE))
+SUBSCRIBED = tuple(NODE_NS + name for name in sorted(SINGLE_NODE | TWO_NODE)) + TAG_EVENTS
 
 _MAX_PATH = 4096
 _FILES_PATH = re.compile(r"^/(?P<user>[^/]+)/files(?P<path>/.*)?$")
@@ -97,6 +107,15 @@ def parse_envelope(raw: Any) -> Envelope:
             ".".join(str(p) for p in first["loc"]) or "body", first["msg"]
         ) from None
     name = short_class(envelope.event.event_class)
+    extra = envelope.event.model_extra or {}
+    if name in TAG_EVENTS:
+        ids = extra.get("objectIds")
+        if not isinstance(ids, list) or not all(_is_id(i) for i in ids):
+            raise EnvelopeError("event.objectIds", "must be a list of numeric ids")
+    if name in DECK_SUBSCRIBED:
+        card = extra.get("card")
+        if not isinstance(card, dict) or not _is_id(card.get("id")):
+            raise EnvelopeError("event.card.id", f"required for {name}")
     if name in SINGLE_NODE and envelope.event.node is None:
         raise EnvelopeError("event.node", f"required for {name}")
     if name in TWO_NODE:
@@ -104,6 +123,15 @@ def parse_envelope(raw: Any) -> Envelope:
             if getattr(envelope.event, key) is None:
                 raise EnvelopeError(f"event.{key}", f"required for {name}")
     return envelope
+
+
+def _is_id(value: Any) -> bool:
+    """A non-negative integer id, as an int or a digit string (tag events send strings)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 0
+    return isinstance(value, str) and value.isdigit() and len(value) <= 20
 
 
 def short_class(event_class: str) -> str:
@@ -164,15 +192,65 @@ def move_path(user: str, source: str, target: str, file_id: int | None) -> Actio
     )
 
 
+def index_document(user: str, doc_type: str, doc_id: int) -> Action:
+    """Re-read document ``doc_type``/``doc_id`` as ``user`` and index it (or evict it)."""
+    return Action(
+        "ncindex.index_document",
+        "index",
+        {"user": user, "doc_type": doc_type, "doc_id": doc_id},
+        f"index:{user}:{doc_type}:{doc_id}",
+    )
+
+
+def evict_document(user: str, doc_type: str, doc_id: int) -> Action:
+    """``user`` deleted document ``doc_type``/``doc_id`` (re-checked before evicting)."""
+    return Action(
+        "ncindex.evict_document",
+        "evict",
+        {"user": user, "doc_type": doc_type, "doc_id": doc_id},
+        f"evict:{user}:{doc_type}:{doc_id}",
+    )
+
+
+def _acting_user(envelope: Envelope, accounts: Container[str]) -> tuple[str | None, str | None]:
+    """``(uid, None)`` for the envelope's configured session user, else ``(None, reason)``."""
+    if envelope.user is None:
+        return None, "no_user"
+    if envelope.user.uid not in accounts:
+        return None, "unknown_user"
+    return envelope.user.uid, None
+
+
 def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     """Map a valid envelope to the tasks it asks for (DESIGN §5).
 
     Created/Written/Copied(target)/Restored(target) ⇒ index; BeforeNodeDeleted and
-    NodeDeleted ⇒ evict (by id when present, else by path); Renamed ⇒ move. Events of users
-    without a configured account, and paths outside ``files/``, are ignored with a reason.
+    NodeDeleted ⇒ evict (by id when present, else by path); Renamed ⇒ move.
+    TagAssigned/TagUnassigned on ``files`` ⇒ index each object id (eligibility and ``tags``
+    may change) as the envelope's ``user.uid``; Deck CardCreated/CardUpdated ⇒ index the
+    card, CardDeleted ⇒ evict it, as ``user.uid``. Events of users without a configured
+    account, tag and card events without a user (``no_user``: nobody to read them as),
+    and paths outside ``files/`` are ignored with a reason.
     """
     event = envelope.event
     name = short_class(event.event_class)
+    extra = event.model_extra or {}
+    if name in TAG_EVENTS:
+        if extra.get("objectType") != "files":
+            return Plan(ignored="tag_object_type")
+        user, reason = _acting_user(envelope, accounts)
+        if user is None:
+            return Plan(ignored=reason)
+        ids = sorted({int(i) for i in extra["objectIds"]})
+        return Plan([index_node(user, i) for i in ids]) if ids else Plan(ignored="no_objects")
+    if name in DECK_SUBSCRIBED:
+        user, reason = _acting_user(envelope, accounts)
+        if user is None:
+            return Plan(ignored=reason)
+        card_id = int(extra["card"]["id"])
+        if name == CARD_DELETED:
+            return Plan([evict_document(user, "deck_card", card_id)])
+        return Plan([index_document(user, "deck_card", card_id)])
     if name not in SINGLE_NODE | TWO_NODE:
         return Plan(ignored="event_class")
     node = event.node if name in SINGLE_NODE else event.target

@@ -18,6 +18,8 @@ from typing import Any
 import structlog
 from qdrant_client import models
 
+from ncindex import deck, news
+from ncindex.deadletter import DeadLetter, DeadLetters, node_subject
 from ncindex.documents import (
     Chunk,
     DocRef,
@@ -29,13 +31,14 @@ from ncindex.documents import (
     principal,
     text_hash,
 )
-from ncindex.errors import NotFound, TransientError
+from ncindex.eligibility import Eligibility
+from ncindex.errors import ExtractionError, NotFound, TooLarge, TransientError
 from ncindex.nextcloud.client import NextcloudClient, NotesSettings
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.runtime import Services
 from ncindex.store.port import PointRecord
 from ncindex.text.chunking import Chunker
-from ncindex.text.extract import extract_text, is_supported
+from ncindex.text.extract import extract_text
 
 log = structlog.get_logger(__name__)
 
@@ -66,11 +69,14 @@ class LockBusy(TransientError):
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What an operation did: ``action`` is one of ``indexed``, ``updated``, ``unchanged``,
-    ``evicted``, ``ineligible``, ``folder``, ``moved``; ``embedded`` counts chunks embedded."""
+    ``evicted``, ``ineligible``, ``folder``, ``moved``, ``dead_letter`` (parked now or still
+    parked); ``embedded`` counts chunks embedded; ``reason`` says why for ``ineligible`` and
+    ``dead_letter``."""
 
     action: str
     doc_key: str | None = None
     embedded: int = 0
+    reason: str | None = None
 
 
 class Indexer:
@@ -80,6 +86,16 @@ class Indexer:
         self.services = services
         self.settings = services.settings
         self._chunker: Chunker | None = None
+
+    @property
+    def eligibility(self) -> Eligibility:
+        """The indexing policy of the current settings (``index_*``; built per call, cheap)."""
+        return Eligibility.from_settings(self.settings)
+
+    @property
+    def deadletters(self) -> DeadLetters:
+        """The dead letter in this process's Redis."""
+        return DeadLetters(self.services.redis)
 
     @property
     def chunker(self) -> Chunker:
@@ -119,29 +135,84 @@ class Indexer:
             return Outcome("evicted")
         if entry.is_folder:
             return Outcome("folder")
-        ref = self.classify(client, entry)
+        subject = node_subject(file_id)
+        parked = self.deadletters.blocked(subject, entry.etag)
+        if parked is not None:
+            return Outcome("dead_letter", reason=parked.reason)
+        ref, reason = self._classify(client, entry)
         for doc_type in NODE_TYPES:
             if ref is None or doc_type != ref.doc_type:
                 self.remove_access(user, DocRef(doc_type, str(file_id)))
         if ref is None:
-            return Outcome("ineligible")
+            return Outcome("ineligible", reason=reason)
         current = self._current(ref)
-        doc = self._fetch(client, ref, entry, current)
+        try:
+            doc = self._fetch(client, ref, entry, current)
+        except (ExtractionError, TooLarge) as exc:
+            # the bytes cannot become text: park until the file changes; a stale version
+            # of the text must not stay searchable
+            self.services.store.delete_document(ref.key)
+            reason = f"{type(exc).__name__}: {exc}"
+            self.park(subject, user, entry.etag, reason, "ncindex.index_node", file_id=file_id)
+            return Outcome("dead_letter", ref.key, reason=reason)
         if doc is None:  # unchanged content (conditional GET answered 304 / same etag)
-            return self._update_metadata(ref, current, user, entry.path, {})
+            return self._update_metadata(ref, current, user, entry.path, {"tags": entry.tags})
         return self.write_document(doc, current)
+
+    def park(
+        self, subject: str, user: str, etag: str, reason: str, task: str, **kwargs: Any
+    ) -> DeadLetter:
+        """Put ``subject`` in the dead letter with ``reason`` until its ``etag`` changes."""
+        entry = self.deadletters.park(
+            DeadLetter(subject, user, reason, etag, task, {"user": user, **kwargs})
+        )
+        log.warning("dead_letter", subject=subject, user=user, reason=reason)
+        return entry
+
+    def park_node(self, user: str, file_id: int, reason: str, deliveries: int = 0) -> Outcome:
+        """Park file ``file_id`` (its current etag read as ``user``) with ``reason``; evicts
+        it instead when it is gone."""
+        client = self.services.account(user)
+        try:
+            entry = client.find_by_id(file_id)
+        except NotFound:
+            for doc_type in NODE_TYPES:
+                self.remove_access(user, DocRef(doc_type, str(file_id)))
+            return Outcome("evicted")
+        self.deadletters.park(
+            DeadLetter(
+                node_subject(file_id),
+                user,
+                reason,
+                entry.etag,
+                "ncindex.index_node",
+                {"user": user, "file_id": file_id},
+                deliveries=deliveries,
+            )
+        )
+        log.warning("dead_letter", subject=node_subject(file_id), user=user, reason=reason)
+        return Outcome("dead_letter", reason=reason)
 
     def classify(self, client: NextcloudClient, entry: DavEntry) -> DocRef | None:
         """``note`` for a file under the user's notes folder with a note extension, ``file``
-        for another supported file, ``None`` for anything not indexed."""
+        for another eligible file (:mod:`ncindex.eligibility`), ``None`` for anything not
+        indexed."""
+        return self._classify(client, entry)[0]
+
+    def _classify(
+        self, client: NextcloudClient, entry: DavEntry
+    ) -> tuple[DocRef | None, str | None]:
+        """:meth:`classify` plus the reason when it is ``None``. Path globs and the tag
+        gate apply to notes too; the MIME list to files only (a note is known by its
+        folder and extension)."""
         notes = self.notes_settings(client)
         ext = posixpath.splitext(entry.path)[1].lstrip(".").lower()
         folder = "/" + notes.notes_path.strip("/")
         if entry.path.startswith(folder + "/") and ext in self.settings.note_extensions:
-            return DocRef(DocType.NOTE, str(entry.file_id))
-        if is_supported(entry.content_type, entry.path):
-            return DocRef(DocType.FILE, str(entry.file_id))
-        return None
+            reason = self.eligibility.path_and_tags_reason(entry.path, entry.tags)
+            return (None, reason) if reason else (DocRef(DocType.NOTE, str(entry.file_id)), None)
+        reason = self.eligibility.file_reason(entry.path, entry.content_type, entry.tags)
+        return (None, reason) if reason else (DocRef(DocType.FILE, str(entry.file_id)), None)
 
     def notes_settings(self, client: NextcloudClient) -> NotesSettings:
         """The user's Notes settings, cached in Redis for five minutes; the configured
@@ -190,12 +261,19 @@ class Indexer:
             )
         if current and current.get("etag") == entry.etag:
             return None
-        data = client.download(entry.path, self.settings.max_download_bytes)
+        limit = self.settings.max_download_bytes
+        if entry.size is not None and entry.size > limit:
+            # known from PROPFIND/SEARCH: nothing is downloaded
+            raise TooLarge(f"{entry.path}: {entry.size} bytes > {limit}")
+        data = client.download(entry.path, limit)
         extracted = extract_text(
             data,
             mime_type=entry.content_type,
             filename=entry.path,
             max_chars=self.settings.max_document_chars,
+            max_pages=self.settings.max_pdf_pages,
+            max_bytes=limit,
+            max_seconds=self.settings.extract_max_seconds,
         )
         return SourceDocument(
             ref=ref,
@@ -212,10 +290,19 @@ class Indexer:
             extra={"markdown": extracted.markdown},
         )
 
-    def write_document(self, doc: SourceDocument, current: dict[str, Any] | None) -> Outcome:
+    def write_document(
+        self,
+        doc: SourceDocument,
+        current: dict[str, Any] | None,
+        acl: set[str] | None = None,
+    ) -> Outcome:
         """Write ``doc`` for ``doc.user``: metadata only if its text is unchanged, else a new
-        version (chunks embedded unless an old chunk had the same text) then delete the old."""
-        assert doc.path is not None
+        version (chunks embedded unless an old chunk had the same text) then delete the old.
+
+        ``acl`` replaces the stored principals (Deck: the board's participants); by default
+        ``doc.user`` is added to them. ``doc.path`` is ``None`` for types without paths.
+        """
+        markdown = bool(doc.extra.pop("markdown", doc.ref.doc_type is DocType.NOTE))
         if current and current.get("content_hash") == doc.content_hash:
             fields = {
                 "owner": doc.owner,
@@ -226,13 +313,16 @@ class Indexer:
                 "size": doc.size,
                 "tags": doc.tags,
                 "category": doc.category,
+                "url": doc.url,
+                **doc.extra,
             }
-            return self._update_metadata(doc.ref, current, doc.user, doc.path, fields)
-        acl = set(current["acl"]) if current else set()
-        acl.add(principal(doc.user))
+            return self._update_metadata(doc.ref, current, doc.user, doc.path, fields, acl)
+        if acl is None:
+            acl = set(current["acl"]) if current else set()
+        acl = set(acl) | {principal(doc.user)}
         paths = dict(current["paths"]) if current else {}
-        paths[doc.user] = doc.path
-        markdown = bool(doc.extra.pop("markdown", doc.ref.doc_type is DocType.NOTE))
+        if doc.path is not None:
+            paths[doc.user] = doc.path
         chunks = self.chunker.chunk_text(doc.text, markdown=markdown)
         if not chunks:
             self.services.store.delete_document(doc.ref.key)
@@ -282,20 +372,118 @@ class Indexer:
         ref: DocRef,
         current: dict[str, Any] | None,
         user: str,
-        path: str,
+        path: str | None,
         fields: dict[str, Any],
+        acl: set[str] | None = None,
     ) -> Outcome:
+        """Merge ``fields``, ``user``'s access and path into the stored payload (no
+        embedding); ``acl`` replaces the principals when given."""
         if current is None:
             return Outcome("unchanged", ref.key)
-        acl = set(current["acl"]) | {principal(user)}
-        paths = dict(current["paths"]) | {user: path}
+        acl = (set(current["acl"]) if acl is None else set(acl)) | {principal(user)}
+        paths = dict(current["paths"])
+        if path is not None:
+            paths[user] = path
         update = dict(fields) | {"acl": sorted(acl)} | path_fields(paths)
-        if ref.doc_type is DocType.FILE and current.get("owner") in (user, None):
+        if (
+            ref.doc_type is DocType.FILE
+            and path is not None
+            and current.get("owner")
+            in (
+                user,
+                None,
+            )
+        ):
             update.setdefault("title", posixpath.basename(path))
         if all(current.get(k) == v for k, v in update.items()):
             return Outcome("unchanged", ref.key)
         self.services.store.set_payload(ref.key, update)
         return Outcome("updated", ref.key)
+
+    # --- Deck cards and News items -------------------------------------------------------
+
+    def index_document(self, user: str, doc_type: str, doc_id: str | int) -> Outcome:
+        """Re-read document ``doc_type``/``doc_id`` as ``user`` and bring the index in line:
+        a ``deck_card`` (:mod:`ncindex.deck`) or ``news_item`` (:mod:`ncindex.news`); files
+        and notes go to :meth:`index_node`. A document that is gone for ``user`` (Deck 403,
+        News absent) loses ``user``'s access; an archived card is evicted. Raises
+        ``ValueError`` for an unknown ``doc_type``."""
+        kind = DocType(doc_type)
+        if kind in NODE_TYPES:
+            return self.index_node(user, int(doc_id))
+        ref = DocRef(kind, str(int(doc_id)))
+        client = self.services.account(user)
+        current = self._current(ref)
+        acl: set[str] | None = None
+        try:
+            if kind is DocType.DECK_CARD:
+                doc, acl = deck.fetch_card(client, self.services.redis, int(doc_id), current)
+            else:
+                item = news.find_item(client, int(doc_id))
+                doc = news.item_document(user, item, self.settings.max_document_chars)
+        except NotFound:
+            self.remove_access(user, ref)
+            return Outcome("evicted", ref.key)
+        except deck.ArchivedCard:
+            self.services.store.delete_document(ref.key)
+            return Outcome("ineligible", ref.key, reason="archived")
+        parked = self.deadletters.blocked(ref.key, doc.etag)
+        if parked is not None:
+            return Outcome("dead_letter", ref.key, reason=parked.reason)
+        return self.write_document(doc, current, acl)
+
+    def evict_document(self, user: str, doc_type: str, doc_id: str | int) -> Outcome:
+        """``user`` reported document ``doc_type``/``doc_id`` deleted (Deck's
+        CardDeletedEvent): when ``user`` can no longer read it, it is deleted for everyone
+        (a deleted card is gone for every board member); when it is readable, re-index."""
+        kind = DocType(doc_type)
+        ref = DocRef(kind, str(int(doc_id)))
+        client = self.services.account(user)
+        try:
+            if kind is DocType.DECK_CARD:
+                deck.fetch_card(client, self.services.redis, int(doc_id), self._current(ref))
+            elif kind is DocType.NEWS_ITEM:
+                news.find_item(client, int(doc_id))
+            else:
+                return self.evict_node(user, "", int(doc_id))
+        except (NotFound, deck.ArchivedCard):
+            self.services.store.delete_document(ref.key)
+            log.info("evicted", doc_key=ref.key, user=user)
+            return Outcome("evicted", ref.key)
+        return self.index_document(user, doc_type, doc_id)
+
+    def index_news(self, user: str, feed_id: int | None = None) -> dict[str, int]:
+        """Index every News item of ``user`` (of feed ``feed_id`` only, when given) and take
+        ``user``'s access from indexed items no longer listed. Returns counts per outcome
+        action. News has no webhooks: a scan (reconcile) or a test calls this."""
+        client = self.services.account(user)
+        counts: dict[str, int] = {}
+        listed: set[str] = set()
+        for item in news.list_items(client, feed_id):
+            doc = news.item_document(user, item, self.settings.max_document_chars)
+            listed.add(doc.ref.key)
+            with self.lock(doc.ref.key):
+                if self.deadletters.blocked(doc.ref.key, doc.etag) is not None:
+                    outcome = Outcome("dead_letter", doc.ref.key)
+                else:
+                    outcome = self.write_document(doc, self._current(doc.ref))
+            counts[outcome.action] = counts.get(outcome.action, 0) + 1
+        must = [
+            models.FieldCondition(key="doc_type", match=models.MatchValue(value="news_item")),
+            models.FieldCondition(key="acl", match=models.MatchValue(value=principal(user))),
+        ]
+        if feed_id is not None:
+            feed = models.MatchValue(value=str(int(feed_id)))
+            must.append(models.FieldCondition(key="feed_id", match=feed))
+        stale = {
+            p["doc_key"]
+            for p in self.services.store.scroll(models.Filter(must=must), ["doc_key"])
+            if p["doc_key"] not in listed
+        }
+        for key in sorted(stale):
+            self.remove_access(user, DocRef.parse(key))
+            counts["evicted"] = counts.get("evicted", 0) + 1
+        return counts
 
     # --- evict ---------------------------------------------------------------------------
 

@@ -34,9 +34,17 @@ PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "i
 def celery_app(settings: Settings) -> Celery:
     """A Celery app on ``settings.redis_url`` without tasks (a producer; the workers add
     theirs): late acks, reject-on-worker-lost, prefetch 1, JSON only, task events on, time
-    limits below the Redis visibility timeout (DESIGN §6)."""
+    limits below the Redis visibility timeout (DESIGN §6), unacked messages of a dead worker
+    swept back every tenth of the visibility timeout."""
     app = Celery("ncindex", broker=settings.redis_url, set_as_current=False)
-    transport = {"visibility_timeout": settings.visibility_timeout}
+    # kombu restores a dead worker's unacked messages in sweeps every ``interval × throttle``
+    # seconds (default 10 × 10): sweep every tenth of the visibility timeout (1–10 s) instead,
+    # so a killed worker's tasks come back soon after the timeout, not up to 100 s later.
+    transport = {
+        "visibility_timeout": settings.visibility_timeout,
+        "unacked_restore_interval": max(1, min(10, settings.visibility_timeout // 10)),
+        "unacked_restore_throttle": 1,
+    }
     app.conf.update(
         task_serializer="json",
         result_serializer="json",

@@ -125,6 +125,44 @@ class Settings(BaseSettings):
     debounce_seconds: float = Field(
         2.0, ge=0, description="Events for one document within this window coalesce, seconds."
     )
+    index_include_globs: list[str] = Field(
+        default_factory=lambda: ["**"],
+        description="Path globs (files root relative; `**` crosses folders, `*` does not, a "
+        "glob without a leading `/` matches at any depth) a file must match to be indexed.",
+    )
+    index_exclude_globs: list[str] = Field(
+        default_factory=list, description="Path globs never indexed (exclusion wins)."
+    )
+    index_mime_types: list[str] = Field(
+        default_factory=lambda: [
+            "text/*",
+            "application/xhtml+xml",
+            "application/pdf",
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+            "application/vnd.oasis.opendocument.text",
+        ],
+        description="MIME types (`text/*` patterns allowed) of files indexed; a generic type "
+        "(`application/octet-stream`) is judged by the extension.",
+    )
+    index_required_tags: list[str] = Field(
+        default_factory=list,
+        description="System tag gate: when set, only files carrying one of these tags are indexed.",
+    )
+    index_excluded_tags: list[str] = Field(
+        default_factory=list,
+        description="Files carrying one of these system tags are never "
+        "indexed (exclusion wins over the gate).",
+    )
+    max_pdf_pages: int = Field(500, ge=1, description="PDF pages read at most per document.")
+    extract_max_seconds: float = Field(
+        60.0, gt=0, description="Wall-clock budget for reading one PDF's pages, seconds."
+    )
+    dead_letter_after: int = Field(
+        3,
+        ge=1,
+        description="Deliveries of one document that end without finishing (a killed worker) "
+        "before it is parked in the dead letter.",
+    )
 
     # --- Reconciliation ---------------------------------------------------------------------
     reconcile_periods: dict[str, int] = Field(

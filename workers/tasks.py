@@ -1,19 +1,30 @@
 """Celery tasks: thin wrappers that take ids, call :mod:`ncindex.indexing`, and report.
 
 Every task is idempotent (it re-reads Nextcloud), holds the document's Redis lock, retries
-transient errors with capped exponential backoff and jitter, and treats a vanished document
-as success.
+transient errors with capped exponential backoff and jitter (``RETRY``: delays drawn up to
+2, 4, 8 … seconds, capped at 300 s, at most 8 retries), and treats a vanished document as
+success.
+
+Poison documents (DESIGN §6): while holding the lock, a task counts a delivery of its document
+in Redis (:class:`ncindex.deadletter.Deliveries`) and forgets it when it ends. A document whose
+earlier ``dead_letter_after`` runs never ended (each killed its worker) is parked in the dead
+letter instead of being processed again; so is one that ran past the soft time limit. It stays
+parked until its etag changes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 from celery import Task, shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 
+from ncindex.deadletter import Deliveries, node_subject
+from ncindex.documents import DocRef, DocType
 from ncindex.errors import TransientError
-from ncindex.indexing import Indexer
+from ncindex.indexing import Indexer, Outcome
 from ncindex.queueing import clear_debounce
 
 log = structlog.get_logger(__name__)
@@ -36,14 +47,55 @@ def _start(task: Task, debounce_key: str | None, **fields: Any) -> Indexer:
     return indexer
 
 
+def guarded(
+    indexer: Indexer,
+    subject: str,
+    work: Callable[[], Outcome],
+    park: Callable[[str, int], Outcome],
+) -> Outcome:
+    """Run ``work`` for ``subject`` with its delivery counted (caller holds the lock).
+
+    When ``dead_letter_after`` earlier runs never ended, or ``work`` passes the soft time
+    limit, ``park(reason, deliveries)`` is called instead and its outcome returned.
+    """
+    deliveries = Deliveries(indexer.services.redis, ttl=max(indexer.settings.lock_ttl * 10, 3600))
+    count = deliveries.start(subject)
+    try:
+        lost = count - 1
+        if lost >= indexer.settings.dead_letter_after:
+            return park(f"worker lost {lost} times while processing it", lost)
+        try:
+            return work()
+        except SoftTimeLimitExceeded:
+            limit = indexer.settings.task_soft_time_limit
+            return park(f"processing exceeded the soft time limit of {limit} s", count)
+    finally:
+        deliveries.finish(subject)
+
+
+def _done(outcome: Outcome) -> str:
+    log.info(
+        "task_done",
+        action=outcome.action,
+        doc_key=outcome.doc_key,
+        embedded=outcome.embedded,
+        reason=outcome.reason,
+    )
+    return outcome.action
+
+
 @shared_task(bind=True, name="ncindex.index_node", **RETRY)
 def index_node(self: Task, user: str, file_id: int, debounce_key: str | None = None) -> str:
     """Index file/note ``file_id`` as seen by ``user`` (or evict it if gone)."""
     indexer = _start(self, debounce_key, user=user, file_id=file_id)
     with indexer.lock(file_id):
-        outcome = indexer.index_node(user, file_id)
-    log.info("task_done", action=outcome.action, doc_key=outcome.doc_key, embedded=outcome.embedded)
-    return outcome.action
+        outcome = guarded(
+            indexer,
+            node_subject(file_id),
+            lambda: indexer.index_node(user, file_id),
+            lambda reason, n: indexer.park_node(user, file_id, reason, n),
+        )
+    return _done(outcome)
 
 
 @shared_task(bind=True, name="ncindex.evict_node", **RETRY)
@@ -54,8 +106,7 @@ def evict_node(
     indexer = _start(self, debounce_key, user=user, file_id=file_id, path=path)
     with indexer.lock(file_id if file_id is not None else f"{user}:{path}"):
         outcome = indexer.evict_node(user, path, file_id)
-    log.info("task_done", action=outcome.action)
-    return outcome.action
+    return _done(outcome)
 
 
 @shared_task(bind=True, name="ncindex.move_path", **RETRY)
@@ -70,5 +121,48 @@ def move_path(
     """A file or folder moved from ``source`` to ``target`` in ``user``'s view."""
     indexer = _start(self, debounce_key, user=user, source=source, target=target)
     outcome = indexer.move_path(user, source, target, file_id)
-    log.info("task_done", action=outcome.action)
-    return outcome.action
+    return _done(outcome)
+
+
+@shared_task(bind=True, name="ncindex.index_document", **RETRY)
+def index_document(
+    self: Task, user: str, doc_type: str, doc_id: str | int, debounce_key: str | None = None
+) -> str:
+    """Index document ``doc_type``/``doc_id`` (``deck_card``, ``news_item``; ``file`` and
+    ``note`` are passed to ``index_node``) as seen by ``user``, or evict it if gone."""
+    if doc_type in (DocType.FILE.value, DocType.NOTE.value):
+        return index_node.run(user, int(doc_id), debounce_key)
+    indexer = _start(self, debounce_key, user=user, doc_type=doc_type, doc_id=doc_id)
+    ref = DocRef(DocType(doc_type), str(doc_id))
+
+    def park(reason: str, deliveries: int) -> Outcome:
+        # the etag is not known without reading the document again, which is what kills
+        # the worker: park under an empty etag, released by the next change event
+        indexer.park(ref.key, user, "", reason, "ncindex.index_document", doc_type=doc_type)
+        return Outcome("dead_letter", ref.key, reason=reason)
+
+    with indexer.lock(ref.key):
+        outcome = guarded(
+            indexer, ref.key, lambda: indexer.index_document(user, doc_type, doc_id), park
+        )
+    return _done(outcome)
+
+
+@shared_task(bind=True, name="ncindex.evict_document", **RETRY)
+def evict_document(
+    self: Task, user: str, doc_type: str, doc_id: str | int, debounce_key: str | None = None
+) -> str:
+    """``user`` reported document ``doc_type``/``doc_id`` deleted (Deck card events)."""
+    indexer = _start(self, debounce_key, user=user, doc_type=doc_type, doc_id=doc_id)
+    with indexer.lock(f"{doc_type}:{doc_id}"):
+        outcome = indexer.evict_document(user, doc_type, doc_id)
+    return _done(outcome)
+
+
+@shared_task(bind=True, name="ncindex.index_news", **RETRY)
+def index_news(self: Task, user: str, feed_id: int | None = None) -> dict[str, int]:
+    """Index ``user``'s News items (one feed or all) and drop those no longer listed."""
+    indexer = _start(self, None, user=user, feed_id=feed_id)
+    counts = indexer.index_news(user, feed_id)
+    log.info("task_done", counts=counts)
+    return counts

@@ -1,0 +1,121 @@
+"""Dead letter and delivery counts, kept in Redis (DESIGN §6).
+
+Celery keeps no delivery count, so ncindex keeps one per document: a task increments
+``ncindex:deliveries:<subject>`` when it starts working on a document (holding the document's
+lock) and deletes it when it ends in any way Python sees — success, error, retry. A count
+that is still there at the next start means the previous run never ended: its worker was
+killed (OOM, segfault, hard time limit, SIGKILL). After ``dead_letter_after`` such runs the
+document is *parked*.
+
+A parked document is an entry of the Redis hash ``ncindex:deadletter`` (field = subject,
+value = JSON of :class:`DeadLetter`) with the reason and the etag it had. Tasks for it do
+nothing while its etag is unchanged; a new etag (the user fixed or replaced the file) releases
+it and it is processed again. Documents whose bytes cannot be extracted (corrupt PDF) or that
+exceed a size bound are parked at once.
+
+Subjects: ``node:<file id>`` for files and notes (one id, either type), ``<doc_type>:<id>``
+otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+DEADLETTER_KEY = "ncindex:deadletter"
+DELIVERIES_PREFIX = "ncindex:deliveries:"
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """One parked document: ``subject`` (see module docstring), the ``user`` it was processed
+    as, ``reason`` (text), ``etag`` it had when parked, the ``task`` name and its ``kwargs``,
+    ``parked_at`` (Unix seconds) and ``deliveries`` (runs counted, 0 for a parse failure)."""
+
+    subject: str
+    user: str
+    reason: str
+    etag: str
+    task: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    parked_at: int = 0
+    deliveries: int = 0
+
+
+def node_subject(file_id: int | str) -> str:
+    """The subject of a file or note: ``"node:<file id>"``."""
+    return f"node:{file_id}"
+
+
+class DeadLetters:
+    """The dead letter on one Redis client."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.redis = client
+
+    def park(self, entry: DeadLetter) -> DeadLetter:
+        """Store ``entry`` (replacing an older one of its subject); ``parked_at`` is set to now
+        when 0. Returns what was stored."""
+        if not entry.parked_at:
+            entry = DeadLetter(**(asdict(entry) | {"parked_at": int(time.time())}))
+        self.redis.hset(DEADLETTER_KEY, entry.subject, json.dumps(asdict(entry)))
+        return entry
+
+    def get(self, subject: str) -> DeadLetter | None:
+        """The entry of ``subject``, or ``None`` when it is not parked."""
+        raw = self.redis.hget(DEADLETTER_KEY, subject)
+        return DeadLetter(**json.loads(raw)) if raw else None
+
+    def release(self, subject: str) -> bool:
+        """Take ``subject`` out of the dead letter; ``True`` when it was in it."""
+        return bool(self.redis.hdel(DEADLETTER_KEY, subject))
+
+    def entries(self) -> list[DeadLetter]:
+        """Every parked document, oldest first."""
+        raw = self.redis.hgetall(DEADLETTER_KEY)
+        return sorted((DeadLetter(**json.loads(v)) for v in raw.values()), key=_order)
+
+    def blocked(self, subject: str, etag: str) -> DeadLetter | None:
+        """The entry when ``subject`` is parked with this very ``etag`` (skip it); a parked
+        entry with another etag is released (the document changed) and ``None`` returned."""
+        entry = self.get(subject)
+        if entry is None:
+            return None
+        if entry.etag == etag:
+            return entry
+        self.release(subject)
+        return None
+
+
+def _order(entry: DeadLetter) -> tuple[int, str]:
+    return entry.parked_at, entry.subject
+
+
+class Deliveries:
+    """Per-document count of runs that started and have not ended (see module docstring).
+
+    Keys expire after ``ttl`` seconds, so a count left by a run killed long ago does not count
+    against a document forever.
+    """
+
+    def __init__(self, client: redis.Redis, ttl: int) -> None:
+        self.redis = client
+        self.ttl = ttl
+
+    def start(self, subject: str) -> int:
+        """Count one more run of ``subject``; returns the count including this run (1 when
+        every earlier run ended)."""
+        key = DELIVERIES_PREFIX + subject
+        pipe = self.redis.pipeline()
+        pipe.incr(key)
+        pipe.expire(key, self.ttl)
+        count, _ = pipe.execute()
+        return int(count)
+
+    def finish(self, subject: str) -> None:
+        """The run ended (in any way Python sees): forget the count."""
+        self.redis.delete(DELIVERIES_PREFIX + subject)

@@ -1,0 +1,129 @@
+"""Which files are indexed: path globs, MIME types and a system-tag gate (DESIGN §4).
+
+A file is eligible when its format is one :mod:`ncindex.text.extract` reads, its path matches
+an include glob and no exclude glob, its MIME type is in the configured list, it carries one
+of the required tags (when a gate is set) and none of the excluded tags. Exclusions win: an
+excluded tag beats the gate, an exclude glob beats an include glob.
+
+Globs are matched against the path in the user's own view, relative to the files root and
+starting with ``/`` (``/Projects/2026/spec.pdf``): ``**`` matches across folders, ``*`` and
+``?`` within one segment, ``[abc]`` / ``[!abc]`` a character class. A glob that does not start
+with ``/`` matches at any depth (``*.tmp`` is ``/**/*.tmp``), and ``/**/`` also matches a single
+``/`` (``/**/x.md`` matches ``/x.md``). Tag names compare case-insensitively.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import PurePosixPath
+
+from ncindex.settings import Settings
+from ncindex.text.extract import DOCX, HTML, MARKDOWN, ODT, PDF, TEXT, detect_format
+
+#: The MIME type a format stands for when Nextcloud reports a generic type.
+CANONICAL_MIME = {
+    TEXT: "text/plain",
+    MARKDOWN: "text/markdown",
+    HTML: "text/html",
+    PDF: "application/pdf",
+    DOCX: "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ODT: "application/vnd.oasis.opendocument.text",
+}
+_GENERIC = {"", "application/octet-stream", "application/x-empty", "binary/octet-stream"}
+
+
+@lru_cache(maxsize=512)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a path glob (module docstring) into an anchored regular expression."""
+    if not pattern.startswith("/"):
+        pattern = "/**/" + pattern
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("/**/", i):
+            out.append("(?:/.*)?/")
+            i += 4
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
+            body = pattern[i + 1 : end]
+            negate = body.startswith("!")
+            body = re.escape(body[1:] if negate else body).replace(r"\-", "-")
+            out.append(f"[^/{body}]" if negate else f"[{body}]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def glob_match(path: str, pattern: str) -> bool:
+    """Whether ``path`` (``/a/b.md``) matches ``pattern`` (module docstring)."""
+    return glob_regex(pattern).match(path) is not None
+
+
+def effective_mime(mime_type: str | None, path: str) -> str | None:
+    """The media type judged against the MIME list: the reported one (parameters dropped,
+    lower case) unless it is generic or missing, then the type of the extension's format;
+    ``None`` when neither is known."""
+    media = (mime_type or "").split(";", 1)[0].strip().lower()
+    if media not in _GENERIC:
+        return media
+    fmt = detect_format(None, PurePosixPath(path).name)
+    return CANONICAL_MIME.get(fmt) if fmt else None
+
+
+@dataclass(frozen=True, slots=True)
+class Eligibility:
+    """The indexing policy of one deployment (built from :class:`Settings`)."""
+
+    include_globs: tuple[str, ...]
+    exclude_globs: tuple[str, ...]
+    mime_types: tuple[str, ...]
+    required_tags: frozenset[str]
+    excluded_tags: frozenset[str]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Eligibility:
+        """The policy of ``settings`` (``index_*`` fields)."""
+        return cls(
+            include_globs=tuple(settings.index_include_globs),
+            exclude_globs=tuple(settings.index_exclude_globs),
+            mime_types=tuple(m.lower() for m in settings.index_mime_types),
+            required_tags=frozenset(t.casefold() for t in settings.index_required_tags),
+            excluded_tags=frozenset(t.casefold() for t in settings.index_excluded_tags),
+        )
+
+    def path_and_tags_reason(self, path: str, tags: list[str]) -> str | None:
+        """Why a node at ``path`` carrying system tags ``tags`` is not indexed, or ``None``:
+        ``excluded_path``, ``path_not_included``, ``excluded_tag``, ``missing_required_tag``."""
+        if any(glob_match(path, g) for g in self.exclude_globs):
+            return "excluded_path"
+        if not any(glob_match(path, g) for g in self.include_globs):
+            return "path_not_included"
+        names = {t.casefold() for t in tags}
+        if names & self.excluded_tags:
+            return "excluded_tag"
+        if self.required_tags and not names & self.required_tags:
+            return "missing_required_tag"
+        return None
+
+    def file_reason(self, path: str, mime_type: str | None, tags: list[str]) -> str | None:
+        """Why a (non-note) file is not indexed, or ``None``: ``unsupported_format``,
+        ``mime_type`` or a reason of :meth:`path_and_tags_reason`."""
+        if detect_format(mime_type, PurePosixPath(path).name) is None:
+            return "unsupported_format"
+        mime = effective_mime(mime_type, path)
+        if mime is None or not any(fnmatch.fnmatchcase(mime, m) for m in self.mime_types):
+            return "mime_type"
+        return self.path_and_tags_reason(path, tags)
