@@ -1,0 +1,223 @@
+"""SearchService over the fixture corpus, with stand-in verifiers: fusion, score_threshold,
+tie order, degraded answers, modes, over-fetch and refill."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from search_corpus import Doc, expected, index_docs, make_docs
+
+from ncindex.documents import DocRef
+from ncindex.embedding import Embedder
+from ncindex.nextcloud.client import NextcloudClient
+from ncindex.search import SearchRequest, SearchService, SearchUnavailable
+from ncindex.settings import Settings
+from ncindex.store.qdrant_edge import QdrantEdgeStore
+from ncindex.verify import Checked, Verdict, VerifyOnRead
+
+
+def client_of(user: str) -> NextcloudClient:
+    return NextcloudClient(None, None, user)  # type: ignore[arg-type]  # verifiers are stand-ins
+
+
+class Verifiers:
+    """Stand-in verifiers: drop the doc_keys in ``gone``, keep the rest; record checks."""
+
+    def __init__(self) -> None:
+        self.gone: set[str] = set()
+        self.checked: list[str] = []
+
+    def __call__(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
+        self.checked.append(payload["doc_key"])
+        return Checked(Verdict.DROPPED if payload["doc_key"] in self.gone else Verdict.KEPT)
+
+
+@pytest.fixture
+def verifiers() -> Verifiers:
+    return Verifiers()
+
+
+def make_service(
+    store: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, **settings: Any
+) -> tuple[SearchService, list[tuple[str, str]]]:
+    drops: list[tuple[str, str]] = []
+    service = SearchService(
+        Settings(**settings), store, embedder, lambda user, ref: drops.append((user, ref.key))
+    )
+    service.verifier = VerifyOnRead(
+        4, {t: verifiers for t in ("note", "file", "deck_card", "news_item")}
+    )
+    return service, drops
+
+
+@pytest.fixture
+def service(
+    corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers
+) -> Iterator[SearchService]:
+    svc, _ = make_service(corpus, embedder, verifiers)
+    yield svc
+    svc.close()
+
+
+def keys(response: Any) -> list[str]:
+    return [r.doc_key for r in response.results]
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "dbsf"])
+def test_both_fusions_rank_the_topic_first(
+    service: SearchService, corpus_docs: list[Doc], fusion: str
+) -> None:
+    response = service.search(
+        client_of("alice"),
+        SearchRequest(query="coral reefs bleach ocean temperature", fusion=fusion),
+    )
+    top = next(d for d in corpus_docs if d.key == keys(response)[0])
+    assert "Coral reefs" in top.text
+    scores = [r.score for r in response.results]
+    assert scores == sorted(scores, reverse=True)
+    assert not response.degraded
+    # RRF (k=2) over two branches peaks at 1.0; DBSF at 2.0
+    assert 0 < scores[0] <= (1.0 if fusion == "rrf" else 2.0)
+
+
+def test_results_are_filtered_and_visible_only(
+    service: SearchService, corpus_docs: list[Doc]
+) -> None:
+    tree = {"field": "doc_type", "op": "in", "value": ["note", "file"]}
+    response = service.search(
+        client_of("bob"), SearchRequest(query="lighthouse budget review", limit=100, filter=tree)
+    )
+    assert set(keys(response)) == expected(corpus_docs, tree, "bob")
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "dbsf"])
+@pytest.mark.parametrize("threshold", [0.0, 0.5, 0.9, 1.0])
+def test_score_threshold_is_relative_to_the_best(
+    service: SearchService, fusion: str, threshold: float
+) -> None:
+    query = "vitamin D bone density"
+    full = service.search(client_of("alice"), SearchRequest(query=query, limit=100, fusion=fusion))
+    cut = service.search(
+        client_of("alice"),
+        SearchRequest(query=query, limit=100, fusion=fusion, score_threshold=threshold),
+    )
+    best = full.results[0].score
+    want = [r.doc_key for r in full.results if r.score >= threshold * best - 1e-6]
+    assert keys(cut) == want
+    assert keys(cut)[0] == full.results[0].doc_key  # the best always passes
+
+
+def test_threshold_counts_from_the_best_kept_result(
+    service: SearchService, verifiers: Verifiers
+) -> None:
+    query = "vitamin D bone density"
+    full = service.search(client_of("alice"), SearchRequest(query=query, limit=100))
+    verifiers.gone = {full.results[0].doc_key}
+    cut = service.search(
+        client_of("alice"), SearchRequest(query=query, limit=100, score_threshold=0.9)
+    )
+    assert keys(cut)[0] == full.results[1].doc_key
+    assert all(r.score >= 0.9 * full.results[1].score - 1e-6 for r in cut.results)
+
+
+def test_min_score_is_absolute(service: SearchService) -> None:
+    query = "espresso machine office kitchen"
+    full = service.search(client_of("carol"), SearchRequest(query=query, limit=100))
+    scores = sorted({r.score for r in full.results}, reverse=True)
+    floor = (scores[len(scores) // 2] + scores[len(scores) // 2 + 1]) / 2  # between two scores
+    cut = service.search(client_of("carol"), SearchRequest(query=query, limit=100), min_score=floor)
+    assert keys(cut) == [r.doc_key for r in full.results if r.score >= floor]
+
+
+def test_ties_break_by_doc_key(embedder: Embedder, verifiers: Verifiers, tmp_path: Path) -> None:
+    docs = make_docs(16)
+    for d in docs:  # the same text and visibility everywhere: equal DBSF scores
+        d.text = "Identical text about migratory birds and magnetic fields."
+        d.payload["text"] = d.text
+        d.payload["acl"] = ["user:alice"]
+    store = QdrantEdgeStore(tmp_path / "q", "test-model")
+    store.ensure_collection(embedder.dense_dim)
+    index_docs(store, embedder, docs)
+    svc, _ = make_service(store, embedder, verifiers)
+    request = SearchRequest(query="migratory birds", limit=10, fusion="dbsf")
+    first = svc.search(client_of("alice"), request)
+    assert len({r.score for r in first.results}) == 1
+    assert keys(first) == sorted(d.key for d in docs)[:10]
+    assert keys(svc.search(client_of("alice"), request)) == keys(first)
+    svc.close()
+    store.close()
+
+
+def test_dense_failure_degrades_to_sparse(
+    service: SearchService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(text: str) -> list[float]:
+        raise RuntimeError("onnx session died")
+
+    monkeypatch.setattr(service.embedder, "embed_query_dense", broken)
+    response = service.search(client_of("alice"), SearchRequest(query="lighthouse lens polished"))
+    assert response.degraded
+    assert response.results and "lighthouse" in response.results[0].snippet.lower()
+    with pytest.raises(SearchUnavailable):
+        service.search(client_of("alice"), SearchRequest(query="lighthouse"), mode="dense")
+    assert service.search(
+        client_of("alice"), SearchRequest(query="lighthouse"), mode="sparse"
+    ).results
+
+
+@pytest.mark.parametrize("mode", ["dense", "sparse"])
+def test_single_half_modes(service: SearchService, mode: str) -> None:
+    response = service.search(
+        client_of("alice"), SearchRequest(query="coral reef bleaching"), mode=mode
+    )  # type: ignore[arg-type]
+    assert response.results and not response.degraded
+
+
+def test_drops_refill_the_page_across_rounds(
+    corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, corpus_docs: list[Doc]
+) -> None:
+    # overfetch 1, limit 3: 12 chunk hits per round; dropping alice's 14 best documents forces
+    # reading the second page of the same ranking.
+    svc, drops = make_service(corpus, embedder, verifiers, search_overfetch=1)
+    request = SearchRequest(query="lighthouse lens budget foghorn", limit=3)
+    ranking = keys(svc.search(client_of("alice"), request.model_copy(update={"limit": 100})))
+    assert len(ranking) > 17
+    verifiers.gone = set(ranking[:14])
+    verifiers.checked.clear()
+    page = svc.search(client_of("alice"), request)
+    assert keys(page) == ranking[14:17]
+    assert page.verification.dropped == 14 and page.verification.kept == 3
+    assert verifiers.checked == ranking[:17]  # in rank order, nothing verified twice
+    assert sorted(k for _, k in drops) == sorted(ranking[:14])
+    assert {u for u, _ in drops} == {"alice"}
+    assert page.candidates > 12  # more than one round was read
+    svc.close()
+
+
+def test_verification_only_checks_what_the_page_needs(
+    service: SearchService, verifiers: Verifiers
+) -> None:
+    service.search(client_of("alice"), SearchRequest(query="lighthouse", limit=2))
+    assert len(verifiers.checked) == 2
+
+
+def test_context_after_verification(
+    service: SearchService, corpus_docs: list[Doc], verifiers: Verifiers
+) -> None:
+    from ncindex.search import DocumentNotFound
+
+    doc = next(d for d in corpus_docs if d.payload["owner"] == "alice")
+    ref = DocRef.parse(doc.key)
+    body = service.context(client_of("alice"), ref, 0, 2)
+    assert [c.text for c in body.chunks] == [doc.text]
+    outsider = next(u for u in ("bob", "carol") if f"user:{u}" not in doc.payload["acl"])
+    with pytest.raises(DocumentNotFound):
+        service.context(client_of(outsider), ref, 0, 2)
+    verifiers.gone = {doc.key}
+    with pytest.raises(DocumentNotFound):
+        service.context(client_of("alice"), ref, 0, 2)
+    with pytest.raises(DocumentNotFound):
+        service.context(client_of("alice"), DocRef.parse("file:999999"), 0, 2)

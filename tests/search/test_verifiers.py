@@ -1,0 +1,157 @@
+"""Verify-on-read: every doc_type has a verifier; the Deck and News verifiers read Nextcloud's
+answers as documented (Deck: 403 means gone; News: no single-item GET)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from ncindex.documents import DocType
+from ncindex.errors import NextcloudAuthError
+from ncindex.nextcloud.apps import find_news_item, get_deck_card
+from ncindex.nextcloud.client import NextcloudClient
+from ncindex.verify import VERIFIERS, Verdict, VerificationCounts, VerifyOnRead
+
+
+def test_every_doc_type_has_a_verifier() -> None:
+    assert set(VERIFIERS) == {t.value for t in DocType}
+
+
+def client_for(handler: Any) -> tuple[NextcloudClient, list[httpx.Request]]:
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return handler(request)
+
+    http = httpx.Client(
+        base_url="https://cloud.example.test", transport=httpx.MockTransport(record)
+    )
+    return NextcloudClient.for_account(http, "alice", "pw"), seen
+
+
+CARD = {"id": 81, "title": "Fix lens", "stackId": 5, "deletedAt": 0, "lastModified": 1767225600}
+
+
+def deck(status: int, body: Any = None) -> Any:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if status == 304:
+            return httpx.Response(304)
+        return httpx.Response(status, json=body if body is not None else CARD)
+
+    return handler
+
+
+def deck_payload(**extra: Any) -> dict[str, Any]:
+    return {"doc_type": "deck_card", "doc_id": "81", "doc_key": "deck_card:81", "board_id": "3",
+            "stack_id": "5", "etag": "abc", **extra}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "verdict"),
+    [
+        (200, None, Verdict.KEPT),
+        (304, None, Verdict.KEPT),
+        (403, {"status": 403, "message": "Permission denied"}, Verdict.DROPPED),
+        (403, {"status": 403, "message": "Card is deleted"}, Verdict.DROPPED),
+        (404, {"status": 404}, Verdict.DROPPED),
+        (200, {**CARD, "deletedAt": 1767225700}, Verdict.DROPPED),
+        (503, {"message": "maintenance"}, Verdict.ERROR),
+        (400, {"status": 400, "message": "bad"}, Verdict.ERROR),
+    ],
+)
+def test_deck_card_verdicts(status: int, body: Any, verdict: Verdict) -> None:
+    client, seen = client_for(deck(status, body))
+    counts = VerificationCounts()
+    (checked,) = VerifyOnRead(2).check(client, [deck_payload()], counts)
+    assert checked.verdict is verdict
+    request = seen[0]
+    assert request.method == "GET"
+    assert request.url.path == "/index.php/apps/deck/api/v1.0/boards/3/stacks/5/cards/81"
+    assert request.headers["OCS-APIRequest"] == "true"
+    assert request.headers["If-None-Match"] == '"abc"'
+    assert request.headers["Authorization"].startswith("Basic ")
+
+
+def test_deck_card_without_board_is_unverified() -> None:
+    client, seen = client_for(deck(200))
+    counts = VerificationCounts()
+    (checked,) = VerifyOnRead(2).check(client, [deck_payload(board_id=None)], counts)
+    assert checked.verdict is Verdict.UNVERIFIED and not seen and counts.unverified == 1
+
+
+def test_deck_card_returns_the_card() -> None:
+    client, _ = client_for(deck(200))
+    assert get_deck_card(client, 3, 5, 81)["title"] == "Fix lens"
+    client, _ = client_for(deck(304))
+    assert get_deck_card(client, 3, 5, 81, etag="abc") is None
+
+
+def news(items: list[dict[str, Any]], status: int = 200) -> Any:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, content=json.dumps({"items": items}).encode())
+
+    return handler
+
+
+NEWS_PAYLOAD = {
+    "doc_type": "news_item",
+    "doc_id": "90211",
+    "doc_key": "news_item:90211",
+    "feed_id": "7",
+}
+
+
+@pytest.mark.parametrize(
+    ("items", "status", "verdict"),
+    [
+        ([{"id": 90211, "feedId": 7, "title": "Release 2.0"}], 200, Verdict.KEPT),
+        ([{"id": 90187, "feedId": 7}], 200, Verdict.DROPPED),  # purged: the next older one
+        ([], 200, Verdict.DROPPED),
+        ([], 404, Verdict.DROPPED),
+        ([], 500, Verdict.ERROR),
+    ],
+)
+def test_news_item_verdicts(items: list[dict[str, Any]], status: int, verdict: Verdict) -> None:
+    client, seen = client_for(news(items, status))
+    (checked,) = VerifyOnRead(2).check(client, [NEWS_PAYLOAD], VerificationCounts())
+    assert checked.verdict is verdict
+    (request,) = seen
+    assert request.url.path == "/index.php/apps/news/api/v1-3/items"
+    assert dict(request.url.params) == {
+        "type": "0",
+        "id": "7",
+        "batchSize": "1",
+        "offset": "90212",
+        "getRead": "true",
+    }
+
+
+def test_news_item_is_returned() -> None:
+    client, _ = client_for(news([{"id": 90211, "title": "Release 2.0"}]))
+    assert find_news_item(client, 7, 90211)["title"] == "Release 2.0"
+
+
+def test_bad_answers_and_payloads_keep_the_candidate() -> None:
+    client, _ = client_for(lambda r: httpx.Response(200, content=b"<html>"))
+    payloads = [deck_payload(), NEWS_PAYLOAD, {**NEWS_PAYLOAD, "doc_id": "not-a-number"}]
+    counts = VerificationCounts()
+    verdicts = VerifyOnRead(2).check(client, payloads, counts)
+    assert [c.verdict for c in verdicts] == [Verdict.ERROR] * 3
+    assert counts.errors == 3 and counts.kept == 3
+
+
+def test_unknown_type_is_kept_and_counted() -> None:
+    client, _ = client_for(deck(200))
+    counts = VerificationCounts()
+    (checked,) = VerifyOnRead(2).check(client, [{"doc_type": "mail", "doc_key": "mail:1"}], counts)
+    assert checked.verdict is Verdict.UNVERIFIED and counts.unverified == 1
+
+
+def test_rejected_credentials_fail_the_search() -> None:
+    client, _ = client_for(lambda r: httpx.Response(401))
+    with pytest.raises(NextcloudAuthError):
+        VerifyOnRead(2).check(client, [deck_payload()], VerificationCounts())
