@@ -2,8 +2,24 @@
 
 Logging is configured once per process (:func:`configure_logging`): structlog over the
 standard library, one JSON object per line, with context variables (``task_id``, ``doc_key``,
-``user``) merged in. Metrics are module-level Prometheus collectors; :func:`metrics_payload`
-renders them, aggregating across gunicorn workers when ``PROMETHEUS_MULTIPROC_DIR`` is set.
+``user``) merged in. Gunicorn's own loggers (``gunicorn.error``, ``gunicorn.access``) get the
+same formatter through :func:`gunicorn_logconfig` (its ``logconfig_dict``), and Celery's through
+the worker hooks in ``workers/heartbeat.py``; an access line carries ``method``, ``path``,
+``status``, ``duration_ms`` as fields.
+
+Metrics are module-level Prometheus collectors; :func:`metrics_payload` renders them,
+aggregating across gunicorn workers when ``PROMETHEUS_MULTIPROC_DIR`` is set (the gunicorn
+config in ``deploy/`` sets it and marks exited workers dead). :class:`QueueCollector` adds
+gauges read from Redis at scrape time:
+
+* ``ncindex_queue_depth{queue}`` — messages waiting in each Celery queue (``LLEN``);
+* ``ncindex_tasks_reserved`` — messages taken by a worker and not yet acknowledged (kombu's
+  ``unacked`` hash: running tasks, and debounced tasks waiting for their countdown);
+* ``ncindex_index_lag_seconds`` — how far the index is behind, as a lower bound: 0 when
+  nothing is waiting or reserved; otherwise the larger of the age of the oldest reservation
+  and, while messages wait, the time since a worker last finished a task
+  (:data:`LAST_DONE_KEY`, stamped by the workers). A change waiting behind a stuck or absent
+  worker therefore shows a growing lag, and a busy but progressing queue a small one.
 """
 
 from __future__ import annotations
@@ -11,16 +27,25 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Any
 
+import redis
 import structlog
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
+    REGISTRY,
     CollectorRegistry,
     Counter,
     Histogram,
     generate_latest,
     multiprocess,
 )
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from ncindex.queueing import QUEUES
 
 WEBHOOK_EVENTS = Counter(
     "ncindex_webhook_events_total",
@@ -35,7 +60,70 @@ VERIFICATIONS = Counter(
     ["doc_type", "result"],
 )
 
+#: Redis key holding the Unix time at which a worker last finished a task.
+LAST_DONE_KEY = "ncindex:metrics:last_task_done"
+
 _configured = False
+_extra_collectors: list[Collector] = []
+
+_ACCESS_FIELDS = {
+    "h": "remote",
+    "m": "method",
+    "U": "path",
+    "q": "query",
+    "s": "status",
+    "B": "bytes",
+    "M": "duration_ms",
+    "a": "user_agent",
+}
+
+
+def _gunicorn_access_fields(
+    logger: Any, method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """Turn a ``gunicorn.access`` record's atoms into fields (``event`` becomes ``request``)."""
+    args = event_dict.pop("positional_args", None)  # the formatter passes foreign args here
+    record = event_dict.get("_record")
+    if record is not None and record.name == "gunicorn.access":
+        atoms = args if isinstance(args, Mapping) else {}
+        event_dict["event"] = "request"
+        for atom, field in _ACCESS_FIELDS.items():
+            value = atoms.get(atom, "-")
+            if value in ("-", "", None):
+                continue
+            if field in ("status", "bytes", "duration_ms"):
+                try:
+                    value = int(value)
+                except (TypeError, ValueError):
+                    continue
+            event_dict[field] = value
+    return event_dict
+
+
+def _shared_processors() -> list[Any]:
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+
+
+def json_formatter(json_lines: bool = True) -> logging.Formatter:
+    """The stdlib formatter of every ncindex process: structlog's ``ProcessorFormatter``
+    rendering one JSON object per line (or console text), for stdlib and structlog records."""
+    renderer = (
+        structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer()
+    )
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*_shared_processors(), _gunicorn_access_fields],
+        pass_foreign_args=True,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+    )
 
 
 def configure_logging(level: str = "INFO", *, json_lines: bool = True) -> None:
@@ -45,35 +133,121 @@ def configure_logging(level: str = "INFO", *, json_lines: bool = True) -> None:
     if _configured:
         return
     _configured = True
-    shared = [
-        structlog.contextvars.merge_contextvars,
-        structlog.stdlib.add_log_level,
-        structlog.stdlib.add_logger_name,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    renderer = (
-        structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer()
-    )
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=[*_shared_processors(), structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=shared,
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.format_exc_info,
-                renderer,
-            ],
-        )
-    )
+    handler.setFormatter(json_formatter(json_lines))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+def gunicorn_logconfig(level: str = "INFO", *, json_lines: bool = True) -> dict[str, Any]:
+    """A ``logconfig_dict`` for gunicorn: its error and access loggers propagate to a root
+    handler with :func:`json_formatter`, so the master's lines match the app's."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "json": {"()": "ncindex.telemetry.json_formatter", "json_lines": json_lines}
+        },
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "root": {"level": level.upper(), "handlers": ["console"]},
+        "loggers": {
+            "gunicorn.error": {"level": level.upper(), "handlers": [], "propagate": True},
+            "gunicorn.access": {"level": "INFO", "handlers": [], "propagate": True},
+        },
+    }
+
+
+class QueueCollector(Collector):
+    """Queue-depth, reserved-task and index-lag gauges read from Redis at each scrape (see the
+    module docstring for their definitions). A Redis error yields ``ncindex_queue_metrics_up 0``
+    and no other gauge, never a failed scrape."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        queues: Sequence[str],
+        clock: Any = time.time,
+    ) -> None:
+        self.client = client
+        self.queues = tuple(queues)
+        self.clock = clock
+
+    def read(self) -> dict[str, Any]:
+        """``{"depth": {queue: n}, "reserved": n, "lag": seconds}`` from one pipeline."""
+        pipe = self.client.pipeline(transaction=False)
+        for queue in self.queues:
+            pipe.llen(queue)
+        pipe.hlen("unacked")
+        pipe.zrange("unacked_index", 0, 0, withscores=True)
+        pipe.get(LAST_DONE_KEY)
+        *depths, reserved, oldest, last_done = pipe.execute()
+        now = float(self.clock())
+        depth = dict(zip(self.queues, (int(d) for d in depths), strict=True))
+        lag = 0.0
+        if reserved and oldest:
+            lag = max(lag, now - float(oldest[0][1]))
+        if any(depth.values()):
+            since = float(last_done) if last_done else None
+            lag = max(lag, now - since) if since is not None else lag
+        return {"depth": depth, "reserved": int(reserved), "lag": max(0.0, lag)}
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """The gauges of one scrape."""
+        up = GaugeMetricFamily("ncindex_queue_metrics_up", "Whether Redis answered the scrape.")
+        try:
+            values = self.read()
+        except redis.RedisError:
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        depth = GaugeMetricFamily(
+            "ncindex_queue_depth", "Messages waiting in each Celery queue.", labels=["queue"]
+        )
+        for queue, n in values["depth"].items():
+            depth.add_metric([queue], n)
+        yield depth
+        yield GaugeMetricFamily(
+            "ncindex_tasks_reserved",
+            "Messages taken by a worker and not yet acknowledged.",
+            value=values["reserved"],
+        )
+        yield GaugeMetricFamily(
+            "ncindex_index_lag_seconds",
+            "Lower bound of how far the index is behind Nextcloud, seconds.",
+            value=values["lag"],
+        )
+
+
+def register_queue_metrics(redis_url: str, queues: Iterable[str] | None = None) -> QueueCollector:
+    """Serve :class:`QueueCollector` gauges from :func:`metrics_payload` in this process."""
+    client = redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
+    collector = QueueCollector(client, tuple(queues) if queues is not None else QUEUES)
+    _extra_collectors.append(collector)
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        REGISTRY.register(collector)
+    return collector
+
+
+def mark_process_dead(pid: int) -> None:
+    """Gunicorn ``child_exit`` hook body: drop a dead worker's live gauges (its counters stay
+    counted) when metrics are multiprocess."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.mark_process_dead(pid)
 
 
 def metrics_payload() -> tuple[bytes, str]:
@@ -81,5 +255,7 @@ def metrics_payload() -> tuple[bytes, str]:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
+        for collector in _extra_collectors:
+            registry.register(collector)
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(), CONTENT_TYPE_LATEST

@@ -1,0 +1,62 @@
+"""Gunicorn settings for both HTTP apps (``gunicorn -c deploy/gunicorn.conf.py
+webhook_receiver.wsgi:app`` / ``search_api.wsgi:app``); the image has it at
+``/etc/ncindex/gunicorn.conf.py``. Command-line flags override what is set here.
+
+* Listens on ``$HOST:$PORT`` (default ``0.0.0.0:8080``); ``GUNICORN_WORKERS`` (2),
+  ``GUNICORN_THREADS`` (4), ``GUNICORN_TIMEOUT`` (60 s, also the graceful-shutdown time).
+* Logs: gunicorn's error and access loggers render through ncindex's structlog formatter, one
+  JSON object per line on stderr (``ncindex.telemetry.gunicorn_logconfig``).
+* Metrics: Prometheus multiprocess mode. ``PROMETHEUS_MULTIPROC_DIR`` is used when set (the
+  chart points it at an emptyDir) and otherwise created here, before anything imports
+  ``prometheus_client``; it is emptied when the master starts, a dead worker's live gauges are
+  dropped in ``child_exit``, and each worker serves the queue gauges (Redis at
+  ``NCINDEX_REDIS_URL``) from ``/metrics``.
+"""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ncindex-prometheus-")
+
+# Imported only now: prometheus_client reads PROMETHEUS_MULTIPROC_DIR when first imported.
+from ncindex import telemetry
+from ncindex.settings import Settings
+
+_settings = Settings()
+
+bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8080')}"  # noqa: S104
+workers = int(os.environ.get("GUNICORN_WORKERS", "2"))
+threads = int(os.environ.get("GUNICORN_THREADS", "4"))
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
+graceful_timeout = timeout
+keepalive = 5
+# Heartbeat files of gunicorn's own worker watchdog: on tmpfs when there is one.
+worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # noqa: S108
+# Gunicorn ≥ 27 opens a control socket under $HOME; one per host would collide, none is used.
+control_socket_disable = True
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+logconfig_dict = telemetry.gunicorn_logconfig(_settings.log_level, json_lines=_settings.log_json)
+
+
+def on_starting(server):
+    """Empty the multiprocess directory: files of an earlier run would be counted again."""
+    directory = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    directory.mkdir(parents=True, exist_ok=True)
+    for entry in directory.iterdir():
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def post_worker_init(worker):
+    """Serve the queue-depth and index-lag gauges from this worker's ``/metrics``."""
+    telemetry.register_queue_metrics(_settings.redis_url)
+
+
+def child_exit(server, worker):
+    """A worker exited: its counters stay counted, its live gauges go."""
+    telemetry.mark_process_dead(worker.pid)

@@ -1,0 +1,144 @@
+"""Worker process hooks for ``celery -A workers.worker worker``: a liveness file, JSON logs
+with the task bound, and the "last task finished" stamp behind the index-lag gauge.
+
+Imported by :mod:`workers.worker`, it connects Celery signals:
+
+* ``celeryd_init`` adds :class:`Heartbeat`, a consumer bootstep that touches
+  ``NCINDEX_HEARTBEAT_FILE`` every ``NCINDEX_HEARTBEAT_INTERVAL`` seconds (default 15) from the
+  consumer's timer, i.e. from the process that talks to the broker. It starts once the consumer
+  is connected and stops (removing the file) when the consumer stops, so the file goes stale
+  when the worker loses the broker for good or its event loop hangs; a long task in a pool
+  process does not stop it. The Kubernetes probe runs ``python -m workers.heartbeat FILE
+  --max-age SECONDS`` (exit 0 when fresh, 1 when stale or missing) instead of ``celery inspect
+  ping``, which needs the broker and a round trip through every worker. Without
+  ``NCINDEX_HEARTBEAT_FILE`` no file is written (``ncindex up``, tests).
+* ``setup_logging`` routes Celery's logging through :func:`ncindex.telemetry.configure_logging`
+  (the app sets ``worker_hijack_root_logger=False``; a receiver for this signal also stops
+  Celery from adding its own handlers and redirecting stdout).
+* ``task_prerun``/``task_postrun`` bind ``task_id`` and ``task`` to structlog's context for the
+  task's lines and clear it afterwards (pool processes are reused), and stamp
+  :data:`ncindex.telemetry.LAST_DONE_KEY` in Redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+import structlog
+from celery import Celery, bootsteps, signals
+
+from ncindex.telemetry import LAST_DONE_KEY, configure_logging
+
+HEARTBEAT_FILE_ENV = "NCINDEX_HEARTBEAT_FILE"
+HEARTBEAT_INTERVAL_ENV = "NCINDEX_HEARTBEAT_INTERVAL"
+
+_redis_clients: dict[str, redis.Redis] = {}
+
+
+class Heartbeat(bootsteps.StartStopStep):
+    """Consumer step touching the liveness file on the consumer's timer."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        path = os.environ.get(HEARTBEAT_FILE_ENV)
+        self.path = Path(path) if path else None
+        self.interval = float(os.environ.get(HEARTBEAT_INTERVAL_ENV, "15"))
+        self.tref: Any = None
+
+    def touch(self) -> None:
+        """Write the current time into the file (its mtime is what the probe reads)."""
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(f"{time.time():.3f}\n", encoding="ascii")
+
+    def start(self, parent: Any) -> None:
+        """Touch now and every ``interval`` seconds."""
+        if self.path is None:
+            return
+        self.touch()
+        self.tref = parent.timer.call_repeatedly(self.interval, self.touch, priority=10)
+
+    def stop(self, parent: Any) -> None:
+        """Stop touching and remove the file: a stopped consumer is not alive."""
+        if self.tref is not None:
+            self.tref.cancel()
+            self.tref = None
+        if self.path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+
+    shutdown = stop
+
+
+def is_fresh(path: Path, max_age: float, now: float | None = None) -> bool:
+    """Whether ``path`` exists and was modified within ``max_age`` seconds."""
+    try:
+        mtime = path.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    return (now if now is not None else time.time()) - mtime <= max_age
+
+
+@signals.celeryd_init.connect
+def _install(sender: Any = None, instance: Any = None, **kwargs: Any) -> None:
+    """Add the heartbeat step to the worker about to be built."""
+    if instance is not None and Heartbeat not in instance.app.steps["consumer"]:
+        instance.app.steps["consumer"].add(Heartbeat)
+
+
+@signals.setup_logging.connect
+def _setup_logging(loglevel: Any = None, **kwargs: Any) -> None:
+    """JSON logs for the worker; the level and format come from the app's settings."""
+    from celery import current_app
+
+    services = getattr(current_app, "ncindex_services", None)
+    settings = getattr(services, "settings", None)
+    level = settings.log_level if settings is not None else "INFO"
+    configure_logging(level, json_lines=settings.log_json if settings is not None else True)
+
+
+@signals.task_prerun.connect
+def _bind_task(task_id: str | None = None, task: Any = None, **kwargs: Any) -> None:
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(task_id=task_id, task=getattr(task, "name", None))
+
+
+@signals.task_postrun.connect
+def _task_done(task: Any = None, **kwargs: Any) -> None:
+    structlog.contextvars.clear_contextvars()
+    app: Celery | None = getattr(task, "app", None)
+    url = str(app.conf.broker_url or "") if app is not None else ""
+    if not url.startswith(("redis://", "rediss://")):
+        return
+    client = _redis_clients.get(url)
+    if client is None:
+        client = _redis_clients[url] = redis.Redis.from_url(
+            url, socket_timeout=2, socket_connect_timeout=2
+        )
+    with contextlib.suppress(redis.RedisError):  # a metric must never fail a task
+        client.set(LAST_DONE_KEY, f"{time.time():.3f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Probe: exit 0 when the heartbeat file is fresh, 1 otherwise."""
+    parser = argparse.ArgumentParser(prog="python -m workers.heartbeat", description=__doc__)
+    parser.add_argument("path", type=Path)
+    parser.add_argument("--max-age", type=float, default=90.0, help="seconds")
+    args = parser.parse_args(argv)
+    fresh = is_fresh(args.path, args.max_age)
+    if not fresh:
+        print(f"heartbeat {args.path} missing or older than {args.max_age}s", file=sys.stderr)
+    return 0 if fresh else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
