@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 from celery import Celery
-from support import Stack
 
 from ncindex.queueing import celery_app
+from support import Stack
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from typing import Any
 
 from celery import Celery
 from qdrant_client import models
-from support import Stack
 
 from ncindex.queueing import QUEUES
 from ncindex.reconcile import request_scans, scan_types
 from ncindex.testing.notes_api import NotesApi
+from support import Stack
 
 NOTE_EXTENSIONS = ("txt", "org", "markdown", "md", "note")
 FILE_EXTENSIONS = ("md", "txt")
