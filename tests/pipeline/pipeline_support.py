@@ -1,0 +1,40 @@
+"""Helpers for the pipeline tests: deliveries posted by hand and a drained-queue check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import redis
+
+from ncindex.queueing import DEBOUNCE_PREFIX, QUEUES
+from support import Stack
+
+
+def drained(stack: Stack) -> bool:
+    """True when no task is queued, reserved (ETA tasks wait unacked in the worker) or
+    debounced: every event delivered so far has been fully processed."""
+    client = redis.Redis.from_url(stack.settings.redis_url)
+    if any(client.llen(q) for q in QUEUES):
+        return False
+    if client.hlen("unacked") or client.zcard("unacked_index"):
+        return False
+    return not any(True for _ in client.scan_iter(f"{DEBOUNCE_PREFIX}*", count=1000))
+
+
+def post_envelope(stack: Stack, envelope: dict[str, Any]) -> httpx.Response:
+    """Deliver ``envelope`` to the receiver as Nextcloud would (secret header, JSON body)."""
+    headers = {
+        stack.settings.webhook_secret_header: stack.settings.webhook_secret.get_secret_value()
+    }
+    return httpx.post(f"{stack.receiver_url}/hooks/nextcloud", json=envelope, headers=headers)
+
+
+def events_for(stack: Stack, file_id: int, short_class: str) -> list[dict[str, Any]]:
+    """Envelopes the simulator dispatched of class ``…\\<short_class>`` for node ``file_id``."""
+    return [
+        e
+        for e in stack.sim.events
+        if e["event"]["class"].endswith("\\" + short_class)
+        and (e["event"].get("node") or e["event"].get("target") or {}).get("id") == file_id
+    ]

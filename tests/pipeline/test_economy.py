@@ -1,0 +1,104 @@
+"""Idempotency and economy: a save embeds once, unchanged documents are not embedded again,
+an edit re-embeds only the chunks it touched."""
+
+from __future__ import annotations
+
+from pipeline_support import drained, events_for, post_envelope
+
+from support import Stack, wait_until
+
+WORDS = [
+    "amber",
+    "basalt",
+    "cedar",
+    "delta",
+    "ember",
+    "fjord",
+    "granite",
+    "harbor",
+    "iris",
+    "juniper",
+    "kelp",
+    "lagoon",
+    "meadow",
+    "nectar",
+    "orchid",
+    "prairie",
+    "quartz",
+    "river",
+    "sierra",
+    "tundra",
+    "umber",
+    "valley",
+    "willow",
+    "xenon",
+    "yarrow",
+    "zephyr",
+]
+
+
+def long_markdown(sections: int = 20, marker: str = "") -> str:
+    """``sections`` sections of ~150 distinct-ish words each (about one chunk each)."""
+    out = []
+    for i in range(sections):
+        words = " ".join(f"{WORDS[(i * 7 + j) % len(WORDS)]}{i}" for j in range(130))
+        extra = f" {marker}" if marker and i == 10 else ""
+        out.append(f"## Section {i}\n\n{words}{extra}.")
+    return "\n\n".join(out)
+
+
+def test_one_save_with_four_events_embeds_once(stack: Stack) -> None:
+    text = "# Kiln\n\nThe pottery kiln reaches twelve hundred degrees on the third firing."
+    before = stack.services.embedder.dense_embedded
+    file_id = stack.sim.put_file("alice", "/Notes/Kiln.md", text.encode())
+    stack.sim.flush_deliveries(timeout=5)
+    written = events_for(stack, file_id, "NodeWrittenEvent")
+    created = events_for(stack, file_id, "NodeCreatedEvent")
+    assert len(written) == 1 and len(created) == 1
+    for envelope in (written[0], created[0]):  # two late duplicates: four events in all
+        assert post_envelope(stack, envelope).status_code == 202
+    points = wait_until(lambda: stack.points(f"note:{file_id}"), 15)
+    wait_until(lambda: drained(stack), 15)
+    assert stack.services.embedder.dense_embedded - before == len(points) == 1
+
+
+def test_unchanged_document_is_neither_downloaded_nor_embedded(stack: Stack) -> None:
+    data = b"Sourdough starter must be fed twice a day with rye flour."
+    file_id = stack.sim.put_file("alice", "/Kitchen/bread.txt", data)
+    key = f"file:{file_id}"
+    first = wait_until(lambda: stack.points(key), 15)[0].payload
+    wait_until(lambda: drained(stack), 15)
+    embedded = stack.services.embedder.dense_embedded
+    stack.sim.reset_request_counts()
+    # the same event again: same etag ⇒ no download
+    assert post_envelope(stack, events_for(stack, file_id, "NodeWrittenEvent")[0]).status_code
+    wait_until(lambda: stack.sim.request_count("dav-search") >= 1 and drained(stack), 15)
+    assert stack.sim.request_count("webdav", "GET") == 0
+    # the same bytes saved again: new etag ⇒ downloaded, same content hash ⇒ not embedded
+    stack.sim.put_file("alice", "/Kitchen/bread.txt", data)
+    stack.sim.flush_deliveries(timeout=5)
+    payload = wait_until(
+        lambda: (p := stack.points(key)[0].payload)["etag"] != first["etag"] and p, 15
+    )
+    wait_until(lambda: drained(stack), 15)
+    assert stack.sim.request_count("webdav", "GET") >= 1
+    assert payload["content_hash"] == first["content_hash"]
+    assert stack.services.embedder.dense_embedded == embedded
+
+
+def test_editing_one_section_of_a_20_chunk_document_embeds_at_most_two(stack: Stack) -> None:
+    file_id = stack.sim.put_file("alice", "/Docs/atlas.md", long_markdown().encode())
+    key = f"file:{file_id}"
+    points = wait_until(lambda: stack.points(key), 30)
+    assert len(points) >= 20
+    wait_until(lambda: drained(stack), 15)
+    before = stack.services.embedder.dense_embedded
+    old_hash = points[0].payload["content_hash"]
+    stack.sim.put_file("alice", "/Docs/atlas.md", long_markdown(marker="edited").encode())
+    stack.sim.flush_deliveries(timeout=5)
+    new = wait_until(
+        lambda: (p := stack.points(key)) and p[0].payload["content_hash"] != old_hash and p, 30
+    )
+    wait_until(lambda: drained(stack), 15)
+    assert len({p.payload["content_hash"] for p in new}) == 1  # the old version is gone
+    assert 1 <= stack.services.embedder.dense_embedded - before <= 2
