@@ -1,0 +1,175 @@
+"""Scans one by one on real parts: what an unchanged account costs, and the guards (failed
+listing, empty listing, grace period, mass removal held until a second scan agrees)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from celery import Celery
+from reconcile_support import differences, ground_truth, index_state, reconcile_pass, settle
+
+from ncindex.documents import DocType
+from ncindex.indexing import Indexer
+from ncindex.reconcile import Reconciler, ScanState
+from support import Stack
+
+USERS = ["alice", "bob", "carol"]
+
+
+class Recorder:
+    """A producer that records the tasks it is asked to send (nothing runs them)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any], str | None]] = []
+
+    def send_task(self, name: str, **options: Any) -> None:
+        self.sent.append((name, options.get("kwargs", {}), options.get("queue")))
+
+
+def reconciler(stack: Stack, producer: Any) -> Reconciler:
+    return Reconciler(stack.services, Indexer(stack.services), producer)
+
+
+def fill(stack: Stack, files: int = 12, notes: int = 6) -> None:
+    """Files in two folders with a subfolder each, and notes; indexed through the webhooks."""
+    for i in range(files):
+        sub = "/Sub" if i % 3 == 0 else ""
+        stack.sim.put_file("alice", f"/Docs/F{i % 2}{sub}/f{i}.md", f"# File {i}\nreef {i}")
+    for i in range(notes):
+        stack.sim.put_file("alice", f"/Notes/Cat/n{i}.md", f"# Note {i}\nanchor {i}")
+    settle(stack)
+
+
+def test_an_unchanged_account_costs_one_request_per_doc_type(
+    rstack: Stack, producer: Celery
+) -> None:
+    fill(rstack)
+    rstack.sim.drop_rate = 1.0  # from here on only the scans see changes
+    reconcile_pass(rstack, producer, ["alice"])  # clean: stores folder etags and pruneBefore
+    rec = reconciler(rstack, Recorder())
+    rstack.sim.reset_request_counts()
+    for doc_type in (DocType.FILE, DocType.NOTE):
+        report = rec.scan("alice", doc_type)
+        assert report.clean and report.requests == 1, report.summary()
+    assert rstack.sim.request_count() == 2
+
+    rstack.sim.put_file("alice", "/Docs/F0/Sub/f0.md", "# File 0\nchanged deep down")
+    rstack.sim.reset_request_counts()
+    files = rec.scan("alice", DocType.FILE)
+    # root (Depth 0, changed) → root, /Docs, /Docs/F0, /Docs/F0/Sub; /Docs/F1 and /Notes
+    # are skipped
+    assert files.requests == 5
+    assert [(c.reason, c.path) for c in files.index] == [("changed", "/Docs/F0/Sub/f0.md")]
+    rstack.sim.put_file("alice", "/Notes/Cat/n1.md", "# Note 1\nchanged")
+    notes = rec.scan("alice", DocType.NOTE)
+    assert notes.requests == 1
+    assert [(c.reason, c.path) for c in notes.index] == [("changed", "/Notes/Cat/n1.md")]
+    # the folders above the change stay dirty until a scan finds them in sync again
+    assert "/Docs/F0" not in ScanState(rstack.services.redis, "alice", DocType.FILE).folders()
+
+
+def test_a_failed_listing_enqueues_nothing(rstack: Stack) -> None:
+    fill(rstack, files=4, notes=2)
+    rstack.sim.drop_rate = 1.0
+    for i in range(4):
+        rstack.sim.delete("alice", f"/Docs/F{i % 2}{'/Sub' if i % 3 == 0 else ''}/f{i}.md")
+    rstack.sim.faults.set("webdav", status=503)
+    recorder = Recorder()
+    report = reconciler(rstack, recorder).scan("alice", DocType.FILE)
+    assert report.error is not None and "NextcloudUnavailable" in report.error
+    assert recorder.sent == [] and not report.remove
+    assert ScanState(rstack.services.redis, "alice", DocType.FILE).missing_since() == {}
+
+
+def test_an_empty_listing_never_removes(rstack: Stack) -> None:
+    fill(rstack, files=4, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.delete("alice", "/Docs")
+    recorder = Recorder()
+    report = reconciler(rstack, recorder).scan("alice", DocType.FILE)
+    assert report.guard == "empty_listing"
+    assert len(report.held) == 4 and report.remove == [] and recorder.sent == []
+
+
+def test_a_mass_removal_is_held_until_a_second_scan_agrees(rstack: Stack) -> None:
+    rstack.settings.reconcile_max_removal_share = 0.5
+    rstack.settings.reconcile_guard_min_docs = 3
+    fill(rstack, files=12, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.delete("alice", "/Docs/F0")  # 6 of 12 files, plus one more below
+    rstack.sim.delete("alice", "/Docs/F1/f1.md")
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    first = rec.scan("alice", DocType.FILE)
+    assert first.guard == "mass_removal" and len(first.held) == 7 and first.remove == []
+    assert recorder.sent == []
+    second = rec.scan("alice", DocType.FILE)
+    assert len(second.remove) == 7 and second.held == []
+    assert {kw["file_id"] for _, kw, _ in recorder.sent} == {int(c.doc_id) for c in second.remove}
+    assert {q for _, _, q in recorder.sent} == {"index"}
+
+
+def test_a_missing_document_waits_for_the_grace_period(rstack: Stack) -> None:
+    rstack.settings.reconcile_grace_seconds = 600
+    fill(rstack, files=3, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.delete("alice", "/Docs/F1/f1.md")
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    first = rec.scan("alice", DocType.FILE)
+    assert len(first.waiting) == 1 and first.remove == [] and recorder.sent == []
+    state = ScanState(rstack.services.redis, "alice", DocType.FILE)
+    state.set_missing({k: v - 601 for k, v in state.missing_since().items()})  # time passes
+    second = rec.scan("alice", DocType.FILE)
+    assert [c.path for c in second.waiting] == []
+    assert [c.indexed_path for c in second.remove] == ["/Docs/F1/f1.md"]
+    assert len(recorder.sent) == 1
+
+
+def test_a_dry_run_changes_nothing(rstack: Stack) -> None:
+    fill(rstack, files=3, notes=2)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.put_file("alice", "/Docs/new.md", "# New\nbeacon")
+    rec = reconciler(rstack, None)
+    before = dict(rstack.services.redis.hgetall("ncindex:reconcile:last"))
+    for _ in range(2):
+        report = rec.scan("alice", DocType.FILE, apply=False)
+        assert [(c.reason, c.path) for c in report.index] == [("new", "/Docs/new.md")]
+        assert report.enqueued == 0 and not report.applied
+    assert ScanState(rstack.services.redis, "alice", DocType.FILE).folders() == {}
+    assert dict(rstack.services.redis.hgetall("ncindex:reconcile:last")) == before
+
+
+def test_a_share_gives_the_sharee_access_without_embedding_again(
+    rstack: Stack, producer: Celery
+) -> None:
+    fill(rstack, files=4, notes=0)
+    rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
+    embedded = rstack.services.embedder.dense_embedded
+    reconcile_pass(rstack, producer, USERS)
+    assert rstack.services.embedder.dense_embedded == embedded
+    assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}
+    shared = [d for d in index_state(rstack).values() if "user:bob" in d["acl"]]
+    assert len(shared) == 2
+    assert all(d["paths"]["bob"].startswith("/From Alice/") for d in shared)
+
+
+@pytest.mark.parametrize("doc_type", ["deck_card", "news_item"])
+def test_types_without_a_scanner_say_so(rstack: Stack, doc_type: str) -> None:
+    from ncindex.reconcile import UnsupportedDocType
+
+    with pytest.raises(UnsupportedDocType):
+        reconciler(rstack, Recorder()).scan("alice", doc_type)
+
+
+def test_last_scan_is_recorded_with_the_time_it_was_in_sync(
+    rstack: Stack, producer: Celery
+) -> None:
+    fill(rstack, files=2, notes=1)
+    started = time.time()
+    reconcile_pass(rstack, producer, ["alice"])
+    state = ScanState(rstack.services.redis, "alice", DocType.FILE)
+    last = state.last()
+    assert last is not None and last["clean"] and last["in_sync_at"] >= int(started)
