@@ -1,0 +1,396 @@
+"""The distributed processes as separate OS processes against a private ``redis-server``:
+the receiver under gunicorn (202/401, JSON logs, Prometheus counts adding up across gunicorn
+worker processes), a Celery worker with its heartbeat file and JSON task logs, Flower seeing
+that worker's tasks through its HTTP API, and a worker's shutdown (SIGTERM finishes the running
+task; SIGKILL after a short grace leaves it unacknowledged and another worker runs it again).
+
+Nothing here asserts a duration: waits poll for an outcome with a generous ceiling.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from ncindex.queueing import celery_app
+from ncindex.redis_server import RedisProcess, free_port, start_redis
+from ncindex.settings import Settings
+from support import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+SECRET = "deploy-test-secret-0123456789"
+WRITTEN = "OCP\\Files\\Events\\Node\\NodeWrittenEvent"
+FLOWER_AUTH = ("ops", "flower-pass-123")
+
+
+@pytest.fixture(scope="module")
+def redis_proc() -> Iterator[RedisProcess]:
+    """A private Redis for this module (its queues are not shared with other tests)."""
+    server = start_redis()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(redis_proc: RedisProcess) -> Iterator[redis.Redis]:
+    """A client on the private Redis, flushed before each test."""
+    conn = redis.Redis.from_url(redis_proc.url)
+    conn.flushdb()
+    yield conn
+    conn.close()
+
+
+def process_env(redis_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a spawned process: this one without NCINDEX_*/PROMETHEUS_*,
+    plus the test Redis, secret, account, and ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("NCINDEX_", "PROMETHEUS_", "FLOWER_"))
+    }
+    env.update(
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT)]),
+        NCINDEX_REDIS_URL=redis_url,
+        NCINDEX_WEBHOOK_SECRET=SECRET,
+        NCINDEX_ACCOUNTS=json.dumps({"alice": "pw"}),
+        NCINDEX_DEBOUNCE_SECONDS="0",
+        NCINDEX_LOG_LEVEL="INFO",
+    )
+    env.update(extra)
+    return env
+
+
+class Proc:
+    """A spawned process in its own session (so its whole group can be signalled), its
+    stdout and stderr in one log file."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        self.handle = log.open("wb")
+        self.popen = subprocess.Popen(
+            args,
+            env=env,
+            cwd=ROOT,
+            stdout=self.handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        """The process id (also its process group id)."""
+        return self.popen.pid
+
+    def text(self) -> str:
+        """Everything it wrote so far."""
+        self.handle.flush()
+        return self.log.read_text(errors="replace")
+
+    def json_lines(self) -> list[dict]:
+        """The lines it wrote that are JSON objects."""
+        out = []
+        for line in self.text().splitlines():
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue
+        return out
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the main process only."""
+        if self.popen.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill_group(self) -> None:
+        """SIGKILL the process and every child (what happens when a pod's grace runs out)."""
+        if self.popen.poll() is None:
+            os.killpg(self.pid, signal.SIGKILL)
+        self.popen.wait(timeout=30)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL of the group if it is still there after 30 seconds."""
+        if self.popen.poll() is None:
+            os.killpg(self.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill_group()
+        self.handle.close()
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator:
+    """``spawn(name, args, env)`` starts a :class:`Proc`; all are stopped after the test."""
+    started: list[Proc] = []
+
+    def _spawn(name: str, args: list[str], env: dict[str, str]) -> Proc:
+        proc = Proc(args, env, tmp_path / f"{name}.log")
+        started.append(proc)
+        return proc
+
+    yield _spawn
+    for proc in reversed(started):
+        proc.stop()
+
+
+def http_ok(url: str, **kwargs) -> httpx.Response | None:
+    """The response when ``url`` answers 200, else ``None``."""
+    try:
+        response = httpx.get(url, timeout=5, **kwargs)
+    except httpx.HTTPError:
+        return None
+    return response if response.status_code == 200 else None
+
+
+def envelope(file_id: int) -> dict:
+    """A NodeWrittenEvent for alice's file ``file_id``."""
+    return {
+        "event": {"node": {"id": file_id, "path": f"/alice/files/n{file_id}.md"}, "class": WRITTEN},
+        "user": {"uid": "alice", "displayName": "Alice"},
+        "time": 1767225601,
+    }
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    """The value of sample ``name{labels}`` in a Prometheus exposition, or ``None``."""
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        sample, _, value = line.rpartition(" ")
+        sample_name, _, label_text = sample.partition("{")
+        if sample_name != name:
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', label_text))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(value)
+    return None
+
+
+def start_worker(spawn, redis_url: str, name: str, tmp_path: Path, **env: str) -> tuple:
+    """A ``celery worker`` subprocess on queue ``index`` running :mod:`slow_app`; returns the
+    process and its heartbeat file."""
+    heartbeat = tmp_path / f"{name}.heartbeat"
+    proc = spawn(
+        name,
+        [
+            str(BIN / "celery"),
+            "-A",
+            "slow_app",
+            "worker",
+            "-Q",
+            "index",
+            "-c",
+            "1",
+            "-n",
+            f"{name}@%h",
+            "--loglevel=INFO",
+        ],
+        process_env(
+            redis_url, NCINDEX_HEARTBEAT_FILE=str(heartbeat), NCINDEX_HEARTBEAT_INTERVAL="1", **env
+        ),
+    )
+    wait_until(lambda: heartbeat.exists() or proc.popen.poll() is not None, timeout=90)
+    assert proc.popen.poll() is None, proc.text()
+    return proc, heartbeat
+
+
+def producer(redis_url: str):
+    """A task-less Celery app with ncindex's settings, to send ``deploytest.slow``."""
+    return celery_app(Settings(redis_url=redis_url))
+
+
+def test_receiver_under_gunicorn(
+    redis_proc: RedisProcess, client: redis.Redis, spawn, tmp_path: Path
+) -> None:
+    port = free_port()
+    multiproc = tmp_path / "prometheus"
+    proc = spawn(
+        "receiver",
+        [
+            str(BIN / "gunicorn"),
+            "-c",
+            str(ROOT / "deploy" / "gunicorn.conf.py"),
+            "-w",
+            "2",
+            "--max-requests",
+            "4",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "webhook_receiver.wsgi:app",
+        ],
+        process_env(redis_proc.url, PROMETHEUS_MULTIPROC_DIR=str(multiproc)),
+    )
+    base = f"http://127.0.0.1:{port}"
+    wait_until(lambda: http_ok(f"{base}/livez") or proc.popen.poll() is not None, timeout=90)
+    assert proc.popen.poll() is None, proc.text()
+    assert http_ok(f"{base}/readyz") is not None
+
+    good = {"X-Ncindex-Secret": SECRET}
+    answers = [
+        httpx.post(f"{base}/hooks/nextcloud", json=envelope(i), headers=good, timeout=10)
+        for i in range(1, 11)
+    ]
+    assert [a.status_code for a in answers] == [202] * 10
+    assert all(a.json()["queued"] == 1 for a in answers)
+    for bad in (None, "wrong"):
+        headers = {"X-Ncindex-Secret": bad} if bad else {}
+        for _ in range(2):
+            answer = httpx.post(f"{base}/hooks/nextcloud", json=envelope(1), headers=headers)
+            assert answer.status_code == 401
+            assert answer.headers["content-type"].startswith("application/problem+json")
+    assert client.llen("index") == 10  # really on the broker
+
+    # --max-requests 4: those 14+ requests were served by at least four worker processes,
+    # most of them gone by now; the counts still add up, whichever worker answers.
+    for _ in range(4):
+        body = httpx.get(f"{base}/metrics", timeout=10).text
+        assert metric(body, "ncindex_webhook_events_total", outcome="queued") == 10
+        assert metric(body, "ncindex_webhook_events_total", reason="unauthenticated") == 4
+        assert metric(body, "ncindex_queue_depth", queue="index") == 10
+        assert metric(body, "ncindex_queue_depth", queue="evict") == 0
+        assert metric(body, "ncindex_queue_metrics_up") == 1
+    pids = {
+        m.group(1) for m in (re.search(r"_(\d+)\.db$", p.name) for p in multiproc.iterdir()) if m
+    }
+    assert len(pids) >= 4
+
+    lines = proc.json_lines()
+    access = [line for line in lines if line.get("logger") == "gunicorn.access"]
+    assert {line["status"] for line in access} >= {202, 401}
+    assert all(line["event"] == "request" and line["path"] for line in access)
+    assert any(line.get("logger") == "gunicorn.error" for line in lines)
+    assert not [line for line in proc.text().splitlines() if line and not line.startswith("{")]
+
+
+def test_worker_heartbeat_logs_and_flower(
+    redis_proc: RedisProcess, client: redis.Redis, spawn, tmp_path: Path
+) -> None:
+    flower_port = free_port()
+    flower = spawn(
+        "flower",
+        [
+            str(BIN / "celery"),
+            "--broker",
+            redis_proc.url,
+            "flower",
+            "--address=127.0.0.1",
+            f"--port={flower_port}",
+        ],
+        process_env(redis_proc.url, FLOWER_BASIC_AUTH=":".join(FLOWER_AUTH)),
+    )
+    base = f"http://127.0.0.1:{flower_port}"
+    wait_until(lambda: http_ok(f"{base}/healthcheck") or flower.popen.poll() is not None, 90)
+    assert flower.popen.poll() is None, flower.text()
+    assert httpx.get(f"{base}/api/workers", timeout=10).status_code == 401
+
+    worker, heartbeat = start_worker(spawn, redis_proc.url, "w1", tmp_path)
+    probe = [sys.executable, "-m", "workers.heartbeat", str(heartbeat), "--max-age", "60"]
+    env = process_env(redis_proc.url)
+    assert subprocess.run(probe, env=env, cwd=ROOT, check=False).returncode == 0
+
+    key = f"flower-{uuid.uuid4().hex[:8]}"
+    app = producer(redis_proc.url)
+    sent = [
+        app.send_task("deploytest.slow", kwargs={"key": key, "seconds": 0}, queue="index")
+        for _ in range(3)
+    ]
+    ids = {result.id for result in sent}
+    wait_until(lambda: client.llen(f"{key}:finished") == 3, timeout=60)
+
+    def flower_tasks() -> dict | None:
+        answer = http_ok(f"{base}/api/tasks", auth=FLOWER_AUTH)
+        tasks = answer.json() if answer else {}
+        done = {k: v for k, v in tasks.items() if k in ids and v.get("state") == "SUCCESS"}
+        return tasks if len(done) == 3 else None
+
+    tasks = wait_until(flower_tasks, timeout=60, interval=0.5)
+    assert {tasks[i]["name"] for i in ids} == {"deploytest.slow"}
+    assert all(tasks[i]["worker"].startswith("w1@") for i in ids)
+    # Workers as Flower knows them from their event heartbeats: name -> alive.
+    alive = wait_until(
+        lambda: (r := http_ok(f"{base}/api/workers?status=true", auth=FLOWER_AUTH)) and r.json(),
+        timeout=60,
+    )
+    assert [alive[name] for name in alive if name.startswith("w1@")] == [True]
+    metrics = wait_until(lambda: http_ok(f"{base}/metrics", auth=FLOWER_AUTH), timeout=30)
+    assert metric(metrics.text, "flower_events_total", type="task-succeeded") >= 3
+
+    # The worker's log: JSON lines, the task's own line with task_id and doc_key bound.
+    started = [line for line in worker.json_lines() if line.get("event") == "slow_started"]
+    assert {line["task_id"] for line in started} == ids
+    assert {line["doc_key"] for line in started} == {key}
+    assert all(line["task"] == "deploytest.slow" for line in started)
+    assert any(line.get("logger", "").startswith("celery") for line in worker.json_lines())
+    assert client.get("ncindex:metrics:last_task_done") is not None
+
+    # A stopped worker removes its heartbeat: the probe fails.
+    worker.signal(signal.SIGTERM)
+    assert worker.popen.wait(timeout=60) == 0
+    assert not heartbeat.exists()
+    assert subprocess.run(probe, env=env, cwd=ROOT, check=False).returncode == 1
+
+
+def test_sigterm_lets_the_running_task_finish(
+    redis_proc: RedisProcess, client: redis.Redis, spawn, tmp_path: Path
+) -> None:
+    worker, _ = start_worker(spawn, redis_proc.url, "warm", tmp_path)
+    key = f"warm-{uuid.uuid4().hex[:8]}"
+    producer(redis_proc.url).send_task(
+        "deploytest.slow", kwargs={"key": key, "seconds": 2}, queue="index"
+    )
+    wait_until(lambda: client.llen(f"{key}:started") == 1, timeout=60)
+    worker.signal(signal.SIGTERM)  # what the kubelet sends first
+    assert worker.popen.wait(timeout=120) == 0, worker.text()
+    assert client.llen(f"{key}:finished") == 1  # finished before the worker exited
+    assert client.hlen("unacked") == 0 and client.llen("index") == 0  # and acknowledged
+    assert "Warm shutdown" in worker.text() or "warm shutdown" in worker.text().lower()
+
+
+def test_task_cut_off_by_a_short_grace_runs_again_elsewhere(
+    redis_proc: RedisProcess, client: redis.Redis, spawn, tmp_path: Path
+) -> None:
+    first, _ = start_worker(spawn, redis_proc.url, "first", tmp_path)
+    key = f"grace-{uuid.uuid4().hex[:8]}"
+    producer(redis_proc.url).send_task(
+        "deploytest.slow",
+        kwargs={"key": key, "seconds": 0, "first_run_seconds": 3600},
+        queue="index",
+    )
+    wait_until(lambda: client.llen(f"{key}:started") == 1, timeout=60)
+    first.signal(signal.SIGTERM)  # warm shutdown begins, waiting for the task...
+    first.kill_group()  # ...but the grace period runs out: SIGKILL for every process
+    assert client.llen(f"{key}:finished") == 0
+    assert client.hlen("unacked") == 1  # not acknowledged (acks_late), so not lost
+
+    # Another worker restores messages unacknowledged for longer than its visibility timeout
+    # (900 s in production; 3 s here so the test is short) and runs the task again.
+    start_worker(
+        spawn,
+        redis_proc.url,
+        "second",
+        tmp_path,
+        NCINDEX_VISIBILITY_TIMEOUT="3",
+        NCINDEX_TASK_SOFT_TIME_LIMIT="1",
+        NCINDEX_TASK_TIME_LIMIT="2",
+        NCINDEX_LOCK_TTL="4",
+    )
+    wait_until(lambda: client.llen(f"{key}:finished") == 1, timeout=120, interval=0.2)
+    hosts = [h.decode() for h in client.lrange(f"{key}:started", 0, -1)]
+    assert [h.split("@")[0] for h in hosts] == ["first", "second"]
+    assert client.lrange(f"{key}:finished", 0, -1)[0].decode().startswith("second@")
+    wait_until(lambda: client.hlen("unacked") == 0, timeout=30)
