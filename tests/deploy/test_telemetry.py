@@ -1,0 +1,157 @@
+"""Telemetry pieces in one process: the queue gauges and the index-lag definition over a real
+Redis (kombu's own key layout, filled by really sending tasks), the gunicorn log config through
+``logging.config.dictConfig``, and the heartbeat probe."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import logging.config
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from prometheus_client import CollectorRegistry, generate_latest
+
+from ncindex import telemetry
+from ncindex.queueing import QUEUES, celery_app
+from ncindex.redis_server import RedisProcess, start_redis
+from ncindex.settings import Settings
+from workers import heartbeat
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RedisProcess]:
+    """A private Redis."""
+    proc = start_redis()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def client(server: RedisProcess) -> Iterator[redis.Redis]:
+    """A flushed client."""
+    conn = redis.Redis.from_url(server.url)
+    conn.flushdb()
+    yield conn
+    conn.close()
+
+
+class Clock:
+    """A settable clock."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_queue_depth_counts_what_celery_really_enqueued(
+    server: RedisProcess, client: redis.Redis
+) -> None:
+    app = celery_app(Settings(redis_url=server.url))
+    for _ in range(3):
+        app.send_task("ncindex.index_node", kwargs={"user": "a", "file_id": 1}, queue="index")
+    app.send_task("ncindex.evict_node", kwargs={"user": "a", "path": "/x"}, queue="evict")
+    collector = telemetry.QueueCollector(client, QUEUES)
+    values = collector.read()
+    assert values["depth"] == {"ingest": 0, "index": 3, "evict": 1, "reconcile": 0}
+    assert values["reserved"] == 0
+    registry = CollectorRegistry()
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    assert 'ncindex_queue_depth{queue="index"} 3.0' in text
+    assert "ncindex_queue_metrics_up 1.0" in text
+
+
+def test_index_lag_definition(client: redis.Redis) -> None:
+    clock = Clock(10_000.0)
+    collector = telemetry.QueueCollector(client, ("index",), clock=clock)
+    assert collector.read()["lag"] == 0  # nothing waiting, nothing reserved
+
+    client.set(telemetry.LAST_DONE_KEY, "9900")
+    assert collector.read()["lag"] == 0  # idle: a long-ago last task is no lag
+
+    client.rpush("index", "message")
+    assert collector.read()["lag"] == 100  # waiting, and nothing finished for 100 s
+
+    client.hset("unacked", "tag", "message-body")
+    client.zadd("unacked_index", {"tag": 9_700.0})
+    assert collector.read()["lag"] == 300  # a reservation 300 s old is the larger
+
+    client.delete("index")
+    clock.now = 10_050.0
+    assert collector.read()["lag"] == 350  # only the reservation remains
+
+    client.delete("unacked", "unacked_index", telemetry.LAST_DONE_KEY)
+    client.rpush("index", "message")
+    assert collector.read()["lag"] == 0  # waiting but never finished anything: no bound yet
+
+
+def test_redis_down_is_reported_not_raised() -> None:
+    dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)
+    registry = CollectorRegistry()
+    registry.register(telemetry.QueueCollector(dead, QUEUES))
+    text = generate_latest(registry).decode()
+    assert "ncindex_queue_metrics_up 0.0" in text
+    assert "ncindex_queue_depth" not in text
+
+
+def test_gunicorn_logconfig_renders_json_with_access_fields() -> None:
+    from gunicorn.glogging import SafeAtoms
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    stream = io.StringIO()
+    try:
+        config = telemetry.gunicorn_logconfig("INFO")
+        config["handlers"]["console"]["stream"] = stream
+        logging.config.dictConfig(config)
+        logging.getLogger("gunicorn.error").info("Booting worker with pid: %s", 42)
+        atoms = {
+            "h": "10.0.0.1",
+            "m": "POST",
+            "U": "/hooks/nextcloud",
+            "q": "",
+            "s": "202",
+            "B": "13",
+            "M": 7,
+            "a": "Nextcloud",
+        }
+        logging.getLogger("gunicorn.access").info("%(h)s %(r)s %(s)s", SafeAtoms(atoms))
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+        for name in ("gunicorn.error", "gunicorn.access"):
+            logging.getLogger(name).handlers.clear()
+    booting, access = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert booting["event"] == "Booting worker with pid: 42"
+    assert booting["logger"] == "gunicorn.error" and booting["level"] == "info"
+    assert "positional_args" not in booting
+    assert access == access | {
+        "event": "request",
+        "method": "POST",
+        "path": "/hooks/nextcloud",
+        "status": 202,
+        "bytes": 13,
+        "duration_ms": 7,
+        "remote": "10.0.0.1",
+        "logger": "gunicorn.access",
+    }
+    assert "query" not in access
+
+
+def test_heartbeat_probe(tmp_path: Path) -> None:
+    beat = tmp_path / "hb"
+    assert heartbeat.main([str(beat), "--max-age", "60"]) == 1  # missing
+    beat.write_text("x")
+    assert heartbeat.main([str(beat), "--max-age", "60"]) == 0
+    old = time.time() - 120
+    os.utime(beat, (old, old))
+    assert heartbeat.main([str(beat), "--max-age", "60"]) == 1  # stale
+    assert heartbeat.is_fresh(beat, 60, now=old + 30)
