@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Flask, Response, json
-from werkzeug.exceptions import HTTPException
+from flask import Flask, Request, Response, json
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 _CODES = {
     400: "invalid_value",
@@ -52,13 +52,28 @@ def problem(
     return response
 
 
+def read_body(request: Request, limit: int) -> bytes:
+    """The request body, at most ``limit`` bytes; raises ``RequestEntityTooLarge`` (413) past
+    it, whether or not the client sent a Content-Length (a chunked upload is counted as read,
+    never silently cut at the limit)."""
+    if request.content_length is not None and request.content_length > limit:
+        raise RequestEntityTooLarge()
+    body = request.stream.read(limit + 1)
+    if len(body) > limit:
+        raise RequestEntityTooLarge()
+    return body
+
+
 def install_error_handlers(app: Flask) -> None:
     """Answer every werkzeug HTTP error, and any unexpected exception, as problem+json."""
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:
         status = exc.code or 500
-        return problem(status, _CODES.get(status, "invalid_value"), exc.description or "")
+        field = "body" if status in (413, 415) else None
+        return problem(
+            status, _CODES.get(status, "invalid_value"), exc.description or "", field=field
+        )
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Response:
