@@ -40,3 +40,8 @@ format: $(STAMP)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache
+
+# Reconcile rescan of an unchanged 10,000-document account: requests and seconds
+# → benchmarks/results/reconcile.json and the "Reconcile" section of benchmarks/RESULTS.md.
+bench-reconcile: $(STAMP) redis
+	$(PY) benchmarks/bench_reconcile.py

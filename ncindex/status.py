@@ -3,8 +3,8 @@ and dead letters (DESIGN §6, §12).
 
 Everything is read from Redis: the broker's queues (kombu keeps one list per queue, and the
 messages a worker has taken but not yet acknowledged in the ``unacked`` hash), the scan
-summaries :mod:`ncindex.reconcile` records, and the ``ncindex:deadletter:*`` keys the workers
-write when they park a document.
+summaries :mod:`ncindex.reconcile` records, and the dead-letter keys (``ncindex:deadletter``
+and ``ncindex:deadletter:*``) the workers write when they park a document.
 
 Index lag is measured per user and doc type as the time since the index was last found equal
 to Nextcloud (``in_sync_at``, the start of the last clean scan); the overall figure is the
@@ -22,7 +22,9 @@ import redis
 from ncindex.queueing import QUEUES
 from ncindex.reconcile import LAST_SCANS
 
-DEADLETTER_PATTERN = "ncindex:deadletter:*"
+DEADLETTER_PATTERN = "ncindex:deadletter*"
+"""The dead letter: the ``ncindex:deadletter`` hash (:mod:`ncindex.deadletter`) and any
+``ncindex:deadletter:*`` keys."""
 UNACKED = "unacked"
 _SAMPLE = 5
 
@@ -47,7 +49,7 @@ def last_scans(client: redis.Redis, now: float | None = None) -> dict[str, dict[
 
 
 def dead_letters(client: redis.Redis) -> dict[str, Any]:
-    """Each ``ncindex:deadletter:*`` key with its size and a few of its entries."""
+    """Each dead-letter key with its type, size and a few of its entries."""
     out: dict[str, Any] = {}
     for raw_key in sorted(client.scan_iter(match=DEADLETTER_PATTERN, count=500)):
         key = raw_key.decode()

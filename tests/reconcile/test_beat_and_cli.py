@@ -119,7 +119,7 @@ def test_reconcile_and_status_commands(
     assert sorted(data["scans"]) == ["alice:file", "alice:note"]
     assert data["scans"]["alice:file"]["changes"]["new"] == 3
     assert data["lag_seconds"] is None  # never in sync yet
-    client.hset("ncindex:deadletter:nodes", "42", json.dumps({"reason": "killed the worker"}))
+    client.hset("ncindex:deadletter", "node:42", json.dumps({"reason": "killed the worker"}))
     text = runner.invoke(main, ["status"], env=env)
     assert "dead letters: 1" in text.output and "killed the worker" in text.output
     assert "scan alice:file" in text.output
