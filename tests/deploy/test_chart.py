@@ -210,7 +210,7 @@ def test_exactly_one_beat(rendered: list[dict[str, Any]]) -> None:
     (beat,) = beats
     assert beat["spec"]["replicas"] == 1
     assert beat["spec"]["strategy"] == {"type": "Recreate"}
-    assert container(beat)["args"][:3] == ["celery", "--app=workers.worker", "beat"]
+    assert container(beat)["args"][:3] == ["celery", "--app=workers.beat", "beat"]
     assert not [h for h in by_kind(rendered, "HorizontalPodAutoscaler") if "beat" in h]
     assert not [p for p in by_kind(rendered, "PodDisruptionBudget") if "beat" in p]
 

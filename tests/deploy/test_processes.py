@@ -394,3 +394,70 @@ def test_task_cut_off_by_a_short_grace_runs_again_elsewhere(
     assert [h.split("@")[0] for h in hosts] == ["first", "second"]
     assert client.lrange(f"{key}:finished", 0, -1)[0].decode().startswith("second@")
     wait_until(lambda: client.hlen("unacked") == 0, timeout=30)
+
+
+def honcho_lines(text: str) -> dict[str, list[str]]:
+    """Honcho's output (``HH:MM:SS name.1 | line``) by process name."""
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        match = re.match(r"^\S+ (\w+)\.\d+\s+\| (.*)$", line)
+        if match:
+            out.setdefault(match.group(1), []).append(match.group(2))
+    return out
+
+
+def test_procfile_runs_every_role(
+    redis_proc: RedisProcess, client: redis.Redis, spawn, tmp_path: Path
+) -> None:
+    """``honcho start`` on deploy/Procfile: every role comes up against Redis (Qdrant is not
+    running here, so the search API is live but reports its store as not ready)."""
+    ports = {name: free_port() for name in ("receiver", "search", "flower")}
+    env = process_env(
+        redis_proc.url,
+        TMPDIR=str(tmp_path),
+        NCINDEX_QDRANT_URL=f"http://127.0.0.1:{free_port()}",
+        NCINDEX_RECEIVER_PORT=str(ports["receiver"]),
+        NCINDEX_SEARCH_PORT=str(ports["search"]),
+        NCINDEX_FLOWER_PORT=str(ports["flower"]),
+        FLOWER_BASIC_AUTH=":".join(FLOWER_AUTH),
+        GUNICORN_WORKERS="2",
+    )
+    honcho = spawn(
+        "honcho", [str(BIN / "honcho"), "-f", "deploy/Procfile", "-d", ".", "start"], env
+    )
+    receiver = f"http://127.0.0.1:{ports['receiver']}"
+    search = f"http://127.0.0.1:{ports['search']}"
+    flower = f"http://127.0.0.1:{ports['flower']}"
+    for url in (f"{receiver}/livez", f"{search}/livez", f"{flower}/healthcheck"):
+        wait_until(lambda u=url: http_ok(u) or honcho.popen.poll() is not None, timeout=120)
+        assert honcho.popen.poll() is None, honcho.text()
+
+    good = {"X-Ncindex-Secret": SECRET}
+    answer = httpx.post(f"{receiver}/hooks/nextcloud", json=envelope(7), headers=good)
+    assert answer.status_code == 202
+    assert httpx.post(f"{receiver}/hooks/nextcloud", json=envelope(7)).status_code == 401
+    ready = httpx.get(f"{search}/readyz", timeout=30)
+    assert ready.status_code == 503 and ready.json()["checks"]["store"].startswith("fail")
+    for base in (receiver, search):
+        body = httpx.get(f"{base}/metrics", timeout=10).text
+        assert metric(body, "ncindex_queue_metrics_up") == 1
+
+    for group in ("index", "light"):
+        wait_until(lambda g=group: (tmp_path / f"ncindex-{g}.heartbeat").exists(), timeout=120)
+    alive = wait_until(
+        lambda: (
+            (r := http_ok(f"{flower}/api/workers?status=true", auth=FLOWER_AUTH))
+            and len(r.json()) >= 2
+            and r.json()
+        ),
+        timeout=60,
+    )
+    assert sorted(name.split("@")[0] for name in alive) == ["index", "light"]
+    assert all(alive.values())
+
+    lines = honcho_lines(honcho.text())
+    assert {"receiver", "search", "worker_index", "worker_light", "beat", "flower"} <= set(lines)
+    for role in ("receiver", "search", "worker_index", "worker_light"):
+        parsed = [json.loads(line) for line in lines[role] if line.startswith("{")]
+        assert parsed, role
+    assert "exited with code" not in honcho.text()
