@@ -1,4 +1,4 @@
-"""The ``ncindex`` command line (click): ``up``, ``models``, ``webhooks register|list|remove``.
+"""The ``ncindex`` command line (click): ``up``, ``models``, ``webhooks``, ``eval``.
 
 Every command reads the same :class:`~ncindex.settings.Settings` from the environment
 (``NCINDEX_*``) as the apps do.
@@ -10,6 +10,7 @@ import json
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -130,6 +131,85 @@ def webhooks_remove(settings: Settings) -> None:
     from ncindex.webhooks import remove
 
     click.echo(json.dumps({"removed": remove(_admin(settings), settings)}))
+
+
+@main.command("eval")
+@click.argument(
+    "dataset", type=click.Path(exists=True, file_okay=False, dir_okay=True, path_type=Path)
+)
+@click.option(
+    "--via",
+    type=click.Choice(["library", "product", "both"]),
+    default="library",
+    show_default=True,
+    help="library: the product's parts in-process (fast); product: simulator → webhooks → "
+    "workers → /v1/search over HTTP (hybrid modes only); both: run both and compare.",
+)
+@click.option(
+    "--mode",
+    "modes",
+    multiple=True,
+    type=click.Choice(["bm25", "dense", "hybrid_rrf", "hybrid_dbsf"]),
+    help="Modes to evaluate (repeatable; default: all the path offers).",
+)
+@click.option("--split", default="test", show_default=True, help="qrels/<split>.tsv to use.")
+@click.option("--queries", type=click.IntRange(1), help="Evaluate a subset of judged queries…")
+@click.option("--docs", type=click.IntRange(1), help="…over a corpus cut to this many documents.")
+@click.option(
+    "--cache",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="SQLite file caching dense chunk vectors (library path) across runs.",
+)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_obj
+def eval_command(
+    settings: Settings,
+    dataset: Path,
+    via: str,
+    modes: tuple[str, ...],
+    split: str,
+    queries: int | None,
+    docs: int | None,
+    cache: Path | None,
+    json_out: Path | None,
+) -> None:
+    """Retrieval quality on a BEIR-layout DATASET folder (corpus.jsonl, queries.jsonl,
+    qrels/<split>.tsv): nDCG@10, Recall@10, Recall@100, MRR@10 and the zero-result rate per
+    mode, under the current settings."""
+    from ncindex.embedding import Embedder
+    from ncindex.evaluation import MODES, load_beir
+    from ncindex.evaluation.beir import DatasetError
+    from ncindex.evaluation.product import PRODUCT_MODES
+    from ncindex.evaluation.runner import run_library, run_product, table
+
+    try:
+        data = load_beir(dataset, split)
+        if queries or docs:
+            data = data.subset(queries or len(data.qrels), docs or len(data.corpus))
+    except (DatasetError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{data.name}: {len(data.corpus)} documents, {len(data.qrels)} judged queries")
+    embedder = Embedder(settings)
+    report: dict[str, object] = {"dataset": data.name, "queries": len(data.qrels)}
+    rows: dict[str, dict[str, float]] = {}
+    echo = click.echo
+    if via in ("library", "both"):
+        wanted = list(modes) or list(MODES)
+        metrics, facts = run_library(
+            settings, data, embedder=embedder, modes=wanted, cache_path=cache, echo=echo
+        )
+        report["library"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
+        rows |= {f"{m} (library)": v.as_dict() for m, v in metrics.items()}
+    if via in ("product", "both"):
+        wanted = [m for m in (modes or PRODUCT_MODES) if m in PRODUCT_MODES]
+        if not wanted:
+            raise click.ClickException(f"the product path runs only {', '.join(PRODUCT_MODES)}")
+        metrics, facts = run_product(settings, data, embedder=embedder, modes=wanted, echo=echo)
+        report["product"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
+        rows |= {f"{m} (product)": v.as_dict() for m, v in metrics.items()}
+    click.echo(table(rows))
+    if json_out is not None:
+        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
 _SCAN_TYPES = ("note", "file", "deck_card", "news_item")

@@ -17,6 +17,7 @@ Rust API counts bytes) — the tests check it with non-ASCII text and emoji, and
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from ncindex.settings import Settings
 
 
+_ATX_HEADING = re.compile(r"^#{1,6}(\s|$)")
+
+
 class Chunker:
     """Cuts text into overlapping chunks of at most ``max_tokens`` model tokens.
 
@@ -42,7 +46,9 @@ class Chunker:
     chunks, tokens; it must be below the effective ``max_tokens`` (``ValueError`` otherwise).
     The overlap is made of whole units of the level being split (sentences of a long
     paragraph, say), so neighbours cut between paragraphs longer than the overlap share nothing.
-    Thread-safe (the splitters are immutable).
+    With ``attach_headings`` (markdown only), a chunk made only of headings is merged into the
+    chunk after it when the result fits ``model_max_tokens``; such a chunk may then exceed
+    ``max_tokens`` by the heading's length. Thread-safe (the splitters are immutable).
     """
 
     def __init__(
@@ -52,6 +58,7 @@ class Chunker:
         max_tokens: int,
         overlap_tokens: int,
         model_max_tokens: int,
+        attach_headings: bool = True,
     ) -> None:
         specials = tokenizer.num_special_tokens_to_add(is_pair=False)
         capacity = min(max_tokens, model_max_tokens - specials)
@@ -63,6 +70,7 @@ class Chunker:
         self.max_tokens = capacity
         self.overlap_tokens = overlap_tokens
         self.model_max_tokens = model_max_tokens
+        self.attach_headings = attach_headings
         self._text = TextSplitter.from_huggingface_tokenizer(
             tokenizer, capacity, overlap=overlap_tokens, trim=True
         )
@@ -86,7 +94,13 @@ class Chunker:
 
     @classmethod
     def from_model_dir(
-        cls, dense_dir: Path, *, max_tokens: int, overlap_tokens: int, model_max_tokens: int
+        cls,
+        dense_dir: Path,
+        *,
+        max_tokens: int,
+        overlap_tokens: int,
+        model_max_tokens: int,
+        attach_headings: bool = True,
     ) -> Chunker:
         """A chunker using the tokenizer in ``dense_dir`` (see :class:`Chunker` for the sizes)."""
         return cls(
@@ -94,6 +108,7 @@ class Chunker:
             max_tokens=max_tokens,
             overlap_tokens=overlap_tokens,
             model_max_tokens=model_max_tokens,
+            attach_headings=attach_headings,
         )
 
     def chunk_text(self, text: str, *, markdown: bool) -> list[Chunk]:
@@ -113,9 +128,45 @@ class Chunker:
                 raise RuntimeError(f"chunk offsets do not match the text at {start}")
             if piece.strip():
                 chunks.append(Chunk(len(chunks), piece, start, end))
+        if markdown and self.attach_headings:
+            chunks = self._attach_headings(text, chunks)
         return chunks
+
+    def _attach_headings(self, text: str, chunks: list[Chunk]) -> list[Chunk]:
+        """Merge each chunk made only of markdown headings into the chunk after it, when the
+        merged chunk still fits the model's input (``model_max_tokens`` with special tokens).
+
+        The markdown splitter cuts a section too long for one chunk at its heading, so a
+        note's title (its first line) would otherwise be a chunk of a few tokens, and no
+        chunk of the body would carry it — measured on SciFact in benchmarks/RESULTS.md.
+        Merged chunks are contiguous slices of ``text``, so offsets stay exact.
+        """
+        out: list[Chunk] = []
+        carry: Chunk | None = None
+        for chunk in chunks:
+            if carry is not None:
+                merged = text[carry.char_start : chunk.char_end]
+                if self.count_tokens(merged) <= self.model_max_tokens:
+                    chunk = Chunk(0, merged, carry.char_start, chunk.char_end)
+                else:
+                    out.append(carry)
+                carry = None
+            if _headings_only(chunk.text):
+                carry = chunk
+            else:
+                out.append(chunk)
+        if carry is not None:
+            out.append(carry)
+        return [Chunk(i, c.text, c.char_start, c.char_end) for i, c in enumerate(out)]
 
     def count_tokens(self, text: str, *, special_tokens: bool = True) -> int:
         """Number of model tokens in ``text``, with the special tokens by default (what the
         dense model reads; compare with ``model_max_tokens``)."""
         return len(self._tokenizer.encode(text, add_special_tokens=special_tokens).ids)
+
+
+def _headings_only(text: str) -> bool:
+    """Whether every non-blank line of ``text`` is an ATX markdown heading (``#`` … ``######``
+    followed by a space or the line's end)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return bool(lines) and all(_ATX_HEADING.match(line) for line in lines)

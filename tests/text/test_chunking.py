@@ -88,7 +88,8 @@ def check_chunks(chunker: Chunker, text: str, chunks) -> None:
         assert text[c.char_start : c.char_end] == c.text
         assert c.text.strip()  # never blank (edges are trimmed by Rust's notion of space)
         assert chunker.count_tokens(c.text) <= chunker.model_max_tokens
-        assert chunker.count_tokens(c.text, special_tokens=False) <= chunker.max_tokens
+        if not c.text.startswith("#"):  # a heading attached to a chunk may exceed max_tokens
+            assert chunker.count_tokens(c.text, special_tokens=False) <= chunker.max_tokens
     starts = [c.char_start for c in chunks]
     assert starts == sorted(starts)
     # nothing is lost: every non-whitespace character lies inside some chunk
@@ -172,6 +173,39 @@ def test_markdown_sections_start_chunks(make_chunker) -> None:
     check_chunks(chunker, text, chunks)
     assert len(chunks) >= 4
     assert all(c.text.startswith("#") for c in chunks)
+
+
+def test_title_heading_is_attached_to_the_first_chunk(make_chunker) -> None:
+    rng = random.Random(11)
+    body = prose(rng, 1, sentences=(30, 30))  # one paragraph longer than a chunk
+    text = f"# Lighthouse maintenance plan\n\n{body}"
+    chunker = make_chunker(200, 32)
+    chunks = chunker.chunk_text(text, markdown=True)
+    check_chunks(chunker, text, chunks)
+    assert len(chunks) >= 2
+    assert chunks[0].char_start == 0 and chunks[0].text.startswith("# Lighthouse")
+    assert chunker.count_tokens(chunks[0].text, special_tokens=False) > len("Lighthouse") // 4
+    assert not any(c.text.strip() == "# Lighthouse maintenance plan" for c in chunks)
+    # without attaching, the markdown splitter leaves the title as a chunk of its own
+    bare = Chunker(
+        chunker._tokenizer,
+        max_tokens=200,
+        overlap_tokens=32,
+        model_max_tokens=256,
+        attach_headings=False,
+    ).chunk_text(text, markdown=True)
+    assert bare[0].text == "# Lighthouse maintenance plan"
+    assert len(bare) == len(chunks) + 1
+
+
+def test_heading_too_long_to_attach_stays_alone(make_chunker) -> None:
+    chunker = make_chunker(200, 0)
+    body = prose(random.Random(12), 1, sentences=(30, 30))
+    heading = "# " + " ".join(["lighthouse"] * 120)  # ~120 tokens: 120 + a full chunk > 254
+    text = f"{heading}\n\n{body}"
+    chunks = chunker.chunk_text(text, markdown=True)
+    check_chunks(chunker, text, chunks)
+    assert all(chunker.count_tokens(c.text) <= chunker.model_max_tokens for c in chunks)
 
 
 def test_chunk_tokens_256_still_fits_with_special_tokens(make_chunker) -> None:

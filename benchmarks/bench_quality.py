@@ -1,0 +1,454 @@
+"""Retrieval quality on a BEIR-layout dataset (DESIGN §13): ``make bench-quality [DATASET=DIR]``.
+
+Default run: the product's default settings, the library path of ``ncindex eval`` (the
+product's chunker, embedder, store engine and query/grouping code, no HTTP), the four modes
+(``bm25``, ``dense``, ``hybrid_rrf``, ``hybrid_dbsf``) over all judged queries and over each half
+of a fixed split of them (``tune`` / ``test``). Writes ``benchmarks/results/quality.json`` and
+the "Quality" section of ``benchmarks/RESULTS.md`` (settings, machine, date, published figures
+for SciFact).
+
+``--sweep`` runs the tuning sweeps instead (chunk size and overlap, heading attachment, what
+text is embedded, BM25 stopword list, RRF constant and weights, DBSF, prefetch depth) and writes
+``benchmarks/results/quality_tuning.json`` and the "Quality tuning" section. Chunking variants
+are compared on a tuning corpus (every judged document plus distractors, ``--tuning-docs``);
+query-time parameters on the full corpus. Choices are made on the ``tune`` half; the ``test``
+half and all queries are reported beside them.
+
+Dense vectors are cached in ``var/eval-cache/vectors.sqlite`` keyed by (model, text hash), so a
+second run or a sweep embeds only chunks it has not seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ncindex.embedding import Embedder
+from ncindex.evaluation import MODES, load_beir
+from ncindex.evaluation.beir import BeirDataset
+from ncindex.evaluation.cache import VectorCache, model_identity
+from ncindex.evaluation.library import LibraryIndex, TextVariant
+from ncindex.evaluation.metrics import Metrics, evaluate
+from ncindex.evaluation.runner import table
+from ncindex.settings import Settings
+from ncindex.store.schema import RRF_K
+from ncindex.text.chunking import Chunker
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
+DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "scifact"
+CACHE = ROOT / "var" / "eval-cache" / "vectors.sqlite"
+
+#: Published nDCG@10 (and what else was published) on BEIR SciFact test, from
+#: shared/data/README.md, for the same table.
+PUBLISHED = {
+    "BM25 (BEIR paper)": {"ndcg@10": 0.665},
+    "BM25 (Anserini flat)": {"ndcg@10": 0.679},
+    "all-MiniLM-L6-v2 dense (published)": {"ndcg@10": 0.645},
+    "bge-small-en-v1.5 dense (published)": {"ndcg@10": 0.713},
+    "RRF BM25 + bge-base (published)": {"ndcg@10": 0.744},
+    "Okapi BM25, this copy (README)": {"ndcg@10": 0.683, "recall@100": 0.933},
+    "int8 MiniLM whole docs, this copy": {"ndcg@10": 0.649},
+    "RRF k=60 whole docs, this copy": {"ndcg@10": 0.716},
+    "score-normalised sum, this copy": {"ndcg@10": 0.734, "recall@10": 0.860, "mrr@10": 0.699},
+}
+
+LUCENE_STOPWORDS = [
+    "a",
+    "an",
+    "and",
+    "are",
+    "as",
+    "at",
+    "be",
+    "but",
+    "by",
+    "for",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "no",
+    "not",
+    "of",
+    "on",
+    "or",
+    "such",
+    "that",
+    "the",
+    "their",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "to",
+    "was",
+    "will",
+    "with",
+]
+"""Lucene's classic English stopword set (33 words), for the stopword comparison."""
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
+
+
+def score(
+    index: LibraryIndex,
+    dataset: BeirDataset,
+    halves: tuple[list[str], list[str]],
+    modes: Sequence[str] = tuple(MODES),
+) -> dict[str, dict[str, dict[str, float]]]:
+    """mode → {"all", "tune", "test"} → metric → value."""
+    runs = _runs(index, dataset, modes)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for mode in modes:
+        out[mode] = {}
+        for part, ids in (("all", list(dataset.qrels)), ("tune", halves[0]), ("test", halves[1])):
+            qrels = {q: dataset.qrels[q] for q in ids}
+            metrics: Metrics = evaluate(runs[mode][10], qrels, runs[mode][100])
+            out[mode][part] = metrics.as_dict()
+    return out
+
+
+def _runs(
+    index: LibraryIndex, dataset: BeirDataset, modes: Sequence[str]
+) -> dict[str, dict[int, dict[str, list[str]]]]:
+    runs: dict[str, dict[int, dict[str, list[str]]]] = {m: {10: {}, 100: {}} for m in modes}
+    for qid, text in dataset.queries.items():
+        for mode in modes:
+            for limit in (10, 100):
+                runs[mode][limit][qid] = (
+                    index.search(text[:1000], MODES[mode], limit) if text.strip() else []
+                )
+    return runs
+
+
+def build_index(
+    settings: Settings,
+    embedder: Embedder,
+    dataset: BeirDataset,
+    folder: Path,
+    cache: VectorCache,
+    *,
+    variant: TextVariant = "content",
+    attach_headings: bool = True,
+) -> LibraryIndex:
+    index = LibraryIndex(settings, embedder, folder, cache=cache, variant=variant)
+    index.chunker = Chunker.from_model_dir(
+        embedder.paths.dense_dir,
+        max_tokens=settings.chunk_tokens,
+        overlap_tokens=settings.chunk_overlap_tokens,
+        model_max_tokens=index.chunker.model_max_tokens,
+        attach_headings=attach_headings,
+    )
+    stats = index.index(dataset)
+    log(
+        f"  indexed {stats.documents} docs, {stats.chunks} chunks "
+        f"({stats.embedded} embedded) in {stats.seconds:.0f} s"
+    )
+    return index
+
+
+def embedder_with_stopwords(settings: Settings, words: list[str] | None, tmp: Path) -> Embedder:
+    """An embedder whose BM25 uses ``words`` as its English stopwords (``None``: the packaged
+    list); the dense model is the same folder (linked)."""
+    base = Embedder(settings)
+    if words is None:
+        return base
+    base.load()
+    model_dir = tmp / "models"
+    (model_dir / "bm25").mkdir(parents=True)
+    (model_dir / base.paths.dense_dir.name).symlink_to(base.paths.dense_dir)
+    (model_dir / "bm25" / "config.json").write_text("{}")
+    (model_dir / "bm25" / "english.txt").write_text("\n".join(words) + ("\n" if words else ""))
+    return Embedder(settings.model_copy(update={"model_dir": model_dir}))
+
+
+# --- the default run -----------------------------------------------------------------------
+
+
+def run_default(dataset_dir: Path, settings: Settings) -> dict[str, Any]:
+    dataset = load_beir(dataset_dir)
+    halves = dataset.split()
+    embedder = Embedder(settings)
+    embedder.load()
+    cache = VectorCache(CACHE, model_identity(embedder.model_name, embedder.paths.dense_dir))
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
+        index = LibraryIndex(settings, embedder, Path(tmp), cache=cache)
+        stats = index.index(dataset)
+        log(f"indexed {stats.documents} docs, {stats.chunks} chunks in {stats.seconds:.0f} s")
+        scores = score(index, dataset, halves)
+        index.close()
+    cache.close()
+    result: dict[str, Any] = {
+        "dataset": dataset.name,
+        **{mode: scores[mode]["all"] for mode in MODES},
+        "halves": {mode: {p: scores[mode][p] for p in ("tune", "test")} for mode in MODES},
+        "queries": len(dataset.qrels),
+        "documents": stats.documents,
+        "chunks": stats.chunks,
+        "settings": settings_summary(settings),
+        "seconds": round(time.perf_counter() - started, 1),
+        "machine": machine(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+    }
+    return result
+
+
+def settings_summary(settings: Settings) -> dict[str, Any]:
+    return {
+        "dense_model": settings.dense_model,
+        "chunk_tokens": settings.chunk_tokens,
+        "chunk_overlap_tokens": settings.chunk_overlap_tokens,
+        "prefetch_limit": settings.prefetch_limit,
+        "search_overfetch": settings.search_overfetch,
+        "fusion": settings.fusion,
+        "rrf_k": RRF_K,
+    }
+
+
+def quality_section(result: dict[str, Any]) -> str:
+    rows = {mode: result[mode] for mode in MODES}
+    s = result["settings"]
+    lines = [
+        "## Quality",
+        "",
+        f"`make bench-quality` on `{result['dataset']}` ({result['documents']} documents, "
+        f"{result['chunks']} chunks, {result['queries']} judged queries), "
+        f"{result['date']}, {result['machine']}.",
+        "",
+        f"Settings (product defaults): model `{s['dense_model']}` (int8 ONNX, offline), chunks "
+        f"{s['chunk_tokens']} tokens with {s['chunk_overlap_tokens']} overlap (headings "
+        f"attached), prefetch ≥ {s['prefetch_limit']} per branch, over-fetch "
+        f"{s['search_overfetch']}, RRF k={s['rrf_k']}, default fusion `{s['fusion']}`. "
+        "Library path of `ncindex eval` (same chunker, embedder, Qdrant Edge, query and "
+        "grouping as the product; no HTTP). A document scores by its best chunk; metrics from "
+        "ir-measures (trec_eval), averaged over all judged queries, no result ⇒ 0. "
+        "@10 metrics from a 10-result page, Recall@100 from a 100-result page.",
+        "",
+        "```",
+        table(rows),
+        "```",
+        "",
+        "Halves of the queries (fixed split; tuning used `tune` only):",
+        "",
+        "```",
+        table(
+            {
+                f"{mode} ({part})": result["halves"][mode][part]
+                for mode in MODES
+                for part in ("tune", "test")
+            }
+        ),
+        "```",
+    ]
+    if "scifact" in result["dataset"].lower():
+        lines += [
+            "",
+            "Published and reference figures on BEIR SciFact test (shared/data/README.md; "
+            "documents ranked whole, not chunked):",
+            "",
+            "```",
+            table({k: dict(v) for k, v in PUBLISHED.items()}, title="system"),
+            "```",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(title: str, body: str) -> None:
+    """Replace (or append) the ``## {title}`` section of RESULTS.md."""
+    text = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else "# Benchmarks\n"
+    pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: body + "\n", text)
+    else:
+        text = text.rstrip() + "\n\n" + body
+    RESULTS_MD.write_text(text.rstrip() + "\n", encoding="utf-8")
+
+
+def write_json(name: str, data: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / name
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+# --- sweeps --------------------------------------------------------------------------------
+
+CHUNKING = [
+    # (label, chunk_tokens, overlap, attach_headings, text variant)
+    ("200/32 title chunk alone (old default)", 200, 32, False, "content"),
+    ("200/32 headings attached", 200, 32, True, "content"),
+    ("254/32 headings attached", 254, 32, True, "content"),
+    ("128/32 headings attached", 128, 32, True, "content"),
+    ("200/0 headings attached", 200, 0, True, "content"),
+    ("200/64 headings attached", 200, 64, True, "content"),
+    ("200/32 no title", 200, 32, False, "text_only"),
+    ("200/32 title prefixed to every chunk", 200, 32, False, "title_each_chunk"),
+]
+
+
+def run_sweep(dataset_dir: Path, settings: Settings, tuning_docs: int, only: set[str]) -> None:
+    full = load_beir(dataset_dir)
+    halves = full.split()
+    tuning = full.subset(len(full.qrels), tuning_docs)
+    out: dict[str, Any] = {"dataset": full.name, "tuning_corpus": tuning.name}
+    out_path = RESULTS / "quality_tuning.json"
+    if out_path.exists():
+        out = json.loads(out_path.read_text()) | {"dataset": full.name}
+    embedder = Embedder(settings)
+    embedder.load()
+    cache = VectorCache(CACHE, model_identity(embedder.model_name, embedder.paths.dense_dir))
+
+    if "chunking" in only:
+        results = out.setdefault("chunking", {})
+        for label, tokens, overlap, attach, variant in CHUNKING:
+            if label in results:
+                continue
+            log(f"chunking: {label}")
+            s = settings.model_copy(
+                update={"chunk_tokens": tokens, "chunk_overlap_tokens": overlap}
+            )
+            with tempfile.TemporaryDirectory() as tmp:
+                index = build_index(
+                    s, embedder, tuning, Path(tmp), cache, variant=variant, attach_headings=attach
+                )
+                results[label] = score(index, tuning, halves)
+                index.close()
+            write_json("quality_tuning.json", out)
+
+    if "stopwords" in only:
+        results = out.setdefault("stopwords", {})
+        for label, words in (
+            ("stop-words package (1,333)", None),
+            ("Lucene classic (33)", LUCENE_STOPWORDS),
+            ("none", []),
+        ):
+            if label in results:
+                continue
+            log(f"stopwords: {label}")
+            with tempfile.TemporaryDirectory() as tmp:
+                emb = embedder_with_stopwords(settings, words, Path(tmp))
+                emb.load()
+                index = build_index(settings, emb, tuning, Path(tmp) / "store", cache)
+                results[label] = score(index, tuning, halves)
+                index.close()
+            write_json("quality_tuning.json", out)
+
+    if "query" in only:
+        log("query-time parameters on the full corpus")
+        results = out.setdefault("query", {})
+        with tempfile.TemporaryDirectory() as tmp:
+            index = build_index(settings, embedder, full, Path(tmp), cache)
+            hybrid = ("hybrid_rrf",)
+            for k in (1, 2, 5, 10, 20, 60):
+                index.rrf_k = k
+                results[f"rrf k={k}"] = score(index, full, halves, hybrid)
+            index.rrf_k = None
+            for w in ((1.0, 1.0), (1.5, 1.0), (1.0, 1.5), (2.0, 1.0), (1.0, 2.0)):
+                index.weights = w
+                results[f"rrf weights dense={w[0]} sparse={w[1]}"] = score(
+                    index, full, halves, hybrid
+                )
+            index.weights = None
+            base = index.service.settings
+            for depth in (100, 500, 1000, 2000):
+                index.service.settings = base.model_copy(update={"prefetch_limit": depth})
+                results[f"prefetch {depth}"] = score(
+                    index, full, halves, ("hybrid_rrf", "hybrid_dbsf")
+                )
+            index.service.settings = base
+            index.close()
+        write_json("quality_tuning.json", out)
+    cache.close()
+    write_section("Quality tuning", tuning_section(out))
+
+
+def tuning_section(out: dict[str, Any]) -> str:
+    lines = [
+        "## Quality tuning",
+        "",
+        f"`python benchmarks/bench_quality.py --sweep` on `{out['dataset']}`, "
+        f"{datetime.now(UTC).strftime('%Y-%m-%d')}, {machine()}. Chunking and stopword variants "
+        f"on the tuning corpus `{out.get('tuning_corpus')}` (every judged document plus "
+        "distractors, so figures run higher than on the full corpus); query-time parameters on "
+        "the full corpus. Choices were made on the `tune` half; `test` and `all` shown beside.",
+    ]
+    for group, modes in (
+        ("chunking", ("bm25", "dense", "hybrid_rrf", "hybrid_dbsf")),
+        ("stopwords", ("bm25", "hybrid_rrf", "hybrid_dbsf")),
+        ("query", ("hybrid_rrf", "hybrid_dbsf")),
+    ):
+        if group not in out:
+            continue
+        for part in ("tune", "test", "all"):
+            rows = {
+                f"{label} | {mode}": res[mode][part]
+                for label, res in out[group].items()
+                for mode in modes
+                if mode in res
+            }
+            lines += ["", f"{group}, `{part}` queries:", "", "```", table(rows, "variant"), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", type=Path, default=None, help="BEIR-layout folder")
+    parser.add_argument("--sweep", action="store_true", help="run the tuning sweeps")
+    parser.add_argument("--tuning-docs", type=int, default=1000)
+    parser.add_argument(
+        "--only", default="chunking,stopwords,query", help="sweep groups, comma-separated"
+    )
+    parser.add_argument("--fresh", action="store_true", help="discard earlier sweep results")
+    args = parser.parse_args(argv)
+    dataset_dir = args.dataset or Path(os.environ.get("DATASET") or DEFAULT_DATASET)
+    if not (dataset_dir / "corpus.jsonl").exists():
+        log(f"no BEIR dataset at {dataset_dir} (corpus.jsonl missing); pass DATASET=DIR")
+        return 2
+    settings = Settings()
+    if args.sweep:
+        if args.fresh and (RESULTS / "quality_tuning.json").exists():
+            shutil.move(RESULTS / "quality_tuning.json", RESULTS / "quality_tuning.json.tmp")
+        run_sweep(dataset_dir, settings, args.tuning_docs, set(args.only.split(",")))
+        return 0
+    result = run_default(dataset_dir, settings)
+    path = write_json("quality.json", result)
+    write_section("Quality", quality_section(result))
+    print(table({m: result[m] for m in MODES}))
+    log(f"wrote {path.relative_to(ROOT)} and the Quality section of benchmarks/RESULTS.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
