@@ -177,6 +177,10 @@ def test_every_pod_is_probed_limited_and_unprivileged(rendered: list[dict[str, A
             assert box["args"][:3] == ["gunicorn", "--config", "/etc/ncindex/gunicorn.conf.py"]
             env = {e["name"]: e.get("value") for e in box["env"]}
             assert env["PROMETHEUS_MULTIPROC_DIR"].startswith("/tmp/")
+            assert box["lifecycle"]["preStop"]["sleep"]["seconds"] > 0
+            annotations = dep["spec"]["template"]["metadata"]["annotations"]
+            assert annotations["prometheus.io/scrape"] == "true"
+            assert annotations["prometheus.io/port"] == str(box["ports"][0]["containerPort"])
         elif role.startswith("worker-"):
             probe = box["livenessProbe"]["exec"]["command"]
             assert probe[:3] == ["python", "-m", "workers.heartbeat"]
@@ -320,6 +324,8 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("flower.basicAuth.users", ["admin"], "users"),
         ("externalRedis.url", "http://redis", "url"),
         ("beat.replicas", 2, "beat"),
+        ("gunicorn.preStopSeconds", 0, "preStopSeconds"),
+        ("metrics.scrapeAnnotations", "yes", "scrapeAnnotations"),
     ],
 )
 def test_schema_rejects_bad_values(chart: helm.Chart, path: str, value: Any, message: str) -> None:

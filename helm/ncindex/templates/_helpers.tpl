@@ -93,6 +93,15 @@ checksum/secret: {{ include (print .Template.BasePath "/secret.yaml") . | sha256
 {{- end }}
 {{- end -}}
 
+{{/* prometheus.io/* annotations for annotation-based scraping: (dict "root" $ "port" 8080) */}}
+{{- define "ncindex.scrapeAnnotations" -}}
+{{- if .root.Values.metrics.scrapeAnnotations -}}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .port | quote }}
+prometheus.io/path: /metrics
+{{- end -}}
+{{- end -}}
+
 {{/* Environment of every ncindex container (settings come from the ConfigMap via envFrom). */}}
 {{- define "ncindex.env" -}}
 - name: NCINDEX_WEBHOOK_SECRET
@@ -191,6 +200,7 @@ spec:
         {{- end }}
       annotations:
         {{- include "ncindex.podAnnotations" $root | nindent 8 }}
+        {{- include "ncindex.scrapeAnnotations" (dict "root" $root "port" 8080) | nindent 8 }}
     spec:
       {{- include "ncindex.podSpecCommon" $root | nindent 6 }}
       terminationGracePeriodSeconds: {{ add (int $root.Values.gunicorn.timeout) 30 }}
@@ -199,6 +209,12 @@ spec:
           image: {{ include "ncindex.image" $root }}
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
           args: ["gunicorn", "--config", "/etc/ncindex/gunicorn.conf.py", "{{ .module }}"]
+          # Keep serving while the endpoint is being removed from Services and Ingress; then
+          # SIGTERM lets gunicorn finish its requests (graceful timeout = gunicorn.timeout).
+          lifecycle:
+            preStop:
+              sleep:
+                seconds: {{ $root.Values.gunicorn.preStopSeconds }}
           ports:
             - name: http
               containerPort: 8080
