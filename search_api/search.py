@@ -61,7 +61,10 @@ def validation_error(exc: ValidationError) -> BadInput:
     """The first pydantic error as :class:`BadInput`; a bad ``filter`` is ``invalid_filter``."""
     first = exc.errors()[0]
     loc = first["loc"]
-    field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+    # the field name, then list indexes; union member tags ("int", "str") are dropped
+    field = (
+        "".join([str(loc[0]), *(f"[{p}]" for p in loc[1:] if isinstance(p, int))]) if loc else ""
+    )
     code = "invalid_filter" if loc and loc[0] == "filter" else "invalid_value"
     return BadInput(code, field or "body", first["msg"])
 

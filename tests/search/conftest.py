@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -156,12 +157,8 @@ class Api:
         assert response.status_code == 200, response.get_json()
         return [f"{r['doc_type']}:{r['doc_id']}" for r in response.get_json()["results"]]
 
-    def reindex(self, path_owner: str, path: str) -> None:
-        """Rewrite the points of one FILES document from the simulator's current state."""
-        _index_file(self, next(f for f in FILES if f[0] == path_owner and f[1] == path))
 
-
-def _index_file(api: Api, spec: tuple[str, str, str, int, list[str], str | None]) -> str:
+def _file_point(api: Api, spec: tuple[str, str, str, int, list[str], str | None]) -> PointRecord:
     owner, path, text, days, tags, category = spec
     sim = api.sim
     file_id = sim.file_id(owner, path)
@@ -192,16 +189,27 @@ def _index_file(api: Api, spec: tuple[str, str, str, int, list[str], str | None]
         indexed_at=T0,
         embedding_model="test",
     )
-    api.store.delete_document(source.ref.key)
-    dense, sparse = api.services.embedder.embed_documents([text])[0]
-    api.store.upsert(
-        [PointRecord(point_id(source.ref, payload["content_hash"], 0), payload, dense, sparse)]
-    )
-    return source.ref.key
+    return PointRecord(point_id(source.ref, payload["content_hash"], 0), payload)
+
+
+@pytest.fixture(scope="session")
+def empty_shard(embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A closed, empty Qdrant Edge store folder with every payload index (creating the
+    indexes takes seconds; tests copy this folder instead)."""
+    root = tmp_path_factory.mktemp("empty-shard")
+    store = QdrantEdgeStore(root, model_slug(Settings().dense_model))
+    store.ensure_collection(embedder.dense_dim)
+    store.close()
+    return root
 
 
 def build_api(
-    tmp_path: Path, redis_url: str, embedder: Embedder, model_dir: Path, **overrides: Any
+    tmp_path: Path,
+    redis_url: str,
+    embedder: Embedder,
+    model_dir: Path,
+    empty_shard: Path,
+    **overrides: Any,
 ) -> tuple[Api, Any]:
     """An :class:`Api` and the simulator server (close it when done)."""
     sim = NextcloudSimulator(delivery_delay=(0.0, 0.0))
@@ -221,21 +229,44 @@ def build_api(
         search_rate_limit="",
         **overrides,
     )
+    shutil.copytree(empty_shard, tmp_path / "qdrant")
     store = QdrantEdgeStore(tmp_path / "qdrant", model_slug(settings.dense_model))
-    store.ensure_collection(embedder.dense_dim)
     services = Services(settings, store=store, embedder=embedder)
     producer = RecordingProducer()
     app = create_app(settings, services=services, producer=producer)
     api = Api(sim, store, settings, services, app.test_client(), producer, app)
-    for spec in FILES:
-        api.keys[spec[1] if spec[0] == "alice" else f"bob:{spec[1]}"] = _index_file(api, spec)
+    points = [_file_point(api, spec) for spec in FILES]
+    vectors = embedder.embed_documents([spec[2] for spec in FILES])
+    for point, (dense, sparse), spec in zip(points, vectors, FILES, strict=True):
+        point.dense, point.sparse = dense, sparse
+        api.keys[spec[1] if spec[0] == "alice" else f"bob:{spec[1]}"] = point.payload["doc_key"]
+    store.upsert(points)
     return api, server
 
 
 @pytest.fixture
-def api(redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path) -> Iterator[Api]:
+def api(
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_shard: Path
+) -> Iterator[Api]:
     """The search API over the simulator (see the module docstring); rate limit off."""
-    built, server = build_api(tmp_path, redis_url, embedder, model_dir)
+    built, server = build_api(tmp_path, redis_url, embedder, model_dir, empty_shard)
+    yield built
+    server.close()
+    built.services.close()
+
+
+@pytest.fixture(scope="module")
+def ro_api(
+    redis_url: str,
+    embedder: Embedder,
+    model_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    empty_shard: Path,
+) -> Iterator[Api]:
+    """Like ``api`` but shared by a module's tests, which must not change it."""
+    built, server = build_api(
+        tmp_path_factory.mktemp("ro-api"), redis_url, embedder, model_dir, empty_shard
+    )
     yield built
     server.close()
     built.services.close()

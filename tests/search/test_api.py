@@ -1,0 +1,401 @@
+"""``POST /v1/search``, ``GET /v1/filters``, the context endpoint, ``/openapi.json`` and the
+rate limit, over the Nextcloud simulator with real verification."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PASSWORDS, Api, build_api
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ncindex.embedding import Embedder
+from ncindex.filter_fields import filters_document
+
+LIGHT = "/Projects/Lighthouse/plan.md"
+OLD = "/Projects/Lighthouse-old/plan.md"
+BUDGET = "/Projects/budget.txt"
+DIARY = "/Private/diary.md"
+FOGHORN = "/Notes/Work/Foghorn.md"
+SECRET = "bob:/Private/bob-secret.md"
+GARDEN = "bob:/Notes/Home/Garden.md"
+Q = "lighthouse lens foghorn"
+
+
+def test_plain_search_sees_own_and_shared_only(ro_api: Api) -> None:
+    k = ro_api.keys
+    assert set(ro_api.found("alice", {"query": Q, "limit": 50})) == {
+        k[LIGHT],
+        k[OLD],
+        k[BUDGET],
+        k[DIARY],
+        k[FOGHORN],
+    }
+    assert set(ro_api.found("bob", {"query": Q, "limit": 50})) == {k[LIGHT], k[SECRET], k[GARDEN]}
+    assert ro_api.found("carol", {"query": Q}) == []
+
+
+@pytest.mark.parametrize(
+    ("user", "body", "want"),
+    [
+        ("alice", {"path_prefixes": ["/Projects/Lighthouse"]}, [LIGHT]),
+        ("alice", {"path_prefixes": ["/Projects/Lighthouse/"]}, [LIGHT]),
+        ("alice", {"path_prefixes": ["/Projects/Lighthouse", "/Private"]}, [LIGHT, DIARY]),
+        ("alice", {"path_prefixes": [LIGHT]}, [LIGHT]),
+        ("alice", {"path_prefixes": ["/Projects"]}, [LIGHT, OLD, BUDGET]),
+        ("bob", {"path_prefixes": ["/Lighthouse"]}, [LIGHT]),
+        ("bob", {"path_prefixes": ["/Projects/Lighthouse"]}, []),
+        ("alice", {"doc_types": ["note"]}, [FOGHORN]),
+        ("bob", {"doc_types": ["note", "file"], "path_prefixes": ["/Notes"]}, [GARDEN]),
+        (
+            "alice",
+            {"modified_after": "2026-01-11", "modified_before": 1767225600 + 86400 * 31},
+            [OLD, BUDGET, DIARY],
+        ),
+        ("alice", {"modified_after": "2026-01-31T00:00:00"}, [DIARY, FOGHORN]),
+        ("alice", {"modified_before": "2026-01-01T00:00:01Z"}, [LIGHT]),
+        ("alice", {"tags": ["urgent", "finance"]}, [LIGHT, BUDGET]),
+        ("bob", {"tags": ["urgent"]}, [LIGHT, GARDEN]),
+        ("alice", {"category": "Work"}, [FOGHORN]),
+        ("alice", {"mime_types": ["text/plain"]}, [BUDGET]),
+        (
+            "alice",
+            {
+                "filter": {
+                    "not": {"field": "path_prefix", "op": "in", "value": ["/Projects", "/Notes"]}
+                }
+            },
+            [DIARY],
+        ),
+        ("alice", {"filter": {"field": "title", "op": "contains", "value": "Foghorn"}}, [FOGHORN]),
+        ("alice", {"filter": {"field": "path", "op": "eq", "value": BUDGET}}, [BUDGET]),
+        ("bob", {"filter": {"field": "owner", "op": "ne", "value": "bob"}}, [LIGHT]),
+        (
+            "alice",
+            {
+                "doc_types": ["file"],
+                "filter": {
+                    "or": [
+                        {"field": "tags", "op": "exists"},
+                        {"field": "size", "op": "lt", "value": 64},
+                    ]
+                },
+            },
+            [LIGHT, BUDGET, OLD],
+        ),
+    ],
+)
+def test_filters_through_http(
+    ro_api: Api, user: str, body: dict[str, Any], want: list[str]
+) -> None:
+    found = ro_api.found(user, {"query": Q, "limit": 50, **body})
+    assert set(found) == {ro_api.keys[w] for w in want}
+
+
+def test_results_carry_the_callers_path_and_safe_snippets(ro_api: Api) -> None:
+    body = ro_api.post("bob", {"query": "polish the lighthouse lens"}).get_json()
+    light = next(r for r in body["results"] if r["doc_id"] == ro_api.keys[LIGHT].split(":")[1])
+    assert light["path"] == "/Lighthouse/plan.md"
+    assert "<mark>" in light["snippet"] and "<script" not in light["snippet"]
+    assert body["verification"]["checked"] >= 1 and body["degraded"] is False
+    assert set(body["timings_ms"]) >= {"embed", "query", "verify", "total"}
+
+
+BAD: list[tuple[Any, str, str]] = [
+    ({"query": ""}, "invalid_value", "query"),
+    ({"query": "   "}, "invalid_value", "query"),
+    ({"query": 5}, "invalid_value", "query"),
+    ({"query": "x" * 1001}, "invalid_value", "query"),
+    ({"query": "\ud800"}, "invalid_value", "query"),
+    ({}, "invalid_value", "query"),
+    ({"query": "x", "limit": 0}, "invalid_value", "limit"),
+    ({"query": "x", "limit": 101}, "invalid_value", "limit"),
+    ({"query": "x", "limit": "ten"}, "invalid_value", "limit"),
+    ({"query": "x", "limit": 1e300}, "invalid_value", "limit"),
+    ({"query": "x", "unknown": 1}, "invalid_value", "unknown"),
+    ({"query": "x", "doc_types": ["mail"]}, "invalid_value", "doc_types[0]"),
+    ({"query": "x", "doc_types": "note"}, "invalid_value", "doc_types"),
+    ({"query": "x", "fusion": "max"}, "invalid_value", "fusion"),
+    ({"query": "x", "score_threshold": 1.5}, "invalid_value", "score_threshold"),
+    ({"query": "x", "score_threshold": "high"}, "invalid_value", "score_threshold"),
+    ({"query": "x", "modified_after": "last week"}, "invalid_value", "modified_after"),
+    ({"query": "x", "modified_after": True}, "invalid_value", "modified_after"),
+    ({"query": "x", "modified_after": [2026]}, "invalid_value", "modified_after"),
+    (
+        {"query": "x", "modified_after": "2026-02-01", "modified_before": "2026-01-01"},
+        "invalid_value",
+        "modified_after",
+    ),
+    ({"query": "x", "path_prefixes": "/Projects"}, "invalid_value", "path_prefixes"),
+    ({"query": "x", "path_prefixes": [None]}, "invalid_value", "path_prefixes[0]"),
+    ({"query": "x", "path_prefixes": ["/a"] * 65}, "invalid_value", "path_prefixes"),
+    ({"query": "x", "tags": [1]}, "invalid_value", "tags[0]"),
+    ({"query": "x", "category": ["Work"]}, "invalid_value", "category"),
+    ({"query": "x", "mime_types": ["a\x00b"]}, "invalid_value", "mime_types[0]"),
+    ({"query": "x", "filter": []}, "invalid_filter", "filter"),
+    ({"query": "x", "filter": "doc_type = note"}, "invalid_filter", "filter"),
+    ({"query": "x", "filter": {"and": []}}, "invalid_filter", "filter.and"),
+    (
+        {"query": "x", "filter": {"field": "acl", "op": "eq", "value": "user:bob"}},
+        "unknown_field",
+        "filter.acl",
+    ),
+    (
+        {"query": "x", "filter": {"field": "size", "op": "like", "value": 1}},
+        "unsupported_operator",
+        "filter.op",
+    ),
+    (
+        {"query": "x", "filter": {"field": "size", "op": "gt", "value": "big"}},
+        "invalid_value",
+        "filter.value",
+    ),
+    (
+        {"query": "x", "filter": {"field": "size", "op": "in", "value": list(range(300))}},
+        "invalid_value",
+        "filter.value",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "code", "field"), BAD)
+def test_bad_input_is_a_problem_with_code_and_field(
+    ro_api: Api, body: Any, code: str, field: str
+) -> None:
+    response = ro_api.client.post(
+        "/v1/search", data=json.dumps(body), auth=("alice", PASSWORDS["alice"])
+    )
+    assert response.status_code == 400, response.get_json()
+    assert response.mimetype == "application/problem+json"
+    problem = response.get_json()
+    assert (problem["code"], problem["field"]) == (code, field), problem
+    assert problem["status"] == 400 and problem["type"].endswith(code)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"{",
+        b"[1, 2]",
+        b'"query"',
+        b'{"query": NaN}',
+        b'{"query": "x", "limit": Infinity}',
+        b"\xff\xfe",
+        b"[" * 5000,
+    ],
+)
+def test_unparsable_bodies(ro_api: Api, raw: bytes) -> None:
+    response = ro_api.client.post("/v1/search", data=raw, auth=("alice", PASSWORDS["alice"]))
+    assert response.status_code == 400
+    assert response.get_json()["code"] == "invalid_json"
+
+
+def test_too_deep_json_and_too_large_bodies(ro_api: Api) -> None:
+    deep = '{"query": "x", "filter": ' + '{"not": ' * 3000 + "{}" + "}" * 3001
+    response = ro_api.client.post("/v1/search", data=deep, auth=("alice", PASSWORDS["alice"]))
+    assert response.status_code == 400 and response.get_json()["code"] in (
+        "invalid_filter",
+        "invalid_json",
+    )
+    response = ro_api.client.post("/v1/search", data=b'{"query": "' + b"x" * 70_000 + b'"}')
+    assert response.status_code == 413 and response.get_json()["code"] == "payload_too_large"
+
+
+def test_unauthenticated(ro_api: Api) -> None:
+    for auth in (None, ("alice", "wrong"), ("mallory", "pw")):
+        response = ro_api.client.post("/v1/search", json={"query": "x"}, auth=auth)
+        assert response.status_code == 401
+        assert response.get_json()["code"] == "unauthenticated"
+        assert response.headers["WWW-Authenticate"].startswith("Basic")
+    response = ro_api.client.post(
+        "/v1/search", json={"query": "x"}, headers={"Authorization": "Token abc"}
+    )
+    assert response.status_code == 401
+
+
+body_values = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20),
+    st.lists(st.one_of(st.text(max_size=10), st.integers(), st.none()), max_size=3),
+    st.dictionaries(st.sampled_from(["field", "op", "value", "not"]), st.text(max_size=9)),
+)  # fmt: skip
+body_keys = st.sampled_from(
+    ["query", "limit", "doc_types", "modified_after", "modified_before", "path_prefixes", "tags",
+     "category", "mime_types", "filter", "fusion", "score_threshold", "extra"]
+)  # fmt: skip
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(extra=st.dictionaries(body_keys, body_values, max_size=4))
+def test_no_input_makes_a_500(ro_api: Api, extra: dict[str, Any]) -> None:
+    body = {"query": "lighthouse", **extra}
+    response = ro_api.post("alice", body)
+    assert response.status_code in (200, 400), (body, response.get_json())
+    if response.status_code == 400:
+        assert response.get_json()["code"] in (
+            "invalid_json", "invalid_value", "invalid_filter", "unknown_field",
+            "unsupported_operator",
+        )  # fmt: skip
+
+
+def test_unshared_document_is_dropped_and_rechecked(api: Api) -> None:
+    light = api.keys[LIGHT]
+    assert light in api.found("bob", {"query": Q})
+    api.sim.unshare("alice", "/Projects/Lighthouse", "bob")
+    body = api.post("bob", {"query": Q}).get_json()
+    assert light not in [f"{r['doc_type']}:{r['doc_id']}" for r in body["results"]]
+    assert body["verification"]["dropped"] == 1
+    file_id = int(light.split(":")[1])
+    assert ("ncindex.index_node", {"user": "bob", "file_id": file_id}) in api.producer.sent
+    assert light in api.found("alice", {"query": Q})  # alice still has it
+
+
+def test_deleted_document_is_dropped(api: Api) -> None:
+    api.sim.delete("alice", BUDGET)
+    body = api.post("alice", {"query": "budget foghorn compressor euros"}).get_json()
+    assert api.keys[BUDGET] not in [f"{r['doc_type']}:{r['doc_id']}" for r in body["results"]]
+    assert body["verification"]["dropped"] >= 1
+
+
+def test_dense_failure_is_reported_as_degraded(
+    ro_api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(text: str) -> list[float]:
+        raise RuntimeError("dense model crashed")
+
+    monkeypatch.setattr(ro_api.services.embedder, "embed_query_dense", broken)
+    body = ro_api.post("alice", {"query": "lighthouse lens"}).get_json()
+    assert body["degraded"] is True and body["results"]
+
+
+def test_filters_endpoint(ro_api: Api) -> None:
+    response = ro_api.client.get("/v1/filters")
+    assert response.status_code == 200
+    assert response.get_json() == filters_document()
+
+
+def context(api: Api, user: str | None, key: str, query: str = "") -> Any:
+    doc_type, doc_id = key.split(":")
+    auth = (user, PASSWORDS[user]) if user else None
+    return api.client.get(f"/v1/documents/{doc_type}/{doc_id}/context{query}", auth=auth)
+
+
+def test_context_only_after_verification(api: Api) -> None:
+    light = api.keys[LIGHT]
+    response = context(api, "alice", light, "?chunk_index=0&window=3")
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    assert body["path"] == LIGHT and body["chunk_count"] == 1
+    assert body["chunks"][0]["text"].startswith("Lighthouse plan")
+    assert context(api, "bob", light).get_json()["path"] == "/Lighthouse/plan.md"
+    for user, key in (("carol", light), ("bob", api.keys[DIARY]), ("alice", SECRET_KEY(api))):
+        response = context(api, user, key)
+        assert response.status_code == 404 and response.get_json()["code"] == "not_found"
+    api.sim.unshare("alice", "/Projects/Lighthouse", "bob")
+    assert context(api, "bob", light).status_code == 404  # the index still lists bob
+    assert api.producer.sent  # … and the drop was sent for a re-check
+
+
+def SECRET_KEY(api: Api) -> str:
+    return api.keys[SECRET]
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/v1/documents/mail/1/context", "doc_type"),
+        ("/v1/documents/file/1/context?chunk_index=-1", "chunk_index"),
+        ("/v1/documents/file/1/context?chunk_index=x", "chunk_index"),
+        ("/v1/documents/file/1/context?window=99", "window"),
+        ("/v1/documents/file/" + "9" * 300 + "/context", "doc_id"),
+    ],
+)
+def test_context_bad_input(ro_api: Api, path: str, field: str) -> None:
+    response = ro_api.client.get(path, auth=("alice", PASSWORDS["alice"]))
+    assert response.status_code == 400
+    assert response.get_json()["field"] == field
+
+
+def test_context_chunk_past_the_end(ro_api: Api) -> None:
+    response = context(ro_api, "alice", ro_api.keys[LIGHT], "?chunk_index=5")
+    assert response.status_code == 400 and response.get_json()["field"] == "chunk_index"
+    assert context(ro_api, None, ro_api.keys[LIGHT]).status_code == 401
+
+
+def test_openapi_document(ro_api: Api) -> None:
+    doc = ro_api.client.get("/openapi.json").get_json()
+    assert doc["openapi"].startswith("3.1")
+    assert set(doc["paths"]) >= {
+        "/v1/search",
+        "/v1/filters",
+        "/v1/documents/{doc_type}/{doc_id}/context",
+        "/rcp/{method}",
+    }
+    schemas = doc["components"]["schemas"]
+    request = schemas["SearchRequest"]["properties"]
+    assert set(request) == {
+        "query", "limit", "doc_types", "modified_after", "modified_before", "path_prefixes",
+        "tags", "category", "mime_types", "filter", "fusion", "score_threshold",
+    }  # fmt: skip
+    assert set(schemas["FilterLeaf"]["properties"]["field"]["enum"]) == {
+        f["name"] for f in filters_document()["fields"]
+    }
+
+    def refs(node: Any) -> list[str]:
+        if isinstance(node, dict):
+            return [v for k, v in node.items() if k == "$ref"] + [
+                r for v in node.values() for r in refs(v)
+            ]
+        if isinstance(node, list):
+            return [r for v in node for r in refs(v)]
+        return []
+
+    for ref in refs(doc):
+        assert ref.startswith("#/components/schemas/") and ref.rsplit("/", 1)[1] in schemas, ref
+
+
+def test_rate_limit(
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_shard: Path
+) -> None:
+    import redis
+
+    redis.Redis.from_url(redis_url).flushdb()
+    api, server = build_api(tmp_path, redis_url, embedder, model_dir, empty_shard)
+    try:
+        api.settings.search_rate_limit = "3/minute"
+        from search_api import create_app
+
+        app = create_app(api.settings, services=api.services, producer=api.producer)
+        client = app.test_client()
+        auth = ("alice", PASSWORDS["alice"])
+        codes = [
+            client.post("/v1/search", json={"query": "lens"}, auth=auth).status_code
+            for _ in range(3)
+        ]
+        assert codes == [200, 200, 200]
+        response = client.post("/v1/search", json={"query": "lens"}, auth=auth)
+        assert response.status_code == 429
+        assert response.get_json()["code"] == "rate_limited"
+        assert 1 <= int(response.headers["Retry-After"]) <= 60
+        # the limit is per caller: bob is unaffected; the context endpoint shares alice's
+        assert (
+            client.post(
+                "/v1/search", json={"query": "lens"}, auth=("bob", PASSWORDS["bob"])
+            ).status_code
+            == 200
+        )
+        assert context_status(client, auth, api.keys[LIGHT]) == 429
+        assert client.get("/v1/filters").status_code == 200  # not limited
+    finally:
+        server.close()
+        api.services.close()
+
+
+def context_status(client: Any, auth: tuple[str, str], key: str) -> int:
+    doc_type, doc_id = key.split(":")
+    return client.get(f"/v1/documents/{doc_type}/{doc_id}/context", auth=auth).status_code
