@@ -23,6 +23,11 @@ remove more than ``reconcile_max_removal_share`` of a user's documents (and more
 ``reconcile_guard_min_docs``) is held until a second scan agrees (the removals both name go
 ahead).
 
+A document that is listed but stays out of the index although a task was sent for its very
+version (an empty file, one parked in the dead letter, or one whose task is still queued) is
+reported as ``unindexable`` and not sent again until its etag changes or a day passes; its
+folders stay dirty, so it keeps being listed.
+
 Redis holds only what can be rebuilt (:class:`ScanState`): folder etags and ``pruneBefore``
 (losing them costs one full listing), the missing-since times (losing them restarts the grace
 period), held removals (losing them holds again) and the last scan reports. Scan state is only
@@ -63,6 +68,9 @@ log = structlog.get_logger(__name__)
 STATE_PREFIX = "ncindex:reconcile:"
 LAST_SCANS = STATE_PREFIX + "last"
 """Redis hash ``"{user}:{doc_type}"`` → JSON summary of the last scan (``ncindex status``)."""
+RETRY_UNINDEXABLE_SECONDS = 86_400
+"""A document listed but not indexed after a task was sent for its version is sent again
+after this long (or as soon as its etag changes)."""
 
 
 class UnsupportedDocType(ValueError):
@@ -125,8 +133,11 @@ class ScanReport:
     ``index`` are enqueued as they are; ``remove`` are missing documents past the grace period
     (enqueued as a re-check by id, which evicts what is gone); ``waiting`` are missing within
     the grace period; ``held`` are removals the guards held back (``guard`` says which:
-    ``empty_listing`` or ``mass_removal``). ``applied`` is false for a dry run, which enqueues
-    nothing and stores no state.
+    ``empty_listing`` or ``mass_removal``). ``unindexable`` are documents listed but still not
+    in the index although a task was sent for this very version by an earlier scan (an empty
+    file, a parked one, or a task still queued): they are not sent again until their etag
+    changes or :data:`RETRY_UNINDEXABLE_SECONDS` pass. ``applied`` is false for a dry run,
+    which enqueues nothing and stores no state.
     """
 
     user: str
@@ -141,6 +152,7 @@ class ScanReport:
     remove: list[Change] = field(default_factory=list)
     waiting: list[Change] = field(default_factory=list)
     held: list[Change] = field(default_factory=list)
+    unindexable: list[Change] = field(default_factory=list)
     guard: str | None = None
     enqueued: int = 0
     coalesced: int = 0
@@ -164,6 +176,7 @@ class ScanReport:
             out[change.reason] = out.get(change.reason, 0) + 1
         out["waiting"] = len(self.waiting)
         out["held"] = len(self.held)
+        out["unindexable"] = len(self.unindexable)
         return out
 
     def summary(self) -> dict[str, Any]:
@@ -188,7 +201,7 @@ class ScanReport:
     def to_json(self) -> dict[str, Any]:
         """The summary plus every change (for ``ncindex reconcile``)."""
         out = self.summary()
-        for name in ("index", "remove", "waiting", "held"):
+        for name in ("index", "remove", "waiting", "held", "unindexable"):
             out[name] = [asdict(c) for c in getattr(self, name)]
         return out
 
@@ -248,6 +261,24 @@ class ScanState:
         pipe.delete(key)
         if since:
             pipe.hset(key, mapping={k: str(v) for k, v in since.items()})
+        pipe.execute()
+
+    def tried(self) -> dict[str, tuple[str, float]]:
+        """Document id → (etag, Unix time) of the version an index task was last sent for,
+        for documents not in the index then (``""``: etag not listed)."""
+        out: dict[str, tuple[str, float]] = {}
+        for k, v in self.redis.hgetall(self.base + ":tried").items():
+            etag, _, ts = v.decode().rpartition("|")
+            out[k.decode()] = (etag, float(ts or 0))
+        return out
+
+    def set_tried(self, tried: dict[str, tuple[str, float]]) -> None:
+        """Replace the tried versions."""
+        key = self.base + ":tried"
+        pipe = self.redis.pipeline()
+        pipe.delete(key)
+        if tried:
+            pipe.hset(key, mapping={k: f"{e}|{t}" for k, (e, t) in tried.items()})
         pipe.execute()
 
     def held(self) -> set[str] | None:
@@ -498,20 +529,38 @@ class Reconciler:
         state: ScanState,
         apply: bool,
     ) -> None:
+        now = time.time()
+        tried_before = state.tried()
+        tried: dict[str, tuple[str, float]] = {}
         for doc_id, seen in listing.docs.items():
             entry = manifest.get(doc_id)
             if entry is None:
-                report.index.append(Change(doc_id, "new", seen.path))
+                change = Change(doc_id, "new", seen.path)
             elif seen.etag is not None and seen.etag != entry.etag:
-                report.index.append(Change(doc_id, "changed", seen.path, entry.path))
+                change = Change(doc_id, "changed", seen.path, entry.path)
             elif seen.path is not None and seen.path != entry.path:
                 report.index.append(Change(doc_id, "moved", seen.path, entry.path))
+                continue
+            else:
+                continue
+            etag, at = tried_before.get(doc_id, (None, 0.0))
+            if (
+                etag is not None
+                and (seen.etag is None or etag == seen.etag)
+                and now - at < RETRY_UNINDEXABLE_SECONDS
+            ):
+                report.unindexable.append(change)
+                tried[doc_id] = (etag, at)
+            else:
+                report.index.append(change)
+                tried[doc_id] = (seen.etag or "", now)
+        if apply:
+            state.set_tried(tried)
         missing = [
             Change(doc_id, "missing", None, entry.path)
             for doc_id, entry in manifest.items()
             if doc_id not in listing.docs and not listing.covers(entry.path)
         ]
-        now = time.time()
         previous = state.missing_since()
         since = {c.doc_id: previous.get(c.doc_id, now) for c in missing}
         grace = self.settings.reconcile_grace_seconds
@@ -565,9 +614,11 @@ class Reconciler:
 
     @staticmethod
     def _dirty(report: ScanReport) -> set[str]:
-        """Every folder at or above a path that needed work, was waiting or was held."""
+        """Every folder at or above a path that needed work, was waiting, held, or could not
+        be indexed (so it is listed again and retried once its retry time has come)."""
         dirty: set[str] = set()
-        for change in report.index + report.remove + report.waiting + report.held:
+        changes = report.index + report.remove + report.waiting + report.held + report.unindexable
+        for change in changes:
             for path in (change.path, change.indexed_path):
                 if path:
                     dirty.update(ancestors(posixpath.dirname(path)))

@@ -173,3 +173,21 @@ def test_last_scan_is_recorded_with_the_time_it_was_in_sync(
     state = ScanState(rstack.services.redis, "alice", DocType.FILE)
     last = state.last()
     assert last is not None and last["clean"] and last["in_sync_at"] >= int(started)
+
+
+def test_a_document_that_cannot_be_indexed_is_not_sent_again_until_it_changes(
+    rstack: Stack, producer: Celery
+) -> None:
+    fill(rstack, files=2, notes=1)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.put_file("alice", "/Docs/F1/empty.md", b"")  # no text: never indexed
+    reconcile_pass(rstack, producer, ["alice"])
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    again = rec.scan("alice", DocType.FILE)
+    assert [c.path for c in again.unindexable] == ["/Docs/F1/empty.md"]
+    assert again.clean and recorder.sent == []
+    rstack.sim.put_file("alice", "/Docs/F1/empty.md", "# Not empty any more\ncoral")
+    changed = rec.scan("alice", DocType.FILE)
+    assert [(c.reason, c.path) for c in changed.index] == [("new", "/Docs/F1/empty.md")]
+    assert len(recorder.sent) == 1
