@@ -53,6 +53,7 @@ def reconcile_scan(
     """Scan ``user``'s documents of ``doc_type`` and enqueue what differs."""
     reconciler = reconciler_for(self)
     client = reconciler.services.redis
+    structlog.contextvars.clear_contextvars()  # a pool thread may carry another task's
     structlog.contextvars.bind_contextvars(
         task_id=self.request.id, task=self.name, user=user, doc_type=doc_type
     )
