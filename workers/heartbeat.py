@@ -1,9 +1,11 @@
 """Worker process hooks for ``celery -A workers.worker worker``: a liveness file, JSON logs
 with the task bound, and the "last task finished" stamp behind the index-lag gauge.
 
-Imported by :mod:`workers.worker`, it connects Celery signals:
+Imported by :mod:`workers.worker`, it connects one Celery signal, ``celeryd_init`` (sent only
+when a ``celery worker`` starts, not by in-process test workers), whose handler connects the
+rest for that process:
 
-* ``celeryd_init`` adds :class:`Heartbeat`, a consumer bootstep that touches
+* it adds :class:`Heartbeat`, a consumer bootstep that touches
   ``NCINDEX_HEARTBEAT_FILE`` every ``NCINDEX_HEARTBEAT_INTERVAL`` seconds (default 15) from the
   consumer's timer, i.e. from the process that talks to the broker. It starts once the consumer
   is connected and stops (removing the file) when the consumer stops, so the file goes stale
@@ -90,12 +92,15 @@ def is_fresh(path: Path, max_age: float, now: float | None = None) -> bool:
 
 @signals.celeryd_init.connect
 def _install(sender: Any = None, instance: Any = None, **kwargs: Any) -> None:
-    """Add the heartbeat step to the worker about to be built."""
+    """A ``celery worker`` is starting: add the heartbeat step to it and connect the logging
+    and task-context handlers (``weak=False``: the module keeps no other reference)."""
     if instance is not None and Heartbeat not in instance.app.steps["consumer"]:
         instance.app.steps["consumer"].add(Heartbeat)
+    signals.setup_logging.connect(_setup_logging, weak=False)
+    signals.task_prerun.connect(_bind_task, weak=False)
+    signals.task_postrun.connect(_task_done, weak=False)
 
 
-@signals.setup_logging.connect
 def _setup_logging(loglevel: Any = None, **kwargs: Any) -> None:
     """JSON logs for the worker; the level and format come from the app's settings."""
     from celery import current_app
@@ -106,13 +111,11 @@ def _setup_logging(loglevel: Any = None, **kwargs: Any) -> None:
     configure_logging(level, json_lines=settings.log_json if settings is not None else True)
 
 
-@signals.task_prerun.connect
 def _bind_task(task_id: str | None = None, task: Any = None, **kwargs: Any) -> None:
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id, task=getattr(task, "name", None))
 
 
-@signals.task_postrun.connect
 def _task_done(task: Any = None, **kwargs: Any) -> None:
     structlog.contextvars.clear_contextvars()
     app: Celery | None = getattr(task, "app", None)
