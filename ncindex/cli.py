@@ -324,18 +324,22 @@ def status(settings: Settings, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
-    click.echo("queues: " + ", ".join(f"{k} {v}" for k, v in data["queues"].items()))
-    lag = data["lag_seconds"]
-    click.echo(f"index lag: {'unknown (no clean scan yet)' if lag is None else f'{lag} s'}")
+    click.echo(
+        "queues: "
+        + ", ".join(f"{k} {v}" for k, v in data["queues"].items())
+        + f"; reserved {data['reserved']}"
+    )
+    click.echo(f"index lag: {data['index_lag_seconds']} s")
     if not data["scans"]:
         click.echo("scans: none recorded")
     for key, scan in data["scans"].items():
         changes = ", ".join(f"{k} {v}" for k, v in scan["changes"].items() if v) or "in sync"
         state = f"failed: {scan['error']}" if scan.get("error") else changes
-        lag_s = "—" if scan["lag_seconds"] is None else f"{scan['lag_seconds']} s"
+        age = scan["in_sync_age_seconds"]
+        synced = "never in sync yet" if age is None else f"in sync {age} s ago"
         click.echo(
             f"scan {key}: at {scan['at']}, listed {scan['listed']}, {scan['requests']} requests, "
-            f"{state}, lag {lag_s}"
+            f"{state}, {synced}"
         )
     letters = data["dead_letters"]
     click.echo(f"dead letters: {sum(e['size'] for e in letters.values()) if letters else 0}")

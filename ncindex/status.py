@@ -1,14 +1,16 @@
 """What ``ncindex status`` shows: queue depths, the last scan per user and doc type, index lag,
 and dead letters (DESIGN §6, §12).
 
-Everything is read from Redis: the broker's queues (kombu keeps one list per queue, and the
-messages a worker has taken but not yet acknowledged in the ``unacked`` hash), the scan
-summaries :mod:`ncindex.reconcile` records, and the dead-letter keys (``ncindex:deadletter``
-and ``ncindex:deadletter:*``) the workers write when they park a document.
+Everything is read from Redis: the broker's queues, reserved tasks and index lag exactly as
+the ``ncindex_queue_depth``, ``ncindex_tasks_reserved`` and ``ncindex_index_lag_seconds``
+gauges define them (:class:`ncindex.telemetry.QueueCollector`: how far the workers are behind
+what was queued), the scan summaries :mod:`ncindex.reconcile` records, and the dead-letter keys
+(``ncindex:deadletter`` and ``ncindex:deadletter:*``) the workers write when they park a
+document.
 
-Index lag is measured per user and doc type as the time since the index was last found equal
-to Nextcloud (``in_sync_at``, the start of the last clean scan); the overall figure is the
-largest of them. ``None`` means no clean scan has been recorded yet.
+Changes no webhook announced are only known once a scan finds them, so each scan also shows
+``in_sync_age_seconds``: the time since the index was last found equal to Nextcloud for that
+user and doc type (``in_sync_at``, the start of the last clean scan; ``None`` before one).
 """
 
 from __future__ import annotations
@@ -21,29 +23,27 @@ import redis
 
 from ncindex.queueing import QUEUES
 from ncindex.reconcile import LAST_SCANS
+from ncindex.telemetry import QueueCollector
 
 DEADLETTER_PATTERN = "ncindex:deadletter*"
 """The dead letter: the ``ncindex:deadletter`` hash (:mod:`ncindex.deadletter`) and any
 ``ncindex:deadletter:*`` keys."""
-UNACKED = "unacked"
 _SAMPLE = 5
 
 
-def queue_depths(client: redis.Redis) -> dict[str, int]:
-    """Messages waiting per queue, plus ``unacked`` (taken by a worker, not yet acknowledged)."""
-    depths = {name: int(client.llen(name)) for name in QUEUES}
-    depths[UNACKED] = int(client.hlen(UNACKED))
-    return depths
+def queues(client: redis.Redis) -> dict[str, Any]:
+    """``{"depth": {queue: n}, "reserved": n, "lag": seconds}`` as the gauges read them."""
+    return QueueCollector(client, QUEUES).read()
 
 
 def last_scans(client: redis.Redis, now: float | None = None) -> dict[str, dict[str, Any]]:
-    """``"{user}:{doc_type}"`` → the last scan's summary with ``lag_seconds`` added."""
+    """``"{user}:{doc_type}"`` → the last scan's summary with ``in_sync_age_seconds``."""
     now = time.time() if now is None else now
     out: dict[str, dict[str, Any]] = {}
     for key, raw in sorted(client.hgetall(LAST_SCANS).items()):
         summary = json.loads(raw)
         in_sync = summary.get("in_sync_at")
-        summary["lag_seconds"] = None if in_sync is None else max(0, int(now - in_sync))
+        summary["in_sync_age_seconds"] = None if in_sync is None else max(0, int(now - in_sync))
         out[key.decode()] = summary
     return out
 
@@ -76,14 +76,14 @@ def dead_letters(client: redis.Redis) -> dict[str, Any]:
 
 
 def collect_status(client: redis.Redis, now: float | None = None) -> dict[str, Any]:
-    """The whole status: ``queues``, ``scans``, ``lag_seconds`` (largest per-scan lag, or
-    ``None`` when a scanned user and type was never in sync), ``dead_letters``."""
-    scans = last_scans(client, now)
-    lags = [s["lag_seconds"] for s in scans.values()]
+    """The whole status: ``queues`` (depth per queue), ``reserved``,
+    ``index_lag_seconds`` (the gauge's definition), ``scans`` and ``dead_letters``."""
+    pipeline = queues(client)
     return {
-        "queues": queue_depths(client),
-        "scans": scans,
-        "lag_seconds": None if not lags or None in lags else max(lags),
+        "queues": pipeline["depth"],
+        "reserved": pipeline["reserved"],
+        "index_lag_seconds": round(pipeline["lag"], 1),
+        "scans": last_scans(client, now),
         "dead_letters": dead_letters(client),
     }
 

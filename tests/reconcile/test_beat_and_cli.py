@@ -118,7 +118,8 @@ def test_reconcile_and_status_commands(
     assert data["queues"]["index"] == 4
     assert sorted(data["scans"]) == ["alice:file", "alice:note"]
     assert data["scans"]["alice:file"]["changes"]["new"] == 3
-    assert data["lag_seconds"] is None  # never in sync yet
+    assert data["scans"]["alice:file"]["in_sync_age_seconds"] is None  # never in sync yet
+    assert data["index_lag_seconds"] >= 0 and data["reserved"] == 0
     client.hset("ncindex:deadletter", "node:42", json.dumps({"reason": "killed the worker"}))
     text = runner.invoke(main, ["status"], env=env)
     assert "dead letters: 1" in text.output and "killed the worker" in text.output
