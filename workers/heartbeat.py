@@ -96,9 +96,16 @@ def _install(sender: Any = None, instance: Any = None, **kwargs: Any) -> None:
     and task-context handlers (``weak=False``: the module keeps no other reference)."""
     if instance is not None and Heartbeat not in instance.app.steps["consumer"]:
         instance.app.steps["consumer"].add(Heartbeat)
-    signals.setup_logging.connect(_setup_logging, weak=False)
+    use_json_logging()
     signals.task_prerun.connect(_bind_task, weak=False)
     signals.task_postrun.connect(_task_done, weak=False)
+
+
+def use_json_logging() -> None:
+    """Make the next Celery logging set-up in this process (worker or ``celery beat``) use
+    :func:`ncindex.telemetry.configure_logging` instead of Celery's own handlers; for beat,
+    call it from the module named by ``celery -A``."""
+    signals.setup_logging.connect(_setup_logging, weak=False)
 
 
 def _setup_logging(loglevel: Any = None, **kwargs: Any) -> None:
