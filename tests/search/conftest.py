@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from flask.testing import FlaskClient
 from pydantic import SecretStr
 from search_corpus import Doc, index_docs, make_docs
@@ -248,7 +249,9 @@ def build_api(
 def api(
     redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_shard: Path
 ) -> Iterator[Api]:
-    """The search API over the simulator (see the module docstring); rate limit off."""
+    """The search API over the simulator (see the module docstring); rate limit off;
+    Redis emptied first (RCP sessions, rate counters)."""
+    redis.Redis.from_url(redis_url).flushdb()
     built, server = build_api(tmp_path, redis_url, embedder, model_dir, empty_shard)
     yield built
     server.close()

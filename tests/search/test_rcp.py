@@ -1,0 +1,292 @@
+"""The RCP/1 server, driven by the RCP SDK's own client over real HTTP with the caller's
+Nextcloud credentials in the ``Authorization`` header."""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.parse
+from http.client import HTTPConnection
+from typing import Any
+
+import pytest
+import rcp
+from conftest import PASSWORDS, Served
+from test_api import DIARY, LIGHT, SECRET
+
+from ncindex.filter_fields import FIELD_TYPES, filters_document
+
+
+def basic(user: str, password: str | None = None) -> str:
+    token = base64.b64encode(f"{user}:{password or PASSWORDS[user]}".encode()).decode()
+    return f"Basic {token}"
+
+
+class AuthHttpTransport(rcp.HttpTransport):
+    """The SDK's HTTP transport plus an ``Authorization`` (and optional ``RCP-Session``)
+    header — the SDK's own sends no headers of its own. Same status mapping as the SDK."""
+
+    def __init__(self, base_url: str, authorization: str | None, session: str | None = None):
+        super().__init__(base_url)
+        self.authorization = authorization
+        self.session = session
+        self.last_status = 0
+
+    def call(self, request: dict[str, Any]) -> dict[str, Any]:
+        url = urllib.parse.urlsplit(f"{self._base}/{request.get('method', '')}")
+        body = json.dumps(request, separators=(",", ":")).encode()
+        headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+        if self.authorization:
+            headers["Authorization"] = self.authorization
+        if self.session:
+            headers["RCP-Session"] = self.session
+        conn = HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=30)
+        try:
+            conn.request("POST", url.path, body=body, headers=headers)
+            response = conn.getresponse()
+            status, data = response.status, response.read()
+        finally:
+            conn.close()
+        self.last_status = status
+        if status == 429:
+            raise rcp.RcpError(rcp.Errc.RATE_LIMITED, "HTTP 429")
+        if status == 503:
+            raise rcp.RcpError(rcp.Errc.BACKEND_UNAVAILABLE, "HTTP 503")
+        if (status < 200 or status >= 300) and not data.strip():
+            raise rcp.RcpError(rcp.Errc.BACKEND_UNAVAILABLE, f"HTTP {status}")
+        return json.loads(data) if data.strip() else {}
+
+
+class Client(rcp.Client):
+    """``rcp.Client`` connected over :class:`AuthHttpTransport`."""
+
+    def connect_with(self, transport: AuthHttpTransport) -> Client:
+        self._transport = transport
+        self._handshake()
+        return self
+
+
+def connect(served: Served, user: str) -> Client:
+    return Client().connect_with(AuthHttpTransport(f"{served.url}/rcp", basic(user)))
+
+
+def raw(served: Served, user: str | None, method: str, params: Any = None, **extra: Any) -> Any:
+    transport = AuthHttpTransport(f"{served.url}/rcp", basic(user) if user else None)
+    message = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params or {}, **extra}
+    return transport.call(message)
+
+
+def error_of(reply: dict[str, Any]) -> tuple[int, Any]:
+    return reply["error"]["code"], reply["error"].get("data")
+
+
+def test_open_methods_need_no_credentials(served: Served) -> None:
+    info = raw(served, None, "info")["result"]
+    assert info["server"]["name"] == "ncindex" and info["protocolVersion"] == 1
+    assert raw(served, None, "ping", {"nonce": "n-1"})["result"] == {"nonce": "n-1"}
+    assert raw(served, None, "ping")["result"] == {}
+    assert raw(served, None, "shutdown")["result"] == {}
+
+
+def test_initialize_advertises_retrieve_and_the_filter_table(served: Served) -> None:
+    client = connect(served, "alice")
+    caps = client.capabilities
+    assert client.supports(rcp.Capability.Retrieve) and client.supports(rcp.Capability.Filter)
+    assert caps["retrieve"]["maxK"] == 100
+    assert caps["retrieve"]["modes"] == ["dense", "sparse", "hybrid"]
+    assert caps["filter"]["fields"] == dict(FIELD_TYPES)
+    advertised = caps["filter"]["x-ncindex"]["fieldOperators"]
+    assert advertised == {f["name"]: f["operators"] for f in filters_document()["fields"]}
+    assert caps["filter"]["operators"] == filters_document()["operators"]
+    assert "acl" not in caps["filter"]["fields"]
+    client.shutdown()
+
+
+def test_retrieve_is_the_verified_search(served: Served) -> None:
+    keys = served.api.keys
+    alice = connect(served, "alice")
+    hits = alice.retrieve("lighthouse lens foghorn", k=20)
+    ids = {h["id"] for h in hits}
+    assert ids == {keys[LIGHT], keys[DIARY], keys["/Projects/Lighthouse-old/plan.md"],
+                   keys["/Projects/budget.txt"], keys["/Notes/Work/Foghorn.md"]}  # fmt: skip
+    top = hits[0]
+    assert top["text"] and top["chunk"]["docId"] == top["id"]
+    assert top["citation"]["uri"].endswith(f"/index.php/f/{top['id'].split(':')[1]}")
+    scores = [h["score"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
+
+    found = alice.search(
+        "lighthouse",
+        k=5,
+        opts={"filter": {"field": "path_prefix", "op": "eq", "value": "/Projects/Lighthouse"}},
+    )
+    assert [h["id"] for h in found["hits"]] == [keys[LIGHT]]
+    assert found["usage"]["candidates"] >= 1
+
+    # bob sees the share and his own, never alice's private diary — under any mode
+    bob = connect(served, "bob")
+    for mode in ("hybrid", "dense", "sparse"):
+        bob_ids = {h["id"] for h in bob.search("lighthouse diary lens", 50, {"mode": mode})["hits"]}
+        assert keys[DIARY] not in bob_ids and keys[SECRET] in bob_ids
+    # the drop path: unshared documents disappear from RCP answers too
+    served.api.sim.unshare("alice", "/Projects/Lighthouse", "bob")
+    assert keys[LIGHT] not in {h["id"] for h in bob.retrieve("lighthouse lens", 20)}
+    alice.shutdown()
+    bob.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("params", "code", "data"),
+    [
+        (
+            {"filter": {"field": "acl", "op": "eq", "value": "user:bob"}},
+            -32602,
+            {"field": "filter.acl"},
+        ),
+        (
+            {"filter": {"field": "size", "op": "regex", "value": "x"}},
+            -32005,
+            {"field": "filter.op", "option": "regex"},
+        ),
+        (
+            {"filter": {"field": "size", "op": "gt", "value": "big"}},
+            -32602,
+            {"field": "filter.value"},
+        ),
+        (
+            {"filter": {"field": "doc_type", "op": "gt", "value": "note"}},
+            -32602,
+            {"field": "filter.op"},
+        ),
+        ({"filter": {"and": []}}, -32602, {"field": "filter.and"}),
+        ({"filter": [1]}, -32602, {"field": "filter"}),
+        ({"k": 0}, -32602, {"field": "k"}),
+        ({"k": "10"}, -32602, {"field": "k"}),
+        ({"k": 5, "candidateK": 2}, -32602, {"field": "candidateK"}),
+        ({"query": 5}, -32602, {"field": "query"}),
+        ({"query": ""}, -32602, {"field": "query"}),
+        (
+            {"query": {"type": "image", "mimeType": "image/png", "data": "AA=="}},
+            -32005,
+            {"option": "image"},
+        ),
+        ({"mode": "colbert"}, -32005, {"field": "mode", "option": "colbert"}),
+        ({"fusion": {"method": "weighted"}}, -32005, {"option": "weighted"}),
+        ({"rerank": {"method": "cross-encoder"}}, -32005, {"option": "rerank"}),
+        ({"minScore": "high"}, -32602, {"field": "minScore"}),
+        ({"includeText": "yes"}, -32602, {"field": "includeText"}),
+    ],
+)
+def test_bad_retrieve_params(
+    served: Served, params: dict[str, Any], code: int, data: dict[str, Any]
+) -> None:
+    client = connect(served, "carol")
+    with pytest.raises(rcp.RcpError) as caught:
+        client.call("retrieve", {"query": "lighthouse", **params})
+    assert caught.value.code == code, caught.value
+    assert data.items() <= (caught.value.data or {}).items(), caught.value.data
+
+
+def test_lenient_options_and_clamping(served: Served) -> None:
+    client = connect(served, "alice")
+    result = client.call(
+        "retrieve",
+        {
+            "query": "lighthouse",
+            "k": 500,
+            "strict": False,
+            "rerank": {"method": "llm"},
+            "minScore": 0.0,
+        },
+    )
+    assert len(result["hits"]) <= 100
+    assert any("clamped" in n for n in result["usage"]["notes"])
+    assert any("rerank" in n for n in result["usage"]["notes"])
+    no_text = client.call("retrieve", {"query": "lighthouse", "includeText": False})
+    assert no_text["hits"] and all("text" not in h for h in no_text["hits"])
+
+
+def test_gating_and_unknown_methods(served: Served) -> None:
+    client = connect(served, "alice")
+    with pytest.raises(rcp.RcpError) as caught:
+        client.call("embed", {"inputs": ["x"]})
+    assert caught.value.code == -32003
+    with pytest.raises(rcp.RcpError) as caught:
+        client.call("frobnicate", {})
+    assert caught.value.code == -32004
+    conn = HTTPConnection("127.0.0.1", int(served.url.rsplit(":", 1)[1]), timeout=10)
+    body = b'{"jsonrpc":"2.0","id":1,"method":"retrieve","params":{"query":"x"}}'
+    conn.request("POST", "/rcp/ping", body=body, headers={"Authorization": basic("alice")})
+    reply = json.loads(conn.getresponse().read())
+    conn.close()
+    assert error_of(reply)[0] == -32600  # body method differs from the path
+    client.shutdown()
+
+
+def test_not_initialized_and_shutdown(served: Served) -> None:
+    assert error_of(raw(served, "carol", "retrieve", {"query": "lighthouse"}))[0] == -32001
+    client = connect(served, "carol")
+    assert client.retrieve("lighthouse") == []  # carol has no documents
+    client.shutdown()
+    assert error_of(raw(served, "carol", "retrieve", {"query": "lighthouse"}))[0] == -32001
+    # a reconnect from the same credential simply starts again
+    again = connect(served, "carol")
+    assert again.retrieve("lighthouse") == []
+
+
+def test_unauthenticated(served: Served) -> None:
+    for authorization in (None, basic("alice", "wrong"), "Token x"):
+        transport = AuthHttpTransport(f"{served.url}/rcp", authorization)
+        with pytest.raises(rcp.RcpError) as caught:
+            Client().connect_with(transport)
+        assert caught.value.code == -32012
+        assert transport.last_status == 401
+
+
+def test_session_token(served: Served) -> None:
+    first = raw(served, "bob", "initialize", {"protocolVersion": 1})["result"]
+    token = first["_meta"]["session"]
+    transport = AuthHttpTransport(f"{served.url}/rcp", basic("bob"), session=token)
+    again = transport.call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    assert error_of(again)[0] == -32600  # no re-negotiation within a session
+    reply = transport.call(
+        {"jsonrpc": "2.0", "id": "a", "method": "retrieve", "params": {"query": "garden"}}
+    )
+    assert reply["id"] == "a" and reply["result"]["hits"]
+    stolen = AuthHttpTransport(f"{served.url}/rcp", basic("carol"), session=token)
+    assert (
+        error_of(
+            stolen.call({"jsonrpc": "2.0", "id": 2, "method": "retrieve", "params": {"query": "x"}})
+        )[0]
+        == -32001
+    )
+
+
+def test_notifications_batches_and_parse_errors(served: Served) -> None:
+    def post(body: bytes, method: str = "ping") -> tuple[int, bytes]:
+        conn = HTTPConnection("127.0.0.1", int(served.url.rsplit(":", 1)[1]), timeout=10)
+        conn.request("POST", f"/rcp/{method}", body=body, headers={"Authorization": basic("alice")})
+        response = conn.getresponse()
+        status, data = response.status, response.read()
+        conn.close()
+        return status, data
+
+    assert post(b'{"jsonrpc":"2.0","method":"ping","params":{}}') == (204, b"")
+    status, data = post(b"{not json")
+    assert status == 200 and json.loads(data)["error"]["code"] == -32700
+    status, data = post(b"[]")
+    assert json.loads(data)["error"]["code"] == -32600
+    status, data = post(
+        b'[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"ping"},5]'
+    )
+    replies = json.loads(data)
+    assert status == 200 and len(replies) == 2
+    assert replies[0] == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert replies[1]["error"]["code"] == -32600
+    status, data = post(b'{"jsonrpc":"2.0","id":null,"method":"ping"}')
+    assert json.loads(data)["error"]["code"] == -32600
+    status, data = post(
+        b'{"jsonrpc":"2.0","id":3,"method":"notifications/cancel","params":{"id":1}}',
+        "notifications/cancel",
+    )
+    assert json.loads(data)["error"]["code"] == -32600
