@@ -23,10 +23,10 @@ remove more than ``reconcile_max_removal_share`` of a user's documents (and more
 ``reconcile_guard_min_docs``) is held until a second scan agrees (the removals both name go
 ahead).
 
-A document that is listed but stays out of the index although a task was sent for its very
-version (an empty file, one parked in the dead letter, or one whose task is still queued) is
-reported as ``unindexable`` and not sent again until its etag changes or a day passes; its
-folders stay dirty, so it keeps being listed.
+A new document that stays out of the index although a task was sent for its very version
+(an empty file, one parked in the dead letter, or one whose task is still queued) is reported
+as ``unindexable`` and not sent again until its etag changes or a day passes; its folders stay
+dirty, so it keeps being listed.
 
 Redis holds only what can be rebuilt (:class:`ScanState`): folder etags and ``pruneBefore``
 (losing them costs one full listing), the missing-since times (losing them restarts the grace
@@ -133,11 +133,11 @@ class ScanReport:
     ``index`` are enqueued as they are; ``remove`` are missing documents past the grace period
     (enqueued as a re-check by id, which evicts what is gone); ``waiting`` are missing within
     the grace period; ``held`` are removals the guards held back (``guard`` says which:
-    ``empty_listing`` or ``mass_removal``). ``unindexable`` are documents listed but still not
-    in the index although a task was sent for this very version by an earlier scan (an empty
-    file, a parked one, or a task still queued): they are not sent again until their etag
-    changes or :data:`RETRY_UNINDEXABLE_SECONDS` pass. ``applied`` is false for a dry run,
-    which enqueues nothing and stores no state.
+    ``empty_listing`` or ``mass_removal``). ``unindexable`` are new documents still not in the
+    index although an earlier scan sent a task for this very version (an empty file, a parked
+    one, or a task still queued): they are not sent again until their etag changes or
+    :data:`RETRY_UNINDEXABLE_SECONDS` pass (changed and moved documents are always sent).
+    ``applied`` is false for a dry run, which enqueues nothing and stores no state.
     """
 
     user: str
@@ -537,7 +537,8 @@ class Reconciler:
             if entry is None:
                 change = Change(doc_id, "new", seen.path)
             elif seen.etag is not None and seen.etag != entry.etag:
-                change = Change(doc_id, "changed", seen.path, entry.path)
+                report.index.append(Change(doc_id, "changed", seen.path, entry.path))
+                continue
             elif seen.path is not None and seen.path != entry.path:
                 report.index.append(Change(doc_id, "moved", seen.path, entry.path))
                 continue

@@ -191,3 +191,26 @@ def test_a_document_that_cannot_be_indexed_is_not_sent_again_until_it_changes(
     changed = rec.scan("alice", DocType.FILE)
     assert [(c.reason, c.path) for c in changed.index] == [("new", "/Docs/F1/empty.md")]
     assert len(recorder.sent) == 1
+
+
+def test_a_move_inside_a_share_reaches_the_sharee_through_stored_folder_etags(
+    rstack: Stack, producer: Celery
+) -> None:
+    fill(rstack, files=6, notes=0)
+    rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
+    reconcile_pass(rstack, producer, ["alice", "bob"])
+    reconcile_pass(rstack, producer, ["alice", "bob"])  # clean: folder etags stored
+    bob = ScanState(rstack.services.redis, "bob", DocType.FILE)
+    assert "/" in bob.folders() and "/From Alice" in bob.folders()
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.move("alice", "/Docs/F1/f1.md", "/Docs/F1/Sub/f1-moved.md")
+    report = reconciler(rstack, None).scan("bob", DocType.FILE, apply=False)
+    # "changed" rather than "moved": the simulator, like Nextcloud's propagator, gives a moved
+    # file a new etag
+    assert [(c.indexed_path, c.path) for c in report.index] == [
+        ("/From Alice/f1.md", "/From Alice/Sub/f1-moved.md")
+    ]
+    embedded = rstack.services.embedder.dense_embedded
+    reconcile_pass(rstack, producer, ["alice", "bob"])
+    assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}
+    assert rstack.services.embedder.dense_embedded == embedded
