@@ -1,0 +1,76 @@
+"""Filtered search end to end on the real stack: simulator webhooks → receiver → Redis →
+Celery worker → fastembed → Qdrant Edge → search API with verify-on-read."""
+
+from __future__ import annotations
+
+from support import Stack, wait_until
+
+T0 = 1_767_225_600  # 2026-01-01
+DOCS = {
+    "/Projects/Lighthouse/plan.md": ("Lighthouse plan: polish the lens, replace the brass.", 0),
+    "/Projects/Lighthouse-old/plan.md": ("Old lighthouse plan: the lens was polished in 1990.", 40),
+    "/Notes/Lighthouse.md": ("# Lighthouse\n\nRemember the foghorn oil and the lens cloth.", 80),
+}
+
+
+def keys_of(body: dict) -> list[str]:
+    return [f"{r['doc_type']}:{r['doc_id']}" for r in body["results"]]
+
+
+def test_filters_and_eviction_through_the_stack(stack: Stack) -> None:
+    ids = {}
+    for path, (text, days) in DOCS.items():
+        ids[path] = stack.sim.put_file("alice", path, text.encode(), mtime=T0 + 86_400 * days)
+    stack.sim.flush_deliveries(timeout=5)
+    plan, old = (
+        f"file:{ids['/Projects/Lighthouse/plan.md']}",
+        f"file:{ids['/Projects/Lighthouse-old/plan.md']}",
+    )
+    note = f"note:{ids['/Notes/Lighthouse.md']}"
+    wait_until(lambda: all(stack.points(k) for k in (plan, old, note)), 30)
+
+    query = "lighthouse lens"
+    assert set(keys_of(stack.search_as("alice", query))) == {plan, old, note}
+    assert keys_of(stack.search_as("alice", query, path_prefixes=["/Projects/Lighthouse"])) == [
+        plan
+    ]
+    assert keys_of(stack.search_as("alice", query, doc_types=["note"])) == [note]
+    assert set(keys_of(stack.search_as("alice", query, modified_after="2026-02-01"))) == {old, note}
+    before_feb = {"field": "modified_at", "op": "lt", "value": "2026-02-01T00:00:00Z"}
+    tree = {"and": [{"field": "path_prefix", "op": "eq", "value": "/Projects"}, before_feb]}
+    assert keys_of(stack.search_as("alice", query, filter=tree)) == [plan]
+    assert stack.search_as("bob", query)["results"] == []
+
+    # The delete's webhooks are lost: verify-on-read drops the file, its re-check evicts it.
+    stack.sim.drop_rate = 1.0
+    stack.sim.delete("alice", "/Projects/Lighthouse/plan.md")
+    body = stack.search_as("alice", query, path_prefixes=["/Projects"])
+    assert plan not in keys_of(body) and old in keys_of(body)
+    assert body["verification"]["dropped"] == 1
+    wait_until(lambda: not stack.points(plan), 15)
+    assert plan not in keys_of(stack.search_as("alice", query))
+
+
+def test_unshared_document_is_never_returned_and_loses_the_user(stack: Stack) -> None:
+    from ncindex.queueing import celery_app
+
+    file_id = stack.sim.put_file(
+        "alice", "/Projects/Lighthouse/plan.md", DOCS["/Projects/Lighthouse/plan.md"][0]
+    )
+    stack.sim.flush_deliveries(timeout=5)
+    key = f"file:{file_id}"
+    wait_until(lambda: stack.points(key), 30)
+    stack.sim.share("alice", "/Projects/Lighthouse", "bob")  # no event: a scan finds shares
+    celery_app(stack.settings).send_task(
+        "ncindex.index_node", kwargs={"user": "bob", "file_id": file_id}, queue="index"
+    )
+    wait_until(lambda: "user:bob" in stack.points(key)[0].payload["acl"], 15)
+    found = stack.found("bob", "lighthouse lens", key, path_prefixes=["/Lighthouse"])
+    assert found and found["path"] == "/Lighthouse/plan.md"
+
+    stack.sim.unshare("alice", "/Projects/Lighthouse", "bob")
+    body = stack.search_as("bob", "lighthouse lens")
+    assert key not in keys_of(body) and body["verification"]["dropped"] == 1
+    wait_until(lambda: "user:bob" not in stack.points(key)[0].payload["acl"], 15)
+    assert stack.search_as("bob", "lighthouse lens")["verification"]["checked"] == 0
+    assert stack.found("alice", "lighthouse lens", key)  # alice keeps it
