@@ -391,6 +391,13 @@ def test_rate_limit(
         )
         assert context_status(client, auth, api.keys[LIGHT]) == 429
         assert client.get("/v1/filters").status_code == 200  # not limited
+        # RCP shares the limit and answers JSON-RPC -32011 with the HTTP 429
+        rcp_reply = client.post(
+            "/rcp/ping", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, auth=auth
+        )
+        assert rcp_reply.status_code == 429 and rcp_reply.headers["Retry-After"]
+        error = rcp_reply.get_json()["error"]
+        assert error["code"] == -32011 and error["data"]["retryAfterMs"] >= 1000
     finally:
         server.close()
         api.services.close()
