@@ -35,8 +35,9 @@ advanced by a *clean* scan part — a folder's etag is kept only when nothing be
 work, ``pruneBefore`` only when nothing did — so a task that failed after a scan is retried by
 the next scan instead of being hidden behind an unchanged etag.
 
-New doc types plug in through :data:`SCANNERS` (a :class:`Scanner` each); deck cards and news
-items have none yet.
+Every doc type has a :class:`Scanner` in :data:`SCANNERS`: files and notes as above, Deck
+cards (boards, then each live board's stacks) and News items (one list of every item); the
+last two have no paths and keep no scan state.
 """
 
 from __future__ import annotations
@@ -53,12 +54,15 @@ from typing import Any, Protocol
 import redis
 import structlog
 
+from ncindex import news
 from ncindex.documents import DocType
 from ncindex.errors import NcindexError, NextcloudProtocolError, NotFound
 from ncindex.events import Action
+from ncindex.events import index_document as index_document_action
 from ncindex.events import index_node as index_node_action
 from ncindex.indexing import Indexer
 from ncindex.manifest import ManifestEntry, load_manifest
+from ncindex.nextcloud.apps import DECK_API, DECK_HEADERS
 from ncindex.nextcloud.client import NOTES_API, NextcloudClient
 from ncindex.queueing import DEBOUNCE_PREFIX, Producer
 from ncindex.runtime import Services
@@ -455,11 +459,89 @@ def _http_time(value: str | None) -> int | None:
         return None
 
 
+class DeckScanner:
+    """Deck cards: ``GET /boards``, then ``GET /boards/{id}/stacks`` per board that is not
+    deleted (non-archived, non-deleted cards with their ``ETag``, the etag the indexer keeps).
+    Cards have no paths; a missing card is re-read by id (Deck answers 403 once it is gone)."""
+
+    doc_type = DocType.DECK_CARD
+
+    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
+        """One request for the boards and one per live board."""
+        listing = Listing()
+        boards = _json_list(client, f"{DECK_API}/boards")
+        listing.requests += 1
+        for board in boards:
+            if board.get("deletedAt"):
+                continue
+            stacks = _json_list(client, f"{DECK_API}/boards/{int(board['id'])}/stacks")
+            listing.requests += 1
+            for stack in stacks:
+                for card in stack.get("cards") or ():
+                    if card.get("archived") or card.get("deletedAt"):
+                        continue
+                    doc_id = str(int(card["id"]))
+                    etag = str(card.get("ETag") or int(card.get("lastModified") or 0))
+                    listing.docs[doc_id] = Seen(doc_id, etag, None)
+        return listing
+
+    def action(self, user: str, doc_id: str) -> Action:
+        """``ncindex.index_document`` for the card."""
+        return index_document_action(user, DocType.DECK_CARD.value, int(doc_id))
+
+    def commit(self, state: ScanState, listing: Listing, dirty: set[str], clean: bool) -> None:
+        """Nothing to keep: every scan lists every board."""
+
+
+class NewsScanner:
+    """News items: one ``GET /items?type=3&batchSize=-1&getRead=true`` (every item of every
+    feed; News has no change feed and no webhooks). The etag is computed as
+    :func:`ncindex.news.item_document` computes it: ``"{lastModified}-{contentHash}"``."""
+
+    doc_type = DocType.NEWS_ITEM
+
+    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
+        """One request for all items."""
+        listing = Listing()
+        items = news.list_items(client)
+        listing.requests += 1
+        for item in items:
+            doc_id = str(int(item["id"]))
+            listing.docs[doc_id] = Seen(doc_id, news_etag(item), None)
+        return listing
+
+    def action(self, user: str, doc_id: str) -> Action:
+        """``ncindex.index_document`` for the item."""
+        return index_document_action(user, DocType.NEWS_ITEM.value, int(doc_id))
+
+    def commit(self, state: ScanState, listing: Listing, dirty: set[str], clean: bool) -> None:
+        """Nothing to keep: every scan lists every item."""
+
+
+def news_etag(item: dict[str, Any]) -> str:
+    """The etag the indexer stores for a News item (see :func:`ncindex.news.item_document`)."""
+    modified = int(item.get("lastModified") or item.get("pubDate") or 0)
+    return f"{modified}-{item.get('contentHash') or ''}"
+
+
+def _json_list(client: NextcloudClient, url: str) -> list[dict[str, Any]]:
+    response = client.request("GET", url, headers=DECK_HEADERS)
+    try:
+        data = response.json()
+    except ValueError as exc:
+        raise NextcloudProtocolError(f"{url}: body is not JSON") from exc
+    if not isinstance(data, list):
+        raise NextcloudProtocolError(f"{url}: body is not a JSON list")
+    return [d for d in data if isinstance(d, dict)]
+
+
 SCANNERS: dict[DocType, Scanner] = {
     DocType.FILE: FileScanner(),
     DocType.NOTE: NoteScanner(lambda r: r.settings.reconcile_notes_chunk_size),
+    DocType.DECK_CARD: DeckScanner(),
+    DocType.NEWS_ITEM: NewsScanner(),
 }
-"""The doc types that can be reconciled. Deck cards and News items plug in here."""
+"""The doc types that can be reconciled, each with its :class:`Scanner`."""
 
 
 def scan_types() -> list[DocType]:

@@ -22,7 +22,7 @@ from workers.celery_app import create_celery
 def test_the_schedule_comes_from_settings() -> None:
     settings = Settings(reconcile_periods={"note": 600, "file": 1200, "deck_card": 60})
     schedule = beat_schedule(settings)
-    assert sorted(schedule) == ["reconcile-file", "reconcile-note"]  # deck: no scanner yet
+    assert sorted(schedule) == ["reconcile-deck_card", "reconcile-file", "reconcile-note"]
     note = schedule["reconcile-note"]
     assert note["task"] == "ncindex.reconcile_check"
     assert note["schedule"] == timedelta(seconds=600)
@@ -30,7 +30,7 @@ def test_the_schedule_comes_from_settings() -> None:
     assert note["options"]["queue"] == "reconcile"
     assert 0 < note["options"]["expires"] < 600
     disabled = beat_schedule(settings.model_copy(update={"reconcile_disable": ["file"]}))
-    assert sorted(disabled) == ["reconcile-note"]
+    assert sorted(disabled) == ["reconcile-deck_card", "reconcile-note"]
 
 
 @pytest.mark.parametrize("period", [10, 60, 900, 86400])
@@ -108,7 +108,8 @@ def test_reconcile_and_status_commands(
     applied = runner.invoke(main, ["reconcile", "--user", "alice", "--apply", "--json"], env=env)
     assert applied.exit_code == 0, applied.output
     reports = [json.loads(line) for line in applied.output.splitlines() if line.startswith("{")]
-    assert [(r["doc_type"], r["enqueued"]) for r in reports] == [("note", 1), ("file", 3)]
+    enqueued = [(r["doc_type"], r["enqueued"]) for r in reports]
+    assert enqueued == [("note", 1), ("file", 3), ("deck_card", 0), ("news_item", 0)]
     assert sorted(c["path"] for c in reports[1]["index"]) == [f"/Docs/f{i}.md" for i in range(3)]
     assert client.llen("index") == 4
 
@@ -116,7 +117,12 @@ def test_reconcile_and_status_commands(
     assert status.exit_code == 0, status.output
     data = json.loads(status.output)
     assert data["queues"]["index"] == 4
-    assert sorted(data["scans"]) == ["alice:file", "alice:note"]
+    assert sorted(data["scans"]) == [
+        "alice:deck_card",
+        "alice:file",
+        "alice:news_item",
+        "alice:note",
+    ]
     assert data["scans"]["alice:file"]["changes"]["new"] == 3
     assert data["scans"]["alice:file"]["in_sync_age_seconds"] is None  # never in sync yet
     assert data["index_lag_seconds"] >= 0 and data["reserved"] == 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
 from celery import Celery
 from reconcile_support import differences, ground_truth, index_state, reconcile_pass, settle
 
@@ -156,12 +155,58 @@ def test_a_share_gives_the_sharee_access_without_embedding_again(
     assert all(d["paths"]["bob"].startswith("/From Alice/") for d in shared)
 
 
-@pytest.mark.parametrize("doc_type", ["deck_card", "news_item"])
-def test_types_without_a_scanner_say_so(rstack: Stack, doc_type: str) -> None:
-    from ncindex.reconcile import UnsupportedDocType
+def test_deck_cards_and_news_items_are_reconciled(rstack: Stack, producer: Celery) -> None:
+    sim = rstack.sim  # no Deck card events (Deck < 1.18) and News has none at all
+    board = sim.deck_create_board("alice", "Harbour")
+    column = sim.deck_create_stack("alice", board, "To do")
+    cards = [
+        sim.deck_create_card("alice", column, f"Card {i}", f"Paint the hull, part {i}")
+        for i in range(3)
+    ]
+    sim.deck_share_board("alice", board, "bob")
+    # bob keeps a board of his own: a listing with no card at all would never remove any
+    own = sim.deck_create_stack("bob", sim.deck_create_board("bob", "Bob's"), "Mine")
+    sim.deck_create_card("bob", own, "Bob's card", "Varnish the oars")
+    feed = sim.news_add_feed("alice", "https://blog.example.test/feed", "Harbour blog")
+    items = [
+        sim.news_add_item("alice", feed, f"Tides {i}", f"<p>Spring tide {i}</p>") for i in (0, 1)
+    ]
+    reconcile_pass(rstack, producer, ["alice", "bob"])
+    state = index_state(rstack)
+    assert {f"deck_card:{c}" for c in cards} < {k for k in state if k.startswith("deck_card:")}
+    assert all(state[f"deck_card:{c}"]["acl"] == {"user:alice", "user:bob"} for c in cards)
+    assert {k for k in state if k.startswith("news_item:")} == {f"news_item:{i}" for i in items}
+    etag = state[f"deck_card:{cards[0]}"]["etag"]
 
-    with pytest.raises(UnsupportedDocType):
-        reconciler(rstack, Recorder()).scan("alice", doc_type)
+    sim.deck_update_card("alice", cards[0], description="Paint the keel")
+    sim.deck_archive_card("alice", cards[1])
+    sim.deck_unshare_board("alice", board, "bob")
+    sim.news_purge_item("alice", items[0])
+    reconcile_pass(rstack, producer, ["alice", "bob"])
+    state = index_state(rstack)
+    kept = {f"deck_card:{cards[0]}", f"deck_card:{cards[2]}"}
+    assert {k for k in state if k.startswith("deck_card:")} & {
+        f"deck_card:{c}" for c in cards
+    } == kept
+    assert all(state[k]["acl"] == {"user:alice"} for k in kept)
+    assert state[f"deck_card:{cards[0]}"]["etag"] != etag
+    assert {k for k in state if k.startswith("news_item:")} == {f"news_item:{items[1]}"}
+
+    rstack.sim.reset_request_counts()
+    rec = reconciler(rstack, Recorder())
+    deck_scan = rec.scan("alice", DocType.DECK_CARD)
+    news_scan = rec.scan("alice", DocType.NEWS_ITEM)
+    assert deck_scan.clean and deck_scan.requests == 2  # boards, one board's stacks
+    assert news_scan.clean and news_scan.requests == 1
+
+
+def test_the_news_etag_is_the_indexers() -> None:
+    from ncindex.news import item_document
+    from ncindex.reconcile import news_etag
+
+    item = {"id": 7, "feedId": 2, "title": "T", "body": "<p>b</p>", "lastModified": 1767225600}
+    for extra in ({}, {"contentHash": "b7d2"}, {"lastModified": None, "pubDate": 1767000000}):
+        assert news_etag(item | extra) == item_document("alice", item | extra, 1000).etag
 
 
 def test_last_scan_is_recorded_with_the_time_it_was_in_sync(
