@@ -45,3 +45,8 @@ clean:
 # → benchmarks/results/reconcile.json and the "Reconcile" section of benchmarks/RESULTS.md.
 bench-reconcile: $(STAMP) redis
 	$(PY) benchmarks/bench_reconcile.py
+
+# Indexing throughput: 1,000 SciFact documents from simulator webhooks to searchable, against raw
+# fastembed on the same chunks → benchmarks/results/indexing.json and the "Indexing" section.
+bench-indexing: $(STAMP) redis
+	$(PY) benchmarks/bench_indexing.py

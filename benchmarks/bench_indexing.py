@@ -1,0 +1,298 @@
+"""Indexing throughput end to end against raw fastembed (DESIGN §6): ``make bench-indexing``.
+
+What runs: N SciFact documents (``/work/shared/data/scifact/corpus.jsonl``; ``title`` + blank
+line + ``text``, as ``.txt`` files) are uploaded to the Nextcloud simulator over its Python
+API; the simulator fires its webhooks over HTTP to the real receiver, which queues tasks on a
+private ``redis-server``; a real ``celery -A workers.worker worker`` subprocess (configured by
+``NCINDEX_*`` variables only) re-reads each file over WebDAV, extracts, chunks, embeds (dense
++ BM25) and writes Qdrant Edge. The clock runs from the first upload until the queues are
+drained (nothing queued, reserved or debounced); the worker's model is loaded by a warm-up
+document before. Afterwards the worker is stopped, the Edge folder opened here and every
+document's chunks are read back: the documents are searchable (their points are in the
+store) and the same chunk texts are embedded once more with the same embedder, in-process,
+batched by length (``embed_batch_size``) — the "raw fastembed" figure.
+
+Figures: ``e2e_chunks_per_s`` (chunks stored / e2e seconds), ``raw_chunks_per_s``, ``ratio``
+(target ≥ 0.85), ``seconds_per_doc`` and ``peak_rss_mb`` of the worker (``VmHWM`` from
+``/proc``, read before it stops). Writes ``benchmarks/results/indexing.json`` and the
+"Indexing" section of ``benchmarks/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import redis
+from pydantic import SecretStr
+from werkzeug.serving import make_server
+
+from ncindex.embedding import Embedder
+from ncindex.models import install_models
+from ncindex.queueing import DEBOUNCE_PREFIX, QUEUES, celery_app
+from ncindex.redis_server import start_redis
+from ncindex.runtime import Services
+from ncindex.settings import Settings
+from ncindex.store import model_slug
+from ncindex.store.qdrant_edge import QdrantEdgeStore
+from ncindex.testing import NextcloudSimulator, serve_simulator
+from ncindex.webhooks import register
+from webhook_receiver import create_app as create_receiver_app
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
+CORPUS = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
+USER, PASSWORD = "alice", "alice-app-pw"
+ADMIN = ("admin", "admin-app-pw")
+TARGET_RATIO = 0.85
+
+
+def load_docs(path: Path, n: int) -> list[tuple[str, str]]:
+    """The first ``n`` documents of a BEIR corpus as ``(id, "title\\n\\ntext")``."""
+    docs = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            docs.append((str(row["_id"]), f"{row.get('title', '')}\n\n{row.get('text', '')}"))
+            if len(docs) == n:
+                break
+    return docs
+
+
+def settled(client: redis.Redis) -> bool:
+    """Nothing queued, reserved by a worker (unacked) or waiting in a debounce window."""
+    if any(client.llen(q) for q in QUEUES) or client.hlen("unacked"):
+        return False
+    return not any(True for _ in client.scan_iter(f"{DEBOUNCE_PREFIX}*", count=1000))
+
+
+def peak_rss_mb(pid: int) -> float:
+    """``VmHWM`` (peak resident set) of process ``pid`` in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait(predicate: Any, timeout: float, what: str, interval: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(interval)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    docs = load_docs(args.corpus, args.docs)
+    base = Settings()
+    install_models(base.model_dir)
+    work = Path(tempfile.mkdtemp(prefix="bench-indexing-"))
+    redis_proc = start_redis()
+    client = redis.Redis.from_url(redis_proc.url)
+    sim = NextcloudSimulator()
+    sim.add_user(ADMIN[0], password=ADMIN[1], admin=True)
+    sim.add_user(USER, password=PASSWORD)
+    sim_server = serve_simulator(sim, host="127.0.0.1", port=0)
+    receiver = make_server("127.0.0.1", 0, lambda e, s: [], threaded=True)
+    accounts = {USER: PASSWORD, ADMIN[0]: ADMIN[1]}
+    settings = Settings(
+        nextcloud_url=sim_server.url,
+        accounts={u: SecretStr(p) for u, p in accounts.items()},
+        admin_user=ADMIN[0],
+        webhook_secret=SecretStr(secrets.token_urlsafe(16)),
+        public_url=f"http://127.0.0.1:{receiver.port}",
+        redis_url=redis_proc.url,
+        model_dir=base.model_dir,
+        qdrant_path=work / "qdrant",
+    )
+    receiver.app = create_receiver_app(settings, producer=celery_app(settings))
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    services = Services(settings)
+    register(services.account(ADMIN[0]), settings)
+    services.close()
+    env = os.environ | {
+        "NCINDEX_NEXTCLOUD_URL": sim_server.url,
+        "NCINDEX_ACCOUNTS": json.dumps(accounts),
+        "NCINDEX_REDIS_URL": redis_proc.url,
+        "NCINDEX_MODEL_DIR": str(base.model_dir),
+        "NCINDEX_QDRANT_PATH": str(settings.qdrant_path),
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+    pool = ["--pool=solo"] if args.concurrency == 1 else ["--pool=threads"]
+    argv = [sys.executable, "-m", "celery", "-A", "workers.worker", "worker", *pool]
+    argv += [f"--concurrency={args.concurrency}", "-Q", "ingest,index,evict"]
+    argv += ["--loglevel=WARNING", "--without-mingle", "--without-gossip"]
+    log = (work / "worker.log").open("wb")
+    worker = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        # warm-up: the model loads inside the first task, before the clock starts
+        sim.put_file(USER, "/warmup.txt", "Warm-up document for the embedding model.")
+        time.sleep(0.5)
+        wait(lambda: sim.request_count("webdav", "GET") >= 1 and settled(client), 300, "warm-up")
+        print(f"worker warm; uploading {len(docs)} documents", flush=True)
+        load_before = os.getloadavg()[0]
+        cpu_before = cpu_seconds(worker.pid)
+        started = time.perf_counter()
+        for doc_id, text in docs:
+            sim.put_file(USER, f"/SciFact/{doc_id}.txt", text)
+        uploaded = time.perf_counter() - started
+        time.sleep(0.5)
+        wait(lambda: settled(client), 3600, "indexing", interval=0.1)
+        e2e_seconds = time.perf_counter() - started
+        worker_cpu = cpu_seconds(worker.pid) - cpu_before
+        load_after = os.getloadavg()[0]
+        rss = peak_rss_mb(worker.pid)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=120)
+        log.close()
+    print(f"indexed in {e2e_seconds:.1f} s (uploads {uploaded:.1f} s)", flush=True)
+
+    store = QdrantEdgeStore(settings.qdrant_path, model_slug(settings.dense_model))
+    try:
+        chunks: list[str] = []
+        missing = 0
+        for doc_id, _ in docs:
+            file_id = sim.file_id(USER, f"/SciFact/{doc_id}.txt")
+            points = store.document_points(f"file:{file_id}")
+            missing += not points
+            chunks += [p.payload["text"] for p in points]
+    finally:
+        store.close()
+    if missing:
+        raise SystemExit(f"{missing} documents are not in the store")
+
+    embedder = Embedder(settings)
+    embedder.load()
+    embedder.embed_documents(chunks[:32])  # warm the session like the worker's warm-up
+    t0, c0 = time.perf_counter(), time.process_time()
+    embedder.embed_documents(chunks)
+    raw_seconds, raw_cpu = time.perf_counter() - t0, time.process_time() - c0
+    receiver.shutdown()
+    sim_server.close()
+    sim.close()
+    redis_proc.stop()
+
+    e2e = len(chunks) / e2e_seconds
+    raw = len(chunks) / raw_seconds
+    return {
+        "docs": len(docs),
+        "chunks": len(chunks),
+        "e2e_seconds": round(e2e_seconds, 2),
+        "raw_seconds": round(raw_seconds, 2),
+        "e2e_chunks_per_s": round(e2e, 2),
+        "raw_chunks_per_s": round(raw, 2),
+        "ratio": round(e2e / raw, 3),
+        "target_ratio": TARGET_RATIO,
+        "seconds_per_doc": round(e2e_seconds / len(docs), 4),
+        "worker_cpu_seconds": round(worker_cpu, 2),
+        "raw_cpu_seconds": round(raw_cpu, 2),
+        "cpu_ratio": round(raw_cpu / worker_cpu, 3),
+        "load_average": [round(load_before, 2), round(load_after, 2)],
+        "peak_rss_mb": round(rss, 1),
+        "upload_seconds": round(uploaded, 2),
+        "worker": {"pool": pool[0].split("=")[1], "concurrency": args.concurrency},
+        "settings": {
+            "dense_model": settings.dense_model,
+            "chunk_tokens": settings.chunk_tokens,
+            "chunk_overlap_tokens": settings.chunk_overlap_tokens,
+            "embed_batch_size": settings.embed_batch_size,
+            "debounce_seconds": settings.debounce_seconds,
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "arch": platform.machine(),
+        },
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+    }
+
+
+def section(result: dict[str, Any]) -> str:
+    """The "## Indexing" section of RESULTS.md for one result."""
+    verdict = "meets" if result["ratio"] >= TARGET_RATIO else "misses"
+    m, w = result["machine"], result["worker"]
+    return "\n".join(
+        [
+            "## Indexing",
+            "",
+            f"`make bench-indexing` — {result['date']}, {m['arch']}, {m['cpus']} cores, Python "
+            f"{m['python']}. {result['docs']} SciFact documents (title + text as `.txt` files) "
+            "uploaded to the Nextcloud simulator; its webhooks over HTTP → receiver → Redis → "
+            f"one `celery worker` process (pool `{w['pool']}`, concurrency {w['concurrency']}) "
+            "→ WebDAV download, extraction, chunking, dense + BM25 embedding → Qdrant Edge. "
+            "The clock runs from the first upload until the queues are drained (model loaded "
+            "before). Raw: the same chunk texts embedded again in-process with the same "
+            f"embedder (batches of {result['settings']['embed_batch_size']}, sorted by "
+            f"length), same run. Target: end to end ≥ {TARGET_RATIO} × raw.",
+            "",
+            "| docs | chunks | e2e s | e2e chunks/s | raw chunks/s | ratio | s / doc | "
+            "worker peak RSS MB |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {result['docs']} | {result['chunks']} | {result['e2e_seconds']} | "
+            f"{result['e2e_chunks_per_s']} | {result['raw_chunks_per_s']} | "
+            f"**{result['ratio']}** | {result['seconds_per_doc']} | {result['peak_rss_mb']} |",
+            "",
+            f"CPU seconds, which do not depend on what else runs on the machine: the worker "
+            f"used {result['worker_cpu_seconds']} s for the whole path, raw embedding "
+            f"{result['raw_cpu_seconds']} s — a CPU ratio of **{result['cpu_ratio']}**. The "
+            f"1-minute load average was {result['load_average'][0]} at the start and "
+            f"{result['load_average'][1]} at the end (other jobs shared the machine).",
+            "",
+            f"The wall-clock run {verdict} the target. Per document the worker also does a "
+            "WebDAV SEARCH (by file id), a GET, a lock, a store read (vector reuse), an upsert "
+            "and a delete-by-filter; the simulator, receiver and webhook delivery share the same "
+            f"{m['cpus']} cores with the worker during the run.",
+            "",
+        ]
+    )
+
+
+def write_section(text: str) -> None:
+    """Replace (or append) the "## Indexing" section of RESULTS.md, keeping the others."""
+    md = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else "# Benchmarks\n\n"
+    start = md.find("## Indexing")
+    if start == -1:
+        md = md.rstrip("\n") + "\n\n" + text
+    else:
+        end = md.find("\n## ", start + 1)
+        md = md[:start] + text + ("" if end == -1 else "\n" + md[end + 1 :])
+    RESULTS_MD.write_text(md.rstrip("\n") + "\n", encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=1000, help="documents (default 1000)")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="BEIR corpus.jsonl")
+    parser.add_argument("--concurrency", type=int, default=1, help="worker threads (1: solo)")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    result = run(args)
+    print(json.dumps(result, indent=2))
+    if not args.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "indexing.json").write_text(json.dumps(result, indent=2) + "\n")
+        write_section(section(result))
+
+
+if __name__ == "__main__":
+    main()
