@@ -50,3 +50,8 @@ bench-reconcile: $(STAMP) redis
 # fastembed on the same chunks → benchmarks/results/indexing.json and the "Indexing" section.
 bench-indexing: $(STAMP) redis
 	$(PY) benchmarks/bench_indexing.py
+
+# Verified filtered search at 10,000 and 100,000 chunks on Qdrant Edge: p50/p95 by stage against
+# the bare engine query → benchmarks/results/search.json and "Search" in benchmarks/RESULTS.md.
+bench-search: $(STAMP) models
+	$(PY) benchmarks/bench_search.py

@@ -1,0 +1,385 @@
+"""Benchmark: verified filtered hybrid search latency on Qdrant Edge (``make bench-search``).
+
+For each corpus size (10,000 and 100,000 chunks) a Qdrant Edge store in a temporary folder is
+filled with points of the right shape (DESIGN §13): a random unit dense vector of the model's
+dimension, the BM25 vector of a real SciFact text (three-sentence pieces of the abstracts in
+``/work/shared/data/scifact/corpus.jsonl``, reused cyclically), and real payloads
+(``build_payload``) of four chunks per document spread over 20 users (owner plus shares),
+notes and files in several folders, a year of modification times, tags. Nothing but the
+queries is embedded, and those for real (the SciFact claims, dense + BM25).
+
+Verification is answered by a tiny HTTP server that sleeps ``VERIFY_MS`` (5 ms) per request,
+like a nearby Nextcloud: Notes ``GET /notes/{id}`` and WebDAV ``SEARCH`` by file id.
+
+Each query runs :meth:`ncindex.search.SearchService.search` as ``alice`` with a realistic
+filter (notes and files, modified in the last half year, under ``/Projects`` or ``/Notes``,
+always AND-ed with her ``acl``), and, in the same iteration, the bare parts: one real query
+embedding, the bare engine query with the same filter and sizes, one verification round trip.
+``bound`` per query = embed + bare query + one round trip; reported ``bound_ms`` is its p95
+(and ``bound_p50_ms`` its median), ``ratio_p95`` = search p95 / bound p95 (target ≤ 1.3).
+
+Writes ``benchmarks/results/search.json`` and the "Search" section of ``benchmarks/RESULTS.md``.
+Options: ``--sizes 10000,100000``, ``--queries N``, ``--optimize`` (build HNSW first; the
+pipeline does not, so the default measures the store as the pipeline leaves it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from ncindex.documents import (
+    Chunk,
+    DocRef,
+    DocType,
+    SourceDocument,
+    build_payload,
+    point_id,
+    principal,
+)
+from ncindex.embedding import Embedder
+from ncindex.filters import build_filter
+from ncindex.models import install_models
+from ncindex.nextcloud.client import NextcloudClient, make_http
+from ncindex.search import CHUNKS_PER_DOC, MAX_POOL, MAX_ROUNDS, SearchRequest, SearchService
+from ncindex.settings import Settings
+from ncindex.store.port import Fusion, PointRecord, SparseVector
+from ncindex.store.qdrant_edge import QdrantEdgeStore
+
+SCIFACT = Path("/work/shared/data/scifact")
+ROOT = Path(__file__).resolve().parent
+RESULTS_JSON = ROOT / "results" / "search.json"
+RESULTS_MD = ROOT / "RESULTS.md"
+VERIFY_MS = 5.0
+USERS = [f"user{i:02d}" for i in range(19)] + ["alice"]
+NOW = 1_780_000_000
+FOLDERS = ["/Projects", "/Projects/2026", "/Archive", "/Documents", "/Shared"]
+TAGS = ["urgent", "review", "finance", "draft"]
+CHUNKS_PER_DOCUMENT = 4
+WARMUP = 10
+
+
+# --- the verification server ----------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        time.sleep(VERIFY_MS / 1000)
+        note_id = self.path.rstrip("/").rsplit("/", 1)[-1]
+        note = {"id": int(note_id) if note_id.isdigit() else 0, "title": "n", "content": "",
+                "category": "", "modified": NOW, "etag": "x" * 32, "readonly": False}  # fmt: skip
+        self._send(200, json.dumps(note).encode(), "application/json")
+
+    def do_SEARCH(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length).decode()
+        time.sleep(VERIFY_MS / 1000)
+        file_id = re.search(r"<d:literal>(\d+)</d:literal>", body)
+        fid = file_id.group(1) if file_id else "0"
+        xml = (
+            '<?xml version="1.0"?><d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">'
+            f"<d:response><d:href>/remote.php/dav/files/alice/Projects/f{fid}.md</d:href>"
+            f'<d:propstat><d:prop><oc:fileid>{fid}</oc:fileid><d:getetag>"e"</d:getetag>'
+            "</d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>"
+            "</d:multistatus>"
+        )
+        self._send(207, xml.encode(), "application/xml; charset=utf-8")
+
+
+def start_verifier() -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+# --- corpus -----------------------------------------------------------------------------------
+
+
+def scifact_pieces() -> list[str]:
+    """Three-sentence pieces of every SciFact abstract (title prepended to the first)."""
+    pieces = []
+    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            doc = json.loads(line)
+            sentences = re.split(r"(?<=[.!?])\s+", doc.get("text") or "")
+            sentences[0] = f"{doc.get('title', '')}. {sentences[0]}"
+            for i in range(0, len(sentences), 3):
+                piece = " ".join(sentences[i : i + 3]).strip()
+                if piece:
+                    pieces.append(piece)
+    return pieces
+
+
+def queries(n: int) -> list[str]:
+    with open(SCIFACT / "queries.jsonl", encoding="utf-8") as fh:
+        texts = [json.loads(line)["text"] for line in fh]
+    return [texts[i % len(texts)] for i in range(n)]
+
+
+def unit(rng: random.Random, dim: int) -> list[float]:
+    v = [rng.gauss(0.0, 1.0) for _ in range(dim)]
+    norm = math.sqrt(sum(x * x for x in v))
+    return [x / norm for x in v]
+
+
+def fill(
+    store: QdrantEdgeStore, size: int, pieces: list[str], sparse: list[SparseVector], dim: int
+) -> float:
+    """Write ``size`` chunks; returns the share of points alice's filter selects."""
+    rng = random.Random(size)
+    points: list[PointRecord] = []
+    for n_doc in range(size // CHUNKS_PER_DOCUMENT):
+        doc_type = rng.choice([DocType.NOTE, DocType.FILE, DocType.FILE, DocType.DECK_CARD])
+        owner = rng.choice(USERS)
+        users = {owner, *(u for u in USERS if rng.random() < 0.05)}
+        ref = DocRef(doc_type, str(100_000 + n_doc))
+        paths = {}
+        if doc_type is DocType.NOTE:
+            paths = {u: f"/Notes/Cat{n_doc % 7}/note-{n_doc}.md" for u in users}
+        elif doc_type is DocType.FILE:
+            paths = {u: f"{rng.choice(FOLDERS)}/file-{n_doc}.md" for u in users}
+        first = (n_doc * CHUNKS_PER_DOCUMENT) % len(pieces)
+        texts = [pieces[(first + k) % len(pieces)] for k in range(CHUNKS_PER_DOCUMENT)]
+        source = SourceDocument(
+            ref=ref, user=owner, owner=owner, title=texts[0][:60], text=" ".join(texts),
+            etag=f"e{n_doc}", modified_at=NOW - rng.randint(0, 365 * 86_400),
+            path=paths.get(owner), mime_type="text/markdown" if doc_type is DocType.FILE else None,
+            size=len(" ".join(texts)), tags=[t for t in TAGS if rng.random() < 0.2],
+            extra={"board_id": "1", "stack_id": "2"} if doc_type is DocType.DECK_CARD else {},
+        )  # fmt: skip
+        offset = 0
+        for k, text in enumerate(texts):
+            payload = build_payload(
+                source, Chunk(k, text, offset, offset + len(text)), CHUNKS_PER_DOCUMENT,
+                acl=[principal(u) for u in users], paths=paths, indexed_at=NOW,
+                embedding_model="bench",
+            )  # fmt: skip
+            offset += len(text) + 1
+            points.append(
+                PointRecord(
+                    point_id(ref, source.content_hash, k),
+                    payload,
+                    unit(rng, dim),
+                    sparse[(first + k) % len(pieces)],
+                )
+            )
+        if len(points) >= 4096:
+            store.upsert(points)
+            points = []
+    if points:
+        store.upsert(points)
+    store.flush()
+    return store.count(build_filter("alice", realistic_request("x").filter_tree())) / max(1, size)
+
+
+def realistic_request(query: str) -> SearchRequest:
+    return SearchRequest(
+        query=query,
+        doc_types=["note", "file"],
+        modified_after=NOW - 182 * 86_400,
+        path_prefixes=["/Projects", "/Notes"],
+    )
+
+
+# --- measuring ---------------------------------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def run_size(
+    size: int,
+    n_queries: int,
+    optimize: bool,
+    embedder: Embedder,
+    settings: Settings,
+    pieces: list[str],
+    sparse: list[SparseVector],
+    verifier_url: str,
+) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
+        store = QdrantEdgeStore(Path(tmp), "bench")
+        store.ensure_collection(embedder.dense_dim)
+        t0 = time.perf_counter()
+        share = fill(store, size, pieces, sparse, embedder.dense_dim)
+        fill_s = time.perf_counter() - t0
+        if optimize:
+            store.optimize()
+        run_settings = settings.model_copy(update={"nextcloud_url": verifier_url})
+        http = make_http(run_settings)
+        client = NextcloudClient.for_account(http, "alice", "pw")
+        service = SearchService(run_settings, store, embedder)
+        limit = run_settings.search_default_limit
+        fetch = limit * run_settings.search_overfetch * CHUNKS_PER_DOC
+        pool = min(MAX_POOL, max(run_settings.prefetch_limit, fetch * MAX_ROUNDS))
+        rows = []
+        for i, query in enumerate(queries(WARMUP + n_queries)):
+            request = realistic_request(query)
+            t = time.perf_counter()
+            response = service.search(client, request)
+            total = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            dense, sparse_q = embedder.embed_query(query)
+            embed = (time.perf_counter() - t) * 1000
+            flt = build_filter("alice", request.filter_tree())
+            t = time.perf_counter()
+            store.query(dense=dense, sparse=sparse_q, flt=flt, limit=fetch, prefetch_limit=pool,
+                        fusion=Fusion.RRF)  # fmt: skip
+            bare = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            client.get_note(1)
+            rtt = (time.perf_counter() - t) * 1000
+            if i >= WARMUP:
+                rows.append({"total": total, **response.timings_ms, "bare_embed": embed,
+                             "bare_query": bare, "rtt": rtt, "bound": embed + bare + rtt,
+                             "results": len(response.results)})  # fmt: skip
+        service.close()
+        http.close()
+        store.close()
+    totals = [r["total"] for r in rows]
+    bounds = [r["bound"] for r in rows]
+    med = statistics.median
+    return {
+        "chunks": size,
+        "queries": len(rows),
+        "filter_share": round(share, 4),
+        "fill_seconds": round(fill_s, 1),
+        "optimized": optimize,
+        "results_mean": round(statistics.mean(r["results"] for r in rows), 2),
+        "p50_ms": round(pct(totals, 0.5), 2),
+        "p95_ms": round(pct(totals, 0.95), 2),
+        "embed_ms": round(med(r["embed"] for r in rows), 2),
+        "query_ms": round(med(r["query"] for r in rows), 2),
+        "verify_ms": round(med(r["verify"] for r in rows), 2),
+        "bare_query_ms": round(med(r["bare_query"] for r in rows), 2),
+        "rtt_ms": round(med(r["rtt"] for r in rows), 2),
+        "bound_p50_ms": round(pct(bounds, 0.5), 2),
+        "bound_ms": round(pct(bounds, 0.95), 2),
+        "ratio_p95": round(pct(totals, 0.95) / pct(bounds, 0.95), 3),
+    }
+
+
+def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
+    when = datetime.now(UTC).strftime("%Y-%m-%d")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines = [
+        "## Search",
+        "",
+        f"`make bench-search` — {when}, {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, load average {load:.1f} at the end. Qdrant Edge filled with "
+        "right-shaped points (random unit dense vectors, BM25 of SciFact text, real payloads, 4 "
+        "chunks per document, 20 users); only the queries are embedded (SciFact claims). "
+        f"{n_queries} queries per size as `alice` with a realistic filter (notes and files, last "
+        "half year, under /Projects or /Notes, AND her acl), limit "
+        f"{settings.search_default_limit}, verification by a local server answering in "
+        f"{VERIFY_MS:.0f} ms (concurrency {settings.verify_concurrency}). Times in ms; `bound` = "
+        "embed + bare engine query + one verification round trip, per query; ratio = search p95 / "
+        "bound p95 (target ≤ 1.3).",
+        "",
+        "| chunks | filter selects | p50 | p95 | embed | query | verify | bare query | bound p50 "
+        "| bound p95 | ratio p95 |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, r in results.items():
+        lines.append(
+            f"| {int(size):,} | {r['filter_share']:.1%} | {r['p50_ms']} | {r['p95_ms']} | "
+            f"{r['embed_ms']} | {r['query_ms']} | {r['verify_ms']} | {r['bare_query_ms']} | "
+            f"{r['bound_p50_ms']} | {r['bound_ms']} | {r['ratio_p95']} |"
+        )
+    lines += [
+        "",
+        "Stage columns are medians. The search reads one round of chunk hits "
+        "(limit × overfetch × 4) from a candidate pool shared by all rounds, verifies only as "
+        "many candidates as the page needs, all at once when they fit the concurrency.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(text_section: str) -> None:
+    """Replace (or append) the "## Search" section of RESULTS.md, keeping the others."""
+    text = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else "# Benchmarks\n\n"
+    start = text.find("## Search")
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + text_section
+    else:
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + text_section + (text[end + 1 :] if end >= 0 else "")
+    RESULTS_MD.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--optimize", action="store_true")
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--verify-concurrency", type=int, default=0, help="default: max(setting, page size)"
+    )
+    args = parser.parse_args()
+    base = Settings()
+    # One page's candidates verify in one round trip when the pool is at least the page size.
+    concurrency = args.verify_concurrency or max(base.verify_concurrency, base.search_default_limit)
+    settings = Settings(
+        accounts={"alice": SecretStr("pw")}, user_cache_seconds=0, verify_concurrency=concurrency
+    )
+    install_models(settings.model_dir)
+    embedder = Embedder(settings)
+    embedder.load()
+    pieces = scifact_pieces()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    needed = min(len(pieces), max(sizes))
+    t0 = time.perf_counter()
+    sparse = embedder.embed_documents_sparse(pieces[:needed])
+    print(f"BM25 of {needed} SciFact pieces: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    pieces = pieces[:needed]
+    verifier = start_verifier()
+    url = f"http://127.0.0.1:{verifier.server_address[1]}"
+    results: dict[str, Any] = {}
+    for size in sizes:
+        results[str(size)] = run_size(size, args.queries, args.optimize, embedder, settings,
+                                      pieces, sparse, url)  # fmt: skip
+        print(json.dumps({str(size): results[str(size)]}), file=sys.stderr)
+    verifier.shutdown()
+    table = section(results, settings, args.queries)
+    print(table)
+    if not args.no_write:
+        RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        write_section(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
