@@ -285,7 +285,13 @@ def test_in_cluster_dependencies(chart: helm.Chart) -> None:
         p["path"]: p["backend"]["service"]["name"]
         for p in ingress["spec"]["rules"][0]["http"]["paths"]
     }
-    assert paths == {"/hooks": "nci-ncindex-receiver", "/": "nci-ncindex-search"}
+    search = "nci-ncindex-search"
+    assert paths == {
+        "/hooks": "nci-ncindex-receiver",
+        "/v1": search,
+        "/rcp": search,
+        "/openapi.json": search,
+    }  # /metrics and health stay in the cluster
     hpas = by_kind(objects, "HorizontalPodAutoscaler")
     assert set(hpas) == {"nci-ncindex-search", "nci-ncindex-worker-index"}
 
@@ -326,6 +332,7 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("beat.replicas", 2, "beat"),
         ("gunicorn.preStopSeconds", 0, "preStopSeconds"),
         ("metrics.scrapeAnnotations", "yes", "scrapeAnnotations"),
+        ("ingress.searchPaths", ["/*"], "searchPaths"),
     ],
 )
 def test_schema_rejects_bad_values(chart: helm.Chart, path: str, value: Any, message: str) -> None:
