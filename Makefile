@@ -51,7 +51,19 @@ bench-reconcile: $(STAMP) redis
 bench-indexing: $(STAMP) redis
 	$(PY) benchmarks/bench_indexing.py
 
+# Reliability fuzzing: ≥ 10,000 hypothesis cases per property (CI runs a few hundred).
+fuzz: $(STAMP) redis
+	NCINDEX_HYPOTHESIS_PROFILE=rel-fuzz $(VENV)/bin/pytest -q --timeout=14400 \
+		tests/reliability/test_fuzz.py tests/reliability/test_security.py
+
 # Verified filtered search at 10,000 and 100,000 chunks on Qdrant Edge: p50/p95 by stage against
 # the bare engine query → benchmarks/results/search.json and "Search" in benchmarks/RESULTS.md.
 bench-search: $(STAMP) models
 	$(PY) benchmarks/bench_search.py
+
+# Retrieval quality (nDCG@10, Recall@10/100, MRR@10, zero results) of bm25, dense and both
+# hybrids under the default settings, on ../shared/data/scifact or DATASET=DIR (BEIR layout)
+# → benchmarks/results/quality.json and "Quality" in benchmarks/RESULTS.md.
+.PHONY: bench-quality
+bench-quality: $(STAMP) models
+	$(PY) benchmarks/bench_quality.py $(if $(DATASET),--dataset $(DATASET))

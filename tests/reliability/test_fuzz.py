@@ -1,0 +1,398 @@
+"""Fuzzing: webhook envelopes against the receiver, filter trees against ``/v1/search``, and
+schemathesis against the search API's ``/openapi.json``.
+
+Properties: the receiver answers any bytes or JSON with 202 or a 4xx problem+json carrying
+``code``, and every valid envelope with 202; the search API answers any filter tree with 200
+or a 4xx problem+json carrying ``code`` and ``field``; no schemathesis case yields a 5xx.
+``NCINDEX_HYPOTHESIS_PROFILE=rel-fuzz`` (``make fuzz``) runs ≥ 10,000 cases per property.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+import schemathesis
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import SecretStr
+from rel_support import LongStack, fuzz_settings
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+
+from ncindex.events import DECK_SUBSCRIBED, NODE_NS, SINGLE_NODE, TAG_EVENTS, TWO_NODE
+from ncindex.filter_fields import filters_document
+from ncindex.queueing import celery_app
+from ncindex.settings import Settings
+from support import PASSWORDS
+from webhook_receiver import create_app
+
+PROBLEM = "application/problem+json"
+RECEIVER_CODES = {"invalid_json", "invalid_envelope", "payload_too_large", "invalid_value"}
+SEARCH_CODES = {
+    "invalid_json",
+    "invalid_value",
+    "invalid_filter",
+    "unknown_field",
+    "unsupported_operator",
+    "payload_too_large",
+}
+
+# --- the receiver -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def receiver(redis_url: str) -> Iterator[tuple[Any, Settings]]:
+    """The receiver app (test client) with a real Celery producer on the session's Redis."""
+    settings = Settings(
+        redis_url=redis_url,
+        webhook_secret=SecretStr(secrets.token_urlsafe(12)),
+        accounts={"alice": SecretStr("pw"), "bob": SecretStr("pw")},
+        webhook_max_body_bytes=16_384,
+        debounce_seconds=0,
+    )
+    app = create_app(settings, producer=celery_app(settings))
+    yield app.test_client(), settings
+    redis.Redis.from_url(redis_url).flushdb()  # the queued tasks of the fuzzed envelopes
+
+
+def deliver(receiver: tuple[Any, Settings], body: bytes) -> Any:
+    """POST ``body`` to ``/hooks/nextcloud`` with the right secret and no Content-Type."""
+    client, settings = receiver
+    headers = {settings.webhook_secret_header: settings.webhook_secret.get_secret_value()}
+    return client.post("/hooks/nextcloud", data=body, headers=headers)
+
+
+def assert_receiver_answer(response: Any, body: Any) -> None:
+    """202, or a 4xx problem+json with a known ``code`` (never a 5xx)."""
+    if response.status_code == 202:
+        answer = response.get_json()
+        assert isinstance(answer.get("queued"), int), answer
+        return
+    assert 400 <= response.status_code < 500, (response.status_code, body, response.data[:300])
+    assert response.mimetype == PROBLEM, response.data[:300]
+    problem = response.get_json()
+    assert problem["code"] in RECEIVER_CODES, problem
+    assert problem["status"] == response.status_code
+
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=30),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+CLASSES = [
+    *(NODE_NS + n for n in sorted(SINGLE_NODE | TWO_NODE)),
+    *TAG_EVENTS,
+    *DECK_SUBSCRIBED,
+    "OCP\\Calendar\\Events\\CalendarObjectCreatedEvent",
+    "\\" + NODE_NS + "NodeWrittenEvent",
+]
+USERS = st.sampled_from(["alice", "bob", "mallory", ""])
+# Path text includes lone surrogates, NUL, and escapes that JSON can carry.
+path_text = st.text(
+    alphabet=st.characters(codec=None, exclude_categories=()), min_size=0, max_size=40
+)
+paths = st.one_of(
+    st.builds(lambda u, p: f"/{u}/files/{p}", USERS, path_text),
+    st.builds(lambda u, p: f"/{u}/files_trashbin/{p}", USERS, path_text),
+    path_text,
+)
+ids = st.one_of(
+    st.integers(min_value=0, max_value=2**63), st.integers(min_value=-5, max_value=2**70)
+)
+nodes = st.fixed_dictionaries(
+    {"path": paths},
+    optional={"id": st.one_of(ids, json_scalars), "extra": json_values},
+)
+event_bodies = st.fixed_dictionaries(
+    {"class": st.one_of(st.sampled_from(CLASSES), st.text(max_size=20))},
+    optional={
+        "node": st.one_of(nodes, json_values),
+        "source": nodes,
+        "target": nodes,
+        "objectType": st.sampled_from(["files", "calendar", ""]),
+        "objectIds": st.one_of(
+            st.lists(st.one_of(ids.map(str), ids, json_scalars), max_size=5), json_values
+        ),
+        "card": st.one_of(st.fixed_dictionaries({"id": st.one_of(ids, json_scalars)}), json_values),
+    },
+)
+user_objects = st.one_of(
+    st.none(),
+    st.fixed_dictionaries({"uid": USERS}, optional={"displayName": json_scalars}),
+    json_values,
+)
+envelopes = st.fixed_dictionaries(
+    {"event": st.one_of(event_bodies, json_values)},
+    optional={"user": user_objects, "time": st.one_of(ids, json_scalars), "x": json_values},
+)
+
+
+def encode(value: Any) -> bytes:
+    """JSON as PHP writes it (slashes escaped); lone surrogates as ``\\uXXXX`` escapes."""
+    return json.dumps(value).replace("/", "\\/").encode()
+
+
+@fuzz_settings()
+@given(body=st.binary(max_size=300))
+def test_any_bytes_get_202_or_a_4xx_problem(receiver: Any, body: bytes) -> None:
+    assert_receiver_answer(deliver(receiver, body), body)
+
+
+@fuzz_settings()
+@given(value=json_values)
+def test_any_json_gets_202_or_a_4xx_problem(receiver: Any, value: Any) -> None:
+    body = encode(value)
+    assert_receiver_answer(deliver(receiver, body), body)
+
+
+@fuzz_settings()
+@given(envelope=envelopes)
+def test_envelope_shaped_json_gets_202_or_a_4xx_problem(receiver: Any, envelope: Any) -> None:
+    body = encode(envelope)
+    assert_receiver_answer(deliver(receiver, body), body)
+
+
+safe_paths = st.text(
+    alphabet=st.characters(exclude_categories=("Cs", "Cc")), min_size=1, max_size=40
+)
+valid_nodes = st.fixed_dictionaries(
+    {
+        "id": st.integers(min_value=0, max_value=2**53),
+        "path": st.builds(lambda p: f"/alice/files/{p}", safe_paths),
+    }
+)
+valid_envelopes = st.one_of(
+    st.builds(
+        lambda cls, node, t: {
+            "event": {"class": NODE_NS + cls, "node": node},
+            "user": {"uid": "alice", "displayName": "Alice"},
+            "time": t,
+        },
+        st.sampled_from(sorted(SINGLE_NODE)),
+        valid_nodes,
+        st.integers(min_value=0, max_value=2**40),
+    ),
+    st.builds(
+        lambda cls, source, target, user: {
+            "event": {"class": NODE_NS + cls, "source": source, "target": target},
+            "user": user,
+            "time": 1767225601,
+        },
+        st.sampled_from(sorted(TWO_NODE)),
+        valid_nodes,
+        valid_nodes,
+        st.sampled_from([None, {"uid": "alice"}]),
+    ),
+    st.builds(
+        lambda cls, object_ids: {
+            "event": {"class": cls, "objectType": "files", "objectIds": object_ids},
+            "user": {"uid": "bob"},
+            "time": 1767225601,
+        },
+        st.sampled_from(TAG_EVENTS),
+        st.lists(st.integers(min_value=0, max_value=2**53).map(str), max_size=5),
+    ),
+    st.builds(
+        lambda cls, card_id: {
+            "event": {"class": cls, "card": {"id": card_id, "title": "t"}},
+            "user": {"uid": "alice"},
+            "time": 1767225601,
+        },
+        st.sampled_from(DECK_SUBSCRIBED),
+        st.integers(min_value=0, max_value=2**53),
+    ),
+)
+
+
+@fuzz_settings()
+@given(envelope=valid_envelopes)
+def test_valid_envelopes_are_accepted(receiver: Any, envelope: dict[str, Any]) -> None:
+    response = deliver(receiver, encode(envelope))
+    assert response.status_code == 202, (envelope, response.get_json())
+
+
+# --- filter trees against /v1/search ------------------------------------------------------------
+
+DOC = filters_document()
+FIELD_NAMES = [f["name"] for f in DOC["fields"]]
+OPERATORS = DOC["operators"]
+
+
+def typed_values(spec: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """Values that fit the field's type (mostly), and some that do not."""
+    kind = spec["type"]
+    if kind == "int":
+        one = st.integers(min_value=-(2**64), max_value=2**64)
+    elif kind == "date":
+        one = st.one_of(
+            st.integers(min_value=-(2**40), max_value=2**40),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.datetimes().map(lambda d: d.isoformat()),
+            st.text(max_size=25),
+        )
+    elif spec.get("values"):
+        one = st.sampled_from(spec["values"])
+    else:
+        one = st.text(max_size=25)
+    return st.one_of(one, st.lists(one, max_size=4), json_scalars)
+
+
+def leaf_for(spec: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """A leaf on an advertised field: its own operators mostly, any operator sometimes."""
+    ops = st.one_of(st.sampled_from(spec["operators"]), st.sampled_from(OPERATORS))
+    return st.fixed_dictionaries(
+        {"field": st.just(spec["name"]), "op": ops},
+        optional={"value": typed_values(spec)},
+    )
+
+
+advertised_leaves = st.one_of([leaf_for(spec) for spec in DOC["fields"]])
+wild_leaves = st.fixed_dictionaries(
+    {},
+    optional={
+        "field": st.one_of(st.sampled_from(FIELD_NAMES), st.text(max_size=12), json_scalars),
+        "op": st.one_of(st.sampled_from(OPERATORS), st.text(max_size=6), json_scalars),
+        "value": json_values,
+        "extra": json_scalars,
+    },
+)
+trees = st.recursive(
+    st.one_of(advertised_leaves, wild_leaves, json_scalars),
+    lambda inner: st.one_of(
+        st.builds(lambda xs: {"and": xs}, st.lists(inner, max_size=4)),
+        st.builds(lambda xs: {"or": xs}, st.lists(inner, max_size=4)),
+        st.builds(lambda x: {"not": x}, inner),
+        st.builds(lambda xs: {"and": xs, "or": xs}, st.lists(inner, max_size=2)),
+    ),
+    max_leaves=14,
+)
+
+
+def assert_search_answer(response: Any, body: Any) -> None:
+    """200, or a 4xx problem+json with a known ``code`` and a ``field``."""
+    if response.status_code == 200:
+        assert isinstance(response.get_json()["results"], list)
+        return
+    assert 400 <= response.status_code < 500, (response.status_code, body, response.data[:300])
+    assert response.mimetype == PROBLEM
+    problem = response.get_json()
+    assert problem["code"] in SEARCH_CODES, (body, problem)
+    assert isinstance(problem.get("field"), str) and problem["field"], (body, problem)
+
+
+@fuzz_settings(ci_examples=200)
+@given(tree=trees, user=st.sampled_from(["alice", "bob"]))
+def test_any_filter_tree_gets_200_or_a_4xx_with_code_and_field(
+    corpus_stack: LongStack, tree: Any, user: str
+) -> None:
+    body = {"query": "lighthouse harbour", "filter": tree}
+    response = corpus_stack.search.post("/v1/search", json=body, auth=(user, PASSWORDS[user]))
+    assert_search_answer(response, body)
+
+
+@fuzz_settings(ci_examples=100)
+@given(tree=st.recursive(advertised_leaves, lambda x: st.lists(x, min_size=1, max_size=3).map(
+    lambda xs: {"and": xs}), max_leaves=6))  # fmt: skip
+def test_well_typed_trees_on_advertised_fields(corpus_stack: LongStack, tree: Any) -> None:
+    """Trees that use only advertised fields still never make a 5xx; a 400 names the field."""
+    body = {"query": "oyster", "filter": tree, "limit": 5}
+    response = corpus_stack.search.post("/v1/search", json=body, auth=("alice", "alice-app-pw"))
+    assert_search_answer(response, body)
+
+
+search_params = st.fixed_dictionaries(
+    {"query": st.one_of(st.text(max_size=40), json_scalars)},
+    optional={
+        "limit": json_scalars,
+        "doc_types": st.one_of(
+            st.lists(st.sampled_from(["note", "file", "deck_card", "news_item", "x"])),
+            json_values,
+        ),
+        "modified_after": typed_values({"type": "date"}),
+        "modified_before": typed_values({"type": "date"}),
+        "path_prefixes": st.one_of(st.lists(path_text, max_size=3), json_values),
+        "tags": st.one_of(st.lists(st.text(max_size=8), max_size=3), json_values),
+        "category": json_scalars,
+        "mime_types": st.one_of(st.lists(st.text(max_size=12), max_size=3), json_values),
+        "fusion": st.one_of(st.sampled_from(["rrf", "dbsf"]), json_scalars),
+        "score_threshold": json_scalars,
+        "filter": trees,
+    },
+)
+
+
+@fuzz_settings(ci_examples=100)
+@given(body=search_params)
+def test_any_search_body_gets_200_or_a_4xx(corpus_stack: LongStack, body: Any) -> None:
+    response = corpus_stack.search.post("/v1/search", json=body, auth=("bob", PASSWORDS["bob"]))
+    assert_search_answer(response, body)
+
+
+# --- schemathesis against /openapi.json ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def case_strategy(corpus_stack: LongStack) -> st.SearchStrategy[Any]:
+    """schemathesis cases (valid and invalid data) for every operation of the search API's
+    ``/openapi.json``, loaded from the app in-process. (Its pytest plugin's ``from_fixture``
+    does not run on pytest 9, so the strategies are drawn by a plain hypothesis test.)"""
+    schema = schemathesis.openapi.from_wsgi("/openapi.json", corpus_stack.search_app)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert {op.path for op in operations} >= {"/v1/search", "/v1/filters", "/rcp/{method}"}
+    return st.one_of(
+        [
+            op.as_strategy(generation_mode=mode)
+            for op in operations
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+        ]
+    )
+
+
+@fuzz_settings(ci_examples=120)
+@given(data=st.data())
+def test_openapi_no_5xx_and_every_rejection_has_a_code(
+    case_strategy: st.SearchStrategy[Any], data: st.DataObject
+) -> None:
+    """Every generated request (as alice): never a 5xx; a 4xx is problem+json with a code
+    (JSON-RPC errors on ``/rcp/…`` carry an integer ``error.code`` instead)."""
+    case = data.draw(case_strategy)
+    headers = dict(case.headers or {}) | {"Authorization": _basic("alice")}
+    response = case.call(headers=headers)
+    case.validate_response(response, checks=[not_a_server_error])
+    if 400 <= response.status_code < 500:
+        if case.path.startswith("/rcp/"):
+            assert isinstance(response.json()["error"]["code"], int), response.text[:300]
+        else:
+            what = (case.method, case.formatted_path, case.body, response.text[:300])
+            assert _content_type(response).startswith(PROBLEM), what
+            assert response.json()["code"], what
+
+
+def _content_type(response: Any) -> str:
+    """The Content-Type of a schemathesis response (header names and values vary in shape)."""
+    for name, value in response.headers.items():
+        if name.lower() == "content-type":
+            return value[0] if isinstance(value, list) else str(value)
+    return ""
+
+
+def _basic(user: str) -> str:
+    import base64
+
+    token = base64.b64encode(f"{user}:{PASSWORDS[user]}".encode()).decode()
+    return f"Basic {token}"
