@@ -3,8 +3,8 @@
 * ``corpus_stack`` — one :class:`rel_support.LongStack` per module on the session's Redis,
   holding the fixture corpus (private documents of alice and bob, a folder alice shares with
   bob, a document with hostile markup), indexed through the real pipeline (simulator
-  webhooks → receiver over HTTP → Redis → Celery worker → Qdrant Edge). Tests must not change
-  it.
+  webhooks → receiver over HTTP → Redis → Celery worker → Qdrant Edge), then one reconcile
+  pass (share changes fire no webhook). Tests must not change it.
 * ``private_redis`` — a redis-server of the test's own, to stop and restart.
 """
 
@@ -35,6 +35,7 @@ def corpus_stack(
         with built.worker():
             seed_corpus(built.sim)
             built.settle()
+            built.reconcile()  # the share fired no event: a scan adds bob to the shared docs
             yield built
     finally:
         built.close()

@@ -28,6 +28,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from ncindex.embedding import Embedder
 from ncindex.queueing import QUEUES
+from ncindex.reconcile import request_scans, scan_types
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.store import model_slug
@@ -173,6 +174,12 @@ class LongStack:
     def settle(self) -> None:
         """Let every webhook delivery be attempted and every task finish."""
         self.sim.flush_deliveries(timeout=60)
+        self.wait_idle()
+
+    def reconcile(self, users: tuple[str, ...] = ("alice", "bob", "carol")) -> None:
+        """One reconcile pass through the tasks (a scan per user and doc type), run to the end."""
+        asked = request_scans(self.celery, self.services.redis, list(users), scan_types(), 60)
+        assert asked == len(users) * len(scan_types())
         self.wait_idle()
 
     def indexed(self) -> dict[str, list[dict[str, Any]]]:

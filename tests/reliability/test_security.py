@@ -1,0 +1,600 @@
+"""Security: the webhook secret is compared in constant time; every endpoint that needs
+credentials answers 401 without them; user B never receives user A's private documents, for
+any query and filter (a property test through the whole stack); the context endpoint refuses
+documents the caller cannot read; snippets are XSS-safe; body and field size limits hold, also
+for chunked uploads without Content-Length; rate limits answer 429.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import re
+import secrets
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import SecretStr
+from rel_support import (
+    ALICE_PRIVATE,
+    BOB_PRIVATE,
+    SHARED,
+    LongStack,
+    fuzz_settings,
+    keys_of,
+    snippet_is_safe,
+    visible_keys,
+)
+from werkzeug.serving import make_server
+
+import webhook_receiver.hooks
+from ncindex.settings import Settings
+from search_api import create_app as create_search_app
+from support import PASSWORDS
+from webhook_receiver import create_app as create_receiver_app
+
+WRITTEN = "OCP\\Files\\Events\\Node\\NodeWrittenEvent"
+RECEIVER_PUBLIC = {"/livez", "/readyz", "/metrics", "/static/<path:filename>"}
+SEARCH_PUBLIC = {"/livez", "/readyz", "/metrics", "/v1/filters", "/openapi.json"}
+SEARCH_PUBLIC |= {"/static/<path:filename>"}
+BAD_CREDENTIALS: list[dict[str, str]] = [
+    {},
+    {"Authorization": "Basic " + base64.b64encode(b"alice:wrong").decode()},
+    {"Authorization": "Basic " + base64.b64encode(b"mallory:alice-app-pw").decode()},
+    {"Authorization": "Basic !!!not-base64"},
+    {"Authorization": "Basic " + base64.b64encode(b"no-colon").decode()},
+    {"Authorization": "Bearer not-a-token"},
+    {"Authorization": "Token abc"},
+    {"Authorization": "Basic"},
+]
+
+
+class RecordingProducer:
+    """Stand-in for Celery's ``send_task`` that records what was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def send_task(self, name: str, **_: Any) -> None:
+        self.sent.append(name)
+
+
+def envelope(file_id: int = 7) -> bytes:
+    """A valid NodeWrittenEvent for alice."""
+    body = {
+        "event": {"class": WRITTEN, "node": {"id": file_id, "path": "/alice/files/a.md"}},
+        "user": {"uid": "alice"},
+        "time": 1767225601,
+    }
+    return json.dumps(body).encode()
+
+
+@pytest.fixture
+def receiver(redis_url: str) -> tuple[Any, Settings, RecordingProducer]:
+    """The receiver app with a recording producer, on the session's Redis."""
+    settings = Settings(
+        redis_url=redis_url,
+        webhook_secret=SecretStr(secrets.token_urlsafe(16)),
+        accounts={"alice": SecretStr("pw")},
+        webhook_max_body_bytes=4096,
+        debounce_seconds=0,
+    )
+    producer = RecordingProducer()
+    return create_receiver_app(settings, producer=producer).test_client(), settings, producer
+
+
+# --- the webhook secret ---------------------------------------------------------------------
+
+
+def test_webhook_secret_is_checked_with_compare_digest(
+    receiver: tuple[Any, Settings, RecordingProducer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, settings, producer = receiver
+    secret = settings.webhook_secret.get_secret_value()
+    calls: list[tuple[Any, Any]] = []
+    verdict: dict[str, bool | None] = {"force": None}
+    compare_digest = hmac.compare_digest
+
+    def spy(a: Any, b: Any) -> bool:
+        calls.append((a, b))
+        real = compare_digest(a, b)
+        return real if verdict["force"] is None else bool(verdict["force"])
+
+    monkeypatch.setattr(webhook_receiver.hooks.hmac, "compare_digest", spy)
+    header = settings.webhook_secret_header
+
+    assert client.post("/hooks/nextcloud", data=envelope(), headers={header: secret}).status_code
+    assert calls and {bytes(x) for x in calls[-1]} == {secret.encode()}
+    calls.clear()
+    response = client.post("/hooks/nextcloud", data=envelope(), headers={header: "nope"})
+    assert response.status_code == 401 and len(calls) == 1
+    # compare_digest's verdict is the only verdict: forcing it flips the answer both ways
+    verdict["force"] = False
+    assert (
+        client.post("/hooks/nextcloud", data=envelope(), headers={header: secret}).status_code
+        == 401
+    )
+    verdict["force"] = True
+    sent = len(producer.sent)
+    assert (
+        client.post("/hooks/nextcloud", data=envelope(8), headers={header: "nope"}).status_code
+        == 202
+    )
+    assert len(producer.sent) == sent + 1
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", " ", "x", "\u00e9", "secret\x00", "a" * 10_000],
+)
+def test_odd_secret_headers_are_401_not_500(
+    receiver: tuple[Any, Settings, RecordingProducer], value: str
+) -> None:
+    client, settings, _ = receiver
+    response = client.post(
+        "/hooks/nextcloud",
+        data=envelope(),
+        headers={settings.webhook_secret_header: value},
+    )
+    assert response.status_code == 401
+    assert response.get_json()["code"] == "unauthenticated"
+
+
+# --- 401 on every endpoint that needs credentials ------------------------------------------------
+
+
+def _concrete(rule: str) -> str:
+    return (
+        rule.replace("<doc_type>", "file")
+        .replace("<path:doc_id>", "1")
+        .replace("<path:method>", "retrieve")
+    )
+
+
+def test_every_receiver_endpoint_needing_the_secret_is_401_without_it(
+    receiver: tuple[Any, Settings, RecordingProducer],
+) -> None:
+    client, settings, producer = receiver
+    app = client.application
+    guarded = [r for r in app.url_map.iter_rules() if r.rule not in RECEIVER_PUBLIC]
+    assert {r.rule for r in guarded} == {"/hooks/nextcloud"}
+    for rule in guarded:
+        for method in rule.methods - {"HEAD", "OPTIONS"}:
+            for headers in ({}, {settings.webhook_secret_header: "wrong"}):
+                response = client.open(_concrete(rule.rule), method=method, data=envelope(),
+                                       headers=headers)  # fmt: skip
+                assert response.status_code == 401, (rule.rule, method, headers)
+                assert response.get_json()["code"] == "unauthenticated"
+    assert producer.sent == []
+
+
+def _rpc(method: str, params: dict[str, Any] | None = None) -> bytes:
+    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+    return json.dumps(message).encode()
+
+
+def test_every_search_endpoint_needing_credentials_is_401_without_them(
+    corpus_stack: LongStack,
+) -> None:
+    client = corpus_stack.search
+    app = corpus_stack.search_app
+    guarded = [r for r in app.url_map.iter_rules() if r.rule not in SEARCH_PUBLIC]
+    assert {r.rule for r in guarded} == {
+        "/v1/search",
+        "/v1/documents/<doc_type>/<path:doc_id>/context",
+        "/rcp/<path:method>",
+    }, "a new endpoint: decide whether it needs credentials"
+    shared_id = sorted(keys_of(corpus_stack.sim, "alice", SHARED))[0].split(":")[1]
+    requests = {
+        "/v1/search": ("POST", json.dumps({"query": "lighthouse"}).encode()),
+        "/v1/documents/<doc_type>/<path:doc_id>/context": ("GET", None),
+    }
+    for rule in guarded:
+        for headers in BAD_CREDENTIALS:
+            if rule.rule.startswith("/rcp/"):
+                for method in ("initialize", "retrieve"):
+                    params = {"query": "lighthouse"} if method == "retrieve" else {}
+                    response = client.post(f"/rcp/{method}", data=_rpc(method, params),
+                                           headers=headers)  # fmt: skip
+                    assert response.status_code == 401, (method, headers, response.data)
+                    assert response.get_json()["error"]["code"] == -32012
+                continue
+            verb, body = requests[rule.rule]
+            path = _concrete(rule.rule).replace("/file/1/", f"/file/{shared_id}/")
+            response = client.open(path, method=verb, data=body, headers=headers)
+            assert response.status_code == 401, (rule.rule, headers, response.get_json())
+            assert response.mimetype == "application/problem+json"
+            assert response.get_json()["code"] == "unauthenticated"
+            assert response.headers["WWW-Authenticate"].startswith("Basic")
+    for headers in BAD_CREDENTIALS:  # open by design (RCP discovery)
+        assert client.post("/rcp/info", data=_rpc("info"), headers=headers).status_code == 200
+
+
+# --- user B never receives user A's private documents ---------------------------------------------
+
+WORDS = [
+    "lighthouse",
+    "harbour",
+    "oyster",
+    "budget",
+    "compressor",
+    "diary",
+    "salary",
+    "secret",
+    "recipe",
+    "soup",
+    "tulips",
+    "lens",
+    "keeper",
+    "report",
+    "minutes",
+    "plan",
+    "garden",
+    "alice",
+    "bob",
+    "private",
+    "shared",
+    "script",
+    "alert",
+]
+queries = st.one_of(
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join),
+    st.text(min_size=1, max_size=30).filter(str.strip),
+)
+PRIVATE_PATHS = [*ALICE_PRIVATE, *BOB_PRIVATE, *SHARED, "/Private", "/Notes", "/Work", "/Shared"]
+filters = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {"field": st.sampled_from(["path_prefix", "path"]), "op": st.sampled_from(["eq", "in"])},
+    ).flatmap(
+        lambda leaf: st.sampled_from(PRIVATE_PATHS).map(
+            lambda p: leaf | {"value": [p] if leaf["op"] == "in" else p}
+        )
+    ),
+    st.builds(
+        lambda u: {"field": "owner", "op": "eq", "value": u}, st.sampled_from(["alice", "bob"])
+    ),
+    st.builds(
+        lambda u: {"not": {"field": "owner", "op": "eq", "value": u}},
+        st.sampled_from(["alice", "bob", "carol"]),
+    ),
+    st.just(
+        {
+            "or": [
+                {"field": "doc_type", "op": "in", "value": ["note", "file"]},
+                {"field": "owner", "op": "exists", "value": True},
+            ]
+        }
+    ),
+    st.just({"not": {"field": "size", "op": "lt", "value": 0}}),
+)
+extras = st.fixed_dictionaries(
+    {},
+    optional={
+        "doc_types": st.lists(st.sampled_from(["note", "file"]), min_size=1, max_size=2),
+        "path_prefixes": st.lists(st.sampled_from(PRIVATE_PATHS), min_size=1, max_size=3),
+        "fusion": st.sampled_from(["rrf", "dbsf"]),
+    },
+)
+
+
+@fuzz_settings(ci_examples=60)
+@given(
+    user=st.sampled_from(["alice", "bob", "carol"]),
+    query=queries,
+    flt=filters,
+    extra=extras,
+)
+def test_no_user_ever_receives_another_users_private_documents(
+    corpus_stack: LongStack, user: str, query: str, flt: Any, extra: dict[str, Any]
+) -> None:
+    sim = corpus_stack.sim
+    body: dict[str, Any] = {"query": query, "limit": 100, **extra}
+    if flt is not None:
+        body["filter"] = flt
+    response = corpus_stack.search.post("/v1/search", json=body, auth=(user, PASSWORDS[user]))
+    assert response.status_code == 200, (body, response.get_json())
+    answer = response.get_json()
+    got = {f"{r['doc_type']}:{r['doc_id']}" for r in answer["results"]}
+    assert got <= visible_keys(sim, user), (user, body, got - visible_keys(sim, user))
+    if user != "alice":
+        assert not got & keys_of(sim, "alice", ALICE_PRIVATE)
+        assert not got & keys_of(sim, "alice", SHARED) if user == "carol" else True
+    if user != "bob":
+        assert not got & keys_of(sim, "bob", BOB_PRIVATE)
+    # the store's ACL filter kept them out; verify-on-read had nothing to drop
+    assert answer["verification"]["dropped"] == 0, answer["verification"]
+    for result in answer["results"]:
+        path = result.get("path")
+        assert path is None or path == sim.path_of(user, int(result["doc_id"])), result
+
+
+def test_rcp_retrieve_never_returns_another_users_documents(corpus_stack: LongStack) -> None:
+    client = corpus_stack.search
+    auth = ("bob", PASSWORDS["bob"])
+    assert client.post("/rcp/initialize", data=_rpc("initialize"), auth=auth).status_code == 200
+    response = client.post(
+        "/rcp/retrieve", data=_rpc("retrieve", {"query": "alice diary salary recipe", "k": 50}),
+        auth=auth,
+    )  # fmt: skip
+    assert response.status_code == 200, response.data
+    hits = {hit["id"] for hit in response.get_json()["result"]["hits"]}
+    assert hits and hits <= visible_keys(corpus_stack.sim, "bob")
+
+
+# --- the context endpoint ---------------------------------------------------------------------
+
+
+def _context(stack: LongStack, user: str, key: str, **args: Any) -> Any:
+    doc_type, doc_id = key.split(":")
+    return stack.search.get(
+        f"/v1/documents/{doc_type}/{doc_id}/context",
+        query_string=args,
+        auth=(user, PASSWORDS[user]),
+    )
+
+
+@fuzz_settings(ci_examples=30)
+@given(
+    user=st.sampled_from(["bob", "carol"]),
+    path=st.sampled_from(sorted(ALICE_PRIVATE)),
+    chunk_index=st.integers(min_value=0, max_value=5),
+    window=st.integers(min_value=0, max_value=20),
+)
+def test_context_refuses_documents_the_caller_cannot_read(
+    corpus_stack: LongStack, user: str, path: str, chunk_index: int, window: int
+) -> None:
+    key = next(iter(keys_of(corpus_stack.sim, "alice", {path: ""})))
+    response = _context(corpus_stack, user, key, chunk_index=chunk_index, window=window)
+    assert response.status_code == 404, response.get_json()
+    assert response.get_json()["code"] == "not_found"
+    assert ALICE_PRIVATE[path][:20] not in response.get_data(as_text=True)
+
+
+def test_context_serves_readable_documents(corpus_stack: LongStack) -> None:
+    for key in keys_of(corpus_stack.sim, "alice", SHARED):
+        for user in ("alice", "bob"):
+            response = _context(corpus_stack, user, key)
+            assert response.status_code == 200, (user, key, response.get_json())
+        assert _context(corpus_stack, "carol", key).status_code == 404
+
+
+# --- snippets are XSS-safe ---------------------------------------------------------------------
+
+hostile_queries = st.one_of(
+    st.sampled_from(
+        [
+            "<script>alert(1)</script> lighthouse",
+            "hostile script alert img onerror",
+            '"><mark>x</mark> harbour',
+            "&lt;script&gt; lighthouse &amp;",
+            "mark fake marks quotes",
+            "<img src=x onerror=alert(1)>",
+        ]
+    ),
+    st.text(alphabet="<>&\"'/ =abclrmkpistghouse", min_size=1, max_size=40).filter(str.strip),
+)
+
+
+@fuzz_settings(ci_examples=40)
+@given(query=hostile_queries)
+def test_snippets_are_escaped_for_hostile_text_and_queries(
+    corpus_stack: LongStack, query: str
+) -> None:
+    response = corpus_stack.search.post(
+        "/v1/search", json={"query": query, "limit": 100}, auth=("alice", PASSWORDS["alice"])
+    )
+    assert response.status_code == 200, response.get_json()
+    assert response.mimetype == "application/json"
+    for result in response.get_json()["results"]:
+        assert snippet_is_safe(result["snippet"]), (query, result["snippet"])
+
+
+def test_hostile_document_snippet_is_escaped_and_marked(corpus_stack: LongStack) -> None:
+    key = next(iter(keys_of(corpus_stack.sim, "alice", {"/Private/hostile.md": ""})))
+    answer = corpus_stack.search.post(
+        "/v1/search",
+        json={"query": "hostile script alert lighthouse", "limit": 100},
+        auth=("alice", PASSWORDS["alice"]),
+    ).get_json()
+    snippet = next(
+        r["snippet"] for r in answer["results"] if f"{r['doc_type']}:{r['doc_id']}" == key
+    )
+    assert snippet_is_safe(snippet), snippet
+    assert "&lt;script&gt;" in snippet or "&lt;" in snippet, snippet
+    assert re.search(r"<mark>[^<]*</mark>", snippet), snippet
+
+
+# --- body and field size limits ----------------------------------------------------------------
+
+
+def _chunks(data: bytes, size: int = 1000) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+@pytest.fixture
+def served_search(corpus_stack: LongStack) -> Iterator[str]:
+    """The corpus stack's search app over real HTTP (werkzeug, threaded); its base URL."""
+    httpd = make_server("127.0.0.1", 0, corpus_stack.search_app, threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.port}"
+    httpd.shutdown()
+    thread.join(timeout=5)
+
+
+def _oversized(corpus_stack: LongStack, endpoint: str) -> tuple[str, bytes, dict[str, str]]:
+    """URL, an over-the-limit body and the headers for ``endpoint`` (receiver/search/rcp)."""
+    settings = corpus_stack.settings
+    if endpoint == "receiver":
+        raw = json.loads(envelope(10**9))
+        raw["padding"] = "x" * (settings.webhook_max_body_bytes + 10)
+        secret = {settings.webhook_secret_header: settings.webhook_secret.get_secret_value()}
+        return f"{corpus_stack.receiver_url}/hooks/nextcloud", json.dumps(raw).encode(), secret
+    body = json.dumps({"query": "lighthouse", "pad": "x" * 70_000}).encode()
+    return f"/{'v1/search' if endpoint == 'search' else 'rcp/retrieve'}", body, {}
+
+
+def _too_large(endpoint: str, response: httpx.Response) -> bool:
+    if response.status_code != 413:
+        return False
+    if endpoint == "rcp":
+        return response.json()["error"]["code"] == -32013
+    return response.json()["code"] == "payload_too_large"
+
+
+@pytest.mark.parametrize("endpoint", ["receiver", "search", "rcp"])
+def test_body_limit_with_content_length(
+    corpus_stack: LongStack, served_search: str, endpoint: str
+) -> None:
+    url, body, headers = _oversized(corpus_stack, endpoint)
+    url = url if url.startswith("http") else served_search + url
+    with httpx.Client(timeout=30, auth=("alice", PASSWORDS["alice"])) as client:
+        response = client.post(url, content=body, headers=headers)
+    assert _too_large(endpoint, response), response.text[:300]
+
+
+CHUNKED_DEFECT = (
+    "a chunked upload (no Content-Length) past the body limit is cut silently at the limit "
+    "and answered 400 invalid_json instead of 413: ncindex.problems.read_body exists but "
+    "neither webhook_receiver.hooks (request.get_data), search_api.search.read_json_object "
+    "nor search_api.rcp uses it"
+)
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=CHUNKED_DEFECT))
+        for e in ("receiver", "search", "rcp")
+    ],
+)
+def test_body_limit_without_content_length(
+    corpus_stack: LongStack, served_search: str, endpoint: str
+) -> None:
+    url, body, headers = _oversized(corpus_stack, endpoint)
+    url = url if url.startswith("http") else served_search + url
+    with httpx.Client(timeout=30, auth=("alice", PASSWORDS["alice"])) as client:
+        response = client.post(url, content=_chunks(body, 65_536), headers=headers)
+    assert "content-length" not in {k.lower() for k in response.request.headers}
+    assert _too_large(endpoint, response), response.text[:300]
+
+
+def test_small_chunked_bodies_are_read_whole(corpus_stack: LongStack, served_search: str) -> None:
+    settings = corpus_stack.settings
+    secret = {settings.webhook_secret_header: settings.webhook_secret.get_secret_value()}
+    with httpx.Client(timeout=30, auth=("alice", PASSWORDS["alice"])) as client:
+        hook = client.post(
+            f"{corpus_stack.receiver_url}/hooks/nextcloud",
+            content=_chunks(envelope(10**9), 7),
+            headers=secret,
+        )
+        assert hook.status_code == 202, hook.text[:300]
+        found = client.post(f"{served_search}/v1/search", content=_chunks(b'{"query": "oy"}', 3))
+        assert found.status_code == 200, found.text[:300]
+
+
+LEAF = {"field": "owner", "op": "eq", "value": "alice"}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"query": "x" * 1001}, "query"),
+        ({"query": "x", "limit": 101}, "limit"),
+        ({"query": "x", "category": "c" * 1025}, "category"),
+        ({"query": "x", "filter": {"field": "owner", "op": "in", "value": ["a"] * 257}}, None),
+        ({"query": "x", "filter": {"and": [LEAF] * 65}}, None),
+        ({"query": "x", "filter": json.loads('{"not": ' * 9 + json.dumps(LEAF) + "}" * 9)}, None),
+        ({"query": "x", "path_prefixes": ["/a"] * 10_000}, "path_prefixes"),
+        ({"query": "x", "tags": ["t" * 100_000]}, None),
+    ],
+)
+def test_field_limits_are_400_naming_the_field(
+    corpus_stack: LongStack, body: dict[str, Any], field: str | None
+) -> None:
+    response = corpus_stack.search.post("/v1/search", json=body, auth=("alice", PASSWORDS["alice"]))
+    assert response.status_code in (400, 413), response.get_json()
+    problem = response.get_json()
+    assert problem["code"] in ("invalid_value", "invalid_filter", "payload_too_large"), problem
+    if response.status_code == 400:
+        assert problem["field"].startswith(field or "filter"), problem
+
+
+def test_context_doc_id_and_window_limits(corpus_stack: LongStack) -> None:
+    auth = ("alice", PASSWORDS["alice"])
+    client = corpus_stack.search
+    response = client.get("/v1/documents/file/" + "1" * 300 + "/context", auth=auth)
+    assert response.status_code == 400 and response.get_json()["field"] == "doc_id"
+    response = client.get("/v1/documents/file/1/context?window=21", auth=auth)
+    assert response.status_code == 400 and response.get_json()["field"] == "window"
+    response = client.get("/v1/documents/file/1/context?chunk_index=-1", auth=auth)
+    assert response.status_code == 400 and response.get_json()["field"] == "chunk_index"
+
+
+# --- rate limits --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def limited(corpus_stack: LongStack) -> Iterator[Any]:
+    """A second search app on the corpus stack's services with a 5/minute limit (counters in
+    the stack's Redis, cleared before and after)."""
+    client = corpus_stack.redis()
+    for key in client.scan_iter("ncindex:ratelimit*"):
+        client.delete(key)
+    settings = corpus_stack.settings.model_copy(update={"search_rate_limit": "5/minute"})
+    app = create_search_app(settings, services=corpus_stack.services, producer=RecordingProducer())
+    yield app.test_client()
+    for key in client.scan_iter("ncindex:ratelimit*"):
+        client.delete(key)
+
+
+def test_rate_limit_is_429_per_caller_across_endpoints(
+    limited: Any, corpus_stack: LongStack
+) -> None:
+    alice = ("alice", PASSWORDS["alice"])
+    codes = [limited.post("/v1/search", json={"query": "oyster"}, auth=alice).status_code
+             for _ in range(5)]  # fmt: skip
+    assert codes == [200] * 5
+    response = limited.post("/v1/search", json={"query": "oyster"}, auth=alice)
+    assert response.status_code == 429
+    assert response.get_json()["code"] == "rate_limited"
+    assert 1 <= int(response.headers["Retry-After"]) <= 60
+    key = sorted(keys_of(corpus_stack.sim, "alice", SHARED))[0]
+    doc_type, doc_id = key.split(":")
+    assert limited.get(f"/v1/documents/{doc_type}/{doc_id}/context", auth=alice).status_code == 429
+    rpc = limited.post("/rcp/retrieve", data=_rpc("retrieve", {"query": "x"}), auth=alice)
+    assert rpc.status_code == 429 and rpc.get_json()["error"]["code"] == -32011
+    bob = ("bob", PASSWORDS["bob"])
+    assert limited.post("/v1/search", json={"query": "oyster"}, auth=bob).status_code == 200
+    assert limited.get("/v1/filters").status_code == 200
+
+
+def test_anonymous_flood_is_rate_limited(limited: Any) -> None:
+    codes = [limited.post("/v1/search", json={"query": "x"}).status_code for _ in range(8)]
+    assert codes[:5] == [401] * 5
+    assert 429 in codes[5:], codes
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="rate-limit key is a SHA-256 of the Authorization header (ncindex.ratelimit."
+    "caller_key): every guessed password gets a fresh bucket, so a password-guessing client "
+    "from one address is never limited and each guess is forwarded to Nextcloud's OCS",
+)
+def test_password_guessing_is_rate_limited(limited: Any) -> None:
+    codes = []
+    for guess in range(12):
+        token = base64.b64encode(f"alice:guess-{guess}".encode()).decode()
+        response = limited.post(
+            "/v1/search", json={"query": "x"}, headers={"Authorization": f"Basic {token}"}
+        )
+        codes.append(response.status_code)
+    assert 429 in codes, codes
