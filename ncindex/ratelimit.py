@@ -6,8 +6,9 @@ caller's ``Authorization`` header — the same key the user-id cache uses, so no
 Nextcloud is needed to count and the credential itself is never stored — or the client
 address when there is no header. A breach answers 429 through ``on_breach`` (problem+json
 ``rate_limited`` for the REST API, JSON-RPC ``-32011`` for RCP) with ``Retry-After`` in
-seconds. If Redis cannot be reached the limit is not enforced (errors are swallowed): rate
-limiting protects capacity, it is not access control.
+seconds. If Redis cannot be reached the counters fall back to this process's memory until it
+answers again (errors are swallowed): rate limiting protects capacity, it is not access
+control.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def create_limiter(
         storage_options={"socket_connect_timeout": 2, "socket_timeout": 2},
         strategy="moving-window",
         swallow_errors=True,
+        in_memory_fallback_enabled=True,
         headers_enabled=False,
         on_breach=on_breach,
         key_prefix="ncindex:ratelimit",
