@@ -238,7 +238,12 @@ def main() -> int:
 
 
 def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    """CPU, cores, Python, and the 1-minute load average (seconds depend on it)."""
+    load = os.getloadavg()[0]
+    return (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load average {load:.1f} at the end of the run"
+    )
 
 
 def render(r: dict[str, Any]) -> str:
