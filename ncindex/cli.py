@@ -288,6 +288,8 @@ def _describe(report: object) -> str:
     head = f"{report.user} {report.doc_type}: "
     if report.error:
         return head + f"listing failed ({report.error}); nothing enqueued"
+    if report.unavailable:
+        return head + f"app not available ({report.unavailable}); skipped"
     counts = report.counts()
     changes = ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "in sync"
     line = (
@@ -334,7 +336,13 @@ def status(settings: Settings, as_json: bool) -> None:
         click.echo("scans: none recorded")
     for key, scan in data["scans"].items():
         changes = ", ".join(f"{k} {v}" for k, v in scan["changes"].items() if v) or "in sync"
-        state = f"failed: {scan['error']}" if scan.get("error") else changes
+        state = (
+            f"failed: {scan['error']}"
+            if scan.get("error")
+            else f"app not available: {scan['unavailable']}"
+            if scan.get("unavailable")
+            else changes
+        )
         age = scan["in_sync_age_seconds"]
         synced = "never in sync yet" if age is None else f"in sync {age} s ago"
         click.echo(

@@ -141,7 +141,9 @@ class ScanReport:
     index although an earlier scan sent a task for this very version (an empty file, a parked
     one, or a task still queued): they are not sent again until their etag changes or
     :data:`RETRY_UNINDEXABLE_SECONDS` pass (changed and moved documents are always sent).
-    ``applied`` is false for a dry run, which enqueues nothing and stores no state.
+    ``unavailable`` says why an app's listing answered 404 (Notes, Deck or News not
+    installed): nothing is enqueued, and it is not an error. ``applied`` is false for a dry
+    run, which enqueues nothing and stores no state.
     """
 
     user: str
@@ -161,12 +163,14 @@ class ScanReport:
     enqueued: int = 0
     coalesced: int = 0
     error: str | None = None
+    unavailable: str | None = None
 
     @property
     def clean(self) -> bool:
         """The index agreed with the listing: nothing to do, nothing waiting or held."""
         return (
             self.error is None
+            and self.unavailable is None
             and not self.index
             and not self.remove
             and not self.waiting
@@ -200,6 +204,7 @@ class ScanReport:
             "applied": self.applied,
             "clean": self.clean,
             "error": self.error,
+            "unavailable": self.unavailable,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -580,6 +585,16 @@ class Reconciler:
             manifest = load_manifest(self.services.store, user, doc_type)
             report.indexed = len(manifest)
             listing = scanner.list(self, self.services.account(user), state)
+        except NotFound as exc:
+            if doc_type is DocType.FILE:  # the user's files root itself: a real failure
+                report.error = f"{type(exc).__name__}: {exc}"
+            else:  # the app is not installed (or not enabled for the user)
+                report.unavailable = str(exc)
+            report.seconds = time.monotonic() - clock
+            log_.warning("reconcile_listing_unavailable", error=str(exc))
+            if apply:
+                state.record(report)
+            return report
         except NcindexError as exc:
             report.error = f"{type(exc).__name__}: {exc}"
             report.seconds = time.monotonic() - clock

@@ -259,3 +259,15 @@ def test_a_move_inside_a_share_reaches_the_sharee_through_stored_folder_etags(
     reconcile_pass(rstack, producer, ["alice", "bob"])
     assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}
     assert rstack.services.embedder.dense_embedded == embedded
+
+
+def test_an_app_that_is_not_installed_is_skipped_not_failed(rstack: Stack) -> None:
+    fill(rstack, files=2, notes=0)
+    rstack.sim.faults.set("news", status=404)
+    recorder = Recorder()
+    report = reconciler(rstack, recorder).scan("alice", DocType.NEWS_ITEM)
+    assert report.error is None and report.unavailable is not None
+    assert not report.clean and recorder.sent == []
+    rstack.sim.faults.set("webdav", status=404)
+    files = reconciler(rstack, recorder).scan("alice", DocType.FILE)
+    assert files.error is not None and files.unavailable is None and recorder.sent == []
