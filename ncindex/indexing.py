@@ -19,6 +19,7 @@ import structlog
 from qdrant_client import models
 
 from ncindex import deck, news
+from ncindex.batching import EmbedBatcher
 from ncindex.deadletter import DeadLetter, DeadLetters, node_subject
 from ncindex.documents import (
     Chunk,
@@ -86,6 +87,11 @@ class Indexer:
         self.services = services
         self.settings = services.settings
         self._chunker: Chunker | None = None
+        #: concurrent tasks of this worker share model calls (threads pool)
+        self.batcher: EmbedBatcher[Any] = EmbedBatcher(
+            lambda texts: self.services.embedder.embed_documents(texts),
+            max_texts=self.settings.embed_batch_size * 4,
+        )
 
     @property
     def eligibility(self) -> Eligibility:
@@ -348,7 +354,8 @@ class Indexer:
             for chunk, (dense, sparse) in zip(chunks, vectors, strict=True)
         ]
         self.services.store.upsert(points)
-        self.services.store.delete_document(doc.ref.key, keep_content_hash=doc.content_hash)
+        if current is not None:  # read under the document's lock: a new one has nothing old
+            self.services.store.delete_document(doc.ref.key, keep_content_hash=doc.content_hash)
         log.info("indexed", doc_key=doc.ref.key, chunks=len(chunks), embedded=embedded)
         return Outcome("indexed", doc.ref.key, embedded)
 
@@ -363,7 +370,7 @@ class Indexer:
         }
         missing = [c for c in chunks if text_hash(c.text) not in reuse]
         if missing:
-            fresh = self.services.embedder.embed_documents([c.text for c in missing])
+            fresh = self.batcher.embed([c.text for c in missing])
             reuse.update({text_hash(c.text): vec for c, vec in zip(missing, fresh, strict=True)})
         return [reuse[text_hash(c.text)] for c in chunks], len(missing)
 

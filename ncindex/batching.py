@@ -1,0 +1,104 @@
+"""Embedding batches across documents: concurrent tasks of one worker share model calls.
+
+A worker running several tasks at once (Celery's ``threads`` pool) would otherwise call the
+model once per document, with the two or three chunks a typical document has. The
+:class:`EmbedBatcher` lets the calls meet: the first caller becomes the *leader* and runs the
+model on every request waiting at that moment (up to ``max_texts`` texts), then on those that
+arrived meanwhile, until its own request is done; it then hands leadership to a waiting
+caller. No caller waits for a timer: with one task at a time (``solo`` pool) each call runs at
+once, as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class _Request(Generic[T]):
+    texts: list[str]
+    result: list[T] | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+class EmbedBatcher(Generic[T]):
+    """Shares calls of ``embed`` (texts → one result per text, in order) between threads.
+
+    ``max_texts`` bounds the texts of one shared call (a single request larger than that
+    runs alone). An exception raised by ``embed`` is raised in every caller whose texts were
+    in that call. ``calls`` counts the calls made (for tests and metrics).
+    """
+
+    def __init__(self, embed: Callable[[list[str]], list[T]], max_texts: int = 64) -> None:
+        if max_texts < 1:
+            raise ValueError("max_texts must be at least 1")
+        self._embed = embed
+        self._max = max_texts
+        self._cond = threading.Condition()
+        self._pending: list[_Request[T]] = []
+        self._running = False
+        self.calls = 0
+
+    @property
+    def pending(self) -> int:
+        """Requests waiting for a call right now."""
+        with self._cond:
+            return len(self._pending)
+
+    def embed(self, texts: Sequence[str]) -> list[T]:
+        """Results for ``texts`` (in order), computed in a call shared with other threads."""
+        if not texts:
+            return []
+        request: _Request[T] = _Request(list(texts))
+        with self._cond:
+            self._pending.append(request)
+            while not request.done and self._running:
+                self._cond.wait()
+            if not request.done:
+                self._running = True
+        if not request.done:
+            try:
+                while not request.done:
+                    self._run(self._take())
+            finally:
+                with self._cond:
+                    self._running = False
+                    self._cond.notify_all()
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None
+        return request.result
+
+    def _take(self) -> list[_Request[T]]:
+        with self._cond:
+            batch, size = [], 0
+            while self._pending and (not batch or size + len(self._pending[0].texts) <= self._max):
+                size += len(self._pending[0].texts)
+                batch.append(self._pending.pop(0))
+            return batch
+
+    def _run(self, batch: list[_Request[T]]) -> None:
+        texts = [t for r in batch for t in r.texts]
+        try:
+            self.calls += 1
+            results = self._embed(texts)
+            if len(results) != len(texts):
+                raise RuntimeError(f"embed returned {len(results)} results for {len(texts)}")
+        except BaseException as exc:  # handed to every caller of this call
+            with self._cond:
+                for r in batch:
+                    r.error, r.done = exc, True
+                self._cond.notify_all()
+            return
+        with self._cond:
+            start = 0
+            for r in batch:
+                r.result, start = list(results[start : start + len(r.texts)]), start + len(r.texts)
+                r.done = True
+            self._cond.notify_all()
