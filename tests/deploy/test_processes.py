@@ -461,3 +461,19 @@ def test_procfile_runs_every_role(
         parsed = [json.loads(line) for line in lines[role] if line.startswith("{")]
         assert parsed, role
     assert "exited with code" not in honcho.text()
+
+
+def test_heartbeat_follows_the_broker_connection(spawn, tmp_path: Path) -> None:
+    """The heartbeat file goes when the worker loses Redis and comes back when it reconnects:
+    a worker that cannot reach its broker fails its liveness probe."""
+    server = start_redis()
+    try:
+        worker, heartbeat = start_worker(spawn, server.url, "flaky", tmp_path)
+        server.stop()
+        wait_until(lambda: not heartbeat.exists(), timeout=60)
+        assert worker.popen.poll() is None  # alive, reconnecting
+        server.start_again()
+        wait_until(heartbeat.exists, timeout=120)
+        assert worker.popen.poll() is None
+    finally:
+        server.stop()
