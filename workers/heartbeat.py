@@ -32,16 +32,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import redis
-import structlog
-from celery import Celery, bootsteps, signals
+from celery import bootsteps, signals
 
-from ncindex.telemetry import LAST_DONE_KEY, configure_logging
+# Only the standard library and these two Celery modules at import: the probe
+# (``python -m workers.heartbeat``) runs every few seconds in every worker pod. Everything
+# else is imported by the handlers, which run only in a worker.
 
 HEARTBEAT_FILE_ENV = "NCINDEX_HEARTBEAT_FILE"
 HEARTBEAT_INTERVAL_ENV = "NCINDEX_HEARTBEAT_INTERVAL"
 
-_redis_clients: dict[str, redis.Redis] = {}
+_redis_clients: dict[str, Any] = {}
 
 
 class Heartbeat(bootsteps.StartStopStep):
@@ -112,6 +112,8 @@ def _setup_logging(loglevel: Any = None, **kwargs: Any) -> None:
     """JSON logs for the worker; the level and format come from the app's settings."""
     from celery import current_app
 
+    from ncindex.telemetry import configure_logging
+
     services = getattr(current_app, "ncindex_services", None)
     settings = getattr(services, "settings", None)
     level = settings.log_level if settings is not None else "INFO"
@@ -119,13 +121,20 @@ def _setup_logging(loglevel: Any = None, **kwargs: Any) -> None:
 
 
 def _bind_task(task_id: str | None = None, task: Any = None, **kwargs: Any) -> None:
+    import structlog
+
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id, task=getattr(task, "name", None))
 
 
 def _task_done(task: Any = None, **kwargs: Any) -> None:
+    import redis
+    import structlog
+
+    from ncindex.telemetry import LAST_DONE_KEY
+
     structlog.contextvars.clear_contextvars()
-    app: Celery | None = getattr(task, "app", None)
+    app = getattr(task, "app", None)
     url = str(app.conf.broker_url or "") if app is not None else ""
     if not url.startswith(("redis://", "rediss://")):
         return
