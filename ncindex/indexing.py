@@ -451,8 +451,8 @@ class Indexer:
                 deck.fetch_card(client, self.services.redis, int(doc_id), self._current(ref))
             elif kind is DocType.NEWS_ITEM:
                 news.find_item(client, int(doc_id))
-            else:
-                return self.evict_node(user, "", int(doc_id))
+            else:  # files and notes: re-read by id, which evicts what is gone
+                return self.index_node(user, int(doc_id))
         except (NotFound, deck.ArchivedCard):
             self.services.store.delete_document(ref.key)
             log.info("evicted", doc_key=ref.key, user=user)
