@@ -10,6 +10,11 @@ Envelope shape (reference/nextcloud-api.md §1.2–1.3)::
 An envelope is a hint that something changed; every task re-reads Nextcloud. Paths are in the
 acting user's view (``/<uid>/files/<path>``), so the user whose view it is comes from the path;
 paths outside ``files/`` (trash bin, versions) are not indexed and are ignored.
+
+System tag events (``TagAssignedEvent``/``TagUnassignedEvent``: ``objectType``, ``objectIds``
+as strings, ``tagIds``) and Deck card events (``CardCreated/Updated/DeletedEvent``, Deck ≥
+1.18: the card JSON under ``card``) carry no path: the user they are read as is the
+envelope's ``user.uid``, and without one they are ignored.
 """
 
 from __future__ import annotations

@@ -1,9 +1,16 @@
-"""Index, evict and re-path notes and files: the worker side of DESIGN §4–§6.
+"""Index, evict and re-path notes, files, Deck cards and News items: the worker side of
+DESIGN §4–§6.
 
 Every operation re-reads Nextcloud (the source of truth, never the webhook body), so order,
 duplicates and late deliveries do not matter. A document's new version is written beside the
 old one and the old one is deleted afterwards, so a search never sees half a document; vectors
-of chunks whose text did not change are reused instead of embedded again.
+of chunks whose text did not change are reused instead of embedded again, and concurrent tasks
+share embedding calls (:mod:`ncindex.batching`).
+
+Which files are indexed is :mod:`ncindex.eligibility` (globs, MIME list, tag gate). A file
+whose bytes cannot become text (corrupt, over ``max_download_bytes`` — judged from its
+WebDAV size before any download) is parked in the dead letter (:mod:`ncindex.deadletter`)
+until its etag changes, and any older version of its text is removed from the index.
 """
 
 from __future__ import annotations
