@@ -27,6 +27,7 @@ from pydantic import SecretStr
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from ncindex.embedding import Embedder
+from ncindex.errors import StoreUnavailable
 from ncindex.queueing import QUEUES
 from ncindex.reconcile import request_scans, scan_types
 from ncindex.runtime import Services
@@ -116,7 +117,7 @@ def visible_keys(sim: NextcloudSimulator, user: str) -> set[str]:
     return out
 
 
-# --- a stack that outlives one test ------------------------------------------------------------
+# --- a stack that outlives one test -----------------------------------------------------------
 
 
 @dataclass
@@ -242,6 +243,31 @@ def build_stack(
     built = LongStack(settings_, sim, services, celery, search_app, receiver_url, receiver_app)
     built._closers += [sim_server.close, receiver_server.shutdown, services.close]
     return built
+
+
+class Flaky:
+    """Makes ``method`` of ``target`` raise ``StoreUnavailable`` for its next ``times`` calls
+    (``None``: until :meth:`heal`)."""
+
+    def __init__(self, target: Any, method: str, times: int | None = None) -> None:
+        self.target, self.method, self.times = target, method, times
+        self.failed = 0
+        self.real = getattr(target, method)
+        self._lock = threading.Lock()
+        setattr(target, method, self)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            failing = self.times is None or self.failed < self.times
+            if failing:
+                self.failed += 1
+        if failing:
+            raise StoreUnavailable(f"{self.method}: store unreachable (injected)")
+        return self.real(*args, **kwargs)
+
+    def heal(self) -> None:
+        """Put the real method back."""
+        setattr(self.target, self.method, self.real)
 
 
 MARK = re.compile(r"</?mark>")

@@ -42,14 +42,16 @@ SEARCH_CODES = {
     "payload_too_large",
 }
 
-# --- the receiver -------------------------------------------------------------------------
+# --- the receiver -----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def receiver(redis_url: str) -> Iterator[tuple[Any, Settings]]:
-    """The receiver app (test client) with a real Celery producer on the session's Redis."""
+    """The receiver app (test client) with a real Celery producer on database 15 of the
+    session's Redis (the module's ``corpus_stack`` worker consumes database 0)."""
+    url = redis_url.rsplit("/", 1)[0] + "/15"
     settings = Settings(
-        redis_url=redis_url,
+        redis_url=url,
         webhook_secret=SecretStr(secrets.token_urlsafe(12)),
         accounts={"alice": SecretStr("pw"), "bob": SecretStr("pw")},
         webhook_max_body_bytes=16_384,
@@ -57,7 +59,7 @@ def receiver(redis_url: str) -> Iterator[tuple[Any, Settings]]:
     )
     app = create_app(settings, producer=celery_app(settings))
     yield app.test_client(), settings
-    redis.Redis.from_url(redis_url).flushdb()  # the queued tasks of the fuzzed envelopes
+    redis.Redis.from_url(url).flushdb()  # the queued tasks of the fuzzed envelopes
 
 
 def deliver(receiver: tuple[Any, Settings], body: bytes) -> Any:
@@ -226,7 +228,7 @@ def test_valid_envelopes_are_accepted(receiver: Any, envelope: dict[str, Any]) -
     assert response.status_code == 202, (envelope, response.get_json())
 
 
-# --- filter trees against /v1/search ------------------------------------------------------------
+# --- filter trees against /v1/search ----------------------------------------------------------
 
 DOC = filters_document()
 FIELD_NAMES = [f["name"] for f in DOC["fields"]]
@@ -305,9 +307,12 @@ def test_any_filter_tree_gets_200_or_a_4xx_with_code_and_field(
     assert_search_answer(response, body)
 
 
+def _conjunctions(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.builds(lambda xs: {"and": xs}, st.lists(inner, min_size=1, max_size=3))
+
+
 @fuzz_settings(ci_examples=100)
-@given(tree=st.recursive(advertised_leaves, lambda x: st.lists(x, min_size=1, max_size=3).map(
-    lambda xs: {"and": xs}), max_leaves=6))  # fmt: skip
+@given(tree=st.recursive(advertised_leaves, _conjunctions, max_leaves=6))
 def test_well_typed_trees_on_advertised_fields(corpus_stack: LongStack, tree: Any) -> None:
     """Trees that use only advertised fields still never make a 5xx; a 400 names the field."""
     body = {"query": "oyster", "filter": tree, "limit": 5}
@@ -343,7 +348,7 @@ def test_any_search_body_gets_200_or_a_4xx(corpus_stack: LongStack, body: Any) -
     assert_search_answer(response, body)
 
 
-# --- schemathesis against /openapi.json ---------------------------------------------------------
+# --- schemathesis against /openapi.json -------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

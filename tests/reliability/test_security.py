@@ -89,7 +89,7 @@ def receiver(redis_url: str) -> tuple[Any, Settings, RecordingProducer]:
     return create_receiver_app(settings, producer=producer).test_client(), settings, producer
 
 
-# --- the webhook secret ---------------------------------------------------------------------
+# --- the webhook secret -----------------------------------------------------------------------
 
 
 def test_webhook_secret_is_checked_with_compare_digest(
@@ -146,7 +146,7 @@ def test_odd_secret_headers_are_401_not_500(
     assert response.get_json()["code"] == "unauthenticated"
 
 
-# --- 401 on every endpoint that needs credentials ------------------------------------------------
+# --- 401 on every endpoint that needs credentials ---------------------------------------------
 
 
 def _concrete(rule: str) -> str:
@@ -216,7 +216,7 @@ def test_every_search_endpoint_needing_credentials_is_401_without_them(
         assert client.post("/rcp/info", data=_rpc("info"), headers=headers).status_code == 200
 
 
-# --- user B never receives user A's private documents ---------------------------------------------
+# --- user B never receives user A's private documents -----------------------------------------
 
 WORDS = [
     "lighthouse",
@@ -365,7 +365,7 @@ def test_context_serves_readable_documents(corpus_stack: LongStack) -> None:
         assert _context(corpus_stack, "carol", key).status_code == 404
 
 
-# --- snippets are XSS-safe ---------------------------------------------------------------------
+# --- snippets are XSS-safe --------------------------------------------------------------------
 
 hostile_queries = st.one_of(
     st.sampled_from(
@@ -411,7 +411,7 @@ def test_hostile_document_snippet_is_escaped_and_marked(corpus_stack: LongStack)
     assert re.search(r"<mark>[^<]*</mark>", snippet), snippet
 
 
-# --- body and field size limits ----------------------------------------------------------------
+# --- body and field size limits ---------------------------------------------------------------
 
 
 def _chunks(data: bytes, size: int = 1000) -> Iterator[bytes]:
@@ -539,7 +539,7 @@ def test_context_doc_id_and_window_limits(corpus_stack: LongStack) -> None:
     assert response.status_code == 400 and response.get_json()["field"] == "chunk_index"
 
 
-# --- rate limits --------------------------------------------------------------------------------
+# --- rate limits ------------------------------------------------------------------------------
 
 
 @pytest.fixture

@@ -1,0 +1,182 @@
+"""Faults on real parts, pipeline side: Redis stopped and restarted in the middle of a
+delivery burst, Nextcloud answering 5xx, 429, hanging or slow to the workers, and the vector
+store unreachable to the workers. (Each test runs its own stack on its own Redis; one
+in-process worker at a time, so the search-side faults live in ``test_faults_search.py``.)
+
+Invariants: the receiver never answers 2xx for an event it did not queue (503 while Redis is
+down); after Redis comes back, one reconcile pass restores every document, each indexed
+exactly once; workers retry transient failures and recover; search verification fails open
+and counts it; search answers 503 problem+json while the store is down.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from rel_support import Flaky, LongStack, build_stack, visible_keys
+
+from ncindex.embedding import Embedder
+from ncindex.redis_server import RedisProcess
+from support import wait_until
+
+WRITTEN = "OCP\\Files\\Events\\Node\\NodeWrittenEvent"
+
+
+def text(i: int, version: int = 1) -> str:
+    """A small document of its own words."""
+    return (
+        f"Tide log {i} version {version}: the harbour gauge read {i * 13 + version} cm and "
+        f"{i % 7} gulls sat on buoy {i}."
+    )
+
+
+def assert_indexed_once(stack: LongStack, user: str) -> None:
+    """The index holds exactly ``user``'s visible documents, each in one version whose
+    chunks are 0..n-1 (no duplicate, no stale, no missing)."""
+    indexed = stack.indexed()
+    expected = visible_keys(stack.sim, user)
+    assert set(indexed) == expected, (expected - set(indexed), set(indexed) - expected)
+    for key, payloads in indexed.items():
+        assert len({p["content_hash"] for p in payloads}) == 1, key
+        assert sorted(p["chunk_index"] for p in payloads) == list(range(len(payloads))), key
+        assert {p["chunk_count"] for p in payloads} == {len(payloads)}, key
+
+
+@pytest.fixture
+def fresh_stack(
+    private_redis: RedisProcess, embedder: Embedder, model_dir: Path, tmp_path: Path
+) -> Iterator[LongStack]:
+    """An empty stack on a Redis of its own (no worker started yet; the module's
+    ``corpus_stack`` worker, on the session's Redis, must not take its tasks)."""
+    built = build_stack(private_redis.url, embedder, model_dir, tmp_path)
+    yield built
+    built.close()
+
+
+# --- Redis stopped and restarted mid-burst ----------------------------------------------------
+
+
+def test_redis_outage_mid_burst_503_then_one_reconcile_converges(
+    private_redis: RedisProcess, embedder: Embedder, model_dir: Path, tmp_path: Path
+) -> None:
+    stack = build_stack(private_redis.url, embedder, model_dir, tmp_path, debounce_seconds=0)
+    try:
+        stack.sim.drop_rate = 1.0  # this test delivers the events itself, in phases
+        ids = [stack.sim.put_file("alice", f"/Tides/log-{i:02}.txt", text(i)) for i in range(36)]
+        settings = stack.settings
+        headers = {settings.webhook_secret_header: settings.webhook_secret.get_secret_value()}
+        url = f"{stack.receiver_url}/hooks/nextcloud"
+
+        def deliver(client: httpx.Client, file_id: int) -> httpx.Response:
+            body = {
+                "event": {
+                    "class": WRITTEN,
+                    "node": {"id": file_id, "path": f"/alice/files/Tides/{file_id}.txt"},
+                },
+                "user": {"uid": "alice"},
+                "time": 1767225601,
+            }
+            return client.post(url, content=json.dumps(body), headers=headers)
+
+        client = redis.Redis.from_url(private_redis.url)
+        with httpx.Client(timeout=30) as http:
+            # up: every event queued, and the queue holds what the 202s said
+            before = [deliver(http, i) for i in ids[:12]]
+            assert [r.status_code for r in before] == [202] * 12
+            queued = sum(r.json()["queued"] for r in before)
+            assert queued == 12 and client.llen("index") == queued
+
+            # mid-burst: Redis stops while 8 threads deliver; every answer is 202 or 503
+            stop = threading.Event()
+
+            def burst(file_id: int) -> int:
+                if file_id == ids[16]:
+                    private_redis.stop()
+                    stop.set()
+                return deliver(http, file_id).status_code
+
+            with ThreadPoolExecutor(8) as pool:
+                during = list(pool.map(burst, ids[12:24]))
+            assert stop.is_set()
+            assert set(during) <= {202, 503}, during
+
+            # down: never a 2xx for an event that could not be queued
+            down = [deliver(http, i) for i in ids[24:30]]
+            assert [r.status_code for r in down] == [503] * 6
+            for response in down:
+                assert response.headers["Content-Type"] == "application/problem+json"
+                assert response.json()["code"] == "backend_unavailable"
+                assert response.headers["Retry-After"]
+
+            # back: Redis restarts empty (it keeps nothing ncindex cannot rebuild)
+            private_redis.start_again()
+            after = [deliver(http, i) for i in ids[30:]]
+            for i, response in zip(ids[30:], after, strict=True):
+                if response.status_code == 503:  # a stale pooled connection, once at most
+                    response = deliver(http, i)
+                assert response.status_code == 202, response.text
+        with stack.worker():
+            stack.wait_idle()
+            # what the restart lost, and what was refused, comes back with one reconcile
+            stack.reconcile(users=("alice",))
+            assert_indexed_once(stack, "alice")
+            assert len(stack.indexed()) == len(ids)
+    finally:
+        stack.close()
+
+
+# --- Nextcloud answering 5xx, hanging or slow to the workers ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "docs"),
+    [
+        ({"status": 503, "times": 4}, 3),
+        ({"status": 500, "times": 2, "method": "GET"}, 3),
+        ({"status": 429, "times": 2}, 2),
+        ({"timeout": True, "times": 2, "method": "GET"}, 2),
+        ({"delay": 0.5, "times": 6}, 3),
+    ],
+    ids=["503", "500-get", "429", "hang", "slow"],
+)
+def test_workers_retry_nextcloud_failures_and_recover(
+    fresh_stack: LongStack, fault: dict[str, Any], docs: int
+) -> None:
+    stack = fresh_stack
+    with stack.worker():
+        stack.sim.faults.set("webdav", **fault)
+        for i in range(docs):
+            stack.sim.put_file("alice", f"/Faulty/doc-{i}.md", text(i).encode())
+        stack.sim.flush_deliveries(timeout=30)
+        wait_until(lambda: len(stack.indexed()) == docs, 90, interval=0.3)
+        stack.wait_idle()
+        stack.sim.faults.clear()
+    assert_indexed_once(stack, "alice")
+
+
+# --- the vector store unreachable to the workers ------------------------------------------------
+
+
+def test_workers_retry_while_the_store_is_down_and_recover(fresh_stack: LongStack) -> None:
+    stack = fresh_stack
+    store = stack.services.store
+    flaky = Flaky(store, "upsert", times=3)
+    try:
+        with stack.worker():
+            for i in range(3):
+                stack.sim.put_file("alice", f"/Store/doc-{i}.md", text(i).encode())
+            stack.sim.flush_deliveries(timeout=30)
+            wait_until(lambda: len(stack.indexed()) == 3, 90, interval=0.3)
+            stack.wait_idle()
+    finally:
+        flaky.heal()
+    assert flaky.failed == 3
+    assert_indexed_once(stack, "alice")

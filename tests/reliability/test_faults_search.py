@@ -1,0 +1,120 @@
+"""Faults on real parts, search side: Nextcloud failing or hanging while results are verified
+(fail-open, counted in ``verification.errors``; the context endpoint fails closed), Nextcloud
+down while authenticating (503, not 401), and the vector store unreachable or closed (503
+problem+json, ``/readyz`` 503, and recovery once it is back).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rel_support import Flaky, LongStack, build_stack, visible_keys
+
+from ncindex.embedding import Embedder
+from ncindex.redis_server import RedisProcess
+from support import PASSWORDS
+
+# --- search verification against a failing Nextcloud: fail-open, counted ----------------------
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [{"status": 503}, {"status": 502}, {"timeout": True}],
+    ids=["503", "502", "hang"],
+)
+def test_verification_fails_open_and_counts_errors(
+    corpus_stack: LongStack, fault: dict[str, Any]
+) -> None:
+    auth = ("alice", PASSWORDS["alice"])
+    body = {"query": "lighthouse harbour oyster", "limit": 20}
+    healthy = corpus_stack.search.post("/v1/search", json=body, auth=auth).get_json()
+    assert healthy["results"] and healthy["verification"]["errors"] == 0
+    families = ("webdav", "dav-search", "notes")
+    try:
+        for family in families:
+            corpus_stack.sim.faults.set(family, **fault)
+        response = corpus_stack.search.post("/v1/search", json=body, auth=auth)
+    finally:
+        corpus_stack.sim.faults.clear()
+    assert response.status_code == 200, response.get_json()
+    answer = response.get_json()
+    keys = [f"{r['doc_type']}:{r['doc_id']}" for r in answer["results"]]
+    assert keys == [f"{r['doc_type']}:{r['doc_id']}" for r in healthy["results"]]
+    assert answer["verification"]["errors"] >= 1, answer["verification"]
+    assert answer["verification"]["dropped"] == 0
+
+
+def test_context_fails_closed_when_nextcloud_cannot_confirm(corpus_stack: LongStack) -> None:
+    auth = ("alice", PASSWORDS["alice"])
+    key = next(iter(sorted(visible_keys(corpus_stack.sim, "alice"))))
+    doc_type, doc_id = key.split(":")
+    try:
+        for family in ("webdav", "dav-search", "notes"):
+            corpus_stack.sim.faults.set(family, status=503)
+        response = corpus_stack.search.get(f"/v1/documents/{doc_type}/{doc_id}/context", auth=auth)
+    finally:
+        corpus_stack.sim.faults.clear()
+    assert response.status_code == 503, response.get_json()
+    assert response.get_json()["code"] == "backend_unavailable"
+
+
+def test_nextcloud_down_for_authentication_is_503_not_401(corpus_stack: LongStack) -> None:
+    try:
+        corpus_stack.sim.faults.set("ocs", status=503)
+        response = corpus_stack.search.post(
+            "/v1/search", json={"query": "x"}, auth=("alice", PASSWORDS["alice"])
+        )
+    finally:
+        corpus_stack.sim.faults.clear()
+    assert response.status_code == 503, response.get_json()
+    assert response.get_json()["code"] == "backend_unavailable"
+
+
+# --- the vector store unreachable to search ----------------------------------------------------
+
+
+def test_search_answers_503_while_the_store_is_down(corpus_stack: LongStack) -> None:
+    store = corpus_stack.services.store
+    auth = ("bob", PASSWORDS["bob"])
+    flaky = [Flaky(store, name) for name in ("query", "document_points", "count")]
+    try:
+        response = corpus_stack.search.post("/v1/search", json={"query": "oyster"}, auth=auth)
+        assert response.status_code == 503, response.get_json()
+        assert response.mimetype == "application/problem+json"
+        assert response.get_json()["code"] == "backend_unavailable"
+        assert response.headers["Retry-After"]
+        key = sorted(visible_keys(corpus_stack.sim, "bob"))[0]
+        doc_type, doc_id = key.split(":")
+        context = corpus_stack.search.get(f"/v1/documents/{doc_type}/{doc_id}/context", auth=auth)
+        assert context.status_code == 503 and context.get_json()["code"] == "backend_unavailable"
+        ready = corpus_stack.search.get("/readyz")
+        assert ready.status_code == 503, ready.data
+        rpc = corpus_stack.search.post(
+            "/rcp/retrieve",
+            json={"jsonrpc": "2.0", "id": 1, "method": "retrieve", "params": {"query": "x"}},
+            auth=auth,
+        )
+        assert rpc.status_code in (200, 503)
+        assert rpc.get_json()["error"]["code"] in (-32010, -32001), rpc.get_json()
+    finally:
+        for f in flaky:
+            f.heal()
+    again = corpus_stack.search.post("/v1/search", json={"query": "oyster"}, auth=auth)
+    assert again.status_code == 200 and again.get_json()["results"]
+
+
+def test_search_answers_503_when_the_store_is_closed(
+    private_redis: RedisProcess, embedder: Embedder, model_dir: Path, tmp_path: Path
+) -> None:
+    stack = build_stack(private_redis.url, embedder, model_dir, tmp_path)
+    try:
+        stack.services.store.close()
+        response = stack.search.post(
+            "/v1/search", json={"query": "oyster"}, auth=("alice", PASSWORDS["alice"])
+        )
+        assert response.status_code == 503, response.get_json()
+        assert response.get_json()["code"] == "backend_unavailable"
+    finally:
+        stack.close()
