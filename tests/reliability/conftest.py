@@ -1,6 +1,6 @@
 """Fixtures of the reliability tests.
 
-* ``corpus_stack`` — one :class:`rel_support.LongStack` per module on the session's Redis,
+* ``corpus_stack`` — one :class:`rel_support.LongStack` per session on the session's Redis,
   holding the fixture corpus (private documents of alice and bob, a folder alice shares with
   bob, a document with hostile markup), indexed through the real pipeline (simulator
   webhooks → receiver over HTTP → Redis → Celery worker → Qdrant Edge), then one reconcile
@@ -19,24 +19,41 @@ from rel_support import LongStack, build_stack, seed_corpus
 
 from ncindex.embedding import Embedder
 from ncindex.redis_server import RedisProcess, start_redis
+from ncindex.settings import Settings
+from ncindex.store import model_slug
+from ncindex.store.qdrant_edge import QdrantEdgeStore
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
+def empty_store(embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A closed, empty Qdrant Edge folder with every payload index (creating the indexes
+    takes seconds; stacks copy this folder instead)."""
+    root = tmp_path_factory.mktemp("empty-store")
+    store = QdrantEdgeStore(root, model_slug(Settings().dense_model))
+    store.ensure_collection(embedder.dense_dim)
+    store.close()
+    return root
+
+
+@pytest.fixture(scope="session")
 def corpus_stack(
     redis_url: str,
     embedder: Embedder,
     model_dir: Path,
+    empty_store: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[LongStack]:
-    """The indexed fixture corpus on the whole stack (read-only for the tests)."""
+    """The indexed fixture corpus on the whole stack (read-only for the tests). Its worker
+    runs only while the corpus is indexed, so tests may start workers of their own."""
     redis.Redis.from_url(redis_url).flushdb()
-    built = build_stack(redis_url, embedder, model_dir, tmp_path_factory.mktemp("corpus-stack"))
+    tmp = tmp_path_factory.mktemp("corpus-stack")
+    built = build_stack(redis_url, embedder, model_dir, tmp, template=empty_store)
     try:
         with built.worker():
             seed_corpus(built.sim)
             built.settle()
             built.reconcile()  # the share fired no event: a scan adds bob to the shared docs
-            yield built
+        yield built
     finally:
         built.close()
 

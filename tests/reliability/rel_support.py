@@ -12,6 +12,7 @@ import contextlib
 import os
 import re
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -204,10 +205,13 @@ def build_stack(
     embedder: Embedder,
     model_dir: Path,
     tmp: Path,
+    *,
+    template: Path | None = None,
     **overrides: Any,
 ) -> LongStack:
     """A :class:`LongStack` on ``redis_url`` with alice, bob, carol and admin; webhooks
-    registered. ``overrides`` go to :class:`Settings` (e.g. ``search_rate_limit``)."""
+    registered. ``template``: an empty store folder to copy (saves creating the payload
+    indexes). ``overrides`` go to :class:`Settings` (e.g. ``search_rate_limit``)."""
     sim = NextcloudSimulator(delivery_delay=(0.0, 0.0))
     sim.add_user(ADMIN[0], password=ADMIN[1], display_name="Admin", admin=True)
     for user, password in PASSWORDS.items():
@@ -230,6 +234,8 @@ def build_stack(
         "http_timeout": 2.0,
     }
     settings_ = Settings(**(values | overrides))
+    if template is not None:
+        shutil.copytree(template, tmp / "qdrant")
     store = QdrantEdgeStore(tmp / "qdrant", model_slug(settings_.dense_model))
     store.ensure_collection(embedder.dense_dim)
     services = Services(settings_, store=store, embedder=embedder)

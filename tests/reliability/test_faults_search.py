@@ -106,9 +106,13 @@ def test_search_answers_503_while_the_store_is_down(corpus_stack: LongStack) -> 
 
 
 def test_search_answers_503_when_the_store_is_closed(
-    private_redis: RedisProcess, embedder: Embedder, model_dir: Path, tmp_path: Path
+    private_redis: RedisProcess,
+    embedder: Embedder,
+    model_dir: Path,
+    tmp_path: Path,
+    empty_store: Path,
 ) -> None:
-    stack = build_stack(private_redis.url, embedder, model_dir, tmp_path)
+    stack = build_stack(private_redis.url, embedder, model_dir, tmp_path, template=empty_store)
     try:
         stack.services.store.close()
         response = stack.search.post(
