@@ -53,8 +53,8 @@ bench-indexing: $(STAMP) redis
 
 # Reliability fuzzing: ≥ 10,000 hypothesis cases per property (CI runs a few hundred).
 fuzz: $(STAMP) redis
-	NCINDEX_HYPOTHESIS_PROFILE=rel-fuzz $(VENV)/bin/pytest -q --timeout=14400 \
-		tests/reliability/test_fuzz.py tests/reliability/test_security.py
+	NCINDEX_HYPOTHESIS_PROFILE=rel-fuzz NCINDEX_RELIABILITY_LONG=1 \
+		$(VENV)/bin/pytest -q --timeout=14400 tests/reliability
 
 # Verified filtered search at 10,000 and 100,000 chunks on Qdrant Edge: p50/p95 by stage against
 # the bare engine query → benchmarks/results/search.json and "Search" in benchmarks/RESULTS.md.
@@ -67,3 +67,9 @@ bench-search: $(STAMP) models
 .PHONY: bench-quality
 bench-quality: $(STAMP) models
 	$(PY) benchmarks/bench_quality.py $(if $(DATASET),--dataset $(DATASET))
+
+# 10,000 webhook deliveries through the receiver under gunicorn beside a bare Flask endpoint,
+# indexing to the end, 50 concurrent searches for 60 s → benchmarks/results/load.json and the
+# "Load" section of benchmarks/RESULTS.md.
+bench-load: $(STAMP) redis
+	$(PY) benchmarks/bench_load.py
