@@ -401,3 +401,84 @@ def _basic(user: str) -> str:
 
     token = base64.b64encode(f"{user}:{PASSWORDS[user]}".encode()).decode()
     return f"Basic {token}"
+
+
+# --- RCP/1 over HTTP and the context endpoint -------------------------------------------------
+
+RCP_METHODS = ["initialize", "retrieve", "info", "ping", "shutdown", "notifications/x", "nope"]
+rpc_params = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "query": st.one_of(st.text(max_size=30), json_scalars),
+            "k": json_scalars,
+            "mode": st.one_of(st.sampled_from(["hybrid", "dense", "sparse", "x"]), json_scalars),
+            "filter": trees,
+            "fusion": json_scalars,
+            "minScore": json_scalars,
+            "includeText": json_scalars,
+            "nonce": json_scalars,
+        },
+    ),
+)
+rpc_messages = st.fixed_dictionaries(
+    {},
+    optional={
+        "jsonrpc": st.one_of(st.just("2.0"), json_scalars),
+        "id": st.one_of(st.integers(), st.text(max_size=5), json_values),
+        "method": st.one_of(st.sampled_from(RCP_METHODS), json_scalars),
+        "params": rpc_params,
+    },
+)
+
+
+@fuzz_settings(ci_examples=100)
+@given(
+    path=st.sampled_from(RCP_METHODS),
+    message=st.one_of(rpc_messages, st.lists(rpc_messages, max_size=3), json_values),
+    initialize=st.booleans(),
+)
+def test_rcp_any_message_gets_a_json_rpc_answer_never_an_internal_error(
+    corpus_stack: LongStack, path: str, message: Any, initialize: bool
+) -> None:
+    client = corpus_stack.search
+    auth = ("alice", PASSWORDS["alice"])
+    if initialize:
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+        assert client.post("/rcp/initialize", json=init, auth=auth).status_code == 200
+    if isinstance(message, dict) and message.get("method") in RCP_METHODS:
+        path = message["method"]
+    response = client.post(f"/rcp/{path}", data=json.dumps(message), auth=auth)
+    assert response.status_code in (200, 204, 400, 401, 413, 429), response.data[:300]
+    if response.status_code == 204:
+        return
+    answer = response.get_json()
+    for reply in answer if isinstance(answer, list) else [answer]:
+        assert reply["jsonrpc"] == "2.0"
+        if "error" in reply:
+            assert isinstance(reply["error"]["code"], int)
+            assert reply["error"]["code"] != -32603, (message, reply)  # a bug, caught
+        else:
+            assert "result" in reply, reply
+
+
+@fuzz_settings(ci_examples=60)
+@given(
+    doc_type=st.one_of(st.sampled_from(["note", "file", "deck_card", "news_item"]), path_text),
+    doc_id=path_text,
+    args=st.dictionaries(st.sampled_from(["chunk_index", "window", "x"]), path_text, max_size=3),
+)
+def test_context_any_path_gets_200_or_a_4xx(
+    corpus_stack: LongStack, doc_type: str, doc_id: str, args: dict[str, str]
+) -> None:
+    from urllib.parse import quote
+
+    def part(value: str) -> str:
+        return quote(value, safe="", errors="surrogatepass")
+
+    path = f"/v1/documents/{part(doc_type)}/{part(doc_id)}/context"
+    response = corpus_stack.search.get(path, query_string=args, auth=("alice", PASSWORDS["alice"]))
+    assert response.status_code in (200, 400, 404, 405), (path, args, response.data[:300])
+    if response.status_code != 200:
+        assert response.mimetype == PROBLEM and response.get_json()["code"]
