@@ -23,6 +23,7 @@ import pytest
 import redis
 from rel_support import Flaky, LongStack, build_stack, visible_keys
 
+from ncindex.deadletter import DELIVERIES_PREFIX
 from ncindex.embedding import Embedder
 from ncindex.redis_server import RedisProcess
 from support import wait_until
@@ -48,6 +49,9 @@ def assert_indexed_once(stack: LongStack, user: str) -> None:
         assert len({p["content_hash"] for p in payloads}) == 1, key
         assert sorted(p["chunk_index"] for p in payloads) == list(range(len(payloads))), key
         assert {p["chunk_count"] for p in payloads} == {len(payloads)}, key
+    client = stack.redis()  # no bookkeeping left behind: locks, delivery counters
+    assert list(client.scan_iter("ncindex:lock:*")) == []
+    assert list(client.scan_iter(f"{DELIVERIES_PREFIX}*")) == []
 
 
 @pytest.fixture
