@@ -24,7 +24,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from ncindex.documents import normalize_path
 
@@ -62,7 +62,7 @@ class NodeRef(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    id: int | None = Field(None, ge=0)
+    id: StrictInt | None = Field(None, ge=0, le=2**63 - 1)  # a file id is a 64-bit integer
     path: str = Field(min_length=1, max_length=_MAX_PATH)
 
 

@@ -1,18 +1,18 @@
 """Per-caller rate limits for the search endpoints, on flask-limiter with Redis storage.
 
 One shared limit (``settings.search_rate_limit``, e.g. ``"600/minute"``) covers
-``POST /v1/search``, the context endpoint and ``POST /rcp/…``. The key is a SHA-256 of the
-caller's ``Authorization`` header — the same key the user-id cache uses, so no request to
-Nextcloud is needed to count and the credential itself is never stored — or the client
-address when there is no header. A breach answers 429 through ``on_breach`` (problem+json
-``rate_limited`` for the REST API, JSON-RPC ``-32011`` for RCP) with ``Retry-After`` in
-seconds. If Redis cannot be reached the counters fall back to this process's memory until it
-answers again (errors are swallowed): rate limiting protects capacity, it is not access
-control.
+``POST /v1/search``, the context endpoint and ``POST /rcp/…``. The key (:func:`caller_key`)
+is a hash of the Basic user name, of a Bearer header, or the client address when there is no
+header — no request to Nextcloud is needed to count and no credential is stored. A breach
+answers 429 through ``on_breach`` (problem+json ``rate_limited`` for the REST API, JSON-RPC
+``-32011`` for RCP) with ``Retry-After`` in seconds. If Redis cannot be reached the counters
+fall back to this process's memory until it answers again (errors are swallowed): rate
+limiting protects capacity, it is not access control.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import time
 from collections.abc import Callable
@@ -28,12 +28,26 @@ SCOPE = "search"
 
 
 def caller_key() -> str:
-    """The rate-limit key of the current request: ``cred:<sha256 of Authorization>`` or
-    ``addr:<remote address>``."""
+    """The rate-limit key of the current request.
+
+    Basic credentials count against the claimed user name (``user:<name>``), so guessing a
+    user's password from any number of clients shares one bucket; other credentials (Bearer
+    tokens, long random values that cannot be guessed) against a SHA-256 of the header
+    (``cred:<hex>``); no credentials against the client address (``addr:<ip>``). The price:
+    a flood of wrong passwords for a user name also slows that user's own searches.
+    """
     authorization = request.headers.get("Authorization")
-    if authorization:
-        return "cred:" + hashlib.sha256(authorization.encode("utf-8", "replace")).hexdigest()
-    return f"addr:{request.remote_addr or '?'}"
+    if not authorization:
+        return f"addr:{request.remote_addr or '?'}"
+    scheme, _, credential = authorization.partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            name = base64.b64decode(credential.strip(), validate=True).decode().partition(":")[0]
+        except (ValueError, UnicodeDecodeError):
+            name = ""
+        if name:
+            return "user:" + hashlib.sha256(name.encode()).hexdigest()
+    return "cred:" + hashlib.sha256(authorization.encode("utf-8", "replace")).hexdigest()
 
 
 def retry_after_seconds(limit: RequestLimit) -> int:

@@ -66,7 +66,6 @@ def create_app(
             log.warning("drop_enqueue_failed", doc_key=ref.key, error=str(exc))
 
     app = Flask(__name__)
-    app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
     holder: dict[str, SearchService] = {}
 
     def service() -> SearchService:

@@ -8,8 +8,9 @@ from typing import Any
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
+from ncindex.problems import read_body
 from ncindex.rcp_server import SESSION_HEADER, RcpServer
-from search_api.search import Decorator
+from search_api.search import MAX_BODY_BYTES, Decorator
 
 
 def rpc_error_response(status: int, code: int, message: str, data: Any = None) -> Response:
@@ -32,7 +33,7 @@ def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Bluepr
     def call(method: str) -> Response:
         answer = server.handle_http(
             method,
-            request.get_data(),
+            read_body(request, MAX_BODY_BYTES),
             request.headers.get("Authorization"),
             request.headers.get(SESSION_HEADER),
         )

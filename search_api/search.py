@@ -21,7 +21,7 @@ from ncindex.documents import DocRef, DocType
 from ncindex.errors import NextcloudAuthError, TransientError
 from ncindex.filter_fields import filters_document
 from ncindex.filters import FilterError
-from ncindex.problems import problem
+from ncindex.problems import problem, read_body
 from ncindex.runtime import Services
 from ncindex.search import DocumentNotFound, SearchRequest, SearchService
 from ncindex.telemetry import SEARCH_SECONDS, SEARCHES
@@ -45,11 +45,17 @@ class BadInput(Exception):
         return problem(400, self.code, self.detail, field=self.field)
 
 
+#: Largest accepted request body, bytes (a search request is a few hundred bytes).
+MAX_BODY_BYTES = 64 * 1024
+
+
 def read_json_object() -> dict[str, Any]:
     """The request body as a JSON object (with or without a Content-Type). ``NaN`` and
-    ``Infinity`` are refused; raises :class:`BadInput` (``invalid_json``, field ``body``)."""
+    ``Infinity`` are refused; raises :class:`BadInput` (``invalid_json``, field ``body``), and
+    ``RequestEntityTooLarge`` (413) past :data:`MAX_BODY_BYTES`, chunked or not."""
+    body = read_body(request, MAX_BODY_BYTES)
     try:
-        raw = json.loads(request.get_data() or b"null", parse_constant=_reject_constant)
+        raw = json.loads(body or b"null", parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BadInput("invalid_json", "body", f"body is not JSON: {exc}") from None
     if not isinstance(raw, dict):

@@ -32,7 +32,6 @@ def create_app(
         settings.redis_url, socket_timeout=2, socket_connect_timeout=2
     )
     app = Flask(__name__)
-    app.config["MAX_CONTENT_LENGTH"] = settings.webhook_max_body_bytes
     receiver = Receiver(settings, producer or celery_app(settings), client)
     app.extensions["ncindex_receiver"] = receiver
     install_error_handlers(app)

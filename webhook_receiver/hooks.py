@@ -16,7 +16,7 @@ import structlog
 from flask import Blueprint, Response, jsonify, request
 
 from ncindex.events import EnvelopeError, parse_envelope, plan_envelope
-from ncindex.problems import problem
+from ncindex.problems import problem, read_body
 from ncindex.queueing import BrokerUnavailable, Producer, enqueue
 from ncindex.settings import Settings
 from ncindex.telemetry import WEBHOOK_EVENTS
@@ -46,11 +46,17 @@ def hooks_blueprint(receiver: Receiver) -> Blueprint:
     def nextcloud() -> Response | tuple[Response, int]:
         if not receiver.authorized(request.headers.get(receiver.settings.webhook_secret_header)):
             WEBHOOK_EVENTS.labels("rejected", "unauthenticated").inc()
-            return problem(401, "unauthenticated", "missing or wrong webhook secret")
-        body = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
+            return problem(
+                401,
+                "unauthenticated",
+                "missing or wrong webhook secret",
+                field=receiver.settings.webhook_secret_header,
+            )
+        # 413 past the limit, with or without a Content-Length (chunked uploads too)
+        body = read_body(request, receiver.settings.webhook_max_body_bytes)
         try:
             raw = json.loads(body)  # Nextcloud sends no Content-Type unless registered with one
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             WEBHOOK_EVENTS.labels("rejected", "invalid_json").inc()
             return problem(400, "invalid_json", f"body is not JSON: {exc}", field="body")
         try:
