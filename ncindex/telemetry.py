@@ -144,6 +144,9 @@ def configure_logging(level: str = "INFO", *, json_lines: bool = True) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # one line per Nextcloud request would drown everything else at INFO
+    for chatty in ("httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(max(root.level, logging.WARNING))
 
 
 def gunicorn_logconfig(level: str = "INFO", *, json_lines: bool = True) -> dict[str, Any]:

@@ -177,7 +177,7 @@ def load_sample_corpus(
         else:
             owner, path, kind = "bob", f"/Documents/{category}/{title}.md", "file"
         path = _unique(taken, f"{owner}:{path}").split(":", 1)[1]
-        body = f"# {doc.title}\n\n{doc.text}\n\n_SciFact abstract {doc.doc_id}_\n"
+        body = f"# {doc.title}\n\n{doc.text}\n"  # provenance: summary.placements, ATTRIBUTION
         fid = sim.put_file(owner, path, body.encode(), mtime=BASE_MTIME - i * 3600, session=session)
         summary.placements[doc.doc_id] = (owner, path, fid)
         counter = summary.notes if kind == "note" else summary.files
