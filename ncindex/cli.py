@@ -11,10 +11,13 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
+from pydantic import ValidationError
 
+from ncindex import __version__
+from ncindex.errors import NcindexError
 from ncindex.settings import Settings
 from ncindex.telemetry import configure_logging
 
@@ -23,7 +26,22 @@ if TYPE_CHECKING:
     from ncindex.nextcloud.client import NextcloudClient
 
 
-@click.group()
+class _Commands(click.Group):
+    """Reports configuration and Nextcloud errors as one line (exit 1), not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            name = "NCINDEX_" + "_".join(str(p) for p in first["loc"]).upper()
+            raise click.ClickException(f"setting {name}: {first['msg']}") from None
+        except (NcindexError, ValueError, KeyError) as exc:
+            raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ncindex")
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """ncindex: a verified hybrid-search index of a Nextcloud."""
