@@ -169,6 +169,16 @@ def test_envelope_shaped_json_gets_202_or_a_4xx_problem(receiver: Any, envelope:
     assert_receiver_answer(deliver(receiver, body), body)
 
 
+@pytest.mark.parametrize("depth", [100, 1_000, 5_000])
+@pytest.mark.parametrize("opener", [b"[", b'{"a": ', b'{"event": {"node": '])
+def test_deeply_nested_json_is_a_400_not_a_500(receiver: Any, opener: bytes, depth: int) -> None:
+    """Nesting past Python's recursion limit is refused as a problem, never a 500."""
+    body = opener * depth
+    response = deliver(receiver, body)
+    assert_receiver_answer(response, body[:40])
+    assert response.status_code in (400, 413)  # 413 when the nesting is over the body limit
+
+
 safe_paths = st.text(
     alphabet=st.characters(exclude_categories=("Cs", "Cc")), min_size=1, max_size=40
 )
