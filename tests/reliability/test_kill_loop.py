@@ -1,7 +1,8 @@
 """A real ``celery worker`` process SIGKILLed again and again during a delivery burst (a crash
 loop), restarted after each kill: every document ends up indexed exactly once in its last
 version, nothing is parked, and no Redis bookkeeping (locks, delivery counts, unacked
-messages, debounce keys) is left behind.
+messages, debounce keys) is left behind. And a running worker whose Redis is stopped and
+restarted (empty) mid-burst: it reconnects, and one reconcile restores what was lost.
 
 Long (each kill waits for the Redis visibility timeout to bring the unacked message back): it
 runs with ``NCINDEX_RELIABILITY_LONG=1`` (``make fuzz`` sets it), not in ``make test``.
@@ -28,8 +29,9 @@ from pydantic import SecretStr
 from werkzeug.serving import make_server
 
 from ncindex.deadletter import DEADLETTER_KEY, DELIVERIES_PREFIX
-from ncindex.documents import text_hash
+from ncindex.documents import DocType, text_hash
 from ncindex.queueing import celery_app
+from ncindex.reconcile import pending_key, request_scans
 from ncindex.redis_server import RedisProcess
 from ncindex.runtime import Services
 from ncindex.settings import Settings
@@ -102,7 +104,7 @@ class CrashLoop:
         with log.open("wb") as out:
             self.worker = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "workers.worker", "worker",
-                 "--pool=solo", "-Q", "ingest,index,evict", "--loglevel=INFO",
+                 "--pool=solo", "-Q", "ingest,index,evict,reconcile", "--loglevel=INFO",
                  "--without-mingle", "--without-gossip"],
                 cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
@@ -125,7 +127,7 @@ class CrashLoop:
 
     def settled(self) -> bool:
         """No queued, unacked or debounced work."""
-        busy = any(self.redis.llen(q) for q in ("ingest", "index", "evict"))
+        busy = any(self.redis.llen(q) for q in ("ingest", "index", "evict", "reconcile"))
         busy |= bool(self.redis.hlen("unacked")) or bool(self.redis.zcard("unacked_index"))
         busy |= any(True for _ in self.redis.scan_iter("ncindex:debounce:*", count=1000))
         return not busy
@@ -185,3 +187,52 @@ def test_worker_crash_loop_during_a_burst_loses_nothing(loop: CrashLoop) -> None
     assert loop.redis.hlen(DEADLETTER_KEY) == 0, loop.redis.hgetall(DEADLETTER_KEY)
     assert loop.in_flight() == []  # no delivery counter leaked
     assert list(loop.redis.scan_iter("ncindex:lock:*")) == []  # no lock leaked
+
+
+def check_index(loop: CrashLoop, expected: dict[int, str]) -> None:
+    """After the last worker exited: every file id holds exactly ``expected[id]``'s text."""
+    store = QdrantEdgeStore(loop.qdrant, model_slug(loop.settings.dense_model))
+    try:
+        total = 0
+        for file_id, text in expected.items():
+            points = store.document_points(f"file:{file_id}")
+            assert points, f"file {file_id} lost"
+            assert {p.payload["content_hash"] for p in points} == {text_hash(text)}, file_id
+            total += len(points)
+        assert store.count() == total  # no duplicate, no stale version
+    finally:
+        store.close()
+
+
+def test_running_worker_survives_a_redis_restart_and_one_reconcile_converges(
+    loop: CrashLoop, private_redis: RedisProcess
+) -> None:
+    services = Services(loop.settings)
+    register(services.account(ADMIN[0]), loop.settings)
+    services.close()
+    loop.sim.faults.set("webdav", delay=0.1, method="GET")
+    loop.start_worker()
+    expected: dict[int, str] = {}
+    for i in range(20):
+        expected[loop.sim.put_file("alice", f"/Reef/a-{i:02}.txt", body(i, 1))] = body(i, 1)
+    wait_until(loop.in_flight, 120, interval=0.01)  # the worker is inside a task
+    private_redis.stop()  # queue, unacked messages, locks and counters: all gone
+    for i in range(20, 30):  # written while Redis is down: deliveries answered 503, lost
+        expected[loop.sim.put_file("alice", f"/Reef/a-{i:02}.txt", body(i, 1))] = body(i, 1)
+    loop.sim.flush_deliveries(timeout=30)
+    private_redis.start_again()
+    for i in range(30, 40):  # after the restart: the same worker must take these
+        expected[loop.sim.put_file("alice", f"/Reef/a-{i:02}.txt", body(i, 1))] = body(i, 1)
+    loop.sim.flush_deliveries(timeout=30)
+    wait_until(loop.settled, 180, interval=0.5)
+    assert loop.worker is not None and loop.worker.poll() is None, "the worker died"
+    producer = celery_app(loop.settings)
+    assert request_scans(producer, loop.redis, ["alice"], [DocType.FILE], 60) == 1
+    wait_until(lambda: not loop.redis.exists(pending_key("alice", DocType.FILE)), 120, 0.5)
+    wait_until(loop.settled, 180, interval=0.5)
+    loop.stop_worker()
+    assert loop.worker.returncode == 0
+    assert [d for d in loop.sim.deliveries if d.status == 503], "no delivery met the outage"
+    check_index(loop, expected)
+    assert loop.redis.hlen(DEADLETTER_KEY) == 0
+    assert list(loop.redis.scan_iter("ncindex:lock:*")) == []
