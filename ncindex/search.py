@@ -83,11 +83,11 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=1000, description="What to look for.")
-    limit: int | None = Field(
+    limit: StrictInt | None = Field(
         None, ge=1, le=100, description="Results per page (default: the server's, 10)."
     )
     doc_types: list[DocType] | None = Field(
-        None, max_length=16, description="Only these document types (any of)."
+        None, min_length=1, max_length=16, description="Only these document types (any of)."
     )
     modified_after: TimeValue | None = Field(
         None,

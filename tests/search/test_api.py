@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PASSWORDS, Api, build_api
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ncindex.embedding import Embedder
 from ncindex.filter_fields import filters_document
+from search_support import PASSWORDS, Api, build_api
 
 LIGHT = "/Projects/Lighthouse/plan.md"
 OLD = "/Projects/Lighthouse-old/plan.md"

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import Api
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from search_support import Api
 
 USERS = ("alice", "bob", "carol")
 LEAVES = st.sampled_from(

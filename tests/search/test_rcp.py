@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 import rcp
-from conftest import PASSWORDS, Served
 from test_api import DIARY, LIGHT, SECRET
 
 from ncindex.filter_fields import FIELD_TYPES, filters_document
+from search_support import PASSWORDS, Served
 
 
 def basic(user: str, password: str | None = None) -> str:
