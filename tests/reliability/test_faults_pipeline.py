@@ -12,6 +12,8 @@ and counts it; search answers 503 problem+json while the store is down.
 from __future__ import annotations
 
 import json
+import secrets
+import signal
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,12 +23,17 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from pydantic import SecretStr
 from rel_support import Flaky, LongStack, build_stack, visible_keys
+from werkzeug.serving import make_server
 
 from ncindex.deadletter import DELIVERIES_PREFIX
 from ncindex.embedding import Embedder
+from ncindex.queueing import celery_app
 from ncindex.redis_server import RedisProcess
+from ncindex.settings import Settings
 from support import wait_until
+from webhook_receiver import create_app as create_receiver_app
 
 WRITTEN = "OCP\\Files\\Events\\Node\\NodeWrittenEvent"
 
@@ -193,3 +200,62 @@ def test_workers_retry_while_the_store_is_down_and_recover(fresh_stack: LongStac
         flaky.heal()
     assert flaky.failed == 3
     assert_indexed_once(stack, "alice")
+
+
+# --- Redis unresponsive (stopped with SIGSTOP: connections open, nothing answers) -----------
+
+RENAMED = "OCP\\Files\\Events\\Node\\NodeRenamedEvent"
+HUNG_PUBLISH = (
+    "an event whose task is never debounced (NodeRenamedEvent → ncindex.move_path) hangs the "
+    "receiver while Redis accepts connections but does not answer: the Celery producer's "
+    "publish has no socket timeout (PUBLISH_RETRY bounds reconnects, not a blocked read), so "
+    "the request never answers 503 (a gunicorn thread is held until the worker timeout)"
+)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        "written",
+        pytest.param("renamed", marks=pytest.mark.xfail(strict=True, reason=HUNG_PUBLISH)),
+    ],
+)
+def test_unresponsive_redis_is_503_not_a_hang(private_redis: RedisProcess, event: str) -> None:
+    settings = Settings(
+        redis_url=private_redis.url,
+        webhook_secret=SecretStr(secrets.token_urlsafe(16)),
+        accounts={"alice": SecretStr("pw")},
+        debounce_seconds=0.5,
+    )
+    httpd = make_server(
+        "127.0.0.1", 0, create_receiver_app(settings, producer=celery_app(settings)), threaded=True
+    )
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.port}/hooks/nextcloud"
+    headers = {settings.webhook_secret_header: settings.webhook_secret.get_secret_value()}
+
+    def envelope(file_id: int) -> str:
+        node = {"id": file_id, "path": f"/alice/files/{file_id}.md"}
+        body: dict[str, Any] = {"user": {"uid": "alice"}, "time": 1767225601}
+        if event == "written":
+            body["event"] = {"class": WRITTEN, "node": node}
+        else:
+            body["event"] = {"class": RENAMED, "source": {"path": "/alice/files/old.md"},
+                             "target": node}  # fmt: skip
+        return json.dumps(body)
+
+    try:
+        with httpx.Client(timeout=15) as http:
+            assert http.post(url, content=envelope(1), headers=headers).status_code == 202
+            private_redis.process.send_signal(signal.SIGSTOP)
+            try:
+                response = http.post(url, content=envelope(2), headers=headers)
+            except httpx.TimeoutException:
+                pytest.fail("the receiver did not answer while Redis was unresponsive")
+            finally:
+                private_redis.process.send_signal(signal.SIGCONT)
+            assert response.status_code == 503, response.text
+            assert response.json()["code"] == "backend_unavailable"
+    finally:
+        private_redis.process.send_signal(signal.SIGCONT)
+        httpd.shutdown()
