@@ -307,7 +307,7 @@ def assert_search_answer(response: Any, body: Any) -> None:
     assert isinstance(problem.get("field"), str) and problem["field"], (body, problem)
 
 
-@fuzz_settings(ci_examples=200)
+@fuzz_settings(ci_examples=150)
 @given(tree=trees, user=st.sampled_from(["alice", "bob"]))
 def test_any_filter_tree_gets_200_or_a_4xx_with_code_and_field(
     corpus_stack: LongStack, tree: Any, user: str
@@ -378,7 +378,7 @@ def case_strategy(corpus_stack: LongStack) -> st.SearchStrategy[Any]:
     )
 
 
-@fuzz_settings(ci_examples=120)
+@fuzz_settings(ci_examples=80)
 @given(data=st.data())
 def test_openapi_no_5xx_and_every_rejection_has_a_code(
     case_strategy: st.SearchStrategy[Any], data: st.DataObject
