@@ -103,7 +103,9 @@ class Settings(BaseSettings):
     prefetch_limit: int = Field(
         100, ge=10, le=1000, description="Candidates per prefetch branch (dense, sparse)."
     )
-    fusion: Literal["rrf", "dbsf"] = Field("rrf", description="Default fusion.")
+    fusion: Literal["rrf", "dbsf"] = Field(
+        "dbsf", description="Default fusion (DBSF measured best; benchmarks/RESULTS.md)."
+    )
     verify_concurrency: int = Field(8, ge=1, description="Parallel verification requests.")
     user_cache_seconds: int = Field(
         60, ge=0, description="How long a resolved credential → user id is cached, seconds."

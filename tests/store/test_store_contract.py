@@ -15,6 +15,7 @@ from qdrant_client import models as m
 from store_corpus import CORPUS, DIM, T0, UNIQUE_BASE, make_store, unit_vector
 
 from ncindex.store import Fusion, PointRecord, SparseVector, VectorStore
+from ncindex.store.schema import RRF_K
 
 N = len(CORPUS)
 
@@ -352,8 +353,8 @@ def test_hybrid_query_fuses_both_branches(corpus_store: VectorStore, fusion: Fus
     assert hits[0].id == target.id
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     if fusion is Fusion.RRF:
-        assert hits[0].score == pytest.approx(1 / 2 + 1 / 2)  # rank 0 in both, k = 2
-        assert hits[1].score == pytest.approx(1 / 3)  # rank 1 of the dense branch only
+        assert hits[0].score == pytest.approx(2 / RRF_K)  # rank 0 in both branches
+        assert hits[1].score == pytest.approx(1 / (1 + RRF_K))  # rank 1 of the dense branch
     assert hits[0].payload == target.payload
 
 
@@ -383,7 +384,7 @@ def test_dense_only_query(corpus_store: VectorStore, fusion: Fusion) -> None:
     assert len(hits) == 4
     assert hits[0].id == target.id
     if fusion is Fusion.RRF:
-        assert [h.score for h in hits] == pytest.approx([1 / 2, 1 / 3, 1 / 4, 1 / 5])
+        assert [h.score for h in hits] == pytest.approx([1 / (r + RRF_K) for r in range(4)])
 
 
 def _bm25_idf_order(query: SparseVector) -> list[str]:
@@ -416,7 +417,7 @@ def test_sparse_only_query(corpus_store: VectorStore, fusion: Fusion) -> None:
     )
     assert [h.id for h in hits] == expected  # only points sharing a token, ranked with IDF
     if fusion is Fusion.RRF:
-        assert [h.score for h in hits] == pytest.approx([1 / (r + 2) for r in range(len(hits))])
+        assert [h.score for h in hits] == pytest.approx([1 / (r + RRF_K) for r in range(len(hits))])
 
 
 def test_query_needs_a_vector(corpus_store: VectorStore) -> None:
