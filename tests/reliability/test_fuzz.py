@@ -489,7 +489,14 @@ def test_context_any_path_gets_200_or_a_4xx(
         return quote(value, safe="", errors="surrogatepass")
 
     path = f"/v1/documents/{part(doc_type)}/{part(doc_id)}/context"
-    response = corpus_stack.search.get(path, query_string=args, auth=("alice", PASSWORDS["alice"]))
-    assert response.status_code in (200, 400, 404, 405), (path, args, response.data[:300])
+    query = "&".join(f"{part(k)}={part(v)}" for k, v in args.items())
+    response = corpus_stack.search.get(
+        f"{path}?{query}" if query else path, auth=("alice", PASSWORDS["alice"])
+    )
+    # 308: an empty segment ("//") is merged by the router and redirected
+    assert response.status_code in (200, 308, 400, 404, 405), (path, args, response.data[:300])
+    if response.status_code == 308:
+        assert "//" in path
+        return
     if response.status_code != 200:
         assert response.mimetype == PROBLEM and response.get_json()["code"]
