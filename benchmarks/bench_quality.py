@@ -124,26 +124,32 @@ def score(
     dataset: BeirDataset,
     halves: tuple[list[str], list[str]],
     modes: Sequence[str] = tuple(MODES),
+    *,
+    deep: bool = True,
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """mode → {"all", "tune", "test"} → metric → value."""
-    runs = _runs(index, dataset, modes)
+    """mode → {"all", "tune", "test"} → metric → value. ``deep=False`` asks only for the
+    10-result page (Recall@100 is then left out)."""
+    limits = (10, 100) if deep else (10,)
+    runs = _runs(index, dataset, modes, limits)
     out: dict[str, dict[str, dict[str, float]]] = {}
     for mode in modes:
         out[mode] = {}
         for part, ids in (("all", list(dataset.qrels)), ("tune", halves[0]), ("test", halves[1])):
             qrels = {q: dataset.qrels[q] for q in ids}
-            metrics: Metrics = evaluate(runs[mode][10], qrels, runs[mode][100])
+            metrics: Metrics = evaluate(runs[mode][10], qrels, runs[mode].get(100))
             out[mode][part] = metrics.as_dict()
+            if not deep:
+                del out[mode][part]["recall@100"]
     return out
 
 
 def _runs(
-    index: LibraryIndex, dataset: BeirDataset, modes: Sequence[str]
+    index: LibraryIndex, dataset: BeirDataset, modes: Sequence[str], limits: Sequence[int]
 ) -> dict[str, dict[int, dict[str, list[str]]]]:
-    runs: dict[str, dict[int, dict[str, list[str]]]] = {m: {10: {}, 100: {}} for m in modes}
+    runs: dict[str, dict[int, dict[str, list[str]]]] = {m: {n: {} for n in limits} for m in modes}
     for qid, text in dataset.queries.items():
         for mode in modes:
-            for limit in (10, 100):
+            for limit in limits:
                 runs[mode][limit][qid] = (
                     index.search(text[:1000], MODES[mode], limit) if text.strip() else []
                 )
@@ -294,6 +300,19 @@ def write_section(title: str, body: str) -> None:
     RESULTS_MD.write_text(text.rstrip() + "\n", encoding="utf-8")
 
 
+def save_tuning(out: dict[str, Any]) -> None:
+    """Merge ``out`` into quality_tuning.json (re-read first, so sweeps of different groups
+    run side by side without losing each other's results)."""
+    path = RESULTS / "quality_tuning.json"
+    merged = json.loads(path.read_text()) if path.exists() else {}
+    for key, value in out.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] |= value
+        else:
+            merged[key] = value
+    write_json("quality_tuning.json", merged)
+
+
 def write_json(name: str, data: dict[str, Any]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / name
@@ -308,12 +327,12 @@ def write_json(name: str, data: dict[str, Any]) -> Path:
 CHUNKING = [
     # (label, chunk_tokens, overlap, attach_headings, text variant)
     ("200/32 title chunk alone (old default)", 200, 32, False, "content"),
-    ("200/32 headings attached", 200, 32, True, "content"),
+    ("200/32 headings attached (default)", 200, 32, True, "content"),
+    ("200/32 no title", 200, 32, False, "text_only"),
     ("254/32 headings attached", 254, 32, True, "content"),
-    ("128/32 headings attached", 128, 32, True, "content"),
     ("200/0 headings attached", 200, 0, True, "content"),
     ("200/64 headings attached", 200, 64, True, "content"),
-    ("200/32 no title", 200, 32, False, "text_only"),
+    ("128/32 headings attached", 128, 32, True, "content"),
     ("200/32 title prefixed to every chunk", 200, 32, False, "title_each_chunk"),
 ]
 
@@ -343,9 +362,9 @@ def run_sweep(dataset_dir: Path, settings: Settings, tuning_docs: int, only: set
                 index = build_index(
                     s, embedder, tuning, Path(tmp), cache, variant=variant, attach_headings=attach
                 )
-                results[label] = score(index, tuning, halves)
+                results[label] = score(index, tuning, halves, deep=False)
                 index.close()
-            write_json("quality_tuning.json", out)
+            save_tuning(out)
 
     if "stopwords" in only:
         results = out.setdefault("stopwords", {})
@@ -361,9 +380,10 @@ def run_sweep(dataset_dir: Path, settings: Settings, tuning_docs: int, only: set
                 emb = embedder_with_stopwords(settings, words, Path(tmp))
                 emb.load()
                 index = build_index(settings, emb, tuning, Path(tmp) / "store", cache)
-                results[label] = score(index, tuning, halves)
+                modes = ("bm25", "hybrid_rrf", "hybrid_dbsf")
+                results[label] = score(index, tuning, halves, modes, deep=False)
                 index.close()
-            write_json("quality_tuning.json", out)
+            save_tuning(out)
 
     if "query" in only:
         log("query-time parameters on the full corpus")
@@ -371,27 +391,29 @@ def run_sweep(dataset_dir: Path, settings: Settings, tuning_docs: int, only: set
         with tempfile.TemporaryDirectory() as tmp:
             index = build_index(settings, embedder, full, Path(tmp), cache)
             hybrid = ("hybrid_rrf",)
-            for k in (1, 2, 5, 10, 20, 60):
+            # query-time parameters are compared on the 10-result page (the @10 metrics)
+            results["dbsf"] = score(index, full, halves, ("hybrid_dbsf",), deep=False)
+            for k in (2, 10, 20, 60):
                 index.rrf_k = k
-                results[f"rrf k={k}"] = score(index, full, halves, hybrid)
+                results[f"rrf k={k}"] = score(index, full, halves, hybrid, deep=False)
             index.rrf_k = None
-            for w in ((1.0, 1.0), (1.5, 1.0), (1.0, 1.5), (2.0, 1.0), (1.0, 2.0)):
+            for w in ((1.5, 1.0), (1.0, 1.5)):
                 index.weights = w
-                results[f"rrf weights dense={w[0]} sparse={w[1]}"] = score(
-                    index, full, halves, hybrid
+                results[f"rrf k={RRF_K} weights dense={w[0]} sparse={w[1]}"] = score(
+                    index, full, halves, hybrid, deep=False
                 )
             index.weights = None
             base = index.service.settings
-            for depth in (100, 500, 1000, 2000):
+            for depth in (1000,):
                 index.service.settings = base.model_copy(update={"prefetch_limit": depth})
                 results[f"prefetch {depth}"] = score(
-                    index, full, halves, ("hybrid_rrf", "hybrid_dbsf")
+                    index, full, halves, ("hybrid_rrf", "hybrid_dbsf"), deep=False
                 )
             index.service.settings = base
             index.close()
-        write_json("quality_tuning.json", out)
+        save_tuning(out)
     cache.close()
-    write_section("Quality tuning", tuning_section(out))
+    write_section("Quality tuning", tuning_section(json.loads(out_path.read_text())))
 
 
 def tuning_section(out: dict[str, Any]) -> str:
