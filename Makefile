@@ -73,10 +73,3 @@ bench-quality: $(STAMP) models
 # "Load" section of benchmarks/RESULTS.md.
 bench-load: $(STAMP) redis
 	$(PY) benchmarks/bench_load.py
-
-# Retrieval quality (nDCG@10, Recall@10/100, MRR@10, zero results) of bm25, dense and both
-# hybrids under the default settings, on ../shared/data/scifact or DATASET=DIR (BEIR layout)
-# → benchmarks/results/quality.json and "Quality" in benchmarks/RESULTS.md.
-.PHONY: bench-quality
-bench-quality: $(STAMP) models
-	$(PY) benchmarks/bench_quality.py $(if $(DATASET),--dataset $(DATASET))
