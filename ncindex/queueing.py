@@ -28,7 +28,7 @@ from ncindex.settings import Settings
 DEBOUNCE_PREFIX = "ncindex:debounce:"
 QUEUES = ("ingest", "index", "evict", "reconcile")
 #: Publishing retries briefly, then fails: the receiver must answer 503, not hang.
-PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
+PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
 
 
 def celery_app(settings: Settings) -> Celery:
@@ -44,6 +44,10 @@ def celery_app(settings: Settings) -> Celery:
         "visibility_timeout": settings.visibility_timeout,
         "unacked_restore_interval": max(1, min(10, settings.visibility_timeout // 10)),
         "unacked_restore_throttle": 1,
+        # a Redis that accepts connections but does not answer must fail a publish in
+        # seconds (the receiver answers 503), not hold the request; above BRPOP's 1 s poll
+        "socket_timeout": 2,
+        "socket_connect_timeout": 2,
     }
     app.conf.update(
         task_serializer="json",

@@ -209,20 +209,11 @@ def test_workers_retry_while_the_store_is_down_and_recover(fresh_stack: LongStac
 # --- Redis unresponsive (stopped with SIGSTOP: connections open, nothing answers) -----------
 
 RENAMED = "OCP\\Files\\Events\\Node\\NodeRenamedEvent"
-HUNG_PUBLISH = (
-    "an event whose task is never debounced (NodeRenamedEvent → ncindex.move_path) hangs the "
-    "receiver while Redis accepts connections but does not answer: the Celery producer's "
-    "publish has no socket timeout (PUBLISH_RETRY bounds reconnects, not a blocked read), so "
-    "the request never answers 503 (a gunicorn thread is held until the worker timeout)"
-)
 
 
 @pytest.mark.parametrize(
     "event",
-    [
-        "written",
-        pytest.param("renamed", marks=pytest.mark.xfail(strict=True, reason=HUNG_PUBLISH)),
-    ],
+    ["written", "renamed"],
 )
 def test_unresponsive_redis_is_503_not_a_hang(private_redis: RedisProcess, event: str) -> None:
     settings = Settings(
