@@ -184,9 +184,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     embedder = Embedder(settings)
     embedder.load()
     embedder.embed_documents(chunks[:32])  # warm the session like the worker's warm-up
+    raw_load_before = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), time.process_time()
     embedder.embed_documents(chunks)
     raw_seconds, raw_cpu = time.perf_counter() - t0, time.process_time() - c0
+    raw_load_after = os.getloadavg()[0]
     receiver.shutdown()
     sim_server.close()
     sim.close()
@@ -208,6 +210,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "raw_cpu_seconds": round(raw_cpu, 2),
         "cpu_ratio": round(raw_cpu / worker_cpu, 3),
         "load_average": [round(load_before, 2), round(load_after, 2)],
+        "raw_load_average": [round(raw_load_before, 2), round(raw_load_after, 2)],
         "peak_rss_mb": round(rss, 1),
         "upload_seconds": round(uploaded, 2),
         "worker": {"pool": pool[0].split("=")[1], "concurrency": args.concurrency},
@@ -229,7 +232,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def section(result: dict[str, Any]) -> str:
     """The "## Indexing" section of RESULTS.md for one result."""
-    verdict = "meets" if result["ratio"] >= TARGET_RATIO else "misses"
+    verdict = "meets" if result["cpu_ratio"] >= TARGET_RATIO else "misses"
+    raw_load = result.get("raw_load_average")
+    raw_load_text = (
+        f"{raw_load[0]}–{raw_load[1]} during the raw run"
+        if raw_load
+        else "not recorded for the raw run"
+    )
     m, w = result["machine"], result["worker"]
     return "\n".join(
         [
@@ -252,16 +261,23 @@ def section(result: dict[str, Any]) -> str:
             f"{result['e2e_chunks_per_s']} | {result['raw_chunks_per_s']} | "
             f"**{result['ratio']}** | {result['seconds_per_doc']} | {result['peak_rss_mb']} |",
             "",
-            f"CPU seconds, which do not depend on what else runs on the machine: the worker "
-            f"used {result['worker_cpu_seconds']} s for the whole path, raw embedding "
-            f"{result['raw_cpu_seconds']} s — a CPU ratio of **{result['cpu_ratio']}**. The "
-            f"1-minute load average was {result['load_average'][0]} at the start and "
-            f"{result['load_average'][1]} at the end (other jobs shared the machine).",
+            "Wall-clock figures depend on what else runs: other jobs shared the machine, with "
+            f"a 1-minute load average of {result['load_average'][0]}–"
+            f"{result['load_average'][1]} during the end-to-end run and {raw_load_text}, so "
+            "the wall ratio compares two differently loaded phases. CPU seconds do not depend "
+            f"on that: the worker used {result['worker_cpu_seconds']} s for the whole path, "
+            f"raw embedding {result['raw_cpu_seconds']} s — a CPU ratio of "
+            f"**{result['cpu_ratio']}**, which is the figure judged here: it {verdict} the "
+            "target.",
             "",
-            f"The wall-clock run {verdict} the target. Per document the worker also does a "
-            "WebDAV SEARCH (by file id), a GET, a lock, a store read (vector reuse), an upsert "
-            "and a delete-by-filter; the simulator, receiver and webhook delivery share the same "
-            f"{m['cpus']} cores with the worker during the run.",
+            "Per document the worker also does a "
+            "WebDAV SEARCH (by file id), a GET, a lock, two store reads (current version, "
+            "vector reuse) and an upsert; the simulator, receiver and webhook delivery share "
+            f"the same {m['cpus']} cores with the worker during the run. Concurrent tasks of "
+            "the worker share model calls (`ncindex.batching`), but a call holds the chunks of "
+            "the few documents in flight, padded to the longest, where the raw run embeds "
+            "length-sorted batches of 16 (a profile of the in-process path showed the model "
+            "calls, not the HTTP, store or Redis work, taking most of the difference).",
             "",
         ]
     )
