@@ -299,7 +299,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=1000, help="documents (default 1000)")
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="BEIR corpus.jsonl")
-    parser.add_argument("--concurrency", type=int, default=1, help="worker threads (1: solo)")
+    parser.add_argument(
+        "--concurrency", type=int, default=16, help="worker threads (1: solo pool; default 16)"
+    )
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     result = run(args)
