@@ -42,6 +42,8 @@ RETRY = {
 
 def _start(task: Task, debounce_key: str | None, **fields: Any) -> Indexer:
     indexer: Indexer = task.app.ncindex_indexer  # type: ignore[attr-defined]
+    # a pool thread keeps its context between tasks: start clean, or fields leak across tasks
+    structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task.request.id, task=task.name, **fields)
     clear_debounce(indexer.services.redis, debounce_key)
     return indexer
