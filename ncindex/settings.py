@@ -123,6 +123,11 @@ class Settings(BaseSettings):
         description="File extensions the Notes app treats as notes (Notes 6.0.x).",
     )
 
+    deck_webhooks: bool = Field(
+        False,
+        description="Also register Deck card events (Deck ≥ 1.18 only; older Deck rejects them).",
+    )
+
     # --- Pipeline ---------------------------------------------------------------------------
     debounce_seconds: float = Field(
         2.0, ge=0, description="Events for one document within this window coalesce, seconds."

@@ -11,9 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ncindex.events import SUBSCRIBED
+from ncindex.events import DECK_SUBSCRIBED, SUBSCRIBED
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.settings import Settings
+
+
+def subscribed(settings: Settings) -> tuple[str, ...]:
+    """The event classes to register: file and tag events, plus Deck card events when
+    ``settings.deck_webhooks`` (Deck ≥ 1.18; reference §1.4)."""
+    return SUBSCRIBED + (DECK_SUBSCRIBED if settings.deck_webhooks else ())
 
 
 def hook_uri(settings: Settings) -> str:
@@ -53,7 +59,7 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
     """
     existing = client.list_webhooks(uri=hook_uri(settings))
     result = RegisterResult([], [], [])
-    for event_class in SUBSCRIBED:
+    for event_class in subscribed(settings):
         mine = sorted(
             (w for w in existing if str(w.get("event", "")).lstrip("\\") == event_class),
             key=lambda w: int(w["id"]),

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from pydantic import SecretStr
 
-from ncindex.events import SUBSCRIBED
+from ncindex.events import DECK_SUBSCRIBED, SUBSCRIBED
 from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.settings import Settings
 from ncindex.testing import NextcloudSimulator, serve_simulator
@@ -55,3 +55,25 @@ def test_register_removes_duplicates_and_remove_clears_all(admin) -> None:
     assert len(list_registrations(client, settings)) == len(SUBSCRIBED)
     assert len(remove(client, settings)) == len(SUBSCRIBED)
     assert list_registrations(client, settings) == []
+
+
+def test_deck_card_events_are_registered_only_when_asked() -> None:
+    sim = NextcloudSimulator(deck_webhooks=True)
+    sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
+    server = serve_simulator(sim, host="127.0.0.1", port=0)
+    settings = Settings(
+        nextcloud_url=server.url,
+        accounts={"admin": SecretStr("admin-pw")},
+        webhook_secret=SecretStr("s3cret"),
+        public_url="http://indexer.example.test",
+        deck_webhooks=True,
+    )
+    http = make_http(settings)
+    try:
+        client = NextcloudClient.for_account(http, "admin", "admin-pw")
+        register(client, settings)
+        events = {h["event"] for h in list_registrations(client, settings)}
+        assert events == set(SUBSCRIBED) | set(DECK_SUBSCRIBED)
+    finally:
+        http.close()
+        server.close()
