@@ -483,7 +483,7 @@ def test_rcp_any_message_gets_a_json_rpc_answer_never_an_internal_error(
 def test_context_any_path_gets_200_or_a_4xx(
     corpus_stack: LongStack, doc_type: str, doc_id: str, args: dict[str, str]
 ) -> None:
-    from urllib.parse import quote
+    from urllib.parse import quote, unquote
 
     def part(value: str) -> str:
         return quote(value, safe="", errors="surrogatepass")
@@ -493,10 +493,10 @@ def test_context_any_path_gets_200_or_a_4xx(
     response = corpus_stack.search.get(
         f"{path}?{query}" if query else path, auth=("alice", PASSWORDS["alice"])
     )
-    # 308: an empty segment ("//") is merged by the router and redirected
+    # 308: an empty segment ("//", also from an encoded "/") is merged by the router, redirected
     assert response.status_code in (200, 308, 400, 404, 405), (path, args, response.data[:300])
     if response.status_code == 308:
-        assert "//" in path
+        assert "//" in unquote(path, errors="surrogatepass"), path
         return
     if response.status_code != 200:
         assert response.mimetype == PROBLEM and response.get_json()["code"]
