@@ -265,6 +265,7 @@ def quality_section(result: dict[str, Any]) -> str:
         table(rows),
         "```",
         "",
+        *_product_lines(result),
         "Halves of the queries (fixed split; tuning used `tune` only):",
         "",
         "```",
@@ -288,6 +289,26 @@ def quality_section(result: dict[str, Any]) -> str:
             "```",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _product_lines(result: dict[str, Any]) -> list[str]:
+    """The same evaluation through the product, when ``quality.json`` holds one under
+    ``"product_path"`` (``ncindex eval DIR --via product --json FILE``, its ``product`` part)."""
+    product = result.get("product_path")
+    if not product:
+        return []
+    rows = {f"{m} (product)": v for m, v in product.items() if m in MODES}
+    rows |= {f"{m} (library)": result[m] for m in product if m in MODES}
+    return [
+        "Through the product (`ncindex eval --via product`: notes and markdown files in the "
+        "simulator, webhooks, Celery worker, `POST /v1/search` over HTTP as a user), same "
+        "settings; the search API offers the two hybrid modes:",
+        "",
+        "```",
+        table(rows),
+        "```",
+        "",
+    ]
 
 
 def write_section(title: str, body: str) -> None:

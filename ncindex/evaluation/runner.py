@@ -96,9 +96,11 @@ def run_product(
         started = time.perf_counter()
         expected = harness.add_documents(dataset)
         step = max(1, expected // 10)
+        shown = [-1]
 
         def report(count: int) -> None:
-            if echo and (count % step == 0 or count == expected):
+            if echo and (count // step > shown[0] or count == expected):
+                shown[0] = count // step
                 echo(f"product: {count}/{expected} documents indexed")
 
         harness.wait_indexed(expected, progress=report)
