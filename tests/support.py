@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import redis
 from flask.testing import FlaskClient
+from pydantic import SecretStr
+from werkzeug.serving import make_server
 
+from ncindex.deadletter import DELIVERIES_PREFIX
+from ncindex.queueing import celery_app
 from ncindex.runtime import Services
 from ncindex.settings import Settings
-from ncindex.testing import NextcloudSimulator
+from ncindex.testing import NextcloudSimulator, serve_simulator
+from ncindex.webhooks import register
+from webhook_receiver import create_app as create_receiver_app
 
 PASSWORDS = {"alice": "alice-app-pw", "bob": "bob-app-pw", "carol": "carol-app-pw"}
 
@@ -58,3 +73,118 @@ class Stack:
     def points(self, doc_key: str) -> list[Any]:
         """The store's points of ``doc_key``."""
         return self.services.store.document_points(doc_key)
+
+
+ADMIN = ("admin", "admin-app-pw")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class WorkerDeployment:
+    """Simulator (alice, admin) and receiver in this process over HTTP; ``celery worker``
+    subprocesses (solo pool) configured only through ``NCINDEX_*`` variables, started and
+    killed at will. The worker owns the Qdrant Edge folder ``qdrant``: open it only after the
+    last worker has exited (Edge allows one process per folder).
+
+    ``limits`` are (soft, hard, visibility timeout, lock TTL) in seconds, kept short so a
+    killed worker's message and lock come back soon.
+    """
+
+    def __init__(
+        self,
+        redis_url: str,
+        model_dir: Path,
+        tmp: Path,
+        *,
+        debounce_seconds: float,
+        limits: tuple[int, int, int, int],
+        queues: tuple[str, ...] = ("ingest", "index", "evict"),
+    ) -> None:
+        self.sim = NextcloudSimulator()
+        self.sim.add_user(ADMIN[0], password=ADMIN[1], display_name="Admin", admin=True)
+        self.sim.add_user("alice", password=PASSWORDS["alice"])
+        self.sim_server = serve_simulator(self.sim, host="127.0.0.1", port=0)
+        self.receiver = make_server("127.0.0.1", 0, lambda e, s: [], threaded=True)
+        accounts = {"alice": PASSWORDS["alice"], ADMIN[0]: ADMIN[1]}
+        self.qdrant = tmp / "qdrant"
+        self.queues = queues
+        self.settings = Settings(
+            nextcloud_url=self.sim_server.url,
+            accounts={u: SecretStr(p) for u, p in accounts.items()},
+            admin_user=ADMIN[0],
+            webhook_secret=SecretStr(secrets.token_urlsafe(16)),
+            public_url=f"http://127.0.0.1:{self.receiver.port}",
+            redis_url=redis_url,
+            model_dir=model_dir,
+            qdrant_path=self.qdrant,
+            debounce_seconds=debounce_seconds,
+        )
+        soft, hard, visibility, lock_ttl = limits
+        self.env = os.environ | {
+            "NCINDEX_NEXTCLOUD_URL": self.sim_server.url,
+            "NCINDEX_ACCOUNTS": json.dumps(accounts),
+            "NCINDEX_REDIS_URL": redis_url,
+            "NCINDEX_MODEL_DIR": str(model_dir),
+            "NCINDEX_QDRANT_PATH": str(self.qdrant),
+            "NCINDEX_TASK_SOFT_TIME_LIMIT": str(soft),
+            "NCINDEX_TASK_TIME_LIMIT": str(hard),
+            "NCINDEX_VISIBILITY_TIMEOUT": str(visibility),
+            "NCINDEX_LOCK_TTL": str(lock_ttl),
+            "NCINDEX_LOG_JSON": "true",
+        }
+        self.receiver.app = create_receiver_app(self.settings, producer=celery_app(self.settings))
+        threading.Thread(target=self.receiver.serve_forever, daemon=True).start()
+        self.worker: subprocess.Popen[bytes] | None = None
+        self.logs: list[Path] = []
+        self.redis = redis.Redis.from_url(redis_url)
+
+    def register_webhooks(self) -> None:
+        """Register the webhooks through the simulator's OCS API, as an admin would."""
+        services = Services(self.settings)  # only its HTTP client is used
+        register(services.account(ADMIN[0]), self.settings)
+        services.close()
+
+    def start_worker(self) -> None:
+        """Start ``celery worker`` (solo pool) on :attr:`queues`, logging to a file."""
+        log = self.qdrant.parent / f"worker-{len(self.logs)}.log"
+        self.logs.append(log)
+        with log.open("wb") as out:
+            self.worker = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "workers.worker", "worker",
+                 "--pool=solo", "-Q", ",".join(self.queues), "--loglevel=INFO",
+                 "--without-mingle", "--without-gossip"],
+                cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+    def kill_worker(self) -> None:
+        """SIGKILL the worker and reap it."""
+        assert self.worker is not None
+        self.worker.send_signal(signal.SIGKILL)
+        self.worker.wait(timeout=10)
+
+    def stop_worker(self) -> None:
+        """SIGTERM (warm shutdown) and wait."""
+        if self.worker is not None and self.worker.poll() is None:
+            self.worker.send_signal(signal.SIGTERM)
+            self.worker.wait(timeout=60)
+
+    def downloads(self) -> int:
+        """WebDAV GETs the simulator has answered."""
+        return self.sim.request_count("webdav", "GET")
+
+    def in_flight(self) -> list[bytes]:
+        """Delivery counters of the documents a task is working on right now."""
+        return list(self.redis.scan_iter(f"{DELIVERIES_PREFIX}*", count=1000))
+
+    def settled(self) -> bool:
+        """No queued, unacked or debounced work."""
+        busy = any(self.redis.llen(q) for q in self.queues)
+        busy |= bool(self.redis.hlen("unacked")) or bool(self.redis.zcard("unacked_index"))
+        busy |= any(True for _ in self.redis.scan_iter("ncindex:debounce:*", count=1000))
+        return not busy
+
+    def close(self) -> None:
+        """Kill any worker, stop the servers."""
+        if self.worker is not None and self.worker.poll() is None:
+            self.kill_worker()
+        self.receiver.shutdown()
+        self.sim_server.close()
