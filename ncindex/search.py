@@ -122,7 +122,9 @@ class SearchRequest(BaseModel):
         "listed by `GET /v1/filters`.",
     )
     fusion: Literal["rrf", "dbsf"] | None = Field(
-        None, description="How the dense and sparse rankings are fused; default rrf."
+        None,
+        description="How the dense and sparse rankings are fused; default: the server's "
+        "NCINDEX_FUSION (dbsf).",
     )
     score_threshold: float | None = Field(
         None,
