@@ -54,6 +54,35 @@ class PointRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelPointers:
+    """Which embedding model's collection serves (``active``) and which second one receives
+    a copy of every write: ``standby`` (complete: the model switched away from, kept current
+    so a switch back is instant) or ``building`` (being filled by ``ncindex reindex``). Values
+    are model slugs (:func:`ncindex.store.schema.model_slug`); at most one of ``standby`` and
+    ``building`` is set, and neither equals ``active``.
+
+    Raises ``ValueError`` for pointers that break those rules.
+    """
+
+    active: str | None = None
+    standby: str | None = None
+    building: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.standby and self.building:
+            raise ValueError("a standby and a building model at once")
+        if self.mirror is not None and self.mirror == self.active:
+            raise ValueError(f"model {self.active!r} cannot mirror itself")
+        if self.mirror is not None and self.active is None:
+            raise ValueError("a second model without an active one")
+
+    @property
+    def mirror(self) -> str | None:
+        """The second model every write also goes to, or ``None``."""
+        return self.standby or self.building
+
+
+@dataclass(frozen=True, slots=True)
 class Hit:
     """One fused search hit: point id, fused score (not a cosine similarity) and payload."""
 
@@ -109,6 +138,22 @@ class VectorStore(Protocol):
 
     def count(self, flt: models.Filter | None = None) -> int:
         """Exact number of points matching ``flt``."""
+
+    def models(self) -> ModelPointers:
+        """The model pointers shared by every model's collection of this store (all ``None``
+        before the first :meth:`ensure_collection`)."""
+
+    def set_models(self, pointers: ModelPointers) -> None:
+        """Replace the model pointers in one atomic step. Raises ``ValueError`` if a model
+        they name has no collection."""
+
+    def use_model(self, model_slug: str) -> VectorStore:
+        """The store of another model's collection beside this one (same root or server);
+        call its ``ensure_collection`` before writing."""
+
+    def drop_model(self, model_slug: str) -> None:
+        """Delete another model's collection and everything in it. Raises ``ValueError`` for a
+        model the pointers name. (Edge: close that model's store in this process first.)"""
 
     def close(self) -> None:
         """Release files and connections."""

@@ -3,7 +3,10 @@
 Layout under ``path``::
 
     path/
-      active_model          the "alias": the slug of the live model, one line, replaced atomically
+      active_model          the "alias" (:class:`~ncindex.store.port.ModelPointers`): the live
+                            model's slug on the first line, and ``standby <slug>`` or
+                            ``building <slug>`` on a second when there is a second model;
+                            replaced whole, atomically
       <model_slug>/         one EdgeShard per embedding model (Edge's own files: wal, segments)
 
 Filters arrive as ``qdrant_client.models.Filter`` (built by :mod:`ncindex.filters`) and are
@@ -11,8 +14,10 @@ translated by :func:`to_edge_filter`. Edge has both fusions (``Fusion.Rrf``, ``F
 so hybrid queries run as one Edge query with two prefetches, like on the server.
 
 Only one process may open a shard folder (Edge locks its write-ahead log); a second open, in
-any process, raises ``StoreUnavailable``. Within a process the store is thread-safe: writes and
-open/close hold a lock; reads go to the shard directly (Edge's Rust shard synchronises them).
+any process, raises ``StoreUnavailable``. A store opens its shard on first use, so reading the
+model pointers (:meth:`QdrantEdgeStore.models`) never touches a shard another process holds.
+Within a process the store is thread-safe: writes and open/close hold a lock; reads go to the
+shard directly (Edge's Rust shard synchronises them).
 Edge keeps a write-ahead log, so a write is durable when it returns; :meth:`close` flushes.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -30,7 +36,15 @@ import qdrant_edge as qe
 from qdrant_client import models
 
 from ncindex.errors import StoreUnavailable
-from ncindex.store.port import DENSE, SPARSE, Fusion, Hit, PointRecord, SparseVector
+from ncindex.store.port import (
+    DENSE,
+    SPARSE,
+    Fusion,
+    Hit,
+    ModelPointers,
+    PointRecord,
+    SparseVector,
+)
 from ncindex.store.schema import (
     PAYLOAD_INDEXES,
     IndexKind,
@@ -151,10 +165,10 @@ class QdrantEdgeStore:
     """:class:`ncindex.store.port.VectorStore` on an embedded Qdrant Edge shard.
 
     ``path`` is the store's root folder (created if missing); the shard of ``model_slug``
-    lives in ``path / model_slug``. An existing shard is opened at once, so a reopened store
-    sees its data before :meth:`ensure_collection`; other calls before the shard exists raise
-    ``StoreUnavailable``. Engine failures (including a shard already open elsewhere) raise
-    ``StoreUnavailable``.
+    lives in ``path / model_slug``. An existing shard is opened on first use, so a reopened
+    store sees its data before :meth:`ensure_collection`; other calls before the shard exists
+    raise ``StoreUnavailable``. Engine failures (including a shard already open elsewhere)
+    raise ``StoreUnavailable``.
     """
 
     def __init__(self, path: Path, model_slug: str) -> None:
@@ -163,9 +177,7 @@ class QdrantEdgeStore:
         self.shard_path = self.root / model_slug
         self._lock = threading.RLock()
         self._shard: qe.EdgeShard | None = None
-        if (self.shard_path / _EDGE_CONFIG_FILE).exists():
-            with self._call("load"):
-                self._shard = qe.EdgeShard.load(str(self.shard_path))
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"QdrantEdgeStore(shard_path={str(self.shard_path)!r})"
@@ -183,12 +195,19 @@ class QdrantEdgeStore:
 
     def _open_shard(self) -> qe.EdgeShard:
         shard = self._shard
-        if shard is None:
-            raise StoreUnavailable(
-                f"qdrant edge shard {str(self.shard_path)!r} is not open "
-                "(closed, or ensure_collection was never called)"
-            )
-        return shard
+        if shard is not None:
+            return shard
+        with self._lock:
+            exists = (self.shard_path / _EDGE_CONFIG_FILE).exists()
+            if self._shard is None and not self._closed and exists:
+                with self._call("load"):
+                    self._shard = qe.EdgeShard.load(str(self.shard_path))
+            if self._shard is None:
+                raise StoreUnavailable(
+                    f"qdrant edge shard {str(self.shard_path)!r} is not open "
+                    "(closed, or ensure_collection was never called)"
+                )
+            return self._shard
 
     # --- collection and alias -----------------------------------------------------------------
 
@@ -204,6 +223,7 @@ class QdrantEdgeStore:
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
         )
         with self._lock, self._call("ensure_collection"):
+            self._closed = False
             if self._shard is None:
                 self.shard_path.mkdir(parents=True, exist_ok=True)
                 if (self.shard_path / _EDGE_CONFIG_FILE).exists():
@@ -219,8 +239,8 @@ class QdrantEdgeStore:
                     self._shard.update(
                         qe.UpdateOperation.create_field_index(field, _index_schema(kind))
                     )
-            if self.active_model() is None:
-                self._write_alias(self.model_slug)
+            if self.models().active is None:
+                self._write_models(ModelPointers(active=self.model_slug))
 
     def _check_dim(self, dense_dim: int) -> None:
         try:
@@ -233,36 +253,63 @@ class QdrantEdgeStore:
                 f"shard {str(self.shard_path)!r} has dense dimension {existing}, not {dense_dim}"
             )
 
-    def active_model(self) -> str | None:
-        """The model slug the alias file names, or ``None`` if there is none yet."""
+    def models(self) -> ModelPointers:
+        """The model pointers in the alias file (all ``None`` if there is none yet)."""
         try:
-            slug = (self.root / ALIAS_FILE).read_text(encoding="utf-8").strip()
+            lines = (self.root / ALIAS_FILE).read_text(encoding="utf-8").split("\n")
         except FileNotFoundError:
-            return None
+            return ModelPointers()
         except OSError as exc:
             raise StoreUnavailable(f"cannot read {self.root / ALIAS_FILE}: {exc}") from exc
-        return slug or None
+        active = lines[0].strip() or None
+        role, _, slug = (lines[1].strip() if len(lines) > 1 else "").partition(" ")
+        if role not in ("", "standby", "building"):
+            raise StoreUnavailable(f"{self.root / ALIAS_FILE}: unknown second line {role!r}")
+        return ModelPointers(active=active, **({role: slug} if role else {}))
 
-    def swap_alias(self, model_slug: str | None = None) -> None:
-        """Point the alias file at ``model_slug`` (default: this store's), atomically (write a
-        temporary file, fsync, rename). Raises ``ValueError`` if that model has no shard."""
-        slug = model_slug or self.model_slug
-        if not (self.root / slug / _EDGE_CONFIG_FILE).exists():
-            raise ValueError(f"no qdrant edge shard for model {slug!r} under {str(self.root)!r}")
+    def set_models(self, pointers: ModelPointers) -> None:
+        """Replace the alias file (a temporary file, fsync, rename: atomic). Raises
+        ``ValueError`` if a model it names has no shard."""
+        for slug in (pointers.active, pointers.mirror):
+            if slug and not (self.root / slug / _EDGE_CONFIG_FILE).exists():
+                raise ValueError(
+                    f"no qdrant edge shard for model {slug!r} under {str(self.root)!r}"
+                )
         with self._lock:
-            self._write_alias(slug)
+            self._write_models(pointers)
 
     def use_model(self, model_slug: str) -> QdrantEdgeStore:
         """A store for another model's shard under the same root (a separate shard to close);
-        call its ``ensure_collection`` to build it and ``swap_alias`` when it is complete."""
+        call its ``ensure_collection`` to build it."""
         return QdrantEdgeStore(self.root, model_slug)
 
-    def _write_alias(self, slug: str) -> None:
+    def drop_model(self, model_slug: str) -> None:
+        """Delete ``model_slug``'s shard folder. Raises ``ValueError`` if the pointers name it or
+        it is this store's own model; ``StoreUnavailable`` if it cannot be removed. The store of
+        that model must be closed in this process first (another process cannot hold it: Edge
+        locks a shard to one process)."""
+        pointers = self.models()
+        if model_slug in (pointers.active, pointers.mirror, self.model_slug):
+            raise ValueError(f"model {model_slug!r} is in use: {pointers}")
+        folder = self.root / model_slug
+        try:
+            shutil.rmtree(folder)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot remove {str(folder)!r}: {exc}") from exc
+
+    def _write_models(self, pointers: ModelPointers) -> None:
+        lines = [pointers.active or ""]
+        if pointers.standby:
+            lines.append(f"standby {pointers.standby}")
+        elif pointers.building:
+            lines.append(f"building {pointers.building}")
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.root / f".{ALIAS_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
             with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(slug + "\n")
+                fh.write("\n".join(lines) + "\n")
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.root / ALIAS_FILE)
@@ -420,6 +467,7 @@ class QdrantEdgeStore:
         ``StoreUnavailable``. Closing twice is harmless."""
         with self._lock:
             shard, self._shard = self._shard, None
+            self._closed = True
             if shard is not None:
                 with self._call("close"):
                     shard.flush()

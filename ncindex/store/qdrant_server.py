@@ -1,9 +1,11 @@
 """The vector-store port on a Qdrant server through ``qdrant-client`` (DESIGN §8, §10).
 
-One collection per embedding model, ``"{prefix}-{model_slug}"``, reached by readers through
-the alias ``"{prefix}"``. A store object reads and writes its own model's collection; the
-alias names the model that is live, and :meth:`QdrantServerStore.swap_alias` moves it when a
-new model's collection is complete.
+One collection per embedding model, ``"{prefix}-{model_slug}"``. A store object reads and
+writes its own model's collection. The model pointers (:class:`~ncindex.store.port.ModelPointers`)
+are collection aliases: ``"{prefix}"`` names the live model's collection, and
+``"{prefix}_standby"`` or ``"{prefix}_building"`` the second model's (an underscore cannot occur
+in a collection name ``"{prefix}-{slug}"``); :meth:`QdrantServerStore.set_models` moves them
+all in one atomic alias update.
 
 The same class works on ``QdrantClient(":memory:")`` (qdrant-client's local mode, used by the
 tests), which is not thread-safe: every call on a local client holds one lock per client.
@@ -29,7 +31,15 @@ from qdrant_client.http.exceptions import ApiException, UnexpectedResponse
 from qdrant_client.local.qdrant_local import QdrantLocal
 
 from ncindex.errors import StoreUnavailable
-from ncindex.store.port import DENSE, SPARSE, Fusion, Hit, PointRecord, SparseVector
+from ncindex.store.port import (
+    DENSE,
+    SPARSE,
+    Fusion,
+    Hit,
+    ModelPointers,
+    PointRecord,
+    SparseVector,
+)
 from ncindex.store.schema import (
     PAYLOAD_INDEXES,
     IndexKind,
@@ -154,54 +164,79 @@ class QdrantServerStore:
                         self._client.create_payload_index(
                             self.collection, field, field_schema=_index_schema(kind), wait=True
                         )
-            if self._alias_target() is None:
+            if self.models().active is None:
                 try:
-                    self._set_alias(self.collection)
+                    self._set_aliases({"active": self.model_slug})
                 except UnexpectedResponse:
-                    if self._alias_target() is None:  # not a concurrent creation
+                    if self.models().active is None:  # not a concurrent creation
                         raise
 
-    def active_model(self) -> str | None:
-        """The model slug the alias points to, or ``None`` without an alias (or when it names
-        a collection that does not follow ``"{prefix}-{slug}"``)."""
-        with self._call("get_aliases"):
-            target = self._alias_target()
-        prefix = f"{self.alias}-"
-        if target is None or not target.startswith(prefix):
-            return None
-        return target[len(prefix) :]
+    def _alias_names(self) -> dict[str, str]:
+        return {
+            "active": self.alias,
+            "standby": f"{self.alias}_standby",
+            "building": f"{self.alias}_building",
+        }
 
-    def swap_alias(self, model_slug: str | None = None) -> None:
-        """Point the alias at ``model_slug``'s collection (default: this store's) in one
-        atomic alias update. Raises ``ValueError`` if that collection does not exist."""
-        target = collection_name(self.alias, model_slug or self.model_slug)
-        with self._call("swap_alias"):
-            if not self._client.collection_exists(target):
-                raise ValueError(f"collection {target!r} does not exist")
-            self._set_alias(target)
+    def models(self) -> ModelPointers:
+        """The model pointers read from the aliases (one ``get_aliases`` request); an alias
+        naming a collection that does not follow ``"{prefix}-{slug}"`` counts as unset."""
+        with self._call("get_aliases"):
+            targets = {a.alias_name: a.collection_name for a in self._client.get_aliases().aliases}
+        prefix = f"{self.alias}-"
+        found: dict[str, str] = {}
+        for role, alias in self._alias_names().items():
+            target = targets.get(alias)
+            if target is not None and target.startswith(prefix):
+                found[role] = target[len(prefix) :]
+        return ModelPointers(**found)
+
+    def set_models(self, pointers: ModelPointers) -> None:
+        """Move every model alias in one ``update_collection_aliases`` request (atomic on the
+        server). Raises ``ValueError`` if a model it names has no collection."""
+        wanted = {
+            "active": pointers.active,
+            "standby": pointers.standby,
+            "building": pointers.building,
+        }
+        with self._call("set_models"):
+            for slug in wanted.values():
+                if slug and not self._client.collection_exists(collection_name(self.alias, slug)):
+                    raise ValueError(
+                        f"collection {collection_name(self.alias, slug)!r} does not exist"
+                    )
+            self._set_aliases(wanted)
 
     def use_model(self, model_slug: str) -> QdrantServerStore:
         """A store for another model's collection on the same client (which it does not close);
-        call its ``ensure_collection`` to build it and ``swap_alias`` when it is complete."""
+        call its ``ensure_collection`` to build it."""
         return QdrantServerStore(self._client, self.alias, model_slug, close_client=False)
 
-    def _alias_target(self) -> str | None:
-        for alias in self._client.get_aliases().aliases:
-            if alias.alias_name == self.alias:
-                return alias.collection_name
-        return None
+    def drop_model(self, model_slug: str) -> None:
+        """Delete ``model_slug``'s collection. Raises ``ValueError`` if the pointers name it or
+        it is this store's own model."""
+        pointers = self.models()
+        if model_slug in (pointers.active, pointers.mirror, self.model_slug):
+            raise ValueError(f"model {model_slug!r} is in use: {pointers}")
+        with self._call("delete_collection"):
+            self._client.delete_collection(collection_name(self.alias, model_slug))
 
-    def _set_alias(self, target: str) -> None:
+    def _set_aliases(self, wanted: dict[str, str | None]) -> None:
+        present = {a.alias_name for a in self._client.get_aliases().aliases}
         ops: list[models.CreateAliasOperation | models.DeleteAliasOperation] = []
-        if self._alias_target() is not None:
-            ops.append(
-                models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=self.alias))
-            )
-        ops.append(
-            models.CreateAliasOperation(
-                create_alias=models.CreateAlias(collection_name=target, alias_name=self.alias)
-            )
-        )
+        for role, alias in self._alias_names().items():
+            if alias in present:
+                ops.append(
+                    models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias))
+                )
+            slug = wanted.get(role)
+            if slug:
+                target = collection_name(self.alias, slug)
+                ops.append(
+                    models.CreateAliasOperation(
+                        create_alias=models.CreateAlias(collection_name=target, alias_name=alias)
+                    )
+                )
         self._client.update_collection_aliases(change_aliases_operations=ops)
 
     # --- writes ---------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from qdrant_client import models as m
 from store_corpus import CORPUS, DIM, T0, UNIQUE_BASE, make_store, unit_vector
 
-from ncindex.store import Fusion, PointRecord, SparseVector, VectorStore
+from ncindex.store import Fusion, ModelPointers, PointRecord, SparseVector, VectorStore
 from ncindex.store.schema import RRF_K
 
 N = len(CORPUS)
@@ -175,7 +175,7 @@ def test_ensure_collection_twice_is_idempotent(loaded: VectorStore) -> None:
     loaded.ensure_collection(DIM)
     loaded.ensure_collection(DIM)
     assert loaded.count() == N
-    assert loaded.active_model() == loaded.model_slug
+    assert loaded.models().active == loaded.model_slug
 
 
 def test_ensure_collection_rejects_another_dimension(store: VectorStore) -> None:
@@ -183,20 +183,40 @@ def test_ensure_collection_rejects_another_dimension(store: VectorStore) -> None
         store.ensure_collection(DIM + 1)
 
 
-def test_alias_points_at_first_model_and_swaps(store: VectorStore) -> None:
-    assert store.active_model() == store.model_slug
+def test_model_pointers_start_at_first_model_and_move_atomically(store: VectorStore) -> None:
+    first = store.model_slug
+    assert store.models() == ModelPointers(active=first)
     other = store.use_model("next-model")
     try:
         with pytest.raises(ValueError):
-            store.swap_alias("next-model")  # not built yet
+            store.set_models(ModelPointers(active=first, building="next-model"))  # no collection
         other.ensure_collection(DIM)
-        assert store.active_model() == store.model_slug  # ensure never moves an existing alias
-        other.swap_alias()
-        assert store.active_model() == "next-model"
-        store.swap_alias()
-        assert other.active_model() == store.model_slug
+        assert store.models() == ModelPointers(active=first)  # ensure never moves a pointer
+        store.set_models(ModelPointers(active=first, building="next-model"))
+        assert other.models() == ModelPointers(active=first, building="next-model")
+        other.set_models(ModelPointers(active="next-model", standby=first))
+        assert store.models() == ModelPointers(active="next-model", standby=first)
+        with pytest.raises(ValueError, match="in use"):
+            store.drop_model("next-model")
+        store.set_models(ModelPointers(active=first))
+        other.close()
+        store.drop_model("next-model")
+        assert store.models() == ModelPointers(active=first)
+        again = store.use_model("next-model")
+        again.ensure_collection(DIM)
+        assert again.count() == 0  # dropped: a new, empty collection
+        again.close()
     finally:
         other.close()
+
+
+def test_model_pointers_reject_bad_combinations() -> None:
+    with pytest.raises(ValueError):
+        ModelPointers(active="a", standby="b", building="c")
+    with pytest.raises(ValueError):
+        ModelPointers(active="a", standby="a")
+    with pytest.raises(ValueError):
+        ModelPointers(standby="b")
 
 
 # --- writes -------------------------------------------------------------------------------------

@@ -22,7 +22,15 @@ from store_corpus import CORPUS, DIM, PREFIX, SLUG, make_store, unit_vector
 
 from ncindex.errors import StoreUnavailable
 from ncindex.settings import Settings
-from ncindex.store import PAYLOAD_INDEXES, Fusion, IndexKind, SparseVector, model_slug, open_store
+from ncindex.store import (
+    PAYLOAD_INDEXES,
+    Fusion,
+    IndexKind,
+    ModelPointers,
+    SparseVector,
+    model_slug,
+    open_store,
+)
 from ncindex.store.qdrant_edge import ALIAS_FILE, QdrantEdgeStore, to_edge_filter
 from ncindex.store.qdrant_server import ENGINE_ERRORS, QdrantServerStore, _client_lock
 
@@ -107,8 +115,9 @@ _CALLS: dict[str, Any] = {
         dense=CORPUS[0].dense, sparse=None, flt=None, limit=1, prefetch_limit=1, fusion=Fusion.RRF
     ),
     "count": lambda s: s.count(),
-    "active_model": lambda s: s.active_model(),
-    "swap_alias": lambda s: s.swap_alias(),
+    "models": lambda s: s.models(),
+    "set_models": lambda s: s.set_models(ModelPointers(active=SLUG)),
+    "drop_model": lambda s: s.drop_model("other"),
     "close": lambda s: s.close(),
 }
 
@@ -175,7 +184,7 @@ def test_server_ensure_tolerates_a_concurrent_creator(monkeypatch: pytest.Monkey
     store = QdrantServerStore(client, PREFIX, SLUG)
     store.ensure_collection(DIM)
     assert store.count() == 0
-    assert store.active_model() == SLUG
+    assert store.models().active == SLUG
     store.close()
 
 
@@ -231,7 +240,7 @@ def test_edge_reopen_sees_the_data(tmp_path: Path) -> None:
         assert again.count() == count == len(CORPUS) - 1
         assert _query(again) == hits
         assert {p.payload["title"] for p in again.document_points("file:101")} == {"Renamed"}
-        assert again.active_model() == SLUG
+        assert again.models().active == SLUG
         again.ensure_collection(DIM)
         assert again.count() == count
         with pytest.raises(ValueError, match="dimension"):
@@ -266,8 +275,10 @@ def test_edge_writes_survive_a_process_that_never_closes(tmp_path: Path) -> None
 def test_edge_one_opener_per_folder(tmp_path: Path) -> None:
     first = QdrantEdgeStore(tmp_path, SLUG)
     first.ensure_collection(DIM)
+    late = QdrantEdgeStore(tmp_path, SLUG)
+    assert late.models().active == SLUG  # the pointers are readable without the shard
     with pytest.raises(StoreUnavailable):
-        QdrantEdgeStore(tmp_path, SLUG)
+        late.count()  # the shard opens on first use, and another holder refuses it
     first.close()
     second = QdrantEdgeStore(tmp_path, SLUG)
     assert second.count() == 0
@@ -299,8 +310,10 @@ def test_edge_alias_file_is_replaced_whole(tmp_path: Path) -> None:
     store.ensure_collection(DIM)
     other = store.use_model("b")
     other.ensure_collection(DIM)
-    other.swap_alias()
+    other.set_models(ModelPointers(active="b"))
     assert (tmp_path / ALIAS_FILE).read_text(encoding="utf-8") == "b\n"
+    other.set_models(ModelPointers(active="b", standby="a"))
+    assert (tmp_path / ALIAS_FILE).read_text(encoding="utf-8") == "b\nstandby a\n"
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == sorted([ALIAS_FILE, "a", "b"])  # no temporary file left
     other.close()
