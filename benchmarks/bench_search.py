@@ -239,7 +239,7 @@ def run_size(
         run_settings = settings.model_copy(update={"nextcloud_url": verifier_url})
         http = make_http(run_settings)
         client = NextcloudClient.for_account(http, "alice", "pw")
-        service = SearchService(run_settings, store, embedder)
+        service = SearchService(run_settings, lambda: (store, embedder))
         limit = run_settings.search_default_limit
         fetch = limit * run_settings.search_overfetch * CHUNKS_PER_DOC
         pool = min(MAX_POOL, max(run_settings.prefetch_limit, fetch * MAX_ROUNDS))

@@ -16,7 +16,9 @@ until its etag changes, and any older version of its text is removed from the in
 from __future__ import annotations
 
 import posixpath
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +42,7 @@ from ncindex.documents import (
     text_hash,
 )
 from ncindex.eligibility import Eligibility
+from ncindex.embedding import Embedder
 from ncindex.errors import ExtractionError, NotFound, TooLarge, TransientError
 from ncindex.nextcloud.client import NextcloudClient, NotesSettings
 from ncindex.nextcloud.webdav import DavEntry
@@ -94,11 +97,29 @@ class Indexer:
         self.services = services
         self.settings = services.settings
         self._chunker: Chunker | None = None
-        #: concurrent tasks of this worker share model calls (threads pool)
-        self.batcher: EmbedBatcher[Any] = EmbedBatcher(
-            lambda texts: self.services.embedder.embed_documents(texts),
-            max_texts=self.settings.embed_batch_size * 4,
+        # concurrent tasks of this worker share model calls (threads pool); one batcher per
+        # model, so tasks pinned to different models (during a switch) never share a call
+        self._batchers: weakref.WeakKeyDictionary[Embedder, EmbedBatcher[Any]] = (
+            weakref.WeakKeyDictionary()
         )
+        self._batchers_lock = threading.Lock()
+
+    def batcher(self, embedder: Embedder) -> EmbedBatcher[Any]:
+        """The shared-call batcher of ``embedder`` (its :meth:`Embedder.embed_documents`)."""
+        with self._batchers_lock:
+            batcher = self._batchers.get(embedder)
+            if batcher is None:
+                batcher = self._batchers[embedder] = EmbedBatcher(
+                    embedder.embed_documents, max_texts=self.settings.embed_batch_size * 4
+                )
+            return batcher
+
+    @contextmanager
+    def document_lock(self, ref: DocRef, wait: float = 5.0) -> Iterator[None]:
+        """The lock the indexing operations hold for ``ref``: notes and files lock their file
+        id, Deck cards and News items their ``doc_key``. Raises :class:`LockBusy`."""
+        with self.lock(ref.doc_id if ref.doc_type in NODE_TYPES else ref.key, wait):
+            yield
 
     @property
     def eligibility(self) -> Eligibility:
@@ -122,14 +143,18 @@ class Indexer:
     @contextmanager
     def lock(self, file_id: int | str, wait: float = 5.0) -> Iterator[None]:
         """Per-document Redis lock (expiry ``lock_ttl`` seconds, above the task hard limit);
-        raises :class:`LockBusy` when not acquired within ``wait`` seconds."""
+        raises :class:`LockBusy` when not acquired within ``wait`` seconds. While it is held,
+        this thread keeps the model view read when it was taken
+        (:meth:`~ncindex.live_models.LiveModels.pinned`): a document is embedded and written
+        for one model, and ``ncindex reindex``, copying under the same lock, sees it whole."""
         lock = self.services.redis.lock(
             f"ncindex:lock:node:{file_id}", timeout=self.settings.lock_ttl, blocking_timeout=wait
         )
         if not lock.acquire():
             raise LockBusy(f"node {file_id} is locked")
         try:
-            yield
+            with self.services.models.pinned():
+                yield
         finally:
             lock.release()
 
@@ -369,7 +394,8 @@ class Indexer:
     def _vectors(self, ref: DocRef, chunks: list[Chunk]) -> tuple[list[Any], int]:
         """Vectors for ``chunks``: reused from the stored version where a chunk's text and the
         model are the same, embedded otherwise. Returns the vectors and how many were embedded."""
-        model = self.services.embedder.model_name
+        embedder = self.services.embedder
+        model = embedder.model_name
         reuse = {
             text_hash(p.payload["text"]): (p.dense, p.sparse)
             for p in self.services.store.document_points(ref.key, with_vectors=True)
@@ -377,7 +403,7 @@ class Indexer:
         }
         missing = [c for c in chunks if text_hash(c.text) not in reuse]
         if missing:
-            fresh = self.batcher.embed([c.text for c in missing])
+            fresh = self.batcher(embedder).embed([c.text for c in missing])
             reuse.update({text_hash(c.text): vec for c, vec in zip(missing, fresh, strict=True)})
         return [reuse[text_hash(c.text)] for c in chunks], len(missing)
 

@@ -1,9 +1,10 @@
 """The process's shared services, built lazily from one :class:`Settings`.
 
 Each process (a gunicorn worker, a Celery worker, or the one process of ``ncindex up``) holds
-one :class:`Services`: a Redis client, the pooled Nextcloud HTTP client, the embedder and the
-vector store. They are created on first use, once, under a lock, so an app factory can be
-cheap and a model loads off the request path.
+one :class:`Services`: a Redis client, the pooled Nextcloud HTTP client, and the embedding
+models with their collections (:class:`~ncindex.live_models.LiveModels`: the store's model
+pointers say which model is live). They are created on first use, once, under a lock, so an
+app factory can be cheap and a model loads off the request path.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ import httpx
 import redis
 
 from ncindex.embedding import Embedder
+from ncindex.live_models import LiveModels
 from ncindex.nextcloud.client import HeaderAuth, NextcloudClient, make_http
 from ncindex.settings import Settings
-from ncindex.store import VectorStore, model_slug, open_store
+from ncindex.store import VectorStore
 
 
 class Services:
     """Lazily built clients for one process. ``http_transport`` replaces the network for the
-    Nextcloud client (tests); ``store`` and ``embedder`` may be handed in to share them."""
+    Nextcloud client (tests); ``store`` and ``embedder`` may be handed in to share them: they
+    are those of ``Settings.dense_model`` (see :class:`~ncindex.live_models.LiveModels`)."""
 
     def __init__(
         self,
@@ -35,10 +38,8 @@ class Services:
         self.settings = settings
         self._http_transport = http_transport
         self._lock = threading.RLock()
-        if store is not None:
-            self.__dict__["store"] = store
-        if embedder is not None:
-            self.__dict__["embedder"] = embedder
+        self._given_store = store
+        self._given_embedder = embedder
 
     @cached_property
     def redis(self) -> redis.Redis:
@@ -54,20 +55,22 @@ class Services:
             return make_http(self.settings, self._http_transport)
 
     @cached_property
-    def embedder(self) -> Embedder:
-        """The dense + sparse embedder, models loaded."""
+    def models(self) -> LiveModels:
+        """The embedding models of this process and which one is live."""
         with self._lock:
-            embedder = Embedder(self.settings)
-            embedder.load()
-            return embedder
+            return LiveModels(self.settings, store=self._given_store, embedder=self._given_embedder)
 
-    @cached_property
+    @property
+    def embedder(self) -> Embedder:
+        """The live model's embedder, loaded (the thread's pinned view inside
+        :meth:`LiveModels.pinned`)."""
+        return self.models.view().embedder
+
+    @property
     def store(self) -> VectorStore:
-        """The vector store, collection and payload indexes ensured."""
-        with self._lock:
-            store = open_store(self.settings, model_slug=model_slug(self.settings.dense_model))
-            store.ensure_collection(self.embedder.dense_dim)
-            return store
+        """The live model's collection, ensured; writes also go to the mirror model's while
+        there is one (the thread's pinned view inside :meth:`LiveModels.pinned`)."""
+        return self.models.view().store
 
     def account(self, user: str) -> NextcloudClient:
         """Client acting as configured account ``user``; raises ``KeyError`` if not configured."""
@@ -79,6 +82,6 @@ class Services:
 
     def close(self) -> None:
         """Close what was opened."""
-        for name in ("store", "http"):
+        for name in ("models", "http"):
             if name in self.__dict__:
                 self.__dict__[name].close()

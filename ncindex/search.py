@@ -204,6 +204,7 @@ class SearchResponse(BaseModel):
     results: list[SearchResult]
     verification: Verification
     degraded: bool
+    model: str = Field(description="The dense model whose collection answered.")
     timings_ms: dict[str, float] = Field(default_factory=dict)
     _candidates: int = PrivateAttr(default=0)
 
@@ -249,19 +250,19 @@ def group_hits(hits: list[Hit]) -> list[Hit]:
 
 
 class SearchService:
-    """Runs searches against one store and embedder. ``on_drop(user, ref)`` is called for
-    every candidate verification dropped (the app enqueues a re-check that evicts)."""
+    """Runs searches. ``live()`` gives the store and embedder of the live model, asked once per
+    search so a model switch (``ncindex reindex``) takes effect between searches, never inside
+    one. ``on_drop(user, ref)`` is called for every candidate verification dropped (the app
+    enqueues a re-check that evicts)."""
 
     def __init__(
         self,
         settings: Settings,
-        store: VectorStore,
-        embedder: Embedder,
+        live: Callable[[], tuple[VectorStore, Embedder]],
         on_drop: Callable[[str, DocRef], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.store = store
-        self.embedder = embedder
+        self.live = live
         self.on_drop = on_drop
         self.verifier = VerifyOnRead(settings.verify_concurrency)
 
@@ -291,7 +292,8 @@ class SearchService:
         limit = request.limit or self.settings.search_default_limit
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        dense, sparse, degraded = self._embed(request.query, mode)
+        store, embedder = self.live()
+        dense, sparse, degraded = self._embed(embedder, request.query, mode)
         timings["embed"] = (time.perf_counter() - started) * 1000
         fusion = Fusion(request.fusion or self.settings.fusion)
         fetch = min(MAX_FETCH, limit * self.settings.search_overfetch * CHUNKS_PER_DOC)
@@ -305,7 +307,7 @@ class SearchService:
         timings["query"] = timings["verify"] = 0.0
         for round_ in range(MAX_ROUNDS):
             t0 = time.perf_counter()
-            hits = self.store.query(
+            hits = store.query(
                 dense=dense,
                 sparse=sparse,
                 flt=flt,
@@ -331,26 +333,27 @@ class SearchService:
             results=results,
             verification=Verification(**counts.as_dict()),
             degraded=degraded,
+            model=embedder.model_name,
             timings_ms={k: round(v, 2) for k, v in timings.items()},
         )
         response._candidates = read
         return response
 
     def _embed(
-        self, query: str, mode: Mode
+        self, embedder: Embedder, query: str, mode: Mode
     ) -> tuple[list[float] | None, SparseVector | None, bool]:
         dense: list[float] | None = None
         sparse: SparseVector | None = None
         if mode in ("hybrid", "sparse"):
             try:
-                sparse = self.embedder.embed_query_sparse(query)
+                sparse = embedder.embed_query_sparse(query)
             except Exception as exc:
                 log.warning("sparse_embed_failed", error=str(exc))
                 if mode == "sparse":
                     raise SearchUnavailable(f"sparse embedding failed: {exc}") from exc
         if mode in ("hybrid", "dense"):
             try:
-                dense = self.embedder.embed_query_dense(query)
+                dense = embedder.embed_query_dense(query)
             except Exception as exc:
                 log.warning("dense_embed_failed", error=str(exc))
                 if mode == "dense" or sparse is None:
@@ -430,7 +433,7 @@ class SearchService:
         user = client.user
         points = [
             p
-            for p in self.store.document_points(ref.key)
+            for p in self.live()[0].document_points(ref.key)
             if principal(user) in (p.payload.get("acl") or [])
         ]
         if not points:

@@ -81,7 +81,13 @@ class Settings(BaseSettings):
         Path.home() / ".cache" / "ncindex" / "models",
         description="Folder holding the offline embedding models (built by `ncindex models`).",
     )
-    dense_model: str = Field("sentence-transformers/all-MiniLM-L6-v2", description="Dense model.")
+    dense_model: str = Field(
+        "sentence-transformers/all-MiniLM-L6-v2",
+        description="Dense model of a new index (later: `ncindex reindex --model`).",
+    )
+    model_check_seconds: float = Field(
+        2.0, gt=0, le=60, description="How often a process re-reads which model is live, seconds."
+    )
     embed_batch_size: int = Field(16, ge=1, description="Chunks per embedding batch.")
     embed_threads: int | None = Field(None, ge=1, description="ONNX threads; unset ⇒ all cores.")
     chunk_tokens: int = Field(

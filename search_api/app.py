@@ -10,6 +10,7 @@ from flask_limiter.errors import RateLimitExceeded
 from ncindex import rcp_server
 from ncindex.auth import Unauthenticated, resolve_caller
 from ncindex.documents import DocRef, DocType
+from ncindex.embedding import Embedder
 from ncindex.health import health_blueprint
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.problems import install_error_handlers, problem
@@ -18,6 +19,7 @@ from ncindex.ratelimit import SCOPE, create_limiter, retry_after_seconds
 from ncindex.runtime import Services
 from ncindex.search import SearchService
 from ncindex.settings import Settings
+from ncindex.store import VectorStore
 from ncindex.telemetry import metrics_payload
 from search_api.openapi import openapi_blueprint
 from search_api.rcp import rcp_blueprint, rpc_error_response
@@ -68,9 +70,13 @@ def create_app(
     app = Flask(__name__)
     holder: dict[str, SearchService] = {}
 
+    def live() -> tuple[VectorStore, Embedder]:
+        view = services.models.view()
+        return view.live.store, view.live.embedder
+
     def service() -> SearchService:
         if "svc" not in holder:
-            holder["svc"] = SearchService(settings, services.store, services.embedder, on_drop)
+            holder["svc"] = SearchService(settings, live, on_drop)
         return holder["svc"]
 
     def authenticate(authorization: str | None) -> NextcloudClient:

@@ -131,7 +131,8 @@ class LibraryIndex:
         self.chunker = Chunker.from_settings(settings)
         self.store = QdrantEdgeStore(Path(folder), model_slug(settings.dense_model))
         self.store.ensure_collection(embedder.dense_dim)
-        self.service = SearchService(settings, _FusionTuned(self), embedder)
+        tuned = _FusionTuned(self)
+        self.service = SearchService(settings, lambda: (tuned, embedder))
         self.service.verifier = VerifyOnRead(
             1, verifiers={t.value: _keep for t in (DocType.NOTE, DocType.FILE)}
         )

@@ -45,7 +45,9 @@ def make_service(
 ) -> tuple[SearchService, list[tuple[str, str]]]:
     drops: list[tuple[str, str]] = []
     service = SearchService(
-        Settings(**settings), store, embedder, lambda user, ref: drops.append((user, ref.key))
+        Settings(**settings),
+        lambda: (store, embedder),
+        lambda user, ref: drops.append((user, ref.key)),
     )
     service.verifier = VerifyOnRead(
         4, {t: verifiers for t in ("note", "file", "deck_card", "news_item")}
@@ -157,7 +159,7 @@ def test_dense_failure_degrades_to_sparse(
     def broken(text: str) -> list[float]:
         raise RuntimeError("onnx session died")
 
-    monkeypatch.setattr(service.embedder, "embed_query_dense", broken)
+    monkeypatch.setattr(service.live()[1], "embed_query_dense", broken)
     response = service.search(client_of("alice"), SearchRequest(query="lighthouse lens polished"))
     assert response.degraded
     assert response.results and "lighthouse" in response.results[0].snippet.lower()
