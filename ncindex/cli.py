@@ -170,6 +170,12 @@ def webhooks_remove(settings: Settings) -> None:
     type=click.Choice(["bm25", "dense", "hybrid_rrf", "hybrid_dbsf"]),
     help="Modes to evaluate (repeatable; default: all the path offers).",
 )
+@click.option(
+    "--model",
+    "model_names",
+    multiple=True,
+    help="Dense model to evaluate (repeatable, to compare models; default NCINDEX_DENSE_MODEL).",
+)
 @click.option("--split", default="test", show_default=True, help="qrels/<split>.tsv to use.")
 @click.option("--queries", type=click.IntRange(1), help="Evaluate a subset of judged queries…")
 @click.option("--docs", type=click.IntRange(1), help="…over a corpus cut to this many documents.")
@@ -185,6 +191,7 @@ def eval_command(
     dataset: Path,
     via: str,
     modes: tuple[str, ...],
+    model_names: tuple[str, ...],
     split: str,
     queries: int | None,
     docs: int | None,
@@ -193,7 +200,7 @@ def eval_command(
 ) -> None:
     """Retrieval quality on a BEIR-layout DATASET folder (corpus.jsonl, queries.jsonl,
     qrels/<split>.tsv): nDCG@10, Recall@10, Recall@100, MRR@10 and the zero-result rate per
-    mode, under the current settings."""
+    mode, under the current settings; per model with several --model options."""
     from ncindex.embedding import Embedder
     from ncindex.evaluation import MODES, load_beir
     from ncindex.evaluation.beir import DatasetError
@@ -207,24 +214,34 @@ def eval_command(
     except (DatasetError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"{data.name}: {len(data.corpus)} documents, {len(data.qrels)} judged queries")
-    embedder = Embedder(settings)
     report: dict[str, object] = {"dataset": data.name, "queries": len(data.qrels)}
     rows: dict[str, dict[str, float]] = {}
     echo = click.echo
-    if via in ("library", "both"):
-        wanted = list(modes) or list(MODES)
-        metrics, facts = run_library(
-            settings, data, embedder=embedder, modes=wanted, cache_path=cache, echo=echo
-        )
-        report["library"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
-        rows |= {f"{m} (library)": v.as_dict() for m, v in metrics.items()}
-    if via in ("product", "both"):
-        wanted = [m for m in (modes or PRODUCT_MODES) if m in PRODUCT_MODES]
-        if not wanted:
-            raise click.ClickException(f"the product path runs only {', '.join(PRODUCT_MODES)}")
-        metrics, facts = run_product(settings, data, embedder=embedder, modes=wanted, echo=echo)
-        report["product"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
-        rows |= {f"{m} (product)": v.as_dict() for m, v in metrics.items()}
+    names = list(dict.fromkeys(model_names)) or [settings.dense_model]
+    per_model: dict[str, dict[str, object]] = {}
+    for name in names:
+        run = settings.model_copy(update={"dense_model": name})
+        embedder = Embedder(run)
+        label = f"{name}: " if len(names) > 1 else ""
+        out = per_model[name] = {}
+        if via in ("library", "both"):
+            wanted = list(modes) or list(MODES)
+            metrics, facts = run_library(
+                run, data, embedder=embedder, modes=wanted, cache_path=cache, echo=echo
+            )
+            out["library"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
+            rows |= {f"{label}{m} (library)": v.as_dict() for m, v in metrics.items()}
+        if via in ("product", "both"):
+            wanted = [m for m in (modes or PRODUCT_MODES) if m in PRODUCT_MODES]
+            if not wanted:
+                raise click.ClickException(f"the product path runs only {', '.join(PRODUCT_MODES)}")
+            metrics, facts = run_product(run, data, embedder=embedder, modes=wanted, echo=echo)
+            out["product"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
+            rows |= {f"{label}{m} (product)": v.as_dict() for m, v in metrics.items()}
+    if len(names) == 1:
+        report |= per_model[names[0]]
+    else:
+        report["models"] = per_model
     click.echo(table(rows))
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -371,3 +388,86 @@ def status(settings: Settings, as_json: bool) -> None:
     click.echo(f"dead letters: {sum(e['size'] for e in letters.values()) if letters else 0}")
     for key, entry in letters.items():
         click.echo(f"  {key} ({entry['type']}, {entry['size']}): {entry['sample']}")
+
+
+@main.command()
+@click.option("--model", "model", help="Build this dense model's collection, then switch to it.")
+@click.option("--back", is_flag=True, help="Swap the live and the standby model (instant).")
+@click.option("--finish", is_flag=True, help="Stop keeping the second model; drop its collection.")
+@click.option(
+    "--wait",
+    "wait_seconds",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="With --model or --finish: wait up to this many seconds for the workers to be done.",
+)
+@click.pass_obj
+def reindex(
+    settings: Settings, model: str | None, back: bool, finish: bool, wait_seconds: float | None
+) -> None:
+    """Change the dense model without downtime; with no option, show the models.
+
+    --model NAME: the workers build NAME's collection (its ONNX and tokenizer files in
+    NCINDEX_MODEL_DIR/<last part of NAME>) while search keeps using the live model, then
+    switch to it atomically; the old model stays current as the standby. --back switches
+    back. --finish drops the second model. Compare models first with `ncindex eval DIR
+    --model A --model B`.
+    """
+    from ncindex.indexing import Indexer
+    from ncindex.queueing import PUBLISH_RETRY, celery_app
+    from ncindex.reindex import Reindexer, ReindexError, progress
+    from ncindex.runtime import Services
+
+    if sum((model is not None, back, finish)) > 1:
+        raise click.UsageError("choose one of --model, --back, --finish")
+    services = Services(settings)
+    reindexer = Reindexer(services, Indexer(services))  # here only the pointers are used
+    try:
+        if back:
+            moved = reindexer.back()
+            click.echo(f"live: {moved.active}; standby: {moved.standby}")
+            return
+        if model is not None or finish:
+            before = progress(services).get("seq")
+            task, kwargs = (
+                ("ncindex.reindex_model", {"model": model})
+                if model is not None
+                else ("ncindex.reindex_finish", {})
+            )
+            celery_app(settings).send_task(
+                task, kwargs=kwargs, queue="reconcile", retry_policy=PUBLISH_RETRY
+            )
+            click.echo(f"queued {task} {kwargs or ''}".rstrip())
+            if wait_seconds is not None:
+                _wait_reindex(services, before, model is not None, wait_seconds)
+        _show_models(reindexer.pointers(), progress(services))
+    except ReindexError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        services.close()
+
+
+def _wait_reindex(services: Any, before: str | None, build: bool, seconds: float) -> None:
+    from ncindex.reindex import progress
+
+    done = {"switched", "failed"} if build else {"dropped", "failed"}
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        state = progress(services)
+        if state.get("seq") != before and state.get("state") in done:
+            if state["state"] == "failed":
+                raise click.ClickException(f"reindex failed: {state.get('error')}")
+            return
+        time.sleep(1)
+    raise click.ClickException(f"not done after {seconds:g} s; see `ncindex reindex`")
+
+
+def _show_models(pointers: Any, state: dict[str, str]) -> None:
+    click.echo(f"live: {pointers.active or 'none yet'}")
+    if pointers.standby:
+        click.echo(f"standby: {pointers.standby} (kept current; `ncindex reindex --back`)")
+    if pointers.building:
+        click.echo(f"building: {pointers.building}")
+    if state:
+        line = ", ".join(f"{k} {state[k]}" for k in sorted(state))
+        click.echo(f"last step: {line}")

@@ -285,12 +285,14 @@ class QdrantEdgeStore:
 
     def drop_model(self, model_slug: str) -> None:
         """Delete ``model_slug``'s shard folder. Raises ``ValueError`` if the pointers name it or
-        it is this store's own model; ``StoreUnavailable`` if it cannot be removed. The store of
+        this store holds it open; ``StoreUnavailable`` if it cannot be removed. The store of
         that model must be closed in this process first (another process cannot hold it: Edge
         locks a shard to one process)."""
         pointers = self.models()
-        if model_slug in (pointers.active, pointers.mirror, self.model_slug):
+        if model_slug in (pointers.active, pointers.mirror):
             raise ValueError(f"model {model_slug!r} is in use: {pointers}")
+        if model_slug == self.model_slug and self._shard is not None:
+            raise ValueError(f"model {model_slug!r} is open in this store: close it first")
         folder = self.root / model_slug
         try:
             shutil.rmtree(folder)

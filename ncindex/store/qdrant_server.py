@@ -213,10 +213,9 @@ class QdrantServerStore:
         return QdrantServerStore(self._client, self.alias, model_slug, close_client=False)
 
     def drop_model(self, model_slug: str) -> None:
-        """Delete ``model_slug``'s collection. Raises ``ValueError`` if the pointers name it or
-        it is this store's own model."""
+        """Delete ``model_slug``'s collection. Raises ``ValueError`` if the pointers name it."""
         pointers = self.models()
-        if model_slug in (pointers.active, pointers.mirror, self.model_slug):
+        if model_slug in (pointers.active, pointers.mirror):
             raise ValueError(f"model {model_slug!r} is in use: {pointers}")
         with self._call("delete_collection"):
             self._client.delete_collection(collection_name(self.alias, model_slug))

@@ -1,0 +1,74 @@
+"""Celery tasks of model changes: thin wrappers around :mod:`ncindex.reindex`.
+
+They run where the collections are (a worker; on Qdrant Edge the one process that holds the
+store), on the ``reconcile`` queue, one at a time (a Redis lock). ``ncindex.reindex_model``
+builds for at most half the soft time limit per run and queues itself again until the new
+model is complete, then switches to it; ``ncindex.reindex_finish`` drops the second model.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import structlog
+from celery import Task, shared_task
+
+from ncindex.errors import PermanentError
+from ncindex.reindex import PROGRESS_KEY, Reindexer
+from workers.tasks import RETRY
+
+log = structlog.get_logger(__name__)
+
+QUEUE = "reconcile"
+LOCK = "ncindex:lock:reindex"
+
+
+def _reindexer(task: Task) -> Reindexer:
+    app = task.app
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(task_id=task.request.id, task=task.name)
+    return Reindexer(app.ncindex_services, app.ncindex_indexer)  # type: ignore[attr-defined]
+
+
+def _locked(reindexer: Reindexer, step: str, work: Any) -> Any:
+    settings = reindexer.settings
+    lock = reindexer.services.redis.lock(LOCK, timeout=settings.task_time_limit + 60)
+    if not lock.acquire(blocking_timeout=5):
+        log.info("reindex_step_skipped", step=step, reason="another step runs")
+        return {"skipped": "another reindex step runs"}
+    try:
+        return work()
+    except PermanentError as exc:
+        pipe = reindexer.services.redis.pipeline()
+        pipe.hset(PROGRESS_KEY, mapping={"state": "failed", "error": str(exc)})
+        pipe.hincrby(PROGRESS_KEY, "seq", 1)
+        pipe.execute()
+        log.warning("reindex_failed", step=step, error=str(exc))
+        return {"failed": str(exc)}
+    finally:
+        lock.release()
+
+
+@shared_task(bind=True, name="ncindex.reindex_model", ignore_result=True, **RETRY)
+def reindex_model(self: Task, model: str) -> dict[str, Any]:
+    """Build ``model``'s collection (resuming), then switch to it when complete."""
+    reindexer = _reindexer(self)
+
+    def work() -> dict[str, Any]:
+        reindexer.start(model)
+        deadline = time.monotonic() + reindexer.settings.task_soft_time_limit / 2
+        report = reindexer.build(deadline)
+        if report.remaining:
+            self.apply_async(kwargs={"model": model}, queue=QUEUE)
+            return {"remaining": report.remaining}
+        return {"switched": reindexer.switch().active}
+
+    return _locked(reindexer, "build", work)
+
+
+@shared_task(bind=True, name="ncindex.reindex_finish", ignore_result=True, **RETRY)
+def reindex_finish(self: Task) -> dict[str, Any]:
+    """Stop mirroring and drop the second model's collection."""
+    reindexer = _reindexer(self)
+    return _locked(reindexer, "finish", lambda: {"dropped": reindexer.finish()})
