@@ -415,7 +415,7 @@ def reindex(
     """
     from ncindex.indexing import Indexer
     from ncindex.queueing import PUBLISH_RETRY, celery_app
-    from ncindex.reindex import Reindexer, ReindexError, progress
+    from ncindex.reindex import QUEUE, Reindexer, ReindexError, progress
     from ncindex.runtime import Services
 
     if sum((model is not None, back, finish)) > 1:
@@ -435,7 +435,7 @@ def reindex(
                 else ("ncindex.reindex_finish", {})
             )
             celery_app(settings).send_task(
-                task, kwargs=kwargs, queue="reconcile", retry_policy=PUBLISH_RETRY
+                task, kwargs=kwargs, queue=QUEUE, retry_policy=PUBLISH_RETRY
             )
             click.echo(f"queued {task} {kwargs or ''}".rstrip())
             if wait_seconds is not None:

@@ -43,6 +43,9 @@ from ncindex.store import ModelPointers, VectorStore, model_slug
 log = structlog.get_logger(__name__)
 
 PROGRESS_KEY = "ncindex:reindex"
+#: The reindex tasks embed, so they go where the embedding workers listen; a build runs for at
+#: most half the soft time limit at a time, so document tasks queued meanwhile run in between.
+QUEUE = "index"
 #: Chunk-0 payload fields compared to decide that a document's copy is current.
 COMPARED_FIELDS = (
     "content_hash",

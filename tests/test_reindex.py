@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from ncindex.cli import main
 from ncindex.embedding import Embedder
+from ncindex.evaluation.beir import sample_dataset
 from ncindex.indexing import Indexer
 from ncindex.models import PACKAGED_DENSE_MODEL, ModelError, dense_dir_name, install_models
 from ncindex.reindex import Reindexer, ReindexError
@@ -171,3 +172,28 @@ def test_reindex_refuses_a_missing_model_and_a_second_build(
     assert reindexer.finish() == OTHER
     assert reindexer.pointers() == ModelPointers(active=LIVE)
     assert "live: " + LIVE in _run(["reindex"], stack, monkeypatch)
+
+
+def test_eval_compares_two_models_before_a_switch(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = sample_dataset().subset(12, 30)
+    folder = tmp_path / "slice"
+    (folder / "qrels").mkdir(parents=True)
+    corpus = [{"_id": d.doc_id, "title": d.title, "text": d.text} for d in data.corpus.values()]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in corpus) + "\n")
+    queries = [{"_id": q, "text": t} for q, t in data.queries.items()]
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
+    rows = [f"{q}\t{d}\t{r}" for q, judged in data.qrels.items() for d, r in judged.items()]
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows))
+    monkeypatch.setenv("NCINDEX_MODEL_DIR", str(model_dir))
+    out = tmp_path / "report.json"
+    args = ["eval", str(folder), "--mode", "dense", "--json", str(out)]
+    result = CliRunner().invoke(main, [*args, "--model", PACKAGED_DENSE_MODEL, "--model", OTHER])
+    assert result.exit_code == 0, result.output
+    assert f"{PACKAGED_DENSE_MODEL}: dense (library)" in result.output
+    assert f"{OTHER}: dense (library)" in result.output
+    report = json.loads(out.read_text())["models"]
+    ours, theirs = (report[m]["library"]["dense"] for m in (PACKAGED_DENSE_MODEL, OTHER))
+    assert set(ours) == set(theirs) and all(0 <= v <= 1 for v in ours.values())
+    assert ours != theirs  # each model ranked with its own vectors

@@ -1,7 +1,8 @@
 """Celery tasks of model changes: thin wrappers around :mod:`ncindex.reindex`.
 
 They run where the collections are (a worker; on Qdrant Edge the one process that holds the
-store), on the ``reconcile`` queue, one at a time (a Redis lock). ``ncindex.reindex_model``
+store), on the ``index`` queue (:data:`ncindex.reindex.QUEUE`: they embed), one at a time (a
+Redis lock). ``ncindex.reindex_model``
 builds for at most half the soft time limit per run and queues itself again until the new
 model is complete, then switches to it; ``ncindex.reindex_finish`` drops the second model.
 """
@@ -15,12 +16,11 @@ import structlog
 from celery import Task, shared_task
 
 from ncindex.errors import PermanentError
-from ncindex.reindex import PROGRESS_KEY, Reindexer
+from ncindex.reindex import PROGRESS_KEY, QUEUE, Reindexer
 from workers.tasks import RETRY
 
 log = structlog.get_logger(__name__)
 
-QUEUE = "reconcile"
 LOCK = "ncindex:lock:reindex"
 
 
