@@ -9,7 +9,7 @@ from flask_limiter.errors import RateLimitExceeded
 
 from ncindex import rcp_server
 from ncindex.auth import Unauthenticated, resolve_caller
-from ncindex.documents import DocRef, DocType
+from ncindex.documents import DocRef
 from ncindex.embedding import Embedder
 from ncindex.health import health_blueprint
 from ncindex.nextcloud.client import NextcloudClient
@@ -28,7 +28,6 @@ from search_api.search import search_blueprint
 log = structlog.get_logger(__name__)
 
 #: Types whose drop can be re-checked by ``ncindex.index_node`` (a file id).
-RECHECKABLE = frozenset({DocType.NOTE, DocType.FILE})
 
 
 def create_app(
@@ -53,14 +52,13 @@ def create_app(
     def on_drop(user: str, ref: DocRef) -> None:
         if user not in settings.accounts:
             return
-        if ref.doc_type not in RECHECKABLE or not ref.doc_id.isdigit():
-            # Deck cards and News items are re-checked by the reconcile scans.
+        if not ref.doc_id.isdigit():
             log.info("drop_left_to_reconcile", doc_key=ref.key, user=user)
             return
         try:
             producer.send_task(
-                "ncindex.index_node",
-                kwargs={"user": user, "file_id": int(ref.doc_id)},
+                "ncindex.index_document",
+                kwargs={"user": user, "doc_type": ref.doc_type.value, "doc_id": int(ref.doc_id)},
                 queue="index",
                 retry_policy=PUBLISH_RETRY,
             )

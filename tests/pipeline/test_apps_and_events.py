@@ -120,6 +120,29 @@ def test_deck_cards_are_indexed_shared_and_evicted_through_their_events(stack: S
     wait_until(lambda: not stack.points(key), 20)
 
 
+def test_search_drop_of_a_card_rechecks_it_for_that_user(stack: Stack) -> None:
+    board = stack.sim.deck_create_board("alice", "Quay repairs")
+    todo = stack.sim.deck_create_stack("alice", board, "To do")
+    card = stack.sim.deck_create_card("alice", todo, "Quay bollards", "Repaint the bollards.")
+    stack.sim.deck_share_board("alice", board, "bob")
+    key = f"deck_card:{card}"
+    celery = celery_app(stack.settings)
+    celery.send_task(
+        "ncindex.index_document",
+        kwargs={"user": "bob", "doc_type": "deck_card", "doc_id": card},
+        queue="index",
+    )
+    wait_until(lambda: (p := stack.points(key)) and "user:bob" in p[0].payload["acl"], 20)
+    # bob leaves the board; ncindex subscribes to card events only, so nothing tells it
+    stack.sim.deck_unshare_board("alice", board, "bob")
+    body = stack.search_as("bob", "repaint the quay bollards")
+    assert key not in [f"{r['doc_type']}:{r['doc_id']}" for r in body["results"]]
+    assert body["verification"]["dropped"] == 1
+    # the drop queued a re-check that takes bob's access from the index; alice keeps hers
+    wait_until(lambda: "user:bob" not in stack.points(key)[0].payload["acl"], 20)
+    assert stack.points(key)[0].payload["acl"] == ["user:alice"]
+
+
 def test_archived_card_is_not_indexed(stack: Stack) -> None:
     enable_deck_webhooks(stack)
     board = stack.sim.deck_create_board("alice", "Garden")

@@ -251,7 +251,8 @@ def test_unshared_document_is_dropped_and_rechecked(api: Api) -> None:
     assert light not in [f"{r['doc_type']}:{r['doc_id']}" for r in body["results"]]
     assert body["verification"]["dropped"] == 1
     file_id = int(light.split(":")[1])
-    assert ("ncindex.index_node", {"user": "bob", "file_id": file_id}) in api.producer.sent
+    recheck = {"user": "bob", "doc_type": "file", "doc_id": file_id}
+    assert ("ncindex.index_document", recheck) in api.producer.sent
     assert light in api.found("alice", {"query": Q})  # alice still has it
 
 
