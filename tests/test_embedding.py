@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ncindex.embedding import Embedder
+from ncindex.embedding import CALL_COST_TOKENS, Embedder, _token_batches
 from ncindex.models import ModelError, install_models
 from ncindex.settings import Settings
 from ncindex.store.port import SparseVector
@@ -70,6 +70,25 @@ def test_embed_documents_shapes_order_and_counter(embedder: Embedder) -> None:
         assert cosine(dense, alone_dense) > 0.9999
         assert sparse == alone_sparse
     assert embedder.dense_embedded - before == 2 * len(TEXTS)
+
+
+def test_token_batches_pad_little_and_cover_every_text_once() -> None:
+    # a document's chunks: two long ones and a short last one; padding it to 200 tokens
+    # would cost 180 slots, more than a call of its own
+    assert _token_batches([200, 200, 20], 16) == [[2], [0, 1]]
+    # equal lengths: full batches, shortest first
+    assert _token_batches([10] * 20, 16) == [list(range(16)), [16, 17, 18, 19]]
+    # close lengths share a call: a second call would cost more than the padding
+    assert _token_batches([100, 100 - CALL_COST_TOKENS // 2], 16) == [[1, 0]]
+    assert _token_batches([], 16) == []
+    lengths = [(i * 37) % 230 + 3 for i in range(100)]
+    batches = _token_batches(lengths, 8)
+    assert sorted(i for b in batches for i in b) == list(range(100))
+    assert all(1 <= len(b) <= 8 for b in batches)
+    longest = [max(lengths[i] for i in b) for b in batches]
+    assert longest == sorted(longest)  # runs of the length order
+    padded = sum(len(b) * m for b, m in zip(batches, longest, strict=True))
+    assert padded + CALL_COST_TOKENS * len(batches) <= sum(lengths) * 1.2
 
 
 def test_empty_input(embedder: Embedder) -> None:
