@@ -177,7 +177,7 @@ def test_reindex_refuses_a_missing_model_and_a_second_build(
 def test_eval_compares_two_models_before_a_switch(
     model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = sample_dataset().subset(12, 30)
+    data = sample_dataset().subset(5, 12)
     folder = tmp_path / "slice"
     (folder / "qrels").mkdir(parents=True)
     corpus = [{"_id": d.doc_id, "title": d.title, "text": d.text} for d in data.corpus.values()]
