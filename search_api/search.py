@@ -21,6 +21,7 @@ from ncindex.documents import DocRef, DocType
 from ncindex.errors import NextcloudAuthError, TransientError
 from ncindex.filter_fields import filters_document
 from ncindex.filters import FilterError
+from ncindex.models import ModelError
 from ncindex.problems import problem, read_body
 from ncindex.runtime import Services
 from ncindex.search import DocumentNotFound, SearchRequest, SearchService
@@ -108,9 +109,9 @@ def search_blueprint(
         except (Unauthenticated, NextcloudAuthError) as exc:
             SEARCHES.labels("unauthenticated").inc()
             return problem(401, "unauthenticated", str(exc), headers=BASIC_CHALLENGE)
-        except TransientError as exc:
+        except (TransientError, ModelError) as exc:
             SEARCHES.labels("unavailable").inc()
-            return problem(503, "backend_unavailable", str(exc), headers={"Retry-After": "5"})
+            return _unavailable(exc)
         SEARCHES.labels("ok").inc()
         for stage, ms in response.timings_ms.items():
             SEARCH_SECONDS.labels(stage).observe(ms / 1000)
@@ -140,11 +141,19 @@ def search_blueprint(
             )
         except ValueError as exc:
             return problem(400, "invalid_value", str(exc), field="chunk_index")
-        except TransientError as exc:
-            return problem(503, "backend_unavailable", str(exc), headers={"Retry-After": "5"})
+        except (TransientError, ModelError) as exc:
+            return _unavailable(exc)
         return jsonify(body.model_dump(mode="json"))
 
     return bp
+
+
+def _unavailable(exc: Exception) -> Response:
+    """503: the store or Nextcloud failed (``backend_unavailable``), or the live model's
+    files are missing or broken in this process (``model_unavailable``: after ``ncindex
+    reindex`` every search process needs the new model's folder)."""
+    code = "model_unavailable" if isinstance(exc, ModelError) else "backend_unavailable"
+    return problem(503, code, str(exc), headers={"Retry-After": "5"})
 
 
 def _doc_ref(doc_type: str, doc_id: str) -> DocRef:

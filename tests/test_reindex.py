@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -22,7 +23,7 @@ from ncindex.models import PACKAGED_DENSE_MODEL, ModelError, dense_dir_name, ins
 from ncindex.reindex import Reindexer, ReindexError
 from ncindex.settings import Settings
 from ncindex.store import ModelPointers, model_slug
-from support import Stack, wait_until
+from support import PASSWORDS, Stack, wait_until
 
 OTHER = "minilm-cls"
 LIVE = model_slug(PACKAGED_DENSE_MODEL)
@@ -172,6 +173,25 @@ def test_reindex_refuses_a_missing_model_and_a_second_build(
     assert reindexer.finish() == OTHER
     assert reindexer.pointers() == ModelPointers(active=LIVE)
     assert "live: " + LIVE in _run(["reindex"], stack, monkeypatch)
+
+
+def test_search_answers_503_when_the_live_model_is_not_installed_here(stack: Stack) -> None:
+    root = stack.services.models.root
+    ghost = root.use_model("ghost-model")  # a collection whose model folder this process lacks
+    ghost.ensure_collection(384)
+    ghost.close()
+    root.set_models(ModelPointers(active="ghost-model", standby=LIVE))
+
+    def search() -> Any:
+        return stack.search.post(
+            "/v1/search", json={"query": "tide"}, auth=("alice", PASSWORDS["alice"])
+        )
+
+    response = wait_until(lambda: (r := search()).status_code != 200 and r, 5)
+    assert response.status_code == 503
+    assert response.get_json()["code"] == "model_unavailable"
+    assert "ghost-model" in response.get_json()["detail"]
+    root.set_models(ModelPointers(active=LIVE))
 
 
 def test_eval_compares_two_models_before_a_switch(
