@@ -104,6 +104,13 @@ class Embedder:
         return self._dense_dim
 
     @property
+    def declared_dim(self) -> int:
+        """Dimension the dense model's ``config.json`` declares (``hidden_size``), read without
+        loading the model (which checks it against a real embedding when it loads). Raises
+        ``ModelError`` if the files are missing or declare no dimension."""
+        return _register_dense(self._ensure_files().dense_dir)[1]
+
+    @property
     def max_tokens(self) -> int:
         """Longest input of the dense model, tokens including the special tokens
         (``model_max_length`` of its ``tokenizer_config.json``; 256 for all-MiniLM-L6-v2)."""

@@ -43,7 +43,7 @@ log = structlog.get_logger(__name__)
 @dataclass(frozen=True, slots=True)
 class ModelHandle:
     """One embedding model opened in this process: its name (the ``embedding_model`` payload
-    value), slug (its collection), loaded embedder and collection (ensured)."""
+    value), slug (its collection), embedder and collection (ensured)."""
 
     name: str
     slug: str
@@ -113,23 +113,23 @@ class LiveModels:
 
     # --- models ---------------------------------------------------------------------------
 
-    def handle(self, slug: str, name: str | None = None) -> ModelHandle:
-        """Model ``slug`` opened once per process: embedder loaded, collection ensured.
-        ``name`` defaults to :func:`model_name_for`."""
+    def handle(self, slug: str) -> ModelHandle:
+        """Model ``slug`` opened once per process: collection ensured, embedder loading on
+        first use (a mirror model's only when a write needs it); its name from
+        :func:`model_name_for`."""
         with self._lock:
             if slug in self._handles:
                 return self._handles[slug]
-            name = name or model_name_for(self.settings, slug)
+            name = model_name_for(self.settings, slug)
             if slug == self._default and self._given_embedder is not None:
                 embedder = self._given_embedder
             else:
                 embedder = Embedder(self.settings.model_copy(update={"dense_model": name}))
-                embedder.load()
             if slug == self._default and self._given_store is not None:
                 store = self._given_store
             else:
                 store = self._root.use_model(slug)
-            store.ensure_collection(embedder.dense_dim)
+            store.ensure_collection(embedder.declared_dim)
             handle = self._handles[slug] = ModelHandle(name, slug, embedder, store)
             return handle
 
@@ -177,6 +177,7 @@ class LiveModels:
         if self._view is not None and self._view.pointers != pointers:
             log.info("models_changed", active=pointers.active, mirror=pointers.mirror)
         live = self.handle(pointers.active)
+        live.embedder.load()  # off the request path: the live model serves every search
         mirror = self.handle(pointers.mirror) if pointers.mirror else None
         return LiveView(live, mirror, pointers)
 

@@ -140,6 +140,7 @@ class Reindexer:
                 "run `ncindex reindex --finish` first"
             )
         handle = self.services.models.handle(slug)
+        handle.embedder.load()  # a broken model fails here, before any write is mirrored
         tokens = handle.embedder.max_tokens
         if tokens < self.settings.chunk_tokens + 2:
             raise ReindexError(
