@@ -55,10 +55,14 @@ def problem(
 def read_body(request: Request, limit: int) -> bytes:
     """The request body, at most ``limit`` bytes; raises ``RequestEntityTooLarge`` (413) past
     it, whether or not the client sent a Content-Length (a chunked upload is counted as read,
-    never silently cut at the limit)."""
-    if request.content_length is not None and request.content_length > limit:
+    never silently cut at the limit).
+
+    With a Content-Length the read asks for that many bytes (+1), not ``limit`` + 1: werkzeug's
+    length-limited stream allocates a buffer of the size asked for, a megabyte per request."""
+    length = request.content_length
+    if length is not None and length > limit:
         raise RequestEntityTooLarge()
-    body = request.stream.read(limit + 1)
+    body = request.stream.read((limit if length is None else length) + 1)
     if len(body) > limit:
         raise RequestEntityTooLarge()
     return body

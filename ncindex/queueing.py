@@ -33,9 +33,12 @@ PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "i
 
 def celery_app(settings: Settings) -> Celery:
     """A Celery app on ``settings.redis_url`` without tasks (a producer; the workers add
-    theirs): late acks, reject-on-worker-lost, prefetch 1, JSON only, task events on, time
+    theirs): late acks, reject-on-worker-lost, prefetch 1, JSON only, worker task events, time
     limits below the Redis visibility timeout (DESIGN §6), unacked messages of a dead worker
-    swept back every tenth of the visibility timeout."""
+    swept back every tenth of the visibility timeout.
+
+    Workers send task events (Flower's task list and its ``/metrics``); the producer sends no
+    ``task-sent`` event: it would cost a second publish per queued task and nothing reads it."""
     app = Celery("ncindex", broker=settings.redis_url, set_as_current=False)
     # kombu restores a dead worker's unacked messages in sweeps every ``interval × throttle``
     # seconds (default 10 × 10): sweep every tenth of the visibility timeout (1–10 s) instead,
@@ -64,7 +67,7 @@ def celery_app(settings: Settings) -> Celery:
         result_backend_transport_options=transport,
         visibility_timeout=settings.visibility_timeout,
         worker_send_task_events=True,
-        task_send_sent_event=True,
+        task_send_sent_event=False,
         task_default_queue="ingest",
         task_queues=[Queue(name) for name in QUEUES],
         broker_connection_retry_on_startup=True,
@@ -97,19 +100,31 @@ def enqueue(
 ) -> tuple[int, int]:
     """Send each action's task; returns ``(queued, coalesced)``.
 
-    Raises :class:`BrokerUnavailable` when Redis or the broker fails; a debounce key set for a
-    task that could not be sent is removed again, so nothing is swallowed.
+    The debounce keys of all actions are claimed in one Redis round trip (a pipeline of
+    ``SET NX PX``; ``debounce_seconds`` in seconds, the keys live four times as long, at least
+    1 s). Raises :class:`BrokerUnavailable` when Redis or the broker fails; the debounce keys
+    claimed for tasks that could not be sent are removed again, so nothing is swallowed.
     """
-    queued = coalesced = 0
-    for action in actions:
-        key = debounce_key(action)
+    actions = list(actions)
+    keys = [debounce_key(action) for action in actions]
+    debounced = debounce_seconds > 0
+    claimed = [True] * len(actions)
+    wanted = [i for i, key in enumerate(keys) if key and debounced]
+    if wanted:
         ttl_ms = max(1000, int(debounce_seconds * 1000) * 4)
+        pipe = redis_client.pipeline(transaction=False)
+        for i in wanted:
+            pipe.set(keys[i], 1, nx=True, px=ttl_ms)
         try:
-            if key and debounce_seconds > 0 and not redis_client.set(key, 1, nx=True, px=ttl_ms):
-                coalesced += 1
-                continue
+            answers = pipe.execute()
         except redis.RedisError as exc:
             raise BrokerUnavailable(f"redis: {exc}") from exc
+        for i, answer in zip(wanted, answers, strict=True):
+            claimed[i] = bool(answer)
+    queued = 0
+    for i, (action, key) in enumerate(zip(actions, keys, strict=True)):
+        if not claimed[i]:
+            continue
         kwargs = dict(action.kwargs)
         if key:
             kwargs["debounce_key"] = key
@@ -118,16 +133,17 @@ def enqueue(
                 action.task,
                 kwargs=kwargs,
                 queue=action.queue,
-                countdown=debounce_seconds if key and debounce_seconds > 0 else None,
+                countdown=debounce_seconds if key and debounced else None,
                 retry_policy=PUBLISH_RETRY,
             )
         except Exception as exc:  # kombu/redis raise several types; none may be acknowledged
-            if key:
+            unsent = [keys[j] for j in wanted if j >= i and claimed[j]]
+            if unsent:
                 with contextlib.suppress(redis.RedisError):
-                    redis_client.delete(key)
+                    redis_client.delete(*unsent)
             raise BrokerUnavailable(f"broker: {exc}") from exc
         queued += 1
-    return queued, coalesced
+    return queued, len(actions) - claimed.count(True)
 
 
 def clear_debounce(redis_client: redis.Redis, key: str | None) -> None:

@@ -1,5 +1,7 @@
 """The receiver's answers over real HTTP: 202, 401, 413, 400 with the field, 503 when the
-broker is down, and a real-format envelope without Content-Type becoming searchable."""
+broker is down, debounce (repeats coalesced, every key claimed in one pipeline, no key left
+behind for a task that was not sent), and a real-format envelope without Content-Type becoming
+searchable."""
 
 from __future__ import annotations
 
@@ -9,15 +11,17 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+import redis
 from pydantic import SecretStr
 
-from ncindex.queueing import celery_app
+from ncindex.queueing import DEBOUNCE_PREFIX, celery_app
 from ncindex.redis_server import RedisProcess, start_redis
 from ncindex.settings import Settings
 from support import Stack, wait_until
 from webhook_receiver import create_app
 
 WRITTEN = "OCP\\Files\\Events\\Node\\NodeWrittenEvent"
+TAG_ASSIGNED = "OCP\\SystemTag\\TagAssignedEvent"
 
 
 def envelope(path: str, file_id: int | None, event_class: str = WRITTEN) -> dict:
@@ -158,6 +162,80 @@ def test_broker_down_is_503_never_2xx(receiver, private_redis: RedisProcess) -> 
     private_redis.start_again()
     response = post(client, settings, php_json(envelope("/alice/files/Notes/a.md", 8)))
     assert response.status_code == 202
+
+
+def tag_envelope(*file_ids: int) -> dict:
+    return {
+        "event": {
+            "class": TAG_ASSIGNED,
+            "objectType": "files",
+            "objectIds": [str(i) for i in file_ids],
+            "tagIds": [3],
+        },
+        "user": {"uid": "alice", "displayName": "Alice"},
+        "time": 1767225601,
+    }
+
+
+class FailingAfter:
+    """A real Celery producer whose sends fail after the first ``ok`` ones (a broker lost
+    mid-envelope)."""
+
+    def __init__(self, producer, ok: int) -> None:
+        self.producer, self.ok = producer, ok
+
+    def send_task(self, name: str, **options):
+        if self.ok == 0:
+            raise ConnectionError("broker went away")
+        self.ok -= 1
+        return self.producer.send_task(name, **options)
+
+
+@pytest.fixture
+def debounced(private_redis: RedisProcess):
+    settings = Settings(
+        redis_url=private_redis.url,
+        webhook_secret=SecretStr(secrets.token_urlsafe(12)),
+        accounts={"alice": SecretStr("pw")},
+        debounce_seconds=30,
+    )
+    client = redis.Redis.from_url(private_redis.url)
+    yield settings, client
+    client.close()
+
+
+def test_repeats_inside_the_debounce_window_are_coalesced(debounced) -> None:
+    settings, client = debounced
+    http = create_app(settings, producer=celery_app(settings)).test_client()
+    answers = [
+        post(http, settings, php_json(envelope("/alice/files/Notes/a.md", 7))).get_json()
+        for _ in range(3)
+    ]
+    assert answers == [{"queued": 1, "coalesced": 0}] + [{"queued": 0, "coalesced": 1}] * 2
+    assert client.llen("index") == 1
+    assert client.pttl(f"{DEBOUNCE_PREFIX}index:alice:7") > 30_000
+
+    # a tag event claims the keys of all its files at once: 7 is pending, 5 and 6 are not
+    answer = post(http, settings, php_json(tag_envelope(5, 6, 7))).get_json()
+    assert answer == {"queued": 2, "coalesced": 1}
+    assert client.llen("index") == 3
+
+
+def test_a_task_that_could_not_be_sent_leaves_no_debounce_key(debounced) -> None:
+    settings, client = debounced
+    producer = FailingAfter(celery_app(settings), ok=1)
+    http = create_app(settings, producer=producer).test_client()
+    response = post(http, settings, php_json(tag_envelope(5, 6, 7)))
+    assert response.status_code == 503
+    assert response.get_json()["code"] == "backend_unavailable"
+    # file 5's task went out and keeps its key; 6 and 7 were claimed, not sent, and released
+    assert client.llen("index") == 1
+    assert sorted(client.keys(f"{DEBOUNCE_PREFIX}*")) == [
+        f"{DEBOUNCE_PREFIX}index:alice:5".encode()
+    ]
+    producer.ok = 10
+    answer = post(http, settings, php_json(tag_envelope(5, 6, 7))).get_json()
+    assert answer == {"queued": 2, "coalesced": 1}
 
 
 def test_real_format_envelope_without_content_type_becomes_searchable(stack: Stack) -> None:
