@@ -68,8 +68,9 @@ bench-search: $(STAMP) models
 bench-quality: $(STAMP) models
 	$(PY) benchmarks/bench_quality.py $(if $(DATASET),--dataset $(DATASET))
 
-# 10,000 webhook deliveries through the receiver under gunicorn beside a bare Flask endpoint,
-# indexing to the end, 50 concurrent searches for 60 s → benchmarks/results/load.json and the
-# "Load" section of benchmarks/RESULTS.md.
+# 10,000 webhook deliveries (sent by wrk, 4 concurrent senders) through the receiver under
+# gunicorn beside a bare Flask endpoint, indexing to the end, 50 concurrent searches for 60 s
+# → benchmarks/results/load.json and the "Load" section of benchmarks/RESULTS.md.
 bench-load: $(STAMP) redis
+	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 	$(PY) benchmarks/bench_load.py
