@@ -2,11 +2,12 @@
 
 A worker running several tasks at once (Celery's ``threads`` pool) would otherwise call the
 model once per document, with the two or three chunks a typical document has. The
-:class:`EmbedBatcher` lets the calls meet: the first caller becomes the *leader* and runs the
-model on every request waiting at that moment (up to ``max_texts`` texts), then on those that
-arrived meanwhile, until its own request is done; it then hands leadership to a waiting
-caller. No caller waits for a timer: with one task at a time (``solo`` pool) each call runs at
-once, as before.
+:class:`EmbedBatcher` lets the calls meet: a caller whose request is still waiting becomes a
+*leader* when fewer than ``max_calls`` leaders are running, and runs the model on every request
+waiting at that moment (up to ``max_texts`` texts, oldest first), then on those that arrived
+meanwhile, until its own request is done; it then hands leadership to a waiting caller. No
+caller waits for a timer: with one task at a time (``solo`` pool) each call runs at once, as
+before.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class _Request(Generic[T]):
     texts: list[str]
     result: list[T] | None = None
     error: BaseException | None = None
+    taken: bool = False
     done: bool = False
 
 
@@ -31,18 +33,26 @@ class EmbedBatcher(Generic[T]):
     """Shares calls of ``embed`` (texts → one result per text, in order) between threads.
 
     ``max_texts`` bounds the texts of one shared call (a single request larger than that
-    runs alone). An exception raised by ``embed`` is raised in every caller whose texts were
-    in that call. ``calls`` counts the calls made (for tests and metrics).
+    runs alone); ``max_calls`` bounds the calls running at once (each in its leader's thread;
+    more than one only pays when ``embed`` releases the GIL and each call leaves cores idle,
+    such as an ONNX session on fewer threads than cores). An exception raised by ``embed`` is
+    raised in every caller whose texts were in that call. ``calls`` counts the calls made (for
+    tests and metrics).
     """
 
-    def __init__(self, embed: Callable[[list[str]], list[T]], max_texts: int = 64) -> None:
+    def __init__(
+        self, embed: Callable[[list[str]], list[T]], max_texts: int = 64, max_calls: int = 1
+    ) -> None:
         if max_texts < 1:
             raise ValueError("max_texts must be at least 1")
+        if max_calls < 1:
+            raise ValueError("max_calls must be at least 1")
         self._embed = embed
         self._max = max_texts
+        self._max_calls = max_calls
         self._cond = threading.Condition()
         self._pending: list[_Request[T]] = []
-        self._running = False
+        self._leaders = 0
         self.calls = 0
 
     @property
@@ -58,18 +68,25 @@ class EmbedBatcher(Generic[T]):
         request: _Request[T] = _Request(list(texts))
         with self._cond:
             self._pending.append(request)
-            while not request.done and self._running:
+            while not request.taken and self._leaders >= self._max_calls:
                 self._cond.wait()
-            if not request.done:
-                self._running = True
-        if not request.done:
+            lead = not request.taken
+            if lead:
+                self._leaders += 1
+        if lead:
             try:
                 while not request.done:
-                    self._run(self._take())
+                    batch = self._take()
+                    if not batch:  # another leader took this request: wait for its call
+                        break
+                    self._run(batch)
             finally:
                 with self._cond:
-                    self._running = False
+                    self._leaders -= 1
                     self._cond.notify_all()
+        with self._cond:
+            while not request.done:
+                self._cond.wait()
         if request.error is not None:
             raise request.error
         assert request.result is not None
@@ -80,13 +97,16 @@ class EmbedBatcher(Generic[T]):
             batch, size = [], 0
             while self._pending and (not batch or size + len(self._pending[0].texts) <= self._max):
                 size += len(self._pending[0].texts)
-                batch.append(self._pending.pop(0))
+                request = self._pending.pop(0)
+                request.taken = True
+                batch.append(request)
             return batch
 
     def _run(self, batch: list[_Request[T]]) -> None:
         texts = [t for r in batch for t in r.texts]
         try:
-            self.calls += 1
+            with self._cond:
+                self.calls += 1
             results = self._embed(texts)
             if len(results) != len(texts):
                 raise RuntimeError(f"embed returned {len(results)} results for {len(texts)}")

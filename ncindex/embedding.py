@@ -17,6 +17,7 @@ If the packaged default model's folder is missing it is built from the installed
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -125,6 +126,14 @@ class Embedder:
             if self._tokenizer is None:
                 self._tokenizer = load_tokenizer(self._ensure_files().dense_dir)
             return self._tokenizer
+
+    @property
+    def concurrent_calls(self) -> int:
+        """How many :meth:`embed_documents` calls can run at once without the model's threads
+        outnumbering the cores: cores this process may use ÷ ``Settings.embed_threads``, at
+        least 1; 1 when ``embed_threads`` is unset (then each call uses every core)."""
+        threads = self._settings.embed_threads
+        return 1 if threads is None else max(1, len(os.sched_getaffinity(0)) // threads)
 
     @property
     def loaded(self) -> bool:

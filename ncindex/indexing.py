@@ -110,7 +110,9 @@ class Indexer:
             batcher = self._batchers.get(embedder)
             if batcher is None:
                 batcher = self._batchers[embedder] = EmbedBatcher(
-                    embedder.embed_documents, max_texts=self.settings.embed_batch_size * 4
+                    embedder.embed_documents,
+                    max_texts=self.settings.embed_batch_size * 4,
+                    max_calls=embedder.concurrent_calls,
                 )
             return batcher
 

@@ -88,8 +88,13 @@ class Settings(BaseSettings):
     model_check_seconds: float = Field(
         2.0, gt=0, le=60, description="How often a process re-reads which model is live, seconds."
     )
-    embed_batch_size: int = Field(16, ge=1, description="Chunks per embedding batch.")
-    embed_threads: int | None = Field(None, ge=1, description="ONNX threads; unset ⇒ all cores.")
+    embed_batch_size: int = Field(16, ge=1, description="Most chunks in one embedding batch.")
+    embed_threads: int | None = Field(
+        None,
+        ge=1,
+        description="ONNX threads per model call; unset ⇒ all cores. A worker runs cores ÷ "
+        "this many calls at once: 1 suits a threads pool.",
+    )
     chunk_tokens: int = Field(
         200, ge=16, le=256, description="Largest chunk, in the dense model's tokens."
     )

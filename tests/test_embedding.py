@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from pathlib import Path
 
@@ -89,6 +90,14 @@ def test_token_batches_pad_little_and_cover_every_text_once() -> None:
     assert longest == sorted(longest)  # runs of the length order
     padded = sum(len(b) * m for b, m in zip(batches, longest, strict=True))
     assert padded + CALL_COST_TOKENS * len(batches) <= sum(lengths) * 1.2
+
+
+def test_concurrent_calls_share_out_the_cores(models_dir: Path) -> None:
+    cores = len(os.sched_getaffinity(0))
+    assert Embedder(Settings(model_dir=models_dir)).concurrent_calls == 1  # all cores per call
+    one = Embedder(Settings(model_dir=models_dir, embed_threads=1))
+    assert one.concurrent_calls == cores
+    assert Embedder(Settings(model_dir=models_dir, embed_threads=cores + 1)).concurrent_calls == 1
 
 
 def test_empty_input(embedder: Embedder) -> None:

@@ -91,6 +91,44 @@ def test_max_texts_splits_calls_and_errors_reach_every_caller_of_the_call() -> N
     }
 
 
-def test_bound_must_be_positive() -> None:
+def test_max_calls_run_at_once_and_no_request_runs_twice() -> None:
+    release = threading.Event()
+    running: list[list[str]] = []
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def embed(texts: list[str]) -> list[str]:
+        with lock:
+            running.append(texts)
+            seen.extend(texts)
+        if len(running) <= 2:
+            release.wait(10)  # hold the first two calls until both run
+        return [f"v:{t}" for t in texts]
+
+    batcher = EmbedBatcher(embed, max_texts=64, max_calls=2)
+    results: dict[int, list[str]] = {}
+
+    def call(i: int) -> None:
+        results[i] = batcher.embed([f"{i}.a", f"{i}.b"])
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(2)]
+    for n, t in enumerate(threads, start=1):
+        t.start()
+        wait_until(lambda n=n: len(running) == n, 5, interval=0.01)  # two leaders, two calls
+    threads += [threading.Thread(target=call, args=(i,)) for i in range(2, 6)]
+    for t in threads[2:]:
+        t.start()
+    wait_until(lambda: batcher.pending == 4, 5, interval=0.01)  # a third call waits
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert results == {i: [f"v:{i}.a", f"v:{i}.b"] for i in range(6)}
+    assert sorted(seen) == sorted(f"{i}.{x}" for i in range(6) for x in "ab")
+    assert batcher.calls == len(running) <= 4
+
+
+def test_bounds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_texts"):
         EmbedBatcher(lambda texts: texts, max_texts=0)
+    with pytest.raises(ValueError, match="max_calls"):
+        EmbedBatcher(lambda texts: texts, max_calls=0)
