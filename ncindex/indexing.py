@@ -367,7 +367,7 @@ class Indexer:
         if not chunks:
             self.services.store.delete_document(doc.ref.key)
             return Outcome("ineligible", doc.ref.key)
-        vectors, embedded = self._vectors(doc.ref, chunks)
+        vectors, embedded = self._vectors(doc.ref, chunks, stored=current is not None)
         now = int(time.time())
         model = self.services.embedder.model_name
         points = [
@@ -393,14 +393,17 @@ class Indexer:
         log.info("indexed", doc_key=doc.ref.key, chunks=len(chunks), embedded=embedded)
         return Outcome("indexed", doc.ref.key, embedded)
 
-    def _vectors(self, ref: DocRef, chunks: list[Chunk]) -> tuple[list[Any], int]:
+    def _vectors(self, ref: DocRef, chunks: list[Chunk], *, stored: bool) -> tuple[list[Any], int]:
         """Vectors for ``chunks``: reused from the stored version where a chunk's text and the
-        model are the same, embedded otherwise. Returns the vectors and how many were embedded."""
+        model are the same, embedded otherwise. ``stored`` says whether the document has points
+        in the store (its current payload was found); without, the store is not read again.
+        Returns the vectors and how many were embedded."""
         embedder = self.services.embedder
         model = embedder.model_name
+        points = self.services.store.document_points(ref.key, with_vectors=True) if stored else []
         reuse = {
             text_hash(p.payload["text"]): (p.dense, p.sparse)
-            for p in self.services.store.document_points(ref.key, with_vectors=True)
+            for p in points
             if p.payload.get("embedding_model") == model and p.dense is not None
         }
         missing = [c for c in chunks if text_hash(c.text) not in reuse]
