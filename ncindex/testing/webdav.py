@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import email.utils
 import posixpath
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -82,6 +82,20 @@ def _state_error(exc: StateError) -> Response:
     if isinstance(exc, ForbiddenError):
         return dav_error(403, "Forbidden", str(exc))
     return dav_error(500, "ServiceUnavailable", str(exc))
+
+
+def _required_fileid(cond: etree._Element | None) -> int | None:
+    """The file id an ``eq`` on ``oc:fileid`` requires (alone or inside ``and``), if any."""
+    if cond is None:
+        return None
+    tag = etree.QName(cond).localname
+    if tag == "and":
+        return next((i for c in cond if (i := _required_fileid(c)) is not None), None)
+    prop = cond.find(clark(DAV, "prop"))
+    if tag != "eq" or prop is None or not len(prop) or prop[0].tag != clark(OC, "fileid"):
+        return None
+    literal = (cond.findtext(clark(DAV, "literal")) or "").strip()
+    return int(literal) if literal.isdigit() else None
 
 
 def _parse_date(text: str) -> float | None:
@@ -576,7 +590,7 @@ class WebDav:
             if root is None:
                 return _not_found(rel)
             items: list[tuple[str, Node]] = []
-            for item_path, item in self.tree.walk_view(uid, rel):
+            for item_path, item in self._candidates(uid, rel, condition):
                 if item is root:
                     continue
                 if depth.strip() == "1" and posixpath.dirname(item_path) != rel:
@@ -591,6 +605,21 @@ class WebDav:
                 start = int(first.strip() or 0)
                 items = items[start : start + int(count) if count else None]
             return self.multistatus(uid, f"/remote.php/dav/files/{uid}", items, props)
+
+    def _candidates(
+        self, uid: str, rel: str, condition: etree._Element | None
+    ) -> Iterator[tuple[str, Node]]:
+        """What a SEARCH under ``rel`` must test: the one node a required ``oc:fileid``
+        equality names (looked up by id, as Nextcloud's file cache does), else every node of
+        the view below ``rel``. Either way the whole condition is still tested."""
+        file_id = _required_fileid(condition)
+        if file_id is None:
+            yield from self.tree.walk_view(uid, rel)
+            return
+        node = self.tree.nodes.get(file_id)
+        path = self.tree.view_path(uid, node) if node is not None else None
+        if path is not None and (rel == "/" or path == rel or path.startswith(rel + "/")):
+            yield path, node
 
     def _value(self, uid: str, path: str, node: Node, name: str) -> Any:
         if name == clark(OC, "fileid"):
