@@ -16,7 +16,11 @@ __all__ = ["SimulatorServer", "serve_simulator"]
 
 
 class _QuietHandler(WSGIRequestHandler):
-    """Request handler that does not log every request to stderr."""
+    """Request handler that does not log every request to stderr and keeps connections open
+    (HTTP/1.1, as Nextcloud's web servers do), so a client's pooled connection is reused
+    instead of a TCP connection and a server thread per request."""
+
+    protocol_version = "HTTP/1.1"
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return None
