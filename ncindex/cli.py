@@ -414,9 +414,14 @@ def reindex(
     --model A --model B`.
     """
     from ncindex.indexing import Indexer
-    from ncindex.models import model_paths
     from ncindex.queueing import PUBLISH_RETRY, celery_app
-    from ncindex.reindex import QUEUE, Reindexer, ReindexError, progress
+    from ncindex.reindex import (
+        QUEUE,
+        Reindexer,
+        ReindexError,
+        progress,
+        require_model_files,
+    )
     from ncindex.runtime import Services
     from ncindex.store import model_slug
 
@@ -429,12 +434,8 @@ def reindex(
             moved = reindexer.back()
             click.echo(f"live: {moved.active}; standby: {moved.standby}")
             return
-        if model is not None and not model_paths(settings.model_dir, model).dense_ready():
-            raise click.ClickException(
-                f"model {model!r}: no model.onnx and tokenizer files in "
-                f"{model_paths(settings.model_dir, model).dense_dir} (see README, "
-                "'Changing the embedding model')"
-            )
+        if model is not None:
+            require_model_files(settings, model)  # here, before a worker finds out
         if model is not None and reindexer.pointers().active == model_slug(model):
             raise click.ClickException(f"model {model!r} is already live")
         if model is not None or finish:

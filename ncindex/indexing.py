@@ -44,6 +44,7 @@ from ncindex.documents import (
 from ncindex.eligibility import Eligibility
 from ncindex.embedding import Embedder
 from ncindex.errors import ExtractionError, NotFound, TooLarge, TransientError
+from ncindex.live_models import reusable_points
 from ncindex.nextcloud.client import NextcloudClient, NotesSettings
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.runtime import Services
@@ -401,11 +402,7 @@ class Indexer:
         embedder = self.services.embedder
         model = embedder.model_name
         points = self.services.store.document_points(ref.key, with_vectors=True) if stored else []
-        reuse = {
-            text_hash(p.payload["text"]): (p.dense, p.sparse)
-            for p in points
-            if p.payload.get("embedding_model") == model and p.dense is not None
-        }
+        reuse = {h: (p.dense, p.sparse) for h, p in reusable_points(points, model).items()}
         missing = [c for c in chunks if text_hash(c.text) not in reuse]
         if missing:
             fresh = self.batcher(embedder).embed([c.text for c in missing])

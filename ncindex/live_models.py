@@ -14,8 +14,9 @@ Writes through :attr:`LiveView.store` go to the live collection and then to the 
 BM25 vectors (BM25 does not depend on the dense model). So a model being built receives every
 change made while it fills, and a standby stays current, making a switch back instant.
 
-A task or a request pins one view for its whole run (:meth:`LiveModels.pin`), so it never
-embeds with one model and writes or queries another's collection when the pointers move.
+A document's lock pins one view while it is held (:meth:`LiveModels.pinned`, taken by
+:meth:`ncindex.indexing.Indexer.lock`) and a search asks for the view once, so neither embeds
+with one model and writes or queries another's collection when the pointers move.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ncindex.embedding import Embedder
 from ncindex.models import SPARSE_DIR_NAME, ModelError
 from ncindex.settings import Settings
 from ncindex.store import ModelPointers, PointRecord, VectorStore, model_slug, open_store
-from ncindex.store.port import Fusion, Hit, SparseVector
+from ncindex.store.port import Hit
 
 log = structlog.get_logger(__name__)
 
@@ -203,6 +204,17 @@ class LiveModels:
             self._root.close()
 
 
+def reusable_points(points: Sequence[PointRecord], model: str) -> dict[str, PointRecord]:
+    """Stored ``points`` (read with vectors) whose dense vector ``model`` made, by the
+    :func:`~ncindex.documents.text_hash` of their ``text``: what a write of the same texts
+    for ``model`` need not embed again."""
+    return {
+        text_hash(p.payload["text"]): p
+        for p in points
+        if p.payload.get("embedding_model") == model and p.dense is not None
+    }
+
+
 def mirror_points(points: Sequence[PointRecord], target: ModelHandle) -> list[PointRecord]:
     """``points`` (of any model) as points of ``target``: same ids, payload with
     ``embedding_model`` = ``target.name``, BM25 vectors as given, dense vectors embedded by
@@ -212,9 +224,8 @@ def mirror_points(points: Sequence[PointRecord], target: ModelHandle) -> list[Po
         return []
     reuse: dict[str, list[float]] = {}
     for key in {p.payload["doc_key"] for p in points}:
-        for stored in target.store.document_points(key, with_vectors=True):
-            if stored.payload.get("embedding_model") == target.name and stored.dense is not None:
-                reuse[text_hash(stored.payload["text"])] = stored.dense
+        stored = target.store.document_points(key, with_vectors=True)
+        reuse |= {h: p.dense for h, p in reusable_points(stored, target.name).items() if p.dense}
     missing = sorted({text_hash(p.payload["text"]): p.payload["text"] for p in points}.items())
     missing = [(h, t) for h, t in missing if h not in reuse]
     if missing:
@@ -270,31 +281,9 @@ class MirroredStore:
         """Payloads from the live collection."""
         return self.live.store.scroll(flt, fields, page_size)
 
-    def query(
-        self,
-        *,
-        dense: list[float] | None,
-        sparse: SparseVector | None,
-        flt: models.Filter | None,
-        limit: int,
-        prefetch_limit: int,
-        fusion: Fusion,
-        offset: int = 0,
-        rrf_k: int | None = None,
-        weights: Sequence[float] | None = None,
-    ) -> list[Hit]:
-        """Query the live collection."""
-        return self.live.store.query(
-            dense=dense,
-            sparse=sparse,
-            flt=flt,
-            limit=limit,
-            prefetch_limit=prefetch_limit,
-            fusion=fusion,
-            offset=offset,
-            rrf_k=rrf_k,
-            weights=weights,
-        )
+    def query(self, **kwargs: Any) -> list[Hit]:
+        """Query the live collection (the arguments of :meth:`VectorStore.query`)."""
+        return self.live.store.query(**kwargs)
 
     def count(self, flt: models.Filter | None = None) -> int:
         """Count in the live collection."""

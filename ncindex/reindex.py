@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ from ncindex.indexing import Indexer, LockBusy
 from ncindex.live_models import ModelHandle, mirror_points
 from ncindex.models import ModelError, model_paths
 from ncindex.runtime import Services
+from ncindex.settings import Settings
 from ncindex.store import ModelPointers, VectorStore, model_slug
 
 log = structlog.get_logger(__name__)
@@ -75,6 +77,14 @@ class BuildReport:
     copied: int
     removed: int
     remaining: int
+
+
+def require_model_files(settings: Settings, name: str) -> None:
+    """Raise :class:`~ncindex.models.ModelError` unless dense model ``name``'s ONNX and
+    tokenizer files are in ``settings.model_dir`` (README, "Changing the embedding model")."""
+    paths = model_paths(settings.model_dir, name)
+    if not paths.dense_ready():
+        raise ModelError(f"model {name!r}: no model.onnx and tokenizer files in {paths.dense_dir}")
 
 
 def _summaries(store: VectorStore) -> dict[str, str]:
@@ -124,11 +134,7 @@ class Reindexer:
         exists (finish it first) or when it accepts fewer tokens than ``chunk_tokens``.
         """
         slug = model_slug(name)
-        if not model_paths(self.settings.model_dir, name).dense_ready():
-            raise ModelError(
-                f"model {name!r}: no model.onnx and tokenizer files in "
-                f"{model_paths(self.settings.model_dir, name).dense_dir}"
-            )
+        require_model_files(self.settings, name)
         pointers = self.pointers()
         if pointers.active is None:
             pointers = self.services.models.view().pointers
@@ -164,31 +170,32 @@ class Reindexer:
         source, built = _summaries(live.store), _summaries(target.store)
         stale = sorted(k for k, v in source.items() if built.get(k) != v)
         extra = sorted(set(built) - set(source))
-        copied = removed = 0
-        left = list(stale) + list(extra)
+        done = {True: 0, False: 0}  # copied, removed
+        left = deque(stale + extra)
         while left and time.monotonic() < deadline:
-            key = left.pop(0)
+            key = left.popleft()
             try:
                 with self.indexer.document_lock(DocRef.parse(key), wait=1.0):
-                    copied, removed = self._copy(key, live, target, copied, removed)
+                    done[self._copy(key, live, target)] += 1
             except LockBusy:
                 left.append(key)  # a task holds it (and mirrors what it writes): try later
                 time.sleep(0.05)
-            self._progress(target.slug, "building", len(source), len(left))
-        report = BuildReport(target.slug, len(source), copied, removed, len(left))
+            self.record(target.slug, "building", documents=len(source), remaining=len(left))
+        report = BuildReport(target.slug, len(source), done[True], done[False], len(left))
         log.info("reindex_build", **asdict(report))
         return report
 
-    def _copy(
-        self, key: str, live: ModelHandle, target: ModelHandle, copied: int, removed: int
-    ) -> tuple[int, int]:
+    @staticmethod
+    def _copy(key: str, live: ModelHandle, target: ModelHandle) -> bool:
+        """Make ``target``'s points of ``key`` those of ``live``; ``False`` when ``live`` has
+        none (they were removed from ``target``)."""
         points = live.store.document_points(key, with_vectors=True)
         if not points:
             target.store.delete_document(key)
-            return copied, removed + 1
+            return False
         target.store.upsert(mirror_points(points, target))
         target.store.delete_document(key, keep_content_hash=points[0].payload["content_hash"])
-        return copied + 1, removed
+        return True
 
     def switch(self) -> ModelPointers:
         """Make the building model live and keep the old one as the standby. Raises
@@ -198,7 +205,7 @@ class Reindexer:
             raise ReindexError("no model is being built")
         moved = ModelPointers(active=pointers.building, standby=pointers.active)
         self._move(moved)
-        self._progress(moved.active or "", "switched", None, 0)
+        self.record(moved.active or "", "switched")
         return moved
 
     def back(self) -> ModelPointers:
@@ -212,7 +219,7 @@ class Reindexer:
             )
         moved = ModelPointers(active=pointers.standby, standby=pointers.active)
         self._move(moved)
-        self._progress(moved.active or "", "switched back", None, 0)
+        self.record(moved.active or "", "switched back")
         return moved
 
     def finish(self) -> str | None:
@@ -226,12 +233,22 @@ class Reindexer:
         self._settle()
         self.services.models.forget(other)
         self.services.models.root.drop_model(other)
-        self._progress(other, "dropped", None, 0)
+        self.record(other, "dropped")
         return other
 
     # --- progress -------------------------------------------------------------------------
 
-    def _progress(self, model: str, state: str, documents: int | None, remaining: int) -> None:
+    def record(
+        self,
+        model: str,
+        state: str,
+        *,
+        documents: int | None = None,
+        remaining: int = 0,
+        error: str | None = None,
+    ) -> None:
+        """Record a step's progress in Redis for :func:`progress` (one pipeline; ``seq``
+        counts the records). ``error`` goes with the ``failed`` state."""
         fields: dict[str, Any] = {
             "model": model,
             "state": state,
@@ -242,7 +259,10 @@ class Reindexer:
             fields["documents"] = documents
         pipe = self.services.redis.pipeline()
         pipe.hset(PROGRESS_KEY, mapping=fields)
-        pipe.hdel(PROGRESS_KEY, "error")
+        if error is None:
+            pipe.hdel(PROGRESS_KEY, "error")
+        else:
+            pipe.hset(PROGRESS_KEY, "error", error)
         pipe.hincrby(PROGRESS_KEY, "seq", 1)
         pipe.execute()
 

@@ -159,7 +159,7 @@ def test_reindex_builds_switches_back_and_finishes_without_losing_a_write(
     assert stack.search_as("alice", "lighthouse lens")["results"][0]["title"] == "Lighthouse"
 
 
-def test_reindex_refuses_a_missing_model_and_a_second_build(
+def test_reindex_refuses_a_missing_or_live_model_and_resumes_a_build(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reindexer = Reindexer(stack.services, Indexer(stack.services))

@@ -2,9 +2,10 @@
 
 They run where the collections are (a worker; on Qdrant Edge the one process that holds the
 store), on the ``index`` queue (:data:`ncindex.reindex.QUEUE`: they embed), one at a time (a
-Redis lock). ``ncindex.reindex_model``
-builds for at most half the soft time limit per run and queues itself again until the new
-model is complete, then switches to it; ``ncindex.reindex_finish`` drops the second model.
+Redis lock). ``ncindex.reindex_model`` builds for at most half the soft time limit per run and
+queues itself again until the new model is complete, then switches to it;
+``ncindex.reindex_finish`` drops the second model. A permanent failure is recorded as the
+``failed`` state for ``ncindex reindex`` to show.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import structlog
 from celery import Task, shared_task
 
 from ncindex.errors import PermanentError
-from ncindex.reindex import PROGRESS_KEY, QUEUE, Reindexer
+from ncindex.reindex import QUEUE, Reindexer
 from workers.tasks import RETRY
 
 log = structlog.get_logger(__name__)
@@ -31,7 +32,7 @@ def _reindexer(task: Task) -> Reindexer:
     return Reindexer(app.ncindex_services, app.ncindex_indexer)  # type: ignore[attr-defined]
 
 
-def _locked(reindexer: Reindexer, step: str, work: Any) -> Any:
+def _locked(reindexer: Reindexer, step: str, model: str, work: Any) -> Any:
     settings = reindexer.settings
     lock = reindexer.services.redis.lock(LOCK, timeout=settings.task_time_limit + 60)
     if not lock.acquire(blocking_timeout=5):
@@ -40,10 +41,7 @@ def _locked(reindexer: Reindexer, step: str, work: Any) -> Any:
     try:
         return work()
     except PermanentError as exc:
-        pipe = reindexer.services.redis.pipeline()
-        pipe.hset(PROGRESS_KEY, mapping={"state": "failed", "error": str(exc)})
-        pipe.hincrby(PROGRESS_KEY, "seq", 1)
-        pipe.execute()
+        reindexer.record(model, "failed", error=str(exc))
         log.warning("reindex_failed", step=step, error=str(exc))
         return {"failed": str(exc)}
     finally:
@@ -64,11 +62,11 @@ def reindex_model(self: Task, model: str) -> dict[str, Any]:
             return {"remaining": report.remaining}
         return {"switched": reindexer.switch().active}
 
-    return _locked(reindexer, "build", work)
+    return _locked(reindexer, "build", model, work)
 
 
 @shared_task(bind=True, name="ncindex.reindex_finish", ignore_result=True, **RETRY)
 def reindex_finish(self: Task) -> dict[str, Any]:
     """Stop mirroring and drop the second model's collection."""
     reindexer = _reindexer(self)
-    return _locked(reindexer, "finish", lambda: {"dropped": reindexer.finish()})
+    return _locked(reindexer, "finish", "", lambda: {"dropped": reindexer.finish()})
