@@ -42,6 +42,7 @@ from typing import Any
 
 import redis
 from pydantic import SecretStr
+from results_md import write_section
 from werkzeug.serving import make_server
 
 from ncindex.embedding import Embedder
@@ -58,7 +59,6 @@ from webhook_receiver import create_app as create_receiver_app
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
 CORPUS = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 USER, PASSWORD = "alice", "alice-app-pw"
 ADMIN = ("admin", "admin-app-pw")
@@ -332,18 +332,6 @@ def section(result: dict[str, Any]) -> str:
     )
 
 
-def write_section(text: str) -> None:
-    """Replace (or append) the "## Indexing" section of RESULTS.md, keeping the others."""
-    md = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else "# Benchmarks\n\n"
-    start = md.find("## Indexing")
-    if start == -1:
-        md = md.rstrip("\n") + "\n\n" + text
-    else:
-        end = md.find("\n## ", start + 1)
-        md = md[:start] + text + ("" if end == -1 else "\n" + md[end + 1 :])
-    RESULTS_MD.write_text(md.rstrip("\n") + "\n", encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=1000, help="documents (default 1000)")
@@ -364,7 +352,7 @@ def main() -> None:
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "indexing.json").write_text(json.dumps(result, indent=2) + "\n")
-        write_section(section(result))
+        write_section("Indexing", section(result))
 
 
 if __name__ == "__main__":

@@ -51,7 +51,6 @@ from flask import Flask, Response, request
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 RESULTS_JSON = ROOT / "benchmarks" / "results" / "load.json"
-RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
 EVENTS = int(os.environ.get("BENCH_LOAD_EVENTS", "10000"))
 DOCS = int(os.environ.get("BENCH_LOAD_DOCS", "500"))
 WRK_SCRIPT = ROOT / "benchmarks" / "bench_load.lua"
@@ -303,6 +302,7 @@ def main() -> int:
     """Run the three parts; print the table; write the JSON and the RESULTS.md section."""
     import httpx
     import redis
+    from results_md import write_section
 
     from ncindex.documents import text_hash
     from ncindex.redis_server import start_redis
@@ -485,7 +485,7 @@ def main() -> int:
     result["machine"] = machine()
     RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
     RESULTS_JSON.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    write_section(render(result))
+    write_section("Load", render(result))
     print(render(result))
     r, idx = result["receiver"], result["indexing"]
     ok = (
@@ -581,18 +581,6 @@ def render(r: dict[str, Any]) -> str:
 def verdict(met: bool, miss: str) -> str:
     """``"met"``, or ``"missed"`` with by how much."""
     return "met" if met else f"missed ({miss})"
-
-
-def write_section(section: str) -> None:
-    """Replace (or append) the "## Load" section of RESULTS.md, keeping the others."""
-    text = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else "# Benchmarks\n\n"
-    start = text.find("## Load")
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
-    RESULTS_MD.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
 import sys
 import tempfile
@@ -33,6 +32,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from results_md import write_section
 
 from ncindex.embedding import Embedder
 from ncindex.evaluation import MODES, load_beir
@@ -47,7 +48,6 @@ from ncindex.text.chunking import Chunker
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
 DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "scifact"
 CACHE = ROOT / "var" / "eval-cache" / "vectors.sqlite"
 
@@ -309,17 +309,6 @@ def _product_lines(result: dict[str, Any]) -> list[str]:
         "```",
         "",
     ]
-
-
-def write_section(title: str, body: str) -> None:
-    """Replace (or append) the ``## {title}`` section of RESULTS.md."""
-    text = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: body + "\n", text)
-    else:
-        text = text.rstrip() + "\n\n" + body
-    RESULTS_MD.write_text(text.rstrip() + "\n", encoding="utf-8")
 
 
 def save_tuning(out: dict[str, Any]) -> None:

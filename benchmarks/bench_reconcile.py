@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
+from results_md import write_section
 
 from ncindex.documents import DocRef, DocType, path_fields, point_id, principal, text_hash
 from ncindex.indexing import Indexer
@@ -52,7 +53,6 @@ DIM = 384
 RUNS = 5
 ROOT = Path(__file__).resolve().parent
 RESULTS_JSON = ROOT / "results" / "reconcile.json"
-RESULTS_MD = ROOT / "RESULTS.md"
 
 
 class Recorder:
@@ -231,7 +231,7 @@ def main() -> int:
     RESULTS_JSON.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     table = render(result)
     print(table)
-    write_section(table)
+    write_section("Reconcile", table)
     ok = all(w["requests_per_100_docs"] <= 1.0 for w in warm.values())
     print("target met" if ok else "TARGET MISSED: more than 1 request per 100 documents")
     return 0 if ok else 1
@@ -289,18 +289,6 @@ def render(r: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(rows)
-
-
-def write_section(section: str) -> None:
-    """Replace (or append) the "## Reconcile" section of RESULTS.md, keeping the others."""
-    text = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else "# Benchmarks\n\n"
-    start = text.find("## Reconcile")
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
-    RESULTS_MD.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
+from results_md import write_section
 
 from ncindex.documents import (
     Chunk,
@@ -65,7 +66,6 @@ from ncindex.store.qdrant_edge import QdrantEdgeStore
 SCIFACT = Path("/work/shared/data/scifact")
 ROOT = Path(__file__).resolve().parent
 RESULTS_JSON = ROOT / "results" / "search.json"
-RESULTS_MD = ROOT / "RESULTS.md"
 VERIFY_MS = 5.0
 USERS = [f"user{i:02d}" for i in range(19)] + ["alice"]
 NOW = 1_780_000_000
@@ -335,18 +335,6 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(text_section: str) -> None:
-    """Replace (or append) the "## Search" section of RESULTS.md, keeping the others."""
-    text = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else "# Benchmarks\n\n"
-    start = text.find("## Search")
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + text_section
-    else:
-        end = text.find("\n## ", start + 1)
-        text = text[:start] + text_section + (text[end + 1 :] if end >= 0 else "")
-    RESULTS_MD.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sizes", default="10000,100000")
@@ -386,7 +374,7 @@ def main() -> int:
     if not args.no_write:
         RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
         RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        write_section(table)
+        write_section("Search", table)
     return 0
 
 
