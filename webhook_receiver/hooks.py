@@ -88,8 +88,10 @@ def hooks_blueprint(receiver: Receiver) -> Blueprint:
                 "could not queue the event",
                 headers={"Retry-After": "5"},
             )
-        _QUEUED.inc(queued)
-        _COALESCED.inc(coalesced)
+        if queued:
+            _QUEUED.inc(queued)
+        if coalesced:
+            _COALESCED.inc(coalesced)
         return accepted(queued=queued, coalesced=coalesced)
 
     return bp
