@@ -165,3 +165,37 @@ def test_ocs_current_user() -> None:
     client = client_for(handler)
     client.user = None
     assert client.current_user() == "alice"
+
+
+def test_the_shared_client_never_sends_a_cookie_nextcloud_set() -> None:
+    """Nextcloud sets session cookies on Basic-auth requests; the pooled client is shared by
+    every caller, so a cookie set on alice's request must not ride along with bob's."""
+    seen: list[tuple[str | None, str | None]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.headers.get("Authorization"), request.headers.get("Cookie")))
+        headers = [
+            ("Set-Cookie", "oc_sessionPassphrase=secret; path=/; secure; HttpOnly"),
+            ("Set-Cookie", "nc_session_id=abc; path=/; HttpOnly"),
+        ]
+        return httpx.Response(200, headers=headers, json={"ocs": {"data": {"id": "x"}}})
+
+    settings = Settings(nextcloud_url="https://cloud.example.test/")
+    http = make_http(settings, transport=httpx.MockTransport(handler))
+    alice = NextcloudClient.for_account(http, "alice", "pw")
+    bob = NextcloudClient.for_account(http, "bob", "pw")
+    for client in (alice, bob, alice):
+        client.current_user()
+    assert len(seen) == 3 and all(cookie is None for _, cookie in seen), seen
+    assert not list(http.cookies.jar)
+
+
+def test_a_header_httpx_refuses_is_not_echoed() -> None:
+    """h11 refuses e.g. a header value with trailing spaces and quotes it in its message."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.LocalProtocolError("Illegal header value b'Basic c2VjcmV0  '")
+
+    with pytest.raises(NextcloudProtocolError) as caught:
+        client_for(handler).get_note(1)
+    assert "c2VjcmV0" not in str(caught.value)

@@ -9,6 +9,7 @@ that user's credentials. httpx errors and Nextcloud status codes are translated 
 what happened                   raised
 ==============================  ==========================================
 timeout, connection error       ``NextcloudUnavailable``
+a header httpx refuses to send  ``NextcloudProtocolError`` (never echoing the header)
 5xx, 429                        ``NextcloudUnavailable``
 401                             ``NextcloudAuthError``
 404 (and 403 where a caller     ``NotFound``
@@ -21,6 +22,7 @@ Formats: reference/nextcloud-api.md §0 (OCS envelope), §1.1 (webhooks), §2 (N
 
 from __future__ import annotations
 
+import http.cookiejar
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,6 +50,8 @@ def make_http(settings: Settings, transport: httpx.BaseTransport | None = None) 
     """The process's pooled client for ``settings.nextcloud_url``.
 
     Timeouts are ``settings.http_timeout`` seconds; ``transport`` replaces the network (tests).
+    The client is shared by every caller and account, so its cookie jar stores nothing: a
+    session cookie Nextcloud sets on one user's request is never sent with another's.
     Raises ``ValueError`` when no Nextcloud URL is configured.
     """
     if not settings.nextcloud_url:
@@ -60,7 +64,22 @@ def make_http(settings: Settings, transport: httpx.BaseTransport | None = None) 
         transport=transport,
         headers={"User-Agent": "ncindex"},
         follow_redirects=False,
+        cookies=_no_cookies(),
     )
+
+
+class _RefuseAll(http.cookiejar.DefaultCookiePolicy):
+    """A cookie policy that accepts no cookie (and so never returns one)."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+    def return_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+
+def _no_cookies() -> http.cookiejar.CookieJar:
+    return http.cookiejar.CookieJar(policy=_RefuseAll())
 
 
 class HeaderAuth(httpx.Auth):
@@ -143,6 +162,8 @@ class NextcloudClient:
             response = self.http.request(method, url, auth=self.auth, **kwargs)
         except httpx.TimeoutException as exc:
             raise NextcloudUnavailable(f"{method} {url}: timed out") from exc
+        except httpx.LocalProtocolError as exc:  # its text quotes the header: never echo it
+            raise NextcloudProtocolError(f"{method} {url}: request not sendable") from exc
         except httpx.TransportError as exc:
             raise NextcloudUnavailable(f"{method} {url}: {exc}") from exc
         self._check(method, url, response, not_found)
@@ -157,6 +178,8 @@ class NextcloudClient:
                 yield response
         except httpx.TimeoutException as exc:
             raise NextcloudUnavailable(f"{method} {url}: timed out") from exc
+        except httpx.LocalProtocolError as exc:  # its text quotes the header: never echo it
+            raise NextcloudProtocolError(f"{method} {url}: request not sendable") from exc
         except httpx.TransportError as exc:
             raise NextcloudUnavailable(f"{method} {url}: {exc}") from exc
 
