@@ -3,38 +3,64 @@
 The caller's ``Authorization`` header (Basic with an app password, or a Bearer token Nextcloud
 accepts) is resolved to a user id through ``GET /ocs/v2.php/cloud/user``. The answer is cached
 in Redis for ``user_cache_seconds`` under a SHA-256 of the header — never the credential itself.
+
+A header that cannot be a credential — longer than :data:`MAX_AUTHORIZATION_CHARS`, not
+printable ASCII, or not ``Basic``/``Bearer`` followed by one token68 (RFC 9110 §11.4) — is
+refused before Nextcloud is asked. No error message ever quotes the header.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 
 import redis
 
-from ncindex.errors import NextcloudAuthError, PermanentError
+from ncindex.errors import NextcloudAuthError, NextcloudProtocolError, NotFound, PermanentError
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
 
 AUTH_PREFIX = "ncindex:auth:"
+MAX_AUTHORIZATION_CHARS = 8 * 1024
+"""Longest ``Authorization`` header sent on to Nextcloud (web servers refuse far less)."""
+
+# scheme, one or more spaces, a token68; surrounding spaces/tabs are not part of a field value
+_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z]+) +(?P<token>[A-Za-z0-9\-._~+/]+=*)")
+_SCHEMES = {"basic": "Basic", "bearer": "Bearer"}
 
 
 class Unauthenticated(PermanentError):
     """Raised when a caller sent no usable credentials or Nextcloud rejected them."""
 
 
+def normalized_authorization(authorization: str | None) -> str:
+    """``authorization`` as ``"Basic <token68>"`` or ``"Bearer <token68>"`` (scheme spelled
+    canonically, one space, surrounding spaces and tabs dropped). Raises
+    :class:`Unauthenticated` for anything else: missing, longer than
+    :data:`MAX_AUTHORIZATION_CHARS`, non-ASCII or control characters, another scheme, or a
+    credential that is not a token68."""
+    value = (authorization or "").strip(" \t")
+    if len(value) > MAX_AUTHORIZATION_CHARS:
+        raise Unauthenticated("the Authorization header is too long")
+    match = _CREDENTIALS.fullmatch(value)
+    scheme = _SCHEMES.get(match["scheme"].lower()) if match else None
+    if match is None or scheme is None:
+        raise Unauthenticated("send Authorization: Basic (app password) or Bearer")
+    return f"{scheme} {match['token']}"
+
+
 def resolve_caller(services: Services, authorization: str | None) -> NextcloudClient:
     """A client acting as the caller, with ``client.user`` resolved.
 
-    Raises :class:`Unauthenticated` for a missing, malformed or rejected header and
-    ``NextcloudUnavailable`` when Nextcloud cannot be asked.
+    Raises :class:`Unauthenticated` for a missing or malformed header (see
+    :func:`normalized_authorization`; Nextcloud is not asked) and when Nextcloud does not
+    confirm the credentials (401, 404, another 4xx, or an answer that is not its format);
+    ``NextcloudUnavailable`` when Nextcloud cannot be asked (timeout, 5xx, 429).
     """
-    scheme, _, credential = (authorization or "").partition(" ")
-    if scheme.lower() not in ("basic", "bearer") or not credential.strip():
-        raise Unauthenticated("send Authorization: Basic (app password) or Bearer")
-    assert authorization is not None
-    client = services.caller(authorization)
-    key = AUTH_PREFIX + hashlib.sha256(authorization.encode()).hexdigest()
+    header = normalized_authorization(authorization)
+    client = services.caller(header)
+    key = AUTH_PREFIX + hashlib.sha256(header.encode()).hexdigest()
     ttl = services.settings.user_cache_seconds
     try:
         cached = services.redis.get(key) if ttl else None
@@ -47,6 +73,8 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
         user = client.current_user()
     except NextcloudAuthError as exc:
         raise Unauthenticated("Nextcloud rejected the credentials") from exc
+    except (NextcloudProtocolError, NotFound) as exc:
+        raise Unauthenticated("Nextcloud did not confirm the credentials") from exc
     if ttl:
         with contextlib.suppress(redis.RedisError):
             services.redis.set(key, user, ex=ttl)

@@ -72,8 +72,12 @@ class SimulatorApp:
         }
 
     def authenticate(self, request: Request) -> str | None:
-        """The uid of a valid Basic ``user:app-password``, else None."""
-        auth = request.authorization
+        """The uid of a valid Basic ``user:app-password``, else None (also for a header
+        werkzeug cannot parse, e.g. non-ASCII bytes: Nextcloud answers those 401 too)."""
+        try:
+            auth = request.authorization
+        except ValueError:
+            return None
         if auth is None or auth.type != "basic" or not auth.username:
             return None
         password = auth.password or ""

@@ -1,0 +1,165 @@
+"""Caller authentication (``ncindex.auth``) against ``httpx.MockTransport``: malformed headers
+are refused before Nextcloud is asked, any answer but the user's id is 401, and no message
+quotes the credential. Also how the simulator answers a header werkzeug cannot parse."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import httpx
+import pytest
+from werkzeug.test import Client
+
+from ncindex.auth import MAX_AUTHORIZATION_CHARS, Unauthenticated, resolve_caller
+from ncindex.errors import NextcloudUnavailable
+from ncindex.runtime import Services
+from ncindex.settings import Settings
+from ncindex.testing import NextcloudSimulator
+
+CREDENTIAL = base64.b64encode(b"alice:alice-app-pw").decode()
+VALID = f"Basic {CREDENTIAL}"
+USER_JSON = {"ocs": {"meta": {"status": "ok", "statuscode": 200}, "data": {"id": "alice"}}}
+
+
+class Nextcloud:
+    """A MockTransport handler answering ``cloud/user`` with ``status`` and ``content``;
+    records the ``Authorization`` header of each request."""
+
+    def __init__(self, status: int = 200, content: bytes = json.dumps(USER_JSON).encode()):
+        self.status, self.content = status, content
+        self.seen: list[str | None] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.seen.append(request.headers.get("Authorization"))
+        return httpx.Response(self.status, content=self.content)
+
+
+def services_for(nextcloud: Nextcloud) -> Services:
+    settings = Settings(nextcloud_url="https://cloud.example.test", user_cache_seconds=0)
+    return Services(settings, http_transport=httpx.MockTransport(nextcloud))
+
+
+def test_a_valid_header_resolves_the_user() -> None:
+    nextcloud = Nextcloud()
+    assert resolve_caller(services_for(nextcloud), VALID).user == "alice"
+    assert nextcloud.seen == [VALID]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [VALID + "  ", VALID + "\t", "basic " + CREDENTIAL, "BASIC   " + CREDENTIAL],
+    ids=["trailing-spaces", "trailing-tab", "lower-scheme", "upper-scheme-spaces"],
+)
+def test_spelling_is_normalized_before_it_is_sent(header: str) -> None:
+    nextcloud = Nextcloud()
+    assert resolve_caller(services_for(nextcloud), header).user == "alice"
+    assert nextcloud.seen == [VALID]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        None,
+        "",
+        "Basic",
+        "Basic ",
+        "Token " + CREDENTIAL,
+        "Digest username=alice",
+        VALID + " \x01",
+        VALID + "\x7f",
+        VALID + " \xe9",
+        "Basic \xff\xfe\xfd",
+        VALID.replace(" ", "\t"),
+        VALID[:12] + "*" + VALID[13:],
+        VALID + ", " + VALID,
+        "Basic " + "A" * MAX_AUTHORIZATION_CHARS,
+    ],
+    ids=[
+        "none",
+        "empty",
+        "scheme-only",
+        "scheme-space",
+        "other-scheme",
+        "auth-params",
+        "control-char",
+        "del",
+        "latin1",
+        "non-ascii",
+        "tab-separator",
+        "not-token68",
+        "two-credentials",
+        "too-long",
+    ],
+)
+def test_malformed_headers_are_refused_without_asking_nextcloud(header: str | None) -> None:
+    nextcloud = Nextcloud()
+    with pytest.raises(Unauthenticated) as caught:
+        resolve_caller(services_for(nextcloud), header)
+    assert nextcloud.seen == []
+    assert CREDENTIAL not in str(caught.value)
+
+
+@pytest.mark.parametrize("status", [400, 403, 404, 405, 412, 431])
+def test_odd_statuses_at_login_are_unauthenticated(status: int) -> None:
+    nextcloud = Nextcloud(status, b"<html><body>nope</body></html>")
+    with pytest.raises(Unauthenticated) as caught:
+        resolve_caller(services_for(nextcloud), VALID)
+    assert nextcloud.seen == [VALID] and CREDENTIAL not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"<html>maintenance</html>", b'{"ocs": {"data": []}}', b'{"ocs": {"data": {"uid": 1}}}'],
+    ids=["html", "no-id", "wrong-key"],
+)
+def test_an_unparsable_login_answer_is_unauthenticated(content: bytes) -> None:
+    with pytest.raises(Unauthenticated):
+        resolve_caller(services_for(Nextcloud(200, content)), VALID)
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+def test_nextcloud_down_at_login_is_unavailable(status: int) -> None:
+    with pytest.raises(NextcloudUnavailable):
+        resolve_caller(services_for(Nextcloud(status, b"")), VALID)
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "check"),
+    [
+        (
+            "/ocs/v2.php/cloud/user",
+            {"OCS-APIRequest": "true", "Accept": "application/json"},
+            lambda r: r.json["ocs"]["meta"]["statuscode"] == 997,
+        ),
+        (
+            "/remote.php/dav/files/alice/",
+            {},
+            lambda r: b"NotAuthenticated" in r.data,
+        ),
+        (
+            "/index.php/apps/notes/api/v1/notes",
+            {},
+            lambda r: r.json == {"message": "Current user is not logged in"},
+        ),
+    ],
+    ids=["ocs", "webdav", "notes"],
+)
+def test_simulator_answers_a_non_ascii_authorization_with_its_401(
+    path: str, headers: dict[str, str], check: object
+) -> None:
+    """werkzeug cannot parse such a header (it raised: HTTP 500); Nextcloud answers 401."""
+    sim = NextcloudSimulator()
+    sim.add_user("alice", password="alice-pw")
+    try:
+        for raw in ("Basic \xff\xfe\xfd", "Basic YWxpY2U6\x80"):
+            response = Client(sim).open(
+                path,
+                method="PROPFIND" if "/dav/" in path else "GET",
+                headers=headers,
+                environ_overrides={"HTTP_AUTHORIZATION": raw},
+            )
+            assert response.status_code == 401, (raw, response.data[:200])
+            assert check(response), response.data[:300]  # type: ignore[operator]
+    finally:
+        sim.close()
