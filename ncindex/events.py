@@ -45,7 +45,15 @@ DECK_SUBSCRIBED = (CARD_CREATED, CARD_DELETED, CARD_UPDATED)
 SUBSCRIBED = tuple(NODE_NS + name for name in sorted(SINGLE_NODE | TWO_NODE)) + TAG_EVENTS
 
 _MAX_PATH = 4096
-_FILES_PATH = re.compile(r"^/(?P<user>[^/]+)/files(?P<path>/.*)?$")
+#: A path in a user's ``files/`` view, matched whole (``fullmatch``, ``DOTALL``): a trailing
+#: newline is part of the path, as sent, not dropped the way ``$`` would drop it.
+_FILES_PATH = re.compile(r"/(?P<user>[^/]+)/files(?P<path>/.*)?", re.DOTALL)
+#: A file, tag-object or card id as a string: ASCII digits only (``str.isdigit`` also
+#: accepts ``"²"``, ``"١٢"``, ``"１"``), at most 19 of them; its value is range-checked too.
+_ID_DIGITS = re.compile(r"[0-9]{1,19}")
+#: Largest id: file ids are 64-bit signed integers in Nextcloud (as :attr:`NodeRef.id`).
+MAX_ID = 2**63 - 1
+_ID_RULE = "integers or strings of ASCII digits, 0..2**63-1"
 
 
 class EnvelopeError(ValueError):
@@ -62,7 +70,7 @@ class NodeRef(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    id: StrictInt | None = Field(None, ge=0, le=2**63 - 1)  # a file id is a 64-bit integer
+    id: StrictInt | None = Field(None, ge=0, le=MAX_ID)  # a file id is a 64-bit integer
     path: str = Field(min_length=1, max_length=_MAX_PATH)
 
 
@@ -100,7 +108,9 @@ def parse_envelope(raw: Any) -> Envelope:
     """Validate a decoded JSON body; raises :class:`EnvelopeError` naming the first bad field.
 
     Beyond the shape, a file event must carry the nodes its class has (``node`` or
-    ``source`` + ``target``).
+    ``source`` + ``target``), a tag event its ``objectIds`` and a Deck event its ``card.id``;
+    ids are ints or ASCII digit strings in ``0..MAX_ID`` (field ``event.objectIds`` /
+    ``event.card.id`` otherwise).
     """
     if not isinstance(raw, dict):
         raise EnvelopeError("body", "must be a JSON object")
@@ -116,11 +126,11 @@ def parse_envelope(raw: Any) -> Envelope:
     if name in TAG_EVENTS:
         ids = extra.get("objectIds")
         if not isinstance(ids, list) or not all(_is_id(i) for i in ids):
-            raise EnvelopeError("event.objectIds", "must be a list of numeric ids")
+            raise EnvelopeError("event.objectIds", f"must be a list of ids ({_ID_RULE})")
     if name in DECK_SUBSCRIBED:
         card = extra.get("card")
         if not isinstance(card, dict) or not _is_id(card.get("id")):
-            raise EnvelopeError("event.card.id", f"required for {name}")
+            raise EnvelopeError("event.card.id", f"required for {name} ({_ID_RULE})")
     if name in SINGLE_NODE and envelope.event.node is None:
         raise EnvelopeError("event.node", f"required for {name}")
     if name in TWO_NODE:
@@ -131,12 +141,13 @@ def parse_envelope(raw: Any) -> Envelope:
 
 
 def _is_id(value: Any) -> bool:
-    """A non-negative integer id, as an int or a digit string (tag events send strings)."""
+    """An id in ``0..MAX_ID``, as a strict int (not a bool) or a string of ASCII digits (tag
+    events send strings); anything else (Unicode digits, signs, blanks) is not an id."""
     if isinstance(value, bool):
         return False
-    if isinstance(value, int):
-        return value >= 0
-    return isinstance(value, str) and value.isdigit() and len(value) <= 20
+    if isinstance(value, str) and _ID_DIGITS.fullmatch(value):
+        value = int(value)
+    return isinstance(value, int) and 0 <= value <= MAX_ID
 
 
 def short_class(event_class: str) -> str:
@@ -148,7 +159,7 @@ def short_class(event_class: str) -> str:
 
 def split_vfs_path(vfs_path: str) -> tuple[str, str] | None:
     """``"/alice/files/Notes/a.md"`` → ``("alice", "/Notes/a.md")``; ``None`` outside ``files/``."""
-    match = _FILES_PATH.match(vfs_path)
+    match = _FILES_PATH.fullmatch(vfs_path)
     if not match:
         return None
     return match["user"], normalize_path(match["path"] or "/")
@@ -236,6 +247,11 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     card, CardDeleted ⇒ evict it, as ``user.uid``. Events of users without a configured
     account, tag and card events without a user (``no_user``: nobody to read them as),
     and paths outside ``files/`` are ignored with a reason.
+
+    A plan has actions or an ``ignored`` reason, never neither: ``event_class``,
+    ``tag_object_type``, ``no_user``, ``unknown_user``, ``no_objects``,
+    ``path_outside_files``, ``node_without_id`` (a node to index by id came without one,
+    e.g. a rename into ``files/`` from the trash bin or from another user's view).
     """
     event = envelope.event
     name = short_class(event.event_class)
@@ -276,5 +292,8 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     assert event.source is not None
     source = split_vfs_path(event.source.path)
     if source is None or source[0] != user:
-        return Plan([index_node(user, node.id)] if node.id is not None else [])
+        # moved in from outside this user's files/: index the target, which needs its id
+        if node.id is None:
+            return Plan(ignored="node_without_id")
+        return Plan([index_node(user, node.id)])
     return Plan([move_path(user, source[1], path, node.id)])

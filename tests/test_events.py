@@ -145,3 +145,67 @@ def test_split_vfs_path_normalises() -> None:
     assert split_vfs_path("/alice/files") == ("alice", "/")
     assert split_vfs_path("/alice/files/a//b/") == ("alice", "/a/b")
     assert split_vfs_path("/alice/files_versions/a") is None
+
+
+TAG = "OCP\\SystemTag\\TagAssignedEvent"
+CARD = "OCA\\Deck\\Event\\CardCreatedEvent"
+BAD_OBJECT_IDS = {
+    "superscript": "\u00b2",
+    "arabic-indic": "\u0661\u0662",
+    "fullwidth": "\uff11",
+    "negative": "-1",
+    "blank": " 1",
+    "underscore": "1_0",
+    "empty": "",
+    "2**63": str(2**63),
+    "20-digits": "9" * 20,
+    "bool": True,
+    "float": 1.0,
+}
+
+
+@pytest.mark.parametrize("object_id", BAD_OBJECT_IDS.values(), ids=BAD_OBJECT_IDS.keys())
+def test_tag_object_ids_must_be_ascii_digits_in_range(object_id) -> None:
+    event = {"objectType": "files", "objectIds": ["1", object_id], "tagIds": [4], "class": TAG}
+    with pytest.raises(EnvelopeError) as info:
+        parse_envelope(env(event))
+    assert info.value.field == "event.objectIds"
+
+
+@pytest.mark.parametrize("card_id", ["\u00b3", "\uff17", 10**30, 2**63, -1, "7 ", None])
+def test_card_id_must_be_ascii_digits_in_range(card_id) -> None:
+    with pytest.raises(EnvelopeError) as info:
+        parse_envelope(env({"card": {"id": card_id, "title": "t"}, "class": CARD}))
+    assert info.value.field == "event.card.id"
+
+
+def test_ids_at_the_bounds_are_accepted_as_ints() -> None:
+    event = {"objectType": "files", "objectIds": ["0", "007", str(2**63 - 1)], "class": TAG}
+    assert [a.kwargs["file_id"] for a in plan(env(event)).actions] == [0, 7, 2**63 - 1]
+    for card_id in ("42", 42):
+        (action,) = plan(env({"card": {"id": card_id}, "class": CARD})).actions
+        assert action.kwargs["doc_id"] == 42
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["/bob/files/x.md", "/alice/files_trashbin/files/x.md.d1767226000", "/alice/files\n"],
+)
+def test_rename_into_files_indexes_the_target_or_says_why_not(source: str) -> None:
+    def renamed(target: dict) -> dict:
+        return env({"source": {"path": source}, "target": target, "class": NS + "NodeRenamedEvent"})
+
+    nothing = plan(renamed({"path": "/alice/files/x.md"}))
+    assert (nothing.actions, nothing.ignored) == ([], "node_without_id")
+    (action,) = plan(renamed({"id": 5, "path": "/alice/files/x.md"})).actions
+    assert action.kwargs == {"user": "alice", "file_id": 5}
+
+
+def test_a_trailing_newline_is_part_of_the_path() -> None:
+    assert split_vfs_path("/alice/files/a.md\n") == ("alice", "/a.md\n")
+    assert split_vfs_path("/alice/files\n") is None
+    assert split_vfs_path("/alice/files\n/a.md") is None
+    deleted = {"node": {"path": "/alice/files/a.md\n"}, "class": NS + "NodeDeletedEvent"}
+    (action,) = plan(env(deleted)).actions
+    assert action.kwargs["path"] == "/a.md\n"
+    assert action.debounce_key == "evict:alice:/a.md\n"
