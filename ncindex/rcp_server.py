@@ -28,7 +28,11 @@ is a notification and gets no answer (HTTP 204); before ``initialize`` a gated m
 -32001; a known RCP method we do not offer is -32003; an unknown method -32004; malformed
 params -32602 with ``data.field``; an operator outside the advertised list or an unsupported
 mode/option -32005 with ``data.option``; missing or rejected credentials -32012 (HTTP 401);
-a back end down -32010 (retryable). Every other well-formed response is HTTP 200.
+a back end down -32010 (retryable). A body that is not JSON, or holds a number no finite
+float can carry (``1e309``, ``NaN``, ``Infinity``), is -32700. A batch of more than
+``MAX_BATCH`` messages is answered with one -32600 "batch too large" (``id`` null) and none
+of it is run: the rate limit counts an HTTP request once, so the cap bounds the retrieves one
+unit of it buys. Every other well-formed response is HTTP 200.
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ SESSION_SECONDS = 3600
 
 MAX_K = 100
 """Largest ``k`` honoured (larger values are clamped, as the spec requires)."""
+
+MAX_BATCH = 10
+"""Most messages in one JSON-RPC batch; a larger batch is -32600 "batch too large"."""
 
 MODES = ("dense", "sparse", "hybrid")
 FUSIONS = ("rrf", "dbsf")
@@ -229,12 +236,24 @@ class RcpServer:
         """Answer one HTTP POST to ``/rcp/<path_method>``. Never raises."""
         call = _Call(authorization, session or None, self.authenticate)
         try:
-            message = json.loads(body or b"null", parse_constant=_reject_constant)
+            message = json.loads(
+                body or b"null", parse_constant=_reject_constant, parse_float=_finite_float
+            )
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             return HttpAnswer(200, _err(None, Errc.PARSE_ERROR, f"parse error: {exc}"))
         if isinstance(message, list):
             if not message:
                 return HttpAnswer(200, _err(None, Errc.INVALID_REQUEST, "empty batch"))
+            if len(message) > MAX_BATCH:
+                return HttpAnswer(
+                    200,
+                    _err(
+                        None,
+                        Errc.INVALID_REQUEST,
+                        f"batch too large: {len(message)} messages, at most {MAX_BATCH}",
+                        {"maxBatch": MAX_BATCH},
+                    ),
+                )
             replies = [r for r in (self._one(m, path_method, call) for m in message) if r]
             return HttpAnswer(200, replies) if replies else HttpAnswer(204, None)
         reply = self._one(message, path_method, call)
@@ -560,6 +579,13 @@ def _safe_id(id_: Any) -> Any:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
 
 
 _KNOWN_METHODS = frozenset(

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import structlog
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
 from ncindex.problems import read_body
 from ncindex.rcp_server import SESSION_HEADER, RcpServer
 from search_api.search import MAX_BODY_BYTES, Decorator
+
+log = structlog.get_logger(__name__)
 
 
 def rpc_error_response(status: int, code: int, message: str, data: Any = None) -> Response:
@@ -24,7 +27,9 @@ def rpc_error_response(status: int, code: int, message: str, data: Any = None) -
 
 
 def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Blueprint:
-    """Blueprint with ``POST /rcp/<method>`` (methods may contain ``/``)."""
+    """Blueprint with ``POST /rcp/<method>`` (methods may contain ``/``). ``limited`` wraps
+    the view: the whole HTTP request counts once, a batch included (a batch is capped at
+    :data:`ncindex.rcp_server.MAX_BATCH` messages)."""
     bp = Blueprint("rcp", __name__)
     limit = limited or (lambda f: f)
 
@@ -39,11 +44,13 @@ def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Bluepr
         )
         if answer.body is None:
             return Response(status=204)
+        try:
+            text = json.dumps(answer.body, allow_nan=False)
+        except ValueError:  # a non-finite number in a result: a bug, answered as one
+            log.exception("rcp_reply_not_serializable", method=method)
+            return rpc_error_response(200, -32603, "internal error: reply not serializable")
         return Response(
-            json.dumps(answer.body, allow_nan=False),
-            status=answer.status,
-            mimetype="application/json",
-            headers=answer.headers,
+            text, status=answer.status, mimetype="application/json", headers=answer.headers
         )
 
     @bp.errorhandler(HTTPException)

@@ -11,9 +11,12 @@ from typing import Any
 
 import pytest
 import rcp
+from flask import Flask
 from test_api import DIARY, LIGHT, SECRET
 
 from ncindex.filter_fields import FIELD_TYPES, filters_document
+from ncindex.rcp_server import MAX_BATCH, HttpAnswer
+from search_api.rcp import rcp_blueprint
 from search_support import PASSWORDS, Served
 
 
@@ -290,3 +293,67 @@ def test_notifications_batches_and_parse_errors(served: Served) -> None:
         "notifications/cancel",
     )
     assert json.loads(data)["error"]["code"] == -32600
+
+
+def post_raw(served: Served, body: bytes, method: str = "ping") -> tuple[int, Any]:
+    """POST ``body`` to ``/rcp/<method>`` as alice; the status and the parsed answer."""
+    conn = HTTPConnection("127.0.0.1", int(served.url.rsplit(":", 1)[1]), timeout=30)
+    try:
+        conn.request("POST", f"/rcp/{method}", body=body, headers={"Authorization": basic("alice")})
+        response = conn.getresponse()
+        status, data = response.status, response.read()
+    finally:
+        conn.close()
+    return status, json.loads(data) if data.strip() else None
+
+
+@pytest.mark.parametrize(
+    ("method", "body"),
+    [
+        ("ping", b'{"jsonrpc": "2.0", "id": 1e309, "method": "ping"}'),
+        ("info", b'{"jsonrpc": "2.0", "id": -1e309, "method": "info"}'),
+        ("ping", b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"nonce": 1e309}}'),
+        ("ping", b'[{"jsonrpc": "2.0", "id": 1e309, "method": "ping"}]'),
+        (
+            "retrieve",
+            b'{"jsonrpc": "2.0", "id": 2, "method": "retrieve", "params": '
+            b'{"query": "x", "minScore": 1e400}}',
+        ),
+    ],
+    ids=["id-inf", "id-neg-inf", "nonce-inf", "batch-id-inf", "min-score-inf"],
+)
+def test_a_number_beyond_float_range_is_a_parse_error(
+    served: Served, method: str, body: bytes
+) -> None:
+    """``1e309`` is valid JSON that Python reads as infinity; echoed back it made a 500."""
+    status, reply = post_raw(served, body, method)
+    assert status == 200 and reply["error"]["code"] == -32700, (status, reply)
+    assert reply["id"] is None
+
+
+def test_batches_are_capped(served: Served) -> None:
+    """A batch counts once against the rate limit, so its size is bounded."""
+    ping = {"jsonrpc": "2.0", "method": "ping"}
+    full = [ping | {"id": i} for i in range(MAX_BATCH)]
+    status, replies = post_raw(served, json.dumps(full).encode())
+    assert status == 200 and [r["id"] for r in replies] == list(range(MAX_BATCH))
+    status, reply = post_raw(served, json.dumps([*full, ping | {"id": "x"}]).encode())
+    assert status == 200 and reply["id"] is None
+    assert reply["error"]["code"] == -32600 and "batch too large" in reply["error"]["message"]
+    retrieves = [
+        {"jsonrpc": "2.0", "id": i, "method": "retrieve", "params": {"query": "lighthouse"}}
+        for i in range(MAX_BATCH + 20)
+    ]
+    status, reply = post_raw(served, json.dumps(retrieves).encode(), "retrieve")
+    assert status == 200 and reply["error"]["code"] == -32600  # not one search is run
+
+
+def test_an_unserializable_reply_is_an_internal_error_not_a_500() -> None:
+    class InfiniteServer:
+        def handle_http(self, *_: Any) -> HttpAnswer:
+            return HttpAnswer(200, {"jsonrpc": "2.0", "id": 1, "result": {"x": float("inf")}})
+
+    app = Flask(__name__)
+    app.register_blueprint(rcp_blueprint(InfiniteServer()))  # type: ignore[arg-type]
+    response = app.test_client().post("/rcp/ping", data=b"{}")
+    assert response.status_code == 200 and response.get_json()["error"]["code"] == -32603
