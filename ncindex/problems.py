@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Flask, Request, Response, json
-from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 
 _CODES = {
     400: "invalid_value",
@@ -52,19 +52,38 @@ def problem(
     return response
 
 
+class UnreadableBody(BadRequest):
+    """Raised by :func:`read_body` for a body that could not be read whole: broken chunked
+    framing, a client gone mid-body, fewer bytes than its Content-Length. Answered 400
+    ``invalid_value`` with field ``body``."""
+
+
 def read_body(request: Request, limit: int) -> bytes:
     """The request body, at most ``limit`` bytes; raises ``RequestEntityTooLarge`` (413) past
     it, whether or not the client sent a Content-Length (a chunked upload is counted as read,
-    never silently cut at the limit).
+    never silently cut at the limit), and :class:`UnreadableBody` (400) when it cannot be read
+    whole.
+
+    Any exception of the read itself is :class:`UnreadableBody`: the server's own errors
+    (gunicorn's ``InvalidChunkSize``, ``NoMoreData``…, werkzeug's ``ClientDisconnected``) are
+    not named, so no server is imported here. A body shorter than its Content-Length (the
+    client half-closed; gunicorn answers a short read at EOF, not an error) is one too.
 
     With a Content-Length the read asks for that many bytes (+1), not ``limit`` + 1: werkzeug's
     length-limited stream allocates a buffer of the size asked for, a megabyte per request."""
     length = request.content_length
     if length is not None and length > limit:
         raise RequestEntityTooLarge()
-    body = request.stream.read((limit if length is None else length) + 1)
+    try:
+        body = request.stream.read((limit if length is None else length) + 1)
+    except RequestEntityTooLarge:
+        raise
+    except Exception as exc:  # whatever the server raises for a broken body
+        raise UnreadableBody(f"request body could not be read: {type(exc).__name__}") from exc
     if len(body) > limit:
         raise RequestEntityTooLarge()
+    if length is not None and len(body) < length:
+        raise UnreadableBody(f"request body ended after {len(body)} of {length} bytes")
     return body
 
 
@@ -74,7 +93,7 @@ def install_error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:
         status = exc.code or 500
-        field = "body" if status in (413, 415) else None
+        field = "body" if status in (413, 415) or isinstance(exc, UnreadableBody) else None
         return problem(
             status, _CODES.get(status, "invalid_value"), exc.description or "", field=field
         )

@@ -2,7 +2,8 @@
 
 Answers: 202 ``{"queued": n, "coalesced": m}``; 202 ``{"queued": 0, "ignored": reason}`` for
 an event ncindex does not act on; 401 for a missing or wrong secret; 413 for a body over the
-limit; 400 with ``code`` and ``field`` for a body that is not a valid envelope; 503 when Redis
+limit; 400 with ``code`` and ``field`` for a body that is not a valid envelope (or cannot be
+read whole: broken chunked framing, fewer bytes than its Content-Length); 503 when Redis
 or the broker did not take the task — never a 2xx for an event that was not queued.
 """
 
@@ -38,11 +39,21 @@ class Receiver:
         self.settings = settings
         self.producer = producer
         self.redis = redis_client
-        self._secret = settings.webhook_secret.get_secret_value().encode()
+        self._secret = settings.webhook_secret.get_secret_value().encode("utf-8")
 
     def authorized(self, header_value: str | None) -> bool:
-        """Constant-time comparison of the secret header (``hmac.compare_digest``)."""
-        return hmac.compare_digest((header_value or "").encode(), self._secret)
+        """Constant-time comparison of the secret header (``hmac.compare_digest``) with the
+        secret's UTF-8 bytes.
+
+        WSGI servers hand header values over decoded as latin-1 (PEP 3333), so
+        ``header_value.encode("latin-1")`` gives back the bytes the client sent: a non-ASCII
+        secret matches when sent as UTF-8. A value that is not latin-1 (only possible outside
+        a real server) is unauthorized."""
+        try:
+            sent = (header_value or "").encode("latin-1")
+        except UnicodeEncodeError:
+            return False
+        return hmac.compare_digest(sent, self._secret)
 
 
 def hooks_blueprint(receiver: Receiver) -> Blueprint:
