@@ -2,7 +2,9 @@
 credentials answers 401 without them; user B never receives user A's private documents, for
 any query and filter (a property test through the whole stack); the context endpoint refuses
 documents the caller cannot read; snippets are XSS-safe; body and field size limits hold, also
-for chunked uploads without Content-Length; rate limits answer 429.
+for chunked uploads without Content-Length; rate limits answer 429 and an RCP batch cannot
+multiply them; a Nextcloud session cookie is never replayed; malformed credentials and odd
+Nextcloud answers at login are 401, never echoing the credential.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from rel_support import (
 from werkzeug.serving import make_server
 
 import webhook_receiver.hooks
+from ncindex.rcp_server import MAX_BATCH
 from ncindex.settings import Settings
 from search_api import create_app as create_search_app
 from support import PASSWORDS
@@ -528,17 +531,21 @@ def test_context_doc_id_and_window_limits(corpus_stack: LongStack) -> None:
 # --- rate limits ------------------------------------------------------------------------------
 
 
+# flask-limiter's Redis keys: "LIMITS:LIMITER/ncindex:ratelimit/<caller>/search/5/1/minute"
+RATE_LIMIT_KEYS = "LIMITS:*ncindex:ratelimit/*"
+
+
 @pytest.fixture
 def limited(corpus_stack: LongStack) -> Iterator[Any]:
     """A second search app on the corpus stack's services with a 5/minute limit (counters in
     the stack's Redis, cleared before and after)."""
     client = corpus_stack.redis()
-    for key in client.scan_iter("ncindex:ratelimit*"):
+    for key in client.scan_iter(RATE_LIMIT_KEYS):
         client.delete(key)
     settings = corpus_stack.settings.model_copy(update={"search_rate_limit": "5/minute"})
     app = create_search_app(settings, services=corpus_stack.services, producer=RecordingProducer())
     yield app.test_client()
-    for key in client.scan_iter("ncindex:ratelimit*"):
+    for key in client.scan_iter(RATE_LIMIT_KEYS):
         client.delete(key)
 
 
@@ -578,3 +585,114 @@ def test_password_guessing_is_rate_limited(limited: Any) -> None:
         )
         codes.append(response.status_code)
     assert 429 in codes, codes
+
+
+def test_rate_limit_counters_are_the_fixtures_keys(limited: Any, corpus_stack: LongStack) -> None:
+    """The ``limited`` fixture clears counters by :data:`RATE_LIMIT_KEYS`: it must match the
+    keys the limiter writes, or counts leak from one rate-limit test into the next."""
+    assert limited.post("/v1/search", json={"query": "x"}).status_code == 401
+    counters = list(corpus_stack.redis().scan_iter("*ratelimit*"))
+    assert counters and counters == list(corpus_stack.redis().scan_iter(RATE_LIMIT_KEYS))
+
+
+def test_an_rcp_batch_cannot_multiply_the_rate_limit(limited: Any) -> None:
+    """A batch counts once against the limit, so a large one is refused whole (-32600): one
+    unit of a 5/minute limit buys at most ``MAX_BATCH`` retrieves."""
+    alice = ("alice", PASSWORDS["alice"])
+    assert limited.post("/rcp/initialize", data=_rpc("initialize"), auth=alice).status_code == 200
+    batch = [
+        {"jsonrpc": "2.0", "id": i, "method": "retrieve", "params": {"query": f"lighthouse {i}"}}
+        for i in range(30)
+    ]
+    response = limited.post("/rcp/retrieve", data=json.dumps(batch), auth=alice)
+    assert response.status_code == 200
+    reply = response.get_json()
+    assert isinstance(reply, dict) and reply["error"]["code"] == -32600, reply
+    allowed = limited.post("/rcp/retrieve", data=json.dumps(batch[:MAX_BATCH]), auth=alice)
+    assert sum("result" in r for r in allowed.get_json()) <= MAX_BATCH
+
+
+class CookieSettingNextcloud(httpx.BaseTransport):
+    """Forwards to the simulator and, like Nextcloud answering Basic auth, sets a session
+    cookie on every answer; records each request's ``Cookie`` header."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.cookies: list[str | None] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.cookies.append(request.headers.get("Cookie"))
+        response = self.inner.handle_request(request)
+        content = response.read()
+        headers = {"Content-Type": response.headers.get("Content-Type", "")}
+        response.close()
+        cookie = f"nc_session_id={secrets.token_hex(8)}; Path=/; HttpOnly"
+        return httpx.Response(
+            response.status_code, headers=[*headers.items(), ("Set-Cookie", cookie)],
+            content=content,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_nextcloud_session_cookie_is_never_sent_again(corpus_stack: LongStack) -> None:
+    """The search app's one pooled Nextcloud client must not replay a cookie set on alice's
+    login with bob's or an anonymous caller's requests (Nextcloud may honour the session)."""
+    from ncindex.runtime import Services
+
+    transport = CookieSettingNextcloud()
+    services = Services(
+        corpus_stack.settings,
+        http_transport=transport,
+        store=corpus_stack.services.store,
+        embedder=corpus_stack.services.embedder,
+    )
+    app = create_search_app(corpus_stack.settings, services=services, producer=RecordingProducer())
+    client = app.test_client()
+    try:
+        for auth in (("alice", PASSWORDS["alice"]), ("bob", PASSWORDS["bob"])):
+            assert client.post("/v1/search", json={"query": "diary"}, auth=auth).status_code == 200
+        junk = {"Authorization": "Bearer junk"}
+        assert client.post("/v1/search", json={"query": "diary"}, headers=junk).status_code == 401
+    finally:
+        services.http.close()  # not services.close(): the store and embedder are the stack's
+    assert len(transport.cookies) > 3 and not any(transport.cookies), transport.cookies
+
+
+@pytest.mark.parametrize("status", [400, 403, 404, 405, 412, 431])
+def test_an_odd_nextcloud_answer_at_login_is_401(corpus_stack: LongStack, status: int) -> None:
+    sim = corpus_stack.sim
+    alice = ("alice", PASSWORDS["alice"])
+    sim.faults.set("ocs", status=status)
+    try:
+        search = corpus_stack.search.post("/v1/search", json={"query": "x"}, auth=alice)
+        rpc = corpus_stack.search.post("/rcp/initialize", data=_rpc("initialize"), auth=alice)
+    finally:
+        sim.faults.clear()
+    assert search.status_code == 401 and search.get_json()["code"] == "unauthenticated"
+    assert rpc.status_code == 401 and rpc.get_json()["error"]["code"] == -32012
+
+
+@pytest.mark.parametrize(
+    "suffix",
+    [" \x01", "\x7f", " \xe9", "x" * 9_000, "x" * 70_000],
+    ids=["control", "del", "latin1", "9k", "70k"],
+)
+def test_a_malformed_authorization_is_401_without_nextcloud_and_never_echoed(
+    corpus_stack: LongStack, suffix: str
+) -> None:
+    """Such a header reached httpx, whose refusal (quoting the credential) was a 503 detail."""
+    credential = base64.b64encode(f"alice:{PASSWORDS['alice']}".encode()).decode()
+    headers = {"Authorization": f"Basic {credential}{suffix}"}
+    key = sorted(keys_of(corpus_stack.sim, "alice", SHARED))[0].replace(":", "/")
+    before = corpus_stack.sim.request_count("ocs")
+    client = corpus_stack.search
+    answers = [
+        client.post("/v1/search", json={"query": "x"}, headers=headers),
+        client.get(f"/v1/documents/{key}/context", headers=headers),
+        client.post("/rcp/initialize", data=_rpc("initialize"), headers=headers),
+    ]
+    assert [a.status_code for a in answers] == [401] * 3
+    assert not any(credential in a.get_data(as_text=True) for a in answers)
+    assert corpus_stack.sim.request_count("ocs") == before
