@@ -1,11 +1,12 @@
 """Enqueue planned actions on the broker, with per-document debounce (DESIGN §5).
 
 One save fires several events (Created + Written, or Written twice). The first event for a
-debounce key sets ``ncindex:debounce:<key>`` in Redis (``SET NX`` with an expiry) and sends
-its task with a countdown of ``debounce_seconds``; repeats inside the window find the key and
-are coalesced. The operation is part of the key (``index:…``, ``evict:…``), so a pending index
-never swallows a delete. The task deletes the key when it starts, before it reads Nextcloud,
-so an event arriving while it runs schedules a fresh run.
+debounce key claims ``ncindex:debounce:<key>`` in Redis (``SET NX`` with an expiry), sends
+its task with a countdown of ``debounce_seconds`` and marks the key sent; repeats inside the
+window find the key sent and are coalesced (see :func:`enqueue`). The operation is part of
+the key (``index:…``, ``evict:…``), so a pending index never swallows a delete. The task
+deletes the key when it starts, before it reads Nextcloud, so an event arriving while it runs
+schedules a fresh run.
 
 Tasks are sent by name (``send_task``), so the receiver never imports the workers' code,
 fastembed or the vector store.
@@ -13,11 +14,12 @@ fastembed or the vector store.
 
 from __future__ import annotations
 
-import contextlib
+import secrets
 from collections.abc import Iterable
 from typing import Any, Protocol
 
 import redis
+import structlog
 from celery import Celery
 from kombu import Queue
 
@@ -25,7 +27,20 @@ from ncindex.errors import TransientError
 from ncindex.events import Action
 from ncindex.settings import Settings
 
+log = structlog.get_logger(__name__)
+
 DEBOUNCE_PREFIX = "ncindex:debounce:"
+#: A debounce key's value while its claimer sends the task: ``pending:<token>``.
+PENDING = b"pending:"
+#: A debounce key's value once its task is on the queue: only such a key coalesces events.
+SENT = b"sent"
+_MARK_SENT = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('SET', KEYS[1], 'sent', 'KEEPTTL') end return 0"
+)
+_RELEASE = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+)
 QUEUES = ("ingest", "index", "evict", "reconcile")
 #: Publishing retries briefly, then fails: the receiver must answer 503, not hang.
 PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
@@ -92,58 +107,117 @@ def debounce_key(action: Action) -> str | None:
     return DEBOUNCE_PREFIX + action.debounce_key if action.debounce_key else None
 
 
+class _Claim:
+    """One action's debounce key in an :func:`enqueue` call."""
+
+    __slots__ = ("coalesced", "key", "mine", "sent")
+
+    def __init__(self, key: str | None) -> None:
+        self.key = key
+        self.mine = False  # claimed by this call: marked sent, or released if not sent
+        self.coalesced = False
+        self.sent = False
+
+
 def enqueue(
     producer: Producer,
     redis_client: redis.Redis,
     actions: Iterable[Action],
     debounce_seconds: float,
 ) -> tuple[int, int]:
-    """Send each action's task; returns ``(queued, coalesced)``.
+    """The receiver's :func:`send_actions`: debounced tasks wait ``debounce_seconds`` and their
+    keys live four times as long (at least 1 s), so a task started late still coalesces; with
+    ``debounce_seconds`` 0 nothing is debounced. Returns ``(queued, coalesced)``."""
+    if debounce_seconds <= 0:
+        return send_actions(producer, redis_client, actions, countdown=None, key_seconds=None)
+    return send_actions(
+        producer,
+        redis_client,
+        actions,
+        countdown=debounce_seconds,
+        key_seconds=max(1.0, 4 * debounce_seconds),
+    )
 
-    The debounce keys of all actions are claimed in one Redis round trip (a pipeline of
-    ``SET NX PX``; ``debounce_seconds`` in seconds, the keys live four times as long, at least
-    1 s). Raises :class:`BrokerUnavailable` when Redis or the broker fails; the debounce keys
-    claimed for tasks that could not be sent are removed again, so nothing is swallowed.
+
+def send_actions(
+    producer: Producer,
+    redis_client: redis.Redis,
+    actions: Iterable[Action],
+    *,
+    countdown: float | None,
+    key_seconds: float | None,
+) -> tuple[int, int]:
+    """Send each action's task, coalescing against pending ones; returns ``(queued, coalesced)``.
+
+    ``key_seconds`` is how long a debounce key lives (``None``: no debounce, every task is
+    sent); ``countdown`` delays the tasks of debounced actions, seconds. The keys of all
+    actions are claimed in one Redis round trip (``SET NX PX`` with a token, and a ``GET`` of
+    the key another caller holds). An action is coalesced only into a key marked
+    :data:`SENT`: a key still :data:`PENDING` belongs to a sender whose publish may fail (or to
+    a claim Redis took after the claimer gave up waiting), so the action sends its own task — a
+    duplicate run of an idempotent task costs work, a swallowed event would lose a change. The
+    keys claimed here are marked sent once their tasks are out (a compare-and-set on the
+    token, one round trip). Raises :class:`BrokerUnavailable` when Redis or the broker fails;
+    the keys claimed for tasks that could not be sent are released (compare-and-delete), so
+    nothing is swallowed.
     """
     actions = list(actions)
-    keys = [debounce_key(action) for action in actions]
-    debounced = debounce_seconds > 0
-    claimed = [True] * len(actions)
-    wanted = [i for i, key in enumerate(keys) if key and debounced]
-    if wanted:
-        ttl_ms = max(1000, int(debounce_seconds * 1000) * 4)
+    claims = [_Claim(debounce_key(a) if key_seconds else None) for a in actions]
+    keyed = [c for c in claims if c.key]
+    token = PENDING + secrets.token_hex(8).encode()
+    if keyed:
+        assert key_seconds is not None
+        ttl_ms = int(key_seconds * 1000)
         pipe = redis_client.pipeline(transaction=False)
-        for i in wanted:
-            pipe.set(keys[i], 1, nx=True, px=ttl_ms)
+        for claim in keyed:
+            pipe.set(claim.key, token, nx=True, px=ttl_ms)
+            pipe.get(claim.key)
         try:
             answers = pipe.execute()
         except redis.RedisError as exc:
             raise BrokerUnavailable(f"redis: {exc}") from exc
-        for i, answer in zip(wanted, answers, strict=True):
-            claimed[i] = bool(answer)
+        for claim, claimed, value in zip(keyed, answers[::2], answers[1::2], strict=True):
+            claim.mine = bool(claimed)
+            claim.coalesced = not claimed and value == SENT
     queued = 0
-    for i, (action, key) in enumerate(zip(actions, keys, strict=True)):
-        if not claimed[i]:
+    for action, claim in zip(actions, claims, strict=True):
+        if claim.coalesced:
             continue
         kwargs = dict(action.kwargs)
-        if key:
-            kwargs["debounce_key"] = key
+        if claim.key:
+            kwargs["debounce_key"] = claim.key
         try:
             producer.send_task(
                 action.task,
                 kwargs=kwargs,
                 queue=action.queue,
-                countdown=debounce_seconds if key and debounced else None,
+                countdown=countdown if claim.key else None,
                 retry_policy=PUBLISH_RETRY,
             )
         except Exception as exc:  # kombu/redis raise several types; none may be acknowledged
-            unsent = [keys[j] for j in wanted if j >= i and claimed[j]]
-            if unsent:
-                with contextlib.suppress(redis.RedisError):
-                    redis_client.delete(*unsent)
+            _settle(redis_client, claims, token)
             raise BrokerUnavailable(f"broker: {exc}") from exc
+        claim.sent = True
         queued += 1
-    return queued, len(actions) - claimed.count(True)
+    _settle(redis_client, claims, token)
+    return queued, len(actions) - queued
+
+
+def _settle(redis_client: redis.Redis, claims: list[_Claim], token: bytes) -> None:
+    """Mark each key claimed here whose task was sent :data:`SENT` and release the others,
+    both only while the key still holds ``token`` (a Lua compare-and-set or -delete; the task
+    may already have started and deleted it), in one round trip. A failure is only logged: a
+    key left pending makes later events send their own task, and it expires."""
+    mine = [claim for claim in claims if claim.mine]
+    if not mine:
+        return
+    try:
+        pipe = redis_client.pipeline(transaction=False)
+        for claim in mine:
+            pipe.eval(_MARK_SENT if claim.sent else _RELEASE, 1, claim.key, token)
+        pipe.execute()
+    except redis.RedisError as exc:
+        log.warning("debounce_settle_failed", keys=len(mine), error=str(exc))
 
 
 def clear_debounce(redis_client: redis.Redis, key: str | None) -> None:

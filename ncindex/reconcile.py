@@ -64,7 +64,7 @@ from ncindex.indexing import Indexer
 from ncindex.manifest import ManifestEntry, load_manifest
 from ncindex.nextcloud.apps import DECK_API, DECK_HEADERS
 from ncindex.nextcloud.client import NOTES_API, NextcloudClient
-from ncindex.queueing import DEBOUNCE_PREFIX, Producer
+from ncindex.queueing import Producer, send_actions
 from ncindex.runtime import Services
 
 log = structlog.get_logger(__name__)
@@ -727,27 +727,27 @@ class Reconciler:
     def _enqueue(
         self, user: str, scanner: Scanner, changes: list[Change], doc_type: DocType
     ) -> tuple[int, int]:
-        """Send each change's task now; a task already pending for the same document (a
-        webhook's, or the other scanner's) takes it instead. Returns ``(queued, coalesced)``."""
+        """Send each change's task now (once per document); a task already pending for the
+        same document (a webhook's, or the other scanner's) takes it instead. The debounce keys
+        live one scan period (at least 60 s). Returns ``(queued, coalesced)``."""
         assert self.producer is not None
         period = self.settings.reconcile_periods.get(doc_type.value, 900)
-        ttl = max(60, int(period))
-        queued = coalesced = 0
-        done: set[str] = set()
+        actions: list[Action] = []
+        keys: set[str] = set()
         for change in changes:
             action = scanner.action(user, change.doc_id)
-            key = DEBOUNCE_PREFIX + action.debounce_key if action.debounce_key else None
-            if key in done:
+            if action.debounce_key in keys:
                 continue
-            if key is not None:
-                done.add(key)
-                if not self.services.redis.set(key, 1, nx=True, ex=ttl):
-                    coalesced += 1
-                    continue
-            kwargs = dict(action.kwargs) | ({"debounce_key": key} if key else {})
-            self.producer.send_task(action.task, kwargs=kwargs, queue=action.queue)
-            queued += 1
-        return queued, coalesced
+            if action.debounce_key:
+                keys.add(action.debounce_key)
+            actions.append(action)
+        return send_actions(
+            self.producer,
+            self.services.redis,
+            actions,
+            countdown=None,
+            key_seconds=max(60, int(period)),
+        )
 
 
 # --- requesting scans ----------------------------------------------------------------------
