@@ -4,12 +4,13 @@
 
     NcindexError
     ├── TransientError            retry with backoff (Celery ``autoretry_for`` names this class)
-    │   ├── NextcloudUnavailable  Nextcloud timed out, refused, or answered 5xx / 429
+    │   ├── NextcloudUnavailable  Nextcloud timed out, refused, or answered 5xx / 423 / 429
     │   └── StoreUnavailable      the vector store could not be reached or failed
     └── PermanentError            retrying cannot help
         ├── NextcloudAuthError    Nextcloud answered 401 (bad or revoked app password)
         ├── NotFound              the document is gone or the user cannot see it (404; Deck: 403)
         ├── NextcloudProtocolError Nextcloud answered something that is not its documented format
+        │   └── Forbidden         Nextcloud answered 403 (where the caller did not ask for NotFound)
         ├── ExtractionError       a document's bytes could not be turned into text
         └── TooLarge              a document exceeds a configured size bound
 
@@ -34,7 +35,8 @@ class PermanentError(NcindexError):
 
 
 class NextcloudUnavailable(TransientError):
-    """Raised when Nextcloud times out, refuses the connection, or answers 5xx or 429."""
+    """Raised when Nextcloud times out, refuses the connection, or answers 5xx, 423 (the file
+    is locked, e.g. while it is being uploaded or edited) or 429."""
 
 
 class StoreUnavailable(TransientError):
@@ -51,6 +53,10 @@ class NotFound(PermanentError):
 
 class NextcloudProtocolError(PermanentError):
     """Raised when a Nextcloud answer does not have its documented shape."""
+
+
+class Forbidden(NextcloudProtocolError):
+    """Raised when Nextcloud answers 403: the credentials are valid, the user may not do this."""
 
 
 class ExtractionError(PermanentError):

@@ -1,9 +1,9 @@
 """Verify-on-read: re-check search candidates against Nextcloud as the searching user.
 
 Qdrant proposes, Nextcloud disposes (DESIGN §1, §9). Each doc_type has the cheapest
-authoritative check (DESIGN §4 table); a candidate the user can no longer see is dropped, a
-transient error keeps it (fail-open) and is counted, an unknown doc_type keeps it with a
-warning. Checks run concurrently up to ``verify_concurrency``.
+authoritative check (DESIGN §4 table); a candidate the user can no longer see is dropped
+(404, 403), a transient error keeps it (fail-open) and is counted, an unknown doc_type keeps
+it with a warning. Checks run concurrently up to ``verify_concurrency``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from typing import Any
 import structlog
 
 from ncindex.documents import DocType
-from ncindex.errors import NextcloudAuthError, NextcloudProtocolError, NotFound, TransientError
+from ncindex.errors import (
+    Forbidden,
+    NextcloudAuthError,
+    NextcloudProtocolError,
+    NotFound,
+    TransientError,
+)
 from ncindex.nextcloud.apps import find_news_item, get_deck_card
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.telemetry import VERIFICATIONS
@@ -150,7 +156,7 @@ class VerifyOnRead:
             return Checked(Verdict.UNVERIFIED)
         try:
             return verifier(client, payload)
-        except NotFound:
+        except (NotFound, Forbidden):  # gone, or Nextcloud refuses this user (DESIGN §9)
             return Checked(Verdict.DROPPED)
         except NextcloudAuthError:
             raise  # the caller's own credentials failed: the whole search is unauthenticated

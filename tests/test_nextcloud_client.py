@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from ncindex.errors import (
+    Forbidden,
     NextcloudAuthError,
     NextcloudProtocolError,
     NextcloudUnavailable,
@@ -101,6 +102,8 @@ def test_search_by_id_sends_an_rfc5323_query_for_oc_fileid() -> None:
         (500, NextcloudUnavailable),
         (503, NextcloudUnavailable),
         (429, NextcloudUnavailable),
+        (423, NextcloudUnavailable),  # Locked: a file being uploaded or edited
+        (403, Forbidden),
         (400, NextcloudProtocolError),
     ],
 )

@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 
 from ncindex.errors import (
+    Forbidden,
     NextcloudAuthError,
     NextcloudProtocolError,
     NextcloudUnavailable,
@@ -193,8 +194,10 @@ class NextcloudClient:
             raise NotFound(where)
         if status == 401:
             raise NextcloudAuthError(where)
-        if status >= 500 or status == 429:
+        if status >= 500 or status in (423, 429):
             raise NextcloudUnavailable(where)
+        if status == 403:
+            raise Forbidden(where)
         raise NextcloudProtocolError(where)
 
     # --- OCS ----------------------------------------------------------------------------

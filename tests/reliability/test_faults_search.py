@@ -1,7 +1,7 @@
 """Faults on real parts, search side: Nextcloud failing or hanging while results are verified
-(fail-open, counted in ``verification.errors``; the context endpoint fails closed), Nextcloud
-down while authenticating (503, not 401), and the vector store unreachable or closed (503
-problem+json, ``/readyz`` 503, and recovery once it is back).
+(fail-open, counted in ``verification.errors``; a 403 drops; the context endpoint fails closed),
+Nextcloud down while authenticating (503, not 401), and the vector store unreachable or closed
+(503 problem+json, ``/readyz`` 503, and recovery once it is back).
 """
 
 from __future__ import annotations
@@ -44,6 +44,24 @@ def test_verification_fails_open_and_counts_errors(
     assert keys == [f"{r['doc_type']}:{r['doc_id']}" for r in healthy["results"]]
     assert answer["verification"]["errors"] >= 1, answer["verification"]
     assert answer["verification"]["dropped"] == 0
+
+
+def test_verification_drops_what_nextcloud_refuses(corpus_stack: LongStack) -> None:
+    # 403 is an answer, not an outage: the user may not see it (DESIGN §9: 404/403 drop)
+    auth = ("alice", PASSWORDS["alice"])
+    body = {"query": "lighthouse harbour oyster", "limit": 20}
+    try:
+        for family in ("webdav", "dav-search", "notes"):
+            corpus_stack.sim.faults.set(family, status=403)
+        response = corpus_stack.search.post("/v1/search", json=body, auth=auth)
+    finally:
+        corpus_stack.sim.faults.clear()
+    assert response.status_code == 200, response.get_json()
+    answer = response.get_json()
+    shown = {r["doc_type"] for r in answer["results"]}
+    assert not shown & {"file", "note"}, answer["results"]
+    assert answer["verification"]["dropped"] >= 1, answer["verification"]
+    assert answer["verification"]["errors"] == 0
 
 
 def test_context_fails_closed_when_nextcloud_cannot_confirm(corpus_stack: LongStack) -> None:
