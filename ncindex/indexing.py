@@ -5,7 +5,10 @@ Every operation re-reads Nextcloud (the source of truth, never the webhook body)
 duplicates and late deliveries do not matter. A document's new version is written beside the
 old one and the old one is deleted afterwards, so a search never sees half a document; vectors
 of chunks whose text did not change are reused instead of embedded again, and concurrent tasks
-share embedding calls (:mod:`ncindex.batching`).
+share embedding calls (:mod:`ncindex.batching`). A document counts as unchanged only when the
+store holds it as one whole version: one left with two versions (the old one's delete failed or
+its worker died) or with part of one (an upsert failed between batches) is rewritten by the
+next task that reads it, whatever its etag.
 
 Which files are indexed is :mod:`ncindex.eligibility` (globs, MIME list, tag gate). A file
 whose bytes cannot become text (corrupt, over ``max_download_bytes`` — judged from its
@@ -72,6 +75,17 @@ DOCUMENT_FIELDS = (
     "file_path",
     "folder_ancestors",
 )
+
+
+def whole_version(payloads: list[dict[str, Any]]) -> bool:
+    """Whether a document's stored ``payloads`` are exactly one version: one
+    ``content_hash``, one ``chunk_count`` and the chunks ``0..chunk_count-1``, once each."""
+    hashes = {p.get("content_hash") for p in payloads}
+    counts = {p.get("chunk_count") for p in payloads}
+    if len(hashes) != 1 or len(counts) != 1:
+        return False
+    indexes = sorted(p.get("chunk_index", -1) for p in payloads)
+    return counts == {len(payloads)} and indexes == list(range(len(payloads)))
 
 
 class LockBusy(TransientError):
@@ -270,8 +284,22 @@ class Indexer:
         return notes
 
     def _current(self, ref: DocRef) -> dict[str, Any] | None:
+        """The stored payload of ``ref`` (its first chunk's), ``None`` when it has no points.
+
+        When the points are not one whole version (:func:`whole_version`: an old version
+        left beside the new one by a failed delete, or a version cut short by an upsert that
+        failed part-way), the payload comes back without ``etag`` and ``content_hash``, so
+        nothing compares as unchanged: the next write rewrites the document (reusing the
+        vectors of unchanged texts) and deletes every other version. The check reads nothing
+        more than the points this reads anyway."""
         points = self.services.store.document_points(ref.key)
-        return points[0].payload if points else None
+        if not points:
+            return None
+        payload = points[0].payload
+        if whole_version([p.payload for p in points]):
+            return payload
+        log.warning("inconsistent_document", doc_key=ref.key, points=len(points))
+        return {k: v for k, v in payload.items() if k not in ("etag", "content_hash")}
 
     def _fetch(
         self,
@@ -283,7 +311,7 @@ class Indexer:
         user = client.user or ""
         owner = entry.owner or user
         if ref.doc_type is DocType.NOTE:
-            note = client.get_note(int(ref.doc_id), etag=current["etag"] if current else None)
+            note = client.get_note(int(ref.doc_id), etag=current.get("etag") if current else None)
             if note is None:
                 return None
             return SourceDocument(

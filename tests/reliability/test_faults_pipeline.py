@@ -30,10 +30,12 @@ from werkzeug.serving import make_server
 
 from ncindex.deadletter import DELIVERIES_PREFIX
 from ncindex.embedding import Embedder
+from ncindex.errors import StoreUnavailable
+from ncindex.indexing import whole_version
 from ncindex.queueing import celery_app
 from ncindex.redis_server import RedisProcess
 from ncindex.settings import Settings
-from support import wait_until
+from support import PASSWORDS, wait_until
 from webhook_receiver import create_app as create_receiver_app
 
 WRITTEN = "OCP\\Files\\Events\\Node\\NodeWrittenEvent"
@@ -255,3 +257,108 @@ def test_unresponsive_redis_is_503_not_a_hang(private_redis: RedisProcess, event
     finally:
         private_redis.process.send_signal(signal.SIGCONT)
         httpd.shutdown()
+
+
+# --- the store failing between a new version's upsert and the old version's delete ----------
+
+
+def test_whole_version_needs_one_hash_and_every_chunk_once() -> None:
+    def chunk(h: str, i: int, n: int) -> dict[str, Any]:
+        return {"content_hash": h, "chunk_index": i, "chunk_count": n}
+
+    assert whole_version([chunk("a", 0, 2), chunk("a", 1, 2)])
+    assert not whole_version([chunk("a", 0, 2), chunk("a", 1, 2), chunk("b", 0, 1)])  # two
+    assert not whole_version([chunk("a", 0, 3), chunk("a", 1, 3)])  # cut short
+    assert not whole_version([chunk("a", 0, 2), chunk("a", 0, 2)])  # chunk 1 missing
+    assert not whole_version([chunk("a", 0, 2), chunk("a", 1, 3)])
+
+
+def test_old_version_left_by_a_failed_delete_is_removed_by_the_next_run(
+    fresh_stack: LongStack,
+) -> None:
+    """v1 indexed; v2 upserted, then deleting v1's points fails (``StoreUnavailable``, as if
+    the store went away or the worker died there). The etag in the store is v2's, yet the
+    next run must not answer "unchanged": it rewrites v2 without embedding anything (every
+    vector is reused) and deletes v1, whose words are no longer found."""
+    stack = fresh_stack
+    stack.sim.drop_rate = 1.0
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    store = stack.services.store
+    fid = stack.sim.put_file("alice", "/Two/memo.md", "Zanzibar quokka heliograph: draft one.")
+    assert indexer.index_node("alice", fid).action == "indexed"
+    stack.sim.put_file("alice", "/Two/memo.md", "Completely rewritten memo about tulips.")
+    real = store.delete_document
+
+    def delete_document(doc_key: str, keep_content_hash: str | None = None) -> None:
+        if keep_content_hash is not None:
+            raise StoreUnavailable("delete: injected")
+        real(doc_key, keep_content_hash)
+
+    store.delete_document = delete_document  # type: ignore[method-assign]
+    try:
+        with pytest.raises(StoreUnavailable):
+            indexer.index_node("alice", fid)
+    finally:
+        store.delete_document = real  # type: ignore[method-assign]
+    assert len({p["content_hash"] for p in stack.indexed()[f"file:{fid}"]}) == 2
+    again = indexer.index_node("alice", fid)
+    assert (again.action, again.embedded) == ("indexed", 0)
+    assert indexer.index_node("alice", fid).action == "unchanged"
+    assert_indexed_once(stack, "alice")
+    response = stack.search.post(
+        "/v1/search",
+        json={"query": "Zanzibar quokka heliograph"},
+        auth=("alice", PASSWORDS["alice"]),
+    )
+    assert response.status_code == 200
+    assert all("Zanzibar" not in (r.get("snippet") or "") for r in response.get_json()["results"])
+
+
+def long_text(word: str, n: int = 40) -> str:
+    """A document of several chunks, each sentence about ``word``."""
+    return "\n\n".join(
+        f"Paragraph {i} about the {word}: the {word} number {i} crossed the estuary at "
+        f"low tide while the lighthouse keeper counted {i * 7} boats and wrote it down."
+        for i in range(n)
+    )
+
+
+@pytest.mark.parametrize("already_indexed", [False, True])
+def test_upsert_cut_between_batches_is_completed_by_the_next_run(
+    fresh_stack: LongStack, monkeypatch: pytest.MonkeyPatch, already_indexed: bool
+) -> None:
+    """Upserts go in batches (two points here); the store fails the second batch. The
+    document is left with part of its new version (beside the old one when there was one);
+    the next run completes it and deletes the rest: one version, every chunk once."""
+    import ncindex.store.qdrant_edge as edge
+    from ncindex.store.schema import batches
+
+    stack = fresh_stack
+    stack.sim.drop_rate = 1.0
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    fid = stack.sim.put_file("alice", "/Cut/long.md", long_text("otter"))
+    if already_indexed:
+        assert indexer.index_node("alice", fid).action == "indexed"
+        stack.sim.put_file("alice", "/Cut/long.md", long_text("beaver"))
+    monkeypatch.setattr(edge, "batches", lambda items: batches(items, 2))
+    store = stack.services.store
+    real_update = store._update
+    upserts = {"n": 0}
+
+    def update(kind: str, operation: Any) -> Any:
+        if kind == "upsert":
+            upserts["n"] += 1
+            if upserts["n"] == 2:
+                raise StoreUnavailable("upsert: injected after the first batch")
+        return real_update(kind, operation)
+
+    monkeypatch.setattr(store, "_update", update)
+    with pytest.raises(StoreUnavailable):
+        indexer.index_node("alice", fid)
+    monkeypatch.setattr(store, "_update", real_update)
+    assert not whole_version(stack.indexed()[f"file:{fid}"])  # the fault left a cut version
+    assert indexer.index_node("alice", fid).action == "indexed"
+    assert indexer.index_node("alice", fid).action == "unchanged"
+    assert_indexed_once(stack, "alice")
+    word = "beaver" if already_indexed else "otter"
+    assert all(word in p.payload["text"] for p in store.document_points(f"file:{fid}"))
