@@ -65,3 +65,19 @@ class ExtractionError(PermanentError):
 
 class TooLarge(PermanentError):
     """Raised when a document exceeds a configured bound (bytes, pages, characters)."""
+
+
+def public_reason(exc: BaseException) -> str:
+    """What a caller is told about a failed back end: what failed, never the exception's text,
+    which may hold local paths, hosts or a header (log that instead). A model error names its
+    model (``exc.model``) when it is known."""
+    from ncindex.models import ModelError  # models imports this module
+
+    if isinstance(exc, StoreUnavailable):
+        return "the vector store is unavailable"
+    if isinstance(exc, NextcloudUnavailable):
+        return "Nextcloud is unavailable"
+    if isinstance(exc, ModelError):
+        model = f" {exc.model!r}" if exc.model else ""
+        return f"this process cannot load the live model{model}"
+    return "a back end is unavailable"

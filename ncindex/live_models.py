@@ -82,7 +82,7 @@ def model_name_for(settings: Settings, slug: str) -> str:
     for folder in folders:
         if folder.is_dir() and folder.name != SPARSE_DIR_NAME and model_slug(folder.name) == slug:
             return folder.name
-    raise ModelError(f"no folder for model {slug!r} under {settings.model_dir}")
+    raise ModelError(f"no folder for model {slug!r} under {settings.model_dir}", model=slug)
 
 
 class LiveModels:

@@ -87,7 +87,12 @@ _PACKAGES = {
 
 class ModelError(PermanentError):
     """Raised when the offline models cannot be installed or loaded (a package or file is
-    missing, a file is corrupt, or the model does not have the expected shape)."""
+    missing, a file is corrupt, or the model does not have the expected shape). ``model`` names
+    the model when it is known (the message may hold local paths; the model's name does not)."""
+
+    def __init__(self, message: str, model: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,7 @@ import structlog
 from pydantic import ValidationError
 
 from ncindex import __version__
-from ncindex.errors import NextcloudAuthError, PermanentError, TransientError
+from ncindex.errors import NextcloudAuthError, PermanentError, TransientError, public_reason
 from ncindex.filter_fields import rcp_filter_capability
 from ncindex.filters import FilterError, parse_tree
 from ncindex.nextcloud.client import NextcloudClient
@@ -324,9 +324,10 @@ class RcpServer:
         except Unauthenticated as exc:
             raise RpcError(Errc.UNAUTHORIZED, str(exc) or "unauthenticated") from None
         except TransientError as exc:
+            log.warning("rcp_authentication_unavailable", error=f"{type(exc).__name__}: {exc}")
             raise RpcError(
                 Errc.BACKEND_UNAVAILABLE,
-                f"cannot authenticate now: {exc}",
+                f"cannot authenticate now: {public_reason(exc)}",
                 {"retryable": True, "retryAfterMs": 5000},
             ) from None
 
@@ -364,11 +365,15 @@ class RcpServer:
         except NextcloudAuthError:
             raise RpcError(Errc.UNAUTHORIZED, "Nextcloud rejected the credentials") from None
         except TransientError as exc:
+            log.warning("rcp_backend_unavailable", error=f"{type(exc).__name__}: {exc}")
             raise RpcError(
-                Errc.BACKEND_UNAVAILABLE, str(exc), {"retryable": True, "retryAfterMs": 5000}
+                Errc.BACKEND_UNAVAILABLE,
+                public_reason(exc),
+                {"retryable": True, "retryAfterMs": 5000},
             ) from None
         except PermanentError as exc:
-            raise RpcError(Errc.INTERNAL_ERROR, str(exc)) from None
+            log.warning("rcp_backend_failed", error=f"{type(exc).__name__}: {exc}")
+            raise RpcError(Errc.INTERNAL_ERROR, public_reason(exc)) from None
         return self._retrieve_result(response, args, started)
 
     def _retrieve_result(

@@ -13,12 +13,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import structlog
 from flask import Blueprint, Response, jsonify, request
 from pydantic import ValidationError
 
 from ncindex.auth import Unauthenticated, resolve_caller
 from ncindex.documents import DocRef, DocType
-from ncindex.errors import NextcloudAuthError, TransientError
+from ncindex.errors import NextcloudAuthError, TransientError, public_reason
 from ncindex.filter_fields import filters_document
 from ncindex.filters import FilterError
 from ncindex.models import ModelError
@@ -26,6 +27,8 @@ from ncindex.problems import problem, read_body
 from ncindex.runtime import Services
 from ncindex.search import DocumentNotFound, SearchRequest, SearchService
 from ncindex.telemetry import SEARCH_SECONDS, SEARCHES
+
+log = structlog.get_logger(__name__)
 
 BASIC_CHALLENGE = {"WWW-Authenticate": 'Basic realm="ncindex"'}
 MAX_WINDOW = 20
@@ -151,9 +154,11 @@ def search_blueprint(
 def _unavailable(exc: Exception) -> Response:
     """503: the store or Nextcloud failed (``backend_unavailable``), or the live model's
     files are missing or broken in this process (``model_unavailable``: after ``ncindex
-    reindex`` every search process needs the new model's folder)."""
+    reindex`` every search process needs the new model's folder). The detail is
+    :func:`~ncindex.errors.public_reason`; the exception's text is logged."""
+    log.warning("search_backend_unavailable", error=f"{type(exc).__name__}: {exc}")
     code = "model_unavailable" if isinstance(exc, ModelError) else "backend_unavailable"
-    return problem(503, code, str(exc), headers={"Retry-After": "5"})
+    return problem(503, code, public_reason(exc), headers={"Retry-After": "5"})
 
 
 def _doc_ref(doc_type: str, doc_id: str) -> DocRef:

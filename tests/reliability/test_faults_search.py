@@ -138,5 +138,10 @@ def test_search_answers_503_when_the_store_is_closed(
         )
         assert response.status_code == 503, response.get_json()
         assert response.get_json()["code"] == "backend_unavailable"
+        # what failed, not where: the store's folder is no business of a caller's
+        ready = stack.search.get("/readyz")
+        assert ready.status_code == 503
+        for answer in (response.get_data(as_text=True), ready.get_data(as_text=True)):
+            assert str(tmp_path) not in answer and "qdrant" not in answer.lower(), answer
     finally:
         stack.close()
