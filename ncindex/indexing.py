@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import redis.exceptions
 import structlog
 from qdrant_client import models
 
@@ -163,17 +164,23 @@ class Indexer:
         raises :class:`LockBusy` when not acquired within ``wait`` seconds. While it is held,
         this thread keeps the model view read when it was taken
         (:meth:`~ncindex.live_models.LiveModels.pinned`): a document is embedded and written
-        for one model, and ``ncindex reindex``, copying under the same lock, sees it whole."""
-        lock = self.services.redis.lock(
-            f"ncindex:lock:node:{file_id}", timeout=self.settings.lock_ttl, blocking_timeout=wait
-        )
+        for one model, and ``ncindex reindex``, copying under the same lock, sees it whole.
+
+        A lock lost meanwhile (expired, or Redis flushed or restarted) is logged on release,
+        not raised: the block's own exception, or its finished work, is what the task reports.
+        """
+        name = f"ncindex:lock:node:{file_id}"
+        lock = self.services.redis.lock(name, timeout=self.settings.lock_ttl, blocking_timeout=wait)
         if not lock.acquire():
             raise LockBusy(f"node {file_id} is locked")
         try:
             with self.services.models.pinned():
                 yield
         finally:
-            lock.release()
+            try:
+                lock.release()
+            except redis.exceptions.LockError as exc:
+                log.warning("lock_lost", lock=name, error=str(exc))
 
     # --- index ---------------------------------------------------------------------------
 

@@ -362,3 +362,27 @@ def test_upsert_cut_between_batches_is_completed_by_the_next_run(
     assert_indexed_once(stack, "alice")
     word = "beaver" if already_indexed else "otter"
     assert all(word in p.payload["text"] for p in store.document_points(f"file:{fid}"))
+
+
+# --- a document lock lost while its task runs (Redis flushed, or the lock expired) ----------
+
+
+def test_a_lost_lock_neither_fails_done_work_nor_hides_a_retryable_error(
+    fresh_stack: LongStack,
+) -> None:
+    """Redis is flushed while tasks hold their locks, so releasing them finds nothing to
+    release (``LockNotOwnedError``). A task whose work was done still succeeds, and a task
+    that failed with a retryable error still raises that error, not the lock's."""
+    stack = fresh_stack
+    stack.sim.drop_rate = 1.0
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    fid = stack.sim.put_file("alice", "/Lost/lock.md", text(1))
+    with indexer.lock(fid):
+        stack.redis().flushall()
+        assert indexer.index_node("alice", fid).action == "indexed"
+    with pytest.raises(StoreUnavailable, match="injected"), indexer.lock(fid):
+        stack.redis().flushall()
+        raise StoreUnavailable("injected")
+    with indexer.lock(fid):  # expired and taken by another task: theirs is left alone
+        stack.redis().set(f"ncindex:lock:node:{fid}", "another-token")
+    assert stack.redis().get(f"ncindex:lock:node:{fid}") == b"another-token"
