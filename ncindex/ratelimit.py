@@ -3,7 +3,11 @@
 One shared limit (``settings.search_rate_limit``, e.g. ``"600/minute"``) covers
 ``POST /v1/search``, the context endpoint and ``POST /rcp/…``. The key (:func:`caller_key`)
 is a hash of the Basic user name, of a Bearer header, or the client address when there is no
-header — no request to Nextcloud is needed to count and no credential is stored. A breach
+header — no request to Nextcloud is needed to count and no credential is stored. A second
+limit of the same rate counts refused credentials (401 answers) per client address
+(:func:`address_key`, :func:`refused`), so a flood of made-up names or tokens — each its own
+caller — is stopped before it makes Nextcloud throttle ncindex's own address (Nextcloud's
+brute-force protection counts failed logins per address). A breach
 answers 429 through ``on_breach`` (problem+json ``rate_limited`` for the REST API, JSON-RPC
 ``-32011`` for RCP) with ``Retry-After`` in seconds. If Redis cannot be reached the counters
 fall back to this process's memory until it answers again (errors are swallowed): rate
@@ -25,6 +29,9 @@ from ncindex.settings import Settings
 
 SCOPE = "search"
 """The shared limit's scope name (one bucket per caller across the limited endpoints)."""
+
+REFUSED_SCOPE = "refused"
+"""Scope of the second limit: refused credentials (401 answers) per client address."""
 
 
 def caller_key() -> str:
@@ -48,6 +55,17 @@ def caller_key() -> str:
         if name:
             return "user:" + hashlib.sha256(name.encode()).hexdigest()
     return "cred:" + hashlib.sha256(authorization.encode("utf-8", "replace")).hexdigest()
+
+
+def address_key() -> str:
+    """The client address of the current request (``addr:<ip>``)."""
+    return f"addr:{request.remote_addr or '?'}"
+
+
+def refused(response: Response) -> bool:
+    """Whether ``response`` refused the caller's credentials (HTTP 401): only those count
+    against :data:`REFUSED_SCOPE`."""
+    return response.status_code == 401
 
 
 def retry_after_seconds(limit: RequestLimit) -> int:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import structlog
 from flask import Flask, Response, request
 from flask_limiter import RequestLimit
@@ -15,7 +18,14 @@ from ncindex.health import health_blueprint
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.problems import install_error_handlers, problem
 from ncindex.queueing import PUBLISH_RETRY, Producer, celery_app
-from ncindex.ratelimit import SCOPE, create_limiter, retry_after_seconds
+from ncindex.ratelimit import (
+    REFUSED_SCOPE,
+    SCOPE,
+    address_key,
+    create_limiter,
+    refused,
+    retry_after_seconds,
+)
 from ncindex.runtime import Services
 from ncindex.search import SearchService
 from ncindex.settings import Settings
@@ -26,8 +36,6 @@ from search_api.rcp import rcp_blueprint, rpc_error_response
 from search_api.search import search_blueprint
 
 log = structlog.get_logger(__name__)
-
-#: Types whose drop can be re-checked by ``ncindex.index_node`` (a file id).
 
 
 def create_app(
@@ -43,7 +51,8 @@ def create_app(
     ``services`` (default: built from ``settings``) provides the store, embedder, Redis and
     the Nextcloud client; ``producer`` sends the re-check tasks for dropped results. The
     model and store are opened on first use, not here, so the process starts fast. Search,
-    context and RCP calls share one per-caller rate limit (``settings.search_rate_limit``).
+    context and RCP calls share one per-caller rate limit (``settings.search_rate_limit``),
+    and refused credentials count against the client's address at the same rate.
     """
     settings = settings or (services.settings if services else Settings())
     services = services or Services(settings)
@@ -96,7 +105,18 @@ def create_app(
 
     install_error_handlers(app)
     limiter = create_limiter(app, settings, on_breach)
-    shared = limiter.shared_limit(settings.search_rate_limit, scope=SCOPE) if limiter else None
+    shared = None
+    if limiter:
+        per_caller = limiter.shared_limit(settings.search_rate_limit, scope=SCOPE)
+        per_address_refused = limiter.shared_limit(
+            settings.search_rate_limit,
+            scope=REFUSED_SCOPE,
+            key_func=address_key,
+            deduct_when=refused,
+        )
+
+        def shared(view: Callable[..., Any]) -> Callable[..., Any]:
+            return per_caller(per_address_refused(view))
 
     @app.errorhandler(RateLimitExceeded)
     def _rate_limited(exc: RateLimitExceeded) -> Response:

@@ -587,6 +587,21 @@ def test_password_guessing_is_rate_limited(limited: Any) -> None:
     assert 429 in codes, codes
 
 
+@pytest.mark.parametrize("kind", ["bearer", "basic"])
+def test_made_up_credentials_are_rate_limited_per_address(limited: Any, kind: str) -> None:
+    # each made-up token or user name is a caller of its own: refused credentials count
+    # against the client address, so the flood stops before Nextcloud sees all of it
+    codes = []
+    for n in range(8):
+        secret = secrets.token_urlsafe(12)
+        if kind == "basic":
+            secret = base64.b64encode(f"nobody-{n}:{secret}".encode()).decode()
+        header = {"Authorization": f"{kind.title()} {secret}"}
+        codes.append(limited.post("/v1/search", json={"query": "x"}, headers=header).status_code)
+    assert codes[:5] == [401] * 5
+    assert codes[5:] == [429] * 3, codes
+
+
 def test_rate_limit_counters_are_the_fixtures_keys(limited: Any, corpus_stack: LongStack) -> None:
     """The ``limited`` fixture clears counters by :data:`RATE_LIMIT_KEYS`: it must match the
     keys the limiter writes, or counts leak from one rate-limit test into the next."""
