@@ -13,7 +13,8 @@ next task that reads it, whatever its etag.
 Which files are indexed is :mod:`ncindex.eligibility` (globs, MIME list, tag gate). A file
 whose bytes cannot become text (corrupt, over ``max_download_bytes`` — judged from its
 WebDAV size before any download) is parked in the dead letter (:mod:`ncindex.deadletter`)
-until its etag changes, and any older version of its text is removed from the index.
+until its etag changes, and any older version of its text is removed from the index; so is
+a file parked for killing its worker (:meth:`Indexer.park_node`).
 """
 
 from __future__ import annotations
@@ -232,8 +233,10 @@ class Indexer:
         return entry
 
     def park_node(self, user: str, file_id: int, reason: str, deliveries: int = 0) -> Outcome:
-        """Park file ``file_id`` (its current etag read as ``user``) with ``reason``; evicts
-        it instead when it is gone."""
+        """Park file ``file_id`` (its current etag read as ``user``) with ``reason`` and
+        delete its points, as for a file whose bytes cannot become text: a version that was
+        never indexed must not leave the one before it searchable. Evicts it instead when it
+        is gone."""
         client = self.services.account(user)
         try:
             entry = client.find_by_id(file_id)
@@ -241,6 +244,8 @@ class Indexer:
             for doc_type in NODE_TYPES:
                 self.remove_access(user, DocRef(doc_type, str(file_id)))
             return Outcome("evicted")
+        for doc_type in NODE_TYPES:
+            self.services.store.delete_document(DocRef(doc_type, str(file_id)).key)
         self.deadletters.park(
             DeadLetter(
                 node_subject(file_id),

@@ -386,3 +386,35 @@ def test_a_lost_lock_neither_fails_done_work_nor_hides_a_retryable_error(
     with indexer.lock(fid):  # expired and taken by another task: theirs is left alone
         stack.redis().set(f"ncindex:lock:node:{fid}", "another-token")
     assert stack.redis().get(f"ncindex:lock:node:{fid}") == b"another-token"
+
+
+# --- a poison version parked: the text before it goes too ------------------------------------
+
+
+def test_parking_a_poison_version_removes_the_previous_text(fresh_stack: LongStack) -> None:
+    """v0 indexed; v1 killed its worker ``dead_letter_after`` times (runs started, never
+    ended). The next delivery parks v1 and, as for a corrupt file, v0's points are deleted:
+    the index must not keep answering with text the file no longer has."""
+    from ncindex.deadletter import DeadLetters, Deliveries, node_subject
+    from workers.tasks import guarded
+
+    stack = fresh_stack
+    stack.sim.drop_rate = 1.0
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    fid = stack.sim.put_file("alice", "/Poison/well.md", "Original walrus text v0.")
+    assert indexer.index_node("alice", fid).action == "indexed"
+    stack.sim.put_file("alice", "/Poison/well.md", "Poison version v1 that kills workers.")
+    subject = node_subject(fid)
+    deliveries = Deliveries(stack.services.redis, ttl=3600)
+    for _ in range(indexer.settings.dead_letter_after):
+        deliveries.start(subject)
+    with indexer.lock(fid):  # what the ncindex.index_node task body does
+        out = guarded(
+            indexer,
+            subject,
+            lambda: indexer.index_node("alice", fid),
+            lambda reason, n: indexer.park_node("alice", fid, reason, n),
+        )
+    assert out.action == "dead_letter"
+    assert DeadLetters(stack.services.redis).get(subject) is not None
+    assert stack.services.store.document_points(f"file:{fid}") == []
