@@ -94,6 +94,12 @@ class LockBusy(TransientError):
     """Raised when another task holds a document's lock; the task retries later."""
 
 
+class StaleEntry(TransientError):
+    """Raised when a file's download does not match the entry it was looked up by (a body
+    of another length than the entry's size, or a 404 for a file that moved meanwhile); the
+    task retries and looks the file up again."""
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What an operation did: ``action`` is one of ``indexed``, ``updated``, ``unchanged``,
@@ -347,6 +353,10 @@ class Indexer:
             # known from PROPFIND/SEARCH: nothing is downloaded
             raise TooLarge(f"{entry.path}: {entry.size} bytes > {limit}")
         data = client.download(entry.path, limit)
+        if entry.size is not None and len(data) != entry.size:
+            # a body cut short (by a proxy, a cache) is framed correctly, so nothing below
+            # notices; a longer or shorter one is a newer version: look it up again
+            raise StaleEntry(f"{entry.path}: {len(data)} bytes downloaded, {entry.size} listed")
         extracted = extract_text(
             data,
             mime_type=entry.content_type,

@@ -418,3 +418,41 @@ def test_parking_a_poison_version_removes_the_previous_text(fresh_stack: LongSta
     assert out.action == "dead_letter"
     assert DeadLetters(stack.services.redis).get(subject) is not None
     assert stack.services.store.document_points(f"file:{fid}") == []
+
+
+# --- a 200 download shorter than the file ----------------------------------------------------
+
+
+def test_a_download_cut_short_is_retried_not_indexed(
+    fresh_stack: LongStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GET answers 200 with the first half of the file, correctly framed (a proxy or a
+    cache cut it), once. SEARCH listed the whole size, so the task raises a retryable error
+    instead of indexing half the text for good; the retry indexes all of it."""
+    from werkzeug.wrappers import Response
+
+    from ncindex.errors import TransientError
+    from ncindex.testing.app import SimulatorApp, family_of
+
+    stack = fresh_stack
+    stack.sim.drop_rate = 1.0
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    full = ("Alpha section about walruses. " * 20 + "Omega tail mentions pelicans.").encode()
+    fid = stack.sim.put_file("alice", "/Cut/short.md", full)
+    real = SimulatorApp.dispatch
+    cuts = {"n": 0}
+
+    def dispatch(self: SimulatorApp, request: Any) -> tuple[str, Response]:
+        if request.method == "GET" and request.path.endswith("/Cut/short.md") and not cuts["n"]:
+            cuts["n"] += 1
+            cut = Response(full[: len(full) // 2], status=200, content_type="text/markdown")
+            return family_of(request.method, request.path), cut
+        return real(self, request)
+
+    monkeypatch.setattr(SimulatorApp, "dispatch", dispatch)
+    with pytest.raises(TransientError, match="bytes downloaded"):
+        indexer.index_node("alice", fid)
+    assert cuts["n"] == 1 and f"file:{fid}" not in stack.indexed()
+    assert indexer.index_node("alice", fid).action == "indexed"
+    points = stack.services.store.document_points(f"file:{fid}")
+    assert "pelicans" in " ".join(p.payload["text"] for p in points)
