@@ -94,6 +94,11 @@ class LockBusy(TransientError):
     """Raised when another task holds a document's lock; the task retries later."""
 
 
+class _FileGone(NotFound):
+    """Raised when a file's download answered 404 and looking it up by id again confirms
+    that the user can no longer see it."""
+
+
 class StaleEntry(TransientError):
     """Raised when a file's download does not match the entry it was looked up by (a body
     of another length than the entry's size, or a 404 for a file that moved meanwhile); the
@@ -194,7 +199,11 @@ class Indexer:
     def index_node(self, user: str, file_id: int) -> Outcome:
         """Re-read file ``file_id`` as ``user`` and bring the index in line with it: index
         a new or changed document, update metadata only when the text is unchanged, remove
-        the user's access when the file is gone or no longer eligible."""
+        the user's access when the file is gone or no longer eligible.
+
+        Raises :class:`StaleEntry` (retryable) when the download does not match the entry
+        looked up just before: a body of another length, or a 404 for a file that has moved
+        (a folder renamed in between); a 404 for a file that is gone evicts it."""
         client = self.services.account(user)
         try:
             entry = client.find_by_id(file_id)
@@ -224,6 +233,10 @@ class Indexer:
             reason = f"{type(exc).__name__}: {exc}"
             self.park(subject, user, entry.etag, reason, "ncindex.index_node", file_id=file_id)
             return Outcome("dead_letter", ref.key, reason=reason)
+        except _FileGone:
+            for doc_type in NODE_TYPES:
+                self.remove_access(user, DocRef(doc_type, str(file_id)))
+            return Outcome("evicted")
         if doc is None:  # unchanged content (conditional GET answered 304 / same etag)
             return self._update_metadata(ref, current, user, entry.path, {"tags": entry.tags})
         return self.write_document(doc, current)
@@ -352,7 +365,15 @@ class Indexer:
         if entry.size is not None and entry.size > limit:
             # known from PROPFIND/SEARCH: nothing is downloaded
             raise TooLarge(f"{entry.path}: {entry.size} bytes > {limit}")
-        data = client.download(entry.path, limit)
+        try:
+            data = client.download(entry.path, limit)
+        except NotFound:
+            # deleted, or moved (a folder renamed) since it was looked up: which one?
+            try:
+                now = client.find_by_id(int(ref.doc_id))
+            except NotFound:
+                raise _FileGone(f"file {ref.doc_id} is gone") from None
+            raise StaleEntry(f"{entry.path}: 404 on download, now at {now.path}") from None
         if entry.size is not None and len(data) != entry.size:
             # a body cut short (by a proxy, a cache) is framed correctly, so nothing below
             # notices; a longer or shorter one is a newer version: look it up again

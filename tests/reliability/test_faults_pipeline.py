@@ -31,7 +31,7 @@ from werkzeug.serving import make_server
 from ncindex.deadletter import DELIVERIES_PREFIX
 from ncindex.embedding import Embedder
 from ncindex.errors import StoreUnavailable
-from ncindex.indexing import whole_version
+from ncindex.indexing import StaleEntry, whole_version
 from ncindex.queueing import celery_app
 from ncindex.redis_server import RedisProcess
 from ncindex.settings import Settings
@@ -456,3 +456,49 @@ def test_a_download_cut_short_is_retried_not_indexed(
     assert indexer.index_node("alice", fid).action == "indexed"
     points = stack.services.store.document_points(f"file:{fid}")
     assert "pelicans" in " ".join(p.payload["text"] for p in points)
+
+
+# --- a file moved or deleted between its lookup by id and its download by path ---------------
+
+
+@pytest.mark.parametrize("change", ["folder renamed", "file deleted"])
+def test_a_404_on_download_looks_the_file_up_again(
+    fresh_stack: LongStack, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """An index task finds a file by id, then its folder is renamed (or the file deleted)
+    before the GET by the old path, which answers 404. Looking the file up again tells the
+    two apart: moved ⇒ a retryable error, and the retry indexes it at its new path (before,
+    ``NotFound`` failed the task and the file was missing until a reconcile); gone ⇒ the
+    older version indexed before is evicted."""
+    from ncindex.testing.app import SimulatorApp
+
+    stack = fresh_stack
+    stack.sim.drop_rate = 1.0
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    fid = stack.sim.put_file("alice", "/Moving/fresh.md", text(1))
+    if change == "file deleted":
+        assert indexer.index_node("alice", fid).action == "indexed"
+        stack.sim.put_file("alice", "/Moving/fresh.md", text(1, 2))
+    real = SimulatorApp.dispatch
+    fired: list[str] = []
+
+    def dispatch(self: SimulatorApp, request: Any) -> Any:
+        if request.method == "GET" and request.path.endswith("/Moving/fresh.md") and not fired:
+            fired.append(request.path)
+            if change == "folder renamed":
+                stack.sim.move("alice", "/Moving", "/Moved")
+            else:
+                stack.sim.delete("alice", "/Moving/fresh.md")
+        return real(self, request)
+
+    monkeypatch.setattr(SimulatorApp, "dispatch", dispatch)
+    if change == "folder renamed":
+        with pytest.raises(StaleEntry, match=r"now at /Moved/fresh\.md"):
+            indexer.index_node("alice", fid)
+        assert indexer.index_node("alice", fid).action == "indexed"
+        payload = stack.services.store.document_points(f"file:{fid}")[0].payload
+        assert payload["file_path"] == ["alice:/Moved/fresh.md"]
+    else:
+        assert indexer.index_node("alice", fid).action == "evicted"
+        assert f"file:{fid}" not in stack.indexed()
+    assert fired
