@@ -14,6 +14,7 @@ fastembed or the vector store.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Iterable
 from typing import Any, Protocol
@@ -34,6 +35,11 @@ DEBOUNCE_PREFIX = "ncindex:debounce:"
 PENDING = b"pending:"
 #: A debounce key's value once its task is on the queue: only such a key coalesces events.
 SENT = b"sent"
+#: The most actions one :func:`send_actions` call sends itself; more are handed to
+#: :data:`FAN_OUT_TASK` tasks of this many each, so a tag event on thousands of files is
+#: answered in well under Nextcloud's 30 s client timeout (each publish takes ~1 ms).
+FAN_OUT = 100
+FAN_OUT_TASK = "ncindex.send_actions"
 _MARK_SENT = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then "
     "return redis.call('SET', KEYS[1], 'sent', 'KEEPTTL') end return 0"
@@ -149,6 +155,9 @@ def send_actions(
 ) -> tuple[int, int]:
     """Send each action's task, coalescing against pending ones; returns ``(queued, coalesced)``.
 
+    More than :data:`FAN_OUT` actions are queued in parts for workers to send (they count as
+    queued; what coalesces is decided there).
+
     ``key_seconds`` is how long a debounce key lives (``None``: no debounce, every task is
     sent); ``countdown`` delays the tasks of debounced actions, seconds. The keys of all
     actions are claimed in one Redis round trip (``SET NX PX`` with a token, and a ``GET`` of
@@ -162,6 +171,8 @@ def send_actions(
     nothing is swallowed.
     """
     actions = list(actions)
+    if len(actions) > FAN_OUT:
+        return _fan_out(producer, actions, countdown, key_seconds), 0
     claims = [_Claim(debounce_key(a) if key_seconds else None) for a in actions]
     keyed = [c for c in claims if c.key]
     token = PENDING + secrets.token_hex(8).encode()
@@ -201,6 +212,27 @@ def send_actions(
         queued += 1
     _settle(redis_client, claims, token)
     return queued, len(actions) - queued
+
+
+def _fan_out(
+    producer: Producer, actions: list[Action], countdown: float | None, key_seconds: float | None
+) -> int:
+    """Queue ``actions`` as :data:`FAN_OUT_TASK` tasks of :data:`FAN_OUT` each, on the
+    ``ingest`` queue (a worker calls :func:`send_actions` with them); returns how many actions
+    were queued. Raises :class:`BrokerUnavailable` if a publish fails (the parts already
+    queued run; a retried delivery only repeats idempotent tasks)."""
+    for start in range(0, len(actions), FAN_OUT):
+        part = [dataclasses.asdict(action) for action in actions[start : start + FAN_OUT]]
+        try:
+            producer.send_task(
+                FAN_OUT_TASK,
+                kwargs={"actions": part, "countdown": countdown, "key_seconds": key_seconds},
+                queue="ingest",
+                retry_policy=PUBLISH_RETRY,
+            )
+        except Exception as exc:  # kombu/redis raise several types; none may be acknowledged
+            raise BrokerUnavailable(f"broker: {exc}") from exc
+    return len(actions)
 
 
 def _settle(redis_client: redis.Redis, claims: list[_Claim], token: bytes) -> None:

@@ -17,6 +17,7 @@ from pydantic import SecretStr
 from ncindex.events import index_node
 from ncindex.queueing import (
     DEBOUNCE_PREFIX,
+    FAN_OUT,
     PENDING,
     SENT,
     BrokerUnavailable,
@@ -123,6 +124,14 @@ def test_a_key_taken_over_before_the_mark_is_left_alone(
     assert enqueue(Hooked(producer, before=task_started_and_reclaimed), client,
                    [index_node("alice", 7)], 30) == (1, 0)  # fmt: skip
     assert client.get(KEY) == PENDING + b"next-claim"
+
+
+def test_many_actions_are_handed_to_fan_out_tasks(producer: Celery, client: redis.Redis) -> None:
+    actions = [index_node("alice", i) for i in range(FAN_OUT * 2 + 1)]
+    assert enqueue(producer, client, actions, 30) == (len(actions), 0)
+    assert client.llen("ingest") == 3  # one task per part of FAN_OUT, for a worker to send
+    assert client.llen("index") == 0
+    assert not client.keys(f"{DEBOUNCE_PREFIX}*")  # claimed by the workers, not here
 
 
 def test_a_stalled_redis_is_503_and_its_late_claim_swallows_nothing(

@@ -21,7 +21,12 @@ def create_celery(settings: Settings, services: Services | None = None) -> Celer
     the app as ``app.ncindex_services``, with the :class:`Indexer` on it as ``app.ncindex_indexer``.
     """
     app = celery_app(settings)
-    app.conf.imports = ("workers.tasks", "workers.reconcile_tasks", "workers.model_tasks")
+    app.conf.imports = (
+        "workers.tasks",
+        "workers.reconcile_tasks",
+        "workers.model_tasks",
+        "workers.queue_tasks",
+    )
     app.ncindex_services = services = services or Services(settings)  # type: ignore[attr-defined]
     app.ncindex_indexer = Indexer(services)  # type: ignore[attr-defined]
     return app

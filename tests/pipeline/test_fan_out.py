@@ -1,0 +1,37 @@
+"""A tag event on more files than the receiver sends itself (``FAN_OUT``) is answered at once
+and handed to ``ncindex.send_actions`` tasks; the worker sends the files' tasks and every file
+ends up indexed — the whole stack on real parts."""
+
+from __future__ import annotations
+
+from pipeline_support import drained, post_envelope
+
+from ncindex.queueing import FAN_OUT
+from support import Stack, wait_until
+
+TAG_ASSIGNED = "OCP\\SystemTag\\TagAssignedEvent"
+
+
+def test_a_tag_event_on_many_files_fans_out_and_indexes_them_all(stack: Stack) -> None:
+    stack.sim.drop_rate = 1.0  # only the tag event below announces these files
+    count = FAN_OUT * 2 + 7
+    ids = [
+        stack.sim.put_file("alice", f"/Bulk/log-{i:03}.md", f"Bulk log {i}: buoy {i} checked.")
+        for i in range(count)
+    ]
+    envelope = {
+        "event": {
+            "class": TAG_ASSIGNED,
+            "objectType": "files",
+            "objectIds": [str(i) for i in ids],
+            "tagIds": [3],
+        },
+        "user": {"uid": "alice", "displayName": "Alice"},
+        "time": 1767225601,
+    }
+    response = post_envelope(stack, envelope)
+    assert response.status_code == 202
+    assert response.json() == {"queued": count, "coalesced": 0}
+    wait_until(lambda: drained(stack), timeout=120, interval=0.5)
+    missing = [i for i in ids if not stack.points(f"file:{i}")]
+    assert missing == []

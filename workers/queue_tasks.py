@@ -1,0 +1,43 @@
+"""The fan-out task: a worker sends the tasks of a large envelope's actions.
+
+The receiver hands an envelope of more than :data:`ncindex.queueing.FAN_OUT` actions (a tag
+event on thousands of files) to ``ncindex.send_actions`` tasks of that many each, so that it
+answers Nextcloud in time; each task sends its part's tasks with the receiver's debounce, as
+the receiver would have.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from celery import Task, shared_task
+
+from ncindex.events import Action
+from ncindex.queueing import FAN_OUT_TASK, send_actions
+from workers.tasks import RETRY
+
+log = structlog.get_logger(__name__)
+
+
+@shared_task(bind=True, name=FAN_OUT_TASK, ignore_result=True, **RETRY)
+def send_actions_task(
+    self: Task,
+    actions: list[dict[str, Any]],
+    countdown: float | None,
+    key_seconds: float | None,
+) -> dict[str, int]:
+    """Send ``actions`` (``dataclasses.asdict`` of :class:`~ncindex.events.Action`, at most
+    ``FAN_OUT``) with ``countdown`` and debounce keys living ``key_seconds`` (seconds; ``None``:
+    no debounce). Returns ``{"queued": n, "coalesced": m}``; a broker or Redis failure is
+    retried (``BrokerUnavailable`` is transient), which may send a part twice (idempotent)."""
+    services = self.app.ncindex_services  # type: ignore[attr-defined]
+    queued, coalesced = send_actions(
+        self.app,
+        services.redis,
+        [Action(**action) for action in actions],
+        countdown=countdown,
+        key_seconds=key_seconds,
+    )
+    log.info("fan_out_sent", task_id=self.request.id, queued=queued, coalesced=coalesced)
+    return {"queued": queued, "coalesced": coalesced}
