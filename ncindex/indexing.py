@@ -196,14 +196,19 @@ class Indexer:
 
     # --- index ---------------------------------------------------------------------------
 
-    def index_node(self, user: str, file_id: int) -> Outcome:
+    def index_node(self, user: str, file_id: int, *, recheck: bool = True) -> Outcome:
         """Re-read file ``file_id`` as ``user`` and bring the index in line with it: index
         a new or changed document, update metadata only when the text is unchanged, remove
         the user's access when the file is gone or no longer eligible.
 
         Raises :class:`StaleEntry` (retryable) when the download does not match the entry
         looked up just before: a body of another length, or a 404 for a file that has moved
-        (a folder renamed in between); a 404 for a file that is gone evicts it."""
+        (a folder renamed in between); a 404 for a file that is gone evicts it.
+
+        With ``recheck``, a version just written is looked up by id once more: a folder
+        renamed or deleted while it was embedded fires one event, for the folder, whose task
+        found nothing of this file indexed yet. Moved ⇒ its paths are brought up to date (one
+        more pass, no embedding); gone ⇒ evicted."""
         client = self.services.account(user)
         try:
             entry = client.find_by_id(file_id)
@@ -239,7 +244,20 @@ class Indexer:
             return Outcome("evicted")
         if doc is None:  # unchanged content (conditional GET answered 304 / same etag)
             return self._update_metadata(ref, current, user, entry.path, {"tags": entry.tags})
-        return self.write_document(doc, current)
+        outcome = self.write_document(doc, current)
+        if not recheck or outcome.action != "indexed":
+            return outcome
+        try:
+            now = client.find_by_id(file_id)
+        except NotFound:
+            for doc_type in NODE_TYPES:
+                self.remove_access(user, DocRef(doc_type, str(file_id)))
+            log.info("gone_while_indexed", doc_key=ref.key, user=user)
+            return Outcome("evicted", ref.key, outcome.embedded)
+        if now.path != entry.path:
+            log.info("moved_while_indexed", doc_key=ref.key, path=now.path)
+            self.index_node(user, file_id, recheck=False)
+        return outcome
 
     def park(
         self, subject: str, user: str, etag: str, reason: str, task: str, **kwargs: Any

@@ -502,3 +502,55 @@ def test_a_404_on_download_looks_the_file_up_again(
         assert indexer.index_node("alice", fid).action == "evicted"
         assert f"file:{fid}" not in stack.indexed()
     assert fired
+
+
+# --- a folder renamed or deleted while a file in it is embedded (another worker's task) ------
+
+
+@pytest.mark.parametrize("change", ["renamed", "deleted", "deleted after v1"])
+def test_a_folder_changed_while_its_file_is_embedded_is_caught_after_the_write(
+    fresh_stack: LongStack, change: str
+) -> None:
+    """Task A indexes /Race/new.md and is embedding it; meanwhile the folder is renamed to
+    /Race2 (or deleted) and task B runs the folder's one event (move_path / evict_node),
+    which finds nothing of the file indexed yet. A's write carries the path it read, so A
+    looks the file up once more after writing: moved ⇒ the payload gets the current path;
+    deleted ⇒ the file is evicted (before: the old path, or a deleted file, stayed until a
+    reconcile)."""
+    stack = fresh_stack
+    stack.sim.drop_rate = 1.0
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    fid = stack.sim.put_file("alice", "/Race/new.md", text(10))
+    folder = stack.sim.file_id("alice", "/Race")
+    if change == "deleted after v1":
+        assert indexer.index_node("alice", fid).action == "indexed"
+        stack.sim.put_file("alice", "/Race/new.md", text(10, 2))
+    batcher = indexer.batcher(stack.services.embedder)
+    real_embed = batcher.embed
+    other: list[Any] = []
+
+    def embed_and_change(texts: list[str]) -> Any:
+        if not other:  # task B, while A embeds
+            if change == "renamed":
+                stack.sim.move("alice", "/Race", "/Race2")
+                other.append(indexer.move_path("alice", "/Race", "/Race2", folder))
+            else:
+                stack.sim.delete("alice", "/Race")
+                other.append(indexer.evict_node("alice", "/Race", folder))
+        return real_embed(texts)
+
+    batcher.embed = embed_and_change  # type: ignore[method-assign]
+    try:
+        out = indexer.index_node("alice", fid)
+    finally:
+        batcher.embed = real_embed  # type: ignore[method-assign]
+    assert other
+    if change == "renamed":
+        assert out.action == "indexed"
+        payload = stack.services.store.document_points(f"file:{fid}")[0].payload
+        assert payload["file_path"] == ["alice:/Race2/new.md"]
+        assert "alice:/Race" not in payload["folder_ancestors"]
+        assert_indexed_once(stack, "alice")
+    else:
+        assert out.action == "evicted"
+        assert f"file:{fid}" not in stack.indexed()
