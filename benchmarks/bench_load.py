@@ -8,10 +8,13 @@
    receiver runs under gunicorn (``deploy/gunicorn.conf.py``, ``-w 2``, its default threads)
    with a private Redis as the broker; a bare Flask endpoint that does no work
    (:data:`bare_app`: read the body, answer 202) is served by gunicorn the same way and gets
-   the same bodies in the same run, in rounds alternating between the two so that the other
-   jobs on the machine fall on both alike: events/s accepted, p50/p90/p99 latency for both,
+   the same bodies in the same run, in rounds alternating between them so that the other
+   jobs on the machine fall on all alike: events/s accepted, p50/p90/p99 latency for each,
    and the ratio. Targets: receiver ≥ 0.6 × the bare rate, p99 < 20 ms. Every delivery must be
-   answered 202 and its counters (queued + coalesced) must add up to the events.
+   answered 202 and its counters (queued + coalesced) must add up to the events. A third
+   endpoint, :data:`roundtrip_app`, is the bare one plus one Redis ``SET NX PX`` per delivery —
+   the least any receiver that queues durably must do for an event it does not coalesce
+   locally — so the table shows how much of the gap one round trip alone makes.
 2. **Indexing to the end.** Then a real ``celery worker`` (solo pool, Qdrant Edge folder)
    works off the queue: every one of the ``DOCS`` documents must be indexed exactly once —
    one version, chunks 0..n-1, no duplicate point — and the number of document downloads
@@ -98,6 +101,27 @@ def _bare_hook() -> Response:
 @bare_app.get("/livez")
 def _bare_livez() -> Response:
     return Response(b"ok")
+
+
+roundtrip_app = Flask("roundtrip")
+roundtrip_app.add_url_rule("/livez", view_func=_bare_livez)
+_roundtrip_redis: list[Any] = []  # the client, made in the gunicorn worker on first use
+
+
+@roundtrip_app.post("/hooks/nextcloud")
+def _roundtrip_hook() -> Response:
+    """The bare endpoint plus one Redis round trip: a ``SET NX PX`` like the receiver's debounce
+    claim, through a client made as the receiver makes its own."""
+    import redis
+
+    if not _roundtrip_redis:
+        url = os.environ["NCINDEX_REDIS_URL"]
+        _roundtrip_redis.append(
+            redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        )
+    request.get_data()
+    _roundtrip_redis[0].set("bench:roundtrip", 1, nx=True, px=8000)
+    return Response(b'{"queued": 0}', status=202, mimetype="application/json")
 
 
 # --- processes ----------------------------------------------------------------------------
@@ -205,8 +229,9 @@ def wrk(url: str, secret: str, bodies: list[bytes], out: Path) -> dict[str, Any]
 
 def bursts(urls: dict[str, str], secret: str, bodies: list[bytes], tmp: Path) -> dict[str, Any]:
     """Deliver every body once to each of ``urls`` ({name: url}), in ``ROUNDS`` rounds of
-    consecutive bodies that alternate between the endpoints (ABBAA…), so that whatever else
-    the machine runs falls on both alike. ``WARMUP`` bodies go to each first (connections, lazy
+    consecutive bodies; the endpoints take turns in each round, in order in even rounds and
+    in reverse in odd ones (ABC CBA ABC…), so that whatever else the machine runs falls on all
+    alike. ``WARMUP`` bodies go to each first (connections, lazy
     imports), not counted.
 
     Per endpoint: events/s (events ÷ the summed seconds from a round's first request to its
@@ -360,6 +385,7 @@ def main() -> int:
         urls = {}
         for name, app in (
             ("bare", "bench_load:bare_app"),
+            ("roundtrip", "bench_load:roundtrip_app"),
             ("receiver", "webhook_receiver.wsgi:app"),
         ):
             port = free_port()
@@ -373,7 +399,12 @@ def main() -> int:
         result["ratio"] = round(
             result["receiver"]["events_per_s"] / result["bare"]["events_per_s"], 3
         )
-        print(json.dumps({k: result[k] for k in ("bare", "receiver", "ratio")}, indent=2))
+        result["roundtrip_ratio"] = round(
+            result["roundtrip"]["events_per_s"] / result["bare"]["events_per_s"], 3
+        )
+        print(
+            json.dumps({k: result[k] for k in ("bare", "roundtrip", "receiver", "ratio")}, indent=2)
+        )
 
         # 2. a real worker indexes the queue to the end
         client = redis.Redis.from_url(redis_proc.url)
@@ -510,7 +541,8 @@ def machine() -> str:
 
 def render(r: dict[str, Any]) -> str:
     """The "## Load" section."""
-    b, rc, idx, s = r["bare"], r["receiver"], r["indexing"], r["search"]
+    b, rt, rc = r["bare"], r["roundtrip"], r["receiver"]
+    idx, s = r["indexing"], r["search"]
     one = r["search_single"]
     ratio_verdict = verdict(r["ratio"] >= 0.6, f"{0.6 - r['ratio']:.3f} short")
     p99_verdict = verdict(rc["p99_ms"] < 20, f"{rc['p99_ms'] - 20:.1f} ms over")
@@ -524,10 +556,11 @@ def render(r: dict[str, Any]) -> str:
             f"(`benchmarks/bench_load.lua`) over {r['senders']} keep-alive connections, each "
             "sending its next delivery once the last was answered: Nextcloud delivers webhooks "
             "from `occ background-job:worker` processes (or cron), one request at a time each, "
-            "and its admin manual suggests four or more of them. The receiver and a bare Flask "
-            "endpoint that does no work (read the body, answer 202) both under gunicorn with "
-            "`deploy/gunicorn.conf.py`, `-w 2`, its default 4 threads, measured in the same run "
-            f"in {ROUNDS} rounds of {r['events'] // ROUNDS:,} alternating between the two (1-min "
+            "and its admin manual suggests four or more of them. The receiver, a bare Flask "
+            "endpoint that does no work (read the body, answer 202) and the bare endpoint plus "
+            "one Redis round trip (a `SET NX PX` like the receiver's debounce claim), all under "
+            "gunicorn with `deploy/gunicorn.conf.py`, `-w 2`, its default 4 threads, measured in "
+            f"the same run in {ROUNDS} rounds of {r['events'] // ROUNDS:,} taking turns (1-min "
             f"load average {r['burst_load'][0]} before the burst, {r['burst_load'][1]} after: "
             "other jobs share the two cores). Latency: from wrk asking for the request to its "
             "complete answer. Targets: receiver ≥ 0.6 × bare, p99 < 20 ms.",
@@ -537,10 +570,14 @@ def render(r: dict[str, Any]) -> str:
             "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|",
             f"| bare Flask | {b['events']:,} | {b['events_per_s']} | {b['p50_ms']} | "
             f"{b['p90_ms']} | {b['p99_ms']} | {b['max_ms']} | {b['statuses']} | – | – |",
+            f"| bare + one Redis round trip | {rt['events']:,} | {rt['events_per_s']} | "
+            f"{rt['p50_ms']} | {rt['p90_ms']} | {rt['p99_ms']} | {rt['max_ms']} | "
+            f"{rt['statuses']} | – | – |",
             f"| receiver | {rc['events']:,} | {rc['events_per_s']} | {rc['p50_ms']} | "
             f"{rc['p90_ms']} | {rc['p99_ms']} | {rc['max_ms']} | {rc['statuses']} | "
             f"{rc['queued']:,} | {rc['coalesced']:,} |",
-            f"| **ratio** | | **{r['ratio']}** | | | | | | | |",
+            f"| **ratio** receiver ÷ bare | | **{r['ratio']}** | | | | | | | |",
+            f"| ratio round trip ÷ bare | | {r['roundtrip_ratio']} | | | | | | | |",
             "",
             f"Targets: ratio {r['ratio']} ≥ 0.6 — {ratio_verdict}; receiver p99 "
             f"{rc['p99_ms']} ms < 20 ms — {p99_verdict} (bare endpoint p99 {b['p99_ms']} ms). "
@@ -548,8 +585,8 @@ def render(r: dict[str, Any]) -> str:
             f"{rc['coalesced']:,} coalesced = {rc['queued'] + rc['coalesced']:,}. The ratio "
             "moves with the machine's load: each receiver delivery waits for redis-server to get "
             "a core (one round trip for the debounce key, a Celery publish for the queued ones), "
-            "the bare endpoint waits for nothing; `docs/RELIABILITY.md` lists runs at other load "
-            "averages.",
+            "the bare endpoint waits for nothing — the round-trip row shows what one `SET` alone "
+            "costs against it. `docs/RELIABILITY.md` lists runs at other load averages.",
             "",
             f"Indexing to the end (one `celery worker`, solo pool): {idx['indexed']:,} of "
             f"{idx['docs']:,} documents indexed, {idx['missing']} missing, {idx['stale']} "
