@@ -2,7 +2,8 @@
 (simulator over HTTP → receiver over HTTP → Redis → in-process Celery worker → store → search).
 
 Redis: the tests start their own ``redis-server`` on a free port when the binary exists
-(``make test`` installs it), else they use ``NCINDEX_TEST_REDIS_URL``.
+(``make test`` installs it), else they use ``NCINDEX_TEST_REDIS_URL``; ``private_redis`` is a
+server of one test's own, for the tests that stop it.
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ def redis_server() -> Iterator[RedisProcess | None]:
 def redis_url(redis_server: RedisProcess | None) -> str:
     """URL of the session's Redis."""
     return redis_server.url if redis_server else os.environ["NCINDEX_TEST_REDIS_URL"]
+
+
+@pytest.fixture
+def private_redis() -> Iterator[RedisProcess]:
+    """A redis-server of this test's own (stop, SIGSTOP or restart it at will)."""
+    server = start_redis()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

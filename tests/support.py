@@ -31,6 +31,20 @@ from webhook_receiver import create_app as create_receiver_app
 PASSWORDS = {"alice": "alice-app-pw", "bob": "bob-app-pw", "carol": "carol-app-pw"}
 
 
+def tag_envelope(*file_ids: int, user: str = "alice") -> dict[str, Any]:
+    """A ``TagAssignedEvent`` delivery of ``user`` tagging ``file_ids`` (reference §1.3)."""
+    return {
+        "event": {
+            "class": "OCP\\SystemTag\\TagAssignedEvent",
+            "objectType": "files",
+            "objectIds": [str(i) for i in file_ids],
+            "tagIds": [3],
+        },
+        "user": {"uid": user, "displayName": user.title()},
+        "time": 1767225601,
+    }
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.1) -> Any:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -24,20 +24,13 @@ from ncindex.queueing import (
     celery_app,
     enqueue,
 )
-from ncindex.redis_server import RedisProcess, start_redis
+from ncindex.redis_server import RedisProcess
 from ncindex.settings import Settings
 from support import wait_until
 from webhook_receiver import create_app
 
 KEY = f"{DEBOUNCE_PREFIX}index:alice:7"
 WRITTEN = "OCP\\Files\\Events\\Node\\NodeWrittenEvent"
-
-
-@pytest.fixture
-def private_redis() -> Iterator[RedisProcess]:
-    server = start_redis()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from pydantic import SecretStr
 from ncindex.queueing import DEBOUNCE_PREFIX, celery_app
 from ncindex.redis_server import RedisProcess, free_port, start_redis
 from ncindex.settings import Settings
-from support import Stack, wait_until
+from support import Stack, tag_envelope, wait_until
 from webhook_receiver import create_app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,13 +44,6 @@ def envelope(path: str, file_id: int | None, event_class: str = WRITTEN) -> dict
 def php_json(value: dict) -> bytes:
     """JSON as PHP's json_encode writes it: slashes escaped."""
     return json.dumps(value).replace("/", "\\/").encode()
-
-
-@pytest.fixture
-def private_redis() -> Iterator[RedisProcess]:
-    server = start_redis()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -170,19 +163,6 @@ def test_broker_down_is_503_never_2xx(receiver, private_redis: RedisProcess) -> 
     private_redis.start_again()
     response = post(client, settings, php_json(envelope("/alice/files/Notes/a.md", 8)))
     assert response.status_code == 202
-
-
-def tag_envelope(*file_ids: int) -> dict:
-    return {
-        "event": {
-            "class": TAG_ASSIGNED,
-            "objectType": "files",
-            "objectIds": [str(i) for i in file_ids],
-            "tagIds": [3],
-        },
-        "user": {"uid": "alice", "displayName": "Alice"},
-        "time": 1767225601,
-    }
 
 
 class FailingAfter:

@@ -7,9 +7,7 @@ from __future__ import annotations
 from pipeline_support import drained, post_envelope
 
 from ncindex.queueing import FAN_OUT
-from support import Stack, wait_until
-
-TAG_ASSIGNED = "OCP\\SystemTag\\TagAssignedEvent"
+from support import Stack, tag_envelope, wait_until
 
 
 def test_a_tag_event_on_many_files_fans_out_and_indexes_them_all(stack: Stack) -> None:
@@ -19,17 +17,7 @@ def test_a_tag_event_on_many_files_fans_out_and_indexes_them_all(stack: Stack) -
         stack.sim.put_file("alice", f"/Bulk/log-{i:03}.md", f"Bulk log {i}: buoy {i} checked.")
         for i in range(count)
     ]
-    envelope = {
-        "event": {
-            "class": TAG_ASSIGNED,
-            "objectType": "files",
-            "objectIds": [str(i) for i in ids],
-            "tagIds": [3],
-        },
-        "user": {"uid": "alice", "displayName": "Alice"},
-        "time": 1767225601,
-    }
-    response = post_envelope(stack, envelope)
+    response = post_envelope(stack, tag_envelope(*ids))
     assert response.status_code == 202
     assert response.json() == {"queued": count, "coalesced": 0}
     wait_until(lambda: drained(stack), timeout=120, interval=0.5)

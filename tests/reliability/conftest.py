@@ -5,7 +5,6 @@
   bob, a document with hostile markup), indexed through the real pipeline (simulator
   webhooks → receiver over HTTP → Redis → Celery worker → Qdrant Edge), then one reconcile
   pass (share changes fire no webhook). Tests must not change it.
-* ``private_redis`` — a redis-server of the test's own, to stop and restart.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import redis
 from rel_support import LongStack, build_stack, seed_corpus
 
 from ncindex.embedding import Embedder
-from ncindex.redis_server import RedisProcess, start_redis
 from ncindex.settings import Settings
 from ncindex.store import model_slug
 from ncindex.store.qdrant_edge import QdrantEdgeStore
@@ -56,11 +54,3 @@ def corpus_stack(
         yield built
     finally:
         built.close()
-
-
-@pytest.fixture
-def private_redis() -> Iterator[RedisProcess]:
-    """A redis-server of this test's own (stop and restart it at will)."""
-    server = start_redis()
-    yield server
-    server.stop()
