@@ -101,7 +101,7 @@ class Envelope(BaseModel):
 
     event: EventBody
     user: EventUser | None
-    time: int = Field(ge=0)
+    time: StrictInt = Field(ge=0)  # PHP time(): never a string or a boolean
 
 
 def parse_envelope(raw: Any) -> Envelope:

@@ -132,6 +132,9 @@ def test_unknown_class_is_ignored_not_rejected() -> None:
         ),
         ({"event": {"class": "X"}, "user": {"displayName": "x"}, "time": 1}, "user.uid"),
         ({"event": {"class": "X"}, "user": None, "time": -5}, "time"),
+        ({"event": {"class": "X"}, "user": None, "time": "17"}, "time"),
+        ({"event": {"class": "X"}, "user": None, "time": True}, "time"),
+        ({"event": {"class": "X"}, "user": None, "time": 1.5}, "time"),
         ({"event": {"class": "X"}, "time": 1}, "user"),
     ],
 )
