@@ -32,6 +32,7 @@ the client's GIL is not the figure. Needs ``wrk`` (``make bench-load`` installs 
 
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
@@ -105,22 +106,24 @@ def _bare_livez() -> Response:
 
 roundtrip_app = Flask("roundtrip")
 roundtrip_app.add_url_rule("/livez", view_func=_bare_livez)
-_roundtrip_redis: list[Any] = []  # the client, made in the gunicorn worker on first use
+
+
+@functools.cache
+def _roundtrip_redis() -> Any:
+    """The endpoint's Redis client, made in the gunicorn worker on first use, as the receiver
+    makes its own."""
+    import redis
+
+    url = os.environ["NCINDEX_REDIS_URL"]
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
 
 
 @roundtrip_app.post("/hooks/nextcloud")
 def _roundtrip_hook() -> Response:
     """The bare endpoint plus one Redis round trip: a ``SET NX PX`` like the receiver's debounce
-    claim, through a client made as the receiver makes its own."""
-    import redis
-
-    if not _roundtrip_redis:
-        url = os.environ["NCINDEX_REDIS_URL"]
-        _roundtrip_redis.append(
-            redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-        )
+    claim."""
     request.get_data()
-    _roundtrip_redis[0].set("bench:roundtrip", 1, nx=True, px=8000)
+    _roundtrip_redis().set("bench:roundtrip", 1, nx=True, px=8000)
     return Response(b'{"queued": 0}', status=202, mimetype="application/json")
 
 

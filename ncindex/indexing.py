@@ -213,8 +213,7 @@ class Indexer:
         try:
             entry = client.find_by_id(file_id)
         except NotFound:
-            for doc_type in NODE_TYPES:
-                self.remove_access(user, DocRef(doc_type, str(file_id)))
+            self.remove_node_access(user, file_id)
             return Outcome("evicted")
         if entry.is_folder:
             return Outcome("folder")
@@ -239,8 +238,7 @@ class Indexer:
             self.park(subject, user, entry.etag, reason, "ncindex.index_node", file_id=file_id)
             return Outcome("dead_letter", ref.key, reason=reason)
         except _FileGone:
-            for doc_type in NODE_TYPES:
-                self.remove_access(user, DocRef(doc_type, str(file_id)))
+            self.remove_node_access(user, file_id)
             return Outcome("evicted")
         if doc is None:  # unchanged content (conditional GET answered 304 / same etag)
             return self._update_metadata(ref, current, user, entry.path, {"tags": entry.tags})
@@ -250,8 +248,7 @@ class Indexer:
         try:
             now = client.find_by_id(file_id)
         except NotFound:
-            for doc_type in NODE_TYPES:
-                self.remove_access(user, DocRef(doc_type, str(file_id)))
+            self.remove_node_access(user, file_id)
             log.info("gone_while_indexed", doc_key=ref.key, user=user)
             return Outcome("evicted", ref.key, outcome.embedded)
         if now.path != entry.path:
@@ -278,8 +275,7 @@ class Indexer:
         try:
             entry = client.find_by_id(file_id)
         except NotFound:
-            for doc_type in NODE_TYPES:
-                self.remove_access(user, DocRef(doc_type, str(file_id)))
+            self.remove_node_access(user, file_id)
             return Outcome("evicted")
         for doc_type in NODE_TYPES:
             self.services.store.delete_document(DocRef(doc_type, str(file_id)).key)
@@ -618,6 +614,12 @@ class Indexer:
 
     # --- evict ---------------------------------------------------------------------------
 
+    def remove_node_access(self, user: str, file_id: int) -> None:
+        """:meth:`remove_access` for file ``file_id`` under each doc type a file can be
+        (a file, or a note when it is a Markdown file in the notes folder)."""
+        for doc_type in NODE_TYPES:
+            self.remove_access(user, DocRef(doc_type, str(file_id)))
+
     def remove_access(self, user: str, ref: DocRef) -> bool:
         """Take ``user`` out of ``ref``'s ``acl`` and paths; delete the document when no
         principal is left or when ``user`` owns it (the owner's deletion ends every share).
@@ -644,8 +646,7 @@ class Indexer:
             try:
                 client.find_by_id(file_id)
             except NotFound:
-                for doc_type in NODE_TYPES:
-                    self.remove_access(user, DocRef(doc_type, str(file_id)))
+                self.remove_node_access(user, file_id)
             else:
                 return self.index_node(user, file_id)
         try:

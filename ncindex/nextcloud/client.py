@@ -65,7 +65,7 @@ def make_http(settings: Settings, transport: httpx.BaseTransport | None = None) 
         transport=transport,
         headers={"User-Agent": "ncindex"},
         follow_redirects=False,
-        cookies=_no_cookies(),
+        cookies=http.cookiejar.CookieJar(policy=_RefuseAll()),
     )
 
 
@@ -79,8 +79,17 @@ class _RefuseAll(http.cookiejar.DefaultCookiePolicy):
         return False
 
 
-def _no_cookies() -> http.cookiejar.CookieJar:
-    return http.cookiejar.CookieJar(policy=_RefuseAll())
+@contextmanager
+def _transport_errors(method: str, url: str) -> Iterator[None]:
+    """Translate httpx's transport errors inside the block (see the module table)."""
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise NextcloudUnavailable(f"{method} {url}: timed out") from exc
+    except httpx.LocalProtocolError as exc:  # its text quotes the header: never echo it
+        raise NextcloudProtocolError(f"{method} {url}: request not sendable") from exc
+    except httpx.TransportError as exc:
+        raise NextcloudUnavailable(f"{method} {url}: {exc}") from exc
 
 
 class HeaderAuth(httpx.Auth):
@@ -159,30 +168,20 @@ class NextcloudClient:
     ) -> httpx.Response:
         """Send one request and translate failures (see the module table). Statuses in
         ``not_found`` raise ``NotFound``; 2xx, 207 and 304 are returned."""
-        try:
+        with _transport_errors(method, url):
             response = self.http.request(method, url, auth=self.auth, **kwargs)
-        except httpx.TimeoutException as exc:
-            raise NextcloudUnavailable(f"{method} {url}: timed out") from exc
-        except httpx.LocalProtocolError as exc:  # its text quotes the header: never echo it
-            raise NextcloudProtocolError(f"{method} {url}: request not sendable") from exc
-        except httpx.TransportError as exc:
-            raise NextcloudUnavailable(f"{method} {url}: {exc}") from exc
         self._check(method, url, response, not_found)
         return response
 
     @contextmanager
     def stream(self, method: str, url: str, **kwargs: Any) -> Iterator[httpx.Response]:
         """Like :meth:`request` but the body is streamed (``response.iter_bytes()``)."""
-        try:
-            with self.http.stream(method, url, auth=self.auth, **kwargs) as response:
-                self._check(method, url, response, (404,))
-                yield response
-        except httpx.TimeoutException as exc:
-            raise NextcloudUnavailable(f"{method} {url}: timed out") from exc
-        except httpx.LocalProtocolError as exc:  # its text quotes the header: never echo it
-            raise NextcloudProtocolError(f"{method} {url}: request not sendable") from exc
-        except httpx.TransportError as exc:
-            raise NextcloudUnavailable(f"{method} {url}: {exc}") from exc
+        with (
+            _transport_errors(method, url),
+            self.http.stream(method, url, auth=self.auth, **kwargs) as response,
+        ):
+            self._check(method, url, response, (404,))
+            yield response
 
     @staticmethod
     def _check(method: str, url: str, response: httpx.Response, not_found: tuple[int, ...]) -> None:
