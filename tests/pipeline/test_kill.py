@@ -15,6 +15,7 @@ The unacked messages of the killed worker come back after ``visibility_timeout``
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,8 +59,16 @@ def test_sigkill_mid_burst_then_restart_indexes_every_document_once(
     # a second version of ten documents arrives while the first burst is being worked on
     for i in range(10):
         dep.sim.put_file("alice", f"/Field/report-{i:02}.txt", body(i, 2))
-    # kill while a task is inside its work (its delivery count exists only then)
-    wait_until(dep.in_flight, 60, interval=0.01)
+    # kill while a task is inside its work (its delivery count exists only then): freeze the
+    # worker first, so a task that ends between the look and the kill is not taken for one
+    # killed mid-work (the worker runs its tasks in its own process: solo pool)
+    assert dep.worker is not None
+    while True:
+        wait_until(dep.in_flight, 60, interval=0.01)
+        dep.worker.send_signal(signal.SIGSTOP)
+        if dep.in_flight():
+            break
+        dep.worker.send_signal(signal.SIGCONT)
     dep.kill_worker()
     at_kill = dep.downloads()
     assert at_kill < DOCS, "the worker finished before it could be killed mid-burst"
