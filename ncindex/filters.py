@@ -48,6 +48,7 @@ FilterCode = Literal["invalid_filter", "unknown_field", "unsupported_operator", 
 
 _MAX_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z
 _INT64 = 2**63
+_RANGE_OPS = ("gt", "gte", "lt", "lte")
 
 
 class FilterError(ValueError):
@@ -277,7 +278,8 @@ def _build(norm: dict[str, Any], raw: dict[str, Any], path: str) -> Node:
         return Leaf(field, op, value)
     if op in ("in", "nin"):
         return Leaf(field, op, _coerce_list(field, raw["value"], f"{path}.value"))
-    return Leaf(field, op, _scalar(field, raw["value"], f"{path}.value", ordered=op != "eq"))
+    ordered = op in _RANGE_OPS  # a bound may fall between integers; eq/ne match one value
+    return Leaf(field, op, _scalar(field, raw["value"], f"{path}.value", ordered=ordered))
 
 
 def _count_leaves(node: Node) -> int:
@@ -411,7 +413,7 @@ def _leaf(node: Leaf, user: str) -> models.Condition:
         return models.Filter(
             must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=key))]
         )
-    if op in ("gt", "gte", "lt", "lte"):
+    if op in _RANGE_OPS:
         return models.FieldCondition(key=key, range=models.Range(**{op: value}))
     if field.type == "date" and op == "eq":
         return models.FieldCondition(key=key, range=models.Range(gte=value, lte=value))

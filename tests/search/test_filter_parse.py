@@ -96,6 +96,7 @@ MALFORMED: list[tuple[Any, str, str]] = [
     ({"field": "size", "op": "eq", "value": True}, "invalid_value", "filter.value"),
     ({"field": "size", "op": "eq", "value": None}, "invalid_value", "filter.value"),
     ({"field": "size", "op": "eq", "value": 1.5}, "invalid_value", "filter.value"),
+    ({"field": "size", "op": "ne", "value": 0.5}, "invalid_value", "filter.value"),
     ({"field": "size", "op": "gt", "value": 10**30}, "invalid_value", "filter.value"),
     ({"field": "size", "op": "gt", "value": float("inf")}, "invalid_value", "filter.value"),
     ({"field": "size", "op": "gt", "value": float("nan")}, "invalid_value", "filter.value"),
