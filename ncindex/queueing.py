@@ -23,6 +23,7 @@ import redis
 import structlog
 from celery import Celery
 from kombu import Queue
+from redis.commands.core import Script
 
 from ncindex.errors import TransientError
 from ncindex.events import Action
@@ -40,12 +41,27 @@ SENT = b"sent"
 #: answered in well under Nextcloud's 30 s client timeout (each publish takes ~1 ms).
 FAN_OUT = 100
 FAN_OUT_TASK = "ncindex.send_actions"
-_MARK_SENT = (
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-    "return redis.call('SET', KEYS[1], 'sent', 'KEEPTTL') end return 0"
+#: Claims each key (``KEYS``) with ``ARGV[1]`` (the claimer's pending token) for ``ARGV[2]``
+#: milliseconds unless it is held; answers per key 1 (claimed here), 2 (held and sent:
+#: coalesce) or 0 (held, still pending: send an own task). One command, one round trip.
+_CLAIM = Script(
+    None,
+    b"local answers = {} "
+    b"for i, key in ipairs(KEYS) do "
+    b"if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) then answers[i] = 1 "
+    b"elseif redis.call('GET', key) == 'sent' then answers[i] = 2 "
+    b"else answers[i] = 0 end end "
+    b"return answers",
 )
-_RELEASE = (
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+#: For each key (``KEYS``) still holding the token ``ARGV[1]``: marks it ``sent`` (keeping its
+#: expiry) where ``ARGV[i + 1]`` is ``1``, deletes it where ``0`` (compare-and-set/-delete).
+_SETTLE = Script(
+    None,
+    b"for i, key in ipairs(KEYS) do "
+    b"if redis.call('GET', key) == ARGV[1] then "
+    b"if ARGV[i + 1] == '1' then redis.call('SET', key, 'sent', 'KEEPTTL') "
+    b"else redis.call('DEL', key) end end end "
+    b"return 0",
 )
 QUEUES = ("ingest", "index", "evict", "reconcile")
 #: Publishing retries briefly, then fails: the receiver must answer 503, not hang.
@@ -160,14 +176,15 @@ def send_actions(
 
     ``key_seconds`` is how long a debounce key lives (``None``: no debounce, every task is
     sent); ``countdown`` delays the tasks of debounced actions, seconds. The keys of all
-    actions are claimed in one Redis round trip (``SET NX PX`` with a token, and a ``GET`` of
-    the key another caller holds). An action is coalesced only into a key marked
-    :data:`SENT`: a key still :data:`PENDING` belongs to a sender whose publish may fail (or to
-    a claim Redis took after the claimer gave up waiting), so the action sends its own task — a
-    duplicate run of an idempotent task costs work, a swallowed event would lose a change. The
-    keys claimed here are marked sent once their tasks are out (a compare-and-set on the
-    token, one round trip). Raises :class:`BrokerUnavailable` when Redis or the broker fails;
-    the keys claimed for tasks that could not be sent are released (compare-and-delete), so
+    actions are claimed in one Redis command (the Lua script :data:`_CLAIM`: ``SET NX PX``
+    with a token, or a ``GET`` of the key another caller holds). An action is coalesced only
+    into a key marked :data:`SENT`: a key still :data:`PENDING` belongs to a sender whose
+    publish may fail (or to a claim Redis took after the claimer gave up waiting), so the
+    action sends its own task — a duplicate run of an idempotent task costs work, a swallowed
+    event would lose a change. The keys claimed here are marked sent once their tasks are out
+    (a compare-and-set on the token, one command). Raises :class:`BrokerUnavailable` when
+    Redis or the broker fails; the keys claimed for tasks that could not be sent are released
+    (compare-and-delete), so
     nothing is swallowed.
     """
     actions = list(actions)
@@ -178,18 +195,15 @@ def send_actions(
     token = PENDING + secrets.token_hex(8).encode()
     if keyed:
         assert key_seconds is not None
-        ttl_ms = int(key_seconds * 1000)
-        pipe = redis_client.pipeline(transaction=False)
-        for claim in keyed:
-            pipe.set(claim.key, token, nx=True, px=ttl_ms)
-            pipe.get(claim.key)
         try:
-            answers = pipe.execute()
+            answers = _CLAIM(
+                [claim.key for claim in keyed], [token, int(key_seconds * 1000)], redis_client
+            )
         except redis.RedisError as exc:
             raise BrokerUnavailable(f"redis: {exc}") from exc
-        for claim, claimed, value in zip(keyed, answers[::2], answers[1::2], strict=True):
-            claim.mine = bool(claimed)
-            claim.coalesced = not claimed and value == SENT
+        for claim, answer in zip(keyed, answers, strict=True):
+            claim.mine = answer == 1
+            claim.coalesced = answer == 2
     queued = 0
     for action, claim in zip(actions, claims, strict=True):
         if claim.coalesced:
@@ -238,16 +252,13 @@ def _fan_out(
 def _settle(redis_client: redis.Redis, claims: list[_Claim], token: bytes) -> None:
     """Mark each key claimed here whose task was sent :data:`SENT` and release the others,
     both only while the key still holds ``token`` (a Lua compare-and-set or -delete; the task
-    may already have started and deleted it), in one round trip. A failure is only logged: a
-    key left pending makes later events send their own task, and it expires."""
+    may already have started and deleted it), in one command (:data:`_SETTLE`). A failure is
+    only logged: a key left pending makes later events send their own task, and it expires."""
     mine = [claim for claim in claims if claim.mine]
     if not mine:
         return
     try:
-        pipe = redis_client.pipeline(transaction=False)
-        for claim in mine:
-            pipe.eval(_MARK_SENT if claim.sent else _RELEASE, 1, claim.key, token)
-        pipe.execute()
+        _SETTLE([claim.key for claim in mine], [token, *(int(c.sent) for c in mine)], redis_client)
     except redis.RedisError as exc:
         log.warning("debounce_settle_failed", keys=len(mine), error=str(exc))
 
