@@ -48,7 +48,7 @@ from ncindex.documents import (
 )
 from ncindex.eligibility import Eligibility
 from ncindex.embedding import Embedder
-from ncindex.errors import ExtractionError, NotFound, TooLarge, TransientError
+from ncindex.errors import ExtractionError, Forbidden, NotFound, TooLarge, TransientError
 from ncindex.live_models import reusable_points
 from ncindex.nextcloud.client import NextcloudClient, NotesSettings
 from ncindex.nextcloud.webdav import DavEntry
@@ -199,7 +199,9 @@ class Indexer:
     def index_node(self, user: str, file_id: int, *, recheck: bool = True) -> Outcome:
         """Re-read file ``file_id`` as ``user`` and bring the index in line with it: index
         a new or changed document, update metadata only when the text is unchanged, remove
-        the user's access when the file is gone or no longer eligible.
+        the user's access when the file is gone, no longer eligible, or not readable (listed
+        without ``G`` in ``oc:permissions``, or its download refused with 403: an
+        access-control rule blocks it; reconcile sends it again a day later).
 
         Raises :class:`StaleEntry` (retryable) when the download does not match the entry
         looked up just before: a body of another length, or a 404 for a file that has moved
@@ -217,6 +219,11 @@ class Indexer:
             return Outcome("evicted")
         if entry.is_folder:
             return Outcome("folder")
+        if not entry.readable:
+            # listed without read permission (an admin's access-control rule blocks it): what
+            # was indexed of it must not stay searchable for this user
+            self.remove_node_access(user, file_id)
+            return Outcome("ineligible", reason="not readable")
         subject = node_subject(file_id)
         parked = self.deadletters.blocked(subject, entry.etag)
         if parked is not None:
@@ -240,6 +247,9 @@ class Indexer:
         except _FileGone:
             self.remove_node_access(user, file_id)
             return Outcome("evicted")
+        except Forbidden:  # blocked since it was listed: as for a file listed unreadable
+            self.remove_node_access(user, file_id)
+            return Outcome("ineligible", ref.key, reason="download refused")
         if doc is None:  # unchanged content (conditional GET answered 304 / same etag)
             return self._update_metadata(ref, current, user, entry.path, {"tags": entry.tags})
         outcome = self.write_document(doc, current)

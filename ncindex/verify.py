@@ -2,8 +2,9 @@
 
 Qdrant proposes, Nextcloud disposes (DESIGN §1, §9). Each doc_type has the cheapest
 authoritative check (DESIGN §4 table); a candidate the user can no longer see is dropped
-(404, 403), a transient error keeps it (fail-open) and is counted, an unknown doc_type keeps
-it with a warning. Checks run concurrently up to ``verify_concurrency``.
+(404, 403; a file listed without read permission), a transient error keeps it (fail-open)
+and is counted, an unknown doc_type keeps it with a warning. Checks run concurrently up to
+``verify_concurrency``.
 """
 
 from __future__ import annotations
@@ -60,8 +61,11 @@ def verify_note(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
 
 
 def verify_file(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
-    """WebDAV SEARCH by file id in the user's view (empty ⇒ gone); gives the current path."""
+    """WebDAV SEARCH by file id in the user's view (empty ⇒ gone); gives the current path. A
+    file listed without read permission (an access-control rule blocks it) is dropped."""
     entry = client.find_by_id(int(payload["doc_id"]))
+    if not entry.readable:
+        return Checked(Verdict.DROPPED)
     return Checked(Verdict.KEPT, entry.path)
 
 

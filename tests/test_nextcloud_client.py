@@ -15,6 +15,7 @@ from ncindex.errors import (
     TooLarge,
 )
 from ncindex.nextcloud.client import NextcloudClient, make_http
+from ncindex.nextcloud.webdav import DavEntry
 from ncindex.settings import Settings
 
 MULTISTATUS = b"""<?xml version="1.0"?>
@@ -72,6 +73,17 @@ def test_propfind_parses_the_reference_multistatus() -> None:
     assert pdf.file_id == 1532 and pdf.etag == "677c3f1c0d2e9"
     assert pdf.modified_at == 1767690898  # Tue, 06 Jan 2026 09:14:58 GMT
     assert pdf.size == 48213 and pdf.tags == ["Confidential"] and not pdf.is_folder
+    assert pdf.permissions == "RGDNVW" and pdf.readable
+
+
+@pytest.mark.parametrize(
+    ("permissions", "readable"),
+    [("RGDNVW", True), ("SRMG", True), ("R", False), ("SRM", False), ("", True)],
+)
+def test_read_permission_is_the_g_letter(permissions: str, readable: bool) -> None:
+    # no oc:permissions in the answer says nothing: it counts as readable
+    entry = DavEntry("/a.md", 7, "e1", 0, False, permissions=permissions)
+    assert entry.readable is readable
 
 
 def test_search_by_id_with_empty_multistatus_is_not_found() -> None:

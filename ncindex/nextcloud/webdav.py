@@ -67,6 +67,14 @@ class DavEntry:
     owner: str | None = None
     tags: list[str] = field(default_factory=list)
 
+    @property
+    def readable(self) -> bool:
+        """Whether the user may read the bytes: ``G`` is in ``oc:permissions`` (Nextcloud ≥ 25,
+        ``OCP\\Files\\DavUtil::getDavPermissions``). A file an admin's access-control rule
+        blocks (files_accesscontrol) is still listed, without ``G``, and its GET answers 403.
+        An answer without ``oc:permissions`` says nothing, and counts as readable."""
+        return not self.permissions or "G" in self.permissions
+
 
 def files_root(user: str) -> str:
     """The WebDAV path of ``user``'s files root: ``/remote.php/dav/files/{user}``."""

@@ -193,6 +193,20 @@ class NextcloudSimulator:
         with self.lock:
             return self.tree.unshare(owner, path, sharee)
 
+    def block_access(self, user: str, path: str, blocked: bool = True) -> None:
+        """Add (or, with ``blocked`` false, lift) an admin's files_accesscontrol rule that
+        blocks the node at ``path`` in ``user``'s view, and all below it, for everyone: it is
+        still listed, with ``oc:permissions`` lacking ``G`` (read) and the write letters, and a
+        GET answers 403 ``Access denied``. No event fires, and etags do not change."""
+        with self.lock:
+            node = self.tree.resolve(user, path)
+            if node is None:
+                raise NotFoundError(f"File with name {norm_path(path)} could not be located")
+            if blocked:
+                self.tree.blocked.add(node.id)
+            else:
+                self.tree.blocked.discard(node.id)
+
     def file_id(self, user: str, path: str) -> int | None:
         """File id of the node at ``path`` in ``user``'s view, or None."""
         with self.lock:

@@ -232,6 +232,8 @@ class FileTree:
         self.nodes: dict[int, Node] = {}
         self.shares: list[Share] = []
         self.trash: dict[str, list[TrashItem]] = {}
+        #: ids of nodes an access-control rule blocks for everyone (see :meth:`is_blocked`)
+        self.blocked: set[int] = set()
 
     # ------------------------------------------------------------------ basics
 
@@ -398,6 +400,17 @@ class FileTree:
             return True
         share = self.share_for(uid, node)
         return share is not None and not share.readonly
+
+    def is_blocked(self, node: Node) -> bool:
+        """True when a files_accesscontrol rule ("Block access to a file") matches ``node`` or a
+        folder above it: Nextcloud still lists it, without read, update, create or delete
+        permission (the app's ``CacheWrapper`` masks them), and refuses its bytes with 403."""
+        current: Node | None = node
+        while current is not None:
+            if current.id in self.blocked:
+                return True
+            current = current.parent
+        return False
 
     def is_mount_root(self, uid: str, path: str) -> Share | None:
         """The share mounted for ``uid`` exactly at view ``path``, if any."""

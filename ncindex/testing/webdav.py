@@ -37,6 +37,7 @@ from ncindex.testing.xmlutil import (
     OC,
     XML_CONTENT_TYPE,
     XmlBodyError,
+    access_denied,
     clark,
     dav_error,
     encode_path,
@@ -199,11 +200,14 @@ class WebDav:
         return href
 
     def permissions(self, uid: str, node: Node) -> str:
-        """``oc:permissions`` letters (``S R M G D NV W CK``) of ``node`` for ``uid``."""
+        """``oc:permissions`` letters (``S R M G D NV W CK``) of ``node`` for ``uid``; a node an
+        access-control rule blocks keeps only ``S R M``."""
         shared = node.owner != uid
-        writable = self.tree.can_write(uid, node)
-        perms = ("S" if shared else "") + "R" + ("M" if shared else "") + "G"
-        if writable:
+        perms = ("S" if shared else "") + "R" + ("M" if shared else "")
+        if self.tree.is_blocked(node):
+            return perms
+        perms += "G"
+        if self.tree.can_write(uid, node):
             perms += "DNV" + ("CK" if node.is_dir else "W")
         return perms
 
@@ -374,6 +378,8 @@ class WebDav:
                 "There was no plugin in the system that was willing to handle this GET method. "
                 "Enable the Browser plugin to get a better result here.",
             )
+        if self.tree.is_blocked(node):
+            return access_denied()
         body = b"" if request.method.upper() == "HEAD" else node.content
         resp = Response(body, status=200, content_type=node.mime)
         resp.headers["Content-Length"] = str(len(node.content))

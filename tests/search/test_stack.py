@@ -3,7 +3,7 @@ Celery worker → fastembed → Qdrant Edge → search API with verify-on-read."
 
 from __future__ import annotations
 
-from support import Stack, wait_until
+from support import PASSWORDS, Stack, wait_until
 
 T0 = 1_767_225_600  # 2026-01-01
 DOCS = {
@@ -74,3 +74,23 @@ def test_unshared_document_is_never_returned_and_loses_the_user(stack: Stack) ->
     wait_until(lambda: "user:bob" not in stack.points(key)[0].payload["acl"], 15)
     assert stack.search_as("bob", "lighthouse lens")["verification"]["checked"] == 0
     assert stack.found("alice", "lighthouse lens", key)  # alice keeps it
+
+
+def test_a_file_an_access_rule_blocks_is_dropped_and_leaves_the_index(stack: Stack) -> None:
+    path = "/Projects/Lighthouse/plan.md"
+    file_id = stack.sim.put_file("alice", path, DOCS[path][0].encode())
+    stack.sim.flush_deliveries(timeout=5)
+    key = f"file:{file_id}"
+    wait_until(lambda: stack.points(key), 30)
+    assert stack.found("alice", "lighthouse lens", key)
+    # an admin's files_accesscontrol rule: no event, no new etag; Nextcloud still lists the file
+    # (without read permission) and refuses its bytes
+    stack.sim.block_access("alice", path)
+    body = stack.search_as("alice", "lighthouse lens")
+    assert key not in keys_of(body) and body["verification"]["dropped"] == 1
+    doc_type, doc_id = key.split(":")
+    context = stack.search.get(
+        f"/v1/documents/{doc_type}/{doc_id}/context", auth=("alice", PASSWORDS["alice"])
+    )
+    assert context.status_code == 404
+    wait_until(lambda: not stack.points(key), 15)  # the drop's re-check removed alice's access

@@ -260,3 +260,36 @@ def test_trashbin_over_dav(sim, client) -> None:
     assert alice.delete(f"{base}/{name}").status_code == 204
     assert sim.trash("alice") == []
     assert client("bob").request("PROPFIND", base).status_code == 404
+
+
+def test_a_node_blocked_by_an_access_rule_is_listed_unreadable_and_refused(sim, client) -> None:
+    sim.put_file("alice", "/Secret/plan.md", b"# Plan\n")
+    mount = sim.share("alice", "/Secret", "bob")
+    before = sim.node("alice", "/Secret/plan.md").etag
+    sim.block_access("alice", "/Secret")  # a folder rule covers what is below it
+    for user, path, letters in (
+        ("alice", "/Secret/plan.md", "R"),
+        ("bob", f"{mount}/plan.md", "SRM"),
+    ):
+        base = f"/remote.php/dav/files/{user}"
+        listed = client(user).request(
+            "PROPFIND", base + path, headers={"Depth": "0"}, content=PROPFIND
+        )
+        assert listed.status_code == 207
+        # files_accesscontrol's CacheWrapper masks read, update, create and delete
+        props = props_200(responses(listed.content)[0])
+        assert props.findtext("{http://owncloud.org/ns}permissions") == letters
+        refused = client(user).get(base + path)
+        assert refused.status_code == 403
+        assert refused.headers["content-type"] == "application/xml; charset=utf-8"
+        root = etree.fromstring(refused.content)
+        sabre = {"s": "http://sabredav.org/ns"}
+        assert root.findtext("s:exception", namespaces=sabre) == (
+            "OCA\\DAV\\Connector\\Sabre\\Exception\\Forbidden"
+        )
+        assert root.findtext("s:message", namespaces=sabre) == "Access denied"
+        assert root.findtext("{o:}retry") == "true"
+        assert root.findtext("{o:}reason") == "Access denied"
+    assert sim.node("alice", "/Secret/plan.md").etag == before  # a rule changes no etag
+    sim.block_access("alice", "/Secret", blocked=False)
+    assert client("bob").get(f"/remote.php/dav/files/bob{mount}/plan.md").content == b"# Plan\n"
