@@ -1,11 +1,13 @@
 """Dead letter and delivery counts, kept in Redis (DESIGN §6).
 
-Celery keeps no delivery count, so ncindex keeps one per document: a task increments
-``ncindex:deliveries:<subject>`` when it starts working on a document (holding the document's
-lock) and deletes it when it ends in any way Python sees — success, error, retry. A count
-that is still there at the next start means the previous run never ended: its worker was
-killed (OOM, segfault, hard time limit, SIGKILL). After ``dead_letter_after`` such runs the
-document is *parked*.
+Celery keeps no delivery count, so ncindex keeps one per document: a task counts a run in
+the hash ``ncindex:runs:<subject>`` when it starts working on a document (holding the
+document's lock), notes there the version (etag) it works on once it knows it, and deletes the
+hash when it ends in any way Python sees — success, error, retry. A count that is still there
+at the next start means the previous run never ended: its worker was killed (OOM, segfault,
+hard time limit, SIGKILL). After ``dead_letter_after`` such runs the document is *parked* —
+unless it has changed since the version those runs noted: then the new version gets runs of
+its own.
 
 A parked document is an entry of the Redis hash ``ncindex:deadletter`` (field = subject,
 value = JSON of :class:`DeadLetter`) with the reason and the etag it had. Tasks for it do
@@ -27,7 +29,7 @@ from typing import Any
 import redis
 
 DEADLETTER_KEY = "ncindex:deadletter"
-DELIVERIES_PREFIX = "ncindex:deliveries:"
+DELIVERIES_PREFIX = "ncindex:runs:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,25 +98,42 @@ def _order(entry: DeadLetter) -> tuple[int, str]:
 
 
 class Deliveries:
-    """Per-document count of runs that started and have not ended (see module docstring).
+    """Per-document runs that started and have not ended (see module docstring), and the
+    version (etag) the last of them noted.
 
-    Keys expire after ``ttl`` seconds, so a count left by a run killed long ago does not count
-    against a document forever.
+    Each subject is a Redis hash (``runs``: count, ``etag``: the noted version) that expires
+    ``ttl`` seconds after its run started, so a count left by a run killed long ago does not
+    count against a document forever.
     """
 
     def __init__(self, client: redis.Redis, ttl: int) -> None:
         self.redis = client
         self.ttl = ttl
 
-    def start(self, subject: str) -> int:
+    def start(self, subject: str) -> tuple[int, str | None]:
         """Count one more run of ``subject``; returns the count including this run (1 when
-        every earlier run ended)."""
+        every earlier run ended) and the etag the unfinished ones noted (``None``: none
+        noted)."""
         key = DELIVERIES_PREFIX + subject
         pipe = self.redis.pipeline()
-        pipe.incr(key)
+        pipe.hincrby(key, "runs", 1)
+        pipe.hget(key, "etag")
         pipe.expire(key, self.ttl)
-        count, _ = pipe.execute()
-        return int(count)
+        count, etag, _ = pipe.execute()
+        return int(count), etag.decode() if etag is not None else None
+
+    def working_on(self, subject: str, etag: str) -> None:
+        """Note the version this run of ``subject`` works on."""
+        self.redis.hset(DELIVERIES_PREFIX + subject, "etag", etag)
+
+    def restart(self, subject: str) -> None:
+        """Count only this run: the unfinished ones were on a version that is gone."""
+        key = DELIVERIES_PREFIX + subject
+        pipe = self.redis.pipeline()
+        pipe.delete(key)
+        pipe.hset(key, "runs", 1)
+        pipe.expire(key, self.ttl)
+        pipe.execute()
 
     def finish(self, subject: str) -> None:
         """The run ended (in any way Python sees): forget the count."""

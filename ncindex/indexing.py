@@ -23,7 +23,7 @@ import posixpath
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -196,7 +196,14 @@ class Indexer:
 
     # --- index ---------------------------------------------------------------------------
 
-    def index_node(self, user: str, file_id: int, *, recheck: bool = True) -> Outcome:
+    def index_node(
+        self,
+        user: str,
+        file_id: int,
+        *,
+        recheck: bool = True,
+        on_version: Callable[[str], None] | None = None,
+    ) -> Outcome:
         """Re-read file ``file_id`` as ``user`` and bring the index in line with it: index
         a new or changed document, update metadata only when the text is unchanged, remove
         the user's access when the file is gone, no longer eligible, or not readable (listed
@@ -210,7 +217,10 @@ class Indexer:
         With ``recheck``, a version just written is looked up by id once more: a folder
         renamed or deleted while it was embedded fires one event, for the folder, whose task
         found nothing of this file indexed yet. Moved ⇒ its paths are brought up to date (one
-        more pass, no embedding); gone ⇒ evicted."""
+        more pass, no embedding); gone ⇒ evicted.
+
+        ``on_version(etag)`` is called with the version about to be read, before anything is
+        downloaded (the task notes it: see :func:`workers.tasks.guarded`)."""
         client = self.services.account(user)
         try:
             entry = client.find_by_id(file_id)
@@ -228,6 +238,8 @@ class Indexer:
         parked = self.deadletters.blocked(subject, entry.etag)
         if parked is not None:
             return Outcome("dead_letter", reason=parked.reason)
+        if on_version is not None:
+            on_version(entry.etag)
         ref, reason = self._classify(client, entry)
         for doc_type in NODE_TYPES:
             if ref is None or doc_type != ref.doc_type:
@@ -276,17 +288,27 @@ class Indexer:
         log.warning("dead_letter", subject=subject, user=user, reason=reason)
         return entry
 
-    def park_node(self, user: str, file_id: int, reason: str, deliveries: int = 0) -> Outcome:
+    def park_node(
+        self,
+        user: str,
+        file_id: int,
+        reason: str,
+        deliveries: int = 0,
+        etag: str | None = None,
+    ) -> Outcome | None:
         """Park file ``file_id`` (its current etag read as ``user``) with ``reason`` and
         delete its points, as for a file whose bytes cannot become text: a version that was
         never indexed must not leave the one before it searchable. Evicts it instead when it
-        is gone."""
+        is gone. With ``etag`` (the version that failed), nothing is parked and ``None`` is
+        returned when the file is another version now: that one has not failed yet."""
         client = self.services.account(user)
         try:
             entry = client.find_by_id(file_id)
         except NotFound:
             self.remove_node_access(user, file_id)
             return Outcome("evicted")
+        if etag is not None and entry.etag != etag:
+            return None
         for doc_type in NODE_TYPES:
             self.services.store.delete_document(DocRef(doc_type, str(file_id)).key)
         self.deadletters.park(

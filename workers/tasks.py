@@ -49,28 +49,39 @@ def _start(task: Task, debounce_key: str | None, **fields: Any) -> Indexer:
     return indexer
 
 
-def guarded(
-    indexer: Indexer,
-    subject: str,
-    work: Callable[[], Outcome],
-    park: Callable[[str, int], Outcome],
-) -> Outcome:
-    """Run ``work`` for ``subject`` with its delivery counted (caller holds the lock).
+#: What a task does for a document, given a callback to note the version (etag) it works on.
+Work = Callable[[Callable[[str], None]], Outcome]
+#: Parks a document: ``park(reason, runs, etag)``; with ``etag`` (the version the unfinished
+#: runs noted) it parks only while the document is still that version, else returns ``None``.
+Park = Callable[[str, int, str | None], Outcome | None]
 
-    When ``dead_letter_after`` earlier runs never ended, or ``work`` passes the soft time
-    limit, ``park(reason, deliveries)`` is called instead and its outcome returned.
+
+def guarded(indexer: Indexer, subject: str, work: Work, park: Park) -> Outcome:
+    """Run ``work`` for ``subject`` with its run counted (caller holds the lock).
+
+    When ``dead_letter_after`` earlier runs never ended, ``park(reason, lost, etag)`` is
+    called with the version they noted and its outcome returned — unless the document has
+    changed since (``park`` returns ``None``): then the count starts again from this run and
+    ``work`` runs, so a fixed version is not parked for its predecessor's crashes. When
+    ``work`` passes the soft time limit, ``park(reason, runs, None)`` parks what is current.
     """
     deliveries = Deliveries(indexer.services.redis, ttl=max(indexer.settings.lock_ttl * 10, 3600))
-    count = deliveries.start(subject)
+    count, noted = deliveries.start(subject)
     try:
         lost = count - 1
         if lost >= indexer.settings.dead_letter_after:
-            return park(f"worker lost {lost} times while processing it", lost)
+            outcome = park(f"worker lost {lost} times while processing it", lost, noted)
+            if outcome is not None:
+                return outcome
+            log.info("poison_version_replaced", subject=subject, lost=lost, etag=noted)
+            deliveries.restart(subject)
         try:
-            return work()
+            return work(lambda etag: deliveries.working_on(subject, etag))
         except SoftTimeLimitExceeded:
             limit = indexer.settings.task_soft_time_limit
-            return park(f"processing exceeded the soft time limit of {limit} s", count)
+            parked = park(f"processing exceeded the soft time limit of {limit} s", count, None)
+            assert parked is not None  # without an etag, what is current is parked
+            return parked
     finally:
         deliveries.finish(subject)
 
@@ -94,8 +105,8 @@ def index_node(self: Task, user: str, file_id: int, debounce_key: str | None = N
         outcome = guarded(
             indexer,
             node_subject(file_id),
-            lambda: indexer.index_node(user, file_id),
-            lambda reason, n: indexer.park_node(user, file_id, reason, n),
+            lambda note: indexer.index_node(user, file_id, on_version=note),
+            lambda reason, n, etag: indexer.park_node(user, file_id, reason, n, etag),
         )
     return _done(outcome)
 
@@ -137,15 +148,16 @@ def index_document(
     indexer = _start(self, debounce_key, user=user, doc_type=doc_type, doc_id=doc_id)
     ref = DocRef(DocType(doc_type), str(doc_id))
 
-    def park(reason: str, deliveries: int) -> Outcome:
+    def park(reason: str, deliveries: int, etag: str | None) -> Outcome:
         # the etag is not known without reading the document again, which is what kills
-        # the worker: park under an empty etag, released by the next change event
+        # the worker: park under an empty etag, released by the next change event (no
+        # version is noted for these documents, so ``etag`` is None)
         indexer.park(ref.key, user, "", reason, "ncindex.index_document", doc_type=doc_type)
         return Outcome("dead_letter", ref.key, reason=reason)
 
     with indexer.lock(ref.key):
         outcome = guarded(
-            indexer, ref.key, lambda: indexer.index_document(user, doc_type, doc_id), park
+            indexer, ref.key, lambda note: indexer.index_document(user, doc_type, doc_id), park
         )
     return _done(outcome)
 

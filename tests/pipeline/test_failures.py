@@ -7,7 +7,7 @@ import redis
 from docmakers import pdf_bytes
 from pipeline_support import drained, events_for, post_envelope
 
-from ncindex.deadletter import DELIVERIES_PREFIX, DeadLetters, node_subject
+from ncindex.deadletter import DeadLetters, Deliveries, node_subject
 from ncindex.errors import TransientError
 from ncindex.settings import Settings
 from support import Stack, wait_until
@@ -77,8 +77,12 @@ def test_a_100_mb_file_is_parked_as_too_large_without_being_downloaded(stack: St
 def test_a_document_that_killed_its_worker_three_times_is_parked(stack: Stack) -> None:
     stack.sim.drop_rate = 1.0
     file_id = stack.sim.put_file("alice", "/Docs/poison.txt", b"Poisoned well water report.")
-    # three earlier runs started and never ended (what a killed worker leaves behind)
-    redis.Redis.from_url(stack.settings.redis_url).set(DELIVERIES_PREFIX + node_subject(file_id), 3)
+    # three earlier runs started, noted this version and never ended (what killed workers
+    # leave behind)
+    runs = Deliveries(redis.Redis.from_url(stack.settings.redis_url), ttl=3600)
+    for _ in range(3):
+        runs.start(node_subject(file_id))
+        runs.working_on(node_subject(file_id), stack.sim.node("alice", "/Docs/poison.txt").etag)
     stack.sim.drop_rate = 0.0
     post_envelope(stack, stack.sim.dropped_deliveries[-1][1])
     entry = wait_until(lambda: parked(stack, file_id), 20)

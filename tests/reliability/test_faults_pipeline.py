@@ -391,12 +391,25 @@ def test_a_lost_lock_neither_fails_done_work_nor_hides_a_retryable_error(
 # --- a poison version parked: the text before it goes too ------------------------------------
 
 
-def test_parking_a_poison_version_removes_the_previous_text(fresh_stack: LongStack) -> None:
-    """v0 indexed; v1 killed its worker ``dead_letter_after`` times (runs started, never
-    ended). The next delivery parks v1 and, as for a corrupt file, v0's points are deleted:
-    the index must not keep answering with text the file no longer has."""
-    from ncindex.deadletter import DeadLetters, Deliveries, node_subject
+def _run_guarded(indexer: Any, fid: int) -> Any:
+    """What the ncindex.index_node task body does for alice's file ``fid``."""
+    from ncindex.deadletter import node_subject
     from workers.tasks import guarded
+
+    with indexer.lock(fid):
+        return guarded(
+            indexer,
+            node_subject(fid),
+            lambda note: indexer.index_node("alice", fid, on_version=note),
+            lambda reason, n, etag: indexer.park_node("alice", fid, reason, n, etag),
+        )
+
+
+def test_parking_a_poison_version_removes_the_previous_text(fresh_stack: LongStack) -> None:
+    """v0 indexed; v1 killed its worker ``dead_letter_after`` times (runs started, noted v1,
+    never ended). The next delivery parks v1 and, as for a corrupt file, v0's points are
+    deleted: the index must not keep answering with text the file no longer has."""
+    from ncindex.deadletter import DeadLetters, Deliveries, node_subject
 
     stack = fresh_stack
     stack.sim.drop_rate = 1.0
@@ -408,16 +421,48 @@ def test_parking_a_poison_version_removes_the_previous_text(fresh_stack: LongSta
     deliveries = Deliveries(stack.services.redis, ttl=3600)
     for _ in range(indexer.settings.dead_letter_after):
         deliveries.start(subject)
-    with indexer.lock(fid):  # what the ncindex.index_node task body does
-        out = guarded(
-            indexer,
-            subject,
-            lambda: indexer.index_node("alice", fid),
-            lambda reason, n: indexer.park_node("alice", fid, reason, n),
-        )
+        deliveries.working_on(subject, stack.sim.node("alice", "/Poison/well.md").etag)
+    out = _run_guarded(indexer, fid)
     assert out.action == "dead_letter"
     assert DeadLetters(stack.services.redis).get(subject) is not None
     assert stack.services.store.document_points(f"file:{fid}") == []
+
+
+def test_a_version_that_replaced_a_poison_one_is_indexed_not_parked(
+    fresh_stack: LongStack,
+) -> None:
+    """v1 killed its worker ``dead_letter_after`` times; before the next run the user replaced
+    it with v2. That run finds another version than the one the lost runs noted: v2 is
+    indexed, its runs counted afresh (was: v2 parked for v1's crashes until its next change).
+    Runs of v2 that die in turn note v2 themselves, and v2 is then parked."""
+    from ncindex.deadletter import DeadLetters, Deliveries, node_subject
+
+    stack = fresh_stack
+    stack.sim.drop_rate = 1.0
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    path = "/Poison/spring.md"
+    fid = stack.sim.put_file("alice", path, "Poison version v1 that kills workers.")
+    subject = node_subject(fid)
+    deliveries = Deliveries(stack.services.redis, ttl=3600)
+    for _ in range(indexer.settings.dead_letter_after):
+        deliveries.start(subject)
+        deliveries.working_on(subject, stack.sim.node("alice", path).etag)
+    stack.sim.put_file("alice", path, "Fixed version v2 about clear spring water.")
+    out = _run_guarded(indexer, fid)
+    assert out.action == "indexed"
+    assert DeadLetters(stack.services.redis).get(subject) is None
+    assert stack.services.store.document_points(f"file:{fid}")
+    assert stack.services.redis.exists(f"{DELIVERIES_PREFIX}{subject}") == 0  # the run ended
+
+    stack.sim.put_file("alice", path, "Version v3 that kills workers again.")
+    for _ in range(indexer.settings.dead_letter_after):
+        deliveries.start(subject)  # a run of v3 that notes its version, then dies
+        indexer.index_node(
+            "alice", fid, on_version=lambda etag: deliveries.working_on(subject, etag)
+        )
+    out = _run_guarded(indexer, fid)
+    assert out.action == "dead_letter"
+    assert DeadLetters(stack.services.redis).get(subject).etag == stack.sim.node("alice", path).etag
 
 
 # --- a 200 download shorter than the file ----------------------------------------------------
