@@ -142,6 +142,24 @@ def test_conditional_note_get_returns_none_on_304() -> None:
     assert client_for(handler).get_note(1532, etag="0f3b") is None
 
 
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ({"errorType": "OCP\\Files\\ForbiddenException"}, Forbidden),  # a blocked file
+        ({"errorType": "Doctrine\\DBAL\\Exception"}, NextcloudUnavailable),
+        ("<html>Internal Server Error</html>", NextcloudUnavailable),
+    ],
+)
+def test_a_notes_500_naming_forbidden_is_a_refusal(body: object, error: type) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if isinstance(body, str):
+            return httpx.Response(500, text=body)
+        return httpx.Response(500, json=body)
+
+    with pytest.raises(error):
+        client_for(handler).get_note(7)
+
+
 def test_note_json_from_the_reference() -> None:
     note = {
         "id": 1532,

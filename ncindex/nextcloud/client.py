@@ -10,10 +10,12 @@ what happened                   raised
 ==============================  ==========================================
 timeout, connection error       ``NextcloudUnavailable``
 a header httpx refuses to send  ``NextcloudProtocolError`` (never echoing the header)
-5xx, 429                        ``NextcloudUnavailable``
+5xx, 423, 429                   ``NextcloudUnavailable``
 401                             ``NextcloudAuthError``
 404 (and 403 where a caller     ``NotFound``
 says so, e.g. Deck)
+other 403; a Notes 500 naming   ``Forbidden``
+``ForbiddenException``
 other 4xx, unparsable body      ``NextcloudProtocolError``
 ==============================  ==========================================
 
@@ -23,7 +25,7 @@ Formats: reference/nextcloud-api.md §0 (OCS envelope), §1.1 (webhooks), §2 (N
 from __future__ import annotations
 
 import http.cookiejar
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -164,12 +166,21 @@ class NextcloudClient:
     # --- transport ----------------------------------------------------------------------
 
     def request(
-        self, method: str, url: str, *, not_found: tuple[int, ...] = (404,), **kwargs: Any
+        self,
+        method: str,
+        url: str,
+        *,
+        not_found: tuple[int, ...] = (404,),
+        refused: Callable[[httpx.Response], bool] | None = None,
+        **kwargs: Any,
     ) -> httpx.Response:
         """Send one request and translate failures (see the module table). Statuses in
-        ``not_found`` raise ``NotFound``; 2xx, 207 and 304 are returned."""
+        ``not_found`` raise ``NotFound``; an answer ``refused`` says yes to raises
+        ``Forbidden``, whatever its status; 2xx, 207 and 304 are returned."""
         with _transport_errors(method, url):
             response = self.http.request(method, url, auth=self.auth, **kwargs)
+        if refused is not None and refused(response):
+            raise Forbidden(f"{method} {url}: HTTP {response.status_code}, access refused")
         self._check(method, url, response, not_found)
         return response
 
@@ -224,9 +235,13 @@ class NextcloudClient:
     def get_note(self, note_id: int, etag: str | None = None) -> Note | None:
         """``GET /notes/{id}``; with ``etag`` (the note etag held) a conditional GET that
         returns ``None`` when Nextcloud answers 304 (unchanged). Raises ``NotFound`` when it is
-        not a note the user can see (Notes answers 404 ``{"errorType":"Exception"}``)."""
+        not a note the user can see (Notes answers 404 ``{"errorType":"Exception"}``), and
+        ``Forbidden`` when an access-control rule blocks its file (see
+        :func:`_note_refused`)."""
         headers = {"If-None-Match": f'"{etag}"'} if etag else None
-        response = self.request("GET", f"{NOTES_API}/notes/{int(note_id)}", headers=headers)
+        response = self.request(
+            "GET", f"{NOTES_API}/notes/{int(note_id)}", headers=headers, refused=_note_refused
+        )
         if response.status_code == 304:
             return None
         return Note.from_json(_json(response))
@@ -310,3 +325,21 @@ def _json(response: httpx.Response) -> Any:
         return response.json()
     except ValueError as exc:
         raise NextcloudProtocolError(f"{response.request.url}: body is not JSON") from exc
+
+
+#: The class the Notes app names when a note's file is blocked (files_accesscontrol).
+NOTES_FORBIDDEN = "OCP\\Files\\ForbiddenException"
+
+
+def _note_refused(response: httpx.Response) -> bool:
+    """Whether a Notes API answer means the note's file is blocked: reading its content
+    raises ``OCP\\Files\\ForbiddenException``, which ``Helper::handleErrorResponse`` does
+    not name, so the app answers 500 ``{"errorType": "OCP\\\\Files\\\\ForbiddenException"}``
+    (nextcloud/notes ``lib/Controller/Helper.php``). Other 500s stay transient."""
+    if response.status_code != 500:
+        return False
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("errorType") == NOTES_FORBIDDEN

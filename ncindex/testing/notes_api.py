@@ -33,6 +33,8 @@ API_VERSIONS = "0.2, 1.3, 1.4"
 NOTE_EXTENSIONS = ("txt", "org", "markdown", "md", "note")
 NOTE_DOES_NOT_EXIST = "OCA\\Notes\\Service\\NoteDoesNotExistException"
 NOTE_NOT_WRITABLE = "OCA\\Notes\\Service\\NoteNotWritableException"
+#: What reading a note an access-control rule blocks raises (files_accesscontrol).
+FORBIDDEN = "OCP\\Files\\ForbiddenException"
 MAX_TITLE_LENGTH = 100
 _DEFAULT_SUFFIXES = (".md", ".txt")
 _NOTE_MODES = ("rich", "edit", "preview")
@@ -444,6 +446,11 @@ class NotesApi:
                 note_id = int(m.group(1))
                 if method == "GET":
                     path, node = self.find(uid, note_id)
+                    if self.tree.is_blocked(node):
+                        # reading the content (for the note and its meta etag) raises
+                        # files_accesscontrol's ForbiddenException; Helper::handleErrorResponse
+                        # answers any exception it does not name with 500 and its class
+                        raise _NoteError(500, FORBIDDEN)
                     exclude = str(params.get("exclude") or "").split(",")
                     data = self.full(uid, path, node, exclude)
                     if not_modified(request, data["etag"]):

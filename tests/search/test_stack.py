@@ -76,21 +76,27 @@ def test_unshared_document_is_never_returned_and_loses_the_user(stack: Stack) ->
     assert stack.found("alice", "lighthouse lens", key)  # alice keeps it
 
 
-def test_a_file_an_access_rule_blocks_is_dropped_and_leaves_the_index(stack: Stack) -> None:
-    path = "/Projects/Lighthouse/plan.md"
-    file_id = stack.sim.put_file("alice", path, DOCS[path][0].encode())
+def test_documents_an_access_rule_blocks_are_dropped_and_leave_the_index(stack: Stack) -> None:
+    ids = {}
+    for path in ("/Projects/Lighthouse/plan.md", "/Notes/Lighthouse.md"):
+        ids[path] = stack.sim.put_file("alice", path, DOCS[path][0].encode())
     stack.sim.flush_deliveries(timeout=5)
-    key = f"file:{file_id}"
-    wait_until(lambda: stack.points(key), 30)
-    assert stack.found("alice", "lighthouse lens", key)
-    # an admin's files_accesscontrol rule: no event, no new etag; Nextcloud still lists the file
-    # (without read permission) and refuses its bytes
-    stack.sim.block_access("alice", path)
+    keys = [f"file:{ids['/Projects/Lighthouse/plan.md']}", f"note:{ids['/Notes/Lighthouse.md']}"]
+    wait_until(lambda: all(stack.points(k) for k in keys), 30)
+    assert all(stack.found("alice", "lighthouse lens", k) for k in keys)
+    # an admin's files_accesscontrol rule: no event, no new etag; Nextcloud still lists the
+    # files (without read permission), refuses the file's bytes (403) and fails the note's
+    # Notes API read (500 naming the ForbiddenException)
+    for path in ids:
+        stack.sim.block_access("alice", path)
     body = stack.search_as("alice", "lighthouse lens")
-    assert key not in keys_of(body) and body["verification"]["dropped"] == 1
-    doc_type, doc_id = key.split(":")
-    context = stack.search.get(
-        f"/v1/documents/{doc_type}/{doc_id}/context", auth=("alice", PASSWORDS["alice"])
-    )
-    assert context.status_code == 404
-    wait_until(lambda: not stack.points(key), 15)  # the drop's re-check removed alice's access
+    assert not set(keys) & set(keys_of(body)) and body["verification"]["dropped"] == 2
+    assert body["verification"]["errors"] == 0  # refusals, not outages
+    for key in keys:
+        doc_type, doc_id = key.split(":")
+        context = stack.search.get(
+            f"/v1/documents/{doc_type}/{doc_id}/context", auth=("alice", PASSWORDS["alice"])
+        )
+        assert context.status_code == 404
+    # the drops' re-checks removed alice's access
+    wait_until(lambda: not any(stack.points(k) for k in keys), 15)

@@ -71,6 +71,18 @@ def test_missing_note_404_body(sim, client) -> None:
     assert alice.get(f"{API}/notes/{bob_note}").status_code == 404
 
 
+def test_a_blocked_note_is_a_500_naming_the_forbidden_exception(sim, client) -> None:
+    fid = sim.put_file("alice", "/Notes/Secret.md", "# Secret\nvault code")
+    etag = client("alice").get(f"{API}/notes/{fid}").json()["etag"]
+    sim.block_access("alice", "/Notes/Secret.md")
+    # the content (and the meta etag made from it) cannot be read: conditional or not
+    for headers in ({}, {"If-None-Match": f'"{etag}"'}):
+        resp = client("alice").get(f"{API}/notes/{fid}", headers=headers)
+        assert resp.status_code == 500
+        assert resp.json() == {"errorType": "OCP\\Files\\ForbiddenException"}
+        assert resp.headers["x-notes-api-versions"] == "0.2, 1.3, 1.4"
+
+
 def test_list_etag_304_exclude_and_category(sim, client) -> None:
     sim.put_file("alice", "/Notes/a.md", b"a")
     sim.put_file("alice", "/Notes/Work/b.txt", b"b")
