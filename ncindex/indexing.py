@@ -229,11 +229,6 @@ class Indexer:
             return Outcome("evicted")
         if entry.is_folder:
             return Outcome("folder")
-        if not entry.readable:
-            # listed without read permission (an admin's access-control rule blocks it): what
-            # was indexed of it must not stay searchable for this user
-            self.remove_node_access(user, file_id)
-            return Outcome("ineligible", reason="not readable")
         subject = node_subject(file_id)
         parked = self.deadletters.blocked(subject, entry.etag)
         if parked is not None:
@@ -328,7 +323,8 @@ class Indexer:
     def classify(self, client: NextcloudClient, entry: DavEntry) -> DocRef | None:
         """``note`` for a file under the user's notes folder with a note extension, ``file``
         for another eligible file (:mod:`ncindex.eligibility`), ``None`` for anything not
-        indexed."""
+        indexed — among them a file the user may not read (:attr:`DavEntry.readable`: an
+        admin's access-control rule blocks it), so that what was indexed of it goes."""
         return self._classify(client, entry)[0]
 
     def _classify(
@@ -337,6 +333,8 @@ class Indexer:
         """:meth:`classify` plus the reason when it is ``None``. Path globs and the tag
         gate apply to notes too; the MIME list to files only (a note is known by its
         folder and extension)."""
+        if not entry.readable:
+            return None, "not readable"
         notes = self.notes_settings(client)
         ext = posixpath.splitext(entry.path)[1].lstrip(".").lower()
         folder = "/" + notes.notes_path.strip("/")

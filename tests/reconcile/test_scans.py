@@ -127,6 +127,23 @@ def test_a_missing_document_waits_for_the_grace_period(rstack: Stack) -> None:
     assert len(recorder.sent) == 1
 
 
+def test_a_file_an_access_rule_blocks_counts_as_missing(rstack: Stack) -> None:
+    rstack.settings.reconcile_grace_seconds = 600
+    fill(rstack, files=3, notes=0)
+    rstack.sim.drop_rate = 1.0
+    # an admin's rule (no event, no new etag): a scan sees it once its folder is listed again
+    rstack.sim.block_access("alice", "/Docs/F1/f1.md")
+    rstack.sim.put_file("alice", "/Docs/F1/new.md", b"# New\nreef")
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    first = rec.scan("alice", DocType.FILE)
+    assert [c.indexed_path for c in first.waiting] == ["/Docs/F1/f1.md"]
+    state = ScanState(rstack.services.redis, "alice", DocType.FILE)
+    state.set_missing({k: v - 601 for k, v in state.missing_since().items()})  # time passes
+    second = rec.scan("alice", DocType.FILE)
+    assert [c.indexed_path for c in second.remove] == ["/Docs/F1/f1.md"]
+
+
 def test_a_dry_run_changes_nothing(rstack: Stack) -> None:
     fill(rstack, files=3, notes=2)
     rstack.sim.drop_rate = 1.0
