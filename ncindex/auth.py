@@ -60,7 +60,7 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
     """
     header = normalized_authorization(authorization)
     client = services.caller(header)
-    key = AUTH_PREFIX + hashlib.sha256(header.encode()).hexdigest()
+    key = _cache_key(header)
     ttl = services.settings.user_cache_seconds
     try:
         cached = services.redis.get(key) if ttl else None
@@ -79,3 +79,21 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
         with contextlib.suppress(redis.RedisError):
             services.redis.set(key, user, ex=ttl)
     return client
+
+
+def confirmed(services: Services, authorization: str | None) -> bool:
+    """Whether Nextcloud confirmed these credentials within ``user_cache_seconds`` (they are
+    in the cache :func:`resolve_caller` keeps). ``False`` for a malformed header, with the
+    cache off (``user_cache_seconds`` 0), or when Redis cannot be asked. One Redis
+    ``EXISTS``; Nextcloud is not asked."""
+    if not services.settings.user_cache_seconds:
+        return False
+    try:
+        key = _cache_key(normalized_authorization(authorization))
+        return bool(services.redis.exists(key))
+    except (Unauthenticated, redis.RedisError):
+        return False
+
+
+def _cache_key(header: str) -> str:
+    return AUTH_PREFIX + hashlib.sha256(header.encode()).hexdigest()

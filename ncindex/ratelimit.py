@@ -7,7 +7,9 @@ header — no request to Nextcloud is needed to count and no credential is store
 limit of the same rate counts refused credentials (401 answers) per client address
 (:func:`address_key`, :func:`refused`), so a flood of made-up names or tokens — each its own
 caller — is stopped before it makes Nextcloud throttle ncindex's own address (Nextcloud's
-brute-force protection counts failed logins per address). A breach
+brute-force protection counts failed logins per address); callers whose credentials Nextcloud
+confirmed recently (``ncindex.auth.confirmed``) are exempt from it, so such a flood from an
+address many share does not lock them out. A breach
 answers 429 through ``on_breach`` (problem+json ``rate_limited`` for the REST API, JSON-RPC
 ``-32011`` for RCP) with ``Retry-After`` in seconds. If Redis cannot be reached the counters
 fall back to this process's memory until it answers again (errors are swallowed): rate

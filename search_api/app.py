@@ -11,7 +11,7 @@ from flask_limiter import RequestLimit
 from flask_limiter.errors import RateLimitExceeded
 
 from ncindex import rcp_server
-from ncindex.auth import Unauthenticated, resolve_caller
+from ncindex.auth import Unauthenticated, confirmed, resolve_caller
 from ncindex.documents import DocRef
 from ncindex.embedding import Embedder
 from ncindex.health import health_blueprint
@@ -52,7 +52,8 @@ def create_app(
     the Nextcloud client; ``producer`` sends the re-check tasks for dropped results. The
     model and store are opened on first use, not here, so the process starts fast. Search,
     context and RCP calls share one per-caller rate limit (``settings.search_rate_limit``),
-    and refused credentials count against the client's address at the same rate.
+    and refused credentials count against the client's address at the same rate (callers
+    whose credentials Nextcloud confirmed within ``user_cache_seconds`` are exempt from it).
     """
     settings = settings or (services.settings if services else Settings())
     services = services or Services(settings)
@@ -108,11 +109,14 @@ def create_app(
     shared = None
     if limiter:
         per_caller = limiter.shared_limit(settings.search_rate_limit, scope=SCOPE)
+        # callers Nextcloud confirmed recently are exempt: a flood of bad credentials from
+        # an address many share (a NAT, a proxy) must not lock them out
         per_address_refused = limiter.shared_limit(
             settings.search_rate_limit,
             scope=REFUSED_SCOPE,
             key_func=address_key,
             deduct_when=refused,
+            exempt_when=lambda: confirmed(services, request.headers.get("Authorization")),
         )
 
         def shared(view: Callable[..., Any]) -> Callable[..., Any]:

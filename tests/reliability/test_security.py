@@ -602,6 +602,36 @@ def test_made_up_credentials_are_rate_limited_per_address(limited: Any, kind: st
     assert codes[5:] == [429] * 3, codes
 
 
+def test_a_flood_of_refused_credentials_does_not_lock_out_confirmed_callers(
+    limited: Any, corpus_stack: LongStack
+) -> None:
+    from ncindex.runtime import Services
+
+    # the corpus stack caches no logins: this app does (user_cache_seconds), as deployed
+    settings = corpus_stack.settings.model_copy(
+        update={"search_rate_limit": "5/minute", "user_cache_seconds": 60}
+    )
+    services = Services(
+        settings, store=corpus_stack.services.store, embedder=corpus_stack.services.embedder
+    )
+    app = create_search_app(settings, services=services, producer=RecordingProducer())
+    http = app.test_client()
+    alice = ("alice", PASSWORDS["alice"])
+    assert http.post("/v1/search", json={"query": "oyster"}, auth=alice).status_code == 200
+    codes = []
+    for n in range(8):  # from the same address
+        made_up = base64.b64encode(f"nobody-{n}:{secrets.token_urlsafe(12)}".encode()).decode()
+        header = {"Authorization": f"Basic {made_up}"}
+        codes.append(http.post("/v1/search", json={"query": "x"}, headers=header).status_code)
+    assert codes[5:] == [429] * 3, codes  # the address's budget for refusals is spent
+    # alice was confirmed before the flood; bob was not (his first search needs a login)
+    assert http.post("/v1/search", json={"query": "oyster"}, auth=alice).status_code == 200
+    bob = ("bob", PASSWORDS["bob"])
+    assert http.post("/v1/search", json={"query": "oyster"}, auth=bob).status_code == 429
+    for key in corpus_stack.redis().scan_iter("ncindex:auth:*"):
+        corpus_stack.redis().delete(key)
+
+
 def test_rate_limit_counters_are_the_fixtures_keys(limited: Any, corpus_stack: LongStack) -> None:
     """The ``limited`` fixture clears counters by :data:`RATE_LIMIT_KEYS`: it must match the
     keys the limiter writes, or counts leak from one rate-limit test into the next."""
