@@ -103,6 +103,7 @@ def parse_tree(raw: Any) -> Node | None:
     normalised = _validate(raw)
     if normalised is None:
         return None
+    _reject_unknown_keys(raw, "filter")
     node = _build(normalised, raw, "filter")
     leaves = _count_leaves(node)
     if leaves > MAX_FILTER_LEAVES:
@@ -230,6 +231,30 @@ def _at(raw: Any, path: str) -> Any:
     return node
 
 
+_LEAF_KEYS = frozenset({"field", "op", "value"})
+
+
+def _reject_unknown_keys(node: dict[str, Any], path: str) -> None:
+    """Raise ``invalid_filter`` naming the first key of a node (already shape-checked by the
+    SDK, which ignores extra keys) that is not its combinator or a leaf's ``field``, ``op``,
+    ``value``: a misspelt ``valu`` or a second ``op2`` must not be silently dropped."""
+    combinator = next((k for k in ("and", "or", "not") if k in node), None)
+    allowed = {combinator} if combinator else _LEAF_KEYS
+    extra = sorted(k for k in node if k not in allowed)
+    if extra:
+        raise FilterError(
+            "invalid_filter",
+            f"{path}.{extra[0]}",
+            f"unknown key {extra[0]!r}: a leaf has field, op and value; a combinator one of "
+            "and, or, not",
+        )
+    if combinator == "not":
+        _reject_unknown_keys(node["not"], f"{path}.not")
+    elif combinator:
+        for i, child in enumerate(node[combinator]):
+            _reject_unknown_keys(child, f"{path}.{combinator}[{i}]")
+
+
 def _unhashable_op(node: Any, path: str, budget: int) -> str | None:
     if budget < 0 or not isinstance(node, dict):
         return None
@@ -315,8 +340,14 @@ def _scalar(field: FilterField, value: Any, path: str, *, ordered: bool = False)
     if field.type == "text" and not value.strip():
         raise FilterError("invalid_value", path, "must contain a word")
     if field.name in ("path", "path_prefix"):
-        if not value.strip():
-            raise FilterError("invalid_value", path, "must be a path such as /Projects")
+        segments = value.split("/")
+        if not value.startswith("/") or "." in segments or ".." in segments:
+            raise FilterError(
+                "invalid_value",
+                path,
+                "must be a path in the caller's view, from / and without . or .. segments, "
+                "such as /Projects",
+            )
         return normalize_path(value)
     return value
 

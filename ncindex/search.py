@@ -102,8 +102,9 @@ class SearchRequest(BaseModel):
     path_prefixes: list[str] | None = Field(
         None,
         max_length=64,
-        description="Only documents at or under one of these paths, in the caller's own view "
-        "(strict: `/Projects` never matches `/Projects-old`).",
+        description="Only documents at or under one of these paths, in the caller's own view, "
+        "each from `/` without `.` or `..` segments (strict: `/Projects` never matches "
+        "`/Projects-old`).",
     )
     tags: list[str] | None = Field(
         None, max_length=64, description="Only documents carrying one of these system tags."
@@ -114,19 +115,28 @@ class SearchRequest(BaseModel):
     )
     filter: Annotated[
         dict[str, Any] | None,
-        WithJsonSchema({"anyOf": [{"$ref": FILTER_NODE_REF}, {"type": "null"}]}),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"$ref": FILTER_NODE_REF},
+                    {"type": "object", "maxProperties": 0},
+                    {"type": "null"},
+                ]
+            }
+        ),
     ] = Field(
         None,
         description="A boolean filter tree (RCP/1 §8): `{and: [...]}`, `{or: [...]}`, "
         "`{not: {...}}` nodes and `{field, op, value}` leaves; fields and operators as "
-        "listed by `GET /v1/filters`.",
+        "listed by `GET /v1/filters`; a node with any other key is refused. `{}` and `null` "
+        "mean no filter.",
     )
     fusion: Literal["rrf", "dbsf"] | None = Field(
         None,
         description="How the dense and sparse rankings are fused; default: the server's "
         "NCINDEX_FUSION (dbsf).",
     )
-    score_threshold: float | None = Field(
+    score_threshold: StrictFloat | None = Field(
         None,
         ge=0.0,
         le=1.0,

@@ -68,14 +68,20 @@ def read_json_object() -> dict[str, Any]:
 
 
 def validation_error(exc: ValidationError) -> BadInput:
-    """The first pydantic error as :class:`BadInput`; a bad ``filter`` is ``invalid_filter``."""
+    """The first pydantic error as :class:`BadInput`: a key the body does not have is
+    ``unknown_field``, a bad ``filter`` ``invalid_filter``, anything else ``invalid_value``."""
     first = exc.errors()[0]
     loc = first["loc"]
     # the field name, then list indexes; union member tags ("int", "str") are dropped
     field = (
         "".join([str(loc[0]), *(f"[{p}]" for p in loc[1:] if isinstance(p, int))]) if loc else ""
     )
-    code = "invalid_filter" if loc and loc[0] == "filter" else "invalid_value"
+    if first["type"] == "extra_forbidden":
+        code = "unknown_field"
+    elif loc and loc[0] == "filter":
+        code = "invalid_filter"
+    else:
+        code = "invalid_value"
     return BadInput(code, field or "body", first["msg"])
 
 
@@ -179,10 +185,10 @@ def _int_arg(name: str, default: int, lo: int, hi: int) -> int:
     raw = request.args.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise BadInput("invalid_value", name, "must be an integer") from None
+    # ASCII digits only: int() would also take "١" (Arabic-Indic one), "1_0" and " 1 "
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
+        raise BadInput("invalid_value", name, f"must be an integer from {lo} to {hi}")
+    value = int(raw)
     if not lo <= value <= hi:
         raise BadInput("invalid_value", name, f"must be between {lo} and {hi}")
     return value

@@ -125,6 +125,18 @@ MALFORMED: list[tuple[Any, str, str]] = [
     ({"field": "title", "op": "contains", "value": "   "}, "invalid_value", "filter.value"),
     ({"field": "path_prefix", "op": "eq", "value": ""}, "invalid_value", "filter.value"),
     ({"field": "path", "op": "in", "value": ["/a", 3.5]}, "invalid_value", "filter.value[1]"),
+    ({"field": "path_prefix", "op": "eq", "value": "Projects"}, "invalid_value", "filter.value"),
+    ({"field": "path", "op": "eq", "value": "/a/./b.md"}, "invalid_value", "filter.value"),
+    ({"field": "path_prefix", "op": "eq", "value": "/a/.."}, "invalid_value", "filter.value"),
+    # keys a node cannot have are refused, not dropped (the SDK ignores them)
+    ({"field": "size", "op": "gt", "value": 0, "op2": "lt"}, "invalid_filter", "filter.op2"),
+    ({"field": "tags", "op": "exists", "valu": False}, "invalid_filter", "filter.valu"),
+    ({"and": [{"field": "size", "op": "gt", "value": 0}], "x": 1}, "invalid_filter", "filter.x"),
+    (
+        {"or": [{"not": {"field": "size", "op": "gt", "value": 0, "field2": "x"}}]},
+        "invalid_filter",
+        "filter.or[0].not.field2",
+    ),
 ]
 
 
