@@ -269,6 +269,8 @@ class RcpServer:
             return _err(None, Errc.INVALID_REQUEST, "not a JSON-RPC request object")
         id_ = message.get("id")
         method = message.get("method")
+        if message.get("jsonrpc") != "2.0":  # JSON-RPC 2.0 §4: MUST be exactly "2.0"
+            return _err(_safe_id(id_), Errc.INVALID_REQUEST, "'jsonrpc' must be \"2.0\"")
         if not isinstance(method, str):
             return _err(_safe_id(id_), Errc.INVALID_REQUEST, "missing 'method'")
         if "id" not in message:

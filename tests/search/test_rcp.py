@@ -293,6 +293,10 @@ def test_notifications_batches_and_parse_errors(served: Served) -> None:
         "notifications/cancel",
     )
     assert json.loads(data)["error"]["code"] == -32600
+    # JSON-RPC 2.0 §4: "jsonrpc" MUST be exactly "2.0"
+    for version in (b'"jsonrpc":"1.0",', b'"jsonrpc":2.0,', b""):
+        status, data = post(b"{" + version + b'"id":4,"method":"ping"}')
+        assert status == 200 and json.loads(data)["error"]["code"] == -32600, version
 
 
 def post_raw(served: Served, body: bytes, method: str = "ping") -> tuple[int, Any]:
