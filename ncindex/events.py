@@ -24,7 +24,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from ncindex.documents import normalize_path
 
@@ -73,6 +73,15 @@ class NodeRef(BaseModel):
     id: StrictInt | None = Field(None, ge=0, le=MAX_ID)  # a file id is a 64-bit integer
     path: str = Field(min_length=1, max_length=_MAX_PATH)
 
+    @field_validator("path")
+    @classmethod
+    def _a_nextcloud_path(cls, value: str) -> str:
+        # Nextcloud refuses such paths itself (Filesystem::isValidPath: no "/../"; no NUL)
+        segments = value.split("/")
+        if "\x00" in value or "." in segments or ".." in segments:
+            raise ValueError("must be a Nextcloud path: no NUL byte, no . or .. segment")
+        return value
+
 
 class EventUser(BaseModel):
     """The session user that triggered the event."""
@@ -101,7 +110,7 @@ class Envelope(BaseModel):
 
     event: EventBody
     user: EventUser | None
-    time: StrictInt = Field(ge=0)  # PHP time(): never a string or a boolean
+    time: StrictInt = Field(ge=0, le=MAX_ID)  # PHP time(): never a string or a boolean
 
 
 def parse_envelope(raw: Any) -> Envelope:

@@ -212,3 +212,25 @@ def test_a_trailing_newline_is_part_of_the_path() -> None:
     (action,) = plan(env(deleted)).actions
     assert action.kwargs["path"] == "/a.md\n"
     assert action.debounce_key == "evict:alice:/a.md\n"
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/alice/files/a\x00b.md", "/alice/files/../bob/files/x.md", "/alice/files/a/./b.md", "/.."],
+)
+def test_a_path_nextcloud_cannot_have_is_refused(path: str) -> None:
+    with pytest.raises(EnvelopeError) as info:
+        parse_envelope(env({"node": {"id": 5, "path": path}, "class": NS + "NodeWrittenEvent"}))
+    assert info.value.field == "event.node.path"
+    # dots inside a name are fine
+    parse_envelope(
+        env({"node": {"id": 5, "path": "/alice/files/..a.md"}, "class": NS + "NodeWrittenEvent"})
+    )
+
+
+@pytest.mark.parametrize("time", [2**63, 10**30, -1])
+def test_time_is_a_64_bit_unix_time(time: int) -> None:
+    raw = env({"node": {"id": 5, "path": "/alice/files/a.md"}, "class": NS + "NodeWrittenEvent"})
+    with pytest.raises(EnvelopeError) as info:
+        parse_envelope({**raw, "time": time})
+    assert info.value.field == "time"
