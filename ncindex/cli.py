@@ -70,13 +70,22 @@ def up(settings: Settings, no_sample: bool) -> None:
     running = embedded.start(settings, load_sample=not no_sample)
     url = running.url
     click.echo(f"\nncindex is up: {url}  (receiver {url}/hooks/nextcloud, search {url}/v1/search)")
+    redis_owner = "a private redis-server" if running.redis else "NCINDEX_REDIS_URL or the default"
+    click.echo(f"Redis: {running.settings.redis_url} ({redis_owner})")
     if running.simulator is not None:
+        from ncindex.testing.sample import SAMPLE_ACCOUNTS
+
         user, password = "alice", running.settings.password_for("alice")
+        users = ", ".join(f"{uid} / {pw}" for uid, pw in SAMPLE_ACCOUNTS.items())
         click.echo(
             f"Serving the bundled sample Nextcloud at {running.settings.nextcloud_url} "
             f"({running.sample.documents if running.sample else 0} documents, indexing in the "
-            "background)."
+            f"background). Users and app passwords: {users}."
         )
+        if not settings.webhook_secret.get_secret_value():
+            click.echo(
+                "Webhook secret: random for this run (set NCINDEX_WEBHOOK_SECRET to choose it)."
+            )
         click.echo("Try:\n")
         body = json.dumps({"query": "vitamin D deficiency and bone health", "limit": 5})
         click.echo(

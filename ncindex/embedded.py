@@ -111,9 +111,10 @@ class Embedded:
 def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     """Start the embedded deployment and return once it serves HTTP.
 
-    With no ``nextcloud_url`` the simulator is started (accounts, secret and Nextcloud URL are
-    taken from it) and, with ``load_sample``, the sample corpus is written into it after the
-    webhooks are registered, so its deliveries index it in the background.
+    With no ``nextcloud_url`` the simulator is started (accounts and Nextcloud URL are taken
+    from it; the webhook secret too, unless one is set) and, with ``load_sample``, the sample
+    corpus is written into it after the webhooks are registered, so its deliveries index it in
+    the background.
     """
     private_redis = None
     if not reachable(settings.redis_url):
@@ -134,7 +135,10 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
                 "accounts": {u: SecretStr(p) for u, p in SAMPLE_ACCOUNTS.items()}
                 | {"admin": SecretStr(admin_password)},
                 "admin_user": "admin",
-                "webhook_secret": SecretStr(secrets.token_urlsafe(24)),
+                # a chosen secret is kept, so deliveries can be sent by hand too
+                "webhook_secret": settings.webhook_secret
+                if settings.webhook_secret.get_secret_value()
+                else SecretStr(secrets.token_urlsafe(24)),
             }
         )
     if not settings.webhook_secret.get_secret_value():

@@ -13,9 +13,10 @@
 6. ``score_threshold`` (relative, see :class:`SearchRequest`) and an absolute ``min_score``
    cut the ranked list; snippets come from the best chunk: escaped, matches marked.
 
-Scores are the fusion's own: RRF (k = 2) sums ``1 / (rank + 2)`` over the two branches, so a
-document first in both scores 1.0; DBSF sums per-branch scores normalised by mean ± 3σ, at
-most 2.0. Neither is a cosine similarity.
+Scores are the fusion's own: RRF (k = :data:`~ncindex.store.schema.RRF_K`, 10) sums
+``1 / (rank + 10)`` over the two branches; DBSF sums per-branch scores normalised as
+``(score − (μ − 3σ)) / 6σ`` (not clipped, so an outlier scores above 1 and a fused score can
+pass 2.0). Neither is a cosine similarity.
 """
 
 from __future__ import annotations
