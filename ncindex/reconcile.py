@@ -17,11 +17,13 @@ doc type:
    indexes, re-paths without embedding, adds the user to ``acl``, or removes the user's access
    (evicting the document when nobody is left) as Nextcloud says.
 
-Guards: a failed listing enqueues nothing; an empty listing never removes; a missing document
-is only acted on once it has been missing for ``reconcile_grace_seconds``; and a scan that would
-remove more than ``reconcile_max_removal_share`` of a user's documents (and more than
-``reconcile_guard_min_docs``) is held until a second scan agrees (the removals both name go
-ahead).
+Guards: a failed listing enqueues nothing; a missing document is only acted on once it has
+been missing for ``reconcile_grace_seconds``; and the removals of an empty listing (nothing
+listed, nothing indexed below a skipped folder), or of a scan that would remove more than
+``reconcile_max_removal_share`` of a user's documents (and more than
+``reconcile_guard_min_docs``), are held until a second scan agrees (the removals both name go
+ahead, each a re-check by id): one glitch never evicts, and a revoked share (a user's only
+Deck board, say) is not kept for good.
 
 A new document that stays out of the index although a task was sent for its very version
 (an empty file, one parked in the dead letter, or one whose task is still queued) is reported
@@ -43,6 +45,7 @@ last two have no paths and keep no scan state.
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 import time
 from collections import deque
@@ -56,7 +59,7 @@ import structlog
 
 from ncindex import news
 from ncindex.documents import DocType
-from ncindex.errors import NcindexError, NextcloudProtocolError, NotFound
+from ncindex.errors import Forbidden, NcindexError, NextcloudProtocolError, NotFound
 from ncindex.events import Action
 from ncindex.events import index_document as index_document_action
 from ncindex.events import index_node as index_node_action
@@ -113,10 +116,10 @@ class Listing:
             return False
         return any(folder in self.covered for folder in ancestors(path))
 
-    @property
-    def empty(self) -> bool:
-        """Nothing listed and nothing skipped."""
-        return not self.docs and not self.covered
+    def empty(self, manifest: dict[str, ManifestEntry]) -> bool:
+        """Nothing listed, and no indexed document below a skipped folder (an unchanged
+        folder holding nothing indexed does not make a listing that lost everything count)."""
+        return not self.docs and not any(self.covers(e.path) for e in manifest.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,17 +254,30 @@ class ScanState:
         pipe.execute()
 
     def marker(self) -> int | None:
-        """The type's resume point (Notes ``pruneBefore``), if any."""
+        """The type's resume point (Notes ``pruneBefore``), if any (an unreadable one is
+        dropped: it only costs a full listing)."""
         raw = self.redis.get(self.base + ":marker")
-        return int(raw) if raw is not None else None
+        if raw is None:
+            return None
+        try:
+            return int(raw)
+        except ValueError:
+            return self._drop(":marker")
 
     def set_marker(self, value: int) -> None:
         """Store the resume point."""
         self.redis.set(self.base + ":marker", int(value))
 
     def missing_since(self) -> dict[str, float]:
-        """Document id → Unix time a scan first missed it."""
-        return {k.decode(): float(v) for k, v in self.redis.hgetall(self.base + ":missing").items()}
+        """Document id → Unix time a scan first missed it (unreadable entries are dropped:
+        their grace period starts again)."""
+        out: dict[str, float] = {}
+        for k, v in self.redis.hgetall(self.base + ":missing").items():
+            try:
+                out[k.decode()] = _finite(v)
+            except ValueError:
+                self._drop(":missing", k)
+        return out
 
     def set_missing(self, since: dict[str, float]) -> None:
         """Replace the missing-since times."""
@@ -277,8 +293,11 @@ class ScanState:
         for documents not in the index then (``""``: etag not listed)."""
         out: dict[str, tuple[str, float]] = {}
         for k, v in self.redis.hgetall(self.base + ":tried").items():
-            etag, _, ts = v.decode().rpartition("|")
-            out[k.decode()] = (etag, float(ts or 0))
+            etag, _, ts = v.decode("utf-8", "replace").rpartition("|")
+            try:
+                out[k.decode()] = (etag, _finite(ts or "0"))
+            except ValueError:
+                self._drop(":tried", k)  # the document is simply sent again
         return out
 
     def set_tried(self, tried: dict[str, tuple[str, float]]) -> None:
@@ -291,9 +310,18 @@ class ScanState:
         pipe.execute()
 
     def held(self) -> set[str] | None:
-        """Ids of the removals held by the mass-removal guard, or ``None``."""
+        """Ids of the removals held by a guard, or ``None`` (also for an
+        unreadable hold, which is dropped: the removals are held again)."""
         raw = self.redis.get(self.base + ":held")
-        return set(json.loads(raw)) if raw is not None else None
+        if raw is None:
+            return None
+        try:
+            ids = json.loads(raw)
+        except ValueError:
+            ids = None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return self._drop(":held")
+        return set(ids)
 
     def set_held(self, ids: Iterable[str] | None) -> None:
         """Hold these removals (``None`` or empty: release the hold)."""
@@ -304,9 +332,32 @@ class ScanState:
             self.redis.delete(self.base + ":held")
 
     def last(self) -> dict[str, Any] | None:
-        """The summary of the last scan, if recorded."""
+        """The summary of the last scan, if recorded and readable."""
         raw = self.redis.hget(LAST_SCANS, self.field)
-        return json.loads(raw) if raw is not None else None
+        if raw is None:
+            return None
+        try:
+            last = json.loads(raw)
+        except ValueError:
+            last = None
+        if not isinstance(last, dict):
+            log.warning("scan_state_unreadable", key=LAST_SCANS, field=self.field)
+            self.redis.hdel(LAST_SCANS, self.field)
+            return None
+        return last
+
+    def _drop(self, suffix: str, field: bytes | None = None) -> None:
+        """Forget an unreadable state key (or one field of a hash): it is rebuildable."""
+        key = self.base + suffix
+        log.warning(
+            "scan_state_unreadable",
+            key=key,
+            field=field.decode("utf-8", "replace") if field else None,
+        )
+        if field is None:
+            self.redis.delete(key)
+        else:
+            self.redis.hdel(key, field)
 
     def record(self, report: ScanReport) -> None:
         """Store ``report``'s summary as the last scan, with ``in_sync_at``: the start of the
@@ -317,6 +368,14 @@ class ScanState:
             int(report.started_at) if report.clean else previous.get("in_sync_at")
         )
         self.redis.hset(LAST_SCANS, self.field, json.dumps(summary))
+
+
+def _finite(raw: bytes | str) -> float:
+    """A finite float from Redis; raises ``ValueError`` otherwise."""
+    value = float(raw)
+    if not math.isfinite(value):
+        raise ValueError(f"not finite: {value}")
+    return value
 
 
 # --- scanners ------------------------------------------------------------------------------
@@ -353,14 +412,18 @@ class FileScanner:
         stored = state.folders()
         listing = Listing()
         if "/" in stored:
-            root = client.propfind("/", depth=0)[0]
+            answer = client.propfind("/", depth=0)
             listing.requests += 1
-            if root.etag == stored["/"]:
+            if not answer:
+                raise NextcloudProtocolError("PROPFIND /: empty multistatus")
+            if answer[0].etag == stored["/"]:
                 listing.covered.add("/")
                 return listing
         queue: deque[str] = deque(["/"])
         while queue:
             folder = queue.popleft()
+            if folder in listing.folders:
+                continue  # listed already: an answer naming a folder twice, or a cycle
             try:
                 entries = client.propfind(folder, depth=1)
             except NotFound:
@@ -442,6 +505,8 @@ class NoteScanner:
             cursor = response.headers.get("X-Notes-Chunk-Cursor")
             if not cursor:
                 return listing
+            if cursor == params.get("chunkCursor"):
+                raise NextcloudProtocolError("the Notes chunk cursor did not move")
             params["chunkCursor"] = cursor
 
     def action(self, user: str, doc_id: str) -> Action:
@@ -472,22 +537,33 @@ class DeckScanner:
     doc_type = DocType.DECK_CARD
 
     def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
-        """One request for the boards and one per live board."""
+        """One request for the boards and one per live board. A board that answers 404 or
+        403 for its stacks (deleted or unshared since the board list) is skipped: its cards
+        count as missing. Raises ``NextcloudProtocolError`` for JSON not shaped as Deck's."""
         listing = Listing()
         boards = _json_list(client, f"{DECK_API}/boards")
         listing.requests += 1
         for board in boards:
             if board.get("deletedAt"):
                 continue
-            stacks = _json_list(client, f"{DECK_API}/boards/{int(board['id'])}/stacks")
+            board_id = _listed_id(board.get("id"), "Deck board")
             listing.requests += 1
+            try:
+                stacks = _json_list(client, f"{DECK_API}/boards/{board_id}/stacks")
+            except (NotFound, Forbidden):
+                continue
             for stack in stacks:
-                for card in stack.get("cards") or ():
+                cards = stack.get("cards") or []
+                if not isinstance(cards, list):
+                    raise NextcloudProtocolError(f"Deck board {board_id}: cards is not a list")
+                for card in cards:
+                    if not isinstance(card, dict):
+                        raise NextcloudProtocolError(f"Deck board {board_id}: a card not an object")
                     if card.get("archived") or card.get("deletedAt"):
                         continue
-                    doc_id = str(int(card["id"]))
-                    etag = str(card.get("ETag") or int(card.get("lastModified") or 0))
-                    listing.docs[doc_id] = Seen(doc_id, etag, None)
+                    doc_id = _listed_id(card.get("id"), "Deck card")
+                    etag = card.get("ETag") or _listed_time(card.get("lastModified"), doc_id)
+                    listing.docs[doc_id] = Seen(doc_id, str(etag), None)
         return listing
 
     def action(self, user: str, doc_id: str) -> Action:
@@ -511,8 +587,12 @@ class NewsScanner:
         items = news.list_items(client)
         listing.requests += 1
         for item in items:
-            doc_id = str(int(item["id"]))
-            listing.docs[doc_id] = Seen(doc_id, news_etag(item), None)
+            doc_id = _listed_id(item.get("id"), "News item")
+            try:
+                etag = news_etag(item)
+            except (TypeError, ValueError) as exc:
+                raise NextcloudProtocolError(f"News item {doc_id}: {exc}") from None
+            listing.docs[doc_id] = Seen(doc_id, etag, None)
         return listing
 
     def action(self, user: str, doc_id: str) -> Action:
@@ -527,6 +607,24 @@ def news_etag(item: dict[str, Any]) -> str:
     """The etag the indexer stores for a News item (see :func:`ncindex.news.item_document`)."""
     modified = int(item.get("lastModified") or item.get("pubDate") or 0)
     return f"{modified}-{item.get('contentHash') or ''}"
+
+
+def _listed_id(value: Any, what: str) -> str:
+    """The id of a listed document as a string of ASCII digits; raises
+    ``NextcloudProtocolError`` for anything else (missing, null, a float, a word)."""
+    text = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else ""
+    if not (text.isascii() and text.isdigit()):
+        raise NextcloudProtocolError(f"{what} without a valid id: {value!r}")
+    return str(int(text))
+
+
+def _listed_time(value: Any, doc_id: str) -> int:
+    """A listed ``lastModified`` (Unix seconds; missing ⇒ 0); raises
+    ``NextcloudProtocolError`` for one that is not a number."""
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        raise NextcloudProtocolError(f"{doc_id}: lastModified {value!r} is not a time") from None
 
 
 def _json_list(client: NextcloudClient, url: str) -> list[dict[str, Any]]:
@@ -604,11 +702,13 @@ class Reconciler:
             return report
         report.requests = listing.requests
         report.listed = len(listing.docs)
-        self._compare(report, listing, manifest, state, apply)
+        tried = self._compare(report, listing, manifest, state, apply)
         if apply:
             report.enqueued, report.coalesced = self._enqueue(
                 user, scanner, report.index + report.remove, doc_type
             )
+            # only once they are queued: a failed publish must not mark them tried
+            state.set_tried(tried)
             scanner.commit(state, listing, self._dirty(report), report.clean)
         report.seconds = time.monotonic() - clock
         if apply:
@@ -625,7 +725,9 @@ class Reconciler:
         manifest: dict[str, ManifestEntry],
         state: ScanState,
         apply: bool,
-    ) -> None:
+    ) -> dict[str, tuple[str, float]]:
+        """Fill ``report`` from ``listing`` against ``manifest``; returns the versions an index
+        task is sent for now or was before (for :meth:`ScanState.set_tried`, once queued)."""
         now = time.time()
         tried_before = state.tried()
         tried: dict[str, tuple[str, float]] = {}
@@ -652,8 +754,6 @@ class Reconciler:
             else:
                 report.index.append(change)
                 tried[doc_id] = (seen.etag or "", now)
-        if apply:
-            state.set_tried(tried)
         missing = [
             Change(doc_id, "missing", None, entry.path)
             for doc_id, entry in manifest.items()
@@ -668,40 +768,48 @@ class Reconciler:
             )
         if apply:
             state.set_missing(since)
-        self._guard(report, listing, len(manifest), state, apply)
+        self._guard(report, listing, manifest, state, apply)
+        return tried
 
     def _guard(
-        self, report: ScanReport, listing: Listing, indexed: int, state: ScanState, apply: bool
+        self,
+        report: ScanReport,
+        listing: Listing,
+        manifest: dict[str, ManifestEntry],
+        state: ScanState,
+        apply: bool,
     ) -> None:
-        """Hold removals after an empty listing, and mass removals until a second scan agrees."""
+        """Hold the removals of an empty listing, or a mass removal, until a second scan
+        agrees (each removal is then a re-check by id, which evicts only what Nextcloud says
+        is gone): one glitch never evicts, a revoked share is not kept for good."""
         if not report.remove:
             if apply:
                 state.set_held(None)
             return
-        if listing.empty:
-            report.guard = "empty_listing"
-            report.held, report.remove = report.remove, []
-            return
         limit = max(
             self.settings.reconcile_guard_min_docs,
-            self.settings.reconcile_max_removal_share * indexed,
+            self.settings.reconcile_max_removal_share * len(manifest),
         )
-        if len(report.remove) <= limit:
+        if listing.empty(manifest):
+            report.guard = "empty_listing"
+        elif len(report.remove) > limit:
+            report.guard = "mass_removal"
+        else:
             if apply:
                 state.set_held(None)
             return
-        report.guard = "mass_removal"
         previous = state.held()
         if previous is None:
             report.held, report.remove = report.remove, []
             if apply:
                 state.set_held(c.doc_id for c in report.held)
             log.warning(
-                "reconcile_mass_removal_held",
+                "reconcile_removals_held",
+                guard=report.guard,
                 user=report.user,
                 doc_type=report.doc_type,
                 removals=len(report.held),
-                indexed=indexed,
+                indexed=len(manifest),
             )
             return
         agreed = [c for c in report.remove if c.doc_id in previous]

@@ -6,11 +6,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from celery import Celery
 from reconcile_support import differences, ground_truth, index_state, reconcile_pass, settle
 
 from ncindex.documents import DocType
 from ncindex.indexing import Indexer
+from ncindex.queueing import BrokerUnavailable
 from ncindex.reconcile import Reconciler, ScanState
 from support import Stack, wait_until
 
@@ -82,14 +84,52 @@ def test_a_failed_listing_enqueues_nothing(rstack: Stack) -> None:
     assert ScanState(rstack.services.redis, "alice", DocType.FILE).missing_since() == {}
 
 
-def test_an_empty_listing_never_removes(rstack: Stack) -> None:
+def test_an_empty_listing_is_held_until_a_second_scan_agrees(rstack: Stack) -> None:
     fill(rstack, files=4, notes=0)
     rstack.sim.drop_rate = 1.0
     rstack.sim.delete("alice", "/Docs")
     recorder = Recorder()
-    report = reconciler(rstack, recorder).scan("alice", DocType.FILE)
+    rec = reconciler(rstack, recorder)
+    report = rec.scan("alice", DocType.FILE)
     assert report.guard == "empty_listing"
     assert len(report.held) == 4 and report.remove == [] and recorder.sent == []
+    # a second empty listing agrees: each removal goes out as a re-check by id
+    second = rec.scan("alice", DocType.FILE)
+    assert len(second.remove) == 4 and second.held == []
+    assert {kw["file_id"] for _, kw, _ in recorder.sent} == {int(c.doc_id) for c in second.remove}
+
+
+def test_an_unchanged_folder_holding_nothing_indexed_does_not_unguard_an_empty_listing(
+    rstack: Stack,
+) -> None:
+    fill(rstack, files=4, notes=0)
+    rstack.sim.put_file("alice", "/Photos/cat.jpg", b"\xff\xd8\xff")  # nothing indexed there
+    rstack.sim.drop_rate = 1.0
+    rec = reconciler(rstack, Recorder())
+    assert rec.scan("alice", DocType.FILE).clean  # stores the folder etags
+    rstack.sim.delete("alice", "/Docs")  # the root now lists only the unchanged /Photos
+    report = rec.scan("alice", DocType.FILE)
+    assert report.guard == "empty_listing" and len(report.held) == 4 and report.remove == []
+
+
+def test_a_failed_publish_does_not_mark_new_documents_tried(
+    rstack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(rstack, files=2, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.put_file("alice", "/Docs/new.md", b"# New\nlagoon")
+
+    class Broken(Recorder):
+        def send_task(self, name: str, **options: Any) -> None:
+            raise ConnectionError("broker went away")
+
+    with pytest.raises(BrokerUnavailable):
+        reconciler(rstack, Broken()).scan("alice", DocType.FILE)
+    assert ScanState(rstack.services.redis, "alice", DocType.FILE).tried() == {}
+    recorder = Recorder()
+    again = reconciler(rstack, recorder).scan("alice", DocType.FILE)
+    assert [c.path for c in again.index] == ["/Docs/new.md"] and again.unindexable == []
+    assert len(recorder.sent) == 1
 
 
 def test_a_mass_removal_is_held_until_a_second_scan_agrees(rstack: Stack) -> None:
@@ -142,6 +182,25 @@ def test_a_file_an_access_rule_blocks_counts_as_missing(rstack: Stack) -> None:
     state.set_missing({k: v - 601 for k, v in state.missing_since().items()})  # time passes
     second = rec.scan("alice", DocType.FILE)
     assert [c.indexed_path for c in second.remove] == ["/Docs/F1/f1.md"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [(":marker", "not-a-number"), (":held", "{garbage"), (":held", '{"a": 1}')],
+)
+def test_unreadable_scan_state_is_dropped_not_fatal(rstack: Stack, key: str, value: str) -> None:
+    fill(rstack, files=2, notes=2)
+    for doc_type in (DocType.FILE, DocType.NOTE):
+        state = ScanState(rstack.services.redis, "alice", doc_type)
+        rstack.services.redis.set(state.base + key, value)
+        rstack.services.redis.hset(state.base + ":missing", "7", "garbage")
+        rstack.services.redis.hset(state.base + ":tried", "8", "etag|notatime")
+        rstack.services.redis.hset("ncindex:reconcile:last", state.field, "{oops")
+        report = reconciler(rstack, Recorder()).scan("alice", doc_type)
+        assert report.error is None
+        assert state.last() is not None  # recorded anew
+        assert state.marker() is None or isinstance(state.marker(), int)  # readable
+        assert state.held() is None and "8" not in state.tried()
 
 
 def test_a_dry_run_changes_nothing(rstack: Stack) -> None:
