@@ -30,6 +30,12 @@ A new document that stays out of the index although a task was sent for its very
 as ``unindexable`` and not sent again until its etag changes or a day passes; its folders stay
 dirty, so it keeps being listed.
 
+A file scan skips folders whose etag is unchanged, except once every
+``reconcile_full_walk_seconds`` (a day by default), when it walks them all: what changes no
+folder etag (a system tag whose webhook was lost, a document lost from the index) is repaired
+then. A document listed at two paths (a file inside two nested shares) counts as moved only
+when the index holds neither.
+
 Redis holds only what can be rebuilt (:class:`ScanState`): folder etags and ``pruneBefore``
 (losing them costs one full listing), the missing-since times (losing them restarts the grace
 period), held removals (losing them holds again) and the last scan reports. Scan state is only
@@ -50,7 +56,7 @@ import posixpath
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
@@ -95,6 +101,12 @@ class Seen:
     doc_id: str
     etag: str | None
     path: str | None
+    #: further paths the same document is listed at (a file inside two nested shares)
+    also_at: tuple[str, ...] = ()
+
+    def at(self, path: str | None) -> bool:
+        """Whether the listing shows the document at ``path``."""
+        return path == self.path or path in self.also_at
 
 
 @dataclass(slots=True)
@@ -109,6 +121,7 @@ class Listing:
     folders: dict[str, str] = field(default_factory=dict)
     marker: int | None = None
     requests: int = 0
+    full_walk: bool = False
 
     def covers(self, path: str | None) -> bool:
         """True when ``path`` lies in (or is) a skipped, unchanged folder."""
@@ -252,6 +265,20 @@ class ScanState:
         if folders:
             pipe.hset(key, mapping=folders)
         pipe.execute()
+
+    def full_walk_at(self) -> float | None:
+        """Unix time of the last walk of every folder (files), if recorded and readable."""
+        raw = self.redis.get(self.base + ":full_walk")
+        if raw is None:
+            return None
+        try:
+            return _finite(raw)
+        except ValueError:
+            return self._drop(":full_walk")
+
+    def set_full_walk_at(self, at: float) -> None:
+        """Record a walk of every folder at ``at`` (Unix seconds)."""
+        self.redis.set(self.base + ":full_walk", repr(float(at)))
 
     def marker(self) -> int | None:
         """The type's resume point (Notes ``pruneBefore``), if any (an unreadable one is
@@ -408,9 +435,15 @@ class FileScanner:
     doc_type = DocType.FILE
 
     def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
-        """Walk the user's files breadth first, one folder per request."""
-        stored = state.folders()
+        """Walk the user's files breadth first, one folder per request; every folder when the
+        last full walk is ``reconcile_full_walk_seconds`` old (or none is recorded)."""
+        last_full = state.full_walk_at()
         listing = Listing()
+        listing.full_walk = (
+            last_full is None
+            or time.time() - last_full >= reconciler.settings.reconcile_full_walk_seconds
+        )
+        stored = {} if listing.full_walk else state.folders()
         if "/" in stored:
             answer = client.propfind("/", depth=0)
             listing.requests += 1
@@ -445,8 +478,13 @@ class FileScanner:
                 if entry.file_id is None:
                     continue
                 ref = reconciler.indexer.classify(client, entry)
-                if ref is not None and ref.doc_type is DocType.FILE:
+                if ref is None or ref.doc_type is not DocType.FILE:
+                    continue
+                seen = listing.docs.get(ref.doc_id)
+                if seen is None:
                     listing.docs[ref.doc_id] = Seen(ref.doc_id, entry.etag, entry.path)
+                elif not seen.at(entry.path):
+                    listing.docs[ref.doc_id] = replace(seen, also_at=(*seen.also_at, entry.path))
         return listing
 
     def action(self, user: str, doc_id: str) -> Action:
@@ -460,6 +498,8 @@ class FileScanner:
         keep = {p: e for p, e in stored.items() if listing.covers(p) and p not in dirty}
         keep.update({p: e for p, e in listing.folders.items() if p not in dirty})
         state.set_folders(keep)
+        if listing.full_walk:
+            state.set_full_walk_at(time.time())
 
 
 class NoteScanner:
@@ -738,7 +778,7 @@ class Reconciler:
             elif seen.etag is not None and seen.etag != entry.etag:
                 report.index.append(Change(doc_id, "changed", seen.path, entry.path))
                 continue
-            elif seen.path is not None and seen.path != entry.path:
+            elif seen.path is not None and not seen.at(entry.path):
                 report.index.append(Change(doc_id, "moved", seen.path, entry.path))
                 continue
             else:

@@ -206,6 +206,13 @@ class Settings(BaseSettings):
     reconcile_guard_min_docs: int = Field(
         10, ge=0, description="Removals up to this many documents are never held."
     )
+    reconcile_full_walk_seconds: int = Field(
+        86400,
+        ge=0,
+        description="A file scan walks every folder, unchanged ones too, when the last full "
+        "walk is this old, seconds (repairs what changes no folder etag: a tag whose webhook "
+        "was lost, a document lost from the index; 0 ⇒ every scan).",
+    )
     reconcile_notes_chunk_size: int = Field(
         200, ge=1, description="Notes per page of the Notes list (`chunkSize`)."
     )

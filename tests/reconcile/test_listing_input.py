@@ -6,6 +6,7 @@ endless loop. Answers come from an ``httpx.MockTransport`` behind the real clien
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -107,7 +108,9 @@ def test_odd_news_json_is_a_protocol_error(item: dict, state) -> None:
         SCANNERS[DocType.NEWS_ITEM].list(None, client_for(routes), state(DocType.NEWS_ITEM))
 
 
-class _Chunk:
+class _Reconciler:
+    """What the scanners read of a :class:`ncindex.reconcile.Reconciler` here: its settings."""
+
     settings = Settings(reconcile_notes_chunk_size=2)
 
 
@@ -120,7 +123,7 @@ def test_a_notes_cursor_that_does_not_move_ends_the_scan(state) -> None:
         return httpx.Response(200, content=body, headers={"X-Notes-Chunk-Cursor": "1:2:3"})
 
     with pytest.raises(NextcloudProtocolError):
-        SCANNERS[DocType.NOTE].list(_Chunk(), client_for({NOTES: answer}), state(DocType.NOTE))
+        SCANNERS[DocType.NOTE].list(_Reconciler(), client_for({NOTES: answer}), state(DocType.NOTE))
     assert len(calls) == 2  # the second answer repeated the cursor
 
 
@@ -152,6 +155,7 @@ def test_a_folder_listing_its_ancestor_is_walked_once(state) -> None:
 def test_an_empty_multistatus_for_the_root_check_is_a_protocol_error(state) -> None:
     files = state(DocType.FILE)
     files.set_folders({"/": "r"})  # a clean scan was stored: the root is checked at Depth 0
+    files.set_full_walk_at(time.time())
     routes = {"/remote.php/dav/files/": lambda r: httpx.Response(207, content=_multistatus())}
     with pytest.raises(NextcloudProtocolError):
-        SCANNERS[DocType.FILE].list(None, client_for(routes), files)
+        SCANNERS[DocType.FILE].list(_Reconciler(), client_for(routes), files)

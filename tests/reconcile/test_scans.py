@@ -10,7 +10,7 @@ import pytest
 from celery import Celery
 from reconcile_support import differences, ground_truth, index_state, reconcile_pass, settle
 
-from ncindex.documents import DocType
+from ncindex.documents import DocType, path_fields
 from ncindex.indexing import Indexer
 from ncindex.queueing import BrokerUnavailable
 from ncindex.reconcile import Reconciler, ScanState
@@ -148,6 +148,45 @@ def test_a_mass_removal_is_held_until_a_second_scan_agrees(rstack: Stack) -> Non
     assert len(second.remove) == 7 and second.held == []
     assert {kw["file_id"] for _, kw, _ in recorder.sent} == {int(c.doc_id) for c in second.remove}
     assert {q for _, _, q in recorder.sent} == {"index"}
+
+
+def test_a_daily_full_walk_repairs_what_changes_no_folder_etag(rstack: Stack) -> None:
+    fill(rstack, files=4, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rec = reconciler(rstack, Recorder())
+    assert rec.scan("alice", DocType.FILE).clean  # the first scan walks everything
+    lost = rstack.sim.file_id("alice", "/Docs/F1/f1.md")
+    rstack.services.store.delete_document(f"file:{lost}")  # e.g. an older store restored
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    skipped = rec.scan("alice", DocType.FILE)
+    assert skipped.requests == 1 and skipped.index == []  # every folder etag unchanged
+    state = ScanState(rstack.services.redis, "alice", DocType.FILE)
+    state.set_full_walk_at(time.time() - rstack.settings.reconcile_full_walk_seconds)  # a day on
+    full = rec.scan("alice", DocType.FILE)
+    assert [(c.reason, c.path) for c in full.index] == [("new", "/Docs/F1/f1.md")]
+    assert [kw["file_id"] for _, kw, _ in recorder.sent] == [lost]
+    assert time.time() - state.full_walk_at() < 60  # and the next full walk is a day away
+
+
+def test_a_file_in_two_nested_shares_is_not_moved_on_every_scan(
+    rstack: Stack, producer: Celery
+) -> None:
+    rstack.settings.reconcile_full_walk_seconds = 0  # every scan lists every folder
+    rstack.sim.put_file("alice", "/Proj/Sub/x.md", b"# X\nreef knot")
+    rstack.sim.share("alice", "/Proj", "bob")
+    rstack.sim.share("alice", "/Proj/Sub", "bob")  # bob sees x.md at two paths
+    settle(rstack)
+    rec = reconciler(rstack, producer)
+    rec.scan("bob", DocType.FILE)  # gives bob access, at one of the two paths
+    settle(rstack)
+    key = f"file:{rstack.sim.file_id('alice', '/Proj/Sub/x.md')}"
+    paths = rstack.points(key)[0].payload["paths"]
+    # whichever of the two Nextcloud names when the file is read by id, the scan agrees
+    for bobs in ("/Sub/x.md", "/Proj/Sub/x.md"):
+        rstack.services.store.set_payload(key, path_fields(paths | {"bob": bobs}))
+        again = rec.scan("bob", DocType.FILE)
+        assert again.index == [] and again.clean, (bobs, again.to_json())
 
 
 def test_a_missing_document_waits_for_the_grace_period(rstack: Stack) -> None:
