@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import math
 import secrets
 import time
@@ -52,7 +51,7 @@ import redis
 import structlog
 from pydantic import ValidationError
 
-from ncindex import __version__
+from ncindex import __version__, strict_json
 from ncindex.errors import NextcloudAuthError, PermanentError, TransientError, public_reason
 from ncindex.filter_fields import rcp_filter_capability
 from ncindex.filters import FilterError, parse_tree
@@ -236,9 +235,7 @@ class RcpServer:
         """Answer one HTTP POST to ``/rcp/<path_method>``. Never raises."""
         call = _Call(authorization, session or None, self.authenticate)
         try:
-            message = json.loads(
-                body or b"null", parse_constant=_reject_constant, parse_float=_finite_float
-            )
+            message = strict_json.loads(body or b"null")
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             return HttpAnswer(200, _err(None, Errc.PARSE_ERROR, f"parse error: {exc}"))
         if isinstance(message, list):
@@ -582,17 +579,6 @@ def _err(id_: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
 
 def _safe_id(id_: Any) -> Any:
     return id_ if isinstance(id_, str | int | float) and not isinstance(id_, bool) else None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:40]} is out of range")
-    return value
 
 
 _KNOWN_METHODS = frozenset(

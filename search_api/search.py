@@ -9,7 +9,6 @@ Errors are RFC 9457 problem+json with a stable ``code`` and the offending ``fiel
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +16,7 @@ import structlog
 from flask import Blueprint, Response, jsonify, request
 from pydantic import ValidationError
 
+from ncindex import strict_json
 from ncindex.auth import Unauthenticated, resolve_caller
 from ncindex.documents import DocRef, DocType
 from ncindex.errors import NextcloudAuthError, TransientError, public_reason
@@ -59,7 +59,7 @@ def read_json_object() -> dict[str, Any]:
     ``RequestEntityTooLarge`` (413) past :data:`MAX_BODY_BYTES`, chunked or not."""
     body = read_body(request, MAX_BODY_BYTES)
     try:
-        raw = json.loads(body or b"null", parse_constant=_reject_constant)
+        raw = strict_json.loads(body or b"null")
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BadInput("invalid_json", "body", f"body is not JSON: {exc}") from None
     if not isinstance(raw, dict):

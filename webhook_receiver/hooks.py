@@ -16,6 +16,7 @@ import redis
 import structlog
 from flask import Blueprint, Response, request
 
+from ncindex import strict_json
 from ncindex.events import EnvelopeError, parse_envelope, plan_envelope
 from ncindex.problems import problem, read_body
 from ncindex.queueing import BrokerUnavailable, Producer, enqueue
@@ -73,7 +74,8 @@ def hooks_blueprint(receiver: Receiver) -> Blueprint:
         # 413 past the limit, with or without a Content-Length (chunked uploads too)
         body = read_body(request, receiver.settings.webhook_max_body_bytes)
         try:
-            raw = json.loads(body)  # Nextcloud sends no Content-Type unless registered with one
+            # Nextcloud sends no Content-Type unless registered with one
+            raw = strict_json.loads(body)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             WEBHOOK_EVENTS.labels("rejected", "invalid_json").inc()
             return problem(400, "invalid_json", f"body is not JSON: {exc}", field="body")

@@ -1,0 +1,44 @@
+"""Strict JSON for request bodies: RFC 8259, without what Python's parser adds to it.
+
+Python's ``json.loads`` accepts ``NaN``, ``Infinity`` and ``-Infinity``, reads ``1e400`` as
+``inf``, and keeps the last value of a key an object names twice. Request bodies (webhook
+deliveries, searches, RCP messages) are read with :func:`loads`, which refuses all of these,
+so a caller hears about them instead of getting one of several readings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def loads(body: bytes | str) -> Any:
+    """The JSON value of ``body``. Raises ``ValueError`` (``json.JSONDecodeError`` among
+    them) for text that is not JSON, for ``NaN``/``Infinity``, a number beyond the float
+    range, or an object naming a key twice; ``UnicodeDecodeError`` for bytes that are not
+    UTF-8 (also a ``ValueError``) and ``RecursionError`` for nesting deeper than Python's
+    recursion limit."""
+    return json.loads(
+        body, parse_constant=_constant, parse_float=_finite, object_pairs_hook=_unique_keys
+    )
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"key {duplicate!r} appears twice in one object")
+    return out
