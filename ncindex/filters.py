@@ -341,14 +341,13 @@ def _scalar(field: FilterField, value: Any, path: str, *, ordered: bool = False)
         raise FilterError("invalid_value", path, "must contain a word")
     if field.name in ("path", "path_prefix"):
         segments = value.split("/")
-        if not value.startswith("/") or "." in segments or ".." in segments:
+        if not value.strip() or "." in segments or ".." in segments:
             raise FilterError(
                 "invalid_value",
                 path,
-                "must be a path in the caller's view, from / and without . or .. segments, "
-                "such as /Projects",
+                "must be a path in the caller's view without . or .. segments, such as /Projects",
             )
-        return normalize_path(value)
+        return normalize_path(value)  # from the caller's root: "Projects/" is /Projects
     return value
 
 

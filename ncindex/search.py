@@ -103,9 +103,9 @@ class SearchRequest(BaseModel):
     path_prefixes: list[str] | None = Field(
         None,
         max_length=64,
-        description="Only documents at or under one of these paths, in the caller's own view, "
-        "each from `/` without `.` or `..` segments (strict: `/Projects` never matches "
-        "`/Projects-old`).",
+        description="Only documents at or under one of these paths, in the caller's own view "
+        "(from its root; no `.` or `..` segments); strict: `/Projects` never matches "
+        "`/Projects-old`.",
     )
     tags: list[str] | None = Field(
         None, max_length=64, description="Only documents carrying one of these system tags."
