@@ -58,7 +58,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from email.utils import parsedate_to_datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import redis
 import structlog
@@ -77,6 +77,7 @@ from ncindex.queueing import Producer, send_actions
 from ncindex.runtime import Services
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
 
 STATE_PREFIX = "ncindex:reconcile:"
 LAST_SCANS = STATE_PREFIX + "last"
@@ -268,13 +269,7 @@ class ScanState:
 
     def full_walk_at(self) -> float | None:
         """Unix time of the last walk of every folder (files), if recorded and readable."""
-        raw = self.redis.get(self.base + ":full_walk")
-        if raw is None:
-            return None
-        try:
-            return _finite(raw)
-        except ValueError:
-            return self._drop(":full_walk")
+        return self._scalar(":full_walk", _finite)
 
     def set_full_walk_at(self, at: float) -> None:
         """Record a walk of every folder at ``at`` (Unix seconds)."""
@@ -283,13 +278,7 @@ class ScanState:
     def marker(self) -> int | None:
         """The type's resume point (Notes ``pruneBefore``), if any (an unreadable one is
         dropped: it only costs a full listing)."""
-        raw = self.redis.get(self.base + ":marker")
-        if raw is None:
-            return None
-        try:
-            return int(raw)
-        except ValueError:
-            return self._drop(":marker")
+        return self._scalar(":marker", int)
 
     def set_marker(self, value: int) -> None:
         """Store the resume point."""
@@ -372,6 +361,17 @@ class ScanState:
             self.redis.hdel(LAST_SCANS, self.field)
             return None
         return last
+
+    def _scalar(self, suffix: str, parse: Callable[[bytes], _T]) -> _T | None:
+        """The value at ``suffix`` as ``parse`` reads it; ``None`` when absent, or unreadable
+        (``parse`` raised ``ValueError``; the key is then dropped)."""
+        raw = self.redis.get(self.base + suffix)
+        if raw is None:
+            return None
+        try:
+            return parse(raw)
+        except ValueError:
+            return self._drop(suffix)
 
     def _drop(self, suffix: str, field: bytes | None = None) -> None:
         """Forget an unreadable state key (or one field of a hash): it is rebuildable."""
