@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 import schemathesis
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from pydantic import SecretStr
 from rel_support import LongStack, fuzz_settings
@@ -386,6 +386,9 @@ def test_openapi_no_5xx_and_every_rejection_has_a_code(
     """Every generated request (as alice): never a 5xx; a 4xx is problem+json with a code
     (JSON-RPC errors on ``/rcp/…`` carry an integer ``error.code`` instead)."""
     case = data.draw(case_strategy)
+    # schemathesis leaves a "?" in a path parameter unescaped: no client can send that in a
+    # path (werkzeug's test client raises), so such a case is not a request at all
+    assume("?" not in case.formatted_path)
     headers = dict(case.headers or {}) | {"Authorization": _basic("alice")}
     response = case.call(headers=headers)
     case.validate_response(response, checks=[not_a_server_error])
