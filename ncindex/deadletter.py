@@ -123,8 +123,13 @@ class Deliveries:
         return int(count), etag.decode() if etag is not None else None
 
     def working_on(self, subject: str, etag: str) -> None:
-        """Note the version this run of ``subject`` works on."""
-        self.redis.hset(DELIVERIES_PREFIX + subject, "etag", etag)
+        """Note the version this run of ``subject`` works on (the expiry is set again: a hash
+        lost meanwhile, Redis flushed, must not come back without one)."""
+        key = DELIVERIES_PREFIX + subject
+        pipe = self.redis.pipeline()
+        pipe.hset(key, "etag", etag)
+        pipe.expire(key, self.ttl)
+        pipe.execute()
 
     def restart(self, subject: str) -> None:
         """Count only this run: the unfinished ones were on a version that is gone."""
