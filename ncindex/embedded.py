@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -50,23 +51,38 @@ def dispatch(receiver: WSGIApp, search: WSGIApp) -> WSGIApp:
     return app
 
 
-def start_worker(celery: Celery, concurrency: int = 2) -> threading.Thread:
-    """Run a Celery worker consuming every queue in a daemon thread of this process.
+def start_worker(
+    celery: Celery, concurrency: int = 2, *, restart_after: float = 5.0
+) -> threading.Thread:
+    """Run a Celery worker consuming every queue in a daemon thread of this process, and start
+    it again ``restart_after`` seconds after it stops.
+
+    A standalone ``celery worker`` stops on an "unrecoverable error" and exits, so that its
+    supervisor (Kubernetes, systemd) starts a new one; in this process nothing else would. One
+    such error, seen: Redis lost while the worker held a delayed task (kombu restoring the
+    unacked message raises ``AttributeError``), after which nothing was indexed any more.
 
     The app is made the process default first: Celery's thread pool looks tasks up through
     the current app, which would otherwise be Celery's default app.
     """
     celery.set_default()
     celery.set_current()
-    worker = celery.WorkController(
-        pool_cls="threads",
-        concurrency=concurrency,
-        loglevel="WARNING",
-        without_heartbeat=True,
-        without_mingle=True,
-        without_gossip=True,
-    )
-    thread = threading.Thread(target=worker.start, name="celery-worker", daemon=True)
+
+    def run() -> None:
+        while True:
+            worker = celery.WorkController(
+                pool_cls="threads",
+                concurrency=concurrency,
+                loglevel="WARNING",
+                without_heartbeat=True,
+                without_mingle=True,
+                without_gossip=True,
+            )
+            worker.start()
+            log.error("worker_stopped", exitcode=worker.exitcode, restart_in=restart_after)
+            time.sleep(restart_after)
+
+    thread = threading.Thread(target=run, name="celery-worker", daemon=True)
     thread.start()
     return thread
 
