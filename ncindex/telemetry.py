@@ -126,6 +126,14 @@ def json_formatter(json_lines: bool = True) -> logging.Formatter:
     )
 
 
+def bind_task_context(task_id: str | None, task: str, **fields: Any) -> None:
+    """Start a task's log context afresh: ``task_id``, ``task`` (its name) and ``fields`` on
+    every line it logs. A pool thread keeps its context from one task to the next, so what
+    an earlier task bound is cleared first."""
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(task_id=task_id, task=task, **fields)
+
+
 def configure_logging(level: str = "INFO", *, json_lines: bool = True) -> None:
     """Route structlog and stdlib logging to stderr as JSON lines (or console text);
     calling it again changes nothing."""

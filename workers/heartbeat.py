@@ -121,10 +121,9 @@ def _setup_logging(loglevel: Any = None, **kwargs: Any) -> None:
 
 
 def _bind_task(task_id: str | None = None, task: Any = None, **kwargs: Any) -> None:
-    import structlog
+    from ncindex.telemetry import bind_task_context
 
-    structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(task_id=task_id, task=getattr(task, "name", None))
+    bind_task_context(task_id, getattr(task, "name", None) or "?")
 
 
 def _task_done(task: Any = None, **kwargs: Any) -> None:

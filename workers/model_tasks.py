@@ -18,6 +18,7 @@ from celery import Task, shared_task
 
 from ncindex.errors import PermanentError
 from ncindex.reindex import QUEUE, Reindexer
+from ncindex.telemetry import bind_task_context
 from workers.tasks import RETRY
 
 log = structlog.get_logger(__name__)
@@ -27,8 +28,7 @@ LOCK = "ncindex:lock:reindex"
 
 def _reindexer(task: Task) -> Reindexer:
     app = task.app
-    structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(task_id=task.request.id, task=task.name)
+    bind_task_context(task.request.id, task.name)
     return Reindexer(app.ncindex_services, app.ncindex_indexer)  # type: ignore[attr-defined]
 
 

@@ -18,6 +18,7 @@ import structlog
 from celery import Task, shared_task
 
 from ncindex.reconcile import Reconciler, request_scans
+from ncindex.telemetry import bind_task_context
 from workers.beat import check_lock_seconds
 
 log = structlog.get_logger(__name__)
@@ -32,6 +33,7 @@ def reconciler_for(task: Task) -> Reconciler:
 @shared_task(bind=True, name="ncindex.reconcile_check", ignore_result=True)
 def reconcile_check(self: Task, doc_type: str) -> int:
     """Queue a scan of ``doc_type`` for every configured account, at most once per period."""
+    bind_task_context(self.request.id, self.name, doc_type=doc_type)
     services = self.app.ncindex_services  # type: ignore[attr-defined]
     settings = services.settings
     period = settings.reconcile_periods.get(doc_type, 900)
@@ -53,10 +55,7 @@ def reconcile_scan(
     """Scan ``user``'s documents of ``doc_type`` and enqueue what differs."""
     reconciler = reconciler_for(self)
     client = reconciler.services.redis
-    structlog.contextvars.clear_contextvars()  # a pool thread may carry another task's
-    structlog.contextvars.bind_contextvars(
-        task_id=self.request.id, task=self.name, user=user, doc_type=doc_type
-    )
+    bind_task_context(self.request.id, self.name, user=user, doc_type=doc_type)
     if pending_key:
         client.delete(pending_key)
     lock = client.lock(

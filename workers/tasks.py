@@ -26,6 +26,7 @@ from ncindex.documents import DocRef, DocType
 from ncindex.errors import TransientError
 from ncindex.indexing import Indexer, Outcome
 from ncindex.queueing import clear_debounce
+from ncindex.telemetry import bind_task_context
 
 log = structlog.get_logger(__name__)
 
@@ -42,9 +43,7 @@ RETRY = {
 
 def _start(task: Task, debounce_key: str | None, **fields: Any) -> Indexer:
     indexer: Indexer = task.app.ncindex_indexer  # type: ignore[attr-defined]
-    # a pool thread keeps its context between tasks: start clean, or fields leak across tasks
-    structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(task_id=task.request.id, task=task.name, **fields)
+    bind_task_context(task.request.id, task.name, **fields)
     clear_debounce(indexer.services.redis, debounce_key)
     return indexer
 
