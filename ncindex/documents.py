@@ -135,6 +135,12 @@ def folder_ancestors(user: str, path: str) -> list[str]:
     return out[::-1]
 
 
+def has_dot_segment(path: str) -> bool:
+    """Whether ``path`` has a ``.`` or ``..`` segment (Nextcloud refuses such paths; a
+    filter must not be read as another folder than it names)."""
+    return not {".", ".."}.isdisjoint(path.split("/"))
+
+
 def normalize_path(path: str) -> str:
     """``path`` with a leading ``/``, no trailing ``/`` and no ``.``/``..``/empty segments."""
     norm = posixpath.normpath("/" + path.strip("/"))

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
-from ncindex.documents import normalize_path
+from ncindex.documents import has_dot_segment, normalize_path
 
 NODE_NS = "OCP\\Files\\Events\\Node\\"
 SINGLE_NODE = {"NodeCreatedEvent", "NodeWrittenEvent", "BeforeNodeDeletedEvent", "NodeDeletedEvent"}
@@ -77,8 +77,7 @@ class NodeRef(BaseModel):
     @classmethod
     def _a_nextcloud_path(cls, value: str) -> str:
         # Nextcloud refuses such paths itself (Filesystem::isValidPath: no "/../"; no NUL)
-        segments = value.split("/")
-        if "\x00" in value or "." in segments or ".." in segments:
+        if "\x00" in value or has_dot_segment(value):
             raise ValueError("must be a Nextcloud path: no NUL byte, no . or .. segment")
         return value
 
@@ -134,11 +133,11 @@ def parse_envelope(raw: Any) -> Envelope:
     extra = envelope.event.model_extra or {}
     if name in TAG_EVENTS:
         ids = extra.get("objectIds")
-        if not isinstance(ids, list) or not all(_is_id(i) for i in ids):
+        if not isinstance(ids, list) or not all(is_id(i) for i in ids):
             raise EnvelopeError("event.objectIds", f"must be a list of ids ({_ID_RULE})")
     if name in DECK_SUBSCRIBED:
         card = extra.get("card")
-        if not isinstance(card, dict) or not _is_id(card.get("id")):
+        if not isinstance(card, dict) or not is_id(card.get("id")):
             raise EnvelopeError("event.card.id", f"required for {name} ({_ID_RULE})")
     if name in SINGLE_NODE and envelope.event.node is None:
         raise EnvelopeError("event.node", f"required for {name}")
@@ -149,7 +148,7 @@ def parse_envelope(raw: Any) -> Envelope:
     return envelope
 
 
-def _is_id(value: Any) -> bool:
+def is_id(value: Any) -> bool:
     """An id in ``0..MAX_ID``, as a strict int (not a bool) or a string of ASCII digits (tag
     events send strings); anything else (Unicode digits, signs, blanks) is not an id."""
     if isinstance(value, bool):

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import rcp
 from qdrant_client import models
 
-from ncindex.documents import normalize_path, principal
+from ncindex.documents import has_dot_segment, normalize_path, principal
 from ncindex.filter_fields import (
     ALL_OPERATORS,
     FIELD_TYPES,
@@ -340,8 +340,7 @@ def _scalar(field: FilterField, value: Any, path: str, *, ordered: bool = False)
     if field.type == "text" and not value.strip():
         raise FilterError("invalid_value", path, "must contain a word")
     if field.name in ("path", "path_prefix"):
-        segments = value.split("/")
-        if not value.strip() or "." in segments or ".." in segments:
+        if not value.strip() or has_dot_segment(value):
             raise FilterError(
                 "invalid_value",
                 path,

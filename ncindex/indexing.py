@@ -208,7 +208,8 @@ class Indexer:
         a new or changed document, update metadata only when the text is unchanged, remove
         the user's access when the file is gone, no longer eligible, or not readable (listed
         without ``G`` in ``oc:permissions``, or its download refused with 403: an
-        access-control rule blocks it; reconcile sends it again a day later).
+        access-control rule blocks it; once it is readable again, reconcile's next full walk
+        finds it).
 
         Raises :class:`StaleEntry` (retryable) when the download does not match the entry
         looked up just before: a body of another length, or a 404 for a file that has moved

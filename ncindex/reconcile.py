@@ -51,7 +51,6 @@ last two have no paths and keep no scan state.
 from __future__ import annotations
 
 import json
-import math
 import posixpath
 import time
 from collections import deque
@@ -66,7 +65,7 @@ import structlog
 from ncindex import news
 from ncindex.documents import DocType
 from ncindex.errors import Forbidden, NcindexError, NextcloudProtocolError, NotFound
-from ncindex.events import Action
+from ncindex.events import Action, is_id
 from ncindex.events import index_document as index_document_action
 from ncindex.events import index_node as index_node_action
 from ncindex.indexing import Indexer
@@ -75,6 +74,7 @@ from ncindex.nextcloud.apps import DECK_API, DECK_HEADERS
 from ncindex.nextcloud.client import NOTES_API, NextcloudClient
 from ncindex.queueing import Producer, send_actions
 from ncindex.runtime import Services
+from ncindex.strict_json import finite_float
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
@@ -269,7 +269,7 @@ class ScanState:
 
     def full_walk_at(self) -> float | None:
         """Unix time of the last walk of every folder (files), if recorded and readable."""
-        return self._scalar(":full_walk", _finite)
+        return self._scalar(":full_walk", finite_float)
 
     def set_full_walk_at(self, at: float) -> None:
         """Record a walk of every folder at ``at`` (Unix seconds)."""
@@ -290,7 +290,7 @@ class ScanState:
         out: dict[str, float] = {}
         for k, v in self.redis.hgetall(self.base + ":missing").items():
             try:
-                out[k.decode()] = _finite(v)
+                out[k.decode()] = finite_float(v)
             except ValueError:
                 self._drop(":missing", k)
         return out
@@ -311,7 +311,7 @@ class ScanState:
         for k, v in self.redis.hgetall(self.base + ":tried").items():
             etag, _, ts = v.decode("utf-8", "replace").rpartition("|")
             try:
-                out[k.decode()] = (etag, _finite(ts or "0"))
+                out[k.decode()] = (etag, finite_float(ts or "0"))
             except ValueError:
                 self._drop(":tried", k)  # the document is simply sent again
         return out
@@ -395,14 +395,6 @@ class ScanState:
             int(report.started_at) if report.clean else previous.get("in_sync_at")
         )
         self.redis.hset(LAST_SCANS, self.field, json.dumps(summary))
-
-
-def _finite(raw: bytes | str) -> float:
-    """A finite float from Redis; raises ``ValueError`` otherwise."""
-    value = float(raw)
-    if not math.isfinite(value):
-        raise ValueError(f"not finite: {value}")
-    return value
 
 
 # --- scanners ------------------------------------------------------------------------------
@@ -650,12 +642,11 @@ def news_etag(item: dict[str, Any]) -> str:
 
 
 def _listed_id(value: Any, what: str) -> str:
-    """The id of a listed document as a string of ASCII digits; raises
-    ``NextcloudProtocolError`` for anything else (missing, null, a float, a word)."""
-    text = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else ""
-    if not (text.isascii() and text.isdigit()):
+    """The id of a listed document as a string of ASCII digits (:func:`ncindex.events.is_id`);
+    raises ``NextcloudProtocolError`` for anything else (missing, null, a float, a word)."""
+    if not is_id(value):
         raise NextcloudProtocolError(f"{what} without a valid id: {value!r}")
-    return str(int(text))
+    return str(int(value))
 
 
 def _listed_time(value: Any, doc_id: str) -> int:

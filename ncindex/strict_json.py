@@ -20,7 +20,7 @@ def loads(body: bytes | str) -> Any:
     UTF-8 (also a ``ValueError``) and ``RecursionError`` for nesting deeper than Python's
     recursion limit."""
     return json.loads(
-        body, parse_constant=_constant, parse_float=_finite, object_pairs_hook=_unique_keys
+        body, parse_constant=_constant, parse_float=finite_float, object_pairs_hook=_unique_keys
     )
 
 
@@ -28,7 +28,8 @@ def _constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _finite(text: str) -> float:
+def finite_float(text: bytes | str) -> float:
+    """``float(text)`` when finite; raises ``ValueError`` otherwise (also for NaN and ±inf)."""
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"number {text[:40]} is out of range")
