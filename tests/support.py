@@ -21,7 +21,7 @@ from pydantic import SecretStr
 from werkzeug.serving import make_server
 
 from ncindex.deadletter import DELIVERIES_PREFIX
-from ncindex.queueing import celery_app
+from ncindex.queueing import DEBOUNCE_PREFIX, QUEUES, celery_app
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.testing import NextcloudSimulator, serve_simulator
@@ -83,6 +83,16 @@ class Stack:
             if f"{result['doc_type']}:{result['doc_id']}" == doc_key:
                 return result
         return None
+
+    def drained(self) -> bool:
+        """True when no task is queued, reserved (ETA tasks wait unacked in the worker) or
+        debounced: every event delivered so far has been fully processed."""
+        client = self.services.redis
+        if any(client.llen(q) for q in QUEUES):
+            return False
+        if client.hlen("unacked") or client.zcard("unacked_index"):
+            return False
+        return not any(True for _ in client.scan_iter(f"{DEBOUNCE_PREFIX}*", count=1000))
 
     def points(self, doc_key: str) -> list[Any]:
         """The store's points of ``doc_key``."""

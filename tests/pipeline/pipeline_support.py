@@ -5,21 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import redis
 
-from ncindex.queueing import DEBOUNCE_PREFIX, QUEUES
 from support import Stack
 
 
 def drained(stack: Stack) -> bool:
-    """True when no task is queued, reserved (ETA tasks wait unacked in the worker) or
-    debounced: every event delivered so far has been fully processed."""
-    client = redis.Redis.from_url(stack.settings.redis_url)
-    if any(client.llen(q) for q in QUEUES):
-        return False
-    if client.hlen("unacked") or client.zcard("unacked_index"):
-        return False
-    return not any(True for _ in client.scan_iter(f"{DEBOUNCE_PREFIX}*", count=1000))
+    """True when no task is queued, reserved or debounced (:meth:`Stack.drained`)."""
+    return stack.drained()
 
 
 def post_envelope(stack: Stack, envelope: dict[str, Any]) -> httpx.Response:
