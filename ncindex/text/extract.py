@@ -353,7 +353,9 @@ def _check_zip(data: bytes, max_unzipped_bytes: int) -> None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             unpacked = sum(info.file_size for info in archive.infolist())
-    except (zipfile.BadZipFile, ValueError, EOFError, OSError) as exc:
+    # RuntimeError includes zipfile's NotImplementedError: a member needing a newer zip version
+    # ("zip file version 6.4") or an unsupported compression method
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError, RuntimeError) as exc:
         raise ExtractionError(f"not a valid document archive: {exc}") from exc
     if unpacked > max_unzipped_bytes:
         raise TooLarge(f"archive unpacks to {unpacked} bytes (limit {max_unzipped_bytes})")
