@@ -408,6 +408,8 @@ def _odt_parts(data: bytes) -> Iterator[str]:
         body = document.text
     except Exception as exc:  # odfpy raises assorted types on corrupt files
         raise ExtractionError(f"unreadable ODT: {type(exc).__name__}: {exc}") from exc
+    if body is None:  # odfpy loads a content.xml without <office:text> as no body
+        raise ExtractionError("unreadable ODT: no text body")
     try:
         return iter(list(_odt_walk(body)))
     except RecursionError as exc:
