@@ -66,8 +66,12 @@ def models(settings: Settings) -> None:
 def up(settings: Settings, no_sample: bool) -> None:
     """Run everything in one process on the embedded engine (see README)."""
     from ncindex import embedded
+    from ncindex.queueing import RedisTooOld
 
-    running = embedded.start(settings, load_sample=not no_sample)
+    try:
+        running = embedded.start(settings, load_sample=not no_sample)
+    except RedisTooOld as exc:
+        raise click.ClickException(str(exc)) from exc
     url = running.url
     click.echo(f"\nncindex is up: {url}  (receiver {url}/hooks/nextcloud, search {url}/v1/search)")
     redis_owner = "a private redis-server" if running.redis else "NCINDEX_REDIS_URL or the default"

@@ -20,12 +20,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 import structlog
 from celery import Celery
 from pydantic import SecretStr
 from qdrant_client import models
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from ncindex.queueing import check_redis
 from ncindex.reconcile import request_scans, scan_types
 from ncindex.redis_server import RedisProcess, reachable, start_redis
 from ncindex.runtime import Services
@@ -130,12 +132,19 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     With no ``nextcloud_url`` the simulator is started (accounts and Nextcloud URL are taken
     from it; the webhook secret too, unless one is set) and, with ``load_sample``, the sample
     corpus is written into it after the webhooks are registered, so its deliveries index it in
-    the background.
+    the background. Raises ``queueing.RedisTooOld`` when the Redis it would use is older than
+    7.0.
     """
     private_redis = None
     if not reachable(settings.redis_url):
         private_redis = start_redis()
         settings = settings.model_copy(update={"redis_url": private_redis.url})
+    try:
+        check_redis(redis.Redis.from_url(settings.redis_url, socket_timeout=2))
+    except Exception:
+        if private_redis is not None:
+            private_redis.stop()
+        raise
     simulator = simulator_server = None
     if not settings.nextcloud_url:
         from ncindex.testing import NextcloudSimulator, serve_simulator

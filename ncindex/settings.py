@@ -59,7 +59,9 @@ class Settings(BaseSettings):
     )
 
     # --- Queues -----------------------------------------------------------------------------
-    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Broker and cache Redis.")
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0", description="Broker and cache Redis (7.0 or later)."
+    )
     task_soft_time_limit: int = Field(240, ge=1, description="Task soft time limit, seconds.")
     task_time_limit: int = Field(300, ge=1, description="Task hard time limit, seconds.")
     visibility_timeout: int = Field(

@@ -21,7 +21,9 @@ from ncindex.queueing import (
     PENDING,
     SENT,
     BrokerUnavailable,
+    RedisTooOld,
     celery_app,
+    check_redis,
     enqueue,
 )
 from ncindex.redis_server import RedisProcess
@@ -117,6 +119,29 @@ def test_a_key_taken_over_before_the_mark_is_left_alone(
     assert enqueue(Hooked(producer, before=task_started_and_reclaimed), client,
                    [index_node("alice", 7)], 30) == (1, 0)  # fmt: skip
     assert client.get(KEY) == PENDING + b"next-claim"
+
+
+def test_several_keys_are_claimed_in_one_call(producer: Celery, client: redis.Redis) -> None:
+    sent, pending, free = (f"{DEBOUNCE_PREFIX}index:alice:{i}" for i in (1, 2, 3))
+    client.set(sent, SENT, px=60_000)
+    client.set(pending, PENDING + b"someone-else", px=60_000)
+    actions = [index_node("alice", i) for i in (1, 2, 3)]
+    assert enqueue(producer, client, actions, 30) == (2, 1)  # the pending one sends its own
+    assert client.llen("index") == 2
+    assert client.get(pending) == PENDING + b"someone-else"
+    assert client.get(free) == SENT
+    assert client.pttl(free) > 100_000
+
+
+def test_the_claim_needs_redis_7(client: redis.Redis) -> None:
+    check_redis(client)  # the test Redis is new enough
+
+    class Old:
+        def info(self, section: str) -> dict[str, str]:
+            return {"redis_version": "6.2.14"}
+
+    with pytest.raises(RedisTooOld, match=r"Redis 6\.2\.14 answers; ncindex needs 7\.0"):
+        check_redis(Old())  # type: ignore[arg-type]
 
 
 def test_many_actions_are_handed_to_fan_out_tasks(producer: Celery, client: redis.Redis) -> None:

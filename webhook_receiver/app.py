@@ -7,7 +7,7 @@ from flask import Flask, Response
 
 from ncindex.health import health_blueprint
 from ncindex.problems import install_error_handlers
-from ncindex.queueing import Producer, celery_app
+from ncindex.queueing import Producer, celery_app, check_redis
 from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
 from webhook_receiver.hooks import Receiver, hooks_blueprint
@@ -36,7 +36,7 @@ def create_app(
     app.extensions["ncindex_receiver"] = receiver
     install_error_handlers(app)
     app.register_blueprint(hooks_blueprint(receiver))
-    app.register_blueprint(health_blueprint({"redis": client.ping}))
+    app.register_blueprint(health_blueprint({"redis": lambda: check_redis(client)}))
 
     @app.get("/metrics")
     def metrics() -> Response:
