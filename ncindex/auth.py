@@ -63,7 +63,7 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
     key = _cache_key(header)
     ttl = services.settings.user_cache_seconds
     try:
-        cached = services.redis.get(key) if ttl else None
+        cached = services.redis_breaker.call("get", key) if ttl else None
     except redis.RedisError:
         cached = None
     if cached is not None:
@@ -77,7 +77,7 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
         raise Unauthenticated("Nextcloud did not confirm the credentials") from exc
     if ttl:
         with contextlib.suppress(redis.RedisError):
-            services.redis.set(key, user, ex=ttl)
+            services.redis_breaker.call("set", key, user, ex=ttl)
     return client
 
 
@@ -90,7 +90,7 @@ def confirmed(services: Services, authorization: str | None) -> bool:
         return False
     try:
         key = _cache_key(normalized_authorization(authorization))
-        return bool(services.redis.exists(key))
+        return bool(services.redis_breaker.call("exists", key))
     except (Unauthenticated, redis.RedisError):
         return False
 

@@ -27,6 +27,7 @@ import limits
 from flask import Flask, Response, request
 from flask_limiter import Limiter, RequestLimit
 
+from ncindex.redis_breaker import TIMEOUT_SECONDS
 from ncindex.settings import Settings
 
 SCOPE = "search"
@@ -88,7 +89,10 @@ def create_limiter(
         caller_key,
         app=app,
         storage_uri=settings.redis_url,
-        storage_options={"socket_connect_timeout": 2, "socket_timeout": 2},
+        storage_options={
+            "socket_connect_timeout": TIMEOUT_SECONDS,
+            "socket_timeout": TIMEOUT_SECONDS,
+        },
         strategy="moving-window",
         swallow_errors=True,
         in_memory_fallback_enabled=True,

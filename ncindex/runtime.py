@@ -18,6 +18,7 @@ import redis
 from ncindex.embedding import Embedder
 from ncindex.live_models import LiveModels
 from ncindex.nextcloud.client import HeaderAuth, NextcloudClient, make_http
+from ncindex.redis_breaker import RedisBreaker
 from ncindex.settings import Settings
 from ncindex.store import VectorStore
 
@@ -47,6 +48,12 @@ class Services:
         return redis.Redis.from_url(
             self.settings.redis_url, socket_timeout=5, socket_connect_timeout=2
         )
+
+    @cached_property
+    def redis_breaker(self) -> RedisBreaker:
+        """Redis for calls a request can do without: short timeouts behind a circuit
+        breaker."""
+        return RedisBreaker(self.settings.redis_url)
 
     @cached_property
     def http(self) -> httpx.Client:
@@ -82,6 +89,6 @@ class Services:
 
     def close(self) -> None:
         """Close what was opened."""
-        for name in ("models", "http"):
+        for name in ("models", "http", "redis", "redis_breaker"):
             if name in self.__dict__:
                 self.__dict__[name].close()
