@@ -17,9 +17,11 @@ gauges read from Redis at scrape time:
   ``unacked`` hash: running tasks, and debounced tasks waiting for their countdown);
 * ``ncindex_index_lag_seconds`` — how far the index is behind, as a lower bound: 0 when
   nothing is waiting or reserved; otherwise the larger of the age of the oldest reservation
-  and, while messages wait, the time since a worker last finished a task
-  (:data:`LAST_DONE_KEY`, stamped by the workers). A change waiting behind a stuck or absent
-  worker therefore shows a growing lag, and a busy but progressing queue a small one.
+  and, while messages wait, the time since the later of two stamps: a worker last finished a
+  task (:data:`LAST_DONE_KEY`, stamped by the workers) and a scrape first saw messages
+  waiting (:data:`WAITING_SINCE_KEY`, stamped here, cleared once the queues are empty). A
+  change waiting behind a stuck or absent worker (even one that never ran) therefore shows a
+  growing lag, and a busy but progressing queue a small one.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ VERIFICATIONS = Counter(
 
 #: Redis key holding the Unix time at which a worker last finished a task.
 LAST_DONE_KEY = "ncindex:metrics:last_task_done"
+#: Redis key holding the Unix time at which a scrape first saw messages waiting.
+WAITING_SINCE_KEY = "ncindex:metrics:waiting_since"
 
 _configured = False
 _extra_collectors: list[Collector] = []
@@ -197,7 +201,8 @@ class QueueCollector(Collector):
         self.clock = clock
 
     def read(self) -> dict[str, Any]:
-        """``{"depth": {queue: n}, "reserved": n, "lag": seconds}`` from one pipeline."""
+        """``{"depth": {queue: n}, "reserved": n, "lag": seconds}`` from one pipeline, and one
+        command that stamps or clears :data:`WAITING_SINCE_KEY`."""
         pipe = self.client.pipeline(transaction=False)
         for queue in self.queues:
             pipe.llen(queue)
@@ -211,8 +216,11 @@ class QueueCollector(Collector):
         if reserved and oldest:
             lag = max(lag, now - float(oldest[0][1]))
         if any(depth.values()):
-            since = float(last_done) if last_done else None
-            lag = max(lag, now - since) if since is not None else lag
+            first_seen = self.client.set(WAITING_SINCE_KEY, now, nx=True, get=True)
+            since = max(float(first_seen or now), float(last_done or 0))
+            lag = max(lag, now - since)
+        else:
+            self.client.delete(WAITING_SINCE_KEY)
         return {"depth": depth, "reserved": int(reserved), "lag": max(0.0, lag)}
 
     def collect(self) -> Iterator[GaugeMetricFamily]:

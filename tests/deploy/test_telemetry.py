@@ -78,19 +78,27 @@ def test_index_lag_definition(client: redis.Redis) -> None:
     assert collector.read()["lag"] == 0  # idle: a long-ago last task is no lag
 
     client.rpush("index", "message")
-    assert collector.read()["lag"] == 100  # waiting, and nothing finished for 100 s
+    assert collector.read()["lag"] == 0  # seen waiting just now: no bound yet
+    clock.now = 10_100.0
+    assert collector.read()["lag"] == 100  # waiting for 100 s, and nothing finished since
+
+    client.set(telemetry.LAST_DONE_KEY, "10080")
+    assert collector.read()["lag"] == 20  # a task finished 20 s ago: the queue moves
 
     client.hset("unacked", "tag", "message-body")
     client.zadd("unacked_index", {"tag": 9_700.0})
-    assert collector.read()["lag"] == 300  # a reservation 300 s old is the larger
+    assert collector.read()["lag"] == 400  # a reservation 400 s old is the larger
 
     client.delete("index")
-    clock.now = 10_050.0
-    assert collector.read()["lag"] == 350  # only the reservation remains
+    clock.now = 10_150.0
+    assert collector.read()["lag"] == 450  # only the reservation remains
+    assert not client.exists(telemetry.WAITING_SINCE_KEY)  # nothing waits: the stamp is gone
 
     client.delete("unacked", "unacked_index", telemetry.LAST_DONE_KEY)
     client.rpush("index", "message")
-    assert collector.read()["lag"] == 0  # waiting but never finished anything: no bound yet
+    assert collector.read()["lag"] == 0
+    clock.now = 10_450.0
+    assert collector.read()["lag"] == 300  # no worker has ever finished a task: still a lag
 
 
 def test_redis_down_is_reported_not_raised() -> None:
