@@ -140,7 +140,8 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
         private_redis = start_redis()
         settings = settings.model_copy(update={"redis_url": private_redis.url})
     try:
-        check_redis(redis.Redis.from_url(settings.redis_url, socket_timeout=2))
+        with redis.Redis.from_url(settings.redis_url, socket_timeout=2) as client:
+            check_redis(client)
     except Exception:
         if private_redis is not None:
             private_redis.stop()
