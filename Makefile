@@ -21,6 +21,8 @@ models: $(STAMP)
 
 redis:
 	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
+	@redis-server --version | grep -qE ' v=([7-9]|[1-9][0-9])\.' || \
+		{ echo "ncindex needs redis-server 7.0 or later, found: $$(redis-server --version)"; exit 1; }
 
 run: setup
 	$(VENV)/bin/ncindex up
