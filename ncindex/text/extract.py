@@ -229,8 +229,13 @@ def _decode_text(data: bytes, declared: str | None, max_chars: int) -> tuple[str
         return codecs.getincrementaldecoder("utf-8")("strict").decode(head, final=not cut), cut
     except UnicodeDecodeError:
         pass
-    encoding = _known_encoding(declared) or _guess_encoding(head) or "cp1252"
-    return head.decode(encoding, errors="replace"), cut
+    for encoding in (_known_encoding(declared), _guess_encoding(head)):
+        if encoding:
+            try:
+                return head.decode(encoding, errors="replace"), cut
+            except (LookupError, UnicodeError, ValueError):
+                continue  # a codec that is no text encoding: base64, rot13, idna, punycode…
+    return head.decode("cp1252", errors="replace"), cut
 
 
 def _known_encoding(name: str | None) -> str | None:
@@ -238,7 +243,7 @@ def _known_encoding(name: str | None) -> str | None:
         return None
     try:
         return codecs.lookup(name).name
-    except LookupError:
+    except (LookupError, ValueError):  # unknown, or a name with a NUL in it
         return None
 
 
@@ -410,10 +415,30 @@ def _odt_parts(data: bytes) -> Iterator[str]:
         raise ExtractionError(f"unreadable ODT: {type(exc).__name__}: {exc}") from exc
     if body is None:  # odfpy loads a content.xml without <office:text> as no body
         raise ExtractionError("unreadable ODT: no text body")
+    _bound_space_runs(document)
     try:
         return iter(list(_odt_walk(body)))
     except RecursionError as exc:
         raise ExtractionError("unreadable ODT: nesting too deep") from exc
+    except Exception as exc:  # odfpy's text extraction on odd attribute values and the like
+        raise ExtractionError(f"unreadable ODT: {type(exc).__name__}: {exc}") from exc
+
+
+#: The most spaces one ``<text:s text:c="…">`` stands for here (ODF 1.3 §6.1.3: a count of
+#: spaces; odfpy would build a string of any size, two billion spaces for ``2147483648``).
+_MAX_SPACE_RUN = 1000
+
+
+def _bound_space_runs(document: Any) -> None:
+    """Clamp every ``text:c`` to ``1.._MAX_SPACE_RUN`` (a value that is no count: 1)."""
+    from odf.text import S
+
+    for run in document.getElementsByType(S):
+        count = run.getAttrNS(_TEXT_NS, "c")
+        if count is None:
+            continue
+        n = int(count) if count.isascii() and count.isdigit() else 1
+        run.setAttrNS(_TEXT_NS, "c", str(min(max(n, 1), _MAX_SPACE_RUN)))
 
 
 _TEXT_NS = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
