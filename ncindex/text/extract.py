@@ -229,13 +229,13 @@ def _decode_text(data: bytes, declared: str | None, max_chars: int) -> tuple[str
         return codecs.getincrementaldecoder("utf-8")("strict").decode(head, final=not cut), cut
     except UnicodeDecodeError:
         pass
-    for encoding in (_known_encoding(declared), _guess_encoding(head)):
-        if encoding:
-            try:
-                return head.decode(encoding, errors="replace"), cut
-            except (LookupError, UnicodeError, ValueError):
-                continue  # a codec that is no text encoding: base64, rot13, idna, punycode…
-    return head.decode("cp1252", errors="replace"), cut
+    encoding = _known_encoding(declared)
+    if encoding:
+        try:
+            return head.decode(encoding, errors="replace"), cut
+        except (LookupError, UnicodeError, ValueError):
+            pass  # a codec that is no text encoding (base64, rot13, idna, punycode…): guess
+    return head.decode(_guess_encoding(head) or "cp1252", errors="replace"), cut
 
 
 def _known_encoding(name: str | None) -> str | None:

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ import redis
 from rel_support import LongStack, build_stack, seed_corpus
 
 from ncindex.embedding import Embedder
+from ncindex.redis_server import RedisProcess
 from ncindex.settings import Settings
 from ncindex.store import model_slug
 from ncindex.store.qdrant_edge import QdrantEdgeStore
@@ -54,3 +55,36 @@ def corpus_stack(
         yield built
     finally:
         built.close()
+
+
+@pytest.fixture
+def make_stack(
+    private_redis: RedisProcess,
+    embedder: Embedder,
+    model_dir: Path,
+    tmp_path: Path,
+    empty_store: Path,
+) -> Iterator[Callable[..., LongStack]]:
+    """Builds this test's one empty stack on a Redis of its own (``private_redis``), with
+    :class:`Settings` overrides as keywords; closed after the test. No worker is started (the
+    session's ``corpus_stack`` worker, on the session's Redis, must not take its tasks)."""
+    built: list[LongStack] = []
+
+    def make(**overrides: object) -> LongStack:
+        assert not built, "one stack per test: they would share tmp_path"
+        built.append(
+            build_stack(
+                private_redis.url, embedder, model_dir, tmp_path, template=empty_store, **overrides
+            )
+        )
+        return built[0]
+
+    yield make
+    for stack in built:
+        stack.close()
+
+
+@pytest.fixture
+def fresh_stack(make_stack: Callable[..., LongStack]) -> LongStack:
+    """An empty stack with the default settings (see :func:`make_stack`)."""
+    return make_stack()

@@ -16,7 +16,6 @@ import os
 import secrets
 import signal
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -62,21 +61,6 @@ def assert_indexed_once(stack: LongStack, user: str) -> None:
     client = stack.redis()  # no bookkeeping left behind: locks, delivery counters
     assert list(client.scan_iter("ncindex:lock:*")) == []
     assert list(client.scan_iter(f"{DELIVERIES_PREFIX}*")) == []
-
-
-@pytest.fixture
-def fresh_stack(
-    private_redis: RedisProcess,
-    embedder: Embedder,
-    model_dir: Path,
-    tmp_path: Path,
-    empty_store: Path,
-) -> Iterator[LongStack]:
-    """An empty stack on a Redis of its own (no worker started yet; the module's
-    ``corpus_stack`` worker, on the session's Redis, must not take its tasks)."""
-    built = build_stack(private_redis.url, embedder, model_dir, tmp_path, template=empty_store)
-    yield built
-    built.close()
 
 
 # --- Redis stopped and restarted mid-burst ----------------------------------------------------

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rel_support import Flaky, LongStack, build_stack, visible_keys
+from rel_support import Flaky, LongStack, visible_keys
 
-from ncindex.embedding import Embedder
 from ncindex.redis_breaker import RedisBreaker, RedisSkipped
 from ncindex.redis_server import RedisProcess
 from support import PASSWORDS
@@ -127,43 +127,28 @@ def test_search_answers_503_while_the_store_is_down(corpus_stack: LongStack) -> 
 
 
 def test_search_answers_503_when_the_store_is_closed(
-    private_redis: RedisProcess,
-    embedder: Embedder,
-    model_dir: Path,
-    tmp_path: Path,
-    empty_store: Path,
+    fresh_stack: LongStack, tmp_path: Path
 ) -> None:
-    stack = build_stack(private_redis.url, embedder, model_dir, tmp_path, template=empty_store)
-    try:
-        stack.services.store.close()
-        response = stack.search.post(
-            "/v1/search", json={"query": "oyster"}, auth=("alice", PASSWORDS["alice"])
-        )
-        assert response.status_code == 503, response.get_json()
-        assert response.get_json()["code"] == "backend_unavailable"
-        # what failed, not where: the store's folder is no business of a caller's
-        ready = stack.search.get("/readyz")
-        assert ready.status_code == 503
-        for answer in (response.get_data(as_text=True), ready.get_data(as_text=True)):
-            assert str(tmp_path) not in answer and "qdrant" not in answer.lower(), answer
-    finally:
-        stack.close()
+    fresh_stack.services.store.close()
+    response = fresh_stack.search.post(
+        "/v1/search", json={"query": "oyster"}, auth=("alice", PASSWORDS["alice"])
+    )
+    assert response.status_code == 503, response.get_json()
+    assert response.get_json()["code"] == "backend_unavailable"
+    # what failed, not where: the store's folder is no business of a caller's
+    ready = fresh_stack.search.get("/readyz")
+    assert ready.status_code == 503
+    for answer in (response.get_data(as_text=True), ready.get_data(as_text=True)):
+        assert str(tmp_path) not in answer and "qdrant" not in answer.lower(), answer
 
 
 # --- Redis stalled: the login cache and the rate limit fail open, without waiting each time ----
 
 
 def test_a_stalled_redis_is_skipped_after_its_first_timeout(
-    private_redis: RedisProcess,
-    embedder: Embedder,
-    model_dir: Path,
-    tmp_path: Path,
-    empty_store: Path,
+    make_stack: Callable[..., LongStack], private_redis: RedisProcess
 ) -> None:
-    stack = build_stack(
-        private_redis.url, embedder, model_dir, tmp_path, template=empty_store,
-        user_cache_seconds=60, search_rate_limit="600/minute",
-    )  # fmt: skip
+    stack = make_stack(user_cache_seconds=60, search_rate_limit="600/minute")
     breaker = stack.services.redis_breaker = RedisBreaker(private_redis.url, reset_seconds=1)
     auth = ("alice", PASSWORDS["alice"])
     search = {"query": "oyster"}
@@ -171,23 +156,20 @@ def test_a_stalled_redis_is_skipped_after_its_first_timeout(
     def logins() -> int:  # the OCS user lookups that confirm a login with Nextcloud
         return sum("cloud/user" in path for _, path, _ in list(stack.sim.request_log))
 
+    assert stack.search.post("/v1/search", json=search, auth=auth).status_code == 200
+    assert stack.search.post("/v1/search", json=search, auth=auth).status_code == 200
+    assert logins() == 1  # the second search found the login in the cache
+    private_redis.process.send_signal(signal.SIGSTOP)
     try:
-        assert stack.search.post("/v1/search", json=search, auth=auth).status_code == 200
-        assert stack.search.post("/v1/search", json=search, auth=auth).status_code == 200
-        assert logins() == 1  # the second search found the login in the cache
-        private_redis.process.send_signal(signal.SIGSTOP)
-        try:
-            stalled = [stack.search.post("/v1/search", json=search, auth=auth) for _ in range(3)]
-            assert [r.status_code for r in stalled] == [200, 200, 200], stalled[0].get_json()
-            assert breaker.open  # opened by the first timeout; the others did not wait
-            with pytest.raises(RedisSkipped):
-                breaker.call("get", "anything")
-        finally:
-            private_redis.process.send_signal(signal.SIGCONT)
-        # each stalled search asked Nextcloud for the login instead (fail-open)
-        assert logins() == 4
-        time.sleep(1.2)  # past reset_seconds: one trial call closes the breaker again
-        assert stack.search.post("/v1/search", json=search, auth=auth).status_code == 200
-        assert not breaker.open
+        stalled = [stack.search.post("/v1/search", json=search, auth=auth) for _ in range(3)]
+        assert [r.status_code for r in stalled] == [200, 200, 200], stalled[0].get_json()
+        assert breaker.open  # opened by the first timeout; the others did not wait
+        with pytest.raises(RedisSkipped):
+            breaker.call("get", "anything")
     finally:
-        stack.close()
+        private_redis.process.send_signal(signal.SIGCONT)
+    # each stalled search asked Nextcloud for the login instead (fail-open)
+    assert logins() == 4
+    time.sleep(1.2)  # past reset_seconds: one trial call closes the breaker again
+    assert stack.search.post("/v1/search", json=search, auth=auth).status_code == 200
+    assert not breaker.open
