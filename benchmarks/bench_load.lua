@@ -4,9 +4,10 @@
 --   wrk -t T -c T -d 300s --timeout 30s -s bench_load.lua URL -- BODIES OUT HEADER SECRET T
 --
 -- BODIES holds one request body per line; thread i (1..T) sends lines i, i+T, i+2T, … in turn
--- on its one keep-alive connection, the next only once the last is answered (a closed loop, as
--- a Nextcloud background-job worker sends). Each request's latency is timed here, from the
--- moment wrk asks for it to its complete answer. A thread whose bodies are all answered writes
+-- with "Connection: close", the next only once the last is answered (a closed loop, as a
+-- Nextcloud background-job worker sends: its WebhookCall job makes a new HTTP client, so a new
+-- connection, per delivery; wrk connects again after each answer). Each request's latency is
+-- timed here, from the moment wrk asks for it (on a connected socket) to its complete answer. A thread whose bodies are all answered writes
 -- its latencies (microseconds, one a line) to OUT.<i>.lat and appends one line to OUT.done:
 --
 --   <i> <sent> <answered> <queued> <coalesced> <first request s> <last answer s> <status>=<n>,…
@@ -43,7 +44,7 @@ local verifying = false
 function init(args)
   local threads = tonumber(args[5])
   out = args[2]
-  headers = { [args[3]] = args[4] }
+  headers = { [args[3]] = args[4], ["Connection"] = "close" }
   bodies = {}
   local n = 0
   for line in io.lines(args[1]) do
