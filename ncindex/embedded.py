@@ -31,6 +31,7 @@ from ncindex.queueing import check_redis
 from ncindex.reconcile import request_scans, scan_types
 from ncindex.redis_server import RedisProcess, reachable, start_redis
 from ncindex.runtime import Services
+from ncindex.server_errors import ProblemRequestHandler
 from ncindex.settings import Settings
 from ncindex.webhooks import register
 from search_api import create_app as create_search_app
@@ -169,7 +170,13 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
         )
     if not settings.webhook_secret.get_secret_value():
         raise ValueError("NCINDEX_WEBHOOK_SECRET must be set when a Nextcloud is configured")
-    server = make_server(settings.host, settings.port, lambda e, s: [], threaded=True)
+    server = make_server(
+        settings.host,
+        settings.port,
+        lambda e, s: [],
+        threaded=True,
+        request_handler=ProblemRequestHandler,
+    )
     settings = settings.model_copy(
         update={"public_url": f"http://{server.host}:{server.port}"}
         if settings.public_url == Settings.model_fields["public_url"].default

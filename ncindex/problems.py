@@ -4,7 +4,9 @@ Every error answer carries a stable machine-readable ``code`` and, for bad input
 offending ``field``. Codes: ``invalid_json``, ``invalid_envelope``, ``invalid_filter``,
 ``unknown_field``, ``unsupported_operator``, ``invalid_value``, ``unauthenticated``,
 ``payload_too_large``, ``rate_limited``, ``not_found``, ``method_not_allowed``,
-``backend_unavailable``, ``internal_error``.
+``backend_unavailable``, ``internal_error``; the HTTP servers' own answers to requests they
+cannot parse (:mod:`ncindex.server_errors`) add ``invalid_http``, ``uri_too_long``,
+``headers_too_large``, ``expectation_failed``, ``not_implemented``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 
 from flask import Flask, Request, Response, json
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
+
+PROBLEM_JSON = "application/problem+json"
 
 _CODES = {
     400: "invalid_value",
@@ -35,8 +39,18 @@ def problem(
     headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> Response:
-    """A problem+json response: ``type`` (a tag URI naming ``code``), ``title``, ``status``,
-    ``detail``, ``code`` and, when given, ``field`` and further members."""
+    """A problem+json response with the members of :func:`problem_body` and ``headers``."""
+    body = problem_body(status, code, detail, field=field, **extra)
+    response = Response(json.dumps(body), status=status, mimetype=PROBLEM_JSON)
+    response.headers.update(headers or {})
+    return response
+
+
+def problem_body(
+    status: int, code: str, detail: str, *, field: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A problem document (RFC 9457): ``type`` (a tag URI naming ``code``), ``title``,
+    ``status``, ``detail``, ``code`` and, when given, ``field`` and further members."""
     body: dict[str, Any] = {
         "type": f"tag:ncindex,2026:problem:{code}",
         "title": code.replace("_", " "),
@@ -47,9 +61,7 @@ def problem(
     if field is not None:
         body["field"] = field
     body.update(extra)
-    response = Response(json.dumps(body), status=status, mimetype="application/problem+json")
-    response.headers.update(headers or {})
-    return response
+    return body
 
 
 class UnreadableBody(BadRequest):

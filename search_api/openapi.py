@@ -33,7 +33,9 @@ class Problem(BaseModel):
     code: str = Field(
         description="Stable: invalid_json, invalid_value, invalid_filter, unknown_field, "
         "unsupported_operator, unauthenticated, not_found, payload_too_large, rate_limited, "
-        "backend_unavailable, internal_error."
+        "backend_unavailable, internal_error; from the HTTP server, for a request it cannot "
+        "parse: invalid_http, uri_too_long, expectation_failed, headers_too_large, "
+        "not_implemented."
     )
     field: str | None = Field(None, description="The offending input, e.g. `filter.and[0].op`.")
 

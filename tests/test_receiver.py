@@ -442,6 +442,30 @@ def test_non_ascii_secret_sent_as_utf8_is_accepted_under_gunicorn(served: Served
     assert problem_of(exchange(served.port, wrong))[0] == 401
 
 
+@pytest.mark.parametrize(
+    ("request_head", "status", "code", "field"),
+    [
+        (b"GARBAGE\r\n\r\n", 400, "invalid_http", None),
+        (head(b"Content-Length: abc"), 400, "invalid_http", None),
+        (b"POST /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "uri_too_long", "url"),
+        (head(b"\r\n".join(b"X-H%d: 1" % i for i in range(120))), 431, "headers_too_large",
+         "headers"),
+        (head(b"Transfer-Encoding: gzip"), 400, "invalid_http", None),
+        (head(b"Expect: foo"), 417, "expectation_failed", "Expect"),
+    ],
+    ids=["request-line", "content-length", "long-url", "many-headers", "transfer-coding",
+         "expect"],
+)  # fmt: skip
+def test_requests_gunicorn_cannot_parse_get_problem_json(
+    served: Served, request_head: bytes, status: int, code: str, field: str | None
+) -> None:
+    answer = exchange(served.port, request_head)
+    assert b"\r\ncontent-type: application/problem+json\r\n" in answer.lower(), answer[:300]
+    got, problem = problem_of(answer)  # was: gunicorn's HTML page
+    assert (got, problem["code"], problem.get("field")) == (status, code, field)
+    assert problem["status"] == status and problem["detail"]
+
+
 @pytest.mark.parametrize("size", [b"zz", b"-5"])
 def test_broken_chunked_framing_is_400_under_gunicorn(served: Served, size: bytes) -> None:
     body = php_json(envelope("/alice/files/a.md", 32))
