@@ -56,6 +56,7 @@ from ncindex.errors import NextcloudAuthError, PermanentError, TransientError, p
 from ncindex.filter_fields import rcp_filter_capability
 from ncindex.filters import FilterError, parse_tree
 from ncindex.nextcloud.client import NextcloudClient
+from ncindex.redis_breaker import RedisBreaker
 from ncindex.search import SearchRequest, SearchResponse, SearchService
 
 log = structlog.get_logger(__name__)
@@ -103,33 +104,33 @@ class HttpAnswer:
 
 class RcpSessions:
     """``initialize`` state in Redis: ``…:cred:<hash>`` for header-less clients and
-    ``…:token:<token>`` → ``<hash>`` for clients that send ``RCP-Session``. Redis errors
-    raise ``RpcError(-32010)``."""
+    ``…:token:<token>`` → ``<hash>`` for clients that send ``RCP-Session``. Commands go through
+    the :class:`~ncindex.redis_breaker.RedisBreaker` that ``breaker`` returns, so a stalled
+    Redis fails them fast rather than once per socket timeout. Redis errors (the breaker's
+    ``RedisSkipped`` among them) raise ``RpcError(-32010)``, retryable."""
 
     PREFIX = "ncindex:rcp:"
 
-    def __init__(self, client: Callable[[], redis.Redis], ttl: int = SESSION_SECONDS) -> None:
-        self._redis = client
+    def __init__(self, breaker: Callable[[], RedisBreaker], ttl: int = SESSION_SECONDS) -> None:
+        self._breaker = breaker
         self.ttl = ttl
 
     def start(self, cred: str) -> str:
         """Start (or restart) the credential's session; returns a new session token."""
         token = secrets.token_urlsafe(24)
         with self._guard():
-            pipe = self._redis().pipeline()
-            pipe.set(f"{self.PREFIX}cred:{cred}", "1", ex=self.ttl)
-            pipe.set(f"{self.PREFIX}token:{token}", cred, ex=self.ttl)
-            pipe.execute()
+            self._breaker().call("set", f"{self.PREFIX}cred:{cred}", "1", ex=self.ttl)
+            self._breaker().call("set", f"{self.PREFIX}token:{token}", cred, ex=self.ttl)
         return token
 
     def active(self, cred: str, token: str | None) -> bool:
         """Whether the session (the token's, else the credential's) is live; refreshes it."""
         key = f"{self.PREFIX}token:{token}" if token else f"{self.PREFIX}cred:{cred}"
         with self._guard():
-            value = self._redis().get(key)
+            value = self._breaker().call("get", key)
             if value is None or (token and value.decode() != cred):
                 return False
-            self._redis().expire(key, self.ttl)
+            self._breaker().call("expire", key, self.ttl)
         return True
 
     def end(self, cred: str, token: str | None) -> None:
@@ -138,7 +139,7 @@ class RcpSessions:
             keys = [f"{self.PREFIX}cred:{cred}"]
             if token and self.active(cred, token):
                 keys.append(f"{self.PREFIX}token:{token}")
-            self._redis().delete(*keys)
+            self._breaker().call("delete", *keys)
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:

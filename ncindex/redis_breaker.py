@@ -1,13 +1,14 @@
-"""Fail fast on a Redis that stopped answering, for the calls a request can do without.
+"""Fail fast on a Redis that stopped answering, for the search API's calls.
 
 The search API asks Redis for its login cache and the refusal-limit exemption; both fail open
-(Nextcloud is asked instead; the caller is not exempt). Without a breaker each such call waits
-for its socket timeout on a stalled Redis (SIGSTOP, a failover, a full network buffer), and one
-search took 15–24 s. :class:`RedisBreaker` opens on the first connection error or timeout
-(``pybreaker``): for :data:`RESET_SECONDS` its calls raise :class:`RedisSkipped` at once, then
-one trial call decides whether it closes again. Its calls time out after
-:data:`TIMEOUT_SECONDS`, as the rate limiter's do (flask-limiter then counts in memory and
-checks Redis again with a backoff).
+(Nextcloud is asked instead; the caller is not exempt). RCP sessions cannot do without Redis:
+their calls fail with a retryable error. Without a breaker each such call waits for its socket
+timeout on a stalled Redis (SIGSTOP, a failover, a full network buffer): one search took
+15–24 s, and each RCP call waited out the 5 s socket timeout before its error.
+:class:`RedisBreaker` opens on the first connection error or timeout (``pybreaker``): for
+:data:`RESET_SECONDS` its calls raise :class:`RedisSkipped` at once, then one trial call
+decides whether it closes again. Its calls time out after :data:`TIMEOUT_SECONDS`, as the rate
+limiter's do (flask-limiter then counts in memory and checks Redis again with a backoff).
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ def create_app(
             return exc.response
         return problem(429, "rate_limited", exc.description or "", headers={"Retry-After": "60"})
 
-    sessions = rcp_server.RcpSessions(lambda: services.redis)
+    sessions = rcp_server.RcpSessions(lambda: services.redis_breaker)
     server = rcp_server.RcpServer(
         service, authenticate, sessions, citation_base=settings.nextcloud_url
     )

@@ -173,3 +173,32 @@ def test_a_stalled_redis_is_skipped_after_its_first_timeout(
     time.sleep(1.2)  # past reset_seconds: one trial call closes the breaker again
     assert stack.search.post("/v1/search", json=search, auth=auth).status_code == 200
     assert not breaker.open
+
+
+def test_rcp_sessions_on_a_stalled_redis_fail_fast_and_retryable(
+    make_stack: Callable[..., LongStack], private_redis: RedisProcess
+) -> None:
+    stack = make_stack()
+    breaker = stack.services.redis_breaker = RedisBreaker(private_redis.url, reset_seconds=1)
+    auth = ("alice", PASSWORDS["alice"])
+
+    def rpc(method: str, session: str | None = None) -> Any:
+        params = {"query": "oyster"} if method == "retrieve" else {}
+        message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        headers = {"RCP-Session": session} if session else {}
+        return stack.search.post(f"/rcp/{method}", json=message, auth=auth, headers=headers)
+
+    session = rpc("initialize").get_json()["result"]["_meta"]["session"]
+    assert "result" in rpc("retrieve", session).get_json()
+    private_redis.process.send_signal(signal.SIGSTOP)
+    try:
+        stalled = [rpc("retrieve", session) for _ in range(3)]
+        errors = [r.get_json()["error"] for r in stalled]
+        assert [e["code"] for e in errors] == [-32010] * 3, errors
+        assert all(e["data"]["retryable"] for e in errors)
+        assert breaker.open  # opened by the first timeout: the others did not wait for theirs
+    finally:
+        private_redis.process.send_signal(signal.SIGCONT)
+    time.sleep(1.2)  # past reset_seconds: one trial call closes the breaker again
+    assert "result" in rpc("retrieve", session).get_json()  # the session outlived the stall
+    assert not breaker.open
