@@ -57,9 +57,15 @@ class RedisBreaker:
         return self._breaker.current_state == pybreaker.STATE_OPEN
 
     def call(self, command: str, *args: Any, **kwargs: Any) -> Any:
-        """``client.<command>(*args, **kwargs)``, unless the breaker is open."""
+        """``client.<command>(*args, **kwargs)``, unless the breaker is open.
+
+        Runs through pybreaker's ``calling()`` context, not ``CircuitBreaker.call``: the
+        latter holds the breaker's lock for the whole command, so every thread's Redis call
+        would wait for the one in flight (a trial call on a stalled Redis held them all for
+        its timeout). Here the lock covers only the state checks; calls run concurrently."""
         try:
-            return self._breaker.call(getattr(self.client, command), *args, **kwargs)
+            with self._breaker.calling():
+                return getattr(self.client, command)(*args, **kwargs)
         except pybreaker.CircuitBreakerError as exc:
             raise RedisSkipped(f"redis skipped for {self._breaker.reset_timeout} s: {exc}") from exc
 
