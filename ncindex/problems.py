@@ -6,7 +6,8 @@ offending ``field``. Codes: ``invalid_json``, ``invalid_envelope``, ``invalid_fi
 ``payload_too_large``, ``rate_limited``, ``not_found``, ``method_not_allowed``,
 ``backend_unavailable``, ``internal_error``; the HTTP servers' own answers to requests they
 cannot parse (:mod:`ncindex.server_errors`) add ``invalid_http``, ``uri_too_long``,
-``headers_too_large``, ``expectation_failed``, ``not_implemented``.
+``headers_too_large``, ``expectation_failed``, ``not_implemented``,
+``http_version_not_supported``.
 """
 
 from __future__ import annotations

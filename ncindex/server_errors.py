@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import socket
 from http import HTTPStatus
+from urllib.parse import quote, urlsplit
 
 from gunicorn import util as gunicorn_util
 from werkzeug.serving import WSGIRequestHandler
@@ -30,7 +31,7 @@ SERVER_CODES = {
     417: "expectation_failed",
     431: "headers_too_large",
     501: "not_implemented",
-    505: "not_implemented",
+    505: "http_version_not_supported",
 }
 #: ``field`` by status, where the status alone names the offending part of the request.
 _FIELDS = {414: "url", 417: "Expect", 431: "headers"}
@@ -49,10 +50,19 @@ def write_problem(sock: socket.socket, status_int: int, reason: str, mesg: str) 
     Raises ``OSError`` when the client is gone or not reading (gunicorn logs it)."""
     body = server_problem(status_int, mesg or reason)
     head = (
-        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+        f"HTTP/1.1 {status_int} {_phrase(status_int, reason)}\r\nConnection: close\r\n"
         f"Content-Type: {PROBLEM_JSON}\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     gunicorn_util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+def _phrase(status: int, fallback: str) -> str:
+    """The standard reason phrase of ``status`` (gunicorn passes "Bad Request" with its 501),
+    else ``fallback``."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return fallback
 
 
 def install_in_gunicorn() -> None:
@@ -61,24 +71,38 @@ def install_in_gunicorn() -> None:
 
 
 class ProblemRequestHandler(WSGIRequestHandler):
-    """werkzeug's request handler, with ``send_error`` answering problem+json."""
+    """werkzeug's request handler, with ``send_error`` answering problem+json and two more
+    requests refused before the app: HTTP/0.9 (505; ``http.server`` would answer it without a
+    status line) and a request target ``urlsplit`` cannot read, such as ``http://[::1/``
+    (400; werkzeug's ``make_environ`` would raise and drop the connection unanswered)."""
+
+    def parse_request(self) -> bool:
+        """``http.server``'s parsing plus the two refusals above; ``False`` once answered."""
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":
+            self.send_error(505, "HTTP/0.9 is not supported")
+            return False
+        try:
+            urlsplit(self.path)
+        except ValueError as exc:
+            self.path = quote(self.path, safe="/")  # werkzeug's access log splits it too
+            self.send_error(400, f"unreadable request target: {exc}")
+            return False
+        return True
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None):
         """Send ``code`` with a :func:`server_problem` body (``message`` or the status's
         phrase as its detail), always with a status line and headers, and close the
         connection; log it as ``http.server`` does."""
-        if not message:
-            try:
-                message = HTTPStatus(code).phrase
-            except ValueError:
-                message = "error"
+        message = message or _phrase(code, "error")
         self.log_error("code %d, message %s", code, message)
         body = server_problem(code, message)
         # A request line whose version could not be read leaves http.server's default,
         # HTTP/0.9, which would drop the status line and headers: answer with both.
         if self.request_version == "HTTP/0.9":
             self.request_version = "HTTP/1.0"
-        self.send_response(code, message)
+        self.send_response(code, _phrase(code, message))  # the detail goes in the body
         self.send_header("Connection", "close")
         self.send_header("Content-Type", PROBLEM_JSON)
         self.send_header("Content-Length", str(len(body)))

@@ -35,7 +35,7 @@ class Problem(BaseModel):
         "unsupported_operator, unauthenticated, not_found, payload_too_large, rate_limited, "
         "backend_unavailable, internal_error; from the HTTP server, for a request it cannot "
         "parse: invalid_http, uri_too_long, expectation_failed, headers_too_large, "
-        "not_implemented."
+        "not_implemented, http_version_not_supported."
     )
     field: str | None = Field(None, description="The offending input, e.g. `filter.and[0].op`.")
 

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from http import HTTPStatus
 from pathlib import Path
 
 import httpx
@@ -452,15 +453,18 @@ def test_non_ascii_secret_sent_as_utf8_is_accepted_under_gunicorn(served: Served
          "headers"),
         (head(b"Transfer-Encoding: gzip"), 400, "invalid_http", None),
         (head(b"Expect: foo"), 417, "expectation_failed", "Expect"),
+        (head(b"Transfer-Encoding: xchunked"), 501, "not_implemented", None),
     ],
     ids=["request-line", "content-length", "long-url", "many-headers", "transfer-coding",
-         "expect"],
+         "expect", "unknown-coding"],
 )  # fmt: skip
 def test_requests_gunicorn_cannot_parse_get_problem_json(
     served: Served, request_head: bytes, status: int, code: str, field: str | None
 ) -> None:
     answer = exchange(served.port, request_head)
     assert b"\r\ncontent-type: application/problem+json\r\n" in answer.lower(), answer[:300]
+    # the standard reason phrase (gunicorn sends "501 Bad Request")
+    assert answer.startswith(f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n".encode())
     got, problem = problem_of(answer)  # was: gunicorn's HTML page
     assert (got, problem["code"], problem.get("field")) == (status, code, field)
     assert problem["status"] == status and problem["detail"]

@@ -48,9 +48,15 @@ def send(server: BaseWSGIServer, data: bytes) -> bytes:
          "headers"),
         (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", 414, "uri_too_long", "url"),
         (b"GET / HTTP/1.1 extra\r\n\r\n", 400, "invalid_http", None),
-        (b"GET / HTTP/3.0\r\n\r\n", 505, "not_implemented", None),
+        (b"GET / HTTP/3.0\r\n\r\n", 505, "http_version_not_supported", None),
+        # answered by the app, without a status line or headers, before ProblemRequestHandler
+        (b"GET /nope HTTP/0.9\r\n\r\n", 505, "http_version_not_supported", None),
+        (b"GET /nope\r\n\r\n", 505, "http_version_not_supported", None),
+        # werkzeug's make_environ raised ValueError: the connection closed unanswered
+        (b"GET http://[::1/livez HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_http", None),
     ],
-    ids=["long-header", "long-url", "request-line", "version"],
+    ids=["long-header", "long-url", "request-line", "version", "http-0.9", "http-0.9-bare",
+         "ipv6-target"],
 )  # fmt: skip
 def test_unparsable_requests_get_problem_json(
     server: BaseWSGIServer, request_bytes: bytes, status: int, code: str, field: str | None
