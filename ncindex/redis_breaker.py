@@ -6,9 +6,10 @@ their calls fail with a retryable error. Without a breaker each such call waits 
 timeout on a stalled Redis (SIGSTOP, a failover, a full network buffer): one search took
 15–24 s, and each RCP call waited out the 5 s socket timeout before its error.
 :class:`RedisBreaker` opens on the first connection error or timeout (``pybreaker``): for
-:data:`RESET_SECONDS` its calls raise :class:`RedisSkipped` at once, then one trial call
-decides whether it closes again. Its calls time out after :data:`TIMEOUT_SECONDS`, as the rate
-limiter's do (flask-limiter then counts in memory and checks Redis again with a backoff).
+:data:`RESET_SECONDS` its calls raise :class:`RedisSkipped` at once; then calls try Redis
+again (the first to succeed closes it, a failure opens it for another period). Its calls time
+out after :data:`TIMEOUT_SECONDS`, as the rate limiter's do (flask-limiter then counts in
+memory and checks Redis again with a backoff).
 """
 
 from __future__ import annotations

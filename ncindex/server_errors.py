@@ -91,10 +91,10 @@ class ProblemRequestHandler(WSGIRequestHandler):
             return False
         return True
 
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None):
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Send ``code`` with a :func:`server_problem` body (``message`` or the status's
-        phrase as its detail), always with a status line and headers, and close the
-        connection; log it as ``http.server`` does."""
+        phrase as its detail; ``explain``, http.server's long text, is not sent), always with
+        a status line and headers, and close the connection; log it as ``http.server`` does."""
         message = message or _phrase(code, "error")
         self.log_error("code %d, message %s", code, message)
         body = server_problem(code, message)
