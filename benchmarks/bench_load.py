@@ -424,7 +424,6 @@ def main() -> int:
         result["ratios"] = {
             name: ratios(result[name], result["bare"]) for name in ("receiver", "roundtrip")
         }
-        result["ratio"] = result["ratios"]["receiver"]["burst"]
         print(
             json.dumps(
                 {k: result[k] for k in ("bare", "roundtrip", "receiver", "ratios")}, indent=2
@@ -545,7 +544,7 @@ def main() -> int:
     print(render(result))
     r, idx = result["receiver"], result["indexing"]
     ok = (
-        result["ratio"] >= 0.6
+        result["ratios"]["receiver"]["burst"] >= 0.6
         and r["p99_ms"] < 20
         and r["statuses"] == {"202": EVENTS}
         and r["queued"] + r["coalesced"] == EVENTS
@@ -570,7 +569,7 @@ def render(r: dict[str, Any]) -> str:
     rr, rt_r = r["ratios"]["receiver"], r["ratios"]["roundtrip"]
     idx, s = r["indexing"], r["search"]
     one = r["search_single"]
-    ratio_verdict = verdict(r["ratio"] >= 0.6, f"{0.6 - r['ratio']:.3f} short")
+    ratio_verdict = verdict(rr["burst"] >= 0.6, f"{0.6 - rr['burst']:.3f} short")
     p99_verdict = verdict(rc["p99_ms"] < 20, f"{rc['p99_ms'] - 20:.1f} ms over")
     return "\n".join(
         [
@@ -616,7 +615,7 @@ def render(r: dict[str, Any]) -> str:
             f"| bare + one Redis round trip | {rt_r['burst']} | {rt_r['low']} | {rt_r['median']} | "
             f"{rt_r['high']} |",
             "",
-            f"Targets: ratio {r['ratio']} ≥ 0.6 — {ratio_verdict}; receiver p99 "
+            f"Targets: ratio {rr['burst']} ≥ 0.6 — {ratio_verdict}; receiver p99 "
             f"{rc['p99_ms']} ms < 20 ms — {p99_verdict} (bare endpoint p99 {b['p99_ms']} ms). "
             f"Every delivery answered 202 and counted: {rc['queued']:,} queued + "
             f"{rc['coalesced']:,} coalesced = {rc['queued'] + rc['coalesced']:,}. The ratio "

@@ -51,8 +51,8 @@ class Services:
 
     @cached_property
     def redis_breaker(self) -> RedisBreaker:
-        """Redis for calls a request can do without: short timeouts behind a circuit
-        breaker."""
+        """Redis for the search API's calls (login cache, exemption, RCP sessions): short
+        timeouts behind a circuit breaker, so a stalled Redis fails them fast."""
         return RedisBreaker(self.settings.redis_url)
 
     @cached_property

@@ -5,9 +5,10 @@ werkzeug's development server (``http.server``'s ``send_error``, under ``make ru
 themselves, with an HTML page. Here both answer with a problem document instead, same status,
 ``code`` from :data:`SERVER_CODES` and the server's own message as ``detail``:
 
-* gunicorn: :func:`write_problem` replaces ``gunicorn.util.write_error`` (gunicorn ≥ 21 calls
-  it as ``util.write_error(sock, status_int, reason, mesg)`` from ``handle_error``; there is no
-  setting for the error format). ``deploy/gunicorn.conf.py`` installs it.
+* gunicorn: :func:`write_problem` replaces ``gunicorn.util.write_error`` (gunicorn 27.0, the
+  version installed here, calls it as ``util.write_error(sock, status_int, reason, mesg)``
+  from ``Worker.handle_error``; there is no setting for the error format).
+  ``deploy/gunicorn.conf.py`` installs it.
 * werkzeug: :class:`ProblemRequestHandler` is the embedded server's request handler.
 """
 

@@ -170,7 +170,7 @@ def test_a_stalled_redis_is_skipped_after_its_first_timeout(
         private_redis.process.send_signal(signal.SIGCONT)
     # each stalled search asked Nextcloud for the login instead (fail-open)
     assert logins() == 4
-    time.sleep(1.2)  # past reset_seconds: one trial call closes the breaker again
+    time.sleep(1.2)  # past reset_seconds: the next call to succeed closes the breaker again
     assert stack.search.post("/v1/search", json=search, auth=auth).status_code == 200
     assert not breaker.open
 
@@ -199,6 +199,6 @@ def test_rcp_sessions_on_a_stalled_redis_fail_fast_and_retryable(
         assert breaker.open  # opened by the first timeout: the others did not wait for theirs
     finally:
         private_redis.process.send_signal(signal.SIGCONT)
-    time.sleep(1.2)  # past reset_seconds: one trial call closes the breaker again
+    time.sleep(1.2)  # past reset_seconds: the next call to succeed closes the breaker again
     assert "result" in rpc("retrieve", session).get_json()  # the session outlived the stall
     assert not breaker.open
