@@ -1,6 +1,6 @@
 """The fan-out task: a worker sends the tasks of a large envelope's actions.
 
-The receiver hands an envelope of more than :data:`ncindex.queueing.FAN_OUT` actions (a tag
+The receiver hands an envelope of more than :data:`ncindex.ingest.queueing.FAN_OUT` actions (a tag
 event on thousands of files) to ``ncindex.send_actions`` tasks of that many each, so that it
 answers Nextcloud in time; each task sends its part's tasks with the receiver's debounce, as
 the receiver would have.
@@ -13,8 +13,8 @@ from typing import Any
 import structlog
 from celery import Task, shared_task
 
-from ncindex.events import Action
-from ncindex.queueing import FAN_OUT_TASK, send_actions
+from ncindex.ingest.events import Action
+from ncindex.ingest.queueing import FAN_OUT_TASK, send_actions
 from workers.tasks import RETRY
 
 log = structlog.get_logger(__name__)
@@ -27,7 +27,7 @@ def send_actions_task(
     countdown: float | None,
     key_seconds: float | None,
 ) -> dict[str, int]:
-    """Send ``actions`` (``dataclasses.asdict`` of :class:`~ncindex.events.Action`, at most
+    """Send ``actions`` (``dataclasses.asdict`` of :class:`~ncindex.ingest.events.Action`, at most
     ``FAN_OUT``) with ``countdown`` and debounce keys living ``key_seconds`` (seconds; ``None``:
     no debounce). Returns ``{"queued": n, "coalesced": m}``; a broker or Redis failure is
     retried (``BrokerUnavailable`` is transient), which may send a part twice (idempotent)."""

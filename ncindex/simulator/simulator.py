@@ -1,0 +1,536 @@
+"""The Nextcloud simulator: state, Python helpers for tests, and the WSGI entry point.
+
+One :class:`NextcloudSimulator` holds everything (users, files, shares, trash, notes metadata,
+webhook registrations, Deck, News) behind one re-entrant lock, and is itself a WSGI app that
+answers in Nextcloud's real formats. Serve it over HTTP with
+:func:`ncindex.simulator.server.serve_simulator`.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ncindex.simulator.deck import DeckState
+from ncindex.simulator.events import build_envelope, compatible_events
+from ncindex.simulator.faults import FaultInjector
+from ncindex.simulator.news import NewsState
+from ncindex.simulator.state import FileTree, Node, NotFoundError, norm_path
+from ncindex.simulator.systemtags import SystemTagStore
+from ncindex.simulator.webhooks import Delivery, DeliveryEngine, WebhookRegistry
+
+__all__ = ["NextcloudSimulator"]
+
+
+class NextcloudSimulator:
+    """An in-memory Nextcloud with webhooks, served as a WSGI app.
+
+    ``delivery_delay`` is a ``(min, max)`` range in seconds for webhook deliveries; ``drop_rate``
+    (0–1) silently drops that share of deliveries; ``reorder`` shuffles deliveries due together;
+    ``seed`` makes ids, etags, delays and drops reproducible. ``deck_webhooks`` switches on the
+    Deck ≥ 1.18 behaviour (card events are webhook-compatible). ``clock`` returns Unix seconds.
+    ``allow_local_remote_servers`` mirrors the ``config.php`` switch (default on, so webhooks to
+    127.0.0.1 work in tests).
+    """
+
+    def __init__(
+        self,
+        delivery_delay: tuple[float, float] = (0.0, 0.0),
+        drop_rate: float = 0.0,
+        reorder: bool = False,
+        seed: int = 0,
+        *,
+        deck_webhooks: bool = False,
+        clock: Callable[[], float] = time.time,
+        version: str = "33.0.2",
+        allow_local_remote_servers: bool = True,
+        delivery_timeout: float = 30.0,
+        delivery_workers: int = 4,
+        instance_id: str = "ocsim0a1b2c3",
+    ) -> None:
+        self.lock = threading.RLock()
+        self.clock = clock
+        self.version = version
+        self.instance_id = instance_id
+        self.deck_webhooks = deck_webhooks
+        self.tree = FileTree(self._dispatch, clock=clock, seed=seed)
+        self.registry = WebhookRegistry(lambda: compatible_events(self.deck_webhooks), seed=seed)
+        self.engine = DeliveryEngine(
+            self.registry,
+            delay=delivery_delay,
+            drop_rate=drop_rate,
+            reorder=reorder,
+            seed=seed,
+            timeout=delivery_timeout,
+            workers=delivery_workers,
+            user_agent=f"Nextcloud-Server-Crawler/{version}",
+            allow_local=allow_local_remote_servers,
+        )
+        self.faults = FaultInjector()
+        self.tags = SystemTagStore(self)
+        self.deck = DeckState(self)
+        self.news = NewsState(self)
+        self.events: list[dict[str, Any]] = []
+        self._requests: Counter[tuple[str, str]] = Counter()
+        self.request_log: deque[tuple[str, str, int]] = deque(maxlen=20000)
+        # per-app state, filled by the API modules
+        self.notes_settings: dict[str, dict[str, str]] = {}
+        self.notes_meta: dict[str, dict[int, dict[str, Any]]] = {}
+        self.app_state: dict[str, Any] = {}
+        self._app: Callable[..., Iterable[bytes]] | None = None
+
+    # ------------------------------------------------------------------ events
+
+    def _dispatch(self, event_class: str, payload: dict[str, Any], actor: str | None) -> None:
+        """Build the envelope snapshot of one event and queue it for matching registrations."""
+        user = None
+        if actor is not None and actor in self.tree.users:
+            user = {"uid": actor, "displayName": self.tree.users[actor].display_name}
+        envelope = build_envelope(event_class, copy.deepcopy(payload), user, self.tree.now())
+        self.events.append(envelope)
+        for reg in self.registry.matching(envelope):
+            self.engine.enqueue(reg.id, copy.deepcopy(envelope))
+
+    def dispatch_event(self, event_class: str, payload: dict[str, Any], actor: str | None) -> None:
+        """Dispatch a non-file event (tags, Deck); ``actor`` uid or None (no session)."""
+        with self.lock:
+            self._dispatch(event_class, payload, actor)
+
+    # ------------------------------------------------------------------ users
+
+    def add_user(
+        self,
+        uid: str,
+        password: str,
+        display_name: str | None = None,
+        admin: bool = False,
+        email: str | None = None,
+    ) -> None:
+        """Create a user whose app password is ``password`` (Basic auth everywhere)."""
+        with self.lock:
+            self.tree.add_user(uid, password, display_name, admin, email)
+
+    def add_app_password(self, uid: str, password: str) -> None:
+        """Give an existing user one more valid app password."""
+        with self.lock:
+            self.tree.user(uid).passwords.add(password)
+
+    def check_password(self, uid: str, password: str) -> bool:
+        """True when ``password`` is an app password of ``uid``."""
+        with self.lock:
+            user = self.tree.users.get(uid)
+            return user is not None and password in user.passwords
+
+    # ------------------------------------------------------------------ files
+
+    def put_file(
+        self,
+        user: str,
+        path: str,
+        data: bytes | str,
+        mtime: int | None = None,
+        *,
+        session: bool = True,
+    ) -> int:
+        """Create or overwrite a file (parents created); returns the file id.
+
+        ``mtime`` Unix seconds (default now). New file ⇒ NodeCreated + NodeWritten (plus the
+        Before* events); overwrite ⇒ NodeWritten. ``session=False`` sends ``"user": null`` like
+        a cron/scan change.
+        """
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        with self.lock:
+            node, _ = self.tree.put_file(user, path, raw, mtime=mtime, session=session)
+            return node.id
+
+    def mkdir(self, user: str, path: str, *, session: bool = True) -> int:
+        """Create a folder and missing parents (NodeCreated each); returns the folder id."""
+        with self.lock:
+            node, _ = self.tree.mkdir(user, path, parents=True, session=session)
+            return node.id
+
+    def delete(self, user: str, path: str, *, session: bool = True) -> None:
+        """Delete a file or folder to the trash: BeforeNodeDeleted + NodeDeleted, once."""
+        with self.lock:
+            self.tree.delete(user, path, session=session)
+
+    def move(self, user: str, src: str, dst: str, *, session: bool = True) -> int:
+        """Rename/move a file or folder (ids kept, parents created); one NodeRenamed; id."""
+        with self.lock:
+            node, _ = self.tree.move(user, src, dst, session=session)
+            return node.id
+
+    def copy(self, user: str, src: str, dst: str, *, session: bool = True) -> int:
+        """Copy a file or folder (new ids); one NodeCopied; returns the new id."""
+        with self.lock:
+            node, _ = self.tree.copy(user, src, dst, session=session)
+            return node.id
+
+    def touch(self, user: str, path: str, mtime: int) -> None:
+        """Set the mtime (Unix seconds) of a node without an event."""
+        with self.lock:
+            self.tree.touch(user, path, mtime)
+
+    def share(
+        self,
+        owner: str,
+        path: str,
+        sharee: str,
+        mount_path: str | None = None,
+        *,
+        readonly: bool = False,
+    ) -> str:
+        """Share a file or folder with ``sharee`` (same ids); no event. Returns the mount path."""
+        with self.lock:
+            return self.tree.share(owner, path, sharee, mount_path, readonly=readonly).mount_path
+
+    def unshare(self, owner: str, path: str, sharee: str) -> bool:
+        """Remove a share; no event. True when a share was removed."""
+        with self.lock:
+            return self.tree.unshare(owner, path, sharee)
+
+    def block_access(self, user: str, path: str, blocked: bool = True) -> None:
+        """Add (or, with ``blocked`` false, lift) an admin's files_accesscontrol rule that
+        blocks the node at ``path`` in ``user``'s view, and all below it, for everyone: it is
+        still listed, with ``oc:permissions`` lacking ``G`` (read) and the write letters, and a
+        GET answers 403 ``Access denied``. No event fires, and etags do not change."""
+        with self.lock:
+            node = self.tree.resolve(user, path)
+            if node is None:
+                raise NotFoundError(f"File with name {norm_path(path)} could not be located")
+            if blocked:
+                self.tree.blocked.add(node.id)
+            else:
+                self.tree.blocked.discard(node.id)
+
+    def file_id(self, user: str, path: str) -> int | None:
+        """File id of the node at ``path`` in ``user``'s view, or None."""
+        with self.lock:
+            node = self.tree.resolve(user, path)
+            return None if node is None else node.id
+
+    def path_of(self, user: str, file_id: int) -> str | None:
+        """Path of ``file_id`` in ``user``'s view (``/Notes/x.md``), or None if not visible."""
+        with self.lock:
+            node = self.tree.nodes.get(int(file_id))
+            return None if node is None else self.tree.view_path(user, node)
+
+    def read(self, user: str, path: str) -> bytes:
+        """Content of a file in ``user``'s view; ``NotFoundError`` if missing or a folder."""
+        with self.lock:
+            node = self.tree.resolve(user, path)
+            if node is None or node.is_dir:
+                raise NotFoundError(f"File with name {norm_path(path)} could not be located")
+            return node.content
+
+    def node(self, user: str, path: str) -> Node | None:
+        """The live node at ``path`` in ``user``'s view (for white-box tests), or None."""
+        with self.lock:
+            return self.tree.resolve(user, path)
+
+    def visible_files(self, user: str) -> dict[int, str]:
+        """Ground truth: file id → path of every file (not folder) ``user`` can see."""
+        with self.lock:
+            return self.tree.visible_files(user)
+
+    def set_favorite(self, user: str, path: str, favorite: bool = True) -> None:
+        """Mark a node as favorite of ``user`` (``oc:favorite``, note ``favorite``); no event."""
+        with self.lock:
+            node = self.tree.resolve(user, path)
+            if node is None:
+                raise NotFoundError(f"File with name {norm_path(path)} could not be located")
+            if favorite:
+                node.favorite_of.add(user)
+            else:
+                node.favorite_of.discard(user)
+
+    # ------------------------------------------------------------------ system tags
+
+    def create_tag(
+        self,
+        name: str,
+        *,
+        user_visible: bool = True,
+        user_assignable: bool = True,
+        color: str = "",
+    ) -> int:
+        """Create a collaborative tag; returns its id (``ValueError`` if it exists)."""
+        with self.lock:
+            return self.tags.create(
+                name, user_visible=user_visible, user_assignable=user_assignable, color=color
+            ).id
+
+    def assign_tag(self, user: str, path: str, tag_id: int, *, session: bool = True) -> bool:
+        """Tag the node at ``path`` (TagAssignedEvent); True when newly assigned."""
+        with self.lock:
+            node = self._node(user, path)
+            return self.tags.assign(user, node, tag_id, session=session)
+
+    def unassign_tag(self, user: str, path: str, tag_id: int, *, session: bool = True) -> bool:
+        """Untag the node at ``path`` (TagUnassignedEvent); True when it was tagged."""
+        with self.lock:
+            node = self._node(user, path)
+            return self.tags.unassign(user, node, tag_id, session=session)
+
+    def tags_of(self, user: str, path: str) -> list[str]:
+        """Names of the tags on ``path`` that ``user`` can see, natural-sorted."""
+        with self.lock:
+            return [t.name for t in self.tags.tags_of(user, self._node(user, path))]
+
+    def _node(self, user: str, path: str) -> Node:
+        node = self.tree.resolve(user, path)
+        if node is None:
+            raise NotFoundError(
+                f"File with name {norm_path(path).lstrip('/')} could not be located"
+            )
+        return node
+
+    # ------------------------------------------------------------------ Deck
+
+    def deck_create_board(self, owner: str, title: str, color: str = "0082c9") -> int:
+        """Create a Deck board owned by ``owner``; returns the board id."""
+        with self.lock:
+            return self.deck.create_board(owner, title, color).id
+
+    def deck_create_stack(self, user: str, board_id: int, title: str, order: int = 0) -> int:
+        """Create a stack on a board; returns the stack id."""
+        with self.lock:
+            return self.deck.create_stack(user, board_id, title, order).id
+
+    def deck_create_card(
+        self,
+        user: str,
+        stack_id: int,
+        title: str,
+        description: str = "",
+        *,
+        order: int = 0,
+        duedate: int | None = None,
+    ) -> int:
+        """Create a card (CardCreatedEvent when ``deck_webhooks``); ``duedate`` Unix s; id."""
+        with self.lock:
+            return self.deck.create_card(
+                user, stack_id, title, description=description, order=order, duedate=duedate
+            ).id
+
+    def deck_update_card(self, user: str, card_id: int, **fields: Any) -> None:
+        """Update card fields (``title description order duedate archived done stack_id``);
+        CardUpdatedEvent when ``deck_webhooks``."""
+        with self.lock:
+            self.deck.update_card(user, card_id, **fields)
+
+    def deck_archive_card(self, user: str, card_id: int, archived: bool = True) -> None:
+        """Archive or unarchive a card (CardUpdatedEvent when ``deck_webhooks``)."""
+        with self.lock:
+            self.deck.update_card(user, card_id, archived=archived)
+
+    def deck_delete_card(self, user: str, card_id: int) -> None:
+        """Soft-delete a card (CardDeletedEvent when ``deck_webhooks``)."""
+        with self.lock:
+            self.deck.delete_card(user, card_id)
+
+    def deck_share_board(
+        self,
+        owner: str,
+        board_id: int,
+        user: str,
+        *,
+        edit: bool = True,
+        share: bool = False,
+        manage: bool = False,
+    ) -> None:
+        """Share a board with ``user`` (ACL entry)."""
+        with self.lock:
+            self.deck.share_board(owner, board_id, user, edit=edit, share=share, manage=manage)
+
+    def deck_unshare_board(self, owner: str, board_id: int, user: str) -> bool:
+        """Remove ``user``'s access to a board; True if they had it."""
+        with self.lock:
+            return self.deck.unshare_board(owner, board_id, user)
+
+    def deck_delete_board(self, user: str, board_id: int) -> None:
+        """Soft-delete a board."""
+        with self.lock:
+            self.deck.delete_board(user, board_id)
+
+    # ------------------------------------------------------------------ News
+
+    def news_add_folder(self, user: str, name: str) -> int:
+        """Create a News folder; returns its id."""
+        with self.lock:
+            return self.news.add_folder(user, name).id
+
+    def news_add_feed(self, user: str, url: str, title: str, folder_id: int | None = None) -> int:
+        """Subscribe ``user`` to a feed; returns the feed id."""
+        with self.lock:
+            return self.news.add_feed(user, url, title, folder_id).id
+
+    def news_add_item(
+        self,
+        user: str,
+        feed_id: int,
+        title: str,
+        body: str,
+        *,
+        url: str | None = None,
+        guid: str | None = None,
+        author: str = "",
+        pub_date: int | None = None,
+    ) -> int:
+        """Add an item (HTML ``body``, ``pub_date`` Unix s) to a feed; returns the item id."""
+        with self.lock:
+            return self.news.add_item(
+                user, feed_id, title, body, url=url, guid=guid, author=author, pub_date=pub_date
+            ).id
+
+    def news_mark_read(self, user: str, item_id: int, read: bool = True) -> None:
+        """Mark an item read/unread (bumps its ``lastModified``)."""
+        with self.lock:
+            self.news.set_flag(user, item_id, unread=not read)
+
+    def news_star(self, user: str, item_id: int, starred: bool = True) -> None:
+        """Star/unstar an item (bumps its ``lastModified``)."""
+        with self.lock:
+            self.news.set_flag(user, item_id, starred=starred)
+
+    def news_delete_feed(self, user: str, feed_id: int) -> None:
+        """Soft-delete a feed: it and its items disappear from the API."""
+        with self.lock:
+            feed = self.news.feeds[feed_id]
+            if feed.user != user:
+                raise KeyError(feed_id)
+            feed.deleted_at = self.tree.now()
+
+    def news_purge_item(self, user: str, item_id: int) -> None:
+        """Remove an item silently (like News' auto-purge)."""
+        with self.lock:
+            item = self.news.items.get(item_id)
+            if item is None or item.user != user:
+                raise KeyError(item_id)
+            del self.news.items[item_id]
+
+    # ------------------------------------------------------------------ trash
+
+    def trash(self, user: str) -> list[dict[str, Any]]:
+        """Trash of ``user``: dicts ``id``, ``name`` (``x.d<ts>``), ``original_path``,
+        ``deleted_at`` (Unix seconds)."""
+        with self.lock:
+            return [
+                {
+                    "id": item.node.id,
+                    "name": item.trash_name,
+                    "original_path": item.original_path,
+                    "deleted_at": item.deleted_at,
+                }
+                for item in self.tree.trash_items(user)
+            ]
+
+    def restore(self, user: str, ref: int | str, *, session: bool = True) -> int:
+        """Restore a trashed node by id or trash name (NodeRestoredEvent); returns its id."""
+        with self.lock:
+            return self.tree.restore(user, ref, session=session).id
+
+    def empty_trash(self, user: str) -> int:
+        """Purge ``user``'s trash without events; returns the number of items purged."""
+        with self.lock:
+            return self.tree.empty_trash(user)
+
+    # ------------------------------------------------------------------ webhooks
+
+    def register_webhook(self, user: str | None = "admin", **params: Any) -> dict[str, Any]:
+        """Register a webhook directly (OCS parameter names); returns the WebhookInfo dict."""
+        return self.registry.create(user, params).to_json()
+
+    def flush_deliveries(self, timeout: float = 10.0, *, fast_forward: bool = False) -> int:
+        """Block until every queued delivery was attempted; returns how many were attempted.
+
+        ``fast_forward`` skips remaining delays. ``TimeoutError`` after ``timeout`` seconds.
+        """
+        return self.engine.flush(timeout, fast_forward=fast_forward)
+
+    @property
+    def deliveries(self) -> list[Delivery]:
+        """Attempted deliveries, in attempt order: ``(registration id, url, status, envelope)``."""
+        return list(self.engine.deliveries)
+
+    @property
+    def dropped_deliveries(self) -> list[tuple[int, dict[str, Any]]]:
+        """Deliveries dropped by ``drop_rate``: ``(registration id, envelope)``."""
+        return list(self.engine.dropped)
+
+    @property
+    def drop_rate(self) -> float:
+        """Share (0–1) of deliveries dropped silently; settable at any time."""
+        return self.engine.drop_rate
+
+    @drop_rate.setter
+    def drop_rate(self, value: float) -> None:
+        self.engine.drop_rate = float(value)
+
+    @property
+    def delivery_delay(self) -> tuple[float, float]:
+        """``(min, max)`` delivery delay in seconds; settable at any time."""
+        return self.engine.delay
+
+    @delivery_delay.setter
+    def delivery_delay(self, value: tuple[float, float]) -> None:
+        self.engine.delay = (float(value[0]), float(value[1]))
+
+    @property
+    def reorder(self) -> bool:
+        """Whether deliveries due together are shuffled; settable."""
+        return self.engine.reorder
+
+    @reorder.setter
+    def reorder(self, value: bool) -> None:
+        self.engine.reorder = bool(value)
+
+    # ------------------------------------------------------------------ request counting
+
+    def count_request(self, method: str, family: str, path: str, status: int) -> None:
+        """Record one HTTP request (called by the WSGI app)."""
+        with self.lock:
+            self._requests[(method.upper(), family)] += 1
+            self.request_log.append((method.upper(), path, status))
+
+    def request_count(self, family: str | None = None, method: str | None = None) -> int:
+        """Requests served, optionally only of a family (``webdav``, ``dav-search``, ``ocs``,
+        ``notes``, ``deck``, ``news``, ``systemtags``, ``status``) and/or a method."""
+        with self.lock:
+            return sum(
+                n
+                for (m, f), n in self._requests.items()
+                if (family is None or f == family) and (method is None or m == method.upper())
+            )
+
+    @property
+    def requests(self) -> dict[tuple[str, str], int]:
+        """Snapshot of request counts keyed by ``(METHOD, family)``."""
+        with self.lock:
+            return dict(self._requests)
+
+    def reset_request_counts(self) -> None:
+        """Zero the request counters and the request log."""
+        with self.lock:
+            self._requests.clear()
+            self.request_log.clear()
+
+    # ------------------------------------------------------------------ WSGI
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        """WSGI entry point."""
+        if self._app is None:
+            from ncindex.simulator.app import SimulatorApp
+
+            self._app = SimulatorApp(self)
+        return self._app(environ, start_response)
+
+    def close(self) -> None:
+        """Stop the delivery threads (queued deliveries are dropped)."""
+        self.engine.close()
