@@ -66,7 +66,7 @@ def models(settings: Settings) -> None:
 def up(settings: Settings, no_sample: bool) -> None:
     """Run everything in one process on the embedded engine (see README)."""
     from allinone import embedded
-    from ncindex.ingest.queueing import RedisTooOld
+    from ncindex.errors import RedisTooOld
 
     try:
         running = embedded.start(settings, load_sample=not no_sample)
@@ -289,11 +289,11 @@ def reconcile(
     Runs the scan code of the ``ncindex.reconcile_scan`` task in this process. A dry run
     (the default) enqueues nothing and leaves the stored scan state alone.
     """
-    from ncindex.errors import StoreUnavailable
+    from ncindex.errors import StoreUnavailable, UnsupportedDocType
     from ncindex.index.indexing import Indexer
     from ncindex.ingest.queueing import celery_app
     from ncindex.runtime import Services
-    from ncindex.sync.reconcile import Reconciler, UnsupportedDocType, scan_types
+    from ncindex.sync.reconcile import Reconciler, scan_types
 
     services = Services(settings)
     unknown = [u for u in users if u not in settings.accounts]
@@ -314,7 +314,7 @@ def reconcile(
                 try:
                     report = reconciler.scan(user, doc_type, apply=apply)
                 except UnsupportedDocType as exc:
-                    click.echo(f"{doc_type}: {exc}", err=True)
+                    click.echo(f"{doc_type}: {exc.detail}", err=True)
                     break
                 failed |= report.error is not None
                 if as_json:
@@ -368,7 +368,7 @@ def status(settings: Settings, as_json: bool) -> None:
         settings.redis_url, socket_timeout=5, socket_connect_timeout=2
     )
     try:
-        data = collect_status(client)
+        data = collect_status(client, settings.names)
     except redis_lib.RedisError as exc:
         raise click.ClickException(f"Redis at {settings.redis_url}: {exc}") from exc
     if as_json:
@@ -426,14 +426,10 @@ def reindex(
     back. --finish drops the second model. Compare models first with `ncindex eval DIR
     --model A --model B`.
     """
+    from ncindex import names
+    from ncindex.errors import ReindexError
     from ncindex.index.indexing import Indexer
-    from ncindex.index.reindex import (
-        QUEUE,
-        Reindexer,
-        ReindexError,
-        progress,
-        require_model_files,
-    )
+    from ncindex.index.reindex import Reindexer, progress, require_model_files
     from ncindex.ingest.queueing import PUBLISH_RETRY, celery_app
     from ncindex.runtime import Services
     from ncindex.store import model_slug
@@ -454,12 +450,12 @@ def reindex(
         if model is not None or finish:
             before = progress(services).get("seq")
             task, kwargs = (
-                ("ncindex.reindex_model", {"model": model})
+                (names.REINDEX_MODEL, {"model": model})
                 if model is not None
-                else ("ncindex.reindex_finish", {})
+                else (names.REINDEX_FINISH, {})
             )
             celery_app(settings).send_task(
-                task, kwargs=kwargs, queue=QUEUE, retry_policy=PUBLISH_RETRY
+                task, kwargs=kwargs, queue=names.INDEX, retry_policy=PUBLISH_RETRY
             )
             click.echo(f"queued {task} {kwargs or ''}".rstrip())
             if wait_seconds is not None:

@@ -41,6 +41,9 @@ from workers.celery_app import create_celery
 
 log = structlog.get_logger(__name__)
 
+#: The namespace of ``ncindex up`` when ``NCINDEX_NAMESPACE`` is not set.
+NAMESPACE = "ncindex-up"
+
 
 def start_worker(
     celery: Celery, concurrency: int = 2, *, restart_after: float = 5.0
@@ -123,7 +126,13 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     corpus is written into it after the webhooks are registered, so its deliveries index it in
     the background. Raises ``queueing.RedisTooOld`` when the Redis it would use is older than
     7.0.
+
+    Unless ``NCINDEX_NAMESPACE`` is set, its Redis keys are under :data:`NAMESPACE` rather than
+    the default namespace, so a ``make run`` against a shared Redis never takes a distributed
+    deployment's tasks or locks (nor the other way round).
     """
+    if "namespace" not in settings.model_fields_set:
+        settings = settings.model_copy(update={"namespace": NAMESPACE})
     private_redis = None
     if not reachable(settings.redis_url):
         private_redis = start_redis()
@@ -191,7 +200,12 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     # One reconcile pass now: it catches up on what changed while ncindex was down and, for
     # the sample, gives bob the folder alice shares with him (share changes fire no webhook).
     queued = request_scans(
-        celery, services.redis, list(settings.accounts), scan_types(), pending_seconds=60
+        celery,
+        services.redis,
+        list(settings.accounts),
+        scan_types(),
+        pending_seconds=60,
+        keys=settings.names,
     )
     log.info("reconcile_requested", scans=queued)
     return embedded

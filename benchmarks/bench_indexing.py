@@ -47,8 +47,9 @@ from werkzeug.serving import make_server
 
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import install_models
-from ncindex.ingest.queueing import DEBOUNCE_PREFIX, QUEUES, celery_app
+from ncindex.ingest.queueing import celery_app
 from ncindex.ingest.registration import register
+from ncindex.names import QUEUES, Names
 from ncindex.redis_server import start_redis
 from ncindex.runtime import Services
 from ncindex.settings import Settings
@@ -81,7 +82,7 @@ def settled(client: redis.Redis) -> bool:
     """Nothing queued, reserved by a worker (unacked) or waiting in a debounce window."""
     if any(client.llen(q) for q in QUEUES) or client.hlen("unacked"):
         return False
-    return not any(True for _ in client.scan_iter(f"{DEBOUNCE_PREFIX}*", count=1000))
+    return not any(True for _ in client.scan_iter(f"{Names().debounce_prefix}*", count=1000))
 
 
 def peak_rss_mb(pid: int) -> float:

@@ -65,7 +65,7 @@ def on_starting(server):
 def post_worker_init(worker):
     """Serve the queue-depth and index-lag gauges from this worker's ``/metrics``; then move
     everything loaded so far out of the garbage collector's generations (``gc.freeze``)."""
-    telemetry.register_queue_metrics(_settings.redis_url)
+    telemetry.register_queue_metrics(_settings.redis_url, _settings.names)
     gc.collect()
     gc.freeze()
 

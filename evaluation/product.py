@@ -24,7 +24,6 @@ from typing import Any
 import httpx
 import structlog
 from pydantic import SecretStr
-from qdrant_client import models
 from werkzeug.serving import make_server
 
 from evaluation.beir import BeirDataset, note_content
@@ -34,6 +33,7 @@ from evaluation.modes import MODES
 from ncindex.documents import DocType
 from ncindex.embedding.embedder import Embedder
 from ncindex.settings import Settings
+from ncindex.store.queries import first_chunks
 
 log = structlog.get_logger(__name__)
 
@@ -176,10 +176,7 @@ class ProductHarness:
 
     def indexed(self) -> int:
         """Documents in the index (points with ``chunk_index`` 0)."""
-        flt = models.Filter(
-            must=[models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0))]
-        )
-        return self.services.store.count(flt)
+        return self.services.store.count(first_chunks())
 
     def wait_indexed(
         self,

@@ -1,29 +1,54 @@
-"""The exceptions ncindex raises, in one tree.
+"""Every exception ncindex raises, in two trees.
 
-::
+Failures of the work (Nextcloud, the store, Redis, a document)::
 
     NcindexError
     ├── TransientError            retry with backoff (Celery ``autoretry_for`` names this class)
     │   ├── NextcloudUnavailable  Nextcloud timed out, refused, or answered 5xx / 423 / 429
-    │   └── StoreUnavailable      the vector store could not be reached or failed
-    └── PermanentError            retrying cannot help
-        ├── NextcloudAuthError    Nextcloud answered 401 (bad or revoked app password)
-        ├── NotFound              the document is gone or the user cannot see it (404; Deck: 403)
-        ├── NextcloudProtocolError Nextcloud answered something that is not its documented format
-        │   └── Forbidden         Nextcloud answered 403 (where the caller did not ask for NotFound)
-        ├── ExtractionError       a document's bytes could not be turned into text
-        └── TooLarge              a document exceeds a configured size bound
+    │   ├── StoreUnavailable      the vector store could not be reached or failed
+    │   ├── BrokerUnavailable     Redis or the broker did not take a task (nothing acknowledged)
+    │   ├── SearchUnavailable     the query could not be embedded at all
+    │   ├── LockBusy              another task holds the document's lock
+    │   └── StaleEntry            a download does not match the entry it was looked up by
+    ├── PermanentError            retrying cannot help
+    │   ├── NextcloudAuthError    Nextcloud answered 401 (bad or revoked app password)
+    │   ├── Unauthenticated       a caller sent no usable credentials, or Nextcloud refused them
+    │   ├── Forbidden             Nextcloud answered 403: valid credentials, access refused
+    │   ├── NotFound              the document is gone or the user cannot see it (404; Deck: 403)
+    │   ├── ArchivedCard          a Deck card that exists but is archived (not indexed)
+    │   ├── DocumentNotFound      the index holds no such document the caller can read
+    │   ├── NextcloudProtocolError Nextcloud answered something that is not its documented format
+    │   ├── ExtractionError       a document's bytes could not be turned into text
+    │   ├── TooLarge              a document exceeds a configured size bound
+    │   ├── ModelError            the offline models cannot be installed or loaded
+    │   ├── ReindexError          a model-change step does not apply to the current pointers
+    │   └── RedisTooOld           the Redis found is older than 7.0
+    └── RpcError                  an RCP/1 error answer (``code``, ``message``, ``data``)
 
-Third-party exceptions (httpx, qdrant-client, redis) are translated at the boundary where
-they are caught (``ncindex.nextcloud.http``, ``ncindex.store``); nothing above that layer
-sees them.
+Bad input from a caller (a webhook delivery, a search, a command line) — the second root,
+a ``ValueError``, each with a machine-readable ``code`` and the offending ``field``::
+
+    InputError
+    ├── EnvelopeError             a webhook body not shaped as Nextcloud's (code invalid_envelope)
+    ├── FilterError               a search filter or filter parameter that cannot be used
+    ├── ChunkOutOfRange           a context request past a document's last chunk
+    └── UnsupportedDocType        a scan asked for a doc type that has no scanner
+
+Third-party exceptions (httpx, qdrant-client, redis) are translated at the boundary where they
+are caught (:mod:`ncindex.nextcloud.client`, :mod:`ncindex.store`); nothing above that layer
+sees them — except ``redis.RedisError``, which the Redis callers handle themselves, and its
+subclass :class:`~ncindex.redis_breaker.RedisSkipped` (a call the open circuit breaker did not
+make), which is one so that they need no second ``except``. The HTTP answer of each of these
+classes is one table, :data:`ncindex.web.problems.PROBLEMS`.
 """
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 
 class NcindexError(Exception):
-    """Base of every ncindex exception."""
+    """Base of every ncindex exception other than :class:`InputError`."""
 
 
 class TransientError(NcindexError):
@@ -32,6 +57,9 @@ class TransientError(NcindexError):
 
 class PermanentError(NcindexError):
     """Raised when an operation cannot succeed by being retried."""
+
+
+# --- transient -----------------------------------------------------------------------------
 
 
 class NextcloudUnavailable(TransientError):
@@ -43,20 +71,55 @@ class StoreUnavailable(TransientError):
     """Raised when the vector store cannot be reached or fails an operation."""
 
 
+class BrokerUnavailable(TransientError):
+    """Raised when the broker or Redis did not take a task; nothing was acknowledged."""
+
+
+class SearchUnavailable(TransientError):
+    """Raised when the query cannot be embedded at all (both halves, or the one asked for)."""
+
+
+class LockBusy(TransientError):
+    """Raised when another task holds a document's lock; the task retries later."""
+
+
+class StaleEntry(TransientError):
+    """Raised when a file's download does not match the entry it was looked up by (a body
+    of another length than the entry's size, or a 404 for a file that moved meanwhile); the
+    task retries and looks the file up again."""
+
+
+# --- permanent -----------------------------------------------------------------------------
+
+
 class NextcloudAuthError(PermanentError):
-    """Raised when Nextcloud rejects the credentials (HTTP 401)."""
+    """Raised when Nextcloud rejects the configured credentials (HTTP 401)."""
+
+
+class Unauthenticated(PermanentError):
+    """Raised when a caller's ``Authorization`` header is missing, malformed, or not
+    confirmed by Nextcloud (answered 401 to the search API, ``-32001`` over RCP)."""
+
+
+class Forbidden(PermanentError):
+    """Raised when Nextcloud answers 403: the credentials are valid, the user may not do this
+    (an access-control rule; where a 403 means "not yours", callers ask for :class:`NotFound`)."""
 
 
 class NotFound(PermanentError):
     """Raised when a document does not exist or the user cannot see it (404; Deck: 403)."""
 
 
+class ArchivedCard(PermanentError):
+    """Raised for a Deck card that exists but is archived: not indexed, so it is removed."""
+
+
+class DocumentNotFound(PermanentError):
+    """Raised by ``SearchService.context`` when the caller cannot read the document."""
+
+
 class NextcloudProtocolError(PermanentError):
     """Raised when a Nextcloud answer does not have its documented shape."""
-
-
-class Forbidden(NextcloudProtocolError):
-    """Raised when Nextcloud answers 403: the credentials are valid, the user may not do this."""
 
 
 class ExtractionError(PermanentError):
@@ -67,12 +130,101 @@ class TooLarge(PermanentError):
     """Raised when a document exceeds a configured bound (bytes, pages, characters)."""
 
 
+class ModelError(PermanentError):
+    """Raised when the offline models cannot be installed or loaded (a package or file is
+    missing, a file is corrupt, or the model does not have the expected shape). ``model`` names
+    the model when it is known (the message may hold local paths; the model's name does not)."""
+
+    def __init__(self, message: str, model: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
+
+
+class ReindexError(PermanentError):
+    """Raised when a reindex step does not apply to the current pointers (e.g. a build while
+    another second model exists, a switch back without a standby)."""
+
+
+class RedisTooOld(PermanentError):
+    """Raised by ``ingest.queueing.check_redis`` for a Redis older than 7.0 (the debounce
+    claim needs ``SET`` with ``NX`` and ``GET`` together)."""
+
+
+class RpcError(NcindexError):
+    """An RCP/1 (JSON-RPC) error to answer with: ``code`` (``rcp.Errc``), ``message``,
+    ``data``."""
+
+    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+# --- input ---------------------------------------------------------------------------------
+
+
+class InputError(ValueError):
+    """Base of the errors in a caller's input: ``code`` (machine-readable, the problem's
+    ``code``), ``field`` (the offending input's path) and ``detail`` (for a person)."""
+
+    def __init__(self, code: str, field: str, detail: str) -> None:
+        super().__init__(f"{field}: {detail}")
+        self.code = code
+        self.field = field
+        self.detail = detail
+
+
+class EnvelopeError(InputError):
+    """Raised for a webhook envelope that is not valid; ``field`` is the dotted path of the
+    offender, ``message`` (also ``detail``) what is wrong with it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__("invalid_envelope", field, message)
+        self.message = message
+
+
+FilterCode = Literal["invalid_filter", "unknown_field", "unsupported_operator", "invalid_value"]
+
+
+class FilterError(InputError):
+    """Raised for a filter or filter parameter that cannot be used.
+
+    ``code`` is one of ``invalid_filter`` (the tree's shape), ``unknown_field`` (a field not
+    advertised), ``unsupported_operator`` (an operator unknown, or not valid for the field),
+    ``invalid_value`` (a value of the wrong type or out of range); ``field`` is the path of
+    the offending input (``filter.or[0].value``, ``modified_after``); ``option`` is the
+    operator when it is not one of the advertised operators at all (RCP maps that to -32005).
+    """
+
+    def __init__(
+        self, code: FilterCode, field: str, detail: str, *, option: str | None = None
+    ) -> None:
+        super().__init__(code, field, detail)
+        self.code: FilterCode = code
+        self.option = option
+
+
+class ChunkOutOfRange(InputError):
+    """Raised by ``SearchService.context`` for a ``chunk_index`` past the document's last
+    chunk."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("invalid_value", "chunk_index", detail)
+
+
+class UnsupportedDocType(InputError):
+    """Raised when a scan is asked for a doc type that has no scanner yet."""
+
+    def __init__(self, doc_type: str) -> None:
+        super().__init__("invalid_value", "doc_type", f"no reconcile scanner for {doc_type} yet")
+        self.doc_type = doc_type
+
+
 def public_reason(exc: BaseException) -> str:
     """What a caller is told about a failed back end: what failed, never the exception's text,
     which may hold local paths, hosts or a header (log that instead). A model error names its
     model (``exc.model``) when it is known."""
-    from ncindex.embedding.models import ModelError  # models imports this module
-
     if isinstance(exc, StoreUnavailable):
         return "the vector store is unavailable"
     if isinstance(exc, NextcloudUnavailable):

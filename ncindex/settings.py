@@ -18,6 +18,8 @@ import limits
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ncindex.names import DEFAULT_NAMESPACE, NAMESPACE_PATTERN, Names
+
 
 class Settings(BaseSettings):
     """All configuration, validated by pydantic; bad values raise ``pydantic.ValidationError``.
@@ -61,6 +63,11 @@ class Settings(BaseSettings):
     # --- Queues -----------------------------------------------------------------------------
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0", description="Broker and cache Redis (7.0 or later)."
+    )
+    namespace: str = Field(
+        DEFAULT_NAMESPACE,
+        pattern=NAMESPACE_PATTERN,
+        description="First segment of every Redis key of this deployment (see ncindex.names).",
     )
     task_soft_time_limit: int = Field(240, ge=1, description="Task soft time limit, seconds.")
     task_time_limit: int = Field(300, ge=1, description="Task hard time limit, seconds.")
@@ -268,6 +275,11 @@ class Settings(BaseSettings):
     def password_for(self, user: str) -> str:
         """The app password of ``user``; raises ``KeyError`` for an account not configured."""
         return self.accounts[user].get_secret_value()
+
+    @property
+    def names(self) -> Names:
+        """The Redis keys of this deployment (:class:`~ncindex.names.Names` of ``namespace``)."""
+        return Names(self.namespace)
 
     @property
     def webhook_admin(self) -> str:

@@ -18,10 +18,10 @@ gauges read from Redis at scrape time:
 * ``ncindex_index_lag_seconds`` — how far the index is behind, as a lower bound: 0 when
   nothing is waiting or reserved; otherwise the larger of the age of the oldest reservation
   and, while messages wait, the time since the later of two stamps: a worker last finished a
-  task (:data:`LAST_DONE_KEY`, stamped by the workers) and a scrape first saw messages
-  waiting (:data:`WAITING_SINCE_KEY`, stamped here, cleared once the queues are empty). A
-  change waiting behind a stuck or absent worker (even one that never ran) therefore shows a
-  growing lag, and a busy but progressing queue a small one.
+  task (:attr:`~ncindex.names.Names.last_task_done`, stamped by the workers) and a scrape
+  first saw messages waiting (:attr:`~ncindex.names.Names.waiting_since`, stamped here,
+  cleared once the queues are empty). A change waiting behind a stuck or absent worker (even
+  one that never ran) therefore shows a growing lag, and a busy but progressing queue a small one.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ncindex.ingest.queueing import QUEUES
+from ncindex.names import QUEUES, Names
 
 WEBHOOK_EVENTS = Counter(
     "ncindex_webhook_events_total",
@@ -55,17 +55,18 @@ WEBHOOK_EVENTS = Counter(
     ["outcome", "reason"],
 )
 SEARCHES = Counter("ncindex_searches_total", "Search requests by outcome.", ["outcome"])
+TASKS = Counter(
+    "ncindex_tasks_total",
+    "Celery task runs by task and outcome (ok, retry, failed).",
+    ["task", "outcome"],
+)
+TASK_SECONDS = Histogram("ncindex_task_seconds", "Celery task run time by task, seconds.", ["task"])
 SEARCH_SECONDS = Histogram("ncindex_search_seconds", "Search latency by stage, seconds.", ["stage"])
 VERIFICATIONS = Counter(
     "ncindex_verifications_total",
     "Verify-on-read results by doc_type and result (kept, dropped, error, unverified).",
     ["doc_type", "result"],
 )
-
-#: Redis key holding the Unix time at which a worker last finished a task.
-LAST_DONE_KEY = "ncindex:metrics:last_task_done"
-#: Redis key holding the Unix time at which a scrape first saw messages waiting.
-WAITING_SINCE_KEY = "ncindex:metrics:waiting_since"
 
 _configured = False
 _extra_collectors: list[Collector] = []
@@ -195,20 +196,24 @@ class QueueCollector(Collector):
         client: redis.Redis,
         queues: Sequence[str],
         clock: Any = time.time,
+        *,
+        keys: Names,
     ) -> None:
         self.client = client
+        self.keys = keys
         self.queues = tuple(queues)
         self.clock = clock
 
     def read(self) -> dict[str, Any]:
         """``{"depth": {queue: n}, "reserved": n, "lag": seconds}`` from one pipeline, and one
-        command that stamps or clears :data:`WAITING_SINCE_KEY`."""
+        command that stamps or clears :attr:`~ncindex.names.Names.waiting_since`."""
+        keys = self.keys
         pipe = self.client.pipeline(transaction=False)
         for queue in self.queues:
-            pipe.llen(queue)
-        pipe.hlen("unacked")
-        pipe.zrange("unacked_index", 0, 0, withscores=True)
-        pipe.get(LAST_DONE_KEY)
+            pipe.llen(keys.queue_list(queue))
+        pipe.hlen(keys.unacked)
+        pipe.zrange(keys.unacked_index, 0, 0, withscores=True)
+        pipe.get(keys.last_task_done)
         *depths, reserved, oldest, last_done = pipe.execute()
         now = float(self.clock())
         depth = dict(zip(self.queues, (int(d) for d in depths), strict=True))
@@ -216,11 +221,11 @@ class QueueCollector(Collector):
         if reserved and oldest:
             lag = max(lag, now - float(oldest[0][1]))
         if any(depth.values()):
-            first_seen = self.client.set(WAITING_SINCE_KEY, now, nx=True, get=True)
+            first_seen = self.client.set(keys.waiting_since, now, nx=True, get=True)
             since = max(float(first_seen or now), float(last_done or 0))
             lag = max(lag, now - since)
         else:
-            self.client.delete(WAITING_SINCE_KEY)
+            self.client.delete(keys.waiting_since)
         return {"depth": depth, "reserved": int(reserved), "lag": max(0.0, lag)}
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -252,10 +257,14 @@ class QueueCollector(Collector):
         )
 
 
-def register_queue_metrics(redis_url: str, queues: Iterable[str] | None = None) -> QueueCollector:
-    """Serve :class:`QueueCollector` gauges from :func:`metrics_payload` in this process."""
+def register_queue_metrics(
+    redis_url: str, keys: Names, queues: Iterable[str] | None = None
+) -> QueueCollector:
+    """Serve :class:`QueueCollector` gauges of deployment ``keys`` from :func:`metrics_payload`
+    in this process."""
     client = redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
-    collector = QueueCollector(client, tuple(queues) if queues is not None else QUEUES)
+    queues = tuple(queues) if queues is not None else QUEUES
+    collector = QueueCollector(client, queues, keys=keys)
     _extra_collectors.append(collector)
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         REGISTRY.register(collector)

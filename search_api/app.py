@@ -10,6 +10,7 @@ from flask import Flask, Response, request
 from flask_limiter import RequestLimit
 from flask_limiter.errors import RateLimitExceeded
 
+from ncindex import names
 from ncindex.documents import DocRef
 from ncindex.embedding.embedder import Embedder
 from ncindex.ingest.queueing import PUBLISH_RETRY, Producer, celery_app
@@ -20,7 +21,7 @@ from ncindex.search.service import SearchService
 from ncindex.settings import Settings
 from ncindex.store import VectorStore
 from ncindex.telemetry import metrics_payload
-from ncindex.web.auth import Unauthenticated, confirmed, resolve_caller
+from ncindex.web.auth import confirmed, resolve_caller
 from ncindex.web.health import health_blueprint
 from ncindex.web.problems import install_error_handlers, problem
 from ncindex.web.ratelimit import (
@@ -67,9 +68,9 @@ def create_app(
             return
         try:
             producer.send_task(
-                "ncindex.index_document",
+                names.INDEX_DOCUMENT,
                 kwargs={"user": user, "doc_type": ref.doc_type.value, "doc_id": int(ref.doc_id)},
-                queue="index",
+                queue=names.INDEX,
                 retry_policy=PUBLISH_RETRY,
             )
         except Exception as exc:  # fire and forget: reconcile catches what this misses
@@ -88,10 +89,7 @@ def create_app(
         return holder["svc"]
 
     def authenticate(authorization: str | None) -> NextcloudClient:
-        try:
-            return resolve_caller(services, authorization)
-        except Unauthenticated as exc:
-            raise rcp_server.Unauthenticated(str(exc)) from None
+        return resolve_caller(services, authorization)
 
     def on_breach(limit: RequestLimit) -> Response:
         retry = retry_after_seconds(limit)
@@ -128,7 +126,7 @@ def create_app(
             return exc.response
         return problem(429, "rate_limited", exc.description or "", headers={"Retry-After": "60"})
 
-    sessions = rcp_server.RcpSessions(lambda: services.redis_breaker)
+    sessions = rcp_server.RcpSessions(lambda: services.redis_breaker, settings.names)
     server = rcp_server.RcpServer(
         service, authenticate, sessions, citation_base=settings.nextcloud_url
     )

@@ -9,32 +9,17 @@ server of one test's own, for the tests that stop it.
 from __future__ import annotations
 
 import os
-import secrets
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from celery.contrib.testing.worker import start_worker
-from pydantic import SecretStr
-from werkzeug.serving import make_server
 
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import install_models
-from ncindex.ingest.registration import register
 from ncindex.redis_server import RedisProcess, start_redis
-from ncindex.runtime import Services
 from ncindex.settings import Settings
-from ncindex.simulator import NextcloudSimulator, serve_simulator
-from ncindex.store import model_slug
-from ncindex.store.qdrant_edge import QdrantEdgeStore
-from search_api import create_app as create_search_app
-from support import PASSWORDS, Stack
-from webhook_receiver import create_app as create_receiver_app
-from workers.celery_app import create_celery
-
-ADMIN = ("admin", "admin-app-pw")
+from support import Stack, build_stack
 
 
 @pytest.fixture(scope="session")
@@ -83,40 +68,7 @@ def embedder(model_dir: Path) -> Embedder:
 
 @pytest.fixture
 def stack(redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path) -> Iterator[Stack]:
-    """Simulator (users alice, bob, carol; admin) → receiver → Redis → Celery worker →
-    Qdrant Edge in a temporary folder → search API; webhooks registered through OCS."""
+    """The whole stack (:func:`support.build_stack`) on a flushed Redis."""
     redis.Redis.from_url(redis_url).flushdb()
-    sim = NextcloudSimulator(delivery_delay=(0.0, 0.0))
-    sim.add_user(ADMIN[0], password=ADMIN[1], display_name="Admin", admin=True)
-    for user, password in PASSWORDS.items():
-        sim.add_user(user, password=password, display_name=user.title())
-    sim_server = serve_simulator(sim, host="127.0.0.1", port=0)
-    receiver_server = make_server("127.0.0.1", 0, lambda e, s: [], threaded=True)
-    receiver_url = f"http://127.0.0.1:{receiver_server.port}"
-    settings = Settings(
-        nextcloud_url=sim_server.url,
-        accounts={u: SecretStr(p) for u, p in (PASSWORDS | dict([ADMIN])).items()},
-        admin_user=ADMIN[0],
-        webhook_secret=SecretStr(secrets.token_urlsafe(16)),
-        public_url=receiver_url,
-        redis_url=redis_url,
-        model_dir=model_dir,
-        data_dir=tmp_path,
-        debounce_seconds=0.3,
-        user_cache_seconds=0,
-    )
-    store = QdrantEdgeStore(tmp_path / "qdrant", model_slug(settings.dense_model))
-    store.ensure_collection(embedder.dense_dim)
-    services = Services(settings, store=store, embedder=embedder)
-    celery = create_celery(settings, services)
-    receiver_server.app = create_receiver_app(settings, producer=celery)
-    threading.Thread(target=receiver_server.serve_forever, daemon=True).start()
-    search_app = create_search_app(settings, services=services, producer=celery)
-    register(services.account(ADMIN[0]), settings)
-    with start_worker(
-        celery, pool="solo", perform_ping_check=False, shutdown_timeout=30, loglevel="WARNING"
-    ):
-        yield Stack(settings, sim, services, search_app.test_client(), receiver_url)
-    receiver_server.shutdown()
-    sim_server.close()
-    services.close()
+    with build_stack(redis_url, embedder, model_dir, tmp_path) as built:
+        yield built

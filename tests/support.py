@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -10,23 +11,29 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import redis
+from celery.contrib.testing.worker import start_worker
 from flask.testing import FlaskClient
 from pydantic import SecretStr
 from werkzeug.serving import make_server
 
-from ncindex.index.deadletter import DELIVERIES_PREFIX
-from ncindex.ingest.queueing import DEBOUNCE_PREFIX, QUEUES, celery_app
+from ncindex.embedding.embedder import Embedder
+from ncindex.ingest.queueing import celery_app
 from ncindex.ingest.registration import register
+from ncindex.names import DEFAULT_NAMESPACE, QUEUES, Names
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
+from ncindex.store import model_slug
+from ncindex.store.qdrant_edge import QdrantEdgeStore
+from search_api import create_app as create_search_app
 from webhook_receiver import create_app as create_receiver_app
+from workers.celery_app import create_celery
 
 PASSWORDS = {"alice": "alice-app-pw", "bob": "bob-app-pw", "carol": "carol-app-pw"}
 
@@ -57,6 +64,18 @@ def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0
         time.sleep(interval)
 
 
+def idle(client: redis.Redis, keys: Names, queues: Iterable[str] = QUEUES) -> bool:
+    """The tests' one definition of idle, for deployment ``keys``: no message waiting on any of
+    ``queues``, none delivered and unacknowledged (``unacked``/``unacked_index``: a running
+    task, or a countdown task a worker holds until its time), and no debounce key (an event
+    whose task is not yet sent, or sent and not yet started)."""
+    if any(client.llen(keys.queue_list(q)) for q in queues):
+        return False
+    if client.hlen(keys.unacked) or client.zcard(keys.unacked_index):
+        return False
+    return not any(True for _ in client.scan_iter(f"{keys.debounce_prefix}*", count=1000))
+
+
 @dataclass
 class Stack:
     """The whole pipeline on real parts, for one test."""
@@ -85,14 +104,8 @@ class Stack:
         return None
 
     def drained(self) -> bool:
-        """True when no task is queued, reserved (ETA tasks wait unacked in the worker) or
-        debounced: every event delivered so far has been fully processed."""
-        client = self.services.redis
-        if any(client.llen(q) for q in QUEUES):
-            return False
-        if client.hlen("unacked") or client.zcard("unacked_index"):
-            return False
-        return not any(True for _ in client.scan_iter(f"{DEBOUNCE_PREFIX}*", count=1000))
+        """:func:`idle`: every event delivered so far has been fully processed."""
+        return idle(self.services.redis, self.settings.names)
 
     def points(self, doc_key: str) -> list[Any]:
         """The store's points of ``doc_key``."""
@@ -101,6 +114,53 @@ class Stack:
 
 ADMIN = ("admin", "admin-app-pw")
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def build_stack(
+    redis_url: str, embedder: Embedder, model_dir: Path, data_dir: Path, **settings: Any
+) -> Iterator[Stack]:
+    """The tests' one builder of the whole stack: simulator (users alice, bob, carol; admin) →
+    receiver over HTTP → Redis → in-process Celery worker → Qdrant Edge under ``data_dir`` →
+    search API; webhooks registered through OCS. ``settings`` override the defaults (such as
+    ``namespace``, to run two stacks on one Redis database). Redis is not flushed here."""
+    sim = NextcloudSimulator(delivery_delay=(0.0, 0.0))
+    sim.add_user(ADMIN[0], password=ADMIN[1], display_name="Admin", admin=True)
+    for user, password in PASSWORDS.items():
+        sim.add_user(user, password=password, display_name=user.title())
+    sim_server = serve_simulator(sim, host="127.0.0.1", port=0)
+    receiver_server = make_server("127.0.0.1", 0, lambda e, s: [], threaded=True)
+    receiver_url = f"http://127.0.0.1:{receiver_server.port}"
+    config = Settings(
+        nextcloud_url=sim_server.url,
+        accounts={u: SecretStr(p) for u, p in (PASSWORDS | dict([ADMIN])).items()},
+        admin_user=ADMIN[0],
+        webhook_secret=SecretStr(secrets.token_urlsafe(16)),
+        public_url=receiver_url,
+        redis_url=redis_url,
+        model_dir=model_dir,
+        data_dir=data_dir,
+        debounce_seconds=0.3,
+        user_cache_seconds=0,
+        **settings,
+    )
+    store = QdrantEdgeStore(data_dir / "qdrant", model_slug(config.dense_model))
+    store.ensure_collection(embedder.dense_dim)
+    services = Services(config, store=store, embedder=embedder)
+    celery = create_celery(config, services)
+    receiver_server.app = create_receiver_app(config, producer=celery)
+    threading.Thread(target=receiver_server.serve_forever, daemon=True).start()
+    search_app = create_search_app(config, services=services, producer=celery)
+    register(services.account(ADMIN[0]), config)
+    try:
+        with start_worker(
+            celery, pool="solo", perform_ping_check=False, shutdown_timeout=30, loglevel="WARNING"
+        ):
+            yield Stack(config, sim, services, search_app.test_client(), receiver_url)
+    finally:
+        receiver_server.shutdown()
+        sim_server.close()
+        services.close()
 
 
 class WorkerDeployment:
@@ -122,6 +182,7 @@ class WorkerDeployment:
         debounce_seconds: float,
         limits: tuple[int, int, int, int],
         queues: tuple[str, ...] = ("ingest", "index", "evict"),
+        namespace: str = DEFAULT_NAMESPACE,
     ) -> None:
         self.sim = NextcloudSimulator()
         self.sim.add_user(ADMIN[0], password=ADMIN[1], display_name="Admin", admin=True)
@@ -141,6 +202,7 @@ class WorkerDeployment:
             model_dir=model_dir,
             qdrant_path=self.qdrant,
             debounce_seconds=debounce_seconds,
+            namespace=namespace,
         )
         soft, hard, visibility, lock_ttl = limits
         self.env = os.environ | {
@@ -154,6 +216,7 @@ class WorkerDeployment:
             "NCINDEX_VISIBILITY_TIMEOUT": str(visibility),
             "NCINDEX_LOCK_TTL": str(lock_ttl),
             "NCINDEX_LOG_JSON": "true",
+            "NCINDEX_NAMESPACE": namespace,
         }
         self.receiver.app = create_receiver_app(self.settings, producer=celery_app(self.settings))
         threading.Thread(target=self.receiver.serve_forever, daemon=True).start()
@@ -197,14 +260,11 @@ class WorkerDeployment:
 
     def in_flight(self) -> list[bytes]:
         """Delivery counters of the documents a task is working on right now."""
-        return list(self.redis.scan_iter(f"{DELIVERIES_PREFIX}*", count=1000))
+        return list(self.redis.scan_iter(f"{self.settings.names.runs_prefix}*", count=1000))
 
     def settled(self) -> bool:
-        """No queued, unacked or debounced work."""
-        busy = any(self.redis.llen(q) for q in self.queues)
-        busy |= bool(self.redis.hlen("unacked")) or bool(self.redis.zcard("unacked_index"))
-        busy |= any(True for _ in self.redis.scan_iter("ncindex:debounce:*", count=1000))
-        return not busy
+        """:func:`idle` on the queues the workers consume."""
+        return idle(self.redis, self.settings.names, self.queues)
 
     def close(self) -> None:
         """Kill any worker, stop the servers."""

@@ -17,8 +17,9 @@ import structlog
 from flask import Blueprint, Response, request
 
 from ncindex import strict_json
-from ncindex.ingest.events import EnvelopeError, parse_envelope, plan_envelope
-from ncindex.ingest.queueing import BrokerUnavailable, Producer, enqueue
+from ncindex.errors import BrokerUnavailable, EnvelopeError
+from ncindex.ingest.events import parse_envelope, plan_envelope
+from ncindex.ingest.queueing import Producer, enqueue
 from ncindex.settings import Settings
 from ncindex.telemetry import WEBHOOK_EVENTS
 from ncindex.web.problems import problem, read_body
@@ -90,7 +91,11 @@ def hooks_blueprint(receiver: Receiver) -> Blueprint:
             return accepted(queued=0, ignored=plan.ignored)
         try:
             queued, coalesced = enqueue(
-                receiver.producer, receiver.redis, plan.actions, receiver.settings.debounce_seconds
+                receiver.producer,
+                receiver.redis,
+                plan.actions,
+                receiver.settings.debounce_seconds,
+                keys=receiver.settings.names,
             )
         except BrokerUnavailable as exc:
             WEBHOOK_EVENTS.labels("rejected", "backend_unavailable").inc()

@@ -19,11 +19,9 @@ from typing import Any
 
 from celery import Celery
 
+from ncindex import names
 from ncindex.settings import Settings
 from ncindex.sync.reconcile import SCANNERS
-
-CHECK_TASK = "ncindex.reconcile_check"
-SCAN_TASK = "ncindex.reconcile_scan"
 
 
 def expires_seconds(period: float) -> float:
@@ -44,10 +42,10 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         if doc_type in settings.reconcile_disable or doc_type not in SCANNERS:
             continue
         schedule[f"reconcile-{doc_type}"] = {
-            "task": CHECK_TASK,
+            "task": names.RECONCILE_CHECK,
             "schedule": timedelta(seconds=period),
             "kwargs": {"doc_type": doc_type},
-            "options": {"queue": "reconcile", "expires": expires_seconds(period)},
+            "options": {"queue": names.RECONCILE, "expires": expires_seconds(period)},
         }
     return schedule
 

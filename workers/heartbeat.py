@@ -19,7 +19,7 @@ rest for that process:
   Celery from adding its own handlers and redirecting stdout).
 * ``task_prerun``/``task_postrun`` bind ``task_id`` and ``task`` to structlog's context for the
   task's lines and clear it afterwards (pool processes are reused), and stamp
-  :data:`ncindex.telemetry.LAST_DONE_KEY` in Redis.
+  :attr:`ncindex.names.Names.last_task_done` in Redis.
 """
 
 from __future__ import annotations
@@ -130,12 +130,13 @@ def _task_done(task: Any = None, **kwargs: Any) -> None:
     import redis
     import structlog
 
-    from ncindex.telemetry import LAST_DONE_KEY
+    from ncindex.names import Names
 
     structlog.contextvars.clear_contextvars()
     app = getattr(task, "app", None)
     url = str(app.conf.broker_url or "") if app is not None else ""
-    if not url.startswith(("redis://", "rediss://")):
+    namespace = app.conf.get("ncindex_namespace") if app is not None else None
+    if not url.startswith(("redis://", "rediss://")) or namespace is None:
         return
     client = _redis_clients.get(url)
     if client is None:
@@ -143,7 +144,7 @@ def _task_done(task: Any = None, **kwargs: Any) -> None:
             url, socket_timeout=2, socket_connect_timeout=2
         )
     with contextlib.suppress(redis.RedisError):  # a metric must never fail a task
-        client.set(LAST_DONE_KEY, f"{time.time():.3f}")
+        client.set(Names(namespace).last_task_done, f"{time.time():.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:

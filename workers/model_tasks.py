@@ -1,7 +1,7 @@
 """Celery tasks of model changes: thin wrappers around :mod:`ncindex.index.reindex`.
 
 They run where the collections are (a worker; on Qdrant Edge the one process that holds the
-store), on the ``index`` queue (:data:`ncindex.index.reindex.QUEUE`: they embed), one at a time (a
+store), on the ``index`` queue (:data:`ncindex.names.INDEX`: they embed), one at a time (a
 Redis lock). ``ncindex.reindex_model`` builds for at most half the soft time limit per run and
 queues itself again until the new model is complete, then switches to it;
 ``ncindex.reindex_finish`` drops the second model. A permanent failure is recorded as the
@@ -14,27 +14,26 @@ import time
 from typing import Any
 
 import structlog
-from celery import Task, shared_task
+from celery import shared_task
 
+from ncindex import names
 from ncindex.errors import PermanentError
-from ncindex.index.reindex import QUEUE, Reindexer
-from ncindex.telemetry import bind_task_context
+from ncindex.index.reindex import Reindexer
+from workers.base import NcindexTask
 from workers.tasks import RETRY
 
 log = structlog.get_logger(__name__)
 
-LOCK = "ncindex:lock:reindex"
 
-
-def _reindexer(task: Task) -> Reindexer:
-    app = task.app
-    bind_task_context(task.request.id, task.name)
-    return Reindexer(app.ncindex_services, app.ncindex_indexer)  # type: ignore[attr-defined]
+def _reindexer(task: NcindexTask) -> Reindexer:
+    return Reindexer(task.services, task.indexer)
 
 
 def _locked(reindexer: Reindexer, step: str, model: str, work: Any) -> Any:
     settings = reindexer.settings
-    lock = reindexer.services.redis.lock(LOCK, timeout=settings.task_time_limit + 60)
+    lock = reindexer.services.redis.lock(
+        settings.names.lock("reindex"), timeout=settings.task_time_limit + 60
+    )
     if not lock.acquire(blocking_timeout=5):
         log.info("reindex_step_skipped", step=step, reason="another step runs")
         return {"skipped": "another reindex step runs"}
@@ -48,8 +47,8 @@ def _locked(reindexer: Reindexer, step: str, model: str, work: Any) -> Any:
         lock.release()
 
 
-@shared_task(bind=True, name="ncindex.reindex_model", ignore_result=True, **RETRY)
-def reindex_model(self: Task, model: str) -> dict[str, Any]:
+@shared_task(bind=True, base=NcindexTask, name=names.REINDEX_MODEL, ignore_result=True, **RETRY)
+def reindex_model(self: NcindexTask, model: str) -> dict[str, Any]:
     """Build ``model``'s collection (resuming), then switch to it when complete."""
     reindexer = _reindexer(self)
 
@@ -58,15 +57,15 @@ def reindex_model(self: Task, model: str) -> dict[str, Any]:
         deadline = time.monotonic() + reindexer.settings.task_soft_time_limit / 2
         report = reindexer.build(deadline)
         if report.remaining:
-            self.apply_async(kwargs={"model": model}, queue=QUEUE)
+            self.apply_async(kwargs={"model": model}, queue=names.INDEX)
             return {"remaining": report.remaining}
         return {"switched": reindexer.switch().active}
 
     return _locked(reindexer, "build", model, work)
 
 
-@shared_task(bind=True, name="ncindex.reindex_finish", ignore_result=True, **RETRY)
-def reindex_finish(self: Task) -> dict[str, Any]:
+@shared_task(bind=True, base=NcindexTask, name=names.REINDEX_FINISH, ignore_result=True, **RETRY)
+def reindex_finish(self: NcindexTask) -> dict[str, Any]:
     """Stop mirroring and drop the second model's collection."""
     reindexer = _reindexer(self)
     return _locked(reindexer, "finish", "", lambda: {"dropped": reindexer.finish()})

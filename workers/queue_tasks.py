@@ -11,18 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
-from celery import Task, shared_task
+from celery import shared_task
 
+from ncindex import names
 from ncindex.ingest.events import Action
-from ncindex.ingest.queueing import FAN_OUT_TASK, send_actions
+from ncindex.ingest.queueing import send_actions
+from workers.base import NcindexTask
 from workers.tasks import RETRY
 
 log = structlog.get_logger(__name__)
 
 
-@shared_task(bind=True, name=FAN_OUT_TASK, ignore_result=True, **RETRY)
+@shared_task(bind=True, base=NcindexTask, name=names.SEND_ACTIONS, ignore_result=True, **RETRY)
 def send_actions_task(
-    self: Task,
+    self: NcindexTask,
     actions: list[dict[str, Any]],
     countdown: float | None,
     key_seconds: float | None,
@@ -31,11 +33,12 @@ def send_actions_task(
     ``FAN_OUT``) with ``countdown`` and debounce keys living ``key_seconds`` (seconds; ``None``:
     no debounce). Returns ``{"queued": n, "coalesced": m}``; a broker or Redis failure is
     retried (``BrokerUnavailable`` is transient), which may send a part twice (idempotent)."""
-    services = self.app.ncindex_services  # type: ignore[attr-defined]
+    services = self.services
     queued, coalesced = send_actions(
         self.app,
         services.redis,
         [Action(**action) for action in actions],
+        keys=services.settings.names,
         countdown=countdown,
         key_seconds=key_seconds,
     )

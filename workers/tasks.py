@@ -15,18 +15,18 @@ parked until its etag changes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import structlog
-from celery import Task, shared_task
+from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
+from ncindex import names
 from ncindex.documents import DocRef, DocType
 from ncindex.errors import TransientError
 from ncindex.index.deadletter import Deliveries, node_subject
 from ncindex.index.indexing import Indexer, Outcome
 from ncindex.ingest.queueing import clear_debounce
-from ncindex.telemetry import bind_task_context
+from workers.base import NcindexTask
 
 log = structlog.get_logger(__name__)
 
@@ -41,10 +41,11 @@ RETRY = {
 }
 
 
-def _start(task: Task, debounce_key: str | None, **fields: Any) -> Indexer:
-    indexer: Indexer = task.app.ncindex_indexer  # type: ignore[attr-defined]
-    bind_task_context(task.request.id, task.name, **fields)
-    clear_debounce(indexer.services.redis, debounce_key)
+def _start(task: NcindexTask, debounce_key: str | None) -> Indexer:
+    """The worker's indexer, once the task's debounce key (if any) is deleted: an event
+    arriving from now on schedules a fresh run."""
+    indexer = task.indexer
+    clear_debounce(indexer.services.redis, indexer.settings.names, debounce_key)
     return indexer
 
 
@@ -64,7 +65,8 @@ def guarded(indexer: Indexer, subject: str, work: Work, park: Park) -> Outcome:
     ``work`` runs, so a fixed version is not parked for its predecessor's crashes. When
     ``work`` passes the soft time limit, ``park(reason, runs, None)`` parks what is current.
     """
-    deliveries = Deliveries(indexer.services.redis, ttl=max(indexer.settings.lock_ttl * 10, 3600))
+    ttl = max(indexer.settings.lock_ttl * 10, 3600)
+    deliveries = Deliveries(indexer.services.redis, indexer.settings.names, ttl=ttl)
     count, noted = deliveries.start(subject)
     try:
         lost = count - 1
@@ -96,10 +98,10 @@ def _done(outcome: Outcome) -> str:
     return outcome.action
 
 
-@shared_task(bind=True, name="ncindex.index_node", **RETRY)
-def index_node(self: Task, user: str, file_id: int, debounce_key: str | None = None) -> str:
+@shared_task(bind=True, base=NcindexTask, name=names.INDEX_NODE, **RETRY)
+def index_node(self: NcindexTask, user: str, file_id: int, debounce_key: str | None = None) -> str:
     """Index file/note ``file_id`` as seen by ``user`` (or evict it if gone)."""
-    indexer = _start(self, debounce_key, user=user, file_id=file_id)
+    indexer = _start(self, debounce_key)
     with indexer.lock(file_id):
         outcome = guarded(
             indexer,
@@ -110,20 +112,24 @@ def index_node(self: Task, user: str, file_id: int, debounce_key: str | None = N
     return _done(outcome)
 
 
-@shared_task(bind=True, name="ncindex.evict_node", **RETRY)
+@shared_task(bind=True, base=NcindexTask, name=names.EVICT_NODE, **RETRY)
 def evict_node(
-    self: Task, user: str, path: str, file_id: int | None = None, debounce_key: str | None = None
+    self: NcindexTask,
+    user: str,
+    path: str,
+    file_id: int | None = None,
+    debounce_key: str | None = None,
 ) -> str:
     """Something at ``path`` (file id ``file_id`` if known) was deleted in ``user``'s view."""
-    indexer = _start(self, debounce_key, user=user, file_id=file_id, path=path)
+    indexer = _start(self, debounce_key)
     with indexer.lock(file_id if file_id is not None else f"{user}:{path}"):
         outcome = indexer.evict_node(user, path, file_id)
     return _done(outcome)
 
 
-@shared_task(bind=True, name="ncindex.move_path", **RETRY)
+@shared_task(bind=True, base=NcindexTask, name=names.MOVE_PATH, **RETRY)
 def move_path(
-    self: Task,
+    self: NcindexTask,
     user: str,
     source: str,
     target: str,
@@ -131,27 +137,27 @@ def move_path(
     debounce_key: str | None = None,
 ) -> str:
     """A file or folder moved from ``source`` to ``target`` in ``user``'s view."""
-    indexer = _start(self, debounce_key, user=user, source=source, target=target)
+    indexer = _start(self, debounce_key)
     outcome = indexer.move_path(user, source, target, file_id)
     return _done(outcome)
 
 
-@shared_task(bind=True, name="ncindex.index_document", **RETRY)
+@shared_task(bind=True, base=NcindexTask, name=names.INDEX_DOCUMENT, **RETRY)
 def index_document(
-    self: Task, user: str, doc_type: str, doc_id: str | int, debounce_key: str | None = None
+    self: NcindexTask, user: str, doc_type: str, doc_id: str | int, debounce_key: str | None = None
 ) -> str:
     """Index document ``doc_type``/``doc_id`` (``deck_card``, ``news_item``; ``file`` and
     ``note`` are passed to ``index_node``) as seen by ``user``, or evict it if gone."""
     if doc_type in (DocType.FILE.value, DocType.NOTE.value):
         return index_node.run(user, int(doc_id), debounce_key)
-    indexer = _start(self, debounce_key, user=user, doc_type=doc_type, doc_id=doc_id)
+    indexer = _start(self, debounce_key)
     ref = DocRef(DocType(doc_type), str(doc_id))
 
     def park(reason: str, deliveries: int, etag: str | None) -> Outcome:
         # the etag is not known without reading the document again, which is what kills
         # the worker: park under an empty etag, released by the next change event (no
         # version is noted for these documents, so ``etag`` is None)
-        indexer.park(ref.key, user, "", reason, "ncindex.index_document", doc_type=doc_type)
+        indexer.park(ref.key, user, "", reason, names.INDEX_DOCUMENT, doc_type=doc_type)
         return Outcome("dead_letter", ref.key, reason=reason)
 
     with indexer.lock(ref.key):
@@ -161,21 +167,21 @@ def index_document(
     return _done(outcome)
 
 
-@shared_task(bind=True, name="ncindex.evict_document", **RETRY)
+@shared_task(bind=True, base=NcindexTask, name=names.EVICT_DOCUMENT, **RETRY)
 def evict_document(
-    self: Task, user: str, doc_type: str, doc_id: str | int, debounce_key: str | None = None
+    self: NcindexTask, user: str, doc_type: str, doc_id: str | int, debounce_key: str | None = None
 ) -> str:
     """``user`` reported document ``doc_type``/``doc_id`` deleted (Deck card events)."""
-    indexer = _start(self, debounce_key, user=user, doc_type=doc_type, doc_id=doc_id)
+    indexer = _start(self, debounce_key)
     with indexer.lock(f"{doc_type}:{doc_id}"):
         outcome = indexer.evict_document(user, doc_type, doc_id)
     return _done(outcome)
 
 
-@shared_task(bind=True, name="ncindex.index_news", **RETRY)
-def index_news(self: Task, user: str, feed_id: int | None = None) -> dict[str, int]:
+@shared_task(bind=True, base=NcindexTask, name=names.INDEX_NEWS, **RETRY)
+def index_news(self: NcindexTask, user: str, feed_id: int | None = None) -> dict[str, int]:
     """Index ``user``'s News items (one feed or all) and drop those no longer listed."""
-    indexer = _start(self, None, user=user, feed_id=feed_id)
+    indexer = _start(self, None)
     counts = indexer.index_news(user, feed_id)
     log.info("task_done", counts=counts)
     return counts

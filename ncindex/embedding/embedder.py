@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from ncindex.embedding.models import (
     PACKAGED_DENSE_MODEL,
     SPARSE_MODEL,
-    ModelError,
     ModelPaths,
     dense_dir_name,
     install_models,
@@ -34,6 +33,7 @@ from ncindex.embedding.models import (
     model_max_tokens,
     model_paths,
 )
+from ncindex.errors import ModelError
 from ncindex.settings import Settings
 from ncindex.store.port import SparseVector
 

@@ -33,7 +33,8 @@ from qdrant_client import models
 
 from ncindex.documents import text_hash
 from ncindex.embedding.embedder import Embedder
-from ncindex.embedding.models import SPARSE_DIR_NAME, ModelError
+from ncindex.embedding.models import SPARSE_DIR_NAME
+from ncindex.errors import ModelError
 from ncindex.settings import Settings
 from ncindex.store import ModelPointers, PointRecord, VectorStore, model_slug, open_store
 from ncindex.store.port import Hit

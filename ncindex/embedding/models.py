@@ -42,7 +42,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ncindex.errors import PermanentError
+from ncindex.errors import ModelError
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -83,16 +83,6 @@ _PACKAGES = {
     ),
     "stop_words": ("stop-words", "pip install stop-words"),
 }
-
-
-class ModelError(PermanentError):
-    """Raised when the offline models cannot be installed or loaded (a package or file is
-    missing, a file is corrupt, or the model does not have the expected shape). ``model`` names
-    the model when it is known (the message may hold local paths; the model's name does not)."""
-
-    def __init__(self, message: str, model: str | None = None) -> None:
-        super().__init__(message)
-        self.model = model
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Dead letter and delivery counts, kept in Redis (DESIGN §6).
 
 Celery keeps no delivery count, so ncindex keeps one per document: a task counts a run in
-the hash ``ncindex:runs:<subject>`` when it starts working on a document (holding the
+the hash ``<namespace>:runs:<subject>`` when it starts working on a document (holding the
 document's lock), notes there the version (etag) it works on once it knows it, and deletes the
 hash when it ends in any way Python sees — success, error, retry. A count that is still there
 at the next start means the previous run never ended: its worker was killed (OOM, segfault,
@@ -9,7 +9,7 @@ hard time limit, SIGKILL). After ``dead_letter_after`` such runs the document is
 unless it has changed since the version those runs noted: then the new version gets runs of
 its own.
 
-A parked document is an entry of the Redis hash ``ncindex:deadletter`` (field = subject,
+A parked document is an entry of the Redis hash ``<namespace>:deadletter`` (field = subject,
 value = JSON of :class:`DeadLetter`) with the reason and the etag it had. Tasks for it do
 nothing while its etag is unchanged; a new etag (the user fixed or replaced the file) releases
 it and it is processed again. Documents whose bytes cannot be extracted (corrupt PDF) or that
@@ -28,8 +28,7 @@ from typing import Any
 
 import redis
 
-DEADLETTER_KEY = "ncindex:deadletter"
-DELIVERIES_PREFIX = "ncindex:runs:"
+from ncindex.names import Names
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,31 +53,32 @@ def node_subject(file_id: int | str) -> str:
 
 
 class DeadLetters:
-    """The dead letter on one Redis client."""
+    """The dead letter of deployment ``keys`` on one Redis client."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, keys: Names) -> None:
         self.redis = client
+        self.key = keys.deadletter
 
     def park(self, entry: DeadLetter) -> DeadLetter:
         """Store ``entry`` (replacing an older one of its subject); ``parked_at`` is set to now
         when 0. Returns what was stored."""
         if not entry.parked_at:
             entry = DeadLetter(**(asdict(entry) | {"parked_at": int(time.time())}))
-        self.redis.hset(DEADLETTER_KEY, entry.subject, json.dumps(asdict(entry)))
+        self.redis.hset(self.key, entry.subject, json.dumps(asdict(entry)))
         return entry
 
     def get(self, subject: str) -> DeadLetter | None:
         """The entry of ``subject``, or ``None`` when it is not parked."""
-        raw = self.redis.hget(DEADLETTER_KEY, subject)
+        raw = self.redis.hget(self.key, subject)
         return DeadLetter(**json.loads(raw)) if raw else None
 
     def release(self, subject: str) -> bool:
         """Take ``subject`` out of the dead letter; ``True`` when it was in it."""
-        return bool(self.redis.hdel(DEADLETTER_KEY, subject))
+        return bool(self.redis.hdel(self.key, subject))
 
     def entries(self) -> list[DeadLetter]:
         """Every parked document, oldest first."""
-        raw = self.redis.hgetall(DEADLETTER_KEY)
+        raw = self.redis.hgetall(self.key)
         return sorted((DeadLetter(**json.loads(v)) for v in raw.values()), key=_order)
 
     def blocked(self, subject: str, etag: str) -> DeadLetter | None:
@@ -106,15 +106,16 @@ class Deliveries:
     count against a document forever.
     """
 
-    def __init__(self, client: redis.Redis, ttl: int) -> None:
+    def __init__(self, client: redis.Redis, keys: Names, ttl: int) -> None:
         self.redis = client
+        self.prefix = keys.runs_prefix
         self.ttl = ttl
 
     def start(self, subject: str) -> tuple[int, str | None]:
         """Count one more run of ``subject``; returns the count including this run (1 when
         every earlier run ended) and the etag the unfinished ones noted (``None``: none
         noted)."""
-        key = DELIVERIES_PREFIX + subject
+        key = self.prefix + subject
         pipe = self.redis.pipeline()
         pipe.hincrby(key, "runs", 1)
         pipe.hget(key, "etag")
@@ -125,7 +126,7 @@ class Deliveries:
     def working_on(self, subject: str, etag: str) -> None:
         """Note the version this run of ``subject`` works on (the expiry is set again: a hash
         lost meanwhile, Redis flushed, must not come back without one)."""
-        key = DELIVERIES_PREFIX + subject
+        key = self.prefix + subject
         pipe = self.redis.pipeline()
         pipe.hset(key, "etag", etag)
         pipe.expire(key, self.ttl)
@@ -133,7 +134,7 @@ class Deliveries:
 
     def restart(self, subject: str) -> None:
         """Count only this run: the unfinished ones were on a version that is gone."""
-        key = DELIVERIES_PREFIX + subject
+        key = self.prefix + subject
         pipe = self.redis.pipeline()
         pipe.delete(key)
         pipe.hset(key, "runs", 1)
@@ -142,4 +143,4 @@ class Deliveries:
 
     def finish(self, subject: str) -> None:
         """The run ended (in any way Python sees): forget the count."""
-        self.redis.delete(DELIVERIES_PREFIX + subject)
+        self.redis.delete(self.prefix + subject)

@@ -46,7 +46,15 @@ from ncindex.documents import (
 from ncindex.embedding.batching import EmbedBatcher
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.live_models import reusable_points
-from ncindex.errors import ExtractionError, Forbidden, NotFound, TooLarge, TransientError
+from ncindex.errors import (
+    ArchivedCard,
+    ExtractionError,
+    Forbidden,
+    LockBusy,
+    NotFound,
+    StaleEntry,
+    TooLarge,
+)
 from ncindex.index.deadletter import DeadLetter, DeadLetters, node_subject
 from ncindex.nextcloud.client import NextcloudClient, NotesSettings
 from ncindex.nextcloud.webdav import DavEntry
@@ -54,29 +62,13 @@ from ncindex.runtime import Services
 from ncindex.sources import deck_card, news_item
 from ncindex.sources.eligibility import Eligibility
 from ncindex.store.port import PointRecord
+from ncindex.store.queries import acl_condition, doc_type_condition
 from ncindex.text.chunking import Chunker
 from ncindex.text.extract import extract_text
 
 log = structlog.get_logger(__name__)
 
 NODE_TYPES = (DocType.NOTE, DocType.FILE)
-#: Payload fields that describe the whole document (not one chunk); a metadata-only change
-#: rewrites exactly these.
-DOCUMENT_FIELDS = (
-    "acl",
-    "owner",
-    "title",
-    "etag",
-    "modified_at",
-    "mime_type",
-    "size",
-    "tags",
-    "category",
-    "url",
-    "paths",
-    "file_path",
-    "folder_ancestors",
-)
 
 
 def whole_version(payloads: list[dict[str, Any]]) -> bool:
@@ -90,19 +82,9 @@ def whole_version(payloads: list[dict[str, Any]]) -> bool:
     return counts == {len(payloads)} and indexes == list(range(len(payloads)))
 
 
-class LockBusy(TransientError):
-    """Raised when another task holds a document's lock; the task retries later."""
-
-
 class _FileGone(NotFound):
     """Raised when a file's download answered 404 and looking it up by id again confirms
     that the user can no longer see it."""
-
-
-class StaleEntry(TransientError):
-    """Raised when a file's download does not match the entry it was looked up by (a body
-    of another length than the entry's size, or a 404 for a file that moved meanwhile); the
-    task retries and looks the file up again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +141,7 @@ class Indexer:
     @property
     def deadletters(self) -> DeadLetters:
         """The dead letter in this process's Redis."""
-        return DeadLetters(self.services.redis)
+        return DeadLetters(self.services.redis, self.settings.names)
 
     @property
     def chunker(self) -> Chunker:
@@ -181,7 +163,7 @@ class Indexer:
         A lock lost meanwhile (expired, or Redis flushed or restarted) is logged on release,
         not raised: the block's own exception, or its finished work, is what the task reports.
         """
-        name = f"ncindex:lock:node:{file_id}"
+        name = self.settings.names.lock("node", file_id)
         lock = self.services.redis.lock(name, timeout=self.settings.lock_ttl, blocking_timeout=wait)
         if not lock.acquire():
             raise LockBusy(f"node {file_id} is locked")
@@ -348,7 +330,7 @@ class Indexer:
     def notes_settings(self, client: NextcloudClient) -> NotesSettings:
         """The user's Notes settings, cached in Redis for five minutes; the configured
         default when the Notes app is not installed (404)."""
-        key = f"ncindex:notes-settings:{client.user}"
+        key = self.settings.names.notes_settings(client.user)
         cached = self.services.redis.get(key)
         if cached is not None:
             return NotesSettings(notes_path=cached.decode(), file_suffix=".md")
@@ -576,14 +558,16 @@ class Indexer:
         acl: set[str] | None = None
         try:
             if kind is DocType.DECK_CARD:
-                doc, acl = deck_card.fetch_card(client, self.services.redis, int(doc_id), current)
+                doc, acl = deck_card.fetch_card(
+                    client, self.services.redis, self.settings.names, int(doc_id), current
+                )
             else:
                 item = news_item.find_item(client, int(doc_id))
                 doc = news_item.item_document(user, item, self.settings.max_document_chars)
         except NotFound:
             self.remove_access(user, ref)
             return Outcome("evicted", ref.key)
-        except deck_card.ArchivedCard:
+        except ArchivedCard:
             self.services.store.delete_document(ref.key)
             return Outcome("ineligible", ref.key, reason="archived")
         parked = self.deadletters.blocked(ref.key, doc.etag)
@@ -600,12 +584,18 @@ class Indexer:
         client = self.services.account(user)
         try:
             if kind is DocType.DECK_CARD:
-                deck_card.fetch_card(client, self.services.redis, int(doc_id), self._current(ref))
+                deck_card.fetch_card(
+                    client,
+                    self.services.redis,
+                    self.settings.names,
+                    int(doc_id),
+                    self._current(ref),
+                )
             elif kind is DocType.NEWS_ITEM:
                 news_item.find_item(client, int(doc_id))
             else:  # files and notes: re-read by id, which evicts what is gone
                 return self.index_node(user, int(doc_id))
-        except (NotFound, deck_card.ArchivedCard):
+        except (NotFound, ArchivedCard):
             self.services.store.delete_document(ref.key)
             log.info("evicted", doc_key=ref.key, user=user)
             return Outcome("evicted", ref.key)
@@ -627,9 +617,9 @@ class Indexer:
                 else:
                     outcome = self.write_document(doc, self._current(doc.ref))
             counts[outcome.action] = counts.get(outcome.action, 0) + 1
-        must = [
-            models.FieldCondition(key="doc_type", match=models.MatchValue(value="news_item")),
-            models.FieldCondition(key="acl", match=models.MatchValue(value=principal(user))),
+        must: list[models.Condition] = [
+            doc_type_condition(DocType.NEWS_ITEM),
+            acl_condition(user),
         ]
         if feed_id is not None:
             feed = models.MatchValue(value=str(int(feed_id)))

@@ -19,7 +19,7 @@ atomic step. The steps, each a method of :class:`Reindexer`:
    keeps receiving every write, so :meth:`~Reindexer.back` is an instant, lossless switch back.
 4. :meth:`~Reindexer.finish` — stop mirroring and drop the second model's collection.
 
-Progress is kept in Redis (``ncindex:reindex``) for ``ncindex reindex --status``.
+Progress is kept in Redis (``<namespace>:reindex``) for ``ncindex reindex --status``.
 """
 
 from __future__ import annotations
@@ -31,23 +31,19 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import structlog
-from qdrant_client import models
 
 from ncindex.documents import DocRef
 from ncindex.embedding.live_models import ModelHandle, mirror_points
-from ncindex.embedding.models import ModelError, model_paths
-from ncindex.errors import PermanentError
-from ncindex.index.indexing import Indexer, LockBusy
+from ncindex.embedding.models import model_paths
+from ncindex.errors import LockBusy, ModelError, ReindexError
+from ncindex.index.indexing import Indexer
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.store import ModelPointers, VectorStore, model_slug
+from ncindex.store.queries import first_chunks
 
 log = structlog.get_logger(__name__)
 
-PROGRESS_KEY = "ncindex:reindex"
-#: The reindex tasks embed, so they go where the embedding workers listen; a build runs for at
-#: most half the soft time limit at a time, so document tasks queued meanwhile run in between.
-QUEUE = "index"
 #: Chunk-0 payload fields compared to decide that a document's copy is current.
 COMPARED_FIELDS = (
     "content_hash",
@@ -60,11 +56,6 @@ COMPARED_FIELDS = (
     "etag",
     "modified_at",
 )
-
-
-class ReindexError(PermanentError):
-    """Raised when a reindex step does not apply to the current pointers (e.g. a build while
-    another second model exists, a switch back without a standby)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +80,8 @@ def require_model_files(settings: Settings, name: str) -> None:
 
 def _summaries(store: VectorStore) -> dict[str, str]:
     """doc_key → the JSON of its chunk-0 :data:`COMPARED_FIELDS`, for every document."""
-    first = models.Filter(
-        must=[models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0))]
-    )
     out: dict[str, str] = {}
-    for payload in store.scroll(first, ["doc_key", *COMPARED_FIELDS]):
+    for payload in store.scroll(first_chunks(), ["doc_key", *COMPARED_FIELDS]):
         fields = {f: payload.get(f) for f in COMPARED_FIELDS}
         out[payload["doc_key"]] = json.dumps(fields, sort_keys=True, default=str)
     return out
@@ -257,13 +245,14 @@ class Reindexer:
         }
         if documents is not None:
             fields["documents"] = documents
+        key = self.settings.names.reindex_progress
         pipe = self.services.redis.pipeline()
-        pipe.hset(PROGRESS_KEY, mapping=fields)
+        pipe.hset(key, mapping=fields)
         if error is None:
-            pipe.hdel(PROGRESS_KEY, "error")
+            pipe.hdel(key, "error")
         else:
-            pipe.hset(PROGRESS_KEY, "error", error)
-        pipe.hincrby(PROGRESS_KEY, "seq", 1)
+            pipe.hset(key, "error", error)
+        pipe.hincrby(key, "seq", 1)
         pipe.execute()
 
 
@@ -272,5 +261,5 @@ def progress(services: Services) -> dict[str, str]:
     (``building``, ``switched``, ``switched back``, ``dropped``, ``failed``), ``documents``,
     ``remaining``, ``updated_at`` (Unix seconds), ``error`` and ``seq`` (counts the records, so
     a waiting caller can tell a new one from an old one)."""
-    raw = services.redis.hgetall(PROGRESS_KEY)
+    raw = services.redis.hgetall(services.settings.names.reindex_progress)
     return {k.decode(): v.decode() for k, v in raw.items()}

@@ -22,11 +22,13 @@ from __future__ import annotations
 import re
 from collections.abc import Container
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
+from ncindex import names
 from ncindex.documents import has_dot_segment, normalize_path
+from ncindex.errors import EnvelopeError
 
 NODE_NS = "OCP\\Files\\Events\\Node\\"
 SINGLE_NODE = {"NodeCreatedEvent", "NodeWrittenEvent", "BeforeNodeDeletedEvent", "NodeDeletedEvent"}
@@ -54,15 +56,6 @@ _ID_DIGITS = re.compile(r"[0-9]{1,19}")
 #: Largest id: file ids are 64-bit signed integers in Nextcloud (as :attr:`NodeRef.id`).
 MAX_ID = 2**63 - 1
 _ID_RULE = "integers or strings of ASCII digits, 0..2**63-1"
-
-
-class EnvelopeError(ValueError):
-    """Raised for an envelope that is not valid; ``field`` is the dotted path of the offender."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 class NodeRef(BaseModel):
@@ -179,7 +172,7 @@ class Action:
     that coalesces repeats within the debounce window (``None``: never coalesced)."""
 
     task: str
-    queue: Literal["ingest", "index", "evict", "reconcile"]
+    queue: str  # one of names.QUEUES
     kwargs: dict[str, Any]
     debounce_key: str | None = None
 
@@ -195,7 +188,7 @@ class Plan:
 def index_node(user: str, file_id: int) -> Action:
     """Re-read file ``file_id`` as ``user`` and index it (or evict it if gone)."""
     return Action(
-        "ncindex.index_node", "index", {"user": user, "file_id": file_id}, f"index:{user}:{file_id}"
+        names.INDEX_NODE, names.INDEX, {"user": user, "file_id": file_id}, f"index:{user}:{file_id}"
     )
 
 
@@ -203,15 +196,15 @@ def evict_node(user: str, path: str, file_id: int | None) -> Action:
     """Something at ``path`` (a file or a folder) was deleted in ``user``'s view."""
     key = f"evict:{user}:{file_id if file_id is not None else path}"
     return Action(
-        "ncindex.evict_node", "evict", {"user": user, "path": path, "file_id": file_id}, key
+        names.EVICT_NODE, names.EVICT, {"user": user, "path": path, "file_id": file_id}, key
     )
 
 
 def move_path(user: str, source: str, target: str, file_id: int | None) -> Action:
     """A file or folder moved from ``source`` to ``target`` in ``user``'s view."""
     return Action(
-        "ncindex.move_path",
-        "ingest",
+        names.MOVE_PATH,
+        names.INGEST,
         {"user": user, "source": source, "target": target, "file_id": file_id},
     )
 
@@ -219,8 +212,8 @@ def move_path(user: str, source: str, target: str, file_id: int | None) -> Actio
 def index_document(user: str, doc_type: str, doc_id: int) -> Action:
     """Re-read document ``doc_type``/``doc_id`` as ``user`` and index it (or evict it)."""
     return Action(
-        "ncindex.index_document",
-        "index",
+        names.INDEX_DOCUMENT,
+        names.INDEX,
         {"user": user, "doc_type": doc_type, "doc_id": doc_id},
         f"index:{user}:{doc_type}:{doc_id}",
     )
@@ -229,8 +222,8 @@ def index_document(user: str, doc_type: str, doc_id: int) -> Action:
 def evict_document(user: str, doc_type: str, doc_id: int) -> Action:
     """``user`` deleted document ``doc_type``/``doc_id`` (re-checked before evicting)."""
     return Action(
-        "ncindex.evict_document",
-        "evict",
+        names.EVICT_DOCUMENT,
+        names.EVICT,
         {"user": user, "doc_type": doc_type, "doc_id": doc_id},
         f"evict:{user}:{doc_type}:{doc_id}",
     )

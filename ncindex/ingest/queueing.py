@@ -1,7 +1,7 @@
 """Enqueue planned actions on the broker, with per-document debounce (DESIGN §5).
 
 One save fires several events (Created + Written, or Written twice). The first event for a
-debounce key claims ``ncindex:debounce:<key>`` in Redis (``SET NX GET`` with an expiry), sends
+debounce key claims ``<namespace>:debounce:<key>`` in Redis (``SET NX GET`` with an expiry), sends
 its task with a countdown of ``debounce_seconds`` and marks the key sent; repeats inside the
 window find the key sent and are coalesced (see :func:`enqueue`). The operation is part of
 the key (``index:…``, ``evict:…``), so a pending index never swallows a delete. The task
@@ -25,22 +25,22 @@ from celery import Celery
 from kombu import Queue
 from redis.commands.core import Script
 
-from ncindex.errors import TransientError
+from ncindex import names
+from ncindex.errors import BrokerUnavailable, RedisTooOld
 from ncindex.ingest.events import Action
+from ncindex.names import Names
 from ncindex.settings import Settings
 
 log = structlog.get_logger(__name__)
 
-DEBOUNCE_PREFIX = "ncindex:debounce:"
 #: A debounce key's value while its claimer sends the task: ``pending:<token>``.
 PENDING = b"pending:"
 #: A debounce key's value once its task is on the queue: only such a key coalesces events.
 SENT = b"sent"
 #: The most actions one :func:`send_actions` call sends itself; more are handed to
-#: :data:`FAN_OUT_TASK` tasks of this many each, so a tag event on thousands of files is
+#: ``ncindex.send_actions`` tasks of this many each, so a tag event on thousands of files is
 #: answered in well under Nextcloud's 30 s client timeout (each publish takes ~1 ms).
 FAN_OUT = 100
-FAN_OUT_TASK = "ncindex.send_actions"
 #: The oldest Redis whose ``SET`` takes ``NX`` and ``GET`` together (the debounce claim).
 MIN_REDIS_VERSION = (7, 0)
 #: For each key (``KEYS``) still holding the token ``ARGV[1]``: marks it ``sent`` (keeping its
@@ -53,16 +53,16 @@ _SETTLE = Script(
     b"else redis.call('DEL', key) end end end "
     b"return 0",
 )
-QUEUES = ("ingest", "index", "evict", "reconcile")
 #: Publishing retries briefly, then fails: the receiver must answer 503, not hang.
 PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
 
 
 def celery_app(settings: Settings) -> Celery:
     """A Celery app on ``settings.redis_url`` without tasks (a producer; the workers add
-    theirs): late acks, reject-on-worker-lost, prefetch 1, JSON only, worker task events, time
-    limits below the Redis visibility timeout (DESIGN §6), unacked messages of a dead worker
-    swept back every tenth of the visibility timeout.
+    theirs), its Redis keys under the deployment's namespace (kombu's ``global_keyprefix``,
+    :attr:`~ncindex.names.Names.broker_prefix`): late acks, reject-on-worker-lost, prefetch 1,
+    JSON only, worker task events, time limits below the Redis visibility timeout (DESIGN §6),
+    unacked messages of a dead worker swept back every tenth of the visibility timeout.
 
     Workers send task events (Flower's task list and its ``/metrics``); the producer sends no
     ``task-sent`` event: it would cost a second publish per queued task and nothing reads it."""
@@ -78,6 +78,7 @@ def celery_app(settings: Settings) -> Celery:
         # seconds (the receiver answers 503), not hold the request; above BRPOP's 1 s poll
         "socket_timeout": 2,
         "socket_connect_timeout": 2,
+        "global_keyprefix": settings.names.broker_prefix,
     }
     app.conf.update(
         task_serializer="json",
@@ -95,11 +96,13 @@ def celery_app(settings: Settings) -> Celery:
         visibility_timeout=settings.visibility_timeout,
         worker_send_task_events=True,
         task_send_sent_event=False,
-        task_default_queue="ingest",
-        task_queues=[Queue(name) for name in QUEUES],
+        task_default_queue=names.INGEST,
+        task_queues=[Queue(name) for name in names.QUEUES],
         broker_connection_retry_on_startup=True,
         broker_connection_timeout=2,
         worker_hijack_root_logger=False,
+        # read by the workers' signal handlers (workers.heartbeat), which see only the app
+        ncindex_namespace=settings.namespace,
     )
     return app
 
@@ -110,13 +113,9 @@ class Producer(Protocol):
     def send_task(self, name: str, **options: Any) -> Any: ...
 
 
-class BrokerUnavailable(TransientError):
-    """Raised when the broker or Redis did not take a task; nothing was acknowledged."""
-
-
-def debounce_key(action: Action) -> str | None:
+def debounce_key(action: Action, keys: Names) -> str | None:
     """The Redis key that coalesces ``action``, or ``None`` if it is never coalesced."""
-    return DEBOUNCE_PREFIX + action.debounce_key if action.debounce_key else None
+    return keys.debounce_prefix + action.debounce_key if action.debounce_key else None
 
 
 class _Claim:
@@ -136,16 +135,22 @@ def enqueue(
     redis_client: redis.Redis,
     actions: Iterable[Action],
     debounce_seconds: float,
+    *,
+    keys: Names,
 ) -> tuple[int, int]:
     """The receiver's :func:`send_actions`: debounced tasks wait ``debounce_seconds`` and their
     keys live four times as long (at least 1 s), so a task started late still coalesces; with
-    ``debounce_seconds`` 0 nothing is debounced. Returns ``(queued, coalesced)``."""
+    ``debounce_seconds`` 0 nothing is debounced; the keys are ``keys``'s. Returns
+    ``(queued, coalesced)``."""
     if debounce_seconds <= 0:
-        return send_actions(producer, redis_client, actions, countdown=None, key_seconds=None)
+        return send_actions(
+            producer, redis_client, actions, keys=keys, countdown=None, key_seconds=None
+        )
     return send_actions(
         producer,
         redis_client,
         actions,
+        keys=keys,
         countdown=debounce_seconds,
         key_seconds=max(1.0, 4 * debounce_seconds),
     )
@@ -156,6 +161,7 @@ def send_actions(
     redis_client: redis.Redis,
     actions: Iterable[Action],
     *,
+    keys: Names,
     countdown: float | None,
     key_seconds: float | None,
 ) -> tuple[int, int]:
@@ -164,6 +170,7 @@ def send_actions(
     More than :data:`FAN_OUT` actions are queued in parts for workers to send (they count as
     queued; what coalesces is decided there).
 
+    ``keys`` names the debounce keys (:attr:`~ncindex.names.Names.debounce_prefix`);
     ``key_seconds`` is how long a debounce key lives (``None``: no debounce, every task is
     sent); ``countdown`` delays the tasks of debounced actions, seconds. The keys of all
     actions are claimed in one round trip (:func:`_claim`). An action is coalesced only
@@ -179,7 +186,7 @@ def send_actions(
     actions = list(actions)
     if len(actions) > FAN_OUT:
         return _fan_out(producer, actions, countdown, key_seconds), 0
-    claims = [_Claim(debounce_key(a) if key_seconds else None) for a in actions]
+    claims = [_Claim(debounce_key(a, keys) if key_seconds else None) for a in actions]
     keyed = [c for c in claims if c.key]
     token = PENDING + secrets.token_hex(8).encode()
     if keyed:
@@ -245,14 +252,10 @@ def check_redis(redis_client: redis.Redis) -> None:
         raise RedisTooOld(f"Redis {version} answers; ncindex needs {needed} or later")
 
 
-class RedisTooOld(RuntimeError):
-    """Raised by :func:`check_redis` for a Redis older than :data:`MIN_REDIS_VERSION`."""
-
-
 def _fan_out(
     producer: Producer, actions: list[Action], countdown: float | None, key_seconds: float | None
 ) -> int:
-    """Queue ``actions`` as :data:`FAN_OUT_TASK` tasks of :data:`FAN_OUT` each, on the
+    """Queue ``actions`` as ``ncindex.send_actions`` tasks of :data:`FAN_OUT` each, on the
     ``ingest`` queue (a worker calls :func:`send_actions` with them); returns how many actions
     were queued. Raises :class:`BrokerUnavailable` if a publish fails (the parts already
     queued run; a retried delivery only repeats idempotent tasks)."""
@@ -260,9 +263,9 @@ def _fan_out(
         part = [dataclasses.asdict(action) for action in actions[start : start + FAN_OUT]]
         try:
             producer.send_task(
-                FAN_OUT_TASK,
+                names.SEND_ACTIONS,
                 kwargs={"actions": part, "countdown": countdown, "key_seconds": key_seconds},
-                queue="ingest",
+                queue=names.INGEST,
                 retry_policy=PUBLISH_RETRY,
             )
         except Exception as exc:  # kombu/redis raise several types; none may be acknowledged
@@ -284,7 +287,8 @@ def _settle(redis_client: redis.Redis, claims: list[_Claim], token: bytes) -> No
         log.warning("debounce_settle_failed", keys=len(mine), error=str(exc))
 
 
-def clear_debounce(redis_client: redis.Redis, key: str | None) -> None:
-    """Called by a task as it starts: later events for the same document schedule anew."""
-    if key and key.startswith(DEBOUNCE_PREFIX):
+def clear_debounce(redis_client: redis.Redis, keys: Names, key: str | None) -> None:
+    """Called by a task as it starts: later events for the same document schedule anew. Only
+    a key under ``keys``'s debounce prefix is deleted (``key`` comes from the message)."""
+    if key and key.startswith(keys.debounce_prefix):
         redis_client.delete(key)

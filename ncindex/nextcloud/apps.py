@@ -7,11 +7,10 @@ the HTTP translation of :mod:`ncindex.nextcloud.client` applies: timeouts, 5xx a
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ncindex.errors import NextcloudProtocolError, NotFound
-from ncindex.nextcloud.client import NextcloudClient
+from ncindex.nextcloud.client import NextcloudClient, json_object
 
 DECK_API = "/index.php/apps/deck/api/v1.0"
 NEWS_API = "/index.php/apps/news/api/v1-3"
@@ -40,43 +39,44 @@ def get_deck_card(
     response = client.request("GET", url, headers=headers, not_found=(403, 404))
     if response.status_code == 304:
         return None
-    card = _json_object(response.content, url)
+    card = json_object(response)
     if card.get("deletedAt"):
         raise NotFound(f"deck card {card_id} is deleted")
     return card
 
 
-def find_news_item(client: NextcloudClient, feed_id: int, item_id: int) -> dict[str, Any]:
-    """The News item ``item_id`` of feed ``feed_id`` as the client's user.
+def news_items(client: NextcloudClient, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """``GET /items`` of News v1-3 with ``params`` (``type``, ``id``, ``batchSize``, ``offset``,
+    ``getRead``; nextcloud/news ``lib/Controller/ItemApiController.php``, ``index``): the
+    item objects of the answer's ``items`` list. Raises ``NextcloudProtocolError`` for an
+    answer without one."""
+    url = f"{NEWS_API}/items"
+    response = client.request("GET", url, params=params, headers={"Accept": "application/json"})
+    items = json_object(response).get("items")
+    if not isinstance(items, list):
+        raise NextcloudProtocolError(f"{url}: no items list")
+    return [i for i in items if isinstance(i, dict)]
 
-    News v1-3 has no single-item GET: this asks for one item of the feed below the offset
-    ``item_id + 1`` (items come newest first, ``id < offset``), read ones included, and checks
-    that it is ``item_id`` — one request. Raises ``NotFound`` when it is not (purged, feed
-    deleted or not the user's) or the feed is unknown (404).
+
+def find_news_item(
+    client: NextcloudClient, item_id: int, feed_id: int | None = None
+) -> dict[str, Any]:
+    """The News item ``item_id`` as the client's user, in feed ``feed_id`` or in any feed.
+
+    News v1-3 has no single-item GET: this asks for one item (of the feed, or ``type=3``: all
+    feeds) below the offset ``item_id + 1`` (items come newest first, ``id < offset``), read
+    ones included, and checks that it is ``item_id`` — one request. Raises ``NotFound`` when it
+    is not (purged, feed deleted or not the user's) or the feed is unknown (404).
     """
     params = {
-        "type": 0,
-        "id": int(feed_id),
+        "type": 3 if feed_id is None else 0,
+        "id": int(feed_id or 0),
         "batchSize": 1,
         "offset": int(item_id) + 1,
         "getRead": "true",
     }
-    url = f"{NEWS_API}/items"
-    response = client.request("GET", url, params=params, headers={"Accept": "application/json"})
-    items = _json_object(response.content, url).get("items")
-    if not isinstance(items, list):
-        raise NextcloudProtocolError(f"{url}: no items list")
-    for item in items:
-        if isinstance(item, dict) and str(item.get("id")) == str(int(item_id)):
+    for item in news_items(client, params):
+        if str(item.get("id")) == str(int(item_id)):
             return item
-    raise NotFound(f"news item {item_id} of feed {feed_id} is not visible")
-
-
-def _json_object(content: bytes, url: str) -> dict[str, Any]:
-    try:
-        data = json.loads(content)
-    except ValueError as exc:
-        raise NextcloudProtocolError(f"{url}: body is not JSON") from exc
-    if not isinstance(data, dict):
-        raise NextcloudProtocolError(f"{url}: body is not a JSON object")
-    return data
+    where = "" if feed_id is None else f" of feed {feed_id}"
+    raise NotFound(f"news item {item_id}{where} is not visible")

@@ -327,6 +327,24 @@ def _json(response: httpx.Response) -> Any:
         raise NextcloudProtocolError(f"{response.request.url}: body is not JSON") from exc
 
 
+def json_object(response: httpx.Response) -> dict[str, Any]:
+    """The body of ``response`` as a JSON object; raises ``NextcloudProtocolError`` naming the
+    URL for a body that is not JSON or not an object."""
+    data = _json(response)
+    if not isinstance(data, dict):
+        raise NextcloudProtocolError(f"{response.request.url}: body is not a JSON object")
+    return data
+
+
+def json_list(response: httpx.Response) -> list[dict[str, Any]]:
+    """The objects of the body of ``response``, a JSON list (other members are dropped);
+    raises ``NextcloudProtocolError`` naming the URL for a body that is not a JSON list."""
+    data = _json(response)
+    if not isinstance(data, list):
+        raise NextcloudProtocolError(f"{response.request.url}: body is not a JSON list")
+    return [d for d in data if isinstance(d, dict)]
+
+
 #: The class the Notes app names when a note's file is blocked (files_accesscontrol).
 NOTES_FORBIDDEN = "OCP\\Files\\ForbiddenException"
 

@@ -32,7 +32,8 @@ from typing import Any, Literal
 import rcp
 from qdrant_client import models
 
-from ncindex.documents import has_dot_segment, normalize_path, principal
+from ncindex.documents import has_dot_segment, normalize_path
+from ncindex.errors import FilterError
 from ncindex.search.filter_fields import (
     ALL_OPERATORS,
     FIELD_TYPES,
@@ -43,32 +44,11 @@ from ncindex.search.filter_fields import (
     MAX_STRING_CHARS,
     FilterField,
 )
-
-FilterCode = Literal["invalid_filter", "unknown_field", "unsupported_operator", "invalid_value"]
+from ncindex.store.queries import acl_condition
 
 _MAX_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z
 _INT64 = 2**63
 _RANGE_OPS = ("gt", "gte", "lt", "lte")
-
-
-class FilterError(ValueError):
-    """Raised for a filter or filter parameter that cannot be used.
-
-    ``code`` is one of ``invalid_filter`` (the tree's shape), ``unknown_field`` (a field not
-    advertised), ``unsupported_operator`` (an operator unknown, or not valid for the field),
-    ``invalid_value`` (a value of the wrong type or out of range); ``field`` is the path of
-    the offending input (``filter.or[0].value``, ``modified_after``); ``option`` is the
-    operator when it is not one of the advertised operators at all (RCP maps that to -32005).
-    """
-
-    def __init__(
-        self, code: FilterCode, field: str, detail: str, *, option: str | None = None
-    ) -> None:
-        super().__init__(f"{field}: {detail}")
-        self.code: FilterCode = code
-        self.field = field
-        self.detail = detail
-        self.option = option
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,11 +378,6 @@ def _time(value: Any, path: str) -> float:
 
 
 # --- compiling ------------------------------------------------------------------------------
-
-
-def acl_condition(user: str) -> models.FieldCondition:
-    """``acl`` contains the principal of ``user``."""
-    return models.FieldCondition(key="acl", match=models.MatchValue(value=principal(user)))
 
 
 def build_filter(user: str, tree: Node | None) -> models.Filter:

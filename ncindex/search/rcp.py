@@ -52,12 +52,22 @@ import structlog
 from pydantic import ValidationError
 
 from ncindex import __version__, strict_json
-from ncindex.errors import NextcloudAuthError, PermanentError, TransientError, public_reason
+from ncindex.errors import (
+    FilterError,
+    NextcloudAuthError,
+    PermanentError,
+    RpcError,
+    TransientError,
+    Unauthenticated,
+    public_reason,
+)
+from ncindex.names import Names
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.redis_breaker import RedisBreaker
 from ncindex.search.filter_fields import rcp_filter_capability
-from ncindex.search.filters import FilterError, parse_tree
+from ncindex.search.filters import parse_tree
 from ncindex.search.service import SearchRequest, SearchResponse, SearchService
+from ncindex.store.schema import RRF_K
 
 log = structlog.get_logger(__name__)
 
@@ -79,20 +89,6 @@ _UNOFFERED = ("rerank", "mmr", "rewrite", "recency", "cursor")
 _POSITIVE_INTS = ("k", "candidateK")
 
 
-class RpcError(Exception):
-    """A JSON-RPC error to answer with: ``code`` (``rcp.Errc``), ``message``, ``data``."""
-
-    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-
-class Unauthenticated(Exception):
-    """Raised by an authenticator for missing or rejected credentials."""
-
-
 @dataclass
 class HttpAnswer:
     """What to send: HTTP ``status``, JSON ``body`` (``None`` ⇒ no body, 204) and headers."""
@@ -109,23 +105,24 @@ class RcpSessions:
     Redis fails them fast rather than once per socket timeout. Redis errors (the breaker's
     ``RedisSkipped`` among them) raise ``RpcError(-32010)``, retryable."""
 
-    PREFIX = "ncindex:rcp:"
-
-    def __init__(self, breaker: Callable[[], RedisBreaker], ttl: int = SESSION_SECONDS) -> None:
+    def __init__(
+        self, breaker: Callable[[], RedisBreaker], keys: Names, ttl: int = SESSION_SECONDS
+    ) -> None:
         self._breaker = breaker
+        self.prefix = keys.rcp_prefix
         self.ttl = ttl
 
     def start(self, cred: str) -> str:
         """Start (or restart) the credential's session; returns a new session token."""
         token = secrets.token_urlsafe(24)
         with self._guard():
-            self._breaker().call("set", f"{self.PREFIX}cred:{cred}", "1", ex=self.ttl)
-            self._breaker().call("set", f"{self.PREFIX}token:{token}", cred, ex=self.ttl)
+            self._breaker().call("set", f"{self.prefix}cred:{cred}", "1", ex=self.ttl)
+            self._breaker().call("set", f"{self.prefix}token:{token}", cred, ex=self.ttl)
         return token
 
     def active(self, cred: str, token: str | None) -> bool:
         """Whether the session (the token's, else the credential's) is live; refreshes it."""
-        key = f"{self.PREFIX}token:{token}" if token else f"{self.PREFIX}cred:{cred}"
+        key = f"{self.prefix}token:{token}" if token else f"{self.prefix}cred:{cred}"
         with self._guard():
             value = self._breaker().call("get", key)
             if value is None or (token and value.decode() != cred):
@@ -136,9 +133,9 @@ class RcpSessions:
     def end(self, cred: str, token: str | None) -> None:
         """End the session (the token's and the credential's)."""
         with self._guard():
-            keys = [f"{self.PREFIX}cred:{cred}"]
+            keys = [f"{self.prefix}cred:{cred}"]
             if token and self.active(cred, token):
-                keys.append(f"{self.PREFIX}token:{token}")
+                keys.append(f"{self.prefix}token:{token}")
             self._breaker().call("delete", *keys)
 
     @contextlib.contextmanager
@@ -551,7 +548,7 @@ def _fusion(value: Any, notes: list[str]) -> str | None:
     if method not in FUSIONS:
         raise _unsupported("fusion.method", method)
     if isinstance(value, dict) and ("weights" in value or "rrfK" in value):
-        notes.append("fusion weights/rrfK are fixed by the server (RRF k=2); ignored")
+        notes.append(f"fusion weights/rrfK are fixed by the server (RRF k={RRF_K}); ignored")
     return method
 
 

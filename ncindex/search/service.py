@@ -40,7 +40,7 @@ from pydantic import (
 
 from ncindex.documents import DocRef, DocType, principal
 from ncindex.embedding.embedder import Embedder
-from ncindex.errors import TransientError
+from ncindex.errors import ChunkOutOfRange, DocumentNotFound, SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.search.filters import Node, build_filter, request_tree
 from ncindex.search.verify import Verdict, VerificationCounts, VerifyOnRead
@@ -67,14 +67,6 @@ FILTER_NODE_REF = "#/components/schemas/FilterNode"
 
 Mode = Literal["hybrid", "dense", "sparse"]
 TimeValue = StrictInt | StrictFloat | str
-
-
-class SearchUnavailable(TransientError):
-    """Raised when the query cannot be embedded at all (both halves, or the one asked for)."""
-
-
-class DocumentNotFound(LookupError):
-    """Raised by :meth:`SearchService.context` when the caller cannot read the document."""
 
 
 class SearchRequest(BaseModel):
@@ -436,7 +428,7 @@ class SearchService:
         document's verifier must keep it.
 
         Raises :class:`DocumentNotFound` when either check fails (a verifier drop also calls
-        ``on_drop``), ``ValueError`` when ``chunk_index`` is past the last chunk,
+        ``on_drop``), ``ChunkOutOfRange`` when ``chunk_index`` is past the last chunk,
         ``SearchUnavailable`` when Nextcloud cannot confirm it (fail-closed: content is only
         shown once verified) and ``StoreUnavailable`` if the store fails.
         """
@@ -461,7 +453,7 @@ class SearchService:
             raise SearchUnavailable(f"could not verify {ref.key} with Nextcloud")
         count = int(head.get("chunk_count") or len(current))
         if chunk_index >= len(current):
-            raise ValueError(f"chunk_index {chunk_index} is past the last chunk ({count - 1})")
+            raise ChunkOutOfRange(f"chunk_index {chunk_index} is past the last chunk ({count - 1})")
         lo, hi = max(0, chunk_index - window), min(len(current), chunk_index + window + 1)
         return ContextResponse(
             doc_type=ref.doc_type.value,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -88,7 +88,7 @@ def verify_news_item(client: NextcloudClient, payload: dict[str, Any]) -> Checke
     if feed is None:
         log.warning("news_item_without_feed", doc_key=payload.get("doc_key"))
         return Checked(Verdict.UNVERIFIED)
-    find_news_item(client, int(feed), int(payload["doc_id"]))
+    find_news_item(client, int(payload["doc_id"]), int(feed))
     return Checked(Verdict.KEPT)
 
 
@@ -110,7 +110,6 @@ class VerificationCounts:
     dropped: int = 0
     errors: int = 0
     unverified: int = 0
-    dropped_keys: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, int]:
         """The counts for the response body."""
@@ -143,7 +142,6 @@ class VerifyOnRead:
             counts.checked += 1
             if checked.verdict is Verdict.DROPPED:
                 counts.dropped += 1
-                counts.dropped_keys.append(payload["doc_key"])
             elif checked.verdict is Verdict.ERROR:
                 counts.errors += 1
             elif checked.verdict is Verdict.UNVERIFIED:

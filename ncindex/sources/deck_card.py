@@ -19,33 +19,22 @@ from typing import Any
 import redis
 
 from ncindex.documents import DocRef, DocType, SourceDocument, principal
-from ncindex.errors import NextcloudProtocolError
+from ncindex.errors import ArchivedCard, NextcloudProtocolError
+from ncindex.names import Names
 from ncindex.nextcloud.apps import DECK_API, DECK_HEADERS, get_deck_card
-from ncindex.nextcloud.client import NextcloudClient
+from ncindex.nextcloud.client import NextcloudClient, json_object
 
-STACK_BOARD_KEY = "ncindex:deck:stack-board:"
 STACK_BOARD_TTL = 86_400
 
 
-class ArchivedCard(Exception):
-    """Raised for a card that exists but is archived (not indexed)."""
-
-
 def _json(client: NextcloudClient, url: str) -> dict[str, Any]:
-    response = client.request("GET", url, headers=DECK_HEADERS, not_found=(403, 404))
-    try:
-        data = response.json()
-    except ValueError as exc:
-        raise NextcloudProtocolError(f"{url}: body is not JSON") from exc
-    if not isinstance(data, dict):
-        raise NextcloudProtocolError(f"{url}: body is not a JSON object")
-    return data
+    return json_object(client.request("GET", url, headers=DECK_HEADERS, not_found=(403, 404)))
 
 
-def board_of_stack(client: NextcloudClient, cache: redis.Redis, stack_id: int) -> int:
+def board_of_stack(client: NextcloudClient, cache: redis.Redis, keys: Names, stack_id: int) -> int:
     """The board id of ``stack_id`` (``GET /boards/0/stacks/{id}``, cached a day in Redis).
     Raises ``NotFound`` when the stack is gone or not visible."""
-    key = f"{STACK_BOARD_KEY}{int(stack_id)}"
+    key = f"{keys.deck_stack_board_prefix}{int(stack_id)}"
     cached = cache.get(key)
     if cached is not None:
         return int(cached)
@@ -77,6 +66,7 @@ def board_principals(board: dict[str, Any]) -> set[str]:
 def fetch_card(
     client: NextcloudClient,
     cache: redis.Redis,
+    keys: Names,
     card_id: int,
     current: dict[str, Any] | None,
 ) -> tuple[SourceDocument, set[str]]:
@@ -100,7 +90,7 @@ def fetch_card(
         etag = str(card.get("ETag") or modified)
     except (KeyError, TypeError, ValueError) as exc:
         raise NextcloudProtocolError(f"deck card {card_id}: {exc}") from exc
-    board_id = board_of_stack(client, cache, stack_id)
+    board_id = board_of_stack(client, cache, keys, stack_id)
     board = _json(client, f"{DECK_API}/boards/{board_id}")
     description = str(card.get("description") or "")
     user = client.user or ""

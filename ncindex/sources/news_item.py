@@ -14,43 +14,32 @@ hash keeps the text from being embedded again).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ncindex.documents import DocRef, DocType, SourceDocument
-from ncindex.errors import NextcloudProtocolError, NotFound
+from ncindex.errors import NextcloudProtocolError
+from ncindex.nextcloud.apps import find_news_item, news_items
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.text.extract import extract_text
 
-NEWS_API = "/index.php/apps/news/api/v1-3"
-
-
-def _items(client: NextcloudClient, params: dict[str, Any]) -> list[dict[str, Any]]:
-    url = f"{NEWS_API}/items"
-    response = client.request("GET", url, params=params, headers={"Accept": "application/json"})
-    try:
-        items = json.loads(response.content).get("items")
-    except (ValueError, AttributeError) as exc:
-        raise NextcloudProtocolError(f"{url}: body is not a JSON object") from exc
-    if not isinstance(items, list):
-        raise NextcloudProtocolError(f"{url}: no items list")
-    return [i for i in items if isinstance(i, dict)]
-
 
 def find_item(client: NextcloudClient, item_id: int) -> dict[str, Any]:
-    """Item ``item_id`` of ``client.user`` (one request); raises ``NotFound`` when it is gone
-    (purged, feed deleted, not the user's)."""
-    params = {"type": 3, "id": 0, "batchSize": 1, "offset": int(item_id) + 1, "getRead": "true"}
-    for item in _items(client, params):
-        if str(item.get("id")) == str(int(item_id)):
-            return item
-    raise NotFound(f"news item {item_id} is not visible")
+    """Item ``item_id`` of ``client.user``, in any feed (one request); raises ``NotFound`` when
+    it is gone (purged, feed deleted, not the user's)."""
+    return find_news_item(client, item_id)
 
 
 def list_items(client: NextcloudClient, feed_id: int | None = None) -> list[dict[str, Any]]:
     """Every item (read ones included) of feed ``feed_id``, or of all feeds when ``None``."""
     params = {"type": 0 if feed_id is not None else 3, "id": int(feed_id or 0)}
-    return _items(client, params | {"batchSize": -1, "getRead": "true"})
+    return news_items(client, params | {"batchSize": -1, "getRead": "true"})
+
+
+def news_etag(item: dict[str, Any]) -> str:
+    """The etag stored for a News item: ``"{lastModified}-{contentHash}"`` (``pubDate`` when it
+    has no ``lastModified``), what the reconcile scan compares with."""
+    modified = int(item.get("lastModified") or item.get("pubDate") or 0)
+    return f"{modified}-{item.get('contentHash') or ''}"
 
 
 def item_document(user: str, item: dict[str, Any], max_chars: int) -> SourceDocument:
@@ -78,7 +67,7 @@ def item_document(user: str, item: dict[str, Any], max_chars: int) -> SourceDocu
         owner=user,
         title=title,
         text=f"{title}\n\n{text}".strip()[:max_chars],
-        etag=f"{modified}-{item.get('contentHash') or ''}",
+        etag=news_etag(item),
         modified_at=modified,
         mime_type="text/html",
         url=str(item["url"]) if item.get("url") else None,

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from qdrant_client import models
 
-from ncindex.documents import DocType, principal
+from ncindex.documents import DocType
 from ncindex.store.port import VectorStore
+from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
 
 MANIFEST_FIELDS = ("doc_key", "etag", "acl", "paths")
 
@@ -34,13 +35,7 @@ class ManifestEntry:
 
 def manifest_filter(user: str, doc_type: DocType) -> models.Filter:
     """First chunks of the documents of ``doc_type`` that ``user`` may see."""
-    return models.Filter(
-        must=[
-            models.FieldCondition(key="doc_type", match=models.MatchValue(value=doc_type.value)),
-            models.FieldCondition(key="acl", match=models.MatchValue(value=principal(user))),
-            models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0)),
-        ]
-    )
+    return first_chunks(doc_type_condition(doc_type), acl_condition(user))
 
 
 def load_manifest(store: VectorStore, user: str, doc_type: DocType) -> dict[str, ManifestEntry]:

@@ -62,15 +62,23 @@ from typing import Any, Protocol, TypeVar
 import redis
 import structlog
 
+from ncindex import names
 from ncindex.documents import DocType
-from ncindex.errors import Forbidden, NcindexError, NextcloudProtocolError, NotFound
+from ncindex.errors import (
+    Forbidden,
+    NcindexError,
+    NextcloudProtocolError,
+    NotFound,
+    UnsupportedDocType,
+)
 from ncindex.index.indexing import Indexer
 from ncindex.ingest.events import Action, is_id
 from ncindex.ingest.events import index_document as index_document_action
 from ncindex.ingest.events import index_node as index_node_action
 from ncindex.ingest.queueing import Producer, send_actions
+from ncindex.names import Names
 from ncindex.nextcloud.apps import DECK_API, DECK_HEADERS
-from ncindex.nextcloud.client import NOTES_API, NextcloudClient
+from ncindex.nextcloud.client import NOTES_API, NextcloudClient, json_list
 from ncindex.runtime import Services
 from ncindex.sources import news_item
 from ncindex.store.manifest import ManifestEntry, load_manifest
@@ -79,16 +87,10 @@ from ncindex.strict_json import finite_float
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
-STATE_PREFIX = "ncindex:reconcile:"
-LAST_SCANS = STATE_PREFIX + "last"
 """Redis hash ``"{user}:{doc_type}"`` → JSON summary of the last scan (``ncindex status``)."""
 RETRY_UNINDEXABLE_SECONDS = 86_400
 """A document listed but not indexed after a task was sent for its version is sent again
 after this long (or as soon as its etag changes)."""
-
-
-class UnsupportedDocType(ValueError):
-    """Raised when a scan is asked for a doc type that has no :class:`Scanner` yet."""
 
 
 # --- listings and reports ------------------------------------------------------------------
@@ -247,9 +249,10 @@ def ancestors(path: str) -> list[str]:
 class ScanState:
     """One user's and doc type's rebuildable scan state in Redis (see the module docstring)."""
 
-    def __init__(self, client: redis.Redis, user: str, doc_type: DocType) -> None:
+    def __init__(self, client: redis.Redis, user: str, doc_type: DocType, keys: Names) -> None:
         self.redis = client
-        self.base = f"{STATE_PREFIX}{doc_type.value}:{user}"
+        self.base = f"{keys.reconcile_prefix}{doc_type.value}:{user}"
+        self.last_scans = last_scans_key(keys)
         self.field = f"{user}:{doc_type.value}"
 
     def folders(self) -> dict[str, str]:
@@ -349,7 +352,7 @@ class ScanState:
 
     def last(self) -> dict[str, Any] | None:
         """The summary of the last scan, if recorded and readable."""
-        raw = self.redis.hget(LAST_SCANS, self.field)
+        raw = self.redis.hget(self.last_scans, self.field)
         if raw is None:
             return None
         try:
@@ -357,8 +360,8 @@ class ScanState:
         except ValueError:
             last = None
         if not isinstance(last, dict):
-            log.warning("scan_state_unreadable", key=LAST_SCANS, field=self.field)
-            self.redis.hdel(LAST_SCANS, self.field)
+            log.warning("scan_state_unreadable", key=self.last_scans, field=self.field)
+            self.redis.hdel(self.last_scans, self.field)
             return None
         return last
 
@@ -394,7 +397,7 @@ class ScanState:
         summary["in_sync_at"] = (
             int(report.started_at) if report.clean else previous.get("in_sync_at")
         )
-        self.redis.hset(LAST_SCANS, self.field, json.dumps(summary))
+        self.redis.hset(self.last_scans, self.field, json.dumps(summary))
 
 
 # --- scanners ------------------------------------------------------------------------------
@@ -519,13 +522,7 @@ class NoteScanner:
             listing.requests += 1
             if listing.marker is None:
                 listing.marker = _http_time(response.headers.get("Last-Modified"))
-            try:
-                items = response.json()
-            except ValueError as exc:
-                raise NextcloudProtocolError("notes list is not JSON") from exc
-            if not isinstance(items, list):
-                raise NextcloudProtocolError("notes list is not a JSON list")
-            for item in items:
+            for item in json_list(response):
                 try:
                     doc_id = str(int(item["id"]))
                 except (KeyError, TypeError, ValueError) as exc:
@@ -622,7 +619,7 @@ class NewsScanner:
         for item in items:
             doc_id = _listed_id(item.get("id"), "News item")
             try:
-                etag = news_etag(item)
+                etag = news_item.news_etag(item)
             except (TypeError, ValueError) as exc:
                 raise NextcloudProtocolError(f"News item {doc_id}: {exc}") from None
             listing.docs[doc_id] = Seen(doc_id, etag, None)
@@ -634,13 +631,6 @@ class NewsScanner:
 
     def commit(self, state: ScanState, listing: Listing, dirty: set[str], clean: bool) -> None:
         """Nothing to keep: every scan lists every item."""
-
-
-def news_etag(item: dict[str, Any]) -> str:
-    """The etag the indexer stores for a News item (see
-    :func:`ncindex.sources.news_item.item_document`)."""
-    modified = int(item.get("lastModified") or item.get("pubDate") or 0)
-    return f"{modified}-{item.get('contentHash') or ''}"
 
 
 def _listed_id(value: Any, what: str) -> str:
@@ -662,14 +652,7 @@ def _listed_time(value: Any, doc_id: str) -> int:
 
 
 def _json_list(client: NextcloudClient, url: str) -> list[dict[str, Any]]:
-    response = client.request("GET", url, headers=DECK_HEADERS)
-    try:
-        data = response.json()
-    except ValueError as exc:
-        raise NextcloudProtocolError(f"{url}: body is not JSON") from exc
-    if not isinstance(data, list):
-        raise NextcloudProtocolError(f"{url}: body is not a JSON list")
-    return [d for d in data if isinstance(d, dict)]
+    return json_list(client.request("GET", url, headers=DECK_HEADERS))
 
 
 SCANNERS: dict[DocType, Scanner] = {
@@ -705,13 +688,13 @@ class Reconciler:
         doc_type = DocType(doc_type)
         scanner = SCANNERS.get(doc_type)
         if scanner is None:
-            raise UnsupportedDocType(f"no reconcile scanner for {doc_type.value} yet")
+            raise UnsupportedDocType(doc_type.value)
         if apply and self.producer is None:
             raise ValueError("a producer is needed to apply a scan")
         started = time.time()
         clock = time.monotonic()
         report = ScanReport(user, doc_type.value, started, apply)
-        state = ScanState(self.services.redis, user, doc_type)
+        state = ScanState(self.services.redis, user, doc_type, self.settings.names)
         log_ = log.bind(user=user, doc_type=doc_type.value)
         try:
             manifest = load_manifest(self.services.store, user, doc_type)
@@ -887,6 +870,7 @@ class Reconciler:
             self.producer,
             self.services.redis,
             actions,
+            keys=self.settings.names,
             countdown=None,
             key_seconds=max(60, int(period)),
         )
@@ -894,13 +878,15 @@ class Reconciler:
 
 # --- requesting scans ----------------------------------------------------------------------
 
-SCAN_TASK = "ncindex.reconcile_scan"
-PENDING_PREFIX = STATE_PREFIX + "pending:"
+
+def last_scans_key(keys: Names) -> str:
+    """The hash of the last scans' summaries (field ``<user>:<doc_type>``)."""
+    return keys.reconcile_prefix + "last"
 
 
-def pending_key(user: str, doc_type: DocType | str) -> str:
+def pending_key(keys: Names, user: str, doc_type: DocType | str) -> str:
     """Redis key marking a scan of ``user`` and ``doc_type`` as queued but not yet started."""
-    return f"{PENDING_PREFIX}{DocType(doc_type).value}:{user}"
+    return f"{keys.reconcile_prefix}pending:{DocType(doc_type).value}:{user}"
 
 
 def request_scans(
@@ -909,6 +895,8 @@ def request_scans(
     users: Iterable[str],
     doc_types: Iterable[DocType | str],
     pending_seconds: int,
+    *,
+    keys: Names,
 ) -> int:
     """Queue one ``ncindex.reconcile_scan`` per user and doc type on the ``reconcile`` queue,
     unless one is already queued (a pending marker lives ``pending_seconds`` or until the scan
@@ -916,13 +904,13 @@ def request_scans(
     queued = 0
     for doc_type in doc_types:
         for user in users:
-            key = pending_key(user, doc_type)
+            key = pending_key(keys, user, doc_type)
             if not client.set(key, 1, nx=True, ex=max(1, int(pending_seconds))):
                 continue
             producer.send_task(
-                SCAN_TASK,
+                names.RECONCILE_SCAN,
                 kwargs={"user": user, "doc_type": DocType(doc_type).value, "pending_key": key},
-                queue="reconcile",
+                queue=names.RECONCILE,
             )
             queued += 1
     return queued

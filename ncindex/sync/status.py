@@ -5,7 +5,7 @@ Everything is read from Redis: the broker's queues, reserved tasks and index lag
 the ``ncindex_queue_depth``, ``ncindex_tasks_reserved`` and ``ncindex_index_lag_seconds``
 gauges define them (:class:`ncindex.telemetry.QueueCollector`: how far the workers are behind
 what was queued), the scan summaries :mod:`ncindex.sync.reconcile` records, and the dead-letter keys
-(``ncindex:deadletter`` and ``ncindex:deadletter:*``) the workers write when they park a
+(``<namespace>:deadletter`` and ``<namespace>:deadletter:*``) the workers write when they park a
 document.
 
 Changes no webhook announced are only known once a scan finds them, so each scan also shows
@@ -21,26 +21,25 @@ from typing import Any
 
 import redis
 
-from ncindex.ingest.queueing import QUEUES
-from ncindex.sync.reconcile import LAST_SCANS
+from ncindex.names import QUEUES, Names
+from ncindex.sync.reconcile import last_scans_key
 from ncindex.telemetry import QueueCollector
 
-DEADLETTER_PATTERN = "ncindex:deadletter*"
-"""The dead letter: the ``ncindex:deadletter`` hash (:mod:`ncindex.index.deadletter`) and any
-``ncindex:deadletter:*`` keys."""
 _SAMPLE = 5
 
 
-def queues(client: redis.Redis) -> dict[str, Any]:
+def queues(client: redis.Redis, keys: Names) -> dict[str, Any]:
     """``{"depth": {queue: n}, "reserved": n, "lag": seconds}`` as the gauges read them."""
-    return QueueCollector(client, QUEUES).read()
+    return QueueCollector(client, QUEUES, keys=keys).read()
 
 
-def last_scans(client: redis.Redis, now: float | None = None) -> dict[str, dict[str, Any]]:
+def last_scans(
+    client: redis.Redis, keys: Names, now: float | None = None
+) -> dict[str, dict[str, Any]]:
     """``"{user}:{doc_type}"`` → the last scan's summary with ``in_sync_age_seconds``."""
     now = time.time() if now is None else now
     out: dict[str, dict[str, Any]] = {}
-    for key, raw in sorted(client.hgetall(LAST_SCANS).items()):
+    for key, raw in sorted(client.hgetall(last_scans_key(keys)).items()):
         summary = json.loads(raw)
         in_sync = summary.get("in_sync_at")
         summary["in_sync_age_seconds"] = None if in_sync is None else max(0, int(now - in_sync))
@@ -48,10 +47,12 @@ def last_scans(client: redis.Redis, now: float | None = None) -> dict[str, dict[
     return out
 
 
-def dead_letters(client: redis.Redis) -> dict[str, Any]:
-    """Each dead-letter key with its type, size and a few of its entries."""
+def dead_letters(client: redis.Redis, keys: Names) -> dict[str, Any]:
+    """Each dead-letter key (the ``<namespace>:deadletter`` hash of
+    :mod:`ncindex.index.deadletter` and any ``<namespace>:deadletter:*`` key) with its type,
+    size and a few of its entries."""
     out: dict[str, Any] = {}
-    for raw_key in sorted(client.scan_iter(match=DEADLETTER_PATTERN, count=500)):
+    for raw_key in sorted(client.scan_iter(match=keys.deadletter + "*", count=500)):
         key = raw_key.decode()
         kind = client.type(raw_key).decode()
         entry: dict[str, Any] = {"type": kind}
@@ -75,16 +76,16 @@ def dead_letters(client: redis.Redis) -> dict[str, Any]:
     return out
 
 
-def collect_status(client: redis.Redis, now: float | None = None) -> dict[str, Any]:
-    """The whole status: ``queues`` (depth per queue), ``reserved``,
+def collect_status(client: redis.Redis, keys: Names, now: float | None = None) -> dict[str, Any]:
+    """The whole status of deployment ``keys``: ``queues`` (depth per queue), ``reserved``,
     ``index_lag_seconds`` (the gauge's definition), ``scans`` and ``dead_letters``."""
-    pipeline = queues(client)
+    pipeline = queues(client, keys)
     return {
         "queues": pipeline["depth"],
         "reserved": pipeline["reserved"],
         "index_lag_seconds": round(pipeline["lag"], 1),
-        "scans": last_scans(client, now),
-        "dead_letters": dead_letters(client),
+        "scans": last_scans(client, keys, now),
+        "dead_letters": dead_letters(client, keys),
     }
 
 

@@ -17,21 +17,22 @@ import re
 
 import redis
 
-from ncindex.errors import NextcloudAuthError, NextcloudProtocolError, NotFound, PermanentError
+from ncindex.errors import (
+    Forbidden,
+    NextcloudAuthError,
+    NextcloudProtocolError,
+    NotFound,
+    Unauthenticated,
+)
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
 
-AUTH_PREFIX = "ncindex:auth:"
 MAX_AUTHORIZATION_CHARS = 8 * 1024
 """Longest ``Authorization`` header sent on to Nextcloud (web servers refuse far less)."""
 
 # scheme, one or more spaces, a token68; surrounding spaces/tabs are not part of a field value
 _CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z]+) +(?P<token>[A-Za-z0-9\-._~+/]+=*)")
 _SCHEMES = {"basic": "Basic", "bearer": "Bearer"}
-
-
-class Unauthenticated(PermanentError):
-    """Raised when a caller sent no usable credentials or Nextcloud rejected them."""
 
 
 def normalized_authorization(authorization: str | None) -> str:
@@ -60,7 +61,7 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
     """
     header = normalized_authorization(authorization)
     client = services.caller(header)
-    key = _cache_key(header)
+    key = _cache_key(services, header)
     ttl = services.settings.user_cache_seconds
     try:
         cached = services.redis_breaker.call("get", key) if ttl else None
@@ -73,7 +74,7 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
         user = client.current_user()
     except NextcloudAuthError as exc:
         raise Unauthenticated("Nextcloud rejected the credentials") from exc
-    except (NextcloudProtocolError, NotFound) as exc:
+    except (NextcloudProtocolError, Forbidden, NotFound) as exc:
         raise Unauthenticated("Nextcloud did not confirm the credentials") from exc
     if ttl:
         with contextlib.suppress(redis.RedisError):
@@ -89,11 +90,11 @@ def confirmed(services: Services, authorization: str | None) -> bool:
     if not services.settings.user_cache_seconds:
         return False
     try:
-        key = _cache_key(normalized_authorization(authorization))
+        key = _cache_key(services, normalized_authorization(authorization))
         return bool(services.redis_breaker.call("exists", key))
     except (Unauthenticated, redis.RedisError):
         return False
 
 
-def _cache_key(header: str) -> str:
-    return AUTH_PREFIX + hashlib.sha256(header.encode()).hexdigest()
+def _cache_key(services: Services, header: str) -> str:
+    return services.settings.names.auth_prefix + hashlib.sha256(header.encode()).hexdigest()

@@ -14,10 +14,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
 from flask import Flask, Request, Response, json
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 
+from ncindex.errors import (
+    DocumentNotFound,
+    InputError,
+    ModelError,
+    NextcloudAuthError,
+    TransientError,
+    Unauthenticated,
+    public_reason,
+)
+
+log = structlog.get_logger(__name__)
+
 PROBLEM_JSON = "application/problem+json"
+#: Asks a client for Basic credentials (the search API's 401).
+BASIC_CHALLENGE = {"WWW-Authenticate": 'Basic realm="ncindex"'}
 
 _CODES = {
     400: "invalid_value",
@@ -63,6 +78,52 @@ def problem_body(
         body["field"] = field
     body.update(extra)
     return body
+
+
+def _input(exc: InputError) -> Response:
+    return problem(400, exc.code, exc.detail, field=exc.field)
+
+
+def _unauthenticated(exc: Exception) -> Response:
+    return problem(401, "unauthenticated", str(exc), headers=BASIC_CHALLENGE)
+
+
+def _not_found(exc: Exception) -> Response:
+    return problem(404, "not_found", "no such document, or you cannot read it", field="doc_id")
+
+
+def _unavailable(exc: Exception) -> Response:
+    """503: the store or Nextcloud failed (``backend_unavailable``), or the live model's files
+    are missing or broken in this process (``model_unavailable``: after ``ncindex reindex``
+    every search process needs the new model's folder). The detail is
+    :func:`~ncindex.errors.public_reason`; the exception's text is logged."""
+    log.warning("search_backend_unavailable", error=f"{type(exc).__name__}: {exc}")
+    code = "model_unavailable" if isinstance(exc, ModelError) else "backend_unavailable"
+    return problem(503, code, public_reason(exc), headers={"Retry-After": "5"})
+
+
+#: The HTTP answer to each product exception a request can raise (:mod:`ncindex.errors`), the
+#: one table of that translation; an exception is answered by its nearest class here.
+PROBLEMS: dict[type[Exception], Any] = {
+    InputError: _input,  # 400 with the error's own code and field
+    Unauthenticated: _unauthenticated,  # 401
+    NextcloudAuthError: _unauthenticated,  # 401: the caller's credentials, refused
+    DocumentNotFound: _not_found,  # 404
+    ModelError: _unavailable,  # 503 model_unavailable
+    TransientError: _unavailable,  # 503 backend_unavailable
+}
+#: The classes of :data:`PROBLEMS`, for an ``except`` clause.
+TRANSLATED = tuple(PROBLEMS)
+
+
+def problem_for(exc: Exception) -> Response:
+    """The problem+json answer to ``exc`` from :data:`PROBLEMS`; re-raises ``exc`` when no
+    class of it has an entry."""
+    for cls in type(exc).__mro__:
+        answer = PROBLEMS.get(cls)
+        if answer is not None:
+            return answer(exc)  # type: ignore[no-any-return]
+    raise exc
 
 
 class UnreadableBody(BadRequest):

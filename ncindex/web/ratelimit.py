@@ -92,11 +92,12 @@ def create_limiter(
         storage_options={
             "socket_connect_timeout": TIMEOUT_SECONDS,
             "socket_timeout": TIMEOUT_SECONDS,
+            "key_prefix": settings.names.limits_prefix,
         },
         strategy="moving-window",
         swallow_errors=True,
         in_memory_fallback_enabled=True,
         headers_enabled=False,
         on_breach=on_breach,
-        key_prefix="ncindex:ratelimit",
+        key_prefix=settings.names.ratelimit_prefix,
     )

@@ -21,7 +21,8 @@ import pytest
 import redis
 from pydantic import SecretStr
 
-from ncindex.ingest.queueing import DEBOUNCE_PREFIX, celery_app
+from ncindex.ingest.queueing import celery_app
+from ncindex.names import Names
 from ncindex.redis_server import RedisProcess, free_port, start_redis
 from ncindex.settings import Settings
 from support import Stack, tag_envelope, wait_until
@@ -202,7 +203,7 @@ def test_repeats_inside_the_debounce_window_are_coalesced(debounced) -> None:
     ]
     assert answers == [{"queued": 1, "coalesced": 0}] + [{"queued": 0, "coalesced": 1}] * 2
     assert client.llen("index") == 1
-    assert client.pttl(f"{DEBOUNCE_PREFIX}index:alice:7") > 30_000
+    assert client.pttl(f"{Names().debounce_prefix}index:alice:7") > 30_000
 
     # a tag event claims the keys of all its files at once: 7 is pending, 5 and 6 are not
     answer = post(http, settings, php_json(tag_envelope(5, 6, 7))).get_json()
@@ -219,8 +220,8 @@ def test_a_task_that_could_not_be_sent_leaves_no_debounce_key(debounced) -> None
     assert response.get_json()["code"] == "backend_unavailable"
     # file 5's task went out and keeps its key; 6 and 7 were claimed, not sent, and released
     assert client.llen("index") == 1
-    assert sorted(client.keys(f"{DEBOUNCE_PREFIX}*")) == [
-        f"{DEBOUNCE_PREFIX}index:alice:5".encode()
+    assert sorted(client.keys(f"{Names().debounce_prefix}*")) == [
+        f"{Names().debounce_prefix}index:alice:5".encode()
     ]
     producer.ok = 10
     answer = post(http, settings, php_json(tag_envelope(5, 6, 7))).get_json()

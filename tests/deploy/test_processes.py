@@ -285,8 +285,8 @@ def test_worker_heartbeat_logs_and_flower(
         "flower",
         [
             str(BIN / "celery"),
-            "--broker",
-            redis_proc.url,
+            "-A",
+            "workers.flower",
             "flower",
             "--address=127.0.0.1",
             f"--port={flower_port}",

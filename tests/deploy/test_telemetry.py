@@ -18,7 +18,8 @@ import redis
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ncindex import telemetry
-from ncindex.ingest.queueing import QUEUES, celery_app
+from ncindex.ingest.queueing import celery_app
+from ncindex.names import QUEUES, Names
 from ncindex.redis_server import RedisProcess, start_redis
 from ncindex.settings import Settings
 from workers import heartbeat
@@ -51,14 +52,18 @@ class Clock:
         return self.now
 
 
+@pytest.mark.parametrize("namespace", ["ncindex", "second"])
 def test_queue_depth_counts_what_celery_really_enqueued(
-    server: RedisProcess, client: redis.Redis
+    server: RedisProcess, client: redis.Redis, namespace: str
 ) -> None:
-    app = celery_app(Settings(redis_url=server.url))
+    settings = Settings(redis_url=server.url, namespace=namespace)
+    app = celery_app(settings)
     for _ in range(3):
         app.send_task("ncindex.index_node", kwargs={"user": "a", "file_id": 1}, queue="index")
     app.send_task("ncindex.evict_node", kwargs={"user": "a", "path": "/x"}, queue="evict")
-    collector = telemetry.QueueCollector(client, QUEUES)
+    # the namespace's lists hold them (outside the default namespace: "second:index")
+    assert client.llen(settings.names.queue_list("index")) == 3
+    collector = telemetry.QueueCollector(client, QUEUES, keys=settings.names)
     values = collector.read()
     assert values["depth"] == {"ingest": 0, "index": 3, "evict": 1, "reconcile": 0}
     assert values["reserved"] == 0
@@ -71,10 +76,11 @@ def test_queue_depth_counts_what_celery_really_enqueued(
 
 def test_index_lag_definition(client: redis.Redis) -> None:
     clock = Clock(10_000.0)
-    collector = telemetry.QueueCollector(client, ("index",), clock=clock)
+    keys = Names()
+    collector = telemetry.QueueCollector(client, ("index",), clock=clock, keys=keys)
     assert collector.read()["lag"] == 0  # nothing waiting, nothing reserved
 
-    client.set(telemetry.LAST_DONE_KEY, "9900")
+    client.set(keys.last_task_done, "9900")
     assert collector.read()["lag"] == 0  # idle: a long-ago last task is no lag
 
     client.rpush("index", "message")
@@ -82,7 +88,7 @@ def test_index_lag_definition(client: redis.Redis) -> None:
     clock.now = 10_100.0
     assert collector.read()["lag"] == 100  # waiting for 100 s, and nothing finished since
 
-    client.set(telemetry.LAST_DONE_KEY, "10080")
+    client.set(keys.last_task_done, "10080")
     assert collector.read()["lag"] == 20  # a task finished 20 s ago: the queue moves
 
     client.hset("unacked", "tag", "message-body")
@@ -92,9 +98,9 @@ def test_index_lag_definition(client: redis.Redis) -> None:
     client.delete("index")
     clock.now = 10_150.0
     assert collector.read()["lag"] == 450  # only the reservation remains
-    assert not client.exists(telemetry.WAITING_SINCE_KEY)  # nothing waits: the stamp is gone
+    assert not client.exists(keys.waiting_since)  # nothing waits: the stamp is gone
 
-    client.delete("unacked", "unacked_index", telemetry.LAST_DONE_KEY)
+    client.delete("unacked", "unacked_index", keys.last_task_done)
     client.rpush("index", "message")
     assert collector.read()["lag"] == 0
     clock.now = 10_450.0
@@ -104,7 +110,7 @@ def test_index_lag_definition(client: redis.Redis) -> None:
 def test_redis_down_is_reported_not_raised() -> None:
     dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)
     registry = CollectorRegistry()
-    registry.register(telemetry.QueueCollector(dead, QUEUES))
+    registry.register(telemetry.QueueCollector(dead, QUEUES, keys=Names()))
     text = generate_latest(registry).decode()
     assert "ncindex_queue_metrics_up 0.0" in text
     assert "ncindex_queue_depth" not in text

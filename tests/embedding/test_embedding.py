@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from ncindex.embedding.embedder import CALL_COST_TOKENS, Embedder, _token_batches
-from ncindex.embedding.models import ModelError, install_models
+from ncindex.embedding.models import install_models
+from ncindex.errors import ModelError
 from ncindex.settings import Settings
 from ncindex.store.port import SparseVector
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from ncindex.embedding.models import (
-    ModelError,
     dense_dir_name,
     install_models,
     load_tokenizer,
     model_max_tokens,
     model_paths,
 )
+from ncindex.errors import ModelError
 
 DENSE_FILES = {
     "model.onnx",

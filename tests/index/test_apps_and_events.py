@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pipeline_support import drained, post_envelope
 
+from ncindex.errors import EnvelopeError
 from ncindex.index.indexing import Indexer
 from ncindex.ingest.events import (
     CARD_CREATED,
@@ -13,7 +14,6 @@ from ncindex.ingest.events import (
     CARD_UPDATED,
     DECK_SUBSCRIBED,
     TAG_ASSIGNED,
-    EnvelopeError,
     parse_envelope,
     plan_envelope,
 )

@@ -15,7 +15,7 @@ from workers import tasks
 
 
 def parked(stack: Stack, file_id: int):
-    return DeadLetters(stack.services.redis).get(node_subject(file_id))
+    return DeadLetters(stack.services.redis, stack.settings.names).get(node_subject(file_id))
 
 
 def downloads_of(stack: Stack, path: str) -> int:
@@ -79,7 +79,9 @@ def test_a_document_that_killed_its_worker_three_times_is_parked(stack: Stack) -
     file_id = stack.sim.put_file("alice", "/Docs/poison.txt", b"Poisoned well water report.")
     # three earlier runs started, noted this version and never ended (what killed workers
     # leave behind)
-    runs = Deliveries(redis.Redis.from_url(stack.settings.redis_url), ttl=3600)
+    runs = Deliveries(
+        redis.Redis.from_url(stack.settings.redis_url), stack.settings.names, ttl=3600
+    )
     for _ in range(3):
         runs.start(node_subject(file_id))
         runs.working_on(node_subject(file_id), stack.sim.node("alice", "/Docs/poison.txt").etag)

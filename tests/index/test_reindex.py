@@ -18,14 +18,10 @@ from click.testing import CliRunner
 from allinone.cli import main
 from evaluation.beir import sample_dataset
 from ncindex.embedding.embedder import Embedder
-from ncindex.embedding.models import (
-    PACKAGED_DENSE_MODEL,
-    ModelError,
-    dense_dir_name,
-    install_models,
-)
+from ncindex.embedding.models import PACKAGED_DENSE_MODEL, dense_dir_name, install_models
+from ncindex.errors import ModelError, ReindexError
 from ncindex.index.indexing import Indexer
-from ncindex.index.reindex import Reindexer, ReindexError
+from ncindex.index.reindex import Reindexer
 from ncindex.settings import Settings
 from ncindex.store import ModelPointers, model_slug
 from support import PASSWORDS, Stack, wait_until

@@ -14,24 +14,17 @@ import redis
 from celery import Celery
 from pydantic import SecretStr
 
+from ncindex.errors import BrokerUnavailable, RedisTooOld
 from ncindex.ingest.events import index_node
-from ncindex.ingest.queueing import (
-    DEBOUNCE_PREFIX,
-    FAN_OUT,
-    PENDING,
-    SENT,
-    BrokerUnavailable,
-    RedisTooOld,
-    celery_app,
-    check_redis,
-    enqueue,
-)
+from ncindex.ingest.queueing import FAN_OUT, PENDING, SENT, celery_app, check_redis, enqueue
+from ncindex.names import Names
 from ncindex.redis_server import RedisProcess
 from ncindex.settings import Settings
 from support import wait_until
 from webhook_receiver import create_app
 
-KEY = f"{DEBOUNCE_PREFIX}index:alice:7"
+NAMES = Names()
+KEY = f"{NAMES.debounce_prefix}index:alice:7"
 WRITTEN = "OCP\\Files\\Events\\Node\\NodeWrittenEvent"
 
 
@@ -75,17 +68,17 @@ class Hooked:
 
 
 def test_repeats_coalesce_only_into_a_sent_key(producer: Celery, client: redis.Redis) -> None:
-    assert enqueue(producer, client, [index_node("alice", 7)], 30) == (1, 0)
+    assert enqueue(producer, client, [index_node("alice", 7)], 30, keys=NAMES) == (1, 0)
     assert client.get(KEY) == SENT
     assert client.pttl(KEY) > 100_000  # four windows
-    assert enqueue(producer, client, [index_node("alice", 7)], 30) == (0, 1)
+    assert enqueue(producer, client, [index_node("alice", 7)], 30, keys=NAMES) == (0, 1)
     assert client.llen("index") == 1
 
 
 def test_a_pending_claim_does_not_swallow_an_event(producer: Celery, client: redis.Redis) -> None:
     # a claim whose sender has not (or never) put its task on the queue
     client.set(KEY, PENDING + b"someone-else", px=60_000)
-    assert enqueue(producer, client, [index_node("alice", 7)], 30) == (1, 0)
+    assert enqueue(producer, client, [index_node("alice", 7)], 30, keys=NAMES) == (1, 0)
     assert client.llen("index") == 1
     assert client.get(KEY) == PENDING + b"someone-else"  # not ours to mark or release
 
@@ -96,11 +89,11 @@ def test_an_event_during_a_publish_that_fails_is_queued(
     answers = []
 
     def concurrent_delivery() -> None:  # arrives while the first sender is publishing
-        answers.append(enqueue(producer, client, [index_node("alice", 7)], 30))
+        answers.append(enqueue(producer, client, [index_node("alice", 7)], 30, keys=NAMES))
 
     failing = Hooked(producer, before=concurrent_delivery, fail=True)
     with pytest.raises(BrokerUnavailable):
-        enqueue(failing, client, [index_node("alice", 7)], 30)
+        enqueue(failing, client, [index_node("alice", 7)], 30, keys=NAMES)
     assert answers == [(1, 0)]  # queued its own task, not coalesced into the failing one
     assert client.llen("index") == 1
     assert client.get(KEY) is None  # the failed claim was released
@@ -117,16 +110,19 @@ def test_a_key_taken_over_before_the_mark_is_left_alone(
         client.set(KEY, PENDING + b"next-claim", px=60_000)
 
     assert enqueue(Hooked(producer, before=task_started_and_reclaimed), client,
-                   [index_node("alice", 7)], 30) == (1, 0)  # fmt: skip
+                   [index_node("alice", 7)], 30, keys=NAMES) == (1, 0)  # fmt: skip
     assert client.get(KEY) == PENDING + b"next-claim"
 
 
 def test_several_keys_are_claimed_in_one_call(producer: Celery, client: redis.Redis) -> None:
-    sent, pending, free = (f"{DEBOUNCE_PREFIX}index:alice:{i}" for i in (1, 2, 3))
+    sent, pending, free = (f"{NAMES.debounce_prefix}index:alice:{i}" for i in (1, 2, 3))
     client.set(sent, SENT, px=60_000)
     client.set(pending, PENDING + b"someone-else", px=60_000)
     actions = [index_node("alice", i) for i in (1, 2, 3)]
-    assert enqueue(producer, client, actions, 30) == (2, 1)  # the pending one sends its own
+    assert enqueue(producer, client, actions, 30, keys=NAMES) == (
+        2,
+        1,
+    )  # the pending one sends its own
     assert client.llen("index") == 2
     assert client.get(pending) == PENDING + b"someone-else"
     assert client.get(free) == SENT
@@ -146,10 +142,10 @@ def test_the_claim_needs_redis_7(client: redis.Redis) -> None:
 
 def test_many_actions_are_handed_to_fan_out_tasks(producer: Celery, client: redis.Redis) -> None:
     actions = [index_node("alice", i) for i in range(FAN_OUT * 2 + 1)]
-    assert enqueue(producer, client, actions, 30) == (len(actions), 0)
+    assert enqueue(producer, client, actions, 30, keys=NAMES) == (len(actions), 0)
     assert client.llen("ingest") == 3  # one task per part of FAN_OUT, for a worker to send
     assert client.llen("index") == 0
-    assert not client.keys(f"{DEBOUNCE_PREFIX}*")  # claimed by the workers, not here
+    assert not client.keys(f"{NAMES.debounce_prefix}*")  # claimed by the workers, not here
 
 
 def test_a_stalled_redis_is_503_and_its_late_claim_swallows_nothing(

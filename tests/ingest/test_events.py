@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from ncindex.ingest.events import EnvelopeError, parse_envelope, plan_envelope, split_vfs_path
+from ncindex.errors import EnvelopeError
+from ncindex.ingest.events import parse_envelope, plan_envelope, split_vfs_path
 
 NS = "OCP\\Files\\Events\\Node\\"
 ACCOUNTS = {"alice", "bob"}

@@ -29,7 +29,6 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import StoreUnavailable
-from ncindex.ingest.queueing import QUEUES
 from ncindex.ingest.registration import register
 from ncindex.runtime import Services
 from ncindex.settings import Settings
@@ -38,7 +37,7 @@ from ncindex.store import model_slug
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 from ncindex.sync.reconcile import request_scans, scan_types
 from search_api import create_app as create_search_app
-from support import PASSWORDS
+from support import PASSWORDS, idle
 from webhook_receiver import create_app as create_receiver_app
 from workers.celery_app import create_celery
 
@@ -157,11 +156,8 @@ class LongStack:
         return redis.Redis.from_url(self.settings.redis_url)
 
     def idle(self) -> bool:
-        """No message waiting on any queue, none unacked, no pending debounce key."""
-        client = self.redis()
-        busy = any(client.llen(q) for q in QUEUES) or bool(client.hlen("unacked"))
-        busy = busy or any(True for _ in client.scan_iter("ncindex:debounce:*", count=1000))
-        return not busy
+        """:func:`support.idle` of the stack."""
+        return idle(self.redis(), self.settings.names)
 
     def wait_idle(self, timeout: float = 120.0) -> None:
         """Wait until :meth:`idle` holds twice in a row, 0.3 s apart."""
@@ -180,7 +176,14 @@ class LongStack:
 
     def reconcile(self, users: tuple[str, ...] = ("alice", "bob", "carol")) -> None:
         """One reconcile pass through the tasks (a scan per user and doc type), run to the end."""
-        asked = request_scans(self.celery, self.services.redis, list(users), scan_types(), 60)
+        asked = request_scans(
+            self.celery,
+            self.services.redis,
+            list(users),
+            scan_types(),
+            60,
+            keys=self.settings.names,
+        )
         assert asked == len(users) * len(scan_types())
         self.wait_idle()
 

@@ -28,10 +28,10 @@ from rel_support import Flaky, LongStack, build_stack, visible_keys
 from werkzeug.serving import make_server
 
 from ncindex.embedding.embedder import Embedder
-from ncindex.errors import StoreUnavailable
-from ncindex.index.deadletter import DELIVERIES_PREFIX
-from ncindex.index.indexing import StaleEntry, whole_version
+from ncindex.errors import StaleEntry, StoreUnavailable
+from ncindex.index.indexing import whole_version
 from ncindex.ingest.queueing import celery_app
+from ncindex.names import Names
 from ncindex.redis_server import RedisProcess
 from ncindex.settings import Settings
 from support import PASSWORDS, wait_until
@@ -60,7 +60,7 @@ def assert_indexed_once(stack: LongStack, user: str) -> None:
         assert {p["chunk_count"] for p in payloads} == {len(payloads)}, key
     client = stack.redis()  # no bookkeeping left behind: locks, delivery counters
     assert list(client.scan_iter("ncindex:lock:*")) == []
-    assert list(client.scan_iter(f"{DELIVERIES_PREFIX}*")) == []
+    assert list(client.scan_iter(f"{Names().runs_prefix}*")) == []
 
 
 # --- Redis stopped and restarted mid-burst ----------------------------------------------------
@@ -402,13 +402,13 @@ def test_parking_a_poison_version_removes_the_previous_text(fresh_stack: LongSta
     assert indexer.index_node("alice", fid).action == "indexed"
     stack.sim.put_file("alice", "/Poison/well.md", "Poison version v1 that kills workers.")
     subject = node_subject(fid)
-    deliveries = Deliveries(stack.services.redis, ttl=3600)
+    deliveries = Deliveries(stack.services.redis, Names(), ttl=3600)
     for _ in range(indexer.settings.dead_letter_after):
         deliveries.start(subject)
         deliveries.working_on(subject, stack.sim.node("alice", "/Poison/well.md").etag)
     out = _run_guarded(indexer, fid)
     assert out.action == "dead_letter"
-    assert DeadLetters(stack.services.redis).get(subject) is not None
+    assert DeadLetters(stack.services.redis, Names()).get(subject) is not None
     assert stack.services.store.document_points(f"file:{fid}") == []
 
 
@@ -427,16 +427,16 @@ def test_a_version_that_replaced_a_poison_one_is_indexed_not_parked(
     path = "/Poison/spring.md"
     fid = stack.sim.put_file("alice", path, "Poison version v1 that kills workers.")
     subject = node_subject(fid)
-    deliveries = Deliveries(stack.services.redis, ttl=3600)
+    deliveries = Deliveries(stack.services.redis, Names(), ttl=3600)
     for _ in range(indexer.settings.dead_letter_after):
         deliveries.start(subject)
         deliveries.working_on(subject, stack.sim.node("alice", path).etag)
     stack.sim.put_file("alice", path, "Fixed version v2 about clear spring water.")
     out = _run_guarded(indexer, fid)
     assert out.action == "indexed"
-    assert DeadLetters(stack.services.redis).get(subject) is None
+    assert DeadLetters(stack.services.redis, Names()).get(subject) is None
     assert stack.services.store.document_points(f"file:{fid}")
-    assert stack.services.redis.exists(f"{DELIVERIES_PREFIX}{subject}") == 0  # the run ended
+    assert stack.services.redis.exists(f"{Names().runs_prefix}{subject}") == 0  # the run ended
 
     stack.sim.put_file("alice", path, "Version v3 that kills workers again.")
     for _ in range(indexer.settings.dead_letter_after):
@@ -446,7 +446,10 @@ def test_a_version_that_replaced_a_poison_one_is_indexed_not_parked(
         )
     out = _run_guarded(indexer, fid)
     assert out.action == "dead_letter"
-    assert DeadLetters(stack.services.redis).get(subject).etag == stack.sim.node("alice", path).etag
+    assert (
+        DeadLetters(stack.services.redis, Names()).get(subject).etag
+        == stack.sim.node("alice", path).etag
+    )
 
 
 # --- a 200 download shorter than the file ----------------------------------------------------

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from ncindex.documents import DocType, text_hash
-from ncindex.index.deadletter import DEADLETTER_KEY
 from ncindex.ingest.queueing import celery_app
+from ncindex.names import Names
 from ncindex.redis_server import RedisProcess
 from ncindex.store import model_slug
 from ncindex.store.qdrant_edge import QdrantEdgeStore
@@ -92,7 +92,7 @@ def test_worker_crash_loop_during_a_burst_loses_nothing(loop: WorkerDeployment) 
         assert store.count() == total  # no duplicate, no stale version
     finally:
         store.close()
-    assert loop.redis.hlen(DEADLETTER_KEY) == 0, loop.redis.hgetall(DEADLETTER_KEY)
+    assert loop.redis.hlen(Names().deadletter) == 0, loop.redis.hgetall(Names().deadletter)
     assert loop.in_flight() == []  # no delivery counter leaked
     assert list(loop.redis.scan_iter("ncindex:lock:*")) == []  # no lock leaked
 
@@ -133,12 +133,12 @@ def test_running_worker_survives_a_redis_restart_and_one_reconcile_converges(
     wait_until(loop.settled, 180, interval=0.5)
     assert loop.worker is not None and loop.worker.poll() is None, "the worker died"
     producer = celery_app(loop.settings)
-    assert request_scans(producer, loop.redis, ["alice"], [DocType.FILE], 60) == 1
-    wait_until(lambda: not loop.redis.exists(pending_key("alice", DocType.FILE)), 120, 0.5)
+    assert request_scans(producer, loop.redis, ["alice"], [DocType.FILE], 60, keys=Names()) == 1
+    wait_until(lambda: not loop.redis.exists(pending_key(Names(), "alice", DocType.FILE)), 120, 0.5)
     wait_until(loop.settled, 180, interval=0.5)
     loop.stop_worker()
     assert loop.worker.returncode == 0
     assert [d for d in loop.sim.deliveries if d.status == 503], "no delivery met the outage"
     check_index(loop, expected)
-    assert loop.redis.hlen(DEADLETTER_KEY) == 0
+    assert loop.redis.hlen(Names().deadletter) == 0
     assert list(loop.redis.scan_iter("ncindex:lock:*")) == []

@@ -11,11 +11,11 @@ import httpx
 import pytest
 from werkzeug.test import Client
 
-from ncindex.errors import NextcloudUnavailable
+from ncindex.errors import NextcloudUnavailable, Unauthenticated
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator
-from ncindex.web.auth import MAX_AUTHORIZATION_CHARS, Unauthenticated, resolve_caller
+from ncindex.web.auth import MAX_AUTHORIZATION_CHARS, resolve_caller
 
 CREDENTIAL = base64.b64encode(b"alice:alice-app-pw").decode()
 VALID = f"Basic {CREDENTIAL}"

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from qdrant_client import models
 
+from ncindex.errors import FilterError
 from ncindex.search.filter_fields import (
     ALL_OPERATORS,
     FIELD_TYPES,
@@ -18,7 +19,7 @@ from ncindex.search.filter_fields import (
     filters_document,
     rcp_filter_capability,
 )
-from ncindex.search.filters import FilterError, build_filter, filter_depth, parse_tree, request_tree
+from ncindex.search.filters import build_filter, filter_depth, parse_tree, request_tree
 
 
 def nested(levels: int) -> dict[str, Any]:

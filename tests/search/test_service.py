@@ -12,8 +12,9 @@ from search_corpus import Doc, expected, index_docs, make_docs
 
 from ncindex.documents import DocRef
 from ncindex.embedding.embedder import Embedder
+from ncindex.errors import SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.search.service import SearchRequest, SearchService, SearchUnavailable
+from ncindex.search.service import SearchRequest, SearchService
 from ncindex.search.verify import Checked, Verdict, VerifyOnRead
 from ncindex.settings import Settings
 from ncindex.store.qdrant_edge import QdrantEdgeStore
@@ -209,7 +210,7 @@ def test_verification_only_checks_what_the_page_needs(
 def test_context_after_verification(
     service: SearchService, corpus_docs: list[Doc], verifiers: Verifiers
 ) -> None:
-    from ncindex.search.service import DocumentNotFound
+    from ncindex.errors import DocumentNotFound
 
     doc = next(d for d in corpus_docs if d.payload["owner"] == "alice")
     ref = DocRef.parse(doc.key)

@@ -132,7 +132,7 @@ def test_news_item_verdicts(items: list[dict[str, Any]], status: int, verdict: V
 
 def test_news_item_is_returned() -> None:
     client, _ = client_for(news([{"id": 90211, "title": "Release 2.0"}]))
-    assert find_news_item(client, 7, 90211)["title"] == "Release 2.0"
+    assert find_news_item(client, 90211, 7)["title"] == "Release 2.0"
 
 
 def test_bad_answers_and_payloads_keep_the_candidate() -> None:

@@ -10,10 +10,9 @@ from typing import Any
 from celery import Celery
 from qdrant_client import models
 
-from ncindex.ingest.queueing import QUEUES
 from ncindex.simulator.notes_api import NotesApi
 from ncindex.sync.reconcile import request_scans, scan_types
-from support import Stack
+from support import Stack, idle
 
 NOTE_EXTENSIONS = ("txt", "org", "markdown", "md", "note")
 FILE_EXTENSIONS = ("md", "txt")
@@ -69,9 +68,8 @@ def differences(expected: dict[str, Any], actual: dict[str, Any]) -> dict[str, A
 
 
 def is_idle(stack: Stack) -> bool:
-    """No message waiting on any queue and none taken but unacknowledged."""
-    client = stack.services.redis
-    return all(client.llen(q) == 0 for q in QUEUES) and client.hlen("unacked") == 0
+    """:func:`support.idle` of the stack."""
+    return idle(stack.services.redis, stack.settings.names)
 
 
 def wait_idle(stack: Stack, timeout: float = 120.0) -> None:
@@ -94,7 +92,7 @@ def settle(stack: Stack) -> None:
 def reconcile_pass(stack: Stack, producer: Celery, users: list[str]) -> None:
     """One reconcile pass through the tasks: a scan per user and doc type, then every task
     the scans enqueued, run to the end."""
-    assert request_scans(producer, stack.services.redis, users, scan_types(), 60) == len(
-        users
-    ) * len(scan_types())
+    assert request_scans(
+        producer, stack.services.redis, users, scan_types(), 60, keys=stack.settings.names
+    ) == len(users) * len(scan_types())
     wait_idle(stack)

@@ -16,6 +16,7 @@ import redis
 
 from ncindex.documents import DocType
 from ncindex.errors import NextcloudProtocolError
+from ncindex.names import Names
 from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.settings import Settings
 from ncindex.sync.reconcile import SCANNERS, ScanState
@@ -31,7 +32,7 @@ def state(redis_url: str) -> Iterator[Callable[[DocType], ScanState]]:
     made: list[ScanState] = []
 
     def make(doc_type: DocType) -> ScanState:
-        made.append(ScanState(client, "probe-user", doc_type))
+        made.append(ScanState(client, "probe-user", doc_type, Names()))
         return made[-1]
 
     yield make

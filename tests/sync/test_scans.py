@@ -11,8 +11,8 @@ from celery import Celery
 from reconcile_support import differences, ground_truth, index_state, reconcile_pass, settle
 
 from ncindex.documents import DocType, path_fields
+from ncindex.errors import BrokerUnavailable
 from ncindex.index.indexing import Indexer
-from ncindex.ingest.queueing import BrokerUnavailable
 from ncindex.sync.reconcile import Reconciler, ScanState
 from support import Stack, wait_until
 
@@ -27,6 +27,11 @@ class Recorder:
 
     def send_task(self, name: str, **options: Any) -> None:
         self.sent.append((name, options.get("kwargs", {}), options.get("queue")))
+
+
+def scan_state(stack: Stack, doc_type: DocType, user: str = "alice") -> ScanState:
+    """``user``'s scan state of ``doc_type`` in the stack's Redis."""
+    return ScanState(stack.services.redis, user, doc_type, stack.settings.names)
 
 
 def reconciler(stack: Stack, producer: Any) -> Reconciler:
@@ -68,7 +73,12 @@ def test_an_unchanged_account_costs_one_request_per_doc_type(
     assert notes.requests == 1
     assert [(c.reason, c.path) for c in notes.index] == [("changed", "/Notes/Cat/n1.md")]
     # the folders above the change stay dirty until a scan finds them in sync again
-    assert "/Docs/F0" not in ScanState(rstack.services.redis, "alice", DocType.FILE).folders()
+    assert (
+        "/Docs/F0"
+        not in ScanState(
+            rstack.services.redis, "alice", DocType.FILE, rstack.settings.names
+        ).folders()
+    )
 
 
 def test_a_failed_listing_enqueues_nothing(rstack: Stack) -> None:
@@ -81,7 +91,12 @@ def test_a_failed_listing_enqueues_nothing(rstack: Stack) -> None:
     report = reconciler(rstack, recorder).scan("alice", DocType.FILE)
     assert report.error is not None and "NextcloudUnavailable" in report.error
     assert recorder.sent == [] and not report.remove
-    assert ScanState(rstack.services.redis, "alice", DocType.FILE).missing_since() == {}
+    assert (
+        ScanState(
+            rstack.services.redis, "alice", DocType.FILE, rstack.settings.names
+        ).missing_since()
+        == {}
+    )
 
 
 def test_an_empty_listing_is_held_until_a_second_scan_agrees(rstack: Stack) -> None:
@@ -125,7 +140,7 @@ def test_a_failed_publish_does_not_mark_new_documents_tried(
 
     with pytest.raises(BrokerUnavailable):
         reconciler(rstack, Broken()).scan("alice", DocType.FILE)
-    assert ScanState(rstack.services.redis, "alice", DocType.FILE).tried() == {}
+    assert scan_state(rstack, DocType.FILE).tried() == {}
     recorder = Recorder()
     again = reconciler(rstack, recorder).scan("alice", DocType.FILE)
     assert [c.path for c in again.index] == ["/Docs/new.md"] and again.unindexable == []
@@ -161,7 +176,7 @@ def test_a_daily_full_walk_repairs_what_changes_no_folder_etag(rstack: Stack) ->
     rec = reconciler(rstack, recorder)
     skipped = rec.scan("alice", DocType.FILE)
     assert skipped.requests == 1 and skipped.index == []  # every folder etag unchanged
-    state = ScanState(rstack.services.redis, "alice", DocType.FILE)
+    state = scan_state(rstack, DocType.FILE)
     state.set_full_walk_at(time.time() - rstack.settings.reconcile_full_walk_seconds)  # a day on
     full = rec.scan("alice", DocType.FILE)
     assert [(c.reason, c.path) for c in full.index] == [("new", "/Docs/F1/f1.md")]
@@ -198,7 +213,7 @@ def test_a_missing_document_waits_for_the_grace_period(rstack: Stack) -> None:
     rec = reconciler(rstack, recorder)
     first = rec.scan("alice", DocType.FILE)
     assert len(first.waiting) == 1 and first.remove == [] and recorder.sent == []
-    state = ScanState(rstack.services.redis, "alice", DocType.FILE)
+    state = scan_state(rstack, DocType.FILE)
     state.set_missing({k: v - 601 for k, v in state.missing_since().items()})  # time passes
     second = rec.scan("alice", DocType.FILE)
     assert [c.path for c in second.waiting] == []
@@ -217,7 +232,7 @@ def test_a_file_an_access_rule_blocks_counts_as_missing(rstack: Stack) -> None:
     rec = reconciler(rstack, recorder)
     first = rec.scan("alice", DocType.FILE)
     assert [c.indexed_path for c in first.waiting] == ["/Docs/F1/f1.md"]
-    state = ScanState(rstack.services.redis, "alice", DocType.FILE)
+    state = scan_state(rstack, DocType.FILE)
     state.set_missing({k: v - 601 for k, v in state.missing_since().items()})  # time passes
     second = rec.scan("alice", DocType.FILE)
     assert [c.indexed_path for c in second.remove] == ["/Docs/F1/f1.md"]
@@ -230,7 +245,7 @@ def test_a_file_an_access_rule_blocks_counts_as_missing(rstack: Stack) -> None:
 def test_unreadable_scan_state_is_dropped_not_fatal(rstack: Stack, key: str, value: str) -> None:
     fill(rstack, files=2, notes=2)
     for doc_type in (DocType.FILE, DocType.NOTE):
-        state = ScanState(rstack.services.redis, "alice", doc_type)
+        state = scan_state(rstack, doc_type)
         rstack.services.redis.set(state.base + key, value)
         rstack.services.redis.hset(state.base + ":missing", "7", "garbage")
         rstack.services.redis.hset(state.base + ":tried", "8", "etag|notatime")
@@ -252,7 +267,7 @@ def test_a_dry_run_changes_nothing(rstack: Stack) -> None:
         report = rec.scan("alice", DocType.FILE, apply=False)
         assert [(c.reason, c.path) for c in report.index] == [("new", "/Docs/new.md")]
         assert report.enqueued == 0 and not report.applied
-    assert ScanState(rstack.services.redis, "alice", DocType.FILE).folders() == {}
+    assert scan_state(rstack, DocType.FILE).folders() == {}
     assert dict(rstack.services.redis.hgetall("ncindex:reconcile:last")) == before
 
 
@@ -319,22 +334,13 @@ def test_deck_cards_and_news_items_are_reconciled(rstack: Stack, producer: Celer
     assert news_scan.clean and news_scan.requests == 1
 
 
-def test_the_news_etag_is_the_indexers() -> None:
-    from ncindex.sources.news_item import item_document
-    from ncindex.sync.reconcile import news_etag
-
-    item = {"id": 7, "feedId": 2, "title": "T", "body": "<p>b</p>", "lastModified": 1767225600}
-    for extra in ({}, {"contentHash": "b7d2"}, {"lastModified": None, "pubDate": 1767000000}):
-        assert news_etag(item | extra) == item_document("alice", item | extra, 1000).etag
-
-
 def test_last_scan_is_recorded_with_the_time_it_was_in_sync(
     rstack: Stack, producer: Celery
 ) -> None:
     fill(rstack, files=2, notes=1)
     started = time.time()
     reconcile_pass(rstack, producer, ["alice"])
-    state = ScanState(rstack.services.redis, "alice", DocType.FILE)
+    state = scan_state(rstack, DocType.FILE)
     last = state.last()
     assert last is not None and last["clean"] and last["in_sync_at"] >= int(started)
 
@@ -364,7 +370,7 @@ def test_a_move_inside_a_share_reaches_the_sharee_through_stored_folder_etags(
     rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
     reconcile_pass(rstack, producer, ["alice", "bob"])
     reconcile_pass(rstack, producer, ["alice", "bob"])  # clean: folder etags stored
-    bob = ScanState(rstack.services.redis, "bob", DocType.FILE)
+    bob = scan_state(rstack, DocType.FILE, "bob")
     assert "/" in bob.folders() and "/From Alice" in bob.folders()
     rstack.sim.drop_rate = 1.0
     rstack.sim.move("alice", "/Docs/F1/f1.md", "/Docs/F1/Sub/f1-moved.md")

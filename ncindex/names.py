@@ -1,0 +1,164 @@
+"""Every name ncindex gives to something outside its processes: Celery task names, queue names
+and Redis keys, in one place.
+
+Task names (``ncindex.index_node`` …) are a public interface — operators route, revoke and
+alert on them — and never change. Queues are named by what runs on them (``ingest``, ``index``,
+``evict``, ``reconcile``); a worker consumes them by these names (``celery worker -Q index``).
+
+Every Redis key belongs to one deployment's **namespace** (``NCINDEX_NAMESPACE``, default
+``ncindex``), so that two deployments can share one Redis database:
+
+- ncindex's own keys are ``<namespace>:<kind>:…`` (:class:`Names`), e.g.
+  ``ncindex:lock:node:42`` or ``ncindex:debounce:index:alice:42``;
+- Celery's keys — the queue lists, ``unacked`` / ``unacked_index``, kombu's bindings and the
+  event and control channels — carry the prefix ``<namespace>:`` through kombu's
+  ``global_keyprefix`` transport option (:attr:`Names.broker_prefix`) — and so do the rate
+  limiter's (:attr:`Names.limits_prefix`) — so a queue is still
+  called ``index`` by workers and producers while its list is ``<namespace>:index`` in Redis.
+  The default namespace keeps Celery's keys unprefixed (``index``, ``unacked``), the names of
+  earlier releases, so an upgrade strands no queued task and a queue-length autoscaler keeps
+  reading the list it read before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# --- Celery task names (public, never namespaced) ----------------------------------------
+INDEX_NODE = "ncindex.index_node"
+EVICT_NODE = "ncindex.evict_node"
+MOVE_PATH = "ncindex.move_path"
+INDEX_DOCUMENT = "ncindex.index_document"
+EVICT_DOCUMENT = "ncindex.evict_document"
+INDEX_NEWS = "ncindex.index_news"
+SEND_ACTIONS = "ncindex.send_actions"
+RECONCILE_CHECK = "ncindex.reconcile_check"
+RECONCILE_SCAN = "ncindex.reconcile_scan"
+REINDEX_MODEL = "ncindex.reindex_model"
+REINDEX_FINISH = "ncindex.reindex_finish"
+
+# --- Queues (as workers name them in ``-Q``) ---------------------------------------------
+#: Fan-out of large envelopes and the default queue.
+INGEST = "ingest"
+#: Everything that embeds: indexing and model changes.
+INDEX = "index"
+#: Evictions and moves (no embedding), so they never wait behind an indexing backlog.
+EVICT = "evict"
+#: Reconciliation checks and scans.
+RECONCILE = "reconcile"
+QUEUES = (INGEST, INDEX, EVICT, RECONCILE)
+
+DEFAULT_NAMESPACE = "ncindex"
+#: What a namespace may be: it starts Redis keys and must not hold a glob character or ``:``.
+NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,39}$"
+_NAMESPACE = re.compile(NAMESPACE_PATTERN)
+
+
+@dataclass(frozen=True)
+class Names:
+    """The Redis keys of one deployment (``namespace``; see the module docstring).
+
+    Raises ``ValueError`` for a namespace that does not match :data:`NAMESPACE_PATTERN`.
+    """
+
+    namespace: str = DEFAULT_NAMESPACE
+
+    def __post_init__(self) -> None:
+        if not _NAMESPACE.match(self.namespace):
+            raise ValueError(f"namespace must match {NAMESPACE_PATTERN}: {self.namespace!r}")
+
+    def key(self, *parts: object) -> str:
+        """``<namespace>:<part>:<part>…``."""
+        return ":".join((self.namespace, *(str(p) for p in parts)))
+
+    # --- Celery's keys, through kombu's global_keyprefix ---------------------------------
+    @property
+    def broker_prefix(self) -> str:
+        """kombu's ``global_keyprefix``: ``""`` for the default namespace, else
+        ``"<namespace>:"``."""
+        return "" if self.namespace == DEFAULT_NAMESPACE else f"{self.namespace}:"
+
+    def queue_list(self, queue: str) -> str:
+        """The Redis list holding the messages waiting on ``queue``."""
+        return self.broker_prefix + queue
+
+    @property
+    def unacked(self) -> str:
+        """kombu's hash of delivered, unacknowledged messages (running or counting down)."""
+        return self.broker_prefix + "unacked"
+
+    @property
+    def unacked_index(self) -> str:
+        """kombu's sorted set of :attr:`unacked` by delivery time (Unix seconds)."""
+        return self.broker_prefix + "unacked_index"
+
+    # --- ncindex's keys -------------------------------------------------------------------
+    def lock(self, *parts: object) -> str:
+        """A Redis lock: ``<namespace>:lock:<parts>`` (``node:<file id>``, ``reindex``, …)."""
+        return self.key("lock", *parts)
+
+    @property
+    def debounce_prefix(self) -> str:
+        """Debounce claims: ``<namespace>:debounce:<operation>:…``."""
+        return self.key("debounce", "")
+
+    @property
+    def deadletter(self) -> str:
+        """The dead letter hash (field: subject)."""
+        return self.key("deadletter")
+
+    @property
+    def runs_prefix(self) -> str:
+        """Per-document run counts of the poison-document guard: ``…:runs:<subject>``."""
+        return self.key("runs", "")
+
+    @property
+    def reindex_progress(self) -> str:
+        """The progress of a model change (``ncindex reindex --status``)."""
+        return self.key("reindex")
+
+    @property
+    def reconcile_prefix(self) -> str:
+        """Scan state: ``…:reconcile:<doc_type>:<user>…`` and the last scans."""
+        return self.key("reconcile", "")
+
+    def notes_settings(self, user: str) -> str:
+        """The cached Notes app settings of ``user``."""
+        return self.key("notes-settings", user)
+
+    @property
+    def deck_stack_board_prefix(self) -> str:
+        """Deck: the board of a stack, ``…:deck:stack-board:<stack id>``."""
+        return self.key("deck", "stack-board", "")
+
+    @property
+    def auth_prefix(self) -> str:
+        """Callers confirmed by Nextcloud recently: ``…:auth:<sha256 of the header>``."""
+        return self.key("auth", "")
+
+    @property
+    def rcp_prefix(self) -> str:
+        """RCP sessions: ``…:rcp:cred:<…>`` and ``…:rcp:token:<…>``."""
+        return self.key("rcp", "")
+
+    @property
+    def ratelimit_prefix(self) -> str:
+        """flask-limiter's ``key_prefix`` (its keys are ``LIMITS:LIMITER/<prefix>/…``)."""
+        return self.key("ratelimit")
+
+    @property
+    def limits_prefix(self) -> str:
+        """The ``limits`` library's Redis key prefix (its default ``LIMITS``), after
+        :attr:`broker_prefix` like Celery's keys."""
+        return self.broker_prefix + "LIMITS"
+
+    @property
+    def last_task_done(self) -> str:
+        """When a worker last finished a task (Unix seconds)."""
+        return self.key("metrics", "last_task_done")
+
+    @property
+    def waiting_since(self) -> str:
+        """When a scrape first saw messages waiting (Unix seconds)."""
+        return self.key("metrics", "waiting_since")

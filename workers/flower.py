@@ -1,0 +1,8 @@
+"""Entry module for ``celery -A workers.flower flower``: the producer app built from the
+environment's settings (:func:`ncindex.ingest.queueing.celery_app`, no task code), so Flower
+reads the deployment's queues and events under its namespace (``NCINDEX_NAMESPACE``)."""
+
+from ncindex.ingest.queueing import celery_app
+from ncindex.settings import Settings
+
+app = celery_app(Settings())
