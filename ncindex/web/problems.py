@@ -12,6 +12,7 @@ cannot parse (:mod:`ncindex.web.server_errors`) add ``invalid_http``, ``uri_too_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -104,7 +105,7 @@ def _unavailable(exc: Exception) -> Response:
 
 #: The HTTP answer to each product exception a request can raise (:mod:`ncindex.errors`), the
 #: one table of that translation; an exception is answered by its nearest class here.
-PROBLEMS: dict[type[Exception], Any] = {
+PROBLEMS: dict[type[Exception], Callable[[Any], Response]] = {
     InputError: _input,  # 400 with the error's own code and field
     Unauthenticated: _unauthenticated,  # 401
     NextcloudAuthError: _unauthenticated,  # 401: the caller's credentials, refused
@@ -122,7 +123,7 @@ def problem_for(exc: Exception) -> Response:
     for cls in type(exc).__mro__:
         answer = PROBLEMS.get(cls)
         if answer is not None:
-            return answer(exc)  # type: ignore[no-any-return]
+            return answer(exc)
     raise exc
 
 
