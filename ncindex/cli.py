@@ -76,6 +76,10 @@ def up(settings: Settings, no_sample: bool) -> None:
     click.echo(f"\nncindex is up: {url}  (receiver {url}/hooks/nextcloud, search {url}/v1/search)")
     redis_owner = "a private redis-server" if running.redis else "NCINDEX_REDIS_URL or the default"
     click.echo(f"Redis: {running.settings.redis_url} ({redis_owner})")
+    if running.webhooks is not None and running.webhooks.refused:
+        click.echo("Webhooks Nextcloud refused (ncindex runs without them):")
+        for line in running.webhooks.missing_lines():
+            click.echo(f"  - {line}")
     if running.simulator is not None:
         from ncindex.testing.sample import SAMPLE_ACCOUNTS
 
@@ -134,15 +138,44 @@ def _admin(settings: Settings) -> NextcloudClient:
 
 
 @webhooks.command("register")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.pass_obj
-def webhooks_register(settings: Settings) -> None:
-    """Register one webhook per event class (idempotent)."""
+def webhooks_register(settings: Settings, as_json: bool) -> None:
+    """Register one webhook per event class (idempotent).
+
+    Prints each class with ``registered``, ``already`` or ``refused`` and Nextcloud's reason;
+    exits 1 only when a class the index cannot work without (file created, written,
+    deleted, renamed) is refused — an optional one is skipped with what it costs.
+    """
     from ncindex.webhooks import register
 
     result = register(_admin(settings), settings)
-    click.echo(
-        json.dumps({"created": result.created, "kept": result.kept, "removed": result.removed})
-    )
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "classes": [
+                        {
+                            "class": o.event_class,
+                            "result": o.status,
+                            "id": o.webhook_id,
+                            "reason": o.reason,
+                            "required": o.required,
+                            "cost": o.cost,
+                        }
+                        for o in result.outcomes
+                    ],
+                    "removed": result.removed,
+                    "ok": result.ok,
+                }
+            )
+        )
+    else:
+        click.echo(result.table())
+        if result.removed:
+            click.echo(f"removed duplicate registrations: {result.removed}")
+    if not result.ok:
+        raise SystemExit(1)
 
 
 @webhooks.command("list")

@@ -10,7 +10,8 @@
         ├── NextcloudAuthError    Nextcloud answered 401 (bad or revoked app password)
         ├── NotFound              the document is gone or the user cannot see it (404; Deck: 403)
         ├── NextcloudProtocolError Nextcloud answered something that is not its documented format
-        │   └── Forbidden         Nextcloud answered 403 (where the caller did not ask for NotFound)
+        │   ├── Forbidden         Nextcloud answered 403 (where the caller did not ask for NotFound)
+        │   └── NextcloudRefused  an OCS call was refused with a reason (OCS 400: meta.message)
         ├── ExtractionError       a document's bytes could not be turned into text
         └── TooLarge              a document exceeds a configured size bound
 
@@ -57,6 +58,17 @@ class NextcloudProtocolError(PermanentError):
 
 class Forbidden(NextcloudProtocolError):
     """Raised when Nextcloud answers 403: the credentials are valid, the user may not do this."""
+
+
+class NextcloudRefused(NextcloudProtocolError):
+    """Raised when an OCS endpoint refuses a request with a reason (OCS 400, e.g.
+    webhook_listeners: "<class> is not an event class compatible with webhooks");
+    ``message`` is Nextcloud's ``meta.message``, ``status`` its ``meta.statuscode``."""
+
+    def __init__(self, where: str, status: int, message: str) -> None:
+        super().__init__(f"{where}: OCS {status}: {message}")
+        self.status = status
+        self.message = message
 
 
 class ExtractionError(PermanentError):

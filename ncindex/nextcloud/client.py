@@ -14,8 +14,9 @@ a header httpx refuses to send  ``NextcloudProtocolError`` (never echoing the he
 401                             ``NextcloudAuthError``
 404 (and 403 where a caller     ``NotFound``
 says so, e.g. Deck)
-other 403; a Notes 500 naming   ``Forbidden``
-``ForbiddenException``
+other 403; a note answered     ``Forbidden``
+with ``"error": true``
+OCS 400 with a message          ``NextcloudRefused`` (``message`` is ``meta.message``)
 other 4xx, unparsable body      ``NextcloudProtocolError``
 ==============================  ==========================================
 
@@ -36,6 +37,7 @@ from ncindex.errors import (
     Forbidden,
     NextcloudAuthError,
     NextcloudProtocolError,
+    NextcloudRefused,
     NextcloudUnavailable,
     NotFound,
     TooLarge,
@@ -180,6 +182,8 @@ class NextcloudClient:
         with _transport_errors(method, url):
             response = self.http.request(method, url, auth=self.auth, **kwargs)
         if refused is not None and refused(response):
+            if response.status_code == 400:
+                raise NextcloudRefused(f"{method} {url}", 400, _ocs_message(response))
             raise Forbidden(f"{method} {url}: HTTP {response.status_code}, access refused")
         self._check(method, url, response, not_found)
         return response
@@ -213,8 +217,11 @@ class NextcloudClient:
     # --- OCS ----------------------------------------------------------------------------
 
     def ocs(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Call an OCS v2 endpoint with JSON and return the envelope's ``data``."""
-        response = self.request(method, path, headers=OCS_HEADERS, **kwargs)
+        """Call an OCS v2 endpoint with JSON and return the envelope's ``data``; an OCS 400
+        (``OCSBadRequestException``) raises ``NextcloudRefused`` with Nextcloud's reason."""
+        response = self.request(
+            method, path, headers=OCS_HEADERS, refused=_ocs_bad_request, **kwargs
+        )
         try:
             return response.json()["ocs"]["data"]
         except (ValueError, KeyError, TypeError) as exc:
@@ -236,15 +243,19 @@ class NextcloudClient:
         """``GET /notes/{id}``; with ``etag`` (the note etag held) a conditional GET that
         returns ``None`` when Nextcloud answers 304 (unchanged). Raises ``NotFound`` when it is
         not a note the user can see (Notes answers 404 ``{"errorType":"Exception"}``), and
-        ``Forbidden`` when an access-control rule blocks its file (see
-        :func:`_note_refused`)."""
+        ``Forbidden`` when its content cannot be read: nextcloud/notes ``lib/Service/Note.php``
+        ``getData`` answers such a note with HTTP 200, ``"error": true``, the exception's
+        class in ``errorType`` and an error text as ``content``."""
         headers = {"If-None-Match": f'"{etag}"'} if etag else None
-        response = self.request(
-            "GET", f"{NOTES_API}/notes/{int(note_id)}", headers=headers, refused=_note_refused
-        )
+        response = self.request("GET", f"{NOTES_API}/notes/{int(note_id)}", headers=headers)
         if response.status_code == 304:
             return None
-        return Note.from_json(_json(response))
+        data = _json(response)
+        if isinstance(data, dict) and data.get("error") is True:
+            # Note::getData caught the content's exception (NotPermittedException when a
+            # files_accesscontrol rule removes read permission) and answered 200 anyway
+            raise Forbidden(f"note {int(note_id)}: content unreadable ({data.get('errorType')})")
+        return Note.from_json(data)
 
     def notes_settings(self) -> NotesSettings:
         """``GET /settings``: the user's notes folder and file suffix."""
@@ -327,19 +338,15 @@ def _json(response: httpx.Response) -> Any:
         raise NextcloudProtocolError(f"{response.request.url}: body is not JSON") from exc
 
 
-#: The class the Notes app names when a note's file is blocked (files_accesscontrol).
-NOTES_FORBIDDEN = "OCP\\Files\\ForbiddenException"
+def _ocs_bad_request(response: httpx.Response) -> bool:
+    """An OCS v2 answer 400 (``meta.statuscode`` 400 mirrored in the HTTP status)."""
+    return response.status_code == 400
 
 
-def _note_refused(response: httpx.Response) -> bool:
-    """Whether a Notes API answer means the note's file is blocked: reading its content
-    raises ``OCP\\Files\\ForbiddenException``, which ``Helper::handleErrorResponse`` does
-    not name, so the app answers 500 ``{"errorType": "OCP\\\\Files\\\\ForbiddenException"}``
-    (nextcloud/notes ``lib/Controller/Helper.php``). Other 500s stay transient."""
-    if response.status_code != 500:
-        return False
+def _ocs_message(response: httpx.Response) -> str:
+    """``meta.message`` of an OCS JSON envelope, or ``""``."""
     try:
-        body = response.json()
-    except ValueError:
-        return False
-    return isinstance(body, dict) and body.get("errorType") == NOTES_FORBIDDEN
+        message = response.json()["ocs"]["meta"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return ""
+    return str(message) if message is not None else ""

@@ -105,8 +105,11 @@ class NextcloudSimulator:
         #: ``shareapi_enabled``: the sharing API and its capability (on by default).
         self.sharing_enabled = True
         self.tree = FileTree(self._dispatch, clock=clock, seed=seed)
+        #: classes this server refuses although its version has them (a fault for tests:
+        #: a build or configuration without them)
+        self.refused_event_classes: set[str] = set()
         self.registry = WebhookRegistry(
-            lambda: compatible_events(self.version, self.apps),
+            lambda: compatible_events(self.version, self.apps) - self.refused_event_classes,
             seed=seed,
             token_needed=version_tuple(version)[:1] >= (33,),
         )
