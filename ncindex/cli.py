@@ -379,6 +379,8 @@ def _describe(report: object) -> str:
     )
     if report.guard:
         line += f"; guard {report.guard}"
+    if report.forbidden:
+        line += f"; {report.forbidden} folders not readable (403), skipped"
     if report.applied:
         line += f"; enqueued {report.enqueued}"
         if report.coalesced:
@@ -434,6 +436,13 @@ def status(settings: Settings, as_json: bool) -> None:
     click.echo(f"dead letters: {sum(e['size'] for e in letters.values()) if letters else 0}")
     for key, entry in letters.items():
         click.echo(f"  {key} ({entry['type']}, {entry['size']}): {entry['sample']}")
+    refused = data["accounts_refused"]
+    click.echo(f"accounts Nextcloud refuses (401): {len(refused)}")
+    for user, entry in refused.items():
+        click.echo(
+            f"  {user}: since {entry.get('at')}, {entry.get('where', '')} — check its app "
+            "password and its login name (NCINDEX_LOGINS)"
+        )
 
 
 @main.command()

@@ -21,6 +21,7 @@ from typing import Any
 
 import redis
 
+from ncindex.accounts import refused_accounts
 from ncindex.queueing import QUEUES
 from ncindex.reconcile import LAST_SCANS
 from ncindex.telemetry import QueueCollector
@@ -77,7 +78,8 @@ def dead_letters(client: redis.Redis) -> dict[str, Any]:
 
 def collect_status(client: redis.Redis, now: float | None = None) -> dict[str, Any]:
     """The whole status: ``queues`` (depth per queue), ``reserved``,
-    ``index_lag_seconds`` (the gauge's definition), ``scans`` and ``dead_letters``."""
+    ``index_lag_seconds`` (the gauge's definition), ``scans``, ``dead_letters`` and
+    ``accounts_refused`` (user id → when and where Nextcloud answered 401)."""
     pipeline = queues(client)
     return {
         "queues": pipeline["depth"],
@@ -85,6 +87,7 @@ def collect_status(client: redis.Redis, now: float | None = None) -> dict[str, A
         "index_lag_seconds": round(pipeline["lag"], 1),
         "scans": last_scans(client, now),
         "dead_letters": dead_letters(client),
+        "accounts_refused": refused_accounts(client),
     }
 
 

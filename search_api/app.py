@@ -11,6 +11,7 @@ from flask_limiter import RequestLimit
 from flask_limiter.errors import RateLimitExceeded
 
 from ncindex import rcp_server
+from ncindex.accounts import refused_accounts
 from ncindex.auth import Unauthenticated, confirmed, resolve_caller
 from ncindex.documents import DocRef
 from ncindex.embedding import Embedder
@@ -143,7 +144,10 @@ def create_app(
         services.embedder.embed_query_sparse("ready")
 
     app.register_blueprint(
-        health_blueprint({"redis": services.redis.ping, "store": ready_store, "model": ready_model})
+        health_blueprint(
+            {"redis": services.redis.ping, "store": ready_store, "model": ready_model},
+            {"accounts_refused": lambda: sorted(refused_accounts(services.redis))},
+        )
     )
 
     @app.get("/metrics")

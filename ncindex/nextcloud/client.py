@@ -159,11 +159,19 @@ class NextcloudClient:
         self.http = http
         self.auth = auth
         self.user = user
+        #: the path of the Nextcloud URL (``/nextcloud`` for a sub-path install, else ``""``):
+        #: requests are relative to it (httpx's ``base_url``), hrefs in answers start with it
+        self.web_root = http.base_url.path.rstrip("/")
 
     @classmethod
-    def for_account(cls, http: httpx.Client, user: str, password: str) -> NextcloudClient:
-        """Client for a configured account (Basic auth with its app password)."""
-        return cls(http, httpx.BasicAuth(user, password), user)
+    def for_account(
+        cls, http: httpx.Client, user: str, password: str, *, login: str | None = None
+    ) -> NextcloudClient:
+        """Client for configured account ``user`` (a user id): Basic auth with ``login`` (its
+        login name, default the user id) and its app password. Nextcloud accepts an app
+        password only with the login name it was created under (``Session.php``,
+        ``validateTokenLoginName``), while WebDAV paths name the user id."""
+        return cls(http, httpx.BasicAuth(login or user, password), user)
 
     # --- transport ----------------------------------------------------------------------
 
@@ -282,7 +290,7 @@ class NextcloudClient:
             headers={"Depth": str(depth), "Content-Type": "application/xml; charset=utf-8"},
             content=webdav.PROPFIND_BODY,
         )
-        return webdav.parse_multistatus(response.content, user)
+        return webdav.parse_multistatus(response.content, user, self.web_root)
 
     def find_by_id(self, file_id: int) -> DavEntry:
         """WebDAV SEARCH for ``file_id`` in this user's view (reference §3.4); raises
@@ -294,7 +302,9 @@ class NextcloudClient:
             headers={"Content-Type": "text/xml; charset=utf-8"},
             content=webdav.search_by_fileid_body(user, file_id),
         )
-        entries = [e for e in webdav.parse_multistatus(response.content, user) if e.file_id]
+        entries = [
+            e for e in webdav.parse_multistatus(response.content, user, self.web_root) if e.file_id
+        ]
         if not entries:
             raise NotFound(f"file {file_id} is not visible to {user}")
         return entries[0]
