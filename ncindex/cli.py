@@ -1,4 +1,4 @@
-"""The ``ncindex`` command line (click): ``up``, ``models``, ``webhooks``, ``eval``.
+"""The ``ncindex`` command line (click): ``up``, ``models``, ``webhooks``, ``doctor``, ``eval``.
 
 Every command reads the same :class:`~ncindex.settings.Settings` from the environment
 (``NCINDEX_*``) as the apps do.
@@ -195,6 +195,30 @@ def webhooks_remove(settings: Settings) -> None:
     from ncindex.webhooks import remove
 
     click.echo(json.dumps({"removed": remove(_admin(settings), settings)}))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the lines as a JSON list.")
+@click.pass_obj
+def doctor(settings: Settings, as_json: bool) -> None:
+    """Check the configured Nextcloud: version, apps, accounts, webhooks, public URL.
+
+    Prints one line per finding with a verdict (ok, warn, fail, note); exits 1 when a line
+    fails.
+    """
+    from ncindex.doctor import failed, render, run_checks
+
+    lines = run_checks(settings)
+    if as_json:
+        click.echo(
+            json.dumps(
+                [{"check": x.check, "verdict": x.verdict, "detail": x.detail} for x in lines]
+            )
+        )
+    else:
+        click.echo(render(lines))
+    if failed(lines):
+        raise SystemExit(1)
 
 
 @main.command("eval")

@@ -93,7 +93,7 @@ class SimulatorApp:
         """``/status.php`` (no auth)."""
         body = {
             "installed": True,
-            "maintenance": False,
+            "maintenance": self.sim.maintenance,
             "needsDbUpgrade": False,
             "version": f"{self.sim.version}.1",
             "versionstring": self.sim.version,

@@ -104,6 +104,8 @@ class NextcloudSimulator:
         self.allow_resharing = allow_resharing
         #: ``shareapi_enabled``: the sharing API and its capability (on by default).
         self.sharing_enabled = True
+        #: ``occ maintenance:mode``: reported by ``/status.php`` (the other routes still work)
+        self.maintenance = False
         self.tree = FileTree(self._dispatch, clock=clock, seed=seed)
         #: classes this server refuses although its version has them (a fault for tests:
         #: a build or configuration without them)
