@@ -85,8 +85,24 @@ def embedder(model_dir: Path) -> Embedder:
 def stack(redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path) -> Iterator[Stack]:
     """Simulator (users alice, bob, carol; admin) → receiver → Redis → Celery worker →
     Qdrant Edge in a temporary folder → search API; webhooks registered through OCS."""
+    yield from _build_stack(redis_url, embedder, model_dir, tmp_path)
+
+
+@pytest.fixture
+def subpath_stack(
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path
+) -> Iterator[Stack]:
+    """:func:`stack` against a Nextcloud installed under ``/nextcloud`` (every route and
+    href starts with it; ``NCINDEX_NEXTCLOUD_URL`` is ``http://127.0.0.1:PORT/nextcloud``)."""
+    yield from _build_stack(redis_url, embedder, model_dir, tmp_path, web_root="/nextcloud")
+
+
+def _build_stack(
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, web_root: str = ""
+) -> Iterator[Stack]:
+    """Build, yield and tear down the whole stack (see :func:`stack`)."""
     redis.Redis.from_url(redis_url).flushdb()
-    sim = NextcloudSimulator(delivery_delay=(0.0, 0.0))
+    sim = NextcloudSimulator(delivery_delay=(0.0, 0.0), web_root=web_root)
     sim.add_user(ADMIN[0], password=ADMIN[1], display_name="Admin", admin=True)
     for user, password in PASSWORDS.items():
         sim.add_user(user, password=password, display_name=user.title())
