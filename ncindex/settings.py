@@ -152,7 +152,8 @@ class Settings(BaseSettings):
 
     deck_webhooks: bool = Field(
         False,
-        description="Also register Deck card events (Deck ≥ 1.18 only; older Deck rejects them).",
+        description="Also register Deck card events (Deck ≥ 1.18 only; an older Deck refuses "
+        "them, which `webhooks register` reports and skips).",
     )
 
     # --- Pipeline ---------------------------------------------------------------------------

@@ -71,7 +71,8 @@ class DavEntry:
     def readable(self) -> bool:
         """Whether the user may read the bytes: ``G`` is in ``oc:permissions`` (Nextcloud ≥ 25,
         ``OCP\\Files\\DavUtil::getDavPermissions``). A file an admin's access-control rule
-        blocks (files_accesscontrol) is still listed, without ``G``, and its GET answers 403.
+        blocks (files_accesscontrol) is still listed, without ``G``, and its GET answers 404
+        (nextcloud/server ``apps/dav/lib/Connector/Sabre/File.php`` ``get``).
         An answer without ``oc:permissions`` says nothing, and counts as readable."""
         return not self.permissions or "G" in self.permissions
 
