@@ -159,9 +159,12 @@ class NextcloudClient:
         self.http = http
         self.auth = auth
         self.user = user
-        #: the path of the Nextcloud URL (``/nextcloud`` for a sub-path install, else ``""``):
-        #: requests are relative to it (httpx's ``base_url``), hrefs in answers start with it
-        self.web_root = http.base_url.path.rstrip("/")
+
+    @property
+    def web_root(self) -> str:
+        """The path of the Nextcloud URL (``/nextcloud`` for a sub-path install, else ``""``):
+        requests are relative to it (httpx's ``base_url``), hrefs in answers start with it."""
+        return self.http.base_url.path.rstrip("/")
 
     @classmethod
     def for_account(
