@@ -45,16 +45,16 @@ from pydantic import SecretStr
 from results_md import write_section
 from werkzeug.serving import make_server
 
-from ncindex.embedding import Embedder
-from ncindex.models import install_models
-from ncindex.queueing import DEBOUNCE_PREFIX, QUEUES, celery_app
+from ncindex.embedding.embedder import Embedder
+from ncindex.embedding.models import install_models
+from ncindex.ingest.queueing import DEBOUNCE_PREFIX, QUEUES, celery_app
+from ncindex.ingest.registration import register
 from ncindex.redis_server import start_redis
 from ncindex.runtime import Services
 from ncindex.settings import Settings
+from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.store import model_slug
 from ncindex.store.qdrant_edge import QdrantEdgeStore
-from ncindex.testing import NextcloudSimulator, serve_simulator
-from ncindex.webhooks import register
 from webhook_receiver import create_app as create_receiver_app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -322,7 +322,7 @@ def section(result: dict[str, Any]) -> str:
             "calls dearer than raw: a call holds the chunks of the few documents in flight "
             "(two of ~200 tokens and a short last one each), and runs of 16 sorted by length "
             "padded the short ones to ~200 tokens; calls are now cut by token length "
-            "(`ncindex.embedding._token_batches`). And ONNX's own threads: a call on all "
+            "(`ncindex.embedding.embedder._token_batches`). And ONNX's own threads: a call on all "
             "cores costs more CPU than the same work on one thread when other threads want the "
             "cores (the same 471 chunks: 45 CPU s on two ONNX threads, 33 s on one, load ≈ 5; "
             "presumably its threads spinning while they wait for each other); with "

@@ -357,9 +357,9 @@ def main() -> int:
     from ncindex.documents import text_hash
     from ncindex.redis_server import start_redis
     from ncindex.settings import Settings
+    from ncindex.simulator import NextcloudSimulator, serve_simulator
     from ncindex.store import model_slug
     from ncindex.store.qdrant_edge import QdrantEdgeStore
-    from ncindex.testing import NextcloudSimulator, serve_simulator
 
     tmp = Path(tempfile.mkdtemp(prefix="ncindex-bench-load-"))
     redis_proc = start_redis()

@@ -35,13 +35,13 @@ from typing import Any
 
 from results_md import write_section
 
-from ncindex.embedding import Embedder
-from ncindex.evaluation import MODES, load_beir
-from ncindex.evaluation.beir import BeirDataset
-from ncindex.evaluation.cache import VectorCache, model_identity
-from ncindex.evaluation.library import LibraryIndex, TextVariant
-from ncindex.evaluation.metrics import Metrics, evaluate
-from ncindex.evaluation.runner import table
+from evaluation import MODES, load_beir
+from evaluation.beir import BeirDataset
+from evaluation.cache import VectorCache, model_identity
+from evaluation.library import LibraryIndex, TextVariant
+from evaluation.metrics import Metrics, evaluate
+from evaluation.runner import table
+from ncindex.embedding.embedder import Embedder
 from ncindex.settings import Settings
 from ncindex.store.schema import RRF_K
 from ncindex.text.chunking import Chunker

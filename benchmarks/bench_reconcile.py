@@ -36,16 +36,16 @@ from pydantic import SecretStr
 from results_md import write_section
 
 from ncindex.documents import DocRef, DocType, path_fields, point_id, principal, text_hash
-from ncindex.indexing import Indexer
-from ncindex.reconcile import Reconciler
+from ncindex.index.indexing import Indexer
 from ncindex.redis_server import start_redis
 from ncindex.runtime import Services
 from ncindex.settings import Settings
+from ncindex.simulator import NextcloudSimulator, serve_simulator
+from ncindex.simulator.notes_api import NotesApi
 from ncindex.store import model_slug
 from ncindex.store.port import PointRecord, SparseVector
 from ncindex.store.qdrant_edge import QdrantEdgeStore
-from ncindex.testing import NextcloudSimulator, serve_simulator
-from ncindex.testing.notes_api import NotesApi
+from ncindex.sync.reconcile import Reconciler
 
 USER, PASSWORD = "alice", "alice-bench-pw"
 NOTES = FILES = 5_000

@@ -11,7 +11,7 @@ queries is embedded, and those for real (the SciFact claims, dense + BM25).
 Verification is answered by a tiny HTTP server that sleeps ``VERIFY_MS`` (5 ms) per request,
 like a nearby Nextcloud: Notes ``GET /notes/{id}`` and WebDAV ``SEARCH`` by file id.
 
-Each query runs :meth:`ncindex.search.SearchService.search` as ``alice`` with a realistic
+Each query runs :meth:`ncindex.search.service.SearchService.search` as ``alice`` with a realistic
 filter (notes and files, modified in the last half year, under ``/Projects`` or ``/Notes``,
 always AND-ed with her ``acl``), and, in the same iteration, the bare parts: one real query
 embedding, the bare engine query with the same filter and sizes, one verification round trip.
@@ -54,11 +54,17 @@ from ncindex.documents import (
     point_id,
     principal,
 )
-from ncindex.embedding import Embedder
-from ncindex.filters import build_filter
-from ncindex.models import install_models
+from ncindex.embedding.embedder import Embedder
+from ncindex.embedding.models import install_models
 from ncindex.nextcloud.client import NextcloudClient, make_http
-from ncindex.search import CHUNKS_PER_DOC, MAX_POOL, MAX_ROUNDS, SearchRequest, SearchService
+from ncindex.search.filters import build_filter
+from ncindex.search.service import (
+    CHUNKS_PER_DOC,
+    MAX_POOL,
+    MAX_ROUNDS,
+    SearchRequest,
+    SearchService,
+)
 from ncindex.settings import Settings
 from ncindex.store.port import Fusion, PointRecord, SparseVector
 from ncindex.store.qdrant_edge import QdrantEdgeStore

@@ -12,7 +12,7 @@ webhook_receiver.wsgi:app`` / ``search_api.wsgi:app``); the image has it at
   dropped in ``child_exit``, and each worker serves the queue gauges (Redis at
   ``NCINDEX_REDIS_URL``) from ``/metrics``.
 * Errors: a request gunicorn cannot parse (request line, headers, chunked framing) is answered
-  problem+json with a ``code`` (``ncindex.server_errors``), not gunicorn's HTML page.
+  problem+json with a ``code`` (``ncindex.web.server_errors``), not gunicorn's HTML page.
 * Garbage collection: each worker freezes what it has loaded (``gc.freeze`` once the app is
   imported), so no full collection walks Flask, Celery and pydantic again: in the receiver
   such a walk took 51 ms, stalling every request the worker held (one in 10,000 deliveries,
@@ -29,8 +29,9 @@ if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ncindex-prometheus-")
 
 # Imported only now: prometheus_client reads PROMETHEUS_MULTIPROC_DIR when first imported.
-from ncindex import server_errors, telemetry
+from ncindex import telemetry
 from ncindex.settings import Settings
+from ncindex.web import server_errors
 
 server_errors.install_in_gunicorn()
 

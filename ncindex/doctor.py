@@ -37,10 +37,10 @@ from urllib.parse import urlsplit
 import httpx
 
 from ncindex.errors import NcindexError, NextcloudAuthError, NotFound
-from ncindex.events import COST_WITHOUT, REQUIRED
+from ncindex.ingest.events import COST_WITHOUT, REQUIRED
+from ncindex.ingest.registration import hook_uri, subscribed
 from ncindex.runtime import Services
 from ncindex.settings import Settings
-from ncindex.webhooks import hook_uri, subscribed
 
 Verdict = Literal["ok", "warn", "fail", "note"]
 SUPPORTED_MAJORS = range(30, 34)

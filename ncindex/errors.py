@@ -83,7 +83,7 @@ def public_reason(exc: BaseException) -> str:
     """What a caller is told about a failed back end: what failed, never the exception's text,
     which may hold local paths, hosts or a header (log that instead). A model error names its
     model (``exc.model``) when it is known."""
-    from ncindex.models import ModelError  # models imports this module
+    from ncindex.embedding.models import ModelError  # models imports this module
 
     if isinstance(exc, StoreUnavailable):
         return "the vector store is unavailable"

@@ -2,7 +2,7 @@
 
 Each process (a gunicorn worker, a Celery worker, or the one process of ``ncindex up``) holds
 one :class:`Services`: a Redis client, the pooled Nextcloud HTTP client, and the embedding
-models with their collections (:class:`~ncindex.live_models.LiveModels`: the store's model
+models with their collections (:class:`~ncindex.embedding.live_models.LiveModels`: the store's model
 pointers say which model is live). They are created on first use, once, under a lock, so an
 app factory can be cheap and a model loads off the request path.
 """
@@ -15,8 +15,8 @@ from functools import cached_property
 import httpx
 import redis
 
-from ncindex.embedding import Embedder
-from ncindex.live_models import LiveModels
+from ncindex.embedding.embedder import Embedder
+from ncindex.embedding.live_models import LiveModels
 from ncindex.nextcloud.client import HeaderAuth, NextcloudClient, make_http
 from ncindex.redis_breaker import RedisBreaker
 from ncindex.settings import Settings
@@ -26,7 +26,8 @@ from ncindex.store import VectorStore
 class Services:
     """Lazily built clients for one process. ``http_transport`` replaces the network for the
     Nextcloud client (tests); ``store`` and ``embedder`` may be handed in to share them: they
-    are those of ``Settings.dense_model`` (see :class:`~ncindex.live_models.LiveModels`)."""
+    are those of ``Settings.dense_model`` (see
+    :class:`~ncindex.embedding.live_models.LiveModels`)."""
 
     def __init__(
         self,

@@ -48,7 +48,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ncindex.accounts import refused_accounts
-from ncindex.queueing import QUEUES
+from ncindex.ingest.queueing import QUEUES
 
 WEBHOOK_EVENTS = Counter(
     "ncindex_webhook_events_total",

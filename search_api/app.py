@@ -10,16 +10,21 @@ from flask import Flask, Response, request
 from flask_limiter import RequestLimit
 from flask_limiter.errors import RateLimitExceeded
 
-from ncindex import rcp_server
 from ncindex.accounts import refused_accounts
-from ncindex.auth import Unauthenticated, confirmed, resolve_caller
 from ncindex.documents import DocRef
-from ncindex.embedding import Embedder
-from ncindex.health import health_blueprint
+from ncindex.embedding.embedder import Embedder
+from ncindex.ingest.queueing import PUBLISH_RETRY, Producer, celery_app
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.problems import install_error_handlers, problem
-from ncindex.queueing import PUBLISH_RETRY, Producer, celery_app
-from ncindex.ratelimit import (
+from ncindex.runtime import Services
+from ncindex.search import rcp as rcp_server
+from ncindex.search.service import SearchService
+from ncindex.settings import Settings
+from ncindex.store import VectorStore
+from ncindex.telemetry import metrics_payload
+from ncindex.web.auth import Unauthenticated, confirmed, resolve_caller
+from ncindex.web.health import health_blueprint
+from ncindex.web.problems import install_error_handlers, problem
+from ncindex.web.ratelimit import (
     REFUSED_SCOPE,
     SCOPE,
     address_key,
@@ -27,11 +32,6 @@ from ncindex.ratelimit import (
     refused,
     retry_after_seconds,
 )
-from ncindex.runtime import Services
-from ncindex.search import SearchService
-from ncindex.settings import Settings
-from ncindex.store import VectorStore
-from ncindex.telemetry import metrics_payload
 from search_api.openapi import openapi_blueprint
 from search_api.rcp import rcp_blueprint, rpc_error_response
 from search_api.search import search_blueprint

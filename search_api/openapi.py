@@ -3,7 +3,7 @@
 The request and response schemas are pydantic's ``models_json_schema`` output (JSON Schema
 2020-12, which OpenAPI 3.1 uses as is) under ``components/schemas``; the filter tree's
 schema is generated from the same field table that drives validation
-(:mod:`ncindex.filter_fields`), so the document cannot drift from the code.
+(:mod:`ncindex.search.filter_fields`), so the document cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pydantic.json_schema import models_json_schema
 
 from ncindex import __version__
 from ncindex.documents import DocType
-from ncindex.filter_fields import ALL_OPERATORS, FIELDS
-from ncindex.search import ContextResponse, SearchRequest, SearchResponse
+from ncindex.search.filter_fields import ALL_OPERATORS, FIELDS
+from ncindex.search.service import ContextResponse, SearchRequest, SearchResponse
 
 REF = "#/components/schemas/{model}"
 

@@ -1,4 +1,4 @@
-"""``POST /rcp/<method>``: the RCP/1 server over HTTP (see :mod:`ncindex.rcp_server`)."""
+"""``POST /rcp/<method>``: the RCP/1 server over HTTP (see :mod:`ncindex.search.rcp`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import structlog
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
-from ncindex.problems import read_body
-from ncindex.rcp_server import SESSION_HEADER, RcpServer
+from ncindex.search.rcp import SESSION_HEADER, RcpServer
+from ncindex.web.problems import read_body
 from search_api.search import MAX_BODY_BYTES, Decorator
 
 log = structlog.get_logger(__name__)
@@ -29,7 +29,7 @@ def rpc_error_response(status: int, code: int, message: str, data: Any = None) -
 def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Blueprint:
     """Blueprint with ``POST /rcp/<method>`` (methods may contain ``/``). ``limited`` wraps
     the view: the whole HTTP request counts once, a batch included (a batch is capped at
-    :data:`ncindex.rcp_server.MAX_BATCH` messages)."""
+    :data:`ncindex.search.rcp.MAX_BATCH` messages)."""
     bp = Blueprint("rcp", __name__)
     limit = limited or (lambda f: f)
 

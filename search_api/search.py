@@ -1,6 +1,6 @@
 """``POST /v1/search``, ``GET /v1/filters`` and the context endpoint (DESIGN §9).
 
-Each handler parses, authenticates, calls :class:`ncindex.search.SearchService` and reports.
+Each handler parses, authenticates, calls :class:`ncindex.search.service.SearchService` and reports.
 Errors are RFC 9457 problem+json with a stable ``code`` and the offending ``field``:
 400 ``invalid_json``, ``invalid_value``, ``invalid_filter``, ``unknown_field``,
 ``unsupported_operator``; 401 ``unauthenticated``; 404 ``not_found``; 429 ``rate_limited``;
@@ -17,16 +17,16 @@ from flask import Blueprint, Response, jsonify, request
 from pydantic import ValidationError
 
 from ncindex import strict_json
-from ncindex.auth import Unauthenticated, resolve_caller
 from ncindex.documents import DocRef, DocType
+from ncindex.embedding.models import ModelError
 from ncindex.errors import NextcloudAuthError, TransientError, public_reason
-from ncindex.filter_fields import filters_document
-from ncindex.filters import FilterError
-from ncindex.models import ModelError
-from ncindex.problems import problem, read_body
 from ncindex.runtime import Services
-from ncindex.search import DocumentNotFound, SearchRequest, SearchService
+from ncindex.search.filter_fields import filters_document
+from ncindex.search.filters import FilterError
+from ncindex.search.service import DocumentNotFound, SearchRequest, SearchService
 from ncindex.telemetry import SEARCH_SECONDS, SEARCHES
+from ncindex.web.auth import Unauthenticated, resolve_caller
+from ncindex.web.problems import problem, read_body
 
 log = structlog.get_logger(__name__)
 

@@ -20,15 +20,15 @@ from celery.contrib.testing.worker import start_worker
 from pydantic import SecretStr
 from werkzeug.serving import make_server
 
-from ncindex.embedding import Embedder
-from ncindex.models import install_models
+from ncindex.embedding.embedder import Embedder
+from ncindex.embedding.models import install_models
+from ncindex.ingest.registration import register
 from ncindex.redis_server import RedisProcess, start_redis
 from ncindex.runtime import Services
 from ncindex.settings import Settings
+from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.store import model_slug
 from ncindex.store.qdrant_edge import QdrantEdgeStore
-from ncindex.testing import NextcloudSimulator, serve_simulator
-from ncindex.webhooks import register
 from search_api import create_app as create_search_app
 from support import PASSWORDS, Stack
 from webhook_receiver import create_app as create_receiver_app

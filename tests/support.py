@@ -20,12 +20,12 @@ from flask.testing import FlaskClient
 from pydantic import SecretStr
 from werkzeug.serving import make_server
 
-from ncindex.deadletter import DELIVERIES_PREFIX
-from ncindex.queueing import DEBOUNCE_PREFIX, QUEUES, celery_app
+from ncindex.index.deadletter import DELIVERIES_PREFIX
+from ncindex.ingest.queueing import DEBOUNCE_PREFIX, QUEUES, celery_app
+from ncindex.ingest.registration import register
 from ncindex.runtime import Services
 from ncindex.settings import Settings
-from ncindex.testing import NextcloudSimulator, serve_simulator
-from ncindex.webhooks import register
+from ncindex.simulator import NextcloudSimulator, serve_simulator
 from webhook_receiver import create_app as create_receiver_app
 
 PASSWORDS = {"alice": "alice-app-pw", "bob": "bob-app-pw", "carol": "carol-app-pw"}

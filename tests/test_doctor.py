@@ -10,12 +10,12 @@ import pytest
 from click.testing import CliRunner
 from pydantic import SecretStr
 
-from ncindex.cli import main
+from allinone.cli import main
 from ncindex.doctor import CHECKS, Line, failed, render, run_checks
-from ncindex.events import REQUIRED, TAG_ASSIGNED
+from ncindex.ingest.events import REQUIRED, TAG_ASSIGNED
+from ncindex.ingest.registration import register
 from ncindex.settings import Settings
-from ncindex.testing import NextcloudSimulator, SimulatorServer, serve_simulator
-from ncindex.webhooks import register
+from ncindex.simulator import NextcloudSimulator, SimulatorServer, serve_simulator
 
 PUBLIC = "http://8.8.8.8:8080"  # a public address literal: nothing is sent to it
 

@@ -6,11 +6,11 @@ import redis
 from flask import Flask, Response
 
 from ncindex.accounts import refused_accounts
-from ncindex.health import health_blueprint
-from ncindex.problems import install_error_handlers
-from ncindex.queueing import Producer, celery_app, check_redis
+from ncindex.ingest.queueing import Producer, celery_app, check_redis
 from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
+from ncindex.web.health import health_blueprint
+from ncindex.web.problems import install_error_handlers
 from webhook_receiver.hooks import Receiver, hooks_blueprint
 
 

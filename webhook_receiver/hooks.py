@@ -17,11 +17,11 @@ import structlog
 from flask import Blueprint, Response, request
 
 from ncindex import strict_json
-from ncindex.events import EnvelopeError, parse_envelope, plan_envelope
-from ncindex.problems import problem, read_body
-from ncindex.queueing import BrokerUnavailable, Producer, enqueue
+from ncindex.ingest.events import EnvelopeError, parse_envelope, plan_envelope
+from ncindex.ingest.queueing import BrokerUnavailable, Producer, enqueue
 from ncindex.settings import Settings
 from ncindex.telemetry import WEBHOOK_EVENTS
+from ncindex.web.problems import problem, read_body
 
 log = structlog.get_logger(__name__)
 _QUEUED = WEBHOOK_EVENTS.labels("queued", "")

@@ -3,7 +3,7 @@
 ``celery -A workers.beat beat`` runs the one beat of a distributed deployment; ``ncindex up``
 runs the same schedule in a thread (:func:`start_embedded_beat`).
 
-One entry per doc type that has a scanner (:data:`ncindex.reconcile.SCANNERS`):
+One entry per doc type that has a scanner (:data:`ncindex.sync.reconcile.SCANNERS`):
 ``reconcile-<doc_type>`` sends ``ncindex.reconcile_check`` every
 ``reconcile_periods[doc_type]`` seconds to the ``reconcile`` queue; a type listed in
 ``reconcile_disable`` has no entry; each message ``expires`` a little under the period, so
@@ -19,8 +19,8 @@ from typing import Any
 
 from celery import Celery
 
-from ncindex.reconcile import SCANNERS
 from ncindex.settings import Settings
+from ncindex.sync.reconcile import SCANNERS
 
 CHECK_TASK = "ncindex.reconcile_check"
 SCAN_TASK = "ncindex.reconcile_scan"

@@ -1,6 +1,6 @@
 """The workers' Celery app factory, used by ``celery worker``, beat and ``ncindex up``.
 
-The broker, reliability settings and queues come from :func:`ncindex.queueing.celery_app`,
+The broker, reliability settings and queues come from :func:`ncindex.ingest.queueing.celery_app`,
 which the webhook receiver uses alone (``send_task`` by name, no task code imported).
 """
 
@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from celery import Celery
 
-from ncindex.indexing import Indexer
-from ncindex.queueing import celery_app
+from ncindex.index.indexing import Indexer
+from ncindex.ingest.queueing import celery_app
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 
 
 def create_celery(settings: Settings, services: Services | None = None) -> Celery:
-    """The workers' Celery app: :func:`ncindex.queueing.celery_app` plus the tasks.
+    """The workers' Celery app: :func:`ncindex.ingest.queueing.celery_app` plus the tasks.
 
     ``services`` (built from ``settings`` when omitted) is what the tasks use; it is stored on
     the app as ``app.ncindex_services``, with the :class:`Indexer` on it as ``app.ncindex_indexer``.

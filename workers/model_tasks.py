@@ -1,7 +1,7 @@
-"""Celery tasks of model changes: thin wrappers around :mod:`ncindex.reindex`.
+"""Celery tasks of model changes: thin wrappers around :mod:`ncindex.index.reindex`.
 
 They run where the collections are (a worker; on Qdrant Edge the one process that holds the
-store), on the ``index`` queue (:data:`ncindex.reindex.QUEUE`: they embed), one at a time (a
+store), on the ``index`` queue (:data:`ncindex.index.reindex.QUEUE`: they embed), one at a time (a
 Redis lock). ``ncindex.reindex_model`` builds for at most half the soft time limit per run and
 queues itself again until the new model is complete, then switches to it;
 ``ncindex.reindex_finish`` drops the second model. A permanent failure is recorded as the
@@ -17,7 +17,7 @@ import structlog
 from celery import Task, shared_task
 
 from ncindex.errors import PermanentError
-from ncindex.reindex import QUEUE, Reindexer
+from ncindex.index.reindex import QUEUE, Reindexer
 from ncindex.telemetry import bind_task_context
 from workers.tasks import RETRY
 

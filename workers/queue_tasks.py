@@ -1,7 +1,7 @@
 """Ingest tasks: the fan-out of a large envelope's actions, and the resolution of an event that
 came without a configured user.
 
-The receiver hands an envelope of more than :data:`ncindex.queueing.FAN_OUT` actions (a tag
+The receiver hands an envelope of more than :data:`ncindex.ingest.queueing.FAN_OUT` actions (a tag
 event on thousands of files) to ``ncindex.send_actions`` tasks of that many each, so that it
 answers Nextcloud in time; each task sends its part's tasks with the receiver's debounce, as
 the receiver would have.
@@ -15,8 +15,8 @@ import structlog
 from celery import Task, shared_task
 
 from ncindex.accounts import viewers_of
-from ncindex.events import Action, index_node
-from ncindex.queueing import FAN_OUT_TASK, clear_debounce, enqueue, send_actions
+from ncindex.ingest.events import Action, index_node
+from ncindex.ingest.queueing import FAN_OUT_TASK, clear_debounce, enqueue, send_actions
 from ncindex.telemetry import bind_task_context
 from workers.tasks import RETRY
 
@@ -30,7 +30,7 @@ def send_actions_task(
     countdown: float | None,
     key_seconds: float | None,
 ) -> dict[str, int]:
-    """Send ``actions`` (``dataclasses.asdict`` of :class:`~ncindex.events.Action`, at most
+    """Send ``actions`` (``dataclasses.asdict`` of :class:`~ncindex.ingest.events.Action`, at most
     ``FAN_OUT``) with ``countdown`` and debounce keys living ``key_seconds`` (seconds; ``None``:
     no debounce). Returns ``{"queued": n, "coalesced": m}``; a broker or Redis failure is
     retried (``BrokerUnavailable`` is transient), which may send a part twice (idempotent)."""

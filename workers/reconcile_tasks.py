@@ -1,4 +1,4 @@
-"""Celery tasks of reconciliation (DESIGN §7): thin wrappers around :mod:`ncindex.reconcile`.
+"""Celery tasks of reconciliation (DESIGN §7): thin wrappers around :mod:`ncindex.sync.reconcile`.
 
 ``ncindex.reconcile_check`` is what beat sends (see :mod:`workers.beat`): it takes a Redis lock
 that expires before the next tick and is never released early, so overlapping beats or ticks
@@ -17,7 +17,7 @@ import redis
 import structlog
 from celery import Task, shared_task
 
-from ncindex.reconcile import Reconciler, request_scans
+from ncindex.sync.reconcile import Reconciler, request_scans
 from ncindex.telemetry import bind_task_context
 from workers.beat import check_lock_seconds
 

@@ -1,4 +1,4 @@
-"""Celery tasks: thin wrappers that take ids, call :mod:`ncindex.indexing`, and report.
+"""Celery tasks: thin wrappers that take ids, call :mod:`ncindex.index.indexing`, and report.
 
 Every task is idempotent (it re-reads Nextcloud), holds the document's Redis lock, retries
 transient errors with capped exponential backoff and jitter (``RETRY``: delays drawn up to
@@ -6,8 +6,8 @@ transient errors with capped exponential backoff and jitter (``RETRY``: delays d
 success.
 
 Poison documents (DESIGN §6): while holding the lock, a task counts a delivery of its document
-in Redis (:class:`ncindex.deadletter.Deliveries`) and forgets it when it ends. A document whose
-earlier ``dead_letter_after`` runs never ended (each killed its worker) is parked in the dead
+in Redis (:class:`ncindex.index.deadletter.Deliveries`) and forgets it when it ends. A document
+whose earlier ``dead_letter_after`` runs never ended (each killed its worker) is parked in the dead
 letter instead of being processed again; so is one that ran past the soft time limit. It stays
 parked until its etag changes.
 """
@@ -23,11 +23,11 @@ from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from ncindex.accounts import record_refused
-from ncindex.deadletter import Deliveries, node_subject
 from ncindex.documents import DocRef, DocType
 from ncindex.errors import NextcloudAuthError, TransientError
-from ncindex.indexing import Indexer, Outcome
-from ncindex.queueing import clear_debounce
+from ncindex.index.deadletter import Deliveries, node_subject
+from ncindex.index.indexing import Indexer, Outcome
+from ncindex.ingest.queueing import clear_debounce
 from ncindex.telemetry import bind_task_context
 
 log = structlog.get_logger(__name__)

@@ -6,7 +6,7 @@ Two engines implement it — the Qdrant server through ``qdrant-client``
 
 Each point has a named dense vector ``"dense"`` (cosine) and a named sparse vector ``"bm25"``
 (with Qdrant's IDF modifier). Filters are ``qdrant_client.models.Filter`` objects built by
-:mod:`ncindex.filters`; the Edge engine translates them to its own classes.
+:mod:`ncindex.search.filters`; the Edge engine translates them to its own classes.
 Engine failures are raised as :class:`ncindex.errors.StoreUnavailable`.
 """
 

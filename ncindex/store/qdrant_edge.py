@@ -9,7 +9,7 @@ Layout under ``path``::
                             replaced whole, atomically
       <model_slug>/         one EdgeShard per embedding model (Edge's own files: wal, segments)
 
-Filters arrive as ``qdrant_client.models.Filter`` (built by :mod:`ncindex.filters`) and are
+Filters arrive as ``qdrant_client.models.Filter`` (built by :mod:`ncindex.search.filters`) and are
 translated by :func:`to_edge_filter`. Edge has both fusions (``Fusion.Rrf``, ``Fusion.Dbsf``),
 so hybrid queries run as one Edge query with two prefetches, like on the server.
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
 from ncindex.documents import Chunk
-from ncindex.models import load_tokenizer, model_max_tokens, model_paths
+from ncindex.embedding.models import load_tokenizer, model_max_tokens, model_paths
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -39,7 +39,7 @@ class Chunker:
     """Cuts text into overlapping chunks of at most ``max_tokens`` model tokens.
 
     ``tokenizer`` is the dense model's ``tokenizers.Tokenizer``; its truncation and padding must
-    be off (:func:`ncindex.models.load_tokenizer` gives such a one, as does
+    be off (:func:`ncindex.embedding.models.load_tokenizer` gives such a one, as does
     ``Embedder.tokenizer``). ``max_tokens`` counts the chunk's own tokens; it is lowered if
     needed so that a chunk plus the model's special tokens fits in ``model_max_tokens``
     (the model's input limit). ``overlap_tokens`` is the largest overlap between neighbouring
@@ -83,7 +83,7 @@ class Chunker:
         """A chunker for ``settings.dense_model`` in ``settings.model_dir``, sized by
         ``chunk_tokens`` and ``chunk_overlap_tokens``. The model's input limit is the
         ``model_max_length`` of its ``tokenizer_config.json``. Raises
-        :class:`~ncindex.models.ModelError` if the tokenizer files are missing."""
+        :class:`~ncindex.embedding.models.ModelError` if the tokenizer files are missing."""
         dense_dir = model_paths(settings.model_dir, settings.dense_model).dense_dir
         return cls.from_model_dir(
             dense_dir,

@@ -1,5 +1,5 @@
 """A Celery app for worker subprocesses in the deploy tests: ncindex's own broker and
-reliability settings (:func:`ncindex.queueing.celery_app`, from ``NCINDEX_*`` variables), the
+reliability settings (:func:`ncindex.ingest.queueing.celery_app`, from ``NCINDEX_*`` variables), the
 worker hooks of :mod:`workers.heartbeat`, and one task, ``deploytest.slow``, that records each
 run in Redis so a test can see a run start, finish, or happen again after a lost worker.
 
@@ -16,7 +16,7 @@ import redis
 import structlog
 
 import workers.heartbeat  # noqa: F401  (the hooks under test)
-from ncindex.queueing import celery_app
+from ncindex.ingest.queueing import celery_app
 from ncindex.settings import Settings
 
 settings = Settings()

@@ -19,7 +19,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from ncindex.queueing import QUEUES
+from ncindex.ingest.queueing import QUEUES
 from ncindex.settings import Settings
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "ncindex"

@@ -18,7 +18,7 @@ import dockerfile
 import pytest
 import yaml
 
-from ncindex.queueing import QUEUES
+from ncindex.ingest.queueing import QUEUES
 from ncindex.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

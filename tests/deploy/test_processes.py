@@ -23,7 +23,7 @@ import httpx
 import pytest
 import redis
 
-from ncindex.queueing import celery_app
+from ncindex.ingest.queueing import celery_app
 from ncindex.redis_server import RedisProcess, free_port, start_redis
 from ncindex.settings import Settings
 from support import wait_until

@@ -18,7 +18,7 @@ import redis
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ncindex import telemetry
-from ncindex.queueing import QUEUES, celery_app
+from ncindex.ingest.queueing import QUEUES, celery_app
 from ncindex.redis_server import RedisProcess, start_redis
 from ncindex.settings import Settings
 from workers import heartbeat

@@ -16,7 +16,7 @@ import pytest
 import redis
 from rel_support import LongStack, build_stack, seed_corpus
 
-from ncindex.embedding import Embedder
+from ncindex.embedding.embedder import Embedder
 from ncindex.redis_server import RedisProcess
 from ncindex.settings import Settings
 from ncindex.store import model_slug

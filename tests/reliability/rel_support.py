@@ -27,16 +27,16 @@ from hypothesis import HealthCheck, settings
 from pydantic import SecretStr
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from ncindex.embedding import Embedder
+from ncindex.embedding.embedder import Embedder
 from ncindex.errors import StoreUnavailable
-from ncindex.queueing import QUEUES
-from ncindex.reconcile import request_scans, scan_types
+from ncindex.ingest.queueing import QUEUES
+from ncindex.ingest.registration import register
 from ncindex.runtime import Services
 from ncindex.settings import Settings
+from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.store import model_slug
 from ncindex.store.qdrant_edge import QdrantEdgeStore
-from ncindex.testing import NextcloudSimulator, serve_simulator
-from ncindex.webhooks import register
+from ncindex.sync.reconcile import request_scans, scan_types
 from search_api import create_app as create_search_app
 from support import PASSWORDS
 from webhook_receiver import create_app as create_receiver_app

@@ -27,11 +27,11 @@ from pydantic import SecretStr
 from rel_support import Flaky, LongStack, build_stack, visible_keys
 from werkzeug.serving import make_server
 
-from ncindex.deadletter import DELIVERIES_PREFIX
-from ncindex.embedding import Embedder
+from ncindex.embedding.embedder import Embedder
 from ncindex.errors import StoreUnavailable
-from ncindex.indexing import StaleEntry, whole_version
-from ncindex.queueing import celery_app
+from ncindex.index.deadletter import DELIVERIES_PREFIX
+from ncindex.index.indexing import StaleEntry, whole_version
+from ncindex.ingest.queueing import celery_app
 from ncindex.redis_server import RedisProcess
 from ncindex.settings import Settings
 from support import PASSWORDS, wait_until
@@ -377,7 +377,7 @@ def test_a_lost_lock_neither_fails_done_work_nor_hides_a_retryable_error(
 
 def _run_guarded(indexer: Any, fid: int) -> Any:
     """What the ncindex.index_node task body does for alice's file ``fid``."""
-    from ncindex.deadletter import node_subject
+    from ncindex.index.deadletter import node_subject
     from workers.tasks import guarded
 
     with indexer.lock(fid):
@@ -393,7 +393,7 @@ def test_parking_a_poison_version_removes_the_previous_text(fresh_stack: LongSta
     """v0 indexed; v1 killed its worker ``dead_letter_after`` times (runs started, noted v1,
     never ended). The next delivery parks v1 and, as for a corrupt file, v0's points are
     deleted: the index must not keep answering with text the file no longer has."""
-    from ncindex.deadletter import DeadLetters, Deliveries, node_subject
+    from ncindex.index.deadletter import DeadLetters, Deliveries, node_subject
 
     stack = fresh_stack
     stack.sim.drop_rate = 1.0
@@ -419,7 +419,7 @@ def test_a_version_that_replaced_a_poison_one_is_indexed_not_parked(
     it with v2. That run finds another version than the one the lost runs noted: v2 is
     indexed, its runs counted afresh (was: v2 parked for v1's crashes until its next change).
     Runs of v2 that die in turn note v2 themselves, and v2 is then parked."""
-    from ncindex.deadletter import DeadLetters, Deliveries, node_subject
+    from ncindex.index.deadletter import DeadLetters, Deliveries, node_subject
 
     stack = fresh_stack
     stack.sim.drop_rate = 1.0
@@ -461,7 +461,7 @@ def test_a_download_cut_short_is_retried_not_indexed(
     from werkzeug.wrappers import Response
 
     from ncindex.errors import TransientError
-    from ncindex.testing.app import SimulatorApp, family_of
+    from ncindex.simulator.app import SimulatorApp, family_of
 
     stack = fresh_stack
     stack.sim.drop_rate = 1.0
@@ -499,7 +499,7 @@ def test_a_404_on_download_looks_the_file_up_again(
     two apart: moved ⇒ a retryable error, and the retry indexes it at its new path (before,
     ``NotFound`` failed the task and the file was missing until a reconcile); gone ⇒ the
     older version indexed before is evicted."""
-    from ncindex.testing.app import SimulatorApp
+    from ncindex.simulator.app import SimulatorApp
 
     stack = fresh_stack
     stack.sim.drop_rate = 1.0

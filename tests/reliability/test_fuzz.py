@@ -24,9 +24,9 @@ from rel_support import LongStack, fuzz_settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from ncindex.events import DECK_SUBSCRIBED, NODE_NS, SINGLE_NODE, TAG_EVENTS, TWO_NODE
-from ncindex.filter_fields import filters_document
-from ncindex.queueing import celery_app
+from ncindex.ingest.events import DECK_SUBSCRIBED, NODE_NS, SINGLE_NODE, TAG_EVENTS, TWO_NODE
+from ncindex.ingest.queueing import celery_app
+from ncindex.search.filter_fields import filters_document
 from ncindex.settings import Settings
 from support import PASSWORDS
 from webhook_receiver import create_app

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from ncindex.deadletter import DEADLETTER_KEY
 from ncindex.documents import DocType, text_hash
-from ncindex.queueing import celery_app
-from ncindex.reconcile import pending_key, request_scans
+from ncindex.index.deadletter import DEADLETTER_KEY
+from ncindex.ingest.queueing import celery_app
 from ncindex.redis_server import RedisProcess
 from ncindex.store import model_slug
 from ncindex.store.qdrant_edge import QdrantEdgeStore
+from ncindex.sync.reconcile import pending_key, request_scans
 from support import WorkerDeployment, wait_until
 
 pytestmark = pytest.mark.skipif(

@@ -36,7 +36,7 @@ from rel_support import (
 from werkzeug.serving import make_server
 
 import webhook_receiver.hooks
-from ncindex.rcp_server import MAX_BATCH
+from ncindex.search.rcp import MAX_BATCH
 from ncindex.settings import Settings
 from search_api import create_app as create_search_app
 from support import PASSWORDS

@@ -22,8 +22,8 @@ from ncindex.documents import (
     point_id,
     principal,
 )
-from ncindex.embedding import Embedder
-from ncindex.filters import parse_time
+from ncindex.embedding.embedder import Embedder
+from ncindex.search.filters import parse_time
 from ncindex.store.port import PointRecord, VectorStore
 
 USERS = ("alice", "bob", "carol")
@@ -179,7 +179,7 @@ def _eq(doc: Doc, name: str, value: Any, user: str) -> bool:
 
 def matches(tree: dict[str, Any] | None, doc: Doc, user: str) -> bool:
     """Whether ``doc`` satisfies the RCP filter ``tree`` in ``user``'s view (semantics as
-    documented in :mod:`ncindex.filters`)."""
+    documented in :mod:`ncindex.search.filters`)."""
     if tree is None:
         return True
     if "and" in tree:

@@ -33,13 +33,13 @@ from ncindex.documents import (
     point_id,
     principal,
 )
-from ncindex.embedding import Embedder
+from ncindex.embedding.embedder import Embedder
 from ncindex.runtime import Services
 from ncindex.settings import Settings
+from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.store import model_slug
 from ncindex.store.port import PointRecord
 from ncindex.store.qdrant_edge import QdrantEdgeStore
-from ncindex.testing import NextcloudSimulator, serve_simulator
 from search_api import create_app
 
 PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ncindex.embedding import Embedder
-from ncindex.filter_fields import filters_document
+from ncindex.embedding.embedder import Embedder
+from ncindex.search.filter_fields import filters_document
 from search_support import PASSWORDS, Api, build_api
 
 LIGHT = "/Projects/Lighthouse/plan.md"

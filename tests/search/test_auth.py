@@ -1,4 +1,4 @@
-"""Caller authentication (``ncindex.auth``) against ``httpx.MockTransport``: malformed headers
+"""Caller authentication (``ncindex.web.auth``) against ``httpx.MockTransport``: malformed headers
 are refused before Nextcloud is asked, any answer but the user's id is 401, and no message
 quotes the credential. Also how the simulator answers a header werkzeug cannot parse."""
 
@@ -11,11 +11,11 @@ import httpx
 import pytest
 from werkzeug.test import Client
 
-from ncindex.auth import MAX_AUTHORIZATION_CHARS, Unauthenticated, resolve_caller
 from ncindex.errors import NextcloudUnavailable
 from ncindex.runtime import Services
 from ncindex.settings import Settings
-from ncindex.testing import NextcloudSimulator
+from ncindex.simulator import NextcloudSimulator
+from ncindex.web.auth import MAX_AUTHORIZATION_CHARS, Unauthenticated, resolve_caller
 
 CREDENTIAL = base64.b64encode(b"alice:alice-app-pw").decode()
 VALID = f"Basic {CREDENTIAL}"

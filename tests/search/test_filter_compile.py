@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from search_corpus import T0, USERS, Doc, expected
 
-from ncindex.filters import build_filter, parse_tree
+from ncindex.search.filters import build_filter, parse_tree
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 
 

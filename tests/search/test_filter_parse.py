@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from qdrant_client import models
 
-from ncindex.filter_fields import (
+from ncindex.search.filter_fields import (
     ALL_OPERATORS,
     FIELD_TYPES,
     FIELDS,
@@ -18,7 +18,7 @@ from ncindex.filter_fields import (
     filters_document,
     rcp_filter_capability,
 )
-from ncindex.filters import FilterError, build_filter, filter_depth, parse_tree, request_tree
+from ncindex.search.filters import FilterError, build_filter, filter_depth, parse_tree, request_tree
 
 
 def nested(levels: int) -> dict[str, Any]:

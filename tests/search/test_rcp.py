@@ -14,8 +14,8 @@ import rcp
 from flask import Flask
 from test_api import DIARY, LIGHT, SECRET
 
-from ncindex.filter_fields import FIELD_TYPES, filters_document
-from ncindex.rcp_server import MAX_BATCH, HttpAnswer
+from ncindex.search.filter_fields import FIELD_TYPES, filters_document
+from ncindex.search.rcp import MAX_BATCH, HttpAnswer
 from search_api.rcp import rcp_blueprint
 from search_support import PASSWORDS, Served
 

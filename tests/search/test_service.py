@@ -11,12 +11,12 @@ import pytest
 from search_corpus import Doc, expected, index_docs, make_docs
 
 from ncindex.documents import DocRef
-from ncindex.embedding import Embedder
+from ncindex.embedding.embedder import Embedder
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.search import SearchRequest, SearchService, SearchUnavailable
+from ncindex.search.service import SearchRequest, SearchService, SearchUnavailable
+from ncindex.search.verify import Checked, Verdict, VerifyOnRead
 from ncindex.settings import Settings
 from ncindex.store.qdrant_edge import QdrantEdgeStore
-from ncindex.verify import Checked, Verdict, VerifyOnRead
 
 
 def client_of(user: str) -> NextcloudClient:
@@ -209,7 +209,7 @@ def test_verification_only_checks_what_the_page_needs(
 def test_context_after_verification(
     service: SearchService, corpus_docs: list[Doc], verifiers: Verifiers
 ) -> None:
-    from ncindex.search import DocumentNotFound
+    from ncindex.search.service import DocumentNotFound
 
     doc = next(d for d in corpus_docs if d.payload["owner"] == "alice")
     ref = DocRef.parse(doc.key)

@@ -52,7 +52,7 @@ def test_filters_and_eviction_through_the_stack(stack: Stack) -> None:
 
 
 def test_unshared_document_is_never_returned_and_loses_the_user(stack: Stack) -> None:
-    from ncindex.queueing import celery_app
+    from ncindex.ingest.queueing import celery_app
 
     file_id = stack.sim.put_file(
         "alice", "/Projects/Lighthouse/plan.md", DOCS["/Projects/Lighthouse/plan.md"][0]

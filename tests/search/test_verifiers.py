@@ -13,7 +13,7 @@ from ncindex.documents import DocType
 from ncindex.errors import NextcloudAuthError
 from ncindex.nextcloud.apps import find_news_item, get_deck_card
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.verify import VERIFIERS, Verdict, VerificationCounts, VerifyOnRead
+from ncindex.search.verify import VERIFIERS, Verdict, VerificationCounts, VerifyOnRead
 
 
 def test_every_doc_type_has_a_verifier() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ncindex.models import ModelPaths, install_models, model_max_tokens
+from ncindex.embedding.models import ModelPaths, install_models, model_max_tokens
 from ncindex.text.chunking import Chunker
 
 

@@ -1,0 +1,276 @@
+"""Model changes without downtime: ``ncindex reindex`` (seed ADR-011, issue 6).
+
+A new dense model gets its own collection, filled in the background while search keeps using
+the live one, then the model pointers (:class:`~ncindex.store.port.ModelPointers`) move in one
+atomic step. The steps, each a method of :class:`Reindexer`:
+
+1. :meth:`~Reindexer.start` — open the new model (its files under ``Settings.model_dir``),
+   create its collection, point ``building`` at it, and wait until every process has re-read
+   the pointers (``2 × model_check_seconds``): from then on every write is mirrored into it
+   (:mod:`ncindex.embedding.live_models`).
+2. :meth:`~Reindexer.build` — copy every document of the live collection: under the
+   document's lock (the one indexing holds), its points are read and written to the new
+   collection with the new model's dense vectors computed from the chunk texts; BM25 vectors
+   and payloads are copied as they are. Chunks are not cut again, so the new model must
+   accept ``Settings.chunk_tokens`` tokens. Documents whose chunk-0 payload already matches
+   are skipped, so a build that stopped resumes where it was. Works until a deadline and
+   reports what remains (the Celery task then queues itself again).
+3. :meth:`~Reindexer.switch` — ``active`` ← the new model, ``standby`` ← the old one, which
+   keeps receiving every write, so :meth:`~Reindexer.back` is an instant, lossless switch back.
+4. :meth:`~Reindexer.finish` — stop mirroring and drop the second model's collection.
+
+Progress is kept in Redis (``ncindex:reindex``) for ``ncindex reindex --status``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import structlog
+from qdrant_client import models
+
+from ncindex.documents import DocRef
+from ncindex.embedding.live_models import ModelHandle, mirror_points
+from ncindex.embedding.models import ModelError, model_paths
+from ncindex.errors import PermanentError
+from ncindex.index.indexing import Indexer, LockBusy
+from ncindex.runtime import Services
+from ncindex.settings import Settings
+from ncindex.store import ModelPointers, VectorStore, model_slug
+
+log = structlog.get_logger(__name__)
+
+PROGRESS_KEY = "ncindex:reindex"
+#: The reindex tasks embed, so they go where the embedding workers listen; a build runs for at
+#: most half the soft time limit at a time, so document tasks queued meanwhile run in between.
+QUEUE = "index"
+#: Chunk-0 payload fields compared to decide that a document's copy is current.
+COMPARED_FIELDS = (
+    "content_hash",
+    "chunk_count",
+    "acl",
+    "paths",
+    "title",
+    "tags",
+    "category",
+    "etag",
+    "modified_at",
+)
+
+
+class ReindexError(PermanentError):
+    """Raised when a reindex step does not apply to the current pointers (e.g. a build while
+    another second model exists, a switch back without a standby)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BuildReport:
+    """One build run: ``documents`` in the live collection, ``copied`` and ``removed`` in
+    the new one by this run, ``remaining`` to copy when the deadline came (0 when done)."""
+
+    model: str
+    documents: int
+    copied: int
+    removed: int
+    remaining: int
+
+
+def require_model_files(settings: Settings, name: str) -> None:
+    """Raise :class:`~ncindex.embedding.models.ModelError` unless dense model ``name``'s ONNX and
+    tokenizer files are in ``settings.model_dir`` (README, "Changing the embedding model")."""
+    paths = model_paths(settings.model_dir, name)
+    if not paths.dense_ready():
+        raise ModelError(f"model {name!r}: no model.onnx and tokenizer files in {paths.dense_dir}")
+
+
+def _summaries(store: VectorStore) -> dict[str, str]:
+    """doc_key → the JSON of its chunk-0 :data:`COMPARED_FIELDS`, for every document."""
+    first = models.Filter(
+        must=[models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0))]
+    )
+    out: dict[str, str] = {}
+    for payload in store.scroll(first, ["doc_key", *COMPARED_FIELDS]):
+        fields = {f: payload.get(f) for f in COMPARED_FIELDS}
+        out[payload["doc_key"]] = json.dumps(fields, sort_keys=True, default=str)
+    return out
+
+
+class Reindexer:
+    """The reindex steps on one process's :class:`Services` and :class:`Indexer` (its locks)."""
+
+    def __init__(self, services: Services, indexer: Indexer) -> None:
+        self.services = services
+        self.indexer = indexer
+        self.settings = services.settings
+
+    # --- pointers -------------------------------------------------------------------------
+
+    def pointers(self) -> ModelPointers:
+        """The model pointers as the store has them now."""
+        return self.services.models.root.models()
+
+    def _move(self, pointers: ModelPointers) -> None:
+        """Move the pointers (this process, like every other, sees them within
+        ``model_check_seconds``; nothing is opened here, so the CLI can call it)."""
+        self.services.models.root.set_models(pointers)
+        log.info("models_moved", active=pointers.active, mirror=pointers.mirror)
+
+    def _settle(self) -> None:
+        """Wait until every process has re-read the pointers."""
+        time.sleep(2 * self.settings.model_check_seconds)
+
+    # --- steps ----------------------------------------------------------------------------
+
+    def start(self, name: str) -> ModelHandle:
+        """Open model ``name`` and make it the building model; returns its handle once every
+        process mirrors writes into it. Resumes a build of the same model.
+
+        Raises :class:`~ncindex.embedding.models.ModelError` when the model's files are missing or
+        do not load, :class:`ReindexError` when it is already live, when another second model
+        exists (finish it first) or when it accepts fewer tokens than ``chunk_tokens``.
+        """
+        slug = model_slug(name)
+        require_model_files(self.settings, name)
+        pointers = self.pointers()
+        if pointers.active is None:
+            pointers = self.services.models.view().pointers
+        if slug == pointers.active:
+            raise ReindexError(f"model {slug!r} is already live")
+        if pointers.mirror not in (None, slug) or pointers.standby == slug:
+            raise ReindexError(
+                f"model {pointers.mirror!r} is already kept beside the live one: "
+                "run `ncindex reindex --finish` first"
+            )
+        handle = self.services.models.handle(slug)
+        handle.embedder.load()  # a broken model fails here, before any write is mirrored
+        tokens = handle.embedder.max_tokens
+        if tokens < self.settings.chunk_tokens + 2:
+            raise ReindexError(
+                f"model {slug!r} accepts {tokens} tokens, chunks have up to "
+                f"{self.settings.chunk_tokens}: lower NCINDEX_CHUNK_TOKENS and re-index instead"
+            )
+        if pointers.building != slug:
+            self._move(ModelPointers(active=pointers.active, building=slug))
+            self._settle()
+        return handle
+
+    def build(self, deadline: float) -> BuildReport:
+        """Copy what the building model lacks until ``deadline`` (``time.monotonic()``
+        seconds); a document whose lock stays busy is tried again later. Raises
+        :class:`ReindexError` when no model is being built, ``StoreUnavailable`` and
+        ``ModelError`` from the store and the model."""
+        view = self.services.models.refresh()
+        if view.pointers.building is None or view.mirror is None:
+            raise ReindexError("no model is being built: run `ncindex reindex --model NAME`")
+        live, target = view.live, view.mirror
+        source, built = _summaries(live.store), _summaries(target.store)
+        stale = sorted(k for k, v in source.items() if built.get(k) != v)
+        extra = sorted(set(built) - set(source))
+        done = {True: 0, False: 0}  # copied, removed
+        left = deque(stale + extra)
+        while left and time.monotonic() < deadline:
+            key = left.popleft()
+            try:
+                with self.indexer.document_lock(DocRef.parse(key), wait=1.0):
+                    done[self._copy(key, live, target)] += 1
+            except LockBusy:
+                left.append(key)  # a task holds it (and mirrors what it writes): try later
+                time.sleep(0.05)
+            self.record(target.slug, "building", documents=len(source), remaining=len(left))
+        report = BuildReport(target.slug, len(source), done[True], done[False], len(left))
+        log.info("reindex_build", **asdict(report))
+        return report
+
+    @staticmethod
+    def _copy(key: str, live: ModelHandle, target: ModelHandle) -> bool:
+        """Make ``target``'s points of ``key`` those of ``live``; ``False`` when ``live`` has
+        none (they were removed from ``target``)."""
+        points = live.store.document_points(key, with_vectors=True)
+        if not points:
+            target.store.delete_document(key)
+            return False
+        target.store.upsert(mirror_points(points, target))
+        target.store.delete_document(key, keep_content_hash=points[0].payload["content_hash"])
+        return True
+
+    def switch(self) -> ModelPointers:
+        """Make the building model live and keep the old one as the standby. Raises
+        :class:`ReindexError` when no model is being built."""
+        pointers = self.pointers()
+        if pointers.building is None:
+            raise ReindexError("no model is being built")
+        moved = ModelPointers(active=pointers.building, standby=pointers.active)
+        self._move(moved)
+        self.record(moved.active or "", "switched")
+        return moved
+
+    def back(self) -> ModelPointers:
+        """Swap the live and standby models (instant: the standby is current). Raises
+        :class:`ReindexError` without a standby (a model still being built cannot serve)."""
+        pointers = self.pointers()
+        if pointers.standby is None:
+            raise ReindexError(
+                "no standby model to switch back to"
+                + (f" ({pointers.building!r} is still being built)" if pointers.building else "")
+            )
+        moved = ModelPointers(active=pointers.standby, standby=pointers.active)
+        self._move(moved)
+        self.record(moved.active or "", "switched back")
+        return moved
+
+    def finish(self) -> str | None:
+        """Stop mirroring and drop the second model's collection (a standby, or a build being
+        abandoned); returns its slug, ``None`` when there was none."""
+        pointers = self.pointers()
+        other = pointers.mirror
+        if other is None:
+            return None
+        self._move(ModelPointers(active=pointers.active))
+        self._settle()
+        self.services.models.forget(other)
+        self.services.models.root.drop_model(other)
+        self.record(other, "dropped")
+        return other
+
+    # --- progress -------------------------------------------------------------------------
+
+    def record(
+        self,
+        model: str,
+        state: str,
+        *,
+        documents: int | None = None,
+        remaining: int = 0,
+        error: str | None = None,
+    ) -> None:
+        """Record a step's progress in Redis for :func:`progress` (one pipeline; ``seq``
+        counts the records). ``error`` goes with the ``failed`` state."""
+        fields: dict[str, Any] = {
+            "model": model,
+            "state": state,
+            "remaining": remaining,
+            "updated_at": int(time.time()),
+        }
+        if documents is not None:
+            fields["documents"] = documents
+        pipe = self.services.redis.pipeline()
+        pipe.hset(PROGRESS_KEY, mapping=fields)
+        if error is None:
+            pipe.hdel(PROGRESS_KEY, "error")
+        else:
+            pipe.hset(PROGRESS_KEY, "error", error)
+        pipe.hincrby(PROGRESS_KEY, "seq", 1)
+        pipe.execute()
+
+
+def progress(services: Services) -> dict[str, str]:
+    """The last progress a reindex step recorded (empty when none): ``model``, ``state``
+    (``building``, ``switched``, ``switched back``, ``dropped``, ``failed``), ``documents``,
+    ``remaining``, ``updated_at`` (Unix seconds), ``error`` and ``seq`` (counts the records, so
+    a waiting caller can tell a new one from an old one)."""
+    raw = services.redis.hgetall(PROGRESS_KEY)
+    return {k.decode(): v.decode() for k, v in raw.items()}

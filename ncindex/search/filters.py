@@ -1,0 +1,480 @@
+"""The one place that validates search filters and builds Qdrant filters (DESIGN §9).
+
+Two steps, both driven by the table in :mod:`ncindex.search.filter_fields`:
+
+1. **Parse** (user-independent): the RCP/1 filter tree (``{and|or|not: …}`` nodes and
+   ``{field, op, value}`` leaves) is validated by the RCP SDK's canonical validator,
+   ``rcp.filter.validate``, against the advertised fields, types and operators; then every
+   value is checked and coerced for its field (:func:`parse_tree`). The convenience parameters
+   of ``POST /v1/search`` (``doc_types``, ``modified_after``, …) become leaves of the same
+   kind (:func:`request_tree`). Bad input raises :class:`FilterError` with a stable ``code``
+   (``invalid_filter``, ``unknown_field``, ``unsupported_operator``, ``invalid_value``) and the
+   offending ``field`` (a path such as ``filter.and[1].op``).
+2. **Compile** (per caller): :func:`build_filter` turns the tree into one typed
+   ``qdrant_client.models.Filter`` — never strings — AND-ed with the caller's ``acl``
+   principal. The store applies it in both prefetch branches, so it holds before fusion.
+
+Operator semantics: ``ne`` is ``not eq`` and ``nin`` is ``not in``, so both also match
+documents that lack the field; ``exists`` is true when the field holds a non-empty value;
+``contains`` on ``tags`` is element membership and on ``title`` a whole-word match;
+``date`` values are RFC 3339 (naive ⇒ UTC) or Unix seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import rcp
+from qdrant_client import models
+
+from ncindex.documents import has_dot_segment, normalize_path, principal
+from ncindex.search.filter_fields import (
+    ALL_OPERATORS,
+    FIELD_TYPES,
+    FIELDS,
+    MAX_FILTER_DEPTH,
+    MAX_FILTER_LEAVES,
+    MAX_LIST_VALUES,
+    MAX_STRING_CHARS,
+    FilterField,
+)
+
+FilterCode = Literal["invalid_filter", "unknown_field", "unsupported_operator", "invalid_value"]
+
+_MAX_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z
+_INT64 = 2**63
+_RANGE_OPS = ("gt", "gte", "lt", "lte")
+
+
+class FilterError(ValueError):
+    """Raised for a filter or filter parameter that cannot be used.
+
+    ``code`` is one of ``invalid_filter`` (the tree's shape), ``unknown_field`` (a field not
+    advertised), ``unsupported_operator`` (an operator unknown, or not valid for the field),
+    ``invalid_value`` (a value of the wrong type or out of range); ``field`` is the path of
+    the offending input (``filter.or[0].value``, ``modified_after``); ``option`` is the
+    operator when it is not one of the advertised operators at all (RCP maps that to -32005).
+    """
+
+    def __init__(
+        self, code: FilterCode, field: str, detail: str, *, option: str | None = None
+    ) -> None:
+        super().__init__(f"{field}: {detail}")
+        self.code: FilterCode = code
+        self.field = field
+        self.detail = detail
+        self.option = option
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    """A validated condition: ``value`` is coerced for the field (a tuple for ``in``/``nin``,
+    a bool for ``exists``, float seconds for dates, a normalised path for path fields)."""
+
+    field: FilterField
+    op: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """``and``/``or`` of one or more children, or ``not`` of exactly one."""
+
+    kind: Literal["and", "or", "not"]
+    children: tuple[Node, ...]
+
+
+Node = Leaf | Group
+
+
+# --- parsing --------------------------------------------------------------------------------
+
+
+def parse_tree(raw: Any) -> Node | None:
+    """Validate an RCP/1 filter tree and coerce its values; ``None`` for an absent or empty
+    (``{}``) filter. Raises :class:`FilterError` (see the module docstring)."""
+    if raw is None:
+        return None
+    normalised = _validate(raw)
+    if normalised is None:
+        return None
+    _reject_unknown_keys(raw, "filter")
+    node = _build(normalised, raw, "filter")
+    leaves = _count_leaves(node)
+    if leaves > MAX_FILTER_LEAVES:
+        raise FilterError(
+            "invalid_filter", "filter", f"{leaves} conditions; at most {MAX_FILTER_LEAVES}"
+        )
+    return node
+
+
+def request_tree(
+    *,
+    doc_types: Sequence[str] | None = None,
+    modified_after: Any = None,
+    modified_before: Any = None,
+    path_prefixes: Sequence[Any] | None = None,
+    tags: Sequence[Any] | None = None,
+    category: Any = None,
+    mime_types: Sequence[Any] | None = None,
+    filter: Any = None,
+) -> Node | None:
+    """One tree for all of a search request's filter parameters, AND-ed.
+
+    List parameters are any-of (``doc_types``, ``path_prefixes``, ``tags``, ``mime_types``);
+    ``modified_after``/``modified_before`` bound ``modified_at`` to the half-open interval
+    ``[after, before)``. Raises :class:`FilterError`, e.g. ``invalid_value`` on
+    ``modified_after`` when it is later than ``modified_before``.
+    """
+    parts: list[Node] = []
+
+    def any_of(name: str, field: str, values: Sequence[Any] | None) -> None:
+        if values:
+            parts.append(Leaf(FIELDS[field], "in", _coerce_list(FIELDS[field], values, name)))
+
+    any_of("doc_types", "doc_type", doc_types)
+    after = None if modified_after is None else _time(modified_after, "modified_after")
+    before = None if modified_before is None else _time(modified_before, "modified_before")
+    if after is not None and before is not None and after > before:
+        raise FilterError("invalid_value", "modified_after", "is later than modified_before")
+    if after is not None:
+        parts.append(Leaf(FIELDS["modified_at"], "gte", after))
+    if before is not None:
+        parts.append(Leaf(FIELDS["modified_at"], "lt", before))
+    any_of("path_prefixes", "path_prefix", path_prefixes)
+    any_of("tags", "tags", tags)
+    if category is not None:
+        parts.append(
+            Leaf(FIELDS["category"], "eq", _scalar(FIELDS["category"], category, "category"))
+        )
+    any_of("mime_types", "mime_type", mime_types)
+    tree = parse_tree(filter)
+    if tree is not None:
+        parts.append(tree)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else Group("and", tuple(parts))
+
+
+def parse_time(value: Any, field: str = "value") -> float:
+    """Unix seconds of an RFC 3339 / ISO 8601 string (naive ⇒ UTC) or a number of seconds.
+
+    Raises :class:`FilterError` (``invalid_value`` on ``field``) for anything else, a
+    non-finite number, or a time outside years 1–9999 (numbers: ±253402300799)."""
+    return _time(value, field)
+
+
+def _validate(raw: Any) -> dict[str, Any] | None:
+    depth = MAX_FILTER_DEPTH - 1  # the SDK counts levels below the root
+    try:
+        return rcp.filter.validate(raw, dict(FIELD_TYPES), ALL_OPERATORS, max_depth=depth)
+    except rcp.RcpError as exc:
+        raise _classify(raw, exc) from None
+    except (TypeError, RecursionError):
+        # The SDK tests ``op in <set>`` before checking its type: an array or object as
+        # ``op`` raises TypeError ("unhashable") there.
+        path = _unhashable_op(raw, "filter", MAX_FILTER_DEPTH) or "filter"
+        raise FilterError("unsupported_operator", path, "operator must be a string") from None
+
+
+def _classify(raw: Any, exc: rcp.RcpError) -> FilterError:
+    """Turn the SDK's -32602 into our code by re-running its validator with less gating: a
+    failure without field/type gating is a shape or operator problem; with names only it is
+    an unknown field; otherwise the operator does not suit the field's type."""
+    depth = MAX_FILTER_DEPTH - 1
+    try:
+        rcp.filter.validate(raw, None, None, max_depth=depth)
+    except rcp.RcpError as shape:
+        path = _error_path(shape)
+        if path.endswith(".op"):
+            op = _at(raw, path)
+            return FilterError(
+                "unsupported_operator",
+                path,
+                f"unknown operator {op!r}; one of {', '.join(ALL_OPERATORS)}",
+                option=op if isinstance(op, str) else None,
+            )
+        if path.endswith(".value"):
+            return FilterError("invalid_value", path, shape.message)
+        return FilterError("invalid_filter", path, shape.message)
+    try:
+        rcp.filter.validate(raw, list(FIELD_TYPES), None, max_depth=depth)
+    except rcp.RcpError as unknown:
+        return FilterError("unknown_field", _error_path(unknown), unknown.message)
+    return FilterError("unsupported_operator", _error_path(exc), exc.message)
+
+
+def _error_path(exc: rcp.RcpError) -> str:
+    data = exc.data if isinstance(exc.data, dict) else {}
+    return str(data.get("field") or "filter")
+
+
+_STEP = re.compile(r"\.(and|or)\[(\d+)\]|\.(not)|\.(op|value)$")
+
+
+def _at(raw: Any, path: str) -> Any:
+    """The raw value at an SDK error path (``filter.and[0].not.op``), or ``None``."""
+    node = raw
+    for m in _STEP.finditer(path.removeprefix("filter")):
+        try:
+            if m.group(1):
+                node = node[m.group(1)][int(m.group(2))]
+            else:
+                node = node[m.group(3) or m.group(4)]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return node
+
+
+_LEAF_KEYS = frozenset({"field", "op", "value"})
+
+
+def _reject_unknown_keys(node: dict[str, Any], path: str) -> None:
+    """Raise ``invalid_filter`` naming the first key of a node (already shape-checked by the
+    SDK, which ignores extra keys) that is not its combinator or a leaf's ``field``, ``op``,
+    ``value``: a misspelt ``valu`` or a second ``op2`` must not be silently dropped."""
+    combinator = next((k for k in ("and", "or", "not") if k in node), None)
+    allowed = {combinator} if combinator else _LEAF_KEYS
+    extra = sorted(k for k in node if k not in allowed)
+    if extra:
+        raise FilterError(
+            "invalid_filter",
+            f"{path}.{extra[0]}",
+            f"unknown key {extra[0]!r}: a leaf has field, op and value; a combinator one of "
+            "and, or, not",
+        )
+    if combinator == "not":
+        _reject_unknown_keys(node["not"], f"{path}.not")
+    elif combinator:
+        for i, child in enumerate(node[combinator]):
+            _reject_unknown_keys(child, f"{path}.{combinator}[{i}]")
+
+
+def _unhashable_op(node: Any, path: str, budget: int) -> str | None:
+    if budget < 0 or not isinstance(node, dict):
+        return None
+    op = node.get("op")
+    if isinstance(op, list | dict):
+        return f"{path}.op"
+    for kind in ("and", "or"):
+        children = node.get(kind)
+        if isinstance(children, list):
+            for i, child in enumerate(children):
+                found = _unhashable_op(child, f"{path}.{kind}[{i}]", budget - 1)
+                if found:
+                    return found
+    if "not" in node:
+        return _unhashable_op(node["not"], f"{path}.not", budget - 1)
+    return None
+
+
+def _build(norm: dict[str, Any], raw: dict[str, Any], path: str) -> Node:
+    for kind in ("and", "or"):
+        if kind in norm:
+            children = norm[kind]
+            if not children:
+                raise FilterError("invalid_filter", f"{path}.{kind}", f"empty '{kind}'")
+            return Group(
+                kind,  # type: ignore[arg-type]
+                tuple(
+                    _build(child, raw[kind][i], f"{path}.{kind}[{i}]")
+                    for i, child in enumerate(children)
+                ),
+            )
+    if "not" in norm:
+        return Group("not", (_build(norm["not"], raw["not"], f"{path}.not"),))
+    field = FIELDS[norm["field"]]
+    op = norm["op"]
+    if op not in field.operators:
+        raise FilterError(
+            "unsupported_operator",
+            f"{path}.op",
+            f"operator {op!r} is not valid on {field.name!r} (valid: {', '.join(field.operators)})",
+        )
+    if op == "exists":
+        value = raw.get("value", True)
+        if not isinstance(value, bool):
+            raise FilterError("invalid_value", f"{path}.value", "exists takes true or false")
+        return Leaf(field, op, value)
+    if op in ("in", "nin"):
+        return Leaf(field, op, _coerce_list(field, raw["value"], f"{path}.value"))
+    ordered = op in _RANGE_OPS  # a bound may fall between integers; eq/ne match one value
+    return Leaf(field, op, _scalar(field, raw["value"], f"{path}.value", ordered=ordered))
+
+
+def _count_leaves(node: Node) -> int:
+    if isinstance(node, Leaf):
+        return 1
+    return sum(_count_leaves(c) for c in node.children)
+
+
+def _coerce_list(field: FilterField, values: Any, path: str) -> tuple[Any, ...]:
+    if not isinstance(values, list | tuple) or not values:
+        raise FilterError("invalid_value", path, "must be a non-empty array")
+    if len(values) > MAX_LIST_VALUES:
+        raise FilterError("invalid_value", path, f"{len(values)} values; at most {MAX_LIST_VALUES}")
+    out = [_scalar(field, v, f"{path}[{i}]") for i, v in enumerate(values)]
+    return tuple(dict.fromkeys(out))
+
+
+def _scalar(field: FilterField, value: Any, path: str, *, ordered: bool = False) -> Any:
+    """One value coerced for ``field``; ``ordered`` allows a fractional number on ``int``."""
+    if field.type == "date":
+        return _time(value, path)
+    if field.type == "int":
+        return _int(value, path, fractional=ordered)
+    if isinstance(value, bool) or value is None:
+        raise FilterError("invalid_value", path, "must be a string")
+    if isinstance(value, int) and field.type == "keyword" and field.values is None:
+        value = str(value)  # ids written as numbers
+    if not isinstance(value, str):
+        raise FilterError("invalid_value", path, "must be a string")
+    _check_text(value, path)
+    if field.values is not None and value not in field.values:
+        raise FilterError("invalid_value", path, f"must be one of {', '.join(field.values)}")
+    if field.type == "text" and not value.strip():
+        raise FilterError("invalid_value", path, "must contain a word")
+    if field.name in ("path", "path_prefix"):
+        if not value.strip() or has_dot_segment(value):
+            raise FilterError(
+                "invalid_value",
+                path,
+                "must be a path in the caller's view without . or .. segments, such as /Projects",
+            )
+        return normalize_path(value)  # from the caller's root: "Projects/" is /Projects
+    return value
+
+
+def _check_text(value: str, path: str) -> None:
+    if len(value) > MAX_STRING_CHARS:
+        raise FilterError("invalid_value", path, f"longer than {MAX_STRING_CHARS} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FilterError("invalid_value", path, "is not valid Unicode (lone surrogate)") from None
+    if "\x00" in value:
+        raise FilterError("invalid_value", path, "contains a NUL character")
+
+
+def _int(value: Any, path: str, *, fractional: bool) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FilterError("invalid_value", path, "must be a number")
+    if not math.isfinite(value) or abs(value) >= _INT64:
+        raise FilterError("invalid_value", path, "is out of range")
+    if isinstance(value, float) and not value.is_integer():
+        if not fractional:
+            raise FilterError("invalid_value", path, "must be an integer")
+        return value
+    return int(value)
+
+
+def _time(value: Any, path: str) -> float:
+    if isinstance(value, bool) or value is None:
+        raise FilterError("invalid_value", path, "must be an RFC 3339 time or Unix seconds")
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or abs(value) > _MAX_SECONDS:
+            raise FilterError("invalid_value", path, "is out of range")
+        return float(value)
+    if not isinstance(value, str):
+        raise FilterError("invalid_value", path, "must be an RFC 3339 time or Unix seconds")
+    _check_text(value, path)
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise FilterError(
+            "invalid_value", path, f"{value[:64]!r} is not an RFC 3339 time"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    try:
+        return when.timestamp()
+    except (OverflowError, ValueError, OSError):
+        raise FilterError("invalid_value", path, "is out of range") from None
+
+
+# --- compiling ------------------------------------------------------------------------------
+
+
+def acl_condition(user: str) -> models.FieldCondition:
+    """``acl`` contains the principal of ``user``."""
+    return models.FieldCondition(key="acl", match=models.MatchValue(value=principal(user)))
+
+
+def build_filter(user: str, tree: Node | None) -> models.Filter:
+    """The Qdrant filter of a search by ``user``: the ``acl`` condition AND ``tree``
+    (compiled in ``user``'s view for the path fields)."""
+    must: list[models.Condition] = [acl_condition(user)]
+    if tree is not None:
+        must.append(compile_node(tree, user))
+    return models.Filter(must=must)
+
+
+def compile_node(node: Node, user: str) -> models.Condition:
+    """One typed Qdrant condition for ``node`` (a ``Filter`` for groups and negations)."""
+    if isinstance(node, Group):
+        children = [compile_node(c, user) for c in node.children]
+        if node.kind == "and":
+            return models.Filter(must=children)
+        if node.kind == "or":
+            return models.Filter(should=children)
+        return models.Filter(must_not=children)
+    if node.op in ("ne", "nin"):
+        positive = Leaf(node.field, "eq" if node.op == "ne" else "in", node.value)
+        return models.Filter(must_not=[_leaf(positive, user)])
+    if node.op == "exists" and node.value is False:
+        return models.Filter(must_not=[_leaf(Leaf(node.field, "exists", True), user)])
+    return _leaf(node, user)
+
+
+def _leaf(node: Leaf, user: str) -> models.Condition:
+    """A positive leaf: ``eq``, ``in``, ``gt``…``lte``, ``contains``, ``exists`` (true)."""
+    field, op, value = node.field, node.op, node.value
+    if field.name in ("path", "path_prefix"):
+        return _path_leaf(field.name, op, value, user)
+    key = field.key
+    assert key is not None
+    if op == "exists":
+        return models.Filter(
+            must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=key))]
+        )
+    if op in _RANGE_OPS:
+        return models.FieldCondition(key=key, range=models.Range(**{op: value}))
+    if field.type == "date" and op == "eq":
+        return models.FieldCondition(key=key, range=models.Range(gte=value, lte=value))
+    if op == "in":
+        return models.FieldCondition(key=key, match=models.MatchAny(any=list(value)))
+    if op == "contains" and field.type == "text":
+        return models.FieldCondition(key=key, match=models.MatchText(text=value))
+    # eq, or contains on an array field (element membership)
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def _path_leaf(name: str, op: str, value: Any, user: str) -> models.Condition:
+    if op == "exists":  # every path has "/" among its ancestors
+        return models.FieldCondition(
+            key="folder_ancestors", match=models.MatchValue(value=f"{user}:/")
+        )
+    keys = [f"{user}:{p}" for p in (value if op == "in" else (value,))]
+    match = models.MatchAny(any=keys)
+    exact = models.FieldCondition(key="file_path", match=match)
+    if name == "path":
+        return exact
+    under = models.FieldCondition(key="folder_ancestors", match=match)
+    return models.Filter(should=[under, exact])
+
+
+def filter_depth(node: Any) -> int:
+    """Nesting depth of a compiled ``models.Filter`` (a lone condition counts 1)."""
+    if not isinstance(node, models.Filter):
+        return 1
+    children = [
+        c
+        for part in (node.must, node.should, node.must_not)
+        for c in (part if isinstance(part, list) else [part] if part is not None else [])
+    ]
+    return 1 + max((filter_depth(c) for c in children), default=0)

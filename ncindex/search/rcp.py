@@ -1,0 +1,589 @@
+"""ncindex as an RCP/1 server (Retrieval Context Protocol, JSON-RPC 2.0 over HTTP; DESIGN §9).
+
+``POST /rcp/<method>`` carries one JSON-RPC request (or a batch); the method in the path must
+match the body's. Methods:
+
+* ``info``, ``ping`` — open (no credentials), any time.
+* ``initialize`` — authenticates the caller (their Nextcloud credentials in
+  ``Authorization``, as for ``/v1/search``) and starts a session; the result advertises
+  ``retrieve`` (``maxK``, ``modes``, ``fusion``), ``filter`` (the same fields, types and
+  operators as ``GET /v1/filters``) and ``citations``.
+* ``retrieve`` — ``query``, ``k``, ``mode``, ``filter``, ``fusion``, ``minScore``,
+  ``includeText``: answered by :meth:`ncindex.search.service.SearchService.search`, verify-on-read
+  included; hits carry ``id`` (the ``doc_key``), ``score``, ``text`` (the chunk), ``chunk``,
+  ``citation`` and ``meta``.
+* ``shutdown`` — ends the caller's session; always ``{}``.
+
+**Sessions.** HTTP is request-scoped, so the ``initialize`` state lives in Redis for
+``SESSION_SECONDS`` (refreshed by use). The result carries a token in ``_meta.session``; a
+client that sends it back in the ``RCP-Session`` header has a session of its own, and a second
+``initialize`` with it is rejected (-32600), as on a stdio connection. A client that sends no
+header (the SDK's ``HttpTransport`` sends none) shares one session per credential (a SHA-256 of
+the ``Authorization`` header, never the credential): ``initialize`` then (re)starts it,
+because a reconnect cannot be told from a re-negotiation. A gated method outside a session is
+-32001; ``shutdown`` ends the session.
+
+Dispatch follows the SDK's ``rcp.Server`` rules and message shapes: a request without ``id``
+is a notification and gets no answer (HTTP 204); before ``initialize`` a gated method is
+-32001; a known RCP method we do not offer is -32003; an unknown method -32004; malformed
+params -32602 with ``data.field``; an operator outside the advertised list or an unsupported
+mode/option -32005 with ``data.option``; missing or rejected credentials -32012 (HTTP 401);
+a back end down -32010 (retryable). A body that is not JSON, or holds a number no finite
+float can carry (``1e309``, ``NaN``, ``Infinity``), is -32700. A batch of more than
+``MAX_BATCH`` messages is answered with one -32600 "batch too large" (``id`` null) and none
+of it is run: the rate limit counts an HTTP request once, so the cap bounds the retrieves one
+unit of it buys. Every other well-formed response is HTTP 200.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import rcp
+import redis
+import structlog
+from pydantic import ValidationError
+
+from ncindex import __version__, strict_json
+from ncindex.errors import NextcloudAuthError, PermanentError, TransientError, public_reason
+from ncindex.nextcloud.client import NextcloudClient
+from ncindex.redis_breaker import RedisBreaker
+from ncindex.search.filter_fields import rcp_filter_capability
+from ncindex.search.filters import FilterError, parse_tree
+from ncindex.search.service import SearchRequest, SearchResponse, SearchService
+
+log = structlog.get_logger(__name__)
+
+Errc = rcp.Errc
+SESSION_SECONDS = 3600
+"""Idle lifetime of an RCP session, seconds."""
+
+MAX_K = 100
+"""Largest ``k`` honoured (larger values are clamped, as the spec requires)."""
+
+MAX_BATCH = 10
+"""Most messages in one JSON-RPC batch; a larger batch is -32600 "batch too large"."""
+
+MODES = ("dense", "sparse", "hybrid")
+FUSIONS = ("rrf", "dbsf")
+SESSION_HEADER = "RCP-Session"
+# Options a client may ask for that this server does not offer (spec §7.7): -32005 when strict.
+_UNOFFERED = ("rerank", "mmr", "rewrite", "recency", "cursor")
+_POSITIVE_INTS = ("k", "candidateK")
+
+
+class RpcError(Exception):
+    """A JSON-RPC error to answer with: ``code`` (``rcp.Errc``), ``message``, ``data``."""
+
+    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class Unauthenticated(Exception):
+    """Raised by an authenticator for missing or rejected credentials."""
+
+
+@dataclass
+class HttpAnswer:
+    """What to send: HTTP ``status``, JSON ``body`` (``None`` ⇒ no body, 204) and headers."""
+
+    status: int
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class RcpSessions:
+    """``initialize`` state in Redis: ``…:cred:<hash>`` for header-less clients and
+    ``…:token:<token>`` → ``<hash>`` for clients that send ``RCP-Session``. Commands go through
+    the :class:`~ncindex.redis_breaker.RedisBreaker` that ``breaker`` returns, so a stalled
+    Redis fails them fast rather than once per socket timeout. Redis errors (the breaker's
+    ``RedisSkipped`` among them) raise ``RpcError(-32010)``, retryable."""
+
+    PREFIX = "ncindex:rcp:"
+
+    def __init__(self, breaker: Callable[[], RedisBreaker], ttl: int = SESSION_SECONDS) -> None:
+        self._breaker = breaker
+        self.ttl = ttl
+
+    def start(self, cred: str) -> str:
+        """Start (or restart) the credential's session; returns a new session token."""
+        token = secrets.token_urlsafe(24)
+        with self._guard():
+            self._breaker().call("set", f"{self.PREFIX}cred:{cred}", "1", ex=self.ttl)
+            self._breaker().call("set", f"{self.PREFIX}token:{token}", cred, ex=self.ttl)
+        return token
+
+    def active(self, cred: str, token: str | None) -> bool:
+        """Whether the session (the token's, else the credential's) is live; refreshes it."""
+        key = f"{self.PREFIX}token:{token}" if token else f"{self.PREFIX}cred:{cred}"
+        with self._guard():
+            value = self._breaker().call("get", key)
+            if value is None or (token and value.decode() != cred):
+                return False
+            self._breaker().call("expire", key, self.ttl)
+        return True
+
+    def end(self, cred: str, token: str | None) -> None:
+        """End the session (the token's and the credential's)."""
+        with self._guard():
+            keys = [f"{self.PREFIX}cred:{cred}"]
+            if token and self.active(cred, token):
+                keys.append(f"{self.PREFIX}token:{token}")
+            self._breaker().call("delete", *keys)
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        try:
+            yield
+        except redis.RedisError as exc:
+            log.warning("rcp_session_store_failed", error=str(exc))
+            raise RpcError(
+                Errc.BACKEND_UNAVAILABLE,
+                "session store unavailable",
+                {"retryable": True, "retryAfterMs": 5000},
+            ) from exc
+
+
+@dataclass
+class _Call:
+    """Per-HTTP-request context: the credential, lazily authenticated once."""
+
+    authorization: str | None
+    session: str | None
+    authenticate: Callable[[str | None], NextcloudClient]
+    _client: NextcloudClient | None = None
+
+    @property
+    def cred(self) -> str:
+        return hashlib.sha256((self.authorization or "").encode("utf-8", "replace")).hexdigest()
+
+    def client(self) -> NextcloudClient:
+        if self._client is None:
+            self._client = self.authenticate(self.authorization)
+        return self._client
+
+
+class RcpServer:
+    """Dispatches RCP/1 requests to a :class:`SearchService`.
+
+    ``service`` returns the search service (built lazily by the app); ``authenticate`` turns
+    an ``Authorization`` header into a client with ``user`` resolved, raising
+    :class:`Unauthenticated` (or ``TransientError`` when Nextcloud cannot be asked);
+    ``sessions`` holds the ``initialize`` state; ``citation_base`` is the Nextcloud URL used
+    for file links (``{base}/index.php/f/{id}``), or ``None``.
+    """
+
+    def __init__(
+        self,
+        service: Callable[[], SearchService],
+        authenticate: Callable[[str | None], NextcloudClient],
+        sessions: RcpSessions,
+        *,
+        citation_base: str | None = None,
+    ) -> None:
+        self.service = service
+        self.authenticate = authenticate
+        self.sessions = sessions
+        self.citation_base = citation_base
+
+    # --- protocol surface -----------------------------------------------------------------
+
+    def server_info(self) -> dict[str, Any]:
+        """The ``info``/``initialize`` result (protocol version, identity, capabilities)."""
+        return {
+            "protocolVersion": rcp.PROTOCOL_VERSION,
+            "server": {"name": "ncindex", "version": __version__},
+            "capabilities": self.capabilities(),
+            "_meta": {"conformance": "L1"},
+        }
+
+    @staticmethod
+    def capabilities() -> dict[str, Any]:
+        """``retrieve`` (``maxK``, ``modes``, ``fusion``, ``defaultMode``), ``filter`` (as
+        ``GET /v1/filters``) and ``citations``."""
+        return {
+            rcp.Capability.Retrieve.value: {
+                "maxK": MAX_K,
+                "modes": list(MODES),
+                "fusion": list(FUSIONS),
+                "defaultMode": "hybrid",
+                "mmr": False,
+                "rerankBuiltin": False,
+            },
+            rcp.Capability.Filter.value: rcp_filter_capability(),
+            rcp.Capability.Citations.value: {},
+        }
+
+    # --- HTTP entry -----------------------------------------------------------------------
+
+    def handle_http(
+        self,
+        path_method: str,
+        body: bytes,
+        authorization: str | None,
+        session: str | None = None,
+    ) -> HttpAnswer:
+        """Answer one HTTP POST to ``/rcp/<path_method>``. Never raises."""
+        call = _Call(authorization, session or None, self.authenticate)
+        try:
+            message = strict_json.loads(body or b"null")
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            return HttpAnswer(200, _err(None, Errc.PARSE_ERROR, f"parse error: {exc}"))
+        if isinstance(message, list):
+            if not message:
+                return HttpAnswer(200, _err(None, Errc.INVALID_REQUEST, "empty batch"))
+            if len(message) > MAX_BATCH:
+                return HttpAnswer(
+                    200,
+                    _err(
+                        None,
+                        Errc.INVALID_REQUEST,
+                        f"batch too large: {len(message)} messages, at most {MAX_BATCH}",
+                        {"maxBatch": MAX_BATCH},
+                    ),
+                )
+            replies = [r for r in (self._one(m, path_method, call) for m in message) if r]
+            return HttpAnswer(200, replies) if replies else HttpAnswer(204, None)
+        reply = self._one(message, path_method, call)
+        if reply is None:
+            return HttpAnswer(204, None)
+        error = reply.get("error") or {}
+        if error.get("code") == Errc.UNAUTHORIZED:
+            return HttpAnswer(401, reply, {"WWW-Authenticate": 'Basic realm="ncindex"'})
+        return HttpAnswer(200, reply)
+
+    def _one(self, message: Any, path_method: str, call: _Call) -> dict[str, Any] | None:
+        if not isinstance(message, dict):
+            return _err(None, Errc.INVALID_REQUEST, "not a JSON-RPC request object")
+        id_ = message.get("id")
+        method = message.get("method")
+        if message.get("jsonrpc") != "2.0":  # JSON-RPC 2.0 §4: MUST be exactly "2.0"
+            return _err(_safe_id(id_), Errc.INVALID_REQUEST, "'jsonrpc' must be \"2.0\"")
+        if not isinstance(method, str):
+            return _err(_safe_id(id_), Errc.INVALID_REQUEST, "missing 'method'")
+        if "id" not in message:
+            return None  # a notification is never answered (spec §4.5)
+        if id_ is None or isinstance(id_, bool) or not isinstance(id_, str | int | float):
+            return _err(None, Errc.INVALID_REQUEST, "'id' must be a string or a number")
+        if method != path_method:
+            return _err(
+                id_,
+                Errc.INVALID_REQUEST,
+                f"method {method!r} does not match the path {path_method!r}",
+            )
+        params = message.get("params", {})
+        try:
+            return _ok(id_, self._dispatch(method, params, call))
+        except RpcError as exc:
+            return _err(id_, exc.code, exc.message, exc.data)
+        except Exception as exc:  # a bug is an internal error, never a crash
+            log.exception("rcp_internal_error", method=method)
+            return _err(id_, Errc.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
+
+    def _dispatch(self, method: str, params: Any, call: _Call) -> dict[str, Any]:
+        if method == rcp.Method.INFO:
+            return self.server_info()
+        if method == rcp.Method.PING:
+            return (
+                {"nonce": params["nonce"]} if isinstance(params, dict) and "nonce" in params else {}
+            )
+        if method.startswith("notifications/"):
+            raise RpcError(
+                Errc.INVALID_REQUEST, f"'{method}' is a notification and MUST NOT carry an 'id'"
+            )
+        if method == rcp.Method.SHUTDOWN:
+            if call.authorization:
+                self.sessions.end(call.cred, call.session)
+            return {}
+        client = self._authenticated(call)
+        if method == rcp.Method.INITIALIZE:
+            return self._initialize(params, call)
+        if not self.sessions.active(call.cred, call.session):
+            raise RpcError(Errc.NOT_INITIALIZED, "call 'initialize' first")
+        if method == rcp.Method.RETRIEVE:
+            if not isinstance(params, dict):
+                raise RpcError(Errc.INVALID_PARAMS, "'params' MUST be an object")
+            return self._retrieve(client, params)
+        if method in _KNOWN_METHODS:
+            raise RpcError(Errc.CAPABILITY_MISSING, f"'{method}' not implemented")
+        raise RpcError(Errc.UNKNOWN_METHOD, f"unknown method '{method}'")
+
+    def _authenticated(self, call: _Call) -> NextcloudClient:
+        try:
+            return call.client()
+        except Unauthenticated as exc:
+            raise RpcError(Errc.UNAUTHORIZED, str(exc) or "unauthenticated") from None
+        except TransientError as exc:
+            log.warning("rcp_authentication_unavailable", error=f"{type(exc).__name__}: {exc}")
+            raise RpcError(
+                Errc.BACKEND_UNAVAILABLE,
+                f"cannot authenticate now: {public_reason(exc)}",
+                {"retryable": True, "retryAfterMs": 5000},
+            ) from None
+
+    def _initialize(self, params: Any, call: _Call) -> dict[str, Any]:
+        if call.session and self.sessions.active(call.cred, call.session):
+            raise RpcError(
+                Errc.INVALID_REQUEST,
+                "already initialized; re-negotiation is not permitted mid-session",
+            )
+        wanted = (
+            params.get("protocolVersion", rcp.PROTOCOL_VERSION) if isinstance(params, dict) else 1
+        )
+        version = rcp.negotiate_version(wanted)
+        if version < 1:
+            raise RpcError(Errc.VERSION_MISMATCH, "no common version")
+        token = self.sessions.start(call.cred)
+        result = self.server_info()
+        result["protocolVersion"] = version
+        result["_meta"] = {**result["_meta"], "session": token}
+        return result
+
+    # --- retrieve -------------------------------------------------------------------------
+
+    def _retrieve(self, client: NextcloudClient, params: dict[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        args = parse_retrieve(params)
+        try:
+            response = self.service().search(
+                client,
+                args.request,
+                mode=args.mode,
+                min_score=args.min_score,
+                tree=args.tree,
+            )
+        except NextcloudAuthError:
+            raise RpcError(Errc.UNAUTHORIZED, "Nextcloud rejected the credentials") from None
+        except TransientError as exc:
+            log.warning("rcp_backend_unavailable", error=f"{type(exc).__name__}: {exc}")
+            raise RpcError(
+                Errc.BACKEND_UNAVAILABLE,
+                public_reason(exc),
+                {"retryable": True, "retryAfterMs": 5000},
+            ) from None
+        except PermanentError as exc:
+            log.warning("rcp_backend_failed", error=f"{type(exc).__name__}: {exc}")
+            raise RpcError(Errc.INTERNAL_ERROR, public_reason(exc)) from None
+        return self._retrieve_result(response, args, started)
+
+    def _retrieve_result(
+        self, response: SearchResponse, args: RetrieveArgs, started: float
+    ) -> dict[str, Any]:
+        hits = []
+        for r in response.results:
+            hit: dict[str, Any] = {
+                "id": r.doc_key,
+                "score": r.score,
+                "chunk": {"docId": r.doc_key, "index": r.chunk_index},
+                "citation": self._citation(r.doc_type, r.doc_id, r.title, r.url, r),
+                "meta": {
+                    "doc_type": r.doc_type,
+                    "doc_id": r.doc_id,
+                    "title": r.title,
+                    "path": r.path,
+                    "url": r.url,
+                    "modified_at": r.modified_at,
+                    "snippet": r.snippet,
+                },
+            }
+            if args.include_text:
+                hit["text"] = r.text
+            hits.append(hit)
+        usage: dict[str, Any] = {
+            "candidates": response.candidates,
+            "latencyMs": round((time.perf_counter() - started) * 1000),
+        }
+        notes = list(args.notes)
+        if response.degraded:
+            notes.append("dense half failed: sparse-only answer")
+        if notes:
+            usage["notes"] = notes
+        return {
+            "hits": hits,
+            "usage": usage,
+            "_meta": {
+                "verification": response.verification.model_dump(),
+                "degraded": response.degraded,
+                "timingsMs": response.timings_ms,
+            },
+        }
+
+    def _citation(
+        self, doc_type: str, doc_id: str, title: str, url: str | None, r: Any
+    ) -> dict[str, Any]:
+        citation: dict[str, Any] = {
+            "source": r.path or title or f"{doc_type}:{doc_id}",
+            "title": title,
+            "start": r.char_start,
+            "end": r.char_end,
+        }
+        if url:
+            citation["uri"] = url
+        elif self.citation_base and doc_type in ("file", "note") and doc_id.isdigit():
+            citation["uri"] = f"{self.citation_base}/index.php/f/{doc_id}"
+        return citation
+
+
+@dataclass
+class RetrieveArgs:
+    """``retrieve`` params, validated: the search request, mode, absolute ``min_score``,
+    the parsed filter tree, ``include_text`` and the notes for ``usage.notes``."""
+
+    request: SearchRequest
+    mode: str
+    min_score: float | None
+    tree: Any
+    include_text: bool
+    notes: list[str]
+
+
+def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
+    """Validate ``retrieve`` params (spec §7.7). Raises :class:`RpcError`: -32602 with
+    ``data.field`` for a malformed param or filter, -32005 with ``data.option`` for a mode,
+    fusion, operator or option this server does not advertise (unless ``strict`` is false,
+    in which case options are dropped and noted)."""
+    notes: list[str] = []
+    strict = params.get("strict", True)
+    if not isinstance(strict, bool):
+        raise _invalid("strict", "'strict' must be a boolean")
+    for name in _POSITIVE_INTS:
+        if name in params:
+            value = params[name]
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise _invalid(name, f"'{name}' MUST be an integer")
+            if value < 1:
+                raise _invalid(name, f"'{name}' MUST be >= 1")
+    k = params.get("k", 10)
+    if isinstance(params.get("candidateK"), int) and params["candidateK"] < k:
+        raise _invalid("candidateK", "'candidateK' MUST be >= 'k' (funnel invariant)")
+    if k > MAX_K:
+        notes.append(f"k clamped to maxK={MAX_K}")
+        k = MAX_K
+    query = _query_text(params.get("query"))
+    mode = params.get("mode", "hybrid")
+    if not isinstance(mode, str):
+        raise _invalid("mode", "'mode' must be a string")
+    if mode not in MODES:
+        raise _unsupported("mode", mode)
+    modality = params.get("modality", "text")
+    if modality != "text":
+        raise _unsupported("modality", str(modality))
+    fusion = _fusion(params.get("fusion"), notes)
+    for option in _UNOFFERED:
+        value = params.get(option)
+        if value is None or value is False:
+            continue
+        if strict:
+            raise _unsupported(option, option)
+        notes.append(f"'{option}' is not supported; ignored")
+    min_score = params.get("minScore")
+    if min_score is not None and (
+        isinstance(min_score, bool)
+        or not isinstance(min_score, int | float)
+        or not math.isfinite(min_score)
+    ):
+        raise _invalid("minScore", "'minScore' must be a finite number")
+    include_text = params.get("includeText", True)
+    if not isinstance(include_text, bool):
+        raise _invalid("includeText", "'includeText' must be a boolean")
+    try:
+        tree = parse_tree(params.get("filter"))
+    except FilterError as exc:
+        data = {"field": exc.field, "code": exc.code, "detail": exc.detail}
+        if exc.option is not None:
+            raise RpcError(
+                Errc.OPTION_UNSUPPORTED,
+                f"operator {exc.option!r} not advertised",
+                {**data, "option": exc.option},
+            ) from None
+        raise RpcError(Errc.INVALID_PARAMS, f"{exc.detail} ({exc.field})", data) from None
+    try:
+        request = SearchRequest(query=query, limit=k, fusion=fusion)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(p) for p in first["loc"]) or "query"
+        raise _invalid(name, f"{name}: {first['msg']}") from None
+    return RetrieveArgs(
+        request=request,
+        mode=mode,
+        min_score=None if min_score is None else float(min_score),
+        tree=tree,
+        include_text=include_text,
+        notes=notes,
+    )
+
+
+def _query_text(query: Any) -> str:
+    """A string, a text Content block, or a list of text blocks (joined by spaces)."""
+    if isinstance(query, str):
+        return query
+    blocks = query if isinstance(query, list) else [query] if isinstance(query, dict) else None
+    if not blocks:
+        raise _invalid("query", "'query' must be a string or text Content blocks")
+    parts = []
+    for block in blocks:
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise _invalid("query", "a Content block needs a 'type'")
+        if block["type"] != "text":
+            raise _unsupported("modality", block["type"])
+        if not isinstance(block.get("text"), str):
+            raise _invalid("query", "a text block needs a string 'text'")
+        parts.append(block["text"])
+    return " ".join(parts)
+
+
+def _fusion(value: Any, notes: list[str]) -> str | None:
+    if value is None:
+        return None
+    method = value.get("method") if isinstance(value, dict) else value
+    if not isinstance(method, str):
+        raise _invalid("fusion.method", "'fusion.method' must be a string")
+    if method not in FUSIONS:
+        raise _unsupported("fusion.method", method)
+    if isinstance(value, dict) and ("weights" in value or "rrfK" in value):
+        notes.append("fusion weights/rrfK are fixed by the server (RRF k=2); ignored")
+    return method
+
+
+def _invalid(field_: str, message: str) -> RpcError:
+    return RpcError(Errc.INVALID_PARAMS, message, {"field": field_})
+
+
+def _unsupported(field_: str, option: str) -> RpcError:
+    return RpcError(
+        Errc.OPTION_UNSUPPORTED,
+        f"{field_} {option!r} is not supported",
+        {"field": field_, "option": option},
+    )
+
+
+def _ok(id_: Any, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "result": result}
+
+
+def _err(id_: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": id_, "error": error}
+
+
+def _safe_id(id_: Any) -> Any:
+    return id_ if isinstance(id_, str | int | float) and not isinstance(id_, bool) else None
+
+
+_KNOWN_METHODS = frozenset(
+    value
+    for name, value in vars(rcp.Method).items()
+    if not name.startswith("_") and isinstance(value, str)
+)

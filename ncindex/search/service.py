@@ -1,0 +1,515 @@
+"""The search path: one filtered hybrid query, grouping, verify-on-read, snippets (DESIGN §9).
+
+1. Validate the filters (:mod:`ncindex.search.filters`) before anything costs a request.
+2. Embed the query: dense and BM25 sparse. In ``hybrid`` mode a dense failure degrades to
+   a sparse-only answer (``degraded``); ``dense``/``sparse`` modes use one half.
+3. One hybrid query: a dense and a sparse prefetch over the same candidate pool, each with the
+   same filter (so filters apply before fusion), fused by RRF or DBSF. Chunk hits are
+   over-fetched (``limit × search_overfetch × CHUNKS_PER_DOC``) and, if verification leaves the
+   page short, later pages of the *same* fused ranking are fetched (up to ``MAX_ROUNDS``).
+4. Group by ``doc_key`` (one result per document, its best chunk); ties by ``doc_key``.
+5. Verify candidates as the searching user, in rank order, only as many as the page needs.
+   Drops call ``on_drop`` (the app enqueues a re-check that evicts).
+6. ``score_threshold`` (relative, see :class:`SearchRequest`) and an absolute ``min_score``
+   cut the ranked list; snippets come from the best chunk: escaped, matches marked.
+
+Scores are the fusion's own: RRF (k = :data:`~ncindex.store.schema.RRF_K`, 10) sums
+``1 / (rank + 10)`` over the two branches; DBSF sums per-branch scores normalised as
+``(score − (μ − 3σ)) / 6σ`` (not clipped, so an outlier scores above 1 and a fused score can
+pass 2.0). Neither is a cosine similarity.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+import structlog
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictFloat,
+    StrictInt,
+    WithJsonSchema,
+    field_validator,
+)
+
+from ncindex.documents import DocRef, DocType, principal
+from ncindex.embedding.embedder import Embedder
+from ncindex.errors import TransientError
+from ncindex.nextcloud.client import NextcloudClient
+from ncindex.search.filters import Node, build_filter, request_tree
+from ncindex.search.verify import Verdict, VerificationCounts, VerifyOnRead
+from ncindex.settings import Settings
+from ncindex.store.port import Fusion, Hit, PointRecord, SparseVector, VectorStore
+from ncindex.text.snippets import make_snippet
+
+log = structlog.get_logger(__name__)
+
+MAX_ROUNDS = 3
+"""Pages of the fused ranking read at most, when verification drops leave the page short."""
+
+CHUNKS_PER_DOC = 4
+"""Chunk hits fetched per wanted document (several chunks of one document often rank close)."""
+
+MAX_FETCH = 1000
+"""Most chunk hits read in one round."""
+
+MAX_POOL = 3000
+"""Most candidates per prefetch branch."""
+
+FILTER_NODE_REF = "#/components/schemas/FilterNode"
+"""Where the OpenAPI document defines the filter tree (see ``search_api.openapi``)."""
+
+Mode = Literal["hybrid", "dense", "sparse"]
+TimeValue = StrictInt | StrictFloat | str
+
+
+class SearchUnavailable(TransientError):
+    """Raised when the query cannot be embedded at all (both halves, or the one asked for)."""
+
+
+class DocumentNotFound(LookupError):
+    """Raised by :meth:`SearchService.context` when the caller cannot read the document."""
+
+
+class SearchRequest(BaseModel):
+    """Body of ``POST /v1/search``. Different filter parameters are AND-ed; list parameters
+    are any-of; every filter is validated against ``GET /v1/filters``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=1000, description="What to look for.")
+    limit: StrictInt | None = Field(
+        None, ge=1, le=100, description="Results per page (default: the server's, 10)."
+    )
+    doc_types: list[DocType] | None = Field(
+        None, min_length=1, max_length=16, description="Only these document types (any of)."
+    )
+    modified_after: TimeValue | None = Field(
+        None,
+        description="Only documents modified at or after this time: RFC 3339 (naive ⇒ UTC) "
+        "or Unix seconds.",
+    )
+    modified_before: TimeValue | None = Field(
+        None,
+        description="Only documents modified before this time: RFC 3339 (naive ⇒ UTC) or "
+        "Unix seconds. Must not be earlier than `modified_after`.",
+    )
+    path_prefixes: list[str] | None = Field(
+        None,
+        max_length=64,
+        description="Only documents at or under one of these paths, in the caller's own view "
+        "(from its root; no `.` or `..` segments); strict: `/Projects` never matches "
+        "`/Projects-old`.",
+    )
+    tags: list[str] | None = Field(
+        None, max_length=64, description="Only documents carrying one of these system tags."
+    )
+    category: str | None = Field(None, max_length=1024, description="Only notes of this category.")
+    mime_types: list[str] | None = Field(
+        None, max_length=64, description="Only files of one of these MIME types."
+    )
+    filter: Annotated[
+        dict[str, Any] | None,
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"$ref": FILTER_NODE_REF},
+                    {"type": "object", "maxProperties": 0},
+                    {"type": "null"},
+                ]
+            }
+        ),
+    ] = Field(
+        None,
+        description="A boolean filter tree (RCP/1 §8): `{and: [...]}`, `{or: [...]}`, "
+        "`{not: {...}}` nodes and `{field, op, value}` leaves; fields and operators as "
+        "listed by `GET /v1/filters`; a node with any other key is refused. `{}` and `null` "
+        "mean no filter.",
+    )
+    fusion: Literal["rrf", "dbsf"] | None = Field(
+        None,
+        description="How the dense and sparse rankings are fused; default: the server's "
+        "NCINDEX_FUSION (dbsf).",
+    )
+    score_threshold: StrictFloat | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Relative cut-off: keep only results whose fused score is at least this "
+        "fraction of the best result's score (0.8 ⇒ within 20 % of the best). Fused scores "
+        "are not similarities, so a relative cut-off works the same for both fusions.",
+    )
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must contain a non-space character")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("is not valid Unicode (lone surrogate)") from None
+        return value
+
+    def filter_tree(self) -> Node | None:
+        """All filter parameters as one validated tree; raises ``FilterError``."""
+        return request_tree(
+            doc_types=[t.value for t in self.doc_types] if self.doc_types else None,
+            modified_after=self.modified_after,
+            modified_before=self.modified_before,
+            path_prefixes=self.path_prefixes,
+            tags=self.tags,
+            category=self.category,
+            mime_types=self.mime_types,
+            filter=self.filter,
+        )
+
+
+class SearchResult(BaseModel):
+    """One document in a response: its best chunk's position and an HTML snippet of it."""
+
+    doc_type: str
+    doc_id: str
+    title: str
+    score: float = Field(description="Fused score (higher is better; not a similarity).")
+    snippet: str = Field(description="HTML: escaped text, matches in `<mark>`.")
+    char_start: int = Field(description="Start of the best chunk in the extracted text.")
+    char_end: int = Field(description="End (exclusive) of the best chunk.")
+    chunk_index: int
+    modified_at: int = Field(description="Unix seconds.")
+    path: str | None = Field(None, description="Path in the caller's own view (files, notes).")
+    url: str | None = Field(None, description="Link (news items).")
+    _text: str = PrivateAttr(default="")
+
+    @property
+    def doc_key(self) -> str:
+        """``"{doc_type}:{doc_id}"``."""
+        return f"{self.doc_type}:{self.doc_id}"
+
+    @property
+    def text(self) -> str:
+        """The best chunk's plain text (not part of the JSON body)."""
+        return self._text
+
+
+class Verification(BaseModel):
+    """How the candidates fared against Nextcloud."""
+
+    checked: int
+    kept: int
+    dropped: int
+    errors: int = Field(description="Transient failures; those candidates were kept.")
+    unverified: int = Field(description="No verifier for the type; kept.")
+
+
+class SearchResponse(BaseModel):
+    """A page of results with the verification counts, ``degraded`` (the dense half failed,
+    the answer is sparse-only) and stage timings in milliseconds."""
+
+    results: list[SearchResult]
+    verification: Verification
+    degraded: bool
+    model: str = Field(description="The dense model whose collection answered.")
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    _candidates: int = PrivateAttr(default=0)
+
+    @property
+    def candidates(self) -> int:
+        """Chunk hits read from the store."""
+        return self._candidates
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON body."""
+        return self.model_dump(mode="json")
+
+
+class ContextChunk(BaseModel):
+    """One chunk of a document: plain text (not HTML) and its offsets."""
+
+    chunk_index: int
+    text: str
+    char_start: int
+    char_end: int
+
+
+class ContextResponse(BaseModel):
+    """Chunks ``chunk_index - window … chunk_index + window`` of a document."""
+
+    doc_type: str
+    doc_id: str
+    title: str
+    path: str | None = None
+    url: str | None = None
+    chunk_count: int
+    chunks: list[ContextChunk]
+
+
+def group_hits(hits: list[Hit]) -> list[Hit]:
+    """Best hit per ``doc_key``, ordered by score (descending), ties by ``doc_key``."""
+    best: dict[str, Hit] = {}
+    for hit in hits:
+        key = hit.payload["doc_key"]
+        if key not in best or hit.score > best[key].score:
+            best[key] = hit
+    return sorted(best.values(), key=lambda h: (-h.score, h.payload["doc_key"]))
+
+
+class SearchService:
+    """Runs searches. ``live()`` gives the store and embedder of the live model, asked once per
+    search so a model switch (``ncindex reindex``) takes effect between searches, never inside
+    one. ``on_drop(user, ref)`` is called for every candidate verification dropped (the app
+    enqueues a re-check that evicts)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        live: Callable[[], tuple[VectorStore, Embedder]],
+        on_drop: Callable[[str, DocRef], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.live = live
+        self.on_drop = on_drop
+        self.verifier = VerifyOnRead(settings.verify_concurrency)
+
+    def search(
+        self,
+        client: NextcloudClient,
+        request: SearchRequest,
+        *,
+        mode: Mode = "hybrid",
+        min_score: float | None = None,
+        tree: Node | None = None,
+    ) -> SearchResponse:
+        """Search as ``client.user`` (resolved).
+
+        ``mode`` picks the halves (``hybrid`` degrades to sparse when the dense half fails);
+        ``min_score`` drops results whose fused score is below it (absolute, RCP
+        ``minScore``); ``tree`` is the already validated filter (default: parsed from
+        ``request``). Raises ``FilterError`` for bad filters, ``SearchUnavailable`` when the
+        query cannot be embedded, ``StoreUnavailable`` if the store fails and
+        ``NextcloudAuthError`` if the caller's credentials fail during verification.
+        """
+        assert client.user is not None
+        user = client.user
+        if tree is None:
+            tree = request.filter_tree()
+        flt = build_filter(user, tree)
+        limit = request.limit or self.settings.search_default_limit
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        store, embedder = self.live()
+        dense, sparse, degraded = self._embed(embedder, request.query, mode)
+        timings["embed"] = (time.perf_counter() - started) * 1000
+        fusion = Fusion(request.fusion or self.settings.fusion)
+        fetch = min(MAX_FETCH, limit * self.settings.search_overfetch * CHUNKS_PER_DOC)
+        # One pool for every round, so each round reads the next page of the same ranking.
+        pool = min(MAX_POOL, max(self.settings.prefetch_limit, fetch * MAX_ROUNDS))
+        counts = VerificationCounts()
+        cut = _Cutoff(request.score_threshold, min_score)
+        results: list[SearchResult] = []
+        seen: set[str] = set()
+        read = 0
+        timings["query"] = timings["verify"] = 0.0
+        for round_ in range(MAX_ROUNDS):
+            t0 = time.perf_counter()
+            hits = store.query(
+                dense=dense,
+                sparse=sparse,
+                flt=flt,
+                limit=fetch,
+                offset=round_ * fetch,
+                prefetch_limit=pool,
+                fusion=fusion,
+            )
+            timings["query"] += (time.perf_counter() - t0) * 1000
+            read += len(hits)
+            candidates = [h for h in group_hits(hits) if h.payload["doc_key"] not in seen]
+            seen.update(h.payload["doc_key"] for h in candidates)
+            t0 = time.perf_counter()
+            exhausted = self._verify_into(
+                client, request.query, limit, candidates, results, counts, cut
+            )
+            timings["verify"] += (time.perf_counter() - t0) * 1000
+            if exhausted or len(results) >= limit or len(hits) < fetch:
+                break
+        results.sort(key=lambda r: (-r.score, r.doc_key))
+        timings["total"] = (time.perf_counter() - started) * 1000
+        response = SearchResponse(
+            results=results,
+            verification=Verification(**counts.as_dict()),
+            degraded=degraded,
+            model=embedder.model_name,
+            timings_ms={k: round(v, 2) for k, v in timings.items()},
+        )
+        response._candidates = read
+        return response
+
+    def _embed(
+        self, embedder: Embedder, query: str, mode: Mode
+    ) -> tuple[list[float] | None, SparseVector | None, bool]:
+        dense: list[float] | None = None
+        sparse: SparseVector | None = None
+        if mode in ("hybrid", "sparse"):
+            try:
+                sparse = embedder.embed_query_sparse(query)
+            except Exception as exc:
+                log.warning("sparse_embed_failed", error=str(exc))
+                if mode == "sparse":
+                    raise SearchUnavailable(f"sparse embedding failed: {exc}") from exc
+        if mode in ("hybrid", "dense"):
+            try:
+                dense = embedder.embed_query_dense(query)
+            except Exception as exc:
+                log.warning("dense_embed_failed", error=str(exc))
+                if mode == "dense" or sparse is None:
+                    raise SearchUnavailable(f"dense embedding failed: {exc}") from exc
+        if dense is None and sparse is None:
+            raise SearchUnavailable("the query could not be embedded")
+        return dense, sparse, mode == "hybrid" and dense is None
+
+    def _verify_into(
+        self,
+        client: NextcloudClient,
+        query: str,
+        limit: int,
+        candidates: list[Hit],
+        results: list[SearchResult],
+        counts: VerificationCounts,
+        cut: _Cutoff,
+    ) -> bool:
+        """Verify ``candidates`` (ranked) into ``results`` until ``limit``; ``True`` when the
+        cut-off ended the ranking (no later round can add anything)."""
+        assert client.user is not None
+        pending = list(candidates)
+        exhausted = False
+        while pending and len(results) < limit:
+            above = [h for h in pending if cut.keeps(h.score)]
+            exhausted = exhausted or len(above) < len(pending)
+            need = limit - len(results)
+            batch, pending = above[:need], above[need:]
+            if not batch:
+                break
+            verdicts = self.verifier.check(client, [h.payload for h in batch], counts)
+            for hit, checked in zip(batch, verdicts, strict=True):
+                if checked.verdict is Verdict.DROPPED:
+                    if self.on_drop is not None:
+                        self.on_drop(client.user, DocRef.parse(hit.payload["doc_key"]))
+                    continue
+                cut.saw(hit.score)
+                if not cut.keeps(hit.score):
+                    exhausted = True
+                    continue
+                results.append(self._result(hit, query, client.user, checked.path))
+        return exhausted
+
+    @staticmethod
+    def _result(hit: Hit, query: str, user: str, verified_path: str | None) -> SearchResult:
+        p = hit.payload
+        text = p.get("text") or ""
+        result = SearchResult(
+            doc_type=p["doc_type"],
+            doc_id=p["doc_id"],
+            title=p.get("title") or "",
+            score=round(hit.score, 6),
+            snippet=make_snippet(text, query),
+            char_start=p["char_start"],
+            char_end=p["char_end"],
+            chunk_index=p["chunk_index"],
+            modified_at=p["modified_at"],
+            path=verified_path or (p.get("paths") or {}).get(user),
+            url=p.get("url"),
+        )
+        result._text = text
+        return result
+
+    def context(
+        self, client: NextcloudClient, ref: DocRef, chunk_index: int, window: int
+    ) -> ContextResponse:
+        """Chunks ``chunk_index ± window`` of ``ref``'s current version, after checking that
+        ``client.user`` can read it: the index must list the user in ``acl`` and the
+        document's verifier must keep it.
+
+        Raises :class:`DocumentNotFound` when either check fails (a verifier drop also calls
+        ``on_drop``), ``ValueError`` when ``chunk_index`` is past the last chunk,
+        ``SearchUnavailable`` when Nextcloud cannot confirm it (fail-closed: content is only
+        shown once verified) and ``StoreUnavailable`` if the store fails.
+        """
+        assert client.user is not None
+        user = client.user
+        points = [
+            p
+            for p in self.live()[0].document_points(ref.key)
+            if principal(user) in (p.payload.get("acl") or [])
+        ]
+        if not points:
+            raise DocumentNotFound(ref.key)
+        current = _current_version(points)
+        head = current[0].payload
+        counts = VerificationCounts()
+        (checked,) = self.verifier.check(client, [head], counts)
+        if checked.verdict is Verdict.DROPPED:
+            if self.on_drop is not None:
+                self.on_drop(user, ref)
+            raise DocumentNotFound(ref.key)
+        if checked.verdict is not Verdict.KEPT:
+            raise SearchUnavailable(f"could not verify {ref.key} with Nextcloud")
+        count = int(head.get("chunk_count") or len(current))
+        if chunk_index >= len(current):
+            raise ValueError(f"chunk_index {chunk_index} is past the last chunk ({count - 1})")
+        lo, hi = max(0, chunk_index - window), min(len(current), chunk_index + window + 1)
+        return ContextResponse(
+            doc_type=ref.doc_type.value,
+            doc_id=ref.doc_id,
+            title=head.get("title") or "",
+            path=checked.path or (head.get("paths") or {}).get(user),
+            url=head.get("url"),
+            chunk_count=count,
+            chunks=[
+                ContextChunk(
+                    chunk_index=int(p.payload["chunk_index"]),
+                    text=p.payload.get("text") or "",
+                    char_start=int(p.payload["char_start"]),
+                    char_end=int(p.payload["char_end"]),
+                )
+                for p in current[lo:hi]
+            ],
+        )
+
+    def close(self) -> None:
+        """Stop the verification pool."""
+        self.verifier.close()
+
+
+class _Cutoff:
+    """The score floor: ``min_score`` (absolute) and ``threshold × best kept score``."""
+
+    def __init__(self, threshold: float | None, min_score: float | None) -> None:
+        self.threshold = threshold
+        self.floor = -math.inf if min_score is None else min_score
+        self.best: float | None = None
+
+    def saw(self, score: float) -> None:
+        if self.best is None or score > self.best:
+            self.best = score
+
+    def keeps(self, score: float) -> bool:
+        if score < self.floor:
+            return False
+        if self.threshold and self.best is not None:
+            return score >= self.threshold * self.best
+        return True
+
+
+def _current_version(points: list[PointRecord]) -> list[PointRecord]:
+    """The points of the newest version (a new version is written before the old one is
+    deleted, so two may briefly coexist), ordered by ``chunk_index``."""
+    newest = max(points, key=lambda p: p.payload.get("indexed_at") or 0)
+    version = newest.payload.get("content_hash")
+    same = [p for p in points if p.payload.get("content_hash") == version]
+    return sorted(same, key=lambda p: int(p.payload.get("chunk_index") or 0))

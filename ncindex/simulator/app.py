@@ -1,0 +1,151 @@
+"""The simulator's WSGI app: request families, Basic auth, fault switches, request counting.
+
+Families (used by ``sim.request_count`` and ``sim.faults``):
+
+* ``ocs`` — ``/ocs/v1.php/…``, ``/ocs/v2.php/…``
+* ``webdav`` — ``/remote.php/dav/files/…`` and ``/remote.php/webdav/…`` (all methods)
+* ``dav-search`` — ``SEARCH /remote.php/dav/``
+* ``systemtags`` — ``/remote.php/dav/systemtags…``
+* ``notes`` / ``deck`` / ``news`` — ``/index.php/apps/<app>/api/…`` (also without ``index.php``)
+* ``status`` — ``/status.php``; ``other`` — anything else (404)
+
+Served under a web root (``sim.web_root``, e.g. ``/nextcloud``) every route starts with it, as
+on a Nextcloud installed in a sub-folder; the app moves it into ``SCRIPT_NAME`` so handlers
+see the path below it, and hrefs they build start with it again. A request outside the web
+root is the web server's 404. A disabled app's routes answer 404 (nothing is registered).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from werkzeug.wrappers import Request, Response
+
+from ncindex.simulator.deck import DeckApi
+from ncindex.simulator.news import NewsApi
+from ncindex.simulator.notes_api import NotesApi
+from ncindex.simulator.ocs import OcsApi
+from ncindex.simulator.phpjson import php_json_encode
+from ncindex.simulator.webdav import WebDav
+
+if TYPE_CHECKING:
+    from ncindex.simulator.simulator import NextcloudSimulator
+
+__all__ = ["SimulatorApp", "family_of"]
+
+
+def family_of(method: str, path: str) -> str:
+    """The request family of ``method`` + ``path`` (see the module docstring)."""
+    if path.startswith("/ocs/"):
+        return "ocs"
+    if path.startswith("/remote.php/dav/systemtags"):
+        return "systemtags"
+    if path.startswith("/remote.php/dav"):
+        if method.upper() == "SEARCH":
+            return "dav-search"
+        return "webdav"
+    if path.startswith("/remote.php/webdav"):
+        return "webdav"
+    bare = path.removeprefix("/index.php")
+    for app in ("notes", "deck", "news"):
+        if bare.startswith(f"/apps/{app}/"):
+            return app
+    if path == "/status.php":
+        return "status"
+    return "other"
+
+
+class SimulatorApp:
+    """WSGI callable around a :class:`~ncindex.simulator.simulator.NextcloudSimulator`."""
+
+    def __init__(self, sim: NextcloudSimulator) -> None:
+        self.sim = sim
+        self.ocs = OcsApi(sim)
+        self.dav = WebDav(sim)
+        self.notes = NotesApi(sim)
+        sim.app_state["notes_api"] = self.notes
+        self.handlers: dict[str, Callable[[Request, str | None], Response]] = {
+            "ocs": self.ocs.handle,
+            "webdav": self.dav.handle,
+            "dav-search": self.dav.handle,
+            "systemtags": self.dav.handle,
+            "notes": self.notes.handle,
+            "deck": DeckApi(sim).handle,
+            "news": NewsApi(sim).handle,
+            "status": self.status,
+        }
+
+    def authenticate(self, request: Request) -> str | None:
+        """The uid of a valid Basic ``login-name:app-password`` (see
+        :meth:`~ncindex.simulator.simulator.NextcloudSimulator.login`), else None (also for a
+        header werkzeug cannot parse, e.g. non-ASCII bytes: Nextcloud answers those 401 too)."""
+        try:
+            auth = request.authorization
+        except ValueError:
+            return None
+        if auth is None or auth.type != "basic" or not auth.username:
+            return None
+        password = auth.password or ""
+        return self.sim.login(auth.username, password)
+
+    def status(self, request: Request, uid: str | None) -> Response:
+        """``/status.php`` (no auth)."""
+        body = {
+            "installed": True,
+            "maintenance": self.sim.maintenance,
+            "needsDbUpgrade": False,
+            "version": f"{self.sim.version}.1",
+            "versionstring": self.sim.version,
+            "edition": "",
+            "productname": "Nextcloud",
+            "extendedSupport": False,
+        }
+        resp = Response(php_json_encode(body), content_type="application/json")
+        resp.headers["Access-Control-Allow-Origin"] = "*"
+        return resp
+
+    def dispatch(self, request: Request) -> tuple[str, Response]:
+        """Handle one request; returns ``(family, response)``."""
+        family = family_of(request.method, request.path)
+        if family in ("notes", "deck", "news") and not self.sim.app_enabled(family):
+            return family, Response(
+                b"<html><body><h1>Page not found</h1></body></html>",
+                status=404,
+                content_type="text/html; charset=UTF-8",
+            )
+        fault = self.sim.faults.take(family, request.method)
+        if fault is not None:
+            if fault.timeout:
+                fault.release.wait(self.sim.faults.HANG_SECONDS)
+            if fault.delay:
+                fault.release.wait(fault.delay)
+            if fault.status:
+                return family, Response(
+                    b"<html><body><h1>Service Unavailable</h1></body></html>",
+                    status=fault.status,
+                    content_type="text/html; charset=UTF-8",
+                )
+        handler = self.handlers.get(family)
+        if handler is None:
+            return family, Response(b"Not Found", status=404, content_type="text/plain")
+        return family, handler(request, self.authenticate(request))
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        """WSGI entry point: dispatch, count, respond."""
+        root = self.sim.web_root
+        if root:
+            path = environ.get("PATH_INFO", "")
+            if path != root and not path.startswith(root + "/"):
+                response = Response(b"Not Found", status=404, content_type="text/plain")
+                self.sim.count_request(environ.get("REQUEST_METHOD", "GET"), "other", path, 404)
+                return response(environ, start_response)
+            environ = dict(environ)
+            environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + root
+            environ["PATH_INFO"] = path[len(root) :]
+        request = Request(environ)
+        family, response = self.dispatch(request)
+        self.sim.count_request(request.method, family, request.path, response.status_code)
+        return response(environ, start_response)

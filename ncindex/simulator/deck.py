@@ -1,0 +1,607 @@
+"""Deck: boards, stacks and cards with the REST API ``/index.php/apps/deck/api/v1.0`` (§4).
+
+Formats follow Deck's entities: missing or inaccessible entities answer 403
+``{"status":403,"message":"Permission denied"}`` (never 404), a soft-deleted card 403
+``{"status":403,"message":"Card is deleted"}``; a stack's ``cards`` key is omitted when it has
+no (matching) cards; ``ETag`` = md5 of ``lastModified``; ``If-Modified-Since`` filters boards
+(``lastModified > since``) and the cards of ``/stacks``. Card events are dispatched only when
+the simulator runs with ``deck_webhooks=True`` (Deck ≥ 1.18).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from werkzeug.wrappers import Request, Response
+
+from ncindex.simulator.events import CARD_CREATED, CARD_DELETED, CARD_UPDATED
+from ncindex.simulator.phpjson import php_json_encode
+from ncindex.simulator.responses import json_response, not_modified, request_params
+
+if TYPE_CHECKING:
+    from ncindex.simulator.simulator import NextcloudSimulator
+
+__all__ = ["DeckApi", "DeckError", "DeckState"]
+
+DEFAULT_LABELS = (
+    ("Finished", "31CC7C"),
+    ("To review", "317CCC"),
+    ("Action needed", "FF7A66"),
+    ("Later", "F1DB50"),
+)
+
+
+class DeckError(Exception):
+    """A Deck ``StatusException``: ``status`` and ``message`` as in the JSON error body."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
+
+
+def _iso(ts: int | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+
+
+@dataclass
+class Acl:
+    """A board share with a user."""
+
+    id: int
+    participant: str
+    permission_edit: bool = True
+    permission_share: bool = False
+    permission_manage: bool = False
+
+
+@dataclass
+class Card:
+    """A card; times are Unix seconds (``duedate``/``done`` too, None when unset)."""
+
+    id: int
+    title: str
+    stack_id: int
+    owner: str
+    created_at: int
+    last_modified: int
+    description: str = ""
+    order: int = 0
+    archived: bool = False
+    done: int | None = None
+    duedate: int | None = None
+    deleted_at: int = 0
+    last_editor: str | None = None
+
+
+@dataclass
+class Stack:
+    """A stack (column) of a board."""
+
+    id: int
+    board_id: int
+    title: str
+    order: int = 0
+    last_modified: int = 0
+    deleted_at: int = 0
+
+
+@dataclass
+class Board:
+    """A board owned by ``owner``; shared through ``acl``."""
+
+    id: int
+    title: str
+    owner: str
+    color: str = "0082c9"
+    archived: bool = False
+    deleted_at: int = 0
+    last_modified: int = 0
+    acl: list[Acl] = field(default_factory=list)
+    labels: list[dict[str, Any]] = field(default_factory=list)
+
+
+class DeckState:
+    """All boards, stacks and cards, with Deck's access rules and serialisation."""
+
+    def __init__(self, sim: NextcloudSimulator) -> None:
+        self.sim = sim
+        self.boards: dict[int, Board] = {}
+        self.stacks: dict[int, Stack] = {}
+        self.cards: dict[int, Card] = {}
+        self._ids = {"board": 1, "stack": 1, "card": 1, "acl": 1, "label": 1}
+
+    def _next(self, kind: str) -> int:
+        value = self._ids[kind]
+        self._ids[kind] = value + 1
+        return value
+
+    def now(self) -> int:
+        """Current Unix seconds."""
+        return self.sim.tree.now()
+
+    # ------------------------------------------------------------------ access
+
+    def permissions(self, uid: str, board: Board) -> dict[str, bool] | None:
+        """``PERMISSION_*`` flags of ``uid`` on ``board``; None when no access."""
+        if board.owner == uid:
+            return {k: True for k in ("READ", "EDIT", "MANAGE", "SHARE")}
+        for acl in board.acl:
+            if acl.participant == uid:
+                return {
+                    "READ": True,
+                    "EDIT": acl.permission_edit,
+                    "MANAGE": acl.permission_manage,
+                    "SHARE": acl.permission_share,
+                }
+        return None
+
+    def board_for(
+        self, uid: str, board_id: int, perm: str = "READ", *, allow_deleted: bool = False
+    ) -> Board:
+        """The board if ``uid`` has ``perm`` on it, else 403 Permission denied.
+
+        A soft-deleted board counts as missing unless ``allow_deleted``: nextcloud/deck
+        ``lib/Service/PermissionService.php`` ``getPermissions`` loads the board with
+        ``BoardMapper::find(..., $allowDeleted = false)`` (``deleted_at = 0``), whose
+        ``DoesNotExistException`` ``ExceptionMiddleware::afterException`` answers 403
+        "Permission denied" — so the stacks and cards of a deleted board answer 403 too."""
+        board = self.boards.get(board_id)
+        perms = None if board is None else self.permissions(uid, board)
+        if board is None or perms is None or not perms[perm]:
+            raise DeckError(403, "Permission denied")
+        if board.deleted_at and not allow_deleted:
+            raise DeckError(403, "Permission denied")
+        return board
+
+    def stack_for(self, uid: str, stack_id: int, perm: str = "READ") -> Stack:
+        """The stack if its board grants ``perm`` to ``uid``, else 403."""
+        stack = self.stacks.get(stack_id)
+        if stack is None:
+            raise DeckError(403, "Permission denied")
+        self.board_for(uid, stack.board_id, perm)
+        return stack
+
+    def card_for(self, uid: str, card_id: int, perm: str = "READ") -> Card:
+        """The card if its board grants ``perm``; 403 Permission denied / Card is deleted."""
+        card = self.cards.get(card_id)
+        if card is None:
+            raise DeckError(403, "Permission denied")
+        self.stack_for(uid, card.stack_id, perm)
+        if card.deleted_at:
+            raise DeckError(403, "Card is deleted")
+        return card
+
+    # ------------------------------------------------------------------ JSON
+
+    def _user(self, uid: str) -> dict[str, Any]:
+        user = self.sim.tree.users.get(uid)
+        return {"primaryKey": uid, "uid": uid, "displayname": user.display_name if user else uid}
+
+    def card_json(self, card: Card) -> dict[str, Any]:
+        """Card JSON in Deck's field order (``owner`` as uid string)."""
+        return {
+            "id": card.id,
+            "title": card.title,
+            "description": card.description,
+            "descriptionPrev": None,
+            "color": None,
+            "stackId": card.stack_id,
+            "type": "plain",
+            "lastModified": card.last_modified,
+            "lastEditor": card.last_editor,
+            "createdAt": card.created_at,
+            "labels": [],
+            "assignedUsers": [],
+            "attachments": [],
+            "attachmentCount": 0,
+            "owner": card.owner,
+            "order": card.order,
+            "archived": card.archived,
+            "done": _iso(card.done),
+            "duedate": _iso(card.duedate),
+            "startdate": None,
+            "notified": False,
+            "deletedAt": card.deleted_at,
+            "commentsUnread": 0,
+            "commentsCount": 0,
+            "relatedStack": None,
+            "relatedBoard": None,
+            "ETag": _md5(str(card.last_modified)),
+        }
+
+    def stack_json(self, stack: Stack, cards: list[Card] | None) -> dict[str, Any]:
+        """Stack JSON; the ``cards`` key is omitted when ``cards`` is empty or None."""
+        out: dict[str, Any] = {
+            "id": stack.id,
+            "title": stack.title,
+            "boardId": stack.board_id,
+            "deletedAt": stack.deleted_at,
+            "lastModified": stack.last_modified,
+            "order": stack.order,
+            "isDoneColumn": False,
+        }
+        if cards:
+            out["cards"] = [self.card_json(c) for c in cards]
+        out["ETag"] = _md5(str(stack.last_modified))
+        return out
+
+    def acl_json(self, acl: Acl, board: Board) -> dict[str, Any]:
+        """One ACL entry (token-free)."""
+        participant = self._user(acl.participant) | {"type": 0}
+        return {
+            "id": acl.id,
+            "participant": participant,
+            "type": 0,
+            "boardId": board.id,
+            "permissionEdit": acl.permission_edit,
+            "permissionShare": acl.permission_share,
+            "permissionManage": acl.permission_manage,
+            "owner": False,
+        }
+
+    def board_json(self, uid: str, board: Board, details: bool = True) -> dict[str, Any]:
+        """Board JSON for ``uid`` (``acl`` and ``labels`` always present)."""
+        perms = self.permissions(uid, board) or {}
+        users = [self._user(board.owner) | {"type": 0}]
+        users += [self._user(a.participant) | {"type": 0} for a in board.acl]
+        return {
+            "id": board.id,
+            "title": board.title,
+            "owner": self._user(board.owner),
+            "color": board.color,
+            "archived": board.archived,
+            "labels": board.labels,
+            "acl": [self.acl_json(a, board) for a in board.acl] if details else [],
+            "permissions": {f"PERMISSION_{k}": v for k, v in perms.items()},
+            "users": users if details else [],
+            "shared": 0 if board.owner == uid else 1,
+            "stacks": [],
+            "activeSessions": [],
+            "deletedAt": board.deleted_at,
+            "lastModified": board.last_modified,
+            "settings": [],
+            "ETag": _md5(str(board.last_modified)),
+        }
+
+    # ------------------------------------------------------------------ mutations
+
+    def _touch(self, stack: Stack | None = None, board: Board | None = None) -> None:
+        now = self.now()
+        if stack is not None:
+            stack.last_modified = now
+            board = board or self.boards.get(stack.board_id)
+        if board is not None:
+            board.last_modified = now
+
+    def _card_event(self, event_class: str, card: Card, actor: str) -> None:
+        if self.sim.deck_webhooks:
+            self.sim._dispatch(event_class, {"card": self.card_json(card)}, actor)
+
+    def create_board(self, uid: str, title: str, color: str = "0082c9") -> Board:
+        """A new board with Deck's four default labels."""
+        if not title:
+            raise DeckError(400, "title must be provided")
+        board = Board(self._next("board"), title, uid, color, last_modified=self.now())
+        for label_title, label_color in DEFAULT_LABELS:
+            board.labels.append(
+                {
+                    "title": label_title,
+                    "color": label_color,
+                    "boardId": board.id,
+                    "cardId": None,
+                    "lastModified": 0,
+                    "id": self._next("label"),
+                    "ETag": _md5("0"),
+                }
+            )
+        self.boards[board.id] = board
+        return board
+
+    def create_stack(self, uid: str, board_id: int, title: str, order: int = 0) -> Stack:
+        """A new stack (needs EDIT on the board)."""
+        board = self.board_for(uid, board_id, "EDIT")
+        if not title:
+            raise DeckError(400, "title must be provided")
+        stack = Stack(self._next("stack"), board.id, title, order, self.now())
+        self.stacks[stack.id] = stack
+        self._touch(board=board)
+        return stack
+
+    def create_card(
+        self,
+        uid: str,
+        stack_id: int,
+        title: str,
+        *,
+        description: str = "",
+        order: int = 0,
+        duedate: int | None = None,
+    ) -> Card:
+        """A new card (CardCreatedEvent with deck webhooks)."""
+        stack = self.stack_for(uid, stack_id, "EDIT")
+        if not title:
+            raise DeckError(400, "title must be provided")
+        now = self.now()
+        card = Card(
+            self._next("card"),
+            title[:255],
+            stack.id,
+            uid,
+            now,
+            now,
+            description=description,
+            order=order,
+            duedate=duedate,
+            last_editor=uid,
+        )
+        self.cards[card.id] = card
+        self._touch(stack)
+        self._card_event(CARD_CREATED, card, uid)
+        return card
+
+    def update_card(self, uid: str, card_id: int, **fields: Any) -> Card:
+        """Update card fields (``title description order duedate archived done stack_id``)."""
+        card = self.card_for(uid, card_id, "EDIT")
+        for key, value in fields.items():
+            if key == "stack_id":
+                self.stack_for(uid, int(value), "EDIT")
+            if not hasattr(card, key):
+                raise TypeError(f"unknown card field {key}")
+            setattr(card, key, value)
+        card.last_modified = self.now()
+        card.last_editor = uid
+        self._touch(self.stacks[card.stack_id])
+        self._card_event(CARD_UPDATED, card, uid)
+        return card
+
+    def delete_card(self, uid: str, card_id: int) -> Card:
+        """Soft-delete a card (``deletedAt`` set; CardDeletedEvent with deck webhooks)."""
+        card = self.card_for(uid, card_id, "EDIT")
+        card.deleted_at = self.now()
+        card.last_modified = card.deleted_at
+        self._touch(self.stacks[card.stack_id])
+        self._card_event(CARD_DELETED, card, uid)
+        return card
+
+    def share_board(
+        self,
+        owner: str,
+        board_id: int,
+        user: str,
+        *,
+        edit: bool = True,
+        share: bool = False,
+        manage: bool = False,
+    ) -> Acl:
+        """Share a board with a user (no webhook in this model)."""
+        board = self.board_for(owner, board_id, "SHARE")
+        for acl in board.acl:
+            if acl.participant == user:
+                acl.permission_edit, acl.permission_share = edit, share
+                acl.permission_manage = manage
+                return acl
+        acl = Acl(self._next("acl"), user, edit, share, manage)
+        board.acl.append(acl)
+        self._touch(board=board)
+        return acl
+
+    def unshare_board(self, owner: str, board_id: int, user: str) -> bool:
+        """Remove a user's access to a board; True if there was a share."""
+        board = self.board_for(owner, board_id, "SHARE")
+        before = len(board.acl)
+        board.acl = [a for a in board.acl if a.participant != user]
+        self._touch(board=board)
+        return len(board.acl) != before
+
+    def delete_board(self, uid: str, board_id: int) -> Board:
+        """Soft-delete a board (still listed by ``GET /boards`` with ``deletedAt``)."""
+        board = self.board_for(uid, board_id, "MANAGE")
+        board.deleted_at = self.now()
+        self._touch(board=board)
+        return board
+
+    def boards_for(self, uid: str) -> list[Board]:
+        """Boards ``uid`` can read (archived and soft-deleted included), by id."""
+        return [
+            b for b in sorted(self.boards.values(), key=lambda b: b.id) if self.permissions(uid, b)
+        ]
+
+    def cards_of(self, stack: Stack, *, archived: bool) -> list[Card]:
+        """Non-deleted cards of a stack with the given archived state, by (order, id)."""
+        cards = [
+            c
+            for c in self.cards.values()
+            if c.stack_id == stack.id and not c.deleted_at and c.archived == archived
+        ]
+        return sorted(cards, key=lambda c: (c.order, c.id))
+
+
+class DeckApi:
+    """HTTP handlers for ``/index.php/apps/deck/api/v1.0`` and ``v1.1``."""
+
+    def __init__(self, sim: NextcloudSimulator) -> None:
+        self.sim = sim
+        self.deck = sim.deck
+
+    def handle(self, request: Request, uid: str | None) -> Response:
+        """Dispatch one Deck request."""
+        if uid is None:
+            return json_response({"message": "Current user is not logged in"}, 401)
+        m = re.match(r"^(?:/index\.php)?/apps/deck/api/v1\.[01](/.*)?$", request.path)
+        if m is None:
+            return Response(b"", status=404)
+        route = (m.group(1) or "/").rstrip("/")
+        with self.sim.lock:
+            try:
+                return self._route(request, uid, request.method.upper(), route)
+            except DeckError as exc:
+                return json_response({"status": exc.status, "message": exc.message}, exc.status)
+
+    @staticmethod
+    def _since(request: Request) -> int | None:
+        header = request.headers.get("If-Modified-Since")
+        if not header:
+            return None
+        try:
+            return int(email.utils.parsedate_to_datetime(header).timestamp())
+        except (TypeError, ValueError):
+            raise DeckError(500, "Invalid If-Modified-Since header provided.") from None
+
+    def _with_etag(self, request: Request, data: Any, etag: str) -> Response:
+        if not_modified(request, etag):
+            resp = Response(b"", status=304)
+            resp.headers["ETag"] = f'"{etag}"'
+            return resp
+        return json_response(data, headers={"ETag": f'"{etag}"'})
+
+    def _route(self, request: Request, uid: str, method: str, route: str) -> Response:
+        deck = self.deck
+        params = request_params(request)
+        parts = route.strip("/").split("/") if route.strip("/") else []
+        ints = [int(p) if p.isdigit() else None for p in parts]
+        if parts == ["boards"]:
+            if method == "GET":
+                since = self._since(request)
+                details = str(params.get("details", "")).lower() in ("1", "true")
+                boards = [
+                    b for b in deck.boards_for(uid) if since is None or b.last_modified > since
+                ]
+                data = [deck.board_json(uid, b, details) for b in boards]
+                # BoardApiController::index: md5(json_encode(array_map(fn ($board) =>
+                # $board->getId() . '-' . $board->getETag(), $boards))), Board::getETag =
+                # md5((string)lastModified)
+                etag = _md5(
+                    php_json_encode([f"{b.id}-{_md5(str(b.last_modified))}" for b in boards])
+                )
+                return self._with_etag(request, data, etag)
+            if method == "POST":
+                board = deck.create_board(
+                    uid, str(params.get("title") or ""), str(params.get("color") or "0082c9")
+                )
+                return json_response(deck.board_json(uid, board))
+        if len(parts) == 2 and parts[0] == "boards" and ints[1] is not None:
+            board = deck.board_for(uid, ints[1])
+            if method == "GET":
+                data = deck.board_json(uid, board)
+                return self._with_etag(request, data, data["ETag"])
+            if method == "DELETE":
+                return json_response(deck.board_json(uid, deck.delete_board(uid, board.id)))
+        if (
+            len(parts) >= 3
+            and parts[0] == "boards"
+            and ints[1] is not None
+            and parts[2] == "stacks"
+        ):
+            board_id = ints[1]
+            if len(parts) == 3:
+                board = deck.board_for(uid, board_id)
+                if method == "GET":
+                    since = self._since(request)
+                    out = []
+                    for stack in sorted(
+                        (
+                            s
+                            for s in deck.stacks.values()
+                            if s.board_id == board.id and not s.deleted_at
+                        ),
+                        key=lambda s: (s.order, s.id),
+                    ):
+                        cards = [
+                            c
+                            for c in deck.cards_of(stack, archived=False)
+                            if since is None or c.last_modified > since
+                        ]
+                        out.append(deck.stack_json(stack, cards))
+                    return json_response(out)
+                if method == "POST":
+                    stack = deck.create_stack(
+                        uid, board.id, str(params.get("title") or ""), int(params.get("order") or 0)
+                    )
+                    return json_response(deck.stack_json(stack, None))
+            if len(parts) == 4 and parts[3] == "archived" and method == "GET":
+                board = deck.board_for(uid, board_id)
+                out = []
+                for stack in sorted(
+                    (
+                        s
+                        for s in deck.stacks.values()
+                        if s.board_id == board.id and not s.deleted_at
+                    ),
+                    key=lambda s: (s.order, s.id),
+                ):
+                    out.append(deck.stack_json(stack, deck.cards_of(stack, archived=True)))
+                return json_response(out)
+            if len(parts) >= 4 and ints[3] is not None:
+                stack_id = ints[3]
+                if len(parts) == 4 and method == "GET":
+                    stack = deck.stack_for(uid, stack_id)
+                    data = deck.stack_json(stack, deck.cards_of(stack, archived=False))
+                    return self._with_etag(request, data, data["ETag"])
+                if len(parts) == 5 and parts[4] == "cards" and method == "POST":
+                    card = deck.create_card(
+                        uid,
+                        stack_id,
+                        str(params.get("title") or ""),
+                        description=str(params.get("description") or ""),
+                        order=int(params.get("order") or 0),
+                        duedate=self._due(params.get("duedate")),
+                    )
+                    return json_response(deck.card_json(card))
+                if len(parts) >= 6 and parts[4] == "cards" and ints[5] is not None:
+                    card_id = ints[5]
+                    if len(parts) == 6:
+                        if method == "GET":
+                            card = deck.card_for(uid, card_id)
+                            data = deck.card_json(card)
+                            return self._with_etag(request, data, data["ETag"])
+                        if method == "PUT":
+                            fields: dict[str, Any] = {}
+                            if "title" in params:
+                                fields["title"] = str(params["title"])
+                            if "description" in params:
+                                fields["description"] = str(params["description"] or "")
+                            if "order" in params:
+                                fields["order"] = int(params["order"])
+                            if "duedate" in params:
+                                fields["duedate"] = self._due(params["duedate"])
+                            if "archived" in params:
+                                fields["archived"] = params["archived"] in (True, "true", "1", 1)
+                            card = deck.update_card(uid, card_id, **fields)
+                            return json_response(deck.card_json(card))
+                        if method == "DELETE":
+                            return json_response(deck.card_json(deck.delete_card(uid, card_id)))
+                    if len(parts) == 7 and method == "PUT" and parts[6] in ("archive", "unarchive"):
+                        card = deck.update_card(uid, card_id, archived=parts[6] == "archive")
+                        return json_response(deck.card_json(card))
+                    if len(parts) == 7 and method == "PUT" and parts[6] == "reorder":
+                        card = deck.update_card(
+                            uid,
+                            card_id,
+                            stack_id=int(params.get("stackId") or stack_id),
+                            order=int(params.get("order") or 0),
+                        )
+                        return json_response(deck.card_json(card))
+        return Response(b"", status=404)
+
+    @staticmethod
+    def _due(value: Any) -> int | None:
+        if value in (None, ""):
+            return None
+        if isinstance(value, int | float):
+            return int(value)
+        try:
+            return int(datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp())
+        except ValueError:
+            raise DeckError(400, "Invalid duedate") from None

@@ -1,0 +1,652 @@
+"""The Nextcloud simulator: state, Python helpers for tests, and the WSGI entry point.
+
+One :class:`NextcloudSimulator` holds everything (users, files, shares, trash, notes metadata,
+webhook registrations, Deck, News) behind one re-entrant lock, and is itself a WSGI app that
+answers in Nextcloud's real formats. Serve it over HTTP with
+:func:`ncindex.simulator.server.serve_simulator`.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ncindex.simulator.deck import DeckState
+from ncindex.simulator.events import build_envelope, compatible_events, version_tuple
+from ncindex.simulator.faults import FaultInjector
+from ncindex.simulator.news import NewsState
+from ncindex.simulator.state import FileTree, Node, NotFoundError, norm_path
+from ncindex.simulator.systemtags import SystemTagStore
+from ncindex.simulator.webhooks import Delivery, DeliveryEngine, WebhookRegistry
+
+__all__ = ["DECK_RELEASES", "NextcloudSimulator", "default_apps", "user_agent"]
+
+#: The Deck release of each Nextcloud major (nextcloud/deck ``stableNN`` branches,
+#: ``appinfo/info.xml`` ``<version>`` and ``<nextcloud min-version max-version>``).
+DECK_RELEASES = {30: "1.14.10", 31: "1.15.9", 32: "1.16.7", 33: "1.17.4", 34: "1.18.3"}
+#: The Notes release for each major: 5.0.2 supports 30–32, 6.0.2 supports 33–35
+#: (nextcloud/notes tags, ``appinfo/info.xml``).
+NOTES_RELEASES = {30: "5.0.2", 31: "5.0.2", 32: "5.0.2", 33: "6.0.2", 34: "6.0.2"}
+#: News 28.x supports 32–34 (nextcloud/news tags); older majors get an older News with the
+#: same v1-3 API (a version number chosen for the simulator, not read from a release).
+NEWS_RELEASES = {30: "27.0.0", 31: "27.0.0", 32: "28.7.0", 33: "28.7.0", 34: "28.7.0"}
+
+
+def default_apps(version: str) -> dict[str, str]:
+    """The apps enabled by default in the simulator of Nextcloud ``version``, with versions:
+    webhook_listeners and files_trashbin (shipped with the server), Notes, Deck and News."""
+    major = max(30, min(34, version_tuple(version)[0]))
+    return {
+        "files_trashbin": version,
+        "webhook_listeners": version,
+        "notes": NOTES_RELEASES[major],
+        "deck": DECK_RELEASES[major],
+        "news": NEWS_RELEASES[major],
+    }
+
+
+def user_agent(version: str) -> str:
+    """The User-Agent of Nextcloud's outgoing requests (``lib/private/Http/Client/Client.php``
+    ``buildRequestOptions``): ``Nextcloud Server Crawler`` up to 32, and from 33
+    ``Nextcloud-Server-Crawler/X.Y.Z`` (nextcloud/documentation
+    ``developer_manual/release_notes/previous/upgrade_to_33.rst``)."""
+    if version_tuple(version)[:1] >= (33,):
+        return f"Nextcloud-Server-Crawler/{version}"
+    return "Nextcloud Server Crawler"
+
+
+class NextcloudSimulator:
+    """An in-memory Nextcloud with webhooks, served as a WSGI app.
+
+    ``delivery_delay`` is a ``(min, max)`` range in seconds for webhook deliveries; ``drop_rate``
+    (0–1) silently drops that share of deliveries; ``reorder`` shuffles deliveries due together;
+    ``seed`` makes ids, etags, delays and drops reproducible. ``version`` is the Nextcloud
+    version served (30–34; it decides which event classes exist, :func:`compatible_events`,
+    the webhook User-Agent and ``tokenNeeded``); ``apps`` maps the enabled apps to their
+    versions (default: :func:`default_apps` of that version — the Deck, Notes and News
+    releases that support it); ``deck_webhooks`` makes Deck 1.18 (card events are
+    webhook-compatible from it). ``web_root`` serves the simulator under a sub-path such as
+    ``/nextcloud`` (every route and href starts with it). ``clock`` returns Unix seconds.
+    ``allow_local_remote_servers`` mirrors the ``config.php`` switch (default on, so webhooks to
+    127.0.0.1 work in tests); ``allow_resharing`` the ``shareapi_allow_resharing`` setting.
+    """
+
+    def __init__(
+        self,
+        delivery_delay: tuple[float, float] = (0.0, 0.0),
+        drop_rate: float = 0.0,
+        reorder: bool = False,
+        seed: int = 0,
+        *,
+        deck_webhooks: bool = False,
+        clock: Callable[[], float] = time.time,
+        version: str = "33.0.2",
+        allow_local_remote_servers: bool = True,
+        delivery_timeout: float = 30.0,
+        delivery_workers: int = 4,
+        instance_id: str = "ocsim0a1b2c3",
+        apps: dict[str, str] | None = None,
+        web_root: str = "",
+        allow_resharing: bool = True,
+    ) -> None:
+        self.lock = threading.RLock()
+        self.clock = clock
+        self.version = version
+        self.instance_id = instance_id
+        self.apps: dict[str, str] = dict(apps) if apps is not None else default_apps(version)
+        if deck_webhooks:
+            self.deck_webhooks = True
+        self.web_root = "/" + web_root.strip("/") if web_root.strip("/") else ""
+        self.allow_resharing = allow_resharing
+        #: ``shareapi_enabled``: the sharing API and its capability (on by default).
+        self.sharing_enabled = True
+        #: ``occ maintenance:mode``: reported by ``/status.php`` (the other routes still work)
+        self.maintenance = False
+        self.tree = FileTree(self._dispatch, clock=clock, seed=seed)
+        #: classes this server refuses although its version has them (a fault for tests:
+        #: a build or configuration without them)
+        self.refused_event_classes: set[str] = set()
+        self.registry = WebhookRegistry(
+            lambda: compatible_events(self.version, self.apps) - self.refused_event_classes,
+            seed=seed,
+            token_needed=version_tuple(version)[:1] >= (33,),
+        )
+        self.engine = DeliveryEngine(
+            self.registry,
+            delay=delivery_delay,
+            drop_rate=drop_rate,
+            reorder=reorder,
+            seed=seed,
+            timeout=delivery_timeout,
+            workers=delivery_workers,
+            user_agent=user_agent(version),
+            allow_local=allow_local_remote_servers,
+        )
+        self.faults = FaultInjector()
+        self.tags = SystemTagStore(self)
+        self.deck = DeckState(self)
+        self.news = NewsState(self)
+        self.events: list[dict[str, Any]] = []
+        self._requests: Counter[tuple[str, str]] = Counter()
+        self.request_log: deque[tuple[str, str, int]] = deque(maxlen=20000)
+        # per-app state, filled by the API modules
+        self.notes_settings: dict[str, dict[str, str]] = {}
+        self.notes_meta: dict[str, dict[int, dict[str, Any]]] = {}
+        self.app_state: dict[str, Any] = {}
+        self._app: Callable[..., Iterable[bytes]] | None = None
+
+    # ------------------------------------------------------------------ apps
+
+    @property
+    def deck_webhooks(self) -> bool:
+        """True when the enabled Deck is 1.18 or later (card events are webhook-compatible);
+        setting it installs Deck 1.18.3 (True) or the release of this server (False)."""
+        deck = self.apps.get("deck")
+        return deck is not None and version_tuple(deck)[:2] >= (1, 18)
+
+    @deck_webhooks.setter
+    def deck_webhooks(self, value: bool) -> None:
+        default = default_apps(self.version).get("deck", DECK_RELEASES[33])
+        self.apps["deck"] = "1.18.3" if value else default
+
+    def app_enabled(self, app_id: str) -> bool:
+        """True when ``app_id`` is installed and enabled."""
+        return app_id in self.apps
+
+    def disable_app(self, app_id: str) -> None:
+        """Disable an app (``occ app:disable``): its routes answer 404, its capability and
+        its event classes disappear."""
+        self.apps.pop(app_id, None)
+
+    def enable_app(self, app_id: str, version: str | None = None) -> None:
+        """Enable ``app_id`` at ``version`` (default: the release for this server)."""
+        self.apps[app_id] = version or default_apps(self.version).get(app_id, "1.0.0")
+
+    # ------------------------------------------------------------------ events
+
+    def _dispatch(self, event_class: str, payload: dict[str, Any], actor: str | None) -> None:
+        """Build the envelope snapshot of one event and queue it for matching registrations."""
+        if event_class not in compatible_events(self.version, self.apps):
+            return  # that class does not exist on this server (or its app is disabled)
+        user = None
+        if actor is not None and actor in self.tree.users:
+            user = {"uid": actor, "displayName": self.tree.users[actor].display_name}
+        envelope = build_envelope(event_class, copy.deepcopy(payload), user, self.tree.now())
+        self.events.append(envelope)
+        for reg in self.registry.matching(envelope):
+            self.engine.enqueue(reg.id, copy.deepcopy(envelope))
+
+    def dispatch_event(self, event_class: str, payload: dict[str, Any], actor: str | None) -> None:
+        """Dispatch a non-file event (tags, Deck); ``actor`` uid or None (no session)."""
+        with self.lock:
+            self._dispatch(event_class, payload, actor)
+
+    # ------------------------------------------------------------------ users
+
+    def add_user(
+        self,
+        uid: str,
+        password: str,
+        display_name: str | None = None,
+        admin: bool = False,
+        email: str | None = None,
+        *,
+        login_name: str | None = None,
+    ) -> None:
+        """Create a user whose app password is ``password`` (Basic auth everywhere).
+
+        ``login_name`` is the name the user signs in with when it is not the uid (an LDAP or
+        e-mail login): the app password then only works with that name."""
+        with self.lock:
+            self.tree.add_user(uid, password, display_name, admin, email, login_name)
+
+    def add_app_password(self, uid: str, password: str, *, login_name: str | None = None) -> None:
+        """Give an existing user one more app password, created under ``login_name`` (default:
+        the user's login name)."""
+        with self.lock:
+            user = self.tree.user(uid)
+            user.passwords.add(password)
+            user.token_logins[password] = login_name or user.login_name
+
+    def login(self, login_name: str, password: str) -> str | None:
+        """The uid a Basic ``login_name:password`` authenticates, or None.
+
+        An app password is accepted only with the login name it was created under, compared
+        case-insensitively (nextcloud/server ``lib/private/User/Session.php``,
+        ``validateTokenLoginName``: ``mb_strtolower($token->getLoginName()) !==
+        mb_strtolower($loginName)`` ⇒ refused; an e-mail login is such a login name)."""
+        with self.lock:
+            for user in self.tree.users.values():
+                token_login = user.token_logins.get(password)
+                if token_login is not None and token_login.lower() == login_name.lower():
+                    return user.uid
+            return None
+
+    def check_password(self, uid: str, password: str) -> bool:
+        """True when ``password`` is an app password of ``uid`` (whatever its login name)."""
+        with self.lock:
+            user = self.tree.users.get(uid)
+            return user is not None and password in user.passwords
+
+    # ------------------------------------------------------------------ files
+
+    def put_file(
+        self,
+        user: str,
+        path: str,
+        data: bytes | str,
+        mtime: int | None = None,
+        *,
+        session: bool = True,
+    ) -> int:
+        """Create or overwrite a file (parents created); returns the file id.
+
+        ``mtime`` Unix seconds (default now). New file ⇒ NodeCreated + NodeWritten (plus the
+        Before* events); overwrite ⇒ NodeWritten. ``session=False`` sends ``"user": null`` like
+        a cron/scan change.
+        """
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        with self.lock:
+            node, _ = self.tree.put_file(user, path, raw, mtime=mtime, session=session)
+            return node.id
+
+    def mkdir(self, user: str, path: str, *, session: bool = True) -> int:
+        """Create a folder and missing parents (NodeCreated each); returns the folder id."""
+        with self.lock:
+            node, _ = self.tree.mkdir(user, path, parents=True, session=session)
+            return node.id
+
+    def delete(self, user: str, path: str, *, session: bool = True) -> None:
+        """Delete a file or folder to the trash: BeforeNodeDeleted + NodeDeleted, once."""
+        with self.lock:
+            self.tree.delete(user, path, session=session)
+
+    def move(self, user: str, src: str, dst: str, *, session: bool = True) -> int:
+        """Rename/move a file or folder (ids kept, parents created); one NodeRenamed; id."""
+        with self.lock:
+            node, _ = self.tree.move(user, src, dst, session=session)
+            return node.id
+
+    def copy(self, user: str, src: str, dst: str, *, session: bool = True) -> int:
+        """Copy a file or folder (new ids); one NodeCopied; returns the new id."""
+        with self.lock:
+            node, _ = self.tree.copy(user, src, dst, session=session)
+            return node.id
+
+    def touch(self, user: str, path: str, mtime: int) -> None:
+        """Set the mtime (Unix seconds) of a node without an event."""
+        with self.lock:
+            self.tree.touch(user, path, mtime)
+
+    def share(
+        self,
+        owner: str,
+        path: str,
+        sharee: str,
+        mount_path: str | None = None,
+        *,
+        readonly: bool = False,
+        permissions: int | None = None,
+    ) -> str:
+        """Share a file or folder with ``sharee`` (same ids); no event. Returns the mount path.
+
+        ``permissions`` are ``OCP\\Constants::PERMISSION_*`` bits (default all; read + share
+        when ``readonly``)."""
+        with self.lock:
+            share = self.tree.share(
+                owner, path, sharee, mount_path, readonly=readonly, permissions=permissions
+            )
+            return share.mount_path
+
+    def unshare(self, owner: str, path: str, sharee: str) -> bool:
+        """Remove a share; no event. True when a share was removed."""
+        with self.lock:
+            return self.tree.unshare(owner, path, sharee)
+
+    def block_access(self, user: str, path: str, blocked: bool = True) -> None:
+        """Add (or, with ``blocked`` false, lift) an admin's files_accesscontrol rule that
+        blocks the node at ``path`` in ``user``'s view, and all below it, for everyone: it is
+        still listed, with ``oc:permissions`` lacking ``G`` (read) and the write letters; a GET
+        answers 404 (Sabre ``File::get``), a ``PROPFIND Depth: 1`` of a blocked folder 403
+        (``Directory::getChildren``), and the Notes app answers its notes with ``error: true``
+        (``Note::getData``). No event fires, and etags do not change."""
+        with self.lock:
+            node = self.tree.resolve(user, path)
+            if node is None:
+                raise NotFoundError(f"File with name {norm_path(path)} could not be located")
+            if blocked:
+                self.tree.blocked.add(node.id)
+            else:
+                self.tree.blocked.discard(node.id)
+
+    def file_id(self, user: str, path: str) -> int | None:
+        """File id of the node at ``path`` in ``user``'s view, or None."""
+        with self.lock:
+            node = self.tree.resolve(user, path)
+            return None if node is None else node.id
+
+    def path_of(self, user: str, file_id: int) -> str | None:
+        """Path of ``file_id`` in ``user``'s view (``/Notes/x.md``), or None if not visible."""
+        with self.lock:
+            node = self.tree.nodes.get(int(file_id))
+            return None if node is None else self.tree.view_path(user, node)
+
+    def read(self, user: str, path: str) -> bytes:
+        """Content of a file in ``user``'s view; ``NotFoundError`` if missing or a folder."""
+        with self.lock:
+            node = self.tree.resolve(user, path)
+            if node is None or node.is_dir:
+                raise NotFoundError(f"File with name {norm_path(path)} could not be located")
+            return node.content
+
+    def node(self, user: str, path: str) -> Node | None:
+        """The live node at ``path`` in ``user``'s view (for white-box tests), or None."""
+        with self.lock:
+            return self.tree.resolve(user, path)
+
+    def visible_files(self, user: str) -> dict[int, str]:
+        """Ground truth: file id → path of every file (not folder) ``user`` can see."""
+        with self.lock:
+            return self.tree.visible_files(user)
+
+    def set_favorite(self, user: str, path: str, favorite: bool = True) -> None:
+        """Mark a node as favorite of ``user`` (``oc:favorite``, note ``favorite``); no event."""
+        with self.lock:
+            node = self.tree.resolve(user, path)
+            if node is None:
+                raise NotFoundError(f"File with name {norm_path(path)} could not be located")
+            if favorite:
+                node.favorite_of.add(user)
+            else:
+                node.favorite_of.discard(user)
+
+    # ------------------------------------------------------------------ system tags
+
+    def create_tag(
+        self,
+        name: str,
+        *,
+        user_visible: bool = True,
+        user_assignable: bool = True,
+        color: str = "",
+    ) -> int:
+        """Create a collaborative tag; returns its id (``ValueError`` if it exists)."""
+        with self.lock:
+            return self.tags.create(
+                name, user_visible=user_visible, user_assignable=user_assignable, color=color
+            ).id
+
+    def assign_tag(self, user: str, path: str, tag_id: int, *, session: bool = True) -> bool:
+        """Tag the node at ``path`` (TagAssignedEvent); True when newly assigned."""
+        with self.lock:
+            node = self._node(user, path)
+            return self.tags.assign(user, node, tag_id, session=session)
+
+    def unassign_tag(self, user: str, path: str, tag_id: int, *, session: bool = True) -> bool:
+        """Untag the node at ``path`` (TagUnassignedEvent); True when it was tagged."""
+        with self.lock:
+            node = self._node(user, path)
+            return self.tags.unassign(user, node, tag_id, session=session)
+
+    def tags_of(self, user: str, path: str) -> list[str]:
+        """Names of the tags on ``path`` that ``user`` can see, natural-sorted."""
+        with self.lock:
+            return [t.name for t in self.tags.tags_of(user, self._node(user, path))]
+
+    def _node(self, user: str, path: str) -> Node:
+        node = self.tree.resolve(user, path)
+        if node is None:
+            raise NotFoundError(
+                f"File with name {norm_path(path).lstrip('/')} could not be located"
+            )
+        return node
+
+    # ------------------------------------------------------------------ Deck
+
+    def deck_create_board(self, owner: str, title: str, color: str = "0082c9") -> int:
+        """Create a Deck board owned by ``owner``; returns the board id."""
+        with self.lock:
+            return self.deck.create_board(owner, title, color).id
+
+    def deck_create_stack(self, user: str, board_id: int, title: str, order: int = 0) -> int:
+        """Create a stack on a board; returns the stack id."""
+        with self.lock:
+            return self.deck.create_stack(user, board_id, title, order).id
+
+    def deck_create_card(
+        self,
+        user: str,
+        stack_id: int,
+        title: str,
+        description: str = "",
+        *,
+        order: int = 0,
+        duedate: int | None = None,
+    ) -> int:
+        """Create a card (CardCreatedEvent when ``deck_webhooks``); ``duedate`` Unix s; id."""
+        with self.lock:
+            return self.deck.create_card(
+                user, stack_id, title, description=description, order=order, duedate=duedate
+            ).id
+
+    def deck_update_card(self, user: str, card_id: int, **fields: Any) -> None:
+        """Update card fields (``title description order duedate archived done stack_id``);
+        CardUpdatedEvent when ``deck_webhooks``."""
+        with self.lock:
+            self.deck.update_card(user, card_id, **fields)
+
+    def deck_archive_card(self, user: str, card_id: int, archived: bool = True) -> None:
+        """Archive or unarchive a card (CardUpdatedEvent when ``deck_webhooks``)."""
+        with self.lock:
+            self.deck.update_card(user, card_id, archived=archived)
+
+    def deck_delete_card(self, user: str, card_id: int) -> None:
+        """Soft-delete a card (CardDeletedEvent when ``deck_webhooks``)."""
+        with self.lock:
+            self.deck.delete_card(user, card_id)
+
+    def deck_share_board(
+        self,
+        owner: str,
+        board_id: int,
+        user: str,
+        *,
+        edit: bool = True,
+        share: bool = False,
+        manage: bool = False,
+    ) -> None:
+        """Share a board with ``user`` (ACL entry)."""
+        with self.lock:
+            self.deck.share_board(owner, board_id, user, edit=edit, share=share, manage=manage)
+
+    def deck_unshare_board(self, owner: str, board_id: int, user: str) -> bool:
+        """Remove ``user``'s access to a board; True if they had it."""
+        with self.lock:
+            return self.deck.unshare_board(owner, board_id, user)
+
+    def deck_delete_board(self, user: str, board_id: int) -> None:
+        """Soft-delete a board."""
+        with self.lock:
+            self.deck.delete_board(user, board_id)
+
+    # ------------------------------------------------------------------ News
+
+    def news_add_folder(self, user: str, name: str) -> int:
+        """Create a News folder; returns its id."""
+        with self.lock:
+            return self.news.add_folder(user, name).id
+
+    def news_add_feed(self, user: str, url: str, title: str, folder_id: int | None = None) -> int:
+        """Subscribe ``user`` to a feed; returns the feed id."""
+        with self.lock:
+            return self.news.add_feed(user, url, title, folder_id).id
+
+    def news_add_item(
+        self,
+        user: str,
+        feed_id: int,
+        title: str,
+        body: str,
+        *,
+        url: str | None = None,
+        guid: str | None = None,
+        author: str = "",
+        pub_date: int | None = None,
+    ) -> int:
+        """Add an item (HTML ``body``, ``pub_date`` Unix s) to a feed; returns the item id."""
+        with self.lock:
+            return self.news.add_item(
+                user, feed_id, title, body, url=url, guid=guid, author=author, pub_date=pub_date
+            ).id
+
+    def news_mark_read(self, user: str, item_id: int, read: bool = True) -> None:
+        """Mark an item read/unread (bumps its ``lastModified``)."""
+        with self.lock:
+            self.news.set_flag(user, item_id, unread=not read)
+
+    def news_star(self, user: str, item_id: int, starred: bool = True) -> None:
+        """Star/unstar an item (bumps its ``lastModified``)."""
+        with self.lock:
+            self.news.set_flag(user, item_id, starred=starred)
+
+    def news_delete_feed(self, user: str, feed_id: int) -> None:
+        """Soft-delete a feed: it and its items disappear from the API."""
+        with self.lock:
+            feed = self.news.feeds[feed_id]
+            if feed.user != user:
+                raise KeyError(feed_id)
+            feed.deleted_at = self.tree.now()
+
+    def news_purge_item(self, user: str, item_id: int) -> None:
+        """Remove an item silently (like News' auto-purge)."""
+        with self.lock:
+            item = self.news.items.get(item_id)
+            if item is None or item.user != user:
+                raise KeyError(item_id)
+            del self.news.items[item_id]
+
+    # ------------------------------------------------------------------ trash
+
+    def trash(self, user: str) -> list[dict[str, Any]]:
+        """Trash of ``user``: dicts ``id``, ``name`` (``x.d<ts>``), ``original_path``,
+        ``deleted_at`` (Unix seconds)."""
+        with self.lock:
+            return [
+                {
+                    "id": item.node.id,
+                    "name": item.trash_name,
+                    "original_path": item.original_path,
+                    "deleted_at": item.deleted_at,
+                }
+                for item in self.tree.trash_items(user)
+            ]
+
+    def restore(self, user: str, ref: int | str, *, session: bool = True) -> int:
+        """Restore a trashed node by id or trash name (NodeRestoredEvent); returns its id."""
+        with self.lock:
+            return self.tree.restore(user, ref, session=session).id
+
+    def empty_trash(self, user: str) -> int:
+        """Purge ``user``'s trash without events; returns the number of items purged."""
+        with self.lock:
+            return self.tree.empty_trash(user)
+
+    # ------------------------------------------------------------------ webhooks
+
+    def register_webhook(self, user: str | None = "admin", **params: Any) -> dict[str, Any]:
+        """Register a webhook directly (OCS parameter names); returns the WebhookInfo dict."""
+        return self.registry.info(self.registry.create(user, params))
+
+    def flush_deliveries(self, timeout: float = 10.0, *, fast_forward: bool = False) -> int:
+        """Block until every queued delivery was attempted; returns how many were attempted.
+
+        ``fast_forward`` skips remaining delays. ``TimeoutError`` after ``timeout`` seconds.
+        """
+        return self.engine.flush(timeout, fast_forward=fast_forward)
+
+    @property
+    def deliveries(self) -> list[Delivery]:
+        """Attempted deliveries, in attempt order: ``(registration id, url, status, envelope)``."""
+        return list(self.engine.deliveries)
+
+    @property
+    def dropped_deliveries(self) -> list[tuple[int, dict[str, Any]]]:
+        """Deliveries dropped by ``drop_rate``: ``(registration id, envelope)``."""
+        return list(self.engine.dropped)
+
+    @property
+    def drop_rate(self) -> float:
+        """Share (0–1) of deliveries dropped silently; settable at any time."""
+        return self.engine.drop_rate
+
+    @drop_rate.setter
+    def drop_rate(self, value: float) -> None:
+        self.engine.drop_rate = float(value)
+
+    @property
+    def delivery_delay(self) -> tuple[float, float]:
+        """``(min, max)`` delivery delay in seconds; settable at any time."""
+        return self.engine.delay
+
+    @delivery_delay.setter
+    def delivery_delay(self, value: tuple[float, float]) -> None:
+        self.engine.delay = (float(value[0]), float(value[1]))
+
+    @property
+    def reorder(self) -> bool:
+        """Whether deliveries due together are shuffled; settable."""
+        return self.engine.reorder
+
+    @reorder.setter
+    def reorder(self, value: bool) -> None:
+        self.engine.reorder = bool(value)
+
+    # ------------------------------------------------------------------ request counting
+
+    def count_request(self, method: str, family: str, path: str, status: int) -> None:
+        """Record one HTTP request (called by the WSGI app)."""
+        with self.lock:
+            self._requests[(method.upper(), family)] += 1
+            self.request_log.append((method.upper(), path, status))
+
+    def request_count(self, family: str | None = None, method: str | None = None) -> int:
+        """Requests served, optionally only of a family (``webdav``, ``dav-search``, ``ocs``,
+        ``notes``, ``deck``, ``news``, ``systemtags``, ``status``) and/or a method."""
+        with self.lock:
+            return sum(
+                n
+                for (m, f), n in self._requests.items()
+                if (family is None or f == family) and (method is None or m == method.upper())
+            )
+
+    @property
+    def requests(self) -> dict[tuple[str, str], int]:
+        """Snapshot of request counts keyed by ``(METHOD, family)``."""
+        with self.lock:
+            return dict(self._requests)
+
+    def reset_request_counts(self) -> None:
+        """Zero the request counters and the request log."""
+        with self.lock:
+            self._requests.clear()
+            self.request_log.clear()
+
+    # ------------------------------------------------------------------ WSGI
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        """WSGI entry point."""
+        if self._app is None:
+            from ncindex.simulator.app import SimulatorApp
+
+            self._app = SimulatorApp(self)
+        return self._app(environ, start_response)
+
+    def close(self) -> None:
+        """Stop the delivery threads (queued deliveries are dropped)."""
+        self.engine.close()

@@ -1,0 +1,952 @@
+"""In-memory Nextcloud state: users, one file tree per user, user shares and the trash bin.
+
+The tree is storage-shaped like Nextcloud's: every node lives in exactly one owner's storage and
+has one file id for its whole life (rename and move keep it, copy makes a new one). A share
+mounts a node (file or folder, same ids) into another user's view at a mount path, so one file
+id is visible to several users at different paths. Paths in this module are *view paths*:
+relative to the user's ``files`` folder, ``/`` separated, starting with ``/`` (``/`` is the
+user's root).
+
+Nothing here locks: :class:`~ncindex.simulator.simulator.NextcloudSimulator` holds its single lock
+around every call. Mutations report what happened through the ``emit`` callback as Nextcloud
+file events (class name, payload, acting user); the simulator turns them into webhook envelopes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+import posixpath
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ncindex.simulator.events import (
+    BEFORE_NODE_COPIED,
+    BEFORE_NODE_CREATED,
+    BEFORE_NODE_DELETED,
+    BEFORE_NODE_RENAMED,
+    BEFORE_NODE_RESTORED,
+    BEFORE_NODE_TOUCHED,
+    BEFORE_NODE_WRITTEN,
+    NODE_COPIED,
+    NODE_CREATED,
+    NODE_DELETED,
+    NODE_RENAMED,
+    NODE_RESTORED,
+    NODE_TOUCHED,
+    NODE_WRITTEN,
+)
+
+__all__ = [
+    "AlreadyExistsError",
+    "ConflictError",
+    "FileTree",
+    "ForbiddenError",
+    "Node",
+    "NotFoundError",
+    "Share",
+    "StateError",
+    "TrashItem",
+    "User",
+    "mime_for",
+    "norm_path",
+]
+
+_MIME_BY_EXT = {
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".txt": "text/plain",
+    ".org": "text/org",
+    ".note": "application/octet-stream",
+    ".pdf": "application/pdf",
+    ".json": "application/json",
+    ".csv": "text/csv",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".xml": "application/xml",
+    ".rst": "text/x-rst",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".odt": "application/vnd.oasis.opendocument.text",
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+}
+DIR_MIME = "httpd/unix-directory"
+
+
+class StateError(Exception):
+    """Base class of the state errors; ``message`` is the Sabre-style text."""
+
+
+class NotFoundError(StateError):
+    """Raised when a path or id is not visible to the user."""
+
+
+class ConflictError(StateError):
+    """Raised when the parent of a target does not exist (WebDAV 409)."""
+
+
+class AlreadyExistsError(StateError):
+    """Raised when the target of a create/move/copy exists and may not be replaced."""
+
+
+class ForbiddenError(StateError):
+    """Raised when the user lacks the permission (read-only share, moving into itself)."""
+
+
+#: ``OCP\\Constants::PERMISSION_*`` (lib/public/Constants.php).
+PERMISSION_READ = 1
+PERMISSION_UPDATE = 2
+PERMISSION_CREATE = 4
+PERMISSION_DELETE = 8
+PERMISSION_SHARE = 16
+PERMISSION_ALL = 31
+
+
+def mime_for(name: str) -> str:
+    """Return the MIME type Nextcloud would assign to a file ``name`` (by extension)."""
+    ext = posixpath.splitext(name)[1].lower()
+    if ext in _MIME_BY_EXT:
+        return _MIME_BY_EXT[ext]
+    guessed, _ = mimetypes.guess_type(name, strict=False)
+    return guessed or "application/octet-stream"
+
+
+def norm_path(path: str) -> str:
+    """Normalise a view path: leading ``/``, no trailing ``/``, no empty or ``.`` segments."""
+    parts: list[str] = []
+    for part in path.replace("\\", "/").split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts:
+                parts.pop()
+            continue
+        parts.append(part)
+    return "/" + "/".join(parts)
+
+
+@dataclass
+class User:
+    """A Nextcloud account: ``uid``, display name, app passwords, admin flag, e-mail, and the
+    login name it signs in with (LDAP and e-mail logins differ from the uid). ``token_logins``
+    maps an app password to the login name it was created under (``IToken::getLoginName``)."""
+
+    uid: str
+    display_name: str
+    passwords: set[str]
+    admin: bool = False
+    email: str | None = None
+    created_at: int = 0
+    login_name: str = ""
+    token_logins: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.login_name = self.login_name or self.uid
+        for password in self.passwords:
+            self.token_logins.setdefault(password, self.login_name)
+
+
+@dataclass(eq=False)
+class Node:
+    """A file or folder in one owner's storage; ``mtime``/``created`` are Unix seconds."""
+
+    id: int
+    name: str
+    is_dir: bool
+    owner: str
+    parent: Node | None = None
+    children: dict[str, Node] = field(default_factory=dict)
+    content: bytes = b""
+    mtime: int = 0
+    created: int = 0
+    etag: str = ""
+    mime: str = ""
+    is_home: bool = False
+    favorite_of: set[str] = field(default_factory=set)
+    tags: set[int] = field(default_factory=set)
+
+    @property
+    def size(self) -> int:
+        """Size in bytes; recursive for folders (like ``oc:size``)."""
+        if not self.is_dir:
+            return len(self.content)
+        return sum(child.size for child in self.children.values())
+
+    def walk(self) -> Iterator[Node]:
+        """Yield this node and every node below it (pre-order, children sorted by name)."""
+        yield self
+        for name in sorted(self.children):
+            yield from self.children[name].walk()
+
+    def is_ancestor_of(self, other: Node) -> bool:
+        """True when ``other`` is this node or lies below it."""
+        cur: Node | None = other
+        while cur is not None:
+            if cur is self:
+                return True
+            cur = cur.parent
+        return False
+
+
+@dataclass(eq=False)
+class Share:
+    """A user share: ``node`` of ``owner`` mounted for ``sharee`` at ``mount_path``, with
+    ``permissions`` as the OCS API stores them (``OCP\\Constants::PERMISSION_*`` bits: read 1,
+    update 2, create 4, delete 8, share 16; a file share never has create or delete)."""
+
+    id: int
+    owner: str
+    node: Node
+    sharee: str
+    mount_path: str
+    readonly: bool = False
+    created: int = 0
+    permissions: int = 31
+
+    def set_permissions(self, permissions: int | None) -> None:
+        """Store ``permissions`` (None: all, or read + share when read-only) as
+        ``ShareAPIController::createShare`` does: read always added, create and delete taken
+        from a file share."""
+        if permissions is None:
+            permissions = PERMISSION_READ | PERMISSION_SHARE if self.readonly else PERMISSION_ALL
+        permissions |= PERMISSION_READ
+        if not self.node.is_dir:
+            permissions &= ~(PERMISSION_CREATE | PERMISSION_DELETE)
+        self.permissions = permissions
+        self.readonly = not permissions & PERMISSION_UPDATE
+
+
+@dataclass(eq=False)
+class TrashItem:
+    """A deleted node in its owner's trash; ``deleted_at`` Unix seconds."""
+
+    node: Node
+    owner: str
+    original_parent: Node
+    original_path: str
+    deleted_at: int
+
+    @property
+    def trash_name(self) -> str:
+        """The name in ``files_trashbin/files``: ``<name>.d<deleted_at>``."""
+        return f"{self.node.name}.d{self.deleted_at}"
+
+
+Emit = Callable[[str, dict[str, Any], str | None], None]
+
+
+class FileTree:
+    """Users, their file trees, shares and trash; every mutation emits Nextcloud file events.
+
+    ``clock`` returns Unix seconds (float); ``emit(event_class, payload, acting_uid)`` receives
+    each event in dispatch order. ``first_file_id`` is the id of the first node created.
+    """
+
+    def __init__(
+        self,
+        emit: Emit,
+        *,
+        clock: Callable[[], float] = time.time,
+        seed: int = 0,
+        first_file_id: int = 100,
+    ) -> None:
+        self._emit = emit
+        self._clock = clock
+        self._rng = random.Random(seed)
+        self._next_id = first_file_id
+        self._etag_seq = self._rng.randrange(0x60000000000, 0x6FFFFFFFFFF) << 8
+        self._next_share_id = 1
+        self.users: dict[str, User] = {}
+        self.homes: dict[str, Node] = {}
+        self.nodes: dict[int, Node] = {}
+        self.shares: list[Share] = []
+        self.trash: dict[str, list[TrashItem]] = {}
+        #: ids of nodes an access-control rule blocks for everyone (see :meth:`is_blocked`)
+        self.blocked: set[int] = set()
+
+    # ------------------------------------------------------------------ basics
+
+    def now(self) -> int:
+        """Current time in whole Unix seconds."""
+        return int(self._clock())
+
+    def new_etag(self) -> str:
+        """A fresh 13-hex-digit etag, shaped like PHP ``uniqid()``."""
+        self._etag_seq += self._rng.randrange(1, 0x3FF)
+        return f"{self._etag_seq:013x}"
+
+    def _new_node(self, name: str, is_dir: bool, owner: str, mtime: int | None = None) -> Node:
+        now = self.now()
+        node = Node(
+            id=self._next_id,
+            name=name,
+            is_dir=is_dir,
+            owner=owner,
+            mtime=now if mtime is None else int(mtime),
+            created=now,
+            etag=self.new_etag(),
+            mime=DIR_MIME if is_dir else mime_for(name),
+        )
+        self._next_id += 1
+        self.nodes[node.id] = node
+        return node
+
+    def add_user(
+        self,
+        uid: str,
+        password: str,
+        display_name: str | None = None,
+        admin: bool = False,
+        email: str | None = None,
+        login_name: str | None = None,
+    ) -> User:
+        """Create (or update) a user with an app password and an empty home folder; the app
+        password belongs to ``login_name`` (default: the uid)."""
+        if uid in self.users:
+            user = self.users[uid]
+            user.passwords.add(password)
+            user.token_logins[password] = login_name or user.login_name
+            user.display_name = display_name or user.display_name
+            user.admin = admin or user.admin
+            user.email = email or user.email
+            return user
+        user = User(
+            uid, display_name or uid, {password}, admin, email, self.now(), login_name or uid
+        )
+        self.users[uid] = user
+        home = self._new_node("", True, uid)
+        home.is_home = True
+        self.homes[uid] = home
+        self.trash[uid] = []
+        return user
+
+    def user(self, uid: str) -> User:
+        """Return the user ``uid`` or raise :class:`NotFoundError`."""
+        try:
+            return self.users[uid]
+        except KeyError:
+            raise NotFoundError(f"User {uid} does not exist") from None
+
+    # ------------------------------------------------------------------ views
+
+    def attached(self, node: Node) -> bool:
+        """True when the node hangs below its owner's home (not trashed, not purged)."""
+        cur: Node | None = node
+        while cur is not None:
+            if cur.is_home:
+                return cur is self.homes.get(cur.owner)
+            cur = cur.parent
+        return False
+
+    def mounts(self, uid: str) -> dict[str, Share]:
+        """Shares received by ``uid`` whose node still exists, keyed by mount path."""
+        return {s.mount_path: s for s in self.shares if s.sharee == uid and self.attached(s.node)}
+
+    def own_path(self, node: Node) -> str:
+        """Path of ``node`` in its owner's view."""
+        parts: list[str] = []
+        cur: Node | None = node
+        while cur is not None and not cur.is_home:
+            parts.append(cur.name)
+            cur = cur.parent
+        return "/" + "/".join(reversed(parts))
+
+    def resolve(self, uid: str, path: str) -> Node | None:
+        """The node at view ``path`` of user ``uid``, or ``None``."""
+        if uid not in self.homes:
+            return None
+        path = norm_path(path)
+        best: tuple[str, Share] | None = None
+        for mount_path, share in self.mounts(uid).items():
+            if (path == mount_path or path.startswith(mount_path + "/")) and (
+                best is None or len(mount_path) > len(best[0])
+            ):
+                best = (mount_path, share)
+        if best is not None:
+            node: Node = best[1].node
+            rest = path[len(best[0]) :]
+        else:
+            node = self.homes[uid]
+            rest = path
+        for part in rest.split("/"):
+            if not part:
+                continue
+            if not node.is_dir or part not in node.children:
+                return None
+            node = node.children[part]
+        return node
+
+    def share_for(self, uid: str, node: Node) -> Share | None:
+        """The (innermost) share through which ``uid`` sees ``node``, if not its own."""
+        if node.owner == uid and self.attached(node):
+            return None
+        best: Share | None = None
+        best_depth = -1
+        for share in self.mounts(uid).values():
+            if share.node.is_ancestor_of(node):
+                depth = self.own_path(share.node).count("/")
+                if depth > best_depth:
+                    best, best_depth = share, depth
+        return best
+
+    def view_path(self, uid: str, node: Node) -> str | None:
+        """Path of ``node`` in ``uid``'s view, or ``None`` when ``uid`` cannot see it."""
+        if not self.attached(node) or uid not in self.homes:
+            return None
+        if node.owner == uid:
+            return self.own_path(node)
+        share = self.share_for(uid, node)
+        if share is None:
+            return None
+        rel = self.own_path(node)[len(self.own_path(share.node)) :]
+        return norm_path(share.mount_path + rel)
+
+    def children(self, uid: str, path: str, node: Node) -> list[tuple[str, Node]]:
+        """Children of folder ``node`` (at view ``path``) as ``uid`` sees them, sorted by name."""
+        out = dict(node.children)
+        path = norm_path(path)
+        for mount_path, share in self.mounts(uid).items():
+            if posixpath.dirname(mount_path) == path and mount_path != "/":
+                out[posixpath.basename(mount_path)] = share.node
+        return sorted(out.items())
+
+    def walk_view(self, uid: str, path: str = "/") -> Iterator[tuple[str, Node]]:
+        """Yield ``(view path, node)`` for the node at ``path`` and everything below it."""
+        node = self.resolve(uid, path)
+        if node is None:
+            return
+        stack = [(norm_path(path), node)]
+        while stack:
+            cur_path, cur = stack.pop()
+            yield cur_path, cur
+            if cur.is_dir:
+                kids = self.children(uid, cur_path, cur)
+                for name, child in reversed(kids):
+                    stack.append((norm_path(f"{cur_path}/{name}"), child))
+
+    def visible_files(self, uid: str) -> dict[int, str]:
+        """Ground truth for tests: file id → view path of every file ``uid`` can see."""
+        return {n.id: p for p, n in self.walk_view(uid) if not n.is_dir}
+
+    def can_write(self, uid: str, node: Node) -> bool:
+        """True when ``uid`` may modify ``node`` (own node, or a share that is not read-only)."""
+        if node.owner == uid:
+            return True
+        share = self.share_for(uid, node)
+        return share is not None and bool(share.permissions & PERMISSION_UPDATE)
+
+    def permissions(self, uid: str, node: Node, *, allow_resharing: bool = True) -> int:
+        """``FileInfo::getPermissions`` of ``node`` for ``uid``: everything on one's own node
+        (a file has no create), the share's bits on a received one (without share when
+        resharing is off, ``shareapi_allow_resharing``); a node a files_accesscontrol rule
+        blocks keeps only the share bit (no read, update, create or delete)."""
+        if node.owner == uid:
+            bits = PERMISSION_ALL
+        else:
+            share = self.share_for(uid, node)
+            bits = share.permissions if share is not None else 0
+            if not allow_resharing:
+                bits &= ~PERMISSION_SHARE
+        if not node.is_dir:
+            bits &= ~PERMISSION_CREATE
+        if self.is_blocked(node):
+            bits &= PERMISSION_SHARE
+        return bits
+
+    def is_blocked(self, node: Node) -> bool:
+        """True when a files_accesscontrol rule ("Block access to a file") matches ``node`` or a
+        folder above it: Nextcloud still lists it, without read, update, create or delete
+        permission (the app's ``CacheWrapper`` masks them), and refuses its bytes with 403."""
+        current: Node | None = node
+        while current is not None:
+            if current.id in self.blocked:
+                return True
+            current = current.parent
+        return False
+
+    def is_mount_root(self, uid: str, path: str) -> Share | None:
+        """The share mounted for ``uid`` exactly at view ``path``, if any."""
+        return self.mounts(uid).get(norm_path(path))
+
+    def user_view_path(self, uid: str, path: str) -> str:
+        """Nextcloud VFS path as used in events: ``/<uid>/files<path>``."""
+        path = norm_path(path)
+        return f"/{uid}/files" if path == "/" else f"/{uid}/files{path}"
+
+    # ------------------------------------------------------------------ internals
+
+    def _touch_up(self, node: Node | None, _seen: set[int] | None = None) -> None:
+        """New etag for ``node`` and every ancestor, newer mtime for the folders among them.
+
+        Mirrors Nextcloud's propagator: a folder's etag changes whenever anything below changes,
+        and the change also reaches the folders holding share mount points of the recipients.
+        """
+        now = self.now()
+        seen = set() if _seen is None else _seen
+        chain: list[Node] = []
+        cur = node
+        while cur is not None:
+            cur.etag = self.new_etag()
+            if cur.is_dir:
+                cur.mtime = max(cur.mtime, now)
+            chain.append(cur)
+            cur = cur.parent
+        for share in self.shares:
+            if share.id in seen or not any(share.node is n for n in chain):
+                continue
+            seen.add(share.id)
+            self._touch_mount_parent(share, seen)
+
+    def _touch_mount_parent(self, share: Share, seen: set[int] | None = None) -> None:
+        parent = self.resolve(share.sharee, posixpath.dirname(share.mount_path))
+        if parent is not None:
+            self._touch_up(parent, seen if seen is not None else {share.id})
+
+    def _desc(self, uid: str, node: Node, path: str | None = None) -> dict[str, Any]:
+        view = path if path is not None else self.view_path(uid, node)
+        assert view is not None
+        return {"id": node.id, "path": self.user_view_path(uid, view)}
+
+    def _desc_path(self, uid: str, path: str) -> dict[str, Any]:
+        return {"path": self.user_view_path(uid, path)}
+
+    def _parent_for(self, uid: str, path: str, make_parents: bool, session: bool) -> Node:
+        parent_path = posixpath.dirname(norm_path(path))
+        parent = self.resolve(uid, parent_path)
+        if parent is None:
+            if not make_parents:
+                raise ConflictError("Parent node does not exist")
+            self.mkdir(uid, parent_path, parents=True, session=session)
+            parent = self.resolve(uid, parent_path)
+            assert parent is not None
+        if not parent.is_dir:
+            raise ConflictError("Parent node is not a folder")
+        return parent
+
+    def _actor(self, uid: str, session: bool) -> str | None:
+        return uid if session else None
+
+    # ------------------------------------------------------------------ mutations
+
+    def put_file(
+        self,
+        uid: str,
+        path: str,
+        data: bytes,
+        *,
+        mtime: int | None = None,
+        make_parents: bool = True,
+        session: bool = True,
+    ) -> tuple[Node, bool]:
+        """Create or overwrite a file; returns ``(node, created)``.
+
+        New file: BeforeNodeCreated, BeforeNodeWritten (path only), NodeCreated, NodeWritten.
+        Overwrite: BeforeNodeWritten, NodeWritten. ``mtime`` Unix seconds (default now).
+        """
+        self.user(uid)
+        path = norm_path(path)
+        if path == "/":
+            raise ForbiddenError("Cannot write to the root folder")
+        actor = self._actor(uid, session)
+        existing = self.resolve(uid, path)
+        if existing is not None:
+            if existing.is_dir:
+                raise ConflictError(f"{path} is a folder")
+            if not self.can_write(uid, existing):
+                raise ForbiddenError("Permission denied")
+            self._emit(BEFORE_NODE_WRITTEN, {"node": self._desc(uid, existing, path)}, actor)
+            existing.content = bytes(data)
+            existing.mtime = self.now() if mtime is None else int(mtime)
+            self._touch_up(existing)
+            self._emit(NODE_WRITTEN, {"node": self._desc(uid, existing, path)}, actor)
+            return existing, False
+        parent = self._parent_for(uid, path, make_parents, session)
+        if not self.can_write(uid, parent):
+            raise ForbiddenError("Permission denied")
+        self._emit(BEFORE_NODE_CREATED, {"node": self._desc_path(uid, path)}, actor)
+        self._emit(BEFORE_NODE_WRITTEN, {"node": self._desc_path(uid, path)}, actor)
+        name = posixpath.basename(path)
+        node = self._new_node(name, False, parent.owner, mtime)
+        node.content = bytes(data)
+        node.parent = parent
+        parent.children[name] = node
+        self._touch_up(parent)
+        self._emit(NODE_CREATED, {"node": self._desc(uid, node, path)}, actor)
+        self._emit(NODE_WRITTEN, {"node": self._desc(uid, node, path)}, actor)
+        return node, True
+
+    def mkdir(
+        self, uid: str, path: str, *, parents: bool = True, session: bool = True
+    ) -> tuple[Node, bool]:
+        """Create a folder (and missing parents if ``parents``); returns ``(node, created)``.
+
+        Emits BeforeNodeCreated (path only) + NodeCreated per folder created. An existing folder
+        is returned unchanged when ``parents`` is set, else :class:`AlreadyExistsError`.
+        """
+        self.user(uid)
+        path = norm_path(path)
+        existing = self.resolve(uid, path)
+        if existing is not None:
+            if existing.is_dir and parents:
+                return existing, False
+            raise AlreadyExistsError("The resource you tried to create already exists")
+        parent = self._parent_for(uid, path, parents, session)
+        if not self.can_write(uid, parent):
+            raise ForbiddenError("Permission denied")
+        actor = self._actor(uid, session)
+        self._emit(BEFORE_NODE_CREATED, {"node": self._desc_path(uid, path)}, actor)
+        name = posixpath.basename(path)
+        node = self._new_node(name, True, parent.owner)
+        node.parent = parent
+        parent.children[name] = node
+        self._touch_up(parent)
+        self._emit(NODE_CREATED, {"node": self._desc(uid, node, path)}, actor)
+        return node, True
+
+    def delete(self, uid: str, path: str, *, session: bool = True) -> Node:
+        """Move a file or folder to its owner's trash; one event pair for a folder.
+
+        Emits BeforeNodeDeleted (with id) and NodeDeleted (path only). Deleting a received
+        share's mount point removes the share instead (no event). Returns the node.
+        """
+        path = norm_path(path)
+        node = self.resolve(uid, path)
+        if node is None or path == "/":
+            raise NotFoundError(f"File with name {path.lstrip('/')} could not be located")
+        mount = self.is_mount_root(uid, path)
+        if mount is not None:
+            self.shares.remove(mount)
+            self._touch_mount_parent(mount)
+            return node
+        if not self.can_write(uid, node):
+            raise ForbiddenError("Permission denied")
+        actor = self._actor(uid, session)
+        self._emit(BEFORE_NODE_DELETED, {"node": self._desc(uid, node, path)}, actor)
+        parent = node.parent
+        assert parent is not None
+        original_path = self.own_path(node)
+        del parent.children[node.name]
+        node.parent = None
+        now = self.now()
+        self.trash[node.owner].append(TrashItem(node, node.owner, parent, original_path, now))
+        gone = [s for s in self.shares if node.is_ancestor_of(s.node)]
+        self.shares = [s for s in self.shares if s not in gone]
+        self._touch_up(parent)
+        for share in gone:
+            self._touch_mount_parent(share)
+        self._emit(NODE_DELETED, {"node": self._desc_path(uid, path)}, actor)
+        return node
+
+    def _check_target(self, uid: str, dst: str, overwrite: bool, session: bool) -> bool:
+        """Handle an existing target; returns True when it existed (and was removed)."""
+        existing = self.resolve(uid, dst)
+        if existing is None:
+            return False
+        if not overwrite:
+            raise AlreadyExistsError(f"{dst} already exists")
+        self.delete(uid, dst, session=session)
+        return True
+
+    def move(
+        self,
+        uid: str,
+        src: str,
+        dst: str,
+        *,
+        overwrite: bool = False,
+        make_parents: bool = True,
+        session: bool = True,
+    ) -> tuple[Node, bool]:
+        """Rename/move a file or folder (ids kept); returns ``(node, target_existed)``.
+
+        Emits BeforeNodeRenamed (source with id, target path only) and NodeRenamed (source path
+        only, target with id): one pair for a whole folder. Moving a received share's mount
+        point moves the mount.
+        """
+        src, dst = norm_path(src), norm_path(dst)
+        node = self.resolve(uid, src)
+        if node is None or src == "/":
+            raise NotFoundError(f"File with name {src.lstrip('/')} could not be located")
+        if dst == src:
+            raise ForbiddenError("Source and destination uri are identical.")
+        if dst.startswith(src + "/"):
+            raise ForbiddenError("Cannot move a folder into one of its children")
+        if not self.can_write(uid, node) and self.is_mount_root(uid, src) is None:
+            raise ForbiddenError("Permission denied")
+        existed = self._check_target(uid, dst, overwrite, session)
+        parent = self._parent_for(uid, dst, make_parents, session)
+        if not self.can_write(uid, parent):
+            raise ForbiddenError("Permission denied")
+        actor = self._actor(uid, session)
+        self._emit(
+            BEFORE_NODE_RENAMED,
+            {"source": self._desc(uid, node, src), "target": self._desc_path(uid, dst)},
+            actor,
+        )
+        mount = self.is_mount_root(uid, src)
+        old_parent = node.parent
+        if mount is not None:
+            old_parent_path = posixpath.dirname(mount.mount_path)
+            mount.mount_path = dst
+            old_mount_parent = self.resolve(uid, old_parent_path)
+            if old_mount_parent is not None:
+                self._touch_up(old_mount_parent)
+        else:
+            assert old_parent is not None
+            del old_parent.children[node.name]
+            node.name = posixpath.basename(dst)
+            node.parent = parent
+            parent.children[node.name] = node
+            if node.owner != parent.owner:
+                for sub in node.walk():
+                    sub.owner = parent.owner
+            if not node.is_dir:
+                node.mime = mime_for(node.name)
+            self._touch_up(old_parent)
+        self._touch_up(node)
+        self._emit(
+            NODE_RENAMED,
+            {"source": self._desc_path(uid, src), "target": self._desc(uid, node, dst)},
+            actor,
+        )
+        return node, existed
+
+    def copy(
+        self,
+        uid: str,
+        src: str,
+        dst: str,
+        *,
+        overwrite: bool = False,
+        make_parents: bool = True,
+        session: bool = True,
+    ) -> tuple[Node, bool]:
+        """Copy a file or folder (new ids for every copied node); ``(new node, target_existed)``.
+
+        Emits BeforeNodeCopied (target path only) and NodeCopied (both with ids), once.
+        """
+        src, dst = norm_path(src), norm_path(dst)
+        node = self.resolve(uid, src)
+        if node is None:
+            raise NotFoundError(f"File with name {src.lstrip('/')} could not be located")
+        if dst == src or dst.startswith(src + "/"):
+            raise ForbiddenError("Cannot copy a node onto itself or into one of its children")
+        existed = self._check_target(uid, dst, overwrite, session)
+        parent = self._parent_for(uid, dst, make_parents, session)
+        if not self.can_write(uid, parent):
+            raise ForbiddenError("Permission denied")
+        actor = self._actor(uid, session)
+        self._emit(
+            BEFORE_NODE_COPIED,
+            {"source": self._desc(uid, node, src), "target": self._desc_path(uid, dst)},
+            actor,
+        )
+        new = self._clone(node, posixpath.basename(dst), parent.owner)
+        new.parent = parent
+        parent.children[new.name] = new
+        self._touch_up(parent)
+        self._emit(
+            NODE_COPIED,
+            {"source": self._desc(uid, node, src), "target": self._desc(uid, new, dst)},
+            actor,
+        )
+        return new, existed
+
+    def _clone(self, node: Node, name: str, owner: str) -> Node:
+        new = self._new_node(name, node.is_dir, owner, node.mtime)
+        new.content = node.content
+        if not node.is_dir:
+            new.mime = mime_for(name)
+        for child_name, child in node.children.items():
+            sub = self._clone(child, child_name, owner)
+            sub.parent = new
+            new.children[child_name] = sub
+        return new
+
+    def touch(
+        self, uid: str, path: str, mtime: int, *, event: bool = False, session: bool = True
+    ) -> Node:
+        """Set a node's mtime (Unix seconds); new etag. ``event`` emits NodeTouchedEvent."""
+        path = norm_path(path)
+        node = self.resolve(uid, path)
+        if node is None:
+            raise NotFoundError(f"File with name {path.lstrip('/')} could not be located")
+        actor = self._actor(uid, session)
+        if event:
+            self._emit(BEFORE_NODE_TOUCHED, {"node": self._desc(uid, node, path)}, actor)
+        node.mtime = int(mtime)
+        self._touch_up(node)
+        if event:
+            self._emit(NODE_TOUCHED, {"node": self._desc(uid, node, path)}, actor)
+        return node
+
+    # ------------------------------------------------------------------ trash
+
+    def trash_items(self, uid: str) -> list[TrashItem]:
+        """The trash of ``uid`` (items this user owns), oldest first."""
+        self.user(uid)
+        return list(self.trash[uid])
+
+    def restore(self, uid: str, ref: int | str, *, session: bool = True) -> Node:
+        """Restore a trashed node by file id or trash name; emits files_trashbin's
+        ``BeforeNodeRestoredEvent`` and ``NodeRestoredEvent`` (``OCA\\Files_Trashbin\\Events``).
+
+        The node goes back to its original folder, or to the root if that folder is gone;
+        a name clash gets a `` (restored)`` suffix like Nextcloud. Returns the node.
+        """
+        items = self.trash.get(uid, [])
+        item = self.trash_item(uid, ref)
+        if item is None:
+            raise NotFoundError(f"{ref} is not in the trash of {uid}")
+        parent = item.original_parent if self.attached(item.original_parent) else self.homes[uid]
+        name = item.node.name
+        if name in parent.children:
+            stem, ext = posixpath.splitext(name)
+            name = f"{stem} (restored){ext}"
+        parent_path = self.own_path(parent)
+        target_path = norm_path(f"{parent_path}/{name}")
+        trash_path = f"/{uid}/files_trashbin/files/{item.trash_name}"
+        actor = self._actor(uid, session)
+        self._emit(
+            BEFORE_NODE_RESTORED,
+            {
+                "source": {"id": item.node.id, "path": trash_path},
+                "target": self._desc_path(uid, target_path),
+            },
+            actor,
+        )
+        items.remove(item)
+        item.node.name = name
+        item.node.parent = parent
+        parent.children[name] = item.node
+        self._touch_up(item.node)
+        # after the move the trash node no longer exists: JsonSerializer::serializeFileInfo
+        # of a NonExistingFile/Folder has no id (nextcloud/server#53648)
+        self._emit(
+            NODE_RESTORED,
+            {
+                "source": {"path": trash_path},
+                "target": self._desc(uid, item.node, target_path),
+            },
+            actor,
+        )
+        return item.node
+
+    def trash_item(self, uid: str, ref: int | str) -> TrashItem | None:
+        """The trash item of ``uid`` with file id or trash name ``ref`` (or None)."""
+        return next(
+            (
+                i
+                for i in self.trash.get(uid, [])
+                if i.node.id == ref or i.trash_name == ref or i.node.name == ref
+            ),
+            None,
+        )
+
+    def purge(self, uid: str, ref: int | str) -> bool:
+        """Delete one trash item for good (no event); True if it existed."""
+        item = self.trash_item(uid, ref)
+        if item is None:
+            return False
+        self.trash[uid].remove(item)
+        for sub in item.node.walk():
+            self.nodes.pop(sub.id, None)
+        return True
+
+    def empty_trash(self, uid: str) -> int:
+        """Purge the trash of ``uid`` (no events, like the expiry job); returns items purged."""
+        items = self.trash.get(uid, [])
+        count = len(items)
+        for item in items:
+            for sub in item.node.walk():
+                self.nodes.pop(sub.id, None)
+        items.clear()
+        return count
+
+    # ------------------------------------------------------------------ shares
+
+    def share(
+        self,
+        owner: str,
+        path: str,
+        sharee: str,
+        mount_path: str | None = None,
+        *,
+        readonly: bool = False,
+        permissions: int | None = None,
+    ) -> Share:
+        """Share ``owner``'s node at ``path`` with ``sharee``; no event (like Nextcloud).
+
+        ``permissions`` are ``PERMISSION_*`` bits (default: all, or read + share when
+        ``readonly``).
+
+        The mount path defaults to ``/<name>``; a clash gets `` (2)``, `` (3)``… Missing parent
+        folders of the mount path are created silently in the sharee's home.
+        """
+        self.user(sharee)
+        node = self.resolve(owner, path)
+        if node is None or node.is_home:
+            raise NotFoundError(f"File with name {path.lstrip('/')} could not be located")
+        if sharee == owner:
+            raise ForbiddenError("You cannot share to yourself")
+        for share in self.shares:
+            if share.node is node and share.sharee == sharee:
+                share.readonly = readonly
+                share.set_permissions(permissions)
+                return share
+        base = norm_path(mount_path or "/" + node.name)
+        parent_path = posixpath.dirname(base)
+        parent = self.homes[sharee]
+        for part in parent_path.split("/"):
+            if not part:
+                continue
+            child = parent.children.get(part)
+            if child is None:
+                child = self._new_node(part, True, sharee)
+                child.parent = parent
+                parent.children[part] = child
+            parent = child
+        candidate, n = base, 1
+        while self.resolve(sharee, candidate) is not None:
+            n += 1
+            stem, ext = posixpath.splitext(base) if not node.is_dir else (base, "")
+            candidate = f"{stem} ({n}){ext}"
+        share = Share(
+            self._next_share_id, node.owner, node, sharee, candidate, readonly, self.now()
+        )
+        share.set_permissions(permissions)
+        self._next_share_id += 1
+        self.shares.append(share)
+        self._touch_mount_parent(share)
+        return share
+
+    def unshare(self, owner: str, path: str, sharee: str) -> bool:
+        """Remove the share of ``owner``'s node at ``path`` with ``sharee``; no event.
+
+        Returns True when a share was removed.
+        """
+        node = self.resolve(owner, path)
+        if node is None:
+            raise NotFoundError(f"File with name {path.lstrip('/')} could not be located")
+        removed = [s for s in self.shares if s.node is node and s.sharee == sharee]
+        self.shares = [s for s in self.shares if s not in removed]
+        for share in removed:
+            self._touch_mount_parent(share)
+        return bool(removed)
+
+    def share_types(self, uid: str, node: Node) -> list[int]:
+        """``oc:share-types`` of ``node`` for its owner ``uid``: ``[0]`` if user-shared."""
+        if node.owner != uid:
+            return []
+        return [0] if any(s.node is node for s in self.shares) else []
+
+    # ------------------------------------------------------------------ misc
+
+    @staticmethod
+    def content_md5(node: Node) -> str:
+        """Hex md5 of a file's content."""
+        return hashlib.md5(node.content, usedforsecurity=False).hexdigest()

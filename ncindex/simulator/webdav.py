@@ -1,0 +1,772 @@
+"""WebDAV (``/remote.php/dav``): files PROPFIND/GET/PUT/DELETE/MKCOL/MOVE/COPY/PROPPATCH,
+SEARCH (RFC 5323) and REPORT ``oc:filter-files``, in the formats of Nextcloud's Sabre server.
+
+Multistatus bodies use the prefixes Nextcloud emits (``d``, ``s``, ``oc``, ``nc``); hrefs are
+URL-encoded per segment and collections end with ``/``; etags are quoted; dates are RFC 1123;
+properties that do not apply are listed in a second propstat with ``HTTP/1.1 404 Not Found``;
+errors are Sabre's ``d:error`` XML.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from lxml import etree
+from werkzeug.wrappers import Request, Response
+
+from ncindex.simulator.state import (
+    PERMISSION_CREATE,
+    PERMISSION_DELETE,
+    PERMISSION_READ,
+    PERMISSION_SHARE,
+    PERMISSION_UPDATE,
+    AlreadyExistsError,
+    ConflictError,
+    ForbiddenError,
+    Node,
+    NotFoundError,
+    StateError,
+    norm_path,
+)
+from ncindex.simulator.systemtags import SystemTagsDav
+from ncindex.simulator.trashbin import TrashbinDav
+from ncindex.simulator.xmlutil import (
+    DAV,
+    NC,
+    NSMAP,
+    OC,
+    XML_CONTENT_TYPE,
+    XmlBodyError,
+    clark,
+    dav_error,
+    encode_path,
+    http_date,
+    parse_xml,
+    to_bytes,
+)
+
+if TYPE_CHECKING:
+    from ncindex.simulator.simulator import NextcloudSimulator
+
+__all__ = ["WebDav", "dav_error"]
+
+DEFAULT_FILE_PROPS = [
+    clark(DAV, "getlastmodified"),
+    clark(DAV, "getcontentlength"),
+    clark(DAV, "resourcetype"),
+    clark(DAV, "getetag"),
+    clark(DAV, "getcontenttype"),
+]
+DEFAULT_DIR_PROPS = [
+    clark(DAV, "getlastmodified"),
+    clark(DAV, "resourcetype"),
+    clark(DAV, "quota-used-bytes"),
+    clark(DAV, "quota-available-bytes"),
+    clark(DAV, "getetag"),
+]
+
+
+def _not_found(path: str) -> Response:
+    return dav_error(
+        404, "NotFound", f"File with name {norm_path(path).lstrip('/')} could not be located"
+    )
+
+
+def _state_error(exc: StateError) -> Response:
+    if isinstance(exc, NotFoundError):
+        return dav_error(404, "NotFound", str(exc))
+    if isinstance(exc, ConflictError):
+        return dav_error(409, "Conflict", str(exc))
+    if isinstance(exc, AlreadyExistsError):
+        return dav_error(412, "PreconditionFailed", str(exc))
+    if isinstance(exc, ForbiddenError):
+        return dav_error(403, "Forbidden", str(exc))
+    return dav_error(500, "ServiceUnavailable", str(exc))
+
+
+def _required_fileid(cond: etree._Element | None) -> int | None:
+    """The file id an ``eq`` on ``oc:fileid`` requires (alone or inside ``and``), if any."""
+    if cond is None:
+        return None
+    tag = etree.QName(cond).localname
+    if tag == "and":
+        return next((i for c in cond if (i := _required_fileid(c)) is not None), None)
+    prop = cond.find(clark(DAV, "prop"))
+    if tag != "eq" or prop is None or not len(prop) or prop[0].tag != clark(OC, "fileid"):
+        return None
+    return php_int(cond.findtext(clark(DAV, "literal")) or "")
+
+
+_LEADING_INT = re.compile(r"\s*([+-]?[0-9]+)")
+
+
+def php_int(literal: str) -> int | None:
+    """An integer literal as ``FileSearchBackend::castValue`` reads it (``0 + $value``): PHP
+    takes a leading-numeric string's leading digits, so the formatted ``OC-FileId`` value
+    ``00000104ocabc123`` means file id 104 (what Nextcloud's own clients send). None when the
+    literal does not start with digits (PHP 8 throws a ``TypeError`` there; the simulator
+    matches nothing — a simplification)."""
+    match = _LEADING_INT.match(literal)
+    return int(match.group(1)) if match else None
+
+
+def _parse_date(text: str) -> float | None:
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return float(text)
+    try:
+        return email.utils.parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError):
+        pass
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class WebDav:
+    """Handlers for ``/remote.php/dav`` (files, SEARCH, filter-files REPORT)."""
+
+    def __init__(self, sim: NextcloudSimulator) -> None:
+        self.sim = sim
+        self.tree = sim.tree
+        self.systemtags = SystemTagsDav(sim)
+        self.trashbin = TrashbinDav(sim)
+
+    # ------------------------------------------------------------------ routing
+
+    def handle(self, request: Request, uid: str | None) -> Response:
+        """Dispatch one WebDAV request; ``uid`` is the authenticated user or None."""
+        if uid is None:
+            return dav_error(
+                401,
+                "NotAuthenticated",
+                "No public access to this resource., Username or password was incorrect, "
+                "No 'Authorization: Bearer' header found. Either the client didn't send one, "
+                "or the server is mis-configured, Username or password was incorrect",
+                WWW_Authenticate='Basic realm="Nextcloud", charset="UTF-8"',
+            )
+        path = request.path
+        method = request.method.upper()
+        root = self.sim.web_root  # hrefs are absolute from the server's web root (Sabre baseUri)
+        if path.startswith("/remote.php/webdav"):
+            rel = path[len("/remote.php/webdav") :]
+            return self.files(request, method, uid, root + "/remote.php/webdav", rel)
+        rest = path[len("/remote.php/dav") :]
+        if method == "SEARCH" and rest.strip("/") == "":
+            return self.search(request, uid)
+        if rest.startswith("/files/"):
+            owner, _, rel = rest[len("/files/") :].partition("/")
+            if owner != uid:
+                return dav_error(404, "NotFound", f"Principal with name {owner} not found")
+            return self.files(request, method, uid, f"{root}/remote.php/dav/files/{uid}", "/" + rel)
+        if rest.startswith(("/systemtags", "/systemtags-relations")):
+            return self.systemtags.handle(request, uid)
+        if rest.startswith("/trashbin/"):
+            return self.trashbin.handle(request, uid, rest[len("/trashbin") :])
+        if method == "OPTIONS":
+            return self._options()
+        return dav_error(404, "NotFound", f"File with name {rest.strip('/')} could not be located")
+
+    def files(self, request: Request, method: str, uid: str, base: str, rel: str) -> Response:
+        """Methods on ``{base}{rel}`` where ``base`` is the user's files root href."""
+        handlers: dict[str, Callable[[Request, str, str, str], Response]] = {
+            "PROPFIND": self.propfind,
+            "GET": self.get,
+            "HEAD": self.get,
+            "PUT": self.put,
+            "DELETE": self.delete,
+            "MKCOL": self.mkcol,
+            "MOVE": self.move_copy,
+            "COPY": self.move_copy,
+            "PROPPATCH": self.proppatch,
+            "REPORT": self.report,
+        }
+        if method == "OPTIONS":
+            return self._options()
+        handler = handlers.get(method)
+        if handler is None:
+            return dav_error(501, "NotImplemented", f"There was no handler for {method}")
+        with self.sim.lock:
+            return handler(request, uid, base, norm_path(rel))
+
+    @staticmethod
+    def _options() -> Response:
+        resp = Response(b"", status=200)
+        resp.headers["DAV"] = "1, 3, extended-mkcol, access-control, nextcloud-checksum-update"
+        resp.headers["Allow"] = (
+            "OPTIONS, GET, HEAD, DELETE, PROPFIND, PUT, PROPPATCH, COPY, MOVE, REPORT, SEARCH"
+        )
+        resp.headers["MS-Author-Via"] = "DAV"
+        return resp
+
+    # ------------------------------------------------------------------ properties
+
+    def href(self, base: str, path: str, node: Node) -> str:
+        """Encoded href of ``node`` at view ``path`` below ``base``; folders end with ``/``."""
+        path = norm_path(path)
+        href = base + (encode_path(path) if path != "/" else "/")
+        if node.is_dir and not href.endswith("/"):
+            href += "/"
+        return href
+
+    def permissions(self, uid: str, node: Node) -> str:
+        """``oc:permissions`` of ``node`` for ``uid``, as nextcloud/server
+        ``lib/public/Files/DavUtil.php`` ``getDavPermissions`` builds it from the permission
+        bits (:meth:`FileTree.permissions`): ``S`` shared with the user, ``R`` share bit
+        (resharing allowed), ``M`` mounted, ``G`` read, ``D`` delete, ``NV`` update, then ``W``
+        (a file, update) or ``CK`` (a folder, create)."""
+        bits = self.tree.permissions(uid, node, allow_resharing=self.sim.allow_resharing)
+        received = node.owner != uid
+        letters = "S" if received else ""
+        letters += "R" if bits & PERMISSION_SHARE else ""
+        letters += "M" if received else ""
+        letters += "G" if bits & PERMISSION_READ else ""
+        letters += "D" if bits & PERMISSION_DELETE else ""
+        letters += "NV" if bits & PERMISSION_UPDATE else ""
+        if node.is_dir:
+            letters += "CK" if bits & PERMISSION_CREATE else ""
+        else:
+            letters += "W" if bits & PERMISSION_UPDATE else ""
+        return letters
+
+    def prop(
+        self, uid: str, path: str, node: Node, name: str
+    ) -> Callable[[etree._Element], None] | None:
+        """A filler for property ``name`` (Clark) of ``node``, or None if it does not apply."""
+
+        def text(value: Any) -> Callable[[etree._Element], None]:
+            def fill(el: etree._Element) -> None:
+                el.text = str(value)
+
+            return fill
+
+        def empty(el: etree._Element) -> None:
+            return None
+
+        tree = self.tree
+        if name == clark(DAV, "getlastmodified"):
+            return text(http_date(node.mtime))
+        if name == clark(DAV, "getetag"):
+            return text(f'"{node.etag}"')
+        if name == clark(DAV, "getcontenttype"):
+            return None if node.is_dir else text(node.mime)
+        if name == clark(DAV, "getcontentlength"):
+            return None if node.is_dir else text(len(node.content))
+        if name == clark(DAV, "resourcetype"):
+            if not node.is_dir:
+                return empty
+
+            def collection(el: etree._Element) -> None:
+                etree.SubElement(el, clark(DAV, "collection"))
+
+            return collection
+        if name == clark(DAV, "displayname"):
+            return text(posixpath.basename(norm_path(path)) or "")
+        if name == clark(DAV, "quota-used-bytes"):
+            return text(node.size) if node.is_dir else None
+        if name == clark(DAV, "quota-available-bytes"):
+            return text(-3) if node.is_dir else None
+        if name == clark(OC, "fileid"):
+            return text(node.id)
+        if name == clark(OC, "id"):
+            return text(f"{node.id:08d}{self.sim.instance_id}")
+        if name == clark(OC, "size"):
+            return text(node.size)
+        if name == clark(OC, "permissions"):
+            return text(self.permissions(uid, node))
+        if name == clark(OC, "favorite"):
+            return text(1 if uid in node.favorite_of else 0)
+        if name == clark(OC, "owner-id"):
+            return text(node.owner)
+        if name == clark(OC, "owner-display-name"):
+            return text(tree.users[node.owner].display_name)
+        if name == clark(OC, "share-types"):
+            types = tree.share_types(uid, node)
+
+            def share_types(el: etree._Element) -> None:
+                for t in types:
+                    etree.SubElement(el, clark(OC, "share-type")).text = str(t)
+
+            return share_types
+        if name == clark(OC, "tags"):
+            return empty
+        if name == clark(NC, "has-preview"):
+            previewable = not node.is_dir and node.mime.startswith(("image/", "application/pdf"))
+            return text("true" if previewable else "false")
+        if name == clark(NC, "mount-type"):
+            return text("shared" if node.owner != uid else "")
+        if name == clark(NC, "is-encrypted"):
+            return text(0)
+        if name == clark(NC, "creation_time"):
+            return text(0)
+        if name == clark(NC, "upload_time"):
+            return text(node.created)
+        if name == clark(NC, "system-tags"):
+            return lambda el: self.sim.tags.fill_prop(el, uid, node)
+        return None
+
+    def response_for(
+        self,
+        uid: str,
+        base: str,
+        path: str,
+        node: Node,
+        props: list[str] | None,
+    ) -> etree._Element:
+        """One ``d:response``; ``props`` None means allprop (defaults, no 404 propstat)."""
+        resp = etree.Element(clark(DAV, "response"), nsmap=NSMAP)
+        etree.SubElement(resp, clark(DAV, "href")).text = self.href(base, path, node)
+        wanted = props
+        if wanted is None:
+            wanted = DEFAULT_DIR_PROPS if node.is_dir else DEFAULT_FILE_PROPS
+        found: list[tuple[str, Callable[[etree._Element], None]]] = []
+        missing: list[str] = []
+        for name in wanted:
+            filler = self.prop(uid, path, node, name)
+            if filler is None:
+                missing.append(name)
+            else:
+                found.append((name, filler))
+        if found or not missing:
+            ps = etree.SubElement(resp, clark(DAV, "propstat"))
+            prop_el = etree.SubElement(ps, clark(DAV, "prop"))
+            for name, filler in found:
+                filler(etree.SubElement(prop_el, name))
+            etree.SubElement(ps, clark(DAV, "status")).text = "HTTP/1.1 200 OK"
+        if missing and props is not None:
+            ps = etree.SubElement(resp, clark(DAV, "propstat"))
+            prop_el = etree.SubElement(ps, clark(DAV, "prop"))
+            for name in missing:
+                etree.SubElement(prop_el, name)
+            etree.SubElement(ps, clark(DAV, "status")).text = "HTTP/1.1 404 Not Found"
+        return resp
+
+    def multistatus(
+        self, uid: str, base: str, items: Iterable[tuple[str, Node]], props: list[str] | None
+    ) -> Response:
+        """A ``207 Multi-Status`` response with one ``d:response`` per ``(path, node)``."""
+        root = etree.Element(clark(DAV, "multistatus"), nsmap=NSMAP)
+        for path, node in items:
+            root.append(self.response_for(uid, base, path, node, props))
+        return Response(to_bytes(root), status=207, content_type=XML_CONTENT_TYPE)
+
+    @staticmethod
+    def requested_props(body: etree._Element | None) -> list[str] | None:
+        """Clark names from ``d:propfind``/``d:prop``; None for allprop or an empty body."""
+        if body is None:
+            return None
+        prop = body.find(clark(DAV, "prop"))
+        if prop is None:
+            return None
+        return [child.tag for child in prop if isinstance(child.tag, str)]
+
+    # ------------------------------------------------------------------ methods
+
+    def propfind(self, request: Request, uid: str, base: str, path: str) -> Response:
+        """PROPFIND with ``Depth`` 0, 1 or infinity (the default)."""
+        try:
+            props = self.requested_props(parse_xml(request.get_data()))
+        except XmlBodyError as exc:
+            return dav_error(
+                400, "BadRequest", f"The request body had an invalid XML body. ({exc})"
+            )
+        node = self.tree.resolve(uid, path)
+        if node is None:
+            return _not_found(path)
+        depth = request.headers.get("Depth", "infinity").strip().lower()
+        if node.is_dir and depth in ("1", "infinity") and self._unreadable(node, depth):
+            # apps/dav/lib/Connector/Sabre/Directory.php getChildren(): an unreadable folder
+            # "return 403 instead of 404 because a 404 would make the caller believe that the
+            # collection itself does not exist"; the message when files_accesscontrol is on
+            return dav_error(
+                403,
+                "Forbidden",
+                "No read permissions. This might be caused by files_accesscontrol, "
+                "check your configured rules",
+            )
+        items: list[tuple[str, Node]] = [(path, node)]
+        if node.is_dir and depth == "1":
+            items += [
+                (norm_path(f"{path}/{name}"), child)
+                for name, child in self.tree.children(uid, path, node)
+            ]
+        elif node.is_dir and depth == "infinity":
+            items = list(self.tree.walk_view(uid, path))
+        return self.multistatus(uid, base, items, props)
+
+    def _unreadable(self, node: Node, depth: str) -> bool:
+        """True when listing ``node`` to ``depth`` (``1``: its children; ``infinity``: every
+        folder below it too) reaches a folder without read permission, so Sabre's
+        ``getChildren`` throws ``Forbidden`` for the whole request."""
+        if self.tree.is_blocked(node):
+            return True
+        return depth == "infinity" and any(
+            n.is_dir and n.id in self.tree.blocked for n in node.walk() if n is not node
+        )
+
+    def get(self, request: Request, uid: str, base: str, path: str) -> Response:
+        """GET/HEAD of a file: bytes with ETag, OC-ETag, Last-Modified, Content-Type."""
+        node = self.tree.resolve(uid, path)
+        if node is None:
+            return _not_found(path)
+        if node.is_dir:
+            return dav_error(
+                501,
+                "NotImplemented",
+                "There was no plugin in the system that was willing to handle this GET method. "
+                "Enable the Browser plugin to get a better result here.",
+            )
+        if self.tree.is_blocked(node):
+            # apps/dav/lib/Connector/Sabre/File.php get(): "if (!$this->info->isReadable())
+            # { // do a if the file did not exist  throw new NotFound(); }" — no message
+            return dav_error(404, "NotFound", "")
+        body = b"" if request.method.upper() == "HEAD" else node.content
+        resp = Response(body, status=200, content_type=node.mime)
+        resp.headers["Content-Length"] = str(len(node.content))
+        resp.headers["ETag"] = f'"{node.etag}"'
+        resp.headers["OC-ETag"] = f'"{node.etag}"'
+        resp.headers["Last-Modified"] = http_date(node.mtime)
+        resp.headers["OC-FileId"] = f"{node.id:08d}{self.sim.instance_id}"
+        resp.headers["Content-Disposition"] = (
+            f"attachment; filename*=UTF-8''{encode_path(node.name)}; "
+            f'filename="{encode_path(node.name)}"'
+        )
+        return resp
+
+    def _write_headers(self, resp: Response, node: Node) -> Response:
+        resp.headers["OC-FileId"] = f"{node.id:08d}{self.sim.instance_id}"
+        resp.headers["OC-ETag"] = f'"{node.etag}"'
+        resp.headers["ETag"] = f'"{node.etag}"'
+        return resp
+
+    def put(self, request: Request, uid: str, base: str, path: str) -> Response:
+        """PUT creates (201) or overwrites (204) a file; ``X-OC-MTime`` sets the mtime."""
+        mtime_header = request.headers.get("X-OC-MTime")
+        mtime = int(float(mtime_header)) if mtime_header else None
+        try:
+            node, created = self.tree.put_file(
+                uid, path, request.get_data(), mtime=mtime, make_parents=False
+            )
+        except ConflictError as exc:
+            existing = self.tree.resolve(uid, path)
+            if existing is not None and existing.is_dir:
+                return dav_error(409, "Conflict", "Could not write file contents")
+            return dav_error(
+                409, "Conflict", f"Files cannot be created in non-existent collections ({exc})"
+            )
+        except StateError as exc:
+            return _state_error(exc)
+        resp = self._write_headers(Response(b"", status=201 if created else 204), node)
+        if mtime is not None:
+            resp.headers["X-OC-MTime"] = "accepted"
+        return resp
+
+    def delete(self, request: Request, uid: str, base: str, path: str) -> Response:
+        """DELETE a file or folder (to the trash): 204."""
+        if norm_path(path) == "/":
+            return dav_error(403, "Forbidden", "Permission denied to delete home folder")
+        try:
+            self.tree.delete(uid, path)
+        except StateError as exc:
+            return _state_error(exc)
+        return Response(b"", status=204)
+
+    def mkcol(self, request: Request, uid: str, base: str, path: str) -> Response:
+        """MKCOL: 201; 405 if it exists; 409 if the parent is missing."""
+        try:
+            node, _ = self.tree.mkdir(uid, path, parents=False)
+        except AlreadyExistsError:
+            return dav_error(
+                405, "MethodNotAllowed", "The resource you tried to create already exists"
+            )
+        except StateError as exc:
+            return _state_error(exc)
+        return self._write_headers(Response(b"", status=201), node)
+
+    def _destination(self, request: Request, uid: str, base: str) -> str | None:
+        dest = request.headers.get("Destination")
+        if not dest:
+            return None
+        dpath = unquote(urlsplit(dest).path)
+        root = self.sim.web_root
+        for prefix in (base, f"{root}/remote.php/dav/files/{uid}", f"{root}/remote.php/webdav"):
+            if dpath == prefix or dpath.startswith(prefix + "/"):
+                return norm_path(dpath[len(prefix) :])
+        return None
+
+    def move_copy(self, request: Request, uid: str, base: str, path: str) -> Response:
+        """MOVE/COPY with ``Destination`` and ``Overwrite`` (T default): 201 new, 204 replaced."""
+        dst = self._destination(request, uid, base)
+        if dst is None:
+            return dav_error(400, "BadRequest", "The destination header was not understood")
+        overwrite = request.headers.get("Overwrite", "T").strip().upper() != "F"
+        if self.tree.resolve(uid, path) is None:
+            return _not_found(path)
+        if not overwrite and self.tree.resolve(uid, dst) is not None:
+            return dav_error(
+                412,
+                "PreconditionFailed",
+                "The destination node already exists, and the overwrite header is set to false",
+            )
+        op = self.tree.move if request.method.upper() == "MOVE" else self.tree.copy
+        try:
+            node, existed = op(uid, path, dst, overwrite=overwrite, make_parents=False)
+        except ConflictError:
+            return dav_error(409, "Conflict", "The destination node is not found")
+        except StateError as exc:
+            return _state_error(exc)
+        return self._write_headers(Response(b"", status=204 if existed else 201), node)
+
+    def proppatch(self, request: Request, uid: str, base: str, path: str) -> Response:
+        """PROPPATCH: ``oc:favorite`` is stored; other properties answer 403 in the propstat."""
+        node = self.tree.resolve(uid, path)
+        if node is None:
+            return _not_found(path)
+        try:
+            body = parse_xml(request.get_data())
+        except XmlBodyError as exc:
+            return dav_error(400, "BadRequest", str(exc))
+        results: list[tuple[str, str]] = []
+        if body is not None:
+            for action in body:
+                for prop in action.iter(clark(DAV, "prop")):
+                    for child in prop:
+                        if not isinstance(child.tag, str):
+                            continue
+                        if child.tag == clark(OC, "favorite"):
+                            value = (child.text or "").strip() in ("1", "true")
+                            is_set = action.tag == clark(DAV, "set")
+                            if is_set and value:
+                                node.favorite_of.add(uid)
+                            else:
+                                node.favorite_of.discard(uid)
+                            results.append((child.tag, "HTTP/1.1 200 OK"))
+                        else:
+                            results.append((child.tag, "HTTP/1.1 403 Forbidden"))
+        root = etree.Element(clark(DAV, "multistatus"), nsmap=NSMAP)
+        resp_el = etree.SubElement(root, clark(DAV, "response"))
+        etree.SubElement(resp_el, clark(DAV, "href")).text = self.href(base, path, node)
+        for status in sorted({s for _, s in results}):
+            ps = etree.SubElement(resp_el, clark(DAV, "propstat"))
+            prop_el = etree.SubElement(ps, clark(DAV, "prop"))
+            for tag, s in results:
+                if s == status:
+                    etree.SubElement(prop_el, tag)
+            etree.SubElement(ps, clark(DAV, "status")).text = status
+        return Response(to_bytes(root), status=207, content_type=XML_CONTENT_TYPE)
+
+    def report(self, request: Request, uid: str, base: str, path: str) -> Response:
+        """REPORT ``oc:filter-files`` (favorites and system tags)."""
+        try:
+            body = parse_xml(request.get_data())
+        except XmlBodyError as exc:
+            return dav_error(400, "BadRequest", str(exc))
+        if body is None or body.tag != clark(OC, "filter-files"):
+            return dav_error(415, "ReportNotSupported", "The {DAV:}report REPORT is not supported")
+        node = self.tree.resolve(uid, path)
+        if node is None:
+            return _not_found(path)
+        rules = body.find(clark(OC, "filter-rules"))
+        if rules is None:
+            return dav_error(400, "BadRequest", "Missing filter-rule block in request")
+        props = self.requested_props(body)
+        tag_ids: list[int] = []
+        favorite = False
+        for rule in rules:
+            if rule.tag == clark(OC, "systemtag"):
+                try:
+                    tag_ids.append(int((rule.text or "").strip()))
+                except ValueError:
+                    return dav_error(412, "PreconditionFailed", "Cannot filter by non-existing tag")
+            elif rule.tag == clark(OC, "favorite"):
+                favorite = (rule.text or "").strip() in ("1", "true")
+        for tag_id in tag_ids:
+            if not self.sim.tags.visible(uid, tag_id):
+                return dav_error(412, "PreconditionFailed", "Cannot filter by non-existing tag")
+        scope = self.tree.walk_view(uid, "/" if tag_ids else path)
+        items = []
+        for item_path, item in scope:
+            if item.is_home:
+                continue
+            if tag_ids and not all(t in item.tags for t in tag_ids):
+                continue
+            if favorite and uid not in item.favorite_of:
+                continue
+            if not tag_ids and not favorite:
+                continue
+            items.append((item_path, item))
+        limit = body.find(clark(DAV, "limit"))
+        if limit is not None:
+            first = limit.findtext(clark(NC, "firstresult")) or "0"
+            count = limit.findtext(clark(DAV, "nresults"))
+            start = int(first.strip() or 0)
+            items = items[start : start + int(count) if count else None]
+        return self.multistatus(uid, base, items, props)
+
+    # ------------------------------------------------------------------ SEARCH
+
+    def search(self, request: Request, uid: str) -> Response:
+        """SEARCH (RFC 5323 basicsearch) to ``/remote.php/dav/``: 207 in the caller's view."""
+        try:
+            body = parse_xml(request.get_data())
+        except XmlBodyError as exc:
+            return dav_error(400, "BadRequest", str(exc))
+        basic = body.find(clark(DAV, "basicsearch")) if body is not None else None
+        if basic is None:
+            return dav_error(400, "BadRequest", "Unexpected xml body, expected basicsearch")
+        select = basic.find(f"{clark(DAV, 'select')}/{clark(DAV, 'prop')}")
+        props = None if select is None else [c.tag for c in select if isinstance(c.tag, str)]
+        scope_el = basic.find(f"{clark(DAV, 'from')}/{clark(DAV, 'scope')}")
+        scope_href = (scope_el.findtext(clark(DAV, "href")) if scope_el is not None else "") or ""
+        depth = (
+            scope_el.findtext(clark(DAV, "depth")) if scope_el is not None else None
+        ) or "infinity"
+        scope_path = unquote(urlsplit(scope_href).path)
+        dav_root = self.sim.web_root + "/remote.php/dav"
+        if scope_path.startswith(dav_root):
+            scope_path = scope_path[len(dav_root) :]
+        prefix = f"/files/{uid}"
+        if not (scope_path.rstrip("/") == prefix or scope_path.startswith(prefix + "/")):
+            return dav_error(
+                404, "NotFound", f"File with name {scope_path.strip('/')} could not be located"
+            )
+        rel = norm_path(scope_path[len(prefix) :])
+        where = basic.find(clark(DAV, "where"))
+        condition = where[0] if where is not None and len(where) else None
+        with self.sim.lock:
+            root = self.tree.resolve(uid, rel)
+            if root is None:
+                return _not_found(rel)
+            items: list[tuple[str, Node]] = []
+            for item_path, item in self._candidates(uid, rel, condition):
+                if item is root:
+                    continue
+                if depth.strip() == "1" and posixpath.dirname(item_path) != rel:
+                    continue
+                if condition is None or self._matches(uid, item_path, item, condition):
+                    items.append((item_path, item))
+            items = self._order(uid, basic, items)
+            limit = basic.find(clark(DAV, "limit"))
+            if limit is not None:
+                count = limit.findtext(clark(DAV, "nresults"))
+                first = limit.findtext(clark(NC, "firstresult")) or "0"
+                start = int(first.strip() or 0)
+                items = items[start : start + int(count) if count else None]
+            base = f"{self.sim.web_root}/remote.php/dav/files/{uid}"
+            return self.multistatus(uid, base, items, props)
+
+    def _candidates(
+        self, uid: str, rel: str, condition: etree._Element | None
+    ) -> Iterator[tuple[str, Node]]:
+        """What a SEARCH under ``rel`` must test: the one node a required ``oc:fileid``
+        equality names (looked up by id, as Nextcloud's file cache does), else every node of
+        the view below ``rel``. Either way the whole condition is still tested."""
+        file_id = _required_fileid(condition)
+        if file_id is None:
+            yield from self.tree.walk_view(uid, rel)
+            return
+        node = self.tree.nodes.get(file_id)
+        path = self.tree.view_path(uid, node) if node is not None else None
+        if path is not None and (rel == "/" or path == rel or path.startswith(rel + "/")):
+            yield path, node
+
+    def _value(self, uid: str, path: str, node: Node, name: str) -> Any:
+        if name == clark(OC, "fileid"):
+            return node.id
+        if name in (clark(OC, "size"), clark(DAV, "getcontentlength")):
+            return node.size
+        if name == clark(DAV, "getlastmodified"):
+            return node.mtime
+        if name == clark(DAV, "getcontenttype"):
+            return node.mime
+        if name == clark(DAV, "displayname"):
+            return posixpath.basename(path)
+        if name == clark(OC, "favorite"):
+            return uid in node.favorite_of
+        if name == clark(NC, "upload_time"):
+            return node.created
+        if name == clark(NC, "creation_time"):
+            return 0
+        if name == clark(OC, "owner-id"):
+            return node.owner
+        if name == clark(DAV, "resourcetype"):
+            return "collection" if node.is_dir else ""
+        return None
+
+    def _matches(self, uid: str, path: str, node: Node, cond: etree._Element) -> bool:
+        tag = etree.QName(cond).localname
+        if tag == "and":
+            return all(self._matches(uid, path, node, c) for c in cond)
+        if tag == "or":
+            return any(self._matches(uid, path, node, c) for c in cond)
+        if tag == "not":
+            return not all(self._matches(uid, path, node, c) for c in cond)
+        if tag == "is-collection":
+            return node.is_dir
+        prop_el = cond.find(clark(DAV, "prop"))
+        if prop_el is None or not len(prop_el):
+            return False
+        name = prop_el[0].tag
+        literal = (cond.findtext(clark(DAV, "literal")) or "").strip()
+        value = self._value(uid, path, node, name)
+        if value is None:
+            return False
+        if isinstance(value, bool):
+            expected: Any = literal in ("1", "true")
+        elif isinstance(value, int):
+            if name == clark(DAV, "getlastmodified"):
+                expected = _parse_date(literal)
+            else:
+                expected = php_int(literal)
+            if expected is None:
+                return False
+        else:
+            expected = literal
+        if tag == "eq":
+            return bool(value == expected)
+        if tag == "like":
+            return self._like(str(value), str(expected))
+        ops: dict[str, Callable[[Any, Any], bool]] = {
+            "gt": lambda a, b: a > b,
+            "gte": lambda a, b: a >= b,
+            "lt": lambda a, b: a < b,
+            "lte": lambda a, b: a <= b,
+        }
+        op = ops.get(tag)
+        try:
+            return op is not None and op(value, expected)
+        except TypeError:
+            return False
+
+    @staticmethod
+    def _like(value: str, pattern: str) -> bool:
+        rx = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
+        return re.fullmatch(rx, value, re.I | re.S) is not None
+
+    def _order(
+        self, uid: str, basic: etree._Element, items: list[tuple[str, Node]]
+    ) -> list[tuple[str, Node]]:
+        items = sorted(items, key=lambda pn: pn[0])
+        orderby = basic.find(clark(DAV, "orderby"))
+        if orderby is None:
+            return items
+        for order in reversed(list(orderby)):
+            prop_el = order.find(clark(DAV, "prop"))
+            if prop_el is None or not len(prop_el):
+                continue
+            name = prop_el[0].tag
+            descending = order.find(clark(DAV, "descending")) is not None
+
+            def key(pn: tuple[str, Node], name: str = name) -> Any:
+                value = self._value(uid, pn[0], pn[1], name)
+                return (value is None, value if value is not None else 0)
+
+            items.sort(key=key, reverse=descending)
+        return items

@@ -1,0 +1,95 @@
+"""What ``ncindex status`` shows: queue depths, the last scan per user and doc type, index lag,
+and dead letters (DESIGN §6, §12).
+
+Everything is read from Redis: the broker's queues, reserved tasks and index lag exactly as
+the ``ncindex_queue_depth``, ``ncindex_tasks_reserved`` and ``ncindex_index_lag_seconds``
+gauges define them (:class:`ncindex.telemetry.QueueCollector`: how far the workers are behind
+what was queued), the scan summaries :mod:`ncindex.sync.reconcile` records, and the dead-letter keys
+(``ncindex:deadletter`` and ``ncindex:deadletter:*``) the workers write when they park a
+document.
+
+Changes no webhook announced are only known once a scan finds them, so each scan also shows
+``in_sync_age_seconds``: the time since the index was last found equal to Nextcloud for that
+user and doc type (``in_sync_at``, the start of the last clean scan; ``None`` before one).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis
+
+from ncindex.accounts import refused_accounts
+from ncindex.ingest.queueing import QUEUES
+from ncindex.sync.reconcile import LAST_SCANS
+from ncindex.telemetry import QueueCollector
+
+DEADLETTER_PATTERN = "ncindex:deadletter*"
+"""The dead letter: the ``ncindex:deadletter`` hash (:mod:`ncindex.index.deadletter`) and any
+``ncindex:deadletter:*`` keys."""
+_SAMPLE = 5
+
+
+def queues(client: redis.Redis) -> dict[str, Any]:
+    """``{"depth": {queue: n}, "reserved": n, "lag": seconds}`` as the gauges read them."""
+    return QueueCollector(client, QUEUES).read()
+
+
+def last_scans(client: redis.Redis, now: float | None = None) -> dict[str, dict[str, Any]]:
+    """``"{user}:{doc_type}"`` → the last scan's summary with ``in_sync_age_seconds``."""
+    now = time.time() if now is None else now
+    out: dict[str, dict[str, Any]] = {}
+    for key, raw in sorted(client.hgetall(LAST_SCANS).items()):
+        summary = json.loads(raw)
+        in_sync = summary.get("in_sync_at")
+        summary["in_sync_age_seconds"] = None if in_sync is None else max(0, int(now - in_sync))
+        out[key.decode()] = summary
+    return out
+
+
+def dead_letters(client: redis.Redis) -> dict[str, Any]:
+    """Each dead-letter key with its type, size and a few of its entries."""
+    out: dict[str, Any] = {}
+    for raw_key in sorted(client.scan_iter(match=DEADLETTER_PATTERN, count=500)):
+        key = raw_key.decode()
+        kind = client.type(raw_key).decode()
+        entry: dict[str, Any] = {"type": kind}
+        if kind == "string":
+            entry["size"] = 1
+            entry["sample"] = [_text(client.get(raw_key))]
+        elif kind == "hash":
+            entry["size"] = int(client.hlen(raw_key))
+            items = list(client.hscan_iter(raw_key, count=_SAMPLE))[:_SAMPLE]
+            entry["sample"] = {_text(k): _text(v) for k, v in items}
+        elif kind == "list":
+            entry["size"] = int(client.llen(raw_key))
+            entry["sample"] = [_text(v) for v in client.lrange(raw_key, 0, _SAMPLE - 1)]
+        elif kind == "set":
+            entry["size"] = int(client.scard(raw_key))
+            entry["sample"] = sorted(_text(v) for v in client.srandmember(raw_key, _SAMPLE))
+        elif kind == "zset":
+            entry["size"] = int(client.zcard(raw_key))
+            entry["sample"] = [_text(v) for v in client.zrange(raw_key, 0, _SAMPLE - 1)]
+        out[key] = entry
+    return out
+
+
+def collect_status(client: redis.Redis, now: float | None = None) -> dict[str, Any]:
+    """The whole status: ``queues`` (depth per queue), ``reserved``,
+    ``index_lag_seconds`` (the gauge's definition), ``scans``, ``dead_letters`` and
+    ``accounts_refused`` (user id → when and where Nextcloud answered 401)."""
+    pipeline = queues(client)
+    return {
+        "queues": pipeline["depth"],
+        "reserved": pipeline["reserved"],
+        "index_lag_seconds": round(pipeline["lag"], 1),
+        "scans": last_scans(client, now),
+        "dead_letters": dead_letters(client),
+        "accounts_refused": refused_accounts(client),
+    }
+
+
+def _text(value: bytes | None) -> str:
+    return "" if value is None else value.decode("utf-8", errors="replace")

@@ -1,0 +1,117 @@
+"""RFC 9457 problem details (``application/problem+json``) for both Flask apps.
+
+Every error answer carries a stable machine-readable ``code`` and, for bad input, the
+offending ``field``. Codes: ``invalid_json``, ``invalid_envelope``, ``invalid_filter``,
+``unknown_field``, ``unsupported_operator``, ``invalid_value``, ``unauthenticated``,
+``payload_too_large``, ``rate_limited``, ``not_found``, ``method_not_allowed``,
+``backend_unavailable``, ``internal_error``; the HTTP servers' own answers to requests they
+cannot parse (:mod:`ncindex.web.server_errors`) add ``invalid_http``, ``uri_too_long``,
+``headers_too_large``, ``expectation_failed``, ``not_implemented``,
+``http_version_not_supported``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, Request, Response, json
+from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
+
+PROBLEM_JSON = "application/problem+json"
+
+_CODES = {
+    400: "invalid_value",
+    401: "unauthenticated",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "invalid_value",
+    429: "rate_limited",
+    503: "backend_unavailable",
+}
+
+
+def problem(
+    status: int,
+    code: str,
+    detail: str,
+    *,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> Response:
+    """A problem+json response with the members of :func:`problem_body` and ``headers``."""
+    body = problem_body(status, code, detail, field=field, **extra)
+    response = Response(json.dumps(body), status=status, mimetype=PROBLEM_JSON)
+    response.headers.update(headers or {})
+    return response
+
+
+def problem_body(
+    status: int, code: str, detail: str, *, field: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A problem document (RFC 9457): ``type`` (a tag URI naming ``code``), ``title``,
+    ``status``, ``detail``, ``code`` and, when given, ``field`` and further members."""
+    body: dict[str, Any] = {
+        "type": f"tag:ncindex,2026:problem:{code}",
+        "title": code.replace("_", " "),
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
+    if field is not None:
+        body["field"] = field
+    body.update(extra)
+    return body
+
+
+class UnreadableBody(BadRequest):
+    """Raised by :func:`read_body` for a body that could not be read whole: broken chunked
+    framing, a client gone mid-body, fewer bytes than its Content-Length. Answered 400
+    ``invalid_value`` with field ``body``."""
+
+
+def read_body(request: Request, limit: int) -> bytes:
+    """The request body, at most ``limit`` bytes; raises ``RequestEntityTooLarge`` (413) past
+    it, whether or not the client sent a Content-Length (a chunked upload is counted as read,
+    never silently cut at the limit), and :class:`UnreadableBody` (400) when it cannot be read
+    whole.
+
+    Any exception of the read itself is :class:`UnreadableBody`: the server's own errors
+    (gunicorn's ``InvalidChunkSize``, ``NoMoreData``…, werkzeug's ``ClientDisconnected``) are
+    not named, so no server is imported here. A body shorter than its Content-Length (the
+    client half-closed; gunicorn answers a short read at EOF, not an error) is one too.
+
+    With a Content-Length the read asks for that many bytes (+1), not ``limit`` + 1: werkzeug's
+    length-limited stream allocates a buffer of the size asked for, a megabyte per request."""
+    length = request.content_length
+    if length is not None and length > limit:
+        raise RequestEntityTooLarge()
+    try:
+        body = request.stream.read((limit if length is None else length) + 1)
+    except RequestEntityTooLarge:
+        raise
+    except Exception as exc:  # whatever the server raises for a broken body
+        raise UnreadableBody(f"request body could not be read: {type(exc).__name__}") from exc
+    if len(body) > limit:
+        raise RequestEntityTooLarge()
+    if length is not None and len(body) < length:
+        raise UnreadableBody(f"request body ended after {len(body)} of {length} bytes")
+    return body
+
+
+def install_error_handlers(app: Flask) -> None:
+    """Answer every werkzeug HTTP error, and any unexpected exception, as problem+json."""
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        field = "body" if status in (413, 415) or isinstance(exc, UnreadableBody) else None
+        return problem(
+            status, _CODES.get(status, "invalid_value"), exc.description or "", field=field
+        )
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> Response:
+        app.logger.exception("unhandled error")
+        return problem(500, "internal_error", "internal error")

@@ -1,0 +1,102 @@
+"""Per-caller rate limits for the search endpoints, on flask-limiter with Redis storage.
+
+One shared limit (``settings.search_rate_limit``, e.g. ``"600/minute"``) covers
+``POST /v1/search``, the context endpoint and ``POST /rcp/…``. The key (:func:`caller_key`)
+is a hash of the Basic user name, of a Bearer header, or the client address when there is no
+header — no request to Nextcloud is needed to count and no credential is stored. A second
+limit of the same rate counts refused credentials (401 answers) per client address
+(:func:`address_key`, :func:`refused`), so a flood of made-up names or tokens — each its own
+caller — is stopped before it makes Nextcloud throttle ncindex's own address (Nextcloud's
+brute-force protection counts failed logins per address); callers whose credentials Nextcloud
+confirmed recently (``ncindex.web.auth.confirmed``) are exempt from it, so such a flood from an
+address many share does not lock them out. A breach
+answers 429 through ``on_breach`` (problem+json ``rate_limited`` for the REST API, JSON-RPC
+``-32011`` for RCP) with ``Retry-After`` in seconds. If Redis cannot be reached the counters
+fall back to this process's memory until it answers again (errors are swallowed): rate
+limiting protects capacity, it is not access control.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+from collections.abc import Callable
+
+import limits
+from flask import Flask, Response, request
+from flask_limiter import Limiter, RequestLimit
+
+from ncindex.redis_breaker import TIMEOUT_SECONDS
+from ncindex.settings import Settings
+
+SCOPE = "search"
+"""The shared limit's scope name (one bucket per caller across the limited endpoints)."""
+
+REFUSED_SCOPE = "refused"
+"""Scope of the second limit: refused credentials (401 answers) per client address."""
+
+
+def caller_key() -> str:
+    """The rate-limit key of the current request.
+
+    Basic credentials count against the claimed user name (``user:<name>``), so guessing a
+    user's password from any number of clients shares one bucket; other credentials (Bearer
+    tokens, long random values that cannot be guessed) against a SHA-256 of the header
+    (``cred:<hex>``); no credentials against the client address (``addr:<ip>``). The price:
+    a flood of wrong passwords for a user name also slows that user's own searches.
+    """
+    authorization = request.headers.get("Authorization")
+    if not authorization:
+        return f"addr:{request.remote_addr or '?'}"
+    scheme, _, credential = authorization.partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            name = base64.b64decode(credential.strip(), validate=True).decode().partition(":")[0]
+        except (ValueError, UnicodeDecodeError):
+            name = ""
+        if name:
+            return "user:" + hashlib.sha256(name.encode()).hexdigest()
+    return "cred:" + hashlib.sha256(authorization.encode("utf-8", "replace")).hexdigest()
+
+
+def address_key() -> str:
+    """The client address of the current request (``addr:<ip>``)."""
+    return f"addr:{request.remote_addr or '?'}"
+
+
+def refused(response: Response) -> bool:
+    """Whether ``response`` refused the caller's credentials (HTTP 401): only those count
+    against :data:`REFUSED_SCOPE`."""
+    return response.status_code == 401
+
+
+def retry_after_seconds(limit: RequestLimit) -> int:
+    """Whole seconds until ``limit``'s window resets (at least 1)."""
+    return max(1, int(limit.reset_at - time.time()))
+
+
+def create_limiter(
+    app: Flask, settings: Settings, on_breach: Callable[[RequestLimit], Response]
+) -> Limiter | None:
+    """A limiter bound to ``app`` storing counters in ``settings.redis_url``, or ``None``
+    when ``settings.search_rate_limit`` is empty (no limit). Raises ``ValueError`` for a limit
+    string flask-limiter cannot parse."""
+    if not settings.search_rate_limit.strip():
+        return None
+    limits.parse_many(settings.search_rate_limit)  # ValueError early, not on first request
+    return Limiter(
+        caller_key,
+        app=app,
+        storage_uri=settings.redis_url,
+        storage_options={
+            "socket_connect_timeout": TIMEOUT_SECONDS,
+            "socket_timeout": TIMEOUT_SECONDS,
+        },
+        strategy="moving-window",
+        swallow_errors=True,
+        in_memory_fallback_enabled=True,
+        headers_enabled=False,
+        on_breach=on_breach,
+        key_prefix="ncindex:ratelimit",
+    )

@@ -1,0 +1,113 @@
+"""The HTTP servers' own error answers as problem+json, like the apps'
+(:mod:`ncindex.web.problems`).
+
+A request the server cannot parse never reaches Flask: gunicorn (``Worker.handle_error``) and
+werkzeug's development server (``http.server``'s ``send_error``, under ``make run``) answer it
+themselves, with an HTML page. Here both answer with a problem document instead, same status,
+``code`` from :data:`SERVER_CODES` and the server's own message as ``detail``:
+
+* gunicorn: :func:`write_problem` replaces ``gunicorn.util.write_error`` (gunicorn 27.0, the
+  version installed here, calls it as ``util.write_error(sock, status_int, reason, mesg)``
+  from ``Worker.handle_error``; there is no setting for the error format).
+  ``deploy/gunicorn.conf.py`` installs it.
+* werkzeug: :class:`ProblemRequestHandler` is the embedded server's request handler.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from http import HTTPStatus
+from urllib.parse import quote, urlsplit
+
+from gunicorn import util as gunicorn_util
+from werkzeug.serving import WSGIRequestHandler
+
+from ncindex.web.problems import PROBLEM_JSON, problem_body
+
+#: ``code`` by status for what a server refuses before the app sees it; other 4xx are
+#: ``invalid_http``, other 5xx ``internal_error``.
+SERVER_CODES = {
+    400: "invalid_http",
+    414: "uri_too_long",
+    417: "expectation_failed",
+    431: "headers_too_large",
+    501: "not_implemented",
+    505: "http_version_not_supported",
+}
+#: ``field`` by status, where the status alone names the offending part of the request.
+_FIELDS = {414: "url", 417: "Expect", 431: "headers"}
+
+
+def server_problem(status: int, detail: str) -> bytes:
+    """The problem document for a server's own ``status`` answer, as UTF-8 JSON bytes."""
+    code = SERVER_CODES.get(status, "internal_error" if status >= 500 else "invalid_http")
+    return json.dumps(problem_body(status, code, detail, field=_FIELDS.get(status))).encode()
+
+
+def write_problem(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
+    """Drop-in for ``gunicorn.util.write_error``: write a whole ``status_int reason`` answer
+    with a :func:`server_problem` body and ``Connection: close`` on ``sock`` without blocking
+    (``gunicorn.util.write_nonblock``, as gunicorn's own), which gunicorn closes afterwards.
+    Raises ``OSError`` when the client is gone or not reading (gunicorn logs it)."""
+    body = server_problem(status_int, mesg or reason)
+    head = (
+        f"HTTP/1.1 {status_int} {_phrase(status_int, reason)}\r\nConnection: close\r\n"
+        f"Content-Type: {PROBLEM_JSON}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    gunicorn_util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+def _phrase(status: int, fallback: str) -> str:
+    """The standard reason phrase of ``status`` (gunicorn passes "Bad Request" with its 501),
+    else ``fallback``."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return fallback
+
+
+def install_in_gunicorn() -> None:
+    """Make gunicorn's workers answer unparsable requests with :func:`write_problem`."""
+    gunicorn_util.write_error = write_problem
+
+
+class ProblemRequestHandler(WSGIRequestHandler):
+    """werkzeug's request handler, with ``send_error`` answering problem+json and two more
+    requests refused before the app: HTTP/0.9 (505; ``http.server`` would answer it without a
+    status line) and a request target ``urlsplit`` cannot read, such as ``http://[::1/``
+    (400; werkzeug's ``make_environ`` would raise and drop the connection unanswered)."""
+
+    def parse_request(self) -> bool:
+        """``http.server``'s parsing plus the two refusals above; ``False`` once answered."""
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":
+            self.send_error(505, "HTTP/0.9 is not supported")
+            return False
+        try:
+            urlsplit(self.path)
+        except ValueError as exc:
+            self.path = quote(self.path, safe="/")  # werkzeug's access log splits it too
+            self.send_error(400, f"unreadable request target: {exc}")
+            return False
+        return True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Send ``code`` with a :func:`server_problem` body (``message`` or the status's
+        phrase as its detail; ``explain``, http.server's long text, is not sent), always with
+        a status line and headers, and close the connection; log it as ``http.server`` does."""
+        message = message or _phrase(code, "error")
+        self.log_error("code %d, message %s", code, message)
+        body = server_problem(code, message)
+        # A request line whose version could not be read leaves http.server's default,
+        # HTTP/0.9, which would drop the status line and headers: answer with both.
+        if self.request_version == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"
+        self.send_response(code, _phrase(code, message))  # the detail goes in the body
+        self.send_header("Connection", "close")
+        self.send_header("Content-Type", PROBLEM_JSON)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)

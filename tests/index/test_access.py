@@ -1,0 +1,54 @@
+"""A document gone for one user (404 for that user) loses that user's access only."""
+
+from __future__ import annotations
+
+from ncindex.index.indexing import Indexer
+from support import Stack, wait_until
+
+
+def test_unshared_file_is_evicted_for_the_sharee_only(stack: Stack) -> None:
+    file_id = stack.sim.put_file("alice", "/Shared/plan.txt", b"Rebuild the stone bridge in June.")
+    key = f"file:{file_id}"
+    wait_until(lambda: stack.points(key), 15)
+    stack.sim.share("alice", "/Shared/plan.txt", "bob")
+    indexer = Indexer(stack.services)
+    assert indexer.index_node("bob", file_id).action == "updated"  # no embedding: same text
+    payload = stack.points(key)[0].payload
+    assert payload["acl"] == ["user:alice", "user:bob"]
+    assert payload["paths"] == {"alice": "/Shared/plan.txt", "bob": "/plan.txt"}
+    stack.sim.unshare("alice", "/Shared/plan.txt", "bob")
+    assert indexer.index_node("bob", file_id).action == "evicted"  # bob's WebDAV SEARCH: none
+    payload = stack.points(key)[0].payload
+    assert payload["acl"] == ["user:alice"] and payload["paths"] == {"alice": "/Shared/plan.txt"}
+    assert payload["file_path"] == ["alice:/Shared/plan.txt"]
+
+
+def test_a_file_blocked_by_an_access_rule_leaves_the_index(stack: Stack, monkeypatch) -> None:
+    from ncindex.nextcloud.client import NextcloudClient
+
+    stack.sim.drop_rate = 1.0  # the indexer is driven by hand here
+    file_id = stack.sim.put_file("alice", "/Vault/plan.txt", b"Rebuild the stone bridge in June.")
+    key = f"file:{file_id}"
+    indexer = Indexer(stack.services)
+    assert indexer.index_node("alice", file_id).action == "indexed"
+    # an admin's files_accesscontrol rule: no event, same etag, listed without read permission
+    stack.sim.block_access("alice", "/Vault")
+    outcome = indexer.index_node("alice", file_id)
+    assert (outcome.action, outcome.reason) == ("ineligible", "not readable")
+    assert not stack.points(key)  # alice was its only reader
+
+    # the rule lifted, the file changed, and a rule applied again between lookup and download
+    stack.sim.block_access("alice", "/Vault", blocked=False)
+    stack.sim.put_file("alice", "/Vault/plan.txt", b"Rebuild the stone bridge in July.")
+    assert indexer.index_node("alice", file_id).action == "indexed"
+    stack.sim.put_file("alice", "/Vault/plan.txt", b"Rebuild the stone bridge in August.")
+    download = NextcloudClient.download
+
+    def blocked_meanwhile(client: NextcloudClient, path: str, limit: int) -> bytes:
+        stack.sim.block_access("alice", "/Vault")
+        return download(client, path, limit)
+
+    monkeypatch.setattr(NextcloudClient, "download", blocked_meanwhile)
+    outcome = indexer.index_node("alice", file_id)
+    assert (outcome.action, outcome.reason) == ("ineligible", "download refused")
+    assert not stack.points(key)  # the July text is not left searchable

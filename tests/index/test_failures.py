@@ -1,0 +1,107 @@
+"""Failure handling: retries with backoff, the dead letter (corrupt, too large, killed its
+worker), bounded extraction of a long PDF."""
+
+from __future__ import annotations
+
+import redis
+from docmakers import pdf_bytes
+from pipeline_support import drained, events_for, post_envelope
+
+from ncindex.errors import TransientError
+from ncindex.index.deadletter import DeadLetters, Deliveries, node_subject
+from ncindex.settings import Settings
+from support import Stack, wait_until
+from workers import tasks
+
+
+def parked(stack: Stack, file_id: int):
+    return DeadLetters(stack.services.redis).get(node_subject(file_id))
+
+
+def downloads_of(stack: Stack, path: str) -> int:
+    return sum(1 for m, p, _ in stack.sim.request_log if m == "GET" and p.endswith(path))
+
+
+def test_retry_policy_is_capped_exponential_with_jitter_below_the_visibility_timeout() -> None:
+    for task in (tasks.index_node, tasks.evict_node, tasks.move_path, tasks.index_document):
+        assert task.autoretry_for == (TransientError,)
+        assert task.retry_backoff == 2 and task.retry_backoff_max == 300
+        assert task.retry_jitter is True and task.max_retries == 8
+        assert task.acks_late is True and task.reject_on_worker_lost is True
+    settings = Settings()
+    assert settings.task_soft_time_limit < settings.task_time_limit < settings.visibility_timeout
+    assert settings.lock_ttl > settings.task_time_limit
+
+
+def test_transient_nextcloud_errors_are_retried_until_indexed(stack: Stack) -> None:
+    stack.sim.faults.set("webdav", status=503, times=2, method="GET")
+    file_id = stack.sim.put_file("alice", "/Docs/retry.txt", b"Lantern oil is stored in cellar.")
+    wait_until(lambda: stack.points(f"file:{file_id}"), 30)
+    assert not stack.sim.faults.active()  # both faults were hit, then the download worked
+
+
+def test_corrupt_pdf_goes_to_the_dead_letter_while_the_rest_proceed(stack: Stack) -> None:
+    corrupt = b"%PDF-1.7\n1 0 obj << /Type /Catalog >> garbage without xref\n%%EOF"
+    bad = stack.sim.put_file("alice", "/Docs/broken.pdf", corrupt)
+    good = [
+        stack.sim.put_file("alice", f"/Docs/fine{i}.txt", f"Lighthouse log {i}.".encode())
+        for i in range(3)
+    ]
+    wait_until(lambda: all(stack.points(f"file:{i}") for i in good), 20)
+    entry = wait_until(lambda: parked(stack, bad), 20)
+    assert entry.reason.startswith("ExtractionError") and entry.user == "alice"
+    assert entry.etag == stack.sim.node("alice", "/Docs/broken.pdf").etag
+    assert not stack.points(f"file:{bad}")
+    # the same etag again stays out: no download, still parked
+    wait_until(lambda: drained(stack), 15)
+    downloads = downloads_of(stack, "/Docs/broken.pdf")
+    post_envelope(stack, events_for(stack, bad, "NodeWrittenEvent")[0])
+    wait_until(lambda: drained(stack), 15)
+    assert downloads_of(stack, "/Docs/broken.pdf") == downloads
+    assert parked(stack, bad) is not None
+    # a new version (new etag) is processed again and leaves the dead letter
+    stack.sim.put_file("alice", "/Docs/broken.pdf", pdf_bytes(["Repaired quay wall survey."]))
+    wait_until(lambda: stack.points(f"file:{bad}"), 20)
+    assert parked(stack, bad) is None
+
+
+def test_a_100_mb_file_is_parked_as_too_large_without_being_downloaded(stack: Stack) -> None:
+    size = 100 * 1024 * 1024
+    file_id = stack.sim.put_file("alice", "/Video/huge.txt", b"a" * size)
+    entry = wait_until(lambda: parked(stack, file_id), 30)
+    assert entry.reason.startswith("TooLarge") and str(size) in entry.reason
+    assert downloads_of(stack, "/Video/huge.txt") == 0
+    assert not stack.points(f"file:{file_id}")
+
+
+def test_a_document_that_killed_its_worker_three_times_is_parked(stack: Stack) -> None:
+    stack.sim.drop_rate = 1.0
+    file_id = stack.sim.put_file("alice", "/Docs/poison.txt", b"Poisoned well water report.")
+    # three earlier runs started, noted this version and never ended (what killed workers
+    # leave behind)
+    runs = Deliveries(redis.Redis.from_url(stack.settings.redis_url), ttl=3600)
+    for _ in range(3):
+        runs.start(node_subject(file_id))
+        runs.working_on(node_subject(file_id), stack.sim.node("alice", "/Docs/poison.txt").etag)
+    stack.sim.drop_rate = 0.0
+    post_envelope(stack, stack.sim.dropped_deliveries[-1][1])
+    entry = wait_until(lambda: parked(stack, file_id), 20)
+    assert entry.reason == "worker lost 3 times while processing it"
+    assert entry.deliveries == 3
+    wait_until(lambda: drained(stack), 15)
+    assert not stack.points(f"file:{file_id}")
+    # the next version is indexed (the count was reset when the parking run ended)
+    stack.sim.put_file("alice", "/Docs/poison.txt", b"Clean well water report.")
+    wait_until(lambda: stack.points(f"file:{file_id}"), 20)
+    assert parked(stack, file_id) is None
+
+
+def test_a_600_page_pdf_is_indexed_within_the_page_bound(stack: Stack) -> None:
+    pages = [f"Page {n} of the tide table lists harbour depth {n * 3} cm." for n in range(1, 601)]
+    file_id = stack.sim.put_file("alice", "/Docs/tides.pdf", pdf_bytes(pages))
+    points = wait_until(lambda: stack.points(f"file:{file_id}"), 120)
+    text = " ".join(p.payload["text"] for p in points)
+    assert "Page 1 of the tide table" in text
+    assert f"Page {stack.settings.max_pdf_pages} of the tide table" in text
+    assert f"Page {stack.settings.max_pdf_pages + 1} of the tide table" not in text
+    assert points[0].payload["chunk_count"] == len(points)

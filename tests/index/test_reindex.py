@@ -1,0 +1,224 @@
+"""Model changes without downtime (issue 6, item 4): ``ncindex reindex`` on the whole stack.
+
+The second model is all-MiniLM-L6-v2's ONNX weights with CLS pooling instead of mean pooling
+(``minilm-cls``): the only dense weights available offline are MiniLM's, and a different
+pooling gives genuinely different vectors, which is what a model change has to get right.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from allinone.cli import main
+from evaluation.beir import sample_dataset
+from ncindex.embedding.embedder import Embedder
+from ncindex.embedding.models import (
+    PACKAGED_DENSE_MODEL,
+    ModelError,
+    dense_dir_name,
+    install_models,
+)
+from ncindex.index.indexing import Indexer
+from ncindex.index.reindex import Reindexer, ReindexError
+from ncindex.settings import Settings
+from ncindex.store import ModelPointers, model_slug
+from support import PASSWORDS, Stack, wait_until
+
+OTHER = "minilm-cls"
+LIVE = model_slug(PACKAGED_DENSE_MODEL)
+DOCS = {
+    "/Notes/Lighthouse.md": "# Lighthouse\n\nThe lighthouse lens is polished every spring.",
+    "/Notes/Harbour.md": "# Harbour\n\nThe harbour master logs every tide at the pier gauge.",
+    "/Notes/Orchard.md": "# Orchard\n\nPrune the apple trees in late winter before buds swell.",
+    "/Notes/Bees.md": "# Bees\n\nThe hives need a sugar feed when the autumn turns cold.",
+}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The packaged models plus ``minilm-cls`` (links to the packaged files, CLS pooling)."""
+    shared = Settings().model_dir
+    install_models(shared)
+    folder = tmp_path_factory.mktemp("models")
+    for entry in shared.iterdir():
+        (folder / entry.name).symlink_to(entry)
+    packaged = shared / dense_dir_name(PACKAGED_DENSE_MODEL)
+    other = folder / OTHER
+    (other / "1_Pooling").mkdir(parents=True)
+    for entry in packaged.iterdir():
+        if entry.is_file():
+            (other / entry.name).symlink_to(entry)
+    pooling = json.loads((packaged / "1_Pooling" / "config.json").read_text(encoding="utf-8"))
+    pooling |= {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}
+    (other / "1_Pooling" / "config.json").write_text(json.dumps(pooling), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def embedder(model_dir: Path) -> Embedder:
+    """The packaged model from this module's model folder (overrides the session one)."""
+    embedder = Embedder(Settings(model_dir=model_dir))
+    embedder.load()
+    return embedder
+
+
+@pytest.fixture(autouse=True)
+def quick_model_checks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Processes re-read the model pointers every 0.2 s (the stack's settings read it)."""
+    monkeypatch.setenv("NCINDEX_MODEL_CHECK_SECONDS", "0.2")
+    yield
+
+
+def _write(stack: Stack, path: str, text: str) -> str:
+    stack.sim.put_file("alice", path, text.encode())
+    file_id = stack.sim.file_id("alice", path)
+    return f"note:{file_id}"
+
+
+def _dense(stack: Stack, slug: str, key: str) -> list[list[float]]:
+    store = stack.services.models.handle(slug).store
+    return [p.dense for p in store.document_points(key, with_vectors=True)]
+
+
+def _texts(stack: Stack, slug: str) -> dict[str, str]:
+    store = stack.services.models.handle(slug).store
+    return {
+        p["doc_key"]: p["text"]
+        for p in store.scroll(None, ["doc_key", "text", "chunk_index"])
+        if p["chunk_index"] == 0
+    }
+
+
+def _run(args: list[str], stack: Stack, monkeypatch: pytest.MonkeyPatch) -> str:
+    s = stack.settings
+    for name, value in {
+        "NCINDEX_REDIS_URL": s.redis_url,
+        "NCINDEX_DATA_DIR": str(s.data_dir),
+        "NCINDEX_MODEL_DIR": str(s.model_dir),
+    }.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_reindex_builds_switches_back_and_finishes_without_losing_a_write(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = {path: _write(stack, path, text) for path, text in DOCS.items()}
+    wait_until(lambda: all(stack.points(k) for k in keys.values()), 30)
+    assert stack.search_as("alice", "lighthouse lens")["model"] == PACKAGED_DENSE_MODEL
+
+    # 1. Announce the new model: from now on every write is mirrored into it.
+    reindexer = Reindexer(stack.services, Indexer(stack.services))
+    reindexer.start(OTHER)
+    assert reindexer.pointers() == ModelPointers(active=LIVE, building=OTHER)
+    assert "building: minilm-cls" in _run(["reindex"], stack, monkeypatch)
+    # An edit while the model is being built reaches both collections.
+    edited = keys["/Notes/Harbour.md"]
+    _write(stack, "/Notes/Harbour.md", "# Harbour\n\nThe ferry now docks at the north quay.")
+    wait_until(lambda: "ferry" in _texts(stack, OTHER).get(edited, ""), 30)
+    assert "ferry" in _texts(stack, LIVE)[edited]
+    # Search keeps using the live model while the new one fills.
+    during = stack.search_as("alice", "lighthouse lens")
+    assert during["model"] == PACKAGED_DENSE_MODEL
+    assert during["results"][0]["title"] == "Lighthouse"
+    with pytest.raises(ReindexError, match="still being built"):
+        reindexer.back()
+
+    # 2. The build (the Celery task, run by the stack's worker) copies the rest and switches.
+    output = _run(["reindex", "--model", OTHER, "--wait", "60"], stack, monkeypatch)
+    assert "live: minilm-cls" in output
+    assert f"standby: {LIVE}" in output
+    assert _texts(stack, OTHER) == _texts(stack, LIVE)
+    for key in keys.values():
+        new, old = _dense(stack, OTHER, key), _dense(stack, LIVE, key)
+        assert len(new) == len(old) > 0
+        assert all(a != b for a, b in zip(new, old, strict=True))  # other vectors: other model
+    wait_until(lambda: stack.search_as("alice", "lighthouse lens")["model"] == OTHER, 5)
+    after = stack.search_as("alice", "lighthouse lens")
+    assert after["results"][0]["title"] == "Lighthouse"
+
+    # 3. Writes after the switch keep the standby current, so switching back loses nothing.
+    bees = keys["/Notes/Bees.md"]
+    _write(stack, "/Notes/Bees.md", "# Bees\n\nA swarm settled in the old chestnut tree.")
+    wait_until(lambda: "swarm" in _texts(stack, LIVE).get(bees, ""), 30)
+    assert "swarm" in _texts(stack, OTHER)[bees]
+    assert f"live: {LIVE}" in _run(["reindex", "--back"], stack, monkeypatch)
+    wait_until(
+        lambda: stack.search_as("alice", "swarm chestnut")["model"] == PACKAGED_DENSE_MODEL, 5
+    )
+    assert stack.search_as("alice", "swarm chestnut")["results"][0]["title"] == "Bees"
+
+    # 4. Finish: the second model's collection goes, writes go to one collection again.
+    output = _run(["reindex", "--finish", "--wait", "60"], stack, monkeypatch)
+    assert "standby" not in output and "building" not in output
+    assert reindexer.pointers() == ModelPointers(active=LIVE)
+    assert not (stack.settings.data_dir / "qdrant" / OTHER).exists()
+    assert stack.search_as("alice", "lighthouse lens")["results"][0]["title"] == "Lighthouse"
+
+
+def test_reindex_refuses_a_missing_or_live_model_and_resumes_a_build(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reindexer = Reindexer(stack.services, Indexer(stack.services))
+    stack.services.store  # noqa: B018  (a store with a live model)
+    with pytest.raises(ModelError, match=r"no model\.onnx"):
+        reindexer.start("acme/not-installed")
+    with pytest.raises(ReindexError, match="already live"):
+        reindexer.start(PACKAGED_DENSE_MODEL)
+    reindexer.start(OTHER)
+    reindexer.start(OTHER)  # resuming the same build is allowed
+    assert reindexer.finish() == OTHER
+    assert reindexer.pointers() == ModelPointers(active=LIVE)
+    assert "live: " + LIVE in _run(["reindex"], stack, monkeypatch)
+
+
+def test_search_answers_503_when_the_live_model_is_not_installed_here(stack: Stack) -> None:
+    root = stack.services.models.root
+    ghost = root.use_model("ghost-model")  # a collection whose model folder this process lacks
+    ghost.ensure_collection(384)
+    ghost.close()
+    root.set_models(ModelPointers(active="ghost-model", standby=LIVE))
+
+    def search() -> Any:
+        return stack.search.post(
+            "/v1/search", json={"query": "tide"}, auth=("alice", PASSWORDS["alice"])
+        )
+
+    response = wait_until(lambda: (r := search()).status_code != 200 and r, 5)
+    assert response.status_code == 503
+    assert response.get_json()["code"] == "model_unavailable"
+    assert "ghost-model" in response.get_json()["detail"]
+    root.set_models(ModelPointers(active=LIVE))
+
+
+def test_eval_compares_two_models_before_a_switch(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = sample_dataset().subset(5, 12)
+    folder = tmp_path / "slice"
+    (folder / "qrels").mkdir(parents=True)
+    corpus = [{"_id": d.doc_id, "title": d.title, "text": d.text} for d in data.corpus.values()]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in corpus) + "\n")
+    queries = [{"_id": q, "text": t} for q, t in data.queries.items()]
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
+    rows = [f"{q}\t{d}\t{r}" for q, judged in data.qrels.items() for d, r in judged.items()]
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows))
+    monkeypatch.setenv("NCINDEX_MODEL_DIR", str(model_dir))
+    out = tmp_path / "report.json"
+    args = ["eval", str(folder), "--mode", "dense", "--json", str(out)]
+    result = CliRunner().invoke(main, [*args, "--model", PACKAGED_DENSE_MODEL, "--model", OTHER])
+    assert result.exit_code == 0, result.output
+    assert f"{PACKAGED_DENSE_MODEL}: dense (library)" in result.output
+    assert f"{OTHER}: dense (library)" in result.output
+    report = json.loads(out.read_text())["models"]
+    ours, theirs = (report[m]["library"]["dense"] for m in (PACKAGED_DENSE_MODEL, OTHER))
+    assert set(ours) == set(theirs) and all(0 <= v <= 1 for v in ours.values())
+    assert ours != theirs  # each model ranked with its own vectors

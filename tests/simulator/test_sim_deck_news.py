@@ -1,0 +1,211 @@
+"""Deck and News APIs, card webhooks behind the Deck ≥ 1.18 switch, and fault switches."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import httpx
+import pytest
+
+from ncindex.simulator import NextcloudSimulator, serve_simulator
+from ncindex.simulator.xmlutil import http_date
+
+DECK = "/index.php/apps/deck/api/v1.0"
+NEWS = "/index.php/apps/news/api/v1-3"
+CARD_FIELDS = [
+    "id",
+    "title",
+    "description",
+    "descriptionPrev",
+    "color",
+    "stackId",
+    "type",
+    "lastModified",
+    "lastEditor",
+    "createdAt",
+    "labels",
+    "assignedUsers",
+    "attachments",
+    "attachmentCount",
+    "owner",
+    "order",
+    "archived",
+    "done",
+    "duedate",
+    "startdate",
+    "notified",
+    "deletedAt",
+    "commentsUnread",
+    "commentsCount",
+    "relatedStack",
+    "relatedBoard",
+    "ETag",
+]
+
+
+def test_deck_boards_stacks_cards_and_errors(sim, client) -> None:
+    board = sim.deck_create_board("alice", "Roadmap")
+    todo = sim.deck_create_stack("alice", board, "To do", order=0)
+    empty = sim.deck_create_stack("alice", board, "Empty", order=1)
+    card = sim.deck_create_card("alice", todo, "Ship v2", "- [ ] docs", duedate=1768899600)
+    alice, bob = client("alice"), client("bob")
+    boards = alice.get(f"{DECK}/boards")
+    assert boards.status_code == 200 and boards.headers["etag"].startswith('"')
+    assert [b["title"] for b in boards.json()] == ["Roadmap"]
+    assert boards.json()[0]["owner"]["uid"] == "alice"
+    stacks = alice.get(f"{DECK}/boards/{board}/stacks").json()
+    assert [s["id"] for s in stacks] == [todo, empty]
+    assert "cards" in stacks[0] and "cards" not in stacks[1]
+    got = alice.get(f"{DECK}/boards/{board}/stacks/{todo}/cards/{card}")
+    data = got.json()
+    assert list(data) == CARD_FIELDS
+    assert data["duedate"] == "2026-01-20T09:00:00+00:00"
+    assert data["ETag"] == hashlib.md5(str(data["lastModified"]).encode()).hexdigest()
+    assert got.headers["etag"] == f'"{data["ETag"]}"'
+    cached = alice.get(
+        f"{DECK}/boards/{board}/stacks/{todo}/cards/{card}",
+        headers={"If-None-Match": got.headers["etag"]},
+    )
+    assert cached.status_code == 304
+    denied = {"status": 403, "message": "Permission denied"}
+    assert bob.get(f"{DECK}/boards/{board}/stacks/{todo}/cards/{card}").json() == denied
+    assert bob.get(f"{DECK}/boards/{board}").status_code == 403
+    assert alice.get(f"{DECK}/boards/{board}/stacks/{todo}/cards/9999").json() == denied
+    sim.deck_share_board("alice", board, "bob")
+    assert bob.get(f"{DECK}/boards/{board}/stacks/{todo}/cards/{card}").status_code == 200
+    sim.deck_unshare_board("alice", board, "bob")
+    assert bob.get(f"{DECK}/boards/{board}/stacks/{todo}/cards/{card}").status_code == 403
+    sim.deck_delete_card("alice", card)
+    deleted = alice.get(f"{DECK}/boards/{board}/stacks/{todo}/cards/{card}")
+    assert deleted.status_code == 403
+    assert deleted.json() == {"status": 403, "message": "Card is deleted"}
+    assert "cards" not in alice.get(f"{DECK}/boards/{board}/stacks").json()[0]
+    missing_title = alice.post(f"{DECK}/boards", json={"title": ""})
+    assert missing_title.json() == {"status": 400, "message": "title must be provided"}
+
+
+def test_deck_if_modified_since(sim, client) -> None:
+    board = sim.deck_create_board("alice", "B")
+    stack = sim.deck_create_stack("alice", board, "S")
+    sim.deck_create_card("alice", stack, "old")
+    alice = client("alice")
+    future = http_date(time.time() + 3600)
+    assert alice.get(f"{DECK}/boards", headers={"If-Modified-Since": future}).json() == []
+    stacks = alice.get(f"{DECK}/boards/{board}/stacks", headers={"If-Modified-Since": future})
+    assert "cards" not in stacks.json()[0]
+    past = http_date(0)
+    assert len(alice.get(f"{DECK}/boards", headers={"If-Modified-Since": past}).json()) == 1
+    bad = alice.get(f"{DECK}/boards", headers={"If-Modified-Since": "yesterday"})
+    assert bad.status_code == 500
+    assert bad.json() == {"status": 500, "message": "Invalid If-Modified-Since header provided."}
+
+
+def test_deck_card_events_only_with_deck_webhooks(receiver) -> None:
+    for enabled in (False, True):
+        sim = NextcloudSimulator(deck_webhooks=enabled)
+        try:
+            sim.add_user("admin", "admin-pw", admin=True)
+            sim.add_user("alice", "alice-pw", "Alice Adams")
+            with serve_simulator(sim) as srv:
+                admin = httpx.Client(base_url=srv.url, auth=("admin", "admin-pw"))
+                params = {
+                    "httpMethod": "POST",
+                    "uri": receiver.url,
+                    "event": "OCA\\Deck\\Event\\CardUpdatedEvent",
+                }
+                resp = admin.post(
+                    "/ocs/v2.php/apps/webhook_listeners/api/v1/webhooks",
+                    json=params,
+                    headers={"OCS-APIRequest": "true", "Accept": "application/json"},
+                )
+                assert resp.status_code == (200 if enabled else 400)
+                admin.close()
+            board = sim.deck_create_board("alice", "B")
+            stack = sim.deck_create_stack("alice", board, "S")
+            card = sim.deck_create_card("alice", stack, "c")
+            sim.deck_archive_card("alice", card)
+            sim.flush_deliveries(timeout=5)
+        finally:
+            sim.close()
+    (req,) = receiver.requests
+    body = json.loads(req.body)
+    assert body["event"]["class"] == "OCA\\Deck\\Event\\CardUpdatedEvent"
+    assert body["event"]["card"]["id"] == card and body["event"]["card"]["archived"] is True
+
+
+def test_news_items_offset_types_and_updated(sim, client) -> None:
+    folder = sim.news_add_folder("alice", "Tech")
+    feed = sim.news_add_feed("alice", "https://blog.example.test/feed", "Blog", folder)
+    other = sim.news_add_feed("alice", "https://other.example.test/rss", "Other")
+    ids = [sim.news_add_item("alice", feed, f"Post {i}", f"<p>{i}</p>") for i in range(4)]
+    extra = sim.news_add_item("alice", other, "Elsewhere", "<p>x</p>")
+    alice = client("alice")
+    assert alice.get(f"{NEWS}/version").json() == {"version": "25.3.2"}
+    feeds = alice.get(f"{NEWS}/feeds").json()
+    assert [f["id"] for f in feeds["feeds"]] == [feed, other]
+    assert feeds["newestItemId"] == extra
+    all_items = alice.get(f"{NEWS}/items", params={"type": 3, "id": 0}).json()["items"]
+    assert [i["id"] for i in all_items] == [extra, *reversed(ids)]
+    item = all_items[-1]
+    assert list(item)[:4] == ["id", "guid", "guidHash", "url"]
+    assert item["guidHash"] == hashlib.md5(item["guid"].encode()).hexdigest()
+    assert isinstance(item["lastModified"], int) and item["lastModified"] < 10**11
+    page = alice.get(
+        f"{NEWS}/items", params={"type": 0, "id": feed, "batchSize": 2, "offset": ids[3]}
+    ).json()["items"]
+    assert [i["id"] for i in page] == [ids[2], ids[1]]
+    # verify one item exists: the offset trick
+    probe = alice.get(
+        f"{NEWS}/items",
+        params={"type": 0, "id": feed, "batchSize": 1, "offset": ids[1] + 1, "getRead": "true"},
+    ).json()["items"]
+    assert probe[0]["id"] == ids[1]
+    oldest = alice.get(
+        f"{NEWS}/items", params={"type": 1, "id": folder, "oldestFirst": "true", "offset": ids[0]}
+    ).json()["items"]
+    assert [i["id"] for i in oldest] == ids[1:]
+    sim.news_mark_read("alice", ids[0])
+    unread = alice.get(f"{NEWS}/items", params={"type": 3, "getRead": "false"}).json()["items"]
+    assert ids[0] not in [i["id"] for i in unread]
+    starred = alice.get(f"{NEWS}/items", params={"type": 2, "getRead": "false"})
+    assert starred.status_code == 200
+    assert starred.json() == {
+        "message": "Setting getRead on an already filtered list is not allowed!"
+    }
+    since = item["lastModified"]
+    in_seconds = alice.get(f"{NEWS}/items/updated", params={"lastModified": since + 3600})
+    assert in_seconds.json()["items"] == []
+    in_us = alice.get(f"{NEWS}/items/updated", params={"lastModified": since * 1_000_000})
+    assert {i["id"] for i in in_us.json()["items"]} == {*ids, extra}
+    assert alice.post(f"{NEWS}/items/{ids[1]}/read").status_code == 200
+    assert alice.post(f"{NEWS}/items/999/read").status_code == 404
+    assert alice.get(f"{NEWS}/items/{ids[1]}").status_code == 404  # no single-item GET
+    sim.news_delete_feed("alice", other)
+    after = alice.get(f"{NEWS}/items", params={"type": 3}).json()["items"]
+    assert extra not in [i["id"] for i in after]
+    assert client("bob").get(f"{NEWS}/items", params={"type": 3}).json() == {"items": []}
+
+
+@pytest.mark.parametrize("family", ["notes", "webdav"])
+def test_fault_switches(sim, client, family) -> None:
+    alice = client("alice")
+    url = (
+        "/index.php/apps/notes/api/v1/notes"
+        if family == "notes"
+        else "/remote.php/dav/files/alice/"
+    )
+    method = "GET" if family == "notes" else "PROPFIND"
+    sim.faults.set(family, status=503, times=1)
+    assert alice.request(method, url).status_code == 503
+    assert alice.request(method, url).status_code in (200, 207)
+    sim.faults.set(family, delay=0.3)
+    started = time.monotonic()
+    alice.request(method, url)
+    assert time.monotonic() - started >= 0.25
+    sim.faults.set(family, timeout=True)
+    with pytest.raises(httpx.TimeoutException):
+        alice.request(method, url, timeout=0.3)
+    sim.faults.clear()
+    assert alice.request(method, url).status_code in (200, 207)

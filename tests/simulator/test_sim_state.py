@@ -1,0 +1,135 @@
+"""The Python surface: files, shares, trash, ids, events and the sample corpus."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ncindex.simulator import (
+    SAMPLE_ACCOUNTS,
+    ConflictError,
+    NextcloudSimulator,
+    NotFoundError,
+    load_sample_corpus,
+    sample_queries,
+)
+
+
+def classes(sim: NextcloudSimulator) -> list[str]:
+    return [e["event"]["class"].rsplit("\\", 1)[1] for e in sim.events]
+
+
+def test_put_move_copy_keep_or_mint_ids(sim) -> None:
+    fid = sim.put_file("alice", "/Notes/Plan.md", b"# Plan")
+    assert sim.put_file("alice", "/Notes/Plan.md", b"# Plan v2") == fid
+    assert sim.read("alice", "/Notes/Plan.md") == b"# Plan v2"
+    folder = sim.file_id("alice", "/Notes")
+    assert sim.move("alice", "/Notes", "/Archive/Notes") == folder
+    assert sim.file_id("alice", "/Archive/Notes/Plan.md") == fid
+    assert sim.path_of("alice", fid) == "/Archive/Notes/Plan.md"
+    copied = sim.copy("alice", "/Archive/Notes/Plan.md", "/Plan copy.md")
+    assert copied != fid
+    assert sim.visible_files("alice") == {
+        fid: "/Archive/Notes/Plan.md",
+        copied: "/Plan copy.md",
+    }
+    with pytest.raises(NotFoundError):
+        sim.read("alice", "/nope")
+    with pytest.raises(ConflictError):
+        sim.tree.put_file("alice", "/x/y.md", b"", make_parents=False)
+
+
+def test_event_sequences(sim) -> None:
+    sim.put_file("alice", "/a.md", b"1")
+    assert classes(sim) == [
+        "BeforeNodeCreatedEvent",
+        "BeforeNodeWrittenEvent",
+        "NodeCreatedEvent",
+        "NodeWrittenEvent",
+    ]
+    sim.events.clear()
+    sim.put_file("alice", "/a.md", b"2")
+    assert classes(sim) == ["BeforeNodeWrittenEvent", "NodeWrittenEvent"]
+    sim.events.clear()
+    sim.copy("alice", "/a.md", "/b.md")
+    copied = sim.events[-1]["event"]
+    assert copied["source"]["id"] != copied["target"]["id"]
+    sim.events.clear()
+    sim.share("alice", "/a.md", "bob")
+    sim.unshare("alice", "/a.md", "bob")
+    assert sim.events == []
+
+
+def test_trash_and_restore(sim) -> None:
+    fid = sim.put_file("alice", "/Projects/old-notes.txt", b"x")
+    sim.delete("alice", "/Projects/old-notes.txt")
+    assert sim.file_id("alice", "/Projects/old-notes.txt") is None
+    (item,) = sim.trash("alice")
+    assert item["id"] == fid
+    assert re.fullmatch(r"old-notes\.txt\.d\d+", item["name"])
+    sim.events.clear()
+    assert sim.restore("alice", fid) == fid
+    assert sim.path_of("alice", fid) == "/Projects/old-notes.txt"
+    restored = sim.events[-1]["event"]
+    assert restored["class"].endswith("NodeRestoredEvent")
+    assert restored["source"]["path"] == f"/alice/files_trashbin/files/{item['name']}"
+    assert restored["target"] == {"id": fid, "path": "/alice/files/Projects/old-notes.txt"}
+    sim.delete("alice", "/Projects")
+    assert sim.empty_trash("alice") == 1
+    assert sim.path_of("alice", fid) is None
+
+
+def test_share_views_and_mount_name_clash(sim) -> None:
+    fid = sim.put_file("alice", "/Projects/spec.md", b"spec")
+    sim.mkdir("bob", "/Projects")
+    mount = sim.share("alice", "/Projects", "bob")
+    assert mount == "/Projects (2)"
+    assert sim.path_of("bob", fid) == "/Projects (2)/spec.md"
+    assert sim.visible_files("bob") == {fid: "/Projects (2)/spec.md"}
+    # the sharee deleting the mount point leaves the share instead of deleting alice's files
+    sim.delete("bob", "/Projects (2)")
+    assert sim.path_of("bob", fid) is None
+    assert sim.path_of("alice", fid) == "/Projects/spec.md"
+
+
+def test_deleting_a_shared_folder_removes_the_share(sim) -> None:
+    fid = sim.put_file("alice", "/Team/a.md", b"a")
+    sim.share("alice", "/Team", "bob")
+    sim.delete("alice", "/Team")
+    assert sim.path_of("bob", fid) is None
+    sim.restore("alice", "Team")
+    assert sim.path_of("alice", fid) == "/Team/a.md"
+    assert sim.path_of("bob", fid) is None
+
+
+def test_sample_corpus(sim) -> None:
+    summary = load_sample_corpus(sim)
+    assert summary.documents >= 300
+    assert summary.users == SAMPLE_ACCOUNTS
+    alice, bob = sim.visible_files("alice"), sim.visible_files("bob")
+    assert len(alice) + len(bob) - len(set(alice) & set(bob)) == summary.documents
+    shared = {fid for fid, path in bob.items() if path.startswith("/Shared Research/")}
+    assert shared and shared <= set(alice)
+    for owner, path, fid in summary.placements.values():
+        name = path.rsplit("/", 1)[1]
+        assert not re.search(r'[\\:*?"<>|]', name)
+        assert sim.path_of(owner, fid) == path
+    assert any(p.startswith("/Notes/") for p in alice.values())
+    assert any(p.startswith("/Documents/") for p in bob.values())
+    judged = {cid for q in sample_queries() for cid in q["corpus_ids"]}
+    assert judged <= set(summary.placements)
+
+
+def test_recipient_folder_etags_change_with_shared_content(sim) -> None:
+    sim.put_file("alice", "/Team/a.md", b"a")
+    before_share = sim.node("bob", "/").etag
+    sim.share("alice", "/Team", "bob", mount_path="/In/Team")
+    assert sim.node("bob", "/").etag != before_share
+    root, mount_parent = sim.node("bob", "/").etag, sim.node("bob", "/In").etag
+    sim.put_file("alice", "/Team/a.md", b"changed")
+    assert sim.node("bob", "/").etag != root
+    assert sim.node("bob", "/In").etag != mount_parent
+    root = sim.node("bob", "/").etag
+    sim.unshare("alice", "/Team", "bob")
+    assert sim.node("bob", "/").etag != root

@@ -1,0 +1,121 @@
+"""Which files are indexed: globs, MIME list, tag gate and excluded tags (exclusion wins)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ncindex.index.indexing import Indexer
+from ncindex.settings import Settings
+from ncindex.sources.eligibility import Eligibility, effective_mime, glob_match
+from support import Stack, wait_until
+
+PDF = "application/pdf"
+
+
+@pytest.mark.parametrize(
+    ("path", "pattern", "expected"),
+    [
+        ("/Projects/a.md", "**", True),
+        ("/Projects/a.md", "/Projects/**", True),
+        ("/Projects-old/a.md", "/Projects/**", False),
+        ("/a.tmp", "*.tmp", True),
+        ("/x/y/a.tmp", "*.tmp", True),
+        ("/x/y/a.tmpx", "*.tmp", False),
+        ("/x/a.md", "/*.md", False),
+        ("/a.md", "/*.md", True),
+        ("/a.md", "/**/a.md", True),
+        ("/deep/er/a.md", "/**/a.md", True),
+        ("/Private/b.txt", "/Private/?.txt", True),
+        ("/Private/bc.txt", "/Private/?.txt", False),
+        ("/v1/a", "/v[0-9]/a", True),
+        ("/va/a", "/v[!0-9]/a", True),
+        ("/v1/a", "/v[!0-9]/a", False),
+        ("/a+b(c).md", "/a+b(c).md", True),
+    ],
+)
+def test_glob_semantics(path: str, pattern: str, expected: bool) -> None:
+    assert glob_match(path, pattern) is expected
+
+
+def test_effective_mime_uses_the_extension_only_for_generic_types() -> None:
+    assert effective_mime("application/octet-stream", "/a.pdf") == PDF
+    assert effective_mime(None, "/a.md") == "text/markdown"
+    assert effective_mime("text/plain; charset=utf-8", "/a.md") == "text/plain"
+    assert effective_mime("application/octet-stream", "/a.bin") is None
+
+
+def policy(**fields: object) -> Eligibility:
+    return Eligibility.from_settings(Settings(**fields))  # type: ignore[arg-type]
+
+
+def test_file_reasons() -> None:
+    default = policy()
+    assert default.file_reason("/a.pdf", PDF, []) is None
+    assert default.file_reason("/a.zip", "application/zip", []) == "unsupported_format"
+    assert policy(index_mime_types=["text/*"]).file_reason("/a.pdf", PDF, []) == "mime_type"
+    assert (
+        policy(index_mime_types=[PDF]).file_reason("/a.pdf", "application/octet-stream", []) is None
+    )
+    assert policy(index_include_globs=["/Work/**"]).file_reason("/a.pdf", PDF, []) == (
+        "path_not_included"
+    )
+    excluded = policy(index_include_globs=["/Work/**"], index_exclude_globs=["*.draft.pdf"])
+    assert excluded.file_reason("/Work/x.draft.pdf", PDF, []) == "excluded_path"
+    assert excluded.file_reason("/Work/x.pdf", PDF, []) is None
+
+
+def test_tag_gate_and_exclusion_wins() -> None:
+    gated = policy(index_required_tags=["Index"], index_excluded_tags=["Confidential"])
+    assert gated.file_reason("/a.pdf", PDF, []) == "missing_required_tag"
+    assert gated.file_reason("/a.pdf", PDF, ["index"]) is None  # case-insensitive
+    assert gated.file_reason("/a.pdf", PDF, ["Index", "Confidential"]) == "excluded_tag"
+    assert policy(index_excluded_tags=["Confidential"]).file_reason(
+        "/a.pdf", PDF, ["Confidential"]
+    ) == ("excluded_tag")
+
+
+def test_policy_applies_to_files_and_notes_through_the_worker(stack: Stack) -> None:
+    stack.settings.index_exclude_globs = ["/Archive/**", "*.log"]
+    stack.settings.index_required_tags = ["searchable"]
+    stack.settings.index_excluded_tags = ["secret"]
+    searchable = stack.sim.create_tag("searchable")
+    secret = stack.sim.create_tag("secret")
+    body = b"Harbour pilots report fog over the estuary every morning."
+    paths = {
+        "tagged": "/Work/fog.txt",
+        "untagged": "/Work/plain.txt",
+        "secret": "/Work/both.txt",
+        "archived": "/Archive/old.txt",
+        "log": "/Work/run.log",
+        "note": "/Notes/Fog.md",
+    }
+    for name, path in paths.items():
+        stack.sim.put_file("alice", path, body)
+        if name != "untagged":
+            stack.sim.assign_tag("alice", path, searchable)
+    stack.sim.assign_tag("alice", paths["secret"], secret)
+    stack.sim.flush_deliveries(timeout=5)
+    ids = {name: stack.sim.file_id("alice", path) for name, path in paths.items()}
+    wait_until(
+        lambda: stack.points(f"file:{ids['tagged']}") and stack.points(f"note:{ids['note']}"), 20
+    )
+    indexer = Indexer(stack.services)
+    reasons = {name: indexer.index_node("alice", ids[name]).reason for name in paths}
+    assert reasons == {
+        "tagged": None,
+        "untagged": "missing_required_tag",
+        "secret": "excluded_tag",
+        "archived": "excluded_path",
+        "log": "excluded_path",
+        "note": None,
+    }
+    for name in ("untagged", "secret", "archived", "log"):
+        assert not stack.points(f"file:{ids[name]}"), name
+    # taking the excluded tag away brings the file in through its TagUnassigned event
+    stack.sim.unassign_tag("alice", paths["secret"], secret)
+    stack.sim.flush_deliveries(timeout=5)
+    wait_until(lambda: stack.points(f"file:{ids['secret']}"), 20)
+    # and assigning it again evicts it through TagAssigned
+    stack.sim.assign_tag("alice", paths["secret"], secret)
+    stack.sim.flush_deliveries(timeout=5)
+    wait_until(lambda: not stack.points(f"file:{ids['secret']}"), 20)

@@ -1,0 +1,136 @@
+"""The beat schedule as data, the check task's lock, and the ``reconcile`` / ``status``
+commands run as a user would (environment settings, their own store)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from allinone.cli import main
+from ncindex.settings import Settings
+from ncindex.simulator import NextcloudSimulator, SimulatorServer, serve_simulator
+from workers.beat import beat_schedule, check_lock_seconds, expires_seconds
+from workers.celery_app import create_celery
+
+
+def test_the_schedule_comes_from_settings() -> None:
+    settings = Settings(reconcile_periods={"note": 600, "file": 1200, "deck_card": 60})
+    schedule = beat_schedule(settings)
+    assert sorted(schedule) == ["reconcile-deck_card", "reconcile-file", "reconcile-note"]
+    note = schedule["reconcile-note"]
+    assert note["task"] == "ncindex.reconcile_check"
+    assert note["schedule"] == timedelta(seconds=600)
+    assert note["kwargs"] == {"doc_type": "note"}
+    assert note["options"]["queue"] == "reconcile"
+    assert 0 < note["options"]["expires"] < 600
+    disabled = beat_schedule(settings.model_copy(update={"reconcile_disable": ["file"]}))
+    assert sorted(disabled) == ["reconcile-deck_card", "reconcile-note"]
+
+
+@pytest.mark.parametrize("period", [10, 60, 900, 86400])
+def test_locks_and_expiry_are_shorter_than_the_period(period: int) -> None:
+    assert 0 < check_lock_seconds(period) < period
+    assert 0 < expires_seconds(period) < period
+
+
+def test_settings_reject_unknown_doc_types() -> None:
+    with pytest.raises(ValueError, match="unknown doc types"):
+        Settings(reconcile_disable=["calendar"])
+    with pytest.raises(ValueError, match="at least 10"):
+        Settings(reconcile_periods={"note": 1})
+
+
+def test_overlapping_checks_do_not_stack_scans(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    settings = Settings(
+        redis_url=redis_url,
+        nextcloud_url="http://nextcloud.invalid",
+        accounts={"alice": "a", "bob": "b"},
+    )
+    app = create_celery(settings)
+    try:
+        app.loader.import_default_modules()
+        check = app.tasks["ncindex.reconcile_check"]
+        assert check.apply(kwargs={"doc_type": "note"}).get() == 2
+        assert check.apply(kwargs={"doc_type": "note"}).get() == 0  # the lock holds
+        client.delete("ncindex:lock:reconcile-check:note")  # the lock expired: next period
+        assert check.apply(kwargs={"doc_type": "note"}).get() == 0  # scans still queued
+        assert client.llen("reconcile") == 2
+        assert 0 < client.ttl("ncindex:lock:reconcile-check:note") <= check_lock_seconds(900)
+    finally:
+        app.close()
+        client.flushdb()
+
+
+@pytest.fixture
+def nextcloud() -> Iterator[tuple[NextcloudSimulator, SimulatorServer]]:
+    sim = NextcloudSimulator()
+    sim.add_user("alice", password="alice-pw")
+    for i in range(3):
+        sim.put_file("alice", f"/Docs/f{i}.md", f"# File {i}\nlantern {i}")
+    sim.put_file("alice", "/Notes/Plan.md", "# Plan\nships")
+    server = serve_simulator(sim, host="127.0.0.1", port=0)
+    yield sim, server
+    server.close()
+    sim.close()
+
+
+def test_reconcile_and_status_commands(
+    nextcloud: tuple[NextcloudSimulator, SimulatorServer],
+    redis_url: str,
+    model_dir: Path,
+    tmp_path: Path,
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    env = {
+        "NCINDEX_NEXTCLOUD_URL": nextcloud[1].url,
+        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw"}),
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_QDRANT_PATH": str(tmp_path / "qdrant"),
+        "NCINDEX_MODEL_DIR": str(model_dir),
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+    runner = CliRunner()
+    dry = runner.invoke(main, ["reconcile", "--doc-type", "file"], env=env)
+    assert dry.exit_code == 0, dry.output
+    assert "alice file: listed 3, indexed 0" in dry.output and "new 3" in dry.output
+    assert "would enqueue 3 (dry run)" in dry.output
+    assert client.llen("index") == 0
+
+    applied = runner.invoke(main, ["reconcile", "--user", "alice", "--apply", "--json"], env=env)
+    assert applied.exit_code == 0, applied.output
+    reports = [json.loads(line) for line in applied.output.splitlines() if line.startswith("{")]
+    enqueued = [(r["doc_type"], r["enqueued"]) for r in reports]
+    assert enqueued == [("note", 1), ("file", 3), ("deck_card", 0), ("news_item", 0)]
+    assert sorted(c["path"] for c in reports[1]["index"]) == [f"/Docs/f{i}.md" for i in range(3)]
+    assert client.llen("index") == 4
+
+    status = runner.invoke(main, ["status", "--json"], env=env)
+    assert status.exit_code == 0, status.output
+    data = json.loads(status.output)
+    assert data["queues"]["index"] == 4
+    assert sorted(data["scans"]) == [
+        "alice:deck_card",
+        "alice:file",
+        "alice:news_item",
+        "alice:note",
+    ]
+    assert data["scans"]["alice:file"]["changes"]["new"] == 3
+    assert data["scans"]["alice:file"]["in_sync_age_seconds"] is None  # never in sync yet
+    assert data["index_lag_seconds"] >= 0 and data["reserved"] == 0
+    client.hset("ncindex:deadletter", "node:42", json.dumps({"reason": "killed the worker"}))
+    text = runner.invoke(main, ["status"], env=env)
+    assert "dead letters: 1" in text.output and "killed the worker" in text.output
+    assert "scan alice:file" in text.output
+
+    unknown = runner.invoke(main, ["reconcile", "--user", "mallory"], env=env)
+    assert unknown.exit_code != 0 and "mallory" in unknown.output
+    client.flushdb()

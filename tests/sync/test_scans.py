@@ -1,0 +1,392 @@
+"""Scans one by one on real parts: what an unchanged account costs, and the guards (failed
+listing, empty listing, grace period, mass removal held until a second scan agrees)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from celery import Celery
+from reconcile_support import differences, ground_truth, index_state, reconcile_pass, settle
+
+from ncindex.documents import DocType, path_fields
+from ncindex.index.indexing import Indexer
+from ncindex.ingest.queueing import BrokerUnavailable
+from ncindex.sync.reconcile import Reconciler, ScanState
+from support import Stack, wait_until
+
+USERS = ["alice", "bob", "carol"]
+
+
+class Recorder:
+    """A producer that records the tasks it is asked to send (nothing runs them)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any], str | None]] = []
+
+    def send_task(self, name: str, **options: Any) -> None:
+        self.sent.append((name, options.get("kwargs", {}), options.get("queue")))
+
+
+def reconciler(stack: Stack, producer: Any) -> Reconciler:
+    return Reconciler(stack.services, Indexer(stack.services), producer)
+
+
+def fill(stack: Stack, files: int = 12, notes: int = 6) -> None:
+    """Files in two folders with a subfolder each, and notes; indexed through the webhooks."""
+    for i in range(files):
+        sub = "/Sub" if i % 3 == 0 else ""
+        stack.sim.put_file("alice", f"/Docs/F{i % 2}{sub}/f{i}.md", f"# File {i}\nreef {i}")
+    for i in range(notes):
+        stack.sim.put_file("alice", f"/Notes/Cat/n{i}.md", f"# Note {i}\nanchor {i}")
+    settle(stack)
+
+
+def test_an_unchanged_account_costs_one_request_per_doc_type(
+    rstack: Stack, producer: Celery
+) -> None:
+    fill(rstack)
+    rstack.sim.drop_rate = 1.0  # from here on only the scans see changes
+    reconcile_pass(rstack, producer, ["alice"])  # clean: stores folder etags and pruneBefore
+    rec = reconciler(rstack, Recorder())
+    rstack.sim.reset_request_counts()
+    for doc_type in (DocType.FILE, DocType.NOTE):
+        report = rec.scan("alice", doc_type)
+        assert report.clean and report.requests == 1, report.summary()
+    assert rstack.sim.request_count() == 2
+
+    rstack.sim.put_file("alice", "/Docs/F0/Sub/f0.md", "# File 0\nchanged deep down")
+    rstack.sim.reset_request_counts()
+    files = rec.scan("alice", DocType.FILE)
+    # root (Depth 0, changed) → root, /Docs, /Docs/F0, /Docs/F0/Sub; /Docs/F1 and /Notes
+    # are skipped
+    assert files.requests == 5
+    assert [(c.reason, c.path) for c in files.index] == [("changed", "/Docs/F0/Sub/f0.md")]
+    rstack.sim.put_file("alice", "/Notes/Cat/n1.md", "# Note 1\nchanged")
+    notes = rec.scan("alice", DocType.NOTE)
+    assert notes.requests == 1
+    assert [(c.reason, c.path) for c in notes.index] == [("changed", "/Notes/Cat/n1.md")]
+    # the folders above the change stay dirty until a scan finds them in sync again
+    assert "/Docs/F0" not in ScanState(rstack.services.redis, "alice", DocType.FILE).folders()
+
+
+def test_a_failed_listing_enqueues_nothing(rstack: Stack) -> None:
+    fill(rstack, files=4, notes=2)
+    rstack.sim.drop_rate = 1.0
+    for i in range(4):
+        rstack.sim.delete("alice", f"/Docs/F{i % 2}{'/Sub' if i % 3 == 0 else ''}/f{i}.md")
+    rstack.sim.faults.set("webdav", status=503)
+    recorder = Recorder()
+    report = reconciler(rstack, recorder).scan("alice", DocType.FILE)
+    assert report.error is not None and "NextcloudUnavailable" in report.error
+    assert recorder.sent == [] and not report.remove
+    assert ScanState(rstack.services.redis, "alice", DocType.FILE).missing_since() == {}
+
+
+def test_an_empty_listing_is_held_until_a_second_scan_agrees(rstack: Stack) -> None:
+    fill(rstack, files=4, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.delete("alice", "/Docs")
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    report = rec.scan("alice", DocType.FILE)
+    assert report.guard == "empty_listing"
+    assert len(report.held) == 4 and report.remove == [] and recorder.sent == []
+    # a second empty listing agrees: each removal goes out as a re-check by id
+    second = rec.scan("alice", DocType.FILE)
+    assert len(second.remove) == 4 and second.held == []
+    assert {kw["file_id"] for _, kw, _ in recorder.sent} == {int(c.doc_id) for c in second.remove}
+
+
+def test_an_unchanged_folder_holding_nothing_indexed_does_not_unguard_an_empty_listing(
+    rstack: Stack,
+) -> None:
+    fill(rstack, files=4, notes=0)
+    rstack.sim.put_file("alice", "/Photos/cat.jpg", b"\xff\xd8\xff")  # nothing indexed there
+    rstack.sim.drop_rate = 1.0
+    rec = reconciler(rstack, Recorder())
+    assert rec.scan("alice", DocType.FILE).clean  # stores the folder etags
+    rstack.sim.delete("alice", "/Docs")  # the root now lists only the unchanged /Photos
+    report = rec.scan("alice", DocType.FILE)
+    assert report.guard == "empty_listing" and len(report.held) == 4 and report.remove == []
+
+
+def test_a_failed_publish_does_not_mark_new_documents_tried(
+    rstack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(rstack, files=2, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.put_file("alice", "/Docs/new.md", b"# New\nlagoon")
+
+    class Broken(Recorder):
+        def send_task(self, name: str, **options: Any) -> None:
+            raise ConnectionError("broker went away")
+
+    with pytest.raises(BrokerUnavailable):
+        reconciler(rstack, Broken()).scan("alice", DocType.FILE)
+    assert ScanState(rstack.services.redis, "alice", DocType.FILE).tried() == {}
+    recorder = Recorder()
+    again = reconciler(rstack, recorder).scan("alice", DocType.FILE)
+    assert [c.path for c in again.index] == ["/Docs/new.md"] and again.unindexable == []
+    assert len(recorder.sent) == 1
+
+
+def test_a_mass_removal_is_held_until_a_second_scan_agrees(rstack: Stack) -> None:
+    rstack.settings.reconcile_max_removal_share = 0.5
+    rstack.settings.reconcile_guard_min_docs = 3
+    fill(rstack, files=12, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.delete("alice", "/Docs/F0")  # 6 of 12 files, plus one more below
+    rstack.sim.delete("alice", "/Docs/F1/f1.md")
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    first = rec.scan("alice", DocType.FILE)
+    assert first.guard == "mass_removal" and len(first.held) == 7 and first.remove == []
+    assert recorder.sent == []
+    second = rec.scan("alice", DocType.FILE)
+    assert len(second.remove) == 7 and second.held == []
+    assert {kw["file_id"] for _, kw, _ in recorder.sent} == {int(c.doc_id) for c in second.remove}
+    assert {q for _, _, q in recorder.sent} == {"index"}
+
+
+def test_a_daily_full_walk_repairs_what_changes_no_folder_etag(rstack: Stack) -> None:
+    fill(rstack, files=4, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rec = reconciler(rstack, Recorder())
+    assert rec.scan("alice", DocType.FILE).clean  # the first scan walks everything
+    lost = rstack.sim.file_id("alice", "/Docs/F1/f1.md")
+    rstack.services.store.delete_document(f"file:{lost}")  # e.g. an older store restored
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    skipped = rec.scan("alice", DocType.FILE)
+    assert skipped.requests == 1 and skipped.index == []  # every folder etag unchanged
+    state = ScanState(rstack.services.redis, "alice", DocType.FILE)
+    state.set_full_walk_at(time.time() - rstack.settings.reconcile_full_walk_seconds)  # a day on
+    full = rec.scan("alice", DocType.FILE)
+    assert [(c.reason, c.path) for c in full.index] == [("new", "/Docs/F1/f1.md")]
+    assert [kw["file_id"] for _, kw, _ in recorder.sent] == [lost]
+    assert time.time() - state.full_walk_at() < 60  # and the next full walk is a day away
+
+
+def test_a_file_in_two_nested_shares_is_not_moved_on_every_scan(
+    rstack: Stack, producer: Celery
+) -> None:
+    rstack.settings.reconcile_full_walk_seconds = 0  # every scan lists every folder
+    rstack.sim.put_file("alice", "/Proj/Sub/x.md", b"# X\nreef knot")
+    rstack.sim.share("alice", "/Proj", "bob")
+    rstack.sim.share("alice", "/Proj/Sub", "bob")  # bob sees x.md at two paths
+    settle(rstack)
+    rec = reconciler(rstack, producer)
+    rec.scan("bob", DocType.FILE)  # gives bob access, at one of the two paths
+    settle(rstack)
+    key = f"file:{rstack.sim.file_id('alice', '/Proj/Sub/x.md')}"
+    paths = rstack.points(key)[0].payload["paths"]
+    # whichever of the two Nextcloud names when the file is read by id, the scan agrees
+    for bobs in ("/Sub/x.md", "/Proj/Sub/x.md"):
+        rstack.services.store.set_payload(key, path_fields(paths | {"bob": bobs}))
+        again = rec.scan("bob", DocType.FILE)
+        assert again.index == [] and again.clean, (bobs, again.to_json())
+
+
+def test_a_missing_document_waits_for_the_grace_period(rstack: Stack) -> None:
+    rstack.settings.reconcile_grace_seconds = 600
+    fill(rstack, files=3, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.delete("alice", "/Docs/F1/f1.md")
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    first = rec.scan("alice", DocType.FILE)
+    assert len(first.waiting) == 1 and first.remove == [] and recorder.sent == []
+    state = ScanState(rstack.services.redis, "alice", DocType.FILE)
+    state.set_missing({k: v - 601 for k, v in state.missing_since().items()})  # time passes
+    second = rec.scan("alice", DocType.FILE)
+    assert [c.path for c in second.waiting] == []
+    assert [c.indexed_path for c in second.remove] == ["/Docs/F1/f1.md"]
+    assert len(recorder.sent) == 1
+
+
+def test_a_file_an_access_rule_blocks_counts_as_missing(rstack: Stack) -> None:
+    rstack.settings.reconcile_grace_seconds = 600
+    fill(rstack, files=3, notes=0)
+    rstack.sim.drop_rate = 1.0
+    # an admin's rule (no event, no new etag): a scan sees it once its folder is listed again
+    rstack.sim.block_access("alice", "/Docs/F1/f1.md")
+    rstack.sim.put_file("alice", "/Docs/F1/new.md", b"# New\nreef")
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    first = rec.scan("alice", DocType.FILE)
+    assert [c.indexed_path for c in first.waiting] == ["/Docs/F1/f1.md"]
+    state = ScanState(rstack.services.redis, "alice", DocType.FILE)
+    state.set_missing({k: v - 601 for k, v in state.missing_since().items()})  # time passes
+    second = rec.scan("alice", DocType.FILE)
+    assert [c.indexed_path for c in second.remove] == ["/Docs/F1/f1.md"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [(":marker", "not-a-number"), (":held", "{garbage"), (":held", '{"a": 1}')],
+)
+def test_unreadable_scan_state_is_dropped_not_fatal(rstack: Stack, key: str, value: str) -> None:
+    fill(rstack, files=2, notes=2)
+    for doc_type in (DocType.FILE, DocType.NOTE):
+        state = ScanState(rstack.services.redis, "alice", doc_type)
+        rstack.services.redis.set(state.base + key, value)
+        rstack.services.redis.hset(state.base + ":missing", "7", "garbage")
+        rstack.services.redis.hset(state.base + ":tried", "8", "etag|notatime")
+        rstack.services.redis.hset("ncindex:reconcile:last", state.field, "{oops")
+        report = reconciler(rstack, Recorder()).scan("alice", doc_type)
+        assert report.error is None
+        assert state.last() is not None  # recorded anew
+        assert state.marker() is None or isinstance(state.marker(), int)  # readable
+        assert state.held() is None and "8" not in state.tried()
+
+
+def test_a_dry_run_changes_nothing(rstack: Stack) -> None:
+    fill(rstack, files=3, notes=2)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.put_file("alice", "/Docs/new.md", "# New\nbeacon")
+    rec = reconciler(rstack, None)
+    before = dict(rstack.services.redis.hgetall("ncindex:reconcile:last"))
+    for _ in range(2):
+        report = rec.scan("alice", DocType.FILE, apply=False)
+        assert [(c.reason, c.path) for c in report.index] == [("new", "/Docs/new.md")]
+        assert report.enqueued == 0 and not report.applied
+    assert ScanState(rstack.services.redis, "alice", DocType.FILE).folders() == {}
+    assert dict(rstack.services.redis.hgetall("ncindex:reconcile:last")) == before
+
+
+def test_a_share_gives_the_sharee_access_without_embedding_again(
+    rstack: Stack, producer: Celery
+) -> None:
+    fill(rstack, files=4, notes=0)
+    rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
+    embedded = rstack.services.embedder.dense_embedded
+    reconcile_pass(rstack, producer, USERS)
+    assert rstack.services.embedder.dense_embedded == embedded
+    assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}
+    shared = [d for d in index_state(rstack).values() if "user:bob" in d["acl"]]
+    assert len(shared) == 2
+    assert all(d["paths"]["bob"].startswith("/From Alice/") for d in shared)
+
+
+def test_deck_cards_and_news_items_are_reconciled(rstack: Stack, producer: Celery) -> None:
+    sim = rstack.sim  # no Deck card events (Deck < 1.18) and News has none at all
+    board = sim.deck_create_board("alice", "Harbour")
+    column = sim.deck_create_stack("alice", board, "To do")
+    cards = [
+        sim.deck_create_card("alice", column, f"Card {i}", f"Paint the hull, part {i}")
+        for i in range(3)
+    ]
+    sim.deck_share_board("alice", board, "bob")
+    # bob keeps a board of his own: a listing with no card at all would never remove any
+    own = sim.deck_create_stack("bob", sim.deck_create_board("bob", "Bob's"), "Mine")
+    sim.deck_create_card("bob", own, "Bob's card", "Varnish the oars")
+    feed = sim.news_add_feed("alice", "https://blog.example.test/feed", "Harbour blog")
+    items = [
+        sim.news_add_item("alice", feed, f"Tides {i}", f"<p>Spring tide {i}</p>") for i in (0, 1)
+    ]
+    reconcile_pass(rstack, producer, ["alice", "bob"])
+    state = index_state(rstack)
+    assert {f"deck_card:{c}" for c in cards} < {k for k in state if k.startswith("deck_card:")}
+    assert all(state[f"deck_card:{c}"]["acl"] == {"user:alice", "user:bob"} for c in cards)
+    assert {k for k in state if k.startswith("news_item:")} == {f"news_item:{i}" for i in items}
+    etag = state[f"deck_card:{cards[0]}"]["etag"]
+
+    # Deck's card ETag is the md5 of lastModified in whole seconds: an edit within the second
+    # of the card's creation keeps it (as in Deck), so edit in a later second
+    created = sim.tree.now()
+    wait_until(lambda: sim.tree.now() > created, timeout=3)
+    sim.deck_update_card("alice", cards[0], description="Paint the keel")
+    sim.deck_archive_card("alice", cards[1])
+    sim.deck_unshare_board("alice", board, "bob")
+    sim.news_purge_item("alice", items[0])
+    reconcile_pass(rstack, producer, ["alice", "bob"])
+    state = index_state(rstack)
+    kept = {f"deck_card:{cards[0]}", f"deck_card:{cards[2]}"}
+    assert {k for k in state if k.startswith("deck_card:")} & {
+        f"deck_card:{c}" for c in cards
+    } == kept
+    assert all(state[k]["acl"] == {"user:alice"} for k in kept)
+    assert state[f"deck_card:{cards[0]}"]["etag"] != etag
+    assert {k for k in state if k.startswith("news_item:")} == {f"news_item:{items[1]}"}
+
+    rstack.sim.reset_request_counts()
+    rec = reconciler(rstack, Recorder())
+    deck_scan = rec.scan("alice", DocType.DECK_CARD)
+    news_scan = rec.scan("alice", DocType.NEWS_ITEM)
+    assert deck_scan.clean and deck_scan.requests == 2  # boards, one board's stacks
+    assert news_scan.clean and news_scan.requests == 1
+
+
+def test_the_news_etag_is_the_indexers() -> None:
+    from ncindex.sources.news_item import item_document
+    from ncindex.sync.reconcile import news_etag
+
+    item = {"id": 7, "feedId": 2, "title": "T", "body": "<p>b</p>", "lastModified": 1767225600}
+    for extra in ({}, {"contentHash": "b7d2"}, {"lastModified": None, "pubDate": 1767000000}):
+        assert news_etag(item | extra) == item_document("alice", item | extra, 1000).etag
+
+
+def test_last_scan_is_recorded_with_the_time_it_was_in_sync(
+    rstack: Stack, producer: Celery
+) -> None:
+    fill(rstack, files=2, notes=1)
+    started = time.time()
+    reconcile_pass(rstack, producer, ["alice"])
+    state = ScanState(rstack.services.redis, "alice", DocType.FILE)
+    last = state.last()
+    assert last is not None and last["clean"] and last["in_sync_at"] >= int(started)
+
+
+def test_a_document_that_cannot_be_indexed_is_not_sent_again_until_it_changes(
+    rstack: Stack, producer: Celery
+) -> None:
+    fill(rstack, files=2, notes=1)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.put_file("alice", "/Docs/F1/empty.md", b"")  # no text: never indexed
+    reconcile_pass(rstack, producer, ["alice"])
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    again = rec.scan("alice", DocType.FILE)
+    assert [c.path for c in again.unindexable] == ["/Docs/F1/empty.md"]
+    assert again.clean and recorder.sent == []
+    rstack.sim.put_file("alice", "/Docs/F1/empty.md", "# Not empty any more\ncoral")
+    changed = rec.scan("alice", DocType.FILE)
+    assert [(c.reason, c.path) for c in changed.index] == [("new", "/Docs/F1/empty.md")]
+    assert len(recorder.sent) == 1
+
+
+def test_a_move_inside_a_share_reaches_the_sharee_through_stored_folder_etags(
+    rstack: Stack, producer: Celery
+) -> None:
+    fill(rstack, files=6, notes=0)
+    rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
+    reconcile_pass(rstack, producer, ["alice", "bob"])
+    reconcile_pass(rstack, producer, ["alice", "bob"])  # clean: folder etags stored
+    bob = ScanState(rstack.services.redis, "bob", DocType.FILE)
+    assert "/" in bob.folders() and "/From Alice" in bob.folders()
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.move("alice", "/Docs/F1/f1.md", "/Docs/F1/Sub/f1-moved.md")
+    report = reconciler(rstack, None).scan("bob", DocType.FILE, apply=False)
+    # "changed" rather than "moved": the simulator, like Nextcloud's propagator, gives a moved
+    # file a new etag
+    assert [(c.indexed_path, c.path) for c in report.index] == [
+        ("/From Alice/f1.md", "/From Alice/Sub/f1-moved.md")
+    ]
+    embedded = rstack.services.embedder.dense_embedded
+    reconcile_pass(rstack, producer, ["alice", "bob"])
+    assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}
+    assert rstack.services.embedder.dense_embedded == embedded
+
+
+def test_an_app_that_is_not_installed_is_skipped_not_failed(rstack: Stack) -> None:
+    fill(rstack, files=2, notes=0)
+    rstack.sim.faults.set("news", status=404)
+    recorder = Recorder()
+    report = reconciler(rstack, recorder).scan("alice", DocType.NEWS_ITEM)
+    assert report.error is None and report.unavailable is not None
+    assert not report.clean and recorder.sent == []
+    rstack.sim.faults.set("webdav", status=404)
+    files = reconciler(rstack, recorder).scan("alice", DocType.FILE)
+    assert files.error is not None and files.unavailable is None and recorder.sent == []

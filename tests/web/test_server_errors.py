@@ -1,0 +1,75 @@
+"""What werkzeug's server (the embedded run's, ``make run``) answers to requests it cannot
+parse itself: problem+json through :class:`ProblemRequestHandler`, not ``http.server``'s HTML.
+(gunicorn's own answers are tested under gunicorn in ``test_receiver.py``.)"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from ncindex.web.server_errors import ProblemRequestHandler
+
+
+def _app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[BaseWSGIServer]:
+    """werkzeug's threaded server on a free port, as ``allinone.embedded.start`` makes it."""
+    srv = make_server("127.0.0.1", 0, _app, threaded=True, request_handler=ProblemRequestHandler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def send(server: BaseWSGIServer, data: bytes) -> bytes:
+    """Send ``data`` on a new connection and read until the server closes."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+        conn.sendall(data)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "code", "field"),
+    [
+        (b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n", 431, "headers_too_large",
+         "headers"),
+        (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", 414, "uri_too_long", "url"),
+        (b"GET / HTTP/1.1 extra\r\n\r\n", 400, "invalid_http", None),
+        (b"GET / HTTP/3.0\r\n\r\n", 505, "http_version_not_supported", None),
+        # answered by the app, without a status line or headers, before ProblemRequestHandler
+        (b"GET /nope HTTP/0.9\r\n\r\n", 505, "http_version_not_supported", None),
+        (b"GET /nope\r\n\r\n", 505, "http_version_not_supported", None),
+        # werkzeug's make_environ raised ValueError: the connection closed unanswered
+        (b"GET http://[::1/livez HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_http", None),
+    ],
+    ids=["long-header", "long-url", "request-line", "version", "http-0.9", "http-0.9-bare",
+         "ipv6-target"],
+)  # fmt: skip
+def test_unparsable_requests_get_problem_json(
+    server: BaseWSGIServer, request_bytes: bytes, status: int, code: str, field: str | None
+) -> None:
+    answer = send(server, request_bytes)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert int(head.split(b" ", 2)[1]) == status, answer[:300]
+    assert b"\r\ncontent-type: application/problem+json" in head.lower()  # was: text/html
+    problem = json.loads(body)
+    assert (problem["status"], problem["code"], problem.get("field")) == (status, code, field)
+    assert problem["detail"]
+
+
+def test_a_parsable_request_still_reaches_the_app(server: BaseWSGIServer) -> None:
+    answer = send(server, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200") and b"\r\n\r\n2\r\nok\r\n" in answer
