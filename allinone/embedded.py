@@ -90,7 +90,7 @@ class Embedded:
     redis: RedisProcess | None = None
     sample: Any = None
     beat: Any = None
-    #: the :class:`~ncindex.webhooks.RegisterResult` of start-up: what Nextcloud refused
+    #: the :class:`~ncindex.ingest.registration.RegisterResult` of start-up: what Nextcloud refused
     webhooks: Any = None
 
     @property

@@ -17,7 +17,8 @@ What is checked, and from which source:
   its user id (an app password only works with the login name it was created under:
   ``Session::validateTokenLoginName``);
 * the registered webhooks against the classes ncindex subscribes to
-  (:data:`ncindex.events.SUBSCRIBED`; the required ones :data:`ncindex.events.REQUIRED`);
+  (:data:`ncindex.ingest.events.SUBSCRIBED`; the required ones
+  :data:`ncindex.ingest.events.REQUIRED`);
 * ``NCINDEX_PUBLIC_URL``: Nextcloud refuses to call a local address unless ``config.php`` has
   ``'allow_local_remote_servers' => true`` (``lib/private/Http/Client/Client.php`` →
   ``LocalAddressChecker``);

@@ -9,9 +9,9 @@ Each class is registered on its own: Nextcloud refuses a class that does not exi
 server or whose app is off (nextcloud/server ``WebhookListenerMapper::addWebhookListener``:
 OCS 400 "<class> is not an event class compatible with webhooks" — the tag events before
 Nextcloud 32, Deck's card events before Deck 1.18, any class of a disabled app), and the
-others are registered all the same. Only a refused class of :data:`~ncindex.events.REQUIRED`
+others are registered all the same. Only a refused class of :data:`~ncindex.ingest.events.REQUIRED`
 makes the registration fail (:attr:`Registered.ok`); what each optional one costs is
-:data:`~ncindex.events.COST_WITHOUT`.
+:data:`~ncindex.ingest.events.COST_WITHOUT`.
 """
 
 from __future__ import annotations
