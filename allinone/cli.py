@@ -1,4 +1,4 @@
-"""The ``ncindex`` command line (click): ``up``, ``models``, ``webhooks``, ``eval``.
+"""The ``ncindex`` command line (click): ``up``, ``models``, ``webhooks``, ``doctor``, ``eval``.
 
 Every command reads the same :class:`~ncindex.settings.Settings` from the environment
 (``NCINDEX_*``) as the apps do.
@@ -76,6 +76,10 @@ def up(settings: Settings, no_sample: bool) -> None:
     click.echo(f"\nncindex is up: {url}  (receiver {url}/hooks/nextcloud, search {url}/v1/search)")
     redis_owner = "a private redis-server" if running.redis else "NCINDEX_REDIS_URL or the default"
     click.echo(f"Redis: {running.settings.redis_url} ({redis_owner})")
+    if running.webhooks is not None and running.webhooks.refused:
+        click.echo("Webhooks Nextcloud refused (ncindex runs without them):")
+        for line in running.webhooks.missing_lines():
+            click.echo(f"  - {line}")
     if running.simulator is not None:
         from ncindex.simulator.sample import SAMPLE_ACCOUNTS
 
@@ -134,15 +138,44 @@ def _admin(settings: Settings) -> NextcloudClient:
 
 
 @webhooks.command("register")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.pass_obj
-def webhooks_register(settings: Settings) -> None:
-    """Register one webhook per event class (idempotent)."""
+def webhooks_register(settings: Settings, as_json: bool) -> None:
+    """Register one webhook per event class (idempotent).
+
+    Prints each class with ``registered``, ``already`` or ``refused`` and Nextcloud's reason;
+    exits 1 only when a class the index cannot work without (file created, written,
+    deleted, renamed) is refused — an optional one is skipped with what it costs.
+    """
     from ncindex.ingest.registration import register
 
     result = register(_admin(settings), settings)
-    click.echo(
-        json.dumps({"created": result.created, "kept": result.kept, "removed": result.removed})
-    )
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "classes": [
+                        {
+                            "class": o.event_class,
+                            "result": o.status,
+                            "id": o.webhook_id,
+                            "reason": o.reason,
+                            "required": o.required,
+                            "cost": o.cost,
+                        }
+                        for o in result.outcomes
+                    ],
+                    "removed": result.removed,
+                    "ok": result.ok,
+                }
+            )
+        )
+    else:
+        click.echo(result.table())
+        if result.removed:
+            click.echo(f"removed duplicate registrations: {result.removed}")
+    if not result.ok:
+        raise SystemExit(1)
 
 
 @webhooks.command("list")
@@ -162,6 +195,30 @@ def webhooks_remove(settings: Settings) -> None:
     from ncindex.ingest.registration import remove
 
     click.echo(json.dumps({"removed": remove(_admin(settings), settings)}))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the lines as a JSON list.")
+@click.pass_obj
+def doctor(settings: Settings, as_json: bool) -> None:
+    """Check the configured Nextcloud: version, apps, accounts, webhooks, public URL.
+
+    Prints one line per finding with a verdict (ok, warn, fail, note); exits 1 when a line
+    fails.
+    """
+    from ncindex.doctor import failed, render, run_checks
+
+    lines = run_checks(settings)
+    if as_json:
+        click.echo(
+            json.dumps(
+                [{"check": x.check, "verdict": x.verdict, "detail": x.detail} for x in lines]
+            )
+        )
+    else:
+        click.echo(render(lines))
+    if failed(lines):
+        raise SystemExit(1)
 
 
 @main.command("eval")
@@ -346,6 +403,8 @@ def _describe(report: object) -> str:
     )
     if report.guard:
         line += f"; guard {report.guard}"
+    if report.forbidden:
+        line += f"; {report.forbidden} folders not readable (403), skipped"
     if report.applied:
         line += f"; enqueued {report.enqueued}"
         if report.coalesced:
@@ -401,6 +460,13 @@ def status(settings: Settings, as_json: bool) -> None:
     click.echo(f"dead letters: {sum(e['size'] for e in letters.values()) if letters else 0}")
     for key, entry in letters.items():
         click.echo(f"  {key} ({entry['type']}, {entry['size']}): {entry['sample']}")
+    refused = data["accounts_refused"]
+    click.echo(f"accounts Nextcloud refuses (401): {len(refused)}")
+    for user, entry in refused.items():
+        click.echo(
+            f"  {user}: since {entry.get('at')}, {entry.get('where', '')} — check its app "
+            "password and its login name (NCINDEX_LOGINS)"
+        )
 
 
 @main.command()

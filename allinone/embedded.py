@@ -93,6 +93,8 @@ class Embedded:
     redis: RedisProcess | None = None
     sample: Any = None
     beat: Any = None
+    #: the :class:`~ncindex.ingest.registration.RegisterResult` of start-up: what Nextcloud refused
+    webhooks: Any = None
 
     @property
     def url(self) -> str:
@@ -192,7 +194,15 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     embedded = Embedded(settings, services, server, simulator, simulator_server, private_redis)
     embedded.beat = beat
     result = register(services.account(settings.webhook_admin), settings)
-    log.info("webhooks_registered", created=len(result.created), kept=len(result.kept))
+    embedded.webhooks = result
+    log.info(
+        "webhooks_registered",
+        created=len(result.created),
+        kept=len(result.kept),
+        refused=[o.event_class for o in result.refused],
+    )
+    for line in result.missing_lines():
+        log.warning("webhook_refused", detail=line)
     if simulator is not None and load_sample:
         from ncindex.simulator.sample import load_sample_corpus
 

@@ -13,7 +13,8 @@ Failures of the work (Nextcloud, the store, Redis, a document)::
     ├── PermanentError            retrying cannot help
     │   ├── NextcloudAuthError    Nextcloud answered 401 (bad or revoked app password)
     │   ├── Unauthenticated       a caller sent no usable credentials, or Nextcloud refused them
-    │   ├── Forbidden             Nextcloud answered 403: valid credentials, access refused
+    │   ├── Forbidden             valid credentials, access refused (403; Notes ``"error": true``)
+    │   ├── NextcloudRefused      an OCS call was refused with a reason (OCS 400: ``meta.message``)
     │   ├── NotFound              the document is gone or the user cannot see it (404; Deck: 403)
     │   ├── ArchivedCard          a Deck card that exists but is archived (not indexed)
     │   ├── DocumentNotFound      the index holds no such document the caller can read
@@ -103,7 +104,21 @@ class Unauthenticated(PermanentError):
 
 class Forbidden(PermanentError):
     """Raised when Nextcloud answers 403: the credentials are valid, the user may not do this
-    (an access-control rule; where a 403 means "not yours", callers ask for :class:`NotFound`)."""
+    (an access-control rule; where a 403 means "not yours", callers ask for :class:`NotFound`);
+    also for a note the Notes API answers with ``"error": true`` (its content is unreadable) and
+    a file whose download answers 404 while it is listed unreadable (Sabre ``File::get``)."""
+
+
+class NextcloudRefused(PermanentError):
+    """Raised when an OCS endpoint refuses a request with a reason (OCS 400, e.g.
+    webhook_listeners: "<class> is not an event class compatible with webhooks"): a documented
+    answer, so not a :class:`NextcloudProtocolError`. ``message`` is Nextcloud's
+    ``meta.message``, ``status`` its ``meta.statuscode``."""
+
+    def __init__(self, where: str, status: int, message: str) -> None:
+        super().__init__(f"{where}: OCS {status}: {message}")
+        self.status = status
+        self.message = message
 
 
 class NotFound(PermanentError):

@@ -33,6 +33,7 @@ INDEX_DOCUMENT = "ncindex.index_document"
 EVICT_DOCUMENT = "ncindex.evict_document"
 INDEX_NEWS = "ncindex.index_news"
 SEND_ACTIONS = "ncindex.send_actions"
+RESOLVE_NODE = "ncindex.resolve_node"
 RECONCILE_CHECK = "ncindex.reconcile_check"
 RECONCILE_SCAN = "ncindex.reconcile_scan"
 REINDEX_MODEL = "ncindex.reindex_model"
@@ -152,6 +153,11 @@ class Names:
         """The ``limits`` library's Redis key prefix (its default ``LIMITS``), after
         :attr:`broker_prefix` like Celery's keys."""
         return self.broker_prefix + "LIMITS"
+
+    @property
+    def refused_accounts(self) -> str:
+        """The accounts Nextcloud answered 401 (hash: user id → JSON ``{"at", "where"}``)."""
+        return self.key("accounts", "refused")
 
     @property
     def last_task_done(self) -> str:

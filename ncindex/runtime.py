@@ -81,8 +81,11 @@ class Services:
         return self.models.view().store
 
     def account(self, user: str) -> NextcloudClient:
-        """Client acting as configured account ``user``; raises ``KeyError`` if not configured."""
-        return NextcloudClient.for_account(self.http, user, self.settings.password_for(user))
+        """Client acting as configured account ``user`` (authenticating with its login name);
+        raises ``KeyError`` if not configured."""
+        return NextcloudClient.for_account(
+            self.http, user, self.settings.password_for(user), login=self.settings.login_for(user)
+        )
 
     def caller(self, authorization: str) -> NextcloudClient:
         """Client acting with a caller's own ``Authorization`` header (Basic or Bearer)."""

@@ -26,7 +26,12 @@ class Settings(BaseSettings):
 
     Accounts are a mapping of Nextcloud user id to app password (``NCINDEX_ACCOUNTS`` as a
     JSON object, or ``NCINDEX_ACCOUNTS_FILE`` naming a JSON file, e.g. a mounted Kubernetes
-    Secret). Exactly one vector store is used: a Qdrant server (``qdrant_url``) or the embedded
+    Secret, whose values may also be ``{"password": …, "login": …}``). An account whose login
+    name is not its user id (LDAP, e-mail logins) names it in ``logins`` (or the file's
+    ``login``): Nextcloud accepts an app password only with the login name it was created
+    under, while deliveries and paths name the user id.
+
+    Exactly one vector store is used: a Qdrant server (``qdrant_url``) or the embedded
     engine on disk (``qdrant_path``); with neither, the embedded engine runs under ``data_dir``.
     """
 
@@ -39,7 +44,16 @@ class Settings(BaseSettings):
     accounts: dict[str, SecretStr] = Field(
         default_factory=dict, description="User id → app password of the accounts to index."
     )
-    accounts_file: Path | None = Field(None, description="JSON file with the accounts mapping.")
+    accounts_file: Path | None = Field(
+        None,
+        description='JSON file with the accounts mapping; a value may be `{"password": …, '
+        '"login": …}`.',
+    )
+    logins: dict[str, str] = Field(
+        default_factory=dict,
+        description="User id → login name, for accounts that sign in with another name than "
+        "their user id (LDAP, e-mail); requests authenticate with it.",
+    )
     admin_user: str | None = Field(
         None, description="Account used for webhook registration (defaults to the first account)."
     )
@@ -145,7 +159,8 @@ class Settings(BaseSettings):
 
     deck_webhooks: bool = Field(
         False,
-        description="Also register Deck card events (Deck ≥ 1.18 only; older Deck rejects them).",
+        description="Also register Deck card events (Deck ≥ 1.18 only; an older Deck refuses "
+        "them, which `webhooks register` reports and skips).",
     )
 
     # --- Pipeline ---------------------------------------------------------------------------
@@ -261,7 +276,9 @@ class Settings(BaseSettings):
             raw = json.loads(self.accounts_file.read_text(encoding="utf-8"))
             if not isinstance(raw, dict):
                 raise ValueError("accounts_file must hold a JSON object of user id → app password")
-            self.accounts = {str(k): SecretStr(str(v)) for k, v in raw.items()} | self.accounts
+            passwords, logins = _account_entries(raw)
+            self.accounts = passwords | self.accounts
+            self.logins = logins | self.logins
         if self.task_soft_time_limit >= self.task_time_limit:
             raise ValueError("task_soft_time_limit must be below task_time_limit")
         if self.task_time_limit >= self.visibility_timeout:
@@ -276,6 +293,11 @@ class Settings(BaseSettings):
         """The app password of ``user``; raises ``KeyError`` for an account not configured."""
         return self.accounts[user].get_secret_value()
 
+    def login_for(self, user: str) -> str:
+        """The login name account ``user`` authenticates with (its user id unless ``logins``
+        names another)."""
+        return self.logins.get(user) or user
+
     @property
     def names(self) -> Names:
         """The Redis keys of this deployment (:class:`~ncindex.names.Names` of ``namespace``)."""
@@ -289,3 +311,26 @@ class Settings(BaseSettings):
         if not self.accounts:
             raise ValueError("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
         return next(iter(self.accounts))
+
+
+def _account_entries(raw: dict[str, Any]) -> tuple[dict[str, SecretStr], dict[str, str]]:
+    """An accounts file's ``user id → password`` or ``user id → {"password", "login"}``
+    entries as passwords and login names; ``ValueError`` names a bad entry."""
+    passwords: dict[str, SecretStr] = {}
+    logins: dict[str, str] = {}
+    for user, value in raw.items():
+        if isinstance(value, dict):
+            password, login = value.get("password"), value.get("login")
+            if not isinstance(password, str) or not password:
+                raise ValueError(f'accounts_file: {user!r} needs a non-empty "password"')
+            if login is not None and (not isinstance(login, str) or not login):
+                raise ValueError(f'accounts_file: {user!r}: "login" must be a non-empty string')
+            unknown = sorted(set(value) - {"password", "login"})
+            if unknown:
+                raise ValueError(f"accounts_file: {user!r}: unknown keys {unknown}")
+            passwords[str(user)] = SecretStr(password)
+            if login:
+                logins[str(user)] = login
+        else:
+            passwords[str(user)] = SecretStr(str(value))
+    return passwords, logins

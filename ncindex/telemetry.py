@@ -47,6 +47,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ncindex.accounts import refused_accounts
 from ncindex.names import QUEUES, Names
 
 WEBHOOK_EVENTS = Counter(
@@ -188,8 +189,9 @@ def gunicorn_logconfig(level: str = "INFO", *, json_lines: bool = True) -> dict[
 
 class QueueCollector(Collector):
     """Queue-depth, reserved-task and index-lag gauges read from Redis at each scrape (see the
-    module docstring for their definitions). A Redis error yields ``ncindex_queue_metrics_up 0``
-    and no other gauge, never a failed scrape."""
+    module docstring for their definitions), and ``ncindex_account_refused{user}`` for the
+    accounts Nextcloud refused (:mod:`ncindex.accounts`). A Redis error yields
+    ``ncindex_queue_metrics_up 0`` and no other gauge, never a failed scrape."""
 
     def __init__(
         self,
@@ -255,6 +257,18 @@ class QueueCollector(Collector):
             "Lower bound of how far the index is behind Nextcloud, seconds.",
             value=values["lag"],
         )
+        refused = GaugeMetricFamily(
+            "ncindex_account_refused",
+            "1 for each configured account whose credentials Nextcloud refused (HTTP 401).",
+            labels=["user"],
+        )
+        try:
+            users = refused_accounts(self.client, self.keys)
+        except redis.RedisError:
+            users = {}
+        for user in users:
+            refused.add_metric([user], 1)
+        yield refused
 
 
 def register_queue_metrics(

@@ -11,6 +11,7 @@ from flask_limiter import RequestLimit
 from flask_limiter.errors import RateLimitExceeded
 
 from ncindex import names
+from ncindex.accounts import refused_accounts
 from ncindex.documents import DocRef
 from ncindex.embedding.embedder import Embedder
 from ncindex.ingest.queueing import PUBLISH_RETRY, Producer, celery_app
@@ -141,7 +142,10 @@ def create_app(
         services.embedder.embed_query_sparse("ready")
 
     app.register_blueprint(
-        health_blueprint({"redis": services.redis.ping, "store": ready_store, "model": ready_model})
+        health_blueprint(
+            {"redis": services.redis.ping, "store": ready_store, "model": ready_model},
+            {"accounts_refused": lambda: sorted(refused_accounts(services.redis, settings.names))},
+        )
     )
 
     @app.get("/metrics")

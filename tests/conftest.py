@@ -72,3 +72,14 @@ def stack(redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path) -
     redis.Redis.from_url(redis_url).flushdb()
     with build_stack(redis_url, embedder, model_dir, tmp_path) as built:
         yield built
+
+
+@pytest.fixture
+def subpath_stack(
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path
+) -> Iterator[Stack]:
+    """:func:`stack` against a Nextcloud installed under ``/nextcloud`` (every route and
+    href starts with it; ``NCINDEX_NEXTCLOUD_URL`` is ``http://127.0.0.1:PORT/nextcloud``)."""
+    redis.Redis.from_url(redis_url).flushdb()
+    with build_stack(redis_url, embedder, model_dir, tmp_path, web_root="/nextcloud") as built:
+        yield built

@@ -118,13 +118,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @contextlib.contextmanager
 def build_stack(
-    redis_url: str, embedder: Embedder, model_dir: Path, data_dir: Path, **settings: Any
+    redis_url: str,
+    embedder: Embedder,
+    model_dir: Path,
+    data_dir: Path,
+    *,
+    web_root: str = "",
+    **settings: Any,
 ) -> Iterator[Stack]:
     """The tests' one builder of the whole stack: simulator (users alice, bob, carol; admin) →
     receiver over HTTP → Redis → in-process Celery worker → Qdrant Edge under ``data_dir`` →
-    search API; webhooks registered through OCS. ``settings`` override the defaults (such as
+    search API; webhooks registered through OCS. ``web_root`` installs the simulated Nextcloud
+    under a sub-path (``"/nextcloud"``: every route and href starts with it, and
+    ``nextcloud_url`` ends with it). ``settings`` override the defaults (such as
     ``namespace``, to run two stacks on one Redis database). Redis is not flushed here."""
-    sim = NextcloudSimulator(delivery_delay=(0.0, 0.0))
+    sim = NextcloudSimulator(delivery_delay=(0.0, 0.0), web_root=web_root)
     sim.add_user(ADMIN[0], password=ADMIN[1], display_name="Admin", admin=True)
     for user, password in PASSWORDS.items():
         sim.add_user(user, password=password, display_name=user.title())

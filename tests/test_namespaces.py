@@ -10,6 +10,7 @@ import pytest
 import redis
 from flask.testing import FlaskClient
 
+from ncindex.accounts import clear_refused, record_refused, refused_accounts
 from ncindex.embedding.embedder import Embedder
 from ncindex.names import Names
 from ncindex.runtime import Services
@@ -43,6 +44,20 @@ def test_names_refuse_a_namespace_that_would_break_keys() -> None:
     assert Names("second").key("lock", "node", 7) == "second:lock:node:7"
     assert Names("second").queue_list("index") == "second:index"
     assert Names().queue_list("index") == "index"  # the default keeps Celery's names
+
+
+def test_refused_accounts_are_kept_per_deployment(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    one, two = Names("one"), Names("two")
+    record_refused(client, one, "carol", "PROPFIND /remote.php/dav/files/carol/: HTTP 401", 100)
+    assert refused_accounts(client, one) == {
+        "carol": {"at": 100, "where": "PROPFIND /remote.php/dav/files/carol/: HTTP 401"}
+    }
+    assert refused_accounts(client, two) == {}
+    assert [k.decode() for k in client.scan_iter()] == ["one:accounts:refused"]
+    clear_refused(client, one, "carol")
+    assert refused_accounts(client, one) == {}
 
 
 def test_two_deployments_share_one_redis_database(

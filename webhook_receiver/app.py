@@ -5,6 +5,7 @@ from __future__ import annotations
 import redis
 from flask import Flask, Response
 
+from ncindex.accounts import refused_accounts
 from ncindex.ingest.queueing import Producer, celery_app, check_redis
 from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
@@ -36,7 +37,12 @@ def create_app(
     app.extensions["ncindex_receiver"] = receiver
     install_error_handlers(app)
     app.register_blueprint(hooks_blueprint(receiver))
-    app.register_blueprint(health_blueprint({"redis": lambda: check_redis(client)}))
+    app.register_blueprint(
+        health_blueprint(
+            {"redis": lambda: check_redis(client)},
+            {"accounts_refused": lambda: sorted(refused_accounts(client, settings.names))},
+        )
+    )
 
     @app.get("/metrics")
     def metrics() -> Response:

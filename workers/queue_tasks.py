@@ -1,4 +1,5 @@
-"""The fan-out task: a worker sends the tasks of a large envelope's actions.
+"""Ingest tasks: the fan-out of a large envelope's actions, and the resolution of an event that
+came without a configured user.
 
 The receiver hands an envelope of more than :data:`ncindex.ingest.queueing.FAN_OUT` actions (a tag
 event on thousands of files) to ``ncindex.send_actions`` tasks of that many each, so that it
@@ -14,8 +15,9 @@ import structlog
 from celery import shared_task
 
 from ncindex import names
-from ncindex.ingest.events import Action
-from ncindex.ingest.queueing import send_actions
+from ncindex.ingest.events import Action, index_node
+from ncindex.ingest.queueing import clear_debounce, enqueue, send_actions
+from ncindex.ingest.viewers import viewers_of
 from workers.base import NcindexTask
 from workers.tasks import RETRY
 
@@ -44,3 +46,26 @@ def send_actions_task(
     )
     log.info("fan_out_sent", task_id=self.request.id, queued=queued, coalesced=coalesced)
     return {"queued": queued, "coalesced": coalesced}
+
+
+@shared_task(bind=True, base=NcindexTask, name=names.RESOLVE_NODE, ignore_result=True, **RETRY)
+def resolve_node(
+    self: NcindexTask, file_id: int, debounce_key: str | None = None
+) -> dict[str, Any]:
+    """Index file ``file_id`` for each configured account that can see it: the event named
+    no configured user (``"user": null``, or an unconfigured view). One SEARCH by id per
+    account (:func:`ncindex.ingest.viewers.viewers_of`); the ``ncindex.index_node`` tasks go
+    out debounced like the receiver's. Returns ``{"viewers": [...], "queued", "coalesced"}``."""
+    services = self.services
+    keys = services.settings.names
+    clear_debounce(services.redis, keys, debounce_key)
+    viewers = viewers_of(services, int(file_id))
+    queued, coalesced = enqueue(
+        self.app,
+        services.redis,
+        [index_node(user, int(file_id)) for user in viewers],
+        services.settings.debounce_seconds,
+        keys=keys,
+    )
+    log.info("node_resolved", file_id=file_id, viewers=viewers, queued=queued)
+    return {"viewers": viewers, "queued": queued, "coalesced": coalesced}

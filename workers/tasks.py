@@ -14,15 +14,17 @@ parked until its etag changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import structlog
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from ncindex import names
+from ncindex.accounts import record_refused
 from ncindex.documents import DocRef, DocType
-from ncindex.errors import TransientError
+from ncindex.errors import NextcloudAuthError, TransientError
 from ncindex.index.deadletter import Deliveries, node_subject
 from ncindex.index.indexing import Indexer, Outcome
 from ncindex.ingest.queueing import clear_debounce
@@ -87,6 +89,18 @@ def guarded(indexer: Indexer, subject: str, work: Work, park: Park) -> Outcome:
         deliveries.finish(subject)
 
 
+@contextmanager
+def refused_account(indexer: Indexer, user: str) -> Iterator[None]:
+    """Inside the block, a 401 for ``user``'s account is recorded (:mod:`ncindex.accounts`:
+    reported by ``/readyz``, ``ncindex status`` and a gauge) and re-raised: the error is
+    permanent, so the task ends without a retry."""
+    try:
+        yield
+    except NextcloudAuthError as exc:
+        record_refused(indexer.services.redis, indexer.settings.names, user, str(exc))
+        raise
+
+
 def _done(outcome: Outcome) -> str:
     log.info(
         "task_done",
@@ -102,7 +116,7 @@ def _done(outcome: Outcome) -> str:
 def index_node(self: NcindexTask, user: str, file_id: int, debounce_key: str | None = None) -> str:
     """Index file/note ``file_id`` as seen by ``user`` (or evict it if gone)."""
     indexer = _start(self, debounce_key)
-    with indexer.lock(file_id):
+    with refused_account(indexer, user), indexer.lock(file_id):
         outcome = guarded(
             indexer,
             node_subject(file_id),
@@ -122,7 +136,10 @@ def evict_node(
 ) -> str:
     """Something at ``path`` (file id ``file_id`` if known) was deleted in ``user``'s view."""
     indexer = _start(self, debounce_key)
-    with indexer.lock(file_id if file_id is not None else f"{user}:{path}"):
+    with (
+        refused_account(indexer, user),
+        indexer.lock(file_id if file_id is not None else f"{user}:{path}"),
+    ):
         outcome = indexer.evict_node(user, path, file_id)
     return _done(outcome)
 
@@ -138,7 +155,8 @@ def move_path(
 ) -> str:
     """A file or folder moved from ``source`` to ``target`` in ``user``'s view."""
     indexer = _start(self, debounce_key)
-    outcome = indexer.move_path(user, source, target, file_id)
+    with refused_account(indexer, user):
+        outcome = indexer.move_path(user, source, target, file_id)
     return _done(outcome)
 
 
@@ -160,7 +178,7 @@ def index_document(
         indexer.park(ref.key, user, "", reason, names.INDEX_DOCUMENT, doc_type=doc_type)
         return Outcome("dead_letter", ref.key, reason=reason)
 
-    with indexer.lock(ref.key):
+    with refused_account(indexer, user), indexer.lock(ref.key):
         outcome = guarded(
             indexer, ref.key, lambda note: indexer.index_document(user, doc_type, doc_id), park
         )
@@ -173,7 +191,7 @@ def evict_document(
 ) -> str:
     """``user`` reported document ``doc_type``/``doc_id`` deleted (Deck card events)."""
     indexer = _start(self, debounce_key)
-    with indexer.lock(f"{doc_type}:{doc_id}"):
+    with refused_account(indexer, user), indexer.lock(f"{doc_type}:{doc_id}"):
         outcome = indexer.evict_document(user, doc_type, doc_id)
     return _done(outcome)
 
@@ -182,6 +200,7 @@ def evict_document(
 def index_news(self: NcindexTask, user: str, feed_id: int | None = None) -> dict[str, int]:
     """Index ``user``'s News items (one feed or all) and drop those no longer listed."""
     indexer = _start(self, None)
-    counts = indexer.index_news(user, feed_id)
+    with refused_account(indexer, user):
+        counts = indexer.index_news(user, feed_id)
     log.info("task_done", counts=counts)
     return counts

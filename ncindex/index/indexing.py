@@ -189,7 +189,8 @@ class Indexer:
         """Re-read file ``file_id`` as ``user`` and bring the index in line with it: index
         a new or changed document, update metadata only when the text is unchanged, remove
         the user's access when the file is gone, no longer eligible, or not readable (listed
-        without ``G`` in ``oc:permissions``, or its download refused with 403: an
+        without ``G`` in ``oc:permissions``, or its download answered 404 while it is listed
+        unreadable — Sabre's ``File::get`` — or 403: an
         access-control rule blocks it; once it is readable again, reconcile's next full walk
         finds it).
 
@@ -395,11 +396,14 @@ class Indexer:
         try:
             data = client.download(entry.path, limit)
         except NotFound:
-            # deleted, or moved (a folder renamed) since it was looked up: which one?
+            # deleted, moved (a folder renamed) or made unreadable since it was looked up:
+            # Sabre's File::get answers a file without read permission 404 too
             try:
                 now = client.find_by_id(int(ref.doc_id))
             except NotFound:
                 raise _FileGone(f"file {ref.doc_id} is gone") from None
+            if not now.readable:
+                raise Forbidden(f"{entry.path}: 404 on download, listed unreadable") from None
             raise StaleEntry(f"{entry.path}: 404 on download, now at {now.path}") from None
         if entry.size is not None and len(data) != entry.size:
             # a body cut short (by a proxy, a cache) is framed correctly, so nothing below

@@ -14,7 +14,13 @@ paths outside ``files/`` (trash bin, versions) are not indexed and are ignored.
 System tag events (``TagAssignedEvent``/``TagUnassignedEvent``: ``objectType``, ``objectIds``
 as strings, ``tagIds``) and Deck card events (``CardCreated/Updated/DeletedEvent``, Deck ≥
 1.18: the card JSON under ``card``) carry no path: the user they are read as is the
-envelope's ``user.uid``, and without one they are ignored.
+envelope's ``user.uid``. An event without a session user (``"user": null``: occ, cron, a
+workflow rule, an admin assigning a tag) is resolved by file id: ``ncindex.resolve_node``
+finds the configured accounts that can see the node and indexes it for each.
+
+The trash-restore events are files_trashbin's ``OCA\\Files_Trashbin\\Events\\NodeRestoredEvent``
+(nextcloud/server ``apps/files_trashbin/lib/Events/``, since 28); there is no
+``OCP\\Files\\Events\\Node\\NodeRestoredEvent``, and Nextcloud refuses to register it.
 """
 
 from __future__ import annotations
@@ -31,8 +37,13 @@ from ncindex.documents import has_dot_segment, normalize_path
 from ncindex.errors import EnvelopeError
 
 NODE_NS = "OCP\\Files\\Events\\Node\\"
+TRASHBIN_NS = "OCA\\Files_Trashbin\\Events\\"
 SINGLE_NODE = {"NodeCreatedEvent", "NodeWrittenEvent", "BeforeNodeDeletedEvent", "NodeDeletedEvent"}
 TWO_NODE = {"NodeRenamedEvent", "NodeCopiedEvent", "NodeRestoredEvent"}
+NODE_RESTORED = TRASHBIN_NS + "NodeRestoredEvent"
+#: Full class name → the short name the planner uses, for the node events ncindex handles.
+_SHORT_NAMES = {NODE_NS + name: name for name in SINGLE_NODE | TWO_NODE - {"NodeRestoredEvent"}}
+_SHORT_NAMES[NODE_RESTORED] = "NodeRestoredEvent"
 TAG_ASSIGNED = "OCP\\SystemTag\\TagAssignedEvent"
 TAG_UNASSIGNED = "OCP\\SystemTag\\TagUnassignedEvent"
 TAG_EVENTS = (TAG_ASSIGNED, TAG_UNASSIGNED)
@@ -44,7 +55,34 @@ CARD_DELETED = DECK_NS + "CardDeletedEvent"
 #: registered separately from :data:`SUBSCRIBED` (registering them on an older Deck fails).
 DECK_SUBSCRIBED = (CARD_CREATED, CARD_DELETED, CARD_UPDATED)
 #: Event classes ncindex registers with webhook_listeners (one registration each).
-SUBSCRIBED = tuple(NODE_NS + name for name in sorted(SINGLE_NODE | TWO_NODE)) + TAG_EVENTS
+SUBSCRIBED = (
+    *(NODE_NS + name for name in sorted(SINGLE_NODE | TWO_NODE - {"NodeRestoredEvent"})),
+    NODE_RESTORED,
+    *TAG_EVENTS,
+)
+#: Classes the index cannot work without: without them new, edited, deleted and moved files
+#: reach the index only at the next scan, which is no longer a safety net but the only path.
+REQUIRED = tuple(
+    NODE_NS + name
+    for name in (
+        "NodeCreatedEvent",
+        "NodeWrittenEvent",
+        "BeforeNodeDeletedEvent",
+        "NodeDeletedEvent",
+        "NodeRenamedEvent",
+    )
+)
+#: What is lost without an optional class (``ncindex webhooks register`` and ``ncindex up``
+#: print it for each class Nextcloud refuses).
+COST_WITHOUT = {
+    NODE_NS + "NodeCopiedEvent": "copies are found by the scan only",
+    NODE_RESTORED: "files restored from the trash are found by the scan only",
+    TAG_ASSIGNED: "tag changes are found by the scan only (tag events need Nextcloud 32)",
+    TAG_UNASSIGNED: "tag changes are found by the scan only (tag events need Nextcloud 32)",
+    CARD_CREATED: "new Deck cards are found by the scan only (card events need Deck 1.18)",
+    CARD_UPDATED: "Deck card edits are found by the scan only (card events need Deck 1.18)",
+    CARD_DELETED: "deleted Deck cards are found by the scan only (card events need Deck 1.18)",
+}
 
 _MAX_PATH = 4096
 #: A path in a user's ``files/`` view, matched whole (``fullmatch``, ``DOTALL``): a trailing
@@ -152,10 +190,12 @@ def is_id(value: Any) -> bool:
 
 
 def short_class(event_class: str) -> str:
-    """``"OCP\\\\Files\\\\Events\\\\Node\\\\NodeWrittenEvent"`` → ``"NodeWrittenEvent"`` for file
-    node events; any other class is returned unchanged."""
+    """``"OCP\\\\Files\\\\Events\\\\Node\\\\NodeWrittenEvent"`` → ``"NodeWrittenEvent"`` for the
+    node events ncindex handles (the trash restore is files_trashbin's class); any other class
+    is returned unchanged, so an unknown one (or ``OCP\\…\\NodeRestoredEvent``, which does not
+    exist) is ignored as ``event_class``."""
     cls = event_class.lstrip("\\")
-    return cls[len(NODE_NS) :] if cls.startswith(NODE_NS) else cls
+    return _SHORT_NAMES.get(cls, cls)
 
 
 def split_vfs_path(vfs_path: str) -> tuple[str, str] | None:
@@ -198,6 +238,12 @@ def evict_node(user: str, path: str, file_id: int | None) -> Action:
     return Action(
         names.EVICT_NODE, names.EVICT, {"user": user, "path": path, "file_id": file_id}, key
     )
+
+
+def resolve_node(file_id: int) -> Action:
+    """Index ``file_id`` for every configured account that can see it (an event whose session
+    user is missing or not configured: nobody to read it as, so each account is asked)."""
+    return Action(names.RESOLVE_NODE, names.INGEST, {"file_id": file_id}, f"resolve:{file_id}")
 
 
 def move_path(user: str, source: str, target: str, file_id: int | None) -> Action:
@@ -245,14 +291,18 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     NodeDeleted ⇒ evict (by id when present, else by path); Renamed ⇒ move.
     TagAssigned/TagUnassigned on ``files`` ⇒ index each object id (eligibility and ``tags``
     may change) as the envelope's ``user.uid``; Deck CardCreated/CardUpdated ⇒ index the
-    card, CardDeleted ⇒ evict it, as ``user.uid``. Events of users without a configured
-    account, tag and card events without a user (``no_user``: nobody to read them as),
-    and paths outside ``files/`` are ignored with a reason.
+    card, CardDeleted ⇒ evict it, as ``user.uid``.
+
+    Without a configured user to read it as — a tag event with ``"user": null`` (occ, cron,
+    a workflow rule, an admin) or by an unconfigured user, a file event in the view of an
+    unconfigured user (its owner, say, editing what a configured account sees through a
+    share) — a node with an id is resolved: ``ncindex.resolve_node`` indexes it for each
+    configured account that can see it. What cannot be resolved is ignored with a reason.
 
     A plan has actions or an ``ignored`` reason, never neither: ``event_class``,
-    ``tag_object_type``, ``no_user``, ``unknown_user``, ``no_objects``,
-    ``path_outside_files``, ``node_without_id`` (a node to index by id came without one,
-    e.g. a rename into ``files/`` from the trash bin or from another user's view).
+    ``tag_object_type``, ``no_user`` (a card event without a user), ``unknown_user``,
+    ``no_objects``, ``path_outside_files``, ``node_without_id`` (a node to index by id came
+    without one, e.g. a rename into ``files/`` from the trash bin or from another user's view).
     """
     event = envelope.event
     name = short_class(event.event_class)
@@ -260,11 +310,13 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     if name in TAG_EVENTS:
         if extra.get("objectType") != "files":
             return Plan(ignored="tag_object_type")
-        user, reason = _acting_user(envelope, accounts)
-        if user is None:
-            return Plan(ignored=reason)
         ids = sorted({int(i) for i in extra["objectIds"]})
-        return Plan([index_node(user, i) for i in ids]) if ids else Plan(ignored="no_objects")
+        if not ids:
+            return Plan(ignored="no_objects")
+        user, _ = _acting_user(envelope, accounts)
+        if user is None:
+            return Plan([resolve_node(i) for i in ids])
+        return Plan([index_node(user, i) for i in ids])
     if name in DECK_SUBSCRIBED:
         user, reason = _acting_user(envelope, accounts)
         if user is None:
@@ -281,20 +333,23 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     if located is None:
         return Plan(ignored="path_outside_files")
     user, path = located
+    deleted = name in ("BeforeNodeDeletedEvent", "NodeDeletedEvent")
     if user not in accounts:
-        return Plan(ignored="unknown_user")
+        if deleted:
+            return Plan(ignored="unknown_user")  # gone: nobody can be found who sees it
+        return Plan([resolve_node(node.id)]) if node.id is not None else _no_id()
     if name in ("NodeCreatedEvent", "NodeWrittenEvent", "NodeCopiedEvent", "NodeRestoredEvent"):
-        if node.id is None:
-            return Plan(ignored="node_without_id")
-        return Plan([index_node(user, node.id)])
-    if name in ("BeforeNodeDeletedEvent", "NodeDeletedEvent"):
+        return Plan([index_node(user, node.id)]) if node.id is not None else _no_id()
+    if deleted:
         return Plan([evict_node(user, path, node.id)])
     # NodeRenamedEvent: the source usually has no id (it no longer exists).
     assert event.source is not None
     source = split_vfs_path(event.source.path)
     if source is None or source[0] != user:
         # moved in from outside this user's files/: index the target, which needs its id
-        if node.id is None:
-            return Plan(ignored="node_without_id")
-        return Plan([index_node(user, node.id)])
+        return Plan([index_node(user, node.id)]) if node.id is not None else _no_id()
     return Plan([move_path(user, source[1], path, node.id)])
+
+
+def _no_id() -> Plan:
+    return Plan(ignored="node_without_id")

@@ -4,14 +4,23 @@ One registration per event class (reference/nextcloud-api.md §1.1), all pointin
 ``{public_url}/hooks/nextcloud``, authenticated with the secret header (``authMethod:
 header``; Nextcloud stores it encrypted) and sent with a ``Content-Type: application/json``
 header (Nextcloud adds none by itself).
+
+Each class is registered on its own: Nextcloud refuses a class that does not exist on that
+server or whose app is off (nextcloud/server ``WebhookListenerMapper::addWebhookListener``:
+OCS 400 "<class> is not an event class compatible with webhooks" — the tag events before
+Nextcloud 32, Deck's card events before Deck 1.18, any class of a disabled app), and the
+others are registered all the same. Only a refused class of :data:`~ncindex.ingest.events.REQUIRED`
+makes the registration fail (:attr:`Registered.ok`); what each optional one costs is
+:data:`~ncindex.ingest.events.COST_WITHOUT`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from ncindex.ingest.events import DECK_SUBSCRIBED, SUBSCRIBED
+from ncindex.errors import NextcloudRefused
+from ncindex.ingest.events import COST_WITHOUT, DECK_SUBSCRIBED, REQUIRED, SUBSCRIBED
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.settings import Settings
 
@@ -41,13 +50,66 @@ def registration(settings: Settings, event_class: str) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class ClassOutcome:
+    """What became of one event class: ``registered`` now, ``already`` there (its id), or
+    ``refused`` by Nextcloud with its ``reason``; ``required`` says whether the index needs it,
+    ``cost`` what is lost without it."""
+
+    event_class: str
+    status: Literal["registered", "already", "refused"]
+    webhook_id: int | None = None
+    reason: str = ""
+    required: bool = False
+    cost: str = ""
+
+
 @dataclass(slots=True)
 class RegisterResult:
-    """What :func:`register` did: ids created, ids kept, duplicate ids removed."""
+    """What :func:`register` did: one :class:`ClassOutcome` per class (in subscription order)
+    and the duplicate registrations it removed."""
 
-    created: list[int]
-    kept: list[int]
-    removed: list[int]
+    outcomes: list[ClassOutcome] = field(default_factory=list)
+    removed: list[int] = field(default_factory=list)
+
+    @property
+    def created(self) -> list[int]:
+        """Ids registered by this call."""
+        return [o.webhook_id for o in self.outcomes if o.status == "registered" and o.webhook_id]
+
+    @property
+    def kept(self) -> list[int]:
+        """Ids that were registered already."""
+        return [o.webhook_id for o in self.outcomes if o.status == "already" and o.webhook_id]
+
+    @property
+    def refused(self) -> list[ClassOutcome]:
+        """Classes Nextcloud refused."""
+        return [o for o in self.outcomes if o.status == "refused"]
+
+    @property
+    def ok(self) -> bool:
+        """No class the index cannot work without was refused."""
+        return not any(o.required for o in self.refused)
+
+    def missing_lines(self) -> list[str]:
+        """One line per refused class: its name, Nextcloud's reason and what it costs."""
+        return [
+            f"{o.event_class} refused ({o.reason})"
+            + (": REQUIRED, the index cannot follow changes" if o.required else f": {o.cost}")
+            for o in self.refused
+        ]
+
+    def table(self) -> str:
+        """A plain-text table: class, outcome, and the reason and cost of a refusal."""
+        width = max((len(o.event_class) for o in self.outcomes), default=5)
+        lines = [f"{'class':<{width}}  result      detail"]
+        for o in self.outcomes:
+            detail = f"#{o.webhook_id}" if o.webhook_id else ""
+            if o.status == "refused":
+                detail = o.reason + ("; required" if o.required else f"; {o.cost}")
+            lines.append(f"{o.event_class:<{width}}  {o.status:<10}  {detail}")
+        return "\n".join(lines)
 
 
 def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
@@ -55,23 +117,42 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
 
     Existing registrations for our URI and class are kept (their secret cannot be read back,
     so ``--replace`` semantics are :func:`remove` then :func:`register`); duplicates are
-    deleted. Raises ``NextcloudAuthError`` when the account is not an admin's.
+    deleted. A class Nextcloud refuses (``NextcloudRefused``, OCS 400) is recorded with the
+    reason and the rest go on. Raises ``NextcloudAuthError`` when the account is not an
+    admin's, ``Forbidden`` (OCS 403) when it may not manage webhooks.
     """
     existing = client.list_webhooks(uri=hook_uri(settings))
-    result = RegisterResult([], [], [])
+    result = RegisterResult()
     for event_class in subscribed(settings):
+        required = event_class in REQUIRED
         mine = sorted(
             (w for w in existing if str(w.get("event", "")).lstrip("\\") == event_class),
             key=lambda w: int(w["id"]),
         )
         if mine:
-            result.kept.append(int(mine[0]["id"]))
+            result.outcomes.append(
+                ClassOutcome(event_class, "already", int(mine[0]["id"]), required=required)
+            )
             for duplicate in mine[1:]:
                 client.delete_webhook(duplicate["id"])
                 result.removed.append(int(duplicate["id"]))
-        else:
+            continue
+        try:
             created = client.create_webhook(registration(settings, event_class))
-            result.created.append(int(created["id"]))
+        except NextcloudRefused as exc:
+            result.outcomes.append(
+                ClassOutcome(
+                    event_class,
+                    "refused",
+                    reason=exc.message or f"OCS {exc.status}",
+                    required=required,
+                    cost=COST_WITHOUT.get(event_class, "found by the scan only"),
+                )
+            )
+            continue
+        result.outcomes.append(
+            ClassOutcome(event_class, "registered", int(created["id"]), required=required)
+        )
     return result
 
 

@@ -14,8 +14,9 @@ a header httpx refuses to send  ``NextcloudProtocolError`` (never echoing the he
 401                             ``NextcloudAuthError``
 404 (and 403 where a caller     ``NotFound``
 says so, e.g. Deck)
-other 403; a Notes 500 naming   ``Forbidden``
-``ForbiddenException``
+other 403; a note answered     ``Forbidden``
+with ``"error": true``
+OCS 400 with a message          ``NextcloudRefused`` (``message`` is ``meta.message``)
 other 4xx, unparsable body      ``NextcloudProtocolError``
 ==============================  ==========================================
 
@@ -36,6 +37,7 @@ from ncindex.errors import (
     Forbidden,
     NextcloudAuthError,
     NextcloudProtocolError,
+    NextcloudRefused,
     NextcloudUnavailable,
     NotFound,
     TooLarge,
@@ -158,10 +160,21 @@ class NextcloudClient:
         self.auth = auth
         self.user = user
 
+    @property
+    def web_root(self) -> str:
+        """The path of the Nextcloud URL (``/nextcloud`` for a sub-path install, else ``""``):
+        requests are relative to it (httpx's ``base_url``), hrefs in answers start with it."""
+        return self.http.base_url.path.rstrip("/")
+
     @classmethod
-    def for_account(cls, http: httpx.Client, user: str, password: str) -> NextcloudClient:
-        """Client for a configured account (Basic auth with its app password)."""
-        return cls(http, httpx.BasicAuth(user, password), user)
+    def for_account(
+        cls, http: httpx.Client, user: str, password: str, *, login: str | None = None
+    ) -> NextcloudClient:
+        """Client for configured account ``user`` (a user id): Basic auth with ``login`` (its
+        login name, default the user id) and its app password. Nextcloud accepts an app
+        password only with the login name it was created under (``Session.php``,
+        ``validateTokenLoginName``), while WebDAV paths name the user id."""
+        return cls(http, httpx.BasicAuth(login or user, password), user)
 
     # --- transport ----------------------------------------------------------------------
 
@@ -180,6 +193,8 @@ class NextcloudClient:
         with _transport_errors(method, url):
             response = self.http.request(method, url, auth=self.auth, **kwargs)
         if refused is not None and refused(response):
+            if response.status_code == 400:
+                raise NextcloudRefused(f"{method} {url}", 400, _ocs_message(response))
             raise Forbidden(f"{method} {url}: HTTP {response.status_code}, access refused")
         self._check(method, url, response, not_found)
         return response
@@ -213,8 +228,11 @@ class NextcloudClient:
     # --- OCS ----------------------------------------------------------------------------
 
     def ocs(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Call an OCS v2 endpoint with JSON and return the envelope's ``data``."""
-        response = self.request(method, path, headers=OCS_HEADERS, **kwargs)
+        """Call an OCS v2 endpoint with JSON and return the envelope's ``data``; an OCS 400
+        (``OCSBadRequestException``) raises ``NextcloudRefused`` with Nextcloud's reason."""
+        response = self.request(
+            method, path, headers=OCS_HEADERS, refused=_ocs_bad_request, **kwargs
+        )
         try:
             return response.json()["ocs"]["data"]
         except (ValueError, KeyError, TypeError) as exc:
@@ -236,15 +254,19 @@ class NextcloudClient:
         """``GET /notes/{id}``; with ``etag`` (the note etag held) a conditional GET that
         returns ``None`` when Nextcloud answers 304 (unchanged). Raises ``NotFound`` when it is
         not a note the user can see (Notes answers 404 ``{"errorType":"Exception"}``), and
-        ``Forbidden`` when an access-control rule blocks its file (see
-        :func:`_note_refused`)."""
+        ``Forbidden`` when its content cannot be read: nextcloud/notes ``lib/Service/Note.php``
+        ``getData`` answers such a note with HTTP 200, ``"error": true``, the exception's
+        class in ``errorType`` and an error text as ``content``."""
         headers = {"If-None-Match": f'"{etag}"'} if etag else None
-        response = self.request(
-            "GET", f"{NOTES_API}/notes/{int(note_id)}", headers=headers, refused=_note_refused
-        )
+        response = self.request("GET", f"{NOTES_API}/notes/{int(note_id)}", headers=headers)
         if response.status_code == 304:
             return None
-        return Note.from_json(_json(response))
+        data = json_object(response)
+        if data.get("error") is True:
+            # Note::getData caught the content's exception (NotPermittedException when a
+            # files_accesscontrol rule removes read permission) and answered 200 anyway
+            raise Forbidden(f"note {int(note_id)}: content unreadable ({data.get('errorType')})")
+        return Note.from_json(data)
 
     def notes_settings(self) -> NotesSettings:
         """``GET /settings``: the user's notes folder and file suffix."""
@@ -271,7 +293,7 @@ class NextcloudClient:
             headers={"Depth": str(depth), "Content-Type": "application/xml; charset=utf-8"},
             content=webdav.PROPFIND_BODY,
         )
-        return webdav.parse_multistatus(response.content, user)
+        return webdav.parse_multistatus(response.content, user, self.web_root)
 
     def find_by_id(self, file_id: int) -> DavEntry:
         """WebDAV SEARCH for ``file_id`` in this user's view (reference §3.4); raises
@@ -283,7 +305,9 @@ class NextcloudClient:
             headers={"Content-Type": "text/xml; charset=utf-8"},
             content=webdav.search_by_fileid_body(user, file_id),
         )
-        entries = [e for e in webdav.parse_multistatus(response.content, user) if e.file_id]
+        entries = [
+            e for e in webdav.parse_multistatus(response.content, user, self.web_root) if e.file_id
+        ]
         if not entries:
             raise NotFound(f"file {file_id} is not visible to {user}")
         return entries[0]
@@ -345,19 +369,15 @@ def json_list(response: httpx.Response) -> list[dict[str, Any]]:
     return [d for d in data if isinstance(d, dict)]
 
 
-#: The class the Notes app names when a note's file is blocked (files_accesscontrol).
-NOTES_FORBIDDEN = "OCP\\Files\\ForbiddenException"
+def _ocs_bad_request(response: httpx.Response) -> bool:
+    """An OCS v2 answer 400 (``meta.statuscode`` 400 mirrored in the HTTP status)."""
+    return response.status_code == 400
 
 
-def _note_refused(response: httpx.Response) -> bool:
-    """Whether a Notes API answer means the note's file is blocked: reading its content
-    raises ``OCP\\Files\\ForbiddenException``, which ``Helper::handleErrorResponse`` does
-    not name, so the app answers 500 ``{"errorType": "OCP\\\\Files\\\\ForbiddenException"}``
-    (nextcloud/notes ``lib/Controller/Helper.php``). Other 500s stay transient."""
-    if response.status_code != 500:
-        return False
+def _ocs_message(response: httpx.Response) -> str:
+    """``meta.message`` of an OCS JSON envelope, or ``""``."""
     try:
-        body = response.json()
-    except ValueError:
-        return False
-    return isinstance(body, dict) and body.get("errorType") == NOTES_FORBIDDEN
+        message = response.json()["ocs"]["meta"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return ""
+    return str(message) if message is not None else ""

@@ -71,7 +71,8 @@ class DavEntry:
     def readable(self) -> bool:
         """Whether the user may read the bytes: ``G`` is in ``oc:permissions`` (Nextcloud ≥ 25,
         ``OCP\\Files\\DavUtil::getDavPermissions``). A file an admin's access-control rule
-        blocks (files_accesscontrol) is still listed, without ``G``, and its GET answers 403.
+        blocks (files_accesscontrol) is still listed, without ``G``, and its GET answers 404
+        (nextcloud/server ``apps/dav/lib/Connector/Sabre/File.php`` ``get``).
         An answer without ``oc:permissions`` says nothing, and counts as readable."""
         return not self.permissions or "G" in self.permissions
 
@@ -99,8 +100,13 @@ def search_by_fileid_body(user: str, file_id: int) -> str:
     )
 
 
-def parse_multistatus(body: bytes, user: str) -> list[DavEntry]:
+def parse_multistatus(body: bytes, user: str, web_root: str = "") -> list[DavEntry]:
     """Parse a 207 answer of PROPFIND, SEARCH or REPORT into entries, in document order.
+
+    Hrefs are absolute from the server's web root (Sabre's base URI): a Nextcloud installed
+    under ``https://example.org/nextcloud`` answers ``/nextcloud/remote.php/dav/files/…``, so
+    ``web_root`` (the path of the configured Nextcloud URL, ``/nextcloud``; ``""`` at the
+    root) is part of the files root the hrefs must start with.
 
     Raises ``NextcloudProtocolError`` when the body is not a DAV multistatus or an href lies
     outside ``user``'s files root.
@@ -111,7 +117,7 @@ def parse_multistatus(body: bytes, user: str) -> list[DavEntry]:
         raise NextcloudProtocolError(f"WebDAV answer is not XML: {exc}") from exc
     if root.tag != f"{{{DAV}}}multistatus":
         raise NextcloudProtocolError(f"expected d:multistatus, got {root.tag}")
-    prefix = files_root(user)
+    prefix = web_root.rstrip("/") + files_root(user)
     entries = []
     for response in root.iterfind(f"{{{DAV}}}response"):
         href = unquote(response.findtext(f"{{{DAV}}}href", default=""))

@@ -8,6 +8,11 @@ Families (used by ``sim.request_count`` and ``sim.faults``):
 * ``systemtags`` — ``/remote.php/dav/systemtags…``
 * ``notes`` / ``deck`` / ``news`` — ``/index.php/apps/<app>/api/…`` (also without ``index.php``)
 * ``status`` — ``/status.php``; ``other`` — anything else (404)
+
+Served under a web root (``sim.web_root``, e.g. ``/nextcloud``) every route starts with it, as
+on a Nextcloud installed in a sub-folder; the app moves it into ``SCRIPT_NAME`` so handlers
+see the path below it, and hrefs they build start with it again. A request outside the web
+root is the web server's 404. A disabled app's routes answer 404 (nothing is registered).
 """
 
 from __future__ import annotations
@@ -72,8 +77,9 @@ class SimulatorApp:
         }
 
     def authenticate(self, request: Request) -> str | None:
-        """The uid of a valid Basic ``user:app-password``, else None (also for a header
-        werkzeug cannot parse, e.g. non-ASCII bytes: Nextcloud answers those 401 too)."""
+        """The uid of a valid Basic ``login-name:app-password`` (see
+        :meth:`~ncindex.simulator.simulator.NextcloudSimulator.login`), else None (also for a
+        header werkzeug cannot parse, e.g. non-ASCII bytes: Nextcloud answers those 401 too)."""
         try:
             auth = request.authorization
         except ValueError:
@@ -81,13 +87,13 @@ class SimulatorApp:
         if auth is None or auth.type != "basic" or not auth.username:
             return None
         password = auth.password or ""
-        return auth.username if self.sim.check_password(auth.username, password) else None
+        return self.sim.login(auth.username, password)
 
     def status(self, request: Request, uid: str | None) -> Response:
         """``/status.php`` (no auth)."""
         body = {
             "installed": True,
-            "maintenance": False,
+            "maintenance": self.sim.maintenance,
             "needsDbUpgrade": False,
             "version": f"{self.sim.version}.1",
             "versionstring": self.sim.version,
@@ -102,6 +108,12 @@ class SimulatorApp:
     def dispatch(self, request: Request) -> tuple[str, Response]:
         """Handle one request; returns ``(family, response)``."""
         family = family_of(request.method, request.path)
+        if family in ("notes", "deck", "news") and not self.sim.app_enabled(family):
+            return family, Response(
+                b"<html><body><h1>Page not found</h1></body></html>",
+                status=404,
+                content_type="text/html; charset=UTF-8",
+            )
         fault = self.sim.faults.take(family, request.method)
         if fault is not None:
             if fault.timeout:
@@ -123,6 +135,16 @@ class SimulatorApp:
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
         """WSGI entry point: dispatch, count, respond."""
+        root = self.sim.web_root
+        if root:
+            path = environ.get("PATH_INFO", "")
+            if path != root and not path.startswith(root + "/"):
+                response = Response(b"Not Found", status=404, content_type="text/plain")
+                self.sim.count_request(environ.get("REQUEST_METHOD", "GET"), "other", path, 404)
+                return response(environ, start_response)
+            environ = dict(environ)
+            environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + root
+            environ["PATH_INFO"] = path[len(root) :]
         request = Request(environ)
         family, response = self.dispatch(request)
         self.sim.count_request(request.method, family, request.path, response.status_code)

@@ -147,11 +147,21 @@ class DeckState:
                 }
         return None
 
-    def board_for(self, uid: str, board_id: int, perm: str = "READ") -> Board:
-        """The board if ``uid`` has ``perm`` on it, else 403 Permission denied."""
+    def board_for(
+        self, uid: str, board_id: int, perm: str = "READ", *, allow_deleted: bool = False
+    ) -> Board:
+        """The board if ``uid`` has ``perm`` on it, else 403 Permission denied.
+
+        A soft-deleted board counts as missing unless ``allow_deleted``: nextcloud/deck
+        ``lib/Service/PermissionService.php`` ``getPermissions`` loads the board with
+        ``BoardMapper::find(..., $allowDeleted = false)`` (``deleted_at = 0``), whose
+        ``DoesNotExistException`` ``ExceptionMiddleware::afterException`` answers 403
+        "Permission denied" — so the stacks and cards of a deleted board answer 403 too."""
         board = self.boards.get(board_id)
         perms = None if board is None else self.permissions(uid, board)
         if board is None or perms is None or not perms[perm]:
+            raise DeckError(403, "Permission denied")
+        if board.deleted_at and not allow_deleted:
             raise DeckError(403, "Permission denied")
         return board
 
@@ -469,7 +479,12 @@ class DeckApi:
                     b for b in deck.boards_for(uid) if since is None or b.last_modified > since
                 ]
                 data = [deck.board_json(uid, b, details) for b in boards]
-                etag = _md5(php_json_encode([f"{b.id}-{b.last_modified}" for b in boards]))
+                # BoardApiController::index: md5(json_encode(array_map(fn ($board) =>
+                # $board->getId() . '-' . $board->getETag(), $boards))), Board::getETag =
+                # md5((string)lastModified)
+                etag = _md5(
+                    php_json_encode([f"{b.id}-{_md5(str(b.last_modified))}" for b in boards])
+                )
                 return self._with_etag(request, data, etag)
             if method == "POST":
                 board = deck.create_board(

@@ -1,9 +1,21 @@
-"""Nextcloud event class names and the webhook envelope.
+"""Nextcloud event class names, which of them a given server accepts, and the envelope.
 
 Class names are the PHP fully qualified names (single backslashes in Python strings here; JSON
-shows them doubled). :data:`WEBHOOK_COMPATIBLE_EVENTS` lists the classes that implement
-``OCP\\EventDispatcher\\IWebhookCompatibleEvent`` in the server and apps the simulator models
-(reference §1.3/§1.4); the Deck classes only exist with Deck ≥ 1.18.
+shows them doubled). webhook_listeners accepts a class only if it exists and implements
+``OCP\\EventDispatcher\\IWebhookCompatibleEvent`` (nextcloud/server
+``apps/webhook_listeners/lib/Db/WebhookListenerMapper.php``, ``addWebhookListener``:
+``class_exists($event) && is_a($event, IWebhookCompatibleEvent::class, true)``), so the set
+depends on the server version and on the apps enabled (:func:`compatible_events`):
+
+* file node events (``OCP\\Files\\Events\\Node\\*``, ``AbstractNodeEvent`` /
+  ``AbstractNodesEvent::getWebhookSerializable``, ``@since 30.0.0``);
+* the trash-restore events ``OCA\\Files_Trashbin\\Events\\(Before)NodeRestoredEvent``
+  (``apps/files_trashbin/lib/Events/``, ``@since 28.0.0``, ``extends AbstractNodesEvent``): there
+  is no ``OCP\\Files\\Events\\Node\\NodeRestoredEvent``;
+* system tag and calendar object events (``lib/public/SystemTag/TagAssignedEvent.php``,
+  ``@since 32.0.0``);
+* Deck card/ACL/board events only with Deck ≥ 1.18 (nextcloud/deck ``lib/Event/ACardEvent.php``
+  implements the interface on ``stable34`` and ``main`` only, not on ``stable30``…``stable33``).
 """
 
 from __future__ import annotations
@@ -19,14 +31,16 @@ BEFORE_NODE_READ = _NODE + "BeforeNodeReadEvent"
 BEFORE_NODE_DELETED = _NODE + "BeforeNodeDeletedEvent"
 BEFORE_NODE_COPIED = _NODE + "BeforeNodeCopiedEvent"
 BEFORE_NODE_RENAMED = _NODE + "BeforeNodeRenamedEvent"
-BEFORE_NODE_RESTORED = _NODE + "BeforeNodeRestoredEvent"
 NODE_CREATED = _NODE + "NodeCreatedEvent"
 NODE_TOUCHED = _NODE + "NodeTouchedEvent"
 NODE_WRITTEN = _NODE + "NodeWrittenEvent"
 NODE_DELETED = _NODE + "NodeDeletedEvent"
 NODE_COPIED = _NODE + "NodeCopiedEvent"
 NODE_RENAMED = _NODE + "NodeRenamedEvent"
-NODE_RESTORED = _NODE + "NodeRestoredEvent"
+
+_TRASHBIN = "OCA\\Files_Trashbin\\Events\\"
+BEFORE_NODE_RESTORED = _TRASHBIN + "BeforeNodeRestoredEvent"
+NODE_RESTORED = _TRASHBIN + "NodeRestoredEvent"
 
 TAG_ASSIGNED = "OCP\\SystemTag\\TagAssignedEvent"
 TAG_UNASSIGNED = "OCP\\SystemTag\\TagUnassignedEvent"
@@ -43,19 +57,20 @@ FILE_EVENTS: tuple[str, ...] = (
     BEFORE_NODE_DELETED,
     BEFORE_NODE_COPIED,
     BEFORE_NODE_RENAMED,
-    BEFORE_NODE_RESTORED,
     NODE_CREATED,
     NODE_TOUCHED,
     NODE_WRITTEN,
     NODE_DELETED,
     NODE_COPIED,
     NODE_RENAMED,
-    NODE_RESTORED,
 )
+
+TRASHBIN_EVENTS: tuple[str, ...] = (BEFORE_NODE_RESTORED, NODE_RESTORED)
 
 _CAL = "OCP\\Calendar\\Events\\"
 
-OTHER_SERVER_EVENTS: tuple[str, ...] = (
+#: Server classes that are webhook-compatible from Nextcloud 32 (``@since 32.0.0``).
+SERVER_32_EVENTS: tuple[str, ...] = (
     TAG_ASSIGNED,
     TAG_UNASSIGNED,
     _CAL + "CalendarObjectCreatedEvent",
@@ -64,12 +79,6 @@ OTHER_SERVER_EVENTS: tuple[str, ...] = (
     _CAL + "CalendarObjectMovedToTrashEvent",
     _CAL + "CalendarObjectRestoredEvent",
     _CAL + "CalendarObjectMovedEvent",
-    "OCP\\User\\Events\\UserFirstTimeLoggedInEvent",
-    "OCA\\Forms\\Events\\FormSubmittedEvent",
-    "OCA\\Tables\\Event\\RowAddedEvent",
-    "OCA\\Tables\\Event\\RowUpdatedEvent",
-    "OCA\\Tables\\Event\\RowDeletedEvent",
-    "OCA\\Mail\\Events\\NewMessageReceivedEvent",
 )
 
 DECK_EVENTS: tuple[str, ...] = (
@@ -82,15 +91,34 @@ DECK_EVENTS: tuple[str, ...] = (
     "OCA\\Deck\\Event\\BoardUpdatedEvent",
 )
 
-WEBHOOK_COMPATIBLE_EVENTS: frozenset[str] = frozenset(FILE_EVENTS + OTHER_SERVER_EVENTS)
-"""Webhook-compatible classes without Deck (Deck < 1.18)."""
+#: Every class a Nextcloud 32+ with files_trashbin and Deck ≥ 1.18 accepts (the most the
+#: simulator models); :func:`compatible_events` gives the set of one configuration.
+WEBHOOK_COMPATIBLE_EVENTS: frozenset[str] = frozenset(
+    FILE_EVENTS + TRASHBIN_EVENTS + SERVER_32_EVENTS + DECK_EVENTS
+)
 
 
-def compatible_events(deck_webhooks: bool) -> frozenset[str]:
-    """The webhook-compatible classes; Deck's only when ``deck_webhooks`` (Deck ≥ 1.18)."""
-    if deck_webhooks:
-        return WEBHOOK_COMPATIBLE_EVENTS | frozenset(DECK_EVENTS)
-    return WEBHOOK_COMPATIBLE_EVENTS
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"1.18.3"`` → ``(1, 18, 3)``; non-numeric parts (``"0-beta"``) count their digits."""
+    out = []
+    for part in version.split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits or 0))
+    return tuple(out)
+
+
+def compatible_events(server_version: str, apps: dict[str, str]) -> frozenset[str]:
+    """The classes ``addWebhookListener`` accepts on a server of ``server_version`` whose
+    enabled apps are ``apps`` (app id → version): file events always (30+), the trash-restore
+    events with ``files_trashbin``, tag and calendar events from 32, Deck's with Deck ≥ 1.18."""
+    events = set(FILE_EVENTS)
+    if "files_trashbin" in apps:
+        events.update(TRASHBIN_EVENTS)
+    if version_tuple(server_version)[:1] >= (32,):
+        events.update(SERVER_32_EVENTS)
+    if "deck" in apps and version_tuple(apps["deck"])[:2] >= (1, 18):
+        events.update(DECK_EVENTS)
+    return frozenset(events)
 
 
 def build_envelope(

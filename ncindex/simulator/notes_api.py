@@ -6,7 +6,16 @@ and every write goes through the simulator's file tree, so it fires the same fil
 WebDAV. The note ``etag`` and the server-side ``lastUpdate`` come from a per-user meta table
 maintained like ``MetaService``: ``etag = md5(json_encode([id, title, modified, category,
 favorite, readonly, md5(content)]))`` and ``lastUpdate`` is the Unix time the server noticed a
-change. Error bodies are ``{"errorType": "<PHP exception class>"}``.
+change.
+
+Error bodies (``lib/Controller/Helper.php``, ``handleErrorResponse`` / ``createErrorResponse``)
+are ``{"errorType": "<PHP exception class>"}`` before Notes 6.0.2 and ``{"errorType":
+"Exception"}`` from 6.0.2 (commit fd53ff0d "fix(api): never expose internal exception types").
+A note whose content cannot be read (a files_accesscontrol rule removes the read permission,
+so ``lib/private/Files/Node/File.php`` ``getContent`` throws ``NotPermittedException``) is
+still answered 200: ``lib/Service/Note.php`` ``getData`` catches the exception and sends
+``"error": true``, ``"errorType": "<class>"``, ``"readonly": true`` and ``"Error: <class>"`` as
+the content; its meta content etag is ``""`` (``MetaService::generateContentEtag`` catches too).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
 
+from ncindex.simulator.events import version_tuple
 from ncindex.simulator.phpjson import php_json_encode
 from ncindex.simulator.responses import json_response, not_modified, request_params
 from ncindex.simulator.state import Node, StateError, norm_path
@@ -33,8 +43,8 @@ API_VERSIONS = "0.2, 1.3, 1.4"
 NOTE_EXTENSIONS = ("txt", "org", "markdown", "md", "note")
 NOTE_DOES_NOT_EXIST = "OCA\\Notes\\Service\\NoteDoesNotExistException"
 NOTE_NOT_WRITABLE = "OCA\\Notes\\Service\\NoteNotWritableException"
-#: What reading a note an access-control rule blocks raises (files_accesscontrol).
-FORBIDDEN = "OCP\\Files\\ForbiddenException"
+#: What reading a note whose read permission is gone raises (``File::getContent``).
+NOT_PERMITTED = "OCP\\Files\\NotPermittedException"
 MAX_TITLE_LENGTH = 100
 _DEFAULT_SUFFIXES = (".md", ".txt")
 _NOTE_MODES = ("rich", "edit", "preview")
@@ -193,7 +203,13 @@ class NotesApi:
         data["error"] = False
         data["errorType"] = ""
         if "content" not in exclude:
-            data["content"] = self.content(node)
+            if self.tree.is_blocked(node):
+                data["content"] = f"Error: {NOT_PERMITTED}"
+                data["error"] = True
+                data["errorType"] = NOT_PERMITTED
+                data["readonly"] = True
+            else:
+                data["content"] = self.content(node)
         return data
 
     @staticmethod
@@ -216,7 +232,8 @@ class NotesApi:
             meta["fileEtag"] = node.etag
             generate = True
         if generate:
-            meta["contentEtag"] = _md5(self.content(node))
+            blocked = self.tree.is_blocked(node)
+            meta["contentEtag"] = "" if blocked else _md5(self.content(node))
         data = self.note_data(uid, path, node)
         etag = _md5(
             php_json_encode(
@@ -446,11 +463,6 @@ class NotesApi:
                 note_id = int(m.group(1))
                 if method == "GET":
                     path, node = self.find(uid, note_id)
-                    if self.tree.is_blocked(node):
-                        # reading the content (for the note and its meta etag) raises
-                        # files_accesscontrol's ForbiddenException; Helper::handleErrorResponse
-                        # answers any exception it does not name with 500 and its class
-                        raise _NoteError(500, FORBIDDEN)
                     exclude = str(params.get("exclude") or "").split(",")
                     data = self.full(uid, path, node, exclude)
                     if not_modified(request, data["etag"]):
@@ -465,10 +477,17 @@ class NotesApi:
         except _EtagMismatch as exc:
             return json_response(exc.data, 412)
         except _NoteError as exc:
-            return json_response({"errorType": exc.error_type}, exc.status)
+            return self._error(exc.status, exc.error_type)
         except StateError:
-            return json_response({"errorType": "OCP\\Files\\NotPermittedException"}, 500)
+            return self._error(500, NOT_PERMITTED)
         return Response(b"", status=404, content_type="text/html; charset=UTF-8")
+
+    def _error(self, status: int, error_type: str) -> Response:
+        """An error answer: the exception's class before Notes 6.0.2, ``Exception`` from it."""
+        version = version_tuple(self.sim.apps.get("notes", "6.0.2"))
+        return json_response(
+            {"errorType": "Exception" if version >= (6, 0, 2) else error_type}, status
+        )
 
     @staticmethod
     def _not_modified(etag: str, headers: dict[str, str] | None = None) -> Response:

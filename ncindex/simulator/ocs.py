@@ -1,4 +1,5 @@
-"""OCS API (``/ocs/v1.php`` and ``/ocs/v2.php``): current user, capabilities, webhook_listeners.
+"""OCS API (``/ocs/v1.php`` and ``/ocs/v2.php``): current user, capabilities, webhook_listeners,
+the sharing API (:mod:`ncindex.simulator.sharing`) and the user status.
 
 Envelope, status mirroring and XML/JSON selection follow Nextcloud's ``BaseResponse`` /
 ``V2Response`` / ``OCSMiddleware``: XML by default, JSON with ``?format=json`` or an
@@ -17,6 +18,8 @@ from werkzeug.wrappers import Request, Response
 
 from ncindex.simulator.phpjson import php_json_encode
 from ncindex.simulator.responses import JSON_CONTENT_TYPE, json_response, request_params
+from ncindex.simulator.sharing import BASE as SHARES_BASE
+from ncindex.simulator.sharing import SharingApi, sharing_capability
 from ncindex.simulator.webhooks import WebhookError
 from ncindex.simulator.xmlutil import PHP_DECLARATION, to_bytes
 
@@ -142,6 +145,14 @@ class OcsApi:
 
     def __init__(self, sim: NextcloudSimulator) -> None:
         self.sim = sim
+        self.sharing = SharingApi(sim, self)
+
+    @staticmethod
+    def respond(
+        request: Request, data: Any, status: int = 200, message: str | None = None, *, version: int
+    ) -> Response:
+        """:func:`ocs_response` (for the route modules)."""
+        return ocs_response(request, data, status, message, version=version)
 
     def handle(self, request: Request, uid: str | None) -> Response:
         """Dispatch one OCS request; ``uid`` is the authenticated user or None."""
@@ -170,8 +181,14 @@ class OcsApi:
                 return ocs_response(request, [], RESPOND_NOT_FOUND, "", version=version)
             return ocs_response(request, data, version=version)
         base = "/apps/webhook_listeners/api/v1/webhooks"
-        if route == base or route.startswith(base + "/"):
+        if self.sim.app_enabled("webhook_listeners") and (
+            route == base or route.startswith(base + "/")
+        ):
             return self.webhooks(request, uid, route[len(base) :], version)
+        if route == SHARES_BASE or route.startswith(SHARES_BASE + "/"):
+            return self.sharing.handle(request, uid, route[len(SHARES_BASE) :], version)
+        if route == "/apps/user_status/api/v1/user_status" and request.method == "GET":
+            return self.user_status(request, uid, version)
         return ocs_response(request, [], RESPOND_NOT_FOUND, INVALID_QUERY, version=version)
 
     @staticmethod
@@ -183,7 +200,38 @@ class OcsApi:
     def capabilities(self) -> dict[str, Any]:
         """``data`` of ``GET /cloud/capabilities``: version + capabilities incl. ``notes``."""
         major, minor, micro = (int(x) for x in [*self.sim.version.split("."), "0", "0"][:3])
-        deck_version = "1.18.0" if self.sim.deck_webhooks else "1.16.0"
+        apps = self.sim.apps
+        caps: dict[str, Any] = {
+            "core": {
+                "pollinterval": 60,
+                "webdav-root": "remote.php/webdav",
+                "reference-api": True,
+                "reference-regex": r"(\s|\n|^)(https?:\/\/)([-A-Z0-9+_.]+(?::[0-9]+)?)",
+                "mod-rewrite-working": False,
+            },
+            "dav": {
+                "chunking": "1.0",
+                "bulkupload": "1.0",
+                "search_supports_creation_time": True,
+            },
+            "files": {"bigfilechunking": True, "undelete": True, "versioning": True},
+            "files_sharing": sharing_capability(self.sim),
+            "user_status": {
+                "enabled": True,
+                "restore": True,
+                "supports_emoji": True,
+                "supports_busy": True,
+            },
+        }
+        if "notes" in apps:
+            # nextcloud/notes lib/AppInfo/Capabilities.php: api_version, version
+            caps["notes"] = {"api_version": ["0.2", "1.3", "1.4"], "version": apps["notes"]}
+        if "deck" in apps:
+            caps["deck"] = {
+                "version": apps["deck"],
+                "canCreateBoards": True,
+                "apiVersions": ["1.0", "1.1"],
+            }
         return {
             "version": {
                 "major": major,
@@ -193,27 +241,7 @@ class OcsApi:
                 "edition": "",
                 "extendedSupport": False,
             },
-            "capabilities": {
-                "core": {
-                    "pollinterval": 60,
-                    "webdav-root": "remote.php/webdav",
-                    "reference-api": True,
-                    "reference-regex": r"(\s|\n|^)(https?:\/\/)([-A-Z0-9+_.]+(?::[0-9]+)?)",
-                    "mod-rewrite-working": False,
-                },
-                "dav": {
-                    "chunking": "1.0",
-                    "bulkupload": "1.0",
-                    "search_supports_creation_time": True,
-                },
-                "files": {"bigfilechunking": True, "undelete": True, "versioning": True},
-                "notes": {"api_version": ["0.2", "1.3", "1.4"], "version": "6.0.2"},
-                "deck": {
-                    "version": deck_version,
-                    "canCreateBoards": True,
-                    "apiVersions": ["1.0", "1.1"],
-                },
-            },
+            "capabilities": caps,
         }
 
     def user_data(self, viewer: str, target: str) -> dict[str, Any] | None:
@@ -288,6 +316,22 @@ class OcsApi:
         assert data is not None
         return data
 
+    def user_status(self, request: Request, uid: str, version: int) -> Response:
+        """``GET /apps/user_status/api/v1/user_status`` (``UserStatusController::getStatus``,
+        shape from memory and nc_py_api's parser): the user's status, ``online`` when never
+        set, no message."""
+        data = {
+            "userId": uid,
+            "message": None,
+            "messageId": None,
+            "messageIsPredefined": False,
+            "icon": None,
+            "clearAt": None,
+            "status": "online",
+            "statusIsUserDefined": False,
+        }
+        return ocs_response(request, data, version=version)
+
     # ------------------------------------------------------------------ webhooks
 
     def webhooks(self, request: Request, uid: str, rest: str, version: int) -> Response:
@@ -305,10 +349,10 @@ class OcsApi:
         if rest == "":
             if method == "GET":
                 uri = params.get("uri")
-                return respond([r.to_json() for r in registry.list(uri)])
+                return respond([registry.info(r) for r in registry.list(uri)])
             if method == "POST":
                 try:
-                    return respond(registry.create(uid, params).to_json())
+                    return respond(registry.info(registry.create(uid, params)))
                 except WebhookError as exc:
                     return respond([], exc.status, exc.message)
         m = re.fullmatch(r"/byappid/([^/]+)", rest)
@@ -326,10 +370,10 @@ class OcsApi:
                         "Did expect one result but found none when executing: query "
                         '"SELECT * FROM `*PREFIX*webhook_listeners` WHERE `id` = :dcValue1"; ',
                     )
-                return respond(reg.to_json())
+                return respond(registry.info(reg))
             if method == "POST":
                 try:
-                    return respond(registry.update(reg_id, uid, params).to_json())
+                    return respond(registry.info(registry.update(reg_id, uid, params)))
                 except WebhookError as exc:
                     return respond([], exc.status, exc.message)
             if method == "DELETE":

@@ -27,7 +27,9 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 class SimulatorServer:
-    """A running simulator server; ``url`` like ``http://127.0.0.1:PORT`` (no trailing slash).
+    """A running simulator server; ``url`` is the Nextcloud URL, like ``http://127.0.0.1:PORT``
+    or, for a simulator with a web root, ``http://127.0.0.1:PORT/nextcloud`` (no trailing
+    slash); ``origin`` is the scheme, host and port alone.
 
     Use as a context manager or call :meth:`close`.
     """
@@ -37,7 +39,8 @@ class SimulatorServer:
         self._httpd = httpd
         self.host = str(httpd.server_address[0])
         self.port = int(httpd.server_address[1])
-        self.url = f"http://{self.host}:{self.port}"
+        self.origin = f"http://{self.host}:{self.port}"
+        self.url = self.origin + sim.web_root
         self._thread = threading.Thread(
             target=httpd.serve_forever,
             kwargs={"poll_interval": 0.05},

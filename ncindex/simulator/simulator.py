@@ -16,14 +16,47 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ncindex.simulator.deck import DeckState
-from ncindex.simulator.events import build_envelope, compatible_events
+from ncindex.simulator.events import build_envelope, compatible_events, version_tuple
 from ncindex.simulator.faults import FaultInjector
 from ncindex.simulator.news import NewsState
 from ncindex.simulator.state import FileTree, Node, NotFoundError, norm_path
 from ncindex.simulator.systemtags import SystemTagStore
 from ncindex.simulator.webhooks import Delivery, DeliveryEngine, WebhookRegistry
 
-__all__ = ["NextcloudSimulator"]
+__all__ = ["DECK_RELEASES", "NextcloudSimulator", "default_apps", "user_agent"]
+
+#: The Deck release of each Nextcloud major (nextcloud/deck ``stableNN`` branches,
+#: ``appinfo/info.xml`` ``<version>`` and ``<nextcloud min-version max-version>``).
+DECK_RELEASES = {30: "1.14.10", 31: "1.15.9", 32: "1.16.7", 33: "1.17.4", 34: "1.18.3"}
+#: The Notes release for each major: 5.0.2 supports 30–32, 6.0.2 supports 33–35
+#: (nextcloud/notes tags, ``appinfo/info.xml``).
+NOTES_RELEASES = {30: "5.0.2", 31: "5.0.2", 32: "5.0.2", 33: "6.0.2", 34: "6.0.2"}
+#: News 28.x supports 32–34 (nextcloud/news tags); older majors get an older News with the
+#: same v1-3 API (a version number chosen for the simulator, not read from a release).
+NEWS_RELEASES = {30: "27.0.0", 31: "27.0.0", 32: "28.7.0", 33: "28.7.0", 34: "28.7.0"}
+
+
+def default_apps(version: str) -> dict[str, str]:
+    """The apps enabled by default in the simulator of Nextcloud ``version``, with versions:
+    webhook_listeners and files_trashbin (shipped with the server), Notes, Deck and News."""
+    major = max(30, min(34, version_tuple(version)[0]))
+    return {
+        "files_trashbin": version,
+        "webhook_listeners": version,
+        "notes": NOTES_RELEASES[major],
+        "deck": DECK_RELEASES[major],
+        "news": NEWS_RELEASES[major],
+    }
+
+
+def user_agent(version: str) -> str:
+    """The User-Agent of Nextcloud's outgoing requests (``lib/private/Http/Client/Client.php``
+    ``buildRequestOptions``): ``Nextcloud Server Crawler`` up to 32, and from 33
+    ``Nextcloud-Server-Crawler/X.Y.Z`` (nextcloud/documentation
+    ``developer_manual/release_notes/previous/upgrade_to_33.rst``)."""
+    if version_tuple(version)[:1] >= (33,):
+        return f"Nextcloud-Server-Crawler/{version}"
+    return "Nextcloud Server Crawler"
 
 
 class NextcloudSimulator:
@@ -31,10 +64,15 @@ class NextcloudSimulator:
 
     ``delivery_delay`` is a ``(min, max)`` range in seconds for webhook deliveries; ``drop_rate``
     (0–1) silently drops that share of deliveries; ``reorder`` shuffles deliveries due together;
-    ``seed`` makes ids, etags, delays and drops reproducible. ``deck_webhooks`` switches on the
-    Deck ≥ 1.18 behaviour (card events are webhook-compatible). ``clock`` returns Unix seconds.
+    ``seed`` makes ids, etags, delays and drops reproducible. ``version`` is the Nextcloud
+    version served (30–34; it decides which event classes exist, :func:`compatible_events`,
+    the webhook User-Agent and ``tokenNeeded``); ``apps`` maps the enabled apps to their
+    versions (default: :func:`default_apps` of that version — the Deck, Notes and News
+    releases that support it); ``deck_webhooks`` makes Deck 1.18 (card events are
+    webhook-compatible from it). ``web_root`` serves the simulator under a sub-path such as
+    ``/nextcloud`` (every route and href starts with it). ``clock`` returns Unix seconds.
     ``allow_local_remote_servers`` mirrors the ``config.php`` switch (default on, so webhooks to
-    127.0.0.1 work in tests).
+    127.0.0.1 work in tests); ``allow_resharing`` the ``shareapi_allow_resharing`` setting.
     """
 
     def __init__(
@@ -51,14 +89,32 @@ class NextcloudSimulator:
         delivery_timeout: float = 30.0,
         delivery_workers: int = 4,
         instance_id: str = "ocsim0a1b2c3",
+        apps: dict[str, str] | None = None,
+        web_root: str = "",
+        allow_resharing: bool = True,
     ) -> None:
         self.lock = threading.RLock()
         self.clock = clock
         self.version = version
         self.instance_id = instance_id
-        self.deck_webhooks = deck_webhooks
+        self.apps: dict[str, str] = dict(apps) if apps is not None else default_apps(version)
+        if deck_webhooks:
+            self.deck_webhooks = True
+        self.web_root = "/" + web_root.strip("/") if web_root.strip("/") else ""
+        self.allow_resharing = allow_resharing
+        #: ``shareapi_enabled``: the sharing API and its capability (on by default).
+        self.sharing_enabled = True
+        #: ``occ maintenance:mode``: reported by ``/status.php`` (the other routes still work)
+        self.maintenance = False
         self.tree = FileTree(self._dispatch, clock=clock, seed=seed)
-        self.registry = WebhookRegistry(lambda: compatible_events(self.deck_webhooks), seed=seed)
+        #: classes this server refuses although its version has them (a fault for tests:
+        #: a build or configuration without them)
+        self.refused_event_classes: set[str] = set()
+        self.registry = WebhookRegistry(
+            lambda: compatible_events(self.version, self.apps) - self.refused_event_classes,
+            seed=seed,
+            token_needed=version_tuple(version)[:1] >= (33,),
+        )
         self.engine = DeliveryEngine(
             self.registry,
             delay=delivery_delay,
@@ -67,7 +123,7 @@ class NextcloudSimulator:
             seed=seed,
             timeout=delivery_timeout,
             workers=delivery_workers,
-            user_agent=f"Nextcloud-Server-Crawler/{version}",
+            user_agent=user_agent(version),
             allow_local=allow_local_remote_servers,
         )
         self.faults = FaultInjector()
@@ -83,10 +139,39 @@ class NextcloudSimulator:
         self.app_state: dict[str, Any] = {}
         self._app: Callable[..., Iterable[bytes]] | None = None
 
+    # ------------------------------------------------------------------ apps
+
+    @property
+    def deck_webhooks(self) -> bool:
+        """True when the enabled Deck is 1.18 or later (card events are webhook-compatible);
+        setting it installs Deck 1.18.3 (True) or the release of this server (False)."""
+        deck = self.apps.get("deck")
+        return deck is not None and version_tuple(deck)[:2] >= (1, 18)
+
+    @deck_webhooks.setter
+    def deck_webhooks(self, value: bool) -> None:
+        default = default_apps(self.version).get("deck", DECK_RELEASES[33])
+        self.apps["deck"] = "1.18.3" if value else default
+
+    def app_enabled(self, app_id: str) -> bool:
+        """True when ``app_id`` is installed and enabled."""
+        return app_id in self.apps
+
+    def disable_app(self, app_id: str) -> None:
+        """Disable an app (``occ app:disable``): its routes answer 404, its capability and
+        its event classes disappear."""
+        self.apps.pop(app_id, None)
+
+    def enable_app(self, app_id: str, version: str | None = None) -> None:
+        """Enable ``app_id`` at ``version`` (default: the release for this server)."""
+        self.apps[app_id] = version or default_apps(self.version).get(app_id, "1.0.0")
+
     # ------------------------------------------------------------------ events
 
     def _dispatch(self, event_class: str, payload: dict[str, Any], actor: str | None) -> None:
         """Build the envelope snapshot of one event and queue it for matching registrations."""
+        if event_class not in compatible_events(self.version, self.apps):
+            return  # that class does not exist on this server (or its app is disabled)
         user = None
         if actor is not None and actor in self.tree.users:
             user = {"uid": actor, "displayName": self.tree.users[actor].display_name}
@@ -109,18 +194,40 @@ class NextcloudSimulator:
         display_name: str | None = None,
         admin: bool = False,
         email: str | None = None,
+        *,
+        login_name: str | None = None,
     ) -> None:
-        """Create a user whose app password is ``password`` (Basic auth everywhere)."""
-        with self.lock:
-            self.tree.add_user(uid, password, display_name, admin, email)
+        """Create a user whose app password is ``password`` (Basic auth everywhere).
 
-    def add_app_password(self, uid: str, password: str) -> None:
-        """Give an existing user one more valid app password."""
+        ``login_name`` is the name the user signs in with when it is not the uid (an LDAP or
+        e-mail login): the app password then only works with that name."""
         with self.lock:
-            self.tree.user(uid).passwords.add(password)
+            self.tree.add_user(uid, password, display_name, admin, email, login_name)
+
+    def add_app_password(self, uid: str, password: str, *, login_name: str | None = None) -> None:
+        """Give an existing user one more app password, created under ``login_name`` (default:
+        the user's login name)."""
+        with self.lock:
+            user = self.tree.user(uid)
+            user.passwords.add(password)
+            user.token_logins[password] = login_name or user.login_name
+
+    def login(self, login_name: str, password: str) -> str | None:
+        """The uid a Basic ``login_name:password`` authenticates, or None.
+
+        An app password is accepted only with the login name it was created under, compared
+        case-insensitively (nextcloud/server ``lib/private/User/Session.php``,
+        ``validateTokenLoginName``: ``mb_strtolower($token->getLoginName()) !==
+        mb_strtolower($loginName)`` ⇒ refused; an e-mail login is such a login name)."""
+        with self.lock:
+            for user in self.tree.users.values():
+                token_login = user.token_logins.get(password)
+                if token_login is not None and token_login.lower() == login_name.lower():
+                    return user.uid
+            return None
 
     def check_password(self, uid: str, password: str) -> bool:
-        """True when ``password`` is an app password of ``uid``."""
+        """True when ``password`` is an app password of ``uid`` (whatever its login name)."""
         with self.lock:
             user = self.tree.users.get(uid)
             return user is not None and password in user.passwords
@@ -183,10 +290,17 @@ class NextcloudSimulator:
         mount_path: str | None = None,
         *,
         readonly: bool = False,
+        permissions: int | None = None,
     ) -> str:
-        """Share a file or folder with ``sharee`` (same ids); no event. Returns the mount path."""
+        """Share a file or folder with ``sharee`` (same ids); no event. Returns the mount path.
+
+        ``permissions`` are ``OCP\\Constants::PERMISSION_*`` bits (default all; read + share
+        when ``readonly``)."""
         with self.lock:
-            return self.tree.share(owner, path, sharee, mount_path, readonly=readonly).mount_path
+            share = self.tree.share(
+                owner, path, sharee, mount_path, readonly=readonly, permissions=permissions
+            )
+            return share.mount_path
 
     def unshare(self, owner: str, path: str, sharee: str) -> bool:
         """Remove a share; no event. True when a share was removed."""
@@ -196,8 +310,10 @@ class NextcloudSimulator:
     def block_access(self, user: str, path: str, blocked: bool = True) -> None:
         """Add (or, with ``blocked`` false, lift) an admin's files_accesscontrol rule that
         blocks the node at ``path`` in ``user``'s view, and all below it, for everyone: it is
-        still listed, with ``oc:permissions`` lacking ``G`` (read) and the write letters, and a
-        GET answers 403 ``Access denied``. No event fires, and etags do not change."""
+        still listed, with ``oc:permissions`` lacking ``G`` (read) and the write letters; a GET
+        answers 404 (Sabre ``File::get``), a ``PROPFIND Depth: 1`` of a blocked folder 403
+        (``Directory::getChildren``), and the Notes app answers its notes with ``error: true``
+        (``Note::getData``). No event fires, and etags do not change."""
         with self.lock:
             node = self.tree.resolve(user, path)
             if node is None:
@@ -443,7 +559,7 @@ class NextcloudSimulator:
 
     def register_webhook(self, user: str | None = "admin", **params: Any) -> dict[str, Any]:
         """Register a webhook directly (OCS parameter names); returns the WebhookInfo dict."""
-        return self.registry.create(user, params).to_json()
+        return self.registry.info(self.registry.create(user, params))
 
     def flush_deliveries(self, timeout: float = 10.0, *, fast_forward: bool = False) -> int:
         """Block until every queued delivery was attempted; returns how many were attempted.

@@ -97,6 +97,15 @@ class ForbiddenError(StateError):
     """Raised when the user lacks the permission (read-only share, moving into itself)."""
 
 
+#: ``OCP\\Constants::PERMISSION_*`` (lib/public/Constants.php).
+PERMISSION_READ = 1
+PERMISSION_UPDATE = 2
+PERMISSION_CREATE = 4
+PERMISSION_DELETE = 8
+PERMISSION_SHARE = 16
+PERMISSION_ALL = 31
+
+
 def mime_for(name: str) -> str:
     """Return the MIME type Nextcloud would assign to a file ``name`` (by extension)."""
     ext = posixpath.splitext(name)[1].lower()
@@ -122,7 +131,9 @@ def norm_path(path: str) -> str:
 
 @dataclass
 class User:
-    """A Nextcloud account: ``uid``, display name, app passwords, admin flag, e-mail."""
+    """A Nextcloud account: ``uid``, display name, app passwords, admin flag, e-mail, and the
+    login name it signs in with (LDAP and e-mail logins differ from the uid). ``token_logins``
+    maps an app password to the login name it was created under (``IToken::getLoginName``)."""
 
     uid: str
     display_name: str
@@ -130,6 +141,13 @@ class User:
     admin: bool = False
     email: str | None = None
     created_at: int = 0
+    login_name: str = ""
+    token_logins: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.login_name = self.login_name or self.uid
+        for password in self.passwords:
+            self.token_logins.setdefault(password, self.login_name)
 
 
 @dataclass(eq=False)
@@ -176,7 +194,9 @@ class Node:
 
 @dataclass(eq=False)
 class Share:
-    """A user share: ``node`` of ``owner`` mounted for ``sharee`` at ``mount_path``."""
+    """A user share: ``node`` of ``owner`` mounted for ``sharee`` at ``mount_path``, with
+    ``permissions`` as the OCS API stores them (``OCP\\Constants::PERMISSION_*`` bits: read 1,
+    update 2, create 4, delete 8, share 16; a file share never has create or delete)."""
 
     id: int
     owner: str
@@ -185,6 +205,19 @@ class Share:
     mount_path: str
     readonly: bool = False
     created: int = 0
+    permissions: int = 31
+
+    def set_permissions(self, permissions: int | None) -> None:
+        """Store ``permissions`` (None: all, or read + share when read-only) as
+        ``ShareAPIController::createShare`` does: read always added, create and delete taken
+        from a file share."""
+        if permissions is None:
+            permissions = PERMISSION_READ | PERMISSION_SHARE if self.readonly else PERMISSION_ALL
+        permissions |= PERMISSION_READ
+        if not self.node.is_dir:
+            permissions &= ~(PERMISSION_CREATE | PERMISSION_DELETE)
+        self.permissions = permissions
+        self.readonly = not permissions & PERMISSION_UPDATE
 
 
 @dataclass(eq=False)
@@ -269,16 +302,21 @@ class FileTree:
         display_name: str | None = None,
         admin: bool = False,
         email: str | None = None,
+        login_name: str | None = None,
     ) -> User:
-        """Create (or update) a user with an app password and an empty home folder."""
+        """Create (or update) a user with an app password and an empty home folder; the app
+        password belongs to ``login_name`` (default: the uid)."""
         if uid in self.users:
             user = self.users[uid]
             user.passwords.add(password)
+            user.token_logins[password] = login_name or user.login_name
             user.display_name = display_name or user.display_name
             user.admin = admin or user.admin
             user.email = email or user.email
             return user
-        user = User(uid, display_name or uid, {password}, admin, email, self.now())
+        user = User(
+            uid, display_name or uid, {password}, admin, email, self.now(), login_name or uid
+        )
         self.users[uid] = user
         home = self._new_node("", True, uid)
         home.is_home = True
@@ -399,7 +437,25 @@ class FileTree:
         if node.owner == uid:
             return True
         share = self.share_for(uid, node)
-        return share is not None and not share.readonly
+        return share is not None and bool(share.permissions & PERMISSION_UPDATE)
+
+    def permissions(self, uid: str, node: Node, *, allow_resharing: bool = True) -> int:
+        """``FileInfo::getPermissions`` of ``node`` for ``uid``: everything on one's own node
+        (a file has no create), the share's bits on a received one (without share when
+        resharing is off, ``shareapi_allow_resharing``); a node a files_accesscontrol rule
+        blocks keeps only the share bit (no read, update, create or delete)."""
+        if node.owner == uid:
+            bits = PERMISSION_ALL
+        else:
+            share = self.share_for(uid, node)
+            bits = share.permissions if share is not None else 0
+            if not allow_resharing:
+                bits &= ~PERMISSION_SHARE
+        if not node.is_dir:
+            bits &= ~PERMISSION_CREATE
+        if self.is_blocked(node):
+            bits &= PERMISSION_SHARE
+        return bits
 
     def is_blocked(self, node: Node) -> bool:
         """True when a files_accesscontrol rule ("Block access to a file") matches ``node`` or a
@@ -736,7 +792,8 @@ class FileTree:
         return list(self.trash[uid])
 
     def restore(self, uid: str, ref: int | str, *, session: bool = True) -> Node:
-        """Restore a trashed node by file id or trash name; emits NodeRestoredEvent.
+        """Restore a trashed node by file id or trash name; emits files_trashbin's
+        ``BeforeNodeRestoredEvent`` and ``NodeRestoredEvent`` (``OCA\\Files_Trashbin\\Events``).
 
         The node goes back to its original folder, or to the root if that folder is gone;
         a name clash gets a `` (restored)`` suffix like Nextcloud. Returns the node.
@@ -767,10 +824,12 @@ class FileTree:
         item.node.parent = parent
         parent.children[name] = item.node
         self._touch_up(item.node)
+        # after the move the trash node no longer exists: JsonSerializer::serializeFileInfo
+        # of a NonExistingFile/Folder has no id (nextcloud/server#53648)
         self._emit(
             NODE_RESTORED,
             {
-                "source": {"id": item.node.id, "path": trash_path},
+                "source": {"path": trash_path},
                 "target": self._desc(uid, item.node, target_path),
             },
             actor,
@@ -818,8 +877,12 @@ class FileTree:
         mount_path: str | None = None,
         *,
         readonly: bool = False,
+        permissions: int | None = None,
     ) -> Share:
         """Share ``owner``'s node at ``path`` with ``sharee``; no event (like Nextcloud).
+
+        ``permissions`` are ``PERMISSION_*`` bits (default: all, or read + share when
+        ``readonly``).
 
         The mount path defaults to ``/<name>``; a clash gets `` (2)``, `` (3)``… Missing parent
         folders of the mount path are created silently in the sharee's home.
@@ -833,6 +896,7 @@ class FileTree:
         for share in self.shares:
             if share.node is node and share.sharee == sharee:
                 share.readonly = readonly
+                share.set_permissions(permissions)
                 return share
         base = norm_path(mount_path or "/" + node.name)
         parent_path = posixpath.dirname(base)
@@ -854,6 +918,7 @@ class FileTree:
         share = Share(
             self._next_share_id, node.owner, node, sharee, candidate, readonly, self.now()
         )
+        share.set_permissions(permissions)
         self._next_share_id += 1
         self.shares.append(share)
         self._touch_mount_parent(share)

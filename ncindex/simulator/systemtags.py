@@ -257,7 +257,7 @@ class SystemTagsDav:
             props = self._props(request)
         except XmlBodyError as exc:
             return dav_error(400, "BadRequest", str(exc))
-        base = "/remote.php/dav/systemtags/"
+        base = f"{self.sim.web_root}/remote.php/dav/systemtags/"
         if tag_id is not None:
             tag = self.store.tags.get(tag_id)
             if tag is None or not self.store.can_see(uid, tag):
@@ -297,7 +297,7 @@ class SystemTagsDav:
         except ValueError:
             return dav_error(409, "Conflict", "Tag already exists")
         resp = Response(b"", status=201)
-        resp.headers["Content-Location"] = f"/remote.php/dav/systemtags/{tag.id}"
+        resp.headers["Content-Location"] = f"{self.sim.web_root}/remote.php/dav/systemtags/{tag.id}"
         return resp
 
     def _relations(
@@ -314,7 +314,7 @@ class SystemTagsDav:
                 props = self._props(request)
             except XmlBodyError as exc:
                 return dav_error(400, "BadRequest", str(exc))
-            base = f"/remote.php/dav/systemtags-relations/files/{file_id}/"
+            base = f"{self.sim.web_root}/remote.php/dav/systemtags-relations/files/{file_id}/"
             items = []
             if request.headers.get("Depth", "1").strip() != "0":
                 items = [(f"{base}{t.id}", t) for t in self.store.tags_of(uid, node)]
@@ -348,6 +348,8 @@ class SystemTagsDav:
                 props = self._props(request)
             except XmlBodyError as exc:
                 return dav_error(400, "BadRequest", str(exc))
-            href = f"/remote.php/dav/systemtags-relations/files/{file_id}/{tag_id}"
+            href = (
+                f"{self.sim.web_root}/remote.php/dav/systemtags-relations/files/{file_id}/{tag_id}"
+            )
             return self._multistatus(uid, None, [(href, tag)], props)
         return dav_error(405, "MethodNotAllowed", f"{method} is not allowed here")

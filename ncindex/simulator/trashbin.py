@@ -57,7 +57,7 @@ class TrashbinDav:
         if owner != uid:
             return dav_error(404, "NotFound", f"Principal with name {owner} not found")
         method = request.method.upper()
-        base = f"/remote.php/dav/trashbin/{uid}/trash"
+        base = f"{self.sim.web_root}/remote.php/dav/trashbin/{uid}/trash"
         with self.sim.lock:
             if sub in ("trash", ""):
                 if method == "PROPFIND":
@@ -75,7 +75,8 @@ class TrashbinDav:
                     return Response(b"", status=204)
                 if method == "MOVE":
                     dest = unquote(urlsplit(request.headers.get("Destination", "")).path)
-                    if not dest.startswith(f"/remote.php/dav/trashbin/{uid}/restore/"):
+                    restore = f"{self.sim.web_root}/remote.php/dav/trashbin/{uid}/restore/"
+                    if not dest.startswith(restore):
                         return dav_error(
                             403, "Forbidden", "Can only restore into the restore folder"
                         )
@@ -119,17 +120,25 @@ class TrashbinDav:
         return Response(to_bytes(root), status=207, content_type=XML_CONTENT_TYPE)
 
     def _value(self, item: TrashItem, name: str) -> str | None:
+        """A trash item's property as ``apps/files_trashbin/lib/Sabre/PropfindPlugin.php``
+        ``propFind`` answers it: ``oc:id`` and ``oc:fileid`` are the plain file id, the
+        permissions always ``GD`` (read + delete), the etag a fake one (the mtime, unquoted:
+        "it is only needed to identify the preview image"), the display name the file name."""
         node = item.node
         values: dict[str, str | None] = {
             clark(NC, "trashbin-filename"): node.name,
             clark(NC, "trashbin-original-location"): item.original_path.lstrip("/"),
+            clark(NC, "trashbin-title"): node.name,
             clark(NC, "trashbin-deletion-time"): str(item.deleted_at),
+            clark(DAV, "displayname"): node.name,
+            clark(OC, "id"): str(node.id),
             clark(OC, "fileid"): str(node.id),
+            clark(OC, "permissions"): "GD",
             clark(OC, "size"): str(node.size),
             clark(DAV, "getcontentlength"): None if node.is_dir else str(len(node.content)),
             clark(DAV, "getcontenttype"): None if node.is_dir else node.mime,
             clark(DAV, "getlastmodified"): http_date(node.mtime),
-            clark(DAV, "getetag"): f'"{node.etag}"',
+            clark(DAV, "getetag"): str(node.mtime),
         }
         return values.get(name)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import email.utils
 import posixpath
+import re
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,11 @@ from lxml import etree
 from werkzeug.wrappers import Request, Response
 
 from ncindex.simulator.state import (
+    PERMISSION_CREATE,
+    PERMISSION_DELETE,
+    PERMISSION_READ,
+    PERMISSION_SHARE,
+    PERMISSION_UPDATE,
     AlreadyExistsError,
     ConflictError,
     ForbiddenError,
@@ -37,7 +43,6 @@ from ncindex.simulator.xmlutil import (
     OC,
     XML_CONTENT_TYPE,
     XmlBodyError,
-    access_denied,
     clark,
     dav_error,
     encode_path,
@@ -95,8 +100,20 @@ def _required_fileid(cond: etree._Element | None) -> int | None:
     prop = cond.find(clark(DAV, "prop"))
     if tag != "eq" or prop is None or not len(prop) or prop[0].tag != clark(OC, "fileid"):
         return None
-    literal = (cond.findtext(clark(DAV, "literal")) or "").strip()
-    return int(literal) if literal.isdigit() else None
+    return php_int(cond.findtext(clark(DAV, "literal")) or "")
+
+
+_LEADING_INT = re.compile(r"\s*([+-]?[0-9]+)")
+
+
+def php_int(literal: str) -> int | None:
+    """An integer literal as ``FileSearchBackend::castValue`` reads it (``0 + $value``): PHP
+    takes a leading-numeric string's leading digits, so the formatted ``OC-FileId`` value
+    ``00000104ocabc123`` means file id 104 (what Nextcloud's own clients send). None when the
+    literal does not start with digits (PHP 8 throws a ``TypeError`` there; the simulator
+    matches nothing — a simplification)."""
+    match = _LEADING_INT.match(literal)
+    return int(match.group(1)) if match else None
 
 
 def _parse_date(text: str) -> float | None:
@@ -137,10 +154,10 @@ class WebDav:
             )
         path = request.path
         method = request.method.upper()
+        root = self.sim.web_root  # hrefs are absolute from the server's web root (Sabre baseUri)
         if path.startswith("/remote.php/webdav"):
-            base = "/remote.php/webdav"
-            rel = path[len(base) :]
-            return self.files(request, method, uid, base, rel)
+            rel = path[len("/remote.php/webdav") :]
+            return self.files(request, method, uid, root + "/remote.php/webdav", rel)
         rest = path[len("/remote.php/dav") :]
         if method == "SEARCH" and rest.strip("/") == "":
             return self.search(request, uid)
@@ -148,7 +165,7 @@ class WebDav:
             owner, _, rel = rest[len("/files/") :].partition("/")
             if owner != uid:
                 return dav_error(404, "NotFound", f"Principal with name {owner} not found")
-            return self.files(request, method, uid, f"/remote.php/dav/files/{uid}", "/" + rel)
+            return self.files(request, method, uid, f"{root}/remote.php/dav/files/{uid}", "/" + rel)
         if rest.startswith(("/systemtags", "/systemtags-relations")):
             return self.systemtags.handle(request, uid)
         if rest.startswith("/trashbin/"):
@@ -200,16 +217,24 @@ class WebDav:
         return href
 
     def permissions(self, uid: str, node: Node) -> str:
-        """``oc:permissions`` letters (``S R M G D NV W CK``) of ``node`` for ``uid``; a node an
-        access-control rule blocks keeps only ``S R M``."""
-        shared = node.owner != uid
-        perms = ("S" if shared else "") + "R" + ("M" if shared else "")
-        if self.tree.is_blocked(node):
-            return perms
-        perms += "G"
-        if self.tree.can_write(uid, node):
-            perms += "DNV" + ("CK" if node.is_dir else "W")
-        return perms
+        """``oc:permissions`` of ``node`` for ``uid``, as nextcloud/server
+        ``lib/public/Files/DavUtil.php`` ``getDavPermissions`` builds it from the permission
+        bits (:meth:`FileTree.permissions`): ``S`` shared with the user, ``R`` share bit
+        (resharing allowed), ``M`` mounted, ``G`` read, ``D`` delete, ``NV`` update, then ``W``
+        (a file, update) or ``CK`` (a folder, create)."""
+        bits = self.tree.permissions(uid, node, allow_resharing=self.sim.allow_resharing)
+        received = node.owner != uid
+        letters = "S" if received else ""
+        letters += "R" if bits & PERMISSION_SHARE else ""
+        letters += "M" if received else ""
+        letters += "G" if bits & PERMISSION_READ else ""
+        letters += "D" if bits & PERMISSION_DELETE else ""
+        letters += "NV" if bits & PERMISSION_UPDATE else ""
+        if node.is_dir:
+            letters += "CK" if bits & PERMISSION_CREATE else ""
+        else:
+            letters += "W" if bits & PERMISSION_UPDATE else ""
+        return letters
 
     def prop(
         self, uid: str, path: str, node: Node, name: str
@@ -356,6 +381,16 @@ class WebDav:
         if node is None:
             return _not_found(path)
         depth = request.headers.get("Depth", "infinity").strip().lower()
+        if node.is_dir and depth in ("1", "infinity") and self._unreadable(node, depth):
+            # apps/dav/lib/Connector/Sabre/Directory.php getChildren(): an unreadable folder
+            # "return 403 instead of 404 because a 404 would make the caller believe that the
+            # collection itself does not exist"; the message when files_accesscontrol is on
+            return dav_error(
+                403,
+                "Forbidden",
+                "No read permissions. This might be caused by files_accesscontrol, "
+                "check your configured rules",
+            )
         items: list[tuple[str, Node]] = [(path, node)]
         if node.is_dir and depth == "1":
             items += [
@@ -365,6 +400,16 @@ class WebDav:
         elif node.is_dir and depth == "infinity":
             items = list(self.tree.walk_view(uid, path))
         return self.multistatus(uid, base, items, props)
+
+    def _unreadable(self, node: Node, depth: str) -> bool:
+        """True when listing ``node`` to ``depth`` (``1``: its children; ``infinity``: every
+        folder below it too) reaches a folder without read permission, so Sabre's
+        ``getChildren`` throws ``Forbidden`` for the whole request."""
+        if self.tree.is_blocked(node):
+            return True
+        return depth == "infinity" and any(
+            n.is_dir and n.id in self.tree.blocked for n in node.walk() if n is not node
+        )
 
     def get(self, request: Request, uid: str, base: str, path: str) -> Response:
         """GET/HEAD of a file: bytes with ETag, OC-ETag, Last-Modified, Content-Type."""
@@ -379,7 +424,9 @@ class WebDav:
                 "Enable the Browser plugin to get a better result here.",
             )
         if self.tree.is_blocked(node):
-            return access_denied()
+            # apps/dav/lib/Connector/Sabre/File.php get(): "if (!$this->info->isReadable())
+            # { // do a if the file did not exist  throw new NotFound(); }" — no message
+            return dav_error(404, "NotFound", "")
         body = b"" if request.method.upper() == "HEAD" else node.content
         resp = Response(body, status=200, content_type=node.mime)
         resp.headers["Content-Length"] = str(len(node.content))
@@ -448,7 +495,8 @@ class WebDav:
         if not dest:
             return None
         dpath = unquote(urlsplit(dest).path)
-        for prefix in (base, f"/remote.php/dav/files/{uid}", "/remote.php/webdav"):
+        root = self.sim.web_root
+        for prefix in (base, f"{root}/remote.php/dav/files/{uid}", f"{root}/remote.php/webdav"):
             if dpath == prefix or dpath.startswith(prefix + "/"):
                 return norm_path(dpath[len(prefix) :])
         return None
@@ -581,8 +629,9 @@ class WebDav:
             scope_el.findtext(clark(DAV, "depth")) if scope_el is not None else None
         ) or "infinity"
         scope_path = unquote(urlsplit(scope_href).path)
-        if scope_path.startswith("/remote.php/dav"):
-            scope_path = scope_path[len("/remote.php/dav") :]
+        dav_root = self.sim.web_root + "/remote.php/dav"
+        if scope_path.startswith(dav_root):
+            scope_path = scope_path[len(dav_root) :]
         prefix = f"/files/{uid}"
         if not (scope_path.rstrip("/") == prefix or scope_path.startswith(prefix + "/")):
             return dav_error(
@@ -610,7 +659,8 @@ class WebDav:
                 first = limit.findtext(clark(NC, "firstresult")) or "0"
                 start = int(first.strip() or 0)
                 items = items[start : start + int(count) if count else None]
-            return self.multistatus(uid, f"/remote.php/dav/files/{uid}", items, props)
+            base = f"{self.sim.web_root}/remote.php/dav/files/{uid}"
+            return self.multistatus(uid, base, items, props)
 
     def _candidates(
         self, uid: str, rel: str, condition: etree._Element | None
@@ -674,10 +724,7 @@ class WebDav:
             if name == clark(DAV, "getlastmodified"):
                 expected = _parse_date(literal)
             else:
-                try:
-                    expected = int(literal)
-                except ValueError:
-                    return False
+                expected = php_int(literal)
             if expected is None:
                 return False
         else:
@@ -700,8 +747,6 @@ class WebDav:
 
     @staticmethod
     def _like(value: str, pattern: str) -> bool:
-        import re
-
         rx = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
         return re.fullmatch(rx, value, re.I | re.S) is not None
 

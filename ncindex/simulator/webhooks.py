@@ -74,9 +74,11 @@ class Registration:
     app_id: str | None = None
     cipher: str | None = field(default=None, repr=False)
 
-    def to_json(self) -> dict[str, Any]:
-        """WebhookInfo in Nextcloud's field order; ``authData`` is an opaque string or None."""
-        return {
+    def to_json(self, *, token_needed: bool = True) -> dict[str, Any]:
+        """WebhookInfo in Nextcloud's field order (``WebhookListener::jsonSerialize``);
+        ``authData`` is an opaque string or None. ``tokenNeeded`` is a field from Nextcloud 33
+        (nextcloud/server#55790); ``token_needed=False`` leaves it out as 30–32 do."""
+        info = {
             "id": self.id,
             "appId": self.app_id,
             "userId": self.user_id,
@@ -88,8 +90,10 @@ class Registration:
             "headers": self.headers,
             "authMethod": self.auth_method,
             "authData": self.cipher,
-            "tokenNeeded": self.token_needed,
         }
+        if token_needed:
+            info["tokenNeeded"] = self.token_needed
+        return info
 
     def request_headers(self) -> dict[str, str]:
         """Headers to send: registration ``headers`` merged with ``authData`` (header auth)."""
@@ -237,11 +241,19 @@ def mongo_match(doc: dict[str, Any], query: Any) -> bool:
 class WebhookRegistry:
     """Thread-safe store of registrations; validates like webhook_listeners' mapper.
 
-    ``compatible`` returns the set of webhook-compatible event classes at call time.
+    ``compatible`` returns the set of webhook-compatible event classes at call time;
+    ``token_needed`` says whether the server knows the ``tokenNeeded`` parameter (33+).
     """
 
-    def __init__(self, compatible: Callable[[], frozenset[str]], *, seed: int = 0) -> None:
+    def __init__(
+        self,
+        compatible: Callable[[], frozenset[str]],
+        *,
+        seed: int = 0,
+        token_needed: bool = True,
+    ) -> None:
         self._compatible = compatible
+        self.token_needed = token_needed
         self._lock = threading.Lock()
         self._items: dict[int, Registration] = {}
         self._next_id = 1
@@ -257,6 +269,9 @@ class WebhookRegistry:
         auth_method = params.get("authMethod") or "none"
         if auth_method not in ("none", "header"):
             raise WebhookError(400, "This auth method does not exist")
+        # WebhookListenerMapper::addWebhookListener: ltrim($event, '\\'), then class_exists and
+        # is_a(IWebhookCompatibleEvent) or \UnexpectedValueException → OCSBadRequestException
+        # (WebhooksController::create), i.e. OCS 400 with the exception's message
         event = str(params["event"]).lstrip("\\")
         if event not in self._compatible():
             raise WebhookError(400, f"{event} is not an event class compatible with webhooks")
@@ -288,7 +303,7 @@ class WebhookRegistry:
             "headers": {str(k): str(v) for k, v in headers.items()} if headers else headers,
             "auth_method": auth_method,
             "auth_data": {str(k): str(v) for k, v in auth_data.items()} if auth_data else None,
-            "token_needed": params.get("tokenNeeded"),
+            "token_needed": params.get("tokenNeeded") if self.token_needed else None,
         }
 
     def _cipher(self, reg_id: int, auth_data: dict[str, str] | None) -> str | None:
@@ -319,6 +334,10 @@ class WebhookRegistry:
             reg.cipher = self._cipher(reg.id, reg.auth_data)
             self._items[reg_id] = reg
             return reg
+
+    def info(self, reg: Registration) -> dict[str, Any]:
+        """WebhookInfo of ``reg`` as this server version serializes it."""
+        return reg.to_json(token_needed=self.token_needed)
 
     def get(self, reg_id: int) -> Registration | None:
         """The registration ``reg_id`` or ``None``."""
@@ -401,7 +420,7 @@ class DeliveryEngine:
         seed: int = 0,
         timeout: float = 30.0,
         workers: int = 4,
-        user_agent: str = "Nextcloud-Server-Crawler/33.0.2",
+        user_agent: str = "Nextcloud Server Crawler",
         allow_local: bool = True,
     ) -> None:
         self.registry = registry

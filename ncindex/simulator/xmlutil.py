@@ -76,22 +76,6 @@ def sabre_error(exception: str, message: str, **extra: Any) -> bytes:
     return to_bytes(root)
 
 
-def access_denied() -> Response:
-    """403 for a file an access-control rule blocks, as Nextcloud sends it: the DAV app turns
-    files_accesscontrol's ``ForbiddenException('Access denied', true)`` (``lib/Operation.php``)
-    into ``OCA\\DAV\\Connector\\Sabre\\Exception\\Forbidden``, whose ``serialize`` adds
-    ``o:retry`` and ``o:reason`` in the namespace ``o:`` (sic; ``createElementNS('o:', …)``)
-    after declaring ``xmlns:o`` as ownCloud's on the error element
-    (``apps/dav/lib/Connector/Sabre/Exception/Forbidden.php``)."""
-    root = etree.Element(clark(DAV, "error"), nsmap={"d": DAV, "s": SABRE, "o": OC})
-    exception = "OCA\\DAV\\Connector\\Sabre\\Exception\\Forbidden"
-    etree.SubElement(root, clark(SABRE, "exception")).text = exception
-    etree.SubElement(root, clark(SABRE, "message")).text = "Access denied"
-    etree.SubElement(root, clark("o:", "retry"), nsmap={"o": "o:"}).text = "true"
-    etree.SubElement(root, clark("o:", "reason"), nsmap={"o": "o:"}).text = "Access denied"
-    return Response(to_bytes(root), status=403, content_type=XML_CONTENT_TYPE)
-
-
 def dav_error(status: int, exception: str, message: str, **headers: str) -> Response:
     """A Sabre error response, e.g. ``dav_error(404, "NotFound", "File with name x …")``."""
     name = exception if "\\" in exception else _EXC + exception

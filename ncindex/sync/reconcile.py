@@ -63,10 +63,12 @@ import redis
 import structlog
 
 from ncindex import names
+from ncindex.accounts import clear_refused, record_refused
 from ncindex.documents import DocType
 from ncindex.errors import (
     Forbidden,
     NcindexError,
+    NextcloudAuthError,
     NextcloudProtocolError,
     NotFound,
     UnsupportedDocType,
@@ -117,9 +119,12 @@ class Listing:
     """What one scan listed: ``docs`` by id; ``covered`` folders skipped because their etag
     is unchanged (manifest documents below them count as present and unchanged);
     ``folders`` the visited folders' etags; ``marker`` the type's resume point (Notes
-    ``pruneBefore``); ``requests`` made to Nextcloud."""
+    ``pruneBefore``); ``requests`` made to Nextcloud; ``forbidden`` folders the user may not
+    list (``PROPFIND`` 403: Sabre ``Directory::getChildren`` throws ``Forbidden`` for a folder
+    without read permission): skipped, what is indexed below them counts as missing."""
 
     docs: dict[str, Seen] = field(default_factory=dict)
+    forbidden: list[str] = field(default_factory=list)
     covered: set[str] = field(default_factory=set)
     folders: dict[str, str] = field(default_factory=dict)
     marker: int | None = None
@@ -183,6 +188,8 @@ class ScanReport:
     coalesced: int = 0
     error: str | None = None
     unavailable: str | None = None
+    #: folders skipped because Nextcloud answered their listing 403 (no read permission)
+    forbidden: int = 0
 
     @property
     def clean(self) -> bool:
@@ -224,6 +231,7 @@ class ScanReport:
             "clean": self.clean,
             "error": self.error,
             "unavailable": self.unavailable,
+            "forbidden_folders": self.forbidden,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -458,6 +466,14 @@ class FileScanner:
                 if folder == "/":
                     raise
                 continue  # gone during the walk: what the index has there counts as missing
+            except Forbidden:
+                if folder == "/":
+                    raise
+                # a folder the user may not read (files_accesscontrol): the rest of the walk
+                # goes on; what is indexed below it is missing, and its re-check by id finds
+                # it unreadable and removes the user's access
+                listing.forbidden.append(folder)
+                continue
             finally:
                 listing.requests += 1
             if not entries:
@@ -714,11 +730,16 @@ class Reconciler:
             report.error = f"{type(exc).__name__}: {exc}"
             report.seconds = time.monotonic() - clock
             log_.warning("reconcile_listing_failed", error=report.error)
+            if isinstance(exc, NextcloudAuthError):
+                record_refused(self.services.redis, self.settings.names, user, str(exc))
             if apply:
                 state.record(report)
             return report
+        # the account got through: not refused
+        clear_refused(self.services.redis, self.settings.names, user)
         report.requests = listing.requests
         report.listed = len(listing.docs)
+        report.forbidden = len(listing.forbidden)
         tried = self._compare(report, listing, manifest, state, apply)
         if apply:
             report.enqueued, report.coalesced = self._enqueue(

@@ -21,6 +21,7 @@ from typing import Any
 
 import redis
 
+from ncindex.accounts import refused_accounts
 from ncindex.names import QUEUES, Names
 from ncindex.sync.reconcile import last_scans_key
 from ncindex.telemetry import QueueCollector
@@ -78,7 +79,8 @@ def dead_letters(client: redis.Redis, keys: Names) -> dict[str, Any]:
 
 def collect_status(client: redis.Redis, keys: Names, now: float | None = None) -> dict[str, Any]:
     """The whole status of deployment ``keys``: ``queues`` (depth per queue), ``reserved``,
-    ``index_lag_seconds`` (the gauge's definition), ``scans`` and ``dead_letters``."""
+    ``index_lag_seconds`` (the gauge's definition), ``scans``, ``dead_letters`` and
+    ``accounts_refused`` (user id → when and where Nextcloud answered 401)."""
     pipeline = queues(client, keys)
     return {
         "queues": pipeline["depth"],
@@ -86,6 +88,7 @@ def collect_status(client: redis.Redis, keys: Names, now: float | None = None) -
         "index_lag_seconds": round(pipeline["lag"], 1),
         "scans": last_scans(client, keys, now),
         "dead_letters": dead_letters(client, keys),
+        "accounts_refused": refused_accounts(client, keys),
     }
 
 

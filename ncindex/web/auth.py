@@ -21,6 +21,7 @@ from ncindex.errors import (
     Forbidden,
     NextcloudAuthError,
     NextcloudProtocolError,
+    NextcloudRefused,
     NotFound,
     Unauthenticated,
 )
@@ -74,7 +75,7 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
         user = client.current_user()
     except NextcloudAuthError as exc:
         raise Unauthenticated("Nextcloud rejected the credentials") from exc
-    except (NextcloudProtocolError, Forbidden, NotFound) as exc:
+    except (NextcloudProtocolError, NextcloudRefused, Forbidden, NotFound) as exc:
         raise Unauthenticated("Nextcloud did not confirm the credentials") from exc
     if ttl:
         with contextlib.suppress(redis.RedisError):

@@ -2,12 +2,14 @@
 
 ``/livez`` answers as long as the process serves requests (no dependency is touched, so a slow
 model load never fails a liveness probe). ``/readyz`` runs the app's named checks and answers
-503 with each check's result while one fails.
+503 with each check's result while one fails; its ``reports`` add facts that do not make the
+process unready (the accounts Nextcloud refuses: the others still work).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import structlog
 from flask import Blueprint, jsonify
@@ -18,9 +20,12 @@ log = structlog.get_logger(__name__)
 Check = Callable[[], None]
 
 
-def health_blueprint(checks: Mapping[str, Check]) -> Blueprint:
+def health_blueprint(
+    checks: Mapping[str, Check], reports: Mapping[str, Callable[[], Any]] | None = None
+) -> Blueprint:
     """Blueprint with ``/livez`` and ``/readyz``; a check passes when it returns and fails
-    when it raises (its exception class is reported, its text logged)."""
+    when it raises (its exception class is reported, its text logged). Each of ``reports``
+    adds its JSON-able value under its name (``null`` when it raises), readiness unchanged."""
     bp = Blueprint("health", __name__)
 
     @bp.get("/livez")
@@ -39,7 +44,14 @@ def health_blueprint(checks: Mapping[str, Check]) -> Blueprint:
                 log.warning("readiness_check_failed", check=name, error=f"{exc}")
                 results[name] = f"fail: {type(exc).__name__}"
         ready = all(v == "ok" for v in results.values())
-        return jsonify(status="ok" if ready else "unavailable", checks=results), (
+        extra = {}
+        for name, report in (reports or {}).items():
+            try:
+                extra[name] = report()
+            except Exception as exc:  # a report is best effort, like the checks
+                log.warning("readiness_report_failed", report=name, error=f"{exc}")
+                extra[name] = None
+        return jsonify(status="ok" if ready else "unavailable", checks=results, **extra), (
             200 if ready else 503
         )
 

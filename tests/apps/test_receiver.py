@@ -152,8 +152,11 @@ def test_valid_event_is_queued_and_uninteresting_ones_ignored(receiver) -> None:
         "queued": 0,
         "ignored": "event_class",
     }
-    stranger = envelope("/mallory/files/a.md", 7)
+    stranger = envelope("/mallory/files/a.md", 7, "OCP\\Files\\Events\\Node\\NodeDeletedEvent")
     assert post(client, settings, php_json(stranger)).get_json()["ignored"] == "unknown_user"
+    # an unconfigured view's write is resolved by id (ncindex.resolve_node), not ignored
+    shared = envelope("/mallory/files/a.md", 7)
+    assert post(client, settings, php_json(shared)).get_json() == {"queued": 1, "coalesced": 0}
 
 
 def test_broker_down_is_503_never_2xx(receiver, private_redis: RedisProcess) -> None:

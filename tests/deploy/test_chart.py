@@ -257,6 +257,26 @@ def test_settings_from_configmap_and_secret_are_valid(
     assert str(settings.model_dir) == "/opt/ncindex/models"
 
 
+def test_an_account_with_a_login_name_reaches_the_settings(
+    chart: helm.Chart, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``secrets.accounts`` may give ``{password, login}`` (an LDAP or e-mail login)."""
+    values = with_change(
+        MINIMAL, "secrets.accounts", {"u1001": {"password": "pw", "login": "carol@example.org"}}
+    )
+    secret = by_kind(render(chart, values), "Secret")["nci-ncindex"]["stringData"]
+    accounts = tmp_path / "accounts.json"
+    accounts.write_text(secret["accounts.json"])
+    monkeypatch.setenv("NCINDEX_ACCOUNTS_FILE", str(accounts))
+    settings = Settings()
+    assert (settings.password_for("u1001"), settings.login_for("u1001")) == (
+        "pw",
+        "carol@example.org",
+    )
+    with pytest.raises(helm.HelmValuesError):
+        chart.validate_schema(with_change(MINIMAL, "secrets.accounts", {"u": {"login": "x"}}))
+
+
 def test_external_secrets_are_referenced_not_copied(chart: helm.Chart) -> None:
     objects = render(chart, EXTERNAL_SECRETS)
     assert "nci-ncindex" not in by_kind(objects, "Secret")

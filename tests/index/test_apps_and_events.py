@@ -37,7 +37,8 @@ def test_tag_events_map_each_object_id_to_an_index_task() -> None:
         ("ncindex.index_node", {"user": "alice", "file_id": 17}),
     ]
     no_user = envelope(TAG_ASSIGNED, None, objectType="files", objectIds=["1"], tagIds=[3])
-    assert plan_envelope(parse_envelope(no_user), ACCOUNTS).ignored == "no_user"
+    (resolve,) = plan_envelope(parse_envelope(no_user), ACCOUNTS).actions  # by file id
+    assert (resolve.task, resolve.kwargs) == ("ncindex.resolve_node", {"file_id": 1})
     other = envelope(TAG_ASSIGNED, objectType="comments", objectIds=["1"], tagIds=[3])
     assert plan_envelope(parse_envelope(other), ACCOUNTS).ignored == "tag_object_type"
     with pytest.raises(EnvelopeError) as err:
@@ -72,13 +73,14 @@ def test_tag_assignment_updates_tags_without_embedding(stack: Stack) -> None:
     stack.sim.unassign_tag("alice", "/Docs/boat.txt", tag)
     wait_until(lambda: stack.points(key)[0].payload["tags"] == [], 15)
     assert stack.services.embedder.dense_embedded == embedded
-    # an assignment without a user session is acknowledged and ignored
+    # an assignment without a user session is resolved by file id to the accounts seeing it
     stack.sim.assign_tag("alice", "/Docs/boat.txt", tag, session=False)
     stack.sim.flush_deliveries(timeout=5)
     last = [d for d in stack.sim.deliveries if d.envelope["event"]["class"] == TAG_ASSIGNED][-1]
     assert last.status == 202 and last.envelope["user"] is None
     wait_until(lambda: drained(stack), 15)
-    assert stack.points(key)[0].payload["tags"] == []
+    assert stack.points(key)[0].payload["tags"] == ["Boats"]
+    assert stack.services.embedder.dense_embedded == embedded
 
 
 def test_folder_delete_evicts_everything_beneath(stack: Stack) -> None:

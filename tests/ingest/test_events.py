@@ -82,17 +82,47 @@ def test_rename_moves_from_source_path_to_target() -> None:
     }
 
 
-@pytest.mark.parametrize("name", ["NodeCopiedEvent", "NodeRestoredEvent"])
-def test_copy_and_restore_index_the_target(name: str) -> None:
+TRASHBIN = "OCA\\Files_Trashbin\\Events\\"
+
+
+@pytest.mark.parametrize("event_class", [NS + "NodeCopiedEvent", TRASHBIN + "NodeRestoredEvent"])
+def test_copy_and_restore_index_the_target(event_class: str) -> None:
     body = env(
         {
-            "source": {"id": 1, "path": "/alice/files_trashbin/files/a.md.d1767226000"},
+            "source": {"path": "/alice/files_trashbin/files/a.md.d1767226000"},
             "target": {"id": 2, "path": "/alice/files/a.md"},
-            "class": NS + name,
+            "class": event_class,
         }
     )
     (action,) = plan(body).actions
     assert action.kwargs == {"user": "alice", "file_id": 2}
+
+
+def test_the_restore_class_that_does_not_exist_is_ignored() -> None:
+    body = env(
+        {
+            "source": {"path": "/alice/files_trashbin/files/a.md.d1767226000"},
+            "target": {"id": 2, "path": "/alice/files/a.md"},
+            "class": NS + "NodeRestoredEvent",
+        }
+    )
+    assert plan(body).ignored == "event_class"
+
+
+def test_the_real_trash_restore_envelope_is_queued() -> None:
+    # as the simulator (files_trashbin's NodeRestoredEvent, AbstractNodesEvent) sends it, in
+    # PHP json_encode's escaping: the restored source has no id
+    raw = (
+        '{"event":{"source":{"path":"\\/alice\\/files_trashbin\\/files\\/old.txt.d1767226000"},'
+        '"target":{"id":1533,"path":"\\/alice\\/files\\/Projects\\/old.txt"},'
+        '"class":"OCA\\\\Files_Trashbin\\\\Events\\\\NodeRestoredEvent"},'
+        '"user":{"uid":"alice","displayName":"Alice Adams"},"time":1767229000}'
+    )
+    (action,) = plan(json.loads(raw)).actions
+    assert (action.task, action.kwargs) == (
+        "ncindex.index_node",
+        {"user": "alice", "file_id": 1533},
+    )
 
 
 def test_user_comes_from_the_path_and_null_user_is_accepted() -> None:
@@ -103,15 +133,38 @@ def test_user_comes_from_the_path_and_null_user_is_accepted() -> None:
 
 
 @pytest.mark.parametrize(
-    ("path", "reason"),
+    ("path", "event", "reason"),
     [
-        ("/mallory/files/x.md", "unknown_user"),
-        ("/alice/files_trashbin/files/x.d1", "path_outside_files"),
+        ("/mallory/files/x.md", "NodeDeletedEvent", "unknown_user"),
+        ("/alice/files_trashbin/files/x.d1", "NodeWrittenEvent", "path_outside_files"),
     ],
 )
-def test_ignored_with_reason(path: str, reason: str) -> None:
-    body = env({"node": {"id": 3, "path": path}, "class": NS + "NodeWrittenEvent"})
+def test_ignored_with_reason(path: str, event: str, reason: str) -> None:
+    body = env({"node": {"id": 3, "path": path}, "class": NS + event})
     assert plan(body).ignored == reason
+
+
+@pytest.mark.parametrize("uid", [None, "mallory"])
+def test_a_file_event_in_an_unconfigured_view_is_resolved_by_id(uid: str | None) -> None:
+    body = env(
+        {"node": {"id": 3, "path": "/mallory/files/x.md"}, "class": NS + "NodeWrittenEvent"}, uid
+    )
+    (action,) = plan(body).actions
+    assert (action.task, action.queue, action.kwargs) == (
+        "ncindex.resolve_node",
+        "ingest",
+        {"file_id": 3},
+    )
+
+
+@pytest.mark.parametrize("uid", [None, "admin"])
+def test_a_tag_event_without_a_configured_user_is_resolved_by_id(uid: str | None) -> None:
+    event = {"objectType": "files", "objectIds": ["5", "4"], "tagIds": [1], "class": TAG}
+    actions = plan(env(event, uid)).actions
+    assert [(a.task, a.kwargs) for a in actions] == [
+        ("ncindex.resolve_node", {"file_id": 4}),
+        ("ncindex.resolve_node", {"file_id": 5}),
+    ]
 
 
 def test_unknown_class_is_ignored_not_rejected() -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
+from click.testing import CliRunner
 from pydantic import SecretStr
 
-from ncindex.ingest.events import DECK_SUBSCRIBED, SUBSCRIBED
+from allinone.cli import main
+from ncindex.ingest.events import DECK_SUBSCRIBED, NODE_RESTORED, REQUIRED, SUBSCRIBED, TAG_EVENTS
 from ncindex.ingest.registration import hook_uri, list_registrations, register, registration, remove
 from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.settings import Settings
@@ -77,3 +80,96 @@ def test_deck_card_events_are_registered_only_when_asked() -> None:
     finally:
         http.close()
         server.close()
+
+
+def _settings(server_url: str) -> Settings:
+    return Settings(
+        nextcloud_url=server_url,
+        accounts={"admin": SecretStr("admin-pw")},
+        webhook_secret=SecretStr("s3cret"),
+        public_url="http://indexer.example.test",
+        deck_webhooks=True,
+    )
+
+
+def _run_register(sim: NextcloudSimulator, *extra: str) -> tuple[int, str]:
+    sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
+    with serve_simulator(sim) as server:
+        env = {
+            "NCINDEX_NEXTCLOUD_URL": server.url,
+            "NCINDEX_ACCOUNTS": '{"admin": "admin-pw"}',
+            "NCINDEX_WEBHOOK_SECRET": "s3cret",
+            "NCINDEX_PUBLIC_URL": "http://indexer.example.test",
+            "NCINDEX_DECK_WEBHOOKS": "true",
+        }
+        result = CliRunner().invoke(main, ["webhooks", "register", *extra], env=env)
+    return result.exit_code, result.output
+
+
+def test_each_class_is_registered_on_its_own_and_refusals_are_reported() -> None:
+    sim = NextcloudSimulator(version="31.0.9")  # no tag events; Deck 1.15: no card events
+    try:
+        sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
+        with serve_simulator(sim) as server:
+            settings = _settings(server.url)
+            http = make_http(settings)
+            try:
+                result = register(NextcloudClient.for_account(http, "admin", "admin-pw"), settings)
+            finally:
+                http.close()
+        by_class = {o.event_class: o for o in result.outcomes}
+        assert {c for c, o in by_class.items() if o.status == "refused"} == set(TAG_EVENTS) | set(
+            DECK_SUBSCRIBED
+        )
+        tag = by_class["OCP\\SystemTag\\TagAssignedEvent"]
+        assert tag.reason == (
+            "OCP\\SystemTag\\TagAssignedEvent is not an event class compatible with webhooks"
+        )
+        assert "tag changes are found by the scan only" in tag.cost and not tag.required
+        assert by_class[NODE_RESTORED].status == "registered"  # files_trashbin's class
+        assert result.ok  # every required class is there
+        registered = {h.event for h in sim.registry.list()}
+        assert registered == set(SUBSCRIBED) - set(TAG_EVENTS)
+    finally:
+        sim.close()
+
+
+def test_register_command_prints_the_table_and_exits_0_without_optional_classes() -> None:
+    sim = NextcloudSimulator(version="31.0.9")
+    try:
+        code, output = _run_register(sim)
+    finally:
+        sim.close()
+    assert code == 0, output
+    lines = output.splitlines()
+    assert lines[0].split() == ["class", "result", "detail"]
+    restored = next(line for line in lines if line.startswith(NODE_RESTORED))
+    assert restored.split()[1] == "registered"
+    tag = next(line for line in lines if line.startswith("OCP\\SystemTag\\TagAssignedEvent"))
+    assert "refused" in tag and "is not an event class compatible with webhooks" in tag
+    assert "tag changes are found by the scan only" in tag
+
+
+def test_register_command_exits_1_when_a_required_class_is_refused() -> None:
+    sim = NextcloudSimulator()
+    sim.refused_event_classes.add(REQUIRED[1])
+    try:
+        code, output = _run_register(sim, "--json")
+    finally:
+        sim.close()
+    assert code == 1
+    body = json.loads(output)
+    refused = {c["class"]: c["required"] for c in body["classes"] if c["result"] == "refused"}
+    assert refused == {REQUIRED[1]: True} | dict.fromkeys(DECK_SUBSCRIBED, False)  # Deck 1.17
+    assert body["ok"] is False
+
+
+def test_against_a_simulator_accepting_only_the_real_classes_every_class_registers() -> None:
+    sim = NextcloudSimulator(deck_webhooks=True)  # Deck 1.18: every class we subscribe exists
+    try:
+        code, output = _run_register(sim, "--json")
+    finally:
+        sim.close()
+    assert code == 0, output
+    results = {c["class"]: c["result"] for c in json.loads(output)["classes"]}
+    assert results == dict.fromkeys(SUBSCRIBED + DECK_SUBSCRIBED, "registered")

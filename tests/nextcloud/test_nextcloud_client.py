@@ -10,6 +10,7 @@ from ncindex.errors import (
     Forbidden,
     NextcloudAuthError,
     NextcloudProtocolError,
+    NextcloudRefused,
     NextcloudUnavailable,
     NotFound,
     TooLarge,
@@ -143,21 +144,56 @@ def test_conditional_note_get_returns_none_on_304() -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "error"),
-    [
-        ({"errorType": "OCP\\Files\\ForbiddenException"}, Forbidden),  # a blocked file
-        ({"errorType": "Doctrine\\DBAL\\Exception"}, NextcloudUnavailable),
-        ("<html>Internal Server Error</html>", NextcloudUnavailable),
-    ],
+    "body",
+    [{"errorType": "Exception"}, {"errorType": "Doctrine\\DBAL\\Exception"}, "<html>500</html>"],
 )
-def test_a_notes_500_naming_forbidden_is_a_refusal(body: object, error: type) -> None:
+def test_a_notes_500_is_transient(body: object) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if isinstance(body, str):
             return httpx.Response(500, text=body)
         return httpx.Response(500, json=body)
 
-    with pytest.raises(error):
+    with pytest.raises(NextcloudUnavailable):
         client_for(handler).get_note(7)
+
+
+def test_a_note_answered_with_error_true_is_a_refusal() -> None:
+    # nextcloud/notes Note::getData: HTTP 200, the content's exception caught
+    note = {
+        "id": 7,
+        "title": "Secret",
+        "modified": 1767225600,
+        "category": "",
+        "favorite": False,
+        "readonly": True,
+        "internalPath": "/Notes/Secret.md",
+        "shareTypes": [],
+        "isShared": False,
+        "error": True,
+        "errorType": "OCP\\Files\\NotPermittedException",
+        "content": "Error: OCP\\Files\\NotPermittedException",
+        "etag": "0f3b6c2d9e8a7b1c4d5e6f708192a3b4",
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=note)
+
+    with pytest.raises(Forbidden):
+        client_for(handler).get_note(7)
+
+
+def test_an_ocs_400_is_refused_with_nextclouds_reason() -> None:
+    message = (
+        "OCP\\Files\\Events\\Node\\NodeRestoredEvent is not an event class compatible with webhooks"
+    )
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        meta = {"status": "failure", "statuscode": 400, "message": message}
+        return httpx.Response(400, json={"ocs": {"meta": meta, "data": []}})
+
+    with pytest.raises(NextcloudRefused) as refused:
+        client_for(handler).create_webhook({"event": "x"})
+    assert (refused.value.status, refused.value.message) == (400, message)
 
 
 def test_note_json_from_the_reference() -> None:

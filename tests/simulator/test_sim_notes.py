@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pytest
+
 from ncindex.simulator import php_json_encode
 
 API = "/index.php/apps/notes/api/v1"
@@ -58,29 +60,38 @@ def test_get_note_fields_etag_and_304(sim, client) -> None:
     assert fresh.json()["etag"] != expected
 
 
-def test_missing_note_404_body(sim, client) -> None:
+@pytest.mark.parametrize(
+    ("notes_version", "error_type"),
+    [("6.0.2", "Exception"), ("5.0.2", "OCA\\Notes\\Service\\NoteDoesNotExistException")],
+)
+def test_missing_note_404_body(sim, client, notes_version, error_type) -> None:
+    sim.enable_app("notes", notes_version)  # 6.0.2 never names the exception (fd53ff0d)
     other = sim.put_file("alice", "/Documents/not-a-note.md", b"x")
     pdf = sim.put_file("alice", "/Notes/scan.pdf", b"%PDF")
     alice = client("alice")
     for note_id in (999999, other, pdf):
         resp = alice.get(f"{API}/notes/{note_id}")
         assert resp.status_code == 404
-        assert resp.json() == {"errorType": "OCA\\Notes\\Service\\NoteDoesNotExistException"}
+        assert resp.json() == {"errorType": error_type}
         assert resp.headers["x-notes-api-versions"] == "0.2, 1.3, 1.4"
     bob_note = sim.put_file("bob", "/Notes/b.md", b"bob")
     assert alice.get(f"{API}/notes/{bob_note}").status_code == 404
 
 
-def test_a_blocked_note_is_a_500_naming_the_forbidden_exception(sim, client) -> None:
+def test_a_blocked_note_is_a_200_with_error_true(sim, client) -> None:
     fid = sim.put_file("alice", "/Notes/Secret.md", "# Secret\nvault code")
-    etag = client("alice").get(f"{API}/notes/{fid}").json()["etag"]
     sim.block_access("alice", "/Notes/Secret.md")
-    # the content (and the meta etag made from it) cannot be read: conditional or not
-    for headers in ({}, {"If-None-Match": f'"{etag}"'}):
-        resp = client("alice").get(f"{API}/notes/{fid}", headers=headers)
-        assert resp.status_code == 500
-        assert resp.json() == {"errorType": "OCP\\Files\\ForbiddenException"}
-        assert resp.headers["x-notes-api-versions"] == "0.2, 1.3, 1.4"
+    # Note::getData catches File::getContent's NotPermittedException
+    resp = client("alice").get(f"{API}/notes/{fid}")
+    assert resp.status_code == 200
+    note = resp.json()
+    assert note["error"] is True
+    assert note["errorType"] == "OCP\\Files\\NotPermittedException"
+    assert note["content"] == "Error: OCP\\Files\\NotPermittedException"
+    assert note["readonly"] is True
+    assert "vault code" not in resp.text
+    listed = client("alice").get(f"{API}/notes").json()
+    assert [n["error"] for n in listed if n["id"] == fid] == [True]
 
 
 def test_list_etag_304_exclude_and_category(sim, client) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from email.utils import parsedate_to_datetime
 
@@ -279,17 +280,21 @@ def test_a_node_blocked_by_an_access_rule_is_listed_unreadable_and_refused(sim, 
         # files_accesscontrol's CacheWrapper masks read, update, create and delete
         props = props_200(responses(listed.content)[0])
         assert props.findtext("{http://owncloud.org/ns}permissions") == letters
+        # Sabre File::get: "if (!$this->info->isReadable()) throw new NotFound()"
         refused = client(user).get(base + path)
-        assert refused.status_code == 403
+        assert refused.status_code == 404
         assert refused.headers["content-type"] == "application/xml; charset=utf-8"
         root = etree.fromstring(refused.content)
         sabre = {"s": "http://sabredav.org/ns"}
-        assert root.findtext("s:exception", namespaces=sabre) == (
-            "OCA\\DAV\\Connector\\Sabre\\Exception\\Forbidden"
+        assert root.findtext("s:exception", namespaces=sabre) == "Sabre\\DAV\\Exception\\NotFound"
+        # Directory::getChildren of the unreadable folder: 403, not the folder's 404
+        folder = base + posixpath.dirname(path)
+        listing = client(user).request("PROPFIND", folder, headers={"Depth": "1"})
+        assert listing.status_code == 403
+        assert etree.fromstring(listing.content).findtext("s:exception", namespaces=sabre) == (
+            "Sabre\\DAV\\Exception\\Forbidden"
         )
-        assert root.findtext("s:message", namespaces=sabre) == "Access denied"
-        assert root.findtext("{o:}retry") == "true"
-        assert root.findtext("{o:}reason") == "Access denied"
+        assert client(user).request("PROPFIND", folder, headers={"Depth": "0"}).status_code == 207
     assert sim.node("alice", "/Secret/plan.md").etag == before  # a rule changes no etag
     sim.block_access("alice", "/Secret", blocked=False)
     assert client("bob").get(f"/remote.php/dav/files/bob{mount}/plan.md").content == b"# Plan\n"

@@ -1,0 +1,317 @@
+"""``ncindex doctor``: check a configured Nextcloud and say, line by line, what works.
+
+Each check in :data:`CHECKS` looks at one thing and returns :class:`Line`\\ s with a verdict:
+``ok``, ``warn`` (works, with a cost the detail names), ``fail`` (ncindex cannot work as
+configured; the command exits 1) or ``note`` (advice). A check that needs something an
+earlier one found missing says it was skipped. To add a check (OCR availability, for one),
+append ``(name, function)`` to :data:`CHECKS`.
+
+What is checked, and from which source:
+
+* the server: ``GET /status.php`` (``installed``, ``maintenance``, ``versionstring``); the
+  versions ncindex supports are 30–33 (webhook_listeners ships from 30);
+* the apps: webhook_listeners (its OCS list answers; it ships with the server), Notes and Deck
+  (their capabilities: ``notes.version``, ``deck.version``; Deck's card events need 1.18), News
+  (``GET /index.php/apps/news/api/v1-3/version``);
+* each account: ``GET /ocs/v2.php/cloud/user`` with its login name and app password must answer
+  its user id (an app password only works with the login name it was created under:
+  ``Session::validateTokenLoginName``);
+* the registered webhooks against the classes ncindex subscribes to
+  (:data:`ncindex.ingest.events.SUBSCRIBED`; the required ones
+  :data:`ncindex.ingest.events.REQUIRED`);
+* ``NCINDEX_PUBLIC_URL``: Nextcloud refuses to call a local address unless ``config.php`` has
+  ``'allow_local_remote_servers' => true`` (``lib/private/Http/Client/Client.php`` →
+  ``LocalAddressChecker``);
+* a note: deliveries are background jobs (``WebhookCall`` is a ``QueuedJob``), so with cron they
+  wait for its next run unless ``occ background-job:worker`` runs (the admin manual's advice).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import httpx
+
+from ncindex.errors import NcindexError, NextcloudAuthError, NotFound
+from ncindex.ingest.events import COST_WITHOUT, REQUIRED
+from ncindex.ingest.registration import hook_uri, subscribed
+from ncindex.runtime import Services
+from ncindex.settings import Settings
+
+Verdict = Literal["ok", "warn", "fail", "note"]
+SUPPORTED_MAJORS = range(30, 34)
+NEWS_VERSION = "/index.php/apps/news/api/v1-3/version"
+WORKER_COMMAND = (
+    "occ background-job:worker -t 60 'OCA\\WebhookListeners\\BackgroundJobs\\WebhookCall'"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One verdict: ``check`` (what was looked at), ``verdict``, ``detail`` (what was found
+    and what it costs)."""
+
+    check: str
+    verdict: Verdict
+    detail: str
+
+
+@dataclass(slots=True)
+class Context:
+    """What the checks share: the settings, the process services, and what earlier checks
+    learned (``version`` of the server, its ``capabilities``, whether it was ``reachable`` and
+    webhook_listeners answered)."""
+
+    settings: Settings
+    services: Services
+    reachable: bool = False
+    version: str = ""
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    webhooks_api: bool = False
+
+
+Check = Callable[[Context], list[Line]]
+
+
+def check_server(ctx: Context) -> list[Line]:
+    """Reachable, installed, not in maintenance, and a supported version."""
+    try:
+        response = ctx.services.http.get("/status.php")
+        status = response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return [Line("server", "fail", f"not reachable at {ctx.settings.nextcloud_url}: {exc}")]
+    if response.status_code != 200 or not isinstance(status, dict):
+        return [Line("server", "fail", f"/status.php answered HTTP {response.status_code}")]
+    if not status.get("installed"):
+        return [Line("server", "fail", "Nextcloud is not installed")]
+    ctx.version = str(status.get("versionstring") or status.get("version") or "")
+    if status.get("maintenance"):
+        return [Line("server", "fail", f"Nextcloud {ctx.version} is in maintenance mode")]
+    ctx.reachable = True
+    major = _major(ctx.version)
+    if major is None or major < SUPPORTED_MAJORS.start:
+        return [Line("server", "fail", f"Nextcloud {ctx.version}: webhooks need Nextcloud 30")]
+    if major >= SUPPORTED_MAJORS.stop:
+        return [Line("server", "warn", f"Nextcloud {ctx.version}: newer than the tested 30–33")]
+    return [Line("server", "ok", f"Nextcloud {ctx.version} at {ctx.settings.nextcloud_url}")]
+
+
+def check_apps(ctx: Context) -> list[Line]:
+    """webhook_listeners, Notes, Deck and News: enabled, with their versions."""
+    if not ctx.reachable or not ctx.settings.accounts:
+        return [Line("apps", "fail", "skipped: no reachable Nextcloud or no account")]
+    first = next(iter(ctx.settings.accounts))
+    lines = []
+    try:
+        data = ctx.services.account(first).ocs("GET", "/ocs/v2.php/cloud/capabilities")
+        ctx.capabilities = dict(data.get("capabilities") or {}) if isinstance(data, dict) else {}
+    except NcindexError as exc:
+        lines.append(Line("apps", "warn", f"capabilities not readable: {exc}"))
+    try:
+        ctx.services.account(ctx.settings.webhook_admin).list_webhooks()
+        ctx.webhooks_api = True
+        lines.append(Line("app webhook_listeners", "ok", f"enabled (ships with {ctx.version})"))
+    except NotFound:
+        lines.append(
+            Line(
+                "app webhook_listeners",
+                "fail",
+                "not enabled: no change reaches the index but by scans "
+                "(occ app:enable webhook_listeners)",
+            )
+        )
+    except NcindexError as exc:
+        lines.append(
+            Line(
+                "app webhook_listeners",
+                "fail",
+                f"the webhook list is refused to {ctx.settings.webhook_admin} ({exc}); "
+                "registering webhooks needs an admin account (NCINDEX_ADMIN_USER)",
+            )
+        )
+    notes = (ctx.capabilities.get("notes") or {}).get("version")
+    lines.append(
+        Line("app notes", "ok", f"Notes {notes}")
+        if notes
+        else Line("app notes", "warn", "not enabled: notes are not indexed as notes")
+    )
+    deck = (ctx.capabilities.get("deck") or {}).get("version")
+    if not deck:
+        lines.append(Line("app deck", "warn", "not enabled: no Deck cards are indexed"))
+    elif _version_tuple(deck) >= (1, 18):
+        lines.append(Line("app deck", "ok", f"Deck {deck} (card events)"))
+    else:
+        lines.append(
+            Line("app deck", "ok", f"Deck {deck}: card changes are found by scans (events: 1.18)")
+        )
+    try:
+        response = ctx.services.account(first).request("GET", NEWS_VERSION)
+        version = response.json().get("version")
+        lines.append(Line("app news", "ok", f"News {version} (polled by scans)"))
+    except NotFound:
+        lines.append(Line("app news", "warn", "not enabled: no News items are indexed"))
+    except (NcindexError, ValueError, AttributeError) as exc:
+        lines.append(Line("app news", "warn", f"version not readable: {exc}"))
+    return lines
+
+
+def check_accounts(ctx: Context) -> list[Line]:
+    """Each account's credentials: its login name and app password answer its user id."""
+    if not ctx.reachable:
+        return [Line("accounts", "fail", "skipped: Nextcloud not reachable")]
+    if not ctx.settings.accounts:
+        return [Line("accounts", "fail", "none configured (NCINDEX_ACCOUNTS)")]
+    lines = []
+    for user in ctx.settings.accounts:
+        login = ctx.settings.login_for(user)
+        name = f"account {user}"
+        try:
+            uid = ctx.services.account(user).current_user()
+        except NextcloudAuthError:
+            hint = (
+                "the app password is wrong or revoked, or it was created under another login "
+                'name (LDAP, e-mail): set it in NCINDEX_LOGINS or the accounts file\'s "login"'
+            )
+            lines.append(Line(name, "fail", f"refused (401) for login {login!r}: {hint}"))
+            continue
+        except NcindexError as exc:
+            lines.append(Line(name, "fail", f"not checkable: {exc}"))
+            continue
+        if uid != user:
+            lines.append(
+                Line(
+                    name,
+                    "fail",
+                    f"login {login!r} is user {uid!r}, configured as {user!r}: name the user "
+                    "id as the account and the login in NCINDEX_LOGINS",
+                )
+            )
+        else:
+            lines.append(Line(name, "ok", f"login {login!r} → user id {uid!r}"))
+    return lines
+
+
+def check_webhooks(ctx: Context) -> list[Line]:
+    """The registrations pointing at this deployment against the classes needed."""
+    if not ctx.webhooks_api:
+        return [Line("webhooks", "fail", "skipped: webhook_listeners not available")]
+    try:
+        hooks = ctx.services.account(ctx.settings.webhook_admin).list_webhooks(
+            uri=hook_uri(ctx.settings)
+        )
+    except NcindexError as exc:
+        return [Line("webhooks", "fail", f"not listable: {exc}")]
+    registered = {str(h.get("event", "")).lstrip("\\") for h in hooks}
+    needed = subscribed(ctx.settings)
+    missing_required = [c for c in needed if c in REQUIRED and c not in registered]
+    missing = [c for c in needed if c not in REQUIRED and c not in registered]
+    lines = []
+    if missing_required:
+        lines.append(
+            Line(
+                "webhooks",
+                "fail",
+                f"not registered: {', '.join(missing_required)} — run `ncindex webhooks "
+                "register`; until then changes reach the index only by scans",
+            )
+        )
+    for event_class in missing:
+        cost = COST_WITHOUT.get(event_class, "found by the scan only")
+        lines.append(Line("webhooks", "warn", f"not registered: {event_class}: {cost}"))
+    if not lines:
+        uri = hook_uri(ctx.settings)
+        lines.append(Line("webhooks", "ok", f"{len(needed)} classes registered for {uri}"))
+    return lines
+
+
+def check_public_url(ctx: Context) -> list[Line]:
+    """Whether Nextcloud may deliver to ``NCINDEX_PUBLIC_URL``."""
+    url = ctx.settings.public_url
+    host = urlsplit(url).hostname or ""
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return [Line("public url", "warn", f"{host!r} does not resolve here; Nextcloud must")]
+    local = sorted(a for a in addresses if _is_local(a))
+    if local:
+        return [
+            Line(
+                "public url",
+                "warn",
+                f"{url} is a local address ({', '.join(local)}): Nextcloud refuses to deliver "
+                "to it unless its config.php has 'allow_local_remote_servers' => true",
+            )
+        ]
+    return [Line("public url", "ok", f"{url} (Nextcloud delivers to {hook_uri(ctx.settings)})")]
+
+
+def check_background_jobs(ctx: Context) -> list[Line]:
+    """Deliveries are background jobs: how soon they run."""
+    return [
+        Line(
+            "deliveries",
+            "note",
+            "each delivery is a background job: with system cron it waits for the next run "
+            f"(5 minutes); for prompt deliveries run {WORKER_COMMAND} (the admin manual's advice)",
+        )
+    ]
+
+
+#: The checks in the order they run; append ``(name, function)`` to add one.
+CHECKS: list[tuple[str, Check]] = [
+    ("server", check_server),
+    ("apps", check_apps),
+    ("accounts", check_accounts),
+    ("webhooks", check_webhooks),
+    ("public url", check_public_url),
+    ("deliveries", check_background_jobs),
+]
+
+
+def run_checks(settings: Settings, services: Services | None = None) -> list[Line]:
+    """Every line of every check in :data:`CHECKS`, in order. Raises ``ValueError`` when no
+    Nextcloud URL is configured."""
+    if not settings.nextcloud_url:
+        raise ValueError("NCINDEX_NEXTCLOUD_URL is not set: there is no Nextcloud to check")
+    own = services is None
+    ctx = Context(settings, services or Services(settings))
+    try:
+        lines: list[Line] = []
+        for _, check in CHECKS:
+            lines.extend(check(ctx))
+        return lines
+    finally:
+        if own:
+            ctx.services.close()
+
+
+def render(lines: list[Line]) -> str:
+    """The lines as a plain-text table: check, verdict, detail."""
+    width = max([len("check"), *(len(line.check) for line in lines)])
+    out = [f"{'check':<{width}}  verdict  detail"]
+    out += [f"{line.check:<{width}}  {line.verdict:<7}  {line.detail}" for line in lines]
+    return "\n".join(out)
+
+
+def failed(lines: list[Line]) -> bool:
+    """Whether any line is a ``fail`` (the command's exit status 1)."""
+    return any(line.verdict == "fail" for line in lines)
+
+
+def _is_local(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    return ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved
+
+
+def _major(version: str) -> int | None:
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in version.split("."))

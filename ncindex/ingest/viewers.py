@@ -1,0 +1,37 @@
+"""Who can see a node: the configured accounts to read an event as when it named nobody.
+
+An event without a configured session user (``"user": null`` from occ, cron, a workflow rule,
+an admin; or the view of an unconfigured user) says which file changed but not as whom to read
+it. :func:`viewers_of` asks each configured account with a WebDAV SEARCH by file id (one request
+per account; reference §3.4) and returns those that see it; the ``ncindex.resolve_node`` task
+(:func:`ncindex.ingest.events.resolve_node`) then indexes the file as each of them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ncindex.accounts import record_refused
+from ncindex.errors import NextcloudAuthError, NotFound
+
+if TYPE_CHECKING:
+    from ncindex.runtime import Services
+
+
+def viewers_of(services: Services, file_id: int) -> list[str]:
+    """The configured accounts (user ids, in configuration order) that can see ``file_id``.
+
+    One WebDAV SEARCH by id per account; an account Nextcloud refuses (401) is recorded
+    (:func:`ncindex.accounts.record_refused`) and skipped. Transient errors propagate
+    (``NextcloudUnavailable``): the caller retries."""
+    viewers = []
+    for user in services.settings.accounts:
+        try:
+            services.account(user).find_by_id(file_id)
+        except NotFound:
+            continue
+        except NextcloudAuthError as exc:
+            record_refused(services.redis, services.settings.names, user, str(exc))
+            continue
+        viewers.append(user)
+    return viewers

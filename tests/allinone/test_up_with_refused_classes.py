@@ -1,0 +1,69 @@
+"""``ncindex up`` against a Nextcloud that refuses some event classes starts with the rest and
+says what is missing and what it costs.
+
+It runs in a child process: ``allinone.embedded.start`` makes its Celery app the process's
+default and starts a worker and beat that must not leak into the other tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCENARIO = r"""
+import json, sys
+from pathlib import Path
+from pydantic import SecretStr
+from allinone.embedded import start
+from ncindex.redis_server import start_redis
+from ncindex.settings import Settings
+from ncindex.simulator import NextcloudSimulator, serve_simulator
+
+tmp = Path(sys.argv[1])
+sim = NextcloudSimulator(version="31.0.9")  # no tag events before 32
+sim.add_user("admin", "admin-pw", "Admin", admin=True)
+server = serve_simulator(sim)
+redis_server = start_redis()
+settings = Settings(
+    nextcloud_url=server.url,
+    accounts={"admin": SecretStr("admin-pw")},
+    webhook_secret=SecretStr("s3cret"),
+    redis_url=redis_server.url,
+    data_dir=tmp,
+    qdrant_path=tmp / "qdrant",
+    port=0,
+)
+running = start(settings, load_sample=False)
+try:
+    out = {
+        "refused": [o.event_class for o in running.webhooks.refused],
+        "lines": running.webhooks.missing_lines(),
+        "registered": sorted(r.event for r in sim.registry.list()),
+    }
+finally:
+    running.close()
+    server.close(close_simulator=True)
+    redis_server.stop()
+print("\nRESULT " + json.dumps(out), flush=True)
+"""
+
+
+def test_up_starts_with_what_it_could_register_and_says_what_is_missing(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCENARIO, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, done.stdout[-2000:] + done.stderr[-4000:]
+    result = json.loads(lines[-1][len("RESULT ") :])
+    assert result["refused"] == [
+        "OCP\\SystemTag\\TagAssignedEvent",
+        "OCP\\SystemTag\\TagUnassignedEvent",
+    ]
+    assert all("tag changes are found by the scan only" in line for line in result["lines"])
+    assert "OCA\\Files_Trashbin\\Events\\NodeRestoredEvent" in result["registered"]
+    assert "OCP\\Files\\Events\\Node\\NodeWrittenEvent" in result["registered"]

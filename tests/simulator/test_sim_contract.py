@@ -1,0 +1,400 @@
+"""Contract tests of the simulator against Nextcloud's source: one test per row of
+``docs/SIMULATOR.md`` that the older per-API modules do not already cover, and the walker that
+checks every row of that table names a test that exists."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+from lxml import etree
+from sim_support import DAV_NS, OCS_JSON, PASSWORDS, WEBHOOKS
+
+from ncindex.simulator import NextcloudSimulator, serve_simulator
+
+ROOT = Path(__file__).resolve().parents[2]
+TRASHBIN = "OCA\\Files_Trashbin\\Events\\"
+TAG = "OCP\\SystemTag\\TagAssignedEvent"
+CARD = "OCA\\Deck\\Event\\CardUpdatedEvent"
+PROPFIND = (
+    b'<?xml version="1.0"?><d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">'
+    b"<d:prop><oc:fileid/><oc:permissions/><d:getetag/></d:prop></d:propfind>"
+)
+
+
+def _sim(**kwargs: object) -> NextcloudSimulator:
+    sim = NextcloudSimulator(seed=1, **kwargs)  # type: ignore[arg-type]
+    sim.add_user("alice", PASSWORDS["alice"], "Alice Adams", email="alice@example.test")
+    sim.add_user("bob", PASSWORDS["bob"], "Bob Brown")
+    sim.add_user("admin", PASSWORDS["admin"], "Admin", admin=True)
+    return sim
+
+
+def _register(client: httpx.Client, event: str) -> httpx.Response:
+    body = {"httpMethod": "POST", "uri": "http://127.0.0.1:9/hook", "event": event}
+    return client.post(WEBHOOKS, json=body, headers=OCS_JSON)
+
+
+def _search_body(user: str, literal: str, root: str = "") -> str:
+    return (
+        '<?xml version="1.0"?><d:searchrequest xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">'
+        "<d:basicsearch><d:select><d:prop><oc:fileid/></d:prop></d:select>"
+        f"<d:from><d:scope><d:href>{root}/files/{user}</d:href><d:depth>infinity</d:depth>"
+        "</d:scope></d:from><d:where><d:eq><d:prop><oc:fileid/></d:prop>"
+        f"<d:literal>{literal}</d:literal></d:eq></d:where><d:orderby/></d:basicsearch>"
+        "</d:searchrequest>"
+    )
+
+
+# ---------------------------------------------------------------------------- the walker
+
+
+def test_every_row_of_simulator_md_names_an_existing_test() -> None:
+    text = (ROOT / "docs" / "SIMULATOR.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "::" in line]
+    assert len(rows) >= 40, "the table lost its rows"
+    for row in rows:
+        refs = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", row)
+        assert refs, f"row names no test: {row}"
+        for path, name in refs:
+            module = importlib.import_module(Path(path).stem)
+            assert callable(getattr(module, name, None)), f"{path}::{name} does not exist"
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
+        assert len(cells) == 3 and all(cells), f"a row has an empty cell: {row}"
+
+
+# ---------------------------------------------------------------------------- webhooks
+
+
+@pytest.mark.parametrize(
+    ("version", "tags_accepted"), [("30.0.14", False), ("31.0.9", False), ("32.0.3", True)]
+)
+def test_event_classes_accepted_by_version(version: str, tags_accepted: bool) -> None:
+    sim = _sim(version=version)
+    try:
+        with (
+            serve_simulator(sim) as srv,
+            httpx.Client(base_url=srv.url, auth=("admin", PASSWORDS["admin"])) as admin,
+        ):
+            for event in (
+                "OCP\\Files\\Events\\Node\\NodeWrittenEvent",
+                TRASHBIN + "NodeRestoredEvent",
+            ):
+                assert _register(admin, event).status_code == 200
+            wrong = _register(admin, "\\OCP\\Files\\Events\\Node\\NodeRestoredEvent")
+            assert wrong.status_code == 400
+            meta = wrong.json()["ocs"]["meta"]
+            assert meta["statuscode"] == 400
+            assert meta["message"] == (
+                "OCP\\Files\\Events\\Node\\NodeRestoredEvent is not an event class compatible "
+                "with webhooks"
+            )
+            assert _register(admin, TAG).status_code == (200 if tags_accepted else 400)
+            assert _register(admin, CARD).status_code == 400  # Deck < 1.18 on 30–33
+    finally:
+        sim.close()
+
+
+def test_deck_card_events_need_deck_1_18_and_the_app_enabled() -> None:
+    sim = _sim(version="34.0.0")
+    try:
+        with (
+            serve_simulator(sim) as srv,
+            httpx.Client(base_url=srv.url, auth=("admin", PASSWORDS["admin"])) as admin,
+        ):
+            assert sim.apps["deck"] == "1.18.3"
+            assert _register(admin, CARD).status_code == 200
+            sim.disable_app("deck")
+            assert _register(admin, CARD).status_code == 400
+            assert admin.get("/index.php/apps/deck/api/v1.0/boards").status_code == 404
+            caps = admin.get("/ocs/v2.php/cloud/capabilities", headers=OCS_JSON).json()
+            assert "deck" not in caps["ocs"]["data"]["capabilities"]
+            sim.disable_app("webhook_listeners")
+            assert admin.get(WEBHOOKS, headers=OCS_JSON).status_code == 404
+    finally:
+        sim.close()
+
+
+@pytest.mark.parametrize(("version", "has_field"), [("32.0.3", False), ("33.0.2", True)])
+def test_token_needed_only_from_33(version: str, has_field: bool) -> None:
+    sim = _sim(version=version)
+    try:
+        info = sim.register_webhook(
+            "admin",
+            httpMethod="POST",
+            uri="http://x.test/h",
+            event="OCP\\Files\\Events\\Node\\NodeCreatedEvent",
+        )
+        assert ("tokenNeeded" in info) is has_field
+    finally:
+        sim.close()
+
+
+@pytest.mark.parametrize(
+    ("version", "agent"),
+    [("32.0.3", "Nextcloud Server Crawler"), ("33.0.2", "Nextcloud-Server-Crawler/33.0.2")],
+)
+def test_webhook_user_agent_by_version(receiver, version: str, agent: str) -> None:
+    sim = _sim(version=version)
+    try:
+        sim.register_webhook(
+            "admin",
+            httpMethod="POST",
+            uri=receiver.url + "/h",
+            event="OCP\\Files\\Events\\Node\\NodeCreatedEvent",
+        )
+        sim.put_file("alice", "/a.md", b"a")
+        sim.flush_deliveries(timeout=5)
+        (req,) = receiver.requests
+        assert req.headers["User-Agent"] == agent
+        assert "Content-Type" not in req.headers
+    finally:
+        sim.close()
+
+
+def test_session_less_events_have_user_null(receiver) -> None:
+    sim = _sim()
+    try:
+        tag = sim.create_tag("urgent")
+        sim.register_webhook("admin", httpMethod="POST", uri=receiver.url + "/h", event=TAG)
+        sim.put_file("alice", "/a.md", b"a")
+        sim.assign_tag("alice", "/a.md", tag, session=False)
+        sim.flush_deliveries(timeout=5)
+        (req,) = receiver.requests
+        body = json.loads(req.body)
+        assert body["user"] is None
+        assert body["event"]["objectIds"] == [str(sim.file_id("alice", "/a.md"))]
+    finally:
+        sim.close()
+
+
+def test_trash_restore_classes_and_a_source_without_id(sim, client) -> None:
+    fid = sim.put_file("alice", "/Docs/x.md", b"x")
+    sim.delete("alice", "/Docs/x.md")
+    sim.restore("alice", fid)
+    before, after = sim.events[-2:]
+    assert before["event"]["class"] == TRASHBIN + "BeforeNodeRestoredEvent"
+    assert before["event"]["source"]["id"] == fid
+    assert after["event"]["class"] == TRASHBIN + "NodeRestoredEvent"
+    assert "id" not in after["event"]["source"]
+    assert after["event"]["source"]["path"].startswith("/alice/files_trashbin/files/x.md.d")
+    assert after["event"]["target"] == {"id": fid, "path": "/alice/files/Docs/x.md"}
+
+
+# ---------------------------------------------------------------------------- auth
+
+
+def test_app_password_only_with_its_login_name() -> None:
+    sim = NextcloudSimulator(seed=1)
+    sim.add_user("u1001", "tok-1", "Carol", login_name="carol@example.test")
+    try:
+        with serve_simulator(sim) as srv:
+            for login, status in (
+                ("carol@example.test", 200),
+                ("CAROL@Example.test", 200),  # mb_strtolower on both sides
+                ("u1001", 401),  # validateTokenLoginName: the uid is not the token's login
+            ):
+                resp = httpx.get(
+                    srv.url + "/ocs/v2.php/cloud/user", auth=(login, "tok-1"), headers=OCS_JSON
+                )
+                assert resp.status_code == status, login
+                if status == 200:
+                    assert resp.json()["ocs"]["data"]["id"] == "u1001"
+            dav = httpx.request(
+                "PROPFIND",
+                srv.url + "/remote.php/dav/files/u1001/",
+                auth=("carol@example.test", "tok-1"),
+                headers={"Depth": "0"},
+            )
+            assert dav.status_code == 207  # files are under the uid, whatever the login
+    finally:
+        sim.close()
+
+
+# ---------------------------------------------------------------------------- WebDAV
+
+
+def test_web_root_prefixes_every_route_and_href() -> None:
+    sim = _sim(web_root="/nextcloud")
+    fid = sim.put_file("alice", "/Docs/a b.md", b"a")
+    tag = sim.create_tag("red")
+    sim.assign_tag("alice", "/Docs/a b.md", tag)
+    try:
+        with (
+            serve_simulator(sim) as srv,
+            httpx.Client(base_url=srv.url, auth=("alice", PASSWORDS["alice"])) as alice,
+        ):
+            assert srv.url.endswith("/nextcloud")
+            bare = httpx.get(srv.origin + "/status.php")
+            assert bare.status_code == 404
+            assert alice.get("/status.php").status_code == 200
+            listed = alice.request(
+                "PROPFIND", "/remote.php/dav/files/alice/Docs", headers={"Depth": "1"}
+            )
+            hrefs = etree.fromstring(listed.content).findall(".//d:href", DAV_NS)
+            assert [h.text for h in hrefs] == [
+                "/nextcloud/remote.php/dav/files/alice/Docs/",
+                "/nextcloud/remote.php/dav/files/alice/Docs/a%20b.md",
+            ]
+            found = alice.request(
+                "SEARCH",
+                "/remote.php/dav/",
+                content=_search_body("alice", str(fid)),
+                headers={"Content-Type": "text/xml"},
+            )
+            assert etree.fromstring(found.content).findtext(".//d:href", namespaces=DAV_NS) == (
+                "/nextcloud/remote.php/dav/files/alice/Docs/a%20b.md"
+            )
+            relations = alice.request(
+                "PROPFIND",
+                f"/remote.php/dav/systemtags-relations/files/{fid}",
+                headers={"Depth": "1"},
+            )
+            assert f"/nextcloud/remote.php/dav/systemtags-relations/files/{fid}/{tag}" in (
+                relations.text
+            )
+            moved = alice.request(
+                "MOVE",
+                "/remote.php/dav/files/alice/Docs/a%20b.md",
+                headers={"Destination": srv.url + "/remote.php/dav/files/alice/b.md"},
+            )
+            assert moved.status_code == 201
+            assert sim.path_of("alice", fid) == "/b.md"
+    finally:
+        sim.close()
+
+
+def test_permissions_follow_dav_util(sim, client) -> None:
+    sim.put_file("alice", "/Own/f.md", b"x")
+    rw = sim.share("alice", "/Own", "bob")
+    sim.put_file("alice", "/Ro/g.md", b"y")
+    ro = sim.share("alice", "/Ro", "bob", permissions=1)  # read only, no reshare
+
+    def letters(user: str, path: str) -> str:
+        resp = client(user).request(
+            "PROPFIND",
+            f"/remote.php/dav/files/{user}{path}",
+            headers={"Depth": "0"},
+            content=PROPFIND,
+        )
+        return etree.fromstring(resp.content).findtext(".//oc:permissions", namespaces=DAV_NS)
+
+    assert letters("alice", "/Own") == "RGDNVCK"
+    assert letters("alice", "/Own/f.md") == "RGDNVW"
+    assert letters("bob", f"{rw}/f.md") == "SRMGDNVW"
+    assert letters("bob", f"{ro}/g.md") == "SMG"  # no R: the share has no share permission
+    sim.allow_resharing = False  # shareapi_allow_resharing = no
+    assert letters("bob", f"{rw}/f.md") == "SMGDNVW"
+    assert letters("alice", "/Own/f.md") == "RGDNVW"  # the owner keeps it
+
+
+def test_search_fileid_reads_the_leading_digits(sim, client) -> None:
+    fid = sim.put_file("alice", "/a.md", b"a")
+    resp = client("alice").put("/remote.php/dav/files/alice/b.md", content=b"b")
+    formatted = resp.headers["OC-FileId"]
+    assert re.fullmatch(r"0{0,7}\d+ocsim0a1b2c3", formatted)  # DavUtil::getDavFileId
+    for literal, expected in (
+        (f"{fid:08d}{sim.instance_id}", fid),
+        (formatted, None),
+        ("x1", None),
+    ):
+        found = client("alice").request(
+            "SEARCH",
+            "/remote.php/dav/",
+            content=_search_body("alice", literal),
+            headers={"Content-Type": "text/xml"},
+        )
+        ids = [
+            int(e.text)
+            for e in etree.fromstring(found.content).iter("{http://owncloud.org/ns}fileid")
+        ]
+        if expected is not None:
+            assert ids == [expected]
+        elif literal == formatted:
+            assert ids == [sim.file_id("alice", "/b.md")]
+        else:
+            assert ids == []
+
+
+# ---------------------------------------------------------------------------- sharing
+
+
+def test_sharing_api_create_list_get_delete_and_refusals(sim, client) -> None:
+    sim.put_file("alice", "/Proj/a.md", b"a")
+    alice, bob = client("alice"), client("bob")
+    base = "/ocs/v2.php/apps/files_sharing/api/v1/shares"
+    caps = alice.get("/ocs/v2.php/cloud/capabilities", headers=OCS_JSON).json()
+    assert caps["ocs"]["data"]["capabilities"]["files_sharing"]["api_enabled"] is True
+    made = alice.post(
+        base,
+        json={"path": "/Proj", "shareType": 0, "shareWith": "bob", "permissions": 1},
+        headers=OCS_JSON,
+    )
+    assert made.status_code == 200, made.text
+    share = made.json()["ocs"]["data"]
+    assert share["id"] == str(int(share["id"]))  # IShare::getId is a string
+    assert (share["share_type"], share["share_with"], share["permissions"]) == (0, "bob", 1)
+    assert share["path"] == "/Proj" and share["item_type"] == "folder"
+    assert sim.path_of("bob", sim.file_id("alice", "/Proj/a.md")) == "/Proj/a.md"
+    mine = alice.get(base, headers=OCS_JSON).json()["ocs"]["data"]
+    assert [s["id"] for s in mine] == [share["id"]]
+    theirs = bob.get(base, params={"shared_with_me": "true"}, headers=OCS_JSON).json()
+    assert [s["id"] for s in theirs["ocs"]["data"]] == [share["id"]]
+    one = alice.get(f"{base}/{share['id']}", headers=OCS_JSON).json()["ocs"]["data"]
+    assert isinstance(one, list) and one[0]["id"] == share["id"]
+    for body, message in (
+        ({"shareType": 0, "shareWith": "bob"}, "Please specify a file or folder path"),
+        (
+            {"path": "/nope", "shareType": 0, "shareWith": "bob"},
+            "Wrong path, file/folder does not exist",
+        ),
+        ({"path": "/Proj", "shareType": 0, "shareWith": "zed"}, "Please specify a valid user"),
+    ):
+        refused = alice.post(base, json=body, headers=OCS_JSON)
+        assert refused.status_code == 404
+        assert refused.json()["ocs"]["meta"]["message"] == message
+    assert alice.delete(f"{base}/{share['id']}", headers=OCS_JSON).status_code == 200
+    assert sim.path_of("bob", sim.file_id("alice", "/Proj/a.md")) is None
+    gone = alice.get(f"{base}/{share['id']}", headers=OCS_JSON)
+    assert gone.status_code == 404
+    assert gone.json()["ocs"]["meta"]["message"] == "Wrong share ID, share does not exist"
+
+
+def test_user_status_of_the_current_user(sim, client) -> None:
+    resp = client("alice").get("/ocs/v2.php/apps/user_status/api/v1/user_status", headers=OCS_JSON)
+    assert resp.status_code == 200
+    data = resp.json()["ocs"]["data"]
+    assert (data["userId"], data["status"]) == ("alice", "online")
+
+
+# ---------------------------------------------------------------------------- Deck
+
+
+def test_deck_deleted_board_cards_are_403_and_boards_etag(sim, client) -> None:
+    board = sim.deck_create_board("alice", "B")
+    stack = sim.deck_create_stack("alice", board, "S")
+    card = sim.deck_create_card("alice", stack, "c")
+    api = "/index.php/apps/deck/api/v1.0"
+    alice = client("alice")
+    listed = alice.get(f"{api}/boards", headers={"OCS-APIRequest": "true"})
+    boards = listed.json()
+    expected = hashlib_md5(
+        json.dumps([f"{b['id']}-{b['ETag']}" for b in boards], separators=(",", ":"))
+    )
+    assert listed.headers["ETag"] == f'"{expected}"'
+    card_url = f"{api}/boards/{board}/stacks/{stack}/cards/{card}"
+    assert alice.get(card_url).status_code == 200
+    sim.deck_delete_board("alice", board)
+    refused = alice.get(card_url)
+    assert refused.status_code == 403
+    assert refused.json() == {"status": 403, "message": "Permission denied"}
+    assert alice.get(f"{api}/boards/{board}/stacks").status_code == 403
+
+
+def hashlib_md5(text: str) -> str:
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()

@@ -1,0 +1,219 @@
+"""``ncindex doctor`` against the simulator: a healthy Nextcloud, then each fault it names."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner
+from pydantic import SecretStr
+
+from allinone.cli import main
+from ncindex.doctor import CHECKS, Line, failed, render, run_checks
+from ncindex.ingest.events import REQUIRED, TAG_ASSIGNED
+from ncindex.ingest.registration import register
+from ncindex.settings import Settings
+from ncindex.simulator import NextcloudSimulator, SimulatorServer, serve_simulator
+
+PUBLIC = "http://8.8.8.8:8080"  # a public address literal: nothing is sent to it
+
+
+def make_sim(**kwargs: object) -> NextcloudSimulator:
+    sim = NextcloudSimulator(**kwargs)  # type: ignore[arg-type]
+    sim.add_user("admin", "admin-pw", "Admin", admin=True)
+    sim.add_user("alice", "alice-pw", "Alice")
+    return sim
+
+
+def settings_for(server: SimulatorServer, **update: object) -> Settings:
+    base = {
+        "nextcloud_url": server.url,
+        "accounts": {"admin": SecretStr("admin-pw"), "alice": SecretStr("alice-pw")},
+        "admin_user": "admin",
+        "webhook_secret": SecretStr("s3cret"),
+        "public_url": PUBLIC,
+    }
+    return Settings(**(base | update))
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[NextcloudSimulator, SimulatorServer]]:
+    sim = make_sim()
+    with serve_simulator(sim) as server:
+        yield sim, server
+    sim.close()
+
+
+def verdicts(lines: list[Line], check: str) -> list[str]:
+    return [line.verdict for line in lines if line.check == check]
+
+
+def detail(lines: list[Line], check: str) -> str:
+    return " | ".join(line.detail for line in lines if line.check == check)
+
+
+def registered(server: SimulatorServer, settings: Settings) -> None:
+    from ncindex.runtime import Services
+
+    services = Services(settings)
+    try:
+        register(services.account("admin"), settings)
+    finally:
+        services.close()
+
+
+def test_a_healthy_nextcloud_has_no_failing_line(served) -> None:
+    _, server = served
+    settings = settings_for(server)
+    registered(server, settings)
+    lines = run_checks(settings)
+    assert not failed(lines), render(lines)
+    assert verdicts(lines, "server") == ["ok"] and "Nextcloud 33.0.2" in detail(lines, "server")
+    assert detail(lines, "app notes") == "Notes 6.0.2"
+    assert "Deck 1.17.4" in detail(lines, "app deck") and "1.18" in detail(lines, "app deck")
+    assert verdicts(lines, "app webhook_listeners") == ["ok"]
+    assert verdicts(lines, "account alice") == ["ok"]
+    assert verdicts(lines, "webhooks") == ["ok"]
+    assert verdicts(lines, "public url") == ["ok"]
+    assert verdicts(lines, "deliveries") == ["note"]
+    assert "occ background-job:worker" in detail(lines, "deliveries")
+    table = render(lines).splitlines()
+    assert table[0].split() == ["check", "verdict", "detail"]
+    assert len(table) == len(lines) + 1
+
+
+def test_unreachable_nextcloud_fails_and_skips_the_rest() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = Settings(
+        nextcloud_url=f"http://127.0.0.1:{port}",
+        accounts={"alice": SecretStr("pw")},
+        webhook_secret=SecretStr("s"),
+        public_url=PUBLIC,
+    )
+    lines = run_checks(settings)
+    assert verdicts(lines, "server") == ["fail"] and "not reachable" in detail(lines, "server")
+    assert verdicts(lines, "accounts") == ["fail"] and "skipped" in detail(lines, "accounts")
+    assert failed(lines)
+
+
+@pytest.mark.parametrize(
+    ("version", "verdict", "text"),
+    [("29.0.9", "fail", "webhooks need Nextcloud 30"), ("34.0.1", "warn", "newer than")],
+)
+def test_unsupported_versions(version: str, verdict: str, text: str) -> None:
+    sim = make_sim(version=version)
+    try:
+        with serve_simulator(sim) as server:
+            lines = run_checks(settings_for(server))
+    finally:
+        sim.close()
+    assert verdicts(lines, "server") == [verdict] and text in detail(lines, "server")
+
+
+def test_maintenance_mode_fails(served) -> None:
+    sim, server = served
+    sim.maintenance = True
+    lines = run_checks(settings_for(server))
+    assert verdicts(lines, "server") == ["fail"] and "maintenance" in detail(lines, "server")
+
+
+def test_disabled_apps(served) -> None:
+    sim, server = served
+    for app in ("webhook_listeners", "notes", "deck", "news"):
+        sim.disable_app(app)
+    lines = run_checks(settings_for(server))
+    assert verdicts(lines, "app webhook_listeners") == ["fail"]
+    assert "occ app:enable webhook_listeners" in detail(lines, "app webhook_listeners")
+    assert verdicts(lines, "app notes") == ["warn"]
+    assert verdicts(lines, "app deck") == ["warn"]
+    assert verdicts(lines, "app news") == ["warn"]
+    assert verdicts(lines, "webhooks") == ["fail"]  # skipped: nothing to list
+    assert failed(lines)
+
+
+def test_a_wrong_app_password_fails_that_account(served) -> None:
+    _, server = served
+    settings = settings_for(
+        server, accounts={"admin": SecretStr("admin-pw"), "alice": SecretStr("wrong")}
+    )
+    lines = run_checks(settings)
+    assert verdicts(lines, "account admin") == ["ok"]
+    assert verdicts(lines, "account alice") == ["fail"]
+    assert "refused (401)" in detail(lines, "account alice")
+
+
+def test_a_login_name_that_differs_from_the_user_id(served) -> None:
+    sim, server = served
+    sim.add_user("u1001", "carol-pw", "Carol", login_name="carol@example.test")
+    accounts = {"admin": SecretStr("admin-pw"), "u1001": SecretStr("carol-pw")}
+    without = run_checks(settings_for(server, accounts=accounts))
+    assert verdicts(without, "account u1001") == ["fail"]
+    assert "NCINDEX_LOGINS" in detail(without, "account u1001")
+    fixed = run_checks(
+        settings_for(server, accounts=accounts, logins={"u1001": "carol@example.test"})
+    )
+    assert verdicts(fixed, "account u1001") == ["ok"]
+    assert "'carol@example.test' → user id 'u1001'" in detail(fixed, "account u1001")
+    # an account named by its login instead of its user id
+    misnamed = run_checks(
+        settings_for(
+            server,
+            accounts={"admin": SecretStr("admin-pw"), "carol@example.test": SecretStr("carol-pw")},
+        )
+    )
+    assert verdicts(misnamed, "account carol@example.test") == ["fail"]
+    assert "is user 'u1001'" in detail(misnamed, "account carol@example.test")
+
+
+def test_missing_webhooks_fail_for_required_and_warn_for_optional(served) -> None:
+    sim, server = served
+    settings = settings_for(server)
+    lines = run_checks(settings)
+    assert "fail" in verdicts(lines, "webhooks")
+    assert all(c in detail(lines, "webhooks") for c in REQUIRED)
+    registered(server, settings)
+    hook = next(r for r in sim.registry.list() if r.event == TAG_ASSIGNED)
+    sim.registry.delete(hook.id)
+    lines = run_checks(settings)
+    assert verdicts(lines, "webhooks") == ["warn"]
+    assert "tag changes are found by the scan only" in detail(lines, "webhooks")
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080", "http://10.1.2.3:8080"])
+def test_a_local_public_url_is_a_warning(served, url: str) -> None:
+    _, server = served
+    lines = run_checks(settings_for(server, public_url=url))
+    assert verdicts(lines, "public url") == ["warn"]
+    assert "allow_local_remote_servers" in detail(lines, "public url")
+
+
+def test_the_command_prints_the_table_and_its_exit_code(served) -> None:
+    _, server = served
+    env: dict[str, str] = {
+        "NCINDEX_NEXTCLOUD_URL": server.url,
+        "NCINDEX_ACCOUNTS": json.dumps({"admin": "admin-pw"}),
+        "NCINDEX_WEBHOOK_SECRET": "s3cret",
+        "NCINDEX_PUBLIC_URL": PUBLIC,
+    }
+    result = CliRunner().invoke(main, ["doctor"], env=env)
+    assert result.exit_code == 1  # no webhooks registered yet
+    assert result.output.splitlines()[0].split() == ["check", "verdict", "detail"]
+    assert CliRunner().invoke(main, ["webhooks", "register"], env=env).exit_code == 0
+    result = CliRunner().invoke(main, ["doctor", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert {line["verdict"] for line in json.loads(result.output)} <= {"ok", "warn", "note"}
+
+
+def test_a_check_is_added_by_appending_to_the_list(served, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, server = served
+
+    def extra(ctx: object) -> list[Line]:
+        return [Line("ocr", "warn", "no OCR engine")]
+
+    monkeypatch.setattr("ncindex.doctor.CHECKS", [*CHECKS, ("ocr", extra)])
+    lines = run_checks(settings_for(server))
+    assert lines[-1] == Line("ocr", "warn", "no OCR engine")
