@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ncindex.store.layout import CollectionLayout
 from ncindex.store.port import (
     DENSE,
     SPARSE,
@@ -29,6 +30,7 @@ __all__ = [
     "DENSE",
     "PAYLOAD_INDEXES",
     "SPARSE",
+    "CollectionLayout",
     "Fusion",
     "Hit",
     "IndexKind",
@@ -59,9 +61,14 @@ def open_store(settings: Settings, *, model_slug: str) -> VectorStore:
 
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
         client = QdrantClient(url=settings.qdrant_url, api_key=api_key, check_compatibility=False)
-        return QdrantServerStore(client, settings.collection_prefix, model_slug)
+        return QdrantServerStore(
+            client,
+            settings.collection_prefix,
+            model_slug,
+            layout=CollectionLayout.from_settings(settings),
+        )
 
     from ncindex.store.qdrant_edge import QdrantEdgeStore
 
     path = settings.qdrant_path or settings.data_dir / "qdrant"
-    return QdrantEdgeStore(path, model_slug)
+    return QdrantEdgeStore(path, model_slug, layout=CollectionLayout.from_settings(settings))

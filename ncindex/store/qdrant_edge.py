@@ -36,6 +36,7 @@ import qdrant_edge as qe
 from qdrant_client import models
 
 from ncindex.errors import StoreUnavailable
+from ncindex.store.layout import DEFAULT_LAYOUT, TENANT_FIELD, CollectionLayout
 from ncindex.store.port import (
     DENSE,
     SPARSE,
@@ -58,8 +59,16 @@ ALIAS_FILE = "active_model"
 
 _EDGE_CONFIG_FILE = "edge_config.json"  # written by Edge into every shard folder
 
+_FULL_SCAN_THRESHOLD_KB = 10_000
+"""Below this many kilobytes of vectors a filtered search scans instead of walking the graph
+(Qdrant's default, which Edge's ``HnswIndexConfig`` requires to be given)."""
 
-def _index_schema(kind: IndexKind) -> qe.PayloadSchemaType | qe.TextIndexParams:
+
+def _index_schema(
+    field: str, kind: IndexKind
+) -> qe.PayloadSchemaType | qe.KeywordIndexParams | qe.TextIndexParams:
+    if field == TENANT_FIELD:
+        return qe.KeywordIndexParams(is_tenant=True)
     if kind is IndexKind.KEYWORD:
         return qe.PayloadSchemaType.Keyword
     if kind is IndexKind.INTEGER:
@@ -168,11 +177,16 @@ class QdrantEdgeStore:
     lives in ``path / model_slug``. An existing shard is opened on first use, so a reopened
     store sees its data before :meth:`ensure_collection`; other calls before the shard exists
     raise ``StoreUnavailable``. Engine failures (including a shard already open elsewhere)
-    raise ``StoreUnavailable``.
+    raise ``StoreUnavailable``. ``layout`` (default :data:`~ncindex.store.layout.DEFAULT_LAYOUT`)
+    is given to a shard this store creates (HNSW, quantisation, disk use; Edge has no shards or
+    replicas).
     """
 
-    def __init__(self, path: Path, model_slug: str) -> None:
+    def __init__(
+        self, path: Path, model_slug: str, *, layout: CollectionLayout = DEFAULT_LAYOUT
+    ) -> None:
         self.root = Path(path)
+        self.layout = layout
         self.model_slug = model_slug
         self.shard_path = self.root / model_slug
         self._lock = threading.RLock()
@@ -213,15 +227,13 @@ class QdrantEdgeStore:
 
     def ensure_collection(self, dense_dim: int) -> None:
         """Create (or open) the shard with dense ``"dense"`` (``dense_dim`` floats, cosine) and
-        sparse ``"bm25"`` (IDF modifier), every payload index of
-        :data:`ncindex.store.schema.PAYLOAD_INDEXES`, and the alias file if missing.
+        sparse ``"bm25"`` (IDF modifier), HNSW, quantisation and disk use as :attr:`layout`
+        says, every payload index of :data:`ncindex.store.schema.PAYLOAD_INDEXES` (``acl`` as
+        the tenant index), and the alias file if missing.
 
         Idempotent. Raises ``ValueError`` if the shard exists with another dense dimension.
         """
-        config = qe.EdgeConfig(
-            vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
-            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-        )
+        config = _edge_config(self.layout, dense_dim)
         with self._lock, self._call("ensure_collection"):
             self._closed = False
             if self._shard is None:
@@ -237,7 +249,7 @@ class QdrantEdgeStore:
             for field, kind in PAYLOAD_INDEXES.items():
                 if field not in have:
                     self._shard.update(
-                        qe.UpdateOperation.create_field_index(field, _index_schema(kind))
+                        qe.UpdateOperation.create_field_index(field, _index_schema(field, kind))
                     )
             if self.models().active is None:
                 self._write_models(ModelPointers(active=self.model_slug))
@@ -281,7 +293,7 @@ class QdrantEdgeStore:
     def use_model(self, model_slug: str) -> QdrantEdgeStore:
         """A store for another model's shard under the same root (a separate shard to close);
         call its ``ensure_collection`` to build it."""
-        return QdrantEdgeStore(self.root, model_slug)
+        return QdrantEdgeStore(self.root, model_slug, layout=self.layout)
 
     def drop_model(self, model_slug: str) -> None:
         """Delete ``model_slug``'s shard folder. Raises ``ValueError`` if the pointers name it or
@@ -474,6 +486,31 @@ class QdrantEdgeStore:
                 with self._call("close"):
                     shard.flush()
                     shard.close()
+
+
+def _edge_config(layout: CollectionLayout, dense_dim: int) -> qe.EdgeConfig:
+    """The shard configuration of ``layout`` (Edge saves it as ``edge_config.json``)."""
+    quantization = (
+        qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True)
+        if layout.quantization == "int8"
+        else None
+    )
+    return qe.EdgeConfig(
+        vectors={
+            DENSE: qe.EdgeVectorParams(
+                size=dense_dim, distance=qe.Distance.Cosine, on_disk=layout.on_disk_vectors
+            )
+        },
+        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        on_disk_payload=layout.on_disk_payload,
+        hnsw_config=qe.HnswIndexConfig(
+            m=layout.hnsw_m,
+            ef_construct=layout.hnsw_ef_construct,
+            full_scan_threshold=_FULL_SCAN_THRESHOLD_KB,
+            payload_m=layout.hnsw_payload_m,
+        ),
+        quantization_config=quantization,
+    )
 
 
 def _vectors_of(point: PointRecord) -> dict[str, Any]:
