@@ -124,6 +124,12 @@ class Settings(BaseSettings):
         description="HNSW links per point of the graph built per tenant (`acl` value, the "
         "tenant index); 0: none.",
     )
+    qdrant_indexing_threshold_kb: int = Field(
+        20000,
+        ge=0,
+        description="A segment's vectors are indexed (HNSW, quantisation) once they exceed this "
+        "many kilobytes (Qdrant's optimizers indexing_threshold); 0: never.",
+    )
     qdrant_quantization: Literal["int8", "none"] = Field(
         "int8",
         description="Dense vector quantisation: scalar int8 kept in RAM, search rescored on the "
@@ -134,6 +140,15 @@ class Settings(BaseSettings):
     )
     qdrant_on_disk_payload: bool = Field(
         True, description="Payloads on disk; the payload indexes stay in RAM."
+    )
+    edge_optimize_after_points: int = Field(
+        20000,
+        ge=0,
+        description="Embedded engine: optimise (merge segments, build HNSW) in the background "
+        "once this many points are outside indexed segments (0: never).",
+    )
+    edge_optimize_check_seconds: float = Field(
+        60.0, gt=0, description="Embedded engine: how often the optimiser checks, seconds."
     )
     data_dir: Path = Field(Path("var"), description="Working folder of `ncindex up`.")
 

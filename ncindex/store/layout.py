@@ -32,7 +32,8 @@ class CollectionLayout:
     ``shard_number``, ``replication_factor`` and ``write_consistency_factor`` apply to a Qdrant
     server only (Qdrant Edge is one local shard). ``hnsw_m`` is the links per point of the
     whole-collection graph (0: no such graph), ``hnsw_payload_m`` of the per-tenant graphs,
-    ``hnsw_ef_construct`` the build-time candidate list. ``quantization`` ``"int8"`` adds scalar
+    ``hnsw_ef_construct`` the build-time candidate list; a segment is indexed once its vectors
+    pass ``indexing_threshold_kb`` kilobytes. ``quantization`` ``"int8"`` adds scalar
     int8 quantised vectors kept in RAM; ``on_disk_vectors`` / ``on_disk_payload`` keep the
     originals and the payloads memory-mapped on disk.
     """
@@ -43,6 +44,7 @@ class CollectionLayout:
     hnsw_m: int
     hnsw_ef_construct: int
     hnsw_payload_m: int
+    indexing_threshold_kb: int
     quantization: Literal["int8", "none"]
     on_disk_vectors: bool
     on_disk_payload: bool
@@ -57,6 +59,7 @@ class CollectionLayout:
             hnsw_m=settings.qdrant_hnsw_m,
             hnsw_ef_construct=settings.qdrant_hnsw_ef_construct,
             hnsw_payload_m=settings.qdrant_hnsw_payload_m,
+            indexing_threshold_kb=settings.qdrant_indexing_threshold_kb,
             quantization=settings.qdrant_quantization,
             on_disk_vectors=settings.qdrant_on_disk_vectors,
             on_disk_payload=settings.qdrant_on_disk_payload,

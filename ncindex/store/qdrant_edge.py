@@ -28,7 +28,8 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,13 @@ ALIAS_FILE = "active_model"
 """Name of the pointer file (under the store's root) naming the live model's slug."""
 
 _EDGE_CONFIG_FILE = "edge_config.json"  # written by Edge into every shard folder
+
+_NO_DOC_KEY = ""
+"""Journal entry of a point written without a ``doc_key``: such a write cannot be replayed on
+an optimised copy, so the copy is dropped (see :meth:`QdrantEdgeStore.optimise_aside`)."""
+
+_RETIRE_AFTER_SECONDS = 1.0
+"""How long the replaced shard stays open after an optimised copy took its place, seconds."""
 
 _FULL_SCAN_THRESHOLD_KB = 10_000
 """Below this many kilobytes of vectors a filtered search scans instead of walking the graph
@@ -192,6 +200,7 @@ class QdrantEdgeStore:
         self._lock = threading.RLock()
         self._shard: qe.EdgeShard | None = None
         self._closed = False
+        self._journal: set[str] | None = None  # doc keys written while a copy is optimised
 
     def __repr__(self) -> str:
         return f"QdrantEdgeStore(shard_path={str(self.shard_path)!r})"
@@ -333,8 +342,10 @@ class QdrantEdgeStore:
 
     # --- writes ---------------------------------------------------------------------------------
 
-    def _update(self, what: str, operation: qe.UpdateOperation) -> None:
+    def _update(self, what: str, operation: qe.UpdateOperation, doc_keys: Sequence[str]) -> None:
         with self._lock, self._call(what):
+            if self._journal is not None:
+                self._journal.update(doc_keys)
             self._open_shard().update(operation)
 
     def upsert(self, points: Sequence[PointRecord]) -> None:
@@ -343,18 +354,21 @@ class QdrantEdgeStore:
         A ``None`` vector is left out of the point.
         """
         for batch in batches(points):
+            keys = [str(p.payload.get("doc_key", _NO_DOC_KEY)) for p in batch]
             edge_points = [qe.Point(p.id, _vectors_of(p), p.payload) for p in batch]
-            self._update("upsert", qe.UpdateOperation.upsert_points(edge_points))
+            self._update("upsert", qe.UpdateOperation.upsert_points(edge_points), keys)
 
     def delete_document(self, doc_key: str, keep_content_hash: str | None = None) -> None:
         """Delete the points of ``doc_key`` (all but version ``keep_content_hash`` if given)."""
         flt = to_edge_filter(document_filter(doc_key, keep_content_hash))
-        self._update("delete", qe.UpdateOperation.delete_points_by_filter(flt))
+        self._update("delete", qe.UpdateOperation.delete_points_by_filter(flt), [doc_key])
 
     def set_payload(self, doc_key: str, payload: dict[str, Any]) -> None:
         """Merge ``payload``'s top-level keys into every point of ``doc_key``."""
         flt = to_edge_filter(document_filter(doc_key))
-        self._update("set_payload", qe.UpdateOperation.set_payload_by_filter(flt, payload))
+        self._update(
+            "set_payload", qe.UpdateOperation.set_payload_by_filter(flt, payload), [doc_key]
+        )
 
     # --- reads ----------------------------------------------------------------------------------
 
@@ -476,6 +490,85 @@ class QdrantEdgeStore:
         with self._lock, self._call("optimize"):
             return self._open_shard().optimize()
 
+    def info(self) -> dict[str, int]:
+        """The shard's size: ``points``, ``segments`` and ``indexed_vectors`` (vectors inside
+        HNSW-indexed segments, dense and sparse counted apart)."""
+        with self._call("info"):
+            info = self._open_shard().info()
+        return {
+            "points": info.points_count,
+            "segments": info.segments_count,
+            "indexed_vectors": info.indexed_vectors_count,
+        }
+
+    def optimise_aside(self, optimise: Callable[[Path], None]) -> dict[str, float]:
+        """Optimise a copy of the shard and swap it in, so the optimisers never run in this
+        process: Edge's ``optimize`` holds the Python GIL for its whole run (20 s for 20,000
+        points here, measured), which would stop every thread of the process.
+
+        1. Under the write lock: flush, copy the shard folder beside it, start a journal of the
+           doc keys written from now on. Searches go on (the copy releases the GIL); writes wait.
+        2. Without the lock: ``optimise(copy_path)`` (e.g. a child process that loads the copy,
+           optimises, flushes and closes it). Searches and writes go on against the live shard.
+        3. Under the write lock: load the copy, replay every journaled document (its points as
+           the live shard has them now, or its deletion), close it, move the folders and load
+           the optimised shard in place of the live one; the old one is closed a second later.
+
+        Returns the seconds of each step (``copy_seconds``, ``optimise_seconds``,
+        ``swap_seconds``) and ``replayed`` documents. A write without a ``doc_key`` during step
+        2 cannot be replayed: the copy is dropped and ``StoreUnavailable`` raised, the live
+        shard unchanged; so does a failing ``optimise`` (its exception propagates).
+        """
+        aside = self.root / f".{self.model_slug}.optimising"
+        retired = self.root / f".{self.model_slug}.retired"
+        for leftover in (aside, retired):
+            shutil.rmtree(leftover, ignore_errors=True)
+        started = time.monotonic()
+        with self._lock, self._call("optimise_aside"):
+            self._open_shard().flush()
+            shutil.copytree(self.shard_path, aside)
+            self._journal = set()
+        copied = time.monotonic()
+        try:
+            optimise(aside)
+        except BaseException:
+            with self._lock:
+                self._journal = None
+            shutil.rmtree(aside, ignore_errors=True)
+            raise
+        optimised = time.monotonic()
+        with self._lock, self._call("optimise_aside"):
+            journal, self._journal = self._journal or set(), None
+            if _NO_DOC_KEY in journal:
+                shutil.rmtree(aside, ignore_errors=True)
+                raise StoreUnavailable(
+                    "a point without doc_key was written: optimised copy dropped"
+                )
+            live = self._open_shard()
+            copy = QdrantEdgeStore(self.root, aside.name, layout=self.layout)
+            copy._shard = qe.EdgeShard.load(str(aside))
+            for doc_key in journal:
+                copy.delete_document(doc_key)
+                points = self.document_points(doc_key, with_vectors=True)
+                if points:
+                    copy.upsert(points)
+            copy.close()
+            self.shard_path.rename(retired)
+            aside.rename(self.shard_path)
+            self._shard = qe.EdgeShard.load(str(self.shard_path))
+        swapped = time.monotonic()
+        # a search that took the old shard just before the swap may still be calling it
+        time.sleep(_RETIRE_AFTER_SECONDS)
+        with self._call("close"):
+            live.close()
+        shutil.rmtree(retired, ignore_errors=True)
+        return {
+            "copy_seconds": copied - started,
+            "optimise_seconds": optimised - copied,
+            "swap_seconds": swapped - optimised,
+            "replayed": float(len(journal)),
+        }
+
     def close(self) -> None:
         """Flush and close the shard, releasing its folder; later calls raise
         ``StoreUnavailable``. Closing twice is harmless."""
@@ -510,6 +603,7 @@ def _edge_config(layout: CollectionLayout, dense_dim: int) -> qe.EdgeConfig:
             payload_m=layout.hnsw_payload_m,
         ),
         quantization_config=quantization,
+        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=layout.indexing_threshold_kb),
     )
 
 

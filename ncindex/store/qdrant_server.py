@@ -391,7 +391,7 @@ def _creation_parameters(layout: CollectionLayout, dense_dim: int) -> dict[str, 
     """The keyword arguments of ``QdrantClient.create_collection`` for ``layout`` (Qdrant's
     REST ``PUT /collections/{name}`` body: ``vectors``, ``sparse_vectors``, ``shard_number``,
     ``replication_factor``, ``write_consistency_factor``, ``on_disk_payload``, ``hnsw_config``,
-    ``quantization_config``)."""
+    ``quantization_config``, ``optimizers_config``)."""
     quantization = (
         models.ScalarQuantization(
             scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, always_ram=True)
@@ -416,6 +416,9 @@ def _creation_parameters(layout: CollectionLayout, dense_dim: int) -> dict[str, 
             payload_m=layout.hnsw_payload_m,
         ),
         "quantization_config": quantization,
+        "optimizers_config": models.OptimizersConfigDiff(
+            indexing_threshold=layout.indexing_threshold_kb
+        ),
     }
 
 

@@ -35,6 +35,7 @@ CUSTOM = CollectionLayout(
     hnsw_m=0,
     hnsw_ef_construct=64,
     hnsw_payload_m=24,
+    indexing_threshold_kb=500,
     quantization="none",
     on_disk_vectors=False,
     on_disk_payload=False,
@@ -62,6 +63,7 @@ def test_edge_shard_is_created_with_the_layout(tmp_path: Path, layout: Collectio
         assert saved["hnsw_config"]["ef_construct"] == layout.hnsw_ef_construct
         assert saved["hnsw_config"]["payload_m"] == layout.hnsw_payload_m
         assert saved["on_disk_payload"] is layout.on_disk_payload
+        assert saved["optimizers"]["indexing_threshold"] == layout.indexing_threshold_kb
         assert saved["vectors"]["dense"]["on_disk"] is layout.on_disk_vectors
         if layout.quantization == "int8":
             assert saved["quantization_config"] == {"scalar": {"type": "int8", "always_ram": True}}
@@ -138,6 +140,7 @@ def test_server_store_sends_the_layout_when_it_creates_a_collection(
     assert body["replication_factor"] == layout.replication_factor
     assert body["write_consistency_factor"] == layout.write_consistency_factor
     assert body["on_disk_payload"] is layout.on_disk_payload
+    assert body["optimizers_config"]["indexing_threshold"] == layout.indexing_threshold_kb
     assert body["vectors"]["dense"]["on_disk"] is layout.on_disk_vectors
     assert body["hnsw_config"]["m"] == layout.hnsw_m
     assert body["hnsw_config"]["ef_construct"] == layout.hnsw_ef_construct
