@@ -65,6 +65,14 @@ fuzz: $(STAMP) redis
 bench-search: $(STAMP) models
 	$(PY) benchmarks/bench_search.py
 
+# Verified search at 10,000, 100,000 and 1,000,000 chunks in two tenancy shapes (20 users; one
+# user who sees everything) on the optimised embedded engine: p50/p95, bare query, recall@10
+# against exact search, RSS, disk, fill and optimise time → benchmarks/results/scale.json and
+# "Scale" in benchmarks/RESULTS.md. SIZES=10000,100000 for a shorter run.
+.PHONY: bench-scale
+bench-scale: $(STAMP) models
+	$(PY) benchmarks/bench_scale.py $(if $(SIZES),--sizes $(SIZES))
+
 # Retrieval quality (nDCG@10, Recall@10/100, MRR@10, zero results) of bm25, dense and both
 # hybrids under the default settings, on ../shared/data/scifact or DATASET=DIR (BEIR layout)
 # → benchmarks/results/quality.json and "Quality" in benchmarks/RESULTS.md.

@@ -421,6 +421,7 @@ def status(settings: Settings, as_json: bool) -> None:
     """Queue depths, last scan per user and doc type, index lag, dead letters."""
     import redis as redis_lib
 
+    from ncindex.store import store_status
     from ncindex.sync.status import collect_status
 
     client = redis_lib.Redis.from_url(
@@ -430,6 +431,7 @@ def status(settings: Settings, as_json: bool) -> None:
         data = collect_status(client, settings.names)
     except redis_lib.RedisError as exc:
         raise click.ClickException(f"Redis at {settings.redis_url}: {exc}") from exc
+    data["store"] = store_status(settings)
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
@@ -458,6 +460,17 @@ def status(settings: Settings, as_json: bool) -> None:
         )
     letters = data["dead_letters"]
     click.echo(f"dead letters: {sum(e['size'] for e in letters.values()) if letters else 0}")
+    for slug, opt in data["store"].get("optimizer", {}).items():
+        last = (
+            f", last run {opt['optimise_seconds']:.1f} s at {opt.get('finished_at', 0):.0f}"
+            if "optimise_seconds" in opt
+            else ""
+        )
+        click.echo(
+            f"store {slug}: {opt['state']}, {opt['points']} points in {opt['segments']} "
+            f"segments, {opt['unindexed_points']} unindexed{last}"
+            + (f", error: {opt['error']}" if opt.get("error") else "")
+        )
     for key, entry in letters.items():
         click.echo(f"  {key} ({entry['type']}, {entry['size']}): {entry['sample']}")
     refused = data["accounts_refused"]

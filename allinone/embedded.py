@@ -31,6 +31,8 @@ from ncindex.ingest.registration import register
 from ncindex.redis_server import RedisProcess, reachable, start_redis
 from ncindex.runtime import Services
 from ncindex.settings import Settings
+from ncindex.store.edge_optimizer import EdgeOptimizer
+from ncindex.store.qdrant_edge import QdrantEdgeStore
 from ncindex.sync.reconcile import request_scans, scan_types
 from ncindex.web.dispatch import dispatch
 from ncindex.web.server_errors import ProblemRequestHandler
@@ -95,6 +97,8 @@ class Embedded:
     beat: Any = None
     #: the :class:`~ncindex.ingest.registration.RegisterResult` of start-up: what Nextcloud refused
     webhooks: Any = None
+    #: the embedded engine's background optimiser (None on a Qdrant server)
+    optimizer: EdgeOptimizer | None = None
 
     @property
     def url(self) -> str:
@@ -109,15 +113,26 @@ class Embedded:
         return self.services.store.count(first_chunks)
 
     def close(self) -> None:
-        """Stop beat, the HTTP server, the simulator, the store and a private Redis."""
+        """Stop beat, the optimiser, the HTTP server, the simulator, the store and a private
+        Redis."""
         if self.beat is not None:
             self.beat.stop()
+        if self.optimizer is not None:
+            self.optimizer.stop()
         self.server.shutdown()
         if self.simulator_server is not None:
             self.simulator_server.close()
         self.services.close()
         if self.redis is not None:
             self.redis.stop()
+
+
+def edge_stores(services: Services) -> list[QdrantEdgeStore]:
+    """The embedded engine's shards this process serves: the live model's and, while a model
+    change keeps one, the mirror model's."""
+    view = services.models.view()
+    handles = [view.live] if view.mirror is None else [view.live, view.mirror]
+    return [h.store for h in handles if isinstance(h.store, QdrantEdgeStore)]
 
 
 def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
@@ -193,6 +208,13 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     embedded = Embedded(settings, services, server, simulator, simulator_server, private_redis)
     embedded.beat = beat
+    if not settings.qdrant_url:
+        embedded.optimizer = EdgeOptimizer(
+            lambda: edge_stores(services),
+            after_points=settings.edge_optimize_after_points,
+            check_seconds=settings.edge_optimize_check_seconds,
+        )
+        embedded.optimizer.start()
     result = register(services.account(settings.webhook_admin), settings)
     embedded.webhooks = result
     log.info(

@@ -37,11 +37,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import SecretStr
 from results_md import write_section
 
@@ -151,22 +153,25 @@ def queries(n: int) -> list[str]:
     return [texts[i % len(texts)] for i in range(n)]
 
 
-def unit(rng: random.Random, dim: int) -> list[float]:
-    v = [rng.gauss(0.0, 1.0) for _ in range(dim)]
-    norm = math.sqrt(sum(x * x for x in v))
-    return [x / norm for x in v]
-
-
 def fill(
-    store: QdrantEdgeStore, size: int, pieces: list[str], sparse: list[SparseVector], dim: int
+    store: QdrantEdgeStore,
+    size: int,
+    pieces: list[str],
+    sparse: list[SparseVector],
+    dim: int,
+    people: Sequence[str] = USERS,
 ) -> float:
-    """Write ``size`` chunks; returns the share of points alice's filter selects."""
+    """Write ``size`` chunks owned by and shared among ``people`` (which must include
+    ``alice``); returns the share of points alice's filter selects."""
     rng = random.Random(size)
+    vectors = np.random.default_rng(size)
     points: list[PointRecord] = []
     for n_doc in range(size // CHUNKS_PER_DOCUMENT):
         doc_type = rng.choice([DocType.NOTE, DocType.FILE, DocType.FILE, DocType.DECK_CARD])
-        owner = rng.choice(USERS)
-        users = {owner, *(u for u in USERS if rng.random() < 0.05)}
+        owner = rng.choice(people)
+        users = {owner, *(u for u in people if rng.random() < 0.05)}
+        dense = vectors.standard_normal((CHUNKS_PER_DOCUMENT, dim))
+        dense /= np.linalg.norm(dense, axis=1, keepdims=True)
         ref = DocRef(doc_type, str(100_000 + n_doc))
         paths = {}
         if doc_type is DocType.NOTE:
@@ -194,7 +199,7 @@ def fill(
                 PointRecord(
                     point_id(ref, source.content_hash, k),
                     payload,
-                    unit(rng, dim),
+                    dense[k].tolist(),
                     sparse[(first + k) % len(pieces)],
                 )
             )

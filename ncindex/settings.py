@@ -97,6 +97,59 @@ class Settings(BaseSettings):
     qdrant_api_key: SecretStr | None = Field(None, description="Qdrant server API key.")
     qdrant_path: Path | None = Field(None, description="Folder of the embedded engine.")
     collection_prefix: str = Field("ncindex", description="Collection name prefix.")
+    qdrant_shard_number: int = Field(
+        1,
+        ge=1,
+        description="Shards of a collection ncindex creates (Qdrant server; on a cluster, a "
+        "multiple of its nodes).",
+    )
+    qdrant_replication_factor: int = Field(
+        1, ge=1, description="Copies of each shard in a collection ncindex creates (Qdrant server)."
+    )
+    qdrant_write_consistency_factor: int = Field(
+        1,
+        ge=1,
+        description="Replicas that must confirm a write (Qdrant server; at most the replication "
+        "factor).",
+    )
+    qdrant_hnsw_m: int = Field(
+        16, ge=0, description="HNSW links per point of the whole-collection graph (0: none)."
+    )
+    qdrant_hnsw_ef_construct: int = Field(
+        100, ge=4, description="HNSW candidate list size while building the graph."
+    )
+    qdrant_hnsw_payload_m: int = Field(
+        16,
+        ge=0,
+        description="HNSW links per point of the graph built per tenant (`acl` value, the "
+        "tenant index); 0: none.",
+    )
+    qdrant_indexing_threshold_kb: int = Field(
+        20000,
+        ge=0,
+        description="A segment's vectors are indexed (HNSW, quantisation) once they exceed this "
+        "many kilobytes (Qdrant's optimizers indexing_threshold); 0: never.",
+    )
+    qdrant_quantization: Literal["int8", "none"] = Field(
+        "int8",
+        description="Dense vector quantisation: scalar int8 kept in RAM, search rescored on the "
+        "original vectors; `none` keeps float32 only.",
+    )
+    qdrant_on_disk_vectors: bool = Field(
+        True, description="Original dense vectors on disk (memory-mapped) rather than in RAM."
+    )
+    qdrant_on_disk_payload: bool = Field(
+        True, description="Payloads on disk; the payload indexes stay in RAM."
+    )
+    edge_optimize_after_points: int = Field(
+        20000,
+        ge=0,
+        description="Embedded engine: optimise (merge segments, build HNSW) in the background "
+        "once this many points are outside indexed segments (0: never).",
+    )
+    edge_optimize_check_seconds: float = Field(
+        60.0, gt=0, description="Embedded engine: how often the optimiser checks, seconds."
+    )
     data_dir: Path = Field(Path("var"), description="Working folder of `ncindex up`.")
 
     # --- Embedding and chunking -------------------------------------------------------------
@@ -287,6 +340,10 @@ class Settings(BaseSettings):
             raise ValueError("lock_ttl must exceed task_time_limit")
         if self.chunk_overlap_tokens >= self.chunk_tokens:
             raise ValueError("chunk_overlap_tokens must be below chunk_tokens")
+        if self.qdrant_write_consistency_factor > self.qdrant_replication_factor:
+            raise ValueError(
+                "qdrant_write_consistency_factor must not exceed qdrant_replication_factor"
+            )
         return self
 
     def password_for(self, user: str) -> str:

@@ -8,8 +8,10 @@ this package costs neither.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from ncindex.store.layout import CollectionLayout
 from ncindex.store.port import (
     DENSE,
     SPARSE,
@@ -29,6 +31,7 @@ __all__ = [
     "DENSE",
     "PAYLOAD_INDEXES",
     "SPARSE",
+    "CollectionLayout",
     "Fusion",
     "Hit",
     "IndexKind",
@@ -36,8 +39,10 @@ __all__ = [
     "PointRecord",
     "SparseVector",
     "VectorStore",
+    "edge_root",
     "model_slug",
     "open_store",
+    "store_status",
 ]
 
 
@@ -59,9 +64,31 @@ def open_store(settings: Settings, *, model_slug: str) -> VectorStore:
 
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
         client = QdrantClient(url=settings.qdrant_url, api_key=api_key, check_compatibility=False)
-        return QdrantServerStore(client, settings.collection_prefix, model_slug)
+        return QdrantServerStore(
+            client,
+            settings.collection_prefix,
+            model_slug,
+            layout=CollectionLayout.from_settings(settings),
+        )
 
     from ncindex.store.qdrant_edge import QdrantEdgeStore
 
-    path = settings.qdrant_path or settings.data_dir / "qdrant"
-    return QdrantEdgeStore(path, model_slug)
+    return QdrantEdgeStore(
+        edge_root(settings), model_slug, layout=CollectionLayout.from_settings(settings)
+    )
+
+
+def edge_root(settings: Settings) -> Path:
+    """The embedded engine's root folder: ``settings.qdrant_path`` or ``data_dir / "qdrant"``."""
+    return settings.qdrant_path or settings.data_dir / "qdrant"
+
+
+def store_status(settings: Settings) -> dict[str, Any]:
+    """What ``ncindex status`` shows of the store, read without opening it (``ncindex up`` may
+    hold it): the ``engine`` and, for the embedded one, the background optimiser's last state
+    per model (:func:`ncindex.store.edge_optimizer.read_state`)."""
+    if settings.qdrant_url:
+        return {"engine": "qdrant-server"}
+    from ncindex.store.edge_optimizer import read_state
+
+    return {"engine": "qdrant-edge", "optimizer": read_state(edge_root(settings))}

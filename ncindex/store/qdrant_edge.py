@@ -28,7 +28,8 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ import qdrant_edge as qe
 from qdrant_client import models
 
 from ncindex.errors import StoreUnavailable
+from ncindex.store.layout import DEFAULT_LAYOUT, TENANT_FIELD, CollectionLayout
 from ncindex.store.port import (
     DENSE,
     SPARSE,
@@ -58,8 +60,23 @@ ALIAS_FILE = "active_model"
 
 _EDGE_CONFIG_FILE = "edge_config.json"  # written by Edge into every shard folder
 
+_NO_DOC_KEY = ""
+"""Journal entry of a point written without a ``doc_key``: such a write cannot be replayed on
+an optimised copy, so the copy is dropped (see :meth:`QdrantEdgeStore.optimise_aside`)."""
 
-def _index_schema(kind: IndexKind) -> qe.PayloadSchemaType | qe.TextIndexParams:
+_RETIRE_AFTER_SECONDS = 1.0
+"""How long the replaced shard stays open after an optimised copy took its place, seconds."""
+
+_FULL_SCAN_THRESHOLD_KB = 10_000
+"""Below this many kilobytes of vectors a filtered search scans instead of walking the graph
+(Qdrant's default, which Edge's ``HnswIndexConfig`` requires to be given)."""
+
+
+def _index_schema(
+    field: str, kind: IndexKind
+) -> qe.PayloadSchemaType | qe.KeywordIndexParams | qe.TextIndexParams:
+    if field == TENANT_FIELD:
+        return qe.KeywordIndexParams(is_tenant=True)
     if kind is IndexKind.KEYWORD:
         return qe.PayloadSchemaType.Keyword
     if kind is IndexKind.INTEGER:
@@ -168,16 +185,22 @@ class QdrantEdgeStore:
     lives in ``path / model_slug``. An existing shard is opened on first use, so a reopened
     store sees its data before :meth:`ensure_collection`; other calls before the shard exists
     raise ``StoreUnavailable``. Engine failures (including a shard already open elsewhere)
-    raise ``StoreUnavailable``.
+    raise ``StoreUnavailable``. ``layout`` (default :data:`~ncindex.store.layout.DEFAULT_LAYOUT`)
+    is given to a shard this store creates (HNSW, quantisation, disk use; Edge has no shards or
+    replicas).
     """
 
-    def __init__(self, path: Path, model_slug: str) -> None:
+    def __init__(
+        self, path: Path, model_slug: str, *, layout: CollectionLayout = DEFAULT_LAYOUT
+    ) -> None:
         self.root = Path(path)
+        self.layout = layout
         self.model_slug = model_slug
         self.shard_path = self.root / model_slug
         self._lock = threading.RLock()
         self._shard: qe.EdgeShard | None = None
         self._closed = False
+        self._journal: set[str] | None = None  # doc keys written while a copy is optimised
 
     def __repr__(self) -> str:
         return f"QdrantEdgeStore(shard_path={str(self.shard_path)!r})"
@@ -213,15 +236,13 @@ class QdrantEdgeStore:
 
     def ensure_collection(self, dense_dim: int) -> None:
         """Create (or open) the shard with dense ``"dense"`` (``dense_dim`` floats, cosine) and
-        sparse ``"bm25"`` (IDF modifier), every payload index of
-        :data:`ncindex.store.schema.PAYLOAD_INDEXES`, and the alias file if missing.
+        sparse ``"bm25"`` (IDF modifier), HNSW, quantisation and disk use as :attr:`layout`
+        says, every payload index of :data:`ncindex.store.schema.PAYLOAD_INDEXES` (``acl`` as
+        the tenant index), and the alias file if missing.
 
         Idempotent. Raises ``ValueError`` if the shard exists with another dense dimension.
         """
-        config = qe.EdgeConfig(
-            vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
-            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-        )
+        config = _edge_config(self.layout, dense_dim)
         with self._lock, self._call("ensure_collection"):
             self._closed = False
             if self._shard is None:
@@ -237,7 +258,7 @@ class QdrantEdgeStore:
             for field, kind in PAYLOAD_INDEXES.items():
                 if field not in have:
                     self._shard.update(
-                        qe.UpdateOperation.create_field_index(field, _index_schema(kind))
+                        qe.UpdateOperation.create_field_index(field, _index_schema(field, kind))
                     )
             if self.models().active is None:
                 self._write_models(ModelPointers(active=self.model_slug))
@@ -281,7 +302,7 @@ class QdrantEdgeStore:
     def use_model(self, model_slug: str) -> QdrantEdgeStore:
         """A store for another model's shard under the same root (a separate shard to close);
         call its ``ensure_collection`` to build it."""
-        return QdrantEdgeStore(self.root, model_slug)
+        return QdrantEdgeStore(self.root, model_slug, layout=self.layout)
 
     def drop_model(self, model_slug: str) -> None:
         """Delete ``model_slug``'s shard folder. Raises ``ValueError`` if the pointers name it or
@@ -321,8 +342,10 @@ class QdrantEdgeStore:
 
     # --- writes ---------------------------------------------------------------------------------
 
-    def _update(self, what: str, operation: qe.UpdateOperation) -> None:
+    def _update(self, what: str, operation: qe.UpdateOperation, doc_keys: Sequence[str]) -> None:
         with self._lock, self._call(what):
+            if self._journal is not None:
+                self._journal.update(doc_keys)
             self._open_shard().update(operation)
 
     def upsert(self, points: Sequence[PointRecord]) -> None:
@@ -331,18 +354,21 @@ class QdrantEdgeStore:
         A ``None`` vector is left out of the point.
         """
         for batch in batches(points):
+            keys = [str(p.payload.get("doc_key", _NO_DOC_KEY)) for p in batch]
             edge_points = [qe.Point(p.id, _vectors_of(p), p.payload) for p in batch]
-            self._update("upsert", qe.UpdateOperation.upsert_points(edge_points))
+            self._update("upsert", qe.UpdateOperation.upsert_points(edge_points), keys)
 
     def delete_document(self, doc_key: str, keep_content_hash: str | None = None) -> None:
         """Delete the points of ``doc_key`` (all but version ``keep_content_hash`` if given)."""
         flt = to_edge_filter(document_filter(doc_key, keep_content_hash))
-        self._update("delete", qe.UpdateOperation.delete_points_by_filter(flt))
+        self._update("delete", qe.UpdateOperation.delete_points_by_filter(flt), [doc_key])
 
     def set_payload(self, doc_key: str, payload: dict[str, Any]) -> None:
         """Merge ``payload``'s top-level keys into every point of ``doc_key``."""
         flt = to_edge_filter(document_filter(doc_key))
-        self._update("set_payload", qe.UpdateOperation.set_payload_by_filter(flt, payload))
+        self._update(
+            "set_payload", qe.UpdateOperation.set_payload_by_filter(flt, payload), [doc_key]
+        )
 
     # --- reads ----------------------------------------------------------------------------------
 
@@ -464,6 +490,85 @@ class QdrantEdgeStore:
         with self._lock, self._call("optimize"):
             return self._open_shard().optimize()
 
+    def info(self) -> dict[str, int]:
+        """The shard's size: ``points``, ``segments`` and ``indexed_vectors`` (vectors inside
+        HNSW-indexed segments, dense and sparse counted apart)."""
+        with self._call("info"):
+            info = self._open_shard().info()
+        return {
+            "points": info.points_count,
+            "segments": info.segments_count,
+            "indexed_vectors": info.indexed_vectors_count,
+        }
+
+    def optimise_aside(self, optimise: Callable[[Path], None]) -> dict[str, float]:
+        """Optimise a copy of the shard and swap it in, so the optimisers never run in this
+        process: Edge's ``optimize`` holds the Python GIL for its whole run (20 s for 20,000
+        points here, measured), which would stop every thread of the process.
+
+        1. Under the write lock: flush, copy the shard folder beside it, start a journal of the
+           doc keys written from now on. Searches go on (the copy releases the GIL); writes wait.
+        2. Without the lock: ``optimise(copy_path)`` (e.g. a child process that loads the copy,
+           optimises, flushes and closes it). Searches and writes go on against the live shard.
+        3. Under the write lock: load the copy, replay every journaled document (its points as
+           the live shard has them now, or its deletion), close it, move the folders and load
+           the optimised shard in place of the live one; the old one is closed a second later.
+
+        Returns the seconds of each step (``copy_seconds``, ``optimise_seconds``,
+        ``swap_seconds``) and ``replayed`` documents. A write without a ``doc_key`` during step
+        2 cannot be replayed: the copy is dropped and ``StoreUnavailable`` raised, the live
+        shard unchanged; so does a failing ``optimise`` (its exception propagates).
+        """
+        aside = self.root / f".{self.model_slug}.optimising"
+        retired = self.root / f".{self.model_slug}.retired"
+        for leftover in (aside, retired):
+            shutil.rmtree(leftover, ignore_errors=True)
+        started = time.monotonic()
+        with self._lock, self._call("optimise_aside"):
+            self._open_shard().flush()
+            shutil.copytree(self.shard_path, aside)
+            self._journal = set()
+        copied = time.monotonic()
+        try:
+            optimise(aside)
+        except BaseException:
+            with self._lock:
+                self._journal = None
+            shutil.rmtree(aside, ignore_errors=True)
+            raise
+        optimised = time.monotonic()
+        with self._lock, self._call("optimise_aside"):
+            journal, self._journal = self._journal or set(), None
+            if _NO_DOC_KEY in journal:
+                shutil.rmtree(aside, ignore_errors=True)
+                raise StoreUnavailable(
+                    "a point without doc_key was written: optimised copy dropped"
+                )
+            live = self._open_shard()
+            copy = QdrantEdgeStore(self.root, aside.name, layout=self.layout)
+            copy._shard = qe.EdgeShard.load(str(aside))
+            for doc_key in journal:
+                copy.delete_document(doc_key)
+                points = self.document_points(doc_key, with_vectors=True)
+                if points:
+                    copy.upsert(points)
+            copy.close()
+            self.shard_path.rename(retired)
+            aside.rename(self.shard_path)
+            self._shard = qe.EdgeShard.load(str(self.shard_path))
+        swapped = time.monotonic()
+        # a search that took the old shard just before the swap may still be calling it
+        time.sleep(_RETIRE_AFTER_SECONDS)
+        with self._call("close"):
+            live.close()
+        shutil.rmtree(retired, ignore_errors=True)
+        return {
+            "copy_seconds": copied - started,
+            "optimise_seconds": optimised - copied,
+            "swap_seconds": swapped - optimised,
+            "replayed": float(len(journal)),
+        }
+
     def close(self) -> None:
         """Flush and close the shard, releasing its folder; later calls raise
         ``StoreUnavailable``. Closing twice is harmless."""
@@ -474,6 +579,32 @@ class QdrantEdgeStore:
                 with self._call("close"):
                     shard.flush()
                     shard.close()
+
+
+def _edge_config(layout: CollectionLayout, dense_dim: int) -> qe.EdgeConfig:
+    """The shard configuration of ``layout`` (Edge saves it as ``edge_config.json``)."""
+    quantization = (
+        qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True)
+        if layout.quantization == "int8"
+        else None
+    )
+    return qe.EdgeConfig(
+        vectors={
+            DENSE: qe.EdgeVectorParams(
+                size=dense_dim, distance=qe.Distance.Cosine, on_disk=layout.on_disk_vectors
+            )
+        },
+        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        on_disk_payload=layout.on_disk_payload,
+        hnsw_config=qe.HnswIndexConfig(
+            m=layout.hnsw_m,
+            ef_construct=layout.hnsw_ef_construct,
+            full_scan_threshold=_FULL_SCAN_THRESHOLD_KB,
+            payload_m=layout.hnsw_payload_m,
+        ),
+        quantization_config=quantization,
+        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=layout.indexing_threshold_kb),
+    )
 
 
 def _vectors_of(point: PointRecord) -> dict[str, Any]:

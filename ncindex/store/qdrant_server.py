@@ -31,6 +31,7 @@ from qdrant_client.http.exceptions import ApiException, UnexpectedResponse
 from qdrant_client.local.qdrant_local import QdrantLocal
 
 from ncindex.errors import StoreUnavailable
+from ncindex.store.layout import DEFAULT_LAYOUT, TENANT_FIELD, CollectionLayout
 from ncindex.store.port import (
     DENSE,
     SPARSE,
@@ -61,7 +62,11 @@ _LOCAL_LOCKS: weakref.WeakKeyDictionary[QdrantClient, threading.RLock] = weakref
 _LOCAL_LOCKS_GUARD = threading.Lock()
 
 
-def _index_schema(kind: IndexKind) -> models.PayloadSchemaType | models.TextIndexParams:
+def _index_schema(
+    field: str, kind: IndexKind
+) -> models.PayloadSchemaType | models.KeywordIndexParams | models.TextIndexParams:
+    if field == TENANT_FIELD:
+        return models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
     if kind is IndexKind.KEYWORD:
         return models.PayloadSchemaType.KEYWORD
     if kind is IndexKind.INTEGER:
@@ -90,6 +95,8 @@ class QdrantServerStore:
     the store closes it in :meth:`close` unless ``close_client=False``.
     ``collection_prefix`` names the alias (e.g. ``"ncindex"``) and ``model_slug`` the model
     (see :func:`ncindex.store.model_slug`); the collection is ``"{prefix}-{model_slug}"``.
+    ``layout`` (default :data:`~ncindex.store.layout.DEFAULT_LAYOUT`) is given to a collection
+    this store creates.
     Every method raises ``StoreUnavailable`` when Qdrant cannot be reached or fails.
     """
 
@@ -100,8 +107,10 @@ class QdrantServerStore:
         model_slug: str,
         *,
         close_client: bool = True,
+        layout: CollectionLayout = DEFAULT_LAYOUT,
     ) -> None:
         self._client = client
+        self.layout = layout
         self.alias = collection_prefix
         self.model_slug = model_slug
         self.collection = collection_name(collection_prefix, model_slug)
@@ -124,8 +133,10 @@ class QdrantServerStore:
 
     def ensure_collection(self, dense_dim: int) -> None:
         """Create the collection (dense ``"dense"``: ``dense_dim`` floats, cosine; sparse
-        ``"bm25"`` with the IDF modifier), every payload index of
-        :data:`ncindex.store.schema.PAYLOAD_INDEXES` and the alias (pointing here) if missing.
+        ``"bm25"`` with the IDF modifier; shards, replicas, HNSW, quantisation and disk use as
+        :attr:`layout` says), every payload index of
+        :data:`ncindex.store.schema.PAYLOAD_INDEXES` (``acl`` as the tenant index) and the
+        alias (pointing here) if missing.
 
         Idempotent. Raises ``ValueError`` if the collection exists with another dense dimension.
         """
@@ -133,15 +144,7 @@ class QdrantServerStore:
             if not self._client.collection_exists(self.collection):
                 try:
                     self._client.create_collection(
-                        self.collection,
-                        vectors_config={
-                            DENSE: models.VectorParams(
-                                size=dense_dim, distance=models.Distance.COSINE
-                            )
-                        },
-                        sparse_vectors_config={
-                            SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
-                        },
+                        self.collection, **_creation_parameters(self.layout, dense_dim)
                     )
                 except UnexpectedResponse:
                     # another process starting at the same moment may have created it
@@ -162,7 +165,10 @@ class QdrantServerStore:
                 for field, kind in PAYLOAD_INDEXES.items():
                     if field not in have:
                         self._client.create_payload_index(
-                            self.collection, field, field_schema=_index_schema(kind), wait=True
+                            self.collection,
+                            field,
+                            field_schema=_index_schema(field, kind),
+                            wait=True,
                         )
             if self.models().active is None:
                 try:
@@ -210,7 +216,9 @@ class QdrantServerStore:
     def use_model(self, model_slug: str) -> QdrantServerStore:
         """A store for another model's collection on the same client (which it does not close);
         call its ``ensure_collection`` to build it."""
-        return QdrantServerStore(self._client, self.alias, model_slug, close_client=False)
+        return QdrantServerStore(
+            self._client, self.alias, model_slug, close_client=False, layout=self.layout
+        )
 
     def drop_model(self, model_slug: str) -> None:
         """Delete ``model_slug``'s collection. Raises ``ValueError`` if the pointers name it."""
@@ -377,6 +385,41 @@ class QdrantServerStore:
         if self._close_client:
             with self._call("close"):
                 self._client.close()
+
+
+def _creation_parameters(layout: CollectionLayout, dense_dim: int) -> dict[str, Any]:
+    """The keyword arguments of ``QdrantClient.create_collection`` for ``layout`` (Qdrant's
+    REST ``PUT /collections/{name}`` body: ``vectors``, ``sparse_vectors``, ``shard_number``,
+    ``replication_factor``, ``write_consistency_factor``, ``on_disk_payload``, ``hnsw_config``,
+    ``quantization_config``, ``optimizers_config``)."""
+    quantization = (
+        models.ScalarQuantization(
+            scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, always_ram=True)
+        )
+        if layout.quantization == "int8"
+        else None
+    )
+    return {
+        "vectors_config": {
+            DENSE: models.VectorParams(
+                size=dense_dim, distance=models.Distance.COSINE, on_disk=layout.on_disk_vectors
+            )
+        },
+        "sparse_vectors_config": {SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        "shard_number": layout.shard_number,
+        "replication_factor": layout.replication_factor,
+        "write_consistency_factor": layout.write_consistency_factor,
+        "on_disk_payload": layout.on_disk_payload,
+        "hnsw_config": models.HnswConfigDiff(
+            m=layout.hnsw_m,
+            ef_construct=layout.hnsw_ef_construct,
+            payload_m=layout.hnsw_payload_m,
+        ),
+        "quantization_config": quantization,
+        "optimizers_config": models.OptimizersConfigDiff(
+            indexing_threshold=layout.indexing_threshold_kb
+        ),
+    }
 
 
 def _vectors_of(point: PointRecord) -> dict[str, Any]:

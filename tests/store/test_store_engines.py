@@ -158,6 +158,10 @@ def test_server_creates_every_payload_index(monkeypatch: pytest.MonkeyPatch) -> 
         if kind is IndexKind.TEXT:
             assert isinstance(created[field], m.TextIndexParams)
             assert created[field].tokenizer == m.TokenizerType.WORD
+        elif field == "acl":  # the tenant index
+            assert created[field] == m.KeywordIndexParams(
+                type=m.KeywordIndexType.KEYWORD, is_tenant=True
+            )
         else:
             assert created[field] == expected[kind]
     info = client.get_collection(store.collection)

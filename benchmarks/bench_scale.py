@@ -1,0 +1,296 @@
+"""Benchmark: verified search from 10,000 to 1,000,000 chunks on Qdrant Edge, in two tenancy
+shapes (``make bench-scale``).
+
+Shapes: ``20_users`` (documents owned by and shared among 20 users, as ``make bench-search``)
+and ``one_user`` (one person's Nextcloud: ``alice`` can see every point, so the ``acl`` filter
+lets everything through). For each shape and size a Qdrant Edge store laid out as the settings
+say (:class:`ncindex.store.layout.CollectionLayout`: int8 quantisation, on-disk originals and
+payloads, ``acl`` as the tenant index, HNSW with ``payload_m``) is filled with right-shaped
+points (:func:`bench_search.fill`), then optimised the way ``ncindex up`` does it in the
+background (a copy optimised in a child process and swapped in,
+:meth:`~ncindex.store.qdrant_edge.QdrantEdgeStore.optimise_aside`), then queried:
+
+- ``p50_ms`` / ``p95_ms``: :meth:`SearchService.search` as alice with the realistic filter of
+  ``bench-search`` (notes and files, last half year, under /Projects or /Notes, AND her acl),
+  verification answered by a local server in 5 ms;
+- ``bare_query_p95_ms``: the engine query alone with the same filter and sizes; ``bound_p95_ms``
+  = embed + bare query + one verification round trip, per query; ``ratio_p95`` = search p95 /
+  bound p95 (target ≤ 1.3);
+- ``recall_at_10_vs_exact``: the dense branch's top 10 through the index against an exact
+  (brute-force) search with the same filter, averaged over the queries (target ≥ 0.99);
+- ``optimize_max_search_ms`` / ``optimize_max_write_ms``: the longest search and one-document
+  write another thread made while the store was optimised;
+- ``rss_mb``: resident memory of this process (the search process: models, store) after the
+  queries; ``disk_mb``: the store's folder; ``fill_points_per_s``; ``optimize_seconds``.
+
+Writes ``benchmarks/results/scale.json`` (``{"shapes": {"20_users": {"10000": {…}, …},
+"one_user": {…}}}``) and the "Scale" section of ``benchmarks/RESULTS.md``.
+Options: ``--sizes 10000,100000,1000000``, ``--shapes 20_users,one_user``, ``--queries N``,
+``--tmp DIR`` (where the stores are built; a million chunks take several GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+from bench_search import (
+    USERS,
+    WARMUP,
+    fill,
+    pct,
+    queries,
+    realistic_request,
+    scifact_pieces,
+    start_verifier,
+)
+from pydantic import SecretStr
+from results_md import write_section
+
+from ncindex.embedding.embedder import Embedder
+from ncindex.embedding.models import install_models
+from ncindex.nextcloud.client import NextcloudClient, make_http
+from ncindex.search.filters import build_filter
+from ncindex.search.service import CHUNKS_PER_DOC, MAX_POOL, MAX_ROUNDS, SearchService
+from ncindex.settings import Settings
+from ncindex.store import DENSE, CollectionLayout, Fusion, PointRecord
+from ncindex.store.edge_optimizer import optimise_in_child
+from ncindex.store.qdrant_edge import QdrantEdgeStore, to_edge_filter
+
+ROOT = Path(__file__).resolve().parent
+RESULTS_JSON = ROOT / "results" / "scale.json"
+SHAPES = {"20_users": USERS, "one_user": ["alice"]}
+
+
+def rss_mb() -> float:
+    """Resident memory of this process, MB (``VmRSS`` of ``/proc/self/status``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def disk_mb(path: Path) -> float:
+    """Disk used under ``path``, MB (``du -sk``)."""
+    out = subprocess.run(["du", "-sk", str(path)], capture_output=True, text=True, check=True)
+    return round(int(out.stdout.split()[0]) / 1024, 1)
+
+
+def dense_top10(store: QdrantEdgeStore, dense: list[float], flt: Any, exact: bool) -> list[str]:
+    """The dense branch's 10 best point ids under ``flt``, through the index or exactly."""
+    request = qe.QueryRequest(
+        limit=10,
+        query=qe.Query.Nearest(list(dense), using=DENSE),
+        filter=to_edge_filter(flt),
+        params=qe.SearchParams(exact=exact),
+        with_payload=False,
+        with_vector=False,
+    )
+    return [str(p.id) for p in store._open_shard().query(request)]
+
+
+def optimise_under_load(store: QdrantEdgeStore, embedder: Embedder, text: str) -> dict[str, float]:
+    """Optimise ``store`` as ``ncindex up`` does while another thread searches and writes one
+    document in a loop; returns the longest search and write, ms, and how many ran."""
+    dense, sparse = embedder.embed_query(text)
+    searches: list[float] = []
+    writes: list[float] = []
+    done = threading.Event()
+
+    def traffic() -> None:
+        n = 0
+        while not done.is_set():
+            t = time.perf_counter()
+            store.query(dense=dense, sparse=sparse, flt=None, limit=10, prefetch_limit=100,
+                        fusion=Fusion.DBSF)  # fmt: skip
+            searches.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            store.upsert([PointRecord(str(uuid.UUID(int=n)), {"doc_key": f"probe:{n}"}, dense)])
+            writes.append((time.perf_counter() - t) * 1000)
+            n += 1
+            time.sleep(0.01)
+
+    worker = threading.Thread(target=traffic)
+    worker.start()
+    try:
+        store.optimise_aside(optimise_in_child)
+    finally:
+        done.set()
+        worker.join()
+    for n in range(len(writes)):
+        store.delete_document(f"probe:{n}")
+    return {
+        "optimize_max_search_ms": round(max(searches, default=0.0), 1),
+        "optimize_max_write_ms": round(max(writes, default=0.0), 1),
+        "optimize_searches": len(searches),
+    }
+
+
+def measure(
+    people: list[str],
+    size: int,
+    n_queries: int,
+    embedder: Embedder,
+    settings: Settings,
+    pieces: list[str],
+    sparse: list[Any],
+    verifier_url: str,
+    tmp_root: str | None,
+) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=tmp_root) as tmp:
+        store = QdrantEdgeStore(Path(tmp), "bench", layout=CollectionLayout.from_settings(settings))
+        store.ensure_collection(embedder.dense_dim)
+        t0 = time.perf_counter()
+        share = fill(store, size, pieces, sparse, embedder.dense_dim, people)
+        fill_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        waits = optimise_under_load(store, embedder, pieces[0])
+        optimize_s = time.perf_counter() - t0
+        info = store.info()
+        run_settings = settings.model_copy(update={"nextcloud_url": verifier_url})
+        http = make_http(run_settings)
+        client = NextcloudClient.for_account(http, "alice", "pw")
+        service = SearchService(run_settings, lambda: (store, embedder))
+        limit = run_settings.search_default_limit
+        fetch = limit * run_settings.search_overfetch * CHUNKS_PER_DOC
+        pool = min(MAX_POOL, max(run_settings.prefetch_limit, fetch * MAX_ROUNDS))
+        fusion = Fusion(run_settings.fusion)
+        rows = []
+        for i, query in enumerate(queries(WARMUP + n_queries)):
+            request = realistic_request(query)
+            t = time.perf_counter()
+            service.search(client, request)
+            total = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            dense, sparse_q = embedder.embed_query(query)
+            embed = (time.perf_counter() - t) * 1000
+            flt = build_filter("alice", request.filter_tree())
+            t = time.perf_counter()
+            store.query(dense=dense, sparse=sparse_q, flt=flt, limit=fetch, prefetch_limit=pool,
+                        fusion=fusion)  # fmt: skip
+            bare = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            client.get_note(1)
+            rtt = (time.perf_counter() - t) * 1000
+            exact = dense_top10(store, dense, flt, exact=True)
+            approximate = set(dense_top10(store, dense, flt, exact=False))
+            recall = len(approximate.intersection(exact)) / len(exact) if exact else 1.0
+            if i >= WARMUP:
+                rows.append({"total": total, "bare": bare, "bound": embed + bare + rtt,
+                             "recall": recall})  # fmt: skip
+        resident = rss_mb()
+        disk = disk_mb(Path(tmp))
+        service.close()
+        http.close()
+        store.close()
+    totals = [r["total"] for r in rows]
+    bounds = [r["bound"] for r in rows]
+    return {
+        "chunks": size,
+        "queries": len(rows),
+        "filter_share": round(share, 4),
+        "segments": info["segments"],
+        "p50_ms": round(pct(totals, 0.5), 2),
+        "p95_ms": round(pct(totals, 0.95), 2),
+        "bare_query_p50_ms": round(pct([r["bare"] for r in rows], 0.5), 2),
+        "bare_query_p95_ms": round(pct([r["bare"] for r in rows], 0.95), 2),
+        "bound_p95_ms": round(pct(bounds, 0.95), 2),
+        "ratio_p95": round(pct(totals, 0.95) / pct(bounds, 0.95), 3),
+        "recall_at_10_vs_exact": round(statistics.mean(r["recall"] for r in rows), 4),
+        "rss_mb": resident,
+        "disk_mb": disk,
+        "fill_points_per_s": round(size / fill_s),
+        "optimize_seconds": round(optimize_s, 1),
+        **waits,
+    }
+
+
+def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
+    when = datetime.now(UTC).strftime("%Y-%m-%d")
+    load = os.getloadavg()[0]
+    lines = [
+        "## Scale",
+        "",
+        f"`make bench-scale` — {when}, {platform.machine()}, {os.cpu_count()} cores, load "
+        f"average {load:.1f} at the end. Qdrant Edge with the default layout (int8 quantisation "
+        f"in RAM, originals and payloads on disk, `acl` as the tenant index, HNSW m "
+        f"{settings.qdrant_hnsw_m} / payload_m {settings.qdrant_hnsw_payload_m}), filled as "
+        "`bench-search` fills it, then optimised as `ncindex up` does in the background (a copy "
+        f"in a child process, swapped in). {n_queries} queries per size as `alice` with the "
+        "realistic filter; times in ms; bound = embed + bare query + one 5 ms verification "
+        "round trip; recall = the dense branch's top 10 through the index against exact search "
+        "with the same filter; RSS is the search process (models and store).",
+        "",
+        "| shape | chunks | filter selects | p50 | p95 | bare p95 | bound p95 | ratio p95 | "
+        "recall@10 vs exact | RSS MB | disk MB | fill points/s | optimise s | longest search / "
+        "write while optimising, ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for shape, sizes in results["shapes"].items():
+        for size, r in sizes.items():
+            lines.append(
+                f"| {shape} | {int(size):,} | {r['filter_share']:.1%} | {r['p50_ms']} | "
+                f"{r['p95_ms']} | {r['bare_query_p95_ms']} | {r['bound_p95_ms']} | "
+                f"{r['ratio_p95']} | {r['recall_at_10_vs_exact']} | {r['rss_mb']} | "
+                f"{r['disk_mb']} | {r['fill_points_per_s']:,} | {r['optimize_seconds']} | "
+                f"{r['optimize_max_search_ms']} / {r['optimize_max_write_ms']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--tmp", default=None, help="folder for the stores (default: $TMPDIR)")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    base = Settings()
+    settings = Settings(
+        accounts={"alice": SecretStr("pw")},
+        user_cache_seconds=0,
+        verify_concurrency=max(base.verify_concurrency, base.search_default_limit),
+    )
+    install_models(settings.model_dir)
+    embedder = Embedder(settings)
+    embedder.load()
+    pieces = scifact_pieces()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    pieces = pieces[: min(len(pieces), max(sizes))]
+    sparse = embedder.embed_documents_sparse(pieces)
+    verifier = start_verifier()
+    url = f"http://127.0.0.1:{verifier.server_address[1]}"
+    results: dict[str, Any] = {"shapes": {}}
+    for shape in args.shapes.split(","):
+        results["shapes"][shape] = {}
+        for size in sizes:
+            row = measure(SHAPES[shape], size, args.queries, embedder, settings, pieces, sparse,
+                          url, args.tmp)  # fmt: skip
+            results["shapes"][shape][str(size)] = row
+            print(json.dumps({shape: {str(size): row}}), file=sys.stderr, flush=True)
+    verifier.shutdown()
+    table = section(results, settings, args.queries)
+    print(table)
+    if not args.no_write:
+        RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        write_section("Scale", table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

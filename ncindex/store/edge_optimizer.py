@@ -1,0 +1,196 @@
+"""Keeps the embedded engine (Qdrant Edge) optimised in the background.
+
+Qdrant Edge never runs its segment optimisers by itself (merging segments, building HNSW and
+the quantised vectors), so without this a growing shard is searched by scanning every point the
+filter lets through. And Edge's ``optimize`` holds the Python GIL for its whole run, so it cannot
+run on a thread of the process that serves searches: :class:`EdgeOptimizer` checks the shards
+every ``check_seconds`` and, when at least ``after_points`` points sit outside HNSW-indexed
+segments, optimises a copy of the shard in a child process
+(``python -m ncindex.store.edge_optimizer PATH``) and swaps it in
+(:meth:`~ncindex.store.qdrant_edge.QdrantEdgeStore.optimise_aside`).
+
+Its state is written to ``optimizer.json`` in the store's root (one entry per model slug), for
+``ncindex status`` in another process (:func:`read_state`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from ncindex.errors import StoreUnavailable
+from ncindex.store.qdrant_edge import QdrantEdgeStore
+
+log = structlog.get_logger(__name__)
+
+STATE_FILE = "optimizer.json"
+"""The optimiser's state, in the embedded store's root folder."""
+
+CHILD_TIMEOUT_SECONDS = 6 * 3600
+"""Longest run of one child optimisation, seconds (a million points took minutes here)."""
+
+
+def unindexed_points(info: dict[str, int]) -> int:
+    """Points whose dense vector is outside an HNSW-indexed segment, from
+    :meth:`QdrantEdgeStore.info`. Edge's ``indexed_vectors`` counts the BM25 vectors of every
+    segment (a sparse index is always built) plus the dense vectors of optimised segments
+    (measured: 20,000 fresh points show 20,000; after ``optimize`` 40,000), so with a BM25
+    vector on every chunk the dense vectors indexed are ``indexed_vectors - points``."""
+    points = info["points"]
+    return min(points, max(0, 2 * points - info["indexed_vectors"]))
+
+
+def optimise_in_child(path: Path) -> None:
+    """Optimise the closed shard copy at ``path`` in a child Python process (this module's
+    ``__main__``), so the optimisers hold another interpreter's GIL. Raises
+    ``StoreUnavailable`` when the child fails or outlives ``CHILD_TIMEOUT_SECONDS``."""
+    try:
+        subprocess.run(  # noqa: S603 - our own module, by this interpreter
+            [sys.executable, "-m", "ncindex.store.edge_optimizer", str(path)],
+            check=True,
+            capture_output=True,
+            timeout=CHILD_TIMEOUT_SECONDS,
+        )
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        stderr = getattr(exc, "stderr", b"") or b""
+        raise StoreUnavailable(
+            f"optimising {str(path)!r} failed: {exc}; {stderr.decode(errors='replace')[-500:]}"
+        ) from exc
+
+
+def read_state(root: Path) -> dict[str, Any]:
+    """The optimiser's last state per model slug (``{}`` when it never ran): ``state``
+    (``"idle"``, ``"optimising"`` or ``"failed"``), ``checked_at`` / ``started_at`` /
+    ``finished_at`` (Unix seconds), ``points``, ``segments``, ``unindexed_points``, the seconds
+    of the last run's steps and its ``error``."""
+    try:
+        raw = json.loads((Path(root) / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+class EdgeOptimizer:
+    """A daemon thread optimising the Edge shards ``stores()`` returns (the live model's and a
+    mirror model's) whenever ``after_points`` or more points are unindexed beyond those its
+    last run left unindexed (segments still below the layout's indexing threshold), checking
+    every ``check_seconds``. ``optimise`` runs the optimisers on a shard copy (default:
+    :func:`optimise_in_child`). ``after_points`` 0 turns it off."""
+
+    def __init__(
+        self,
+        stores: Callable[[], Iterable[QdrantEdgeStore]],
+        *,
+        after_points: int,
+        check_seconds: float,
+        optimise: Callable[[Path], None] = optimise_in_child,
+    ) -> None:
+        self._stores = stores
+        self.after_points = after_points
+        self.check_seconds = check_seconds
+        self._optimise = optimise
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._left_unindexed: dict[str, int] = {}
+
+    def start(self) -> None:
+        """Start the checking thread (nothing when ``after_points`` is 0)."""
+        if self.after_points <= 0 or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="edge-optimizer", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Ask the thread to stop and wait up to ``timeout`` seconds; an optimisation under way
+        finishes first (its child process is not killed)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.check_seconds):
+            try:
+                self.check_once()
+            except Exception:  # the thread must outlive one failing round; logged with its cause
+                log.exception("edge_optimizer_round_failed")
+
+    def check_once(self) -> list[str]:
+        """Optimise every shard that needs it now; returns the model slugs optimised."""
+        done: list[str] = []
+        for store in self._stores():
+            if self._stop.is_set():
+                break
+            info = store.info()
+            unindexed = unindexed_points(info)
+            entry: dict[str, Any] = {
+                "state": "idle",
+                "checked_at": time.time(),
+                **info,
+                "unindexed_points": unindexed,
+            }
+            # points left unindexed by the last run (segments below the indexing threshold)
+            # do not count again, or a small shard would be copied on every check
+            left = self._left_unindexed.get(store.model_slug, 0)
+            if unindexed - min(left, unindexed) < self.after_points:
+                self._record(store, entry)
+                continue
+            entry.update(state="optimising", started_at=time.time())
+            self._record(store, entry)
+            try:
+                report = store.optimise_aside(self._optimise)
+            except StoreUnavailable as exc:
+                entry.update(state="failed", finished_at=time.time(), error=str(exc))
+                self._record(store, entry)
+                log.warning("edge_optimize_failed", model=store.model_slug, error=str(exc))
+                continue
+            after = store.info()
+            self._left_unindexed[store.model_slug] = unindexed_points(after)
+            entry.update(
+                state="idle",
+                finished_at=time.time(),
+                error=None,
+                **report,
+                **after,
+                unindexed_points=unindexed_points(after),
+            )
+            self._record(store, entry)
+            log.info("edge_optimized", model=store.model_slug, **report, **after)
+            done.append(store.model_slug)
+        return done
+
+    @staticmethod
+    def _record(store: QdrantEdgeStore, entry: dict[str, Any]) -> None:
+        state = read_state(store.root)
+        state[store.model_slug] = {**state.get(store.model_slug, {}), **entry}
+        tmp = store.root / f".{STATE_FILE}.{os.getpid()}.tmp"
+        with contextlib.suppress(OSError):  # the state is informative; indexing must go on
+            tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
+            os.replace(tmp, store.root / STATE_FILE)
+
+
+def _main(argv: list[str]) -> int:
+    """Child entry: load the shard copy ``argv[0]``, optimise, flush, close."""
+    import qdrant_edge as qe
+
+    (path,) = argv
+    shard = qe.EdgeShard.load(path)
+    try:
+        shard.optimize()
+        shard.flush()
+    finally:
+        shard.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))

@@ -1,0 +1,188 @@
+"""The embedded engine keeps itself optimised: a copy of the shard is optimised in a child
+process and swapped in, with every write made meanwhile replayed, searches served throughout,
+and the state left for ``ncindex status``."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from qdrant_client import models as m
+
+from ncindex.errors import StoreUnavailable
+from ncindex.settings import Settings
+from ncindex.store import Fusion, PointRecord, SparseVector, store_status
+from ncindex.store.edge_optimizer import (
+    EdgeOptimizer,
+    optimise_in_child,
+    read_state,
+    unindexed_points,
+)
+from ncindex.store.layout import DEFAULT_LAYOUT
+from ncindex.store.qdrant_edge import QdrantEdgeStore
+
+DIM = 16
+SMALL = dataclasses.replace(DEFAULT_LAYOUT, indexing_threshold_kb=10)
+"""Index segments from 10 KB (a few hundred points of 16 floats) so the tests build HNSW."""
+
+
+def _points(start: int, n: int, user: str = "alice") -> list[PointRecord]:
+    rng = np.random.default_rng(start)
+    return [
+        PointRecord(
+            id=str(uuid.UUID(int=start + i)),
+            payload={"doc_key": f"file:{start + i}", "acl": [user], "chunk_index": 0},
+            dense=rng.standard_normal(DIM).tolist(),
+            sparse=SparseVector(indices=[(start + i) % 97], values=[1.0]),
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> QdrantEdgeStore:
+    s = QdrantEdgeStore(tmp_path, "m", layout=SMALL)
+    s.ensure_collection(DIM)
+    s.upsert(_points(0, 400))
+    yield s
+    s.close()
+
+
+def _doc_keys(store: QdrantEdgeStore) -> set[str]:
+    return {p["doc_key"] for p in store.scroll(None, ["doc_key"])}
+
+
+def test_fresh_points_are_unindexed_and_an_optimised_shard_has_none(
+    store: QdrantEdgeStore,
+) -> None:
+    assert unindexed_points(store.info()) == 400
+    store.optimise_aside(optimise_in_child)
+    assert unindexed_points(store.info()) == 0
+    assert store.info()["points"] == 400
+
+
+def test_writes_during_the_optimisation_are_replayed(store: QdrantEdgeStore) -> None:
+    def optimise_while_writing(path: Path) -> None:
+        store.upsert(_points(1000, 30, user="bob"))  # new documents
+        store.delete_document("file:5")  # a removed one
+        store.set_payload("file:7", {"acl": ["alice", "carol"]})  # a share
+        optimise_in_child(path)
+        store.upsert(_points(2000, 5))  # written while the copy was optimised
+
+    report = store.optimise_aside(optimise_while_writing)
+
+    assert report["replayed"] == 37
+    keys = _doc_keys(store)
+    assert len(keys) == 400 - 1 + 30 + 5
+    assert "file:5" not in keys and "file:1000" in keys and "file:2004" in keys
+    (seven,) = store.document_points("file:7")
+    assert seven.payload["acl"] == ["alice", "carol"]
+    flt = m.Filter(must=[m.FieldCondition(key="acl", match=m.MatchAny(any=["bob"]))])
+    hits = store.query(
+        dense=_points(1000, 1)[0].dense,
+        sparse=None,
+        flt=flt,
+        limit=5,
+        prefetch_limit=50,
+        fusion=Fusion.DBSF,
+    )
+    assert hits and hits[0].payload["doc_key"] == "file:1000"
+    # what was written before the copy is indexed; only the replayed writes are not yet
+    assert unindexed_points(store.info()) <= report["replayed"]
+    assert not list(store.root.glob(".m.*")), "no copy or retired shard left behind"
+
+
+def test_searches_are_served_while_the_copy_is_optimised(store: QdrantEdgeStore) -> None:
+    searched: list[int] = []
+
+    def optimise_and_search(path: Path) -> None:
+        child = threading.Thread(target=optimise_in_child, args=(path,))
+        child.start()
+        while child.is_alive():
+            searched.append(
+                len(
+                    store.query(
+                        dense=[1.0] * DIM,
+                        sparse=None,
+                        flt=None,
+                        limit=3,
+                        prefetch_limit=10,
+                        fusion=Fusion.DBSF,
+                    )
+                )
+            )
+        child.join()
+
+    store.optimise_aside(optimise_and_search)
+    assert searched and all(n == 3 for n in searched)
+
+
+def test_a_failing_optimisation_leaves_the_live_shard_as_it_was(store: QdrantEdgeStore) -> None:
+    def fail(path: Path) -> None:
+        store.upsert(_points(5000, 2))
+        raise StoreUnavailable("child died")
+
+    with pytest.raises(StoreUnavailable, match="child died"):
+        store.optimise_aside(fail)
+    assert len(_doc_keys(store)) == 402
+    assert not list(store.root.glob(".m.*"))
+    store.upsert(_points(6000, 1))  # the journal is off again: writes go on as before
+    assert len(_doc_keys(store)) == 403
+
+
+def test_a_write_that_cannot_be_replayed_drops_the_copy(store: QdrantEdgeStore) -> None:
+    def write_without_doc_key(path: Path) -> None:
+        store.upsert([PointRecord(id=str(uuid.UUID(int=9999)), payload={}, dense=[0.5] * DIM)])
+        optimise_in_child(path)
+
+    with pytest.raises(StoreUnavailable, match="without doc_key"):
+        store.optimise_aside(write_without_doc_key)
+    assert store.info()["points"] == 401
+    assert unindexed_points(store.info()) == 401
+
+
+def test_the_optimizer_acts_on_its_threshold_and_records_its_state(
+    store: QdrantEdgeStore, tmp_path: Path
+) -> None:
+    idle = EdgeOptimizer(lambda: [store], after_points=1000, check_seconds=3600)
+    assert idle.check_once() == []
+    assert read_state(tmp_path)["m"]["state"] == "idle"
+    assert read_state(tmp_path)["m"]["unindexed_points"] == 400
+
+    busy = EdgeOptimizer(lambda: [store], after_points=100, check_seconds=3600)
+    assert busy.check_once() == ["m"]
+    state = read_state(tmp_path)["m"]
+    assert state["state"] == "idle" and state["error"] is None
+    assert state["unindexed_points"] == 0 and state["optimise_seconds"] > 0
+
+    def broken(path: Path) -> None:
+        raise StoreUnavailable("no child")
+
+    store.upsert(_points(7000, 150))
+    failing = EdgeOptimizer(lambda: [store], after_points=100, check_seconds=3600, optimise=broken)
+    assert failing.check_once() == []
+    assert read_state(tmp_path)["m"]["state"] == "failed"
+    assert "no child" in read_state(tmp_path)["m"]["error"]
+
+    settings = Settings(qdrant_path=tmp_path)
+    assert store_status(settings) == {"engine": "qdrant-edge", "optimizer": read_state(tmp_path)}
+
+
+def test_the_optimizer_thread_runs_and_stops(store: QdrantEdgeStore) -> None:
+    optimizer = EdgeOptimizer(lambda: [store], after_points=100, check_seconds=0.05)
+    optimizer.start()
+    try:
+        for _ in range(600):
+            if unindexed_points(store.info()) == 0:
+                break
+            threading.Event().wait(0.1)
+    finally:
+        optimizer.stop(timeout=60)
+    assert unindexed_points(store.info()) == 0
+    off = EdgeOptimizer(lambda: [store], after_points=0, check_seconds=0.05)
+    off.start()
+    assert off._thread is None
