@@ -15,6 +15,7 @@ const OPEN_PATHS = {
 };
 let session = { user: null, csrf: "", nextcloud_url: "" };
 let pollTimer = null;
+let searchSeq = 0; // only the newest search's answer is shown (answers can arrive out of order)
 let explainSupported = true; // POST /v1/search takes "explain" once issue 19 is merged
 
 function status(text, isError) {
@@ -229,6 +230,7 @@ function requestBody() {
 }
 
 async function search(push) {
+  const seq = ++searchSeq;
   renderChips();
   if (!$("q").value.trim()) { $("results").replaceChildren(); return; }
   if ($("after").value && $("before").value && $("after").value >= $("before").value) {
@@ -242,6 +244,7 @@ async function search(push) {
     explainSupported = false; // a server without explain still answers, once asked without
     ({ response, data } = await call("POST", "/v1/search", requestBody()));
   }
+  if (seq !== searchSeq) return; // a newer search was started meanwhile
   if (response.status === 401) { signedOut("Your sign-in ended. Sign in again to search."); return; }
   if (!response.ok) { status(problemText(response, data), true); return; }
   $("results").replaceChildren(...data.results.map(resultItem));
