@@ -137,7 +137,7 @@ def create_app(
     app.register_blueprint(search_blueprint(services, service, shared))
     app.register_blueprint(rcp_blueprint(server, shared))
     app.register_blueprint(facets_blueprint(services, lambda: live()[0], shared))
-    app.register_blueprint(ui_blueprint(services))
+    app.register_blueprint(ui_blueprint(services, shared))
     install_session_auth(app, services)
     app.register_blueprint(openapi_blueprint())
 

@@ -47,6 +47,7 @@ from ncindex.runtime import Services
 from ncindex.web.auth import resolve_caller
 from ncindex.web.problems import problem, problem_for
 from ncindex.web.session import COOKIE, CSRF_HEADER, UiSessions, csrf_ok
+from search_api.search import Decorator
 
 log = structlog.get_logger(__name__)
 
@@ -117,9 +118,13 @@ def install_session_auth(app: Flask, services: Services) -> None:
         return response
 
 
-def ui_blueprint(services: Services) -> Blueprint:
-    """The page and the ``/ui/`` routes (see the module docstring)."""
+def ui_blueprint(services: Services, limited: Decorator | None = None) -> Blueprint:
+    """The page and the ``/ui/`` routes (see the module docstring). ``limited`` wraps the
+    sign-in routes that ask Nextcloud, so they share the search rate limits — among them the
+    per-address limit of refused credentials: guessing app passwords through the page must not
+    make Nextcloud's brute-force protection throttle ncindex's own address."""
     bp = Blueprint("ui", __name__, static_folder=str(STATIC), static_url_path="/ui/static")
+    limit = limited or (lambda f: f)
     sessions = _sessions(services)
     settings = services.settings
 
@@ -129,7 +134,9 @@ def ui_blueprint(services: Services) -> Blueprint:
             session_id,
             httponly=True,
             samesite="Strict",
-            secure=request.is_secure,
+            # Secure over TLS, also behind a TLS-terminating proxy (a client claiming https
+            # only makes its own cookie stricter)
+            secure=request.is_secure or request.headers.get("X-Forwarded-Proto") == "https",
             path="/",
         )
         return response
@@ -174,6 +181,7 @@ def ui_blueprint(services: Services) -> Blueprint:
         return session_cookie(response, session_id) if fresh else response
 
     @bp.post("/ui/login/flow")
+    @limit
     def login_flow() -> Response:
         found = current(check_csrf=True)
         if isinstance(found, Response):
@@ -189,6 +197,7 @@ def ui_blueprint(services: Services) -> Blueprint:
         return jsonify({"login_url": flow.login_url})
 
     @bp.post("/ui/login/poll")
+    @limit
     def login_poll() -> Response:
         found = current(check_csrf=True)
         if isinstance(found, Response):
@@ -213,6 +222,7 @@ def ui_blueprint(services: Services) -> Blueprint:
         return signed_in(session_id, authorization, user, "flow")
 
     @bp.post("/ui/login/password")
+    @limit
     def login_password() -> Response:
         found = current(check_csrf=True)
         if isinstance(found, Response):
@@ -234,6 +244,7 @@ def ui_blueprint(services: Services) -> Blueprint:
         return signed_in(session_id, authorization, user, "typed")
 
     @bp.post("/ui/logout")
+    @limit
     def logout() -> Response:
         found = current(check_csrf=True)
         if isinstance(found, Response):

@@ -52,6 +52,10 @@ def test_flow_sign_in_filters_per_caller_and_sign_out(stack: Stack) -> None:
     cookie = alice.get_cookie(COOKIE)
     assert cookie is not None and cookie.http_only and cookie.same_site == "Strict"
     assert "Basic" not in str(session(alice))  # the credential never reaches the page
+    assert not cookie.secure
+    behind_tls = stack.search.application.test_client()
+    behind_tls.get("/ui/session", headers={"X-Forwarded-Proto": "https"})
+    assert behind_tls.get_cookie(COOKIE).secure
 
     def alice_folders() -> list[str]:
         return alice.get("/v1/folders").get_json()["folders"]
