@@ -13,8 +13,10 @@ of a SHA-256 of that id (a Redis dump names no cookie), a hash of:
   or ``typed`` (one the user made and typed in; theirs to keep);
 * ``poll_token`` — the Login Flow v2 poll token while a sign-in is under way.
 
-A session lives ``settings.ui_session_seconds`` after its last use. Signing in replaces the
-session id (no fixation). Redis failures raise ``redis.RedisError`` (callers answer 503).
+A signed-in session lives ``settings.ui_session_seconds`` after its last use, one not signed
+in :data:`ANONYMOUS_SECONDS` (enough for a Login Flow v2 sign-in; every visit of the page makes
+one, so they must not pile up in Redis). Signing in replaces the session id (no fixation).
+Redis failures raise ``redis.RedisError`` (callers answer 503).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ COOKIE = "ncindex_session"
 """The session cookie's name."""
 CSRF_HEADER = "X-CSRF-Token"
 """The header carrying the session's CSRF token on state-changing requests."""
+ANONYMOUS_SECONDS = 20 * 60
+"""Lifetime of a session not signed in, seconds (guess: about as long as Nextcloud keeps an
+unfinished Login Flow v2; its cleanup job was not read)."""
 
 
 class UiSessions:
@@ -50,8 +55,11 @@ class UiSessions:
         record = {"csrf": secrets.token_urlsafe(32), **fields}
         key = self._key(session_id)
         self.redis.call("hset", key, mapping=record)
-        self.redis.call("expire", key, self.ttl)
+        self.redis.call("expire", key, self._ttl(record))
         return session_id, record
+
+    def _ttl(self, record: dict[str, str]) -> int:
+        return self.ttl if record.get("user") else min(self.ttl, ANONYMOUS_SECONDS)
 
     def load(self, session_id: str | None) -> dict[str, str] | None:
         """The record of ``session_id`` (its lifetime renewed), or ``None`` for no, a malformed
@@ -62,8 +70,9 @@ class UiSessions:
         raw = self.redis.call("hgetall", key)
         if not raw:
             return None
-        self.redis.call("expire", key, self.ttl)
-        return {k.decode(): v.decode() for k, v in raw.items()}
+        record = {k.decode(): v.decode() for k, v in raw.items()}
+        self.redis.call("expire", key, self._ttl(record))
+        return record
 
     def update(self, session_id: str, **fields: str | None) -> None:
         """Set ``fields`` (a ``None`` value removes that field)."""

@@ -4,9 +4,11 @@ sign-out deleting the app password in Nextcloud."""
 
 from __future__ import annotations
 
+import hashlib
+
 from flask.testing import FlaskClient
 
-from ncindex.web.session import COOKIE, CSRF_HEADER
+from ncindex.web.session import ANONYMOUS_SECONDS, COOKIE, CSRF_HEADER
 from support import PASSWORDS, Stack, wait_until
 
 
@@ -53,9 +55,16 @@ def test_flow_sign_in_filters_per_caller_and_sign_out(stack: Stack) -> None:
     assert cookie is not None and cookie.http_only and cookie.same_site == "Strict"
     assert "Basic" not in str(session(alice))  # the credential never reaches the page
     assert not cookie.secure
+
+    def ttl(client: FlaskClient) -> int:
+        digest = hashlib.sha256(client.get_cookie(COOKIE).value.encode()).hexdigest()
+        return stack.services.redis.ttl(stack.settings.names.ui_session(digest))
+
+    assert ttl(alice) > ANONYMOUS_SECONDS  # signed in: NCINDEX_UI_SESSION_SECONDS
     behind_tls = stack.search.application.test_client()
     behind_tls.get("/ui/session", headers={"X-Forwarded-Proto": "https"})
     assert behind_tls.get_cookie(COOKIE).secure
+    assert 0 < ttl(behind_tls) <= ANONYMOUS_SECONDS  # not signed in: short-lived
 
     def alice_folders() -> list[str]:
         return alice.get("/v1/folders").get_json()["folders"]
