@@ -129,7 +129,13 @@ async function fillSelect(select, url, key) {
     values.push(...data[key]);
     offset = data.next_offset;
   }
-  select.replaceChildren(...values.map((v) => new Option(v, v)));
+  const options = values.map((v) => new Option(v, v));
+  if (!options.length) {
+    const none = new Option(key === "tags" ? "No tags on your documents" : "No folders yet", "");
+    none.disabled = true;
+    options.push(none);
+  }
+  select.replaceChildren(...options);
 }
 
 function loadPickers() {
@@ -137,7 +143,7 @@ function loadPickers() {
     fillSelect($("tags"), "/v1/tags", "tags")]);
 }
 
-function selected(select) { return [...select.selectedOptions].map((o) => o.value); }
+function selected(select) { return [...select.selectedOptions].map((o) => o.value).filter(Boolean); }
 function checkedTypes() {
   return [...document.querySelectorAll("#types input:checked")].map((i) => i.value);
 }
