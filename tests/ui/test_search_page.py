@@ -49,10 +49,41 @@ def free_port() -> int:
 class Deployment:
     """The simulator with alice's and bob's documents, and ``ncindex up`` in front of it."""
 
-    def __init__(self, tmp: Path, redis_url: str, model_dir: Path) -> None:
+    def __init__(
+        self, tmp: Path, redis_url: str, model_dir: Path, *, documents: bool = True, **env: str
+    ) -> None:
         self.sim = NextcloudSimulator(delivery_delay=(0.0, 0.0))
         for user, password in PASSWORDS.items():
             self.sim.add_user(user, password, user.title(), admin=user == "admin")
+        if documents:
+            self.write_documents()
+        self.sim_server: SimulatorServer = serve_simulator(self.sim, host="127.0.0.1", port=0)
+        self.url = f"http://127.0.0.1:{free_port()}"
+        env = os.environ | {
+            "PYTHONPATH": str(ROOT),
+            "NCINDEX_NEXTCLOUD_URL": self.sim_server.url,
+            "NCINDEX_ACCOUNTS": json.dumps(PASSWORDS),
+            "NCINDEX_ADMIN_USER": "admin",
+            "NCINDEX_WEBHOOK_SECRET": "ui-test-secret",
+            "NCINDEX_REDIS_URL": redis_url,
+            "NCINDEX_NAMESPACE": f"ui-test-{tmp.name.lower()}",
+            "NCINDEX_DATA_DIR": str(tmp / "data"),
+            "NCINDEX_MODEL_DIR": str(model_dir),
+            "NCINDEX_PORT": self.url.rsplit(":", 1)[1],
+            "NCINDEX_LOG_LEVEL": "WARNING",
+            **env,
+        }
+        self.log = (tmp / "ncindex-up.log").open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from allinone.cli import main; main()", "up"],
+            env=env,
+            cwd=tmp,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def write_documents(self) -> None:
+        """alice's notes and files (one with a hostile name and text) and bob's, with tags."""
         sim = self.sim
         self.ids = {
             "plan": sim.put_file(
@@ -86,29 +117,19 @@ class Deployment:
         archive, secret = sim.create_tag("archive"), sim.create_tag("bob-secret")
         sim.assign_tag("alice", "/Archive/old-lens.md", archive)
         sim.assign_tag("bob", "/Bob Private/soup.md", secret)
-        self.sim_server: SimulatorServer = serve_simulator(sim, host="127.0.0.1", port=0)
-        self.url = f"http://127.0.0.1:{free_port()}"
-        env = os.environ | {
-            "PYTHONPATH": str(ROOT),
-            "NCINDEX_NEXTCLOUD_URL": self.sim_server.url,
-            "NCINDEX_ACCOUNTS": json.dumps(PASSWORDS),
-            "NCINDEX_ADMIN_USER": "admin",
-            "NCINDEX_WEBHOOK_SECRET": "ui-test-secret",
-            "NCINDEX_REDIS_URL": redis_url,
-            "NCINDEX_NAMESPACE": "ui-test",
-            "NCINDEX_DATA_DIR": str(tmp / "data"),
-            "NCINDEX_MODEL_DIR": str(model_dir),
-            "NCINDEX_PORT": self.url.rsplit(":", 1)[1],
-            "NCINDEX_LOG_LEVEL": "WARNING",
-        }
-        self.log = (tmp / "ncindex-up.log").open("w")
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", "from allinone.cli import main; main()", "up"],
-            env=env,
-            cwd=tmp,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Until ``/readyz`` answers 200."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, "ncindex up exited"
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise AssertionError("ncindex up did not become ready in time")
 
     def wait_indexed(self, timeout: float = 120) -> None:
         """Until ``/v1/tags`` shows both users' tags (every document indexed with its tags)."""
@@ -333,4 +354,38 @@ def test_bob_with_a_typed_app_password_never_sees_alices_folders_or_tags(
     # a shared search link names alice's folder: bob's page shows it, the index finds nothing
     page.goto(deployment.url + "/?q=lighthouse&folder=%2FProjects")
     expect(page.locator("#status")).to_contain_text("No results")
+    # bob's app password is revoked in Nextcloud: the next search ends the session plainly
+    flows = deployment.sim.app_state["login_flows"]
+    assert flows.delete_app_password("bob", PASSWORDS["bob"])
+    page.goto(deployment.url + "/?q=lighthouse+lens")
+    expect(page.locator("#status")).to_contain_text("Your sign-in ended")
+    expect(page.locator("#signed-out")).to_be_visible()
     context.close()
+
+
+def test_rate_limited_state_is_said_plainly(
+    tmp_path: Path, redis_url: str, model_dir: Path, browser: Browser, shots: Path
+) -> None:
+    """A real per-caller limit of 4 requests a minute: folders, tags and the first search use it
+    up (a server without ``explain`` answers the first search on the second request), the next
+    search is refused 429 — the page says when to retry."""
+    running = Deployment(
+        tmp_path, redis_url, model_dir, documents=False, NCINDEX_SEARCH_RATE_LIMIT="4/minute"
+    )
+    try:
+        running.wait_ready()
+        page = browser.new_context().new_page()
+        page.goto(running.url + "/")
+        page.get_by_label("User name").fill("bob")
+        page.get_by_label("App password").fill(PASSWORDS["bob"])
+        page.get_by_role("button", name="Sign in", exact=True).click()
+        expect(page.locator("#user-name")).to_have_text("Signed in as bob")
+        expect(page.locator("#tags option")).to_have_text(["No tags on your documents"])
+        page.locator("#q").fill("lighthouse")
+        page.keyboard.press("Enter")
+        expect(page.locator("#status")).to_contain_text("No results")
+        page.keyboard.press("Enter")
+        expect(page.locator("#status")).to_contain_text("Too many searches: try again in")
+        page.screenshot(path=shots / "rate-limited.png")
+    finally:
+        running.close()
