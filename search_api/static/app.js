@@ -61,7 +61,11 @@ function render() {
   $("who").hidden = !signedIn;
   $("user-name").textContent = signedIn ? "Signed in as " + session.user : "";
   if (signedIn) {
-    loadPickers().then(() => { fromUrl(); if ($("q").value) search(false); });
+    loadPickers().then(() => {
+      if (!session.user) return; // the pickers found the sign-in ended
+      fromUrl();
+      if ($("q").value) search(false);
+    });
   }
 }
 
