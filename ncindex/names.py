@@ -143,6 +143,11 @@ class Names:
         """RCP sessions: ``…:rcp:cred:<…>`` and ``…:rcp:token:<…>``."""
         return self.key("rcp", "")
 
+    def ui_session(self, session_hash: str) -> str:
+        """A search-page session (hash: ``csrf``, ``authorization``, ``user``,
+        ``poll_token``): ``…:ui-session:<sha256 of the cookie value>``."""
+        return self.key("ui-session", session_hash)
+
     @property
     def ratelimit_prefix(self) -> str:
         """flask-limiter's ``key_prefix`` (its keys are ``LIMITS:LIMITER/<prefix>/…``)."""

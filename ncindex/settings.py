@@ -197,6 +197,11 @@ class Settings(BaseSettings):
     user_cache_seconds: int = Field(
         60, ge=0, description="How long a resolved credential → user id is cached, seconds."
     )
+    ui_session_seconds: int = Field(
+        8 * 3600,
+        ge=60,
+        description="How long a search-page sign-in lasts without use, seconds.",
+    )
     search_rate_limit: str = Field(
         "600/minute",
         description="Requests per caller to /v1/search, context and /rcp (flask-limiter "

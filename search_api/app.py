@@ -33,9 +33,11 @@ from ncindex.web.ratelimit import (
     refused,
     retry_after_seconds,
 )
+from search_api.facets import facets_blueprint
 from search_api.openapi import openapi_blueprint
 from search_api.rcp import rcp_blueprint, rpc_error_response
 from search_api.search import search_blueprint
+from search_api.ui import install_session_auth, ui_blueprint
 
 log = structlog.get_logger(__name__)
 
@@ -47,8 +49,9 @@ def create_app(
     producer: Producer | None = None,
 ) -> Flask:
     """Build the search API: ``POST /v1/search``, ``GET /v1/filters``,
-    ``GET /v1/documents/<doc_type>/<doc_id>/context``, ``POST /rcp/<method>``,
-    ``GET /openapi.json``, ``/livez``, ``/readyz``, ``/metrics``.
+    ``GET /v1/documents/<doc_type>/<doc_id>/context``, ``GET /v1/folders``, ``GET /v1/tags``,
+    ``POST /rcp/<method>``, ``GET /openapi.json``, ``/livez``, ``/readyz``, ``/metrics``, and
+    the search page (``GET /``, ``/ui/…``, :mod:`search_api.ui`).
 
     ``services`` (default: built from ``settings``) provides the store, embedder, Redis and
     the Nextcloud client; ``producer`` sends the re-check tasks for dropped results. The
@@ -133,6 +136,9 @@ def create_app(
     )
     app.register_blueprint(search_blueprint(services, service, shared))
     app.register_blueprint(rcp_blueprint(server, shared))
+    app.register_blueprint(facets_blueprint(services, lambda: live()[0], shared))
+    app.register_blueprint(ui_blueprint(services, shared))
+    install_session_auth(app, services)
     app.register_blueprint(openapi_blueprint())
 
     def ready_store() -> None:

@@ -229,6 +229,14 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            "/v1/folders": _facet_path(
+                "folders",
+                "The folders (in the caller's view) holding indexed documents the caller can read.",
+                secured,
+            ),
+            "/v1/tags": _facet_path(
+                "tags", "The system tags on indexed documents the caller can read.", secured
+            ),
             "/rcp/{method}": {
                 "post": {
                     "summary": "RCP/1 (JSON-RPC 2.0): info, ping, initialize, retrieve, shutdown.",
@@ -261,6 +269,40 @@ def openapi_document() -> dict[str, Any]:
                 }
             },
         },
+    }
+
+
+def _facet_path(name: str, summary: str, secured: list[dict[str, Any]]) -> dict[str, Any]:
+    page = {
+        "type": "object",
+        "required": [name, "total", "next_offset"],
+        "properties": {
+            name: {"type": "array", "items": {"type": "string"}},
+            "total": {"type": "integer", "minimum": 0},
+            "next_offset": {"type": ["integer", "null"], "description": "null on the last page."},
+        },
+    }
+    return {
+        "get": {
+            "summary": summary,
+            "operationId": name,
+            "security": secured,
+            "parameters": [
+                _param("offset", "query", {"type": "integer", "minimum": 0, "default": 0}),
+                _param(
+                    "limit",
+                    "query",
+                    {"type": "integer", "minimum": 1, "maximum": 1000, "default": 200},
+                ),
+            ],
+            "responses": {
+                "200": {
+                    "description": "One page, sorted.",
+                    "content": {"application/json": {"schema": page}},
+                },
+                **_problems(400, 401, 429, 503),
+            },
+        }
     }
 
 

@@ -125,8 +125,8 @@ def search_blueprint(
     def context(doc_type: str, doc_id: str) -> Response | tuple[Response, int]:
         try:
             ref = _doc_ref(doc_type, doc_id)
-            chunk_index = _int_arg("chunk_index", 0, 0, 1_000_000)
-            window = _int_arg("window", 2, 0, MAX_WINDOW)
+            chunk_index = int_arg("chunk_index", 0, 0, 1_000_000)
+            window = int_arg("window", 2, 0, MAX_WINDOW)
         except InputError as exc:
             return problem_for(exc)
         try:
@@ -153,7 +153,9 @@ def _doc_ref(doc_type: str, doc_id: str) -> DocRef:
     return DocRef(DocType(doc_type), doc_id)
 
 
-def _int_arg(name: str, default: int, lo: int, hi: int) -> int:
+def int_arg(name: str, default: int, lo: int, hi: int) -> int:
+    """Query parameter ``name`` as an integer from ``lo`` to ``hi`` (``default`` when absent);
+    raises :class:`~ncindex.errors.InputError` (``invalid_value``, field ``name``)."""
     raw = request.args.get(name)
     if raw is None:
         return default

@@ -7,6 +7,7 @@ Families (used by ``sim.request_count`` and ``sim.faults``):
 * ``dav-search`` — ``SEARCH /remote.php/dav/``
 * ``systemtags`` — ``/remote.php/dav/systemtags…``
 * ``notes`` / ``deck`` / ``news`` — ``/index.php/apps/<app>/api/…`` (also without ``index.php``)
+* ``login`` — Login Flow v2, ``/index.php/login/v2…`` (:mod:`ncindex.simulator.loginflow`)
 * ``status`` — ``/status.php``; ``other`` — anything else (404)
 
 Served under a web root (``sim.web_root``, e.g. ``/nextcloud``) every route starts with it, as
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from werkzeug.wrappers import Request, Response
 
 from ncindex.simulator.deck import DeckApi
+from ncindex.simulator.loginflow import LoginFlows
 from ncindex.simulator.news import NewsApi
 from ncindex.simulator.notes_api import NotesApi
 from ncindex.simulator.ocs import OcsApi
@@ -53,6 +55,8 @@ def family_of(method: str, path: str) -> str:
             return app
     if path == "/status.php":
         return "status"
+    if bare == "/login/v2" or bare.startswith("/login/v2/"):
+        return "login"
     return "other"
 
 
@@ -65,6 +69,8 @@ class SimulatorApp:
         self.dav = WebDav(sim)
         self.notes = NotesApi(sim)
         sim.app_state["notes_api"] = self.notes
+        self.login_flows = LoginFlows(sim)
+        sim.app_state["login_flows"] = self.login_flows
         self.handlers: dict[str, Callable[[Request, str | None], Response]] = {
             "ocs": self.ocs.handle,
             "webdav": self.dav.handle,
@@ -74,6 +80,7 @@ class SimulatorApp:
             "deck": DeckApi(sim).handle,
             "news": NewsApi(sim).handle,
             "status": self.status,
+            "login": self.login_flows.handle,
         }
 
     def authenticate(self, request: Request) -> str | None:

@@ -1,5 +1,6 @@
 """OCS API (``/ocs/v1.php`` and ``/ocs/v2.php``): current user, capabilities, webhook_listeners,
-the sharing API (:mod:`ncindex.simulator.sharing`) and the user status.
+the sharing API (:mod:`ncindex.simulator.sharing`), the user status and app-password deletion
+(:mod:`ncindex.simulator.loginflow`).
 
 Envelope, status mirroring and XML/JSON selection follow Nextcloud's ``BaseResponse`` /
 ``V2Response`` / ``OCSMiddleware``: XML by default, JSON with ``?format=json`` or an
@@ -189,7 +190,21 @@ class OcsApi:
             return self.sharing.handle(request, uid, route[len(SHARES_BASE) :], version)
         if route == "/apps/user_status/api/v1/user_status" and request.method == "GET":
             return self.user_status(request, uid, version)
+        if route == "/core/apppassword" and request.method == "DELETE":
+            return self.delete_app_password(request, version)
         return ocs_response(request, [], RESPOND_NOT_FOUND, INVALID_QUERY, version=version)
+
+    def delete_app_password(self, request: Request, version: int) -> Response:
+        """``DELETE /ocs/v2.php/core/apppassword`` (nextcloud/server
+        ``core/Controller/AppPasswordController.php``, ``deleteAppPassword``): the app
+        password this request signed in with is invalidated; 200 with empty data, or OCS 403
+        "no app password in use"."""
+        auth = request.authorization
+        assert auth is not None  # uid is set, so Basic auth succeeded
+        flows = self.sim.app_state["login_flows"]
+        if not flows.delete_app_password(auth.username or "", auth.password or ""):
+            return ocs_response(request, [], 403, "no app password in use", version=version)
+        return ocs_response(request, [], version=version)
 
     @staticmethod
     def _ocs_request(request: Request) -> bool:

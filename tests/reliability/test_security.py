@@ -46,6 +46,10 @@ WRITTEN = "OCP\\Files\\Events\\Node\\NodeWrittenEvent"
 RECEIVER_PUBLIC = {"/livez", "/readyz", "/metrics", "/static/<path:filename>"}
 SEARCH_PUBLIC = {"/livez", "/readyz", "/metrics", "/v1/filters", "/openapi.json"}
 SEARCH_PUBLIC |= {"/static/<path:filename>"}
+# the search page and its sign-in: no credential yet, state changes need the session's CSRF
+# token (tests/search/test_ui_session.py, tests/ui/test_search_page.py)
+SEARCH_PUBLIC |= {"/", "/ui/static/<path:filename>", "/ui/session", "/ui/logout"}
+SEARCH_PUBLIC |= {"/ui/login/flow", "/ui/login/poll", "/ui/login/password"}
 BAD_CREDENTIALS: list[dict[str, str]] = [
     {},
     {"Authorization": "Basic " + base64.b64encode(b"alice:wrong").decode()},
@@ -191,12 +195,16 @@ def test_every_search_endpoint_needing_credentials_is_401_without_them(
     assert {r.rule for r in guarded} == {
         "/v1/search",
         "/v1/documents/<doc_type>/<path:doc_id>/context",
+        "/v1/folders",
+        "/v1/tags",
         "/rcp/<path:method>",
     }, "a new endpoint: decide whether it needs credentials"
     shared_id = sorted(keys_of(corpus_stack.sim, "alice", SHARED))[0].split(":")[1]
     requests = {
         "/v1/search": ("POST", json.dumps({"query": "lighthouse"}).encode()),
         "/v1/documents/<doc_type>/<path:doc_id>/context": ("GET", None),
+        "/v1/folders": ("GET", None),
+        "/v1/tags": ("GET", None),
     }
     for rule in guarded:
         for headers in BAD_CREDENTIALS:

@@ -1,0 +1,61 @@
+"""``GET /v1/folders`` and ``GET /v1/tags``: the filter values the search page offers, only
+the caller's (:mod:`ncindex.search.facets`).
+
+Both are paged with ``offset`` (default 0) and ``limit`` (1–1000, default 200) and answer
+``{"folders"|"tags": [...], "total": n, "next_offset": n | null}``; 400 ``invalid_value``
+for a bad ``offset``/``limit``, 401 ``unauthenticated``, 503 ``backend_unavailable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from flask import Blueprint, Response, jsonify, request
+
+from ncindex.runtime import Services
+from ncindex.search.facets import caller_folders, caller_tags
+from ncindex.store.port import VectorStore
+from ncindex.web.auth import resolve_caller
+from ncindex.web.problems import TRANSLATED, problem_for
+from search_api.search import Decorator, int_arg
+
+MAX_PAGE = 1000
+
+
+def facets_blueprint(
+    services: Services, store: Callable[[], VectorStore], limited: Decorator | None = None
+) -> Blueprint:
+    """Blueprint with ``GET /v1/folders`` and ``GET /v1/tags``; ``store()`` is the live
+    model's store; ``limited`` wraps them in the caller's rate limit."""
+    bp = Blueprint("facets", __name__)
+    limit = limited or (lambda f: f)
+
+    def page(name: str, read: Callable[[VectorStore, str], list[str]]) -> Response:
+        try:
+            offset = int_arg("offset", 0, 0, 100_000_000)
+            size = int_arg("limit", 200, 1, MAX_PAGE)
+            client = resolve_caller(services, request.headers.get("Authorization"))
+            assert client.user is not None
+            values = read(store(), client.user)
+        except TRANSLATED as exc:
+            return problem_for(exc)
+        end = offset + size
+        return jsonify(
+            {
+                name: values[offset:end],
+                "total": len(values),
+                "next_offset": end if end < len(values) else None,
+            }
+        )
+
+    @bp.get("/v1/folders")
+    @limit
+    def folders() -> Response:
+        return page("folders", caller_folders)
+
+    @bp.get("/v1/tags")
+    @limit
+    def tags() -> Response:
+        return page("tags", caller_tags)
+
+    return bp

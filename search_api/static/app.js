@@ -1,0 +1,334 @@
+// The ncindex search page. No HTML is built from document fields except the snippet, whose
+// escaping (and <mark>s) is the server's; everything else goes in through textContent.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const TYPE_NAMES = { note: "Notes", file: "Files", deck_card: "Deck cards", news_item: "News" };
+// Where each document opens in Nextcloud: files /f/{fileid} (apps/files route), nextcloud/notes
+// appinfo/routes.php '/note/{id}', nextcloud/deck '/card/{cardId}' (page#redirectToCard),
+// nextcloud/news '/item/{itemId}'.
+const OPEN_PATHS = {
+  file: "/index.php/f/",
+  note: "/index.php/apps/notes/note/",
+  deck_card: "/index.php/apps/deck/card/",
+  news_item: "/index.php/apps/news/item/",
+};
+let session = { user: null, csrf: "", nextcloud_url: "" };
+let pollTimer = null;
+let searchSeq = 0; // only the newest search's answer is shown (answers can arrive out of order)
+let explainSupported = true; // POST /v1/search takes "explain" once issue 19 is merged
+
+function status(text, isError) {
+  $("status").textContent = text || "";
+  $("status").classList.toggle("error", Boolean(isError));
+}
+
+async function call(method, url, body) {
+  const headers = { Accept: "application/json" };
+  if (method !== "GET") headers["X-CSRF-Token"] = session.csrf;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(url, {
+    method, headers, credentials: "same-origin",
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let data = null;
+  try { data = await response.json(); } catch (e) { data = null; }
+  return { response, data };
+}
+
+function problemText(response, data) {
+  if (response.status === 429) {
+    const wait = response.headers.get("Retry-After");
+    return "Too many searches: try again" + (wait ? " in " + wait + " s." : " shortly.");
+  }
+  if (response.status === 503) return "The search service is unavailable right now; try again.";
+  const detail = data && (data.detail || data.title);
+  return (detail || "Request failed") + (data && data.field ? " (" + data.field + ")" : "");
+}
+
+// --- session -------------------------------------------------------------------------
+async function loadSession() {
+  const { response, data } = await call("GET", "/ui/session");
+  if (!response.ok) { status(problemText(response, data), true); return; }
+  session = data;
+  render();
+}
+
+function render() {
+  const signedIn = Boolean(session.user);
+  $("signed-out").hidden = signedIn;
+  $("search").hidden = !signedIn;
+  $("who").hidden = !signedIn;
+  $("user-name").textContent = signedIn ? "Signed in as " + session.user : "";
+  if (signedIn) {
+    loadPickers().then(() => {
+      if (!session.user) return; // the pickers found the sign-in ended
+      fromUrl();
+      if ($("q").value) search(false);
+    });
+  }
+}
+
+function signedOut(message) {
+  session.user = null;
+  render();
+  status(message || "You are signed out. Sign in to search.", false);
+}
+
+async function startFlow() {
+  const { response, data } = await call("POST", "/ui/login/flow");
+  if (!response.ok) { status(problemText(response, data), true); return; }
+  $("flow-link").href = data.login_url;
+  $("flow-hint").hidden = false;
+  window.open(data.login_url, "_blank", "noopener");
+  status("Waiting for you to approve the access in Nextcloud…");
+  clearInterval(pollTimer);
+  pollTimer = setInterval(pollFlow, 1500);
+}
+
+async function pollFlow() {
+  const { response, data } = await call("POST", "/ui/login/poll");
+  if (!response.ok) { clearInterval(pollTimer); status(problemText(response, data), true); return; }
+  if (!data.user) return;
+  clearInterval(pollTimer);
+  $("flow-hint").hidden = true;
+  session.user = data.user;
+  session.csrf = data.csrf;
+  status("");
+  render();
+}
+
+async function signInWithPassword(event) {
+  event.preventDefault();
+  const body = { login_name: $("login-name").value, app_password: $("app-password").value };
+  const { response, data } = await call("POST", "/ui/login/password", body);
+  $("app-password").value = "";
+  if (!response.ok) {
+    status(response.status === 401 ? "Nextcloud did not accept that user name and app password."
+      : problemText(response, data), true);
+    return;
+  }
+  session.user = data.user;
+  session.csrf = data.csrf;
+  status("");
+  render();
+}
+
+async function signOut() {
+  const { data } = await call("POST", "/ui/logout");
+  $("results").replaceChildren();
+  await loadSession();
+  status(data && data.app_password_deleted
+    ? "Signed out; the app password was deleted in Nextcloud." : "Signed out.");
+}
+
+// --- filters ---------------------------------------------------------------------------
+async function fillSelect(select, url, key) {
+  const values = [];
+  let offset = 0;
+  while (offset !== null) {
+    const { response, data } = await call("GET", url + "?limit=1000&offset=" + offset);
+    if (response.status === 401) { signedOut(); return; }
+    if (!response.ok) { status(problemText(response, data), true); return; }
+    values.push(...data[key]);
+    offset = data.next_offset;
+  }
+  const options = values.map((v) => new Option(v, v));
+  if (!options.length) {
+    const none = new Option(key === "tags" ? "No tags on your documents" : "No folders yet", "");
+    none.disabled = true;
+    options.push(none);
+  }
+  select.replaceChildren(...options);
+}
+
+function loadPickers() {
+  return Promise.all([fillSelect($("folders"), "/v1/folders", "folders"),
+    fillSelect($("tags"), "/v1/tags", "tags")]);
+}
+
+function selected(select) { return [...select.selectedOptions].map((o) => o.value).filter(Boolean); }
+function checkedTypes() {
+  return [...document.querySelectorAll("#types input:checked")].map((i) => i.value);
+}
+// datetime-local is the browser's local time; the API gets RFC 3339 UTC
+function toUtc(local) { return local ? new Date(local).toISOString().replace(/\.\d{3}Z$/, "Z") : null; }
+
+function chip(label, remove) {
+  const li = document.createElement("li");
+  li.className = "chip";
+  const text = document.createElement("span");
+  text.textContent = label;
+  const button = document.createElement("button");
+  button.type = "button";
+  button.textContent = "×";
+  button.setAttribute("aria-label", "Remove filter " + label);
+  button.addEventListener("click", () => { remove(); search(true); });
+  li.append(text, button);
+  return li;
+}
+
+function renderChips() {
+  const chips = [];
+  for (const box of document.querySelectorAll("#types input:checked")) {
+    chips.push(chip("Type: " + TYPE_NAMES[box.value], () => { box.checked = false; }));
+  }
+  if ($("after").value) chips.push(chip("After " + $("after").value.replace("T", " "), () => { $("after").value = ""; }));
+  if ($("before").value) chips.push(chip("Before " + $("before").value.replace("T", " "), () => { $("before").value = ""; }));
+  for (const option of $("folders").selectedOptions) {
+    chips.push(chip("Folder: " + option.value, () => { option.selected = false; }));
+  }
+  for (const option of $("tags").selectedOptions) {
+    chips.push(chip("Tag: " + option.value, () => { option.selected = false; }));
+  }
+  if ($("fusion").value) chips.push(chip("Fusion: " + $("fusion").value.toUpperCase(), () => { $("fusion").value = ""; }));
+  if ($("threshold").value) chips.push(chip("Score ≥ " + $("threshold").value + " × best", () => { $("threshold").value = ""; }));
+  $("chips").replaceChildren(...chips);
+}
+
+// --- URL state -------------------------------------------------------------------------
+function toUrl(push) {
+  const p = new URLSearchParams();
+  if ($("q").value) p.set("q", $("q").value);
+  checkedTypes().forEach((t) => p.append("type", t));
+  if ($("after").value) p.set("after", $("after").value);
+  if ($("before").value) p.set("before", $("before").value);
+  selected($("folders")).forEach((f) => p.append("folder", f));
+  selected($("tags")).forEach((t) => p.append("tag", t));
+  if ($("fusion").value) p.set("fusion", $("fusion").value);
+  if ($("threshold").value) p.set("threshold", $("threshold").value);
+  const url = "?" + p.toString();
+  if (url !== location.search) history[push ? "pushState" : "replaceState"](null, "", url);
+}
+
+function fromUrl() {
+  const p = new URLSearchParams(location.search);
+  $("q").value = p.get("q") || "";
+  const types = p.getAll("type");
+  for (const box of document.querySelectorAll("#types input")) box.checked = types.includes(box.value);
+  $("after").value = p.get("after") || "";
+  $("before").value = p.get("before") || "";
+  const pick = (select, values) => {
+    for (const v of values) {
+      if (![...select.options].some((o) => o.value === v)) select.add(new Option(v, v));
+    }
+    for (const o of select.options) o.selected = values.includes(o.value);
+  };
+  pick($("folders"), p.getAll("folder"));
+  pick($("tags"), p.getAll("tag"));
+  $("fusion").value = p.get("fusion") || "";
+  $("threshold").value = p.get("threshold") || "";
+  $("advanced").open = Boolean($("fusion").value || $("threshold").value);
+  renderChips();
+}
+
+// --- search ----------------------------------------------------------------------------
+function requestBody() {
+  const body = { query: $("q").value };
+  if (explainSupported) body.explain = true;
+  const types = checkedTypes();
+  if (types.length) body.doc_types = types;
+  if ($("after").value) body.modified_after = toUtc($("after").value);
+  if ($("before").value) body.modified_before = toUtc($("before").value);
+  const folders = selected($("folders"));
+  if (folders.length) body.path_prefixes = folders;
+  const tags = selected($("tags"));
+  if (tags.length) body.tags = tags;
+  if ($("fusion").value) body.fusion = $("fusion").value;
+  if ($("threshold").value !== "") body.score_threshold = Number($("threshold").value);
+  return body;
+}
+
+async function search(push) {
+  const seq = ++searchSeq;
+  renderChips();
+  if (!$("q").value.trim()) { $("results").replaceChildren(); return; }
+  if ($("after").value && $("before").value && $("after").value >= $("before").value) {
+    status("“Modified after” must be earlier than “Modified before”.", true);
+    return;
+  }
+  toUrl(push);
+  status("Searching…");
+  let { response, data } = await call("POST", "/v1/search", requestBody());
+  if (response.status === 400 && data && data.code === "unknown_field" && data.field === "explain") {
+    explainSupported = false; // a server without explain still answers, once asked without
+    ({ response, data } = await call("POST", "/v1/search", requestBody()));
+  }
+  if (seq !== searchSeq) return; // a newer search was started meanwhile
+  if (response.status === 401) { signedOut("Your sign-in ended. Sign in again to search."); return; }
+  if (!response.ok) { status(problemText(response, data), true); return; }
+  $("results").replaceChildren(...data.results.map(resultItem));
+  if (!data.results.length) status("No results. Try other words or remove a filter.");
+  else if (data.degraded) status("Keyword results only: the semantic half of the search is unavailable right now.");
+  else status("");
+}
+
+function resultItem(r) {
+  const li = $("result-template").content.firstElementChild.cloneNode(true);
+  li.dataset.docKey = r.doc_type + ":" + r.doc_id;
+  li.querySelector(".icon").classList.add(r.doc_type);
+  li.querySelector(".icon").title = TYPE_NAMES[r.doc_type] || r.doc_type;
+  const link = li.querySelector(".title");
+  link.textContent = r.title || "(untitled)";
+  const base = (session.nextcloud_url || "").replace(/\/$/, "");
+  if (OPEN_PATHS[r.doc_type]) link.href = base + OPEN_PATHS[r.doc_type] + encodeURIComponent(r.doc_id);
+  li.querySelector(".where").textContent = r.doc_type === "news_item" ? (r.url || "News") : (r.path || "");
+  const time = li.querySelector(".modified");
+  const when = new Date(r.modified_at * 1000);
+  time.dateTime = when.toISOString();
+  time.textContent = when.toLocaleString();
+  li.querySelector(".snippet").innerHTML = r.snippet; // server-escaped text with <mark>s
+  const button = li.querySelector(".context-button");
+  button.addEventListener("click", () => toggleContext(r, li, button));
+  if (r.explain) renderExplain(li.querySelector(".explain"), r.explain);
+  return li;
+}
+
+async function toggleContext(r, li, button) {
+  const box = li.querySelector(".context");
+  if (!box.hidden) { box.hidden = true; button.setAttribute("aria-expanded", "false"); button.textContent = "Show context"; return; }
+  const url = "/v1/documents/" + encodeURIComponent(r.doc_type) + "/" + encodeURIComponent(r.doc_id)
+    + "/context?window=2&chunk_index=" + r.chunk_index;
+  const { response, data } = await call("GET", url);
+  if (response.status === 401) { signedOut(); return; }
+  if (!response.ok) { status(problemText(response, data), true); return; }
+  box.replaceChildren(...data.chunks.map((c) => {
+    const p = document.createElement("p");
+    p.textContent = c.text;
+    if (c.chunk_index === r.chunk_index) p.className = "hit";
+    return p;
+  }));
+  box.hidden = false;
+  button.setAttribute("aria-expanded", "true");
+  button.textContent = "Hide context";
+}
+
+function renderExplain(details, explain) {
+  const rows = [];
+  const rank = (b) => (b ? "rank " + b.rank + ", score " + b.score : "not a candidate");
+  rows.push(["Dense", rank(explain.dense)], ["BM25", rank(explain.sparse)]);
+  if (explain.fused_score !== undefined) rows.push(["Fused score", String(explain.fused_score)]);
+  if (explain.matched_terms && explain.matched_terms.length) {
+    rows.push(["Matched terms", explain.matched_terms.map((t) => t.term).join(", ")]);
+  }
+  details.querySelector("dl").replaceChildren(...rows.flatMap(([k, v]) => {
+    const dt = document.createElement("dt"); dt.textContent = k;
+    const dd = document.createElement("dd"); dd.textContent = v;
+    return [dt, dd];
+  }));
+  details.hidden = false;
+}
+
+// --- wiring ----------------------------------------------------------------------------
+document.addEventListener("DOMContentLoaded", () => {
+  $("sign-in-flow").addEventListener("click", startFlow);
+  $("password-form").addEventListener("submit", signInWithPassword);
+  $("sign-out").addEventListener("click", signOut);
+  $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search(true); });
+  for (const id of ["folders", "tags", "fusion", "after", "before", "threshold"]) {
+    $(id).addEventListener("change", () => search(true));
+  }
+  for (const box of document.querySelectorAll("#types input")) box.addEventListener("change", () => search(true));
+  window.addEventListener("popstate", () => { fromUrl(); search(false); });
+  loadSession();
+});

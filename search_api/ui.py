@@ -1,0 +1,288 @@
+"""The search page (``GET /``) and its sign-in: Login Flow v2 or a typed app password.
+
+Static HTML, CSS and one small vanilla JavaScript file (``search_api/static``) served by
+Flask: the page is a form, a list and a few chips, which needs no framework and therefore no
+build step, no npm dependency tree to audit and nothing generated to keep in step.
+
+Routes (JSON unless said; every ``POST`` needs the session's CSRF token in ``X-CSRF-Token``):
+
+* ``GET /`` — the page; ``/ui/static/<file>`` — its script and style sheet;
+* ``GET /ui/session`` — ``{"user", "csrf", "nextcloud_url", "signing_in"}`` (starts an
+  anonymous session, setting the cookie, when there is none);
+* ``POST /ui/login/flow`` — starts Login Flow v2: ``{"login_url"}`` for the user to open;
+* ``POST /ui/login/poll`` — ``{"user": null}`` until the user granted access, then
+  ``{"user", "csrf"}`` (a new session: the cookie is replaced);
+* ``POST /ui/login/password`` — body ``{"login_name", "app_password"}``: signs in with an app
+  password made by hand (401 ``unauthenticated`` if Nextcloud refuses it);
+* ``POST /ui/logout`` — deletes the app password in Nextcloud (only one ncindex obtained
+  through Login Flow v2: a typed-in one is the user's to keep) and the session:
+  ``{"app_password_deleted"}``.
+
+With a signed-in session cookie and no ``Authorization`` header, the ``/v1/`` endpoints act
+as the session's user (see :func:`install_session_auth`). Every answer of this app carries
+:data:`SECURITY_HEADERS` (a Content-Security-Policy without inline scripts or styles).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import redis
+import structlog
+from flask import Blueprint, Flask, Response, g, jsonify, request, send_from_directory
+
+from ncindex.errors import (
+    Forbidden,
+    InputError,
+    NextcloudAuthError,
+    NextcloudProtocolError,
+    TransientError,
+    Unauthenticated,
+)
+from ncindex.nextcloud.loginflow import delete_app_password, poll_login_flow, start_login_flow
+from ncindex.runtime import Services
+from ncindex.web.auth import resolve_caller
+from ncindex.web.problems import problem, problem_for
+from ncindex.web.session import COOKIE, CSRF_HEADER, UiSessions, csrf_ok
+from search_api.search import Decorator
+
+log = structlog.get_logger(__name__)
+
+STATIC = Path(__file__).parent / "static"
+CLIENT_NAME = "ncindex search page"
+"""The name Nextcloud shows on its grant page and gives the app password (``User-Agent``)."""
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+MAX_FIELD_CHARS = 1024
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _sessions(services: Services) -> UiSessions:
+    return UiSessions(
+        services.redis_breaker, services.settings.names, services.settings.ui_session_seconds
+    )
+
+
+def install_session_auth(app: Flask, services: Services) -> None:
+    """Let a signed-in page call the ``/v1/`` endpoints: a request without an
+    ``Authorization`` header but with a session cookie whose session holds a credential gets
+    that credential as its ``Authorization`` header (inside this process; the browser never
+    sees it), after its CSRF token is checked on state-changing methods (403
+    ``csrf_failed``). Runs before every other hook, so the rate limit counts the session's
+    user. A 401 answer to such a request signs the session out (the app password was
+    revoked); answers to requests carrying the cookie lose ``WWW-Authenticate``, so the
+    browser shows no password prompt."""
+    sessions = _sessions(services)
+
+    def attach() -> Response | None:
+        g.ui_session_id = request.cookies.get(COOKIE)
+        g.ui_signed_in = False
+        if "Authorization" in request.headers or not g.ui_session_id:
+            return None
+        if not request.path.startswith("/v1/"):
+            return None
+        try:
+            record = sessions.load(g.ui_session_id)
+        except redis.RedisError:
+            return problem(503, "backend_unavailable", "sessions cannot be read")
+        if not record or not record.get("authorization"):
+            return None
+        if request.method not in _SAFE_METHODS and not csrf_ok(
+            record, request.headers.get(CSRF_HEADER)
+        ):
+            return problem(403, "csrf_failed", "missing or wrong CSRF token", field=CSRF_HEADER)
+        request.environ["HTTP_AUTHORIZATION"] = record["authorization"]
+        g.ui_signed_in = True
+        return None
+
+    app.before_request_funcs.setdefault(None, []).insert(0, attach)
+
+    @app.after_request
+    def _finish(response: Response) -> Response:
+        response.headers.update(SECURITY_HEADERS)
+        if g.get("ui_session_id"):
+            response.headers.pop("WWW-Authenticate", None)
+        if g.get("ui_signed_in") and response.status_code == 401:
+            with contextlib.suppress(redis.RedisError):
+                sessions.update(g.ui_session_id, authorization=None, user=None, origin=None)
+        return response
+
+
+def ui_blueprint(services: Services, limited: Decorator | None = None) -> Blueprint:
+    """The page and the ``/ui/`` routes (see the module docstring). ``limited`` wraps the
+    sign-in routes that ask Nextcloud, so they share the search rate limits — among them the
+    per-address limit of refused credentials: guessing app passwords through the page must not
+    make Nextcloud's brute-force protection throttle ncindex's own address."""
+    bp = Blueprint("ui", __name__, static_folder=str(STATIC), static_url_path="/ui/static")
+    limit = limited or (lambda f: f)
+    sessions = _sessions(services)
+    settings = services.settings
+
+    def session_cookie(response: Response, session_id: str) -> Response:
+        response.set_cookie(
+            COOKIE,
+            session_id,
+            httponly=True,
+            samesite="Strict",
+            # Secure over TLS, also behind a TLS-terminating proxy (a client claiming https
+            # only makes its own cookie stricter)
+            secure=request.is_secure or request.headers.get("X-Forwarded-Proto") == "https",
+            path="/",
+        )
+        return response
+
+    def current(check_csrf: bool) -> tuple[str, dict[str, str]] | Response:
+        session_id = request.cookies.get(COOKIE) or ""
+        record = sessions.load(session_id)
+        if record is None:
+            return problem(401, "unauthenticated", "no session: reload the page")
+        if check_csrf and not csrf_ok(record, request.headers.get(CSRF_HEADER)):
+            return problem(403, "csrf_failed", "missing or wrong CSRF token", field=CSRF_HEADER)
+        return session_id, record
+
+    def signed_in(old_id: str, authorization: str, user: str, origin: str) -> Response:
+        sessions.delete(old_id)
+        new_id, record = sessions.create(authorization=authorization, user=user, origin=origin)
+        return session_cookie(jsonify({"user": user, "csrf": record["csrf"]}), new_id)
+
+    @bp.errorhandler(redis.RedisError)
+    def _redis_down(exc: redis.RedisError) -> Response:
+        log.warning("ui_session_redis_failed", error=str(exc))
+        return problem(503, "backend_unavailable", "sessions cannot be read or written")
+
+    @bp.get("/")
+    def page() -> Response:
+        return send_from_directory(STATIC, "index.html", max_age=0)
+
+    @bp.get("/ui/session")
+    def session() -> Response:
+        session_id = request.cookies.get(COOKIE) or ""
+        record = sessions.load(session_id)
+        fresh = record is None
+        if record is None:
+            session_id, record = sessions.create()
+        body = {
+            "user": record.get("user"),
+            "csrf": record["csrf"],
+            "nextcloud_url": settings.nextcloud_url,
+            "signing_in": bool(record.get("poll_token")),
+        }
+        response = jsonify(body)
+        return session_cookie(response, session_id) if fresh else response
+
+    @bp.post("/ui/login/flow")
+    @limit
+    def login_flow() -> Response:
+        found = current(check_csrf=True)
+        if isinstance(found, Response):
+            return found
+        session_id, _ = found
+        try:
+            flow = start_login_flow(services.http, CLIENT_NAME)
+        except TransientError as exc:
+            return problem_for(exc)
+        except NextcloudProtocolError:
+            return problem(503, "backend_unavailable", "Nextcloud answered an unknown format")
+        sessions.update(session_id, poll_token=flow.poll_token)
+        return jsonify({"login_url": flow.login_url})
+
+    @bp.post("/ui/login/poll")
+    @limit
+    def login_poll() -> Response:
+        found = current(check_csrf=True)
+        if isinstance(found, Response):
+            return found
+        session_id, record = found
+        poll_token = record.get("poll_token")
+        if not poll_token:
+            return problem(400, "invalid_value", "no sign-in under way", field="poll_token")
+        try:
+            creds = poll_login_flow(services.http, poll_token)
+        except TransientError as exc:
+            return problem_for(exc)
+        except NextcloudProtocolError:
+            return problem(503, "backend_unavailable", "Nextcloud answered an unknown format")
+        if creds is None:
+            return jsonify({"user": None})
+        authorization = _basic(creds.login_name, creds.app_password)
+        try:
+            user = resolve_caller(services, authorization).user or ""
+        except (Unauthenticated, TransientError) as exc:
+            return problem_for(exc)
+        return signed_in(session_id, authorization, user, "flow")
+
+    @bp.post("/ui/login/password")
+    @limit
+    def login_password() -> Response:
+        found = current(check_csrf=True)
+        if isinstance(found, Response):
+            return found
+        session_id, _ = found
+        try:
+            body = request.get_json(silent=True)
+            login_name = _text_field(body, "login_name")
+            app_password = _text_field(body, "app_password")
+        except InputError as exc:
+            return problem_for(exc)
+        authorization = _basic(login_name, app_password)
+        try:
+            user = resolve_caller(services, authorization).user or ""
+        except (Unauthenticated, TransientError) as exc:
+            response = problem_for(exc)
+            response.headers.pop("WWW-Authenticate", None)
+            return response
+        return signed_in(session_id, authorization, user, "typed")
+
+    @bp.post("/ui/logout")
+    @limit
+    def logout() -> Response:
+        found = current(check_csrf=True)
+        if isinstance(found, Response):
+            return found
+        session_id, record = found
+        deleted = False
+        authorization = record.get("authorization")
+        if authorization and record.get("origin") == "flow":
+            try:
+                delete_app_password(services.caller(authorization))
+                deleted = True
+            except (NextcloudAuthError, Forbidden, NextcloudProtocolError) as exc:
+                log.info("app_password_not_deleted", reason=type(exc).__name__)
+            except TransientError as exc:
+                log.warning("app_password_delete_failed", error=str(exc))
+        sessions.delete(session_id)
+        response = jsonify({"app_password_deleted": deleted})
+        response.delete_cookie(COOKIE, path="/", samesite="Strict", httponly=True)
+        return response
+
+    return bp
+
+
+def _basic(login_name: str, password: str) -> str:
+    token = base64.b64encode(f"{login_name}:{password}".encode()).decode()
+    return f"Basic {token}"
+
+
+def _text_field(body: Any, name: str) -> str:
+    if not isinstance(body, dict):
+        raise InputError("invalid_json", "body", "body must be a JSON object")
+    value = body.get(name)
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_FIELD_CHARS:
+        raise InputError(
+            "invalid_value",
+            name,
+            f"must be a non-empty string of at most {MAX_FIELD_CHARS} characters",
+        )
+    if name == "login_name" and ":" in value:
+        raise InputError("invalid_value", name, "a login name cannot contain ':' (Basic auth)")
+    return value.strip() if name == "login_name" else value

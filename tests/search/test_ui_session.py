@@ -1,0 +1,117 @@
+"""The search page's sign-in and filter endpoints on the real stack: Login Flow v2 against the
+simulator, the session cookie, CSRF, ``GET /v1/folders`` and ``GET /v1/tags`` per caller, and
+sign-out deleting the app password in Nextcloud."""
+
+from __future__ import annotations
+
+import hashlib
+
+from flask.testing import FlaskClient
+
+from ncindex.web.session import ANONYMOUS_SECONDS, COOKIE, CSRF_HEADER
+from support import PASSWORDS, Stack, wait_until
+
+
+def session(client: FlaskClient) -> dict:
+    response = client.get("/ui/session")
+    assert response.status_code == 200
+    return response.get_json()
+
+
+def sign_in_with_flow(stack: Stack, client: FlaskClient, user: str) -> dict:
+    csrf = session(client)["csrf"]
+    assert client.post("/ui/login/flow").status_code == 403  # no CSRF token
+    started = client.post("/ui/login/flow", headers={CSRF_HEADER: csrf})
+    assert started.status_code == 200
+    login_url = started.get_json()["login_url"]
+    pending = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert pending.get_json() == {"user": None}
+    flows = stack.sim.app_state["login_flows"]
+    assert flows.approve(login_url, user, PASSWORDS[user])
+    done = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert done.status_code == 200
+    body = done.get_json()
+    assert body["user"] == user and body["csrf"] != csrf  # a new session, a new token
+    return body
+
+
+def test_flow_sign_in_filters_per_caller_and_sign_out(stack: Stack) -> None:
+    sim = stack.sim
+    tag = sim.create_tag("lighthouse-project")
+    secret_tag = sim.create_tag("alice-only")
+    sim.put_file("alice", "/Projects/Lighthouse/plan.md", b"Lighthouse plan: polish the lens.")
+    sim.put_file("alice", "/Private/Diary/day.md", b"Lighthouse diary: the lens shone.")
+    sim.put_file("bob", "/Bobs/notes.md", b"Bob's lighthouse lens notes.")
+    wait_until(lambda: stack.services.store.count() >= 3 and stack.drained(), 30)
+    sim.assign_tag("alice", "/Projects/Lighthouse/plan.md", tag)
+    sim.assign_tag("alice", "/Private/Diary/day.md", secret_tag)
+    sim.flush_deliveries(timeout=5)
+    wait_until(lambda: stack.services.store.count() >= 3, 30)
+
+    alice = stack.search.application.test_client()
+    body = sign_in_with_flow(stack, alice, "alice")
+    csrf = body["csrf"]
+    cookie = alice.get_cookie(COOKIE)
+    assert cookie is not None and cookie.http_only and cookie.same_site == "Strict"
+    assert "Basic" not in str(session(alice))  # the credential never reaches the page
+    assert not cookie.secure
+
+    def ttl(client: FlaskClient) -> int:
+        digest = hashlib.sha256(client.get_cookie(COOKIE).value.encode()).hexdigest()
+        return stack.services.redis.ttl(stack.settings.names.ui_session(digest))
+
+    assert ttl(alice) > ANONYMOUS_SECONDS  # signed in: NCINDEX_UI_SESSION_SECONDS
+    behind_tls = stack.search.application.test_client()
+    behind_tls.get("/ui/session", headers={"X-Forwarded-Proto": "https"})
+    assert behind_tls.get_cookie(COOKIE).secure
+    assert 0 < ttl(behind_tls) <= ANONYMOUS_SECONDS  # not signed in: short-lived
+
+    def alice_folders() -> list[str]:
+        return alice.get("/v1/folders").get_json()["folders"]
+
+    wait_until(lambda: "/Projects/Lighthouse" in alice_folders(), 30)
+    wait_until(lambda: "alice-only" in alice.get("/v1/tags").get_json()["tags"], 30)
+    assert {"/Projects", "/Projects/Lighthouse", "/Private", "/Private/Diary"} <= set(
+        alice_folders()
+    )
+    paged = alice.get("/v1/folders?limit=1&offset=1").get_json()
+    assert paged["folders"] == [alice_folders()[1]] and paged["next_offset"] == 2
+    assert alice.get("/v1/folders?limit=0").get_json()["field"] == "limit"
+
+    # search as the session's user: CSRF required for the POST
+    refused = alice.post("/v1/search", json={"query": "lighthouse lens"})
+    assert refused.status_code == 403 and refused.get_json()["code"] == "csrf_failed"
+    found = alice.post("/v1/search", json={"query": "lighthouse lens"}, headers={CSRF_HEADER: csrf})
+    assert found.status_code == 200 and len(found.get_json()["results"]) == 2
+
+    # bob, typing his app password, sees his own folder, never alice's folders or tags
+    bob = stack.search.application.test_client()
+    bob_csrf = session(bob)["csrf"]
+    wrong = bob.post(
+        "/ui/login/password",
+        json={"login_name": "bob", "app_password": "nope"},
+        headers={CSRF_HEADER: bob_csrf},
+    )
+    assert wrong.status_code == 401 and "WWW-Authenticate" not in wrong.headers
+    typed = bob.post(
+        "/ui/login/password",
+        json={"login_name": "bob", "app_password": PASSWORDS["bob"]},
+        headers={CSRF_HEADER: bob_csrf},
+    )
+    assert typed.status_code == 200 and typed.get_json()["user"] == "bob"
+    assert bob.get("/v1/folders").get_json()["folders"] == ["/Bobs"]
+    assert bob.get("/v1/tags").get_json()["tags"] == []
+    # bob's typed-in app password is his to keep
+    assert bob.post("/ui/logout", headers={CSRF_HEADER: typed.get_json()["csrf"]}).get_json() == {
+        "app_password_deleted": False
+    }
+    assert sim.check_password("bob", PASSWORDS["bob"])
+
+    # sign-out deletes the flow's app password in Nextcloud and the session
+    passwords_before = set(sim.tree.user("alice").passwords)
+    assert len(passwords_before) == 2
+    out = alice.post("/ui/logout", headers={CSRF_HEADER: csrf})
+    assert out.get_json() == {"app_password_deleted": True}
+    assert sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
+    assert alice.get("/v1/folders").status_code == 401
+    assert session(alice)["user"] is None

@@ -1,0 +1,69 @@
+"""Login Flow v2 and app-password deletion in the simulator, over HTTP, as nextcloud/server's
+``ClientFlowLoginV2Controller`` and ``AppPasswordController`` answer them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import httpx
+from sim_support import PASSWORDS
+
+from ncindex.simulator import NextcloudSimulator, SimulatorServer
+
+OCS = {"OCS-APIRequest": "true", "Accept": "application/json"}
+
+
+def test_login_flow_v2_gives_a_new_app_password_once(
+    sim: NextcloudSimulator,
+    server: SimulatorServer,
+    client: Callable[[str | None], httpx.Client],
+) -> None:
+    anon = client(None)
+    started = anon.post("/index.php/login/v2", headers={"User-Agent": "test client"})
+    assert started.status_code == 200
+    body = started.json()
+    token = body["poll"]["token"]
+    assert len(token) == 128 and token.isalnum()
+    assert body["poll"]["endpoint"] == f"{server.url}/index.php/login/v2/poll"
+    assert body["login"].startswith(f"{server.url}/index.php/login/v2/flow/")
+
+    pending = anon.post("/index.php/login/v2/poll", data={"token": token})
+    assert (pending.status_code, pending.json()) == (404, [])
+
+    landing = anon.get(body["login"])
+    assert landing.status_code == 200 and "test client" in landing.text
+    login_token = re.search(r'name="loginToken" value="([^"]+)"', landing.text)[1]
+    wrong = anon.post(
+        "/index.php/login/v2/grant",
+        data={"loginToken": login_token, "user": "alice", "password": "nope"},
+    )
+    assert wrong.status_code == 403
+    granted = anon.post(
+        "/index.php/login/v2/grant",
+        data={"loginToken": login_token, "user": "alice", "password": PASSWORDS["alice"]},
+    )
+    assert granted.status_code == 200
+
+    done = anon.post("/index.php/login/v2/poll", data={"token": token})
+    assert done.status_code == 200
+    creds = done.json()
+    assert creds["loginName"] == "alice" and creds["server"] == server.url
+    assert len(creds["appPassword"]) == 72 and creds["appPassword"] != PASSWORDS["alice"]
+    # the flow is deleted as it answers
+    assert anon.post("/index.php/login/v2/poll", data={"token": token}).status_code == 404
+
+    with httpx.Client(base_url=server.url, auth=("alice", creds["appPassword"])) as alice:
+        user = alice.get("/ocs/v2.php/cloud/user", headers=OCS)
+        assert user.json()["ocs"]["data"]["id"] == "alice"
+        deleted = alice.delete("/ocs/v2.php/core/apppassword", headers=OCS)
+        assert deleted.status_code == 200
+        assert alice.get("/ocs/v2.php/cloud/user", headers=OCS).status_code == 401
+    # the user's other app password still works
+    assert client("alice").get("/ocs/v2.php/cloud/user", headers=OCS).status_code == 200
+
+
+def test_an_unknown_login_token_is_refused(client: Callable[[str | None], httpx.Client]) -> None:
+    anon = client(None)
+    assert anon.get("/index.php/login/v2/flow/" + "x" * 128).status_code == 403
+    assert anon.post("/index.php/login/v2/poll", data={"token": "y" * 128}).status_code == 404

@@ -1,0 +1,391 @@
+"""The search page in a real browser: Playwright driving Debian's ``chromium`` against
+``ncindex up`` (a child process) and the simulator (in this process, over HTTP, so the test
+can play the user approving the sign-in and look at the app passwords afterwards).
+
+One module-scoped deployment; the steps run in order in one test per user, as a person would
+use the page. With ``NCINDEX_SCREENSHOTS=<folder>`` the main states are saved there as PNG
+(``docs/screenshots`` holds one such run); otherwise into the test's temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from ncindex.simulator import NextcloudSimulator, serve_simulator
+from ncindex.simulator.server import SimulatorServer
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+
+ROOT = Path(__file__).resolve().parents[2]
+PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "admin": "admin-pw"}
+T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+DAY = 86_400
+XSS_TITLE = "<img src=x onerror=window.__xss=1>"
+XSS_TEXT = (
+    "Lighthouse lens incident <script>window.__xss=2</script> "
+    '<img src=x onerror="window.__xss=3"> was logged by the keeper.'
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Deployment:
+    """The simulator with alice's and bob's documents, and ``ncindex up`` in front of it."""
+
+    def __init__(
+        self, tmp: Path, redis_url: str, model_dir: Path, *, documents: bool = True, **env: str
+    ) -> None:
+        self.sim = NextcloudSimulator(delivery_delay=(0.0, 0.0))
+        for user, password in PASSWORDS.items():
+            self.sim.add_user(user, password, user.title(), admin=user == "admin")
+        if documents:
+            self.write_documents()
+        self.sim_server: SimulatorServer = serve_simulator(self.sim, host="127.0.0.1", port=0)
+        self.url = f"http://127.0.0.1:{free_port()}"
+        env = os.environ | {
+            "PYTHONPATH": str(ROOT),
+            "NCINDEX_NEXTCLOUD_URL": self.sim_server.url,
+            "NCINDEX_ACCOUNTS": json.dumps(PASSWORDS),
+            "NCINDEX_ADMIN_USER": "admin",
+            "NCINDEX_WEBHOOK_SECRET": "ui-test-secret",
+            "NCINDEX_REDIS_URL": redis_url,
+            "NCINDEX_NAMESPACE": f"ui-test-{tmp.name.lower()}",
+            "NCINDEX_DATA_DIR": str(tmp / "data"),
+            "NCINDEX_MODEL_DIR": str(model_dir),
+            "NCINDEX_PORT": self.url.rsplit(":", 1)[1],
+            "NCINDEX_LOG_LEVEL": "WARNING",
+            **env,
+        }
+        self.log = (tmp / "ncindex-up.log").open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from allinone.cli import main; main()", "up"],
+            env=env,
+            cwd=tmp,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def write_documents(self) -> None:
+        """alice's notes and files (one with a hostile name and text) and bob's, with tags."""
+        sim = self.sim
+        self.ids = {
+            "plan": sim.put_file(
+                "alice",
+                "/Projects/Lighthouse/plan.md",
+                b"Lighthouse plan: polish the lens and replace the brass fittings.",
+                mtime=T0,
+            ),
+            "note": sim.put_file(
+                "alice",
+                "/Notes/Lighthouse.md",
+                b"# Lighthouse\n\nRemember the foghorn oil and the lens cloth.",
+                mtime=T0 + 40 * DAY,
+            ),
+            "archive": sim.put_file(
+                "alice",
+                "/Archive/old-lens.md",
+                b"Archived lighthouse lens measurements from the old tower.",
+                mtime=T0 + 80 * DAY,
+            ),
+            "xss": sim.put_file(
+                "alice", f"/Projects/{XSS_TITLE}.md", XSS_TEXT.encode(), mtime=T0 + 10 * DAY
+            ),
+            "bob": sim.put_file(
+                "bob",
+                "/Bob Private/soup.md",
+                b"The lighthouse keeper's lens-cleaning soup recipe.",
+                mtime=T0 + 20 * DAY,
+            ),
+        }
+        archive, secret = sim.create_tag("archive"), sim.create_tag("bob-secret")
+        sim.assign_tag("alice", "/Archive/old-lens.md", archive)
+        sim.assign_tag("bob", "/Bob Private/soup.md", secret)
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Until ``/readyz`` answers 200."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, "ncindex up exited"
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise AssertionError("ncindex up did not become ready in time")
+
+    def wait_indexed(self, timeout: float = 120) -> None:
+        """Until ``/v1/tags`` shows both users' tags (every document indexed with its tags)."""
+        deadline = time.monotonic() + timeout
+        expected = {"alice": ["archive"], "bob": ["bob-secret"]}
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, "ncindex up exited"
+            try:
+                seen = {
+                    user: httpx.get(
+                        f"{self.url}/v1/tags", auth=(user, PASSWORDS[user]), timeout=5
+                    ).json()["tags"]
+                    for user in expected
+                }
+                folders = httpx.get(
+                    f"{self.url}/v1/folders", auth=("alice", "alice-pw"), timeout=5
+                ).json()["folders"]
+                if seen == expected and "/Projects/Lighthouse" in folders and "/Notes" in folders:
+                    return
+            except (httpx.HTTPError, KeyError, ValueError):
+                pass
+            time.sleep(0.5)
+        raise AssertionError("ncindex up did not index the documents in time")
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+        self.sim_server.close(close_simulator=True)
+
+
+@pytest.fixture(scope="module")
+def deployment(
+    tmp_path_factory: pytest.TempPathFactory, redis_url: str, model_dir: Path
+) -> Iterator[Deployment]:
+    running = Deployment(tmp_path_factory.mktemp("ui"), redis_url, model_dir)
+    try:
+        running.wait_indexed()
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = Path(os.environ.get("NCINDEX_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def titles(page: Page) -> list[str]:
+    return sorted(page.locator("#results .title").all_text_contents())
+
+
+def expect_titles(page: Page, wanted: list[str]) -> None:
+    expect(page.locator("#results .title")).to_have_count(len(wanted))
+    assert titles(page) == sorted(wanted)
+
+
+def remove_chip(page: Page, label: str) -> None:
+    page.get_by_role("button", name=f"Remove filter {label}").click()
+
+
+ALICE_ALL = ["plan.md", "Lighthouse", "old-lens.md", XSS_TITLE + ".md"]
+
+
+def test_alice_signs_in_with_login_flow_filters_and_signs_out(
+    deployment: Deployment, browser: Browser, shots: Path
+) -> None:
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    searches: list[str] = []
+    page.on("request", lambda r: searches.append(r.url) if r.url.endswith("/v1/search") else None)
+    response = page.goto(deployment.url + "/")
+    assert response is not None
+    csp = response.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    expect(page.locator("#signed-out")).to_be_visible()
+    page.screenshot(path=shots / "signed-out.png")
+
+    # Login Flow v2: the page opens Nextcloud's login page, the user approves there
+    with context.expect_page() as popup_info:
+        page.get_by_role("button", name="Sign in with Nextcloud").click()
+    popup = popup_info.value
+    popup.locator("#user").fill("alice")
+    popup.locator("#password").fill(PASSWORDS["alice"])
+    popup.locator("#submit-grant").click()
+    expect(popup.locator("h1")).to_have_text("Account connected")
+    popup.close()
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
+    app_passwords = deployment.sim.tree.user("alice").passwords
+    assert len(app_passwords) == 2  # hers and the one the flow made for ncindex
+    # the credential is server-side: the page's scripts see a session cookie they cannot read
+    assert page.evaluate("document.cookie") == ""
+    cookie = next(c for c in context.cookies() if c["name"] == "ncindex_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+
+    # search with the keyboard
+    page.locator("#q").fill("lighthouse lens")
+    page.keyboard.press("Enter")
+    expect_titles(page, ALICE_ALL)
+    assert page.locator("#results .snippet mark").count() > 0
+    # the document whose title and text hold <script> and <img onerror> stays inert text
+    xss = page.locator("#results li", has_text="onerror=window.__xss=1").first
+    assert xss.locator(".title").text_content() == XSS_TITLE + ".md"
+    assert "<script>" in (xss.locator(".snippet").text_content() or "")
+    assert page.locator("#results img, #results script").count() == 0
+    assert page.evaluate("window.__xss") is None and dialogs == []
+    plan = page.locator("#results li", has_text="polish the lens")
+    href = plan.locator(".title").get_attribute("href")
+    assert href == f"{deployment.sim_server.url}/index.php/f/{deployment.ids['plan']}"
+    page.screenshot(path=shots / "results.png", full_page=True)
+
+    # doc-type chip
+    page.get_by_label("Notes").check()
+    expect_titles(page, ["Lighthouse"])
+    remove_chip(page, "Type: Notes")
+    expect_titles(page, ALICE_ALL)
+    assert not page.get_by_label("Notes").is_checked()
+
+    # modified-after chip; an inverted range is refused before sending
+    page.locator("#after").fill("2026-02-01T00:00")
+    expect_titles(page, ["Lighthouse", "old-lens.md"])
+    sent = len(searches)
+    page.locator("#before").fill("2026-01-15T00:00")
+    expect(page.locator("#status")).to_contain_text("must be earlier")
+    page.wait_for_timeout(300)
+    assert len(searches) == sent  # refused before sending
+    page.locator("#before").fill("")
+    remove_chip(page, "After 2026-02-01 00:00")
+    expect_titles(page, ALICE_ALL)
+
+    # folder chips: the caller's own folders, multi-select
+    folders = page.locator("#folders option").all_text_contents()
+    assert "/Projects/Lighthouse" in folders and "/Bob Private" not in folders
+    page.locator("#folders").select_option(["/Projects/Lighthouse", "/Archive"])
+    expect_titles(page, ["plan.md", "old-lens.md"])
+    remove_chip(page, "Folder: /Archive")
+    expect_titles(page, ["plan.md"])
+    remove_chip(page, "Folder: /Projects/Lighthouse")
+    expect_titles(page, ALICE_ALL)
+
+    # tag chip
+    assert page.locator("#tags option").all_text_contents() == ["archive"]
+    page.locator("#tags").select_option("archive")
+    expect_titles(page, ["old-lens.md"])
+    remove_chip(page, "Tag: archive")
+    expect_titles(page, ALICE_ALL)
+
+    # advanced: fusion as a chip; the URL holds query and filters, a reload restores them
+    page.locator("#advanced summary").click()
+    page.locator("#fusion").select_option("rrf")
+    page.locator("#folders").select_option(["/Projects"])
+    expect_titles(page, ["plan.md", XSS_TITLE + ".md"])
+    expect(page.get_by_role("button", name="Remove filter Fusion: RRF")).to_be_visible()
+    assert "q=lighthouse+lens" in page.url and "folder=%2FProjects" in page.url
+    page.screenshot(path=shots / "filters.png", full_page=True)
+    page.reload()
+    expect_titles(page, ["plan.md", XSS_TITLE + ".md"])
+    assert page.locator("#q").input_value() == "lighthouse lens"
+
+    # show context: the neighbouring chunks, as text
+    page.locator("#results li", has_text="polish the lens").get_by_role(
+        "button", name="Show context"
+    ).click()
+    context_box = page.locator("#results li", has_text="polish the lens").locator(".context")
+    expect(context_box).to_contain_text("replace the brass fittings")
+    page.screenshot(path=shots / "context.png", full_page=True)
+
+    # phone width
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.screenshot(path=shots / "phone.png", full_page=True)
+    page.set_viewport_size({"width": 1100, "height": 900})
+
+    # nothing found: there are no news items in /Projects
+    page.get_by_label("News").check()
+    expect(page.locator("#status")).to_contain_text("No results")
+    expect(page.locator("#results li")).to_have_count(0)
+    page.screenshot(path=shots / "empty.png")
+
+    # sign-out deletes the app password in Nextcloud, and the session
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#status")).to_contain_text("app password was deleted")
+    expect(page.locator("#signed-out")).to_be_visible()
+    assert deployment.sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
+    page.screenshot(path=shots / "signed-out-after.png")
+    context.close()
+
+
+def test_bob_with_a_typed_app_password_never_sees_alices_folders_or_tags(
+    deployment: Deployment, browser: Browser
+) -> None:
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(deployment.url + "/")
+    page.get_by_label("User name").fill("bob")
+    page.get_by_label("App password").fill("wrong")
+    page.get_by_role("button", name="Sign in", exact=True).click()
+    expect(page.locator("#status")).to_contain_text("did not accept")
+    page.get_by_label("App password").fill(PASSWORDS["bob"])
+    page.get_by_role("button", name="Sign in", exact=True).click()
+    expect(page.locator("#user-name")).to_have_text("Signed in as bob")
+    expect(page.locator("#tags option")).to_have_count(1)
+    assert page.locator("#tags option").all_text_contents() == ["bob-secret"]
+    assert page.locator("#folders option").all_text_contents() == ["/Bob Private"]
+    page.locator("#q").fill("lighthouse lens")
+    page.keyboard.press("Enter")
+    expect_titles(page, ["soup.md"])
+    # a shared search link names alice's folder: bob's page shows it, the index finds nothing
+    page.goto(deployment.url + "/?q=lighthouse&folder=%2FProjects")
+    expect(page.locator("#status")).to_contain_text("No results")
+    # bob's app password is revoked in Nextcloud: the next search ends the session plainly
+    flows = deployment.sim.app_state["login_flows"]
+    assert flows.delete_app_password("bob", PASSWORDS["bob"])
+    page.goto(deployment.url + "/?q=lighthouse+lens")
+    expect(page.locator("#status")).to_contain_text("Your sign-in ended")
+    expect(page.locator("#signed-out")).to_be_visible()
+    context.close()
+
+
+def test_rate_limited_state_is_said_plainly(
+    tmp_path: Path, redis_url: str, model_dir: Path, browser: Browser, shots: Path
+) -> None:
+    """A real per-caller limit of 4 requests a minute: folders, tags and the first search use it
+    up (a server without ``explain`` answers the first search on the second request), the next
+    search is refused 429 — the page says when to retry."""
+    running = Deployment(
+        tmp_path, redis_url, model_dir, documents=False, NCINDEX_SEARCH_RATE_LIMIT="4/minute"
+    )
+    try:
+        running.wait_ready()
+        page = browser.new_context().new_page()
+        page.goto(running.url + "/")
+        page.get_by_label("User name").fill("bob")
+        page.get_by_label("App password").fill(PASSWORDS["bob"])
+        page.get_by_role("button", name="Sign in", exact=True).click()
+        expect(page.locator("#user-name")).to_have_text("Signed in as bob")
+        expect(page.locator("#tags option")).to_have_text(["No tags on your documents"])
+        page.locator("#q").fill("lighthouse")
+        page.keyboard.press("Enter")
+        expect(page.locator("#status")).to_contain_text("No results")
+        page.keyboard.press("Enter")
+        expect(page.locator("#status")).to_contain_text("Too many searches: try again in")
+        page.screenshot(path=shots / "rate-limited.png")
+    finally:
+        running.close()
