@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import itertools
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,13 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from test_api import BUDGET, DIARY, FOGHORN, GARDEN, LIGHT, OLD, SECRET
 
 from mcp_server import create_app
+from mcp_server.tools import stitched
 from ncindex.embedding.embedder import Embedder
 from ncindex.index.deadletter import DeadLetter, DeadLetters
 from ncindex.search.filter_fields import filters_document
+from ncindex.search.service import ContextChunk, ContextResponse
+from ncindex.settings import Settings
+from ncindex.text.chunking import Chunker
 from ncindex.web.asgi import ServedAsgi, serve_in_thread
 from search_support import PASSWORDS, Api, build_api
 
@@ -343,3 +348,27 @@ def test_bob_never_gets_alices_private_documents(
     assert status.structured_content["user"] == "bob"
     assert "alice" not in str(found.structured_content) + str(status.structured_content)
     assert ro_api.keys[SECRET] not in private and ro_api.keys[GARDEN] not in private
+
+
+def test_fetch_stitches_overlapping_chunks_back_into_the_text(model_dir: Path) -> None:
+    """``fetch``'s whole text from the real chunker's overlapping chunks: every word once, in
+    order (a gap the chunker trimmed is whitespace, joined by a newline)."""
+    chunker = Chunker.from_settings(
+        Settings(model_dir=model_dir, chunk_tokens=60, chunk_overlap_tokens=30)
+    )
+    text = " ".join(f"Keeper {i} polishes lens {i}." for i in range(80))
+    chunks = chunker.chunk_text(text, markdown=False)
+    assert len(chunks) > 5
+    assert any(b.char_start < a.char_end for a, b in itertools.pairwise(chunks))  # overlaps
+    context = ContextResponse(
+        doc_type="file",
+        doc_id="1",
+        title="t",
+        chunk_count=len(chunks),
+        chunks=[
+            ContextChunk(chunk_index=c.index, text=c.text, char_start=c.char_start,
+                         char_end=c.char_end)
+            for c in chunks
+        ],
+    )  # fmt: skip
+    assert stitched(context).split() == text.split()
