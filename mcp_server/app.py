@@ -2,8 +2,9 @@
 at ``/mcp`` (the official ``mcp`` SDK's low-level server) and ``/livez``, ``/readyz``,
 ``/metrics``.
 
-Every request to ``/mcp`` passes the *gate* first: the shared per-caller rate limit
-(``settings.search_rate_limit``, the same counter as ``/v1/search``'s; 429 with
+Every request to ``/mcp`` passes the *gate* first: the search API's rate limits
+(``settings.search_rate_limit``, the same counters as ``/v1/search``'s: per caller, and refused
+credentials per client address unless Nextcloud confirmed the caller recently; 429 with
 ``Retry-After``), then the caller's own Nextcloud credentials in ``Authorization`` (Basic
 with an app password, or a Bearer token Nextcloud accepts), resolved exactly as the search API
 does (:func:`ncindex.web.auth.resolve_caller`; 401 with ``WWW-Authenticate`` when missing or
@@ -52,7 +53,7 @@ from ncindex.runtime import Services
 from ncindex.search.wiring import service_factory
 from ncindex.settings import Settings
 from ncindex.telemetry import MCP_TOOL_CALLS, metrics_payload
-from ncindex.web.auth import resolve_caller
+from ncindex.web.auth import confirmed, resolve_caller
 from ncindex.web.health import readiness
 from ncindex.web.problems import BASIC_CHALLENGE, PROBLEM_JSON, problem_body
 from ncindex.web.ratelimit import CallerLimit
@@ -233,16 +234,17 @@ class Gate:
         request = Request(scope)
         authorization = request.headers.get("Authorization")
         address = request.client.host if request.client else None
-        if self.limit is not None:
-            retry = await anyio.to_thread.run_sync(self.limit.hit, authorization, address)
-            if retry is not None:
-                detail = f"more than {self.services.settings.search_rate_limit} requests"
-                answer = _problem(429, "rate_limited", detail, {"Retry-After": str(retry)})
-                await answer(scope, receive, send)
-                return
+        retry = await anyio.to_thread.run_sync(self._limited, authorization, address)
+        if retry is not None:
+            detail = f"more than {self.services.settings.search_rate_limit} requests"
+            answer = _problem(429, "rate_limited", detail, {"Retry-After": str(retry)})
+            await answer(scope, receive, send)
+            return
         try:
             client = await anyio.to_thread.run_sync(resolve_caller, self.services, authorization)
         except Unauthenticated as exc:
+            if self.limit is not None:
+                await anyio.to_thread.run_sync(self.limit.count_refused, address)
             await _problem(401, "unauthenticated", str(exc), BASIC_CHALLENGE)(scope, receive, send)
             return
         except TransientError as exc:
@@ -252,6 +254,16 @@ class Gate:
             return
         scope.setdefault("state", {})[CALLER] = client
         await self.app(scope, receive, send)
+
+    def _limited(self, authorization: str | None, address: str | None) -> int | None:
+        """Seconds to wait when a limit is used up: the caller's, or — unless Nextcloud
+        confirmed these credentials recently — the address's refused-credentials limit."""
+        if self.limit is None:
+            return None
+        retry = self.limit.hit(authorization, address)
+        if retry is None and not confirmed(self.services, authorization):
+            retry = self.limit.refused_exceeded(address)
+        return retry
 
 
 def _caller(ctx: Any) -> NextcloudClient:

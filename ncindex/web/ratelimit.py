@@ -95,10 +95,13 @@ def _storage_options(settings: Settings) -> dict[str, Any]:
 
 
 class CallerLimit:
-    """The shared per-caller limit (:data:`SCOPE`) for an app that is not Flask (the MCP
-    server): the same limit string, storage, moving window and counter keys as
-    :func:`create_limiter`'s, so a caller's requests to ``/mcp`` and to ``/v1/search`` draw on
-    one count. Redis errors are swallowed (the request is let through), as flask-limiter's
+    """The search API's two limits for an app that is not Flask (the MCP server): the shared
+    per-caller limit (:data:`SCOPE`) and the per-address count of refused credentials
+    (:data:`REFUSED_SCOPE`), with the same limit string, storage, moving window and counter
+    keys as :func:`create_limiter`'s, so a caller's requests to ``/mcp`` and to ``/v1/search``
+    draw on one count. Each method answers ``None`` when the request is within every limit,
+    else the whole seconds (at least 1) until the tightest breached window has room again.
+    Redis errors are swallowed (the request is let through), as flask-limiter's
     ``swallow_errors`` does."""
 
     def __init__(self, settings: Settings) -> None:
@@ -110,14 +113,22 @@ class CallerLimit:
         self.prefix = settings.names.ratelimit_prefix
 
     def hit(self, authorization: str | None, address: str | None) -> int | None:
-        """Count one request; ``None`` when it is within every limit, else the whole seconds
-        (at least 1) until the tightest breached window has room again."""
-        key = caller_key_for(authorization, address)
+        """Count one request against the caller's limit."""
+        return self._apply(self.strategy.hit, caller_key_for(authorization, address), SCOPE)
+
+    def refused_exceeded(self, address: str | None) -> int | None:
+        """Whether ``address`` has used up its refused-credentials limit (not counted)."""
+        return self._apply(self.strategy.test, f"addr:{address or '?'}", REFUSED_SCOPE)
+
+    def count_refused(self, address: str | None) -> None:
+        """Count one refused credential (an HTTP 401 answer) against ``address``."""
+        self._apply(self.strategy.hit, f"addr:{address or '?'}", REFUSED_SCOPE)
+
+    def _apply(self, method: Callable[..., bool], key: str, scope: str) -> int | None:
         for item in sorted(self.items):
             try:
-                allowed = self.strategy.hit(item, self.prefix, key, SCOPE)
-                if not allowed:
-                    reset = self.strategy.get_window_stats(item, self.prefix, key, SCOPE)[0]
+                if not method(item, self.prefix, key, scope):
+                    reset = self.strategy.get_window_stats(item, self.prefix, key, scope)[0]
                     return max(1, int(reset - time.time()))
             except Exception as exc:  # the storage failed: let the request through
                 log.warning("rate_limit_storage_failed", error=f"{type(exc).__name__}: {exc}")

@@ -301,6 +301,15 @@ def test_the_rate_limit_is_the_search_apis(
         assert limited.status_code == 429 and limited.json()["code"] == "rate_limited"
         assert 1 <= int(limited.headers["Retry-After"]) <= 60
         assert post("bob").status_code == 200  # per caller
+        # refused credentials count per client address too, as on the REST API: five made-up
+        # names (five callers) from one address, the fifth is stopped before Nextcloud
+        codes = [
+            httpx.post(
+                url, json=body, headers={**headers, "Authorization": basic(f"mallory{i}", "x")}
+            ).status_code
+            for i in range(5)
+        ]
+        assert codes == [401, 401, 401, 401, 429]
     finally:
         if served is not None:
             served.close()
