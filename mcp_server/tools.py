@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 from pydantic.json_schema import models_json_schema
@@ -277,6 +278,9 @@ def failure_of(exc: Exception) -> ToolFailure:
     if isinstance(exc, TransientError):
         log.warning("mcp_backend_unavailable", error=f"{type(exc).__name__}: {exc}")
         return ToolFailure("backend_unavailable", None, public_reason(exc))
+    if isinstance(exc, redis.RedisError):  # index_status reads Redis itself
+        log.warning("mcp_redis_unavailable", error=f"{type(exc).__name__}: {exc}")
+        return ToolFailure("backend_unavailable", None, "Redis is unavailable")
     log.error("mcp_tool_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
     return ToolFailure("internal_error", None, f"internal error: {type(exc).__name__}")
 

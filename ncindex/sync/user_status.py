@@ -26,8 +26,8 @@ _GLOB_SPECIALS = "\\*?[]"
 
 def user_status(services: Services, user_id: str) -> dict[str, Any]:
     """``{"user", "doc_types": {doc_type: {"indexed": n}}, "documents": n, "pending": n,
-    "failed": n}`` for ``user_id`` (a Nextcloud user id). Raises what the store (``StoreError``
-    subclasses) and Redis (``redis.RedisError``) raise when they cannot be read."""
+    "failed": n}`` for ``user_id`` (a Nextcloud user id). Raises ``StoreUnavailable`` when the
+    store cannot be read and ``redis.RedisError`` when Redis cannot."""
     acl = models.FieldCondition(key="acl", match=models.MatchValue(value=principal(user_id)))
     head = models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0))
     store = services.models.view().live.store
