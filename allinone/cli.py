@@ -73,7 +73,10 @@ def up(settings: Settings, no_sample: bool) -> None:
     except RedisTooOld as exc:
         raise click.ClickException(str(exc)) from exc
     url = running.url
-    click.echo(f"\nncindex is up: {url}  (receiver {url}/hooks/nextcloud, search {url}/v1/search)")
+    click.echo(
+        f"\nncindex is up: {url}  (receiver {url}/hooks/nextcloud, search {url}/v1/search, "
+        f"MCP {url}/mcp, RCP {url}/rcp)"
+    )
     click.echo(f"Search page: {url}/  (sign in with your Nextcloud account)")
     redis_owner = "a private redis-server" if running.redis else "NCINDEX_REDIS_URL or the default"
     click.echo(f"Redis: {running.settings.redis_url} ({redis_owner})")

@@ -1,9 +1,11 @@
 """``ncindex up``: everything in one process on the embedded engine (DESIGN §10).
 
 One process because the embedded store (Qdrant Edge) allows one process per folder: the
-receiver and the search API share one HTTP port, a Celery worker runs in a thread of the same
-process, and the store lives under ``data_dir``. Redis is used where one answers at
-``redis_url``; otherwise a private ``redis-server`` is started. Without a Nextcloud configured
+receiver, the search API and the MCP server share one HTTP port (the MCP server, ASGI, runs
+under uvicorn on a loopback port the HTTP port relays ``/mcp`` to), a Celery worker runs in a
+thread of the same process, and the store lives under ``data_dir``. Redis is used where one
+answers at ``redis_url``; otherwise a private ``redis-server`` is started. Without a Nextcloud
+configured
 the Nextcloud simulator is started with the bundled sample corpus, the webhooks are registered
 through its OCS API, and its deliveries index the corpus — a newcomer sees it work.
 
@@ -26,6 +28,7 @@ from pydantic import SecretStr
 from qdrant_client import models
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from mcp_server import create_app as create_mcp_app
 from ncindex.ingest.queueing import check_redis
 from ncindex.ingest.registration import register
 from ncindex.redis_server import RedisProcess, reachable, start_redis
@@ -34,7 +37,8 @@ from ncindex.settings import Settings
 from ncindex.store.edge_optimizer import EdgeOptimizer
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 from ncindex.sync.reconcile import request_scans, scan_types
-from ncindex.web.dispatch import dispatch
+from ncindex.web.asgi import ServedAsgi, serve_in_thread
+from ncindex.web.dispatch import dispatch, forward_to
 from ncindex.web.server_errors import ProblemRequestHandler
 from search_api import create_app as create_search_app
 from webhook_receiver import create_app as create_receiver_app
@@ -99,10 +103,12 @@ class Embedded:
     webhooks: Any = None
     #: the embedded engine's background optimiser (None on a Qdrant server)
     optimizer: EdgeOptimizer | None = None
+    #: the MCP server (uvicorn on a loopback port; the HTTP port relays ``/mcp`` to it)
+    mcp: ServedAsgi | None = None
 
     @property
     def url(self) -> str:
-        """Base URL of the HTTP port (receiver + search API)."""
+        """Base URL of the HTTP port (receiver, search API, MCP server at ``/mcp``)."""
         return f"http://{self.server.host}:{self.server.port}"
 
     def documents_indexed(self) -> int:
@@ -120,6 +126,8 @@ class Embedded:
         if self.optimizer is not None:
             self.optimizer.stop()
         self.server.shutdown()
+        if self.mcp is not None:
+            self.mcp.close()
         if self.simulator_server is not None:
             self.simulator_server.close()
         self.services.close()
@@ -201,12 +209,15 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     celery = create_celery(settings, services)
     start_worker(celery)
     beat = start_embedded_beat(celery, settings)
+    mcp = serve_in_thread(create_mcp_app(settings, services=services, producer=celery))
     server.app = dispatch(
         create_receiver_app(settings, producer=celery, redis_client=services.redis),
         create_search_app(settings, services=services, producer=celery),
+        forward_to(mcp.url),
     )
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     embedded = Embedded(settings, services, server, simulator, simulator_server, private_redis)
+    embedded.mcp = mcp
     embedded.beat = beat
     if not settings.qdrant_url:
         embedded.optimizer = EdgeOptimizer(

@@ -140,7 +140,7 @@ class Names:
 
     @property
     def rcp_prefix(self) -> str:
-        """RCP sessions: ``…:rcp:cred:<…>`` and ``…:rcp:token:<…>``."""
+        """RCP sessions: ``…:rcp:s:<credential hash>:<session id>``."""
         return self.key("rcp", "")
 
     def ui_session(self, session_hash: str) -> str:

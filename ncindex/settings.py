@@ -204,8 +204,18 @@ class Settings(BaseSettings):
     )
     search_rate_limit: str = Field(
         "600/minute",
-        description="Requests per caller to /v1/search, context and /rcp (flask-limiter "
-        "syntax, e.g. `600/minute;20/second`); empty ⇒ unlimited.",
+        description="Requests per caller to /v1/search, context, /rcp and /mcp, one shared "
+        "count (flask-limiter syntax, e.g. `600/minute;20/second`); empty ⇒ unlimited.",
+    )
+    mcp_allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        description="`Host` values the MCP server (/mcp) answers (DNS-rebinding protection of "
+        "the MCP SDK's transport; `name:*` allows any port); empty ⇒ no check.",
+    )
+    mcp_allowed_origins: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        description="`Origin` values the MCP server accepts from browsers (a request without "
+        "`Origin` is not checked); used only while `mcp_allowed_hosts` is set.",
     )
 
     # --- Notes ------------------------------------------------------------------------------

@@ -63,6 +63,11 @@ TASKS = Counter(
 )
 TASK_SECONDS = Histogram("ncindex_task_seconds", "Celery task run time by task, seconds.", ["task"])
 SEARCH_SECONDS = Histogram("ncindex_search_seconds", "Search latency by stage, seconds.", ["stage"])
+MCP_TOOL_CALLS = Counter(
+    "ncindex_mcp_tool_calls_total",
+    "MCP tool calls by tool and outcome (ok, or the error code).",
+    ["tool", "outcome"],
+)
 VERIFICATIONS = Counter(
     "ncindex_verifications_total",
     "Verify-on-read results by doc_type and result (kept, dropped, error, unverified).",

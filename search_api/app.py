@@ -10,17 +10,13 @@ from flask import Flask, Response, request
 from flask_limiter import RequestLimit
 from flask_limiter.errors import RateLimitExceeded
 
-from ncindex import names
 from ncindex.accounts import refused_accounts
-from ncindex.documents import DocRef
-from ncindex.embedding.embedder import Embedder
-from ncindex.ingest.queueing import PUBLISH_RETRY, Producer, celery_app
+from ncindex.ingest.queueing import Producer, celery_app
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
 from ncindex.search import rcp as rcp_server
-from ncindex.search.service import SearchService
+from ncindex.search.wiring import service_factory
 from ncindex.settings import Settings
-from ncindex.store import VectorStore
 from ncindex.telemetry import metrics_payload
 from ncindex.web.auth import confirmed, resolve_caller
 from ncindex.web.health import health_blueprint
@@ -64,33 +60,8 @@ def create_app(
     services = services or Services(settings)
     producer = producer or celery_app(settings)
 
-    def on_drop(user: str, ref: DocRef) -> None:
-        if user not in settings.accounts:
-            return
-        if not ref.doc_id.isdigit():
-            log.info("drop_left_to_reconcile", doc_key=ref.key, user=user)
-            return
-        try:
-            producer.send_task(
-                names.INDEX_DOCUMENT,
-                kwargs={"user": user, "doc_type": ref.doc_type.value, "doc_id": int(ref.doc_id)},
-                queue=names.INDEX,
-                retry_policy=PUBLISH_RETRY,
-            )
-        except Exception as exc:  # fire and forget: reconcile catches what this misses
-            log.warning("drop_enqueue_failed", doc_key=ref.key, error=str(exc))
-
     app = Flask(__name__)
-    holder: dict[str, SearchService] = {}
-
-    def live() -> tuple[VectorStore, Embedder]:
-        view = services.models.view()
-        return view.live.store, view.live.embedder
-
-    def service() -> SearchService:
-        if "svc" not in holder:
-            holder["svc"] = SearchService(settings, live, on_drop)
-        return holder["svc"]
+    service = service_factory(services, producer)
 
     def authenticate(authorization: str | None) -> NextcloudClient:
         return resolve_caller(services, authorization)
@@ -136,7 +107,9 @@ def create_app(
     )
     app.register_blueprint(search_blueprint(services, service, shared))
     app.register_blueprint(rcp_blueprint(server, shared))
-    app.register_blueprint(facets_blueprint(services, lambda: live()[0], shared))
+    app.register_blueprint(
+        facets_blueprint(services, lambda: services.models.view().live.store, shared)
+    )
     app.register_blueprint(ui_blueprint(services, shared))
     install_session_auth(app, services)
     app.register_blueprint(openapi_blueprint())

@@ -17,7 +17,7 @@ from pydantic.json_schema import models_json_schema
 
 from ncindex import __version__
 from ncindex.documents import DocType
-from ncindex.search.filter_fields import ALL_OPERATORS, FIELDS
+from ncindex.search.filter_fields import filter_schemas
 from ncindex.search.service import ContextResponse, SearchRequest, SearchResponse
 
 REF = "#/components/schemas/{model}"
@@ -89,45 +89,6 @@ class JsonRpcResponse(BaseModel):
     error: JsonRpcError | None = None
 
 
-def filter_schemas() -> dict[str, Any]:
-    """JSON Schemas ``FilterNode`` (a combinator or a leaf) and ``FilterLeaf``."""
-    node = {"$ref": REF.format(model="FilterNode")}
-
-    def combinator(kind: str, schema: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": {kind: schema},
-            "required": [kind],
-            "additionalProperties": False,
-        }
-
-    return {
-        "FilterNode": {
-            "description": "An RCP/1 filter tree node.",
-            "oneOf": [
-                combinator("and", {"type": "array", "items": node, "minItems": 1}),
-                combinator("or", {"type": "array", "items": node, "minItems": 1}),
-                combinator("not", node),
-                {"$ref": REF.format(model="FilterLeaf")},
-            ],
-        },
-        "FilterLeaf": {
-            "description": "A condition; operators per field as listed by GET /v1/filters.",
-            "type": "object",
-            "properties": {
-                "field": {"enum": list(FIELDS)},
-                "op": {"enum": list(ALL_OPERATORS)},
-                "value": {
-                    "description": "A scalar; an array for in/nin; a boolean for exists "
-                    "(default true)."
-                },
-            },
-            "required": ["field", "op"],
-            "additionalProperties": False,
-        },
-    }
-
-
 def _json(schema: str) -> dict[str, Any]:
     return {"application/json": {"schema": {"$ref": REF.format(model=schema)}}}
 
@@ -160,7 +121,7 @@ def openapi_document() -> dict[str, Any]:
         ],
         ref_template=REF,
     )
-    schemas = {**top.get("$defs", {}), **filter_schemas()}
+    schemas = {**top.get("$defs", {}), **filter_schemas(REF)}
     secured = [{"basic": []}, {"bearer": []}]
     return {
         "openapi": "3.1.0",

@@ -30,7 +30,7 @@ from ncindex.search.filter_fields import filters_document
 from ncindex.search.service import SearchRequest, SearchService
 from ncindex.telemetry import SEARCH_SECONDS, SEARCHES
 from ncindex.web.auth import resolve_caller
-from ncindex.web.problems import TRANSLATED, problem_for, read_body
+from ncindex.web.problems import TRANSLATED, problem_for, read_body, validation_error
 
 log = structlog.get_logger(__name__)
 
@@ -57,25 +57,6 @@ def read_json_object() -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise InputError("invalid_json", "body", "body must be a JSON object")
     return raw
-
-
-def validation_error(exc: ValidationError) -> InputError:
-    """The first pydantic error as :class:`~ncindex.errors.InputError`: a key the body does not
-    have is ``unknown_field``, a bad ``filter`` ``invalid_filter``, anything else
-    ``invalid_value``."""
-    first = exc.errors()[0]
-    loc = first["loc"]
-    # the field name, then list indexes; union member tags ("int", "str") are dropped
-    field = (
-        "".join([str(loc[0]), *(f"[{p}]" for p in loc[1:] if isinstance(p, int))]) if loc else ""
-    )
-    if first["type"] == "extra_forbidden":
-        code = "unknown_field"
-    elif loc and loc[0] == "filter":
-        code = "invalid_filter"
-    else:
-        code = "invalid_value"
-    return InputError(code, field or "body", first["msg"])
 
 
 def search_blueprint(

@@ -180,3 +180,44 @@ def rcp_filter_capability() -> dict[str, Any]:
             "dateEncoding": DATE_ENCODING,
         },
     }
+
+
+def filter_schemas(ref: str = "#/$defs/{model}") -> dict[str, Any]:
+    """JSON Schemas ``FilterNode`` (a combinator or a leaf) and ``FilterLeaf``, referring to
+    each other through ``ref`` (``{model}`` is replaced by the name): ``#/$defs/{model}`` for a
+    standalone JSON Schema, ``#/components/schemas/{model}`` in the OpenAPI document."""
+    node = {"$ref": ref.format(model="FilterNode")}
+
+    def combinator(kind: str, schema: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {kind: schema},
+            "required": [kind],
+            "additionalProperties": False,
+        }
+
+    return {
+        "FilterNode": {
+            "description": "An RCP/1 filter tree node.",
+            "oneOf": [
+                combinator("and", {"type": "array", "items": node, "minItems": 1}),
+                combinator("or", {"type": "array", "items": node, "minItems": 1}),
+                combinator("not", node),
+                {"$ref": ref.format(model="FilterLeaf")},
+            ],
+        },
+        "FilterLeaf": {
+            "description": "A condition; operators per field as listed by GET /v1/filters.",
+            "type": "object",
+            "properties": {
+                "field": {"enum": list(FIELDS)},
+                "op": {"enum": list(ALL_OPERATORS)},
+                "value": {
+                    "description": "A scalar; an array for in/nin; a boolean for exists "
+                    "(default true)."
+                },
+            },
+            "required": ["field", "op"],
+            "additionalProperties": False,
+        },
+    }

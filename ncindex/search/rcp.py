@@ -15,13 +15,19 @@ match the body's. Methods:
 * ``shutdown`` — ends the caller's session; always ``{}``.
 
 **Sessions.** HTTP is request-scoped, so the ``initialize`` state lives in Redis for
-``SESSION_SECONDS`` (refreshed by use). The result carries a token in ``_meta.session``; a
-client that sends it back in the ``RCP-Session`` header has a session of its own, and a second
-``initialize`` with it is rejected (-32600), as on a stdio connection. A client that sends no
-header (the SDK's ``HttpTransport`` sends none) shares one session per credential (a SHA-256 of
-the ``Authorization`` header, never the credential): ``initialize`` then (re)starts it,
-because a reconnect cannot be told from a re-negotiation. A gated method outside a session is
--32001; ``shutdown`` ends the session.
+``SESSION_SECONDS`` (refreshed by use), keyed by the credential (a SHA-256 of the
+``Authorization`` header, never the credential) and a session id. A client that sends no
+``RCP-Session`` header (the SDK's ``HttpTransport`` sends none; the public conformance
+checker neither) has one *implicit* session per credential; a client that sends the header
+names its own session: a value it chose (``[A-Za-z0-9._~-]``, 8 to 128 characters) or the
+token ``initialize`` returned in ``_meta.session``. Spec §13 holds for every session: after a
+successful ``initialize``, a second one on the same session is refused with -32600 (its
+``data.hint`` says how to start afresh); one that failed version negotiation (-32002) leaves
+the session uninitialized and may be retried. A fresh session is started by ``shutdown``
+(callable any time: it ends the implicit session and the named one) followed by
+``initialize``, by ``initialize`` with a new ``RCP-Session`` value (sessions of one
+credential are independent, and one credential cannot touch another's, whatever id it
+sends), or by ``SESSION_SECONDS`` of idleness. A gated method outside a session is -32001.
 
 Dispatch follows the SDK's ``rcp.Server`` rules and message shapes: a request without ``id``
 is a notification and gets no answer (HTTP 204); before ``initialize`` a gated method is
@@ -40,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -84,6 +91,12 @@ MAX_BATCH = 10
 MODES = ("dense", "sparse", "hybrid")
 FUSIONS = ("rrf", "dbsf")
 SESSION_HEADER = "RCP-Session"
+IMPLICIT = "-"
+"""Session id of a client that sends no ``RCP-Session`` header (never a valid header value)."""
+_SESSION_ID = re.compile(r"[A-Za-z0-9._~-]{8,128}")
+_RESTART_HINT = (
+    "send 'shutdown' and then 'initialize', or 'initialize' with a new RCP-Session header"
+)
 # Options a client may ask for that this server does not offer (spec §7.7): -32005 when strict.
 _UNOFFERED = ("rerank", "mmr", "rewrite", "recency", "cursor")
 _POSITIVE_INTS = ("k", "candidateK")
@@ -99,11 +112,12 @@ class HttpAnswer:
 
 
 class RcpSessions:
-    """``initialize`` state in Redis: ``…:cred:<hash>`` for header-less clients and
-    ``…:token:<token>`` → ``<hash>`` for clients that send ``RCP-Session``. Commands go through
-    the :class:`~ncindex.redis_breaker.RedisBreaker` that ``breaker`` returns, so a stalled
-    Redis fails them fast rather than once per socket timeout. Redis errors (the breaker's
-    ``RedisSkipped`` among them) raise ``RpcError(-32010)``, retryable."""
+    """``initialize`` state in Redis, one key per session: ``…:s:<credential hash>:<id>``,
+    where the id is the ``RCP-Session`` value or :data:`IMPLICIT` for a header-less client.
+    Commands go through the :class:`~ncindex.redis_breaker.RedisBreaker` that ``breaker``
+    returns, so a stalled Redis fails them fast rather than once per socket timeout. Redis
+    errors (the breaker's ``RedisSkipped`` among them) raise ``RpcError(-32010)``,
+    retryable."""
 
     def __init__(
         self, breaker: Callable[[], RedisBreaker], keys: Names, ttl: int = SESSION_SECONDS
@@ -112,31 +126,38 @@ class RcpSessions:
         self.prefix = keys.rcp_prefix
         self.ttl = ttl
 
-    def start(self, cred: str) -> str:
-        """Start (or restart) the credential's session; returns a new session token."""
-        token = secrets.token_urlsafe(24)
+    def start(self, cred: str, session: str | None) -> str:
+        """Start the session named ``session`` (``None``: the implicit one, which also
+        gets a new token naming it for clients that send the header from now on);
+        returns the id to hand back in ``_meta.session``. Raises ``RpcError(-32600)``
+        when that session is already initialized (atomic: ``SET NX``)."""
+        sid = session or IMPLICIT
         with self._guard():
-            self._breaker().call("set", f"{self.prefix}cred:{cred}", "1", ex=self.ttl)
-            self._breaker().call("set", f"{self.prefix}token:{token}", cred, ex=self.ttl)
+            fresh = self._breaker().call("set", self._key(cred, sid), "1", ex=self.ttl, nx=True)
+            if not fresh:
+                raise _already_initialized()
+            if session is not None:
+                return session
+            token = secrets.token_urlsafe(24)
+            self._breaker().call("set", self._key(cred, token), "1", ex=self.ttl)
         return token
 
-    def active(self, cred: str, token: str | None) -> bool:
-        """Whether the session (the token's, else the credential's) is live; refreshes it."""
-        key = f"{self.prefix}token:{token}" if token else f"{self.prefix}cred:{cred}"
+    def active(self, cred: str, session: str | None) -> bool:
+        """Whether the session is initialized; refreshes its idle lifetime."""
         with self._guard():
-            value = self._breaker().call("get", key)
-            if value is None or (token and value.decode() != cred):
-                return False
-            self._breaker().call("expire", key, self.ttl)
-        return True
+            return bool(
+                self._breaker().call("expire", self._key(cred, session or IMPLICIT), self.ttl)
+            )
 
-    def end(self, cred: str, token: str | None) -> None:
-        """End the session (the token's and the credential's)."""
+    def end(self, cred: str, session: str | None) -> None:
+        """End the implicit session and, when named, ``session``. Ending what is not
+        live is a no-op."""
         with self._guard():
-            keys = [f"{self.prefix}cred:{cred}"]
-            if token and self.active(cred, token):
-                keys.append(f"{self.prefix}token:{token}")
-            self._breaker().call("delete", *keys)
+            keys = {self._key(cred, IMPLICIT), self._key(cred, session or IMPLICIT)}
+            self._breaker().call("delete", *sorted(keys))
+
+    def _key(self, cred: str, sid: str) -> str:
+        return f"{self.prefix}s:{cred}:{sid}"
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -298,6 +319,12 @@ class RcpServer:
             raise RpcError(
                 Errc.INVALID_REQUEST, f"'{method}' is a notification and MUST NOT carry an 'id'"
             )
+        if call.session is not None and not _SESSION_ID.fullmatch(call.session):
+            raise RpcError(
+                Errc.INVALID_REQUEST,
+                f"the {SESSION_HEADER} header must be 8 to 128 of A-Z a-z 0-9 . _ ~ -",
+                {"field": SESSION_HEADER},
+            )
         if method == rcp.Method.SHUTDOWN:
             if call.authorization:
                 self.sessions.end(call.cred, call.session)
@@ -329,18 +356,15 @@ class RcpServer:
             ) from None
 
     def _initialize(self, params: Any, call: _Call) -> dict[str, Any]:
-        if call.session and self.sessions.active(call.cred, call.session):
-            raise RpcError(
-                Errc.INVALID_REQUEST,
-                "already initialized; re-negotiation is not permitted mid-session",
-            )
+        if self.sessions.active(call.cred, call.session):  # spec §13: no re-negotiation
+            raise _already_initialized()
         wanted = (
             params.get("protocolVersion", rcp.PROTOCOL_VERSION) if isinstance(params, dict) else 1
         )
         version = rcp.negotiate_version(wanted)
-        if version < 1:
+        if version < 1:  # the session stays uninitialized; a retry is allowed (spec §13)
             raise RpcError(Errc.VERSION_MISMATCH, "no common version")
-        token = self.sessions.start(call.cred)
+        token = self.sessions.start(call.cred, call.session)
         result = self.server_info()
         result["protocolVersion"] = version
         result["_meta"] = {**result["_meta"], "session": token}
@@ -550,6 +574,14 @@ def _fusion(value: Any, notes: list[str]) -> str | None:
     if isinstance(value, dict) and ("weights" in value or "rrfK" in value):
         notes.append(f"fusion weights/rrfK are fixed by the server (RRF k={RRF_K}); ignored")
     return method
+
+
+def _already_initialized() -> RpcError:
+    return RpcError(
+        Errc.INVALID_REQUEST,
+        "already initialized; re-negotiation is not permitted mid-session",
+        {"hint": _RESTART_HINT},
+    )
 
 
 def _invalid(field_: str, message: str) -> RpcError:

@@ -25,6 +25,7 @@ _WORD = re.compile(r"\w+")
 _WHITESPACE = re.compile(r"\s+")
 ELLIPSIS = "…"
 MARK_OPEN, MARK_CLOSE = "<mark>", "</mark>"
+_MARKS = re.compile(f"{MARK_OPEN}(.*?){MARK_CLOSE}", re.DOTALL)
 # Unicode categories removed before anything else: controls (Cc), invisible format characters
 # such as bidi overrides and zero-width joiners (Cf), surrogates (Cs), private use (Co) and
 # unassigned code points (Cn) — none is text a reader should see, and some can disguise text.
@@ -84,6 +85,26 @@ def make_snippet(text: str, query: str, *, max_chars: int = 240) -> str:
     if not ellipses:
         return out
     return (ELLIPSIS if start > 0 else "") + out + (ELLIPSIS if end < len(body) else "")
+
+
+def plain_snippet(snippet: str) -> tuple[str, list[tuple[int, int]]]:
+    """A snippet of :func:`make_snippet` as plain text and its matches: ``(text, [(start,
+    end), …])``, offsets in characters into ``text`` (end exclusive). The ``<mark>`` pairs are
+    the only tags a snippet holds (see the module docstring), so they are split off and the
+    pieces between them unescaped; raises ``ValueError`` for a string with an unbalanced
+    ``<mark>`` (not one this module made)."""
+    text: list[str] = []
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for i, piece in enumerate(_MARKS.split(snippet)):
+        plain = html.unescape(piece)
+        if i % 2:
+            spans.append((at, at + len(plain)))
+        text.append(plain)
+        at += len(plain)
+    if snippet.count(MARK_OPEN) != len(spans) or snippet.count(MARK_CLOSE) != len(spans):
+        raise ValueError("not a snippet: unbalanced <mark> tags")
+    return "".join(text), spans
 
 
 # --- internals -----------------------------------------------------------------------------

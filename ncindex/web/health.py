@@ -1,4 +1,4 @@
-"""``/livez`` and ``/readyz`` for both Flask apps (DESIGN §12).
+"""``/livez`` and ``/readyz`` for the web apps (DESIGN §12).
 
 ``/livez`` answers as long as the process serves requests (no dependency is touched, so a slow
 model load never fails a liveness probe). ``/readyz`` runs the app's named checks and answers
@@ -34,25 +34,35 @@ def health_blueprint(
 
     @bp.get("/readyz")
     def readyz() -> ResponseReturnValue:
-        results = {}
-        for name, check in checks.items():
-            try:
-                check()
-                results[name] = "ok"
-            except Exception as exc:  # a readiness probe reports, it never raises
-                # the error's class only: its text may name hosts or paths (anyone may ask)
-                log.warning("readiness_check_failed", check=name, error=f"{exc}")
-                results[name] = f"fail: {type(exc).__name__}"
-        ready = all(v == "ok" for v in results.values())
-        extra = {}
-        for name, report in (reports or {}).items():
-            try:
-                extra[name] = report()
-            except Exception as exc:  # a report is best effort, like the checks
-                log.warning("readiness_report_failed", report=name, error=f"{exc}")
-                extra[name] = None
-        return jsonify(status="ok" if ready else "unavailable", checks=results, **extra), (
-            200 if ready else 503
-        )
+        body, status = readiness(checks, reports)
+        return jsonify(body), status
 
     return bp
+
+
+def readiness(
+    checks: Mapping[str, Check], reports: Mapping[str, Callable[[], Any]] | None = None
+) -> tuple[dict[str, Any], int]:
+    """The ``/readyz`` body and HTTP status (200, or 503 while a check fails) of any web app:
+    ``{"status": "ok" | "unavailable", "checks": {name: "ok" | "fail: <class>"}, **reports}``.
+    A check passes when it returns and fails when it raises (its exception class is reported,
+    its text logged); each report adds its JSON-able value (``null`` when it raises)."""
+    results = {}
+    for name, check in checks.items():
+        try:
+            check()
+            results[name] = "ok"
+        except Exception as exc:  # a readiness probe reports, it never raises
+            # the error's class only: its text may name hosts or paths (anyone may ask)
+            log.warning("readiness_check_failed", check=name, error=f"{exc}")
+            results[name] = f"fail: {type(exc).__name__}"
+    ready = all(v == "ok" for v in results.values())
+    extra = {}
+    for name, report in (reports or {}).items():
+        try:
+            extra[name] = report()
+        except Exception as exc:  # a report is best effort, like the checks
+            log.warning("readiness_report_failed", report=name, error=f"{exc}")
+            extra[name] = None
+    body = {"status": "ok" if ready else "unavailable", "checks": results, **extra}
+    return body, 200 if ready else 503

@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 from flask import Flask, Request, Response, json
+from pydantic import ValidationError
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 
 from ncindex.errors import (
@@ -115,6 +116,25 @@ PROBLEMS: dict[type[Exception], Callable[[Any], Response]] = {
 }
 #: The classes of :data:`PROBLEMS`, for an ``except`` clause.
 TRANSLATED = tuple(PROBLEMS)
+
+
+def validation_error(exc: ValidationError) -> InputError:
+    """The first pydantic error as :class:`~ncindex.errors.InputError`: a key the body does not
+    have is ``unknown_field``, a bad ``filter`` ``invalid_filter``, anything else
+    ``invalid_value``."""
+    first = exc.errors()[0]
+    loc = first["loc"]
+    # the field name, then list indexes; union member tags ("int", "str") are dropped
+    field = (
+        "".join([str(loc[0]), *(f"[{p}]" for p in loc[1:] if isinstance(p, int))]) if loc else ""
+    )
+    if first["type"] == "extra_forbidden":
+        code = "unknown_field"
+    elif loc and loc[0] == "filter":
+        code = "invalid_filter"
+    else:
+        code = "invalid_value"
+    return InputError(code, field or "body", first["msg"])
 
 
 def problem_for(exc: Exception) -> Response:

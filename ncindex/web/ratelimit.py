@@ -22,13 +22,19 @@ import base64
 import hashlib
 import time
 from collections.abc import Callable
+from typing import Any
 
 import limits
+import limits.storage
+import limits.strategies
+import structlog
 from flask import Flask, Response, request
 from flask_limiter import Limiter, RequestLimit
 
 from ncindex.redis_breaker import TIMEOUT_SECONDS
 from ncindex.settings import Settings
+
+log = structlog.get_logger(__name__)
 
 SCOPE = "search"
 """The shared limit's scope name (one bucket per caller across the limited endpoints)."""
@@ -38,7 +44,12 @@ REFUSED_SCOPE = "refused"
 
 
 def caller_key() -> str:
-    """The rate-limit key of the current request.
+    """The rate-limit key of the current Flask request (:func:`caller_key_for`)."""
+    return caller_key_for(request.headers.get("Authorization"), request.remote_addr)
+
+
+def caller_key_for(authorization: str | None, address: str | None) -> str:
+    """The rate-limit key of a request with this ``Authorization`` header from ``address``.
 
     Basic credentials count against the claimed user name (``user:<name>``), so guessing a
     user's password from any number of clients shares one bucket; other credentials (Bearer
@@ -46,9 +57,8 @@ def caller_key() -> str:
     (``cred:<hex>``); no credentials against the client address (``addr:<ip>``). The price:
     a flood of wrong passwords for a user name also slows that user's own searches.
     """
-    authorization = request.headers.get("Authorization")
     if not authorization:
-        return f"addr:{request.remote_addr or '?'}"
+        return f"addr:{address or '?'}"
     scheme, _, credential = authorization.partition(" ")
     if scheme.lower() == "basic":
         try:
@@ -76,6 +86,56 @@ def retry_after_seconds(limit: RequestLimit) -> int:
     return max(1, int(limit.reset_at - time.time()))
 
 
+def _storage_options(settings: Settings) -> dict[str, Any]:
+    return {
+        "socket_connect_timeout": TIMEOUT_SECONDS,
+        "socket_timeout": TIMEOUT_SECONDS,
+        "key_prefix": settings.names.limits_prefix,
+    }
+
+
+class CallerLimit:
+    """The search API's two limits for an app that is not Flask (the MCP server): the shared
+    per-caller limit (:data:`SCOPE`) and the per-address count of refused credentials
+    (:data:`REFUSED_SCOPE`), with the same limit string, storage, moving window and counter
+    keys as :func:`create_limiter`'s, so a caller's requests to ``/mcp`` and to ``/v1/search``
+    draw on one count. Each method answers ``None`` when the request is within every limit,
+    else the whole seconds (at least 1) until the tightest breached window has room again.
+    Redis errors are swallowed (the request is let through), as flask-limiter's
+    ``swallow_errors`` does."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.items = limits.parse_many(settings.search_rate_limit)
+        storage = limits.storage.storage_from_string(
+            settings.redis_url, **_storage_options(settings)
+        )
+        self.strategy = limits.strategies.MovingWindowRateLimiter(storage)
+        self.prefix = settings.names.ratelimit_prefix
+
+    def hit(self, authorization: str | None, address: str | None) -> int | None:
+        """Count one request against the caller's limit."""
+        return self._apply(self.strategy.hit, caller_key_for(authorization, address), SCOPE)
+
+    def refused_exceeded(self, address: str | None) -> int | None:
+        """Whether ``address`` has used up its refused-credentials limit (not counted)."""
+        return self._apply(self.strategy.test, f"addr:{address or '?'}", REFUSED_SCOPE)
+
+    def count_refused(self, address: str | None) -> None:
+        """Count one refused credential (an HTTP 401 answer) against ``address``."""
+        self._apply(self.strategy.hit, f"addr:{address or '?'}", REFUSED_SCOPE)
+
+    def _apply(self, method: Callable[..., bool], key: str, scope: str) -> int | None:
+        for item in sorted(self.items):
+            try:
+                if not method(item, self.prefix, key, scope):
+                    reset = self.strategy.get_window_stats(item, self.prefix, key, scope)[0]
+                    return max(1, int(reset - time.time()))
+            except Exception as exc:  # the storage failed: let the request through
+                log.warning("rate_limit_storage_failed", error=f"{type(exc).__name__}: {exc}")
+                return None
+        return None
+
+
 def create_limiter(
     app: Flask, settings: Settings, on_breach: Callable[[RequestLimit], Response]
 ) -> Limiter | None:
@@ -89,11 +149,7 @@ def create_limiter(
         caller_key,
         app=app,
         storage_uri=settings.redis_url,
-        storage_options={
-            "socket_connect_timeout": TIMEOUT_SECONDS,
-            "socket_timeout": TIMEOUT_SECONDS,
-            "key_prefix": settings.names.limits_prefix,
-        },
+        storage_options=_storage_options(settings),
         strategy="moving-window",
         swallow_errors=True,
         in_memory_fallback_enabled=True,

@@ -171,7 +171,7 @@ def test_every_pod_is_probed_limited_and_unprivileged(rendered: list[dict[str, A
         assert box["securityContext"]["readOnlyRootFilesystem"] is True
         assert box["resources"]["requests"], name
         role = dep["metadata"]["labels"]["app.kubernetes.io/component"]
-        if role in ("receiver", "search"):
+        if role in ("receiver", "search", "mcp"):
             assert box["livenessProbe"]["httpGet"]["path"] == "/livez"
             assert box["readinessProbe"]["httpGet"]["path"] == "/readyz"
             assert box["args"][:3] == ["gunicorn", "--config", "/etc/ncindex/gunicorn.conf.py"]
@@ -187,6 +187,36 @@ def test_every_pod_is_probed_limited_and_unprivileged(rendered: list[dict[str, A
             assert "inspect" not in probe
             env = {e["name"]: e.get("value") for e in box["env"]}
             assert env["NCINDEX_HEARTBEAT_FILE"] == probe[3]
+
+
+def test_the_mcp_server_has_its_deployment_service_and_route(chart: helm.Chart) -> None:
+    for values in (MINIMAL, EVERYTHING):
+        objects = render(chart, values)
+        mcp = by_kind(objects, "Deployment")["nci-ncindex-mcp"]
+        box = container(mcp)
+        assert box["args"] == [
+            "gunicorn", "--config", "/etc/ncindex/gunicorn.conf.py",
+            "--worker-class", "uvicorn_worker.UvicornWorker", "mcp_server.asgi:app",
+        ]  # fmt: skip
+        assert box["startupProbe"]["httpGet"]["path"] == "/livez"
+        service = by_kind(objects, "Service")["nci-ncindex-mcp"]
+        assert service["spec"]["ports"][0]["targetPort"] == "http"
+        assert "nci-ncindex-mcp" in by_kind(objects, "NetworkPolicy")
+        config = by_kind(objects, "ConfigMap")["nci-ncindex"]["data"]
+        hosts = json.loads(config["NCINDEX_MCP_ALLOWED_HOSTS"])
+        assert {"nci-ncindex-mcp", "nci-ncindex-mcp:*", "nci-ncindex-mcp.search.svc:*"} <= set(
+            hosts
+        )
+    # the ingress host is allowed and /mcp is routed to the MCP server
+    assert {"search.example.org", "search.example.org:*"} <= set(hosts)
+    assert json.loads(config["NCINDEX_MCP_ALLOWED_ORIGINS"]) == ["https://search.example.org"]
+    (ingress,) = by_kind(objects, "Ingress").values()
+    paths = {p["path"]: p for p in ingress["spec"]["rules"][0]["http"]["paths"]}
+    assert paths["/mcp"]["backend"]["service"]["name"] == "nci-ncindex-mcp"
+    # an operator's own allow-list wins
+    own = render(chart, {**MINIMAL, "config": {"mcp_allowed_hosts": ["mcp.example.org"]}})
+    config = by_kind(own, "ConfigMap")["nci-ncindex"]["data"]
+    assert json.loads(config["NCINDEX_MCP_ALLOWED_HOSTS"]) == ["mcp.example.org"]
 
 
 def test_worker_groups_split_queues_and_outlast_the_hard_limit(
@@ -311,6 +341,7 @@ def test_in_cluster_dependencies(chart: helm.Chart) -> None:
         "/v1": search,
         "/rcp": search,
         "/openapi.json": search,
+        "/mcp": "nci-ncindex-mcp",
     }  # /metrics and health stay in the cluster
     hpas = by_kind(objects, "HorizontalPodAutoscaler")
     assert set(hpas) == {"nci-ncindex-search", "nci-ncindex-worker-index"}

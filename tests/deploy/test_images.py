@@ -95,6 +95,7 @@ def test_compose_file_is_valid_and_runs_every_role() -> None:
         "qdrant",
         "receiver",
         "search",
+        "mcp",
         "worker-index",
         "worker-light",
         "beat",
@@ -102,7 +103,7 @@ def test_compose_file_is_valid_and_runs_every_role() -> None:
     }
     assert services["qdrant"]["image"].startswith("qdrant/qdrant")
     ncindex = {name: s for name, s in services.items() if s.get("image") == "ncindex:local"}
-    assert len(ncindex) == 6
+    assert len(ncindex) == 7
     for service in ncindex.values():
         assert service["environment"]["NCINDEX_QDRANT_URL"].startswith("http://qdrant:")
         assert service["read_only"] is True
@@ -147,7 +148,9 @@ def queue_groups_of(commands: list[list[str]]) -> set[frozenset[str]]:
 
 def test_procfile_compose_and_chart_agree() -> None:
     proc = procfile()
-    assert set(proc) == {"receiver", "search", "worker_index", "worker_light", "beat", "flower"}
+    assert set(proc) == {
+        "receiver", "search", "mcp", "worker_index", "worker_light", "beat", "flower"
+    }  # fmt: skip
     proc_argv = [
         [w for w in shlex.split(line) if "=" not in w or w.startswith("--")]
         for line in proc.values()

@@ -411,13 +411,14 @@ def test_procfile_runs_every_role(
 ) -> None:
     """``honcho start`` on deploy/Procfile: every role comes up against Redis (Qdrant is not
     running here, so the search API is live but reports its store as not ready)."""
-    ports = {name: free_port() for name in ("receiver", "search", "flower")}
+    ports = {name: free_port() for name in ("receiver", "search", "mcp", "flower")}
     env = process_env(
         redis_proc.url,
         TMPDIR=str(tmp_path),
         NCINDEX_QDRANT_URL=f"http://127.0.0.1:{free_port()}",
         NCINDEX_RECEIVER_PORT=str(ports["receiver"]),
         NCINDEX_SEARCH_PORT=str(ports["search"]),
+        NCINDEX_MCP_PORT=str(ports["mcp"]),
         NCINDEX_FLOWER_PORT=str(ports["flower"]),
         FLOWER_BASIC_AUTH=":".join(FLOWER_AUTH),
         GUNICORN_WORKERS="2",
@@ -427,8 +428,9 @@ def test_procfile_runs_every_role(
     )
     receiver = f"http://127.0.0.1:{ports['receiver']}"
     search = f"http://127.0.0.1:{ports['search']}"
+    mcp = f"http://127.0.0.1:{ports['mcp']}"
     flower = f"http://127.0.0.1:{ports['flower']}"
-    for url in (f"{receiver}/livez", f"{search}/livez", f"{flower}/healthcheck"):
+    for url in (f"{receiver}/livez", f"{search}/livez", f"{mcp}/livez", f"{flower}/healthcheck"):
         wait_until(lambda u=url: http_ok(u) or honcho.popen.poll() is not None, timeout=120)
         assert honcho.popen.poll() is None, honcho.text()
 
@@ -438,9 +440,13 @@ def test_procfile_runs_every_role(
     assert httpx.post(f"{receiver}/hooks/nextcloud", json=envelope(7)).status_code == 401
     ready = httpx.get(f"{search}/readyz", timeout=30)
     assert ready.status_code == 503 and ready.json()["checks"]["store"].startswith("fail")
-    for base in (receiver, search):
+    for base in (receiver, search, mcp):
         body = httpx.get(f"{base}/metrics", timeout=10).text
         assert metric(body, "ncindex_queue_metrics_up") == 1
+    # the MCP server asks for credentials before anything else
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    anonymous = httpx.post(f"{mcp}/mcp", json=listing, timeout=10)
+    assert anonymous.status_code == 401 and anonymous.json()["code"] == "unauthenticated"
 
     for group in ("index", "light"):
         wait_until(lambda g=group: (tmp_path / f"ncindex-{g}.heartbeat").exists(), timeout=120)
@@ -456,8 +462,10 @@ def test_procfile_runs_every_role(
     assert all(alive.values())
 
     lines = honcho_lines(honcho.text())
-    assert {"receiver", "search", "worker_index", "worker_light", "beat", "flower"} <= set(lines)
-    for role in ("receiver", "search", "worker_index", "worker_light"):
+    assert {"receiver", "search", "mcp", "worker_index", "worker_light", "beat", "flower"} <= set(
+        lines
+    )
+    for role in ("receiver", "search", "mcp", "worker_index", "worker_light"):
         parsed = [json.loads(line) for line in lines[role] if line.startswith("{")]
         assert parsed, role
     assert "exited with code" not in honcho.text()

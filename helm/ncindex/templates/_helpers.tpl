@@ -175,7 +175,7 @@ affinity:
 {{- end }}
 {{- end -}}
 
-{{/* A gunicorn app (receiver or search): (dict "root" $ "component" "receiver" "module" "webhook_receiver.wsgi:app" "spec" .Values.receiver "startup" 6) */}}
+{{/* A gunicorn app (receiver, search or mcp): (dict "root" $ "component" "receiver" "module" "webhook_receiver.wsgi:app" "spec" .Values.receiver "startup" 6), plus "workerClass" for an ASGI app (gunicorn's --worker-class) */}}
 {{- define "ncindex.gunicornDeployment" -}}
 {{- $root := .root -}}
 apiVersion: apps/v1
@@ -208,7 +208,7 @@ spec:
         - name: {{ .component }}
           image: {{ include "ncindex.image" $root }}
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
-          args: ["gunicorn", "--config", "/etc/ncindex/gunicorn.conf.py", "{{ .module }}"]
+          args: ["gunicorn", "--config", "/etc/ncindex/gunicorn.conf.py",{{ with .workerClass }} "--worker-class", {{ . | quote }},{{ end }} "{{ .module }}"]
           # Keep serving while the endpoint is being removed from Services and Ingress; then
           # SIGTERM lets gunicorn finish its requests (graceful timeout = gunicorn.timeout).
           lifecycle:
@@ -300,4 +300,15 @@ spec:
           type: Utilization
           averageUtilization: {{ .hpa.targetCPUUtilizationPercentage }}
 {{- end }}
+{{- end -}}
+
+{{/* The MCP server's DNS-rebinding allow-list (NCINDEX_MCP_ALLOWED_HOSTS) when config does not
+set one: its Service's names in the cluster and the ingress host, each bare and with any port. */}}
+{{- define "ncindex.mcpAllowedHosts" -}}
+{{- $svc := printf "%s-mcp" (include "ncindex.fullname" .) -}}
+{{- $names := list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) -}}
+{{- if .Values.ingress.enabled }}{{ $names = append $names .Values.ingress.host }}{{ end -}}
+{{- $hosts := list -}}
+{{- range $names }}{{ $hosts = append (append $hosts .) (printf "%s:*" .) }}{{ end -}}
+{{- toJson $hosts -}}
 {{- end -}}

@@ -1,0 +1,284 @@
+"""The MCP server's app factory: an ASGI (Starlette) app with the MCP Streamable HTTP transport
+at ``/mcp`` (the official ``mcp`` SDK's low-level server) and ``/livez``, ``/readyz``,
+``/metrics``.
+
+Every request to ``/mcp`` passes the *gate* first: the search API's rate limits
+(``settings.search_rate_limit``, the same counters as ``/v1/search``'s: per caller, and refused
+credentials per client address unless Nextcloud confirmed the caller recently; 429 with
+``Retry-After``), then the caller's own Nextcloud credentials in ``Authorization`` (Basic
+with an app password, or a Bearer token Nextcloud accepts), resolved exactly as the search API
+does (:func:`ncindex.web.auth.resolve_caller`; 401 with ``WWW-Authenticate`` when missing or
+refused, 503 when Nextcloud cannot be asked). Errors of the gate are problem+json bodies with
+the product's ``code``. The transport is stateless (each POST stands alone, so replicas need no
+sticky sessions) and answers JSON, not SSE; its DNS-rebinding protection allows the ``Host``
+and ``Origin`` values of ``settings.mcp_allowed_hosts`` / ``mcp_allowed_origins``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio.to_thread
+import structlog
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import (
+    StreamableHTTPASGIApp,
+    StreamableHTTPSessionManager,
+)
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+    Tool,
+    ToolAnnotations,
+)
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from mcp_server.tools import FetchArgs, NoArgs, Tools, failure_of, search_schema
+from ncindex import __version__
+from ncindex.accounts import refused_accounts
+from ncindex.errors import TransientError, Unauthenticated, public_reason
+from ncindex.ingest.queueing import Producer, celery_app
+from ncindex.nextcloud.client import NextcloudClient
+from ncindex.runtime import Services
+from ncindex.search.wiring import service_factory
+from ncindex.settings import Settings
+from ncindex.telemetry import MCP_TOOL_CALLS, metrics_payload
+from ncindex.web.auth import confirmed, resolve_caller
+from ncindex.web.health import readiness
+from ncindex.web.problems import BASIC_CHALLENGE, PROBLEM_JSON, problem_body
+from ncindex.web.ratelimit import CallerLimit
+
+log = structlog.get_logger(__name__)
+
+MCP_PATH = "/mcp"
+CALLER = "ncindex_caller"
+"""Key of the resolved :class:`NextcloudClient` in the ASGI scope's ``state``."""
+
+INSTRUCTIONS = (
+    "Search the caller's own Nextcloud (notes, files, Deck cards, News items): `search` "
+    "returns verified results with ids, titles, links and plain-text snippets; `fetch` "
+    "returns a result's text by its id; `list_filters` lists the filter fields and operators."
+)
+_READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+
+
+def tool_list() -> list[Tool]:
+    """The four tools with their JSON Schemas, all annotated read-only."""
+
+    def tool(name: str, title: str, description: str, schema: dict[str, Any]) -> Tool:
+        return Tool(
+            name=name,
+            title=title,
+            description=description,
+            input_schema=schema,
+            annotations=_READ_ONLY.model_copy(update={"title": title}),
+        )
+
+    return [
+        tool(
+            "search",
+            "Search Nextcloud",
+            "Hybrid (dense + BM25) search of the caller's notes, files, Deck cards and News "
+            "items, every result re-checked with Nextcloud. Only `query` is required; filters "
+            "as in POST /v1/search. Results carry `id` (for `fetch`), `title`, `url` (opens "
+            "it in Nextcloud), `snippet` (plain text) with `matches` offsets, and `score`.",
+            search_schema(),
+        ),
+        tool(
+            "fetch",
+            "Fetch a document",
+            "The text of one document from `search` (by its `id`): the whole extracted text, "
+            "or with `chunk_index` the chunks around it. Checked with Nextcloud first.",
+            FetchArgs.model_json_schema(),
+        ),
+        tool(
+            "list_filters",
+            "List search filters",
+            "The fields `search`'s `filter` tree may name, their types and operators.",
+            NoArgs.model_json_schema(),
+        ),
+        tool(
+            "index_status",
+            "Index status",
+            "The caller's own indexed document counts per type, pending and failed documents.",
+            NoArgs.model_json_schema(),
+        ),
+    ]
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    services: Services | None = None,
+    producer: Producer | None = None,
+) -> Starlette:
+    """Build the MCP server app (see the module docstring). ``services`` (default: built
+    from ``settings``) provides the store, embedder, Redis and the Nextcloud client;
+    ``producer`` sends the re-check tasks for results verify-on-read drops. The model and
+    store open on first use. Raises ``ValueError`` for a rate limit string that cannot be
+    parsed."""
+    settings = settings or (services.settings if services else Settings())
+    services = services or Services(settings)
+    producer = producer or celery_app(settings)
+    tools = Tools(service_factory(services, producer), services, settings.nextcloud_url)
+    handlers = {
+        "search": tools.search,
+        "fetch": tools.fetch,
+        "list_filters": tools.list_filters,
+        "index_status": tools.index_status,
+    }
+    listed = tool_list()
+
+    async def list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        return ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+        handler = handlers.get(params.name)
+        if handler is None:  # MCP spec, tools: an unknown tool is a protocol error, -32602
+            raise MCPError(-32602, f"unknown tool {params.name!r}")
+        client = _caller(ctx)
+        try:
+            result = await anyio.to_thread.run_sync(handler, client, params.arguments or {})
+        except Exception as exc:
+            failure = failure_of(exc)
+            MCP_TOOL_CALLS.labels(params.name, failure.code).inc()
+            where = f" ({failure.field})" if failure.field else ""
+            return CallToolResult(
+                content=[TextContent(type="text", text=f"{failure.code}{where}: {failure.detail}")],
+                structured_content=failure.as_dict(),
+                is_error=True,
+            )
+        MCP_TOOL_CALLS.labels(params.name, "ok").inc()
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
+            structured_content=result,
+        )
+
+    server: Server[Any] = Server(
+        "ncindex",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+    hosts = list(settings.mcp_allowed_hosts)
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        json_response=True,
+        stateless=True,
+        security_settings=TransportSecuritySettings(
+            enable_dns_rebinding_protection=bool(hosts),
+            allowed_hosts=hosts,
+            allowed_origins=list(settings.mcp_allowed_origins),
+        ),
+    )
+    limit = CallerLimit(settings) if settings.search_rate_limit.strip() else None
+    gate = Gate(StreamableHTTPASGIApp(manager), services, limit)
+
+    async def livez(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        def ready_store() -> None:
+            services.store.count()
+
+        def ready_model() -> None:
+            services.embedder.embed_query_sparse("ready")
+
+        body, status = await anyio.to_thread.run_sync(
+            readiness,
+            {"redis": services.redis.ping, "store": ready_store, "model": ready_model},
+            {"accounts_refused": lambda: sorted(refused_accounts(services.redis, settings.names))},
+        )
+        return JSONResponse(body, status_code=status)
+
+    async def metrics(request: Request) -> Response:
+        body, content_type = metrics_payload()
+        return Response(body, headers={"Content-Type": content_type})
+
+    app = Starlette(
+        routes=[
+            Route(MCP_PATH, endpoint=gate),
+            Route("/livez", livez, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+        ],
+        lifespan=lambda _app: manager.run(),
+    )
+    app.state.services = services
+    return app
+
+
+class Gate:
+    """ASGI wrapper of the MCP transport: rate limit, then authentication (see the module
+    docstring); the resolved client goes into ``scope["state"][CALLER]``."""
+
+    def __init__(self, app: Any, services: Services, limit: CallerLimit | None) -> None:
+        self.app = app
+        self.services = services
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope)
+        authorization = request.headers.get("Authorization")
+        address = request.client.host if request.client else None
+        retry = await anyio.to_thread.run_sync(self._limited, authorization, address)
+        if retry is not None:
+            detail = f"more than {self.services.settings.search_rate_limit} requests"
+            answer = _problem(429, "rate_limited", detail, {"Retry-After": str(retry)})
+            await answer(scope, receive, send)
+            return
+        try:
+            client = await anyio.to_thread.run_sync(resolve_caller, self.services, authorization)
+        except Unauthenticated as exc:
+            if self.limit is not None:
+                await anyio.to_thread.run_sync(self.limit.count_refused, address)
+            await _problem(401, "unauthenticated", str(exc), BASIC_CHALLENGE)(scope, receive, send)
+            return
+        except TransientError as exc:
+            log.warning("mcp_authentication_unavailable", error=f"{type(exc).__name__}: {exc}")
+            answer = _problem(503, "backend_unavailable", public_reason(exc), {"Retry-After": "5"})
+            await answer(scope, receive, send)
+            return
+        scope.setdefault("state", {})[CALLER] = client
+        await self.app(scope, receive, send)
+
+    def _limited(self, authorization: str | None, address: str | None) -> int | None:
+        """Seconds to wait when a limit is used up: the caller's, or — unless Nextcloud
+        confirmed these credentials recently — the address's refused-credentials limit."""
+        if self.limit is None:
+            return None
+        retry = self.limit.hit(authorization, address)
+        if retry is None and not confirmed(self.services, authorization):
+            retry = self.limit.refused_exceeded(address)
+        return retry
+
+
+def _caller(ctx: Any) -> NextcloudClient:
+    """The client the gate resolved for the HTTP request carrying this MCP request."""
+    request = ctx.request
+    client = getattr(request.state, CALLER, None) if request is not None else None
+    if not isinstance(client, NextcloudClient):  # only reachable past the gate
+        raise MCPError(-32603, "no authenticated caller")
+    return client
+
+
+def _problem(status: int, code: str, detail: str, headers: dict[str, str]) -> Response:
+    return Response(
+        json.dumps(problem_body(status, code, detail)),
+        status_code=status,
+        media_type=PROBLEM_JSON,
+        headers=headers,
+    )

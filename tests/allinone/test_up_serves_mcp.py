@@ -1,0 +1,86 @@
+"""``ncindex up`` serves the MCP server at ``/mcp`` of its one HTTP port (relayed to uvicorn),
+driven by the official SDK's client: tools listed, a tool called as the caller, credentials
+required.
+
+It runs in a child process, like ``test_up_with_refused_classes``: ``allinone.embedded.start``
+makes its Celery app the process's default and starts a worker and beat."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCENARIO = r"""
+import asyncio, base64, json, sys
+from pathlib import Path
+import httpx
+from pydantic import SecretStr
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from allinone.embedded import start
+from ncindex.redis_server import start_redis
+from ncindex.settings import Settings
+from ncindex.simulator import NextcloudSimulator, serve_simulator
+
+tmp = Path(sys.argv[1])
+sim = NextcloudSimulator()
+sim.add_user("admin", "admin-pw", "Admin", admin=True)
+server = serve_simulator(sim)
+redis_server = start_redis()
+settings = Settings(
+    nextcloud_url=server.url,
+    accounts={"admin": SecretStr("admin-pw")},
+    webhook_secret=SecretStr("s3cret"),
+    redis_url=redis_server.url,
+    data_dir=tmp,
+    qdrant_path=tmp / "qdrant",
+    port=0,
+)
+running = start(settings, load_sample=False)
+auth = "Basic " + base64.b64encode(b"admin:admin-pw").decode()
+
+
+async def main():
+    async with (
+        create_mcp_http_client(headers={"Authorization": auth}) as http,
+        Client(streamable_http_client(running.url + "/mcp", http_client=http)) as client,
+    ):
+        tools = sorted(t.name for t in (await client.list_tools()).tools)
+        status = await client.call_tool("index_status", {})
+        return tools, status.structured_content
+
+
+try:
+    tools, status = asyncio.run(main())
+    anonymous = httpx.post(
+        running.url + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Accept": "application/json, text/event-stream"},
+    )
+    out = {"tools": tools, "status": status, "anonymous": anonymous.status_code,
+           "code": anonymous.json()["code"]}
+finally:
+    running.close()
+    server.close(close_simulator=True)
+    redis_server.stop()
+print("\nRESULT " + json.dumps(out), flush=True)
+"""
+
+
+def test_up_serves_the_mcp_server_at_mcp(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCENARIO, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, done.stdout[-2000:] + done.stderr[-4000:]
+    result = json.loads(lines[-1][len("RESULT ") :])
+    assert result["tools"] == ["fetch", "index_status", "list_filters", "search"]
+    assert result["status"]["user"] == "admin" and result["status"]["documents"] == 0
+    assert (result["anonymous"], result["code"]) == (401, "unauthenticated")

@@ -1,0 +1,383 @@
+"""The MCP server (``mcp_server``), driven by the official ``mcp`` SDK's own client over real
+HTTP (uvicorn on a free port) against the search fixture's simulator, store and Redis: the
+tools and their schemas, search with filters, fetch, bad arguments, credentials, the shared
+rate limit, DNS-rebinding protection and the cross-user property."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from test_api import BUDGET, DIARY, FOGHORN, GARDEN, LIGHT, OLD, SECRET
+
+from mcp_server import create_app
+from mcp_server.tools import stitched
+from ncindex.embedding.embedder import Embedder
+from ncindex.index.deadletter import DeadLetter, DeadLetters
+from ncindex.search.filter_fields import filters_document
+from ncindex.search.service import ContextChunk, ContextResponse
+from ncindex.settings import Settings
+from ncindex.text.chunking import Chunker
+from ncindex.web.asgi import ServedAsgi, serve_in_thread
+from search_support import PASSWORDS, Api, build_api
+
+TOOLS = {"search", "fetch", "list_filters", "index_status"}
+
+
+def basic(user: str, password: str | None = None) -> str:
+    token = base64.b64encode(f"{user}:{password or PASSWORDS[user]}".encode()).decode()
+    return f"Basic {token}"
+
+
+@pytest.fixture(scope="module")
+def mcp_url(ro_api: Api) -> Iterator[str]:
+    """``ro_api``'s stack behind the MCP server, served by uvicorn; its ``/mcp`` URL (shared
+    by the module's tests, which must not change it)."""
+    app = create_app(ro_api.settings, services=ro_api.services, producer=ro_api.producer)
+    served = serve_in_thread(app)
+    yield f"{served.url}/mcp"
+    served.close()
+
+
+@contextlib.asynccontextmanager
+async def session(url: str, authorization: str | None) -> AsyncIterator[Client]:
+    """An SDK client session against ``url`` sending ``authorization`` on every request."""
+    headers = {"Authorization": authorization} if authorization else None
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http), cache=None) as client,
+    ):
+        yield client
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any]) -> Any:
+    """A tool's result; its ``structuredContent`` (an error's too)."""
+    result = await client.call_tool(tool, arguments)
+    return result
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def ids(result: Any) -> list[str]:
+    assert not result.is_error, result.content
+    return [r["id"] for r in result.structured_content["results"]]
+
+
+def test_tools_are_listed_read_only_with_their_schemas(mcp_url: str) -> None:
+    async def main() -> Any:
+        async with session(mcp_url, basic("alice")) as client:
+            return (await client.list_tools()).tools
+
+    tools = {t.name: t for t in run(main())}
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.annotations.read_only_hint is True
+        assert tool.annotations.destructive_hint is False
+        assert tool.input_schema["type"] == "object"
+    search = tools["search"].input_schema
+    assert search["required"] == ["query"]
+    assert {"query", "limit", "doc_types", "modified_after", "modified_before", "path_prefixes",
+            "tags", "category", "mime_types", "filter", "fusion",
+            "score_threshold"} <= set(search["properties"])  # fmt: skip
+    assert search["additionalProperties"] is False
+    assert {"FilterNode", "FilterLeaf", "DocType"} <= set(search["$defs"])
+    fetch = tools["fetch"].input_schema
+    assert {"id", "doc_type", "doc_id", "chunk_index", "window"} == set(fetch["properties"])
+    assert tools["list_filters"].input_schema["properties"] == {}
+
+
+def test_search_with_filters_is_the_verified_search(mcp_url: str, ro_api: Api) -> None:
+    keys = ro_api.keys
+
+    async def main() -> dict[str, Any]:
+        async with session(mcp_url, basic("alice")) as client:
+            return {
+                "plain": await call(client, "search", {"query": "lighthouse lens foghorn"}),
+                "prefix": await call(
+                    client,
+                    "search",
+                    {"query": "lighthouse", "path_prefixes": ["/Projects/Lighthouse"]},
+                ),
+                "tree": await call(
+                    client,
+                    "search",
+                    {
+                        "query": "lighthouse",
+                        "filter": {"field": "tags", "op": "contains", "value": "finance"},
+                    },
+                ),
+                "category": await call(client, "search", {"query": "foghorn", "category": "Work"}),
+                "limit": await call(client, "search", {"query": "lighthouse", "limit": 2}),
+            }
+
+    out = run(main())
+    assert set(ids(out["plain"])) == {keys[LIGHT], keys[OLD], keys[BUDGET], keys[DIARY],
+                                      keys[FOGHORN]}  # fmt: skip
+    assert ids(out["prefix"]) == [keys[LIGHT]]
+    assert ids(out["tree"]) == [keys[BUDGET]]
+    assert ids(out["category"]) == [keys[FOGHORN]]
+    assert len(ids(out["limit"])) == 2
+    body = out["plain"].structured_content
+    assert body["verification"]["dropped"] == 0 and body["degraded"] is False
+    for r in body["results"]:
+        doc_type, doc_id = r["id"].split(":")
+        assert (r["doc_type"], r["doc_id"]) == (doc_type, doc_id)
+        assert r["url"] == f"{ro_api.settings.nextcloud_url}/index.php/f/{doc_id}"
+        assert r["title"] and r["path"] and isinstance(r["score"], float)
+        assert "<mark>" not in r["snippet"] and r["matches"]
+        for m in r["matches"]:  # plain-text offsets that land on a query word
+            word = r["snippet"][m["start"] : m["end"]].lower()
+            assert word.startswith(("lighthouse", "lens", "foghorn")), word
+
+
+def test_fetch_whole_text_and_a_window(mcp_url: str, ro_api: Api) -> None:
+    key = ro_api.keys[LIGHT]
+
+    async def main() -> tuple[Any, Any, Any]:
+        async with session(mcp_url, basic("alice")) as client:
+            whole = await call(client, "fetch", {"id": key})
+            doc_type, doc_id = key.split(":")
+            window = await call(
+                client, "fetch", {"doc_type": doc_type, "doc_id": doc_id, "chunk_index": 0}
+            )
+            past = await call(client, "fetch", {"id": key, "chunk_index": 7})
+            return whole, window, past
+
+    whole, window, past = run(main())
+    assert not whole.is_error
+    body = whole.structured_content
+    assert body["id"] == key and body["title"]
+    assert body["text"] == ("Lighthouse plan: polish the lighthouse lens and replace the brass "
+                            "fittings.")  # fmt: skip
+    assert body["url"].endswith(f"/index.php/f/{key.split(':')[1]}")
+    assert body["metadata"]["path"] == LIGHT and body["metadata"]["chunk_count"] == 1
+    assert window.structured_content["chunks"][0]["chunk_index"] == 0
+    assert past.is_error and past.structured_content["field"] == "chunk_index"
+
+
+BAD_ARGUMENTS = [
+    ("search", {}, "invalid_value", "query"),
+    ("search", {"query": "x", "limit": 0}, "invalid_value", "limit"),
+    ("search", {"query": "x", "colour": "red"}, "unknown_field", "colour"),
+    ("search", {"query": "x", "doc_types": ["spreadsheet"]}, "invalid_value", "doc_types[0]"),
+    ("search", {"query": "x", "filter": {"field": "acl", "op": "eq", "value": "user:bob"}},
+     "unknown_field", "filter.acl"),
+    ("search", {"query": "x", "filter": {"field": "size", "op": "regex", "value": 1}},
+     "unsupported_operator", "filter.op"),
+    ("search", {"query": "x", "modified_after": "yesterday"}, "invalid_value",
+     "modified_after"),
+    ("fetch", {}, "invalid_value", "body"),
+    ("fetch", {"id": "file"}, "invalid_value", "id"),
+    ("fetch", {"id": "file:1", "doc_id": "1"}, "invalid_value", "body"),
+    ("fetch", {"id": "file:1", "window": 99}, "invalid_value", "window"),
+    ("fetch", {"id": "file:999999"}, "not_found", "id"),
+    ("list_filters", {"x": 1}, "unknown_field", "x"),
+]  # fmt: skip
+
+
+def test_bad_arguments_are_tool_errors_naming_the_field(mcp_url: str) -> None:
+    async def main() -> list[Any]:
+        async with session(mcp_url, basic("alice")) as client:
+            return [await call(client, tool, arguments) for tool, arguments, _, _ in BAD_ARGUMENTS]
+
+    for result, (tool, arguments, code, field) in zip(run(main()), BAD_ARGUMENTS, strict=True):
+        assert result.is_error, (tool, arguments)
+        error = result.structured_content
+        assert (error["code"], error["field"]) == (code, field), (tool, arguments, error)
+        assert result.content[0].text.startswith(f"{code} ({field}): ")
+
+
+def test_list_filters_and_index_status(mcp_url: str, ro_api: Api) -> None:
+    names = ro_api.settings.names
+    client = redis.Redis.from_url(ro_api.settings.redis_url)
+    # one index task waiting out its debounce and one parked document, both alice's
+    client.set(f"{names.debounce_prefix}index:alice:4242", "sent", ex=60)
+    DeadLetters(client, names).park(
+        DeadLetter("node:4242", "alice", "corrupt PDF", "etag-1", "ncindex.index_node")
+    )
+
+    async def main() -> tuple[Any, Any, Any]:
+        async with session(mcp_url, basic("alice")) as alice:
+            filters = await call(alice, "list_filters", {})
+            mine = await call(alice, "index_status", {})
+        async with session(mcp_url, basic("bob")) as bob:
+            theirs = await call(bob, "index_status", {})
+        return filters, mine, theirs
+
+    try:
+        filters, mine, theirs = run(main())
+    finally:
+        client.delete(f"{names.debounce_prefix}index:alice:4242")
+        DeadLetters(client, names).release("node:4242")
+    assert filters.structured_content == filters_document()
+    # alice can read her four files and a note (one file is shared with bob); bob his two and
+    # the share
+    assert mine.structured_content == {
+        "user": "alice",
+        "doc_types": {"note": {"indexed": 1}, "file": {"indexed": 4},
+                      "deck_card": {"indexed": 0}, "news_item": {"indexed": 0}},
+        "documents": 5,
+        "pending": 1,
+        "failed": 1,
+    }  # fmt: skip
+    assert theirs.structured_content["user"] == "bob"
+    assert theirs.structured_content["documents"] == 3
+    assert theirs.structured_content["pending"] == theirs.structured_content["failed"] == 0
+
+
+def test_bad_or_missing_credentials_are_401(mcp_url: str) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    for authorization in (None, basic("alice", "wrong"), basic("mallory", "x"), "Token abc"):
+        headers = {"Accept": "application/json, text/event-stream"}
+        if authorization:
+            headers["Authorization"] = authorization
+        response = httpx.post(mcp_url, json=body, headers=headers, timeout=30)
+        assert response.status_code == 401, authorization
+        assert response.json()["code"] == "unauthenticated"
+        assert response.headers["WWW-Authenticate"].startswith("Basic")
+
+        async def main(authorization: str | None = authorization) -> None:
+            async with session(mcp_url, authorization) as client:
+                await client.list_tools()
+
+        with pytest.raises(BaseException) as caught:  # the SDK client cannot even start
+            run(main())
+        assert "MCPError" in repr(caught.value)
+
+
+def test_a_foreign_host_is_refused(mcp_url: str) -> None:
+    """DNS-rebinding protection: a ``Host`` outside ``mcp_allowed_hosts`` is refused."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Authorization": basic("alice"), "Accept": "application/json, text/event-stream"}
+    response = httpx.post(mcp_url, json=body, headers={**headers, "Host": "evil.example:80"})
+    assert response.status_code in (400, 421)
+    origin = {**headers, "Origin": "http://evil.example"}
+    assert httpx.post(mcp_url, json=body, headers=origin).status_code in (400, 403)
+
+
+def test_the_rate_limit_is_the_search_apis(
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_shard: Path
+) -> None:
+    redis.Redis.from_url(redis_url).flushdb()
+    api, sim_server = build_api(tmp_path, redis_url, embedder, model_dir, empty_shard)
+    served: ServedAsgi | None = None
+    try:
+        api.settings.search_rate_limit = "4/minute"
+        served = serve_in_thread(
+            create_app(api.settings, services=api.services, producer=api.producer)
+        )
+        url = f"{served.url}/mcp"
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        headers = {"Accept": "application/json, text/event-stream"}
+
+        def post(user: str) -> httpx.Response:
+            return httpx.post(url, json=body, headers={**headers, "Authorization": basic(user)})
+
+        assert [post("alice").status_code for _ in range(3)] == [200] * 3
+        # the fourth request of alice's is a search on the REST API: one shared count
+        search_api = __import__("search_api").create_app(
+            api.settings, services=api.services, producer=api.producer
+        )
+        rest = search_api.test_client().post(
+            "/v1/search", json={"query": "lens"}, auth=("alice", PASSWORDS["alice"])
+        )
+        assert rest.status_code == 200
+        limited = post("alice")
+        assert limited.status_code == 429 and limited.json()["code"] == "rate_limited"
+        assert 1 <= int(limited.headers["Retry-After"]) <= 60
+        assert post("bob").status_code == 200  # per caller
+        # refused credentials count per client address too, as on the REST API: five made-up
+        # names (five callers) from one address, the fifth is stopped before Nextcloud
+        codes = [
+            httpx.post(
+                url, json=body, headers={**headers, "Authorization": basic(f"mallory{i}", "x")}
+            ).status_code
+            for i in range(5)
+        ]
+        assert codes == [401, 401, 401, 401, 429]
+    finally:
+        if served is not None:
+            served.close()
+        sim_server.close()
+        api.services.close()
+
+
+ALICE_ONLY = {LIGHT, OLD, BUDGET, DIARY, FOGHORN} - {LIGHT}  # LIGHT is shared with bob
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    query=st.sampled_from(["lighthouse", "diary lens", "budget foghorn", "plan", "private"]),
+    extra=st.sampled_from(
+        [
+            {},
+            {"path_prefixes": ["/Private"]},
+            {"path_prefixes": ["/Projects"]},
+            {"doc_types": ["file", "note"]},
+            {"filter": {"field": "owner", "op": "eq", "value": "alice"}},
+            {"filter": {"not": {"field": "owner", "op": "eq", "value": "bob"}}},
+            {"category": "Work"},
+            {"fusion": "rrf", "limit": 100},
+        ]
+    ),
+)
+def test_bob_never_gets_alices_private_documents(
+    mcp_url: str, ro_api: Api, query: str, extra: dict[str, Any]
+) -> None:
+    private = {ro_api.keys[p] for p in ALICE_ONLY}
+
+    async def main() -> list[Any]:
+        async with session(mcp_url, basic("bob")) as bob:
+            found = await call(bob, "search", {"query": query, **extra})
+            fetched = [await call(bob, "fetch", {"id": key}) for key in sorted(private)]
+            status = await call(bob, "index_status", {})
+            return [found, *fetched, status]
+
+    found, *fetched, status = run(main())
+    assert not found.is_error, found.content
+    assert private.isdisjoint(ids(found))
+    assert all(f.is_error and f.structured_content["code"] == "not_found" for f in fetched)
+    assert status.structured_content["user"] == "bob"
+    assert "alice" not in str(found.structured_content) + str(status.structured_content)
+    assert ro_api.keys[SECRET] not in private and ro_api.keys[GARDEN] not in private
+
+
+def test_fetch_stitches_overlapping_chunks_back_into_the_text(model_dir: Path) -> None:
+    """``fetch``'s whole text from the real chunker's overlapping chunks: every word once, in
+    order (a gap the chunker trimmed is whitespace, joined by a newline)."""
+    chunker = Chunker.from_settings(
+        Settings(model_dir=model_dir, chunk_tokens=60, chunk_overlap_tokens=30)
+    )
+    text = " ".join(f"Keeper {i} polishes lens {i}." for i in range(80))
+    chunks = chunker.chunk_text(text, markdown=False)
+    assert len(chunks) > 5
+    assert any(b.char_start < a.char_end for a, b in itertools.pairwise(chunks))  # overlaps
+    context = ContextResponse(
+        doc_type="file",
+        doc_id="1",
+        title="t",
+        chunk_count=len(chunks),
+        chunks=[
+            ContextChunk(chunk_index=c.index, text=c.text, char_start=c.char_start,
+                         char_end=c.char_end)
+            for c in chunks
+        ],
+    )  # fmt: skip
+    assert stitched(context).split() == text.split()
