@@ -10,15 +10,13 @@ of the same user and type is running it returns at once.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
-import redis
 import structlog
 from celery import shared_task
 
 from ncindex import names
-from ncindex.sync.reconcile import Reconciler, request_scans
+from ncindex.sync.reconcile import Reconciler, request_scans, scan_lock
 from workers.base import NcindexTask
 from workers.beat import check_lock_seconds
 
@@ -60,15 +58,9 @@ def reconcile_scan(
     client = reconciler.services.redis
     if pending_key:
         client.delete(pending_key)
-    lock = client.lock(
-        reconciler.settings.names.lock("reconcile", doc_type, user),
-        timeout=reconciler.settings.task_time_limit + 60,
-    )
-    if not lock.acquire(blocking=False):
-        log.info("reconcile_scan_skipped", reason="running")
-        return {"skipped": "running"}
-    try:
+    ttl = reconciler.settings.task_time_limit + 60
+    with scan_lock(client, reconciler.settings.names, user, doc_type, ttl=ttl, wait=0) as held:
+        if not held:
+            log.info("reconcile_scan_skipped", reason="running")
+            return {"skipped": "running"}
         return reconciler.scan(user, doc_type, apply=True).summary()
-    finally:
-        with contextlib.suppress(redis.exceptions.LockError):
-            lock.release()

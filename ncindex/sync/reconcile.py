@@ -50,11 +50,12 @@ last two have no paths and keep no scan state.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol, TypeVar
@@ -898,6 +899,25 @@ class Reconciler:
 
 
 # --- requesting scans ----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def scan_lock(
+    client: redis.Redis, keys: Names, user: str, doc_type: DocType | str, *, ttl: int, wait: float
+) -> Iterator[bool]:
+    """The per-user, per-doc-type scan lock (``<namespace>:lock:reconcile:<type>:<user>``)
+    that the ``ncindex.reconcile_scan`` task and ``ncindex reconcile --apply`` both take, so
+    two scans of one user and type never run at once. Yields ``True`` once held (it expires
+    after ``ttl`` seconds, above the scan task's hard limit, and is released on exit), or
+    ``False`` when another scan still held it after ``wait`` seconds (``0``: do not wait)."""
+    lock = client.lock(keys.lock("reconcile", DocType(doc_type).value, user), timeout=ttl)
+    held = lock.acquire(blocking=wait > 0, blocking_timeout=wait if wait > 0 else None)
+    try:
+        yield bool(held)
+    finally:
+        if held:
+            with contextlib.suppress(redis.exceptions.LockError):
+                lock.release()
 
 
 def last_scans_key(keys: Names) -> str:
