@@ -124,6 +124,13 @@ class Names:
         """Scan state: ``…:reconcile:<doc_type>:<user>…`` and the last scans."""
         return self.key("reconcile", "")
 
+    def lost_access(self, doc_type: str, user: str) -> str:
+        """Documents of ``doc_type`` whose access ``user`` lost (hash: doc id → the user's path
+        then, ``""`` without one): the next scans walk those folders whatever their etags say,
+        and never hold the document back as unindexable (written by the indexer, read and
+        cleared by the scans: :mod:`ncindex.sync.reconcile`)."""
+        return self.key("reconcile", "lost", doc_type, user)
+
     def notes_settings(self, user: str) -> str:
         """The cached Notes app settings of ``user``."""
         return self.key("notes-settings", user)

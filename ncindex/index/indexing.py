@@ -69,6 +69,12 @@ from ncindex.text.extract import extract_text
 log = structlog.get_logger(__name__)
 
 NODE_TYPES = (DocType.NOTE, DocType.FILE)
+UNREADABLE = "not readable"
+"""The reason :meth:`Indexer.classify` gives for a file the user may not read."""
+GONE = "gone"
+"""How a user lost access (:meth:`Indexer.remove_access`): Nextcloud no longer shows the
+document to them (deleted, moved out of view, unshared) — or, :data:`UNREADABLE`, it is shown
+without read permission (an access rule)."""
 
 
 def whole_version(payloads: list[dict[str, Any]]) -> bool:
@@ -209,7 +215,7 @@ class Indexer:
         try:
             entry = client.find_by_id(file_id)
         except NotFound:
-            self.remove_node_access(user, file_id)
+            self.remove_node_access(user, file_id, lost=GONE)
             return Outcome("evicted")
         if entry.is_folder:
             return Outcome("folder")
@@ -222,7 +228,8 @@ class Indexer:
         ref, reason = self._classify(client, entry)
         for doc_type in NODE_TYPES:
             if ref is None or doc_type != ref.doc_type:
-                self.remove_access(user, DocRef(doc_type, str(file_id)))
+                lost = UNREADABLE if reason == UNREADABLE else None  # else: an index rule
+                self.remove_access(user, DocRef(doc_type, str(file_id)), lost=lost)
         if ref is None:
             return Outcome("ineligible", reason=reason)
         current = self._current(ref)
@@ -236,10 +243,10 @@ class Indexer:
             self.park(subject, user, entry.etag, reason, "ncindex.index_node", file_id=file_id)
             return Outcome("dead_letter", ref.key, reason=reason)
         except _FileGone:
-            self.remove_node_access(user, file_id)
+            self.remove_node_access(user, file_id, lost=GONE)
             return Outcome("evicted")
         except Forbidden:  # blocked since it was listed: as for a file listed unreadable
-            self.remove_node_access(user, file_id)
+            self.remove_node_access(user, file_id, lost=UNREADABLE)
             return Outcome("ineligible", ref.key, reason="download refused")
         if doc is None:  # unchanged content (conditional GET answered 304 / same etag)
             return self._update_metadata(ref, current, user, entry.path, {"tags": entry.tags})
@@ -249,7 +256,7 @@ class Indexer:
         try:
             now = client.find_by_id(file_id)
         except NotFound:
-            self.remove_node_access(user, file_id)
+            self.remove_node_access(user, file_id, lost=GONE)
             log.info("gone_while_indexed", doc_key=ref.key, user=user)
             return Outcome("evicted", ref.key, outcome.embedded)
         if now.path != entry.path:
@@ -318,7 +325,7 @@ class Indexer:
         gate apply to notes too; the MIME list to files only (a note is known by its
         folder and extension)."""
         if not entry.readable:
-            return None, "not readable"
+            return None, UNREADABLE
         notes = self.notes_settings(client)
         ext = posixpath.splitext(entry.path)[1].lstrip(".").lower()
         folder = "/" + notes.notes_path.strip("/")
@@ -640,17 +647,27 @@ class Indexer:
 
     # --- evict ---------------------------------------------------------------------------
 
-    def remove_node_access(self, user: str, file_id: int) -> None:
+    def remove_node_access(self, user: str, file_id: int, *, lost: str | None = GONE) -> None:
         """:meth:`remove_access` for file ``file_id`` under each doc type a file can be
         (a file, or a note when it is a Markdown file in the notes folder)."""
         for doc_type in NODE_TYPES:
-            self.remove_access(user, DocRef(doc_type, str(file_id)))
+            self.remove_access(user, DocRef(doc_type, str(file_id)), lost=lost)
 
-    def remove_access(self, user: str, ref: DocRef) -> bool:
+    def remove_access(self, user: str, ref: DocRef, *, lost: str | None = GONE) -> bool:
         """Take ``user`` out of ``ref``'s ``acl`` and paths; delete the document when no
         principal is left or when ``user`` owns it (the owner's deletion ends every share).
-        Returns whether anything changed."""
+        Returns whether anything changed.
+
+        ``lost`` says why: :data:`GONE` or :data:`UNREADABLE` (Nextcloud's answer; the loss is
+        marked for the scans, :meth:`mark_lost`, even when the index held nothing of it for
+        ``user``: a share given back or an access rule lifted may change no folder etag of
+        ``user``'s), ``None`` for an index rule (globs, MIME types, tags: nothing marked)."""
         current = self._current(ref)
+        if lost is not None:
+            path = (current or {}).get("paths", {}).get(user)
+            owner = current is not None and current.get("owner") == user
+            # an owner's file gone is deleted or moved (new etags up its folders): no walk
+            self.mark_lost(user, ref, None if owner and lost == GONE else path)
         if current is None or principal(user) not in current["acl"]:
             return False
         acl = set(current["acl"]) - {principal(user)}
@@ -662,6 +679,19 @@ class Indexer:
         self.services.store.set_payload(ref.key, {"acl": sorted(acl)} | path_fields(paths))
         log.info("access_removed", doc_key=ref.key, user=user)
         return True
+
+    def mark_lost(self, user: str, ref: DocRef, path: str | None) -> None:
+        """Note in Redis (:meth:`ncindex.names.Names.lost_access`, kept
+        ``reconcile_full_walk_seconds``, after which the full walk finds everything) that
+        ``user`` lost access to ``ref``, last at ``path`` in ``user``'s view (``None``: not
+        known). Until the document is back in ``user``'s index, each scan walks the folders
+        above ``path`` whatever their etags say, and never holds it back as unindexable
+        (:mod:`ncindex.sync.reconcile`)."""
+        key = self.settings.names.lost_access(ref.doc_type.value, user)
+        pipe = self.services.redis.pipeline()
+        pipe.hset(key, ref.doc_id, path or "")
+        pipe.expire(key, self.settings.reconcile_full_walk_seconds)
+        pipe.execute()
 
     def evict_node(self, user: str, path: str, file_id: int | None) -> Outcome:
         """Something at ``path`` was deleted in ``user``'s view: re-check the node by id

@@ -30,6 +30,13 @@ A new document that stays out of the index although a task was sent for its very
 as ``unindexable`` and not sent again until its etag changes or a day passes; its folders stay
 dirty, so it keeps being listed.
 
+Whatever takes a user's access away (a re-check by id after a verification drop, a scan or a
+delete event; :meth:`ncindex.index.indexing.Indexer.remove_access`) marks the document for that
+user's scans (:meth:`ScanState.lost`): until it is back in the user's index, each file scan walks
+the folders above its last path whatever their etags say (a share given back, or an access rule
+lifted, may change none), a notes scan lists every note, and no scan holds it back as
+unindexable — that hold is only for documents a task could not make text of.
+
 A file scan skips folders whose etag is unchanged, except once every
 ``reconcile_full_walk_seconds`` (a day by default), when it walks them all: what changes no
 folder etag (a system tag whose webhook was lost, a document lost from the index) is repaired
@@ -261,6 +268,7 @@ class ScanState:
     def __init__(self, client: redis.Redis, user: str, doc_type: DocType, keys: Names) -> None:
         self.redis = client
         self.base = f"{keys.reconcile_prefix}{doc_type.value}:{user}"
+        self.lost_key = keys.lost_access(doc_type.value, user)
         self.last_scans = last_scans_key(keys)
         self.field = f"{user}:{doc_type.value}"
 
@@ -336,6 +344,20 @@ class ScanState:
         if tried:
             pipe.hset(key, mapping={k: f"{e}|{t}" for k, (e, t) in tried.items()})
         pipe.execute()
+
+    def lost(self) -> dict[str, str]:
+        """Document id → the path (``""``: unknown) of documents whose access the user lost
+        (:meth:`ncindex.index.indexing.Indexer.mark_lost`), until they are back in the index."""
+        return {
+            k.decode(): v.decode("utf-8", "replace")
+            for k, v in self.redis.hgetall(self.lost_key).items()
+        }
+
+    def forget_lost(self, ids: Iterable[str]) -> None:
+        """Drop these documents' lost-access marks (they are back in the user's index)."""
+        ids = list(ids)
+        if ids:
+            self.redis.hdel(self.lost_key, *ids)
 
     def held(self) -> set[str] | None:
         """Ids of the removals held by a guard, or ``None`` (also for an
@@ -448,7 +470,15 @@ class FileScanner:
             or time.time() - last_full >= reconciler.settings.reconcile_full_walk_seconds
         )
         stored = {} if listing.full_walk else state.folders()
-        if "/" in stored:
+        # folders above a document whose access the user lost: walked whatever their etags
+        # say, since a share given back or an access rule lifted may change none of them
+        forced = {
+            folder
+            for path in state.lost().values()
+            if path
+            for folder in ancestors(posixpath.dirname(path))
+        }
+        if "/" in stored and not forced:
             answer = client.propfind("/", depth=0)
             listing.requests += 1
             if not answer:
@@ -482,7 +512,7 @@ class FileScanner:
             listing.folders[folder] = entries[0].etag
             for entry in entries[1:]:
                 if entry.is_folder:
-                    if stored.get(entry.path) == entry.etag:
+                    if stored.get(entry.path) == entry.etag and entry.path not in forced:
                         listing.covered.add(entry.path)
                     else:
                         queue.append(entry.path)
@@ -532,7 +562,7 @@ class NoteScanner:
             "chunkSize": self._chunk_size(reconciler),
         }
         prune_before = state.marker()
-        if prune_before is not None:
+        if prune_before is not None and not state.lost():  # a lost note lists in full
             params["pruneBefore"] = prune_before
         while True:
             response = client.request("GET", f"{NOTES_API}/notes", params=params)
@@ -769,6 +799,7 @@ class Reconciler:
         task is sent for now or was before (for :meth:`ScanState.set_tried`, once queued)."""
         now = time.time()
         tried_before = state.tried()
+        lost = state.lost()
         tried: dict[str, tuple[str, float]] = {}
         for doc_id, seen in listing.docs.items():
             entry = manifest.get(doc_id)
@@ -785,6 +816,7 @@ class Reconciler:
             etag, at = tried_before.get(doc_id, (None, 0.0))
             if (
                 etag is not None
+                and doc_id not in lost  # lost access is never held: only what failed
                 and (seen.etag is None or etag == seen.etag)
                 and now - at < RETRY_UNINDEXABLE_SECONDS
             ):
@@ -807,6 +839,12 @@ class Reconciler:
             )
         if apply:
             state.set_missing(since)
+            # back in the user's index, and listed: the loss is repaired
+            state.forget_lost(
+                i
+                for i in lost
+                if i in manifest and (i in listing.docs or listing.covers(manifest[i].path))
+            )
         self._guard(report, listing, manifest, state, apply)
         return tried
 
