@@ -51,6 +51,7 @@ from ncindex.errors import (
     ExtractionError,
     Forbidden,
     LockBusy,
+    NextcloudAuthError,
     NotFound,
     StaleEntry,
     TooLarge,
@@ -696,13 +697,21 @@ class Indexer:
     def evict_node(self, user: str, path: str, file_id: int | None) -> Outcome:
         """Something at ``path`` was deleted in ``user``'s view: re-check the node by id
         (re-index if it is in fact still there) and evict everything indexed under ``path``
-        for this user once Nextcloud confirms the path is gone."""
+        for this user once Nextcloud confirms the path is gone.
+
+        Every other configured account that holds what was removed (its owner, other
+        sharees) is re-checked by id at once (:meth:`_recheck_holders`): a sharee's delete
+        in a shared folder moves the file to the owner's trash (Nextcloud's
+        ``apps/files_trashbin/lib/Trashbin.php``, ``Trashbin::move2trash`` keeps it for the
+        owner), so it is gone for them too although their webhook may never come."""
         client = self.services.account(user)
         if file_id is not None:
             try:
                 client.find_by_id(file_id)
             except NotFound:
+                holders = self._holders(file_id, besides=user)
                 self.remove_node_access(user, file_id)
+                self._recheck_holders(holders)
             else:
                 return self.index_node(user, file_id)
         try:
@@ -713,8 +722,36 @@ class Indexer:
             return Outcome("unchanged")  # something exists at the path again: its events follow
         removed = 0
         for payload in self._under(user, path):
-            removed += self.remove_access(user, DocRef.parse(payload["doc_key"]))
+            ref = DocRef.parse(payload["doc_key"])
+            holders = self._holders(int(ref.doc_id), besides=user)
+            removed += self.remove_access(user, ref)
+            self._recheck_holders(holders)
         return Outcome("evicted", embedded=0) if removed or file_id else Outcome("unchanged")
+
+    def _holders(self, file_id: int, *, besides: str) -> list[tuple[str, int]]:
+        """``(account, file id)`` for every configured account but ``besides`` that file
+        ``file_id`` is indexed for (its ``acl``, under either node doc type)."""
+        out: set[tuple[str, int]] = set()
+        for doc_type in NODE_TYPES:
+            current = self._current(DocRef(doc_type, str(file_id)))
+            for entry in (current or {}).get("acl", []):
+                uid = entry.removeprefix("user:")
+                if entry.startswith("user:") and uid != besides and uid in self.settings.accounts:
+                    out.add((uid, file_id))
+        return sorted(out)
+
+    def _recheck_holders(self, holders: list[tuple[str, int]]) -> None:
+        """Re-read each ``(account, file id)`` by id as that account (:meth:`index_node`),
+        which removes what it can no longer see. An account Nextcloud refuses is logged and
+        skipped: the task is about another user's delete; that account's own scan records the
+        refusal."""
+        for holder, file_id in holders:
+            try:
+                outcome = self.index_node(holder, file_id, recheck=False)
+            except NextcloudAuthError as exc:
+                log.warning("holder_recheck_refused", user=holder, file_id=file_id, error=str(exc))
+                continue
+            log.info("holder_rechecked", user=holder, file_id=file_id, action=outcome.action)
 
     # --- move ----------------------------------------------------------------------------
 
