@@ -312,6 +312,38 @@ class NextcloudClient:
             raise NotFound(f"file {file_id} is not visible to {user}")
         return entries[0]
 
+    def system_tag_ids(self) -> dict[str, int]:
+        """The system tags this user can see: case-folded name → id (``PROPFIND
+        /remote.php/dav/systemtags/``, ``Depth: 1``; nextcloud/server
+        ``apps/dav/lib/SystemTag/SystemTagsByIdCollection.php`` lists only the tags
+        ``canUserSeeTag`` allows)."""
+        response = self.request(
+            "PROPFIND",
+            "/remote.php/dav/systemtags/",
+            headers={"Depth": "1", "Content-Type": "application/xml; charset=utf-8"},
+            content=webdav.SYSTEMTAGS_PROPFIND_BODY,
+        )
+        return webdav.parse_system_tags(response.content)
+
+    def files_with_tag(self, tag_id: int) -> set[int]:
+        """Ids of the files and folders carrying system tag ``tag_id`` in this user's view:
+        one ``REPORT oc:filter-files`` (reference §3.2). A tag the user cannot see (Nextcloud
+        answers 412, ``FilesReportPlugin::processFilterRulesForFileIDs``: "Cannot filter by
+        non-existing tag") tags nothing for them: an empty set."""
+        user = self._me()
+        try:
+            response = self.request(
+                "REPORT",
+                webdav.file_url_path(user, "/"),
+                headers={"Content-Type": "application/xml; charset=utf-8"},
+                content=webdav.filter_files_body(tag_id),
+                not_found=(404, 412),
+            )
+        except NotFound:
+            return set()
+        entries = webdav.parse_multistatus(response.content, user, self.web_root)
+        return {e.file_id for e in entries if e.file_id is not None}
+
     def download(self, path: str, max_bytes: int) -> bytes:
         """GET a file's bytes, streamed; raises ``TooLarge`` past ``max_bytes`` bytes."""
         with self.stream("GET", webdav.file_url_path(self._me(), path)) as response:
