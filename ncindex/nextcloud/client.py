@@ -325,11 +325,12 @@ class NextcloudClient:
         )
         return webdav.parse_system_tags(response.content)
 
-    def files_with_tag(self, tag_id: int) -> set[int]:
-        """Ids of the files and folders carrying system tag ``tag_id`` in this user's view:
-        one ``REPORT oc:filter-files`` (reference §3.2). A tag the user cannot see (Nextcloud
-        answers 412, ``FilesReportPlugin::processFilterRulesForFileIDs``: "Cannot filter by
-        non-existing tag") tags nothing for them: an empty set."""
+    def tagged(self, tag_id: int) -> dict[int, webdav.DavEntry]:
+        """File id → entry (the PROPFIND properties) of every file and folder carrying system
+        tag ``tag_id`` in this user's view: one ``REPORT oc:filter-files`` (reference §3.2).
+        A tag the user cannot see (Nextcloud answers 412,
+        ``FilesReportPlugin::processFilterRulesForFileIDs``: "Cannot filter by non-existing
+        tag") tags nothing for them: an empty dict."""
         user = self._me()
         try:
             response = self.request(
@@ -340,9 +341,9 @@ class NextcloudClient:
                 not_found=(404, 412),
             )
         except NotFound:
-            return set()
+            return {}
         entries = webdav.parse_multistatus(response.content, user, self.web_root)
-        return {e.file_id for e in entries if e.file_id is not None}
+        return {e.file_id: e for e in entries if e.file_id is not None}
 
     def download(self, path: str, max_bytes: int) -> bytes:
         """GET a file's bytes, streamed; raises ``TooLarge`` past ``max_bytes`` bytes."""

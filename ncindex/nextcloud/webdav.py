@@ -102,8 +102,7 @@ def filter_files_body(tag_id: int) -> str:
     over the whole user folder, whatever folder the REPORT is sent to)."""
     return (
         '<?xml version="1.0" encoding="UTF-8"?>'
-        f'<oc:filter-files xmlns:d="{DAV}" xmlns:oc="{OC}">'
-        "<d:prop><oc:fileid/><d:resourcetype/></d:prop>"
+        f'<oc:filter-files xmlns:d="{DAV}" xmlns:oc="{OC}" xmlns:nc="{NC}">{_PROP_XML}'
         f"<oc:filter-rules><oc:systemtag>{int(tag_id)}</oc:systemtag></oc:filter-rules>"
         "</oc:filter-files>"
     )

@@ -172,7 +172,7 @@ class TagMembership:
                 files: dict[str, set[int]] = {}
                 for name in self.names:
                     if name in ids:
-                        files[name] = client.files_with_tag(ids[name])
+                        files[name] = set(client.tagged(ids[name]))
                         self.requests += 1
                     else:
                         files[name] = set()

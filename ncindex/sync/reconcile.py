@@ -89,6 +89,7 @@ from ncindex.ingest.queueing import Producer, send_actions
 from ncindex.names import Names
 from ncindex.nextcloud.apps import DECK_API, DECK_HEADERS
 from ncindex.nextcloud.client import NOTES_API, NextcloudClient, json_list
+from ncindex.nextcloud.webdav import DavEntry
 from ncindex.runtime import Services
 from ncindex.sources import news_item
 from ncindex.store.manifest import ManifestEntry, load_manifest
@@ -358,6 +359,24 @@ class ScanState:
         ids = list(ids)
         if ids:
             self.redis.hdel(self.lost_key, *ids)
+
+    def excluded(self) -> set[int]:
+        """Ids of the files that carried an excluded tag at the last applied scan."""
+        out: set[int] = set()
+        for member in self.redis.smembers(self.base + ":excluded"):
+            if member.isdigit():
+                out.add(int(member))
+        return out
+
+    def set_excluded(self, ids: Iterable[int]) -> None:
+        """Replace the ids carrying an excluded tag."""
+        key = self.base + ":excluded"
+        pipe = self.redis.pipeline()
+        pipe.delete(key)
+        members = [str(i) for i in ids]
+        if members:
+            pipe.sadd(key, *members)
+        pipe.execute()
 
     def held(self) -> set[str] | None:
         """Ids of the removals held by a guard, or ``None`` (also for an
@@ -716,6 +735,32 @@ def scan_types() -> list[DocType]:
     return [t for t in DocType if t in SCANNERS]
 
 
+# --- tag rules -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class TagState:
+    """What the gate and excluded tags (case-folded ``names``) carry now for one user:
+    ``members`` tag name → file ids (one ``REPORT oc:filter-files`` per tag)."""
+
+    names: frozenset[str]
+    members: dict[str, set[int]]
+
+    def now(self, doc_id: str) -> tuple[str, ...]:
+        """The configured tags document ``doc_id`` carries now, sorted."""
+        return tuple(sorted(n for n, ids in self.members.items() if int(doc_id) in ids))
+
+    def indexed(self, entry: ManifestEntry) -> tuple[str, ...]:
+        """The configured tags the document was indexed with, sorted."""
+        return tuple(sorted({t.casefold() for t in entry.tags} & self.names))
+
+    def version(self, doc_id: str, etag: str) -> str:
+        """``etag``, with the configured tags it carries now appended (``etag|a,b``): a
+        document tried before counts as another version once its tags change."""
+        now = self.now(doc_id)
+        return f"{etag}|{','.join(now)}" if now else etag
+
+
 # --- the reconciler ------------------------------------------------------------------------
 
 
@@ -746,7 +791,9 @@ class Reconciler:
         try:
             manifest = load_manifest(self.services.store, user, doc_type)
             report.indexed = len(manifest)
-            listing = scanner.list(self, self.services.account(user), state)
+            account = self.services.account(user)
+            listing = scanner.list(self, account, state)
+            tags = self._tags(account, listing, state, doc_type, apply)
         except NotFound as exc:
             if doc_type is DocType.FILE:  # the user's files root itself: a real failure
                 report.error = f"{type(exc).__name__}: {exc}"
@@ -771,7 +818,7 @@ class Reconciler:
         report.requests = listing.requests
         report.listed = len(listing.docs)
         report.forbidden = len(listing.forbidden)
-        tried = self._compare(report, listing, manifest, state, apply)
+        tried = self._compare(report, listing, manifest, state, apply, tags)
         if apply:
             report.enqueued, report.coalesced = self._enqueue(
                 user, scanner, report.index + report.remove, doc_type
@@ -785,6 +832,55 @@ class Reconciler:
         log_.info("reconcile_scan", **report.summary())
         return report
 
+    # --- tag rules -------------------------------------------------------------------------
+
+    def _tags(
+        self,
+        client: NextcloudClient,
+        listing: Listing,
+        state: ScanState,
+        doc_type: DocType,
+        apply: bool,
+    ) -> TagState | None:
+        """For files and notes when tag rules are set: the current members of each gate and
+        excluded tag (one ``PROPFIND`` of the system tags, one ``REPORT`` per tag; a tag's
+        change fires an event but changes no etag, so a lost one is found here, not by the
+        walk). A file scan also lists what the tags say may be newly eligible, wherever its
+        folder: every file carrying a gate tag, and every file that carried an excluded tag
+        at the last scan and carries none now (re-read by id); each is classified like a
+        walked entry. ``None`` without tag rules or for other doc types."""
+        rules = self.indexer.eligibility
+        names = rules.required_tags | rules.excluded_tags
+        if not names or doc_type not in (DocType.FILE, DocType.NOTE):
+            return None
+        ids = client.system_tag_ids()
+        listing.requests += 1
+        tagged: dict[str, dict[int, DavEntry]] = {}
+        for name in sorted(names):
+            tagged[name] = client.tagged(ids[name]) if name in ids else {}
+            listing.requests += name in ids
+        tags = TagState(frozenset(names), {n: set(e) for n, e in tagged.items()})
+        if doc_type is not DocType.FILE:
+            return tags
+        candidates = [e for n in rules.required_tags for e in tagged[n].values()]
+        excluded_now = {i for n in rules.excluded_tags for i in tagged[n]}
+        for file_id in sorted(state.excluded() - excluded_now):
+            try:
+                candidates.append(client.find_by_id(file_id))
+            except NotFound:
+                continue
+            finally:
+                listing.requests += 1
+        if apply:
+            state.set_excluded(excluded_now)
+        for entry in candidates:
+            if entry.is_folder or entry.file_id is None or str(entry.file_id) in listing.docs:
+                continue
+            ref = self.indexer.classify(client, entry)
+            if ref is not None and ref.doc_type is DocType.FILE:
+                listing.docs[ref.doc_id] = Seen(ref.doc_id, entry.etag, entry.path)
+        return tags
+
     # --- comparing -------------------------------------------------------------------------
 
     def _compare(
@@ -794,14 +890,32 @@ class Reconciler:
         manifest: dict[str, ManifestEntry],
         state: ScanState,
         apply: bool,
+        tags: TagState | None = None,
     ) -> dict[str, tuple[str, float]]:
         """Fill ``report`` from ``listing`` against ``manifest``; returns the versions an index
-        task is sent for now or was before (for :meth:`ScanState.set_tried`, once queued)."""
+        task is sent for now or was before (for :meth:`ScanState.set_tried`, once queued).
+        With ``tags`` (tag rules set), an indexed document whose gate or excluded tags differ
+        from its payload ``tags`` is re-checked (reason ``tags``), and a version tried before
+        counts as another one once its tags change."""
         now = time.time()
         tried_before = state.tried()
         lost = state.lost()
         tried: dict[str, tuple[str, float]] = {}
+        for doc_id, entry in manifest.items():
+            seen_at = listing.docs.get(doc_id)
+            if tags is None or (seen_at is None and not listing.covers(entry.path)):
+                continue
+            if tags.indexed(entry) != tags.now(doc_id):
+                path = seen_at.path if seen_at is not None else entry.path
+                if seen_at is None or seen_at.etag in (None, entry.etag):
+                    report.index.append(Change(doc_id, "tags", path, entry.path))
+        retagged = {c.doc_id for c in report.index}
         for doc_id, seen in listing.docs.items():
+            if doc_id in retagged:
+                continue
+            version = seen.etag
+            if tags is not None and version is not None:
+                version = tags.version(doc_id, version)
             entry = manifest.get(doc_id)
             if entry is None:
                 change = Change(doc_id, "new", seen.path)
@@ -817,14 +931,14 @@ class Reconciler:
             if (
                 etag is not None
                 and doc_id not in lost  # lost access is never held: only what failed
-                and (seen.etag is None or etag == seen.etag)
+                and (version is None or etag == version)
                 and now - at < RETRY_UNINDEXABLE_SECONDS
             ):
                 report.unindexable.append(change)
                 tried[doc_id] = (etag, at)
             else:
                 report.index.append(change)
-                tried[doc_id] = (seen.etag or "", now)
+                tried[doc_id] = (version or "", now)
         missing = [
             Change(doc_id, "missing", None, entry.path)
             for doc_id, entry in manifest.items()

@@ -467,3 +467,39 @@ def test_lost_access_is_never_held_as_unindexable(rstack: Stack) -> None:
     assert [c.path for c in again.index] == ["/From Alice/f1.md"]
     # f3's task never ran and nothing took its access: that one waits as before
     assert [c.path for c in again.unindexable] == ["/From Alice/Sub/f3.md"]
+
+
+def test_a_scan_repairs_tag_drift_that_no_etag_shows(rstack: Stack, producer: Celery) -> None:
+    rstack.settings.index_required_tags = ["searchable"]
+    rstack.settings.index_excluded_tags = ["secret"]
+    searchable = rstack.sim.create_tag("searchable")
+    secret = rstack.sim.create_tag("secret")
+    paths = [f"/Docs/F{i % 2}/t{i}.md" for i in range(4)]
+    for i, path in enumerate(paths):
+        rstack.sim.put_file("alice", path, f"# Tagged {i}\nreef {i}")
+        rstack.sim.assign_tag("alice", path, searchable)
+    settle(rstack)
+    reconcile_pass(rstack, producer, ["alice"])
+    reconcile_pass(rstack, producer, ["alice"])  # clean: every folder etag stored
+    ids = [rstack.sim.file_id("alice", p) for p in paths]
+    assert all(rstack.points(f"file:{i}") for i in ids)
+    rstack.sim.drop_rate = 1.0  # the tag events are lost
+    rstack.sim.unassign_tag("alice", paths[0], searchable)
+    rstack.sim.assign_tag("alice", paths[1], secret)
+    report = reconciler(rstack, None).scan("alice", DocType.FILE, apply=False)
+    assert sorted((c.reason, c.path) for c in report.index) == [
+        ("tags", paths[0]),
+        ("tags", paths[1]),
+    ]
+    assert report.requests == 1 + 1 + 2  # root unchanged; tag ids; one REPORT per tag
+    reconcile_pass(rstack, producer, ["alice"])
+    assert not rstack.points(f"file:{ids[0]}") and not rstack.points(f"file:{ids[1]}")
+    assert rstack.points(f"file:{ids[2]}") and rstack.points(f"file:{ids[3]}")
+    # and back: tagged again, the excluded tag taken away (no events, no etags)
+    rstack.sim.assign_tag("alice", paths[0], searchable)
+    rstack.sim.unassign_tag("alice", paths[1], secret)
+    again = reconciler(rstack, None).scan("alice", DocType.FILE, apply=False)
+    assert sorted((c.reason, c.path) for c in again.index) == [("new", p) for p in paths[:2]]
+    reconcile_pass(rstack, producer, ["alice"])
+    assert all(rstack.points(f"file:{i}") for i in ids)
+    assert reconciler(rstack, None).scan("alice", DocType.FILE, apply=False).index == []
