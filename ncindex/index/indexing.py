@@ -99,12 +99,14 @@ class Outcome:
     """What an operation did: ``action`` is one of ``indexed``, ``updated``, ``unchanged``,
     ``evicted``, ``ineligible``, ``folder``, ``moved``, ``dead_letter`` (parked now or still
     parked); ``embedded`` counts chunks embedded; ``reason`` says why for ``ineligible`` and
-    ``dead_letter``."""
+    ``dead_letter``; ``path`` is the folder's path in the user's view for ``folder`` (what is
+    below it is for the caller to walk: :mod:`ncindex.sync.subtree`)."""
 
     action: str
     doc_key: str | None = None
     embedded: int = 0
     reason: str | None = None
+    path: str | None = None
 
 
 class Indexer:
@@ -219,7 +221,7 @@ class Indexer:
             self.remove_node_access(user, file_id, lost=GONE)
             return Outcome("evicted")
         if entry.is_folder:
-            return Outcome("folder")
+            return Outcome("folder", path=entry.path)
         subject = node_subject(file_id)
         parked = self.deadletters.blocked(subject, entry.etag)
         if parked is not None:
@@ -759,7 +761,9 @@ class Indexer:
         """A file or folder moved from ``source`` to ``target`` in ``user``'s view: re-path
         every document under it without re-embedding (each is re-read by id, so its new path
         comes from Nextcloud); documents whose type changes (moved into or out of the notes
-        folder) and a file not yet indexed are indexed afresh."""
+        folder) and a file not yet indexed are indexed afresh. A folder comes back as
+        ``folder`` (with its new path): what was not indexed below it (moved in from an
+        excluded path, say) is for the caller to walk."""
         client = self.services.account(user)
         moved_self = False
         for payload in self._under(user, source):
@@ -780,7 +784,9 @@ class Indexer:
                 self._update_metadata(ref, self._current(ref), user, entry.path, fields)
         if not moved_self and file_id is not None:
             with self.lock(file_id):
-                self.index_node(user, file_id)
+                outcome = self.index_node(user, file_id)
+            if outcome.action == "folder":  # what was not indexed below it may be now
+                return Outcome("folder", path=outcome.path)
         return Outcome("moved")
 
     def _under(self, user: str, path: str) -> list[dict[str, Any]]:
