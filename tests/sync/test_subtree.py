@@ -39,9 +39,7 @@ def test_a_copied_folder_is_indexed_below(stack: Stack, small_pages: None) -> No
     assert not indexed_below(stack, "/Src")  # its own events were lost: only the copy's came
 
 
-def test_a_folder_restored_from_the_trash_is_indexed_below(
-    stack: Stack, small_pages: None
-) -> None:
+def test_a_folder_restored_from_the_trash_is_indexed_below(stack: Stack, small_pages: None) -> None:
     build(stack, "")
     stack.sim.drop_rate = 1.0
     stack.sim.delete("alice", "/Proj")
