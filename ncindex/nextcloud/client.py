@@ -26,9 +26,11 @@ Formats: reference/nextcloud-api.md §0 (OCS envelope), §1.1 (webhooks), §2 (N
 from __future__ import annotations
 
 import http.cookiejar
+import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -94,6 +96,22 @@ def _transport_errors(method: str, url: str) -> Iterator[None]:
         raise NextcloudProtocolError(f"{method} {url}: request not sendable") from exc
     except httpx.TransportError as exc:
         raise NextcloudUnavailable(f"{method} {url}: {exc}") from exc
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """A ``Retry-After`` header (RFC 9110 §10.2.3: delay seconds or an HTTP date) as seconds
+    from ``now`` (Unix seconds; default the clock), at least 0; ``None`` when absent or
+    unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
 
 
 class HeaderAuth(httpx.Auth):
@@ -220,7 +238,14 @@ class NextcloudClient:
         if status == 401:
             raise NextcloudAuthError(where)
         if status >= 500 or status in (423, 429):
-            raise NextcloudUnavailable(where)
+            # maintenance mode: nextcloud/server lib/base.php, OC::checkMaintenanceMode
+            # answers 503 with "X-Nextcloud-Maintenance-Mode: 1" and "Retry-After: 120"
+            maintenance = response.headers.get("X-Nextcloud-Maintenance-Mode") == "1"
+            raise NextcloudUnavailable(
+                where + (" (maintenance mode)" if maintenance else ""),
+                retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+                maintenance=maintenance,
+            )
         if status == 403:
             raise Forbidden(where)
         raise NextcloudProtocolError(where)

@@ -23,7 +23,12 @@ from workers.celery_app import create_celery
 def test_the_schedule_comes_from_settings() -> None:
     settings = Settings(reconcile_periods={"note": 600, "file": 1200, "deck_card": 60})
     schedule = beat_schedule(settings)
-    assert sorted(schedule) == ["reconcile-deck_card", "reconcile-file", "reconcile-note"]
+    assert sorted(schedule) == [
+        "outage-requeue",
+        "reconcile-deck_card",
+        "reconcile-file",
+        "reconcile-note",
+    ]
     note = schedule["reconcile-note"]
     assert note["task"] == "ncindex.reconcile_check"
     assert note["schedule"] == timedelta(seconds=600)
@@ -31,7 +36,7 @@ def test_the_schedule_comes_from_settings() -> None:
     assert note["options"]["queue"] == "reconcile"
     assert 0 < note["options"]["expires"] < 600
     disabled = beat_schedule(settings.model_copy(update={"reconcile_disable": ["file"]}))
-    assert sorted(disabled) == ["reconcile-deck_card", "reconcile-note"]
+    assert sorted(disabled) == ["outage-requeue", "reconcile-deck_card", "reconcile-note"]
 
 
 @pytest.mark.parametrize("period", [10, 60, 900, 86400])
