@@ -304,6 +304,8 @@ class SearchService:
         timings: dict[str, float] = {}
         started = time.perf_counter()
         store, embedder = self.live()
+        # tag membership: fetched once per search, starting now (beside the embedding and query)
+        membership = self.verifier.membership(client)
         dense, sparse, degraded = self._embed(embedder, request.query, mode)
         timings["embed"] = (time.perf_counter() - started) * 1000
         fusion = Fusion(request.fusion or self.settings.fusion)
@@ -311,7 +313,6 @@ class SearchService:
         # One pool for every round, so each round reads the next page of the same ranking.
         pool = min(MAX_POOL, max(self.settings.prefetch_limit, fetch * MAX_ROUNDS))
         counts = VerificationCounts()
-        membership = self.verifier.membership()  # tag membership: fetched once per search
         cut = _Cutoff(request.score_threshold, min_score)
         results: list[SearchResult] = []
         seen: set[str] = set()

@@ -157,28 +157,40 @@ class TagMembership:
     def __init__(self, eligibility: Eligibility) -> None:
         self.names = sorted(eligibility.required_tags | eligibility.excluded_tags)
         self._files: dict[str, set[int]] | None = None
+        self._error: Exception | None = None
         self._lock = threading.Lock()
         #: requests made to Nextcloud (benchmarks read it)
         self.requests = 0
+
+    def fetch(self, client: NextcloudClient) -> None:
+        """Fetch the membership now, unless fetched already (the search calls it in the
+        verifier pool while it embeds and queries, so the requests overlap that work). A
+        failure is kept and raised again by :meth:`tags_of`."""
+        with self._lock:
+            if self._files is not None or not self.names:
+                return
+            try:
+                ids = client.system_tag_ids()
+                self.requests += 1
+                files: dict[str, set[int]] = {}
+                for name in self.names:
+                    files[name] = client.tagged_ids(ids[name]) if name in ids else set()
+                    self.requests += name in ids
+            except Exception as exc:  # re-raised where the verdict is made
+                self._error = exc
+                return
+            self._files = files
 
     def tags_of(self, client: NextcloudClient, file_id: int) -> list[str]:
         """The configured tags (case-folded names) file ``file_id`` carries."""
         if not self.names:
             return []
-        with self._lock:
-            if self._files is None:
-                ids = client.system_tag_ids()
-                self.requests += 1
-                files: dict[str, set[int]] = {}
-                for name in self.names:
-                    if name in ids:
-                        files[name] = set(client.tagged(ids[name]))
-                        self.requests += 1
-                    else:
-                        files[name] = set()
-                self._files = files
-            files = self._files
-        return [name for name in self.names if file_id in files[name]]
+        self.fetch(client)
+        if self._files is None:
+            error, self._error = self._error, None
+            assert error is not None
+            raise error
+        return [name for name in self.names if file_id in self._files[name]]
 
 
 class VerifyOnRead:
@@ -195,9 +207,15 @@ class VerifyOnRead:
         self.eligibility = eligibility
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="verify")
 
-    def membership(self) -> TagMembership | None:
-        """A fresh :class:`TagMembership` for one search (``None`` without rules)."""
-        return None if self.eligibility is None else TagMembership(self.eligibility)
+    def membership(self, client: NextcloudClient | None = None) -> TagMembership | None:
+        """A fresh :class:`TagMembership` for one search (``None`` without rules); with
+        ``client``, its fetch starts at once in the verifier pool (it overlaps the query)."""
+        if self.eligibility is None:
+            return None
+        membership = TagMembership(self.eligibility)
+        if client is not None and membership.names:
+            self._pool.submit(membership.fetch, client)
+        return membership
 
     def check(
         self,
