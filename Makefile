@@ -55,6 +55,12 @@ clean:
 bench-reconcile: $(STAMP) redis
 	$(PY) benchmarks/bench_reconcile.py
 
+# Convergence under lost, late and reordered webhooks: a seeded random run of 2,000 operations
+# (SEED=N OPERATIONS=N to change) → benchmarks/results/convergence.json and "Convergence".
+.PHONY: bench-convergence
+bench-convergence: $(STAMP) models
+	$(PY) benchmarks/bench_convergence.py $(if $(SEED),--seed $(SEED)) $(if $(OPERATIONS),--operations $(OPERATIONS))
+
 # Indexing throughput: 1,000 SciFact documents from simulator webhooks to searchable, against raw
 # fastembed on the same chunks → benchmarks/results/indexing.json and the "Indexing" section.
 bench-indexing: $(STAMP) redis

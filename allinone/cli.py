@@ -6,6 +6,7 @@ Every command reads the same :class:`~ncindex.settings.Settings` from the enviro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
@@ -337,6 +338,13 @@ _SCAN_TYPES = ("note", "file", "deck_card", "news_item")
     "--apply", is_flag=True, help="Enqueue the changes and store scan state (default: report)."
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON report per scan, with changes.")
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="With --apply: seconds to wait for a running scan of the same user and type.",
+)
 @click.pass_obj
 def reconcile(
     settings: Settings,
@@ -344,17 +352,20 @@ def reconcile(
     doc_types: tuple[str, ...],
     apply: bool,
     as_json: bool,
+    wait: float,
 ) -> None:
     """Compare Nextcloud with the index and report what differs; --apply enqueues the fixes.
 
     Runs the scan code of the ``ncindex.reconcile_scan`` task in this process. A dry run
-    (the default) enqueues nothing and leaves the stored scan state alone.
+    (the default) enqueues nothing and leaves the stored scan state alone. With --apply each
+    scan takes the same per-user, per-type lock as the task; when a scan of that user and type
+    is running (and still is after --wait seconds) it says so and skips it (exit status 3).
     """
     from ncindex.errors import StoreUnavailable, UnsupportedDocType
     from ncindex.index.indexing import Indexer
     from ncindex.ingest.queueing import celery_app
     from ncindex.runtime import Services
-    from ncindex.sync.reconcile import Reconciler, scan_types
+    from ncindex.sync.reconcile import Reconciler, scan_lock, scan_types
 
     services = Services(settings)
     unknown = [u for u in users if u not in settings.accounts]
@@ -368,15 +379,26 @@ def reconcile(
             "stop `ncindex up` or use a Qdrant server (NCINDEX_QDRANT_URL)"
         ) from exc
     reconciler = Reconciler(services, Indexer(services), celery_app(settings) if apply else None)
-    failed = False
+    failed = busy = False
+    ttl = settings.task_time_limit + 60
     try:
         for doc_type in doc_types or [t.value for t in scan_types()]:
             for user in users or list(settings.accounts):
-                try:
-                    report = reconciler.scan(user, doc_type, apply=apply)
-                except UnsupportedDocType as exc:
-                    click.echo(f"{doc_type}: {exc.detail}", err=True)
-                    break
+                lock = (
+                    scan_lock(services.redis, settings.names, user, doc_type, ttl=ttl, wait=wait)
+                    if apply
+                    else contextlib.nullcontext(True)  # a dry run changes nothing: no lock
+                )
+                with lock as held:
+                    if not held:
+                        busy = True
+                        click.echo(f"{user} {doc_type}: a scan is running; skipped", err=True)
+                        continue
+                    try:
+                        report = reconciler.scan(user, doc_type, apply=apply)
+                    except UnsupportedDocType as exc:
+                        click.echo(f"{doc_type}: {exc.detail}", err=True)
+                        break
                 failed |= report.error is not None
                 if as_json:
                     click.echo(json.dumps(report.to_json()))
@@ -388,6 +410,8 @@ def reconcile(
         services.close()
     if failed:
         raise SystemExit(1)
+    if busy:
+        raise SystemExit(3)
 
 
 def _describe(report: object) -> str:

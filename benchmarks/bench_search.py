@@ -121,6 +121,42 @@ class _Handler(BaseHTTPRequestHandler):
         )
         self._send(207, xml.encode(), "application/xml; charset=utf-8")
 
+    def do_PROPFIND(self) -> None:
+        """``/remote.php/dav/systemtags/``: the gate tag (1) and the excluded tag (2)."""
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        time.sleep(VERIFY_MS / 1000)
+        tags = "".join(
+            f"<d:response><d:href>/remote.php/dav/systemtags/{i}</d:href><d:propstat><d:prop>"
+            f"<oc:id>{i}</oc:id><oc:display-name>{name}</oc:display-name></d:prop>"
+            "<d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>"
+            for i, name in ((1, GATE_TAG), (2, EXCLUDED_TAG))
+        )
+        xml = f'<d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">{tags}</d:multistatus>'
+        self._send(207, xml.encode(), "application/xml; charset=utf-8")
+
+    def do_REPORT(self) -> None:
+        """``oc:filter-files``: every document carries the gate tag, none the excluded one
+        (the tag-rules run: membership is fetched, nothing is dropped)."""
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+        time.sleep(VERIFY_MS / 1000)
+        gate = "<oc:systemtag>1</oc:systemtag>" in body
+        self._send(207, GATE_MEMBERS if gate else EMPTY_MULTISTATUS, "application/xml")
+
+
+GATE_TAG, EXCLUDED_TAG = "indexed", "private"
+EMPTY_MULTISTATUS = b'<d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"/>'
+GATE_MEMBERS = (
+    '<d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">'
+    + "".join(
+        f"<d:response><d:href>/remote.php/dav/files/alice/Projects/f{i}.md</d:href><d:propstat>"
+        f"<d:prop><oc:fileid>{i}</oc:fileid></d:prop><d:status>HTTP/1.1 200 OK</d:status>"
+        "</d:propstat></d:response>"
+        for i in range(100_000, 100_000 + 10_000 // 4)
+    )
+    + "</d:multistatus>"
+).encode()
+"""The gate tag's members for the 10,000-chunk store (2,500 documents)."""
+
 
 def start_verifier() -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -323,8 +359,9 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for size, r in results.items():
+        label = f"{int(size):,}" if size.isdigit() else f"{r['chunks']:,} + tag rules"
         lines.append(
-            f"| {int(size):,} | {r['filter_share']:.1%} | {r['p50_ms']} | {r['p95_ms']} | "
+            f"| {label} | {r['filter_share']:.1%} | {r['p50_ms']} | {r['p95_ms']} | "
             f"{r['embed_ms']} | {r['query_ms']} | {r['verify_ms']} | {r['bare_query_ms']} | "
             f"{r['bound_p50_ms']} | {r['bound_ms']} | {r['ratio_p95']} |"
         )
@@ -342,6 +379,13 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
             "dense branch scans the filtered points."
         )
         + " On a loaded machine absolute times inflate; the ratio compares like with like.",
+        "",
+        "`+ tag rules`: the smallest store again with `NCINDEX_INDEX_REQUIRED_TAGS` and "
+        "`NCINDEX_INDEX_EXCLUDED_TAGS` set, so verification also fetches the tags' membership "
+        "once per search (one PROPFIND of the system tags, one REPORT `oc:filter-files` per "
+        "tag, each answered in the same 5 ms; the gate tag lists all 2,500 documents) and "
+        "intersects it with the candidates: the difference to the first row is what the "
+        "eligibility check costs.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -379,6 +423,14 @@ def main() -> int:
         results[str(size)] = run_size(size, args.queries, args.optimize, embedder, settings,
                                       pieces, sparse, url)  # fmt: skip
         print(json.dumps({str(size): results[str(size)]}), file=sys.stderr)
+    # the same smallest store with a tag gate and an excluded tag: verification also fetches
+    # their membership (one PROPFIND of the tags, one REPORT per tag) once per search
+    tagged = settings.model_copy(
+        update={"index_required_tags": [GATE_TAG], "index_excluded_tags": [EXCLUDED_TAG]}
+    )
+    results["with_tag_rules"] = run_size(min(sizes), args.queries, args.optimize, embedder,
+                                         tagged, pieces, sparse, url)  # fmt: skip
+    print(json.dumps({"with_tag_rules": results["with_tag_rules"]}), file=sys.stderr)
     verifier.shutdown()
     table = section(results, settings, args.queries)
     print(table)

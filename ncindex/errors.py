@@ -65,7 +65,16 @@ class PermanentError(NcindexError):
 
 class NextcloudUnavailable(TransientError):
     """Raised when Nextcloud times out, refuses the connection, or answers 5xx, 423 (the file
-    is locked, e.g. while it is being uploaded or edited) or 429."""
+    is locked, e.g. while it is being uploaded or edited) or 429. ``retry_after`` is the
+    answer's ``Retry-After`` in seconds (``None`` without one); ``maintenance`` is true for
+    Nextcloud's maintenance mode (503 with ``X-Nextcloud-Maintenance-Mode: 1``)."""
+
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, maintenance: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.maintenance = maintenance
 
 
 class StoreUnavailable(TransientError):

@@ -34,6 +34,8 @@ EVICT_DOCUMENT = "ncindex.evict_document"
 INDEX_NEWS = "ncindex.index_news"
 SEND_ACTIONS = "ncindex.send_actions"
 RESOLVE_NODE = "ncindex.resolve_node"
+INDEX_FOLDER = "ncindex.index_folder"
+OUTAGE_REQUEUE = "ncindex.outage_requeue"
 RECONCILE_CHECK = "ncindex.reconcile_check"
 RECONCILE_SCAN = "ncindex.reconcile_scan"
 REINDEX_MODEL = "ncindex.reindex_model"
@@ -123,6 +125,23 @@ class Names:
     def reconcile_prefix(self) -> str:
         """Scan state: ``…:reconcile:<doc_type>:<user>…`` and the last scans."""
         return self.key("reconcile", "")
+
+    def lost_access(self, doc_type: str, user: str) -> str:
+        """Documents of ``doc_type`` whose access ``user`` lost (hash: doc id → the user's path
+        then, ``""`` without one): the next scans walk those folders whatever their etags say,
+        and never hold the document back as unindexable (written by the indexer, read and
+        cleared by the scans: :mod:`ncindex.sync.reconcile`)."""
+        return self.key("reconcile", "lost", doc_type, user)
+
+    @property
+    def outage_parked(self) -> str:
+        """Tasks that gave up while Nextcloud was unavailable (hash: task id → JSON
+        ``{"name", "kwargs", "queue"}``), sent again once it answers."""
+        return self.key("outage", "parked")
+
+    def retrying_since(self, task_id: str) -> str:
+        """When a task's first transient failure happened (Unix seconds)."""
+        return self.key("retrying", task_id)
 
     def notes_settings(self, user: str) -> str:
         """The cached Notes app settings of ``user``."""

@@ -9,7 +9,8 @@ One entry per doc type that has a scanner (:data:`ncindex.sync.reconcile.SCANNER
 ``reconcile_disable`` has no entry; each message ``expires`` a little under the period, so
 ticks that waited through an outage do not pile up. The check task holds a Redis lock that
 expires before the next tick (:func:`check_lock_seconds`), so two beats or a backlog never
-stack scans.
+stack scans. ``outage-requeue`` sends ``ncindex.outage_requeue`` every minute: tasks that gave
+up during a Nextcloud outage are sent again as soon as it answers (:mod:`workers.base`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from celery import Celery
 from ncindex import names
 from ncindex.settings import Settings
 from ncindex.sync.reconcile import SCANNERS
+
+OUTAGE_REQUEUE_SECONDS = 60
+"""How often ``ncindex.outage_requeue`` asks whether Nextcloud is back (when tasks wait)."""
 
 
 def expires_seconds(period: float) -> float:
@@ -47,6 +51,11 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "kwargs": {"doc_type": doc_type},
             "options": {"queue": names.RECONCILE, "expires": expires_seconds(period)},
         }
+    schedule["outage-requeue"] = {
+        "task": names.OUTAGE_REQUEUE,
+        "schedule": timedelta(seconds=OUTAGE_REQUEUE_SECONDS),
+        "options": {"queue": names.INGEST, "expires": expires_seconds(OUTAGE_REQUEUE_SECONDS)},
+    }
     return schedule
 
 

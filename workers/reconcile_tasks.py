@@ -10,17 +10,19 @@ of the same user and type is running it returns at once.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
-import redis
 import structlog
 from celery import shared_task
 
 from ncindex import names
-from ncindex.sync.reconcile import Reconciler, request_scans
+from ncindex.ingest.events import index_folder as index_folder_action
+from ncindex.ingest.queueing import clear_debounce, send_actions
+from ncindex.sync.reconcile import Reconciler, request_scans, scan_lock
+from ncindex.sync.subtree import walk_subtree
 from workers.base import NcindexTask
 from workers.beat import check_lock_seconds
+from workers.tasks import RETRY, refused_account
 
 log = structlog.get_logger(__name__)
 
@@ -60,15 +62,38 @@ def reconcile_scan(
     client = reconciler.services.redis
     if pending_key:
         client.delete(pending_key)
-    lock = client.lock(
-        reconciler.settings.names.lock("reconcile", doc_type, user),
-        timeout=reconciler.settings.task_time_limit + 60,
-    )
-    if not lock.acquire(blocking=False):
-        log.info("reconcile_scan_skipped", reason="running")
-        return {"skipped": "running"}
-    try:
+    ttl = reconciler.settings.task_time_limit + 60
+    with scan_lock(client, reconciler.settings.names, user, doc_type, ttl=ttl, wait=0) as held:
+        if not held:
+            log.info("reconcile_scan_skipped", reason="running")
+            return {"skipped": "running"}
         return reconciler.scan(user, doc_type, apply=True).summary()
-    finally:
-        with contextlib.suppress(redis.exceptions.LockError):
-            lock.release()
+
+
+@shared_task(bind=True, base=NcindexTask, name=names.INDEX_FOLDER, ignore_result=True, **RETRY)
+def index_folder(
+    self: NcindexTask, user: str, folders: list[str], debounce_key: str | None = None
+) -> dict[str, int]:
+    """Index what lies below ``folders`` in ``user``'s view (a folder created, copied, restored
+    or moved into view): one bounded step of :func:`ncindex.sync.subtree.walk_subtree`, the
+    ``ncindex.index_node`` tasks it finds sent debounced, and the folders left handed to the
+    next ``ncindex.index_folder`` (paged like a scan). Returns the step's counts."""
+    indexer = self.indexer
+    settings = indexer.settings
+    clear_debounce(indexer.services.redis, settings.names, debounce_key)
+    with refused_account(indexer, user):
+        step = walk_subtree(indexer, user, folders)
+    actions = list(step.actions)
+    if step.remaining:
+        actions.append(index_folder_action(user, step.remaining))
+    queued, _ = send_actions(
+        self.app,
+        indexer.services.redis,
+        actions,
+        keys=settings.names,
+        countdown=settings.debounce_seconds,
+        key_seconds=max(60.0, settings.debounce_seconds),
+    )
+    counts = {"listed": step.listed, "files": step.files, "queued": queued}
+    log.info("folder_walked", user=user, remaining=len(step.remaining), **counts)
+    return counts

@@ -27,7 +27,8 @@ from ncindex.documents import DocRef, DocType
 from ncindex.errors import NextcloudAuthError, TransientError
 from ncindex.index.deadletter import Deliveries, node_subject
 from ncindex.index.indexing import Indexer, Outcome
-from ncindex.ingest.queueing import clear_debounce
+from ncindex.ingest.events import index_folder
+from ncindex.ingest.queueing import clear_debounce, enqueue
 from workers.base import NcindexTask
 
 log = structlog.get_logger(__name__)
@@ -101,6 +102,21 @@ def refused_account(indexer: Indexer, user: str) -> Iterator[None]:
         raise
 
 
+def _walk_folder(task: NcindexTask, user: str, outcome: Outcome) -> None:
+    """A ``folder`` outcome (a folder created, copied, restored or moved into view): queue
+    ``ncindex.index_folder`` for what lies below it (:mod:`ncindex.sync.subtree`)."""
+    if outcome.action != "folder" or outcome.path is None:
+        return
+    settings = task.indexer.settings
+    enqueue(
+        task.app,
+        task.indexer.services.redis,
+        [index_folder(user, [outcome.path])],
+        settings.debounce_seconds,
+        keys=settings.names,
+    )
+
+
 def _done(outcome: Outcome) -> str:
     log.info(
         "task_done",
@@ -123,6 +139,7 @@ def index_node(self: NcindexTask, user: str, file_id: int, debounce_key: str | N
             lambda note: indexer.index_node(user, file_id, on_version=note),
             lambda reason, n, etag: indexer.park_node(user, file_id, reason, n, etag),
         )
+    _walk_folder(self, user, outcome)
     return _done(outcome)
 
 
@@ -157,6 +174,7 @@ def move_path(
     indexer = _start(self, debounce_key)
     with refused_account(indexer, user):
         outcome = indexer.move_path(user, source, target, file_id)
+    _walk_folder(self, user, outcome)
     return _done(outcome)
 
 

@@ -51,6 +51,7 @@ from ncindex.errors import (
     ExtractionError,
     Forbidden,
     LockBusy,
+    NextcloudAuthError,
     NotFound,
     StaleEntry,
     TooLarge,
@@ -69,6 +70,12 @@ from ncindex.text.extract import extract_text
 log = structlog.get_logger(__name__)
 
 NODE_TYPES = (DocType.NOTE, DocType.FILE)
+UNREADABLE = "not readable"
+"""The reason :meth:`Indexer.classify` gives for a file the user may not read."""
+GONE = "gone"
+"""How a user lost access (:meth:`Indexer.remove_access`): Nextcloud no longer shows the
+document to them (deleted, moved out of view, unshared) — or, :data:`UNREADABLE`, it is shown
+without read permission (an access rule)."""
 
 
 def whole_version(payloads: list[dict[str, Any]]) -> bool:
@@ -92,12 +99,14 @@ class Outcome:
     """What an operation did: ``action`` is one of ``indexed``, ``updated``, ``unchanged``,
     ``evicted``, ``ineligible``, ``folder``, ``moved``, ``dead_letter`` (parked now or still
     parked); ``embedded`` counts chunks embedded; ``reason`` says why for ``ineligible`` and
-    ``dead_letter``."""
+    ``dead_letter``; ``path`` is the folder's path in the user's view for ``folder`` (what is
+    below it is for the caller to walk: :mod:`ncindex.sync.subtree`)."""
 
     action: str
     doc_key: str | None = None
     embedded: int = 0
     reason: str | None = None
+    path: str | None = None
 
 
 class Indexer:
@@ -209,10 +218,10 @@ class Indexer:
         try:
             entry = client.find_by_id(file_id)
         except NotFound:
-            self.remove_node_access(user, file_id)
+            self.remove_node_access(user, file_id, lost=GONE)
             return Outcome("evicted")
         if entry.is_folder:
-            return Outcome("folder")
+            return Outcome("folder", path=entry.path)
         subject = node_subject(file_id)
         parked = self.deadletters.blocked(subject, entry.etag)
         if parked is not None:
@@ -222,7 +231,8 @@ class Indexer:
         ref, reason = self._classify(client, entry)
         for doc_type in NODE_TYPES:
             if ref is None or doc_type != ref.doc_type:
-                self.remove_access(user, DocRef(doc_type, str(file_id)))
+                lost = UNREADABLE if reason == UNREADABLE else None  # else: an index rule
+                self.remove_access(user, DocRef(doc_type, str(file_id)), lost=lost)
         if ref is None:
             return Outcome("ineligible", reason=reason)
         current = self._current(ref)
@@ -236,10 +246,10 @@ class Indexer:
             self.park(subject, user, entry.etag, reason, "ncindex.index_node", file_id=file_id)
             return Outcome("dead_letter", ref.key, reason=reason)
         except _FileGone:
-            self.remove_node_access(user, file_id)
+            self.remove_node_access(user, file_id, lost=GONE)
             return Outcome("evicted")
         except Forbidden:  # blocked since it was listed: as for a file listed unreadable
-            self.remove_node_access(user, file_id)
+            self.remove_node_access(user, file_id, lost=UNREADABLE)
             return Outcome("ineligible", ref.key, reason="download refused")
         if doc is None:  # unchanged content (conditional GET answered 304 / same etag)
             return self._update_metadata(ref, current, user, entry.path, {"tags": entry.tags})
@@ -249,7 +259,7 @@ class Indexer:
         try:
             now = client.find_by_id(file_id)
         except NotFound:
-            self.remove_node_access(user, file_id)
+            self.remove_node_access(user, file_id, lost=GONE)
             log.info("gone_while_indexed", doc_key=ref.key, user=user)
             return Outcome("evicted", ref.key, outcome.embedded)
         if now.path != entry.path:
@@ -318,7 +328,7 @@ class Indexer:
         gate apply to notes too; the MIME list to files only (a note is known by its
         folder and extension)."""
         if not entry.readable:
-            return None, "not readable"
+            return None, UNREADABLE
         notes = self.notes_settings(client)
         ext = posixpath.splitext(entry.path)[1].lstrip(".").lower()
         folder = "/" + notes.notes_path.strip("/")
@@ -640,17 +650,27 @@ class Indexer:
 
     # --- evict ---------------------------------------------------------------------------
 
-    def remove_node_access(self, user: str, file_id: int) -> None:
+    def remove_node_access(self, user: str, file_id: int, *, lost: str | None = GONE) -> None:
         """:meth:`remove_access` for file ``file_id`` under each doc type a file can be
         (a file, or a note when it is a Markdown file in the notes folder)."""
         for doc_type in NODE_TYPES:
-            self.remove_access(user, DocRef(doc_type, str(file_id)))
+            self.remove_access(user, DocRef(doc_type, str(file_id)), lost=lost)
 
-    def remove_access(self, user: str, ref: DocRef) -> bool:
+    def remove_access(self, user: str, ref: DocRef, *, lost: str | None = GONE) -> bool:
         """Take ``user`` out of ``ref``'s ``acl`` and paths; delete the document when no
         principal is left or when ``user`` owns it (the owner's deletion ends every share).
-        Returns whether anything changed."""
+        Returns whether anything changed.
+
+        ``lost`` says why: :data:`GONE` or :data:`UNREADABLE` (Nextcloud's answer; the loss is
+        marked for the scans, :meth:`mark_lost`, even when the index held nothing of it for
+        ``user``: a share given back or an access rule lifted may change no folder etag of
+        ``user``'s), ``None`` for an index rule (globs, MIME types, tags: nothing marked)."""
         current = self._current(ref)
+        if lost is not None:
+            path = (current or {}).get("paths", {}).get(user)
+            owner = current is not None and current.get("owner") == user
+            # an owner's file gone is deleted or moved (new etags up its folders): no walk
+            self.mark_lost(user, ref, None if owner and lost == GONE else path)
         if current is None or principal(user) not in current["acl"]:
             return False
         acl = set(current["acl"]) - {principal(user)}
@@ -663,16 +683,37 @@ class Indexer:
         log.info("access_removed", doc_key=ref.key, user=user)
         return True
 
+    def mark_lost(self, user: str, ref: DocRef, path: str | None) -> None:
+        """Note in Redis (:meth:`ncindex.names.Names.lost_access`, kept
+        ``reconcile_full_walk_seconds``, after which the full walk finds everything) that
+        ``user`` lost access to ``ref``, last at ``path`` in ``user``'s view (``None``: not
+        known). Until the document is back in ``user``'s index, each scan walks the folders
+        above ``path`` whatever their etags say, and never holds it back as unindexable
+        (:mod:`ncindex.sync.reconcile`)."""
+        key = self.settings.names.lost_access(ref.doc_type.value, user)
+        pipe = self.services.redis.pipeline()
+        pipe.hset(key, ref.doc_id, path or "")
+        pipe.expire(key, self.settings.reconcile_full_walk_seconds)
+        pipe.execute()
+
     def evict_node(self, user: str, path: str, file_id: int | None) -> Outcome:
         """Something at ``path`` was deleted in ``user``'s view: re-check the node by id
         (re-index if it is in fact still there) and evict everything indexed under ``path``
-        for this user once Nextcloud confirms the path is gone."""
+        for this user once Nextcloud confirms the path is gone.
+
+        Every other configured account that holds what was removed (its owner, other
+        sharees) is re-checked by id at once (:meth:`_recheck_holders`): a sharee's delete
+        in a shared folder moves the file to the owner's trash (Nextcloud's
+        ``apps/files_trashbin/lib/Trashbin.php``, ``Trashbin::move2trash`` keeps it for the
+        owner), so it is gone for them too although their webhook may never come."""
         client = self.services.account(user)
         if file_id is not None:
             try:
                 client.find_by_id(file_id)
             except NotFound:
+                holders = self._holders(file_id, besides=user)
                 self.remove_node_access(user, file_id)
+                self._recheck_holders(holders)
             else:
                 return self.index_node(user, file_id)
         try:
@@ -683,8 +724,36 @@ class Indexer:
             return Outcome("unchanged")  # something exists at the path again: its events follow
         removed = 0
         for payload in self._under(user, path):
-            removed += self.remove_access(user, DocRef.parse(payload["doc_key"]))
+            ref = DocRef.parse(payload["doc_key"])
+            holders = self._holders(int(ref.doc_id), besides=user)
+            removed += self.remove_access(user, ref)
+            self._recheck_holders(holders)
         return Outcome("evicted", embedded=0) if removed or file_id else Outcome("unchanged")
+
+    def _holders(self, file_id: int, *, besides: str) -> list[tuple[str, int]]:
+        """``(account, file id)`` for every configured account but ``besides`` that file
+        ``file_id`` is indexed for (its ``acl``, under either node doc type)."""
+        out: set[tuple[str, int]] = set()
+        for doc_type in NODE_TYPES:
+            current = self._current(DocRef(doc_type, str(file_id)))
+            for entry in (current or {}).get("acl", []):
+                uid = entry.removeprefix("user:")
+                if entry.startswith("user:") and uid != besides and uid in self.settings.accounts:
+                    out.add((uid, file_id))
+        return sorted(out)
+
+    def _recheck_holders(self, holders: list[tuple[str, int]]) -> None:
+        """Re-read each ``(account, file id)`` by id as that account (:meth:`index_node`),
+        which removes what it can no longer see. An account Nextcloud refuses is logged and
+        skipped: the task is about another user's delete; that account's own scan records the
+        refusal."""
+        for holder, file_id in holders:
+            try:
+                outcome = self.index_node(holder, file_id, recheck=False)
+            except NextcloudAuthError as exc:
+                log.warning("holder_recheck_refused", user=holder, file_id=file_id, error=str(exc))
+                continue
+            log.info("holder_rechecked", user=holder, file_id=file_id, action=outcome.action)
 
     # --- move ----------------------------------------------------------------------------
 
@@ -692,7 +761,9 @@ class Indexer:
         """A file or folder moved from ``source`` to ``target`` in ``user``'s view: re-path
         every document under it without re-embedding (each is re-read by id, so its new path
         comes from Nextcloud); documents whose type changes (moved into or out of the notes
-        folder) and a file not yet indexed are indexed afresh."""
+        folder) and a file not yet indexed are indexed afresh. A folder comes back as
+        ``folder`` (with its new path): what was not indexed below it (moved in from an
+        excluded path, say) is for the caller to walk."""
         client = self.services.account(user)
         moved_self = False
         for payload in self._under(user, source):
@@ -713,7 +784,9 @@ class Indexer:
                 self._update_metadata(ref, self._current(ref), user, entry.path, fields)
         if not moved_self and file_id is not None:
             with self.lock(file_id):
-                self.index_node(user, file_id)
+                outcome = self.index_node(user, file_id)
+            if outcome.action == "folder":  # what was not indexed below it may be now
+                return Outcome("folder", path=outcome.path)
         return Outcome("moved")
 
     def _under(self, user: str, path: str) -> list[dict[str, Any]]:

@@ -240,6 +240,13 @@ def evict_node(user: str, path: str, file_id: int | None) -> Action:
     )
 
 
+def index_folder(user: str, folders: list[str]) -> Action:
+    """Index what lies below ``folders`` (paths in ``user``'s view): a folder created, copied,
+    restored or moved into view fires one event, for the folder only."""
+    key = f"folder:{user}:{folders[0]}" if len(folders) == 1 else None
+    return Action(names.INDEX_FOLDER, names.INGEST, {"user": user, "folders": folders}, key)
+
+
 def resolve_node(file_id: int) -> Action:
     """Index ``file_id`` for every configured account that can see it (an event whose session
     user is missing or not configured: nobody to read it as, so each account is asked)."""

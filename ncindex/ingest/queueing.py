@@ -15,6 +15,7 @@ fastembed or the vector store.
 from __future__ import annotations
 
 import dataclasses
+import json
 import secrets
 from collections.abc import Iterable
 from typing import Any, Protocol
@@ -292,3 +293,45 @@ def clear_debounce(redis_client: redis.Redis, keys: Names, key: str | None) -> N
     a key under ``keys``'s debounce prefix is deleted (``key`` comes from the message)."""
     if key and key.startswith(keys.debounce_prefix):
         redis_client.delete(key)
+
+
+# --- outages -------------------------------------------------------------------------------
+
+
+def park_for_outage(
+    client: redis.Redis,
+    keys: Names,
+    task_id: str,
+    name: str,
+    kwargs: dict[str, Any],
+    queue: str | None,
+) -> None:
+    """Keep a task that gave up while Nextcloud was unavailable (``Names.outage_parked``), so
+    that :func:`requeue_parked` sends it again as soon as Nextcloud answers."""
+    entry = {"name": name, "kwargs": kwargs, "queue": queue}
+    client.hset(keys.outage_parked, task_id, json.dumps(entry))
+
+
+def requeue_parked(producer: Producer, client: redis.Redis, keys: Names) -> int:
+    """Send every task :func:`park_for_outage` kept (each once: it is removed from the hash
+    before it is sent; one that cannot be read is dropped with a warning). Returns how many
+    were sent. Raises ``BrokerUnavailable`` when the broker does not take one (it is kept)."""
+    sent = 0
+    for task_id, raw in client.hgetall(keys.outage_parked).items():
+        if not client.hdel(keys.outage_parked, task_id):
+            continue  # another process took it
+        try:
+            entry = json.loads(raw)
+            name, kwargs, queue = entry["name"], dict(entry["kwargs"]), entry.get("queue")
+        except (ValueError, KeyError, TypeError):
+            log.warning("outage_parked_unreadable", task_id=task_id)
+            continue
+        try:
+            producer.send_task(name, kwargs=kwargs, queue=queue)
+        except Exception as exc:
+            client.hset(keys.outage_parked, task_id, raw)
+            raise BrokerUnavailable(f"could not requeue {name}: {exc}") from exc
+        sent += 1
+    if sent:
+        log.info("outage_requeued", tasks=sent)
+    return sent

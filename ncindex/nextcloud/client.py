@@ -26,9 +26,11 @@ Formats: reference/nextcloud-api.md §0 (OCS envelope), §1.1 (webhooks), §2 (N
 from __future__ import annotations
 
 import http.cookiejar
+import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -94,6 +96,22 @@ def _transport_errors(method: str, url: str) -> Iterator[None]:
         raise NextcloudProtocolError(f"{method} {url}: request not sendable") from exc
     except httpx.TransportError as exc:
         raise NextcloudUnavailable(f"{method} {url}: {exc}") from exc
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """A ``Retry-After`` header (RFC 9110 §10.2.3: delay seconds or an HTTP date) as seconds
+    from ``now`` (Unix seconds; default the clock), at least 0; ``None`` when absent or
+    unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
 
 
 class HeaderAuth(httpx.Auth):
@@ -220,7 +238,14 @@ class NextcloudClient:
         if status == 401:
             raise NextcloudAuthError(where)
         if status >= 500 or status in (423, 429):
-            raise NextcloudUnavailable(where)
+            # maintenance mode: nextcloud/server lib/base.php, OC::checkMaintenanceMode
+            # answers 503 with "X-Nextcloud-Maintenance-Mode: 1" and "Retry-After: 120"
+            maintenance = response.headers.get("X-Nextcloud-Maintenance-Mode") == "1"
+            raise NextcloudUnavailable(
+                where + (" (maintenance mode)" if maintenance else ""),
+                retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+                maintenance=maintenance,
+            )
         if status == 403:
             raise Forbidden(where)
         raise NextcloudProtocolError(where)
@@ -311,6 +336,54 @@ class NextcloudClient:
         if not entries:
             raise NotFound(f"file {file_id} is not visible to {user}")
         return entries[0]
+
+    def system_tag_ids(self) -> dict[str, int]:
+        """The system tags this user can see: case-folded name → id (``PROPFIND
+        /remote.php/dav/systemtags/``, ``Depth: 1``; nextcloud/server
+        ``apps/dav/lib/SystemTag/SystemTagsByIdCollection.php`` lists only the tags
+        ``canUserSeeTag`` allows)."""
+        response = self.request(
+            "PROPFIND",
+            "/remote.php/dav/systemtags/",
+            headers={"Depth": "1", "Content-Type": "application/xml; charset=utf-8"},
+            content=webdav.SYSTEMTAGS_PROPFIND_BODY,
+        )
+        return webdav.parse_system_tags(response.content)
+
+    def tagged(self, tag_id: int) -> dict[int, webdav.DavEntry]:
+        """File id → entry (the PROPFIND properties) of every file and folder carrying system
+        tag ``tag_id`` in this user's view: one ``REPORT oc:filter-files`` (reference §3.2).
+        A tag the user cannot see (Nextcloud answers 412,
+        ``FilesReportPlugin::processFilterRulesForFileIDs``: "Cannot filter by non-existing
+        tag") tags nothing for them: an empty dict."""
+        user = self._me()
+        try:
+            response = self.request(
+                "REPORT",
+                webdav.file_url_path(user, "/"),
+                headers={"Content-Type": "application/xml; charset=utf-8"},
+                content=webdav.filter_files_body(tag_id),
+                not_found=(404, 412),
+            )
+        except NotFound:
+            return {}
+        entries = webdav.parse_multistatus(response.content, user, self.web_root)
+        return {e.file_id: e for e in entries if e.file_id is not None}
+
+    def tagged_ids(self, tag_id: int) -> set[int]:
+        """Ids of the files and folders carrying system tag ``tag_id`` in this user's view:
+        :meth:`tagged` asking for ``oc:fileid`` only (verification needs nothing else)."""
+        try:
+            response = self.request(
+                "REPORT",
+                webdav.file_url_path(self._me(), "/"),
+                headers={"Content-Type": "application/xml; charset=utf-8"},
+                content=webdav.filter_files_body(tag_id, webdav.FILEID_PROP),
+                not_found=(404, 412),
+            )
+        except NotFound:
+            return set()
+        return webdav.parse_file_ids(response.content)
 
     def download(self, path: str, max_bytes: int) -> bytes:
         """GET a file's bytes, streamed; raises ``TooLarge`` past ``max_bytes`` bytes."""

@@ -87,6 +87,79 @@ def file_url_path(user: str, path: str) -> str:
     return files_root(user) + quote(path if path.startswith("/") else "/" + path, safe="/")
 
 
+SYSTEMTAGS_PROPFIND_BODY = (
+    '<?xml version="1.0" encoding="UTF-8"?>'
+    f'<d:propfind xmlns:d="{DAV}" xmlns:oc="{OC}">'
+    "<d:prop><oc:id/><oc:display-name/></d:prop></d:propfind>"
+)
+"""``PROPFIND /remote.php/dav/systemtags/`` (reference §3.3): each tag's id and name."""
+
+
+def filter_files_body(tag_id: int, props: str | None = None) -> str:
+    """REPORT ``oc:filter-files`` body listing the files carrying system tag ``tag_id``, with
+    ``props`` (a ``<d:prop>`` element; default the PROPFIND properties)
+    (reference §3.2; nextcloud/server ``apps/dav/lib/Connector/Sabre/FilesReportPlugin.php``,
+    ``onReport``: the ``oc:systemtag`` rule is resolved by ``processFilterRulesForFileIDs``
+    over the whole user folder, whatever folder the REPORT is sent to)."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        f'<oc:filter-files xmlns:d="{DAV}" xmlns:oc="{OC}" xmlns:nc="{NC}">'
+        f"{_PROP_XML if props is None else props}"
+        f"<oc:filter-rules><oc:systemtag>{int(tag_id)}</oc:systemtag></oc:filter-rules>"
+        "</oc:filter-files>"
+    )
+
+
+FILEID_PROP = "<d:prop><oc:fileid/></d:prop>"
+"""Only the file id (a tag's membership)."""
+
+
+def parse_file_ids(body: bytes) -> set[int]:
+    """The ``oc:fileid`` values of a multistatus (a tag's members: only the ids are needed,
+    so nothing else is read). Raises ``NextcloudProtocolError`` for a body that is not a
+    multistatus or an id that is not a number."""
+    try:
+        root = ElementTree.fromstring(body)
+    except ElementTree.ParseError as exc:
+        raise NextcloudProtocolError(f"WebDAV answer is not XML: {exc}") from exc
+    if root.tag != f"{{{DAV}}}multistatus":
+        raise NextcloudProtocolError(f"expected d:multistatus, got {root.tag}")
+    out: set[int] = set()
+    for el in root.iter(f"{{{OC}}}fileid"):
+        text = (el.text or "").strip()
+        if not text.isdigit():
+            raise NextcloudProtocolError(f"file id {text!r} is not a number")
+        out.add(int(text))
+    return out
+
+
+def parse_system_tags(body: bytes) -> dict[str, int]:
+    """Tag name (case-folded, as :mod:`ncindex.sources.eligibility` compares them) → tag id
+    from a ``PROPFIND /remote.php/dav/systemtags/`` answer (the collection's own response
+    has no ``oc:id`` and is skipped). Raises ``NextcloudProtocolError`` for a body that is
+    not a multistatus or an id that is not a number."""
+    try:
+        root = ElementTree.fromstring(body)
+    except ElementTree.ParseError as exc:
+        raise NextcloudProtocolError(f"WebDAV answer is not XML: {exc}") from exc
+    if root.tag != f"{{{DAV}}}multistatus":
+        raise NextcloudProtocolError(f"expected d:multistatus, got {root.tag}")
+    out: dict[str, int] = {}
+    for response in root.iterfind(f"{{{DAV}}}response"):
+        props = {}
+        for propstat in response.iterfind(f"{{{DAV}}}propstat"):
+            prop = propstat.find(f"{{{DAV}}}prop")
+            if prop is not None and " 200 " in propstat.findtext(f"{{{DAV}}}status", default=""):
+                props.update({child.tag: (child.text or "").strip() for child in prop})
+        tag_id, name = props.get(f"{{{OC}}}id"), props.get(f"{{{OC}}}display-name")
+        if not tag_id or name is None:
+            continue
+        if not tag_id.isdigit():
+            raise NextcloudProtocolError(f"system tag id {tag_id!r} is not a number")
+        out[name.casefold()] = int(tag_id)
+    return out
+
+
 def search_by_fileid_body(user: str, file_id: int) -> str:
     """RFC 5323 SEARCH body finding ``file_id`` in ``user``'s files (reference §3.4)."""
     return (

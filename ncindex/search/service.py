@@ -43,8 +43,9 @@ from ncindex.embedding.embedder import Embedder
 from ncindex.errors import ChunkOutOfRange, DocumentNotFound, SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.search.filters import Node, build_filter, request_tree
-from ncindex.search.verify import Verdict, VerificationCounts, VerifyOnRead
+from ncindex.search.verify import TagMembership, Verdict, VerificationCounts, VerifyOnRead
 from ncindex.settings import Settings
+from ncindex.sources.eligibility import Eligibility
 from ncindex.store.port import Fusion, Hit, PointRecord, SparseVector, VectorStore
 from ncindex.text.snippets import make_snippet
 
@@ -195,7 +196,12 @@ class Verification(BaseModel):
 
     checked: int
     kept: int
-    dropped: int
+    dropped: int = Field(description="Gone for the caller (deleted, unshared, unreadable).")
+    ineligible: int = Field(
+        0,
+        description="Still readable, but the index rules (globs, MIME types, required and "
+        "excluded tags) exclude them now; dropped and evicted.",
+    )
     errors: int = Field(description="Transient failures; those candidates were kept.")
     unverified: int = Field(description="No verifier for the type; kept.")
 
@@ -267,7 +273,9 @@ class SearchService:
         self.settings = settings
         self.live = live
         self.on_drop = on_drop
-        self.verifier = VerifyOnRead(settings.verify_concurrency)
+        self.verifier = VerifyOnRead(
+            settings.verify_concurrency, eligibility=Eligibility.from_settings(settings)
+        )
 
     def search(
         self,
@@ -296,6 +304,8 @@ class SearchService:
         timings: dict[str, float] = {}
         started = time.perf_counter()
         store, embedder = self.live()
+        # tag membership: fetched once per search, starting now (beside the embedding and query)
+        membership = self.verifier.membership(client)
         dense, sparse, degraded = self._embed(embedder, request.query, mode)
         timings["embed"] = (time.perf_counter() - started) * 1000
         fusion = Fusion(request.fusion or self.settings.fusion)
@@ -325,7 +335,7 @@ class SearchService:
             seen.update(h.payload["doc_key"] for h in candidates)
             t0 = time.perf_counter()
             exhausted = self._verify_into(
-                client, request.query, limit, candidates, results, counts, cut
+                client, request.query, limit, candidates, results, counts, cut, membership
             )
             timings["verify"] += (time.perf_counter() - t0) * 1000
             if exhausted or len(results) >= limit or len(hits) < fetch:
@@ -374,6 +384,7 @@ class SearchService:
         results: list[SearchResult],
         counts: VerificationCounts,
         cut: _Cutoff,
+        membership: TagMembership | None,
     ) -> bool:
         """Verify ``candidates`` (ranked) into ``results`` until ``limit``; ``True`` when the
         cut-off ended the ranking (no later round can add anything)."""
@@ -387,9 +398,9 @@ class SearchService:
             batch, pending = above[:need], above[need:]
             if not batch:
                 break
-            verdicts = self.verifier.check(client, [h.payload for h in batch], counts)
+            verdicts = self.verifier.check(client, [h.payload for h in batch], counts, membership)
             for hit, checked in zip(batch, verdicts, strict=True):
-                if checked.verdict is Verdict.DROPPED:
+                if checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE):
                     if self.on_drop is not None:
                         self.on_drop(client.user, DocRef.parse(hit.payload["doc_key"]))
                     continue
@@ -445,7 +456,7 @@ class SearchService:
         head = current[0].payload
         counts = VerificationCounts()
         (checked,) = self.verifier.check(client, [head], counts)
-        if checked.verdict is Verdict.DROPPED:
+        if checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE):
             if self.on_drop is not None:
                 self.on_drop(user, ref)
             raise DocumentNotFound(ref.key)

@@ -5,10 +5,20 @@ authoritative check (DESIGN §4 table); a candidate the user can no longer see i
 (404, 403; a file listed without read permission), a transient error keeps it (fail-open)
 and is counted, an unknown doc_type keeps it with a warning. Checks run concurrently up to
 ``verify_concurrency``.
+
+A file or note the user can still see is then held to the index rules as they are now
+(:mod:`ncindex.sources.eligibility`: include/exclude globs on its current path, the MIME list
+for files, the tag gate and the excluded tags): one that the rules exclude is dropped as
+``ineligible``, counted apart from the ones that are gone. Tag membership is fetched once per
+search (:class:`TagMembership`: one ``PROPFIND`` of the system tags, then one ``REPORT
+oc:filter-files`` per gate or excluded tag, as the searching user) and intersected with the
+candidates, so a file untagged, or tagged with an excluded tag, leaves the results at once
+even when the tag's webhook was lost. Deck cards and News items have no such rules.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +37,7 @@ from ncindex.errors import (
 )
 from ncindex.nextcloud.apps import find_news_item, get_deck_card
 from ncindex.nextcloud.client import NextcloudClient
+from ncindex.sources.eligibility import Eligibility
 from ncindex.telemetry import VERIFICATIONS
 
 log = structlog.get_logger(__name__)
@@ -36,17 +47,22 @@ class Verdict(StrEnum):
     """Result of one check."""
 
     KEPT = "kept"
-    DROPPED = "dropped"
+    DROPPED = "dropped"  # gone for the user: deleted, unshared, unreadable
+    INELIGIBLE = "ineligible"  # still readable, but the index rules exclude it now
     ERROR = "error"  # transient failure: kept (fail-open) and counted
     UNVERIFIED = "unverified"  # no verifier for the doc_type: kept with a warning
 
 
 @dataclass(slots=True)
 class Checked:
-    """A verdict and, when the check reveals it, the document's current path for the user."""
+    """A verdict and, when the check reveals it, the document's current path for the user
+    and MIME type (files); ``reason`` why an ``INELIGIBLE`` one is excluded (an
+    :class:`~ncindex.sources.eligibility.Eligibility` reason)."""
 
     verdict: Verdict
     path: str | None = None
+    mime_type: str | None = None
+    reason: str | None = None
 
 
 #: A verifier checks one candidate (its best chunk's payload) as the client's user.
@@ -66,7 +82,7 @@ def verify_file(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
     entry = client.find_by_id(int(payload["doc_id"]))
     if not entry.readable:
         return Checked(Verdict.DROPPED)
-    return Checked(Verdict.KEPT, entry.path)
+    return Checked(Verdict.KEPT, entry.path, entry.content_type)
 
 
 def verify_deck_card(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
@@ -103,11 +119,13 @@ VERIFIERS: dict[str, Verifier] = {
 
 @dataclass(slots=True)
 class VerificationCounts:
-    """Counts reported with every search response."""
+    """Counts reported with every search response: ``dropped`` are gone for the user,
+    ``ineligible`` readable but excluded by the index rules now; ``kept`` is the rest."""
 
     checked: int = 0
     kept: int = 0
     dropped: int = 0
+    ineligible: int = 0
     errors: int = 0
     unverified: int = 0
 
@@ -117,47 +135,127 @@ class VerificationCounts:
             "checked": self.checked,
             "kept": self.kept,
             "dropped": self.dropped,
+            "ineligible": self.ineligible,
             "errors": self.errors,
             "unverified": self.unverified,
         }
 
 
-class VerifyOnRead:
-    """Runs the verifiers for a batch of candidates with a shared thread pool."""
+#: Doc types the index rules (globs, MIME list, tags) apply to.
+RULED_TYPES = frozenset({DocType.FILE.value, DocType.NOTE.value})
 
-    def __init__(self, concurrency: int, verifiers: dict[str, Verifier] | None = None) -> None:
+
+class TagMembership:
+    """The ids of the files carrying each configured gate and excluded tag, as one searching
+    user sees them: fetched on first need — one ``PROPFIND /remote.php/dav/systemtags/`` for
+    the tag ids, then one ``REPORT oc:filter-files`` per tag (nextcloud/server
+    ``apps/dav/lib/Connector/Sabre/FilesReportPlugin.php``) — and kept for the rest of the
+    search (every round and every verifier thread share it). A configured tag that does not
+    exist, or that the user cannot see, tags nothing. Raises what the client raises
+    (``TransientError`` when Nextcloud is unreachable: the caller keeps the candidates)."""
+
+    def __init__(self, eligibility: Eligibility) -> None:
+        self.names = sorted(eligibility.required_tags | eligibility.excluded_tags)
+        self._files: dict[str, set[int]] | None = None
+        self._error: Exception | None = None
+        self._lock = threading.Lock()
+        #: requests made to Nextcloud (benchmarks read it)
+        self.requests = 0
+
+    def fetch(self, client: NextcloudClient) -> None:
+        """Fetch the membership now, unless fetched already (the search calls it in the
+        verifier pool while it embeds and queries, so the requests overlap that work). A
+        failure is kept and raised again by :meth:`tags_of`."""
+        with self._lock:
+            if self._files is not None or not self.names:
+                return
+            try:
+                ids = client.system_tag_ids()
+                self.requests += 1
+                files: dict[str, set[int]] = {}
+                for name in self.names:
+                    files[name] = client.tagged_ids(ids[name]) if name in ids else set()
+                    self.requests += name in ids
+            except Exception as exc:  # re-raised where the verdict is made
+                self._error = exc
+                return
+            self._files = files
+
+    def tags_of(self, client: NextcloudClient, file_id: int) -> list[str]:
+        """The configured tags (case-folded names) file ``file_id`` carries."""
+        if not self.names:
+            return []
+        self.fetch(client)
+        if self._files is None:
+            error, self._error = self._error, None
+            assert error is not None
+            raise error
+        return [name for name in self.names if file_id in self._files[name]]
+
+
+class VerifyOnRead:
+    """Runs the verifiers for a batch of candidates with a shared thread pool, then holds
+    files and notes to ``eligibility`` (the index rules; ``None``: not checked)."""
+
+    def __init__(
+        self,
+        concurrency: int,
+        verifiers: dict[str, Verifier] | None = None,
+        eligibility: Eligibility | None = None,
+    ) -> None:
         self.verifiers = VERIFIERS if verifiers is None else verifiers
+        self.eligibility = eligibility
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="verify")
+
+    def membership(self, client: NextcloudClient | None = None) -> TagMembership | None:
+        """A fresh :class:`TagMembership` for one search (``None`` without rules); with
+        ``client``, its fetch starts at once in the verifier pool (it overlaps the query)."""
+        if self.eligibility is None:
+            return None
+        membership = TagMembership(self.eligibility)
+        if client is not None and membership.names:
+            self._pool.submit(membership.fetch, client)
+        return membership
 
     def check(
         self,
         client: NextcloudClient,
         candidates: Sequence[dict[str, Any]],
         counts: VerificationCounts,
+        membership: TagMembership | None = None,
     ) -> list[Checked]:
         """One verdict per candidate payload (deduplicated by the caller on ``doc_key``), in
-        order; ``counts`` is updated."""
-        results = list(self._pool.map(lambda p: self._one(client, p), candidates))
+        order; ``counts`` is updated. ``membership`` is the search's tag membership (pass the
+        same one for every round of a search; default: one for this call)."""
+        tags = membership if membership is not None else self.membership()
+        results = list(self._pool.map(lambda p: self._one(client, p, tags), candidates))
         for payload, checked in zip(candidates, results, strict=True):
             counts.checked += 1
             if checked.verdict is Verdict.DROPPED:
                 counts.dropped += 1
+            elif checked.verdict is Verdict.INELIGIBLE:
+                counts.ineligible += 1
             elif checked.verdict is Verdict.ERROR:
                 counts.errors += 1
             elif checked.verdict is Verdict.UNVERIFIED:
                 counts.unverified += 1
-            if checked.verdict is not Verdict.DROPPED:
+            if checked.verdict not in (Verdict.DROPPED, Verdict.INELIGIBLE):
                 counts.kept += 1
             VERIFICATIONS.labels(payload.get("doc_type", "?"), checked.verdict.value).inc()
         return results
 
-    def _one(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
+    def _one(
+        self, client: NextcloudClient, payload: dict[str, Any], tags: TagMembership | None
+    ) -> Checked:
         verifier = self.verifiers.get(payload.get("doc_type", ""))
         if verifier is None:
             log.warning("no_verifier", doc_type=payload.get("doc_type"))
             return Checked(Verdict.UNVERIFIED)
         try:
-            return verifier(client, payload)
+            checked = verifier(client, payload)
+            if checked.verdict is Verdict.KEPT and tags is not None:
+                return self._rules(client, payload, checked, tags)
+            return checked
         except (NotFound, Forbidden):  # gone, or Nextcloud refuses this user (DESIGN §9)
             return Checked(Verdict.DROPPED)
         except NextcloudAuthError:
@@ -166,6 +264,33 @@ class VerifyOnRead:
             # Unreachable, or an answer (or payload) of the wrong shape: keep it (fail-open).
             log.warning("verify_failed", doc_key=payload.get("doc_key"), error=str(exc))
             return Checked(Verdict.ERROR)
+
+    def _rules(
+        self,
+        client: NextcloudClient,
+        payload: dict[str, Any],
+        checked: Checked,
+        tags: TagMembership,
+    ) -> Checked:
+        """``checked`` (kept), or ``INELIGIBLE`` with the reason when the index rules exclude
+        the file or note now: globs on its current path (a file's as the SEARCH by id gave it;
+        a note's as indexed), the MIME list (files), the tag gate and excluded tags."""
+        doc_type = payload.get("doc_type")
+        if doc_type not in RULED_TYPES or self.eligibility is None:
+            return checked
+        assert client.user is not None
+        path = checked.path or (payload.get("paths") or {}).get(client.user)
+        if path is None:
+            return checked  # nothing to judge the globs on: kept as verified
+        names = tags.tags_of(client, int(payload["doc_id"]))
+        if doc_type == DocType.FILE.value:
+            mime = checked.mime_type or payload.get("mime_type")
+            reason = self.eligibility.file_reason(path, mime, names)
+        else:
+            reason = self.eligibility.path_and_tags_reason(path, names)
+        if reason is None:
+            return checked
+        return Checked(Verdict.INELIGIBLE, checked.path, checked.mime_type, reason)
 
     def close(self) -> None:
         """Stop the thread pool."""

@@ -121,6 +121,17 @@ class SimulatorApp:
                 status=404,
                 content_type="text/html; charset=UTF-8",
             )
+        if self.sim.maintenance and family != "status":
+            # nextcloud/server lib/base.php, OC::checkMaintenanceMode: every route but
+            # status.php answers 503 with these two headers (Retry-After: 120 there)
+            resp = Response(
+                b"<html><body><h1>Maintenance mode</h1></body></html>",
+                status=503,
+                content_type="text/html; charset=UTF-8",
+            )
+            resp.headers["X-Nextcloud-Maintenance-Mode"] = "1"
+            resp.headers["Retry-After"] = str(self.sim.maintenance_retry_after)
+            return family, resp
         fault = self.sim.faults.take(family, request.method)
         if fault is not None:
             if fault.timeout:

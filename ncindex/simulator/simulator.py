@@ -104,8 +104,11 @@ class NextcloudSimulator:
         self.allow_resharing = allow_resharing
         #: ``shareapi_enabled``: the sharing API and its capability (on by default).
         self.sharing_enabled = True
-        #: ``occ maintenance:mode``: reported by ``/status.php`` (the other routes still work)
+        #: ``occ maintenance:mode``: reported by ``/status.php``; every other route answers
+        #: 503 with ``X-Nextcloud-Maintenance-Mode: 1`` and ``Retry-After`` (seconds: 120 in
+        #: Nextcloud, ``OC::checkMaintenanceMode``; tests shorten it)
         self.maintenance = False
+        self.maintenance_retry_after = 120
         self.tree = FileTree(self._dispatch, clock=clock, seed=seed)
         #: classes this server refuses although its version has them (a fault for tests:
         #: a build or configuration without them)

@@ -18,19 +18,20 @@ from ncindex.documents import DocType
 from ncindex.store.port import VectorStore
 from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
 
-MANIFEST_FIELDS = ("doc_key", "etag", "acl", "paths")
+MANIFEST_FIELDS = ("doc_key", "etag", "acl", "paths", "tags")
 
 
 @dataclass(frozen=True, slots=True)
 class ManifestEntry:
     """One indexed document as the store knows it: ``doc_id``, ``etag`` (``None`` when two
     versions disagree), ``acl`` principals and ``path``, the document's path in the user's
-    view (``None`` for types without paths)."""
+    view (``None`` for types without paths), ``tags`` the system tags it was indexed with."""
 
     doc_id: str
     etag: str | None
     acl: tuple[str, ...]
     path: str | None
+    tags: tuple[str, ...] = ()
 
 
 def manifest_filter(user: str, doc_type: DocType) -> models.Filter:
@@ -58,5 +59,6 @@ def load_manifest(store: VectorStore, user: str, doc_type: DocType) -> dict[str,
             etag=None if etag is None else str(etag),
             acl=tuple(payload.get("acl") or ()),
             path=paths.get(user),
+            tags=tuple(str(t) for t in payload.get("tags") or ()),
         )
     return out

@@ -30,6 +30,13 @@ A new document that stays out of the index although a task was sent for its very
 as ``unindexable`` and not sent again until its etag changes or a day passes; its folders stay
 dirty, so it keeps being listed.
 
+Whatever takes a user's access away (a re-check by id after a verification drop, a scan or a
+delete event; :meth:`ncindex.index.indexing.Indexer.remove_access`) marks the document for that
+user's scans (:meth:`ScanState.lost`): until it is back in the user's index, each file scan walks
+the folders above its last path whatever their etags say (a share given back, or an access rule
+lifted, may change none), a notes scan lists every note, and no scan holds it back as
+unindexable — that hold is only for documents a task could not make text of.
+
 A file scan skips folders whose etag is unchanged, except once every
 ``reconcile_full_walk_seconds`` (a day by default), when it walks them all: what changes no
 folder etag (a system tag whose webhook was lost, a document lost from the index) is repaired
@@ -50,11 +57,12 @@ last two have no paths and keep no scan state.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol, TypeVar
@@ -81,6 +89,7 @@ from ncindex.ingest.queueing import Producer, send_actions
 from ncindex.names import Names
 from ncindex.nextcloud.apps import DECK_API, DECK_HEADERS
 from ncindex.nextcloud.client import NOTES_API, NextcloudClient, json_list
+from ncindex.nextcloud.webdav import DavEntry
 from ncindex.runtime import Services
 from ncindex.sources import news_item
 from ncindex.store.manifest import ManifestEntry, load_manifest
@@ -260,6 +269,7 @@ class ScanState:
     def __init__(self, client: redis.Redis, user: str, doc_type: DocType, keys: Names) -> None:
         self.redis = client
         self.base = f"{keys.reconcile_prefix}{doc_type.value}:{user}"
+        self.lost_key = keys.lost_access(doc_type.value, user)
         self.last_scans = last_scans_key(keys)
         self.field = f"{user}:{doc_type.value}"
 
@@ -334,6 +344,38 @@ class ScanState:
         pipe.delete(key)
         if tried:
             pipe.hset(key, mapping={k: f"{e}|{t}" for k, (e, t) in tried.items()})
+        pipe.execute()
+
+    def lost(self) -> dict[str, str]:
+        """Document id → the path (``""``: unknown) of documents whose access the user lost
+        (:meth:`ncindex.index.indexing.Indexer.mark_lost`), until they are back in the index."""
+        return {
+            k.decode(): v.decode("utf-8", "replace")
+            for k, v in self.redis.hgetall(self.lost_key).items()
+        }
+
+    def forget_lost(self, ids: Iterable[str]) -> None:
+        """Drop these documents' lost-access marks (they are back in the user's index)."""
+        ids = list(ids)
+        if ids:
+            self.redis.hdel(self.lost_key, *ids)
+
+    def excluded(self) -> set[int]:
+        """Ids of the files that carried an excluded tag at the last applied scan."""
+        out: set[int] = set()
+        for member in self.redis.smembers(self.base + ":excluded"):
+            if member.isdigit():
+                out.add(int(member))
+        return out
+
+    def set_excluded(self, ids: Iterable[int]) -> None:
+        """Replace the ids carrying an excluded tag."""
+        key = self.base + ":excluded"
+        pipe = self.redis.pipeline()
+        pipe.delete(key)
+        members = [str(i) for i in ids]
+        if members:
+            pipe.sadd(key, *members)
         pipe.execute()
 
     def held(self) -> set[str] | None:
@@ -447,7 +489,15 @@ class FileScanner:
             or time.time() - last_full >= reconciler.settings.reconcile_full_walk_seconds
         )
         stored = {} if listing.full_walk else state.folders()
-        if "/" in stored:
+        # folders above a document whose access the user lost: walked whatever their etags
+        # say, since a share given back or an access rule lifted may change none of them
+        forced = {
+            folder
+            for path in state.lost().values()
+            if path
+            for folder in ancestors(posixpath.dirname(path))
+        }
+        if "/" in stored and not forced:
             answer = client.propfind("/", depth=0)
             listing.requests += 1
             if not answer:
@@ -481,7 +531,7 @@ class FileScanner:
             listing.folders[folder] = entries[0].etag
             for entry in entries[1:]:
                 if entry.is_folder:
-                    if stored.get(entry.path) == entry.etag:
+                    if stored.get(entry.path) == entry.etag and entry.path not in forced:
                         listing.covered.add(entry.path)
                     else:
                         queue.append(entry.path)
@@ -531,7 +581,7 @@ class NoteScanner:
             "chunkSize": self._chunk_size(reconciler),
         }
         prune_before = state.marker()
-        if prune_before is not None:
+        if prune_before is not None and not state.lost():  # a lost note lists in full
             params["pruneBefore"] = prune_before
         while True:
             response = client.request("GET", f"{NOTES_API}/notes", params=params)
@@ -685,6 +735,32 @@ def scan_types() -> list[DocType]:
     return [t for t in DocType if t in SCANNERS]
 
 
+# --- tag rules -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class TagState:
+    """What the gate and excluded tags (case-folded ``names``) carry now for one user:
+    ``members`` tag name → file ids (one ``REPORT oc:filter-files`` per tag)."""
+
+    names: frozenset[str]
+    members: dict[str, set[int]]
+
+    def now(self, doc_id: str) -> tuple[str, ...]:
+        """The configured tags document ``doc_id`` carries now, sorted."""
+        return tuple(sorted(n for n, ids in self.members.items() if int(doc_id) in ids))
+
+    def indexed(self, entry: ManifestEntry) -> tuple[str, ...]:
+        """The configured tags the document was indexed with, sorted."""
+        return tuple(sorted({t.casefold() for t in entry.tags} & self.names))
+
+    def version(self, doc_id: str, etag: str) -> str:
+        """``etag``, with the configured tags it carries now appended (``etag|a,b``): a
+        document tried before counts as another version once its tags change."""
+        now = self.now(doc_id)
+        return f"{etag}|{','.join(now)}" if now else etag
+
+
 # --- the reconciler ------------------------------------------------------------------------
 
 
@@ -715,7 +791,9 @@ class Reconciler:
         try:
             manifest = load_manifest(self.services.store, user, doc_type)
             report.indexed = len(manifest)
-            listing = scanner.list(self, self.services.account(user), state)
+            account = self.services.account(user)
+            listing = scanner.list(self, account, state)
+            tags = self._tags(account, listing, state, doc_type, apply)
         except NotFound as exc:
             if doc_type is DocType.FILE:  # the user's files root itself: a real failure
                 report.error = f"{type(exc).__name__}: {exc}"
@@ -740,7 +818,7 @@ class Reconciler:
         report.requests = listing.requests
         report.listed = len(listing.docs)
         report.forbidden = len(listing.forbidden)
-        tried = self._compare(report, listing, manifest, state, apply)
+        tried = self._compare(report, listing, manifest, state, apply, tags)
         if apply:
             report.enqueued, report.coalesced = self._enqueue(
                 user, scanner, report.index + report.remove, doc_type
@@ -754,6 +832,55 @@ class Reconciler:
         log_.info("reconcile_scan", **report.summary())
         return report
 
+    # --- tag rules -------------------------------------------------------------------------
+
+    def _tags(
+        self,
+        client: NextcloudClient,
+        listing: Listing,
+        state: ScanState,
+        doc_type: DocType,
+        apply: bool,
+    ) -> TagState | None:
+        """For files and notes when tag rules are set: the current members of each gate and
+        excluded tag (one ``PROPFIND`` of the system tags, one ``REPORT`` per tag; a tag's
+        change fires an event but changes no etag, so a lost one is found here, not by the
+        walk). A file scan also lists what the tags say may be newly eligible, wherever its
+        folder: every file carrying a gate tag, and every file that carried an excluded tag
+        at the last scan and carries none now (re-read by id); each is classified like a
+        walked entry. ``None`` without tag rules or for other doc types."""
+        rules = self.indexer.eligibility
+        names = rules.required_tags | rules.excluded_tags
+        if not names or doc_type not in (DocType.FILE, DocType.NOTE):
+            return None
+        ids = client.system_tag_ids()
+        listing.requests += 1
+        tagged: dict[str, dict[int, DavEntry]] = {}
+        for name in sorted(names):
+            tagged[name] = client.tagged(ids[name]) if name in ids else {}
+            listing.requests += name in ids
+        tags = TagState(frozenset(names), {n: set(e) for n, e in tagged.items()})
+        if doc_type is not DocType.FILE:
+            return tags
+        candidates = [e for n in rules.required_tags for e in tagged[n].values()]
+        excluded_now = {i for n in rules.excluded_tags for i in tagged[n]}
+        for file_id in sorted(state.excluded() - excluded_now):
+            try:
+                candidates.append(client.find_by_id(file_id))
+            except NotFound:
+                continue
+            finally:
+                listing.requests += 1
+        if apply:
+            state.set_excluded(excluded_now)
+        for entry in candidates:
+            if entry.is_folder or entry.file_id is None or str(entry.file_id) in listing.docs:
+                continue
+            ref = self.indexer.classify(client, entry)
+            if ref is not None and ref.doc_type is DocType.FILE:
+                listing.docs[ref.doc_id] = Seen(ref.doc_id, entry.etag, entry.path)
+        return tags
+
     # --- comparing -------------------------------------------------------------------------
 
     def _compare(
@@ -763,13 +890,32 @@ class Reconciler:
         manifest: dict[str, ManifestEntry],
         state: ScanState,
         apply: bool,
+        tags: TagState | None = None,
     ) -> dict[str, tuple[str, float]]:
         """Fill ``report`` from ``listing`` against ``manifest``; returns the versions an index
-        task is sent for now or was before (for :meth:`ScanState.set_tried`, once queued)."""
+        task is sent for now or was before (for :meth:`ScanState.set_tried`, once queued).
+        With ``tags`` (tag rules set), an indexed document whose gate or excluded tags differ
+        from its payload ``tags`` is re-checked (reason ``tags``), and a version tried before
+        counts as another one once its tags change."""
         now = time.time()
         tried_before = state.tried()
+        lost = state.lost()
         tried: dict[str, tuple[str, float]] = {}
+        for doc_id, entry in manifest.items():
+            seen_at = listing.docs.get(doc_id)
+            if tags is None or (seen_at is None and not listing.covers(entry.path)):
+                continue
+            if tags.indexed(entry) != tags.now(doc_id):
+                path = seen_at.path if seen_at is not None else entry.path
+                if seen_at is None or seen_at.etag in (None, entry.etag):
+                    report.index.append(Change(doc_id, "tags", path, entry.path))
+        retagged = {c.doc_id for c in report.index}
         for doc_id, seen in listing.docs.items():
+            if doc_id in retagged:
+                continue
+            version = seen.etag
+            if tags is not None and version is not None:
+                version = tags.version(doc_id, version)
             entry = manifest.get(doc_id)
             if entry is None:
                 change = Change(doc_id, "new", seen.path)
@@ -784,14 +930,15 @@ class Reconciler:
             etag, at = tried_before.get(doc_id, (None, 0.0))
             if (
                 etag is not None
-                and (seen.etag is None or etag == seen.etag)
+                and doc_id not in lost  # lost access is never held: only what failed
+                and (version is None or etag == version)
                 and now - at < RETRY_UNINDEXABLE_SECONDS
             ):
                 report.unindexable.append(change)
                 tried[doc_id] = (etag, at)
             else:
                 report.index.append(change)
-                tried[doc_id] = (seen.etag or "", now)
+                tried[doc_id] = (version or "", now)
         missing = [
             Change(doc_id, "missing", None, entry.path)
             for doc_id, entry in manifest.items()
@@ -806,6 +953,12 @@ class Reconciler:
             )
         if apply:
             state.set_missing(since)
+            # back in the user's index, and listed: the loss is repaired
+            state.forget_lost(
+                i
+                for i in lost
+                if i in manifest and (i in listing.docs or listing.covers(manifest[i].path))
+            )
         self._guard(report, listing, manifest, state, apply)
         return tried
 
@@ -898,6 +1051,25 @@ class Reconciler:
 
 
 # --- requesting scans ----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def scan_lock(
+    client: redis.Redis, keys: Names, user: str, doc_type: DocType | str, *, ttl: int, wait: float
+) -> Iterator[bool]:
+    """The per-user, per-doc-type scan lock (``<namespace>:lock:reconcile:<type>:<user>``)
+    that the ``ncindex.reconcile_scan`` task and ``ncindex reconcile --apply`` both take, so
+    two scans of one user and type never run at once. Yields ``True`` once held (it expires
+    after ``ttl`` seconds, above the scan task's hard limit, and is released on exit), or
+    ``False`` when another scan still held it after ``wait`` seconds (``0``: do not wait)."""
+    lock = client.lock(keys.lock("reconcile", DocType(doc_type).value, user), timeout=ttl)
+    held = lock.acquire(blocking=wait > 0, blocking_timeout=wait if wait > 0 else None)
+    try:
+        yield bool(held)
+    finally:
+        if held:
+            with contextlib.suppress(redis.exceptions.LockError):
+                lock.release()
 
 
 def last_scans_key(keys: Names) -> str:

@@ -52,3 +52,34 @@ def test_a_file_blocked_by_an_access_rule_leaves_the_index(stack: Stack, monkeyp
     outcome = indexer.index_node("alice", file_id)
     assert (outcome.action, outcome.reason) == ("ineligible", "download refused")
     assert not stack.points(key)  # the July text is not left searchable
+
+
+def test_a_sharee_delete_rechecks_the_owner_at_once(stack: Stack) -> None:
+    stack.sim.mkdir("alice", "/Shared")
+    file_id = stack.sim.put_file("alice", "/Shared/plan.txt", b"Rebuild the stone bridge in June.")
+    key = f"file:{file_id}"
+    wait_until(lambda: stack.points(key), 15)
+    stack.sim.share("alice", "/Shared", "bob")
+    stack.sim.share("alice", "/Shared", "carol")
+    indexer = Indexer(stack.services)
+    for user in ("bob", "carol"):
+        indexer.index_node(user, file_id)
+    assert stack.points(key)[0].payload["acl"] == ["user:alice", "user:bob", "user:carol"]
+    stack.sim.drop_rate = 1.0  # alice's and carol's own events never come
+    stack.sim.delete("bob", "/Shared/plan.txt")  # to alice's trash (Trashbin::move2trash)
+    assert indexer.evict_node("bob", "/Shared/plan.txt", file_id).action == "evicted"
+    assert stack.points(key) == []  # alice and carol re-checked by id at once: gone for all
+
+
+def test_a_sharee_delete_keeps_what_the_owner_still_has(stack: Stack) -> None:
+    file_id = stack.sim.put_file("alice", "/Shared/plan.txt", b"Rebuild the stone bridge in June.")
+    key = f"file:{file_id}"
+    wait_until(lambda: stack.points(key), 15)
+    stack.sim.share("alice", "/Shared/plan.txt", "bob")
+    indexer = Indexer(stack.services)
+    indexer.index_node("bob", file_id)
+    stack.sim.drop_rate = 1.0
+    stack.sim.delete("bob", "/plan.txt")  # the share's mount point: bob unshares himself
+    assert indexer.evict_node("bob", "/plan.txt", file_id).action == "evicted"
+    payload = stack.points(key)[0].payload
+    assert payload["acl"] == ["user:alice"] and payload["paths"] == {"alice": "/Shared/plan.txt"}

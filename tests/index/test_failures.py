@@ -3,6 +3,9 @@ worker), bounded extraction of a long PDF."""
 
 from __future__ import annotations
 
+import json
+import time
+
 import redis
 from docmakers import pdf_bytes
 from pipeline_support import drained, events_for, post_envelope
@@ -107,3 +110,45 @@ def test_a_600_page_pdf_is_indexed_within_the_page_bound(stack: Stack) -> None:
     assert f"Page {stack.settings.max_pdf_pages} of the tide table" in text
     assert f"Page {stack.settings.max_pdf_pages + 1} of the tide table" not in text
     assert points[0].payload["chunk_count"] == len(points)
+
+
+def test_a_maintenance_window_is_waited_out_honouring_retry_after(stack: Stack) -> None:
+    stack.sim.maintenance_retry_after = 4  # Nextcloud sends 120; the countdown honours it
+    stack.sim.maintenance = True
+    file_id = stack.sim.put_file("alice", "/Docs/upgrade.txt", b"Lantern oil is in the cellar.")
+    stack.sim.flush_deliveries(timeout=5)
+    wait_until(lambda: stack.sim.request_count("dav-search") >= 1, 15)
+    time.sleep(1.0)  # the file's task and its new folder's have both failed once
+    searched = stack.sim.request_count("dav-search")
+    time.sleep(2.0)  # still within Retry-After: no second attempt yet
+    assert stack.sim.request_count("dav-search") == searched
+    stack.sim.maintenance = False
+    wait_until(lambda: stack.points(f"file:{file_id}"), 30)
+
+
+def test_a_task_that_gave_up_in_an_outage_is_queued_again_once_nextcloud_answers(
+    stack: Stack, monkeypatch
+) -> None:
+    from celery import current_app
+
+    from ncindex import names
+    from workers import base
+
+    monkeypatch.setattr(base, "OUTAGE_PATIENCE_SECONDS", 0)  # give up at once (it is 900 s)
+    monkeypatch.setattr(tasks.index_node, "max_retries", 1)
+    stack.sim.maintenance_retry_after = 0
+    stack.sim.maintenance = True
+    file_id = stack.sim.put_file("alice", "/Docs/later.txt", b"Lantern oil is in the cellar.")
+    stack.sim.flush_deliveries(timeout=5)
+    parked_key = stack.settings.names.outage_parked
+    wait_until(lambda: stack.services.redis.hlen(parked_key) >= 1, 30)
+    wait_until(stack.drained, 30)
+    kept = [json.loads(v) for v in stack.services.redis.hvals(parked_key)]
+    assert all(k["name"] == "ncindex.index_node" and k["queue"] == "index" for k in kept)
+    assert any(k["kwargs"].get("file_id") == file_id for k in kept)  # and its new folder's
+    assert not stack.points(f"file:{file_id}")
+    stack.sim.maintenance = False
+    # beat's ncindex.outage_requeue (every minute) asks /status.php, then sends it again
+    current_app.send_task(names.OUTAGE_REQUEUE, queue=names.INGEST)
+    wait_until(lambda: stack.points(f"file:{file_id}"), 30)
+    assert stack.services.redis.hlen(parked_key) == 0

@@ -268,3 +268,12 @@ def test_a_header_httpx_refuses_is_not_echoed() -> None:
     with pytest.raises(NextcloudProtocolError) as caught:
         client_for(handler).get_note(1)
     assert "c2VjcmV0" not in str(caught.value)
+
+
+def test_retry_after_is_read_as_seconds_or_an_http_date() -> None:
+    from ncindex.nextcloud.client import retry_after_seconds
+
+    assert retry_after_seconds("120") == 120.0
+    assert retry_after_seconds("Thu, 01 Jan 2026 00:02:00 GMT", now=1_767_225_600) == 120.0
+    assert retry_after_seconds("Thu, 01 Jan 2026 00:00:00 GMT", now=1_767_225_700) == 0.0
+    assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from allinone.cli import main
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, SimulatorServer, serve_simulator
+from ncindex.sync.reconcile import scan_lock
 from workers.beat import beat_schedule, check_lock_seconds, expires_seconds
 from workers.celery_app import create_celery
 
@@ -22,7 +23,12 @@ from workers.celery_app import create_celery
 def test_the_schedule_comes_from_settings() -> None:
     settings = Settings(reconcile_periods={"note": 600, "file": 1200, "deck_card": 60})
     schedule = beat_schedule(settings)
-    assert sorted(schedule) == ["reconcile-deck_card", "reconcile-file", "reconcile-note"]
+    assert sorted(schedule) == [
+        "outage-requeue",
+        "reconcile-deck_card",
+        "reconcile-file",
+        "reconcile-note",
+    ]
     note = schedule["reconcile-note"]
     assert note["task"] == "ncindex.reconcile_check"
     assert note["schedule"] == timedelta(seconds=600)
@@ -30,7 +36,7 @@ def test_the_schedule_comes_from_settings() -> None:
     assert note["options"]["queue"] == "reconcile"
     assert 0 < note["options"]["expires"] < 600
     disabled = beat_schedule(settings.model_copy(update={"reconcile_disable": ["file"]}))
-    assert sorted(disabled) == ["reconcile-deck_card", "reconcile-note"]
+    assert sorted(disabled) == ["outage-requeue", "reconcile-deck_card", "reconcile-note"]
 
 
 @pytest.mark.parametrize("period", [10, 60, 900, 86400])
@@ -133,4 +139,49 @@ def test_reconcile_and_status_commands(
 
     unknown = runner.invoke(main, ["reconcile", "--user", "mallory"], env=env)
     assert unknown.exit_code != 0 and "mallory" in unknown.output
+    client.flushdb()
+
+
+def test_reconcile_apply_takes_the_scan_lock_of_the_task(
+    nextcloud: tuple[NextcloudSimulator, SimulatorServer],
+    redis_url: str,
+    model_dir: Path,
+    tmp_path: Path,
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    env = {
+        "NCINDEX_NEXTCLOUD_URL": nextcloud[1].url,
+        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw"}),
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_QDRANT_PATH": str(tmp_path / "qdrant"),
+        "NCINDEX_MODEL_DIR": str(model_dir),
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+    settings = Settings(
+        redis_url=redis_url, nextcloud_url=nextcloud[1].url, accounts={"alice": "alice-pw"}
+    )
+    runner = CliRunner()
+    # a scan of alice's files is running (the task's lock, taken through the same helper)
+    with scan_lock(client, settings.names, "alice", "file", ttl=60, wait=0) as held:
+        assert held
+        busy = runner.invoke(main, ["reconcile", "--doc-type", "file", "--apply"], env=env)
+        assert busy.exit_code == 3, busy.output
+        assert "alice file: a scan is running; skipped" in busy.output
+        assert client.llen("index") == 0
+        # the lock is the task's: a scan task delivered now skips too
+        app = create_celery(settings)
+        try:
+            app.loader.import_default_modules()
+            scan = app.tasks["ncindex.reconcile_scan"]
+            outcome = scan.apply(kwargs={"user": "alice", "doc_type": "file"}).get()
+            assert outcome == {"skipped": "running"}
+        finally:
+            app.close()
+        # a dry run takes no lock
+        dry = runner.invoke(main, ["reconcile", "--doc-type", "file"], env=env)
+        assert dry.exit_code == 0 and "would enqueue 3" in dry.output
+    done = runner.invoke(main, ["reconcile", "--doc-type", "file", "--apply"], env=env)
+    assert done.exit_code == 0, done.output
+    assert client.llen("index") == 3
     client.flushdb()

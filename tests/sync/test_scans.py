@@ -10,6 +10,7 @@ import pytest
 from celery import Celery
 from reconcile_support import differences, ground_truth, index_state, reconcile_pass, settle
 
+from ncindex import names
 from ncindex.documents import DocType, path_fields
 from ncindex.errors import BrokerUnavailable
 from ncindex.index.indexing import Indexer
@@ -396,3 +397,109 @@ def test_an_app_that_is_not_installed_is_skipped_not_failed(rstack: Stack) -> No
     rstack.sim.faults.set("webdav", status=404)
     files = reconciler(rstack, recorder).scan("alice", DocType.FILE)
     assert files.error is not None and files.unavailable is None and recorder.sent == []
+
+
+def _recheck(stack: Stack, producer: Celery, user: str, path_owner: str, path: str) -> None:
+    """The re-check a verification drop enqueues (``ncindex.index_node``), run by the worker."""
+    file_id = stack.sim.file_id(path_owner, path)
+    assert file_id is not None
+    producer.send_task(
+        names.INDEX_NODE, kwargs={"user": user, "file_id": file_id}, queue=names.INDEX
+    )
+    settle(stack)
+
+
+def test_a_share_given_back_is_restored_by_the_next_scan_whatever_the_etags(
+    rstack: Stack, producer: Celery
+) -> None:
+    fill(rstack, files=4, notes=0)
+    rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
+    reconcile_pass(rstack, producer, ["alice", "bob"])
+    reconcile_pass(rstack, producer, ["alice", "bob"])  # clean: folder etags stored
+    assert "/From Alice" in scan_state(rstack, DocType.FILE, "bob").folders()
+    rstack.sim.drop_rate = 1.0
+    # unshared, a search as bob drops the file, its re-check takes bob's access away …
+    rstack.sim.unshare("alice", "/Docs/F1", "bob")
+    _recheck(rstack, producer, "bob", "alice", "/Docs/F1/f1.md")
+    bob_docs = [d for d in index_state(rstack).values() if "user:bob" in d["acl"]]
+    assert len(bob_docs) == 1  # f3 still (nobody searched it), f1 gone for bob
+    # … and the share comes back: the mount point's own etag (alice's folder) is unchanged
+    rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
+    reconcile_pass(rstack, producer, ["alice", "bob"])
+    assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}
+    assert list(scan_state(rstack, DocType.FILE, "bob").lost()) == [
+        str(rstack.sim.file_id("alice", "/Docs/F1/f1.md"))
+    ]
+    reconcile_pass(rstack, producer, ["alice", "bob"])  # finds it back in bob's index
+    assert scan_state(rstack, DocType.FILE, "bob").lost() == {}
+
+
+def test_an_access_rule_lifted_is_repaired_by_the_next_scan(
+    rstack: Stack, producer: Celery
+) -> None:
+    fill(rstack, files=3, notes=0)
+    reconcile_pass(rstack, producer, ["alice"])
+    reconcile_pass(rstack, producer, ["alice"])  # clean: folder etags stored
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.block_access("alice", "/Docs/F1/f1.md")  # no event, no etag changes
+    _recheck(rstack, producer, "alice", "alice", "/Docs/F1/f1.md")
+    assert "file:" + str(rstack.sim.file_id("alice", "/Docs/F1/f1.md")) not in index_state(rstack)
+    rstack.sim.block_access("alice", "/Docs/F1/f1.md", blocked=False)  # no etag changes either
+    reconcile_pass(rstack, producer, ["alice"])
+    assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
+
+
+def test_lost_access_is_never_held_as_unindexable(rstack: Stack) -> None:
+    fill(rstack, files=4, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    first = rec.scan("bob", DocType.FILE)  # sends the new shares' tasks (recorded, not run)
+    assert sorted(c.path for c in first.index) == ["/From Alice/Sub/f3.md", "/From Alice/f1.md"]
+    rstack.sim.unshare("alice", "/Docs/F1", "bob")
+    # the task's work, run here (the recorder's debounce claims keep the workers "busy")
+    f1 = rstack.sim.file_id("alice", "/Docs/F1/f1.md")
+    assert f1 is not None
+    assert Indexer(rstack.services).index_node("bob", f1).action == "evicted"
+    rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")  # back, same file etags
+    again = rec.scan("bob", DocType.FILE)
+    assert [c.path for c in again.index] == ["/From Alice/f1.md"]
+    # f3's task never ran and nothing took its access: that one waits as before
+    assert [c.path for c in again.unindexable] == ["/From Alice/Sub/f3.md"]
+
+
+def test_a_scan_repairs_tag_drift_that_no_etag_shows(rstack: Stack, producer: Celery) -> None:
+    rstack.settings.index_required_tags = ["searchable"]
+    rstack.settings.index_excluded_tags = ["secret"]
+    searchable = rstack.sim.create_tag("searchable")
+    secret = rstack.sim.create_tag("secret")
+    paths = [f"/Docs/F{i % 2}/t{i}.md" for i in range(4)]
+    for i, path in enumerate(paths):
+        rstack.sim.put_file("alice", path, f"# Tagged {i}\nreef {i}")
+        rstack.sim.assign_tag("alice", path, searchable)
+    settle(rstack)
+    reconcile_pass(rstack, producer, ["alice"])
+    reconcile_pass(rstack, producer, ["alice"])  # clean: every folder etag stored
+    ids = [rstack.sim.file_id("alice", p) for p in paths]
+    assert all(rstack.points(f"file:{i}") for i in ids)
+    rstack.sim.drop_rate = 1.0  # the tag events are lost
+    rstack.sim.unassign_tag("alice", paths[0], searchable)
+    rstack.sim.assign_tag("alice", paths[1], secret)
+    report = reconciler(rstack, None).scan("alice", DocType.FILE, apply=False)
+    assert sorted((c.reason, c.path) for c in report.index) == [
+        ("tags", paths[0]),
+        ("tags", paths[1]),
+    ]
+    assert report.requests == 1 + 1 + 2  # root unchanged; tag ids; one REPORT per tag
+    reconcile_pass(rstack, producer, ["alice"])
+    assert not rstack.points(f"file:{ids[0]}") and not rstack.points(f"file:{ids[1]}")
+    assert rstack.points(f"file:{ids[2]}") and rstack.points(f"file:{ids[3]}")
+    # and back: tagged again, the excluded tag taken away (no events, no etags)
+    rstack.sim.assign_tag("alice", paths[0], searchable)
+    rstack.sim.unassign_tag("alice", paths[1], secret)
+    again = reconciler(rstack, None).scan("alice", DocType.FILE, apply=False)
+    assert sorted((c.reason, c.path) for c in again.index) == [("new", p) for p in paths[:2]]
+    reconcile_pass(rstack, producer, ["alice"])
+    assert all(rstack.points(f"file:{i}") for i in ids)
+    assert reconciler(rstack, None).scan("alice", DocType.FILE, apply=False).index == []

@@ -1,0 +1,59 @@
+"""Folder creation events index the subtree: a folder copied, restored from the trash or moved
+out of an excluded path fires one event, for the folder; its task walks what is below it, a
+bounded number of folders per run, the rest paged to the next run."""
+
+from __future__ import annotations
+
+import pytest
+
+from ncindex.sync import subtree
+from support import Stack, wait_until
+
+TREE = ["/Proj/a.md", "/Proj/Sub/b.md", "/Proj/Sub/Deep/c.md", "/Proj/Other/d.txt"]
+
+
+def build(stack: Stack, root: str) -> None:
+    """The tree below ``root`` with its webhooks lost (nothing indexed yet)."""
+    stack.sim.drop_rate = 1.0
+    for i, path in enumerate(TREE):
+        stack.sim.put_file("alice", root + path, f"# Part {i}\nharbour lantern {i}".encode())
+    stack.sim.flush_deliveries(timeout=5)
+    stack.sim.drop_rate = 0.0
+
+
+def indexed_below(stack: Stack, root: str) -> bool:
+    ids = [stack.sim.file_id("alice", root + p) for p in TREE]
+    return all(i is not None and stack.points(f"file:{i}") for i in ids)
+
+
+@pytest.fixture
+def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two folders per run, so that every walk below is paged."""
+    monkeypatch.setattr(subtree, "FOLDERS_PER_TASK", 2)
+
+
+def test_a_copied_folder_is_indexed_below(stack: Stack, small_pages: None) -> None:
+    build(stack, "/Src")
+    stack.sim.copy("alice", "/Src/Proj", "/Copy/Proj")
+    wait_until(lambda: indexed_below(stack, "/Copy"), 60)
+    assert not indexed_below(stack, "/Src")  # its own events were lost: only the copy's came
+
+
+def test_a_folder_restored_from_the_trash_is_indexed_below(stack: Stack, small_pages: None) -> None:
+    build(stack, "")
+    stack.sim.drop_rate = 1.0
+    stack.sim.delete("alice", "/Proj")
+    stack.sim.flush_deliveries(timeout=5)
+    stack.sim.drop_rate = 0.0
+    (item,) = stack.sim.trash("alice")
+    stack.sim.restore("alice", item["id"])
+    wait_until(lambda: indexed_below(stack, ""), 60)
+
+
+def test_a_folder_moved_out_of_an_excluded_path_is_indexed_below(
+    stack: Stack, small_pages: None
+) -> None:
+    stack.settings.index_exclude_globs = ["/Staging/**"]
+    build(stack, "/Staging")
+    stack.sim.move("alice", "/Staging/Proj", "/Proj")
+    wait_until(lambda: indexed_below(stack, ""), 60)
