@@ -36,6 +36,7 @@ from ncindex.web.ratelimit import (
 from search_api.openapi import openapi_blueprint
 from search_api.rcp import rcp_blueprint, rpc_error_response
 from search_api.search import search_blueprint
+from search_api.status import status_blueprint
 
 log = structlog.get_logger(__name__)
 
@@ -47,7 +48,7 @@ def create_app(
     producer: Producer | None = None,
 ) -> Flask:
     """Build the search API: ``POST /v1/search``, ``GET /v1/filters``,
-    ``GET /v1/documents/<doc_type>/<doc_id>/context``, ``POST /rcp/<method>``,
+    ``GET /v1/documents/<doc_type>/<doc_id>/context``, ``GET /v1/status``, ``POST /rcp/<method>``,
     ``GET /openapi.json``, ``/livez``, ``/readyz``, ``/metrics``.
 
     ``services`` (default: built from ``settings``) provides the store, embedder, Redis and
@@ -55,7 +56,8 @@ def create_app(
     model and store are opened on first use, not here, so the process starts fast. Search,
     context and RCP calls share one per-caller rate limit (``settings.search_rate_limit``),
     and refused credentials count against the client's address at the same rate (callers
-    whose credentials Nextcloud confirmed within ``user_cache_seconds`` are exempt from it).
+    whose credentials Nextcloud confirmed within ``user_cache_seconds`` are exempt from it);
+    so does ``GET /v1/status``.
     """
     settings = settings or (services.settings if services else Settings())
     services = services or Services(settings)
@@ -133,6 +135,7 @@ def create_app(
     )
     app.register_blueprint(search_blueprint(services, service, shared))
     app.register_blueprint(rcp_blueprint(server, shared))
+    app.register_blueprint(status_blueprint(services, shared))
     app.register_blueprint(openapi_blueprint())
 
     def ready_store() -> None:

@@ -19,6 +19,7 @@ from ncindex import __version__
 from ncindex.documents import DocType
 from ncindex.search.filter_fields import ALL_OPERATORS, FIELDS
 from ncindex.search.service import ContextResponse, SearchRequest, SearchResponse
+from ncindex.sync.user_status import UserStatus
 
 REF = "#/components/schemas/{model}"
 
@@ -154,6 +155,7 @@ def openapi_document() -> dict[str, Any]:
             (SearchResponse, "serialization"),
             (ContextResponse, "serialization"),
             (FiltersDocument, "serialization"),
+            (UserStatus, "serialization"),
             (Problem, "serialization"),
             (JsonRpcRequest, "validation"),
             (JsonRpcResponse, "serialization"),
@@ -226,6 +228,22 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "200": {"description": "The chunks.", "content": _json("ContextResponse")},
                         **_problems(400, 401, 404, 429, 503),
+                    },
+                }
+            },
+            "/v1/status": {
+                "get": {
+                    "summary": "The index as it concerns the caller: documents per doc type, "
+                    "pending, dead letter, skipped per rule, last scans, first-indexing "
+                    "progress and ETA.",
+                    "operationId": "status",
+                    "security": secured,
+                    "responses": {
+                        "200": {
+                            "description": "The caller's status.",
+                            "content": _json("UserStatus"),
+                        },
+                        **_problems(401, 429, 503),
                     },
                 }
             },

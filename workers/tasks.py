@@ -16,18 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import redis
 import structlog
 from celery import shared_task
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Retry, SoftTimeLimitExceeded
 
 from ncindex import names
 from ncindex.accounts import record_refused
 from ncindex.documents import DocRef, DocType
-from ncindex.errors import NextcloudAuthError, TransientError
+from ncindex.errors import LockBusy, NextcloudAuthError, TransientError
 from ncindex.index.deadletter import Deliveries, node_subject
 from ncindex.index.indexing import Indexer, Outcome
 from ncindex.ingest.queueing import clear_debounce
+from ncindex.progress import FailingDocuments, Progress
 from workers.base import NcindexTask
 
 log = structlog.get_logger(__name__)
@@ -101,6 +104,52 @@ def refused_account(indexer: Indexer, user: str) -> Iterator[None]:
         raise
 
 
+@contextmanager
+def tracked(
+    task: NcindexTask, user: str, subject: str, kwargs: dict[str, Any]
+) -> Iterator[list[Outcome]]:
+    """Record how the run of ``task`` for ``subject`` as ``user`` ends
+    (:mod:`ncindex.progress`): the block appends its :class:`Outcome`; an outcome ends the
+    document's pending entry, counts in the throughput and its skip rule, and clears its
+    failures; an exception is counted as a failure of the document (``retrying`` while Celery
+    will retry it: then it stays pending) — except :class:`LockBusy`, another run holding the
+    document. A Redis error here is only logged."""
+    indexer = task.indexer
+    keys = indexer.settings.names
+    client = indexer.services.redis
+    done: list[Outcome] = []
+    try:
+        yield done
+    except LockBusy:
+        raise
+    except Exception as exc:
+        retrying = isinstance(exc, (TransientError, Retry)) and (
+            task.request.retries < (task.max_retries or 0)
+        )
+        with _quiet("failure_not_recorded"):
+            FailingDocuments(client, keys).failed(
+                subject, user, task.name, kwargs, exc, retrying=retrying
+            )
+            if not retrying:
+                Progress(client, keys).finished(user, subject, "failed")
+        raise
+    with _quiet("progress_not_recorded"):
+        for outcome in done:
+            Progress(client, keys).finished(
+                user, subject, outcome.action, outcome.embedded, outcome.reason
+            )
+        FailingDocuments(client, keys).clear(subject)
+
+
+@contextmanager
+def _quiet(event: str) -> Iterator[None]:
+    """Log, never raise, a Redis error: what shows progress must not fail a task."""
+    try:
+        yield
+    except redis.RedisError as exc:
+        log.warning(event, error=str(exc))
+
+
 def _done(outcome: Outcome) -> str:
     log.info(
         "task_done",
@@ -116,13 +165,19 @@ def _done(outcome: Outcome) -> str:
 def index_node(self: NcindexTask, user: str, file_id: int, debounce_key: str | None = None) -> str:
     """Index file/note ``file_id`` as seen by ``user`` (or evict it if gone)."""
     indexer = _start(self, debounce_key)
-    with refused_account(indexer, user), indexer.lock(file_id):
+    subject = node_subject(file_id)
+    with (
+        tracked(self, user, subject, {"user": user, "file_id": file_id}) as done,
+        refused_account(indexer, user),
+        indexer.lock(file_id),
+    ):
         outcome = guarded(
             indexer,
-            node_subject(file_id),
+            subject,
             lambda note: indexer.index_node(user, file_id, on_version=note),
             lambda reason, n, etag: indexer.park_node(user, file_id, reason, n, etag),
         )
+        done.append(outcome)
     return _done(outcome)
 
 
@@ -178,10 +233,16 @@ def index_document(
         indexer.park(ref.key, user, "", reason, names.INDEX_DOCUMENT, doc_type=doc_type)
         return Outcome("dead_letter", ref.key, reason=reason)
 
-    with refused_account(indexer, user), indexer.lock(ref.key):
+    kwargs = {"user": user, "doc_type": doc_type, "doc_id": doc_id}
+    with (
+        tracked(self, user, ref.key, kwargs) as done,
+        refused_account(indexer, user),
+        indexer.lock(ref.key),
+    ):
         outcome = guarded(
             indexer, ref.key, lambda note: indexer.index_document(user, doc_type, doc_id), park
         )
+        done.append(outcome)
     return _done(outcome)
 
 

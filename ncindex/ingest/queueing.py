@@ -29,6 +29,7 @@ from ncindex import names
 from ncindex.errors import BrokerUnavailable, RedisTooOld
 from ncindex.ingest.events import Action
 from ncindex.names import Names
+from ncindex.progress import Progress, task_subject
 from ncindex.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -185,7 +186,9 @@ def send_actions(
     """
     actions = list(actions)
     if len(actions) > FAN_OUT:
-        return _fan_out(producer, actions, countdown, key_seconds), 0
+        queued = _fan_out(producer, actions, countdown, key_seconds)
+        _track(redis_client, keys, actions)
+        return queued, 0
     claims = [_Claim(debounce_key(a, keys) if key_seconds else None) for a in actions]
     keyed = [c for c in claims if c.key]
     token = PENDING + secrets.token_hex(8).encode()
@@ -219,7 +222,26 @@ def send_actions(
         claim.sent = True
         queued += 1
     _settle(redis_client, claims, token)
+    _track(redis_client, keys, [a for a, c in zip(actions, claims, strict=True) if c.sent])
     return queued, len(actions) - queued
+
+
+def _track(redis_client: redis.Redis, keys: Names, actions: Iterable[Action]) -> None:
+    """Record the documents of the index tasks in ``actions`` as pending for their users
+    (:class:`ncindex.progress.Progress`). A failure is only logged: the tasks are out, and
+    what shows progress must never refuse a change."""
+    per_user: dict[str, list[str]] = {}
+    for action in actions:
+        subject = task_subject(action.task, action.kwargs)
+        user = action.kwargs.get("user")
+        if subject is not None and isinstance(user, str):
+            per_user.setdefault(user, []).append(subject)
+    try:
+        progress = Progress(redis_client, keys)
+        for user, subjects in per_user.items():
+            progress.queued(user, subjects)
+    except redis.RedisError as exc:
+        log.warning("pending_not_recorded", users=len(per_user), error=str(exc))
 
 
 def _claim(
