@@ -416,23 +416,78 @@ def _describe(report: object) -> str:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
+@click.option("--watch", is_flag=True, help="Redraw every --interval seconds, with progress bars.")
+@click.option(
+    "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="Seconds."
+)
+@click.option("--iterations", type=click.IntRange(min=1), hidden=True, help="Stop --watch after N.")
 @click.pass_obj
-def status(settings: Settings, as_json: bool) -> None:
-    """Queue depths, last scan per user and doc type, index lag, dead letters."""
+def status(
+    settings: Settings, as_json: bool, watch: bool, interval: float, iterations: int | None
+) -> None:
+    """Queue depths, workers seen, last scan per user and doc type, index lag, dead letters;
+    per user and in total: pending documents, documents/s and chunks/s over the last minutes,
+    the first indexing's progress and the backlog's ETA. Indexed counts per user need a Qdrant
+    server (NCINDEX_QDRANT_URL): the embedded store belongs to `ncindex up`."""
     import redis as redis_lib
 
+    from ncindex.ingest.queueing import celery_app
+    from ncindex.runtime import Services
     from ncindex.sync.status import collect_status
 
-    client = redis_lib.Redis.from_url(
-        settings.redis_url, socket_timeout=5, socket_connect_timeout=2
-    )
+    client = _redis(settings)
+    services = Services(settings) if settings.qdrant_url else None
+    producer = celery_app(settings)
+
+    def collect() -> dict[str, Any]:
+        try:
+            replies = producer.control.ping(timeout=0.5)
+            workers = sorted(name for reply in replies for name in reply)
+        except Exception:  # the broker is down: the Redis reads below say so
+            workers = None
+        return collect_status(
+            client,
+            settings.names,
+            users=sorted(settings.accounts),
+            store=services.store if services is not None else None,
+            workers=workers,
+        )
+
     try:
-        data = collect_status(client, settings.names)
+        if watch:
+            _watch(collect, interval, iterations)
+            return
+        data = collect()
     except redis_lib.RedisError as exc:
         raise click.ClickException(f"Redis at {settings.redis_url}: {exc}") from exc
+    finally:
+        producer.close()
+        if services is not None:
+            services.close()
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
+    _print_status(data)
+
+
+def _watch(collect: Any, interval: float, iterations: int | None) -> None:
+    from rich.live import Live
+
+    from allinone.status_view import render
+
+    count = 0
+    with Live(render(collect()), refresh_per_second=4) as live:
+        try:
+            while iterations is None or (count := count + 1) < iterations:
+                time.sleep(interval)
+                live.update(render(collect()))
+        except KeyboardInterrupt:
+            pass
+
+
+def _print_status(data: dict[str, Any]) -> None:
+    from allinone.status_view import duration
+
     click.echo(
         "queues: "
         + ", ".join(f"{k} {v}" for k, v in data["queues"].items())
@@ -467,6 +522,108 @@ def status(settings: Settings, as_json: bool) -> None:
             f"  {user}: since {entry.get('at')}, {entry.get('where', '')} — check its app "
             "password and its login name (NCINDEX_LOGINS)"
         )
+    workers = data["workers"]
+    click.echo(
+        "workers: "
+        + ("not asked" if workers is None else ", ".join(workers) or "none answered a ping")
+    )
+    total = data["total"]
+    rates = total["rates"]
+    click.echo(
+        f"total: pending {total['pending']}, {rates['documents_per_second']} documents/s, "
+        f"{rates['chunks_per_second']} chunks/s over {rates['window_seconds']} s, backlog ETA "
+        f"{duration(total['eta_seconds'])}, dead letter {total['dead_letter']}, failing "
+        f"{total['failing']}"
+    )
+    for user, row in data["users"].items():
+        first = row["first_indexing"]
+        state = first["state"]
+        if state == "running":
+            progress = first["progress"]
+            state = (
+                f"first indexing {progress:.0%}" if progress is not None else "first indexing"
+            ) + f", ETA {duration(first['eta_seconds'])}"
+        indexed = row.get("indexed")
+        counts = ", ".join(f"{k} {v}" for k, v in indexed.items()) if indexed else "indexed: ?"
+        skipped = ", ".join(f"{k} {v}" for k, v in row["skipped"].items()) or "none"
+        click.echo(
+            f"user {user}: {counts}; pending {row['pending']}; "
+            f"{row['rates']['documents_per_second']} documents/s; {state}; dead letter "
+            f"{row['dead_letter']}, failing {row['failing']}; skipped {skipped}"
+        )
+
+
+def _redis(settings: Settings) -> Any:
+    import redis as redis_lib
+
+    return redis_lib.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
+
+
+@main.command()
+@click.option("--user", help="Only this account's documents.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list.")
+@click.pass_obj
+def failures(settings: Settings, user: str | None, as_json: bool) -> None:
+    """Dead-lettered and failing documents: reason or last error, attempts, and for a file
+    its path and MIME type. `ncindex retry` sends them back."""
+    import redis as redis_lib
+
+    from ncindex.sync.failures import list_failures
+
+    try:
+        rows = list_failures(_redis(settings), settings.names, user)
+    except redis_lib.RedisError as exc:
+        raise click.ClickException(f"Redis at {settings.redis_url}: {exc}") from exc
+    if as_json:
+        click.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+        return
+    if not rows:
+        click.echo("no failed documents")
+        return
+    for row in rows:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(row.at))
+        state = (
+            "dead letter"
+            if row.kind == "dead_letter"
+            else ("failing, retry scheduled" if row.retrying else "failing")
+        )
+        click.echo(f"{row.subject}  {row.user}  {state}  {row.attempts} attempts  {when} UTC")
+        if row.path or row.mime_type:
+            click.echo(f"  file: {row.path or '?'} ({row.mime_type or 'MIME type unknown'})")
+        click.echo(f"  {row.reason}")
+
+
+@main.command()
+@click.argument("doc_key", required=False)
+@click.option("--all", "retry_all", is_flag=True, help="Every listed document.")
+@click.option("--user", help="With --all: only this account's documents.")
+@click.pass_obj
+def retry(settings: Settings, doc_key: str | None, retry_all: bool, user: str | None) -> None:
+    """Send failed documents back to the workers: DOC_KEY (file:<id>, note:<id>,
+    deck_card:<id>, news_item:<id>, or a subject node:<id> as `ncindex failures` lists it), or
+    --all. Each leaves the dead letter and is indexed again; a file that has not changed is
+    parked again with the same reason."""
+    from ncindex.ingest.queueing import celery_app
+    from ncindex.sync.failures import list_failures, subject_of
+    from ncindex.sync.failures import retry as send_back
+
+    if (doc_key is None) == (not retry_all):
+        raise click.UsageError("give one DOC_KEY or --all")
+    client = _redis(settings)
+    rows = list_failures(client, settings.names, user)
+    if doc_key is not None:
+        subject = subject_of(doc_key)
+        rows = [r for r in rows if r.subject == subject]
+        if not rows:
+            raise click.ClickException(f"{doc_key} is neither in the dead letter nor failing")
+    producer = celery_app(settings)
+    try:
+        for row in rows:
+            send_back(producer, client, settings.names, row)
+            click.echo(f"retrying {row.subject} ({row.user})")
+    finally:
+        producer.close()
+    click.echo(f"{len(rows)} sent back")
 
 
 @main.command()
