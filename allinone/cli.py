@@ -271,11 +271,10 @@ def eval_command(
     """Retrieval quality on a BEIR-layout DATASET folder (corpus.jsonl, queries.jsonl,
     qrels/<split>.tsv): nDCG@10, Recall@10, Recall@100, MRR@10 and the zero-result rate per
     mode, under the current settings; per model with several --model options."""
-    from evaluation import MODES, load_beir
+    from allinone.status_view import progress_bar
+    from evaluation import load_beir
     from evaluation.beir import DatasetError
-    from evaluation.product import PRODUCT_MODES
-    from evaluation.runner import run_library, run_product, table
-    from ncindex.embedding.embedder import Embedder
+    from evaluation.runner import table
 
     try:
         data = load_beir(dataset, split)
@@ -289,25 +288,8 @@ def eval_command(
     echo = click.echo
     names = list(dict.fromkeys(model_names)) or [settings.dense_model]
     per_model: dict[str, dict[str, object]] = {}
-    for name in names:
-        run = settings.model_copy(update={"dense_model": name})
-        embedder = Embedder(run)
-        label = f"{name}: " if len(names) > 1 else ""
-        out = per_model[name] = {}
-        if via in ("library", "both"):
-            wanted = list(modes) or list(MODES)
-            metrics, facts = run_library(
-                run, data, embedder=embedder, modes=wanted, cache_path=cache, echo=echo
-            )
-            out["library"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
-            rows |= {f"{label}{m} (library)": v.as_dict() for m, v in metrics.items()}
-        if via in ("product", "both"):
-            wanted = [m for m in (modes or PRODUCT_MODES) if m in PRODUCT_MODES]
-            if not wanted:
-                raise click.ClickException(f"the product path runs only {', '.join(PRODUCT_MODES)}")
-            metrics, facts = run_product(run, data, embedder=embedder, modes=wanted, echo=echo)
-            out["product"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
-            rows |= {f"{label}{m} (product)": v.as_dict() for m, v in metrics.items()}
+    with progress_bar("eval", None) as step:
+        _eval_models(settings, data, via, modes, names, cache, step, per_model, rows, echo)
     if len(names) == 1:
         report |= per_model[names[0]]
     else:
@@ -315,6 +297,62 @@ def eval_command(
     click.echo(table(rows))
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def _eval_models(
+    settings: Settings,
+    data: Any,
+    via: str,
+    modes: tuple[str, ...],
+    names: list[str],
+    cache: Path | None,
+    step: Any,
+    per_model: dict[str, dict[str, object]],
+    rows: dict[str, dict[str, float]],
+    echo: Any,
+) -> None:
+    """``ncindex eval``'s runs, one per model and path, with a progress bar (``step``)."""
+    from evaluation import MODES
+    from evaluation.product import PRODUCT_MODES
+    from evaluation.runner import run_library, run_product
+    from ncindex.embedding.embedder import Embedder
+
+    for name in names:
+        run = settings.model_copy(update={"dense_model": name})
+        embedder = Embedder(run)
+        label = f"{name}: " if len(names) > 1 else ""
+        out = per_model[name] = {}
+
+        def report(what: str, done: int, total: int, label: str = label) -> None:
+            step(completed=done, total=total, description=f"{label}{what}")
+
+        if via in ("library", "both"):
+            wanted = list(modes) or list(MODES)
+            metrics, facts = run_library(
+                run,
+                data,
+                embedder=embedder,
+                modes=wanted,
+                cache_path=cache,
+                echo=echo,
+                progress=lambda what, done, total: report(f"library {what}", done, total),
+            )
+            out["library"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
+            rows |= {f"{label}{m} (library)": v.as_dict() for m, v in metrics.items()}
+        if via in ("product", "both"):
+            wanted = [m for m in (modes or PRODUCT_MODES) if m in PRODUCT_MODES]
+            if not wanted:
+                raise click.ClickException(f"the product path runs only {', '.join(PRODUCT_MODES)}")
+            metrics, facts = run_product(
+                run,
+                data,
+                embedder=embedder,
+                modes=wanted,
+                echo=echo,
+                progress=lambda what, done, total: report(f"product {what}", done, total),
+            )
+            out["product"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
+            rows |= {f"{label}{m} (product)": v.as_dict() for m, v in metrics.items()}
 
 
 _SCAN_TYPES = ("note", "file", "deck_card", "news_item")
@@ -346,6 +384,7 @@ def reconcile(
     Runs the scan code of the ``ncindex.reconcile_scan`` task in this process. A dry run
     (the default) enqueues nothing and leaves the stored scan state alone.
     """
+    from allinone.status_view import progress_bar
     from ncindex.errors import StoreUnavailable, UnsupportedDocType
     from ncindex.index.indexing import Indexer
     from ncindex.ingest.queueing import celery_app
@@ -365,19 +404,25 @@ def reconcile(
         ) from exc
     reconciler = Reconciler(services, Indexer(services), celery_app(settings) if apply else None)
     failed = False
+    types = list(doc_types or [t.value for t in scan_types()])
+    accounts = list(users or settings.accounts)
     try:
-        for doc_type in doc_types or [t.value for t in scan_types()]:
-            for user in users or list(settings.accounts):
-                try:
-                    report = reconciler.scan(user, doc_type, apply=apply)
-                except UnsupportedDocType as exc:
-                    click.echo(f"{doc_type}: {exc.detail}", err=True)
-                    break
-                failed |= report.error is not None
-                if as_json:
-                    click.echo(json.dumps(report.to_json()))
-                    continue
-                click.echo(_describe(report))
+        with progress_bar("scans", len(types) * len(accounts)) as step:
+            for doc_type in types:
+                for user in accounts:
+                    step(0, description=f"scanning {user} {doc_type}")
+                    try:
+                        report = reconciler.scan(user, doc_type, apply=apply)
+                    except UnsupportedDocType as exc:
+                        click.echo(f"{doc_type}: {exc.detail}", err=True)
+                        step(len(accounts) - accounts.index(user))
+                        break
+                    step()
+                    failed |= report.error is not None
+                    if as_json:
+                        click.echo(json.dumps(report.to_json()))
+                        continue
+                    click.echo(_describe(report))
     finally:
         if reconciler.producer is not None:
             reconciler.producer.close()  # type: ignore[attr-defined]
@@ -691,17 +736,27 @@ def reindex(
 
 
 def _wait_reindex(services: Any, before: str | None, build: bool, seconds: float) -> None:
+    from allinone.status_view import progress_bar
     from ncindex.index.reindex import progress
 
     done = {"switched", "failed"} if build else {"dropped", "failed"}
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        state = progress(services)
-        if state.get("seq") != before and state.get("state") in done:
-            if state["state"] == "failed":
-                raise click.ClickException(f"reindex failed: {state.get('error')}")
-            return
-        time.sleep(1)
+    with progress_bar("reindex: waiting for a worker", None) as step:
+        while time.monotonic() < deadline:
+            state = progress(services)
+            if state.get("seq") != before:
+                if state.get("state") in done:
+                    if state["state"] == "failed":
+                        raise click.ClickException(f"reindex failed: {state.get('error')}")
+                    return
+                total = int(state.get("documents") or 0)
+                left = int(state.get("remaining") or 0)
+                step(
+                    completed=max(0, total - left),
+                    total=total or None,
+                    description=f"reindex {state.get('model', '')}: {state.get('state', '')}",
+                )
+            time.sleep(1)
     raise click.ClickException(f"not done after {seconds:g} s; see `ncindex reindex`")
 
 

@@ -6,7 +6,7 @@ when it is a terminal.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -95,9 +95,11 @@ def render(data: dict[str, Any]) -> Group:
 
 
 @contextmanager
-def progress_bar(description: str, total: int | None) -> Iterator[Any]:
+def progress_bar(description: str, total: int | None) -> Iterator[Callable[..., None]]:
     """A progress bar on stderr while the block runs, when stderr is a terminal (else
-    nothing is drawn); yields a function that advances it by one step."""
+    nothing is drawn). Yields ``step(advance=1, *, completed=None, total=None,
+    description=None)``: advance by ``advance`` steps, or set what is ``completed`` out of
+    ``total`` and what is being done."""
     console = Console(stderr=True)
     bar = Progress(
         TextColumn("{task.description}"),
@@ -107,12 +109,20 @@ def progress_bar(description: str, total: int | None) -> Iterator[Any]:
         TimeRemainingColumn(),
         console=console,
         disable=not console.is_terminal,
-        transient=False,
     )
     with bar:
         task = bar.add_task(description, total=total)
 
-        def advance(steps: int = 1, *, description: str | None = None) -> None:
-            bar.update(task, advance=steps, description=description)
+        def step(
+            advance: int = 1,
+            *,
+            completed: int | None = None,
+            total: int | None = None,
+            description: str | None = None,
+        ) -> None:
+            if completed is None:
+                bar.update(task, advance=advance, total=total, description=description)
+            else:
+                bar.update(task, completed=completed, total=total, description=description)
 
-        yield advance
+        yield step
