@@ -76,6 +76,10 @@ def up(settings: Settings, no_sample: bool) -> None:
     click.echo(f"\nncindex is up: {url}  (receiver {url}/hooks/nextcloud, search {url}/v1/search)")
     redis_owner = "a private redis-server" if running.redis else "NCINDEX_REDIS_URL or the default"
     click.echo(f"Redis: {running.settings.redis_url} ({redis_owner})")
+    click.echo(
+        f"Watch the indexing: NCINDEX_REDIS_URL={running.settings.redis_url} "
+        f"NCINDEX_NAMESPACE={running.settings.namespace} ncindex status --watch"
+    )
     if running.webhooks is not None and running.webhooks.refused:
         click.echo("Webhooks Nextcloud refused (ncindex runs without them):")
         for line in running.webhooks.missing_lines():
@@ -471,12 +475,14 @@ def status(
     settings: Settings, as_json: bool, watch: bool, interval: float, iterations: int | None
 ) -> None:
     """Queue depths, workers seen, last scan per user and doc type, index lag, dead letters;
-    per user and in total: pending documents, documents/s and chunks/s over the last minutes,
-    the first indexing's progress and the backlog's ETA. Indexed counts per user need a Qdrant
+    per user (the configured accounts and every user a document was queued for) and in total:
+    pending documents, documents/s and chunks/s over the last minutes, the first indexing's
+    progress and the backlog's ETA. Indexed counts per user need a Qdrant
     server (NCINDEX_QDRANT_URL): the embedded store belongs to `ncindex up`."""
     import redis as redis_lib
 
     from ncindex.ingest.queueing import celery_app
+    from ncindex.progress import Progress
     from ncindex.runtime import Services
     from ncindex.sync.status import collect_status
 
@@ -493,7 +499,7 @@ def status(
         return collect_status(
             client,
             settings.names,
-            users=sorted(settings.accounts),
+            users=sorted(set(settings.accounts) | set(Progress(client, settings.names).users())),
             store=services.store if services is not None else None,
             workers=workers,
         )

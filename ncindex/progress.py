@@ -201,6 +201,12 @@ class Progress:
         span = max(float(BUCKET_SECONDS), now - active * BUCKET_SECONDS)
         return Rates(documents / span, chunks / span, round(span, 1), documents, chunks)
 
+    def users(self) -> list[str]:
+        """Every user a document was queued for (they have a first-indexing record)."""
+        prefix = self.keys.first_indexing("")
+        found = self.redis.scan_iter(match=prefix + "*", count=500)
+        return sorted(k.decode()[len(prefix) :] for k in found)
+
     def first_indexing(self, user: str) -> dict[str, float | int | None]:
         """``{"started_at", "done_at", "finished"}`` of ``user``'s first indexing (Unix
         seconds, ``None`` when not yet; documents finished during it)."""

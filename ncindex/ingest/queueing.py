@@ -186,9 +186,8 @@ def send_actions(
     """
     actions = list(actions)
     if len(actions) > FAN_OUT:
-        queued = _fan_out(producer, actions, countdown, key_seconds)
         _track(redis_client, keys, actions)
-        return queued, 0
+        return _fan_out(producer, actions, countdown, key_seconds), 0
     claims = [_Claim(debounce_key(a, keys) if key_seconds else None) for a in actions]
     keyed = [c for c in claims if c.key]
     token = PENDING + secrets.token_hex(8).encode()
@@ -201,6 +200,8 @@ def send_actions(
         for claim, value in zip(keyed, held, strict=True):
             claim.mine = value is None
             claim.coalesced = value == SENT
+    # pending before the tasks are out: a task may end before this call returns
+    _track(redis_client, keys, [a for a, c in zip(actions, claims, strict=True) if not c.coalesced])
     queued = 0
     for action, claim in zip(actions, claims, strict=True):
         if claim.coalesced:
@@ -222,14 +223,15 @@ def send_actions(
         claim.sent = True
         queued += 1
     _settle(redis_client, claims, token)
-    _track(redis_client, keys, [a for a, c in zip(actions, claims, strict=True) if c.sent])
     return queued, len(actions) - queued
 
 
 def _track(redis_client: redis.Redis, keys: Names, actions: Iterable[Action]) -> None:
     """Record the documents of the index tasks in ``actions`` as pending for their users
-    (:class:`ncindex.progress.Progress`). A failure is only logged: the tasks are out, and
-    what shows progress must never refuse a change."""
+    (:class:`ncindex.progress.Progress`), before they are sent: a task can end before its
+    sender goes on. One whose publish then fails stays pending until
+    :data:`~ncindex.progress.PENDING_HORIZON` (rare: Redis is the broker). A failure here is
+    only logged: what shows progress must never refuse a change."""
     per_user: dict[str, list[str]] = {}
     for action in actions:
         subject = task_subject(action.task, action.kwargs)

@@ -120,11 +120,14 @@ def retry(producer: Producer, client: redis.Redis, keys: Names, row: FailedDocum
     """Send ``row`` back: out of the dead letter (first, so that its run is not skipped as
     parked) and the failing list, its run count forgotten, its task sent on the ``index``
     queue and the document pending again. Raises :class:`BrokerUnavailable` when the task
-    cannot be sent; the dead-letter entry is then put back."""
+    cannot be sent; the dead-letter entry is then put back (the failing entry is not: the next
+    failed run counts from one)."""
     letters = DeadLetters(client, keys)
     parked = letters.get(row.subject)
     letters.release(row.subject)
     client.delete(keys.runs_prefix + row.subject)
+    FailingDocuments(client, keys).clear(row.subject)
+    Progress(client, keys).queued(row.user, [row.subject])  # before: the run may end at once
     try:
         producer.send_task(
             row.task, kwargs=row.kwargs, queue=names.INDEX, retry_policy=PUBLISH_RETRY
@@ -133,5 +136,3 @@ def retry(producer: Producer, client: redis.Redis, keys: Names, row: FailedDocum
         if parked is not None:
             letters.park(parked)
         raise BrokerUnavailable(f"broker: {exc}") from exc
-    FailingDocuments(client, keys).clear(row.subject)
-    Progress(client, keys).queued(row.user, [row.subject])

@@ -135,6 +135,7 @@ def test_first_indexing_progress_and_eta_from_the_measured_rate(redis_url: str) 
     assert first.eta_seconds == round(6 / rates.documents_per_second, 1)
     assert progress.rates("eve", now=now).documents == 0  # another user's work is not eve's
     assert progress.rates(None, now=now).documents == 4
+    assert progress.users() == ["dora", "eve"]  # what `ncindex status` lists besides accounts
     for i in range(4, 10):
         progress.finished("dora", f"node:{i}", "unchanged", now=now)
     assert first_indexing(progress, "dora", 0, 1.0).state == "done"
