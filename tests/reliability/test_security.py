@@ -192,11 +192,13 @@ def test_every_search_endpoint_needing_credentials_is_401_without_them(
         "/v1/search",
         "/v1/documents/<doc_type>/<path:doc_id>/context",
         "/rcp/<path:method>",
+        "/v1/status",
     }, "a new endpoint: decide whether it needs credentials"
     shared_id = sorted(keys_of(corpus_stack.sim, "alice", SHARED))[0].split(":")[1]
     requests = {
         "/v1/search": ("POST", json.dumps({"query": "lighthouse"}).encode()),
         "/v1/documents/<doc_type>/<path:doc_id>/context": ("GET", None),
+        "/v1/status": ("GET", None),
     }
     for rule in guarded:
         for headers in BAD_CREDENTIALS:
