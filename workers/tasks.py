@@ -113,23 +113,23 @@ def tracked(
     document's pending entry, counts in the throughput and its skip rule, and clears its
     failures; an exception is counted as a failure of the document (``retrying`` while Celery
     will retry it: then it stays pending) — except :class:`LockBusy`, another run holding the
-    document. A Redis error here is only logged."""
+    document, which only ends the pending entry once no retry follows. A Redis error here is
+    only logged."""
     indexer = task.indexer
     keys = indexer.settings.names
     client = indexer.services.redis
     done: list[Outcome] = []
     try:
         yield done
-    except LockBusy:
-        raise
     except Exception as exc:
         retrying = isinstance(exc, (TransientError, Retry)) and (
             task.request.retries < (task.max_retries or 0)
         )
         with _quiet("failure_not_recorded"):
-            FailingDocuments(client, keys).failed(
-                subject, user, task.name, kwargs, exc, retrying=retrying
-            )
+            if not isinstance(exc, LockBusy):
+                FailingDocuments(client, keys).failed(
+                    subject, user, task.name, kwargs, exc, retrying=retrying
+                )
             if not retrying:
                 Progress(client, keys).finished(user, subject, "failed")
         raise
