@@ -81,6 +81,10 @@ def up(settings: Settings, no_sample: bool) -> None:
     click.echo(f"Search page: {url}/  (sign in with your Nextcloud account)")
     redis_owner = "a private redis-server" if running.redis else "NCINDEX_REDIS_URL or the default"
     click.echo(f"Redis: {running.settings.redis_url} ({redis_owner})")
+    click.echo(
+        f"Watch the indexing: NCINDEX_REDIS_URL={running.settings.redis_url} "
+        f"NCINDEX_NAMESPACE={running.settings.namespace} ncindex status --watch"
+    )
     if running.webhooks is not None and running.webhooks.refused:
         click.echo("Webhooks Nextcloud refused (ncindex runs without them):")
         for line in running.webhooks.missing_lines():
@@ -276,11 +280,10 @@ def eval_command(
     """Retrieval quality on a BEIR-layout DATASET folder (corpus.jsonl, queries.jsonl,
     qrels/<split>.tsv): nDCG@10, Recall@10, Recall@100, MRR@10 and the zero-result rate per
     mode, under the current settings; per model with several --model options."""
-    from evaluation import MODES, load_beir
+    from allinone.status_view import progress_bar
+    from evaluation import load_beir
     from evaluation.beir import DatasetError
-    from evaluation.product import PRODUCT_MODES
-    from evaluation.runner import run_library, run_product, table
-    from ncindex.embedding.embedder import Embedder
+    from evaluation.runner import table
 
     try:
         data = load_beir(dataset, split)
@@ -294,25 +297,8 @@ def eval_command(
     echo = click.echo
     names = list(dict.fromkeys(model_names)) or [settings.dense_model]
     per_model: dict[str, dict[str, object]] = {}
-    for name in names:
-        run = settings.model_copy(update={"dense_model": name})
-        embedder = Embedder(run)
-        label = f"{name}: " if len(names) > 1 else ""
-        out = per_model[name] = {}
-        if via in ("library", "both"):
-            wanted = list(modes) or list(MODES)
-            metrics, facts = run_library(
-                run, data, embedder=embedder, modes=wanted, cache_path=cache, echo=echo
-            )
-            out["library"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
-            rows |= {f"{label}{m} (library)": v.as_dict() for m, v in metrics.items()}
-        if via in ("product", "both"):
-            wanted = [m for m in (modes or PRODUCT_MODES) if m in PRODUCT_MODES]
-            if not wanted:
-                raise click.ClickException(f"the product path runs only {', '.join(PRODUCT_MODES)}")
-            metrics, facts = run_product(run, data, embedder=embedder, modes=wanted, echo=echo)
-            out["product"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
-            rows |= {f"{label}{m} (product)": v.as_dict() for m, v in metrics.items()}
+    with progress_bar("eval", None) as step:
+        _eval_models(settings, data, via, modes, names, cache, step, per_model, rows, echo)
     if len(names) == 1:
         report |= per_model[names[0]]
     else:
@@ -320,6 +306,62 @@ def eval_command(
     click.echo(table(rows))
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def _eval_models(
+    settings: Settings,
+    data: Any,
+    via: str,
+    modes: tuple[str, ...],
+    names: list[str],
+    cache: Path | None,
+    step: Any,
+    per_model: dict[str, dict[str, object]],
+    rows: dict[str, dict[str, float]],
+    echo: Any,
+) -> None:
+    """``ncindex eval``'s runs, one per model and path, with a progress bar (``step``)."""
+    from evaluation import MODES
+    from evaluation.product import PRODUCT_MODES
+    from evaluation.runner import run_library, run_product
+    from ncindex.embedding.embedder import Embedder
+
+    for name in names:
+        run = settings.model_copy(update={"dense_model": name})
+        embedder = Embedder(run)
+        label = f"{name}: " if len(names) > 1 else ""
+        out = per_model[name] = {}
+
+        def report(what: str, done: int, total: int, label: str = label) -> None:
+            step(completed=done, total=total, description=f"{label}{what}")
+
+        if via in ("library", "both"):
+            wanted = list(modes) or list(MODES)
+            metrics, facts = run_library(
+                run,
+                data,
+                embedder=embedder,
+                modes=wanted,
+                cache_path=cache,
+                echo=echo,
+                progress=lambda what, done, total: report(f"library {what}", done, total),
+            )
+            out["library"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
+            rows |= {f"{label}{m} (library)": v.as_dict() for m, v in metrics.items()}
+        if via in ("product", "both"):
+            wanted = [m for m in (modes or PRODUCT_MODES) if m in PRODUCT_MODES]
+            if not wanted:
+                raise click.ClickException(f"the product path runs only {', '.join(PRODUCT_MODES)}")
+            metrics, facts = run_product(
+                run,
+                data,
+                embedder=embedder,
+                modes=wanted,
+                echo=echo,
+                progress=lambda what, done, total: report(f"product {what}", done, total),
+            )
+            out["product"] = {m: v.as_dict() for m, v in metrics.items()} | {"facts": facts}
+            rows |= {f"{label}{m} (product)": v.as_dict() for m, v in metrics.items()}
 
 
 _SCAN_TYPES = ("note", "file", "deck_card", "news_item")
@@ -361,6 +403,7 @@ def reconcile(
     scan takes the same per-user, per-type lock as the task; when a scan of that user and type
     is running (and still is after --wait seconds) it says so and skips it (exit status 3).
     """
+    from allinone.status_view import progress_bar
     from ncindex.errors import StoreUnavailable, UnsupportedDocType
     from ncindex.index.indexing import Indexer
     from ncindex.ingest.queueing import celery_app
@@ -381,29 +424,38 @@ def reconcile(
     reconciler = Reconciler(services, Indexer(services), celery_app(settings) if apply else None)
     failed = busy = False
     ttl = settings.task_time_limit + 60
+    types = list(doc_types or [t.value for t in scan_types()])
+    accounts = list(users or settings.accounts)
     try:
-        for doc_type in doc_types or [t.value for t in scan_types()]:
-            for user in users or list(settings.accounts):
-                lock = (
-                    scan_lock(services.redis, settings.names, user, doc_type, ttl=ttl, wait=wait)
-                    if apply
-                    else contextlib.nullcontext(True)  # a dry run changes nothing: no lock
-                )
-                with lock as held:
-                    if not held:
-                        busy = True
-                        click.echo(f"{user} {doc_type}: a scan is running; skipped", err=True)
+        with progress_bar("scans", len(types) * len(accounts)) as step:
+            for doc_type in types:
+                for user in accounts:
+                    step(0, description=f"scanning {user} {doc_type}")
+                    lock = (
+                        scan_lock(
+                            services.redis, settings.names, user, doc_type, ttl=ttl, wait=wait
+                        )
+                        if apply
+                        else contextlib.nullcontext(True)  # a dry run changes nothing: no lock
+                    )
+                    with lock as held:
+                        if not held:
+                            busy = True
+                            click.echo(f"{user} {doc_type}: a scan is running; skipped", err=True)
+                            step()
+                            continue
+                        try:
+                            report = reconciler.scan(user, doc_type, apply=apply)
+                        except UnsupportedDocType as exc:
+                            click.echo(f"{doc_type}: {exc.detail}", err=True)
+                            step(len(accounts) - accounts.index(user))
+                            break
+                    step()
+                    failed |= report.error is not None
+                    if as_json:
+                        click.echo(json.dumps(report.to_json()))
                         continue
-                    try:
-                        report = reconciler.scan(user, doc_type, apply=apply)
-                    except UnsupportedDocType as exc:
-                        click.echo(f"{doc_type}: {exc.detail}", err=True)
-                        break
-                failed |= report.error is not None
-                if as_json:
-                    click.echo(json.dumps(report.to_json()))
-                    continue
-                click.echo(_describe(report))
+                    click.echo(_describe(report))
     finally:
         if reconciler.producer is not None:
             reconciler.producer.close()  # type: ignore[attr-defined]
@@ -444,25 +496,82 @@ def _describe(report: object) -> str:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
+@click.option("--watch", is_flag=True, help="Redraw every --interval seconds, with progress bars.")
+@click.option(
+    "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="Seconds."
+)
+@click.option("--iterations", type=click.IntRange(min=1), hidden=True, help="Stop --watch after N.")
 @click.pass_obj
-def status(settings: Settings, as_json: bool) -> None:
-    """Queue depths, last scan per user and doc type, index lag, dead letters."""
+def status(
+    settings: Settings, as_json: bool, watch: bool, interval: float, iterations: int | None
+) -> None:
+    """Queue depths, workers seen, last scan per user and doc type, index lag, dead letters;
+    per user (the configured accounts and every user a document was queued for) and in total:
+    pending documents, documents/s and chunks/s over the last minutes, the first indexing's
+    progress and the backlog's ETA. Indexed counts per user need a Qdrant
+    server (NCINDEX_QDRANT_URL): the embedded store belongs to `ncindex up`."""
     import redis as redis_lib
 
+    from ncindex.ingest.queueing import celery_app
+    from ncindex.progress import Progress
+    from ncindex.runtime import Services
     from ncindex.store import store_status
     from ncindex.sync.status import collect_status
 
-    client = redis_lib.Redis.from_url(
-        settings.redis_url, socket_timeout=5, socket_connect_timeout=2
-    )
+    client = _redis(settings)
+    services = Services(settings) if settings.qdrant_url else None
+    producer = celery_app(settings)
+
+    def collect() -> dict[str, Any]:
+        try:
+            replies = producer.control.ping(timeout=0.5)
+            workers = sorted(name for reply in replies for name in reply)
+        except Exception:  # the broker is down: the Redis reads below say so
+            workers = None
+        return collect_status(
+            client,
+            settings.names,
+            users=sorted(set(settings.accounts) | set(Progress(client, settings.names).users())),
+            store=services.store if services is not None else None,
+            workers=workers,
+        )
+
     try:
-        data = collect_status(client, settings.names)
+        if watch:
+            _watch(collect, interval, iterations)
+            return
+        data = collect()
     except redis_lib.RedisError as exc:
         raise click.ClickException(f"Redis at {settings.redis_url}: {exc}") from exc
+    finally:
+        producer.close()
+        if services is not None:
+            services.close()
     data["store"] = store_status(settings)
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
+    _print_status(data)
+
+
+def _watch(collect: Any, interval: float, iterations: int | None) -> None:
+    from rich.live import Live
+
+    from allinone.status_view import render
+
+    count = 0
+    with Live(render(collect()), refresh_per_second=4) as live:
+        try:
+            while iterations is None or (count := count + 1) < iterations:
+                time.sleep(interval)
+                live.update(render(collect()))
+        except KeyboardInterrupt:
+            pass
+
+
+def _print_status(data: dict[str, Any]) -> None:
+    from allinone.status_view import duration
+
     click.echo(
         "queues: "
         + ", ".join(f"{k} {v}" for k, v in data["queues"].items())
@@ -508,6 +617,108 @@ def status(settings: Settings, as_json: bool) -> None:
             f"  {user}: since {entry.get('at')}, {entry.get('where', '')} — check its app "
             "password and its login name (NCINDEX_LOGINS)"
         )
+    workers = data["workers"]
+    click.echo(
+        "workers: "
+        + ("not asked" if workers is None else ", ".join(workers) or "none answered a ping")
+    )
+    total = data["total"]
+    rates = total["rates"]
+    click.echo(
+        f"total: pending {total['pending']}, {rates['documents_per_second']} documents/s, "
+        f"{rates['chunks_per_second']} chunks/s over {rates['window_seconds']} s, backlog ETA "
+        f"{duration(total['eta_seconds'])}, dead letter {total['dead_letter']}, failing "
+        f"{total['failing']}"
+    )
+    for user, row in data["users"].items():
+        first = row["first_indexing"]
+        state = first["state"]
+        if state == "running":
+            progress = first["progress"]
+            state = (
+                f"first indexing {progress:.0%}" if progress is not None else "first indexing"
+            ) + f", ETA {duration(first['eta_seconds'])}"
+        indexed = row.get("indexed")
+        counts = ", ".join(f"{k} {v}" for k, v in indexed.items()) if indexed else "indexed: ?"
+        skipped = ", ".join(f"{k} {v}" for k, v in row["skipped"].items()) or "none"
+        click.echo(
+            f"user {user}: {counts}; pending {row['pending']}; "
+            f"{row['rates']['documents_per_second']} documents/s; {state}; dead letter "
+            f"{row['dead_letter']}, failing {row['failing']}; skipped {skipped}"
+        )
+
+
+def _redis(settings: Settings) -> Any:
+    import redis as redis_lib
+
+    return redis_lib.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
+
+
+@main.command()
+@click.option("--user", help="Only this account's documents.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list.")
+@click.pass_obj
+def failures(settings: Settings, user: str | None, as_json: bool) -> None:
+    """Dead-lettered and failing documents: reason or last error, attempts, and for a file
+    its path and MIME type. `ncindex retry` sends them back."""
+    import redis as redis_lib
+
+    from ncindex.sync.failures import list_failures
+
+    try:
+        rows = list_failures(_redis(settings), settings.names, user)
+    except redis_lib.RedisError as exc:
+        raise click.ClickException(f"Redis at {settings.redis_url}: {exc}") from exc
+    if as_json:
+        click.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+        return
+    if not rows:
+        click.echo("no failed documents")
+        return
+    for row in rows:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(row.at))
+        state = (
+            "dead letter"
+            if row.kind == "dead_letter"
+            else ("failing, retry scheduled" if row.retrying else "failing")
+        )
+        click.echo(f"{row.subject}  {row.user}  {state}  {row.attempts} attempts  {when} UTC")
+        if row.path or row.mime_type:
+            click.echo(f"  file: {row.path or '?'} ({row.mime_type or 'MIME type unknown'})")
+        click.echo(f"  {row.reason}")
+
+
+@main.command()
+@click.argument("doc_key", required=False)
+@click.option("--all", "retry_all", is_flag=True, help="Every listed document.")
+@click.option("--user", help="With --all: only this account's documents.")
+@click.pass_obj
+def retry(settings: Settings, doc_key: str | None, retry_all: bool, user: str | None) -> None:
+    """Send failed documents back to the workers: DOC_KEY (file:<id>, note:<id>,
+    deck_card:<id>, news_item:<id>, or a subject node:<id> as `ncindex failures` lists it), or
+    --all. Each leaves the dead letter and is indexed again; a file that has not changed is
+    parked again with the same reason."""
+    from ncindex.ingest.queueing import celery_app
+    from ncindex.sync.failures import list_failures, subject_of
+    from ncindex.sync.failures import retry as send_back
+
+    if (doc_key is None) == (not retry_all):
+        raise click.UsageError("give one DOC_KEY or --all")
+    client = _redis(settings)
+    rows = list_failures(client, settings.names, user)
+    if doc_key is not None:
+        subject = subject_of(doc_key)
+        rows = [r for r in rows if r.subject == subject]
+        if not rows:
+            raise click.ClickException(f"{doc_key} is neither in the dead letter nor failing")
+    producer = celery_app(settings)
+    try:
+        for row in rows:
+            send_back(producer, client, settings.names, row)
+            click.echo(f"retrying {row.subject} ({row.user})")
+    finally:
+        producer.close()
+    click.echo(f"{len(rows)} sent back")
 
 
 @main.command()
@@ -575,17 +786,27 @@ def reindex(
 
 
 def _wait_reindex(services: Any, before: str | None, build: bool, seconds: float) -> None:
+    from allinone.status_view import progress_bar
     from ncindex.index.reindex import progress
 
     done = {"switched", "failed"} if build else {"dropped", "failed"}
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        state = progress(services)
-        if state.get("seq") != before and state.get("state") in done:
-            if state["state"] == "failed":
-                raise click.ClickException(f"reindex failed: {state.get('error')}")
-            return
-        time.sleep(1)
+    with progress_bar("reindex: waiting for a worker", None) as step:
+        while time.monotonic() < deadline:
+            state = progress(services)
+            if state.get("seq") != before:
+                if state.get("state") in done:
+                    if state["state"] == "failed":
+                        raise click.ClickException(f"reindex failed: {state.get('error')}")
+                    return
+                total = int(state.get("documents") or 0)
+                left = int(state.get("remaining") or 0)
+                step(
+                    completed=max(0, total - left),
+                    total=total or None,
+                    description=f"reindex {state.get('model', '')}: {state.get('state', '')}",
+                )
+            time.sleep(1)
     raise click.ClickException(f"not done after {seconds:g} s; see `ncindex reindex`")
 
 

@@ -170,21 +170,29 @@ class LibraryIndex:
         dataset: BeirDataset,
         batch_docs: int = 256,
         doc_ids: Mapping[str, str] | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> IndexStats:
         """Chunk, embed and write every corpus document (``doc_ids`` as in :meth:`chunks`);
         embeds across documents in batches sorted by length (as fast as the embedder goes).
-        Returns :class:`IndexStats`."""
+        ``progress`` is called with the documents read so far after each batch. Returns
+        :class:`IndexStats`."""
         started = time.perf_counter()
         stats = IndexStats()
         pending: list[tuple[SourceDocument, list[Chunk]]] = []
+        read = 0
         for source, chunks, _ in self.chunks(dataset, doc_ids):
+            read += 1
             if chunks:
                 pending.append((source, chunks))
             if len(pending) >= batch_docs:
                 self._write(pending, stats)
                 pending = []
+                if progress is not None:
+                    progress(read)
         if pending:
             self._write(pending, stats)
+        if progress is not None:
+            progress(read)
         stats.seconds = time.perf_counter() - started
         return stats
 

@@ -18,6 +18,8 @@ from ncindex.embedding.embedder import Embedder
 from ncindex.settings import Settings
 
 Progress = Callable[[str], None]
+#: Called with what is being done (``indexing``, ``queries``), how many are done and of how many.
+Steps = Callable[[str, int, int], None]
 
 
 def run_library(
@@ -31,10 +33,12 @@ def run_library(
     rrf_k: int | None = None,
     weights: Sequence[float] | None = None,
     echo: Progress | None = None,
+    progress: Steps | None = None,
 ) -> tuple[dict[str, Metrics], dict[str, Any]]:
     """Index ``dataset`` in a temporary store and evaluate ``modes`` on the library path.
     Returns metrics per mode and indexing facts (``documents``, ``chunks``, ``embedded``,
-    ``index_seconds``)."""
+    ``index_seconds``). ``progress`` is told the documents indexed, then the queries done."""
+    documents, queries = len(dataset.corpus), len(dataset.queries)
     embedder = embedder or Embedder(settings)
     embedder.load()
     cache = (
@@ -54,13 +58,20 @@ def run_library(
                 weights=weights,
             )
             try:
-                stats = index.index(dataset)
+                stats = index.index(
+                    dataset,
+                    progress=(lambda n: progress("indexing", n, documents)) if progress else None,
+                )
                 if echo:
                     echo(
                         f"library: indexed {stats.documents} documents, {stats.chunks} chunks "
                         f"({stats.embedded} embedded) in {stats.seconds:.1f} s"
                     )
-                metrics = index.evaluate(dataset, modes)
+                metrics = index.evaluate(
+                    dataset,
+                    modes,
+                    progress=(lambda n: progress("queries", n, queries)) if progress else None,
+                )
             finally:
                 index.close()
     finally:
@@ -83,10 +94,11 @@ def run_product(
     modes: Sequence[str] = PRODUCT_MODES,
     redis_url: str | None = None,
     echo: Progress | None = None,
+    progress: Steps | None = None,
 ) -> tuple[dict[str, Metrics], dict[str, Any]]:
     """Write ``dataset`` into the simulator, let the workers index it through webhooks and
     evaluate ``modes`` through ``/v1/search``. Returns metrics per mode and facts
-    (``documents``, ``index_seconds``)."""
+    (``documents``, ``index_seconds``). ``progress`` is told the documents indexed."""
     import time
 
     with (
@@ -99,6 +111,8 @@ def run_product(
         shown = [-1]
 
         def report(count: int) -> None:
+            if progress:
+                progress("indexing", count, expected)
             if echo and (count // step > shown[0] or count == expected):
                 shown[0] = count // step
                 echo(f"product: {count}/{expected} documents indexed")

@@ -117,6 +117,31 @@ class Names:
         return self.key("runs", "")
 
     @property
+    def failing(self) -> str:
+        """Documents whose last task run failed or is being retried (hash: subject → JSON
+        with the user, task, attempts and last error; :mod:`ncindex.index.progress`)."""
+        return self.key("failing")
+
+    def pending(self, user: str) -> str:
+        """The documents queued for ``user`` and not yet processed (sorted set: subject →
+        Unix seconds queued)."""
+        return self.key("pending", user)
+
+    def skipped(self, user: str) -> str:
+        """The documents of ``user`` the indexing rules leave out (hash: subject → rule)."""
+        return self.key("skipped", user)
+
+    def first_indexing(self, user: str) -> str:
+        """``user``'s first indexing (hash: ``started_at``, ``done_at`` in Unix seconds,
+        ``finished`` documents)."""
+        return self.key("first-indexing", user)
+
+    def throughput(self, bucket: int) -> str:
+        """Documents and chunks finished in one time bucket (hash; ``bucket`` is Unix seconds
+        divided by the bucket length), expiring after the rate window."""
+        return self.key("throughput", bucket)
+
+    @property
     def reindex_progress(self) -> str:
         """The progress of a model change (``ncindex reindex --status``)."""
         return self.key("reindex")

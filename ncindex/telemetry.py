@@ -21,7 +21,13 @@ gauges read from Redis at scrape time:
   task (:attr:`~ncindex.names.Names.last_task_done`, stamped by the workers) and a scrape
   first saw messages waiting (:attr:`~ncindex.names.Names.waiting_since`, stamped here,
   cleared once the queues are empty). A change waiting behind a stuck or absent worker (even
-  one that never ran) therefore shows a growing lag, and a busy but progressing queue a small one.
+  one that never ran) therefore shows a growing lag, and a busy but progressing queue a small one;
+* ``ncindex_dead_letter_documents`` and ``ncindex_failing_documents`` — documents parked in the
+  dead letter, and documents whose last task run failed (:mod:`ncindex.progress`);
+* ``ncindex_indexing_documents_per_second`` and ``ncindex_indexing_chunks_per_second`` — what
+  the workers finished (documents) and embedded (chunks) per second over the last
+  :data:`~ncindex.progress.RATE_SECONDS` (the workers serve no ``/metrics`` of their own; they
+  record these in Redis).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from prometheus_client.registry import Collector
 
 from ncindex.accounts import refused_accounts
 from ncindex.names import QUEUES, Names
+from ncindex.progress import Progress
 
 WEBHOOK_EVENTS = Counter(
     "ncindex_webhook_events_total",
@@ -274,6 +281,29 @@ class QueueCollector(Collector):
         for user in users:
             refused.add_metric([user], 1)
         yield refused
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hlen(self.keys.deadletter)
+            pipe.hlen(self.keys.failing)
+            parked, failing = pipe.execute()
+            rates = Progress(self.client, self.keys).rates(now=float(self.clock()))
+        except redis.RedisError:
+            return
+        for name, text, value in (
+            ("ncindex_dead_letter_documents", "Documents parked in the dead letter.", parked),
+            ("ncindex_failing_documents", "Documents whose last task run failed.", failing),
+            (
+                "ncindex_indexing_documents_per_second",
+                "Documents the workers finished per second over the last 5 minutes.",
+                rates.documents_per_second,
+            ),
+            (
+                "ncindex_indexing_chunks_per_second",
+                "Chunks the workers embedded per second over the last 5 minutes.",
+                rates.chunks_per_second,
+            ),
+        ):
+            yield GaugeMetricFamily(name, text, value=value)
 
 
 def register_queue_metrics(

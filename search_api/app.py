@@ -33,6 +33,7 @@ from search_api.facets import facets_blueprint
 from search_api.openapi import openapi_blueprint
 from search_api.rcp import rcp_blueprint, rpc_error_response
 from search_api.search import search_blueprint
+from search_api.status import status_blueprint
 from search_api.ui import install_session_auth, ui_blueprint
 
 log = structlog.get_logger(__name__)
@@ -46,15 +47,16 @@ def create_app(
 ) -> Flask:
     """Build the search API: ``POST /v1/search``, ``GET /v1/filters``,
     ``GET /v1/documents/<doc_type>/<doc_id>/context``, ``GET /v1/folders``, ``GET /v1/tags``,
-    ``POST /rcp/<method>``, ``GET /openapi.json``, ``/livez``, ``/readyz``, ``/metrics``, and
-    the search page (``GET /``, ``/ui/…``, :mod:`search_api.ui`).
+    ``GET /v1/status``, ``POST /rcp/<method>``, ``GET /openapi.json``, ``/livez``, ``/readyz``,
+    ``/metrics``, and the search page (``GET /``, ``/ui/…``, :mod:`search_api.ui`).
 
     ``services`` (default: built from ``settings``) provides the store, embedder, Redis and
     the Nextcloud client; ``producer`` sends the re-check tasks for dropped results. The
     model and store are opened on first use, not here, so the process starts fast. Search,
     context and RCP calls share one per-caller rate limit (``settings.search_rate_limit``),
     and refused credentials count against the client's address at the same rate (callers
-    whose credentials Nextcloud confirmed within ``user_cache_seconds`` are exempt from it).
+    whose credentials Nextcloud confirmed within ``user_cache_seconds`` are exempt from it);
+    so does ``GET /v1/status``.
     """
     settings = settings or (services.settings if services else Settings())
     services = services or Services(settings)
@@ -112,6 +114,7 @@ def create_app(
     )
     app.register_blueprint(ui_blueprint(services, shared))
     install_session_auth(app, services)
+    app.register_blueprint(status_blueprint(services, shared))
     app.register_blueprint(openapi_blueprint())
 
     def ready_store() -> None:

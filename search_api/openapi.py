@@ -19,6 +19,7 @@ from ncindex import __version__
 from ncindex.documents import DocType
 from ncindex.search.filter_fields import filter_schemas
 from ncindex.search.service import ContextResponse, SearchRequest, SearchResponse
+from ncindex.sync.user_status import UserStatus
 
 REF = "#/components/schemas/{model}"
 
@@ -115,6 +116,7 @@ def openapi_document() -> dict[str, Any]:
             (SearchResponse, "serialization"),
             (ContextResponse, "serialization"),
             (FiltersDocument, "serialization"),
+            (UserStatus, "serialization"),
             (Problem, "serialization"),
             (JsonRpcRequest, "validation"),
             (JsonRpcResponse, "serialization"),
@@ -198,6 +200,22 @@ def openapi_document() -> dict[str, Any]:
             "/v1/tags": _facet_path(
                 "tags", "The system tags on indexed documents the caller can read.", secured
             ),
+            "/v1/status": {
+                "get": {
+                    "summary": "The index as it concerns the caller: documents per doc type, "
+                    "pending, dead letter, skipped per rule, last scans, first-indexing "
+                    "progress and ETA.",
+                    "operationId": "status",
+                    "security": secured,
+                    "responses": {
+                        "200": {
+                            "description": "The caller's status.",
+                            "content": _json("UserStatus"),
+                        },
+                        **_problems(401, 429, 503),
+                    },
+                }
+            },
             "/rcp/{method}": {
                 "post": {
                     "summary": "RCP/1 (JSON-RPC 2.0): info, ping, initialize, retrieve, shutdown.",

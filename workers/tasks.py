@@ -16,19 +16,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import redis
 import structlog
 from celery import shared_task
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Retry, SoftTimeLimitExceeded
 
 from ncindex import names
 from ncindex.accounts import record_refused
 from ncindex.documents import DocRef, DocType
-from ncindex.errors import NextcloudAuthError, TransientError
+from ncindex.errors import LockBusy, NextcloudAuthError, TransientError
 from ncindex.index.deadletter import Deliveries, node_subject
 from ncindex.index.indexing import Indexer, Outcome
 from ncindex.ingest.events import index_folder
 from ncindex.ingest.queueing import clear_debounce, enqueue
+from ncindex.progress import FailingDocuments, Progress
 from workers.base import NcindexTask
 
 log = structlog.get_logger(__name__)
@@ -117,6 +120,52 @@ def _walk_folder(task: NcindexTask, user: str, outcome: Outcome) -> None:
     )
 
 
+@contextmanager
+def tracked(
+    task: NcindexTask, user: str, subject: str, kwargs: dict[str, Any]
+) -> Iterator[list[Outcome]]:
+    """Record how the run of ``task`` for ``subject`` as ``user`` ends
+    (:mod:`ncindex.progress`): the block appends its :class:`Outcome`; an outcome ends the
+    document's pending entry, counts in the throughput and its skip rule, and clears its
+    failures; an exception is counted as a failure of the document (``retrying`` while Celery
+    will retry it: then it stays pending) — except :class:`LockBusy`, another run holding the
+    document, which only ends the pending entry once no retry follows. A Redis error here is
+    only logged."""
+    indexer = task.indexer
+    keys = indexer.settings.names
+    client = indexer.services.redis
+    done: list[Outcome] = []
+    try:
+        yield done
+    except Exception as exc:
+        retrying = isinstance(exc, (TransientError, Retry)) and (
+            task.request.retries < (task.max_retries or 0)
+        )
+        with _quiet("failure_not_recorded"):
+            if not isinstance(exc, LockBusy):
+                FailingDocuments(client, keys).failed(
+                    subject, user, task.name, kwargs, exc, retrying=retrying
+                )
+            if not retrying:
+                Progress(client, keys).finished(user, subject, "failed")
+        raise
+    with _quiet("progress_not_recorded"):
+        for outcome in done:
+            Progress(client, keys).finished(
+                user, subject, outcome.action, outcome.embedded, outcome.reason
+            )
+        FailingDocuments(client, keys).clear(subject)
+
+
+@contextmanager
+def _quiet(event: str) -> Iterator[None]:
+    """Log, never raise, a Redis error: what shows progress must not fail a task."""
+    try:
+        yield
+    except redis.RedisError as exc:
+        log.warning(event, error=str(exc))
+
+
 def _done(outcome: Outcome) -> str:
     log.info(
         "task_done",
@@ -132,13 +181,19 @@ def _done(outcome: Outcome) -> str:
 def index_node(self: NcindexTask, user: str, file_id: int, debounce_key: str | None = None) -> str:
     """Index file/note ``file_id`` as seen by ``user`` (or evict it if gone)."""
     indexer = _start(self, debounce_key)
-    with refused_account(indexer, user), indexer.lock(file_id):
+    subject = node_subject(file_id)
+    with (
+        tracked(self, user, subject, {"user": user, "file_id": file_id}) as done,
+        refused_account(indexer, user),
+        indexer.lock(file_id),
+    ):
         outcome = guarded(
             indexer,
-            node_subject(file_id),
+            subject,
             lambda note: indexer.index_node(user, file_id, on_version=note),
             lambda reason, n, etag: indexer.park_node(user, file_id, reason, n, etag),
         )
+        done.append(outcome)
     _walk_folder(self, user, outcome)
     return _done(outcome)
 
@@ -196,10 +251,16 @@ def index_document(
         indexer.park(ref.key, user, "", reason, names.INDEX_DOCUMENT, doc_type=doc_type)
         return Outcome("dead_letter", ref.key, reason=reason)
 
-    with refused_account(indexer, user), indexer.lock(ref.key):
+    kwargs = {"user": user, "doc_type": doc_type, "doc_id": doc_id}
+    with (
+        tracked(self, user, ref.key, kwargs) as done,
+        refused_account(indexer, user),
+        indexer.lock(ref.key),
+    ):
         outcome = guarded(
             indexer, ref.key, lambda note: indexer.index_document(user, doc_type, doc_id), park
         )
+        done.append(outcome)
     return _done(outcome)
 
 

@@ -29,13 +29,18 @@ from typing import Any
 import redis
 
 from ncindex.names import Names
+from ncindex.progress import node_subject
+
+__all__ = ["DeadLetter", "DeadLetters", "Deliveries", "node_subject"]
 
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     """One parked document: ``subject`` (see module docstring), the ``user`` it was processed
     as, ``reason`` (text), ``etag`` it had when parked, the ``task`` name and its ``kwargs``,
-    ``parked_at`` (Unix seconds) and ``deliveries`` (runs counted, 0 for a parse failure)."""
+    ``parked_at`` (Unix seconds), ``deliveries`` (runs counted, 0 for a parse failure), and
+    for a file the ``path`` (in ``user``'s view) and ``mime_type`` Nextcloud reported ("" when
+    not known: an entry parked before they were recorded, or a Deck card or News item)."""
 
     subject: str
     user: str
@@ -45,11 +50,8 @@ class DeadLetter:
     kwargs: dict[str, Any] = field(default_factory=dict)
     parked_at: int = 0
     deliveries: int = 0
-
-
-def node_subject(file_id: int | str) -> str:
-    """The subject of a file or note: ``"node:<file id>"``."""
-    return f"node:{file_id}"
+    path: str = ""
+    mime_type: str = ""
 
 
 class DeadLetters:
@@ -77,9 +79,15 @@ class DeadLetters:
         return bool(self.redis.hdel(self.key, subject))
 
     def entries(self) -> list[DeadLetter]:
-        """Every parked document, oldest first."""
-        raw = self.redis.hgetall(self.key)
-        return sorted((DeadLetter(**json.loads(v)) for v in raw.values()), key=_order)
+        """Every parked document, oldest first; an entry that is not one (written by hand, or
+        by another version) is left out."""
+        out = []
+        for value in self.redis.hvals(self.key):
+            try:
+                out.append(DeadLetter(**json.loads(value)))
+            except (ValueError, TypeError):
+                continue
+        return sorted(out, key=_order)
 
     def blocked(self, subject: str, etag: str) -> DeadLetter | None:
         """The entry when ``subject`` is parked with this very ``etag`` (skip it); a parked

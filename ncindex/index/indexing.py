@@ -243,7 +243,16 @@ class Indexer:
             # of the text must not stay searchable
             self.services.store.delete_document(ref.key)
             reason = f"{type(exc).__name__}: {exc}"
-            self.park(subject, user, entry.etag, reason, "ncindex.index_node", file_id=file_id)
+            self.park(
+                subject,
+                user,
+                entry.etag,
+                reason,
+                "ncindex.index_node",
+                path=entry.path,
+                mime_type=entry.content_type or "",
+                file_id=file_id,
+            )
             return Outcome("dead_letter", ref.key, reason=reason)
         except _FileGone:
             self.remove_node_access(user, file_id, lost=GONE)
@@ -268,11 +277,31 @@ class Indexer:
         return outcome
 
     def park(
-        self, subject: str, user: str, etag: str, reason: str, task: str, **kwargs: Any
+        self,
+        subject: str,
+        user: str,
+        etag: str,
+        reason: str,
+        task: str,
+        *,
+        path: str = "",
+        mime_type: str = "",
+        **kwargs: Any,
     ) -> DeadLetter:
-        """Put ``subject`` in the dead letter with ``reason`` until its ``etag`` changes."""
+        """Put ``subject`` in the dead letter with ``reason`` until its ``etag`` changes;
+        ``kwargs`` are ``task``'s (besides ``user``), to send it again; a file's ``path`` and
+        ``mime_type`` are kept for ``ncindex failures``."""
         entry = self.deadletters.park(
-            DeadLetter(subject, user, reason, etag, task, {"user": user, **kwargs})
+            DeadLetter(
+                subject,
+                user,
+                reason,
+                etag,
+                task,
+                {"user": user, **kwargs},
+                path=path,
+                mime_type=mime_type,
+            )
         )
         log.warning("dead_letter", subject=subject, user=user, reason=reason)
         return entry
@@ -309,10 +338,19 @@ class Indexer:
                 "ncindex.index_node",
                 {"user": user, "file_id": file_id},
                 deliveries=deliveries,
+                path=entry.path,
+                mime_type=entry.content_type or "",
             )
         )
         log.warning("dead_letter", subject=node_subject(file_id), user=user, reason=reason)
         return Outcome("dead_letter", reason=reason)
+
+    def classification(
+        self, client: NextcloudClient, entry: DavEntry
+    ) -> tuple[DocRef | None, str | None]:
+        """:meth:`classify` and, when nothing is indexed, the rule that says so (a reason of
+        :mod:`ncindex.sources.eligibility`, or ``not readable``)."""
+        return self._classify(client, entry)
 
     def classify(self, client: NextcloudClient, entry: DavEntry) -> DocRef | None:
         """``note`` for a file under the user's notes folder with a note extension, ``file``

@@ -30,6 +30,7 @@ from ncindex import names
 from ncindex.errors import BrokerUnavailable, RedisTooOld
 from ncindex.ingest.events import Action
 from ncindex.names import Names
+from ncindex.progress import Progress, task_subject
 from ncindex.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -186,6 +187,7 @@ def send_actions(
     """
     actions = list(actions)
     if len(actions) > FAN_OUT:
+        _track(redis_client, keys, actions)
         return _fan_out(producer, actions, countdown, key_seconds), 0
     claims = [_Claim(debounce_key(a, keys) if key_seconds else None) for a in actions]
     keyed = [c for c in claims if c.key]
@@ -199,6 +201,8 @@ def send_actions(
         for claim, value in zip(keyed, held, strict=True):
             claim.mine = value is None
             claim.coalesced = value == SENT
+    # pending before the tasks are out: a task may end before this call returns
+    _track(redis_client, keys, [a for a, c in zip(actions, claims, strict=True) if not c.coalesced])
     queued = 0
     for action, claim in zip(actions, claims, strict=True):
         if claim.coalesced:
@@ -221,6 +225,26 @@ def send_actions(
         queued += 1
     _settle(redis_client, claims, token)
     return queued, len(actions) - queued
+
+
+def _track(redis_client: redis.Redis, keys: Names, actions: Iterable[Action]) -> None:
+    """Record the documents of the index tasks in ``actions`` as pending for their users
+    (:class:`ncindex.progress.Progress`), before they are sent: a task can end before its
+    sender goes on. One whose publish then fails stays pending until
+    :data:`~ncindex.progress.PENDING_HORIZON` (rare: Redis is the broker). A failure here is
+    only logged: what shows progress must never refuse a change."""
+    per_user: dict[str, list[str]] = {}
+    for action in actions:
+        subject = task_subject(action.task, action.kwargs)
+        user = action.kwargs.get("user")
+        if subject is not None and isinstance(user, str):
+            per_user.setdefault(user, []).append(subject)
+    try:
+        progress = Progress(redis_client, keys)
+        for user, subjects in per_user.items():
+            progress.queued(user, subjects)
+    except redis.RedisError as exc:
+        log.warning("pending_not_recorded", users=len(per_user), error=str(exc))
 
 
 def _claim(

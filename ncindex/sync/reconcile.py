@@ -90,6 +90,7 @@ from ncindex.names import Names
 from ncindex.nextcloud.apps import DECK_API, DECK_HEADERS
 from ncindex.nextcloud.client import NOTES_API, NextcloudClient, json_list
 from ncindex.nextcloud.webdav import DavEntry
+from ncindex.progress import Progress, node_subject
 from ncindex.runtime import Services
 from ncindex.sources import news_item
 from ncindex.store.manifest import ManifestEntry, load_manifest
@@ -130,7 +131,8 @@ class Listing:
     ``folders`` the visited folders' etags; ``marker`` the type's resume point (Notes
     ``pruneBefore``); ``requests`` made to Nextcloud; ``forbidden`` folders the user may not
     list (``PROPFIND`` 403: Sabre ``Directory::getChildren`` throws ``Forbidden`` for a folder
-    without read permission): skipped, what is indexed below them counts as missing."""
+    without read permission): skipped, what is indexed below them counts as missing;
+    ``skipped`` the listed files a rule leaves out (subject → rule, files only)."""
 
     docs: dict[str, Seen] = field(default_factory=dict)
     forbidden: list[str] = field(default_factory=list)
@@ -139,6 +141,7 @@ class Listing:
     marker: int | None = None
     requests: int = 0
     full_walk: bool = False
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def covers(self, path: str | None) -> bool:
         """True when ``path`` lies in (or is) a skipped, unchanged folder."""
@@ -538,7 +541,9 @@ class FileScanner:
                     continue
                 if entry.file_id is None:
                     continue
-                ref = reconciler.indexer.classify(client, entry)
+                ref, rule = reconciler.indexer.classification(client, entry)
+                if ref is None and rule is not None:
+                    listing.skipped[node_subject(entry.file_id)] = rule
                 if ref is None or ref.doc_type is not DocType.FILE:
                     continue
                 seen = listing.docs.get(ref.doc_id)
@@ -826,6 +831,13 @@ class Reconciler:
             # only once they are queued: a failed publish must not mark them tried
             state.set_tried(tried)
             scanner.commit(state, listing, self._dirty(report), report.clean)
+            if doc_type is DocType.FILE:
+                Progress(self.services.redis, self.settings.names).record_skips(
+                    user,
+                    listing.skipped,
+                    (node_subject(doc_id) for doc_id in listing.docs),
+                    full=listing.full_walk,
+                )
         report.seconds = time.monotonic() - clock
         if apply:
             state.record(report)

@@ -1,5 +1,7 @@
 """What ``ncindex status`` shows: queue depths, the last scan per user and doc type, index lag,
-and dead letters (DESIGN §6, §12).
+dead letters (DESIGN §6, §12), the workers that answered, and per user and in total the pending
+documents, rates (documents and chunks per second over the last minutes), the first indexing's
+progress and the ETA of the backlog (:mod:`ncindex.progress`, issue 25).
 
 Everything is read from Redis: the broker's queues, reserved tasks and index lag exactly as
 the ``ncindex_queue_depth``, ``ncindex_tasks_reserved`` and ``ncindex_index_lag_seconds``
@@ -22,8 +24,13 @@ from typing import Any
 import redis
 
 from ncindex.accounts import refused_accounts
+from ncindex.documents import DocType
 from ncindex.names import QUEUES, Names
+from ncindex.progress import RATE_SECONDS, FailingDocuments, Progress, Rates, eta_seconds
+from ncindex.store import VectorStore
+from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
 from ncindex.sync.reconcile import last_scans_key
+from ncindex.sync.user_status import first_indexing
 from ncindex.telemetry import QueueCollector
 
 _SAMPLE = 5
@@ -77,11 +84,81 @@ def dead_letters(client: redis.Redis, keys: Names) -> dict[str, Any]:
     return out
 
 
-def collect_status(client: redis.Redis, keys: Names, now: float | None = None) -> dict[str, Any]:
+def per_user(
+    client: redis.Redis,
+    keys: Names,
+    users: list[str],
+    now: float,
+    store: VectorStore | None = None,
+) -> dict[str, dict[str, Any]]:
+    """For each of ``users``: ``pending``, ``dead_letter`` and ``failing`` counts, ``skipped``
+    per rule, ``rates`` (:func:`rates_dict`), ``eta_seconds`` of their pending documents,
+    ``first_indexing`` (state, progress, ETA) and, with ``store``, ``indexed`` per doc type."""
+    progress = Progress(client, keys)
+    parked: dict[str, int] = {}
+    for raw in client.hvals(keys.deadletter):
+        try:
+            owner = str(json.loads(raw).get("user", ""))
+        except (ValueError, AttributeError):
+            owner = ""
+        parked[owner] = parked.get(owner, 0) + 1
+    failing: dict[str, int] = {}
+    for entry in FailingDocuments(client, keys).entries():
+        failing[entry.user] = failing.get(entry.user, 0) + 1
+    out: dict[str, dict[str, Any]] = {}
+    for user in users:
+        pending = progress.pending(user, now)
+        rates = progress.rates(user, now=now)
+        row: dict[str, Any] = {
+            "pending": pending,
+            "dead_letter": parked.get(user, 0),
+            "failing": failing.get(user, 0),
+            "skipped": progress.skipped(user),
+            "rates": rates_dict(rates),
+            "eta_seconds": eta_seconds(pending, rates.documents_per_second),
+            "first_indexing": first_indexing(
+                progress, user, pending, rates.documents_per_second
+            ).model_dump(mode="json"),
+        }
+        if store is not None:
+            row["indexed"] = {
+                t.value: store.count(first_chunks(acl_condition(user), doc_type_condition(t)))
+                for t in DocType
+            }
+        out[user] = row
+    return out
+
+
+def rates_dict(rates: Rates) -> dict[str, float]:
+    """``documents_per_second``, ``chunks_per_second`` (3 decimals) and ``window_seconds``."""
+    return {
+        "documents_per_second": round(rates.documents_per_second, 3),
+        "chunks_per_second": round(rates.chunks_per_second, 3),
+        "window_seconds": rates.window_seconds,
+    }
+
+
+def collect_status(
+    client: redis.Redis,
+    keys: Names,
+    now: float | None = None,
+    *,
+    users: list[str] | None = None,
+    store: VectorStore | None = None,
+    workers: list[str] | None = None,
+) -> dict[str, Any]:
     """The whole status of deployment ``keys``: ``queues`` (depth per queue), ``reserved``,
-    ``index_lag_seconds`` (the gauge's definition), ``scans``, ``dead_letters`` and
-    ``accounts_refused`` (user id → when and where Nextcloud answered 401)."""
+    ``index_lag_seconds`` (the gauge's definition), ``scans``, ``dead_letters``,
+    ``accounts_refused`` (user id → when and where Nextcloud answered 401), ``users``
+    (:func:`per_user` for ``users``; indexed counts only with ``store``), ``total``
+    (pending, dead letter, failing, rates over the last :data:`~ncindex.progress.RATE_SECONDS`
+    and the ETA of the whole backlog) and ``workers`` (the names that answered a ping, as
+    given; ``None``: not asked)."""
+    now = time.time() if now is None else now
     pipeline = queues(client, keys)
+    rows = per_user(client, keys, list(users or []), now, store)
+    total_rates = Progress(client, keys).rates(None, RATE_SECONDS, now)
+    pending = sum(r["pending"] for r in rows.values())
     return {
         "queues": pipeline["depth"],
         "reserved": pipeline["reserved"],
@@ -89,6 +166,15 @@ def collect_status(client: redis.Redis, keys: Names, now: float | None = None) -
         "scans": last_scans(client, keys, now),
         "dead_letters": dead_letters(client, keys),
         "accounts_refused": refused_accounts(client, keys),
+        "workers": workers,
+        "users": rows,
+        "total": {
+            "pending": pending,
+            "dead_letter": int(client.hlen(keys.deadletter)),
+            "failing": int(client.hlen(keys.failing)),
+            "rates": rates_dict(total_rates),
+            "eta_seconds": eta_seconds(pending, total_rates.documents_per_second),
+        },
     }
 
 

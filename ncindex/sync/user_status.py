@@ -1,55 +1,204 @@
-"""One user's view of the index: what ``index_status`` of the MCP server answers (a minimal
-version of the per-user status; a fuller one keeps this name and signature).
+"""One user's view of the index: what ``GET /v1/status`` answers the caller and the MCP
+``index_status`` tool returns (issue 25).
 
-Only the caller's own counts, never another user's:
-
-* ``doc_types`` — per doc type, ``indexed``: documents whose ``acl`` lists the user (their
-  points with ``chunk_index`` 0, counted in the live collection);
-* ``pending`` — index and evict tasks waiting out their debounce window or queued for the
-  user (the debounce claims ``<namespace>:debounce:{index,evict}:<user>:…`` of
-  :mod:`ncindex.ingest.events`; a task deletes its claim when it starts);
-* ``failed`` — the user's parked documents (the dead letter, :mod:`ncindex.index.deadletter`).
+Everything is about ``user`` only: documents ``user`` can read in the index (``acl`` holds
+``user``'s principal), counted per doc type; ``user``'s pending documents, dead-letter entries
+and failing documents (those whose task ran as ``user``), skipped documents per rule, the last
+scan of each doc type, and ``user``'s first indexing with its progress and ETA from the
+measured rate (:mod:`ncindex.progress`). No other user's documents, paths or counts appear.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
-from qdrant_client import models
+from pydantic import BaseModel, Field
 
-from ncindex.documents import DocType, principal
+from ncindex.documents import DocType
 from ncindex.index.deadletter import DeadLetters
+from ncindex.progress import FailingDocuments, Progress, eta_seconds
 from ncindex.runtime import Services
+from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
+from ncindex.sync.reconcile import last_scans_key
 
-_GLOB_SPECIALS = "\\*?[]"
 
+class LastScan(BaseModel):
+    """The last scan of one doc type (:mod:`ncindex.sync.reconcile`)."""
 
-def user_status(services: Services, user_id: str) -> dict[str, Any]:
-    """``{"user", "doc_types": {doc_type: {"indexed": n}}, "documents": n, "pending": n,
-    "failed": n}`` for ``user_id`` (a Nextcloud user id). Raises ``StoreUnavailable`` when the
-    store cannot be read and ``redis.RedisError`` when Redis cannot."""
-    acl = models.FieldCondition(key="acl", match=models.MatchValue(value=principal(user_id)))
-    head = models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0))
-    store = services.models.view().live.store
-    doc_types: dict[str, dict[str, int]] = {}
-    for doc_type in DocType:
-        kind = models.FieldCondition(key="doc_type", match=models.MatchValue(value=doc_type))
-        count = store.count(models.Filter(must=[acl, head, kind]))
-        doc_types[doc_type.value] = {"indexed": count}
-    keys = services.settings.names
-    escaped = "".join(f"\\{c}" if c in _GLOB_SPECIALS else c for c in user_id)
-    pending = sum(
-        1
-        for operation in ("index", "evict")
-        for _ in services.redis.scan_iter(
-            match=f"{keys.debounce_prefix}{operation}:{escaped}:*", count=500
-        )
+    finished_at: float = Field(description="When it ended, Unix seconds.")
+    clean: bool = Field(description="It found the index equal to Nextcloud.")
+    listed: int = Field(description="Documents the listing returned.")
+    error: str | None = Field(None, description="Why the listing failed, if it did.")
+    unavailable: str | None = Field(
+        None, description="The app is not installed or not enabled for the user."
     )
-    failed = sum(1 for e in DeadLetters(services.redis, keys).entries() if e.user == user_id)
-    return {
-        "user": user_id,
-        "doc_types": doc_types,
-        "documents": sum(v["indexed"] for v in doc_types.values()),
-        "pending": pending,
-        "failed": failed,
-    }
+    in_sync_at: float | None = Field(
+        None, description="Start of the last clean scan, Unix seconds; null before one."
+    )
+
+
+class DocTypeStatus(BaseModel):
+    """One doc type of the user."""
+
+    indexed: int = Field(description="Documents the user can read in the index.")
+    last_scan: LastScan | None = Field(None, description="Null when none was recorded.")
+
+
+class DeadLetterEntry(BaseModel):
+    """A document parked until it changes."""
+
+    subject: str = Field(description="`node:<file id>` (files, notes) or `<doc_type>:<id>`.")
+    reason: str
+    parked_at: float = Field(description="Unix seconds.")
+    attempts: int = Field(description="Runs counted before it was parked (0: parked at once).")
+    path: str | None = Field(None, description="The file's path in the user's view.")
+    mime_type: str | None = None
+
+
+class FailingEntry(BaseModel):
+    """A document whose last run failed."""
+
+    subject: str
+    attempts: int = Field(description="Runs that failed in a row.")
+    last_error: str
+    at: float = Field(description="When the last run failed, Unix seconds.")
+    retrying: bool = Field(description="A retry is scheduled.")
+
+
+class FirstIndexing(BaseModel):
+    """The user's first indexing: from the first document queued for the user until nothing
+    of theirs was pending for the first time."""
+
+    state: str = Field(description="not_started, running or done.")
+    started_at: float | None = Field(None, description="Unix seconds.")
+    done_at: float | None = Field(None, description="Unix seconds.")
+    finished: int = Field(description="Documents finished during it.")
+    progress: float | None = Field(
+        None, description="finished / (finished + pending), 0 to 1, while it runs."
+    )
+    eta_seconds: float | None = Field(
+        None,
+        description="pending / the user's measured rate, while it runs; null until a "
+        "document has finished in the rate window.",
+    )
+
+
+class Throughput(BaseModel):
+    """Documents and chunks of the user finished per second, measured over the window."""
+
+    documents_per_second: float
+    chunks_per_second: float
+    window_seconds: float
+
+
+class UserStatus(BaseModel):
+    """Body of ``GET /v1/status``: the index as it concerns the caller only."""
+
+    user: str
+    doc_types: dict[str, DocTypeStatus] = Field(description="Keyed by doc_type.")
+    pending: int = Field(description="Documents queued for the user, not yet processed.")
+    failed: int = Field(description="Dead-letter entries plus failing documents not retried.")
+    dead_letter: list[DeadLetterEntry]
+    failing: list[FailingEntry]
+    skipped: dict[str, int] = Field(
+        description="Documents a rule leaves out, per rule: excluded_path, "
+        "path_not_included, excluded_tag, missing_required_tag, unsupported_format, "
+        "mime_type, not readable, download refused, archived, no_text."
+    )
+    first_indexing: FirstIndexing
+    throughput: Throughput
+
+
+def user_status(services: Services, user_id: str, now: float | None = None) -> dict[str, Any]:
+    """The status of ``user_id`` as a JSON-able dict (:class:`UserStatus`'s fields). Reads
+    Redis and the store (one count per doc type); raises what they raise (``redis.RedisError``,
+    :class:`~ncindex.errors.StoreUnavailable`)."""
+    now = time.time() if now is None else now
+    keys = services.settings.names
+    client = services.redis
+    progress = Progress(client, keys)
+    scans = client.hmget(last_scans_key(keys), [f"{user_id}:{t.value}" for t in DocType])
+    doc_types: dict[str, DocTypeStatus] = {}
+    for doc_type, raw in zip(DocType, scans, strict=True):
+        count = services.store.count(
+            first_chunks(acl_condition(user_id), doc_type_condition(doc_type))
+        )
+        doc_types[doc_type.value] = DocTypeStatus(indexed=count, last_scan=_last_scan(raw))
+    letters = [
+        DeadLetterEntry(
+            subject=e.subject,
+            reason=e.reason,
+            parked_at=e.parked_at,
+            attempts=e.deliveries,
+            path=e.path or None,
+            mime_type=e.mime_type or None,
+        )
+        for e in DeadLetters(client, keys).entries()
+        if e.user == user_id
+    ]
+    failing = [
+        FailingEntry(
+            subject=f.subject,
+            attempts=f.attempts,
+            last_error=f.last_error,
+            at=f.at,
+            retrying=f.retrying,
+        )
+        for f in FailingDocuments(client, keys).entries()
+        if f.user == user_id
+    ]
+    pending = progress.pending(user_id, now)
+    rates = progress.rates(user_id, now=now)
+    status = UserStatus(
+        user=user_id,
+        doc_types=doc_types,
+        pending=pending,
+        failed=len(letters) + sum(1 for f in failing if not f.retrying),
+        dead_letter=letters,
+        failing=failing,
+        skipped=progress.skipped(user_id),
+        first_indexing=first_indexing(progress, user_id, pending, rates.documents_per_second),
+        throughput=Throughput(
+            documents_per_second=round(rates.documents_per_second, 3),
+            chunks_per_second=round(rates.chunks_per_second, 3),
+            window_seconds=rates.window_seconds,
+        ),
+    )
+    return status.model_dump(mode="json")
+
+
+def first_indexing(progress: Progress, user: str, pending: int, per_second: float) -> FirstIndexing:
+    """``user``'s first indexing, with progress and ETA while it runs (``pending`` documents
+    left, finishing at ``per_second``)."""
+    first = progress.first_indexing(user)
+    started, done, finished = first["started_at"], first["done_at"], int(first["finished"] or 0)
+    if started is None:
+        return FirstIndexing(state="not_started", finished=0)
+    if done is not None:
+        return FirstIndexing(
+            state="done", started_at=started, done_at=done, finished=finished, progress=1.0
+        )
+    total = finished + pending
+    return FirstIndexing(
+        state="running",
+        started_at=started,
+        finished=finished,
+        progress=round(finished / total, 4) if total else None,
+        eta_seconds=eta_seconds(pending, per_second),
+    )
+
+
+def _last_scan(raw: bytes | None) -> LastScan | None:
+    if raw is None:
+        return None
+    summary = json.loads(raw)
+    return LastScan(
+        finished_at=round(summary["at"] + summary.get("seconds", 0.0), 3),
+        clean=bool(summary.get("clean")),
+        listed=int(summary.get("listed", 0)),
+        error=summary.get("error"),
+        unavailable=summary.get("unavailable"),
+        in_sync_at=summary.get("in_sync_at"),
+    )

@@ -383,6 +383,9 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("beat.replicas", 2, "beat"),
         ("gunicorn.preStopSeconds", 0, "preStopSeconds"),
         ("metrics.scrapeAnnotations", "yes", "scrapeAnnotations"),
+        ("metrics.prometheusRule.indexLagSeconds", 0, "indexLagSeconds"),
+        ("metrics.serviceMonitor.interval", "30 seconds", "interval"),
+        ("metrics.grafanaDashboard.labels", {"grafana_dashboard": 1}, "grafana_dashboard"),
         ("ingress.searchPaths", ["/*"], "searchPaths"),
     ],
 )

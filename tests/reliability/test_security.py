@@ -198,6 +198,7 @@ def test_every_search_endpoint_needing_credentials_is_401_without_them(
         "/v1/folders",
         "/v1/tags",
         "/rcp/<path:method>",
+        "/v1/status",
     }, "a new endpoint: decide whether it needs credentials"
     shared_id = sorted(keys_of(corpus_stack.sim, "alice", SHARED))[0].split(":")[1]
     requests = {
@@ -205,6 +206,7 @@ def test_every_search_endpoint_needing_credentials_is_401_without_them(
         "/v1/documents/<doc_type>/<path:doc_id>/context": ("GET", None),
         "/v1/folders": ("GET", None),
         "/v1/tags": ("GET", None),
+        "/v1/status": ("GET", None),
     }
     for rule in guarded:
         for headers in BAD_CREDENTIALS:

@@ -359,6 +359,7 @@ def test_openapi_document(ro_api: Api) -> None:
         "/v1/filters",
         "/v1/documents/{doc_type}/{doc_id}/context",
         "/rcp/{method}",
+        "/v1/status",
     }
     schemas = doc["components"]["schemas"]
     request = schemas["SearchRequest"]["properties"]
@@ -414,6 +415,9 @@ def test_rate_limit(
             == 200
         )
         assert context_status(client, auth, api.keys[LIGHT]) == 429
+        # so does the caller's status
+        assert client.get("/v1/status", auth=auth).status_code == 429
+        assert client.get("/v1/status", auth=("bob", PASSWORDS["bob"])).status_code == 200
         assert client.get("/v1/filters").status_code == 200  # not limited
         # RCP shares the limit and answers JSON-RPC -32011 with the HTTP 429
         rcp_reply = client.post(

@@ -27,6 +27,7 @@ from mcp_server import create_app
 from mcp_server.tools import stitched
 from ncindex.embedding.embedder import Embedder
 from ncindex.index.deadletter import DeadLetter, DeadLetters
+from ncindex.progress import Progress
 from ncindex.search.filter_fields import filters_document
 from ncindex.search.service import ContextChunk, ContextResponse
 from ncindex.settings import Settings
@@ -205,8 +206,8 @@ def test_bad_arguments_are_tool_errors_naming_the_field(mcp_url: str) -> None:
 def test_list_filters_and_index_status(mcp_url: str, ro_api: Api) -> None:
     names = ro_api.settings.names
     client = redis.Redis.from_url(ro_api.settings.redis_url)
-    # one index task waiting out its debounce and one parked document, both alice's
-    client.set(f"{names.debounce_prefix}index:alice:4242", "sent", ex=60)
+    # one document queued and one parked, both alice's
+    Progress(client, names).queued("alice", ["node:4243"])
     DeadLetters(client, names).park(
         DeadLetter("node:4242", "alice", "corrupt PDF", "etag-1", "ncindex.index_node")
     )
@@ -222,22 +223,22 @@ def test_list_filters_and_index_status(mcp_url: str, ro_api: Api) -> None:
     try:
         filters, mine, theirs = run(main())
     finally:
-        client.delete(f"{names.debounce_prefix}index:alice:4242")
+        client.delete(names.pending("alice"))
         DeadLetters(client, names).release("node:4242")
     assert filters.structured_content == filters_document()
     # alice can read her four files and a note (one file is shared with bob); bob his two and
     # the share
-    assert mine.structured_content == {
-        "user": "alice",
-        "doc_types": {"note": {"indexed": 1}, "file": {"indexed": 4},
-                      "deck_card": {"indexed": 0}, "news_item": {"indexed": 0}},
-        "documents": 5,
-        "pending": 1,
-        "failed": 1,
+    status = mine.structured_content
+    assert status["user"] == "alice"
+    assert {t: v["indexed"] for t, v in status["doc_types"].items()} == {
+        "note": 1, "file": 4, "deck_card": 0, "news_item": 0
     }  # fmt: skip
+    assert (status["pending"], status["failed"]) == (1, 1)
+    assert [e["reason"] for e in status["dead_letter"]] == ["corrupt PDF"]
     assert theirs.structured_content["user"] == "bob"
-    assert theirs.structured_content["documents"] == 3
+    assert sum(v["indexed"] for v in theirs.structured_content["doc_types"].values()) == 3
     assert theirs.structured_content["pending"] == theirs.structured_content["failed"] == 0
+    assert theirs.structured_content["dead_letter"] == []
 
 
 def test_bad_or_missing_credentials_are_401(mcp_url: str) -> None:

@@ -185,3 +185,44 @@ def test_reconcile_apply_takes_the_scan_lock_of_the_task(
     assert done.exit_code == 0, done.output
     assert client.llen("index") == 3
     client.flushdb()
+
+
+def test_long_commands_draw_progress_bars_on_a_terminal(
+    nextcloud: tuple[NextcloudSimulator, SimulatorServer],
+    redis_url: str,
+    model_dir: Path,
+    tmp_path: Path,
+) -> None:
+    redis.Redis.from_url(redis_url).flushdb()
+    env = {
+        "NCINDEX_NEXTCLOUD_URL": nextcloud[1].url,
+        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw"}),
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_QDRANT_PATH": str(tmp_path / "qdrant"),
+        "NCINDEX_MODEL_DIR": str(model_dir),
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+    terminal = env | {"TTY_COMPATIBLE": "1"}  # rich: stderr is a terminal
+    runner = CliRunner()
+    applied = runner.invoke(main, ["reconcile", "--apply"], env=terminal)
+    assert applied.exit_code == 0, applied.output
+    assert "4/4" in applied.stderr  # one scan per doc type of the one account
+    assert "alice file: listed 3" in applied.stdout
+    plain = runner.invoke(main, ["reconcile"], env=env)
+    assert plain.stderr == ""  # no terminal, no bar
+
+    data = tmp_path / "beir"
+    (data / "qrels").mkdir(parents=True)
+    docs = {"d1": "Lighthouse lenses focus light.", "d2": "Kelp forests grow fast."}
+    (data / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items())
+    )
+    queries = {"q1": "lighthouse lens", "q2": "kelp growth"}
+    (data / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items())
+    )
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    evaluated = runner.invoke(main, ["eval", str(data), "--mode", "bm25"], env=terminal)
+    assert evaluated.exit_code == 0, evaluated.output
+    assert "library queries" in evaluated.stderr and "2/2" in evaluated.stderr
+    assert "bm25 (library)" in evaluated.stdout

@@ -1,0 +1,128 @@
+"""``ncindex status`` on a terminal: the status of :func:`ncindex.sync.status.collect_status`
+drawn with rich (tables and progress bars), redrawn in place by ``--watch``; and the progress
+bar the long commands (``reconcile --apply``, ``reindex --wait``, ``eval``) show on stderr
+when it is a terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console, Group
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+
+def duration(seconds: float | None) -> str:
+    """``"3 h 05 min"``, ``"4 min 10 s"``, ``"12 s"``; ``"?"`` for ``None`` (no rate yet)."""
+    if seconds is None:
+        return "?"
+    seconds = round(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds} s"
+
+
+def render(data: dict[str, Any]) -> Group:
+    """The status as rich renderables: a summary, one row per user with a progress bar of
+    their first indexing (full once done), and the skipped documents per rule."""
+    total = data["total"]
+    rates = total["rates"]
+    workers = data.get("workers")
+    seen = "not asked" if workers is None else (", ".join(workers) if workers else "none answered")
+    queues = ", ".join(f"{q} {n}" for q, n in data["queues"].items())
+    summary = Text.assemble(
+        ("queues ", "bold"),
+        f"{queues}; reserved {data['reserved']}; index lag {data['index_lag_seconds']} s\n",
+        ("workers ", "bold"),
+        f"{seen}\n",
+        ("total ", "bold"),
+        f"pending {total['pending']}, {rates['documents_per_second']} documents/s, "
+        f"{rates['chunks_per_second']} chunks/s (last {duration(rates['window_seconds'])}), "
+        f"backlog ETA {duration(total['eta_seconds'])}; dead letter {total['dead_letter']}, "
+        f"failing {total['failing']}",
+    )
+    table = Table(title="per user (docs: indexed documents; pend: pending)", expand=False)
+    width = max((len(u) for u in data["users"]), default=4)
+    table.add_column("user", no_wrap=True, min_width=min(width, 24))
+    for name in ("docs", "pend"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("first indexing", no_wrap=True, min_width=16)
+    for name in ("doc/s", "chunk/s", "ETA", "dead/fail"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for user, row in data["users"].items():
+        first = row["first_indexing"]
+        done = first["state"] == "done"
+        fraction = 1.0 if done else (first["progress"] or 0.0)
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(
+            ProgressBar(total=1.0, completed=fraction, width=10),
+            f"{fraction:.0%}" if first["state"] != "not_started" else "-",
+        )
+        indexed = row.get("indexed")
+        table.add_row(
+            user,
+            "?" if indexed is None else str(sum(indexed.values())),
+            str(row["pending"]),
+            bar,
+            str(row["rates"]["documents_per_second"]),
+            str(row["rates"]["chunks_per_second"]),
+            duration(row["eta_seconds"]),
+            f"{row['dead_letter']}/{row['failing']}",
+        )
+    skipped = Text(
+        "\n".join(
+            f"skipped for {user} by rule: "
+            + ", ".join(f"{k} {v}" for k, v in row["skipped"].items())
+            for user, row in data["users"].items()
+            if row["skipped"]
+        )
+    )
+    return Group(summary, table, skipped)
+
+
+@contextmanager
+def progress_bar(description: str, total: int | None) -> Iterator[Callable[..., None]]:
+    """A progress bar on stderr while the block runs, when stderr is a terminal (else
+    nothing is drawn). Yields ``step(advance=1, *, completed=None, total=None,
+    description=None)``: advance by ``advance`` steps, or set what is ``completed`` out of
+    ``total`` and what is being done."""
+    console = Console(stderr=True)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not console.is_terminal,
+    )
+    with bar:
+        task = bar.add_task(description, total=total)
+
+        def step(
+            advance: int = 1,
+            *,
+            completed: int | None = None,
+            total: int | None = None,
+            description: str | None = None,
+        ) -> None:
+            if completed is None:
+                bar.update(task, advance=advance, total=total, description=description)
+            else:
+                bar.update(task, completed=completed, total=total, description=description)
+
+        yield step

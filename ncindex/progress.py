@@ -1,0 +1,295 @@
+"""What the write path records so that people can see it move: documents pending per user,
+documents left out by a rule, documents finished per time bucket (rates, ETA), each user's
+first indexing, and the documents whose tasks keep failing (issue 25).
+
+All of it is in Redis under the deployment's namespace (keys in :class:`ncindex.names.Names`),
+written by the producers and the workers and read by ``GET /v1/status``
+(:mod:`ncindex.sync.user_status`) and ``ncindex status`` (:mod:`ncindex.sync.status`):
+
+- ``pending:<user>`` — a sorted set of the documents (subjects, as the dead letter names them:
+  ``node:<file id>`` or ``<doc_type>:<id>``) an index task was queued for as ``user`` and has
+  not ended for, scored by when it was first queued (Unix seconds). Added when a task is sent
+  (:func:`ncindex.ingest.queueing.send_actions`), removed when its run ends in any way but a
+  retry. A member older than :data:`PENDING_HORIZON` is dropped when read: its message was
+  lost (Redis flushed, a purge), so it will never end.
+- ``skipped:<user>`` — a hash subject → the rule that leaves the document out
+  (:mod:`ncindex.sources.eligibility`'s reasons, and the indexer's ``not readable``,
+  ``download refused``, ``archived``, ``no_text``), written by the index task and replaced by
+  each full walk of the user's files (reconcile).
+- ``throughput:<bucket>`` — a hash per :data:`BUCKET_SECONDS` of documents and chunks
+  finished, in total (``documents``, ``chunks``) and per user (``documents:<user>``,
+  ``chunks:<user>``); each expires :data:`KEEP_SECONDS` after its bucket, so at most
+  ``KEEP_SECONDS / BUCKET_SECONDS + 1`` of them exist.
+- ``first-indexing:<user>`` — when the first task was queued for ``user`` (``started_at``),
+  how many documents finished since (``finished``), and when nothing was pending any more
+  for the first time (``done_at``).
+- ``failing`` — a hash subject → JSON of the last failed or retried run of a document:
+  ``user``, ``task``, ``kwargs``, ``attempts`` (runs that failed in a row), ``last_error``,
+  ``at``; removed when a run of it ends without an error.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+from ncindex import names
+from ncindex.names import Names
+
+#: Length of a throughput bucket, seconds.
+BUCKET_SECONDS = 10
+#: How long a throughput bucket is kept, seconds (the longest rate window that can be asked).
+KEEP_SECONDS = 900
+#: The rate window ``ncindex status`` and ``/v1/status`` use by default, seconds.
+RATE_SECONDS = 300
+#: A pending document older than this (seconds) is taken to be lost and dropped when read.
+PENDING_HORIZON = 7 * 86400
+#: The tasks whose documents are tracked as pending (one document each).
+TRACKED_TASKS = (names.INDEX_NODE, names.INDEX_DOCUMENT)
+
+
+def node_subject(file_id: int | str) -> str:
+    """The subject of a file or note: ``"node:<file id>"`` (one id, either type)."""
+    return f"node:{file_id}"
+
+
+def task_subject(task: str, kwargs: Mapping[str, Any]) -> str | None:
+    """The subject a tracked task works on (``node:<file id>``, ``<doc_type>:<id>``), or
+    ``None`` for a task that is not about one document."""
+    if task == names.INDEX_NODE and "file_id" in kwargs:
+        return node_subject(kwargs["file_id"])
+    if task == names.INDEX_DOCUMENT and {"doc_type", "doc_id"} <= kwargs.keys():
+        if kwargs["doc_type"] in ("file", "note"):
+            return node_subject(kwargs["doc_id"])
+        return f"{kwargs['doc_type']}:{kwargs['doc_id']}"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """Documents and chunks finished per second over ``window_seconds`` (the part of the
+    asked window that saw activity, at least one bucket; 0 rates when nothing finished)."""
+
+    documents_per_second: float
+    chunks_per_second: float
+    window_seconds: float
+    documents: int
+    chunks: int
+
+
+class Progress:
+    """The progress records of deployment ``keys`` on one Redis client."""
+
+    def __init__(self, client: redis.Redis, keys: Names) -> None:
+        self.redis = client
+        self.keys = keys
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def queued(self, user: str, subjects: Iterable[str], now: float | None = None) -> None:
+        """Tasks were sent for ``subjects`` as ``user``: they are pending (their first
+        queueing time is kept), and ``user``'s first indexing starts if it has not."""
+        subjects = list(subjects)
+        if not subjects:
+            return
+        now = time.time() if now is None else now
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zadd(self.keys.pending(user), dict.fromkeys(subjects, now), nx=True)
+        pipe.hsetnx(self.keys.first_indexing(user), "started_at", f"{now:.3f}")
+        pipe.execute()
+
+    def finished(
+        self,
+        user: str,
+        subject: str,
+        action: str,
+        chunks: int = 0,
+        reason: str | None = None,
+        now: float | None = None,
+    ) -> None:
+        """A run for ``subject`` as ``user`` ended with ``action`` (an indexer outcome, or
+        ``failed``) after embedding ``chunks``: it is no longer pending, it counts in the
+        throughput, an ``ineligible`` one is recorded under its rule (``reason``; ``no_text``
+        without one) and any other takes it out of the skipped. Ends the first indexing when
+        nothing of ``user`` is pending any more."""
+        now = time.time() if now is None else now
+        keys = self.keys
+        bucket = keys.throughput(int(now // BUCKET_SECONDS))
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrem(keys.pending(user), subject)
+        if action == "ineligible":
+            pipe.hset(keys.skipped(user), subject, reason or "no_text")
+        else:
+            pipe.hdel(keys.skipped(user), subject)
+        for name, value in (("documents", 1), ("chunks", int(chunks))):
+            pipe.hincrby(bucket, name, value)
+            pipe.hincrby(bucket, f"{name}:{user}", value)
+        pipe.expire(bucket, KEEP_SECONDS + BUCKET_SECONDS)
+        pipe.hgetall(keys.first_indexing(user))
+        pipe.zcard(keys.pending(user))
+        *_, first, left = pipe.execute()
+        if first.get(b"started_at") and not first.get(b"done_at"):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hincrby(keys.first_indexing(user), "finished", 1)
+            if not left:
+                pipe.hsetnx(keys.first_indexing(user), "done_at", f"{now:.3f}")
+            pipe.execute()
+
+    def record_skips(
+        self, user: str, skipped: Mapping[str, str], listed: Iterable[str], *, full: bool
+    ) -> None:
+        """A scan of ``user``'s files found ``skipped`` (subject → rule) and the indexable
+        ``listed`` subjects; a ``full`` walk replaces what was recorded of files and notes
+        (``node:`` subjects), a partial one updates the documents it saw."""
+        key = self.keys.skipped(user)
+        if full:
+            gone = [k for k in self.redis.hkeys(key) if k.startswith(b"node:")]
+        else:
+            gone = [s.encode() for s in listed]
+        pipe = self.redis.pipeline()
+        if gone:
+            pipe.hdel(key, *gone)
+        if skipped:
+            pipe.hset(key, mapping=dict(skipped))
+        pipe.execute()
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def pending(self, user: str, now: float | None = None) -> int:
+        """How many documents are pending for ``user`` (lost ones dropped first)."""
+        now = time.time() if now is None else now
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zremrangebyscore(self.keys.pending(user), "-inf", now - PENDING_HORIZON)
+        pipe.zcard(self.keys.pending(user))
+        return int(pipe.execute()[1])
+
+    def skipped(self, user: str) -> dict[str, int]:
+        """Documents of ``user`` left out, counted per rule."""
+        values = self.redis.hvals(self.keys.skipped(user))
+        return dict(sorted(Counter(v.decode() for v in values).items()))
+
+    def rates(
+        self, user: str | None = None, seconds: int = RATE_SECONDS, now: float | None = None
+    ) -> Rates:
+        """Documents and chunks finished per second over the last ``seconds`` (at most
+        :data:`KEEP_SECONDS`), for ``user`` or (``None``) everyone. The rate is taken over
+        the window from the first bucket in it that saw a document finish, so a burst that
+        started a minute ago is not diluted over five."""
+        now = time.time() if now is None else now
+        seconds = max(BUCKET_SECONDS, min(int(seconds), KEEP_SECONDS))
+        last = int(now // BUCKET_SECONDS)
+        first = int((now - seconds) // BUCKET_SECONDS) + 1
+        pipe = self.redis.pipeline(transaction=False)
+        suffix = f":{user}" if user is not None else ""
+        for bucket in range(first, last + 1):
+            pipe.hmget(self.keys.throughput(bucket), f"documents{suffix}", f"chunks{suffix}")
+        documents = chunks = 0
+        active: int | None = None
+        for bucket, (docs, chunk) in zip(range(first, last + 1), pipe.execute(), strict=True):
+            if docs and int(docs):
+                active = bucket if active is None else active
+                documents += int(docs)
+                chunks += int(chunk or 0)
+        if active is None:
+            return Rates(0.0, 0.0, float(seconds), 0, 0)
+        span = max(float(BUCKET_SECONDS), now - active * BUCKET_SECONDS)
+        return Rates(documents / span, chunks / span, round(span, 1), documents, chunks)
+
+    def users(self) -> list[str]:
+        """Every user a document was queued for (they have a first-indexing record)."""
+        prefix = self.keys.first_indexing("")
+        found = self.redis.scan_iter(match=prefix + "*", count=500)
+        return sorted(k.decode()[len(prefix) :] for k in found)
+
+    def first_indexing(self, user: str) -> dict[str, float | int | None]:
+        """``{"started_at", "done_at", "finished"}`` of ``user``'s first indexing (Unix
+        seconds, ``None`` when not yet; documents finished during it)."""
+        raw = {
+            k.decode(): v.decode()
+            for k, v in self.redis.hgetall(self.keys.first_indexing(user)).items()
+        }
+        return {
+            "started_at": float(raw["started_at"]) if "started_at" in raw else None,
+            "done_at": float(raw["done_at"]) if "done_at" in raw else None,
+            "finished": int(raw.get("finished", 0)),
+        }
+
+
+def eta_seconds(pending: int, per_second: float) -> float | None:
+    """Seconds until ``pending`` documents are done at ``per_second``; 0 with nothing
+    pending, ``None`` when nothing was measured to go on (a rate of 0)."""
+    if pending <= 0:
+        return 0.0
+    if per_second <= 0:
+        return None
+    return round(pending / per_second, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """The last failed (or retried) run of a document: ``subject``, the ``user`` it ran as,
+    the ``task`` and its ``kwargs`` (to send it again), ``attempts`` (runs that failed in a
+    row), ``last_error`` (``"<exception class>: <message>"``), ``at`` (Unix seconds) and
+    whether Celery will still ``retry`` it."""
+
+    subject: str
+    user: str
+    task: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 1
+    last_error: str = ""
+    at: float = 0.0
+    retrying: bool = False
+
+
+class FailingDocuments:
+    """The documents whose last run failed, of deployment ``keys`` (hash ``failing``)."""
+
+    def __init__(self, client: redis.Redis, keys: Names) -> None:
+        self.redis = client
+        self.key = keys.failing
+
+    def failed(
+        self,
+        subject: str,
+        user: str,
+        task: str,
+        kwargs: Mapping[str, Any],
+        error: BaseException,
+        *,
+        retrying: bool,
+    ) -> Failure:
+        """Count one more failed run of ``subject``; returns what is stored."""
+        previous = self.get(subject)
+        entry = Failure(
+            subject,
+            user,
+            task,
+            {k: v for k, v in kwargs.items() if k != "debounce_key"},
+            (previous.attempts + 1) if previous else 1,
+            f"{type(error).__name__}: {error}"[:2000],
+            round(time.time(), 3),
+            retrying,
+        )
+        self.redis.hset(self.key, subject, json.dumps(asdict(entry)))
+        return entry
+
+    def get(self, subject: str) -> Failure | None:
+        """The entry of ``subject``, or ``None``."""
+        raw = self.redis.hget(self.key, subject)
+        return Failure(**json.loads(raw)) if raw else None
+
+    def clear(self, subject: str) -> bool:
+        """Forget ``subject``'s failures; ``True`` when there were some."""
+        return bool(self.redis.hdel(self.key, subject))
+
+    def entries(self) -> list[Failure]:
+        """Every failing document, most recent first."""
+        raw = self.redis.hvals(self.key)
+        return sorted((Failure(**json.loads(v)) for v in raw), key=lambda f: -f.at)

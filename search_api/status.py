@@ -1,0 +1,46 @@
+"""``GET /v1/status``: the index as it concerns the caller (issue 25).
+
+The caller is authenticated as for a search (:func:`ncindex.web.auth.resolve_caller`) and the
+request counts against the same per-caller rate limit. The body is
+:class:`ncindex.sync.user_status.UserStatus` for the caller's own user id only. Errors are
+problem+json: 401 ``unauthenticated``, 429 ``rate_limited``, 503 ``backend_unavailable``
+(Redis, the store or Nextcloud cannot be asked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from flask import Blueprint, Response, jsonify, request
+
+from ncindex.errors import BrokerUnavailable
+from ncindex.runtime import Services
+from ncindex.sync.user_status import user_status
+from ncindex.web.auth import resolve_caller
+from ncindex.web.problems import TRANSLATED, problem_for
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def status_blueprint(services: Services, limited: Decorator | None = None) -> Blueprint:
+    """Blueprint with ``GET /v1/status``; ``limited`` is the per-caller rate limit."""
+    bp = Blueprint("status", __name__)
+    limit = limited or (lambda f: f)
+
+    @bp.get("/v1/status")
+    @limit
+    def status() -> Response | tuple[Response, int]:
+        try:
+            client = resolve_caller(services, request.headers.get("Authorization"))
+            assert client.user is not None
+            try:
+                body = user_status(services, client.user)
+            except redis.RedisError as exc:
+                raise BrokerUnavailable(f"redis: {exc}") from exc
+        except TRANSLATED as exc:
+            return problem_for(exc)
+        return jsonify(body)
+
+    return bp

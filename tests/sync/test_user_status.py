@@ -1,0 +1,144 @@
+"""``GET /v1/status`` and :func:`ncindex.sync.user_status.user_status`: each caller sees their
+own documents, pending, dead letter, skips per rule, last scans and first-indexing progress,
+and nothing of anyone else's — over the whole stack (simulator, receiver, Redis, Celery
+worker, Qdrant Edge)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import redis
+from celery import Celery
+
+from ncindex.progress import BUCKET_SECONDS, KEEP_SECONDS, Progress
+from ncindex.sync.reconcile import Reconciler
+from ncindex.sync.user_status import user_status
+from search_api.openapi import openapi_document
+from support import PASSWORDS, Stack, wait_until
+
+CORRUPT = b"%PDF-1.7\n1 0 obj << /Type /Catalog >> garbage without xref\n%%EOF"
+
+
+def status_of(stack: Stack, user: str) -> dict:
+    response = stack.search.get("/v1/status", auth=(user, PASSWORDS[user]))
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
+def schema_check(body: dict) -> None:
+    doc = openapi_document()
+    schema = {"$ref": "#/components/schemas/UserStatus", "components": doc["components"]}
+    jsonschema.validate(body, schema)
+
+
+def test_each_caller_sees_only_their_own_status(stack: Stack) -> None:
+    stack.settings.index_exclude_globs = ["/Private/**"]
+    good = [
+        stack.sim.put_file("alice", f"/Docs/lamp{i}.txt", f"Lamp wick number {i}.".encode())
+        for i in range(3)
+    ]
+    broken = stack.sim.put_file("alice", "/Docs/broken.pdf", CORRUPT)
+    stack.sim.put_file("alice", "/Private/diary.txt", b"Private thoughts about kelp.")
+    stack.sim.put_file("alice", "/Pictures/kelp.png", b"\x89PNG\r\n\x1a\n not really")
+    stack.sim.put_file("bob", "/Docs/tide.txt", b"Tide tables for the harbour.")
+    wait_until(lambda: all(stack.points(f"file:{i}") for i in good), 30)
+    wait_until(stack.drained, 30)
+
+    alice = status_of(stack, "alice")
+    schema_check(alice)
+    assert alice["user"] == "alice"
+    assert alice["doc_types"]["file"]["indexed"] == 3
+    assert alice["pending"] == 0
+    [letter] = alice["dead_letter"]
+    assert letter["subject"] == f"node:{broken}"
+    assert letter["reason"].startswith("ExtractionError")
+    assert (letter["path"], letter["mime_type"]) == ("/Docs/broken.pdf", "application/pdf")
+    assert alice["failed"] == 1
+    assert alice["skipped"] == {"excluded_path": 1, "unsupported_format": 1}
+    first = alice["first_indexing"]
+    assert first["state"] == "done" and first["finished"] >= 6 and first["progress"] == 1.0
+    assert alice["throughput"]["documents_per_second"] > 0
+
+    bob = status_of(stack, "bob")
+    schema_check(bob)
+    assert bob["doc_types"]["file"]["indexed"] == 1
+    assert bob["dead_letter"] == [] and bob["failed"] == 0 and bob["skipped"] == {}
+    text = json.dumps(bob)
+    assert "broken" not in text and "Private" not in text and f"node:{broken}" not in text
+
+    # the same dict is what the MCP tool gets
+    assert user_status(stack.services, "bob")["doc_types"]["file"]["indexed"] == 1
+
+
+def test_status_needs_credentials_and_is_in_openapi(stack: Stack) -> None:
+    response = stack.search.get("/v1/status")
+    assert response.status_code == 401
+    assert response.get_json()["code"] == "unauthenticated"
+    wrong = stack.search.get("/v1/status", auth=("alice", "not-her-password"))
+    assert wrong.status_code == 401
+    doc = stack.search.get("/openapi.json").get_json()
+    operation = doc["paths"]["/v1/status"]["get"]
+    assert operation["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/UserStatus"
+    }
+    assert operation["security"]
+    assert {"pending", "dead_letter", "skipped", "first_indexing", "doc_types"} <= set(
+        doc["components"]["schemas"]["UserStatus"]["properties"]
+    )
+
+
+def test_a_full_walk_records_skips_no_webhook_announced(stack: Stack, producer: Celery) -> None:
+    stack.settings.index_exclude_globs = ["/Private/**"]
+    stack.sim.put_file("carol", "/Private/a.txt", b"Alpha.")
+    stack.sim.put_file("carol", "/Private/b.txt", b"Beta.")
+    stack.sim.put_file("carol", "/Docs/c.txt", b"Gamma rays.")
+    wait_until(stack.drained, 30)
+    keys = stack.settings.names
+    stack.services.redis.delete(keys.skipped("carol"))  # as if no event had been seen
+    assert Progress(stack.services.redis, keys).skipped("carol") == {}
+    from ncindex.index.indexing import Indexer
+
+    Reconciler(stack.services, Indexer(stack.services), producer).scan("carol", "file")
+    assert Progress(stack.services.redis, keys).skipped("carol") == {"excluded_path": 2}
+    stack.settings.index_exclude_globs = []
+    wait_until(stack.drained, 30)
+    for key in stack.services.redis.scan_iter(keys.reconcile_prefix + "*carol*"):
+        stack.services.redis.delete(key)
+    Reconciler(stack.services, Indexer(stack.services), producer).scan("carol", "file")
+    assert Progress(stack.services.redis, keys).skipped("carol") == {}
+
+
+def test_first_indexing_progress_and_eta_from_the_measured_rate(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    from ncindex.names import Names
+
+    keys = Names("progresstest")
+    progress = Progress(client, keys)
+    start = 1_000_000.0
+    progress.queued("dora", [f"node:{i}" for i in range(10)], now=start)
+    progress.queued("eve", ["node:99"], now=start)
+    for i in range(4):  # four documents in 20 s: 0.2 documents/s
+        progress.finished("dora", f"node:{i}", "indexed", chunks=3, now=start + 5 * (i + 1))
+    now = start + 20
+    from ncindex.sync.user_status import first_indexing
+
+    pending = progress.pending("dora", now=now)
+    rates = progress.rates("dora", now=now)
+    assert pending == 6
+    assert rates.documents == 4 and rates.chunks == 12
+    # from the first active bucket's start (start + 0 … start + 10) to now
+    assert 10 <= rates.window_seconds <= 20
+    first = first_indexing(progress, "dora", pending, rates.documents_per_second)
+    assert first.state == "running" and first.finished == 4 and first.progress == 0.4
+    assert first.eta_seconds == round(6 / rates.documents_per_second, 1)
+    assert progress.rates("eve", now=now).documents == 0  # another user's work is not eve's
+    assert progress.rates(None, now=now).documents == 4
+    assert progress.users() == ["dora", "eve"]  # what `ncindex status` lists besides accounts
+    for i in range(4, 10):
+        progress.finished("dora", f"node:{i}", "unchanged", now=now)
+    assert first_indexing(progress, "dora", 0, 1.0).state == "done"
+    # the throughput buckets expire: the structure stays bounded
+    ttls = [client.ttl(k) for k in client.scan_iter(keys.key("throughput", "*"))]
+    assert ttls and all(0 < t <= KEEP_SECONDS + BUCKET_SECONDS for t in ttls)
