@@ -4,7 +4,7 @@ worker), bounded extraction of a long PDF."""
 from __future__ import annotations
 
 import redis
-from docmakers import pdf_bytes
+from docmakers import corrupt_files, pdf_bytes
 from pipeline_support import drained, events_for, post_envelope
 
 from ncindex.errors import TransientError
@@ -107,3 +107,14 @@ def test_a_600_page_pdf_is_indexed_within_the_page_bound(stack: Stack) -> None:
     assert f"Page {stack.settings.max_pdf_pages} of the tide table" in text
     assert f"Page {stack.settings.max_pdf_pages + 1} of the tide table" not in text
     assert points[0].payload["chunk_count"] == len(points)
+
+
+def test_a_corrupt_file_of_each_format_lands_in_the_dead_letter_with_its_reason(
+    stack: Stack,
+) -> None:
+    cases = corrupt_files()
+    ids = {name: stack.sim.put_file("alice", f"/Broken/{name}", data) for name, _, data, _ in cases}
+    for name, _, _, reason in cases:
+        entry = wait_until(lambda i=ids[name]: parked(stack, i), 30)
+        assert entry.reason.startswith("ExtractionError") and reason in entry.reason, name
+        assert not stack.points(f"file:{ids[name]}")
