@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format setup redis models clean
+.PHONY: run test lint format setup redis tesseract models clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,15 @@ redis:
 	@redis-server --version | grep -qE ' v=([7-9]|[1-9][0-9])\.' || \
 		{ echo "ncindex needs redis-server 7.0 or later, found: $$(redis-server --version)"; exit 1; }
 
+# Tesseract (OCR of images and scanned PDF pages) with its English data, where missing.
+tesseract:
+	@{ command -v tesseract >/dev/null && tesseract --list-langs 2>/dev/null | grep -qx eng; } || \
+		{ apt-get update -qq && apt-get install -y -qq tesseract-ocr tesseract-ocr-eng; }
+
 run: setup
 	$(VENV)/bin/ncindex up
 
-test: setup redis
+test: setup redis tesseract
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports

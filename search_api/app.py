@@ -22,6 +22,7 @@ from ncindex.search.service import SearchService
 from ncindex.settings import Settings
 from ncindex.store import VectorStore
 from ncindex.telemetry import metrics_payload
+from ncindex.text.ocr import ocr_status
 from ncindex.web.auth import confirmed, resolve_caller
 from ncindex.web.health import health_blueprint
 from ncindex.web.problems import install_error_handlers, problem
@@ -144,7 +145,12 @@ def create_app(
     app.register_blueprint(
         health_blueprint(
             {"redis": services.redis.ping, "store": ready_store, "model": ready_model},
-            {"accounts_refused": lambda: sorted(refused_accounts(services.redis, settings.names))},
+            {
+                "accounts_refused": lambda: sorted(
+                    refused_accounts(services.redis, settings.names)
+                ),
+                "ocr": lambda: ocr_status(settings),
+            },
         )
     )
 

@@ -50,6 +50,15 @@ def ocr_from_settings(settings: Settings) -> Ocr | None:
     return Ocr(languages=settings.ocr_languages, max_pages=settings.ocr_max_pages)
 
 
+def ocr_status(settings: Settings) -> str:
+    """OCR as ``/readyz`` and ``ncindex doctor`` report it: ``"ok"``, ``"off"``
+    (``NCINDEX_OCR_ENABLED=false``) or ``"unavailable: <why>"`` (:func:`ocr_problem`)."""
+    if not settings.ocr_enabled:
+        return "off"
+    problem = ocr_problem(settings.ocr_languages)
+    return "ok" if problem is None else f"unavailable: {problem}"
+
+
 @lru_cache(maxsize=8)
 def ocr_problem(languages: str) -> str | None:
     """Why OCR cannot run with ``languages`` on this machine, or ``None`` when it can:

@@ -21,6 +21,7 @@ from docmakers import (
 from ncindex.errors import ExtractionError, TooLarge
 from ncindex.sources.eligibility import effective_mime
 from ncindex.text.extract import ExtractedText, detect_format, extract_text
+from ncindex.text.ocr import Ocr
 
 PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 ODP = "application/vnd.oasis.opendocument.presentation"
@@ -206,7 +207,7 @@ def test_eml_html_only_body_is_read_as_text() -> None:
 @pytest.mark.parametrize(("name", "mime", "data", "reason"), corrupt_files())
 def test_corrupt_files_raise_with_a_reason(name, mime, data, reason) -> None:
     with pytest.raises(ExtractionError, match=reason):
-        extract(data, mime, name)
+        extract(data, mime, name, ocr=Ocr())
 
 
 def test_zip_bombs_are_refused_for_every_zipped_format() -> None:
