@@ -101,6 +101,11 @@ def up(settings: Settings, no_sample: bool) -> None:
             f"  curl -s -u {user}:{password} -H 'Content-Type: application/json' \\\n"
             f"       -d '{body}' {url}/v1/search\n"
         )
+        click.echo(
+            "Other formats are in /Documents/Formats: search, say, "
+            '"zebrafish heart regeneration" (a slide of an ODP, as bob) or '
+            '"freezer malaria serum samples" (a spreadsheet row).\n'
+        )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if running.sample is not None:
