@@ -83,3 +83,9 @@ bench-quality: $(STAMP) models
 bench-load: $(STAMP) redis
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 	$(PY) benchmarks/bench_load.py
+
+# Extraction speed: seconds per MB for each format and seconds per OCR page on this machine
+# → benchmarks/results/extract.json and the "Extraction" section of benchmarks/RESULTS.md.
+.PHONY: bench-extract
+bench-extract: $(STAMP) tesseract
+	$(PY) benchmarks/bench_extract.py

@@ -170,7 +170,7 @@ def csv_bytes(rows: Sequence[Sequence[str]], delimiter: str = ",") -> bytes:
     return out.getvalue().encode()
 
 
-def _pandoc(markdown: str, to: str, suffix: str) -> bytes:
+def _pandoc(markdown: str, to: str, suffix: str, title: str) -> bytes:
     import pypandoc
 
     with tempfile.TemporaryDirectory() as folder:
@@ -180,19 +180,20 @@ def _pandoc(markdown: str, to: str, suffix: str) -> bytes:
             to,
             format="markdown",
             outputfile=str(path),
-            extra_args=["--standalone", "--metadata=title:Fixture"],
+            extra_args=["--standalone", f"--metadata=title:{title}"],
         )
         return path.read_bytes()
 
 
-def epub_bytes(chapters: Sequence[tuple[str, str]]) -> bytes:
-    """An EPUB 3 with one chapter per ``(heading, paragraph)``, by pandoc."""
-    return _pandoc("".join(f"# {h}\n\n{p}\n\n" for h, p in chapters), "epub3", ".epub")
+def epub_bytes(chapters: Sequence[tuple[str, str]], title: str = "Fixture") -> bytes:
+    """An EPUB 3 titled ``title`` with one chapter per ``(heading, paragraph)``, by pandoc."""
+    markdown = "".join(f"# {h}\n\n{p}\n\n" for h, p in chapters)
+    return _pandoc(markdown, "epub3", ".epub", title)
 
 
-def rtf_bytes(paragraphs: Sequence[str]) -> bytes:
-    """An RTF document with ``paragraphs``, by pandoc."""
-    return _pandoc("\n\n".join(paragraphs) + "\n", "rtf", ".rtf")
+def rtf_bytes(paragraphs: Sequence[str], title: str = "Fixture") -> bytes:
+    """An RTF document titled ``title`` with ``paragraphs``, by pandoc."""
+    return _pandoc("\n\n".join(paragraphs) + "\n", "rtf", ".rtf", title)
 
 
 def eml_bytes(

@@ -39,9 +39,10 @@ class Blocks:
 
     def late(self) -> bool:
         """Whether the time budget is spent (then the text is marked truncated)."""
-        if time.monotonic() > self.deadline:
-            self.truncated = True
-        return self.truncated and time.monotonic() > self.deadline
+        if time.monotonic() <= self.deadline:
+            return False
+        self.truncated = True
+        return True
 
     def seconds_left(self) -> float:
         """Seconds of the budget left (0 when spent)."""
