@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import posixpath
 import zipfile
+import zlib
 from urllib.parse import unquote
 from xml.etree.ElementTree import Element
 
@@ -36,7 +37,8 @@ def epub_text(data: bytes, blocks: Blocks, max_chapters: int) -> int:
                 if blocks.late() or not blocks.add(html_text(_read(archive, path), headings=True)):
                     break
             return len(chapters)
-    except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError) as exc:
+    # zlib.error: a damaged deflate stream; RuntimeError includes zipfile's NotImplementedError
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError, ValueError) as exc:
         raise ExtractionError(f"unreadable EPUB: {type(exc).__name__}: {exc}") from exc
 
 

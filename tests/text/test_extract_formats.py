@@ -17,6 +17,8 @@ from docmakers import (
     rtf_bytes,
     xlsx_bytes,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ncindex.errors import ExtractionError, TooLarge
 from ncindex.sources.eligibility import effective_mime
@@ -274,3 +276,35 @@ def test_chunk_offsets_point_at_the_known_sentences(
             name,
             sentence,
         )
+
+
+@pytest.fixture(scope="module")
+def new_samples() -> list[tuple[bytes, str | None, str]]:
+    return [(data, mime, name) for name, mime, data, _ in sample_files()]
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    which=st.integers(0, 7),
+    cut=st.none() | st.integers(0, 2**24),
+    flips=st.lists(st.tuples(st.integers(0, 2**24), st.integers(0, 255)), max_size=8),
+)
+def test_mangled_files_of_the_new_formats_never_escape_the_error_contract(
+    new_samples, which, cut, flips
+) -> None:
+    """Truncated or bit-flipped files give text or ExtractionError/TooLarge, never another
+    exception (positions modulo the length, so a case replays the same)."""
+    raw, mime, name = new_samples[which]
+    mangled = bytearray(raw if cut is None else raw[: cut % (len(raw) + 1)])
+    for i, byte in flips:
+        if mangled:
+            mangled[i % len(mangled)] = byte
+    try:
+        out = extract(bytes(mangled), mime, name, max_chars=5000)
+    except (ExtractionError, TooLarge):
+        return
+    assert isinstance(out.text, str) and len(out.text) <= 5000
