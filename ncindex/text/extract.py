@@ -295,8 +295,9 @@ def _delimited(default: str) -> Callable[[_Job], None]:
         from ncindex.text.sheets import csv_text, sniff_delimiter
 
         # the rows' text can be longer than max_chars characters of the file (quotes go)
-        text, _ = _decode_text(job.data, _charset(job.mime_type), 2 * job.blocks.max_chars)
+        text, cut = _decode_text(job.data, _charset(job.mime_type), 2 * job.blocks.max_chars)
         csv_text(text, job.blocks, sniff_delimiter(text, default), job.max_rows)
+        job.blocks.truncated = job.blocks.truncated or cut
 
     return read
 

@@ -143,6 +143,14 @@ def test_csv_and_tsv_rows_as_lines() -> None:
         ), name
 
 
+def test_a_csv_cut_at_the_bytes_its_characters_can_need_is_marked_truncated() -> None:
+    # empty cells make no text, so only the byte cut (4 bytes a character) can stop it
+    rows = [["", "", "", ""]] * 5000 + [["The tail row is past the cut."]]
+    result = extract(csv_bytes(rows), "text/csv", "sparse.csv", max_chars=100)
+    assert result.truncated and result.text == ""
+    assert "tail row" in extract(csv_bytes(rows), "text/csv", "sparse.csv").text
+
+
 def test_epub_chapters_in_spine_order_with_headings() -> None:
     chapters = [
         ("The Lighthouse", "The keeper wound the clockwork lens every four hours."),
