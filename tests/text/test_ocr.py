@@ -88,3 +88,17 @@ def test_ocr_off_missing_languages_and_corrupt_images_say_why() -> None:
     assert Eligibility.from_settings(Settings()).file_reason("/a.png", "image/png", []) is None
     off = Eligibility.from_settings(Settings(ocr_enabled=False))
     assert off.file_reason("/a.png", "image/png", []) == "ocr_unavailable"
+
+
+def test_an_image_beyond_pillows_pixel_bound_is_too_large(monkeypatch) -> None:
+    from PIL import Image
+
+    from ncindex.errors import TooLarge
+
+    data = image_bytes([SENTENCE])  # 1800 × 190 pixels
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 200_000)  # warns above, refuses above 2×
+    with pytest.raises(TooLarge, match="image too large"):
+        ocr(data, "image/png", "big.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100_000)
+    with pytest.raises(TooLarge, match="image too large"):
+        ocr(data, "image/png", "big.png")
