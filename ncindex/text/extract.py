@@ -62,7 +62,7 @@ _ZIPPED = frozenset({DOCX, ODT, PPTX, ODP, XLSX, ODS, EPUB})
 
 # IANA media types (https://www.iana.org/assignments/media-types/) and the ones Nextcloud's
 # resources/config/mimetypemapping.dist.json assigns to these extensions.
-MIME_FORMATS = {
+_MIME_FORMATS = {
     "text/plain": TEXT,
     "text/markdown": MARKDOWN,
     "text/x-markdown": MARKDOWN,
@@ -137,7 +137,7 @@ def detect_format(mime_type: str | None, filename: str) -> str | None:
     file with a markdown, CSV or TSV extension is that format."""
     mime = _media_type(mime_type)
     by_ext = _EXT_FORMATS.get(PurePosixPath(filename).suffix.lower().lstrip("."))
-    by_mime = MIME_FORMATS.get(mime)
+    by_mime = _MIME_FORMATS.get(mime)
     if by_mime is None and mime.startswith("text/") and mime not in _TEXT_EXCLUDED:
         by_mime = TEXT
     if by_mime == TEXT and by_ext in (MARKDOWN, CSV, TSV):
@@ -146,8 +146,8 @@ def detect_format(mime_type: str | None, filename: str) -> str | None:
 
 
 #: The MIME type each format stands for when Nextcloud reports a generic one (the first of
-#: :data:`MIME_FORMATS`; images by their extension).
-_CANONICAL_MIME = {fmt: mime for mime, fmt in reversed(MIME_FORMATS.items())}
+#: :data:`_MIME_FORMATS`; images by their extension).
+_CANONICAL_MIME = {fmt: mime for mime, fmt in reversed(_MIME_FORMATS.items())}
 _IMAGE_MIME = {
     **dict.fromkeys(("jpg", "jpeg"), "image/jpeg"),
     **dict.fromkeys(("tif", "tiff"), "image/tiff"),
