@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format setup redis browser models clean
+.PHONY: run test lint format setup redis browser tesseract models clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,10 +29,15 @@ redis:
 browser:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
+# Tesseract (OCR of images and scanned PDF pages) with its English data, where missing.
+tesseract:
+	@{ command -v tesseract >/dev/null && tesseract --list-langs 2>/dev/null | grep -qx eng; } || \
+		{ apt-get update -qq && apt-get install -y -qq tesseract-ocr tesseract-ocr-eng; }
+
 run: setup
 	$(VENV)/bin/ncindex up
 
-test: setup redis browser
+test: setup redis browser tesseract
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
@@ -97,3 +102,9 @@ bench-quality: $(STAMP) models
 bench-load: $(STAMP) redis
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 	$(PY) benchmarks/bench_load.py
+
+# Extraction speed: seconds per MB for each format and seconds per OCR page on this machine
+# → benchmarks/results/extract.json and the "Extraction" section of benchmarks/RESULTS.md.
+.PHONY: bench-extract
+bench-extract: $(STAMP) tesseract
+	$(PY) benchmarks/bench_extract.py

@@ -1,4 +1,5 @@
-"""The ``ncindex`` command line (click): ``up``, ``models``, ``webhooks``, ``doctor``, ``eval``.
+"""The ``ncindex`` command line (click): ``up``, ``models``, ``webhooks``, ``doctor``, ``extract``,
+``eval``.
 
 Every command reads the same :class:`~ncindex.settings.Settings` from the environment
 (``NCINDEX_*``) as the apps do.
@@ -108,6 +109,11 @@ def up(settings: Settings, no_sample: bool) -> None:
         click.echo(
             f"  curl -s -u {user}:{password} -H 'Content-Type: application/json' \\\n"
             f"       -d '{body}' {url}/v1/search\n"
+        )
+        click.echo(
+            "Other formats are in /Documents/Formats: search, say, "
+            '"zebrafish heart regeneration" (a slide of an ODP, as bob) or '
+            '"freezer malaria serum samples" (a spreadsheet row).\n'
         )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -228,6 +234,137 @@ def doctor(settings: Settings, as_json: bool) -> None:
         click.echo(render(lines))
     if failed(lines):
         raise SystemExit(1)
+
+
+#: The setting behind each reason of :meth:`Eligibility.file_reason`, for ``ncindex extract``.
+_RULE_SETTINGS = {
+    "unsupported_format": "no extractor reads this type",
+    "ocr_unavailable": "NCINDEX_OCR_ENABLED / tesseract (see ncindex doctor)",
+    "mime_type": "NCINDEX_INDEX_MIME_TYPES",
+    "excluded_path": "NCINDEX_INDEX_EXCLUDE_GLOBS",
+    "path_not_included": "NCINDEX_INDEX_INCLUDE_GLOBS",
+    "excluded_tag": "NCINDEX_INDEX_EXCLUDED_TAGS",
+    "missing_required_tag": "NCINDEX_INDEX_REQUIRED_TAGS",
+    "too_large": "NCINDEX_MAX_DOWNLOAD_BYTES",
+}
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--mime", help="The MIME type Nextcloud reports (default: by the extension).")
+@click.option("--path", "nc_path", help="The file's path in Nextcloud, for the globs.")
+@click.option("--tag", "tags", multiple=True, help="A system tag the file carries (repeatable).")
+@click.option("--chunks", "show_chunks", is_flag=True, help="Also print each chunk.")
+@click.option("--chars", default=2000, show_default=True, help="Characters of text printed.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def extract(
+    settings: Settings,
+    file: Path,
+    mime: str | None,
+    nc_path: str | None,
+    tags: tuple[str, ...],
+    show_chunks: bool,
+    chars: int,
+    as_json: bool,
+) -> None:
+    """Show what ncindex makes of FILE: its MIME type, whether the indexing rules take it (and
+    which rule says no), its text and, with --chunks, its chunks with offsets and tokens.
+
+    Uses the same settings and bounds as the workers. Exits 1 when the file cannot be
+    extracted, with the reason.
+    """
+    from ncindex.errors import ExtractionError, TooLarge
+    from ncindex.sources.eligibility import Eligibility, effective_mime
+    from ncindex.text.extract import detect_format, extension_mime, extract_text
+    from ncindex.text.ocr import ocr_from_settings
+
+    data = file.read_bytes()
+    path = nc_path or f"/{file.name}"
+    reported = mime or extension_mime(file.name) or "application/octet-stream"
+    reason = Eligibility.from_settings(settings).file_reason(path, reported, list(tags))
+    if reason is None and len(data) > settings.max_download_bytes:
+        reason = "too_large"
+    report: dict[str, Any] = {
+        "file": str(file),
+        "bytes": len(data),
+        "mime_type": effective_mime(reported, path),
+        "mime_source": "--mime" if mime else "extension",
+        "format": detect_format(reported, file.name),
+        "indexed": reason is None,
+        "rule": reason,
+        "rule_setting": _RULE_SETTINGS.get(reason or ""),
+    }
+    started = time.perf_counter()
+    try:
+        extracted = extract_text(
+            data,
+            mime_type=reported,
+            filename=file.name,
+            max_chars=settings.max_document_chars,
+            max_pages=settings.max_pdf_pages,
+            max_seconds=settings.extract_max_seconds,
+            max_rows=settings.max_sheet_rows,
+            ocr=ocr_from_settings(settings),
+        )
+    except (ExtractionError, TooLarge) as exc:
+        report["error"] = f"{type(exc).__name__}: {exc}"
+        _print_extract(report, as_json)
+        raise SystemExit(1) from None
+    report |= {
+        "seconds": round(time.perf_counter() - started, 3),
+        "characters": len(extracted.text),
+        "pages": extracted.pages,
+        "markdown": extracted.markdown,
+        "truncated": extracted.truncated,
+        "text": extracted.text[: max(chars, 0)],
+    }
+    if show_chunks:
+        from ncindex.text.chunking import Chunker
+
+        chunker = Chunker.from_settings(settings)
+        report["chunks"] = [
+            {
+                "index": c.index,
+                "start": c.char_start,
+                "end": c.char_end,
+                "tokens": chunker.count_tokens(c.text, special_tokens=False),
+                "text": c.text,
+            }
+            for c in chunker.chunk_text(extracted.text, markdown=extracted.markdown)
+        ]
+    _print_extract(report, as_json)
+
+
+def _print_extract(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False))
+        return
+    rule = "indexed" if report["indexed"] else f"not indexed: {report['rule']}"
+    if report["rule_setting"]:
+        rule += f" ({report['rule_setting']})"
+    click.echo(f"file       {report['file']} ({report['bytes']} bytes)")
+    click.echo(f"mime type  {report['mime_type']} (from the {report['mime_source']})")
+    click.echo(f"format     {report['format'] or 'unsupported'}")
+    click.echo(f"rules      {rule}")
+    if "error" in report:
+        click.echo(f"error      {report['error']}", err=True)
+        return
+    flags = ", ".join(
+        [f"{report['pages']} pages" if report["pages"] is not None else "no pages"]
+        + (["markdown"] if report["markdown"] else [])
+        + (["truncated"] if report["truncated"] else [])
+    )
+    click.echo(f"text       {report['characters']} characters, {flags}, {report['seconds']} s")
+    shown = len(report["text"])
+    click.echo(f"--- text (first {shown} of {report['characters']} characters) ---")
+    click.echo(report["text"])
+    for chunk in report.get("chunks", []):
+        click.echo(
+            f"--- chunk {chunk['index']}: characters {chunk['start']}-{chunk['end']}, "
+            f"{chunk['tokens']} tokens ---"
+        )
+        click.echo(chunk["text"])
 
 
 @main.command("eval")

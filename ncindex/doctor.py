@@ -3,8 +3,8 @@
 Each check in :data:`CHECKS` looks at one thing and returns :class:`Line`\\ s with a verdict:
 ``ok``, ``warn`` (works, with a cost the detail names), ``fail`` (ncindex cannot work as
 configured; the command exits 1) or ``note`` (advice). A check that needs something an
-earlier one found missing says it was skipped. To add a check (OCR availability, for one),
-append ``(name, function)`` to :data:`CHECKS`.
+earlier one found missing says it was skipped. To add a check, append ``(name, function)``
+to :data:`CHECKS`.
 
 What is checked, and from which source:
 
@@ -22,6 +22,8 @@ What is checked, and from which source:
 * ``NCINDEX_PUBLIC_URL``: Nextcloud refuses to call a local address unless ``config.php`` has
   ``'allow_local_remote_servers' => true`` (``lib/private/Http/Client/Client.php`` →
   ``LocalAddressChecker``);
+* OCR on this machine: the ``tesseract`` program and the language data of
+  ``NCINDEX_OCR_LANGUAGES`` (:func:`ncindex.text.ocr.ocr_status`);
 * a note: deliveries are background jobs (``WebhookCall`` is a ``QueuedJob``), so with cron they
   wait for its next run unless ``occ background-job:worker`` runs (the admin manual's advice).
 """
@@ -42,6 +44,7 @@ from ncindex.ingest.events import COST_WITHOUT, REQUIRED
 from ncindex.ingest.registration import hook_uri, subscribed
 from ncindex.runtime import Services
 from ncindex.settings import Settings
+from ncindex.text.ocr import ocr_status
 
 Verdict = Literal["ok", "warn", "fail", "note"]
 SUPPORTED_MAJORS = range(30, 34)
@@ -262,6 +265,24 @@ def check_background_jobs(ctx: Context) -> list[Line]:
     ]
 
 
+def check_ocr(ctx: Context) -> list[Line]:
+    """Whether images and scanned PDF pages can be OCR'd on this machine."""
+    status = ocr_status(ctx.settings)
+    languages = ctx.settings.ocr_languages
+    if status == "ok":
+        return [Line("ocr", "ok", f"tesseract with {languages}")]
+    if status == "off":
+        return [Line("ocr", "note", "off (NCINDEX_OCR_ENABLED=false): images are not indexed")]
+    return [
+        Line(
+            "ocr",
+            "warn",
+            f"{status}: images are not indexed and scanned PDF pages yield no text "
+            "(install tesseract-ocr and tesseract-ocr-<lang> for each language)",
+        )
+    ]
+
+
 #: The checks in the order they run; append ``(name, function)`` to add one.
 CHECKS: list[tuple[str, Check]] = [
     ("server", check_server),
@@ -270,6 +291,7 @@ CHECKS: list[tuple[str, Check]] = [
     ("webhooks", check_webhooks),
     ("public url", check_public_url),
     ("deliveries", check_background_jobs),
+    ("ocr", check_ocr),
 ]
 
 

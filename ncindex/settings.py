@@ -250,6 +250,18 @@ class Settings(BaseSettings):
             "application/pdf",
             "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
             "application/vnd.oasis.opendocument.text",
+            "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+            "application/vnd.oasis.opendocument.presentation",
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+            "application/vnd.oasis.opendocument.spreadsheet",
+            "application/csv",
+            "application/epub+zip",
+            "application/rtf",
+            "message/rfc822",
+            "image/png",
+            "image/jpeg",
+            "image/tiff",
+            "image/webp",
         ],
         description="MIME types (`text/*` patterns allowed) of files indexed; a generic type "
         "(`application/octet-stream`) is judged by the extension.",
@@ -263,9 +275,32 @@ class Settings(BaseSettings):
         description="Files carrying one of these system tags are never "
         "indexed (exclusion wins over the gate).",
     )
-    max_pdf_pages: int = Field(500, ge=1, description="PDF pages read at most per document.")
+    max_pdf_pages: int = Field(
+        500,
+        ge=1,
+        description="PDF pages, slides, sheets or e-book chapters read at most per document.",
+    )
+    max_sheet_rows: int = Field(
+        20_000, ge=1, description="Rows read at most per spreadsheet sheet or CSV/TSV file."
+    )
     extract_max_seconds: float = Field(
-        60.0, gt=0, description="Wall-clock budget for reading one PDF's pages, seconds."
+        60.0,
+        gt=0,
+        description="Wall-clock budget for reading one document (pages, slides, OCR), seconds.",
+    )
+    ocr_enabled: bool = Field(
+        True,
+        description="OCR images (PNG, JPEG, TIFF, WebP) and PDF pages without a text layer with "
+        "Tesseract, where it is installed (`/readyz` and `ncindex doctor` say when it is not).",
+    )
+    ocr_languages: str = Field(
+        "eng",
+        pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$",
+        description="Tesseract languages, `+`-joined (`eng+deu`); each needs its "
+        "`tesseract-ocr-<lang>` package.",
+    )
+    ocr_max_pages: int = Field(
+        20, ge=1, description="Pages (scanned PDF pages, TIFF frames) OCR'd at most per document."
     )
     dead_letter_after: int = Field(
         3,

@@ -18,6 +18,7 @@ from ncindex.search import rcp as rcp_server
 from ncindex.search.wiring import service_factory
 from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
+from ncindex.text.ocr import ocr_status
 from ncindex.web.auth import confirmed, resolve_caller
 from ncindex.web.health import health_blueprint
 from ncindex.web.problems import install_error_handlers, problem
@@ -126,7 +127,12 @@ def create_app(
     app.register_blueprint(
         health_blueprint(
             {"redis": services.redis.ping, "store": ready_store, "model": ready_model},
-            {"accounts_refused": lambda: sorted(refused_accounts(services.redis, settings.names))},
+            {
+                "accounts_refused": lambda: sorted(
+                    refused_accounts(services.redis, settings.names)
+                ),
+                "ocr": lambda: ocr_status(settings),
+            },
         )
     )
 

@@ -79,6 +79,7 @@ def test_a_healthy_nextcloud_has_no_failing_line(served) -> None:
     assert verdicts(lines, "public url") == ["ok"]
     assert verdicts(lines, "deliveries") == ["note"]
     assert "occ background-job:worker" in detail(lines, "deliveries")
+    assert verdicts(lines, "ocr") == ["ok"] and detail(lines, "ocr") == "tesseract with eng"
     table = render(lines).splitlines()
     assert table[0].split() == ["check", "verdict", "detail"]
     assert len(table) == len(lines) + 1
@@ -212,8 +213,17 @@ def test_a_check_is_added_by_appending_to_the_list(served, monkeypatch: pytest.M
     _, server = served
 
     def extra(ctx: object) -> list[Line]:
-        return [Line("ocr", "warn", "no OCR engine")]
+        return [Line("extra", "warn", "an extra finding")]
 
-    monkeypatch.setattr("ncindex.doctor.CHECKS", [*CHECKS, ("ocr", extra)])
+    monkeypatch.setattr("ncindex.doctor.CHECKS", [*CHECKS, ("extra", extra)])
     lines = run_checks(settings_for(server))
-    assert lines[-1] == Line("ocr", "warn", "no OCR engine")
+    assert lines[-1] == Line("extra", "warn", "an extra finding")
+
+
+def test_missing_ocr_is_a_warning_and_ocr_off_a_note(served) -> None:
+    _, server = served
+    lines = run_checks(settings_for(server, ocr_languages="eng+qqq"))
+    assert verdicts(lines, "ocr") == ["warn"]
+    assert detail(lines, "ocr").startswith("unavailable: no Tesseract language data for qqq")
+    lines = run_checks(settings_for(server, ocr_enabled=False))
+    assert verdicts(lines, "ocr") == ["note"] and "images are not indexed" in detail(lines, "ocr")

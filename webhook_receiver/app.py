@@ -9,6 +9,7 @@ from ncindex.accounts import refused_accounts
 from ncindex.ingest.queueing import Producer, celery_app, check_redis
 from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
+from ncindex.text.ocr import ocr_status
 from ncindex.web.health import health_blueprint
 from ncindex.web.problems import install_error_handlers
 from webhook_receiver.hooks import Receiver, hooks_blueprint
@@ -40,7 +41,10 @@ def create_app(
     app.register_blueprint(
         health_blueprint(
             {"redis": lambda: check_redis(client)},
-            {"accounts_refused": lambda: sorted(refused_accounts(client, settings.names))},
+            {
+                "accounts_refused": lambda: sorted(refused_accounts(client, settings.names)),
+                "ocr": lambda: ocr_status(settings),
+            },
         )
     )
 

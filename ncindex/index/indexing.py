@@ -66,6 +66,7 @@ from ncindex.store.port import PointRecord
 from ncindex.store.queries import acl_condition, doc_type_condition
 from ncindex.text.chunking import Chunker
 from ncindex.text.extract import extract_text
+from ncindex.text.ocr import ocr_from_settings
 
 log = structlog.get_logger(__name__)
 
@@ -465,6 +466,8 @@ class Indexer:
             max_pages=self.settings.max_pdf_pages,
             max_bytes=limit,
             max_seconds=self.settings.extract_max_seconds,
+            max_rows=self.settings.max_sheet_rows,
+            ocr=ocr_from_settings(self.settings),
         )
         return SourceDocument(
             ref=ref,

@@ -6,13 +6,17 @@ spreads the abstracts over them:
 * alice: notes ``/Notes/<Category>/<title>.md`` and files ``/Documents/<Category>/<title>.md``,
   plus ``/Shared Research/<title>.md``, a folder shared with bob (mounted at
   ``/Shared Research`` in his view);
-* bob: notes and files in the same layout.
+* bob: notes and files in the same layout;
+* both: a few files of other formats in ``/Documents/Formats`` (:data:`FORMAT_FILES`: a
+  presentation, spreadsheets, CSV, an e-book, RTF and an e-mail), so a newcomer sees them
+  found.
 
 Users and app passwords: ``alice`` / ``alice-pw`` (Alice Adams), ``bob`` / ``bob-pw`` (Bob
 Brown); with ``with_admin=True`` also ``admin`` / ``admin-pw`` (an admin, for registering
 webhooks). Attribution of the
 texts: ``ncindex/simulator/data/ATTRIBUTION.md`` (SciFact, Wadden et al. 2020; abstracts ODC-By
-1.0, claims and judgments CC BY 4.0).
+1.0, claims and judgments CC BY 4.0); the format files are ncindex's own, written by the writer
+libraries of ``tests/docmakers.py``.
 """
 
 from __future__ import annotations
@@ -47,6 +51,18 @@ SAMPLE_ACCOUNTS: dict[str, str] = {uid: info["password"] for uid, info in SAMPLE
 SAMPLE_ADMIN: tuple[str, str] = ("admin", "admin-pw")
 """The admin account :func:`load_sample_corpus` creates when asked (``with_admin=True``)."""
 SHARED_FOLDER = "/Shared Research"
+FORMATS_FOLDER = "/Documents/Formats"
+#: File name in ``data/formats`` → the user who owns it.
+FORMAT_FILES: dict[str, str] = {
+    "Journal club.pptx": "alice",
+    "Freezer inventory.xlsx": "alice",
+    "Lab handbook.epub": "alice",
+    "Seminar invitation.eml": "alice",
+    "Lab meeting.odp": "bob",
+    "Grant timeline.ods": "bob",
+    "Sequencing runs.csv": "bob",
+    "Safety notes.rtf": "bob",
+}
 BASE_MTIME = 1767225600  # 2026-01-01T00:00:00Z
 
 _CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -74,11 +90,13 @@ class SampleSummary:
     """What :func:`load_sample_corpus` created.
 
     ``users`` uid → app password; ``placements`` SciFact id → ``(owner, path, file id)``;
-    counts of notes and files per user; ``shared_folder`` (alice's path, also bob's mount).
+    ``formats`` the other formats' files, name → ``(owner, path, file id)``; counts of notes
+    and files per user; ``shared_folder`` (alice's path, also bob's mount).
     """
 
     users: dict[str, str]
     placements: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    formats: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     notes: dict[str, int] = field(default_factory=dict)
     files: dict[str, int] = field(default_factory=dict)
     shared_folder: str = SHARED_FOLDER
@@ -86,8 +104,8 @@ class SampleSummary:
 
     @property
     def documents(self) -> int:
-        """Number of abstracts stored."""
-        return len(self.placements)
+        """Number of documents stored: the abstracts and the format files."""
+        return len(self.placements) + len(self.formats)
 
 
 def _read_jsonl(name: str) -> list[dict[str, Any]]:
@@ -182,4 +200,11 @@ def load_sample_corpus(
         summary.placements[doc.doc_id] = (owner, path, fid)
         counter = summary.notes if kind == "note" else summary.files
         counter[owner] = counter.get(owner, 0) + 1
+    folder = resources.files("ncindex.simulator").joinpath("data", "formats")
+    for name, owner in FORMAT_FILES.items():
+        path = f"{FORMATS_FOLDER}/{name}"
+        data = folder.joinpath(name).read_bytes()
+        fid = sim.put_file(owner, path, data, mtime=BASE_MTIME, session=session)
+        summary.formats[name] = (owner, path, fid)
+        summary.files[owner] = summary.files.get(owner, 0) + 1
     return summary

@@ -55,6 +55,8 @@ __all__ = [
     "norm_path",
 ]
 
+#: Extension → MIME type as Nextcloud assigns them (nextcloud/server
+#: resources/config/mimetypemapping.dist.json, the first type of each entry).
 _MIME_BY_EXT = {
     ".md": "text/markdown",
     ".markdown": "text/markdown",
@@ -73,6 +75,19 @@ _MIME_BY_EXT = {
     ".png": "image/png",
     ".jpg": "image/jpeg",
     ".jpeg": "image/jpeg",
+    ".tif": "image/tiff",
+    ".tiff": "image/tiff",
+    ".webp": "image/webp",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".odp": "application/vnd.oasis.opendocument.presentation",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".ods": "application/vnd.oasis.opendocument.spreadsheet",
+    ".epub": "application/epub+zip",
+    ".rtf": "text/rtf",
+    # not in mimetypemapping.dist.json: Nextcloud stores them as application/octet-stream
+    ".eml": "application/octet-stream",
+    ".tsv": "application/octet-stream",
+    ".msg": "application/octet-stream",
 }
 DIR_MIME = "httpd/unix-directory"
 

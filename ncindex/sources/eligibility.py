@@ -21,17 +21,9 @@ from functools import lru_cache
 from pathlib import PurePosixPath
 
 from ncindex.settings import Settings
-from ncindex.text.extract import DOCX, HTML, MARKDOWN, ODT, PDF, TEXT, detect_format
+from ncindex.text.extract import OCR_FORMATS, detect_format, extension_mime
+from ncindex.text.ocr import ocr_from_settings
 
-#: The MIME type a format stands for when Nextcloud reports a generic type.
-CANONICAL_MIME = {
-    TEXT: "text/plain",
-    MARKDOWN: "text/markdown",
-    HTML: "text/html",
-    PDF: "application/pdf",
-    DOCX: "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ODT: "application/vnd.oasis.opendocument.text",
-}
 _GENERIC = {"", "application/octet-stream", "application/x-empty", "binary/octet-stream"}
 
 
@@ -79,8 +71,7 @@ def effective_mime(mime_type: str | None, path: str) -> str | None:
     media = (mime_type or "").split(";", 1)[0].strip().lower()
     if media not in _GENERIC:
         return media
-    fmt = detect_format(None, PurePosixPath(path).name)
-    return CANONICAL_MIME.get(fmt) if fmt else None
+    return extension_mime(PurePosixPath(path).name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +83,7 @@ class Eligibility:
     mime_types: tuple[str, ...]
     required_tags: frozenset[str]
     excluded_tags: frozenset[str]
+    ocr: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Eligibility:
@@ -102,6 +94,7 @@ class Eligibility:
             mime_types=tuple(m.lower() for m in settings.index_mime_types),
             required_tags=frozenset(t.casefold() for t in settings.index_required_tags),
             excluded_tags=frozenset(t.casefold() for t in settings.index_excluded_tags),
+            ocr=ocr_from_settings(settings) is not None,
         )
 
     def path_and_tags_reason(self, path: str, tags: list[str]) -> str | None:
@@ -120,9 +113,13 @@ class Eligibility:
 
     def file_reason(self, path: str, mime_type: str | None, tags: list[str]) -> str | None:
         """Why a (non-note) file is not indexed, or ``None``: ``unsupported_format``,
-        ``mime_type`` or a reason of :meth:`path_and_tags_reason`."""
-        if detect_format(mime_type, PurePosixPath(path).name) is None:
+        ``ocr_unavailable`` (an image while OCR is off or Tesseract missing), ``mime_type``
+        or a reason of :meth:`path_and_tags_reason`."""
+        fmt = detect_format(mime_type, PurePosixPath(path).name)
+        if fmt is None:
             return "unsupported_format"
+        if fmt in OCR_FORMATS and not self.ocr:
+            return "ocr_unavailable"
         mime = effective_mime(mime_type, path)
         if mime is None or not any(fnmatch.fnmatchcase(mime, m) for m in self.mime_types):
             return "mime_type"

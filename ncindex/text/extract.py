@@ -1,19 +1,31 @@
-"""Text from document bytes: plain text, markdown, HTML, PDF, DOCX, ODT — bounded (DESIGN §6, §8).
+"""Text from document bytes, every format ncindex reads — bounded (DESIGN §6, §8).
 
 The format is chosen by MIME type, then by file extension (Nextcloud reports
-``application/octet-stream`` for types it does not know). Every input is bounded: the bytes
-read (``max_bytes``, and the uncompressed size of DOCX/ODT zip archives), the PDF pages
-(``max_pages``) and a wall-clock budget between PDF pages, and the characters returned
-(``max_chars``); text beyond a bound is cut and reported as ``truncated``. Corrupt or
-unreadable input raises :class:`~ncindex.errors.ExtractionError` with a reason; input over a
-byte bound raises :class:`~ncindex.errors.TooLarge`.
+``application/octet-stream`` for types it does not know). This module decides the format and
+holds plain text and DOCX; each other family has its module: :mod:`~ncindex.text.pdf` (and
+:mod:`~ncindex.text.ocr` for scans and images), :mod:`~ncindex.text.markup` (HTML),
+:mod:`~ncindex.text.odf` (ODT, ODP, ODS), :mod:`~ncindex.text.slides` (PPTX),
+:mod:`~ncindex.text.sheets` (XLSX, CSV, TSV), :mod:`~ncindex.text.ebook` (EPUB),
+:mod:`~ncindex.text.rtf` and :mod:`~ncindex.text.mail` (EML).
 
-Libraries (all permissive): pypdf (BSD-3-Clause; ~190 pages/s measured here), python-docx
-(MIT), odfpy (Apache-2.0/LGPL dual), BeautifulSoup 4 (MIT) on lxml (BSD-3-Clause),
-charset-normalizer (MIT) for the encoding of legacy text files.
+Every input is bounded: the bytes read (``max_bytes``, and the uncompressed size of zip-based
+formats), the pages, slides, sheets or chapters (``max_pages``), the rows of a sheet, the
+pages OCR'd, a wall-clock budget checked between pages (``max_seconds``; OCR gets what is
+left as Tesseract's time limit), and the characters returned (``max_chars``); text beyond a
+bound is cut and reported as ``truncated``. Corrupt or unreadable input raises
+:class:`~ncindex.errors.ExtractionError` with a reason; input over a byte bound raises
+:class:`~ncindex.errors.TooLarge`.
+
+Libraries (all permissive): pypdf (BSD-3-Clause), python-docx, python-pptx and openpyxl
+(MIT), odfpy (Apache-2.0/LGPL dual), BeautifulSoup 4 (MIT) on lxml (BSD-3-Clause), striprtf
+(BSD-3-Clause), pytesseract (Apache-2.0) and pypdfium2 (Apache-2.0/BSD-3-Clause),
+charset-normalizer (MIT) for the encoding of legacy text files. Outlook ``.msg`` files are
+not read: the library that reads them (extract-msg) is GPL-3.0.
 
 The returned text is normalised: ``\\n`` line ends, no control characters other than tab and
-newline, at most one blank line in a row. Offsets of chunks refer to this text.
+newline, at most one blank line in a row. Offsets of chunks refer to this text. Slides,
+sheets, e-books and e-mails are returned as markdown (a ``#`` heading per slide, sheet,
+chapter heading and message) so the chunker splits on them.
 """
 
 from __future__ import annotations
@@ -21,28 +33,35 @@ from __future__ import annotations
 import codecs
 import io
 import re
-import time
-import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from email.message import Message
 from pathlib import PurePosixPath
 from typing import Any
 
 from ncindex.errors import ExtractionError, TooLarge
+from ncindex.text.blocks import Blocks
+from ncindex.text.ocr import Ocr
 
-#: PDF pages read at most (pypdf reads ~190 pages/s here, so about 3 s of work).
+#: Pages, slides, sheets or chapters read at most (pypdf reads ~190 pages/s here, so about
+#: 3 s of PDF work).
 DEFAULT_MAX_PAGES = 500
-#: Largest uncompressed size of a DOCX/ODT archive, bytes (all members together).
+#: Largest uncompressed size of a zip-based document (all members together), bytes.
 DEFAULT_MAX_UNZIPPED_BYTES = 256 * 1024 * 1024
-#: Wall-clock budget for reading PDF pages, seconds; checked between pages.
+#: Wall-clock budget for reading one document, seconds; checked between pages.
 DEFAULT_MAX_SECONDS = 60.0
 
 TEXT, MARKDOWN, HTML, PDF, DOCX, ODT = "text", "markdown", "html", "pdf", "docx", "odt"
+PPTX, ODP, XLSX, ODS, CSV, TSV = "pptx", "odp", "xlsx", "ods", "csv", "tsv"
+EPUB, RTF, EML, IMAGE = "epub", "rtf", "eml", "image"
+#: Formats read only by OCR.
+OCR_FORMATS = frozenset({IMAGE})
+#: Formats stored in a zip archive (checked against ``max_unzipped_bytes`` first).
+_ZIPPED = frozenset({DOCX, ODT, PPTX, ODP, XLSX, ODS, EPUB})
 
 # IANA media types (https://www.iana.org/assignments/media-types/) and the ones Nextcloud's
-# mimetypemapping.dist.json assigns to these extensions.
+# resources/config/mimetypemapping.dist.json assigns to these extensions.
 _MIME_FORMATS = {
     "text/plain": TEXT,
     "text/markdown": MARKDOWN,
@@ -52,22 +71,47 @@ _MIME_FORMATS = {
     "application/pdf": PDF,
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": DOCX,
     "application/vnd.oasis.opendocument.text": ODT,
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": PPTX,
+    "application/vnd.oasis.opendocument.presentation": ODP,
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": XLSX,
+    "application/vnd.oasis.opendocument.spreadsheet": ODS,
+    "text/csv": CSV,
+    "application/csv": CSV,
+    "text/tab-separated-values": TSV,
+    "application/epub+zip": EPUB,
+    "text/rtf": RTF,
+    "application/rtf": RTF,
+    "message/rfc822": EML,
+    "image/png": IMAGE,
+    "image/jpeg": IMAGE,
+    "image/tiff": IMAGE,
+    "image/webp": IMAGE,
 }
 # text/* types that are markup or binary-ish rather than readable text
-_TEXT_EXCLUDED = {"text/rtf", "text/vnd.graphviz"}
+_TEXT_EXCLUDED = {"text/vnd.graphviz"}
 _EXT_FORMATS = {
-    **dict.fromkeys(("txt", "text", "log", "csv", "tsv", "org", "rst", "note"), TEXT),
+    **dict.fromkeys(("txt", "text", "log", "org", "rst", "note"), TEXT),
     **dict.fromkeys(("md", "markdown", "mdown", "mkd", "mkdn"), MARKDOWN),
     **dict.fromkeys(("html", "htm", "xhtml"), HTML),
+    **dict.fromkeys(("png", "jpg", "jpeg", "tif", "tiff", "webp"), IMAGE),
     "pdf": PDF,
     "docx": DOCX,
     "odt": ODT,
+    "pptx": PPTX,
+    "odp": ODP,
+    "xlsx": XLSX,
+    "ods": ODS,
+    "csv": CSV,
+    "tsv": TSV,
+    "tab": TSV,
+    "epub": EPUB,
+    "rtf": RTF,
+    "eml": EML,
 }
 
 # Control characters removed from extracted text: C0 except tab and newline, DEL, C1.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 _BLANK_RUNS = re.compile(r"\n[ \t]*(?:\n[ \t]*)+\n")
-_SPACES = re.compile(r"[ \t\u00a0]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +119,9 @@ class ExtractedText:
     """Text extracted from one document.
 
     ``text`` is at most ``max_chars`` characters; ``markdown`` tells the chunker to split on
-    markdown structure; ``pages`` is the document's page count (PDF) or ``None``;
-    ``truncated`` is true when a bound (bytes, pages, characters, time) cut the text short.
+    markdown structure; ``pages`` is the document's count of pages (PDF, image frames),
+    slides, sheets or ``None``; ``truncated`` is true when a bound (bytes, pages, rows,
+    characters, time) cut the text short.
     """
 
     text: str
@@ -86,18 +131,37 @@ class ExtractedText:
 
 
 def detect_format(mime_type: str | None, filename: str) -> str | None:
-    """The extractor for a file: ``"text"``, ``"markdown"``, ``"html"``, ``"pdf"``, ``"docx"``,
-    ``"odt"`` or ``None`` (unsupported). The MIME type decides (parameters such as ``charset``
-    ignored); a generic or missing one defers to the extension, and a ``text/plain`` file with
-    a markdown extension is markdown."""
+    """The extractor for a file: one of the format names above (``"pdf"``, ``"pptx"``,
+    ``"image"``…) or ``None`` (unsupported). The MIME type decides (parameters such as
+    ``charset`` ignored); a generic or missing one defers to the extension; a ``text/plain``
+    file with a markdown, CSV or TSV extension is that format."""
     mime = _media_type(mime_type)
     by_ext = _EXT_FORMATS.get(PurePosixPath(filename).suffix.lower().lstrip("."))
     by_mime = _MIME_FORMATS.get(mime)
     if by_mime is None and mime.startswith("text/") and mime not in _TEXT_EXCLUDED:
         by_mime = TEXT
-    if by_mime == TEXT and by_ext == MARKDOWN:
-        return MARKDOWN
+    if by_mime == TEXT and by_ext in (MARKDOWN, CSV, TSV):
+        return by_ext
     return by_mime or by_ext
+
+
+#: The MIME type each format stands for when Nextcloud reports a generic one (the first of
+#: :data:`_MIME_FORMATS`; images by their extension).
+_CANONICAL_MIME = {fmt: mime for mime, fmt in reversed(_MIME_FORMATS.items())}
+_IMAGE_MIME = {
+    **dict.fromkeys(("jpg", "jpeg"), "image/jpeg"),
+    **dict.fromkeys(("tif", "tiff"), "image/tiff"),
+    "png": "image/png",
+    "webp": "image/webp",
+}
+
+
+def extension_mime(filename: str) -> str | None:
+    """The media type a file name's extension stands for (``report.pptx`` → the PPTX type),
+    or ``None`` for an extension no extractor reads."""
+    ext = PurePosixPath(filename).suffix.lower().lstrip(".")
+    fmt = _EXT_FORMATS.get(ext)
+    return _IMAGE_MIME.get(ext) or (_CANONICAL_MIME.get(fmt) if fmt else None)
 
 
 def is_supported(mime_type: str | None, filename: str) -> bool:
@@ -115,39 +179,164 @@ def extract_text(
     max_bytes: int | None = None,
     max_unzipped_bytes: int = DEFAULT_MAX_UNZIPPED_BYTES,
     max_seconds: float = DEFAULT_MAX_SECONDS,
+    max_rows: int | None = None,
+    ocr: Ocr | None = None,
 ) -> ExtractedText:
     """Extract the text of a document from its bytes.
 
     ``mime_type`` and ``filename`` choose the format (:func:`detect_format`). Bounds:
     ``max_chars`` characters of text are returned (``Settings.max_document_chars``);
-    ``max_pages`` PDF pages are read; ``max_bytes`` bytes of input are accepted
-    (``Settings.max_download_bytes``; ``None`` = no check); DOCX/ODT archives may unpack to
-    ``max_unzipped_bytes``; PDF pages stop being read after ``max_seconds`` seconds.
+    ``max_pages`` PDF pages, slides, sheets or e-book chapters are read
+    (``Settings.max_pdf_pages``); ``max_rows`` rows per sheet or CSV file
+    (:data:`~ncindex.text.sheets.DEFAULT_MAX_ROWS` when ``None``); ``max_bytes`` bytes of
+    input are accepted (``Settings.max_download_bytes``; ``None`` = no check); zip-based
+    documents may unpack to ``max_unzipped_bytes``; reading stops after ``max_seconds``
+    seconds. ``ocr`` (``None``: off) reads images and PDF pages without a text layer.
 
-    Raises :class:`~ncindex.errors.ExtractionError` for an unsupported type, binary data in a
-    text file (NUL bytes), an encrypted or corrupt document; :class:`~ncindex.errors.TooLarge`
-    when ``data`` exceeds ``max_bytes`` or an archive exceeds ``max_unzipped_bytes``;
+    Raises :class:`~ncindex.errors.ExtractionError` for an unsupported type, an image while
+    OCR is off or unavailable, binary data in a text file (NUL bytes), an encrypted or
+    corrupt document; :class:`~ncindex.errors.TooLarge` when ``data`` exceeds ``max_bytes``,
+    an archive exceeds ``max_unzipped_bytes`` or an image Pillow's pixel bound;
     ``ValueError`` for a bound below 1.
     """
-    if max_chars < 1 or max_pages < 1 or max_unzipped_bytes < 1:
-        raise ValueError("max_chars, max_pages and max_unzipped_bytes must be at least 1")
+    from ncindex.text.sheets import DEFAULT_MAX_ROWS
+
+    rows = DEFAULT_MAX_ROWS if max_rows is None else max_rows
+    if min(max_chars, max_pages, max_unzipped_bytes, rows) < 1:
+        raise ValueError("max_chars, max_pages, max_rows and max_unzipped_bytes must be >= 1")
     if max_bytes is not None and len(data) > max_bytes:
         raise TooLarge(f"{len(data)} bytes exceeds the limit of {max_bytes} bytes")
     fmt = detect_format(mime_type, filename)
     if fmt is None:
         raise ExtractionError(f"unsupported file type {mime_type!r} ({filename!r})")
+    if fmt in OCR_FORMATS and ocr is None:
+        raise ExtractionError(f"OCR is off: {filename!r} is an image ({mime_type!r})")
     if fmt in (TEXT, MARKDOWN):
         text, cut = _decode_text(data, _charset(mime_type), max_chars)
         return _result(text, max_chars, markdown=fmt == MARKDOWN, pages=None, truncated=cut)
-    if fmt == HTML:
-        return _result(_html_text(data), max_chars, markdown=False, pages=None, truncated=False)
-    if fmt == PDF:
-        text, pages, cut = _pdf_text(data, max_chars, max_pages, max_seconds)
-        return _result(text, max_chars, markdown=False, pages=pages, truncated=cut)
-    _check_zip(data, max_unzipped_bytes)
-    parts = _docx_parts(data) if fmt == DOCX else _odt_parts(data)
-    text, cut = _join_bounded(parts, max_chars)
-    return _result(text, max_chars, markdown=False, pages=None, truncated=cut)
+    if fmt in _ZIPPED:
+        _check_zip(data, max_unzipped_bytes)
+    blocks = Blocks(max_chars, max_seconds)
+    job = _Job(data, mime_type, blocks, max_pages, rows, ocr)
+    reader, markdown = _READERS[fmt]
+    pages = reader(job)
+    return _result(
+        blocks.text(), max_chars, markdown=markdown, pages=pages, truncated=blocks.truncated
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    data: bytes
+    mime_type: str | None
+    blocks: Blocks
+    max_pages: int
+    max_rows: int
+    ocr: Ocr | None
+
+
+def _html(job: _Job) -> None:
+    from ncindex.text.markup import html_text
+
+    job.blocks.add(html_text(job.data))
+
+
+def _pdf(job: _Job) -> int:
+    from ncindex.text.pdf import pdf_text
+
+    return pdf_text(job.data, job.blocks, job.max_pages, job.ocr)
+
+
+def _image(job: _Job) -> int:
+    from ncindex.text.ocr import image_text
+
+    assert job.ocr is not None  # extract_text refuses images without OCR
+    return image_text(job.data, job.blocks, job.ocr)
+
+
+def _docx(job: _Job) -> None:
+    for part in _docx_parts(job.data):
+        if not job.blocks.add(part):
+            return
+
+
+def _odt(job: _Job) -> None:
+    from ncindex.text.odf import odt_text
+
+    odt_text(job.data, job.blocks)
+
+
+def _odp(job: _Job) -> int:
+    from ncindex.text.odf import odp_text
+
+    return odp_text(job.data, job.blocks, job.max_pages)
+
+
+def _ods(job: _Job) -> int:
+    from ncindex.text.odf import ods_text
+
+    return ods_text(job.data, job.blocks, job.max_pages, job.max_rows)
+
+
+def _pptx(job: _Job) -> int:
+    from ncindex.text.slides import pptx_text
+
+    return pptx_text(job.data, job.blocks, job.max_pages)
+
+
+def _xlsx(job: _Job) -> int:
+    from ncindex.text.sheets import xlsx_text
+
+    return xlsx_text(job.data, job.blocks, job.max_pages, job.max_rows)
+
+
+def _delimited(default: str) -> Callable[[_Job], None]:
+    def read(job: _Job) -> None:
+        from ncindex.text.sheets import csv_text, sniff_delimiter
+
+        # the rows' text can be longer than max_chars characters of the file (quotes go)
+        text, cut = _decode_text(job.data, _charset(job.mime_type), 2 * job.blocks.max_chars)
+        csv_text(text, job.blocks, sniff_delimiter(text, default), job.max_rows)
+        job.blocks.truncated = job.blocks.truncated or cut
+
+    return read
+
+
+def _epub(job: _Job) -> int:
+    from ncindex.text.ebook import epub_text
+
+    return epub_text(job.data, job.blocks, job.max_pages)
+
+
+def _rtf(job: _Job) -> None:
+    from ncindex.text.rtf import rtf_text
+
+    job.blocks.add(rtf_text(job.data))
+
+
+def _eml(job: _Job) -> None:
+    from ncindex.text.mail import eml_text
+
+    job.blocks.add(eml_text(job.data))
+
+
+#: Each format's reader (returns the page count or ``None``) and whether its text is markdown.
+_READERS: dict[str, tuple[Callable[[_Job], int | None], bool]] = {
+    HTML: (_html, False),
+    PDF: (_pdf, False),
+    IMAGE: (_image, False),
+    DOCX: (_docx, False),
+    ODT: (_odt, False),
+    ODP: (_odp, True),
+    ODS: (_ods, True),
+    PPTX: (_pptx, True),
+    XLSX: (_xlsx, True),
+    CSV: (_delimited(","), False),
+    TSV: (_delimited("\t"), False),
+    EPUB: (_epub, True),
+    RTF: (_rtf, False),
+    EML: (_eml, True),
+}
 
 
 # --- common --------------------------------------------------------------------------------
@@ -182,21 +371,6 @@ def _result(
     if len(text) > max_chars:
         text, truncated = text[:max_chars], True
     return ExtractedText(text=text, markdown=markdown, pages=pages, truncated=truncated)
-
-
-def _join_bounded(parts: Iterator[str], max_chars: int) -> tuple[str, bool]:
-    """Join non-empty ``parts`` with blank lines, stopping once past ``max_chars``."""
-    out: list[str] = []
-    size = 0
-    for part in parts:
-        part = part.strip()
-        if not part:
-            continue
-        out.append(part)
-        size += len(part) + 2
-        if size > max_chars:
-            return "\n\n".join(out), True
-    return "\n\n".join(out), False
 
 
 # --- plain text ----------------------------------------------------------------------------
@@ -268,91 +442,7 @@ def _guess_encoding(data: bytes) -> str | None:
     return _known_encoding(best.encoding)
 
 
-# --- HTML ----------------------------------------------------------------------------------
-
-# Elements whose content is not document text.
-_HTML_DROP = ("script", "style", "noscript", "template", "svg", "canvas", "iframe", "object")
-# Elements that start a new line (HTML Living Standard's block-level and table structure).
-_HTML_BLOCKS = (
-    "address", "article", "aside", "blockquote", "caption", "dd", "details", "div", "dl",
-    "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5",
-    "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary",
-    "table", "tr", "ul", "title",
-)  # fmt: skip
-
-
-def _html_text(data: bytes) -> str:
-    from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, XMLParsedAsHTMLWarning
-
-    try:
-        with warnings.catch_warnings():
-            # advisory warnings about the input, not errors: XHTML parsed as HTML, or a
-            # document so short it looks like a file name
-            warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
-            warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
-            soup = BeautifulSoup(data, "lxml")
-        for tag in soup.find_all(_HTML_DROP):
-            tag.decompose()
-        # separators go inside the tags (insert and append are O(children of the tag)):
-        # insert_before and replace_with look the tag up among its parent's children,
-        # quadratic for 20,000 sibling paragraphs (14 s, found by fuzzing)
-        for tag in soup.find_all("br"):
-            tag.insert(0, "\n")
-        for tag in soup.find_all(("td", "th")):
-            tag.append(" ")
-        for tag in soup.find_all(_HTML_BLOCKS):
-            tag.insert(0, "\n")
-            tag.append("\n")
-        raw = soup.get_text()
-    except Exception as exc:  # parsers raise assorted types on hostile markup
-        raise ExtractionError(f"unreadable HTML: {type(exc).__name__}: {exc}") from exc
-    lines = (_SPACES.sub(" ", line).strip() for line in raw.split("\n"))
-    return "\n".join(lines)
-
-
-# --- PDF -----------------------------------------------------------------------------------
-
-
-def _pdf_text(
-    data: bytes, max_chars: int, max_pages: int, max_seconds: float
-) -> tuple[str, int, bool]:
-    from pypdf import PdfReader
-
-    deadline = time.monotonic() + max_seconds
-    try:
-        reader = PdfReader(io.BytesIO(data), strict=False)
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise ExtractionError("encrypted PDF (needs a password)")
-        total = len(reader.pages)
-    except ExtractionError:
-        raise
-    except Exception as exc:  # pypdf raises assorted types on corrupt files
-        raise ExtractionError(f"unreadable PDF: {type(exc).__name__}: {exc}") from exc
-
-    texts: list[str] = []
-    size, failed, read = 0, 0, 0
-    truncated = total > max_pages
-    for number in range(min(total, max_pages)):
-        if time.monotonic() > deadline:
-            truncated = True
-            break
-        read += 1
-        try:
-            page_text = reader.pages[number].extract_text() or ""
-        except Exception:  # one bad page must not lose the others
-            failed += 1
-            continue
-        texts.append(page_text)
-        size += len(page_text) + 2
-        if size > max_chars:  # enough text; _result cuts it to max_chars exactly
-            truncated = truncated or number + 1 < total
-            break
-    if read and failed == read:
-        raise ExtractionError(f"unreadable PDF: none of {read} pages could be read")
-    return "\n\n".join(texts), total, truncated
-
-
-# --- DOCX and ODT --------------------------------------------------------------------------
+# --- zip archives and DOCX ----------------------------------------------------------------
 
 
 def _check_zip(data: bytes, max_unzipped_bytes: int) -> None:
@@ -405,63 +495,3 @@ def _docx_table(table: Any) -> Iterator[str]:
             if text:
                 cells.append(text)
         yield " | ".join(cells)
-
-
-def _odt_parts(data: bytes) -> Iterator[str]:
-    """Headings, paragraphs, list items and table rows of an ODT body, in document order."""
-    from odf.opendocument import load
-
-    try:
-        document = load(io.BytesIO(data))
-        body = document.text
-    except Exception as exc:  # odfpy raises assorted types on corrupt files
-        raise ExtractionError(f"unreadable ODT: {type(exc).__name__}: {exc}") from exc
-    if body is None:  # odfpy loads a content.xml without <office:text> as no body
-        raise ExtractionError("unreadable ODT: no text body")
-    _bound_space_runs(document)
-    try:
-        return iter(list(_odt_walk(body)))
-    except RecursionError as exc:
-        raise ExtractionError("unreadable ODT: nesting too deep") from exc
-    except Exception as exc:  # odfpy's text extraction on odd attribute values and the like
-        raise ExtractionError(f"unreadable ODT: {type(exc).__name__}: {exc}") from exc
-
-
-#: The most spaces one ``<text:s text:c="…">`` stands for here (ODF 1.3 §6.1.3: a count of
-#: spaces; odfpy would build a string of any size, two billion spaces for ``2147483648``).
-_MAX_SPACE_RUN = 1000
-
-
-def _bound_space_runs(document: Any) -> None:
-    """Clamp every ``text:c`` to ``1.._MAX_SPACE_RUN`` (a value that is no count: 1)."""
-    from odf.text import S
-
-    for run in document.getElementsByType(S):
-        count = run.getAttrNS(_TEXT_NS, "c")
-        if count is None:
-            continue
-        n = int(count) if count.isascii() and count.isdigit() else 1
-        run.setAttrNS(_TEXT_NS, "c", str(min(max(n, 1), _MAX_SPACE_RUN)))
-
-
-_TEXT_NS = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
-_TABLE_NS = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
-
-
-def _odt_walk(node: Any) -> Iterator[str]:
-    from odf import teletype
-
-    for child in node.childNodes:
-        if child.nodeType != child.ELEMENT_NODE:
-            continue
-        if child.qname in ((_TEXT_NS, "p"), (_TEXT_NS, "h")):
-            yield teletype.extractText(child)
-        elif child.qname == (_TABLE_NS, "table-row"):
-            cells = [
-                " ".join(" ".join(_odt_walk(cell)).split())
-                for cell in child.childNodes
-                if cell.nodeType == cell.ELEMENT_NODE and cell.qname == (_TABLE_NS, "table-cell")
-            ]
-            yield " | ".join(c for c in cells if c)
-        else:
-            yield from _odt_walk(child)

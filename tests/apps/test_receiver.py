@@ -66,6 +66,16 @@ def post(client, settings: Settings, body: bytes, secret: str | None = None):
     return client.post("/hooks/nextcloud", data=body, headers=headers)
 
 
+def test_readyz_reports_ocr_without_making_the_app_unready(receiver, private_redis) -> None:
+    client, settings = receiver
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.get_json()["ocr"] == "ok"
+    missing = settings.model_copy(update={"ocr_languages": "eng+qqq"})
+    ready = create_app(missing, producer=celery_app(missing)).test_client().get("/readyz")
+    assert ready.status_code == 200
+    assert ready.get_json()["ocr"] == "unavailable: no Tesseract language data for qqq"
+
+
 def test_missing_or_wrong_secret_is_401(receiver) -> None:
     client, settings = receiver
     body = php_json(envelope("/alice/files/a.md", 5))

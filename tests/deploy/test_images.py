@@ -71,6 +71,10 @@ def test_dockerfile_builds_models_in_a_builder_and_runs_unprivileged() -> None:
             for source in command.value[:-1]:
                 assert (ROOT / source).exists(), source
 
+    runtime_runs = " ".join(" ".join(c.value) for c in runtime if c.cmd == "RUN")
+    assert "apt-get install -y --no-install-recommends tesseract-ocr tesseract-ocr-eng" in (
+        runtime_runs
+    )
     copies = {c.value[0]: c.value[1] for c in runtime if c.cmd == "COPY"}
     assert copies["/opt/venv"] == "/opt/venv"
     assert copies["/opt/ncindex/models"] == "/opt/ncindex/models"

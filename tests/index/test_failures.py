@@ -7,7 +7,7 @@ import json
 import time
 
 import redis
-from docmakers import pdf_bytes
+from docmakers import corrupt_files, pdf_bytes
 from pipeline_support import drained, events_for, post_envelope
 
 from ncindex.errors import TransientError
@@ -152,3 +152,14 @@ def test_a_task_that_gave_up_in_an_outage_is_queued_again_once_nextcloud_answers
     current_app.send_task(names.OUTAGE_REQUEUE, queue=names.INGEST)
     wait_until(lambda: stack.points(f"file:{file_id}"), 30)
     assert stack.services.redis.hlen(parked_key) == 0
+
+
+def test_a_corrupt_file_of_each_format_lands_in_the_dead_letter_with_its_reason(
+    stack: Stack,
+) -> None:
+    cases = corrupt_files()
+    ids = {name: stack.sim.put_file("alice", f"/Broken/{name}", data) for name, _, data, _ in cases}
+    for name, _, _, reason in cases:
+        entry = wait_until(lambda i=ids[name]: parked(stack, i), 30)
+        assert entry.reason.startswith("ExtractionError") and reason in entry.reason, name
+        assert not stack.points(f"file:{ids[name]}")

@@ -3,7 +3,22 @@ worker → store → verified search), and the payload a file gets."""
 
 from __future__ import annotations
 
-from docmakers import docx_bytes, html_bytes, odt_bytes, pdf_bytes
+from docmakers import (
+    csv_bytes,
+    docx_bytes,
+    eml_bytes,
+    epub_bytes,
+    html_bytes,
+    image_bytes,
+    odp_bytes,
+    ods_bytes,
+    odt_bytes,
+    pdf_bytes,
+    pptx_bytes,
+    rtf_bytes,
+    scanned_pdf_bytes,
+    xlsx_bytes,
+)
 
 from support import Stack, wait_until
 
@@ -14,6 +29,16 @@ SENTENCES = {
     "/Docs/page.html": "Volunteers repainted the harbour crane in signal orange.",
     "/Docs/readme.md": "The telescope mirror needs realuminizing every seven years.",
     "/Docs/notes.txt": "Glacier meltwater flooded the lower meadow in late July.",
+    "/Docs/deck.pptx": "The ferry terminal roof will be clad in recycled zinc.",
+    "/Docs/deck.odp": "Our choir rehearses the winter oratorio in the old granary.",
+    "/Docs/stock.xlsx": "Forty barrels of pine tar wait in the boathouse",
+    "/Docs/stock.ods": "Seven spinning wheels were restored by the weaving guild",
+    "/Docs/rota.csv": "Night watch on the breakwater is shared by three crews",
+    "/Docs/guide.epub": "The hermit crab swaps its shell when the tide is lowest.",
+    "/Docs/letter.rtf": "The organ builder tuned every pipe of the cathedral organ.",
+    "/Mail/ferry.eml": "The mail boat now calls at the northern jetty on Fridays.",
+    "/Scans/receipt.png": "Invoice for repairing the lighthouse lantern",
+    "/Scans/survey.pdf": "Survey of the eroded dunes near the lagoon",
 }
 
 
@@ -27,6 +52,26 @@ def make(path: str, sentence: str) -> bytes:
         return odt_bytes([filler, sentence])
     if path.endswith(".html"):
         return html_bytes([filler, sentence])
+    if path.endswith(".pptx"):
+        return pptx_bytes([("Harbour", filler, "Speaker notes."), ("Roof", sentence, "Zinc.")])
+    if path.endswith(".odp"):
+        return odp_bytes([("Choir", filler, "Notes."), ("Rehearsals", sentence, "Granary.")])
+    if path.endswith(".xlsx"):
+        return xlsx_bytes({"Stores": [["Item", "Where"], [sentence, "north shed"]]})
+    if path.endswith(".ods"):
+        return ods_bytes({"Guild": [["Work", "Who"], [sentence, "the weavers"]]})
+    if path.endswith(".csv"):
+        return csv_bytes([["duty", "note"], ["night", sentence]])
+    if path.endswith(".epub"):
+        return epub_bytes([("Rock pools", filler), ("Crabs", sentence)])
+    if path.endswith(".rtf"):
+        return rtf_bytes([filler, sentence])
+    if path.endswith(".eml"):
+        return eml_bytes("Mail boat timetable", f"{filler}\n\n{sentence}\n")
+    if path.endswith(".png"):
+        return image_bytes([sentence])
+    if path.startswith("/Scans/") and path.endswith(".pdf"):
+        return scanned_pdf_bytes([[sentence]])
     if path.endswith(".md"):
         return f"# Observatory\n\n{filler}\n\n{sentence}\n".encode()
     return f"{filler}\n{sentence}\n".encode()

@@ -119,6 +119,31 @@ def test_sample_corpus(sim) -> None:
     assert any(p.startswith("/Documents/") for p in bob.values())
     judged = {cid for q in sample_queries() for cid in q["corpus_ids"]}
     assert judged <= set(summary.placements)
+    assert {o for o, _, _ in summary.formats.values()} == {"alice", "bob"}
+    for name, (owner, path, fid) in summary.formats.items():
+        assert sim.path_of(owner, fid) == path == f"/Documents/Formats/{name}"
+
+
+def test_the_sample_format_files_are_read_by_their_extractors() -> None:
+    from importlib import resources
+
+    from ncindex.simulator.sample import FORMAT_FILES
+    from ncindex.text.extract import extension_mime, extract_text
+
+    folder = resources.files("ncindex.simulator").joinpath("data", "formats")
+    texts = {}
+    for name in FORMAT_FILES:
+        data = folder.joinpath(name).read_bytes()
+        mime = extension_mime(name)
+        texts[name] = extract_text(data, mime_type=mime, filename=name, max_chars=10**5).text
+    assert "hip fractures in older adults" in texts["Journal club.pptx"]
+    assert "Serum samples from the malaria cohort" in texts["Freezer inventory.xlsx"]
+    assert "balanced to within a tenth of a gram" in texts["Lab handbook.epub"]
+    assert "gut bacteria change weight gain" in texts["Seminar invitation.eml"]
+    assert "macrophage signals" in texts["Lab meeting.odp"]
+    assert "insulin resistance cohort" in texts["Grant timeline.ods"]
+    assert "resequence the tumour samples" in texts["Sequencing runs.csv"]
+    assert "ethidium bromide" in texts["Safety notes.rtf"]
 
 
 def test_recipient_folder_etags_change_with_shared_content(sim) -> None:

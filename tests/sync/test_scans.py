@@ -119,7 +119,8 @@ def test_an_unchanged_folder_holding_nothing_indexed_does_not_unguard_an_empty_l
     rstack: Stack,
 ) -> None:
     fill(rstack, files=4, notes=0)
-    rstack.sim.put_file("alice", "/Photos/cat.jpg", b"\xff\xd8\xff")  # nothing indexed there
+    # a GIF: no extractor reads it (a JPEG is OCR'd since issue 23), so nothing is indexed there
+    rstack.sim.put_file("alice", "/Photos/cat.gif", b"GIF89a")
     rstack.sim.drop_rate = 1.0
     rec = reconciler(rstack, Recorder())
     assert rec.scan("alice", DocType.FILE).clean  # stores the folder etags

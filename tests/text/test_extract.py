@@ -267,6 +267,8 @@ def test_max_bytes_and_unsupported() -> None:
     with pytest.raises(TooLarge):
         extract(b"x" * 2000, "text/plain", "a.txt", max_bytes=1024)
     with pytest.raises(ExtractionError, match="unsupported"):
+        extract(b"PK\x03\x04", "application/zip", "a.zip")
+    with pytest.raises(ExtractionError, match="OCR is off"):
         extract(b"\x89PNG", "image/png", "a.png")
 
 
@@ -281,8 +283,16 @@ def test_is_supported() -> None:
         (ODT_MIME, "a"),
         (None, "x.PDF"),
         ("application/octet-stream", "notes.org"),
+        ("image/png", "a.png"),
+        (None, "a.xlsx"),
+        ("text/rtf", "a.rtf"),
     ]
-    no = [("image/png", "a.png"), (None, "a.xlsx"), ("text/rtf", "a.rtf"), (None, "noext")]
+    no = [
+        ("application/zip", "a.zip"),
+        (None, "a.msg"),
+        ("image/svg+xml", "a.svg"),
+        (None, "noext"),
+    ]
     assert all(is_supported(m, f) for m, f in yes)
     assert not any(is_supported(m, f) for m, f in no)
     assert detect_format("text/x-python", "a.py") == "text"

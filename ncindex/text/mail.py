@@ -1,0 +1,57 @@
+"""E-mail messages (``.eml``, RFC 5322 with MIME, RFC 2045–2049) by the standard library's
+``email`` package (its ``default`` policy decodes RFC 2047 headers): a heading block (the
+subject as a ``#`` heading; From, To, Cc and Date lines), the body — the ``text/plain`` part
+preferred over ``text/html`` (``EmailMessage.get_body``) — and the attachments listed by file
+name, never extracted."""
+
+from __future__ import annotations
+
+from email import policy
+from email.message import EmailMessage
+from email.parser import BytesParser
+
+from ncindex.errors import ExtractionError
+from ncindex.text.blocks import one_line
+from ncindex.text.markup import html_text
+
+_ADDRESS_HEADERS = ("From", "To", "Cc", "Date")
+
+
+def eml_text(data: bytes) -> str:
+    """The text of an e-mail message. Raises :class:`ExtractionError` when ``data`` holds no
+    header fields (not a message) or a header or part cannot be decoded."""
+    if b"\x00" in data[:4096]:
+        raise ExtractionError("not an e-mail message: binary data")
+    try:
+        message = BytesParser(policy=policy.default).parsebytes(data)
+        if not isinstance(message, EmailMessage) or not message.keys():
+            raise ExtractionError("not an e-mail message: no header fields")
+        subject = one_line(str(message.get("Subject", ""))) or "(no subject)"
+        lines = [
+            f"{name}: {one_line(str(message[name]))}" for name in _ADDRESS_HEADERS if message[name]
+        ]
+        text = f"# {subject}\n\n" + "\n".join(lines)
+        body = message.get_body(preferencelist=("plain", "html"))
+        if body is not None:
+            text += "\n\n" + _part_text(body)
+        names = [one_line(a.get_filename() or "(unnamed)") for a in message.iter_attachments()]
+        if names:
+            text += "\n\nAttachments: " + ", ".join(names)
+    except ExtractionError:
+        raise
+    except Exception as exc:  # header parsers raise assorted types on malformed fields
+        raise ExtractionError(f"unreadable e-mail: {type(exc).__name__}: {exc}") from exc
+    return text
+
+
+def _part_text(part: EmailMessage) -> str:
+    try:
+        content = part.get_content()
+    except LookupError:  # an unknown charset: UTF-8 with replacements
+        payload = part.get_payload(decode=True)
+        content = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+    if not isinstance(content, str):
+        return ""
+    if part.get_content_subtype() == "html":
+        return html_text(content)
+    return content

@@ -1,0 +1,189 @@
+"""OpenDocument text, presentations and spreadsheets (ODT, ODP, ODS) by odfpy
+(Apache-2.0/LGPL dual licence).
+
+Element names follow OASIS OpenDocument 1.3 Part 3: ``text:p`` / ``text:h`` (§5.1, §5.2),
+``draw:page`` (a slide, §10.2.4) with ``presentation:notes`` (§10.2.5) and
+``presentation:class="title"`` frames (§19.393), ``table:table`` / ``table:table-row`` /
+``table:table-cell`` with ``table:number-rows-repeated`` and
+``table:number-columns-repeated`` (§9.1; an empty row or cell repeated to the sheet's end is
+how LibreOffice writes the rest of a sheet, so repeats are capped).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any
+
+from ncindex.errors import ExtractionError
+from ncindex.text.blocks import Blocks, one_line
+
+_TEXT_NS = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+_TABLE_NS = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
+_DRAW_NS = "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
+_PRESENTATION_NS = "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0"
+
+#: The most spaces one ``<text:s text:c="…">`` stands for here (ODF 1.3 §6.1.3: a count of
+#: spaces; odfpy would build a string of any size, two billion spaces for ``2147483648``).
+_MAX_SPACE_RUN = 1000
+#: The most times one repeated row or cell is written out (a sheet's repeated filler).
+_MAX_REPEAT = 100
+
+
+def _load(data: bytes, kind: str) -> Any:
+    from odf.opendocument import load
+
+    try:
+        document = load(io.BytesIO(data))
+    except Exception as exc:  # odfpy raises assorted types on corrupt files
+        raise ExtractionError(f"unreadable {kind}: {type(exc).__name__}: {exc}") from exc
+    _bound_space_runs(document)
+    return document
+
+
+def _guarded(kind: str, walk: Iterator[str]) -> list[str]:
+    try:
+        return list(walk)
+    except RecursionError as exc:
+        raise ExtractionError(f"unreadable {kind}: nesting too deep") from exc
+    except ExtractionError:
+        raise
+    except Exception as exc:  # odfpy's text extraction on odd attribute values and the like
+        raise ExtractionError(f"unreadable {kind}: {type(exc).__name__}: {exc}") from exc
+
+
+def _bound_space_runs(document: Any) -> None:
+    """Clamp every ``text:c`` to ``1.._MAX_SPACE_RUN`` (a value that is no count: 1)."""
+    from odf.text import S
+
+    for run in document.getElementsByType(S):
+        count = run.getAttrNS(_TEXT_NS, "c")
+        if count is None:
+            continue
+        n = int(count) if count.isascii() and count.isdigit() else 1
+        run.setAttrNS(_TEXT_NS, "c", str(min(max(n, 1), _MAX_SPACE_RUN)))
+
+
+def odt_text(data: bytes, blocks: Blocks) -> None:
+    """Headings, paragraphs, list items and table rows of an ODT body, in document order,
+    into ``blocks``."""
+    document = _load(data, "ODT")
+    if document.text is None:  # odfpy loads a content.xml without <office:text> as no body
+        raise ExtractionError("unreadable ODT: no text body")
+    for part in _guarded("ODT", _walk(document.text)):
+        if not blocks.add(part):
+            return
+
+
+def odp_text(data: bytes, blocks: Blocks, max_slides: int) -> int:
+    """Each slide of an ODP presentation in order, at most ``max_slides``: a ``# Slide n:
+    title`` heading, the slide's other text, then its speaker notes under ``Notes:``.
+    Returns the slide count."""
+    document = _load(data, "ODP")
+    if document.presentation is None:
+        raise ExtractionError("unreadable ODP: no presentation body")
+    pages = [c for c in document.presentation.childNodes if _is(c, _DRAW_NS, "page")]
+    for number, page in enumerate(pages, 1):
+        if number > max_slides:
+            blocks.truncated = True
+            break
+        if blocks.late():
+            break
+        title: list[str] = []
+        body: list[str] = []
+        notes: list[str] = []
+        for child in page.childNodes:
+            if _is(child, _PRESENTATION_NS, "notes"):
+                notes.extend(_guarded("ODP", _walk(child)))
+            elif child.nodeType == child.ELEMENT_NODE:
+                is_title = child.getAttrNS(_PRESENTATION_NS, "class") == "title"
+                (title if is_title else body).extend(_guarded("ODP", _walk(child)))
+        if not blocks.add(_slide(number, title, body, notes)):
+            break
+    return len(pages)
+
+
+def ods_text(data: bytes, blocks: Blocks, max_sheets: int, max_rows: int) -> int:
+    """Each sheet of an ODS spreadsheet in order, at most ``max_sheets``: a ``# Sheet: name``
+    heading, then one line per non-empty row (cells ``a | b | c``), at most ``max_rows`` rows
+    per sheet. Returns the sheet count."""
+    document = _load(data, "ODS")
+    if document.spreadsheet is None:
+        raise ExtractionError("unreadable ODS: no spreadsheet body")
+    tables = [c for c in document.spreadsheet.childNodes if _is(c, _TABLE_NS, "table")]
+    _ods_tables(tables, blocks, max_sheets, max_rows)
+    return len(tables)
+
+
+def _ods_tables(tables: list[Any], blocks: Blocks, max_sheets: int, max_rows: int) -> None:
+    for number, table in enumerate(tables, 1):
+        if number > max_sheets:
+            blocks.truncated = True
+            return
+        name = one_line(table.getAttrNS(_TABLE_NS, "name") or f"Sheet {number}")
+        if not blocks.add(f"# Sheet: {name}"):
+            return
+        for rows, line in enumerate(_guarded("ODS", _rows(table)), 1):
+            if rows > max_rows:
+                blocks.truncated = True
+                break
+            if not blocks.add(line, sep="\n\n" if rows == 1 else "\n") or blocks.late():
+                return
+
+
+def _slide(number: int, title: list[str], body: list[str], notes: list[str]) -> str:
+    heading = one_line(" ".join(title))
+    text = f"# Slide {number}" + (f": {heading}" if heading else "")
+    lines = [line for line in body if line.strip()]
+    if lines:
+        text += "\n\n" + "\n".join(lines)
+    notes = [line for line in notes if line.strip()]
+    if notes:
+        text += "\n\nNotes:\n" + "\n".join(notes)
+    return text
+
+
+def _is(node: Any, ns: str, name: str) -> bool:
+    return node.nodeType == node.ELEMENT_NODE and node.qname == (ns, name)
+
+
+def _repeat(node: Any, attribute: str) -> int:
+    value = node.getAttrNS(_TABLE_NS, attribute) or "1"
+    return min(int(value), _MAX_REPEAT) if value.isascii() and value.isdigit() else 1
+
+
+def _rows(table: Any) -> Iterator[str]:
+    """One ``a | b`` line per non-empty row of a table (row groups and headers included)."""
+    for child in table.childNodes:
+        if _is(child, _TABLE_NS, "table-row"):
+            cells: list[str] = []
+            for cell in child.childNodes:
+                if _is(cell, _TABLE_NS, "table-cell"):
+                    text = " ".join(" ".join(_walk(cell)).split())
+                    if text:
+                        cells.extend([text] * _repeat(cell, "number-columns-repeated"))
+            if cells:
+                for _ in range(_repeat(child, "number-rows-repeated")):
+                    yield " | ".join(cells)
+        elif child.nodeType == child.ELEMENT_NODE and not _is(child, _TABLE_NS, "table"):
+            yield from _rows(child)  # table:table-rows, table:table-header-rows, row groups
+
+
+def _walk(node: Any) -> Iterator[str]:
+    """Paragraphs and headings under ``node`` in document order; a table row as ``a | b``."""
+    from odf import teletype
+
+    for child in node.childNodes:
+        if child.nodeType != child.ELEMENT_NODE:
+            continue
+        if child.qname in ((_TEXT_NS, "p"), (_TEXT_NS, "h")):
+            yield teletype.extractText(child)
+        elif child.qname == (_TABLE_NS, "table-row"):
+            cells = [
+                " ".join(" ".join(_walk(cell)).split())
+                for cell in child.childNodes
+                if _is(cell, _TABLE_NS, "table-cell")
+            ]
+            yield " | ".join(c for c in cells if c)
+        else:
+            yield from _walk(child)

@@ -1,0 +1,80 @@
+"""``ncindex extract FILE``: the MIME type, the rule that says no, the text, the chunks with
+offsets and tokens, and exit 1 with the reason for a file that cannot be extracted — on files
+made by the writer libraries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from docmakers import image_bytes, pptx_bytes, xlsx_bytes
+
+from allinone.cli import main
+
+SLIDES = [
+    ("Harbour", "The pier pilings were replaced with greenheart timber.", "Ask Rui."),
+    ("Budget", "Dredging the channel costs forty thousand euros.", "Mention the grant."),
+]
+
+
+def run(*args: str, **env: str):
+    return CliRunner().invoke(main, ["extract", *args], env=env)
+
+
+def test_a_presentation_with_its_chunks_as_json(tmp_path: Path, model_dir: Path) -> None:
+    deck = tmp_path / "deck.pptx"
+    deck.write_bytes(pptx_bytes(SLIDES))
+    result = run(str(deck), "--chunks", "--json", NCINDEX_MODEL_DIR=str(model_dir))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["mime_type"].endswith("presentationml.presentation")
+    assert report["format"] == "pptx" and report["indexed"] and report["rule"] is None
+    assert report["pages"] == 2 and report["markdown"] and not report["truncated"]
+    text = report["text"]
+    assert text.startswith("# Slide 1: Harbour\n\nThe pier pilings")
+    assert report["characters"] == len(text)
+    assert report["chunks"]
+    for chunk in report["chunks"]:
+        assert text[chunk["start"] : chunk["end"]] == chunk["text"]
+        assert 0 < chunk["tokens"] <= 200
+    sentence = SLIDES[1][1]
+    start = text.index(sentence)
+    assert any(c["start"] <= start < c["end"] for c in report["chunks"])
+
+
+def test_the_rule_that_says_no_is_named(tmp_path: Path) -> None:
+    deck = tmp_path / "deck.pptx"
+    deck.write_bytes(pptx_bytes(SLIDES))
+    result = run(
+        str(deck), "--path", "/Private/deck.pptx", NCINDEX_INDEX_EXCLUDE_GLOBS='["/Private/**"]'
+    )
+    assert result.exit_code == 0, result.output
+    assert "rules      not indexed: excluded_path (NCINDEX_INDEX_EXCLUDE_GLOBS)" in result.output
+    assert SLIDES[0][1] in result.output  # still extracted: the admin sees the text
+    sheet = tmp_path / "stock.xlsx"
+    sheet.write_bytes(xlsx_bytes({"A": [["Copper kettles", 12]]}))
+    report = json.loads(
+        run(str(sheet), "--json", NCINDEX_INDEX_MIME_TYPES='["application/pdf"]').output
+    )
+    assert report["rule"] == "mime_type" and report["rule_setting"] == "NCINDEX_INDEX_MIME_TYPES"
+    assert report["text"] == "# Sheet: A\n\nCopper kettles | 12"
+    scan = tmp_path / "scan.png"
+    scan.write_bytes(image_bytes(["The tide mill grinds oats at dawn"]))
+    report = json.loads(run(str(scan), "--json", NCINDEX_OCR_ENABLED="false").output)
+    assert report["rule"] == "ocr_unavailable" and "error" in report
+
+
+def test_a_file_that_cannot_be_extracted_exits_1_with_the_reason(tmp_path: Path) -> None:
+    broken = tmp_path / "stock.xlsx"
+    broken.write_bytes(xlsx_bytes({"A": [["x"]]})[:300])
+    result = run(str(broken), "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["error"].startswith("ExtractionError: not a valid document archive")
+    unknown = tmp_path / "archive.zip"
+    unknown.write_bytes(b"PK\x05\x06" + bytes(18))
+    result = run(str(unknown))
+    assert result.exit_code == 1
+    assert "not indexed: unsupported_format" in result.output
+    assert "ExtractionError: unsupported file type" in result.output

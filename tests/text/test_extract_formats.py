@@ -1,0 +1,318 @@
+"""Presentations, spreadsheets, delimited text, e-books, RTF and e-mail: files made by the real
+writer libraries (tests/docmakers.py), each found by its known sentences at exact offsets,
+structure kept (a heading per slide, sheet, chapter, message), bounds honoured, corrupt files
+refused with a reason."""
+
+from __future__ import annotations
+
+import pytest
+from docmakers import (
+    corrupt_files,
+    csv_bytes,
+    eml_bytes,
+    epub_bytes,
+    odp_bytes,
+    ods_bytes,
+    pptx_bytes,
+    rtf_bytes,
+    xlsx_bytes,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ncindex.errors import ExtractionError, TooLarge
+from ncindex.sources.eligibility import effective_mime
+from ncindex.text.extract import ExtractedText, detect_format, extract_text
+from ncindex.text.ocr import Ocr
+
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+ODP = "application/vnd.oasis.opendocument.presentation"
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+ODS = "application/vnd.oasis.opendocument.spreadsheet"
+
+SLIDES = [
+    ("Harbour renovation", "The pier pilings were replaced with greenheart timber.", "Ask Rui."),
+    ("Budget", "Dredging the channel costs forty thousand euros.", "Mention the grant."),
+    ("Next steps", "Tenders for the crane close on the ninth of March.", "Thank the team."),
+]
+SHEETS = {
+    "Inventory": [["Item", "Count", "Shelf"], ["Copper kettles", 12, "B4"], ["Brass lamps", 3]],
+    "Suppliers": [["Name", "City"], ["Ferreira & Filhos", "Porto"]],
+}
+
+
+def extract(data: bytes, mime: str | None, name: str, **kw) -> ExtractedText:
+    return extract_text(
+        data, mime_type=mime, filename=name, max_chars=kw.pop("max_chars", 10**6), **kw
+    )
+
+
+def at(text: str, sentence: str) -> int:
+    """The offset of ``sentence`` in ``text``, checked by slicing at it."""
+    start = text.index(sentence)
+    assert text[start : start + len(sentence)] == sentence
+    return start
+
+
+def in_order(text: str, parts: list[str]) -> list[int]:
+    offsets = [at(text, p) for p in parts]
+    assert offsets == sorted(offsets), parts
+    return offsets
+
+
+@pytest.mark.parametrize(
+    ("make", "mime", "name"), [(pptx_bytes, PPTX, "deck.pptx"), (odp_bytes, ODP, "deck.odp")]
+)
+def test_slides_in_order_with_a_heading_each_and_their_notes(make, mime, name) -> None:
+    for declared in (mime, "application/octet-stream", None):
+        result = extract(make(SLIDES), declared, name)
+        text = result.text
+        assert result.markdown and result.pages == 3 and not result.truncated
+        parts = []
+        for number, (title, body, notes) in enumerate(SLIDES, 1):
+            parts += [f"# Slide {number}: {title}\n", body, f"Notes:\n{notes}"]
+        in_order(text, parts)
+        assert text.startswith("# Slide 1: Harbour renovation\n\nThe pier pilings")
+
+
+@pytest.mark.parametrize(
+    ("make", "mime", "name"), [(pptx_bytes, PPTX, "deck.pptx"), (odp_bytes, ODP, "deck.odp")]
+)
+def test_slides_are_bounded(make, mime, name) -> None:
+    result = extract(make(SLIDES), mime, name, max_pages=2)
+    assert result.truncated and "Slide 2" in result.text and "Slide 3" not in result.text
+    result = extract(make(SLIDES), mime, name, max_chars=60)
+    assert result.truncated and len(result.text) == 60
+
+
+def test_xlsx_sheet_by_sheet_rows_as_lines() -> None:
+    result = extract(xlsx_bytes(SHEETS), XLSX, "stock.xlsx")
+    assert result.markdown and result.pages == 2
+    assert result.text == (
+        "# Sheet: Inventory\n\nItem | Count | Shelf\nCopper kettles | 12 | B4\nBrass lamps | 3"
+        "\n\n# Sheet: Suppliers\n\nName | City\nFerreira & Filhos | Porto"
+    )
+
+
+def test_ods_sheet_by_sheet_and_its_repeated_filler_rows_cost_nothing() -> None:
+    sheets = {k: [[str(c) for c in row] for row in rows] for k, rows in SHEETS.items()}
+    result = extract(ods_bytes(sheets), ODS, "stock.ods")
+    assert result.pages == 2 and not result.truncated
+    in_order(
+        result.text,
+        [
+            "# Sheet: Inventory\n",
+            "Copper kettles | 12 | B4",
+            "# Sheet: Suppliers\n",
+            "Ferreira & Filhos | Porto",
+        ],
+    )
+
+
+@pytest.mark.parametrize("kind", ["xlsx", "ods", "csv"])
+def test_huge_sheets_are_capped_by_rows_and_sheets(kind) -> None:
+    rows = [[f"row {n}", f"value {n}"] for n in range(500)]
+    if kind == "xlsx":
+        data, mime, name = xlsx_bytes({"A": rows, "B": rows}), XLSX, "big.xlsx"
+    elif kind == "ods":
+        data, mime, name = ods_bytes({"A": rows, "B": rows}), ODS, "big.ods"
+    else:
+        data, mime, name = csv_bytes(rows), "text/csv", "big.csv"
+    result = extract(data, mime, name, max_rows=100, max_pages=1)
+    assert result.truncated
+    assert "row 99 | value 99" in result.text and "row 100 |" not in result.text
+    assert "# Sheet: B" not in result.text
+
+
+def test_csv_and_tsv_rows_as_lines() -> None:
+    rows = [
+        ["city", "note"],
+        ["Lisbon", "The tram 28, yellow, climbs to the castle."],
+        ["Porto", ""],
+    ]
+    for data, mime, name in [
+        (csv_bytes(rows), "text/csv", "cities.csv"),
+        (csv_bytes(rows, "\t"), "text/tab-separated-values", "cities.tsv"),
+        (csv_bytes(rows, ";"), "text/plain", "cities.csv"),
+        (csv_bytes(rows), "application/octet-stream", "cities.csv"),
+    ]:
+        assert detect_format(mime, name) in ("csv", "tsv")
+        result = extract(data, mime, name)
+        assert result.text == (
+            "city | note\nLisbon | The tram 28, yellow, climbs to the castle.\nPorto"
+        ), name
+
+
+def test_a_csv_cut_at_the_bytes_its_characters_can_need_is_marked_truncated() -> None:
+    # empty cells make no text, so only the byte cut (4 bytes a character) can stop it
+    rows = [["", "", "", ""]] * 5000 + [["The tail row is past the cut."]]
+    result = extract(csv_bytes(rows), "text/csv", "sparse.csv", max_chars=100)
+    assert result.truncated and result.text == ""
+    assert "tail row" in extract(csv_bytes(rows), "text/csv", "sparse.csv").text
+
+
+def test_epub_chapters_in_spine_order_with_headings() -> None:
+    chapters = [
+        ("The Lighthouse", "The keeper wound the clockwork lens every four hours."),
+        ("The Storm", "Waves broke over the gallery rail on the night of the wreck."),
+        ("The Rescue", "Nine sailors were hauled up the cliff path by lantern light."),
+    ]
+    result = extract(epub_bytes(chapters), "application/epub+zip", "book.epub")
+    assert result.markdown and result.pages is not None and result.pages >= 3
+    parts = [p for h, s in chapters for p in (f"# {h}\n", s)]
+    in_order(result.text, parts)
+    assert "<" not in result.text
+    bounded = extract(epub_bytes(chapters), None, "book.epub", max_pages=2)
+    assert bounded.truncated and "The Rescue" not in bounded.text
+
+
+def test_rtf_paragraphs() -> None:
+    paragraphs = [
+        "The orchard cider press dates from 1887.",
+        "Grüße an die Kelterei: ça coûte cinq euros.",
+    ]
+    result = extract(rtf_bytes(paragraphs), "text/rtf", "press.rtf")
+    in_order(result.text, paragraphs)
+    assert "\\" not in result.text and "{" not in result.text
+    assert (
+        extract(rtf_bytes(paragraphs), "application/octet-stream", "press.rtf").text == result.text
+    )
+
+
+def test_eml_heading_block_plain_body_and_attachment_names() -> None:
+    data = eml_bytes(
+        "Ferry timetable for the winter",
+        "The last ferry to the island now leaves at 18:40.\n",
+        html="<p>HTML copy of the <b>timetable</b> that must not be read.</p>",
+        attachments={"timetable.pdf": b"%PDF-1.4 not read", "map.png": b"\x89PNG"},
+    )
+    result = extract(data, "message/rfc822", "ferry.eml")
+    assert result.markdown
+    text = result.text
+    in_order(
+        text,
+        [
+            "# Ferry timetable for the winter\n",
+            "From: Alice Example <alice@example.org>\n",
+            "To: Bob Example <bob@example.org>\n",
+            "Date: Tue, 01 Dec 2026 09:30:00 +0000",
+            "The last ferry to the island now leaves at 18:40.",
+            "Attachments: timetable.pdf, map.png",
+        ],
+    )
+    assert "HTML copy" not in text and "%PDF" not in text
+    assert effective_mime("application/octet-stream", "/Mail/ferry.eml") == "message/rfc822"
+
+
+def test_eml_html_only_body_is_read_as_text() -> None:
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["Subject"] = "Newsletter"
+    message.set_content("<h1>Market day</h1><p>Cheese stalls open at seven.</p>", subtype="html")
+    result = extract(message.as_bytes(), None, "news.eml")
+    assert "Market day\n\nCheese stalls open at seven." in result.text and "<p>" not in result.text
+
+
+@pytest.mark.parametrize(("name", "mime", "data", "reason"), corrupt_files())
+def test_corrupt_files_raise_with_a_reason(name, mime, data, reason) -> None:
+    with pytest.raises(ExtractionError, match=reason):
+        extract(data, mime, name, ocr=Ocr())
+
+
+def test_zip_bombs_are_refused_for_every_zipped_format() -> None:
+    for data, mime, name in [
+        (pptx_bytes(SLIDES), PPTX, "a.pptx"),
+        (xlsx_bytes(SHEETS), XLSX, "a.xlsx"),
+        (epub_bytes([("One", "Text.")]), None, "a.epub"),
+    ]:
+        with pytest.raises(TooLarge):
+            extract(data, mime, name, max_unzipped_bytes=1000)
+
+
+def sample_files() -> list[tuple[str, str | None, bytes, list[str]]]:
+    """``(name, mime, bytes, known sentences)`` of one file of each new format."""
+    return [
+        ("deck.pptx", PPTX, pptx_bytes(SLIDES), [s[1] for s in SLIDES]),
+        ("deck.odp", ODP, odp_bytes(SLIDES), [s[1] for s in SLIDES]),
+        ("stock.xlsx", XLSX, xlsx_bytes(SHEETS), ["Copper kettles | 12 | B4"]),
+        (
+            "stock.ods",
+            ODS,
+            ods_bytes({"Inventory": [["Copper kettles", "12"]]}),
+            ["Copper kettles | 12"],
+        ),
+        (
+            "cities.csv",
+            "text/csv",
+            csv_bytes([["Lisbon", "The tram climbs to the castle."]]),
+            ["The tram climbs to the castle."],
+        ),
+        (
+            "book.epub",
+            None,
+            epub_bytes([("Keeper", "The keeper wound the clockwork lens.")]),
+            ["The keeper wound the clockwork lens."],
+        ),
+        (
+            "press.rtf",
+            "text/rtf",
+            rtf_bytes(["The cider press dates from 1887."]),
+            ["The cider press dates from 1887."],
+        ),
+        (
+            "ferry.eml",
+            "message/rfc822",
+            eml_bytes("Ferry", "The last ferry leaves at 18:40.\n"),
+            ["The last ferry leaves at 18:40."],
+        ),
+    ]
+
+
+@pytest.mark.parametrize(("name", "mime", "data", "sentences"), sample_files())
+def test_chunk_offsets_point_at_the_known_sentences(
+    make_chunker, name, mime, data, sentences
+) -> None:
+    result = extract(data, mime, name)
+    chunks = make_chunker(24, 4).chunk_text(result.text, markdown=result.markdown)
+    assert chunks
+    for chunk in chunks:
+        assert result.text[chunk.char_start : chunk.char_end] == chunk.text
+    for sentence in sentences:
+        start = at(result.text, sentence)
+        assert any(c.char_start <= start and start + len(sentence) <= c.char_end for c in chunks), (
+            name,
+            sentence,
+        )
+
+
+@pytest.fixture(scope="module")
+def new_samples() -> list[tuple[bytes, str | None, str]]:
+    return [(data, mime, name) for name, mime, data, _ in sample_files()]
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    which=st.integers(0, 7),
+    cut=st.none() | st.integers(0, 2**24),
+    flips=st.lists(st.tuples(st.integers(0, 2**24), st.integers(0, 255)), max_size=8),
+)
+def test_mangled_files_of_the_new_formats_never_escape_the_error_contract(
+    new_samples, which, cut, flips
+) -> None:
+    """Truncated or bit-flipped files give text or ExtractionError/TooLarge, never another
+    exception (positions modulo the length, so a case replays the same)."""
+    raw, mime, name = new_samples[which]
+    mangled = bytearray(raw if cut is None else raw[: cut % (len(raw) + 1)])
+    for i, byte in flips:
+        if mangled:
+            mangled[i % len(mangled)] = byte
+    try:
+        out = extract(bytes(mangled), mime, name, max_chars=5000)
+    except (ExtractionError, TooLarge):
+        return
+    assert isinstance(out.text, str) and len(out.text) <= 5000

@@ -1,0 +1,104 @@
+"""OCR with the real Tesseract: images of known text made by Pillow (PNG, JPEG, TIFF with two
+frames, WebP) and a scanned PDF (page images, no text layer), found at exact offsets; pages
+and time bounded; OCR off, a missing language and a corrupt image each say why."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from docmakers import image_bytes, scanned_pdf_bytes, text_image
+
+from ncindex.errors import ExtractionError
+from ncindex.settings import Settings
+from ncindex.sources.eligibility import Eligibility
+from ncindex.text.extract import extract_text
+from ncindex.text.ocr import Ocr, ocr_from_settings, ocr_problem
+
+SENTENCE = "The tide mill grinds oats at dawn"
+OTHER = "Salt pans glitter beyond the dyke"
+
+
+def ocr(data: bytes, mime: str | None, name: str, **kw):
+    return extract_text(
+        data,
+        mime_type=mime,
+        filename=name,
+        max_chars=kw.pop("max_chars", 10**6),
+        ocr=kw.pop("ocr", Ocr()),
+        **kw,
+    )
+
+
+@pytest.mark.parametrize(
+    ("fmt", "mime", "name"),
+    [
+        ("PNG", "image/png", "scan.png"),
+        ("JPEG", "image/jpeg", "scan.jpg"),
+        ("WEBP", "image/webp", "scan.webp"),
+        ("TIFF", "application/octet-stream", "scan.tif"),
+    ],
+)
+def test_images_are_read_by_ocr(fmt, mime, name) -> None:
+    result = ocr(image_bytes([SENTENCE, OTHER], fmt), mime, name)
+    start = result.text.index(SENTENCE)
+    assert result.text[start : start + len(SENTENCE)] == SENTENCE
+    assert result.text.index(OTHER) > start and result.pages == 1 and not result.truncated
+
+
+def test_each_tiff_frame_is_a_page_and_pages_are_bounded() -> None:
+    out = io.BytesIO()
+    frames = [text_image([SENTENCE]), text_image([OTHER]), text_image(["Third page"])]
+    frames[0].save(out, format="TIFF", save_all=True, append_images=frames[1:])
+    result = ocr(out.getvalue(), "image/tiff", "pages.tiff", ocr=Ocr(max_pages=2))
+    assert result.pages == 3 and result.truncated
+    assert result.text.index(SENTENCE) < result.text.index(OTHER)
+    assert "Third" not in result.text
+
+
+def test_a_scanned_pdf_is_read_page_by_page_and_ocr_pages_are_bounded() -> None:
+    data = scanned_pdf_bytes([[SENTENCE], [OTHER], ["Third page"]])
+    assert (
+        extract_text(data, mime_type="application/pdf", filename="s.pdf", max_chars=1000).text == ""
+    )
+    result = ocr(data, "application/pdf", "s.pdf")
+    assert result.pages == 3 and not result.truncated
+    assert result.text.index(SENTENCE) < result.text.index(OTHER) < result.text.index("Third page")
+    bounded = ocr(data, "application/pdf", "s.pdf", ocr=Ocr(max_pages=1))
+    assert bounded.truncated and SENTENCE in bounded.text and OTHER not in bounded.text
+
+
+def test_the_time_budget_stops_ocr() -> None:
+    data = scanned_pdf_bytes([[SENTENCE], [OTHER]])
+    result = ocr(data, "application/pdf", "s.pdf", max_seconds=0.5)
+    assert result.truncated and result.text == ""
+
+
+def test_ocr_off_missing_languages_and_corrupt_images_say_why() -> None:
+    with pytest.raises(ExtractionError, match="OCR is off"):
+        extract_text(image_bytes([SENTENCE]), mime_type="image/png", filename="a.png", max_chars=99)
+    assert ocr_problem("eng+qqq") == "no Tesseract language data for qqq"
+    with pytest.raises(ExtractionError, match="OCR unavailable: no Tesseract language data"):
+        ocr(image_bytes([SENTENCE]), "image/png", "a.png", ocr=Ocr(languages="eng+qqq"))
+    with pytest.raises(ExtractionError, match="unreadable image"):
+        ocr(image_bytes([SENTENCE])[:200], "image/png", "a.png")
+    assert ocr_from_settings(Settings(ocr_enabled=False)) is None
+    assert ocr_from_settings(Settings(ocr_languages="eng+qqq")) is None
+    assert ocr_from_settings(Settings()) == Ocr(languages="eng", max_pages=20)
+    assert Eligibility.from_settings(Settings()).file_reason("/a.png", "image/png", []) is None
+    off = Eligibility.from_settings(Settings(ocr_enabled=False))
+    assert off.file_reason("/a.png", "image/png", []) == "ocr_unavailable"
+
+
+def test_an_image_beyond_pillows_pixel_bound_is_too_large(monkeypatch) -> None:
+    from PIL import Image
+
+    from ncindex.errors import TooLarge
+
+    data = image_bytes([SENTENCE])  # 1800 × 190 pixels
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 200_000)  # warns above, refuses above 2×
+    with pytest.raises(TooLarge, match="image too large"):
+        ocr(data, "image/png", "big.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100_000)
+    with pytest.raises(TooLarge, match="image too large"):
+        ocr(data, "image/png", "big.png")
