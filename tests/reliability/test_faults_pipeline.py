@@ -329,12 +329,12 @@ def test_upsert_cut_between_batches_is_completed_by_the_next_run(
     real_update = store._update
     upserts = {"n": 0}
 
-    def update(kind: str, operation: Any) -> Any:
+    def update(kind: str, operation: Any, doc_keys: Any) -> Any:
         if kind == "upsert":
             upserts["n"] += 1
             if upserts["n"] == 2:
                 raise StoreUnavailable("upsert: injected after the first batch")
-        return real_update(kind, operation)
+        return real_update(kind, operation, doc_keys)
 
     monkeypatch.setattr(store, "_update", update)
     with pytest.raises(StoreUnavailable):
