@@ -289,6 +289,10 @@ class MirroredStore:
         """Query the live collection (the arguments of :meth:`VectorStore.query`)."""
         return self.live.store.query(**kwargs)
 
+    def branch(self, **kwargs: Any) -> list[Hit]:
+        """One branch on the live collection (the arguments of :meth:`VectorStore.branch`)."""
+        return self.live.store.branch(**kwargs)
+
     def count(self, flt: models.Filter | None = None) -> int:
         """Count in the live collection."""
         return self.live.store.count(flt)
