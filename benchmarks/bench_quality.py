@@ -214,6 +214,7 @@ def quality_section(result: dict[str, Any]) -> str:
         "```",
         "",
         *_product_lines(result),
+        *_before_lines(result),
         "Halves of the queries (fixed split; tuning used `tune` only):",
         "",
         "```",
@@ -237,6 +238,34 @@ def quality_section(result: dict[str, Any]) -> str:
             "```",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _before_lines(result: dict[str, Any]) -> list[str]:
+    """Before and after, per mode and half, when ``quality_before.json`` holds the run of the
+    previous analyzer and fusion (``en-1``: fastembed's BM25 with the 1,333-word stop list,
+    DBSF over 100-candidate prefetches; measured 2026-11-29 on the same dataset)."""
+    path = RESULTS / "quality_before.json"
+    if not path.exists():
+        return []
+    before = json.loads(path.read_text())
+    if before.get("dataset") != result["dataset"]:
+        return []
+    rows: dict[str, dict[str, float]] = {}
+    for mode in MODES:
+        for part in ("all", "tune", "test"):
+            old = before[mode] if part == "all" else before["halves"][mode][part]
+            new = result[mode] if part == "all" else result["halves"][mode][part]
+            rows[f"{mode} ({part}) before"] = old
+            rows[f"{mode} ({part}) after"] = new
+    return [
+        f"Before (analyzer `en-1`, {before['date']}: fastembed's `Qdrant/bm25` with the "
+        "1,333-word stop list; defaults of then) and after (this run), per mode and half:",
+        "",
+        "```",
+        table(rows),
+        "```",
+        "",
+    ]
 
 
 def _product_lines(result: dict[str, Any]) -> list[str]:
@@ -376,12 +405,10 @@ about the noise of 150 queries, or for a lower cost at no loss):
   content (its first line), so a rename re-embeds nothing; paths are filters, not vector text.
 - **Prefetch depth stays** (a 10-result page draws on max(100, 360) candidates per branch):
   a pool of 1,000 gained 0.003 (DBSF) and nothing for RRF.
-- **Stopwords: the 1,333-word list stays.** On SciFact it was best for the hybrids (DBSF `tune`
-  0.825 against 0.811 with Lucene's 33 words and 0.818 with none). It does drop words that
-  carry meaning in queries (`high`, `associated`, `low`, and single letters such as the `t` of
-  "T cells" or the `il` of "IL-6"), and a query made only of such words has no BM25 terms;
-  the dense half still answers it, so no query went without results. Worth re-measuring on a
-  corpus of everyday notes before changing it.
+- **Stopwords** (superseded by issue 19): the 1,333-word list was kept here for SciFact, but it
+  deleted content words (`high`, `system`, `research`, `home`, `C++`); the BM25 half now uses
+  its own analyzer (`ncindex/embedding/analyzer.py`, Lucene's 33 words after stemming), see
+  "Fusion tuning".
 """
 
 
