@@ -57,7 +57,7 @@ def models(settings: Settings) -> None:
     from ncindex.embedding.models import install_models
 
     paths = install_models(settings.model_dir)
-    click.echo(f"dense model: {paths.dense_dir}\nsparse model: {paths.sparse_dir}")
+    click.echo(f"dense model: {paths.dense_dir} (BM25 needs no model files)")
 
 
 @main.command()
