@@ -131,6 +131,10 @@ def test_explain_says_why(ro_api: Api) -> None:
     assert len(marked) == len(why["matched_terms"])
     assert why["filters"] == {"field": "tags", "op": "in", "value": ["urgent"]}
     assert before - 1 <= why["verified_at"] <= time.time() + 1
+    # a query of stop words only has no BM25 term: no sparse rank, still an answer
+    stops = ro_api.post("alice", {"query": "the of and", "explain": True})
+    assert stops.status_code == 200
+    assert all(r["explain"]["sparse"] is None for r in stops.get_json()["results"])
 
 
 BAD: list[tuple[Any, str, str]] = [
