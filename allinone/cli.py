@@ -59,7 +59,7 @@ def models(settings: Settings) -> None:
     from ncindex.embedding.models import install_models
 
     paths = install_models(settings.model_dir)
-    click.echo(f"dense model: {paths.dense_dir}\nsparse model: {paths.sparse_dir}")
+    click.echo(f"dense model: {paths.dense_dir} (BM25 needs no model files)")
 
 
 @main.command()
@@ -863,23 +863,37 @@ def retry(settings: Settings, doc_key: str | None, retry_all: bool, user: str | 
 @click.option("--back", is_flag=True, help="Swap the live and the standby model (instant).")
 @click.option("--finish", is_flag=True, help="Stop keeping the second model; drop its collection.")
 @click.option(
+    "--analyzer",
+    is_flag=True,
+    help="Rewrite the BM25 vectors an older analyzer version made (in place, search stays up).",
+)
+@click.option(
     "--wait",
     "wait_seconds",
     type=click.FloatRange(min=0),
     default=None,
-    help="With --model or --finish: wait up to this many seconds for the workers to be done.",
+    help="With --model, --finish or --analyzer: wait up to this many seconds for the "
+    "workers to be done.",
 )
 @click.pass_obj
 def reindex(
-    settings: Settings, model: str | None, back: bool, finish: bool, wait_seconds: float | None
+    settings: Settings,
+    model: str | None,
+    back: bool,
+    finish: bool,
+    analyzer: bool,
+    wait_seconds: float | None,
 ) -> None:
-    """Change the dense model without downtime; with no option, show the models.
+    """Change the dense model or the BM25 analyzer without downtime; with no option, show the
+    models.
 
     --model NAME: the workers build NAME's collection (its ONNX and tokenizer files in
     NCINDEX_MODEL_DIR/<last part of NAME>) while search keeps using the live model, then
     switch to it atomically; the old model stays current as the standby. --back switches
-    back. --finish drops the second model. Compare models first with `ncindex eval DIR
-    --model A --model B`.
+    back. --finish drops the second model. --analyzer: the workers rewrite, document by
+    document, the BM25 vectors an older version of the analysis chain made (after an upgrade
+    that changed ANALYZER_VERSION). Compare models first with `ncindex eval DIR --model A
+    --model B`.
     """
     from ncindex import names
     from ncindex.errors import ReindexError
@@ -889,8 +903,8 @@ def reindex(
     from ncindex.runtime import Services
     from ncindex.store import model_slug
 
-    if sum((model is not None, back, finish)) > 1:
-        raise click.UsageError("choose one of --model, --back, --finish")
+    if sum((model is not None, back, finish, analyzer)) > 1:
+        raise click.UsageError("choose one of --model, --back, --finish, --analyzer")
     services = Services(settings)
     reindexer = Reindexer(services, Indexer(services))  # here only the pointers are used
     try:
@@ -902,19 +916,20 @@ def reindex(
             require_model_files(settings, model)  # here, before a worker finds out
         if model is not None and reindexer.pointers().active == model_slug(model):
             raise click.ClickException(f"model {model!r} is already live")
-        if model is not None or finish:
+        if model is not None or finish or analyzer:
             before = progress(services).get("seq")
             task, kwargs = (
                 (names.REINDEX_MODEL, {"model": model})
                 if model is not None
-                else (names.REINDEX_FINISH, {})
+                else (names.REINDEX_ANALYZER if analyzer else names.REINDEX_FINISH, {})
             )
             celery_app(settings).send_task(
                 task, kwargs=kwargs, queue=names.INDEX, retry_policy=PUBLISH_RETRY
             )
             click.echo(f"queued {task} {kwargs or ''}".rstrip())
             if wait_seconds is not None:
-                _wait_reindex(services, before, model is not None, wait_seconds)
+                done = {"switched"} if model else {"reanalyzed"} if analyzer else {"dropped"}
+                _wait_reindex(services, before, done, wait_seconds)
         _show_models(reindexer.pointers(), progress(services))
     except ReindexError as exc:
         raise click.ClickException(str(exc)) from None
@@ -922,11 +937,11 @@ def reindex(
         services.close()
 
 
-def _wait_reindex(services: Any, before: str | None, build: bool, seconds: float) -> None:
+def _wait_reindex(services: Any, before: str | None, done: set[str], seconds: float) -> None:
     from allinone.status_view import progress_bar
     from ncindex.index.reindex import progress
 
-    done = {"switched", "failed"} if build else {"dropped", "failed"}
+    done = done | {"failed"}
     deadline = time.monotonic() + seconds
     with progress_bar("reindex: waiting for a worker", None) as step:
         while time.monotonic() < deadline:

@@ -8,7 +8,7 @@ the "Quality" section of ``benchmarks/RESULTS.md`` (settings, machine, date, pub
 for SciFact).
 
 ``--sweep`` runs the tuning sweeps instead (chunk size and overlap, heading attachment, what
-text is embedded, BM25 stopword list, RRF constant and weights, DBSF, prefetch depth) and writes
+text is embedded, RRF constant and weights, DBSF, prefetch depth) and writes
 ``benchmarks/results/quality_tuning.json`` and the "Quality tuning" section. Chunking variants
 are compared on a tuning corpus (every judged document plus distractors, ``--tuning-docs``);
 query-time parameters on the full corpus. Choices are made on the ``tune`` half; the ``test``
@@ -64,43 +64,6 @@ PUBLISHED = {
     "RRF k=60 whole docs, this copy": {"ndcg@10": 0.716},
     "score-normalised sum, this copy": {"ndcg@10": 0.734, "recall@10": 0.860, "mrr@10": 0.699},
 }
-
-LUCENE_STOPWORDS = [
-    "a",
-    "an",
-    "and",
-    "are",
-    "as",
-    "at",
-    "be",
-    "but",
-    "by",
-    "for",
-    "if",
-    "in",
-    "into",
-    "is",
-    "it",
-    "no",
-    "not",
-    "of",
-    "on",
-    "or",
-    "such",
-    "that",
-    "the",
-    "their",
-    "then",
-    "there",
-    "these",
-    "they",
-    "this",
-    "to",
-    "was",
-    "will",
-    "with",
-]
-"""Lucene's classic English stopword set (33 words), for the stopword comparison."""
 
 
 def log(message: str) -> None:
@@ -182,21 +145,6 @@ def build_index(
     return index
 
 
-def embedder_with_stopwords(settings: Settings, words: list[str] | None, tmp: Path) -> Embedder:
-    """An embedder whose BM25 uses ``words`` as its English stopwords (``None``: the packaged
-    list); the dense model is the same folder (linked)."""
-    base = Embedder(settings)
-    if words is None:
-        return base
-    base.load()
-    model_dir = tmp / "models"
-    (model_dir / "bm25").mkdir(parents=True)
-    (model_dir / base.paths.dense_dir.name).symlink_to(base.paths.dense_dir)
-    (model_dir / "bm25" / "config.json").write_text("{}")
-    (model_dir / "bm25" / "english.txt").write_text("\n".join(words) + ("\n" if words else ""))
-    return Embedder(settings.model_copy(update={"model_dir": model_dir}))
-
-
 # --- the default run -----------------------------------------------------------------------
 
 
@@ -266,6 +214,7 @@ def quality_section(result: dict[str, Any]) -> str:
         "```",
         "",
         *_product_lines(result),
+        *_before_lines(result),
         "Halves of the queries (fixed split; tuning used `tune` only):",
         "",
         "```",
@@ -289,6 +238,34 @@ def quality_section(result: dict[str, Any]) -> str:
             "```",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _before_lines(result: dict[str, Any]) -> list[str]:
+    """Before and after, per mode and half, when ``quality_before.json`` holds the run of the
+    previous analyzer and fusion (``en-1``: fastembed's BM25 with the 1,333-word stop list,
+    DBSF over 100-candidate prefetches; measured 2026-11-29 on the same dataset)."""
+    path = RESULTS / "quality_before.json"
+    if not path.exists():
+        return []
+    before = json.loads(path.read_text())
+    if before.get("dataset") != result["dataset"]:
+        return []
+    rows: dict[str, dict[str, float]] = {}
+    for mode in MODES:
+        for part in ("all", "tune", "test"):
+            old = before[mode] if part == "all" else before["halves"][mode][part]
+            new = result[mode] if part == "all" else result["halves"][mode][part]
+            rows[f"{mode} ({part}) before"] = old
+            rows[f"{mode} ({part}) after"] = new
+    return [
+        f"Before (analyzer `en-1`, {before['date']}: fastembed's `Qdrant/bm25` with the "
+        "1,333-word stop list; defaults of then) and after (this run), per mode and half:",
+        "",
+        "```",
+        table(rows),
+        "```",
+        "",
+    ]
 
 
 def _product_lines(result: dict[str, Any]) -> list[str]:
@@ -377,25 +354,6 @@ def run_sweep(dataset_dir: Path, settings: Settings, tuning_docs: int, only: set
                 index.close()
             save_tuning(out)
 
-    if "stopwords" in only:
-        results = out.setdefault("stopwords", {})
-        for label, words in (
-            ("stop-words package (1,333)", None),
-            ("Lucene classic (33)", LUCENE_STOPWORDS),
-            ("none", []),
-        ):
-            if label in results:
-                continue
-            log(f"stopwords: {label}")
-            with tempfile.TemporaryDirectory() as tmp:
-                emb = embedder_with_stopwords(settings, words, Path(tmp))
-                emb.load()
-                index = build_index(settings, emb, tuning, Path(tmp) / "store", cache)
-                modes = ("bm25", "hybrid_rrf", "hybrid_dbsf")
-                results[label] = score(index, tuning, halves, modes, deep=False)
-                index.close()
-            save_tuning(out)
-
     if "query" in only:
         log("query-time parameters on the full corpus")
         results = out.setdefault("query", {})
@@ -447,12 +405,10 @@ about the noise of 150 queries, or for a lower cost at no loss):
   content (its first line), so a rename re-embeds nothing; paths are filters, not vector text.
 - **Prefetch depth stays** (a 10-result page draws on max(100, 360) candidates per branch):
   a pool of 1,000 gained 0.003 (DBSF) and nothing for RRF.
-- **Stopwords: the 1,333-word list stays.** On SciFact it was best for the hybrids (DBSF `tune`
-  0.825 against 0.811 with Lucene's 33 words and 0.818 with none). It does drop words that
-  carry meaning in queries (`high`, `associated`, `low`, and single letters such as the `t` of
-  "T cells" or the `il` of "IL-6"), and a query made only of such words has no BM25 terms;
-  the dense half still answers it, so no query went without results. Worth re-measuring on a
-  corpus of everyday notes before changing it.
+- **Stopwords** (superseded by issue 19): the 1,333-word list was kept here for SciFact, but it
+  deleted content words (`high`, `system`, `research`, `home`, `C++`); the BM25 half now uses
+  its own analyzer (`ncindex/embedding/analyzer.py`, Lucene's 33 words after stemming), see
+  "Fusion tuning".
 """
 
 
@@ -471,7 +427,6 @@ def tuning_section(out: dict[str, Any]) -> str:
     ]
     for group, modes in (
         ("chunking", ("bm25", "dense", "hybrid_rrf", "hybrid_dbsf")),
-        ("stopwords", ("bm25", "hybrid_rrf", "hybrid_dbsf")),
         ("query", ("hybrid_rrf", "hybrid_dbsf")),
     ):
         if group not in out:
@@ -502,9 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dataset", type=Path, default=None, help="BEIR-layout folder")
     parser.add_argument("--sweep", action="store_true", help="run the tuning sweeps")
     parser.add_argument("--tuning-docs", type=int, default=1000)
-    parser.add_argument(
-        "--only", default="chunking,stopwords,query", help="sweep groups, comma-separated"
-    )
+    parser.add_argument("--only", default="chunking,query", help="sweep groups, comma-separated")
     parser.add_argument("--fresh", action="store_true", help="discard earlier sweep results")
     parser.add_argument(
         "--sections-only", action="store_true", help="rewrite RESULTS.md from the JSON files"

@@ -56,6 +56,7 @@ from ncindex.documents import (
     point_id,
     principal,
 )
+from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import install_models
 from ncindex.nextcloud.client import NextcloudClient, make_http
@@ -229,6 +230,7 @@ def fill(
                 source, Chunk(k, text, offset, offset + len(text)), CHUNKS_PER_DOCUMENT,
                 acl=[principal(u) for u in users], paths=paths, indexed_at=NOW,
                 embedding_model="bench",
+                analyzer=ANALYZER_VERSION,
             )  # fmt: skip
             offset += len(text) + 1
             points.append(

@@ -224,6 +224,7 @@ class LibraryIndex:
                     paths={EVAL_USER: source.path or "/"},
                     indexed_at=0,
                     embedding_model=model,
+                    analyzer=self.embedder.analyzer_version,
                 )
                 pid = point_id(source.ref, source.content_hash, chunk.index)
                 points.append(PointRecord(pid, payload, d, s))

@@ -156,11 +156,14 @@ def build_payload(
     paths: dict[str, str],
     indexed_at: int,
     embedding_model: str,
+    analyzer: str,
 ) -> dict[str, Any]:
     """The payload of one point (DESIGN §4).
 
     ``acl`` is the list of principals that may see the document; ``paths`` maps each user in
-    it to the document's path in that user's view (empty for types without paths).
+    it to the document's path in that user's view (empty for types without paths);
+    ``analyzer`` is the version of the BM25 analysis chain that made the sparse vector
+    (``ncindex.embedding.analyzer.ANALYZER_VERSION``).
     """
     payload: dict[str, Any] = {
         "doc_type": doc.ref.doc_type.value,
@@ -179,6 +182,7 @@ def build_payload(
         "modified_at": int(doc.modified_at),
         "indexed_at": int(indexed_at),
         "embedding_model": embedding_model,
+        "analyzer": analyzer,
         "mime_type": doc.mime_type,
         "size": doc.size,
         "tags": list(doc.tags),

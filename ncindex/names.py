@@ -40,6 +40,7 @@ RECONCILE_CHECK = "ncindex.reconcile_check"
 RECONCILE_SCAN = "ncindex.reconcile_scan"
 REINDEX_MODEL = "ncindex.reindex_model"
 REINDEX_FINISH = "ncindex.reindex_finish"
+REINDEX_ANALYZER = "ncindex.reindex_analyzer"
 
 # --- Queues (as workers name them in ``-Q``) ---------------------------------------------
 #: Fan-out of large envelopes and the default queue.

@@ -4,8 +4,9 @@ They run where the collections are (a worker; on Qdrant Edge the one process tha
 store), on the ``index`` queue (:data:`ncindex.names.INDEX`: they embed), one at a time (a
 Redis lock). ``ncindex.reindex_model`` builds for at most half the soft time limit per run and
 queues itself again until the new model is complete, then switches to it;
-``ncindex.reindex_finish`` drops the second model. A permanent failure is recorded as the
-``failed`` state for ``ncindex reindex`` to show.
+``ncindex.reindex_finish`` drops the second model; ``ncindex.reindex_analyzer`` rewrites the
+BM25 vectors an older analyzer made, queueing itself again until none is left. A permanent
+failure is recorded as the ``failed`` state for ``ncindex reindex`` to show.
 """
 
 from __future__ import annotations
@@ -62,6 +63,21 @@ def reindex_model(self: NcindexTask, model: str) -> dict[str, Any]:
         return {"switched": reindexer.switch().active}
 
     return _locked(reindexer, "build", model, work)
+
+
+@shared_task(bind=True, base=NcindexTask, name=names.REINDEX_ANALYZER, ignore_result=True, **RETRY)
+def reindex_analyzer(self: NcindexTask) -> dict[str, Any]:
+    """Rewrite the BM25 vectors of the current analyzer's older versions (resuming)."""
+    reindexer = _reindexer(self)
+
+    def work() -> dict[str, Any]:
+        deadline = time.monotonic() + reindexer.settings.task_soft_time_limit / 2
+        report = reindexer.reanalyze(deadline)
+        if report.remaining:
+            self.apply_async(queue=names.INDEX)
+        return {"rewritten": report.copied, "remaining": report.remaining}
+
+    return _locked(reindexer, "reanalyze", "", work)
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.REINDEX_FINISH, ignore_result=True, **RETRY)

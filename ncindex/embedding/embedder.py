@@ -1,4 +1,5 @@
-"""Dense and BM25 sparse embeddings through fastembed, from local files only (DESIGN §8).
+"""Dense embeddings through fastembed, from local files only (DESIGN §8), and BM25 sparse
+vectors from the English analysis chain (:mod:`ncindex.embedding.analyzer`).
 
 One :class:`Embedder` per process, shared by every thread: the search API's request threads
 and an in-process Celery worker use the same loaded models. Loading takes a lock; embedding
@@ -8,8 +9,9 @@ immutably).
 
 The dense model is registered with fastembed once per process under a private name (the
 sentence-transformers name is already one of fastembed's hub models) and loaded from
-``Settings.model_dir`` with ``specific_model_path`` and ``local_files_only=True``; BM25 is
-fastembed's ``Qdrant/bm25`` with the stopword file from the same folder. Nothing is downloaded.
+``Settings.model_dir`` with ``specific_model_path`` and ``local_files_only=True``. BM25 needs no
+model files: :mod:`ncindex.embedding.analyzer` turns text into terms and weights. Nothing is
+downloaded.
 If the packaged default model's folder is missing it is built from the installed packages
 (:func:`ncindex.embedding.models.install_models`, a local copy taking well under a second).
 """
@@ -23,9 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ncindex.embedding import analyzer
 from ncindex.embedding.models import (
     PACKAGED_DENSE_MODEL,
-    SPARSE_MODEL,
     ModelPaths,
     dense_dir_name,
     install_models,
@@ -38,7 +40,7 @@ from ncindex.settings import Settings
 from ncindex.store.port import SparseVector
 
 if TYPE_CHECKING:
-    from fastembed import SparseTextEmbedding, TextEmbedding
+    from fastembed import TextEmbedding
     from tokenizers import Tokenizer
 
 # Dense models registered with fastembed in this process: private name → dimension.
@@ -66,10 +68,11 @@ class Embedder:
     (call it at start-up, off the request path). Safe to use from several threads at once.
 
     Dense vectors are lists of ``dense_dim`` floats with unit L2 norm (cosine-ready); sparse
-    vectors are BM25 term weights (documents) or term presence (queries), to be scored with
-    Qdrant's IDF modifier. Failures to load raise :class:`ncindex.embedding.models.ModelError` (also
-    raised at construction for a ``dense_model`` name that cannot name a folder); a dense model
-    that failed to load is retried on the next call, and BM25 loads on its own.
+    vectors are BM25 term weights (documents) or query term counts (queries) of
+    :mod:`~ncindex.embedding.analyzer`, to be scored with Qdrant's IDF modifier. Failures to
+    load raise :class:`ncindex.embedding.models.ModelError` (also raised at construction for a
+    ``dense_model`` name that cannot name a folder); a dense model that failed to load is
+    retried on the next call, and BM25, which loads nothing, works without it.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -78,7 +81,6 @@ class Embedder:
         self._lock = threading.Lock()
         self._count_lock = threading.Lock()
         self._dense: TextEmbedding | None = None
-        self._sparse: SparseTextEmbedding | None = None
         self._tokenizer: Tokenizer | None = None
         self._dense_dim: int | None = None
         self._dense_embedded = 0
@@ -137,8 +139,15 @@ class Embedder:
 
     @property
     def loaded(self) -> bool:
-        """Whether both models are loaded (for readiness probes)."""
-        return self._dense is not None and self._sparse is not None
+        """Whether the dense model is loaded (for readiness probes; BM25 loads nothing)."""
+        return self._dense is not None
+
+    @property
+    def analyzer_version(self) -> str:
+        """Version of the BM25 analysis chain
+        (:data:`~ncindex.embedding.analyzer.ANALYZER_VERSION`),
+        written into every point's ``analyzer`` payload field."""
+        return analyzer.ANALYZER_VERSION
 
     @property
     def dense_embedded(self) -> int:
@@ -153,12 +162,11 @@ class Embedder:
     # --- loading ---------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Load both models now if not loaded yet (about a second); idempotent, thread-safe.
+        """Load the dense model now if not loaded yet (about a second); idempotent, thread-safe.
 
         Raises :class:`~ncindex.embedding.models.ModelError` if the model files are missing (and
-        cannot be built from the installed packages) or a model does not load.
+        cannot be built from the installed packages) or the model does not load.
         """
-        self._load_sparse()
         self._load_dense()
 
     def _load_dense(self) -> TextEmbedding:
@@ -190,32 +198,15 @@ class Embedder:
             self._dense = dense
             return dense
 
-    def _load_sparse(self) -> SparseTextEmbedding:
-        if self._sparse is not None:
-            return self._sparse
-        with self._lock:
-            if self._sparse is not None:
-                return self._sparse
-            paths = self._ensure_files()
-            from fastembed import SparseTextEmbedding
-
-            try:
-                self._sparse = SparseTextEmbedding(
-                    SPARSE_MODEL, specific_model_path=str(paths.sparse_dir), local_files_only=True
-                )
-            except Exception as exc:  # fastembed raises assorted types
-                raise ModelError(f"cannot load BM25 from {paths.sparse_dir}: {exc}") from exc
-            return self._sparse
-
     def _ensure_files(self) -> ModelPaths:
         paths = self._paths
-        if paths.dense_ready() and paths.sparse_ready():
+        if paths.dense_ready():
             return paths
         if self._settings.dense_model == PACKAGED_DENSE_MODEL:
             return install_models(self._settings.model_dir)
         raise ModelError(
             f"model files missing under {self._settings.model_dir}: expected "
-            f"{paths.dense_dir} (model.onnx and tokenizer files) and {paths.sparse_dir}"
+            f"{paths.dense_dir} (model.onnx and tokenizer files)"
         )
 
     # --- embedding -------------------------------------------------------------------------
@@ -229,22 +220,12 @@ class Embedder:
         in the calling thread (``parallel=None``: fastembed's worker processes fail inside
         Celery prefork workers) and releases the GIL while the model runs. Input longer than
         the model's limit (256 tokens) is truncated by the model — chunk first. Raises
-        :class:`~ncindex.embedding.models.ModelError` if the models cannot load.
+        :class:`~ncindex.embedding.models.ModelError` if the dense model cannot load.
         """
         if not texts:
             return []
-        dense_model, sparse_model = self._load_dense(), self._load_sparse()
-        batch = self._settings.embed_batch_size
-        out: list[tuple[list[float], SparseVector] | None] = [None] * len(texts)
-        for idx in self._dense_batches(texts):
-            group = [texts[i] for i in idx]
-            dense = list(dense_model.embed(group, batch_size=batch, parallel=None))
-            self._count(dense=len(group))
-            sparse = list(sparse_model.embed(group, batch_size=batch, parallel=None))
-            self._count(sparse=len(group))
-            for i, d, s in zip(idx, dense, sparse, strict=True):
-                out[i] = (_dense_list(d), _sparse_vector(s))
-        return [pair for pair in out if pair is not None]
+        dense = self.embed_documents_dense(texts)
+        return list(zip(dense, self.embed_documents_sparse(texts), strict=True))
 
     def embed_documents_dense(self, texts: Sequence[str]) -> list[list[float]]:
         """The dense half of :meth:`embed_documents` alone: one unit vector of ``dense_dim``
@@ -263,24 +244,16 @@ class Embedder:
         return out
 
     def embed_documents_sparse(self, texts: Sequence[str]) -> list[SparseVector]:
-        """The BM25 half of :meth:`embed_documents` alone (document term weights), in input
-        order. Raises ``ModelError`` if BM25 cannot load."""
-        if not texts:
-            return []
-        model = self._load_sparse()
-        batch = self._settings.embed_batch_size
-        out: list[SparseVector | None] = [None] * len(texts)
-        for idx in _length_batches(texts, batch):
-            group = [texts[i] for i in idx]
-            for i, s in zip(idx, model.embed(group, batch_size=batch, parallel=None), strict=True):
-                out[i] = _sparse_vector(s)
-            self._count(sparse=len(group))
-        return [v for v in out if v is not None]
+        """The BM25 half of :meth:`embed_documents` alone: the document term weights of
+        :func:`~ncindex.embedding.analyzer.document_vector`, in input order. Loads nothing."""
+        out = [analyzer.document_vector(t) for t in texts]
+        self._count(sparse=len(out))
+        return out
 
     def embed_query(self, text: str) -> tuple[list[float], SparseVector]:
-        """Embed a search query with fastembed's ``query_embed`` for both halves:
-        ``(dense vector of dense_dim floats, BM25 query vector)``. Raises ``ModelError`` if the
-        models cannot load."""
+        """Embed a search query for both halves: ``(dense vector of dense_dim floats (fastembed's
+        ``query_embed``), BM25 query vector)``. Raises ``ModelError`` if the dense model cannot
+        load."""
         return self.embed_query_dense(text), self.embed_query_sparse(text)
 
     def embed_query_dense(self, text: str) -> list[float]:
@@ -288,10 +261,11 @@ class Embedder:
         return _dense_list(next(iter(self._load_dense().query_embed(text))))
 
     def embed_query_sparse(self, text: str) -> SparseVector:
-        """The BM25 half of :meth:`embed_query` alone (query terms, weight 1 each), so search can
-        answer sparse-only when the dense half fails. Loads only BM25, so it works even when the
-        dense model cannot load."""
-        return _sparse_vector(next(iter(self._load_sparse().query_embed(text))))
+        """The BM25 half of :meth:`embed_query` alone (each query term weighted by its count,
+        :func:`~ncindex.embedding.analyzer.query_vector`), so search can answer sparse-only when
+        the dense half fails: it loads nothing, so it works even when the dense model cannot
+        load."""
+        return analyzer.query_vector(text)
 
     def _dense_batches(self, texts: Sequence[str]) -> list[list[int]]:
         """Indices of ``texts`` in dense-model batches: :func:`_token_batches` on their lengths
@@ -359,12 +333,6 @@ def _register_dense(dense_dir: Path) -> tuple[str, int]:
         return name, dim
 
 
-def _length_batches(texts: Sequence[str], size: int) -> list[list[int]]:
-    """Indices of ``texts`` sorted by length (characters), cut into batches of ``size``."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    return [order[start : start + size] for start in range(0, len(order), size)]
-
-
 def _token_batches(
     lengths: Sequence[int], size: int, call_tokens: int = CALL_COST_TOKENS
 ) -> list[list[int]]:
@@ -395,10 +363,3 @@ def _token_batches(
 
 def _dense_list(vector: Any) -> list[float]:
     return [float(x) for x in vector.tolist()]
-
-
-def _sparse_vector(embedding: Any) -> SparseVector:
-    return SparseVector(
-        indices=[int(i) for i in embedding.indices.tolist()],
-        values=[float(v) for v in embedding.values.tolist()],
-    )

@@ -33,7 +33,6 @@ from qdrant_client import models
 
 from ncindex.documents import text_hash
 from ncindex.embedding.embedder import Embedder
-from ncindex.embedding.models import SPARSE_DIR_NAME
 from ncindex.errors import ModelError
 from ncindex.settings import Settings
 from ncindex.store import ModelPointers, PointRecord, VectorStore, model_slug, open_store
@@ -81,7 +80,7 @@ def model_name_for(settings: Settings, slug: str) -> str:
         return settings.dense_model
     folders = sorted(settings.model_dir.iterdir()) if settings.model_dir.is_dir() else []
     for folder in folders:
-        if folder.is_dir() and folder.name != SPARSE_DIR_NAME and model_slug(folder.name) == slug:
+        if folder.is_dir() and model_slug(folder.name) == slug:
             return folder.name
     raise ModelError(f"no folder for model {slug!r} under {settings.model_dir}", model=slug)
 
@@ -218,11 +217,13 @@ def reusable_points(points: Sequence[PointRecord], model: str) -> dict[str, Poin
 
 def mirror_points(points: Sequence[PointRecord], target: ModelHandle) -> list[PointRecord]:
     """``points`` (of any model) as points of ``target``: same ids, payload with
-    ``embedding_model`` = ``target.name``, BM25 vectors as given, dense vectors embedded by
+    ``embedding_model`` = ``target.name``, BM25 vectors as given when the current analyzer
+    made them (payload ``analyzer``), else computed again from the text, dense vectors embedded by
     ``target`` from each payload's ``text`` — reused from ``target``'s stored points of the same
     document where the text and model match."""
     if not points:
         return []
+    analyzer = target.embedder.analyzer_version
     reuse: dict[str, list[float]] = {}
     for key in {p.payload["doc_key"] for p in points}:
         stored = target.store.document_points(key, with_vectors=True)
@@ -235,9 +236,11 @@ def mirror_points(points: Sequence[PointRecord], target: ModelHandle) -> list[Po
     return [
         PointRecord(
             id=p.id,
-            payload=p.payload | {"embedding_model": target.name},
+            payload=p.payload | {"embedding_model": target.name, "analyzer": analyzer},
             dense=reuse[text_hash(p.payload["text"])],
-            sparse=p.sparse,
+            sparse=p.sparse
+            if p.payload.get("analyzer") == analyzer and p.sparse is not None
+            else target.embedder.embed_documents_sparse([p.payload["text"]])[0],
         )
         for p in points
     ]
@@ -285,6 +288,10 @@ class MirroredStore:
     def query(self, **kwargs: Any) -> list[Hit]:
         """Query the live collection (the arguments of :meth:`VectorStore.query`)."""
         return self.live.store.query(**kwargs)
+
+    def branch(self, **kwargs: Any) -> list[Hit]:
+        """One branch on the live collection (the arguments of :meth:`VectorStore.branch`)."""
+        return self.live.store.branch(**kwargs)
 
     def count(self, flt: models.Filter | None = None) -> int:
         """Count in the live collection."""

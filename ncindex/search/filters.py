@@ -72,6 +72,19 @@ class Group:
 Node = Leaf | Group
 
 
+def tree_dict(node: Node | None) -> dict[str, Any]:
+    """A validated tree as JSON (``explain``'s ``filters``): leaves ``{field, op, value}``
+    with the coerced value (lists for ``in``/``nin``, Unix seconds for dates, normalised
+    paths), groups ``{and: [...]}``, ``{or: [...]}``, ``{not: {...}}``; ``{}`` for none."""
+    if node is None:
+        return {}
+    if isinstance(node, Leaf):
+        value = list(node.value) if isinstance(node.value, tuple) else node.value
+        return {"field": node.field.name, "op": node.op, "value": value}
+    children = [tree_dict(c) for c in node.children]
+    return {node.kind: children[0] if node.kind == "not" else children}
+
+
 # --- parsing --------------------------------------------------------------------------------
 
 

@@ -11,7 +11,10 @@ match the body's. Methods:
 * ``retrieve`` — ``query``, ``k``, ``mode``, ``filter``, ``fusion``, ``minScore``,
   ``includeText``: answered by :meth:`ncindex.search.service.SearchService.search`, verify-on-read
   included; hits carry ``id`` (the ``doc_key``), ``score``, ``text`` (the chunk), ``chunk``,
-  ``citation`` and ``meta``.
+  ``citation`` and ``meta``. With ``_meta: {"explain": true}`` in the params (an ncindex
+  extension) the result's ``_meta.explain`` lists, per hit (``id``), the ``explain`` object of
+  ``POST /v1/search`` (branch ranks and scores, fused score, matched terms, filters,
+  ``verified_at``).
 * ``shutdown`` — ends the caller's session; always ``{}``.
 
 **Sessions.** HTTP is request-scoped, so the ``initialize`` state lives in Redis for
@@ -429,15 +432,18 @@ class RcpServer:
             notes.append("dense half failed: sparse-only answer")
         if notes:
             usage["notes"] = notes
-        return {
-            "hits": hits,
-            "usage": usage,
-            "_meta": {
-                "verification": response.verification.model_dump(),
-                "degraded": response.degraded,
-                "timingsMs": response.timings_ms,
-            },
+        meta: dict[str, Any] = {
+            "verification": response.verification.model_dump(),
+            "degraded": response.degraded,
+            "timingsMs": response.timings_ms,
         }
+        if args.request.explain:
+            meta["explain"] = [
+                {"id": r.doc_key, **r.explain.model_dump(mode="json")}
+                for r in response.results
+                if r.explain is not None
+            ]
+        return {"hits": hits, "usage": usage, "_meta": meta}
 
     def _citation(
         self, doc_type: str, doc_id: str, title: str, url: str | None, r: Any
@@ -517,6 +523,12 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     include_text = params.get("includeText", True)
     if not isinstance(include_text, bool):
         raise _invalid("includeText", "'includeText' must be a boolean")
+    meta = params.get("_meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise _invalid("_meta", "'_meta' must be an object")
+    explain = (meta or {}).get("explain", False)
+    if not isinstance(explain, bool):
+        raise _invalid("_meta.explain", "'_meta.explain' must be a boolean")
     try:
         tree = parse_tree(params.get("filter"))
     except FilterError as exc:
@@ -529,7 +541,7 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
             ) from None
         raise RpcError(Errc.INVALID_PARAMS, f"{exc.detail} ({exc.field})", data) from None
     try:
-        request = SearchRequest(query=query, limit=k, fusion=fusion)
+        request = SearchRequest(query=query, limit=k, fusion=fusion, explain=explain)
     except ValidationError as exc:
         first = exc.errors()[0]
         name = ".".join(str(p) for p in first["loc"]) or "query"

@@ -12,6 +12,9 @@
    Drops call ``on_drop`` (the app enqueues a re-check that evicts).
 6. ``score_threshold`` (relative, see :class:`SearchRequest`) and an absolute ``min_score``
    cut the ranked list; snippets come from the best chunk: escaped, matches marked.
+7. Only with ``explain``: each branch is asked once more on its own (same filter, same pool),
+   to give each result its rank and raw score there (:class:`Explain`). Without it nothing of
+   this runs.
 
 Scores are the fusion's own: RRF (k = :data:`~ncindex.store.schema.RRF_K`, 10) sums
 ``1 / (rank + 10)`` over the two branches; DBSF sums per-branch scores normalised as
@@ -32,6 +35,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
     StrictFloat,
     StrictInt,
     WithJsonSchema,
@@ -42,12 +46,12 @@ from ncindex.documents import DocRef, DocType, principal
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import ChunkOutOfRange, DocumentNotFound, SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.search.filters import Node, build_filter, request_tree
+from ncindex.search.filters import Node, build_filter, request_tree, tree_dict
 from ncindex.search.verify import TagMembership, Verdict, VerificationCounts, VerifyOnRead
 from ncindex.settings import Settings
 from ncindex.sources.eligibility import Eligibility
 from ncindex.store.port import Fusion, Hit, PointRecord, SparseVector, VectorStore
-from ncindex.text.snippets import make_snippet
+from ncindex.text.snippets import Match, snippet
 
 log = structlog.get_logger(__name__)
 
@@ -139,6 +143,14 @@ class SearchRequest(BaseModel):
         "are not similarities, so a relative cut-off works the same for both fusions.",
     )
 
+    explain: StrictBool = Field(
+        False,
+        description="Give each result an `explain` object: its rank and raw score in the dense "
+        "and in the sparse (BM25) branch, the fused score, the matched query terms with their "
+        "offsets in the snippet, the filters applied and when it was verified. Costs one more "
+        "query per branch; nothing when false.",
+    )
+
     @field_validator("query")
     @classmethod
     def _not_blank(cls, value: str) -> str:
@@ -164,6 +176,47 @@ class SearchRequest(BaseModel):
         )
 
 
+class BranchRank(BaseModel):
+    """Where a result's chunk stood in one branch on its own."""
+
+    rank: int = Field(description="1-based rank among the branch's prefetch candidates.")
+    score: float = Field(description="The branch's own score: cosine (dense) or BM25 (sparse).")
+
+
+class MatchedTerm(BaseModel):
+    """A query term found in the snippet."""
+
+    term: str = Field(description="The analysed term (stemmed, lower case).")
+    start: int = Field(description="Offset in characters into the snippet's plain text.")
+    end: int = Field(description="End (exclusive), characters.")
+
+
+class Explain(BaseModel):
+    """Why a result is where it is (only with ``explain: true``)."""
+
+    dense: BranchRank | None = Field(
+        description="Rank and cosine in the dense branch; null if not among its candidates "
+        "(or the dense half did not run)."
+    )
+    sparse: BranchRank | None = Field(
+        description="Rank and BM25 score in the sparse branch; null if not among its "
+        "candidates (no query term in the chunk)."
+    )
+    fused_score: float = Field(description="The score the fusion gave (the result's `score`).")
+    matched_terms: list[MatchedTerm] = Field(
+        description="Query terms in the snippet, offsets into its plain text (the snippet "
+        "without its `<mark>` tags and with entities unescaped)."
+    )
+    filters: dict[str, Any] = Field(
+        description="The filters applied, as one normalised tree (`{}` for none); the "
+        "caller's own access filter is always applied besides."
+    )
+    verified_at: float | None = Field(
+        description="Unix seconds when Nextcloud confirmed the caller may read it; null when "
+        "it was kept unconfirmed (a transient error, or a type without a verifier)."
+    )
+
+
 class SearchResult(BaseModel):
     """One document in a response: its best chunk's position and an HTML snippet of it."""
 
@@ -178,7 +231,13 @@ class SearchResult(BaseModel):
     modified_at: int = Field(description="Unix seconds.")
     path: str | None = Field(None, description="Path in the caller's own view (files, notes).")
     url: str | None = Field(None, description="Link (news items).")
+    explain: Explain | None = Field(
+        None, description="Only with `explain: true` in the request; absent otherwise."
+    )
     _text: str = PrivateAttr(default="")
+    _point_id: str = PrivateAttr(default="")
+    _matches: list[Match] = PrivateAttr(default_factory=list)
+    _verified_at: float | None = PrivateAttr(default=None)
 
     @property
     def doc_key(self) -> str:
@@ -223,8 +282,12 @@ class SearchResponse(BaseModel):
         return self._candidates
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON body."""
-        return self.model_dump(mode="json")
+        """The JSON body (a result's ``explain`` key only when it has one)."""
+        body = self.model_dump(mode="json")
+        for result in body["results"]:
+            if result.get("explain") is None:
+                result.pop("explain", None)
+        return body
 
 
 class ContextChunk(BaseModel):
@@ -341,6 +404,10 @@ class SearchService:
             if exhausted or len(results) >= limit or len(hits) < fetch:
                 break
         results.sort(key=lambda r: (-r.score, r.doc_key))
+        if request.explain and results:
+            t0 = time.perf_counter()
+            self._explain(store, results, dense, sparse, flt, pool, tree)
+            timings["explain"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
         response = SearchResponse(
             results=results,
@@ -399,6 +466,7 @@ class SearchService:
             if not batch:
                 break
             verdicts = self.verifier.check(client, [h.payload for h in batch], counts, membership)
+            checked_at = time.time()
             for hit, checked in zip(batch, verdicts, strict=True):
                 if checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE):
                     if self.on_drop is not None:
@@ -408,19 +476,55 @@ class SearchService:
                 if not cut.keeps(hit.score):
                     exhausted = True
                     continue
-                results.append(self._result(hit, query, client.user, checked.path))
+                result = self._result(hit, query, client.user, checked.path)
+                result._verified_at = checked_at if checked.verdict is Verdict.KEPT else None
+                results.append(result)
         return exhausted
+
+    @staticmethod
+    def _explain(
+        store: VectorStore,
+        results: list[SearchResult],
+        dense: list[float] | None,
+        sparse: SparseVector | None,
+        flt: Any,
+        pool: int,
+        tree: Node | None,
+    ) -> None:
+        """Fill each result's :class:`Explain`: one unfused query per branch that ran, over
+        the same filter and pool as the fused query."""
+        ranks: dict[str, dict[str, BranchRank]] = {"dense": {}, "sparse": {}}
+        for name, vector in (("dense", dense), ("sparse", sparse)):
+            if vector is None:
+                continue
+            hits = store.branch(flt=flt, limit=pool, **{name: vector})
+            ranks[name] = {
+                h.id: BranchRank(rank=i, score=round(h.score, 6)) for i, h in enumerate(hits, 1)
+            }
+        filters = tree_dict(tree)
+        for r in results:
+            r.explain = Explain(
+                dense=ranks["dense"].get(r._point_id),
+                sparse=ranks["sparse"].get(r._point_id),
+                fused_score=r.score,
+                matched_terms=[
+                    MatchedTerm(term=m.term, start=m.start, end=m.end) for m in r._matches
+                ],
+                filters=filters,
+                verified_at=r._verified_at,
+            )
 
     @staticmethod
     def _result(hit: Hit, query: str, user: str, verified_path: str | None) -> SearchResult:
         p = hit.payload
         text = p.get("text") or ""
+        shown = snippet(text, query)
         result = SearchResult(
             doc_type=p["doc_type"],
             doc_id=p["doc_id"],
             title=p.get("title") or "",
             score=round(hit.score, 6),
-            snippet=make_snippet(text, query),
+            snippet=shown.html(),
             char_start=p["char_start"],
             char_end=p["char_end"],
             chunk_index=p["chunk_index"],
@@ -429,6 +533,8 @@ class SearchService:
             url=p.get("url"),
         )
         result._text = text
+        result._point_id = hit.id
+        result._matches = shown.matches
         return result
 
     def context(

@@ -136,6 +136,20 @@ class VectorStore(Protocol):
         ``weights`` are ``(dense, sparse)`` branch weights (``None`` ⇒ equal); a branch whose
         vector is ``None`` drops its weight. Raises ``ValueError`` for weights with DBSF."""
 
+    def branch(
+        self,
+        *,
+        dense: list[float] | None = None,
+        sparse: SparseVector | None = None,
+        flt: models.Filter | None,
+        limit: int,
+        fields: Sequence[str] = ("doc_key",),
+    ) -> list[Hit]:
+        """One branch alone, unfused: the ``limit`` points nearest to ``dense`` (cosine) or
+        to ``sparse`` (BM25 dot product with Qdrant's IDF modifier) among those matching
+        ``flt``, best first, with the branch's own scores and only ``fields`` of the payload.
+        Raises ``ValueError`` unless exactly one vector is given."""
+
     def count(self, flt: models.Filter | None = None) -> int:
         """Exact number of points matching ``flt``."""
 

@@ -473,6 +473,38 @@ class QdrantEdgeStore:
             points = self._open_shard().query(request)
         return [Hit(id=str(p.id), score=p.score, payload=dict(p.payload or {})) for p in points]
 
+    def branch(
+        self,
+        *,
+        dense: list[float] | None = None,
+        sparse: SparseVector | None = None,
+        flt: models.Filter | None,
+        limit: int,
+        fields: Sequence[str] = ("doc_key",),
+    ) -> list[Hit]:
+        """One Edge query of one vector, no fusion: raw cosine or BM25 (IDF) scores, best
+        first, payload ``fields`` only. ``ValueError`` unless exactly one vector is given."""
+        if (dense is None) == (sparse is None):
+            raise ValueError("branch needs exactly one of a dense and a sparse vector")
+        query = (
+            qe.Query.Nearest(list(dense), using=DENSE)
+            if dense is not None
+            else qe.Query.Nearest(
+                qe.SparseVector(list(sparse.indices), list(sparse.values)),  # type: ignore[union-attr]
+                using=SPARSE,
+            )
+        )
+        request = qe.QueryRequest(
+            limit=limit,
+            query=query,
+            filter=to_edge_filter(flt),
+            with_payload=list(fields),
+            with_vector=False,
+        )
+        with self._call("query"):
+            points = self._open_shard().query(request)
+        return [Hit(id=str(p.id), score=p.score, payload=dict(p.payload or {})) for p in points]
+
     def count(self, flt: models.Filter | None = None) -> int:
         """Exact number of points matching ``flt`` (all points for ``None``)."""
         request = qe.CountRequest(exact=True, filter=to_edge_filter(flt))

@@ -375,6 +375,37 @@ class QdrantServerStore:
             )
         return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points]
 
+    def branch(
+        self,
+        *,
+        dense: list[float] | None = None,
+        sparse: SparseVector | None = None,
+        flt: models.Filter | None,
+        limit: int,
+        fields: Sequence[str] = ("doc_key",),
+    ) -> list[Hit]:
+        """One ``query_points`` of one vector, no fusion: raw cosine or BM25 (IDF) scores,
+        best first, payload ``fields`` only. ``ValueError`` unless exactly one vector is
+        given."""
+        if (dense is None) == (sparse is None):
+            raise ValueError("branch needs exactly one of a dense and a sparse vector")
+        query: list[float] | models.SparseVector = (
+            dense
+            if dense is not None
+            else models.SparseVector(indices=sparse.indices, values=sparse.values)  # type: ignore[union-attr]
+        )
+        with self._call("query_points"):
+            response = self._client.query_points(
+                self.collection,
+                query=query,
+                using=DENSE if dense is not None else SPARSE,
+                query_filter=flt,
+                limit=limit,
+                with_payload=list(fields),
+                with_vectors=False,
+            )
+        return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points]
+
     def count(self, flt: models.Filter | None = None) -> int:
         """Exact number of points matching ``flt`` (all points for ``None``)."""
         with self._call("count"):

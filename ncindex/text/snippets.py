@@ -7,21 +7,21 @@ every piece of it is HTML-escaped (``&``, ``<``, ``>``, ``"``, ``'``), and only 
 ``<mark>`` pairs that this module wrote; a ``<mark>`` or ``<script>`` in the document or the
 query comes out as ``&lt;mark&gt;`` text.
 
-Terms are found as BM25 finds them (fastembed's ``Qdrant/bm25``): words are runs of ``\\w``
-characters, lowercased; English stopwords are skipped (the ``stop-words`` list the BM25 model
-folder uses); a word matches a query term when their Snowball stems are equal (``indexing``
-matches ``indexed``), through ``py_rust_stemmers``, the stemmer fastembed's BM25 uses.
+Terms are found as BM25 finds them, by its analysis chain (:mod:`ncindex.embedding.analyzer`):
+a word matches a query term when their terms are equal (``indexing`` matches ``indexed``,
+``IL-6`` matches ``IL-6``); stop words are never marked. Where a whole compound and one of its
+parts both match, the whole is marked.
 """
 
 from __future__ import annotations
 
-import functools
 import html
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-_WORD = re.compile(r"\w+")
+from ncindex.embedding import analyzer
+
 _WHITESPACE = re.compile(r"\s+")
 ELLIPSIS = "…"
 MARK_OPEN, MARK_CLOSE = "<mark>", "</mark>"
@@ -33,10 +33,26 @@ _STRIP_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 
 
 @dataclass(frozen=True, slots=True)
-class _Match:
+class Match:
+    """One marked query term: ``[start, end)`` in characters of the text it was found in, and
+    the analysed ``term`` (``"vitamin"`` for the word ``Vitamins``)."""
+
     start: int
     end: int
     term: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    """A snippet before rendering: its visible ``plain`` text (ellipses included) and the
+    query-term ``matches`` in it, offsets in characters of ``plain``, in order."""
+
+    plain: str
+    matches: list[Match] = field(default_factory=list)
+
+    def html(self) -> str:
+        """``plain`` HTML-escaped piece by piece, the matches wrapped in ``<mark>``."""
+        return _render(self.plain, 0, len(self.plain), self.matches)
 
 
 def clean_text(text: str) -> str:
@@ -51,16 +67,18 @@ def clean_text(text: str) -> str:
 
 
 def query_terms(query: str) -> list[str]:
-    """The stems of ``query``'s words as BM25 sees them: lowercased ``\\w+`` runs, English
-    stopwords skipped (all kept if every word is a stopword), stemmed, deduplicated in order."""
-    words = _WORD.findall(clean_text(query).lower())
-    stops = _stopwords()
-    content = [w for w in words if w not in stops] or words
-    return list(dict.fromkeys(_stem(w) for w in content))
+    """The terms of ``query`` as BM25 sees them (:func:`ncindex.embedding.analyzer.terms`),
+    deduplicated in order."""
+    return list(dict.fromkeys(analyzer.terms(clean_text(query))))
 
 
 def make_snippet(text: str, query: str, *, max_chars: int = 240) -> str:
-    """An HTML snippet of ``text`` for ``query``, at most ``max_chars`` visible characters
+    """:func:`snippet` rendered as HTML (see there)."""
+    return snippet(text, query, max_chars=max_chars).html()
+
+
+def snippet(text: str, query: str, *, max_chars: int = 240) -> Snippet:
+    """A snippet of ``text`` for ``query``, at most ``max_chars`` visible characters
     (ellipses included; tags and entity escapes not counted).
 
     The window is the one holding the most query-term matches (then the most distinct terms,
@@ -72,19 +90,23 @@ def make_snippet(text: str, query: str, *, max_chars: int = 240) -> str:
         raise ValueError("max_chars must be at least 1")
     body = clean_text(text)
     if not body:
-        return ""
+        return Snippet("")
     matches = _find_matches(body, set(query_terms(query)))
     if len(body) <= max_chars:
-        return _render(body, 0, len(body), matches)
+        return Snippet(body, matches)
     ellipses = max_chars >= 3  # room for an ellipsis at each edge, or none at all
     budget = max_chars - 2 if ellipses else max_chars
     start, end = _best_window(body, matches, budget)
     start, end = _snap_to_words(body, start, end, matches)
-    shown = [m for m in matches if m.start >= start and m.end <= end]
-    out = _render(body, start, end, shown)
-    if not ellipses:
-        return out
-    return (ELLIPSIS if start > 0 else "") + out + (ELLIPSIS if end < len(body) else "")
+    head = ELLIPSIS if ellipses and start > 0 else ""
+    tail = ELLIPSIS if ellipses and end < len(body) else ""
+    shift = len(head) - start
+    shown = [
+        Match(m.start + shift, m.end + shift, m.term)
+        for m in matches
+        if m.start >= start and m.end <= end
+    ]
+    return Snippet(head + body[start:end] + tail, shown)
 
 
 def plain_snippet(snippet: str) -> tuple[str, list[tuple[int, int]]]:
@@ -110,41 +132,21 @@ def plain_snippet(snippet: str) -> tuple[str, list[tuple[int, int]]]:
 # --- internals -----------------------------------------------------------------------------
 
 
-@functools.cache
-def _stopwords() -> frozenset[str]:
-    from stop_words import get_stop_words
-
-    return frozenset(w.lower() for w in get_stop_words("english"))
-
-
-@functools.cache
-def _stemmer():  # type: ignore[no-untyped-def]
-    from py_rust_stemmers import SnowballStemmer
-
-    return SnowballStemmer("english")
-
-
-@functools.lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
-    return str(_stemmer().stem_word(word))
-
-
-def _find_matches(body: str, terms: set[str]) -> list[_Match]:
+def _find_matches(body: str, terms: set[str]) -> list[Match]:
+    """The analysed terms of ``body`` that are in ``terms``, without overlaps (a whole
+    compound comes before its parts, so it wins)."""
     if not terms:
         return []
-    stops = _stopwords()
-    out: list[_Match] = []
-    for m in _WORD.finditer(body):
-        word = m.group().lower()
-        if word in stops and word not in terms:
-            continue
-        stem = _stem(word)
-        if stem in terms:
-            out.append(_Match(m.start(), m.end(), stem))
+    out: list[Match] = []
+    end = 0
+    for t in analyzer.tokens(body):
+        if t.text in terms and t.start >= end:
+            out.append(Match(t.start, t.end, t.text))
+            end = t.end
     return out
 
 
-def _best_window(body: str, matches: list[_Match], budget: int) -> tuple[int, int]:
+def _best_window(body: str, matches: list[Match], budget: int) -> tuple[int, int]:
     """``[start, end)`` of length ``budget`` holding the most matches, centred on them."""
     usable = [m for m in matches if m.end - m.start <= budget]
     if not usable:
@@ -168,7 +170,7 @@ def _best_window(body: str, matches: list[_Match], budget: int) -> tuple[int, in
     return start, end
 
 
-def _snap_to_words(body: str, start: int, end: int, matches: list[_Match]) -> tuple[int, int]:
+def _snap_to_words(body: str, start: int, end: int, matches: list[Match]) -> tuple[int, int]:
     """Move cut edges that fall inside a word to the nearest space inward, unless that would
     drop a match or leave nothing; then drop spaces at the edges."""
     first = min((m.start for m in matches if m.start >= start), default=end)
@@ -188,7 +190,7 @@ def _snap_to_words(body: str, start: int, end: int, matches: list[_Match]) -> tu
     return start, end
 
 
-def _render(body: str, start: int, end: int, matches: list[_Match]) -> str:
+def _render(body: str, start: int, end: int, matches: list[Match]) -> str:
     """Escape ``body[start:end]`` piece by piece and wrap the matches (escape, then mark)."""
     parts: list[str] = []
     pos = start

@@ -114,17 +114,17 @@ def test_dense_vectors_carry_meaning(embedder: Embedder) -> None:
     assert cosine(query, kitten) > cosine(query, revenue)
 
 
-def test_sparse_is_bm25_with_stopwords(embedder: Embedder) -> None:
+def test_sparse_is_the_analyzers_bm25(embedder: Embedder) -> None:
     [(_, doc)] = embedder.embed_documents(["the invoices and the invoice for Lisbon"])
     query = embedder.embed_query_sparse("Lisbon invoice")
     assert set(query.indices) <= set(doc.indices)  # stems match: invoices ~ invoice
     assert query.values == [1.0] * len(query.indices)
-    assert len(doc.indices) == 2  # 'the', 'and', 'for' are stopwords; invoice(s) one stem
+    assert len(doc.indices) == 2  # 'the', 'and', 'for' are stop words; invoice(s) one stem
     [(_, only_stopwords)] = embedder.embed_documents(["the and of to"])
     assert only_stopwords.indices == []
-    # the stop-words package's English list (1,333 words) is broad: it holds content words too,
-    # so such a query has no sparse terms at all (see the note in ncindex.embedding.models)
-    assert embedder.embed_query_sparse("hello world").indices == []
+    # content words are kept (the 1,333-word list used before dropped these)
+    assert len(embedder.embed_query_sparse("hello world").indices) == 2
+    assert embedder.analyzer_version == "en-2"
 
 
 def test_embed_query_uses_query_embed_for_both(embedder: Embedder) -> None:
@@ -195,8 +195,8 @@ def test_sparse_works_when_dense_model_is_broken(tmp_path: Path) -> None:
 
 def test_missing_packaged_model_is_built_from_packages(tmp_path: Path) -> None:
     emb = Embedder(Settings(model_dir=tmp_path / "fresh"))
-    assert emb.embed_query_sparse("Lisbon invoice").indices
-    assert emb.paths.dense_ready() and emb.paths.sparse_ready()
+    assert len(emb.embed_query_dense("Lisbon invoice")) == 384
+    assert emb.paths.dense_ready()
 
 
 def test_missing_other_model_is_an_error(tmp_path: Path) -> None:

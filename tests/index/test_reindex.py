@@ -17,13 +17,14 @@ from click.testing import CliRunner
 
 from allinone.cli import main
 from evaluation.beir import sample_dataset
+from ncindex.embedding.analyzer import ANALYZER_VERSION, document_vector, term_id
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import PACKAGED_DENSE_MODEL, dense_dir_name, install_models
 from ncindex.errors import ModelError, ReindexError
 from ncindex.index.indexing import Indexer
-from ncindex.index.reindex import Reindexer
+from ncindex.index.reindex import Reindexer, progress
 from ncindex.settings import Settings
-from ncindex.store import ModelPointers, model_slug
+from ncindex.store import ModelPointers, SparseVector, model_slug
 from support import PASSWORDS, Stack, wait_until
 
 OTHER = "minilm-cls"
@@ -174,6 +175,39 @@ def test_reindex_refuses_a_missing_or_live_model_and_resumes_a_build(
     assert reindexer.finish() == OTHER
     assert reindexer.pointers() == ModelPointers(active=LIVE)
     assert "live: " + LIVE in _run(["reindex"], stack, monkeypatch)
+
+
+def test_reindex_analyzer_rewrites_old_bm25_vectors_in_place(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = [_write(stack, path, text) for path, text in DOCS.items()]
+    wait_until(lambda: all(stack.points(k) for k in keys), 30)
+    store = stack.services.models.handle(LIVE).store
+    # Make two documents look written by the previous analyzer: fastembed-era payload
+    # version and a BM25 vector of one unrelated term.
+    old = keys[:2]
+    for key in old:
+        points = store.document_points(key, with_vectors=True)
+        for p in points:
+            p.payload["analyzer"] = "en-1"
+            p.sparse = SparseVector(indices=[term_id("zebra")], values=[1.0])
+        store.upsert(points)
+    assert stack.search_as("alice", "zebra")["results"]
+    dense_before = {k: _dense(stack, LIVE, k) for k in keys}
+
+    output = _run(["reindex", "--analyzer", "--wait", "60"], stack, monkeypatch)
+    assert "state reanalyzed" in output
+    for key in keys:
+        for p in store.document_points(key, with_vectors=True):
+            assert p.payload["analyzer"] == ANALYZER_VERSION
+            expected = document_vector(p.payload["text"])
+            assert p.sparse is not None and p.sparse.indices == expected.indices
+            assert p.sparse.values == pytest.approx(expected.values, rel=1e-6)  # float32
+        assert _dense(stack, LIVE, key) == dense_before[key]  # dense vectors untouched
+    assert progress(stack.services)["documents"] == str(len(old))
+    # A second run finds nothing to do.
+    report = Reindexer(stack.services, Indexer(stack.services)).reanalyze(float("inf"))
+    assert (report.documents, report.copied, report.remaining) == (0, 0, 0)
 
 
 def test_search_answers_503_when_the_live_model_is_not_installed_here(stack: Stack) -> None:

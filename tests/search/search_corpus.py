@@ -22,6 +22,7 @@ from ncindex.documents import (
     point_id,
     principal,
 )
+from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.embedding.embedder import Embedder
 from ncindex.search.filters import parse_time
 from ncindex.store.port import PointRecord, VectorStore
@@ -113,6 +114,7 @@ def make_docs(count: int = 64, seed: int = 7) -> list[Doc]:
             paths=paths,
             indexed_at=T0,
             embedding_model="test",
+            analyzer=ANALYZER_VERSION,
         )
         docs.append(Doc(source.ref.key, payload, text))
     return docs

@@ -33,6 +33,7 @@ from ncindex.documents import (
     point_id,
     principal,
 )
+from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.embedding.embedder import Embedder
 from ncindex.runtime import Services
 from ncindex.settings import Settings
@@ -189,6 +190,7 @@ def _file_point(api: Api, spec: tuple[str, str, str, int, list[str], str | None]
         paths={u: p for u, p in paths.items() if p},
         indexed_at=T0,
         embedding_model="test",
+        analyzer=ANALYZER_VERSION,
     )
     return PointRecord(point_id(source.ref, payload["content_hash"], 0), payload)
 

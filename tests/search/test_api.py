@@ -3,7 +3,10 @@ rate limit, over the Nextcloud simulator with real verification."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +107,38 @@ def test_results_carry_the_callers_path_and_safe_snippets(ro_api: Api) -> None:
     assert set(body["timings_ms"]) >= {"embed", "query", "verify", "total"}
 
 
+def test_explain_says_why(ro_api: Api) -> None:
+    body = {"query": "lighthouse lens", "tags": ["urgent"], "limit": 5}
+    plain = ro_api.post("alice", body).get_json()
+    assert all("explain" not in r for r in plain["results"])
+    assert "explain" not in plain["timings_ms"]  # nothing computed when not asked
+    before = time.time()
+    explained = ro_api.post("alice", {**body, "explain": True}).get_json()
+    assert [r["doc_id"] for r in explained["results"]] == [r["doc_id"] for r in plain["results"]]
+    light = explained["results"][0]
+    assert light["doc_id"] == ro_api.keys[LIGHT].split(":")[1]
+    why = light["explain"]
+    assert why["fused_score"] == light["score"]
+    assert why["dense"]["rank"] >= 1 and -1.0 <= why["dense"]["score"] <= 1.0
+    assert why["sparse"]["rank"] >= 1 and why["sparse"]["score"] > 0
+    # offsets into the snippet's plain text: the snippet without tags, entities unescaped
+    plain_text = html.unescape(re.sub(r"</?mark>", "", light["snippet"]))
+    assert why["matched_terms"]
+    for m in why["matched_terms"]:
+        word = plain_text[m["start"] : m["end"]].lower()
+        assert word.startswith(m["term"][:4]), (word, m)
+    marked = re.findall(r"<mark>(.*?)</mark>", light["snippet"])
+    assert len(marked) == len(why["matched_terms"])
+    assert why["filters"] == {"field": "tags", "op": "in", "value": ["urgent"]}
+    assert before - 1 <= why["verified_at"] <= time.time() + 1
+    # a query of stop words only has no BM25 term: no sparse rank, still an answer
+    stops = ro_api.post("alice", {"query": "the of and", "explain": True})
+    assert stops.status_code == 200
+    assert all(r["explain"]["sparse"] is None for r in stops.get_json()["results"])
+
+
 BAD: list[tuple[Any, str, str]] = [
+    ({"query": "x", "explain": "yes"}, "invalid_value", "explain"),
     ({"query": ""}, "invalid_value", "query"),
     ({"query": "   "}, "invalid_value", "query"),
     ({"query": 5}, "invalid_value", "query"),
@@ -365,7 +399,12 @@ def test_openapi_document(ro_api: Api) -> None:
     request = schemas["SearchRequest"]["properties"]
     assert set(request) == {
         "query", "limit", "doc_types", "modified_after", "modified_before", "path_prefixes",
-        "tags", "category", "mime_types", "filter", "fusion", "score_threshold",
+        "tags", "category", "mime_types", "filter", "fusion", "score_threshold", "explain",
+    }  # fmt: skip
+    result = schemas["SearchResult"]
+    assert "explain" in result["properties"] and "explain" not in result.get("required", [])
+    assert set(schemas["Explain"]["properties"]) == {
+        "dense", "sparse", "fused_score", "matched_terms", "filters", "verified_at",
     }  # fmt: skip
     assert set(schemas["FilterLeaf"]["properties"]["field"]["enum"]) == {
         f["name"] for f in filters_document()["fields"]

@@ -178,6 +178,8 @@ def test_retrieve_is_the_verified_search(served: Served) -> None:
         ({"rerank": {"method": "cross-encoder"}}, -32005, {"option": "rerank"}),
         ({"minScore": "high"}, -32602, {"field": "minScore"}),
         ({"includeText": "yes"}, -32602, {"field": "includeText"}),
+        ({"_meta": {"explain": "yes"}}, -32602, {"field": "_meta.explain"}),
+        ({"_meta": [1]}, -32602, {"field": "_meta"}),
     ],
 )
 def test_bad_retrieve_params(
@@ -207,6 +209,20 @@ def test_lenient_options_and_clamping(served: Served) -> None:
     assert any("rerank" in n for n in result["usage"]["notes"])
     no_text = client.call("retrieve", {"query": "lighthouse", "includeText": False})
     assert no_text["hits"] and all("text" not in h for h in no_text["hits"])
+
+
+def test_explain_in_meta(served: Served) -> None:
+    client = connect(served, "alice")
+    plain = client.call("retrieve", {"query": "lighthouse lens"})
+    assert "explain" not in plain["_meta"]
+    result = client.call("retrieve", {"query": "lighthouse lens", "_meta": {"explain": True}})
+    explained = result["_meta"]["explain"]
+    assert [e["id"] for e in explained] == [h["id"] for h in result["hits"]]
+    first = explained[0]
+    assert first["fused_score"] == result["hits"][0]["score"]
+    assert first["dense"]["rank"] >= 1 and first["sparse"]["rank"] >= 1
+    assert {m["term"] for m in first["matched_terms"]} <= {"lighthous", "len"}
+    assert first["filters"] == {} and first["verified_at"] > 0
 
 
 def test_gating_and_unknown_methods(served: Served) -> None:

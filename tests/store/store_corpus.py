@@ -23,6 +23,7 @@ from ncindex.documents import (
     point_id,
     principal,
 )
+from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.store import PointRecord, SparseVector, VectorStore
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 from ncindex.store.qdrant_server import QdrantServerStore
@@ -103,6 +104,7 @@ def build_corpus(seed: int = 7) -> list[PointRecord]:
                 paths=spec["paths"],
                 indexed_at=T0 + 10_000 + n,
                 embedding_model="test/model",
+                analyzer=ANALYZER_VERSION,
             )
             common = sorted(rng.sample(range(12), 3))
             sparse = SparseVector(

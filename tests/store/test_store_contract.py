@@ -440,6 +440,24 @@ def test_sparse_only_query(corpus_store: VectorStore, fusion: Fusion) -> None:
         assert [h.score for h in hits] == pytest.approx([1 / (r + RRF_K) for r in range(len(hits))])
 
 
+def test_branch_gives_raw_scores_of_one_vector(corpus_store: VectorStore) -> None:
+    query = SparseVector([0, 5, UNIQUE_BASE + 11], [1.0, 0.7, 0.4])
+    hits = corpus_store.branch(sparse=query, flt=None, limit=N)
+    assert [h.id for h in hits] == _bm25_idf_order(query)
+    assert all(set(h.payload) == {"doc_key"} for h in hits)
+    target = CORPUS[7]
+    dense = corpus_store.branch(dense=target.dense, flt=None, limit=3, fields=["chunk_index"])
+    assert dense[0].id == target.id
+    assert dense[0].score == pytest.approx(1.0, abs=1e-3)  # cosine of a vector with itself
+    assert dense[0].payload == {"chunk_index": target.payload["chunk_index"]}
+    flt = m.Filter(must_not=[_eq("doc_key", target.payload["doc_key"])])
+    assert target.id not in {
+        h.id for h in corpus_store.branch(dense=target.dense, flt=flt, limit=N)
+    }
+    with pytest.raises(ValueError):
+        corpus_store.branch(dense=target.dense, sparse=query, flt=None, limit=1)
+
+
 def test_query_needs_a_vector(corpus_store: VectorStore) -> None:
     with pytest.raises(ValueError):
         corpus_store.query(

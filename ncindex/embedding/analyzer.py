@@ -1,0 +1,215 @@
+"""The English analysis chain of the BM25 half: text → terms → BM25 sparse vectors (issue 19).
+
+Documents and queries go through the same chain, so a word meets itself:
+
+1. **Tokens** (:func:`tokens`): runs of letters and digits, lowercased, with these kept whole
+   because people search for them as they are written (each rule has a unit test in
+   ``tests/embedding/test_analyzer.py``):
+
+   - e-mail addresses (``jane.doe@example.org``);
+   - a word ending in ``++`` or ``#`` (``C++``, ``C#``, ``F#``, ``g++``);
+   - a name starting with a dot after a space (``.NET``, ``.gitignore``);
+   - words joined by ``-``, ``.`` or ``_`` with no space (``IL-6``, ``COVID-19``, ``UTF-8``,
+     ``x86-64``, ``x86_64``, version numbers ``2.1.0``, file names ``report.pdf``).
+
+   A whole e-mail address, dotted name or joined word is one term *and* each of its parts is a
+   term too (``IL-6`` → ``il-6``, ``il``, ``6``), as Lucene's ``WordDelimiterGraphFilter`` with
+   ``preserveOriginal`` does, so a search for ``covid`` still finds ``COVID-19``. Words with
+   apostrophes stay one token (``don't``); a trailing possessive ``'s`` goes (Snowball's step 0).
+2. **Stemming**: the Snowball English stemmer (Porter2, through ``PyStemmer``, the Snowball
+   project's own C build) for tokens made of letters only; tokens holding digits or symbols
+   (``3d``, ``il-6``, ``c++``) are left as they are.
+3. **Stop words**: Lucene's English stop set (33 words, :data:`STOP_WORDS`), compared *after*
+   stemming against the stems of the set, so every form of a word is kept or dropped alike
+   (the 1,333-word list used before dropped ``system`` but indexed ``systems``).
+4. **Weights**: documents get the term-frequency half of Okapi BM25,
+   ``tf·(k1+1) / (tf + k1·(1 − b + b·len/avg_len))`` (:data:`K1`, :data:`B`, :data:`AVG_LEN`),
+   the IDF half being Qdrant's ``Modifier.IDF`` on the sparse vector; queries get each term's
+   count in the query (query term frequency, as Lucene's BM25 sums over repeated terms).
+   A term's index is ``abs(murmur3_32(term))`` (``mmh3.hash``, signed, seed 0), the ids
+   fastembed's ``Qdrant/bm25`` gives, so plain words of an index built before keep their ids.
+
+The chain has a version, :data:`ANALYZER_VERSION`, written into every point's payload
+(``analyzer``); changing the chain means a new version and a rebuild through
+``ncindex reindex`` (README, "Changing the BM25 analyzer").
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import mmh3
+
+from ncindex.store.port import SparseVector
+
+ANALYZER_VERSION = "en-2"
+"""The analysis chain's version (``en-1`` was fastembed's ``Qdrant/bm25`` with the 1,333-word
+``stop-words`` list). Stored in each point's ``analyzer`` payload field."""
+
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
+)
+"""Lucene's English stop set: ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` of Apache Lucene
+(lucene/analysis/common, org.apache.lucene.analysis.en.EnglishAnalyzer), 33 words."""
+
+K1 = 1.2
+"""BM25 term-frequency saturation (Robertson's and Lucene's default)."""
+B = 0.75
+"""BM25 length normalisation (Robertson's and Lucene's default)."""
+AVG_LEN = 256.0
+"""Assumed average chunk length in terms (fastembed's ``Qdrant/bm25`` default; a chunk of
+200 model tokens gives about 150 to 250 terms)."""
+MAX_TERM_CHARS = 64
+"""Longer terms are dropped (base64 blobs, hashes); their parts are still terms."""
+
+# One token per match; the named group says which rule matched. Order matters: the longest
+# forms first. [^\W_] is a letter or digit (any script).
+_TOKEN = re.compile(
+    r"""
+    (?P<email>[^\W_][\w.+-]*@[^\W_][\w-]*(?:\.[^\W_][\w-]*)+)
+  | (?P<symbol>[^\W\d_][^\W_]*(?:\+\+\d*|\#)(?![\w+#]))
+  | (?P<dotname>(?<![^\s(\[{"'“‘])\.[^\W\d_][^\W_]*)
+  | (?P<joined>[^\W_]+(?:[-._][^\W_]+)+)
+  | (?P<word>[^\W_]+(?:['’][^\W_]+)*)
+    """,
+    re.VERBOSE,
+)
+_PART = re.compile(r"[^\W_]+")
+_LETTERS = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One term of a text: its indexed form and where it came from, ``[start, end)`` in
+    characters of the analysed text."""
+
+    text: str
+    start: int
+    end: int
+
+
+@functools.cache
+def _stemmer():  # type: ignore[no-untyped-def]
+    import Stemmer  # PyStemmer
+
+    return Stemmer.Stemmer("english")
+
+
+@functools.lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return str(_stemmer().stemWord(word))
+
+
+@functools.cache
+def _stemmed_stops() -> frozenset[str]:
+    return frozenset(_stem(w) for w in STOP_WORDS)
+
+
+def _word(text: str, start: int) -> Term | None:
+    """A plain word (letters, digits, inner apostrophes) as a term: stemmed when it is all
+    letters, ``None`` when it is a stop word."""
+    lower = text.lower().replace("’", "'")
+    form = _stem(lower) if _LETTERS.fullmatch(lower) else lower
+    if form in _stemmed_stops() or not form or len(form) > MAX_TERM_CHARS:
+        return None
+    return Term(form, start, start + len(text))
+
+
+def tokens(text: str) -> Iterator[Term]:
+    """The terms of ``text`` in reading order (a whole compound before its parts), offsets
+    into ``text``. See the module docstring for the rules."""
+    for m in _TOKEN.finditer(text):
+        kind, raw, start = m.lastgroup, m.group(), m.start()
+        if kind == "word":
+            term = _word(raw, start)
+            if term is not None:
+                yield term
+            continue
+        whole = raw.lower()
+        if len(whole) <= MAX_TERM_CHARS:
+            yield Term(whole, start, m.end())
+        if kind == "symbol":
+            continue
+        for part in _PART.finditer(raw):
+            term = _word(part.group(), start + part.start())
+            if term is not None and term.text != whole:
+                yield term
+
+
+def terms(text: str) -> list[str]:
+    """Just the terms of ``text`` (what the sparse vector counts), in order, repeats kept."""
+    return [t.text for t in tokens(text)]
+
+
+def term_id(term: str) -> int:
+    """A term's sparse-vector index: ``abs(mmh3.hash(term))`` (murmur3, 32 bits, seed 0, as
+    fastembed's ``Bm25.compute_token_id``), in ``0 … 2**31``."""
+    return abs(mmh3.hash(term))
+
+
+def document_vector(text: str) -> SparseVector:
+    """The BM25 document vector of a chunk: per term, ``tf·(k1+1) / (tf + k1·(1 − b +
+    b·len/avg_len))`` with ``len`` the chunk's term count. Terms sharing an id (a hash
+    collision) add up. Indices ascending."""
+    counts = Counter(terms(text))
+    length = sum(counts.values())
+    norm = K1 * (1 - B + B * length / AVG_LEN)
+    weights: dict[int, float] = {}
+    for term, tf in counts.items():
+        key = term_id(term)
+        weights[key] = weights.get(key, 0.0) + tf * (K1 + 1) / (tf + norm)
+    return _vector(weights)
+
+
+def query_vector(text: str) -> SparseVector:
+    """The BM25 query vector: each term's count in the query (so a repeated word weighs
+    more), scored against documents with Qdrant's IDF modifier. Empty when the query has no
+    terms (only stop words or punctuation). Indices ascending."""
+    weights: dict[int, float] = {}
+    for term, count in Counter(terms(text)).items():
+        key = term_id(term)
+        weights[key] = weights.get(key, 0.0) + float(count)
+    return _vector(weights)
+
+
+def _vector(weights: dict[int, float]) -> SparseVector:
+    keys = sorted(weights)
+    return SparseVector(indices=keys, values=[weights[k] for k in keys])

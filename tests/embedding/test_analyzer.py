@@ -1,0 +1,152 @@
+"""The BM25 analysis chain, one test per rule (ncindex.embedding.analyzer)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ncindex.embedding.analyzer import (
+    AVG_LEN,
+    K1,
+    STOP_WORDS,
+    B,
+    document_vector,
+    query_vector,
+    term_id,
+    terms,
+    tokens,
+)
+
+
+def test_words_are_lowercased_and_stemmed() -> None:
+    assert terms("Running Vitamins STUDIES") == ["run", "vitamin", "studi"]
+
+
+def test_lucene_stop_set() -> None:
+    assert len(STOP_WORDS) == 33
+    assert terms("the cat and the hat") == ["cat", "hat"]
+    assert terms("to be or not to be") == []
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        # the queries of issue 19 that had no BM25 term with the 1,333-word list
+        ("computer research group", ["comput", "research", "group"]),
+        ("work from home", ["work", "from", "home"]),
+        ("test results", ["test", "result"]),
+        ("C++", ["c++"]),
+        ("C# vs F#", ["c#", "vs", "f#"]),
+        ("high blood pressure", ["high", "blood", "pressur"]),
+    ],
+)
+def test_content_words_are_kept(query: str, expected: list[str]) -> None:
+    assert terms(query) == expected
+    assert query_vector(query).indices
+
+
+def test_stop_words_meet_after_stemming() -> None:
+    # a word and its plural give the same term, whatever the stop set holds
+    assert terms("system") == terms("systems") == ["system"]
+    # and every form of a stop word is dropped alike ("being" stems to "be")
+    assert terms("being") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("IL-6", ["il-6", "il", "6"]),
+        ("COVID-19", ["covid-19", "covid", "19"]),
+        ("UTF-8", ["utf-8", "utf", "8"]),
+        ("x86-64", ["x86-64", "x86", "64"]),
+        ("x86_64", ["x86_64", "x86", "64"]),
+        ("version 2.1.0", ["version", "2.1.0", "2", "1", "0"]),
+        ("report.pdf", ["report.pdf", "report", "pdf"]),
+        ("state-of-the-art", ["state-of-the-art", "state", "art"]),
+    ],
+)
+def test_joined_words_kept_whole_and_in_parts(text: str, expected: list[str]) -> None:
+    assert terms(text) == expected
+
+
+def test_sentence_end_is_not_a_join() -> None:
+    assert terms("We use 2.1.0. Then") == ["we", "use", "2.1.0", "2", "1", "0"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("C++", ["c++"]),
+        ("c#", ["c#"]),
+        ("F# and g++", ["f#", "g++"]),
+        ("C++11", ["c++11"]),
+        ("issue#5", ["issu", "5"]),  # '#' followed by a word is not a language name
+    ],
+)
+def test_symbol_suffixes(text: str, expected: list[str]) -> None:
+    assert terms(text) == expected
+
+
+def test_dot_names() -> None:
+    assert terms("The .NET runtime") == [".net", "net", "runtim"]
+    assert terms("edit (.gitignore)") == ["edit", ".gitignore", "gitignor"]
+
+
+def test_email_addresses() -> None:
+    assert terms("mail jane.doe@example.org today") == [
+        "mail",
+        "jane.doe@example.org",
+        "jane",
+        "doe",
+        "exampl",
+        "org",
+        "today",
+    ]
+
+
+def test_digits_and_mixed_tokens_are_not_stemmed() -> None:
+    assert terms("3D models") == ["3d", "model"]
+
+
+def test_possessive_and_apostrophes() -> None:
+    assert terms("Nextcloud’s files") == ["nextcloud", "file"]
+    assert terms("don't") == ["don't"]
+
+
+def test_offsets_point_into_the_text() -> None:
+    text = "See IL-6 and COVID-19."
+    for t in tokens(text):
+        assert text[t.start : t.end].lower().replace("’", "'").startswith(t.text[:1])
+    whole = next(t for t in tokens(text) if t.text == "covid-19")
+    assert text[whole.start : whole.end] == "COVID-19"
+
+
+def test_long_terms_are_dropped_but_their_parts_kept() -> None:
+    assert terms("a" * 70 + "-b1") == ["b1"]
+
+
+def test_query_term_frequency_is_counted() -> None:
+    vec = query_vector("vitamin D vitamins")
+    weights = dict(zip(vec.indices, vec.values, strict=True))
+    assert weights[term_id("vitamin")] == 2.0
+    assert weights[term_id("d")] == 1.0
+    assert vec.indices == sorted(vec.indices)
+
+
+def test_document_weights_are_bm25_tf() -> None:
+    vec = document_vector("cell cell growth")
+    weights = dict(zip(vec.indices, vec.values, strict=True))
+    norm = K1 * (1 - B + B * 3 / AVG_LEN)
+    assert math.isclose(weights[term_id("cell")], 2 * (K1 + 1) / (2 + norm))
+    assert math.isclose(weights[term_id("growth")], (K1 + 1) / (1 + norm))
+    assert document_vector("").indices == []
+
+
+def test_term_ids_are_fastembeds() -> None:
+    # abs(murmur3_32("vitamin", seed 0)), fastembed's Bm25.compute_token_id; plain words keep
+    # the ids an index built by fastembed's Qdrant/bm25 has
+    from fastembed.sparse.bm25 import Bm25
+
+    for word in ("vitamin", "pressur", "c++"):
+        assert term_id(word) == Bm25.compute_token_id(word)
