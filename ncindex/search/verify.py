@@ -273,12 +273,17 @@ class VerifyOnRead:
         tags: TagMembership,
     ) -> Checked:
         """``checked`` (kept), or ``INELIGIBLE`` with the reason when the index rules exclude
-        the file or note now: globs on its current path (a file's as the SEARCH by id gave it;
-        a note's as indexed), the MIME list (files), the tag gate and excluded tags."""
+        the file or note now: globs on its current path (as a SEARCH by file id gives it; for
+        a note asked only while the globs can exclude a path), the MIME list (files), the tag
+        gate and excluded tags."""
         doc_type = payload.get("doc_type")
         if doc_type not in RULED_TYPES or self.eligibility is None:
             return checked
         assert client.user is not None
+        if doc_type == DocType.NOTE.value and self.eligibility.has_path_rules:
+            # a note's current path: the Notes API gives only its category, so ask WebDAV by
+            # file id (a note's id is its file's) — one request, only while globs can exclude
+            checked.path = client.find_by_id(int(payload["doc_id"])).path
         path = checked.path or (payload.get("paths") or {}).get(client.user)
         if path is None:
             return checked  # nothing to judge the globs on: kept as verified
