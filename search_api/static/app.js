@@ -16,7 +16,6 @@ const OPEN_PATHS = {
 let session = { user: null, csrf: "", nextcloud_url: "" };
 let pollTimer = null;
 let searchSeq = 0; // only the newest search's answer is shown (answers can arrive out of order)
-let explainSupported = true; // POST /v1/search takes "explain" once issue 19 is merged
 
 function status(text, isError) {
   $("status").textContent = text || "";
@@ -224,8 +223,7 @@ function fromUrl() {
 
 // --- search ----------------------------------------------------------------------------
 function requestBody() {
-  const body = { query: $("q").value };
-  if (explainSupported) body.explain = true;
+  const body = { query: $("q").value, explain: true }; // each result's "Why it matched"
   const types = checkedTypes();
   if (types.length) body.doc_types = types;
   if ($("after").value) body.modified_after = toUtc($("after").value);
@@ -249,11 +247,7 @@ async function search(push) {
   }
   toUrl(push);
   status("Searching…");
-  let { response, data } = await call("POST", "/v1/search", requestBody());
-  if (response.status === 400 && data && data.code === "unknown_field" && data.field === "explain") {
-    explainSupported = false; // a server without explain still answers, once asked without
-    ({ response, data } = await call("POST", "/v1/search", requestBody()));
-  }
+  const { response, data } = await call("POST", "/v1/search", requestBody());
   if (seq !== searchSeq) return; // a newer search was started meanwhile
   if (response.status === 401) { signedOut("Your sign-in ended. Sign in again to search."); return; }
   if (!response.ok) { status(problemText(response, data), true); return; }
@@ -280,7 +274,7 @@ function resultItem(r) {
   li.querySelector(".snippet").innerHTML = r.snippet; // server-escaped text with <mark>s
   const button = li.querySelector(".context-button");
   button.addEventListener("click", () => toggleContext(r, li, button));
-  if (r.explain) renderExplain(li.querySelector(".explain"), r.explain);
+  if (r.explain) renderExplain(li.querySelector(".explain"), r.explain, li.querySelector(".snippet").textContent);
   return li;
 }
 
@@ -303,13 +297,26 @@ async function toggleContext(r, li, button) {
   button.textContent = "Hide context";
 }
 
-function renderExplain(details, explain) {
+// The words of the snippet that matched: the server's matched terms are analyzer terms (stems,
+// e.g. "len" for "lens"); their offsets are in characters (code points) into the snippet's
+// plain text, so they pick out the words as written. One entry per word, ignoring case.
+function matchedWords(terms, snippetText) {
+  const chars = Array.from(snippetText);
+  const words = new Map();
+  for (const t of terms) {
+    const word = chars.slice(t.start, t.end).join("");
+    if (!words.has(word.toLowerCase())) words.set(word.toLowerCase(), word);
+  }
+  return [...words.values()];
+}
+
+function renderExplain(details, explain, snippetText) {
   const rows = [];
   const rank = (b) => (b ? "rank " + b.rank + ", score " + b.score : "not a candidate");
   rows.push(["Dense", rank(explain.dense)], ["BM25", rank(explain.sparse)]);
   if (explain.fused_score !== undefined) rows.push(["Fused score", String(explain.fused_score)]);
   if (explain.matched_terms && explain.matched_terms.length) {
-    rows.push(["Matched terms", explain.matched_terms.map((t) => t.term).join(", ")]);
+    rows.push(["Matched words", matchedWords(explain.matched_terms, snippetText).join(", ")]);
   }
   details.querySelector("dl").replaceChildren(...rows.flatMap(([k, v]) => {
     const dt = document.createElement("dt"); dt.textContent = k;

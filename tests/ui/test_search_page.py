@@ -9,8 +9,10 @@ use the page. With ``NCINDEX_SCREENSHOTS=<folder>`` the main states are saved th
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -240,9 +242,12 @@ def test_alice_signs_in_with_login_flow_filters_and_signs_out(
     cookie = next(c for c in context.cookies() if c["name"] == "ncindex_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
 
-    # search with the keyboard
+    # search with the keyboard; the page asks for each result's explain
     page.locator("#q").fill("lighthouse lens")
-    page.keyboard.press("Enter")
+    with page.expect_response(lambda r: r.url.endswith("/v1/search")) as answered:
+        page.keyboard.press("Enter")
+    assert answered.value.request.post_data_json == {"query": "lighthouse lens", "explain": True}
+    answer = answered.value.json()
     expect_titles(page, ALICE_ALL)
     assert page.locator("#results .snippet mark").count() > 0
     # the document whose title and text hold <script> and <img onerror> stays inert text
@@ -255,6 +260,34 @@ def test_alice_signs_in_with_login_flow_filters_and_signs_out(
     href = plan.locator(".title").get_attribute("href")
     assert href == f"{deployment.sim_server.url}/index.php/f/{deployment.ids['plan']}"
     page.screenshot(path=shots / "results.png", full_page=True)
+
+    # "Why it matched": the server's ranks in each branch, fused score and matched terms
+    plan_answer = next(r for r in answer["results"] if r["doc_id"] == str(deployment.ids["plan"]))
+    why = plan_answer["explain"]
+    assert why["dense"] and why["sparse"]  # "lighthouse lens" is in plan.md: both branches
+    explain = plan.locator(".explain")
+    expect(explain.locator("dl")).not_to_be_visible()
+    explain.get_by_text("Why it matched").click()
+    expect(explain.locator("dl")).to_be_visible()
+    rows = dict(
+        zip(
+            explain.locator("dt").all_text_contents(),
+            explain.locator("dd").all_text_contents(),
+            strict=True,
+        )
+    )
+    assert list(rows) == ["Dense", "BM25", "Fused score", "Matched words"]
+    for label, branch in (("Dense", why["dense"]), ("BM25", why["sparse"])):
+        shown = re.fullmatch(r"rank (\d+), score (\S+)", rows[label])
+        assert shown, rows[label]
+        assert (int(shown[1]), float(shown[2])) == (branch["rank"], branch["score"])
+    assert float(rows["Fused score"]) == why["fused_score"]
+    # the terms are stems ("len"); their offsets into the snippet's text give the words shown
+    plain = html.unescape(re.sub(r"</?mark>", "", plan_answer["snippet"]))
+    words = [plain[t["start"] : t["end"]] for t in why["matched_terms"]]
+    assert {w.lower() for w in words} == {"lighthouse", "lens"}
+    first_of_each = [w for i, w in enumerate(words) if w.lower() not in map(str.lower, words[:i])]
+    assert rows["Matched words"] == ", ".join(first_of_each)
 
     # doc-type chip
     page.get_by_label("Notes").check()
@@ -366,11 +399,10 @@ def test_bob_with_a_typed_app_password_never_sees_alices_folders_or_tags(
 def test_rate_limited_state_is_said_plainly(
     tmp_path: Path, redis_url: str, model_dir: Path, browser: Browser, shots: Path
 ) -> None:
-    """A real per-caller limit of 4 requests a minute: folders, tags and the first search use it
-    up (a server without ``explain`` answers the first search on the second request), the next
-    search is refused 429 — the page says when to retry."""
+    """A real per-caller limit of 3 requests a minute: folders, tags and the first search use it
+    up, the next search is refused 429 — the page says when to retry."""
     running = Deployment(
-        tmp_path, redis_url, model_dir, documents=False, NCINDEX_SEARCH_RATE_LIMIT="4/minute"
+        tmp_path, redis_url, model_dir, documents=False, NCINDEX_SEARCH_RATE_LIMIT="3/minute"
     )
     try:
         running.wait_ready()
