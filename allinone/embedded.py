@@ -22,6 +22,7 @@ from typing import Any
 import redis
 import structlog
 from celery import Celery
+from celery.worker import state
 from pydantic import SecretStr
 from qdrant_client import models
 from werkzeug.serving import BaseWSGIServer, make_server
@@ -32,24 +33,30 @@ from ncindex.redis_server import RedisProcess, reachable, start_redis
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.sync.reconcile import request_scans, scan_types
+from ncindex.sync.status import settled
+from ncindex.telemetry import QueueCollector, register_queue_metrics, unregister_queue_metrics
 from ncindex.web.dispatch import dispatch
 from ncindex.web.server_errors import ProblemRequestHandler
 from search_api import create_app as create_search_app
 from webhook_receiver import create_app as create_receiver_app
 from workers.beat import start_embedded_beat
 from workers.celery_app import create_celery
+from workers.heartbeat import connect_task_hooks
 
 log = structlog.get_logger(__name__)
+
+#: How long a cold shutdown of the embedded worker may take (closing its broker connection,
+#: restoring the unacknowledged messages), seconds: a guess with room, measured under 1 s.
+COLD_STOP_SECONDS = 5.0
 
 #: The namespace of ``ncindex up`` when ``NCINDEX_NAMESPACE`` is not set.
 NAMESPACE = "ncindex-up"
 
 
-def start_worker(
-    celery: Celery, concurrency: int = 2, *, restart_after: float = 5.0
-) -> threading.Thread:
-    """Run a Celery worker consuming every queue in a daemon thread of this process, and start
-    it again ``restart_after`` seconds after it stops.
+class EmbeddedWorker:
+    """A Celery worker consuming every queue in a daemon thread of this process (thread pool of
+    ``concurrency``), started again ``restart_after`` seconds after it stops on an error, until
+    :meth:`stop`.
 
     A standalone ``celery worker`` stops on an "unrecoverable error" and exits, so that its
     supervisor (Kubernetes, systemd) starts a new one; in this process nothing else would. One
@@ -59,26 +66,67 @@ def start_worker(
     The app is made the process default first: Celery's thread pool looks tasks up through
     the current app, which would otherwise be Celery's default app.
     """
-    celery.set_default()
-    celery.set_current()
 
-    def run() -> None:
-        while True:
-            worker = celery.WorkController(
+    def __init__(self, celery: Celery, concurrency: int = 2, *, restart_after: float = 5.0):
+        self.celery = celery
+        self.concurrency = concurrency
+        self.restart_after = restart_after
+        self.stopping = threading.Event()
+        self.controller: Any = None
+        celery.set_default()
+        celery.set_current()
+        state.should_stop = state.should_terminate = None  # a stop of an earlier one is over
+        self.thread = threading.Thread(target=self._run, name="celery-worker", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            self.controller = self.celery.WorkController(
                 pool_cls="threads",
-                concurrency=concurrency,
+                concurrency=self.concurrency,
                 loglevel="WARNING",
                 without_heartbeat=True,
                 without_mingle=True,
                 without_gossip=True,
             )
-            worker.start()
-            log.error("worker_stopped", exitcode=worker.exitcode, restart_in=restart_after)
-            time.sleep(restart_after)
+            self.controller.start()
+            if self.stopping.wait(0):
+                return
+            log.error(
+                "worker_stopped", exitcode=self.controller.exitcode, restart_in=self.restart_after
+            )
+            self.stopping.wait(self.restart_after)
 
-    thread = threading.Thread(target=run, name="celery-worker", daemon=True)
-    thread.start()
-    return thread
+    def stop(self, grace: float) -> bool:
+        """Stop the worker and wait for its thread; whether it stopped in ``grace`` seconds
+        (plus the few seconds of a cold shutdown).
+
+        Warm shutdown first, as ``celery worker`` does on SIGTERM: Celery's own flag
+        (``celery.worker.state.should_stop``, read by the consumer's loop at least every
+        second) makes the worker stop taking messages, let the running tasks finish, stop its
+        pool — tasks received but not started (a debounce countdown, prefetch) are cancelled
+        unrun — and close its broker connection, whereupon kombu's Redis transport puts every
+        unacknowledged message back on its queue at once (``QoS.restore_unacked_once``), so
+        the next start resumes them instead of waiting out the visibility timeout. When tasks
+        still run after ``grace`` seconds: cold shutdown (``should_terminate``), which closes
+        the connection without waiting for them, restoring their messages too; they run again
+        on the next start (indexing is idempotent: a document's unchanged chunks are kept).
+        """
+        self.stopping.set()
+        state.should_stop = 0  # EX_OK: the flag Celery's SIGTERM handler sets
+        self.thread.join(grace)
+        if self.thread.is_alive():
+            log.warning("worker_stop_grace_over", grace=grace)
+            state.should_terminate = 1
+            self.thread.join(COLD_STOP_SECONDS)
+        return not self.thread.is_alive()
+
+
+def start_worker(
+    celery: Celery, concurrency: int = 2, *, restart_after: float = 5.0
+) -> EmbeddedWorker:
+    """Start an :class:`EmbeddedWorker` (see there)."""
+    return EmbeddedWorker(celery, concurrency, restart_after=restart_after)
 
 
 @dataclass
@@ -93,6 +141,9 @@ class Embedded:
     redis: RedisProcess | None = None
     sample: Any = None
     beat: Any = None
+    worker: EmbeddedWorker | None = None
+    #: the queue-depth, reserved and index-lag gauges this process serves at ``/metrics``
+    queue_metrics: QueueCollector | None = None
     #: the :class:`~ncindex.ingest.registration.RegisterResult` of start-up: what Nextcloud refused
     webhooks: Any = None
 
@@ -108,16 +159,50 @@ class Embedded:
         )
         return self.services.store.count(first_chunks)
 
-    def close(self) -> None:
-        """Stop beat, the HTTP server, the simulator, the store and a private Redis."""
+    def sample_current(self) -> bool:
+        """Whether every sample document is in the store and nothing is left to do: the
+        simulator has no delivery to send, and no task waits, runs or is debounced
+        (:func:`ncindex.sync.status.settled`) — the start's reconcile pass included, so on a
+        restart the re-checks of what is already stored are over too."""
+        if self.sample is None or self.simulator is None:
+            return False
+        if self.simulator.engine.pending() or not settled(self.services.redis, self.settings.names):
+            return False
+        return self.documents_indexed() >= self.sample.documents
+
+    def close(self, grace: float | None = None) -> None:
+        """Stop in the order that loses nothing: beat (no new ticks), the HTTP server (no new
+        webhooks or searches), the worker (:meth:`EmbeddedWorker.stop`: running tasks finish
+        within ``grace`` seconds — default ``settings.shutdown_grace`` — the others go back
+        to their queues), then the simulator, the clients and the store the tasks used, and
+        a private Redis last."""
+        grace = self.settings.shutdown_grace if grace is None else grace
+        steps: dict[str, float] = {}
+        clock = time.monotonic()
+
+        def done(step: str) -> None:
+            nonlocal clock
+            steps[step] = round(time.monotonic() - clock, 3)
+            clock = time.monotonic()
+
         if self.beat is not None:
             self.beat.stop()
+        done("beat")
         self.server.shutdown()
+        self.server.server_close()
+        done("http")
+        stopped = self.worker.stop(grace) if self.worker is not None else True
+        done("worker")
         if self.simulator_server is not None:
             self.simulator_server.close()
+        if self.queue_metrics is not None:
+            unregister_queue_metrics(self.queue_metrics)
         self.services.close()
+        done("clients")
         if self.redis is not None:
             self.redis.stop()
+        done("redis")
+        log.info("stopped", worker_in_grace=stopped, seconds=steps)
 
 
 def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
@@ -184,7 +269,8 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     services = Services(settings)
     services.store  # noqa: B018  (open the store and load the models before serving)
     celery = create_celery(settings, services)
-    start_worker(celery)
+    connect_task_hooks()
+    worker = start_worker(celery)
     beat = start_embedded_beat(celery, settings)
     server.app = dispatch(
         create_receiver_app(settings, producer=celery, redis_client=services.redis),
@@ -193,6 +279,9 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     embedded = Embedded(settings, services, server, simulator, simulator_server, private_redis)
     embedded.beat = beat
+    embedded.worker = worker
+    # the gauges gunicorn's workers serve (deploy/gunicorn.conf.py), so /metrics is the same
+    embedded.queue_metrics = register_queue_metrics(settings.redis_url, settings.names)
     result = register(services.account(settings.webhook_admin), settings)
     embedded.webhooks = result
     log.info(

@@ -17,7 +17,8 @@ rest for that process:
 * ``setup_logging`` routes Celery's logging through :func:`ncindex.telemetry.configure_logging`
   (the app sets ``worker_hijack_root_logger=False``; a receiver for this signal also stops
   Celery from adding its own handlers and redirecting stdout).
-* ``task_prerun``/``task_postrun`` bind ``task_id`` and ``task`` to structlog's context for the
+* ``task_prerun``/``task_postrun`` (:func:`connect_task_hooks`, which ``ncindex up`` calls
+  too) bind ``task_id`` and ``task`` to structlog's context for the
   task's lines and clear it afterwards (pool processes are reused), and stamp
   :attr:`ncindex.names.Names.last_task_done` in Redis.
 """
@@ -97,8 +98,15 @@ def _install(sender: Any = None, instance: Any = None, **kwargs: Any) -> None:
     if instance is not None and Heartbeat not in instance.app.steps["consumer"]:
         instance.app.steps["consumer"].add(Heartbeat)
     use_json_logging()
-    signals.task_prerun.connect(_bind_task, weak=False)
-    signals.task_postrun.connect(_task_done, weak=False)
+    connect_task_hooks()
+
+
+def connect_task_hooks() -> None:
+    """Connect the ``task_prerun``/``task_postrun`` handlers (log context, the "last task
+    finished" stamp of the index-lag gauge) in this process; ``ncindex up`` calls it for its
+    in-process worker. Connecting again changes nothing."""
+    signals.task_prerun.connect(_bind_task, weak=False, dispatch_uid="ncindex-bind-task")
+    signals.task_postrun.connect(_task_done, weak=False, dispatch_uid="ncindex-task-done")
 
 
 def use_json_logging() -> None:
