@@ -17,6 +17,9 @@ rest for that process:
 * ``setup_logging`` routes Celery's logging through :func:`ncindex.telemetry.configure_logging`
   (the app sets ``worker_hijack_root_logger=False``; a receiver for this signal also stops
   Celery from adding its own handlers and redirecting stdout).
+* ``worker_process_init``: a prefork pool process moves to a process group of its own, so a
+  signal to the worker's process group does not kill a running task
+  (:func:`_shield_pool_process`).
 * ``task_prerun``/``task_postrun`` (:func:`connect_task_hooks`, which ``ncindex up`` calls
   too) bind ``task_id`` and ``task`` to structlog's context for the
   task's lines and clear it afterwards (pool processes are reused), and stamp
@@ -99,6 +102,20 @@ def _install(sender: Any = None, instance: Any = None, **kwargs: Any) -> None:
         instance.app.steps["consumer"].add(Heartbeat)
     use_json_logging()
     connect_task_hooks()
+    signals.worker_process_init.connect(_shield_pool_process, weak=False)
+
+
+def _shield_pool_process(**kwargs: Any) -> None:
+    """In a prefork pool process: leave the worker's process group for one of its own.
+
+    A signal sent to the worker's process group — honcho, ``make``, a shell's Ctrl-C — reached
+    the pool processes as well as the main one, and Celery resets SIGTERM to its default in
+    them: the one running a task died with it (``WorkerLostError`` logged at error level, the
+    task run again). Now only the main process hears it: its warm shutdown lets the task
+    finish, then stops the pool. Its own signals still reach the pool processes by pid (and
+    billiard signals the whole group of a process that leads one, as this one then does); a
+    pool process outliving the main one gets SIGKILL (Celery sets ``PR_SET_PDEATHSIG``)."""
+    os.setpgid(0, 0)
 
 
 def connect_task_hooks() -> None:
