@@ -375,7 +375,8 @@ def test_sigterm_to_the_group_lets_the_running_task_finish(
     wait_until(lambda: client.llen(f"{key}:started") == 1, timeout=60)
     for sig in (signal.SIGTERM, signal.SIGTERM, signal.SIGINT):
         os.killpg(worker.pid, sig)
-    assert worker.popen.wait(timeout=120) == 0, worker.text()
+    # Celery's status after a SIGINT is 1 (EX_FAILURE, its Ctrl-C convention), else 0
+    assert worker.popen.wait(timeout=120) in (0, 1), worker.text()
     assert client.llen(f"{key}:finished") == 1
     assert client.hlen("unacked") == 0 and client.llen("index") == 0
     errors = [line for line in worker.json_lines() if line.get("level") in ("error", "critical")]
@@ -511,23 +512,14 @@ def test_every_role_stops_on_repeated_signals_to_its_group(
     env = process_env(
         redis_proc.url, NCINDEX_QDRANT_URL=f"http://127.0.0.1:{free_port()}", PYTHONFAULTHANDLER="1"
     )
-    procs = {
-        name: spawn(
+    procs = {}
+    for name, app in (("receiver", "webhook_receiver"), ("search", "search_api")):
+        procs[name] = spawn(
             name,
-            [
-                str(BIN / "gunicorn"),
-                "-c",
-                str(ROOT / "deploy" / "gunicorn.conf.py"),
-                "-w",
-                "2",
-                "--bind",
-                f"127.0.0.1:{port}",
-                f"{app}.wsgi:app",
-            ],
+            [str(BIN / "gunicorn"), "-c", str(ROOT / "deploy" / "gunicorn.conf.py"),
+             "-w", "2", "--bind", f"127.0.0.1:{ports[name]}", f"{app}.wsgi:app"],
             env | {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / f"prometheus-{name}")},
         )  # fmt: skip
-        for (name, port), app in zip(ports.items(), ("webhook_receiver", "search_api"))
-    }
     for name, port in ports.items():
         url = f"http://127.0.0.1:{port}/livez"
         wait_until(lambda u=url, p=procs[name]: http_ok(u) or p.popen.poll(), timeout=120)
@@ -546,6 +538,11 @@ def test_every_role_stops_on_repeated_signals_to_its_group(
         except subprocess.TimeoutExpired:
             os.kill(proc.pid, signal.SIGABRT)  # PYTHONFAULTHANDLER: the threads' stacks
             proc.popen.wait(timeout=10)
-        assert proc.popen.returncode == 0, (name, proc.text()[-5000:])
+        # celery worker: 1 when the SIGINT was the last signal it handled (EX_FAILURE, its
+        # Ctrl-C convention); the others: 0
+        assert proc.popen.returncode in ((0, 1) if name == "worker" else (0,)), (
+            name,
+            proc.text()[-5000:],
+        )
         errors = [line for line in proc.json_lines() if line.get("level") in ("error", "critical")]
         assert errors == [] and "Traceback" not in proc.text(), (name, proc.text()[-3000:])
