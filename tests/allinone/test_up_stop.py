@@ -127,8 +127,29 @@ def up(redis_url: str, model_dir: Path, tmp_path: Path) -> Iterator[Up]:
     running.close()
 
 
+def printed_webhook_curl(text: str) -> str:
+    """The ``curl`` command ``ncindex up`` prints to post a webhook by hand."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Post a webhook by hand"))
+    return "\n".join(line for line in lines[at + 1 : at + 4] if line.strip())
+
+
 def test_sigterm_to_the_group_mid_burst_then_restart(up: Up) -> None:
     up.start()
+    # what it prints lets a user post a webhook by hand: the printed curl is answered 202
+    wait_until(lambda: "Stop with Ctrl-C" in up.logs[-1].read_text(), 60, 0.2)
+    output = up.logs[-1].read_text()
+    assert f"Webhook receiver: POST http://127.0.0.1:{up.port}/hooks/nextcloud" in output
+    assert "Secret header: X-Ncindex-Secret: the value of NCINDEX_WEBHOOK_SECRET" in output
+    posted = subprocess.run(
+        ["bash", "-c", printed_webhook_curl(output) + " -o /dev/null -w '%{http_code}'"],
+        env=up.env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert posted.stdout == "202", posted
+    # /metrics has the queue gauges the gunicorn apps serve
+    metrics = httpx.get(f"http://127.0.0.1:{up.port}/metrics", timeout=10).text
+    for family in ("ncindex_queue_depth", "ncindex_tasks_reserved", "ncindex_index_lag_seconds"):
+        assert f"# TYPE {family} gauge" in metrics, family
     up.sim.faults.set("webdav", delay=0.2, method="GET")  # each document takes a moment
     ids = [up.sim.put_file("alice", f"/Harbour/log-{i:02}.txt", body(i, 1)) for i in range(DOCS)]
     wait_until(lambda: up.downloads() >= 10, 120, interval=0.02)
