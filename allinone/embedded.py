@@ -45,10 +45,6 @@ from workers.heartbeat import connect_task_hooks
 
 log = structlog.get_logger(__name__)
 
-#: How long a cold shutdown of the embedded worker may take (closing its broker connection,
-#: restoring the unacknowledged messages), seconds: a guess with room, measured under 1 s.
-COLD_STOP_SECONDS = 5.0
-
 #: The namespace of ``ncindex up`` when ``NCINDEX_NAMESPACE`` is not set.
 NAMESPACE = "ncindex-up"
 
@@ -108,18 +104,34 @@ class EmbeddedWorker:
         unrun — and close its broker connection, whereupon kombu's Redis transport puts every
         unacknowledged message back on its queue at once (``QoS.restore_unacked_once``), so
         the next start resumes them instead of waiting out the visibility timeout. When tasks
-        still run after ``grace`` seconds: cold shutdown (``should_terminate``), which closes
-        the connection without waiting for them, restoring their messages too; they run again
-        on the next start (indexing is idempotent: a document's unchanged chunks are kept).
+        still run after ``grace`` seconds, their messages are put back at once
+        (:meth:`_restore_unacked`) and the process exits without waiting for them; they run
+        again on the next start (indexing is idempotent: a document's unchanged chunks are
+        kept).
         """
         self.stopping.set()
         state.should_stop = 0  # EX_OK: the flag Celery's SIGTERM handler sets
         self.thread.join(grace)
-        if self.thread.is_alive():
-            log.warning("worker_stop_grace_over", grace=grace)
-            state.should_terminate = 1
-            self.thread.join(COLD_STOP_SECONDS)
-        return not self.thread.is_alive()
+        if not self.thread.is_alive():
+            return True
+        log.warning("worker_stop_grace_over", grace=grace)
+        self._restore_unacked()
+        return False
+
+    def _restore_unacked(self) -> None:
+        """Put the messages of the tasks still running back on their queues now (kombu's
+        ``QoS.restore_unacked_once`` on the task consumer's channel, what closing it would
+        do), since the tasks themselves cannot be stopped: their threads end with the
+        process. They run again on the next start."""
+        consumer = getattr(self.controller, "consumer", None)
+        channel = getattr(getattr(consumer, "task_consumer", None), "channel", None)
+        qos = getattr(channel, "qos", None)
+        if qos is None:
+            return
+        try:
+            qos.restore_unacked_once()
+        except Exception as exc:  # a task acking meanwhile: what is left comes back later
+            log.warning("worker_restore_failed", error=repr(exc))
 
 
 def start_worker(
@@ -193,11 +205,14 @@ class Embedded:
         done("http")
         stopped = self.worker.stop(grace) if self.worker is not None else True
         done("worker")
-        if self.simulator_server is not None:
-            self.simulator_server.close()
-        if self.queue_metrics is not None:
-            unregister_queue_metrics(self.queue_metrics)
-        self.services.close()
+        # when tasks still run in the worker's threads, closing their clients and store
+        # under them would only add errors: the process exits and the OS releases them
+        if stopped:
+            if self.simulator_server is not None:
+                self.simulator_server.close()
+            if self.queue_metrics is not None:
+                unregister_queue_metrics(self.queue_metrics)
+            self.services.close()
         done("clients")
         if self.redis is not None:
             self.redis.stop()

@@ -179,6 +179,22 @@ def test_sigterm_to_the_group_mid_burst_then_restart(up: Up) -> None:
         assert text.rstrip().endswith("stopped"), text[-2000:]
 
 
+def test_tasks_still_running_after_the_grace_period_go_back_at_once(up: Up) -> None:
+    up.env["NCINDEX_SHUTDOWN_GRACE"] = "0"
+    up.start()
+    up.sim.faults.set("webdav", delay=2.0, method="GET")  # every task outlives a grace of 0
+    for i in range(10):
+        up.sim.put_file("alice", f"/Harbour/log-{i:02}.txt", body(i, 1))
+    wait_until(lambda: up.redis.hlen(up.keys.unacked) > 0 and up.downloads() > 0, 120, 0.05)
+    up.signal_group(signal.SIGTERM)
+    assert up.proc is not None and up.proc.wait(timeout=30) == 0
+    assert up.redis.hlen(up.keys.unacked) == 0  # put back, not left for the visibility timeout
+    assert sum(up.redis.llen(up.keys.queue_list(q)) for q in ("index", "ingest")) > 0
+    text = up.logs[-1].read_text(errors="replace")
+    assert "worker_stop_grace_over" in text
+    assert error_lines(text) == []
+
+
 # --- the handlers alone ---------------------------------------------------------------------
 
 STOPPER = textwrap.dedent(
