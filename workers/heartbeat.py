@@ -114,8 +114,12 @@ def _shield_pool_process(**kwargs: Any) -> None:
     task run again). Now only the main process hears it: its warm shutdown lets the task
     finish, then stops the pool. Its own signals still reach the pool processes by pid (and
     billiard signals the whole group of a process that leads one, as this one then does); a
-    pool process outliving the main one gets SIGKILL (Celery sets ``PR_SET_PDEATHSIG``)."""
-    os.setpgid(0, 0)
+    pool process outliving the main one gets SIGKILL (Celery sets ``PR_SET_PDEATHSIG``).
+    The solo and thread pools send this signal in the main process, which stays where it is."""
+    from billiard.process import current_process
+
+    if current_process().name != "MainProcess":
+        os.setpgid(0, 0)
 
 
 def connect_task_hooks() -> None:
