@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
+import shlex
 import threading
 import time
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from pydantic import ValidationError
 
+from allinone.stopping import StopSignals
 from ncindex import __version__
 from ncindex.errors import NcindexError
 from ncindex.settings import Settings
@@ -70,10 +71,23 @@ def up(settings: Settings, no_sample: bool) -> None:
     from allinone import embedded
     from ncindex.errors import RedisTooOld
 
+    # handlers first: a signal while starting stops it once it has started (the watchdog
+    # bounds that too), instead of leaving a private redis-server or the store half-open
+    signals = StopSignals(settings.shutdown_grace)
     try:
-        running = embedded.start(settings, load_sample=not no_sample)
-    except RedisTooOld as exc:
-        raise click.ClickException(str(exc)) from exc
+        try:
+            running = embedded.start(settings, load_sample=not no_sample)
+        except RedisTooOld as exc:
+            raise click.ClickException(str(exc)) from exc
+        if running.redis is not None:
+            signals.children.append(running.redis.process.pid)
+        _serve(running, settings, signals)
+    finally:
+        signals.restore()
+
+
+def _serve(running: Embedded, settings: Settings, signals: StopSignals) -> None:
+    """Print what a user needs, wait for a stop signal, stop."""
     url = running.url
     click.echo(
         f"\nncindex is up: {url}  (receiver {url}/hooks/nextcloud, search {url}/v1/search, "
@@ -90,6 +104,10 @@ def up(settings: Settings, no_sample: bool) -> None:
         click.echo("Webhooks Nextcloud refused (ncindex runs without them):")
         for line in running.webhooks.missing_lines():
             click.echo(f"  - {line}")
+    for line in _webhook_lines(
+        running, chosen_secret=bool(settings.webhook_secret.get_secret_value())
+    ):
+        click.echo(line)
     if running.simulator is not None:
         from ncindex.simulator.sample import SAMPLE_ACCOUNTS
 
@@ -100,10 +118,6 @@ def up(settings: Settings, no_sample: bool) -> None:
             f"({running.sample.documents if running.sample else 0} documents, indexing in the "
             f"background). Users and app passwords: {users}."
         )
-        if not settings.webhook_secret.get_secret_value():
-            click.echo(
-                "Webhook secret: random for this run (set NCINDEX_WEBHOOK_SECRET to choose it)."
-            )
         click.echo("Try:\n")
         body = json.dumps({"query": "vitamin D deficiency and bone health", "limit": 5})
         click.echo(
@@ -115,28 +129,75 @@ def up(settings: Settings, no_sample: bool) -> None:
             '"zebrafish heart regeneration" (a slide of an ODP, as bob) or '
             '"freezer malaria serum samples" (a spreadsheet row).\n'
         )
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    grace = running.settings.shutdown_grace
+    click.echo(
+        f"Stop with Ctrl-C or SIGTERM: running tasks get {grace:g} s to finish, the others go "
+        "back to their queues; a second signal after that ends the process at once."
+    )
     if running.sample is not None:
-        threading.Thread(target=_report_sample, args=(running, stop), daemon=True).start()
-    try:
-        while not stop.wait(1.0):
-            pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        click.echo("stopping")
-        running.close()
+        threading.Thread(target=_report_sample, args=(running, signals), daemon=True).start()
+    signals.wait()
+    click.echo("stopping")
+    running.close()
+    click.echo("stopped")
 
 
-def _report_sample(running: Embedded, stop: threading.Event) -> None:
-    """Say once when the sample corpus is fully indexed."""
+def _webhook_lines(running: Embedded, *, chosen_secret: bool) -> list[str]:
+    """What a user needs to post a webhook by hand: the receiver's URL, the secret header
+    and its value (the variable's name when the user chose it), and a ``curl`` posting a
+    ``NodeWrittenEvent`` envelope in webhook_listeners' format (``ncindex.ingest.events``;
+    reference/nextcloud-api.md §1.2) — for a sample file when the simulator runs."""
+    settings = running.settings
+    header = settings.webhook_secret_header
+    secret = (
+        "$NCINDEX_WEBHOOK_SECRET" if chosen_secret else settings.webhook_secret.get_secret_value()
+    )
+    hook = f"{running.url}/hooks/nextcloud"
+    file_id, user, path = 42, "alice", "/Documents/Plan.md"  # placeholders: one of your files
+    sample = running.sample
+    if sample is not None:
+        user, path, file_id = next(
+            (o, p, f) for o, p, f in sample.placements.values() if p.startswith("/Documents/")
+        )
+    envelope = {
+        "event": {
+            "node": {"id": file_id, "path": f"/{user}/files{path}"},
+            "class": "OCP\\Files\\Events\\Node\\NodeWrittenEvent",
+        },
+        "user": {"uid": user, "displayName": user.capitalize()},
+        "time": int(time.time()),
+    }
+    which = (
+        "a sample file of " + user
+        if sample is not None
+        else "replace the id and path with a file of yours"
+    )
+    value = (
+        "the value of NCINDEX_WEBHOOK_SECRET"
+        if chosen_secret
+        else f"{secret}  (random for this run; set NCINDEX_WEBHOOK_SECRET to choose it)"
+    )
+    return [
+        f"Webhook receiver: POST {hook}",
+        f"Secret header: {header}: {value}",
+        f"Post a webhook by hand ({which}; answered 202):\n",
+        f'  curl -s -H "{header}: {secret}" -H "Content-Type: application/json" \\\n'
+        f"       -d {shlex.quote(json.dumps(envelope))} {hook}\n",
+    ]
+
+
+def _report_sample(running: Embedded, signals: StopSignals) -> None:
+    """Say once when every sample document is current in the store
+    (:meth:`~allinone.embedded.Embedded.sample_current`, seen twice 1 s apart)."""
     started = time.monotonic()
-    while not stop.wait(2.0):
-        if running.documents_indexed() >= running.sample.documents:
+    seen = 0
+    while not signals.wait(1.0):
+        seen = seen + 1 if running.sample_current() else 0
+        if seen == 2:
             seconds = time.monotonic() - started
             click.echo(
-                f"Sample corpus indexed: {running.sample.documents} documents in {seconds:.0f} s."
+                f"Sample corpus indexed: {running.sample.documents} documents current in the "
+                f"store after {seconds:.0f} s."
             )
             return
 

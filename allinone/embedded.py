@@ -24,6 +24,7 @@ from typing import Any
 import redis
 import structlog
 from celery import Celery
+from celery.worker import state
 from pydantic import SecretStr
 from qdrant_client import models
 from werkzeug.serving import BaseWSGIServer, make_server
@@ -37,6 +38,8 @@ from ncindex.settings import Settings
 from ncindex.store.edge_optimizer import EdgeOptimizer
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 from ncindex.sync.reconcile import request_scans, scan_types
+from ncindex.sync.status import settled
+from ncindex.telemetry import QueueCollector, register_queue_metrics, unregister_queue_metrics
 from ncindex.web.asgi import ServedAsgi, serve_in_thread
 from ncindex.web.dispatch import dispatch, forward_to
 from ncindex.web.server_errors import ProblemRequestHandler
@@ -44,6 +47,7 @@ from search_api import create_app as create_search_app
 from webhook_receiver import create_app as create_receiver_app
 from workers.beat import start_embedded_beat
 from workers.celery_app import create_celery
+from workers.heartbeat import connect_task_hooks
 
 log = structlog.get_logger(__name__)
 
@@ -51,11 +55,10 @@ log = structlog.get_logger(__name__)
 NAMESPACE = "ncindex-up"
 
 
-def start_worker(
-    celery: Celery, concurrency: int = 2, *, restart_after: float = 5.0
-) -> threading.Thread:
-    """Run a Celery worker consuming every queue in a daemon thread of this process, and start
-    it again ``restart_after`` seconds after it stops.
+class EmbeddedWorker:
+    """A Celery worker consuming every queue in a daemon thread of this process (thread pool of
+    ``concurrency``), started again ``restart_after`` seconds after it stops on an error, until
+    :meth:`stop`.
 
     A standalone ``celery worker`` stops on an "unrecoverable error" and exits, so that its
     supervisor (Kubernetes, systemd) starts a new one; in this process nothing else would. One
@@ -65,26 +68,83 @@ def start_worker(
     The app is made the process default first: Celery's thread pool looks tasks up through
     the current app, which would otherwise be Celery's default app.
     """
-    celery.set_default()
-    celery.set_current()
 
-    def run() -> None:
-        while True:
-            worker = celery.WorkController(
+    def __init__(self, celery: Celery, concurrency: int = 2, *, restart_after: float = 5.0):
+        self.celery = celery
+        self.concurrency = concurrency
+        self.restart_after = restart_after
+        self.stopping = threading.Event()
+        self.controller: Any = None
+        celery.set_default()
+        celery.set_current()
+        state.should_stop = state.should_terminate = None  # a stop of an earlier one is over
+        self.thread = threading.Thread(target=self._run, name="celery-worker", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            self.controller = self.celery.WorkController(
                 pool_cls="threads",
-                concurrency=concurrency,
+                concurrency=self.concurrency,
                 loglevel="WARNING",
                 without_heartbeat=True,
                 without_mingle=True,
                 without_gossip=True,
             )
-            worker.start()
-            log.error("worker_stopped", exitcode=worker.exitcode, restart_in=restart_after)
-            time.sleep(restart_after)
+            self.controller.start()
+            if self.stopping.wait(0):
+                return
+            log.error(
+                "worker_stopped", exitcode=self.controller.exitcode, restart_in=self.restart_after
+            )
+            self.stopping.wait(self.restart_after)
 
-    thread = threading.Thread(target=run, name="celery-worker", daemon=True)
-    thread.start()
-    return thread
+    def stop(self, grace: float) -> bool:
+        """Stop the worker and wait for its thread; whether it stopped in ``grace`` seconds
+        (plus the few seconds of a cold shutdown).
+
+        Warm shutdown first, as ``celery worker`` does on SIGTERM: Celery's own flag
+        (``celery.worker.state.should_stop``, read by the consumer's loop at least every
+        second) makes the worker stop taking messages, let the running tasks finish, stop its
+        pool — tasks received but not started (a debounce countdown, prefetch) are cancelled
+        unrun — and close its broker connection, whereupon kombu's Redis transport puts every
+        unacknowledged message back on its queue at once (``QoS.restore_unacked_once``), so
+        the next start resumes them instead of waiting out the visibility timeout. When tasks
+        still run after ``grace`` seconds, their messages are put back at once
+        (:meth:`_restore_unacked`) and the process exits without waiting for them; they run
+        again on the next start (indexing is idempotent: a document's unchanged chunks are
+        kept).
+        """
+        self.stopping.set()
+        state.should_stop = 0  # EX_OK: the flag Celery's SIGTERM handler sets
+        self.thread.join(grace)
+        if not self.thread.is_alive():
+            return True
+        log.warning("worker_stop_grace_over", grace=grace)
+        self._restore_unacked()
+        return False
+
+    def _restore_unacked(self) -> None:
+        """Put the messages of the tasks still running back on their queues now (kombu's
+        ``QoS.restore_unacked_once`` on the task consumer's channel, what closing it would
+        do), since the tasks themselves cannot be stopped: their threads end with the
+        process. They run again on the next start."""
+        consumer = getattr(self.controller, "consumer", None)
+        channel = getattr(getattr(consumer, "task_consumer", None), "channel", None)
+        qos = getattr(channel, "qos", None)
+        if qos is None:
+            return
+        try:
+            qos.restore_unacked_once()
+        except Exception as exc:  # a task acking meanwhile: what is left comes back later
+            log.warning("worker_restore_failed", error=repr(exc))
+
+
+def start_worker(
+    celery: Celery, concurrency: int = 2, *, restart_after: float = 5.0
+) -> EmbeddedWorker:
+    """Start an :class:`EmbeddedWorker` (see there)."""
+    return EmbeddedWorker(celery, concurrency, restart_after=restart_after)
 
 
 @dataclass
@@ -99,6 +159,9 @@ class Embedded:
     redis: RedisProcess | None = None
     sample: Any = None
     beat: Any = None
+    worker: EmbeddedWorker | None = None
+    #: the queue-depth, reserved and index-lag gauges this process serves at ``/metrics``
+    queue_metrics: QueueCollector | None = None
     #: the :class:`~ncindex.ingest.registration.RegisterResult` of start-up: what Nextcloud refused
     webhooks: Any = None
     #: the embedded engine's background optimiser (None on a Qdrant server)
@@ -118,21 +181,57 @@ class Embedded:
         )
         return self.services.store.count(first_chunks)
 
-    def close(self) -> None:
-        """Stop beat, the optimiser, the HTTP server, the simulator, the store and a private
-        Redis."""
+    def sample_current(self) -> bool:
+        """Whether every sample document is in the store and nothing is left to do: the
+        simulator has no delivery to send, and no task waits, runs or is debounced
+        (:func:`ncindex.sync.status.settled`) — the start's reconcile pass included, so on a
+        restart the re-checks of what is already stored are over too."""
+        if self.sample is None or self.simulator is None:
+            return False
+        if self.simulator.engine.pending() or not settled(self.services.redis, self.settings.names):
+            return False
+        return self.documents_indexed() >= self.sample.documents
+
+    def close(self, grace: float | None = None) -> None:
+        """Stop in the order that loses nothing: beat (no new ticks) and the store's optimiser,
+        the HTTP server and the MCP server (no new webhooks or searches), the worker
+        (:meth:`EmbeddedWorker.stop`: running tasks finish within ``grace`` seconds — default
+        ``settings.shutdown_grace`` — the others go back to their queues), then the simulator,
+        the clients and the store the tasks used, and a private Redis last."""
+        grace = self.settings.shutdown_grace if grace is None else grace
+        steps: dict[str, float] = {}
+        clock = time.monotonic()
+
+        def done(step: str) -> None:
+            nonlocal clock
+            steps[step] = round(time.monotonic() - clock, 3)
+            clock = time.monotonic()
+
         if self.beat is not None:
             self.beat.stop()
         if self.optimizer is not None:
             self.optimizer.stop()
+        done("beat")
         self.server.shutdown()
+        self.server.server_close()
         if self.mcp is not None:
             self.mcp.close()
-        if self.simulator_server is not None:
-            self.simulator_server.close()
-        self.services.close()
+        done("http")
+        stopped = self.worker.stop(grace) if self.worker is not None else True
+        done("worker")
+        # when tasks still run in the worker's threads, closing their clients and store
+        # under them would only add errors: the process exits and the OS releases them
+        if stopped:
+            if self.simulator_server is not None:
+                self.simulator_server.close()
+            if self.queue_metrics is not None:
+                unregister_queue_metrics(self.queue_metrics)
+            self.services.close()
+        done("clients")
         if self.redis is not None:
             self.redis.stop()
+        done("redis")
+        log.info("stopped", worker_in_grace=stopped, seconds=steps)
 
 
 def edge_stores(services: Services) -> list[QdrantEdgeStore]:
@@ -207,7 +306,8 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     services = Services(settings)
     services.store  # noqa: B018  (open the store and load the models before serving)
     celery = create_celery(settings, services)
-    start_worker(celery)
+    connect_task_hooks()
+    worker = start_worker(celery)
     beat = start_embedded_beat(celery, settings)
     mcp = serve_in_thread(create_mcp_app(settings, services=services, producer=celery))
     server.app = dispatch(
@@ -219,6 +319,9 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     embedded = Embedded(settings, services, server, simulator, simulator_server, private_redis)
     embedded.mcp = mcp
     embedded.beat = beat
+    embedded.worker = worker
+    # the gauges gunicorn's workers serve (deploy/gunicorn.conf.py), so /metrics is the same
+    embedded.queue_metrics = register_queue_metrics(settings.redis_url, settings.names)
     if not settings.qdrant_url:
         embedded.optimizer = EdgeOptimizer(
             lambda: edge_stores(services),

@@ -13,6 +13,9 @@ webhook_receiver.wsgi:app`` / ``search_api.wsgi:app``); the image has it at
   ``NCINDEX_REDIS_URL``) from ``/metrics``.
 * Errors: a request gunicorn cannot parse (request line, headers, chunked framing) is answered
   problem+json with a ``code`` (``ncindex.web.server_errors``), not gunicorn's HTML page.
+* Signals: a worker treats SIGINT and SIGQUIT as SIGTERM (``_quit_as_term``: gunicorn's
+  own handler of them can deadlock); the master's SIGINT/SIGQUIT still stop quickly, its
+  SIGTERM gracefully, both within ``graceful_timeout``.
 * Garbage collection: each worker freezes what it has loaded (``gc.freeze`` once the app is
   imported), so no full collection walks Flask, Celery and pydantic again: in the receiver
   such a walk took 51 ms, stalling every request the worker held (one in 10,000 deliveries,
@@ -22,6 +25,7 @@ webhook_receiver.wsgi:app`` / ``search_api.wsgi:app``); the image has it at
 import gc
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -63,9 +67,11 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """Serve the queue-depth and index-lag gauges from this worker's ``/metrics``; then move
+    """Serve the queue-depth and index-lag gauges from this worker's ``/metrics``; make
+    SIGINT and SIGQUIT stop this worker as SIGTERM does (:func:`_quit_as_term`); then move
     everything loaded so far out of the garbage collector's generations (``gc.freeze``)."""
     telemetry.register_queue_metrics(_settings.redis_url, _settings.names)
+    _quit_as_term(worker)
     gc.collect()
     gc.freeze()
 
@@ -73,3 +79,18 @@ def post_worker_init(worker):
 def child_exit(server, worker):
     """A worker exited: its counters stay counted, its live gauges go."""
     telemetry.mark_process_dead(worker.pid)
+
+
+def _quit_as_term(worker):
+    """Give a worker's SIGINT and SIGQUIT the handler of SIGTERM (finish the requests in
+    hand, then exit; gunicorn's master bounds it by ``graceful_timeout``).
+
+    Gunicorn's gthread worker (27.0.1, ``workers/gthread.py``, ``handle_quit``) shuts its
+    thread pool down inside the signal handler, which takes the pool's ``_shutdown_lock``;
+    when the signal arrives while the worker's main thread holds that lock (``submit`` of an
+    accepted connection), the handler waits for itself for ever. Seen with SIGTERM, SIGTERM,
+    SIGINT sent to the process group (a shell's Ctrl-C, honcho, ``make``): the worker never
+    exited, and the master waited out ``graceful_timeout`` each time. SIGTERM's handler only
+    sets a flag and writes to a pipe."""
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, worker.handle_exit)

@@ -2,6 +2,8 @@
 
 Redis keeps nothing ncindex cannot rebuild (DESIGN §1), so the private server runs without
 persistence. Used by ``ncindex up`` when no Redis answers at ``redis_url``, and by the tests.
+The server runs in a process group of its own, so it is stopped by its starter, after the
+processes that use it, not by a signal sent to the starter's group.
 """
 
 from __future__ import annotations
@@ -88,6 +90,10 @@ def _spawn(port: int) -> subprocess.Popen[bytes]:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        # its own process group: a signal to the starter's group (Ctrl-C in a terminal, `kill
+        # -TERM -<pgid>`, make passing a signal on) must not stop Redis under the tasks that
+        # are finishing; the starter stops it last (``ncindex up``: Embedded.close)
+        process_group=0,
     )
 
 

@@ -91,6 +91,12 @@ class Settings(BaseSettings):
     lock_ttl: int = Field(
         360, ge=1, description="Per-document lock expiry, seconds (above the hard limit)."
     )
+    shutdown_grace: float = Field(
+        20.0,
+        ge=0,
+        description="`ncindex up`: seconds running tasks may take to finish after SIGTERM or "
+        "SIGINT before they go back to their queues and the process exits.",
+    )
 
     # --- Vector store -----------------------------------------------------------------------
     qdrant_url: str | None = Field(None, description="Qdrant server URL (server engine).")

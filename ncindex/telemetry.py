@@ -320,6 +320,16 @@ def register_queue_metrics(
     return collector
 
 
+def unregister_queue_metrics(collector: QueueCollector) -> None:
+    """Stop serving ``collector`` (from :func:`register_queue_metrics`) and close its Redis
+    client: what ``ncindex up`` does when it stops."""
+    if collector in _extra_collectors:
+        _extra_collectors.remove(collector)
+        if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            REGISTRY.unregister(collector)
+    collector.client.close()
+
+
 def mark_process_dead(pid: int) -> None:
     """Gunicorn ``child_exit`` hook body: drop a dead worker's live gauges (its counters stay
     counted) when metrics are multiprocess."""

@@ -171,6 +171,42 @@ def build_stack(
         services.close()
 
 
+def check_indexed_once(qdrant: Path, model: str, expected: dict[int, str]) -> int:
+    """Open the Qdrant Edge folder ``qdrant`` (no other process may hold it) and assert that
+    each file id of ``expected`` has exactly one version — the points of its expected text,
+    chunk indexes 0…n-1 — and that the collection holds nothing else (no duplicate, no stale
+    version). Returns the number of points."""
+    from ncindex.documents import text_hash
+
+    store = QdrantEdgeStore(qdrant, model_slug(model))
+    try:
+        total = 0
+        for file_id, text in expected.items():
+            payloads = [p.payload for p in store.document_points(f"file:{file_id}")]
+            assert payloads, f"file {file_id} missing"
+            assert {p["content_hash"] for p in payloads} == {text_hash(text)}, file_id
+            assert [p["chunk_index"] for p in payloads] == list(range(len(payloads))), file_id
+            assert all(p["chunk_count"] == len(payloads) for p in payloads), file_id
+            total += len(payloads)
+        assert store.count() == total
+        return total
+    finally:
+        store.close()
+
+
+def error_lines(text: str) -> list[str]:
+    """The JSON log lines of ``text`` at level error or critical, and any traceback."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                if json.loads(line).get("level") in ("error", "critical"):
+                    out.append(line)
+        elif line.startswith("Traceback"):
+            out.append(line)
+    return out
+
+
 class WorkerDeployment:
     """Simulator (alice, admin) and receiver in this process over HTTP; ``celery worker``
     subprocesses (solo pool) configured only through ``NCINDEX_*`` variables, started and
@@ -248,6 +284,7 @@ class WorkerDeployment:
                  "--pool=solo", "-Q", ",".join(self.queues), "--loglevel=INFO",
                  "--without-mingle", "--without-gossip"],
                 cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, to signal it as a group
             )  # fmt: skip
 
     def kill_worker(self) -> None:

@@ -15,10 +15,15 @@ up during a Nextcloud outage are sent again as soon as it answers (:mod:`workers
 
 from __future__ import annotations
 
+import signal
+import threading
 from datetime import timedelta
+from types import FrameType
 from typing import Any
 
 from celery import Celery
+from celery import signals as celery_signals
+from celery.beat import Service
 
 from ncindex import names
 from ncindex.settings import Settings
@@ -64,6 +69,7 @@ def configure_beat(app: Celery, settings: Settings) -> Celery:
     data; nothing is worth persisting across restarts). Returns ``app``."""
     app.conf.beat_schedule = beat_schedule(settings)
     app.conf.beat_scheduler = "celery.beat:Scheduler"
+    app.conf.beat_max_loop_interval = MAX_LOOP_SECONDS
     return app
 
 
@@ -76,6 +82,61 @@ def start_embedded_beat(app: Celery, settings: Settings) -> Any:
     service = EmbeddedService(app, thread=True, scheduler_cls="celery.beat:Scheduler")
     service.start()
     return service
+
+
+#: The longest beat sleeps between two looks at its schedule and its stop flag, seconds
+#: (Celery's default is 300): a stop signal that arrives while it sends a tick's task is seen
+#: within this time.
+MAX_LOOP_SECONDS = 5
+
+
+class _StopFlag(threading.Event):
+    """Beat's shutdown event (``Service._is_shutdown``), also set by :class:`_StopOnce`
+    without a lock: beat's loop asks ``is_set()`` before each pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.signalled = False
+
+    def is_set(self) -> bool:
+        return self.signalled or super().is_set()
+
+
+class _StopOnce:
+    """SIGTERM/SIGINT handler of ``celery beat`` that takes no lock.
+
+    Celery's own (``celery.apps.beat.Beat.install_sync_handler``) closes the scheduler, sets
+    a ``threading.Event`` and raises ``SystemExit`` wherever the main thread happens to be;
+    seen with SIGTERM, SIGTERM, SIGINT sent to beat's process group: beat slept on and never
+    exited. This one marks :class:`_StopFlag` (a plain attribute) and raises ``SystemExit``
+    only when the main thread was interrupted in beat's loop itself (``Service.start``,
+    i.e. while it sleeps between passes), which that loop catches to save its schedule and
+    return; elsewhere — sending a tick's task — the loop ends after that pass. Later signals
+    do nothing."""
+
+    def __init__(self, flag: _StopFlag) -> None:
+        self.flag = flag
+        self.raised = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.flag.signalled = True
+        if not self.raised and frame is not None and frame.f_code is Service.start.__code__:
+            self.raised = True
+            raise SystemExit(0)
+
+
+@celery_signals.beat_init.connect(weak=False, dispatch_uid="ncindex-beat-stop")
+def _install_stop_handler(sender: Any = None, **kwargs: Any) -> None:
+    """Replace Celery's beat signal handlers with :class:`_StopOnce` (``beat_init`` is sent
+    by ``Service.start`` after Celery installed its own, before the loop and before anything
+    waits on the shutdown event). Only in the main thread: the beat of ``ncindex up`` runs
+    in a thread and is stopped by its process."""
+    if threading.current_thread() is threading.main_thread() and isinstance(sender, Service):
+        flag = _StopFlag()
+        sender._is_shutdown = flag
+        handler = _StopOnce(flag)
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
 
 
 def __getattr__(name: str) -> Any:

@@ -17,7 +17,11 @@ rest for that process:
 * ``setup_logging`` routes Celery's logging through :func:`ncindex.telemetry.configure_logging`
   (the app sets ``worker_hijack_root_logger=False``; a receiver for this signal also stops
   Celery from adding its own handlers and redirecting stdout).
-* ``task_prerun``/``task_postrun`` bind ``task_id`` and ``task`` to structlog's context for the
+* ``worker_process_init``: a prefork pool process moves to a process group of its own, so a
+  signal to the worker's process group does not kill a running task
+  (:func:`_shield_pool_process`).
+* ``task_prerun``/``task_postrun`` (:func:`connect_task_hooks`, which ``ncindex up`` calls
+  too) bind ``task_id`` and ``task`` to structlog's context for the
   task's lines and clear it afterwards (pool processes are reused), and stamp
   :attr:`ncindex.names.Names.last_task_done` in Redis.
 """
@@ -97,8 +101,33 @@ def _install(sender: Any = None, instance: Any = None, **kwargs: Any) -> None:
     if instance is not None and Heartbeat not in instance.app.steps["consumer"]:
         instance.app.steps["consumer"].add(Heartbeat)
     use_json_logging()
-    signals.task_prerun.connect(_bind_task, weak=False)
-    signals.task_postrun.connect(_task_done, weak=False)
+    connect_task_hooks()
+    signals.worker_process_init.connect(_shield_pool_process, weak=False)
+
+
+def _shield_pool_process(**kwargs: Any) -> None:
+    """In a prefork pool process: leave the worker's process group for one of its own.
+
+    A signal sent to the worker's process group — honcho, ``make``, a shell's Ctrl-C — reached
+    the pool processes as well as the main one, and Celery resets SIGTERM to its default in
+    them: the one running a task died with it (``WorkerLostError`` logged at error level, the
+    task run again). Now only the main process hears it: its warm shutdown lets the task
+    finish, then stops the pool. Its own signals still reach the pool processes by pid (and
+    billiard signals the whole group of a process that leads one, as this one then does); a
+    pool process outliving the main one gets SIGKILL (Celery sets ``PR_SET_PDEATHSIG``).
+    The solo and thread pools send this signal in the main process, which stays where it is."""
+    from billiard.process import current_process
+
+    if current_process().name != "MainProcess":
+        os.setpgid(0, 0)
+
+
+def connect_task_hooks() -> None:
+    """Connect the ``task_prerun``/``task_postrun`` handlers (log context, the "last task
+    finished" stamp of the index-lag gauge) in this process; ``ncindex up`` calls it for its
+    in-process worker. Connecting again changes nothing."""
+    signals.task_prerun.connect(_bind_task, weak=False, dispatch_uid="ncindex-bind-task")
+    signals.task_postrun.connect(_task_done, weak=False, dispatch_uid="ncindex-task-done")
 
 
 def use_json_logging() -> None:

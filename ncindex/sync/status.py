@@ -41,6 +41,17 @@ def queues(client: redis.Redis, keys: Names) -> dict[str, Any]:
     return QueueCollector(client, QUEUES, keys=keys).read()
 
 
+def settled(client: redis.Redis, keys: Names) -> bool:
+    """Whether deployment ``keys`` has nothing left to do: no message waiting on a queue, none
+    delivered and unacknowledged (a running task, or a countdown a worker holds) and no
+    debounce key (an event whose task is not yet sent, or sent and not yet started)."""
+    if any(client.llen(keys.queue_list(q)) for q in QUEUES):
+        return False
+    if client.hlen(keys.unacked) or client.zcard(keys.unacked_index):
+        return False
+    return not any(True for _ in client.scan_iter(f"{keys.debounce_prefix}*", count=1000))
+
+
 def last_scans(
     client: redis.Redis, keys: Names, now: float | None = None
 ) -> dict[str, dict[str, Any]]:

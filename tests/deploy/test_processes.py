@@ -361,6 +361,28 @@ def test_sigterm_lets_the_running_task_finish(
     assert "Warm shutdown" in worker.text() or "warm shutdown" in worker.text().lower()
 
 
+def test_sigterm_to_the_group_lets_the_running_task_finish(
+    redis_proc: RedisProcess, client: redis.Redis, spawn, tmp_path: Path
+) -> None:
+    """The pool processes are in the worker's process group too (honcho, ``make``, a shell's
+    Ctrl-C): the signal must not kill the one running a task, whose task would fail with
+    ``WorkerLostError``; the main process stops them once their task is done."""
+    worker, _ = start_worker(spawn, redis_proc.url, "group", tmp_path)
+    key = f"group-{uuid.uuid4().hex[:8]}"
+    producer(redis_proc.url).send_task(
+        "deploytest.slow", kwargs={"key": key, "seconds": 3}, queue="index"
+    )
+    wait_until(lambda: client.llen(f"{key}:started") == 1, timeout=60)
+    for sig in (signal.SIGTERM, signal.SIGTERM, signal.SIGINT):
+        os.killpg(worker.pid, sig)
+    # Celery's status after a SIGINT is 1 (EX_FAILURE, its Ctrl-C convention), else 0
+    assert worker.popen.wait(timeout=120) in (0, 1), worker.text()
+    assert client.llen(f"{key}:finished") == 1
+    assert client.hlen("unacked") == 0 and client.llen("index") == 0
+    errors = [line for line in worker.json_lines() if line.get("level") in ("error", "critical")]
+    assert errors == [], worker.text()[-3000:]
+
+
 def test_task_cut_off_by_a_short_grace_runs_again_elsewhere(
     redis_proc: RedisProcess, client: redis.Redis, spawn, tmp_path: Path
 ) -> None:
@@ -485,3 +507,50 @@ def test_heartbeat_follows_the_broker_connection(spawn, tmp_path: Path) -> None:
         assert worker.popen.poll() is None
     finally:
         server.stop()
+
+
+def test_every_role_stops_on_repeated_signals_to_its_group(
+    redis_proc: RedisProcess, client: redis.Redis, spawn, tmp_path: Path
+) -> None:
+    """Receiver and search API under gunicorn, a worker and beat: SIGTERM twice then SIGINT
+    on each process group (a supervisor repeating itself, ``make`` passing Ctrl-C on) is one
+    orderly stop — each exits 0 well within its bound (gunicorn: ``GUNICORN_TIMEOUT``; an idle
+    worker: at once), with no error line."""
+    ports = {name: free_port() for name in ("receiver", "search")}
+    env = process_env(
+        redis_proc.url, NCINDEX_QDRANT_URL=f"http://127.0.0.1:{free_port()}", PYTHONFAULTHANDLER="1"
+    )
+    procs = {}
+    for name, app in (("receiver", "webhook_receiver"), ("search", "search_api")):
+        procs[name] = spawn(
+            name,
+            [str(BIN / "gunicorn"), "-c", str(ROOT / "deploy" / "gunicorn.conf.py"),
+             "-w", "2", "--bind", f"127.0.0.1:{ports[name]}", f"{app}.wsgi:app"],
+            env | {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / f"prometheus-{name}")},
+        )  # fmt: skip
+    for name, port in ports.items():
+        url = f"http://127.0.0.1:{port}/livez"
+        wait_until(lambda u=url, p=procs[name]: http_ok(u) or p.popen.poll(), timeout=120)
+    procs["worker"], _ = start_worker(spawn, redis_proc.url, "stopper", tmp_path)
+    procs["beat"] = spawn(
+        "beat", [str(BIN / "celery"), "-A", "workers.beat", "beat", "--loglevel=INFO"], env
+    )
+    wait_until(lambda: "Starting" in procs["beat"].text(), timeout=90)
+    for proc in procs.values():
+        assert proc.popen.poll() is None, proc.text()
+        for sig in (signal.SIGTERM, signal.SIGTERM, signal.SIGINT):
+            os.killpg(proc.pid, sig)
+    for name, proc in procs.items():
+        try:
+            proc.popen.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGABRT)  # PYTHONFAULTHANDLER: the threads' stacks
+            proc.popen.wait(timeout=10)
+        # celery worker: 1 when the SIGINT was the last signal it handled (EX_FAILURE, its
+        # Ctrl-C convention); the others: 0
+        assert proc.popen.returncode in ((0, 1) if name == "worker" else (0,)), (
+            name,
+            proc.text()[-5000:],
+        )
+        errors = [line for line in proc.json_lines() if line.get("level") in ("error", "critical")]
+        assert errors == [] and "Traceback" not in proc.text(), (name, proc.text()[-3000:])

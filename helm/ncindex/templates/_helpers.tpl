@@ -211,6 +211,7 @@ spec:
           args: ["gunicorn", "--config", "/etc/ncindex/gunicorn.conf.py",{{ with .workerClass }} "--worker-class", {{ . | quote }},{{ end }} "{{ .module }}"]
           # Keep serving while the endpoint is being removed from Services and Ingress; then
           # SIGTERM lets gunicorn finish its requests (graceful timeout = gunicorn.timeout).
+          # preStop + graceful timeout (5 + 60 s) fit in the grace period (timeout + 30 s).
           lifecycle:
             preStop:
               sleep:
