@@ -1,13 +1,14 @@
 """The built image (``make image``), each role started from it with ``buildah run``: the
-receiver and the search API under gunicorn answer ``/livez``, a worker indexes a document the
-receiver queued (Redis and the Nextcloud simulator run on this host; the containers share its
-network), beat starts, Flower answers, the models load with no network at all, and every
-process runs as the image's non-root user.
+receiver, the search API and the MCP server under gunicorn answer ``/livez``, a worker indexes
+a document the receiver queued (Redis and the Nextcloud simulator run on this host; the
+containers share its network), beat starts, Flower answers, the models load with no network at
+all, and every process runs as the image's non-root user.
 
 Not part of ``make test``: building the image with buildah's vfs driver takes longer than CI's
-budget (README, "Container image"). ``make test-image`` builds the image and runs this file with
-``NCINDEX_IMAGE_TEST=1``; the image is ``$NCINDEX_IMAGE`` (default ``localhost/ncindex:latest``).
-Nothing here asserts a duration: waits poll for an outcome with a generous ceiling.
+budget allows a feature (README, "Container image"). ``make test-image`` builds the image and
+runs this file with ``NCINDEX_IMAGE_TEST=1``; the image is ``$NCINDEX_IMAGE`` (default
+``localhost/ncindex:latest``). Nothing here asserts a duration: waits poll for an outcome with
+a generous ceiling.
 """
 
 from __future__ import annotations
@@ -177,9 +178,9 @@ def test_models_load_without_network_as_non_root(roles) -> None:
 
 @pytest.mark.timeout(1200)
 def test_every_role_runs_from_the_image(redis_proc: RedisProcess, roles, tmp_path: Path) -> None:
-    """Receiver and search API answer ``/livez``; a webhook posted to the receiver is indexed
-    by the worker (it downloads the file from the simulator, the queues drain); beat starts;
-    Flower answers ``/healthcheck``; each role's process has uid 10001."""
+    """Receiver, search API and MCP server answer ``/livez``; a webhook posted to the receiver
+    is indexed by the worker (it fetches the note from the simulator; the queues drain); beat
+    starts; Flower answers ``/healthcheck``; each role's process has uid 10001."""
     client = redis.Redis.from_url(redis_proc.url)
     client.flushdb()
     sim = NextcloudSimulator()
@@ -195,20 +196,25 @@ def test_every_role_runs_from_the_image(redis_proc: RedisProcess, roles, tmp_pat
         "NCINDEX_LOG_LEVEL": "INFO",
     }
     try:
-        ports = {name: free_port() for name in ("receiver", "search", "flower")}
-        receiver, search = roles("receiver"), roles("search")
+        ports = {name: free_port() for name in ("receiver", "search", "mcp", "flower")}
+        receiver, search, mcp = roles("receiver"), roles("search"), roles("mcp")
         gunicorn = ["gunicorn", "-c", "/etc/ncindex/gunicorn.conf.py"]
         receiver.start(
             [*gunicorn, "webhook_receiver.wsgi:app"], env | {"PORT": str(ports["receiver"])}
         )
         search.start([*gunicorn, "search_api.wsgi:app"], env | {"PORT": str(ports["search"])})
+        mcp.start(
+            [*gunicorn, "--worker-class", "uvicorn_worker.UvicornWorker", "mcp_server.asgi:app"],
+            env | {"PORT": str(ports["mcp"])},
+        )
         base = f"http://127.0.0.1:{ports['receiver']}"
         wait_for(receiver, f"{base}/livez")
         wait_for(search, f"http://127.0.0.1:{ports['search']}/livez")
+        wait_for(mcp, f"http://127.0.0.1:{ports['mcp']}/livez")
 
         worker = roles("worker")
         worker.start(["celery", "-A", "workers.worker", "worker", "-Q", ",".join(QUEUES),
-                      "--pool=solo", "--loglevel=INFO"], env)  # fmt: skip
+                      "-c", "1", "--loglevel=INFO"], env)  # fmt: skip
         envelope = {
             "event": {
                 "node": {"id": file_id, "path": "/alice/files/Notes/Lighthouse.md"},
@@ -230,8 +236,7 @@ def test_every_role_runs_from_the_image(redis_proc: RedisProcess, roles, tmp_pat
         assert worker.alive() and idle(client, names), worker.text()
 
         beat = roles("beat")
-        beat.start(["celery", "-A", "workers.beat", "beat", "--loglevel=INFO",
-                    "--schedule", "/tmp/celerybeat-schedule"], env)  # fmt: skip
+        beat.start(["celery", "-A", "workers.beat", "beat", "--loglevel=INFO"], env)
         wait_until(lambda: "beat: Starting" in beat.text() or not beat.alive(), timeout=180)
         assert beat.alive() and "beat: Starting" in beat.text(), beat.text()
 
@@ -240,7 +245,7 @@ def test_every_role_runs_from_the_image(redis_proc: RedisProcess, roles, tmp_pat
                       f"--port={ports['flower']}"], env)  # fmt: skip
         wait_for(flower, f"http://127.0.0.1:{ports['flower']}/healthcheck")
 
-        for role in (receiver, search, worker, beat, flower):
+        for role in (receiver, search, mcp, worker, beat, flower):
             assert role.text().splitlines()[0] == f"uid={IMAGE_UID}", role.text()
     finally:
         server.close()
