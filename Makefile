@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format setup redis browser tesseract models clean
+.PHONY: run test lint format setup redis browser tesseract models clean image test-image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,21 @@ format: $(STAMP)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache
+
+# The container image: deploy/Dockerfile built by buildah (vfs storage, chroot isolation; no
+# daemon) → $(IMAGE). PYTHON_IMAGE is the Dockerfile's base; left empty, a local Debian bookworm
+# base is made by debootstrap (its root filesystem cached in var/image). Run as root.
+IMAGE ?= localhost/ncindex:latest
+PYTHON_IMAGE ?=
+STORAGE_DRIVER ?= vfs
+image:
+	IMAGE='$(IMAGE)' PYTHON_IMAGE='$(PYTHON_IMAGE)' STORAGE_DRIVER='$(STORAGE_DRIVER)' sh deploy/image.sh
+
+# Each role started from the image with `buildah run` (tests/deploy/test_image_run.py); not part
+# of `make test`, the vfs build takes longer than CI allows.
+test-image: image $(STAMP) redis
+	NCINDEX_IMAGE_TEST=1 NCINDEX_IMAGE='$(IMAGE)' STORAGE_DRIVER='$(STORAGE_DRIVER)' \
+		$(VENV)/bin/pytest -q tests/deploy/test_image_run.py
 
 # Reconcile rescan of an unchanged 10,000-document account: requests and seconds
 # → benchmarks/results/reconcile.json and the "Reconcile" section of benchmarks/RESULTS.md.
