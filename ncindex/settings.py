@@ -148,10 +148,12 @@ class Settings(BaseSettings):
         True, description="Payloads on disk; the payload indexes stay in RAM."
     )
     edge_optimize_after_points: int = Field(
-        20000,
+        0,
         ge=0,
         description="Embedded engine: optimise (merge segments, build HNSW) in the background "
-        "once this many points are outside indexed segments (0: never).",
+        "once this many points are outside indexed segments; 0 (the default): never, so every "
+        "search stays exact (bench-scale measured recall@10 0.385 against exact search at "
+        "100,000 chunks of one user).",
     )
     edge_optimize_check_seconds: float = Field(
         60.0, gt=0, description="Embedded engine: how often the optimiser checks, seconds."
