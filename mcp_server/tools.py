@@ -49,6 +49,8 @@ from ncindex.runtime import Services
 from ncindex.search.filter_fields import filter_schemas, filters_document
 from ncindex.search.service import (
     FILTER_NODE_REF,
+    MAX_CONTEXT_WINDOW,
+    MAX_DOC_ID_CHARS,
     ContextResponse,
     SearchRequest,
     SearchResult,
@@ -60,10 +62,6 @@ from ncindex.web.problems import validation_error
 
 log = structlog.get_logger(__name__)
 
-MAX_WINDOW = 20
-"""Largest ``window`` of ``fetch`` (as the context endpoint's)."""
-
-MAX_DOC_ID_CHARS = 256
 _REF = "#/$defs/{model}"
 WHOLE_DOCUMENT = 1_000_000
 """``window`` used to read every chunk of a document (larger than any chunk count)."""
@@ -105,7 +103,7 @@ class FetchArgs(BaseModel):
         "instead of the whole text.",
     )
     window: StrictInt = Field(
-        2, ge=0, le=MAX_WINDOW, description="Chunks on each side of `chunk_index`."
+        2, ge=0, le=MAX_CONTEXT_WINDOW, description="Chunks on each side of `chunk_index`."
     )
 
     @model_validator(mode="after")

@@ -27,15 +27,17 @@ from ncindex.errors import (
 )
 from ncindex.runtime import Services
 from ncindex.search.filter_fields import filters_document
-from ncindex.search.service import SearchRequest, SearchService
+from ncindex.search.service import (
+    MAX_CONTEXT_WINDOW,
+    MAX_DOC_ID_CHARS,
+    SearchRequest,
+    SearchService,
+)
 from ncindex.telemetry import SEARCH_SECONDS, SEARCHES
 from ncindex.web.auth import resolve_caller
 from ncindex.web.problems import TRANSLATED, problem_for, read_body, validation_error
 
 log = structlog.get_logger(__name__)
-
-MAX_WINDOW = 20
-MAX_DOC_ID_CHARS = 256
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -107,7 +109,7 @@ def search_blueprint(
         try:
             ref = _doc_ref(doc_type, doc_id)
             chunk_index = int_arg("chunk_index", 0, 0, 1_000_000)
-            window = int_arg("window", 2, 0, MAX_WINDOW)
+            window = int_arg("window", 2, 0, MAX_CONTEXT_WINDOW)
         except InputError as exc:
             return problem_for(exc)
         try:

@@ -58,6 +58,13 @@ log = structlog.get_logger(__name__)
 MAX_ROUNDS = 3
 """Pages of the fused ranking read at most, when verification drops leave the page short."""
 
+MAX_CONTEXT_WINDOW = 20
+"""Largest number of chunks on each side of a chunk that the context endpoint and the MCP
+``fetch`` tool return."""
+
+MAX_DOC_ID_CHARS = 256
+"""Longest ``doc_id`` a caller may name (the context endpoint, the MCP ``fetch`` tool)."""
+
 CHUNKS_PER_DOC = 4
 """Chunk hits fetched per wanted document (several chunks of one document often rank close)."""
 
