@@ -32,6 +32,7 @@ Options: ``--sizes 10000,100000,1000000``, ``--shapes 20_users,one_user``, ``--q
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -42,11 +43,13 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import qdrant_edge as qe
+import numpy as np
+from bench_quality import CACHE
 from bench_search import (
     USERS,
     WARMUP,
@@ -60,15 +63,16 @@ from bench_search import (
 from pydantic import SecretStr
 from results_md import write_section
 
+from evaluation.cache import VectorCache, model_identity
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import install_models
 from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.search.filters import build_filter
 from ncindex.search.service import CHUNKS_PER_DOC, MAX_POOL, MAX_ROUNDS, SearchService
 from ncindex.settings import Settings
-from ncindex.store import DENSE, CollectionLayout, Fusion, PointRecord
+from ncindex.store import CollectionLayout, Fusion, PointRecord
 from ncindex.store.edge_optimizer import optimise_in_child
-from ncindex.store.qdrant_edge import QdrantEdgeStore, to_edge_filter
+from ncindex.store.qdrant_edge import QdrantEdgeStore
 
 ROOT = Path(__file__).resolve().parent
 RESULTS_JSON = ROOT / "results" / "scale.json"
@@ -89,17 +93,75 @@ def disk_mb(path: Path) -> float:
     return round(int(out.stdout.split()[0]) / 1024, 1)
 
 
-def dense_top10(store: QdrantEdgeStore, dense: list[float], flt: Any, exact: bool) -> list[str]:
-    """The dense branch's 10 best point ids under ``flt``, through the index or exactly."""
-    request = qe.QueryRequest(
-        limit=10,
-        query=qe.Query.Nearest(list(dense), using=DENSE),
-        filter=to_edge_filter(flt),
-        params=qe.SearchParams(exact=exact),
-        with_payload=False,
-        with_vector=False,
-    )
-    return [str(p.id) for p in store._open_shard().query(request)]
+MIX, NOISE = 0.5, 0.03
+"""A synthetic point's dense vector: one real chunk embedding + ``MIX`` × another + Gaussian
+noise of ``NOISE`` per dimension, normalised."""
+
+
+def realistic_vectors(embeddings: np.ndarray) -> Callable[[np.random.Generator, int], np.ndarray]:
+    """Dense vectors shaped like real ones, for :func:`bench_search.fill`: each mixes two real
+    SciFact chunk embeddings (``embeddings``, n × dim) and a little noise, so a million points
+    keep the clusters and anisotropy of a real corpus (uniform random vectors have neither: every
+    point is about equally far from every query, the worst case of any graph index)."""
+
+    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        first = embeddings[rng.integers(0, len(embeddings), n)]
+        second = embeddings[rng.integers(0, len(embeddings), n)]
+        return first + MIX * second + NOISE * rng.standard_normal(first.shape)
+
+    return draw
+
+
+def top10(store: QdrantEdgeStore, dense: list[float], sparse: Any, flt: Any, exact: bool,
+          pool: int, fusion: Fusion) -> tuple[list[str], list[str]]:  # fmt: skip
+    """The dense branch's 10 best point ids under ``flt`` and the fused query's 10 best (its
+    prefetches ``pool`` deep), through the index with the layout's search parameters or
+    exactly."""
+    dense_ids = [h.id for h in store.branch(dense=dense, flt=flt, limit=10, exact=exact)]
+    fused = store.query(dense=dense, sparse=sparse, flt=flt, limit=10, prefetch_limit=pool,
+                        fusion=fusion, exact=exact)  # fmt: skip
+    return dense_ids, [h.id for h in fused]
+
+
+VARIANTS = {
+    f"ef{ef}{' acorn' if acorn else ''}{f' x{over:g}' if over != 1 else ''}": {
+        "hnsw_ef": ef, "acorn": acorn, "oversampling": over}
+    for ef in (64, 128, 256, 512) for acorn in (False, True) for over in (1.0, 2.0)
+}  # fmt: skip
+"""Search parameters measured beside the defaults on the same store (name → layout fields)."""
+
+
+def search_variants(
+    store: QdrantEdgeStore, embedder: Embedder, texts: list[str], flt: Any
+) -> dict[str, dict[str, float]]:
+    """For each of :data:`VARIANTS`: the dense branch's recall@10 against exact search and
+    its p50/p95 in ms, over ``texts`` with the filter ``flt``."""
+    vectors = [embedder.embed_query_dense(t) for t in texts]
+    exact = [[h.id for h in store.branch(dense=v, flt=flt, limit=10, exact=True)] for v in vectors]
+    layout = store.layout
+    out: dict[str, dict[str, float]] = {}
+    try:
+        for name, fields in VARIANTS.items():
+            store.layout = dataclasses.replace(layout, **fields)
+            recalls, times = [], []
+            for vector, truth in zip(vectors, exact, strict=True):
+                t = time.perf_counter()
+                hits = store.branch(dense=vector, flt=flt, limit=10)
+                times.append((time.perf_counter() - t) * 1000)
+                recalls.append(overlap([h.id for h in hits], truth))
+            out[name] = {
+                "recall_at_10_vs_exact": round(statistics.mean(recalls), 4),
+                "p50_ms": round(pct(times, 0.5), 2),
+                "p95_ms": round(pct(times, 0.95), 2),
+            }
+    finally:
+        store.layout = layout
+    return out
+
+
+def overlap(approximate: list[str], exact: list[str]) -> float:
+    """Share of ``exact`` found in ``approximate`` (1.0 when ``exact`` is empty)."""
+    return len(set(approximate) & set(exact)) / len(exact) if exact else 1.0
 
 
 def optimise_under_load(store: QdrantEdgeStore, embedder: Embedder, text: str) -> dict[str, float]:
@@ -149,12 +211,13 @@ def measure(
     sparse: list[Any],
     verifier_url: str,
     tmp_root: str | None,
+    dense_vectors: Callable[[np.random.Generator, int], np.ndarray] | None,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=tmp_root) as tmp:
         store = QdrantEdgeStore(Path(tmp), "bench", layout=CollectionLayout.from_settings(settings))
         store.ensure_collection(embedder.dense_dim)
         t0 = time.perf_counter()
-        share = fill(store, size, pieces, sparse, embedder.dense_dim, people)
+        share = fill(store, size, pieces, sparse, embedder.dense_dim, people, dense_vectors)
         fill_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         waits = optimise_under_load(store, embedder, pieces[0])
@@ -185,14 +248,15 @@ def measure(
             t = time.perf_counter()
             client.get_note(1)
             rtt = (time.perf_counter() - t) * 1000
-            exact = dense_top10(store, dense, flt, exact=True)
-            approximate = set(dense_top10(store, dense, flt, exact=False))
-            recall = len(approximate.intersection(exact)) / len(exact) if exact else 1.0
+            exact_dense, exact_fused = top10(store, dense, sparse_q, flt, True, pool, fusion)
+            approx_dense, approx_fused = top10(store, dense, sparse_q, flt, False, pool, fusion)
             if i >= WARMUP:
                 rows.append({"total": total, "bare": bare, "bound": embed + bare + rtt,
-                             "recall": recall})  # fmt: skip
+                             "recall": overlap(approx_dense, exact_dense),
+                             "hybrid_recall": overlap(approx_fused, exact_fused)})  # fmt: skip
         resident = rss_mb()
         disk = disk_mb(Path(tmp))
+        variants = search_variants(store, embedder, queries(WARMUP + n_queries)[WARMUP:], flt)
         service.close()
         http.close()
         store.close()
@@ -210,12 +274,20 @@ def measure(
         "bound_p95_ms": round(pct(bounds, 0.95), 2),
         "ratio_p95": round(pct(totals, 0.95) / pct(bounds, 0.95), 3),
         "recall_at_10_vs_exact": round(statistics.mean(r["recall"] for r in rows), 4),
+        "hybrid_recall_at_10_vs_exact": round(statistics.mean(r["hybrid_recall"] for r in rows), 4),
         "rss_mb": resident,
         "disk_mb": disk,
         "fill_points_per_s": round(size / fill_s),
         "optimize_seconds": round(optimize_s, 1),
         **waits,
+        "search_variants": variants,
     }
+
+
+VECTORS_NOTE = {
+    "realistic": f" (each a real SciFact chunk embedding + {MIX} × another + noise, normalised)",
+    "random": " (uniform on the sphere: no clusters, the worst case of a graph index)",
+}
 
 
 def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
@@ -227,16 +299,20 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
         f"`make bench-scale` — {when}, {platform.machine()}, {os.cpu_count()} cores, load "
         f"average {load:.1f} at the end. Qdrant Edge with the default layout (int8 quantisation "
         f"in RAM, originals and payloads on disk, `acl` as the tenant index, HNSW m "
-        f"{settings.qdrant_hnsw_m} / payload_m {settings.qdrant_hnsw_payload_m}), filled as "
-        "`bench-search` fills it, then optimised as `ncindex up` does in the background (a copy "
-        f"in a child process, swapped in). {n_queries} queries per size as `alice` with the "
-        "realistic filter; times in ms; bound = embed + bare query + one 5 ms verification "
-        "round trip; recall = the dense branch's top 10 through the index against exact search "
-        "with the same filter; RSS is the search process (models and store).",
+        f"{settings.qdrant_hnsw_m} / payload_m {settings.qdrant_hnsw_payload_m}) and search "
+        f"parameters (beam {settings.qdrant_hnsw_ef}, int8 candidates × "
+        f"{settings.qdrant_oversampling} rescored, ACORN {'on' if settings.qdrant_acorn else 'off'}"
+        f"), filled as `bench-search` fills it with {results['vectors']} dense vectors"
+        f"{VECTORS_NOTE[results['vectors']]}, then optimised as `ncindex up` does in the "
+        f"background (a copy in a child process, swapped in). {n_queries} queries per size as "
+        "`alice` with the realistic filter; times in ms; bound = embed + bare query + one 5 ms "
+        "verification round trip; recall = the top 10 through the index against exact search "
+        "with the same filter, of the dense branch alone and of the fused hybrid query the "
+        "product runs; RSS is the search process (models and store).",
         "",
         "| shape | chunks | filter selects | p50 | p95 | bare p95 | bound p95 | ratio p95 | "
-        "recall@10 vs exact | RSS MB | disk MB | fill points/s | optimise s | longest search / "
-        "write while optimising, ms |",
+        "recall@10 vs exact: dense / hybrid | RSS MB | disk MB | fill points/s | optimise s | "
+        "longest search / write while optimising, ms |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for shape, sizes in results["shapes"].items():
@@ -244,8 +320,9 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
             lines.append(
                 f"| {shape} | {int(size):,} | {r['filter_share']:.1%} | {r['p50_ms']} | "
                 f"{r['p95_ms']} | {r['bare_query_p95_ms']} | {r['bound_p95_ms']} | "
-                f"{r['ratio_p95']} | {r['recall_at_10_vs_exact']} | {r['rss_mb']} | "
-                f"{r['disk_mb']} | {r['fill_points_per_s']:,} | {r['optimize_seconds']} | "
+                f"{r['ratio_p95']} | {r['recall_at_10_vs_exact']} / "
+                f"{r['hybrid_recall_at_10_vs_exact']} | {r['rss_mb']} | {r['disk_mb']} | "
+                f"{r['fill_points_per_s']:,} | {r['optimize_seconds']} | "
                 f"{r['optimize_max_search_ms']} / {r['optimize_max_write_ms']} |"
             )
     return "\n".join(lines) + "\n"
@@ -257,6 +334,12 @@ def main() -> int:
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--tmp", default=None, help="folder for the stores (default: $TMPDIR)")
+    parser.add_argument(
+        "--vectors",
+        choices=["realistic", "random"],
+        default="realistic",
+        help="dense vectors: mixes of real SciFact embeddings (default) or uniform random",
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     base = Settings()
@@ -272,6 +355,12 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     pieces = pieces[: min(len(pieces), max(sizes))]
     sparse = embedder.embed_documents_sparse(pieces)
+    dense_vectors = None
+    if args.vectors == "realistic":
+        cache = VectorCache(CACHE, model_identity(embedder.model_name, embedder.paths.dense_dir))
+        embeddings = np.asarray(cache.dense(pieces, embedder.embed_documents_dense), np.float32)
+        cache.close()
+        dense_vectors = realistic_vectors(embeddings)
     verifier = start_verifier()
     url = f"http://127.0.0.1:{verifier.server_address[1]}"
     results: dict[str, Any] = {"shapes": {}}
@@ -279,10 +368,11 @@ def main() -> int:
         results["shapes"][shape] = {}
         for size in sizes:
             row = measure(SHAPES[shape], size, args.queries, embedder, settings, pieces, sparse,
-                          url, args.tmp)  # fmt: skip
+                          url, args.tmp, dense_vectors)  # fmt: skip
             results["shapes"][shape][str(size)] = row
             print(json.dumps({shape: {str(size): row}}), file=sys.stderr, flush=True)
     verifier.shutdown()
+    results["vectors"] = args.vectors
     table = section(results, settings, args.queries)
     print(table)
     if not args.no_write:

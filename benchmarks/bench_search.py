@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -197,9 +197,11 @@ def fill(
     sparse: list[SparseVector],
     dim: int,
     people: Sequence[str] = USERS,
+    dense_vectors: Callable[[np.random.Generator, int], np.ndarray] | None = None,
 ) -> float:
     """Write ``size`` chunks owned by and shared among ``people`` (which must include
-    ``alice``); returns the share of points alice's filter selects."""
+    ``alice``); returns the share of points alice's filter selects. Dense vectors are
+    ``dense_vectors(generator, n)`` (``n`` × ``dim``; default: standard normal), normalised."""
     rng = random.Random(size)
     vectors = np.random.default_rng(size)
     points: list[PointRecord] = []
@@ -207,7 +209,11 @@ def fill(
         doc_type = rng.choice([DocType.NOTE, DocType.FILE, DocType.FILE, DocType.DECK_CARD])
         owner = rng.choice(people)
         users = {owner, *(u for u in people if rng.random() < 0.05)}
-        dense = vectors.standard_normal((CHUNKS_PER_DOCUMENT, dim))
+        dense = (
+            vectors.standard_normal((CHUNKS_PER_DOCUMENT, dim))
+            if dense_vectors is None
+            else dense_vectors(vectors, CHUNKS_PER_DOCUMENT)
+        )
         dense /= np.linalg.norm(dense, axis=1, keepdims=True)
         ref = DocRef(doc_type, str(100_000 + n_doc))
         paths = {}

@@ -136,6 +136,24 @@ class Settings(BaseSettings):
         description="A segment's vectors are indexed (HNSW, quantisation) once they exceed this "
         "many kilobytes (Qdrant's optimizers indexing_threshold); 0: never.",
     )
+    qdrant_hnsw_ef: int = Field(
+        256,
+        ge=1,
+        description="HNSW search beam (candidates kept while walking the graph; Qdrant uses at "
+        "least the number of hits asked for). Higher: closer to exact search, slower.",
+    )
+    qdrant_oversampling: float = Field(
+        2.0,
+        ge=1.0,
+        le=16.0,
+        description="With int8 quantisation: candidates drawn from the quantised vectors per "
+        "hit asked for, then rescored on the originals.",
+    )
+    qdrant_acorn: bool = Field(
+        True,
+        description="ACORN filtered HNSW search (Qdrant 1.16+): also walks neighbours of "
+        "neighbours when the filter cuts the graph, so filtered searches stay exact.",
+    )
     qdrant_quantization: Literal["int8", "none"] = Field(
         "int8",
         description="Dense vector quantisation: scalar int8 kept in RAM, search rescored on the "

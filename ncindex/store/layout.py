@@ -36,6 +36,13 @@ class CollectionLayout:
     pass ``indexing_threshold_kb`` kilobytes. ``quantization`` ``"int8"`` adds scalar
     int8 quantised vectors kept in RAM; ``on_disk_vectors`` / ``on_disk_payload`` keep the
     originals and the payloads memory-mapped on disk.
+
+    The last three apply to every search rather than to creation, so a changed setting reaches
+    an existing collection at the next start: ``hnsw_ef`` is the search beam, ``oversampling``
+    how many quantised candidates per hit are rescored on the originals, ``acorn`` turns on
+    Qdrant's ACORN filtered search (neighbours of neighbours are walked where the filter cuts
+    the graph). Qdrant picks exact search by itself when the filter leaves few points
+    (``full_scan_threshold``).
     """
 
     shard_number: int
@@ -48,6 +55,9 @@ class CollectionLayout:
     quantization: Literal["int8", "none"]
     on_disk_vectors: bool
     on_disk_payload: bool
+    hnsw_ef: int
+    oversampling: float
+    acorn: bool
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CollectionLayout:
@@ -63,6 +73,9 @@ class CollectionLayout:
             quantization=settings.qdrant_quantization,
             on_disk_vectors=settings.qdrant_on_disk_vectors,
             on_disk_payload=settings.qdrant_on_disk_payload,
+            hnsw_ef=settings.qdrant_hnsw_ef,
+            oversampling=settings.qdrant_oversampling,
+            acorn=settings.qdrant_acorn,
         )
 
 

@@ -127,10 +127,14 @@ class VectorStore(Protocol):
         offset: int = 0,
         rrf_k: int | None = None,
         weights: Sequence[float] | None = None,
+        exact: bool = False,
     ) -> list[Hit]:
         """Hybrid query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
         filtered by ``flt`` (filters apply before fusion), fused, best first, ``limit`` hits
         after skipping ``offset``. With one vector ``None`` the other half answers alone.
+        The dense half searches the HNSW graph with the layout's search parameters, or every
+        matching point when ``exact`` (the reference the approximate path is measured against;
+        the sparse half is always exact).
 
         RRF only: ``rrf_k`` is the rank constant (``None`` ⇒ :data:`~ncindex.store.schema.RRF_K`);
         ``weights`` are ``(dense, sparse)`` branch weights (``None`` ⇒ equal); a branch whose
@@ -144,11 +148,13 @@ class VectorStore(Protocol):
         flt: models.Filter | None,
         limit: int,
         fields: Sequence[str] = ("doc_key",),
+        exact: bool = False,
     ) -> list[Hit]:
         """One branch alone, unfused: the ``limit`` points nearest to ``dense`` (cosine) or
         to ``sparse`` (BM25 dot product with Qdrant's IDF modifier) among those matching
-        ``flt``, best first, with the branch's own scores and only ``fields`` of the payload.
-        Raises ``ValueError`` unless exactly one vector is given."""
+        ``flt``, best first, with the branch's own scores and only ``fields`` of the payload;
+        ``exact`` as in :meth:`query`. Raises ``ValueError`` unless exactly one vector is
+        given."""
 
     def count(self, flt: models.Filter | None = None) -> int:
         """Exact number of points matching ``flt``."""

@@ -423,12 +423,14 @@ class QdrantEdgeStore:
         offset: int = 0,
         rrf_k: int | None = None,
         weights: Sequence[float] | None = None,
+        exact: bool = False,
     ) -> list[Hit]:
         """One Edge query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
         carrying ``flt``, fused by ``fusion`` (RRF with ``rrf_k``, default
         :data:`~ncindex.store.schema.RRF_K`, and optional ``(dense, sparse)`` ``weights``; or
         DBSF), best first; ``limit`` hits after ``offset``, with payload. A ``None`` vector
-        drops its branch (the other is still fused, so scores keep the fusion's scale).
+        drops its branch (the other is still fused, so scores keep the fusion's scale). The
+        dense prefetch carries :meth:`_dense_params` (``exact``: every matching point).
 
         Raises ``ValueError`` if both vectors are ``None`` or for bad fusion parameters.
         """
@@ -443,6 +445,7 @@ class QdrantEdgeStore:
                     limit=prefetch_limit,
                     query=qe.Query.Nearest(list(dense), using=DENSE),
                     filter=edge_filter,
+                    params=self._dense_params(exact),
                 )
             )
         if sparse is not None:
@@ -481,9 +484,11 @@ class QdrantEdgeStore:
         flt: models.Filter | None,
         limit: int,
         fields: Sequence[str] = ("doc_key",),
+        exact: bool = False,
     ) -> list[Hit]:
         """One Edge query of one vector, no fusion: raw cosine or BM25 (IDF) scores, best
-        first, payload ``fields`` only. ``ValueError`` unless exactly one vector is given."""
+        first, payload ``fields`` only; the dense one with :meth:`_dense_params`. ``ValueError``
+        unless exactly one vector is given."""
         if (dense is None) == (sparse is None):
             raise ValueError("branch needs exactly one of a dense and a sparse vector")
         query = (
@@ -498,12 +503,26 @@ class QdrantEdgeStore:
             limit=limit,
             query=query,
             filter=to_edge_filter(flt),
+            params=self._dense_params(exact) if dense is not None else None,
             with_payload=list(fields),
             with_vector=False,
         )
         with self._call("query"):
             points = self._open_shard().query(request)
         return [Hit(id=str(p.id), score=p.score, payload=dict(p.payload or {})) for p in points]
+
+    def _dense_params(self, exact: bool) -> qe.SearchParams:
+        """Search parameters of a dense query: the layout's HNSW beam, rescoring of
+        ``oversampling`` × the asked quantised candidates on the originals, ACORN; or exact."""
+        if exact:
+            return qe.SearchParams(exact=True)
+        return qe.SearchParams(
+            hnsw_ef=self.layout.hnsw_ef,
+            quantization=qe.QuantizationSearchParams(
+                rescore=True, oversampling=self.layout.oversampling
+            ),
+            acorn=qe.AcornSearchParams(enable=self.layout.acorn),
+        )
 
     def count(self, flt: models.Filter | None = None) -> int:
         """Exact number of points matching ``flt`` (all points for ``None``)."""

@@ -330,13 +330,15 @@ class QdrantServerStore:
         offset: int = 0,
         rrf_k: int | None = None,
         weights: Sequence[float] | None = None,
+        exact: bool = False,
     ) -> list[Hit]:
         """One ``query_points``: a dense and a sparse ``Prefetch`` of ``prefetch_limit``
         candidates, each carrying ``flt``, fused by ``fusion`` (an ``RrfQuery`` with ``rrf_k``,
         default :data:`~ncindex.store.schema.RRF_K`, and optional ``(dense, sparse)``
         ``weights``; or DBSF), best first; ``limit`` hits after ``offset``, with payload. A
         ``None`` vector drops its branch (the other is still fused, so scores keep the fusion's
-        scale).
+        scale). The dense prefetch carries :meth:`_dense_params` (``exact``: every matching
+        point).
 
         Raises ``ValueError`` if both vectors are ``None`` or for bad fusion parameters.
         """
@@ -346,7 +348,13 @@ class QdrantServerStore:
         prefetch: list[models.Prefetch] = []
         if dense is not None:
             prefetch.append(
-                models.Prefetch(query=dense, using=DENSE, filter=flt, limit=prefetch_limit)
+                models.Prefetch(
+                    query=dense,
+                    using=DENSE,
+                    filter=flt,
+                    limit=prefetch_limit,
+                    params=self._dense_params(exact),
+                )
             )
         if sparse is not None:
             prefetch.append(
@@ -383,10 +391,11 @@ class QdrantServerStore:
         flt: models.Filter | None,
         limit: int,
         fields: Sequence[str] = ("doc_key",),
+        exact: bool = False,
     ) -> list[Hit]:
         """One ``query_points`` of one vector, no fusion: raw cosine or BM25 (IDF) scores,
-        best first, payload ``fields`` only. ``ValueError`` unless exactly one vector is
-        given."""
+        best first, payload ``fields`` only; the dense one with :meth:`_dense_params`.
+        ``ValueError`` unless exactly one vector is given."""
         if (dense is None) == (sparse is None):
             raise ValueError("branch needs exactly one of a dense and a sparse vector")
         query: list[float] | models.SparseVector = (
@@ -400,11 +409,26 @@ class QdrantServerStore:
                 query=query,
                 using=DENSE if dense is not None else SPARSE,
                 query_filter=flt,
+                search_params=self._dense_params(exact) if dense is not None else None,
                 limit=limit,
                 with_payload=list(fields),
                 with_vectors=False,
             )
         return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points]
+
+    def _dense_params(self, exact: bool) -> models.SearchParams:
+        """Search parameters of a dense query: the layout's HNSW beam, rescoring of
+        ``oversampling`` × the asked quantised candidates on the originals, ACORN; or exact.
+        (qdrant-client's local mode searches exactly whatever they say.)"""
+        if exact:
+            return models.SearchParams(exact=True)
+        return models.SearchParams(
+            hnsw_ef=self.layout.hnsw_ef,
+            quantization=models.QuantizationSearchParams(
+                rescore=True, oversampling=self.layout.oversampling
+            ),
+            acorn=models.AcornSearchParams(enable=self.layout.acorn),
+        )
 
     def count(self, flt: models.Filter | None = None) -> int:
         """Exact number of points matching ``flt`` (all points for ``None``)."""
