@@ -46,7 +46,7 @@ from ncindex.embedding.live_models import ModelHandle, mirror_points
 from ncindex.embedding.models import model_paths
 from ncindex.errors import LockBusy, ModelError, ReindexError
 from ncindex.index.indexing import Indexer
-from ncindex.redis_replies import text
+from ncindex.redis_replies import as_text
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.store import ModelPointers, VectorStore, model_slug
@@ -308,4 +308,4 @@ def progress(services: Services) -> dict[str, str]:
     ``remaining``, ``updated_at`` (Unix seconds), ``error`` and ``seq`` (counts the records, so
     a waiting caller can tell a new one from an old one)."""
     raw = services.redis.hgetall(services.settings.names.reindex_progress)
-    return {text(k): text(v) for k, v in raw.items()}
+    return {as_text(k): as_text(v) for k, v in raw.items()}

@@ -27,7 +27,7 @@ from ncindex.accounts import refused_accounts
 from ncindex.documents import DocType
 from ncindex.names import QUEUES, Names
 from ncindex.progress import RATE_SECONDS, FailingDocuments, Progress, Rates, eta_seconds
-from ncindex.redis_replies import text
+from ncindex.redis_replies import as_text
 from ncindex.store import VectorStore
 from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
 from ncindex.sync.reconcile import last_scans_key
@@ -63,7 +63,7 @@ def last_scans(
         summary = json.loads(raw)
         in_sync = summary.get("in_sync_at")
         summary["in_sync_age_seconds"] = None if in_sync is None else max(0, int(now - in_sync))
-        out[text(key)] = summary
+        out[as_text(key)] = summary
     return out
 
 
@@ -73,8 +73,8 @@ def dead_letters(client: redis.Redis, keys: Names) -> dict[str, Any]:
     size and a few of its entries."""
     out: dict[str, Any] = {}
     for raw_key in sorted(client.scan_iter(match=keys.deadletter + "*", count=500)):
-        key = text(raw_key)
-        kind = text(client.type(raw_key))
+        key = as_text(raw_key)
+        kind = as_text(client.type(raw_key))
         entry: dict[str, Any] = {"type": kind}
         if kind == "string":
             entry["size"] = 1
@@ -195,4 +195,4 @@ def collect_status(
 
 
 def _text(value: bytes | str | None) -> str:
-    return "" if value is None else text(value, "replace")
+    return "" if value is None else as_text(value, "replace")
