@@ -267,12 +267,8 @@ def _claim(
     of the receiver's CPU, 13 and 18 against 23 and 28 µs of Redis's. Raises
     ``redis.RedisError``."""
     if len(keys) == 1:
-        # with GET, SET answers the value the key held (bytes) or None
-        return [
-            cast(
-                "bytes | None", redis_client.set(keys[0], token, nx=True, px=milliseconds, get=True)
-            )
-        ]
+        held = redis_client.set(keys[0], token, nx=True, px=milliseconds, get=True)
+        return [cast("bytes | None", held)]  # with GET, SET answers the value held or None
     pipe = redis_client.pipeline(transaction=False)
     for key in keys:
         pipe.set(key, token, nx=True, px=milliseconds, get=True)
