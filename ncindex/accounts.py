@@ -21,6 +21,7 @@ import redis
 import structlog
 
 from ncindex.names import Names
+from ncindex.redis_replies import as_text
 
 log = structlog.get_logger(__name__)
 
@@ -50,5 +51,5 @@ def refused_accounts(client: redis.Redis, keys: Names) -> dict[str, dict[str, An
             entry = json.loads(raw)
         except ValueError:
             entry = {}
-        out[raw_user.decode("utf-8", errors="replace")] = entry if isinstance(entry, dict) else {}
+        out[as_text(raw_user, "replace")] = entry if isinstance(entry, dict) else {}
     return out

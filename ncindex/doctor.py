@@ -237,7 +237,8 @@ def check_public_url(ctx: Context) -> list[Line]:
     url = ctx.settings.public_url
     host = urlsplit(url).hostname or ""
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+        # the host of an AF_INET or AF_INET6 address (typeshed's sockaddr also allows an int)
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
     except OSError:
         return [Line("public url", "warn", f"{host!r} does not resolve here; Nextcloud must")]
     local = sorted(a for a in addresses if _is_local(a))

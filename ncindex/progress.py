@@ -38,9 +38,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import redis
+from redis.typing import EncodableT
 
 from ncindex import names
 from ncindex.names import Names
+from ncindex.redis_replies import as_text
 
 #: Length of a throughput bucket, seconds.
 BUCKET_SECONDS = 10
@@ -149,14 +151,15 @@ class Progress:
         (``node:`` subjects), a partial one updates the documents it saw."""
         key = self.keys.skipped(user)
         if full:
-            gone = [k for k in self.redis.hkeys(key) if k.startswith(b"node:")]
+            gone = [k for k in self.redis.hkeys(key) if as_text(k, "replace").startswith("node:")]
         else:
             gone = [s.encode() for s in listed]
         pipe = self.redis.pipeline()
         if gone:
             pipe.hdel(key, *gone)
         if skipped:
-            pipe.hset(key, mapping=dict(skipped))
+            mapping: dict[EncodableT, EncodableT] = {k: v for k, v in skipped.items()}
+            pipe.hset(key, mapping=mapping)
         pipe.execute()
 
     # --- reading -----------------------------------------------------------------------------
@@ -172,7 +175,7 @@ class Progress:
     def skipped(self, user: str) -> dict[str, int]:
         """Documents of ``user`` left out, counted per rule."""
         values = self.redis.hvals(self.keys.skipped(user))
-        return dict(sorted(Counter(v.decode() for v in values).items()))
+        return dict(sorted(Counter(as_text(v) for v in values).items()))
 
     def rates(
         self, user: str | None = None, seconds: int = RATE_SECONDS, now: float | None = None
@@ -205,13 +208,13 @@ class Progress:
         """Every user a document was queued for (they have a first-indexing record)."""
         prefix = self.keys.first_indexing("")
         found = self.redis.scan_iter(match=prefix + "*", count=500)
-        return sorted(k.decode()[len(prefix) :] for k in found)
+        return sorted(as_text(k)[len(prefix) :] for k in found)
 
     def first_indexing(self, user: str) -> dict[str, float | int | None]:
         """``{"started_at", "done_at", "finished"}`` of ``user``'s first indexing (Unix
         seconds, ``None`` when not yet; documents finished during it)."""
         raw = {
-            k.decode(): v.decode()
+            as_text(k): as_text(v)
             for k, v in self.redis.hgetall(self.keys.first_indexing(user)).items()
         }
         return {

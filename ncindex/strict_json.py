@@ -32,7 +32,8 @@ def finite_float(text: bytes | str) -> float:
     """``float(text)`` when finite; raises ``ValueError`` otherwise (also for NaN and ±inf)."""
     value = float(text)
     if not math.isfinite(value):
-        raise ValueError(f"number {text[:40]} is out of range")
+        shown = text[:40] if isinstance(text, str) else repr(text[:40])
+        raise ValueError(f"number {shown} is out of range")
     return value
 
 
@@ -40,6 +41,8 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
-        duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise ValueError(f"key {duplicate!r} appears twice in one object")
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"key {key!r} appears twice in one object")
+            seen.add(key)
     return out

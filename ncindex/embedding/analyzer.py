@@ -41,6 +41,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import mmh3
 
@@ -126,11 +127,19 @@ class Term:
     end: int
 
 
+class _Stemmer(Protocol):
+    """What is used here of PyStemmer's ``Stemmer.Stemmer`` (the extension ships no types)."""
+
+    def stemWord(self, word: str) -> str:
+        """``word`` stemmed."""
+
+
 @functools.cache
-def _stemmer():  # type: ignore[no-untyped-def]
+def _stemmer() -> _Stemmer:
     import Stemmer  # PyStemmer
 
-    return Stemmer.Stemmer("english")
+    stemmer: _Stemmer = Stemmer.Stemmer("english")
+    return stemmer
 
 
 @functools.lru_cache(maxsize=65536)

@@ -94,7 +94,8 @@ class EmbedBatcher(Generic[T]):
 
     def _take(self) -> list[_Request[T]]:
         with self._cond:
-            batch, size = [], 0
+            batch: list[_Request[T]] = []
+            size = 0
             while self._pending and (not batch or size + len(self._pending[0].texts) <= self._max):
                 size += len(self._pending[0].texts)
                 request = self._pending.pop(0)

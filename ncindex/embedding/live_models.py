@@ -153,7 +153,7 @@ class LiveModels:
         """The pinned view of this thread, else the current one (pointers re-read when older
         than ``model_check_seconds``). A new store gets ``Settings.dense_model`` as its live
         model."""
-        pinned = getattr(self._pinned, "view", None)
+        pinned: LiveView | None = getattr(self._pinned, "view", None)
         if pinned is not None:
             return pinned
         with self._lock:

@@ -59,6 +59,7 @@ from ncindex.errors import (
 from ncindex.index.deadletter import DeadLetter, DeadLetters, node_subject
 from ncindex.nextcloud.client import NextcloudClient, NotesSettings
 from ncindex.nextcloud.webdav import DavEntry
+from ncindex.redis_replies import as_text
 from ncindex.runtime import Services
 from ncindex.sources import deck_card, news_item
 from ncindex.sources.eligibility import Eligibility
@@ -380,10 +381,12 @@ class Indexer:
     def notes_settings(self, client: NextcloudClient) -> NotesSettings:
         """The user's Notes settings, cached in Redis for five minutes; the configured
         default when the Notes app is not installed (404)."""
+        if client.user is None:  # the write path's clients are accounts' (user id known)
+            raise ValueError("user id unknown: the notes settings are cached per user")
         key = self.settings.names.notes_settings(client.user)
         cached = self.services.redis.get(key)
         if cached is not None:
-            return NotesSettings(notes_path=cached.decode(), file_suffix=".md")
+            return NotesSettings(notes_path=as_text(cached), file_suffix=".md")
         try:
             notes = client.notes_settings()
         except NotFound:

@@ -36,9 +36,9 @@ import json
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import structlog
+from redis.typing import EncodableT
 
 from ncindex.documents import DocRef
 from ncindex.embedding.analyzer import ANALYZER_VERSION
@@ -46,6 +46,7 @@ from ncindex.embedding.live_models import ModelHandle, mirror_points
 from ncindex.embedding.models import model_paths
 from ncindex.errors import LockBusy, ModelError, ReindexError
 from ncindex.index.indexing import Indexer
+from ncindex.redis_replies import as_text
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.store import ModelPointers, VectorStore, model_slug
@@ -281,7 +282,7 @@ class Reindexer:
     ) -> None:
         """Record a step's progress in Redis for :func:`progress` (one pipeline; ``seq``
         counts the records). ``error`` goes with the ``failed`` state."""
-        fields: dict[str, Any] = {
+        fields: dict[EncodableT, EncodableT] = {
             "model": model,
             "state": state,
             "remaining": remaining,
@@ -307,4 +308,4 @@ def progress(services: Services) -> dict[str, str]:
     ``remaining``, ``updated_at`` (Unix seconds), ``error`` and ``seq`` (counts the records, so
     a waiting caller can tell a new one from an old one)."""
     raw = services.redis.hgetall(services.settings.names.reindex_progress)
-    return {k.decode(): v.decode() for k, v in raw.items()}
+    return {as_text(k): as_text(v) for k, v in raw.items()}

@@ -165,7 +165,11 @@ def parse_time(value: Any, field: str = "value") -> float:
 def _validate(raw: Any) -> dict[str, Any] | None:
     depth = MAX_FILTER_DEPTH - 1  # the SDK counts levels below the root
     try:
-        return rcp.filter.validate(raw, dict(FIELD_TYPES), ALL_OPERATORS, max_depth=depth)
+        # the SDK (untyped) answers the normalised filter, a dict, or None for no filter
+        valid: dict[str, Any] | None = rcp.filter.validate(
+            raw, dict(FIELD_TYPES), ALL_OPERATORS, max_depth=depth
+        )
+        return valid
     except rcp.RcpError as exc:
         raise _classify(raw, exc) from None
     except (TypeError, RecursionError):
@@ -273,7 +277,7 @@ def _build(norm: dict[str, Any], raw: dict[str, Any], path: str) -> Node:
             if not children:
                 raise FilterError("invalid_filter", f"{path}.{kind}", f"empty '{kind}'")
             return Group(
-                kind,  # type: ignore[arg-type]
+                kind,
                 tuple(
                     _build(child, raw[kind][i], f"{path}.{kind}[{i}]")
                     for i, child in enumerate(children)

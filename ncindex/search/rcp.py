@@ -76,7 +76,7 @@ from ncindex.nextcloud.client import NextcloudClient
 from ncindex.redis_breaker import RedisBreaker
 from ncindex.search.filter_fields import rcp_filter_capability
 from ncindex.search.filters import parse_tree
-from ncindex.search.service import SearchRequest, SearchResponse, SearchService
+from ncindex.search.service import Mode, SearchRequest, SearchResponse, SearchService
 from ncindex.store.schema import RRF_K
 
 log = structlog.get_logger(__name__)
@@ -91,7 +91,7 @@ MAX_K = 100
 MAX_BATCH = 10
 """Most messages in one JSON-RPC batch; a larger batch is -32600 "batch too large"."""
 
-MODES = ("dense", "sparse", "hybrid")
+MODES: tuple[Mode, ...] = ("dense", "sparse", "hybrid")
 FUSIONS = ("rrf", "dbsf")
 SESSION_HEADER = "RCP-Session"
 IMPLICIT = "-"
@@ -467,7 +467,7 @@ class RetrieveArgs:
     the parsed filter tree, ``include_text`` and the notes for ``usage.notes``."""
 
     request: SearchRequest
-    mode: str
+    mode: Mode
     min_score: float | None
     tree: Any
     include_text: bool

@@ -501,10 +501,12 @@ class SearchService:
         """Fill each result's :class:`Explain`: one unfused query per branch that ran, over
         the same filter and pool as the fused query."""
         ranks: dict[str, dict[str, BranchRank]] = {"dense": {}, "sparse": {}}
-        for name, vector in (("dense", dense), ("sparse", sparse)):
-            if vector is None:
-                continue
-            hits = store.branch(flt=flt, limit=pool, **{name: vector})
+        branches: dict[str, list[Hit]] = {}
+        if dense is not None:
+            branches["dense"] = store.branch(dense=dense, flt=flt, limit=pool)
+        if sparse is not None:
+            branches["sparse"] = store.branch(sparse=sparse, flt=flt, limit=pool)
+        for name, hits in branches.items():
             ranks[name] = {
                 h.id: BranchRank(rank=i, score=round(h.score, 6)) for i, h in enumerate(hits, 1)
             }

@@ -478,14 +478,14 @@ class DeckApi:
                 boards = [
                     b for b in deck.boards_for(uid) if since is None or b.last_modified > since
                 ]
-                data = [deck.board_json(uid, b, details) for b in boards]
+                listed = [deck.board_json(uid, b, details) for b in boards]
                 # BoardApiController::index: md5(json_encode(array_map(fn ($board) =>
                 # $board->getId() . '-' . $board->getETag(), $boards))), Board::getETag =
                 # md5((string)lastModified)
                 etag = _md5(
                     php_json_encode([f"{b.id}-{_md5(str(b.last_modified))}" for b in boards])
                 )
-                return self._with_etag(request, data, etag)
+                return self._with_etag(request, listed, etag)
             if method == "POST":
                 board = deck.create_board(
                     uid, str(params.get("title") or ""), str(params.get("color") or "0082c9")

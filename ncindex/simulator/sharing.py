@@ -26,6 +26,7 @@ No event fires for any of this (share events are not webhook-compatible).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
@@ -150,7 +151,9 @@ class SharingApi:
                 out.append(self.format(uid, share))
         return out
 
-    def _create(self, uid: str, params: dict[str, Any], respond: Any) -> Response:
+    def _create(
+        self, uid: str, params: dict[str, Any], respond: Callable[..., Response]
+    ) -> Response:
         path = params.get("path")
         if path is None:
             return respond([], 404, "Please specify a file or folder path")

@@ -146,7 +146,8 @@ class TrashbinDav:
         resp = etree.Element(clark(DAV, "response"))
         href = f"{base}/{encode_path(item.trash_name)}" + ("/" if item.node.is_dir else "")
         etree.SubElement(resp, clark(DAV, "href")).text = href
-        found, missing = [], []
+        found: list[tuple[str, str | None]] = []
+        missing: list[str] = []
         for name in props:
             if name == clark(DAV, "resourcetype"):
                 found.append((name, None))

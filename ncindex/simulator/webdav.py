@@ -674,7 +674,8 @@ class WebDav:
             return
         node = self.tree.nodes.get(file_id)
         path = self.tree.view_path(uid, node) if node is not None else None
-        if path is not None and (rel == "/" or path == rel or path.startswith(rel + "/")):
+        inside = path is not None and (rel == "/" or path == rel or path.startswith(rel + "/"))
+        if node is not None and path is not None and inside:
             yield path, node
 
     def _value(self, uid: str, path: str, node: Node, name: str) -> Any:
@@ -713,7 +714,7 @@ class WebDav:
         prop_el = cond.find(clark(DAV, "prop"))
         if prop_el is None or not len(prop_el):
             return False
-        name = prop_el[0].tag
+        name = str(prop_el[0].tag)  # a parsed element's tag: lxml gives str
         literal = (cond.findtext(clark(DAV, "literal")) or "").strip()
         value = self._value(uid, path, node, name)
         if value is None:
@@ -761,7 +762,7 @@ class WebDav:
             prop_el = order.find(clark(DAV, "prop"))
             if prop_el is None or not len(prop_el):
                 continue
-            name = prop_el[0].tag
+            name = str(prop_el[0].tag)  # a parsed element's tag: lxml gives str
             descending = order.find(clark(DAV, "descending")) is not None
 
             def key(pn: tuple[str, Node], name: str = name) -> Any:

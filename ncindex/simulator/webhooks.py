@@ -9,6 +9,7 @@ its queued jobs fail like ``WebhookCall`` does.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import heapq
 import ipaddress
@@ -363,7 +364,8 @@ class WebhookRegistry:
             regs = sorted(self._items.values(), key=lambda r: r.id)
         return [r for r in regs if uri is None or r.uri == uri]
 
-    def matching(self, envelope: dict[str, Any]) -> list[Registration]:
+    # builtins.list: in this class ``list`` is the method above
+    def matching(self, envelope: dict[str, Any]) -> builtins.list[Registration]:
         """Registrations that fire for this envelope (class, ``userIdFilter``, ``eventFilter``)."""
         cls = envelope["event"]["class"]
         user = envelope.get("user")

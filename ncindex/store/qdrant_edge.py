@@ -31,10 +31,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import qdrant_edge as qe
 from qdrant_client import models
+from qdrant_client.models import Filter  # by name: in the store class, ``models`` is a method
 
 from ncindex.errors import StoreUnavailable
 from ncindex.store.layout import DEFAULT_LAYOUT, TENANT_FIELD, CollectionLayout
@@ -134,9 +135,9 @@ def to_edge_filter(node: Any) -> Any:
         if isinstance(m, models.MatchValue):
             match = qe.MatchValue(m.value)
         elif isinstance(m, models.MatchAny):
-            match = qe.MatchAny(list(m.any))
+            match = qe.MatchAny(m.any.copy())
         elif isinstance(m, models.MatchExcept):
-            match = qe.MatchExcept(list(m.except_))
+            match = qe.MatchExcept(m.except_.copy())
         elif isinstance(m, models.MatchText):
             match = qe.MatchText(m.text)
         elif isinstance(m, models.MatchTextAny):
@@ -402,7 +403,7 @@ class QdrantEdgeStore:
         return records
 
     def scroll(
-        self, flt: models.Filter | None, fields: Sequence[str], page_size: int = 256
+        self, flt: Filter | None, fields: Sequence[str], page_size: int = 256
     ) -> Iterator[dict[str, Any]]:
         """Yield the payload of every point matching ``flt``, holding only ``fields`` (a field
         a point lacks is absent), reading ``page_size`` points at a time."""
@@ -416,7 +417,7 @@ class QdrantEdgeStore:
         *,
         dense: list[float] | None,
         sparse: SparseVector | None,
-        flt: models.Filter | None,
+        flt: Filter | None,
         limit: int,
         prefetch_limit: int,
         fusion: Fusion,
@@ -463,10 +464,13 @@ class QdrantEdgeStore:
         request = qe.QueryRequest(
             limit=limit,
             offset=offset,
-            query=(
+            # Fusion.Rrf and Fusion.Dbsf are subclasses of Fusion at run time (pyo3 enum
+            # variants), not in qdrant_edge's stub (0.9)
+            query=cast(
+                qe.Fusion,
                 qe.Fusion.Rrf(k=k, weights=branch_weights)
                 if fusion is Fusion.RRF
-                else qe.Fusion.Dbsf()
+                else qe.Fusion.Dbsf(),
             ),
             prefetches=prefetches,
             with_payload=True,
@@ -481,7 +485,7 @@ class QdrantEdgeStore:
         *,
         dense: list[float] | None = None,
         sparse: SparseVector | None = None,
-        flt: models.Filter | None,
+        flt: Filter | None,
         limit: int,
         fields: Sequence[str] = ("doc_key",),
         exact: bool = False,
@@ -489,16 +493,14 @@ class QdrantEdgeStore:
         """One Edge query of one vector, no fusion: raw cosine or BM25 (IDF) scores, best
         first, payload ``fields`` only; the dense one with :meth:`_dense_params`. ``ValueError``
         unless exactly one vector is given."""
-        if (dense is None) == (sparse is None):
-            raise ValueError("branch needs exactly one of a dense and a sparse vector")
-        query = (
-            qe.Query.Nearest(list(dense), using=DENSE)
-            if dense is not None
-            else qe.Query.Nearest(
-                qe.SparseVector(list(sparse.indices), list(sparse.values)),  # type: ignore[union-attr]
-                using=SPARSE,
+        if dense is not None and sparse is None:
+            query = qe.Query.Nearest(list(dense), using=DENSE)
+        elif sparse is not None and dense is None:
+            query = qe.Query.Nearest(
+                qe.SparseVector(list(sparse.indices), list(sparse.values)), using=SPARSE
             )
-        )
+        else:
+            raise ValueError("branch needs exactly one of a dense and a sparse vector")
         request = qe.QueryRequest(
             limit=limit,
             query=query,
@@ -524,7 +526,7 @@ class QdrantEdgeStore:
             acorn=qe.AcornSearchParams(enable=self.layout.acorn),
         )
 
-    def count(self, flt: models.Filter | None = None) -> int:
+    def count(self, flt: Filter | None = None) -> int:
         """Exact number of points matching ``flt`` (all points for ``None``)."""
         request = qe.CountRequest(exact=True, filter=to_edge_filter(flt))
         with self._call("count"):

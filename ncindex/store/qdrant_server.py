@@ -21,7 +21,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import httpx
@@ -29,6 +29,10 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.common.client_exceptions import QdrantException
 from qdrant_client.http.exceptions import ApiException, UnexpectedResponse
 from qdrant_client.local.qdrant_local import QdrantLocal
+from qdrant_client.models import (
+    Filter,
+    SearchParams,
+)  # by name: in the store class, ``models`` is a method
 
 from ncindex.errors import StoreUnavailable
 from ncindex.store.layout import DEFAULT_LAYOUT, TENANT_FIELD, CollectionLayout
@@ -297,7 +301,7 @@ class QdrantServerStore:
         return records
 
     def scroll(
-        self, flt: models.Filter | None, fields: Sequence[str], page_size: int = 256
+        self, flt: Filter | None, fields: Sequence[str], page_size: int = 256
     ) -> Iterator[dict[str, Any]]:
         """Yield the payload of every point matching ``flt``, holding only ``fields`` (a field
         a point lacks is absent), fetching ``page_size`` points per request."""
@@ -323,7 +327,7 @@ class QdrantServerStore:
         *,
         dense: list[float] | None,
         sparse: SparseVector | None,
-        flt: models.Filter | None,
+        flt: Filter | None,
         limit: int,
         prefetch_limit: int,
         fusion: Fusion,
@@ -388,7 +392,7 @@ class QdrantServerStore:
         *,
         dense: list[float] | None = None,
         sparse: SparseVector | None = None,
-        flt: models.Filter | None,
+        flt: Filter | None,
         limit: int,
         fields: Sequence[str] = ("doc_key",),
         exact: bool = False,
@@ -396,13 +400,13 @@ class QdrantServerStore:
         """One ``query_points`` of one vector, no fusion: raw cosine or BM25 (IDF) scores,
         best first, payload ``fields`` only; the dense one with :meth:`_dense_params`.
         ``ValueError`` unless exactly one vector is given."""
-        if (dense is None) == (sparse is None):
+        query: list[float] | models.SparseVector
+        if dense is not None and sparse is None:
+            query = dense
+        elif sparse is not None and dense is None:
+            query = models.SparseVector(indices=sparse.indices, values=sparse.values)
+        else:
             raise ValueError("branch needs exactly one of a dense and a sparse vector")
-        query: list[float] | models.SparseVector = (
-            dense
-            if dense is not None
-            else models.SparseVector(indices=sparse.indices, values=sparse.values)  # type: ignore[union-attr]
-        )
         with self._call("query_points"):
             response = self._client.query_points(
                 self.collection,
@@ -416,7 +420,7 @@ class QdrantServerStore:
             )
         return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points]
 
-    def _dense_params(self, exact: bool) -> models.SearchParams:
+    def _dense_params(self, exact: bool) -> SearchParams:
         """Search parameters of a dense query: the layout's HNSW beam, rescoring of
         ``oversampling`` × the asked quantised candidates on the originals, ACORN; or exact.
         (qdrant-client's local mode searches exactly whatever they say.)"""
@@ -430,7 +434,7 @@ class QdrantServerStore:
             acorn=models.AcornSearchParams(enable=self.layout.acorn),
         )
 
-    def count(self, flt: models.Filter | None = None) -> int:
+    def count(self, flt: Filter | None = None) -> int:
         """Exact number of points matching ``flt`` (all points for ``None``)."""
         with self._call("count"):
             return self._client.count(self.collection, count_filter=flt, exact=True).count
@@ -495,7 +499,8 @@ def _record_of(record: models.Record) -> PointRecord:
     return PointRecord(
         id=str(record.id),
         payload=dict(record.payload or {}),
-        dense=[float(x) for x in dense] if isinstance(dense, list) else None,
+        # DENSE is a single vector (schema), never a multivector's list of lists
+        dense=[float(x) for x in cast("list[float]", dense)] if isinstance(dense, list) else None,
         sparse=(
             SparseVector(
                 indices=[int(i) for i in sparse.indices], values=[float(v) for v in sparse.values]

@@ -91,7 +91,9 @@ from ncindex.nextcloud.apps import DECK_API, DECK_HEADERS
 from ncindex.nextcloud.client import NOTES_API, NextcloudClient, json_list
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.progress import Progress, node_subject
+from ncindex.redis_replies import as_text
 from ncindex.runtime import Services
+from ncindex.settings import Settings
 from ncindex.sources import news_item
 from ncindex.store.manifest import ManifestEntry, load_manifest
 from ncindex.strict_json import finite_float
@@ -279,7 +281,7 @@ class ScanState:
     def folders(self) -> dict[str, str]:
         """Folder path → etag at the last clean visit."""
         return {
-            k.decode(): v.decode() for k, v in self.redis.hgetall(self.base + ":folders").items()
+            as_text(k): as_text(v) for k, v in self.redis.hgetall(self.base + ":folders").items()
         }
 
     def set_folders(self, folders: dict[str, str]) -> None:
@@ -288,7 +290,7 @@ class ScanState:
         pipe = self.redis.pipeline()
         pipe.delete(key)
         if folders:
-            pipe.hset(key, mapping=folders)
+            pipe.hset(key, mapping={k: v for k, v in folders.items()})
         pipe.execute()
 
     def full_walk_at(self) -> float | None:
@@ -314,7 +316,7 @@ class ScanState:
         out: dict[str, float] = {}
         for k, v in self.redis.hgetall(self.base + ":missing").items():
             try:
-                out[k.decode()] = finite_float(v)
+                out[as_text(k)] = finite_float(v)
             except ValueError:
                 self._drop(":missing", k)
         return out
@@ -333,9 +335,9 @@ class ScanState:
         for documents not in the index then (``""``: etag not listed)."""
         out: dict[str, tuple[str, float]] = {}
         for k, v in self.redis.hgetall(self.base + ":tried").items():
-            etag, _, ts = v.decode("utf-8", "replace").rpartition("|")
+            etag, _, ts = as_text(v, "replace").rpartition("|")
             try:
-                out[k.decode()] = (etag, finite_float(ts or "0"))
+                out[as_text(k)] = (etag, finite_float(ts or "0"))
             except ValueError:
                 self._drop(":tried", k)  # the document is simply sent again
         return out
@@ -353,8 +355,7 @@ class ScanState:
         """Document id → the path (``""``: unknown) of documents whose access the user lost
         (:meth:`ncindex.index.indexing.Indexer.mark_lost`), until they are back in the index."""
         return {
-            k.decode(): v.decode("utf-8", "replace")
-            for k, v in self.redis.hgetall(self.lost_key).items()
+            as_text(k): as_text(v, "replace") for k, v in self.redis.hgetall(self.lost_key).items()
         }
 
     def forget_lost(self, ids: Iterable[str]) -> None:
@@ -392,7 +393,8 @@ class ScanState:
         except ValueError:
             ids = None
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            return self._drop(":held")
+            self._drop(":held")
+            return None
         return set(ids)
 
     def set_held(self, ids: Iterable[str] | None) -> None:
@@ -418,7 +420,7 @@ class ScanState:
             return None
         return last
 
-    def _scalar(self, suffix: str, parse: Callable[[bytes], _T]) -> _T | None:
+    def _scalar(self, suffix: str, parse: Callable[[bytes | str], _T]) -> _T | None:
         """The value at ``suffix`` as ``parse`` reads it; ``None`` when absent, or unreadable
         (``parse`` raised ``ValueError``; the key is then dropped)."""
         raw = self.redis.get(self.base + suffix)
@@ -427,15 +429,16 @@ class ScanState:
         try:
             return parse(raw)
         except ValueError:
-            return self._drop(suffix)
+            self._drop(suffix)
+            return None
 
-    def _drop(self, suffix: str, field: bytes | None = None) -> None:
+    def _drop(self, suffix: str, field: bytes | str | None = None) -> None:
         """Forget an unreadable state key (or one field of a hash): it is rebuildable."""
         key = self.base + suffix
         log.warning(
             "scan_state_unreadable",
             key=key,
-            field=field.decode("utf-8", "replace") if field else None,
+            field=as_text(field, "replace") if field else None,
         )
         if field is None:
             self.redis.delete(key)
@@ -775,7 +778,7 @@ class Reconciler:
 
     def __init__(self, services: Services, indexer: Indexer, producer: Producer | None) -> None:
         self.services = services
-        self.settings = services.settings
+        self.settings: Settings = services.settings
         self.indexer = indexer
         self.producer = producer
 
@@ -928,14 +931,14 @@ class Reconciler:
             version = seen.etag
             if tags is not None and version is not None:
                 version = tags.version(doc_id, version)
-            entry = manifest.get(doc_id)
-            if entry is None:
+            indexed = manifest.get(doc_id)
+            if indexed is None:
                 change = Change(doc_id, "new", seen.path)
-            elif seen.etag is not None and seen.etag != entry.etag:
-                report.index.append(Change(doc_id, "changed", seen.path, entry.path))
+            elif seen.etag is not None and seen.etag != indexed.etag:
+                report.index.append(Change(doc_id, "changed", seen.path, indexed.path))
                 continue
-            elif seen.path is not None and not seen.at(entry.path):
-                report.index.append(Change(doc_id, "moved", seen.path, entry.path))
+            elif seen.path is not None and not seen.at(indexed.path):
+                report.index.append(Change(doc_id, "moved", seen.path, indexed.path))
                 continue
             else:
                 continue

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -27,6 +27,7 @@ from ncindex.accounts import refused_accounts
 from ncindex.documents import DocType
 from ncindex.names import QUEUES, Names
 from ncindex.progress import RATE_SECONDS, FailingDocuments, Progress, Rates, eta_seconds
+from ncindex.redis_replies import as_text
 from ncindex.store import VectorStore
 from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
 from ncindex.sync.reconcile import last_scans_key
@@ -62,7 +63,7 @@ def last_scans(
         summary = json.loads(raw)
         in_sync = summary.get("in_sync_at")
         summary["in_sync_age_seconds"] = None if in_sync is None else max(0, int(now - in_sync))
-        out[key.decode()] = summary
+        out[as_text(key)] = summary
     return out
 
 
@@ -72,8 +73,8 @@ def dead_letters(client: redis.Redis, keys: Names) -> dict[str, Any]:
     size and a few of its entries."""
     out: dict[str, Any] = {}
     for raw_key in sorted(client.scan_iter(match=keys.deadletter + "*", count=500)):
-        key = raw_key.decode()
-        kind = client.type(raw_key).decode()
+        key = as_text(raw_key)
+        kind = as_text(client.type(raw_key))
         entry: dict[str, Any] = {"type": kind}
         if kind == "string":
             entry["size"] = 1
@@ -87,10 +88,14 @@ def dead_letters(client: redis.Redis, keys: Names) -> dict[str, Any]:
             entry["sample"] = [_text(v) for v in client.lrange(raw_key, 0, _SAMPLE - 1)]
         elif kind == "set":
             entry["size"] = int(client.scard(raw_key))
-            entry["sample"] = sorted(_text(v) for v in client.srandmember(raw_key, _SAMPLE))
+            # with a count SRANDMEMBER answers a list (redis-py types the reply without one too)
+            members = cast("list[bytes]", client.srandmember(raw_key, _SAMPLE))
+            entry["sample"] = sorted(_text(v) for v in members)
         elif kind == "zset":
             entry["size"] = int(client.zcard(raw_key))
-            entry["sample"] = [_text(v) for v in client.zrange(raw_key, 0, _SAMPLE - 1)]
+            # without withscores ZRANGE answers members (redis-py types the pairs of withscores too)
+            ranked = cast("list[bytes]", client.zrange(raw_key, 0, _SAMPLE - 1))
+            entry["sample"] = [_text(v) for v in ranked]
         out[key] = entry
     return out
 
@@ -189,5 +194,5 @@ def collect_status(
     }
 
 
-def _text(value: bytes | None) -> str:
-    return "" if value is None else value.decode("utf-8", errors="replace")
+def _text(value: bytes | str | None) -> str:
+    return "" if value is None else as_text(value, "replace")

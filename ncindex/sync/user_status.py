@@ -190,7 +190,7 @@ def first_indexing(progress: Progress, user: str, pending: int, per_second: floa
     )
 
 
-def _last_scan(raw: bytes | None) -> LastScan | None:
+def _last_scan(raw: bytes | str | None) -> LastScan | None:
     if raw is None:
         return None
     summary = json.loads(raw)

@@ -403,10 +403,10 @@ def _decode_text(data: bytes, declared: str | None, max_chars: int) -> tuple[str
         return codecs.getincrementaldecoder("utf-8")("strict").decode(head, final=not cut), cut
     except UnicodeDecodeError:
         pass
-    encoding = _known_encoding(declared)
-    if encoding:
+    known = _known_encoding(declared)
+    if known:
         try:
-            return head.decode(encoding, errors="replace"), cut
+            return head.decode(known, errors="replace"), cut
         except (LookupError, UnicodeError, ValueError):
             pass  # a codec that is no text encoding (base64, rot13, idna, punycode…): guess
     return head.decode(_guess_encoding(head) or "cp1252", errors="replace"), cut

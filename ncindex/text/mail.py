@@ -7,7 +7,7 @@ name, never extracted."""
 from __future__ import annotations
 
 from email import policy
-from email.message import EmailMessage
+from email.message import EmailMessage, MIMEPart
 from email.parser import BytesParser
 
 from ncindex.errors import ExtractionError
@@ -44,7 +44,7 @@ def eml_text(data: bytes) -> str:
     return text
 
 
-def _part_text(part: EmailMessage) -> str:
+def _part_text(part: MIMEPart) -> str:
     try:
         content = part.get_content()
     except LookupError:  # an unknown charset: UTF-8 with replacements

@@ -144,7 +144,7 @@ def _slide(number: int, title: list[str], body: list[str], notes: list[str]) -> 
 
 
 def _is(node: Any, ns: str, name: str) -> bool:
-    return node.nodeType == node.ELEMENT_NODE and node.qname == (ns, name)
+    return bool(node.nodeType == node.ELEMENT_NODE and node.qname == (ns, name))
 
 
 def _repeat(node: Any, attribute: str) -> int:
