@@ -120,6 +120,7 @@ class QdrantServerStore:
         self.collection = collection_name(collection_prefix, model_slug)
         self._close_client = close_client
         self._lock = _client_lock(client)
+        self._local = isinstance(getattr(client, "_client", None), QdrantLocal)
 
     def __repr__(self) -> str:
         return f"QdrantServerStore(collection={self.collection!r}, alias={self.alias!r})"
@@ -420,10 +421,13 @@ class QdrantServerStore:
             )
         return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points]
 
-    def _dense_params(self, exact: bool) -> SearchParams:
+    def _dense_params(self, exact: bool) -> SearchParams | None:
         """Search parameters of a dense query: the layout's HNSW beam, rescoring of
         ``oversampling`` × the asked quantised candidates on the originals, ACORN; or exact.
-        (qdrant-client's local mode searches exactly whatever they say.)"""
+        None for qdrant-client's local mode, which always searches exactly (and warns that
+        parameters have no effect)."""
+        if self._local:
+            return None
         if exact:
             return models.SearchParams(exact=True)
         return models.SearchParams(
