@@ -124,10 +124,14 @@ def top10(store: QdrantEdgeStore, dense: list[float], sparse: Any, flt: Any, exa
 
 
 VARIANTS = {
-    f"ef{ef}{' acorn' if acorn else ''}{f' x{over:g}' if over != 1 else ''}": {
-        "hnsw_ef": ef, "acorn": acorn, "oversampling": over}
-    for ef in (64, 128, 256, 512) for acorn in (False, True) for over in (1.0, 2.0)
-}  # fmt: skip
+    "ef64 x2": {"hnsw_ef": 64, "oversampling": 2.0, "acorn": False},
+    "ef128 x1": {"hnsw_ef": 128, "oversampling": 1.0, "acorn": False},
+    "ef128 x2": {"hnsw_ef": 128, "oversampling": 2.0, "acorn": False},
+    "ef128 x4": {"hnsw_ef": 128, "oversampling": 4.0, "acorn": False},
+    "ef256 x2": {"hnsw_ef": 256, "oversampling": 2.0, "acorn": False},
+    "ef512 x2": {"hnsw_ef": 512, "oversampling": 2.0, "acorn": False},
+    "ef128 x2 acorn": {"hnsw_ef": 128, "oversampling": 2.0, "acorn": True},
+}
 """Search parameters measured beside the defaults on the same store (name → layout fields)."""
 
 
@@ -341,6 +345,12 @@ def main() -> int:
         help="dense vectors: mixes of real SciFact embeddings (default) or uniform random",
     )
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="merge the measured shapes and sizes into the existing scale.json (runs of "
+        "different shapes side by side) instead of replacing it",
+    )
     args = parser.parse_args()
     base = Settings()
     settings = Settings(
@@ -373,6 +383,12 @@ def main() -> int:
             print(json.dumps({shape: {str(size): row}}), file=sys.stderr, flush=True)
     verifier.shutdown()
     results["vectors"] = args.vectors
+    if args.update and RESULTS_JSON.exists():
+        before = json.loads(RESULTS_JSON.read_text(encoding="utf-8"))
+        if before.get("vectors") == args.vectors:
+            for shape, sizes in before.get("shapes", {}).items():
+                merged = {**sizes, **results["shapes"].get(shape, {})}
+                results["shapes"][shape] = dict(sorted(merged.items(), key=lambda kv: int(kv[0])))
     table = section(results, settings, args.queries)
     print(table)
     if not args.no_write:

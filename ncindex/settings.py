@@ -137,7 +137,7 @@ class Settings(BaseSettings):
         "many kilobytes (Qdrant's optimizers indexing_threshold); 0: never.",
     )
     qdrant_hnsw_ef: int = Field(
-        256,
+        128,
         ge=1,
         description="HNSW search beam (candidates kept while walking the graph; Qdrant uses at "
         "least the number of hits asked for). Higher: closer to exact search, slower.",
@@ -150,9 +150,10 @@ class Settings(BaseSettings):
         "hit asked for, then rescored on the originals.",
     )
     qdrant_acorn: bool = Field(
-        True,
+        False,
         description="ACORN filtered HNSW search (Qdrant 1.16+): also walks neighbours of "
-        "neighbours when the filter cuts the graph, so filtered searches stay exact.",
+        "neighbours when the filter cuts the graph; closer to exact under selective filters, "
+        "many times slower (benchmarks/RESULTS.md, Scale).",
     )
     qdrant_quantization: Literal["int8", "none"] = Field(
         "int8",
