@@ -38,7 +38,6 @@ from results_md import write_section  # noqa: E402
 
 from ncindex.embedding.embedder import Embedder  # noqa: E402
 from ncindex.embedding.models import install_models  # noqa: E402
-from ncindex.ingest.queueing import celery_app  # noqa: E402
 from ncindex.redis_server import start_redis  # noqa: E402
 from ncindex.settings import Settings  # noqa: E402
 from support import build_stack  # noqa: E402
@@ -63,11 +62,7 @@ def main() -> int:
             tempfile.TemporaryDirectory(prefix="ncindex-convergence-") as tmp,
             build_stack(redis_proc.url, embedder, base.model_dir, Path(tmp)) as stack,
         ):
-            producer = celery_app(stack.settings)
-            try:
-                outcome = run(stack, producer, seed=args.seed, operations=args.operations)
-            finally:
-                producer.close()
+            outcome = run(stack, seed=args.seed, operations=args.operations)
     finally:
         redis_proc.stop()
     result = {
