@@ -58,7 +58,7 @@ from bench_search import (
     start_verifier,
 )
 from pydantic import SecretStr
-from results_md import write_section
+from results_md import publish
 
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import install_models
@@ -70,8 +70,6 @@ from ncindex.store import DENSE, CollectionLayout, Fusion, PointRecord
 from ncindex.store.edge_optimizer import optimise_in_child
 from ncindex.store.qdrant_edge import QdrantEdgeStore, to_edge_filter
 
-ROOT = Path(__file__).resolve().parent
-RESULTS_JSON = ROOT / "results" / "scale.json"
 SHAPES = {"20_users": USERS, "one_user": ["alice"]}
 
 
@@ -286,9 +284,7 @@ def main() -> int:
     table = section(results, settings, args.queries)
     print(table)
     if not args.no_write:
-        RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        write_section("Scale", table)
+        publish("scale", results, "Scale", table)
     return 0
 
 
