@@ -46,7 +46,7 @@ RECEIVER_PUBLIC = {"/livez", "/readyz", "/metrics", "/static/<path:filename>"}
 SEARCH_PUBLIC = {"/livez", "/readyz", "/metrics", "/v1/filters", "/openapi.json"}
 SEARCH_PUBLIC |= {"/static/<path:filename>"}
 # the search page and its sign-in: no credential yet, state changes need the session's CSRF
-# token (tests/search/test_ui_session.py, tests/ui/test_search_page.py)
+# token (tests/search/test_ui_session.py, tests/search/test_search_page.py)
 SEARCH_PUBLIC |= {"/", "/ui/static/<path:filename>", "/ui/session", "/ui/logout"}
 SEARCH_PUBLIC |= {"/ui/login/flow", "/ui/login/poll", "/ui/login/password"}
 BAD_CREDENTIALS: list[dict[str, str]] = [
