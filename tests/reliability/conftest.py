@@ -18,21 +18,7 @@ from rel_support import STACK_SETTINGS, seed_corpus
 
 from ncindex.embedding.embedder import Embedder
 from ncindex.redis_server import RedisProcess
-from ncindex.settings import Settings
-from ncindex.store import model_slug
-from ncindex.store.qdrant_edge import QdrantEdgeStore
 from support import Stack, build_stack
-
-
-@pytest.fixture(scope="session")
-def empty_store(embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A closed, empty Qdrant Edge folder with every payload index (creating the indexes
-    takes seconds; stacks copy this folder instead)."""
-    root = tmp_path_factory.mktemp("empty-store")
-    store = QdrantEdgeStore(root, model_slug(Settings().dense_model))
-    store.ensure_collection(embedder.dense_dim)
-    store.close()
-    return root
 
 
 @pytest.fixture(scope="session")
