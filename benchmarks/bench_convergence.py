@@ -34,16 +34,13 @@ ROOT = Path(__file__).resolve().parent
 sys.path[:0] = [str(ROOT.parent / "tests"), str(ROOT.parent / "tests" / "sync")]
 
 from convergence_run import run  # noqa: E402
-from results_md import write_section  # noqa: E402
+from results_md import publish  # noqa: E402
 
 from ncindex.embedding.embedder import Embedder  # noqa: E402
 from ncindex.embedding.models import install_models  # noqa: E402
-from ncindex.ingest.queueing import celery_app  # noqa: E402
 from ncindex.redis_server import start_redis  # noqa: E402
 from ncindex.settings import Settings  # noqa: E402
 from support import build_stack  # noqa: E402
-
-RESULTS_JSON = ROOT / "results" / "convergence.json"
 
 
 def main() -> int:
@@ -63,11 +60,7 @@ def main() -> int:
             tempfile.TemporaryDirectory(prefix="ncindex-convergence-") as tmp,
             build_stack(redis_proc.url, embedder, base.model_dir, Path(tmp)) as stack,
         ):
-            producer = celery_app(stack.settings)
-            try:
-                outcome = run(stack, producer, seed=args.seed, operations=args.operations)
-            finally:
-                producer.close()
+            outcome = run(stack, seed=args.seed, operations=args.operations)
     finally:
         redis_proc.stop()
     result = {
@@ -86,9 +79,7 @@ def main() -> int:
         "machine": platform.platform(),
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS_JSON.write_text(json.dumps(result, indent=2, default=sorted) + "\n")
-    write_section("Convergence", markdown(result))
+    publish("convergence", result, "Convergence", markdown(result))
     print(json.dumps({k: v for k, v in result.items() if not k.endswith("examples")}, indent=2))
     ok = result["ineligible_served"] == 0 and result["mismatches_after_reconcile"] == 0
     return 0 if ok else 1

@@ -11,7 +11,6 @@ the "Extraction" section of ``benchmarks/RESULTS.md``.
 from __future__ import annotations
 
 import io
-import json
 import os
 import platform
 import statistics
@@ -22,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from results_md import write_section
+from results_md import publish
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent / "tests"))
@@ -33,7 +32,6 @@ from ncindex.simulator.sample import sample_documents  # noqa: E402
 from ncindex.text.extract import extension_mime, extract_text  # noqa: E402
 from ncindex.text.ocr import Ocr, ocr_problem  # noqa: E402
 
-RESULTS_JSON = ROOT / "results" / "extract.json"
 RUNS = 3
 OCR_PAGES = 4
 
@@ -148,11 +146,9 @@ def main() -> int:
         "machine": machine(),
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
     }
-    RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS_JSON.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     table = render(result)
     print(table)
-    write_section("Extraction", table)
+    publish("extract", result, "Extraction", table)
     return 0
 
 

@@ -42,24 +42,24 @@ from typing import Any
 
 import redis
 from pydantic import SecretStr
-from results_md import write_section
+from results_md import publish
 from werkzeug.serving import make_server
 
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import install_models
 from ncindex.ingest.queueing import celery_app
 from ncindex.ingest.registration import register
-from ncindex.names import QUEUES, Names
+from ncindex.names import Names
 from ncindex.redis_server import start_redis
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.store import model_slug
 from ncindex.store.qdrant_edge import QdrantEdgeStore
+from ncindex.sync.status import settled
 from webhook_receiver import create_app as create_receiver_app
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
 CORPUS = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 USER, PASSWORD = "alice", "alice-app-pw"
 ADMIN = ("admin", "admin-app-pw")
@@ -76,13 +76,6 @@ def load_docs(path: Path, n: int) -> list[tuple[str, str]]:
             if len(docs) == n:
                 break
     return docs
-
-
-def settled(client: redis.Redis) -> bool:
-    """Nothing queued, reserved by a worker (unacked) or waiting in a debounce window."""
-    if any(client.llen(q) for q in QUEUES) or client.hlen("unacked"):
-        return False
-    return not any(True for _ in client.scan_iter(f"{Names().debounce_prefix}*", count=1000))
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -173,7 +166,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # warm-up: the model loads inside the first task, before the clock starts
         sim.put_file(USER, "/warmup.txt", "Warm-up document for the embedding model.")
         time.sleep(0.5)
-        wait(lambda: sim.request_count("webdav", "GET") >= 1 and settled(client), 300, "warm-up")
+        keys = Names()
+
+        def warm() -> bool:
+            return sim.request_count("webdav", "GET") >= 1 and settled(client, keys)
+
+        wait(warm, 300, "warm-up")
         print(f"worker warm; uploading {len(docs)} documents", flush=True)
         load_before = os.getloadavg()[0]
         cpu_before = cpu_seconds(worker.pid)
@@ -183,7 +181,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             sim.put_file(USER, f"/SciFact/{doc_id}.txt", text)
         uploaded = time.perf_counter() - started
         time.sleep(0.5)
-        wait(lambda: settled(client), 3600, "indexing", interval=0.1)
+        wait(lambda: settled(client, keys), 3600, "indexing", interval=0.1)
         e2e_seconds = time.perf_counter() - started
         worker_cpu = cpu_seconds(worker.pid) - cpu_before
         here_cpu = time.process_time() - here_before
@@ -351,9 +349,7 @@ def main() -> None:
     result = run(args)
     print(json.dumps(result, indent=2))
     if not args.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "indexing.json").write_text(json.dumps(result, indent=2) + "\n")
-        write_section("Indexing", section(result))
+        publish("indexing", result, "Indexing", section(result))
 
 
 if __name__ == "__main__":

@@ -58,7 +58,6 @@ from flask import Flask, Response, request
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-RESULTS_JSON = ROOT / "benchmarks" / "results" / "load.json"
 EVENTS = int(os.environ.get("BENCH_LOAD_EVENTS", "10000"))
 DOCS = int(os.environ.get("BENCH_LOAD_DOCS", "500"))
 WRK_SCRIPT = ROOT / "benchmarks" / "bench_load.lua"
@@ -352,14 +351,16 @@ def main() -> int:
     """Run the three parts; print the table; write the JSON and the RESULTS.md section."""
     import httpx
     import redis
-    from results_md import write_section
+    from results_md import publish
 
     from ncindex.documents import text_hash
+    from ncindex.names import Names
     from ncindex.redis_server import start_redis
     from ncindex.settings import Settings
     from ncindex.simulator import NextcloudSimulator, serve_simulator
     from ncindex.store import model_slug
     from ncindex.store.qdrant_edge import QdrantEdgeStore
+    from ncindex.sync.status import settled
 
     tmp = Path(tempfile.mkdtemp(prefix="ncindex-bench-load-"))
     redis_proc = start_redis()
@@ -442,13 +443,8 @@ def main() -> int:
             )  # fmt: skip
         procs.append(worker)
 
-        def settled() -> bool:
-            busy = any(client.llen(q) for q in ("ingest", "index", "evict"))
-            busy = busy or bool(client.hlen("unacked"))
-            return not busy and not any(True for _ in client.scan_iter("ncindex:debounce:*"))
-
         time.sleep(3)
-        while not settled():
+        while not settled(client, Names(), ("ingest", "index", "evict")):
             if worker.poll() is not None:
                 raise RuntimeError("the worker exited")
             time.sleep(1)
@@ -538,9 +534,7 @@ def main() -> int:
         sim_server.close()
         redis_proc.stop()
     result["machine"] = machine()
-    RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS_JSON.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    write_section("Load", render(result))
+    publish("load", result, "Load", render(result))
     print(render(result))
     r, idx = result["receiver"], result["indexing"]
     ok = (

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from results_md import write_section
+from results_md import RESULTS_DIR, publish, write_json, write_section
 
 from evaluation import MODES, load_beir
 from evaluation.beir import BeirDataset
@@ -47,7 +47,7 @@ from ncindex.store.schema import RRF_K
 from ncindex.text.chunking import Chunker
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = RESULTS_DIR
 DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "scifact"
 CACHE = ROOT / "var" / "eval-cache" / "vectors.sqlite"
 
@@ -301,15 +301,6 @@ def save_tuning(out: dict[str, Any]) -> None:
     write_json("quality_tuning.json", merged)
 
 
-def write_json(name: str, data: dict[str, Any]) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / name
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
-
-
 # --- sweeps --------------------------------------------------------------------------------
 
 CHUNKING = [
@@ -477,8 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_sweep(dataset_dir, settings, args.tuning_docs, set(args.only.split(",")))
         return 0
     result = run_default(dataset_dir, settings)
-    path = write_json("quality.json", result)
-    write_section("Quality", quality_section(result))
+    path = publish("quality", result, "Quality", quality_section(result))
     print(table({m: result[m] for m in MODES}))
     log(f"wrote {path.relative_to(ROOT)} and the Quality section of benchmarks/RESULTS.md")
     return 0

@@ -20,7 +20,6 @@ Target: ≤ 1 request per 100 documents for notes and files. Writes
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import platform
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
-from results_md import write_section
+from results_md import publish
 
 from ncindex.documents import DocRef, DocType, path_fields, point_id, principal, text_hash
 from ncindex.index.indexing import Indexer
@@ -51,8 +50,6 @@ USER, PASSWORD = "alice", "alice-bench-pw"
 NOTES = FILES = 5_000
 DIM = 384
 RUNS = 5
-ROOT = Path(__file__).resolve().parent
-RESULTS_JSON = ROOT / "results" / "reconcile.json"
 
 
 class Recorder:
@@ -227,11 +224,9 @@ def main() -> int:
         "machine": machine(),
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
     }
-    RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS_JSON.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     table = render(result)
     print(table)
-    write_section("Reconcile", table)
+    publish("reconcile", result, "Reconcile", table)
     ok = all(w["requests_per_100_docs"] <= 1.0 for w in warm.values())
     print("target met" if ok else "TARGET MISSED: more than 1 request per 100 documents")
     return 0 if ok else 1

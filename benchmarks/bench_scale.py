@@ -61,7 +61,7 @@ from bench_search import (
     start_verifier,
 )
 from pydantic import SecretStr
-from results_md import write_section
+from results_md import RESULTS_DIR, publish
 
 from evaluation.cache import VectorCache, model_identity
 from ncindex.embedding.embedder import Embedder
@@ -74,8 +74,6 @@ from ncindex.store import CollectionLayout, Fusion, PointRecord
 from ncindex.store.edge_optimizer import optimise_in_child
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 
-ROOT = Path(__file__).resolve().parent
-RESULTS_JSON = ROOT / "results" / "scale.json"
 SHAPES = {"20_users": USERS, "one_user": ["alice"]}
 
 
@@ -383,8 +381,9 @@ def main() -> int:
             print(json.dumps({shape: {str(size): row}}), file=sys.stderr, flush=True)
     verifier.shutdown()
     results["vectors"] = args.vectors
-    if args.update and RESULTS_JSON.exists():
-        before = json.loads(RESULTS_JSON.read_text(encoding="utf-8"))
+    published = RESULTS_DIR / "scale.json"
+    if args.update and published.exists():
+        before = json.loads(published.read_text(encoding="utf-8"))
         if before.get("vectors") == args.vectors:
             for shape, sizes in before.get("shapes", {}).items():
                 merged = {**sizes, **results["shapes"].get(shape, {})}
@@ -392,9 +391,7 @@ def main() -> int:
     table = section(results, settings, args.queries)
     print(table)
     if not args.no_write:
-        RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        write_section("Scale", table)
+        publish("scale", results, "Scale", table)
     return 0
 
 

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 from pydantic import SecretStr
-from results_md import write_section
+from results_md import publish
 
 from ncindex.documents import (
     Chunk,
@@ -73,8 +73,6 @@ from ncindex.store.port import Fusion, PointRecord, SparseVector
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 
 SCIFACT = Path("/work/shared/data/scifact")
-ROOT = Path(__file__).resolve().parent
-RESULTS_JSON = ROOT / "results" / "search.json"
 VERIFY_MS = 5.0
 USERS = [f"user{i:02d}" for i in range(19)] + ["alice"]
 NOW = 1_780_000_000
@@ -443,9 +441,7 @@ def main() -> int:
     table = section(results, settings, args.queries)
     print(table)
     if not args.no_write:
-        RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        write_section("Search", table)
+        publish("search", results, "Search", table)
     return 0
 
 

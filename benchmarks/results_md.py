@@ -1,12 +1,38 @@
-"""``benchmarks/RESULTS.md``: one ``## Title`` section per benchmark, each rewritten by its own
-``make bench-*`` run without touching the others."""
+"""Where the benchmarks put their results: ``benchmarks/results/<name>.json`` (the figures) and
+one ``## Title`` section of ``benchmarks/RESULTS.md`` per benchmark, each rewritten by its own
+``make bench-*`` run without touching the others (:func:`publish` does both)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
-RESULTS_MD = Path(__file__).resolve().parent / "RESULTS.md"
+BENCHMARKS = Path(__file__).resolve().parent
+RESULTS_DIR = BENCHMARKS / "results"
+RESULTS_MD = BENCHMARKS / "RESULTS.md"
+
+
+def publish(name: str, result: Any, title: str, body: str, root: Path = BENCHMARKS) -> Path:
+    """Write ``result`` to ``root/results/<name>.json`` (:func:`write_json`) and ``body`` as
+    the ``## {title}`` section of ``root/RESULTS.md`` (:func:`write_section`); returns the
+    JSON's path."""
+    path = write_json(f"{name}.json", result, root / "results")
+    write_section(title, body, root / "RESULTS.md")
+    return path
+
+
+def write_json(name: str, data: Any, folder: Path = RESULTS_DIR) -> Path:
+    """Write ``data`` to ``folder / name`` as indented JSON (sets as sorted lists) through a
+    temporary file, so a reader never sees half of it; returns the path. Raises
+    ``TypeError`` for a value JSON cannot hold."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=_sorted_set) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
 
 
 def write_section(title: str, body: str, path: Path = RESULTS_MD) -> None:
@@ -20,3 +46,9 @@ def write_section(title: str, body: str, path: Path = RESULTS_MD) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+
+
+def _sorted_set(value: Any) -> list[Any]:
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench_quality import CACHE, DEFAULT_DATASET, RESULTS, ROOT, log, machine, write_json
-from results_md import write_section
+from bench_quality import CACHE, DEFAULT_DATASET, RESULTS, ROOT, log, machine
+from results_md import write_json, write_section
 
 from evaluation import load_beir
 from evaluation.beir import BeirDataset

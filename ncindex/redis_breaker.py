@@ -5,7 +5,7 @@ The search API asks Redis for its login cache and the refusal-limit exemption; b
 their calls fail with a retryable error. Without a breaker each such call waits for its socket
 timeout on a stalled Redis (SIGSTOP, a failover, a full network buffer): one search took
 15–24 s, and each RCP call waited out the 5 s socket timeout before its error.
-:class:`RedisBreaker` opens on the first connection error or timeout (``pybreaker``): for
+:class:`RedisBreaker` opens on the first connection error or timeout: for
 :data:`RESET_SECONDS` its calls raise :class:`RedisSkipped` at once; then calls try Redis
 again (the first to succeed closes it, a failure opens it for another period). Its calls time
 out after :data:`TIMEOUT_SECONDS`, as the rate limiter's do (flask-limiter then counts in
@@ -14,9 +14,11 @@ memory and checks Redis again with a backoff).
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
-import pybreaker
 import redis
 
 #: How long the breaker stays open before one call tries Redis again, seconds.
@@ -31,44 +33,65 @@ class RedisSkipped(redis.ConnectionError):
     callers that fail open on Redis errors need nothing more)."""
 
 
-def _not_an_outage(exc: BaseException) -> bool:
-    """Errors that say nothing about Redis's reachability (a wrong type, a script error) do
-    not open the breaker."""
-    return not isinstance(exc, (redis.ConnectionError, redis.TimeoutError))
-
-
 class RedisBreaker:
     """Commands to the Redis at ``url`` (:data:`TIMEOUT_SECONDS` timeouts) behind a circuit
     breaker, thread-safe: ``call("get", key)``.
 
+    A connection error or timeout opens it for ``reset_seconds``, measured on ``clock``
+    (seconds, monotonic; tests pass one they advance by hand). Other errors (a wrong type, a
+    script error) say nothing about Redis's reachability and do not open it.
+
     Raises what the command raises, or :class:`RedisSkipped` while open (the call that opens
     it raises :class:`RedisSkipped` too, chained to the timeout or connection error)."""
 
-    def __init__(self, url: str, reset_seconds: float = RESET_SECONDS) -> None:
+    def __init__(
+        self,
+        url: str,
+        reset_seconds: float = RESET_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client = redis.Redis.from_url(
             url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
         )
-        self._breaker = pybreaker.CircuitBreaker(
-            fail_max=1, reset_timeout=reset_seconds, exclude=[_not_an_outage], name="redis"
-        )
+        self.reset_seconds = reset_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._opened_at: float | None = None  # on ``clock``; None: closed
 
     @property
     def open(self) -> bool:
-        """Whether calls are being skipped."""
-        return self._breaker.current_state == pybreaker.STATE_OPEN
+        """Whether it is open: calls are skipped, or (once ``reset_seconds`` have passed) the
+        next calls try Redis and the first to succeed closes it."""
+        return self._opened_at is not None
 
     def call(self, command: str, *args: Any, **kwargs: Any) -> Any:
         """``client.<command>(*args, **kwargs)``, unless the breaker is open.
 
-        Runs through pybreaker's ``calling()`` context, not ``CircuitBreaker.call``: the
-        latter holds the breaker's lock for the whole command, so every thread's Redis call
-        would wait for the one in flight (a trial call on a stalled Redis held them all for
-        its timeout). Here the lock covers only the state checks; calls run concurrently."""
+        The lock covers only the state checks, not the command: every thread's Redis call
+        would otherwise wait for the one in flight (a trial call on a stalled Redis held them
+        all for its timeout, as ``pybreaker``'s ``CircuitBreaker.call`` did)."""
+        with self._lock:
+            opened_at = self._opened_at
+            if opened_at is not None and self._clock() - opened_at < self.reset_seconds:
+                raise RedisSkipped(f"redis skipped for {self.reset_seconds} s: breaker open")
         try:
-            with self._breaker.calling():
-                return getattr(self.client, command)(*args, **kwargs)
-        except pybreaker.CircuitBreakerError as exc:
-            raise RedisSkipped(f"redis skipped for {self._breaker.reset_timeout} s: {exc}") from exc
+            result = getattr(self.client, command)(*args, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            with self._lock:
+                self._opened_at = self._clock()
+            raise RedisSkipped(f"redis skipped for {self.reset_seconds} s: {exc}") from exc
+        except Exception:
+            self._answered(opened_at)  # Redis answered, with an error
+            raise
+        self._answered(opened_at)
+        return result
+
+    def _answered(self, opened_at: float | None) -> None:
+        """A call begun in state ``opened_at`` did not meet an outage: close the breaker,
+        unless another call opened it (again) meanwhile."""
+        with self._lock:
+            if self._opened_at == opened_at:
+                self._opened_at = None
 
     def close(self) -> None:
         """Close the client's connections."""

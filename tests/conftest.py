@@ -3,7 +3,8 @@
 
 Redis: the tests start their own ``redis-server`` on a free port when the binary exists
 (``make test`` installs it), else they use ``NCINDEX_TEST_REDIS_URL``; ``private_redis`` is a
-server of one test's own, for the tests that stop it.
+server of one test's own, for the tests that stop it. ``empty_store`` is an empty store folder
+with its payload indexes, for the stacks and search APIs that copy it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import install_models
 from ncindex.redis_server import RedisProcess, start_redis
 from ncindex.settings import Settings
+from ncindex.store import model_slug
+from ncindex.store.qdrant_edge import QdrantEdgeStore
 from support import Stack, build_stack
 
 
@@ -64,6 +67,17 @@ def embedder(model_dir: Path) -> Embedder:
     embedder = Embedder(Settings(model_dir=model_dir))
     embedder.load()
     return embedder
+
+
+@pytest.fixture(scope="session")
+def empty_store(embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A closed, empty Qdrant Edge folder with every payload index (creating the indexes
+    takes seconds; stacks copy this folder instead)."""
+    root = tmp_path_factory.mktemp("empty-store")
+    store = QdrantEdgeStore(root, model_slug(Settings().dense_model))
+    store.ensure_collection(embedder.dense_dim)
+    store.close()
+    return root
 
 
 @pytest.fixture

@@ -6,24 +6,26 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import redis
+from celery import Celery
 from celery.contrib.testing.worker import start_worker
+from flask import Flask
 from flask.testing import FlaskClient
 from pydantic import SecretStr
 from werkzeug.serving import make_server
 
 from ncindex.embedding.embedder import Embedder
-from ncindex.ingest.queueing import celery_app
 from ncindex.ingest.registration import register
 from ncindex.names import DEFAULT_NAMESPACE, QUEUES, Names
 from ncindex.runtime import Services
@@ -31,6 +33,8 @@ from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.store import model_slug
 from ncindex.store.qdrant_edge import QdrantEdgeStore
+from ncindex.sync.reconcile import request_scans, scan_types
+from ncindex.sync.status import settled
 from search_api import create_app as create_search_app
 from webhook_receiver import create_app as create_receiver_app
 from workers.celery_app import create_celery
@@ -64,27 +68,74 @@ def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0
         time.sleep(interval)
 
 
-def idle(client: redis.Redis, keys: Names, queues: Iterable[str] = QUEUES) -> bool:
-    """The tests' one definition of idle, for deployment ``keys``: no message waiting on any of
-    ``queues``, none delivered and unacknowledged (``unacked``/``unacked_index``: a running
-    task, or a countdown task a worker holds until its time), and no debounce key (an event
-    whose task is not yet sent, or sent and not yet started)."""
-    if any(client.llen(keys.queue_list(q)) for q in queues):
-        return False
-    if client.hlen(keys.unacked) or client.zcard(keys.unacked_index):
-        return False
-    return not any(True for _ in client.scan_iter(f"{keys.debounce_prefix}*", count=1000))
+class Clock:
+    """A monotonic clock (seconds) that stands still until the test advances ``now``: pass it
+    where the library takes ``clock`` (such as :class:`ncindex.redis_breaker.RedisBreaker`)
+    instead of sleeping through a period."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def wait_idle(
+    client: redis.Redis, keys: Names, timeout: float = 120.0, queues: Iterable[str] = QUEUES
+) -> None:
+    """Wait until deployment ``keys`` is idle — :func:`ncindex.sync.status.settled` on
+    ``queues`` (nothing queued, unacknowledged — running, or a countdown or retry a worker
+    holds — or debounced) — twice in a row, 0.3 s apart: a message a worker has just popped
+    is on no queue and not yet in ``unacked`` for a moment (kombu records it after ``BRPOP``).
+    Raises ``AssertionError`` after ``timeout`` seconds."""
+    queues = tuple(queues)
+    deadline = time.monotonic() + timeout
+    calm = 0
+    while calm < 2:
+        calm = calm + 1 if settled(client, keys, queues) else 0
+        if time.monotonic() > deadline:
+            raise AssertionError(f"workers not idle within {timeout} s")
+        time.sleep(0.3)
+
+
+ADMIN = ("admin", "admin-app-pw")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass
 class Stack:
-    """The whole pipeline on real parts, for one test."""
+    """The whole pipeline on real parts (:func:`build_stack`): simulator → receiver over HTTP
+    → Redis → Celery worker (in this process) → Qdrant Edge → search app. A context manager:
+    leaving it stops the worker and the servers and closes the services."""
 
     settings: Settings
     sim: NextcloudSimulator
     services: Services
-    search: FlaskClient
+    celery: Celery
+    search_app: Flask
     receiver_url: str
+    receiver_app: Flask
+    exits: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    def __enter__(self) -> Stack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def search(self) -> FlaskClient:
+        """A new test client of the search app (no cookie carried over)."""
+        return self.search_app.test_client()
+
+    @contextlib.contextmanager
+    def worker(self) -> Iterator[None]:
+        """An in-process Celery worker (solo pool, every queue) for the block."""
+        with start_worker(
+            self.celery, pool="solo", perform_ping_check=False, shutdown_timeout=30,
+            loglevel="WARNING",
+        ):  # fmt: skip
+            yield
 
     def search_as(self, user: str, query: str, **extra: Any) -> dict[str, Any]:
         """``POST /v1/search`` with ``user``'s app password; asserts 200, returns the body."""
@@ -103,72 +154,120 @@ class Stack:
                 return result
         return None
 
-    def drained(self) -> bool:
-        """:func:`idle`: every event delivered so far has been fully processed."""
-        return idle(self.services.redis, self.settings.names)
+    def wait_idle(self, timeout: float = 120.0) -> None:
+        """:func:`wait_idle`: every event delivered so far has been fully processed."""
+        wait_idle(self.services.redis, self.settings.names, timeout)
+
+    def settle(self, timeout: float = 120.0) -> None:
+        """Let every webhook delivery be attempted and every task finish."""
+        self.sim.flush_deliveries(timeout=timeout)
+        self.wait_idle(timeout)
+
+    def reconcile(self, users: Iterable[str] = tuple(PASSWORDS)) -> None:
+        """One reconcile pass through the tasks (a scan per user and doc type), and every task
+        the scans enqueue, run to the end."""
+        users = list(users)
+        asked = request_scans(
+            self.celery, self.services.redis, users, scan_types(), 60, keys=self.settings.names
+        )
+        assert asked == len(users) * len(scan_types())
+        self.wait_idle()
 
     def points(self, doc_key: str) -> list[Any]:
         """The store's points of ``doc_key``."""
         return self.services.store.document_points(doc_key)
 
+    def indexed(self) -> dict[str, list[dict[str, Any]]]:
+        """Every point's payload by ``doc_key`` (first chunks and the rest)."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for payload in self.services.store.scroll(
+            None, ["doc_key", "acl", "content_hash", "chunk_index", "chunk_count"]
+        ):
+            out.setdefault(payload["doc_key"], []).append(payload)
+        return out
 
-ADMIN = ("admin", "admin-app-pw")
-ROOT = Path(__file__).resolve().parents[1]
+    def close(self) -> None:
+        """Stop the worker (if it runs for the stack's life) and the servers; close the
+        services."""
+        self.exits.close()
 
 
-@contextlib.contextmanager
 def build_stack(
     redis_url: str,
-    embedder: Embedder,
+    embedder: Embedder | None,
     model_dir: Path,
     data_dir: Path,
     *,
+    worker: bool = True,
+    users: Iterable[str] = tuple(PASSWORDS),
     web_root: str = "",
+    template: Path | None = None,
+    open_store: bool = True,
     **settings: Any,
-) -> Iterator[Stack]:
-    """The tests' one builder of the whole stack: simulator (users alice, bob, carol; admin) →
-    receiver over HTTP → Redis → in-process Celery worker → Qdrant Edge under ``data_dir`` →
-    search API; webhooks registered through OCS. ``web_root`` installs the simulated Nextcloud
-    under a sub-path (``"/nextcloud"``: every route and href starts with it, and
-    ``nextcloud_url`` ends with it). ``settings`` override the defaults (such as
-    ``namespace``, to run two stacks on one Redis database). Redis is not flushed here."""
+) -> Stack:
+    """The tests' one builder of the whole stack: simulator (``users`` of :data:`PASSWORDS`
+    and the admin) → receiver over HTTP → Redis → Celery → Qdrant Edge under
+    ``data_dir / "qdrant"`` → search app; webhooks registered through OCS. Redis is not
+    flushed here.
+
+    Options: ``worker`` runs an in-process worker until the stack is closed (``False``: start
+    one with :meth:`Stack.worker`, or run ``celery worker`` processes as
+    :class:`WorkerDeployment` does); ``web_root`` installs the simulated Nextcloud under a
+    sub-path (``"/nextcloud"``: every route and href starts with it, and ``nextcloud_url``
+    ends with it); ``template`` is an empty store folder to copy (creating the payload
+    indexes takes seconds); ``open_store=False`` leaves the store folder to another process
+    (Edge allows one per folder; ``embedder`` may then be ``None``). ``settings`` override
+    the defaults (such as ``namespace``, to run two stacks on one Redis database)."""
+    users = list(users)
     sim = NextcloudSimulator(delivery_delay=(0.0, 0.0), web_root=web_root)
     sim.add_user(ADMIN[0], password=ADMIN[1], display_name="Admin", admin=True)
-    for user, password in PASSWORDS.items():
-        sim.add_user(user, password=password, display_name=user.title())
+    for user in users:
+        sim.add_user(user, password=PASSWORDS[user], display_name=user.title())
+    exits = contextlib.ExitStack()
     sim_server = serve_simulator(sim, host="127.0.0.1", port=0)
+    exits.callback(sim_server.close)
     receiver_server = make_server("127.0.0.1", 0, lambda e, s: [], threaded=True)
     receiver_url = f"http://127.0.0.1:{receiver_server.port}"
+    accounts = {u: PASSWORDS[u] for u in users} | dict([ADMIN])
     config = Settings(
-        nextcloud_url=sim_server.url,
-        accounts={u: SecretStr(p) for u, p in (PASSWORDS | dict([ADMIN])).items()},
-        admin_user=ADMIN[0],
-        webhook_secret=SecretStr(secrets.token_urlsafe(16)),
-        public_url=receiver_url,
-        redis_url=redis_url,
-        model_dir=model_dir,
-        data_dir=data_dir,
-        debounce_seconds=0.3,
-        user_cache_seconds=0,
-        **settings,
+        **{
+            "nextcloud_url": sim_server.url,
+            "accounts": {u: SecretStr(p) for u, p in accounts.items()},
+            "admin_user": ADMIN[0],
+            "webhook_secret": SecretStr(secrets.token_urlsafe(16)),
+            "public_url": receiver_url,
+            "redis_url": redis_url,
+            "model_dir": model_dir,
+            "data_dir": data_dir,
+            "debounce_seconds": 0.3,
+            "user_cache_seconds": 0,
+        }
+        | settings
     )
-    store = QdrantEdgeStore(data_dir / "qdrant", model_slug(config.dense_model))
-    store.ensure_collection(embedder.dense_dim)
+    store = None
+    if open_store:
+        assert embedder is not None
+        if template is not None:
+            shutil.copytree(template, data_dir / "qdrant")
+        store = QdrantEdgeStore(data_dir / "qdrant", model_slug(config.dense_model))
+        store.ensure_collection(embedder.dense_dim)
     services = Services(config, store=store, embedder=embedder)
+    exits.callback(services.close)
     celery = create_celery(config, services)
-    receiver_server.app = create_receiver_app(config, producer=celery)
+    receiver_app = create_receiver_app(config, producer=celery)
+    receiver_server.app = receiver_app
     threading.Thread(target=receiver_server.serve_forever, daemon=True).start()
+    exits.callback(receiver_server.shutdown)
     search_app = create_search_app(config, services=services, producer=celery)
-    register(services.account(ADMIN[0]), config)
+    built = Stack(config, sim, services, celery, search_app, receiver_url, receiver_app, exits)
     try:
-        with start_worker(
-            celery, pool="solo", perform_ping_check=False, shutdown_timeout=30, loglevel="WARNING"
-        ):
-            yield Stack(config, sim, services, search_app.test_client(), receiver_url)
-    finally:
-        receiver_server.shutdown()
-        sim_server.close()
-        services.close()
+        register(services.account(ADMIN[0]), config)
+        if worker:
+            exits.enter_context(built.worker())
+    except BaseException:
+        exits.close()
+        raise
+    return built
 
 
 def check_indexed_once(qdrant: Path, model: str, expected: dict[int, str]) -> int:
@@ -208,10 +307,10 @@ def error_lines(text: str) -> list[str]:
 
 
 class WorkerDeployment:
-    """Simulator (alice, admin) and receiver in this process over HTTP; ``celery worker``
-    subprocesses (solo pool) configured only through ``NCINDEX_*`` variables, started and
-    killed at will. The worker owns the Qdrant Edge folder ``qdrant``: open it only after the
-    last worker has exited (Edge allows one process per folder).
+    """:func:`build_stack` for alice and the admin with ``celery worker`` subprocesses (solo
+    pool) instead of an in-process worker, configured only through ``NCINDEX_*`` variables,
+    started and killed at will. The workers own the Qdrant Edge folder ``qdrant``: open it
+    only after the last worker has exited (Edge allows one process per folder).
 
     ``limits`` are (soft, hard, visibility timeout, lock TTL) in seconds, kept short so a
     killed worker's message and lock come back soon.
@@ -228,29 +327,19 @@ class WorkerDeployment:
         queues: tuple[str, ...] = ("ingest", "index", "evict"),
         namespace: str = DEFAULT_NAMESPACE,
     ) -> None:
-        self.sim = NextcloudSimulator()
-        self.sim.add_user(ADMIN[0], password=ADMIN[1], display_name="Admin", admin=True)
-        self.sim.add_user("alice", password=PASSWORDS["alice"])
-        self.sim_server = serve_simulator(self.sim, host="127.0.0.1", port=0)
-        self.receiver = make_server("127.0.0.1", 0, lambda e, s: [], threaded=True)
-        accounts = {"alice": PASSWORDS["alice"], ADMIN[0]: ADMIN[1]}
         self.qdrant = tmp / "qdrant"
         self.queues = queues
-        self.settings = Settings(
-            nextcloud_url=self.sim_server.url,
-            accounts={u: SecretStr(p) for u, p in accounts.items()},
-            admin_user=ADMIN[0],
-            webhook_secret=SecretStr(secrets.token_urlsafe(16)),
-            public_url=f"http://127.0.0.1:{self.receiver.port}",
-            redis_url=redis_url,
-            model_dir=model_dir,
-            qdrant_path=self.qdrant,
-            debounce_seconds=debounce_seconds,
-            namespace=namespace,
-        )
+        self.stack = build_stack(
+            redis_url, None, model_dir, tmp, worker=False, users=["alice"], open_store=False,
+            qdrant_path=self.qdrant, debounce_seconds=debounce_seconds, namespace=namespace,
+        )  # fmt: skip
+        self.sim = self.stack.sim
+        self.settings = self.stack.settings
+        self.redis = self.stack.services.redis
         soft, hard, visibility, lock_ttl = limits
+        accounts = {u: p.get_secret_value() for u, p in self.settings.accounts.items()}
         self.env = os.environ | {
-            "NCINDEX_NEXTCLOUD_URL": self.sim_server.url,
+            "NCINDEX_NEXTCLOUD_URL": str(self.settings.nextcloud_url),
             "NCINDEX_ACCOUNTS": json.dumps(accounts),
             "NCINDEX_REDIS_URL": redis_url,
             "NCINDEX_MODEL_DIR": str(model_dir),
@@ -262,17 +351,8 @@ class WorkerDeployment:
             "NCINDEX_LOG_JSON": "true",
             "NCINDEX_NAMESPACE": namespace,
         }
-        self.receiver.app = create_receiver_app(self.settings, producer=celery_app(self.settings))
-        threading.Thread(target=self.receiver.serve_forever, daemon=True).start()
         self.worker: subprocess.Popen[bytes] | None = None
         self.logs: list[Path] = []
-        self.redis = redis.Redis.from_url(redis_url)
-
-    def register_webhooks(self) -> None:
-        """Register the webhooks through the simulator's OCS API, as an admin would."""
-        services = Services(self.settings)  # only its HTTP client is used
-        register(services.account(ADMIN[0]), self.settings)
-        services.close()
 
     def start_worker(self) -> None:
         """Start ``celery worker`` (solo pool) on :attr:`queues`, logging to a file."""
@@ -307,13 +387,12 @@ class WorkerDeployment:
         """Delivery counters of the documents a task is working on right now."""
         return list(self.redis.scan_iter(f"{self.settings.names.runs_prefix}*", count=1000))
 
-    def settled(self) -> bool:
-        """:func:`idle` on the queues the workers consume."""
-        return idle(self.redis, self.settings.names, self.queues)
+    def wait_idle(self, timeout: float) -> None:
+        """:func:`wait_idle` on the queues the workers consume."""
+        wait_idle(self.redis, self.settings.names, timeout, self.queues)
 
     def close(self) -> None:
         """Kill any worker, stop the servers."""
         if self.worker is not None and self.worker.poll() is None:
             self.kill_worker()
-        self.receiver.shutdown()
-        self.sim_server.close()
+        self.stack.close()

@@ -39,7 +39,7 @@ def test_deleted_note_is_never_returned_again(stack: Stack) -> None:
     wait_until(lambda: stack.points(key), 15)
     # the creation's later events done too: a task still queued would evict it by itself
     stack.sim.flush_deliveries(timeout=5)
-    wait_until(stack.drained, 15)
+    stack.wait_idle(15)
     # Deliveries are lost: only verify-on-read stands between the index and the user.
     stack.sim.drop_rate = 1.0
     stack.sim.delete("alice", "/Notes/Lighthouse.md")

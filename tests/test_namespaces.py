@@ -74,7 +74,6 @@ def test_two_deployments_share_one_redis_database(
         limits=(60, 90, 120, 100), namespace="two",
     )  # fmt: skip
     try:
-        two.register_webhooks()
         two.start_worker()
         with build_stack(redis_url, embedder, model_dir, tmp_path / "one", namespace="one") as one:
             one.sim.put_file("alice", "/Notes/Lighthouse.md", LIGHTHOUSE)
@@ -84,7 +83,8 @@ def test_two_deployments_share_one_redis_database(
             one.sim.flush_deliveries(timeout=10)
             two.sim.flush_deliveries(timeout=10)
             wait_until(lambda: one.points(lighthouse), 60)
-            wait_until(lambda: one.drained() and two.settled(), 90)
+            one.wait_idle(90)
+            two.wait_idle(90)
             assert one.found("alice", "polishing the lighthouse lens", lighthouse) is not None
             assert "/Notes/Orchard.md" not in paths(one.search, "apple orchard pruning")
             two.stop_worker()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from typing import Any, cast
 
 import redis
@@ -42,11 +43,17 @@ def queues(client: redis.Redis, keys: Names) -> dict[str, Any]:
     return QueueCollector(client, QUEUES, keys=keys).read()
 
 
-def settled(client: redis.Redis, keys: Names) -> bool:
-    """Whether deployment ``keys`` has nothing left to do: no message waiting on a queue, none
-    delivered and unacknowledged (a running task, or a countdown a worker holds) and no
-    debounce key (an event whose task is not yet sent, or sent and not yet started)."""
-    if any(client.llen(keys.queue_list(q)) for q in QUEUES):
+def settled(client: redis.Redis, keys: Names, queues: Iterable[str] = QUEUES) -> bool:
+    """Whether deployment ``keys`` has nothing left to do on ``queues`` (default: all of
+    them): no message waiting on a queue, none delivered and unacknowledged (a running task,
+    or a countdown or retry a worker holds until its time: Celery's ETA messages sit in
+    ``unacked`` on the Redis transport) and no debounce key (an event whose task is not yet
+    sent, or sent and not yet started).
+
+    One reading: for a moment after a worker pops a message it is on no queue and not yet in
+    ``unacked`` (kombu records it after ``BRPOP``), so a caller that must be sure reads it
+    twice, a fraction of a second apart."""
+    if any(client.llen(keys.queue_list(q)) for q in queues):
         return False
     if client.hlen(keys.unacked) or client.zcard(keys.unacked_index):
         return False

@@ -4,7 +4,7 @@ by task and outcome."""
 from __future__ import annotations
 
 from ncindex.telemetry import TASKS
-from support import Stack, wait_until
+from support import Stack
 
 
 def count(task: str, outcome: str) -> float:
@@ -16,5 +16,5 @@ def test_runs_are_counted_by_task_and_outcome(stack: Stack) -> None:
     before = count("ncindex.index_node", "ok")
     stack.sim.put_file("alice", "/Notes/Counted.md", b"# Counted\n\nA note that is indexed once.")
     stack.sim.flush_deliveries(timeout=10)
-    wait_until(stack.drained, 30)
+    stack.wait_idle(30)
     assert count("ncindex.index_node", "ok") > before

@@ -28,7 +28,8 @@ import redis
 from ncindex.names import QUEUES, Names
 from ncindex.redis_server import RedisProcess, free_port, start_redis
 from ncindex.simulator import NextcloudSimulator, serve_simulator
-from support import PASSWORDS, idle, wait_until
+from ncindex.sync.status import settled
+from support import PASSWORDS, wait_until
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("NCINDEX_IMAGE_TEST") != "1",
@@ -229,11 +230,11 @@ def test_every_role_runs_from_the_image(redis_proc: RedisProcess, roles, tmp_pat
         assert posted.status_code == 202, posted.text
         names = Names()
         wait_until(
-            lambda: (indexed(worker, file_id) and idle(client, names)) or not worker.alive(),
+            lambda: (indexed(worker, file_id) and settled(client, names)) or not worker.alive(),
             timeout=300,
             interval=0.5,
         )
-        assert worker.alive() and idle(client, names), worker.text()
+        assert worker.alive() and settled(client, names), worker.text()
 
         beat = roles("beat")
         beat.start(["celery", "-A", "workers.beat", "beat", "--loglevel=INFO"], env)

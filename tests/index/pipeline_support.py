@@ -1,4 +1,4 @@
-"""Helpers for the pipeline tests: deliveries posted by hand and a drained-queue check."""
+"""Helpers for the pipeline tests: deliveries posted by hand and the events the simulator sent."""
 
 from __future__ import annotations
 
@@ -7,11 +7,6 @@ from typing import Any
 import httpx
 
 from support import Stack
-
-
-def drained(stack: Stack) -> bool:
-    """True when no task is queued, reserved or debounced (:meth:`Stack.drained`)."""
-    return stack.drained()
 
 
 def post_envelope(stack: Stack, envelope: dict[str, Any]) -> httpx.Response:

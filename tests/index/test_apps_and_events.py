@@ -4,7 +4,7 @@ mapping of the classes added for them."""
 from __future__ import annotations
 
 import pytest
-from pipeline_support import drained, post_envelope
+from pipeline_support import post_envelope
 
 from ncindex.errors import EnvelopeError
 from ncindex.index.indexing import Indexer
@@ -65,7 +65,7 @@ def test_tag_assignment_updates_tags_without_embedding(stack: Stack) -> None:
     file_id = stack.sim.put_file("alice", "/Docs/boat.txt", b"The dinghy needs new oarlocks.")
     key = f"file:{file_id}"
     wait_until(lambda: stack.points(key), 15)
-    wait_until(lambda: drained(stack), 15)
+    stack.wait_idle(15)
     embedded = stack.services.embedder.dense_embedded
     tag = stack.sim.create_tag("Boats")
     stack.sim.assign_tag("alice", "/Docs/boat.txt", tag)
@@ -78,7 +78,7 @@ def test_tag_assignment_updates_tags_without_embedding(stack: Stack) -> None:
     stack.sim.flush_deliveries(timeout=5)
     last = [d for d in stack.sim.deliveries if d.envelope["event"]["class"] == TAG_ASSIGNED][-1]
     assert last.status == 202 and last.envelope["user"] is None
-    wait_until(lambda: drained(stack), 15)
+    stack.wait_idle(15)
     assert stack.points(key)[0].payload["tags"] == ["Boats"]
     assert stack.services.embedder.dense_embedded == embedded
 

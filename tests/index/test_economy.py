@@ -3,7 +3,7 @@ an edit re-embeds only the chunks it touched."""
 
 from __future__ import annotations
 
-from pipeline_support import drained, events_for, post_envelope
+from pipeline_support import events_for, post_envelope
 
 from support import Stack, wait_until
 
@@ -58,7 +58,7 @@ def test_one_save_with_four_events_embeds_once(stack: Stack) -> None:
     for envelope in (written[0], created[0]):  # two late duplicates: four events in all
         assert post_envelope(stack, envelope).status_code == 202
     points = wait_until(lambda: stack.points(f"note:{file_id}"), 15)
-    wait_until(lambda: drained(stack), 15)
+    stack.wait_idle(15)
     assert stack.services.embedder.dense_embedded - before == len(points) == 1
 
 
@@ -67,12 +67,13 @@ def test_unchanged_document_is_neither_downloaded_nor_embedded(stack: Stack) -> 
     file_id = stack.sim.put_file("alice", "/Kitchen/bread.txt", data)
     key = f"file:{file_id}"
     first = wait_until(lambda: stack.points(key), 15)[0].payload
-    wait_until(lambda: drained(stack), 15)
+    stack.wait_idle(15)
     embedded = stack.services.embedder.dense_embedded
     stack.sim.reset_request_counts()
     # the same event again: same etag ⇒ no download
     assert post_envelope(stack, events_for(stack, file_id, "NodeWrittenEvent")[0]).status_code
-    wait_until(lambda: stack.sim.request_count("dav-search") >= 1 and drained(stack), 15)
+    wait_until(lambda: stack.sim.request_count("dav-search") >= 1, 15)
+    stack.wait_idle(15)
     assert stack.sim.request_count("webdav", "GET") == 0
     # the same bytes saved again: new etag ⇒ downloaded, same content hash ⇒ not embedded
     stack.sim.put_file("alice", "/Kitchen/bread.txt", data)
@@ -80,7 +81,7 @@ def test_unchanged_document_is_neither_downloaded_nor_embedded(stack: Stack) -> 
     payload = wait_until(
         lambda: (p := stack.points(key)[0].payload)["etag"] != first["etag"] and p, 15
     )
-    wait_until(lambda: drained(stack), 15)
+    stack.wait_idle(15)
     assert stack.sim.request_count("webdav", "GET") >= 1
     assert payload["content_hash"] == first["content_hash"]
     assert stack.services.embedder.dense_embedded == embedded
@@ -91,7 +92,7 @@ def test_editing_one_section_of_a_20_chunk_document_embeds_at_most_two(stack: St
     key = f"file:{file_id}"
     points = wait_until(lambda: stack.points(key), 30)
     assert len(points) >= 20
-    wait_until(lambda: drained(stack), 15)
+    stack.wait_idle(15)
     before = stack.services.embedder.dense_embedded
     old_hash = points[0].payload["content_hash"]
     stack.sim.put_file("alice", "/Docs/atlas.md", long_markdown(marker="edited").encode())
@@ -101,7 +102,7 @@ def test_editing_one_section_of_a_20_chunk_document_embeds_at_most_two(stack: St
         lambda: (p := stack.points(key)) and all(x.payload["content_hash"] != old_hash for x in p),
         30,
     )
-    wait_until(lambda: drained(stack), 15)
+    stack.wait_idle(15)
     new = stack.points(key)
     assert len({p.payload["content_hash"] for p in new}) == 1
     assert [p.payload["chunk_index"] for p in new] == list(range(len(new)))

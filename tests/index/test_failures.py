@@ -8,7 +8,7 @@ import time
 
 import redis
 from docmakers import corrupt_files, pdf_bytes
-from pipeline_support import drained, events_for, post_envelope
+from pipeline_support import events_for, post_envelope
 
 from ncindex.errors import TransientError
 from ncindex.index.deadletter import DeadLetters, Deliveries, node_subject
@@ -56,10 +56,10 @@ def test_corrupt_pdf_goes_to_the_dead_letter_while_the_rest_proceed(stack: Stack
     assert entry.etag == stack.sim.node("alice", "/Docs/broken.pdf").etag
     assert not stack.points(f"file:{bad}")
     # the same etag again stays out: no download, still parked
-    wait_until(lambda: drained(stack), 15)
+    stack.wait_idle(15)
     downloads = downloads_of(stack, "/Docs/broken.pdf")
     post_envelope(stack, events_for(stack, bad, "NodeWrittenEvent")[0])
-    wait_until(lambda: drained(stack), 15)
+    stack.wait_idle(15)
     assert downloads_of(stack, "/Docs/broken.pdf") == downloads
     assert parked(stack, bad) is not None
     # a new version (new etag) is processed again and leaves the dead letter
@@ -93,7 +93,7 @@ def test_a_document_that_killed_its_worker_three_times_is_parked(stack: Stack) -
     entry = wait_until(lambda: parked(stack, file_id), 20)
     assert entry.reason == "worker lost 3 times while processing it"
     assert entry.deliveries == 3
-    wait_until(lambda: drained(stack), 15)
+    stack.wait_idle(15)
     assert not stack.points(f"file:{file_id}")
     # the next version is indexed (the count was reset when the parking run ended)
     stack.sim.put_file("alice", "/Docs/poison.txt", b"Clean well water report.")
@@ -142,7 +142,7 @@ def test_a_task_that_gave_up_in_an_outage_is_queued_again_once_nextcloud_answers
     stack.sim.flush_deliveries(timeout=5)
     parked_key = stack.settings.names.outage_parked
     wait_until(lambda: stack.services.redis.hlen(parked_key) >= 1, 30)
-    wait_until(stack.drained, 30)
+    stack.wait_idle(30)
     kept = [json.loads(v) for v in stack.services.redis.hvals(parked_key)]
     assert all(k["name"] == "ncindex.index_node" and k["queue"] == "index" for k in kept)
     assert any(k["kwargs"].get("file_id") == file_id for k in kept)  # and its new folder's

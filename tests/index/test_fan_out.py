@@ -4,10 +4,10 @@ ends up indexed — the whole stack on real parts."""
 
 from __future__ import annotations
 
-from pipeline_support import drained, post_envelope
+from pipeline_support import post_envelope
 
 from ncindex.ingest.queueing import FAN_OUT
-from support import Stack, tag_envelope, wait_until
+from support import Stack, tag_envelope
 
 
 def test_a_tag_event_on_many_files_fans_out_and_indexes_them_all(stack: Stack) -> None:
@@ -20,6 +20,6 @@ def test_a_tag_event_on_many_files_fans_out_and_indexes_them_all(stack: Stack) -
     response = post_envelope(stack, tag_envelope(*ids))
     assert response.status_code == 202
     assert response.json() == {"queued": count, "coalesced": 0}
-    wait_until(lambda: drained(stack), timeout=120, interval=0.5)
+    stack.wait_idle(120)
     missing = [i for i in ids if not stack.points(f"file:{i}")]
     assert missing == []

@@ -51,7 +51,6 @@ def test_sigkill_mid_burst_then_restart_indexes_every_document_once(
     deployment: WorkerDeployment,
 ) -> None:
     dep = deployment
-    dep.register_webhooks()
     dep.sim.faults.set("webdav", delay=0.2, method="GET")  # each document takes a moment
     dep.start_worker()
     ids = [dep.sim.put_file("alice", f"/Field/report-{i:02}.txt", body(i, 1)) for i in range(DOCS)]
@@ -75,7 +74,7 @@ def test_sigkill_mid_burst_then_restart_indexes_every_document_once(
     assert dep.in_flight(), "no task was in flight when the worker was killed"
     dep.start_worker()
     dep.sim.flush_deliveries(timeout=10)
-    wait_until(dep.settled, 180, interval=0.5)
+    dep.wait_idle(180)
     dep.stop_worker()
     assert dep.worker is not None and dep.worker.returncode == 0
 

@@ -16,12 +16,12 @@ from ncindex.names import QUEUES
 from ncindex.sync.reconcile import Reconciler
 from ncindex.sync.status import collect_status
 from ncindex.telemetry import QueueCollector
-from support import Stack, wait_until
+from support import Stack
 
 
 def settle(stack: Stack) -> None:
     stack.sim.flush_deliveries(timeout=60)
-    wait_until(stack.drained, 60)
+    stack.wait_idle(60)
 
 
 def test_the_whole_cycle_under_a_sub_path(subpath_stack: Stack) -> None:
@@ -54,7 +54,7 @@ def test_the_whole_cycle_under_a_sub_path(subpath_stack: Stack) -> None:
     finally:
         producer.close()
     assert report.error is None and report.listed == 1, report.summary()
-    wait_until(stack.drained, 60)
+    stack.wait_idle(60)
     assert stack.found("bob", "ferry timetable", f"file:{doc}") is not None
     # verification drops what bob no longer sees
     stack.sim.drop_rate = 1.0
@@ -152,7 +152,7 @@ def test_a_folder_that_answers_403_is_skipped_and_counted(stack: Stack) -> None:
     assert report.summary()["forbidden_folders"] == 1
     assert report.listed == 1  # /Open/a.md still listed
     assert [c.doc_id for c in report.remove] == [str(hidden)]  # re-checked by id …
-    wait_until(stack.drained, 60)
+    stack.wait_idle(60)
     deadline = time.monotonic() + 30
     while stack.points(f"file:{hidden}") and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -1,6 +1,6 @@
 """Fixtures of the reliability tests.
 
-* ``corpus_stack`` — one :class:`rel_support.LongStack` per session on the session's Redis,
+* ``corpus_stack`` — one :class:`support.Stack` per session on the session's Redis,
   holding the fixture corpus (private documents of alice and bob, a folder alice shares with
   bob, a document with hostile markup), indexed through the real pipeline (simulator
   webhooks → receiver over HTTP → Redis → Celery worker → Qdrant Edge), then one reconcile
@@ -14,24 +14,11 @@ from pathlib import Path
 
 import pytest
 import redis
-from rel_support import LongStack, build_stack, seed_corpus
+from rel_support import STACK_SETTINGS, seed_corpus
 
 from ncindex.embedding.embedder import Embedder
 from ncindex.redis_server import RedisProcess
-from ncindex.settings import Settings
-from ncindex.store import model_slug
-from ncindex.store.qdrant_edge import QdrantEdgeStore
-
-
-@pytest.fixture(scope="session")
-def empty_store(embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A closed, empty Qdrant Edge folder with every payload index (creating the indexes
-    takes seconds; stacks copy this folder instead)."""
-    root = tmp_path_factory.mktemp("empty-store")
-    store = QdrantEdgeStore(root, model_slug(Settings().dense_model))
-    store.ensure_collection(embedder.dense_dim)
-    store.close()
-    return root
+from support import Stack, build_stack
 
 
 @pytest.fixture(scope="session")
@@ -41,12 +28,14 @@ def corpus_stack(
     model_dir: Path,
     empty_store: Path,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[LongStack]:
+) -> Iterator[Stack]:
     """The indexed fixture corpus on the whole stack (read-only for the tests). Its worker
     runs only while the corpus is indexed, so tests may start workers of their own."""
     redis.Redis.from_url(redis_url).flushdb()
     tmp = tmp_path_factory.mktemp("corpus-stack")
-    built = build_stack(redis_url, embedder, model_dir, tmp, template=empty_store)
+    built = build_stack(
+        redis_url, embedder, model_dir, tmp, worker=False, template=empty_store, **STACK_SETTINGS
+    )
     try:
         with built.worker():
             seed_corpus(built.sim)
@@ -64,19 +53,20 @@ def make_stack(
     model_dir: Path,
     tmp_path: Path,
     empty_store: Path,
-) -> Iterator[Callable[..., LongStack]]:
+) -> Iterator[Callable[..., Stack]]:
     """Builds this test's one empty stack on a Redis of its own (``private_redis``), with
     :class:`Settings` overrides as keywords; closed after the test. No worker is started (the
     session's ``corpus_stack`` worker, on the session's Redis, must not take its tasks)."""
-    built: list[LongStack] = []
+    built: list[Stack] = []
 
-    def make(**overrides: object) -> LongStack:
+    def make(**overrides: object) -> Stack:
         assert not built, "one stack per test: they would share tmp_path"
-        built.append(
-            build_stack(
-                private_redis.url, embedder, model_dir, tmp_path, template=empty_store, **overrides
-            )
-        )
+        settings = STACK_SETTINGS | overrides
+        stack = build_stack(
+            private_redis.url, embedder, model_dir, tmp_path, worker=False,
+            template=empty_store, **settings,
+        )  # fmt: skip
+        built.append(stack)
         return built[0]
 
     yield make
@@ -85,6 +75,6 @@ def make_stack(
 
 
 @pytest.fixture
-def fresh_stack(make_stack: Callable[..., LongStack]) -> LongStack:
+def fresh_stack(make_stack: Callable[..., Stack]) -> Stack:
     """An empty stack with the default settings (see :func:`make_stack`)."""
     return make_stack()

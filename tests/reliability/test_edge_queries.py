@@ -5,9 +5,9 @@ answered 200 (possibly empty, possibly ``degraded``) or 400 naming ``query``, ne
 from __future__ import annotations
 
 import pytest
-from rel_support import LongStack, snippet_is_safe
+from rel_support import snippet_is_safe
 
-from support import PASSWORDS
+from support import PASSWORDS, Stack
 
 QUERIES = [
     "the",
@@ -31,7 +31,7 @@ QUERIES = [
 
 @pytest.mark.parametrize("query", QUERIES, ids=range(len(QUERIES)))
 @pytest.mark.parametrize("fusion", ["rrf", "dbsf"])
-def test_edge_queries_never_fail(corpus_stack: LongStack, query: str, fusion: str) -> None:
+def test_edge_queries_never_fail(corpus_stack: Stack, query: str, fusion: str) -> None:
     response = corpus_stack.search.post(
         "/v1/search",
         json={"query": query, "fusion": fusion, "limit": 20},

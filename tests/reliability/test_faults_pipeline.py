@@ -24,7 +24,7 @@ import httpx
 import pytest
 import redis
 from pydantic import SecretStr
-from rel_support import Flaky, LongStack, build_stack, visible_keys
+from rel_support import STACK_SETTINGS, Flaky, visible_keys
 from werkzeug.serving import make_server
 
 from ncindex.embedding.embedder import Embedder
@@ -34,7 +34,7 @@ from ncindex.ingest.queueing import celery_app
 from ncindex.names import Names
 from ncindex.redis_server import RedisProcess
 from ncindex.settings import Settings
-from support import PASSWORDS, wait_until
+from support import PASSWORDS, Stack, build_stack, wait_until
 from webhook_receiver import create_app as create_receiver_app
 
 WRITTEN = "OCP\\Files\\Events\\Node\\NodeWrittenEvent"
@@ -48,7 +48,7 @@ def text(i: int, version: int = 1) -> str:
     )
 
 
-def assert_indexed_once(stack: LongStack, user: str) -> None:
+def assert_indexed_once(stack: Stack, user: str) -> None:
     """The index holds exactly ``user``'s visible documents, each in one version whose
     chunks are 0..n-1 (no duplicate, no stale, no missing)."""
     indexed = stack.indexed()
@@ -58,7 +58,7 @@ def assert_indexed_once(stack: LongStack, user: str) -> None:
         assert len({p["content_hash"] for p in payloads}) == 1, key
         assert sorted(p["chunk_index"] for p in payloads) == list(range(len(payloads))), key
         assert {p["chunk_count"] for p in payloads} == {len(payloads)}, key
-    client = stack.redis()  # no bookkeeping left behind: locks, delivery counters
+    client = stack.services.redis  # no bookkeeping left behind: locks, delivery counters
     assert list(client.scan_iter("ncindex:lock:*")) == []
     assert list(client.scan_iter(f"{Names().runs_prefix}*")) == []
 
@@ -74,8 +74,9 @@ def test_redis_outage_mid_burst_503_then_one_reconcile_converges(
     empty_store: Path,
 ) -> None:
     stack = build_stack(
-        private_redis.url, embedder, model_dir, tmp_path, template=empty_store, debounce_seconds=0
-    )
+        private_redis.url, embedder, model_dir, tmp_path, worker=False, template=empty_store,
+        **(STACK_SETTINGS | {"debounce_seconds": 0}),
+    )  # fmt: skip
     try:
         stack.sim.drop_rate = 1.0  # this test delivers the events itself, in phases
         ids = [stack.sim.put_file("alice", f"/Tides/log-{i:02}.txt", text(i)) for i in range(36)]
@@ -156,7 +157,7 @@ if os.environ.get("NCINDEX_RELIABILITY_LONG") == "1":  # make fuzz: two more pha
     ]
 
 
-def test_workers_retry_nextcloud_failures_and_recover(fresh_stack: LongStack) -> None:
+def test_workers_retry_nextcloud_failures_and_recover(fresh_stack: Stack) -> None:
     """One document per fault, each written while WebDAV misbehaves: the fault is hit (its
     ``times`` used up), the task retries with backoff and the document is indexed once."""
     stack = fresh_stack
@@ -175,7 +176,7 @@ def test_workers_retry_nextcloud_failures_and_recover(fresh_stack: LongStack) ->
 # --- the vector store unreachable to the workers ------------------------------------------------
 
 
-def test_workers_retry_while_the_store_is_down_and_recover(fresh_stack: LongStack) -> None:
+def test_workers_retry_while_the_store_is_down_and_recover(fresh_stack: Stack) -> None:
     stack = fresh_stack
     store = stack.services.store
     flaky = Flaky(store, "upsert", times=3)
@@ -258,7 +259,7 @@ def test_whole_version_needs_one_hash_and_every_chunk_once() -> None:
 
 
 def test_old_version_left_by_a_failed_delete_is_removed_by_the_next_run(
-    fresh_stack: LongStack,
+    fresh_stack: Stack,
 ) -> None:
     """v1 indexed; v2 upserted, then deleting v1's points fails (``StoreUnavailable``, as if
     the store went away or the worker died there). The etag in the store is v2's, yet the
@@ -309,7 +310,7 @@ def long_text(word: str, n: int = 40) -> str:
 
 @pytest.mark.parametrize("already_indexed", [False, True])
 def test_upsert_cut_between_batches_is_completed_by_the_next_run(
-    fresh_stack: LongStack, monkeypatch: pytest.MonkeyPatch, already_indexed: bool
+    fresh_stack: Stack, monkeypatch: pytest.MonkeyPatch, already_indexed: bool
 ) -> None:
     """Upserts go in batches (two points here); the store fails the second batch. The
     document is left with part of its new version (beside the old one when there was one);
@@ -352,7 +353,7 @@ def test_upsert_cut_between_batches_is_completed_by_the_next_run(
 
 
 def test_a_lost_lock_neither_fails_done_work_nor_hides_a_retryable_error(
-    fresh_stack: LongStack,
+    fresh_stack: Stack,
 ) -> None:
     """Redis is flushed while tasks hold their locks, so releasing them finds nothing to
     release (``LockNotOwnedError``). A task whose work was done still succeeds, and a task
@@ -362,14 +363,14 @@ def test_a_lost_lock_neither_fails_done_work_nor_hides_a_retryable_error(
     indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
     fid = stack.sim.put_file("alice", "/Lost/lock.md", text(1))
     with indexer.lock(fid):
-        stack.redis().flushall()
+        stack.services.redis.flushall()
         assert indexer.index_node("alice", fid).action == "indexed"
     with pytest.raises(StoreUnavailable, match="injected"), indexer.lock(fid):
-        stack.redis().flushall()
+        stack.services.redis.flushall()
         raise StoreUnavailable("injected")
     with indexer.lock(fid):  # expired and taken by another task: theirs is left alone
-        stack.redis().set(f"ncindex:lock:node:{fid}", "another-token")
-    assert stack.redis().get(f"ncindex:lock:node:{fid}") == b"another-token"
+        stack.services.redis.set(f"ncindex:lock:node:{fid}", "another-token")
+    assert stack.services.redis.get(f"ncindex:lock:node:{fid}") == b"another-token"
 
 
 # --- a poison version parked: the text before it goes too ------------------------------------
@@ -389,7 +390,7 @@ def _run_guarded(indexer: Any, fid: int) -> Any:
         )
 
 
-def test_parking_a_poison_version_removes_the_previous_text(fresh_stack: LongStack) -> None:
+def test_parking_a_poison_version_removes_the_previous_text(fresh_stack: Stack) -> None:
     """v0 indexed; v1 killed its worker ``dead_letter_after`` times (runs started, noted v1,
     never ended). The next delivery parks v1 and, as for a corrupt file, v0's points are
     deleted: the index must not keep answering with text the file no longer has."""
@@ -413,7 +414,7 @@ def test_parking_a_poison_version_removes_the_previous_text(fresh_stack: LongSta
 
 
 def test_a_version_that_replaced_a_poison_one_is_indexed_not_parked(
-    fresh_stack: LongStack,
+    fresh_stack: Stack,
 ) -> None:
     """v1 killed its worker ``dead_letter_after`` times; before the next run the user replaced
     it with v2. That run finds another version than the one the lost runs noted: v2 is
@@ -456,7 +457,7 @@ def test_a_version_that_replaced_a_poison_one_is_indexed_not_parked(
 
 
 def test_a_download_cut_short_is_retried_not_indexed(
-    fresh_stack: LongStack, monkeypatch: pytest.MonkeyPatch
+    fresh_stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The GET answers 200 with the first half of the file, correctly framed (a proxy or a
     cache cut it), once. SEARCH listed the whole size, so the task raises a retryable error
@@ -495,7 +496,7 @@ def test_a_download_cut_short_is_retried_not_indexed(
 
 @pytest.mark.parametrize("change", ["folder renamed", "file deleted"])
 def test_a_404_on_download_looks_the_file_up_again(
-    fresh_stack: LongStack, monkeypatch: pytest.MonkeyPatch, change: str
+    fresh_stack: Stack, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
     """An index task finds a file by id, then its folder is renamed (or the file deleted)
     before the GET by the old path, which answers 404. Looking the file up again tells the
@@ -541,7 +542,7 @@ def test_a_404_on_download_looks_the_file_up_again(
 
 @pytest.mark.parametrize("change", ["renamed", "deleted", "deleted after v1"])
 def test_a_folder_changed_while_its_file_is_embedded_is_caught_after_the_write(
-    fresh_stack: LongStack, change: str
+    fresh_stack: Stack, change: str
 ) -> None:
     """Task A indexes /Race/new.md and is embedding it; meanwhile the folder is renamed to
     /Race2 (or deleted) and task B runs the folder's one event (move_path / evict_node),

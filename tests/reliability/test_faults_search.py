@@ -7,17 +7,16 @@ Nextcloud down while authenticating (503, not 401), and the vector store unreach
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rel_support import Flaky, LongStack, visible_keys
+from rel_support import Flaky, visible_keys
 
 from ncindex.redis_breaker import RedisBreaker, RedisSkipped
 from ncindex.redis_server import RedisProcess
-from support import PASSWORDS
+from support import PASSWORDS, Clock, Stack
 
 # --- search verification against a failing Nextcloud: fail-open, counted ----------------------
 
@@ -28,7 +27,7 @@ from support import PASSWORDS
     ids=["503", "502", "hang"],
 )
 def test_verification_fails_open_and_counts_errors(
-    corpus_stack: LongStack, fault: dict[str, Any]
+    corpus_stack: Stack, fault: dict[str, Any]
 ) -> None:
     auth = ("alice", PASSWORDS["alice"])
     body = {"query": "lighthouse harbour oyster", "limit": 20}
@@ -49,7 +48,7 @@ def test_verification_fails_open_and_counts_errors(
     assert answer["verification"]["dropped"] == 0
 
 
-def test_verification_drops_what_nextcloud_refuses(corpus_stack: LongStack) -> None:
+def test_verification_drops_what_nextcloud_refuses(corpus_stack: Stack) -> None:
     # 403 is an answer, not an outage: the user may not see it (DESIGN §9: 404/403 drop)
     auth = ("alice", PASSWORDS["alice"])
     body = {"query": "lighthouse harbour oyster", "limit": 20}
@@ -67,7 +66,7 @@ def test_verification_drops_what_nextcloud_refuses(corpus_stack: LongStack) -> N
     assert answer["verification"]["errors"] == 0
 
 
-def test_context_fails_closed_when_nextcloud_cannot_confirm(corpus_stack: LongStack) -> None:
+def test_context_fails_closed_when_nextcloud_cannot_confirm(corpus_stack: Stack) -> None:
     auth = ("alice", PASSWORDS["alice"])
     key = next(iter(sorted(visible_keys(corpus_stack.sim, "alice"))))
     doc_type, doc_id = key.split(":")
@@ -81,7 +80,7 @@ def test_context_fails_closed_when_nextcloud_cannot_confirm(corpus_stack: LongSt
     assert response.get_json()["code"] == "backend_unavailable"
 
 
-def test_nextcloud_down_for_authentication_is_503_not_401(corpus_stack: LongStack) -> None:
+def test_nextcloud_down_for_authentication_is_503_not_401(corpus_stack: Stack) -> None:
     try:
         corpus_stack.sim.faults.set("ocs", status=503)
         response = corpus_stack.search.post(
@@ -96,7 +95,7 @@ def test_nextcloud_down_for_authentication_is_503_not_401(corpus_stack: LongStac
 # --- the vector store unreachable to search ----------------------------------------------------
 
 
-def test_search_answers_503_while_the_store_is_down(corpus_stack: LongStack) -> None:
+def test_search_answers_503_while_the_store_is_down(corpus_stack: Stack) -> None:
     store = corpus_stack.services.store
     auth = ("bob", PASSWORDS["bob"])
     flaky = [Flaky(store, name) for name in ("query", "document_points", "count")]
@@ -126,9 +125,7 @@ def test_search_answers_503_while_the_store_is_down(corpus_stack: LongStack) -> 
     assert again.status_code == 200 and again.get_json()["results"]
 
 
-def test_search_answers_503_when_the_store_is_closed(
-    fresh_stack: LongStack, tmp_path: Path
-) -> None:
+def test_search_answers_503_when_the_store_is_closed(fresh_stack: Stack, tmp_path: Path) -> None:
     fresh_stack.services.store.close()
     response = fresh_stack.search.post(
         "/v1/search", json={"query": "oyster"}, auth=("alice", PASSWORDS["alice"])
@@ -146,10 +143,13 @@ def test_search_answers_503_when_the_store_is_closed(
 
 
 def test_a_stalled_redis_is_skipped_after_its_first_timeout(
-    make_stack: Callable[..., LongStack], private_redis: RedisProcess
+    make_stack: Callable[..., Stack], private_redis: RedisProcess
 ) -> None:
     stack = make_stack(user_cache_seconds=60, search_rate_limit="600/minute")
-    breaker = stack.services.redis_breaker = RedisBreaker(private_redis.url, reset_seconds=1)
+    clock = Clock()
+    breaker = stack.services.redis_breaker = RedisBreaker(
+        private_redis.url, reset_seconds=1, clock=clock
+    )
     auth = ("alice", PASSWORDS["alice"])
     search = {"query": "oyster"}
 
@@ -170,16 +170,19 @@ def test_a_stalled_redis_is_skipped_after_its_first_timeout(
         private_redis.process.send_signal(signal.SIGCONT)
     # each stalled search asked Nextcloud for the login instead (fail-open)
     assert logins() == 4
-    time.sleep(1.2)  # past reset_seconds: the next call to succeed closes the breaker again
+    clock.now += 1.2  # past reset_seconds: the next call to succeed closes the breaker again
     assert stack.search.post("/v1/search", json=search, auth=auth).status_code == 200
     assert not breaker.open
 
 
 def test_rcp_sessions_on_a_stalled_redis_fail_fast_and_retryable(
-    make_stack: Callable[..., LongStack], private_redis: RedisProcess
+    make_stack: Callable[..., Stack], private_redis: RedisProcess
 ) -> None:
     stack = make_stack()
-    breaker = stack.services.redis_breaker = RedisBreaker(private_redis.url, reset_seconds=1)
+    clock = Clock()
+    breaker = stack.services.redis_breaker = RedisBreaker(
+        private_redis.url, reset_seconds=1, clock=clock
+    )
     auth = ("alice", PASSWORDS["alice"])
 
     def rpc(method: str, session: str | None = None) -> Any:
@@ -199,6 +202,6 @@ def test_rcp_sessions_on_a_stalled_redis_fail_fast_and_retryable(
         assert breaker.open  # opened by the first timeout: the others did not wait for theirs
     finally:
         private_redis.process.send_signal(signal.SIGCONT)
-    time.sleep(1.2)  # past reset_seconds: the next call to succeed closes the breaker again
+    clock.now += 1.2  # past reset_seconds: the next call to succeed closes the breaker again
     assert "result" in rpc("retrieve", session).get_json()  # the session outlived the stall
     assert not breaker.open

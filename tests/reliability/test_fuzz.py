@@ -20,7 +20,7 @@ import schemathesis
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from pydantic import SecretStr
-from rel_support import LongStack, fuzz_settings
+from rel_support import fuzz_settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
@@ -28,7 +28,7 @@ from ncindex.ingest.events import DECK_SUBSCRIBED, NODE_NS, SINGLE_NODE, TAG_EVE
 from ncindex.ingest.queueing import celery_app
 from ncindex.search.filter_fields import filters_document
 from ncindex.settings import Settings
-from support import PASSWORDS
+from support import PASSWORDS, Stack
 from webhook_receiver import create_app
 
 PROBLEM = "application/problem+json"
@@ -310,7 +310,7 @@ def assert_search_answer(response: Any, body: Any) -> None:
 @fuzz_settings(ci_examples=150)
 @given(tree=trees, user=st.sampled_from(["alice", "bob"]))
 def test_any_filter_tree_gets_200_or_a_4xx_with_code_and_field(
-    corpus_stack: LongStack, tree: Any, user: str
+    corpus_stack: Stack, tree: Any, user: str
 ) -> None:
     body = {"query": "lighthouse harbour", "filter": tree}
     response = corpus_stack.search.post("/v1/search", json=body, auth=(user, PASSWORDS[user]))
@@ -323,7 +323,7 @@ def _conjunctions(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, 
 
 @fuzz_settings(ci_examples=100)
 @given(tree=st.recursive(advertised_leaves, _conjunctions, max_leaves=6))
-def test_well_typed_trees_on_advertised_fields(corpus_stack: LongStack, tree: Any) -> None:
+def test_well_typed_trees_on_advertised_fields(corpus_stack: Stack, tree: Any) -> None:
     """Trees that use only advertised fields still never make a 5xx; a 400 names the field."""
     body = {"query": "oyster", "filter": tree, "limit": 5}
     response = corpus_stack.search.post("/v1/search", json=body, auth=("alice", "alice-app-pw"))
@@ -353,7 +353,7 @@ search_params = st.fixed_dictionaries(
 
 @fuzz_settings(ci_examples=100)
 @given(body=search_params)
-def test_any_search_body_gets_200_or_a_4xx(corpus_stack: LongStack, body: Any) -> None:
+def test_any_search_body_gets_200_or_a_4xx(corpus_stack: Stack, body: Any) -> None:
     response = corpus_stack.search.post("/v1/search", json=body, auth=("bob", PASSWORDS["bob"]))
     assert_search_answer(response, body)
 
@@ -362,7 +362,7 @@ def test_any_search_body_gets_200_or_a_4xx(corpus_stack: LongStack, body: Any) -
 
 
 @pytest.fixture(scope="module")
-def case_strategy(corpus_stack: LongStack) -> st.SearchStrategy[Any]:
+def case_strategy(corpus_stack: Stack) -> st.SearchStrategy[Any]:
     """schemathesis cases (valid and invalid data) for every operation of the search API's
     ``/openapi.json``, loaded from the app in-process. (Its pytest plugin's ``from_fixture``
     does not run on pytest 9, so the strategies are drawn by a plain hypothesis test.)"""
@@ -454,7 +454,7 @@ rpc_messages = st.fixed_dictionaries(
     initialize=st.booleans(),
 )
 def test_rcp_any_message_gets_a_json_rpc_answer_never_an_internal_error(
-    corpus_stack: LongStack, path: str, message: Any, initialize: bool
+    corpus_stack: Stack, path: str, message: Any, initialize: bool
 ) -> None:
     client = corpus_stack.search
     auth = ("alice", PASSWORDS["alice"])
@@ -484,7 +484,7 @@ def test_rcp_any_message_gets_a_json_rpc_answer_never_an_internal_error(
     args=st.dictionaries(st.sampled_from(["chunk_index", "window", "x"]), path_text, max_size=3),
 )
 def test_context_any_path_gets_200_or_a_4xx(
-    corpus_stack: LongStack, doc_type: str, doc_id: str, args: dict[str, str]
+    corpus_stack: Stack, doc_type: str, doc_id: str, args: dict[str, str]
 ) -> None:
     from urllib.parse import quote, unquote
 

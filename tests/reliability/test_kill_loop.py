@@ -59,7 +59,6 @@ def loop(
 
 
 def test_worker_crash_loop_during_a_burst_loses_nothing(loop: WorkerDeployment) -> None:
-    loop.register_webhooks()
     loop.sim.faults.set("webdav", delay=0.15, method="GET")  # each document takes a moment
     loop.start_worker()
     ids = [loop.sim.put_file("alice", f"/Reef/log-{i:02}.txt", body(i, 1)) for i in range(DOCS)]
@@ -73,7 +72,7 @@ def test_worker_crash_loop_during_a_burst_loses_nothing(loop: WorkerDeployment) 
         kills += 1
         loop.start_worker()
     loop.sim.flush_deliveries(timeout=30)
-    wait_until(loop.settled, 240, interval=0.5)
+    loop.wait_idle(240)
     loop.stop_worker()
     assert loop.worker is not None and loop.worker.returncode == 0
     assert kills == KILLS
@@ -115,7 +114,6 @@ def check_index(loop: WorkerDeployment, expected: dict[int, str]) -> None:
 def test_running_worker_survives_a_redis_restart_and_one_reconcile_converges(
     loop: WorkerDeployment, private_redis: RedisProcess
 ) -> None:
-    loop.register_webhooks()
     loop.sim.faults.set("webdav", delay=0.1, method="GET")
     loop.start_worker()
     expected: dict[int, str] = {}
@@ -130,12 +128,12 @@ def test_running_worker_survives_a_redis_restart_and_one_reconcile_converges(
     for i in range(30, 40):  # after the restart: the same worker must take these
         expected[loop.sim.put_file("alice", f"/Reef/a-{i:02}.txt", body(i, 1))] = body(i, 1)
     loop.sim.flush_deliveries(timeout=30)
-    wait_until(loop.settled, 180, interval=0.5)
+    loop.wait_idle(180)
     assert loop.worker is not None and loop.worker.poll() is None, "the worker died"
     producer = celery_app(loop.settings)
     assert request_scans(producer, loop.redis, ["alice"], [DocType.FILE], 60, keys=Names()) == 1
     wait_until(lambda: not loop.redis.exists(pending_key(Names(), "alice", DocType.FILE)), 120, 0.5)
-    wait_until(loop.settled, 180, interval=0.5)
+    loop.wait_idle(180)
     loop.stop_worker()
     assert loop.worker.returncode == 0
     assert [d for d in loop.sim.deliveries if d.status == 503], "no delivery met the outage"

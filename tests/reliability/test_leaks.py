@@ -12,9 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from rel_support import LongStack
 
-from support import PASSWORDS
+from support import PASSWORDS, Stack
 
 WRITTEN = "OCP\\Files\\Events\\Node\\NodeWrittenEvent"
 ROUNDS = 200
@@ -26,15 +25,15 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def redis_clients(stack: LongStack) -> int:
+def redis_clients(stack: Stack) -> int:
     """Connections the stack's Redis holds."""
-    return int(stack.redis().info("clients")["connected_clients"])
+    return int(stack.services.redis.info("clients")["connected_clients"])
 
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
 
 
-def test_searches_leak_no_descriptors_threads_or_connections(corpus_stack: LongStack) -> None:
+def test_searches_leak_no_descriptors_threads_or_connections(corpus_stack: Stack) -> None:
     client = corpus_stack.search
     bodies = [
         {"query": "lighthouse harbour", "limit": 20},
@@ -58,7 +57,7 @@ def test_searches_leak_no_descriptors_threads_or_connections(corpus_stack: LongS
     assert redis_clients(corpus_stack) <= conns + SLACK, (conns, redis_clients(corpus_stack))
 
 
-def test_failing_verification_leaks_nothing(corpus_stack: LongStack) -> None:
+def test_failing_verification_leaks_nothing(corpus_stack: Stack) -> None:
     client = corpus_stack.search
     auth = ("alice", PASSWORDS["alice"])
     body = {"query": "lighthouse", "limit": 20}
@@ -76,7 +75,7 @@ def test_failing_verification_leaks_nothing(corpus_stack: LongStack) -> None:
     assert threading.active_count() <= threads + SLACK
 
 
-def test_deliveries_leak_no_descriptors_or_connections(corpus_stack: LongStack) -> None:
+def test_deliveries_leak_no_descriptors_or_connections(corpus_stack: Stack) -> None:
     settings = corpus_stack.settings
     headers = {settings.webhook_secret_header: settings.webhook_secret.get_secret_value()}
     url = f"{corpus_stack.receiver_url}/hooks/nextcloud"

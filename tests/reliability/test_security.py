@@ -27,7 +27,6 @@ from rel_support import (
     ALICE_PRIVATE,
     BOB_PRIVATE,
     SHARED,
-    LongStack,
     fuzz_settings,
     keys_of,
     snippet_is_safe,
@@ -39,7 +38,7 @@ import webhook_receiver.hooks
 from ncindex.search.rcp import MAX_BATCH
 from ncindex.settings import Settings
 from search_api import create_app as create_search_app
-from support import PASSWORDS
+from support import PASSWORDS, Stack
 from webhook_receiver import create_app as create_receiver_app
 
 WRITTEN = "OCP\\Files\\Events\\Node\\NodeWrittenEvent"
@@ -47,7 +46,7 @@ RECEIVER_PUBLIC = {"/livez", "/readyz", "/metrics", "/static/<path:filename>"}
 SEARCH_PUBLIC = {"/livez", "/readyz", "/metrics", "/v1/filters", "/openapi.json"}
 SEARCH_PUBLIC |= {"/static/<path:filename>"}
 # the search page and its sign-in: no credential yet, state changes need the session's CSRF
-# token (tests/search/test_ui_session.py, tests/ui/test_search_page.py)
+# token (tests/search/test_ui_session.py, tests/search/test_search_page.py)
 SEARCH_PUBLIC |= {"/", "/ui/static/<path:filename>", "/ui/session", "/ui/logout"}
 SEARCH_PUBLIC |= {"/ui/login/flow", "/ui/login/poll", "/ui/login/password"}
 BAD_CREDENTIALS: list[dict[str, str]] = [
@@ -187,7 +186,7 @@ def _rpc(method: str, params: dict[str, Any] | None = None) -> bytes:
 
 
 def test_every_search_endpoint_needing_credentials_is_401_without_them(
-    corpus_stack: LongStack,
+    corpus_stack: Stack,
 ) -> None:
     client = corpus_stack.search
     app = corpus_stack.search_app
@@ -305,7 +304,7 @@ extras = st.fixed_dictionaries(
     extra=extras,
 )
 def test_no_user_ever_receives_another_users_private_documents(
-    corpus_stack: LongStack, user: str, query: str, flt: Any, extra: dict[str, Any]
+    corpus_stack: Stack, user: str, query: str, flt: Any, extra: dict[str, Any]
 ) -> None:
     sim = corpus_stack.sim
     body: dict[str, Any] = {"query": query, "limit": 100, **extra}
@@ -328,7 +327,7 @@ def test_no_user_ever_receives_another_users_private_documents(
         assert path is None or path == sim.path_of(user, int(result["doc_id"])), result
 
 
-def test_rcp_retrieve_never_returns_another_users_documents(corpus_stack: LongStack) -> None:
+def test_rcp_retrieve_never_returns_another_users_documents(corpus_stack: Stack) -> None:
     client = corpus_stack.search
     auth = ("bob", PASSWORDS["bob"])
     assert client.post("/rcp/initialize", data=_rpc("initialize"), auth=auth).status_code == 200
@@ -344,7 +343,7 @@ def test_rcp_retrieve_never_returns_another_users_documents(corpus_stack: LongSt
 # --- the context endpoint ---------------------------------------------------------------------
 
 
-def _context(stack: LongStack, user: str, key: str, **args: Any) -> Any:
+def _context(stack: Stack, user: str, key: str, **args: Any) -> Any:
     doc_type, doc_id = key.split(":")
     return stack.search.get(
         f"/v1/documents/{doc_type}/{doc_id}/context",
@@ -361,7 +360,7 @@ def _context(stack: LongStack, user: str, key: str, **args: Any) -> Any:
     window=st.integers(min_value=0, max_value=20),
 )
 def test_context_refuses_documents_the_caller_cannot_read(
-    corpus_stack: LongStack, user: str, path: str, chunk_index: int, window: int
+    corpus_stack: Stack, user: str, path: str, chunk_index: int, window: int
 ) -> None:
     key = next(iter(keys_of(corpus_stack.sim, "alice", {path: ""})))
     response = _context(corpus_stack, user, key, chunk_index=chunk_index, window=window)
@@ -370,7 +369,7 @@ def test_context_refuses_documents_the_caller_cannot_read(
     assert ALICE_PRIVATE[path][:20] not in response.get_data(as_text=True)
 
 
-def test_context_serves_readable_documents(corpus_stack: LongStack) -> None:
+def test_context_serves_readable_documents(corpus_stack: Stack) -> None:
     for key in keys_of(corpus_stack.sim, "alice", SHARED):
         for user in ("alice", "bob"):
             response = _context(corpus_stack, user, key)
@@ -397,9 +396,7 @@ hostile_queries = st.one_of(
 
 @fuzz_settings(ci_examples=40)
 @given(query=hostile_queries)
-def test_snippets_are_escaped_for_hostile_text_and_queries(
-    corpus_stack: LongStack, query: str
-) -> None:
+def test_snippets_are_escaped_for_hostile_text_and_queries(corpus_stack: Stack, query: str) -> None:
     response = corpus_stack.search.post(
         "/v1/search", json={"query": query, "limit": 100}, auth=("alice", PASSWORDS["alice"])
     )
@@ -409,7 +406,7 @@ def test_snippets_are_escaped_for_hostile_text_and_queries(
         assert snippet_is_safe(result["snippet"]), (query, result["snippet"])
 
 
-def test_hostile_document_snippet_is_escaped_and_marked(corpus_stack: LongStack) -> None:
+def test_hostile_document_snippet_is_escaped_and_marked(corpus_stack: Stack) -> None:
     key = next(iter(keys_of(corpus_stack.sim, "alice", {"/Private/hostile.md": ""})))
     answer = corpus_stack.search.post(
         "/v1/search",
@@ -433,7 +430,7 @@ def _chunks(data: bytes, size: int = 1000) -> Iterator[bytes]:
 
 
 @pytest.fixture
-def served_search(corpus_stack: LongStack) -> Iterator[str]:
+def served_search(corpus_stack: Stack) -> Iterator[str]:
     """The corpus stack's search app over real HTTP (werkzeug, threaded); its base URL."""
     httpd = make_server("127.0.0.1", 0, corpus_stack.search_app, threaded=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -443,7 +440,7 @@ def served_search(corpus_stack: LongStack) -> Iterator[str]:
     thread.join(timeout=5)
 
 
-def _oversized(corpus_stack: LongStack, endpoint: str) -> tuple[str, bytes, dict[str, str]]:
+def _oversized(corpus_stack: Stack, endpoint: str) -> tuple[str, bytes, dict[str, str]]:
     """URL, an over-the-limit body and the headers for ``endpoint`` (receiver/search/rcp)."""
     settings = corpus_stack.settings
     if endpoint == "receiver":
@@ -465,7 +462,7 @@ def _too_large(endpoint: str, response: httpx.Response) -> bool:
 
 @pytest.mark.parametrize("endpoint", ["receiver", "search", "rcp"])
 def test_body_limit_with_content_length(
-    corpus_stack: LongStack, served_search: str, endpoint: str
+    corpus_stack: Stack, served_search: str, endpoint: str
 ) -> None:
     url, body, headers = _oversized(corpus_stack, endpoint)
     url = url if url.startswith("http") else served_search + url
@@ -476,7 +473,7 @@ def test_body_limit_with_content_length(
 
 @pytest.mark.parametrize("endpoint", ["receiver", "search", "rcp"])
 def test_body_limit_without_content_length(
-    corpus_stack: LongStack, served_search: str, endpoint: str
+    corpus_stack: Stack, served_search: str, endpoint: str
 ) -> None:
     url, body, headers = _oversized(corpus_stack, endpoint)
     url = url if url.startswith("http") else served_search + url
@@ -486,7 +483,7 @@ def test_body_limit_without_content_length(
     assert _too_large(endpoint, response), response.text[:300]
 
 
-def test_small_chunked_bodies_are_read_whole(corpus_stack: LongStack, served_search: str) -> None:
+def test_small_chunked_bodies_are_read_whole(corpus_stack: Stack, served_search: str) -> None:
     settings = corpus_stack.settings
     secret = {settings.webhook_secret_header: settings.webhook_secret.get_secret_value()}
     with httpx.Client(timeout=30, auth=("alice", PASSWORDS["alice"])) as client:
@@ -517,7 +514,7 @@ LEAF = {"field": "owner", "op": "eq", "value": "alice"}
     ],
 )
 def test_field_limits_are_400_naming_the_field(
-    corpus_stack: LongStack, body: dict[str, Any], field: str | None
+    corpus_stack: Stack, body: dict[str, Any], field: str | None
 ) -> None:
     response = corpus_stack.search.post("/v1/search", json=body, auth=("alice", PASSWORDS["alice"]))
     assert response.status_code in (400, 413), response.get_json()
@@ -527,7 +524,7 @@ def test_field_limits_are_400_naming_the_field(
         assert problem["field"].startswith(field or "filter"), problem
 
 
-def test_context_doc_id_and_window_limits(corpus_stack: LongStack) -> None:
+def test_context_doc_id_and_window_limits(corpus_stack: Stack) -> None:
     auth = ("alice", PASSWORDS["alice"])
     client = corpus_stack.search
     response = client.get("/v1/documents/file/" + "1" * 300 + "/context", auth=auth)
@@ -546,10 +543,10 @@ RATE_LIMIT_KEYS = "LIMITS:*ncindex:ratelimit/*"
 
 
 @pytest.fixture
-def limited(corpus_stack: LongStack) -> Iterator[Any]:
+def limited(corpus_stack: Stack) -> Iterator[Any]:
     """A second search app on the corpus stack's services with a 5/minute limit (counters in
     the stack's Redis, cleared before and after)."""
-    client = corpus_stack.redis()
+    client = corpus_stack.services.redis
     for key in client.scan_iter(RATE_LIMIT_KEYS):
         client.delete(key)
     settings = corpus_stack.settings.model_copy(update={"search_rate_limit": "5/minute"})
@@ -559,9 +556,7 @@ def limited(corpus_stack: LongStack) -> Iterator[Any]:
         client.delete(key)
 
 
-def test_rate_limit_is_429_per_caller_across_endpoints(
-    limited: Any, corpus_stack: LongStack
-) -> None:
+def test_rate_limit_is_429_per_caller_across_endpoints(limited: Any, corpus_stack: Stack) -> None:
     alice = ("alice", PASSWORDS["alice"])
     codes = [limited.post("/v1/search", json={"query": "oyster"}, auth=alice).status_code
              for _ in range(5)]  # fmt: skip
@@ -613,7 +608,7 @@ def test_made_up_credentials_are_rate_limited_per_address(limited: Any, kind: st
 
 
 def test_a_flood_of_refused_credentials_does_not_lock_out_confirmed_callers(
-    limited: Any, corpus_stack: LongStack
+    limited: Any, corpus_stack: Stack
 ) -> None:
     from ncindex.runtime import Services
 
@@ -638,16 +633,16 @@ def test_a_flood_of_refused_credentials_does_not_lock_out_confirmed_callers(
     assert http.post("/v1/search", json={"query": "oyster"}, auth=alice).status_code == 200
     bob = ("bob", PASSWORDS["bob"])
     assert http.post("/v1/search", json={"query": "oyster"}, auth=bob).status_code == 429
-    for key in corpus_stack.redis().scan_iter("ncindex:auth:*"):
-        corpus_stack.redis().delete(key)
+    for key in corpus_stack.services.redis.scan_iter("ncindex:auth:*"):
+        corpus_stack.services.redis.delete(key)
 
 
-def test_rate_limit_counters_are_the_fixtures_keys(limited: Any, corpus_stack: LongStack) -> None:
+def test_rate_limit_counters_are_the_fixtures_keys(limited: Any, corpus_stack: Stack) -> None:
     """The ``limited`` fixture clears counters by :data:`RATE_LIMIT_KEYS`: it must match the
     keys the limiter writes, or counts leak from one rate-limit test into the next."""
     assert limited.post("/v1/search", json={"query": "x"}).status_code == 401
-    counters = list(corpus_stack.redis().scan_iter("*ratelimit*"))
-    assert counters and counters == list(corpus_stack.redis().scan_iter(RATE_LIMIT_KEYS))
+    counters = list(corpus_stack.services.redis.scan_iter("*ratelimit*"))
+    assert counters and counters == list(corpus_stack.services.redis.scan_iter(RATE_LIMIT_KEYS))
 
 
 def test_an_rcp_batch_cannot_multiply_the_rate_limit(limited: Any) -> None:
@@ -691,7 +686,7 @@ class CookieSettingNextcloud(httpx.BaseTransport):
         self.inner.close()
 
 
-def test_a_nextcloud_session_cookie_is_never_sent_again(corpus_stack: LongStack) -> None:
+def test_a_nextcloud_session_cookie_is_never_sent_again(corpus_stack: Stack) -> None:
     """The search app's one pooled Nextcloud client must not replay a cookie set on alice's
     login with bob's or an anonymous caller's requests (Nextcloud may honour the session)."""
     from ncindex.runtime import Services
@@ -716,7 +711,7 @@ def test_a_nextcloud_session_cookie_is_never_sent_again(corpus_stack: LongStack)
 
 
 @pytest.mark.parametrize("status", [400, 403, 404, 405, 412, 431])
-def test_an_odd_nextcloud_answer_at_login_is_401(corpus_stack: LongStack, status: int) -> None:
+def test_an_odd_nextcloud_answer_at_login_is_401(corpus_stack: Stack, status: int) -> None:
     sim = corpus_stack.sim
     alice = ("alice", PASSWORDS["alice"])
     sim.faults.set("ocs", status=status)
@@ -735,7 +730,7 @@ def test_an_odd_nextcloud_answer_at_login_is_401(corpus_stack: LongStack, status
     ids=["control", "del", "latin1", "9k", "70k"],
 )
 def test_a_malformed_authorization_is_401_without_nextcloud_and_never_echoed(
-    corpus_stack: LongStack, suffix: str
+    corpus_stack: Stack, suffix: str
 ) -> None:
     """Such a header reached httpx, whose refusal (quoting the credential) was a 503 detail."""
     credential = base64.b64encode(f"alice:{PASSWORDS['alice']}".encode()).decode()

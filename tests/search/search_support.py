@@ -195,23 +195,12 @@ def _file_point(api: Api, spec: tuple[str, str, str, int, list[str], str | None]
     return PointRecord(point_id(source.ref, payload["content_hash"], 0), payload)
 
 
-@pytest.fixture(scope="session")
-def empty_shard(embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A closed, empty Qdrant Edge store folder with every payload index (creating the
-    indexes takes seconds; tests copy this folder instead)."""
-    root = tmp_path_factory.mktemp("empty-shard")
-    store = QdrantEdgeStore(root, model_slug(Settings().dense_model))
-    store.ensure_collection(embedder.dense_dim)
-    store.close()
-    return root
-
-
 def build_api(
     tmp_path: Path,
     redis_url: str,
     embedder: Embedder,
     model_dir: Path,
-    empty_shard: Path,
+    empty_store: Path,
     **overrides: Any,
 ) -> tuple[Api, Any]:
     """An :class:`Api` and the simulator server (close it when done)."""
@@ -232,7 +221,7 @@ def build_api(
         search_rate_limit="",
         **overrides,
     )
-    shutil.copytree(empty_shard, tmp_path / "qdrant")
+    shutil.copytree(empty_store, tmp_path / "qdrant")
     store = QdrantEdgeStore(tmp_path / "qdrant", model_slug(settings.dense_model))
     services = Services(settings, store=store, embedder=embedder)
     producer = RecordingProducer()
@@ -249,12 +238,12 @@ def build_api(
 
 @pytest.fixture
 def api(
-    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_shard: Path
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
 ) -> Iterator[Api]:
     """The search API over the simulator (see the module docstring); rate limit off;
     Redis emptied first (RCP sessions, rate counters)."""
     redis.Redis.from_url(redis_url).flushdb()
-    built, server = build_api(tmp_path, redis_url, embedder, model_dir, empty_shard)
+    built, server = build_api(tmp_path, redis_url, embedder, model_dir, empty_store)
     yield built
     server.close()
     built.services.close()
@@ -266,11 +255,11 @@ def ro_api(
     embedder: Embedder,
     model_dir: Path,
     tmp_path_factory: pytest.TempPathFactory,
-    empty_shard: Path,
+    empty_store: Path,
 ) -> Iterator[Api]:
     """Like ``api`` but shared by a module's tests, which must not change it."""
     built, server = build_api(
-        tmp_path_factory.mktemp("ro-api"), redis_url, embedder, model_dir, empty_shard
+        tmp_path_factory.mktemp("ro-api"), redis_url, embedder, model_dir, empty_store
     )
     yield built
     server.close()

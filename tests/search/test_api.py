@@ -424,12 +424,12 @@ def test_openapi_document(ro_api: Api) -> None:
 
 
 def test_rate_limit(
-    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_shard: Path
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
 ) -> None:
     import redis
 
     redis.Redis.from_url(redis_url).flushdb()
-    api, server = build_api(tmp_path, redis_url, embedder, model_dir, empty_shard)
+    api, server = build_api(tmp_path, redis_url, embedder, model_dir, empty_store)
     try:
         api.settings.search_rate_limit = "3/minute"
         from search_api import create_app

@@ -272,10 +272,10 @@ def test_a_foreign_host_is_refused(mcp_url: str) -> None:
 
 
 def test_the_rate_limit_is_the_search_apis(
-    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_shard: Path
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
 ) -> None:
     redis.Redis.from_url(redis_url).flushdb()
-    api, sim_server = build_api(tmp_path, redis_url, embedder, model_dir, empty_shard)
+    api, sim_server = build_api(tmp_path, redis_url, embedder, model_dir, empty_store)
     served: ServedAsgi | None = None
     try:
         api.settings.search_rate_limit = "4/minute"

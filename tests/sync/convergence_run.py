@@ -26,12 +26,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from celery import Celery
 from qdrant_client import models
 
 from ncindex.simulator.state import StateError
-from ncindex.sync.reconcile import request_scans, scan_types
-from support import Stack, idle
+from support import Stack
 
 USERS = ("alice", "bob", "carol")
 GATE, EXCLUDED = "searchable", "secret"
@@ -364,29 +362,7 @@ def news_step(stack: Stack, world: World, rng: random.Random, user: str) -> None
 # --- the run ------------------------------------------------------------------------------
 
 
-def drain(stack: Stack, timeout: float = 600.0) -> None:
-    """Every delivery attempted and every task finished (idle twice, 0.2 s apart)."""
-    stack.sim.flush_deliveries(timeout=timeout)
-    deadline = time.monotonic() + timeout
-    calm = 0
-    while calm < 2:
-        calm = calm + 1 if idle(stack.services.redis, stack.settings.names) else 0
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not idle within {timeout} s")
-        time.sleep(0.2)
-
-
-def reconcile_pass(stack: Stack, producer: Celery) -> None:
-    """One scan per user and doc type through the tasks, and what they enqueue, to the end."""
-    request_scans(
-        producer, stack.services.redis, USERS, scan_types(), 60, keys=stack.settings.names
-    )
-    drain(stack)
-
-
-def run(
-    stack: Stack, producer: Celery, *, seed: int, operations: int, search_every: int = 10
-) -> Outcome:
+def run(stack: Stack, *, seed: int, operations: int, search_every: int = 10) -> Outcome:
     """The run (module docstring); returns its :class:`Outcome`."""
     rng = random.Random(seed)
     configure(stack, seed)
@@ -397,8 +373,8 @@ def run(
             path = f"/P{i}/start{i}.md"
             stack.sim.put_file(user, path, _text(world, rng))
             stack.sim.assign_tag(user, path, world.tags[GATE])
-    drain(stack)
-    reconcile_pass(stack, producer)
+    stack.settle(600)
+    stack.reconcile(USERS)
     done = 0
     while done < operations:
         kind = step(stack, world, rng)
@@ -417,8 +393,8 @@ def run(
                         outcome.served.append({"user": user, "after": done, **result})
     outcome.operations = done
     started = time.monotonic()
-    drain(stack)
-    reconcile_pass(stack, producer)
+    stack.settle(600)
+    stack.reconcile(USERS)
     outcome.seconds_to_converge = round(time.monotonic() - started, 2)
     outcome.deliveries_dropped = len(stack.sim.engine.dropped)
     expected, actual = truth(stack, world), index_state(stack)

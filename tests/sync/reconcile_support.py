@@ -1,18 +1,15 @@
-"""Helpers for the reconciliation tests: ground truth from the simulator, the index as it is,
-waiting for the workers to go idle, and running one reconcile pass through the tasks."""
+"""Helpers for the reconciliation tests: ground truth from the simulator and the index as it is
+(:meth:`support.Stack.settle` and :meth:`support.Stack.reconcile` wait for the workers)."""
 
 from __future__ import annotations
 
 import posixpath
-import time
 from typing import Any
 
-from celery import Celery
 from qdrant_client import models
 
 from ncindex.simulator.notes_api import NotesApi
-from ncindex.sync.reconcile import request_scans, scan_types
-from support import Stack, idle
+from support import Stack
 
 NOTE_EXTENSIONS = ("txt", "org", "markdown", "md", "note")
 FILE_EXTENSIONS = ("md", "txt")
@@ -65,34 +62,3 @@ def differences(expected: dict[str, Any], actual: dict[str, Any]) -> dict[str, A
         if expected.get(key) != actual.get(key):
             out[key] = {"expected": expected.get(key), "indexed": actual.get(key)}
     return out
-
-
-def is_idle(stack: Stack) -> bool:
-    """:func:`support.idle` of the stack."""
-    return idle(stack.services.redis, stack.settings.names)
-
-
-def wait_idle(stack: Stack, timeout: float = 120.0) -> None:
-    """Wait until the workers are idle twice in a row, 0.2 s apart."""
-    deadline = time.monotonic() + timeout
-    calm = 0
-    while calm < 2:
-        calm = calm + 1 if is_idle(stack) else 0
-        if time.monotonic() > deadline:
-            raise AssertionError(f"workers not idle within {timeout} s")
-        time.sleep(0.2)
-
-
-def settle(stack: Stack) -> None:
-    """Let every webhook delivery be attempted and every task finish."""
-    stack.sim.flush_deliveries(timeout=60)
-    wait_idle(stack)
-
-
-def reconcile_pass(stack: Stack, producer: Celery, users: list[str]) -> None:
-    """One reconcile pass through the tasks: a scan per user and doc type, then every task
-    the scans enqueued, run to the end."""
-    assert request_scans(
-        producer, stack.services.redis, users, scan_types(), 60, keys=stack.settings.names
-    ) == len(users) * len(scan_types())
-    wait_idle(stack)

@@ -4,7 +4,6 @@ seeded run of :mod:`convergence_run` (``make bench-convergence`` runs the long o
 from __future__ import annotations
 
 import pytest
-from celery import Celery
 from convergence_run import run
 
 from support import Stack
@@ -12,9 +11,9 @@ from support import Stack
 
 @pytest.mark.parametrize("seed", [17])
 def test_a_seeded_random_run_serves_nothing_ineligible_and_converges(
-    stack: Stack, producer: Celery, seed: int
+    stack: Stack, seed: int
 ) -> None:
-    outcome = run(stack, producer, seed=seed, operations=120, search_every=8)
+    outcome = run(stack, seed=seed, operations=120, search_every=8)
     assert outcome.operations == 120 and outcome.searches >= 40
     assert outcome.deliveries_dropped > 0  # the faults were on
     assert outcome.served == []

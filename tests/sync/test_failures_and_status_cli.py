@@ -40,7 +40,7 @@ def test_a_too_large_file_is_listed_and_indexed_after_the_fix_and_a_retry(stack:
     broken = stack.sim.put_file("alice", "/Docs/broken.pdf", CORRUPT)
     letters = DeadLetters(stack.services.redis, stack.settings.names)
     wait_until(lambda: letters.get(node_subject(big)) and letters.get(node_subject(broken)), 30)
-    wait_until(stack.drained, 30)
+    stack.wait_idle(30)
 
     listed = run(stack, "failures", "--user", "alice")
     assert f"node:{big}  alice  dead letter" in listed
@@ -66,7 +66,7 @@ def test_a_too_large_file_is_listed_and_indexed_after_the_fix_and_a_retry(stack:
         30,
     )
     assert again.reason == before.reason  # the same bytes fail the same way
-    wait_until(stack.drained, 30)
+    stack.wait_idle(30)
     assert [r["subject"] for r in json.loads(run(stack, "failures", "--json"))] == [
         node_subject(broken)
     ]
@@ -95,7 +95,7 @@ def test_status_per_user_and_in_total(stack: Stack) -> None:
     ]
     ids.append(stack.sim.put_file("bob", "/Docs/gull.txt", b"Gulls nest on the rock."))
     wait_until(lambda: all(stack.points(f"file:{i}") for i in ids), 30)
-    wait_until(stack.drained, 30)
+    stack.wait_idle(30)
     data = json.loads(run(stack, "status", "--json"))
     alice, bob = data["users"]["alice"], data["users"]["bob"]
     assert alice["pending"] == 0 and alice["first_indexing"]["state"] == "done"

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import random
 
-from celery import Celery
-from reconcile_support import differences, ground_truth, index_state, reconcile_pass, settle
+from reconcile_support import differences, ground_truth, index_state
 
 from support import Stack
 
@@ -112,9 +111,7 @@ def churn_after_flush(stack: Stack, rng: random.Random) -> None:
         sim.put_file(user, file(user, 19), text(rng, f"{user} file 19 edited late"))
 
 
-def test_one_pass_restores_the_index_despite_lost_and_reordered_webhooks(
-    rstack: Stack, producer: Celery
-) -> None:
+def test_one_pass_restores_the_index_despite_lost_and_reordered_webhooks(rstack: Stack) -> None:
     rng = random.Random(42)
     sim = rstack.sim
     sim.drop_rate = 0.3
@@ -122,18 +119,18 @@ def test_one_pass_restores_the_index_despite_lost_and_reordered_webhooks(
     sim.reorder = True
     create_corpus(rstack, rng)
     churn(rstack, rng)
-    settle(rstack)
+    rstack.settle()
     expected = ground_truth(rstack, USERS)
     assert len(expected) >= 250  # most of the 300 are still there
     assert differences(expected, index_state(rstack))  # the webhooks alone fell short
 
-    reconcile_pass(rstack, producer, USERS)
+    rstack.reconcile(USERS)
     assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}
 
     churn_again(rstack, rng)
     rstack.services.redis.flushdb()  # queues, locks, debounce keys and scan state: all gone
     churn_after_flush(rstack, rng)
-    settle(rstack)
+    rstack.settle()
     assert differences(ground_truth(rstack, USERS), index_state(rstack))  # unshares: no event
-    reconcile_pass(rstack, producer, USERS)
+    rstack.reconcile(USERS)
     assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
-from reconcile_support import differences, ground_truth, index_state, reconcile_pass, settle
+from reconcile_support import differences, ground_truth, index_state
 
 from ncindex import names
 from ncindex.documents import DocType, path_fields
@@ -46,15 +46,13 @@ def fill(stack: Stack, files: int = 12, notes: int = 6) -> None:
         stack.sim.put_file("alice", f"/Docs/F{i % 2}{sub}/f{i}.md", f"# File {i}\nreef {i}")
     for i in range(notes):
         stack.sim.put_file("alice", f"/Notes/Cat/n{i}.md", f"# Note {i}\nanchor {i}")
-    settle(stack)
+    stack.settle()
 
 
-def test_an_unchanged_account_costs_one_request_per_doc_type(
-    rstack: Stack, producer: Celery
-) -> None:
+def test_an_unchanged_account_costs_one_request_per_doc_type(rstack: Stack) -> None:
     fill(rstack)
     rstack.sim.drop_rate = 1.0  # from here on only the scans see changes
-    reconcile_pass(rstack, producer, ["alice"])  # clean: stores folder etags and pruneBefore
+    rstack.reconcile(["alice"])  # clean: stores folder etags and pruneBefore
     rec = reconciler(rstack, Recorder())
     rstack.sim.reset_request_counts()
     for doc_type in (DocType.FILE, DocType.NOTE):
@@ -193,10 +191,10 @@ def test_a_file_in_two_nested_shares_is_not_moved_on_every_scan(
     rstack.sim.put_file("alice", "/Proj/Sub/x.md", b"# X\nreef knot")
     rstack.sim.share("alice", "/Proj", "bob")
     rstack.sim.share("alice", "/Proj/Sub", "bob")  # bob sees x.md at two paths
-    settle(rstack)
+    rstack.settle()
     rec = reconciler(rstack, producer)
     rec.scan("bob", DocType.FILE)  # gives bob access, at one of the two paths
-    settle(rstack)
+    rstack.settle()
     key = f"file:{rstack.sim.file_id('alice', '/Proj/Sub/x.md')}"
     paths = rstack.points(key)[0].payload["paths"]
     # whichever of the two Nextcloud names when the file is read by id, the scan agrees
@@ -273,13 +271,11 @@ def test_a_dry_run_changes_nothing(rstack: Stack) -> None:
     assert dict(rstack.services.redis.hgetall("ncindex:reconcile:last")) == before
 
 
-def test_a_share_gives_the_sharee_access_without_embedding_again(
-    rstack: Stack, producer: Celery
-) -> None:
+def test_a_share_gives_the_sharee_access_without_embedding_again(rstack: Stack) -> None:
     fill(rstack, files=4, notes=0)
     rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
     embedded = rstack.services.embedder.dense_embedded
-    reconcile_pass(rstack, producer, USERS)
+    rstack.reconcile(USERS)
     assert rstack.services.embedder.dense_embedded == embedded
     assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}
     shared = [d for d in index_state(rstack).values() if "user:bob" in d["acl"]]
@@ -287,7 +283,7 @@ def test_a_share_gives_the_sharee_access_without_embedding_again(
     assert all(d["paths"]["bob"].startswith("/From Alice/") for d in shared)
 
 
-def test_deck_cards_and_news_items_are_reconciled(rstack: Stack, producer: Celery) -> None:
+def test_deck_cards_and_news_items_are_reconciled(rstack: Stack) -> None:
     sim = rstack.sim  # no Deck card events (Deck < 1.18) and News has none at all
     board = sim.deck_create_board("alice", "Harbour")
     column = sim.deck_create_stack("alice", board, "To do")
@@ -303,7 +299,7 @@ def test_deck_cards_and_news_items_are_reconciled(rstack: Stack, producer: Celer
     items = [
         sim.news_add_item("alice", feed, f"Tides {i}", f"<p>Spring tide {i}</p>") for i in (0, 1)
     ]
-    reconcile_pass(rstack, producer, ["alice", "bob"])
+    rstack.reconcile(["alice", "bob"])
     state = index_state(rstack)
     assert {f"deck_card:{c}" for c in cards} < {k for k in state if k.startswith("deck_card:")}
     assert all(state[f"deck_card:{c}"]["acl"] == {"user:alice", "user:bob"} for c in cards)
@@ -318,7 +314,7 @@ def test_deck_cards_and_news_items_are_reconciled(rstack: Stack, producer: Celer
     sim.deck_archive_card("alice", cards[1])
     sim.deck_unshare_board("alice", board, "bob")
     sim.news_purge_item("alice", items[0])
-    reconcile_pass(rstack, producer, ["alice", "bob"])
+    rstack.reconcile(["alice", "bob"])
     state = index_state(rstack)
     kept = {f"deck_card:{cards[0]}", f"deck_card:{cards[2]}"}
     assert {k for k in state if k.startswith("deck_card:")} & {
@@ -336,24 +332,22 @@ def test_deck_cards_and_news_items_are_reconciled(rstack: Stack, producer: Celer
     assert news_scan.clean and news_scan.requests == 1
 
 
-def test_last_scan_is_recorded_with_the_time_it_was_in_sync(
-    rstack: Stack, producer: Celery
-) -> None:
+def test_last_scan_is_recorded_with_the_time_it_was_in_sync(rstack: Stack) -> None:
     fill(rstack, files=2, notes=1)
     started = time.time()
-    reconcile_pass(rstack, producer, ["alice"])
+    rstack.reconcile(["alice"])
     state = scan_state(rstack, DocType.FILE)
     last = state.last()
     assert last is not None and last["clean"] and last["in_sync_at"] >= int(started)
 
 
 def test_a_document_that_cannot_be_indexed_is_not_sent_again_until_it_changes(
-    rstack: Stack, producer: Celery
+    rstack: Stack,
 ) -> None:
     fill(rstack, files=2, notes=1)
     rstack.sim.drop_rate = 1.0
     rstack.sim.put_file("alice", "/Docs/F1/empty.md", b"")  # no text: never indexed
-    reconcile_pass(rstack, producer, ["alice"])
+    rstack.reconcile(["alice"])
     recorder = Recorder()
     rec = reconciler(rstack, recorder)
     again = rec.scan("alice", DocType.FILE)
@@ -366,12 +360,12 @@ def test_a_document_that_cannot_be_indexed_is_not_sent_again_until_it_changes(
 
 
 def test_a_move_inside_a_share_reaches_the_sharee_through_stored_folder_etags(
-    rstack: Stack, producer: Celery
+    rstack: Stack,
 ) -> None:
     fill(rstack, files=6, notes=0)
     rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
-    reconcile_pass(rstack, producer, ["alice", "bob"])
-    reconcile_pass(rstack, producer, ["alice", "bob"])  # clean: folder etags stored
+    rstack.reconcile(["alice", "bob"])
+    rstack.reconcile(["alice", "bob"])  # clean: folder etags stored
     bob = scan_state(rstack, DocType.FILE, "bob")
     assert "/" in bob.folders() and "/From Alice" in bob.folders()
     rstack.sim.drop_rate = 1.0
@@ -383,7 +377,7 @@ def test_a_move_inside_a_share_reaches_the_sharee_through_stored_folder_etags(
         ("/From Alice/f1.md", "/From Alice/Sub/f1-moved.md")
     ]
     embedded = rstack.services.embedder.dense_embedded
-    reconcile_pass(rstack, producer, ["alice", "bob"])
+    rstack.reconcile(["alice", "bob"])
     assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}
     assert rstack.services.embedder.dense_embedded == embedded
 
@@ -407,7 +401,7 @@ def _recheck(stack: Stack, producer: Celery, user: str, path_owner: str, path: s
     producer.send_task(
         names.INDEX_NODE, kwargs={"user": user, "file_id": file_id}, queue=names.INDEX
     )
-    settle(stack)
+    stack.settle()
 
 
 def test_a_share_given_back_is_restored_by_the_next_scan_whatever_the_etags(
@@ -415,8 +409,8 @@ def test_a_share_given_back_is_restored_by_the_next_scan_whatever_the_etags(
 ) -> None:
     fill(rstack, files=4, notes=0)
     rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
-    reconcile_pass(rstack, producer, ["alice", "bob"])
-    reconcile_pass(rstack, producer, ["alice", "bob"])  # clean: folder etags stored
+    rstack.reconcile(["alice", "bob"])
+    rstack.reconcile(["alice", "bob"])  # clean: folder etags stored
     assert "/From Alice" in scan_state(rstack, DocType.FILE, "bob").folders()
     rstack.sim.drop_rate = 1.0
     # unshared, a search as bob drops the file, its re-check takes bob's access away …
@@ -426,12 +420,12 @@ def test_a_share_given_back_is_restored_by_the_next_scan_whatever_the_etags(
     assert len(bob_docs) == 1  # f3 still (nobody searched it), f1 gone for bob
     # … and the share comes back: the mount point's own etag (alice's folder) is unchanged
     rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
-    reconcile_pass(rstack, producer, ["alice", "bob"])
+    rstack.reconcile(["alice", "bob"])
     assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}
     assert list(scan_state(rstack, DocType.FILE, "bob").lost()) == [
         str(rstack.sim.file_id("alice", "/Docs/F1/f1.md"))
     ]
-    reconcile_pass(rstack, producer, ["alice", "bob"])  # finds it back in bob's index
+    rstack.reconcile(["alice", "bob"])  # finds it back in bob's index
     assert scan_state(rstack, DocType.FILE, "bob").lost() == {}
 
 
@@ -439,14 +433,14 @@ def test_an_access_rule_lifted_is_repaired_by_the_next_scan(
     rstack: Stack, producer: Celery
 ) -> None:
     fill(rstack, files=3, notes=0)
-    reconcile_pass(rstack, producer, ["alice"])
-    reconcile_pass(rstack, producer, ["alice"])  # clean: folder etags stored
+    rstack.reconcile(["alice"])
+    rstack.reconcile(["alice"])  # clean: folder etags stored
     rstack.sim.drop_rate = 1.0
     rstack.sim.block_access("alice", "/Docs/F1/f1.md")  # no event, no etag changes
     _recheck(rstack, producer, "alice", "alice", "/Docs/F1/f1.md")
     assert "file:" + str(rstack.sim.file_id("alice", "/Docs/F1/f1.md")) not in index_state(rstack)
     rstack.sim.block_access("alice", "/Docs/F1/f1.md", blocked=False)  # no etag changes either
-    reconcile_pass(rstack, producer, ["alice"])
+    rstack.reconcile(["alice"])
     assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
 
 
@@ -470,7 +464,7 @@ def test_lost_access_is_never_held_as_unindexable(rstack: Stack) -> None:
     assert [c.path for c in again.unindexable] == ["/From Alice/Sub/f3.md"]
 
 
-def test_a_scan_repairs_tag_drift_that_no_etag_shows(rstack: Stack, producer: Celery) -> None:
+def test_a_scan_repairs_tag_drift_that_no_etag_shows(rstack: Stack) -> None:
     rstack.settings.index_required_tags = ["searchable"]
     rstack.settings.index_excluded_tags = ["secret"]
     searchable = rstack.sim.create_tag("searchable")
@@ -479,9 +473,9 @@ def test_a_scan_repairs_tag_drift_that_no_etag_shows(rstack: Stack, producer: Ce
     for i, path in enumerate(paths):
         rstack.sim.put_file("alice", path, f"# Tagged {i}\nreef {i}")
         rstack.sim.assign_tag("alice", path, searchable)
-    settle(rstack)
-    reconcile_pass(rstack, producer, ["alice"])
-    reconcile_pass(rstack, producer, ["alice"])  # clean: every folder etag stored
+    rstack.settle()
+    rstack.reconcile(["alice"])
+    rstack.reconcile(["alice"])  # clean: every folder etag stored
     ids = [rstack.sim.file_id("alice", p) for p in paths]
     assert all(rstack.points(f"file:{i}") for i in ids)
     rstack.sim.drop_rate = 1.0  # the tag events are lost
@@ -493,7 +487,7 @@ def test_a_scan_repairs_tag_drift_that_no_etag_shows(rstack: Stack, producer: Ce
         ("tags", paths[1]),
     ]
     assert report.requests == 1 + 1 + 2  # root unchanged; tag ids; one REPORT per tag
-    reconcile_pass(rstack, producer, ["alice"])
+    rstack.reconcile(["alice"])
     assert not rstack.points(f"file:{ids[0]}") and not rstack.points(f"file:{ids[1]}")
     assert rstack.points(f"file:{ids[2]}") and rstack.points(f"file:{ids[3]}")
     # and back: tagged again, the excluded tag taken away (no events, no etags)
@@ -501,6 +495,6 @@ def test_a_scan_repairs_tag_drift_that_no_etag_shows(rstack: Stack, producer: Ce
     rstack.sim.unassign_tag("alice", paths[1], secret)
     again = reconciler(rstack, None).scan("alice", DocType.FILE, apply=False)
     assert sorted((c.reason, c.path) for c in again.index) == [("new", p) for p in paths[:2]]
-    reconcile_pass(rstack, producer, ["alice"])
+    rstack.reconcile(["alice"])
     assert all(rstack.points(f"file:{i}") for i in ids)
     assert reconciler(rstack, None).scan("alice", DocType.FILE, apply=False).index == []

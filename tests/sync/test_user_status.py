@@ -43,7 +43,7 @@ def test_each_caller_sees_only_their_own_status(stack: Stack) -> None:
     stack.sim.put_file("alice", "/Pictures/kelp.gif", b"GIF89a not really")  # no OCR of GIF
     stack.sim.put_file("bob", "/Docs/tide.txt", b"Tide tables for the harbour.")
     wait_until(lambda: all(stack.points(f"file:{i}") for i in good), 30)
-    wait_until(stack.drained, 30)
+    stack.wait_idle(30)
 
     alice = status_of(stack, "alice")
     schema_check(alice)
@@ -93,7 +93,7 @@ def test_a_full_walk_records_skips_no_webhook_announced(stack: Stack, producer: 
     stack.sim.put_file("carol", "/Private/a.txt", b"Alpha.")
     stack.sim.put_file("carol", "/Private/b.txt", b"Beta.")
     stack.sim.put_file("carol", "/Docs/c.txt", b"Gamma rays.")
-    wait_until(stack.drained, 30)
+    stack.wait_idle(30)
     keys = stack.settings.names
     stack.services.redis.delete(keys.skipped("carol"))  # as if no event had been seen
     assert Progress(stack.services.redis, keys).skipped("carol") == {}
@@ -102,7 +102,7 @@ def test_a_full_walk_records_skips_no_webhook_announced(stack: Stack, producer: 
     Reconciler(stack.services, Indexer(stack.services), producer).scan("carol", "file")
     assert Progress(stack.services.redis, keys).skipped("carol") == {"excluded_path": 2}
     stack.settings.index_exclude_globs = []
-    wait_until(stack.drained, 30)
+    stack.wait_idle(30)
     for key in stack.services.redis.scan_iter(keys.reconcile_prefix + "*carol*"):
         stack.services.redis.delete(key)
     Reconciler(stack.services, Indexer(stack.services), producer).scan("carol", "file")
