@@ -6,7 +6,7 @@ restarted (empty) mid-burst: it reconnects, and one reconcile restores what was 
 
 Long (each kill waits for the Redis visibility timeout to bring the unacked message back): it
 runs with ``NCINDEX_RELIABILITY_LONG=1`` (``make fuzz`` sets it), not in ``make test``.
-Approach as in ``tests/pipeline/test_kill.py``: simulator and receiver in this process over
+Approach as in ``tests/index/test_kill.py``: simulator and receiver in this process over
 HTTP, the worker in a subprocess configured only through ``NCINDEX_*`` variables, owning the
 Qdrant Edge folder, which the test opens only after the last worker has exited.
 """
