@@ -82,7 +82,7 @@ def test_both_fusions_rank_the_topic_first(
     scores = [r.score for r in response.results]
     assert scores == sorted(scores, reverse=True)
     assert not response.degraded
-    # RRF (k=2) over two branches peaks at 1.0; DBSF at 2.0
+    # RRF over two branches peaks at 2/(k+1) < 1.0; DBSF at 2.0
     assert 0 < scores[0] <= (1.0 if fusion == "rrf" else 2.0)
 
 
