@@ -115,10 +115,9 @@ def fetch_card(
     try:
         stack_id = int(card["stackId"])
         title = str(card.get("title") or "")
-        modified = int(card.get("lastModified") or 0)
-        etag = str(card.get("ETag") or modified)
     except (KeyError, TypeError, ValueError) as exc:
         raise NextcloudProtocolError(f"deck card {card_id}: {exc}") from exc
+    etag, modified = card_etag(card, str(card_id)), card_modified(card, str(card_id))
     board_id = board_of_stack(client, cache, keys, stack_id)
     board = _json(client, f"{DECK_API}/boards/{board_id}")
     description = str(card.get("description") or "")
@@ -137,13 +136,21 @@ def fetch_card(
     return doc, board_principals(board) | {principal(user)}
 
 
-def _listed_time(value: Any, doc_id: str) -> int:
-    """A listed ``lastModified`` (Unix seconds; missing ⇒ 0); raises
+def card_modified(card: dict[str, Any], card_id: str) -> int:
+    """A card JSON's ``lastModified`` (Unix seconds; missing ⇒ 0); raises
     ``NextcloudProtocolError`` for one that is not a number."""
+    value = card.get("lastModified")
     try:
         return int(value or 0)
     except (TypeError, ValueError):
-        raise NextcloudProtocolError(f"{doc_id}: lastModified {value!r} is not a time") from None
+        raise NextcloudProtocolError(f"{card_id}: lastModified {value!r} is not a time") from None
+
+
+def card_etag(card: dict[str, Any], card_id: str) -> str:
+    """The etag stored for a card, and what the scan compares with: its ``ETag`` (Deck's md5
+    of ``lastModified``; nextcloud/deck ``lib/Db/Card.php``, ``getETag``), else its
+    ``lastModified`` (:func:`card_modified`)."""
+    return str(card.get("ETag") or card_modified(card, card_id))
 
 
 def _json_list(client: NextcloudClient, url: str) -> list[dict[str, Any]]:
@@ -205,8 +212,7 @@ class DeckCardSource(Source):
                     if card.get("archived") or card.get("deletedAt"):
                         continue
                     doc_id = listed_id(card.get("id"), "Deck card")
-                    etag = card.get("ETag") or _listed_time(card.get("lastModified"), doc_id)
-                    listing.docs[doc_id] = Seen(doc_id, str(etag), None)
+                    listing.docs[doc_id] = Seen(doc_id, card_etag(card, doc_id), None)
         return listing
 
     def fetch(

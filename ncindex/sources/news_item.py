@@ -40,23 +40,22 @@ from ncindex.text.extract import extract_text
 log = structlog.get_logger(__name__)
 
 
-def find_item(client: NextcloudClient, item_id: int) -> dict[str, Any]:
-    """Item ``item_id`` of ``client.user``, in any feed (one request); raises ``NotFound`` when
-    it is gone (purged, feed deleted, not the user's)."""
-    return find_news_item(client, item_id)
-
-
 def list_items(client: NextcloudClient, feed_id: int | None = None) -> list[dict[str, Any]]:
     """Every item (read ones included) of feed ``feed_id``, or of all feeds when ``None``."""
     params = {"type": 0 if feed_id is not None else 3, "id": int(feed_id or 0)}
     return news_items(client, params | {"batchSize": -1, "getRead": "true"})
 
 
+def item_modified(item: dict[str, Any]) -> int:
+    """An item JSON's ``lastModified`` (``pubDate`` when it has none; Unix seconds); raises
+    ``ValueError``/``TypeError`` for one that is not a number."""
+    return int(item.get("lastModified") or item.get("pubDate") or 0)
+
+
 def news_etag(item: dict[str, Any]) -> str:
     """The etag stored for a News item: ``"{lastModified}-{contentHash}"`` (``pubDate`` when it
     has no ``lastModified``), what the reconcile scan compares with."""
-    modified = int(item.get("lastModified") or item.get("pubDate") or 0)
-    return f"{modified}-{item.get('contentHash') or ''}"
+    return f"{item_modified(item)}-{item.get('contentHash') or ''}"
 
 
 def item_document(user: str, item: dict[str, Any], max_chars: int) -> SourceDocument:
@@ -77,7 +76,6 @@ def item_document(user: str, item: dict[str, Any], max_chars: int) -> SourceDocu
             filename="item.html",
             max_chars=max_chars,
         ).text
-    modified = int(item.get("lastModified") or item.get("pubDate") or 0)
     return SourceDocument(
         ref=DocRef(DocType.NEWS_ITEM, str(item_id)),
         user=user,
@@ -85,7 +83,7 @@ def item_document(user: str, item: dict[str, Any], max_chars: int) -> SourceDocu
         title=title,
         text=f"{title}\n\n{text}".strip()[:max_chars],
         etag=news_etag(item),
-        modified_at=modified,
+        modified_at=item_modified(item),
         mime_type="text/html",
         url=str(item["url"]) if item.get("url") else None,
         extra={"markdown": False, "feed_id": str(feed_id)},
@@ -121,8 +119,10 @@ class NewsItemSource(Source):
         current: dict[str, Any] | None,
         entry: DavEntry | None = None,
     ) -> Fetched:
-        """:func:`find_item`, then :func:`item_document` as ``client.user``."""
-        item = find_item(client, int(ref.doc_id))
+        """The item in any feed (:func:`~ncindex.nextcloud.apps.find_news_item`: one
+        request; ``NotFound`` when purged, its feed deleted, or not the user's), then
+        :func:`item_document` as ``client.user``."""
+        item = find_news_item(client, int(ref.doc_id))
         user = client.user or ""
         return Fetched(item_document(user, item, ctx.settings.max_document_chars))
 
