@@ -51,7 +51,6 @@ from ncindex.embedding.batching import EmbedBatcher
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.live_models import reusable_points
 from ncindex.errors import (
-    ArchivedCard,
     ExtractionError,
     Forbidden,
     LockBusy,
@@ -485,14 +484,14 @@ class Indexer:
         self.services.store.set_payload(ref.key, update)
         return Outcome("updated", ref.key)
 
-    # --- Deck cards and News items -------------------------------------------------------
+    # --- documents that are not files: Deck cards, News items ----------------------------
 
     def index_document(self, user: str, doc_type: str, doc_id: str | int) -> Outcome:
         """Re-read document ``doc_type``/``doc_id`` as ``user`` and bring the index in line,
         through its source's :meth:`~ncindex.sources.base.Source.fetch` (a Deck card, a News
         item); files and notes go to :meth:`index_node`. A document that is gone for ``user``
-        (Deck 403, News absent) loses ``user``'s access; an archived card is evicted. Raises
-        ``ValueError`` for an unknown ``doc_type``."""
+        (Deck 403, News absent) loses ``user``'s access; one the source finds ineligible (an
+        archived card) is deleted. Raises ``ValueError`` for an unknown ``doc_type``."""
         kind = DocType(doc_type)
         source = SOURCES[kind]
         if source.node:
@@ -505,9 +504,9 @@ class Indexer:
         except NotFound:
             self.remove_access(user, ref)
             return Outcome("evicted", ref.key)
-        except ArchivedCard:
+        if fetched.ineligible is not None:
             self.services.store.delete_document(ref.key)
-            return Outcome("ineligible", ref.key, reason="archived")
+            return Outcome("ineligible", ref.key, reason=fetched.ineligible)
         if fetched.doc is None:  # unchanged (a conditional read)
             return Outcome("unchanged", ref.key)
         parked = self.deadletters.blocked(ref.key, fetched.doc.etag)
@@ -517,8 +516,9 @@ class Indexer:
 
     def evict_document(self, user: str, doc_type: str, doc_id: str | int) -> Outcome:
         """``user`` reported document ``doc_type``/``doc_id`` deleted (Deck's
-        CardDeletedEvent): when ``user`` can no longer read it, it is deleted for everyone
-        (a deleted card is gone for every board member); when it is readable, re-index.
+        CardDeletedEvent): when ``user`` can no longer read it (or its source finds it
+        ineligible: an archived card), it is deleted for everyone (a deleted card is gone for
+        every board member); when it is readable, re-index.
         Files and notes are re-read by id (:meth:`index_node`), which evicts what is gone."""
         kind = DocType(doc_type)
         source = SOURCES[kind]
@@ -527,8 +527,10 @@ class Indexer:
         ref = DocRef(kind, str(int(doc_id)))
         client = self.services.account(user)
         try:
-            source.fetch(self.services, client, ref, self._current(ref))
-        except (NotFound, ArchivedCard):
+            gone = source.fetch(self.services, client, ref, self._current(ref)).ineligible
+        except NotFound as exc:
+            gone = str(exc)
+        if gone is not None:
             self.services.store.delete_document(ref.key)
             log.info("evicted", doc_key=ref.key, user=user)
             return Outcome("evicted", ref.key)

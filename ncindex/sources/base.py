@@ -181,10 +181,13 @@ class ScanMemory(Protocol):
 class Fetched:
     """A document as read now: ``doc`` (``None`` when unchanged since the stored version: a
     conditional GET answered 304, or the same etag) and ``acl``, the principals that replace
-    the stored ones (Deck: the board's participants; ``None``: the reader is added)."""
+    the stored ones (Deck: the board's participants; ``None``: the reader is added); or,
+    with ``ineligible`` (the reason), a document that exists but is not indexed (Deck: an
+    archived card): whatever is indexed of it goes."""
 
     doc: SourceDocument | None
     acl: set[str] | None = None
+    ineligible: str | None = None
 
 
 # --- verifying -------------------------------------------------------------------------------

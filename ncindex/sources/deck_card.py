@@ -223,8 +223,12 @@ class DeckCardSource(Source):
         current: dict[str, Any] | None,
         entry: DavEntry | None = None,
     ) -> Fetched:
-        """:func:`fetch_card`, with the board's principals as the ``acl``."""
-        doc, acl = fetch_card(client, ctx.redis, ctx.settings.names, int(ref.doc_id), current)
+        """:func:`fetch_card`, with the board's principals as the ``acl``; an archived card
+        is ``ineligible`` (``archived``)."""
+        try:
+            doc, acl = fetch_card(client, ctx.redis, ctx.settings.names, int(ref.doc_id), current)
+        except ArchivedCard:
+            return Fetched(None, ineligible="archived")
         return Fetched(doc, acl)
 
     def verify(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
