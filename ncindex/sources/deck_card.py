@@ -148,8 +148,7 @@ def card_modified(card: dict[str, Any], card_id: str) -> int:
 
 def card_etag(card: dict[str, Any], card_id: str) -> str:
     """The etag stored for a card, and what the scan compares with: its ``ETag`` (Deck's md5
-    of ``lastModified``; nextcloud/deck ``lib/Db/Card.php``, ``getETag``), else its
-    ``lastModified`` (:func:`card_modified`)."""
+    of ``lastModified``, module docstring), else its ``lastModified`` (:func:`card_modified`)."""
     return str(card.get("ETag") or card_modified(card, card_id))
 
 
