@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from allinone.stopping import StopSignals
 from ncindex import __version__
+from ncindex.documents import DocType
 from ncindex.errors import NcindexError
 from ncindex.settings import Settings
 from ncindex.telemetry import configure_logging
@@ -562,7 +563,7 @@ def _eval_models(
             rows |= {f"{label}{m} (product)": v.as_dict() for m, v in metrics.items()}
 
 
-_SCAN_TYPES = ("note", "file", "deck_card", "news_item")
+_SCAN_TYPES = tuple(t.value for t in DocType)
 
 
 @main.command()

@@ -42,13 +42,14 @@ import httpx
 from ncindex.errors import NcindexError, NextcloudAuthError, NotFound
 from ncindex.ingest.events import COST_WITHOUT, REQUIRED
 from ncindex.ingest.registration import hook_uri, subscribed
+from ncindex.nextcloud.apps import NEWS_API
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.text.ocr import ocr_status
 
 Verdict = Literal["ok", "warn", "fail", "note"]
 SUPPORTED_MAJORS = range(30, 34)
-NEWS_VERSION = "/index.php/apps/news/api/v1-3/version"
+NEWS_VERSION = f"{NEWS_API}/version"
 WORKER_COMMAND = (
     "occ background-job:worker -t 60 'OCA\\WebhookListeners\\BackgroundJobs\\WebhookCall'"
 )

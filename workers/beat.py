@@ -3,7 +3,7 @@
 ``celery -A workers.beat beat`` runs the one beat of a distributed deployment; ``ncindex up``
 runs the same schedule in a thread (:func:`start_embedded_beat`).
 
-One entry per doc type that has a scanner (:data:`ncindex.sync.reconcile.SCANNERS`):
+One entry per doc type that has a source (:data:`ncindex.sources.registry.SOURCES`):
 ``reconcile-<doc_type>`` sends ``ncindex.reconcile_check`` every
 ``reconcile_periods[doc_type]`` seconds to the ``reconcile`` queue; a type listed in
 ``reconcile_disable`` has no entry; each message ``expires`` a little under the period, so
@@ -27,7 +27,7 @@ from celery.beat import Service
 
 from ncindex import names
 from ncindex.settings import Settings
-from ncindex.sync.reconcile import SCANNERS
+from ncindex.sources.registry import SOURCES
 
 OUTAGE_REQUEUE_SECONDS = 60
 """How often ``ncindex.outage_requeue`` asks whether Nextcloud is back (when tasks wait)."""
@@ -45,10 +45,10 @@ def check_lock_seconds(period: float) -> int:
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
     """The beat schedule: ``reconcile-<doc_type>`` entries for the enabled types with a
-    scanner."""
+    source."""
     schedule: dict[str, dict[str, Any]] = {}
     for doc_type, period in sorted(settings.reconcile_periods.items()):
-        if doc_type in settings.reconcile_disable or doc_type not in SCANNERS:
+        if doc_type in settings.reconcile_disable or doc_type not in SOURCES:
             continue
         schedule[f"reconcile-{doc_type}"] = {
             "task": names.RECONCILE_CHECK,

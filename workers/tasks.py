@@ -32,6 +32,7 @@ from ncindex.index.indexing import Indexer, Outcome
 from ncindex.ingest.events import index_folder
 from ncindex.ingest.queueing import clear_debounce, enqueue
 from ncindex.progress import FailingDocuments, Progress
+from ncindex.sources.registry import SOURCES
 from workers.base import NcindexTask
 
 log = structlog.get_logger(__name__)
@@ -239,7 +240,7 @@ def index_document(
 ) -> str:
     """Index document ``doc_type``/``doc_id`` (``deck_card``, ``news_item``; ``file`` and
     ``note`` are passed to ``index_node``) as seen by ``user``, or evict it if gone."""
-    if doc_type in (DocType.FILE.value, DocType.NOTE.value):
+    if SOURCES[DocType(doc_type)].node:
         return index_node.run(user, int(doc_id), debounce_key)
     indexer = _start(self, debounce_key)
     ref = DocRef(DocType(doc_type), str(doc_id))

@@ -10,8 +10,12 @@ the store holds it as one whole version: one left with two versions (the old one
 its worker died) or with part of one (an upsert failed between batches) is rewritten by the
 next task that reads it, whatever its etag.
 
-Which files are indexed is :mod:`ncindex.sources.eligibility` (globs, MIME list, tag gate). A file
-whose bytes cannot become text (corrupt, over ``max_download_bytes`` — judged from its
+What a document is in Nextcloud — how it is read, its etag, which files are indexed and as
+what — is its source's (:mod:`ncindex.sources`, looked up by doc type in
+:data:`ncindex.sources.registry.SOURCES`; :func:`ncindex.sources.eligibility.classify`): this
+module re-reads, writes, evicts and re-paths, whatever the type.
+
+A file whose bytes cannot become text (corrupt, over ``max_download_bytes`` — judged from its
 WebDAV size before any download) is parked in the dead letter (:mod:`ncindex.index.deadletter`)
 until its etag changes, and any older version of its text is removed from the index; so is
 a file parked for killing its worker (:meth:`Indexer.park_node`).
@@ -47,33 +51,27 @@ from ncindex.embedding.batching import EmbedBatcher
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.live_models import reusable_points
 from ncindex.errors import (
-    ArchivedCard,
     ExtractionError,
     Forbidden,
     LockBusy,
     NextcloudAuthError,
     NotFound,
-    StaleEntry,
     TooLarge,
 )
 from ncindex.index.deadletter import DeadLetter, DeadLetters, node_subject
-from ncindex.nextcloud.client import NextcloudClient, NotesSettings
+from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
-from ncindex.redis_replies import as_text
 from ncindex.runtime import Services
-from ncindex.sources import deck_card, news_item
-from ncindex.sources.eligibility import Eligibility
+from ncindex.sources import news_item
+from ncindex.sources.eligibility import UNREADABLE, Eligibility, classify
+from ncindex.sources.file import FileGone
+from ncindex.sources.registry import NODE_TYPES, SOURCES
 from ncindex.store.port import PointRecord
 from ncindex.store.queries import acl_condition, doc_type_condition
 from ncindex.text.chunking import Chunker
-from ncindex.text.extract import extract_text
-from ncindex.text.ocr import ocr_from_settings
 
 log = structlog.get_logger(__name__)
 
-NODE_TYPES = (DocType.NOTE, DocType.FILE)
-UNREADABLE = "not readable"
-"""The reason :meth:`Indexer.classify` gives for a file the user may not read."""
 GONE = "gone"
 """How a user lost access (:meth:`Indexer.remove_access`): Nextcloud no longer shows the
 document to them (deleted, moved out of view, unshared) — or, :data:`UNREADABLE`, it is shown
@@ -89,11 +87,6 @@ def whole_version(payloads: list[dict[str, Any]]) -> bool:
         return False
     indexes = sorted(p.get("chunk_index", -1) for p in payloads)
     return counts == {len(payloads)} and indexes == list(range(len(payloads)))
-
-
-class _FileGone(NotFound):
-    """Raised when a file's download answered 404 and looking it up by id again confirms
-    that the user can no longer see it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +223,7 @@ class Indexer:
             return Outcome("dead_letter", reason=parked.reason)
         if on_version is not None:
             on_version(entry.etag)
-        ref, reason = self._classify(client, entry)
+        ref, reason = classify(self.services, client, entry)
         for doc_type in NODE_TYPES:
             if ref is None or doc_type != ref.doc_type:
                 lost = UNREADABLE if reason == UNREADABLE else None  # else: an index rule
@@ -239,7 +232,7 @@ class Indexer:
             return Outcome("ineligible", reason=reason)
         current = self._current(ref)
         try:
-            doc = self._fetch(client, ref, entry, current)
+            doc = SOURCES[ref.doc_type].fetch(self.services, client, ref, current, entry).doc
         except (ExtractionError, TooLarge) as exc:
             # the bytes cannot become text: park until the file changes; a stale version
             # of the text must not stay searchable
@@ -256,7 +249,7 @@ class Indexer:
                 file_id=file_id,
             )
             return Outcome("dead_letter", ref.key, reason=reason)
-        except _FileGone:
+        except FileGone:
             self.remove_node_access(user, file_id, lost=GONE)
             return Outcome("evicted")
         except Forbidden:  # blocked since it was listed: as for a file listed unreadable
@@ -347,52 +340,10 @@ class Indexer:
         log.warning("dead_letter", subject=node_subject(file_id), user=user, reason=reason)
         return Outcome("dead_letter", reason=reason)
 
-    def classification(
-        self, client: NextcloudClient, entry: DavEntry
-    ) -> tuple[DocRef | None, str | None]:
-        """:meth:`classify` and, when nothing is indexed, the rule that says so (a reason of
-        :mod:`ncindex.sources.eligibility`, or ``not readable``)."""
-        return self._classify(client, entry)
-
     def classify(self, client: NextcloudClient, entry: DavEntry) -> DocRef | None:
-        """``note`` for a file under the user's notes folder with a note extension, ``file``
-        for another eligible file (:mod:`ncindex.sources.eligibility`), ``None`` for anything not
-        indexed — among them a file the user may not read (:attr:`DavEntry.readable`: an
-        admin's access-control rule blocks it), so that what was indexed of it goes."""
-        return self._classify(client, entry)[0]
-
-    def _classify(
-        self, client: NextcloudClient, entry: DavEntry
-    ) -> tuple[DocRef | None, str | None]:
-        """:meth:`classify` plus the reason when it is ``None``. Path globs and the tag
-        gate apply to notes too; the MIME list to files only (a note is known by its
-        folder and extension)."""
-        if not entry.readable:
-            return None, UNREADABLE
-        notes = self.notes_settings(client)
-        ext = posixpath.splitext(entry.path)[1].lstrip(".").lower()
-        folder = "/" + notes.notes_path.strip("/")
-        if entry.path.startswith(folder + "/") and ext in self.settings.note_extensions:
-            reason = self.eligibility.path_and_tags_reason(entry.path, entry.tags)
-            return (None, reason) if reason else (DocRef(DocType.NOTE, str(entry.file_id)), None)
-        reason = self.eligibility.file_reason(entry.path, entry.content_type, entry.tags)
-        return (None, reason) if reason else (DocRef(DocType.FILE, str(entry.file_id)), None)
-
-    def notes_settings(self, client: NextcloudClient) -> NotesSettings:
-        """The user's Notes settings, cached in Redis for five minutes; the configured
-        default when the Notes app is not installed (404)."""
-        if client.user is None:  # the write path's clients are accounts' (user id known)
-            raise ValueError("user id unknown: the notes settings are cached per user")
-        key = self.settings.names.notes_settings(client.user)
-        cached = self.services.redis.get(key)
-        if cached is not None:
-            return NotesSettings(notes_path=as_text(cached), file_suffix=".md")
-        try:
-            notes = client.notes_settings()
-        except NotFound:
-            notes = NotesSettings(notes_path=self.settings.notes_path, file_suffix=".md")
-        self.services.redis.set(key, notes.notes_path, ex=300)
-        return notes
+        """What ``entry`` is indexed as (:func:`ncindex.sources.eligibility.classify`):
+        ``note``, ``file``, or ``None`` for anything not indexed."""
+        return classify(self.services, client, entry)[0]
 
     def _current(self, ref: DocRef) -> dict[str, Any] | None:
         """The stored payload of ``ref`` (its first chunk's), ``None`` when it has no points.
@@ -412,81 +363,6 @@ class Indexer:
         log.warning("inconsistent_document", doc_key=ref.key, points=len(points))
         return {k: v for k, v in payload.items() if k not in ("etag", "content_hash")}
 
-    def _fetch(
-        self,
-        client: NextcloudClient,
-        ref: DocRef,
-        entry: DavEntry,
-        current: dict[str, Any] | None,
-    ) -> SourceDocument | None:
-        user = client.user or ""
-        owner = entry.owner or user
-        if ref.doc_type is DocType.NOTE:
-            note = client.get_note(int(ref.doc_id), etag=current.get("etag") if current else None)
-            if note is None:
-                return None
-            return SourceDocument(
-                ref=ref,
-                user=user,
-                owner=owner,
-                title=note.title,
-                text=note.content[: self.settings.max_document_chars],
-                etag=note.etag,
-                modified_at=note.modified,
-                path=entry.path,
-                mime_type=entry.content_type or "text/markdown",
-                size=entry.size,
-                category=note.category,
-                tags=entry.tags,
-            )
-        if current and current.get("etag") == entry.etag:
-            return None
-        limit = self.settings.max_download_bytes
-        if entry.size is not None and entry.size > limit:
-            # known from PROPFIND/SEARCH: nothing is downloaded
-            raise TooLarge(f"{entry.path}: {entry.size} bytes > {limit}")
-        try:
-            data = client.download(entry.path, limit)
-        except NotFound:
-            # deleted, moved (a folder renamed) or made unreadable since it was looked up:
-            # Sabre's File::get answers a file without read permission 404 too
-            try:
-                now = client.find_by_id(int(ref.doc_id))
-            except NotFound:
-                raise _FileGone(f"file {ref.doc_id} is gone") from None
-            if not now.readable:
-                raise Forbidden(f"{entry.path}: 404 on download, listed unreadable") from None
-            raise StaleEntry(f"{entry.path}: 404 on download, now at {now.path}") from None
-        if entry.size is not None and len(data) != entry.size:
-            # a body cut short (by a proxy, a cache) is framed correctly, so nothing below
-            # notices; a longer or shorter one is a newer version: look it up again
-            raise StaleEntry(f"{entry.path}: {len(data)} bytes downloaded, {entry.size} listed")
-        extracted = extract_text(
-            data,
-            mime_type=entry.content_type,
-            filename=entry.path,
-            max_chars=self.settings.max_document_chars,
-            max_pages=self.settings.max_pdf_pages,
-            max_bytes=limit,
-            max_seconds=self.settings.extract_max_seconds,
-            max_rows=self.settings.max_sheet_rows,
-            ocr=ocr_from_settings(self.settings),
-        )
-        return SourceDocument(
-            ref=ref,
-            user=user,
-            owner=owner,
-            title=posixpath.basename(entry.path),
-            text=extracted.text,
-            etag=entry.etag,
-            modified_at=entry.modified_at,
-            path=entry.path,
-            mime_type=entry.content_type,
-            size=entry.size,
-            tags=entry.tags,
-            extra={"markdown": extracted.markdown},
-        )
-
     def write_document(
         self,
         doc: SourceDocument,
@@ -499,7 +375,7 @@ class Indexer:
         ``acl`` replaces the stored principals (Deck: the board's participants); by default
         ``doc.user`` is added to them. ``doc.path`` is ``None`` for types without paths.
         """
-        markdown = bool(doc.extra.pop("markdown", doc.ref.doc_type is DocType.NOTE))
+        markdown = bool(doc.extra.pop("markdown", False))
         if current and current.get("content_hash") == doc.content_hash:
             fields = {
                 "owner": doc.owner,
@@ -594,7 +470,7 @@ class Indexer:
             paths[user] = path
         update = dict(fields) | {"acl": sorted(acl)} | path_fields(paths)
         if (
-            ref.doc_type is DocType.FILE
+            SOURCES[ref.doc_type].title_from_path
             and path is not None
             and current.get("owner")
             in (
@@ -608,62 +484,53 @@ class Indexer:
         self.services.store.set_payload(ref.key, update)
         return Outcome("updated", ref.key)
 
-    # --- Deck cards and News items -------------------------------------------------------
+    # --- documents that are not files: Deck cards, News items ----------------------------
 
     def index_document(self, user: str, doc_type: str, doc_id: str | int) -> Outcome:
-        """Re-read document ``doc_type``/``doc_id`` as ``user`` and bring the index in line:
-        a ``deck_card`` (:mod:`ncindex.sources.deck_card`) or ``news_item``
-        (:mod:`ncindex.sources.news_item`); files
-        and notes go to :meth:`index_node`. A document that is gone for ``user`` (Deck 403,
-        News absent) loses ``user``'s access; an archived card is evicted. Raises
-        ``ValueError`` for an unknown ``doc_type``."""
+        """Re-read document ``doc_type``/``doc_id`` as ``user`` and bring the index in line,
+        through its source's :meth:`~ncindex.sources.base.Source.fetch` (a Deck card, a News
+        item); files and notes go to :meth:`index_node`. A document that is gone for ``user``
+        (Deck 403, News absent) loses ``user``'s access; one the source finds ineligible (an
+        archived card) is deleted. Raises ``ValueError`` for an unknown ``doc_type``."""
         kind = DocType(doc_type)
-        if kind in NODE_TYPES:
+        source = SOURCES[kind]
+        if source.node:
             return self.index_node(user, int(doc_id))
         ref = DocRef(kind, str(int(doc_id)))
         client = self.services.account(user)
         current = self._current(ref)
-        acl: set[str] | None = None
         try:
-            if kind is DocType.DECK_CARD:
-                doc, acl = deck_card.fetch_card(
-                    client, self.services.redis, self.settings.names, int(doc_id), current
-                )
-            else:
-                item = news_item.find_item(client, int(doc_id))
-                doc = news_item.item_document(user, item, self.settings.max_document_chars)
+            fetched = source.fetch(self.services, client, ref, current)
         except NotFound:
             self.remove_access(user, ref)
             return Outcome("evicted", ref.key)
-        except ArchivedCard:
+        if fetched.ineligible is not None:
             self.services.store.delete_document(ref.key)
-            return Outcome("ineligible", ref.key, reason="archived")
-        parked = self.deadletters.blocked(ref.key, doc.etag)
+            return Outcome("ineligible", ref.key, reason=fetched.ineligible)
+        if fetched.doc is None:  # unchanged (a conditional read)
+            return Outcome("unchanged", ref.key)
+        parked = self.deadletters.blocked(ref.key, fetched.doc.etag)
         if parked is not None:
             return Outcome("dead_letter", ref.key, reason=parked.reason)
-        return self.write_document(doc, current, acl)
+        return self.write_document(fetched.doc, current, fetched.acl)
 
     def evict_document(self, user: str, doc_type: str, doc_id: str | int) -> Outcome:
         """``user`` reported document ``doc_type``/``doc_id`` deleted (Deck's
-        CardDeletedEvent): when ``user`` can no longer read it, it is deleted for everyone
-        (a deleted card is gone for every board member); when it is readable, re-index."""
+        CardDeletedEvent): when ``user`` can no longer read it (or its source finds it
+        ineligible: an archived card), it is deleted for everyone (a deleted card is gone for
+        every board member); when it is readable, re-index.
+        Files and notes are re-read by id (:meth:`index_node`), which evicts what is gone."""
         kind = DocType(doc_type)
+        source = SOURCES[kind]
+        if source.node:
+            return self.index_node(user, int(doc_id))
         ref = DocRef(kind, str(int(doc_id)))
         client = self.services.account(user)
         try:
-            if kind is DocType.DECK_CARD:
-                deck_card.fetch_card(
-                    client,
-                    self.services.redis,
-                    self.settings.names,
-                    int(doc_id),
-                    self._current(ref),
-                )
-            elif kind is DocType.NEWS_ITEM:
-                news_item.find_item(client, int(doc_id))
-            else:  # files and notes: re-read by id, which evicts what is gone
-                return self.index_node(user, int(doc_id))
-        except (NotFound, ArchivedCard):
+            gone = source.fetch(self.services, client, ref, self._current(ref)).ineligible
+        except NotFound as exc:
+            gone = str(exc)
+        if gone is not None:
             self.services.store.delete_document(ref.key)
             log.info("evicted", doc_key=ref.key, user=user)
             return Outcome("evicted", ref.key)
@@ -829,7 +696,7 @@ class Indexer:
                 except NotFound:
                     self.remove_access(user, ref)
                     continue
-                if ref.doc_type is DocType.NOTE or self.classify(client, entry) != ref:
+                if not SOURCES[ref.doc_type].title_from_path or self.classify(client, entry) != ref:
                     # a note's title and category come from the Notes API (one conditional
                     # GET, no embedding when the text is unchanged)
                     self.index_node(user, int(ref.doc_id))

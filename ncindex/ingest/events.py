@@ -12,8 +12,9 @@ acting user's view (``/<uid>/files/<path>``), so the user whose view it is comes
 paths outside ``files/`` (trash bin, versions) are not indexed and are ignored.
 
 System tag events (``TagAssignedEvent``/``TagUnassignedEvent``: ``objectType``, ``objectIds``
-as strings, ``tagIds``) and Deck card events (``CardCreated/Updated/DeletedEvent``, Deck ≥
-1.18: the card JSON under ``card``) carry no path: the user they are read as is the
+as strings, ``tagIds``) and the events a document source names
+(:attr:`ncindex.sources.base.Source.events`: Deck's ``CardCreated/Updated/DeletedEvent``,
+Deck ≥ 1.18, the card JSON under ``card``) carry no path: the user they are read as is the
 envelope's ``user.uid``. An event without a session user (``"user": null``: occ, cron, a
 workflow rule, an admin assigning a tag) is resolved by file id: ``ncindex.resolve_node``
 finds the configured accounts that can see the node and indexes it for each.
@@ -33,8 +34,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from ncindex import names
-from ncindex.documents import has_dot_segment, normalize_path
+from ncindex.documents import DocType, has_dot_segment, normalize_path
 from ncindex.errors import EnvelopeError
+from ncindex.sources.base import MAX_ID, EventRoute, Source, is_id
+from ncindex.sources.registry import SOURCES
 
 NODE_NS = "OCP\\Files\\Events\\Node\\"
 TRASHBIN_NS = "OCA\\Files_Trashbin\\Events\\"
@@ -47,14 +50,13 @@ _SHORT_NAMES[NODE_RESTORED] = "NodeRestoredEvent"
 TAG_ASSIGNED = "OCP\\SystemTag\\TagAssignedEvent"
 TAG_UNASSIGNED = "OCP\\SystemTag\\TagUnassignedEvent"
 TAG_EVENTS = (TAG_ASSIGNED, TAG_UNASSIGNED)
-DECK_NS = "OCA\\Deck\\Event\\"
-CARD_CREATED = DECK_NS + "CardCreatedEvent"
-CARD_UPDATED = DECK_NS + "CardUpdatedEvent"
-CARD_DELETED = DECK_NS + "CardDeletedEvent"
-#: Deck card classes: webhook-compatible only with Deck ≥ 1.18 (reference §1.4), so they are
-#: registered separately from :data:`SUBSCRIBED` (registering them on an older Deck fails).
-DECK_SUBSCRIBED = (CARD_CREATED, CARD_DELETED, CARD_UPDATED)
-#: Event classes ncindex registers with webhook_listeners (one registration each).
+#: Event class → the source whose document it names by id, and how (Deck's card events):
+#: registered apart from :data:`SUBSCRIBED`, as each source says
+#: (:meth:`~ncindex.sources.base.Source.subscribes`).
+DOCUMENT_EVENTS: dict[str, tuple[Source, EventRoute]] = {
+    route.event_class: (source, route) for source in SOURCES.values() for route in source.events
+}
+#: File and tag event classes ncindex registers with webhook_listeners (one registration each).
 SUBSCRIBED = (
     *(NODE_NS + name for name in sorted(SINGLE_NODE | TWO_NODE - {"NodeRestoredEvent"})),
     NODE_RESTORED,
@@ -79,20 +81,13 @@ COST_WITHOUT = {
     NODE_RESTORED: "files restored from the trash are found by the scan only",
     TAG_ASSIGNED: "tag changes are found by the scan only (tag events need Nextcloud 32)",
     TAG_UNASSIGNED: "tag changes are found by the scan only (tag events need Nextcloud 32)",
-    CARD_CREATED: "new Deck cards are found by the scan only (card events need Deck 1.18)",
-    CARD_UPDATED: "Deck card edits are found by the scan only (card events need Deck 1.18)",
-    CARD_DELETED: "deleted Deck cards are found by the scan only (card events need Deck 1.18)",
+    **{cls: route.cost_without for cls, (_, route) in DOCUMENT_EVENTS.items()},
 }
 
 _MAX_PATH = 4096
 #: A path in a user's ``files/`` view, matched whole (``fullmatch``, ``DOTALL``): a trailing
 #: newline is part of the path, as sent, not dropped the way ``$`` would drop it.
 _FILES_PATH = re.compile(r"/(?P<user>[^/]+)/files(?P<path>/.*)?", re.DOTALL)
-#: A file, tag-object or card id as a string: ASCII digits only (``str.isdigit`` also
-#: accepts ``"²"``, ``"١٢"``, ``"１"``), at most 19 of them; its value is range-checked too.
-_ID_DIGITS = re.compile(r"[0-9]{1,19}")
-#: Largest id: file ids are 64-bit signed integers in Nextcloud (as :attr:`NodeRef.id`).
-MAX_ID = 2**63 - 1
 _ID_RULE = "integers or strings of ASCII digits, 0..2**63-1"
 
 
@@ -147,9 +142,9 @@ def parse_envelope(raw: Any) -> Envelope:
     """Validate a decoded JSON body; raises :class:`EnvelopeError` naming the first bad field.
 
     Beyond the shape, a file event must carry the nodes its class has (``node`` or
-    ``source`` + ``target``), a tag event its ``objectIds`` and a Deck event its ``card.id``;
-    ids are ints or ASCII digit strings in ``0..MAX_ID`` (field ``event.objectIds`` /
-    ``event.card.id`` otherwise).
+    ``source`` + ``target``), a tag event its ``objectIds`` and a source's event its
+    document id (Deck: ``card.id``); ids are ints or ASCII digit strings in ``0..MAX_ID``
+    (field ``event.objectIds`` / ``event.card.id`` otherwise).
     """
     if not isinstance(raw, dict):
         raise EnvelopeError("body", "must be a JSON object")
@@ -166,10 +161,10 @@ def parse_envelope(raw: Any) -> Envelope:
         ids = extra.get("objectIds")
         if not isinstance(ids, list) or not all(is_id(i) for i in ids):
             raise EnvelopeError("event.objectIds", f"must be a list of ids ({_ID_RULE})")
-    if name in DECK_SUBSCRIBED:
-        card = extra.get("card")
-        if not isinstance(card, dict) or not is_id(card.get("id")):
-            raise EnvelopeError("event.card.id", f"required for {name} ({_ID_RULE})")
+    if name in DOCUMENT_EVENTS:
+        _, route = DOCUMENT_EVENTS[name]
+        if not is_id(route.id_in(extra)):
+            raise EnvelopeError(route.id_field, f"required for {name} ({_ID_RULE})")
     if name in SINGLE_NODE and envelope.event.node is None:
         raise EnvelopeError("event.node", f"required for {name}")
     if name in TWO_NODE:
@@ -177,16 +172,6 @@ def parse_envelope(raw: Any) -> Envelope:
             if getattr(envelope.event, key) is None:
                 raise EnvelopeError(f"event.{key}", f"required for {name}")
     return envelope
-
-
-def is_id(value: Any) -> bool:
-    """An id in ``0..MAX_ID``, as a strict int (not a bool) or a string of ASCII digits (tag
-    events send strings); anything else (Unicode digits, signs, blanks) is not an id."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, str) and _ID_DIGITS.fullmatch(value):
-        value = int(value)
-    return isinstance(value, int) and 0 <= value <= MAX_ID
 
 
 def short_class(event_class: str) -> str:
@@ -282,6 +267,16 @@ def evict_document(user: str, doc_type: str, doc_id: int) -> Action:
     )
 
 
+def reindex_action(user: str, doc_type: DocType | str, doc_id: str | int) -> Action:
+    """The task that brings document ``doc_type``/``doc_id`` of ``user`` in line (it re-reads
+    Nextcloud): ``ncindex.index_node`` for a file or note (by file id), else
+    ``ncindex.index_document``."""
+    kind = DocType(doc_type)
+    if SOURCES[kind].node:
+        return index_node(user, int(doc_id))
+    return index_document(user, kind.value, int(doc_id))
+
+
 def _acting_user(envelope: Envelope, accounts: Container[str]) -> tuple[str | None, str | None]:
     """``(uid, None)`` for the envelope's configured session user, else ``(None, reason)``."""
     if envelope.user is None:
@@ -297,8 +292,9 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     Created/Written/Copied(target)/Restored(target) ⇒ index; BeforeNodeDeleted and
     NodeDeleted ⇒ evict (by id when present, else by path); Renamed ⇒ move.
     TagAssigned/TagUnassigned on ``files`` ⇒ index each object id (eligibility and ``tags``
-    may change) as the envelope's ``user.uid``; Deck CardCreated/CardUpdated ⇒ index the
-    card, CardDeleted ⇒ evict it, as ``user.uid``.
+    may change) as the envelope's ``user.uid``; a source's event (Deck
+    CardCreated/CardUpdated/CardDeleted) ⇒ index, or evict, the document it names, as
+    ``user.uid``.
 
     Without a configured user to read it as — a tag event with ``"user": null`` (occ, cron,
     a workflow rule, an admin) or by an unconfigured user, a file event in the view of an
@@ -324,14 +320,14 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
         if user is None:
             return Plan([resolve_node(i) for i in ids])
         return Plan([index_node(user, i) for i in ids])
-    if name in DECK_SUBSCRIBED:
+    if name in DOCUMENT_EVENTS:
         user, reason = _acting_user(envelope, accounts)
         if user is None:
             return Plan(ignored=reason)
-        card_id = int(extra["card"]["id"])
-        if name == CARD_DELETED:
-            return Plan([evict_document(user, "deck_card", card_id)])
-        return Plan([index_document(user, "deck_card", card_id)])
+        named, route = DOCUMENT_EVENTS[name]
+        doc_id = int(route.id_in(extra))
+        act = evict_document if route.evict else index_document
+        return Plan([act(user, named.doc_type.value, doc_id)])
     if name not in SINGLE_NODE | TWO_NODE:
         return Plan(ignored="event_class")
     node = event.node if name in SINGLE_NODE else event.target

@@ -20,15 +20,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ncindex.errors import NextcloudRefused
-from ncindex.ingest.events import COST_WITHOUT, DECK_SUBSCRIBED, REQUIRED, SUBSCRIBED
+from ncindex.ingest.events import COST_WITHOUT, DOCUMENT_EVENTS, REQUIRED, SUBSCRIBED
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.settings import Settings
 
 
 def subscribed(settings: Settings) -> tuple[str, ...]:
-    """The event classes to register: file and tag events, plus Deck card events when
-    ``settings.deck_webhooks`` (Deck ≥ 1.18; reference §1.4)."""
-    return SUBSCRIBED + (DECK_SUBSCRIBED if settings.deck_webhooks else ())
+    """The event classes to register: file and tag events, plus each source's events when
+    it subscribes under ``settings`` (Deck card events with ``settings.deck_webhooks``: Deck
+    ≥ 1.18; reference §1.4)."""
+    return SUBSCRIBED + tuple(
+        cls for cls, (source, _) in DOCUMENT_EVENTS.items() if source.subscribes(settings)
+    )
 
 
 def hook_uri(settings: Settings) -> str:

@@ -47,8 +47,9 @@ from ncindex.embedding.embedder import Embedder
 from ncindex.errors import ChunkOutOfRange, DocumentNotFound, SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.search.filters import Node, build_filter, request_tree, tree_dict
-from ncindex.search.verify import TagMembership, Verdict, VerificationCounts, VerifyOnRead
+from ncindex.search.verify import TagMembership, VerificationCounts, VerifyOnRead
 from ncindex.settings import Settings
+from ncindex.sources.base import Verdict
 from ncindex.sources.eligibility import Eligibility
 from ncindex.store.port import Fusion, Hit, PointRecord, SparseVector, VectorStore
 from ncindex.text.snippets import Match, snippet

@@ -1,7 +1,8 @@
 """Verify-on-read: re-check search candidates against Nextcloud as the searching user.
 
 Qdrant proposes, Nextcloud disposes (DESIGN §1, §9). Each doc_type has the cheapest
-authoritative check (DESIGN §4 table); a candidate the user can no longer see is dropped
+authoritative check (DESIGN §4 table), its source's :meth:`~ncindex.sources.base.Source.verify`
+(:data:`VERIFIERS`); a candidate the user can no longer see is dropped
 (404, 403; a file listed without read permission), a transient error keeps it (fail-open)
 and is counted, an unknown doc_type keeps it with a warning. Checks run concurrently up to
 ``verify_concurrency``.
@@ -13,7 +14,9 @@ for files, the tag gate and the excluded tags): one that the rules exclude is dr
 search (:class:`TagMembership`: one ``PROPFIND`` of the system tags, then one ``REPORT
 oc:filter-files`` per gate or excluded tag, as the searching user) and intersected with the
 candidates, so a file untagged, or tagged with an excluded tag, leaves the results at once
-even when the tag's webhook was lost. Deck cards and News items have no such rules.
+even when the tag's webhook was lost. Which doc types the rules apply to, and which rules, is
+their source's (:attr:`~ncindex.sources.base.Source.ruled`,
+:meth:`~ncindex.sources.base.Source.rule_reason`); Deck cards and News items have none.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import structlog
@@ -35,86 +37,21 @@ from ncindex.errors import (
     NotFound,
     TransientError,
 )
-from ncindex.nextcloud.apps import find_news_item, get_deck_card
 from ncindex.nextcloud.client import NextcloudClient
+from ncindex.sources.base import Checked, Verdict
 from ncindex.sources.eligibility import Eligibility
+from ncindex.sources.registry import SOURCES
 from ncindex.telemetry import VERIFICATIONS
 
 log = structlog.get_logger(__name__)
 
 
-class Verdict(StrEnum):
-    """Result of one check."""
-
-    KEPT = "kept"
-    DROPPED = "dropped"  # gone for the user: deleted, unshared, unreadable
-    INELIGIBLE = "ineligible"  # still readable, but the index rules exclude it now
-    ERROR = "error"  # transient failure: kept (fail-open) and counted
-    UNVERIFIED = "unverified"  # no verifier for the doc_type: kept with a warning
-
-
-@dataclass(slots=True)
-class Checked:
-    """A verdict and, when the check reveals it, the document's current path for the user
-    and MIME type (files); ``reason`` why an ``INELIGIBLE`` one is excluded (an
-    :class:`~ncindex.sources.eligibility.Eligibility` reason)."""
-
-    verdict: Verdict
-    path: str | None = None
-    mime_type: str | None = None
-    reason: str | None = None
-
-
 #: A verifier checks one candidate (its best chunk's payload) as the client's user.
 Verifier = Callable[[NextcloudClient, dict[str, Any]], Checked]
 
-
-def verify_note(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
-    """``GET /notes/{id}`` (conditional on the indexed etag; 304 and 200 both mean readable;
-    404 means gone)."""
-    client.get_note(int(payload["doc_id"]), etag=payload.get("etag"))
-    return Checked(Verdict.KEPT)
-
-
-def verify_file(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
-    """WebDAV SEARCH by file id in the user's view (empty ⇒ gone); gives the current path. A
-    file listed without read permission (an access-control rule blocks it) is dropped."""
-    entry = client.find_by_id(int(payload["doc_id"]))
-    if not entry.readable:
-        return Checked(Verdict.DROPPED)
-    return Checked(Verdict.KEPT, entry.path, entry.content_type)
-
-
-def verify_deck_card(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
-    """Deck card GET (conditional on the indexed etag); Deck answers 403 for a card that is
-    missing, deleted or not visible, which means gone. A payload without ``board_id`` and
-    ``stack_id`` cannot be checked (``UNVERIFIED``)."""
-    board, stack = payload.get("board_id"), payload.get("stack_id")
-    if board is None or stack is None:
-        log.warning("deck_card_without_board", doc_key=payload.get("doc_key"))
-        return Checked(Verdict.UNVERIFIED)
-    get_deck_card(client, int(board), int(stack), int(payload["doc_id"]), etag=payload.get("etag"))
-    return Checked(Verdict.KEPT)
-
-
-def verify_news_item(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
-    """One News item-list request below the item's id (no single-item GET exists); a
-    payload without ``feed_id`` cannot be checked (``UNVERIFIED``)."""
-    feed = payload.get("feed_id")
-    if feed is None:
-        log.warning("news_item_without_feed", doc_key=payload.get("doc_key"))
-        return Checked(Verdict.UNVERIFIED)
-    find_news_item(client, int(payload["doc_id"]), int(feed))
-    return Checked(Verdict.KEPT)
-
-
-VERIFIERS: dict[str, Verifier] = {
-    DocType.NOTE.value: verify_note,
-    DocType.FILE.value: verify_file,
-    DocType.DECK_CARD.value: verify_deck_card,
-    DocType.NEWS_ITEM.value: verify_news_item,
-}
-"""doc_type → its verifier; every :class:`DocType` has one (a test enforces it)."""
+VERIFIERS: dict[str, Verifier] = {t.value: s.verify for t, s in SOURCES.items()}
+"""doc_type → its verifier (:meth:`ncindex.sources.base.Source.verify`); every
+:class:`DocType` has one (a test enforces it)."""
 
 
 @dataclass(slots=True)
@@ -139,10 +76,6 @@ class VerificationCounts:
             "errors": self.errors,
             "unverified": self.unverified,
         }
-
-
-#: Doc types the index rules (globs, MIME list, tags) apply to.
-RULED_TYPES = frozenset({DocType.FILE.value, DocType.NOTE.value})
 
 
 class TagMembership:
@@ -276,11 +209,14 @@ class VerifyOnRead:
         the file or note now: globs on its current path (as a SEARCH by file id gives it; for
         a note asked only while the globs can exclude a path), the MIME list (files), the tag
         gate and excluded tags."""
-        doc_type = payload.get("doc_type")
-        if doc_type not in RULED_TYPES or self.eligibility is None:
+        try:
+            source = SOURCES[DocType(payload.get("doc_type", ""))]
+        except ValueError:
+            return checked
+        if not source.ruled or self.eligibility is None:
             return checked
         assert client.user is not None
-        if doc_type == DocType.NOTE.value and self.eligibility.has_path_rules:
+        if not source.verify_gives_path and self.eligibility.has_path_rules:
             # a note's current path: the Notes API gives only its category, so ask WebDAV by
             # file id (a note's id is its file's) — one request, only while globs can exclude
             checked.path = client.find_by_id(int(payload["doc_id"])).path
@@ -288,11 +224,8 @@ class VerifyOnRead:
         if path is None:
             return checked  # nothing to judge the globs on: kept as verified
         names = tags.tags_of(client, int(payload["doc_id"]))
-        if doc_type == DocType.FILE.value:
-            mime = checked.mime_type or payload.get("mime_type")
-            reason = self.eligibility.file_reason(path, mime, names)
-        else:
-            reason = self.eligibility.path_and_tags_reason(path, names)
+        mime = checked.mime_type or payload.get("mime_type")
+        reason = source.rule_reason(self.eligibility, path, mime, names)
         if reason is None:
             return checked
         return Checked(Verdict.INELIGIBLE, checked.path, checked.mime_type, reason)

@@ -10,21 +10,50 @@ id of the stack path, so ids not yet known are sent as ``0``.
 Text: ``"{title}\\n\\n{description}"`` (the description is markdown). Archived cards are not
 indexed (Deck hides them from the board); ``etag`` is the card ``ETag`` (md5 of
 ``lastModified``), ``modified_at`` its ``lastModified`` (Unix seconds).
+
+The scan lists ``GET /boards``, then ``GET /boards/{id}/stacks`` per board that is not deleted
+(non-archived, non-deleted cards with their ``ETag``). Cards have no paths; a missing card is
+re-read by id (Deck answers 403 once it is gone). Deck ≥ 1.18 sends card events
+(``CardCreated/Updated/DeletedEvent``, the card JSON under ``card``; reference §1.4), registered
+only with ``deck_webhooks`` (registering them on an older Deck fails).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import redis
+import structlog
 
 from ncindex.documents import DocRef, DocType, SourceDocument, principal
-from ncindex.errors import ArchivedCard, NextcloudProtocolError
+from ncindex.errors import ArchivedCard, Forbidden, NextcloudProtocolError, NotFound
 from ncindex.names import Names
 from ncindex.nextcloud.apps import DECK_API, DECK_HEADERS, get_deck_card
-from ncindex.nextcloud.client import NextcloudClient, json_object
+from ncindex.nextcloud.client import NextcloudClient, json_list, json_object
+from ncindex.nextcloud.webdav import DavEntry
+from ncindex.settings import Settings
+from ncindex.sources.base import (
+    Checked,
+    Context,
+    EventRoute,
+    Fetched,
+    Listing,
+    ScanMemory,
+    Seen,
+    Source,
+    Verdict,
+    listed_id,
+)
+
+log = structlog.get_logger(__name__)
 
 STACK_BOARD_TTL = 86_400
+DECK_NS = "OCA\\Deck\\Event\\"
+CARD_CREATED = DECK_NS + "CardCreatedEvent"
+CARD_UPDATED = DECK_NS + "CardUpdatedEvent"
+CARD_DELETED = DECK_NS + "CardDeletedEvent"
+#: Deck card classes: webhook-compatible only with Deck ≥ 1.18 (reference §1.4).
+DECK_SUBSCRIBED = (CARD_CREATED, CARD_DELETED, CARD_UPDATED)
 
 
 def _json(client: NextcloudClient, url: str) -> dict[str, Any]:
@@ -86,10 +115,9 @@ def fetch_card(
     try:
         stack_id = int(card["stackId"])
         title = str(card.get("title") or "")
-        modified = int(card.get("lastModified") or 0)
-        etag = str(card.get("ETag") or modified)
     except (KeyError, TypeError, ValueError) as exc:
         raise NextcloudProtocolError(f"deck card {card_id}: {exc}") from exc
+    etag, modified = card_etag(card, str(card_id)), card_modified(card, str(card_id))
     board_id = board_of_stack(client, cache, keys, stack_id)
     board = _json(client, f"{DECK_API}/boards/{board_id}")
     description = str(card.get("description") or "")
@@ -106,3 +134,118 @@ def fetch_card(
         extra={"markdown": True, "board_id": str(board_id), "stack_id": str(stack_id)},
     )
     return doc, board_principals(board) | {principal(user)}
+
+
+def card_modified(card: dict[str, Any], card_id: str) -> int:
+    """A card JSON's ``lastModified`` (Unix seconds; missing ⇒ 0); raises
+    ``NextcloudProtocolError`` for one that is not a number."""
+    value = card.get("lastModified")
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        raise NextcloudProtocolError(f"{card_id}: lastModified {value!r} is not a time") from None
+
+
+def card_etag(card: dict[str, Any], card_id: str) -> str:
+    """The etag stored for a card, and what the scan compares with: its ``ETag`` (Deck's md5
+    of ``lastModified``, module docstring), else its ``lastModified`` (:func:`card_modified`)."""
+    return str(card.get("ETag") or card_modified(card, card_id))
+
+
+def _json_list(client: NextcloudClient, url: str) -> list[dict[str, Any]]:
+    return json_list(client.request("GET", url, headers=DECK_HEADERS))
+
+
+_CARD_ID = ("card", "id")
+
+
+class DeckCardSource(Source):
+    """Deck cards: listed board by board, fetched by the card GET, its stack and board."""
+
+    doc_type: ClassVar[DocType] = DocType.DECK_CARD
+    app = "deck"
+    events = (
+        EventRoute(
+            CARD_CREATED,
+            False,
+            _CARD_ID,
+            "new Deck cards are found by the scan only (card events need Deck 1.18)",
+        ),
+        EventRoute(
+            CARD_DELETED,
+            True,
+            _CARD_ID,
+            "deleted Deck cards are found by the scan only (card events need Deck 1.18)",
+        ),
+        EventRoute(
+            CARD_UPDATED,
+            False,
+            _CARD_ID,
+            "Deck card edits are found by the scan only (card events need Deck 1.18)",
+        ),
+    )
+
+    def list(self, ctx: Context, client: NextcloudClient, memory: ScanMemory) -> Listing:
+        """One request for the boards and one per live board. A board that answers 404 or
+        403 for its stacks (deleted or unshared since the board list) is skipped: its cards
+        count as missing. Raises ``NextcloudProtocolError`` for JSON not shaped as Deck's."""
+        listing = Listing()
+        boards = _json_list(client, f"{DECK_API}/boards")
+        listing.requests += 1
+        for board in boards:
+            if board.get("deletedAt"):
+                continue
+            board_id = listed_id(board.get("id"), "Deck board")
+            listing.requests += 1
+            try:
+                stacks = _json_list(client, f"{DECK_API}/boards/{board_id}/stacks")
+            except (NotFound, Forbidden):
+                continue
+            for stack in stacks:
+                cards = stack.get("cards") or []
+                if not isinstance(cards, list):
+                    raise NextcloudProtocolError(f"Deck board {board_id}: cards is not a list")
+                for card in cards:
+                    if not isinstance(card, dict):
+                        raise NextcloudProtocolError(f"Deck board {board_id}: a card not an object")
+                    if card.get("archived") or card.get("deletedAt"):
+                        continue
+                    doc_id = listed_id(card.get("id"), "Deck card")
+                    listing.docs[doc_id] = Seen(doc_id, card_etag(card, doc_id), None)
+        return listing
+
+    def fetch(
+        self,
+        ctx: Context,
+        client: NextcloudClient,
+        ref: DocRef,
+        current: dict[str, Any] | None,
+        entry: DavEntry | None = None,
+    ) -> Fetched:
+        """:func:`fetch_card`, with the board's principals as the ``acl``; an archived card
+        is ``ineligible`` (``archived``)."""
+        try:
+            doc, acl = fetch_card(client, ctx.redis, ctx.settings.names, int(ref.doc_id), current)
+        except ArchivedCard:
+            return Fetched(None, ineligible="archived")
+        return Fetched(doc, acl)
+
+    def verify(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
+        """Deck card GET (conditional on the indexed etag); Deck answers 403 for a card that
+        is missing, deleted or not visible, which means gone. A payload without ``board_id``
+        and ``stack_id`` cannot be checked (``UNVERIFIED``)."""
+        board, stack = payload.get("board_id"), payload.get("stack_id")
+        if board is None or stack is None:
+            log.warning("deck_card_without_board", doc_key=payload.get("doc_key"))
+            return Checked(Verdict.UNVERIFIED)
+        get_deck_card(
+            client, int(board), int(stack), int(payload["doc_id"]), etag=payload.get("etag")
+        )
+        return Checked(Verdict.KEPT)
+
+    def subscribes(self, settings: Settings) -> bool:
+        """Card events are registered only with ``deck_webhooks`` (Deck ≥ 1.18)."""
+        return settings.deck_webhooks
+
+
+SOURCE = DeckCardSource()

@@ -1,4 +1,5 @@
-"""Which files are indexed: path globs, MIME types and a system-tag gate (DESIGN §4).
+"""Which files are indexed, and as what: path globs, MIME types and a system-tag gate
+(DESIGN §4); a note or a file (:func:`classify`).
 
 A file is eligible when its format is one :mod:`ncindex.text.extract` reads, its path matches
 an include glob and no exclude glob, its MIME type is in the configured list, it carries one
@@ -15,15 +16,23 @@ with ``/`` matches at any depth (``*.tmp`` is ``/**/*.tmp``), and ``/**/`` also 
 from __future__ import annotations
 
 import fnmatch
+import posixpath
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
 
+from ncindex.documents import DocRef, DocType
+from ncindex.nextcloud.client import NextcloudClient
+from ncindex.nextcloud.webdav import DavEntry
 from ncindex.settings import Settings
+from ncindex.sources.base import Context
+from ncindex.sources.note import notes_settings
 from ncindex.text.extract import OCR_FORMATS, detect_format, extension_mime
 from ncindex.text.ocr import ocr_from_settings
 
+UNREADABLE = "not readable"
+"""The reason :func:`classify` gives for a file the user may not read."""
 _GENERIC = {"", "application/octet-stream", "application/x-empty", "binary/octet-stream"}
 
 
@@ -130,3 +139,25 @@ class Eligibility:
         if mime is None or not any(fnmatch.fnmatchcase(mime, m) for m in self.mime_types):
             return "mime_type"
         return self.path_and_tags_reason(path, tags)
+
+
+def classify(
+    ctx: Context, client: NextcloudClient, entry: DavEntry
+) -> tuple[DocRef | None, str | None]:
+    """What file ``entry`` is indexed as: ``note`` for a file under the user's notes folder
+    (:func:`ncindex.sources.note.notes_settings`) with a note extension, ``file`` for another
+    eligible file, ``None`` for anything not indexed — among them a file the user may not
+    read (:attr:`DavEntry.readable`: an admin's access-control rule blocks it), so that what
+    was indexed of it goes. With ``None`` comes the reason (:data:`UNREADABLE` or one of
+    :class:`Eligibility`'s). Path globs and the tag gate apply to notes too; the MIME list to
+    files only (a note is known by its folder and extension)."""
+    if not entry.readable:
+        return None, UNREADABLE
+    rules = Eligibility.from_settings(ctx.settings)
+    ext = posixpath.splitext(entry.path)[1].lstrip(".").lower()
+    folder = "/" + notes_settings(ctx, client).notes_path.strip("/")
+    if entry.path.startswith(folder + "/") and ext in ctx.settings.note_extensions:
+        reason = rules.path_and_tags_reason(entry.path, entry.tags)
+        return (None, reason) if reason else (DocRef(DocType.NOTE, str(entry.file_id)), None)
+    reason = rules.file_reason(entry.path, entry.content_type, entry.tags)
+    return (None, reason) if reason else (DocRef(DocType.FILE, str(entry.file_id)), None)

@@ -9,24 +9,35 @@ with ``type=0&id=<feed>&batchSize=-1``. Item ids are per user (each user's row),
 Text: ``"{title}\\n\\n{body as text}"`` (the HTML body through :func:`extract_text`); payload
 extras ``feed_id`` (a string: keyword-indexed) and ``url``; ``etag`` is
 ``"{lastModified}-{contentHash}"`` (read and star changes bump ``lastModified``; the content
-hash keeps the text from being embedded again).
+hash keeps the text from being embedded again). News has no webhooks: the scan lists every
+item of every feed in one request.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
+
+import structlog
 
 from ncindex.documents import DocRef, DocType, SourceDocument
 from ncindex.errors import NextcloudProtocolError
 from ncindex.nextcloud.apps import find_news_item, news_items
 from ncindex.nextcloud.client import NextcloudClient
+from ncindex.nextcloud.webdav import DavEntry
+from ncindex.sources.base import (
+    Checked,
+    Context,
+    Fetched,
+    Listing,
+    ScanMemory,
+    Seen,
+    Source,
+    Verdict,
+    listed_id,
+)
 from ncindex.text.extract import extract_text
 
-
-def find_item(client: NextcloudClient, item_id: int) -> dict[str, Any]:
-    """Item ``item_id`` of ``client.user``, in any feed (one request); raises ``NotFound`` when
-    it is gone (purged, feed deleted, not the user's)."""
-    return find_news_item(client, item_id)
+log = structlog.get_logger(__name__)
 
 
 def list_items(client: NextcloudClient, feed_id: int | None = None) -> list[dict[str, Any]]:
@@ -35,11 +46,16 @@ def list_items(client: NextcloudClient, feed_id: int | None = None) -> list[dict
     return news_items(client, params | {"batchSize": -1, "getRead": "true"})
 
 
+def item_modified(item: dict[str, Any]) -> int:
+    """An item JSON's ``lastModified`` (``pubDate`` when it has none; Unix seconds); raises
+    ``ValueError``/``TypeError`` for one that is not a number."""
+    return int(item.get("lastModified") or item.get("pubDate") or 0)
+
+
 def news_etag(item: dict[str, Any]) -> str:
     """The etag stored for a News item: ``"{lastModified}-{contentHash}"`` (``pubDate`` when it
     has no ``lastModified``), what the reconcile scan compares with."""
-    modified = int(item.get("lastModified") or item.get("pubDate") or 0)
-    return f"{modified}-{item.get('contentHash') or ''}"
+    return f"{item_modified(item)}-{item.get('contentHash') or ''}"
 
 
 def item_document(user: str, item: dict[str, Any], max_chars: int) -> SourceDocument:
@@ -60,7 +76,6 @@ def item_document(user: str, item: dict[str, Any], max_chars: int) -> SourceDocu
             filename="item.html",
             max_chars=max_chars,
         ).text
-    modified = int(item.get("lastModified") or item.get("pubDate") or 0)
     return SourceDocument(
         ref=DocRef(DocType.NEWS_ITEM, str(item_id)),
         user=user,
@@ -68,8 +83,58 @@ def item_document(user: str, item: dict[str, Any], max_chars: int) -> SourceDocu
         title=title,
         text=f"{title}\n\n{text}".strip()[:max_chars],
         etag=news_etag(item),
-        modified_at=modified,
+        modified_at=item_modified(item),
         mime_type="text/html",
         url=str(item["url"]) if item.get("url") else None,
         extra={"markdown": False, "feed_id": str(feed_id)},
     )
+
+
+class NewsItemSource(Source):
+    """News items: listed all at once, fetched by the item finder."""
+
+    doc_type: ClassVar[DocType] = DocType.NEWS_ITEM
+    app = "news"
+
+    def list(self, ctx: Context, client: NextcloudClient, memory: ScanMemory) -> Listing:
+        """One request for all items (``type=3&batchSize=-1&getRead=true``), each with the
+        etag :func:`news_etag` gives."""
+        listing = Listing()
+        items = list_items(client)
+        listing.requests += 1
+        for item in items:
+            doc_id = listed_id(item.get("id"), "News item")
+            try:
+                etag = news_etag(item)
+            except (TypeError, ValueError) as exc:
+                raise NextcloudProtocolError(f"News item {doc_id}: {exc}") from None
+            listing.docs[doc_id] = Seen(doc_id, etag, None)
+        return listing
+
+    def fetch(
+        self,
+        ctx: Context,
+        client: NextcloudClient,
+        ref: DocRef,
+        current: dict[str, Any] | None,
+        entry: DavEntry | None = None,
+    ) -> Fetched:
+        """The item in any feed (:func:`~ncindex.nextcloud.apps.find_news_item`: one
+        request; ``NotFound`` when purged, its feed deleted, or not the user's), then
+        :func:`item_document` as ``client.user``."""
+        item = find_news_item(client, int(ref.doc_id))
+        user = client.user or ""
+        return Fetched(item_document(user, item, ctx.settings.max_document_chars))
+
+    def verify(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
+        """One News item-list request below the item's id (no single-item GET exists); a
+        payload without ``feed_id`` cannot be checked (``UNVERIFIED``)."""
+        feed = payload.get("feed_id")
+        if feed is None:
+            log.warning("news_item_without_feed", doc_key=payload.get("doc_key"))
+            return Checked(Verdict.UNVERIFIED)
+        find_news_item(client, int(payload["doc_id"]), int(feed))
+        return Checked(Verdict.KEPT)
+
+
+SOURCE = NewsItemSource()

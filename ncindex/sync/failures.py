@@ -22,6 +22,7 @@ from ncindex.index.deadletter import DeadLetters
 from ncindex.ingest.queueing import PUBLISH_RETRY, Producer
 from ncindex.names import Names
 from ncindex.progress import FailingDocuments, Progress, node_subject
+from ncindex.sources.registry import NODE_TYPES, SOURCES
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +70,9 @@ def subject_of(doc_key: str) -> str:
         raise ValueError(
             f"not a document key (file:<id>, note:<id>, deck_card:<id>, …): {doc_key!r}"
         )
-    if kind in ("file", "note", "node"):
+    if kind == "node" or kind in NODE_TYPES:
         return node_subject(ident)
-    if kind in ("deck_card", "news_item"):
+    if kind in SOURCES:
         return f"{kind}:{ident}"
     raise ValueError(f"unknown doc type {kind!r} in {doc_key!r}")
 

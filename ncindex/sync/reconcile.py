@@ -6,14 +6,16 @@ doc type:
 
 1. reads the index manifest first (:mod:`ncindex.store.manifest`): a document indexed after that
    read cannot look "missing" to this scan;
-2. pages through the source listing — WebDAV PROPFIND ``Depth: 1`` walk for files, skipping
-   every folder whose etag is unchanged since the last clean scan (a folder's etag changes
-   when anything below it changes, share mounts included); the Notes list with
-   ``pruneBefore`` and the chunk cursor for notes (only the last chunk lists every id);
+2. pages through the source listing (:meth:`ncindex.sources.base.Source.list`) — a WebDAV
+   PROPFIND ``Depth: 1`` walk for files, skipping every folder whose etag is unchanged since
+   the last clean scan (a folder's etag changes when anything below it changes, share mounts
+   included); the Notes list with ``pruneBefore`` and the chunk cursor for notes (only the
+   last chunk lists every id);
 3. compares: a listed document not in the manifest is *new* (or newly shared: the user is
    not yet in its ``acl``), one with another etag is *changed*, one at another path *moved*;
    a manifest document not listed (and not below a skipped folder) is *missing*;
-4. enqueues ``ncindex.index_node`` for each — the task re-reads the document by id, so it
+4. enqueues ``ncindex.index_node`` (``ncindex.index_document`` for Deck cards and News
+   items) for each — the task re-reads the document by id, so it
    indexes, re-paths without embedding, adds the user to ``acl``, or removes the user's access
    (evicting the document when nobody is left) as Nextcloud says.
 
@@ -50,9 +52,11 @@ advanced by a *clean* scan part — a folder's etag is kept only when nothing be
 work, ``pruneBefore`` only when nothing did — so a task that failed after a scan is retried by
 the next scan instead of being hidden behind an unchanged etag.
 
-Every doc type has a :class:`Scanner` in :data:`SCANNERS`: files and notes as above, Deck
-cards (boards, then each live board's stacks) and News items (one list of every item); the
-last two have no paths and keep no scan state.
+How each doc type is listed, and what listing state it keeps, is its source's
+(:meth:`ncindex.sources.base.Source.list` and ``commit``, looked up in
+:data:`ncindex.sources.registry.SOURCES`): files and notes as above, Deck cards (boards, then
+each live board's stacks) and News items (one list of every item); the last two have no paths
+and keep no scan state. This module compares, guards, enqueues and keeps the state.
 """
 
 from __future__ import annotations
@@ -61,11 +65,9 @@ import contextlib
 import json
 import posixpath
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field, replace
-from email.utils import parsedate_to_datetime
-from typing import Any, Protocol, TypeVar
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
 
 import redis
 import structlog
@@ -73,28 +75,19 @@ import structlog
 from ncindex import names
 from ncindex.accounts import clear_refused, record_refused
 from ncindex.documents import DocType
-from ncindex.errors import (
-    Forbidden,
-    NcindexError,
-    NextcloudAuthError,
-    NextcloudProtocolError,
-    NotFound,
-    UnsupportedDocType,
-)
+from ncindex.errors import NcindexError, NextcloudAuthError, NotFound, UnsupportedDocType
 from ncindex.index.indexing import Indexer
-from ncindex.ingest.events import Action, is_id
-from ncindex.ingest.events import index_document as index_document_action
-from ncindex.ingest.events import index_node as index_node_action
+from ncindex.ingest.events import Action, reindex_action
 from ncindex.ingest.queueing import Producer, send_actions
 from ncindex.names import Names
-from ncindex.nextcloud.apps import DECK_API, DECK_HEADERS
-from ncindex.nextcloud.client import NOTES_API, NextcloudClient, json_list
+from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.progress import Progress, node_subject
 from ncindex.redis_replies import as_text
 from ncindex.runtime import Services
 from ncindex.settings import Settings
-from ncindex.sources import news_item
+from ncindex.sources.base import Listing, Source, ancestors
+from ncindex.sources.registry import SOURCES
 from ncindex.store.manifest import ManifestEntry, load_manifest
 from ncindex.strict_json import finite_float
 
@@ -107,54 +100,7 @@ RETRY_UNINDEXABLE_SECONDS = 86_400
 after this long (or as soon as its etag changes)."""
 
 
-# --- listings and reports ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Seen:
-    """A document as the source listing shows it. ``etag`` and ``path`` are ``None`` when the
-    listing gave the id only (Notes ``pruneBefore``: unchanged since the last clean scan)."""
-
-    doc_id: str
-    etag: str | None
-    path: str | None
-    #: further paths the same document is listed at (a file inside two nested shares)
-    also_at: tuple[str, ...] = ()
-
-    def at(self, path: str | None) -> bool:
-        """Whether the listing shows the document at ``path``."""
-        return path == self.path or path in self.also_at
-
-
-@dataclass(slots=True)
-class Listing:
-    """What one scan listed: ``docs`` by id; ``covered`` folders skipped because their etag
-    is unchanged (manifest documents below them count as present and unchanged);
-    ``folders`` the visited folders' etags; ``marker`` the type's resume point (Notes
-    ``pruneBefore``); ``requests`` made to Nextcloud; ``forbidden`` folders the user may not
-    list (``PROPFIND`` 403: Sabre ``Directory::getChildren`` throws ``Forbidden`` for a folder
-    without read permission): skipped, what is indexed below them counts as missing;
-    ``skipped`` the listed files a rule leaves out (subject → rule, files only)."""
-
-    docs: dict[str, Seen] = field(default_factory=dict)
-    forbidden: list[str] = field(default_factory=list)
-    covered: set[str] = field(default_factory=set)
-    folders: dict[str, str] = field(default_factory=dict)
-    marker: int | None = None
-    requests: int = 0
-    full_walk: bool = False
-    skipped: dict[str, str] = field(default_factory=dict)
-
-    def covers(self, path: str | None) -> bool:
-        """True when ``path`` lies in (or is) a skipped, unchanged folder."""
-        if path is None or not self.covered:
-            return False
-        return any(folder in self.covered for folder in ancestors(path))
-
-    def empty(self, manifest: dict[str, ManifestEntry]) -> bool:
-        """Nothing listed, and no indexed document below a skipped folder (an unchanged
-        folder holding nothing indexed does not make a listing that lost everything count)."""
-        return not self.docs and not any(self.covers(e.path) for e in manifest.values())
+# --- reports -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,15 +200,6 @@ class ScanReport:
         for name in ("index", "remove", "waiting", "held", "unindexable"):
             out[name] = [asdict(c) for c in getattr(self, name)]
         return out
-
-
-def ancestors(path: str) -> list[str]:
-    """``path`` and every folder above it: ``/a/b.md`` → ``["/a/b.md", "/a", "/"]``."""
-    out = [path]
-    while path not in ("/", ""):
-        path = posixpath.dirname(path)
-        out.append(path)
-    return out
 
 
 # --- state in Redis ------------------------------------------------------------------------
@@ -456,291 +393,13 @@ class ScanState:
         self.redis.hset(self.last_scans, self.field, json.dumps(summary))
 
 
-# --- scanners ------------------------------------------------------------------------------
-
-
-class Scanner(Protocol):
-    """How one doc type is listed, what a change enqueues, and what state a scan keeps."""
-
-    doc_type: DocType
-
-    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
-        """Page through the source listing; raise an ``NcindexError`` when it fails."""
-
-    def action(self, user: str, doc_id: str) -> Action:
-        """The task that brings one document of ``user`` in line (it re-reads Nextcloud)."""
-
-    def commit(self, state: ScanState, listing: Listing, dirty: set[str], clean: bool) -> None:
-        """Advance the stored state after an applied scan. ``dirty`` holds every folder with
-        a change at or below it; ``clean`` says whether the whole scan was clean."""
-
-
-class FileScanner:
-    """Files: a PROPFIND ``Depth: 1`` walk that skips subtrees whose folder etag is unchanged.
-
-    With the root's etag unchanged a scan costs one ``Depth: 0`` request. Entries are
-    classified by :meth:`ncindex.index.indexing.Indexer.classify`: notes and unsupported files are
-    left to their own scanner (or not indexed at all).
-    """
-
-    doc_type = DocType.FILE
-
-    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
-        """Walk the user's files breadth first, one folder per request; every folder when the
-        last full walk is ``reconcile_full_walk_seconds`` old (or none is recorded)."""
-        last_full = state.full_walk_at()
-        listing = Listing()
-        listing.full_walk = (
-            last_full is None
-            or time.time() - last_full >= reconciler.settings.reconcile_full_walk_seconds
-        )
-        stored = {} if listing.full_walk else state.folders()
-        # folders above a document whose access the user lost: walked whatever their etags
-        # say, since a share given back or an access rule lifted may change none of them
-        forced = {
-            folder
-            for path in state.lost().values()
-            if path
-            for folder in ancestors(posixpath.dirname(path))
-        }
-        if "/" in stored and not forced:
-            answer = client.propfind("/", depth=0)
-            listing.requests += 1
-            if not answer:
-                raise NextcloudProtocolError("PROPFIND /: empty multistatus")
-            if answer[0].etag == stored["/"]:
-                listing.covered.add("/")
-                return listing
-        queue: deque[str] = deque(["/"])
-        while queue:
-            folder = queue.popleft()
-            if folder in listing.folders:
-                continue  # listed already: an answer naming a folder twice, or a cycle
-            try:
-                entries = client.propfind(folder, depth=1)
-            except NotFound:
-                if folder == "/":
-                    raise
-                continue  # gone during the walk: what the index has there counts as missing
-            except Forbidden:
-                if folder == "/":
-                    raise
-                # a folder the user may not read (files_accesscontrol): the rest of the walk
-                # goes on; what is indexed below it is missing, and its re-check by id finds
-                # it unreadable and removes the user's access
-                listing.forbidden.append(folder)
-                continue
-            finally:
-                listing.requests += 1
-            if not entries:
-                raise NextcloudProtocolError(f"PROPFIND {folder}: empty multistatus")
-            listing.folders[folder] = entries[0].etag
-            for entry in entries[1:]:
-                if entry.is_folder:
-                    if stored.get(entry.path) == entry.etag and entry.path not in forced:
-                        listing.covered.add(entry.path)
-                    else:
-                        queue.append(entry.path)
-                    continue
-                if entry.file_id is None:
-                    continue
-                ref, rule = reconciler.indexer.classification(client, entry)
-                if ref is None and rule is not None:
-                    listing.skipped[node_subject(entry.file_id)] = rule
-                if ref is None or ref.doc_type is not DocType.FILE:
-                    continue
-                seen = listing.docs.get(ref.doc_id)
-                if seen is None:
-                    listing.docs[ref.doc_id] = Seen(ref.doc_id, entry.etag, entry.path)
-                elif not seen.at(entry.path):
-                    listing.docs[ref.doc_id] = replace(seen, also_at=(*seen.also_at, entry.path))
-        return listing
-
-    def action(self, user: str, doc_id: str) -> Action:
-        """``ncindex.index_node`` for the file id."""
-        return index_node_action(user, int(doc_id))
-
-    def commit(self, state: ScanState, listing: Listing, dirty: set[str], clean: bool) -> None:
-        """Keep the etags of skipped folders (and what is stored below them) and of every
-        visited folder with nothing dirty at or below it."""
-        stored = state.folders()
-        keep = {p: e for p, e in stored.items() if listing.covers(p) and p not in dirty}
-        keep.update({p: e for p, e in listing.folders.items() if p not in dirty})
-        state.set_folders(keep)
-        if listing.full_walk:
-            state.set_full_walk_at(time.time())
-
-
-class NoteScanner:
-    """Notes: ``GET /notes?exclude=content&pruneBefore=…&chunkSize=…`` following the chunk
-    cursor. Notes unchanged since the last clean scan come as ``{"id": N}``; only the last
-    chunk lists every id, so deletions are judged on the whole sequence."""
-
-    doc_type = DocType.NOTE
-
-    def __init__(self, chunk_size: Callable[[Reconciler], int]) -> None:
-        self._chunk_size = chunk_size
-
-    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
-        """Page through the Notes list."""
-        listing = Listing()
-        params: dict[str, Any] = {
-            "exclude": "content",
-            "chunkSize": self._chunk_size(reconciler),
-        }
-        prune_before = state.marker()
-        if prune_before is not None and not state.lost():  # a lost note lists in full
-            params["pruneBefore"] = prune_before
-        while True:
-            response = client.request("GET", f"{NOTES_API}/notes", params=params)
-            listing.requests += 1
-            if listing.marker is None:
-                listing.marker = _http_time(response.headers.get("Last-Modified"))
-            for item in json_list(response):
-                try:
-                    doc_id = str(int(item["id"]))
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise NextcloudProtocolError(f"note without id: {item!r}") from exc
-                if "etag" in item:
-                    listing.docs[doc_id] = Seen(doc_id, str(item["etag"]), item.get("internalPath"))
-                else:
-                    listing.docs.setdefault(doc_id, Seen(doc_id, None, None))
-            cursor = response.headers.get("X-Notes-Chunk-Cursor")
-            if not cursor:
-                return listing
-            if cursor == params.get("chunkCursor"):
-                raise NextcloudProtocolError("the Notes chunk cursor did not move")
-            params["chunkCursor"] = cursor
-
-    def action(self, user: str, doc_id: str) -> Action:
-        """``ncindex.index_node`` for the note's file id."""
-        return index_node_action(user, int(doc_id))
-
-    def commit(self, state: ScanState, listing: Listing, dirty: set[str], clean: bool) -> None:
-        """Advance ``pruneBefore`` to this listing's ``Last-Modified``, only after a clean scan
-        (otherwise the documents that needed work would be pruned from the next listing)."""
-        if clean and listing.marker is not None:
-            state.set_marker(listing.marker)
-
-
-def _http_time(value: str | None) -> int | None:
-    if not value:
-        return None
-    try:
-        return int(parsedate_to_datetime(value).timestamp())
-    except (TypeError, ValueError):
-        return None
-
-
-class DeckScanner:
-    """Deck cards: ``GET /boards``, then ``GET /boards/{id}/stacks`` per board that is not
-    deleted (non-archived, non-deleted cards with their ``ETag``, the etag the indexer keeps).
-    Cards have no paths; a missing card is re-read by id (Deck answers 403 once it is gone)."""
-
-    doc_type = DocType.DECK_CARD
-
-    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
-        """One request for the boards and one per live board. A board that answers 404 or
-        403 for its stacks (deleted or unshared since the board list) is skipped: its cards
-        count as missing. Raises ``NextcloudProtocolError`` for JSON not shaped as Deck's."""
-        listing = Listing()
-        boards = _json_list(client, f"{DECK_API}/boards")
-        listing.requests += 1
-        for board in boards:
-            if board.get("deletedAt"):
-                continue
-            board_id = _listed_id(board.get("id"), "Deck board")
-            listing.requests += 1
-            try:
-                stacks = _json_list(client, f"{DECK_API}/boards/{board_id}/stacks")
-            except (NotFound, Forbidden):
-                continue
-            for stack in stacks:
-                cards = stack.get("cards") or []
-                if not isinstance(cards, list):
-                    raise NextcloudProtocolError(f"Deck board {board_id}: cards is not a list")
-                for card in cards:
-                    if not isinstance(card, dict):
-                        raise NextcloudProtocolError(f"Deck board {board_id}: a card not an object")
-                    if card.get("archived") or card.get("deletedAt"):
-                        continue
-                    doc_id = _listed_id(card.get("id"), "Deck card")
-                    etag = card.get("ETag") or _listed_time(card.get("lastModified"), doc_id)
-                    listing.docs[doc_id] = Seen(doc_id, str(etag), None)
-        return listing
-
-    def action(self, user: str, doc_id: str) -> Action:
-        """``ncindex.index_document`` for the card."""
-        return index_document_action(user, DocType.DECK_CARD.value, int(doc_id))
-
-    def commit(self, state: ScanState, listing: Listing, dirty: set[str], clean: bool) -> None:
-        """Nothing to keep: every scan lists every board."""
-
-
-class NewsScanner:
-    """News items: one ``GET /items?type=3&batchSize=-1&getRead=true`` (every item of every
-    feed; News has no change feed and no webhooks). The etag is computed as
-    :func:`ncindex.sources.news_item.item_document` computes it:
-    ``"{lastModified}-{contentHash}"``."""
-
-    doc_type = DocType.NEWS_ITEM
-
-    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
-        """One request for all items."""
-        listing = Listing()
-        items = news_item.list_items(client)
-        listing.requests += 1
-        for item in items:
-            doc_id = _listed_id(item.get("id"), "News item")
-            try:
-                etag = news_item.news_etag(item)
-            except (TypeError, ValueError) as exc:
-                raise NextcloudProtocolError(f"News item {doc_id}: {exc}") from None
-            listing.docs[doc_id] = Seen(doc_id, etag, None)
-        return listing
-
-    def action(self, user: str, doc_id: str) -> Action:
-        """``ncindex.index_document`` for the item."""
-        return index_document_action(user, DocType.NEWS_ITEM.value, int(doc_id))
-
-    def commit(self, state: ScanState, listing: Listing, dirty: set[str], clean: bool) -> None:
-        """Nothing to keep: every scan lists every item."""
-
-
-def _listed_id(value: Any, what: str) -> str:
-    """The id of a listed document as a string of ASCII digits
-    (:func:`ncindex.ingest.events.is_id`);
-    raises ``NextcloudProtocolError`` for anything else (missing, null, a float, a word)."""
-    if not is_id(value):
-        raise NextcloudProtocolError(f"{what} without a valid id: {value!r}")
-    return str(int(value))
-
-
-def _listed_time(value: Any, doc_id: str) -> int:
-    """A listed ``lastModified`` (Unix seconds; missing ⇒ 0); raises
-    ``NextcloudProtocolError`` for one that is not a number."""
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        raise NextcloudProtocolError(f"{doc_id}: lastModified {value!r} is not a time") from None
-
-
-def _json_list(client: NextcloudClient, url: str) -> list[dict[str, Any]]:
-    return json_list(client.request("GET", url, headers=DECK_HEADERS))
-
-
-SCANNERS: dict[DocType, Scanner] = {
-    DocType.FILE: FileScanner(),
-    DocType.NOTE: NoteScanner(lambda r: r.settings.reconcile_notes_chunk_size),
-    DocType.DECK_CARD: DeckScanner(),
-    DocType.NEWS_ITEM: NewsScanner(),
-}
-"""The doc types that can be reconciled, each with its :class:`Scanner`."""
+# --- sources -------------------------------------------------------------------------------
 
 
 def scan_types() -> list[DocType]:
-    """The doc types with a scanner, in a stable order."""
-    return [t for t in DocType if t in SCANNERS]
+    """The doc types with a source to list (:data:`ncindex.sources.registry.SOURCES`), in a
+    stable order."""
+    return [t for t in DocType if t in SOURCES]
 
 
 # --- tag rules -----------------------------------------------------------------------------
@@ -786,8 +445,8 @@ class Reconciler:
         """Scan ``user``'s documents of ``doc_type``; with ``apply`` enqueue the changes and
         advance the stored state, else only report. Raises :class:`UnsupportedDocType`."""
         doc_type = DocType(doc_type)
-        scanner = SCANNERS.get(doc_type)
-        if scanner is None:
+        source = SOURCES.get(doc_type)
+        if source is None:
             raise UnsupportedDocType(doc_type.value)
         if apply and self.producer is None:
             raise ValueError("a producer is needed to apply a scan")
@@ -800,10 +459,10 @@ class Reconciler:
             manifest = load_manifest(self.services.store, user, doc_type)
             report.indexed = len(manifest)
             account = self.services.account(user)
-            listing = scanner.list(self, account, state)
-            tags = self._tags(account, listing, state, doc_type, apply)
+            listing = source.list(self.services, account, state)
+            tags = self._tags(account, listing, state, source, apply)
         except NotFound as exc:
-            if doc_type is DocType.FILE:  # the user's files root itself: a real failure
+            if source.app is None:  # the user's files root itself: a real failure
                 report.error = f"{type(exc).__name__}: {exc}"
             else:  # the app is not installed (or not enabled for the user)
                 report.unavailable = str(exc)
@@ -829,12 +488,12 @@ class Reconciler:
         tried = self._compare(report, listing, manifest, state, apply, tags)
         if apply:
             report.enqueued, report.coalesced = self._enqueue(
-                user, scanner, report.index + report.remove, doc_type
+                user, report.index + report.remove, doc_type
             )
             # only once they are queued: a failed publish must not mark them tried
             state.set_tried(tried)
-            scanner.commit(state, listing, self._dirty(report), report.clean)
-            if doc_type is DocType.FILE:
+            source.commit(state, listing, self._dirty(report), report.clean)
+            if listing.skipped is not None:  # a listing that classified what it listed
                 Progress(self.services.redis, self.settings.names).record_skips(
                     user,
                     listing.skipped,
@@ -854,19 +513,18 @@ class Reconciler:
         client: NextcloudClient,
         listing: Listing,
         state: ScanState,
-        doc_type: DocType,
+        source: Source,
         apply: bool,
     ) -> TagState | None:
-        """For files and notes when tag rules are set: the current members of each gate and
-        excluded tag (one ``PROPFIND`` of the system tags, one ``REPORT`` per tag; a tag's
-        change fires an event but changes no etag, so a lost one is found here, not by the
-        walk). A file scan also lists what the tags say may be newly eligible, wherever its
-        folder: every file carrying a gate tag, and every file that carried an excluded tag
-        at the last scan and carries none now (re-read by id); each is classified like a
-        walked entry. ``None`` without tag rules or for other doc types."""
+        """For the doc types the index rules apply to (files and notes), when tag rules are
+        set: the current members of each gate and excluded tag (one ``PROPFIND`` of the
+        system tags, one ``REPORT`` per tag; a tag's change fires an event but changes no
+        etag, so a lost one is found here, not by the walk), and what the source lists of
+        them (:meth:`~ncindex.sources.base.Source.add_tagged`: files newly eligible wherever
+        their folder). ``None`` without tag rules or for other doc types."""
         rules = self.indexer.eligibility
         names = rules.required_tags | rules.excluded_tags
-        if not names or doc_type not in (DocType.FILE, DocType.NOTE):
+        if not names or not source.ruled:
             return None
         ids = client.system_tag_ids()
         listing.requests += 1
@@ -874,27 +532,8 @@ class Reconciler:
         for name in sorted(names):
             tagged[name] = client.tagged(ids[name]) if name in ids else {}
             listing.requests += name in ids
-        tags = TagState(frozenset(names), {n: set(e) for n, e in tagged.items()})
-        if doc_type is not DocType.FILE:
-            return tags
-        candidates = [e for n in rules.required_tags for e in tagged[n].values()]
-        excluded_now = {i for n in rules.excluded_tags for i in tagged[n]}
-        for file_id in sorted(state.excluded() - excluded_now):
-            try:
-                candidates.append(client.find_by_id(file_id))
-            except NotFound:
-                continue
-            finally:
-                listing.requests += 1
-        if apply:
-            state.set_excluded(excluded_now)
-        for entry in candidates:
-            if entry.is_folder or entry.file_id is None or str(entry.file_id) in listing.docs:
-                continue
-            ref = self.indexer.classify(client, entry)
-            if ref is not None and ref.doc_type is DocType.FILE:
-                listing.docs[ref.doc_id] = Seen(ref.doc_id, entry.etag, entry.path)
-        return tags
+        source.add_tagged(self.services, client, listing, state, tagged, apply)
+        return TagState(frozenset(names), {n: set(e) for n, e in tagged.items()})
 
     # --- comparing -------------------------------------------------------------------------
 
@@ -1038,9 +677,7 @@ class Reconciler:
 
     # --- enqueueing ------------------------------------------------------------------------
 
-    def _enqueue(
-        self, user: str, scanner: Scanner, changes: list[Change], doc_type: DocType
-    ) -> tuple[int, int]:
+    def _enqueue(self, user: str, changes: list[Change], doc_type: DocType) -> tuple[int, int]:
         """Send each change's task now (once per document); a task already pending for the
         same document (a webhook's, or the other scanner's) takes it instead. The debounce keys
         live one scan period (at least 60 s). Returns ``(queued, coalesced)``."""
@@ -1049,7 +686,7 @@ class Reconciler:
         actions: list[Action] = []
         keys: set[str] = set()
         for change in changes:
-            action = scanner.action(user, change.doc_id)
+            action = reindex_action(user, doc_type, change.doc_id)
             if action.debounce_key in keys:
                 continue
             if action.debounce_key:

@@ -8,17 +8,10 @@ from pipeline_support import post_envelope
 
 from ncindex.errors import EnvelopeError
 from ncindex.index.indexing import Indexer
-from ncindex.ingest.events import (
-    CARD_CREATED,
-    CARD_DELETED,
-    CARD_UPDATED,
-    DECK_SUBSCRIBED,
-    TAG_ASSIGNED,
-    parse_envelope,
-    plan_envelope,
-)
+from ncindex.ingest.events import TAG_ASSIGNED, parse_envelope, plan_envelope
 from ncindex.ingest.queueing import celery_app
 from ncindex.ingest.registration import registration
+from ncindex.sources.deck_card import CARD_CREATED, CARD_DELETED, CARD_UPDATED, DECK_SUBSCRIBED
 from support import Stack, wait_until
 
 ACCOUNTS = {"alice", "bob"}

@@ -10,11 +10,12 @@ from click.testing import CliRunner
 from pydantic import SecretStr
 
 from allinone.cli import main
-from ncindex.ingest.events import DECK_SUBSCRIBED, NODE_RESTORED, REQUIRED, SUBSCRIBED, TAG_EVENTS
+from ncindex.ingest.events import NODE_RESTORED, REQUIRED, SUBSCRIBED, TAG_EVENTS
 from ncindex.ingest.registration import hook_uri, list_registrations, register, registration, remove
 from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
+from ncindex.sources.deck_card import DECK_SUBSCRIBED
 
 
 @pytest.fixture

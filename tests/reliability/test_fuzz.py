@@ -24,10 +24,11 @@ from rel_support import fuzz_settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from ncindex.ingest.events import DECK_SUBSCRIBED, NODE_NS, SINGLE_NODE, TAG_EVENTS, TWO_NODE
+from ncindex.ingest.events import NODE_NS, SINGLE_NODE, TAG_EVENTS, TWO_NODE
 from ncindex.ingest.queueing import celery_app
 from ncindex.search.filter_fields import filters_document
 from ncindex.settings import Settings
+from ncindex.sources.deck_card import DECK_SUBSCRIBED
 from support import PASSWORDS, Stack
 from webhook_receiver import create_app
 

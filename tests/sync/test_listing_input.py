@@ -19,7 +19,8 @@ from ncindex.errors import NextcloudProtocolError
 from ncindex.names import Names
 from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.settings import Settings
-from ncindex.sync.reconcile import SCANNERS, ScanState
+from ncindex.sources.registry import SOURCES
+from ncindex.sync.reconcile import ScanState
 
 BOARDS = "/index.php/apps/deck/api/v1.0/boards"
 ITEMS = "/index.php/apps/news/api/v1-3/items"
@@ -77,14 +78,14 @@ ODD_DECK = {
 @pytest.mark.parametrize("stacks", ODD_DECK.values(), ids=ODD_DECK.keys())
 def test_odd_deck_json_is_a_protocol_error(stacks: Any, state) -> None:
     with pytest.raises(NextcloudProtocolError):
-        SCANNERS[DocType.DECK_CARD].list(None, client_for(deck(stacks)), state(DocType.DECK_CARD))
+        SOURCES[DocType.DECK_CARD].list(None, client_for(deck(stacks)), state(DocType.DECK_CARD))
 
 
 @pytest.mark.parametrize("board", [{"title": "no id"}, {"id": None}, {"id": 1.5}])
 def test_a_board_without_an_id_is_a_protocol_error(board: dict, state) -> None:
     routes = {BOARDS: lambda r: httpx.Response(200, json=[board])}
     with pytest.raises(NextcloudProtocolError):
-        SCANNERS[DocType.DECK_CARD].list(None, client_for(routes), state(DocType.DECK_CARD))
+        SOURCES[DocType.DECK_CARD].list(None, client_for(routes), state(DocType.DECK_CARD))
 
 
 @pytest.mark.parametrize("status", [403, 404])
@@ -96,7 +97,7 @@ def test_a_board_gone_since_the_board_list_is_skipped(status: int, state) -> Non
             return httpx.Response(status, json={"status": status, "message": "Permission denied"})
         return httpx.Response(200, json=[{"cards": [{"id": 20, "ETag": "e20"}]}])
 
-    listing = SCANNERS[DocType.DECK_CARD].list(
+    listing = SOURCES[DocType.DECK_CARD].list(
         None, client_for({BOARDS: answer}), state(DocType.DECK_CARD)
     )
     assert list(listing.docs) == ["20"]  # board 1's cards count as missing
@@ -106,11 +107,11 @@ def test_a_board_gone_since_the_board_list_is_skipped(status: int, state) -> Non
 def test_odd_news_json_is_a_protocol_error(item: dict, state) -> None:
     routes = {ITEMS: lambda r: httpx.Response(200, json={"items": [item]})}
     with pytest.raises(NextcloudProtocolError):
-        SCANNERS[DocType.NEWS_ITEM].list(None, client_for(routes), state(DocType.NEWS_ITEM))
+        SOURCES[DocType.NEWS_ITEM].list(None, client_for(routes), state(DocType.NEWS_ITEM))
 
 
-class _Reconciler:
-    """What the scanners read of a :class:`ncindex.sync.reconcile.Reconciler` here: its settings."""
+class _Context:
+    """What the sources' listings read of their context here: its settings."""
 
     settings = Settings(reconcile_notes_chunk_size=2)
 
@@ -124,7 +125,7 @@ def test_a_notes_cursor_that_does_not_move_ends_the_scan(state) -> None:
         return httpx.Response(200, content=body, headers={"X-Notes-Chunk-Cursor": "1:2:3"})
 
     with pytest.raises(NextcloudProtocolError):
-        SCANNERS[DocType.NOTE].list(_Reconciler(), client_for({NOTES: answer}), state(DocType.NOTE))
+        SOURCES[DocType.NOTE].list(_Context(), client_for({NOTES: answer}), state(DocType.NOTE))
     assert len(calls) == 2  # the second answer repeated the cursor
 
 
@@ -147,7 +148,7 @@ def test_a_folder_listing_its_ancestor_is_walked_once(state) -> None:
             return httpx.Response(207, content=_multistatus(("/Docs/", "d"), ("/", "r")))
         return httpx.Response(207, content=_multistatus(("/", "r"), ("/Docs/", "d")))
 
-    listing = SCANNERS[DocType.FILE].list(
+    listing = SOURCES[DocType.FILE].list(
         None, client_for({"/remote.php/dav/files/": answer}), state(DocType.FILE)
     )
     assert set(listing.folders) == {"/", "/Docs"} and len(calls) == 2
@@ -159,4 +160,4 @@ def test_an_empty_multistatus_for_the_root_check_is_a_protocol_error(state) -> N
     files.set_full_walk_at(time.time())
     routes = {"/remote.php/dav/files/": lambda r: httpx.Response(207, content=_multistatus())}
     with pytest.raises(NextcloudProtocolError):
-        SCANNERS[DocType.FILE].list(_Reconciler(), client_for(routes), files)
+        SOURCES[DocType.FILE].list(_Context(), client_for(routes), files)

@@ -1,0 +1,260 @@
+"""Files as documents (doc type ``file``; DESIGN §4): every eligible file in the user's files
+that is not a note (:func:`ncindex.sources.eligibility.classify`).
+
+A file is a *node*: its events are the file events, it is indexed by file id. Its etag is
+WebDAV's ``getetag`` (the listing's and the fetch's alike); its text is its bytes through
+:func:`ncindex.text.extract.extract_text`; its title its file name.
+
+The scan is a WebDAV ``PROPFIND`` ``Depth: 1`` walk, breadth first, that skips every folder
+whose etag is unchanged since the last clean scan (a folder's etag changes when anything below
+it changes, share mounts included); with the root's etag unchanged a scan costs one
+``Depth: 0`` request. Every ``reconcile_full_walk_seconds`` it walks every folder, and the
+folders above a document whose access the user lost are walked whatever their etags say.
+"""
+
+from __future__ import annotations
+
+import builtins
+import posixpath
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from ncindex.documents import DocRef, DocType, SourceDocument
+from ncindex.errors import Forbidden, NextcloudProtocolError, NotFound, StaleEntry, TooLarge
+from ncindex.nextcloud.client import NextcloudClient
+from ncindex.nextcloud.webdav import DavEntry
+from ncindex.progress import node_subject
+from ncindex.sources.base import (
+    Checked,
+    Context,
+    Fetched,
+    Listing,
+    ScanMemory,
+    Seen,
+    Source,
+    Verdict,
+    ancestors,
+)
+from ncindex.sources.eligibility import Eligibility, classify
+from ncindex.text.extract import extract_text
+from ncindex.text.ocr import ocr_from_settings
+
+
+class FileGone(NotFound):
+    """Raised when a file's download answered 404 and looking it up by id again confirms
+    that the user can no longer see it."""
+
+
+class FileSource(Source):
+    """Files: listed by a WebDAV walk, fetched by download and extraction."""
+
+    doc_type: ClassVar[DocType] = DocType.FILE
+    node = True
+    ruled = True
+    verify_gives_path = True
+    title_from_path = True
+
+    def list(self, ctx: Context, client: NextcloudClient, memory: ScanMemory) -> Listing:
+        """Walk the user's files breadth first, one folder per request; every folder when the
+        last full walk is ``reconcile_full_walk_seconds`` old (or none is recorded). Entries
+        are classified (:func:`~ncindex.sources.eligibility.classify`): notes are left to
+        their own listing, what a rule leaves out is recorded in ``skipped``."""
+        last_full = memory.full_walk_at()
+        skipped: dict[str, str] = {}
+        listing = Listing(skipped=skipped)
+        listing.full_walk = (
+            last_full is None or time.time() - last_full >= ctx.settings.reconcile_full_walk_seconds
+        )
+        stored = {} if listing.full_walk else memory.folders()
+        # folders above a document whose access the user lost: walked whatever their etags
+        # say, since a share given back or an access rule lifted may change none of them
+        forced = {
+            folder
+            for path in memory.lost().values()
+            if path
+            for folder in ancestors(posixpath.dirname(path))
+        }
+        if "/" in stored and not forced:
+            answer = client.propfind("/", depth=0)
+            listing.requests += 1
+            if not answer:
+                raise NextcloudProtocolError("PROPFIND /: empty multistatus")
+            if answer[0].etag == stored["/"]:
+                listing.covered.add("/")
+                return listing
+        queue: deque[str] = deque(["/"])
+        while queue:
+            folder = queue.popleft()
+            if folder in listing.folders:
+                continue  # listed already: an answer naming a folder twice, or a cycle
+            try:
+                entries = client.propfind(folder, depth=1)
+            except NotFound:
+                if folder == "/":
+                    raise
+                continue  # gone during the walk: what the index has there counts as missing
+            except Forbidden:
+                if folder == "/":
+                    raise
+                # a folder the user may not read (files_accesscontrol): the rest of the walk
+                # goes on; what is indexed below it is missing, and its re-check by id finds
+                # it unreadable and removes the user's access
+                listing.forbidden.append(folder)
+                continue
+            finally:
+                listing.requests += 1
+            if not entries:
+                raise NextcloudProtocolError(f"PROPFIND {folder}: empty multistatus")
+            listing.folders[folder] = entries[0].etag
+            for entry in entries[1:]:
+                if entry.is_folder:
+                    if stored.get(entry.path) == entry.etag and entry.path not in forced:
+                        listing.covered.add(entry.path)
+                    else:
+                        queue.append(entry.path)
+                    continue
+                if entry.file_id is None:
+                    continue
+                ref, rule = classify(ctx, client, entry)
+                if ref is None and rule is not None:
+                    skipped[node_subject(entry.file_id)] = rule
+                if ref is None or ref.doc_type is not DocType.FILE:
+                    continue
+                seen = listing.docs.get(ref.doc_id)
+                if seen is None:
+                    listing.docs[ref.doc_id] = Seen(ref.doc_id, entry.etag, entry.path)
+                elif not seen.at(entry.path):
+                    listing.docs[ref.doc_id] = replace(seen, also_at=(*seen.also_at, entry.path))
+        return listing
+
+    def commit(self, memory: ScanMemory, listing: Listing, dirty: set[str], clean: bool) -> None:
+        """Keep the etags of skipped folders (and what is stored below them) and of every
+        visited folder with nothing dirty at or below it."""
+        stored = memory.folders()
+        keep = {p: e for p, e in stored.items() if listing.covers(p) and p not in dirty}
+        keep.update({p: e for p, e in listing.folders.items() if p not in dirty})
+        memory.set_folders(keep)
+        if listing.full_walk:
+            memory.set_full_walk_at(time.time())
+
+    def add_tagged(
+        self,
+        ctx: Context,
+        client: NextcloudClient,
+        listing: Listing,
+        memory: ScanMemory,
+        tagged: Mapping[str, Mapping[int, DavEntry]],
+        apply: bool,
+    ) -> None:
+        """A tag's change fires an event but changes no etag, so the walk may skip a file a
+        tag made eligible: list every file carrying a gate tag, and every file that carried
+        an excluded tag at the last scan and carries none now (re-read by id), wherever its
+        folder; each is classified like a walked entry. With ``apply`` the files carrying an
+        excluded tag now are remembered."""
+        rules = Eligibility.from_settings(ctx.settings)
+        candidates = [e for n in rules.required_tags for e in tagged[n].values()]
+        excluded_now = {i for n in rules.excluded_tags for i in tagged[n]}
+        for file_id in sorted(memory.excluded() - excluded_now):
+            try:
+                candidates.append(client.find_by_id(file_id))
+            except NotFound:
+                continue
+            finally:
+                listing.requests += 1
+        if apply:
+            memory.set_excluded(excluded_now)
+        for entry in candidates:
+            if entry.is_folder or entry.file_id is None or str(entry.file_id) in listing.docs:
+                continue
+            ref = classify(ctx, client, entry)[0]
+            if ref is not None and ref.doc_type is DocType.FILE:
+                listing.docs[ref.doc_id] = Seen(ref.doc_id, entry.etag, entry.path)
+
+    def fetch(
+        self,
+        ctx: Context,
+        client: NextcloudClient,
+        ref: DocRef,
+        current: dict[str, Any] | None,
+        entry: DavEntry | None = None,
+    ) -> Fetched:
+        """Download ``entry`` (``doc`` ``None`` when the stored etag is its etag) and extract
+        its text. Raises :class:`~ncindex.errors.TooLarge` (over ``max_download_bytes``,
+        judged from the WebDAV size before any download), ``ExtractionError``,
+        :class:`FileGone` (a 404 on download and gone by id), ``Forbidden`` (a 404 on
+        download while listed unreadable: Sabre's ``File::get``; or a 403) and
+        :class:`~ncindex.errors.StaleEntry` (retryable: a body of another length than
+        listed, or a 404 for a file that has moved)."""
+        if entry is None:
+            raise ValueError("a file is fetched with its WebDAV entry")
+        if current and current.get("etag") == entry.etag:
+            return Fetched(None)
+        settings = ctx.settings
+        limit = settings.max_download_bytes
+        if entry.size is not None and entry.size > limit:
+            # known from PROPFIND/SEARCH: nothing is downloaded
+            raise TooLarge(f"{entry.path}: {entry.size} bytes > {limit}")
+        try:
+            data = client.download(entry.path, limit)
+        except NotFound:
+            # deleted, moved (a folder renamed) or made unreadable since it was looked up:
+            # Sabre's File::get answers a file without read permission 404 too
+            try:
+                now = client.find_by_id(int(ref.doc_id))
+            except NotFound:
+                raise FileGone(f"file {ref.doc_id} is gone") from None
+            if not now.readable:
+                raise Forbidden(f"{entry.path}: 404 on download, listed unreadable") from None
+            raise StaleEntry(f"{entry.path}: 404 on download, now at {now.path}") from None
+        if entry.size is not None and len(data) != entry.size:
+            # a body cut short (by a proxy, a cache) is framed correctly, so nothing below
+            # notices; a longer or shorter one is a newer version: look it up again
+            raise StaleEntry(f"{entry.path}: {len(data)} bytes downloaded, {entry.size} listed")
+        extracted = extract_text(
+            data,
+            mime_type=entry.content_type,
+            filename=entry.path,
+            max_chars=settings.max_document_chars,
+            max_pages=settings.max_pdf_pages,
+            max_bytes=limit,
+            max_seconds=settings.extract_max_seconds,
+            max_rows=settings.max_sheet_rows,
+            ocr=ocr_from_settings(settings),
+        )
+        user = client.user or ""
+        return Fetched(
+            SourceDocument(
+                ref=ref,
+                user=user,
+                owner=entry.owner or user,
+                title=posixpath.basename(entry.path),
+                text=extracted.text,
+                etag=entry.etag,
+                modified_at=entry.modified_at,
+                path=entry.path,
+                mime_type=entry.content_type,
+                size=entry.size,
+                tags=entry.tags,
+                extra={"markdown": extracted.markdown},
+            )
+        )
+
+    def verify(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
+        """WebDAV SEARCH by file id in the user's view (empty ⇒ gone); gives the current path.
+        A file listed without read permission (an access-control rule blocks it) is dropped."""
+        entry = client.find_by_id(int(payload["doc_id"]))
+        if not entry.readable:
+            return Checked(Verdict.DROPPED)
+        return Checked(Verdict.KEPT, entry.path, entry.content_type)
+
+    def rule_reason(
+        self, rules: Eligibility, path: str, mime_type: str | None, tags: builtins.list[str]
+    ) -> str | None:
+        """Format, MIME list, path globs and tags (:meth:`Eligibility.file_reason`)."""
+        return rules.file_reason(path, mime_type, tags)
+
+
+SOURCE = FileSource()

@@ -1,0 +1,170 @@
+"""Notes as documents (doc type ``note``; DESIGN §4, reference §2).
+
+A note is a Markdown file in the user's notes folder (:func:`notes_settings`), so it is a
+*node*: its events are the file events and it is indexed by file id (its note id is its file
+id); :func:`ncindex.sources.eligibility.classify` tells it from a file. Its text, title,
+category and etag come from the Notes API (``GET /notes/{id}``, conditional on the etag
+held); the etag is the Notes API's own (md5 of the note's data), in the listing and in the
+fetch alike.
+
+The scan lists ``GET /notes?exclude=content&pruneBefore=…&chunkSize=…``, following the chunk
+cursor: notes unchanged since the last clean scan come as ``{"id": N}``; only the last chunk
+lists every id, so deletions are judged on the whole sequence.
+"""
+
+from __future__ import annotations
+
+import builtins
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ncindex.documents import DocRef, DocType, SourceDocument
+from ncindex.errors import NextcloudProtocolError, NotFound
+from ncindex.nextcloud.client import NOTES_API, NextcloudClient, NotesSettings, json_list
+from ncindex.nextcloud.webdav import DavEntry
+from ncindex.redis_replies import as_text
+from ncindex.sources.base import (
+    Checked,
+    Context,
+    Fetched,
+    Listing,
+    ScanMemory,
+    Seen,
+    Source,
+    Verdict,
+)
+
+if TYPE_CHECKING:
+    from ncindex.sources.eligibility import Eligibility
+
+NOTES_SETTINGS_SECONDS = 300
+"""How long a user's Notes settings are cached in Redis."""
+
+
+def notes_settings(ctx: Context, client: NextcloudClient) -> NotesSettings:
+    """The user's Notes settings, cached in Redis for five minutes; the configured
+    default when the Notes app is not installed (404). Raises ``ValueError`` for a client
+    without a user id (the write path's clients are accounts', whose user id is known)."""
+    if client.user is None:
+        raise ValueError("user id unknown: the notes settings are cached per user")
+    key = ctx.settings.names.notes_settings(client.user)
+    cached = ctx.redis.get(key)
+    if cached is not None:
+        return NotesSettings(notes_path=as_text(cached), file_suffix=".md")
+    try:
+        notes = client.notes_settings()
+    except NotFound:
+        notes = NotesSettings(notes_path=ctx.settings.notes_path, file_suffix=".md")
+    ctx.redis.set(key, notes.notes_path, ex=NOTES_SETTINGS_SECONDS)
+    return notes
+
+
+def _http_time(value: str | None) -> int | None:
+    """An HTTP date as Unix seconds, ``None`` when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return int(parsedate_to_datetime(value).timestamp())
+    except (TypeError, ValueError):
+        return None
+
+
+class NoteSource(Source):
+    """Notes: listed by the Notes API, fetched by the Notes API with the WebDAV entry."""
+
+    doc_type: ClassVar[DocType] = DocType.NOTE
+    node = True
+    app = "notes"
+    ruled = True
+
+    def list(self, ctx: Context, client: NextcloudClient, memory: ScanMemory) -> Listing:
+        """Page through the Notes list (``reconcile_notes_chunk_size`` notes a request);
+        every note when one was lost (module docstring), else those changed since
+        ``pruneBefore``."""
+        listing = Listing()
+        params: dict[str, Any] = {
+            "exclude": "content",
+            "chunkSize": ctx.settings.reconcile_notes_chunk_size,
+        }
+        prune_before = memory.marker()
+        if prune_before is not None and not memory.lost():  # a lost note lists in full
+            params["pruneBefore"] = prune_before
+        while True:
+            response = client.request("GET", f"{NOTES_API}/notes", params=params)
+            listing.requests += 1
+            if listing.marker is None:
+                listing.marker = _http_time(response.headers.get("Last-Modified"))
+            for item in json_list(response):
+                try:
+                    doc_id = str(int(item["id"]))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise NextcloudProtocolError(f"note without id: {item!r}") from exc
+                if "etag" in item:
+                    listing.docs[doc_id] = Seen(doc_id, str(item["etag"]), item.get("internalPath"))
+                else:
+                    listing.docs.setdefault(doc_id, Seen(doc_id, None, None))
+            cursor = response.headers.get("X-Notes-Chunk-Cursor")
+            if not cursor:
+                return listing
+            if cursor == params.get("chunkCursor"):
+                raise NextcloudProtocolError("the Notes chunk cursor did not move")
+            params["chunkCursor"] = cursor
+
+    def commit(self, memory: ScanMemory, listing: Listing, dirty: set[str], clean: bool) -> None:
+        """Advance ``pruneBefore`` to this listing's ``Last-Modified``, only after a clean scan
+        (otherwise the documents that needed work would be pruned from the next listing)."""
+        if clean and listing.marker is not None:
+            memory.set_marker(listing.marker)
+
+    def fetch(
+        self,
+        ctx: Context,
+        client: NextcloudClient,
+        ref: DocRef,
+        current: dict[str, Any] | None,
+        entry: DavEntry | None = None,
+    ) -> Fetched:
+        """``GET /notes/{id}``, conditional on the stored etag (``doc`` ``None``: unchanged);
+        path, size, owner and tags come from ``entry``. Raises ``NotFound``, and
+        ``Forbidden`` for a note whose content cannot be read (the client's
+        :meth:`~ncindex.nextcloud.client.NextcloudClient.get_note`)."""
+        if entry is None:
+            raise ValueError("a note is fetched with its WebDAV entry")
+        note = client.get_note(int(ref.doc_id), etag=current.get("etag") if current else None)
+        if note is None:
+            return Fetched(None)
+        user = client.user or ""
+        return Fetched(
+            SourceDocument(
+                ref=ref,
+                user=user,
+                owner=entry.owner or user,
+                title=note.title,
+                text=note.content[: ctx.settings.max_document_chars],
+                etag=note.etag,
+                modified_at=note.modified,
+                path=entry.path,
+                mime_type=entry.content_type or "text/markdown",
+                size=entry.size,
+                category=note.category,
+                tags=entry.tags,
+                extra={"markdown": True},
+            )
+        )
+
+    def verify(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
+        """``GET /notes/{id}`` (conditional on the indexed etag; 304 and 200 both mean
+        readable; 404 means gone). The current path is not known (the verifier asks WebDAV
+        when the path globs need it)."""
+        client.get_note(int(payload["doc_id"]), etag=payload.get("etag"))
+        return Checked(Verdict.KEPT)
+
+    def rule_reason(
+        self, rules: Eligibility, path: str, mime_type: str | None, tags: builtins.list[str]
+    ) -> str | None:
+        """Path globs and tags (a note is known by its folder and extension, so the MIME
+        list does not apply)."""
+        return rules.path_and_tags_reason(path, tags)
+
+
+SOURCE = NoteSource()
