@@ -79,6 +79,7 @@ from ncindex.errors import (
     NextcloudAuthError,
     NextcloudProtocolError,
     NotFound,
+    TransientError,
     UnsupportedDocType,
 )
 from ncindex.index.indexing import Indexer
@@ -132,7 +133,11 @@ class Listing:
     ``pruneBefore``); ``requests`` made to Nextcloud; ``forbidden`` folders the user may not
     list (``PROPFIND`` 403: Sabre ``Directory::getChildren`` throws ``Forbidden`` for a folder
     without read permission): skipped, what is indexed below them counts as missing;
-    ``skipped`` the listed files a rule leaves out (subject → rule, files only)."""
+    ``skipped`` the listed files a rule leaves out (subject → rule, files only); ``cursor``
+    where a listing stopped at its request limit (JSON-able, in the scanner's own shape: the
+    folders left to list, the Notes chunk cursor), ``None`` once it is complete; ``since``
+    the Unix time a listing paged over several tasks began (:mod:`ncindex.sync.paging`),
+    ``None`` for a listing made in one go."""
 
     docs: dict[str, Seen] = field(default_factory=dict)
     forbidden: list[str] = field(default_factory=list)
@@ -142,12 +147,23 @@ class Listing:
     requests: int = 0
     full_walk: bool = False
     skipped: dict[str, str] = field(default_factory=dict)
+    cursor: Any = None
+    since: float | None = None
 
     def covers(self, path: str | None) -> bool:
         """True when ``path`` lies in (or is) a skipped, unchanged folder."""
         if path is None or not self.covered:
             return False
         return any(folder in self.covered for folder in ancestors(path))
+
+    def indexed_since(self, entry: ManifestEntry) -> bool:
+        """True when the listing was paged (``since`` set) and ``entry`` was indexed after it
+        began: a document written meanwhile may lie in a folder listed before it came."""
+        return (
+            self.since is not None
+            and entry.indexed_at is not None
+            and entry.indexed_at >= int(self.since)
+        )
 
     def empty(self, manifest: dict[str, ManifestEntry]) -> bool:
         """Nothing listed, and no indexed document below a skipped folder (an unchanged
@@ -179,7 +195,10 @@ class ScanReport:
     :data:`RETRY_UNINDEXABLE_SECONDS` pass (changed and moved documents are always sent).
     ``unavailable`` says why an app's listing answered 404 (Notes, Deck or News not
     installed): nothing is enqueued, and it is not an error. ``applied`` is false for a dry
-    run, which enqueues nothing and stores no state.
+    run, which enqueues nothing and stores no state. ``pages`` is how many tasks listed
+    (:mod:`ncindex.sync.paging`; 1 for a listing made in one go); ``partial`` marks the
+    report of a page that left the listing unfinished: nothing was compared, enqueued or
+    stored but the page, and its ``requests``, ``listed`` and ``seconds`` are the page's.
     """
 
     user: str
@@ -202,6 +221,8 @@ class ScanReport:
     unavailable: str | None = None
     #: folders skipped because Nextcloud answered their listing 403 (no read permission)
     forbidden: int = 0
+    pages: int = 1
+    partial: bool = False
 
     @property
     def clean(self) -> bool:
@@ -209,6 +230,7 @@ class ScanReport:
         return (
             self.error is None
             and self.unavailable is None
+            and not self.partial
             and not self.index
             and not self.remove
             and not self.waiting
@@ -244,6 +266,8 @@ class ScanReport:
             "error": self.error,
             "unavailable": self.unavailable,
             "forbidden_folders": self.forbidden,
+            "pages": self.pages,
+            "partial": self.partial,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -461,8 +485,19 @@ class Scanner(Protocol):
 
     doc_type: DocType
 
-    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
-        """Page through the source listing; raise an ``NcindexError`` when it fails."""
+    def list(
+        self,
+        reconciler: Reconciler,
+        client: NextcloudClient,
+        state: ScanState,
+        resume: Listing | None = None,
+        limit: int | None = None,
+    ) -> Listing:
+        """Page through the source listing; raise an ``NcindexError`` when it fails. With
+        ``resume`` (a listing an earlier call stopped, its ``requests`` reset to 0), go on
+        from its ``cursor`` into it; with ``limit``, stop once ``limit`` requests were made
+        and more are needed, with ``cursor`` set (a scanner whose listing is a few requests
+        may ignore both and always list in full)."""
 
     def action(self, user: str, doc_id: str) -> Action:
         """The task that brings one document of ``user`` in line (it re-reads Nextcloud)."""
@@ -482,15 +517,26 @@ class FileScanner:
 
     doc_type = DocType.FILE
 
-    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
+    def list(
+        self,
+        reconciler: Reconciler,
+        client: NextcloudClient,
+        state: ScanState,
+        resume: Listing | None = None,
+        limit: int | None = None,
+    ) -> Listing:
         """Walk the user's files breadth first, one folder per request; every folder when the
-        last full walk is ``reconcile_full_walk_seconds`` old (or none is recorded)."""
-        last_full = state.full_walk_at()
-        listing = Listing()
-        listing.full_walk = (
-            last_full is None
-            or time.time() - last_full >= reconciler.settings.reconcile_full_walk_seconds
-        )
+        last full walk is ``reconcile_full_walk_seconds`` old (or none is recorded). The
+        cursor is the list of folders still to walk."""
+        if resume is None:
+            last_full = state.full_walk_at()
+            listing = Listing()
+            listing.full_walk = (
+                last_full is None
+                or time.time() - last_full >= reconciler.settings.reconcile_full_walk_seconds
+            )
+        else:
+            listing = resume
         stored = {} if listing.full_walk else state.folders()
         # folders above a document whose access the user lost: walked whatever their etags
         # say, since a share given back or an access rule lifted may change none of them
@@ -500,7 +546,7 @@ class FileScanner:
             if path
             for folder in ancestors(posixpath.dirname(path))
         }
-        if "/" in stored and not forced:
+        if resume is None and "/" in stored and not forced:
             answer = client.propfind("/", depth=0)
             listing.requests += 1
             if not answer:
@@ -508,8 +554,12 @@ class FileScanner:
             if answer[0].etag == stored["/"]:
                 listing.covered.add("/")
                 return listing
-        queue: deque[str] = deque(["/"])
+        queue: deque[str] = deque(["/"] if resume is None else resume.cursor)
+        listing.cursor = None
         while queue:
+            if limit is not None and listing.requests >= limit:
+                listing.cursor = list(queue)
+                return listing
             folder = queue.popleft()
             if folder in listing.folders:
                 continue  # listed already: an answer naming a folder twice, or a cycle
@@ -578,17 +628,34 @@ class NoteScanner:
     def __init__(self, chunk_size: Callable[[Reconciler], int]) -> None:
         self._chunk_size = chunk_size
 
-    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
-        """Page through the Notes list."""
-        listing = Listing()
+    def list(
+        self,
+        reconciler: Reconciler,
+        client: NextcloudClient,
+        state: ScanState,
+        resume: Listing | None = None,
+        limit: int | None = None,
+    ) -> Listing:
+        """Page through the Notes list. The cursor is the ``chunkCursor`` and
+        ``pruneBefore`` parameters to go on with."""
+        listing = Listing() if resume is None else resume
         params: dict[str, Any] = {
             "exclude": "content",
             "chunkSize": self._chunk_size(reconciler),
         }
-        prune_before = state.marker()
-        if prune_before is not None and not state.lost():  # a lost note lists in full
-            params["pruneBefore"] = prune_before
+        if resume is not None:
+            params.update(resume.cursor)
+        else:
+            prune_before = state.marker()
+            if prune_before is not None and not state.lost():  # a lost note lists in full
+                params["pruneBefore"] = prune_before
+        listing.cursor = None
         while True:
+            if limit is not None and listing.requests >= limit:
+                listing.cursor = {
+                    k: params[k] for k in ("chunkCursor", "pruneBefore") if k in params
+                }
+                return listing
             response = client.request("GET", f"{NOTES_API}/notes", params=params)
             listing.requests += 1
             if listing.marker is None:
@@ -636,8 +703,16 @@ class DeckScanner:
 
     doc_type = DocType.DECK_CARD
 
-    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
-        """One request for the boards and one per live board. A board that answers 404 or
+    def list(
+        self,
+        reconciler: Reconciler,
+        client: NextcloudClient,
+        state: ScanState,
+        resume: Listing | None = None,
+        limit: int | None = None,
+    ) -> Listing:
+        """One request for the boards and one per live board, always in full (``resume``
+        and ``limit`` do not apply). A board that answers 404 or
         403 for its stacks (deleted or unshared since the board list) is skipped: its cards
         count as missing. Raises ``NextcloudProtocolError`` for JSON not shaped as Deck's."""
         listing = Listing()
@@ -682,8 +757,15 @@ class NewsScanner:
 
     doc_type = DocType.NEWS_ITEM
 
-    def list(self, reconciler: Reconciler, client: NextcloudClient, state: ScanState) -> Listing:
-        """One request for all items."""
+    def list(
+        self,
+        reconciler: Reconciler,
+        client: NextcloudClient,
+        state: ScanState,
+        resume: Listing | None = None,
+        limit: int | None = None,
+    ) -> Listing:
+        """One request for all items (``resume`` and ``limit`` do not apply)."""
         listing = Listing()
         items = news_item.list_items(client)
         listing.requests += 1
@@ -769,6 +851,29 @@ class TagState:
 # --- the reconciler ------------------------------------------------------------------------
 
 
+class Pages(Protocol):
+    """Where a listing paged over several tasks is kept between them
+    (:class:`ncindex.sync.paging.ListingPages`)."""
+
+    def first(self) -> bool:
+        """Whether no page is kept: the next page starts the listing."""
+
+    def next(
+        self, scanner: Scanner, reconciler: Reconciler, client: NextcloudClient, state: ScanState
+    ) -> tuple[Listing, Listing | None]:
+        """List the next page; returns it, and the whole listing once it is complete
+        (``None`` while not: the page was kept for the next task)."""
+
+    def pages(self) -> int:
+        """Pages listed so far, the last one included."""
+
+    def seconds(self) -> float:
+        """Seconds the pages kept before took to list."""
+
+    def discard(self) -> None:
+        """Forget the pages kept (the scan is over, or must start again)."""
+
+
 class Reconciler:
     """Runs scans on one process's :class:`Services`; ``producer`` sends the tasks (a Celery
     app). The Celery tasks and ``ncindex reconcile`` both call :meth:`scan`."""
@@ -779,39 +884,69 @@ class Reconciler:
         self.indexer = indexer
         self.producer = producer
 
-    def scan(self, user: str, doc_type: DocType | str, *, apply: bool = True) -> ScanReport:
+    def scan(
+        self, user: str, doc_type: DocType | str, *, apply: bool = True, pages: Pages | None = None
+    ) -> ScanReport:
         """Scan ``user``'s documents of ``doc_type``; with ``apply`` enqueue the changes and
-        advance the stored state, else only report. Raises :class:`UnsupportedDocType`."""
+        advance the stored state, else only report. Raises :class:`UnsupportedDocType`.
+
+        With ``pages`` (applied scans only: the ``ncindex.reconcile_scan`` task) one call
+        lists one page: while the listing is unfinished the page is kept in ``pages`` and the
+        report is ``partial`` — nothing is compared, enqueued or committed, so nothing is
+        ever removed on a partial listing; the call that lists the last page compares the
+        whole listing. The manifest is read before the first page (a listing of one page
+        is judged as without ``pages``), or after the last page of several: a document
+        indexed since the listing began is then not judged missing. A failed page discards
+        the pages kept, unless the failure is transient (Nextcloud or the store briefly
+        unavailable): the next scan resumes there."""
         doc_type = DocType(doc_type)
         scanner = SCANNERS.get(doc_type)
         if scanner is None:
             raise UnsupportedDocType(doc_type.value)
         if apply and self.producer is None:
             raise ValueError("a producer is needed to apply a scan")
+        if pages is not None and not apply:
+            raise ValueError("a paged scan is applied")
         started = time.time()
         clock = time.monotonic()
         report = ScanReport(user, doc_type.value, started, apply)
         state = ScanState(self.services.redis, user, doc_type, self.settings.names)
         log_ = log.bind(user=user, doc_type=doc_type.value)
         try:
-            manifest = load_manifest(self.services.store, user, doc_type)
-            report.indexed = len(manifest)
+            manifest = None
+            if pages is None or pages.first():
+                manifest = load_manifest(self.services.store, user, doc_type)
             account = self.services.account(user)
-            listing = scanner.list(self, account, state)
+            if pages is None:
+                listing = scanner.list(self, account, state)
+            else:
+                page, whole = pages.next(scanner, self, account, state)
+                report.pages = pages.pages()
+                if whole is None:
+                    return self._partial(report, page, clock, log_)
+                listing = whole
+                report.seconds = pages.seconds()
+            if manifest is None:  # the listing took several tasks: read it now
+                manifest = load_manifest(self.services.store, user, doc_type)
+            report.indexed = len(manifest)
             tags = self._tags(account, listing, state, doc_type, apply)
         except NotFound as exc:
             if doc_type is DocType.FILE:  # the user's files root itself: a real failure
                 report.error = f"{type(exc).__name__}: {exc}"
             else:  # the app is not installed (or not enabled for the user)
                 report.unavailable = str(exc)
-            report.seconds = time.monotonic() - clock
+            report.seconds += time.monotonic() - clock
+            if pages is not None:
+                pages.discard()
             log_.warning("reconcile_listing_unavailable", error=str(exc))
             if apply:
                 state.record(report)
             return report
         except NcindexError as exc:
             report.error = f"{type(exc).__name__}: {exc}"
-            report.seconds = time.monotonic() - clock
+            report.seconds += time.monotonic() - clock
+            if pages is not None and not isinstance(exc, TransientError):
+                pages.discard()
             log_.warning("reconcile_listing_failed", error=report.error)
             if isinstance(exc, NextcloudAuthError):
                 record_refused(self.services.redis, self.settings.names, user, str(exc))
@@ -838,10 +973,28 @@ class Reconciler:
                     (node_subject(doc_id) for doc_id in listing.docs),
                     full=listing.full_walk,
                 )
-        report.seconds = time.monotonic() - clock
+            if pages is not None:
+                pages.discard()
+        report.seconds += time.monotonic() - clock
         if apply:
             state.record(report)
         log_.info("reconcile_scan", **report.summary())
+        return report
+
+    @staticmethod
+    def _partial(report: ScanReport, page: Listing, clock: float, log_: Any) -> ScanReport:
+        """The report of a page that left the listing unfinished (nothing recorded)."""
+        report.partial = True
+        report.requests = page.requests
+        report.listed = len(page.docs)
+        report.seconds = time.monotonic() - clock
+        log_.info(
+            "reconcile_scan_page",
+            pages=report.pages,
+            requests=report.requests,
+            listed=report.listed,
+            seconds=round(report.seconds, 3),
+        )
         return report
 
     # --- tag rules -------------------------------------------------------------------------
@@ -954,7 +1107,9 @@ class Reconciler:
         missing = [
             Change(doc_id, "missing", None, entry.path)
             for doc_id, entry in manifest.items()
-            if doc_id not in listing.docs and not listing.covers(entry.path)
+            if doc_id not in listing.docs
+            and not listing.covers(entry.path)
+            and not listing.indexed_since(entry)
         ]
         previous = state.missing_since()
         since = {c.doc_id: previous.get(c.doc_id, now) for c in missing}
@@ -1082,6 +1237,14 @@ def scan_lock(
         if held:
             with contextlib.suppress(redis.exceptions.LockError):
                 lock.release()
+
+
+def scan_lock_seconds(
+    client: redis.Redis, keys: Names, user: str, doc_type: DocType | str
+) -> float:
+    """Seconds until the scan lock of :func:`scan_lock` expires (``0.0`` when it is free)."""
+    ttl = client.pttl(keys.lock("reconcile", DocType(doc_type).value, user))
+    return max(0.0, ttl / 1000)
 
 
 def last_scans_key(keys: Names) -> str:
