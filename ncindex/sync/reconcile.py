@@ -53,6 +53,12 @@ the next scan instead of being hidden behind an unchanged etag.
 Every doc type has a :class:`Scanner` in :data:`SCANNERS`: files and notes as above, Deck
 cards (boards, then each live board's stacks) and News items (one list of every item); the
 last two have no paths and keep no scan state.
+
+The scan task lists a big account in pages of ``reconcile_page_requests`` requests, one task
+each, the listing so far kept in Redis between them (:mod:`ncindex.sync.paging`); steps 3 and 4
+and every change to the scan state happen only once the listing is complete. Such a listing
+reads the manifest after its last page, and a document indexed since its first page is not
+judged missing.
 """
 
 from __future__ import annotations
