@@ -247,10 +247,17 @@ class BigAccount:
         self.worker.wait(timeout=120)
         return rss
 
+    def progress(self) -> tuple[int, int]:
+        """Pages of the unfinished listing kept in Redis, and the requests they made."""
+        raw = self.redis.get(f"{self.state.base}:pages")
+        if not raw:
+            return 0, 0
+        progress = json.loads(raw)
+        return int(progress["pages"]), int(progress["requests"])
+
     def kept(self) -> int:
         """Pages of the unfinished listing kept in Redis (0: none)."""
-        raw = self.redis.get(f"{self.state.base}:pages")
-        return int(json.loads(raw)["pages"]) if raw else 0
+        return self.progress()[0]
 
     def request_scan(self) -> None:
         producer = celery_app(self.settings)
@@ -319,16 +326,18 @@ class BigAccount:
             if time.monotonic() > deadline:
                 raise TimeoutError("the scan did not get half-way")
             time.sleep(0.05)
-        lock = self.settings.names.lock("reconcile", "file", BIG_USER)
         assert self.worker is not None
-        while True:  # freeze inside a page (its lock is held only then), then kill
-            while not self.redis.exists(lock):
-                time.sleep(0.01)
-            self.worker.send_signal(signal.SIGSTOP)
-            if self.redis.exists(lock):
-                break
-            self.worker.send_signal(signal.SIGCONT)
-        kept_at_kill = self.kept()
+        while True:  # freeze half-way through a page, then kill
+            kept, kept_requests = self.progress()
+            if self.sim.request_count() - kept_requests >= page_requests // 2:
+                self.worker.send_signal(signal.SIGSTOP)
+                if self.progress() == (kept, kept_requests):
+                    break
+                self.worker.send_signal(signal.SIGCONT)
+            if time.monotonic() > deadline or self.state.last() is not None:
+                raise RuntimeError("the scan was not killed half-way through a page")
+            time.sleep(0.01)
+        kept_at_kill = kept
         os.killpg(self.worker.pid, signal.SIGKILL)
         self.worker.wait(timeout=30)
         killed_at = time.perf_counter()
@@ -578,10 +587,11 @@ def render_big(b: dict[str, Any]) -> list[str]:
         f"| paged, worker SIGKILLed after {k['killed_after_pages']} pages, restarted | "
         f"{k['requests']} | {p['pages']} | {k['seconds']:.2f} | – |",
         "",
-        f"Killed mid-page and restarted at once, the scan resumed at the last page kept "
-        f"(`resumed_after_kill` **{str(k['resumed_after_kill']).lower()}**): "
-        f"{k['requests_redone']} requests listed twice ({k['pages_redone']} page redone), "
-        f"the same result as the clean run. Of its {k['seconds']:.0f} s, "
+        f"Killed half-way through a page and restarted at once, the scan resumed at the last "
+        f"page kept (`resumed_after_kill` **{str(k['resumed_after_kill']).lower()}**): only "
+        f"the page being listed was listed again ({k['pages_redone']} page redone, "
+        f"{k['requests_redone']} requests made twice), with the same result as the clean run. "
+        f"Of its {k['seconds']:.0f} s, "
         f"{k['seconds_to_resume']:.0f} s were waiting: the killed page's task comes back when "
         f"Redis redelivers it (visibility timeout {lim['visibility_timeout']} s here, 900 s by "
         "default) and then waits for the dead worker's scan lock to expire (hard limit + 60 s: "

@@ -14,12 +14,11 @@ compared, enqueued or committed, so no document is ever removed on a partial lis
 What one page keeps (one ``MULTI`` transaction, so a worker killed mid-write keeps all of it or
 none): its documents (merged with those of earlier pages: a file listed at two paths), the
 folders it listed with their etags, the folders it skipped (covered), the forbidden ones, the
-files a rule left out, and the progress — pages listed, requests made, seconds, when the
-listing began, the scanner's cursor, the full-walk flag and the Notes marker. Keys:
-``<scan state>:pages`` (progress, JSON), ``…:pages:docs`` / ``folders`` / ``skipped``
-(hashes), ``…:pages:covered`` (set), ``…:pages:forbidden`` (list); all expire
-:data:`PAGES_TTL_SECONDS` after the last page kept, so a paged scan whose every task was lost
-and that no later scan resumed starts over.
+files a rule left out, and the progress — pages listed, requests made, when the listing began,
+the scanner's cursor, the full-walk flag and the Notes marker. Keys: ``<scan state>:pages``
+(progress, JSON), ``…:pages:docs`` / ``folders`` / ``skipped`` (hashes), ``…:pages:covered``
+(set), ``…:pages:forbidden`` (list); all expire :data:`PAGES_TTL_SECONDS` after the last page
+kept, so a paged scan whose every task was lost and that no later scan resumed starts over.
 
 Resuming: a killed worker's page task comes back when Redis redelivers it (acks late) or with
 the next scan beat sends; either lists the page after the last one kept — the page being
@@ -44,13 +43,12 @@ PAGES_TTL_SECONDS = 86_400
 
 @dataclass(frozen=True, slots=True)
 class PageProgress:
-    """Where a paged listing stands: ``pages`` listed and kept, ``requests`` made and
-    ``seconds`` spent by them, ``since`` the Unix time the listing began, and what the next
-    page resumes from (the scanner's ``cursor``, ``full_walk``, ``marker``)."""
+    """Where a paged listing stands: ``pages`` listed and kept, ``requests`` made by them,
+    ``since`` the Unix time the listing began, and what the next page resumes from (the
+    scanner's ``cursor``, ``full_walk``, ``marker``)."""
 
     pages: int
     requests: int
-    seconds: float
     since: float
     cursor: Any
     full_walk: bool
@@ -102,17 +100,12 @@ class ListingPages:
         """Pages listed so far, the last one included."""
         return self._pages
 
-    def seconds(self) -> float:
-        """Seconds the pages kept before took to list."""
-        return 0.0 if self._progress is None else self._progress.seconds
-
     def next(
         self, scanner: Scanner, reconciler: Reconciler, client: NextcloudClient, state: ScanState
     ) -> tuple[Listing, Listing | None]:
         """List the next page (at most :attr:`limit` requests); returns it, and the whole
         listing once it is complete (``None`` while not: the page was kept). Raises what
         the scanner raises (nothing is kept then)."""
-        started = time.monotonic()
         since = time.time()
         progress = self._progress
         visited: set[str] = set()
@@ -133,7 +126,7 @@ class ListingPages:
         if progress is None and page.cursor is None:
             return page, page
         if page.cursor is not None:
-            self._keep(progress, page, visited, time.monotonic() - started, since)
+            self._keep(progress, page, visited, since)
             return page, None
         assert progress is not None
         return page, self._whole(progress, page)
@@ -143,7 +136,6 @@ class ListingPages:
         progress: PageProgress | None,
         page: Listing,
         visited: set[str],
-        seconds: float,
         since: float,
     ) -> None:
         """Add ``page`` to what is kept and advance the progress, in one transaction."""
@@ -156,7 +148,6 @@ class ListingPages:
         after = PageProgress(
             pages=self._pages,
             requests=(0 if progress is None else progress.requests) + page.requests,
-            seconds=(0.0 if progress is None else progress.seconds) + seconds,
             since=since if progress is None else progress.since,
             cursor=page.cursor,
             full_walk=page.full_walk,

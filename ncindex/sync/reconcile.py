@@ -205,6 +205,8 @@ class ScanReport:
     (:mod:`ncindex.sync.paging`; 1 for a listing made in one go); ``partial`` marks the
     report of a page that left the listing unfinished: nothing was compared, enqueued or
     stored but the page, and its ``requests``, ``listed`` and ``seconds`` are the page's.
+    The report of a listing paged over several tasks starts when its first page did
+    (``started_at``), and its ``seconds`` run from then (the waits between pages included).
     """
 
     user: str
@@ -873,9 +875,6 @@ class Pages(Protocol):
     def pages(self) -> int:
         """Pages listed so far, the last one included."""
 
-    def seconds(self) -> float:
-        """Seconds the pages kept before took to list."""
-
     def discard(self) -> None:
         """Forget the pages kept (the scan is over, or must start again)."""
 
@@ -931,7 +930,9 @@ class Reconciler:
                 if whole is None:
                     return self._partial(report, page, clock, log_)
                 listing = whole
-                report.seconds = pages.seconds()
+                if listing.since is not None:  # listed by several tasks: the scan began then
+                    report.started_at = listing.since
+                    report.seconds = started - listing.since
             if manifest is None:  # the listing took several tasks: read it now
                 manifest = load_manifest(self.services.store, user, doc_type)
             report.indexed = len(manifest)

@@ -192,6 +192,8 @@ def test_nothing_is_removed_before_the_listing_is_complete(big: Big, doc_type: D
     assert final.counts() == one_pass.counts()
     assert {c.doc_id for c in final.remove} == {str(i) for i in GHOSTS[doc_type]}
     assert final.enqueued == len(one_pass.index) + len(one_pass.remove)
+    # the scan is reported from the start of its first page
+    assert first.started_at <= final.started_at <= rest[0].started_at
     last = state.last()
     assert last is not None and last["pages"] == final.pages and not last["partial"]
     assert big.kept(doc_type) == []  # the pages are gone once the scan is over
