@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import signal
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,12 +63,16 @@ def fill(sim: NextcloudSimulator) -> None:
         sim.put_file("alice", f"/Notes/Cat {i % 3}/n{i:05d}.md", f"# Note {i}\nkelp {i}\n")
 
 
-def ghost_points(store: QdrantEdgeStore) -> None:
-    """One indexed document per id of :data:`GHOSTS` that Nextcloud does not have: a scan
+def ghost_points(
+    store: QdrantEdgeStore,
+    ghosts: dict[DocType, list[int]] = GHOSTS,
+    indexed_at: int = 1767225600,
+) -> None:
+    """One indexed document per id of ``ghosts`` that Nextcloud does not have: a scan
     removes them (re-checks them by id) once the whole listing has missed them."""
     unit = [1.0 / math.sqrt(DIM)] * DIM
     points = []
-    for doc_type, ids in GHOSTS.items():
+    for doc_type, ids in ghosts.items():
         for i in ids:
             ref = DocRef(doc_type, str(i))
             text = f"gone {i}"
@@ -82,7 +87,7 @@ def ghost_points(store: QdrantEdgeStore) -> None:
                 "chunk_count": 1,
                 "content_hash": text_hash(text),
                 "etag": "gone",
-                "indexed_at": 1767225600,
+                "indexed_at": indexed_at,
                 "tags": [],
             } | path_fields({"alice": path})
             points.append(
@@ -197,6 +202,18 @@ def test_nothing_is_removed_before_the_listing_is_complete(big: Big, doc_type: D
     last = state.last()
     assert last is not None and last["pages"] == final.pages and not last["partial"]
     assert big.kept(doc_type) == []  # the pages are gone once the scan is over
+
+
+def test_a_document_indexed_while_the_listing_is_paged_is_not_judged_missing(big: Big) -> None:
+    rec = Reconciler(big.services, Indexer(big.services), Recorder())
+    first = rec.scan("alice", DocType.FILE, pages=big.pages(DocType.FILE))
+    assert first.partial
+    # written after the first page: it may lie in a folder listed before it came
+    ghost_points(big.services.store, {DocType.FILE: [900_009]}, indexed_at=int(time.time()) + 1)
+    final = page_through(rec, big, DocType.FILE, start=1)[-1]
+    assert final.indexed == len(GHOSTS[DocType.FILE]) + 1
+    assert {c.doc_id for c in final.remove} == {str(i) for i in GHOSTS[DocType.FILE]}
+    assert "900009" not in {c.doc_id for c in final.waiting + final.held}
 
 
 def test_a_failed_page_is_listed_again_from_the_last_page_kept(big: Big) -> None:
