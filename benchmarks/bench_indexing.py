@@ -86,6 +86,13 @@ def load_docs(path: Path, n: int) -> list[tuple[str, str]]:
     return docs
 
 
+def corpus_named(path: Path) -> tuple[str, Path]:
+    """``path`` with its name in :data:`CORPORA` (else its folder's name)."""
+    resolved = path.resolve()
+    name = next((n for n, p in CORPORA.items() if p.resolve() == resolved), path.parent.name)
+    return name, path
+
+
 def corpus_for(n: int) -> tuple[str, Path]:
     """The first of :data:`CORPORA` that holds at least ``n`` documents (name, path); exits
     with a message when none does."""
@@ -143,7 +150,7 @@ def raw_embedding(settings: Settings, chunks: list[str]) -> tuple[float, float, 
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    name, path = (args.corpus.parent.name, args.corpus) if args.corpus else corpus_for(args.docs)
+    name, path = corpus_named(args.corpus) if args.corpus else corpus_for(args.docs)
     docs = load_docs(path, args.docs)
     folder = f"/{name}"
     print(f"{len(docs)} documents of {name} ({path})", flush=True)
@@ -305,8 +312,8 @@ def section(result: dict[str, Any]) -> str:
             "## Indexing",
             "",
             f"`make bench-indexing` — {result['date']}, {m['arch']}, {m['cpus']} cores, Python "
-            f"{m['python']}. {result['docs']} {result.get('corpus', 'SciFact')} documents "
-            "(title + text as `.txt` files) "
+            f"{m['python']}. {result['docs']} {result['corpus']} documents "
+            "(title + text, the text alone when untitled, as `.txt` files) "
             "uploaded to the Nextcloud simulator; its webhooks over HTTP → receiver → Redis → "
             f"one `celery worker` process (pool `{w['pool']}`, concurrency {w['concurrency']}, "
             f"`NCINDEX_EMBED_THREADS` {threads}) → WebDAV download, extraction, chunking, "
