@@ -1,19 +1,21 @@
 """Indexing throughput end to end against raw fastembed (DESIGN §6): ``make bench-indexing``.
 
-What runs: N SciFact documents (``/work/shared/data/scifact/corpus.jsonl``; ``title`` + blank
-line + ``text``, as ``.txt`` files) are uploaded to the Nextcloud simulator over its Python
+What runs: N documents (``--docs``, ``DOCS=N make bench-indexing``; default 1,000) of a BEIR corpus
+(``--corpus``; by default the first of :data:`CORPORA` that holds N documents: SciFact's 5,183
+abstracts under ``../shared/data/scifact``, else NPL's 11,429 shorter ones under
+``../shared/data/npl``, so ``DOCS=10000`` runs on NPL) — ``title`` + blank line + ``text`` (``text``
+alone without a title), as ``.txt`` files — are uploaded to the Nextcloud simulator over its Python
 API; the simulator fires its webhooks over HTTP to the real receiver, which queues tasks on a
 private ``redis-server``; a real ``celery -A workers.worker worker`` subprocess (configured by
-``NCINDEX_*`` variables only) re-reads each file over WebDAV, extracts, chunks, embeds (dense
-+ BM25) and writes Qdrant Edge. The clock runs from the first upload until the queues are
-drained (nothing queued, reserved or debounced); the worker's model is loaded by a warm-up
-document before. Afterwards the worker is stopped, the Edge folder opened here and every
-document's chunks are read back: the documents are searchable (their points are in the
-store) and the same chunk texts are embedded once more in-process by an ``Embedder`` of the
-worker's settings, as many calls at once as the worker's batcher runs (``--embed-threads``,
-default 1, is the worker's ``NCINDEX_EMBED_THREADS``: cores ÷ threads calls) — the "raw
-fastembed" figure — and once more with fastembed's default threads (all cores), one call at
-a time, for reference.
+``NCINDEX_*`` variables only) re-reads each file over WebDAV, extracts, chunks, embeds (dense +
+BM25) and writes Qdrant Edge. The clock runs from the first upload until the queues are drained
+(nothing queued, reserved or debounced); the worker's model is loaded by a warm-up document before.
+Afterwards the worker is stopped, the Edge folder opened here and every document's chunks are read
+back: the documents are searchable (their points are in the store) and the same chunk texts are
+embedded once more in-process by an ``Embedder`` of the worker's settings, as many calls at once as
+the worker's batcher runs (``--embed-threads``, default 1, is the worker's
+``NCINDEX_EMBED_THREADS``: cores ÷ threads calls) — the "raw fastembed" figure — and once more with
+fastembed's default threads (all cores), one call at a time, for reference.
 
 Figures: ``e2e_chunks_per_s`` (chunks stored / e2e seconds), ``raw_chunks_per_s``, ``ratio``
 (wall, target ≥ 0.85), ``cpu_ratio`` (raw CPU seconds / worker CPU seconds, the judged one),
@@ -60,22 +62,46 @@ from ncindex.sync.status import settled
 from webhook_receiver import create_app as create_receiver_app
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
+DATA = ROOT.parent / "shared" / "data"
+CORPORA = {"SciFact": DATA / "scifact" / "corpus.jsonl", "NPL": DATA / "npl" / "corpus.jsonl"}
+"""The BEIR corpora a run may take its documents from, by name, in order of preference."""
 USER, PASSWORD = "alice", "alice-app-pw"
 ADMIN = ("admin", "admin-app-pw")
 TARGET_RATIO = 0.85
 
 
 def load_docs(path: Path, n: int) -> list[tuple[str, str]]:
-    """The first ``n`` documents of a BEIR corpus as ``(id, "title\\n\\ntext")``."""
+    """The first ``n`` documents of a BEIR corpus as ``(id, "title\\n\\ntext")`` (``text``
+    alone when the title is empty); exits with a message when it holds fewer."""
     docs = []
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
-            docs.append((str(row["_id"]), f"{row.get('title', '')}\n\n{row.get('text', '')}"))
+            title, text = row.get("title", ""), row.get("text", "")
+            docs.append((str(row["_id"]), f"{title}\n\n{text}" if title else text))
             if len(docs) == n:
                 break
+    if len(docs) < n:
+        raise SystemExit(f"{path} holds {len(docs)} documents, fewer than {n}")
     return docs
+
+
+def corpus_named(path: Path) -> tuple[str, Path]:
+    """``path`` with its name in :data:`CORPORA` (else its folder's name)."""
+    resolved = path.resolve()
+    name = next((n for n, p in CORPORA.items() if p.resolve() == resolved), path.parent.name)
+    return name, path
+
+
+def corpus_for(n: int) -> tuple[str, Path]:
+    """The first of :data:`CORPORA` that holds at least ``n`` documents (name, path); exits
+    with a message when none does."""
+    for name, path in CORPORA.items():
+        if path.exists():
+            with path.open(encoding="utf-8") as fh:
+                if sum(1 for _ in fh) >= n:
+                    return name, path
+    raise SystemExit(f"no corpus of {', '.join(map(str, CORPORA.values()))} holds {n} documents")
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -117,7 +143,10 @@ def raw_embedding(settings: Settings, chunks: list[str]) -> tuple[float, float, 
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    docs = load_docs(args.corpus, args.docs)
+    name, path = corpus_named(args.corpus) if args.corpus else corpus_for(args.docs)
+    docs = load_docs(path, args.docs)
+    folder = f"/{name}"
+    print(f"{len(docs)} documents of {name} ({path})", flush=True)
     base = Settings()
     install_models(base.model_dir)
     work = Path(tempfile.mkdtemp(prefix="bench-indexing-"))
@@ -178,7 +207,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         here_before = time.process_time()
         started = time.perf_counter()
         for doc_id, text in docs:
-            sim.put_file(USER, f"/SciFact/{doc_id}.txt", text)
+            sim.put_file(USER, f"{folder}/{doc_id}.txt", text)
         uploaded = time.perf_counter() - started
         time.sleep(0.5)
         wait(lambda: settled(client, keys), 3600, "indexing", interval=0.1)
@@ -202,7 +231,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         chunks: list[str] = []
         missing = 0
         for doc_id, _ in docs:
-            file_id = sim.file_id(USER, f"/SciFact/{doc_id}.txt")
+            file_id = sim.file_id(USER, f"{folder}/{doc_id}.txt")
             points = store.document_points(f"file:{file_id}")
             missing += not points
             chunks += [p.payload["text"] for p in points]
@@ -225,6 +254,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     raw = len(chunks) / raw_seconds
     return {
         "docs": len(docs),
+        "corpus": name,
         "chunks": len(chunks),
         "e2e_seconds": round(e2e_seconds, 2),
         "raw_seconds": round(raw_seconds, 2),
@@ -280,7 +310,8 @@ def section(result: dict[str, Any]) -> str:
             "## Indexing",
             "",
             f"`make bench-indexing` — {result['date']}, {m['arch']}, {m['cpus']} cores, Python "
-            f"{m['python']}. {result['docs']} SciFact documents (title + text as `.txt` files) "
+            f"{m['python']}. {result['docs']} {result['corpus']} documents "
+            "(title + text, the text alone when untitled, as `.txt` files) "
             "uploaded to the Nextcloud simulator; its webhooks over HTTP → receiver → Redis → "
             f"one `celery worker` process (pool `{w['pool']}`, concurrency {w['concurrency']}, "
             f"`NCINDEX_EMBED_THREADS` {threads}) → WebDAV download, extraction, chunking, "
@@ -334,7 +365,12 @@ def section(result: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=1000, help="documents (default 1000)")
-    parser.add_argument("--corpus", type=Path, default=CORPUS, help="BEIR corpus.jsonl")
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=None,
+        help="BEIR corpus.jsonl (default: SciFact, or NPL for more than SciFact's 5,183 docs)",
+    )
     parser.add_argument(
         "--concurrency", type=int, default=16, help="worker threads (1: solo pool; default 16)"
     )

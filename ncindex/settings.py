@@ -370,6 +370,14 @@ class Settings(BaseSettings):
     reconcile_notes_chunk_size: int = Field(
         200, ge=1, description="Notes per page of the Notes list (`chunkSize`)."
     )
+    reconcile_page_requests: int = Field(
+        100,
+        ge=1,
+        description="Requests to Nextcloud one reconcile scan task makes (a folder PROPFIND, a "
+        "Notes chunk) before it keeps the listing so far in Redis and hands the rest to the "
+        "next task: a big account's scan is paged, and resumes at the last page kept after a "
+        "worker dies.",
+    )
 
     # --- Runtime ----------------------------------------------------------------------------
     log_level: str = Field("INFO", description="Log level (DEBUG, INFO, WARNING, ERROR).")

@@ -5,7 +5,9 @@ that expires before the next tick and is never released early, so overlapping be
 delivered late after a backlog run at most one check per period; it then queues one
 ``ncindex.reconcile_scan`` per account, skipping those already queued.
 ``ncindex.reconcile_scan`` scans one user and doc type under a per-(user, type) lock; if a scan
-of the same user and type is running it returns at once.
+of the same user and type is running it returns at once. One run lists one page of the listing
+(``reconcile_page_requests`` requests); while the listing is unfinished it sends itself on with
+``page``, the number of the page to list next (:mod:`ncindex.sync.paging`).
 """
 
 from __future__ import annotations
@@ -16,9 +18,17 @@ import structlog
 from celery import shared_task
 
 from ncindex import names
+from ncindex.documents import DocType
 from ncindex.ingest.events import index_folder as index_folder_action
 from ncindex.ingest.queueing import clear_debounce, send_actions
-from ncindex.sync.reconcile import Reconciler, request_scans, scan_lock
+from ncindex.sync.paging import ListingPages
+from ncindex.sync.reconcile import (
+    Reconciler,
+    ScanState,
+    request_scans,
+    scan_lock,
+    scan_lock_seconds,
+)
 from ncindex.sync.subtree import walk_subtree
 from workers.base import NcindexTask
 from workers.beat import check_lock_seconds
@@ -55,19 +65,44 @@ def reconcile_check(self: NcindexTask, doc_type: str) -> int:
     bind=True, base=NcindexTask, name=names.RECONCILE_SCAN, ignore_result=True, acks_late=True
 )
 def reconcile_scan(
-    self: NcindexTask, user: str, doc_type: str, pending_key: str | None = None
+    self: NcindexTask,
+    user: str,
+    doc_type: str,
+    pending_key: str | None = None,
+    page: int | None = None,
 ) -> dict[str, Any]:
-    """Scan ``user``'s documents of ``doc_type`` and enqueue what differs."""
+    """Scan ``user``'s documents of ``doc_type`` and enqueue what differs, one page of the
+    listing per run: while it is unfinished, the next run is sent with ``page`` (the pages
+    listed so far). A run sent with a ``page`` listed already returns at once (stale); one
+    that finds the scan lock held waits for it (a dead worker's lock expires) by retrying,
+    so a paged scan is not dropped halfway. Returns the report's summary (a page's while
+    the listing is unfinished) or ``{"skipped": reason}``."""
     reconciler = reconciler_for(self)
+    settings = reconciler.settings
     client = reconciler.services.redis
     if pending_key:
         client.delete(pending_key)
-    ttl = reconciler.settings.task_time_limit + 60
-    with scan_lock(client, reconciler.settings.names, user, doc_type, ttl=ttl, wait=0) as held:
+    ttl = settings.task_time_limit + 60
+    with scan_lock(client, settings.names, user, doc_type, ttl=ttl, wait=0) as held:
         if not held:
+            if page is not None:
+                wait = scan_lock_seconds(client, settings.names, user, doc_type)
+                raise self.retry(countdown=wait + 1, max_retries=3)
             log.info("reconcile_scan_skipped", reason="running")
             return {"skipped": "running"}
-        return reconciler.scan(user, doc_type, apply=True).summary()
+        state = ScanState(client, user, DocType(doc_type), settings.names)
+        pages = ListingPages(state, settings.reconcile_page_requests, page)
+        if pages.stale():
+            log.info("reconcile_scan_skipped", reason="stale", page=page)
+            return {"skipped": "stale"}
+        report = reconciler.scan(user, doc_type, apply=True, pages=pages)
+    if report.partial:  # sent once the lock is free, so the next page can take it at once
+        self.app.send_task(
+            names.RECONCILE_SCAN,
+            kwargs={"user": user, "doc_type": report.doc_type, "page": report.pages},
+            queue=names.RECONCILE,
+        )
+    return report.summary()
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.INDEX_FOLDER, ignore_result=True, **RETRY)

@@ -109,7 +109,10 @@ class Listing:
     list (``PROPFIND`` 403: Sabre ``Directory::getChildren`` throws ``Forbidden`` for a folder
     without read permission): skipped, what is indexed below them counts as missing;
     ``skipped`` the listed files a rule leaves out (subject → rule), ``None`` for a listing
-    that classifies nothing (every type but files)."""
+    that classifies nothing (every type but files); ``cursor`` where a listing stopped at its
+    request limit (JSON-able, in the source's own shape: the folders left to list, the Notes
+    chunk cursor), ``None`` once it is complete; ``since`` the Unix time a listing paged over
+    several tasks began (:mod:`ncindex.sync.paging`), ``None`` for a listing made in one go."""
 
     docs: dict[str, Seen] = field(default_factory=dict)
     forbidden: list[str] = field(default_factory=list)
@@ -119,6 +122,8 @@ class Listing:
     requests: int = 0
     full_walk: bool = False
     skipped: dict[str, str] | None = None
+    cursor: Any = None
+    since: float | None = None
 
     def covers(self, path: str | None) -> bool:
         """True when ``path`` lies in (or is) a skipped, unchanged folder."""
@@ -131,6 +136,16 @@ class Listing:
         folder holding nothing indexed does not make a listing that lost everything count);
         ``manifest`` maps doc ids to entries with a ``path``."""
         return not self.docs and not any(self.covers(e.path) for e in manifest.values())
+
+    def indexed_since(self, entry: Any) -> bool:
+        """True when the listing was paged (``since`` set) and ``entry`` (a manifest entry,
+        with ``indexed_at`` in Unix seconds or ``None``) was indexed after it began: a
+        document written meanwhile may lie in a folder listed before it came."""
+        return (
+            self.since is not None
+            and entry.indexed_at is not None
+            and entry.indexed_at >= int(self.since)
+        )
 
 
 class ScanMemory(Protocol):
@@ -273,10 +288,21 @@ class Source(ABC):
     events: ClassVar[tuple[EventRoute, ...]] = ()
 
     @abstractmethod
-    def list(self, ctx: Context, client: NextcloudClient, memory: ScanMemory) -> Listing:
+    def list(
+        self,
+        ctx: Context,
+        client: NextcloudClient,
+        memory: ScanMemory,
+        resume: Listing | None = None,
+        limit: int | None = None,
+    ) -> Listing:
         """Every document of the type ``client.user`` can see now (or those changed since
         ``memory``'s resume points), for a reconcile scan. Raises an ``NcindexError`` when the
-        listing fails (``NotFound``: the app, or the files root, is not there)."""
+        listing fails (``NotFound``: the app, or the files root, is not there). With
+        ``resume`` (a listing an earlier call stopped, its ``requests`` reset to 0), go on
+        from its ``cursor`` into it; with ``limit``, stop once ``limit`` requests were made
+        and more are needed, with ``cursor`` set (a source whose listing is a few requests
+        may ignore both and always list in full)."""
 
     def commit(  # noqa: B027  (a default, not abstract: most sources keep nothing)
         self, memory: ScanMemory, listing: Listing, dirty: set[str], clean: bool

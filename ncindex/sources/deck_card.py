@@ -185,10 +185,18 @@ class DeckCardSource(Source):
         ),
     )
 
-    def list(self, ctx: Context, client: NextcloudClient, memory: ScanMemory) -> Listing:
+    def list(
+        self,
+        ctx: Context,
+        client: NextcloudClient,
+        memory: ScanMemory,
+        resume: Listing | None = None,
+        limit: int | None = None,
+    ) -> Listing:
         """One request for the boards and one per live board. A board that answers 404 or
         403 for its stacks (deleted or unshared since the board list) is skipped: its cards
-        count as missing. Raises ``NextcloudProtocolError`` for JSON not shaped as Deck's."""
+        count as missing. Raises ``NextcloudProtocolError`` for JSON not shaped as Deck's.
+        Always in full: ``resume`` and ``limit`` do not apply."""
         listing = Listing()
         boards = _json_list(client, f"{DECK_API}/boards")
         listing.requests += 1

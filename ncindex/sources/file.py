@@ -57,17 +57,32 @@ class FileSource(Source):
     verify_gives_path = True
     title_from_path = True
 
-    def list(self, ctx: Context, client: NextcloudClient, memory: ScanMemory) -> Listing:
+    def list(
+        self,
+        ctx: Context,
+        client: NextcloudClient,
+        memory: ScanMemory,
+        resume: Listing | None = None,
+        limit: int | None = None,
+    ) -> Listing:
         """Walk the user's files breadth first, one folder per request; every folder when the
         last full walk is ``reconcile_full_walk_seconds`` old (or none is recorded). Entries
         are classified (:func:`~ncindex.sources.eligibility.classify`): notes are left to
-        their own listing, what a rule leaves out is recorded in ``skipped``."""
-        last_full = memory.full_walk_at()
-        skipped: dict[str, str] = {}
-        listing = Listing(skipped=skipped)
-        listing.full_walk = (
-            last_full is None or time.time() - last_full >= ctx.settings.reconcile_full_walk_seconds
-        )
+        their own listing, what a rule leaves out is recorded in ``skipped``. The cursor is
+        the list of folders still to walk."""
+        if resume is None:
+            last_full = memory.full_walk_at()
+            listing = Listing(skipped={})
+            listing.full_walk = (
+                last_full is None
+                or time.time() - last_full >= ctx.settings.reconcile_full_walk_seconds
+            )
+        else:
+            listing = resume
+            if listing.skipped is None:
+                listing.skipped = {}
+        skipped = listing.skipped
+        assert skipped is not None  # set just above
         stored = {} if listing.full_walk else memory.folders()
         # folders above a document whose access the user lost: walked whatever their etags
         # say, since a share given back or an access rule lifted may change none of them
@@ -77,7 +92,7 @@ class FileSource(Source):
             if path
             for folder in ancestors(posixpath.dirname(path))
         }
-        if "/" in stored and not forced:
+        if resume is None and "/" in stored and not forced:
             answer = client.propfind("/", depth=0)
             listing.requests += 1
             if not answer:
@@ -85,8 +100,12 @@ class FileSource(Source):
             if answer[0].etag == stored["/"]:
                 listing.covered.add("/")
                 return listing
-        queue: deque[str] = deque(["/"])
+        queue: deque[str] = deque(["/"] if resume is None else resume.cursor)
+        listing.cursor = None
         while queue:
+            if limit is not None and listing.requests >= limit:
+                listing.cursor = list(queue)
+                return listing
             folder = queue.popleft()
             if folder in listing.folders:
                 continue  # listed already: an answer naming a folder twice, or a cycle

@@ -96,9 +96,17 @@ class NewsItemSource(Source):
     doc_type: ClassVar[DocType] = DocType.NEWS_ITEM
     app = "news"
 
-    def list(self, ctx: Context, client: NextcloudClient, memory: ScanMemory) -> Listing:
+    def list(
+        self,
+        ctx: Context,
+        client: NextcloudClient,
+        memory: ScanMemory,
+        resume: Listing | None = None,
+        limit: int | None = None,
+    ) -> Listing:
         """One request for all items (``type=3&batchSize=-1&getRead=true``), each with the
-        etag :func:`news_etag` gives."""
+        etag :func:`news_etag` gives. Always in full: ``resume`` and ``limit`` do not
+        apply."""
         listing = Listing()
         items = list_items(client)
         listing.requests += 1

@@ -77,19 +77,36 @@ class NoteSource(Source):
     app = "notes"
     ruled = True
 
-    def list(self, ctx: Context, client: NextcloudClient, memory: ScanMemory) -> Listing:
+    def list(
+        self,
+        ctx: Context,
+        client: NextcloudClient,
+        memory: ScanMemory,
+        resume: Listing | None = None,
+        limit: int | None = None,
+    ) -> Listing:
         """Page through the Notes list (``reconcile_notes_chunk_size`` notes a request);
         every note when one was lost (module docstring), else those changed since
-        ``pruneBefore``."""
-        listing = Listing()
+        ``pruneBefore``. The cursor is the ``chunkCursor`` and ``pruneBefore`` parameters to
+        go on with."""
+        listing = Listing() if resume is None else resume
         params: dict[str, Any] = {
             "exclude": "content",
             "chunkSize": ctx.settings.reconcile_notes_chunk_size,
         }
-        prune_before = memory.marker()
-        if prune_before is not None and not memory.lost():  # a lost note lists in full
-            params["pruneBefore"] = prune_before
+        if resume is not None:
+            params.update(resume.cursor)
+        else:
+            prune_before = memory.marker()
+            if prune_before is not None and not memory.lost():  # a lost note lists in full
+                params["pruneBefore"] = prune_before
+        listing.cursor = None
         while True:
+            if limit is not None and listing.requests >= limit:
+                listing.cursor = {
+                    k: params[k] for k in ("chunkCursor", "pruneBefore") if k in params
+                }
+                return listing
             response = client.request("GET", f"{NOTES_API}/notes", params=params)
             listing.requests += 1
             if listing.marker is None:

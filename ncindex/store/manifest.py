@@ -10,6 +10,7 @@ the scan re-check it — harmless, since every task re-reads Nextcloud.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from qdrant_client import models
@@ -18,20 +19,22 @@ from ncindex.documents import DocType
 from ncindex.store.port import VectorStore
 from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
 
-MANIFEST_FIELDS = ("doc_key", "etag", "acl", "paths", "tags")
+MANIFEST_FIELDS = ("doc_key", "etag", "acl", "paths", "tags", "indexed_at")
 
 
 @dataclass(frozen=True, slots=True)
 class ManifestEntry:
     """One indexed document as the store knows it: ``doc_id``, ``etag`` (``None`` when two
     versions disagree), ``acl`` principals and ``path``, the document's path in the user's
-    view (``None`` for types without paths), ``tags`` the system tags it was indexed with."""
+    view (``None`` for types without paths), ``tags`` the system tags it was indexed with,
+    ``indexed_at`` when that version was written (Unix seconds; ``None`` if not recorded)."""
 
     doc_id: str
     etag: str | None
     acl: tuple[str, ...]
     path: str | None
     tags: tuple[str, ...] = ()
+    indexed_at: int | None = None
 
 
 def manifest_filter(user: str, doc_type: DocType) -> models.Filter:
@@ -60,5 +63,13 @@ def load_manifest(store: VectorStore, user: str, doc_type: DocType) -> dict[str,
             acl=tuple(payload.get("acl") or ()),
             path=paths.get(user),
             tags=tuple(str(t) for t in payload.get("tags") or ()),
+            indexed_at=_int_or_none(payload.get("indexed_at")),
         )
     return out
+
+
+def _int_or_none(value: object) -> int | None:
+    """``value`` as an int when it is a number (not a bool), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return int(value)

@@ -57,6 +57,12 @@ How each doc type is listed, and what listing state it keeps, is its source's
 :data:`ncindex.sources.registry.SOURCES`): files and notes as above, Deck cards (boards, then
 each live board's stacks) and News items (one list of every item); the last two have no paths
 and keep no scan state. This module compares, guards, enqueues and keeps the state.
+
+The scan task lists a big account in pages of ``reconcile_page_requests`` requests, one task
+each, the listing so far kept in Redis between them (:mod:`ncindex.sync.paging`); steps 3 and 4
+and every change to the scan state happen only once the listing is complete. Such a listing
+reads the manifest after its last page, and a document indexed since its first page is not
+judged missing.
 """
 
 from __future__ import annotations
@@ -67,7 +73,7 @@ import posixpath
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import redis
 import structlog
@@ -75,7 +81,13 @@ import structlog
 from ncindex import names
 from ncindex.accounts import clear_refused, record_refused
 from ncindex.documents import DocType
-from ncindex.errors import NcindexError, NextcloudAuthError, NotFound, UnsupportedDocType
+from ncindex.errors import (
+    NcindexError,
+    NextcloudAuthError,
+    NotFound,
+    TransientError,
+    UnsupportedDocType,
+)
 from ncindex.index.indexing import Indexer
 from ncindex.ingest.events import Action, reindex_action
 from ncindex.ingest.queueing import Producer, send_actions
@@ -127,7 +139,12 @@ class ScanReport:
     :data:`RETRY_UNINDEXABLE_SECONDS` pass (changed and moved documents are always sent).
     ``unavailable`` says why an app's listing answered 404 (Notes, Deck or News not
     installed): nothing is enqueued, and it is not an error. ``applied`` is false for a dry
-    run, which enqueues nothing and stores no state.
+    run, which enqueues nothing and stores no state. ``pages`` is how many tasks listed
+    (:mod:`ncindex.sync.paging`; 1 for a listing made in one go); ``partial`` marks the
+    report of a page that left the listing unfinished: nothing was compared, enqueued or
+    stored but the page, and its ``requests``, ``listed`` and ``seconds`` are the page's.
+    The report of a listing paged over several tasks starts when its first page did
+    (``started_at``), and its ``seconds`` run from then (the waits between pages included).
     """
 
     user: str
@@ -150,6 +167,8 @@ class ScanReport:
     unavailable: str | None = None
     #: folders skipped because Nextcloud answered their listing 403 (no read permission)
     forbidden: int = 0
+    pages: int = 1
+    partial: bool = False
 
     @property
     def clean(self) -> bool:
@@ -157,6 +176,7 @@ class ScanReport:
         return (
             self.error is None
             and self.unavailable is None
+            and not self.partial
             and not self.index
             and not self.remove
             and not self.waiting
@@ -192,6 +212,8 @@ class ScanReport:
             "error": self.error,
             "unavailable": self.unavailable,
             "forbidden_folders": self.forbidden,
+            "pages": self.pages,
+            "partial": self.partial,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -431,6 +453,30 @@ class TagState:
 # --- the reconciler ------------------------------------------------------------------------
 
 
+class Pages(Protocol):
+    """Where a listing paged over several tasks is kept between them
+    (:class:`ncindex.sync.paging.ListingPages`)."""
+
+    def first(self) -> bool:
+        """Whether no page is kept: the next page starts the listing."""
+        ...
+
+    def next(
+        self, source: Source, ctx: Services, client: NextcloudClient, state: ScanState
+    ) -> tuple[Listing, Listing | None]:
+        """List the next page; returns it, and the whole listing once it is complete
+        (``None`` while not: the page was kept for the next task)."""
+        ...
+
+    def pages(self) -> int:
+        """Pages listed so far, the last one included."""
+        ...
+
+    def discard(self) -> None:
+        """Forget the pages kept (the scan is over, or must start again)."""
+        ...
+
+
 class Reconciler:
     """Runs scans on one process's :class:`Services`; ``producer`` sends the tasks (a Celery
     app). The Celery tasks and ``ncindex reconcile`` both call :meth:`scan`."""
@@ -441,39 +487,71 @@ class Reconciler:
         self.indexer = indexer
         self.producer = producer
 
-    def scan(self, user: str, doc_type: DocType | str, *, apply: bool = True) -> ScanReport:
+    def scan(
+        self, user: str, doc_type: DocType | str, *, apply: bool = True, pages: Pages | None = None
+    ) -> ScanReport:
         """Scan ``user``'s documents of ``doc_type``; with ``apply`` enqueue the changes and
-        advance the stored state, else only report. Raises :class:`UnsupportedDocType`."""
+        advance the stored state, else only report. Raises :class:`UnsupportedDocType`.
+
+        With ``pages`` (applied scans only: the ``ncindex.reconcile_scan`` task) one call
+        lists one page: while the listing is unfinished the page is kept in ``pages`` and the
+        report is ``partial`` — nothing is compared, enqueued or committed, so nothing is
+        ever removed on a partial listing; the call that lists the last page compares the
+        whole listing. The manifest is read before the first page (a listing of one page
+        is judged as without ``pages``), or after the last page of several: a document
+        indexed since the listing began is then not judged missing. A failed page discards
+        the pages kept, unless the failure is transient (Nextcloud or the store briefly
+        unavailable): the next scan resumes there."""
         doc_type = DocType(doc_type)
         source = SOURCES.get(doc_type)
         if source is None:
             raise UnsupportedDocType(doc_type.value)
         if apply and self.producer is None:
             raise ValueError("a producer is needed to apply a scan")
+        if pages is not None and not apply:
+            raise ValueError("a paged scan is applied")
         started = time.time()
         clock = time.monotonic()
         report = ScanReport(user, doc_type.value, started, apply)
         state = ScanState(self.services.redis, user, doc_type, self.settings.names)
         log_ = log.bind(user=user, doc_type=doc_type.value)
         try:
-            manifest = load_manifest(self.services.store, user, doc_type)
-            report.indexed = len(manifest)
+            manifest = None
+            if pages is None or pages.first():
+                manifest = load_manifest(self.services.store, user, doc_type)
             account = self.services.account(user)
-            listing = source.list(self.services, account, state)
+            if pages is None:
+                listing = source.list(self.services, account, state)
+            else:
+                page, whole = pages.next(source, self.services, account, state)
+                report.pages = pages.pages()
+                if whole is None:
+                    return self._partial(report, page, clock, log_)
+                listing = whole
+                if listing.since is not None:  # listed by several tasks: the scan began then
+                    report.started_at = listing.since
+                    report.seconds = started - listing.since
+            if manifest is None:  # the listing took several tasks: read it now
+                manifest = load_manifest(self.services.store, user, doc_type)
+            report.indexed = len(manifest)
             tags = self._tags(account, listing, state, source, apply)
         except NotFound as exc:
             if source.app is None:  # the user's files root itself: a real failure
                 report.error = f"{type(exc).__name__}: {exc}"
             else:  # the app is not installed (or not enabled for the user)
                 report.unavailable = str(exc)
-            report.seconds = time.monotonic() - clock
+            report.seconds += time.monotonic() - clock
+            if pages is not None:
+                pages.discard()
             log_.warning("reconcile_listing_unavailable", error=str(exc))
             if apply:
                 state.record(report)
             return report
         except NcindexError as exc:
             report.error = f"{type(exc).__name__}: {exc}"
-            report.seconds = time.monotonic() - clock
+            report.seconds += time.monotonic() - clock
+            if pages is not None and not isinstance(exc, TransientError):
+                pages.discard()
             log_.warning("reconcile_listing_failed", error=report.error)
             if isinstance(exc, NextcloudAuthError):
                 record_refused(self.services.redis, self.settings.names, user, str(exc))
@@ -500,10 +578,28 @@ class Reconciler:
                     (node_subject(doc_id) for doc_id in listing.docs),
                     full=listing.full_walk,
                 )
-        report.seconds = time.monotonic() - clock
+            if pages is not None:
+                pages.discard()
+        report.seconds += time.monotonic() - clock
         if apply:
             state.record(report)
         log_.info("reconcile_scan", **report.summary())
+        return report
+
+    @staticmethod
+    def _partial(report: ScanReport, page: Listing, clock: float, log_: Any) -> ScanReport:
+        """The report of a page that left the listing unfinished (nothing recorded)."""
+        report.partial = True
+        report.requests = page.requests
+        report.listed = len(page.docs)
+        report.seconds = time.monotonic() - clock
+        log_.info(
+            "reconcile_scan_page",
+            pages=report.pages,
+            requests=report.requests,
+            listed=report.listed,
+            seconds=round(report.seconds, 3),
+        )
         return report
 
     # --- tag rules -------------------------------------------------------------------------
@@ -596,7 +692,9 @@ class Reconciler:
         missing = [
             Change(doc_id, "missing", None, entry.path)
             for doc_id, entry in manifest.items()
-            if doc_id not in listing.docs and not listing.covers(entry.path)
+            if doc_id not in listing.docs
+            and not listing.covers(entry.path)
+            and not listing.indexed_since(entry)
         ]
         previous = state.missing_since()
         since = {c.doc_id: previous.get(c.doc_id, now) for c in missing}
@@ -722,6 +820,14 @@ def scan_lock(
         if held:
             with contextlib.suppress(redis.exceptions.LockError):
                 lock.release()
+
+
+def scan_lock_seconds(
+    client: redis.Redis, keys: Names, user: str, doc_type: DocType | str
+) -> float:
+    """Seconds until the scan lock of :func:`scan_lock` expires (``0.0`` when it is free)."""
+    ttl = client.pttl(keys.lock("reconcile", DocType(doc_type).value, user))
+    return max(0.0, ttl / 1000)
 
 
 def last_scans_key(keys: Names) -> str:
