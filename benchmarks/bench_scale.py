@@ -256,12 +256,13 @@ def measure(
                 rows.append({"total": total, "bare": bare, "bound": embed + bare + rtt,
                              "recall": overlap(approx_dense, exact_dense),
                              "hybrid_recall": overlap(approx_fused, exact_fused)})  # fmt: skip
-        resident = rss_mb()
+        filler_rss = rss_mb()
         disk = disk_mb(Path(tmp))
         variants = search_variants(store, embedder, queries(WARMUP + n_queries)[WARMUP:], flt)
         service.close()
         http.close()
         store.close()
+        resident = search_process_rss(Path(tmp), n_queries)
     totals = [r["total"] for r in rows]
     bounds = [r["bound"] for r in rows]
     return {
@@ -278,6 +279,7 @@ def measure(
         "recall_at_10_vs_exact": round(statistics.mean(r["recall"] for r in rows), 4),
         "hybrid_recall_at_10_vs_exact": round(statistics.mean(r["hybrid_recall"] for r in rows), 4),
         "rss_mb": resident,
+        "filling_process_rss_mb": filler_rss,
         "disk_mb": disk,
         "fill_points_per_s": round(size / fill_s),
         "optimize_seconds": round(optimize_s, 1),
@@ -290,6 +292,32 @@ VECTORS_NOTE = {
     "realistic": f" (each a real SciFact chunk embedding + {MIX} × another + noise, normalised)",
     "random": " (uniform on the sphere: no clusters, the worst case of a graph index)",
 }
+
+
+def search_process_rss(path: Path, n_queries: int) -> float:
+    """Resident memory, MB, of a fresh process that opens the store at ``path`` and the
+    models and answers ``n_queries`` realistic queries (:func:`serve_queries`): what a search
+    process holds, without the filling that this one did."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--search-rss", str(path), "--queries", str(n_queries)],
+        capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["rss_mb"])
+
+
+def serve_queries(path: Path, n_queries: int) -> None:
+    """The child of :func:`search_process_rss`: open, query as alice, print ``{"rss_mb"}``."""
+    settings = Settings()
+    embedder = Embedder(settings)
+    embedder.load()
+    store = QdrantEdgeStore(path, "bench", layout=CollectionLayout.from_settings(settings))
+    flt = build_filter("alice", realistic_request("x").filter_tree())
+    for query in queries(n_queries):
+        dense, sparse = embedder.embed_query(query)
+        store.query(dense=dense, sparse=sparse, flt=flt, limit=120, prefetch_limit=360,
+                    fusion=Fusion(settings.fusion))  # fmt: skip
+    print(json.dumps({"rss_mb": rss_mb()}))
+    store.close()
 
 
 def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
@@ -349,7 +377,11 @@ def main() -> int:
         help="merge the measured shapes and sizes into the existing scale.json (runs of "
         "different shapes side by side) instead of replacing it",
     )
+    parser.add_argument("--search-rss", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.search_rss is not None:
+        serve_queries(args.search_rss, args.queries)
+        return 0
     base = Settings()
     settings = Settings(
         accounts={"alice": SecretStr("pw")},
