@@ -185,6 +185,7 @@ def settings_summary(settings: Settings) -> dict[str, Any]:
         "prefetch_limit": settings.prefetch_limit,
         "search_overfetch": settings.search_overfetch,
         "fusion": settings.fusion,
+        "bm25_feedback_docs": settings.bm25_feedback_docs,
         "rrf_k": RRF_K,
     }
 
@@ -203,7 +204,9 @@ def quality_section(result: dict[str, Any]) -> str:
         f"{s['chunk_tokens']} tokens with {s['chunk_overlap_tokens']} overlap (headings "
         f"attached), over-fetch {s['search_overfetch']} (a 10-result page reads 120 chunk "
         f"hits from a pool of max({s['prefetch_limit']}, 3 × 120) = 360 candidates per "
-        f"branch), RRF k={s['rrf_k']}, default fusion `{s['fusion']}`. "
+        f"branch), RRF k={s['rrf_k']}, default fusion `{s['fusion']}`, BM25 feedback from "
+        f"the {s.get('bm25_feedback_docs', 0)} best documents of a first pass (hybrid modes; "
+        "0 ⇒ none). "
         "Library path of `ncindex eval` (same chunker, embedder, Qdrant Edge, query and "
         "grouping as the product; no HTTP). A document scores by its best chunk; metrics from "
         "ir-measures (trec_eval), averaged over all judged queries, no result ⇒ 0. "
@@ -240,26 +243,40 @@ def quality_section(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+BEFORE = (
+    ("quality_before.json", "en-1"),
+    ("quality_before_feedback.json", "no feedback"),
+)
+"""Earlier runs of the default evaluation, file in ``benchmarks/results`` and row tag: ``en-1``
+— fastembed's BM25 with the 1,333-word stop list and the defaults of then (2026-11-29);
+``no feedback`` — analyzer ``en-2`` without feedback for the BM25 half (2026-12-02)."""
+
+
 def _before_lines(result: dict[str, Any]) -> list[str]:
-    """Before and after, per mode and half, when ``quality_before.json`` holds the run of the
-    previous analyzer and fusion (``en-1``: fastembed's BM25 with the 1,333-word stop list,
-    DBSF over 100-candidate prefetches; measured 2026-11-29 on the same dataset)."""
-    path = RESULTS / "quality_before.json"
-    if not path.exists():
-        return []
-    before = json.loads(path.read_text())
-    if before.get("dataset") != result["dataset"]:
+    """Before and after, per mode and half, for each run of :data:`BEFORE` on the same
+    dataset."""
+    befores = []
+    for name, tag in BEFORE:
+        path = RESULTS / name
+        if path.exists():
+            before = json.loads(path.read_text())
+            if before.get("dataset") == result["dataset"]:
+                befores.append((tag, before))
+    if not befores:
         return []
     rows: dict[str, dict[str, float]] = {}
     for mode in MODES:
         for part in ("all", "tune", "test"):
-            old = before[mode] if part == "all" else before["halves"][mode][part]
+            for tag, before in befores:
+                old = before[mode] if part == "all" else before["halves"][mode][part]
+                rows[f"{mode} ({part}) {tag}"] = old
             new = result[mode] if part == "all" else result["halves"][mode][part]
-            rows[f"{mode} ({part}) before"] = old
-            rows[f"{mode} ({part}) after"] = new
+            rows[f"{mode} ({part}) now"] = new
     return [
-        f"Before (analyzer `en-1`, {before['date']}: fastembed's `Qdrant/bm25` with the "
-        "1,333-word stop list; defaults of then) and after (this run), per mode and half:",
+        "Before and after, per mode and half: `en-1` — fastembed's `Qdrant/bm25` with the "
+        "1,333-word stop list and the defaults of then (2026-11-29); `no feedback` — analyzer "
+        "`en-2`, BM25 query not expanded (`NCINDEX_BM25_FEEDBACK_DOCS=0`, 2026-12-02); `now` "
+        "— this run (feedback applies to the two hybrid modes only):",
         "",
         "```",
         table(rows),
@@ -400,6 +417,8 @@ about the noise of 150 queries, or for a lower cost at no loss):
   deleted content words (`high`, `system`, `research`, `home`, `C++`); the BM25 half now uses
   its own analyzer (`ncindex/embedding/analyzer.py`, Lucene's 33 words after stemming), see
   "Fusion tuning".
+- **BM25 pseudo-relevance feedback for DBSF searches** (issue 19, `NCINDEX_BM25_FEEDBACK_DOCS`):
+  chosen in "Fusion tuning".
 """
 
 

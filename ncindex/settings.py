@@ -219,6 +219,13 @@ class Settings(BaseSettings):
     fusion: Literal["rrf", "dbsf"] = Field(
         "dbsf", description="Default fusion (DBSF measured best; benchmarks/RESULTS.md)."
     )
+    bm25_feedback_docs: int = Field(
+        3,
+        ge=0,
+        le=20,
+        description="Hybrid searches fused by DBSF expand the BM25 query with terms of this "
+        "many best documents of a first pass (pseudo-relevance feedback); 0 ⇒ off.",
+    )
     verify_concurrency: int = Field(8, ge=1, description="Parallel verification requests.")
     user_cache_seconds: int = Field(
         60, ge=0, description="How long a resolved credential → user id is cached, seconds."

@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -98,6 +98,12 @@ B = 0.75
 AVG_LEN = 256.0
 """Assumed average chunk length in terms (fastembed's ``Qdrant/bm25`` default; a chunk of
 200 model tokens gives about 150 to 250 terms)."""
+FEEDBACK_TERMS = 40
+"""Expansion terms added to a BM25 query by pseudo-relevance feedback
+(:func:`feedback_query_vector`); tuned on SciFact and NPL (benchmarks/RESULTS.md)."""
+FEEDBACK_WEIGHT = 1.0
+"""Weight of the expansion terms against the query's own: together they weigh this many times
+the query's term count (RM3's ``1 − λ`` over ``λ``: 1.0 is Anserini's default ``λ = 0.5``)."""
 MAX_TERM_CHARS = 64
 """Longer terms are dropped (base64 blobs, hashes); their parts are still terms."""
 
@@ -216,6 +222,52 @@ def query_vector(text: str) -> SparseVector:
     for term, count in Counter(terms(text)).items():
         key = term_id(term)
         weights[key] = weights.get(key, 0.0) + float(count)
+    return _vector(weights)
+
+
+def feedback_query_vector(
+    query: str,
+    feedback: Sequence[tuple[str, float]],
+    *,
+    terms_added: int = FEEDBACK_TERMS,
+    weight: float = FEEDBACK_WEIGHT,
+) -> SparseVector:
+    """The BM25 query vector of ``query`` expanded by pseudo-relevance feedback, RM3-style
+    (Lavrenko & Croft's relevance model, as Anserini's ``Rm3Reranker`` interpolates it).
+
+    ``feedback`` holds ``(text, score)`` pairs: the best chunk of each of the first pass's top
+    documents and its score there (negative scores count as 0; if all are 0, every text counts
+    alike). Each term ``w`` of those texts gets ``P(w|R) = Σ score_d · tf(w, d) / len(d)`` over
+    the texts, scores normalised to sum 1; the ``terms_added`` most probable terms (ties by the
+    term) are renormalised to sum 1 and added to the query's own term counts with a total
+    weight of ``weight × (query term count)``. A query term among them weighs the more for it.
+    Query terms keep their counts, so the vector is :func:`query_vector` plus the expansion;
+    with no feedback text it is :func:`query_vector` itself, and a query without terms stays
+    empty (nothing to expand). Indices ascending.
+    """
+    own = Counter(terms(query))
+    if not own:
+        return _vector({})
+    scores = [max(0.0, score) for _, score in feedback]
+    total = sum(scores)
+    if total == 0:
+        scores, total = [1.0] * len(feedback), float(len(feedback))
+    relevance: Counter[str] = Counter()
+    for (text, _), score in zip(feedback, scores, strict=True):
+        counts = Counter(terms(text))
+        length = sum(counts.values())
+        for term, tf in counts.items():
+            relevance[term] += score / total * tf / length
+    chosen = sorted(relevance, key=lambda t: (-relevance[t], t))[:terms_added]
+    mass = sum(relevance[t] for t in chosen)
+    weights: dict[int, float] = {}
+    for term, count in own.items():
+        key = term_id(term)
+        weights[key] = weights.get(key, 0.0) + float(count)
+    query_length = sum(own.values())
+    for term in chosen:
+        key = term_id(term)
+        weights[key] = weights.get(key, 0.0) + weight * query_length * relevance[term] / mass
     return _vector(weights)
 
 

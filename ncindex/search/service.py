@@ -3,6 +3,12 @@
 1. Validate the filters (:mod:`ncindex.search.filters`) before anything costs a request.
 2. Embed the query: dense and BM25 sparse. In ``hybrid`` mode a dense failure degrades to
    a sparse-only answer (``degraded``); ``dense``/``sparse`` modes use one half.
+   With both halves fused by DBSF, the BM25 query is expanded by pseudo-relevance feedback:
+   a first fused query (step 3's, a few documents deep) lends the terms of its
+   ``bm25_feedback_docs`` best documents (RM3,
+   :func:`~ncindex.embedding.analyzer.feedback_query_vector`); the search then runs with the
+   expanded BM25 query. RRF searches are not expanded: with RRF, feedback lost on SciFact
+   (benchmarks/RESULTS.md, "Fusion tuning").
 3. One hybrid query: a dense and a sparse prefetch over the same candidate pool, each with the
    same filter (so filters apply before fusion), fused by RRF or DBSF. Chunk hits are
    over-fetched (``limit × search_overfetch × CHUNKS_PER_DOC``) and, if verification leaves the
@@ -43,6 +49,7 @@ from pydantic import (
 )
 
 from ncindex.documents import DocRef, DocType, principal
+from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import ChunkOutOfRange, DocumentNotFound, SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
@@ -207,8 +214,9 @@ class Explain(BaseModel):
         "(or the dense half did not run)."
     )
     sparse: BranchRank | None = Field(
-        description="Rank and BM25 score in the sparse branch; null if not among its "
-        "candidates (no query term in the chunk)."
+        description="Rank and BM25 score in the sparse branch (in a hybrid DBSF search, of "
+        "the query expanded by feedback terms, as fused); null if not among its candidates (no "
+        "term of that query in the chunk)."
     )
     fused_score: float = Field(description="The score the fusion gave (the result's `score`).")
     matched_terms: list[MatchedTerm] = Field(
@@ -383,6 +391,11 @@ class SearchService:
         fetch = min(MAX_FETCH, limit * self.settings.search_overfetch * CHUNKS_PER_DOC)
         # One pool for every round, so each round reads the next page of the same ranking.
         pool = min(MAX_POOL, max(self.settings.prefetch_limit, fetch * MAX_ROUNDS))
+        feedback = fusion is Fusion.DBSF and self.settings.bm25_feedback_docs
+        if feedback and dense is not None and sparse is not None and sparse.indices:
+            t0 = time.perf_counter()
+            sparse = self._feedback(store, request.query, dense, sparse, flt, pool)
+            timings["feedback"] = (time.perf_counter() - t0) * 1000
         counts = VerificationCounts()
         cut = _Cutoff(request.score_threshold, min_score)
         results: list[SearchResult] = []
@@ -449,6 +462,40 @@ class SearchService:
         if dense is None and sparse is None:
             raise SearchUnavailable("the query could not be embedded")
         return dense, sparse, mode == "hybrid" and dense is None
+
+    def _feedback(
+        self,
+        store: VectorStore,
+        query: str,
+        dense: list[float],
+        sparse: SparseVector,
+        flt: Any,
+        pool: int,
+    ) -> SparseVector:
+        """The BM25 query vector for a hybrid search: ``sparse`` expanded by pseudo-relevance
+        feedback (:func:`~ncindex.embedding.analyzer.feedback_query_vector`) from the best
+        chunks of the ``bm25_feedback_docs`` best documents of a first DBSF query (same
+        filter and pool), or ``sparse`` itself when nothing matched.
+
+        The feedback documents are the first pass's candidates, so they match the caller's
+        ``acl`` in the index but are not yet verified with Nextcloud: a document unshared
+        since its last sync can lend terms to the query (never text to the response) until
+        a re-check evicts it. Raises ``StoreUnavailable`` if the store fails."""
+        docs = self.settings.bm25_feedback_docs
+        hits = store.query(
+            dense=dense,
+            sparse=sparse,
+            flt=flt,
+            limit=docs * CHUNKS_PER_DOC,
+            prefetch_limit=pool,
+            fusion=Fusion.DBSF,
+        )
+        best = group_hits(hits)[:docs]
+        if not best:
+            return sparse
+        return analyzer.feedback_query_vector(
+            query, [(h.payload.get("text") or "", h.score) for h in best]
+        )
 
     def _verify_into(
         self,

@@ -12,6 +12,7 @@ from ncindex.embedding.analyzer import (
     STOP_WORDS,
     B,
     document_vector,
+    feedback_query_vector,
     query_vector,
     term_id,
     terms,
@@ -150,3 +151,34 @@ def test_term_ids_are_fastembeds() -> None:
 
     for word in ("vitamin", "pressur", "c++"):
         assert term_id(word) == Bm25.compute_token_id(word)
+
+
+def weights_of(vec) -> dict[int, float]:  # type: ignore[no-untyped-def]
+    return dict(zip(vec.indices, vec.values, strict=True))
+
+
+def test_feedback_adds_the_likeliest_terms_of_the_feedback() -> None:
+    # P(w|R): doc 1 (score 3) "coral coral reef", doc 2 (score 1) "coral bleach"
+    # coral 3/4·2/3 + 1/4·1/2 = 0.625, reef 3/4·1/3 = 0.25, bleach 1/4·1/2 = 0.125
+    feedback = [("coral coral reef", 3.0), ("coral bleaching", 1.0)]
+    vec = feedback_query_vector("reef fish", feedback, terms_added=2, weight=2.0)
+    w = weights_of(vec)
+    # query length 2, expansion mass 2 × 2 = 4 shared by the two likeliest terms
+    assert math.isclose(w[term_id("coral")], 4 * 0.625 / 0.875)
+    assert math.isclose(w[term_id("reef")], 1 + 4 * 0.25 / 0.875)  # a query term weighs more
+    assert w[term_id("fish")] == 1.0  # query terms keep their counts
+    assert term_id("bleach") not in w  # third likeliest, not among the two added
+    assert vec.indices == sorted(vec.indices)
+
+
+def test_feedback_without_scores_counts_each_text_alike() -> None:
+    alike = feedback_query_vector("reef", [("coral", 0.0), ("kelp", -1.0)], terms_added=1)
+    w = weights_of(alike)
+    # coral and kelp tie at 1/2: the tie breaks by the term
+    assert term_id("coral") in w and term_id("kelp") not in w
+
+
+def test_feedback_leaves_nothing_to_expand_alone() -> None:
+    assert feedback_query_vector("reef", []) == query_vector("reef")
+    assert feedback_query_vector("reef", [("", 1.0)]) == query_vector("reef")
+    assert feedback_query_vector("the of", [("coral reef", 1.0)]).indices == []

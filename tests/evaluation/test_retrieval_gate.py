@@ -28,11 +28,14 @@ MEASURED = {
     # (defaults: 200-token chunks, 32 overlap, headings attached, RRF k=10, DBSF default;
     # BM25 analyzer en-2 of issue 19: against the 1,333-word stop list of before, the default
     # hybrid_dbsf rose from 0.8978 and bm25 alone fell from 0.8528 and rrf from 0.9026 on this
-    # slice of SciFact, while on NPL the hybrid rose by 0.10; benchmarks/RESULTS.md)
+    # slice of SciFact, while on NPL the hybrid rose by 0.10; benchmarks/RESULTS.md).
+    # BM25 feedback for DBSF (NCINDEX_BM25_FEEDBACK_DOCS=3) moved hybrid_dbsf on this slice
+    # from (0.8995, 0.99, 0.8701), within the noise of 100 queries; on the full collections it
+    # raised Recall@10 (SciFact test 0.877 → 0.893, NPL test 0.273 → 0.301; "Fusion tuning").
     "bm25": (0.8403, 0.94, 0.8102),
     "dense": (0.8816, 0.98, 0.8528),
     "hybrid_rrf": (0.8926, 0.99, 0.8625),
-    "hybrid_dbsf": (0.8995, 0.99, 0.8701),
+    "hybrid_dbsf": (0.8981, 0.99, 0.8675),
 }
 MARGIN = 0.015
 """How far under the measured figure a metric may fall before the gate fails."""

@@ -224,3 +224,57 @@ def test_context_after_verification(
         service.context(client_of("alice"), ref, 0, 2)
     with pytest.raises(DocumentNotFound):
         service.context(client_of("alice"), DocRef.parse("file:999999"), 0, 2)
+
+
+class Recording:
+    """The store, recording the sparse vector of every fused query and branch query."""
+
+    def __init__(self, store: QdrantEdgeStore) -> None:
+        self.store = store
+        self.queries: list[Any] = []
+        self.branches: list[Any] = []
+
+    def query(self, **kwargs: Any) -> Any:
+        self.queries.append(kwargs["sparse"])
+        return self.store.query(**kwargs)
+
+    def branch(self, **kwargs: Any) -> Any:
+        if kwargs.get("sparse") is not None:
+            self.branches.append(kwargs["sparse"])
+        return self.store.branch(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+@pytest.mark.parametrize("docs", [0, 3])
+def test_hybrid_search_expands_the_bm25_query_by_feedback(
+    corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, docs: int
+) -> None:
+    recording = Recording(corpus)
+    svc = SearchService(Settings(bm25_feedback_docs=docs), lambda: (recording, embedder))  # type: ignore[arg-type,return-value]
+    svc.verifier = VerifyOnRead(
+        4, {t: verifiers for t in ("note", "file", "deck_card", "news_item")}
+    )
+    query = "lighthouse lens"
+    response = svc.search(client_of("alice"), SearchRequest(query=query, explain=True))
+    own = embedder.embed_query_sparse(query)
+    if docs == 0:
+        assert recording.queries == [own]  # one fused query, the plain BM25 query
+        assert "feedback" not in response.timings_ms
+    else:
+        first, *rounds = recording.queries
+        assert first == own and rounds  # the first pass asks with the query's own terms
+        expanded = rounds[0]
+        assert set(own.indices) < set(expanded.indices)  # then with feedback terms added
+        assert all(r == expanded for r in rounds)
+        assert "feedback" in response.timings_ms
+    # explain ranks results in the BM25 branch that was fused
+    assert recording.branches == [recording.queries[-1]]
+    assert any(r.explain and r.explain.sparse for r in response.results)
+    # one half alone, or RRF: no feedback pass
+    recording.queries.clear()
+    svc.search(client_of("alice"), SearchRequest(query=query), mode="sparse")
+    svc.search(client_of("alice"), SearchRequest(query=query, fusion="rrf"))
+    assert recording.queries == [own, own]
+    svc.close()
