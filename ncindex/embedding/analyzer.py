@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -252,7 +252,7 @@ def feedback_query_vector(
     total = sum(scores)
     if total == 0:
         scores, total = [1.0] * len(feedback), float(len(feedback))
-    relevance: Counter[str] = Counter()
+    relevance: defaultdict[str, float] = defaultdict(float)
     for (text, _), score in zip(feedback, scores, strict=True):
         counts = Counter(terms(text))
         length = sum(counts.values())
