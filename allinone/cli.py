@@ -573,7 +573,7 @@ _SCAN_TYPES = tuple(t.value for t in DocType)
     "doc_types",
     multiple=True,
     type=click.Choice(_SCAN_TYPES),
-    help="Doc type to scan (repeatable; default every type with a scanner).",
+    help="Doc type to scan (repeatable; default every indexed type).",
 )
 @click.option(
     "--apply", is_flag=True, help="Enqueue the changes and store scan state (default: report)."

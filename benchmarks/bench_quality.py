@@ -205,7 +205,7 @@ def quality_section(result: dict[str, Any]) -> str:
         f"attached), over-fetch {s['search_overfetch']} (a 10-result page reads 120 chunk "
         f"hits from a pool of max({s['prefetch_limit']}, 3 × 120) = 360 candidates per "
         f"branch), RRF k={s['rrf_k']}, default fusion `{s['fusion']}`, BM25 feedback from "
-        f"the {s.get('bm25_feedback_docs', 0)} best documents of a first pass (hybrid modes; "
+        f"the {s.get('bm25_feedback_docs', 0)} best documents of a first pass (DBSF hybrid only; "
         "0 ⇒ none). "
         "Library path of `ncindex eval` (same chunker, embedder, Qdrant Edge, query and "
         "grouping as the product; no HTTP). A document scores by its best chunk; metrics from "
@@ -276,7 +276,7 @@ def _before_lines(result: dict[str, Any]) -> list[str]:
         "Before and after, per mode and half: `en-1` — fastembed's `Qdrant/bm25` with the "
         "1,333-word stop list and the defaults of then (2026-11-29); `no feedback` — analyzer "
         "`en-2`, BM25 query not expanded (`NCINDEX_BM25_FEEDBACK_DOCS=0`, 2026-12-02); `now` "
-        "— this run (feedback applies to the two hybrid modes only):",
+        "— this run (feedback applies to the DBSF hybrid only):",
         "",
         "```",
         table(rows),

@@ -381,7 +381,7 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
         + (
             "Segments were optimised (HNSW) before measuring."
             if any(r.get("optimized") for r in results.values())
-            else "Segments were not optimised (the pipeline never calls `optimize`), so the "
+            else "Segments were not optimised (this benchmark does not call `optimize`), so the "
             "dense branch scans the filtered points."
         )
         + " On a loaded machine absolute times inflate; the ratio compares like with like.",

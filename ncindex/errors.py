@@ -16,6 +16,7 @@ Failures of the work (Nextcloud, the store, Redis, a document)::
     │   ├── Forbidden             valid credentials, access refused (403; Notes ``"error": true``)
     │   ├── NextcloudRefused      an OCS call was refused with a reason (OCS 400: ``meta.message``)
     │   ├── NotFound              the document is gone or the user cannot see it (404; Deck: 403)
+    │   │   └── FileGone          a file's download answered 404 and it is gone by id too
     │   ├── ArchivedCard          a Deck card that exists but is archived (not indexed)
     │   ├── DocumentNotFound      the index holds no such document the caller can read
     │   ├── NextcloudProtocolError Nextcloud answered something that is not its documented format
@@ -40,7 +41,9 @@ are caught (:mod:`ncindex.nextcloud.client`, :mod:`ncindex.store`); nothing abov
 sees them — except ``redis.RedisError``, which the Redis callers handle themselves, and its
 subclass :class:`~ncindex.redis_breaker.RedisSkipped` (a call the open circuit breaker did not
 make), which is one so that they need no second ``except``. The HTTP answer of each of these
-classes is one table, :data:`ncindex.web.problems.PROBLEMS`.
+classes is one table, :data:`ncindex.web.problems.PROBLEMS`. The web layer's own is an HTTP
+exception: :class:`ncindex.web.problems.UnreadableBody` (werkzeug's ``BadRequest``, a request
+body that could not be read whole).
 """
 
 from __future__ import annotations
@@ -132,6 +135,11 @@ class NextcloudRefused(PermanentError):
 
 class NotFound(PermanentError):
     """Raised when a document does not exist or the user cannot see it (404; Deck: 403)."""
+
+
+class FileGone(NotFound):
+    """Raised when a file's download answered 404 and looking it up by id again confirms
+    that the user can no longer see it."""
 
 
 class ArchivedCard(PermanentError):

@@ -120,7 +120,7 @@ class Names:
     @property
     def failing(self) -> str:
         """Documents whose last task run failed or is being retried (hash: subject → JSON
-        with the user, task, attempts and last error; :mod:`ncindex.index.progress`)."""
+        with the user, task, attempts and last error; :mod:`ncindex.progress`)."""
         return self.key("failing")
 
     def pending(self, user: str) -> str:

@@ -52,8 +52,6 @@ KEEP_SECONDS = 900
 RATE_SECONDS = 300
 #: A pending document older than this (seconds) is taken to be lost and dropped when read.
 PENDING_HORIZON = 7 * 86400
-#: The tasks whose documents are tracked as pending (one document each).
-TRACKED_TASKS = (names.INDEX_NODE, names.INDEX_DOCUMENT)
 
 
 def node_subject(file_id: int | str) -> str:

@@ -301,11 +301,12 @@ class Settings(BaseSettings):
     )
     index_required_tags: list[str] = Field(
         default_factory=list,
-        description="System tag gate: when set, only files carrying one of these tags are indexed.",
+        description="System tag gate: when set, only files (and notes) carrying one of these tags "
+        "are indexed.",
     )
     index_excluded_tags: list[str] = Field(
         default_factory=list,
-        description="Files carrying one of these system tags are never "
+        description="Files (and notes) carrying one of these system tags are never "
         "indexed (exclusion wins over the gate).",
     )
     max_pdf_pages: int = Field(

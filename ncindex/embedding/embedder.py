@@ -84,7 +84,6 @@ class Embedder:
         self._tokenizer: Tokenizer | None = None
         self._dense_dim: int | None = None
         self._dense_embedded = 0
-        self._sparse_embedded = 0
 
     # --- properties ------------------------------------------------------------------------
 
@@ -153,11 +152,6 @@ class Embedder:
     def dense_embedded(self) -> int:
         """Chunk texts embedded densely by :meth:`embed_documents` since this object was made."""
         return self._dense_embedded
-
-    @property
-    def sparse_embedded(self) -> int:
-        """Chunk texts embedded with BM25 by :meth:`embed_documents` since this object was made."""
-        return self._sparse_embedded
 
     # --- loading ---------------------------------------------------------------------------
 
@@ -240,15 +234,13 @@ class Embedder:
             group = [texts[i] for i in idx]
             for i, d in zip(idx, model.embed(group, batch_size=batch, parallel=None), strict=True):
                 out[i] = _dense_list(d)
-            self._count(dense=len(group))
+            self._count(len(group))
         return out
 
     def embed_documents_sparse(self, texts: Sequence[str]) -> list[SparseVector]:
         """The BM25 half of :meth:`embed_documents` alone: the document term weights of
         :func:`~ncindex.embedding.analyzer.document_vector`, in input order. Loads nothing."""
-        out = [analyzer.document_vector(t) for t in texts]
-        self._count(sparse=len(out))
-        return out
+        return [analyzer.document_vector(t) for t in texts]
 
     def embed_query(self, text: str) -> tuple[list[float], SparseVector]:
         """Embed a search query for both halves: ``(dense vector of dense_dim floats (fastembed's
@@ -273,10 +265,9 @@ class Embedder:
         lengths = [len(e.ids) for e in self.tokenizer.encode_batch(list(texts))]
         return _token_batches(lengths, self._settings.embed_batch_size)
 
-    def _count(self, *, dense: int = 0, sparse: int = 0) -> None:
+    def _count(self, dense: int) -> None:
         with self._count_lock:
             self._dense_embedded += dense
-            self._sparse_embedded += sparse
 
 
 # --- helpers -------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.live_models import reusable_points
 from ncindex.errors import (
     ExtractionError,
+    FileGone,
     Forbidden,
     LockBusy,
     NextcloudAuthError,
@@ -64,7 +65,6 @@ from ncindex.nextcloud.webdav import DavEntry
 from ncindex.runtime import Services
 from ncindex.sources import news_item
 from ncindex.sources.eligibility import UNREADABLE, Eligibility, classify
-from ncindex.sources.file import FileGone
 from ncindex.sources.registry import NODE_TYPES, SOURCES
 from ncindex.store.port import PointRecord
 from ncindex.store.queries import acl_condition, doc_type_condition

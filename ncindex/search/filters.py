@@ -172,11 +172,17 @@ def _validate(raw: Any) -> dict[str, Any] | None:
         return valid
     except rcp.RcpError as exc:
         raise _classify(raw, exc) from None
-    except (TypeError, RecursionError):
+    except TypeError:
         # The SDK tests ``op in <set>`` before checking its type: an array or object as
-        # ``op`` raises TypeError ("unhashable") there.
-        path = _unhashable_op(raw, "filter", MAX_FILTER_DEPTH) or "filter"
+        # ``op`` raises TypeError ("unhashable") there. Any other TypeError is a bug: raised.
+        path = _unhashable_op(raw, "filter", MAX_FILTER_DEPTH)
+        if path is None:
+            raise
         raise FilterError("unsupported_operator", path, "operator must be a string") from None
+    except RecursionError:
+        raise FilterError(
+            "invalid_filter", "filter", f"nested deeper than {MAX_FILTER_DEPTH} levels"
+        ) from None
 
 
 def _classify(raw: Any, exc: rcp.RcpError) -> FilterError:

@@ -193,10 +193,15 @@ class VerifyOnRead:
             return Checked(Verdict.DROPPED)
         except NextcloudAuthError:
             raise  # the caller's own credentials failed: the whole search is unauthenticated
-        except (TransientError, NextcloudProtocolError, KeyError, TypeError, ValueError) as exc:
-            # Unreachable, or an answer (or payload) of the wrong shape: keep it (fail-open).
+        except (TransientError, NextcloudProtocolError) as exc:
+            # Nextcloud unreachable, or an answer of the wrong shape: keep it (fail-open)
             log.warning("verify_failed", doc_key=payload.get("doc_key"), error=str(exc))
             return Checked(Verdict.ERROR)
+        except (KeyError, TypeError, ValueError) as exc:
+            # a payload this code cannot read, or a bug in a check: nobody has checked the
+            # result, so it is not shown (fail-closed); its re-check re-reads Nextcloud
+            log.error("verify_broken", doc_key=payload.get("doc_key"), error=repr(exc))
+            return Checked(Verdict.DROPPED)
 
     def _rules(
         self,

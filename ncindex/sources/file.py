@@ -23,7 +23,14 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from ncindex.documents import DocRef, DocType, SourceDocument
-from ncindex.errors import Forbidden, NextcloudProtocolError, NotFound, StaleEntry, TooLarge
+from ncindex.errors import (
+    FileGone,
+    Forbidden,
+    NextcloudProtocolError,
+    NotFound,
+    StaleEntry,
+    TooLarge,
+)
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.progress import node_subject
@@ -41,11 +48,6 @@ from ncindex.sources.base import (
 from ncindex.sources.eligibility import Eligibility, classify
 from ncindex.text.extract import extract_text
 from ncindex.text.ocr import ocr_from_settings
-
-
-class FileGone(NotFound):
-    """Raised when a file's download answered 404 and looking it up by id again confirms
-    that the user can no longer see it."""
 
 
 class FileSource(Source):

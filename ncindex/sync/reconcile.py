@@ -777,7 +777,7 @@ class Reconciler:
 
     def _enqueue(self, user: str, changes: list[Change], doc_type: DocType) -> tuple[int, int]:
         """Send each change's task now (once per document); a task already pending for the
-        same document (a webhook's, or the other scanner's) takes it instead. The debounce keys
+        same document (a webhook's, or another scan's) takes it instead. The debounce keys
         live one scan period (at least 60 s). Returns ``(queued, coalesced)``."""
         assert self.producer is not None
         period = self.settings.reconcile_periods.get(doc_type.value, 900)

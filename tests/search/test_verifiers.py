@@ -135,13 +135,15 @@ def test_news_item_is_returned() -> None:
     assert find_news_item(client, 90211, 7)["title"] == "Release 2.0"
 
 
-def test_bad_answers_and_payloads_keep_the_candidate() -> None:
+def test_bad_answers_keep_the_candidate_and_unreadable_payloads_drop_it() -> None:
+    """An answer of the wrong shape is Nextcloud's fault: the result stays (fail-open, counted
+    in ``errors``). A payload the check cannot read is nobody's check: the result goes."""
     client, _ = client_for(lambda r: httpx.Response(200, content=b"<html>"))
     payloads = [deck_payload(), NEWS_PAYLOAD, {**NEWS_PAYLOAD, "doc_id": "not-a-number"}]
     counts = VerificationCounts()
     verdicts = VerifyOnRead(2).check(client, payloads, counts)
-    assert [c.verdict for c in verdicts] == [Verdict.ERROR] * 3
-    assert counts.errors == 3 and counts.kept == 3
+    assert [c.verdict for c in verdicts] == [Verdict.ERROR, Verdict.ERROR, Verdict.DROPPED]
+    assert counts.errors == 2 and counts.kept == 2 and counts.dropped == 1
 
 
 def test_unknown_type_is_kept_and_counted() -> None:
