@@ -620,7 +620,8 @@ def reconcile(
             f"cannot open the vector store ({exc}); the embedded store allows one process — "
             "stop `ncindex up` or use a Qdrant server (NCINDEX_QDRANT_URL)"
         ) from exc
-    reconciler = Reconciler(services, Indexer(services), celery_app(settings) if apply else None)
+    producer = celery_app(settings) if apply else None
+    reconciler = Reconciler(services, Indexer(services), producer)
     failed = busy = False
     ttl = settings.task_time_limit + 60
     types = list(doc_types or [t.value for t in scan_types()])
@@ -656,8 +657,8 @@ def reconcile(
                         continue
                     click.echo(_describe(report))
     finally:
-        if reconciler.producer is not None:
-            reconciler.producer.close()  # type: ignore[attr-defined]
+        if producer is not None:
+            producer.close()
         services.close()
     if failed:
         raise SystemExit(1)

@@ -36,6 +36,7 @@ from ncindex.documents import (
     principal,
 )
 from ncindex.embedding.embedder import Embedder
+from ncindex.search.service import Mode as SearchMode
 from ncindex.search.service import SearchRequest, SearchService
 from ncindex.search.verify import Checked, Verdict, VerifyOnRead
 from ncindex.settings import Settings
@@ -239,8 +240,10 @@ class LibraryIndex:
         the product's search service (hybrid modes use ``mode.fusion``; ``bm25`` and ``dense``
         run one half). Raises what the search service raises."""
         request = SearchRequest(query=query, limit=limit, fusion=mode.fusion.value)
-        half = "hybrid" if mode.dense and mode.sparse else ("dense" if mode.dense else "sparse")
-        response = self.service.search(_CALLER, request, mode=half)  # type: ignore[arg-type]
+        half: SearchMode = (
+            "hybrid" if mode.dense and mode.sparse else ("dense" if mode.dense else "sparse")
+        )
+        response = self.service.search(_CALLER, request, mode=half)
         return [self.corpus_of[f"{r.doc_type}:{r.doc_id}"] for r in response.results]
 
     def evaluate(

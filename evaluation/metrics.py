@@ -109,5 +109,4 @@ def evaluate(
 
 
 def _unique(docs: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    return [d for d in docs if not (d in seen or seen.add(d))]  # type: ignore[func-returns-value]
+    return list(dict.fromkeys(docs))

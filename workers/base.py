@@ -91,11 +91,11 @@ class NcindexTask(Task):
             TASK_SECONDS.labels(self.name).observe(seconds)
             log.info("task_finished", outcome=outcome, seconds=round(seconds, 3))
 
-    def retry(  # type: ignore[override]
+    def retry(
         self,
         args: Any = None,
         kwargs: Any = None,
-        exc: BaseException | None = None,
+        exc: Exception | None = None,
         throw: bool = True,
         eta: Any = None,
         countdown: float | None = None,

@@ -27,6 +27,7 @@ def create_celery(settings: Settings, services: Services | None = None) -> Celer
         "workers.model_tasks",
         "workers.queue_tasks",
     )
+    # the tasks' services (workers/base.py reads them back, typed); Celery has no typed slot
     app.ncindex_services = services = services or Services(settings)  # type: ignore[attr-defined]
     app.ncindex_indexer = Indexer(services)  # type: ignore[attr-defined]
     return app
