@@ -77,6 +77,7 @@ from ncindex.accounts import clear_refused, record_refused
 from ncindex.documents import DocType
 from ncindex.errors import NcindexError, NextcloudAuthError, NotFound, UnsupportedDocType
 from ncindex.index.indexing import Indexer
+from ncindex.index.locks import hold
 from ncindex.ingest.events import Action, reindex_action
 from ncindex.ingest.queueing import Producer, send_actions
 from ncindex.names import Names
@@ -713,15 +714,12 @@ def scan_lock(
     that the ``ncindex.reconcile_scan`` task and ``ncindex reconcile --apply`` both take, so
     two scans of one user and type never run at once. Yields ``True`` once held (it expires
     after ``ttl`` seconds, above the scan task's hard limit, and is released on exit), or
-    ``False`` when another scan still held it after ``wait`` seconds (``0``: do not wait)."""
-    lock = client.lock(keys.lock("reconcile", DocType(doc_type).value, user), timeout=ttl)
-    held = lock.acquire(blocking=wait > 0, blocking_timeout=wait if wait > 0 else None)
-    try:
-        yield bool(held)
-    finally:
-        if held:
-            with contextlib.suppress(redis.exceptions.LockError):
-                lock.release()
+    ``False`` when another scan still held it after ``wait`` seconds (``0``: do not wait):
+    :func:`ncindex.index.locks.hold`."""
+    with hold(
+        client, keys.lock("reconcile", DocType(doc_type).value, user), ttl=ttl, wait=wait
+    ) as held:
+        yield held
 
 
 def last_scans_key(keys: Names) -> str:
