@@ -1,18 +1,19 @@
 """The steps a document goes through on its way into the index (DESIGN §4–§6), one named
 method each, in their order:
 
-0. :meth:`Steps.read` — the stored version, read once per document (payload and vectors);
-1. :meth:`Steps.classify` — what a Nextcloud node is indexed as (note, file or nothing);
-2. :meth:`Steps.fetch` — the document read from Nextcloud through its doc type's source
+1. :meth:`Steps.classify` — what a Nextcloud node is indexed as (note, file or nothing; the
+   other doc types are what their task names);
+2. :meth:`Steps.read` — the stored version, read once per document (payload and vectors);
+3. :meth:`Steps.fetch` — the document read from Nextcloud through its doc type's source
    (:data:`ncindex.sources.registry.SOURCES`), which extracts the text of a file's bytes;
-3. :meth:`Steps.chunk` — the text cut into token-sized chunks;
-4. :meth:`Steps.embed` — the chunks' vectors, reused from the stored version where a chunk's
+4. :meth:`Steps.chunk` — the text cut into token-sized chunks;
+5. :meth:`Steps.embed` — the chunks' vectors, reused from the stored version where a chunk's
    text and model are the same, embedded otherwise (concurrent tasks share model calls:
    :mod:`ncindex.embedding.batching`);
-5. :meth:`Steps.write` — the new version's points written beside the old one;
-6. :meth:`Steps.clean_up` — the old version deleted, so a search never sees half a document.
+6. :meth:`Steps.write` — the new version's points written beside the old one;
+7. :meth:`Steps.clean_up` — the old version deleted, so a search never sees half a document.
 
-:meth:`Steps.write_document` runs 3–6 for a document whose text changed, or
+:meth:`Steps.write_document` runs 4–7 for a document whose text changed, or
 :meth:`Steps.update_metadata` (no embedding) when it did not. What composes them per operation
 — and what happens when a step finds the document gone, unreadable or unextractable — is
 :class:`ncindex.index.indexing.Indexer`'s.
@@ -134,10 +135,20 @@ class Steps:
                 )
             return batcher
 
-    # --- 0. read the stored version --------------------------------------------------------
+    # --- 1. classify -----------------------------------------------------------------------
+
+    def classify(
+        self, client: NextcloudClient, entry: DavEntry
+    ) -> tuple[DocRef | None, str | None]:
+        """Step 1: what the node ``entry`` is indexed as
+        (:func:`ncindex.sources.eligibility.classify`): its :class:`DocRef` (a note or a
+        file), or ``None`` and why not."""
+        return classify(self.services, client, entry)
+
+    # --- 2. read the stored version --------------------------------------------------------
 
     def read(self, ref: DocRef, *, vectors: bool = True) -> Stored:
-        """Step 0: ``ref``'s stored version (:class:`Stored`), with its vectors unless
+        """Step 2: ``ref``'s stored version (:class:`Stored`), with its vectors unless
         ``vectors`` is false (enough to change access or paths). The indexing operations read
         it once per document, under the document's lock, and pass it on: the fetch compares
         against its payload, the embedding reuses its vectors, the clean-up knows whether
@@ -152,17 +163,7 @@ class Steps:
             payload = {k: v for k, v in payload.items() if k not in ("etag", "content_hash")}
         return Stored(ref, payload, points)
 
-    # --- 1. classify -----------------------------------------------------------------------
-
-    def classify(
-        self, client: NextcloudClient, entry: DavEntry
-    ) -> tuple[DocRef | None, str | None]:
-        """Step 1: what the node ``entry`` is indexed as
-        (:func:`ncindex.sources.eligibility.classify`): its :class:`DocRef` (a note or a
-        file), or ``None`` and why not."""
-        return classify(self.services, client, entry)
-
-    # --- 2. fetch (and extract) ------------------------------------------------------------
+    # --- 3. fetch (and extract) ------------------------------------------------------------
 
     def fetch(
         self,
@@ -170,7 +171,7 @@ class Steps:
         stored: Stored,
         entry: DavEntry | None = None,
     ) -> Fetched:
-        """Step 2: ``stored.ref`` read as ``client.user`` through its source's
+        """Step 3: ``stored.ref`` read as ``client.user`` through its source's
         :meth:`~ncindex.sources.base.Source.fetch` (a conditional read against the stored
         payload; a file's bytes extracted to text there). ``entry`` is a node's WebDAV entry as
         just looked up by id. Raises what the source raises (``NotFound``, ``Forbidden``,
@@ -178,17 +179,17 @@ class Steps:
         source = SOURCES[stored.ref.doc_type]
         return source.fetch(self.services, client, stored.ref, stored.payload, entry)
 
-    # --- 3. chunk --------------------------------------------------------------------------
+    # --- 4. chunk --------------------------------------------------------------------------
 
     def chunk(self, doc: SourceDocument) -> list[Chunk]:
-        """Step 3: ``doc``'s text in token-sized chunks (split on markdown structure when
+        """Step 4: ``doc``'s text in token-sized chunks (split on markdown structure when
         ``doc.markdown``); empty for a text with nothing to index."""
         return self.chunker.chunk_text(doc.text, markdown=doc.markdown)
 
-    # --- 4. embed --------------------------------------------------------------------------
+    # --- 5. embed --------------------------------------------------------------------------
 
     def embed(self, chunks: list[Chunk], stored: Stored) -> tuple[list[Any], int]:
-        """Step 4: ``(dense, sparse)`` vectors for ``chunks``, in their order: reused from the
+        """Step 5: ``(dense, sparse)`` vectors for ``chunks``, in their order: reused from the
         ``stored`` points (read with vectors) where a chunk's text and the model are the same
         (the BM25 vector too if the same analyzer made it, else that one is computed again),
         embedded otherwise through the shared batcher. Returns the vectors and how many
@@ -209,7 +210,7 @@ class Steps:
             reuse.update({text_hash(c.text): vec for c, vec in zip(missing, fresh, strict=True)})
         return [reuse[text_hash(c.text)] for c in chunks], len(missing)
 
-    # --- 5. write --------------------------------------------------------------------------
+    # --- 6. write --------------------------------------------------------------------------
 
     def write(
         self,
@@ -220,7 +221,7 @@ class Steps:
         acl: set[str],
         paths: dict[str, str],
     ) -> None:
-        """Step 5: upsert ``doc``'s new version, one point per chunk with its vectors, for the
+        """Step 6: upsert ``doc``'s new version, one point per chunk with its vectors, for the
         principals ``acl`` and the user → path map ``paths``. Its point ids are new
         (:func:`~ncindex.documents.point_id` hashes the text), so the old version stays
         searchable until :meth:`clean_up`. Raises ``StoreUnavailable``."""
@@ -246,10 +247,10 @@ class Steps:
         ]
         self.services.store.upsert(points)
 
-    # --- 6. clean up -----------------------------------------------------------------------
+    # --- 7. clean up -----------------------------------------------------------------------
 
     def clean_up(self, doc: SourceDocument, stored: Stored) -> None:
-        """Step 6: delete every stored version of ``doc`` but the one just written. Nothing to
+        """Step 7: delete every stored version of ``doc`` but the one just written. Nothing to
         do for a document that had no points (``stored`` was read under the document's lock:
         nobody wrote one since). Raises ``StoreUnavailable``."""
         if stored.payload is not None:
@@ -261,7 +262,7 @@ class Steps:
         self, doc: SourceDocument, stored: Stored, acl: set[str] | None = None
     ) -> Outcome:
         """Bring the index in line with ``doc`` as read for ``doc.user``: metadata only when
-        its text is unchanged (:meth:`update_metadata`), else steps 3–6 — chunk, embed,
+        its text is unchanged (:meth:`update_metadata`), else steps 4–7 — chunk, embed,
         write, clean up. A text with no chunks deletes the document (``ineligible``).
         ``doc`` is not modified.
 
