@@ -58,7 +58,9 @@ class SourceDocument:
     """A document as read from Nextcloud by one user, before chunking.
 
     ``modified_at`` is Unix seconds; ``size`` is bytes; ``path`` is the document's path in
-    ``user``'s view (files and notes) or ``None``; ``text`` is the extracted plain text.
+    ``user``'s view (files and notes) or ``None``; ``text`` is the extracted plain text;
+    ``markdown`` says whether that text is markdown (the chunker then splits on its headings,
+    lists and code blocks; it is not stored); ``extra`` holds the doc type's own payload fields.
     """
 
     ref: DocRef
@@ -74,6 +76,7 @@ class SourceDocument:
     category: str | None = None
     tags: list[str] = field(default_factory=list)
     url: str | None = None
+    markdown: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

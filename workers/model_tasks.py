@@ -19,6 +19,7 @@ from celery import shared_task
 
 from ncindex import names
 from ncindex.errors import PermanentError
+from ncindex.index.locks import hold
 from ncindex.index.reindex import Reindexer
 from workers.base import NcindexTask
 from workers.tasks import RETRY
@@ -31,21 +32,21 @@ def _reindexer(task: NcindexTask) -> Reindexer:
 
 
 def _locked(reindexer: Reindexer, step: str, model: str, work: Any) -> Any:
+    """Run ``work`` under the one reindex lock (:func:`ncindex.index.locks.hold`, expiry above
+    the task hard limit, 5 s wait); a permanent failure is recorded as ``model``'s ``failed``
+    state. Returns ``work``'s result, or why it did not run or failed."""
     settings = reindexer.settings
-    lock = reindexer.services.redis.lock(
-        settings.names.lock("reindex"), timeout=settings.task_time_limit + 60
-    )
-    if not lock.acquire(blocking_timeout=5):
-        log.info("reindex_step_skipped", step=step, reason="another step runs")
-        return {"skipped": "another reindex step runs"}
-    try:
-        return work()
-    except PermanentError as exc:
-        reindexer.record(model, "failed", error=str(exc))
-        log.warning("reindex_failed", step=step, error=str(exc))
-        return {"failed": str(exc)}
-    finally:
-        lock.release()
+    name = settings.names.lock("reindex")
+    with hold(reindexer.services.redis, name, ttl=settings.task_time_limit + 60, wait=5) as held:
+        if not held:
+            log.info("reindex_step_skipped", step=step, reason="another step runs")
+            return {"skipped": "another reindex step runs"}
+        try:
+            return work()
+        except PermanentError as exc:
+            reindexer.record(model, "failed", error=str(exc))
+            log.warning("reindex_failed", step=step, error=str(exc))
+            return {"failed": str(exc)}
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.REINDEX_MODEL, ignore_result=True, **RETRY)

@@ -28,7 +28,8 @@ from ncindex.accounts import record_refused
 from ncindex.documents import DocRef, DocType
 from ncindex.errors import LockBusy, NextcloudAuthError, TransientError
 from ncindex.index.deadletter import Deliveries, node_subject
-from ncindex.index.indexing import Indexer, Outcome
+from ncindex.index.indexing import Indexer
+from ncindex.index.steps import Outcome
 from ncindex.ingest.events import index_folder
 from ncindex.ingest.queueing import clear_debounce, enqueue
 from ncindex.progress import FailingDocuments, Progress
@@ -249,7 +250,9 @@ def index_document(
         # the etag is not known without reading the document again, which is what kills
         # the worker: park under an empty etag, released by the next change event (no
         # version is noted for these documents, so ``etag`` is None)
-        indexer.park(ref.key, user, "", reason, names.INDEX_DOCUMENT, doc_type=doc_type)
+        indexer.deadletters.put(
+            ref.key, user, "", reason, names.INDEX_DOCUMENT, doc_type=doc_type, doc_id=doc_id
+        )
         return Outcome("dead_letter", ref.key, reason=reason)
 
     kwargs = {"user": user, "doc_type": doc_type, "doc_id": doc_id}

@@ -15,7 +15,7 @@ BM25 vectors (BM25 does not depend on the dense model). So a model being built r
 change made while it fills, and a standby stays current, making a switch back instant.
 
 A document's lock pins one view while it is held (:meth:`LiveModels.pinned`, taken by
-:meth:`ncindex.index.indexing.Indexer.lock`) and a search asks for the view once, so neither embeds
+:func:`ncindex.index.locks.document_lock`) and a search asks for the view once, so neither embeds
 with one model and writes or queries another's collection when the pointers move.
 """
 

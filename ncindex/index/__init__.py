@@ -1,2 +1,4 @@
-"""The write path: a document read from Nextcloud, extracted, chunked, embedded and written
-(:mod:`.indexing`), the dead letter (:mod:`.deadletter`) and model changes (:mod:`.reindex`)."""
+"""The write path: a document's indexing as explicit steps — read the stored version, classify,
+fetch and extract, chunk, embed, write, clean up (:mod:`.steps`) — composed per task by
+:mod:`.indexing`, with access removal (:mod:`.access`), the one lock helper (:mod:`.locks`), the
+dead letter (:mod:`.deadletter`) and model changes (:mod:`.reindex`)."""

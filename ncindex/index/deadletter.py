@@ -27,11 +27,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import redis
+import structlog
 
+from ncindex import names
 from ncindex.names import Names
 from ncindex.progress import node_subject
 
 __all__ = ["DeadLetter", "DeadLetters", "Deliveries", "node_subject"]
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,65 @@ class DeadLetters:
             entry = DeadLetter(**(asdict(entry) | {"parked_at": int(time.time())}))
         self.redis.hset(self.key, entry.subject, json.dumps(asdict(entry)))
         return entry
+
+    def put(
+        self,
+        subject: str,
+        user: str,
+        etag: str,
+        reason: str,
+        task: str,
+        *,
+        deliveries: int = 0,
+        path: str = "",
+        mime_type: str = "",
+        **kwargs: Any,
+    ) -> DeadLetter:
+        """Park ``subject`` with ``reason`` until its ``etag`` changes, and log it
+        (``dead_letter``): ``task`` and its ``kwargs`` (besides ``user``) send it again
+        (``ncindex retry``); ``deliveries`` counts the runs that never ended (0 for a document
+        whose bytes cannot become text); a file's ``path`` and ``mime_type`` are kept for
+        ``ncindex failures``. Returns what was stored."""
+        entry = self.park(
+            DeadLetter(
+                subject,
+                user,
+                reason,
+                etag,
+                task,
+                {"user": user, **kwargs},
+                deliveries=deliveries,
+                path=path,
+                mime_type=mime_type,
+            )
+        )
+        log.warning("dead_letter", subject=subject, user=user, reason=reason)
+        return entry
+
+    def put_node(
+        self,
+        file_id: int,
+        user: str,
+        etag: str,
+        reason: str,
+        *,
+        deliveries: int = 0,
+        path: str = "",
+        mime_type: str = "",
+    ) -> DeadLetter:
+        """:meth:`put` for file ``file_id`` (a file or a note: subject ``node:<id>``, sent
+        again as ``ncindex.index_node``)."""
+        return self.put(
+            node_subject(file_id),
+            user,
+            etag,
+            reason,
+            names.INDEX_NODE,
+            deliveries=deliveries,
+            path=path,
+            mime_type=mime_type,
+            file_id=file_id,
+        )
 
     def get(self, subject: str) -> DeadLetter | None:
         """The entry of ``subject``, or ``None`` when it is not parked."""

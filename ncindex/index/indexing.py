@@ -1,14 +1,11 @@
 """Index, evict and re-path notes, files, Deck cards and News items: the worker side of
-DESIGN §4–§6.
+DESIGN §4–§6, composed of the indexing steps (:mod:`ncindex.index.steps`: read the stored
+version, classify, fetch and extract, chunk, embed, write, clean up) and the access changes
+(:mod:`ncindex.index.access`).
 
 Every operation re-reads Nextcloud (the source of truth, never the webhook body), so order,
-duplicates and late deliveries do not matter. A document's new version is written beside the
-old one and the old one is deleted afterwards, so a search never sees half a document; vectors
-of chunks whose text did not change are reused instead of embedded again, and concurrent tasks
-share embedding calls (:mod:`ncindex.embedding.batching`). A document counts as unchanged only when
-the store holds it as one whole version: one left with two versions (the old one's delete failed or
-its worker died) or with part of one (an upsert failed between batches) is rewritten by the
-next task that reads it, whatever its etag.
+duplicates and late deliveries do not matter; the caller holds the document's lock
+(:func:`ncindex.index.locks.document_lock`, :meth:`Indexer.lock`).
 
 What a document is in Nextcloud — how it is read, its etag, which files are indexed and as
 what — is its source's (:mod:`ncindex.sources`, looked up by doc type in
@@ -24,118 +21,45 @@ a file parked for killing its worker (:meth:`Indexer.park_node`).
 from __future__ import annotations
 
 import posixpath
-import threading
-import time
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
 
-import redis.exceptions
 import structlog
 from qdrant_client import models
 
-from ncindex.documents import (
-    Chunk,
-    DocRef,
-    DocType,
-    SourceDocument,
-    build_payload,
-    path_fields,
-    point_id,
-    principal,
-    text_hash,
-)
-from ncindex.embedding.batching import EmbedBatcher
-from ncindex.embedding.embedder import Embedder
-from ncindex.embedding.live_models import reusable_points
+from ncindex.documents import DocRef, DocType
 from ncindex.errors import (
     ExtractionError,
     FileGone,
     Forbidden,
-    LockBusy,
     NextcloudAuthError,
     NotFound,
     TooLarge,
 )
-from ncindex.index.deadletter import DeadLetter, DeadLetters, node_subject
+from ncindex.index.access import GONE, Access
+from ncindex.index.deadletter import DeadLetters, node_subject
+from ncindex.index.locks import document_lock
+from ncindex.index.steps import Outcome, Steps
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.runtime import Services
 from ncindex.sources import news_item
-from ncindex.sources.eligibility import UNREADABLE, Eligibility, classify
+from ncindex.sources.eligibility import UNREADABLE, Eligibility
 from ncindex.sources.registry import NODE_TYPES, SOURCES
-from ncindex.store.port import PointRecord
 from ncindex.store.queries import acl_condition, doc_type_condition
-from ncindex.text.chunking import Chunker
 
 log = structlog.get_logger(__name__)
 
-GONE = "gone"
-"""How a user lost access (:meth:`Indexer.remove_access`): Nextcloud no longer shows the
-document to them (deleted, moved out of view, unshared) — or, :data:`UNREADABLE`, it is shown
-without read permission (an access rule)."""
-
-
-def whole_version(payloads: list[dict[str, Any]]) -> bool:
-    """Whether a document's stored ``payloads`` are exactly one version: one
-    ``content_hash``, one ``chunk_count`` and the chunks ``0..chunk_count-1``, once each."""
-    hashes = {p.get("content_hash") for p in payloads}
-    counts = {p.get("chunk_count") for p in payloads}
-    if len(hashes) != 1 or len(counts) != 1:
-        return False
-    indexes = sorted(p.get("chunk_index", -1) for p in payloads)
-    return counts == {len(payloads)} and indexes == list(range(len(payloads)))
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What an operation did: ``action`` is one of ``indexed``, ``updated``, ``unchanged``,
-    ``evicted``, ``ineligible``, ``folder``, ``moved``, ``dead_letter`` (parked now or still
-    parked); ``embedded`` counts chunks embedded; ``reason`` says why for ``ineligible`` and
-    ``dead_letter``; ``path`` is the folder's path in the user's view for ``folder`` (what is
-    below it is for the caller to walk: :mod:`ncindex.sync.subtree`)."""
-
-    action: str
-    doc_key: str | None = None
-    embedded: int = 0
-    reason: str | None = None
-    path: str | None = None
-
 
 class Indexer:
-    """The indexing operations on one process's :class:`Services`."""
+    """The indexing operations on one process's :class:`Services`: each one Celery task's
+    work (:mod:`workers.tasks`), composed of :attr:`steps` and :attr:`access`."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
         self.settings = services.settings
-        self._chunker: Chunker | None = None
-        # concurrent tasks of this worker share model calls (threads pool); one batcher per
-        # model, so tasks pinned to different models (during a switch) never share a call
-        self._batchers: weakref.WeakKeyDictionary[Embedder, EmbedBatcher[Any]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._batchers_lock = threading.Lock()
-
-    def batcher(self, embedder: Embedder) -> EmbedBatcher[Any]:
-        """The shared-call batcher of ``embedder`` (its :meth:`Embedder.embed_documents`)."""
-        with self._batchers_lock:
-            batcher = self._batchers.get(embedder)
-            if batcher is None:
-                batcher = self._batchers[embedder] = EmbedBatcher(
-                    embedder.embed_documents,
-                    max_texts=self.settings.embed_batch_size * 4,
-                    max_calls=embedder.concurrent_calls,
-                )
-            return batcher
-
-    @contextmanager
-    def document_lock(self, ref: DocRef, wait: float = 5.0) -> Iterator[None]:
-        """The lock the indexing operations hold for ``ref``: notes and files lock their file
-        id, Deck cards and News items their ``doc_key``. Raises :class:`LockBusy`."""
-        with self.lock(ref.doc_id if ref.doc_type in NODE_TYPES else ref.key, wait):
-            yield
+        self.steps = Steps(services)
+        self.access = Access(services, self.steps)
 
     @property
     def eligibility(self) -> Eligibility:
@@ -147,38 +71,18 @@ class Indexer:
         """The dead letter in this process's Redis."""
         return DeadLetters(self.services.redis, self.settings.names)
 
-    @property
-    def chunker(self) -> Chunker:
-        """Token-sized chunker on the dense model's tokenizer (built on first use)."""
-        if self._chunker is None:
-            self._chunker = Chunker.from_settings(self.settings)
-        return self._chunker
-
-    # --- locking -------------------------------------------------------------------------
-
     @contextmanager
-    def lock(self, file_id: int | str, wait: float = 5.0) -> Iterator[None]:
-        """Per-document Redis lock (expiry ``lock_ttl`` seconds, above the task hard limit);
-        raises :class:`LockBusy` when not acquired within ``wait`` seconds. While it is held,
-        this thread keeps the model view read when it was taken
-        (:meth:`~ncindex.embedding.live_models.LiveModels.pinned`): a document is embedded and
-        written for one model, and ``ncindex reindex``, copying under the same lock, sees it whole.
+    def lock(self, subject: DocRef | int | str, wait: float = 5.0) -> Iterator[None]:
+        """The document lock of ``subject`` (:func:`ncindex.index.locks.document_lock`: a
+        :class:`DocRef`, a file id, or a ``doc_key``), with the model view pinned while it is
+        held. Raises :class:`~ncindex.errors.LockBusy` when not taken within ``wait`` seconds."""
+        with document_lock(self.services, subject, wait=wait):
+            yield
 
-        A lock lost meanwhile (expired, or Redis flushed or restarted) is logged on release,
-        not raised: the block's own exception, or its finished work, is what the task reports.
-        """
-        name = self.settings.names.lock("node", file_id)
-        lock = self.services.redis.lock(name, timeout=self.settings.lock_ttl, blocking_timeout=wait)
-        if not lock.acquire():
-            raise LockBusy(f"node {file_id} is locked")
-        try:
-            with self.services.models.pinned():
-                yield
-        finally:
-            try:
-                lock.release()
-            except redis.exceptions.LockError as exc:
-                log.warning("lock_lost", lock=name, error=str(exc))
+    def classify(self, client: NextcloudClient, entry: DavEntry) -> DocRef | None:
+        """What ``entry`` is indexed as (:meth:`Steps.classify`): ``note``, ``file``, or
+        ``None`` for anything not indexed."""
+        return self.steps.classify(client, entry)[0]
 
     # --- index ---------------------------------------------------------------------------
 
@@ -198,6 +102,10 @@ class Indexer:
         access-control rule blocks it; once it is readable again, reconcile's next full walk
         finds it).
 
+        The steps: look the node up by id, skip it while parked at this etag, classify,
+        read the stored version (once), fetch and extract, then write
+        (:meth:`Steps.write_document`: chunk, embed, write, clean up).
+
         Raises :class:`StaleEntry` (retryable) when the download does not match the entry
         looked up just before: a body of another length, or a 404 for a file that has moved
         (a folder renamed in between); a 404 for a file that is gone evicts it.
@@ -213,93 +121,60 @@ class Indexer:
         try:
             entry = client.find_by_id(file_id)
         except NotFound:
-            self.remove_node_access(user, file_id, lost=GONE)
+            self.access.remove_node(user, file_id, lost=GONE)
             return Outcome("evicted")
         if entry.is_folder:
             return Outcome("folder", path=entry.path)
-        subject = node_subject(file_id)
-        parked = self.deadletters.blocked(subject, entry.etag)
+        parked = self.deadletters.blocked(node_subject(file_id), entry.etag)
         if parked is not None:
             return Outcome("dead_letter", reason=parked.reason)
         if on_version is not None:
             on_version(entry.etag)
-        ref, reason = classify(self.services, client, entry)
+        ref, reason = self.steps.classify(client, entry)
         for doc_type in NODE_TYPES:
             if ref is None or doc_type != ref.doc_type:
                 lost = UNREADABLE if reason == UNREADABLE else None  # else: an index rule
-                self.remove_access(user, DocRef(doc_type, str(file_id)), lost=lost)
+                self.access.remove(user, DocRef(doc_type, str(file_id)), lost=lost)
         if ref is None:
             return Outcome("ineligible", reason=reason)
-        current = self._current(ref)
+        stored = self.steps.read(ref)
         try:
-            doc = SOURCES[ref.doc_type].fetch(self.services, client, ref, current, entry).doc
+            doc = self.steps.fetch(client, stored, entry).doc
         except (ExtractionError, TooLarge) as exc:
             # the bytes cannot become text: park until the file changes; a stale version
             # of the text must not stay searchable
             self.services.store.delete_document(ref.key)
             reason = f"{type(exc).__name__}: {exc}"
-            self.park(
-                subject,
+            self.deadletters.put_node(
+                file_id,
                 user,
                 entry.etag,
                 reason,
-                "ncindex.index_node",
                 path=entry.path,
                 mime_type=entry.content_type or "",
-                file_id=file_id,
             )
             return Outcome("dead_letter", ref.key, reason=reason)
         except FileGone:
-            self.remove_node_access(user, file_id, lost=GONE)
+            self.access.remove_node(user, file_id, lost=GONE)
             return Outcome("evicted")
         except Forbidden:  # blocked since it was listed: as for a file listed unreadable
-            self.remove_node_access(user, file_id, lost=UNREADABLE)
+            self.access.remove_node(user, file_id, lost=UNREADABLE)
             return Outcome("ineligible", ref.key, reason="download refused")
         if doc is None:  # unchanged content (conditional GET answered 304 / same etag)
-            return self._update_metadata(ref, current, user, entry.path, {"tags": entry.tags})
-        outcome = self.write_document(doc, current)
+            return self.steps.update_metadata(stored, user, entry.path, {"tags": entry.tags})
+        outcome = self.steps.write_document(doc, stored)
         if not recheck or outcome.action != "indexed":
             return outcome
         try:
             now = client.find_by_id(file_id)
         except NotFound:
-            self.remove_node_access(user, file_id, lost=GONE)
+            self.access.remove_node(user, file_id, lost=GONE)
             log.info("gone_while_indexed", doc_key=ref.key, user=user)
             return Outcome("evicted", ref.key, outcome.embedded)
         if now.path != entry.path:
             log.info("moved_while_indexed", doc_key=ref.key, path=now.path)
             self.index_node(user, file_id, recheck=False)
         return outcome
-
-    def park(
-        self,
-        subject: str,
-        user: str,
-        etag: str,
-        reason: str,
-        task: str,
-        *,
-        path: str = "",
-        mime_type: str = "",
-        **kwargs: Any,
-    ) -> DeadLetter:
-        """Put ``subject`` in the dead letter with ``reason`` until its ``etag`` changes;
-        ``kwargs`` are ``task``'s (besides ``user``), to send it again; a file's ``path`` and
-        ``mime_type`` are kept for ``ncindex failures``."""
-        entry = self.deadletters.park(
-            DeadLetter(
-                subject,
-                user,
-                reason,
-                etag,
-                task,
-                {"user": user, **kwargs},
-                path=path,
-                mime_type=mime_type,
-            )
-        )
-        log.warning("dead_letter", subject=subject, user=user, reason=reason)
-        return entry
 
     def park_node(
         self,
@@ -318,171 +193,22 @@ class Indexer:
         try:
             entry = client.find_by_id(file_id)
         except NotFound:
-            self.remove_node_access(user, file_id)
+            self.access.remove_node(user, file_id)
             return Outcome("evicted")
         if etag is not None and entry.etag != etag:
             return None
         for doc_type in NODE_TYPES:
             self.services.store.delete_document(DocRef(doc_type, str(file_id)).key)
-        self.deadletters.park(
-            DeadLetter(
-                node_subject(file_id),
-                user,
-                reason,
-                entry.etag,
-                "ncindex.index_node",
-                {"user": user, "file_id": file_id},
-                deliveries=deliveries,
-                path=entry.path,
-                mime_type=entry.content_type or "",
-            )
+        self.deadletters.put_node(
+            file_id,
+            user,
+            entry.etag,
+            reason,
+            deliveries=deliveries,
+            path=entry.path,
+            mime_type=entry.content_type or "",
         )
-        log.warning("dead_letter", subject=node_subject(file_id), user=user, reason=reason)
         return Outcome("dead_letter", reason=reason)
-
-    def classify(self, client: NextcloudClient, entry: DavEntry) -> DocRef | None:
-        """What ``entry`` is indexed as (:func:`ncindex.sources.eligibility.classify`):
-        ``note``, ``file``, or ``None`` for anything not indexed."""
-        return classify(self.services, client, entry)[0]
-
-    def _current(self, ref: DocRef) -> dict[str, Any] | None:
-        """The stored payload of ``ref`` (its first chunk's), ``None`` when it has no points.
-
-        When the points are not one whole version (:func:`whole_version`: an old version
-        left beside the new one by a failed delete, or a version cut short by an upsert that
-        failed part-way), the payload comes back without ``etag`` and ``content_hash``, so
-        nothing compares as unchanged: the next write rewrites the document (reusing the
-        vectors of unchanged texts) and deletes every other version. The check reads nothing
-        more than the points this reads anyway."""
-        points = self.services.store.document_points(ref.key)
-        if not points:
-            return None
-        payload = points[0].payload
-        if whole_version([p.payload for p in points]):
-            return payload
-        log.warning("inconsistent_document", doc_key=ref.key, points=len(points))
-        return {k: v for k, v in payload.items() if k not in ("etag", "content_hash")}
-
-    def write_document(
-        self,
-        doc: SourceDocument,
-        current: dict[str, Any] | None,
-        acl: set[str] | None = None,
-    ) -> Outcome:
-        """Write ``doc`` for ``doc.user``: metadata only if its text is unchanged, else a new
-        version (chunks embedded unless an old chunk had the same text) then delete the old.
-
-        ``acl`` replaces the stored principals (Deck: the board's participants); by default
-        ``doc.user`` is added to them. ``doc.path`` is ``None`` for types without paths.
-        """
-        markdown = bool(doc.extra.pop("markdown", False))
-        if current and current.get("content_hash") == doc.content_hash:
-            fields = {
-                "owner": doc.owner,
-                "title": doc.title,
-                "etag": doc.etag,
-                "modified_at": doc.modified_at,
-                "mime_type": doc.mime_type,
-                "size": doc.size,
-                "tags": doc.tags,
-                "category": doc.category,
-                "url": doc.url,
-                **doc.extra,
-            }
-            return self._update_metadata(doc.ref, current, doc.user, doc.path, fields, acl)
-        if acl is None:
-            acl = set(current["acl"]) if current else set()
-        acl = set(acl) | {principal(doc.user)}
-        paths = dict(current["paths"]) if current else {}
-        if doc.path is not None:
-            paths[doc.user] = doc.path
-        chunks = self.chunker.chunk_text(doc.text, markdown=markdown)
-        if not chunks:
-            self.services.store.delete_document(doc.ref.key)
-            return Outcome("ineligible", doc.ref.key)
-        vectors, embedded = self._vectors(doc.ref, chunks, stored=current is not None)
-        now = int(time.time())
-        model = self.services.embedder.model_name
-        points = [
-            PointRecord(
-                id=point_id(doc.ref, doc.content_hash, chunk.index),
-                payload=build_payload(
-                    doc,
-                    chunk,
-                    len(chunks),
-                    acl=sorted(acl),
-                    paths=paths,
-                    indexed_at=now,
-                    embedding_model=model,
-                    analyzer=self.services.embedder.analyzer_version,
-                ),
-                dense=dense,
-                sparse=sparse,
-            )
-            for chunk, (dense, sparse) in zip(chunks, vectors, strict=True)
-        ]
-        self.services.store.upsert(points)
-        if current is not None:  # read under the document's lock: a new one has nothing old
-            self.services.store.delete_document(doc.ref.key, keep_content_hash=doc.content_hash)
-        log.info("indexed", doc_key=doc.ref.key, chunks=len(chunks), embedded=embedded)
-        return Outcome("indexed", doc.ref.key, embedded)
-
-    def _vectors(self, ref: DocRef, chunks: list[Chunk], *, stored: bool) -> tuple[list[Any], int]:
-        """Vectors for ``chunks``: reused from the stored version where a chunk's text and the
-        model are the same (its BM25 vector too if the same analyzer made it, else that one is
-        computed again), embedded otherwise. ``stored`` says whether the document has points
-        in the store (its current payload was found); without, the store is not read again.
-        Returns the vectors and how many were embedded."""
-        embedder = self.services.embedder
-        model = embedder.model_name
-        points = self.services.store.document_points(ref.key, with_vectors=True) if stored else []
-        reuse = {
-            h: (
-                p.dense,
-                p.sparse
-                if p.payload.get("analyzer") == embedder.analyzer_version
-                else embedder.embed_documents_sparse([p.payload["text"]])[0],
-            )
-            for h, p in reusable_points(points, model).items()
-        }
-        missing = [c for c in chunks if text_hash(c.text) not in reuse]
-        if missing:
-            fresh = self.batcher(embedder).embed([c.text for c in missing])
-            reuse.update({text_hash(c.text): vec for c, vec in zip(missing, fresh, strict=True)})
-        return [reuse[text_hash(c.text)] for c in chunks], len(missing)
-
-    def _update_metadata(
-        self,
-        ref: DocRef,
-        current: dict[str, Any] | None,
-        user: str,
-        path: str | None,
-        fields: dict[str, Any],
-        acl: set[str] | None = None,
-    ) -> Outcome:
-        """Merge ``fields``, ``user``'s access and path into the stored payload (no
-        embedding); ``acl`` replaces the principals when given."""
-        if current is None:
-            return Outcome("unchanged", ref.key)
-        acl = (set(current["acl"]) if acl is None else set(acl)) | {principal(user)}
-        paths = dict(current["paths"])
-        if path is not None:
-            paths[user] = path
-        update = dict(fields) | {"acl": sorted(acl)} | path_fields(paths)
-        if (
-            SOURCES[ref.doc_type].title_from_path
-            and path is not None
-            and current.get("owner")
-            in (
-                user,
-                None,
-            )
-        ):
-            update.setdefault("title", posixpath.basename(path))
-        if all(current.get(k) == v for k, v in update.items()):
-            return Outcome("unchanged", ref.key)
-        self.services.store.set_payload(ref.key, update)
-        return Outcome("updated", ref.key)
 
     # --- documents that are not files: Deck cards, News items ----------------------------
 
@@ -491,18 +217,20 @@ class Indexer:
         through its source's :meth:`~ncindex.sources.base.Source.fetch` (a Deck card, a News
         item); files and notes go to :meth:`index_node`. A document that is gone for ``user``
         (Deck 403, News absent) loses ``user``'s access; one the source finds ineligible (an
-        archived card) is deleted. Raises ``ValueError`` for an unknown ``doc_type``."""
+        archived card) is deleted. Raises ``ValueError`` for an unknown ``doc_type``.
+
+        The steps: read the stored version (once), fetch, skip it while parked at this etag,
+        then write (:meth:`Steps.write_document`: chunk, embed, write, clean up)."""
         kind = DocType(doc_type)
-        source = SOURCES[kind]
-        if source.node:
+        if SOURCES[kind].node:
             return self.index_node(user, int(doc_id))
         ref = DocRef(kind, str(int(doc_id)))
         client = self.services.account(user)
-        current = self._current(ref)
+        stored = self.steps.read(ref)
         try:
-            fetched = source.fetch(self.services, client, ref, current)
+            fetched = self.steps.fetch(client, stored)
         except NotFound:
-            self.remove_access(user, ref)
+            self.access.remove(user, ref)
             return Outcome("evicted", ref.key)
         if fetched.ineligible is not None:
             self.services.store.delete_document(ref.key)
@@ -512,7 +240,7 @@ class Indexer:
         parked = self.deadletters.blocked(ref.key, fetched.doc.etag)
         if parked is not None:
             return Outcome("dead_letter", ref.key, reason=parked.reason)
-        return self.write_document(fetched.doc, current, fetched.acl)
+        return self.steps.write_document(fetched.doc, stored, fetched.acl)
 
     def evict_document(self, user: str, doc_type: str, doc_id: str | int) -> Outcome:
         """``user`` reported document ``doc_type``/``doc_id`` deleted (Deck's
@@ -521,13 +249,12 @@ class Indexer:
         every board member); when it is readable, re-index.
         Files and notes are re-read by id (:meth:`index_node`), which evicts what is gone."""
         kind = DocType(doc_type)
-        source = SOURCES[kind]
-        if source.node:
+        if SOURCES[kind].node:
             return self.index_node(user, int(doc_id))
         ref = DocRef(kind, str(int(doc_id)))
         client = self.services.account(user)
         try:
-            gone = source.fetch(self.services, client, ref, self._current(ref)).ineligible
+            gone = self.steps.fetch(client, self.steps.read(ref, vectors=False)).ineligible
         except NotFound as exc:
             gone = str(exc)
         if gone is not None:
@@ -546,11 +273,11 @@ class Indexer:
         for item in news_item.list_items(client, feed_id):
             doc = news_item.item_document(user, item, self.settings.max_document_chars)
             listed.add(doc.ref.key)
-            with self.lock(doc.ref.key):
+            with self.lock(doc.ref):
                 if self.deadletters.blocked(doc.ref.key, doc.etag) is not None:
                     outcome = Outcome("dead_letter", doc.ref.key)
                 else:
-                    outcome = self.write_document(doc, self._current(doc.ref))
+                    outcome = self.steps.write_document(doc, self.steps.read(doc.ref))
             counts[outcome.action] = counts.get(outcome.action, 0) + 1
         must: list[models.Condition] = [
             doc_type_condition(DocType.NEWS_ITEM),
@@ -565,57 +292,11 @@ class Indexer:
             if p["doc_key"] not in listed
         }
         for key in sorted(stale):
-            self.remove_access(user, DocRef.parse(key))
+            self.access.remove(user, DocRef.parse(key))
             counts["evicted"] = counts.get("evicted", 0) + 1
         return counts
 
     # --- evict ---------------------------------------------------------------------------
-
-    def remove_node_access(self, user: str, file_id: int, *, lost: str | None = GONE) -> None:
-        """:meth:`remove_access` for file ``file_id`` under each doc type a file can be
-        (a file, or a note when it is a Markdown file in the notes folder)."""
-        for doc_type in NODE_TYPES:
-            self.remove_access(user, DocRef(doc_type, str(file_id)), lost=lost)
-
-    def remove_access(self, user: str, ref: DocRef, *, lost: str | None = GONE) -> bool:
-        """Take ``user`` out of ``ref``'s ``acl`` and paths; delete the document when no
-        principal is left or when ``user`` owns it (the owner's deletion ends every share).
-        Returns whether anything changed.
-
-        ``lost`` says why: :data:`GONE` or :data:`UNREADABLE` (Nextcloud's answer; the loss is
-        marked for the scans, :meth:`mark_lost`, even when the index held nothing of it for
-        ``user``: a share given back or an access rule lifted may change no folder etag of
-        ``user``'s), ``None`` for an index rule (globs, MIME types, tags: nothing marked)."""
-        current = self._current(ref)
-        if lost is not None:
-            path = (current or {}).get("paths", {}).get(user)
-            owner = current is not None and current.get("owner") == user
-            # an owner's file gone is deleted or moved (new etags up its folders): no walk
-            self.mark_lost(user, ref, None if owner and lost == GONE else path)
-        if current is None or principal(user) not in current["acl"]:
-            return False
-        acl = set(current["acl"]) - {principal(user)}
-        if not acl or current.get("owner") == user:
-            self.services.store.delete_document(ref.key)
-            log.info("evicted", doc_key=ref.key, user=user)
-            return True
-        paths = {u: p for u, p in current["paths"].items() if u != user}
-        self.services.store.set_payload(ref.key, {"acl": sorted(acl)} | path_fields(paths))
-        log.info("access_removed", doc_key=ref.key, user=user)
-        return True
-
-    def mark_lost(self, user: str, ref: DocRef, path: str | None) -> None:
-        """Note in Redis (:meth:`ncindex.names.Names.lost_access`, kept
-        ``reconcile_full_walk_seconds``, after which the full walk finds everything) that
-        ``user`` lost access to ``ref``, last at ``path`` in ``user``'s view (``None``: not
-        known). Until the document is back in ``user``'s index, each scan walks the folders
-        above ``path`` whatever their etags say, and never holds it back as unindexable
-        (:mod:`ncindex.sync.reconcile`)."""
-        key = self.settings.names.lost_access(ref.doc_type.value, user)
-        pipe = self.services.redis.pipeline()
-        pipe.hset(key, ref.doc_id, path or "")
-        pipe.expire(key, self.settings.reconcile_full_walk_seconds)
-        pipe.execute()
 
     def evict_node(self, user: str, path: str, file_id: int | None) -> Outcome:
         """Something at ``path`` was deleted in ``user``'s view: re-check the node by id
@@ -632,8 +313,8 @@ class Indexer:
             try:
                 client.find_by_id(file_id)
             except NotFound:
-                holders = self._holders(file_id, besides=user)
-                self.remove_node_access(user, file_id)
+                holders = self.access.holders(file_id, besides=user)
+                self.access.remove_node(user, file_id)
                 self._recheck_holders(holders)
             else:
                 return self.index_node(user, file_id)
@@ -644,24 +325,12 @@ class Indexer:
         else:
             return Outcome("unchanged")  # something exists at the path again: its events follow
         removed = 0
-        for payload in self._under(user, path):
+        for payload in self.access.under(user, path):
             ref = DocRef.parse(payload["doc_key"])
-            holders = self._holders(int(ref.doc_id), besides=user)
-            removed += self.remove_access(user, ref)
+            holders = self.access.holders(int(ref.doc_id), besides=user)
+            removed += self.access.remove(user, ref)
             self._recheck_holders(holders)
         return Outcome("evicted", embedded=0) if removed or file_id else Outcome("unchanged")
-
-    def _holders(self, file_id: int, *, besides: str) -> list[tuple[str, int]]:
-        """``(account, file id)`` for every configured account but ``besides`` that file
-        ``file_id`` is indexed for (its ``acl``, under either node doc type)."""
-        out: set[tuple[str, int]] = set()
-        for doc_type in NODE_TYPES:
-            current = self._current(DocRef(doc_type, str(file_id)))
-            for entry in (current or {}).get("acl", []):
-                uid = entry.removeprefix("user:")
-                if entry.startswith("user:") and uid != besides and uid in self.settings.accounts:
-                    out.add((uid, file_id))
-        return sorted(out)
 
     def _recheck_holders(self, holders: list[tuple[str, int]]) -> None:
         """Re-read each ``(account, file id)`` by id as that account (:meth:`index_node`),
@@ -687,14 +356,14 @@ class Indexer:
         excluded path, say) is for the caller to walk."""
         client = self.services.account(user)
         moved_self = False
-        for payload in self._under(user, source):
+        for payload in self.access.under(user, source):
             ref = DocRef.parse(payload["doc_key"])
             moved_self |= payload["paths"][user] == source
-            with self.lock(ref.doc_id):
+            with self.lock(ref):
                 try:
                     entry = client.find_by_id(int(ref.doc_id))
                 except NotFound:
-                    self.remove_access(user, ref)
+                    self.access.remove(user, ref)
                     continue
                 if not SOURCES[ref.doc_type].title_from_path or self.classify(client, entry) != ref:
                     # a note's title and category come from the Notes API (one conditional
@@ -702,25 +371,11 @@ class Indexer:
                     self.index_node(user, int(ref.doc_id))
                     continue
                 fields = {"title": posixpath.basename(entry.path)}
-                self._update_metadata(ref, self._current(ref), user, entry.path, fields)
+                stored = self.steps.read(ref, vectors=False)
+                self.steps.update_metadata(stored, user, entry.path, fields)
         if not moved_self and file_id is not None:
             with self.lock(file_id):
                 outcome = self.index_node(user, file_id)
             if outcome.action == "folder":  # what was not indexed below it may be now
                 return Outcome("folder", path=outcome.path)
         return Outcome("moved")
-
-    def _under(self, user: str, path: str) -> list[dict[str, Any]]:
-        """Payloads (one per document) of what ``user`` has at ``path`` or below it."""
-        key = f"{user}:{path}"
-        flt = models.Filter(
-            should=[
-                models.FieldCondition(key="file_path", match=models.MatchValue(value=key)),
-                models.FieldCondition(key="folder_ancestors", match=models.MatchValue(value=key)),
-            ]
-        )
-        seen: dict[str, dict[str, Any]] = {}
-        for payload in self.services.store.scroll(flt, ["doc_key", "paths", "chunk_index"]):
-            if payload.get("chunk_index") == 0:
-                seen.setdefault(payload["doc_key"], payload)
-        return list(seen.values())

@@ -174,7 +174,7 @@ class Reindexer:
         while left and time.monotonic() < deadline:
             key = left.popleft()
             try:
-                with self.indexer.document_lock(DocRef.parse(key), wait=1.0):
+                with self.indexer.lock(DocRef.parse(key), wait=1.0):
                     done[self._copy(key, live, target)] += 1
             except LockBusy:
                 left.append(key)  # a task holds it (and mirrors what it writes): try later
@@ -213,7 +213,7 @@ class Reindexer:
         while left and time.monotonic() < deadline:
             key = left.popleft()
             try:
-                with self.indexer.document_lock(DocRef.parse(key), wait=1.0):
+                with self.indexer.lock(DocRef.parse(key), wait=1.0):
                     points = live.store.document_points(key, with_vectors=True)
                     for p in points:
                         p.sparse = live.embedder.embed_documents_sparse([p.payload["text"]])[0]

@@ -131,7 +131,8 @@ def fetch_card(
         etag=etag,
         modified_at=modified,
         mime_type="text/markdown",
-        extra={"markdown": True, "board_id": str(board_id), "stack_id": str(stack_id)},
+        markdown=True,
+        extra={"board_id": str(board_id), "stack_id": str(stack_id)},
     )
     return doc, board_principals(board) | {principal(user)}
 

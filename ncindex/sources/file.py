@@ -259,7 +259,7 @@ class FileSource(Source):
                 mime_type=entry.content_type,
                 size=entry.size,
                 tags=entry.tags,
-                extra={"markdown": extracted.markdown},
+                markdown=extracted.markdown,
             )
         )
 

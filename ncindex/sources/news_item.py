@@ -86,7 +86,7 @@ def item_document(user: str, item: dict[str, Any], max_chars: int) -> SourceDocu
         modified_at=item_modified(item),
         mime_type="text/html",
         url=str(item["url"]) if item.get("url") else None,
-        extra={"markdown": False, "feed_id": str(feed_id)},
+        extra={"feed_id": str(feed_id)},
     )
 
 

@@ -165,7 +165,7 @@ class NoteSource(Source):
                 size=entry.size,
                 category=note.category,
                 tags=entry.tags,
-                extra={"markdown": True},
+                markdown=True,
             )
         )
 

@@ -33,7 +33,7 @@ as ``unindexable`` and not sent again until its etag changes or a day passes; it
 dirty, so it keeps being listed.
 
 Whatever takes a user's access away (a re-check by id after a verification drop, a scan or a
-delete event; :meth:`ncindex.index.indexing.Indexer.remove_access`) marks the document for that
+delete event; :meth:`ncindex.index.access.Access.remove`) marks the document for that
 user's scans (:meth:`ScanState.lost`): until it is back in the user's index, each file scan walks
 the folders above its last path whatever their etags say (a share given back, or an access rule
 lifted, may change none), a notes scan lists every note, and no scan holds it back as
@@ -89,6 +89,7 @@ from ncindex.errors import (
     UnsupportedDocType,
 )
 from ncindex.index.indexing import Indexer
+from ncindex.index.locks import hold
 from ncindex.ingest.events import Action, reindex_action
 from ncindex.ingest.queueing import Producer, send_actions
 from ncindex.names import Names
@@ -312,7 +313,7 @@ class ScanState:
 
     def lost(self) -> dict[str, str]:
         """Document id → the path (``""``: unknown) of documents whose access the user lost
-        (:meth:`ncindex.index.indexing.Indexer.mark_lost`), until they are back in the index."""
+        (:meth:`ncindex.index.access.Access.mark_lost`), until they are back in the index."""
         return {
             as_text(k): as_text(v, "replace") for k, v in self.redis.hgetall(self.lost_key).items()
         }
@@ -811,15 +812,12 @@ def scan_lock(
     that the ``ncindex.reconcile_scan`` task and ``ncindex reconcile --apply`` both take, so
     two scans of one user and type never run at once. Yields ``True`` once held (it expires
     after ``ttl`` seconds, above the scan task's hard limit, and is released on exit), or
-    ``False`` when another scan still held it after ``wait`` seconds (``0``: do not wait)."""
-    lock = client.lock(keys.lock("reconcile", DocType(doc_type).value, user), timeout=ttl)
-    held = lock.acquire(blocking=wait > 0, blocking_timeout=wait if wait > 0 else None)
-    try:
-        yield bool(held)
-    finally:
-        if held:
-            with contextlib.suppress(redis.exceptions.LockError):
-                lock.release()
+    ``False`` when another scan still held it after ``wait`` seconds (``0``: do not wait):
+    :func:`ncindex.index.locks.hold`."""
+    with hold(
+        client, keys.lock("reconcile", DocType(doc_type).value, user), ttl=ttl, wait=wait
+    ) as held:
+        yield held
 
 
 def scan_lock_seconds(

@@ -29,7 +29,7 @@ from werkzeug.serving import make_server
 
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import StaleEntry, StoreUnavailable
-from ncindex.index.indexing import whole_version
+from ncindex.index.steps import whole_version
 from ncindex.ingest.queueing import celery_app
 from ncindex.names import Names
 from ncindex.redis_server import RedisProcess
@@ -558,7 +558,7 @@ def test_a_folder_changed_while_its_file_is_embedded_is_caught_after_the_write(
     if change == "deleted after v1":
         assert indexer.index_node("alice", fid).action == "indexed"
         stack.sim.put_file("alice", "/Race/new.md", text(10, 2))
-    batcher = indexer.batcher(stack.services.embedder)
+    batcher = indexer.steps.batcher(stack.services.embedder)
     real_embed = batcher.embed
     other: list[Any] = []
 
