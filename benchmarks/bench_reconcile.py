@@ -118,6 +118,7 @@ def fill_simulator(sim: NextcloudSimulator) -> dict[str, list[tuple[int, str, st
         out["file"].append((fid, path, ""))
     with sim.lock:
         out["note"] = [(f, p, str(notes_api.note_etag(USER, f))) for f, p, _ in out["note"]]
+        # every path was just put, so sim.node() finds it (typed Optional)
         out["file"] = [(f, p, sim.node(USER, p).etag) for f, p, _ in out["file"]]  # type: ignore[union-attr]
     return out
 

@@ -71,6 +71,7 @@ def branch_lists(
         lists: dict[str, Any] = {"dense_vec": dense, "sparse_vec": sparse}
         for name, kwargs in (("dense", {"dense": dense}), ("sparse", {"sparse": sparse})):
             hits = (
+                # kwargs holds one vector, dense or sparse: mypy sees a dict of either type
                 index.store.branch(flt=None, limit=DEPTH, **kwargs)  # type: ignore[arg-type]
                 if name == "dense" or sparse.indices
                 else []
