@@ -121,7 +121,7 @@ def top10(store: QdrantEdgeStore, dense: list[float], sparse: Any, flt: Any, exa
     return dense_ids, [h.id for h in fused]
 
 
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {
     "ef64 x2": {"hnsw_ef": 64, "oversampling": 2.0, "acorn": False},
     "ef128 x1": {"hnsw_ef": 128, "oversampling": 1.0, "acorn": False},
     "ef128 x2": {"hnsw_ef": 128, "oversampling": 2.0, "acorn": False},
@@ -131,6 +131,15 @@ VARIANTS = {
     "ef128 x2 acorn": {"hnsw_ef": 128, "oversampling": 2.0, "acorn": True},
 }
 """Search parameters measured beside the defaults on the same store (name → layout fields)."""
+
+HYBRID_VARIANTS: dict[str, dict[str, Any]] = {
+    "beam 1x": {"ef_per_candidate": 1.0},
+    "beam 2x": {"ef_per_candidate": 2.0},
+    "beam 4x": {"ef_per_candidate": 4.0},
+    "beam 2x, x4": {"ef_per_candidate": 2.0, "oversampling": 4.0},
+}
+"""Beams of the fused query's dense prefetch measured on the same store (name → layout
+fields): the fused top 10 depends on the whole prefetch, not only its head."""
 
 
 def search_variants(
@@ -152,6 +161,33 @@ def search_variants(
                 recalls.append(overlap([h.id for h in hits], truth))
             out[name] = {
                 "recall_at_10_vs_exact": round(statistics.mean(recalls), 4),
+                "p50_ms": round(pct(times, 0.5), 2),
+                "p95_ms": round(pct(times, 0.95), 2),
+            }
+    finally:
+        store.layout = layout
+    return out
+
+
+def hybrid_variants(store: QdrantEdgeStore, rows: list[dict[str, Any]], flt: Any, pool: int,
+                    fusion: Fusion) -> dict[str, dict[str, float]]:  # fmt: skip
+    """For each of :data:`HYBRID_VARIANTS`: the fused query's recall@10 against the exact
+    fused top 10 of each row (``dense``, ``sparse``, ``exact_fused``, measured already), with
+    prefetches ``pool`` deep under ``flt``, and its p50/p95 in ms."""
+    layout = store.layout
+    out: dict[str, dict[str, float]] = {}
+    try:
+        for name, fields in HYBRID_VARIANTS.items():
+            store.layout = dataclasses.replace(layout, **fields)
+            recalls, times = [], []
+            for row in rows:
+                t = time.perf_counter()
+                hits = store.query(dense=row["dense"], sparse=row["sparse"], flt=flt, limit=10,
+                                   prefetch_limit=pool, fusion=fusion)  # fmt: skip
+                times.append((time.perf_counter() - t) * 1000)
+                recalls.append(overlap([h.id for h in hits], row["exact_fused"]))
+            out[name] = {
+                "hybrid_recall_at_10_vs_exact": round(statistics.mean(recalls), 4),
                 "p50_ms": round(pct(times, 0.5), 2),
                 "p95_ms": round(pct(times, 0.95), 2),
             }
@@ -232,7 +268,7 @@ def measure(
         fetch = limit * run_settings.search_overfetch * CHUNKS_PER_DOC
         pool = min(MAX_POOL, max(run_settings.prefetch_limit, fetch * MAX_ROUNDS))
         fusion = Fusion(run_settings.fusion)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for i, query in enumerate(queries(WARMUP + n_queries)):
             request = realistic_request(query)
             t = time.perf_counter()
@@ -255,12 +291,14 @@ def measure(
                 rows.append({"total": total, "bare": bare, "bound": embed + bare + rtt,
                              "recall": overlap(approx_dense, exact_dense),
                              "hybrid_recall": overlap(approx_fused, exact_fused),
-                             "dense": dense, "exact_dense": exact_dense})  # fmt: skip
+                             "dense": dense, "exact_dense": exact_dense, "sparse": sparse_q,
+                             "exact_fused": exact_fused})  # fmt: skip
         filler_rss = rss_mb()
         disk = disk_mb(Path(tmp))
         variants = search_variants(
             store, [r["dense"] for r in rows], [r["exact_dense"] for r in rows], flt
         )
+        fused_variants = hybrid_variants(store, rows, flt, pool, fusion)
         service.close()
         http.close()
         store.close()
@@ -288,6 +326,7 @@ def measure(
         "optimize_seconds": round(optimize_s, 1),
         **waits,
         "search_variants": variants,
+        "hybrid_variants": fused_variants,
     }
 
 
@@ -364,7 +403,38 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
                 f"{r['fill_points_per_s']:,} | {r['optimize_seconds']} | "
                 f"{r['optimize_max_search_ms']} / {r['optimize_max_write_ms']} |"
             )
+    lines += grid(results, "search_variants", "recall_at_10_vs_exact",
+                  "Search parameters on the same optimised stores: recall@10 of the dense "
+                  "branch against exact search, and its p50 / p95 in ms (`VARIANTS`; the "
+                  "defaults are `ef128 x2`):")  # fmt: skip
+    lines += grid(results, "hybrid_variants", "hybrid_recall_at_10_vs_exact",
+                  "Beams of the fused query's dense prefetch (`HYBRID_VARIANTS`: at least N × "
+                  "the candidates it draws, `NCINDEX_QDRANT_HNSW_EF_PER_CANDIDATE`; the default "
+                  f"is `beam {settings.qdrant_hnsw_ef_per_candidate:g}x`): recall@10 of the "
+                  "fused hybrid query against the exact one, and its p50 / p95 in ms:")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def grid(results: dict[str, Any], key: str, recall: str, caption: str) -> list[str]:
+    """The lines of a table of ``key``'s variants per shape and size (recall and p50 / p95),
+    under ``caption``; none when no size measured them."""
+    names: list[str] = []
+    for sizes in results["shapes"].values():
+        for r in sizes.values():
+            names += [n for n in r.get(key, {}) if n not in names]
+    if not names:
+        return []
+    lines = ["", caption, "", "| shape | chunks | " + " | ".join(names) + " |",
+             "|---|---:|" + "---:|" * len(names)]  # fmt: skip
+    for shape, sizes in results["shapes"].items():
+        for size, r in sizes.items():
+            cells = [
+                f"{v[recall]} ({v['p50_ms']} / {v['p95_ms']})" if (v := r.get(key, {}).get(n))
+                else "–"
+                for n in names
+            ]  # fmt: skip
+            lines.append(f"| {shape} | {int(size):,} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def main() -> int:

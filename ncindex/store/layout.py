@@ -16,6 +16,7 @@ layout reaches it through ``ncindex reindex --model``, which builds a new collec
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,8 +38,9 @@ class CollectionLayout:
     int8 quantised vectors kept in RAM; ``on_disk_vectors`` / ``on_disk_payload`` keep the
     originals and the payloads memory-mapped on disk.
 
-    The last three apply to every search rather than to creation, so a changed setting reaches
-    an existing collection at the next start: ``hnsw_ef`` is the search beam, ``oversampling``
+    The last four apply to every search rather than to creation, so a changed setting reaches
+    an existing collection at the next start: ``hnsw_ef`` is the search beam, at least
+    ``ef_per_candidate`` × the candidates a search draws (:meth:`beam`), ``oversampling``
     how many quantised candidates per hit are rescored on the originals, ``acorn`` turns on
     Qdrant's ACORN filtered search (neighbours of neighbours are walked where the filter cuts
     the graph). Qdrant picks exact search by itself when the filter leaves few points
@@ -56,6 +58,7 @@ class CollectionLayout:
     on_disk_vectors: bool
     on_disk_payload: bool
     hnsw_ef: int
+    ef_per_candidate: float
     oversampling: float
     acorn: bool
 
@@ -74,9 +77,20 @@ class CollectionLayout:
             on_disk_vectors=settings.qdrant_on_disk_vectors,
             on_disk_payload=settings.qdrant_on_disk_payload,
             hnsw_ef=settings.qdrant_hnsw_ef,
+            ef_per_candidate=settings.qdrant_hnsw_ef_per_candidate,
             oversampling=settings.qdrant_oversampling,
             acorn=settings.qdrant_acorn,
         )
+
+    def beam(self, limit: int) -> int:
+        """The HNSW beam (``hnsw_ef``) of a dense search asking ``limit`` hits: ``hnsw_ef``, or
+        ``ef_per_candidate`` × the candidates drawn (``limit`` × ``oversampling`` with int8
+        quantisation) when that is more. Qdrant walks the graph with a beam of at least the
+        candidates drawn anyway (``GraphLayers::search``: ``ef = max(ef, top)``, qdrant/qdrant
+        lib/segment/src/index/hnsw_index/graph_layers.rs), so the tail of a deep prefetch is
+        found with a beam no wider than itself unless this asks for more."""
+        drawn = limit * (self.oversampling if self.quantization == "int8" else 1.0)
+        return max(self.hnsw_ef, math.ceil(self.ef_per_candidate * drawn))
 
 
 DEFAULT_LAYOUT = CollectionLayout.from_settings(Settings.model_construct())

@@ -358,7 +358,7 @@ class QdrantServerStore:
                     using=DENSE,
                     filter=flt,
                     limit=prefetch_limit,
-                    params=self._dense_params(exact),
+                    params=self._dense_params(exact, prefetch_limit),
                 )
             )
         if sparse is not None:
@@ -414,15 +414,16 @@ class QdrantServerStore:
                 query=query,
                 using=DENSE if dense is not None else SPARSE,
                 query_filter=flt,
-                search_params=self._dense_params(exact) if dense is not None else None,
+                search_params=self._dense_params(exact, limit) if dense is not None else None,
                 limit=limit,
                 with_payload=list(fields),
                 with_vectors=False,
             )
         return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points]
 
-    def _dense_params(self, exact: bool) -> SearchParams | None:
-        """Search parameters of a dense query: the layout's HNSW beam, rescoring of
+    def _dense_params(self, exact: bool, limit: int) -> SearchParams | None:
+        """Search parameters of a dense query asking ``limit`` hits: the layout's HNSW beam
+        (:meth:`~ncindex.store.layout.CollectionLayout.beam`), rescoring of
         ``oversampling`` × the asked quantised candidates on the originals, ACORN; or exact.
         None for qdrant-client's local mode, which always searches exactly (and warns that
         parameters have no effect)."""
@@ -431,7 +432,7 @@ class QdrantServerStore:
         if exact:
             return models.SearchParams(exact=True)
         return models.SearchParams(
-            hnsw_ef=self.layout.hnsw_ef,
+            hnsw_ef=self.layout.beam(limit),
             quantization=models.QuantizationSearchParams(
                 rescore=True, oversampling=self.layout.oversampling
             ),

@@ -123,6 +123,13 @@ def document_filter(doc_key: str, keep_content_hash: str | None = None) -> model
     )
 
 
+def documents_filter(doc_keys: Sequence[str]) -> models.Filter:
+    """The points of every document in ``doc_keys``."""
+    return models.Filter(
+        must=[models.FieldCondition(key="doc_key", match=models.MatchAny(any=list(doc_keys)))]
+    )
+
+
 def batches(items: Sequence[T], size: int = UPSERT_BATCH) -> list[Sequence[T]]:
     """``items`` cut into consecutive lists of at most ``size``."""
     return [items[i : i + size] for i in range(0, len(items), size)]

@@ -5,7 +5,10 @@ and the state left for ``ncindex status``."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -23,7 +26,7 @@ from ncindex.store.edge_optimizer import (
     unindexed_points,
 )
 from ncindex.store.layout import DEFAULT_LAYOUT
-from ncindex.store.qdrant_edge import QdrantEdgeStore
+from ncindex.store.qdrant_edge import QdrantEdgeStore, _resync
 
 DIM = 16
 SMALL = dataclasses.replace(DEFAULT_LAYOUT, indexing_threshold_kb=10)
@@ -94,6 +97,75 @@ def test_writes_during_the_optimisation_are_replayed(store: QdrantEdgeStore) -> 
     # what was written before the copy is indexed; only the replayed writes are not yet
     assert unindexed_points(store.info()) <= report["replayed"]
     assert not list(store.root.glob(".m.*")), "no copy or retired shard left behind"
+
+
+def test_writes_go_on_through_every_step_and_all_reach_the_swapped_shard(
+    store: QdrantEdgeStore,
+) -> None:
+    """A writer that never stops while the shard is copied, optimised, replayed and swapped:
+    every document it wrote is in the optimised shard as last written, and one round of
+    replay (more than the last round's size) ran without the write lock."""
+    written: dict[str, list[float]] = {}
+    stop = threading.Event()
+
+    def write_forever() -> None:
+        n = 0
+        while not stop.is_set():
+            (point,) = _points(3000 + n % 150, 1)  # 150 documents, each rewritten in turn
+            point = dataclasses.replace(point, dense=[float(n % 7) + 1.0, *point.dense[1:]])
+            store.upsert([point])
+            written[point.payload["doc_key"]] = point.dense
+            n += 1
+
+    def optimise_with_a_big_journal(path: Path) -> None:
+        store.upsert(_points(8000, 100))  # more than the last, locked round replays
+        optimise_in_child(path)
+
+    writer = threading.Thread(target=write_forever)
+    writer.start()
+    try:
+        report = store.optimise_aside(optimise_with_a_big_journal)
+    finally:
+        stop.set()
+        writer.join()
+
+    assert report["replay_rounds"] >= 2 and report["replayed"] >= 100
+    keys = _doc_keys(store)
+    assert set(written) <= keys and {f"file:{8000 + i}" for i in range(100)} <= keys
+    assert len(keys) == 400 + 100 + len(written)
+    for doc_key, dense in written.items():
+        (point,) = store.document_points(doc_key, with_vectors=True)
+        stored = np.asarray(point.dense)
+        expected = np.asarray(dense) / np.linalg.norm(dense)  # cosine storage normalises
+        assert np.allclose(stored, expected, atol=1e-5), doc_key
+    assert not list(store.root.glob(".m.*"))
+
+
+def test_resync_makes_a_copy_taken_during_writes_equal_to_its_source(tmp_path: Path) -> None:
+    source, copy = tmp_path / "live", tmp_path / "copy"
+    (source / "segments").mkdir(parents=True)
+    (source / "segments" / "old").write_bytes(b"a" * 100)
+    (source / "segments" / "mutated").write_bytes(b"b" * 100)
+    (source / "gone").write_bytes(b"c")
+    shutil.copytree(source, copy)
+    past = 1_000_000_000  # files untouched since 2001 are not copied again
+    os.utime(source / "segments" / "old", ns=(past, past))
+    os.utime(copy / "segments" / "old", ns=(past, past))
+    began = time.time_ns()
+    (source / "segments" / "mutated").write_bytes(b"B" * 100)  # same size, new content
+    (source / "gone").unlink()
+    (source / "wal").mkdir()
+    (source / "wal" / "new").write_bytes(b"d" * 10)
+
+    copied = _resync(source, copy, began)
+
+    assert copied == 110
+    files = {p.relative_to(copy): p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    assert files == {
+        Path("segments/old"): b"a" * 100,
+        Path("segments/mutated"): b"B" * 100,
+        Path("wal/new"): b"d" * 10,
+    }
 
 
 def test_searches_are_served_while_the_copy_is_optimised(store: QdrantEdgeStore) -> None:

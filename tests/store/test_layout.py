@@ -42,6 +42,7 @@ CUSTOM = CollectionLayout(
     on_disk_vectors=False,
     on_disk_payload=False,
     hnsw_ef=64,
+    ef_per_candidate=2.0,
     oversampling=3.0,
     acorn=False,
 )
@@ -187,12 +188,23 @@ def test_server_store_sends_the_search_parameters(
     approximate, exact_body = bodies
     dense, sparse_prefetch = approximate["prefetch"]
     assert dense["params"] == {
-        "hnsw_ef": layout.hnsw_ef,
+        "hnsw_ef": layout.beam(20),
         "quantization": {"rescore": True, "oversampling": layout.oversampling},
         "acorn": {"enable": layout.acorn},
     }
     assert sparse_prefetch.get("params") is None
     assert exact_body["prefetch"][0]["params"] == {"exact": True}
+
+
+def test_the_beam_widens_with_the_candidates_a_search_draws() -> None:
+    """A beam of at least ``ef_per_candidate`` × the candidates drawn (hits × oversampling with
+    int8, hits alone without quantisation), never under ``hnsw_ef``."""
+    wide = dataclasses.replace(DEFAULT_LAYOUT, hnsw_ef=128, ef_per_candidate=2.0, oversampling=2.0)
+    assert wide.beam(10) == 128
+    assert wide.beam(360) == 1440
+    assert dataclasses.replace(wide, quantization="none").beam(360) == 720
+    assert dataclasses.replace(wide, ef_per_candidate=1.0).beam(360) == 720
+    assert CUSTOM.beam(20) == 64 and CUSTOM.beam(100) == 200
 
 
 def test_edge_exact_query_matches_brute_force(tmp_path: Path) -> None:
