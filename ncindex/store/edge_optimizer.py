@@ -20,16 +20,18 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from ncindex.errors import StoreUnavailable
-from ncindex.store.qdrant_edge import QdrantEdgeStore
+from ncindex.store.port import PointRecord, SparseVector
+from ncindex.store.qdrant_edge import OptimisedCopy, QdrantEdgeStore
 
 log = structlog.get_logger(__name__)
 
@@ -50,22 +52,111 @@ def unindexed_points(info: dict[str, int]) -> int:
     return min(points, max(0, 2 * points - info["indexed_vectors"]))
 
 
-def optimise_in_child(path: Path) -> None:
+def optimise_in_child(path: Path) -> ChildOptimisation:
     """Optimise the closed shard copy at ``path`` in a child Python process (this module's
-    ``__main__``), so the optimisers hold another interpreter's GIL. Raises
-    ``StoreUnavailable`` when the child fails or outlives ``CHILD_TIMEOUT_SECONDS``."""
-    try:
-        subprocess.run(  # noqa: S603 - our own module, by this interpreter
+    ``__main__``), so the optimisers hold another interpreter's GIL, and keep it open there for
+    the writes that catch it up (:class:`ChildOptimisation`). Raises ``StoreUnavailable`` when
+    the child fails or outlives ``CHILD_TIMEOUT_SECONDS``."""
+    return ChildOptimisation(path)
+
+
+class ChildOptimisation:
+    """A child process that loads the shard copy at ``path``, optimises and flushes it, then
+    holds it open and applies what it is sent (the
+    :class:`~ncindex.store.qdrant_edge.OptimisedCopy` a
+    :meth:`~ncindex.store.qdrant_edge.QdrantEdgeStore.optimise_aside` replays into), so the
+    copy is loaded, written and closed by another interpreter's GIL. The protocol, one line
+    each way on its standard input and output: the child says ``optimised``; ``replay
+    {json}`` (``doc_keys`` and their ``points``) is answered ``ok``; ``close`` is answered
+    ``closed`` once the copy is flushed and closed. Constructing it waits until the copy is
+    optimised. Any failure (the child's exit, a wrong answer, ``timeout`` seconds in all)
+    raises ``StoreUnavailable`` with the end of the child's standard error, and kills it."""
+
+    def __init__(self, path: Path, timeout: float = CHILD_TIMEOUT_SECONDS) -> None:
+        self.path = path
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for the child's life
+        self._proc = subprocess.Popen(  # noqa: S603 - our own module, by this interpreter
             [sys.executable, "-m", "ncindex.store.edge_optimizer", str(path)],
-            check=True,
-            capture_output=True,
-            timeout=CHILD_TIMEOUT_SECONDS,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
         )
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        stderr = getattr(exc, "stderr", b"") or b""
-        raise StoreUnavailable(
-            f"optimising {str(path)!r} failed: {exc}; {stderr.decode(errors='replace')[-500:]}"
-        ) from exc
+        self._deadline = threading.Timer(timeout, self._proc.kill)
+        self._deadline.daemon = True
+        self._deadline.start()
+        self._expect("optimised")
+
+    def replace_documents(self, doc_keys: Sequence[str], points: Sequence[PointRecord]) -> None:
+        """Replace the documents ``doc_keys`` of the copy with ``points`` (in the child)."""
+        batch = {"doc_keys": list(doc_keys), "points": [_encode(p) for p in points]}
+        self._send("replay " + json.dumps(batch))
+        self._expect("ok")
+
+    def close(self) -> None:
+        """Have the child flush and close the copy, and wait for it to exit."""
+        self._send("close")
+        self._expect("closed")
+        self._proc.wait(timeout=60)
+        self._release()
+
+    def abort(self) -> None:
+        """Kill the child (the copy is left as it is, for the caller to delete)."""
+        self._proc.kill()
+        self._proc.wait()
+        self._release()
+
+    def _release(self) -> None:
+        self._deadline.cancel()
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self._stderr.close()
+
+    def _send(self, line: str) -> None:
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(line + "\n")
+            self._proc.stdin.flush()
+        except OSError as exc:
+            raise self._failure(f"cannot write to it: {exc}") from exc
+
+    def _expect(self, word: str) -> None:
+        assert self._proc.stdout is not None
+        said = self._proc.stdout.readline().strip()
+        if said != word:
+            raise self._failure(f"said {said[:100]!r} where {word!r} was due")
+
+    def _failure(self, what: str) -> StoreUnavailable:
+        self._proc.kill()
+        code = self._proc.wait()
+        self._stderr.seek(0)
+        stderr = self._stderr.read()[-500:].decode(errors="replace")
+        self._release()
+        return StoreUnavailable(
+            f"optimising {str(self.path)!r} failed: the child {what} (exit {code}); {stderr}"
+        )
+
+
+def _encode(point: PointRecord) -> dict[str, Any]:
+    sparse = point.sparse
+    return {
+        "id": point.id,
+        "payload": point.payload,
+        "dense": point.dense,
+        "sparse": None if sparse is None else [sparse.indices, sparse.values],
+    }
+
+
+def _decode(raw: dict[str, Any]) -> PointRecord:
+    sparse = raw["sparse"]
+    return PointRecord(
+        id=raw["id"],
+        payload=raw["payload"],
+        dense=raw["dense"],
+        sparse=None if sparse is None else SparseVector(indices=sparse[0], values=sparse[1]),
+    )
 
 
 def read_state(root: Path) -> dict[str, Any]:
@@ -84,8 +175,8 @@ class EdgeOptimizer:
     """A daemon thread optimising the Edge shards ``stores()`` returns (the live model's and a
     mirror model's) whenever ``after_points`` or more points are unindexed beyond those its
     last run left unindexed (segments still below the layout's indexing threshold), checking
-    every ``check_seconds``. ``optimise`` runs the optimisers on a shard copy (default:
-    :func:`optimise_in_child`). ``after_points`` 0 turns it off."""
+    every ``check_seconds``. ``optimise`` runs the optimisers on a shard copy and holds it
+    (default: :func:`optimise_in_child`). ``after_points`` 0 turns it off."""
 
     def __init__(
         self,
@@ -93,7 +184,7 @@ class EdgeOptimizer:
         *,
         after_points: int,
         check_seconds: float,
-        optimise: Callable[[Path], None] = optimise_in_child,
+        optimise: Callable[[Path], OptimisedCopy] = optimise_in_child,
     ) -> None:
         self._stores = stores
         self.after_points = after_points
@@ -179,16 +270,27 @@ class EdgeOptimizer:
 
 
 def _main(argv: list[str]) -> int:
-    """Child entry: load the shard copy ``argv[0]``, optimise, flush, close."""
-    import qdrant_edge as qe
-
-    (path,) = argv
-    shard = qe.EdgeShard.load(path)
+    """Child entry of :class:`ChildOptimisation`: load the shard copy ``argv[0]``, optimise,
+    flush, say ``optimised``, apply ``replay`` lines until ``close`` (or the end of input),
+    then close it and say ``closed``."""
+    (path,) = (Path(a) for a in argv)
+    copy = QdrantEdgeStore(path.parent, path.name)  # opens the existing shard on first use
     try:
-        shard.optimize()
-        shard.flush()
+        copy.optimize()
+        copy.flush()
+        print("optimised", flush=True)
+        for line in sys.stdin:
+            command, _, body = line.rstrip("\n").partition(" ")
+            if command == "close":
+                break
+            if command != "replay":
+                raise ValueError(f"unknown command {command!r}")
+            batch = json.loads(body)
+            copy.replace_documents(batch["doc_keys"], [_decode(p) for p in batch["points"]])
+            print("ok", flush=True)
     finally:
-        shard.close()
+        copy.close()
+    print("closed", flush=True)
     return 0
 
 

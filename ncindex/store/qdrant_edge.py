@@ -24,6 +24,7 @@ Edge keeps a write-ahead log, so a write is durable when it returns; :meth:`clos
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -31,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import qdrant_edge as qe
 from qdrant_client import models
@@ -72,8 +73,8 @@ _FINAL_REPLAY_DOCS = 64
 _MAX_REPLAY_ROUNDS = 8
 """Replay rounds without the lock before the last one runs under it, whatever its size."""
 
-_RETIRE_AFTER_SECONDS = 1.0
-"""How long the replaced shard stays open after an optimised copy took its place, seconds."""
+_TIMESTAMP_SLACK_NS = 50_000_000
+"""A file modified this close (nanoseconds) before it was copied is copied again."""
 
 _FULL_SCAN_THRESHOLD_KB = 10_000
 """Below this many kilobytes of vectors a filtered search scans instead of walking the graph
@@ -186,6 +187,20 @@ def _iso(value: Any) -> str | None:
     return value if isinstance(value, str) else value.isoformat()
 
 
+class OptimisedCopy(Protocol):
+    """An optimised copy of a shard, held open by whoever optimised it (a child process:
+    :class:`ncindex.store.edge_optimizer.ChildOptimisation`) until :meth:`close`."""
+
+    def replace_documents(self, doc_keys: Sequence[str], points: Sequence[PointRecord]) -> None:
+        """Replace the documents ``doc_keys`` of the copy with ``points``."""
+
+    def close(self) -> None:
+        """Flush and close the copy, releasing its folder."""
+
+    def abort(self) -> None:
+        """Give the copy up (its folder is deleted after)."""
+
+
 class QdrantEdgeStore:
     """:class:`ncindex.store.port.VectorStore` on an embedded Qdrant Edge shard.
 
@@ -209,6 +224,9 @@ class QdrantEdgeStore:
         self._shard: qe.EdgeShard | None = None
         self._closed = False
         self._journal: set[str] | None = None  # doc keys written while a copy is optimised
+        self._gate = threading.Condition()  # readers of the shard, and a swap waiting on them
+        self._readers = 0
+        self._swapping = False
 
     def __repr__(self) -> str:
         return f"QdrantEdgeStore(shard_path={str(self.shard_path)!r})"
@@ -239,6 +257,36 @@ class QdrantEdgeStore:
                     "(closed, or ensure_collection was never called)"
                 )
             return self._shard
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[qe.EdgeShard]:
+        """The shard, for one read; while :meth:`optimise_aside` swaps shards, a read waits
+        for the new one, and the swap waits for the reads under way on the old one."""
+        with self._gate:
+            while self._swapping:
+                self._gate.wait()
+            self._readers += 1
+        try:
+            yield self._open_shard()
+        finally:
+            with self._gate:
+                self._readers -= 1
+                if not self._readers:
+                    self._gate.notify_all()
+
+    @contextlib.contextmanager
+    def _no_readers(self) -> Iterator[None]:
+        """Hold every new read back and wait until none is under way."""
+        with self._gate:
+            self._swapping = True
+            while self._readers:
+                self._gate.wait()
+        try:
+            yield
+        finally:
+            with self._gate:
+                self._swapping = False
+                self._gate.notify_all()
 
     # --- collection and alias -----------------------------------------------------------------
 
@@ -385,8 +433,8 @@ class QdrantEdgeStore:
     ) -> Iterator[list[Any]]:
         offset: Any = None
         while True:
-            with self._call("scroll"):
-                page, offset = self._open_shard().scroll(
+            with self._call("scroll"), self._reading() as shard:
+                page, offset = shard.scroll(
                     qe.ScrollRequest(
                         offset=offset,
                         limit=page_size,
@@ -483,8 +531,8 @@ class QdrantEdgeStore:
             with_payload=True,
             with_vector=False,
         )
-        with self._call("query"):
-            points = self._open_shard().query(request)
+        with self._call("query"), self._reading() as shard:
+            points = shard.query(request)
         return [Hit(id=str(p.id), score=p.score, payload=dict(p.payload or {})) for p in points]
 
     def branch(
@@ -516,8 +564,8 @@ class QdrantEdgeStore:
             with_payload=list(fields),
             with_vector=False,
         )
-        with self._call("query"):
-            points = self._open_shard().query(request)
+        with self._call("query"), self._reading() as shard:
+            points = shard.query(request)
         return [Hit(id=str(p.id), score=p.score, payload=dict(p.payload or {})) for p in points]
 
     def _dense_params(self, exact: bool, limit: int) -> qe.SearchParams:
@@ -537,8 +585,8 @@ class QdrantEdgeStore:
     def count(self, flt: Filter | None = None) -> int:
         """Exact number of points matching ``flt`` (all points for ``None``)."""
         request = qe.CountRequest(exact=True, filter=to_edge_filter(flt))
-        with self._call("count"):
-            return self._open_shard().count(request)
+        with self._call("count"), self._reading() as shard:
+            return shard.count(request)
 
     def flush(self) -> None:
         """Write every pending change to the shard's segments (the WAL already holds them)."""
@@ -554,61 +602,71 @@ class QdrantEdgeStore:
     def info(self) -> dict[str, int]:
         """The shard's size: ``points``, ``segments`` and ``indexed_vectors`` (vectors inside
         HNSW-indexed segments, dense and sparse counted apart)."""
-        with self._call("info"):
-            info = self._open_shard().info()
+        with self._call("info"), self._reading() as shard:
+            info = shard.info()
         return {
             "points": info.points_count,
             "segments": info.segments_count,
             "indexed_vectors": info.indexed_vectors_count,
         }
 
-    def optimise_aside(self, optimise: Callable[[Path], None]) -> dict[str, float]:
+    def optimise_aside(self, optimise: Callable[[Path], OptimisedCopy]) -> dict[str, float]:
         """Optimise a copy of the shard and swap it in, so the optimisers never run in this
-        process (Edge's ``optimize`` holds the Python GIL for its whole run: 20 s for 20,000
-        points here, measured) and searches and writes wait only briefly.
+        process (Edge's ``optimize``, ``load``, ``flush`` and ``close`` hold the Python GIL for
+        their whole run, stopping every thread: ``optimize`` took 20 s for 20,000 points here)
+        and searches and writes wait only briefly.
 
         1. Copy: a journal of the doc keys written from now on is started and the shard
            flushed (under the write lock, briefly); the shard folder is copied beside it
            *without* the lock, then, under the lock, flushed again and every file changed since
-           the copy began (by size or modification time, :func:`_resync`) copied again, so the
-           copy is the shard as it is at that instant; the lock is held only for the changed
-           files, not the whole folder (4.7 GB at a million points).
-        2. ``optimise(copy_path)`` without the lock (e.g. a child process that loads the copy,
-           optimises, flushes and closes it). Searches and writes go on against the live shard.
-        3. Replay: the copy is loaded here and the journaled documents (their points as the
-           live shard has them, or their deletion) written into it in rounds without the lock,
-           each round taking the documents written during the one before, until a round has at
-           most ``_FINAL_REPLAY_DOCS``; that last round runs under the lock, then the folders
-           are swapped and the optimised shard loaded in place of the live one, which is closed
-           a second later. Loading a shard holds the GIL (every thread of the process waits
-           for it: a fraction of a second at 100,000 points).
+           it was copied (:func:`_resync`) copied again, so the copy is the shard as it is at
+           that instant; the lock is held for the changed files, not the whole folder (4.7 GB
+           at a million points).
+        2. ``optimise(copy_path)`` without the lock returns the optimised copy, held open
+           elsewhere (:func:`ncindex.store.edge_optimizer.optimise_in_child`: a child process
+           that loads, optimises and keeps it). Searches and writes go on against the live shard.
+        3. Replay: the journaled documents (their points as the live shard has them, or their
+           deletion) are written into the copy in rounds without the lock, each round taking
+           the documents written during the one before, until a round has at most
+           ``_FINAL_REPLAY_DOCS``; that last round runs under the lock, the copy is closed by
+           its holder, the live shard closed (reads wait for the swap: Edge reads some files
+           by path), the folders swapped and the optimised shard loaded here. Closing the one
+           and loading the other are the long GIL holds left in this process.
 
         Returns the seconds of each step (``copy_seconds``, ``optimise_seconds``,
         ``swap_seconds``), ``replayed`` documents (all rounds), ``resynced_bytes`` (copied
         again under the lock), ``locked_seconds`` (the longest time writes waited on this
-        method) and ``replay_rounds``. A write without a ``doc_key`` since step 1 cannot be
-        replayed: the copy is dropped and ``StoreUnavailable`` raised, the live shard
-        unchanged; so does a failing ``optimise`` (its exception propagates).
+        method), ``load_seconds`` (the optimised shard's load) and ``replay_rounds``. A write
+        without a ``doc_key`` since step 1 cannot be replayed: the copy is dropped and
+        ``StoreUnavailable`` raised, the live shard unchanged; so does a failing ``optimise``
+        (its exception propagates).
         """
         aside = self.root / f".{self.model_slug}.optimising"
         retired = self.root / f".{self.model_slug}.retired"
         for leftover in (aside, retired):
             shutil.rmtree(leftover, ignore_errors=True)
+        report: dict[str, float] = {}
         locked: list[float] = []
         started = time.monotonic()
         try:
             with self._locked(locked), self._call("optimise_aside"):
                 self._open_shard().flush()
                 self._journal = set()
-                copy_began = time.time_ns()
-            shutil.copytree(self.shard_path, aside)
+            noted: dict[str, tuple[int, int, int]] = {}
+            shutil.copytree(
+                self.shard_path, aside, copy_function=functools.partial(_recording_copy, noted)
+            )
             with self._locked(locked), self._call("optimise_aside"):
                 self._open_shard().flush()
-                resynced = _resync(self.shard_path, aside, copy_began)
+                report["resynced_bytes"] = float(_resync(self.shard_path, aside, noted))
             copied = time.monotonic()
-            optimise(aside)
+            held = optimise(aside)
             optimised = time.monotonic()
-            rounds, replayed = self._replay_and_swap(aside, retired, locked)
+            try:
+                rounds, replayed, load = self._replay_and_swap(held, aside, retired, locked)
+            except BaseException:
+                held.abort()
+                raise
         except BaseException:
             with self._lock:
                 self._journal = None
@@ -619,8 +677,9 @@ class QdrantEdgeStore:
             "optimise_seconds": optimised - copied,
             "swap_seconds": time.monotonic() - optimised,
             "replayed": float(replayed),
-            "resynced_bytes": float(resynced),
+            **report,
             "locked_seconds": max(locked),
+            "load_seconds": load,
             "replay_rounds": float(rounds),
         }
 
@@ -634,58 +693,59 @@ class QdrantEdgeStore:
             finally:
                 spans.append(time.monotonic() - began)
 
-    def _replay_and_swap(self, aside: Path, retired: Path, locked: list[float]) -> tuple[int, int]:
-        """Step 3 of :meth:`optimise_aside`: replay the journal into the optimised copy at
-        ``aside`` in rounds, the last under the lock, and swap it in. Returns (rounds,
-        documents replayed)."""
-        copy = QdrantEdgeStore(self.root, aside.name, layout=self.layout)
-        with self._call("optimise_aside"):
-            copy._shard = qe.EdgeShard.load(str(aside))
+    def _replay_and_swap(
+        self, held: OptimisedCopy, aside: Path, retired: Path, locked: list[float]
+    ) -> tuple[int, int, float]:
+        """Step 3 of :meth:`optimise_aside`: replay the journal into the optimised copy
+        ``held`` (at ``aside``) in rounds, the last under the lock, and swap it in. Returns
+        (rounds, documents replayed, seconds the load took)."""
         rounds = replayed = 0
-        try:
-            while True:
-                with self._lock:
-                    journal, self._journal = self._journal or set(), set()
-                if len(journal) <= _FINAL_REPLAY_DOCS or rounds >= _MAX_REPLAY_ROUNDS:
-                    break
-                replayed += self._replay(copy, journal)
-                rounds += 1
-            with self._locked(locked), self._call("optimise_aside"):
-                journal |= self._journal or set()
-                self._journal = None
-                replayed += self._replay(copy, journal)
-                rounds += 1
-                live = self._open_shard()
-                live.flush()
-                copy.close()
+        while True:
+            with self._lock:
+                journal, self._journal = self._journal or set(), set()
+            if len(journal) <= _FINAL_REPLAY_DOCS or rounds >= _MAX_REPLAY_ROUNDS:
+                break
+            replayed += self._replay(held, journal)
+            rounds += 1
+        with self._locked(locked), self._call("optimise_aside"):
+            journal |= self._journal or set()
+            self._journal = None
+            replayed += self._replay(held, journal)
+            held.close()
+            # Edge reads some files by path: no read may touch the live shard once its folder
+            # is renamed, so reads wait (for the close and the load, GIL holders anyway)
+            with self._no_readers():
+                live, self._shard = self._open_shard(), None
+                live.close()
                 self.shard_path.rename(retired)
                 aside.rename(self.shard_path)
+                began = time.monotonic()
                 self._shard = qe.EdgeShard.load(str(self.shard_path))
-        except BaseException:
-            copy.close()
-            raise
-        # a search that took the old shard just before the swap may still be calling it
-        time.sleep(_RETIRE_AFTER_SECONDS)
-        with self._call("close"):
-            live.close()
+                load = time.monotonic() - began
         shutil.rmtree(retired, ignore_errors=True)
-        return rounds, replayed
+        return rounds + 1, replayed, load
 
-    def _replay(self, copy: QdrantEdgeStore, doc_keys: set[str]) -> int:
-        """Write the documents ``doc_keys`` into ``copy`` as the live shard holds them now
+    def _replay(self, held: OptimisedCopy, doc_keys: set[str]) -> int:
+        """Write the documents ``doc_keys`` into ``held`` as the live shard holds them now
         (their points, or nothing when deleted), ``UPSERT_BATCH`` documents a call. Raises
         ``StoreUnavailable`` when a point without ``doc_key`` was written."""
         if _NO_DOC_KEY in doc_keys:
             raise StoreUnavailable("a point without doc_key was written: optimised copy dropped")
         for keys in batches(sorted(doc_keys)):
             flt = to_edge_filter(documents_filter(keys))
-            copy._update("replay", qe.UpdateOperation.delete_points_by_filter(flt), keys)
             points = [
                 _record_of(r) for page in self._scroll_pages(flt, True, True, 256) for r in page
             ]
-            if points:
-                copy.upsert(points)
+            held.replace_documents(keys, points)
         return len(doc_keys)
+
+    def replace_documents(self, doc_keys: Sequence[str], points: Sequence[PointRecord]) -> None:
+        """Delete every point of the documents ``doc_keys``, then write ``points`` (theirs as
+        another copy of the shard holds them): how an optimised copy catches up."""
+        flt = to_edge_filter(documents_filter(doc_keys))
+        self._update("replace", qe.UpdateOperation.delete_points_by_filter(flt), doc_keys)
+        if points:
+            self.upsert(points)
 
     def close(self) -> None:
         """Flush and close the shard, releasing its folder; later calls raise
@@ -752,28 +812,38 @@ def _record_of(record: Any) -> PointRecord:
     )
 
 
-def _resync(source: Path, copy: Path, since_ns: int) -> int:
-    """Make the folder ``copy`` equal to ``source`` again after ``source`` changed while it was
-    copied (from ``since_ns``, Unix nanoseconds): copy again every file whose size differs or
-    that was modified since (one second of slack for coarse file-system timestamps), copy new
-    ones, remove those gone. Returns the bytes copied."""
-    slack_ns = 1_000_000_000
+def _recording_copy(noted: dict[str, tuple[int, int, int]], source: str, target: str) -> str:
+    """``shutil.copy2`` that first notes in ``noted`` ``source``'s size and modification time
+    and when it looked (Unix nanoseconds), for :func:`_resync`."""
+    stat = os.stat(source)
+    noted[source] = (stat.st_size, stat.st_mtime_ns, time.time_ns())
+    return cast(str, shutil.copy2(source, target))
+
+
+def _resync(source: Path, copy: Path, noted: dict[str, tuple[int, int, int]]) -> int:
+    """Make the folder ``copy`` (copied from ``source`` by :func:`_recording_copy`, which
+    filled ``noted``) equal to
+    ``source`` again after ``source`` changed while it was copied: copy again every file whose
+    size or modification time is not what it was when copied, or that was modified less than
+    ``_TIMESTAMP_SLACK_NS`` before it was copied (a file system's timestamps are coarse: a
+    write in the same tick leaves them as they were), copy new ones, remove those gone.
+    Returns the bytes copied."""
     copied = 0
     seen: set[Path] = set()
     for path in source.rglob("*"):
         rel = path.relative_to(source)
-        target = copy / rel
         seen.add(rel)
         if path.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
+            (copy / rel).mkdir(parents=True, exist_ok=True)
             continue
         stat = path.stat()
-        try:
-            same_size = target.stat().st_size == stat.st_size
-        except FileNotFoundError:
-            same_size = False
-        if not same_size or stat.st_mtime_ns >= since_ns - slack_ns:
-            shutil.copy2(path, target)
+        seen_then = noted.get(str(path))
+        if (
+            seen_then is None
+            or seen_then[:2] != (stat.st_size, stat.st_mtime_ns)
+            or seen_then[1] >= seen_then[2] - _TIMESTAMP_SLACK_NS
+        ):
+            shutil.copy2(path, copy / rel)
             copied += stat.st_size
     for path in sorted(copy.rglob("*"), reverse=True):
         if path.relative_to(copy) not in seen:

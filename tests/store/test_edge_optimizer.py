@@ -5,10 +5,10 @@ and the state left for ``ncindex status``."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -20,13 +20,14 @@ from ncindex.errors import StoreUnavailable
 from ncindex.settings import Settings
 from ncindex.store import Fusion, PointRecord, SparseVector, store_status
 from ncindex.store.edge_optimizer import (
+    ChildOptimisation,
     EdgeOptimizer,
     optimise_in_child,
     read_state,
     unindexed_points,
 )
 from ncindex.store.layout import DEFAULT_LAYOUT
-from ncindex.store.qdrant_edge import QdrantEdgeStore, _resync
+from ncindex.store.qdrant_edge import QdrantEdgeStore, _recording_copy, _resync
 
 DIM = 16
 SMALL = dataclasses.replace(DEFAULT_LAYOUT, indexing_threshold_kb=10)
@@ -69,12 +70,13 @@ def test_fresh_points_are_unindexed_and_an_optimised_shard_has_none(
 
 
 def test_writes_during_the_optimisation_are_replayed(store: QdrantEdgeStore) -> None:
-    def optimise_while_writing(path: Path) -> None:
+    def optimise_while_writing(path: Path) -> ChildOptimisation:
         store.upsert(_points(1000, 30, user="bob"))  # new documents
         store.delete_document("file:5")  # a removed one
         store.set_payload("file:7", {"acl": ["alice", "carol"]})  # a share
-        optimise_in_child(path)
+        held = optimise_in_child(path)
         store.upsert(_points(2000, 5))  # written while the copy was optimised
+        return held
 
     report = store.optimise_aside(optimise_while_writing)
 
@@ -117,9 +119,9 @@ def test_writes_go_on_through_every_step_and_all_reach_the_swapped_shard(
             written[point.payload["doc_key"]] = point.dense
             n += 1
 
-    def optimise_with_a_big_journal(path: Path) -> None:
+    def optimise_with_a_big_journal(path: Path) -> ChildOptimisation:
         store.upsert(_points(8000, 100))  # more than the last, locked round replays
-        optimise_in_child(path)
+        return optimise_in_child(path)
 
     writer = threading.Thread(target=write_forever)
     writer.start()
@@ -142,37 +144,41 @@ def test_writes_go_on_through_every_step_and_all_reach_the_swapped_shard(
 
 
 def test_resync_makes_a_copy_taken_during_writes_equal_to_its_source(tmp_path: Path) -> None:
+    """Only what changed since it was copied (or changed just before, within a timestamp's
+    tick) is copied again; new files come, removed ones go."""
     source, copy = tmp_path / "live", tmp_path / "copy"
     (source / "segments").mkdir(parents=True)
-    (source / "segments" / "old").write_bytes(b"a" * 100)
-    (source / "segments" / "mutated").write_bytes(b"b" * 100)
-    (source / "gone").write_bytes(b"c")
-    shutil.copytree(source, copy)
-    past = 1_000_000_000  # files untouched since 2001 are not copied again
-    os.utime(source / "segments" / "old", ns=(past, past))
-    os.utime(copy / "segments" / "old", ns=(past, past))
-    began = time.time_ns()
+    files = {"segments/old": b"a" * 100, "segments/mutated": b"b" * 100, "gone": b"c"}
+    for name, data in files.items():
+        (source / name).write_bytes(data)
+        os.utime(source / name, ns=(10**18, 10**18))  # written long before the copy
+    (source / "segments" / "just_written").write_bytes(b"e" * 7)  # within the tick: again
+    noted: dict[str, tuple[int, int, int]] = {}
+    shutil.copytree(source, copy, copy_function=functools.partial(_recording_copy, noted))
     (source / "segments" / "mutated").write_bytes(b"B" * 100)  # same size, new content
     (source / "gone").unlink()
     (source / "wal").mkdir()
     (source / "wal" / "new").write_bytes(b"d" * 10)
 
-    copied = _resync(source, copy, began)
+    copied = _resync(source, copy, noted)
 
-    assert copied == 110
-    files = {p.relative_to(copy): p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    assert copied == 100 + 10 + 7
+    files = {str(p.relative_to(copy)): p.read_bytes() for p in copy.rglob("*") if p.is_file()}
     assert files == {
-        Path("segments/old"): b"a" * 100,
-        Path("segments/mutated"): b"B" * 100,
-        Path("wal/new"): b"d" * 10,
+        "segments/old": b"a" * 100,
+        "segments/mutated": b"B" * 100,
+        "segments/just_written": b"e" * 7,
+        "wal/new": b"d" * 10,
     }
 
 
 def test_searches_are_served_while_the_copy_is_optimised(store: QdrantEdgeStore) -> None:
     searched: list[int] = []
 
-    def optimise_and_search(path: Path) -> None:
-        child = threading.Thread(target=optimise_in_child, args=(path,))
+    held: list[ChildOptimisation] = []
+
+    def optimise_and_search(path: Path) -> ChildOptimisation:
+        child = threading.Thread(target=lambda: held.append(optimise_in_child(path)))
         child.start()
         while child.is_alive():
             searched.append(
@@ -188,13 +194,14 @@ def test_searches_are_served_while_the_copy_is_optimised(store: QdrantEdgeStore)
                 )
             )
         child.join()
+        return held[0]
 
     store.optimise_aside(optimise_and_search)
     assert searched and all(n == 3 for n in searched)
 
 
 def test_a_failing_optimisation_leaves_the_live_shard_as_it_was(store: QdrantEdgeStore) -> None:
-    def fail(path: Path) -> None:
+    def fail(path: Path) -> ChildOptimisation:
         store.upsert(_points(5000, 2))
         raise StoreUnavailable("child died")
 
@@ -207,9 +214,9 @@ def test_a_failing_optimisation_leaves_the_live_shard_as_it_was(store: QdrantEdg
 
 
 def test_a_write_that_cannot_be_replayed_drops_the_copy(store: QdrantEdgeStore) -> None:
-    def write_without_doc_key(path: Path) -> None:
+    def write_without_doc_key(path: Path) -> ChildOptimisation:
         store.upsert([PointRecord(id=str(uuid.UUID(int=9999)), payload={}, dense=[0.5] * DIM)])
-        optimise_in_child(path)
+        return optimise_in_child(path)
 
     with pytest.raises(StoreUnavailable, match="without doc_key"):
         store.optimise_aside(write_without_doc_key)
@@ -231,7 +238,7 @@ def test_the_optimizer_acts_on_its_threshold_and_records_its_state(
     assert state["state"] == "idle" and state["error"] is None
     assert state["unindexed_points"] == 0 and state["optimise_seconds"] > 0
 
-    def broken(path: Path) -> None:
+    def broken(path: Path) -> ChildOptimisation:
         raise StoreUnavailable("no child")
 
     store.upsert(_points(7000, 150))
@@ -258,3 +265,8 @@ def test_the_optimizer_thread_runs_and_stops(store: QdrantEdgeStore) -> None:
     off = EdgeOptimizer(lambda: [store], after_points=0, check_seconds=0.05)
     off.start()
     assert off._thread is None
+
+
+def test_a_child_that_cannot_optimise_fails_with_its_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailable, match="optimising .* failed: the child said ''"):
+        optimise_in_child(tmp_path / "no-shard-here")
