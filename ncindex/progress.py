@@ -112,16 +112,21 @@ class Progress:
         chunks: int = 0,
         reason: str | None = None,
         now: float | None = None,
+        *,
+        clear_failures: bool = False,
     ) -> None:
         """A run for ``subject`` as ``user`` ended with ``action`` (an indexer outcome, or
         ``failed``) after embedding ``chunks``: it is no longer pending, it counts in the
         throughput, an ``ineligible`` one is recorded under its rule (``reason``; ``no_text``
         without one) and any other takes it out of the skipped. Ends the first indexing when
-        nothing of ``user`` is pending any more."""
+        nothing of ``user`` is pending any more. With ``clear_failures`` the subject's failures
+        are forgotten too (:meth:`FailingDocuments.clear`), in the same round trip."""
         now = time.time() if now is None else now
         keys = self.keys
         bucket = keys.throughput(int(now // BUCKET_SECONDS))
         pipe = self.redis.pipeline(transaction=False)
+        if clear_failures:
+            pipe.hdel(keys.failing, subject)
         pipe.zrem(keys.pending(user), subject)
         if action == "ineligible":
             pipe.hset(keys.skipped(user), subject, reason or "no_text")

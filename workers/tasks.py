@@ -154,9 +154,15 @@ def tracked(
     with _quiet("progress_not_recorded"):
         for outcome in done:
             Progress(client, keys).finished(
-                user, subject, outcome.action, outcome.embedded, outcome.reason
+                user,
+                subject,
+                outcome.action,
+                outcome.embedded,
+                outcome.reason,
+                clear_failures=True,
             )
-        FailingDocuments(client, keys).clear(subject)
+        if not done:
+            FailingDocuments(client, keys).clear(subject)
 
 
 @contextmanager

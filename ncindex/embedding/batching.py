@@ -3,11 +3,17 @@
 A worker running several tasks at once (Celery's ``threads`` pool) would otherwise call the
 model once per document, with the two or three chunks a typical document has. The
 :class:`EmbedBatcher` lets the calls meet: a caller whose request is still waiting becomes a
-*leader* when fewer than ``max_calls`` leaders are running, and runs the model on every request
-waiting at that moment (up to ``max_texts`` texts, oldest first), then on those that arrived
-meanwhile, until its own request is done; it then hands leadership to a waiting caller. No
-caller waits for a timer: with one task at a time (``solo`` pool) each call runs at once, as
-before.
+*leader* when no leader is running, or when fewer than ``max_calls`` are and at least
+``min_texts`` texts wait; it runs the model on every request waiting at that moment (up to
+``max_texts`` texts, oldest first), then on those that arrived meanwhile, until its own request
+is done; it then hands leadership to a waiting caller. No caller waits for a timer: with one
+task at a time (``solo`` pool) each call runs at once, as before.
+
+``min_texts`` is what makes calls share: each call costs a fixed part besides its texts (about
+as much as 16 token slots: :data:`ncindex.embedding.embedder.CALL_COST_TOKENS`), so a second
+call started for the one text that just arrived costs more CPU than that text waiting for the
+running call to end and sharing the next one. A worker indexing one-chunk documents made one
+call per 1.2 texts with every request free to lead.
 """
 
 from __future__ import annotations
@@ -35,23 +41,34 @@ class EmbedBatcher(Generic[T]):
     ``max_texts`` bounds the texts of one shared call (a single request larger than that
     runs alone); ``max_calls`` bounds the calls running at once (each in its leader's thread;
     more than one only pays when ``embed`` releases the GIL and each call leaves cores idle,
-    such as an ONNX session on fewer threads than cores). An exception raised by ``embed`` is
+    such as an ONNX session on fewer threads than cores); a call beside a running one starts
+    only once ``min_texts`` texts wait (default 1: whenever a request waits). Raises
+    ``ValueError`` for a bound below 1. An exception raised by ``embed`` is
     raised in every caller whose texts were in that call. ``calls`` counts the calls made (for
     tests and metrics).
     """
 
     def __init__(
-        self, embed: Callable[[list[str]], list[T]], max_texts: int = 64, max_calls: int = 1
+        self,
+        embed: Callable[[list[str]], list[T]],
+        max_texts: int = 64,
+        max_calls: int = 1,
+        min_texts: int = 1,
     ) -> None:
-        if max_texts < 1:
-            raise ValueError("max_texts must be at least 1")
-        if max_calls < 1:
-            raise ValueError("max_calls must be at least 1")
+        for name, bound in (
+            ("max_texts", max_texts),
+            ("max_calls", max_calls),
+            ("min_texts", min_texts),
+        ):
+            if bound < 1:
+                raise ValueError(f"{name} must be at least 1")
         self._embed = embed
         self._max = max_texts
         self._max_calls = max_calls
+        self._min = min_texts
         self._cond = threading.Condition()
         self._pending: list[_Request[T]] = []
+        self._waiting_texts = 0
         self._leaders = 0
         self.calls = 0
 
@@ -68,7 +85,8 @@ class EmbedBatcher(Generic[T]):
         request: _Request[T] = _Request(list(texts))
         with self._cond:
             self._pending.append(request)
-            while not request.taken and self._leaders >= self._max_calls:
+            self._waiting_texts += len(request.texts)
+            while not request.taken and not self._may_lead():
                 self._cond.wait()
             lead = not request.taken
             if lead:
@@ -92,6 +110,12 @@ class EmbedBatcher(Generic[T]):
         assert request.result is not None
         return request.result
 
+    def _may_lead(self) -> bool:
+        """Whether a waiting caller may start a call now (the condition held)."""
+        if self._leaders == 0:
+            return True
+        return self._leaders < self._max_calls and self._waiting_texts >= self._min
+
     def _take(self) -> list[_Request[T]]:
         with self._cond:
             batch: list[_Request[T]] = []
@@ -99,6 +123,7 @@ class EmbedBatcher(Generic[T]):
             while self._pending and (not batch or size + len(self._pending[0].texts) <= self._max):
                 size += len(self._pending[0].texts)
                 request = self._pending.pop(0)
+                self._waiting_texts -= len(request.texts)
                 request.taken = True
                 batch.append(request)
             return batch

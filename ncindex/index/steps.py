@@ -124,7 +124,9 @@ class Steps:
         return self._chunker
 
     def batcher(self, embedder: Embedder) -> EmbedBatcher[Any]:
-        """The shared-call batcher of ``embedder`` (its :meth:`Embedder.embed_documents`)."""
+        """The shared-call batcher of ``embedder`` (its :meth:`Embedder.embed_documents`): calls
+        of up to four batches, as many at once as the embedder's cores allow, a call beside a
+        running one only for at least a batch (``embed_batch_size``) of waiting texts."""
         with self._batchers_lock:
             batcher = self._batchers.get(embedder)
             if batcher is None:
@@ -132,6 +134,7 @@ class Steps:
                     embedder.embed_documents,
                     max_texts=self.services.settings.embed_batch_size * 4,
                     max_calls=embedder.concurrent_calls,
+                    min_texts=self.services.settings.embed_batch_size,
                 )
             return batcher
 

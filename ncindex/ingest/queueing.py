@@ -3,7 +3,8 @@
 One save fires several events (Created + Written, or Written twice). The first event for a
 debounce key claims ``<namespace>:debounce:<key>`` in Redis (``SET NX GET`` with an expiry), sends
 its task with a countdown of ``debounce_seconds`` and marks the key sent; repeats inside the
-window find the key sent and are coalesced (see :func:`enqueue`). The operation is part of
+window find the key sent and are coalesced (see :func:`enqueue`; one that finds it still being
+sent claims it again for a moment, :data:`CLAIM_WAIT_SECONDS`). The operation is part of
 the key (``index:…``, ``evict:…``), so a pending index never swallows a delete. The task
 deletes the key when it starts, before it reads Nextcloud, so an event arriving while it runs
 schedules a fresh run.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
+import time
 from collections.abc import Iterable
 from typing import Any, Protocol, cast
 
@@ -57,6 +59,12 @@ _SETTLE = Script(
     b"else redis.call('DEL', key) end end end "
     b"return 0",
 )
+#: How long a sender that found a key claimed by another sender, still pending, keeps claiming
+#: it again (seconds, pauses of 1 ms doubling up to 16 ms) before it sends its own task: one
+#: save's events (Created + Written) arrive together, and the other sender's publish takes a
+#: millisecond or two — longer on a busy machine — after which the key is sent (coalesce) or
+#: released (claim it).
+CLAIM_WAIT_SECONDS = 0.1
 #: Publishing retries briefly, then fails: the receiver must answer 503, not hang.
 PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
 
@@ -184,13 +192,13 @@ def send_actions(
     sent); ``countdown`` delays the tasks of debounced actions, seconds. The keys of all
     actions are claimed in one round trip (:func:`_claim`). An action is coalesced only
     into a key marked :data:`SENT`: a key still :data:`PENDING` belongs to a sender whose
-    publish may fail (or to a claim Redis took after the claimer gave up waiting), so the
-    action sends its own task — a duplicate run of an idempotent task costs work, a swallowed
-    event would lose a change. The keys claimed here are marked sent once their tasks are out
-    (a compare-and-set on the token, one command). Raises :class:`BrokerUnavailable` when
-    Redis or the broker fails; the keys claimed for tasks that could not be sent are released
-    (compare-and-delete), so
-    nothing is swallowed.
+    publish may fail (or to a claim Redis took after the claimer gave up waiting), so it is
+    claimed again for up to :data:`CLAIM_WAIT_SECONDS` (:func:`_claim_pending`) and, still
+    pending then, the action sends its own task — a duplicate run of an idempotent task costs
+    work, a swallowed event would lose a change. The keys claimed here are marked sent once
+    their tasks are out (a compare-and-set on the token, one command). Raises
+    :class:`BrokerUnavailable` when Redis or the broker fails; the keys claimed for tasks that
+    could not be sent are released (compare-and-delete), so nothing is swallowed.
     """
     actions = list(actions)
     if len(actions) > FAN_OUT:
@@ -202,12 +210,9 @@ def send_actions(
     if keyed:
         assert key_seconds is not None
         try:
-            held = _claim(redis_client, _keys(keyed), token, int(key_seconds * 1000))
+            _claim_pending(redis_client, keyed, token, int(key_seconds * 1000))
         except redis.RedisError as exc:
             raise BrokerUnavailable(f"redis: {exc}") from exc
-        for claim, value in zip(keyed, held, strict=True):
-            claim.mine = value is None
-            claim.coalesced = value == SENT
     # pending before the tasks are out: a task may end before this call returns
     _track(redis_client, keys, [a for a, c in zip(actions, claims, strict=True) if not c.coalesced])
     queued = 0
@@ -273,6 +278,30 @@ def _claim(
     for key in keys:
         pipe.set(key, token, nx=True, px=milliseconds, get=True)
     return pipe.execute()
+
+
+def _claim_pending(
+    redis_client: redis.Redis, claims: list[_Claim], token: bytes, milliseconds: int
+) -> None:
+    """Claim the keys of ``claims`` with ``token`` (:func:`_claim`), each ``mine`` when
+    claimed here and ``coalesced`` when held :data:`SENT`; a key another sender holds still
+    pending is claimed again after pauses of 1, 2, 4, 8, 16, 16 … ms for up to
+    :data:`CLAIM_WAIT_SECONDS`, until it is sent (coalesce into it) or gone (then it is
+    claimed here: its task started, or its publish failed). One still pending then is left
+    neither mine nor coalesced: the caller sends its own task. Raises ``redis.RedisError``."""
+    deadline = time.monotonic() + CLAIM_WAIT_SECONDS
+    pause = 0.001
+    waiting = claims
+    while True:
+        held = _claim(redis_client, _keys(waiting), token, milliseconds)
+        for claim, value in zip(waiting, held, strict=True):
+            claim.mine = value is None
+            claim.coalesced = value == SENT
+        waiting = [c for c in waiting if not (c.mine or c.coalesced)]
+        if not waiting or time.monotonic() + pause > deadline:
+            return
+        time.sleep(pause)
+        pause = min(2 * pause, 0.016)
 
 
 def check_redis(redis_client: redis.Redis) -> None:

@@ -127,8 +127,46 @@ def test_max_calls_run_at_once_and_no_request_runs_twice() -> None:
     assert batcher.calls == len(running) <= 4
 
 
+def test_a_call_beside_a_running_one_waits_for_min_texts() -> None:
+    release = threading.Event()
+    sizes: list[int] = []
+    lock = threading.Lock()
+
+    def embed(texts: list[str]) -> list[str]:
+        with lock:
+            sizes.append(len(texts))
+        release.wait(10)  # hold every call until the end
+        return [f"v:{t}" for t in texts]
+
+    batcher = EmbedBatcher(embed, max_texts=64, max_calls=2, min_texts=3)
+    results: dict[str, list[str]] = {}
+    threads: list[threading.Thread] = []
+
+    def start(name: str, texts: list[str]) -> None:
+        thread = threading.Thread(target=lambda: results.update({name: batcher.embed(texts)}))
+        thread.start()
+        threads.append(thread)
+
+    start("a", ["a"])
+    wait_until(lambda: sizes == [1], 5, interval=0.01)
+    start("b", ["b"])
+    wait_until(lambda: batcher.pending == 1, 5, interval=0.01)
+    assert sizes == [1]  # one text waiting starts no second call
+    start("c", ["c1", "c2"])
+    wait_until(lambda: len(sizes) == 2, 5, interval=0.01)
+    assert sizes == [1, 3]  # three waiting: a second call, for both requests
+    assert batcher.pending == 0
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert results == {"a": ["v:a"], "b": ["v:b"], "c": ["v:c1", "v:c2"]}
+    assert batcher.calls == 2
+
+
 def test_bounds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_texts"):
         EmbedBatcher(lambda texts: texts, max_texts=0)
     with pytest.raises(ValueError, match="max_calls"):
         EmbedBatcher(lambda texts: texts, max_calls=0)
+    with pytest.raises(ValueError, match="min_texts"):
+        EmbedBatcher(lambda texts: texts, min_texts=0)

@@ -83,6 +83,44 @@ def test_a_pending_claim_does_not_swallow_an_event(producer: Celery, client: red
     assert client.get(KEY) == PENDING + b"someone-else"  # not ours to mark or release
 
 
+class Racing:
+    """A real Redis client on which another sender's publish ends (``after``) just after the
+    first claim made through it."""
+
+    def __init__(self, client: redis.Redis, after) -> None:
+        self.client, self.after, self.claims = client, after, 0
+
+    def set(self, *args, **kwargs):
+        held = self.client.set(*args, **kwargs)
+        self.claims += 1
+        if self.claims == 1:
+            self.after()
+        return held
+
+    def __getattr__(self, name: str):
+        return getattr(self.client, name)
+
+
+def test_an_event_meeting_a_claim_being_sent_waits_and_coalesces(
+    producer: Celery, client: redis.Redis
+) -> None:
+    # one save's two events at once: the other sender's task goes out while this one waits
+    client.set(KEY, PENDING + b"someone-else", px=60_000)
+    racing = Racing(client, lambda: client.set(KEY, SENT, keepttl=True))
+    assert enqueue(producer, racing, [index_node("alice", 7)], 30, keys=NAMES) == (0, 1)
+    assert racing.claims == 2  # claimed again once
+    assert client.llen("index") == 0
+
+
+def test_an_event_meeting_a_claim_released_claims_it(producer: Celery, client: redis.Redis) -> None:
+    # the other sender's publish failed (or its task started): the key is free again
+    client.set(KEY, PENDING + b"someone-else", px=60_000)
+    racing = Racing(client, lambda: client.delete(KEY))
+    assert enqueue(producer, racing, [index_node("alice", 7)], 30, keys=NAMES) == (1, 0)
+    assert client.llen("index") == 1
+    assert client.get(KEY) == SENT  # its own claim, marked sent
+
+
 def test_an_event_during_a_publish_that_fails_is_queued(
     producer: Celery, client: redis.Redis
 ) -> None:

@@ -11,7 +11,8 @@ import jsonschema
 import redis
 from celery import Celery
 
-from ncindex.progress import BUCKET_SECONDS, KEEP_SECONDS, Progress
+from ncindex.names import Names
+from ncindex.progress import BUCKET_SECONDS, KEEP_SECONDS, FailingDocuments, Progress
 from ncindex.sync.reconcile import Reconciler
 from ncindex.sync.user_status import user_status
 from search_api.openapi import openapi_document
@@ -112,7 +113,6 @@ def test_a_full_walk_records_skips_no_webhook_announced(stack: Stack, producer: 
 def test_first_indexing_progress_and_eta_from_the_measured_rate(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
-    from ncindex.names import Names
 
     keys = Names("progresstest")
     progress = Progress(client, keys)
@@ -142,3 +142,17 @@ def test_first_indexing_progress_and_eta_from_the_measured_rate(redis_url: str) 
     # the throughput buckets expire: the structure stays bounded
     ttls = [client.ttl(k) for k in client.scan_iter(keys.key("throughput", "*"))]
     assert ttls and all(0 < t <= KEEP_SECONDS + BUCKET_SECONDS for t in ttls)
+
+
+def test_a_finished_run_forgets_the_failures_only_when_asked(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    keys = Names("progress-failures")
+    failing = FailingDocuments(client, keys)
+    for subject in ("node:1", "node:2"):
+        failing.failed(subject, "dora", "ncindex.index_node", {}, OSError("x"), retrying=True)
+    progress = Progress(client, keys)
+    progress.finished("dora", "node:1", "indexed", chunks=1)
+    progress.finished("dora", "node:2", "indexed", chunks=1, clear_failures=True)
+    assert failing.get("node:1") is not None
+    assert failing.get("node:2") is None
+    client.close()
