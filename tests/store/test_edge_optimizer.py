@@ -268,5 +268,5 @@ def test_the_optimizer_thread_runs_and_stops(store: QdrantEdgeStore) -> None:
 
 
 def test_a_child_that_cannot_optimise_fails_with_its_error(tmp_path: Path) -> None:
-    with pytest.raises(StoreUnavailable, match="optimising .* failed: the child said ''"):
+    with pytest.raises(StoreUnavailable, match=r"optimising .* failed: the child said ''"):
         optimise_in_child(tmp_path / "no-shard-here")
