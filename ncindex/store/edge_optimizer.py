@@ -67,8 +67,9 @@ class ChildOptimisation:
     :meth:`~ncindex.store.qdrant_edge.QdrantEdgeStore.optimise_aside` replays into), so the
     copy is loaded, written and closed by another interpreter's GIL. The protocol, one line
     each way on its standard input and output: the child says ``optimised``; ``replay
-    {json}`` (``doc_keys`` and their ``points``) is answered ``ok``; ``close`` is answered
-    ``closed`` once the copy is flushed and closed. Constructing it waits until the copy is
+    {json}`` (``doc_keys`` and their ``points``) is answered ``ok``, ``flush`` ``flushed``;
+    ``close`` is answered ``closed`` once the copy is flushed and closed (the child's exit, which
+    frees its memory, is awaited by a thread of its own). Constructing it waits until the copy is
     optimised. Any failure (the child's exit, a wrong answer, ``timeout`` seconds in all)
     raises ``StoreUnavailable`` with the end of the child's standard error, and kills it."""
 
@@ -93,11 +94,23 @@ class ChildOptimisation:
         self._send("replay " + json.dumps(batch))
         self._expect("ok")
 
+    def flush(self) -> None:
+        """Have the child flush the copy."""
+        self._send("flush")
+        self._expect("flushed")
+
     def close(self) -> None:
-        """Have the child flush and close the copy, and wait for it to exit."""
+        """Have the child flush and close the copy; its exit is awaited in the background."""
         self._send("close")
         self._expect("closed")
-        self._proc.wait(timeout=60)
+        threading.Thread(target=self._reap, name="edge-optimizer-reap", daemon=True).start()
+
+    def _reap(self) -> None:
+        try:
+            self._proc.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
         self._release()
 
     def abort(self) -> None:
@@ -271,8 +284,8 @@ class EdgeOptimizer:
 
 def _main(argv: list[str]) -> int:
     """Child entry of :class:`ChildOptimisation`: load the shard copy ``argv[0]``, optimise,
-    flush, say ``optimised``, apply ``replay`` lines until ``close`` (or the end of input),
-    then close it and say ``closed``."""
+    flush, say ``optimised``, apply ``replay`` and ``flush`` lines until ``close`` (or the end
+    of input), then close it and say ``closed``."""
     (path,) = (Path(a) for a in argv)
     copy = QdrantEdgeStore(path.parent, path.name)  # opens the existing shard on first use
     try:
@@ -283,6 +296,10 @@ def _main(argv: list[str]) -> int:
             command, _, body = line.rstrip("\n").partition(" ")
             if command == "close":
                 break
+            if command == "flush":
+                copy.flush()
+                print("flushed", flush=True)
+                continue
             if command != "replay":
                 raise ValueError(f"unknown command {command!r}")
             batch = json.loads(body)

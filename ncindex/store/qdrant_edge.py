@@ -194,6 +194,9 @@ class OptimisedCopy(Protocol):
     def replace_documents(self, doc_keys: Sequence[str], points: Sequence[PointRecord]) -> None:
         """Replace the documents ``doc_keys`` of the copy with ``points``."""
 
+    def flush(self) -> None:
+        """Write the copy's pending changes to its segments."""
+
     def close(self) -> None:
         """Flush and close the copy, releasing its folder."""
 
@@ -707,6 +710,7 @@ class QdrantEdgeStore:
                 break
             replayed += self._replay(held, journal)
             rounds += 1
+        held.flush()  # so that closing it under the lock writes only the last round
         with self._locked(locked), self._call("optimise_aside"):
             journal |= self._journal or set()
             self._journal = None
