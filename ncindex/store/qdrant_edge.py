@@ -24,7 +24,6 @@ Edge keeps a write-ahead log, so a write is durable when it returns; :meth:`clos
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import shutil
@@ -72,9 +71,6 @@ _FINAL_REPLAY_DOCS = 64
 
 _MAX_REPLAY_ROUNDS = 8
 """Replay rounds without the lock before the last one runs under it, whatever its size."""
-
-_TIMESTAMP_SLACK_NS = 50_000_000
-"""A file modified this close (nanoseconds) before it was copied is copied again."""
 
 _FULL_SCAN_THRESHOLD_KB = 10_000
 """Below this many kilobytes of vectors a filtered search scans instead of walking the graph
@@ -619,12 +615,13 @@ class QdrantEdgeStore:
         their whole run, stopping every thread: ``optimize`` took 20 s for 20,000 points here)
         and searches and writes wait only briefly.
 
-        1. Copy: a journal of the doc keys written from now on is started and the shard
-           flushed (under the write lock, briefly); the shard folder is copied beside it
-           *without* the lock, then, under the lock, flushed again and every file changed since
-           it was copied (:func:`_resync`) copied again, so the copy is the shard as it is at
-           that instant; the lock is held for the changed files, not the whole folder (4.7 GB
-           at a million points).
+        1. Copy, under the write lock: the shard is flushed, its folder copied beside it and a
+           journal of the doc keys written from then on started. Writes wait for the copy
+           (4.7 GB at a million points); searches go on (copying releases the GIL). Copying
+           without the lock and copying the files changed meanwhile again was tried and is
+           unsound: Edge writes memory-mapped files, and a write to a page already dirty
+           leaves the file's modification time as it was, so a changed file can look
+           unchanged (a copy so made failed to load: "Failed to decompress LZ4 value").
         2. ``optimise(copy_path)`` without the lock returns the optimised copy, held open
            elsewhere (:func:`ncindex.store.edge_optimizer.optimise_in_child`: a child process
            that loads, optimises and keeps it). Searches and writes go on against the live shard.
@@ -637,31 +634,23 @@ class QdrantEdgeStore:
            and loading the other are the long GIL holds left in this process.
 
         Returns the seconds of each step (``copy_seconds``, ``optimise_seconds``,
-        ``swap_seconds``), ``replayed`` documents (all rounds), ``resynced_bytes`` (copied
-        again under the lock), ``locked_seconds`` (the longest time writes waited on this
-        method), ``load_seconds`` (the optimised shard's load) and ``replay_rounds``. A write
-        without a ``doc_key`` since step 1 cannot be replayed: the copy is dropped and
-        ``StoreUnavailable`` raised, the live shard unchanged; so does a failing ``optimise``
-        (its exception propagates).
+        ``swap_seconds``), ``replayed`` documents (all rounds), ``locked_seconds`` (the longest
+        time writes waited on this method), ``load_seconds`` (the optimised shard's load) and
+        ``replay_rounds``. A write without a ``doc_key`` since step 1 cannot be replayed: the
+        copy is dropped and ``StoreUnavailable`` raised, the live shard unchanged; so does a
+        failing ``optimise`` (its exception propagates).
         """
         aside = self.root / f".{self.model_slug}.optimising"
         retired = self.root / f".{self.model_slug}.retired"
         for leftover in (aside, retired):
             shutil.rmtree(leftover, ignore_errors=True)
-        report: dict[str, float] = {}
         locked: list[float] = []
         started = time.monotonic()
         try:
             with self._locked(locked), self._call("optimise_aside"):
                 self._open_shard().flush()
+                shutil.copytree(self.shard_path, aside)
                 self._journal = set()
-            noted: dict[str, tuple[int, int, int]] = {}
-            shutil.copytree(
-                self.shard_path, aside, copy_function=functools.partial(_recording_copy, noted)
-            )
-            with self._locked(locked), self._call("optimise_aside"):
-                self._open_shard().flush()
-                report["resynced_bytes"] = float(_resync(self.shard_path, aside, noted))
             copied = time.monotonic()
             held = optimise(aside)
             optimised = time.monotonic()
@@ -680,7 +669,6 @@ class QdrantEdgeStore:
             "optimise_seconds": optimised - copied,
             "swap_seconds": time.monotonic() - optimised,
             "replayed": float(replayed),
-            **report,
             "locked_seconds": max(locked),
             "load_seconds": load,
             "replay_rounds": float(rounds),
@@ -814,45 +802,3 @@ def _record_of(record: Any) -> PointRecord:
             else None
         ),
     )
-
-
-def _recording_copy(noted: dict[str, tuple[int, int, int]], source: str, target: str) -> str:
-    """``shutil.copy2`` that first notes in ``noted`` ``source``'s size and modification time
-    and when it looked (Unix nanoseconds), for :func:`_resync`."""
-    stat = os.stat(source)
-    noted[source] = (stat.st_size, stat.st_mtime_ns, time.time_ns())
-    return cast(str, shutil.copy2(source, target))
-
-
-def _resync(source: Path, copy: Path, noted: dict[str, tuple[int, int, int]]) -> int:
-    """Make the folder ``copy`` (copied from ``source`` by :func:`_recording_copy`, which
-    filled ``noted``) equal to
-    ``source`` again after ``source`` changed while it was copied: copy again every file whose
-    size or modification time is not what it was when copied, or that was modified less than
-    ``_TIMESTAMP_SLACK_NS`` before it was copied (a file system's timestamps are coarse: a
-    write in the same tick leaves them as they were), copy new ones, remove those gone.
-    Returns the bytes copied."""
-    copied = 0
-    seen: set[Path] = set()
-    for path in source.rglob("*"):
-        rel = path.relative_to(source)
-        seen.add(rel)
-        if path.is_dir():
-            (copy / rel).mkdir(parents=True, exist_ok=True)
-            continue
-        stat = path.stat()
-        seen_then = noted.get(str(path))
-        if (
-            seen_then is None
-            or seen_then[:2] != (stat.st_size, stat.st_mtime_ns)
-            or seen_then[1] >= seen_then[2] - _TIMESTAMP_SLACK_NS
-        ):
-            shutil.copy2(path, copy / rel)
-            copied += stat.st_size
-    for path in sorted(copy.rglob("*"), reverse=True):
-        if path.relative_to(copy) not in seen:
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-    return copied

@@ -5,9 +5,6 @@ and the state left for ``ncindex status``."""
 from __future__ import annotations
 
 import dataclasses
-import functools
-import os
-import shutil
 import threading
 import uuid
 from pathlib import Path
@@ -27,7 +24,7 @@ from ncindex.store.edge_optimizer import (
     unindexed_points,
 )
 from ncindex.store.layout import DEFAULT_LAYOUT
-from ncindex.store.qdrant_edge import QdrantEdgeStore, _recording_copy, _resync
+from ncindex.store.qdrant_edge import QdrantEdgeStore
 
 DIM = 16
 SMALL = dataclasses.replace(DEFAULT_LAYOUT, indexing_threshold_kb=10)
@@ -141,35 +138,6 @@ def test_writes_go_on_through_every_step_and_all_reach_the_swapped_shard(
         expected = np.asarray(dense) / np.linalg.norm(dense)  # cosine storage normalises
         assert np.allclose(stored, expected, atol=1e-5), doc_key
     assert not list(store.root.glob(".m.*"))
-
-
-def test_resync_makes_a_copy_taken_during_writes_equal_to_its_source(tmp_path: Path) -> None:
-    """Only what changed since it was copied (or changed just before, within a timestamp's
-    tick) is copied again; new files come, removed ones go."""
-    source, copy = tmp_path / "live", tmp_path / "copy"
-    (source / "segments").mkdir(parents=True)
-    files = {"segments/old": b"a" * 100, "segments/mutated": b"b" * 100, "gone": b"c"}
-    for name, data in files.items():
-        (source / name).write_bytes(data)
-        os.utime(source / name, ns=(10**18, 10**18))  # written long before the copy
-    (source / "segments" / "just_written").write_bytes(b"e" * 7)  # within the tick: again
-    noted: dict[str, tuple[int, int, int]] = {}
-    shutil.copytree(source, copy, copy_function=functools.partial(_recording_copy, noted))
-    (source / "segments" / "mutated").write_bytes(b"B" * 100)  # same size, new content
-    (source / "gone").unlink()
-    (source / "wal").mkdir()
-    (source / "wal" / "new").write_bytes(b"d" * 10)
-
-    copied = _resync(source, copy, noted)
-
-    assert copied == 100 + 10 + 7
-    files = {str(p.relative_to(copy)): p.read_bytes() for p in copy.rglob("*") if p.is_file()}
-    assert files == {
-        "segments/old": b"a" * 100,
-        "segments/mutated": b"B" * 100,
-        "segments/just_written": b"e" * 7,
-        "wal/new": b"d" * 10,
-    }
 
 
 def test_searches_are_served_while_the_copy_is_optimised(store: QdrantEdgeStore) -> None:
