@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import platform
@@ -43,7 +44,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -142,58 +143,59 @@ HYBRID_VARIANTS: dict[str, dict[str, Any]] = {
 fields): the fused top 10 depends on the whole prefetch, not only its head."""
 
 
-def search_variants(
-    store: QdrantEdgeStore, vectors: list[list[float]], exact: list[list[str]], flt: Any
+def variant_grid(
+    store: QdrantEdgeStore,
+    variants: dict[str, dict[str, Any]],
+    searches: Sequence[tuple[Callable[[], list[Any]], list[str]]],
+    recall_key: str,
 ) -> dict[str, dict[str, float]]:
-    """For each of :data:`VARIANTS`: the dense branch's recall@10 against ``exact`` (the exact
-    top 10 of each of the query ``vectors``, measured already) and its p50/p95 in ms, with the
-    filter ``flt``."""
+    """For each of ``variants`` (name → layout fields set on ``store`` while it runs): every
+    search of ``searches`` (a call answering hits with the store's current search parameters,
+    and the exact top 10 it is held against), giving the mean recall@10 under ``recall_key``
+    and the p50/p95 of the calls in ms."""
     layout = store.layout
     out: dict[str, dict[str, float]] = {}
     try:
-        for name, fields in VARIANTS.items():
+        for name, fields in variants.items():
             store.layout = dataclasses.replace(layout, **fields)
             recalls, times = [], []
-            for vector, truth in zip(vectors, exact, strict=True):
+            for search, truth in searches:
                 t = time.perf_counter()
-                hits = store.branch(dense=vector, flt=flt, limit=10)
+                hits = search()
                 times.append((time.perf_counter() - t) * 1000)
                 recalls.append(overlap([h.id for h in hits], truth))
             out[name] = {
-                "recall_at_10_vs_exact": round(statistics.mean(recalls), 4),
+                recall_key: round(statistics.mean(recalls), 4),
                 "p50_ms": round(pct(times, 0.5), 2),
                 "p95_ms": round(pct(times, 0.95), 2),
             }
     finally:
         store.layout = layout
     return out
+
+
+def search_variants(
+    store: QdrantEdgeStore, rows: list[dict[str, Any]], flt: Any
+) -> dict[str, dict[str, float]]:
+    """:data:`VARIANTS` on the dense branch of each row's query (``dense``, ``exact_dense``,
+    measured already) under ``flt``."""
+    searches = [
+        (functools.partial(store.branch, dense=r["dense"], flt=flt, limit=10), r["exact_dense"])
+        for r in rows
+    ]
+    return variant_grid(store, VARIANTS, searches, "recall_at_10_vs_exact")
 
 
 def hybrid_variants(store: QdrantEdgeStore, rows: list[dict[str, Any]], flt: Any, pool: int,
                     fusion: Fusion) -> dict[str, dict[str, float]]:  # fmt: skip
-    """For each of :data:`HYBRID_VARIANTS`: the fused query's recall@10 against the exact
-    fused top 10 of each row (``dense``, ``sparse``, ``exact_fused``, measured already), with
-    prefetches ``pool`` deep under ``flt``, and its p50/p95 in ms."""
-    layout = store.layout
-    out: dict[str, dict[str, float]] = {}
-    try:
-        for name, fields in HYBRID_VARIANTS.items():
-            store.layout = dataclasses.replace(layout, **fields)
-            recalls, times = [], []
-            for row in rows:
-                t = time.perf_counter()
-                hits = store.query(dense=row["dense"], sparse=row["sparse"], flt=flt, limit=10,
-                                   prefetch_limit=pool, fusion=fusion)  # fmt: skip
-                times.append((time.perf_counter() - t) * 1000)
-                recalls.append(overlap([h.id for h in hits], row["exact_fused"]))
-            out[name] = {
-                "hybrid_recall_at_10_vs_exact": round(statistics.mean(recalls), 4),
-                "p50_ms": round(pct(times, 0.5), 2),
-                "p95_ms": round(pct(times, 0.95), 2),
-            }
-    finally:
-        store.layout = layout
-    return out
+    """:data:`HYBRID_VARIANTS` on the fused query of each row (``dense``, ``sparse``,
+    ``exact_fused``, measured already), prefetches ``pool`` deep under ``flt``."""
+    query = functools.partial(store.query, flt=flt, limit=10, prefetch_limit=pool, fusion=fusion)
+    searches = [
+        (functools.partial(query, dense=r["dense"], sparse=r["sparse"]), r["exact_fused"])
+        for r in rows
+    ]
+    return variant_grid(store, HYBRID_VARIANTS, searches, "hybrid_recall_at_10_vs_exact")
 
 
 def overlap(approximate: list[str], exact: list[str]) -> float:
@@ -295,9 +297,7 @@ def measure(
                              "exact_fused": exact_fused})  # fmt: skip
         filler_rss = rss_mb()
         disk = disk_mb(Path(tmp))
-        variants = search_variants(
-            store, [r["dense"] for r in rows], [r["exact_dense"] for r in rows], flt
-        )
+        variants = search_variants(store, rows, flt)
         fused_variants = hybrid_variants(store, rows, flt, pool, fusion)
         service.close()
         http.close()
