@@ -13,7 +13,9 @@ background (a copy optimised in a child process and swapped in,
 - ``p50_ms`` / ``p95_ms``: :meth:`SearchService.search` as alice with the realistic filter of
   ``bench-search`` (notes and files, last half year, under /Projects or /Notes, AND her acl),
   verification answered by a local server in 5 ms;
-- ``bare_query_p95_ms``: the engine query alone with the same filter and sizes; ``bound_p95_ms``
+- ``bare_query_p95_ms``: the engine query alone with the same filter and sizes
+  (``bare_dense_p95_ms`` / ``bare_sparse_p95_ms``: each of its two prefetches alone, as deep,
+  no payload); ``bound_p95_ms``
   = embed + bare query + one verification round trip, per query; ``ratio_p95`` = search p95 /
   bound p95 (target ≤ 1.3);
 - ``recall_at_10_vs_exact``: the dense branch's top 10 through the index against an exact
@@ -285,12 +287,19 @@ def measure(
                         fusion=fusion)  # fmt: skip
             bare = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
+            store.branch(dense=dense, flt=flt, limit=pool, fields=())
+            bare_dense = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            store.branch(sparse=sparse_q, flt=flt, limit=pool, fields=())
+            bare_sparse = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
             client.get_note(1)
             rtt = (time.perf_counter() - t) * 1000
             exact_dense, exact_fused = top10(store, dense, sparse_q, flt, True, pool, fusion)
             approx_dense, approx_fused = top10(store, dense, sparse_q, flt, False, pool, fusion)
             if i >= WARMUP:
                 rows.append({"total": total, "bare": bare, "bound": embed + bare + rtt,
+                             "bare_dense": bare_dense, "bare_sparse": bare_sparse,
                              "recall": overlap(approx_dense, exact_dense),
                              "hybrid_recall": overlap(approx_fused, exact_fused),
                              "dense": dense, "exact_dense": exact_dense, "sparse": sparse_q,
@@ -314,6 +323,8 @@ def measure(
         "p95_ms": round(pct(totals, 0.95), 2),
         "bare_query_p50_ms": round(pct([r["bare"] for r in rows], 0.5), 2),
         "bare_query_p95_ms": round(pct([r["bare"] for r in rows], 0.95), 2),
+        "bare_dense_p95_ms": round(pct([r["bare_dense"] for r in rows], 0.95), 2),
+        "bare_sparse_p95_ms": round(pct([r["bare_sparse"] for r in rows], 0.95), 2),
         "bound_p95_ms": round(pct(bounds, 0.95), 2),
         "ratio_p95": round(pct(totals, 0.95) / pct(bounds, 0.95), 3),
         "recall_at_10_vs_exact": round(statistics.mean(r["recall"] for r in rows), 4),
@@ -375,7 +386,10 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
         f"`make bench-scale` — {when}, {platform.machine()}, {os.cpu_count()} cores, load "
         f"average {load:.1f} at the end. Qdrant Edge with the default layout (int8 quantisation "
         f"in RAM, originals and payloads on disk, `acl` as the tenant index, HNSW m "
-        f"{settings.qdrant_hnsw_m} / payload_m {settings.qdrant_hnsw_payload_m}) and search "
+        f"{settings.qdrant_hnsw_m} / payload_m {settings.qdrant_hnsw_payload_m}, a filtered "
+        f"search scanning what its filter lets through under "
+        f"{settings.qdrant_full_scan_threshold_kb:,} KB of vectors, dense, or "
+        f"{settings.qdrant_sparse_full_scan_threshold:,} points, BM25) and search "
         f"parameters (beam {settings.qdrant_hnsw_ef}, int8 candidates × "
         f"{settings.qdrant_oversampling} rescored, ACORN {'on' if settings.qdrant_acorn else 'off'}"
         f"), filled as `bench-search` fills it with {results['vectors']} dense vectors"
@@ -387,16 +401,19 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
         "product runs; RSS is a fresh search process that opens the store and the models and "
         "answers the queries (¹: read in the process that filled the store, an upper bound).",
         "",
-        "| shape | chunks | filter selects | p50 | p95 | bare p95 | bound p95 | ratio p95 | "
+        "| shape | chunks | filter selects | p50 | p95 | bare p95 | bare p95: dense / BM25 "
+        "prefetch | bound p95 | ratio p95 | "
         "recall@10 vs exact: dense / hybrid | RSS MB | disk MB | fill points/s | optimise s | "
         "longest search / write while optimising, ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for shape, sizes in results["shapes"].items():
         for size, r in sizes.items():
             lines.append(
                 f"| {shape} | {int(size):,} | {r['filter_share']:.1%} | {r['p50_ms']} | "
-                f"{r['p95_ms']} | {r['bare_query_p95_ms']} | {r['bound_p95_ms']} | "
+                f"{r['p95_ms']} | {r['bare_query_p95_ms']} | "
+                f"{r.get('bare_dense_p95_ms', '–')} / {r.get('bare_sparse_p95_ms', '–')} | "
+                f"{r['bound_p95_ms']} | "
                 f"{r['ratio_p95']} | {r['recall_at_10_vs_exact']} / "
                 f"{r['hybrid_recall_at_10_vs_exact']} | "
                 f"{r['rss_mb']}{RSS_MARK[r['rss_measured_in']]} | {r['disk_mb']} | "

@@ -130,6 +130,21 @@ class Settings(BaseSettings):
         description="HNSW links per point of the graph built per tenant (`acl` value, the "
         "tenant index); 0: none.",
     )
+    qdrant_full_scan_threshold_kb: int = Field(
+        60_000,
+        ge=1,
+        description="A filtered dense search scans the points the filter lets through instead "
+        "of walking the HNSW graph when their vectors are under this many kilobytes (Qdrant's "
+        "hnsw_config.full_scan_threshold, default 10,000; 60,000 KB is 40,000 384-dimension "
+        "vectors, where a scan still beats the graph at the depth ncindex prefetches).",
+    )
+    qdrant_sparse_full_scan_threshold: int = Field(
+        5_000,
+        ge=1,
+        description="A filtered BM25 search scores the points the filter lets through instead "
+        "of walking the inverted index when the filter may let fewer than this many through "
+        "(Qdrant's sparse index full_scan_threshold, points).",
+    )
     qdrant_indexing_threshold_kb: int = Field(
         20000,
         ge=0,

@@ -34,7 +34,14 @@ class CollectionLayout:
     server only (Qdrant Edge is one local shard). ``hnsw_m`` is the links per point of the
     whole-collection graph (0: no such graph), ``hnsw_payload_m`` of the per-tenant graphs,
     ``hnsw_ef_construct`` the build-time candidate list; a segment is indexed once its vectors
-    pass ``indexing_threshold_kb`` kilobytes. ``quantization`` ``"int8"`` adds scalar
+    pass ``indexing_threshold_kb`` kilobytes. A filtered search scores every point the filter
+    lets through instead of walking an index when few pass: the dense one when their vectors
+    are under ``full_scan_threshold_kb`` kilobytes (Qdrant estimates the count from the payload
+    indexes and samples when unsure, ``HNSWIndex::search``, qdrant/qdrant
+    lib/segment/src/index/hnsw_index/hnsw.rs), the BM25 one when at most
+    ``sparse_full_scan_threshold`` points may pass (the estimate's upper bound,
+    ``SparseVectorIndex::search_nearest_query``, lib/segment/src/index/sparse_index). Both are
+    fixed when a segment is built. ``quantization`` ``"int8"`` adds scalar
     int8 quantised vectors kept in RAM; ``on_disk_vectors`` / ``on_disk_payload`` keep the
     originals and the payloads memory-mapped on disk.
 
@@ -43,8 +50,7 @@ class CollectionLayout:
     ``ef_per_candidate`` × the candidates a search draws (:meth:`beam`), ``oversampling``
     how many quantised candidates per hit are rescored on the originals, ``acorn`` turns on
     Qdrant's ACORN filtered search (neighbours of neighbours are walked where the filter cuts
-    the graph). Qdrant picks exact search by itself when the filter leaves few points
-    (``full_scan_threshold``).
+    the graph).
     """
 
     shard_number: int
@@ -54,6 +60,8 @@ class CollectionLayout:
     hnsw_ef_construct: int
     hnsw_payload_m: int
     indexing_threshold_kb: int
+    full_scan_threshold_kb: int
+    sparse_full_scan_threshold: int
     quantization: Literal["int8", "none"]
     on_disk_vectors: bool
     on_disk_payload: bool
@@ -73,6 +81,8 @@ class CollectionLayout:
             hnsw_ef_construct=settings.qdrant_hnsw_ef_construct,
             hnsw_payload_m=settings.qdrant_hnsw_payload_m,
             indexing_threshold_kb=settings.qdrant_indexing_threshold_kb,
+            full_scan_threshold_kb=settings.qdrant_full_scan_threshold_kb,
+            sparse_full_scan_threshold=settings.qdrant_sparse_full_scan_threshold,
             quantization=settings.qdrant_quantization,
             on_disk_vectors=settings.qdrant_on_disk_vectors,
             on_disk_payload=settings.qdrant_on_disk_payload,

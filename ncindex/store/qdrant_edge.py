@@ -72,10 +72,6 @@ _FINAL_REPLAY_DOCS = 64
 _MAX_REPLAY_ROUNDS = 8
 """Replay rounds without the lock before the last one runs under it, whatever its size."""
 
-_FULL_SCAN_THRESHOLD_KB = 10_000
-"""Below this many kilobytes of vectors a filtered search scans instead of walking the graph
-(Qdrant's default, which Edge's ``HnswIndexConfig`` requires to be given)."""
-
 
 def _index_schema(
     field: str, kind: IndexKind
@@ -764,12 +760,16 @@ def _edge_config(layout: CollectionLayout, dense_dim: int) -> qe.EdgeConfig:
                 size=dense_dim, distance=qe.Distance.Cosine, on_disk=layout.on_disk_vectors
             )
         },
-        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        sparse_vectors={
+            SPARSE: qe.EdgeSparseVectorParams(
+                modifier=qe.Modifier.Idf, full_scan_threshold=layout.sparse_full_scan_threshold
+            )
+        },
         on_disk_payload=layout.on_disk_payload,
         hnsw_config=qe.HnswIndexConfig(
             m=layout.hnsw_m,
             ef_construct=layout.hnsw_ef_construct,
-            full_scan_threshold=_FULL_SCAN_THRESHOLD_KB,
+            full_scan_threshold=layout.full_scan_threshold_kb,
             payload_m=layout.hnsw_payload_m,
         ),
         quantization_config=quantization,

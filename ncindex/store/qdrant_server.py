@@ -469,7 +469,14 @@ def _creation_parameters(layout: CollectionLayout, dense_dim: int) -> dict[str, 
                 size=dense_dim, distance=models.Distance.COSINE, on_disk=layout.on_disk_vectors
             )
         },
-        "sparse_vectors_config": {SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        "sparse_vectors_config": {
+            SPARSE: models.SparseVectorParams(
+                modifier=models.Modifier.IDF,
+                index=models.SparseIndexParams(
+                    full_scan_threshold=layout.sparse_full_scan_threshold
+                ),
+            )
+        },
         "shard_number": layout.shard_number,
         "replication_factor": layout.replication_factor,
         "write_consistency_factor": layout.write_consistency_factor,
@@ -478,6 +485,7 @@ def _creation_parameters(layout: CollectionLayout, dense_dim: int) -> dict[str, 
             m=layout.hnsw_m,
             ef_construct=layout.hnsw_ef_construct,
             payload_m=layout.hnsw_payload_m,
+            full_scan_threshold=layout.full_scan_threshold_kb,
         ),
         "quantization_config": quantization,
         "optimizers_config": models.OptimizersConfigDiff(

@@ -38,6 +38,8 @@ CUSTOM = CollectionLayout(
     hnsw_ef_construct=64,
     hnsw_payload_m=24,
     indexing_threshold_kb=500,
+    full_scan_threshold_kb=40_000,
+    sparse_full_scan_threshold=25_000,
     quantization="none",
     on_disk_vectors=False,
     on_disk_payload=False,
@@ -68,6 +70,9 @@ def test_edge_shard_is_created_with_the_layout(tmp_path: Path, layout: Collectio
         assert saved["hnsw_config"]["m"] == layout.hnsw_m
         assert saved["hnsw_config"]["ef_construct"] == layout.hnsw_ef_construct
         assert saved["hnsw_config"]["payload_m"] == layout.hnsw_payload_m
+        assert saved["hnsw_config"]["full_scan_threshold"] == layout.full_scan_threshold_kb
+        sparse = saved["sparse_vectors"]["bm25"]
+        assert sparse["full_scan_threshold"] == layout.sparse_full_scan_threshold
         assert saved["on_disk_payload"] is layout.on_disk_payload
         assert saved["optimizers"]["indexing_threshold"] == layout.indexing_threshold_kb
         assert saved["vectors"]["dense"]["on_disk"] is layout.on_disk_vectors
@@ -157,6 +162,9 @@ def test_server_store_sends_the_layout_when_it_creates_a_collection(
     assert body["hnsw_config"]["m"] == layout.hnsw_m
     assert body["hnsw_config"]["ef_construct"] == layout.hnsw_ef_construct
     assert body["hnsw_config"]["payload_m"] == layout.hnsw_payload_m
+    assert body["hnsw_config"]["full_scan_threshold"] == layout.full_scan_threshold_kb
+    sparse_index = body["sparse_vectors"]["bm25"]["index"]
+    assert sparse_index["full_scan_threshold"] == layout.sparse_full_scan_threshold
     if layout.quantization == "int8":
         assert body["quantization_config"] == {"scalar": {"type": "int8", "always_ram": True}}
     else:
@@ -210,8 +218,9 @@ def test_the_beam_widens_with_the_candidates_a_search_draws() -> None:
 def test_edge_exact_query_matches_brute_force(tmp_path: Path) -> None:
     """``exact=True`` on an optimised (HNSW-indexed, int8-quantised) Edge shard answers the
     true nearest neighbours, where the graph searched with a beam of 4 does not: the reference
-    bench-scale measures recall against. 8,000 × 384 float32 (12 MB) is above the 10 MB under
-    which Qdrant scans a segment instead of walking its graph (``full_scan_threshold``)."""
+    bench-scale measures recall against. 8,000 × 384 float32 (12 MB) is above the 10 MB
+    (Qdrant's default, set here) under which Qdrant scans a segment instead of walking its
+    graph (``full_scan_threshold``)."""
     import numpy as np
 
     from ncindex.store import PointRecord
@@ -219,7 +228,13 @@ def test_edge_exact_query_matches_brute_force(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     vectors = rng.standard_normal((8000, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    layout = dataclasses.replace(DEFAULT_LAYOUT, indexing_threshold_kb=1, hnsw_ef=4, acorn=False)
+    layout = dataclasses.replace(
+        DEFAULT_LAYOUT,
+        indexing_threshold_kb=1,
+        full_scan_threshold_kb=10_000,
+        hnsw_ef=4,
+        acorn=False,
+    )
     store = QdrantEdgeStore(tmp_path, "m", layout=layout)
     store.ensure_collection(384)
     store.upsert(
