@@ -15,7 +15,8 @@ background (a copy optimised in a child process and swapped in,
   verification answered by a local server in 5 ms;
 - ``bare_query_p95_ms``: the engine query alone with the same filter and sizes
   (``bare_dense_p95_ms`` / ``bare_sparse_p95_ms``: each of its two prefetches alone, as deep,
-  no payload); ``bound_p95_ms``
+  no payload); ``search_stages_p50_ms``: the medians of the search's own stage timings
+  (``timings_ms``: embed, BM25 feedback pass, query rounds, verification); ``bound_p95_ms``
   = embed + bare query + one verification round trip, per query; ``ratio_p95`` = search p95 /
   bound p95 (target ≤ 1.3);
 - ``recall_at_10_vs_exact``: the dense branch's top 10 through the index against an exact
@@ -276,7 +277,7 @@ def measure(
         for i, query in enumerate(queries(WARMUP + n_queries)):
             request = realistic_request(query)
             t = time.perf_counter()
-            service.search(client, request)
+            response = service.search(client, request)
             total = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             dense, sparse_q = embedder.embed_query(query)
@@ -298,7 +299,8 @@ def measure(
             exact_dense, exact_fused = top10(store, dense, sparse_q, flt, True, pool, fusion)
             approx_dense, approx_fused = top10(store, dense, sparse_q, flt, False, pool, fusion)
             if i >= WARMUP:
-                rows.append({"total": total, "bare": bare, "bound": embed + bare + rtt,
+                rows.append({"total": total, "stages": response.timings_ms, "bare": bare,
+                             "bound": embed + bare + rtt,
                              "bare_dense": bare_dense, "bare_sparse": bare_sparse,
                              "recall": overlap(approx_dense, exact_dense),
                              "hybrid_recall": overlap(approx_fused, exact_fused),
@@ -326,6 +328,10 @@ def measure(
         "bare_dense_p95_ms": round(pct([r["bare_dense"] for r in rows], 0.95), 2),
         "bare_sparse_p95_ms": round(pct([r["bare_sparse"] for r in rows], 0.95), 2),
         "bound_p95_ms": round(pct(bounds, 0.95), 2),
+        "search_stages_p50_ms": {
+            stage: round(statistics.median(r["stages"].get(stage, 0.0) for r in rows), 2)
+            for stage in ("embed", "feedback", "query", "verify")
+        },
         "ratio_p95": round(pct(totals, 0.95) / pct(bounds, 0.95), 3),
         "recall_at_10_vs_exact": round(statistics.mean(r["recall"] for r in rows), 4),
         "hybrid_recall_at_10_vs_exact": round(statistics.mean(r["hybrid_recall"] for r in rows), 4),
