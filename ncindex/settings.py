@@ -132,11 +132,12 @@ class Settings(BaseSettings):
     )
     qdrant_full_scan_threshold_kb: int = Field(
         60_000,
-        ge=1,
+        ge=10,
         description="A filtered dense search scans the points the filter lets through instead "
         "of walking the HNSW graph when their vectors are under this many kilobytes (Qdrant's "
-        "hnsw_config.full_scan_threshold, default 10,000; 60,000 KB is 40,000 384-dimension "
-        "vectors, where a scan still beats the graph at the depth ncindex prefetches).",
+        "hnsw_config.full_scan_threshold: at least 10, default 10,000; 60,000 KB is 40,000 "
+        "384-dimension vectors; at the depth ncindex prefetches a scan of 22,000 measured "
+        "faster than the graph, benchmarks/RESULTS.md, Scale).",
     )
     qdrant_sparse_full_scan_threshold: int = Field(
         5_000,

@@ -56,6 +56,14 @@ def test_default_layout_is_the_settings_defaults() -> None:
     assert DEFAULT_LAYOUT.hnsw_payload_m > 0
 
 
+def test_a_full_scan_threshold_qdrant_would_refuse_is_refused() -> None:
+    """Qdrant's ``HnswConfigDiff.full_scan_threshold`` is at least 10 (KB): a smaller one is
+    refused at start, not by the server when the first collection is created."""
+    with pytest.raises(pydantic.ValidationError, match="qdrant_full_scan_threshold_kb"):
+        Settings(qdrant_full_scan_threshold_kb=9)
+    assert Settings(qdrant_full_scan_threshold_kb=10).qdrant_full_scan_threshold_kb == 10
+
+
 def test_write_consistency_above_replication_is_refused() -> None:
     with pytest.raises(pydantic.ValidationError, match="qdrant_write_consistency_factor"):
         Settings(qdrant_replication_factor=1, qdrant_write_consistency_factor=2)
