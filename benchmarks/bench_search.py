@@ -87,6 +87,7 @@ WARMUP = 10
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
 
     def log_message(self, *args: Any) -> None:
         pass
