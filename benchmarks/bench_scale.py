@@ -399,8 +399,8 @@ def serve_queries(path: Path, n_queries: int) -> None:
 
 
 def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
-    when = datetime.now(UTC).strftime("%Y-%m-%d")
-    load = os.getloadavg()[0]
+    when = results["written"]
+    load = results["load_at_end"]
     lines = [
         "## Scale",
         "",
@@ -441,6 +441,7 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
                 f"{r['fill_points_per_s']:,} | {r['optimize_seconds']} | "
                 f"{r['optimize_max_search_ms']} / {r['optimize_max_write_ms']} |"
             )
+    lines += stages(results)
     lines += grid(results, "search_variants", "recall_at_10_vs_exact",
                   "Search parameters on the same optimised stores: recall@10 of the dense "
                   "branch against exact search, and its p50 / p95 in ms (`VARIANTS`; the "
@@ -450,7 +451,35 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
                   "the candidates it draws, `NCINDEX_QDRANT_HNSW_EF_PER_CANDIDATE`; the default "
                   f"is `beam {settings.qdrant_hnsw_ef_per_candidate:g}x`): recall@10 of the "
                   "fused hybrid query against the exact one, and its p50 / p95 in ms:")  # fmt: skip
+    if READING.exists():
+        lines += ["", READING.read_text(encoding="utf-8").rstrip()]
     return "\n".join(lines) + "\n"
+
+
+READING = Path(__file__).with_name("scale_reading.md")
+"""What the runs say, written by hand: appended to the section each time it is written."""
+
+
+def stages(results: dict[str, Any]) -> list[str]:
+    """The lines of a table of the search's own stage medians per shape and size, beside the
+    stand-in's round trip and the page's checks alone; none when no size measured them."""
+    rows = [(shape, size, r) for shape, sizes in results["shapes"].items()
+            for size, r in sizes.items() if r.get("page_checks_p50_ms") is not None]  # fmt: skip
+    if not rows:
+        return []
+    lines = ["", "Where the search's time goes (medians, ms): its own stages (`timings_ms`), one "
+             "round trip to the stand-in (it answers in 5 ms), and the page's ten checks alone "
+             "(all at once, as the search makes them):", "",
+             "| shape | chunks | embed | BM25 feedback pass | query | verification | "
+             "round trip | page's checks alone |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for shape, size, r in rows:
+        st = r["search_stages_p50_ms"]
+        lines.append(
+            f"| {shape} | {int(size):,} | {st['embed']} | {st['feedback']} | {st['query']} | "
+            f"{st['verify']} | {r['round_trip_p50_ms']} | {r['page_checks_p50_ms']} |"
+        )
+    return lines
 
 
 def grid(results: dict[str, Any], key: str, recall: str, caption: str) -> list[str]:
@@ -494,10 +523,19 @@ def main() -> int:
         help="merge the measured shapes and sizes into the existing scale.json (runs of "
         "different shapes side by side) instead of replacing it",
     )
+    parser.add_argument(
+        "--section-only",
+        action="store_true",
+        help="rewrite the Scale section of RESULTS.md from scale.json, measuring nothing",
+    )
     parser.add_argument("--search-rss", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.search_rss is not None:
         serve_queries(args.search_rss, args.queries)
+        return 0
+    if args.section_only:
+        results = json.loads((RESULTS_DIR / "scale.json").read_text(encoding="utf-8"))
+        publish("scale", results, "Scale", section(results, Settings(), args.queries))
         return 0
     base = Settings()
     settings = Settings(
@@ -530,6 +568,8 @@ def main() -> int:
             print(json.dumps({shape: {str(size): row}}), file=sys.stderr, flush=True)
     verifier.shutdown()
     results["vectors"] = args.vectors
+    results["written"] = datetime.now(UTC).strftime("%Y-%m-%d")
+    results["load_at_end"] = round(os.getloadavg()[0], 1)
     published = RESULTS_DIR / "scale.json"
     if args.update and published.exists():
         before = json.loads(published.read_text(encoding="utf-8"))

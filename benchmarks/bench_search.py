@@ -110,14 +110,15 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length).decode()
         time.sleep(VERIFY_MS / 1000)
-        file_id = re.search(r"<d:literal>(\d+)</d:literal>", body)
-        fid = file_id.group(1) if file_id else "0"
-        xml = (
-            '<?xml version="1.0"?><d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">'
+        found = "".join(
             f"<d:response><d:href>/remote.php/dav/files/alice/Projects/f{fid}.md</d:href>"
             f'<d:propstat><d:prop><oc:fileid>{fid}</oc:fileid><d:getetag>"e"</d:getetag>'
             "</d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>"
-            "</d:multistatus>"
+            for fid in re.findall(r"<d:literal>(\d+)</d:literal>", body)
+        )
+        xml = (
+            '<?xml version="1.0"?><d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">'
+            f"{found}</d:multistatus>"
         )
         self._send(207, xml.encode(), "application/xml; charset=utf-8")
 

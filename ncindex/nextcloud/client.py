@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import http.cookiejar
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -336,6 +336,28 @@ class NextcloudClient:
         if not entries:
             raise NotFound(f"file {file_id} is not visible to {user}")
         return entries[0]
+
+    def find_by_ids(self, file_ids: Sequence[int]) -> dict[int, DavEntry]:
+        """File id → entry of each of ``file_ids`` this user can see, by WebDAV SEARCH (one
+        request per :data:`~ncindex.nextcloud.webdav.MAX_FILEIDS_PER_SEARCH` ids, their
+        ``oc:fileid`` equalities inside ``d:or``); an id the user cannot see is absent."""
+        user = self._me()
+        wanted = list(dict.fromkeys(int(i) for i in file_ids))
+        asked = set(wanted)
+        found: dict[int, DavEntry] = {}
+        for start in range(0, len(wanted), webdav.MAX_FILEIDS_PER_SEARCH):
+            response = self.request(
+                "SEARCH",
+                "/remote.php/dav/",
+                headers={"Content-Type": "text/xml; charset=utf-8"},
+                content=webdav.search_by_fileids_body(
+                    user, wanted[start : start + webdav.MAX_FILEIDS_PER_SEARCH]
+                ),
+            )
+            for entry in webdav.parse_multistatus(response.content, user, self.web_root):
+                if entry.file_id is not None and entry.file_id in asked:
+                    found.setdefault(entry.file_id, entry)
+        return found
 
     def system_tag_ids(self) -> dict[str, int]:
         """The system tags this user can see: case-folded name → id (``PROPFIND

@@ -7,6 +7,7 @@ status 404, which this parser ignores. Hrefs are URL-encoded per segment.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, unquote
@@ -162,14 +163,38 @@ def parse_system_tags(body: bytes) -> dict[str, int]:
 
 def search_by_fileid_body(user: str, file_id: int) -> str:
     """RFC 5323 SEARCH body finding ``file_id`` in ``user``'s files (reference §3.4)."""
+    return search_by_fileids_body(user, [file_id])
+
+
+MAX_FILEIDS_PER_SEARCH = 50
+"""Most file ids one SEARCH asks for: nextcloud/server
+``apps/dav/lib/Files/FileSearchBackend.php`` refuses a ``d:where`` of more than
+``OPERATOR_LIMIT`` (100) comparisons (``countSearchOperators``)."""
+
+
+def search_by_fileids_body(user: str, file_ids: Sequence[int]) -> str:
+    """RFC 5323 SEARCH body finding each of ``file_ids`` (1 to
+    :data:`MAX_FILEIDS_PER_SEARCH`) in ``user``'s files: one ``d:eq`` on ``oc:fileid``, or
+    several inside ``d:or`` (``FileSearchBackend::transformSearchOperation`` turns it into an
+    OR of comparisons), with a ``d:limit`` of as many results (without one Nextcloud answers
+    at most 100: ``transformQuery``). Raises ``ValueError`` for no ids or too many."""
+    if not 1 <= len(file_ids) <= MAX_FILEIDS_PER_SEARCH:
+        raise ValueError(f"1 to {MAX_FILEIDS_PER_SEARCH} file ids per SEARCH, not {len(file_ids)}")
+    eqs = "".join(
+        f"<d:eq><d:prop><oc:fileid/></d:prop><d:literal>{int(i)}</d:literal></d:eq>"
+        for i in file_ids
+    )
+    where = eqs if len(file_ids) == 1 else f"<d:or>{eqs}</d:or>"
+    limit = (
+        "" if len(file_ids) == 1 else f"<d:limit><d:nresults>{len(file_ids)}</d:nresults></d:limit>"
+    )
     return (
         '<?xml version="1.0" encoding="UTF-8"?>'
         f'<d:searchrequest xmlns:d="{DAV}" xmlns:oc="{OC}" xmlns:nc="{NC}"><d:basicsearch>'
         f"<d:select>{_PROP_XML}</d:select>"
         f"<d:from><d:scope><d:href>/files/{xml_escape(user)}</d:href>"
         "<d:depth>infinity</d:depth></d:scope></d:from>"
-        f"<d:where><d:eq><d:prop><oc:fileid/></d:prop><d:literal>{int(file_id)}</d:literal>"
-        "</d:eq></d:where><d:orderby/></d:basicsearch></d:searchrequest>"
+        f"<d:where>{where}</d:where><d:orderby/>{limit}</d:basicsearch></d:searchrequest>"
     )
 
 

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import structlog
@@ -52,6 +53,20 @@ Verifier = Callable[[NextcloudClient, dict[str, Any]], Checked]
 VERIFIERS: dict[str, Verifier] = {t.value: s.verify for t, s in SOURCES.items()}
 """doc_type → its verifier (:meth:`ncindex.sources.base.Source.verify`); every
 :class:`DocType` has one (a test enforces it)."""
+
+BATCHED = frozenset(t.value for t, s in SOURCES.items() if s.verifies_many)
+"""The doc types whose candidates are checked several at a time
+(:meth:`ncindex.sources.base.Source.verify_many`)."""
+
+
+def _raise(exc: Exception) -> Checked:
+    """Raise ``exc`` (a failed batch's error, given to each of its candidates)."""
+    raise exc
+
+
+def _given(checked: Checked) -> Checked:
+    """``checked`` (a batch's verdict for one candidate)."""
+    return checked
 
 
 @dataclass(slots=True)
@@ -137,6 +152,9 @@ class VerifyOnRead:
         eligibility: Eligibility | None = None,
     ) -> None:
         self.verifiers = VERIFIERS if verifiers is None else verifiers
+        #: doc types whose candidates are checked together (only with the sources' own
+        #: verifiers: a caller's ``verifiers`` are called one candidate at a time)
+        self.batched = BATCHED if verifiers is None else frozenset()
         self.eligibility = eligibility
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="verify")
 
@@ -159,9 +177,30 @@ class VerifyOnRead:
     ) -> list[Checked]:
         """One verdict per candidate payload (deduplicated by the caller on ``doc_key``), in
         order; ``counts`` is updated. ``membership`` is the search's tag membership (pass the
-        same one for every round of a search; default: one for this call)."""
+        same one for every round of a search; default: one for this call).
+
+        The checks run concurrently: two or more candidates of a doc type whose source checks
+        many in one request (:attr:`~ncindex.sources.base.Source.verifies_many`: files, one
+        WebDAV SEARCH) go together, the others one request each."""
         tags = membership if membership is not None else self.membership()
-        results = list(self._pool.map(lambda p: self._one(client, p, tags), candidates))
+        groups: dict[str, list[int]] = {}
+        for i, payload in enumerate(candidates):
+            doc_type = payload.get("doc_type", "")
+            if doc_type in self.batched:
+                groups.setdefault(doc_type, []).append(i)
+        together = [idx for idx in groups.values() if len(idx) > 1]
+        alone = sorted(set(range(len(candidates))) - {i for idx in together for i in idx})
+        batches = [
+            (idx, self._pool.submit(self._many, client, [candidates[i] for i in idx], tags))
+            for idx in together
+        ]
+        singles = [(i, self._pool.submit(self._one, client, candidates[i], tags)) for i in alone]
+        verdicts: dict[int, Checked] = {}
+        for idx, future in batches:
+            verdicts.update(zip(idx, future.result(), strict=True))
+        for i, single in singles:
+            verdicts[i] = single.result()
+        results = [verdicts[i] for i in range(len(candidates))]
         for payload, checked in zip(candidates, results, strict=True):
             counts.checked += 1
             if checked.verdict is Verdict.DROPPED:
@@ -177,15 +216,47 @@ class VerifyOnRead:
             VERIFICATIONS.labels(payload.get("doc_type", "?"), checked.verdict.value).inc()
         return results
 
-    def _one(
-        self, client: NextcloudClient, payload: dict[str, Any], tags: TagMembership | None
-    ) -> Checked:
-        verifier = self.verifiers.get(payload.get("doc_type", ""))
-        if verifier is None:
-            log.warning("no_verifier", doc_type=payload.get("doc_type"))
-            return Checked(Verdict.UNVERIFIED)
+    def _many(
+        self,
+        client: NextcloudClient,
+        payloads: list[dict[str, Any]],
+        tags: TagMembership | None,
+    ) -> list[Checked]:
+        """Candidates of one doc type checked in one go (its source's ``verify_many``), then
+        each held to the rules as :meth:`_one` does; when the batch fails, each gets the
+        verdict its failure gives one candidate (a payload the source cannot read: each is
+        checked alone, so only that one is dropped)."""
+        source = SOURCES[DocType(payloads[0]["doc_type"])]
         try:
-            checked = verifier(client, payload)
+            checked = source.verify_many(client, payloads)
+        except (KeyError, TypeError, ValueError):
+            return [self._one(client, p, tags) for p in payloads]
+        except NextcloudAuthError:
+            raise
+        except Exception as failure:  # the verdict of each candidate, as one alone would get
+            return [self._one(client, p, tags, partial(_raise, failure)) for p in payloads]
+        return [
+            self._one(client, p, tags, partial(_given, c))
+            for p, c in zip(payloads, checked, strict=True)
+        ]
+
+    def _one(
+        self,
+        client: NextcloudClient,
+        payload: dict[str, Any],
+        tags: TagMembership | None,
+        check: Callable[[], Checked] | None = None,
+    ) -> Checked:
+        """The verdict of one candidate: ``check()`` (default: its doc type's verifier),
+        held to the rules when kept, with the check's errors turned into verdicts."""
+        if check is None:
+            verifier = self.verifiers.get(payload.get("doc_type", ""))
+            if verifier is None:
+                log.warning("no_verifier", doc_type=payload.get("doc_type"))
+                return Checked(Verdict.UNVERIFIED)
+            check = partial(verifier, client, payload)
+        try:
+            checked = check()
             if checked.verdict is Verdict.KEPT and tags is not None:
                 return self._rules(client, payload, checked, tags)
             return checked

@@ -90,17 +90,24 @@ def _state_error(exc: StateError) -> Response:
     return dav_error(500, "ServiceUnavailable", str(exc))
 
 
-def _required_fileid(cond: etree._Element | None) -> int | None:
-    """The file id an ``eq`` on ``oc:fileid`` requires (alone or inside ``and``), if any."""
+def _required_fileids(cond: etree._Element | None) -> set[int] | None:
+    """The file ids a condition confines its matches to, if it does: an ``eq`` on
+    ``oc:fileid`` (alone, inside ``and``, or every branch of an ``or`` one)."""
     if cond is None:
         return None
     tag = etree.QName(cond).localname
     if tag == "and":
-        return next((i for c in cond if (i := _required_fileid(c)) is not None), None)
+        return next((i for c in cond if (i := _required_fileids(c)) is not None), None)
+    if tag == "or":
+        branches = [_required_fileids(c) for c in cond]
+        if not branches or any(b is None for b in branches):
+            return None
+        return set().union(*(b for b in branches if b is not None))
     prop = cond.find(clark(DAV, "prop"))
     if tag != "eq" or prop is None or not len(prop) or prop[0].tag != clark(OC, "fileid"):
         return None
-    return php_int(cond.findtext(clark(DAV, "literal")) or "")
+    file_id = php_int(cond.findtext(clark(DAV, "literal")) or "")
+    return None if file_id is None else {file_id}
 
 
 _LEADING_INT = re.compile(r"\s*([+-]?[0-9]+)")
@@ -653,30 +660,32 @@ class WebDav:
                 if condition is None or self._matches(uid, item_path, item, condition):
                     items.append((item_path, item))
             items = self._order(uid, basic, items)
+            # FileSearchBackend::transformQuery: at most nresults (100 without one, or 0)
             limit = basic.find(clark(DAV, "limit"))
+            count, start = 0, 0
             if limit is not None:
-                count = limit.findtext(clark(DAV, "nresults"))
-                first = limit.findtext(clark(NC, "firstresult")) or "0"
-                start = int(first.strip() or 0)
-                items = items[start : start + int(count) if count else None]
+                count = int((limit.findtext(clark(DAV, "nresults")) or "0").strip() or 0)
+                start = int((limit.findtext(clark(NC, "firstresult")) or "0").strip() or 0)
+            items = items[start : start + (count or 100)]
             base = f"{self.sim.web_root}/remote.php/dav/files/{uid}"
             return self.multistatus(uid, base, items, props)
 
     def _candidates(
         self, uid: str, rel: str, condition: etree._Element | None
     ) -> Iterator[tuple[str, Node]]:
-        """What a SEARCH under ``rel`` must test: the one node a required ``oc:fileid``
-        equality names (looked up by id, as Nextcloud's file cache does), else every node of
-        the view below ``rel``. Either way the whole condition is still tested."""
-        file_id = _required_fileid(condition)
-        if file_id is None:
+        """What a SEARCH under ``rel`` must test: the nodes required ``oc:fileid`` equalities
+        name (looked up by id, as Nextcloud's file cache does), else every node of the view
+        below ``rel``. Either way the whole condition is still tested."""
+        file_ids = _required_fileids(condition)
+        if file_ids is None:
             yield from self.tree.walk_view(uid, rel)
             return
-        node = self.tree.nodes.get(file_id)
-        path = self.tree.view_path(uid, node) if node is not None else None
-        inside = path is not None and (rel == "/" or path == rel or path.startswith(rel + "/"))
-        if node is not None and path is not None and inside:
-            yield path, node
+        for file_id in sorted(file_ids):
+            node = self.tree.nodes.get(file_id)
+            path = self.tree.view_path(uid, node) if node is not None else None
+            inside = path is not None and (rel == "/" or path == rel or path.startswith(rel + "/"))
+            if node is not None and path is not None and inside:
+                yield path, node
 
     def _value(self, uid: str, path: str, node: Node, name: str) -> Any:
         if name == clark(OC, "fileid"):

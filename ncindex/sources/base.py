@@ -16,7 +16,7 @@ import builtins
 import posixpath
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -343,6 +343,19 @@ class Source(ABC):
         """The cheapest authoritative check that ``client.user`` can still see the document
         of ``payload`` (its best chunk's). Raises ``NotFound``/``Forbidden`` when it is gone
         (the verifier drops it), and what the client raises."""
+
+    #: whether the source has :meth:`verify_many`, checking several candidates in one request
+    verifies_many: ClassVar[bool] = False
+
+    def verify_many(
+        self, client: NextcloudClient, payloads: Sequence[dict[str, Any]]
+    ) -> builtins.list[Checked]:
+        """:meth:`verify` for each of ``payloads`` (same order) in fewer requests, for a
+        source with :attr:`verifies_many` (the others raise ``NotImplementedError``). A
+        document gone for the user is ``DROPPED`` here, not raised. Raises what the client
+        raises (the whole batch failed) and ``KeyError``/``ValueError`` for a payload it
+        cannot read."""
+        raise NotImplementedError(f"{self.doc_type} checks its candidates one by one")
 
     def rule_reason(
         self, rules: Eligibility, path: str, mime_type: str | None, tags: builtins.list[str]

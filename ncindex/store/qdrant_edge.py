@@ -482,6 +482,8 @@ class QdrantEdgeStore:
         DBSF), best first; ``limit`` hits after ``offset``, with payload. A ``None`` vector
         drops its branch (the other is still fused, so scores keep the fusion's scale). The
         dense prefetch carries :meth:`_dense_params` (``exact``: every matching point).
+        Edge holds the Python GIL for the whole engine call (measured with qdrant-edge-py
+        0.9; README "Collection layout"): no other thread of the process runs meanwhile.
 
         Raises ``ValueError`` if both vectors are ``None`` or for bad fusion parameters.
         """

@@ -9,6 +9,8 @@ from email.utils import parsedate_to_datetime
 from lxml import etree
 from sim_support import DAV_NS
 
+from ncindex.nextcloud import webdav
+
 PROPFIND = b"""<?xml version="1.0"?>
 <d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns" xmlns:nc="http://nextcloud.org/ns">
   <d:prop>
@@ -298,3 +300,24 @@ def test_a_node_blocked_by_an_access_rule_is_listed_unreadable_and_refused(sim, 
     assert sim.node("alice", "/Secret/plan.md").etag == before  # a rule changes no etag
     sim.block_access("alice", "/Secret", blocked=False)
     assert client("bob").get(f"/remote.php/dav/files/bob{mount}/plan.md").content == b"# Plan\n"
+
+
+def test_search_for_several_file_ids_and_the_default_limit(sim, client) -> None:
+    """``d:or`` of ``oc:fileid`` equalities answers the files the user sees among them
+    (``FileSearchBackend::transformSearchOperation``); without ``d:limit`` at most 100 come
+    back (``FileSearchBackend::transformQuery``)."""
+    mine = [sim.put_file("alice", f"/many/{i:03}.md", b"x") for i in range(120)]
+    theirs = sim.put_file("bob", "/bob.md", b"b")
+    alice = client("alice")
+    body = webdav.search_by_fileids_body("alice", [mine[5], theirs, mine[0]])
+    resp = alice.request("SEARCH", "/remote.php/dav/", content=body)
+    assert resp.status_code == 207
+    hrefs = [r.findtext("d:href", namespaces=DAV_NS) for r in responses(resp.content)]
+    assert hrefs == [
+        "/remote.php/dav/files/alice/many/000.md",
+        "/remote.php/dav/files/alice/many/005.md",
+    ]
+    like = "<d:like><d:prop><d:displayname/></d:prop><d:literal>%.md</d:literal></d:like>"
+    every = re.sub(r"<d:limit>.*</d:limit>", "", re.sub(r"<d:or>.*</d:or>", like, body))
+    listed = responses(alice.request("SEARCH", "/remote.php/dav/", content=every.encode()).content)
+    assert len(listed) == 100
