@@ -172,12 +172,20 @@ MAX_FILEIDS_PER_SEARCH = 50
 ``OPERATOR_LIMIT`` (100) comparisons (``countSearchOperators``)."""
 
 
+SEARCH_RESULTS_LIMIT = 1000
+"""Results a SEARCH for several file ids may answer: only the asked files match, so a generous
+limit costs nothing; it leaves room for a file seen at several paths (guessed: how often
+Nextcloud lists one file twice was not measured)."""
+
+
 def search_by_fileids_body(user: str, file_ids: Sequence[int]) -> str:
     """RFC 5323 SEARCH body finding each of ``file_ids`` (1 to
     :data:`MAX_FILEIDS_PER_SEARCH`) in ``user``'s files: one ``d:eq`` on ``oc:fileid``, or
     several inside ``d:or`` (``FileSearchBackend::transformSearchOperation`` turns it into an
-    OR of comparisons), with a ``d:limit`` of as many results (without one Nextcloud answers
-    at most 100: ``transformQuery``). Raises ``ValueError`` for no ids or too many."""
+    OR of comparisons), with a ``d:limit`` of :data:`SEARCH_RESULTS_LIMIT` results (without
+    one Nextcloud answers at most 100: ``transformQuery``; a file the user reaches through
+    several mounts may answer once for each, so a limit of one per id could cut another off).
+    Raises ``ValueError`` for no ids or too many."""
     if not 1 <= len(file_ids) <= MAX_FILEIDS_PER_SEARCH:
         raise ValueError(f"1 to {MAX_FILEIDS_PER_SEARCH} file ids per SEARCH, not {len(file_ids)}")
     eqs = "".join(
@@ -186,7 +194,9 @@ def search_by_fileids_body(user: str, file_ids: Sequence[int]) -> str:
     )
     where = eqs if len(file_ids) == 1 else f"<d:or>{eqs}</d:or>"
     limit = (
-        "" if len(file_ids) == 1 else f"<d:limit><d:nresults>{len(file_ids)}</d:nresults></d:limit>"
+        ""
+        if len(file_ids) == 1
+        else f"<d:limit><d:nresults>{SEARCH_RESULTS_LIMIT}</d:nresults></d:limit>"
     )
     return (
         '<?xml version="1.0" encoding="UTF-8"?>'

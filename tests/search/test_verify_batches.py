@@ -140,6 +140,6 @@ def test_many_ids_take_one_search_per_fifty() -> None:
     client, _ = mock_client(answer)
     assert client.find_by_ids(range(1, 121)) == {}
     assert [b.count(b"<d:eq>") for b in bodies] == [50, 50, 20]
-    assert b"<d:nresults>50</d:nresults>" in bodies[0]
+    assert b"<d:nresults>1000</d:nresults>" in bodies[0]
     with pytest.raises(ValueError, match="1 to 50 file ids"):
         webdav.search_by_fileids_body("alice", list(range(51)))
