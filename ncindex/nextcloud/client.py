@@ -340,7 +340,9 @@ class NextcloudClient:
     def find_by_ids(self, file_ids: Sequence[int]) -> dict[int, DavEntry]:
         """File id → entry of each of ``file_ids`` this user can see, by WebDAV SEARCH (one
         request per :data:`~ncindex.nextcloud.webdav.MAX_FILEIDS_PER_SEARCH` ids, their
-        ``oc:fileid`` equalities inside ``d:or``); an id the user cannot see is absent."""
+        ``oc:fileid`` equalities inside ``d:or``); an id the user cannot see is absent, as
+        nextcloud/server ``apps/dav/lib/Files/FileSearchBackend.php`` ``search`` answers only
+        the caller's view."""
         user = self._me()
         wanted = list(dict.fromkeys(int(i) for i in file_ids))
         asked = set(wanted)

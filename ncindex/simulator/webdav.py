@@ -92,7 +92,9 @@ def _state_error(exc: StateError) -> Response:
 
 def _required_fileids(cond: etree._Element | None) -> set[int] | None:
     """The file ids a condition confines its matches to, if it does: an ``eq`` on
-    ``oc:fileid`` (alone, inside ``and``, or every branch of an ``or`` one)."""
+    ``oc:fileid`` (alone, inside ``and``, or every branch of an ``or`` one; nextcloud/server
+    ``apps/dav/lib/Files/FileSearchBackend.php`` ``transformSearchOperation`` keeps ``d:or``
+    as an OR of comparisons)."""
     if cond is None:
         return None
     tag = etree.QName(cond).localname
@@ -660,7 +662,8 @@ class WebDav:
                 if condition is None or self._matches(uid, item_path, item, condition):
                     items.append((item_path, item))
             items = self._order(uid, basic, items)
-            # FileSearchBackend::transformQuery: at most nresults (100 without one, or 0)
+            # nextcloud/server apps/dav/lib/Files/FileSearchBackend.php transformQuery: at most
+            # nresults results (100 without one, or with 0)
             limit = basic.find(clark(DAV, "limit"))
             count, start = 0, 0
             if limit is not None:
