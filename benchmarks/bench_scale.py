@@ -21,7 +21,11 @@ background (a copy optimised in a child process and swapped in,
   round trip; ``page_checks_p50_ms``: verifying the bare query's first page (10 documents,
   all at once) alone, as the search does; ``ratio_p95`` = search p95 / bound p95 (target ≤ 1.3);
 - ``recall_at_10_vs_exact``: the dense branch's top 10 through the index against an exact
-  (brute-force) search with the same filter, averaged over the queries (target ≥ 0.99);
+  (brute-force, original vectors) search with the same filter, averaged over the queries
+  (target ≥ 0.99), a hit tying the exact 10th counted as found (:func:`recall_counting_ties`);
+  ``hybrid_recall_at_10_vs_exact`` the same for the fused query the product runs; ``_strict``:
+  the exact top 10's ids only; ``exact_fused_again``: a second exact fused query against the
+  first (Qdrant breaks fused ties at random);
 - ``optimize_max_search_ms`` / ``optimize_max_write_ms``: the longest search and one-document
   write another thread made while the store was optimised;
 - ``rss_mb``: resident memory of this process (the search process: models, store) after the
@@ -82,7 +86,7 @@ from ncindex.search.service import (
 )
 from ncindex.search.verify import VerificationCounts
 from ncindex.settings import Settings
-from ncindex.store import CollectionLayout, Fusion, PointRecord
+from ncindex.store import CollectionLayout, Fusion, Hit, PointRecord
 from ncindex.store.edge_optimizer import optimise_in_child
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 
@@ -122,15 +126,41 @@ def realistic_vectors(embeddings: np.ndarray) -> Callable[[np.random.Generator, 
     return draw
 
 
+TIE = 1e-6
+"""Scores closer than this count as tied (absolute; dense cosine and DBSF sums are near 1)."""
+
+
 def top10(store: QdrantEdgeStore, dense: list[float], sparse: Any, flt: Any, exact: bool,
-          pool: int, fusion: Fusion) -> tuple[list[str], list[str]]:  # fmt: skip
-    """The dense branch's 10 best point ids under ``flt`` and the fused query's 10 best (its
-    prefetches ``pool`` deep), through the index with the layout's search parameters or
-    exactly."""
-    dense_ids = [h.id for h in store.branch(dense=dense, flt=flt, limit=10, exact=exact)]
-    fused = store.query(dense=dense, sparse=sparse, flt=flt, limit=10, prefetch_limit=pool,
-                        fusion=fusion, exact=exact)  # fmt: skip
-    return dense_ids, [h.id for h in fused]
+          pool: int, fusion: Fusion) -> tuple[list[Hit], list[Hit]]:  # fmt: skip
+    """The dense branch's best hits under ``flt`` and the fused query's (its prefetches
+    ``pool`` deep), through the index with the layout's search parameters or exactly. The
+    approximate answers are the top 10; the exact ones go deeper (20 dense, every fused
+    candidate: ``2 × pool``), so :func:`recall_counting_ties` can tell a tie from a miss."""
+    dense_hits = store.branch(dense=dense, flt=flt, limit=20 if exact else 10, exact=exact)
+    fused = store.query(dense=dense, sparse=sparse, flt=flt, limit=2 * pool if exact else 10,
+                        prefetch_limit=pool, fusion=fusion, exact=exact)  # fmt: skip
+    return dense_hits, fused
+
+
+def recall_counting_ties(approximate: Sequence[Hit], exact: Sequence[Hit], k: int = 10) -> float:
+    """Share of the exact top ``k`` that ``approximate``'s top ``k`` holds, where a hit whose
+    exact score ties the exact ``k``-th's (within :data:`TIE`) counts as found: with ties at
+    the cut, "the" exact top ``k`` is one of several equally exact answers. Qdrant breaks ties
+    of a fused query at random — qdrant/qdrant ``lib/segment/src/common/score_fusion.rs``,
+    ``score_fusion``: the fused points are folded into an ``AHashMap`` (randomly seeded) and
+    sorted by score alone (``ScoredPoint``'s ``Ord`` in ``lib/segment/src/types.rs``) — so two
+    exact queries may differ there. ann-benchmarks counts ties the same way, with a looser
+    tolerance (erikbern/ann-benchmarks ``ann_benchmarks/plotting/metrics.py``,
+    ``knn_threshold``: the k-th true distance + 1e-3). ``exact`` must reach past the ``k``-th
+    hit (:func:`top10`); 1.0 when it is empty."""
+    head = exact[:k]
+    if not head:
+        return 1.0
+    cut = head[-1].score - TIE
+    truth = {h.id for h in head}
+    scores = {h.id: h.score for h in exact}
+    found = sum(1 for h in approximate[:k] if h.id in truth or scores.get(h.id, -1e9) >= cut)
+    return min(found, len(head)) / len(head)
 
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -162,21 +192,25 @@ def variant_grid(
 ) -> dict[str, dict[str, float]]:
     """For each of ``variants`` (name → layout fields set on ``store`` while it runs): every
     search of ``searches`` (a call answering hits with the store's current search parameters,
-    and the exact top 10 it is held against), giving the mean recall@10 under ``recall_key``
-    and the p50/p95 of the calls in ms."""
+    and the exact hits it is held against, deeper than 10: :func:`top10`), giving the mean
+    recall@10 under ``recall_key`` (ties counted, :func:`recall_counting_ties`) and
+    ``recall_key + "_strict"`` (the exact top 10's ids only), and the p50/p95 of the calls in
+    ms."""
     layout = store.layout
     out: dict[str, dict[str, float]] = {}
     try:
         for name, fields in variants.items():
             store.layout = dataclasses.replace(layout, **fields)
-            recalls, times = [], []
+            recalls, strict, times = [], [], []
             for search, truth in searches:
                 t = time.perf_counter()
                 hits = search()
                 times.append((time.perf_counter() - t) * 1000)
-                recalls.append(overlap([h.id for h in hits], truth))
+                recalls.append(recall_counting_ties(hits, truth))
+                strict.append(overlap(ids(hits), ids(truth[:10])))
             out[name] = {
                 recall_key: round(statistics.mean(recalls), 4),
+                recall_key + "_strict": round(statistics.mean(strict), 4),
                 "p50_ms": round(pct(times, 0.5), 2),
                 "p95_ms": round(pct(times, 0.95), 2),
             }
@@ -207,6 +241,11 @@ def hybrid_variants(store: QdrantEdgeStore, rows: list[dict[str, Any]], flt: Any
         for r in rows
     ]
     return variant_grid(store, HYBRID_VARIANTS, searches, "hybrid_recall_at_10_vs_exact")
+
+
+def ids(hits: Sequence[Hit]) -> list[str]:
+    """The point ids of ``hits``, in order."""
+    return [h.id for h in hits]
 
 
 def overlap(approximate: list[str], exact: list[str]) -> float:
@@ -309,14 +348,20 @@ def measure(
             client.get_note(1)
             rtt = (time.perf_counter() - t) * 1000
             exact_dense, exact_fused = top10(store, dense, sparse_q, flt, True, pool, fusion)
+            again = store.query(dense=dense, sparse=sparse_q, flt=flt, limit=10,
+                                prefetch_limit=pool, fusion=fusion, exact=True)  # fmt: skip
             approx_dense, approx_fused = top10(store, dense, sparse_q, flt, False, pool, fusion)
             if i >= WARMUP:
                 rows.append({"total": total, "stages": response.timings_ms, "bare": bare,
                              "bound": embed + bare + rtt,
                              "bare_dense": bare_dense, "bare_sparse": bare_sparse,
                              "page_checks": page_checks, "rtt": rtt,
-                             "recall": overlap(approx_dense, exact_dense),
-                             "hybrid_recall": overlap(approx_fused, exact_fused),
+                             "recall": recall_counting_ties(approx_dense, exact_dense),
+                             "recall_strict": overlap(ids(approx_dense), ids(exact_dense[:10])),
+                             "hybrid_recall": recall_counting_ties(approx_fused, exact_fused),
+                             "hybrid_recall_strict": overlap(ids(approx_fused),
+                                                             ids(exact_fused[:10])),
+                             "exact_again": overlap(ids(again), ids(exact_fused[:10])),
                              "dense": dense, "exact_dense": exact_dense, "sparse": sparse_q,
                              "exact_fused": exact_fused})  # fmt: skip
         filler_rss = rss_mb()
@@ -348,8 +393,7 @@ def measure(
             for stage in ("embed", "feedback", "query", "verify")
         },
         "ratio_p95": round(pct(totals, 0.95) / pct(bounds, 0.95), 3),
-        "recall_at_10_vs_exact": round(statistics.mean(r["recall"] for r in rows), 4),
-        "hybrid_recall_at_10_vs_exact": round(statistics.mean(r["hybrid_recall"] for r in rows), 4),
+        **{key: round(statistics.mean(r[name] for r in rows), 4) for key, name in RECALLS.items()},
         "rss_mb": resident,
         "rss_measured_in": "search process",
         "filling_process_rss_mb": filler_rss,
@@ -361,6 +405,18 @@ def measure(
         "hybrid_variants": fused_variants,
     }
 
+
+RECALLS = {
+    "recall_at_10_vs_exact": "recall",
+    "recall_at_10_vs_exact_strict": "recall_strict",
+    "hybrid_recall_at_10_vs_exact": "hybrid_recall",
+    "hybrid_recall_at_10_vs_exact_strict": "hybrid_recall_strict",
+    "exact_fused_again": "exact_again",
+}
+"""A size's recall keys (mean over the queries) → the per-query figure they average: ties
+counted (:func:`recall_counting_ties`) and strict (the exact top 10's ids), of the dense branch
+and of the fused query; ``exact_fused_again``: a second exact fused query's top 10 against
+the first's ids (below 1.0 only where the engine breaks ties differently on each call)."""
 
 RSS_MARK = {"search process": "", "filling process": " ¹"}
 """Rows whose resident memory was read in the process that filled the store (an upper bound
@@ -418,15 +474,21 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
         f"background (a copy in a child process, swapped in). {n_queries} queries per size as "
         "`alice` with the realistic filter; times in ms; bound = embed + bare query + one 5 ms "
         "verification round trip; recall = the top 10 through the index against exact search "
-        "with the same filter, of the dense branch alone and of the fused hybrid query the "
-        "product runs; RSS is a fresh search process that opens the store and the models and "
+        "with the same filter (exact: every point scored on its original vector), of the dense "
+        "branch alone and of the fused hybrid query the product runs, a hit whose exact score "
+        f"ties the exact 10th's (within {TIE:g}) counted as found — strict: the exact top 10's "
+        "ids only; exact again: a second exact fused query against the first (Qdrant breaks "
+        "fused ties at random, so where ties straddle the 10th place no top 10 is the exact "
+        "one; rows without these were measured strictly, before ties were counted); RSS is a "
+        "fresh search process that opens the store and the models and "
         "answers the queries (¹: read in the process that filled the store, an upper bound).",
         "",
         "| shape | chunks | filter selects | p50 | p95 | bare p95 | bare p95: dense / BM25 "
         "prefetch | bound p95 | ratio p95 | "
-        "recall@10 vs exact: dense / hybrid | RSS MB | disk MB | fill points/s | optimise s | "
+        "recall@10 vs exact: dense / hybrid | hybrid strict / exact again | RSS MB | disk MB | "
+        "fill points/s | optimise s | "
         "longest search / write while optimising, ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for shape, sizes in results["shapes"].items():
         for size, r in sizes.items():
@@ -437,6 +499,8 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
                 f"{r['bound_p95_ms']} | "
                 f"{r['ratio_p95']} | {r['recall_at_10_vs_exact']} / "
                 f"{r['hybrid_recall_at_10_vs_exact']} | "
+                f"{r.get('hybrid_recall_at_10_vs_exact_strict', '–')} / "
+                f"{r.get('exact_fused_again', '–')} | "
                 f"{r['rss_mb']}{RSS_MARK[r['rss_measured_in']]} | {r['disk_mb']} | "
                 f"{r['fill_points_per_s']:,} | {r['optimize_seconds']} | "
                 f"{r['optimize_max_search_ms']} / {r['optimize_max_write_ms']} |"
@@ -444,13 +508,15 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
     lines += stages(results)
     lines += grid(results, "search_variants", "recall_at_10_vs_exact",
                   "Search parameters on the same optimised stores: recall@10 of the dense "
-                  "branch against exact search, and its p50 / p95 in ms (`VARIANTS`; the "
+                  "branch against exact search (ties counted / strict), and its p50 / p95 in ms "
+                  "(`VARIANTS`; the "
                   "defaults are `ef128 x2`):")  # fmt: skip
     lines += grid(results, "hybrid_variants", "hybrid_recall_at_10_vs_exact",
                   "Beams of the fused query's dense prefetch (`HYBRID_VARIANTS`: at least N × "
                   "the candidates it draws, `NCINDEX_QDRANT_HNSW_EF_PER_CANDIDATE`; the default "
                   f"is `beam {settings.qdrant_hnsw_ef_per_candidate:g}x`): recall@10 of the "
-                  "fused hybrid query against the exact one, and its p50 / p95 in ms:")  # fmt: skip
+                  "fused hybrid query against the exact one (ties counted / strict), and its "
+                  "p50 / p95 in ms:")  # fmt: skip
     if READING.exists():
         lines += ["", READING.read_text(encoding="utf-8").rstrip()]
     return "\n".join(lines) + "\n"
@@ -482,9 +548,15 @@ def stages(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def strict(value: float | None) -> str:
+    """`` / value`` for a strict recall beside one counting ties, nothing where not measured."""
+    return "" if value is None else f" / {value}"
+
+
 def grid(results: dict[str, Any], key: str, recall: str, caption: str) -> list[str]:
-    """The lines of a table of ``key``'s variants per shape and size (recall and p50 / p95),
-    under ``caption``; none when no size measured them."""
+    """The lines of a table of ``key``'s variants per shape and size (recall with ties counted,
+    strict after a slash where measured, and p50 / p95), under ``caption``; none when no size
+    measured them."""
     names: list[str] = []
     for sizes in results["shapes"].values():
         for r in sizes.values():
@@ -496,7 +568,8 @@ def grid(results: dict[str, Any], key: str, recall: str, caption: str) -> list[s
     for shape, sizes in results["shapes"].items():
         for size, r in sizes.items():
             cells = [
-                f"{v[recall]} ({v['p50_ms']} / {v['p95_ms']})" if (v := r.get(key, {}).get(n))
+                f"{v[recall]}{strict(v.get(recall + '_strict'))} ({v['p50_ms']} / {v['p95_ms']})"
+                if (v := r.get(key, {}).get(n))
                 else "–"
                 for n in names
             ]  # fmt: skip

@@ -568,9 +568,15 @@ class QdrantEdgeStore:
     def _dense_params(self, exact: bool, limit: int) -> qe.SearchParams:
         """Search parameters of a dense query asking ``limit`` hits: the layout's HNSW beam
         (:meth:`~ncindex.store.layout.CollectionLayout.beam`), rescoring of
-        ``oversampling`` × the asked quantised candidates on the originals, ACORN; or exact."""
+        ``oversampling`` × the asked quantised candidates on the originals, ACORN; or exact:
+        every matching point scored on its original vector (quantisation ignored — older
+        Qdrant scored the int8 copies even with ``exact``: qdrant/qdrant
+        ``lib/segment/src/index/hnsw_index/hnsw.rs``, ``is_quantized_search``, checked only
+        ``ignore`` until it learned ``exact``)."""
         if exact:
-            return qe.SearchParams(exact=True)
+            return qe.SearchParams(
+                exact=True, quantization=qe.QuantizationSearchParams(ignore=True)
+            )
         return qe.SearchParams(
             hnsw_ef=self.layout.beam(limit),
             quantization=qe.QuantizationSearchParams(

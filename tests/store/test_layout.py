@@ -209,7 +209,7 @@ def test_server_store_sends_the_search_parameters(
         "acorn": {"enable": layout.acorn},
     }
     assert sparse_prefetch.get("params") is None
-    assert exact_body["prefetch"][0]["params"] == {"exact": True}
+    assert exact_body["prefetch"][0]["params"] == {"exact": True, "quantization": {"ignore": True}}
 
 
 def test_the_beam_widens_with_the_candidates_a_search_draws() -> None:
@@ -225,7 +225,7 @@ def test_the_beam_widens_with_the_candidates_a_search_draws() -> None:
 
 def test_edge_exact_query_matches_brute_force(tmp_path: Path) -> None:
     """``exact=True`` on an optimised (HNSW-indexed, int8-quantised) Edge shard answers the
-    true nearest neighbours, where the graph searched with a beam of 4 does not: the reference
+    true nearest neighbours with their float32 scores, where the graph searched with a beam of 4 does not: the reference
     bench-scale measures recall against. 8,000 × 384 float32 (12 MB) is above the 10 MB
     (Qdrant's default, set here) under which Qdrant scans a segment instead of walking its
     graph (``full_scan_threshold``)."""
@@ -261,6 +261,9 @@ def test_edge_exact_query_matches_brute_force(tmp_path: Path) -> None:
         exact = store.branch(dense=query.tolist(), flt=None, limit=10, exact=True)
         approximate = store.branch(dense=query.tolist(), flt=None, limit=10)
         assert [h.payload["doc_key"] for h in exact] == best
+        # scored on the float32 originals, not the int8 copies (off by ~1e-3)
+        true_scores = np.sort(vectors @ query)[::-1][:10]
+        assert np.allclose([h.score for h in exact], true_scores, atol=1e-5)
         hits += len(set(best) & {h.payload["doc_key"] for h in approximate})
     assert hits < 50, "a beam of 4 found every true neighbour: the test proves nothing"
     store.close()
