@@ -12,7 +12,9 @@
 3. One hybrid query: a dense and a sparse prefetch over the same candidate pool, each with the
    same filter (so filters apply before fusion), fused by RRF or DBSF. Chunk hits are
    over-fetched (``limit × search_overfetch × CHUNKS_PER_DOC``) and, if verification leaves the
-   page short, later pages of the *same* fused ranking are fetched (up to ``MAX_ROUNDS``).
+   page short, the *same* fused ranking is read again one such page deeper (up to
+   ``MAX_ROUNDS`` pages; from the top each time, since the engine orders ties anew on every
+   call), its documents not yet seen verified next.
 4. Group by ``doc_key`` (one result per document, its best chunk); ties by ``doc_key``.
 5. Verify candidates as the searching user, in rank order, only as many as the page needs.
    Drops call ``on_drop`` (the app enqueues a re-check that evicts).
@@ -403,18 +405,22 @@ class SearchService:
         read = 0
         timings["query"] = timings["verify"] = 0.0
         for round_ in range(MAX_ROUNDS):
+            # each round reads the ranking from the top, one page deeper, rather than the
+            # next page alone: the engine orders tied fused scores anew on every call
+            # (VectorStore.query), so a page read at an offset could miss a document that the
+            # previous call had placed past its end
+            depth = (round_ + 1) * fetch
             t0 = time.perf_counter()
             hits = store.query(
                 dense=dense,
                 sparse=sparse,
                 flt=flt,
-                limit=fetch,
-                offset=round_ * fetch,
+                limit=depth,
                 prefetch_limit=pool,
                 fusion=fusion,
             )
             timings["query"] += (time.perf_counter() - t0) * 1000
-            read += len(hits)
+            read = len(hits)
             candidates = [h for h in group_hits(hits) if h.payload["doc_key"] not in seen]
             seen.update(h.payload["doc_key"] for h in candidates)
             t0 = time.perf_counter()
@@ -422,7 +428,7 @@ class SearchService:
                 client, request.query, limit, candidates, results, counts, cut, membership
             )
             timings["verify"] += (time.perf_counter() - t0) * 1000
-            if exhausted or len(results) >= limit or len(hits) < fetch:
+            if exhausted or len(results) >= limit or len(hits) < depth:
                 break
         results.sort(key=lambda r: (-r.score, r.doc_key))
         if request.explain and results:

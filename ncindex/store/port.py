@@ -124,14 +124,18 @@ class VectorStore(Protocol):
         limit: int,
         prefetch_limit: int,
         fusion: Fusion,
-        offset: int = 0,
         rrf_k: int | None = None,
         weights: Sequence[float] | None = None,
         exact: bool = False,
     ) -> list[Hit]:
         """Hybrid query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
-        filtered by ``flt`` (filters apply before fusion), fused, best first, ``limit`` hits
-        after skipping ``offset``. With one vector ``None`` the other half answers alone.
+        filtered by ``flt`` (filters apply before fusion), fused, best first, the ``limit``
+        best hits. With one vector ``None`` the other half answers alone.
+        Points of equal fused score come back in an order drawn anew on every call (Qdrant
+        folds the fused points into a randomly seeded hash map and sorts by score alone:
+        qdrant/qdrant ``lib/segment/src/common/score_fusion.rs``, ``score_fusion``), so a
+        caller that needs more hits asks for a larger ``limit`` from the top: a page read
+        after an offset could miss a point tied across the cut.
         The dense half searches the HNSW graph with the layout's search parameters, or every
         matching point when ``exact`` (the reference the approximate path is measured against;
         the sparse half is always exact).

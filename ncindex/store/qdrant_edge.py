@@ -471,7 +471,6 @@ class QdrantEdgeStore:
         limit: int,
         prefetch_limit: int,
         fusion: Fusion,
-        offset: int = 0,
         rrf_k: int | None = None,
         weights: Sequence[float] | None = None,
         exact: bool = False,
@@ -479,7 +478,8 @@ class QdrantEdgeStore:
         """One Edge query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
         carrying ``flt``, fused by ``fusion`` (RRF with ``rrf_k``, default
         :data:`~ncindex.store.schema.RRF_K`, and optional ``(dense, sparse)`` ``weights``; or
-        DBSF), best first; ``limit`` hits after ``offset``, with payload. A ``None`` vector
+        DBSF), best first; the ``limit`` best hits, with payload (ties in an order drawn anew on
+        each call: :meth:`~ncindex.store.port.VectorStore.query`). A ``None`` vector
         drops its branch (the other is still fused, so scores keep the fusion's scale). The
         dense prefetch carries :meth:`_dense_params` (``exact``: every matching point).
         Edge holds the Python GIL for the whole engine call (measured with qdrant-edge-py
@@ -515,7 +515,6 @@ class QdrantEdgeStore:
             raise ValueError("query needs a dense or a sparse vector")
         request = qe.QueryRequest(
             limit=limit,
-            offset=offset,
             # Fusion.Rrf and Fusion.Dbsf are subclasses of Fusion at run time (pyo3 enum
             # variants), not in qdrant_edge's stub (0.9)
             query=cast(

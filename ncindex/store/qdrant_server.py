@@ -332,7 +332,6 @@ class QdrantServerStore:
         limit: int,
         prefetch_limit: int,
         fusion: Fusion,
-        offset: int = 0,
         rrf_k: int | None = None,
         weights: Sequence[float] | None = None,
         exact: bool = False,
@@ -340,7 +339,8 @@ class QdrantServerStore:
         """One ``query_points``: a dense and a sparse ``Prefetch`` of ``prefetch_limit``
         candidates, each carrying ``flt``, fused by ``fusion`` (an ``RrfQuery`` with ``rrf_k``,
         default :data:`~ncindex.store.schema.RRF_K`, and optional ``(dense, sparse)``
-        ``weights``; or DBSF), best first; ``limit`` hits after ``offset``, with payload. A
+        ``weights``; or DBSF), best first; the ``limit`` best hits, with payload (ties in an
+        order drawn anew on each call: :meth:`~ncindex.store.port.VectorStore.query`). A
         ``None`` vector drops its branch (the other is still fused, so scores keep the fusion's
         scale). The dense prefetch carries :meth:`_dense_params` (``exact``: every matching
         point).
@@ -382,7 +382,6 @@ class QdrantServerStore:
                     else models.FusionQuery(fusion=models.Fusion.DBSF)
                 ),
                 limit=limit,
-                offset=offset,
                 with_payload=True,
                 with_vectors=False,
             )

@@ -151,6 +151,34 @@ def test_ties_break_by_doc_key(embedder: Embedder, verifiers: Verifiers, tmp_pat
     assert keys(first) == sorted(d.key for d in docs)[:10]
     assert keys(svc.search(client_of("alice"), request)) == keys(first)
     svc.close()
+
+
+def test_rounds_reach_every_tied_document(
+    embedder: Embedder, verifiers: Verifiers, tmp_path: Path
+) -> None:
+    """Qdrant orders tied fused scores anew on every call (``VectorStore.query``), so rounds
+    read the ranking from the top, one page deeper each: 72 tied documents, 66 of them
+    dropped, and three rounds of 24 hits still find all six kept ones. Read at offsets
+    instead, each round's page was a fresh random draw and each kept document went unseen with
+    probability (2/3)³ — three searches in a row all finding all six: about 0.2 %."""
+    docs = make_docs(72)
+    for d in docs:  # the same text and visibility everywhere: equal DBSF scores
+        d.text = "Identical text about migratory birds and magnetic fields."
+        d.payload["text"] = d.text
+        d.payload["acl"] = ["user:alice"]
+    store = QdrantEdgeStore(tmp_path / "q", "test-model")
+    store.ensure_collection(embedder.dense_dim)
+    index_docs(store, embedder, docs)
+    # limit 6, over-fetch 1: 24 chunk hits a round, 72 in three
+    svc, _ = make_service(store, embedder, verifiers, search_overfetch=1)
+    kept = sorted(d.key for d in docs)[::12]
+    verifiers.gone = {d.key for d in docs} - set(kept)
+    request = SearchRequest(query="migratory birds", limit=6, fusion="dbsf")
+    for _ in range(3):
+        page = svc.search(client_of("alice"), request)
+        assert sorted(keys(page)) == kept
+    svc.close()
+    store.close()
     store.close()
 
 

@@ -225,10 +225,10 @@ def test_the_beam_widens_with_the_candidates_a_search_draws() -> None:
 
 def test_edge_exact_query_matches_brute_force(tmp_path: Path) -> None:
     """``exact=True`` on an optimised (HNSW-indexed, int8-quantised) Edge shard answers the
-    true nearest neighbours with their float32 scores, where the graph searched with a beam of 4 does not: the reference
-    bench-scale measures recall against. 8,000 × 384 float32 (12 MB) is above the 10 MB
-    (Qdrant's default, set here) under which Qdrant scans a segment instead of walking its
-    graph (``full_scan_threshold``)."""
+    true nearest neighbours with their float32 scores, where the graph searched with a beam of
+    4 does not: the reference bench-scale measures recall against. 8,000 × 384 float32 (12 MB)
+    is above the 10 MB (Qdrant's default, set here) under which Qdrant scans a segment instead
+    of walking its graph (``full_scan_threshold``)."""
     import numpy as np
 
     from ncindex.store import PointRecord

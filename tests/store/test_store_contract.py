@@ -466,16 +466,6 @@ def test_query_needs_a_vector(corpus_store: VectorStore) -> None:
 
 
 @pytest.mark.parametrize("fusion", list(Fusion))
-def test_offset_pages_through_fused_results(corpus_store: VectorStore, fusion: Fusion) -> None:
-    args: dict[str, Any] = dict(
-        dense=CORPUS[1].dense, sparse=CORPUS[1].sparse, flt=None, prefetch_limit=N, fusion=fusion
-    )
-    whole = corpus_store.query(limit=6, **args)
-    page2 = corpus_store.query(limit=3, offset=3, **args)
-    assert [h.score for h in page2] == pytest.approx([h.score for h in whole[3:]])
-
-
-@pytest.mark.parametrize("fusion", list(Fusion))
 def test_scores_are_stable(corpus_store: VectorStore, fusion: Fusion) -> None:
     args: dict[str, Any] = dict(
         dense=CORPUS[5].dense, sparse=CORPUS[9].sparse, flt=None, limit=N, prefetch_limit=N,
