@@ -135,15 +135,22 @@ def test_min_score_is_absolute(service: SearchService) -> None:
     assert keys(cut) == [r.doc_key for r in full.results if r.score >= floor]
 
 
-def test_ties_break_by_doc_key(embedder: Embedder, verifiers: Verifiers, tmp_path: Path) -> None:
-    docs = make_docs(16)
-    for d in docs:  # the same text and visibility everywhere: equal DBSF scores
+def tied_store(docs: list[Doc], embedder: Embedder, tmp_path: Path) -> QdrantEdgeStore:
+    """An Edge store of ``docs`` given the same text and visibility (alice's): equal DBSF
+    scores for every one of them."""
+    for d in docs:
         d.text = "Identical text about migratory birds and magnetic fields."
         d.payload["text"] = d.text
         d.payload["acl"] = ["user:alice"]
     store = QdrantEdgeStore(tmp_path / "q", "test-model")
     store.ensure_collection(embedder.dense_dim)
     index_docs(store, embedder, docs)
+    return store
+
+
+def test_ties_break_by_doc_key(embedder: Embedder, verifiers: Verifiers, tmp_path: Path) -> None:
+    docs = make_docs(16)
+    store = tied_store(docs, embedder, tmp_path)
     svc, _ = make_service(store, embedder, verifiers)
     request = SearchRequest(query="migratory birds", limit=10, fusion="dbsf")
     first = svc.search(client_of("alice"), request)
@@ -162,13 +169,7 @@ def test_rounds_reach_every_tied_document(
     instead, each round's page was a fresh random draw and each kept document went unseen with
     probability (2/3)³ — three searches in a row all finding all six: about 0.2 %."""
     docs = make_docs(72)
-    for d in docs:  # the same text and visibility everywhere: equal DBSF scores
-        d.text = "Identical text about migratory birds and magnetic fields."
-        d.payload["text"] = d.text
-        d.payload["acl"] = ["user:alice"]
-    store = QdrantEdgeStore(tmp_path / "q", "test-model")
-    store.ensure_collection(embedder.dense_dim)
-    index_docs(store, embedder, docs)
+    store = tied_store(docs, embedder, tmp_path)
     # limit 6, over-fetch 1: 24 chunk hits a round, 72 in three
     svc, _ = make_service(store, embedder, verifiers, search_overfetch=1)
     kept = sorted(d.key for d in docs)[::12]
