@@ -201,16 +201,16 @@ def variant_grid(
     try:
         for name, fields in variants.items():
             store.layout = dataclasses.replace(layout, **fields)
-            recalls, strict, times = [], [], []
+            recalls, strict_recalls, times = [], [], []
             for search, truth in searches:
                 t = time.perf_counter()
                 hits = search()
                 times.append((time.perf_counter() - t) * 1000)
                 recalls.append(recall_counting_ties(hits, truth))
-                strict.append(overlap(ids(hits), ids(truth[:10])))
+                strict_recalls.append(overlap(ids(hits), ids(truth[:10])))
             out[name] = {
                 recall_key: round(statistics.mean(recalls), 4),
-                recall_key + "_strict": round(statistics.mean(strict), 4),
+                recall_key + "_strict": round(statistics.mean(strict_recalls), 4),
                 "p50_ms": round(pct(times, 0.5), 2),
                 "p95_ms": round(pct(times, 0.95), 2),
             }

@@ -158,6 +158,7 @@ def test_ties_break_by_doc_key(embedder: Embedder, verifiers: Verifiers, tmp_pat
     assert keys(first) == sorted(d.key for d in docs)[:10]
     assert keys(svc.search(client_of("alice"), request)) == keys(first)
     svc.close()
+    store.close()
 
 
 def test_rounds_reach_every_tied_document(
@@ -179,7 +180,6 @@ def test_rounds_reach_every_tied_document(
         page = svc.search(client_of("alice"), request)
         assert sorted(keys(page)) == kept
     svc.close()
-    store.close()
     store.close()
 
 
