@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from qdrant_client import models
+
 from ncindex.settings import Settings
 
 TENANT_FIELD = "acl"
@@ -101,6 +103,26 @@ class CollectionLayout:
         found with a beam no wider than itself unless this asks for more."""
         drawn = limit * (self.oversampling if self.quantization == "int8" else 1.0)
         return max(self.hnsw_ef, math.ceil(self.ef_per_candidate * drawn))
+
+    def dense_search(self, exact: bool, limit: int) -> models.SearchParams:
+        """Search parameters of a dense query asking ``limit`` hits, in ``qdrant_client``'s
+        types (the Edge store translates them): the HNSW beam (:meth:`beam`), rescoring of
+        ``oversampling`` × the asked quantised candidates on the originals, ACORN; or exact:
+        every matching point scored on its original vector, quantisation ignored (older Qdrant
+        scored the int8 copies even with ``exact``: qdrant/qdrant
+        ``lib/segment/src/index/hnsw_index/hnsw.rs``, ``is_quantized_search``, checked only
+        ``ignore`` until it learned ``exact``)."""
+        if exact:
+            return models.SearchParams(
+                exact=True, quantization=models.QuantizationSearchParams(ignore=True)
+            )
+        return models.SearchParams(
+            hnsw_ef=self.beam(limit),
+            quantization=models.QuantizationSearchParams(
+                rescore=True, oversampling=self.oversampling
+            ),
+            acorn=models.AcornSearchParams(enable=self.acorn),
+        )
 
 
 DEFAULT_LAYOUT = CollectionLayout.from_settings(Settings.model_construct())

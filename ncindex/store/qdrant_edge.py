@@ -91,6 +91,29 @@ def _is_engine_error(exc: BaseException) -> bool:
     return type(exc) is Exception or isinstance(exc, OSError)
 
 
+def to_edge_search_params(params: models.SearchParams) -> qe.SearchParams:
+    """Translate ``qdrant_client.models.SearchParams`` to ``qdrant_edge``: ``hnsw_ef``,
+    ``exact``, ``indexed_only``, ``quantization`` (``ignore``, ``rescore``, ``oversampling``) and
+    ``acorn`` (``enable``, ``max_selectivity``). Raises ``ValueError`` for ``idf`` (a sparse
+    IDF scope, never set by ncindex), so nothing asked is silently dropped."""
+    if params.idf is not None:
+        raise ValueError("search parameter idf is not translated to Qdrant Edge")
+    q, acorn = params.quantization, params.acorn
+    return qe.SearchParams(
+        hnsw_ef=params.hnsw_ef,
+        exact=bool(params.exact),
+        indexed_only=bool(params.indexed_only),
+        quantization=None
+        if q is None
+        else qe.QuantizationSearchParams(
+            ignore=bool(q.ignore), rescore=q.rescore, oversampling=q.oversampling
+        ),
+        acorn=None
+        if acorn is None
+        else qe.AcornSearchParams(enable=bool(acorn.enable), max_selectivity=acorn.max_selectivity),
+    )
+
+
 def to_edge_filter(node: Any) -> Any:
     """Translate a ``qdrant_client.models`` filter (or one of its conditions) to ``qdrant_edge``.
 
@@ -565,24 +588,9 @@ class QdrantEdgeStore:
         return [Hit(id=str(p.id), score=p.score, payload=dict(p.payload or {})) for p in points]
 
     def _dense_params(self, exact: bool, limit: int) -> qe.SearchParams:
-        """Search parameters of a dense query asking ``limit`` hits: the layout's HNSW beam
-        (:meth:`~ncindex.store.layout.CollectionLayout.beam`), rescoring of
-        ``oversampling`` × the asked quantised candidates on the originals, ACORN; or exact:
-        every matching point scored on its original vector (quantisation ignored — older
-        Qdrant scored the int8 copies even with ``exact``: qdrant/qdrant
-        ``lib/segment/src/index/hnsw_index/hnsw.rs``, ``is_quantized_search``, checked only
-        ``ignore`` until it learned ``exact``)."""
-        if exact:
-            return qe.SearchParams(
-                exact=True, quantization=qe.QuantizationSearchParams(ignore=True)
-            )
-        return qe.SearchParams(
-            hnsw_ef=self.layout.beam(limit),
-            quantization=qe.QuantizationSearchParams(
-                rescore=True, oversampling=self.layout.oversampling
-            ),
-            acorn=qe.AcornSearchParams(enable=self.layout.acorn),
-        )
+        """The layout's dense search parameters
+        (:meth:`~ncindex.store.layout.CollectionLayout.dense_search`) in Edge's types."""
+        return to_edge_search_params(self.layout.dense_search(exact, limit))
 
     def count(self, flt: Filter | None = None) -> int:
         """Exact number of points matching ``flt`` (all points for ``None``)."""

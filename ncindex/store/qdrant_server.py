@@ -421,28 +421,11 @@ class QdrantServerStore:
         return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points]
 
     def _dense_params(self, exact: bool, limit: int) -> SearchParams | None:
-        """Search parameters of a dense query asking ``limit`` hits: the layout's HNSW beam
-        (:meth:`~ncindex.store.layout.CollectionLayout.beam`), rescoring of
-        ``oversampling`` × the asked quantised candidates on the originals, ACORN; or exact:
-        every matching point scored on its original vector (quantisation ignored — older
-        Qdrant scored the int8 copies even with ``exact``: qdrant/qdrant
-        ``lib/segment/src/index/hnsw_index/hnsw.rs``, ``is_quantized_search``, checked only
-        ``ignore`` until it learned ``exact``).
-        None for qdrant-client's local mode, which always searches exactly (and warns that
-        parameters have no effect)."""
-        if self._local:
-            return None
-        if exact:
-            return models.SearchParams(
-                exact=True, quantization=models.QuantizationSearchParams(ignore=True)
-            )
-        return models.SearchParams(
-            hnsw_ef=self.layout.beam(limit),
-            quantization=models.QuantizationSearchParams(
-                rescore=True, oversampling=self.layout.oversampling
-            ),
-            acorn=models.AcornSearchParams(enable=self.layout.acorn),
-        )
+        """The layout's dense search parameters
+        (:meth:`~ncindex.store.layout.CollectionLayout.dense_search`); ``None`` for
+        qdrant-client's local mode, which always searches exactly (and warns that parameters
+        have no effect)."""
+        return None if self._local else self.layout.dense_search(exact, limit)
 
     def count(self, flt: Filter | None = None) -> int:
         """Exact number of points matching ``flt`` (all points for ``None``)."""

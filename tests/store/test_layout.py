@@ -22,12 +22,13 @@ from typing import Any
 import pydantic
 import pytest
 from qdrant_client import QdrantClient
+from qdrant_client import models as m
 
 from ncindex.errors import StoreUnavailable
 from ncindex.settings import Settings
 from ncindex.store import CollectionLayout, Fusion, SparseVector, open_store
 from ncindex.store.layout import DEFAULT_LAYOUT
-from ncindex.store.qdrant_edge import QdrantEdgeStore
+from ncindex.store.qdrant_edge import QdrantEdgeStore, to_edge_search_params
 from ncindex.store.qdrant_server import QdrantServerStore
 
 CUSTOM = CollectionLayout(
@@ -210,6 +211,41 @@ def test_server_store_sends_the_search_parameters(
     }
     assert sparse_prefetch.get("params") is None
     assert exact_body["prefetch"][0]["params"] == {"exact": True, "quantization": {"ignore": True}}
+
+
+@pytest.mark.parametrize("layout", [DEFAULT_LAYOUT, CUSTOM], ids=["default", "custom"])
+@pytest.mark.parametrize("exact", [False, True], ids=["approximate", "exact"])
+def test_edge_carries_the_same_search_parameters(layout: CollectionLayout, exact: bool) -> None:
+    """The Edge store's dense prefetch carries what the server store sends: one policy
+    (``CollectionLayout.dense_search``) translated field by field, none dropped."""
+    params = layout.dense_search(exact, 20)
+    edge = to_edge_search_params(params)
+    assert edge.exact is exact and edge.hnsw_ef == params.hnsw_ef
+    q = params.quantization
+    assert q is not None and edge.quantization is not None
+    assert (
+        edge.quantization.ignore,
+        edge.quantization.rescore,
+        edge.quantization.oversampling,
+    ) == (bool(q.ignore), q.rescore, q.oversampling)
+    if exact:
+        assert edge.acorn is None and edge.quantization.ignore
+    else:
+        assert edge.acorn is not None and edge.acorn.enable is layout.acorn
+        assert edge.hnsw_ef == layout.beam(20)
+
+
+def test_edge_refuses_a_search_parameter_it_cannot_carry() -> None:
+    """``idf`` (a sparse IDF scope) has no Edge counterpart here: refused, not dropped; ACORN's
+    ``max_selectivity`` and ``indexed_only`` are carried."""
+    with pytest.raises(ValueError, match="idf"):
+        to_edge_search_params(m.SearchParams(idf=m.IdfScope.GLOBAL))
+    edge = to_edge_search_params(
+        m.SearchParams(
+            indexed_only=True, acorn=m.AcornSearchParams(enable=True, max_selectivity=0.3)
+        )
+    )
+    assert edge.indexed_only and edge.acorn is not None and edge.acorn.max_selectivity == 0.3
 
 
 def test_the_beam_widens_with_the_candidates_a_search_draws() -> None:
