@@ -48,6 +48,7 @@ from ncindex.simulator.xmlutil import (
     encode_path,
     http_date,
     parse_xml,
+    sabre_error,
     to_bytes,
 )
 
@@ -88,6 +89,21 @@ def _state_error(exc: StateError) -> Response:
     if isinstance(exc, ForbiddenError):
         return dav_error(403, "Forbidden", str(exc))
     return dav_error(500, "ServiceUnavailable", str(exc))
+
+
+SEARCH_OPERATOR_LIMIT = 100
+"""Comparisons a SEARCH's ``d:where`` may hold (nextcloud/server
+``apps/dav/lib/Files/FileSearchBackend.php``, ``FileSearchBackend::OPERATOR_LIMIT``)."""
+
+_CONNECTIVES = frozenset(clark(DAV, op) for op in ("and", "or", "not"))
+
+
+def _count_operators(condition: etree._Element) -> int:
+    """The comparisons in ``condition`` as ``FileSearchBackend::countSearchOperators`` counts
+    them: ``d:and``, ``d:or`` and ``d:not`` count their arguments, anything else counts 1."""
+    if condition.tag in _CONNECTIVES:
+        return sum(_count_operators(c) for c in condition if isinstance(c.tag, str))
+    return 1
 
 
 def _required_fileids(cond: etree._Element | None) -> set[int] | None:
@@ -649,6 +665,19 @@ class WebDav:
         rel = norm_path(scope_path[len(prefix) :])
         where = basic.find(clark(DAV, "where"))
         condition = where[0] if where is not None and len(where) else None
+        operators = 0 if condition is None else _count_operators(condition)
+        if operators > SEARCH_OPERATOR_LIMIT:
+            # FileSearchBackend::transformQuery throws InvalidArgumentException; SearchDAV's
+            # SearchHandler catches only BadRequest, so Sabre's Server answers 500 with it
+            message = (
+                f"Invalid search query, maximum operator limit of {SEARCH_OPERATOR_LIMIT} "
+                f"exceeded, got {operators} operators"
+            )
+            return Response(
+                sabre_error("InvalidArgumentException", message),
+                status=500,
+                content_type=XML_CONTENT_TYPE,
+            )
         with self.sim.lock:
             root = self.tree.resolve(uid, rel)
             if root is None:

@@ -321,3 +321,31 @@ def test_search_for_several_file_ids_and_the_default_limit(sim, client) -> None:
     every = re.sub(r"<d:limit>.*</d:limit>", "", re.sub(r"<d:or>.*</d:or>", like, body))
     listed = responses(alice.request("SEARCH", "/remote.php/dav/", content=every.encode()).content)
     assert len(listed) == 100
+
+
+def test_search_over_the_operator_limit_fails(sim, client) -> None:
+    """More than 100 comparisons in ``d:where`` (``FileSearchBackend::OPERATOR_LIMIT``, counted
+    as ``countSearchOperators`` does) make ``transformQuery`` throw InvalidArgumentException,
+    which SearchDAV does not catch: Sabre answers 500 with the exception's message. The
+    client's batches (at most 50 ids) stay under it."""
+    files = [sim.put_file("alice", f"/lim/{i:03}.md", b"x") for i in range(2)]
+    alice = client("alice")
+    eq = "<d:eq><d:prop><oc:fileid/></d:prop><d:literal>{}</d:literal></d:eq>"
+    body = webdav.search_by_fileids_body("alice", files)
+    at_limit = "<d:or>" + eq.format(files[0]) * 99 + f"<d:not>{eq.format(files[1])}</d:not></d:or>"
+    resp = alice.request(
+        "SEARCH", "/remote.php/dav/", content=re.sub(r"<d:or>.*</d:or>", at_limit, body)
+    )
+    assert resp.status_code == 207
+    over = "<d:or>" + eq.format(files[0]) * 100 + f"<d:and>{eq.format(files[1])}</d:and></d:or>"
+    resp = alice.request(
+        "SEARCH", "/remote.php/dav/", content=re.sub(r"<d:or>.*</d:or>", over, body)
+    )
+    assert resp.status_code == 500
+    error = etree.fromstring(resp.content)
+    assert error.findtext("{http://sabredav.org/ns}exception") == "InvalidArgumentException"
+    assert error.findtext("{http://sabredav.org/ns}message") == (
+        "Invalid search query, maximum operator limit of 100 exceeded, got 101 operators"
+    )
+    fifty = webdav.search_by_fileids_body("alice", [files[0]] * webdav.MAX_FILEIDS_PER_SEARCH)
+    assert alice.request("SEARCH", "/remote.php/dav/", content=fifty).status_code == 207
