@@ -44,7 +44,7 @@ from typing import Any
 
 import redis
 from pydantic import SecretStr
-from results_md import publish
+from results_md import publish, reading
 from werkzeug.serving import make_server
 
 from ncindex.embedding.embedder import Embedder
@@ -344,22 +344,9 @@ def section(result: dict[str, Any]) -> str:
             "the end-to-end run the simulator, the receiver and webhook delivery (the "
             f"benchmark's own process) used {result['simulator_receiver_cpu_seconds']} CPU s "
             "of the same cores.",
-            "",
-            "Where the worker's time goes (py-spy on the worker, 400 documents, all cores per "
-            "call): about 80 % of "
-            "its busy thread samples are inside the ONNX session, about 5 % chunking, the rest "
-            "Redis, WebDAV, Qdrant Edge and Celery, a few per cent each. What made the model "
-            "calls dearer than raw: a call holds the chunks of the few documents in flight "
-            "(two of ~200 tokens and a short last one each), and runs of 16 sorted by length "
-            "padded the short ones to ~200 tokens; calls are now cut by token length "
-            "(`ncindex.embedding.embedder._token_batches`). And ONNX's own threads: a call on all "
-            "cores costs more CPU than the same work on one thread when other threads want the "
-            "cores (the same 471 chunks: 45 CPU s on two ONNX threads, 33 s on one, load ≈ 5; "
-            "presumably its threads spinning while they wait for each other); with "
-            "`NCINDEX_EMBED_THREADS=1` the batcher runs one single-threaded call per core.",
-            "",
+            *reading("indexing"),
         ]
-    )
+    ) + "\n"
 
 
 def main() -> None:

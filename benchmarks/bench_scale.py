@@ -70,7 +70,7 @@ from bench_search import (
     start_verifier,
 )
 from pydantic import SecretStr
-from results_md import RESULTS_DIR, publish
+from results_md import RESULTS_DIR, publish, reading
 
 from evaluation.cache import VectorCache, model_identity
 from ncindex.embedding.embedder import Embedder
@@ -517,13 +517,8 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
                   f"is `beam {settings.qdrant_hnsw_ef_per_candidate:g}x`): recall@10 of the "
                   "fused hybrid query against the exact one (ties counted / strict), and its "
                   "p50 / p95 in ms:")  # fmt: skip
-    if READING.exists():
-        lines += ["", READING.read_text(encoding="utf-8").rstrip()]
+    lines += reading("scale")
     return "\n".join(lines) + "\n"
-
-
-READING = Path(__file__).with_name("scale_reading.md")
-"""What the runs say, written by hand: appended to the section each time it is written."""
 
 
 def stages(results: dict[str, Any]) -> list[str]:

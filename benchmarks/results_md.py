@@ -48,6 +48,16 @@ def write_section(title: str, body: str, path: Path = RESULTS_MD) -> None:
     path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
 
 
+def reading(name: str, root: Path = BENCHMARKS) -> list[str]:
+    """The hand-written reading of a benchmark's runs, ``root/<name>_reading.md``, as lines to
+    append to its section (a blank line first); none without the file. A run rewrites its
+    section but never this file, so what was learnt by hand outlives the next run."""
+    path = root / f"{name}_reading.md"
+    if not path.exists():
+        return []
+    return ["", path.read_text(encoding="utf-8").rstrip()]
+
+
 def _sorted_set(value: Any) -> list[Any]:
     if isinstance(value, (set, frozenset)):
         return sorted(value)
