@@ -305,48 +305,47 @@ def section(result: dict[str, Any]) -> str:
     ref = result["reference_raw"]
     threads = st["embed_threads"] or "unset (all cores)"
     load, raw_load = result["load_average"], result["raw_load_average"]
-    return "\n".join(
-        [
-            "## Indexing",
-            "",
-            f"`make bench-indexing` — {result['date']}, {m['arch']}, {m['cpus']} cores, Python "
-            f"{m['python']}. {result['docs']} {result['corpus']} documents "
-            "(title + text, the text alone when untitled, as `.txt` files) "
-            "uploaded to the Nextcloud simulator; its webhooks over HTTP → receiver → Redis → "
-            f"one `celery worker` process (pool `{w['pool']}`, concurrency {w['concurrency']}, "
-            f"`NCINDEX_EMBED_THREADS` {threads}) → WebDAV download, extraction, chunking, "
-            "dense + BM25 embedding → Qdrant Edge. The clock runs from the first upload until "
-            "the queues are drained (model loaded before). Raw: the same chunk texts embedded "
-            "again in-process, same run, by an `Embedder` of the same settings, "
-            f"{st['concurrent_calls']} call(s) at once as the worker's batcher runs them "
-            f"(batches of at most {st['embed_batch_size']}, cut by token length). Reference: "
-            "the same with fastembed's default threads (all cores), one call at a time. "
-            f"Target: end to end ≥ {TARGET_RATIO} × raw.",
-            "",
-            "| docs | chunks | e2e s | e2e chunks/s | raw chunks/s | wall ratio | CPU ratio | "
-            "s / doc | worker peak RSS MB |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-            f"| {result['docs']} | {result['chunks']} | {result['e2e_seconds']} | "
-            f"{result['e2e_chunks_per_s']} | {result['raw_chunks_per_s']} | {result['ratio']} | "
-            f"**{result['cpu_ratio']}** | {result['seconds_per_doc']} | "
-            f"{result['peak_rss_mb']} |",
-            "",
-            "Wall-clock figures depend on what else runs: the machine is shared with other "
-            f"jobs, and the 1-minute load average (this benchmark's processes included) was "
-            f"{load[0]}–{load[1]} during the end-to-end run and {raw_load[0]}–{raw_load[1]} "
-            "during the raw run, so the wall ratio compares two differently loaded phases; it "
-            f"{wall_verdict} the target. CPU seconds depend on it much less: the worker used "
-            f"{result['worker_cpu_seconds']} s for the whole path, raw embedding "
-            f"{result['raw_cpu_seconds']} s — a CPU ratio of **{result['cpu_ratio']}**, the "
-            f"figure judged here: it {verdict} the target. The reference raw run took "
-            f"{ref['seconds']} s ({ref['chunks_per_s']} chunks/s) and {ref['cpu_seconds']} CPU "
-            f"s: wall ratio {ref['ratio']}, CPU ratio {ref['cpu_ratio']} against it. During "
-            "the end-to-end run the simulator, the receiver and webhook delivery (the "
-            f"benchmark's own process) used {result['simulator_receiver_cpu_seconds']} CPU s "
-            "of the same cores.",
-            *reading("indexing"),
-        ]
-    ) + "\n"
+    lines = [
+        "## Indexing",
+        "",
+        f"`make bench-indexing` — {result['date']}, {m['arch']}, {m['cpus']} cores, Python "
+        f"{m['python']}. {result['docs']} {result['corpus']} documents "
+        "(title + text, the text alone when untitled, as `.txt` files) "
+        "uploaded to the Nextcloud simulator; its webhooks over HTTP → receiver → Redis → "
+        f"one `celery worker` process (pool `{w['pool']}`, concurrency {w['concurrency']}, "
+        f"`NCINDEX_EMBED_THREADS` {threads}) → WebDAV download, extraction, chunking, "
+        "dense + BM25 embedding → Qdrant Edge. The clock runs from the first upload until "
+        "the queues are drained (model loaded before). Raw: the same chunk texts embedded "
+        "again in-process, same run, by an `Embedder` of the same settings, "
+        f"{st['concurrent_calls']} call(s) at once as the worker's batcher runs them "
+        f"(batches of at most {st['embed_batch_size']}, cut by token length). Reference: "
+        "the same with fastembed's default threads (all cores), one call at a time. "
+        f"Target: end to end ≥ {TARGET_RATIO} × raw.",
+        "",
+        "| docs | chunks | e2e s | e2e chunks/s | raw chunks/s | wall ratio | CPU ratio | "
+        "s / doc | worker peak RSS MB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {result['docs']} | {result['chunks']} | {result['e2e_seconds']} | "
+        f"{result['e2e_chunks_per_s']} | {result['raw_chunks_per_s']} | {result['ratio']} | "
+        f"**{result['cpu_ratio']}** | {result['seconds_per_doc']} | "
+        f"{result['peak_rss_mb']} |",
+        "",
+        "Wall-clock figures depend on what else runs: the machine is shared with other "
+        f"jobs, and the 1-minute load average (this benchmark's processes included) was "
+        f"{load[0]}–{load[1]} during the end-to-end run and {raw_load[0]}–{raw_load[1]} "
+        "during the raw run, so the wall ratio compares two differently loaded phases; it "
+        f"{wall_verdict} the target. CPU seconds depend on it much less: the worker used "
+        f"{result['worker_cpu_seconds']} s for the whole path, raw embedding "
+        f"{result['raw_cpu_seconds']} s — a CPU ratio of **{result['cpu_ratio']}**, the "
+        f"figure judged here: it {verdict} the target. The reference raw run took "
+        f"{ref['seconds']} s ({ref['chunks_per_s']} chunks/s) and {ref['cpu_seconds']} CPU "
+        f"s: wall ratio {ref['ratio']}, CPU ratio {ref['cpu_ratio']} against it. During "
+        "the end-to-end run the simulator, the receiver and webhook delivery (the "
+        f"benchmark's own process) used {result['simulator_receiver_cpu_seconds']} CPU s "
+        "of the same cores.",
+        *reading("indexing"),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
