@@ -47,3 +47,15 @@ def test_a_new_section_is_appended(folder: Path) -> None:
 def test_a_value_json_cannot_hold_is_refused(folder: Path) -> None:
     with pytest.raises(TypeError, match="object is not JSON serializable"):
         results_md.write_json("bad.json", {"x": object()}, folder)
+
+
+def test_a_reading_outlives_the_runs_that_rewrite_the_section(folder: Path) -> None:
+    """``<name>_reading.md`` is appended to every body built with it; none, nothing."""
+    assert results_md.reading("search", folder) == []
+    (folder / "search_reading.md").write_text("Read by hand.\n\n", encoding="utf-8")
+    body = "\n".join(["## Search", "", "run 1", *results_md.reading("search", folder)])
+    results_md.publish("search", {}, "Search", body, folder)
+    body = "\n".join(["## Search", "", "run 2", *results_md.reading("search", folder)])
+    results_md.publish("search", {}, "Search", body, folder)
+    text = (folder / "RESULTS.md").read_text()
+    assert "run 2\n\nRead by hand.\n\n## Load" in text and "run 1" not in text
