@@ -1,6 +1,8 @@
 """Where the benchmarks put their results: ``benchmarks/results/<name>.json`` (the figures) and
 one ``## Title`` section of ``benchmarks/RESULTS.md`` per benchmark, each rewritten by its own
-``make bench-*`` run without touching the others (:func:`publish` does both)."""
+``make bench-*`` run without touching the others (:func:`publish` does both); a section ends
+with the benchmark's hand-written reading, ``benchmarks/<name>_reading.md`` (:func:`reading`),
+which no run rewrites."""
 
 from __future__ import annotations
 

@@ -99,11 +99,26 @@ _CONNECTIVES = frozenset(clark(DAV, op) for op in ("and", "or", "not"))
 
 
 def _count_operators(condition: etree._Element) -> int:
-    """The comparisons in ``condition`` as ``FileSearchBackend::countSearchOperators`` counts
-    them: ``d:and``, ``d:or`` and ``d:not`` count their arguments, anything else counts 1."""
+    """The comparisons in ``condition`` as ``FileSearchBackend::transformQuery`` counts them
+    (``countSearchOperators``: ``d:and``, ``d:or`` and ``d:not`` count their arguments,
+    anything else counts 1), after ``extractWhereValue`` has taken out an ``oc:owner-id``
+    equality reached through ``d:and`` alone (it becomes an empty ``d:and``: 0)."""
+    return _count(condition) - (1 if _owner_equality(condition) else 0)
+
+
+def _count(condition: etree._Element) -> int:
     if condition.tag in _CONNECTIVES:
-        return sum(_count_operators(c) for c in condition if isinstance(c.tag, str))
+        return sum(_count(c) for c in condition if isinstance(c.tag, str))
     return 1
+
+
+def _owner_equality(condition: etree._Element) -> bool:
+    """Whether an ``oc:owner-id`` ``d:eq`` is reached from ``condition`` through ``d:and``
+    alone (the one ``extractWhereValue`` removes)."""
+    if condition.tag == clark(DAV, "and"):
+        return any(_owner_equality(c) for c in condition if isinstance(c.tag, str))
+    prop = condition.find(f"{clark(DAV, 'prop')}/{clark(OC, 'owner-id')}")
+    return condition.tag == clark(DAV, "eq") and prop is not None
 
 
 def _required_fileids(cond: etree._Element | None) -> set[int] | None:
@@ -665,23 +680,24 @@ class WebDav:
         rel = norm_path(scope_path[len(prefix) :])
         where = basic.find(clark(DAV, "where"))
         condition = where[0] if where is not None and len(where) else None
-        operators = 0 if condition is None else _count_operators(condition)
-        if operators > SEARCH_OPERATOR_LIMIT:
-            # FileSearchBackend::transformQuery throws InvalidArgumentException; SearchDAV's
-            # SearchHandler catches only BadRequest, so Sabre's Server answers 500 with it
-            message = (
-                f"Invalid search query, maximum operator limit of {SEARCH_OPERATOR_LIMIT} "
-                f"exceeded, got {operators} operators"
-            )
-            return Response(
-                sabre_error("InvalidArgumentException", message),
-                status=500,
-                content_type=XML_CONTENT_TYPE,
-            )
         with self.sim.lock:
             root = self.tree.resolve(uid, rel)
             if root is None:
                 return _not_found(rel)
+            operators = 0 if condition is None else _count_operators(condition)
+            if operators > SEARCH_OPERATOR_LIMIT:
+                # after the scope's 404 (FileSearchBackend::search finds the folder first):
+                # transformQuery throws InvalidArgumentException; SearchDAV's SearchHandler
+                # catches only BadRequest, so Sabre's Server answers 500 with it
+                message = (
+                    f"Invalid search query, maximum operator limit of {SEARCH_OPERATOR_LIMIT} "
+                    f"exceeded, got {operators} operators"
+                )
+                return Response(
+                    sabre_error("InvalidArgumentException", message),
+                    status=500,
+                    content_type=XML_CONTENT_TYPE,
+                )
             items: list[tuple[str, Node]] = []
             for item_path, item in self._candidates(uid, rel, condition):
                 if item is root:

@@ -92,13 +92,11 @@ def _is_engine_error(exc: BaseException) -> bool:
 
 
 def to_edge_search_params(params: models.SearchParams) -> qe.SearchParams:
-    """Translate ``qdrant_client.models.SearchParams`` to ``qdrant_edge``: ``hnsw_ef``,
-    ``exact``, ``indexed_only``, ``quantization`` (``ignore``, ``rescore``, ``oversampling``) and
-    ``acorn`` (``enable``, ``max_selectivity``). Raises ``ValueError`` for ``idf`` (a sparse
-    IDF scope, never set by ncindex), so nothing asked is silently dropped."""
-    if params.idf is not None:
-        raise ValueError("search parameter idf is not translated to Qdrant Edge")
-    q, acorn = params.quantization, params.acorn
+    """Translate ``qdrant_client.models.SearchParams`` to ``qdrant_edge``, every field:
+    ``hnsw_ef``, ``exact``, ``indexed_only``, ``quantization`` (``ignore``, ``rescore``,
+    ``oversampling``), ``acorn`` (``enable``, ``max_selectivity``) and ``idf`` (the global
+    scope, or a corpus filter: :func:`to_edge_filter`)."""
+    q, acorn, idf = params.quantization, params.acorn, params.idf
     return qe.SearchParams(
         hnsw_ef=params.hnsw_ef,
         exact=bool(params.exact),
@@ -111,6 +109,11 @@ def to_edge_search_params(params: models.SearchParams) -> qe.SearchParams:
         acorn=None
         if acorn is None
         else qe.AcornSearchParams(enable=bool(acorn.enable), max_selectivity=acorn.max_selectivity),
+        idf=None
+        if idf is None
+        else qe.IdfParams(
+            corpus=to_edge_filter(idf.corpus) if isinstance(idf, models.IdfCorpusParams) else None
+        ),
     )
 
 

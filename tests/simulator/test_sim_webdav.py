@@ -325,9 +325,10 @@ def test_search_for_several_file_ids_and_the_default_limit(sim, client) -> None:
 
 def test_search_over_the_operator_limit_fails(sim, client) -> None:
     """More than 100 comparisons in ``d:where`` (``FileSearchBackend::OPERATOR_LIMIT``, counted
-    as ``countSearchOperators`` does) make ``transformQuery`` throw InvalidArgumentException,
-    which SearchDAV does not catch: Sabre answers 500 with the exception's message. The
-    client's batches (at most 50 ids) stay under it."""
+    as ``countSearchOperators`` does once ``extractWhereValue`` has taken an owner-id equality
+    out) make ``transformQuery`` throw InvalidArgumentException, which SearchDAV does not
+    catch: Sabre answers 500 with the exception's message, after the scope's 404. The client's
+    batches (at most 50 ids) stay under it."""
     files = [sim.put_file("alice", f"/lim/{i:03}.md", b"x") for i in range(2)]
     alice = client("alice")
     eq = "<d:eq><d:prop><oc:fileid/></d:prop><d:literal>{}</d:literal></d:eq>"
@@ -347,5 +348,15 @@ def test_search_over_the_operator_limit_fails(sim, client) -> None:
     assert error.findtext("{http://sabredav.org/ns}message") == (
         "Invalid search query, maximum operator limit of 100 exceeded, got 101 operators"
     )
+    # an owner-id equality under d:and is taken out before counting (extractWhereValue)
+    owner = "<d:eq><d:prop><oc:owner-id/></d:prop><d:literal>alice</d:literal></d:eq>"
+    mine = f"<d:and><d:or>{eq.format(files[0]) * 100}</d:or>{owner}</d:and>"
+    resp = alice.request(
+        "SEARCH", "/remote.php/dav/", content=re.sub(r"<d:or>.*</d:or>", mine, body)
+    )
+    assert resp.status_code == 207
+    # the scope is looked up first: a missing folder is 404 whatever the query
+    nowhere = re.sub(r"<d:or>.*</d:or>", over, body).replace("/files/alice<", "/files/alice/no<")
+    assert alice.request("SEARCH", "/remote.php/dav/", content=nowhere).status_code == 404
     fifty = webdav.search_by_fileids_body("alice", [files[0]] * webdav.MAX_FILEIDS_PER_SEARCH)
     assert alice.request("SEARCH", "/remote.php/dav/", content=fifty).status_code == 207

@@ -213,14 +213,21 @@ def test_server_store_sends_the_search_parameters(
     assert exact_body["prefetch"][0]["params"] == {"exact": True, "quantization": {"ignore": True}}
 
 
-@pytest.mark.parametrize("layout", [DEFAULT_LAYOUT, CUSTOM], ids=["default", "custom"])
+ACORN_INT8 = dataclasses.replace(CUSTOM, quantization="int8", acorn=True)
+
+
+@pytest.mark.parametrize(
+    "layout", [DEFAULT_LAYOUT, CUSTOM, ACORN_INT8], ids=["default", "custom", "acorn-int8"]
+)
 @pytest.mark.parametrize("exact", [False, True], ids=["approximate", "exact"])
-def test_edge_carries_the_same_search_parameters(layout: CollectionLayout, exact: bool) -> None:
-    """The Edge store's dense prefetch carries what the server store sends: one policy
-    (``CollectionLayout.dense_search``) translated field by field, none dropped."""
+def test_edge_store_carries_the_servers_search_parameters(
+    tmp_path: Path, layout: CollectionLayout, exact: bool
+) -> None:
+    """The Edge store's dense search parameters are the layout's policy
+    (``CollectionLayout.dense_search``, what the server store sends) translated field by field."""
     params = layout.dense_search(exact, 20)
-    edge = to_edge_search_params(params)
-    assert edge.exact is exact and edge.hnsw_ef == params.hnsw_ef
+    edge = QdrantEdgeStore(tmp_path / "edge", "m", layout=layout)._dense_params(exact, 20)
+    assert edge.exact is exact and edge.hnsw_ef == params.hnsw_ef and not edge.indexed_only
     q = params.quantization
     assert q is not None and edge.quantization is not None
     assert (
@@ -235,17 +242,18 @@ def test_edge_carries_the_same_search_parameters(layout: CollectionLayout, exact
         assert edge.hnsw_ef == layout.beam(20)
 
 
-def test_edge_refuses_a_search_parameter_it_cannot_carry() -> None:
-    """``idf`` (a sparse IDF scope) has no Edge counterpart here: refused, not dropped; ACORN's
-    ``max_selectivity`` and ``indexed_only`` are carried."""
-    with pytest.raises(ValueError, match="idf"):
-        to_edge_search_params(m.SearchParams(idf=m.IdfScope.GLOBAL))
-    edge = to_edge_search_params(
-        m.SearchParams(
-            indexed_only=True, acorn=m.AcornSearchParams(enable=True, max_selectivity=0.3)
-        )
-    )
-    assert edge.indexed_only and edge.acorn is not None and edge.acorn.max_selectivity == 0.3
+def test_edge_translates_every_search_parameter() -> None:
+    """Fields ncindex does not set today are carried too, not dropped: ``indexed_only``,
+    ACORN's ``enable`` and ``max_selectivity``, ``idf`` (global or over a corpus filter)."""
+    acorn = m.AcornSearchParams(enable=True, max_selectivity=0.3)
+    edge = to_edge_search_params(m.SearchParams(indexed_only=True, acorn=acorn))
+    assert edge.indexed_only and edge.idf is None
+    assert edge.acorn is not None and edge.acorn.enable and edge.acorn.max_selectivity == 0.3
+    glob = to_edge_search_params(m.SearchParams(idf=m.IdfScope.GLOBAL)).idf
+    assert glob is not None and glob.corpus is None
+    corpus = m.Filter(must=[m.FieldCondition(key="acl", match=m.MatchValue(value="user:a"))])
+    scoped = to_edge_search_params(m.SearchParams(idf=m.IdfCorpusParams(corpus=corpus))).idf
+    assert scoped is not None and scoped.corpus is not None
 
 
 def test_the_beam_widens_with_the_candidates_a_search_draws() -> None:
