@@ -95,8 +95,6 @@ SEARCH_OPERATOR_LIMIT = 100
 """Comparisons a SEARCH's ``d:where`` may hold (nextcloud/server
 ``apps/dav/lib/Files/FileSearchBackend.php``, ``FileSearchBackend::OPERATOR_LIMIT``)."""
 
-_CONNECTIVES = frozenset(clark(DAV, op) for op in ("and", "or", "not"))
-
 
 def _count_operators(condition: etree._Element) -> int:
     """The comparisons in ``condition`` as ``FileSearchBackend::transformQuery`` counts them
@@ -106,19 +104,22 @@ def _count_operators(condition: etree._Element) -> int:
     return _count(condition) - (1 if _owner_equality(condition) else 0)
 
 
-def _count(condition: etree._Element) -> int:
-    if condition.tag in _CONNECTIVES:
-        return sum(_count(c) for c in condition if isinstance(c.tag, str))
+def _count(cond: etree._Element) -> int:
+    if etree.QName(cond).localname in ("and", "or", "not"):
+        return sum(_count(c) for c in cond if isinstance(c.tag, str))
     return 1
 
 
-def _owner_equality(condition: etree._Element) -> bool:
-    """Whether an ``oc:owner-id`` ``d:eq`` is reached from ``condition`` through ``d:and``
-    alone (the one ``extractWhereValue`` removes)."""
-    if condition.tag == clark(DAV, "and"):
-        return any(_owner_equality(c) for c in condition if isinstance(c.tag, str))
-    prop = condition.find(f"{clark(DAV, 'prop')}/{clark(OC, 'owner-id')}")
-    return condition.tag == clark(DAV, "eq") and prop is not None
+def _owner_equality(cond: etree._Element) -> bool:
+    """Whether an ``oc:owner-id`` ``d:eq`` is reached from ``cond`` through ``d:and`` alone
+    (the one ``extractWhereValue`` removes)."""
+    tag = etree.QName(cond).localname
+    if tag == "and":
+        return any(_owner_equality(c) for c in cond if isinstance(c.tag, str))
+    prop = cond.find(clark(DAV, "prop"))
+    return (
+        tag == "eq" and prop is not None and len(prop) > 0 and prop[0].tag == clark(OC, "owner-id")
+    )
 
 
 def _required_fileids(cond: etree._Element | None) -> set[int] | None:
