@@ -38,6 +38,7 @@ from qdrant_client import models
 from qdrant_client.models import Filter  # by name: in the store class, ``models`` is a method
 
 from ncindex.errors import StoreUnavailable
+from ncindex.store import shard_copy
 from ncindex.store.layout import DEFAULT_LAYOUT, TENANT_FIELD, CollectionLayout
 from ncindex.store.port import (
     DENSE,
@@ -629,13 +630,17 @@ class QdrantEdgeStore:
         their whole run, stopping every thread: ``optimize`` took 20 s for 20,000 points here)
         and searches and writes wait only briefly.
 
-        1. Copy, under the write lock: the shard is flushed, its folder copied beside it and a
-           journal of the doc keys written from then on started. Writes wait for the copy
-           (4.7 GB at a million points); searches go on (copying releases the GIL). Copying
-           without the lock and copying the files changed meanwhile again was tried and is
-           unsound: Edge writes memory-mapped files, and a write to a page already dirty
-           leaves the file's modification time as it was, so a changed file can look
-           unchanged (a copy so made failed to load: "Failed to decompress LZ4 value").
+        1. Copy: under the write lock the shard is flushed and its files settled
+           (:func:`~ncindex.store.shard_copy.settle`: each ``fsync``-ed, so a later write
+           through a memory map stamps its file's modification time); the folder is copied
+           beside it while writes go on; under the lock again it is flushed, the files
+           stamped since copied again (:func:`~ncindex.store.shard_copy.catch_up`) and a
+           journal of the doc keys written from then on started. Writes wait only for the
+           files changed during the copy; searches never (copying releases the GIL). Without
+           the settling, copying again what looks changed is unsound: a write through a map
+           to a page already dirty leaves the modification time as it was (a copy so made
+           failed to load: "Failed to decompress LZ4 value"). On a filesystem that does not
+           stamp such writes (tmpfs), the whole copy is made under the lock.
         2. ``optimise(copy_path)`` without the lock returns the optimised copy, held open
            elsewhere (:func:`ncindex.store.edge_optimizer.optimise_in_child`: a child process
            that loads, optimises and keeps it). Searches and writes go on against the live shard.
@@ -650,9 +655,10 @@ class QdrantEdgeStore:
         Returns the seconds of each step (``copy_seconds``, ``optimise_seconds``,
         ``swap_seconds``), ``replayed`` documents (all rounds), ``locked_seconds`` (the longest
         time writes waited on this method), ``load_seconds`` (the optimised shard's load) and
-        ``replay_rounds``. A write without a ``doc_key`` since step 1 cannot be replayed: the
-        copy is dropped and ``StoreUnavailable`` raised, the live shard unchanged; so does a
-        failing ``optimise`` (its exception propagates).
+        ``replay_rounds``, ``caught_up_bytes`` (copied again under the lock in step 1; -1
+        where the whole copy was). A write without a ``doc_key`` since step 1 cannot be
+        replayed: the copy is dropped and ``StoreUnavailable`` raised, the live shard
+        unchanged; so does a failing ``optimise`` (its exception propagates).
         """
         aside = self.root / f".{self.model_slug}.optimising"
         retired = self.root / f".{self.model_slug}.retired"
@@ -661,10 +667,7 @@ class QdrantEdgeStore:
         locked: list[float] = []
         started = time.monotonic()
         try:
-            with self._locked(locked), self._call("optimise_aside"):
-                self._open_shard().flush()
-                shutil.copytree(self.shard_path, aside)
-                self._journal = set()
+            caught_up = self._copy_aside(aside, locked)
             copied = time.monotonic()
             held = optimise(aside)
             optimised = time.monotonic()
@@ -686,7 +689,31 @@ class QdrantEdgeStore:
             "locked_seconds": max(locked),
             "load_seconds": load,
             "replay_rounds": float(rounds),
+            "caught_up_bytes": float(caught_up),
         }
+
+    def _copy_aside(self, aside: Path, locked: list[float]) -> int:
+        """Step 1 of :meth:`optimise_aside`: copy the shard to ``aside`` and start the
+        journal, the write lock's spans appended to ``locked``. Where the filesystem stamps
+        writes through memory maps (:func:`~ncindex.store.shard_copy.stamps_mapped_writes`)
+        the lock is held twice briefly: to flush and settle the files, then, after a copy
+        made while writes go on, to copy again the files changed meanwhile; elsewhere (tmpfs)
+        for the whole copy. Returns the bytes the second hold copied (-1: one locked copy)."""
+        if not shard_copy.stamps_mapped_writes(self.root):
+            with self._locked(locked), self._call("optimise_aside"):
+                self._open_shard().flush()
+                shutil.copytree(self.shard_path, aside)
+                self._journal = set()
+            return -1
+        with self._locked(locked), self._call("optimise_aside"):
+            self._open_shard().flush()
+            since = shard_copy.settle(self.shard_path)
+        shard_copy.copy_while_written(self.shard_path, aside)
+        with self._locked(locked), self._call("optimise_aside"):
+            self._open_shard().flush()
+            caught_up = shard_copy.catch_up(self.shard_path, aside, since)
+            self._journal = set()
+        return caught_up
 
     @contextlib.contextmanager
     def _locked(self, spans: list[float]) -> Iterator[None]:

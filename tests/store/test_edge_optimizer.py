@@ -15,7 +15,7 @@ from qdrant_client import models as m
 
 from ncindex.errors import StoreUnavailable
 from ncindex.settings import Settings
-from ncindex.store import Fusion, PointRecord, SparseVector, store_status
+from ncindex.store import Fusion, PointRecord, SparseVector, shard_copy, store_status
 from ncindex.store.edge_optimizer import (
     ChildOptimisation,
     EdgeOptimizer,
@@ -238,3 +238,45 @@ def test_the_optimizer_thread_runs_and_stops(store: QdrantEdgeStore) -> None:
 def test_a_child_that_cannot_optimise_fails_with_its_error(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailable, match=r"optimising .* failed: the child said ''"):
         optimise_in_child(tmp_path / "no-shard-here")
+
+
+def test_writes_made_while_the_folder_is_copied_do_not_wait_and_reach_the_copy(
+    store: QdrantEdgeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder is copied without the write lock: writes made before, during and after the
+    copy itself finish at once (another thread, bounded wait) and are in the swapped shard,
+    caught up from the files they changed (not from the journal, which starts after)."""
+    real_copy = shard_copy.copy_while_written
+
+    def write_elsewhere(start: int) -> None:
+        writer = threading.Thread(target=store.upsert, args=(_points(start, 20, user="bob"),))
+        writer.start()
+        writer.join(timeout=30)
+        assert not writer.is_alive(), "a write waited for the copy"
+
+    def copy_beside_writes(source: Path, destination: Path) -> None:
+        write_elsewhere(5000)
+        real_copy(source, destination)
+        write_elsewhere(6000)
+        store.delete_document("file:9")
+
+    monkeypatch.setattr(shard_copy, "copy_while_written", copy_beside_writes)
+    report = store.optimise_aside(optimise_in_child)
+
+    assert report["caught_up_bytes"] > 0 and report["replayed"] == 0
+    keys = _doc_keys(store)
+    assert {f"file:{n}" for n in (*range(5000, 5020), *range(6000, 6020))} <= keys
+    assert "file:9" not in keys and len(keys) == 400 + 40 - 1
+    assert unindexed_points(store.info()) == 0, "the copy's writes were optimised with it"
+
+
+def test_where_mapped_writes_are_not_stamped_the_whole_copy_is_locked(
+    store: QdrantEdgeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shard_copy, "stamps_mapped_writes", lambda folder: False)
+    monkeypatch.setattr(
+        shard_copy, "copy_while_written", lambda *a: pytest.fail("copied without the lock")
+    )
+    report = store.optimise_aside(optimise_in_child)
+    assert report["caught_up_bytes"] == -1
+    assert len(_doc_keys(store)) == 400 and unindexed_points(store.info()) == 0
