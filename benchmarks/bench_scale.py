@@ -34,12 +34,14 @@ background (a copy optimised in a child process and swapped in,
 Writes ``benchmarks/results/scale.json`` (``{"shapes": {"20_users": {"10000": {…}, …},
 "one_user": {…}}}``) and the "Scale" section of ``benchmarks/RESULTS.md``.
 Options: ``--sizes 10000,100000,1000000``, ``--shapes 20_users,one_user``, ``--queries N``,
-``--tmp DIR`` (where the stores are built; a million chunks take several GB).
+``--tmp DIR`` (where the stores are built; a million chunks take several GB), ``--keep DIR``
+(build each store in ``DIR/<shape>-<size>`` and leave it there for later study).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import json
@@ -52,7 +54,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -301,8 +303,12 @@ def measure(
     verifier_url: str,
     tmp_root: str | None,
     dense_vectors: Callable[[np.random.Generator, int], np.ndarray] | None,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=tmp_root) as tmp:
+    """Build, optimise and query one store of ``size`` chunks shared among ``people``; the
+    row of scale.json. The store is built in a temporary folder under ``tmp_root``, or at
+    ``keep`` (which must not exist), left there for later study."""
+    with _store_folder(tmp_root, keep) as tmp:
         store = QdrantEdgeStore(Path(tmp), "bench", layout=CollectionLayout.from_settings(settings))
         store.ensure_collection(embedder.dense_dim)
         t0 = time.perf_counter()
@@ -404,6 +410,17 @@ def measure(
         "search_variants": variants,
         "hybrid_variants": fused_variants,
     }
+
+
+@contextlib.contextmanager
+def _store_folder(tmp_root: str | None, keep: Path | None) -> Iterator[str]:
+    """A temporary folder under ``tmp_root``, removed after; or ``keep``, created and kept."""
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=tmp_root) as tmp:
+            yield tmp
+    else:
+        keep.mkdir(parents=True)
+        yield str(keep)
 
 
 RECALLS = {
@@ -584,6 +601,11 @@ def main() -> int:
         default="realistic",
         help="dense vectors: mixes of real SciFact embeddings (default) or uniform random",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="build each store in DIR/<shape>-<size> (which must not exist) and keep it",
+    )
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
         "--update",
@@ -631,7 +653,8 @@ def main() -> int:
         results["shapes"][shape] = {}
         for size in sizes:
             row = measure(SHAPES[shape], size, args.queries, embedder, settings, pieces, sparse,
-                          url, args.tmp, dense_vectors)  # fmt: skip
+                          url, args.tmp, dense_vectors,
+                          args.keep / f"{shape}-{size}" if args.keep else None)  # fmt: skip
             results["shapes"][shape][str(size)] = row
             print(json.dumps({shape: {str(size): row}}), file=sys.stderr, flush=True)
     verifier.shutdown()
