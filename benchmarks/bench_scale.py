@@ -35,7 +35,9 @@ Writes ``benchmarks/results/scale.json`` (``{"shapes": {"20_users": {"10000": {�
 "one_user": {…}}}``) and the "Scale" section of ``benchmarks/RESULTS.md``.
 Options: ``--sizes 10000,100000,1000000``, ``--shapes 20_users,one_user``, ``--queries N``,
 ``--tmp DIR`` (where the stores are built; a million chunks take several GB), ``--keep DIR``
-(build each store in ``DIR/<shape>-<size>`` and leave it there for later study).
+(build each store in ``DIR/<shape>-<size>`` and leave it there for later study), ``--reuse DIR``
+(query the stores so kept again, without building them; the row keeps the building's figures
+of the run that built them and says so: ``store_built_by_an_earlier_run``).
 """
 
 from __future__ import annotations
@@ -304,19 +306,27 @@ def measure(
     tmp_root: str | None,
     dense_vectors: Callable[[np.random.Generator, int], np.ndarray] | None,
     keep: Path | None = None,
+    built: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build, optimise and query one store of ``size`` chunks shared among ``people``; the
     row of scale.json. The store is built in a temporary folder under ``tmp_root``, or at
-    ``keep`` (which must not exist), left there for later study."""
-    with _store_folder(tmp_root, keep) as tmp:
+    ``keep`` (which must not exist), left there for later study. With ``built`` (the row of
+    the run that built the store kept at ``keep``) the store there is queried as it is and
+    the building's figures (fill, optimisation) are that row's."""
+    with _store_folder(tmp_root, keep, reuse=built is not None) as tmp:
         store = QdrantEdgeStore(Path(tmp), "bench", layout=CollectionLayout.from_settings(settings))
-        store.ensure_collection(embedder.dense_dim)
-        t0 = time.perf_counter()
-        share = fill(store, size, pieces, sparse, embedder.dense_dim, people, dense_vectors)
-        fill_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        waits = optimise_under_load(store, embedder, pieces[0])
-        optimize_s = time.perf_counter() - t0
+        if built is None:
+            store.ensure_collection(embedder.dense_dim)
+            t0 = time.perf_counter()
+            share = fill(store, size, pieces, sparse, embedder.dense_dim, people, dense_vectors)
+            building = {"fill_points_per_s": round(size / (time.perf_counter() - t0))}
+            t0 = time.perf_counter()
+            building |= optimise_under_load(store, embedder, pieces[0])
+            building["optimize_seconds"] = round(time.perf_counter() - t0, 1)
+        else:
+            share = store.count(build_filter("alice", realistic_request("x").filter_tree())) / size
+            building = {key: built[key] for key in BUILDING_KEYS}
+            building["store_built_by_an_earlier_run"] = True
         info = store.info()
         run_settings = settings.model_copy(update={"nextcloud_url": verifier_url})
         http = make_http(run_settings)
@@ -404,22 +414,34 @@ def measure(
         "rss_measured_in": "search process",
         "filling_process_rss_mb": filler_rss,
         "disk_mb": disk,
-        "fill_points_per_s": round(size / fill_s),
-        "optimize_seconds": round(optimize_s, 1),
-        **waits,
+        **building,
         "search_variants": variants,
         "hybrid_variants": fused_variants,
     }
 
 
+BUILDING_KEYS = (
+    "fill_points_per_s",
+    "optimize_seconds",
+    "optimize_max_search_ms",
+    "optimize_max_write_ms",
+    "optimize_searches",
+)
+"""A row's figures of building its store: carried over when a kept store is queried again."""
+
+
 @contextlib.contextmanager
-def _store_folder(tmp_root: str | None, keep: Path | None) -> Iterator[str]:
-    """A temporary folder under ``tmp_root``, removed after; or ``keep``, created and kept."""
+def _store_folder(tmp_root: str | None, keep: Path | None, reuse: bool) -> Iterator[str]:
+    """A temporary folder under ``tmp_root``, removed after; or ``keep``, created and kept
+    (``reuse``: which must exist already)."""
     if keep is None:
         with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=tmp_root) as tmp:
             yield tmp
     else:
-        keep.mkdir(parents=True)
+        if not reuse:
+            keep.mkdir(parents=True)
+        elif not (keep / "active_model").exists():
+            raise SystemExit(f"--reuse: no kept store at {keep}")
         yield str(keep)
 
 
@@ -438,6 +460,14 @@ the first's ids (below 1.0 only where the engine breaks ties differently on each
 RSS_MARK = {"search process": "", "filling process": " ¹"}
 """Rows whose resident memory was read in the process that filled the store (an upper bound
 of a search process's) are marked."""
+
+BUILT_MARK = {False: "", True: " ²"}
+"""Rows whose store an earlier run built (:data:`BUILDING_KEYS` carried over) are marked."""
+
+
+def _reused(row: dict[str, Any]) -> bool:
+    return bool(row.get("store_built_by_an_earlier_run"))
+
 
 VECTORS_NOTE = {
     "realistic": f" (each a real SciFact chunk embedding + {MIX} × another + noise, normalised)",
@@ -498,7 +528,9 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
         "fused ties at random, so where ties straddle the 10th place no top 10 is the exact "
         "one; rows without these were measured strictly, before ties were counted); RSS is a "
         "fresh search process that opens the store and the models and "
-        "answers the queries (¹: read in the process that filled the store, an upper bound).",
+        "answers the queries (¹: read in the process that filled the store, an upper bound); "
+        "²: the store was built and optimised by an earlier run (`--keep`) and queried again "
+        "(`--reuse`), its fill and optimisation figures that run's.",
         "",
         "| shape | chunks | filter selects | p50 | p95 | bare p95 | bare p95: dense / BM25 "
         "prefetch | bound p95 | ratio p95 | "
@@ -519,7 +551,7 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
                 f"{r.get('hybrid_recall_at_10_vs_exact_strict', '–')} / "
                 f"{r.get('exact_fused_again', '–')} | "
                 f"{r['rss_mb']}{RSS_MARK[r['rss_measured_in']]} | {r['disk_mb']} | "
-                f"{r['fill_points_per_s']:,} | {r['optimize_seconds']} | "
+                f"{r['fill_points_per_s']:,}{BUILT_MARK[_reused(r)]} | {r['optimize_seconds']} | "
                 f"{r['optimize_max_search_ms']} / {r['optimize_max_write_ms']} |"
             )
     lines += stages(results)
@@ -606,6 +638,12 @@ def main() -> int:
         type=Path,
         help="build each store in DIR/<shape>-<size> (which must not exist) and keep it",
     )
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        help="query the stores an earlier --keep run left in DIR/<shape>-<size> without "
+        "building them again; the building's figures are those scale.json has for them",
+    )
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
         "--update",
@@ -649,19 +687,22 @@ def main() -> int:
     verifier = start_verifier()
     url = f"http://127.0.0.1:{verifier.server_address[1]}"
     results: dict[str, Any] = {"shapes": {}}
+    published = RESULTS_DIR / "scale.json"
+    earlier = json.loads(published.read_text(encoding="utf-8")) if args.reuse else {}
+    folders = args.reuse or args.keep
     for shape in args.shapes.split(","):
         results["shapes"][shape] = {}
         for size in sizes:
+            built = earlier["shapes"][shape][str(size)] if args.reuse else None
             row = measure(SHAPES[shape], size, args.queries, embedder, settings, pieces, sparse,
                           url, args.tmp, dense_vectors,
-                          args.keep / f"{shape}-{size}" if args.keep else None)  # fmt: skip
+                          folders / f"{shape}-{size}" if folders else None, built)  # fmt: skip
             results["shapes"][shape][str(size)] = row
             print(json.dumps({shape: {str(size): row}}), file=sys.stderr, flush=True)
     verifier.shutdown()
     results["vectors"] = args.vectors
     results["written"] = datetime.now(UTC).strftime("%Y-%m-%d")
     results["load_at_end"] = round(os.getloadavg()[0], 1)
-    published = RESULTS_DIR / "scale.json"
     if args.update and published.exists():
         before = json.loads(published.read_text(encoding="utf-8"))
         if before.get("vectors") == args.vectors:
