@@ -253,7 +253,7 @@ class EdgeOptimizer:
             self._record(store, entry)
             try:
                 report = store.optimise_aside(self._optimise)
-            except StoreUnavailable as exc:
+            except (StoreUnavailable, OSError) as exc:  # OSError: the copy (a full disk)
                 entry.update(state="failed", finished_at=time.time(), error=str(exc))
                 self._record(store, entry)
                 log.warning("edge_optimize_failed", model=store.model_slug, error=str(exc))

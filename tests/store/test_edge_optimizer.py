@@ -280,3 +280,21 @@ def test_where_mapped_writes_are_not_stamped_the_whole_copy_is_locked(
     report = store.optimise_aside(optimise_in_child)
     assert report["caught_up_bytes"] == -1
     assert len(_doc_keys(store)) == 400 and unindexed_points(store.info()) == 0
+
+
+def test_a_copy_that_fills_the_disk_fails_the_round_and_leaves_the_shard(
+    store: QdrantEdgeStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(source: Path, destination: Path) -> None:
+        destination.mkdir()
+        (destination / "partial").write_bytes(b"x")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shard_copy, "copy_while_written", disk_full)
+    optimizer = EdgeOptimizer(lambda: [store], after_points=100, check_seconds=3600)
+    assert optimizer.check_once() == []
+    state = read_state(tmp_path)["m"]
+    assert state["state"] == "failed" and "No space left" in state["error"]
+    assert not list(store.root.glob(".m.*")), "the partial copy is removed"
+    store.upsert(_points(6000, 1))  # writes go on, the journal off
+    assert len(_doc_keys(store)) == 401
