@@ -696,15 +696,19 @@ class QdrantEdgeStore:
         """Step 1 of :meth:`optimise_aside`: copy the shard to ``aside`` and start the
         journal, the write lock's spans appended to ``locked``. Where the filesystem stamps
         writes through memory maps (:func:`~ncindex.store.shard_copy.stamps_mapped_writes`)
-        the lock is held twice briefly: to flush and settle the files, then, after a copy
-        made while writes go on, to copy again the files changed meanwhile; elsewhere (tmpfs)
-        for the whole copy. Returns the bytes the second hold copied (-1: one locked copy)."""
+        the files are written back first without the lock, then the lock is held twice
+        briefly: to flush and settle the files, then, after a copy made while writes go on,
+        to copy again the files changed meanwhile; elsewhere (tmpfs) for the whole copy.
+        Returns the bytes the second hold copied (-1: one locked copy)."""
         if not shard_copy.stamps_mapped_writes(self.root):
             with self._locked(locked), self._call("optimise_aside"):
                 self._open_shard().flush()
                 shutil.copytree(self.shard_path, aside)
                 self._journal = set()
             return -1
+        # written back once while writes go on, so that settling under the lock has little
+        # left to write (after a bulk load gigabytes can wait in the page cache)
+        shard_copy.settle(self.shard_path)
         with self._locked(locked), self._call("optimise_aside"):
             self._open_shard().flush()
             since = shard_copy.settle(self.shard_path)
