@@ -27,7 +27,10 @@ background (a copy optimised in a child process and swapped in,
   the exact top 10's ids only; ``exact_fused_again``: a second exact fused query against the
   first (Qdrant breaks fused ties at random);
 - ``optimize_max_search_ms`` / ``optimize_max_write_ms``: the longest search and one-document
-  write another thread made while the store was optimised;
+  write two other threads made while the store was optimised; ``optimize_copy_locked_s`` /
+  ``optimize_swap_locked_s``: how long the optimisation held the write lock to copy the shard
+  and to swap the optimised one in, ``optimize_load_s`` the load of the optimised shard (part
+  of the swap; Edge holds the GIL for it, so every thread of the process stalls);
 - ``rss_mb``: resident memory of this process (the search process: models, store) after the
   queries; ``disk_mb``: the store's folder; ``fill_points_per_s``; ``optimize_seconds``.
 
@@ -258,39 +261,50 @@ def overlap(approximate: list[str], exact: list[str]) -> float:
 
 
 def optimise_under_load(store: QdrantEdgeStore, embedder: Embedder, text: str) -> dict[str, float]:
-    """Optimise ``store`` as ``ncindex up`` does while another thread searches and writes one
-    document in a loop; returns the longest search and write, ms, and how many ran."""
+    """Optimise ``store`` as ``ncindex up`` does while one thread searches and another writes
+    one document, each in a loop (apart, so that a search is not held behind a waiting
+    write); returns the longest search and write, ms, how many searches ran, and the
+    optimisation's write-lock holds and shard load (:meth:`QdrantEdgeStore.optimise_aside`)."""
     dense, sparse = embedder.embed_query(text)
     searches: list[float] = []
     writes: list[float] = []
     done = threading.Event()
 
-    def traffic() -> None:
-        n = 0
+    def search() -> None:
         while not done.is_set():
             t = time.perf_counter()
             store.query(dense=dense, sparse=sparse, flt=None, limit=10, prefetch_limit=100,
                         fusion=Fusion.DBSF)  # fmt: skip
             searches.append((time.perf_counter() - t) * 1000)
+            time.sleep(0.01)
+
+    def write() -> None:
+        n = 0
+        while not done.is_set():
             t = time.perf_counter()
             store.upsert([PointRecord(str(uuid.UUID(int=n)), {"doc_key": f"probe:{n}"}, dense)])
             writes.append((time.perf_counter() - t) * 1000)
             n += 1
             time.sleep(0.01)
 
-    worker = threading.Thread(target=traffic)
-    worker.start()
+    traffic = [threading.Thread(target=search), threading.Thread(target=write)]
+    for thread in traffic:
+        thread.start()
     try:
-        store.optimise_aside(optimise_in_child)
+        report = store.optimise_aside(optimise_in_child)
     finally:
         done.set()
-        worker.join()
+        for thread in traffic:
+            thread.join()
     for n in range(len(writes)):
         store.delete_document(f"probe:{n}")
     return {
         "optimize_max_search_ms": round(max(searches, default=0.0), 1),
         "optimize_max_write_ms": round(max(writes, default=0.0), 1),
         "optimize_searches": len(searches),
+        "optimize_copy_locked_s": round(report["copy_locked_seconds"], 2),
+        "optimize_swap_locked_s": round(report["swap_locked_seconds"], 2),
+        "optimize_load_s": round(report["load_seconds"], 2),
     }
 
 
@@ -325,7 +339,7 @@ def measure(
             building["optimize_seconds"] = round(time.perf_counter() - t0, 1)
         else:
             share = store.count(build_filter("alice", realistic_request("x").filter_tree())) / size
-            building = {key: built[key] for key in BUILDING_KEYS}
+            building = {key: built[key] for key in BUILDING_KEYS if key in built}
             building["store_built_by_an_earlier_run"] = True
         info = store.info()
         run_settings = settings.model_copy(update={"nextcloud_url": verifier_url})
@@ -426,6 +440,9 @@ BUILDING_KEYS = (
     "optimize_max_search_ms",
     "optimize_max_write_ms",
     "optimize_searches",
+    "optimize_copy_locked_s",
+    "optimize_swap_locked_s",
+    "optimize_load_s",
 )
 """A row's figures of building its store: carried over when a kept store is queried again."""
 
@@ -463,6 +480,16 @@ of a search process's) are marked."""
 
 BUILT_MARK = {False: "", True: " ²"}
 """Rows whose store an earlier run built (:data:`BUILDING_KEYS` carried over) are marked."""
+
+
+def _holds(row: dict[str, Any]) -> str:
+    """The write lock's holds while optimising (copy, swap, the swap's load), where measured."""
+    if "optimize_swap_locked_s" not in row:
+        return ""
+    return (
+        f" (lock held: copy {row['optimize_copy_locked_s']} s, swap "
+        f"{row['optimize_swap_locked_s']} s of which load {row['optimize_load_s']} s)"
+    )
 
 
 def _reused(row: dict[str, Any]) -> bool:
@@ -552,7 +579,7 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
                 f"{r.get('exact_fused_again', '–')} | "
                 f"{r['rss_mb']}{RSS_MARK[r['rss_measured_in']]} | {r['disk_mb']} | "
                 f"{r['fill_points_per_s']:,}{BUILT_MARK[_reused(r)]} | {r['optimize_seconds']} | "
-                f"{r['optimize_max_search_ms']} / {r['optimize_max_write_ms']} |"
+                f"{r['optimize_max_search_ms']} / {r['optimize_max_write_ms']}{_holds(r)} |"
             )
     lines += stages(results)
     lines += grid(results, "search_variants", "recall_at_10_vs_exact",

@@ -654,7 +654,9 @@ class QdrantEdgeStore:
 
         Returns the seconds of each step (``copy_seconds``, ``optimise_seconds``,
         ``swap_seconds``), ``replayed`` documents (all rounds), ``locked_seconds`` (the longest
-        time writes waited on this method), ``load_seconds`` (the optimised shard's load) and
+        time writes waited on this method; ``copy_locked_seconds`` the longest in step 1,
+        ``swap_locked_seconds`` in the last), ``load_seconds`` (the optimised shard's load,
+        which holds the GIL: searches stall for it too) and
         ``replay_rounds``, ``caught_up_bytes`` (copied again under the lock in step 1; -1
         where the whole copy was). A write without a ``doc_key`` since step 1 cannot be
         replayed: the copy is dropped and ``StoreUnavailable`` raised, the live shard
@@ -687,6 +689,8 @@ class QdrantEdgeStore:
             "swap_seconds": time.monotonic() - optimised,
             "replayed": float(replayed),
             "locked_seconds": max(locked),
+            "copy_locked_seconds": max(locked[:-1]),
+            "swap_locked_seconds": locked[-1],
             "load_seconds": load,
             "replay_rounds": float(rounds),
             "caught_up_bytes": float(caught_up),
