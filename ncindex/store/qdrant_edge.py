@@ -635,8 +635,10 @@ class QdrantEdgeStore:
            through a memory map stamps its file's modification time); the folder is copied
            beside it while writes go on; under the lock again it is flushed, the files
            stamped since copied again (:func:`~ncindex.store.shard_copy.catch_up`) and a
-           journal of the doc keys written from then on started. Writes wait only for the
-           files changed during the copy; searches never (copying releases the GIL). Without
+           journal of the doc keys written from then on started. Writes wait for the flushes,
+           the locked ``fsync`` (little is left to write: the files were written back once
+           before without the lock) and the files changed during the copy; searches never
+           (copying releases the GIL). Without
            the settling, copying again what looks changed is unsound: a write through a map
            to a page already dirty leaves the modification time as it was (a copy so made
            failed to load: "Failed to decompress LZ4 value"). On a filesystem that does not
@@ -704,7 +706,7 @@ class QdrantEdgeStore:
         briefly: to flush and settle the files, then, after a copy made while writes go on,
         to copy again the files changed meanwhile; elsewhere (tmpfs) for the whole copy.
         Returns the bytes the second hold copied (-1: one locked copy)."""
-        if not shard_copy.stamps_mapped_writes(self.root):
+        if not shard_copy.stamps_mapped_writes(self.shard_path):
             with self._locked(locked), self._call("optimise_aside"):
                 self._open_shard().flush()
                 shutil.copytree(self.shard_path, aside)
@@ -712,7 +714,7 @@ class QdrantEdgeStore:
             return -1
         # written back once while writes go on, so that settling under the lock has little
         # left to write (after a bulk load gigabytes can wait in the page cache)
-        shard_copy.settle(self.shard_path)
+        shard_copy.write_back(self.shard_path)
         with self._locked(locked), self._call("optimise_aside"):
             self._open_shard().flush()
             since = shard_copy.settle(self.shard_path)

@@ -34,7 +34,8 @@ _STAMPING: dict[int, bool] = {}
 
 
 def stamps_mapped_writes(folder: Path) -> bool:
-    """Whether the filesystem holding ``folder`` stamps a file's modification time when a
+    """Whether the filesystem holding ``folder`` (probe the folder itself: a mount point
+    under it would be another filesystem) stamps a file's modification time when a
     clean, ``fsync``-ed page of it is written through a shared map (probed once per device
     with a 4,096-byte file in ``folder``, removed after). ``False`` on tmpfs. Raises
     ``OSError`` if ``folder`` cannot be written."""
@@ -58,22 +59,30 @@ def stamps_mapped_writes(folder: Path) -> bool:
     return _STAMPING[device]
 
 
+def write_back(folder: Path) -> None:
+    """``fsync`` every file under ``folder`` (files that vanish meanwhile are skipped), so a
+    later :func:`settle` has little left to write. Needs no lock. Raises ``OSError`` for any
+    failure but a vanished file or folder."""
+    for path in _files(folder, tolerate_vanished=True):
+        _fsync(path)
+
+
 def settle(folder: Path) -> int:
     """``fsync`` every file under ``folder`` and return the watermark (Unix nanoseconds, the
-    filesystem's own clock, less :data:`MTIME_MARGIN_NS`): a file changed after this call has
-    a modification time at or past it. Call it with writes held. Raises ``OSError``."""
-    for path in _files(folder):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    marker = folder / f".watermark-{uuid.uuid4().hex}"
+    filesystem's own clock, read from a marker file made beside ``folder`` before the files
+    are written back, less :data:`MTIME_MARGIN_NS`): a file changed after this call has a
+    modification or change time (:func:`_stamp`) at or past it. Call it with writes held.
+    A file that vanishes while listed (the engine's write-ahead log renames its segments from
+    its own thread) is skipped: its successor is stamped by the rename. Raises ``OSError``
+    for any other failure, a folder that cannot be listed included."""
+    marker = folder.parent / f".{folder.name}.watermark-{uuid.uuid4().hex}"
     try:
         marker.touch()
-        stamp = marker.stat().st_mtime_ns
+        stamp = _stamp(marker.stat())
     finally:
         marker.unlink(missing_ok=True)
+    for path in _files(folder, tolerate_vanished=True):
+        _fsync(path)
     return stamp - MTIME_MARGIN_NS
 
 
@@ -82,7 +91,9 @@ def copy_while_written(source: Path, destination: Path) -> None:
     written: a file or folder that vanishes meanwhile is skipped (:func:`catch_up` settles
     it). Raises ``OSError`` for any other failure."""
     destination.mkdir(parents=True)
-    for path in _files(source):
+    for folder in _folders(source, tolerate_vanished=True):
+        (destination / folder.relative_to(source)).mkdir(parents=True, exist_ok=True)
+    for path in _files(source, tolerate_vanished=True):
         target = destination / path.relative_to(source)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -94,37 +105,87 @@ def copy_while_written(source: Path, destination: Path) -> None:
 
 def catch_up(source: Path, destination: Path, since_ns: int) -> int:
     """Make ``destination`` (a copy of ``source`` taken after :func:`settle` returned
-    ``since_ns``) equal ``source`` again: copy each file of ``source`` stamped at or after
-    ``since_ns``, missing from the copy or of another size, and remove what ``source`` no
-    longer has. Call it with writes held. Returns the bytes copied. Raises ``OSError``."""
+    ``since_ns``) equal ``source`` again: remove what ``source`` no longer has (or has as
+    another kind: a folder for a file or the reverse), then copy each file of ``source``
+    stamped at or after ``since_ns`` (:func:`_stamp`), missing from the copy or of another
+    size, and make its empty folders. Call it with writes held. A file that vanishes
+    meanwhile (renamed by the write-ahead log's own thread) makes it start again, at most
+    :data:`_CATCH_UP_TRIES` times. Returns the bytes copied. Raises ``OSError`` for any
+    other failure, a folder that cannot be listed included."""
+    for attempt in range(_CATCH_UP_TRIES):
+        try:
+            return _catch_up_once(source, destination, since_ns)
+        except FileNotFoundError:
+            if attempt == _CATCH_UP_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+_CATCH_UP_TRIES = 3
+"""Passes :func:`catch_up` makes when files vanish under it before it gives up."""
+
+
+def _catch_up_once(source: Path, destination: Path, since_ns: int) -> int:
+    files = {p.relative_to(source) for p in _files(source, tolerate_vanished=False)}
+    folders = {p.relative_to(source) for p in _folders(source, tolerate_vanished=False)}
+    for path in sorted(_files(destination, tolerate_vanished=False), reverse=True):
+        if path.relative_to(destination) not in files:
+            path.unlink()
+    for folder in sorted(_folders(destination, tolerate_vanished=False), reverse=True):
+        if folder.exists() and folder.relative_to(destination) not in folders:
+            shutil.rmtree(folder)
+    for folder in sorted(folders):
+        (destination / folder).mkdir(parents=True, exist_ok=True)
     copied = 0
-    kept: set[Path] = set()
-    for path in _files(source):
-        relative = path.relative_to(source)
-        kept.add(relative)
-        target = destination / relative
+    for relative in sorted(files):
+        path, target = source / relative, destination / relative
         status = path.stat()
         if (
-            status.st_mtime_ns >= since_ns
+            _stamp(status) >= since_ns
             or not target.exists()
             or target.stat().st_size != status.st_size
         ):
-            target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
             copied += status.st_size
-    for path in sorted(_files(destination), reverse=True):
-        if path.relative_to(destination) not in kept:
-            path.unlink()
-    for folder in sorted((p for p in destination.rglob("*") if p.is_dir()), reverse=True):
-        if not (source / folder.relative_to(destination)).is_dir():
-            shutil.rmtree(folder)
     return copied
 
 
-def _files(folder: Path) -> list[Path]:
-    """Every regular file under ``folder``, at any depth (folders that vanish while listed
-    are skipped)."""
-    found: list[Path] = []
-    for root, _dirs, names in os.walk(folder):
-        found.extend(Path(root) / name for name in names)
-    return found
+def _stamp(status: os.stat_result) -> int:
+    """The later of a file's modification and change times (ns): the change time also moves
+    when a file written earlier is renamed into place, and cannot be set back."""
+    return max(status.st_mtime_ns, status.st_ctime_ns)
+
+
+def _fsync(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _walk(folder: Path, tolerate_vanished: bool) -> list[tuple[Path, list[str], list[str]]]:
+    """``os.walk`` of ``folder`` that raises when a folder cannot be listed (``os.walk``
+    skips it silently by default), except a folder that vanished, with
+    ``tolerate_vanished``."""
+
+    def fail(error: OSError) -> None:
+        if not (tolerate_vanished and isinstance(error, FileNotFoundError)):
+            raise error
+
+    return [(Path(root), dirs, names) for root, dirs, names in os.walk(folder, onerror=fail)]
+
+
+def _files(folder: Path, tolerate_vanished: bool) -> list[Path]:
+    """Every file under ``folder``, at any depth (see :func:`_walk`)."""
+    return [
+        root / name for root, _dirs, names in _walk(folder, tolerate_vanished) for name in names
+    ]
+
+
+def _folders(folder: Path, tolerate_vanished: bool) -> list[Path]:
+    """Every folder under ``folder``, at any depth (see :func:`_walk`)."""
+    return [root / name for root, dirs, _names in _walk(folder, tolerate_vanished) for name in dirs]

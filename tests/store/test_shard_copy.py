@@ -5,6 +5,7 @@ from __future__ import annotations
 import mmap
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,25 @@ def _tree(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-def test_a_write_through_a_map_after_settling_is_caught_up(tmp_path: Path) -> None:
+def _no_margin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Watermarks without the margin, a clock tick after the files were written: only a
+    real stamp, not the margin, makes a file look changed (``os.utime`` cannot backdate a
+    file: it moves the change time)."""
+    monkeypatch.setattr(shard_copy, "MTIME_MARGIN_NS", 0)
+    time.sleep(0.05)
+
+
+def _skip_unless_stamping(folder: Path) -> None:
+    if not shard_copy.stamps_mapped_writes(folder):
+        pytest.skip(f"{folder}'s filesystem does not stamp writes through maps (tmpfs)")
+
+
+def test_a_write_through_a_map_after_settling_is_caught_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The trap the settling closes: a mapped page dirtied before the copy and written again
     after it. ``settle`` writes the page back, so the second write stamps the file."""
-    assert shard_copy.stamps_mapped_writes(tmp_path)
+    _skip_unless_stamping(tmp_path)
     live, copy = tmp_path / "live", tmp_path / "copy"
     (live / "segment").mkdir(parents=True)
     (live / "segment" / "unchanged.dat").write_bytes(b"u" * 10_000)
@@ -27,13 +43,15 @@ def test_a_write_through_a_map_after_settling_is_caught_up(tmp_path: Path) -> No
     mapped_file.write_bytes(b"\0" * mmap.PAGESIZE)
     with open(mapped_file, "r+b") as fh, mmap.mmap(fh.fileno(), mmap.PAGESIZE) as mapped:
         mapped[0] = 1  # dirty before the watermark
+        _no_margin(monkeypatch)
         since = shard_copy.settle(live)
         shard_copy.copy_while_written(live, copy)
         mapped[1] = 2  # the same page, written after the copy
+        assert mapped_file.stat().st_mtime_ns >= since, "the mapped write was stamped"
         copied = shard_copy.catch_up(live, copy, since)
     assert _tree(copy) == _tree(live)
-    assert copied >= mmap.PAGESIZE
     assert (copy / "segment" / "mapped.dat").read_bytes()[:2] == b"\x01\x02"
+    assert copied == mmap.PAGESIZE, "only the mapped file is copied again"
 
 
 def test_catch_up_copies_only_what_changed_and_removes_what_went(tmp_path: Path) -> None:
@@ -41,9 +59,9 @@ def test_catch_up_copies_only_what_changed_and_removes_what_went(tmp_path: Path)
     (live / "old_segment").mkdir(parents=True)
     (live / "old_segment" / "vectors.dat").write_bytes(b"v" * 50_000)
     (live / "kept.dat").write_bytes(b"k" * 20_000)
-    old = os.stat(live / "kept.dat").st_mtime_ns - 10 * shard_copy.MTIME_MARGIN_NS
-    for path in (live / "kept.dat", live / "old_segment" / "vectors.dat"):
-        os.utime(path, ns=(old, old))  # written long before the copy
+    (live / "swapped").mkdir()
+    (live / "swapped" / "inside.dat").write_bytes(b"i")
+    (live / "empty_index").mkdir()
     since = shard_copy.settle(live)
     shard_copy.copy_while_written(live, copy)
     # meanwhile: a segment merged away, a new one written, a file grown, one rewritten
@@ -51,20 +69,23 @@ def test_catch_up_copies_only_what_changed_and_removes_what_went(tmp_path: Path)
     (live / "new_segment").mkdir()
     (live / "new_segment" / "vectors.dat").write_bytes(b"n" * 3_000)
     (live / "kept.dat").write_bytes(b"K" * 20_000)
+    shutil.rmtree(live / "swapped")
+    (live / "swapped").write_bytes(b"s" * 7)  # a folder replaced by a file of its name
 
     copied = shard_copy.catch_up(live, copy, since)
 
     assert _tree(copy) == _tree(live)
-    assert not (copy / "old_segment").exists()
-    assert copied == 3_000 + 20_000
+    assert not (copy / "old_segment").exists() and (copy / "empty_index").is_dir()
+    assert copied == 3_000 + 20_000 + 7
 
 
-def test_an_unchanged_file_is_not_copied_again(tmp_path: Path) -> None:
+def test_an_unchanged_file_is_not_copied_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     live, copy = tmp_path / "live", tmp_path / "copy"
     live.mkdir()
     (live / "big.dat").write_bytes(b"b" * 100_000)
-    old = os.stat(live / "big.dat").st_mtime_ns - 10 * shard_copy.MTIME_MARGIN_NS
-    os.utime(live / "big.dat", ns=(old, old))
+    _no_margin(monkeypatch)
     since = shard_copy.settle(live)
     shard_copy.copy_while_written(live, copy)
     assert shard_copy.catch_up(live, copy, since) == 0
@@ -94,3 +115,27 @@ def test_tmpfs_does_not_stamp_mapped_writes() -> None:
     if not shm.is_dir() or not os.access(shm, os.W_OK):
         pytest.skip("no writable /dev/shm (tmpfs) on this machine")
     assert shard_copy.stamps_mapped_writes(shm) is False
+
+
+def test_a_folder_that_cannot_be_listed_fails_the_catch_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``os.walk`` skips a folder it cannot list; the catch-up must not take that for files
+    that went (it would delete them from the copy)."""
+    live, copy = tmp_path / "live", tmp_path / "copy"
+    (live / "segments" / "s1").mkdir(parents=True)
+    (live / "segments" / "s1" / "v.dat").write_bytes(b"v")
+    since = shard_copy.settle(live)
+    shard_copy.copy_while_written(live, copy)
+    real_scandir = os.scandir
+
+    def too_many_open_files(path: object) -> object:
+        if str(path).endswith("segments") and str(live) in str(path):
+            raise OSError(24, "Too many open files")
+        return real_scandir(path)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "scandir", too_many_open_files)
+    with pytest.raises(OSError, match="Too many open files"):
+        shard_copy.catch_up(live, copy, since)
+    monkeypatch.undo()
+    assert (copy / "segments" / "s1" / "v.dat").exists()
