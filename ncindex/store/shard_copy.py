@@ -7,8 +7,9 @@ so "copy, then copy again what changed" is unsound as it stands. It becomes soun
 :func:`settle`: with writes held, every file is ``fsync``-ed, which writes each dirty page back
 and write-protects it (Linux ``page_mkclean``), so the next write through a map faults and the
 filesystem stamps the file's modification time then (ext4, XFS and btrfs do, in their
-``page_mkwrite``; tmpfs does not). So after ``settle`` a file whose modification time is older
-than the returned watermark has not changed since. :func:`stamps_mapped_writes` checks the
+``page_mkwrite``; tmpfs does not). So after ``settle`` a file whose modification and change
+times are older than the returned watermark has not changed since (a change time moves when a
+file is renamed into place). :func:`stamps_mapped_writes` checks the
 filesystem does this before the two-pass copy is used.
 """
 
