@@ -112,7 +112,8 @@ def _count(cond: etree._Element) -> int:
 
 def _owner_equality(cond: etree._Element) -> bool:
     """Whether an ``oc:owner-id`` ``d:eq`` is reached from ``cond`` through ``d:and`` alone
-    (the one ``extractWhereValue`` removes)."""
+    (the one ``FileSearchBackend::extractWhereValue`` removes, nextcloud/server
+    ``apps/dav/lib/Files/FileSearchBackend.php``)."""
     tag = etree.QName(cond).localname
     if tag == "and":
         return any(_owner_equality(c) for c in cond if isinstance(c.tag, str))

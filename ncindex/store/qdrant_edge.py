@@ -638,11 +638,11 @@ class QdrantEdgeStore:
            journal of the doc keys written from then on started. Writes wait for the flushes,
            the locked ``fsync`` (little is left to write: the files were written back once
            before without the lock) and the files changed during the copy; searches never
-           (copying releases the GIL). Without
-           the settling, copying again what looks changed is unsound: a write through a map
-           to a page already dirty leaves the modification time as it was (a copy so made
-           failed to load: "Failed to decompress LZ4 value"). On a filesystem that does not
-           stamp such writes (tmpfs), the whole copy is made under the lock.
+           (copying releases the GIL). Without the settling, copying again what looks
+           changed is unsound: a write through a map to a page already dirty leaves the
+           modification time as it was (a copy so made failed to load: "Failed to decompress
+           LZ4 value"). On a filesystem that does not stamp such writes (tmpfs), the whole
+           copy is made under the lock.
         2. ``optimise(copy_path)`` without the lock returns the optimised copy, held open
            elsewhere (:func:`ncindex.store.edge_optimizer.optimise_in_child`: a child process
            that loads, optimises and keeps it). Searches and writes go on against the live shard.

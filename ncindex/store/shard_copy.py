@@ -64,8 +64,8 @@ def write_back(folder: Path) -> None:
     """``fsync`` every file under ``folder`` (files that vanish meanwhile are skipped), so a
     later :func:`settle` has little left to write. Needs no lock. Raises ``OSError`` for any
     failure but a vanished file or folder."""
-    for path in _files(folder, tolerate_vanished=True):
-        _fsync(path)
+    for relative in _tree(folder, tolerate_vanished=True)[0]:
+        _fsync(folder / relative)
 
 
 def settle(folder: Path) -> int:
@@ -82,8 +82,8 @@ def settle(folder: Path) -> int:
         stamp = _stamp(marker.stat())
     finally:
         marker.unlink(missing_ok=True)
-    for path in _files(folder, tolerate_vanished=True):
-        _fsync(path)
+    for relative in _tree(folder, tolerate_vanished=True)[0]:
+        _fsync(folder / relative)
     return stamp - MTIME_MARGIN_NS
 
 
@@ -92,10 +92,11 @@ def copy_while_written(source: Path, destination: Path) -> None:
     written: a file or folder that vanishes meanwhile is skipped (:func:`catch_up` settles
     it). Raises ``OSError`` for any other failure."""
     destination.mkdir(parents=True)
-    for folder in _folders(source, tolerate_vanished=True):
-        (destination / folder.relative_to(source)).mkdir(parents=True, exist_ok=True)
-    for path in _files(source, tolerate_vanished=True):
-        target = destination / path.relative_to(source)
+    files, folders = _tree(source, tolerate_vanished=True)
+    for folder in folders:
+        (destination / folder).mkdir(parents=True, exist_ok=True)
+    for relative in files:
+        path, target = source / relative, destination / relative
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
@@ -113,13 +114,12 @@ def catch_up(source: Path, destination: Path, since_ns: int) -> int:
     meanwhile (renamed by the write-ahead log's own thread) makes it start again, at most
     :data:`_CATCH_UP_TRIES` times. Returns the bytes copied. Raises ``OSError`` for any
     other failure, a folder that cannot be listed included."""
-    for attempt in range(_CATCH_UP_TRIES):
+    for _ in range(_CATCH_UP_TRIES - 1):
         try:
             return _catch_up_once(source, destination, since_ns)
         except FileNotFoundError:
-            if attempt == _CATCH_UP_TRIES - 1:
-                raise
-    raise AssertionError("unreachable")
+            continue
+    return _catch_up_once(source, destination, since_ns)
 
 
 _CATCH_UP_TRIES = 3
@@ -127,14 +127,14 @@ _CATCH_UP_TRIES = 3
 
 
 def _catch_up_once(source: Path, destination: Path, since_ns: int) -> int:
-    files = {p.relative_to(source) for p in _files(source, tolerate_vanished=False)}
-    folders = {p.relative_to(source) for p in _folders(source, tolerate_vanished=False)}
-    for path in sorted(_files(destination, tolerate_vanished=False), reverse=True):
-        if path.relative_to(destination) not in files:
-            path.unlink()
-    for folder in sorted(_folders(destination, tolerate_vanished=False), reverse=True):
-        if folder.exists() and folder.relative_to(destination) not in folders:
-            shutil.rmtree(folder)
+    files, folders = (set(found) for found in _tree(source, tolerate_vanished=False))
+    copied_files, copied_folders = _tree(destination, tolerate_vanished=False)
+    for relative in sorted(copied_files, reverse=True):
+        if relative not in files:
+            (destination / relative).unlink()
+    for relative in sorted(copied_folders, reverse=True):
+        if relative not in folders and (destination / relative).exists():
+            shutil.rmtree(destination / relative)
     for folder in sorted(folders):
         (destination / folder).mkdir(parents=True, exist_ok=True)
     copied = 0
@@ -168,25 +168,19 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _walk(folder: Path, tolerate_vanished: bool) -> list[tuple[Path, list[str], list[str]]]:
-    """``os.walk`` of ``folder`` that raises when a folder cannot be listed (``os.walk``
-    skips it silently by default), except a folder that vanished, with
-    ``tolerate_vanished``."""
+def _tree(folder: Path, tolerate_vanished: bool) -> tuple[list[Path], list[Path]]:
+    """Every file and every folder under ``folder``, at any depth, relative to it, from one
+    ``os.walk`` that raises when a folder cannot be listed (``os.walk`` skips it silently by
+    default), except a folder that vanished, with ``tolerate_vanished``."""
 
     def fail(error: OSError) -> None:
         if not (tolerate_vanished and isinstance(error, FileNotFoundError)):
             raise error
 
-    return [(Path(root), dirs, names) for root, dirs, names in os.walk(folder, onerror=fail)]
-
-
-def _files(folder: Path, tolerate_vanished: bool) -> list[Path]:
-    """Every file under ``folder``, at any depth (see :func:`_walk`)."""
-    return [
-        root / name for root, _dirs, names in _walk(folder, tolerate_vanished) for name in names
-    ]
-
-
-def _folders(folder: Path, tolerate_vanished: bool) -> list[Path]:
-    """Every folder under ``folder``, at any depth (see :func:`_walk`)."""
-    return [root / name for root, dirs, _names in _walk(folder, tolerate_vanished) for name in dirs]
+    files: list[Path] = []
+    folders: list[Path] = []
+    for root, dirs, names in os.walk(folder, onerror=fail):
+        here = Path(root).relative_to(folder)
+        files.extend(here / name for name in names)
+        folders.extend(here / name for name in dirs)
+    return files, folders
