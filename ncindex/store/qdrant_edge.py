@@ -75,15 +75,16 @@ _MAX_REPLAY_ROUNDS = 8
 
 
 def _index_schema(
-    field: str, kind: IndexKind
-) -> qe.PayloadSchemaType | qe.KeywordIndexParams | qe.TextIndexParams:
-    if field == TENANT_FIELD:
-        return qe.KeywordIndexParams(is_tenant=True)
+    field: str, kind: IndexKind, on_disk: bool
+) -> qe.KeywordIndexParams | qe.IntegerIndexParams | qe.TextIndexParams:
+    """The index parameters of payload ``field``: ``acl`` the tenant index; every index
+    memory-mapped on disk (``Memory.Cold``) when ``on_disk``, else in RAM (Edge's default)."""
+    memory = qe.Memory.Cold if on_disk else None
     if kind is IndexKind.KEYWORD:
-        return qe.PayloadSchemaType.Keyword
+        return qe.KeywordIndexParams(is_tenant=field == TENANT_FIELD or None, memory=memory)
     if kind is IndexKind.INTEGER:
-        return qe.PayloadSchemaType.Integer
-    return qe.TextIndexParams(tokenizer=qe.TokenizerType.Word, lowercase=True)
+        return qe.IntegerIndexParams(lookup=True, range=True, memory=memory)
+    return qe.TextIndexParams(tokenizer=qe.TokenizerType.Word, lowercase=True, memory=memory)
 
 
 def _is_engine_error(exc: BaseException) -> bool:
@@ -336,7 +337,9 @@ class QdrantEdgeStore:
             for field, kind in PAYLOAD_INDEXES.items():
                 if field not in have:
                     self._shard.update(
-                        qe.UpdateOperation.create_field_index(field, _index_schema(field, kind))
+                        qe.UpdateOperation.create_field_index(
+                            field, _index_schema(field, kind, self.layout.on_disk_payload_index)
+                        )
                     )
             if self.models().active is None:
                 self._write_models(ModelPointers(active=self.model_slug))

@@ -67,16 +67,26 @@ _LOCAL_LOCKS_GUARD = threading.Lock()
 
 
 def _index_schema(
-    field: str, kind: IndexKind
-) -> models.PayloadSchemaType | models.KeywordIndexParams | models.TextIndexParams:
-    if field == TENANT_FIELD:
-        return models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+    field: str, kind: IndexKind, on_disk: bool
+) -> models.KeywordIndexParams | models.IntegerIndexParams | models.TextIndexParams:
+    """The ``field_schema`` of payload ``field`` (Qdrant's REST ``PUT
+    /collections/{name}/index``): ``acl`` the tenant index, every index ``on_disk``
+    (memory-mapped) when asked, else in RAM (Qdrant's default)."""
     if kind is IndexKind.KEYWORD:
-        return models.PayloadSchemaType.KEYWORD
+        return models.KeywordIndexParams(
+            type=models.KeywordIndexType.KEYWORD,
+            is_tenant=field == TENANT_FIELD or None,
+            on_disk=on_disk,
+        )
     if kind is IndexKind.INTEGER:
-        return models.PayloadSchemaType.INTEGER
+        return models.IntegerIndexParams(
+            type=models.IntegerIndexType.INTEGER, lookup=True, range=True, on_disk=on_disk
+        )
     return models.TextIndexParams(
-        type=models.TextIndexType.TEXT, tokenizer=models.TokenizerType.WORD, lowercase=True
+        type=models.TextIndexType.TEXT,
+        tokenizer=models.TokenizerType.WORD,
+        lowercase=True,
+        on_disk=on_disk,
     )
 
 
@@ -172,7 +182,9 @@ class QdrantServerStore:
                         self._client.create_payload_index(
                             self.collection,
                             field,
-                            field_schema=_index_schema(field, kind),
+                            field_schema=_index_schema(
+                                field, kind, self.layout.on_disk_payload_index
+                            ),
                             wait=True,
                         )
             if self.models().active is None:

@@ -1,6 +1,7 @@
 """A collection ncindex creates carries the layout the settings ask for, on both engines:
 shards, replication, write consistency (server), HNSW (whole-collection and per-tenant graph),
-scalar int8 quantisation, on-disk vectors and payloads, and ``acl`` as the tenant index.
+scalar int8 quantisation, on-disk vectors, payloads and payload indexes, and ``acl`` as the
+tenant index.
 
 qdrant-client's local mode (``QdrantClient(":memory:")``) accepts every one of these parameters
 but ignores all of them except the vectors' ``on_disk`` (and the payload indexes), so the server
@@ -21,6 +22,7 @@ from typing import Any
 
 import pydantic
 import pytest
+import qdrant_edge as qe
 from qdrant_client import QdrantClient
 from qdrant_client import models as m
 
@@ -30,6 +32,7 @@ from ncindex.store import CollectionLayout, Fusion, SparseVector, open_store
 from ncindex.store.layout import DEFAULT_LAYOUT
 from ncindex.store.qdrant_edge import QdrantEdgeStore, to_edge_search_params
 from ncindex.store.qdrant_server import QdrantServerStore
+from ncindex.store.schema import PAYLOAD_INDEXES, IndexKind
 
 CUSTOM = CollectionLayout(
     shard_number=6,
@@ -44,6 +47,7 @@ CUSTOM = CollectionLayout(
     quantization="none",
     on_disk_vectors=False,
     on_disk_payload=False,
+    on_disk_payload_index=False,
     hnsw_ef=64,
     ef_per_candidate=2.0,
     oversampling=3.0,
@@ -89,8 +93,15 @@ def test_edge_shard_is_created_with_the_layout(tmp_path: Path, layout: Collectio
             assert saved["quantization_config"] == {"scalar": {"type": "int8", "always_ram": True}}
         else:
             assert saved.get("quantization_config") is None
-        acl = store._open_shard().info().payload_schema["acl"]
+        schema = store._open_shard().info().payload_schema
+        assert set(schema) == set(PAYLOAD_INDEXES)
+        acl = schema["acl"]
         assert acl.params is not None and acl.params.is_tenant is True
+        memory = qe.Memory.Cold if layout.on_disk_payload_index else None
+        for field in PAYLOAD_INDEXES:
+            params = schema[field].params
+            assert params is not None and params.memory == memory, field
+            assert field == "acl" or not getattr(params, "is_tenant", None), field
         # a model built later on the same root gets the same layout
         assert store.use_model("other").layout == layout
     finally:
@@ -179,6 +190,74 @@ def test_server_store_sends_the_layout_when_it_creates_a_collection(
     else:
         assert body.get("quantization_config") is None
     assert body["sparse_vectors"]["bm25"]["modifier"] == "idf"
+
+
+def _collection_info(dense_dim: int) -> dict[str, Any]:
+    """A ``GET /collections/{name}`` result of a collection with ``dense_dim`` dense floats,
+    as qdrant-client's own models serialise it (made in local mode)."""
+    local = QdrantClient(":memory:")
+    local.create_collection(
+        "c", vectors_config={"dense": m.VectorParams(size=dense_dim, distance=m.Distance.COSINE)}
+    )
+    return local.get_collection("c").model_dump(mode="json", exclude_none=True)
+
+
+class _Creating(_Recorder):
+    """Lets ``ensure_collection`` create the collection: records the path and body of every
+    ``PUT`` (the collection, then each payload index) and answers them; answers the
+    collection's info, no aliases, and setting the alias."""
+
+    def do_GET(self) -> None:
+        if self.path.endswith("/exists"):
+            self._answer(200, {"exists": False})
+        elif self.path.startswith("/aliases"):
+            self._answer(200, {"aliases": []})
+        else:
+            self._answer(200, _collection_info(8))
+
+    def do_PUT(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        self.bodies.append({"path": self.path, "body": json.loads(self.rfile.read(length))})
+        if "/index" in self.path:
+            self._answer(200, {"operation_id": 1, "status": "completed"})
+        else:
+            self._answer(200, True)
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        self.rfile.read(length)
+        self._answer(200, True)
+
+
+@pytest.mark.parametrize("layout", [DEFAULT_LAYOUT, CUSTOM], ids=["default", "custom"])
+def test_server_store_sends_every_payload_index_with_the_layout(layout: CollectionLayout) -> None:
+    """Each ``PUT /collections/{name}/index`` carries the field's index kind, ``on_disk`` as the
+    layout says, and ``is_tenant`` on ``acl`` alone."""
+    bodies: list[dict[str, Any]] = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("C", (_Creating,), {"bodies": bodies}))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = QdrantClient(
+            url=f"http://127.0.0.1:{server.server_address[1]}",
+            check_compatibility=False,
+            timeout=5,
+        )
+        QdrantServerStore(client, "ncindex", "m", layout=layout).ensure_collection(8)
+    finally:
+        server.shutdown()
+        server.server_close()
+    indexes = {
+        b["body"]["field_name"]: b["body"]["field_schema"] for b in bodies if "/index" in b["path"]
+    }
+    assert set(indexes) == set(PAYLOAD_INDEXES)
+    for field, kind in PAYLOAD_INDEXES.items():
+        schema = indexes[field]
+        assert schema["type"] == str(kind), field
+        assert schema["on_disk"] is layout.on_disk_payload_index, field
+        assert schema.get("is_tenant", False) is (field == "acl"), field
+        if kind is IndexKind.INTEGER:
+            assert schema["lookup"] is True and schema["range"] is True
 
 
 def test_local_mode_accepts_the_layout() -> None:
