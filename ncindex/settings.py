@@ -192,8 +192,8 @@ class Settings(BaseSettings):
         True,
         description="Payload indexes memory-mapped on disk rather than read into RAM when a "
         "collection opens: the embedded engine opens a shard ~4x faster (its optimiser swaps "
-        "in a new shard while searches and writes wait) and holds less memory "
-        "(benchmarks/RESULTS.md, Scale).",
+        "in a new shard while searches and writes wait) and holds less memory, but filtered "
+        "searches cost more at a million points (benchmarks/RESULTS.md, Scale).",
     )
     edge_optimize_after_points: int = Field(
         20_000,
