@@ -81,7 +81,9 @@ def _index_schema(
     memory-mapped on disk (``Memory.Cold``) when ``on_disk``, else in RAM (Edge's default)."""
     memory = qe.Memory.Cold if on_disk else None
     if kind is IndexKind.KEYWORD:
-        return qe.KeywordIndexParams(is_tenant=field == TENANT_FIELD or None, memory=memory)
+        return qe.KeywordIndexParams(
+            is_tenant=True if field == TENANT_FIELD else None, memory=memory
+        )
     if kind is IndexKind.INTEGER:
         return qe.IntegerIndexParams(lookup=True, range=True, memory=memory)
     return qe.TextIndexParams(tokenizer=qe.TokenizerType.Word, lowercase=True, memory=memory)

@@ -75,7 +75,7 @@ def _index_schema(
     if kind is IndexKind.KEYWORD:
         return models.KeywordIndexParams(
             type=models.KeywordIndexType.KEYWORD,
-            is_tenant=field == TENANT_FIELD or None,
+            is_tenant=True if field == TENANT_FIELD else None,
             on_disk=on_disk,
         )
     if kind is IndexKind.INTEGER:

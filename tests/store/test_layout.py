@@ -102,6 +102,10 @@ def test_edge_shard_is_created_with_the_layout(tmp_path: Path, layout: Collectio
             params = schema[field].params
             assert params is not None and params.memory == memory, field
             assert field == "acl" or not getattr(params, "is_tenant", None), field
+            if PAYLOAD_INDEXES[field] is IndexKind.TEXT:
+                assert params.tokenizer == qe.TokenizerType.Word and params.lowercase, field
+            if PAYLOAD_INDEXES[field] is IndexKind.INTEGER:
+                assert params.lookup and params.range, field
         # a model built later on the same root gets the same layout
         assert store.use_model("other").layout == layout
     finally:
@@ -196,16 +200,22 @@ def _collection_info(dense_dim: int) -> dict[str, Any]:
     """A ``GET /collections/{name}`` result of a collection with ``dense_dim`` dense floats,
     as qdrant-client's own models serialise it (made in local mode)."""
     local = QdrantClient(":memory:")
-    local.create_collection(
-        "c", vectors_config={"dense": m.VectorParams(size=dense_dim, distance=m.Distance.COSINE)}
-    )
-    return local.get_collection("c").model_dump(mode="json", exclude_none=True)
+    try:
+        local.create_collection(
+            "c",
+            vectors_config={"dense": m.VectorParams(size=dense_dim, distance=m.Distance.COSINE)},
+        )
+        return local.get_collection("c").model_dump(mode="json", exclude_none=True)
+    finally:
+        local.close()
 
 
 class _Creating(_Recorder):
     """Lets ``ensure_collection`` create the collection: records the path and body of every
     ``PUT`` (the collection, then each payload index) and answers them; answers the
-    collection's info, no aliases, and setting the alias."""
+    collection's info (``info``), no aliases, and setting the alias."""
+
+    info: dict[str, Any]
 
     def do_GET(self) -> None:
         if self.path.endswith("/exists"):
@@ -213,7 +223,7 @@ class _Creating(_Recorder):
         elif self.path.startswith("/aliases"):
             self._answer(200, {"aliases": []})
         else:
-            self._answer(200, _collection_info(8))
+            self._answer(200, self.info)
 
     def do_PUT(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
@@ -231,10 +241,12 @@ class _Creating(_Recorder):
 
 @pytest.mark.parametrize("layout", [DEFAULT_LAYOUT, CUSTOM], ids=["default", "custom"])
 def test_server_store_sends_every_payload_index_with_the_layout(layout: CollectionLayout) -> None:
-    """Each ``PUT /collections/{name}/index`` carries the field's index kind, ``on_disk`` as the
-    layout says, and ``is_tenant`` on ``acl`` alone."""
+    """Each ``PUT /collections/ncindex-m/index?wait=true`` carries the field's index kind,
+    ``on_disk`` as the layout says, ``is_tenant`` on ``acl`` alone, the integer indexes'
+    lookup and range, the text index's word tokenizer and lowercasing."""
     bodies: list[dict[str, Any]] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), type("C", (_Creating,), {"bodies": bodies}))
+    handler = type("C", (_Creating,), {"bodies": bodies, "info": _collection_info(8)})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -247,9 +259,10 @@ def test_server_store_sends_every_payload_index_with_the_layout(layout: Collecti
     finally:
         server.shutdown()
         server.server_close()
-    indexes = {
-        b["body"]["field_name"]: b["body"]["field_schema"] for b in bodies if "/index" in b["path"]
-    }
+    index_puts = [b for b in bodies if "/index" in b["path"]]
+    assert {b["path"] for b in index_puts} == {"/collections/ncindex-m/index?wait=true"}
+    indexes = {b["body"]["field_name"]: b["body"]["field_schema"] for b in index_puts}
+    assert len(index_puts) == len(indexes) == len(PAYLOAD_INDEXES)
     assert set(indexes) == set(PAYLOAD_INDEXES)
     for field, kind in PAYLOAD_INDEXES.items():
         schema = indexes[field]
@@ -258,6 +271,8 @@ def test_server_store_sends_every_payload_index_with_the_layout(layout: Collecti
         assert schema.get("is_tenant", False) is (field == "acl"), field
         if kind is IndexKind.INTEGER:
             assert schema["lookup"] is True and schema["range"] is True
+        if kind is IndexKind.TEXT:
+            assert schema["tokenizer"] == "word" and schema["lowercase"] is True
 
 
 def test_local_mode_accepts_the_layout() -> None:
