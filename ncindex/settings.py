@@ -193,7 +193,8 @@ class Settings(BaseSettings):
         description="Payload indexes memory-mapped on disk rather than read into RAM when a "
         "collection opens: the embedded engine opens a shard ~4x faster (its optimiser swaps "
         "in a new shard while searches and writes wait) and holds less memory, but filtered "
-        "searches cost more at a million points (benchmarks/RESULTS.md, Scale).",
+        "searches cost more at a million points (benchmarks/RESULTS.md, Scale). A Qdrant "
+        "server's collections get `on_disk` indexes too (less memory; unmeasured there).",
     )
     edge_optimize_after_points: int = Field(
         20_000,
