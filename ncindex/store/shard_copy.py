@@ -82,8 +82,7 @@ def settle(folder: Path) -> int:
         stamp = _stamp(marker.stat())
     finally:
         marker.unlink(missing_ok=True)
-    for relative in _tree(folder, tolerate_vanished=True)[0]:
-        _fsync(folder / relative)
+    write_back(folder)
     return stamp - MTIME_MARGIN_NS
 
 
@@ -97,8 +96,7 @@ def copy_while_written(source: Path, destination: Path) -> None:
         (destination / folder).mkdir(parents=True, exist_ok=True)
     for relative in files:
         path, target = source / relative, destination / relative
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+        try:  # its folder was made above: the listing gives every file's folder
             shutil.copy2(path, target)
         except FileNotFoundError:
             if path.exists():
