@@ -30,7 +30,10 @@ background (a copy optimised in a child process and swapped in,
   write two other threads made while the store was optimised; ``optimize_copy_locked_s`` /
   ``optimize_swap_locked_s``: how long the optimisation held the write lock to copy the shard
   and to swap the optimised one in, ``optimize_load_s`` the load of the optimised shard (part
-  of the swap; Edge holds the GIL for it, so every thread of the process stalls);
+  of the swap; Edge holds the GIL for it, so every thread of the process stalls) and the
+  swap's other steps: ``optimize_swap_replay_s`` (the last replay round),
+  ``optimize_copy_close_s`` (the child closing the optimised copy), ``optimize_live_close_s``
+  (closing the live shard);
 - ``rss_mb``: resident memory of this process (the search process: models, store) after the
   queries; ``disk_mb``: the store's folder; ``fill_points_per_s``; ``optimize_seconds``.
 
@@ -305,6 +308,9 @@ def optimise_under_load(store: QdrantEdgeStore, embedder: Embedder, text: str) -
         "optimize_copy_locked_s": round(report["copy_locked_seconds"], 2),
         "optimize_swap_locked_s": round(report["swap_locked_seconds"], 2),
         "optimize_load_s": round(report["load_seconds"], 2),
+        "optimize_swap_replay_s": round(report["swap_replay_seconds"], 2),
+        "optimize_copy_close_s": round(report["copy_close_seconds"], 2),
+        "optimize_live_close_s": round(report["live_close_seconds"], 2),
     }
 
 
@@ -443,6 +449,9 @@ BUILDING_KEYS = (
     "optimize_copy_locked_s",
     "optimize_swap_locked_s",
     "optimize_load_s",
+    "optimize_swap_replay_s",
+    "optimize_copy_close_s",
+    "optimize_live_close_s",
 )
 """A row's figures of building its store: carried over when a kept store is queried again."""
 
@@ -486,9 +495,16 @@ def _holds(row: dict[str, Any]) -> str:
     """The write lock's holds while optimising (copy, swap, the swap's load), where measured."""
     if "optimize_swap_locked_s" not in row:
         return ""
+    steps = f"load {row['optimize_load_s']} s"
+    if "optimize_live_close_s" in row:
+        steps = (
+            f"last replay {row['optimize_swap_replay_s']} s, the copy's close "
+            f"{row['optimize_copy_close_s']} s, the live shard's close "
+            f"{row['optimize_live_close_s']} s, {steps}"
+        )
     return (
         f" (lock held: copy {row['optimize_copy_locked_s']} s, swap "
-        f"{row['optimize_swap_locked_s']} s of which load {row['optimize_load_s']} s)"
+        f"{row['optimize_swap_locked_s']} s of which {steps})"
     )
 
 

@@ -654,16 +654,20 @@ class QdrantEdgeStore:
         3. Replay: the journaled documents (their points as the live shard has them, or their
            deletion) are written into the copy in rounds without the lock, each round taking
            the documents written during the one before, until a round has at most
-           ``_FINAL_REPLAY_DOCS``; that last round runs under the lock, the copy is closed by
-           its holder, the live shard closed (reads wait for the swap: Edge reads some files
-           by path), the folders swapped and the optimised shard loaded here. Closing the one
-           and loading the other are the long GIL holds left in this process.
+           ``_FINAL_REPLAY_DOCS``; both folders are written back (``fsync``, without the
+           lock), then the last round runs under the lock, the copy is closed by its holder,
+           the live shard closed (reads wait for the swap: Edge reads some files by path),
+           the folders swapped and the optimised shard loaded here. Closing the one and
+           loading the other are the long GIL holds left in this process.
 
         Returns the seconds of each step (``copy_seconds``, ``optimise_seconds``,
         ``swap_seconds``), ``replayed`` documents (all rounds), ``locked_seconds`` (the longest
         time writes waited on this method; ``copy_locked_seconds`` the longest in step 1,
-        ``swap_locked_seconds`` in the last), ``load_seconds`` (the optimised shard's load,
-        which holds the GIL: searches stall for it too) and
+        ``swap_locked_seconds`` in the last), the steps of that last hold —
+        ``swap_replay_seconds`` (the last replay round), ``copy_close_seconds`` (its holder
+        closing the copy), ``live_close_seconds`` (the live shard's flush and close) and
+        ``load_seconds`` (the optimised shard's load, which holds the GIL: searches stall for
+        it too) — and
         ``replay_rounds``, ``caught_up_bytes`` (copied again under the lock in step 1; -1
         where the whole copy was). A write without a ``doc_key`` since step 1 cannot be
         replayed: the copy is dropped and ``StoreUnavailable`` raised, the live shard
@@ -681,7 +685,7 @@ class QdrantEdgeStore:
             held = optimise(aside)
             optimised = time.monotonic()
             try:
-                rounds, replayed, load = self._replay_and_swap(held, aside, retired, locked)
+                rounds, replayed, swap = self._replay_and_swap(held, aside, retired, locked)
             except BaseException:
                 held.abort()
                 raise
@@ -698,7 +702,7 @@ class QdrantEdgeStore:
             "locked_seconds": max(locked),
             "copy_locked_seconds": max(locked[:-1]),
             "swap_locked_seconds": locked[-1],
-            "load_seconds": load,
+            **swap,
             "replay_rounds": float(rounds),
             "caught_up_bytes": float(caught_up),
         }
@@ -742,10 +746,11 @@ class QdrantEdgeStore:
 
     def _replay_and_swap(
         self, held: OptimisedCopy, aside: Path, retired: Path, locked: list[float]
-    ) -> tuple[int, int, float]:
+    ) -> tuple[int, int, dict[str, float]]:
         """Step 3 of :meth:`optimise_aside`: replay the journal into the optimised copy
         ``held`` (at ``aside``) in rounds, the last under the lock, and swap it in. Returns
-        (rounds, documents replayed, seconds the load took)."""
+        (rounds, documents replayed, the locked steps' seconds by name: ``swap_replay_seconds``,
+        ``copy_close_seconds``, ``live_close_seconds``, ``load_seconds``)."""
         rounds = replayed = 0
         while True:
             with self._lock:
@@ -755,23 +760,33 @@ class QdrantEdgeStore:
             replayed += self._replay(held, journal)
             rounds += 1
         held.flush()  # so that closing it under the lock writes only the last round
+        # the optimiser's new segments and the live shard's pages written back while writes
+        # go on, so that the two closes under the lock have little left to write
+        shard_copy.write_back(aside)
+        shard_copy.write_back(self.shard_path)
+        steps: dict[str, float] = {}
         with self._locked(locked), self._call("optimise_aside"):
+            began = time.monotonic()
             journal |= self._journal or set()
             self._journal = None
             replayed += self._replay(held, journal)
+            began = _lap(steps, "swap_replay_seconds", began)
             held.close()
+            began = _lap(steps, "copy_close_seconds", began)
             # Edge reads some files by path: no read may touch the live shard once its folder
             # is renamed, so reads wait (for the close and the load, GIL holders anyway)
             with self._no_readers():
                 live, self._shard = self._open_shard(), None
+                began = time.monotonic()
                 live.close()
+                _lap(steps, "live_close_seconds", began)
                 self.shard_path.rename(retired)
                 aside.rename(self.shard_path)
                 began = time.monotonic()
                 self._shard = qe.EdgeShard.load(str(self.shard_path))
-                load = time.monotonic() - began
+                _lap(steps, "load_seconds", began)
         shutil.rmtree(retired, ignore_errors=True)
-        return rounds + 1, replayed, load
+        return rounds + 1, replayed, steps
 
     def _replay(self, held: OptimisedCopy, doc_keys: set[str]) -> int:
         """Write the documents ``doc_keys`` into ``held`` as the live shard holds them now
@@ -805,6 +820,14 @@ class QdrantEdgeStore:
                 with self._call("close"):
                     shard.flush()
                     shard.close()
+
+
+def _lap(steps: dict[str, float], name: str, began: float) -> float:
+    """Record the seconds since ``began`` (``time.monotonic``) in ``steps`` as ``name``; return
+    now, the next step's start."""
+    now = time.monotonic()
+    steps[name] = now - began
+    return now
 
 
 def _edge_config(layout: CollectionLayout, dense_dim: int) -> qe.EdgeConfig:
