@@ -492,7 +492,8 @@ BUILT_MARK = {False: "", True: " ²"}
 
 
 def _holds(row: dict[str, Any]) -> str:
-    """The write lock's holds while optimising (copy, swap, the swap's load), where measured."""
+    """The write lock's holds while optimising (copy, swap, the swap's steps: its last replay,
+    the two closes, the load), where measured."""
     if "optimize_swap_locked_s" not in row:
         return ""
     steps = f"load {row['optimize_load_s']} s"

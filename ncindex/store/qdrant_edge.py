@@ -750,7 +750,8 @@ class QdrantEdgeStore:
         """Step 3 of :meth:`optimise_aside`: replay the journal into the optimised copy
         ``held`` (at ``aside``) in rounds, the last under the lock, and swap it in. Returns
         (rounds, documents replayed, the locked steps' seconds by name: ``swap_replay_seconds``,
-        ``copy_close_seconds``, ``live_close_seconds``, ``load_seconds``)."""
+        ``copy_close_seconds``, ``live_close_seconds``, ``load_seconds``; the wait for reads
+        under way and the folders' renames are in none of them)."""
         rounds = replayed = 0
         while True:
             with self._lock:
@@ -772,7 +773,7 @@ class QdrantEdgeStore:
             replayed += self._replay(held, journal)
             began = _lap(steps, "swap_replay_seconds", began)
             held.close()
-            began = _lap(steps, "copy_close_seconds", began)
+            _lap(steps, "copy_close_seconds", began)
             # Edge reads some files by path: no read may touch the live shard once its folder
             # is renamed, so reads wait (for the close and the load, GIL holders anyway)
             with self._no_readers():

@@ -269,13 +269,39 @@ def test_writes_made_while_the_folder_is_copied_do_not_wait_and_reach_the_copy(
     assert 0 < report["caught_up_bytes"] < size and report["replayed"] == 0
     holds = (report["copy_locked_seconds"], report["swap_locked_seconds"])
     assert max(holds) == report["locked_seconds"]
-    steps = ("swap_replay_seconds", "copy_close_seconds", "live_close_seconds", "load_seconds")
-    assert all(report[step] > 0 for step in steps)
-    assert sum(report[step] for step in steps) <= report["swap_locked_seconds"]
+    assert 0 < report["load_seconds"] <= report["swap_locked_seconds"]
     keys = _doc_keys(store)
     assert {f"file:{n}" for n in (*range(5000, 5020), *range(6000, 6020))} <= keys
     assert "file:9" not in keys and len(keys) == 400 + 40 - 1
     assert unindexed_points(store.info()) == 0, "the copy's writes were optimised with it"
+
+
+class _SlowClose:
+    """Stands for a shard or an optimised copy whose ``close`` first sleeps ``pause`` seconds
+    (everything else passes through)."""
+
+    def __init__(self, inner: object, pause: float) -> None:
+        self._inner, self._pause = inner, pause
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def close(self) -> None:
+        threading.Event().wait(self._pause)
+        self._inner.close()  # type: ignore[attr-defined]
+
+
+def test_the_swap_reports_each_locked_step_apart(store: QdrantEdgeStore) -> None:
+    # the copy's close made to take 0.5 s and the live shard's 1.5 s: each lands in its own key
+    store._shard = _SlowClose(store._open_shard(), 1.5)  # type: ignore[assignment]
+    report = store.optimise_aside(lambda path: _SlowClose(optimise_in_child(path), 0.5))
+
+    assert 0.5 <= report["copy_close_seconds"] < 1.5
+    assert report["live_close_seconds"] >= 1.5
+    assert 0 < report["load_seconds"] < 1.5 and 0 < report["swap_replay_seconds"] < 0.5
+    steps = ("swap_replay_seconds", "copy_close_seconds", "live_close_seconds", "load_seconds")
+    assert sum(report[step] for step in steps) <= report["swap_locked_seconds"]
+    assert len(_doc_keys(store)) == 400
 
 
 def test_where_mapped_writes_are_not_stamped_the_whole_copy_is_locked(
