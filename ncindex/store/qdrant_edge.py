@@ -654,10 +654,9 @@ class QdrantEdgeStore:
         3. Replay: the journaled documents (their points as the live shard has them, or their
            deletion) are written into the copy in rounds without the lock, each round taking
            the documents written during the one before, until a round has at most
-           ``_FINAL_REPLAY_DOCS``; both folders are written back (``fsync``, without the
-           lock), then the last round runs under the lock, the copy is closed by its holder,
-           the live shard closed (reads wait for the swap: Edge reads some files by path),
-           the folders swapped and the optimised shard loaded here. Closing the one and
+           ``_FINAL_REPLAY_DOCS``; that last round runs under the lock, the copy is closed by
+           its holder, the live shard closed (reads wait for the swap: Edge reads some files
+           by path), the folders swapped and the optimised shard loaded here. Closing the one and
            loading the other are the long GIL holds left in this process.
 
         Returns the seconds of each step (``copy_seconds``, ``optimise_seconds``,
@@ -761,10 +760,6 @@ class QdrantEdgeStore:
             replayed += self._replay(held, journal)
             rounds += 1
         held.flush()  # so that closing it under the lock writes only the last round
-        # the optimiser's new segments and the live shard's pages written back while writes
-        # go on, so that the two closes under the lock have little left to write
-        shard_copy.write_back(aside)
-        shard_copy.write_back(self.shard_path)
         steps: dict[str, float] = {}
         with self._locked(locked), self._call("optimise_aside"):
             began = time.monotonic()
