@@ -16,7 +16,9 @@ background (a copy optimised in a child process and swapped in,
 - ``bare_query_p95_ms``: the engine query alone with the same filter and sizes
   (``bare_dense_p95_ms`` / ``bare_sparse_p95_ms``: each of its two prefetches alone, as deep,
   no payload); ``search_stages_p50_ms``: the medians of the search's own stage timings
-  (``timings_ms``: embed, BM25 feedback pass, query rounds, verification); ``bound_p95_ms``
+  (``timings_ms``: embed, the dense branch drawn once, BM25 feedback pass, query rounds,
+  verification; rows measured before the dense branch was drawn once have no ``dense``
+  stage: their feedback pass and query each searched it); ``bound_p95_ms``
   = embed + bare query + one verification round trip, per query; ``round_trip_p50_ms``: that
   round trip; ``page_checks_p50_ms``: verifying the bare query's first page (10 documents,
   all at once) alone, as the search does; ``ratio_p95`` = search p95 / bound p95 (target ≤ 1.3);
@@ -426,7 +428,7 @@ def measure(
         "page_checks_p50_ms": round(statistics.median(r["page_checks"] for r in rows), 2),
         "search_stages_p50_ms": {
             stage: round(statistics.median(r["stages"].get(stage, 0.0) for r in rows), 2)
-            for stage in ("embed", "feedback", "query", "verify")
+            for stage in ("embed", "dense", "feedback", "query", "verify")
         },
         "ratio_p95": round(pct(totals, 0.95) / pct(bounds, 0.95), 3),
         **{key: round(statistics.mean(r[name] for r in rows), 4) for key, name in RECALLS.items()},
@@ -623,15 +625,18 @@ def stages(results: dict[str, Any]) -> list[str]:
         return []
     lines = ["", "Where the search's time goes (medians, ms): its own stages (`timings_ms`), one "
              "round trip to the stand-in (it answers in 5 ms), and the page's ten checks alone "
-             "(all at once, as the search makes them):", "",
-             "| shape | chunks | embed | BM25 feedback pass | query | verification | "
-             "round trip | page's checks alone |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+             "(all at once, as the search makes them); dense branch –: measured before the "
+             "search drew the dense ranking once, when the feedback pass and the query each "
+             "searched it:", "",
+             "| shape | chunks | embed | dense branch | BM25 feedback pass | query | "
+             "verification | round trip | page's checks alone |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for shape, size, r in rows:
         st = r["search_stages_p50_ms"]
         lines.append(
-            f"| {shape} | {int(size):,} | {st['embed']} | {st['feedback']} | {st['query']} | "
-            f"{st['verify']} | {r['round_trip_p50_ms']} | {r['page_checks_p50_ms']} |"
+            f"| {shape} | {int(size):,} | {st['embed']} | {st.get('dense', '–')} | "
+            f"{st['feedback']} | {st['query']} | {st['verify']} | {r['round_trip_p50_ms']} | "
+            f"{r['page_checks_p50_ms']} |"
         )
     return lines
 

@@ -127,6 +127,7 @@ class VectorStore(Protocol):
         rrf_k: int | None = None,
         weights: Sequence[float] | None = None,
         exact: bool = False,
+        dense_ids: Sequence[str] | None = None,
     ) -> list[Hit]:
         """Hybrid query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
         filtered by ``flt`` (filters apply before fusion), fused, best first, the ``limit``
@@ -139,6 +140,12 @@ class VectorStore(Protocol):
         The dense half searches the HNSW graph with the layout's search parameters, or every
         matching point when ``exact`` (the reference the approximate path is measured against;
         the sparse half is always exact).
+
+        ``dense_ids``: the dense half scores only these points, exactly, instead of searching
+        — the ids a :meth:`branch` call returned for the same ``dense``, ``flt`` and
+        ``prefetch_limit``, so a search that fuses one dense ranking with several sparse
+        queries searches the dense half once (:func:`~ncindex.store.queries.among`; a point
+        that stopped matching ``flt`` meanwhile is left out, one written since is not seen).
 
         RRF only: ``rrf_k`` is the rank constant (``None`` ⇒ :data:`~ncindex.store.schema.RRF_K`);
         ``weights`` are ``(dense, sparse)`` branch weights (``None`` ⇒ equal); a branch whose
@@ -156,7 +163,8 @@ class VectorStore(Protocol):
     ) -> list[Hit]:
         """One branch alone, unfused: the ``limit`` points nearest to ``dense`` (cosine) or
         to ``sparse`` (BM25 dot product with Qdrant's IDF modifier) among those matching
-        ``flt``, best first, with the branch's own scores and only ``fields`` of the payload;
+        ``flt``, best first, with the branch's own scores and only ``fields`` of the payload
+        (none when empty);
         ``exact`` as in :meth:`query`. Raises ``ValueError`` unless exactly one vector is
         given."""
 

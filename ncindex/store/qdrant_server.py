@@ -45,6 +45,7 @@ from ncindex.store.port import (
     PointRecord,
     SparseVector,
 )
+from ncindex.store.queries import among
 from ncindex.store.schema import (
     PAYLOAD_INDEXES,
     IndexKind,
@@ -347,6 +348,7 @@ class QdrantServerStore:
         rrf_k: int | None = None,
         weights: Sequence[float] | None = None,
         exact: bool = False,
+        dense_ids: Sequence[str] | None = None,
     ) -> list[Hit]:
         """One ``query_points``: a dense and a sparse ``Prefetch`` of ``prefetch_limit``
         candidates, each carrying ``flt``, fused by ``fusion`` (an ``RrfQuery`` with ``rrf_k``,
@@ -355,7 +357,8 @@ class QdrantServerStore:
         order drawn anew on each call: :meth:`~ncindex.store.port.VectorStore.query`). A
         ``None`` vector drops its branch (the other is still fused, so scores keep the fusion's
         scale). The dense prefetch carries :meth:`_dense_params` (``exact``: every matching
-        point).
+        point); with ``dense_ids`` it scores just those points exactly (the port's
+        ``dense_ids``).
 
         Raises ``ValueError`` if both vectors are ``None`` or for bad fusion parameters.
         """
@@ -368,9 +371,9 @@ class QdrantServerStore:
                 models.Prefetch(
                     query=dense,
                     using=DENSE,
-                    filter=flt,
+                    filter=flt if dense_ids is None else among(dense_ids, flt),
                     limit=prefetch_limit,
-                    params=self._dense_params(exact, prefetch_limit),
+                    params=self._dense_params(exact or dense_ids is not None, prefetch_limit),
                 )
             )
         if sparse is not None:
@@ -427,7 +430,7 @@ class QdrantServerStore:
                 query_filter=flt,
                 search_params=self._dense_params(exact, limit) if dense is not None else None,
                 limit=limit,
-                with_payload=list(fields),
+                with_payload=list(fields) if fields else False,
                 with_vectors=False,
             )
         return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points]

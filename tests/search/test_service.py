@@ -256,21 +256,28 @@ def test_context_after_verification(
 
 
 class Recording:
-    """The store, recording the sparse vector of every fused query and branch query."""
+    """The store, recording the sparse vector and the dense ids given of every fused query,
+    the sparse vector of every BM25 branch query and the ids every dense one found."""
 
     def __init__(self, store: QdrantEdgeStore) -> None:
         self.store = store
         self.queries: list[Any] = []
+        self.dense_ids: list[Any] = []
         self.branches: list[Any] = []
+        self.dense_branches: list[list[str]] = []
 
     def query(self, **kwargs: Any) -> Any:
         self.queries.append(kwargs["sparse"])
+        self.dense_ids.append(kwargs.get("dense_ids"))
         return self.store.query(**kwargs)
 
     def branch(self, **kwargs: Any) -> Any:
+        hits = self.store.branch(**kwargs)
         if kwargs.get("sparse") is not None:
             self.branches.append(kwargs["sparse"])
-        return self.store.branch(**kwargs)
+        else:
+            self.dense_branches.append([h.id for h in hits])
+        return hits
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -298,6 +305,11 @@ def test_hybrid_search_expands_the_bm25_query_by_feedback(
         assert set(own.indices) < set(expanded.indices)  # then with feedback terms added
         assert all(r == expanded for r in rounds)
         assert "feedback" in response.timings_ms
+    # the dense half is searched once: the feedback pass and each round score what it found,
+    # and explain ranks by it (without feedback, explain asks the dense branch itself)
+    [drawn] = recording.dense_branches
+    assert recording.dense_ids == [drawn if docs else None] * len(recording.queries)
+    assert ("dense" in response.timings_ms) == bool(docs)
     # explain ranks results in the BM25 branch that was fused
     assert recording.branches == [recording.queries[-1]]
     assert any(r.explain and r.explain.sparse for r in response.results)
@@ -307,3 +319,27 @@ def test_hybrid_search_expands_the_bm25_query_by_feedback(
     svc.search(client_of("alice"), SearchRequest(query=query, fusion="rrf"))
     assert recording.queries == [own, own]
     svc.close()
+
+
+class Searching(Recording):
+    """The store, searching the dense half in every fused query (the ``dense_ids`` given
+    dropped): how the search ran before it drew the dense ranking once."""
+
+    def query(self, **kwargs: Any) -> Any:
+        kwargs.pop("dense_ids", None)
+        return super().query(**kwargs)
+
+
+@pytest.mark.parametrize("query", ["lighthouse lens", "coral reef bleaching", "budget review"])
+def test_the_dense_ranking_drawn_once_ranks_as_searching_each_time(
+    corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, query: str
+) -> None:
+    pages = []
+    for store in (Recording(corpus), Searching(corpus)):
+        svc, _ = make_service(store, embedder, verifiers, search_overfetch=1)  # type: ignore[arg-type]
+        response = svc.search(client_of("alice"), SearchRequest(query=query, limit=20))
+        pages.append([(r.doc_key, round(r.score, 5)) for r in response.results])
+        assert len(store.queries) >= 2  # the feedback pass and at least one round
+        svc.close()
+    drawn, searched = pages
+    assert drawn == searched and len(drawn) > 3

@@ -458,6 +458,32 @@ def test_branch_gives_raw_scores_of_one_vector(corpus_store: VectorStore) -> Non
         corpus_store.branch(dense=target.dense, sparse=query, flt=None, limit=1)
 
 
+@pytest.mark.parametrize("fusion", list(Fusion))
+def test_query_fuses_a_dense_ranking_drawn_before(
+    corpus_store: VectorStore, fusion: Fusion
+) -> None:
+    dense, sparse = CORPUS[3].dense, CORPUS[9].sparse
+    excluded = CORPUS[2].payload["doc_key"]
+    flt = m.Filter(must_not=[_eq("doc_key", excluded)])
+    drawn = corpus_store.branch(dense=dense, flt=flt, limit=5, fields=())
+    assert len(drawn) == 5 and all(h.payload == {} for h in drawn)
+    args: dict[str, Any] = dict(
+        dense=dense, sparse=sparse, flt=flt, limit=N, prefetch_limit=5, fusion=fusion
+    )
+    searched = {h.id: h.score for h in corpus_store.query(**args)}
+    given = {h.id: h.score for h in corpus_store.query(**args, dense_ids=[h.id for h in drawn])}
+    assert given == pytest.approx(searched)
+    # the dense half scores just the points given that still match the filter
+    allowed = next(p for p in CORPUS if p.payload["doc_key"] != excluded and p.id not in given)
+    hits = corpus_store.query(**{**args, "sparse": None}, dense_ids=[CORPUS[2].id, allowed.id])
+    assert [h.id for h in hits] == [allowed.id]
+    # no dense points given: the BM25 half alone is fused
+    empty = corpus_store.query(**args, dense_ids=[])
+    assert {h.id for h in empty} == {
+        h.id for h in corpus_store.branch(sparse=sparse, flt=flt, limit=5)
+    }
+
+
 def test_query_needs_a_vector(corpus_store: VectorStore) -> None:
     with pytest.raises(ValueError):
         corpus_store.query(
