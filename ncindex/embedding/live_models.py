@@ -293,6 +293,10 @@ class MirroredStore:
         """One branch on the live collection (the arguments of :meth:`VectorStore.branch`)."""
         return self.live.store.branch(**kwargs)
 
+    def retrieve(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Payloads by id from the live collection."""
+        return self.live.store.retrieve(ids)
+
     def count(self, flt: models.Filter | None = None) -> int:
         """Count in the live collection."""
         return self.live.store.count(flt)

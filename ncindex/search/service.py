@@ -16,7 +16,10 @@
    over-fetched (``limit × search_overfetch × CHUNKS_PER_DOC``) and, if verification leaves the
    page short, the *same* fused ranking is read again one such page deeper (up to
    ``MAX_ROUNDS`` pages; from the top each time, since the engine orders ties anew on every
-   call), its documents not yet seen verified next.
+   call), its documents not yet seen verified next. The query's hits carry ``doc_key``
+   alone; the whole payloads are read (stage ``payloads``) for each batch about to be
+   verified, so a search reads ten or so payloads, not the hundred-odd hits' (reading
+   payloads was a large part of the query: benchmarks/RESULTS.md, Scale).
 4. Group by ``doc_key`` (one result per document, its best chunk); ties by ``doc_key``.
 5. Verify candidates as the searching user, in rank order, only as many as the page needs.
    Drops call ``on_drop`` (the app enqueues a re-check that evicts).
@@ -414,7 +417,7 @@ class SearchService:
         results: list[SearchResult] = []
         seen: set[str] = set()
         read = 0
-        timings["query"] = timings["verify"] = 0.0
+        timings["query"] = timings["verify"] = timings["payloads"] = 0.0
         for round_ in range(MAX_ROUNDS):
             # each round reads the ranking from the top, one page deeper, rather than the
             # next page alone: the engine orders tied fused scores anew on every call
@@ -430,16 +433,19 @@ class SearchService:
                 prefetch_limit=pool,
                 fusion=fusion,
                 dense_ids=dense_ids,
+                fields=("doc_key",),
             )
             timings["query"] += (time.perf_counter() - t0) * 1000
             read = len(hits)
             candidates = [h for h in group_hits(hits) if h.payload["doc_key"] not in seen]
             seen.update(h.payload["doc_key"] for h in candidates)
-            t0 = time.perf_counter()
+            t0, before = time.perf_counter(), timings["payloads"]
             exhausted = self._verify_into(
-                client, request.query, limit, candidates, results, counts, cut, membership
-            )
-            timings["verify"] += (time.perf_counter() - t0) * 1000
+                client, store, request.query, limit, candidates, results, counts, cut,
+                membership, timings,
+            )  # fmt: skip
+            reading = timings["payloads"] - before
+            timings["verify"] += (time.perf_counter() - t0) * 1000 - reading
             if exhausted or len(results) >= limit or len(hits) < depth:
                 break
         results.sort(key=lambda r: (-r.score, r.doc_key))
@@ -521,6 +527,7 @@ class SearchService:
     def _verify_into(
         self,
         client: NextcloudClient,
+        store: VectorStore,
         query: str,
         limit: int,
         candidates: list[Hit],
@@ -528,9 +535,13 @@ class SearchService:
         counts: VerificationCounts,
         cut: _Cutoff,
         membership: TagMembership | None,
+        timings: dict[str, float],
     ) -> bool:
-        """Verify ``candidates`` (ranked) into ``results`` until ``limit``; ``True`` when the
-        cut-off ended the ranking (no later round can add anything)."""
+        """Verify ``candidates`` (ranked, payloads holding ``doc_key`` alone) into ``results``
+        until ``limit``, reading the whole payloads of each batch first (``timings``'s
+        ``payloads``, ms, grows by the time that takes; a point deleted since the query is
+        passed over); ``True`` when the cut-off ended the ranking (no later round can add
+        anything)."""
         assert client.user is not None
         pending = list(candidates)
         exhausted = False
@@ -541,6 +552,10 @@ class SearchService:
             batch, pending = above[:need], above[need:]
             if not batch:
                 break
+            t0 = time.perf_counter()
+            payloads = store.retrieve([h.id for h in batch])
+            timings["payloads"] += (time.perf_counter() - t0) * 1000
+            batch = [Hit(h.id, h.score, payloads[h.id]) for h in batch if h.id in payloads]
             verdicts = self.verifier.check(client, [h.payload for h in batch], counts, membership)
             checked_at = time.time()
             for hit, checked in zip(batch, verdicts, strict=True):

@@ -91,6 +91,12 @@ class Hit:
     payload: dict[str, Any]
 
 
+def payload_selector(fields: Sequence[str] | None) -> bool | list[str]:
+    """``with_payload`` (qdrant-client's and Edge's alike) for a port method's ``fields``:
+    the whole payload for ``None``, none for an empty sequence, else those fields."""
+    return True if fields is None else (list(fields) if fields else False)
+
+
 class VectorStore(Protocol):
     """What every engine provides. All methods raise ``StoreUnavailable`` on engine failure."""
 
@@ -128,8 +134,9 @@ class VectorStore(Protocol):
         weights: Sequence[float] | None = None,
         exact: bool = False,
         dense_ids: Sequence[str] | None = None,
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]:
-        """Hybrid query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
+        r"""Hybrid query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
         filtered by ``flt`` (filters apply before fusion), fused, best first, the ``limit``
         best hits. With one vector ``None`` the other half answers alone.
         Points of equal fused score come back in an order drawn anew on every call (Qdrant
@@ -146,6 +153,11 @@ class VectorStore(Protocol):
         ``prefetch_limit``, so a search that fuses one dense ranking with several sparse
         queries searches the dense half once (:func:`~ncindex.store.queries.among`; a point
         that stopped matching ``flt`` meanwhile is left out, one written since is not seen).
+
+        ``fields``: the payload fields each hit carries (``None``: the whole payload; empty:
+        none). Reading payloads is a large part of a query's cost (benchmarks/RESULTS.md,
+        Scale): a caller that needs whole payloads for a few hits asks for ``doc_key`` here
+        and :meth:`retrieve`\ s those.
 
         RRF only: ``rrf_k`` is the rank constant (``None`` ⇒ :data:`~ncindex.store.schema.RRF_K`);
         ``weights`` are ``(dense, sparse)`` branch weights (``None`` ⇒ equal); a branch whose
@@ -167,6 +179,10 @@ class VectorStore(Protocol):
         (none when empty);
         ``exact`` as in :meth:`query`. Raises ``ValueError`` unless exactly one vector is
         given."""
+
+    def retrieve(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The whole payload of each point of ``ids`` (UUID strings) that exists, by id; an id
+        with no point (deleted since it was found) is absent."""
 
     def count(self, flt: models.Filter | None = None) -> int:
         """Exact number of points matching ``flt``."""

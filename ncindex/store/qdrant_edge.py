@@ -48,6 +48,7 @@ from ncindex.store.port import (
     ModelPointers,
     PointRecord,
     SparseVector,
+    payload_selector,
 )
 from ncindex.store.queries import among
 from ncindex.store.schema import (
@@ -508,6 +509,7 @@ class QdrantEdgeStore:
         weights: Sequence[float] | None = None,
         exact: bool = False,
         dense_ids: Sequence[str] | None = None,
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         """One Edge query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
         carrying ``flt``, fused by ``fusion`` (RRF with ``rrf_k``, default
@@ -516,7 +518,8 @@ class QdrantEdgeStore:
         each call: :meth:`~ncindex.store.port.VectorStore.query`). A ``None`` vector
         drops its branch (the other is still fused, so scores keep the fusion's scale). The
         dense prefetch carries :meth:`_dense_params` (``exact``: every matching point); with
-        ``dense_ids`` it scores just those points exactly (the port's ``dense_ids``).
+        ``dense_ids`` it scores just those points exactly (the port's ``dense_ids``). Hits
+        carry the payload's ``fields`` (``None``: all of it).
         Edge holds the Python GIL for the whole engine call (measured with qdrant-edge-py
         0.9; README "Collection layout"): no other thread of the process runs meanwhile.
 
@@ -562,7 +565,7 @@ class QdrantEdgeStore:
                 else qe.Fusion.Dbsf(),
             ),
             prefetches=prefetches,
-            with_payload=True,
+            with_payload=payload_selector(fields),
             with_vector=False,
         )
         with self._call("query"), self._reading() as shard:
@@ -595,12 +598,20 @@ class QdrantEdgeStore:
             query=query,
             filter=to_edge_filter(flt),
             params=self._dense_params(exact, limit) if dense is not None else None,
-            with_payload=list(fields) if fields else False,
+            with_payload=payload_selector(fields),
             with_vector=False,
         )
         with self._call("query"), self._reading() as shard:
             points = shard.query(request)
         return [Hit(id=str(p.id), score=p.score, payload=dict(p.payload or {})) for p in points]
+
+    def retrieve(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The whole payload of each existing point of ``ids``, by id (Edge's ``retrieve``)."""
+        if not ids:
+            return {}
+        with self._call("retrieve"), self._reading() as shard:
+            records = shard.retrieve(list(ids), True, False)
+        return {str(r.id): dict(r.payload or {}) for r in records}
 
     def _dense_params(self, exact: bool, limit: int) -> qe.SearchParams:
         """The layout's dense search parameters

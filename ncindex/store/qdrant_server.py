@@ -44,6 +44,7 @@ from ncindex.store.port import (
     ModelPointers,
     PointRecord,
     SparseVector,
+    payload_selector,
 )
 from ncindex.store.queries import among
 from ncindex.store.schema import (
@@ -349,6 +350,7 @@ class QdrantServerStore:
         weights: Sequence[float] | None = None,
         exact: bool = False,
         dense_ids: Sequence[str] | None = None,
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         """One ``query_points``: a dense and a sparse ``Prefetch`` of ``prefetch_limit``
         candidates, each carrying ``flt``, fused by ``fusion`` (an ``RrfQuery`` with ``rrf_k``,
@@ -358,7 +360,7 @@ class QdrantServerStore:
         ``None`` vector drops its branch (the other is still fused, so scores keep the fusion's
         scale). The dense prefetch carries :meth:`_dense_params` (``exact``: every matching
         point); with ``dense_ids`` it scores just those points exactly (the port's
-        ``dense_ids``).
+        ``dense_ids``). Hits carry the payload's ``fields`` (``None``: all of it).
 
         Raises ``ValueError`` if both vectors are ``None`` or for bad fusion parameters.
         """
@@ -397,10 +399,20 @@ class QdrantServerStore:
                     else models.FusionQuery(fusion=models.Fusion.DBSF)
                 ),
                 limit=limit,
-                with_payload=True,
+                with_payload=payload_selector(fields),
                 with_vectors=False,
             )
         return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points]
+
+    def retrieve(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The whole payload of each existing point of ``ids``, by id (``retrieve``)."""
+        if not ids:
+            return {}
+        with self._call("retrieve"):
+            records = self._client.retrieve(
+                self.collection, ids=list(ids), with_payload=True, with_vectors=False
+            )
+        return {str(r.id): r.payload or {} for r in records}
 
     def branch(
         self,
@@ -430,7 +442,7 @@ class QdrantServerStore:
                 query_filter=flt,
                 search_params=self._dense_params(exact, limit) if dense is not None else None,
                 limit=limit,
-                with_payload=list(fields) if fields else False,
+                with_payload=payload_selector(fields),
                 with_vectors=False,
             )
         return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points]
