@@ -13,12 +13,14 @@ background (a copy optimised in a child process and swapped in,
 - ``p50_ms`` / ``p95_ms``: :meth:`SearchService.search` as alice with the realistic filter of
   ``bench-search`` (notes and files, last half year, under /Projects or /Notes, AND her acl),
   verification answered by a local server in 5 ms;
-- ``bare_query_p95_ms``: the engine query alone with the same filter and sizes
+- ``bare_query_p95_ms``: the engine query alone with the same filter and sizes, its hits
+  carrying ``doc_key`` alone as the search's rounds ask (:data:`ROUND_FIELDS`; rows measured
+  before the search read payloads per verified batch read whole payloads of all 120 hits)
   (``bare_dense_p95_ms`` / ``bare_sparse_p95_ms``: each of its two prefetches alone, as deep,
   no payload); ``search_stages_p50_ms``: the medians of the search's own stage timings
-  (``timings_ms``: embed, the dense branch drawn once, BM25 feedback pass, query rounds,
-  verification; rows measured before the dense branch was drawn once have no ``dense``
-  stage: their feedback pass and query each searched it); ``bound_p95_ms``
+  (``timings_ms``: embed, BM25 feedback pass, query rounds, payloads read, verification;
+  rows measured before payloads were read per verified batch have no ``payloads``: their
+  query read every hit's payload); ``bound_p95_ms``
   = embed + bare query + one verification round trip, per query; ``round_trip_p50_ms``: that
   round trip; ``page_checks_p50_ms``: verifying the bare query's first page (10 documents,
   all at once) alone, as the search does; ``ratio_p95`` = search p95 / bound p95 (target ≤ 1.3);
@@ -93,6 +95,7 @@ from ncindex.search.service import (
     CHUNKS_PER_DOC,
     MAX_POOL,
     MAX_ROUNDS,
+    ROUND_FIELDS,
     SearchService,
     group_hits,
 )
@@ -370,9 +373,10 @@ def measure(
             flt = build_filter("alice", request.filter_tree())
             t = time.perf_counter()
             hits = store.query(dense=dense, sparse=sparse_q, flt=flt, limit=fetch,
-                               prefetch_limit=pool, fusion=fusion)  # fmt: skip
+                               prefetch_limit=pool, fusion=fusion, fields=ROUND_FIELDS)  # fmt: skip
             bare = (time.perf_counter() - t) * 1000
-            page = [h.payload for h in group_hits(hits)[:limit]]
+            payloads = store.retrieve([h.id for h in group_hits(hits)[:limit]])
+            page = list(payloads.values())
             t = time.perf_counter()
             service.verifier.check(client, page, VerificationCounts())
             page_checks = (time.perf_counter() - t) * 1000
@@ -428,7 +432,7 @@ def measure(
         "page_checks_p50_ms": round(statistics.median(r["page_checks"] for r in rows), 2),
         "search_stages_p50_ms": {
             stage: round(statistics.median(r["stages"].get(stage, 0.0) for r in rows), 2)
-            for stage in ("embed", "dense", "feedback", "query", "verify")
+            for stage in ("embed", "feedback", "query", "payloads", "verify")
         },
         "ratio_p95": round(pct(totals, 0.95) / pct(bounds, 0.95), 3),
         **{key: round(statistics.mean(r[name] for r in rows), 4) for key, name in RECALLS.items()},
@@ -541,8 +545,9 @@ def serve_queries(path: Path, n_queries: int) -> None:
     flt = build_filter("alice", realistic_request("x").filter_tree())
     for query in queries(n_queries):
         dense, sparse = embedder.embed_query(query)
-        store.query(dense=dense, sparse=sparse, flt=flt, limit=120, prefetch_limit=360,
-                    fusion=Fusion(settings.fusion))  # fmt: skip
+        hits = store.query(dense=dense, sparse=sparse, flt=flt, limit=120, prefetch_limit=360,
+                           fusion=Fusion(settings.fusion), fields=ROUND_FIELDS)  # fmt: skip
+        store.retrieve([h.id for h in group_hits(hits)[:10]])
     print(json.dumps({"rss_mb": rss_mb()}))
     store.close()
 
@@ -625,17 +630,16 @@ def stages(results: dict[str, Any]) -> list[str]:
         return []
     lines = ["", "Where the search's time goes (medians, ms): its own stages (`timings_ms`), one "
              "round trip to the stand-in (it answers in 5 ms), and the page's ten checks alone "
-             "(all at once, as the search makes them); dense branch –: measured before the "
-             "search drew the dense ranking once, when the feedback pass and the query each "
-             "searched it:", "",
-             "| shape | chunks | embed | dense branch | BM25 feedback pass | query | "
+             "(all at once, as the search makes them); payloads read –: measured before the "
+             "search read payloads per verified batch (its query read all its hits'):", "",
+             "| shape | chunks | embed | BM25 feedback pass | query | payloads read | "
              "verification | round trip | page's checks alone |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for shape, size, r in rows:
         st = r["search_stages_p50_ms"]
         lines.append(
-            f"| {shape} | {int(size):,} | {st['embed']} | {st.get('dense', '–')} | "
-            f"{st['feedback']} | {st['query']} | {st['verify']} | {r['round_trip_p50_ms']} | "
+            f"| {shape} | {int(size):,} | {st['embed']} | {st['feedback']} | {st['query']} | "
+            f"{st.get('payloads', '–')} | {st['verify']} | {r['round_trip_p50_ms']} | "
             f"{r['page_checks_p50_ms']} |"
         )
     return lines

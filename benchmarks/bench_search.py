@@ -14,7 +14,8 @@ like a nearby Nextcloud: Notes ``GET /notes/{id}`` and WebDAV ``SEARCH`` by file
 Each query runs :meth:`ncindex.search.service.SearchService.search` as ``alice`` with a realistic
 filter (notes and files, modified in the last half year, under ``/Projects`` or ``/Notes``,
 always AND-ed with her ``acl``), and, in the same iteration, the bare parts: one real query
-embedding, the bare engine query with the same filter and sizes, one verification round trip.
+embedding, the bare engine query with the same filter and sizes (its hits carrying
+``doc_key`` alone, as the search's rounds ask), one verification round trip.
 ``bound`` per query = embed + bare query + one round trip; reported ``bound_ms`` is its p95
 (and ``bound_p50_ms`` its median), ``ratio_p95`` = search p95 / bound p95 (target ≤ 1.3).
 
@@ -65,6 +66,7 @@ from ncindex.search.service import (
     CHUNKS_PER_DOC,
     MAX_POOL,
     MAX_ROUNDS,
+    ROUND_FIELDS,
     SearchRequest,
     SearchService,
 )
@@ -310,7 +312,7 @@ def run_size(
             flt = build_filter("alice", request.filter_tree())
             t = time.perf_counter()
             store.query(dense=dense, sparse=sparse_q, flt=flt, limit=fetch, prefetch_limit=pool,
-                        fusion=Fusion.RRF)  # fmt: skip
+                        fusion=Fusion.RRF, fields=ROUND_FIELDS)  # fmt: skip
             bare = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             client.get_note(1)

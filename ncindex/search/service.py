@@ -8,9 +8,7 @@
    ``bm25_feedback_docs`` best documents (RM3,
    :func:`~ncindex.embedding.analyzer.feedback_query_vector`); the search then runs with the
    expanded BM25 query. RRF searches are not expanded: with RRF, feedback lost on SciFact
-   (benchmarks/RESULTS.md, "Fusion tuning"). The dense half is searched once, before the
-   first query (stage ``dense``): the first query and every round of step 3 score just the
-   points it found (the store's ``dense_ids``), so only their BM25 halves search.
+   (benchmarks/RESULTS.md, "Fusion tuning").
 3. One hybrid query: a dense and a sparse prefetch over the same candidate pool, each with the
    same filter (so filters apply before fusion), fused by RRF or DBSF. Chunk hits are
    over-fetched (``limit × search_overfetch × CHUNKS_PER_DOC``) and, if verification leaves the
@@ -25,9 +23,9 @@
    Drops call ``on_drop`` (the app enqueues a re-check that evicts).
 6. ``score_threshold`` (relative, see :class:`SearchRequest`) and an absolute ``min_score``
    cut the ranked list; snippets come from the best chunk: escaped, matches marked.
-7. Only with ``explain``: each branch is asked once more on its own (same filter, same pool;
-   the dense ranking of step 2 when there was one), to give each result its rank and raw
-   score there (:class:`Explain`). Without it nothing of this runs.
+7. Only with ``explain``: each branch is asked once more on its own (same filter, same pool),
+   to give each result its rank and raw score there (:class:`Explain`). Without it nothing of
+   this runs.
 
 Scores are the fusion's own: RRF (k = :data:`~ncindex.store.schema.RRF_K`, 10) sums
 ``1 / (rank + 10)`` over the two branches; DBSF sums per-branch scores normalised as
@@ -88,6 +86,10 @@ MAX_FETCH = 1000
 
 MAX_POOL = 3000
 """Most candidates per prefetch branch."""
+
+ROUND_FIELDS = ("doc_key",)
+"""The payload fields a round query's hits carry (grouping needs no more; the whole payloads
+are read for the candidates about to be verified)."""
 
 FILTER_NODE_REF = "#/components/schemas/FilterNode"
 """Where the OpenAPI document defines the filter tree (see ``search_api.openapi``)."""
@@ -399,19 +401,10 @@ class SearchService:
         # One pool for every round, so each round reads the next page of the same ranking.
         pool = min(MAX_POOL, max(self.settings.prefetch_limit, fetch * MAX_ROUNDS))
         feedback = fusion is Fusion.DBSF and self.settings.bm25_feedback_docs
-        dense_hits: list[Hit] | None = None
         if feedback and dense is not None and sparse is not None and sparse.indices:
-            # the dense ranking is drawn once: the feedback pass and every round fuse it with
-            # their own BM25 query (the store's ``dense_ids``), rather than each searching again
             t0 = time.perf_counter()
-            dense_hits = store.branch(dense=dense, flt=flt, limit=pool, fields=())
-            timings["dense"] = (time.perf_counter() - t0) * 1000
-            t0 = time.perf_counter()
-            sparse = self._feedback(
-                store, request.query, dense, sparse, flt, pool, [h.id for h in dense_hits]
-            )
+            sparse = self._feedback(store, request.query, dense, sparse, flt, pool)
             timings["feedback"] = (time.perf_counter() - t0) * 1000
-        dense_ids = None if dense_hits is None else [h.id for h in dense_hits]
         counts = VerificationCounts()
         cut = _Cutoff(request.score_threshold, min_score)
         results: list[SearchResult] = []
@@ -432,8 +425,7 @@ class SearchService:
                 limit=depth,
                 prefetch_limit=pool,
                 fusion=fusion,
-                dense_ids=dense_ids,
-                fields=("doc_key",),
+                fields=ROUND_FIELDS,
             )
             timings["query"] += (time.perf_counter() - t0) * 1000
             read = len(hits)
@@ -451,7 +443,7 @@ class SearchService:
         results.sort(key=lambda r: (-r.score, r.doc_key))
         if request.explain and results:
             t0 = time.perf_counter()
-            self._explain(store, results, dense, sparse, flt, pool, tree, dense_hits)
+            self._explain(store, results, dense, sparse, flt, pool, tree)
             timings["explain"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
         response = SearchResponse(
@@ -495,13 +487,11 @@ class SearchService:
         sparse: SparseVector,
         flt: Any,
         pool: int,
-        dense_ids: list[str],
     ) -> SparseVector:
         """The BM25 query vector for a hybrid search: ``sparse`` expanded by pseudo-relevance
         feedback (:func:`~ncindex.embedding.analyzer.feedback_query_vector`) from the best
         chunks of the ``bm25_feedback_docs`` best documents of a first DBSF query (same
-        filter and pool; its dense half the points ``dense_ids``, the dense ranking already
-        drawn), or ``sparse`` itself when nothing matched.
+        filter and pool), or ``sparse`` itself when nothing matched.
 
         The feedback documents are the first pass's candidates, so they match the caller's
         ``acl`` in the index but are not yet verified with Nextcloud: a document unshared
@@ -515,7 +505,6 @@ class SearchService:
             limit=docs * CHUNKS_PER_DOC,
             prefetch_limit=pool,
             fusion=Fusion.DBSF,
-            dense_ids=dense_ids,
         )
         best = group_hits(hits)[:docs]
         if not best:
@@ -581,16 +570,12 @@ class SearchService:
         flt: Any,
         pool: int,
         tree: Node | None,
-        dense_hits: list[Hit] | None,
     ) -> None:
         """Fill each result's :class:`Explain`: one unfused query per branch that ran, over
-        the same filter and pool as the fused query (the dense ranking the search drew,
-        ``dense_hits``, when it drew one)."""
+        the same filter and pool as the fused query."""
         ranks: dict[str, dict[str, BranchRank]] = {"dense": {}, "sparse": {}}
         branches: dict[str, list[Hit]] = {}
-        if dense_hits is not None:
-            branches["dense"] = dense_hits
-        elif dense is not None:
+        if dense is not None:
             branches["dense"] = store.branch(dense=dense, flt=flt, limit=pool)
         if sparse is not None:
             branches["sparse"] = store.branch(sparse=sparse, flt=flt, limit=pool)

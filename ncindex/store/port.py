@@ -133,7 +133,6 @@ class VectorStore(Protocol):
         rrf_k: int | None = None,
         weights: Sequence[float] | None = None,
         exact: bool = False,
-        dense_ids: Sequence[str] | None = None,
         fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         r"""Hybrid query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
@@ -147,12 +146,6 @@ class VectorStore(Protocol):
         The dense half searches the HNSW graph with the layout's search parameters, or every
         matching point when ``exact`` (the reference the approximate path is measured against;
         the sparse half is always exact).
-
-        ``dense_ids``: the dense half scores only these points, exactly, instead of searching
-        — the ids a :meth:`branch` call returned for the same ``dense``, ``flt`` and
-        ``prefetch_limit``, so a search that fuses one dense ranking with several sparse
-        queries searches the dense half once (:func:`~ncindex.store.queries.among`; a point
-        that stopped matching ``flt`` meanwhile is left out, one written since is not seen).
 
         ``fields``: the payload fields each hit carries (``None``: the whole payload; empty:
         none). Reading payloads is a large part of a query's cost (benchmarks/RESULTS.md,

@@ -50,7 +50,6 @@ from ncindex.store.port import (
     SparseVector,
     payload_selector,
 )
-from ncindex.store.queries import among
 from ncindex.store.schema import (
     PAYLOAD_INDEXES,
     IndexKind,
@@ -508,7 +507,6 @@ class QdrantEdgeStore:
         rrf_k: int | None = None,
         weights: Sequence[float] | None = None,
         exact: bool = False,
-        dense_ids: Sequence[str] | None = None,
         fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         """One Edge query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
@@ -517,8 +515,7 @@ class QdrantEdgeStore:
         DBSF), best first; the ``limit`` best hits, with payload (ties in an order drawn anew on
         each call: :meth:`~ncindex.store.port.VectorStore.query`). A ``None`` vector
         drops its branch (the other is still fused, so scores keep the fusion's scale). The
-        dense prefetch carries :meth:`_dense_params` (``exact``: every matching point); with
-        ``dense_ids`` it scores just those points exactly (the port's ``dense_ids``). Hits
+        dense prefetch carries :meth:`_dense_params` (``exact``: every matching point). Hits
         carry the payload's ``fields`` (``None``: all of it).
         Edge holds the Python GIL for the whole engine call (measured with qdrant-edge-py
         0.9; README "Collection layout"): no other thread of the process runs meanwhile.
@@ -531,15 +528,12 @@ class QdrantEdgeStore:
         edge_filter = to_edge_filter(flt)
         prefetches: list[qe.Prefetch] = []
         if dense is not None:
-            dense_filter = (
-                edge_filter if dense_ids is None else to_edge_filter(among(dense_ids, flt))
-            )
             prefetches.append(
                 qe.Prefetch(
                     limit=prefetch_limit,
                     query=qe.Query.Nearest(list(dense), using=DENSE),
-                    filter=dense_filter,
-                    params=self._dense_params(exact or dense_ids is not None, prefetch_limit),
+                    filter=edge_filter,
+                    params=self._dense_params(exact, prefetch_limit),
                 )
             )
         if sparse is not None:

@@ -46,7 +46,6 @@ from ncindex.store.port import (
     SparseVector,
     payload_selector,
 )
-from ncindex.store.queries import among
 from ncindex.store.schema import (
     PAYLOAD_INDEXES,
     IndexKind,
@@ -349,7 +348,6 @@ class QdrantServerStore:
         rrf_k: int | None = None,
         weights: Sequence[float] | None = None,
         exact: bool = False,
-        dense_ids: Sequence[str] | None = None,
         fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         """One ``query_points``: a dense and a sparse ``Prefetch`` of ``prefetch_limit``
@@ -359,8 +357,7 @@ class QdrantServerStore:
         order drawn anew on each call: :meth:`~ncindex.store.port.VectorStore.query`). A
         ``None`` vector drops its branch (the other is still fused, so scores keep the fusion's
         scale). The dense prefetch carries :meth:`_dense_params` (``exact``: every matching
-        point); with ``dense_ids`` it scores just those points exactly (the port's
-        ``dense_ids``). Hits carry the payload's ``fields`` (``None``: all of it).
+        point). Hits carry the payload's ``fields`` (``None``: all of it).
 
         Raises ``ValueError`` if both vectors are ``None`` or for bad fusion parameters.
         """
@@ -373,9 +370,9 @@ class QdrantServerStore:
                 models.Prefetch(
                     query=dense,
                     using=DENSE,
-                    filter=flt if dense_ids is None else among(dense_ids, flt),
+                    filter=flt,
                     limit=prefetch_limit,
-                    params=self._dense_params(exact or dense_ids is not None, prefetch_limit),
+                    params=self._dense_params(exact, prefetch_limit),
                 )
             )
         if sparse is not None:

@@ -1,16 +1,13 @@
 """Every filter ncindex builds for itself (not from a caller's request): the first chunks of
-documents, a user's documents, one doc type, given points among a caller's filter. Typed
-``qdrant_client.models`` conditions, as the store engines take them
-(:mod:`ncindex.store.port`); a caller's filters are compiled in :mod:`ncindex.search.filters`,
-which uses :func:`acl_condition` here too.
+documents, a user's documents, one doc type. Typed ``qdrant_client.models`` conditions, as
+the store engines take them (:mod:`ncindex.store.port`); a caller's filters are compiled in
+:mod:`ncindex.search.filters`, which uses :func:`acl_condition` here too.
 
 One point of each document has ``chunk_index`` 0 and carries what describes the whole
 document (title, etag, acl, paths …), so "the documents" are those points.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from qdrant_client import models
 
@@ -33,13 +30,3 @@ def doc_type_condition(doc_type: DocType) -> models.FieldCondition:
 def first_chunks(*conditions: models.Condition) -> models.Filter:
     """The first chunks of the documents that match every one of ``conditions``."""
     return models.Filter(must=[*conditions, FIRST_CHUNK])
-
-
-def among(ids: Sequence[str], flt: models.Filter | None) -> models.Filter:
-    """The points of ``ids`` (UUID strings) that match ``flt`` (all of them for ``None``):
-    what a dense prefetch scores when its ranking was drawn earlier
-    (:meth:`~ncindex.store.port.VectorStore.query`'s ``dense_ids``)."""
-    must: list[models.Condition] = [models.HasIdCondition(has_id=list(ids))]
-    if flt is not None:
-        must.append(flt)
-    return models.Filter(must=must)

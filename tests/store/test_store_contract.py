@@ -458,30 +458,22 @@ def test_branch_gives_raw_scores_of_one_vector(corpus_store: VectorStore) -> Non
         corpus_store.branch(dense=target.dense, sparse=query, flt=None, limit=1)
 
 
-@pytest.mark.parametrize("fusion", list(Fusion))
-def test_query_fuses_a_dense_ranking_drawn_before(
-    corpus_store: VectorStore, fusion: Fusion
+def test_query_hits_carry_the_fields_asked_and_retrieve_reads_whole_payloads(
+    corpus_store: VectorStore,
 ) -> None:
-    dense, sparse = CORPUS[3].dense, CORPUS[9].sparse
-    excluded = CORPUS[2].payload["doc_key"]
-    flt = m.Filter(must_not=[_eq("doc_key", excluded)])
-    drawn = corpus_store.branch(dense=dense, flt=flt, limit=5, fields=())
-    assert len(drawn) == 5 and all(h.payload == {} for h in drawn)
     args: dict[str, Any] = dict(
-        dense=dense, sparse=sparse, flt=flt, limit=N, prefetch_limit=5, fusion=fusion
-    )
-    searched = {h.id: h.score for h in corpus_store.query(**args)}
-    given = {h.id: h.score for h in corpus_store.query(**args, dense_ids=[h.id for h in drawn])}
-    assert given == pytest.approx(searched)
-    # the dense half scores just the points given that still match the filter
-    allowed = next(p for p in CORPUS if p.payload["doc_key"] != excluded and p.id not in given)
-    hits = corpus_store.query(**{**args, "sparse": None}, dense_ids=[CORPUS[2].id, allowed.id])
-    assert [h.id for h in hits] == [allowed.id]
-    # no dense points given: the BM25 half alone is fused
-    empty = corpus_store.query(**args, dense_ids=[])
-    assert {h.id for h in empty} == {
-        h.id for h in corpus_store.branch(sparse=sparse, flt=flt, limit=5)
+        dense=CORPUS[5].dense, sparse=CORPUS[9].sparse, flt=None, limit=N, prefetch_limit=N,
+        fusion=Fusion.DBSF,
+    )  # fmt: skip
+    whole = {h.id: h.payload for h in corpus_store.query(**args)}
+    keyed = corpus_store.query(**args, fields=("doc_key",))
+    assert {h.id: h.payload for h in keyed} == {
+        i: {"doc_key": p["doc_key"]} for i, p in whole.items()
     }
+    assert all(h.payload == {} for h in corpus_store.query(**args, fields=()))
+    wanted = [keyed[2].id, keyed[0].id, "00000000-0000-0000-0000-000000000000"]
+    assert corpus_store.retrieve(wanted) == {i: whole[i] for i in wanted[:2]}
+    assert corpus_store.retrieve([]) == {}
 
 
 def test_query_needs_a_vector(corpus_store: VectorStore) -> None:
