@@ -191,6 +191,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 HYBRID_VARIANTS: dict[str, dict[str, Any]] = {
     "beam 1x": {"ef_per_candidate": 1.0},
+    "beam 1x, x1": {"ef_per_candidate": 1.0, "oversampling": 1.0},
     "beam 2x": {"ef_per_candidate": 2.0},
     "beam 4x": {"ef_per_candidate": 4.0},
     "beam 2x, x4": {"ef_per_candidate": 2.0, "oversampling": 4.0},
