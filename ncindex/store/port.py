@@ -135,7 +135,7 @@ class VectorStore(Protocol):
         exact: bool = False,
         fields: Sequence[str] | None = None,
     ) -> list[Hit]:
-        r"""Hybrid query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
+        """Hybrid query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
         filtered by ``flt`` (filters apply before fusion), fused, best first, the ``limit``
         best hits. With one vector ``None`` the other half answers alone.
         Points of equal fused score come back in an order drawn anew on every call (Qdrant
@@ -150,7 +150,7 @@ class VectorStore(Protocol):
         ``fields``: the payload fields each hit carries (``None``: the whole payload; empty:
         none). Reading payloads is a large part of a query's cost (benchmarks/RESULTS.md,
         Scale): a caller that needs whole payloads for a few hits asks for ``doc_key`` here
-        and :meth:`retrieve`\ s those.
+        and reads those with :meth:`retrieve`.
 
         RRF only: ``rrf_k`` is the rank constant (``None`` ⇒ :data:`~ncindex.store.schema.RRF_K`);
         ``weights`` are ``(dense, sparse)`` branch weights (``None`` ⇒ equal); a branch whose

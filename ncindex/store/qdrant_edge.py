@@ -604,7 +604,7 @@ class QdrantEdgeStore:
         if not ids:
             return {}
         with self._call("retrieve"), self._reading() as shard:
-            records = shard.retrieve(list(ids), True, False)
+            records = shard.retrieve(list(ids), with_payload=True, with_vector=False)
         return {str(r.id): dict(r.payload or {}) for r in records}
 
     def _dense_params(self, exact: bool, limit: int) -> qe.SearchParams:
