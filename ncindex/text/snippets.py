@@ -30,6 +30,9 @@ _MARKS = re.compile(f"{MARK_OPEN}(.*?){MARK_CLOSE}", re.DOTALL)
 # such as bidi overrides and zero-width joiners (Cf), surrogates (Cs), private use (Co) and
 # unassigned code points (Cn) — none is text a reader should see, and some can disguise text.
 _STRIP_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
+# The ASCII characters of those categories (all Cc) but the whitespace ones, \t \n \x0b \x0c \r,
+# which become spaces like all whitespace.
+_ASCII_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +60,17 @@ class Snippet:
 
 def clean_text(text: str) -> str:
     """``text`` with control, format, surrogate, private-use and unassigned characters removed
-    and every run of whitespace (newlines included) turned into one space."""
-    kept = "".join(
-        " " if ch in "\t\n\r\x0b\x0c" else ch
-        for ch in text
-        if ch in "\t\n\r\x0b\x0c" or unicodedata.category(ch) not in _STRIP_CATEGORIES
-    )
+    and every run of whitespace (newlines included) turned into one space.
+
+    The categories of the distinct characters past ASCII are looked up once each (a text
+    repeats few), the ASCII controls by one pattern: a snippet cleans each result's text, and
+    a check per character cost more than the rest of the snippet."""
+    drop = {
+        ord(ch): None
+        for ch in set(text)
+        if ch > "\x7f" and unicodedata.category(ch) in _STRIP_CATEGORIES
+    }
+    kept = _ASCII_CONTROLS.sub("", text.translate(drop) if drop else text)
     return _WHITESPACE.sub(" ", kept).strip()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -80,6 +81,24 @@ def test_mark_tags_in_the_body_do_not_unbalance() -> None:
     assert_safe(out)
     assert "&lt;<mark>mark</mark>&gt;" in out
     assert visible(out) == text
+
+
+def _clean_char_by_char(text: str) -> str:
+    """What :func:`clean_text` gives, one character at a time: whitespace controls become
+    spaces, characters of the stripped categories go, whitespace runs collapse."""
+    kept = "".join(
+        " " if ch in "\t\n\r\x0b\x0c" else ch
+        for ch in text
+        if ch in "\t\n\r\x0b\x0c" or unicodedata.category(ch) not in {"Cc", "Cf", "Cs", "Co", "Cn"}
+    )
+    return re.sub(r"\s+", " ", kept).strip()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.characters(exclude_categories=()), max_size=80))
+@example("\x00\x1c\x1f\x7f\x85\u2028\xa0 a\ud800\ue000\U000e0001\u0378 b")
+def test_clean_text_drops_each_stripped_character(text: str) -> None:
+    assert clean_text(text) == _clean_char_by_char(text)
 
 
 def test_control_and_invisible_characters_removed() -> None:
