@@ -89,7 +89,8 @@ MAX_POOL = 3000
 
 ROUND_FIELDS = ("doc_key",)
 """The payload fields a round query's hits carry (grouping needs no more; the whole payloads
-are read for the candidates about to be verified)."""
+are read for the candidates about to be verified); the feedback pass's hits carry ``text``
+besides."""
 
 FILTER_NODE_REF = "#/components/schemas/FilterNode"
 """Where the OpenAPI document defines the filter tree (see ``search_api.openapi``)."""
@@ -505,6 +506,7 @@ class SearchService:
             limit=docs * CHUNKS_PER_DOC,
             prefetch_limit=pool,
             fusion=Fusion.DBSF,
+            fields=(*ROUND_FIELDS, "text"),
         )
         best = group_hits(hits)[:docs]
         if not best:

@@ -337,7 +337,8 @@ def test_payloads_are_read_only_for_what_is_verified(
     svc, _ = make_service(store, embedder, verifiers)  # type: ignore[arg-type]
     request = SearchRequest(query="lighthouse lens budget foghorn", limit=3)
     page = svc.search(client_of("alice"), request)
-    assert store.hit_keys == [{"doc_key"}]  # one round, its hits carrying doc_key alone
+    # the feedback pass's hits carry the text it draws terms from; the one round's, doc_key
+    assert store.hit_keys == [{"doc_key", "text"}, {"doc_key"}]
     assert len(store.read) == len(verifiers.checked) == 3  # read for the batch verified only
     assert all(r.title and r.snippet for r in page.results)  # from the whole payloads
     assert "payloads" in page.timings_ms
