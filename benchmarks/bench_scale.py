@@ -57,6 +57,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import math
 import os
 import platform
 import statistics
@@ -189,15 +190,28 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 """Search parameters measured beside the defaults on the same store (name → layout fields)."""
 
-HYBRID_VARIANTS: dict[str, dict[str, Any]] = {
-    "beam 1x": {"ef_per_candidate": 1.0},
-    "beam 1x, x1": {"ef_per_candidate": 1.0, "oversampling": 1.0},
-    "beam 2x": {"ef_per_candidate": 2.0},
-    "beam 4x": {"ef_per_candidate": 4.0},
-    "beam 2x, x4": {"ef_per_candidate": 2.0, "oversampling": 4.0},
+HYBRID_VARIANTS: dict[str, tuple[float, float]] = {
+    "drawn 1x, beam 1x": (1.0, 1.0),
+    "drawn 1x, beam 2x": (1.0, 2.0),
+    "drawn 2x, beam 1x": (2.0, 1.0),
+    "drawn 2x, beam 2x": (2.0, 2.0),
 }
-"""Beams of the fused query's dense prefetch measured on the same store (name → layout
-fields): the fused top 10 depends on the whole prefetch, not only its head."""
+"""The fused query's dense prefetch measured on the same store (name → int8 candidates drawn
+per prefetch hit, beam per candidate drawn): the fused top 10 depends on the whole prefetch,
+not only its head. The defaults draw ``1x`` at the search's depth (a prefetch deeper than the
+beam ``hnsw_ef`` draws what it asks, ``CollectionLayout.drawn``) with a beam of ``1x``; until
+that cap (2026-12-03) they drew ``2x`` at every depth."""
+
+
+def deep_prefetch_layout(drawn: float, beam: float, pool: int, hnsw_ef: int) -> dict[str, Any]:
+    """Layout fields under which a dense prefetch ``pool`` deep draws ``drawn`` × ``pool``
+    int8 candidates with a beam of ``beam`` × those (the cap, a beam of ``hnsw_ef``, raised to
+    them where they are more)."""
+    return {
+        "oversampling": drawn,
+        "hnsw_ef": max(hnsw_ef, math.ceil(drawn * pool)),
+        "ef_per_candidate": beam,
+    }
 
 
 def variant_grid(
@@ -256,7 +270,9 @@ def hybrid_variants(store: QdrantEdgeStore, rows: list[dict[str, Any]], flt: Any
         (functools.partial(query, dense=r["dense"], sparse=r["sparse"]), r["exact_fused"])
         for r in rows
     ]
-    return variant_grid(store, HYBRID_VARIANTS, searches, "hybrid_recall_at_10_vs_exact")
+    variants = {name: deep_prefetch_layout(drawn, beam, pool, store.layout.hnsw_ef)
+                for name, (drawn, beam) in HYBRID_VARIANTS.items()}  # fmt: skip
+    return variant_grid(store, variants, searches, "hybrid_recall_at_10_vs_exact")
 
 
 def ids(hits: Sequence[Hit]) -> list[str]:
@@ -613,11 +629,14 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
                   "(`VARIANTS`; the "
                   "defaults are `ef128 x2`):")  # fmt: skip
     lines += grid(results, "hybrid_variants", "hybrid_recall_at_10_vs_exact",
-                  "Beams of the fused query's dense prefetch (`HYBRID_VARIANTS`: at least N × "
-                  "the candidates it draws, `NCINDEX_QDRANT_HNSW_EF_PER_CANDIDATE`; the default "
-                  f"is `beam {settings.qdrant_hnsw_ef_per_candidate:g}x`): recall@10 of the "
-                  "fused hybrid query against the exact one (ties counted / strict), and its "
-                  "p50 / p95 in ms:")  # fmt: skip
+                  "The fused query's dense prefetch (`HYBRID_VARIANTS`, 360 deep: drawn N × "
+                  "360 int8 candidates, rescored; a beam of M × those; the defaults draw 1x "
+                  "at that depth, `CollectionLayout.drawn`, with a beam of "
+                  f"{settings.qdrant_hnsw_ef_per_candidate:g}x, "
+                  "`NCINDEX_QDRANT_HNSW_EF_PER_CANDIDATE`; rows measured before that cap, "
+                  "2026-12-03, drew 2x by default): recall@10 of the fused hybrid query "
+                  "against the exact one (ties counted / strict), "
+                  "and its p50 / p95 in ms:")  # fmt: skip
     lines += reading("scale")
     return "\n".join(lines) + "\n"
 

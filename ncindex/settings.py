@@ -163,15 +163,17 @@ class Settings(BaseSettings):
         ge=1.0,
         le=16.0,
         description="With int8 quantisation: candidates drawn from the quantised vectors per "
-        "hit asked for, then rescored on the originals.",
+        "hit asked for, then rescored on the originals; never more than qdrant_hnsw_ef in all, "
+        "so a prefetch deeper than that draws just what it asks.",
     )
     qdrant_hnsw_ef_per_candidate: float = Field(
         1.0,
         ge=1.0,
         le=16.0,
         description="HNSW beam per candidate a dense search draws (hits asked for × "
-        "oversampling): a deep prefetch gets a beam of at least this many times its candidates, "
-        "so its tail, which the fusion normalises over, stays close to exact.",
+        "oversampling, at most qdrant_hnsw_ef): a deep prefetch gets a beam of at least this "
+        "many times its candidates, so its tail, which the fusion normalises over, stays "
+        "close to exact.",
     )
     qdrant_acorn: bool = Field(
         False,

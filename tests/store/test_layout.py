@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 import uuid
 from collections.abc import Iterator
@@ -300,7 +301,7 @@ def test_server_store_sends_the_search_parameters(
     dense, sparse_prefetch = approximate["prefetch"]
     assert dense["params"] == {
         "hnsw_ef": layout.beam(20),
-        "quantization": {"rescore": True, "oversampling": layout.oversampling},
+        "quantization": {"rescore": True, "oversampling": layout.oversampling_for(20)},
         "acorn": {"enable": layout.acorn},
     }
     assert sparse_prefetch.get("params") is None
@@ -350,14 +351,28 @@ def test_edge_translates_every_search_parameter() -> None:
     assert scoped is not None and scoped.corpus is not None
 
 
+def test_a_search_draws_oversampled_candidates_up_to_the_beam() -> None:
+    """int8 candidates drawn: hits × oversampling, at most ``hnsw_ef`` in all, never fewer than
+    the hits; the hits alone without quantisation. Qdrant draws ``floor(oversampling × hits)``,
+    so the oversampling sent yields exactly that many."""
+    layout = dataclasses.replace(DEFAULT_LAYOUT, hnsw_ef=128, oversampling=2.0)
+    assert [layout.drawn(n) for n in (10, 64, 100, 128, 360)] == [20, 128, 128, 128, 360]
+    assert dataclasses.replace(layout, quantization="none").drawn(10) == 10
+    assert dataclasses.replace(layout, oversampling=1.0).drawn(10) == 10
+    for hits in range(1, 400):
+        assert math.floor(layout.oversampling_for(hits) * hits) == layout.drawn(hits)
+    assert layout.oversampling_for(360) == 1.0 and layout.oversampling_for(10) == 2.0
+
+
 def test_the_beam_widens_with_the_candidates_a_search_draws() -> None:
-    """A beam of at least ``ef_per_candidate`` × the candidates drawn (hits × oversampling with
-    int8, hits alone without quantisation), never under ``hnsw_ef``."""
+    """A beam of at least ``ef_per_candidate`` × the candidates drawn (:meth:`drawn`), never
+    under ``hnsw_ef``."""
     wide = dataclasses.replace(DEFAULT_LAYOUT, hnsw_ef=128, ef_per_candidate=2.0, oversampling=2.0)
     assert wide.beam(10) == 128
-    assert wide.beam(360) == 1440
-    assert dataclasses.replace(wide, quantization="none").beam(360) == 720
-    assert dataclasses.replace(wide, ef_per_candidate=1.0).beam(360) == 720
+    assert wide.beam(100) == 256
+    assert wide.beam(360) == 720
+    assert dataclasses.replace(wide, ef_per_candidate=1.0).beam(360) == 360
+    assert dataclasses.replace(wide, hnsw_ef=720, ef_per_candidate=1.0).beam(360) == 720
     assert CUSTOM.beam(20) == 64 and CUSTOM.beam(100) == 200
 
 
