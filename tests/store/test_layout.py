@@ -315,13 +315,15 @@ ACORN_INT8 = dataclasses.replace(CUSTOM, quantization="int8", acorn=True)
     "layout", [DEFAULT_LAYOUT, CUSTOM, ACORN_INT8], ids=["default", "custom", "acorn-int8"]
 )
 @pytest.mark.parametrize("exact", [False, True], ids=["approximate", "exact"])
+@pytest.mark.parametrize("limit", [20, 360], ids=["shallow", "deep"])
 def test_edge_store_carries_the_servers_search_parameters(
-    tmp_path: Path, layout: CollectionLayout, exact: bool
+    tmp_path: Path, layout: CollectionLayout, exact: bool, limit: int
 ) -> None:
     """The Edge store's dense search parameters are the layout's policy
-    (``CollectionLayout.dense_search``, what the server store sends) translated field by field."""
-    params = layout.dense_search(exact, 20)
-    edge = QdrantEdgeStore(tmp_path / "edge", "m", layout=layout)._dense_params(exact, 20)
+    (``CollectionLayout.dense_search``, what the server store sends) translated field by field,
+    for a search asking few hits and for a prefetch deeper than the beam."""
+    params = layout.dense_search(exact, limit)
+    edge = QdrantEdgeStore(tmp_path / "edge", "m", layout=layout)._dense_params(exact, limit)
     assert edge.exact is exact and edge.hnsw_ef == params.hnsw_ef and not edge.indexed_only
     q = params.quantization
     assert q is not None and edge.quantization is not None
@@ -334,7 +336,8 @@ def test_edge_store_carries_the_servers_search_parameters(
         assert edge.acorn is None and edge.quantization.ignore
     else:
         assert edge.acorn is not None and edge.acorn.enable is layout.acorn
-        assert edge.hnsw_ef == layout.beam(20)
+        assert edge.hnsw_ef == layout.beam(limit)
+        assert edge.quantization.oversampling == layout.oversampling_for(limit)
 
 
 def test_edge_translates_every_search_parameter() -> None:
@@ -376,12 +379,10 @@ def test_the_beam_widens_with_the_candidates_a_search_draws() -> None:
     assert CUSTOM.beam(20) == 64 and CUSTOM.beam(100) == 200
 
 
-def test_edge_exact_query_matches_brute_force(tmp_path: Path) -> None:
-    """``exact=True`` on an optimised (HNSW-indexed, int8-quantised) Edge shard answers the
-    true nearest neighbours with their float32 scores, where the graph searched with a beam of
-    4 does not: the reference bench-scale measures recall against. 8,000 × 384 float32 (12 MB)
-    is above the 10 MB (Qdrant's default, set here) under which Qdrant scans a segment instead
-    of walking its graph (``full_scan_threshold``)."""
+def optimised_random_shard(tmp_path: Path, layout: CollectionLayout) -> tuple[Any, Any, Any]:
+    """An Edge shard of 8,000 random unit vectors × 384 float32 (12 MB, above the 10 MB set here
+    under which Qdrant scans a segment instead of walking its graph, ``full_scan_threshold``),
+    HNSW-indexed and int8-quantised under ``layout``; returns (store, vectors, rng)."""
     import numpy as np
 
     from ncindex.store import PointRecord
@@ -389,13 +390,7 @@ def test_edge_exact_query_matches_brute_force(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     vectors = rng.standard_normal((8000, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    layout = dataclasses.replace(
-        DEFAULT_LAYOUT,
-        indexing_threshold_kb=1,
-        full_scan_threshold_kb=10_000,
-        hnsw_ef=4,
-        acorn=False,
-    )
+    layout = dataclasses.replace(layout, indexing_threshold_kb=1, full_scan_threshold_kb=10_000)
     store = QdrantEdgeStore(tmp_path, "m", layout=layout)
     store.ensure_collection(384)
     store.upsert(
@@ -406,6 +401,17 @@ def test_edge_exact_query_matches_brute_force(tmp_path: Path) -> None:
     )
     store.optimize()
     assert store.info()["indexed_vectors"] > 0
+    return store, vectors, rng
+
+
+def test_edge_exact_query_matches_brute_force(tmp_path: Path) -> None:
+    """``exact=True`` on an optimised (HNSW-indexed, int8-quantised) Edge shard answers the
+    true nearest neighbours with their float32 scores, where the graph searched with a beam of
+    4 does not: the reference bench-scale measures recall against."""
+    import numpy as np
+
+    layout = dataclasses.replace(DEFAULT_LAYOUT, hnsw_ef=4, acorn=False)
+    store, vectors, rng = optimised_random_shard(tmp_path, layout)
     hits = 0
     for _ in range(5):
         query = rng.standard_normal(384).astype(np.float32)
@@ -419,4 +425,30 @@ def test_edge_exact_query_matches_brute_force(tmp_path: Path) -> None:
         assert np.allclose([h.score for h in exact], true_scores, atol=1e-5)
         hits += len(set(best) & {h.payload["doc_key"] for h in approximate})
     assert hits < 50, "a beam of 4 found every true neighbour: the test proves nothing"
+    store.close()
+
+
+def test_a_prefetch_deeper_than_the_beam_draws_what_it_asks_and_rescores_it(
+    tmp_path: Path,
+) -> None:
+    """With the default layout a dense search asking 360 hits (the search's prefetch depth)
+    draws 360 int8 candidates, no more, with a beam of 360 — and its head is still the true
+    nearest neighbours, every hit scored on its float32 original (int8 scores are off by
+    ~1e-3), so rescoring is not lost with the oversampling."""
+    import numpy as np
+
+    assert DEFAULT_LAYOUT.drawn(360) == 360 and DEFAULT_LAYOUT.beam(360) == 360
+    store, vectors, rng = optimised_random_shard(tmp_path, DEFAULT_LAYOUT)
+    found = 0
+    for _ in range(5):
+        query = rng.standard_normal(384).astype(np.float32)
+        query /= np.linalg.norm(query)
+        scores = vectors @ query
+        best = {f"d{i}" for i in np.argsort(-scores)[:10]}
+        deep = store.branch(dense=query.tolist(), flt=None, limit=360)
+        assert len(deep) == 360
+        found += len(best & {h.payload["doc_key"] for h in deep[:10]})
+        originals = [float(scores[int(h.payload["doc_key"][1:])]) for h in deep]
+        assert np.allclose([h.score for h in deep], originals, atol=1e-5)
+    assert found >= 48, f"{found} of the 50 true neighbours at the head"
     store.close()
