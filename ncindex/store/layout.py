@@ -108,12 +108,12 @@ class CollectionLayout:
 
         Drawing within the beam costs only the originals read for rescoring (the walk keeps
         ``hnsw_ef`` candidates anyway), and the extra ones guard the head of the ranking
-        against int8 error. Drawing past it widens the
-        walk itself (Qdrant's beam is at least the candidates drawn, :meth:`beam`), and a
-        prefetch deeper than the beam needs no guard: its true head lies far inside what it
-        draws, and only the edge of its tail, which fusion barely weighs, can differ. At
-        1,000,000 points of one user the fused query (its dense prefetch 360 deep) took 96 ms
-        (p50) drawing 720 and 53 ms drawing 360, its top 10 0.999 of the exact one's
+        against int8 error. Drawing past it widens the walk itself (Qdrant's beam is at least
+        the candidates drawn, :meth:`beam`), and a prefetch deeper than the beam needs no
+        guard: its true head lies far inside what it draws, and only the edge of its tail,
+        which fusion barely weighs, can differ. At
+        1,000,000 points of one user the fused query (its dense prefetch 360 deep) took 87 ms
+        (p50) drawing 720 and 59 ms drawing 360, its top 10 0.999 of the exact one's
         (benchmarks/RESULTS.md, Scale)."""
         if self.quantization != "int8":
             return limit

@@ -379,7 +379,9 @@ def test_the_beam_widens_with_the_candidates_a_search_draws() -> None:
     assert CUSTOM.beam(20) == 64 and CUSTOM.beam(100) == 200
 
 
-def optimised_random_shard(tmp_path: Path, layout: CollectionLayout) -> tuple[Any, Any, Any]:
+def optimised_random_shard(
+    tmp_path: Path, layout: CollectionLayout
+) -> tuple[QdrantEdgeStore, Any, Any]:
     """An Edge shard of 8,000 random unit vectors × 384 float32 (12 MB, above the 10 MB set here
     under which Qdrant scans a segment instead of walking its graph, ``full_scan_threshold``),
     HNSW-indexed and int8-quantised under ``layout``; returns (store, vectors, rng)."""
