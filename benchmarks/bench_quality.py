@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -183,6 +184,7 @@ def settings_summary(settings: Settings) -> dict[str, Any]:
         "chunk_tokens": settings.chunk_tokens,
         "chunk_overlap_tokens": settings.chunk_overlap_tokens,
         "prefetch_limit": settings.prefetch_limit,
+        "dense_prefetch_share": settings.dense_prefetch_share,
         "search_overfetch": settings.search_overfetch,
         "fusion": settings.fusion,
         "bm25_feedback_docs": settings.bm25_feedback_docs,
@@ -203,8 +205,9 @@ def quality_section(result: dict[str, Any]) -> str:
         f"Settings (product defaults): model `{s['dense_model']}` (int8 ONNX, offline), chunks "
         f"{s['chunk_tokens']} tokens with {s['chunk_overlap_tokens']} overlap (headings "
         f"attached), over-fetch {s['search_overfetch']} (a 10-result page reads 120 chunk "
-        f"hits from a pool of max({s['prefetch_limit']}, 3 × 120) = 360 candidates per "
-        f"branch), RRF k={s['rrf_k']}, default fusion `{s['fusion']}`, BM25 feedback from "
+        f"hits from a BM25 prefetch of max({s['prefetch_limit']}, 3 × 120) = 360 candidates "
+        f"and a dense one of {math.ceil(360 * s.get('dense_prefetch_share', 1.0))}), "
+        f"RRF k={s['rrf_k']}, default fusion `{s['fusion']}`, BM25 feedback from "
         f"the {s.get('bm25_feedback_docs', 0)} best documents of a first pass (DBSF hybrid only; "
         "0 ⇒ none). "
         "Library path of `ncindex eval` (same chunker, embedder, Qdrant Edge, query and "
@@ -246,10 +249,12 @@ def quality_section(result: dict[str, Any]) -> str:
 BEFORE = (
     ("quality_before.json", "en-1"),
     ("quality_before_feedback.json", "no feedback"),
+    ("quality_before_dense_share.json", "dense 360"),
 )
 """Earlier runs of the default evaluation, file in ``benchmarks/results`` and row tag: ``en-1``
 — fastembed's BM25 with the 1,333-word stop list and the defaults of then (2026-11-29);
-``no feedback`` — analyzer ``en-2`` without feedback for the BM25 half (2026-12-02)."""
+``no feedback`` — analyzer ``en-2`` without feedback for the BM25 half (2026-12-02);
+``dense 360`` — with feedback, the dense prefetch as deep as the BM25 one (2026-12-02)."""
 
 
 def _before_lines(result: dict[str, Any]) -> list[str]:
@@ -275,8 +280,10 @@ def _before_lines(result: dict[str, Any]) -> list[str]:
     return [
         "Before and after, per mode and half: `en-1` — fastembed's `Qdrant/bm25` with the "
         "1,333-word stop list and the defaults of then (2026-11-29); `no feedback` — analyzer "
-        "`en-2`, BM25 query not expanded (`NCINDEX_BM25_FEEDBACK_DOCS=0`, 2026-12-02); `now` "
-        "— this run (feedback applies to the DBSF hybrid only):",
+        "`en-2`, BM25 query not expanded (`NCINDEX_BM25_FEEDBACK_DOCS=0`, 2026-12-02); "
+        "`dense 360` — expanded, the dense prefetch as deep as the BM25 one "
+        "(`NCINDEX_DENSE_PREFETCH_SHARE=1`, 2026-12-02); `now` — this run (feedback applies "
+        "to the DBSF hybrid only):",
         "",
         "```",
         table(rows),

@@ -94,9 +94,8 @@ from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.search.filters import build_filter
 from ncindex.search.service import (
     CHUNKS_PER_DOC,
-    MAX_POOL,
-    MAX_ROUNDS,
     ROUND_FIELDS,
+    Pool,
     SearchService,
     group_hits,
 )
@@ -147,15 +146,24 @@ TIE = 1e-6
 
 
 def top10(store: QdrantEdgeStore, dense: list[float], sparse: Any, flt: Any, exact: bool,
-          pool: int, fusion: Fusion) -> tuple[list[Hit], list[Hit]]:  # fmt: skip
-    """The dense branch's best hits under ``flt`` and the fused query's (its prefetches
-    ``pool`` deep), through the index with the layout's search parameters or exactly. The
-    approximate answers are the top 10; the exact ones go deeper (20 dense, every fused
-    candidate: ``2 × pool``), so :func:`recall_counting_ties` can tell a tie from a miss."""
+          pool: Pool, fusion: Fusion) -> tuple[list[Hit], list[Hit]]:  # fmt: skip
+    """The dense branch's best hits under ``flt`` and the fused query's (its prefetches as
+    deep as ``pool``'s), through the index with the layout's search parameters or exactly.
+    The approximate answers are the top 10; the exact ones go deeper (20 dense, every fused
+    candidate: ``pool.dense + pool.sparse``), so :func:`recall_counting_ties` can tell a tie
+    from a miss."""
     dense_hits = store.branch(dense=dense, flt=flt, limit=20 if exact else 10, exact=exact)
-    fused = store.query(dense=dense, sparse=sparse, flt=flt, limit=2 * pool if exact else 10,
-                        prefetch_limit=pool, fusion=fusion, exact=exact)  # fmt: skip
-    return dense_hits, fused
+    return dense_hits, fused_top(store, dense, sparse, flt, exact, pool, fusion)
+
+
+def fused_top(store: QdrantEdgeStore, dense: list[float], sparse: Any, flt: Any, exact: bool,
+              pool: Pool, fusion: Fusion) -> list[Hit]:  # fmt: skip
+    """The fused query's top 10 under ``flt`` (its prefetches as deep as ``pool``'s), or
+    exactly every fused candidate (``pool.dense + pool.sparse``): :func:`top10`'s fused half."""
+    return store.query(dense=dense, sparse=sparse, flt=flt,
+                       limit=pool.dense + pool.sparse if exact else 10,
+                       prefetch_limit=pool.sparse, dense_prefetch_limit=pool.dense,
+                       fusion=fusion, exact=exact)  # fmt: skip
 
 
 def recall_counting_ties(approximate: Sequence[Hit], exact: Sequence[Hit], k: int = 10) -> float:
@@ -190,17 +198,21 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 """Search parameters measured beside the defaults on the same store (name → layout fields)."""
 
-HYBRID_VARIANTS: dict[str, tuple[float, float]] = {
-    "drawn 1x, beam 1x": (1.0, 1.0),
-    "drawn 1x, beam 2x": (1.0, 2.0),
-    "drawn 2x, beam 1x": (2.0, 1.0),
-    "drawn 2x, beam 2x": (2.0, 2.0),
+HYBRID_VARIANTS: dict[str, tuple[int, float, float]] = {
+    "dense 360, drawn 1x, beam 1x": (360, 1.0, 1.0),
+    "dense 360, drawn 1x, beam 2x": (360, 1.0, 2.0),
+    "dense 360, drawn 2x, beam 1x": (360, 2.0, 1.0),
+    "dense 360, drawn 2x, beam 2x": (360, 2.0, 2.0),
+    "dense 240, drawn 1x, beam 1x": (240, 1.0, 1.0),
+    "dense 180, drawn 1x, beam 1x": (180, 1.0, 1.0),
 }
-"""The fused query's dense prefetch measured on the same store (name → int8 candidates drawn
-per prefetch hit, beam per candidate drawn): the fused top 10 depends on the whole prefetch,
-not only its head. The defaults draw ``1x`` at the search's depth (a prefetch deeper than the
-beam ``hnsw_ef`` draws what it asks, ``CollectionLayout.drawn``) with a beam of ``1x``; until
-that cap (2026-12-03) they drew ``2x`` at every depth."""
+"""The fused query's dense prefetch measured on the same store (name → its depth, the BM25
+prefetch staying at the search's pool; int8 candidates drawn per prefetch hit; beam per
+candidate drawn), each against the exact fused query at its own depth: the fused top 10
+depends on the whole prefetch, not only its head. The defaults draw ``1x`` at the search's
+depth (a prefetch deeper than the beam ``hnsw_ef`` draws what it asks,
+``CollectionLayout.drawn``) with a beam of ``1x``; until that cap (2026-12-03) they drew ``2x``
+at every depth."""
 
 
 def deep_prefetch_layout(drawn: float, beam: float, pool: int, hnsw_ef: int) -> dict[str, Any]:
@@ -261,18 +273,32 @@ def search_variants(
     return variant_grid(store, VARIANTS, searches, "recall_at_10_vs_exact")
 
 
-def hybrid_variants(store: QdrantEdgeStore, rows: list[dict[str, Any]], flt: Any, pool: int,
+def hybrid_variants(store: QdrantEdgeStore, rows: list[dict[str, Any]], flt: Any, pool: Pool,
                     fusion: Fusion) -> dict[str, dict[str, float]]:  # fmt: skip
-    """:data:`HYBRID_VARIANTS` on the fused query of each row (``dense``, ``sparse``,
-    ``exact_fused``, measured already), prefetches ``pool`` deep under ``flt``."""
-    query = functools.partial(store.query, flt=flt, limit=10, prefetch_limit=pool, fusion=fusion)
-    searches = [
-        (functools.partial(query, dense=r["dense"], sparse=r["sparse"]), r["exact_fused"])
-        for r in rows
-    ]
-    variants = {name: deep_prefetch_layout(drawn, beam, pool, store.layout.hnsw_ef)
-                for name, (drawn, beam) in HYBRID_VARIANTS.items()}  # fmt: skip
-    return variant_grid(store, variants, searches, "hybrid_recall_at_10_vs_exact")
+    """:data:`HYBRID_VARIANTS` on the fused query of each row (``dense``, ``sparse``, and
+    ``exact_fused`` at the search's ``pool``, measured already) under ``flt``; a variant whose
+    dense depth is not ``pool.dense`` is held against an exact fused query at its own."""
+    out: dict[str, dict[str, float]] = {}
+    for depth in sorted({depth for depth, _, _ in HYBRID_VARIANTS.values()}, reverse=True):
+        deep = Pool(dense=depth, sparse=pool.sparse)
+        approximate = functools.partial(fused_top, store, flt=flt, exact=False, pool=deep,
+                                        fusion=fusion)  # fmt: skip
+        searches = [
+            (
+                functools.partial(approximate, r["dense"], r["sparse"]),
+                r["exact_fused"]
+                if deep == pool
+                else fused_top(store, r["dense"], r["sparse"], flt, True, deep, fusion),
+            )
+            for r in rows
+        ]
+        variants = {
+            name: deep_prefetch_layout(drawn, beam, depth, store.layout.hnsw_ef)
+            for name, (at, drawn, beam) in HYBRID_VARIANTS.items()
+            if at == depth
+        }
+        out |= variant_grid(store, variants, searches, "hybrid_recall_at_10_vs_exact")
+    return out
 
 
 def ids(hits: Sequence[Hit]) -> list[str]:
@@ -376,7 +402,7 @@ def measure(
         service = SearchService(run_settings, lambda: (store, embedder))
         limit = run_settings.search_default_limit
         fetch = limit * run_settings.search_overfetch * CHUNKS_PER_DOC
-        pool = min(MAX_POOL, max(run_settings.prefetch_limit, fetch * MAX_ROUNDS))
+        pool = Pool.for_fetch(run_settings, fetch)
         fusion = Fusion(run_settings.fusion)
         rows: list[dict[str, Any]] = []
         for i, query in enumerate(queries(WARMUP + n_queries)):
@@ -390,7 +416,8 @@ def measure(
             flt = build_filter("alice", request.filter_tree())
             t = time.perf_counter()
             hits = store.query(dense=dense, sparse=sparse_q, flt=flt, limit=fetch,
-                               prefetch_limit=pool, fusion=fusion, fields=ROUND_FIELDS)  # fmt: skip
+                               prefetch_limit=pool.sparse, dense_prefetch_limit=pool.dense,
+                               fusion=fusion, fields=ROUND_FIELDS)  # fmt: skip
             bare = (time.perf_counter() - t) * 1000
             payloads = store.retrieve([h.id for h in group_hits(hits)[:limit]])
             page = list(payloads.values())
@@ -398,17 +425,18 @@ def measure(
             service.verifier.check(client, page, VerificationCounts())
             page_checks = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
-            store.branch(dense=dense, flt=flt, limit=pool, fields=())
+            store.branch(dense=dense, flt=flt, limit=pool.dense, fields=())
             bare_dense = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
-            store.branch(sparse=sparse_q, flt=flt, limit=pool, fields=())
+            store.branch(sparse=sparse_q, flt=flt, limit=pool.sparse, fields=())
             bare_sparse = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             client.get_note(1)
             rtt = (time.perf_counter() - t) * 1000
             exact_dense, exact_fused = top10(store, dense, sparse_q, flt, True, pool, fusion)
             again = store.query(dense=dense, sparse=sparse_q, flt=flt, limit=10,
-                                prefetch_limit=pool, fusion=fusion, exact=True)  # fmt: skip
+                                prefetch_limit=pool.sparse, dense_prefetch_limit=pool.dense,
+                                fusion=fusion, exact=True)  # fmt: skip
             approx_dense, approx_fused = top10(store, dense, sparse_q, flt, False, pool, fusion)
             if i >= WARMUP:
                 rows.append({"total": total, "stages": response.timings_ms, "bare": bare,
@@ -560,9 +588,12 @@ def serve_queries(path: Path, n_queries: int) -> None:
     embedder.load()
     store = QdrantEdgeStore(path, "bench", layout=CollectionLayout.from_settings(settings))
     flt = build_filter("alice", realistic_request("x").filter_tree())
+    fetch = settings.search_default_limit * settings.search_overfetch * CHUNKS_PER_DOC
+    pool = Pool.for_fetch(settings, fetch)
     for query in queries(n_queries):
         dense, sparse = embedder.embed_query(query)
-        hits = store.query(dense=dense, sparse=sparse, flt=flt, limit=120, prefetch_limit=360,
+        hits = store.query(dense=dense, sparse=sparse, flt=flt, limit=fetch,
+                           prefetch_limit=pool.sparse, dense_prefetch_limit=pool.dense,
                            fusion=Fusion(settings.fusion), fields=ROUND_FIELDS)  # fmt: skip
         store.retrieve([h.id for h in group_hits(hits)[:10]])
     print(json.dumps({"rss_mb": rss_mb()}))
@@ -629,13 +660,16 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
                   "(`VARIANTS`; the "
                   "defaults are `ef128 x2`):")  # fmt: skip
     lines += grid(results, "hybrid_variants", "hybrid_recall_at_10_vs_exact",
-                  "The fused query's dense prefetch (`HYBRID_VARIANTS`, 360 deep: drawn N × "
-                  "360 int8 candidates, rescored; a beam of M × those; the defaults draw 1x "
-                  "at that depth, `CollectionLayout.drawn`, with a beam of "
-                  f"{settings.qdrant_hnsw_ef_per_candidate:g}x, "
+                  "The fused query's dense prefetch (`HYBRID_VARIANTS`: D deep beside the "
+                  "BM25 prefetch's 360, the default D "
+                  f"{math.ceil(360 * settings.dense_prefetch_share)} "
+                  "(`NCINDEX_DENSE_PREFETCH_SHARE`; 360 before 2026-12-04); drawn N × D int8 "
+                  "candidates, rescored; a beam "
+                  "of M × those; the defaults draw 1x at that depth, `CollectionLayout.drawn`, "
+                  f"with a beam of {settings.qdrant_hnsw_ef_per_candidate:g}x, "
                   "`NCINDEX_QDRANT_HNSW_EF_PER_CANDIDATE`; rows measured before that cap, "
                   "2026-12-03, drew 2x by default): recall@10 of the fused hybrid query "
-                  "against the exact one (ties counted / strict), "
+                  "against the exact one at the same depths (ties counted / strict), "
                   "and its p50 / p95 in ms:")  # fmt: skip
     lines += reading("scale")
     return "\n".join(lines) + "\n"

@@ -64,9 +64,8 @@ from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.search.filters import build_filter
 from ncindex.search.service import (
     CHUNKS_PER_DOC,
-    MAX_POOL,
-    MAX_ROUNDS,
     ROUND_FIELDS,
+    Pool,
     SearchRequest,
     SearchService,
 )
@@ -299,7 +298,7 @@ def run_size(
         service = SearchService(run_settings, lambda: (store, embedder))
         limit = run_settings.search_default_limit
         fetch = limit * run_settings.search_overfetch * CHUNKS_PER_DOC
-        pool = min(MAX_POOL, max(run_settings.prefetch_limit, fetch * MAX_ROUNDS))
+        pool = Pool.for_fetch(run_settings, fetch)
         rows = []
         for i, query in enumerate(queries(WARMUP + n_queries)):
             request = realistic_request(query)
@@ -311,7 +310,8 @@ def run_size(
             embed = (time.perf_counter() - t) * 1000
             flt = build_filter("alice", request.filter_tree())
             t = time.perf_counter()
-            store.query(dense=dense, sparse=sparse_q, flt=flt, limit=fetch, prefetch_limit=pool,
+            store.query(dense=dense, sparse=sparse_q, flt=flt, limit=fetch,
+                        prefetch_limit=pool.sparse, dense_prefetch_limit=pool.dense,
                         fusion=Fusion.RRF, fields=ROUND_FIELDS)  # fmt: skip
             bare = (time.perf_counter() - t) * 1000
             t = time.perf_counter()

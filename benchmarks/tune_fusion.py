@@ -12,6 +12,10 @@ relevance feedback for the BM25 half (:data:`FEEDBACK`) costs one fused and one 
 query and setting, asked of the store while the index is open. Writes
 ``benchmarks/results/fusion_tuning.json``.
 
+``--dense-shares`` runs only the product's own hybrid DBSF search (library path, feedback on)
+with the dense prefetch at each share of the BM25 one's depth (``dense_prefetch_share``),
+keeping the replayed results of an earlier run.
+
 The replay of Qdrant's DBSF (each branch's scores mapped by ``(s − (μ − 3σ)) / 6σ`` over its
 prefetch candidates, then summed) is checked against the store's own fused query on the first
 queries before the sweep runs.
@@ -19,7 +23,9 @@ queries before the sweep runs.
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import pickle
 import statistics
 import sys
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_quality import CACHE, DEFAULT_DATASET, RESULTS, ROOT, log, machine
+from bench_quality import score as product_scores
 from results_md import write_json, write_section
 
 from evaluation import load_beir
@@ -55,6 +62,9 @@ of a first DBSF query's best documents (360 candidates per branch, as the produc
 10), the BM25 branch then asked again with the expanded query."""
 
 FEEDBACK_POOL = 360
+
+DENSE_SHARES = (1.0, 0.6666, 0.5, 0.45, 0.4)
+"""``--dense-shares``: the dense prefetch at 360, 240, 180, 162 and 144 of the BM25 one's 360."""
 
 Ranked = list[tuple[str, float]]  # (corpus id of the chunk's document, branch score)
 
@@ -275,7 +285,8 @@ def section(results: dict[str, Any]) -> str:
         "## Fusion tuning",
         "",
         "`python benchmarks/tune_fusion.py DATASET…` (issue 19), "
-        f"{datetime.now(UTC).strftime('%Y-%m-%d')}, {machine()}. Analyzer `en-2`. Each branch "
+        f"{', '.join(sorted({r['date'] for r in results.values() if 'date' in r}))}, "
+        f"{machine()}. Analyzer `en-2`. Each branch "
         "asked once per query (1,000 chunks, raw scores), fusions replayed in Python with "
         "documents scored by their best chunk (`doc-` rows: each branch first reduced to "
         "documents, then fused); `d` is the prefetch depth per branch (the product's "
@@ -291,6 +302,8 @@ def section(results: dict[str, Any]) -> str:
         DECISIONS,
     ]
     for name, res in results.items():
+        if "configs" not in res:
+            continue
         configs = res["configs"]
         best = sorted(configs, key=lambda k: -configs[k]["tune"]["ndcg@10"])[:6]
         feedback = [k for k in configs if k.startswith("dbsf d=360 fb ")]
@@ -307,6 +320,22 @@ def section(results: dict[str, Any]) -> str:
             ),
             "```",
         ]
+    shares = {name: res for name, res in results.items() if "dense_shares" in res}
+    if shares:
+        dates = ", ".join(sorted({res["dense_shares_date"] for res in shares.values()}))
+        lines += [
+            "",
+            f"Dense prefetch depth (`python benchmarks/tune_fusion.py --dense-shares DATASET…`, "
+            f"{dates}): not replayed — the product's own hybrid DBSF search (library path, "
+            "feedback on), its dense prefetch D deep beside the BM25 prefetch's 360 "
+            "(`NCINDEX_DENSE_PREFETCH_SHARE` = D / 360, rounded up):",
+        ]
+        for name, res in shares.items():
+            rows = res["dense_shares"]
+            cells = {
+                f"{name} {label} ({part})": rows[label][part] for label in rows for part in PARTS
+            }
+            lines += ["", "```", table(cells, "variant"), "```"]
     return "\n".join(lines) + "\n"
 
 
@@ -355,14 +384,45 @@ only, `test` reported beside. (Before: nDCG@10 only, and never a loss elsewhere.
 """
 
 
+def dense_share_scores(
+    index: LibraryIndex, dataset: BeirDataset, halves: tuple[list[str], list[str]],
+    shares: Sequence[float],
+) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
+    """The product's hybrid DBSF search through ``index`` (feedback as configured) with the
+    dense prefetch at each of ``shares`` of the BM25 one's: label ``"dense D/360"`` → half →
+    metric of a 10-result page."""
+    base = index.service.settings
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    try:
+        for share in shares:
+            index.service.settings = base.model_copy(update={"dense_prefetch_share": share})
+            label = f"dense {math.ceil(FEEDBACK_POOL * share)}/{FEEDBACK_POOL}"
+            out[label] = product_scores(index, dataset, halves, ("hybrid_dbsf",), deep=False)[
+                "hybrid_dbsf"
+            ]
+    finally:
+        index.service.settings = base
+    return out
+
+
 def main(argv: Sequence[str]) -> int:
-    dirs = [Path(a) for a in argv] or [DEFAULT_DATASET]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("datasets", nargs="*", type=Path, help="BEIR-layout folders")
+    parser.add_argument(
+        "--dense-shares",
+        action="store_true",
+        help="only the product's search with the dense prefetch at DENSE_SHARES of the BM25 one",
+    )
+    args = parser.parse_args(argv)
+    shares = DENSE_SHARES if args.dense_shares else None
+    dirs = args.datasets or [DEFAULT_DATASET]
     settings = Settings()
     embedder = Embedder(settings)
     embedder.load()
     cache = VectorCache(CACHE, model_identity(embedder.model_name, embedder.paths.dense_dir))
     path = RESULTS / "fusion_tuning.json"
     results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
     for folder in dirs:
         dataset = load_beir(folder)
         halves = dataset.split()
@@ -370,6 +430,13 @@ def main(argv: Sequence[str]) -> int:
             index = LibraryIndex(settings, embedder, Path(tmp), cache=cache)
             stats = index.index(dataset)
             log(f"{dataset.name}: {stats.documents} docs, {stats.chunks} chunks indexed")
+            if shares is not None:
+                entry = results.setdefault(dataset.name, {})
+                entry["dense_shares"] = dense_share_scores(index, dataset, halves, shares)
+                entry["dense_shares_date"] = today
+                index.close()
+                write_json("fusion_tuning.json", results)
+                continue
             lists = branch_lists(index, dataset, embedder)
             agreement = check_replay(index, lists, 360)
             log(f"{dataset.name}: replay agrees with the store on {agreement:.0%} of top-10s")
@@ -378,7 +445,9 @@ def main(argv: Sequence[str]) -> int:
         saved = ROOT / "var" / f"branch-lists-{dataset.name}.pickle"
         saved.write_bytes(pickle.dumps(lists))
         table = sweep(lists, dataset, halves, feedback)
-        results[dataset.name] = {"replay_agreement": agreement, "configs": table}
+        results[dataset.name] = results.get(dataset.name, {}) | {
+            "replay_agreement": agreement, "configs": table, "date": today,
+        }  # fmt: skip
         write_json("fusion_tuning.json", results)
         best = sorted(table.items(), key=lambda kv: -kv[1]["tune"]["ndcg@10"])[:15]
         for label, parts in best:

@@ -246,7 +246,18 @@ class Settings(BaseSettings):
         3, ge=1, le=10, description="Candidates fetched per result slot before verification."
     )
     prefetch_limit: int = Field(
-        100, ge=10, le=1000, description="Candidates per prefetch branch (dense, sparse)."
+        100,
+        ge=10,
+        le=1000,
+        description="Fewest candidates of a search's BM25 prefetch (a 10-result page asks 360).",
+    )
+    dense_prefetch_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="The dense prefetch's depth as a share of the BM25 prefetch's, rounded "
+        "up (a 10-result page: 180 of 360). At scale the dense half costs what its depth does "
+        "(its HNSW beam is as wide); measured in benchmarks/RESULTS.md, Fusion tuning and Scale.",
     )
     fusion: Literal["rrf", "dbsf"] = Field(
         "dbsf", description="Default fusion (DBSF measured best; benchmarks/RESULTS.md)."

@@ -9,8 +9,9 @@
    :func:`~ncindex.embedding.analyzer.feedback_query_vector`); the search then runs with the
    expanded BM25 query. RRF searches are not expanded: with RRF, feedback lost on SciFact
    (benchmarks/RESULTS.md, "Fusion tuning").
-3. One hybrid query: a dense and a sparse prefetch over the same candidate pool, each with the
-   same filter (so filters apply before fusion), fused by RRF or DBSF. Chunk hits are
+3. One hybrid query: a sparse prefetch over the candidate pool and a dense one over
+   ``dense_prefetch_share`` of it (:class:`Pool`), each with the same filter (so filters apply
+   before fusion), fused by RRF or DBSF. Chunk hits are
    over-fetched (``limit × search_overfetch × CHUNKS_PER_DOC``) and, if verification leaves the
    page short, the *same* fused ranking is read again one such page deeper (up to
    ``MAX_ROUNDS`` pages; from the top each time, since the engine orders ties anew on every
@@ -38,6 +39,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import structlog
@@ -97,6 +99,26 @@ FILTER_NODE_REF = "#/components/schemas/FilterNode"
 
 Mode = Literal["hybrid", "dense", "sparse"]
 TimeValue = StrictInt | StrictFloat | str
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Candidates per prefetch branch of one search, shared by its feedback pass, every round
+    and ``explain``: ``sparse`` (BM25) is the pool, ``dense`` its ``dense_prefetch_share``
+    (at least 1). At scale the dense half's cost grows with its depth (its HNSW beam is at
+    least as wide: :meth:`~ncindex.store.layout.CollectionLayout.beam`); the BM25 half's
+    depth costs little (benchmarks/RESULTS.md, Scale)."""
+
+    dense: int
+    sparse: int
+
+    @classmethod
+    def for_fetch(cls, settings: Settings, fetch: int) -> Pool:
+        """The pool of a search reading ``fetch`` chunk hits a round: ``max(prefetch_limit,
+        fetch × MAX_ROUNDS)``, at most :data:`MAX_POOL`, so every round reads the same
+        ranking."""
+        sparse = min(MAX_POOL, max(settings.prefetch_limit, fetch * MAX_ROUNDS))
+        return cls(dense=max(1, math.ceil(sparse * settings.dense_prefetch_share)), sparse=sparse)
 
 
 class SearchRequest(BaseModel):
@@ -399,8 +421,7 @@ class SearchService:
         timings["embed"] = (time.perf_counter() - started) * 1000
         fusion = Fusion(request.fusion or self.settings.fusion)
         fetch = min(MAX_FETCH, limit * self.settings.search_overfetch * CHUNKS_PER_DOC)
-        # One pool for every round, so each round reads the next page of the same ranking.
-        pool = min(MAX_POOL, max(self.settings.prefetch_limit, fetch * MAX_ROUNDS))
+        pool = Pool.for_fetch(self.settings, fetch)
         feedback = fusion is Fusion.DBSF and self.settings.bm25_feedback_docs
         if feedback and dense is not None and sparse is not None and sparse.indices:
             t0 = time.perf_counter()
@@ -424,7 +445,8 @@ class SearchService:
                 sparse=sparse,
                 flt=flt,
                 limit=depth,
-                prefetch_limit=pool,
+                prefetch_limit=pool.sparse,
+                dense_prefetch_limit=pool.dense,
                 fusion=fusion,
                 fields=ROUND_FIELDS,
             )
@@ -487,7 +509,7 @@ class SearchService:
         dense: list[float],
         sparse: SparseVector,
         flt: Any,
-        pool: int,
+        pool: Pool,
     ) -> SparseVector:
         """The BM25 query vector for a hybrid search: ``sparse`` expanded by pseudo-relevance
         feedback (:func:`~ncindex.embedding.analyzer.feedback_query_vector`) from the best
@@ -504,7 +526,8 @@ class SearchService:
             sparse=sparse,
             flt=flt,
             limit=docs * CHUNKS_PER_DOC,
-            prefetch_limit=pool,
+            prefetch_limit=pool.sparse,
+            dense_prefetch_limit=pool.dense,
             fusion=Fusion.DBSF,
             fields=(*ROUND_FIELDS, "text"),
         )
@@ -570,7 +593,7 @@ class SearchService:
         dense: list[float] | None,
         sparse: SparseVector | None,
         flt: Any,
-        pool: int,
+        pool: Pool,
         tree: Node | None,
     ) -> None:
         """Fill each result's :class:`Explain`: one unfused query per branch that ran, over
@@ -578,9 +601,9 @@ class SearchService:
         ranks: dict[str, dict[str, BranchRank]] = {"dense": {}, "sparse": {}}
         branches: dict[str, list[Hit]] = {}
         if dense is not None:
-            branches["dense"] = store.branch(dense=dense, flt=flt, limit=pool)
+            branches["dense"] = store.branch(dense=dense, flt=flt, limit=pool.dense)
         if sparse is not None:
-            branches["sparse"] = store.branch(sparse=sparse, flt=flt, limit=pool)
+            branches["sparse"] = store.branch(sparse=sparse, flt=flt, limit=pool.sparse)
         for name, hits in branches.items():
             ranks[name] = {
                 h.id: BranchRank(rank=i, score=round(h.score, 6)) for i, h in enumerate(hits, 1)

@@ -134,10 +134,12 @@ class VectorStore(Protocol):
         weights: Sequence[float] | None = None,
         exact: bool = False,
         fields: Sequence[str] | None = None,
+        dense_prefetch_limit: int | None = None,
     ) -> list[Hit]:
-        """Hybrid query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
-        filtered by ``flt`` (filters apply before fusion), fused, best first, the ``limit``
-        best hits. With one vector ``None`` the other half answers alone.
+        """Hybrid query: a dense prefetch of ``dense_prefetch_limit`` candidates (``None`` ⇒
+        ``prefetch_limit``) and a sparse one of ``prefetch_limit``, each filtered by ``flt``
+        (filters apply before fusion), fused, best first, the ``limit`` best hits. With one
+        vector ``None`` the other half answers alone.
         Points of equal fused score come back in an order drawn anew on every call (Qdrant
         folds the fused points into a randomly seeded hash map and sorts by score alone:
         qdrant/qdrant ``lib/segment/src/common/score_fusion.rs``, ``score_fusion``), so a

@@ -508,15 +508,17 @@ class QdrantEdgeStore:
         weights: Sequence[float] | None = None,
         exact: bool = False,
         fields: Sequence[str] | None = None,
+        dense_prefetch_limit: int | None = None,
     ) -> list[Hit]:
-        """One Edge query: a dense and a sparse prefetch of ``prefetch_limit`` candidates, each
-        carrying ``flt``, fused by ``fusion`` (RRF with ``rrf_k``, default
-        :data:`~ncindex.store.schema.RRF_K`, and optional ``(dense, sparse)`` ``weights``; or
-        DBSF), best first; the ``limit`` best hits, with payload (ties in an order drawn anew on
-        each call: :meth:`~ncindex.store.port.VectorStore.query`). A ``None`` vector
-        drops its branch (the other is still fused, so scores keep the fusion's scale). The
-        dense prefetch carries :meth:`_dense_params` (``exact``: every matching point). Hits
-        carry the payload's ``fields`` (``None``: all of it).
+        """One Edge query: a dense prefetch of ``dense_prefetch_limit`` candidates (``None`` ⇒
+        ``prefetch_limit``) and a sparse one of ``prefetch_limit``, each carrying ``flt``,
+        fused by ``fusion`` (RRF with ``rrf_k``, default :data:`~ncindex.store.schema.RRF_K`,
+        and optional ``(dense, sparse)`` ``weights``; or DBSF), best first; the ``limit`` best
+        hits, with payload (ties in an order drawn anew on each call:
+        :meth:`~ncindex.store.port.VectorStore.query`). A ``None`` vector drops its branch (the
+        other is still fused, so scores keep the fusion's scale). The dense prefetch carries
+        :meth:`_dense_params` (``exact``: every matching point). Hits carry the payload's
+        ``fields`` (``None``: all of it).
         Edge holds the Python GIL for the whole engine call (measured with qdrant-edge-py
         0.9; README "Collection layout"): no other thread of the process runs meanwhile.
 
@@ -528,12 +530,13 @@ class QdrantEdgeStore:
         edge_filter = to_edge_filter(flt)
         prefetches: list[qe.Prefetch] = []
         if dense is not None:
+            depth = prefetch_limit if dense_prefetch_limit is None else dense_prefetch_limit
             prefetches.append(
                 qe.Prefetch(
-                    limit=prefetch_limit,
+                    limit=depth,
                     query=qe.Query.Nearest(list(dense), using=DENSE),
                     filter=edge_filter,
-                    params=self._dense_params(exact, prefetch_limit),
+                    params=self._dense_params(exact, depth),
                 )
             )
         if sparse is not None:

@@ -349,9 +349,11 @@ class QdrantServerStore:
         weights: Sequence[float] | None = None,
         exact: bool = False,
         fields: Sequence[str] | None = None,
+        dense_prefetch_limit: int | None = None,
     ) -> list[Hit]:
-        """One ``query_points``: a dense and a sparse ``Prefetch`` of ``prefetch_limit``
-        candidates, each carrying ``flt``, fused by ``fusion`` (an ``RrfQuery`` with ``rrf_k``,
+        """One ``query_points``: a dense ``Prefetch`` of ``dense_prefetch_limit`` candidates
+        (``None`` ⇒ ``prefetch_limit``) and a sparse one of ``prefetch_limit``, each carrying
+        ``flt``, fused by ``fusion`` (an ``RrfQuery`` with ``rrf_k``,
         default :data:`~ncindex.store.schema.RRF_K`, and optional ``(dense, sparse)``
         ``weights``; or DBSF), best first; the ``limit`` best hits, with payload (ties in an
         order drawn anew on each call: :meth:`~ncindex.store.port.VectorStore.query`). A
@@ -366,13 +368,14 @@ class QdrantServerStore:
         )
         prefetch: list[models.Prefetch] = []
         if dense is not None:
+            depth = prefetch_limit if dense_prefetch_limit is None else dense_prefetch_limit
             prefetch.append(
                 models.Prefetch(
                     query=dense,
                     using=DENSE,
                     filter=flt,
-                    limit=prefetch_limit,
-                    params=self._dense_params(exact, prefetch_limit),
+                    limit=depth,
+                    params=self._dense_params(exact, depth),
                 )
             )
         if sparse is not None:

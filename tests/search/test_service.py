@@ -309,6 +309,46 @@ def test_hybrid_search_expands_the_bm25_query_by_feedback(
     svc.close()
 
 
+class Depths(Recording):
+    """The store, recording each fused query's prefetch depths ``(dense, sparse)`` and each
+    branch query's ``(half, limit)``."""
+
+    def __init__(self, store: QdrantEdgeStore) -> None:
+        super().__init__(store)
+        self.depths: list[tuple[Any, Any]] = []
+        self.branch_limits: list[tuple[str, int]] = []
+
+    def query(self, **kwargs: Any) -> Any:
+        self.depths.append((kwargs.get("dense_prefetch_limit"), kwargs["prefetch_limit"]))
+        return super().query(**kwargs)
+
+    def branch(self, **kwargs: Any) -> Any:
+        half = "dense" if kwargs.get("dense") is not None else "sparse"
+        self.branch_limits.append((half, kwargs["limit"]))
+        return super().branch(**kwargs)
+
+
+@pytest.mark.parametrize(("share", "dense_depth"), [(1.0, 360), (0.5, 180), (0.01, 4)])
+def test_the_dense_prefetch_is_its_share_of_the_pool_in_every_query(
+    corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, share: float,
+    dense_depth: int,
+) -> None:  # fmt: skip
+    """A 10-result page draws on a pool of 360 (10 × over-fetch 3 × 4 chunks × 3 rounds):
+    the BM25 prefetch of every fused query (the feedback pass's, each round's) and of
+    ``explain``'s branch is 360 deep, the dense one ``dense_prefetch_share`` of it, rounded
+    up."""
+    store = Depths(corpus)
+    svc = SearchService(Settings(dense_prefetch_share=share), lambda: (store, embedder))  # type: ignore[arg-type,return-value]
+    svc.verifier = VerifyOnRead(
+        4, {t: verifiers for t in ("note", "file", "deck_card", "news_item")}
+    )
+    svc.search(client_of("alice"), SearchRequest(query="lighthouse lens", explain=True))
+    assert len(store.depths) >= 2  # the feedback pass and a round
+    assert set(store.depths) == {(dense_depth, 360)}
+    assert sorted(store.branch_limits) == [("dense", dense_depth), ("sparse", 360)]
+    svc.close()
+
+
 class Reading(Recording):
     """The store, recording the payload keys of every round query's hits and the ids whose
     payloads were read; ``deleted`` ids read as gone (deleted since the query found them)."""

@@ -407,6 +407,24 @@ def test_dense_only_query(corpus_store: VectorStore, fusion: Fusion) -> None:
         assert [h.score for h in hits] == pytest.approx([1 / (r + RRF_K) for r in range(4)])
 
 
+@pytest.mark.parametrize("fusion", list(Fusion))
+def test_a_shallower_dense_prefetch_bounds_the_dense_half_alone(
+    corpus_store: VectorStore, fusion: Fusion
+) -> None:
+    """``dense_prefetch_limit`` cuts the dense prefetch, not the sparse one: the fused hits
+    are the dense branch's best 2 and every sparse candidate."""
+    dense, sparse = CORPUS[5].dense, CORPUS[9].sparse
+    dense_best = {h.id for h in corpus_store.branch(dense=dense, flt=None, limit=2)}
+    sparse_all = {h.id for h in corpus_store.branch(sparse=sparse, flt=None, limit=N)}
+    assert dense_best | sparse_all < {p.id for p in CORPUS}, "a deeper dense half would show"
+    for vector, expected in ((sparse, dense_best | sparse_all), (None, dense_best)):
+        hits = corpus_store.query(
+            dense=dense, sparse=vector, flt=None, limit=N, prefetch_limit=N,
+            dense_prefetch_limit=2, fusion=fusion,
+        )  # fmt: skip
+        assert {h.id for h in hits} == expected
+
+
 def _bm25_idf_order(query: SparseVector) -> list[str]:
     """Point ids ranked by the sparse score with Qdrant's IDF modifier:
     ``sum(q_i * v_i * ln(1 + (N - n_i + 0.5) / (n_i + 0.5)))`` over shared indices."""
