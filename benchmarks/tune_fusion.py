@@ -281,19 +281,22 @@ single halves, RRF and DBSF without feedback, and the default (DBSF with feedbac
 
 def section(results: dict[str, Any]) -> str:
     """The "Fusion tuning" section of RESULTS.md from ``fusion_tuning.json``."""
+    runs = "; ".join(
+        sorted({f"{r['date']}, {r['machine']}" for r in results.values() if "configs" in r})
+    )
     lines = [
         "## Fusion tuning",
         "",
         "`python benchmarks/tune_fusion.py DATASET…` (issue 19), "
-        f"{', '.join(sorted({r['date'] for r in results.values() if 'date' in r}))}, "
-        f"{machine()}. Analyzer `en-2`. Each branch "
+        f"{runs}. Analyzer `en-2`. Each branch "
         "asked once per query (1,000 chunks, raw scores), fusions replayed in Python with "
         "documents scored by their best chunk (`doc-` rows: each branch first reduced to "
         "documents, then fused); `d` is the prefetch depth per branch (the product's "
-        "10-result page uses 360). The replay's top 10 equals the store's own fused query "
-        "for the share of queries shown. `fb k t w` rows: the BM25 query expanded by "
-        "pseudo-relevance feedback (RM3) from the best chunks of the `k` best documents of "
-        "the store's own first DBSF query, `t` terms weighing `w` times the query's own "
+        "10-result page: 360; its dense prefetch 180 since 2026-12-04). The replay's top 10 "
+        "equals the store's own fused query for the share of queries shown. `fb k t w` rows: "
+        "the BM25 query expanded by pseudo-relevance feedback (RM3) from the best chunks of "
+        "the `k` best documents of the store's own first DBSF query, `t` terms weighing `w` "
+        "times the query's own "
         "(the product's default: k=3, t=40, w=1.0), the BM25 branch asked again with it; "
         "`bm25 … fb` is that branch alone. `d=a/b`: dense and sparse depths apart; `2nd "
         "chunk λ`: a document scores its best chunk plus λ × its second best (after fusion). "
@@ -322,7 +325,11 @@ def section(results: dict[str, Any]) -> str:
         ]
     shares = {name: res for name, res in results.items() if "dense_shares" in res}
     if shares:
-        dates = ", ".join(sorted({res["dense_shares_date"] for res in shares.values()}))
+        dates = "; ".join(
+            sorted(
+                {f"{r['dense_shares_date']}, {r['dense_shares_machine']}" for r in shares.values()}
+            )
+        )
         lines += [
             "",
             f"Dense prefetch depth (`python benchmarks/tune_fusion.py --dense-shares DATASET…`, "
@@ -378,6 +385,17 @@ only, `test` reported beside. (Before: nDCG@10 only, and never a loss elsewhere.
 - **Dense feedback (Rocchio on the query vector, throw-away replay) — not used**: best
   +0.002 on SciFact `tune` (k=5, α 0.25), +0.021 on NPL (k=3, α 1.0, which lost 0.005 on
   SciFact).
+- **New default (2026-12-04, issue 20): the dense prefetch half as deep as the BM25 one**
+  (`NCINDEX_DENSE_PREFETCH_SHARE=0.5`: 180 of a 10-result page's 360; table at the end,
+  measured on the product's own search, not replayed). A change for cost, not quality: at a
+  million chunks the dense half's HNSW beam is as wide as its depth ("Scale"). Held to this
+  round's loss bound, 0.005 on either `tune` half: SciFact nDCG@10 0.6986 → 0.6964 (−0.002),
+  Recall@10 0.832 → 0.832; NPL 0.5519 → 0.5490 (−0.003), 0.2757 → 0.2748. Both `test` halves
+  rose (SciFact nDCG@10 0.767 → 0.769, NPL 0.521 → 0.524). The next share measured, 162 of
+  360, lost 0.0056 on SciFact `tune`; 144 more; 128 (the beam of a plain search) lost 0.009 on
+  NPL `tune` (a throw-away run). A 100-result page's dense prefetch is 1,500 against 3,000:
+  SciFact Recall@100 (`make bench-quality`, "Quality") 0.960 → 0.947 on `tune`, 0.965 →
+  0.965 on `test` — outside the rule (@10 metrics), reported here.
 - **Kept from before**: DBSF over prefetches of 360 (document-level DBSF over 1,000 gained
   0.009 on SciFact `tune`); RRF k 2–60 and weights 1:2 to 2:1 under DBSF; BM25 k1 1.2,
   b 0.75, avg_len 256 (the true mean chunk length lifted BM25 alone, not the hybrid).
@@ -434,6 +452,7 @@ def main(argv: Sequence[str]) -> int:
                 entry = results.setdefault(dataset.name, {})
                 entry["dense_shares"] = dense_share_scores(index, dataset, halves, shares)
                 entry["dense_shares_date"] = today
+                entry["dense_shares_machine"] = machine()
                 index.close()
                 write_json("fusion_tuning.json", results)
                 continue
@@ -446,7 +465,7 @@ def main(argv: Sequence[str]) -> int:
         saved.write_bytes(pickle.dumps(lists))
         table = sweep(lists, dataset, halves, feedback)
         results[dataset.name] = results.get(dataset.name, {}) | {
-            "replay_agreement": agreement, "configs": table, "date": today,
+            "replay_agreement": agreement, "configs": table, "date": today, "machine": machine(),
         }  # fmt: skip
         write_json("fusion_tuning.json", results)
         best = sorted(table.items(), key=lambda kv: -kv[1]["tune"]["ndcg@10"])[:15]
