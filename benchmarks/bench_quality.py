@@ -344,10 +344,11 @@ def run_sweep(dataset_dir: Path, settings: Settings, tuning_docs: int, only: set
     full = load_beir(dataset_dir)
     halves = full.split()
     tuning = full.subset(len(full.qrels), tuning_docs)
-    out: dict[str, Any] = {"dataset": full.name, "tuning_corpus": tuning.name}
+    stamp = {"date": datetime.now(UTC).strftime("%Y-%m-%d"), "machine": machine()}
+    out: dict[str, Any] = {"dataset": full.name, "tuning_corpus": tuning.name} | stamp
     out_path = RESULTS / "quality_tuning.json"
     if out_path.exists():
-        out = json.loads(out_path.read_text()) | {"dataset": full.name}
+        out = json.loads(out_path.read_text()) | {"dataset": full.name} | stamp
     embedder = Embedder(settings)
     embedder.load()
     cache = VectorCache(CACHE, model_identity(embedder.model_name, embedder.paths.dense_dir))
@@ -389,7 +390,9 @@ def run_sweep(dataset_dir: Path, settings: Settings, tuning_docs: int, only: set
             index.weights = None
             base = index.service.settings
             for depth in (1000,):
-                index.service.settings = base.model_copy(update={"prefetch_limit": depth})
+                index.service.settings = base.model_copy(
+                    update={"prefetch_limit": depth, "dense_prefetch_share": 1.0}
+                )
                 results[f"prefetch {depth}"] = score(
                     index, full, halves, ("hybrid_rrf", "hybrid_dbsf"), deep=False
                 )
@@ -419,7 +422,8 @@ about the noise of 150 queries, or for a lower cost at no loss):
   it once (0.817 against 0.825) and would tie vectors to metadata. The title lives in the note's
   content (its first line), so a rename re-embeds nothing; paths are filters, not vector text.
 - **Prefetch depth stays** (a 10-result page draws on max(100, 360) candidates per branch):
-  a pool of 1,000 gained 0.003 (DBSF) and nothing for RRF.
+  a pool of 1,000 gained 0.003 (DBSF) and nothing for RRF. (Since 2026-12-04 the dense
+  prefetch is half the BM25 one's depth: "Fusion tuning".)
 - **Stopwords** (superseded by issue 19): the 1,333-word list was kept here for SciFact, but it
   deleted content words (`high`, `system`, `research`, `home`, `C++`); the BM25 half now uses
   its own analyzer (`ncindex/embedding/analyzer.py`, Lucene's 33 words after stemming), see
@@ -434,11 +438,11 @@ def tuning_section(out: dict[str, Any]) -> str:
         "## Quality tuning",
         "",
         f"`python benchmarks/bench_quality.py --sweep` on `{out['dataset']}`, "
-        f"{datetime.now(UTC).strftime('%Y-%m-%d')}, {machine()}. Chunking and stopword variants "
-        f"on the tuning corpus `{out.get('tuning_corpus')}` (every judged document plus "
-        "distractors, so figures run higher than on the full corpus); query-time parameters on "
-        "the full corpus. Choices were made on the `tune` half; `test` and `all` shown beside. "
-        "Figures are nDCG@10, Recall@10, MRR@10 of the 10-result page.",
+        f"{out.get('date', 'undated')}, {out.get('machine', 'machine unrecorded')}. Chunking and "
+        f"stopword variants on the tuning corpus `{out.get('tuning_corpus')}` (every judged "
+        "document plus distractors, so figures run higher than on the full corpus); query-time "
+        "parameters on the full corpus. Choices were made on the `tune` half; `test` and `all` "
+        "shown beside. Figures are nDCG@10, Recall@10, MRR@10 of the 10-result page.",
         "",
         DECISIONS,
     ]

@@ -198,17 +198,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 """Search parameters measured beside the defaults on the same store (name → layout fields)."""
 
-HYBRID_VARIANTS: dict[str, tuple[int, float, float]] = {
-    "dense 360, drawn 1x, beam 1x": (360, 1.0, 1.0),
-    "dense 360, drawn 1x, beam 2x": (360, 1.0, 2.0),
-    "dense 360, drawn 2x, beam 1x": (360, 2.0, 1.0),
-    "dense 360, drawn 2x, beam 2x": (360, 2.0, 2.0),
-    "dense 240, drawn 1x, beam 1x": (240, 1.0, 1.0),
-    "dense 180, drawn 1x, beam 1x": (180, 1.0, 1.0),
-}
-"""The fused query's dense prefetch measured on the same store (name → its depth, the BM25
-prefetch staying at the search's pool; int8 candidates drawn per prefetch hit; beam per
-candidate drawn), each against the exact fused query at its own depth: the fused top 10
+HYBRID_VARIANTS: list[tuple[float, float, float]] = [
+    (1.0, 1.0, 1.0),
+    (1.0, 1.0, 2.0),
+    (1.0, 2.0, 1.0),
+    (1.0, 2.0, 2.0),
+    (0.6666, 1.0, 1.0),
+    (0.5, 1.0, 1.0),
+]
+"""The fused query's dense prefetch measured on the same store, ``(depth as a share of the
+BM25 prefetch's, int8 candidates drawn per prefetch hit, beam per candidate drawn)``, named
+``"dense D, drawn Nx, beam Mx"`` (D for a 10-result page: 360, 240, 180), each against the
+exact fused query at its own depths: the fused top 10
 depends on the whole prefetch, not only its head. The defaults draw ``1x`` at the search's
 depth (a prefetch deeper than the beam ``hnsw_ef`` draws what it asks,
 ``CollectionLayout.drawn``) with a beam of ``1x``; until that cap (2026-12-03) they drew ``2x``
@@ -279,7 +280,8 @@ def hybrid_variants(store: QdrantEdgeStore, rows: list[dict[str, Any]], flt: Any
     ``exact_fused`` at the search's ``pool``, measured already) under ``flt``; a variant whose
     dense depth is not ``pool.dense`` is held against an exact fused query at its own."""
     out: dict[str, dict[str, float]] = {}
-    for depth in sorted({depth for depth, _, _ in HYBRID_VARIANTS.values()}, reverse=True):
+    for share in sorted({share for share, _, _ in HYBRID_VARIANTS}, reverse=True):
+        depth = math.ceil(round(pool.sparse * share, 6))
         deep = Pool(dense=depth, sparse=pool.sparse)
         approximate = functools.partial(fused_top, store, flt=flt, exact=False, pool=deep,
                                         fusion=fusion)  # fmt: skip
@@ -293,9 +295,11 @@ def hybrid_variants(store: QdrantEdgeStore, rows: list[dict[str, Any]], flt: Any
             for r in rows
         ]
         variants = {
-            name: deep_prefetch_layout(drawn, beam, depth, store.layout.hnsw_ef)
-            for name, (at, drawn, beam) in HYBRID_VARIANTS.items()
-            if at == depth
+            f"dense {depth}, drawn {drawn:g}x, beam {beam:g}x": deep_prefetch_layout(
+                drawn, beam, depth, store.layout.hnsw_ef
+            )
+            for at, drawn, beam in HYBRID_VARIANTS
+            if at == share
         }
         out |= variant_grid(store, variants, searches, "hybrid_recall_at_10_vs_exact")
     return out

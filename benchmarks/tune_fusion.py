@@ -59,7 +59,8 @@ FEEDBACK += [(5, 40, 1.0), (5, 40, 2.0)]
 """Pseudo-relevance feedback for the BM25 half, ``(documents, terms, weight)``: the feedback
 of the product's :func:`~ncindex.embedding.analyzer.feedback_query_vector` from the best chunks
 of a first DBSF query's best documents (360 candidates per branch, as the product's page of
-10), the BM25 branch then asked again with the expanded query."""
+10 asked until 2026-12-04, when its dense prefetch became 180), the BM25 branch then asked
+again with the expanded query."""
 
 FEEDBACK_POOL = 360
 
@@ -96,7 +97,8 @@ def feedback_lists(
 ) -> dict[str, dict[str, Any]]:
     """config label → query id → the BM25 branch (as in :func:`branch_lists`) of the query
     expanded by feedback, for each of :data:`FEEDBACK`. The first pass is the store's own
-    fused query, as the product's search service asks it."""
+    fused query, as the product's search service asked it until 2026-12-04 (both halves 360
+    deep; the product's dense prefetch is 180 since)."""
     firsts: dict[int, dict[str, list[tuple[str, float]]]] = {}
     for docs in {c[0] for c in FEEDBACK}:
         firsts[docs] = {}
@@ -275,8 +277,9 @@ SHOWN = (
     "dbsf w=1:1 d=360",
     "dbsf d=360 fb k=3 t=40 w=1.0",
 )
-"""The product's modes at its default depth (a 10-result page draws on 360 candidates): the
-single halves, RRF and DBSF without feedback, and the default (DBSF with feedback)."""
+"""The product's modes at the depth of the sweep (a 10-result page drew on 360 candidates per
+branch until 2026-12-04; its dense prefetch is 180 since): the single halves, RRF and DBSF
+without feedback, and the default of then (DBSF with feedback)."""
 
 
 def section(results: dict[str, Any]) -> str:

@@ -10,7 +10,8 @@
    expanded BM25 query. RRF searches are not expanded: with RRF, feedback lost on SciFact
    (benchmarks/RESULTS.md, "Fusion tuning").
 3. One hybrid query: a sparse prefetch over the candidate pool and a dense one over
-   ``dense_prefetch_share`` of it (:class:`Pool`), each with the same filter (so filters apply
+   ``dense_prefetch_share`` of it (:class:`Pool`; the whole pool when it runs alone), each
+   with the same filter (so filters apply
    before fusion), fused by RRF or DBSF. Chunk hits are
    over-fetched (``limit × search_overfetch × CHUNKS_PER_DOC``) and, if verification leaves the
    page short, the *same* fused ranking is read again one such page deeper (up to
@@ -24,9 +25,9 @@
    Drops call ``on_drop`` (the app enqueues a re-check that evicts).
 6. ``score_threshold`` (relative, see :class:`SearchRequest`) and an absolute ``min_score``
    cut the ranked list; snippets come from the best chunk: escaped, matches marked.
-7. Only with ``explain``: each branch is asked once more on its own (same filter, same pool),
-   to give each result its rank and raw score there (:class:`Explain`). Without it nothing of
-   this runs.
+7. Only with ``explain``: each branch is asked once more on its own (same filter, each as
+   deep as its prefetch), to give each result its rank and raw score there
+   (:class:`Explain`). Without it nothing of this runs.
 
 Scores are the fusion's own: RRF (k = :data:`~ncindex.store.schema.RRF_K`, 10) sums
 ``1 / (rank + 10)`` over the two branches; DBSF sums per-branch scores normalised as
@@ -105,20 +106,27 @@ TimeValue = StrictInt | StrictFloat | str
 class Pool:
     """Candidates per prefetch branch of one search, shared by its feedback pass, every round
     and ``explain``: ``sparse`` (BM25) is the pool, ``dense`` its ``dense_prefetch_share``
-    (at least 1). At scale the dense half's cost grows with its depth (its HNSW beam is at
-    least as wide: :meth:`~ncindex.store.layout.CollectionLayout.beam`); the BM25 half's
-    depth costs little (benchmarks/RESULTS.md, Scale)."""
+    (at least 1) when both halves are fused. At scale the dense half's cost grows with its
+    depth (its HNSW beam is at least as wide:
+    :meth:`~ncindex.store.layout.CollectionLayout.beam`); the BM25 half's depth costs little
+    (benchmarks/RESULTS.md, Scale)."""
 
     dense: int
     sparse: int
 
     @classmethod
-    def for_fetch(cls, settings: Settings, fetch: int) -> Pool:
+    def for_fetch(cls, settings: Settings, fetch: int, *, fused: bool = True) -> Pool:
         """The pool of a search reading ``fetch`` chunk hits a round: ``max(prefetch_limit,
         fetch × MAX_ROUNDS)``, at most :data:`MAX_POOL`, so every round reads the same
-        ranking."""
+        ranking. Unless ``fused`` (the dense half answers alone: ``dense`` mode, or a query
+        with no BM25 terms) the dense prefetch is the whole pool, since every hit then comes
+        from it. The share's product is rounded to 6 decimals before rounding up, so
+        0.55 × 360 is 198, not 199."""
         sparse = min(MAX_POOL, max(settings.prefetch_limit, fetch * MAX_ROUNDS))
-        return cls(dense=max(1, math.ceil(sparse * settings.dense_prefetch_share)), sparse=sparse)
+        if not fused:
+            return cls(dense=sparse, sparse=sparse)
+        dense = math.ceil(round(sparse * settings.dense_prefetch_share, 6))
+        return cls(dense=max(1, dense), sparse=sparse)
 
 
 class SearchRequest(BaseModel):
@@ -421,7 +429,8 @@ class SearchService:
         timings["embed"] = (time.perf_counter() - started) * 1000
         fusion = Fusion(request.fusion or self.settings.fusion)
         fetch = min(MAX_FETCH, limit * self.settings.search_overfetch * CHUNKS_PER_DOC)
-        pool = Pool.for_fetch(self.settings, fetch)
+        fused = dense is not None and sparse is not None and bool(sparse.indices)
+        pool = Pool.for_fetch(self.settings, fetch, fused=fused)
         feedback = fusion is Fusion.DBSF and self.settings.bm25_feedback_docs
         if feedback and dense is not None and sparse is not None and sparse.indices:
             t0 = time.perf_counter()

@@ -14,7 +14,7 @@ from ncindex.documents import DocRef
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.search.service import SearchRequest, SearchService
+from ncindex.search.service import Mode, SearchRequest, SearchService
 from ncindex.search.verify import Checked, Verdict, VerifyOnRead
 from ncindex.settings import Settings
 from ncindex.store.qdrant_edge import QdrantEdgeStore
@@ -328,7 +328,9 @@ class Depths(Recording):
         return super().branch(**kwargs)
 
 
-@pytest.mark.parametrize(("share", "dense_depth"), [(1.0, 360), (0.5, 180), (0.01, 4)])
+@pytest.mark.parametrize(
+    ("share", "dense_depth"), [(1.0, 360), (0.5, 180), (0.55, 198), (0.34, 123), (0.01, 4)]
+)
 def test_the_dense_prefetch_is_its_share_of_the_pool_in_every_query(
     corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, share: float,
     dense_depth: int,
@@ -346,6 +348,24 @@ def test_the_dense_prefetch_is_its_share_of_the_pool_in_every_query(
     assert len(store.depths) >= 2  # the feedback pass and a round
     assert set(store.depths) == {(dense_depth, 360)}
     assert sorted(store.branch_limits) == [("dense", dense_depth), ("sparse", 360)]
+    svc.close()
+
+
+@pytest.mark.parametrize(("mode", "query"), [("dense", "lighthouse lens"), ("hybrid", "the of")])
+def test_a_dense_half_answering_alone_draws_on_the_whole_pool(
+    corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, mode: Mode, query: str
+) -> None:
+    """Where every hit comes from the dense half (``dense`` mode, or a query with no BM25 terms
+    left: stop words only) its prefetch is the whole pool, not its share: a share of 0.02
+    (8 of 360) would leave a 10-result page short."""
+    store = Depths(corpus)
+    svc = SearchService(Settings(dense_prefetch_share=0.02), lambda: (store, embedder))  # type: ignore[arg-type,return-value]
+    svc.verifier = VerifyOnRead(
+        4, {t: verifiers for t in ("note", "file", "deck_card", "news_item")}
+    )
+    page = svc.search(client_of("alice"), SearchRequest(query=query), mode=mode)
+    assert store.depths and set(store.depths) == {(360, 360)}
+    assert len(page.results) == 10
     svc.close()
 
 

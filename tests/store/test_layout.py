@@ -308,6 +308,45 @@ def test_server_store_sends_the_search_parameters(
     assert exact_body["prefetch"][0]["params"] == {"exact": True, "quantization": {"ignore": True}}
 
 
+def test_server_store_sizes_a_shallower_dense_prefetch_by_its_own_depth(
+    recorder: tuple[str, list[dict[str, Any]]],
+) -> None:
+    """With ``dense_prefetch_limit`` (the search's 180 beside its BM25 360) the dense
+    prefetch asks 180 with the beam and oversampling of 180, the sparse one 360."""
+    url, bodies = recorder
+    client = QdrantClient(url=url, check_compatibility=False, timeout=5)
+    store = QdrantServerStore(client, "ncindex", "m", layout=DEFAULT_LAYOUT)
+    store.query(dense=[0.1] * 8, sparse=SparseVector(indices=[1], values=[1.0]), flt=None,
+                limit=5, prefetch_limit=360, dense_prefetch_limit=180,
+                fusion=Fusion.DBSF)  # fmt: skip
+    dense, sparse = bodies[0]["prefetch"]
+    assert DEFAULT_LAYOUT.beam(180) != DEFAULT_LAYOUT.beam(360)  # else the test shows nothing
+    assert (dense["limit"], sparse["limit"]) == (180, 360)
+    assert dense["params"]["hnsw_ef"] == DEFAULT_LAYOUT.beam(180)
+    assert dense["params"]["quantization"]["oversampling"] == DEFAULT_LAYOUT.oversampling_for(180)
+
+
+def test_edge_store_sizes_a_shallower_dense_prefetch_by_its_own_depth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Edge store derives the dense prefetch's search parameters from its own depth."""
+    store = QdrantEdgeStore(tmp_path / "edge", "m", layout=DEFAULT_LAYOUT)
+    store.ensure_collection(8)
+    asked: list[int] = []
+    original = store._dense_params
+
+    def recording(exact: bool, limit: int) -> Any:
+        asked.append(limit)
+        return original(exact, limit)
+
+    monkeypatch.setattr(store, "_dense_params", recording)
+    store.query(dense=[0.1] * 8, sparse=SparseVector(indices=[1], values=[1.0]), flt=None,
+                limit=5, prefetch_limit=360, dense_prefetch_limit=180,
+                fusion=Fusion.DBSF)  # fmt: skip
+    assert asked == [180]
+    store.close()
+
+
 ACORN_INT8 = dataclasses.replace(CUSTOM, quantization="int8", acorn=True)
 
 
@@ -433,7 +472,8 @@ def test_edge_exact_query_matches_brute_force(tmp_path: Path) -> None:
 def test_a_prefetch_deeper_than_the_beam_draws_what_it_asks_and_rescores_it(
     tmp_path: Path,
 ) -> None:
-    """With the default layout a dense search asking 360 hits (the search's prefetch depth)
+    """With the default layout a dense search asking 360 hits (the search's BM25 depth; its
+    dense prefetch was as deep until 2026-12-04)
     draws 360 int8 candidates, no more, with a beam of 360 — and its head is still nine in ten
     of the true nearest neighbours, every hit scored on its float32 original (int8 scores are off by
     ~1e-3), so rescoring is not lost with the oversampling."""

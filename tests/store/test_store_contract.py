@@ -412,11 +412,12 @@ def test_a_shallower_dense_prefetch_bounds_the_dense_half_alone(
     corpus_store: VectorStore, fusion: Fusion
 ) -> None:
     """``dense_prefetch_limit`` cuts the dense prefetch, not the sparse one: the fused hits
-    are the dense branch's best 2 and every sparse candidate."""
-    dense, sparse = CORPUS[5].dense, CORPUS[9].sparse
+    are the dense branch's best 2 and every sparse candidate (the dense best 2 lie outside the
+    sparse candidates and some points outside both, so another dense depth would show)."""
+    dense, sparse = CORPUS[1].dense, CORPUS[0].sparse
     dense_best = {h.id for h in corpus_store.branch(dense=dense, flt=None, limit=2)}
     sparse_all = {h.id for h in corpus_store.branch(sparse=sparse, flt=None, limit=N)}
-    assert dense_best | sparse_all < {p.id for p in CORPUS}, "a deeper dense half would show"
+    assert not dense_best & sparse_all and dense_best | sparse_all < {p.id for p in CORPUS}
     for vector, expected in ((sparse, dense_best | sparse_all), (None, dense_best)):
         hits = corpus_store.query(
             dense=dense, sparse=vector, flt=None, limit=N, prefetch_limit=N,
