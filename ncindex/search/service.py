@@ -11,8 +11,7 @@
    (benchmarks/RESULTS.md, "Fusion tuning").
 3. One hybrid query: a sparse prefetch over the candidate pool and a dense one over
    ``dense_prefetch_share`` of it (:class:`Pool`; the whole pool when it runs alone), each
-   with the same filter (so filters apply
-   before fusion), fused by RRF or DBSF. Chunk hits are
+   with the same filter (so filters apply before fusion), fused by RRF or DBSF. Chunk hits are
    over-fetched (``limit × search_overfetch × CHUNKS_PER_DOC``) and, if verification leaves the
    page short, the *same* fused ranking is read again one such page deeper (up to
    ``MAX_ROUNDS`` pages; from the top each time, since the engine orders ties anew on every
