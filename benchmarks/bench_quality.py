@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import shutil
@@ -43,6 +42,7 @@ from evaluation.library import LibraryIndex, TextVariant
 from evaluation.metrics import Metrics, evaluate
 from evaluation.runner import table
 from ncindex.embedding.embedder import Embedder
+from ncindex.search.service import Pool
 from ncindex.settings import Settings
 from ncindex.store.schema import RRF_K
 from ncindex.text.chunking import Chunker
@@ -206,7 +206,7 @@ def quality_section(result: dict[str, Any]) -> str:
         f"{s['chunk_tokens']} tokens with {s['chunk_overlap_tokens']} overlap (headings "
         f"attached), over-fetch {s['search_overfetch']} (a 10-result page reads 120 chunk "
         f"hits from a BM25 prefetch of max({s['prefetch_limit']}, 3 × 120) = 360 candidates "
-        f"and a dense one of {math.ceil(360 * s.get('dense_prefetch_share', 1.0))}), "
+        f"and a dense one of {Pool.shared(360, s.get('dense_prefetch_share', 1.0)).dense}), "
         f"RRF k={s['rrf_k']}, default fusion `{s['fusion']}`, BM25 feedback from "
         f"the {s.get('bm25_feedback_docs', 0)} best documents of a first pass (DBSF hybrid only; "
         "0 ⇒ none). "

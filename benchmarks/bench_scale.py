@@ -281,8 +281,8 @@ def hybrid_variants(store: QdrantEdgeStore, rows: list[dict[str, Any]], flt: Any
     dense depth is not ``pool.dense`` is held against an exact fused query at its own."""
     out: dict[str, dict[str, float]] = {}
     for share in sorted({share for share, _, _ in HYBRID_VARIANTS}, reverse=True):
-        depth = math.ceil(round(pool.sparse * share, 6))
-        deep = Pool(dense=depth, sparse=pool.sparse)
+        deep = Pool.shared(pool.sparse, share)
+        depth = deep.dense
         approximate = functools.partial(fused_top, store, flt=flt, exact=False, pool=deep,
                                         fusion=fusion)  # fmt: skip
         searches = [
@@ -666,7 +666,7 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
     lines += grid(results, "hybrid_variants", "hybrid_recall_at_10_vs_exact",
                   "The fused query's dense prefetch (`HYBRID_VARIANTS`: D deep beside the "
                   "BM25 prefetch's 360, the default D "
-                  f"{math.ceil(360 * settings.dense_prefetch_share)} "
+                  f"{Pool.shared(360, settings.dense_prefetch_share).dense} "
                   "(`NCINDEX_DENSE_PREFETCH_SHARE`; 360 before 2026-12-04); drawn N × D int8 "
                   "candidates, rescored; a beam "
                   "of M × those; the defaults draw 1x at that depth, `CollectionLayout.drawn`, "

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import pickle
 import statistics
 import sys
@@ -47,7 +46,7 @@ from evaluation.metrics import evaluate
 from evaluation.runner import table
 from ncindex.embedding.analyzer import feedback_query_vector
 from ncindex.embedding.embedder import Embedder
-from ncindex.search.service import CHUNKS_PER_DOC, group_hits
+from ncindex.search.service import CHUNKS_PER_DOC, Pool, group_hits
 from ncindex.settings import Settings
 from ncindex.store.port import Fusion
 
@@ -417,7 +416,7 @@ def dense_share_scores(
     try:
         for share in shares:
             index.service.settings = base.model_copy(update={"dense_prefetch_share": share})
-            label = f"dense {math.ceil(FEEDBACK_POOL * share)}/{FEEDBACK_POOL}"
+            label = f"dense {Pool.shared(FEEDBACK_POOL, share).dense}/{FEEDBACK_POOL}"
             out[label] = product_scores(index, dataset, halves, ("hybrid_dbsf",), deep=False)[
                 "hybrid_dbsf"
             ]

@@ -119,13 +119,15 @@ class Pool:
         fetch × MAX_ROUNDS)``, at most :data:`MAX_POOL`, so every round reads the same
         ranking. Unless ``fused`` (the dense half answers alone: ``dense`` mode, or a query
         with no BM25 terms) the dense prefetch is the whole pool, since every hit then comes
-        from it. The share's product is rounded to 6 decimals before rounding up, so
-        0.55 × 360 is 198, not 199."""
+        from it."""
         sparse = min(MAX_POOL, max(settings.prefetch_limit, fetch * MAX_ROUNDS))
-        if not fused:
-            return cls(dense=sparse, sparse=sparse)
-        dense = math.ceil(round(sparse * settings.dense_prefetch_share, 6))
-        return cls(dense=max(1, dense), sparse=sparse)
+        return cls.shared(sparse, settings.dense_prefetch_share if fused else 1.0)
+
+    @classmethod
+    def shared(cls, sparse: int, share: float) -> Pool:
+        """A BM25 prefetch ``sparse`` deep and a dense one ``share`` of it, rounded up, at
+        least 1; the product is rounded to 6 decimals first, so 0.55 × 360 is 198, not 199."""
+        return cls(dense=max(1, math.ceil(round(sparse * share, 6))), sparse=sparse)
 
 
 class SearchRequest(BaseModel):
