@@ -53,16 +53,18 @@ def unindexed_points(info: dict[str, int]) -> int:
     return min(points, max(0, 2 * points - info["indexed_vectors"]))
 
 
-def optimise_in_child(path: Path) -> ChildOptimisation:
+def optimise_in_child(path: Path, sparse_threshold: int | None = None) -> ChildOptimisation:
     """Optimise the closed shard copy at ``path`` in a child Python process (this module's
     ``__main__``), so the optimisers hold another interpreter's GIL, and keep it open there for
-    the writes that catch it up (:class:`ChildOptimisation`). Raises ``StoreUnavailable`` when
-    the child fails or outlives ``CHILD_TIMEOUT_SECONDS``."""
-    return ChildOptimisation(path)
+    the writes that catch it up (:class:`ChildOptimisation`); the segments it builds get the
+    BM25 full-scan threshold ``sparse_threshold`` (points; ``None``: the shard's own). Raises
+    ``StoreUnavailable`` when the child fails or outlives ``CHILD_TIMEOUT_SECONDS``."""
+    return ChildOptimisation(path, sparse_threshold)
 
 
 class ChildOptimisation:
-    """A child process that loads the shard copy at ``path``, optimises and flushes it, then
+    """A child process that loads the shard copy at ``path``, optimises it (with the BM25
+    full-scan threshold ``sparse_threshold``, :meth:`QdrantEdgeStore.optimize`) and flushes it, then
     holds it open and applies what it is sent (the
     :class:`~ncindex.store.qdrant_edge.OptimisedCopy` a
     :meth:`~ncindex.store.qdrant_edge.QdrantEdgeStore.optimise_aside` replays into), so the
@@ -74,11 +76,17 @@ class ChildOptimisation:
     optimised. Any failure (the child's exit, a wrong answer, ``timeout`` seconds in all)
     raises ``StoreUnavailable`` with the end of the child's standard error, and kills it."""
 
-    def __init__(self, path: Path, timeout: float = CHILD_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        path: Path,
+        sparse_threshold: int | None = None,
+        timeout: float = CHILD_TIMEOUT_SECONDS,
+    ) -> None:
         self.path = path
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for the child's life
+        threshold = [] if sparse_threshold is None else [str(sparse_threshold)]
         self._proc = subprocess.Popen(  # noqa: S603 - our own module, by this interpreter
-            [sys.executable, "-m", "ncindex.store.edge_optimizer", str(path)],
+            [sys.executable, "-m", "ncindex.store.edge_optimizer", str(path), *threshold],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -198,7 +206,7 @@ class EdgeOptimizer:
         *,
         after_points: int,
         check_seconds: float,
-        optimise: Callable[[Path], OptimisedCopy] = optimise_in_child,
+        optimise: Callable[[Path, int], OptimisedCopy] = optimise_in_child,
     ) -> None:
         self._stores = stores
         self.after_points = after_points
@@ -284,13 +292,15 @@ class EdgeOptimizer:
 
 
 def _main(argv: list[str]) -> int:
-    """Child entry of :class:`ChildOptimisation`: load the shard copy ``argv[0]``, optimise,
-    flush, say ``optimised``, apply ``replay`` and ``flush`` lines until ``close`` (or the end
-    of input), then close it and say ``closed``."""
-    (path,) = (Path(a) for a in argv)
+    """Child entry of :class:`ChildOptimisation`: load the shard copy ``argv[0]``, optimise
+    (with the BM25 full-scan threshold ``argv[1]``, if given), flush, say ``optimised``, apply
+    ``replay`` and ``flush`` lines until ``close`` (or the end of input), then close it and
+    say ``closed``."""
+    path = Path(argv[0])
+    threshold = int(argv[1]) if len(argv) > 1 else None
     copy = QdrantEdgeStore(path.parent, path.name)  # opens the existing shard on first use
     try:
-        copy.optimize()
+        copy.optimize(threshold)
         copy.flush()
         print("optimised", flush=True)
         for line in sys.stdin:

@@ -42,8 +42,10 @@ class CollectionLayout:
     indexes and samples when unsure, ``HNSWIndex::search``, qdrant/qdrant
     lib/segment/src/index/hnsw_index/hnsw.rs), the BM25 one when at most
     ``sparse_full_scan_threshold`` points may pass (the estimate's upper bound,
-    ``SparseVectorIndex::search_nearest_query``, lib/segment/src/index/sparse_index). Both are
-    fixed when a segment is built. ``quantization`` ``"int8"`` adds scalar
+    ``SparseVectorIndex::search_nearest_query``, lib/segment/src/index/sparse_index), or
+    fewer than ``sparse_full_scan_share`` of the shard's points on Qdrant Edge
+    (:meth:`sparse_threshold`, applied by each optimisation). Both are fixed when a segment
+    is built. ``quantization`` ``"int8"`` adds scalar
     int8 quantised vectors kept in RAM; ``on_disk_vectors`` / ``on_disk_payload`` keep the
     originals and the payloads memory-mapped on disk, ``on_disk_payload_index`` the payload
     indexes (Qdrant's ``on_disk`` payload index; Edge's ``Memory.Cold``), which a shard then
@@ -69,6 +71,7 @@ class CollectionLayout:
     indexing_threshold_kb: int
     full_scan_threshold_kb: int
     sparse_full_scan_threshold: int
+    sparse_full_scan_share: float
     quantization: Literal["int8", "none"]
     on_disk_vectors: bool
     on_disk_payload: bool
@@ -91,6 +94,7 @@ class CollectionLayout:
             indexing_threshold_kb=settings.qdrant_indexing_threshold_kb,
             full_scan_threshold_kb=settings.qdrant_full_scan_threshold_kb,
             sparse_full_scan_threshold=settings.qdrant_sparse_full_scan_threshold,
+            sparse_full_scan_share=settings.qdrant_sparse_full_scan_share,
             quantization=settings.qdrant_quantization,
             on_disk_vectors=settings.qdrant_on_disk_vectors,
             on_disk_payload=settings.qdrant_on_disk_payload,
@@ -100,6 +104,20 @@ class CollectionLayout:
             oversampling=settings.qdrant_oversampling,
             acorn=settings.qdrant_acorn,
         )
+
+    def sparse_threshold(self, points: int) -> int:
+        """The BM25 full-scan threshold (points) of a segment built in a shard of ``points``
+        points: ``sparse_full_scan_share`` of them, rounded up, or ``sparse_full_scan_threshold``
+        if that is more. A filtered BM25 search either walks the posting lists of the query's
+        terms, checking the filter on each entry, or scores the points the filter lets
+        through; the walk's cost grows with the collection and the scan's with the filter's
+        points, so the point where the scan pays is a share of the collection, not a count.
+        At a million chunks of 20 users the realistic filter (an estimate of 43,600 points,
+        22,000 let through) was walked in 66 ms and scanned in 21-44 ms (p50, a store without
+        HNSW, benchmarks/scale_reading.md); at 100,000 chunks of one user the same 22,000
+        points (estimate 45,000, a share of 0.45) scanned were dearer than walked (24 against
+        20 ms, an earlier round)."""
+        return max(self.sparse_full_scan_threshold, math.ceil(self.sparse_full_scan_share * points))
 
     def drawn(self, limit: int) -> int:
         """The quantised candidates a dense search asking ``limit`` hits draws and rescores on

@@ -24,6 +24,7 @@ Edge keeps a write-ahead log, so a write is durable when it returns; :meth:`clos
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -626,11 +627,31 @@ class QdrantEdgeStore:
         with self._lock, self._call("flush"):
             self._open_shard().flush()
 
-    def optimize(self) -> bool:
+    def optimize(self, sparse_threshold: int | None = None) -> bool:
         """Run Edge's segment optimisers (merging, HNSW building) now, blocking; Edge does not
-        run them in the background. Returns whether anything was optimised."""
+        run them in the background. Returns whether anything was optimised. With
+        ``sparse_threshold`` (points; :meth:`CollectionLayout.sparse_threshold`) the segments
+        they build score a filtered BM25 search by scan below that many points: the shard is
+        first loaded again with its saved configuration, that threshold changed
+        (``EdgeShard.load(path, config)`` overwrites the saved one)."""
         with self._lock, self._call("optimize"):
-            return self._open_shard().optimize()
+            shard = self._open_shard()
+            if sparse_threshold is not None:
+                shard = self._with_sparse_threshold(shard, sparse_threshold)
+            return shard.optimize()
+
+    def _with_sparse_threshold(self, shard: qe.EdgeShard, threshold: int) -> qe.EdgeShard:
+        saved = json.loads((self.shard_path / _EDGE_CONFIG_FILE).read_text(encoding="utf-8"))
+        if saved["sparse_vectors"][SPARSE].get("full_scan_threshold") == threshold:
+            return shard
+        layout, dense_dim = _saved_layout(saved, self.layout)
+        config = _edge_config(
+            dataclasses.replace(layout, sparse_full_scan_threshold=threshold), dense_dim
+        )
+        self._shard = None
+        shard.close()
+        self._shard = qe.EdgeShard.load(str(self.shard_path), config)
+        return self._shard
 
     def info(self) -> dict[str, int]:
         """The shard's size: ``points``, ``segments`` and ``indexed_vectors`` (vectors inside
@@ -643,7 +664,7 @@ class QdrantEdgeStore:
             "indexed_vectors": info.indexed_vectors_count,
         }
 
-    def optimise_aside(self, optimise: Callable[[Path], OptimisedCopy]) -> dict[str, float]:
+    def optimise_aside(self, optimise: Callable[[Path, int], OptimisedCopy]) -> dict[str, float]:
         """Optimise a copy of the shard and swap it in, so the optimisers never run in this
         process (Edge's ``optimize``, ``load``, ``flush`` and ``close`` hold the Python GIL for
         their whole run, stopping every thread: ``optimize`` took 20 s for 20,000 points here)
@@ -662,9 +683,12 @@ class QdrantEdgeStore:
            modification time as it was (a copy so made failed to load: "Failed to decompress
            LZ4 value"). On a filesystem that does not stamp such writes (tmpfs), the whole
            copy is made under the lock.
-        2. ``optimise(copy_path)`` without the lock returns the optimised copy, held open
-           elsewhere (:func:`ncindex.store.edge_optimizer.optimise_in_child`: a child process
-           that loads, optimises and keeps it). Searches and writes go on against the live shard.
+        2. ``optimise(copy_path, sparse_threshold)`` without the lock returns the optimised
+           copy, held open elsewhere (:func:`ncindex.store.edge_optimizer.optimise_in_child`:
+           a child process that loads, optimises and keeps it), the segments it builds given
+           the BM25 full-scan threshold of the shard's size
+           (:meth:`CollectionLayout.sparse_threshold`, :meth:`optimize`). Searches and writes
+           go on against the live shard.
         3. Replay: the journaled documents (their points as the live shard has them, or their
            deletion) are written into the copy in rounds without the lock, each round taking
            the documents written during the one before, until a round has at most
@@ -693,9 +717,10 @@ class QdrantEdgeStore:
         locked: list[float] = []
         started = time.monotonic()
         try:
+            threshold = self.layout.sparse_threshold(self.info()["points"])
             caught_up = self._copy_aside(aside, locked)
             copied = time.monotonic()
-            held = optimise(aside)
+            held = optimise(aside, threshold)
             optimised = time.monotonic()
             try:
                 rounds, replayed, swap = self._replay_and_swap(held, aside, retired, locked)
@@ -838,6 +863,27 @@ def _lap(steps: dict[str, float], name: str, began: float) -> float:
     now = time.monotonic()
     steps[name] = now - began
     return now
+
+
+def _saved_layout(saved: dict[str, Any], base: CollectionLayout) -> tuple[CollectionLayout, int]:
+    """The layout a shard was created with, read back from its saved configuration (Edge's
+    ``edge_config.json``, as :func:`_edge_config` made it), the parameters that apply to
+    searches taken from ``base``; and its dense dimension. Raises ``KeyError`` when the saved
+    configuration lacks one of them."""
+    hnsw = saved["hnsw_config"]
+    layout = dataclasses.replace(
+        base,
+        hnsw_m=hnsw["m"],
+        hnsw_ef_construct=hnsw["ef_construct"],
+        hnsw_payload_m=hnsw.get("payload_m") or 0,
+        full_scan_threshold_kb=hnsw["full_scan_threshold"],
+        indexing_threshold_kb=saved["optimizers"]["indexing_threshold"],
+        sparse_full_scan_threshold=saved["sparse_vectors"][SPARSE]["full_scan_threshold"],
+        quantization="int8" if (saved.get("quantization_config") or {}).get("scalar") else "none",
+        on_disk_vectors=bool(saved["vectors"][DENSE].get("on_disk")),
+        on_disk_payload=bool(saved.get("on_disk_payload")),
+    )
+    return layout, saved["vectors"][DENSE]["size"]
 
 
 def _edge_config(layout: CollectionLayout, dense_dim: int) -> qe.EdgeConfig:

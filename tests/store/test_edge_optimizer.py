@@ -5,6 +5,7 @@ and the state left for ``ncindex status``."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import uuid
 from pathlib import Path
@@ -66,12 +67,37 @@ def test_fresh_points_are_unindexed_and_an_optimised_shard_has_none(
     assert store.info()["points"] == 400
 
 
+def test_the_optimised_segments_get_the_bm25_threshold_of_the_shards_size(
+    tmp_path: Path,
+) -> None:
+    """A shard of 400 points whose layout asks a share of 0.5 over a floor of 10: the copy is
+    optimised with a threshold of 200, which the swapped-in shard keeps."""
+    layout = dataclasses.replace(SMALL, sparse_full_scan_threshold=10, sparse_full_scan_share=0.5)
+    store = QdrantEdgeStore(tmp_path, "m", layout=layout)
+    store.ensure_collection(DIM)
+    store.upsert(_points(0, 400))
+    asked: list[int] = []
+
+    def optimise(path: Path, threshold: int) -> ChildOptimisation:
+        asked.append(threshold)
+        return optimise_in_child(path, threshold)
+
+    try:
+        store.optimise_aside(optimise)
+        saved = json.loads((store.shard_path / "edge_config.json").read_text(encoding="utf-8"))
+        assert asked == [200]
+        assert saved["sparse_vectors"]["bm25"]["full_scan_threshold"] == 200
+        assert len(_doc_keys(store)) == 400 and unindexed_points(store.info()) == 0
+    finally:
+        store.close()
+
+
 def test_writes_during_the_optimisation_are_replayed(store: QdrantEdgeStore) -> None:
-    def optimise_while_writing(path: Path) -> ChildOptimisation:
+    def optimise_while_writing(path: Path, threshold: int) -> ChildOptimisation:
         store.upsert(_points(1000, 30, user="bob"))  # new documents
         store.delete_document("file:5")  # a removed one
         store.set_payload("file:7", {"acl": ["alice", "carol"]})  # a share
-        held = optimise_in_child(path)
+        held = optimise_in_child(path, threshold)
         store.upsert(_points(2000, 5))  # written while the copy was optimised
         return held
 
@@ -116,9 +142,9 @@ def test_writes_go_on_through_every_step_and_all_reach_the_swapped_shard(
             written[point.payload["doc_key"]] = point.dense
             n += 1
 
-    def optimise_with_a_big_journal(path: Path) -> ChildOptimisation:
+    def optimise_with_a_big_journal(path: Path, threshold: int) -> ChildOptimisation:
         store.upsert(_points(8000, 100))  # more than the last, locked round replays
-        return optimise_in_child(path)
+        return optimise_in_child(path, threshold)
 
     writer = threading.Thread(target=write_forever)
     writer.start()
@@ -145,8 +171,8 @@ def test_searches_are_served_while_the_copy_is_optimised(store: QdrantEdgeStore)
 
     held: list[ChildOptimisation] = []
 
-    def optimise_and_search(path: Path) -> ChildOptimisation:
-        child = threading.Thread(target=lambda: held.append(optimise_in_child(path)))
+    def optimise_and_search(path: Path, threshold: int) -> ChildOptimisation:
+        child = threading.Thread(target=lambda: held.append(optimise_in_child(path, threshold)))
         child.start()
         while child.is_alive():
             searched.append(
@@ -169,7 +195,7 @@ def test_searches_are_served_while_the_copy_is_optimised(store: QdrantEdgeStore)
 
 
 def test_a_failing_optimisation_leaves_the_live_shard_as_it_was(store: QdrantEdgeStore) -> None:
-    def fail(path: Path) -> ChildOptimisation:
+    def fail(path: Path, threshold: int) -> ChildOptimisation:
         store.upsert(_points(5000, 2))
         raise StoreUnavailable("child died")
 
@@ -182,9 +208,9 @@ def test_a_failing_optimisation_leaves_the_live_shard_as_it_was(store: QdrantEdg
 
 
 def test_a_write_that_cannot_be_replayed_drops_the_copy(store: QdrantEdgeStore) -> None:
-    def write_without_doc_key(path: Path) -> ChildOptimisation:
+    def write_without_doc_key(path: Path, threshold: int) -> ChildOptimisation:
         store.upsert([PointRecord(id=str(uuid.UUID(int=9999)), payload={}, dense=[0.5] * DIM)])
-        return optimise_in_child(path)
+        return optimise_in_child(path, threshold)
 
     with pytest.raises(StoreUnavailable, match="without doc_key"):
         store.optimise_aside(write_without_doc_key)
@@ -206,7 +232,7 @@ def test_the_optimizer_acts_on_its_threshold_and_records_its_state(
     assert state["state"] == "idle" and state["error"] is None
     assert state["unindexed_points"] == 0 and state["optimise_seconds"] > 0
 
-    def broken(path: Path) -> ChildOptimisation:
+    def broken(path: Path, threshold: int) -> ChildOptimisation:
         raise StoreUnavailable("no child")
 
     store.upsert(_points(7000, 150))
@@ -294,7 +320,9 @@ class _SlowClose:
 def test_the_swap_reports_each_locked_step_apart(store: QdrantEdgeStore) -> None:
     # the copy's close made to take 0.5 s and the live shard's 1.5 s: each lands in its own key
     store._shard = _SlowClose(store._open_shard(), 1.5)  # type: ignore[assignment]
-    report = store.optimise_aside(lambda path: _SlowClose(optimise_in_child(path), 0.5))
+    report = store.optimise_aside(
+        lambda path, threshold: _SlowClose(optimise_in_child(path, threshold), 0.5)
+    )
 
     assert 0.5 <= report["copy_close_seconds"] < 1.5
     assert report["live_close_seconds"] >= 1.5

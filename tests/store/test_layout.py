@@ -45,6 +45,7 @@ CUSTOM = CollectionLayout(
     indexing_threshold_kb=500,
     full_scan_threshold_kb=40_000,
     sparse_full_scan_threshold=25_000,
+    sparse_full_scan_share=0.25,
     quantization="none",
     on_disk_vectors=False,
     on_disk_payload=False,
@@ -68,6 +69,76 @@ def test_a_full_scan_threshold_qdrant_would_refuse_is_refused() -> None:
     with pytest.raises(pydantic.ValidationError, match="qdrant_full_scan_threshold_kb"):
         Settings(qdrant_full_scan_threshold_kb=9)
     assert Settings(qdrant_full_scan_threshold_kb=10).qdrant_full_scan_threshold_kb == 10
+
+
+def test_the_bm25_full_scan_threshold_is_a_share_of_the_shard_with_a_floor() -> None:
+    layout = dataclasses.replace(
+        DEFAULT_LAYOUT, sparse_full_scan_threshold=5_000, sparse_full_scan_share=0.1
+    )
+    assert layout.sparse_threshold(0) == 5_000
+    assert layout.sparse_threshold(50_000) == 5_000
+    assert layout.sparse_threshold(1_000_000) == 100_000
+    assert layout.sparse_threshold(1_000_001) == 100_001  # rounded up
+    assert dataclasses.replace(layout, sparse_full_scan_share=0).sparse_threshold(10**7) == 5_000
+    for share in (-0.1, 1.5):
+        with pytest.raises(pydantic.ValidationError, match="qdrant_sparse_full_scan_share"):
+            Settings(qdrant_sparse_full_scan_share=share)
+
+
+def _segment_sparse_thresholds(shard: Path) -> list[int]:
+    """The BM25 full-scan threshold of each segment of the Edge shard at ``shard`` that has
+    an immutable (optimised) BM25 index, from the segments' saved configuration."""
+    found = []
+    for segment in sorted((shard / "segments").glob("*/segment.json")):
+        index = json.loads(segment.read_text(encoding="utf-8"))["config"]["sparse_vector_data"]
+        if not index["bm25"]["index"]["index_type"].startswith("Mutable"):
+            found.append(index["bm25"]["index"]["full_scan_threshold"])
+    return found
+
+
+@pytest.mark.parametrize("layout", [DEFAULT_LAYOUT, CUSTOM], ids=["default", "custom"])
+def test_optimising_with_a_bm25_threshold_changes_that_alone(
+    tmp_path: Path, layout: CollectionLayout
+) -> None:
+    """The optimiser's child opens a shard copy without the layout it was created with (the
+    default one): the threshold it is given reaches the segments it builds, and the shard
+    keeps every other parameter of its own."""
+    from ncindex.store import PointRecord
+
+    created = QdrantEdgeStore(
+        tmp_path, "m", layout=dataclasses.replace(layout, indexing_threshold_kb=1)
+    )
+    created.ensure_collection(8)
+    created.upsert(
+        [
+            PointRecord(
+                str(uuid.UUID(int=i + 1)),
+                {"doc_key": f"d{i}", "acl": ["alice"]},
+                [float(i % 7 + 1), 1.0, 0, 0, 0, 0, 0, float(i % 3)],
+                SparseVector(indices=[i % 50, 60], values=[1.0, 0.5]),
+            )
+            for i in range(600)
+        ]
+    )
+    query = SparseVector(indices=[7, 60], values=[1.0, 1.0])
+    acl = m.Filter(must=[m.FieldCondition(key="acl", match=m.MatchValue(value="alice"))])
+    before_hits = [h.id for h in created.branch(sparse=query, flt=acl, limit=12, fields=())]
+    created.close()
+    config = tmp_path / "m" / "edge_config.json"
+    before = json.loads(config.read_text(encoding="utf-8"))
+
+    child = QdrantEdgeStore(tmp_path, "m")
+    try:
+        assert child.optimize(sparse_threshold=123_456)
+        after = json.loads(config.read_text(encoding="utf-8"))
+        assert after["sparse_vectors"]["bm25"].pop("full_scan_threshold") == 123_456
+        before["sparse_vectors"]["bm25"].pop("full_scan_threshold")
+        assert after == before
+        assert _segment_sparse_thresholds(tmp_path / "m") == [123_456]
+        hits = [h.id for h in child.branch(sparse=query, flt=acl, limit=12, fields=())]
+        assert sorted(hits) == sorted(before_hits) and len(hits) == 12  # the i % 50 == 7 points
+    finally:
+        child.close()
 
 
 def test_write_consistency_above_replication_is_refused() -> None:
