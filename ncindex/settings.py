@@ -152,11 +152,10 @@ class Settings(BaseSettings):
         le=1,
         description="Embedded engine (Qdrant Edge): each optimisation raises the BM25 "
         "full-scan threshold of the segments it builds to this share of the shard's points, "
-        "if above `qdrant_sparse_full_scan_threshold`. Walking the inverted index costs what "
-        "its posting lists hold, which grows with the collection; scoring the points a filter "
-        "lets through costs what they are (at a million chunks of 20 users, the realistic "
-        "filter's BM25 prefetch: walked 66 ms, scored 21-44 ms, p50; benchmarks/RESULTS.md, "
-        "Scale). 0: the fixed threshold alone.",
+        "if above `qdrant_sparse_full_scan_threshold` (an existing store takes it at its next "
+        "optimisation). Walking the inverted index costs what its posting lists hold, which "
+        "grows with the collection; scoring the points a filter lets through costs what they "
+        "are (benchmarks/scale_reading.md). 0: the fixed threshold alone.",
     )
     qdrant_indexing_threshold_kb: int = Field(
         20000,

@@ -56,6 +56,19 @@ def tag_envelope(*file_ids: int, user: str = "alice") -> dict[str, Any]:
     }
 
 
+def edge_segment_sparse_thresholds(shard: Path) -> list[int]:
+    """The BM25 full-scan threshold (points) of each segment of the Qdrant Edge shard folder
+    ``shard`` whose BM25 index is immutable (built by the optimisers), from the segments'
+    saved configuration (``segments/*/segment.json``)."""
+    found = []
+    for segment in sorted((shard / "segments").glob("*/segment.json")):
+        config = json.loads(segment.read_text(encoding="utf-8"))["config"]
+        index = config["sparse_vector_data"]["bm25"]["index"]
+        if not index["index_type"].startswith("Mutable"):
+            found.append(index["full_scan_threshold"])
+    return found
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.1) -> Any:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -6,7 +6,7 @@ filter lets through. And Edge's ``optimize`` holds the Python GIL for its whole 
 run on a thread of the process that serves searches: :class:`EdgeOptimizer` checks the shards
 every ``check_seconds`` and, when at least ``after_points`` points sit outside HNSW-indexed
 segments, optimises a copy of the shard in a child process
-(``python -m ncindex.store.edge_optimizer PATH``) and swaps it in
+(``python -m ncindex.store.edge_optimizer PATH [BM25_THRESHOLD]``) and swaps it in
 (:meth:`~ncindex.store.qdrant_edge.QdrantEdgeStore.optimise_aside`).
 
 Its state is written to ``optimizer.json`` in the store's root (one entry per model slug), for

@@ -11,7 +11,9 @@ million 384-dimension chunks falls from ~1.5 GB of float32 to ~0.4 GB while the 
 re-scored exactly.
 
 A layout applies when a collection is *created*; an existing collection keeps its own (a new
-layout reaches it through ``ncindex reindex --model``, which builds a new collection).
+layout reaches it through ``ncindex reindex --model``, which builds a new collection), except
+the search parameters (below) and, on Qdrant Edge, the BM25 full-scan threshold, which each
+optimisation sets anew for the segments it builds (:meth:`CollectionLayout.sparse_threshold`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class CollectionLayout:
     lets through instead of walking an index when few pass: the dense one when their vectors
     are under ``full_scan_threshold_kb`` kilobytes (Qdrant estimates the count from the payload
     indexes and samples when unsure, ``HNSWIndex::search``, qdrant/qdrant
-    lib/segment/src/index/hnsw_index/hnsw.rs), the BM25 one when at most
+    lib/segment/src/index/hnsw_index/hnsw.rs), the BM25 one when fewer than
     ``sparse_full_scan_threshold`` points may pass (the estimate's upper bound,
     ``SparseVectorIndex::search_nearest_query``, lib/segment/src/index/sparse_index), or
     fewer than ``sparse_full_scan_share`` of the shard's points on Qdrant Edge
@@ -112,12 +114,18 @@ class CollectionLayout:
         terms, checking the filter on each entry, or scores the points the filter lets
         through; the walk's cost grows with the collection and the scan's with the filter's
         points, so the point where the scan pays is a share of the collection, not a count.
-        At a million chunks of 20 users the realistic filter (an estimate of 43,600 points,
-        22,000 let through) was walked in 66 ms and scanned in 21-44 ms (p50, a store without
-        HNSW, benchmarks/scale_reading.md); at 100,000 chunks of one user the same 22,000
-        points (estimate 45,000, a share of 0.45) scanned were dearer than walked (24 against
-        20 ms, an earlier round)."""
-        return max(self.sparse_full_scan_threshold, math.ceil(self.sparse_full_scan_share * points))
+        Qdrant compares each segment's own estimate with it, so this holds where an optimised
+        shard is one large segment, as on this 2-core machine (Edge's merge target is half
+        the CPUs, 2 to 8 segments, the appendable one counted:
+        ``EdgeOptimizersConfig::get_number_segments``, qdrant/qdrant
+        lib/edge/src/config/optimizers.rs); with k large segments a filter is scanned
+        up to k × the share. Measured (benchmarks/scale_reading.md): at a million chunks of
+        20 users the realistic filter (Qdrant's estimate 43,600 points, 22,000 let through)
+        walked against scanned in a store without HNSW; at 100,000 chunks of one user the
+        same 22,000 points (estimate 45,000, 0.45 of the shard) scanned were dearer than
+        walked (24 against 20 ms p50, an earlier round)."""
+        share = math.ceil(round(self.sparse_full_scan_share * points, 6))  # float noise away
+        return max(self.sparse_full_scan_threshold, share)
 
     def drawn(self, limit: int) -> int:
         """The quantised candidates a dense search asking ``limit`` hits draws and rescores on

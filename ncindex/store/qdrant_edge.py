@@ -24,7 +24,6 @@ Edge keeps a write-ahead log, so a write is durable when it returns; :meth:`clos
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import shutil
@@ -632,8 +631,10 @@ class QdrantEdgeStore:
         run them in the background. Returns whether anything was optimised. With
         ``sparse_threshold`` (points; :meth:`CollectionLayout.sparse_threshold`) the segments
         they build score a filtered BM25 search by scan below that many points: the shard is
-        first loaded again with its saved configuration, that threshold changed
-        (``EdgeShard.load(path, config)`` overwrites the saved one)."""
+        first loaded again (reads waiting) with a configuration of its BM25 vectors alone, that
+        threshold in it (``EdgeShard.load(path, config)`` checks it against the saved one and
+        saves it; every other saved parameter stays). Segments the optimisers leave as they
+        are keep the threshold they were built with."""
         with self._lock, self._call("optimize"):
             shard = self._open_shard()
             if sparse_threshold is not None:
@@ -644,13 +645,18 @@ class QdrantEdgeStore:
         saved = json.loads((self.shard_path / _EDGE_CONFIG_FILE).read_text(encoding="utf-8"))
         if saved["sparse_vectors"][SPARSE].get("full_scan_threshold") == threshold:
             return shard
-        layout, dense_dim = _saved_layout(saved, self.layout)
-        config = _edge_config(
-            dataclasses.replace(layout, sparse_full_scan_threshold=threshold), dense_dim
+        # a configuration of the BM25 vectors alone: Edge keeps every other saved parameter
+        config = qe.EdgeConfig(
+            sparse_vectors={
+                SPARSE: qe.EdgeSparseVectorParams(
+                    modifier=qe.Modifier.Idf, full_scan_threshold=threshold
+                )
+            }
         )
-        self._shard = None
-        shard.close()
-        self._shard = qe.EdgeShard.load(str(self.shard_path), config)
+        with self._no_readers():
+            shard.close()
+            self._shard = None
+            self._shard = qe.EdgeShard.load(str(self.shard_path), config)
         return self._shard
 
     def info(self) -> dict[str, int]:
@@ -863,27 +869,6 @@ def _lap(steps: dict[str, float], name: str, began: float) -> float:
     now = time.monotonic()
     steps[name] = now - began
     return now
-
-
-def _saved_layout(saved: dict[str, Any], base: CollectionLayout) -> tuple[CollectionLayout, int]:
-    """The layout a shard was created with, read back from its saved configuration (Edge's
-    ``edge_config.json``, as :func:`_edge_config` made it), the parameters that apply to
-    searches taken from ``base``; and its dense dimension. Raises ``KeyError`` when the saved
-    configuration lacks one of them."""
-    hnsw = saved["hnsw_config"]
-    layout = dataclasses.replace(
-        base,
-        hnsw_m=hnsw["m"],
-        hnsw_ef_construct=hnsw["ef_construct"],
-        hnsw_payload_m=hnsw.get("payload_m") or 0,
-        full_scan_threshold_kb=hnsw["full_scan_threshold"],
-        indexing_threshold_kb=saved["optimizers"]["indexing_threshold"],
-        sparse_full_scan_threshold=saved["sparse_vectors"][SPARSE]["full_scan_threshold"],
-        quantization="int8" if (saved.get("quantization_config") or {}).get("scalar") else "none",
-        on_disk_vectors=bool(saved["vectors"][DENSE].get("on_disk")),
-        on_disk_payload=bool(saved.get("on_disk_payload")),
-    )
-    return layout, saved["vectors"][DENSE]["size"]
 
 
 def _edge_config(layout: CollectionLayout, dense_dim: int) -> qe.EdgeConfig:

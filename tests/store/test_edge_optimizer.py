@@ -26,6 +26,7 @@ from ncindex.store.edge_optimizer import (
 )
 from ncindex.store.layout import DEFAULT_LAYOUT
 from ncindex.store.qdrant_edge import QdrantEdgeStore
+from support import edge_segment_sparse_thresholds
 
 DIM = 16
 SMALL = dataclasses.replace(DEFAULT_LAYOUT, indexing_threshold_kb=10)
@@ -87,6 +88,7 @@ def test_the_optimised_segments_get_the_bm25_threshold_of_the_shards_size(
         saved = json.loads((store.shard_path / "edge_config.json").read_text(encoding="utf-8"))
         assert asked == [200]
         assert saved["sparse_vectors"]["bm25"]["full_scan_threshold"] == 200
+        assert edge_segment_sparse_thresholds(store.shard_path) == [200]
         assert len(_doc_keys(store)) == 400 and unindexed_points(store.info()) == 0
     finally:
         store.close()

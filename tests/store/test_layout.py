@@ -34,6 +34,7 @@ from ncindex.store.layout import DEFAULT_LAYOUT
 from ncindex.store.qdrant_edge import QdrantEdgeStore, to_edge_search_params
 from ncindex.store.qdrant_server import QdrantServerStore
 from ncindex.store.schema import PAYLOAD_INDEXES, IndexKind
+from support import edge_segment_sparse_thresholds
 
 CUSTOM = CollectionLayout(
     shard_number=6,
@@ -85,24 +86,14 @@ def test_the_bm25_full_scan_threshold_is_a_share_of_the_shard_with_a_floor() -> 
             Settings(qdrant_sparse_full_scan_share=share)
 
 
-def _segment_sparse_thresholds(shard: Path) -> list[int]:
-    """The BM25 full-scan threshold of each segment of the Edge shard at ``shard`` that has
-    an immutable (optimised) BM25 index, from the segments' saved configuration."""
-    found = []
-    for segment in sorted((shard / "segments").glob("*/segment.json")):
-        index = json.loads(segment.read_text(encoding="utf-8"))["config"]["sparse_vector_data"]
-        if not index["bm25"]["index"]["index_type"].startswith("Mutable"):
-            found.append(index["bm25"]["index"]["full_scan_threshold"])
-    return found
-
-
 @pytest.mark.parametrize("layout", [DEFAULT_LAYOUT, CUSTOM], ids=["default", "custom"])
 def test_optimising_with_a_bm25_threshold_changes_that_alone(
     tmp_path: Path, layout: CollectionLayout
 ) -> None:
     """The optimiser's child opens a shard copy without the layout it was created with (the
     default one): the threshold it is given reaches the segments it builds, and the shard
-    keeps every other parameter of its own."""
+    keeps every other parameter of its own and answers as before (600 points are scanned
+    under either threshold: this checks the reloaded shard, not the plan)."""
     from ncindex.store import PointRecord
 
     created = QdrantEdgeStore(
@@ -134,7 +125,7 @@ def test_optimising_with_a_bm25_threshold_changes_that_alone(
         assert after["sparse_vectors"]["bm25"].pop("full_scan_threshold") == 123_456
         before["sparse_vectors"]["bm25"].pop("full_scan_threshold")
         assert after == before
-        assert _segment_sparse_thresholds(tmp_path / "m") == [123_456]
+        assert edge_segment_sparse_thresholds(tmp_path / "m") == [123_456]
         hits = [h.id for h in child.branch(sparse=query, flt=acl, limit=12, fields=())]
         assert sorted(hits) == sorted(before_hits) and len(hits) == 12  # the i % 50 == 7 points
     finally:
