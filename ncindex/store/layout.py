@@ -122,8 +122,8 @@ class CollectionLayout:
         up to k × the share. Measured (benchmarks/scale_reading.md): at a million chunks of
         20 users the realistic filter (Qdrant's estimate 43,600 points, 22,000 let through)
         walked against scanned in a store without HNSW; at 100,000 chunks of one user the
-        same 22,000 points (estimate 45,000, 0.45 of the shard) scanned were dearer than
-        walked (24 against 20 ms p50, an earlier round)."""
+        same 22,000 points (estimate ~45,000, 0.45 of the shard, from the fill's mix) scanned
+        were dearer than walked (24 against 20 ms p50, an earlier round)."""
         share = math.ceil(round(self.sparse_full_scan_share * points, 6))  # float noise away
         return max(self.sparse_full_scan_threshold, share)
 

@@ -646,13 +646,7 @@ class QdrantEdgeStore:
         if saved["sparse_vectors"][SPARSE].get("full_scan_threshold") == threshold:
             return shard
         # a configuration of the BM25 vectors alone: Edge keeps every other saved parameter
-        config = qe.EdgeConfig(
-            sparse_vectors={
-                SPARSE: qe.EdgeSparseVectorParams(
-                    modifier=qe.Modifier.Idf, full_scan_threshold=threshold
-                )
-            }
-        )
+        config = qe.EdgeConfig(sparse_vectors=_sparse_vectors(threshold))
         with self._no_readers():
             shard.close()
             self._shard = None
@@ -871,6 +865,16 @@ def _lap(steps: dict[str, float], name: str, began: float) -> float:
     return now
 
 
+def _sparse_vectors(full_scan_threshold: int) -> dict[str, qe.EdgeSparseVectorParams]:
+    """The shard's BM25 vectors (IDF applied by the engine), scanned under a filter that may
+    let fewer than ``full_scan_threshold`` points through."""
+    return {
+        SPARSE: qe.EdgeSparseVectorParams(
+            modifier=qe.Modifier.Idf, full_scan_threshold=full_scan_threshold
+        )
+    }
+
+
 def _edge_config(layout: CollectionLayout, dense_dim: int) -> qe.EdgeConfig:
     """The shard configuration of ``layout`` (Edge saves it as ``edge_config.json``)."""
     quantization = (
@@ -884,11 +888,7 @@ def _edge_config(layout: CollectionLayout, dense_dim: int) -> qe.EdgeConfig:
                 size=dense_dim, distance=qe.Distance.Cosine, on_disk=layout.on_disk_vectors
             )
         },
-        sparse_vectors={
-            SPARSE: qe.EdgeSparseVectorParams(
-                modifier=qe.Modifier.Idf, full_scan_threshold=layout.sparse_full_scan_threshold
-            )
-        },
+        sparse_vectors=_sparse_vectors(layout.sparse_full_scan_threshold),
         on_disk_payload=layout.on_disk_payload,
         hnsw_config=qe.HnswIndexConfig(
             m=layout.hnsw_m,
