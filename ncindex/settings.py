@@ -163,6 +163,17 @@ class Settings(BaseSettings):
         description="A segment's vectors are indexed (HNSW, quantisation) once they exceed this "
         "many kilobytes (Qdrant's optimizers indexing_threshold); 0: never.",
     )
+    qdrant_max_segment_size_kb: int = Field(
+        0,
+        ge=0,
+        description="Largest segment, in kilobytes of its largest vector field, that the "
+        "optimisers build by merging (Qdrant's optimizers max_segment_size). Points written "
+        "since the last optimisation are indexed together with the smallest indexed segment "
+        "while the two fit, so this bounds the work of each later optimisation (at 100,000 "
+        "chunks: 55 s rebuilding the whole store, 17 s with 65,536; benchmarks/RESULTS.md, "
+        "Scale), at the price of more segments. 0: the engine's own (Qdrant Edge: 256,000 "
+        "per CPU).",
+    )
     qdrant_hnsw_ef: int = Field(
         128,
         ge=1,

@@ -38,7 +38,14 @@ class CollectionLayout:
     server only (Qdrant Edge is one local shard). ``hnsw_m`` is the links per point of the
     whole-collection graph (0: no such graph), ``hnsw_payload_m`` of the per-tenant graphs,
     ``hnsw_ef_construct`` the build-time candidate list; a segment is indexed once its vectors
-    pass ``indexing_threshold_kb`` kilobytes. A filtered search scores every point the filter
+    pass ``indexing_threshold_kb`` kilobytes, and merged into no segment larger than
+    ``max_segment_size_kb`` kilobytes of its largest vector field (0: the engine's default;
+    Qdrant Edge 256,000 per CPU: ``EdgeOptimizersConfig::get_max_segment_size_kb``,
+    qdrant/qdrant lib/edge/src/config/optimizers.rs). The optimiser indexes the points
+    written since it last ran together with the smallest indexed segment while the two fit
+    under that size (``IndexingOptimizer::plan_optimizations``,
+    lib/shard/src/optimizers/indexing_optimizer.rs), so a store smaller than it is rebuilt
+    whole at every optimisation. A filtered search scores every point the filter
     lets through instead of walking an index when few pass: the dense one when their vectors
     are under ``full_scan_threshold_kb`` kilobytes (Qdrant estimates the count from the payload
     indexes and samples when unsure, ``HNSWIndex::search``, qdrant/qdrant
@@ -71,6 +78,7 @@ class CollectionLayout:
     hnsw_ef_construct: int
     hnsw_payload_m: int
     indexing_threshold_kb: int
+    max_segment_size_kb: int
     full_scan_threshold_kb: int
     sparse_full_scan_threshold: int
     sparse_full_scan_share: float
@@ -94,6 +102,7 @@ class CollectionLayout:
             hnsw_ef_construct=settings.qdrant_hnsw_ef_construct,
             hnsw_payload_m=settings.qdrant_hnsw_payload_m,
             indexing_threshold_kb=settings.qdrant_indexing_threshold_kb,
+            max_segment_size_kb=settings.qdrant_max_segment_size_kb,
             full_scan_threshold_kb=settings.qdrant_full_scan_threshold_kb,
             sparse_full_scan_threshold=settings.qdrant_sparse_full_scan_threshold,
             sparse_full_scan_share=settings.qdrant_sparse_full_scan_share,

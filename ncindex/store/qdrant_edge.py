@@ -897,7 +897,10 @@ def _edge_config(layout: CollectionLayout, dense_dim: int) -> qe.EdgeConfig:
             payload_m=layout.hnsw_payload_m,
         ),
         quantization_config=quantization,
-        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=layout.indexing_threshold_kb),
+        optimizers=qe.EdgeOptimizersConfig(
+            indexing_threshold=layout.indexing_threshold_kb,
+            max_segment_size=layout.max_segment_size_kb or None,
+        ),
     )
 
 

@@ -504,7 +504,8 @@ def _creation_parameters(layout: CollectionLayout, dense_dim: int) -> dict[str, 
         ),
         "quantization_config": quantization,
         "optimizers_config": models.OptimizersConfigDiff(
-            indexing_threshold=layout.indexing_threshold_kb
+            indexing_threshold=layout.indexing_threshold_kb,
+            max_segment_size=layout.max_segment_size_kb or None,
         ),
     }
 

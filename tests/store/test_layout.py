@@ -44,6 +44,7 @@ CUSTOM = CollectionLayout(
     hnsw_ef_construct=64,
     hnsw_payload_m=24,
     indexing_threshold_kb=500,
+    max_segment_size_kb=100_000,
     full_scan_threshold_kb=40_000,
     sparse_full_scan_threshold=25_000,
     sparse_full_scan_share=0.25,
@@ -132,6 +133,44 @@ def test_optimising_with_a_bm25_threshold_changes_that_alone(
         child.close()
 
 
+def _segments_after_a_later_optimisation(tmp_path: Path, max_segment_size_kb: int) -> int:
+    """Segments of an Edge shard of 4,000 random 64-dimension points (1,000 KB of vectors),
+    optimised, then 500 more (125 KB) and optimised again, every segment indexed."""
+    import numpy as np
+
+    from ncindex.store import PointRecord
+
+    layout = dataclasses.replace(
+        DEFAULT_LAYOUT, indexing_threshold_kb=1, max_segment_size_kb=max_segment_size_kb
+    )
+    store = QdrantEdgeStore(tmp_path, "m", layout=layout)
+    store.ensure_collection(64)
+    vectors = np.random.default_rng(1).standard_normal((4500, 64)).astype(np.float32).tolist()
+    for batch in (range(4000), range(4000, 4500)):
+        store.upsert([PointRecord(str(uuid.UUID(int=i + 1)), {"doc_key": f"d{i}"}, vectors[i])
+                      for i in batch])  # fmt: skip
+        assert store.optimize()
+    info = store.info()
+    store.close()
+    assert info["points"] == info["indexed_vectors"] == 4500
+    return info["segments"]
+
+
+def test_a_later_optimisation_indexes_new_points_apart_under_the_max_segment_size(
+    tmp_path: Path,
+) -> None:
+    """With a 600 KB max segment size the 500 new points are indexed in a segment of their
+    own beside the 1,000 KB one (the appendable one makes three), where Qdrant's default
+    (256,000 KB per CPU) rebuilds them together with it — while the shard is at its target
+    number of segments (2 below 6 CPUs: ``default_segment_number``; above it the new points
+    are indexed apart either way, so the contrast is only asserted there)."""
+    import os
+
+    assert _segments_after_a_later_optimisation(tmp_path / "capped", 600) == 3
+    if (os.cpu_count() or 1) < 6:
+        assert _segments_after_a_later_optimisation(tmp_path / "default", 0) == 2
+
+
 def test_write_consistency_above_replication_is_refused() -> None:
     with pytest.raises(pydantic.ValidationError, match="qdrant_write_consistency_factor"):
         Settings(qdrant_replication_factor=1, qdrant_write_consistency_factor=2)
@@ -151,6 +190,7 @@ def test_edge_shard_is_created_with_the_layout(tmp_path: Path, layout: Collectio
         assert sparse["full_scan_threshold"] == layout.sparse_full_scan_threshold
         assert saved["on_disk_payload"] is layout.on_disk_payload
         assert saved["optimizers"]["indexing_threshold"] == layout.indexing_threshold_kb
+        assert saved["optimizers"]["max_segment_size"] == (layout.max_segment_size_kb or None)
         assert saved["vectors"]["dense"]["on_disk"] is layout.on_disk_vectors
         if layout.quantization == "int8":
             assert saved["quantization_config"] == {"scalar": {"type": "int8", "always_ram": True}}
@@ -245,6 +285,8 @@ def test_server_store_sends_the_layout_when_it_creates_a_collection(
     assert body["write_consistency_factor"] == layout.write_consistency_factor
     assert body["on_disk_payload"] is layout.on_disk_payload
     assert body["optimizers_config"]["indexing_threshold"] == layout.indexing_threshold_kb
+    sent = body["optimizers_config"].get("max_segment_size")
+    assert sent == (layout.max_segment_size_kb or None)
     assert body["vectors"]["dense"]["on_disk"] is layout.on_disk_vectors
     assert body["hnsw_config"]["m"] == layout.hnsw_m
     assert body["hnsw_config"]["ef_construct"] == layout.hnsw_ef_construct
