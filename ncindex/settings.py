@@ -167,12 +167,9 @@ class Settings(BaseSettings):
         0,
         ge=0,
         description="Largest segment, in kilobytes of its largest vector field, that the "
-        "optimisers build by merging (Qdrant's optimizers max_segment_size). Points written "
-        "since the last optimisation are indexed together with the smallest indexed segment "
-        "while the two fit, so this bounds the work of each later optimisation (at 100,000 "
-        "chunks: 55 s rebuilding the whole store, 17 s with 65,536; benchmarks/RESULTS.md, "
-        "Scale), at the price of more segments. 0: the engine's own (Qdrant Edge: 256,000 "
-        "per CPU).",
+        "optimisers merge into (Qdrant's optimizers max_segment_size): it bounds what a later "
+        "optimisation rebuilds, at the price of more segments (README, Collection layout). "
+        "0: the engine's own.",
     )
     qdrant_hnsw_ef: int = Field(
         128,

@@ -38,15 +38,18 @@ class CollectionLayout:
     server only (Qdrant Edge is one local shard). ``hnsw_m`` is the links per point of the
     whole-collection graph (0: no such graph), ``hnsw_payload_m`` of the per-tenant graphs,
     ``hnsw_ef_construct`` the build-time candidate list; a segment is indexed once its vectors
-    pass ``indexing_threshold_kb`` kilobytes, and merged into no segment larger than
-    ``max_segment_size_kb`` kilobytes of its largest vector field (0: the engine's default;
-    Qdrant Edge 256,000 per CPU: ``EdgeOptimizersConfig::get_max_segment_size_kb``,
-    qdrant/qdrant lib/edge/src/config/optimizers.rs). The optimiser indexes the points
-    written since it last ran together with the smallest indexed segment while the two fit
-    under that size (``IndexingOptimizer::plan_optimizations``,
-    lib/shard/src/optimizers/indexing_optimizer.rs), so a store smaller than it is rebuilt
-    whole at every optimisation. A filtered search scores every point the filter
-    lets through instead of walking an index when few pass: the dense one when their vectors
+    pass ``indexing_threshold_kb`` kilobytes. ``max_segment_size_kb`` (kilobytes of a
+    segment's largest vector field; 0: the engine's default, on Qdrant Edge 256,000 per HNSW
+    indexing thread, by default one per CPU up to 8: ``get_max_segment_size_kb``,
+    qdrant/qdrant lib/edge/src/config/optimizers.rs, the constant in
+    lib/shard/src/optimizers/config.rs) bounds what a later optimisation rebuilds: once the
+    shard is at its target number of segments (half the CPUs, 2 to 8), the optimiser indexes
+    the points written since it last ran together with the smallest indexed segment while
+    the two fit under that size (``IndexingOptimizer::plan_optimizations``,
+    lib/shard/src/optimizers/indexing_optimizer.rs), so a store under it is rebuilt whole
+    each time; the points themselves are indexed whatever their size. A filtered search
+    scores every point the filter lets through instead of walking an index when few pass:
+    the dense one when their vectors
     are under ``full_scan_threshold_kb`` kilobytes (Qdrant estimates the count from the payload
     indexes and samples when unsure, ``HNSWIndex::search``, qdrant/qdrant
     lib/segment/src/index/hnsw_index/hnsw.rs), the BM25 one when fewer than

@@ -135,7 +135,8 @@ def test_optimising_with_a_bm25_threshold_changes_that_alone(
 
 def _segments_after_a_later_optimisation(tmp_path: Path, max_segment_size_kb: int) -> int:
     """Segments of an Edge shard of 4,000 random 64-dimension points (1,000 KB of vectors),
-    optimised, then 500 more (125 KB) and optimised again, every segment indexed."""
+    optimised, then 500 more (125 KB) and optimised again, every segment indexed (the caller
+    fixes the CPUs Qdrant plans for)."""
     import numpy as np
 
     from ncindex.store import PointRecord
@@ -157,18 +158,17 @@ def _segments_after_a_later_optimisation(tmp_path: Path, max_segment_size_kb: in
 
 
 def test_a_later_optimisation_indexes_new_points_apart_under_the_max_segment_size(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With a 600 KB max segment size the 500 new points are indexed in a segment of their
-    own beside the 1,000 KB one (the appendable one makes three), where Qdrant's default
-    (256,000 KB per CPU) rebuilds them together with it — while the shard is at its target
-    number of segments (2 below 6 CPUs: ``default_segment_number``; above it the new points
-    are indexed apart either way, so the contrast is only asserted there)."""
-    import os
-
-    assert _segments_after_a_later_optimisation(tmp_path / "capped", 600) == 3
-    if (os.cpu_count() or 1) < 6:
-        assert _segments_after_a_later_optimisation(tmp_path / "default", 0) == 2
+    """With a 1,100 KB max segment size the 500 new points (125 KB) are indexed in a segment
+    of their own beside the 1,000 KB one (the appendable one makes three), since the two
+    together would pass it; with Qdrant's default (256,000 KB per indexing thread) they are
+    rebuilt together with it. Qdrant pairs them only while the shard is at its target number
+    of segments (half the CPUs, at least 2: ``default_segment_number``), so the CPUs it plans
+    for are fixed at 2 (``QDRANT_NUM_CPUS``, read by Qdrant at each plan)."""
+    monkeypatch.setenv("QDRANT_NUM_CPUS", "2")
+    assert _segments_after_a_later_optimisation(tmp_path / "capped", 1_100) == 3
+    assert _segments_after_a_later_optimisation(tmp_path / "default", 0) == 2
 
 
 def test_write_consistency_above_replication_is_refused() -> None:
