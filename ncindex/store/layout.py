@@ -49,9 +49,9 @@ class CollectionLayout:
     lib/shard/src/optimizers/indexing_optimizer.rs), so a store under it is rebuilt whole
     each time; the points themselves are indexed whatever their size. A filtered search
     scores every point the filter lets through instead of walking an index when few pass:
-    the dense one when their vectors
-    are under ``full_scan_threshold_kb`` kilobytes (Qdrant estimates the count from the payload
-    indexes and samples when unsure, ``HNSWIndex::search``, qdrant/qdrant
+    the dense one when their vectors are under ``full_scan_threshold_kb`` kilobytes (Qdrant
+    estimates the count from the payload indexes and samples when unsure,
+    ``HNSWIndex::search``, qdrant/qdrant
     lib/segment/src/index/hnsw_index/hnsw.rs), the BM25 one when fewer than
     ``sparse_full_scan_threshold`` points may pass (the estimate's upper bound,
     ``SparseVectorIndex::search_nearest_query``, lib/segment/src/index/sparse_index), or
