@@ -728,13 +728,15 @@ def status(
             workers = sorted(name for reply in replies for name in reply)
         except Exception:  # the broker is down: the Redis reads below say so
             workers = None
-        return collect_status(
+        data = collect_status(
             client,
             settings.names,
             users=sorted(set(settings.accounts) | set(Progress(client, settings.names).users())),
             store=services.store if services is not None else None,
             workers=workers,
         )
+        data["store"] = store_status(settings)
+        return data
 
     try:
         if watch:
@@ -747,7 +749,6 @@ def status(
         producer.close()
         if services is not None:
             services.close()
-    data["store"] = store_status(settings)
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
@@ -770,7 +771,7 @@ def _watch(collect: Any, interval: float, iterations: int | None) -> None:
 
 
 def _print_status(data: dict[str, Any]) -> None:
-    from allinone.status_view import duration
+    from allinone.status_view import duration, optimizer_lines
 
     click.echo(
         "queues: "
@@ -797,17 +798,8 @@ def _print_status(data: dict[str, Any]) -> None:
         )
     letters = data["dead_letters"]
     click.echo(f"dead letters: {sum(e['size'] for e in letters.values()) if letters else 0}")
-    for slug, opt in data["store"].get("optimizer", {}).items():
-        last = (
-            f", last run {opt['optimise_seconds']:.1f} s at {opt.get('finished_at', 0):.0f}"
-            if "optimise_seconds" in opt
-            else ""
-        )
-        click.echo(
-            f"store {slug}: {opt['state']}, {opt['points']} points in {opt['segments']} "
-            f"segments, {opt['unindexed_points']} unindexed{last}"
-            + (f", error: {opt['error']}" if opt.get("error") else "")
-        )
+    for line in optimizer_lines(data["store"], time.time()):
+        click.echo(line)
     for key, entry in letters.items():
         click.echo(f"  {key} ({entry['type']}, {entry['size']}): {entry['sample']}")
     refused = data["accounts_refused"]

@@ -6,6 +6,7 @@ when it is a terminal.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -36,9 +37,53 @@ def duration(seconds: float | None) -> str:
     return f"{seconds} s"
 
 
+def optimizer_lines(store: dict[str, Any], now: float) -> list[str]:
+    """One line per model for the embedded engine's background optimiser, from ``store``
+    (:func:`ncindex.store.store_status`; none for a Qdrant server) at Unix time ``now``: its
+    state, its last run (when it ended, how long it and its copy, optimise and swap steps
+    took, how long writes waited at most; or why it failed) and the shard's size. A figure
+    missing from the state shows as ``?``."""
+    lines = []
+    for slug, opt in store.get("optimizer", {}).items():
+        size = (
+            f"{opt.get('points', '?')} points in {opt.get('segments', '?')} segments, "
+            f"{opt.get('unindexed_points', '?')} unindexed"
+        )
+        started, finished = opt.get("started_at"), opt.get("finished_at")
+        if opt.get("state") == "optimising" and started is not None:
+            run = f"optimising for {duration(now - started)}"
+        elif finished is None or started is None:
+            run = f"{opt.get('state', '?')}, never optimised"
+        elif opt.get("outcome") == "failed":
+            run = (
+                f"{opt.get('state', '?')}; last run failed {duration(now - finished)} ago after "
+                f"{duration(finished - started)}: {opt.get('error')}"
+            )
+        else:
+            steps = ", ".join(
+                f"{name} {opt[key]:.1f}"
+                for name, key in (
+                    ("copy", "copy_seconds"),
+                    ("optimise", "optimise_seconds"),
+                    ("swap", "swap_seconds"),
+                )
+                if isinstance(opt.get(key), (int, float))
+            )
+            waited = opt.get("locked_seconds")
+            run = (
+                f"{opt.get('state', '?')}; last optimised {duration(now - finished)} ago in "
+                f"{finished - started:.1f} s"
+                + (f" ({steps} s)" if steps else "")
+                + (f", writes waited at most {waited:.1f} s" if waited is not None else "")
+            )
+        lines.append(f"store {slug}: {run}; {size}")
+    return lines
+
+
 def render(data: dict[str, Any]) -> Group:
-    """The status as rich renderables: a summary, one row per user with a progress bar of
-    their first indexing (full once done), and the skipped documents per rule."""
+    """The status as rich renderables: a summary (with the embedded engine's optimiser:
+    :func:`optimizer_lines`), one row per user with a progress bar of their first indexing
+    (full once done), and the skipped documents per rule."""
     total = data["total"]
     rates = total["rates"]
     workers = data.get("workers")
@@ -54,6 +99,7 @@ def render(data: dict[str, Any]) -> Group:
         f"{rates['chunks_per_second']} chunks/s (last {duration(rates['window_seconds'])}), "
         f"backlog ETA {duration(total['eta_seconds'])}; dead letter {total['dead_letter']}, "
         f"failing {total['failing']}",
+        *(f"\n{line}" for line in optimizer_lines(data.get("store", {}), time.time())),
     )
     table = Table(title="per user (docs: indexed documents; pend: pending)", expand=False)
     width = max((len(u) for u in data["users"]), default=4)

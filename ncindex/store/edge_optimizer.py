@@ -183,9 +183,12 @@ def _decode(raw: dict[str, Any]) -> PointRecord:
 
 def read_state(root: Path) -> dict[str, Any]:
     """The optimiser's last state per model slug (``{}`` when it never ran): ``state``
-    (``"idle"``, ``"optimising"`` or ``"failed"``), ``checked_at`` / ``started_at`` /
-    ``finished_at`` (Unix seconds), ``points``, ``segments``, ``unindexed_points``, the seconds
-    of the last run's steps and its ``error``."""
+    (``"idle"``, ``"optimising"`` or ``"failed"``), ``checked_at`` (Unix seconds), ``points``,
+    ``segments``, ``unindexed_points``, and of the last run (absent before the first):
+    ``started_at`` / ``finished_at`` (Unix seconds), ``outcome`` (``"optimised"`` or
+    ``"failed"``; absent while it runs), its ``error`` and the seconds of its steps
+    (:meth:`~ncindex.store.qdrant_edge.QdrantEdgeStore.optimise_aside`; a failed run has
+    none)."""
     try:
         raw = json.loads((Path(root) / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -258,11 +261,13 @@ class EdgeOptimizer:
                 self._record(store, entry)
                 continue
             entry.update(state="optimising", started_at=time.time())
-            self._record(store, entry)
+            self._record(store, entry, new_run=True)
             try:
                 report = store.optimise_aside(self._optimise)
             except (StoreUnavailable, OSError) as exc:  # OSError: the copy (a full disk)
-                entry.update(state="failed", finished_at=time.time(), error=str(exc))
+                entry.update(
+                    state="failed", outcome="failed", finished_at=time.time(), error=str(exc)
+                )
                 self._record(store, entry)
                 log.warning("edge_optimize_failed", model=store.model_slug, error=str(exc))
                 continue
@@ -270,6 +275,7 @@ class EdgeOptimizer:
             self._left_unindexed[store.model_slug] = unindexed_points(after)
             entry.update(
                 state="idle",
+                outcome="optimised",
                 finished_at=time.time(),
                 error=None,
                 **report,
@@ -282,9 +288,13 @@ class EdgeOptimizer:
         return done
 
     @staticmethod
-    def _record(store: QdrantEdgeStore, entry: dict[str, Any]) -> None:
+    def _record(store: QdrantEdgeStore, entry: dict[str, Any], new_run: bool = False) -> None:
+        """Write ``entry`` as the model's state: merged over what the last run recorded (its
+        outcome, times and steps stay visible between runs), or, for a ``new_run``, in its
+        place, so a run that fails shows none of the run before's figures."""
         state = read_state(store.root)
-        state[store.model_slug] = {**state.get(store.model_slug, {}), **entry}
+        earlier = {} if new_run else state.get(store.model_slug, {})
+        state[store.model_slug] = {**earlier, **entry}
         tmp = store.root / f".{STATE_FILE}.{os.getpid()}.tmp"
         with contextlib.suppress(OSError):  # the state is informative; indexing must go on
             tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")

@@ -232,6 +232,7 @@ def test_the_optimizer_acts_on_its_threshold_and_records_its_state(
     assert busy.check_once() == ["m"]
     state = read_state(tmp_path)["m"]
     assert state["state"] == "idle" and state["error"] is None
+    assert state["outcome"] == "optimised" and state["finished_at"] > state["started_at"]
     assert state["unindexed_points"] == 0 and state["optimise_seconds"] > 0
 
     def broken(path: Path, threshold: int) -> ChildOptimisation:
@@ -240,8 +241,12 @@ def test_the_optimizer_acts_on_its_threshold_and_records_its_state(
     store.upsert(_points(7000, 150))
     failing = EdgeOptimizer(lambda: [store], after_points=100, check_seconds=3600, optimise=broken)
     assert failing.check_once() == []
-    assert read_state(tmp_path)["m"]["state"] == "failed"
-    assert "no child" in read_state(tmp_path)["m"]["error"]
+    state = read_state(tmp_path)["m"]
+    assert state["state"] == "failed" and state["outcome"] == "failed"
+    assert "no child" in state["error"]
+    assert "optimise_seconds" not in state, "a failed run shows none of the run before's steps"
+    assert idle.check_once() == []  # a check between runs keeps the last run's outcome
+    assert read_state(tmp_path)["m"]["outcome"] == "failed"
 
     settings = Settings(qdrant_path=tmp_path)
     assert store_status(settings) == {"engine": "qdrant-edge", "optimizer": read_state(tmp_path)}

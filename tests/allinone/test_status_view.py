@@ -1,0 +1,88 @@
+"""What ``ncindex status`` says of the embedded engine's background optimiser: its state, its
+last run (or why it failed) and the shard's size, in the text output and under ``--watch``."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from allinone.cli import main
+from allinone.status_view import optimizer_lines
+from ncindex.store.edge_optimizer import STATE_FILE
+
+NOW = 1_800_000_000.0
+SIZE = {"points": 700, "segments": 2, "unindexed_points": 200}
+RUN = {
+    "started_at": NOW - 130,
+    "finished_at": NOW - 126.2,
+    "copy_seconds": 1.6,
+    "optimise_seconds": 1.9,
+    "swap_seconds": 0.3,
+    "locked_seconds": 0.4,
+}
+
+
+def line(opt: dict[str, object]) -> str:
+    (only,) = optimizer_lines({"engine": "qdrant-edge", "optimizer": {"m": opt}}, NOW)
+    return only
+
+
+def test_a_store_never_optimised() -> None:
+    assert line({"state": "idle", **SIZE}) == (
+        "store m: idle, never optimised; 700 points in 2 segments, 200 unindexed"
+    )
+
+
+def test_the_last_run_with_its_steps_and_longest_wait() -> None:
+    opt = {"state": "idle", "outcome": "optimised", "error": None, **SIZE, **RUN}
+    assert line(opt) == (
+        "store m: idle; last optimised 2 min 6 s ago in 3.8 s (copy 1.6, optimise 1.9, swap "
+        "0.3 s), writes waited at most 0.4 s; 700 points in 2 segments, 200 unindexed"
+    )
+
+
+def test_a_failed_run_shows_its_error_and_no_earlier_figures() -> None:
+    failed = {
+        "state": "failed",
+        "outcome": "failed",
+        "started_at": NOW - 20,
+        "finished_at": NOW - 18,
+        "error": "no child",
+        **SIZE,
+    }
+    assert line(failed) == (
+        "store m: failed; last run failed 18 s ago after 2 s: no child; "
+        "700 points in 2 segments, 200 unindexed"
+    )
+
+
+def test_a_run_under_way_and_a_state_missing_figures() -> None:
+    assert line({"state": "optimising", "started_at": NOW - 75}) == (
+        "store m: optimising for 1 min 15 s; ? points in ? segments, ? unindexed"
+    )
+    assert optimizer_lines({"engine": "qdrant-server"}, NOW) == []
+
+
+def test_status_and_its_watch_show_the_optimiser(redis_url: str, tmp_path: Path) -> None:
+    now = time.time()
+    state = {"m": {"state": "idle", "outcome": "optimised", **SIZE, **RUN,
+                   "started_at": now - 10, "finished_at": now - 6.2}}  # fmt: skip
+    (tmp_path / STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+    env = {
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_QDRANT_PATH": str(tmp_path),
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+    expected = re.compile(r"store m: idle; last optimised \d+ s ago in 3\.8 s \(copy 1\.6, ")
+    text = CliRunner().invoke(main, ["status"], env=env)
+    assert text.exit_code == 0, text.output
+    assert expected.search(text.output), text.output
+    watched = CliRunner().invoke(
+        main, ["status", "--watch", "--interval", "0.1", "--iterations", "2"], env=env
+    )
+    assert watched.exit_code == 0, watched.output
+    assert expected.search(watched.output), watched.output
