@@ -103,10 +103,12 @@ bench-search: $(STAMP) models
 # Verified search at 10,000, 100,000 and 1,000,000 chunks in two tenancy shapes (20 users; one
 # user who sees everything) on the optimised embedded engine: p50/p95, bare query, recall@10
 # against exact search, RSS, disk, fill and optimise time → benchmarks/results/scale.json and
-# "Scale" in benchmarks/RESULTS.md. SIZES=10000,100000 for a shorter run.
+# "Scale" in benchmarks/RESULTS.md. SIZES=10000,100000 and/or SHAPES=20_users for a shorter run,
+# whose rows replace those of the same shape and size (--update) and leave the others.
 .PHONY: bench-scale
 bench-scale: $(STAMP) models
-	$(PY) benchmarks/bench_scale.py $(if $(SIZES),--sizes $(SIZES))
+	$(PY) benchmarks/bench_scale.py $(if $(SIZES),--sizes $(SIZES)) \
+		$(if $(SHAPES),--shapes $(SHAPES)) $(if $(SIZES)$(SHAPES),--update)
 
 # Retrieval quality (nDCG@10, Recall@10/100, MRR@10, zero results) of bm25, dense and both
 # hybrids under the default settings, on ../shared/data/scifact or DATASET=DIR (BEIR layout)

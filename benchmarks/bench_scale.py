@@ -735,10 +735,20 @@ def grid(results: dict[str, Any], key: str, recall: str, caption: str) -> list[s
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--sizes", default="10000,100000,1000000")
-    parser.add_argument("--shapes", default=",".join(SHAPES))
-    parser.add_argument("--queries", type=int, default=100)
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n", 1)[0].split()))
+    parser.add_argument(
+        "--sizes",
+        default="10000,100000,1000000",
+        help="chunks per store, comma-separated (default: 10000,100000,1000000)",
+    )
+    parser.add_argument(
+        "--shapes",
+        default=",".join(SHAPES),
+        help=f"tenancy shapes, comma-separated (default: {','.join(SHAPES)})",
+    )
+    parser.add_argument(
+        "--queries", type=int, default=100, help="queries per store and shape (default: 100)"
+    )
     parser.add_argument("--tmp", default=None, help="folder for the stores (default: $TMPDIR)")
     parser.add_argument(
         "--vectors",

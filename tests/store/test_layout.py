@@ -4,9 +4,10 @@ scalar int8 quantisation, on-disk vectors, payloads and payload indexes, and ``a
 tenant index.
 
 qdrant-client's local mode (``QdrantClient(":memory:")``) accepts every one of these parameters
-but ignores all of them except the vectors' ``on_disk`` (and the payload indexes), so the server
-engine is checked by what it sends: the body of ``PUT /collections/{name}`` received by a
-recording HTTP endpoint speaking Qdrant's REST format.
+but keeps only the vectors' (the dense ``on_disk``, the BM25 full-scan threshold and IDF
+modifier) and creates no payload index (the local-mode test below), so the server engine is
+checked by what it sends: the body of ``PUT /collections/{name}`` received by a recording HTTP
+endpoint speaking Qdrant's REST format.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ncindex.errors import StoreUnavailable
 from ncindex.settings import Settings
 from ncindex.store import CollectionLayout, Fusion, SparseVector, open_store
 from ncindex.store.layout import DEFAULT_LAYOUT
+from ncindex.store.port import DENSE, SPARSE
 from ncindex.store.qdrant_edge import QdrantEdgeStore, to_edge_search_params
 from ncindex.store.qdrant_server import QdrantServerStore
 from ncindex.store.schema import PAYLOAD_INDEXES, IndexKind
@@ -380,12 +382,38 @@ def test_server_store_sends_every_payload_index_with_the_layout(layout: Collecti
             assert schema["tokenizer"] == "word" and schema["lowercase"] is True
 
 
-def test_local_mode_accepts_the_layout() -> None:
-    """The parameters are valid for qdrant-client (local mode keeps only vectors' on_disk)."""
-    store = QdrantServerStore(QdrantClient(":memory:"), "ncindex", "m", layout=CUSTOM)
+def test_local_mode_accepts_the_layout_and_keeps_only_the_vectors() -> None:
+    """The parameters are valid for qdrant-client; its local mode keeps the vectors' (dense
+    ``on_disk``, the BM25 full-scan threshold and IDF modifier) and ignores the rest — shards,
+    replication, write consistency, HNSW, optimisers, quantisation, on-disk payload — and
+    creates no payload index, the tenant index included (what README's "Collection layout"
+    says; measured on qdrant-client 1.20, so a release that starts honouring one fails here)."""
+    layout = dataclasses.replace(
+        CUSTOM, quantization="int8", on_disk_vectors=True, on_disk_payload=True
+    )
+    client = QdrantClient(":memory:")
+    store = QdrantServerStore(client, "ncindex", "m", layout=layout)
     store.ensure_collection(8)
     assert store.models().active == "m"
-    assert store.use_model("other").layout == CUSTOM
+    assert store.use_model("other").layout == layout
+    info = client.get_collection(store.collection)
+    params = info.config.params
+    assert params.vectors[DENSE].on_disk is True
+    bm25 = params.sparse_vectors[SPARSE]
+    assert bm25.index.full_scan_threshold == layout.sparse_full_scan_threshold
+    assert bm25.modifier == m.Modifier.IDF
+    ignored = (
+        params.shard_number,
+        params.replication_factor,
+        params.write_consistency_factor,
+        params.on_disk_payload,
+        info.config.quantization_config,
+        info.config.hnsw_config.payload_m,
+        info.config.optimizer_config.max_segment_size,
+    )
+    assert ignored == (None,) * len(ignored)
+    assert info.config.hnsw_config.ef_construct != layout.hnsw_ef_construct
+    assert info.payload_schema == {}
 
 
 @pytest.mark.parametrize("layout", [DEFAULT_LAYOUT, CUSTOM], ids=["default", "custom"])
