@@ -87,7 +87,8 @@ def _input(exc: InputError) -> Response:
 
 
 def _unauthenticated(exc: Exception) -> Response:
-    return problem(401, "unauthenticated", str(exc), headers=BASIC_CHALLENGE)
+    # the offending part of the request is its credentials
+    return problem(401, "unauthenticated", str(exc), field="Authorization", headers=BASIC_CHALLENGE)
 
 
 def _not_found(exc: Exception) -> Response:

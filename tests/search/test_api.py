@@ -264,6 +264,7 @@ def test_unauthenticated(ro_api: Api) -> None:
         response = ro_api.client.post("/v1/search", json={"query": "x"}, auth=auth)
         assert response.status_code == 401
         assert response.get_json()["code"] == "unauthenticated"
+        assert response.get_json()["field"] == "Authorization"
         assert response.headers["WWW-Authenticate"].startswith("Basic")
     response = ro_api.client.post(
         "/v1/search", json={"query": "x"}, headers={"Authorization": "Token abc"}
