@@ -791,10 +791,16 @@ def _print_status(data: dict[str, Any]) -> None:
             else changes
         )
         age = scan["in_sync_age_seconds"]
-        synced = "never in sync yet" if age is None else f"in sync {age} s ago"
+        synced = (
+            ""  # this scan found it in sync
+            if state == "in sync"
+            else "; never in sync yet"
+            if age is None
+            else f"; last in sync {duration(age)} ago"
+        )
         click.echo(
-            f"scan {key}: at {scan['at']}, listed {scan['listed']}, {scan['requests']} requests, "
-            f"{state}, {synced}"
+            f"scan {key}: {duration(time.time() - scan['at'])} ago, listed {scan['listed']}, "
+            f"{scan['requests']} requests, {state}{synced}"
         )
     letters = data["dead_letters"]
     click.echo(f"dead letters: {sum(e['size'] for e in letters.values()) if letters else 0}")

@@ -4,6 +4,7 @@ commands run as a user would (environment settings, their own store)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -135,7 +136,10 @@ def test_reconcile_and_status_commands(
     client.hset("ncindex:deadletter", "node:42", json.dumps({"reason": "killed the worker"}))
     text = runner.invoke(main, ["status"], env=env)
     assert "dead letters: 1" in text.output and "killed the worker" in text.output
-    assert "scan alice:file" in text.output
+    assert re.search(
+        r"scan alice:file: \d+ s ago, listed \d+, \d+ requests, new 3; never in sync yet\n",
+        text.output,
+    ), text.output
 
     unknown = runner.invoke(main, ["reconcile", "--user", "mallory"], env=env)
     assert unknown.exit_code != 0 and "mallory" in unknown.output
