@@ -37,9 +37,18 @@ class _Commands(click.Group):
         try:
             return super().invoke(ctx)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            name = "NCINDEX_" + "_".join(str(p) for p in first["loc"]).upper()
-            raise click.ClickException(f"setting {name}: {first['msg']}") from None
+            # every error, each with its variable (a rule across settings has none) and
+            # pydantic's error type; never the value, which may be a secret
+            problems = [
+                (
+                    "setting NCINDEX_" + "_".join(str(p) for p in error["loc"]).upper()
+                    if error["loc"]
+                    else "settings"
+                )
+                + f": {error['msg']} [{error['type']}]"
+                for error in exc.errors()
+            ]
+            raise click.ClickException("; ".join(problems)) from None
         except (NcindexError, ValueError, KeyError) as exc:
             raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
 

@@ -6,6 +6,7 @@ when it is a terminal.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,35 +50,54 @@ def optimizer_lines(store: dict[str, Any], now: float) -> list[str]:
             f"{opt.get('points', '?')} points in {opt.get('segments', '?')} segments, "
             f"{opt.get('unindexed_points', '?')} unindexed"
         )
-        started, finished = opt.get("started_at"), opt.get("finished_at")
-        if opt.get("state") == "optimising" and started is not None:
-            run = f"optimising for {duration(now - started)}"
-        elif finished is None or started is None:
-            run = f"{opt.get('state', '?')}, never optimised"
+        state = opt.get("state", "?")
+        started, finished = _number(opt, "started_at"), _number(opt, "finished_at")
+        if state == "optimising":
+            run = f"optimising for {_span(started, now)}"
+        elif finished is None and not opt.get("outcome"):
+            run = f"{state}, never optimised"
         elif opt.get("outcome") == "failed":
             run = (
-                f"{opt.get('state', '?')}; last run failed {duration(now - finished)} ago after "
-                f"{duration(finished - started)}: {opt.get('error')}"
+                f"{state}; last run failed {_span(finished, now)} ago after "
+                f"{_span(started, finished)}: {opt.get('error')}"
             )
         else:
             steps = ", ".join(
-                f"{name} {opt[key]:.1f}"
+                f"{name} {seconds:.1f}"
                 for name, key in (
                     ("copy", "copy_seconds"),
                     ("optimise", "optimise_seconds"),
                     ("swap", "swap_seconds"),
                 )
-                if isinstance(opt.get(key), (int, float))
+                if (seconds := _number(opt, key)) is not None
             )
-            waited = opt.get("locked_seconds")
+            took = (
+                f"{finished - started:.1f}"
+                if started is not None and finished is not None and started <= finished
+                else "?"
+            )
+            waited = _number(opt, "locked_seconds")
             run = (
-                f"{opt.get('state', '?')}; last optimised {duration(now - finished)} ago in "
-                f"{finished - started:.1f} s"
+                f"{state}; last optimised {_span(finished, now)} ago in {took} s"
                 + (f" ({steps} s)" if steps else "")
                 + (f", writes waited at most {waited:.1f} s" if waited is not None else "")
             )
         lines.append(f"store {slug}: {run}; {size}")
     return lines
+
+
+def _number(entry: dict[str, Any], key: str) -> float | None:
+    """``entry[key]`` when it is a real number (not a bool, not NaN or infinite), else None."""
+    value = entry.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _span(since: float | None, until: float) -> str:
+    """:func:`duration` from ``since`` to ``until`` (Unix seconds); ``"?"`` when ``since`` is
+    unknown or later."""
+    return "?" if since is None or since > until else duration(until - since)
 
 
 def render(data: dict[str, Any]) -> Group:

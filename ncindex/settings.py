@@ -13,12 +13,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import limits
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ncindex.names import DEFAULT_NAMESPACE, NAMESPACE_PATTERN, Names
+
+U32_MAX = 4_294_967_295
+"""The largest value of Qdrant's unsigned 32-bit parameters: the upper bound of every integer of
+the collection layout, so a mistyped huge number is refused here with its variable named, not
+by the engine at start (a value past 2^64 made Qdrant Edge raise ``OverflowError``)."""
 
 
 class Settings(BaseSettings):
@@ -35,7 +41,8 @@ class Settings(BaseSettings):
     engine on disk (``qdrant_path``); with neither, the embedded engine runs under ``data_dir``.
     """
 
-    model_config = SettingsConfigDict(env_prefix="NCINDEX_", extra="ignore")
+    # NaN and infinity are refused as such ("finite number"), not by a misleading bound
+    model_config = SettingsConfigDict(env_prefix="NCINDEX_", extra="ignore", allow_inf_nan=False)
 
     # --- Nextcloud -------------------------------------------------------------------------
     nextcloud_url: str | None = Field(
@@ -106,33 +113,43 @@ class Settings(BaseSettings):
     qdrant_shard_number: int = Field(
         1,
         ge=1,
+        le=U32_MAX,
         description="Shards of a collection ncindex creates (Qdrant server; on a cluster, a "
         "multiple of its nodes).",
     )
     qdrant_replication_factor: int = Field(
-        1, ge=1, description="Copies of each shard in a collection ncindex creates (Qdrant server)."
+        1,
+        ge=1,
+        le=U32_MAX,
+        description="Copies of each shard in a collection ncindex creates (Qdrant server).",
     )
     qdrant_write_consistency_factor: int = Field(
         1,
         ge=1,
+        le=U32_MAX,
         description="Replicas that must confirm a write (Qdrant server; at most the replication "
         "factor).",
     )
     qdrant_hnsw_m: int = Field(
-        16, ge=0, description="HNSW links per point of the whole-collection graph (0: none)."
+        16,
+        ge=0,
+        le=U32_MAX,
+        description="HNSW links per point of the whole-collection graph (0: none).",
     )
     qdrant_hnsw_ef_construct: int = Field(
-        100, ge=4, description="HNSW candidate list size while building the graph."
+        100, ge=4, le=U32_MAX, description="HNSW candidate list size while building the graph."
     )
     qdrant_hnsw_payload_m: int = Field(
         16,
         ge=0,
+        le=U32_MAX,
         description="HNSW links per point of the graph built per tenant (`acl` value, the "
         "tenant index); 0: none.",
     )
     qdrant_full_scan_threshold_kb: int = Field(
         60_000,
         ge=10,
+        le=U32_MAX,
         description="A filtered dense search scans the points the filter lets through instead "
         "of walking the HNSW graph when their vectors are under this many kilobytes (Qdrant's "
         "hnsw_config.full_scan_threshold: at least 10, default 10,000; 60,000 KB is 40,000 "
@@ -142,6 +159,7 @@ class Settings(BaseSettings):
     qdrant_sparse_full_scan_threshold: int = Field(
         5_000,
         ge=1,
+        le=U32_MAX,
         description="A filtered BM25 search scores the points the filter lets through instead "
         "of walking the inverted index when the filter may let fewer than this many through "
         "(Qdrant's sparse index full_scan_threshold, points).",
@@ -160,12 +178,14 @@ class Settings(BaseSettings):
     qdrant_indexing_threshold_kb: int = Field(
         20000,
         ge=0,
+        le=U32_MAX,
         description="A segment's vectors are indexed (HNSW, quantisation) once they exceed this "
         "many kilobytes (Qdrant's optimizers indexing_threshold); 0: never.",
     )
     qdrant_max_segment_size_kb: int = Field(
         0,
         ge=0,
+        le=U32_MAX,
         description="Largest segment, in kilobytes of its largest vector field, that the "
         "optimisers merge into (Qdrant's optimizers max_segment_size): it bounds what a later "
         "optimisation rebuilds, at the price of more segments (README, Collection layout). "
@@ -174,6 +194,7 @@ class Settings(BaseSettings):
     qdrant_hnsw_ef: int = Field(
         128,
         ge=1,
+        le=U32_MAX,
         description="HNSW search beam (candidates kept while walking the graph; Qdrant uses at "
         "least the number of hits asked for). Higher: closer to exact search, slower.",
     )
@@ -220,12 +241,16 @@ class Settings(BaseSettings):
     edge_optimize_after_points: int = Field(
         20_000,
         ge=0,
+        le=U32_MAX,
         description="Embedded engine: optimise (merge segments, build HNSW) in the background "
         "once this many points are outside indexed segments; 0: never (every search scans "
         "the points its filter lets through).",
     )
     edge_optimize_check_seconds: float = Field(
-        60.0, gt=0, description="Embedded engine: how often the optimiser checks, seconds."
+        60.0,
+        ge=1.0,
+        le=86_400.0,
+        description="Embedded engine: how often the optimiser checks, seconds (1 to 86,400).",
     )
     data_dir: Path = Field(Path("var"), description="Working folder of `ncindex up`.")
 
@@ -456,8 +481,19 @@ class Settings(BaseSettings):
 
     @field_validator("nextcloud_url", "qdrant_url")
     @classmethod
-    def _strip_slash(cls, value: str | None) -> str | None:
-        return value.rstrip("/") if value else value
+    def _http_url(cls, value: str | None) -> str | None:
+        if not value:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        return value.rstrip("/")
+
+    @field_validator("qdrant_path", mode="before")
+    @classmethod
+    def _empty_path_is_unset(cls, value: object) -> object:
+        # an empty NCINDEX_QDRANT_PATH would be Path("."), the working folder
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("search_rate_limit")
     @classmethod

@@ -46,3 +46,15 @@ def test_a_bad_accounts_file_entry_is_refused_with_its_reason(
     path.write_text(json.dumps({"u1001": entry}))
     with pytest.raises(ValidationError, match=message):
         Settings(accounts_file=path)
+
+
+def test_urls_need_http_and_a_host_and_an_empty_store_path_is_unset() -> None:
+    for url in ("nextcloud.example.org", "ftp://nextcloud.example.org", "http://"):
+        with pytest.raises(ValidationError, match="http:// or https:// URL"):
+            Settings(nextcloud_url=url)
+        with pytest.raises(ValidationError, match="http:// or https:// URL"):
+            Settings(qdrant_url=url)
+    assert Settings(nextcloud_url="https://cloud.example.org/nc/").nextcloud_url == (
+        "https://cloud.example.org/nc"
+    )
+    assert Settings(qdrant_path="").qdrant_path is None  # was Path("."): the working folder

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -190,10 +191,24 @@ def read_state(root: Path) -> dict[str, Any]:
     (:meth:`~ncindex.store.qdrant_edge.QdrantEdgeStore.optimise_aside`; a failed run has
     none)."""
     try:
-        raw = json.loads((Path(root) / STATE_FILE).read_text(encoding="utf-8"))
+        # NaN and Infinity (and numbers past a float's range) read as None: not a time
+        raw = json.loads(
+            (Path(root) / STATE_FILE).read_text(encoding="utf-8"),
+            parse_constant=lambda _: None,
+        )
     except (OSError, ValueError):
         return {}
-    return raw if isinstance(raw, dict) else {}
+    if not isinstance(raw, dict):
+        return {}
+    # a file written by hand or cut short: an entry that is not an object is left out, a
+    # number that is not finite is dropped (status shows "?" for it)
+    return {
+        slug: {
+            k: v for k, v in entry.items() if not (isinstance(v, float) and not math.isfinite(v))
+        }
+        for slug, entry in raw.items()
+        if isinstance(entry, dict)
+    }
 
 
 class EdgeOptimizer:

@@ -15,6 +15,34 @@ def test_bad_setting_is_one_line_naming_the_variable() -> None:
     assert "Traceback" not in result.output
 
 
+def test_every_bad_setting_is_named_with_its_error_type() -> None:
+    env = {
+        "NCINDEX_QDRANT_HNSW_M": "-1",
+        "NCINDEX_QDRANT_MAX_SEGMENT_SIZE_KB": "99999999999999999999",
+        "NCINDEX_QDRANT_SPARSE_FULL_SCAN_SHARE": "nan",
+        "NCINDEX_EDGE_OPTIMIZE_CHECK_SECONDS": "1e-9",
+        "NCINDEX_QDRANT_URL": "not a url",
+    }
+    result = CliRunner().invoke(main, ["webhooks", "list"], env=env)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    for name, kind in [
+        ("QDRANT_HNSW_M", "greater_than_equal"),
+        ("QDRANT_MAX_SEGMENT_SIZE_KB", "less_than_equal"),
+        ("QDRANT_SPARSE_FULL_SCAN_SHARE", "finite_number"),
+        ("EDGE_OPTIMIZE_CHECK_SECONDS", "greater_than_equal"),
+        ("QDRANT_URL", "value_error"),
+    ]:
+        assert f"setting NCINDEX_{name}: " in result.output, name
+        assert f"[{kind}]" in result.output, kind
+    crossed = {
+        "NCINDEX_QDRANT_REPLICATION_FACTOR": "2",
+        "NCINDEX_QDRANT_WRITE_CONSISTENCY_FACTOR": "3",
+    }
+    result = CliRunner().invoke(main, ["webhooks", "list"], env=crossed)
+    assert result.exit_code == 1
+    assert "settings: Value error, qdrant_write_consistency_factor must not exceed" in result.output
+
+
 def test_missing_accounts_and_unreachable_nextcloud_are_reported() -> None:
     env = {"NCINDEX_NEXTCLOUD_URL": "http://127.0.0.1:9", "NCINDEX_ACCOUNTS": "{}"}
     result = CliRunner().invoke(main, ["webhooks", "list"], env=env)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from allinone.cli import main
 from allinone.status_view import optimizer_lines
-from ncindex.store.edge_optimizer import STATE_FILE
+from ncindex.store.edge_optimizer import STATE_FILE, read_state
 
 NOW = 1_800_000_000.0
 SIZE = {"points": 700, "segments": 2, "unindexed_points": 200}
@@ -65,6 +65,29 @@ def test_a_run_under_way_and_a_state_missing_figures() -> None:
         "store m: optimising for 1 min 15 s; ? points in ? segments, ? unindexed"
     )
     assert optimizer_lines({"engine": "qdrant-server"}, NOW) == []
+
+
+def test_a_state_written_by_hand_or_cut_short_never_breaks_the_status(tmp_path: Path) -> None:
+    path = tmp_path / STATE_FILE
+    for junk in ("not json", "[1, 2]", '"idle"', '{"m": "idle", "n": null, "o": [1]}'):
+        path.write_text(junk, encoding="utf-8")
+        assert read_state(tmp_path) == {}, junk
+    path.write_text(
+        '{"m": {"state": "idle", "outcome": "optimised", "started_at": NaN, '
+        '"finished_at": 1e400, "locked_seconds": Infinity, "copy_seconds": "3", "points": 5}}',
+        encoding="utf-8",
+    )
+    state = read_state(tmp_path)
+    json.dumps(state, allow_nan=False)  # what status --json prints stays JSON
+    assert line(state["m"]) == (
+        "store m: idle; last optimised ? ago in ? s; 5 points in ? segments, ? unindexed"
+    )
+    odd = {"state": "optimising", "started_at": NOW + 60}  # a clock that went back
+    assert line(odd).startswith("store m: optimising for ?;")
+    backwards = {"state": "idle", "outcome": "optimised", "started_at": NOW, "finished_at": NOW - 5}
+    assert "ago in ? s" in line(backwards)
+    strings = {"state": "failed", "outcome": "failed", "started_at": "1", "finished_at": True}
+    assert line(strings).startswith("store m: failed; last run failed ? ago after ?: None;")
 
 
 def test_status_and_its_watch_show_the_optimiser(redis_url: str, tmp_path: Path) -> None:

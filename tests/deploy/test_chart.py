@@ -287,6 +287,31 @@ def test_settings_from_configmap_and_secret_are_valid(
     assert str(settings.model_dir) == "/opt/ncindex/models"
 
 
+def test_whole_numbers_of_a_million_and_more_reach_the_settings_as_integers(
+    chart: helm.Chart, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Helm holds every number of the values as float64, and ``toString`` writes one of a
+    million or more as ``1.048576e+06``, which an integer setting refuses (every pod failed
+    to start): whole numbers are written as integers, fractions as they are."""
+    big = {
+        "qdrant_max_segment_size_kb": 1_048_576,
+        "max_download_bytes": 104_857_600,
+        "qdrant_sparse_full_scan_share": 0.25,
+        "dense_prefetch_share": 1.0,
+    }
+    config = by_kind(render(chart, {**MINIMAL, "config": big}), "ConfigMap")["nci-ncindex"]
+    data = config["data"]
+    assert data["NCINDEX_QDRANT_MAX_SEGMENT_SIZE_KB"] == "1048576"
+    assert data["NCINDEX_MAX_DOWNLOAD_BYTES"] == "104857600"
+    assert data["NCINDEX_QDRANT_SPARSE_FULL_SCAN_SHARE"] == "0.25"
+    for key, value in data.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings(webhook_secret="0123456789abcdef0123")
+    assert settings.qdrant_max_segment_size_kb == 1_048_576
+    assert settings.max_download_bytes == 104_857_600
+    assert settings.dense_prefetch_share == 1.0
+
+
 def test_an_account_with_a_login_name_reaches_the_settings(
     chart: helm.Chart, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -387,6 +412,11 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("metrics.serviceMonitor.interval", "30 seconds", "interval"),
         ("metrics.grafanaDashboard.labels", {"grafana_dashboard": 1}, "grafana_dashboard"),
         ("ingress.searchPaths", ["/*"], "searchPaths"),
+        ("config.qdrant_max_segment_size_kb", 2**40, "qdrant_max_segment_size_kb"),
+        ("config.qdrant_sparse_full_scan_share", 1.5, "qdrant_sparse_full_scan_share"),
+        ("config.dense_prefetch_share", "half", "dense_prefetch_share"),
+        ("config.edge_optimize_after_points", -1, "edge_optimize_after_points"),
+        ("config.edge_optimize_check_seconds", 0, "edge_optimize_check_seconds"),
     ],
 )
 def test_schema_rejects_bad_values(chart: helm.Chart, path: str, value: Any, message: str) -> None:

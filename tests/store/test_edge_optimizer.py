@@ -18,6 +18,7 @@ from ncindex.errors import StoreUnavailable
 from ncindex.settings import Settings
 from ncindex.store import Fusion, PointRecord, SparseVector, shard_copy, store_status
 from ncindex.store.edge_optimizer import (
+    STATE_FILE,
     ChildOptimisation,
     EdgeOptimizer,
     optimise_in_child,
@@ -250,6 +251,14 @@ def test_the_optimizer_acts_on_its_threshold_and_records_its_state(
 
     settings = Settings(qdrant_path=tmp_path)
     assert store_status(settings) == {"engine": "qdrant-edge", "optimizer": read_state(tmp_path)}
+
+
+def test_a_state_file_written_by_hand_does_not_stop_the_optimizer(
+    store: QdrantEdgeStore, tmp_path: Path
+) -> None:
+    (tmp_path / STATE_FILE).write_text('{"m": "idle", "other": 3}', encoding="utf-8")
+    assert EdgeOptimizer(lambda: [store], after_points=1000, check_seconds=3600).check_once() == []
+    assert read_state(tmp_path)["m"]["unindexed_points"] == 400  # the entry written anew
 
 
 def test_the_optimizer_thread_runs_and_stops(store: QdrantEdgeStore) -> None:
