@@ -8,6 +8,8 @@ to :data:`CHECKS`.
 
 What is checked, and from which source:
 
+* the environment: ``NCINDEX_`` variables that are no setting (a misspelt name is otherwise
+  ignored, its setting left at its default), with the closest setting's name;
 * the server: ``GET /status.php`` (``installed``, ``maintenance``, ``versionstring``); the
   versions ncindex supports are 30–33 (webhook_listeners ships from 30);
 * the apps: webhook_listeners (its OCS list answers; it ships with the server), Notes and Deck
@@ -30,9 +32,11 @@ What is checked, and from which source:
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
+import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -285,8 +289,49 @@ def check_ocr(ctx: Context) -> list[Line]:
     ]
 
 
+#: ``NCINDEX_`` variables that are not settings but are read elsewhere: the worker's
+#: heartbeat (:mod:`workers.heartbeat`) and the ports of ``deploy/Procfile``'s processes.
+OTHER_VARIABLES = frozenset(
+    {
+        "NCINDEX_HEARTBEAT_FILE",
+        "NCINDEX_HEARTBEAT_INTERVAL",
+        "NCINDEX_RECEIVER_PORT",
+        "NCINDEX_SEARCH_PORT",
+        "NCINDEX_MCP_PORT",
+        "NCINDEX_FLOWER_PORT",
+    }
+)
+
+
+def check_variables(ctx: Context, environ: Mapping[str, str] | None = None) -> list[Line]:
+    """``NCINDEX_`` variables of the environment (``environ``, default ``os.environ``) that no
+    setting reads: a misspelt name is otherwise ignored without a word (pydantic-settings
+    ignores unknown variables), its setting left at its default."""
+    known = {"NCINDEX_" + name.upper() for name in Settings.model_fields} | OTHER_VARIABLES
+    unknown = sorted(
+        name
+        for name in (os.environ if environ is None else environ)
+        if name.upper().startswith("NCINDEX_") and name.upper() not in known
+    )
+    if not unknown:
+        return [Line("variables", "ok", "every NCINDEX_ variable is a setting")]
+    return [
+        Line(
+            "variables",
+            "warn",
+            f"{name} is not a setting and is ignored"
+            + "".join(
+                f"; did you mean {match}?"
+                for match in difflib.get_close_matches(name.upper(), sorted(known), n=1)
+            ),
+        )
+        for name in unknown
+    ]
+
+
 #: The checks in the order they run; append ``(name, function)`` to add one.
 CHECKS: list[tuple[str, Check]] = [
+    ("variables", check_variables),
     ("server", check_server),
     ("apps", check_apps),
     ("accounts", check_accounts),

@@ -227,3 +227,29 @@ def test_missing_ocr_is_a_warning_and_ocr_off_a_note(served) -> None:
     assert detail(lines, "ocr").startswith("unavailable: no Tesseract language data for qqq")
     lines = run_checks(settings_for(server, ocr_enabled=False))
     assert verdicts(lines, "ocr") == ["note"] and "images are not indexed" in detail(lines, "ocr")
+
+
+def test_a_misspelt_variable_is_a_warning_naming_the_setting_it_resembles(served) -> None:
+    _, server = served
+    from ncindex.doctor import Context, check_variables
+    from ncindex.runtime import Services
+
+    ctx = Context(settings_for(server), Services(settings_for(server)))
+    try:
+        env = {
+            "NCINDEX_QDRANT_HNSW_MM": "4",
+            "NCINDEX_QDRANT_MAX_SEGMENT_SIZE": "65536",
+            "NCINDEX_QDRANT_HNSW_M": "24",  # a setting
+            "NCINDEX_HEARTBEAT_FILE": "/tmp/beat",  # read by the worker's heartbeat
+            "PATH": "/usr/bin",
+        }
+        lines = check_variables(ctx, env)
+        assert [(line.verdict, line.detail) for line in lines] == [
+            ("warn", "NCINDEX_QDRANT_HNSW_MM is not a setting and is ignored; did you mean "
+                     "NCINDEX_QDRANT_HNSW_M?"),
+            ("warn", "NCINDEX_QDRANT_MAX_SEGMENT_SIZE is not a setting and is ignored; did you "
+                     "mean NCINDEX_QDRANT_MAX_SEGMENT_SIZE_KB?"),
+        ]  # fmt: skip
+        assert [line.verdict for line in check_variables(ctx, {"NCINDEX_PORT": "1"})] == ["ok"]
+    finally:
+        ctx.services.close()
