@@ -108,6 +108,7 @@ def search_blueprint(
     def context(doc_type: str, doc_id: str) -> Response | tuple[Response, int]:
         try:
             ref = _doc_ref(doc_type, doc_id)
+            only_args("chunk_index", "window")
             chunk_index = int_arg("chunk_index", 0, 0, 1_000_000)
             window = int_arg("window", 2, 0, MAX_CONTEXT_WINDOW)
         except InputError as exc:
@@ -134,6 +135,16 @@ def _doc_ref(doc_type: str, doc_id: str) -> DocRef:
     except UnicodeEncodeError:
         raise InputError("invalid_value", "doc_id", "not valid Unicode") from None
     return DocRef(DocType(doc_type), doc_id)
+
+
+def only_args(*names: str) -> None:
+    """Refuse a query parameter other than ``names`` (a misspelt ``lmit`` would otherwise
+    leave the default in force without a word): raises
+    :class:`~ncindex.errors.InputError` (``unknown_field``, field the parameter's name)."""
+    for name in request.args:
+        if name not in names:
+            known = ", ".join(names) or "none"
+            raise InputError("unknown_field", name, f"not a query parameter here (known: {known})")
 
 
 def int_arg(name: str, default: int, lo: int, hi: int) -> int:

@@ -380,6 +380,22 @@ def test_context_bad_input(ro_api: Api, path: str, field: str) -> None:
     assert response.get_json()["field"] == field
 
 
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/v1/documents/file/1/context?windw=3", "windw"),
+        ("/v1/folders?lmit=3", "lmit"),
+        ("/v1/tags?offset=0&page=2", "page"),
+    ],
+)
+def test_a_misspelt_query_parameter_is_refused_not_ignored(
+    ro_api: Api, path: str, field: str
+) -> None:
+    response = ro_api.client.get(path, auth=("alice", PASSWORDS["alice"]))
+    assert response.status_code == 400
+    assert (response.get_json()["code"], response.get_json()["field"]) == ("unknown_field", field)
+
+
 def test_context_chunk_past_the_end(ro_api: Api) -> None:
     response = context(ro_api, "alice", ro_api.keys[LIGHT], "?chunk_index=5")
     assert response.status_code == 400 and response.get_json()["field"] == "chunk_index"
