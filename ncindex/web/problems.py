@@ -150,8 +150,13 @@ def problem_for(exc: Exception) -> Response:
 
 class UnreadableBody(BadRequest):
     """Raised by :func:`read_body` for a body that could not be read whole: broken chunked
-    framing, a client gone mid-body, fewer bytes than its Content-Length. Answered 400
-    ``invalid_value`` with field ``body``."""
+    framing, a client gone mid-body, fewer bytes than its Content-Length, or a Content-Length
+    that is not a number of bytes. Answered 400 ``invalid_value`` with ``field`` (``body``, or
+    ``Content-Length`` for the header)."""
+
+    def __init__(self, description: str, field: str = "body") -> None:
+        super().__init__(description)
+        self.field = field
 
 
 def read_body(request: Request, limit: int) -> bytes:
@@ -167,6 +172,10 @@ def read_body(request: Request, limit: int) -> bytes:
 
     With a Content-Length the read asks for that many bytes (+1), not ``limit`` + 1: werkzeug's
     length-limited stream allocates a buffer of the size asked for, a megabyte per request."""
+    declared = request.headers.get("Content-Length")
+    if declared is not None and not (declared.isascii() and declared.strip().isdigit()):
+        # werkzeug reads such a header as 0 (gunicorn refuses it before the app)
+        raise UnreadableBody("Content-Length must be a whole number of bytes", "Content-Length")
     length = request.content_length
     if length is not None and length > limit:
         raise RequestEntityTooLarge()
@@ -189,7 +198,13 @@ def install_error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:
         status = exc.code or 500
-        field = "body" if status in (413, 415) or isinstance(exc, UnreadableBody) else None
+        field = (
+            exc.field
+            if isinstance(exc, UnreadableBody)
+            else "body"
+            if status in (413, 415)
+            else None
+        )
         return problem(
             status, _CODES.get(status, "invalid_value"), exc.description or "", field=field
         )

@@ -10,8 +10,10 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from flask import Flask, request
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from ncindex.web.problems import install_error_handlers, read_body
 from ncindex.web.server_errors import ProblemRequestHandler
 
 
@@ -73,3 +75,42 @@ def test_unparsable_requests_get_problem_json(
 def test_a_parsable_request_still_reaches_the_app(server: BaseWSGIServer) -> None:
     answer = send(server, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 200") and b"\r\n\r\n2\r\nok\r\n" in answer
+
+
+@pytest.fixture(scope="module")
+def body_server() -> Iterator[BaseWSGIServer]:
+    """The same server in front of a Flask app that reads its bodies as the apps do
+    (:func:`read_body`, errors answered by :func:`install_error_handlers`)."""
+    app = Flask(__name__)
+    install_error_handlers(app)
+
+    @app.post("/")
+    def read() -> str:
+        return str(len(read_body(request, 1000)))
+
+    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=ProblemRequestHandler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.mark.parametrize(
+    ("head", "body", "field"),
+    [
+        # werkzeug reads such a header as absent: the body was then taken as empty
+        (b"Content-Length: abc", b"{}", "Content-Length"),
+        (b"Transfer-Encoding: chunked", b"zz\r\n{}\r\n0\r\n\r\n", "body"),
+    ],
+    ids=["content-length", "chunked-framing"],
+)
+def test_a_body_the_server_cannot_read_is_named(
+    body_server: BaseWSGIServer, head: bytes, body: bytes, field: str
+) -> None:
+    request_bytes = b"POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + head + b"\r\n\r\n"
+    answer = send(body_server, request_bytes + body)
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line.split(b" ")[1] == b"400", answer[:300]
+    problem = json.loads(rest.partition(b"\r\n\r\n")[2])
+    assert (problem["code"], problem["field"]) == ("invalid_value", field)
