@@ -49,8 +49,10 @@ class _Commands(click.Group):
                 for error in exc.errors()
             ]
             raise click.ClickException("; ".join(problems)) from None
-        except (NcindexError, ValueError, KeyError) as exc:
+        except NcindexError as exc:  # its class names the failure (NextcloudUnavailable, …)
             raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+        except (ValueError, KeyError) as exc:  # a message meant for the user as it is
+            raise click.ClickException(str(exc).strip("'\"")) from None
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})

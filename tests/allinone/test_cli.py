@@ -47,6 +47,7 @@ def test_missing_accounts_and_unreachable_nextcloud_are_reported() -> None:
     env = {"NCINDEX_NEXTCLOUD_URL": "http://127.0.0.1:9", "NCINDEX_ACCOUNTS": "{}"}
     result = CliRunner().invoke(main, ["webhooks", "list"], env=env)
     assert result.exit_code == 1 and "no Nextcloud accounts configured" in result.output
+    assert "ValueError" not in result.output  # a message for the user, not a Python class
     env["NCINDEX_ACCOUNTS"] = '{"admin": "pw"}'
     result = CliRunner().invoke(main, ["webhooks", "list"], env=env)
     assert result.exit_code == 1 and "NextcloudUnavailable" in result.output
