@@ -56,7 +56,8 @@ def optimizer_lines(store: dict[str, Any], now: float) -> list[str]:
             run = f"optimising for {_span(started, now)}"
         elif finished is None and not opt.get("outcome"):
             run = f"{state}, never optimised"
-        elif opt.get("outcome") == "failed":
+        elif opt.get("outcome", "failed" if opt.get("error") else None) == "failed":
+            # (a state written before runs had an outcome names its failure by its error)
             run = (
                 f"{state}; last run failed {_span(finished, now)} ago after "
                 f"{_span(started, finished)}: {opt.get('error')}"

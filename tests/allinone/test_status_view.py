@@ -60,6 +60,14 @@ def test_a_failed_run_shows_its_error_and_no_earlier_figures() -> None:
     )
 
 
+def test_a_state_written_before_runs_had_an_outcome() -> None:
+    old_failure = {"state": "failed", "started_at": NOW - 20, "finished_at": NOW - 18,
+                   "error": "disk full", **SIZE}  # fmt: skip
+    assert "last run failed 18 s ago after 2 s: disk full" in line(old_failure)
+    old_success = {"state": "idle", "error": None, **SIZE, **RUN}
+    assert "last optimised 2 min 6 s ago in 3.8 s" in line(old_success)
+
+
 def test_a_run_under_way_and_a_state_missing_figures() -> None:
     assert line({"state": "optimising", "started_at": NOW - 75}) == (
         "store m: optimising for 1 min 15 s; ? points in ? segments, ? unindexed"
