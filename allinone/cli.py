@@ -41,7 +41,8 @@ class _Commands(click.Group):
             # pydantic's error type; never the value, which may be a secret
             problems = [
                 (
-                    "setting NCINDEX_" + "_".join(str(p) for p in error["loc"]).upper()
+                    f"setting NCINDEX_{str(error['loc'][0]).upper()}"
+                    + "".join(f"[{part}]" for part in error["loc"][1:])
                     if error["loc"]
                     else "settings"
                 )
@@ -51,8 +52,10 @@ class _Commands(click.Group):
             raise click.ClickException("; ".join(problems)) from None
         except NcindexError as exc:  # its class names the failure (NextcloudUnavailable, …)
             raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
-        except (ValueError, KeyError) as exc:  # a message meant for the user as it is
-            raise click.ClickException(str(exc).strip("'\"")) from None
+        except ValueError as exc:  # a message meant for the user as it is
+            raise click.ClickException(str(exc)) from None
+        except KeyError as exc:  # its text is only the key: the class says what it is
+            raise click.ClickException(f"KeyError: {exc}") from None
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})

@@ -55,7 +55,12 @@ def optimizer_lines(store: dict[str, Any], now: float) -> list[str]:
         if state == "optimising":
             run = f"optimising for {_span(started, now)}"
         elif finished is None and not opt.get("outcome"):
-            run = f"{state}, never optimised"
+            # a run that started and never recorded its end: the process died during it
+            run = (
+                f"{state}, never optimised"
+                if started is None
+                else f"{state}; last run interrupted (started {_span(started, now)} ago)"
+            )
         elif opt.get("outcome", "failed" if opt.get("error") else None) == "failed":
             # (a state written before runs had an outcome names its failure by its error)
             run = (
@@ -88,17 +93,24 @@ def optimizer_lines(store: dict[str, Any], now: float) -> list[str]:
 
 
 def _number(entry: dict[str, Any], key: str) -> float | None:
-    """``entry[key]`` when it is a real number (not a bool, not NaN or infinite), else None."""
+    """``entry[key]`` as a float when it is a real number (not a bool, not NaN, infinite or
+    past a float's range), else None."""
     value = entry.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return None
+    return number if math.isfinite(number) else None
 
 
-def _span(since: float | None, until: float) -> str:
-    """:func:`duration` from ``since`` to ``until`` (Unix seconds); ``"?"`` when ``since`` is
-    unknown or later."""
-    return "?" if since is None or since > until else duration(until - since)
+def _span(since: float | None, until: float | None) -> str:
+    """:func:`duration` from ``since`` to ``until`` (Unix seconds); ``"?"`` when either is
+    unknown or ``since`` is later."""
+    if since is None or until is None or since > until:
+        return "?"
+    return duration(until - since)
 
 
 def render(data: dict[str, Any]) -> Group:

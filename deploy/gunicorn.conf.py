@@ -11,8 +11,9 @@ webhook_receiver.wsgi:app`` / ``search_api.wsgi:app``); the image has it at
   ``prometheus_client``; it is emptied when the master starts, a dead worker's live gauges are
   dropped in ``child_exit``, and each worker serves the queue gauges (Redis at
   ``NCINDEX_REDIS_URL``) from ``/metrics``.
-* Errors: a request gunicorn cannot parse (request line, headers, chunked framing) is answered
-  problem+json with a ``code`` (``ncindex.web.server_errors``), not gunicorn's HTML page.
+* Errors: a request gunicorn cannot parse (request line, headers) is answered problem+json
+  with a ``code`` (``ncindex.web.server_errors``), not gunicorn's HTML page; a body whose
+  chunked framing breaks is read by the app, which answers 400 ``invalid_value`` (``body``).
 * Signals: a worker treats SIGINT and SIGQUIT as SIGTERM (``_quit_as_term``: gunicorn's
   own handler of them can deadlock); the master's SIGINT/SIGQUIT still stop quickly, its
   SIGTERM gracefully, both within ``graceful_timeout``.

@@ -290,7 +290,8 @@ def check_ocr(ctx: Context) -> list[Line]:
 
 
 #: ``NCINDEX_`` variables that are not settings but are read elsewhere: the worker's
-#: heartbeat (:mod:`workers.heartbeat`) and the ports of ``deploy/Procfile``'s processes.
+#: heartbeat (:mod:`workers.heartbeat`), the ports of ``deploy/Procfile``'s processes, and the
+#: test suite's and benchmarks' own (``tests/conftest.py``, ``tests/deploy``).
 OTHER_VARIABLES = frozenset(
     {
         "NCINDEX_HEARTBEAT_FILE",
@@ -299,14 +300,21 @@ OTHER_VARIABLES = frozenset(
         "NCINDEX_SEARCH_PORT",
         "NCINDEX_MCP_PORT",
         "NCINDEX_FLOWER_PORT",
+        "NCINDEX_TEST_REDIS_URL",
+        "NCINDEX_HYPOTHESIS_PROFILE",
+        "NCINDEX_RELIABILITY_LONG",
+        "NCINDEX_SCREENSHOTS",
+        "NCINDEX_IMAGE",
+        "NCINDEX_IMAGE_TEST",
     }
 )
 
 
-def check_variables(ctx: Context, environ: Mapping[str, str] | None = None) -> list[Line]:
+def check_variables(ctx: Context | None, environ: Mapping[str, str] | None = None) -> list[Line]:
     """``NCINDEX_`` variables of the environment (``environ``, default ``os.environ``) that no
     setting reads: a misspelt name is otherwise ignored without a word (pydantic-settings
-    ignores unknown variables), its setting left at its default."""
+    ignores unknown variables), its setting left at its default. Needs nothing of ``ctx``
+    (so it also runs when there is no Nextcloud to check)."""
     known = {"NCINDEX_" + name.upper() for name in Settings.model_fields} | OTHER_VARIABLES
     unknown = sorted(
         name
@@ -314,7 +322,7 @@ def check_variables(ctx: Context, environ: Mapping[str, str] | None = None) -> l
         if name.upper().startswith("NCINDEX_") and name.upper() not in known
     )
     if not unknown:
-        return [Line("variables", "ok", "every NCINDEX_ variable is a setting")]
+        return [Line("variables", "ok", "every NCINDEX_ variable is known")]
     return [
         Line(
             "variables",
@@ -346,7 +354,11 @@ def run_checks(settings: Settings, services: Services | None = None) -> list[Lin
     """Every line of every check in :data:`CHECKS`, in order. Raises ``ValueError`` when no
     Nextcloud URL is configured."""
     if not settings.nextcloud_url:
-        raise ValueError("NCINDEX_NEXTCLOUD_URL is not set: there is no Nextcloud to check")
+        # a misspelt NCINDEX_NEXTCLOUD_URL is the likeliest cause: say so
+        hints = "".join(
+            f"; {line.detail}" for line in check_variables(None) if line.verdict == "warn"
+        )
+        raise ValueError(f"NCINDEX_NEXTCLOUD_URL is not set: there is no Nextcloud to check{hints}")
     own = services is None
     ctx = Context(settings, services or Services(settings))
     try:

@@ -22,9 +22,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from ncindex.names import DEFAULT_NAMESPACE, NAMESPACE_PATTERN, Names
 
 U32_MAX = 4_294_967_295
-"""The largest value of Qdrant's unsigned 32-bit parameters: the upper bound of every integer of
-the collection layout, so a mistyped huge number is refused here with its variable named, not
-by the engine at start (a value past 2^64 made Qdrant Edge raise ``OverflowError``)."""
+"""The largest value of Qdrant's 32-bit parameters (shards, replication, write consistency),
+used as the upper bound of every integer of the collection layout (the others are 64-bit in
+Qdrant): a mistyped huge number is refused here with its variable named, not by the engine at
+start (a value past 2^64 made Qdrant Edge raise ``OverflowError``)."""
 
 
 class Settings(BaseSettings):
@@ -41,8 +42,11 @@ class Settings(BaseSettings):
     engine on disk (``qdrant_path``); with neither, the embedded engine runs under ``data_dir``.
     """
 
-    # NaN and infinity are refused as such ("finite number"), not by a misleading bound
-    model_config = SettingsConfigDict(env_prefix="NCINDEX_", extra="ignore", allow_inf_nan=False)
+    # NaN and infinity are refused as such ("finite number"), not by a misleading bound; an
+    # error never repeats the value, which may be a password (NCINDEX_ACCOUNTS)
+    model_config = SettingsConfigDict(
+        env_prefix="NCINDEX_", extra="ignore", allow_inf_nan=False, hide_input_in_errors=True
+    )
 
     # --- Nextcloud -------------------------------------------------------------------------
     nextcloud_url: str | None = Field(
@@ -485,7 +489,7 @@ class Settings(BaseSettings):
         if not value:
             return value
         parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
         return value.rstrip("/")
 

@@ -3,7 +3,8 @@ the caller's (:mod:`ncindex.search.facets`).
 
 Both are paged with ``offset`` (default 0) and ``limit`` (1–1000, default 200) and answer
 ``{"folders"|"tags": [...], "total": n, "next_offset": n | null}``; 400 ``invalid_value``
-for a bad ``offset``/``limit``, 401 ``unauthenticated``, 503 ``backend_unavailable``.
+for a bad ``offset``/``limit``, ``unknown_field`` for another query parameter, 401
+``unauthenticated``, 503 ``backend_unavailable``.
 """
 
 from __future__ import annotations

@@ -165,7 +165,8 @@ def openapi_document() -> dict[str, Any]:
                         "200": {
                             "description": "The field table.",
                             "content": _json("FiltersDocument"),
-                        }
+                        },
+                        **_problems(400),
                     },
                 }
             },
@@ -212,7 +213,7 @@ def openapi_document() -> dict[str, Any]:
                             "description": "The caller's status.",
                             "content": _json("UserStatus"),
                         },
-                        **_problems(401, 429, 503),
+                        **_problems(400, 401, 429, 503),
                     },
                 }
             },

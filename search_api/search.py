@@ -2,9 +2,10 @@
 
 Each handler parses, authenticates, calls :class:`ncindex.search.service.SearchService` and reports.
 Errors are RFC 9457 problem+json with a stable ``code`` and the offending ``field``:
-400 ``invalid_json``, ``invalid_value``, ``invalid_filter``, ``unknown_field``,
-``unsupported_operator``; 401 ``unauthenticated``; 404 ``not_found``; 429 ``rate_limited``;
-503 ``backend_unavailable``. Bad input never yields a 500.
+400 ``invalid_json``, ``invalid_value``, ``invalid_filter``, ``unknown_field`` (a body key,
+filter field or query parameter that does not exist), ``unsupported_operator``; 401
+``unauthenticated``; 404 ``not_found``; 405 ``method_not_allowed``; 429 ``rate_limited``; 503
+``backend_unavailable``. Bad input never yields a 500.
 """
 
 from __future__ import annotations
@@ -101,6 +102,10 @@ def search_blueprint(
 
     @bp.get("/v1/filters")
     def filters() -> Response:
+        try:
+            only_args()
+        except InputError as exc:
+            return problem_for(exc)
         return jsonify(filters_document())
 
     @bp.get("/v1/documents/<doc_type>/<path:doc_id>/context")

@@ -3,14 +3,12 @@
 The caller is authenticated as for a search (:func:`ncindex.web.auth.resolve_caller`) and the
 request counts against the same per-caller rate limit. The body is
 :class:`ncindex.sync.user_status.UserStatus` for the caller's own user id only. Errors are
-problem+json: 401 ``unauthenticated``, 429 ``rate_limited``, 503 ``backend_unavailable``
-(Redis, the store or Nextcloud cannot be asked).
+problem+json: 400 ``unknown_field`` (it takes no query parameter), 401 ``unauthenticated``,
+429 ``rate_limited``, 503 ``backend_unavailable`` (Redis, the store or Nextcloud cannot be
+asked).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
 
 import redis
 from flask import Blueprint, Response, jsonify, request
@@ -20,8 +18,7 @@ from ncindex.runtime import Services
 from ncindex.sync.user_status import user_status
 from ncindex.web.auth import resolve_caller
 from ncindex.web.problems import TRANSLATED, problem_for
-
-Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+from search_api.search import Decorator, only_args
 
 
 def status_blueprint(services: Services, limited: Decorator | None = None) -> Blueprint:
@@ -33,6 +30,7 @@ def status_blueprint(services: Services, limited: Decorator | None = None) -> Bl
     @limit
     def status() -> Response | tuple[Response, int]:
         try:
+            only_args()
             client = resolve_caller(services, request.headers.get("Authorization"))
             assert client.user is not None
             try:

@@ -217,7 +217,9 @@ def ui_blueprint(services: Services, limited: Decorator | None = None) -> Bluepr
         authorization = _basic(creds.login_name, creds.app_password)
         try:
             user = resolve_caller(services, authorization).user or ""
-        except (Unauthenticated, TransientError) as exc:
+        except Unauthenticated as exc:  # the flow's credentials: no field of the request
+            return problem(401, "unauthenticated", str(exc))
+        except TransientError as exc:
             return problem_for(exc)
         return signed_in(session_id, authorization, user, "flow")
 
@@ -237,10 +239,10 @@ def ui_blueprint(services: Services, limited: Decorator | None = None) -> Bluepr
         authorization = _basic(login_name, app_password)
         try:
             user = resolve_caller(services, authorization).user or ""
-        except (Unauthenticated, TransientError) as exc:
-            response = problem_for(exc)
-            response.headers.pop("WWW-Authenticate", None)
-            return response
+        except Unauthenticated as exc:  # refused: the typed app password (no Basic challenge)
+            return problem(401, "unauthenticated", str(exc), field="app_password")
+        except TransientError as exc:
+            return problem_for(exc)
         return signed_in(session_id, authorization, user, "typed")
 
     @bp.post("/ui/logout")

@@ -253,3 +253,11 @@ def test_a_misspelt_variable_is_a_warning_naming_the_setting_it_resembles(served
         assert [line.verdict for line in check_variables(ctx, {"NCINDEX_PORT": "1"})] == ["ok"]
     finally:
         ctx.services.close()
+
+
+def test_without_a_nextcloud_url_a_misspelt_one_is_named() -> None:
+    result = CliRunner().invoke(main, ["doctor"], env={"NCINDEX_NEXTCLOUD_ULR": "https://x.org"})
+    assert result.exit_code == 1
+    assert "NCINDEX_NEXTCLOUD_URL is not set" in result.output
+    assert "NCINDEX_NEXTCLOUD_ULR is not a setting" in result.output
+    assert "did you mean NCINDEX_NEXTCLOUD_URL?" in result.output

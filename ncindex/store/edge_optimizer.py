@@ -191,7 +191,7 @@ def read_state(root: Path) -> dict[str, Any]:
     (:meth:`~ncindex.store.qdrant_edge.QdrantEdgeStore.optimise_aside`; a failed run has
     none)."""
     try:
-        # NaN and Infinity (and numbers past a float's range) read as None: not a time
+        # NaN and Infinity read as None (not a time; 1e400, read as infinity, is dropped below)
         raw = json.loads(
             (Path(root) / STATE_FILE).read_text(encoding="utf-8"),
             parse_constant=lambda _: None,

@@ -96,6 +96,15 @@ def test_a_state_written_by_hand_or_cut_short_never_breaks_the_status(tmp_path: 
     assert "ago in ? s" in line(backwards)
     strings = {"state": "failed", "outcome": "failed", "started_at": "1", "finished_at": True}
     assert line(strings).startswith("store m: failed; last run failed ? ago after ?: None;")
+    no_end = {"state": "failed", "outcome": "failed", "started_at": NOW - 5, "error": "x"}
+    assert line(no_end).startswith("store m: failed; last run failed ? ago after ?: x;")
+    huge = {"state": "optimising", "started_at": 10**400}
+    assert line(huge).startswith("store m: optimising for ?;")
+
+
+def test_a_run_the_process_died_in() -> None:
+    interrupted = {"state": "idle", "started_at": NOW - 300, **SIZE}
+    assert line(interrupted).startswith("store m: idle; last run interrupted (started 5 min 0 s")
 
 
 def test_status_and_its_watch_show_the_optimiser(redis_url: str, tmp_path: Path) -> None:
