@@ -212,8 +212,9 @@ def _report_sample(running: Embedded, signals: StopSignals) -> None:
             seconds = time.monotonic() - started
             click.echo(
                 f"Sample corpus indexed: {running.sample.documents} documents current in the "
-                f"store after {seconds:.0f} s."
-            )
+                f"store after {seconds:.0f} s. Search page: {running.url}/ (alice / "
+                f"{running.settings.password_for('alice')}), or the curl printed at the start."
+            )  # the start's lines have scrolled away under the tasks' log lines by now
             return
 
 

@@ -63,3 +63,26 @@ def test_missing_accounts_and_unreachable_nextcloud_are_reported() -> None:
 def test_version_and_short_help() -> None:
     assert __version__ in CliRunner().invoke(main, ["--version"]).output
     assert "Usage:" in CliRunner().invoke(main, ["-h"]).output
+
+
+def test_the_sample_indexed_line_repeats_the_search_page(capsys) -> None:
+    """By the time the sample is indexed the start's lines have scrolled away under the
+    tasks' log lines: the line that says so names the search page and alice's password."""
+    from types import SimpleNamespace
+
+    from pydantic import SecretStr
+
+    from allinone.cli import _report_sample
+    from ncindex.settings import Settings
+
+    running = SimpleNamespace(
+        url="http://127.0.0.1:8080",
+        sample=SimpleNamespace(documents=368),
+        settings=Settings(accounts={"alice": SecretStr("alice-pw")}),
+        sample_current=lambda: True,
+    )
+    signals = SimpleNamespace(wait=lambda timeout: False)
+    _report_sample(running, signals)
+    out = capsys.readouterr().out
+    assert out.startswith("Sample corpus indexed: 368 documents current in the store after ")
+    assert "Search page: http://127.0.0.1:8080/ (alice / alice-pw)" in out
