@@ -96,9 +96,12 @@ class ProblemRequestHandler(WSGIRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Send ``code`` with a :func:`server_problem` body (``message`` or the status's
         phrase as its detail; ``explain``, http.server's long text, is not sent), always with
-        a status line and headers, and close the connection; log it as ``http.server`` does."""
+        a status line and headers, and close the connection; log it as ``http.server`` does,
+        at warning level for the refusals of :data:`SERVER_CODES` and any other 4xx (the
+        client's malformed request, not an error of the server), else at error level."""
         message = message or _phrase(code, "error")
-        self.log_error("code %d, message %s", code, message)
+        level = "warning" if code in SERVER_CODES or code < 500 else "error"
+        self.log(level, "code %d, message %s", code, message)
         body = server_problem(code, message)
         # A request line whose version could not be read leaves http.server's default,
         # HTTP/0.9, which would drop the status line and headers: answer with both.

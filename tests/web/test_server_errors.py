@@ -114,3 +114,14 @@ def test_a_body_the_server_cannot_read_is_named(
     assert status_line.split(b" ")[1] == b"400", answer[:300]
     problem = json.loads(rest.partition(b"\r\n\r\n")[2])
     assert (problem["code"], problem["field"]) == ("invalid_value", field)
+
+
+def test_a_malformed_request_is_logged_as_a_warning_not_an_error(
+    server: BaseWSGIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client's mistake: werkzeug's handler logged it at error level."""
+    with caplog.at_level("DEBUG", logger="werkzeug"):
+        send(server, b"GET / HTTP/3.0\r\n\r\n")
+        send(server, b"GET / HTTP/1.1 extra\r\n\r\n")
+    refusals = [r for r in caplog.records if "] code " in r.getMessage()]
+    assert [r.levelname for r in refusals] == ["WARNING", "WARNING"], caplog.text
