@@ -42,8 +42,11 @@ unindexable — that hold is only for documents a task could not make text of.
 A file scan skips folders whose etag is unchanged, except once every
 ``reconcile_full_walk_seconds`` (a day by default), when it walks them all: what changes no
 folder etag (a system tag whose webhook was lost, a document lost from the index) is repaired
-then. A document listed at two paths (a file inside two nested shares) counts as moved only
-when the index holds neither.
+then. An index that has lost *every* document of a user and doc type that the last scan found
+(a new or wiped store beside a kept Redis) is relisted at once: the scan forgets the folder
+etags, Notes marker and full-walk time first (:meth:`ScanState.forget_listing`). A document
+listed at two paths (a file inside two nested shares) counts as moved only when the index holds
+neither.
 
 Redis holds only what can be rebuilt (:class:`ScanState`): folder etags and ``pruneBefore``
 (losing them costs one full listing), the missing-since times (losing them restarts the grace
@@ -260,6 +263,11 @@ class ScanState:
     def set_full_walk_at(self, at: float) -> None:
         """Record a walk of every folder at ``at`` (Unix seconds)."""
         self.redis.set(self.base + ":full_walk", repr(float(at)))
+
+    def forget_listing(self) -> None:
+        """Drop what lets a listing skip work — the folder etags, the Notes marker and the time
+        of the last full walk — so the next listing lists everything."""
+        self.redis.delete(self.base + ":folders", self.base + ":marker", self.base + ":full_walk")
 
     def marker(self) -> int | None:
         """The type's resume point (Notes ``pruneBefore``), if any (an unreadable one is
@@ -520,6 +528,11 @@ class Reconciler:
             manifest = None
             if pages is None or pages.first():
                 manifest = load_manifest(self.services.store, user, doc_type)
+                if apply and not manifest and (state.last() or {}).get("indexed"):
+                    # the last scan found documents indexed and the index holds none now (a
+                    # new or wiped store): unchanged etags must not skip their folders
+                    state.forget_listing()
+                    log_.info("reconcile_index_emptied", indexed_before=state.last()["indexed"])
             account = self.services.account(user)
             if pages is None:
                 listing = source.list(self.services, account, state)

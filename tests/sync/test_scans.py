@@ -184,6 +184,28 @@ def test_a_daily_full_walk_repairs_what_changes_no_folder_etag(rstack: Stack) ->
     assert time.time() - state.full_walk_at() < 60  # and the next full walk is a day away
 
 
+def test_an_index_emptied_beside_a_kept_redis_is_relisted_at_once(rstack: Stack) -> None:
+    """A new or wiped store (``var/qdrant`` deleted, Redis kept): the folder etags and the
+    Notes marker say nothing changed, but nothing is indexed any more — the next scan lists
+    everything instead of waiting a day for the full walk."""
+    fill(rstack, files=4, notes=2)
+    rstack.sim.drop_rate = 1.0
+    rec = reconciler(rstack, Recorder())
+    for doc_type in (DocType.FILE, DocType.NOTE):
+        assert rec.scan("alice", doc_type).clean
+    for key in {p["doc_key"] for p in rstack.services.store.scroll(None, ["doc_key"])}:
+        rstack.services.store.delete_document(key)
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    files = rec.scan("alice", DocType.FILE)
+    notes = rec.scan("alice", DocType.NOTE)
+    assert sorted(c.path for c in files.index) == [
+        "/Docs/F0/Sub/f0.md", "/Docs/F0/f2.md", "/Docs/F1/Sub/f3.md", "/Docs/F1/f1.md"
+    ]  # fmt: skip
+    assert len(notes.index) == 2
+    assert len(recorder.sent) == 6
+
+
 def test_a_file_in_two_nested_shares_is_not_moved_on_every_scan(
     rstack: Stack, producer: Celery
 ) -> None:
