@@ -528,11 +528,12 @@ class Reconciler:
             manifest = None
             if pages is None or pages.first():
                 manifest = load_manifest(self.services.store, user, doc_type)
-                if apply and not manifest and (state.last() or {}).get("indexed"):
+                before = (state.last() or {}).get("indexed")
+                if apply and not manifest and before:
                     # the last scan found documents indexed and the index holds none now (a
                     # new or wiped store): unchanged etags must not skip their folders
                     state.forget_listing()
-                    log_.info("reconcile_index_emptied", indexed_before=state.last()["indexed"])
+                    log_.info("reconcile_index_emptied", indexed_before=before)
             account = self.services.account(user)
             if pages is None:
                 listing = source.list(self.services, account, state)
