@@ -18,7 +18,7 @@ from ncindex.search.facets import caller_folders, caller_tags
 from ncindex.store.port import VectorStore
 from ncindex.web.auth import resolve_caller
 from ncindex.web.problems import TRANSLATED, problem_for
-from search_api.search import Decorator, int_arg, only_args
+from search_api.search import Decorator, int_args
 
 MAX_PAGE = 1000
 
@@ -33,9 +33,8 @@ def facets_blueprint(
 
     def page(name: str, read: Callable[[VectorStore, str], list[str]]) -> Response:
         try:
-            only_args("offset", "limit")
-            offset = int_arg("offset", 0, 0, 100_000_000)
-            size = int_arg("limit", 200, 1, MAX_PAGE)
+            args = int_args(offset=(0, 0, 100_000_000), limit=(200, 1, MAX_PAGE))
+            offset, size = args["offset"], args["limit"]
             client = resolve_caller(services, request.headers.get("Authorization"))
             assert client.user is not None
             values = read(store(), client.user)

@@ -103,7 +103,7 @@ def search_blueprint(
     @bp.get("/v1/filters")
     def filters() -> Response:
         try:
-            only_args()
+            int_args()  # it takes none
         except InputError as exc:
             return problem_for(exc)
         return jsonify(filters_document())
@@ -113,14 +113,12 @@ def search_blueprint(
     def context(doc_type: str, doc_id: str) -> Response | tuple[Response, int]:
         try:
             ref = _doc_ref(doc_type, doc_id)
-            only_args("chunk_index", "window")
-            chunk_index = int_arg("chunk_index", 0, 0, 1_000_000)
-            window = int_arg("window", 2, 0, MAX_CONTEXT_WINDOW)
+            args = int_args(chunk_index=(0, 0, 1_000_000), window=(2, 0, MAX_CONTEXT_WINDOW))
         except InputError as exc:
             return problem_for(exc)
         try:
             client = resolve_caller(services, request.headers.get("Authorization"))
-            body = service().context(client, ref, chunk_index, window)
+            body = service().context(client, ref, args["chunk_index"], args["window"])
         except TRANSLATED as exc:  # 401, 404, 400 (chunk_index past the last chunk), 503
             return problem_for(exc)
         return jsonify(body.model_dump(mode="json"))
@@ -142,19 +140,21 @@ def _doc_ref(doc_type: str, doc_id: str) -> DocRef:
     return DocRef(DocType(doc_type), doc_id)
 
 
-def only_args(*names: str) -> None:
-    """Refuse a query parameter other than ``names`` (a misspelt ``lmit`` would otherwise
-    leave the default in force without a word): raises
-    :class:`~ncindex.errors.InputError` (``unknown_field``, field the parameter's name)."""
+def int_args(**params: tuple[int, int, int]) -> dict[str, int]:
+    """The query parameters ``params`` names (name → ``(default, lo, hi)``), each an integer
+    from ``lo`` to ``hi`` (``default`` when absent), and no other; raises
+    :class:`~ncindex.errors.InputError` — ``unknown_field`` for any other parameter (a
+    misspelt ``lmit`` would otherwise leave the default in force without a word),
+    ``invalid_value`` for a value out of range or not written in ASCII digits — with the
+    parameter's name as its field."""
     for name in request.args:
-        if name not in names:
-            known = ", ".join(names) or "none"
+        if name not in params:
+            known = ", ".join(params) or "none"
             raise InputError("unknown_field", name, f"not a query parameter here (known: {known})")
+    return {name: _int_arg(name, *bounds) for name, bounds in params.items()}
 
 
-def int_arg(name: str, default: int, lo: int, hi: int) -> int:
-    """Query parameter ``name`` as an integer from ``lo`` to ``hi`` (``default`` when absent);
-    raises :class:`~ncindex.errors.InputError` (``invalid_value``, field ``name``)."""
+def _int_arg(name: str, default: int, lo: int, hi: int) -> int:
     raw = request.args.get(name)
     if raw is None:
         return default

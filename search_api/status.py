@@ -18,7 +18,7 @@ from ncindex.runtime import Services
 from ncindex.sync.user_status import user_status
 from ncindex.web.auth import resolve_caller
 from ncindex.web.problems import TRANSLATED, problem_for
-from search_api.search import Decorator, only_args
+from search_api.search import Decorator, int_args
 
 
 def status_blueprint(services: Services, limited: Decorator | None = None) -> Blueprint:
@@ -30,7 +30,7 @@ def status_blueprint(services: Services, limited: Decorator | None = None) -> Bl
     @limit
     def status() -> Response | tuple[Response, int]:
         try:
-            only_args()
+            int_args()  # it takes none
             client = resolve_caller(services, request.headers.get("Authorization"))
             assert client.user is not None
             try:

@@ -8,6 +8,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from flask import Flask, request
@@ -22,15 +23,21 @@ def _app(environ, start_response):
     return [b"ok"]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[BaseWSGIServer]:
-    """werkzeug's threaded server on a free port, as ``allinone.embedded.start`` makes it."""
-    srv = make_server("127.0.0.1", 0, _app, threaded=True, request_handler=ProblemRequestHandler)
+def serving(app: Any) -> Iterator[BaseWSGIServer]:
+    """werkzeug's threaded server for ``app`` on a free port, as ``allinone.embedded.start``
+    makes it, until the generator is closed."""
+    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=ProblemRequestHandler)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv
     srv.shutdown()
     srv.server_close()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[BaseWSGIServer]:
+    """The server in front of a WSGI app that answers ``ok``."""
+    yield from serving(_app)
 
 
 def send(server: BaseWSGIServer, data: bytes) -> bytes:
@@ -88,12 +95,7 @@ def body_server() -> Iterator[BaseWSGIServer]:
     def read() -> str:
         return str(len(read_body(request, 1000)))
 
-    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=ProblemRequestHandler)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    yield from serving(app)
 
 
 @pytest.mark.parametrize(
