@@ -22,7 +22,7 @@ from allinone.stopping import StopSignals
 from ncindex import __version__
 from ncindex.documents import DocType
 from ncindex.errors import NcindexError
-from ncindex.settings import Settings
+from ncindex.settings import Settings, settings_problems
 from ncindex.telemetry import configure_logging
 
 if TYPE_CHECKING:
@@ -37,19 +37,7 @@ class _Commands(click.Group):
         try:
             return super().invoke(ctx)
         except ValidationError as exc:
-            # every error, each with its variable (a rule across settings has none) and
-            # pydantic's error type; never the value, which may be a secret
-            problems = [
-                (
-                    f"setting NCINDEX_{str(error['loc'][0]).upper()}"
-                    + "".join(f"[{part}]" for part in error["loc"][1:])
-                    if error["loc"]
-                    else "settings"
-                )
-                + f": {error['msg']} [{error['type']}]"
-                for error in exc.errors()
-            ]
-            raise click.ClickException("; ".join(problems)) from None
+            raise click.ClickException(settings_problems(exc)) from None
         except NcindexError as exc:  # its class names the failure (NextcloudUnavailable, …)
             raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
         except ValueError as exc:  # a message meant for the user as it is

@@ -35,12 +35,12 @@ if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
 
 # Imported only now: prometheus_client reads PROMETHEUS_MULTIPROC_DIR when first imported.
 from ncindex import telemetry
-from ncindex.settings import Settings
+from ncindex.settings import settings_or_exit
 from ncindex.web import server_errors
 
 server_errors.install_in_gunicorn()
 
-_settings = Settings()
+_settings = settings_or_exit()
 
 bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8080')}"  # noqa: S104
 workers = int(os.environ.get("GUNICORN_WORKERS", "2"))

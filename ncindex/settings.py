@@ -16,9 +16,10 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import limits
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ncindex.errors import SettingsError
 from ncindex.names import DEFAULT_NAMESPACE, NAMESPACE_PATTERN, Names
 
 U32_MAX = 4_294_967_295
@@ -585,3 +586,42 @@ def _account_entries(raw: dict[str, Any]) -> tuple[dict[str, SecretStr], dict[st
         else:
             passwords[str(user)] = SecretStr(str(value))
     return passwords, logins
+
+
+def settings_problems(exc: ValidationError) -> str:
+    """Every error of ``exc`` (raised by :class:`Settings`) on one line, ``"; "``-separated:
+    each as ``setting NCINDEX_<NAME>[<part>…]: <message> [<pydantic error type>]``, a rule
+    across settings as ``settings: …``; never the value, which may be a secret."""
+    return "; ".join(
+        (
+            f"setting NCINDEX_{str(error['loc'][0]).upper()}"
+            + "".join(f"[{part}]" for part in error["loc"][1:])
+            if error["loc"]
+            else "settings"
+        )
+        + f": {error['msg']} [{error['type']}]"
+        for error in exc.errors()
+    )
+
+
+def load_settings() -> Settings:
+    """The settings of an app module (``search_api.wsgi``, ``webhook_receiver.wsgi``,
+    ``mcp_server.asgi``) from the environment. Raises :class:`~ncindex.errors.SettingsError`
+    (a ``ValueError``) with :func:`settings_problems`'s line and no chained pydantic error:
+    in a gunicorn worker an exception, unlike ``SystemExit``, stops gunicorn ("Worker failed
+    to boot") instead of booting the worker again and again."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(settings_problems(exc)) from None
+
+
+def settings_or_exit() -> Settings:
+    """The settings of a process's entry point (gunicorn's configuration file, the Celery
+    worker, beat and Flower): :func:`load_settings`, but a bad setting raises ``SystemExit``
+    (status 1) whose message is ``ncindex: `` and the line, so the process stops with that line
+    instead of a traceback."""
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise SystemExit(f"ncindex: {exc}") from None

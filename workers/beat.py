@@ -26,7 +26,7 @@ from celery import signals as celery_signals
 from celery.beat import Service
 
 from ncindex import names
-from ncindex.settings import Settings
+from ncindex.settings import Settings, settings_or_exit
 from ncindex.sources.registry import SOURCES
 
 OUTAGE_REQUEUE_SECONDS = 60
@@ -145,7 +145,7 @@ def __getattr__(name: str) -> Any:
     if name == "app":
         from workers.celery_app import create_celery
 
-        settings = Settings()
+        settings = settings_or_exit()
         app = configure_beat(create_celery(settings), settings)
         globals()["app"] = app
         return app

@@ -3,6 +3,6 @@ environment's settings (:func:`ncindex.ingest.queueing.celery_app`, no task code
 reads the deployment's queues and events under its namespace (``NCINDEX_NAMESPACE``)."""
 
 from ncindex.ingest.queueing import celery_app
-from ncindex.settings import Settings
+from ncindex.settings import settings_or_exit
 
-app = celery_app(Settings())
+app = celery_app(settings_or_exit())

@@ -2,7 +2,7 @@
 environment's settings."""
 
 import workers.heartbeat  # noqa: F401  (liveness file, JSON logs, task context: signals)
-from ncindex.settings import Settings
+from ncindex.settings import settings_or_exit
 from workers.celery_app import create_celery
 
-app = create_celery(Settings())
+app = create_celery(settings_or_exit())

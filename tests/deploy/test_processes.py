@@ -493,6 +493,61 @@ def test_procfile_runs_every_role(
     assert "exited with code" not in honcho.text()
 
 
+def procfile_roles() -> dict[str, str]:
+    """deploy/Procfile's roles: name → shell command."""
+    lines = (ROOT / "deploy" / "Procfile").read_text().splitlines()
+    return dict(line.split(": ", 1) for line in lines if line.strip() and not line.startswith("#"))
+
+
+@pytest.mark.parametrize("role", sorted(procfile_roles()))
+def test_every_role_stops_on_a_bad_setting_with_one_line(role: str, tmp_path: Path) -> None:
+    """A role started with bad settings exits (not restarted by gunicorn, not hanging) with one
+    line naming each bad variable and its error type, no traceback and no value."""
+    env = process_env(
+        "redis://127.0.0.1:9/0",
+        TMPDIR=str(tmp_path),
+        NCINDEX_SEARCH_DEFAULT_LIMIT="ten",
+        NCINDEX_NEXTCLOUD_URL="ftp://cloud.example",
+    )
+    for name in ("RECEIVER", "SEARCH", "MCP", "FLOWER"):
+        env[f"NCINDEX_{name}_PORT"] = str(free_port())
+    done = subprocess.run(
+        ["bash", "-c", procfile_roles()[role]],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "Traceback" not in out and "ten" not in out and "cloud.example" not in out, out
+    assert (
+        "ncindex: setting NCINDEX_NEXTCLOUD_URL: Value error, must be an http:// or https:// URL"
+        " with a host [value_error]; setting NCINDEX_SEARCH_DEFAULT_LIMIT: Input should be a"
+        " valid integer, unable to parse string as an integer [int_parsing]"
+    ) in out.splitlines(), out
+
+
+def test_an_app_module_with_bad_settings_stops_gunicorn(tmp_path: Path) -> None:
+    """Without deploy/gunicorn.conf.py (which checks the settings first) the app module raises
+    in the worker: gunicorn stops ("Worker failed to boot", exit 3) instead of booting it again
+    and again, and the worker's last line names the variable."""
+    env = process_env("redis://127.0.0.1:9/0", NCINDEX_SEARCH_DEFAULT_LIMIT="ten")
+    done = subprocess.run(
+        [str(BIN / "gunicorn"), "-b", f"127.0.0.1:{free_port()}", "search_api.wsgi:app"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 3 and "Worker failed to boot" in out, out
+    assert "ncindex.errors.SettingsError: setting NCINDEX_SEARCH_DEFAULT_LIMIT:" in out, out
+    assert "pydantic" not in out, out
+
+
 def test_heartbeat_follows_the_broker_connection(spawn, tmp_path: Path) -> None:
     """The heartbeat file goes when the worker loses Redis and comes back when it reconnects:
     a worker that cannot reach its broker fails its liveness probe."""
