@@ -36,8 +36,9 @@ a ``ValueError``, each with a machine-readable ``code`` and the offending ``fiel
     ├── ChunkOutOfRange           a context request past a document's last chunk
     └── UnsupportedDocType        a scan asked for a doc type that has no scanner
 
-A process's configuration (``NCINDEX_*``) that does not validate — a ``ValueError`` of its own,
-:class:`SettingsError`, whose message names every bad variable.
+A process's configuration (``NCINDEX_*``) that does not validate raises
+:class:`ncindex.settings.SettingsError` (a ``ValueError``), kept beside the settings, which sit
+below this module.
 
 Third-party exceptions (httpx, qdrant-client, redis) are translated at the boundary where they
 are caught (:mod:`ncindex.nextcloud.client`, :mod:`ncindex.store`); nothing above that layer
@@ -254,12 +255,6 @@ class UnsupportedDocType(InputError):
     def __init__(self, doc_type: str) -> None:
         super().__init__("invalid_value", "doc_type", f"no reconcile scanner for {doc_type} yet")
         self.doc_type = doc_type
-
-
-class SettingsError(ValueError):
-    """Raised by :func:`ncindex.settings.load_settings` when the environment's settings do not
-    validate; the message is one line naming every bad ``NCINDEX_`` variable, never a value
-    (:func:`ncindex.settings.settings_problems`)."""
 
 
 def public_reason(exc: BaseException) -> str:

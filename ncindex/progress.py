@@ -146,6 +146,12 @@ class Progress:
                 pipe.hsetnx(keys.first_indexing(user), "done_at", f"{now:.3f}")
             pipe.execute()
 
+    def restart_first_indexing(self, user: str) -> None:
+        """Forget ``user``'s first indexing (its start, end and count), so the next
+        :meth:`queued` starts it again: the index lost everything of ``user`` (a new or wiped
+        store beside a kept Redis) and is being rebuilt."""
+        self.redis.delete(self.keys.first_indexing(user))
+
     def record_skips(
         self, user: str, skipped: Mapping[str, str], listed: Iterable[str], *, full: bool
     ) -> None:

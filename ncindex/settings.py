@@ -19,7 +19,6 @@ import limits
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ncindex.errors import SettingsError
 from ncindex.names import DEFAULT_NAMESPACE, NAMESPACE_PATTERN, Names
 
 U32_MAX = 4_294_967_295
@@ -588,6 +587,12 @@ def _account_entries(raw: dict[str, Any]) -> tuple[dict[str, SecretStr], dict[st
     return passwords, logins
 
 
+class SettingsError(ValueError):
+    """Raised by :func:`load_settings` when the environment's settings do not validate; the
+    message is one line naming every bad ``NCINDEX_`` variable, never a value
+    (:func:`settings_problems`)."""
+
+
 def settings_problems(exc: ValidationError) -> str:
     """Every error of ``exc`` (raised by :class:`Settings`) on one line, ``"; "``-separated:
     each as ``setting NCINDEX_<NAME>[<part>…]: <message> [<pydantic error type>]``, a rule
@@ -606,7 +611,7 @@ def settings_problems(exc: ValidationError) -> str:
 
 def load_settings() -> Settings:
     """The settings of an app module (``search_api.wsgi``, ``webhook_receiver.wsgi``,
-    ``mcp_server.asgi``) from the environment. Raises :class:`~ncindex.errors.SettingsError`
+    ``mcp_server.asgi``) from the environment. Raises :class:`SettingsError`
     (a ``ValueError``) with :func:`settings_problems`'s line and no chained pydantic error:
     in a gunicorn worker an exception, unlike ``SystemExit``, stops gunicorn ("Worker failed
     to boot") instead of booting the worker again and again."""

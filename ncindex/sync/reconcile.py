@@ -44,7 +44,9 @@ A file scan skips folders whose etag is unchanged, except once every
 folder etag (a system tag whose webhook was lost, a document lost from the index) is repaired
 then. An index that has lost *every* document of a user and doc type that the last scan found
 (a new or wiped store beside a kept Redis) is relisted at once: the scan forgets the folder
-etags, Notes marker and full-walk time first (:meth:`ScanState.forget_listing`). A document
+etags, Notes marker and full-walk time first (:meth:`ScanState.forget_listing`), and when
+nothing of the user's is indexed any more their first indexing starts again
+(:meth:`~ncindex.progress.Progress.restart_first_indexing`). A document
 listed at two paths (a file inside two nested shares) counts as moved only when the index holds
 neither.
 
@@ -80,6 +82,7 @@ from typing import Any, Protocol, TypeVar
 
 import redis
 import structlog
+from qdrant_client import models
 
 from ncindex import names
 from ncindex.accounts import clear_refused, record_refused
@@ -105,6 +108,7 @@ from ncindex.settings import Settings
 from ncindex.sources.base import Listing, Source, ancestors
 from ncindex.sources.registry import SOURCES
 from ncindex.store.manifest import ManifestEntry, load_manifest
+from ncindex.store.queries import acl_condition
 from ncindex.strict_json import finite_float
 
 log = structlog.get_logger(__name__)
@@ -534,6 +538,12 @@ class Reconciler:
                     # new or wiped store): unchanged etags must not skip their folders
                     state.forget_listing()
                     log_.info("reconcile_index_emptied", indexed_before=before)
+                    everything = models.Filter(must=[acl_condition(user)])
+                    if not self.services.store.count(everything):
+                        # nothing of the user's is left: what follows is a first indexing again
+                        Progress(self.services.redis, self.settings.names).restart_first_indexing(
+                            user
+                        )
             account = self.services.account(user)
             if pages is None:
                 listing = source.list(self.services, account, state)

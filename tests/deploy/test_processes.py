@@ -544,7 +544,7 @@ def test_an_app_module_with_bad_settings_stops_gunicorn(tmp_path: Path) -> None:
     )
     out = done.stdout + done.stderr
     assert done.returncode == 3 and "Worker failed to boot" in out, out
-    assert "ncindex.errors.SettingsError: setting NCINDEX_SEARCH_DEFAULT_LIMIT:" in out, out
+    assert "ncindex.settings.SettingsError: setting NCINDEX_SEARCH_DEFAULT_LIMIT:" in out, out
     assert "pydantic" not in out, out
 
 

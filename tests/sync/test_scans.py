@@ -14,6 +14,7 @@ from ncindex import names
 from ncindex.documents import DocType, path_fields
 from ncindex.errors import BrokerUnavailable
 from ncindex.index.indexing import Indexer
+from ncindex.progress import Progress
 from ncindex.sync.reconcile import Reconciler, ScanState
 from support import Stack, wait_until
 
@@ -193,12 +194,18 @@ def test_an_index_emptied_beside_a_kept_redis_is_relisted_at_once(rstack: Stack)
     rec = reconciler(rstack, Recorder())
     for doc_type in (DocType.FILE, DocType.NOTE):
         assert rec.scan("alice", doc_type).clean
+    progress = Progress(rstack.services.redis, rstack.settings.names)
+    assert progress.first_indexing("alice")["done_at"] is not None
     for key in {p["doc_key"] for p in rstack.services.store.scroll(None, ["doc_key"])}:
         rstack.services.store.delete_document(key)
     recorder = Recorder()
     rec = reconciler(rstack, recorder)
     files = rec.scan("alice", DocType.FILE)
     notes = rec.scan("alice", DocType.NOTE)
+    # the rebuild is a first indexing again: started by the relisting, not yet done
+    first = progress.first_indexing("alice")
+    assert first["started_at"] is not None and first["done_at"] is None, first
+    assert first["finished"] == 0
     assert sorted(c.path for c in files.index) == [
         "/Docs/F0/Sub/f0.md", "/Docs/F0/f2.md", "/Docs/F1/Sub/f3.md", "/Docs/F1/f1.md"
     ]  # fmt: skip
