@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import shlex
 import threading
 import time
@@ -22,6 +23,7 @@ from allinone.stopping import StopSignals
 from ncindex import __version__
 from ncindex.documents import DocType
 from ncindex.errors import NcindexError
+from ncindex.progress import Progress
 from ncindex.settings import Settings, settings_problems
 from ncindex.telemetry import configure_logging
 
@@ -84,13 +86,15 @@ def up(settings: Settings, no_sample: bool) -> None:
             raise click.ClickException(str(exc)) from exc
         if running.redis is not None:
             signals.children.append(running.redis.process.pid)
-        _serve(running, settings, signals)
+        _serve(running, settings, signals, quiet="log_level" not in settings.model_fields_set)
     finally:
         signals.restore()
 
 
-def _serve(running: Embedded, settings: Settings, signals: StopSignals) -> None:
-    """Print what a user needs, wait for a stop signal, stop."""
+def _serve(running: Embedded, settings: Settings, signals: StopSignals, *, quiet: bool) -> None:
+    """Print what a user needs, wait for a stop signal, stop. ``quiet`` (no
+    ``NCINDEX_LOG_LEVEL`` set): only warnings and errors are logged from here on, and a line
+    every :data:`PROGRESS_SECONDS` says how the indexing goes instead of each task's lines."""
     url = running.url
     click.echo(
         f"\nncindex is up: {url}  (receiver {url}/hooks/nextcloud, search {url}/v1/search, "
@@ -137,6 +141,13 @@ def _serve(running: Embedded, settings: Settings, signals: StopSignals) -> None:
         f"Stop with Ctrl-C or SIGTERM: running tasks get {grace:g} s to finish, the others go "
         "back to their queues; a second signal after that ends the process at once."
     )
+    if quiet:
+        click.echo(
+            "Logging warnings and errors only, and the indexing's progress every "
+            f"{PROGRESS_SECONDS:g} s; NCINDEX_LOG_LEVEL=INFO logs every task."
+        )
+        logging.getLogger().setLevel(logging.WARNING)
+        threading.Thread(target=_report_progress, args=(running, signals), daemon=True).start()
     if running.sample is not None:
         threading.Thread(target=_report_sample, args=(running, signals), daemon=True).start()
     signals.wait()
@@ -189,6 +200,42 @@ def _webhook_lines(running: Embedded, *, chosen_secret: bool) -> list[str]:
     ]
 
 
+#: How often ``ncindex up`` without ``NCINDEX_LOG_LEVEL`` says how the indexing goes, seconds.
+PROGRESS_SECONDS = 15.0
+
+
+def progress_line(progress: Progress, was_busy: bool) -> tuple[str | None, bool]:
+    """The line ``ncindex up`` prints about the indexing, and whether anything is pending: the
+    documents pending (every user's, :meth:`~ncindex.progress.Progress.pending`) and the
+    documents finished per second over the last minute, while anything is pending; "caught
+    up" once, when nothing is any more; ``None`` while idle."""
+    pending = sum(progress.pending(user) for user in progress.users())
+    if not pending:
+        return ("Indexing: caught up, nothing pending." if was_busy else None), False
+    rate = progress.rates(seconds=60)
+    return (
+        f"Indexing: {pending} documents pending; {rate.documents} finished in the last "
+        f"{rate.window_seconds:.0f} s ({rate.documents_per_second:.1f}/s).",
+        True,
+    )
+
+
+def _report_progress(running: Embedded, signals: StopSignals) -> None:
+    """Print :func:`progress_line` every :data:`PROGRESS_SECONDS` until stopped (a Redis
+    error skips a line)."""
+    import redis
+
+    progress = Progress(running.services.redis, running.settings.names)
+    busy = False
+    while not signals.wait(PROGRESS_SECONDS):
+        try:
+            line, busy = progress_line(progress, busy)
+        except redis.RedisError:
+            continue
+        if line is not None:
+            click.echo(line)
+
+
 def _report_sample(running: Embedded, signals: StopSignals) -> None:
     """Say once when every sample document is current in the store
     (:meth:`~allinone.embedded.Embedded.sample_current`, seen twice 1 s apart)."""
@@ -202,7 +249,7 @@ def _report_sample(running: Embedded, signals: StopSignals) -> None:
                 f"Sample corpus indexed: {running.sample.documents} documents current in the "
                 f"store after {seconds:.0f} s. Search page: {running.url}/ (alice / "
                 f"{running.settings.password_for('alice')}), or the curl printed at the start."
-            )  # the start's lines have scrolled away under the tasks' log lines by now
+            )  # the start's lines may have scrolled away by now
             return
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
+
+import redis
 from click.testing import CliRunner
 
-from allinone.cli import main
+from allinone.cli import main, progress_line
 from ncindex import __version__
+from ncindex.names import Names
+from ncindex.progress import Progress
 
 
 def test_bad_setting_is_one_line_naming_the_variable() -> None:
@@ -86,3 +91,24 @@ def test_the_sample_indexed_line_repeats_the_search_page(capsys) -> None:
     out = capsys.readouterr().out
     assert out.startswith("Sample corpus indexed: 368 documents current in the store after ")
     assert "Search page: http://127.0.0.1:8080/ (alice / alice-pw)" in out
+
+
+def test_the_progress_line_follows_pending_documents(redis_url: str) -> None:
+    """``ncindex up`` without NCINDEX_LOG_LEVEL prints this instead of every task's lines:
+    pending documents and the recent rate while busy, "caught up" once, nothing while idle."""
+    keys = Names(f"t{uuid.uuid4().hex[:8]}")
+    progress = Progress(redis.Redis.from_url(redis_url), keys)
+    assert progress_line(progress, was_busy=False) == (None, False)
+    progress.queued("alice", ["node:1", "node:2"])
+    progress.queued("bob", ["node:3"])
+    progress.finished("bob", "node:3", "indexed", 2)
+    line, busy = progress_line(progress, was_busy=False)
+    assert busy and line is not None
+    assert line.startswith("Indexing: 2 documents pending; 1 finished in the last "), line
+    for subject in ("node:1", "node:2"):
+        progress.finished("alice", subject, "indexed", 1)
+    assert progress_line(progress, was_busy=True) == (
+        "Indexing: caught up, nothing pending.",
+        False,
+    )
+    assert progress_line(progress, was_busy=False) == (None, False)
