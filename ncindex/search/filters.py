@@ -466,6 +466,35 @@ def _path_leaf(name: str, op: str, value: Any, user: str) -> models.Condition:
     return models.Filter(should=[under, exact])
 
 
+def path_verdict(node: Node | None, path: str) -> bool | None:
+    """Whether ``node`` holds for a document now at ``path`` (in the caller's view), judging
+    only its ``path`` and ``path_prefix`` leaves: ``False`` when the tree fails whatever its
+    other leaves are, ``True`` when it holds whatever they are, ``None`` when they decide
+    (Kleene's three-valued logic; a tree without path leaves is ``None``, ``None`` is
+    ``True``). The search holds a result whose verified path differs from the indexed one to
+    it (a document moved since it was indexed): the engine judged the old path."""
+    if node is None:
+        return True
+    if isinstance(node, Group):
+        values = [path_verdict(c, path) for c in node.children]
+        if node.kind == "not":
+            return None if values[0] is None else not values[0]
+        if node.kind == "and":
+            return False if False in values else True if all(values) else None
+        return True if True in values else False if all(v is False for v in values) else None
+    name, op, value = node.field.name, node.op, node.value
+    if name not in ("path", "path_prefix"):
+        return None
+    if op == "exists":
+        return bool(value)
+    wanted = value if op in ("in", "nin") else (value,)
+    if name == "path":
+        hit = path in wanted
+    else:
+        hit = any(p == "/" or path == p or path.startswith(p + "/") for p in wanted)
+    return not hit if op in ("ne", "nin") else hit
+
+
 def filter_depth(node: Any) -> int:
     """Nesting depth of a compiled ``models.Filter`` (a lone condition counts 1)."""
     if not isinstance(node, models.Filter):

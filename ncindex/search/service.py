@@ -60,7 +60,7 @@ from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import ChunkOutOfRange, DocumentNotFound, SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.search.filters import Node, build_filter, request_tree, tree_dict
+from ncindex.search.filters import Node, build_filter, path_verdict, request_tree, tree_dict
 from ncindex.search.verify import TagMembership, VerificationCounts, VerifyOnRead
 from ncindex.settings import Settings
 from ncindex.sources.base import Verdict
@@ -368,6 +368,13 @@ class ContextResponse(BaseModel):
     chunks: list[ContextChunk]
 
 
+def _moved_out(payload: dict[str, Any], user: str, path: str | None, tree: Node | None) -> bool:
+    """Whether a candidate verified at ``path`` has moved (its indexed path for ``user`` is
+    another) to where the filter ``tree``'s path leaves exclude it."""
+    indexed = (payload.get("paths") or {}).get(user)
+    return path is not None and path != indexed and path_verdict(tree, path) is False
+
+
 def group_hits(hits: list[Hit]) -> list[Hit]:
     """Best hit per ``doc_key``, ordered by score (descending), ties by ``doc_key``."""
     best: dict[str, Hit] = {}
@@ -467,7 +474,7 @@ class SearchService:
             t0, before = time.perf_counter(), timings["payloads"]
             exhausted = self._verify_into(
                 client, store, request.query, limit, candidates, results, counts, cut,
-                membership, timings,
+                membership, timings, tree,
             )  # fmt: skip
             reading = timings["payloads"] - before
             timings["verify"] += (time.perf_counter() - t0) * 1000 - reading
@@ -560,12 +567,16 @@ class SearchService:
         cut: _Cutoff,
         membership: TagMembership | None,
         timings: dict[str, float],
+        tree: Node | None,
     ) -> bool:
         """Verify ``candidates`` (ranked, payloads holding ``doc_key`` alone) into ``results``
         until ``limit``, reading the whole payloads of each batch first (``timings``'s
         ``payloads``, ms, grows by the time that takes; a point deleted since the query is
         passed over); ``True`` when the cut-off ended the ranking (no later round can add
-        anything)."""
+        anything). A candidate whose verified path is not the indexed one (moved since it
+        was indexed) is passed over when that path fails the filter ``tree``'s path leaves
+        (:func:`~ncindex.search.filters.path_verdict`), and re-checked (``on_drop``) so the
+        index learns where it is."""
         assert client.user is not None
         pending = list(candidates)
         exhausted = False
@@ -583,7 +594,9 @@ class SearchService:
             verdicts = self.verifier.check(client, [h.payload for h in batch], counts, membership)
             checked_at = time.time()
             for hit, checked in zip(batch, verdicts, strict=True):
-                if checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE):
+                if checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE) or _moved_out(
+                    hit.payload, client.user, checked.path, tree
+                ):
                     if self.on_drop is not None:
                         self.on_drop(client.user, DocRef.parse(hit.payload["doc_key"]))
                     continue

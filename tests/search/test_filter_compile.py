@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from search_corpus import T0, USERS, Doc, expected
 
-from ncindex.search.filters import build_filter, parse_tree
+from ncindex.search.filters import build_filter, parse_tree, path_verdict, request_tree
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 
 
@@ -175,3 +175,26 @@ def test_generated_trees_match_the_reference(
     corpus: QdrantEdgeStore, corpus_docs: list[Doc], tree: dict[str, Any], user: str
 ) -> None:
     assert matched(corpus, user, tree) == expected(corpus_docs, tree, user)
+
+
+def test_path_verdict_judges_the_path_leaves_alone() -> None:
+    """Kleene logic over the path leaves; other leaves are unknown (``None``)."""
+    tree = request_tree(path_prefixes=["/Projects"], doc_types=["file"])
+    assert path_verdict(tree, "/Projects/a.md") is None  # doc_type decides
+    assert path_verdict(tree, "/Projects") is None
+    assert path_verdict(tree, "/Projects-old/a.md") is False
+    either = parse_tree(
+        {"or": [
+            {"field": "path_prefix", "op": "eq", "value": "/A"},
+            {"field": "doc_type", "op": "eq", "value": "note"},
+        ]}
+    )  # fmt: skip
+    assert path_verdict(either, "/A/x.md") is True
+    assert path_verdict(either, "/B/x.md") is None
+    negated = parse_tree({"not": {"field": "path", "op": "in", "value": ["/A/x.md", "/B.md"]}})
+    assert path_verdict(negated, "/A/x.md") is False and path_verdict(negated, "/C.md") is True
+    assert path_verdict(parse_tree({"field": "path", "op": "ne", "value": "/A"}), "/A") is False
+    assert (
+        path_verdict(parse_tree({"field": "path_prefix", "op": "eq", "value": "/"}), "/z") is True
+    )
+    assert path_verdict(None, "/anything") is True

@@ -145,3 +145,32 @@ def test_results_the_index_rules_exclude_now_are_dropped_as_ineligible(stack: St
     # the drops' re-checks evicted them (ineligible for their only holder)
     wait_until(lambda: not any(stack.points(k) for k in gone), 15)
     assert stack.points(keys["kept"])
+
+
+def test_a_result_moved_out_of_the_asked_folders_is_not_returned(stack: Stack) -> None:
+    """The engine judged ``path_prefixes`` on the indexed path; a file moved since (its webhook
+    lost) is verified at its new path, which the filter's path leaves exclude: passed over,
+    and its re-check brings the index up to date. One moved within the folders stays."""
+    out = stack.sim.put_file("alice", "/Projects/Reef/knots.md", b"Reef knot tying notes.")
+    within = stack.sim.put_file("alice", "/Projects/Reef/bends.md", b"Reef knot and bends.")
+    stack.sim.flush_deliveries(timeout=5)
+    keys = [f"file:{out}", f"file:{within}"]
+    wait_until(lambda: all(stack.points(k) for k in keys), 30)
+    asked = {"path_prefixes": ["/Projects"]}
+    assert set(keys) <= set(keys_of(stack.search_as("alice", "reef knot", **asked)))
+    stack.sim.drop_rate = 1.0
+    stack.sim.move("alice", "/Projects/Reef/knots.md", "/Archive/knots.md")
+    stack.sim.move("alice", "/Projects/Reef/bends.md", "/Projects/Old/bends.md")
+    body = stack.search_as("alice", "reef knot", **asked)
+    assert f"file:{out}" not in keys_of(body)
+    moved = [r for r in body["results"] if f"file:{r['doc_id']}" == f"file:{within}"]
+    assert [r["path"] for r in moved] == ["/Projects/Old/bends.md"]
+    # unfiltered, the moved-out file is found at its new path; the re-check re-pathed it
+    anywhere = stack.found("alice", "reef knot", f"file:{out}")
+    assert anywhere is not None and anywhere["path"] == "/Archive/knots.md"
+    wait_until(
+        lambda: stack.points(f"file:{out}")[0].payload["paths"]["alice"] == "/Archive/knots.md",
+        15,
+    )
+    again = stack.search_as("alice", "reef knot", path_prefixes=["/Archive"])
+    assert f"file:{out}" in keys_of(again)
