@@ -8,9 +8,12 @@ credentials per client address unless Nextcloud confirmed the caller recently; 4
 ``Retry-After``), then the caller's own Nextcloud credentials in ``Authorization`` (Basic
 with an app password, or a Bearer token Nextcloud accepts), resolved exactly as the search API
 does (:func:`ncindex.web.auth.resolve_caller`; 401 with ``WWW-Authenticate`` when missing or
-refused, 503 when Nextcloud cannot be asked). Errors of the gate are problem+json bodies with
-the product's ``code``. The transport is stateless (each POST stands alone, so replicas need no
-sticky sessions) and answers JSON, not SSE; its DNS-rebinding protection allows the ``Host``
+refused, 503 when Nextcloud cannot be asked), then the body: at most 64 KiB (413) and strict
+JSON (:mod:`ncindex.strict_json`: no ``NaN``, no key named twice; else the transport's own
+400 parse error, JSON-RPC -32700). Only ``POST`` is served (405 with ``Allow: POST``
+otherwise). Errors of the gate are problem+json bodies with the product's ``code``. The
+transport is stateless (each POST stands alone, so replicas need no sticky sessions) and
+answers JSON, not SSE; its DNS-rebinding protection allows the ``Host``
 and ``Origin`` values of ``settings.mcp_allowed_hosts`` / ``mcp_allowed_origins``.
 """
 
@@ -29,6 +32,7 @@ from mcp.server.streamable_http_manager import (
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    PARSE_ERROR,
     CallToolRequestParams,
     CallToolResult,
     ListToolsResult,
@@ -44,7 +48,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from mcp_server.tools import FetchArgs, NoArgs, Tools, failure_of, search_schema
-from ncindex import __version__
+from ncindex import __version__, strict_json
 from ncindex.accounts import refused_accounts
 from ncindex.errors import TransientError, Unauthenticated, public_reason
 from ncindex.ingest.queueing import Producer, celery_app
@@ -55,7 +59,7 @@ from ncindex.settings import Settings
 from ncindex.telemetry import MCP_TOOL_CALLS, metrics_payload
 from ncindex.web.auth import confirmed, resolve_caller
 from ncindex.web.health import readiness
-from ncindex.web.problems import BASIC_CHALLENGE, PROBLEM_JSON, problem_body
+from ncindex.web.problems import BASIC_CHALLENGE, MAX_BODY_BYTES, PROBLEM_JSON, problem_body
 from ncindex.web.ratelimit import CallerLimit
 
 log = structlog.get_logger(__name__)
@@ -231,6 +235,13 @@ class Gate:
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            # stateless: no SSE stream to open with GET, no session to end with DELETE (the
+            # transport's spec: a GET is answered with an SSE stream or 405)
+            detail = "the MCP endpoint takes JSON-RPC messages by POST only (stateless, no SSE)"
+            answer = _problem(405, "method_not_allowed", detail, {"Allow": "POST"})
+            await answer(scope, receive, send)
+            return
         request = Request(scope)
         authorization = request.headers.get("Authorization")
         address = request.client.host if request.client else None
@@ -253,7 +264,18 @@ class Gate:
             await answer(scope, receive, send)
             return
         scope.setdefault("state", {})[CALLER] = client
-        await self.app(scope, receive, send)
+        body = await _body(receive, MAX_BODY_BYTES)
+        if body is None:
+            detail = f"request body larger than {MAX_BODY_BYTES} bytes"
+            await _problem(413, "payload_too_large", detail, {})(scope, receive, send)
+            return
+        try:
+            strict_json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            # what the transport answers for text that is not JSON, for what its parser lets by
+            await _parse_error(f"Parse error: {exc}")(scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
 
     def _limited(self, authorization: str | None, address: str | None) -> int | None:
         """Seconds to wait when a limit is used up: the caller's, or — unless Nextcloud
@@ -273,6 +295,47 @@ def _caller(ctx: Any) -> NextcloudClient:
     if not isinstance(client, NextcloudClient):  # only reachable past the gate
         raise MCPError(-32603, "no authenticated caller")
     return client
+
+
+async def _body(receive: Receive, limit: int) -> bytes | None:
+    """The request body read whole from ``receive``, or ``None`` once it passes ``limit``
+    bytes (the rest is not read)."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away: what came is the body
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(parts)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the transport ``body`` (already read) first, then waits on
+    the connection as ``receive`` does (for its disconnect)."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _parse_error(message: str) -> Response:
+    """The transport's own answer to a body that is not JSON: HTTP 400 with a JSON-RPC error
+    -32700 and a null id (``mcp.server.streamable_http``, ``_create_error_response``)."""
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": message}}
+    return JSONResponse(error, status_code=400)
 
 
 def _problem(status: int, code: str, detail: str, headers: dict[str, str]) -> Response:

@@ -10,8 +10,8 @@ from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
 from ncindex.search.rcp import SESSION_HEADER, RcpServer
-from ncindex.web.problems import read_body
-from search_api.search import MAX_BODY_BYTES, Decorator
+from ncindex.web.problems import MAX_BODY_BYTES, read_body
+from search_api.search import Decorator
 
 log = structlog.get_logger(__name__)
 

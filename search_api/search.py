@@ -35,16 +35,18 @@ from ncindex.search.service import (
     SearchService,
 )
 from ncindex.telemetry import SEARCH_SECONDS, SEARCHES
-from ncindex.web.auth import resolve_caller
-from ncindex.web.problems import TRANSLATED, problem_for, read_body, validation_error
+from ncindex.web.auth import normalized_authorization, resolve_caller
+from ncindex.web.problems import (
+    MAX_BODY_BYTES,
+    TRANSLATED,
+    problem_for,
+    read_body,
+    validation_error,
+)
 
 log = structlog.get_logger(__name__)
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
-
-
-#: Largest accepted request body, bytes (a search request is a few hundred bytes).
-MAX_BODY_BYTES = 64 * 1024
 
 
 def read_json_object() -> dict[str, Any]:
@@ -76,6 +78,11 @@ def search_blueprint(
     @bp.post("/v1/search")
     @limit
     def search() -> Response | tuple[Response, int]:
+        try:  # no usable credentials: 401 before the body is judged (Nextcloud is not asked)
+            normalized_authorization(request.headers.get("Authorization"))
+        except Unauthenticated as exc:
+            SEARCHES.labels("unauthenticated").inc()
+            return problem_for(exc)
         try:
             raw = read_json_object()
             try:
@@ -112,9 +119,10 @@ def search_blueprint(
     @limit
     def context(doc_type: str, doc_id: str) -> Response | tuple[Response, int]:
         try:
+            normalized_authorization(request.headers.get("Authorization"))
             ref = _doc_ref(doc_type, doc_id)
             args = int_args(chunk_index=(0, 0, 1_000_000), window=(2, 0, MAX_CONTEXT_WINDOW))
-        except InputError as exc:
+        except (Unauthenticated, InputError) as exc:
             return problem_for(exc)
         try:
             client = resolve_caller(services, request.headers.get("Authorization"))

@@ -159,6 +159,10 @@ class UnreadableBody(BadRequest):
         self.field = field
 
 
+#: Largest accepted body of a search, RCP or MCP request, bytes (a search is a few hundred).
+MAX_BODY_BYTES = 64 * 1024
+
+
 def read_body(request: Request, limit: int) -> bytes:
     """The request body, at most ``limit`` bytes; raises ``RequestEntityTooLarge`` (413) past
     it, whether or not the client sent a Content-Length (a chunked upload is counted as read,
@@ -205,8 +209,14 @@ def install_error_handlers(app: Flask) -> None:
             if status in (413, 415)
             else None
         )
+        # the error's own headers (a 405's Allow, RFC 9110 §15.5.6; a 429's Retry-After)
+        headers = {k: v for k, v in exc.get_headers() if k.lower() != "content-type"}
         return problem(
-            status, _CODES.get(status, "invalid_value"), exc.description or "", field=field
+            status,
+            _CODES.get(status, "invalid_value"),
+            exc.description or "",
+            field=field,
+            headers=headers,
         )
 
     @app.errorhandler(Exception)

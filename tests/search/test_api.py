@@ -255,7 +255,8 @@ def test_too_deep_json_and_too_large_bodies(ro_api: Api) -> None:
         "invalid_filter",
         "invalid_json",
     )
-    response = ro_api.client.post("/v1/search", data=b'{"query": "' + b"x" * 70_000 + b'"}')
+    big = b'{"query": "' + b"x" * 70_000 + b'"}'
+    response = ro_api.client.post("/v1/search", data=big, auth=("alice", PASSWORDS["alice"]))
     assert response.status_code == 413 and response.get_json()["code"] == "payload_too_large"
 
 
@@ -270,6 +271,17 @@ def test_unauthenticated(ro_api: Api) -> None:
         "/v1/search", json={"query": "x"}, headers={"Authorization": "Token abc"}
     )
     assert response.status_code == 401
+    # without usable credentials a bad body, or a bad context path, is a 401 too (not a 400)
+    for body in (b'{"query": ""}', b"{", b'{"query": "x", "lmit": 3}'):
+        assert ro_api.client.post("/v1/search", data=body).status_code == 401, body
+    assert ro_api.client.get("/v1/documents/nope/1/context").status_code == 401
+
+
+def test_a_wrong_method_is_405_with_allow(ro_api: Api) -> None:
+    response = ro_api.client.put("/v1/search", json={"query": "x"})
+    assert response.status_code == 405 and response.get_json()["code"] == "method_not_allowed"
+    assert set(response.headers["Allow"].split(", ")) == {"POST", "OPTIONS"}
+    assert response.headers["Content-Type"] == "application/problem+json"
 
 
 body_values = st.one_of(

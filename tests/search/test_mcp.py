@@ -382,3 +382,32 @@ def test_fetch_stitches_overlapping_chunks_back_into_the_text(model_dir: Path) -
         ],
     )  # fmt: skip
     assert stitched(context).split() == text.split()
+
+
+def test_only_post_is_served_and_its_body_is_strict_json(mcp_url: str) -> None:
+    """A GET (the transport's SSE stream) or DELETE is 405 with ``Allow: POST`` at once, not a
+    held connection; ``NaN``, a key named twice or a body past 64 KiB is refused before the
+    transport reads it (its parser would let the first two by)."""
+    headers = {"Authorization": basic("alice"), "Accept": "application/json, text/event-stream"}
+    for method in ("GET", "DELETE"):
+        answer = httpx.request(method, mcp_url, headers=headers, timeout=10)
+        assert answer.status_code == 405 and answer.headers["Allow"] == "POST", method
+        assert answer.json()["code"] == "method_not_allowed"
+    call_ = '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", '
+    for body, why in (
+        (call_ + '"arguments": {"query": "x", "score_threshold": NaN}}}', "NaN is not valid JSON"),
+        (call_ + '"arguments": {"query": "x", "query": "y"}}}', "'query' appears twice"),
+        ('{"jsonrpc": "2.0", "id": 1, ', "Parse error"),
+    ):
+        answer = httpx.post(
+            mcp_url, content=body, headers={**headers, "Content-Type": "application/json"}
+        )
+        assert answer.status_code == 400, body
+        error = answer.json()
+        assert error["id"] is None and error["error"]["code"] == -32700, error
+        assert why in error["error"]["message"], error
+    big = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "a" * 70_000}}
+    answer = httpx.post(mcp_url, json=big, headers=headers)
+    assert answer.status_code == 413 and answer.json()["code"] == "payload_too_large"
+    fine = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    assert httpx.post(mcp_url, json=fine, headers=headers).status_code == 200
