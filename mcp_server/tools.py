@@ -31,7 +31,7 @@ from typing import Any
 
 import redis
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from pydantic.json_schema import models_json_schema
 
 from ncindex.documents import DocRef, DocType
@@ -106,16 +106,17 @@ class FetchArgs(BaseModel):
         2, ge=0, le=MAX_CONTEXT_WINDOW, description="Chunks on each side of `chunk_index`."
     )
 
-    @model_validator(mode="after")
-    def _one_reference(self) -> FetchArgs:
-        if self.id is None and (self.doc_type is None or self.doc_id is None):
-            raise ValueError("give `id`, or `doc_type` and `doc_id`")
-        if self.id is not None and (self.doc_type is not None or self.doc_id is not None):
-            raise ValueError("give `id` or `doc_type` and `doc_id`, not both")
-        return self
-
     def ref(self) -> DocRef:
-        """The document; raises :class:`InputError` (``invalid_value``) for a bad id."""
+        """The document; raises :class:`InputError` (``invalid_value``) for a bad id, and
+        naming ``id`` when neither ``id`` nor both of ``doc_type`` and ``doc_id`` are given,
+        or both ways are."""
+        if self.id is None and (self.doc_type is None or self.doc_id is None):
+            missing = "doc_id" if self.doc_type is not None else "doc_type" if self.doc_id else "id"
+            raise InputError("invalid_value", missing, "give `id`, or `doc_type` and `doc_id`")
+        if self.id is not None and (self.doc_type is not None or self.doc_id is not None):
+            raise InputError(
+                "invalid_value", "id", "give `id` or `doc_type` and `doc_id`, not both"
+            )
         if self.id is not None:
             doc_type, _, doc_id = self.id.partition(":")
             field = "id"
@@ -233,6 +234,8 @@ class Tools:
 
     def _result(self, r: SearchResult) -> dict[str, Any]:
         out = r.model_dump(mode="json")
+        if out.get("explain") is None:  # as the search API: the key only when asked for
+            out.pop("explain", None)
         text, spans = plain_snippet(r.snippet)
         out.update(
             id=r.doc_key,

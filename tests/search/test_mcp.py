@@ -140,6 +140,7 @@ def test_search_with_filters_is_the_verified_search(mcp_url: str, ro_api: Api) -
         assert (r["doc_type"], r["doc_id"]) == (doc_type, doc_id)
         assert r["url"] == f"{ro_api.settings.nextcloud_url}/index.php/f/{doc_id}"
         assert r["title"] and r["path"] and isinstance(r["score"], float)
+        assert "explain" not in r  # only when asked for, as the search API
         assert "<mark>" not in r["snippet"] and r["matches"]
         for m in r["matches"]:  # plain-text offsets that land on a query word
             word = r["snippet"][m["start"] : m["end"]].lower()
@@ -182,9 +183,11 @@ BAD_ARGUMENTS = [
      "unsupported_operator", "filter.op"),
     ("search", {"query": "x", "modified_after": "yesterday"}, "invalid_value",
      "modified_after"),
-    ("fetch", {}, "invalid_value", "body"),
+    ("fetch", {}, "invalid_value", "id"),
+    ("fetch", {"doc_type": "file"}, "invalid_value", "doc_id"),
+    ("fetch", {"doc_id": "1"}, "invalid_value", "doc_type"),
     ("fetch", {"id": "file"}, "invalid_value", "id"),
-    ("fetch", {"id": "file:1", "doc_id": "1"}, "invalid_value", "body"),
+    ("fetch", {"id": "file:1", "doc_id": "1"}, "invalid_value", "id"),
     ("fetch", {"id": "file:1", "window": 99}, "invalid_value", "window"),
     ("fetch", {"id": "file:999999"}, "not_found", "id"),
     ("list_filters", {"x": 1}, "unknown_field", "x"),
