@@ -350,6 +350,11 @@ def _scalar(field: FilterField, value: Any, path: str, *, ordered: bool = False)
                 "must be a path in the caller's view without . or .. segments, such as /Projects",
             )
         return normalize_path(value)  # from the caller's root: "Projects/" is /Projects
+    if field.name == "mime_type":
+        # case-insensitive (RFC 2045 §5.1); stored as Nextcloud gives it, in lower case
+        # (nextcloud/server lib/private/Files/Type/Detection.php: detectContent lower-cases
+        # finfo's answer, detectPath maps extensions through mimetypemapping.dist.json)
+        return value.lower()
     return value
 
 

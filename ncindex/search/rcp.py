@@ -103,6 +103,11 @@ _RESTART_HINT = (
 # Options a client may ask for that this server does not offer (spec §7.7): -32005 when strict.
 _UNOFFERED = ("rerank", "mmr", "rewrite", "recency", "cursor")
 _POSITIVE_INTS = ("k", "candidateK")
+_RETRIEVE_PARAMS = frozenset(
+    {"query", "mode", "modality", "fusion", "filter", "minScore", "includeText", "_meta"}
+    | {"strict", *_POSITIVE_INTS, *_UNOFFERED}
+)
+"""The ``retrieve`` params this server reads or refuses by name; any other is unknown."""
 
 
 @dataclass
@@ -478,11 +483,14 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     """Validate ``retrieve`` params (spec §7.7). Raises :class:`RpcError`: -32602 with
     ``data.field`` for a malformed param or filter, -32005 with ``data.option`` for a mode,
     fusion, operator or option this server does not advertise (unless ``strict`` is false,
-    in which case options are dropped and noted)."""
+    in which case options are dropped and noted). A param this server does not know is
+    tolerated (spec §14.1.7) and named in the notes."""
     notes: list[str] = []
     strict = params.get("strict", True)
     if not isinstance(strict, bool):
         raise _invalid("strict", "'strict' must be a boolean")
+    for name in sorted(set(params) - _RETRIEVE_PARAMS):  # a misspelt `minscore`, say
+        notes.append(f"unknown parameter '{name}' ignored")  # tolerated (spec §14.1.7)
     for name in _POSITIVE_INTS:
         if name in params:
             value = params[name]
@@ -539,7 +547,8 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
                 f"operator {exc.option!r} not advertised",
                 {**data, "option": exc.option},
             ) from None
-        raise RpcError(Errc.INVALID_PARAMS, f"{exc.detail} ({exc.field})", data) from None
+        where = "" if exc.field in exc.detail else f" ({exc.field})"
+        raise RpcError(Errc.INVALID_PARAMS, f"{exc.detail}{where}", data) from None
     try:
         request = SearchRequest(query=query, limit=k, fusion=fusion, explain=explain)
     except ValidationError as exc:

@@ -210,8 +210,10 @@ class SearchRequest(BaseModel):
     @field_validator("query")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must contain a non-space character")
+        if "\x00" in value:
+            raise ValueError("contains a NUL character")
+        if not any(c.isprintable() and not c.isspace() for c in value):
+            raise ValueError("must contain a printable non-space character")
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:

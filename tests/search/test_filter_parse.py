@@ -262,3 +262,11 @@ def test_arbitrary_input_is_accepted_or_refused_with_a_code(raw: Any) -> None:
         assert exc.field.startswith("filter")
         return
     build_filter("alice", tree)  # whatever parses also compiles
+
+
+def test_mime_types_match_whatever_their_case() -> None:
+    """MIME types are case-insensitive (RFC 2045); Nextcloud stores them lower case."""
+    tree = request_tree(mime_types=["TEXT/Markdown"])
+    leaf = parse_tree({"field": "mime_type", "op": "in", "value": ["Application/PDF"]})
+    assert tree is not None and tree.value == ("text/markdown",)  # type: ignore[union-attr]
+    assert leaf is not None and leaf.value == ("application/pdf",)  # type: ignore[union-attr]

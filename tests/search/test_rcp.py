@@ -207,6 +207,10 @@ def test_lenient_options_and_clamping(served: Served) -> None:
     assert len(result["hits"]) <= 100
     assert any("clamped" in n for n in result["usage"]["notes"])
     assert any("rerank" in n for n in result["usage"]["notes"])
+    # an unknown param is tolerated (spec §14.1.7), and named, so a misspelling is noticed
+    misspelt = client.call("retrieve", {"query": "lighthouse", "minscore": 0.9})
+    assert misspelt["hits"]
+    assert "unknown parameter 'minscore' ignored" in misspelt["usage"]["notes"]
     no_text = client.call("retrieve", {"query": "lighthouse", "includeText": False})
     assert no_text["hits"] and all("text" not in h for h in no_text["hits"])
 
