@@ -31,7 +31,7 @@ from typing import Any
 
 import redis
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import models_json_schema
 
 from ncindex.documents import DocRef, DocType
@@ -56,6 +56,7 @@ from ncindex.search.service import (
     SearchResult,
     SearchService,
 )
+from ncindex.strict_json import JsonInt
 from ncindex.sync.user_status import user_status
 from ncindex.text.snippets import plain_snippet
 from ncindex.web.problems import validation_error
@@ -95,14 +96,14 @@ class FetchArgs(BaseModel):
     doc_id: str | None = Field(
         None, min_length=1, max_length=MAX_DOC_ID_CHARS, description="With `doc_type`."
     )
-    chunk_index: StrictInt | None = Field(
+    chunk_index: JsonInt | None = Field(
         None,
         ge=0,
         le=1_000_000,
         description="Answer the chunks around this one (a search result's `chunk_index`) "
         "instead of the whole text.",
     )
-    window: StrictInt = Field(
+    window: JsonInt = Field(
         2, ge=0, le=MAX_CONTEXT_WINDOW, description="Chunks on each side of `chunk_index`."
     )
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, StrictInt
 
 
 def loads(body: bytes | str) -> Any:
@@ -46,3 +48,16 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
                 raise ValueError(f"key {key!r} appears twice in one object")
             seen.add(key)
     return out
+
+
+def _whole(value: Any) -> Any:
+    """``value`` as an ``int`` when it is a float with no fractional part, else unchanged."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+JsonInt = Annotated[StrictInt, BeforeValidator(_whole)]
+"""An integer as JSON Schema counts one, for request fields: ``5`` or ``5.0`` (JSON Schema
+2020-12 core §4.2.1: a number with a zero fractional part is an integer; tool callers write
+5.0), never ``5.5``, a string or a boolean."""

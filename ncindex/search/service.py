@@ -66,6 +66,7 @@ from ncindex.settings import Settings
 from ncindex.sources.base import Verdict
 from ncindex.sources.eligibility import Eligibility
 from ncindex.store.port import Fusion, Hit, PointRecord, SparseVector, VectorStore
+from ncindex.strict_json import JsonInt
 from ncindex.text.snippets import Match, snippet
 
 log = structlog.get_logger(__name__)
@@ -137,7 +138,7 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=1000, description="What to look for.")
-    limit: StrictInt | None = Field(
+    limit: JsonInt | None = Field(
         None, ge=1, le=100, description="Results per page (default: the server's, 10)."
     )
     doc_types: list[DocType] | None = Field(

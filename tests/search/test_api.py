@@ -151,6 +151,8 @@ BAD: list[tuple[Any, str, str]] = [
     ({"query": "x", "limit": 0}, "invalid_value", "limit"),
     ({"query": "x", "limit": 101}, "invalid_value", "limit"),
     ({"query": "x", "limit": "ten"}, "invalid_value", "limit"),
+    ({"query": "x", "limit": 2.5}, "invalid_value", "limit"),
+    ({"query": "x", "limit": "2"}, "invalid_value", "limit"),
     ({"query": "x", "limit": 1e300}, "invalid_value", "limit"),
     ({"query": "x", "unknown": 1}, "unknown_field", "unknown"),
     ({"query": "x", "doc_types": ["mail"]}, "invalid_value", "doc_types[0]"),
@@ -278,6 +280,13 @@ def test_unauthenticated(ro_api: Api) -> None:
     for body in (b'{"query": ""}', b"{", b'{"query": "x", "lmit": 3}'):
         assert ro_api.client.post("/v1/search", data=body).status_code == 401, body
     assert ro_api.client.get("/v1/documents/nope/1/context").status_code == 401
+
+
+def test_a_whole_float_is_an_integer_as_json_schema_counts(ro_api: Api) -> None:
+    """``"limit": 2.0`` is the integer 2 (JSON Schema 2020-12 core §4.2.1; tool callers
+    write it); 2.5 and "2" stay refused (above)."""
+    response = ro_api.post("alice", {"query": "lighthouse", "limit": 2.0})
+    assert response.status_code == 200 and len(response.get_json()["results"]) == 2
 
 
 def test_a_wrong_method_is_405_with_allow(ro_api: Api) -> None:

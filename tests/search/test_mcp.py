@@ -123,7 +123,7 @@ def test_search_with_filters_is_the_verified_search(mcp_url: str, ro_api: Api) -
                     },
                 ),
                 "category": await call(client, "search", {"query": "foghorn", "category": "Work"}),
-                "limit": await call(client, "search", {"query": "lighthouse", "limit": 2}),
+                "limit": await call(client, "search", {"query": "lighthouse", "limit": 2.0}),
             }
 
     out = run(main())
