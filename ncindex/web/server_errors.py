@@ -76,7 +76,15 @@ class ProblemRequestHandler(WSGIRequestHandler):
     """werkzeug's request handler, with ``send_error`` answering problem+json and two more
     requests refused before the app: HTTP/0.9 (505; ``http.server`` would answer it without a
     status line) and a request target ``urlsplit`` cannot read, such as ``http://[::1/``
-    (400; werkzeug's ``make_environ`` would raise and drop the connection unanswered)."""
+    (400; werkzeug's ``make_environ`` would raise and drop the connection unanswered).
+
+    A connection that sends nothing for :attr:`timeout` seconds is closed, and a body that
+    stalls that long is unreadable (400, field ``body``): without it a client that sent fewer
+    bytes than its ``Content-Length`` held a thread forever."""
+
+    #: Seconds a read of the connection may wait (``socketserver.StreamRequestHandler``);
+    #: gunicorn's own request timeout is ``GUNICORN_TIMEOUT`` (60 s in deploy/).
+    timeout = 60.0
 
     def parse_request(self) -> bool:
         """``http.server``'s parsing plus the two refusals above; ``False`` once answered."""

@@ -118,6 +118,24 @@ def test_a_body_the_server_cannot_read_is_named(
     assert (problem["code"], problem["field"]) == ("invalid_value", field)
 
 
+def test_a_stalled_body_is_answered_after_the_read_timeout(
+    body_server: BaseWSGIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fewer bytes than ``Content-Length`` on a connection left open: 400 ``body`` once a read
+    has waited ``timeout`` seconds (1 here; 60 in the product), not a thread held forever."""
+    monkeypatch.setattr(ProblemRequestHandler, "timeout", 1.0)
+    head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", body_server.port), timeout=20) as conn:
+        conn.sendall(head + b'{"query": "x"')  # and nothing more, without closing
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line.split(b" ")[1] == b"400", answer[:300]
+    problem = json.loads(rest.partition(b"\r\n\r\n")[2])
+    assert (problem["code"], problem["field"]) == ("invalid_value", "body")
+
+
 def test_a_malformed_request_is_logged_as_a_warning_not_an_error(
     server: BaseWSGIServer, caplog: pytest.LogCaptureFixture
 ) -> None:
