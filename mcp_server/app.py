@@ -60,7 +60,7 @@ from ncindex.telemetry import MCP_TOOL_CALLS, metrics_payload
 from ncindex.web.auth import confirmed, resolve_caller
 from ncindex.web.health import readiness
 from ncindex.web.problems import BASIC_CHALLENGE, MAX_BODY_BYTES, PROBLEM_JSON, problem_body
-from ncindex.web.ratelimit import CallerLimit
+from ncindex.web.ratelimit import CallerLimit, breach_detail
 
 log = structlog.get_logger(__name__)
 
@@ -247,7 +247,8 @@ class Gate:
         address = request.client.host if request.client else None
         retry = await anyio.to_thread.run_sync(self._limited, authorization, address)
         if retry is not None:
-            detail = f"more than {self.services.settings.search_rate_limit} requests"
+            assert self.limit is not None  # only a limit answers a retry time
+            detail = breach_detail(self.limit.items)
             answer = _problem(429, "rate_limited", detail, {"Retry-After": str(retry)})
             await answer(scope, receive, send)
             return

@@ -26,6 +26,7 @@ from ncindex.web.ratelimit import (
     REFUSED_SCOPE,
     SCOPE,
     address_key,
+    breach_detail,
     create_limiter,
     refused,
     retry_after_seconds,
@@ -78,7 +79,7 @@ def create_app(
             )
             response.headers.update(headers)
             return response
-        return problem(429, "rate_limited", f"more than {limit.limit} requests", headers=headers)
+        return problem(429, "rate_limited", breach_detail([limit.limit]), headers=headers)
 
     install_error_handlers(app)
     limiter = create_limiter(app, settings, on_breach)

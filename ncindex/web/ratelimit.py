@@ -94,6 +94,17 @@ def _storage_options(settings: Settings) -> dict[str, Any]:
     }
 
 
+def breach_detail(items: list[limits.RateLimitItem]) -> str:
+    """A 429's ``detail`` for the limits ``items`` (the breached one, or all a limit string
+    sets): ``"more than 600 requests per 1 minute"``, several joined by ``" or "``."""
+    parts = [
+        f"{item.amount} requests per {item.multiples} {item.GRANULARITY.name}"
+        + ("s" if item.multiples != 1 else "")
+        for item in items
+    ]
+    return "more than " + " or ".join(parts)
+
+
 class CallerLimit:
     """The search API's two limits for an app that is not Flask (the MCP server): the shared
     per-caller limit (:data:`SCOPE`) and the per-address count of refused credentials

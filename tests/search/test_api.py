@@ -486,6 +486,7 @@ def test_rate_limit(
         response = client.post("/v1/search", json={"query": "lens"}, auth=auth)
         assert response.status_code == 429
         assert response.get_json()["code"] == "rate_limited"
+        assert response.get_json()["detail"] == "more than 3 requests per 1 minute"
         assert 1 <= int(response.headers["Retry-After"]) <= 60
         # the limit is per caller: bob is unaffected; the context endpoint shares alice's
         assert (

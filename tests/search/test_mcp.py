@@ -303,6 +303,7 @@ def test_the_rate_limit_is_the_search_apis(
         assert rest.status_code == 200
         limited = post("alice")
         assert limited.status_code == 429 and limited.json()["code"] == "rate_limited"
+        assert limited.json()["detail"] == "more than 4 requests per 1 minute"  # as REST's
         assert 1 <= int(limited.headers["Retry-After"]) <= 60
         assert post("bob").status_code == 200  # per caller
         # refused credentials count per client address too, as on the REST API: five made-up
