@@ -101,6 +101,11 @@ class ProblemRequestHandler(WSGIRequestHandler):
             return False
         return True
 
+    def handle_expect_100(self) -> bool:
+        """Send nothing here: werkzeug's ``run_wsgi`` sends the ``100 Continue`` itself, so
+        ``http.server``'s would be a second one."""
+        return True
+
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Send ``code`` with a :func:`server_problem` body (``message`` or the status's
         phrase as its detail; ``explain``, http.server's long text, is not sent), always with

@@ -118,6 +118,13 @@ def test_a_body_the_server_cannot_read_is_named(
     assert (problem["code"], problem["field"]) == ("invalid_value", field)
 
 
+def test_expect_100_continue_is_answered_once(body_server: BaseWSGIServer) -> None:
+    head = b"POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nExpect: 100-continue\r\n"
+    answer = send(body_server, head + b"Content-Length: 2\r\n\r\n{}")
+    assert answer.count(b"100 Continue") == 1, answer[:300]
+    assert b"HTTP/1.1 200" in answer
+
+
 def test_a_stalled_body_is_answered_after_the_read_timeout(
     body_server: BaseWSGIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
