@@ -499,6 +499,13 @@ def procfile_roles() -> dict[str, str]:
     return dict(line.split(": ", 1) for line in lines if line.strip() and not line.startswith("#"))
 
 
+def run_to_end(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, str]:
+    """Run ``args`` from the repository root until it exits (at most 120 s); the result and
+    its stdout and stderr together."""
+    done = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return done, done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("role", sorted(procfile_roles()))
 def test_every_role_stops_on_a_bad_setting_with_one_line(role: str, tmp_path: Path) -> None:
     """A role started with bad settings exits (not restarted by gunicorn, not hanging) with one
@@ -511,15 +518,7 @@ def test_every_role_stops_on_a_bad_setting_with_one_line(role: str, tmp_path: Pa
     )
     for name in ("RECEIVER", "SEARCH", "MCP", "FLOWER"):
         env[f"NCINDEX_{name}_PORT"] = str(free_port())
-    done = subprocess.run(
-        ["bash", "-c", procfile_roles()[role]],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    out = done.stdout + done.stderr
+    done, out = run_to_end(["bash", "-c", procfile_roles()[role]], env)
     assert done.returncode == 1, out
     assert "Traceback" not in out and "ten" not in out and "cloud.example" not in out, out
     assert (
@@ -534,15 +533,8 @@ def test_an_app_module_with_bad_settings_stops_gunicorn(tmp_path: Path) -> None:
     in the worker: gunicorn stops ("Worker failed to boot", exit 3) instead of booting it again
     and again, and the worker's last line names the variable."""
     env = process_env("redis://127.0.0.1:9/0", NCINDEX_SEARCH_DEFAULT_LIMIT="ten")
-    done = subprocess.run(
-        [str(BIN / "gunicorn"), "-b", f"127.0.0.1:{free_port()}", "search_api.wsgi:app"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    out = done.stdout + done.stderr
+    args = [str(BIN / "gunicorn"), "-b", f"127.0.0.1:{free_port()}", "search_api.wsgi:app"]
+    done, out = run_to_end(args, env)
     assert done.returncode == 3 and "Worker failed to boot" in out, out
     assert "ncindex.settings.SettingsError: setting NCINDEX_SEARCH_DEFAULT_LIMIT:" in out, out
     assert "pydantic" not in out, out
