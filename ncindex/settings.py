@@ -478,7 +478,11 @@ class Settings(BaseSettings):
     )
 
     # --- Runtime ----------------------------------------------------------------------------
-    log_level: str = Field("INFO", description="Log level (DEBUG, INFO, WARNING, ERROR).")
+    log_level: str = Field(
+        "INFO",
+        description="Log level (DEBUG, INFO, WARNING, ERROR). Unset, `ncindex up` logs warnings "
+        "and errors once it is up and prints the indexing's progress instead.",
+    )
     log_json: bool = Field(True, description="JSON log lines (false: console rendering).")
     host: str = Field("127.0.0.1", description="`ncindex up` listen address.")
     port: int = Field(8080, ge=0, le=65535, description="`ncindex up` listen port.")
