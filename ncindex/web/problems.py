@@ -135,7 +135,8 @@ def validation_error(exc: ValidationError) -> InputError:
         code = "invalid_filter"
     else:
         code = "invalid_value"
-    return InputError(code, field or "body", first["msg"])
+    # a validator's own ValueError reads "Value error, <its message>": the message is enough
+    return InputError(code, field or "body", first["msg"].removeprefix("Value error, "))
 
 
 def problem_for(exc: Exception) -> Response:

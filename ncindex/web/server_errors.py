@@ -101,6 +101,20 @@ class ProblemRequestHandler(WSGIRequestHandler):
             return False
         return True
 
+    def send_response(self, code: int, message: str | None = None) -> None:
+        """``http.server``'s, which sends a ``Date``; :meth:`send_header` drops a second one."""
+        self._dated = False
+        super().send_response(code, message)
+
+    def send_header(self, keyword: str, value: str) -> None:
+        """Send one header, but ``Date`` once a response: a static file's answer carries its
+        own beside the server's, and RFC 9110 §5.3 allows a single-value field once."""
+        if keyword.lower() == "date":
+            if getattr(self, "_dated", False):
+                return
+            self._dated = True
+        super().send_header(keyword, value)
+
     def handle_expect_100(self) -> bool:
         """Send nothing here: werkzeug's ``run_wsgi`` sends the ``100 Continue`` itself, so
         ``http.server``'s would be a second one."""

@@ -15,7 +15,19 @@ const OPEN_PATHS = {
 };
 let session = { user: null, csrf: "", nextcloud_url: "" };
 let pollTimer = null;
+let pollUntil = 0;
+// Nextcloud forgets a Login Flow v2 after 20 minutes (nextcloud/server core/Db/LoginFlowV2Mapper.php,
+// lifetime 1200 s): the page stops asking then.
+const FLOW_LIFETIME_MS = 1200 * 1000;
+// What stands in for the answer when the server could not be reached at all.
+const UNREACHABLE = { ok: false, status: 0, headers: new Headers() };
+// Bidi controls (Cf): shown raw they reorder a name and the text beside it, so a file could pass
+// for another (the server strips them from snippets, ncindex/text/snippets.py).
+const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
 let searchSeq = 0; // only the newest search's answer is shown (answers can arrive out of order)
+
+// A document's name, path, folder or tag as the page shows it: without bidi controls.
+function shown(text) { return String(text).replace(BIDI_CONTROLS, ""); }
 
 function status(text, isError) {
   $("status").textContent = text || "";
@@ -26,29 +38,66 @@ async function call(method, url, body) {
   const headers = { Accept: "application/json" };
   if (method !== "GET") headers["X-CSRF-Token"] = session.csrf;
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(url, {
-    method, headers, credentials: "same-origin",
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  let response;
+  try {
+    response = await fetch(url, {
+      method, headers, credentials: "same-origin",
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (e) {
+    return { response: UNREACHABLE, data: null }; // offline, or the server is down
+  }
   let data = null;
   try { data = await response.json(); } catch (e) { data = null; }
   return { response, data };
 }
 
 function problemText(response, data) {
+  if (response.status === 0) return "The search service cannot be reached; check the connection and try again.";
   if (response.status === 429) {
     const wait = response.headers.get("Retry-After");
     return "Too many searches: try again" + (wait ? " in " + wait + " s." : " shortly.");
   }
   if (response.status === 503) return "The search service is unavailable right now; try again.";
   const detail = data && (data.detail || data.title);
-  return (detail || "Request failed") + (data && data.field ? " (" + data.field + ")" : "");
+  return detail || "Request failed";
+}
+
+// A 401 that says the page's own session has ended (expired in Redis), not that Nextcloud
+// refused a password (that one names its field).
+function noSession(response, data) { return response.status === 401 && !(data && data.field); }
+
+// A fresh session (cookie and CSRF token) for a page whose session has ended; false when the
+// server cannot give one.
+async function renewSession() {
+  const { response, data } = await call("GET", "/ui/session");
+  if (!response.ok) return false;
+  session = data;
+  return true;
+}
+
+// A state-changing call of the sign-in, made again once on a fresh session when the page's
+// session had ended (it lives 20 minutes unused before sign-in).
+async function signInCall(url, body) {
+  let answer = await call("POST", url, body);
+  if (noSession(answer.response, answer.data) && await renewSession()) answer = await call("POST", url, body);
+  return answer;
+}
+
+function stopPolling() {
+  clearInterval(pollTimer);
+  pollTimer = null;
+  $("flow-hint").hidden = true;
 }
 
 // --- session -------------------------------------------------------------------------
 async function loadSession() {
   const { response, data } = await call("GET", "/ui/session");
-  if (!response.ok) { status(problemText(response, data), true); return; }
+  if (!response.ok) {
+    $("signed-out").hidden = false; // something to act on once the service is back
+    status(problemText(response, data) + " Reload the page once it is back.", true);
+    return;
+  }
   session = data;
   render();
 }
@@ -70,27 +119,50 @@ function render() {
 
 function signedOut(message) {
   session.user = null;
+  stopPolling();
+  // the results and lists were the signed-out user's; the query stays, to search again with
+  for (const id of ["results", "folders", "tags"]) $(id).replaceChildren();
   render();
   status(message || "You are signed out. Sign in to search.", false);
+  renewSession(); // the ended session's cookie and token are of no use for signing in again
+}
+
+// Nothing of the last user's search stays on the page: query, filters, lists, results, URL.
+function clearSearch() {
+  $("q").value = "";
+  for (const box of document.querySelectorAll("#types input")) box.checked = false;
+  for (const id of ["after", "before", "fusion", "threshold"]) $(id).value = "";
+  $("folders").replaceChildren();
+  $("tags").replaceChildren();
+  $("results").replaceChildren();
+  $("chips").replaceChildren();
+  if (location.search) history.replaceState(null, "", location.pathname);
 }
 
 async function startFlow() {
-  const { response, data } = await call("POST", "/ui/login/flow");
+  const { response, data } = await signInCall("/ui/login/flow");
   if (!response.ok) { status(problemText(response, data), true); return; }
   $("flow-link").href = data.login_url;
   $("flow-hint").hidden = false;
   window.open(data.login_url, "_blank", "noopener");
   status("Waiting for you to approve the access in Nextcloud…");
   clearInterval(pollTimer);
+  pollUntil = Date.now() + FLOW_LIFETIME_MS;
   pollTimer = setInterval(pollFlow, 1500);
 }
 
 async function pollFlow() {
+  if (Date.now() > pollUntil) {
+    stopPolling();
+    status("The access was not approved in Nextcloud in time; sign in again.", true);
+    return;
+  }
   const { response, data } = await call("POST", "/ui/login/poll");
-  if (!response.ok) { clearInterval(pollTimer); status(problemText(response, data), true); return; }
+  if (pollTimer === null) return; // signed in another way meanwhile
+  if (response.status === 0) return; // unreachable for now: ask again
+  if (!response.ok) { stopPolling(); status(problemText(response, data), true); return; }
   if (!data.user) return;
-  clearInterval(pollTimer);
-  $("flow-hint").hidden = true;
+  stopPolling();
   session.user = data.user;
   session.csrf = data.csrf;
   status("");
@@ -100,13 +172,15 @@ async function pollFlow() {
 async function signInWithPassword(event) {
   event.preventDefault();
   const body = { login_name: $("login-name").value, app_password: $("app-password").value };
-  const { response, data } = await call("POST", "/ui/login/password", body);
+  const { response, data } = await signInCall("/ui/login/password", body);
   $("app-password").value = "";
   if (!response.ok) {
-    status(response.status === 401 ? "Nextcloud did not accept that user name and app password."
+    status(response.status === 401 && !noSession(response, data)
+      ? "Nextcloud did not accept that user name and app password."
       : problemText(response, data), true);
     return;
   }
+  stopPolling(); // a Login Flow started before is not needed any more
   session.user = data.user;
   session.csrf = data.csrf;
   status("");
@@ -114,8 +188,9 @@ async function signInWithPassword(event) {
 }
 
 async function signOut() {
-  const { data } = await call("POST", "/ui/logout");
-  $("results").replaceChildren();
+  const { response, data } = await call("POST", "/ui/logout");
+  if (!response.ok && response.status !== 401) { status(problemText(response, data), true); return; }
+  clearSearch();
   await loadSession();
   status(data && data.app_password_deleted
     ? "Signed out; the app password was deleted in Nextcloud." : "Signed out.");
@@ -128,11 +203,17 @@ async function fillSelect(select, url, key) {
   while (offset !== null) {
     const { response, data } = await call("GET", url + "?limit=1000&offset=" + offset);
     if (response.status === 401) { signedOut(); return; }
-    if (!response.ok) { status(problemText(response, data), true); return; }
+    if (!response.ok) {
+      status(problemText(response, data), true);
+      const failed = new Option("Could not be loaded; reload the page", "");
+      failed.disabled = true;
+      select.replaceChildren(failed);
+      return;
+    }
     values.push(...data[key]);
     offset = data.next_offset;
   }
-  const options = values.map((v) => new Option(v, v));
+  const options = values.map((v) => new Option(shown(v), v));
   if (!options.length) {
     const none = new Option(key === "tags" ? "No tags on your documents" : "No folders yet", "");
     none.disabled = true;
@@ -162,7 +243,14 @@ function chip(label, remove) {
   button.type = "button";
   button.textContent = "×";
   button.setAttribute("aria-label", "Remove filter " + label);
-  button.addEventListener("click", () => { remove(); search(true); });
+  button.addEventListener("click", () => {
+    const index = [...$("chips").children].indexOf(li);
+    remove();
+    search(true);
+    // keyboard users keep their place: the chip now at this position, else the query box
+    const buttons = $("chips").querySelectorAll("button");
+    (buttons[Math.min(index, buttons.length - 1)] || $("q")).focus();
+  });
   li.append(text, button);
   return li;
 }
@@ -175,10 +263,10 @@ function renderChips() {
   if ($("after").value) chips.push(chip("After " + $("after").value.replace("T", " "), () => { $("after").value = ""; }));
   if ($("before").value) chips.push(chip("Before " + $("before").value.replace("T", " "), () => { $("before").value = ""; }));
   for (const option of $("folders").selectedOptions) {
-    chips.push(chip("Folder: " + option.value, () => { option.selected = false; }));
+    chips.push(chip("Folder: " + shown(option.value), () => { option.selected = false; }));
   }
   for (const option of $("tags").selectedOptions) {
-    chips.push(chip("Tag: " + option.value, () => { option.selected = false; }));
+    chips.push(chip("Tag: " + shown(option.value), () => { option.selected = false; }));
   }
   if ($("fusion").value) chips.push(chip("Fusion: " + $("fusion").value.toUpperCase(), () => { $("fusion").value = ""; }));
   if ($("threshold").value) chips.push(chip("Score ≥ " + $("threshold").value + " × best", () => { $("threshold").value = ""; }));
@@ -207,9 +295,10 @@ function fromUrl() {
   for (const box of document.querySelectorAll("#types input")) box.checked = types.includes(box.value);
   $("after").value = p.get("after") || "";
   $("before").value = p.get("before") || "";
-  const pick = (select, values) => {
+  const pick = (select, given) => {
+    const values = given.filter(Boolean); // "?folder=" names no folder
     for (const v of values) {
-      if (![...select.options].some((o) => o.value === v)) select.add(new Option(v, v));
+      if (![...select.options].some((o) => o.value === v)) select.add(new Option(shown(v), v));
     }
     for (const o of select.options) o.selected = values.includes(o.value);
   };
@@ -241,8 +330,14 @@ async function search(push) {
   const seq = ++searchSeq;
   renderChips();
   if (!$("q").value.trim()) { $("results").replaceChildren(); return; }
+  const refuse = (text) => { $("results").replaceChildren(); status(text, true); };
   if ($("after").value && $("before").value && $("after").value >= $("before").value) {
-    status("“Modified after” must be earlier than “Modified before”.", true);
+    refuse("“Modified after” must be earlier than “Modified before”.");
+    return;
+  }
+  const threshold = $("threshold").value;
+  if (threshold !== "" && !(Number(threshold) >= 0 && Number(threshold) <= 1)) {
+    refuse("The score threshold is a share of the best result's score, from 0 to 1.");
     return;
   }
   toUrl(push);
@@ -250,7 +345,7 @@ async function search(push) {
   const { response, data } = await call("POST", "/v1/search", requestBody());
   if (seq !== searchSeq) return; // a newer search was started meanwhile
   if (response.status === 401) { signedOut("Your sign-in ended. Sign in again to search."); return; }
-  if (!response.ok) { status(problemText(response, data), true); return; }
+  if (!response.ok) { $("results").replaceChildren(); status(problemText(response, data), true); return; }
   $("results").replaceChildren(...data.results.map(resultItem));
   if (!data.results.length) status("No results. Try other words or remove a filter.");
   else if (data.degraded) status("Keyword results only: the semantic half of the search is unavailable right now.");
@@ -263,10 +358,10 @@ function resultItem(r) {
   li.querySelector(".icon").classList.add(r.doc_type);
   li.querySelector(".icon").title = TYPE_NAMES[r.doc_type] || r.doc_type;
   const link = li.querySelector(".title");
-  link.textContent = r.title || "(untitled)";
+  link.textContent = shown(r.title || "(untitled)");
   const base = (session.nextcloud_url || "").replace(/\/$/, "");
   if (OPEN_PATHS[r.doc_type]) link.href = base + OPEN_PATHS[r.doc_type] + encodeURIComponent(r.doc_id);
-  li.querySelector(".where").textContent = r.doc_type === "news_item" ? (r.url || "News") : (r.path || "");
+  li.querySelector(".where").textContent = shown(r.doc_type === "news_item" ? (r.url || "News") : (r.path || ""));
   const time = li.querySelector(".modified");
   const when = new Date(r.modified_at * 1000);
   time.dateTime = when.toISOString();

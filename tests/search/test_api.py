@@ -282,6 +282,11 @@ def test_unauthenticated(ro_api: Api) -> None:
     assert ro_api.client.get("/v1/documents/nope/1/context").status_code == 401
 
 
+def test_a_validators_message_is_given_as_it_is(ro_api: Api) -> None:
+    response = ro_api.post("alice", {"query": "\u200b"})
+    assert response.get_json()["detail"] == "must contain a printable non-space character"
+
+
 def test_a_whole_float_is_an_integer_as_json_schema_counts(ro_api: Api) -> None:
     """``"limit": 2.0`` is the integer 2 (JSON Schema 2020-12 core §4.2.1; tool callers
     write it); 2.5 and "2" stay refused (above)."""

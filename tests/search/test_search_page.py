@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from ncindex.simulator import NextcloudSimulator, serve_simulator
@@ -61,6 +62,8 @@ class Deployment:
             self.write_documents()
         self.sim_server: SimulatorServer = serve_simulator(self.sim, host="127.0.0.1", port=0)
         self.url = f"http://127.0.0.1:{free_port()}"
+        self.redis_url = redis_url
+        self.namespace = f"ui-test-{tmp.name.lower()}"
         env = os.environ | {
             "PYTHONPATH": str(ROOT),
             "NCINDEX_NEXTCLOUD_URL": self.sim_server.url,
@@ -68,7 +71,7 @@ class Deployment:
             "NCINDEX_ADMIN_USER": "admin",
             "NCINDEX_WEBHOOK_SECRET": "ui-test-secret",
             "NCINDEX_REDIS_URL": redis_url,
-            "NCINDEX_NAMESPACE": f"ui-test-{tmp.name.lower()}",
+            "NCINDEX_NAMESPACE": self.namespace,
             "NCINDEX_DATA_DIR": str(tmp / "data"),
             "NCINDEX_MODEL_DIR": str(model_dir),
             "NCINDEX_PORT": self.url.rsplit(":", 1)[1],
@@ -421,3 +424,73 @@ def test_rate_limited_state_is_said_plainly(
         page.screenshot(path=shots / "rate-limited.png")
     finally:
         running.close()
+
+
+def sign_in_with_password(page: Page, user: str) -> None:
+    page.get_by_label("User name").fill(user)
+    page.get_by_label("App password").fill(PASSWORDS[user])
+    page.get_by_role("button", name="Sign in", exact=True).click()
+
+
+def test_an_ended_session_and_an_unreachable_server_are_said_and_recovered_from(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A session that ended while the page sat open (Redis expired it) does not make a right
+    app password look refused; a server that cannot be reached is said, not a spinner; a
+    failed search leaves no old results under its message; names shown without bidi controls."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(deployment.url + "/")
+    expect(page.locator("#signed-out")).to_be_visible()
+    sessions = redis.Redis.from_url(deployment.redis_url)
+    ended = list(sessions.scan_iter(match=f"{deployment.namespace}:ui-session:*"))
+    assert ended  # the anonymous session the page holds
+    sessions.delete(*ended)
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    page.locator("#q").fill("brass fittings")
+    page.keyboard.press("Enter")
+    expect(page.locator("#results .title").first).to_have_text("plan.md")
+
+    page.route("**/v1/search", lambda route: route.abort())
+    page.keyboard.press("Enter")
+    expect(page.locator("#status")).to_have_text(
+        "The search service cannot be reached; check the connection and try again."
+    )
+    expect(page.locator("#results li")).to_have_count(0)
+    page.unroute("**/v1/search")
+
+    spoof = "report\u202egpj.exe"  # shown raw, it reads "reportexe.jpg"
+    answer = {
+        "results": [
+            {"doc_type": "file", "doc_id": "1", "title": spoof, "score": 1.0,
+             "snippet": "x", "char_start": 0, "char_end": 1, "chunk_index": 0,
+             "modified_at": T0, "path": f"/Projects/{spoof}", "url": None}
+        ],
+        "verification": {}, "degraded": False, "model": "m", "timings_ms": {},
+    }  # fmt: skip
+    page.route("**/v1/search", lambda route: route.fulfill(json=answer))
+    page.keyboard.press("Enter")
+    expect(page.locator("#results .title")).to_have_text("reportgpj.exe")
+    expect(page.locator("#results .where")).to_have_text("/Projects/reportgpj.exe")
+    context.close()
+
+
+def test_signing_out_leaves_nothing_of_the_search(deployment: Deployment, browser: Browser) -> None:
+    """On a shared computer the next person sees neither the query nor the folders."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(deployment.url + "/?q=lighthouse&folder=%2FProjects&folder=")
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#chips li")).to_have_text(["Folder: /Projects×"])  # "?folder=" names none
+    expect(page.locator("#results .title").first).to_be_visible()
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#status")).to_contain_text("Signed out")
+    assert page.locator("#q").input_value() == "" and "?" not in page.url
+    assert page.locator("#folders option").count() == 0
+    expect(page.locator("#results li")).to_have_count(0)
+    sign_in_with_password(page, "bob")
+    expect(page.locator("#user-name")).to_have_text("Signed in as bob")
+    assert page.locator("#folders option").all_text_contents() == ["/Bob Private"]
+    expect(page.locator("#chips li")).to_have_count(0)
+    context.close()

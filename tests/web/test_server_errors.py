@@ -8,6 +8,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -116,6 +117,17 @@ def test_a_body_the_server_cannot_read_is_named(
     assert status_line.split(b" ")[1] == b"400", answer[:300]
     problem = json.loads(rest.partition(b"\r\n\r\n")[2])
     assert (problem["code"], problem["field"]) == ("invalid_value", field)
+
+
+def test_a_static_file_is_answered_with_one_date() -> None:
+    """werkzeug's ``send_file`` dates its answer and ``http.server`` dates every answer."""
+    app = Flask(__name__, static_folder=str(Path(__file__).parent), static_url_path="/s")
+    for srv in serving(app):
+        answer = send(
+            srv, b"GET /s/test_server_errors.py HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        head = answer.partition(b"\r\n\r\n")[0].lower()
+        assert head.startswith(b"http/1.1 200") and head.count(b"\r\ndate: ") == 1, head
 
 
 def test_expect_100_continue_is_answered_once(body_server: BaseWSGIServer) -> None:
