@@ -165,6 +165,7 @@ def ui_blueprint(services: Services, limited: Decorator | None = None) -> Bluepr
         return send_from_directory(STATIC, "index.html", max_age=0)
 
     @bp.get("/ui/session")
+    @limit  # each call without a cookie makes a session in Redis: counted per address
     def session() -> Response:
         session_id = request.cookies.get(COOKIE) or ""
         record = sessions.load(session_id)

@@ -512,6 +512,9 @@ def test_rate_limit(
         assert rcp_reply.status_code == 429 and rcp_reply.headers["Retry-After"]
         error = rcp_reply.get_json()["error"]
         assert error["code"] == -32011 and error["data"]["retryAfterMs"] >= 1000
+        # a page's session without a cookie is one more session in Redis: counted per address
+        fresh = [app.test_client().get("/ui/session").status_code for _ in range(4)]
+        assert fresh == [200, 200, 200, 429]
     finally:
         server.close()
         api.services.close()

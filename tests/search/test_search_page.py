@@ -450,7 +450,7 @@ def test_an_ended_session_and_an_unreachable_server_are_said_and_recovered_from(
     expect(page.locator("#user-name")).to_have_text("Signed in as alice")
     page.locator("#q").fill("brass fittings")
     page.keyboard.press("Enter")
-    expect(page.locator("#results .title").first).to_have_text("plan.md")
+    expect(page.locator("#results .title", has_text="plan.md")).to_have_count(1)
 
     page.route("**/v1/search", lambda route: route.abort())
     page.keyboard.press("Enter")
