@@ -37,6 +37,7 @@ RESOLVE_NODE = "ncindex.resolve_node"
 INDEX_FOLDER = "ncindex.index_folder"
 OUTAGE_REQUEUE = "ncindex.outage_requeue"
 RECONCILE_CHECK = "ncindex.reconcile_check"
+RESCAN_IF_FORGOTTEN = "ncindex.rescan_if_forgotten"
 RECONCILE_SCAN = "ncindex.reconcile_scan"
 REINDEX_MODEL = "ncindex.reindex_model"
 REINDEX_FINISH = "ncindex.reindex_finish"
@@ -101,6 +102,13 @@ class Names:
     def lock(self, *parts: object) -> str:
         """A Redis lock: ``<namespace>:lock:<parts>`` (``node:<file id>``, ``reindex``, …)."""
         return self.key("lock", *parts)
+
+    @property
+    def remembered(self) -> str:
+        """Set (Unix seconds) once this deployment's Redis was found without it: its absence
+        means a first start or a Redis that lost its data (:func:`ncindex.sync.reconcile.
+        rescan_if_forgotten`)."""
+        return self.key("remembered")
 
     @property
     def debounce_prefix(self) -> str:

@@ -11,13 +11,21 @@ ticks that waited through an outage do not pile up. The check task holds a Redis
 expires before the next tick (:func:`check_lock_seconds`), so two beats or a backlog never
 stack scans. ``outage-requeue`` sends ``ncindex.outage_requeue`` every minute: tasks that gave
 up during a Nextcloud outage are sent again as soon as it answers (:mod:`workers.base`).
+``rescan-if-forgotten`` sends ``ncindex.rescan_if_forgotten`` every minute: a Redis found
+without the deployment's marker (a first start, or restarted empty) has every account scanned
+at once (:func:`ncindex.sync.reconcile.rescan_if_forgotten`).
+
+The beat of ``celery -A workers.beat beat`` sends its reconcile checks at its first tick, then
+every period (Celery's in-memory schedule would wait a whole period, and again after every
+restart: a beat restarted more often than the period never scanned); the check's lock keeps
+that to one scan a period. ``ncindex up`` requests its own scans as it starts.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
 
@@ -31,6 +39,8 @@ from ncindex.sources.registry import SOURCES
 
 OUTAGE_REQUEUE_SECONDS = 60
 """How often ``ncindex.outage_requeue`` asks whether Nextcloud is back (when tasks wait)."""
+FORGOTTEN_CHECK_SECONDS = 60
+"""How often ``ncindex.rescan_if_forgotten`` looks for the deployment's marker in Redis."""
 
 
 def expires_seconds(period: float) -> float:
@@ -43,9 +53,11 @@ def check_lock_seconds(period: float) -> int:
     return max(1, int(period * 0.8))
 
 
-def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+def beat_schedule(settings: Settings, *, scan_now: datetime | None = None) -> dict[str, Any]:
     """The beat schedule: ``reconcile-<doc_type>`` entries for the enabled types with a
-    source."""
+    source, ``outage-requeue`` and ``rescan-if-forgotten``. With ``scan_now`` (the beat's
+    clock now) the reconcile entries are due at the first tick (``last_run_at`` a period
+    before it)."""
     schedule: dict[str, dict[str, Any]] = {}
     for doc_type, period in sorted(settings.reconcile_periods.items()):
         if doc_type in settings.reconcile_disable or doc_type not in SOURCES:
@@ -56,18 +68,25 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "kwargs": {"doc_type": doc_type},
             "options": {"queue": names.RECONCILE, "expires": expires_seconds(period)},
         }
-    schedule["outage-requeue"] = {
-        "task": names.OUTAGE_REQUEUE,
-        "schedule": timedelta(seconds=OUTAGE_REQUEUE_SECONDS),
-        "options": {"queue": names.INGEST, "expires": expires_seconds(OUTAGE_REQUEUE_SECONDS)},
-    }
+        if scan_now is not None:
+            schedule[f"reconcile-{doc_type}"]["last_run_at"] = scan_now - timedelta(seconds=period)
+    for name, task, every in (
+        ("outage-requeue", names.OUTAGE_REQUEUE, OUTAGE_REQUEUE_SECONDS),
+        ("rescan-if-forgotten", names.RESCAN_IF_FORGOTTEN, FORGOTTEN_CHECK_SECONDS),
+    ):
+        schedule[name] = {
+            "task": task,
+            "schedule": timedelta(seconds=every),
+            "options": {"queue": names.INGEST, "expires": expires_seconds(every)},
+        }
     return schedule
 
 
-def configure_beat(app: Celery, settings: Settings) -> Celery:
+def configure_beat(app: Celery, settings: Settings, *, scan_at_start: bool = False) -> Celery:
     """Put :func:`beat_schedule` on ``app`` with the in-memory scheduler (the schedule is
-    data; nothing is worth persisting across restarts). Returns ``app``."""
-    app.conf.beat_schedule = beat_schedule(settings)
+    data; nothing is worth persisting across restarts), its reconcile checks due at the first
+    tick with ``scan_at_start``. Returns ``app``."""
+    app.conf.beat_schedule = beat_schedule(settings, scan_now=app.now() if scan_at_start else None)
     app.conf.beat_scheduler = "celery.beat:Scheduler"
     app.conf.beat_max_loop_interval = MAX_LOOP_SECONDS
     return app
@@ -146,7 +165,7 @@ def __getattr__(name: str) -> Any:
         from workers.celery_app import create_celery
 
         settings = settings_or_exit()
-        app = configure_beat(create_celery(settings), settings)
+        app = configure_beat(create_celery(settings), settings, scan_at_start=True)
         globals()["app"] = app
         return app
     raise AttributeError(name)

@@ -26,6 +26,7 @@ from ncindex.sync.reconcile import (
     Reconciler,
     ScanState,
     request_scans,
+    rescan_if_forgotten,
     scan_lock,
     scan_lock_seconds,
 )
@@ -59,6 +60,14 @@ def reconcile_check(self: NcindexTask, doc_type: str) -> int:
     )
     log.info("reconcile_check", doc_type=doc_type, queued=queued)
     return queued
+
+
+@shared_task(bind=True, base=NcindexTask, name=names.RESCAN_IF_FORGOTTEN, ignore_result=True)
+def rescan_if_forgotten_task(self: NcindexTask) -> int:
+    """Scan every account at once when Redis lost this deployment's state (beat, every
+    minute: :func:`ncindex.sync.reconcile.rescan_if_forgotten`)."""
+    services = self.services
+    return rescan_if_forgotten(self.app, services.redis, services.settings)
 
 
 @shared_task(

@@ -862,6 +862,32 @@ def pending_key(keys: Names, user: str, doc_type: DocType | str) -> str:
     return f"{keys.reconcile_prefix}pending:{DocType(doc_type).value}:{user}"
 
 
+#: How long the scans queued by :func:`rescan_if_forgotten` stay marked pending, seconds.
+FORGOTTEN_PENDING_SECONDS = 600
+
+
+def rescan_if_forgotten(producer: Producer, client: redis.Redis, settings: Settings) -> int:
+    """Queue a scan of every account and doc type when this deployment's Redis no longer holds
+    its marker (:attr:`~ncindex.names.Names.remembered`): a first start, or a Redis restarted
+    empty — the queued, debounced and retried tasks and the scan state are gone with it, and
+    Nextcloud never delivers a webhook twice. Sets the marker first (``SET NX``), so one
+    process queues the scans. Returns how many were queued (0 while the marker is there).
+    Raises ``redis.RedisError``."""
+    if not client.set(settings.names.remembered, int(time.time()), nx=True):
+        return 0
+    types = [t for t in scan_types() if t.value not in settings.reconcile_disable]
+    queued = request_scans(
+        producer,
+        client,
+        list(settings.accounts),
+        types,
+        FORGOTTEN_PENDING_SECONDS,
+        keys=settings.names,
+    )
+    log.warning("redis_without_state_rescanning", scans=queued)
+    return queued
+
+
 def request_scans(
     producer: Producer,
     client: redis.Redis,

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 import redis
+from celery.beat import Scheduler
 from click.testing import CliRunner
 
 from allinone.cli import main
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, SimulatorServer, serve_simulator
 from ncindex.sync.reconcile import scan_lock
-from workers.beat import beat_schedule, check_lock_seconds, expires_seconds
+from workers.beat import beat_schedule, check_lock_seconds, configure_beat, expires_seconds
 from workers.celery_app import create_celery
 
 
@@ -29,6 +30,7 @@ def test_the_schedule_comes_from_settings() -> None:
         "reconcile-deck_card",
         "reconcile-file",
         "reconcile-note",
+        "rescan-if-forgotten",
     ]
     note = schedule["reconcile-note"]
     assert note["task"] == "ncindex.reconcile_check"
@@ -37,7 +39,57 @@ def test_the_schedule_comes_from_settings() -> None:
     assert note["options"]["queue"] == "reconcile"
     assert 0 < note["options"]["expires"] < 600
     disabled = beat_schedule(settings.model_copy(update={"reconcile_disable": ["file"]}))
-    assert sorted(disabled) == ["outage-requeue", "reconcile-deck_card", "reconcile-note"]
+    assert sorted(disabled) == [
+        "outage-requeue", "reconcile-deck_card", "reconcile-note", "rescan-if-forgotten"
+    ]  # fmt: skip
+    assert "last_run_at" not in note  # ncindex up requests its own scans as it starts
+
+
+def test_the_beat_of_a_deployment_scans_at_its_first_tick() -> None:
+    """Celery's in-memory schedule waits a period from each start; a beat restarted more often
+    than that never scanned. Its reconcile checks are due at once; the others a minute on."""
+    settings = Settings(
+        nextcloud_url="http://nextcloud.invalid",
+        reconcile_periods={"note": 900, "file": 1800},
+        reconcile_disable=["deck_card", "news_item"],
+    )
+    app = configure_beat(create_celery(settings), settings, scan_at_start=True)
+    try:
+        due = {
+            name: entry.is_due().is_due
+            for name, entry in Scheduler(app, lazy=False).schedule.items()
+        }
+        assert due == {
+            "reconcile-note": True, "reconcile-file": True,
+            "outage-requeue": False, "rescan-if-forgotten": False,
+        }  # fmt: skip
+    finally:
+        app.close()
+
+
+def test_a_redis_that_lost_its_state_has_every_account_scanned(redis_url: str) -> None:
+    """A first start, or a Redis restarted empty (queued and debounced tasks gone, Nextcloud
+    never delivers twice): every account and enabled doc type is scanned, once."""
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    settings = Settings(
+        redis_url=redis_url,
+        nextcloud_url="http://nextcloud.invalid",
+        accounts={"alice": "a", "bob": "b"},
+        reconcile_disable=["news_item"],
+    )
+    app = create_celery(settings)
+    try:
+        app.loader.import_default_modules()
+        rescan = app.tasks["ncindex.rescan_if_forgotten"]
+        assert rescan.apply().get() == 2 * 3  # note, file, deck_card
+        assert client.llen("reconcile") == 6
+        assert rescan.apply().get() == 0  # remembered
+        client.flushdb()  # Redis restarted without its data
+        assert rescan.apply().get() == 6
+    finally:
+        app.close()
+        client.flushdb()
 
 
 @pytest.mark.parametrize("period", [10, 60, 900, 86400])
