@@ -45,7 +45,7 @@ import httpx
 
 from ncindex.errors import NcindexError, NextcloudAuthError, NotFound
 from ncindex.ingest.events import COST_WITHOUT, REQUIRED
-from ncindex.ingest.registration import hook_uri, subscribed
+from ncindex.ingest.registration import hook_uri, made_with_secret, subscribed
 from ncindex.nextcloud.apps import NEWS_API
 from ncindex.runtime import Services
 from ncindex.settings import Settings
@@ -216,6 +216,10 @@ def check_webhooks(ctx: Context) -> list[Line]:
         return [Line("webhooks", "fail", f"not listable: {exc}")]
     registered = {str(h.get("event", "")).lstrip("\\") for h in hooks}
     needed = subscribed(ctx.settings)
+    current = {
+        str(h.get("event", "")).lstrip("\\") for h in hooks if made_with_secret(h, ctx.settings)
+    }
+    stale = sorted(registered - current)
     missing_required = [c for c in needed if c in REQUIRED and c not in registered]
     missing = [c for c in needed if c not in REQUIRED and c not in registered]
     lines = []
@@ -226,6 +230,15 @@ def check_webhooks(ctx: Context) -> list[Line]:
                 "fail",
                 f"not registered: {', '.join(missing_required)} — run `ncindex webhooks "
                 "register`; until then changes reach the index only by scans",
+            )
+        )
+    if stale:
+        lines.append(
+            Line(
+                "webhooks",
+                "fail",
+                f"registered with another webhook secret: {', '.join(stale)} — Nextcloud's "
+                "deliveries are refused 401 until `ncindex webhooks register` renews them",
             )
         )
     for event_class in missing:

@@ -184,6 +184,17 @@ def test_missing_webhooks_fail_for_required_and_warn_for_optional(served) -> Non
     assert "tag changes are found by the scan only" in detail(lines, "webhooks")
 
 
+def test_registrations_made_with_another_secret_fail(served) -> None:
+    _, server = served
+    registered(server, settings_for(server))
+    rotated = settings_for(server, webhook_secret=SecretStr("rotated-s3cret"))
+    lines = run_checks(rotated)
+    assert verdicts(lines, "webhooks") == ["fail"]
+    assert "registered with another webhook secret" in detail(lines, "webhooks")
+    registered(server, rotated)
+    assert verdicts(run_checks(rotated), "webhooks") == ["ok"]
+
+
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8080", "http://10.1.2.3:8080"])
 def test_a_local_public_url_is_a_warning(served, url: str) -> None:
     _, server = served

@@ -16,6 +16,8 @@ makes the registration fail (:attr:`Registered.ok`); what each optional one cost
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,6 +41,26 @@ def hook_uri(settings: Settings) -> str:
     return settings.public_url.rstrip("/") + "/hooks/nextcloud"
 
 
+#: A header of each registration naming the secret it was made with — not the secret: an
+#: HMAC-SHA256 of the delivery URL under it, 16 hex digits (:func:`secret_id`). Nextcloud
+#: stores ``authData`` encrypted and lists it so (nextcloud/server apps/webhook_listeners
+#: lib/Db/WebhookListener.php, ``jsonSerialize``), but lists ``headers`` as given: a
+#: registration made before the secret changed is known by this header.
+SECRET_ID_HEADER = "X-Ncindex-Secret-Id"  # noqa: S105 (a header's name)
+
+
+def secret_id(settings: Settings) -> str:
+    """The :data:`SECRET_ID_HEADER` value of ``settings``'s secret and delivery URL."""
+    key = settings.webhook_secret.get_secret_value().encode()
+    return hmac.new(key, hook_uri(settings).encode(), hashlib.sha256).hexdigest()[:16]
+
+
+def made_with_secret(webhook: dict[str, Any], settings: Settings) -> bool:
+    """Whether the listed registration ``webhook`` was made with ``settings``'s secret."""
+    headers = webhook.get("headers")
+    return isinstance(headers, dict) and headers.get(SECRET_ID_HEADER) == secret_id(settings)
+
+
 def registration(settings: Settings, event_class: str) -> dict[str, Any]:
     """The create parameters for one event class."""
     return {
@@ -47,7 +69,7 @@ def registration(settings: Settings, event_class: str) -> dict[str, Any]:
         "event": event_class,
         "eventFilter": [],
         "userIdFilter": "",
-        "headers": {"Content-Type": "application/json"},
+        "headers": {"Content-Type": "application/json", SECRET_ID_HEADER: secret_id(settings)},
         "authMethod": "header",
         "authData": {settings.webhook_secret_header: settings.webhook_secret.get_secret_value()},
     }
@@ -55,12 +77,13 @@ def registration(settings: Settings, event_class: str) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class ClassOutcome:
-    """What became of one event class: ``registered`` now, ``already`` there (its id), or
-    ``refused`` by Nextcloud with its ``reason``; ``required`` says whether the index needs it,
-    ``cost`` what is lost without it."""
+    """What became of one event class: ``registered`` now, ``already`` there (its id),
+    ``renewed`` (registered again: the one there was made with another secret, or before the
+    secret was named), or ``refused`` by Nextcloud with its ``reason``; ``required`` says
+    whether the index needs it, ``cost`` what is lost without it."""
 
     event_class: str
-    status: Literal["registered", "already", "refused"]
+    status: Literal["registered", "already", "renewed", "refused"]
     webhook_id: int | None = None
     reason: str = ""
     required: bool = False
@@ -77,8 +100,12 @@ class RegisterResult:
 
     @property
     def created(self) -> list[int]:
-        """Ids registered by this call."""
-        return [o.webhook_id for o in self.outcomes if o.status == "registered" and o.webhook_id]
+        """Ids registered by this call (renewed ones included)."""
+        return [
+            o.webhook_id
+            for o in self.outcomes
+            if o.status in ("registered", "renewed") and o.webhook_id
+        ]
 
     @property
     def kept(self) -> list[int]:
@@ -118,8 +145,10 @@ class RegisterResult:
 def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
     """Make sure exactly one registration per subscribed class points at this deployment.
 
-    Existing registrations for our URI and class are kept (their secret cannot be read back,
-    so ``--replace`` semantics are :func:`remove` then :func:`register`); duplicates are
+    An existing registration for our URI and class is kept when it was made with the current
+    secret (:func:`made_with_secret`; the secret itself cannot be read back); otherwise every
+    registration of the class is deleted and it is registered anew (``renewed``): a rotated
+    ``NCINDEX_WEBHOOK_SECRET`` would have every delivery refused 401. Duplicates are
     deleted. A class Nextcloud refuses (``NextcloudRefused``, OCS 400) is recorded with the
     reason and the rest go on. Raises ``NextcloudAuthError`` when the account is not an
     admin's, ``Forbidden`` (OCS 403) when it may not manage webhooks.
@@ -130,15 +159,17 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
         required = event_class in REQUIRED
         mine = sorted(
             (w for w in existing if str(w.get("event", "")).lstrip("\\") == event_class),
-            key=lambda w: int(w["id"]),
+            key=lambda w: (not made_with_secret(w, settings), int(w["id"])),
         )
-        if mine:
+        current = bool(mine) and made_with_secret(mine[0], settings)
+        if current:
             result.outcomes.append(
                 ClassOutcome(event_class, "already", int(mine[0]["id"]), required=required)
             )
-            for duplicate in mine[1:]:
-                client.delete_webhook(duplicate["id"])
-                result.removed.append(int(duplicate["id"]))
+        for stale in mine[1:] if current else mine:
+            client.delete_webhook(stale["id"])
+            result.removed.append(int(stale["id"]))
+        if current:
             continue
         try:
             created = client.create_webhook(registration(settings, event_class))
@@ -153,8 +184,9 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
                 )
             )
             continue
+        status: Literal["registered", "renewed"] = "renewed" if mine else "registered"
         result.outcomes.append(
-            ClassOutcome(event_class, "registered", int(created["id"]), required=required)
+            ClassOutcome(event_class, status, int(created["id"]), required=required)
         )
     return result
 

@@ -11,7 +11,15 @@ from pydantic import SecretStr
 
 from allinone.cli import main
 from ncindex.ingest.events import NODE_RESTORED, REQUIRED, SUBSCRIBED, TAG_EVENTS
-from ncindex.ingest.registration import hook_uri, list_registrations, register, registration, remove
+from ncindex.ingest.registration import (
+    SECRET_ID_HEADER,
+    hook_uri,
+    list_registrations,
+    register,
+    registration,
+    remove,
+    secret_id,
+)
 from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
@@ -46,8 +54,28 @@ def test_register_twice_gives_one_registration_per_event_class(admin) -> None:
     for hook in hooks:
         assert hook["uri"] == hook_uri(settings)
         assert hook["authMethod"] == "header"
-        assert hook["headers"] == {"Content-Type": "application/json"}
+        assert hook["headers"] == {
+            "Content-Type": "application/json",
+            SECRET_ID_HEADER: secret_id(settings),  # names the secret, does not hold it
+        }
         assert "s3cret" not in str(hook["authData"])  # stored encrypted, never echoed
+
+
+def test_a_rotated_secret_renews_every_registration(admin) -> None:
+    """A registration made with the old secret would have every delivery refused 401: a new
+    secret makes ``register`` delete and register each class again, and doctor name it."""
+    client, settings = admin
+    first = register(client, settings)
+    rotated = settings.model_copy(update={"webhook_secret": SecretStr("rotated-s3cret")})
+    assert secret_id(rotated) != secret_id(settings)
+    renewed = register(client, rotated)
+    assert {o.status for o in renewed.outcomes} == {"renewed"}
+    assert sorted(renewed.removed) == sorted(first.created)
+    hooks = list_registrations(client, rotated)
+    assert len(hooks) == len(SUBSCRIBED)
+    assert all(h["headers"][SECRET_ID_HEADER] == secret_id(rotated) for h in hooks)
+    again = register(client, rotated)
+    assert {o.status for o in again.outcomes} == {"already"} and again.removed == []
 
 
 def test_register_removes_duplicates_and_remove_clears_all(admin) -> None:
