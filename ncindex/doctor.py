@@ -10,6 +10,8 @@ What is checked, and from which source:
 
 * the environment: ``NCINDEX_`` variables that are no setting (a misspelt name is otherwise
   ignored, its setting left at its default), with the closest setting's name;
+* Redis at ``NCINDEX_REDIS_URL``: it answers, and is 7.0 or later; the webhook secret is set
+  (the receiver refuses to start without it);
 * the server: ``GET /status.php`` (``installed``, ``maintenance``, ``versionstring``); the
   versions ncindex supports are 30–33 (webhook_listeners ships from 30);
 * the apps: webhook_listeners (its OCS list answers; it ships with the server), Notes and Deck
@@ -42,9 +44,11 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
+import redis
 
-from ncindex.errors import NcindexError, NextcloudAuthError, NotFound
+from ncindex.errors import NcindexError, NextcloudAuthError, NotFound, RedisTooOld
 from ncindex.ingest.events import COST_WITHOUT, REQUIRED
+from ncindex.ingest.queueing import check_redis as check_redis_version
 from ncindex.ingest.registration import hook_uri, made_with_secret, subscribed
 from ncindex.nextcloud.apps import NEWS_API
 from ncindex.runtime import Services
@@ -350,9 +354,34 @@ def check_variables(ctx: Context | None, environ: Mapping[str, str] | None = Non
     ]
 
 
+def check_redis(ctx: Context) -> list[Line]:
+    """Redis answers at ``NCINDEX_REDIS_URL`` and is recent enough (every process needs it:
+    the queues, locks, debounce and sessions live there)."""
+    url = ctx.settings.redis_url
+    shown = urlsplit(url)._replace(netloc=urlsplit(url).hostname or "").geturl()
+    try:
+        check_redis_version(ctx.services.redis)
+    except RedisTooOld as exc:
+        return [Line("redis", "fail", str(exc))]
+    except (redis.RedisError, ValueError, OSError) as exc:
+        return [Line("redis", "fail", f"{shown} does not answer: {type(exc).__name__}: {exc}")]
+    return [Line("redis", "ok", f"{shown} answers")]
+
+
+def check_webhook_secret(ctx: Context) -> list[Line]:
+    """The secret Nextcloud's deliveries carry is set (the receiver refuses to start without
+    it)."""
+    if not ctx.settings.webhook_secret.get_secret_value():
+        detail = "NCINDEX_WEBHOOK_SECRET is not set: the webhook receiver refuses to start"
+        return [Line("webhook secret", "fail", detail)]
+    return [Line("webhook secret", "ok", f"set; sent in {ctx.settings.webhook_secret_header}")]
+
+
 #: The checks in the order they run; append ``(name, function)`` to add one.
 CHECKS: list[tuple[str, Check]] = [
     ("variables", check_variables),
+    ("redis", check_redis),
+    ("webhook secret", check_webhook_secret),
     ("server", check_server),
     ("apps", check_apps),
     ("accounts", check_accounts),

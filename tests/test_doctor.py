@@ -27,8 +27,19 @@ def make_sim(**kwargs: object) -> NextcloudSimulator:
     return sim
 
 
+#: The session's Redis (:func:`use_the_session_redis`): doctor checks that Redis answers.
+REDIS = {"url": ""}
+
+
+@pytest.fixture(autouse=True)
+def use_the_session_redis(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    REDIS["url"] = redis_url
+    monkeypatch.setenv("NCINDEX_REDIS_URL", redis_url)  # for the command's own settings
+
+
 def settings_for(server: SimulatorServer, **update: object) -> Settings:
     base = {
+        "redis_url": REDIS["url"],
         "nextcloud_url": server.url,
         "accounts": {"admin": SecretStr("admin-pw"), "alice": SecretStr("alice-pw")},
         "admin_user": "admin",
@@ -94,9 +105,11 @@ def test_unreachable_nextcloud_fails_and_skips_the_rest() -> None:
         accounts={"alice": SecretStr("pw")},
         webhook_secret=SecretStr("s"),
         public_url=PUBLIC,
+        redis_url=f"redis://127.0.0.1:{port}/0",  # nothing listens there either
     )
     lines = run_checks(settings)
     assert verdicts(lines, "server") == ["fail"] and "not reachable" in detail(lines, "server")
+    assert verdicts(lines, "redis") == ["fail"] and "does not answer" in detail(lines, "redis")
     assert verdicts(lines, "accounts") == ["fail"] and "skipped" in detail(lines, "accounts")
     assert failed(lines)
 
@@ -184,6 +197,20 @@ def test_missing_webhooks_fail_for_required_and_warn_for_optional(served) -> Non
     assert "tag changes are found by the scan only" in detail(lines, "webhooks")
 
 
+def test_redis_and_the_webhook_secret_are_checked(served) -> None:
+    _, server = served
+    lines = run_checks(settings_for(server))
+    assert verdicts(lines, "redis") == ["ok"] and verdicts(lines, "webhook secret") == ["ok"]
+    lines = run_checks(
+        settings_for(
+            server, redis_url="redis://user:hunter2@127.0.0.1:9/0", webhook_secret=SecretStr("")
+        )
+    )
+    assert verdicts(lines, "redis") == ["fail"] and "hunter2" not in render(lines)
+    assert verdicts(lines, "webhook secret") == ["fail"]
+    assert "NCINDEX_WEBHOOK_SECRET is not set" in detail(lines, "webhook secret")
+
+
 def test_registrations_made_with_another_secret_fail(served) -> None:
     _, server = served
     registered(server, settings_for(server))
@@ -210,6 +237,7 @@ def test_the_command_prints_the_table_and_its_exit_code(served) -> None:
         "NCINDEX_ACCOUNTS": json.dumps({"admin": "admin-pw"}),
         "NCINDEX_WEBHOOK_SECRET": "s3cret",
         "NCINDEX_PUBLIC_URL": PUBLIC,
+        "NCINDEX_REDIS_URL": REDIS["url"],
     }
     result = CliRunner().invoke(main, ["doctor"], env=env)
     assert result.exit_code == 1  # no webhooks registered yet
