@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from pydantic import ValidationError
 
 from allinone.stopping import StopSignals
 from ncindex import __version__
 from ncindex.documents import DocType
 from ncindex.errors import NcindexError
 from ncindex.progress import Progress
-from ncindex.settings import Settings, settings_problems
+from ncindex.settings import Settings, load_settings
 from ncindex.telemetry import configure_logging
 
 if TYPE_CHECKING:
@@ -38,8 +37,6 @@ class _Commands(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except ValidationError as exc:
-            raise click.ClickException(settings_problems(exc)) from None
         except NcindexError as exc:  # its class names the failure (NextcloudUnavailable, …)
             raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
         except ValueError as exc:  # a message meant for the user as it is
@@ -53,7 +50,7 @@ class _Commands(click.Group):
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """ncindex: a verified hybrid-search index of a Nextcloud."""
-    settings = Settings()
+    settings = load_settings()  # SettingsError (a ValueError): one line, below
     configure_logging(settings.log_level, json_lines=settings.log_json)
     ctx.obj = settings
 

@@ -11,11 +11,13 @@ Every field below is documented in README.md ("Settings") with its default and u
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import limits
+import pydantic_settings
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -497,6 +499,18 @@ class Settings(BaseSettings):
             raise ValueError("must be an http:// or https:// URL with a host")
         return value.rstrip("/")
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str) -> str:
+        # the schemes redis-py's from_url, kombu's Redis transport and the rate limiter's
+        # storage all read; anything else failed later, in each process, with a traceback
+        parts = urlsplit(value)
+        if parts.scheme not in ("redis", "rediss", "unix"):
+            raise ValueError("must be a redis://, rediss:// or unix:// URL")
+        if parts.scheme != "unix" and not parts.hostname:
+            raise ValueError("must name a host, such as redis://127.0.0.1:6379/0")
+        return value
+
     @field_validator("qdrant_path", mode="before")
     @classmethod
     def _empty_path_is_unset(cls, value: object) -> object:
@@ -524,7 +538,14 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _load_accounts_file(self) -> Settings:
         if self.accounts_file is not None:
-            raw = json.loads(self.accounts_file.read_text(encoding="utf-8"))
+            try:
+                raw = json.loads(self.accounts_file.read_text(encoding="utf-8"))
+            except OSError as exc:
+                raise ValueError(
+                    f"accounts_file {self.accounts_file} cannot be read: {exc.strerror or exc}"
+                ) from None
+            except ValueError as exc:  # UnicodeDecodeError and json.JSONDecodeError among them
+                raise ValueError(f"accounts_file {self.accounts_file} is not JSON: {exc}") from None
             if not isinstance(raw, dict):
                 raise ValueError("accounts_file must hold a JSON object of user id → app password")
             passwords, logins = _account_entries(raw)
@@ -623,6 +644,12 @@ def load_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         raise SettingsError(settings_problems(exc)) from None
+    except pydantic_settings.SettingsError as exc:
+        # a JSON-valued setting (NCINDEX_ACCOUNTS, …) whose text is not JSON; pydantic-settings
+        # names the field, not the variable
+        field = re.search(r'field "(\w+)"', str(exc))
+        name = f"NCINDEX_{field.group(1).upper()}" if field else "a JSON-valued setting"
+        raise SettingsError(f"setting {name}: not valid JSON [json_invalid]") from None
 
 
 def settings_or_exit() -> Settings:

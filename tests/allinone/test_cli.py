@@ -51,6 +51,23 @@ def test_every_bad_setting_is_named_with_its_error_type() -> None:
     assert "settings: Value error, qdrant_write_consistency_factor must not exceed" in result.output
 
 
+def test_unreadable_accounts_and_a_wrong_redis_scheme_are_named(tmp_path) -> None:
+    """Each was a traceback, or a message naming pydantic's source instead of the variable."""
+    broken = tmp_path / "accounts.json"
+    broken.write_text("{alice: pw")
+    cases = {
+        "NCINDEX_ACCOUNTS": ("{bad", "setting NCINDEX_ACCOUNTS: not valid JSON"),
+        "NCINDEX_ACCOUNTS_FILE": (str(tmp_path / "none.json"), "none.json cannot be read"),
+        "NCINDEX_REDIS_URL": ("htp://127.0.0.1:6379/0", "redis://, rediss:// or unix://"),
+    }
+    for variable, (value, said) in cases.items():
+        result = CliRunner().invoke(main, ["status"], env={variable: value})
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert said in result.output, result.output
+    result = CliRunner().invoke(main, ["status"], env={"NCINDEX_ACCOUNTS_FILE": str(broken)})
+    assert "accounts.json is not JSON" in result.output and "alice: pw" not in result.output
+
+
 def test_missing_accounts_and_unreachable_nextcloud_are_reported() -> None:
     env = {"NCINDEX_NEXTCLOUD_URL": "http://127.0.0.1:9", "NCINDEX_ACCOUNTS": "{}"}
     result = CliRunner().invoke(main, ["webhooks", "list"], env=env)
