@@ -5,20 +5,26 @@ an event ncindex does not act on; 401 for a missing or wrong secret; 413 for a b
 limit; 400 with ``code`` and ``field`` for a body that is not a valid envelope (or cannot be
 read whole: broken chunked framing, fewer bytes than its Content-Length); 503 when Redis
 or the broker did not take the task — never a 2xx for an event that was not queued.
+
+Nextcloud never delivers a webhook twice, so the users of the deliveries refused 503 are kept
+(in this process) and, once the broker takes a task again, ``ncindex.rescan_users`` is sent
+for them: their scans find what those deliveries would have said, without waiting for the
+next period.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
+import threading
 
 import redis
 import structlog
 from flask import Blueprint, Response, request
 
-from ncindex import strict_json
+from ncindex import names, strict_json
 from ncindex.errors import BrokerUnavailable, EnvelopeError
-from ncindex.ingest.events import parse_envelope, plan_envelope
+from ncindex.ingest.events import Action, parse_envelope, plan_envelope
 from ncindex.ingest.queueing import Producer, enqueue
 from ncindex.settings import Settings
 from ncindex.telemetry import WEBHOOK_EVENTS
@@ -42,6 +48,34 @@ class Receiver:
         self.producer = producer
         self.redis = redis_client
         self._secret = settings.webhook_secret.get_secret_value().encode("utf-8")
+        self._missed: set[str] = set()  # users of deliveries refused 503, not yet rescanned
+        self._missed_lock = threading.Lock()
+
+    def missed(self, actions: list[Action]) -> None:
+        """Keep the users of a delivery refused 503 (every account when an action names none:
+        it was to be resolved by file id)."""
+        users = {a.kwargs.get("user") for a in actions}
+        named = {u for u in users if isinstance(u, str)}
+        with self._missed_lock:
+            self._missed |= named if users == named else named | set(self.settings.accounts)
+
+    def catch_up(self) -> None:
+        """Once the broker took a task again: send ``ncindex.rescan_users`` for the users kept
+        by :meth:`missed` (kept again when that send fails too)."""
+        with self._missed_lock:
+            users, self._missed = self._missed, set()
+        if not users:
+            return
+        try:
+            self.producer.send_task(
+                names.RESCAN_USERS, kwargs={"users": sorted(users)}, queue=names.RECONCILE
+            )
+        except Exception as exc:  # kombu/redis raise several types: try with the next one
+            with self._missed_lock:
+                self._missed |= users
+            log.warning("missed_rescan_not_sent", users=len(users), error=str(exc))
+            return
+        log.info("missed_rescan_sent", users=len(users))
 
     def authorized(self, header_value: str | None) -> bool:
         """Constant-time comparison of the secret header (``hmac.compare_digest``) with the
@@ -100,12 +134,14 @@ def hooks_blueprint(receiver: Receiver) -> Blueprint:
         except BrokerUnavailable as exc:
             WEBHOOK_EVENTS.labels("rejected", "backend_unavailable").inc()
             log.warning("enqueue_failed", error=str(exc))
+            receiver.missed(plan.actions)
             return problem(
                 503,
                 "backend_unavailable",
                 "could not queue the event",
                 headers={"Retry-After": "5"},
             )
+        receiver.catch_up()
         if queued:
             _QUEUED.inc(queued)
         if coalesced:

@@ -23,12 +23,14 @@ from ncindex.ingest.events import index_folder as index_folder_action
 from ncindex.ingest.queueing import clear_debounce, send_actions
 from ncindex.sync.paging import ListingPages
 from ncindex.sync.reconcile import (
+    FORGOTTEN_PENDING_SECONDS,
     Reconciler,
     ScanState,
     request_scans,
     rescan_if_forgotten,
     scan_lock,
     scan_lock_seconds,
+    scan_types,
 )
 from ncindex.sync.subtree import walk_subtree
 from workers.base import NcindexTask
@@ -68,6 +70,22 @@ def rescan_if_forgotten_task(self: NcindexTask) -> int:
     minute: :func:`ncindex.sync.reconcile.rescan_if_forgotten`)."""
     services = self.services
     return rescan_if_forgotten(self.app, services.redis, services.settings)
+
+
+@shared_task(bind=True, base=NcindexTask, name=names.RESCAN_USERS, ignore_result=True, **RETRY)
+def rescan_users(self: NcindexTask, users: list[str]) -> int:
+    """Scan ``users`` (those of them configured) for every enabled doc type: the receiver
+    refused deliveries for them while the broker was down, and Nextcloud never retries one.
+    Returns how many scans were queued."""
+    services = self.services
+    settings = services.settings
+    wanted = [u for u in users if u in settings.accounts]
+    types = [t for t in scan_types() if t.value not in settings.reconcile_disable]
+    queued = request_scans(
+        self.app, services.redis, wanted, types, FORGOTTEN_PENDING_SECONDS, keys=settings.names
+    )
+    log.info("missed_deliveries_rescanned", users=len(wanted), scans=queued)
+    return queued
 
 
 @shared_task(

@@ -5,6 +5,7 @@ searchable."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -178,6 +179,15 @@ def test_broker_down_is_503_never_2xx(receiver, private_redis: RedisProcess) -> 
     private_redis.start_again()
     response = post(client, settings, php_json(envelope("/alice/files/Notes/a.md", 8)))
     assert response.status_code == 202
+    # Nextcloud never retries the refused delivery: once the broker takes tasks again, the
+    # next delivery also sends a scan of the refused one's user (once)
+    with redis.Redis.from_url(private_redis.url) as broker:
+        sent = [json.loads(m) for m in broker.lrange("reconcile", 0, -1)]
+        assert [m["headers"]["task"] for m in sent] == ["ncindex.rescan_users"]
+        _, kwargs, _ = json.loads(base64.b64decode(sent[0]["body"]))
+        assert kwargs == {"users": ["alice"]}
+        post(client, settings, php_json(envelope("/alice/files/Notes/a.md", 9)))
+        assert broker.llen("reconcile") == 1
 
 
 class FailingAfter:

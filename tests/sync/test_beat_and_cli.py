@@ -87,6 +87,11 @@ def test_a_redis_that_lost_its_state_has_every_account_scanned(redis_url: str) -
         assert rescan.apply().get() == 0  # remembered
         client.flushdb()  # Redis restarted without its data
         assert rescan.apply().get() == 6
+        # the users of deliveries the receiver refused 503: configured ones, each type once
+        client.flushdb()
+        users = app.tasks["ncindex.rescan_users"]
+        assert users.apply(kwargs={"users": ["alice", "mallory"]}).get() == 3
+        assert users.apply(kwargs={"users": ["alice"]}).get() == 0  # still queued
     finally:
         app.close()
         client.flushdb()
