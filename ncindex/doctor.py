@@ -11,7 +11,8 @@ What is checked, and from which source:
 * the environment: ``NCINDEX_`` variables that are no setting (a misspelt name is otherwise
   ignored, its setting left at its default), with the closest setting's name;
 * Redis at ``NCINDEX_REDIS_URL``: it answers, and is 7.0 or later; the webhook secret is set
-  (the receiver refuses to start without it);
+  (the receiver refuses to start without it); the vector store (a Qdrant server, or the embedded
+  one, which one process at a time may open);
 * the server: ``GET /status.php`` (``installed``, ``maintenance``, ``versionstring``); the
   versions ncindex supports are 30–33 (webhook_listeners ships from 30);
 * the apps: webhook_listeners (its OCS list answers; it ships with the server), Notes and Deck
@@ -53,6 +54,7 @@ from ncindex.ingest.registration import hook_uri, made_with_secret, subscribed
 from ncindex.nextcloud.apps import NEWS_API
 from ncindex.runtime import Services
 from ncindex.settings import Settings
+from ncindex.store import edge_root
 from ncindex.text.ocr import ocr_status
 
 Verdict = Literal["ok", "warn", "fail", "note"]
@@ -368,6 +370,22 @@ def check_redis(ctx: Context) -> list[Line]:
     return [Line("redis", "ok", f"{shown} answers")]
 
 
+def check_store(ctx: Context) -> list[Line]:
+    """Which vector store the processes use: a Qdrant server, or the embedded one, which one
+    process at a time may open (its write-ahead log is locked)."""
+    settings = ctx.settings
+    if settings.qdrant_url:
+        return [Line("store", "ok", f"Qdrant server at {settings.qdrant_url}")]
+    return [
+        Line(
+            "store",
+            "note",
+            f"embedded (Qdrant Edge) under {edge_root(settings)}: one "
+            "process opens it (`ncindex up`); the distributed roles need NCINDEX_QDRANT_URL",
+        )
+    ]
+
+
 def check_webhook_secret(ctx: Context) -> list[Line]:
     """The secret Nextcloud's deliveries carry is set (the receiver refuses to start without
     it)."""
@@ -382,6 +400,7 @@ CHECKS: list[tuple[str, Check]] = [
     ("variables", check_variables),
     ("redis", check_redis),
     ("webhook secret", check_webhook_secret),
+    ("store", check_store),
     ("server", check_server),
     ("apps", check_apps),
     ("accounts", check_accounts),

@@ -211,6 +211,15 @@ def test_redis_and_the_webhook_secret_are_checked(served) -> None:
     assert "NCINDEX_WEBHOOK_SECRET is not set" in detail(lines, "webhook secret")
 
 
+def test_the_store_is_named_and_the_embedded_ones_limit_said(served) -> None:
+    _, server = served
+    lines = run_checks(settings_for(server, qdrant_path="/srv/index"))
+    assert verdicts(lines, "store") == ["note"]
+    assert "/srv/index" in detail(lines, "store") and "NCINDEX_QDRANT_URL" in detail(lines, "store")
+    lines = run_checks(settings_for(server, qdrant_url="http://qdrant:6333"))
+    assert detail(lines, "store") == "Qdrant server at http://qdrant:6333"
+
+
 def test_registrations_made_with_another_secret_fail(served) -> None:
     _, server = served
     registered(server, settings_for(server))

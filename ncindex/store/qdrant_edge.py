@@ -263,8 +263,15 @@ class QdrantEdgeStore:
             yield
         except Exception as exc:
             if _is_engine_error(exc):
+                held = (
+                    " — the store is open in another process: Qdrant Edge allows one, so run "
+                    "`ncindex up` alone on it, or give the distributed roles a Qdrant server "
+                    "(NCINDEX_QDRANT_URL)"
+                    if "WouldBlock" in str(exc)  # its write-ahead log is locked
+                    else ""
+                )
                 raise StoreUnavailable(
-                    f"qdrant edge {what} on {str(self.shard_path)!r} failed: {exc}"
+                    f"qdrant edge {what} on {str(self.shard_path)!r} failed: {exc}{held}"
                 ) from exc
             raise
 

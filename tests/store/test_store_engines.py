@@ -379,3 +379,15 @@ def test_engines_give_the_same_hits_and_scores(
     finally:
         for s in stores:
             s.close()
+
+
+def test_a_store_open_elsewhere_says_so_and_what_to_do(tmp_path: Path) -> None:
+    """Qdrant Edge locks its write-ahead log: a second opener (another process of a
+    distributed deployment pointed at the embedded store) is told why and what to do."""
+    first = QdrantEdgeStore(tmp_path, SLUG)
+    first.ensure_collection(DIM)
+    try:
+        with pytest.raises(StoreUnavailable, match="open in another process.*NCINDEX_QDRANT_URL"):
+            QdrantEdgeStore(tmp_path, SLUG).count()
+    finally:
+        first.close()
