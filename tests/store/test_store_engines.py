@@ -387,7 +387,7 @@ def test_a_store_open_elsewhere_says_so_and_what_to_do(tmp_path: Path) -> None:
     first = QdrantEdgeStore(tmp_path, SLUG)
     first.ensure_collection(DIM)
     try:
-        with pytest.raises(StoreUnavailable, match="open in another process.*NCINDEX_QDRANT_URL"):
+        with pytest.raises(StoreUnavailable, match=r"open in another process.*NCINDEX_QDRANT_URL"):
             QdrantEdgeStore(tmp_path, SLUG).count()
     finally:
         first.close()
