@@ -257,7 +257,10 @@ WORDS = [
 ]
 queries = st.one_of(
     st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join),
-    st.text(min_size=1, max_size=30).filter(str.strip),
+    # what a search takes: no NUL, and a printable character besides spaces (else 400)
+    st.text(min_size=1, max_size=30).filter(
+        lambda q: "\x00" not in q and any(c.isprintable() and not c.isspace() for c in q)
+    ),
 )
 PRIVATE_PATHS = [*ALICE_PRIVATE, *BOB_PRIVATE, *SHARED, "/Private", "/Notes", "/Work", "/Shared"]
 filters = st.one_of(
