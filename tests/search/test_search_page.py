@@ -448,12 +448,17 @@ def test_an_ended_session_and_an_unreachable_server_are_said_and_recovered_from(
     sessions.delete(*ended)
     sign_in_with_password(page, "alice")
     expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    # the folder list is loaded (its arrival restores the query from the URL)
+    expect(page.locator("#folders option", has_text="/Projects").first).to_be_attached()
     page.locator("#q").fill("brass fittings")
-    page.keyboard.press("Enter")
+    search = page.locator("#go")
+    search.click()
     expect(page.locator("#results .title", has_text="plan.md")).to_have_count(1)
 
     page.route("**/v1/search", lambda route: route.abort())
-    page.keyboard.press("Enter")
+    with page.expect_event("requestfailed") as failed:  # the route's abort: no answer at all
+        search.click()
+    assert failed.value.url.endswith("/v1/search")
     expect(page.locator("#status")).to_have_text(
         "The search service cannot be reached; check the connection and try again."
     )
@@ -470,7 +475,7 @@ def test_an_ended_session_and_an_unreachable_server_are_said_and_recovered_from(
         "verification": {}, "degraded": False, "model": "m", "timings_ms": {},
     }  # fmt: skip
     page.route("**/v1/search", lambda route: route.fulfill(json=answer))
-    page.keyboard.press("Enter")
+    search.click()
     expect(page.locator("#results .title")).to_have_text("reportgpj.exe")
     expect(page.locator("#results .where")).to_have_text("/Projects/reportgpj.exe")
     context.close()
