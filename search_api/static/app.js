@@ -111,6 +111,7 @@ function render() {
   if (signedIn) {
     loadPickers().then(() => {
       if (!session.user) return; // the pickers found the sign-in ended
+      if (!location.search) return; // nothing to restore: keep what was typed meanwhile
       fromUrl();
       if ($("q").value) search(false);
     });
