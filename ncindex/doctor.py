@@ -359,8 +359,9 @@ def check_variables(ctx: Context | None, environ: Mapping[str, str] | None = Non
 def check_redis(ctx: Context) -> list[Line]:
     """Redis answers at ``NCINDEX_REDIS_URL`` and is recent enough (every process needs it:
     the queues, locks, debounce and sessions live there)."""
-    url = ctx.settings.redis_url
-    shown = urlsplit(url)._replace(netloc=urlsplit(url).hostname or "").geturl()
+    parts = urlsplit(ctx.settings.redis_url)
+    port = f":{parts.port}" if parts.port else ""
+    shown = parts._replace(netloc=(parts.hostname or "") + port).geturl()  # no password
     try:
         check_redis_version(ctx.services.redis)
     except RedisTooOld as exc:

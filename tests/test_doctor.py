@@ -207,6 +207,7 @@ def test_redis_and_the_webhook_secret_are_checked(served) -> None:
         )
     )
     assert verdicts(lines, "redis") == ["fail"] and "hunter2" not in render(lines)
+    assert detail(lines, "redis").startswith("redis://127.0.0.1:9/0 does not answer")
     assert verdicts(lines, "webhook secret") == ["fail"]
     assert "NCINDEX_WEBHOOK_SECRET is not set" in detail(lines, "webhook secret")
 
