@@ -636,7 +636,8 @@ def settings_problems(exc: ValidationError) -> str:
 
 def load_settings() -> Settings:
     """The settings of an app module (``search_api.wsgi``, ``webhook_receiver.wsgi``,
-    ``mcp_server.asgi``) from the environment. Raises :class:`SettingsError`
+    ``mcp_server.asgi``) and of the ``ncindex`` command from the environment. Raises
+    :class:`SettingsError`
     (a ``ValueError``) with :func:`settings_problems`'s line and no chained pydantic error:
     in a gunicorn worker an exception, unlike ``SystemExit``, stops gunicorn ("Worker failed
     to boot") instead of booting the worker again and again."""
