@@ -62,6 +62,8 @@ class Receiver:
     def catch_up(self) -> None:
         """Once the broker took a task again: send ``ncindex.rescan_users`` for the users kept
         by :meth:`missed` (kept again when that send fails too)."""
+        if not self._missed:  # the common case, read without the lock
+            return
         with self._missed_lock:
             users, self._missed = self._missed, set()
         if not users:

@@ -26,11 +26,11 @@ from ncindex.sync.reconcile import (
     FORGOTTEN_PENDING_SECONDS,
     Reconciler,
     ScanState,
+    enabled_scan_types,
     request_scans,
     rescan_if_forgotten,
     scan_lock,
     scan_lock_seconds,
-    scan_types,
 )
 from ncindex.sync.subtree import walk_subtree
 from workers.base import NcindexTask
@@ -80,7 +80,7 @@ def rescan_users(self: NcindexTask, users: list[str]) -> int:
     services = self.services
     settings = services.settings
     wanted = [u for u in users if u in settings.accounts]
-    types = [t for t in scan_types() if t.value not in settings.reconcile_disable]
+    types = enabled_scan_types(settings)
     queued = request_scans(
         self.app, services.redis, wanted, types, FORGOTTEN_PENDING_SECONDS, keys=settings.names
     )

@@ -437,6 +437,11 @@ def scan_types() -> list[DocType]:
     return [t for t in DocType if t in SOURCES]
 
 
+def enabled_scan_types(settings: Settings) -> list[DocType]:
+    """:func:`scan_types` but those ``settings.reconcile_disable`` turns off."""
+    return [t for t in scan_types() if t.value not in settings.reconcile_disable]
+
+
 # --- tag rules -----------------------------------------------------------------------------
 
 
@@ -875,12 +880,11 @@ def rescan_if_forgotten(producer: Producer, client: redis.Redis, settings: Setti
     Raises ``redis.RedisError``."""
     if not client.set(settings.names.remembered, int(time.time()), nx=True):
         return 0
-    types = [t for t in scan_types() if t.value not in settings.reconcile_disable]
     queued = request_scans(
         producer,
         client,
         list(settings.accounts),
-        types,
+        enabled_scan_types(settings),
         FORGOTTEN_PENDING_SECONDS,
         keys=settings.names,
     )

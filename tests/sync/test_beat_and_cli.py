@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from celery import Celery
 from celery.beat import Scheduler
 from click.testing import CliRunner
 
@@ -67,20 +70,33 @@ def test_the_beat_of_a_deployment_scans_at_its_first_tick() -> None:
         app.close()
 
 
+@contextmanager
+def worker_app(redis_url: str, **settings: Any) -> Iterator[tuple[Celery, redis.Redis]]:
+    """The workers' Celery app (tasks imported) for accounts alice and bob on the session's
+    Redis, flushed before and after, and a client on that Redis."""
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    app = create_celery(
+        Settings(
+            redis_url=redis_url,
+            nextcloud_url="http://nextcloud.invalid",
+            accounts={"alice": "a", "bob": "b"},
+            **settings,
+        )
+    )
+    try:
+        app.loader.import_default_modules()
+        yield app, client
+    finally:
+        app.close()
+        client.flushdb()
+        client.close()
+
+
 def test_a_redis_that_lost_its_state_has_every_account_scanned(redis_url: str) -> None:
     """A first start, or a Redis restarted empty (queued and debounced tasks gone, Nextcloud
     never delivers twice): every account and enabled doc type is scanned, once."""
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    settings = Settings(
-        redis_url=redis_url,
-        nextcloud_url="http://nextcloud.invalid",
-        accounts={"alice": "a", "bob": "b"},
-        reconcile_disable=["news_item"],
-    )
-    app = create_celery(settings)
-    try:
-        app.loader.import_default_modules()
+    with worker_app(redis_url, reconcile_disable=["news_item"]) as (app, client):
         rescan = app.tasks["ncindex.rescan_if_forgotten"]
         assert rescan.apply().get() == 2 * 3  # note, file, deck_card
         assert client.llen("reconcile") == 6
@@ -92,9 +108,6 @@ def test_a_redis_that_lost_its_state_has_every_account_scanned(redis_url: str) -
         users = app.tasks["ncindex.rescan_users"]
         assert users.apply(kwargs={"users": ["alice", "mallory"]}).get() == 3
         assert users.apply(kwargs={"users": ["alice"]}).get() == 0  # still queued
-    finally:
-        app.close()
-        client.flushdb()
 
 
 @pytest.mark.parametrize("period", [10, 60, 900, 86400])
@@ -111,16 +124,7 @@ def test_settings_reject_unknown_doc_types() -> None:
 
 
 def test_overlapping_checks_do_not_stack_scans(redis_url: str) -> None:
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    settings = Settings(
-        redis_url=redis_url,
-        nextcloud_url="http://nextcloud.invalid",
-        accounts={"alice": "a", "bob": "b"},
-    )
-    app = create_celery(settings)
-    try:
-        app.loader.import_default_modules()
+    with worker_app(redis_url) as (app, client):
         check = app.tasks["ncindex.reconcile_check"]
         assert check.apply(kwargs={"doc_type": "note"}).get() == 2
         assert check.apply(kwargs={"doc_type": "note"}).get() == 0  # the lock holds
@@ -128,9 +132,6 @@ def test_overlapping_checks_do_not_stack_scans(redis_url: str) -> None:
         assert check.apply(kwargs={"doc_type": "note"}).get() == 0  # scans still queued
         assert client.llen("reconcile") == 2
         assert 0 < client.ttl("ncindex:lock:reconcile-check:note") <= check_lock_seconds(900)
-    finally:
-        app.close()
-        client.flushdb()
 
 
 @pytest.fixture
