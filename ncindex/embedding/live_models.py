@@ -293,9 +293,11 @@ class MirroredStore:
         """One branch on the live collection (the arguments of :meth:`VectorStore.branch`)."""
         return self.live.store.branch(**kwargs)
 
-    def retrieve(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Payloads by id from the live collection."""
-        return self.live.store.retrieve(ids)
+    def retrieve(
+        self, ids: Sequence[str], fields: Sequence[str] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Payloads (``fields``) by id from the live collection."""
+        return self.live.store.retrieve(ids, fields)
 
     def count(self, flt: models.Filter | None = None) -> int:
         """Count in the live collection."""

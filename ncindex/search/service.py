@@ -4,29 +4,29 @@
 2. Embed the query: dense and BM25 sparse. In ``hybrid`` mode a dense failure degrades to
    a sparse-only answer (``degraded``); ``dense``/``sparse`` modes use one half.
    With both halves fused by DBSF, the BM25 query is expanded by pseudo-relevance feedback:
-   a first fused query (step 3's, a few documents deep) lends the terms of its
-   ``bm25_feedback_docs`` best documents (RM3,
-   :func:`~ncindex.embedding.analyzer.feedback_query_vector`); the search then runs with the
-   expanded BM25 query. RRF searches are not expanded: with RRF, feedback lost on SciFact
-   (benchmarks/RESULTS.md, "Fusion tuning").
-3. One hybrid query: a sparse prefetch over the candidate pool and a dense one over
+   the first ranking (step 3's) lends the terms of its ``bm25_feedback_docs`` best documents
+   (RM3, :func:`~ncindex.embedding.analyzer.feedback_query_vector`); the BM25 branch is then
+   asked again with the expanded query and fused anew with the dense branch already in hand.
+   RRF searches are not expanded: with RRF, feedback lost on SciFact (benchmarks/RESULTS.md,
+   "Fusion tuning").
+3. One ranking: a BM25 branch over the candidate pool and a dense one over
    ``dense_prefetch_share`` of it (:class:`Pool`; the whole pool when it runs alone), each
-   with the same filter (so filters apply before fusion), fused by RRF or DBSF. Chunk hits are
-   over-fetched (``limit × search_overfetch × CHUNKS_PER_DOC``) and, if verification leaves the
-   page short, the *same* fused ranking is read again one such page deeper (up to
-   ``MAX_ROUNDS`` pages; from the top each time, since the engine orders ties anew on every
-   call), its documents not yet seen verified next. The query's hits carry ``doc_key``
-   alone; the whole payloads are read (stage ``payloads``) for each batch about to be
-   verified, so a search reads ten or so payloads, not the hundred-odd hits' (reading
-   payloads was a large part of the query: benchmarks/RESULTS.md, Scale).
+   asked once with the same filter (so filters apply before fusion) and fused by RRF or DBSF
+   in the process (:mod:`ncindex.search.fusion`, Qdrant's arithmetic; ties by point id).
+   Chunk hits are over-fetched (``limit × search_overfetch × CHUNKS_PER_DOC``) and, if
+   verification leaves the page short, the ranking is read one such page deeper (up to
+   ``MAX_ROUNDS`` pages), its documents not yet seen verified next. The branches return ids
+   and scores alone; a round reads the ``doc_key`` of the hits it groups, and the whole
+   payloads are read (stage ``payloads``) for each batch about to be verified, so a search
+   reads ten or so payloads, not the hundreds of hits' (reading payloads was a large part of
+   the query: benchmarks/RESULTS.md, Scale).
 4. Group by ``doc_key`` (one result per document, its best chunk); ties by ``doc_key``.
 5. Verify candidates as the searching user, in rank order, only as many as the page needs.
    Drops call ``on_drop`` (the app enqueues a re-check that evicts).
 6. ``score_threshold`` (relative, see :class:`SearchRequest`) and an absolute ``min_score``
    cut the ranked list; snippets come from the best chunk: escaped, matches marked.
-7. Only with ``explain``: each branch is asked once more on its own (same filter, each as
-   deep as its prefetch), to give each result its rank and raw score there
-   (:class:`Explain`). Without it nothing of this runs.
+7. Only with ``explain``: each result's rank and raw score in each branch that was fused
+   (:class:`Explain`), from the branches already asked.
 
 Scores are the fusion's own: RRF (k = :data:`~ncindex.store.schema.RRF_K`, 10) sums
 ``1 / (rank + 10)`` over the two branches; DBSF sums per-branch scores normalised as
@@ -61,6 +61,7 @@ from ncindex.embedding.embedder import Embedder
 from ncindex.errors import ChunkOutOfRange, DocumentNotFound, SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.search.filters import Node, build_filter, path_verdict, request_tree, tree_dict
+from ncindex.search.fusion import fuse
 from ncindex.search.verify import TagMembership, VerificationCounts, VerifyOnRead
 from ncindex.settings import Settings
 from ncindex.sources.base import Verdict
@@ -91,9 +92,8 @@ MAX_POOL = 3000
 """Most candidates per prefetch branch."""
 
 ROUND_FIELDS = ("doc_key",)
-"""The payload fields a round query's hits carry (grouping needs no more; the whole payloads
-are read for the candidates about to be verified); the feedback pass's hits carry ``text``
-besides."""
+"""The payload fields read for the hits a round groups (grouping needs no more; the whole
+payloads are read for the candidates about to be verified)."""
 
 FILTER_NODE_REF = "#/components/schemas/FilterNode"
 """Where the OpenAPI document defines the filter tree (see ``search_api.openapi``)."""
@@ -104,10 +104,10 @@ TimeValue = StrictInt | StrictFloat | str
 
 @dataclass(frozen=True)
 class Pool:
-    """Candidates per prefetch branch of one search, shared by its feedback pass, every round
-    and ``explain``: ``sparse`` (BM25) is the pool, ``dense`` its ``dense_prefetch_share``
-    (at least 1) when both halves are fused. At scale the dense half's cost grows with its
-    depth (its HNSW beam is at least as wide:
+    """Candidates per branch of one search (each branch is asked once; the feedback pass
+    asks the BM25 one again, as deep): ``sparse`` (BM25) is the pool, ``dense`` its
+    ``dense_prefetch_share`` (at least 1) when both halves are fused. At scale the dense
+    half's cost grows with its depth (its HNSW beam is at least as wide:
     :meth:`~ncindex.store.layout.CollectionLayout.beam`); the BM25 half's depth costs little
     (benchmarks/RESULTS.md, Scale)."""
 
@@ -442,34 +442,21 @@ class SearchService:
         fetch = min(MAX_FETCH, limit * self.settings.search_overfetch * CHUNKS_PER_DOC)
         fused = dense is not None and sparse is not None and bool(sparse.indices)
         pool = Pool.for_fetch(self.settings, fetch, fused=fused)
-        feedback = fusion is Fusion.DBSF and self.settings.bm25_feedback_docs
-        if feedback and dense is not None and sparse is not None and sparse.indices:
-            t0 = time.perf_counter()
-            sparse = self._feedback(store, request.query, dense, sparse, flt, pool)
-            timings["feedback"] = (time.perf_counter() - t0) * 1000
+        branches, ranking = self._rank(store, request.query, dense, sparse, flt, pool, fusion,
+                                       timings)  # fmt: skip
         counts = VerificationCounts()
         cut = _Cutoff(request.score_threshold, min_score)
         results: list[SearchResult] = []
         seen: set[str] = set()
         read = 0
-        timings["query"] = timings["verify"] = timings["payloads"] = 0.0
+        keys: dict[str, str] = {}
+        timings["verify"] = timings["payloads"] = 0.0
         for round_ in range(MAX_ROUNDS):
-            # each round reads the ranking from the top, one page deeper, rather than the
-            # next page alone: the engine orders tied fused scores anew on every call
-            # (VectorStore.query), so a page read at an offset could miss a document that the
-            # previous call had placed past its end
+            # each round reads the ranking one page deeper; its documents not yet seen are
+            # verified next
             depth = (round_ + 1) * fetch
             t0 = time.perf_counter()
-            hits = store.query(
-                dense=dense,
-                sparse=sparse,
-                flt=flt,
-                limit=depth,
-                prefetch_limit=pool.sparse,
-                dense_prefetch_limit=pool.dense,
-                fusion=fusion,
-                fields=ROUND_FIELDS,
-            )
+            hits = self._keyed(store, ranking[:depth], keys)
             timings["query"] += (time.perf_counter() - t0) * 1000
             read = len(hits)
             candidates = [h for h in group_hits(hits) if h.payload["doc_key"] not in seen]
@@ -486,7 +473,7 @@ class SearchService:
         results.sort(key=lambda r: (-r.score, r.doc_key))
         if request.explain and results:
             t0 = time.perf_counter()
-            self._explain(store, results, dense, sparse, flt, pool, tree)
+            self._explain(results, branches, tree)
             timings["explain"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
         response = SearchResponse(
@@ -522,41 +509,76 @@ class SearchService:
             raise SearchUnavailable("the query could not be embedded")
         return dense, sparse, mode == "hybrid" and dense is None
 
-    def _feedback(
+    def _rank(
         self,
         store: VectorStore,
         query: str,
-        dense: list[float],
-        sparse: SparseVector,
+        dense: list[float] | None,
+        sparse: SparseVector | None,
         flt: Any,
         pool: Pool,
-    ) -> SparseVector:
-        """The BM25 query vector for a hybrid search: ``sparse`` expanded by pseudo-relevance
-        feedback (:func:`~ncindex.embedding.analyzer.feedback_query_vector`) from the best
-        chunks of the ``bm25_feedback_docs`` best documents of a first DBSF query (same
-        filter and pool), or ``sparse`` itself when nothing matched.
+        fusion: Fusion,
+        timings: dict[str, float],
+    ) -> tuple[dict[str, list[Hit]], list[Hit]]:
+        """The search's ranking: each branch that runs asked once (``dense`` over
+        ``pool.dense``, ``sparse`` — unless it has no terms — over ``pool.sparse``; both with
+        the filter ``flt``; hits carrying no payload), fused in the process
+        (:func:`~ncindex.search.fusion.fuse`). A hybrid DBSF search then expands the BM25
+        query by feedback (:meth:`_feedback`) and asks the BM25 branch again with it, fusing it
+        with the dense branch already in hand. Returns the branches as fused (``"dense"``,
+        ``"sparse"``: what ``explain`` ranks in) and the ranking, best first. ``timings``
+        gains ``query`` (ms: the branches and their fusion) and, when feedback ran,
+        ``feedback`` (ms: what the expansion added). Raises ``StoreUnavailable``."""
+        t0 = time.perf_counter()
+        branches: dict[str, list[Hit]] = {}
+        if dense is not None:
+            branches["dense"] = store.branch(dense=dense, flt=flt, limit=pool.dense, fields=())
+        if sparse is not None and sparse.indices:
+            branches["sparse"] = store.branch(sparse=sparse, flt=flt, limit=pool.sparse, fields=())
+        ranking = fuse(list(branches.values()), fusion)
+        timings["query"] = (time.perf_counter() - t0) * 1000
+        docs = self.settings.bm25_feedback_docs
+        if fusion is not Fusion.DBSF or not docs or len(branches) < 2:
+            return branches, ranking
+        t0 = time.perf_counter()
+        expanded = self._feedback(store, query, ranking[: docs * CHUNKS_PER_DOC], docs)
+        if expanded is not None:
+            branches["sparse"] = store.branch(
+                sparse=expanded, flt=flt, limit=pool.sparse, fields=()
+            )
+            ranking = fuse(list(branches.values()), fusion)
+        timings["feedback"] = (time.perf_counter() - t0) * 1000
+        return branches, ranking
 
-        The feedback documents are the first pass's candidates, so they match the caller's
+    @staticmethod
+    def _feedback(store: VectorStore, query: str, top: list[Hit], docs: int) -> SparseVector | None:
+        """The BM25 query vector of ``query`` expanded by pseudo-relevance feedback
+        (:func:`~ncindex.embedding.analyzer.feedback_query_vector`) from the best ``docs``
+        documents among the ``top`` hits of the first ranking (each document's best chunk;
+        their ``doc_key`` and ``text`` read here), or ``None`` when none is left.
+
+        The feedback documents are the first ranking's candidates, so they match the caller's
         ``acl`` in the index but are not yet verified with Nextcloud: a document unshared
         since its last sync can lend terms to the query (never text to the response) until
         a re-check evicts it. Raises ``StoreUnavailable`` if the store fails."""
-        docs = self.settings.bm25_feedback_docs
-        hits = store.query(
-            dense=dense,
-            sparse=sparse,
-            flt=flt,
-            limit=docs * CHUNKS_PER_DOC,
-            prefetch_limit=pool.sparse,
-            dense_prefetch_limit=pool.dense,
-            fusion=Fusion.DBSF,
-            fields=(*ROUND_FIELDS, "text"),
-        )
-        best = group_hits(hits)[:docs]
+        payloads = store.retrieve([h.id for h in top], ("doc_key", "text"))
+        best = group_hits([Hit(h.id, h.score, payloads[h.id]) for h in top if h.id in payloads])
         if not best:
-            return sparse
+            return None
         return analyzer.feedback_query_vector(
-            query, [(h.payload.get("text") or "", h.score) for h in best]
+            query, [(h.payload.get("text") or "", h.score) for h in best[:docs]]
         )
+
+    @staticmethod
+    def _keyed(store: VectorStore, hits: list[Hit], keys: dict[str, str]) -> list[Hit]:
+        """``hits`` (no payload) with payloads of their ``doc_key`` alone, read for the ids
+        not in ``keys`` (point id → ``doc_key``, filled here: a search's rounds read each
+        once); a point deleted since the ranking is left out."""
+        unknown = [h.id for h in hits if h.id not in keys]
+        if unknown:
+            read = store.retrieve(unknown, ROUND_FIELDS)
+            keys.update((point, p["doc_key"]) for point, p in read.items() if "doc_key" in p)
+        return [Hit(h.id, h.score, {"doc_key": keys[h.id]}) for h in hits if h.id in keys]
 
     def _verify_into(
         self,
@@ -614,22 +636,11 @@ class SearchService:
 
     @staticmethod
     def _explain(
-        store: VectorStore,
-        results: list[SearchResult],
-        dense: list[float] | None,
-        sparse: SparseVector | None,
-        flt: Any,
-        pool: Pool,
-        tree: Node | None,
+        results: list[SearchResult], branches: dict[str, list[Hit]], tree: Node | None
     ) -> None:
-        """Fill each result's :class:`Explain`: one unfused query per branch that ran, over
-        the same filter and pool as the fused query."""
+        """Fill each result's :class:`Explain` from the ``branches`` the search fused (each
+        result's rank and raw score in each)."""
         ranks: dict[str, dict[str, BranchRank]] = {"dense": {}, "sparse": {}}
-        branches: dict[str, list[Hit]] = {}
-        if dense is not None:
-            branches["dense"] = store.branch(dense=dense, flt=flt, limit=pool.dense)
-        if sparse is not None:
-            branches["sparse"] = store.branch(sparse=sparse, flt=flt, limit=pool.sparse)
         for name, hits in branches.items():
             ranks[name] = {
                 h.id: BranchRank(rank=i, score=round(h.score, 6)) for i, h in enumerate(hits, 1)

@@ -136,10 +136,13 @@ class VectorStore(Protocol):
         fields: Sequence[str] | None = None,
         dense_prefetch_limit: int | None = None,
     ) -> list[Hit]:
-        """Hybrid query: a dense prefetch of ``dense_prefetch_limit`` candidates (``None`` ⇒
-        ``prefetch_limit``) and a sparse one of ``prefetch_limit``, each filtered by ``flt``
-        (filters apply before fusion), fused, best first, the ``limit`` best hits. With one
-        vector ``None`` the other half answers alone.
+        """The engine's own hybrid query: a dense prefetch of ``dense_prefetch_limit``
+        candidates (``None`` ⇒ ``prefetch_limit``) and a sparse one of ``prefetch_limit``,
+        each filtered by ``flt`` (filters apply before fusion), fused, best first, the
+        ``limit`` best hits. With one vector ``None`` the other half answers alone.
+        The search asks :meth:`branch` for each half and fuses in the process, with this
+        query's arithmetic (:mod:`ncindex.search.fusion`, tested against it); this query is the
+        benchmarks' bare engine query and the fusion tuning's (weighted RRF).
         Points of equal fused score come back in an order drawn anew on every call (Qdrant
         folds the fused points into a randomly seeded hash map and sorts by score alone:
         qdrant/qdrant ``lib/segment/src/common/score_fusion.rs``, ``score_fusion``), so a
@@ -168,16 +171,20 @@ class VectorStore(Protocol):
         fields: Sequence[str] = ("doc_key",),
         exact: bool = False,
     ) -> list[Hit]:
-        """One branch alone, unfused: the ``limit`` points nearest to ``dense`` (cosine) or
+        """One branch alone, unfused (what the search asks for each half before fusing them:
+        :mod:`ncindex.search.fusion`): the ``limit`` points nearest to ``dense`` (cosine) or
         to ``sparse`` (BM25 dot product with Qdrant's IDF modifier) among those matching
         ``flt``, best first, with the branch's own scores and only ``fields`` of the payload
         (none when empty);
         ``exact`` as in :meth:`query`. Raises ``ValueError`` unless exactly one vector is
         given."""
 
-    def retrieve(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The whole payload of each point of ``ids`` (UUID strings) that exists, by id; an id
-        with no point (deleted since it was found) is absent."""
+    def retrieve(
+        self, ids: Sequence[str], fields: Sequence[str] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """The payload (only ``fields``; ``None``: all of it) of each point of ``ids`` (UUID
+        strings) that exists, by id; an id with no point (deleted since it was found) is
+        absent."""
 
     def count(self, flt: models.Filter | None = None) -> int:
         """Exact number of points matching ``flt``."""

@@ -609,12 +609,17 @@ class QdrantEdgeStore:
             points = shard.query(request)
         return [Hit(id=str(p.id), score=p.score, payload=dict(p.payload or {})) for p in points]
 
-    def retrieve(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The whole payload of each existing point of ``ids``, by id (Edge's ``retrieve``)."""
+    def retrieve(
+        self, ids: Sequence[str], fields: Sequence[str] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """The payload (``fields``; ``None``: whole) of each existing point of ``ids``, by id
+        (Edge's ``retrieve``)."""
         if not ids:
             return {}
         with self._call("retrieve"), self._reading() as shard:
-            records = shard.retrieve(list(ids), with_payload=True, with_vector=False)
+            records = shard.retrieve(
+                list(ids), with_payload=payload_selector(fields), with_vector=False
+            )
         return {str(r.id): dict(r.payload or {}) for r in records}
 
     def _dense_params(self, exact: bool, limit: int) -> qe.SearchParams:

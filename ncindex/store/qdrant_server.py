@@ -404,13 +404,19 @@ class QdrantServerStore:
             )
         return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points]
 
-    def retrieve(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The whole payload of each existing point of ``ids``, by id (``retrieve``)."""
+    def retrieve(
+        self, ids: Sequence[str], fields: Sequence[str] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """The payload (``fields``; ``None``: whole) of each existing point of ``ids``, by id
+        (``retrieve``)."""
         if not ids:
             return {}
         with self._call("retrieve"):
             records = self._client.retrieve(
-                self.collection, ids=list(ids), with_payload=True, with_vectors=False
+                self.collection,
+                ids=list(ids),
+                with_payload=payload_selector(fields),
+                with_vectors=False,
             )
         return {str(r.id): r.payload or {} for r in records}
 

@@ -164,11 +164,10 @@ def test_ties_break_by_doc_key(embedder: Embedder, verifiers: Verifiers, tmp_pat
 def test_rounds_reach_every_tied_document(
     embedder: Embedder, verifiers: Verifiers, tmp_path: Path
 ) -> None:
-    """Qdrant orders tied fused scores anew on every call (``VectorStore.query``), so rounds
-    read the ranking from the top, one page deeper each: 72 tied documents, 66 of them
-    dropped, and three rounds of 24 hits still find all six kept ones. Read at offsets
-    instead, each round's page was a fresh random draw and each kept document went unseen with
-    probability (2/3)³ — three searches in a row all finding all six: about 0.2 %."""
+    """Every round reads one page deeper into the same ranking, whose ties are ordered by
+    point id (:mod:`ncindex.search.fusion`; Qdrant's own fused query orders them anew on every
+    call): 72 tied documents, 66 of them dropped, and three rounds of 24 hits find all six
+    kept ones, search after search."""
     docs = make_docs(72)
     store = tied_store(docs, embedder, tmp_path)
     # limit 6, over-fetch 1: 24 chunk hits a round, 72 in three
@@ -227,6 +226,14 @@ def test_drops_refill_the_page_across_rounds(
     assert {u for u, _ in drops} == {"alice"}
     assert page.candidates > 12  # more than one round was read
     svc.close()
+    # every round reads the one ranking: each branch asked once (the BM25 one again with
+    # feedback), however many rounds
+    store = Recording(corpus)
+    svc = recording_service(store, embedder, verifiers, search_overfetch=1)
+    verifiers.checked.clear()
+    assert keys(svc.search(client_of("alice"), request)) == ranking[14:17]
+    assert [half for half, *_ in store.branches] == ["dense", "sparse", "sparse"]
+    svc.close()
 
 
 def test_verification_only_checks_what_the_page_needs(
@@ -256,98 +263,114 @@ def test_context_after_verification(
 
 
 class Recording:
-    """The store, recording the sparse vector of every fused query and branch query."""
+    """The store, recording every branch query as ``(half, vector, limit, fields)``, the
+    payload keys of its hits, every fused query (the search asks none: it fuses in the
+    process) and every read of payloads; ``deleted`` ids read as gone when their whole payloads
+    are read (deleted since the round read their ``doc_key``)."""
 
     def __init__(self, store: QdrantEdgeStore) -> None:
         self.store = store
-        self.queries: list[Any] = []
-        self.branches: list[Any] = []
+        self.branches: list[tuple[str, Any, int, Any]] = []
+        self.hit_keys: list[set[str]] = []
+        self.fused: list[Any] = []
+        self.reads: list[tuple[list[str], Any]] = []
+        self.deleted: set[str] = set()
 
     def query(self, **kwargs: Any) -> Any:
-        self.queries.append(kwargs["sparse"])
+        self.fused.append(kwargs)
         return self.store.query(**kwargs)
 
     def branch(self, **kwargs: Any) -> Any:
-        if kwargs.get("sparse") is not None:
-            self.branches.append(kwargs["sparse"])
-        return self.store.branch(**kwargs)
+        half = "dense" if kwargs.get("dense") is not None else "sparse"
+        vector = kwargs.get(half)
+        self.branches.append((half, vector, kwargs["limit"], kwargs.get("fields")))
+        hits = self.store.branch(**kwargs)
+        self.hit_keys.append({k for h in hits for k in h.payload})
+        return hits
+
+    def retrieve(self, ids: Any, fields: Any = None) -> Any:
+        self.reads.append((list(ids), fields))
+        read = self.store.retrieve(ids, fields)
+        if fields is not None:
+            return read
+        return {i: p for i, p in read.items() if i not in self.deleted}
+
+    def whole(self) -> list[list[str]]:
+        """The ids of every read of whole payloads."""
+        return [ids for ids, fields in self.reads if fields is None]
+
+    def sparse(self) -> list[Any]:
+        return [vector for half, vector, _, _ in self.branches if half == "sparse"]
+
+    def limits(self) -> list[tuple[str, int]]:
+        return sorted((half, limit) for half, _, limit, _ in self.branches)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
+
+
+def recording_service(
+    store: Recording, embedder: Embedder, verifiers: Verifiers, **settings: Any
+) -> SearchService:
+    svc = SearchService(Settings(**settings), lambda: (store, embedder))  # type: ignore[arg-type,return-value]
+    svc.verifier = VerifyOnRead(
+        4, {t: verifiers for t in ("note", "file", "deck_card", "news_item")}
+    )
+    return svc
 
 
 @pytest.mark.parametrize("docs", [0, 3])
 def test_hybrid_search_expands_the_bm25_query_by_feedback(
     corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, docs: int
 ) -> None:
+    """Each branch is asked once with the query's own vectors and fused in the process; with
+    feedback the BM25 branch is asked once more, with the expanded query, and fused with the
+    dense branch already in hand (no second dense query); ``explain`` ranks results in the
+    branches fused, asking nothing more."""
     recording = Recording(corpus)
-    svc = SearchService(Settings(bm25_feedback_docs=docs), lambda: (recording, embedder))  # type: ignore[arg-type,return-value]
-    svc.verifier = VerifyOnRead(
-        4, {t: verifiers for t in ("note", "file", "deck_card", "news_item")}
-    )
+    svc = recording_service(recording, embedder, verifiers, bm25_feedback_docs=docs)
     query = "lighthouse lens"
     response = svc.search(client_of("alice"), SearchRequest(query=query, explain=True))
     own = embedder.embed_query_sparse(query)
+    halves = [half for half, *_ in recording.branches]
+    assert recording.fused == []
     if docs == 0:
-        assert recording.queries == [own]  # one fused query, the plain BM25 query
+        assert halves == ["dense", "sparse"] and recording.sparse() == [own]
         assert "feedback" not in response.timings_ms
     else:
-        first, *rounds = recording.queries
-        assert first == own and rounds  # the first pass asks with the query's own terms
-        expanded = rounds[0]
+        assert halves == ["dense", "sparse", "sparse"]
+        first, expanded = recording.sparse()
+        assert first == own  # the first ranking asks with the query's own terms
         assert set(own.indices) < set(expanded.indices)  # then with feedback terms added
-        assert all(r == expanded for r in rounds)
+        texts, fields = recording.reads[0]  # the first ranking's best chunks' texts, read
+        assert len(texts) == 3 * 4 and fields == ("doc_key", "text")
         assert "feedback" in response.timings_ms
-    # explain ranks results in the BM25 branch that was fused
-    assert recording.branches == [recording.queries[-1]]
-    assert any(r.explain and r.explain.sparse for r in response.results)
+    expanded_hits = {h.id for h in corpus.branch(sparse=recording.sparse()[-1], flt=None,
+                                                 limit=360)}  # fmt: skip
+    explained = [r for r in response.results if r.explain and r.explain.sparse]
+    assert explained and all(r._point_id in expanded_hits for r in explained)
     # one half alone, or RRF: no feedback pass
-    recording.queries.clear()
+    recording.branches.clear()
     svc.search(client_of("alice"), SearchRequest(query=query), mode="sparse")
     svc.search(client_of("alice"), SearchRequest(query=query, fusion="rrf"))
-    assert recording.queries == [own, own]
+    assert recording.sparse() == [own, own]
     svc.close()
-
-
-class Depths(Recording):
-    """The store, recording each fused query's prefetch depths ``(dense, sparse)`` and each
-    branch query's ``(half, limit)``."""
-
-    def __init__(self, store: QdrantEdgeStore) -> None:
-        super().__init__(store)
-        self.depths: list[tuple[Any, Any]] = []
-        self.branch_limits: list[tuple[str, int]] = []
-
-    def query(self, **kwargs: Any) -> Any:
-        self.depths.append((kwargs.get("dense_prefetch_limit"), kwargs["prefetch_limit"]))
-        return super().query(**kwargs)
-
-    def branch(self, **kwargs: Any) -> Any:
-        half = "dense" if kwargs.get("dense") is not None else "sparse"
-        self.branch_limits.append((half, kwargs["limit"]))
-        return super().branch(**kwargs)
 
 
 @pytest.mark.parametrize(
     ("share", "dense_depth"), [(1.0, 360), (0.5, 180), (0.55, 198), (0.34, 123), (0.01, 4)]
 )
-def test_the_dense_prefetch_is_its_share_of_the_pool_in_every_query(
+def test_the_dense_branch_is_its_share_of_the_pool(
     corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, share: float,
     dense_depth: int,
 ) -> None:  # fmt: skip
     """A 10-result page draws on a pool of 360 (10 × over-fetch 3 × 4 chunks × 3 rounds):
-    the BM25 prefetch of every fused query (the feedback pass's, each round's) and of
-    ``explain``'s branch is 360 deep, the dense one ``dense_prefetch_share`` of it, rounded
-    up."""
-    store = Depths(corpus)
-    svc = SearchService(Settings(dense_prefetch_share=share), lambda: (store, embedder))  # type: ignore[arg-type,return-value]
-    svc.verifier = VerifyOnRead(
-        4, {t: verifiers for t in ("note", "file", "deck_card", "news_item")}
-    )
+    the BM25 branch (the query's own and the expanded one) is 360 deep, the dense one
+    ``dense_prefetch_share`` of it, rounded up, asked once."""
+    store = Recording(corpus)
+    svc = recording_service(store, embedder, verifiers, dense_prefetch_share=share)
     svc.search(client_of("alice"), SearchRequest(query="lighthouse lens", explain=True))
-    assert len(store.depths) >= 2  # the feedback pass and a round
-    assert set(store.depths) == {(dense_depth, 360)}
-    assert sorted(store.branch_limits) == [("dense", dense_depth), ("sparse", 360)]
+    assert store.limits() == [("dense", dense_depth), ("sparse", 360), ("sparse", 360)]
     svc.close()
 
 
@@ -356,57 +379,36 @@ def test_a_dense_half_answering_alone_draws_on_the_whole_pool(
     corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, mode: Mode, query: str
 ) -> None:
     """Where every hit comes from the dense half (``dense`` mode, or a query with no BM25 terms
-    left: stop words only) its prefetch is the whole pool, not its share: a share of 0.02
+    left: stop words only) its branch is the whole pool, not its share: a share of 0.02
     (8 of 360) would leave a 10-result page short."""
-    store = Depths(corpus)
-    svc = SearchService(Settings(dense_prefetch_share=0.02), lambda: (store, embedder))  # type: ignore[arg-type,return-value]
-    svc.verifier = VerifyOnRead(
-        4, {t: verifiers for t in ("note", "file", "deck_card", "news_item")}
-    )
+    store = Recording(corpus)
+    svc = recording_service(store, embedder, verifiers, dense_prefetch_share=0.02)
     page = svc.search(client_of("alice"), SearchRequest(query=query), mode=mode)
-    assert store.depths and set(store.depths) == {(360, 360)}
+    assert store.limits() == [("dense", 360)]
     assert len(page.results) == 10
     svc.close()
-
-
-class Reading(Recording):
-    """The store, recording the payload keys of every round query's hits and the ids whose
-    payloads were read; ``deleted`` ids read as gone (deleted since the query found them)."""
-
-    def __init__(self, store: QdrantEdgeStore) -> None:
-        super().__init__(store)
-        self.hit_keys: list[set[str]] = []
-        self.read: list[str] = []
-        self.deleted: set[str] = set()
-
-    def query(self, **kwargs: Any) -> Any:
-        hits = super().query(**kwargs)
-        if kwargs.get("fields") is not None:
-            self.hit_keys.append({k for h in hits for k in h.payload})
-        return hits
-
-    def retrieve(self, ids: Any) -> Any:
-        self.read.extend(ids)
-        return {i: p for i, p in self.store.retrieve(ids).items() if i not in self.deleted}
 
 
 def test_payloads_are_read_only_for_what_is_verified(
     corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers
 ) -> None:
-    store = Reading(corpus)
-    svc, _ = make_service(store, embedder, verifiers)  # type: ignore[arg-type]
+    store = Recording(corpus)
+    svc = recording_service(store, embedder, verifiers)
     request = SearchRequest(query="lighthouse lens budget foghorn", limit=3)
     page = svc.search(client_of("alice"), request)
-    # the feedback pass's hits carry the text it draws terms from; the one round's, doc_key
-    assert store.hit_keys == [{"doc_key", "text"}, {"doc_key"}]
-    assert len(store.read) == len(verifiers.checked) == 3  # read for the batch verified only
+    # the branches return no payload; the feedback documents' texts and the doc_keys of what
+    # the round groups are read, and whole payloads for the batch verified alone
+    assert store.hit_keys == [set(), set(), set()]
+    assert [fields for _, fields in store.reads] == [("doc_key", "text"), ("doc_key",), None]
+    (verified,) = store.whole()
+    assert len(verified) == len(verifiers.checked) == 3
     assert all(r.title and r.snippet for r in page.results)  # from the whole payloads
     assert "payloads" in page.timings_ms
     # a point deleted between the query and the read is passed over; the page still fills
-    store.deleted = {store.read[0]}
-    store.read.clear()
+    store.deleted = {verified[0]}
+    store.reads.clear()
     again = svc.search(client_of("alice"), request)
     assert keys(again)[:2] == keys(page)[1:] and len(again.results) == 3
     assert keys(page)[0] not in keys(again)
-    assert len(store.read) == 4  # the batch of three, then one for the place left
+    assert [len(r) for r in store.whole()] == [3, 1]  # the batch, then one for the place left
     svc.close()

@@ -477,7 +477,7 @@ def test_branch_gives_raw_scores_of_one_vector(corpus_store: VectorStore) -> Non
         corpus_store.branch(dense=target.dense, sparse=query, flt=None, limit=1)
 
 
-def test_query_hits_carry_the_fields_asked_and_retrieve_reads_whole_payloads(
+def test_query_hits_and_retrieve_carry_the_fields_asked(
     corpus_store: VectorStore,
 ) -> None:
     args: dict[str, Any] = dict(
@@ -492,6 +492,10 @@ def test_query_hits_carry_the_fields_asked_and_retrieve_reads_whole_payloads(
     assert all(h.payload == {} for h in corpus_store.query(**args, fields=()))
     wanted = [keyed[2].id, keyed[0].id, "00000000-0000-0000-0000-000000000000"]
     assert corpus_store.retrieve(wanted) == {i: whole[i] for i in wanted[:2]}
+    assert corpus_store.retrieve(wanted, ("doc_key", "title")) == {
+        i: {"doc_key": whole[i]["doc_key"], "title": whole[i]["title"]} for i in wanted[:2]
+    }
+    assert corpus_store.retrieve(wanted, ()) == {i: {} for i in wanted[:2]}
     assert corpus_store.retrieve([]) == {}
 
 
