@@ -13,13 +13,13 @@
    ``dense_prefetch_share`` of it (:class:`Pool`; the whole pool when it runs alone), each
    asked once with the same filter (so filters apply before fusion) and fused by RRF or DBSF
    in the process (:mod:`ncindex.search.fusion`, Qdrant's arithmetic; ties by point id).
-   Chunk hits are over-fetched (``limit × search_overfetch × CHUNKS_PER_DOC``) and, if
-   verification leaves the page short, the ranking is read one such page deeper (up to
-   ``MAX_ROUNDS`` pages), its documents not yet seen verified next. The branches return ids
-   and scores alone; a round reads the ``doc_key`` of the hits it groups, and the whole
-   payloads are read (stage ``payloads``) for each batch about to be verified, so a search
-   reads ten or so payloads, not the hundreds of hits' (reading payloads was a large part of
-   the query: benchmarks/RESULTS.md, Scale).
+   The ranking is read ``limit × CHUNKS_PER_DOC`` chunk hits at a time, as deep as
+   verification needs to fill the page (at most ``MAX_ROUNDS`` over-fetched pages of
+   ``limit × search_overfetch × CHUNKS_PER_DOC``), the documents of each slice not yet seen
+   verified next. The branches return ids and scores alone; a slice's ``doc_key`` values are
+   read with it, and the whole payloads (stage ``payloads``) for each batch about to be
+   verified, so a search reads ten or so payloads, not the hundreds of hits' (reading
+   payloads was a large part of the query: benchmarks/RESULTS.md, Scale).
 4. Group by ``doc_key`` (one result per document, its best chunk); ties by ``doc_key``.
 5. Verify candidates as the searching user, in rank order, only as many as the page needs.
    Drops call ``on_drop`` (the app enqueues a re-check that evicts).
@@ -73,7 +73,8 @@ from ncindex.text.snippets import Match, snippet
 log = structlog.get_logger(__name__)
 
 MAX_ROUNDS = 3
-"""Pages of the fused ranking read at most, when verification drops leave the page short."""
+"""Over-fetched pages of the fused ranking read at most, when verification drops leave the
+page short."""
 
 MAX_CONTEXT_WINDOW = 20
 """Largest number of chunks on each side of a chunk that the context endpoint and the MCP
@@ -449,16 +450,15 @@ class SearchService:
         results: list[SearchResult] = []
         seen: set[str] = set()
         read = 0
-        keys: dict[str, str] = {}
         timings["verify"] = timings["payloads"] = 0.0
-        for round_ in range(MAX_ROUNDS):
-            # each round reads the ranking one page deeper; its documents not yet seen are
-            # verified next
-            depth = (round_ + 1) * fetch
+        # the ranking is read a slice at a time (its doc_keys read then), as deep as the page's
+        # verification needs, at most MAX_ROUNDS over-fetched pages
+        step = limit * CHUNKS_PER_DOC
+        for start in range(0, min(len(ranking), MAX_ROUNDS * fetch), step):
             t0 = time.perf_counter()
-            hits = self._keyed(store, ranking[:depth], keys)
+            hits = self._keyed(store, ranking[start : start + step])
             timings["query"] += (time.perf_counter() - t0) * 1000
-            read = len(hits)
+            read = start + step
             candidates = [h for h in group_hits(hits) if h.payload["doc_key"] not in seen]
             seen.update(h.payload["doc_key"] for h in candidates)
             t0, before = time.perf_counter(), timings["payloads"]
@@ -468,7 +468,7 @@ class SearchService:
             )  # fmt: skip
             reading = timings["payloads"] - before
             timings["verify"] += (time.perf_counter() - t0) * 1000 - reading
-            if exhausted or len(results) >= limit or len(hits) < depth:
+            if exhausted or len(results) >= limit:
                 break
         results.sort(key=lambda r: (-r.score, r.doc_key))
         if request.explain and results:
@@ -483,7 +483,7 @@ class SearchService:
             model=embedder.model_name,
             timings_ms={k: round(v, 2) for k, v in timings.items()},
         )
-        response._candidates = read
+        response._candidates = min(read, len(ranking))
         return response
 
     def _embed(
@@ -570,15 +570,11 @@ class SearchService:
         )
 
     @staticmethod
-    def _keyed(store: VectorStore, hits: list[Hit], keys: dict[str, str]) -> list[Hit]:
-        """``hits`` (no payload) with payloads of their ``doc_key`` alone, read for the ids
-        not in ``keys`` (point id → ``doc_key``, filled here: a search's rounds read each
-        once); a point deleted since the ranking is left out."""
-        unknown = [h.id for h in hits if h.id not in keys]
-        if unknown:
-            read = store.retrieve(unknown, ROUND_FIELDS)
-            keys.update((point, p["doc_key"]) for point, p in read.items() if "doc_key" in p)
-        return [Hit(h.id, h.score, {"doc_key": keys[h.id]}) for h in hits if h.id in keys]
+    def _keyed(store: VectorStore, hits: list[Hit]) -> list[Hit]:
+        """``hits`` (no payload) with payloads of their ``doc_key`` alone, read here; a point
+        deleted since the ranking is left out."""
+        read = store.retrieve([h.id for h in hits], ROUND_FIELDS)
+        return [Hit(h.id, h.score, read[h.id]) for h in hits if "doc_key" in read.get(h.id, {})]
 
     def _verify_into(
         self,
