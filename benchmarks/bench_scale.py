@@ -21,7 +21,7 @@ background (a copy optimised in a child process and swapped in,
   (``timings_ms``: embed; query, the two branches asked and fused; feedback, what the BM25
   expansion adds — its documents' texts read, the BM25 branch asked again, fused again;
   payloads read; verification. Rows measured before the search fused in the process
-  (commit ``bbbbbbb``) asked the engine's fused query twice: feedback was the first one,
+  (commit ``13da3d3``) asked the engine's fused query twice: feedback was the first one,
   query the rounds' with the expanded BM25 query; rows measured before payloads were read per
   verified batch have no ``payloads``: their query read every hit's payload); ``bound_p95_ms``
   = embed + bare query + one verification round trip, per query; ``round_trip_p50_ms``: that
@@ -30,7 +30,8 @@ background (a copy optimised in a child process and swapped in,
 - ``recall_at_10_vs_exact``: the dense branch's top 10 through the index against an exact
   (brute-force, original vectors) search with the same filter, averaged over the queries
   (target ≥ 0.99), a hit tying the exact 10th counted as found (:func:`recall_counting_ties`);
-  ``hybrid_recall_at_10_vs_exact`` the same for the fused query the product runs; ``_strict``:
+  ``hybrid_recall_at_10_vs_exact`` the same for the engine's fused query (the ranking the
+  search builds from the same branches in the process: ``tests/store/test_fusion.py``); ``_strict``:
   the exact top 10's ids only; ``exact_fused_again``: a second exact fused query against the
   first (Qdrant breaks fused ties at random);
 - ``optimize_max_search_ms`` / ``optimize_max_write_ms``: the longest search and one-document
@@ -95,6 +96,7 @@ from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import install_models
 from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.search.filters import build_filter
+from ncindex.search.fusion import fuse
 from ncindex.search.service import (
     CHUNKS_PER_DOC,
     ROUND_FIELDS,
@@ -589,7 +591,9 @@ def search_process_rss(path: Path, n_queries: int) -> float:
 
 
 def serve_queries(path: Path, n_queries: int) -> None:
-    """The child of :func:`search_process_rss`: open, query as alice, print ``{"rss_mb"}``."""
+    """The child of :func:`search_process_rss`: open, query as alice as the search does (both
+    branches, fused in the process, the doc_keys of an over-fetched page and ten whole payloads
+    read), print ``{"rss_mb"}``."""
     settings = Settings()
     embedder = Embedder(settings)
     embedder.load()
@@ -599,9 +603,11 @@ def serve_queries(path: Path, n_queries: int) -> None:
     pool = Pool.for_fetch(settings, fetch)
     for query in queries(n_queries):
         dense, sparse = embedder.embed_query(query)
-        hits = store.query(dense=dense, sparse=sparse, flt=flt, limit=fetch,
-                           prefetch_limit=pool.sparse, dense_prefetch_limit=pool.dense,
-                           fusion=Fusion(settings.fusion), fields=ROUND_FIELDS)  # fmt: skip
+        ranking = fuse([store.branch(dense=dense, flt=flt, limit=pool.dense, fields=()),
+                        store.branch(sparse=sparse, flt=flt, limit=pool.sparse, fields=())],
+                       Fusion(settings.fusion))[:fetch]  # fmt: skip
+        keys = store.retrieve([h.id for h in ranking], ROUND_FIELDS)
+        hits = [Hit(h.id, h.score, keys[h.id]) for h in ranking if h.id in keys]
         store.retrieve([h.id for h in group_hits(hits)[:10]])
     print(json.dumps({"rss_mb": rss_mb()}))
     store.close()
@@ -630,7 +636,8 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
         "`alice` with the realistic filter; times in ms; bound = embed + bare query + one 5 ms "
         "verification round trip; recall = the top 10 through the index against exact search "
         "with the same filter (exact: every point scored on its original vector), of the dense "
-        "branch alone and of the fused hybrid query the product runs, a hit whose exact score "
+        "branch alone and of the engine's fused hybrid query (the product fuses the same "
+        "branches in the process), a hit whose exact score "
         f"ties the exact 10th's (within {TIE:g}) counted as found — strict: the exact top 10's "
         "ids only; exact again: a second exact fused query against the first (Qdrant breaks "
         "fused ties at random, so where ties straddle the 10th place no top 10 is the exact "
@@ -693,8 +700,12 @@ def stages(results: dict[str, Any]) -> list[str]:
         return []
     lines = ["", "Where the search's time goes (medians, ms): its own stages (`timings_ms`), one "
              "round trip to the stand-in (it answers in 5 ms), and the page's ten checks alone "
-             "(all at once, as the search makes them); payloads read –: measured before the "
-             "search read payloads per verified batch (its query read all its hits'):", "",
+             "(all at once, as the search makes them); query: the two branches asked and fused, "
+             "BM25 feedback pass: what the expansion adds (its texts read, the BM25 branch asked "
+             "again) — in rows measured before the search fused in its own process (commit "
+             "`13da3d3`: the 1,000,000 rows) the feedback pass was a whole fused query and query "
+             "the rounds' fused queries; payloads read –: measured before the search read "
+             "payloads per verified batch (its query read all its hits'):", "",
              "| shape | chunks | embed | BM25 feedback pass | query | payloads read | "
              "verification | round trip | page's checks alone |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
