@@ -266,7 +266,8 @@ class Recording:
     """The store, recording every branch query as ``(half, vector, limit, fields)``, the
     payload keys of its hits, every fused query (the search asks none: it fuses in the
     process) and every read of payloads; ``deleted`` ids read as gone when their whole payloads
-    are read (deleted since the round read their ``doc_key``)."""
+    are read (deleted since the round read their ``doc_key``), ``vanished`` ids at every read
+    (deleted since the branches found them)."""
 
     def __init__(self, store: QdrantEdgeStore) -> None:
         self.store = store
@@ -275,6 +276,7 @@ class Recording:
         self.fused: list[Any] = []
         self.reads: list[tuple[list[str], Any]] = []
         self.deleted: set[str] = set()
+        self.vanished: set[str] = set()
 
     def query(self, **kwargs: Any) -> Any:
         self.fused.append(kwargs)
@@ -291,6 +293,7 @@ class Recording:
     def retrieve(self, ids: Any, fields: Any = None) -> Any:
         self.reads.append((list(ids), fields))
         read = self.store.retrieve(ids, fields)
+        read = {i: p for i, p in read.items() if i not in self.vanished}
         if fields is not None:
             return read
         return {i: p for i, p in read.items() if i not in self.deleted}
@@ -411,4 +414,20 @@ def test_payloads_are_read_only_for_what_is_verified(
     assert keys(again)[:2] == keys(page)[1:] and len(again.results) == 3
     assert keys(page)[0] not in keys(again)
     assert [len(r) for r in store.whole()] == [3, 1]  # the batch, then one for the place left
+    svc.close()
+
+
+def test_a_point_deleted_after_the_ranking_is_passed_over(
+    corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers
+) -> None:
+    """A point the branches returned but deleted before its slice's ``doc_key`` is read is
+    left out of the ranking read; the page still fills."""
+    store = Recording(corpus)
+    svc = recording_service(store, embedder, verifiers)
+    request = SearchRequest(query="lighthouse lens budget foghorn", limit=3)
+    page = svc.search(client_of("alice"), request)
+    store.vanished = {page.results[0]._point_id}
+    again = svc.search(client_of("alice"), request)
+    assert len(again.results) == 3
+    assert page.results[0]._point_id not in {r._point_id for r in again.results}
     svc.close()
