@@ -114,6 +114,8 @@ _CALLS: dict[str, Any] = {
     "query": lambda s: s.query(
         dense=CORPUS[0].dense, sparse=None, flt=None, limit=1, prefetch_limit=1, fusion=Fusion.RRF
     ),
+    "branch": lambda s: s.branch(dense=CORPUS[0].dense, flt=None, limit=1),
+    "retrieve": lambda s: s.retrieve([CORPUS[0].id], ("doc_key",)),
     "count": lambda s: s.count(),
     "models": lambda s: s.models(),
     "set_models": lambda s: s.set_models(ModelPointers(active=SLUG)),
@@ -282,7 +284,8 @@ def test_edge_errors_before_ensure_and_after_close(tmp_path: Path) -> None:
         store.count()
     store.ensure_collection(DIM)
     store.close()
-    for call in ("upsert", "query", "scroll", "count", "document_points", "set_payload"):
+    for call in ("upsert", "query", "branch", "retrieve", "scroll", "count", "document_points",
+                 "set_payload"):  # fmt: skip
         with pytest.raises(StoreUnavailable):
             _CALLS[call](store)
 
