@@ -16,9 +16,10 @@ query and setting, asked of the store while the index is open. Writes
 with the dense prefetch at each share of the BM25 one's depth (``dense_prefetch_share``),
 keeping the replayed results of an earlier run.
 
-The replay of Qdrant's DBSF (each branch's scores mapped by ``(s − (μ − 3σ)) / 6σ`` over its
-prefetch candidates, then summed) is checked against the store's own fused query on the first
-queries before the sweep runs.
+The replay of Qdrant's DBSF (each branch's scores normalised as the search's own fusion does,
+:func:`ncindex.search.fusion.dbsf_normalised` — σ the sample deviation; runs before
+2026-12-04 used the population one — then summed) is checked against the store's own fused
+query on the first queries before the sweep runs.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
-import statistics
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -46,6 +46,7 @@ from evaluation.metrics import evaluate
 from evaluation.runner import table
 from ncindex.embedding.analyzer import feedback_query_vector
 from ncindex.embedding.embedder import Embedder
+from ncindex.search.fusion import dbsf_normalised
 from ncindex.search.service import CHUNKS_PER_DOC, Pool, group_hits
 from ncindex.settings import Settings
 from ncindex.store.port import Fusion
@@ -127,17 +128,6 @@ def feedback_lists(
     return out
 
 
-def _dbsf_norm(scores: list[float]) -> list[float]:
-    if len(scores) < 2:
-        return [0.5] * len(scores)  # guess: one candidate has no spread
-    mu = statistics.fmean(scores)
-    sigma = statistics.pstdev(scores)
-    if sigma == 0:
-        return [0.5] * len(scores)
-    low = mu - 3 * sigma
-    return [(s - low) / (6 * sigma) for s in scores]
-
-
 def _by_document(hits: list[tuple[str, str, float]]) -> list[tuple[str, str, float]]:
     """A branch's chunk list reduced to each document's best chunk (the document standing in
     for its chunk), best first."""
@@ -175,7 +165,7 @@ def fuse(
         if method == "rrf":
             scores = [weight / (r + k) for r in range(len(hits))]
         else:
-            scores = [weight * s for s in _dbsf_norm([h[2] for h in hits])]
+            scores = [weight * s for s in dbsf_normalised([h[2] for h in hits])]
         for (pid, doc, _), s in zip(hits, scores, strict=True):
             fused[pid] = fused.get(pid, 0.0) + s
             doc_of[pid] = doc

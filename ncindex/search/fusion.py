@@ -37,7 +37,9 @@ def fuse(branches: Sequence[Sequence[Hit]], fusion: Fusion, rrf_k: int = RRF_K) 
     first, every point once with its fused score and the payload of its first appearance;
     ``rrf_k`` is RRF's rank constant (every branch weighs 1). An empty branch adds nothing."""
     scored = [
-        _rrf_scores(hits, rrf_k) if fusion is Fusion.RRF else _dbsf_scores(hits)
+        _rrf_scores(hits, rrf_k)
+        if fusion is Fusion.RRF
+        else dbsf_normalised([h.score for h in hits])
         for hits in branches
     ]
     fused: dict[str, float] = {}
@@ -50,15 +52,15 @@ def fuse(branches: Sequence[Sequence[Hit]], fusion: Fusion, rrf_k: int = RRF_K) 
     return [Hit(point, fused[point], first[point].payload) for point in order]
 
 
-def _dbsf_scores(hits: Sequence[Hit]) -> list[float]:
-    """The branch's scores normalised by its mean ± 3 sample standard deviations."""
-    if len(hits) < 2:
-        return [0.5] * len(hits)
-    scores = [h.score for h in hits]
+def dbsf_normalised(scores: Sequence[float]) -> list[float]:
+    """One branch's ``scores`` as DBSF normalises them: ``(s − (μ − 3σ)) / 6σ`` with ``σ`` the
+    sample standard deviation, unclipped; 0.5 each for fewer than two scores or no spread."""
+    if len(scores) < 2:
+        return [0.5] * len(scores)
     mean = math.fsum(scores) / len(scores)
     sigma = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / (len(scores) - 1))
     if sigma == 0:
-        return [0.5] * len(hits)
+        return [0.5] * len(scores)
     low = mean - 3 * sigma
     return [(s - low) / (6 * sigma) for s in scores]
 
