@@ -591,7 +591,7 @@ class SearchService:
         first = group_hits(top)[:limit]
         whole = reads.whole([h.id for h in first])
         checked = [whole[h.id] for h in first if h.id in whole]
-        futures = self.verifier.start(client, checked, membership, handoff=True)
+        futures = self.verifier.start(client, checked, membership)
         early = {p["doc_key"]: f for p, f in zip(checked, futures, strict=True)}
         ids = {h.id for h in head}
         best = group_hits([h for h in top if h.id in ids])

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 
@@ -45,8 +45,6 @@ from ncindex.sources.registry import SOURCES
 from ncindex.telemetry import VERIFICATIONS
 
 log = structlog.get_logger(__name__)
-
-T = TypeVar("T")
 
 
 #: A verifier checks one candidate (its best chunk's payload) as the client's user.
@@ -87,34 +85,6 @@ def _fan_out(batch: Future[list[Checked]], size: int) -> list[Future[Checked]]:
 
     batch.add_done_callback(settle)
     return parts
-
-
-HANDOFF_SECONDS = 0.005
-"""Longest :meth:`VerifyOnRead.start` with ``handoff`` waits for its checks to begin, seconds
-(CPython's default switch interval, 5 ms, is what a thread waiting for the interpreter lock
-would otherwise wait at least)."""
-
-
-class _Begun:
-    """Counts the tasks of one :meth:`VerifyOnRead.start` that have begun in the pool;
-    :meth:`wait` returns once ``want`` have (or after ``timeout`` seconds)."""
-
-    def __init__(self, want: int) -> None:
-        self.want = want
-        self.count = 0
-        self._changed = threading.Condition()
-
-    def run(self, task: Callable[..., T], *args: Any) -> T:
-        """Note that a task began, then run ``task(*args)``."""
-        with self._changed:
-            self.count += 1
-            self._changed.notify_all()
-        return task(*args)
-
-    def wait(self, timeout: float) -> None:
-        """Block until ``want`` tasks have begun, at most ``timeout`` seconds."""
-        with self._changed:
-            self._changed.wait_for(lambda: self.count >= self.want, timeout)
 
 
 @dataclass(slots=True)
@@ -204,7 +174,6 @@ class VerifyOnRead:
         #: verifiers: a caller's ``verifiers`` are called one candidate at a time)
         self.batched = BATCHED if verifiers is None else frozenset()
         self.eligibility = eligibility
-        self.concurrency = concurrency
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="verify")
 
     def membership(self, client: NextcloudClient | None = None) -> TagMembership | None:
@@ -235,41 +204,28 @@ class VerifyOnRead:
         client: NextcloudClient,
         candidates: Sequence[dict[str, Any]],
         membership: TagMembership | None = None,
-        *,
-        handoff: bool = False,
     ) -> list[Future[Checked]]:
-        """Start checking ``candidates`` (payloads) in the pool: one future verdict per
-        candidate, in order (:meth:`collect` waits for them and counts them).
+        """Start checking ``candidates`` (payloads) in the pool and return at once: one future
+        verdict per candidate, in order (:meth:`collect` waits for them and counts them).
 
         The checks run concurrently: two or more candidates of a doc type whose source checks
         many in one request (:attr:`~ncindex.sources.base.Source.verifies_many`: files, one
         WebDAV SEARCH) go together, the others one request each. A future raises
-        ``NextcloudAuthError`` when the caller's own credentials failed.
-
-        Without ``handoff`` it returns at once. With it, it returns once the checks have begun
-        (each then sends its request before the caller can take the interpreter lock back),
-        at most :data:`HANDOFF_SECONDS` later: for a caller about to call Qdrant Edge, whose
-        calls hold the lock throughout (README, "Collection layout"), so requests started
-        just before would otherwise wait for the engine to finish before they are sent."""
+        ``NextcloudAuthError`` when the caller's own credentials failed."""
         tags = membership if membership is not None else self.membership()
         groups: dict[str, list[int]] = {}
         for i, payload in enumerate(candidates):
             doc_type = payload.get("doc_type", "")
             if doc_type in self.batched:
                 groups.setdefault(doc_type, []).append(i)
-        together = [idx for idx in groups.values() if len(idx) > 1]
-        alone = sorted(set(range(len(candidates))) - {i for idx in together for i in idx})
-        begun = _Begun(min(self.concurrency, len(together) + len(alone)))
         futures: dict[int, Future[Checked]] = {}
-        for idx in together:
-            batch = self._pool.submit(
-                begun.run, self._many, client, [candidates[i] for i in idx], tags
-            )
-            futures.update(zip(idx, _fan_out(batch, len(idx)), strict=True))
-        for i in alone:
-            futures[i] = self._pool.submit(begun.run, self._one, client, candidates[i], tags)
-        if handoff:
-            begun.wait(HANDOFF_SECONDS)
+        for idx in groups.values():
+            if len(idx) > 1:
+                batch = self._pool.submit(self._many, client, [candidates[i] for i in idx], tags)
+                futures.update(zip(idx, _fan_out(batch, len(idx)), strict=True))
+        for i, payload in enumerate(candidates):
+            if i not in futures:
+                futures[i] = self._pool.submit(self._one, client, payload, tags)
         return [futures[i] for i in range(len(candidates))]
 
     @staticmethod

@@ -3,7 +3,6 @@ ids inside ``d:or``) against the simulator over HTTP, the verdicts each one alon
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,8 +12,7 @@ import pytest
 from ncindex.errors import NextcloudAuthError
 from ncindex.nextcloud import webdav
 from ncindex.nextcloud.client import NextcloudClient, make_http
-from ncindex.search import verify
-from ncindex.search.verify import Checked, Verdict, VerificationCounts, VerifyOnRead
+from ncindex.search.verify import Verdict, VerificationCounts, VerifyOnRead
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 
@@ -164,28 +162,3 @@ def test_started_checks_count_only_when_collected(sim: NextcloudSimulator, alice
     assert [f.result().path for f in futures[1:]] == ["/Projects/b.md", "/Projects/c.md"]
     assert sum(sim.requests.values()) == sim.request_count("dav-search") == 1  # one SEARCH
     verifier.close()
-
-
-def test_a_handoff_returns_once_the_checks_have_begun(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``start(handoff=True)`` returns only once every check it started (as many as the pool
-    runs at once) has begun, so each sends its request before the caller's next call (the
-    wait's bound, 5 ms, is raised here so a loaded machine cannot end it first)."""
-    monkeypatch.setattr(verify, "HANDOFF_SECONDS", 5.0)
-    release = threading.Event()
-
-    def slow(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
-        release.wait(5)
-        return Checked(Verdict.KEPT)
-
-    payloads = [{"doc_type": "deck_card", "doc_key": f"deck_card:{i}"} for i in range(3)]
-    for concurrency, want in ((4, 3), (2, 2)):
-        release.clear()
-        verifier = VerifyOnRead(concurrency, {"deck_card": lambda c, p: Checked(Verdict.KEPT)})
-        for warm in verifier.start(None, payloads * 2):  # type: ignore[arg-type]
-            warm.result()  # the pool's threads are up and idle, as in a running service
-        verifier.verifiers = {"deck_card": slow}
-        futures = verifier.start(None, payloads, handoff=True)  # type: ignore[arg-type]
-        assert sum(f.running() for f in futures) == want  # begun before start returned
-        release.set()
-        assert [f.result().verdict for f in futures] == [Verdict.KEPT] * 3
-        verifier.close()
