@@ -7,8 +7,6 @@
    the first ranking (step 3's) lends the terms of its ``bm25_feedback_docs`` best documents
    (RM3, :func:`~ncindex.embedding.analyzer.feedback_query_vector`); the BM25 branch is then
    asked again with the expanded query and fused anew with the dense branch already in hand.
-   The checks of the first ranking's best page of documents (step 5) start before that
-   branch is asked, so Nextcloud answers them while the engine searches.
    RRF searches are not expanded: with RRF, feedback lost on SciFact (benchmarks/RESULTS.md,
    "Fusion tuning").
 3. One ranking: a BM25 branch over the candidate pool and a dense one over
@@ -23,10 +21,8 @@
    verified, so a search reads ten or so payloads, not the hundreds of hits' (reading
    payloads was a large part of the query: benchmarks/RESULTS.md, Scale).
 4. Group by ``doc_key`` (one result per document, its best chunk); ties by ``doc_key``.
-5. Verify candidates as the searching user, in rank order, only as many as the page needs
-   (a document whose check the feedback pass started takes that verdict; a started check
-   whose document left the page is not counted). Drops call ``on_drop`` (the app enqueues a
-   re-check that evicts).
+5. Verify candidates as the searching user, in rank order, only as many as the page needs.
+   Drops call ``on_drop`` (the app enqueues a re-check that evicts).
 6. ``score_threshold`` (relative, see :class:`SearchRequest`) and an absolute ``min_score``
    cut the ranked list; snippets come from the best chunk: escaped, matches marked.
 7. Only with ``explain``: each result's rank and raw score in each branch that was fused
@@ -43,7 +39,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -69,7 +64,7 @@ from ncindex.search.filters import Node, build_filter, path_verdict, request_tre
 from ncindex.search.fusion import fuse
 from ncindex.search.verify import TagMembership, VerificationCounts, VerifyOnRead
 from ncindex.settings import Settings
-from ncindex.sources.base import Checked, Verdict
+from ncindex.sources.base import Verdict
 from ncindex.sources.eligibility import Eligibility
 from ncindex.store.port import Fusion, Hit, PointRecord, SparseVector, VectorStore
 from ncindex.strict_json import JsonInt
@@ -448,17 +443,8 @@ class SearchService:
         fetch = min(MAX_FETCH, limit * self.settings.search_overfetch * CHUNKS_PER_DOC)
         fused = dense is not None and sparse is not None and bool(sparse.indices)
         pool = Pool.for_fetch(self.settings, fetch, fused=fused)
-        branches, ranking = self._rank(store, dense, sparse, flt, pool, fusion, timings)
-        reads = _Reads(store)
-        step = limit * CHUNKS_PER_DOC
-        early: dict[str, Future[Checked]] = {}
-        if self._expands(fusion, branches):
-            t0 = time.perf_counter()
-            early, ranking = self._feedback(
-                client, reads, request.query, branches, ranking, flt, pool, fusion, limit,
-                membership,
-            )  # fmt: skip
-            timings["feedback"] = (time.perf_counter() - t0) * 1000
+        branches, ranking = self._rank(store, request.query, dense, sparse, flt, pool, fusion,
+                                       timings)  # fmt: skip
         counts = VerificationCounts()
         cut = _Cutoff(request.score_threshold, min_score)
         results: list[SearchResult] = []
@@ -467,17 +453,18 @@ class SearchService:
         timings["verify"] = timings["payloads"] = 0.0
         # the ranking is read a slice at a time (its doc_keys read then), as deep as the page's
         # verification needs, at most MAX_ROUNDS over-fetched pages
+        step = limit * CHUNKS_PER_DOC
         for start in range(0, min(len(ranking), MAX_ROUNDS * fetch), step):
             t0 = time.perf_counter()
-            hits = reads.keyed(ranking[start : start + step])
+            hits = self._keyed(store, ranking[start : start + step])
             timings["query"] += (time.perf_counter() - t0) * 1000
             read = start + step
             candidates = [h for h in group_hits(hits) if h.payload["doc_key"] not in seen]
             seen.update(h.payload["doc_key"] for h in candidates)
             t0, before = time.perf_counter(), timings["payloads"]
             exhausted = self._verify_into(
-                client, reads, request.query, limit, candidates, results, counts, cut,
-                membership, timings, tree, early,
+                client, store, request.query, limit, candidates, results, counts, cut,
+                membership, timings, tree,
             )  # fmt: skip
             reading = timings["payloads"] - before
             timings["verify"] += (time.perf_counter() - t0) * 1000 - reading
@@ -522,9 +509,10 @@ class SearchService:
             raise SearchUnavailable("the query could not be embedded")
         return dense, sparse, mode == "hybrid" and dense is None
 
-    @staticmethod
     def _rank(
+        self,
         store: VectorStore,
+        query: str,
         dense: list[float] | None,
         sparse: SparseVector | None,
         flt: Any,
@@ -532,12 +520,15 @@ class SearchService:
         fusion: Fusion,
         timings: dict[str, float],
     ) -> tuple[dict[str, list[Hit]], list[Hit]]:
-        """The search's first ranking: each branch that runs asked once (``dense`` over
+        """The search's ranking: each branch that runs asked once (``dense`` over
         ``pool.dense``, ``sparse`` — unless it has no terms — over ``pool.sparse``; both with
         the filter ``flt``; hits carrying no payload), fused in the process
-        (:func:`~ncindex.search.fusion.fuse`). Returns the branches as fused (``"dense"``,
-        ``"sparse"``: what ``explain`` ranks in) and the ranking, best first; ``timings``
-        gains ``query`` (ms). Raises ``StoreUnavailable``."""
+        (:func:`~ncindex.search.fusion.fuse`). A hybrid DBSF search then expands the BM25
+        query by feedback (:meth:`_feedback`) and asks the BM25 branch again with it, fusing it
+        with the dense branch already in hand. Returns the branches as fused (``"dense"``,
+        ``"sparse"``: what ``explain`` ranks in) and the ranking, best first. ``timings``
+        gains ``query`` (ms: the branches and their fusion) and, when feedback ran,
+        ``feedback`` (ms: what the expansion added). Raises ``StoreUnavailable``."""
         t0 = time.perf_counter()
         branches: dict[str, list[Hit]] = {}
         if dense is not None:
@@ -546,71 +537,49 @@ class SearchService:
             branches["sparse"] = store.branch(sparse=sparse, flt=flt, limit=pool.sparse, fields=())
         ranking = fuse(list(branches.values()), fusion)
         timings["query"] = (time.perf_counter() - t0) * 1000
+        docs = self.settings.bm25_feedback_docs
+        if fusion is not Fusion.DBSF or not docs or len(branches) < 2:
+            return branches, ranking
+        t0 = time.perf_counter()
+        expanded = self._feedback(store, query, ranking[: docs * CHUNKS_PER_DOC], docs)
+        if expanded is not None:
+            branches["sparse"] = store.branch(
+                sparse=expanded, flt=flt, limit=pool.sparse, fields=()
+            )
+            ranking = fuse(list(branches.values()), fusion)
+        timings["feedback"] = (time.perf_counter() - t0) * 1000
         return branches, ranking
 
-    def _expands(self, fusion: Fusion, branches: dict[str, list[Hit]]) -> bool:
-        """Whether the BM25 query is expanded by feedback: both halves fused by DBSF, with
-        ``bm25_feedback_docs`` set."""
-        return (
-            fusion is Fusion.DBSF and bool(self.settings.bm25_feedback_docs) and len(branches) == 2
-        )
-
-    def _feedback(
-        self,
-        client: NextcloudClient,
-        reads: _Reads,
-        query: str,
-        branches: dict[str, list[Hit]],
-        ranking: list[Hit],
-        flt: Any,
-        pool: Pool,
-        fusion: Fusion,
-        limit: int,
-        membership: TagMembership | None,
-    ) -> tuple[dict[str, Future[Checked]], list[Hit]]:
-        """The feedback pass, with the first page's checks under way beside it.
-
-        The first ``limit × CHUNKS_PER_DOC`` hits of the first ``ranking`` are read
-        (``doc_key`` and ``text``); the checks of its best ``limit`` documents start in the
-        verifier pool (their whole payloads read first), so Nextcloud answers them while the
-        BM25 branch is asked again; the BM25 query is expanded by pseudo-relevance feedback
-        (:func:`~ncindex.embedding.analyzer.feedback_query_vector`) from the best
-        ``bm25_feedback_docs`` documents among the first ``bm25_feedback_docs ×
-        CHUNKS_PER_DOC`` hits, the BM25 branch asked with it (same filter ``flt``, as deep) and
-        fused anew with the dense branch in hand (``branches["sparse"]`` is replaced).
-        Returns the started checks by ``doc_key`` (a document of the final page takes its
-        verdict from there; the others' are never counted) and the final ranking.
+    @staticmethod
+    def _feedback(store: VectorStore, query: str, top: list[Hit], docs: int) -> SparseVector | None:
+        """The BM25 query vector of ``query`` expanded by pseudo-relevance feedback
+        (:func:`~ncindex.embedding.analyzer.feedback_query_vector`) from the best ``docs``
+        documents among the ``top`` hits of the first ranking (each document's best chunk;
+        their ``doc_key`` and ``text`` read here), or ``None`` when none is left.
 
         The feedback documents are the first ranking's candidates, so they match the caller's
         ``acl`` in the index but are not yet verified with Nextcloud: a document unshared
         since its last sync can lend terms to the query (never text to the response) until
         a re-check evicts it. Raises ``StoreUnavailable`` if the store fails."""
-        docs = self.settings.bm25_feedback_docs
-        head = ranking[: docs * CHUNKS_PER_DOC]
-        top = reads.keyed(ranking[: max(limit, docs) * CHUNKS_PER_DOC], ("doc_key", "text"))
-        first = group_hits(top)[:limit]
-        whole = reads.whole([h.id for h in first])
-        checked = [whole[h.id] for h in first if h.id in whole]
-        futures = self.verifier.start(client, checked, membership)
-        early = {p["doc_key"]: f for p, f in zip(checked, futures, strict=True)}
-        ids = {h.id for h in head}
-        best = group_hits([h for h in top if h.id in ids])
+        payloads = store.retrieve([h.id for h in top], ("doc_key", "text"))
+        best = group_hits([Hit(h.id, h.score, payloads[h.id]) for h in top if h.id in payloads])
         if not best:
-            return early, ranking
-        expanded = analyzer.feedback_query_vector(
+            return None
+        return analyzer.feedback_query_vector(
             query, [(h.payload.get("text") or "", h.score) for h in best[:docs]]
         )
-        if expanded is None:
-            return early, ranking
-        branches["sparse"] = reads.store.branch(
-            sparse=expanded, flt=flt, limit=pool.sparse, fields=()
-        )
-        return early, fuse(list(branches.values()), fusion)
+
+    @staticmethod
+    def _keyed(store: VectorStore, hits: list[Hit]) -> list[Hit]:
+        """``hits`` (no payload) with payloads of their ``doc_key`` alone, read here; a point
+        deleted since the ranking is left out."""
+        read = store.retrieve([h.id for h in hits], ROUND_FIELDS)
+        return [Hit(h.id, h.score, read[h.id]) for h in hits if "doc_key" in read.get(h.id, {})]
 
     def _verify_into(
         self,
         client: NextcloudClient,
-        reads: _Reads,
+        store: VectorStore,
         query: str,
         limit: int,
         candidates: list[Hit],
@@ -620,16 +589,13 @@ class SearchService:
         membership: TagMembership | None,
         timings: dict[str, float],
         tree: Node | None,
-        early: dict[str, Future[Checked]],
     ) -> bool:
-        """Verify ``candidates`` (ranked, payloads holding ``doc_key`` at least) into
-        ``results`` until ``limit``, reading the whole payloads of each batch first
-        (``timings``'s ``payloads``, ms, grows by the time that takes; a point deleted since
-        the query is passed over); a document whose check is already under way (``early``,
-        by ``doc_key``: the feedback pass started it) takes that one's verdict. ``True`` when
-        the cut-off ended the ranking (no later round can add anything). A candidate whose
-        verified path is not the indexed one (moved since it was indexed) is passed over when
-        that path fails the filter ``tree``'s path leaves
+        """Verify ``candidates`` (ranked, payloads holding ``doc_key`` alone) into ``results``
+        until ``limit``, reading the whole payloads of each batch first (``timings``'s
+        ``payloads``, ms, grows by the time that takes; a point deleted since the query is
+        passed over); ``True`` when the cut-off ended the ranking (no later round can add
+        anything). A candidate whose verified path is not the indexed one (moved since it
+        was indexed) is passed over when that path fails the filter ``tree``'s path leaves
         (:func:`~ncindex.search.filters.path_verdict`), and re-checked (``on_drop``) so the
         index learns where it is."""
         assert client.user is not None
@@ -643,19 +609,10 @@ class SearchService:
             if not batch:
                 break
             t0 = time.perf_counter()
-            payloads = reads.whole([h.id for h in batch])
+            payloads = store.retrieve([h.id for h in batch])
             timings["payloads"] += (time.perf_counter() - t0) * 1000
             batch = [Hit(h.id, h.score, payloads[h.id]) for h in batch if h.id in payloads]
-            under_way = [early.pop(h.payload["doc_key"], None) for h in batch]
-            started = iter(
-                self.verifier.start(
-                    client,
-                    [h.payload for h, f in zip(batch, under_way, strict=True) if f is None],
-                    membership,
-                )
-            )
-            futures = [f if f is not None else next(started) for f in under_way]
-            verdicts = self.verifier.collect([h.payload for h in batch], futures, counts)
+            verdicts = self.verifier.check(client, [h.payload for h in batch], counts, membership)
             checked_at = time.time()
             for hit, checked in zip(batch, verdicts, strict=True):
                 if checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE) or _moved_out(
@@ -776,42 +733,6 @@ class SearchService:
     def close(self) -> None:
         """Stop the verification pool."""
         self.verifier.close()
-
-
-class _Reads:
-    """The payloads one search has read, by point id, so none is read twice: some fields
-    (``doc_key``, with ``text`` for the feedback pass) of ranked hits, whole payloads of the
-    candidates about to be verified. A point found deleted since the ranking stays absent."""
-
-    def __init__(self, store: VectorStore) -> None:
-        self.store = store
-        self._some: dict[str, dict[str, Any]] = {}
-        self._whole: dict[str, dict[str, Any]] = {}
-        self._gone: set[str] = set()
-
-    def _read(self, ids: list[str], fields: tuple[str, ...] | None) -> None:
-        known = self._whole if fields is None else self._some
-        missing = [
-            i for i in ids if i not in known and i not in self._whole and i not in self._gone
-        ]
-        if missing:
-            read = self.store.retrieve(missing, fields)
-            known.update(read)
-            self._gone.update(i for i in missing if i not in read)
-
-    def keyed(self, hits: list[Hit], fields: tuple[str, ...] = ROUND_FIELDS) -> list[Hit]:
-        """``hits`` (no payload) with payloads holding at least ``doc_key`` (``fields`` are
-        read for the points not read before); a point deleted since the ranking is left out.
-        Raises ``StoreUnavailable``."""
-        self._read([h.id for h in hits], fields)
-        keyed = [(h, self._whole.get(h.id) or self._some.get(h.id) or {}) for h in hits]
-        return [Hit(h.id, h.score, payload) for h, payload in keyed if "doc_key" in payload]
-
-    def whole(self, ids: list[str]) -> dict[str, dict[str, Any]]:
-        """The whole payload of each existing point of ``ids``, by id (read for those not
-        read whole before). Raises ``StoreUnavailable``."""
-        self._read(ids, None)
-        return {i: self._whole[i] for i in ids if i in self._whole}
 
 
 class _Cutoff:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -67,24 +67,6 @@ def _raise(exc: Exception) -> Checked:
 def _given(checked: Checked) -> Checked:
     """``checked`` (a batch's verdict for one candidate)."""
     return checked
-
-
-def _fan_out(batch: Future[list[Checked]], size: int) -> list[Future[Checked]]:
-    """One future per verdict of ``batch`` (``size`` verdicts, in order), settled when it is:
-    each with its verdict, or each with the batch's exception."""
-    parts: list[Future[Checked]] = [Future() for _ in range(size)]
-
-    def settle(done: Future[list[Checked]]) -> None:
-        error = done.exception()
-        if error is not None:
-            for part in parts:
-                part.set_exception(error)
-            return
-        for part, checked in zip(parts, done.result(), strict=True):
-            part.set_result(checked)
-
-    batch.add_done_callback(settle)
-    return parts
 
 
 @dataclass(slots=True)
@@ -195,49 +177,30 @@ class VerifyOnRead:
     ) -> list[Checked]:
         """One verdict per candidate payload (deduplicated by the caller on ``doc_key``), in
         order; ``counts`` is updated. ``membership`` is the search's tag membership (pass the
-        same one for every round of a search; default: one for this call). :meth:`start`
-        then :meth:`collect`."""
-        return self.collect(candidates, self.start(client, candidates, membership), counts)
-
-    def start(
-        self,
-        client: NextcloudClient,
-        candidates: Sequence[dict[str, Any]],
-        membership: TagMembership | None = None,
-    ) -> list[Future[Checked]]:
-        """Start checking ``candidates`` (payloads) in the pool and return at once: one future
-        verdict per candidate, in order (:meth:`collect` waits for them and counts them).
+        same one for every round of a search; default: one for this call).
 
         The checks run concurrently: two or more candidates of a doc type whose source checks
         many in one request (:attr:`~ncindex.sources.base.Source.verifies_many`: files, one
-        WebDAV SEARCH) go together, the others one request each. A future raises
-        ``NextcloudAuthError`` when the caller's own credentials failed."""
+        WebDAV SEARCH) go together, the others one request each."""
         tags = membership if membership is not None else self.membership()
         groups: dict[str, list[int]] = {}
         for i, payload in enumerate(candidates):
             doc_type = payload.get("doc_type", "")
             if doc_type in self.batched:
                 groups.setdefault(doc_type, []).append(i)
-        futures: dict[int, Future[Checked]] = {}
-        for idx in groups.values():
-            if len(idx) > 1:
-                batch = self._pool.submit(self._many, client, [candidates[i] for i in idx], tags)
-                futures.update(zip(idx, _fan_out(batch, len(idx)), strict=True))
-        for i, payload in enumerate(candidates):
-            if i not in futures:
-                futures[i] = self._pool.submit(self._one, client, payload, tags)
-        return [futures[i] for i in range(len(candidates))]
-
-    @staticmethod
-    def collect(
-        candidates: Sequence[dict[str, Any]],
-        futures: Sequence[Future[Checked]],
-        counts: VerificationCounts,
-    ) -> list[Checked]:
-        """The verdicts of ``futures`` (from :meth:`start`; one per payload of ``candidates``,
-        in order), waited for and added to ``counts``. Raises ``NextcloudAuthError`` when the
-        caller's own credentials failed."""
-        results = [future.result() for future in futures]
+        together = [idx for idx in groups.values() if len(idx) > 1]
+        alone = sorted(set(range(len(candidates))) - {i for idx in together for i in idx})
+        batches = [
+            (idx, self._pool.submit(self._many, client, [candidates[i] for i in idx], tags))
+            for idx in together
+        ]
+        singles = [(i, self._pool.submit(self._one, client, candidates[i], tags)) for i in alone]
+        verdicts: dict[int, Checked] = {}
+        for idx, future in batches:
+            verdicts.update(zip(idx, future.result(), strict=True))
+        for i, single in singles:
+            verdicts[i] = single.result()
+        results = [verdicts[i] for i in range(len(candidates))]
         for payload, checked in zip(candidates, results, strict=True):
             counts.checked += 1
             if checked.verdict is Verdict.DROPPED:

@@ -3,7 +3,6 @@ tie order, degraded answers, modes, over-fetch and refill."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,9 @@ from ncindex.documents import DocRef
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.search.filters import build_filter
-from ncindex.search.fusion import fuse
-from ncindex.search.service import Mode, Pool, SearchRequest, SearchService, group_hits
+from ncindex.search.service import Mode, SearchRequest, SearchService
 from ncindex.search.verify import Checked, Verdict, VerifyOnRead
 from ncindex.settings import Settings
-from ncindex.store.port import Fusion, Hit
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 
 
@@ -349,12 +345,8 @@ def test_hybrid_search_expands_the_bm25_query_by_feedback(
         first, expanded = recording.sparse()
         assert first == own  # the first ranking asks with the query's own terms
         assert set(own.indices) < set(expanded.indices)  # then with feedback terms added
-        # the first ranking's first page of hits (10 × 4 chunks), their texts read once for
-        # the feedback and their doc_keys for the first page (then the page's whole payloads)
-        texts, fields = recording.reads[0]
-        assert fields == ("doc_key", "text")
-        assert texts == [h.id for h in first_ranking(corpus, embedder, query)[:40]]
-        assert recording.reads[1][1] is None and len(recording.reads[1][0]) == 10
+        texts, fields = recording.reads[0]  # the first ranking's best chunks' texts, read
+        assert len(texts) == 3 * 4 and fields == ("doc_key", "text")
         assert "feedback" in response.timings_ms
     expanded_hits = {h.id for h in corpus.branch(sparse=recording.sparse()[-1], flt=None,
                                                  limit=360)}  # fmt: skip
@@ -366,73 +358,6 @@ def test_hybrid_search_expands_the_bm25_query_by_feedback(
     svc.search(client_of("alice"), SearchRequest(query=query, fusion="rrf"))
     assert recording.sparse() == [own, own]
     svc.close()
-
-
-def first_ranking(store: QdrantEdgeStore, embedder: Embedder, query: str) -> list[Any]:
-    """The search's first ranking of ``query`` as alice under default settings: both
-    branches asked over the pool of a 10-result page, fused by DBSF."""
-    pool = Pool.for_fetch(Settings(), 10 * 3 * 4)
-    flt = build_filter("alice", None)
-    return fuse(
-        [
-            store.branch(dense=embedder.embed_query_dense(query), flt=flt, limit=pool.dense,
-                         fields=()),
-            store.branch(sparse=embedder.embed_query_sparse(query), flt=flt, limit=pool.sparse,
-                         fields=()),
-        ],
-        Fusion.DBSF,
-    )  # fmt: skip
-
-
-class Waiting(Verifiers):
-    """Verifiers that note whether any check had begun when the feedback pass asked its
-    BM25 branch (the store's third branch query waits up to 5 s for one)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.begun = threading.Event()
-        self.begun_before_feedback: bool | None = None
-
-    def __call__(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
-        self.begun.set()
-        return super().__call__(client, payload)
-
-
-def test_the_first_pages_checks_run_beside_the_feedback_pass(
-    corpus: QdrantEdgeStore, embedder: Embedder
-) -> None:
-    """The checks of the first ranking's page start before the feedback pass asks its BM25
-    branch (Nextcloud answers them meanwhile); a document of the final page takes that
-    verdict (nothing is checked twice) and only the page's verdicts are counted."""
-    waiting = Waiting()
-
-    class Store(Recording):
-        def branch(self, **kwargs: Any) -> Any:
-            if len(self.branches) == 2:  # the feedback pass's BM25 branch
-                waiting.begun_before_feedback = waiting.begun.wait(5)
-            return super().branch(**kwargs)
-
-    svc = recording_service(Store(corpus), embedder, waiting)
-    query = "lighthouse lens"
-    response = svc.search(client_of("alice"), SearchRequest(query=query))
-    assert waiting.begun_before_feedback is True
-    assert len(waiting.checked) == len(set(waiting.checked))  # no document checked twice
-    assert response.verification.checked == len(response.results) == 10
-    first = {h.payload["doc_key"] for h in group_hits(corpus_hits(corpus, first_ranking(
-        corpus, embedder, query)))[:10]}  # fmt: skip
-    assert set(waiting.checked) == first | set(keys(response))
-    # a first-page document gone since it was indexed is dropped from the page
-    waiting.checked.clear()
-    waiting.gone = {sorted(first & set(keys(response)))[0]}
-    dropped = svc.search(client_of("alice"), SearchRequest(query=query))
-    assert waiting.gone.isdisjoint(keys(dropped)) and dropped.verification.dropped == 1
-    svc.close()
-
-
-def corpus_hits(store: QdrantEdgeStore, hits: list[Any]) -> list[Any]:
-    """``hits`` with their ``doc_key`` read."""
-    read = store.retrieve([h.id for h in hits], ("doc_key",))
-    return [Hit(h.id, h.score, read[h.id]) for h in hits[:40] if h.id in read]
 
 
 @pytest.mark.parametrize(
@@ -474,11 +399,10 @@ def test_payloads_are_read_only_for_what_is_verified(
     svc = recording_service(store, embedder, verifiers)
     request = SearchRequest(query="lighthouse lens budget foghorn", limit=3)
     page = svc.search(client_of("alice"), request)
-    # the branches return no payload; the first ranking's first page of hits is read with
-    # texts (the feedback pass's, whose doc_keys also serve the round) and whole payloads
-    # for the batch verified alone (started beside the feedback pass): no point read twice
+    # the branches return no payload; the feedback documents' texts and the doc_keys of what
+    # the round groups are read, and whole payloads for the batch verified alone
     assert store.hit_keys == [set(), set(), set()]
-    assert [fields for _, fields in store.reads] == [("doc_key", "text"), None]
+    assert [fields for _, fields in store.reads] == [("doc_key", "text"), ("doc_key",), None]
     (verified,) = store.whole()
     assert len(verified) == len(verifiers.checked) == 3
     assert all(r.title and r.snippet for r in page.results)  # from the whole payloads

@@ -143,22 +143,3 @@ def test_many_ids_take_one_search_per_fifty() -> None:
     assert b"<d:nresults>1000</d:nresults>" in bodies[0]
     with pytest.raises(ValueError, match="1 to 50 file ids"):
         webdav.search_by_fileids_body("alice", list(range(51)))
-
-
-def test_started_checks_count_only_when_collected(sim: NextcloudSimulator, alice) -> None:
-    """``start`` returns a future verdict per candidate at once (the page's files in one
-    SEARCH); ``collect`` waits for the ones it is given and counts only those (a search that
-    started checks for documents that then left its page counts none of them)."""
-    ids = [sim.put_file("alice", f"/Projects/{n}.md", n.encode()) for n in ("a", "b", "c")]
-    sim.reset_request_counts()
-    verifier = VerifyOnRead(2)
-    payloads = [file_payload(i) for i in ids]
-    futures = verifier.start(alice, payloads)
-    assert len(futures) == 3
-    counts = VerificationCounts()
-    (first,) = verifier.collect(payloads[:1], futures[:1], counts)
-    assert first.verdict is Verdict.KEPT and first.path == "/Projects/a.md"
-    assert counts.as_dict() == {**VerificationCounts().as_dict(), "checked": 1, "kept": 1}
-    assert [f.result().path for f in futures[1:]] == ["/Projects/b.md", "/Projects/c.md"]
-    assert sum(sim.requests.values()) == sim.request_count("dav-search") == 1  # one SEARCH
-    verifier.close()
