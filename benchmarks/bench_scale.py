@@ -93,6 +93,7 @@ from bench_search import (
     WARMUP,
     StandIn,
     fill,
+    paired_queries,
     pct,
     queries,
     realistic_request,
@@ -424,9 +425,7 @@ def measure(
         pool = Pool.for_fetch(run_settings, fetch)
         fusion = Fusion(run_settings.fusion)
         rows: list[dict[str, Any]] = []
-        asked = queries(2 * (WARMUP + n_queries))
-        searched, others = asked[: WARMUP + n_queries], asked[WARMUP + n_queries :]
-        for i, (query, other) in enumerate(zip(searched, others, strict=True)):
+        for i, (query, other) in enumerate(paired_queries(WARMUP + n_queries)):
             request = realistic_request(query)
             t = time.perf_counter()
             response = service.search(client, request)
@@ -435,8 +434,7 @@ def measure(
             dense, sparse_q = embedder.embed_query(query)
             embed = (time.perf_counter() - t) * 1000
             flt = build_filter("alice", request.filter_tree())
-            # the bare query of another query of the same kind, which the engine has not been
-            # asked yet, as the search's own was not (module docstring: "cold")
+            # the bare query of another query of the same kind: cold, as the search's own was
             other_dense, other_sparse = embedder.embed_query(other)
             t = time.perf_counter()
             store.query(dense=other_dense, sparse=other_sparse, flt=flt, limit=fetch,
