@@ -18,25 +18,26 @@ background (a copy optimised in a child process and swapped in,
   before the search read payloads per verified batch read whole payloads of all 120 hits),
   asked *cold* (``bare_query_asked``): for another query of the same kind (the SciFact queries
   after the searched ones), one the engine has not been asked, as the search's own query had
-  not been when the search asked it. A query's first engine call reads from disk the on-disk
-  original vectors (rescoring) it touches; the same call again finds them in the page cache
-  (the one-user 100,000 store, 2026-12-04: the dense branch's first call p50 / p95 11.6 / 25.6
-  ms with ~96 major page faults, the same call again 8.7 / 9.3 ms with none).
-  ``bare_query_warm_p95_ms``: the search's own query asked again right after the search, warm
-  — how rows without ``bare_query_asked`` measured ``bare_query_p95_ms``, so their bound was
-  low beside the search they were held to; ``ratio_p95_warm_bound``: the search against that
-  warm bound. ``bare_dense_p95_ms`` / ``bare_sparse_p95_ms``: each of the two prefetches
-  alone, as deep, no payload, asked after (warm); ``search_stages_p50_ms``: the medians of the
-  search's own stage timings (``timings_ms``: embed; query, the two branches asked and fused;
-  feedback, what the BM25 expansion adds — its documents' texts read, the BM25 branch asked
-  again, fused again; payloads read; verification. Rows measured before the search fused in
-  the process (commit ``13da3d3``) asked the engine's fused query twice: feedback was the
-  first one, query the rounds' with the expanded BM25 query; rows measured before payloads
-  were read per verified batch have no ``payloads``: their query read every hit's payload);
-  ``bound_p95_ms`` = embed + bare query (cold) + one verification round trip, per query;
-  ``round_trip_p50_ms``: that round trip; ``page_checks_p50_ms``: verifying the bare query's
-  first page (10 documents, all at once) alone, as the search does; ``ratio_p95`` = search p95
-  / bound p95 (target ≤ 1.3);
+  not been when the search asked it. A query's first engine call reads from disk what it
+  touches of the store's on-disk files (original vectors for rescoring, payload indexes for
+  the filter: which of them was not told apart); the same call again finds it in the page
+  cache (the one-user 100,000 store, 2026-12-04: the dense branch's first call p50 / p95 11.6
+  / 25.6 ms with ~96 major page faults and ~1,080 blocks read, the same call again 8.7 / 9.3
+  ms with none). ``bare_query_warm_p95_ms``: the search's own query asked again right after
+  the search, warm — how rows without ``bare_query_asked`` measured ``bare_query_p95_ms``, so
+  their bound was low beside the search they were held to; ``ratio_p95_warm_bound``: the
+  search against that warm bound. ``bare_dense_p95_ms`` / ``bare_sparse_p95_ms``: each of the
+  two prefetches alone, as deep, no payload, asked after (warm); ``search_stages_p50_ms``: the
+  medians of the search's own stage timings (``timings_ms``: embed; query, the two branches
+  asked and fused; feedback, what the BM25 expansion adds — its documents' texts read, the
+  BM25 branch asked again, fused again; payloads read; verification. Rows measured before the
+  search fused in the process (commit ``13da3d3``) asked the engine's fused query twice:
+  feedback was the first one, query the rounds' with the expanded BM25 query; rows measured
+  before payloads were read per verified batch have no ``payloads``: their query read every
+  hit's payload); ``bound_p95_ms`` = embed + bare query (cold) + one verification round trip,
+  per query; ``round_trip_p50_ms``: that round trip; ``page_checks_p50_ms``: verifying the
+  bare query's first page (10 documents, all at once) alone, as the search does; ``ratio_p95``
+  = search p95 / bound p95 (target ≤ 1.3);
 - ``recall_at_10_vs_exact``: the dense branch's top 10 through the index against an exact
   (brute-force, original vectors) search with the same filter, averaged over the queries
   (target ≥ 0.99), a hit tying the exact 10th counted as found (:func:`recall_counting_ties`);
