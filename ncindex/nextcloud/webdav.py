@@ -54,10 +54,7 @@ class DavEntry:
     ``path`` is relative to the user's files root (``/Projects/spec.md``; ``/`` for the root),
     ``etag`` is unquoted, ``modified_at`` Unix seconds, ``size`` bytes (``oc:size``, recursive
     for folders), ``owner`` the owner's user id (``oc:owner-id``), ``tags`` the
-    system-tag names the user can see (``nc:system-tags``), ``tags_answered`` whether the
-    server answered that property (nextcloud/server ``apps/dav/lib/SystemTag/SystemTagPlugin.php``
-    ``propfindForFile`` answers it for every file node since Nextcloud 28; an older server
-    leaves it in a 404 propstat, and ``tags`` is then empty without meaning "untagged").
+    system-tag names.
     """
 
     path: str
@@ -70,7 +67,6 @@ class DavEntry:
     permissions: str = ""
     owner: str | None = None
     tags: list[str] = field(default_factory=list)
-    tags_answered: bool = True
 
     @property
     def readable(self) -> bool:
@@ -277,7 +273,6 @@ def _entry(path: str, props: dict[str, Element]) -> DavEntry:
             permissions=text(f"{{{OC}}}permissions") or "",
             owner=text(f"{{{OC}}}owner-id"),
             tags=sorted(tags),
-            tags_answered=tags_el is not None,
         )
     except (TypeError, ValueError) as exc:
         raise NextcloudProtocolError(f"bad WebDAV property for {path}: {exc}") from exc

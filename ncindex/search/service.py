@@ -435,8 +435,8 @@ class SearchService:
         timings: dict[str, float] = {}
         started = time.perf_counter()
         store, embedder = self.live()
-        # the index rules' tags, shared by every round (fetched only if a check leaves them unknown)
-        membership = self.verifier.membership()
+        # tag membership: fetched once per search, starting now (beside the embedding and query)
+        membership = self.verifier.membership(client)
         dense, sparse, degraded = self._embed(embedder, request.query, mode)
         timings["embed"] = (time.perf_counter() - started) * 1000
         fusion = Fusion(request.fusion or self.settings.fusion)

@@ -10,14 +10,11 @@ and is counted, an unknown doc_type keeps it with a warning. Checks run concurre
 A file or note the user can still see is then held to the index rules as they are now
 (:mod:`ncindex.sources.eligibility`: include/exclude globs on its current path, the MIME list
 for files, the tag gate and the excluded tags): one that the rules exclude is dropped as
-``ineligible``, counted apart from the ones that are gone. A file's tags are those its check
-found (``nc:system-tags`` in the page's WebDAV SEARCH); a note's, while tag or path rules are
-set, those of one WebDAV SEARCH by its file id (the Notes API gives neither), so a file
-untagged, or tagged with an excluded tag, leaves the results at once even when the tag's
-webhook was lost. Only a server that does not answer ``nc:system-tags`` (Nextcloud before
-28) makes a search fetch the tags' membership (:class:`TagMembership`: one ``PROPFIND`` of
-the system tags, then one ``REPORT oc:filter-files`` per gate or excluded tag, listing every
-file carrying it), once, when first needed. Which doc types the rules apply to, and which rules, is
+``ineligible``, counted apart from the ones that are gone. Tag membership is fetched once per
+search (:class:`TagMembership`: one ``PROPFIND`` of the system tags, then one ``REPORT
+oc:filter-files`` per gate or excluded tag, as the searching user) and intersected with the
+candidates, so a file untagged, or tagged with an excluded tag, leaves the results at once
+even when the tag's webhook was lost. Which doc types the rules apply to, and which rules, is
 their source's (:attr:`~ncindex.sources.base.Source.ruled`,
 :meth:`~ncindex.sources.base.Source.rule_reason`); Deck cards and News items have none.
 """
@@ -97,12 +94,10 @@ class VerificationCounts:
 
 
 class TagMembership:
-    """The configured gate and excluded tags (case-folded :attr:`names`) a document carries,
-    as one searching user sees them: from the tags its check found (:meth:`carried`), or —
-    where the server did not answer them — from the ids of the files carrying each tag,
-    fetched on first need (:meth:`tags_of`: one ``PROPFIND /remote.php/dav/systemtags/`` for
-    the tag ids, then one ``REPORT oc:filter-files`` per tag, nextcloud/server
-    ``apps/dav/lib/Connector/Sabre/FilesReportPlugin.php``) and kept for the rest of the
+    """The ids of the files carrying each configured gate and excluded tag, as one searching
+    user sees them: fetched on first need — one ``PROPFIND /remote.php/dav/systemtags/`` for
+    the tag ids, then one ``REPORT oc:filter-files`` per tag (nextcloud/server
+    ``apps/dav/lib/Connector/Sabre/FilesReportPlugin.php``) — and kept for the rest of the
     search (every round and every verifier thread share it). A configured tag that does not
     exist, or that the user cannot see, tags nothing. Raises what the client raises
     (``TransientError`` when Nextcloud is unreachable: the caller keeps the candidates)."""
@@ -110,27 +105,39 @@ class TagMembership:
     def __init__(self, eligibility: Eligibility) -> None:
         self.names = sorted(eligibility.required_tags | eligibility.excluded_tags)
         self._files: dict[str, set[int]] | None = None
+        self._error: Exception | None = None
         self._lock = threading.Lock()
+        #: requests made to Nextcloud (benchmarks read it)
+        self.requests = 0
 
-    def carried(self, tags: list[str]) -> list[str]:
-        """The configured names among the system-tag names ``tags`` (as Nextcloud gives them),
-        case-folded."""
-        present = {t.casefold() for t in tags}
-        return [name for name in self.names if name in present]
+    def fetch(self, client: NextcloudClient) -> None:
+        """Fetch the membership now, unless fetched already (the search calls it in the
+        verifier pool while it embeds and queries, so the requests overlap that work). A
+        failure is kept and raised again by :meth:`tags_of`."""
+        with self._lock:
+            if self._files is not None or not self.names:
+                return
+            try:
+                ids = client.system_tag_ids()
+                self.requests += 1
+                files: dict[str, set[int]] = {}
+                for name in self.names:
+                    files[name] = client.tagged_ids(ids[name]) if name in ids else set()
+                    self.requests += name in ids
+            except Exception as exc:  # re-raised where the verdict is made
+                self._error = exc
+                return
+            self._files = files
 
     def tags_of(self, client: NextcloudClient, file_id: int) -> list[str]:
-        """The configured tags (case-folded names) file ``file_id`` carries, by the tags'
-        membership (fetched by the first call of the search; a failed fetch is tried again by
-        the next)."""
+        """The configured tags (case-folded names) file ``file_id`` carries."""
         if not self.names:
             return []
-        with self._lock:
-            if self._files is None:
-                ids = client.system_tag_ids()
-                self._files = {
-                    name: client.tagged_ids(ids[name]) if name in ids else set()
-                    for name in self.names
-                }
+        self.fetch(client)
+        if self._files is None:
+            error, self._error = self._error, None
+            assert error is not None
+            raise error
         return [name for name in self.names if file_id in self._files[name]]
 
 
@@ -151,12 +158,15 @@ class VerifyOnRead:
         self.eligibility = eligibility
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="verify")
 
-    def membership(self) -> TagMembership | None:
-        """A fresh :class:`TagMembership` for one search (``None`` without rules); nothing is
-        fetched unless a check leaves a document's tags unknown."""
+    def membership(self, client: NextcloudClient | None = None) -> TagMembership | None:
+        """A fresh :class:`TagMembership` for one search (``None`` without rules); with
+        ``client``, its fetch starts at once in the verifier pool (it overlaps the query)."""
         if self.eligibility is None:
             return None
-        return TagMembership(self.eligibility)
+        membership = TagMembership(self.eligibility)
+        if client is not None and membership.names:
+            self._pool.submit(membership.fetch, client)
+        return membership
 
     def check(
         self,
@@ -272,10 +282,9 @@ class VerifyOnRead:
         tags: TagMembership,
     ) -> Checked:
         """``checked`` (kept), or ``INELIGIBLE`` with the reason when the index rules exclude
-        the file or note now: globs on its current path, the MIME list (files), the tag gate
-        and excluded tags — path and tags as a SEARCH by file id gives them (the page's, for
-        files; for a note, one of its own, asked only while globs or tags can exclude it),
-        the tags from ``tags``' membership where the server did not answer them."""
+        the file or note now: globs on its current path (as a SEARCH by file id gives it; for
+        a note asked only while the globs can exclude a path), the MIME list (files), the tag
+        gate and excluded tags."""
         try:
             source = SOURCES[DocType(payload.get("doc_type", ""))]
         except ValueError:
@@ -283,21 +292,14 @@ class VerifyOnRead:
         if not source.ruled or self.eligibility is None:
             return checked
         assert client.user is not None
-        if not source.verify_gives_path and (self.eligibility.has_path_rules or tags.names):
-            # a note's current path and tags: the Notes API gives only its category, so ask
-            # WebDAV by file id (a note's id is its file's) — one request, only while globs or
-            # tags can exclude it
-            entry = client.find_by_id(int(payload["doc_id"]))
-            checked.path = entry.path
-            checked.tags = entry.tags if entry.tags_answered else None
+        if not source.verify_gives_path and self.eligibility.has_path_rules:
+            # a note's current path: the Notes API gives only its category, so ask WebDAV by
+            # file id (a note's id is its file's) — one request, only while globs can exclude
+            checked.path = client.find_by_id(int(payload["doc_id"])).path
         path = checked.path or (payload.get("paths") or {}).get(client.user)
         if path is None:
             return checked  # nothing to judge the globs on: kept as verified
-        names = (
-            tags.tags_of(client, int(payload["doc_id"]))
-            if checked.tags is None
-            else tags.carried(checked.tags)
-        )
+        names = tags.tags_of(client, int(payload["doc_id"]))
         mime = checked.mime_type or payload.get("mime_type")
         reason = source.rule_reason(self.eligibility, path, mime, names)
         if reason is None:

@@ -220,16 +220,14 @@ class Verdict(StrEnum):
 
 @dataclass(slots=True)
 class Checked:
-    """A verdict and, when the check reveals it, the document's current path for the user,
-    MIME type and system-tag names (files: ``None`` where not revealed); ``reason`` why an
-    ``INELIGIBLE`` one is excluded (an :class:`~ncindex.sources.eligibility.Eligibility`
-    reason)."""
+    """A verdict and, when the check reveals it, the document's current path for the user
+    and MIME type (files); ``reason`` why an ``INELIGIBLE`` one is excluded (an
+    :class:`~ncindex.sources.eligibility.Eligibility` reason)."""
 
     verdict: Verdict
     path: str | None = None
     mime_type: str | None = None
     reason: str | None = None
-    tags: list[str] | None = None
 
 
 # --- event routing ---------------------------------------------------------------------------

@@ -264,10 +264,12 @@ class FileSource(Source):
         )
 
     def verify(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
-        """WebDAV SEARCH by file id in the user's view (empty ⇒ gone); gives the current path,
-        MIME type and system tags (:func:`checked_entry`). A file listed without read
-        permission (an access-control rule blocks it) is dropped."""
-        return checked_entry(client.find_by_id(int(payload["doc_id"])))
+        """WebDAV SEARCH by file id in the user's view (empty ⇒ gone); gives the current path.
+        A file listed without read permission (an access-control rule blocks it) is dropped."""
+        entry = client.find_by_id(int(payload["doc_id"]))
+        if not entry.readable:
+            return Checked(Verdict.DROPPED)
+        return Checked(Verdict.KEPT, entry.path, entry.content_type)
 
     verifies_many = True
 
@@ -279,33 +281,20 @@ class FileSource(Source):
         permission, is dropped; the others are kept with their current path."""
         ids = [int(p["doc_id"]) for p in payloads]
         entries = client.find_by_ids(ids)
-        return [
-            checked_entry(entry) if (entry := entries.get(file_id)) else Checked(Verdict.DROPPED)
-            for file_id in ids
-        ]
+        checked: builtins.list[Checked] = []
+        for file_id in ids:
+            entry = entries.get(file_id)
+            if entry is None or not entry.readable:
+                checked.append(Checked(Verdict.DROPPED))
+            else:
+                checked.append(Checked(Verdict.KEPT, entry.path, entry.content_type))
+        return checked
 
     def rule_reason(
         self, rules: Eligibility, path: str, mime_type: str | None, tags: builtins.list[str]
     ) -> str | None:
         """Format, MIME list, path globs and tags (:meth:`Eligibility.file_reason`)."""
         return rules.file_reason(path, mime_type, tags)
-
-
-def checked_entry(entry: DavEntry) -> Checked:
-    """The verdict on a file its SEARCH found: dropped when listed without read permission,
-    else kept with its current path, MIME type and — where the server answered
-    ``nc:system-tags`` (:attr:`~ncindex.nextcloud.webdav.DavEntry.tags_answered`; a SEARCH
-    answers it as a PROPFIND does: icewind1991/SearchDAV ``src/DAV/SearchHandler.php`` asks
-    every result's properties through ``getPropertiesByNode``, so nextcloud/server's
-    ``SystemTagPlugin`` answers it) — the system tags the user sees."""
-    if not entry.readable:
-        return Checked(Verdict.DROPPED)
-    return Checked(
-        Verdict.KEPT,
-        entry.path,
-        entry.content_type,
-        tags=entry.tags if entry.tags_answered else None,
-    )
 
 
 SOURCE = FileSource()

@@ -15,7 +15,6 @@ from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.search.verify import Verdict, VerificationCounts, VerifyOnRead
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
-from ncindex.sources.eligibility import Eligibility
 
 
 @pytest.fixture
@@ -144,88 +143,3 @@ def test_many_ids_take_one_search_per_fifty() -> None:
     assert b"<d:nresults>1000</d:nresults>" in bodies[0]
     with pytest.raises(ValueError, match="1 to 50 file ids"):
         webdav.search_by_fileids_body("alice", list(range(51)))
-
-
-def ruled(**rules: Any) -> VerifyOnRead:
-    """A verifier holding candidates to the index rules of ``rules`` (``index_*`` settings)."""
-    return VerifyOnRead(4, eligibility=Eligibility.from_settings(Settings(**rules)))
-
-
-def test_tag_rules_judge_files_by_the_tags_their_search_found(
-    sim: NextcloudSimulator, alice
-) -> None:
-    """With a tag gate and an excluded tag, a page's files are judged by the ``nc:system-tags``
-    of their one SEARCH (names case-folded): no listing of the tags' members is fetched."""
-    gate, secret = sim.create_tag("Indexed"), sim.create_tag("secret")
-    kept = sim.put_file("alice", "/Projects/kept.md", b"k")
-    untagged = sim.put_file("alice", "/Projects/untagged.md", b"u")
-    hidden = sim.put_file("alice", "/Projects/hidden.md", b"h")
-    sim.assign_tag("alice", "/Projects/kept.md", gate)
-    sim.assign_tag("alice", "/Projects/hidden.md", gate)
-    sim.assign_tag("alice", "/Projects/hidden.md", secret)
-    sim.reset_request_counts()
-    verifier = ruled(index_required_tags=["indexed"], index_excluded_tags=["Secret"])
-    counts = VerificationCounts()
-    verdicts = verifier.check(alice, [file_payload(i) for i in (kept, untagged, hidden)], counts)
-    assert [v.verdict for v in verdicts] == [Verdict.KEPT, Verdict.INELIGIBLE, Verdict.INELIGIBLE]
-    assert counts.ineligible == 2 and counts.kept == 1
-    assert sum(sim.requests.values()) == sim.request_count("dav-search") == 1
-    verifier.close()
-
-
-def test_a_notes_tags_come_from_a_search_by_its_id(sim: NextcloudSimulator, alice) -> None:
-    """A note (the Notes API gives no tags) is asked of WebDAV by its file id while tag rules
-    are set: its own check, then one SEARCH; no listing of the tags' members."""
-    gate = sim.create_tag("indexed")
-    tagged = sim.put_file("alice", "/Notes/tagged.md", b"t")
-    untagged = sim.put_file("alice", "/Notes/untagged.md", b"u")
-    sim.assign_tag("alice", "/Notes/tagged.md", gate)
-    sim.reset_request_counts()
-    verifier = ruled(index_required_tags=["indexed"])
-    notes = [
-        {"doc_type": "note", "doc_id": str(i), "doc_key": f"note:{i}"} for i in (tagged, untagged)
-    ]
-    verdicts = verifier.check(alice, notes, VerificationCounts())
-    assert [v.verdict for v in verdicts] == [Verdict.KEPT, Verdict.INELIGIBLE]
-    assert verdicts[0].path == "/Notes/tagged.md"
-    assert sim.request_count("notes") == sim.request_count("dav-search") == 2
-    assert sim.request_count("systemtags") == 0
-    verifier.close()
-
-
-def test_a_server_without_system_tags_falls_back_to_the_tags_members() -> None:
-    """A server that does not answer ``nc:system-tags`` (Nextcloud before 28: a 404 propstat)
-    leaves the tags unknown, not empty: the tags' members are fetched once for the search (one
-    PROPFIND of the tags, one REPORT per configured tag) and the file judged by them."""
-    listed = (
-        b'<?xml version="1.0"?><d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"'
-        b' xmlns:nc="http://nextcloud.org/ns">'
-        + b"".join(
-            b"<d:response><d:href>/remote.php/dav/files/alice/f%d.md</d:href><d:propstat><d:prop>"
-            b"<oc:fileid>%d</oc:fileid><oc:permissions>RGDNVW</oc:permissions></d:prop>"
-            b"<d:status>HTTP/1.1 200 OK</d:status></d:propstat><d:propstat><d:prop>"
-            b"<nc:system-tags/></d:prop><d:status>HTTP/1.1 404 Not Found</d:status></d:propstat>"
-            b"</d:response>" % (i, i)
-            for i in (7, 8)
-        )
-        + b"</d:multistatus>"
-    )
-    tags = (
-        b'<?xml version="1.0"?><d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">'
-        b"<d:response><d:href>/remote.php/dav/systemtags/3</d:href><d:propstat><d:prop>"
-        b"<oc:id>3</oc:id><oc:display-name>indexed</oc:display-name></d:prop>"
-        b"<d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response></d:multistatus>"
-    )
-    members = (
-        b'<?xml version="1.0"?><d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">'
-        b"<d:response><d:href>/remote.php/dav/files/alice/f7.md</d:href><d:propstat><d:prop>"
-        b"<oc:fileid>7</oc:fileid></d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat>"
-        b"</d:response></d:multistatus>"
-    )
-    answers = {"SEARCH": listed, "PROPFIND": tags, "REPORT": members}
-    client, seen = mock_client(lambda r: httpx.Response(207, content=answers[r.method]))
-    verifier = ruled(index_required_tags=["indexed"])
-    verdicts = verifier.check(client, [file_payload(7), file_payload(8)], VerificationCounts())
-    assert [v.verdict for v in verdicts] == [Verdict.KEPT, Verdict.INELIGIBLE]
-    assert sorted(r.method for r in seen) == ["PROPFIND", "REPORT", "SEARCH"]
-    verifier.close()
