@@ -100,7 +100,16 @@ class TagMembership:
     ``apps/dav/lib/Connector/Sabre/FilesReportPlugin.php``) — and kept for the rest of the
     search (every round and every verifier thread share it). A configured tag that does not
     exist, or that the user cannot see, tags nothing. Raises what the client raises
-    (``TransientError`` when Nextcloud is unreachable: the caller keeps the candidates)."""
+    (``TransientError`` when Nextcloud is unreachable: the caller keeps the candidates).
+
+    Not the ``nc:system-tags`` of the page's SEARCH, although that answer is already at hand:
+    in an answer of several files, nextcloud/server
+    ``apps/dav/lib/SystemTag/SystemTagPlugin.php`` ``getTagsForFile`` keys the tags cached
+    from earlier files by their place in the file's tag list and the ones it fetches
+    (``SystemTagManager::getTagsByIds``) by their id, then merges them with ``+=``, which
+    drops a fetched tag whose id equals a cached one's place: a file can be listed without a
+    tag it carries (an excluded tag missed, a gate tag lost). The listing does not go
+    through that code."""
 
     def __init__(self, eligibility: Eligibility) -> None:
         self.names = sorted(eligibility.required_tags | eligibility.excluded_tags)
