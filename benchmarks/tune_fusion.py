@@ -12,9 +12,9 @@ relevance feedback for the BM25 half (:data:`FEEDBACK`) costs one fused and one 
 query and setting, asked of the store while the index is open. Writes
 ``benchmarks/results/fusion_tuning.json``.
 
-``--dense-shares`` runs only the product's own hybrid DBSF search (library path, feedback on)
-with the dense prefetch at each share of the BM25 one's depth (``dense_prefetch_share``),
-keeping the replayed results of an earlier run.
+``--sweep NAME`` runs only the product's own hybrid DBSF search (library path, feedback on)
+at each value of one setting (:data:`SWEEPS`: the dense prefetch's share of the BM25 one's
+depth, or the first pass's BM25 depth), keeping the replayed results of an earlier run.
 
 The replay of Qdrant's DBSF (each branch's scores normalised as the search's own fusion does,
 :func:`ncindex.search.fusion.dbsf_normalised` — σ the sample deviation; runs before
@@ -64,8 +64,14 @@ again with the expanded query."""
 
 FEEDBACK_POOL = 360
 
-DENSE_SHARES = (1.0, 0.6666, 0.5, 0.45, 0.4)
-"""``--dense-shares``: the dense prefetch at 360, 240, 180, 162 and 144 of the BM25 one's 360."""
+SWEEPS: dict[str, tuple[str, tuple[float, ...]]] = {
+    "dense_shares": ("dense_prefetch_share", (1.0, 0.6666, 0.5, 0.45, 0.4)),
+    "first_depths": ("bm25_feedback_first_depth", (360, 180, 120, 60, 36, 12)),
+}
+"""``--sweep NAME``: the setting it varies in the product's own search and its values —
+``dense_shares``: the dense prefetch at 360, 240, 180, 162 and 144 of the BM25 one's 360;
+``first_depths``: the first pass's BM25 branch (which picks the feedback documents) at 360
+down to 12 deep."""
 
 Ranked = list[tuple[str, float]]  # (corpus id of the chunk's document, branch score)
 
@@ -315,27 +321,43 @@ def section(results: dict[str, Any]) -> str:
             ),
             "```",
         ]
-    shares = {name: res for name, res in results.items() if "dense_shares" in res}
-    if shares:
+    for sweep, caption in SWEEP_CAPTIONS.items():
+        swept = {name: res for name, res in results.items() if sweep in res}
+        if not swept:
+            continue
         dates = "; ".join(
-            sorted(
-                {f"{r['dense_shares_date']}, {r['dense_shares_machine']}" for r in shares.values()}
-            )
+            sorted({f"{r[sweep + '_date']}, {r[sweep + '_machine']}" for r in swept.values()})
         )
         lines += [
             "",
-            f"Dense prefetch depth (`python benchmarks/tune_fusion.py --dense-shares DATASET…`, "
+            f"{caption[0]} (`python benchmarks/tune_fusion.py --sweep {sweep} DATASET…`, "
             f"{dates}): not replayed — the product's own hybrid DBSF search (library path, "
-            "feedback on), its dense prefetch D deep beside the BM25 prefetch's 360 "
-            "(`NCINDEX_DENSE_PREFETCH_SHARE` = D / 360, rounded up):",
+            f"feedback on), {caption[1]}:",
         ]
-        for name, res in shares.items():
-            rows = res["dense_shares"]
+        for name, res in swept.items():
+            rows = res[sweep]
             cells = {
                 f"{name} {label} ({part})": rows[label][part] for label in rows for part in PARTS
             }
             lines += ["", "```", table(cells, "variant"), "```"]
     return "\n".join(lines) + "\n"
+
+
+SWEEP_CAPTIONS = {
+    "dense_shares": (
+        "Dense prefetch depth",
+        "its dense prefetch D deep beside the BM25 prefetch's 360 "
+        "(`NCINDEX_DENSE_PREFETCH_SHARE` = D / 360, rounded up; the first pass's BM25 branch "
+        "360 deep, as it was then)",
+    ),
+    "first_depths": (
+        "Depth of the first pass's BM25 branch",
+        "the BM25 branch of the first pass (the ranking that picks the 3 feedback documents) "
+        "D deep, the dense prefetch 180 and the expanded BM25 one 360 "
+        "(`NCINDEX_BM25_FEEDBACK_FIRST_DEPTH` = D)",
+    ),
+}
+"""Sweep name → (heading, what its rows vary) in the section."""
 
 
 PARTS = ("tune", "test", "all")
@@ -388,28 +410,45 @@ only, `test` reported beside. (Before: nDCG@10 only, and never a loss elsewhere.
   NPL `tune` (a throw-away run). A 100-result page's dense prefetch is 1,500 against 3,000:
   SciFact Recall@100 (`make bench-quality`, "Quality") 0.960 → 0.947 on `tune`, 0.965 →
   0.965 on `test` — outside the rule (@10 metrics), reported here.
+- **New default (2026-12-05, issue 20): the first pass's BM25 branch 60 deep**
+  (`NCINDEX_BM25_FEEDBACK_FIRST_DEPTH=60`; table at the end, the product's own search, not
+  replayed). A change for cost: the first ranking only picks the 3 feedback documents, and at
+  scale a BM25 branch costs what its depth does ("Scale"). Held to the loss bound, 0.005 on
+  either `tune` half, against the first pass at 360 (the search before): SciFact nDCG@10
+  0.6964 → 0.7043 (+0.008), Recall@10 0.832 → 0.832; NPL 0.5490 → 0.5490, 0.2748 → 0.2721
+  (−0.003). On the `test` halves SciFact fell 0.7690 → 0.7647 (−0.004; Recall@10 0.899 →
+  0.893) and NPL rose 0.5239 → 0.5245. 36 was as good on `tune` (SciFact +0.005, NPL +0.005)
+  but lost more of SciFact `test` (−0.007); 12 lost 0.008 of SciFact's `tune` Recall@10 and
+  0.008 of NPL's `tune` nDCG@10.
 - **Kept from before**: DBSF over prefetches of 360 (document-level DBSF over 1,000 gained
   0.009 on SciFact `tune`); RRF k 2–60 and weights 1:2 to 2:1 under DBSF; BM25 k1 1.2,
   b 0.75, avg_len 256 (the true mean chunk length lifted BM25 alone, not the hybrid).
 """
 
 
-def dense_share_scores(
-    index: LibraryIndex, dataset: BeirDataset, halves: tuple[list[str], list[str]],
-    shares: Sequence[float],
-) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
-    """The product's hybrid DBSF search through ``index`` (feedback as configured) with the
-    dense prefetch at each of ``shares`` of the BM25 one's: label ``"dense D/360"`` → half →
+def sweep_label(sweep: str, value: float) -> str:
+    """A row's label in sweep ``sweep`` (:data:`SWEEPS`): ``dense D/360``, ``first BM25 D/360``
+    (D the branch's depth at a 10-result page)."""
+    if sweep == "dense_shares":
+        return f"dense {Pool.shared(FEEDBACK_POOL, value).dense}/{FEEDBACK_POOL}"
+    return f"first BM25 {min(FEEDBACK_POOL, int(value))}/{FEEDBACK_POOL}"
+
+
+def sweep_scores(
+    index: LibraryIndex, dataset: BeirDataset, halves: tuple[list[str], list[str]], sweep: str
+) -> dict[str, dict[str, dict[str, float]]]:
+    """The product's hybrid DBSF search through ``index`` (the other settings as configured)
+    at each value of sweep ``sweep`` (:data:`SWEEPS`): label (:func:`sweep_label`) → half →
     metric of a 10-result page."""
+    setting, values = SWEEPS[sweep]
     base = index.service.settings
     out: dict[str, dict[str, dict[str, float]]] = {}
     try:
-        for share in shares:
-            index.service.settings = base.model_copy(update={"dense_prefetch_share": share})
-            label = f"dense {Pool.shared(FEEDBACK_POOL, share).dense}/{FEEDBACK_POOL}"
-            out[label] = product_scores(index, dataset, halves, ("hybrid_dbsf",), deep=False)[
-                "hybrid_dbsf"
-            ]
+        for value in values:
+            index.service.settings = base.model_copy(update={setting: value})
+            out[sweep_label(sweep, value)] = product_scores(
+                index, dataset, halves, ("hybrid_dbsf",), deep=False
+            )["hybrid_dbsf"]
     finally:
         index.service.settings = base
     return out
@@ -419,12 +458,11 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="*", type=Path, help="BEIR-layout folders")
     parser.add_argument(
-        "--dense-shares",
-        action="store_true",
-        help="only the product's search with the dense prefetch at DENSE_SHARES of the BM25 one",
+        "--sweep",
+        choices=sorted(SWEEPS),
+        help="only the product's search at each value of one setting (SWEEPS)",
     )
     args = parser.parse_args(argv)
-    shares = DENSE_SHARES if args.dense_shares else None
     dirs = args.datasets or [DEFAULT_DATASET]
     settings = Settings()
     embedder = Embedder(settings)
@@ -440,11 +478,11 @@ def main(argv: Sequence[str]) -> int:
             index = LibraryIndex(settings, embedder, Path(tmp), cache=cache)
             stats = index.index(dataset)
             log(f"{dataset.name}: {stats.documents} docs, {stats.chunks} chunks indexed")
-            if shares is not None:
+            if args.sweep is not None:
                 entry = results.setdefault(dataset.name, {})
-                entry["dense_shares"] = dense_share_scores(index, dataset, halves, shares)
-                entry["dense_shares_date"] = today
-                entry["dense_shares_machine"] = machine()
+                entry[args.sweep] = sweep_scores(index, dataset, halves, args.sweep)
+                entry[f"{args.sweep}_date"] = today
+                entry[f"{args.sweep}_machine"] = machine()
                 index.close()
                 write_json("fusion_tuning.json", results)
                 continue

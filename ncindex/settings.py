@@ -319,6 +319,15 @@ class Settings(BaseSettings):
         description="Hybrid searches fused by DBSF expand the BM25 query with terms of this "
         "many best documents of a first pass (pseudo-relevance feedback); 0 ⇒ off.",
     )
+    bm25_feedback_first_depth: int = Field(
+        60,
+        ge=1,
+        le=3000,
+        description="Depth of the BM25 branch in the first pass of a search expanded by "
+        "feedback (at most the pool): that pass only picks the feedback documents, and the "
+        "expanded BM25 branch is asked as deep as the pool. A BM25 branch's cost grows with its "
+        "depth at scale; measured in benchmarks/RESULTS.md, Fusion tuning and Scale.",
+    )
     verify_concurrency: int = Field(8, ge=1, description="Parallel verification requests.")
     user_cache_seconds: int = Field(
         60, ge=0, description="How long a resolved credential → user id is cached, seconds."

@@ -7,6 +7,8 @@
    the first ranking (step 3's) lends the terms of its ``bm25_feedback_docs`` best documents
    (RM3, :func:`~ncindex.embedding.analyzer.feedback_query_vector`); the BM25 branch is then
    asked again with the expanded query and fused anew with the dense branch already in hand.
+   Since that first ranking only picks the feedback documents, its BM25 branch is asked only
+   ``bm25_feedback_first_depth`` deep (a BM25 branch costs what its depth does at scale).
    RRF searches are not expanded: with RRF, feedback lost on SciFact (benchmarks/RESULTS.md,
    "Fusion tuning").
 3. One ranking: a BM25 branch over the candidate pool and a dense one over
@@ -105,11 +107,12 @@ TimeValue = StrictInt | StrictFloat | str
 
 @dataclass(frozen=True)
 class Pool:
-    """Candidates per branch of one search (each branch is asked once; the feedback pass
-    asks the BM25 one again, as deep): ``sparse`` (BM25) is the pool, ``dense`` its
-    ``dense_prefetch_share`` (at least 1) when both halves are fused. At scale the dense
-    half's cost grows with its depth (its HNSW beam is at least as wide:
-    :meth:`~ncindex.store.layout.CollectionLayout.beam`); the BM25 half's depth costs little
+    """Candidates per branch of one search (each branch is asked once; with feedback the
+    BM25 one twice, first ``bm25_feedback_first_depth`` deep, then expanded over the pool):
+    ``sparse`` (BM25) is the pool, ``dense`` its ``dense_prefetch_share`` (at least 1) when
+    both halves are fused. At scale each half's cost grows with its depth: the dense half's
+    HNSW beam is at least as wide (:meth:`~ncindex.store.layout.CollectionLayout.beam`), and
+    the BM25 half stops pruning its posting lists later for a deeper top
     (benchmarks/RESULTS.md, Scale)."""
 
     dense: int
@@ -523,29 +526,40 @@ class SearchService:
         """The search's ranking: each branch that runs asked once (``dense`` over
         ``pool.dense``, ``sparse`` — unless it has no terms — over ``pool.sparse``; both with
         the filter ``flt``; hits carrying no payload), fused in the process
-        (:func:`~ncindex.search.fusion.fuse`). A hybrid DBSF search then expands the BM25
-        query by feedback (:meth:`_feedback`) and asks the BM25 branch again with it, fusing it
-        with the dense branch already in hand. Returns the branches as fused (``"dense"``,
+        (:func:`~ncindex.search.fusion.fuse`). A hybrid DBSF search asks its first BM25
+        branch only ``bm25_feedback_first_depth`` deep (that ranking only picks the feedback
+        documents), then expands the BM25 query by feedback (:meth:`_feedback`) and asks the
+        BM25 branch again with it over ``pool.sparse``, fusing it with the dense branch
+        already in hand. Returns the branches as fused (``"dense"``,
         ``"sparse"``: what ``explain`` ranks in) and the ranking, best first. ``timings``
         gains ``query`` (ms: the branches and their fusion) and, when feedback ran,
         ``feedback`` (ms: what the expansion added). Raises ``StoreUnavailable``."""
         t0 = time.perf_counter()
+        docs = self.settings.bm25_feedback_docs
+        has_terms = sparse is not None and bool(sparse.indices)
+        feedback = fusion is Fusion.DBSF and docs > 0 and dense is not None and has_terms
+        first = min(pool.sparse, self.settings.bm25_feedback_first_depth)
         branches: dict[str, list[Hit]] = {}
         if dense is not None:
             branches["dense"] = store.branch(dense=dense, flt=flt, limit=pool.dense, fields=())
-        if sparse is not None and sparse.indices:
-            branches["sparse"] = store.branch(sparse=sparse, flt=flt, limit=pool.sparse, fields=())
+        if sparse is not None and has_terms:
+            branches["sparse"] = store.branch(
+                sparse=sparse, flt=flt, limit=first if feedback else pool.sparse, fields=()
+            )
         ranking = fuse(list(branches.values()), fusion)
         timings["query"] = (time.perf_counter() - t0) * 1000
-        docs = self.settings.bm25_feedback_docs
-        if fusion is not Fusion.DBSF or not docs or len(branches) < 2:
+        if not feedback:
             return branches, ranking
+        assert sparse is not None
         t0 = time.perf_counter()
         expanded = self._feedback(store, query, ranking[: docs * CHUNKS_PER_DOC], docs)
-        if expanded is not None:
+        if expanded is not None or first < pool.sparse:
+            # no feedback documents left (deleted since the ranking): the query's own terms,
+            # as deep as the pool
             branches["sparse"] = store.branch(
-                sparse=expanded, flt=flt, limit=pool.sparse, fields=()
-            )
+                sparse=sparse if expanded is None else expanded, flt=flt, limit=pool.sparse,
+                fields=(),
+            )  # fmt: skip
             ranking = fuse(list(branches.values()), fusion)
         timings["feedback"] = (time.perf_counter() - t0) * 1000
         return branches, ranking

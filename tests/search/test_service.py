@@ -368,12 +368,54 @@ def test_the_dense_branch_is_its_share_of_the_pool(
     dense_depth: int,
 ) -> None:  # fmt: skip
     """A 10-result page draws on a pool of 360 (10 × over-fetch 3 × 4 chunks × 3 rounds):
-    the BM25 branch (the query's own and the expanded one) is 360 deep, the dense one
-    ``dense_prefetch_share`` of it, rounded up, asked once."""
+    the expanded BM25 branch is 360 deep, the first pass's BM25 branch (which only picks
+    the feedback documents) ``bm25_feedback_first_depth`` (60), the dense one
+    ``dense_prefetch_share`` of the pool, rounded up, asked once."""
     store = Recording(corpus)
     svc = recording_service(store, embedder, verifiers, dense_prefetch_share=share)
     svc.search(client_of("alice"), SearchRequest(query="lighthouse lens", explain=True))
-    assert store.limits() == [("dense", dense_depth), ("sparse", 360), ("sparse", 360)]
+    assert store.limits() == [("dense", dense_depth), ("sparse", 60), ("sparse", 360)]
+    svc.close()
+
+
+@pytest.mark.parametrize(
+    ("first", "fusion", "limits"),
+    [
+        (12, "dbsf", [("dense", 180), ("sparse", 12), ("sparse", 360)]),
+        (3000, "dbsf", [("dense", 180), ("sparse", 360), ("sparse", 360)]),  # at most the pool
+        (12, "rrf", [("dense", 180), ("sparse", 360)]),  # no feedback: the pool at once
+    ],
+)
+def test_the_first_pass_bm25_branch_is_shallow_only_before_feedback(
+    corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, first: int,
+    fusion: str, limits: list[tuple[str, int]],
+) -> None:  # fmt: skip
+    """Only a search expanded by feedback asks its first BM25 branch
+    ``bm25_feedback_first_depth`` deep (never deeper than the pool); the ranking's BM25
+    branch is always the pool's depth."""
+    store = Recording(corpus)
+    svc = recording_service(store, embedder, verifiers, bm25_feedback_first_depth=first)
+    svc.search(client_of("alice"), SearchRequest(query="lighthouse lens", fusion=fusion))
+    assert store.limits() == limits
+    svc.close()
+
+
+def test_with_no_feedback_document_left_the_query_own_bm25_branch_is_asked_over_the_pool(
+    corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers
+) -> None:
+    """When every feedback document vanished between the first ranking and the read of its
+    texts, nothing expands the query: the BM25 branch is asked again with the query's own
+    terms over the whole pool, so the ranking is as deep as without feedback."""
+    store = Recording(corpus)
+    svc = recording_service(store, embedder, verifiers)
+    request = SearchRequest(query="lighthouse lens")
+    own = embedder.embed_query_sparse(request.query)
+    first = corpus.branch(sparse=own, flt=None, limit=60)
+    dense = corpus.branch(dense=embedder.embed_query_dense(request.query), flt=None, limit=180)
+    store.vanished = {h.id for h in first} | {h.id for h in dense}
+    svc.search(client_of("alice"), request)
+    assert store.limits() == [("dense", 180), ("sparse", 60), ("sparse", 360)]
+    assert store.sparse() == [own, own]
     svc.close()
 
 
