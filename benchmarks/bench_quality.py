@@ -188,6 +188,7 @@ def settings_summary(settings: Settings) -> dict[str, Any]:
         "search_overfetch": settings.search_overfetch,
         "fusion": settings.fusion,
         "bm25_feedback_docs": settings.bm25_feedback_docs,
+        "bm25_feedback_first_depth": settings.bm25_feedback_first_depth,
         "rrf_k": RRF_K,
     }
 
@@ -208,8 +209,8 @@ def quality_section(result: dict[str, Any]) -> str:
         f"hits from a BM25 prefetch of max({s['prefetch_limit']}, 3 × 120) = 360 candidates "
         f"and a dense one of {Pool.shared(360, s.get('dense_prefetch_share', 1.0)).dense}), "
         f"RRF k={s['rrf_k']}, default fusion `{s['fusion']}`, BM25 feedback from "
-        f"the {s.get('bm25_feedback_docs', 0)} best documents of a first pass (DBSF hybrid only; "
-        "0 ⇒ none). "
+        f"the {s.get('bm25_feedback_docs', 0)} best documents of a first pass (its BM25 branch "
+        f"{s.get('bm25_feedback_first_depth', 360)} deep; DBSF hybrid only; 0 ⇒ none). "
         "Library path of `ncindex eval` (same chunker, embedder, Qdrant Edge, query and "
         "grouping as the product; no HTTP). A document scores by its best chunk; metrics from "
         "ir-measures (trec_eval), averaged over all judged queries, no result ⇒ 0. "

@@ -29,8 +29,9 @@ background (a copy optimised in a child process and swapped in,
   search against that warm bound. ``bare_dense_p95_ms`` / ``bare_sparse_p95_ms``: each of the
   two prefetches alone, as deep, no payload, asked after (warm); ``search_stages_p50_ms``: the
   medians of the search's own stage timings (``timings_ms``: embed; query, the two branches
-  asked and fused; feedback, what the BM25 expansion adds — its documents' texts read, the
-  BM25 branch asked again, fused again; payloads read; verification. Rows measured before the
+  asked and fused — the BM25 one ``feedback_first_depth`` deep, rows without it 360;
+  feedback, what the BM25 expansion adds — its documents' texts read, the BM25 branch asked
+  again, fused again; payloads read; verification. Rows measured before the
   search fused in the process (commit ``13da3d3``) asked the engine's fused query twice:
   feedback was the first one, query the rounds' with the expanded BM25 query; rows measured
   before payloads were read per verified batch have no ``payloads``: their query read every
@@ -507,6 +508,7 @@ def measure(
         "bound_p95_ms": round(pct(bounds, 0.95), 2),
         "round_trip_p50_ms": round(statistics.median(r["rtt"] for r in rows), 2),
         "page_checks_p50_ms": round(statistics.median(r["page_checks"] for r in rows), 2),
+        "feedback_first_depth": min(pool.sparse, settings.bm25_feedback_first_depth),
         "search_stages_p50_ms": {
             stage: round(statistics.median(r["stages"].get(stage, 0.0) for r in rows), 2)
             for stage in ("embed", "feedback", "query", "payloads", "verify")
@@ -738,19 +740,22 @@ def stages(results: dict[str, Any]) -> list[str]:
         return []
     lines = ["", "Where the search's time goes (medians, ms): its own stages (`timings_ms`), one "
              "round trip to the stand-in (it answers in 5 ms), and the page's ten checks alone "
-             "(all at once, as the search makes them); query: the two branches asked and fused, "
+             "(all at once, as the search makes them); query: the two branches asked and fused "
+             "(first BM25: the BM25 branch's depth in that first pass — 360, the pool, in rows "
+             "measured before `NCINDEX_BM25_FEEDBACK_FIRST_DEPTH`, marked –), "
              "BM25 feedback pass: what the expansion adds (its texts read, the BM25 branch asked "
              "again) — in rows measured before the search fused in its own process (commit "
              "`13da3d3`: the 1,000,000 rows) the feedback pass was a whole fused query and query "
              "the rounds' fused queries; payloads read –: measured before the search read "
              "payloads per verified batch (its query read all its hits'):", "",
-             "| shape | chunks | embed | BM25 feedback pass | query | payloads read | "
-             "verification | round trip | page's checks alone |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+             "| shape | chunks | embed | BM25 feedback pass | query | first BM25 | "
+             "payloads read | verification | round trip | page's checks alone |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for shape, size, r in rows:
         st = r["search_stages_p50_ms"]
         lines.append(
             f"| {shape} | {int(size):,} | {st['embed']} | {st['feedback']} | {st['query']} | "
+            f"{r.get('feedback_first_depth', '–')} | "
             f"{st.get('payloads', '–')} | {st['verify']} | {r['round_trip_p50_ms']} | "
             f"{r['page_checks_p50_ms']} |"
         )

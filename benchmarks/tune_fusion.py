@@ -29,7 +29,7 @@ import json
 import pickle
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -321,18 +321,19 @@ def section(results: dict[str, Any]) -> str:
             ),
             "```",
         ]
-    for sweep, caption in SWEEP_CAPTIONS.items():
+    for sweep, (heading, varies) in SWEEP_CAPTIONS.items():
         swept = {name: res for name, res in results.items() if sweep in res}
         if not swept:
             continue
         dates = "; ".join(
             sorted({f"{r[sweep + '_date']}, {r[sweep + '_machine']}" for r in swept.values()})
         )
+        held = next(iter(swept.values())).get(f"{sweep}_settings", SWEPT_BEFORE[sweep])
         lines += [
             "",
-            f"{caption[0]} (`python benchmarks/tune_fusion.py --sweep {sweep} DATASET…`, "
+            f"{heading} (`python benchmarks/tune_fusion.py --sweep {sweep} DATASET…`, "
             f"{dates}): not replayed — the product's own hybrid DBSF search (library path, "
-            f"feedback on), {caption[1]}:",
+            f"feedback on), {varies(held)}:",
         ]
         for name, res in swept.items():
             rows = res[sweep]
@@ -343,21 +344,35 @@ def section(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-SWEEP_CAPTIONS = {
+SWEEP_CAPTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "dense_shares": (
         "Dense prefetch depth",
-        "its dense prefetch D deep beside the BM25 prefetch's 360 "
-        "(`NCINDEX_DENSE_PREFETCH_SHARE` = D / 360, rounded up; the first pass's BM25 branch "
-        "360 deep, as it was then)",
+        lambda held: (
+            "its dense prefetch D deep beside the BM25 prefetch's 360 "
+            "(`NCINDEX_DENSE_PREFETCH_SHARE` = D / 360, rounded up; the first pass's BM25 branch "
+            f"{min(FEEDBACK_POOL, held['bm25_feedback_first_depth'])} deep)"
+        ),
     ),
     "first_depths": (
         "Depth of the first pass's BM25 branch",
-        "the BM25 branch of the first pass (the ranking that picks the 3 feedback documents) "
-        "D deep, the dense prefetch 180 and the expanded BM25 one 360 "
-        "(`NCINDEX_BM25_FEEDBACK_FIRST_DEPTH` = D)",
+        lambda held: (
+            "the BM25 branch of the first pass (the ranking that picks the feedback "
+            "documents) D deep, the dense prefetch "
+            f"{Pool.shared(FEEDBACK_POOL, held['dense_prefetch_share']).dense} and the "
+            "expanded BM25 one 360 (`NCINDEX_BM25_FEEDBACK_FIRST_DEPTH` = D)"
+        ),
     ),
 }
-"""Sweep name → (heading, what its rows vary) in the section."""
+"""Sweep name → (heading, what its rows vary, given the settings the sweep held) in the
+section."""
+
+SWEPT_BEFORE = {
+    "dense_shares": {"dense_prefetch_share": 0.5, "bm25_feedback_first_depth": 360},
+    "first_depths": {"dense_prefetch_share": 0.5, "bm25_feedback_first_depth": 60},
+}
+"""The settings held by sweeps written before they were recorded (``<sweep>_settings``):
+``dense_shares`` on 2026-12-04 (the first pass as deep as the pool then), ``first_depths``
+on 2026-12-05."""
 
 
 PARTS = ("tune", "test", "all")
@@ -483,6 +498,9 @@ def main(argv: Sequence[str]) -> int:
                 entry[args.sweep] = sweep_scores(index, dataset, halves, args.sweep)
                 entry[f"{args.sweep}_date"] = today
                 entry[f"{args.sweep}_machine"] = machine()
+                entry[f"{args.sweep}_settings"] = {
+                    name: getattr(settings, name) for name, _ in SWEEPS.values()
+                }
                 index.close()
                 write_json("fusion_tuning.json", results)
                 continue

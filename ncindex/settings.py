@@ -325,8 +325,9 @@ class Settings(BaseSettings):
         le=3000,
         description="Depth of the BM25 branch in the first pass of a search expanded by "
         "feedback (at most the pool): that pass only picks the feedback documents, and the "
-        "expanded BM25 branch is asked as deep as the pool. A BM25 branch's cost grows with its "
-        "depth at scale; measured in benchmarks/RESULTS.md, Fusion tuning and Scale.",
+        "expanded BM25 branch is asked as deep as the pool. A BM25 branch that walks its posting "
+        "lists (a filter letting most points through) costs more the deeper it is; measured in "
+        "benchmarks/RESULTS.md, Fusion tuning and Scale.",
     )
     verify_concurrency: int = Field(8, ge=1, description="Parallel verification requests.")
     user_cache_seconds: int = Field(

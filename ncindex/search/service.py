@@ -8,7 +8,8 @@
    (RM3, :func:`~ncindex.embedding.analyzer.feedback_query_vector`); the BM25 branch is then
    asked again with the expanded query and fused anew with the dense branch already in hand.
    Since that first ranking only picks the feedback documents, its BM25 branch is asked only
-   ``bm25_feedback_first_depth`` deep (a BM25 branch costs what its depth does at scale).
+   ``bm25_feedback_first_depth`` deep (a BM25 branch walking its posting lists stops pruning
+   them later for a deeper top).
    RRF searches are not expanded: with RRF, feedback lost on SciFact (benchmarks/RESULTS.md,
    "Fusion tuning").
 3. One ranking: a BM25 branch over the candidate pool and a dense one over
@@ -110,10 +111,11 @@ class Pool:
     """Candidates per branch of one search (each branch is asked once; with feedback the
     BM25 one twice, first ``bm25_feedback_first_depth`` deep, then expanded over the pool):
     ``sparse`` (BM25) is the pool, ``dense`` its ``dense_prefetch_share`` (at least 1) when
-    both halves are fused. At scale each half's cost grows with its depth: the dense half's
-    HNSW beam is at least as wide (:meth:`~ncindex.store.layout.CollectionLayout.beam`), and
-    the BM25 half stops pruning its posting lists later for a deeper top
-    (benchmarks/RESULTS.md, Scale)."""
+    both halves are fused. At scale the dense half's cost grows with its depth (its HNSW
+    beam is at least as wide: :meth:`~ncindex.store.layout.CollectionLayout.beam`), and so
+    does the BM25 half's where it walks its posting lists (a filter letting most points
+    through): it stops pruning them later for a deeper top; where the filter's points are
+    scanned, depth costs little (benchmarks/RESULTS.md, Scale)."""
 
     dense: int
     sparse: int

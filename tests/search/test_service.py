@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest.mock import Mock
 
 import pytest
 from search_corpus import Doc, expected, index_docs, make_docs
@@ -379,43 +380,60 @@ def test_the_dense_branch_is_its_share_of_the_pool(
 
 
 @pytest.mark.parametrize(
-    ("first", "fusion", "limits"),
+    ("first", "fusion", "mode", "limits"),
     [
-        (12, "dbsf", [("dense", 180), ("sparse", 12), ("sparse", 360)]),
-        (3000, "dbsf", [("dense", 180), ("sparse", 360), ("sparse", 360)]),  # at most the pool
-        (12, "rrf", [("dense", 180), ("sparse", 360)]),  # no feedback: the pool at once
+        (12, "dbsf", "hybrid", [("dense", 180), ("sparse", 12), ("sparse", 360)]),
+        (3000, "dbsf", "hybrid", [("dense", 180), ("sparse", 360), ("sparse", 360)]),  # ≤ pool
+        (12, "rrf", "hybrid", [("dense", 180), ("sparse", 360)]),  # no feedback: the pool
+        (12, "dbsf", "sparse", [("sparse", 360)]),  # one half: no feedback, the pool
+        (12, "dbsf", "degraded", [("sparse", 360)]),  # hybrid whose dense embedding failed
     ],
 )
 def test_the_first_pass_bm25_branch_is_shallow_only_before_feedback(
     corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, first: int,
-    fusion: str, limits: list[tuple[str, int]],
+    fusion: str, mode: str, limits: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """Only a search expanded by feedback asks its first BM25 branch
-    ``bm25_feedback_first_depth`` deep (never deeper than the pool); the ranking's BM25
-    branch is always the pool's depth."""
+    ``bm25_feedback_first_depth`` deep (never deeper than the pool); a ranking's BM25
+    branch — the expanded one, or the only one of a search without feedback — is always the
+    pool's depth."""
+    if mode == "degraded":
+        monkeypatch.setattr(embedder, "embed_query_dense", Mock(side_effect=RuntimeError("x")))
     store = Recording(corpus)
     svc = recording_service(store, embedder, verifiers, bm25_feedback_first_depth=first)
-    svc.search(client_of("alice"), SearchRequest(query="lighthouse lens", fusion=fusion))
+    response = svc.search(
+        client_of("alice"), SearchRequest(query="lighthouse lens", fusion=fusion),
+        mode="sparse" if mode == "sparse" else "hybrid",
+    )  # fmt: skip
+    assert response.degraded is (mode == "degraded")
     assert store.limits() == limits
     svc.close()
 
 
-def test_with_no_feedback_document_left_the_query_own_bm25_branch_is_asked_over_the_pool(
-    corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers
-) -> None:
+@pytest.mark.parametrize(
+    ("first", "limits"),
+    [
+        (60, [("dense", 180), ("sparse", 60), ("sparse", 360)]),
+        (3000, [("dense", 180), ("sparse", 360)]),  # already the pool's depth: asked once
+    ],
+)
+def test_with_no_feedback_document_left_the_query_own_bm25_branch_is_over_the_pool(
+    corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers, first: int,
+    limits: list[tuple[str, int]],
+) -> None:  # fmt: skip
     """When every feedback document vanished between the first ranking and the read of its
-    texts, nothing expands the query: the BM25 branch is asked again with the query's own
-    terms over the whole pool, so the ranking is as deep as without feedback."""
+    texts, nothing expands the query: the ranking's BM25 branch is the query's own terms over
+    the whole pool — asked again when the first pass asked fewer, not again otherwise."""
     store = Recording(corpus)
-    svc = recording_service(store, embedder, verifiers)
+    svc = recording_service(store, embedder, verifiers, bm25_feedback_first_depth=first)
     request = SearchRequest(query="lighthouse lens")
     own = embedder.embed_query_sparse(request.query)
-    first = corpus.branch(sparse=own, flt=None, limit=60)
-    dense = corpus.branch(dense=embedder.embed_query_dense(request.query), flt=None, limit=180)
-    store.vanished = {h.id for h in first} | {h.id for h in dense}
+    found = corpus.branch(sparse=own, flt=None, limit=360)
+    found += corpus.branch(dense=embedder.embed_query_dense(request.query), flt=None, limit=360)
+    store.vanished = {h.id for h in found}
     svc.search(client_of("alice"), request)
-    assert store.limits() == [("dense", 180), ("sparse", 60), ("sparse", 360)]
-    assert store.sparse() == [own, own]
+    assert store.limits() == limits
+    assert all(vector == own for vector in store.sparse())
     svc.close()
 
 
