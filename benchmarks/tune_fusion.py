@@ -427,9 +427,10 @@ only, `test` reported beside. (Before: nDCG@10 only, and never a loss elsewhere.
   0.965 on `test` — outside the rule (@10 metrics), reported here.
 - **New default (2026-12-05, issue 20): the first pass's BM25 branch 60 deep**
   (`NCINDEX_BM25_FEEDBACK_FIRST_DEPTH=60`; table at the end, the product's own search, not
-  replayed). A change for cost: the first ranking only picks the 3 feedback documents, and at
-  scale a BM25 branch costs what its depth does ("Scale"). Held to the loss bound, 0.005 on
-  either `tune` half, against the first pass at 360 (the search before): SciFact nDCG@10
+  replayed). A change for cost: the first ranking only picks the 3 feedback documents, and a
+  BM25 branch walking its posting lists (one user's filter) costs more the deeper it is: at a
+  million chunks the search's query stage p50 fell ~6 ms ("Scale"). Held to the loss bound,
+  0.005 on either `tune` half, against the first pass at 360 (the search before): SciFact nDCG@10
   0.6964 → 0.7043 (+0.008), Recall@10 0.832 → 0.832; NPL 0.5490 → 0.5490, 0.2748 → 0.2721
   (−0.003). On the `test` halves SciFact fell 0.7690 → 0.7647 (−0.004; Recall@10 0.899 →
   0.893) and NPL rose 0.5239 → 0.5245. 36 was as good on `tune` (SciFact +0.005, NPL +0.005)
