@@ -556,8 +556,8 @@ class SearchService:
         t0 = time.perf_counter()
         expanded = self._feedback(store, query, ranking[: docs * CHUNKS_PER_DOC], docs)
         if expanded is not None or first < pool.sparse:
-            # no feedback documents left (deleted since the ranking): the query's own terms,
-            # as deep as the pool
+            # the expanded query, or — no feedback document left (deleted since the ranking)
+            # — the query's own terms again, now as deep as the pool
             branches["sparse"] = store.branch(
                 sparse=sparse if expanded is None else expanded, flt=flt, limit=pool.sparse,
                 fields=(),
