@@ -508,7 +508,7 @@ def measure(
         "bound_p95_ms": round(pct(bounds, 0.95), 2),
         "round_trip_p50_ms": round(statistics.median(r["rtt"] for r in rows), 2),
         "page_checks_p50_ms": round(statistics.median(r["page_checks"] for r in rows), 2),
-        "feedback_first_depth": min(pool.sparse, settings.bm25_feedback_first_depth),
+        "feedback_first_depth": min(pool.sparse, run_settings.bm25_feedback_first_depth),
         "search_stages_p50_ms": {
             stage: round(statistics.median(r["stages"].get(stage, 0.0) for r in rows), 2)
             for stage in ("embed", "feedback", "query", "payloads", "verify")

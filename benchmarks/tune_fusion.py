@@ -30,6 +30,7 @@ import pickle
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,14 +65,53 @@ again with the expanded query."""
 
 FEEDBACK_POOL = 360
 
-SWEEPS: dict[str, tuple[str, tuple[float, ...]]] = {
-    "dense_shares": ("dense_prefetch_share", (1.0, 0.6666, 0.5, 0.45, 0.4)),
-    "first_depths": ("bm25_feedback_first_depth", (360, 180, 120, 60, 36, 12)),
+
+@dataclass(frozen=True)
+class Sweep:
+    """One ``--sweep NAME``: the product's own search at each of ``values`` of ``setting``,
+    its rows labelled by ``label(value)``, its table headed ``heading`` and captioned by
+    ``varies(held)`` — ``held`` the settings the run held (``<NAME>_settings`` in
+    ``fusion_tuning.json``; ``held_before`` for a run written before they were recorded)."""
+
+    setting: str
+    values: tuple[float, ...]
+    heading: str
+    label: Callable[[float], str]
+    varies: Callable[[dict[str, Any]], str]
+    held_before: dict[str, Any]
+
+
+SWEEPS = {
+    "dense_shares": Sweep(
+        "dense_prefetch_share",
+        (1.0, 0.6666, 0.5, 0.45, 0.4),
+        "Dense prefetch depth",
+        lambda value: f"dense {Pool.shared(FEEDBACK_POOL, value).dense}/{FEEDBACK_POOL}",
+        lambda held: (
+            "its dense prefetch D deep beside the BM25 prefetch's 360 "
+            "(`NCINDEX_DENSE_PREFETCH_SHARE` = D / 360, rounded up; the first pass's BM25 branch "
+            f"{min(FEEDBACK_POOL, held['bm25_feedback_first_depth'])} deep)"
+        ),
+        # 2026-12-04: the first pass as deep as the pool
+        {"dense_prefetch_share": 0.5, "bm25_feedback_first_depth": FEEDBACK_POOL},
+    ),
+    "first_depths": Sweep(
+        "bm25_feedback_first_depth",
+        (360, 180, 120, 60, 36, 12),
+        "Depth of the first pass's BM25 branch",
+        lambda value: f"first BM25 {min(FEEDBACK_POOL, int(value))}/{FEEDBACK_POOL}",
+        lambda held: (
+            "the BM25 branch of the first pass (the ranking that picks the feedback "
+            "documents) D deep, the dense prefetch "
+            f"{Pool.shared(FEEDBACK_POOL, held['dense_prefetch_share']).dense} and the "
+            "expanded BM25 one 360 (`NCINDEX_BM25_FEEDBACK_FIRST_DEPTH` = D)"
+        ),
+        {"dense_prefetch_share": 0.5, "bm25_feedback_first_depth": 60},  # 2026-12-05
+    ),
 }
-"""``--sweep NAME``: the setting it varies in the product's own search and its values —
-``dense_shares``: the dense prefetch at 360, 240, 180, 162 and 144 of the BM25 one's 360;
-``first_depths``: the first pass's BM25 branch (which picks the feedback documents) at 360
-down to 12 deep."""
+"""``--sweep NAME`` — ``dense_shares``: the dense prefetch at 360, 240, 180, 162 and 144 of
+the BM25 one's 360; ``first_depths``: the first pass's BM25 branch (which picks the feedback
+documents) at 360 down to 12 deep."""
 
 Ranked = list[tuple[str, float]]  # (corpus id of the chunk's document, branch score)
 
@@ -321,19 +361,19 @@ def section(results: dict[str, Any]) -> str:
             ),
             "```",
         ]
-    for sweep, (heading, varies) in SWEEP_CAPTIONS.items():
+    for sweep, spec in SWEEPS.items():
         swept = {name: res for name, res in results.items() if sweep in res}
         if not swept:
             continue
         dates = "; ".join(
             sorted({f"{r[sweep + '_date']}, {r[sweep + '_machine']}" for r in swept.values()})
         )
-        held = next(iter(swept.values())).get(f"{sweep}_settings", SWEPT_BEFORE[sweep])
+        held = next(iter(swept.values())).get(f"{sweep}_settings", spec.held_before)
         lines += [
             "",
-            f"{heading} (`python benchmarks/tune_fusion.py --sweep {sweep} DATASET…`, "
+            f"{spec.heading} (`python benchmarks/tune_fusion.py --sweep {sweep} DATASET…`, "
             f"{dates}): not replayed — the product's own hybrid DBSF search (library path, "
-            f"feedback on), {varies(held)}:",
+            f"feedback on), {spec.varies(held)}:",
         ]
         for name, res in swept.items():
             rows = res[sweep]
@@ -342,37 +382,6 @@ def section(results: dict[str, Any]) -> str:
             }
             lines += ["", "```", table(cells, "variant"), "```"]
     return "\n".join(lines) + "\n"
-
-
-SWEEP_CAPTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
-    "dense_shares": (
-        "Dense prefetch depth",
-        lambda held: (
-            "its dense prefetch D deep beside the BM25 prefetch's 360 "
-            "(`NCINDEX_DENSE_PREFETCH_SHARE` = D / 360, rounded up; the first pass's BM25 branch "
-            f"{min(FEEDBACK_POOL, held['bm25_feedback_first_depth'])} deep)"
-        ),
-    ),
-    "first_depths": (
-        "Depth of the first pass's BM25 branch",
-        lambda held: (
-            "the BM25 branch of the first pass (the ranking that picks the feedback "
-            "documents) D deep, the dense prefetch "
-            f"{Pool.shared(FEEDBACK_POOL, held['dense_prefetch_share']).dense} and the "
-            "expanded BM25 one 360 (`NCINDEX_BM25_FEEDBACK_FIRST_DEPTH` = D)"
-        ),
-    ),
-}
-"""Sweep name → (heading, what its rows vary, given the settings the sweep held) in the
-section."""
-
-SWEPT_BEFORE = {
-    "dense_shares": {"dense_prefetch_share": 0.5, "bm25_feedback_first_depth": 360},
-    "first_depths": {"dense_prefetch_share": 0.5, "bm25_feedback_first_depth": 60},
-}
-"""The settings held by sweeps written before they were recorded (``<sweep>_settings``):
-``dense_shares`` on 2026-12-04 (the first pass as deep as the pool then), ``first_depths``
-on 2026-12-05."""
 
 
 PARTS = ("tune", "test", "all")
@@ -442,27 +451,19 @@ only, `test` reported beside. (Before: nDCG@10 only, and never a loss elsewhere.
 """
 
 
-def sweep_label(sweep: str, value: float) -> str:
-    """A row's label in sweep ``sweep`` (:data:`SWEEPS`): ``dense D/360``, ``first BM25 D/360``
-    (D the branch's depth at a 10-result page)."""
-    if sweep == "dense_shares":
-        return f"dense {Pool.shared(FEEDBACK_POOL, value).dense}/{FEEDBACK_POOL}"
-    return f"first BM25 {min(FEEDBACK_POOL, int(value))}/{FEEDBACK_POOL}"
-
-
 def sweep_scores(
     index: LibraryIndex, dataset: BeirDataset, halves: tuple[list[str], list[str]], sweep: str
 ) -> dict[str, dict[str, dict[str, float]]]:
     """The product's hybrid DBSF search through ``index`` (the other settings as configured)
-    at each value of sweep ``sweep`` (:data:`SWEEPS`): label (:func:`sweep_label`) → half →
-    metric of a 10-result page."""
-    setting, values = SWEEPS[sweep]
+    at each value of sweep ``sweep`` (:data:`SWEEPS`): row label → half → metric of a
+    10-result page."""
+    spec = SWEEPS[sweep]
     base = index.service.settings
     out: dict[str, dict[str, dict[str, float]]] = {}
     try:
-        for value in values:
-            index.service.settings = base.model_copy(update={setting: value})
-            out[sweep_label(sweep, value)] = product_scores(
+        for value in spec.values:
+            index.service.settings = base.model_copy(update={spec.setting: value})
+            out[spec.label(value)] = product_scores(
                 index, dataset, halves, ("hybrid_dbsf",), deep=False
             )["hybrid_dbsf"]
     finally:
@@ -500,7 +501,7 @@ def main(argv: Sequence[str]) -> int:
                 entry[f"{args.sweep}_date"] = today
                 entry[f"{args.sweep}_machine"] = machine()
                 entry[f"{args.sweep}_settings"] = {
-                    name: getattr(settings, name) for name, _ in SWEEPS.values()
+                    spec.setting: getattr(settings, spec.setting) for spec in SWEEPS.values()
                 }
                 index.close()
                 write_json("fusion_tuning.json", results)
