@@ -53,6 +53,12 @@ log = structlog.get_logger(__name__)
 
 #: The namespace of ``ncindex up`` when ``NCINDEX_NAMESPACE`` is not set.
 NAMESPACE = "ncindex-up"
+#: How long a stop waits before it puts the messages of tasks still running back (seconds),
+#: whatever the grace: the consumer's loop reads Celery's stop flag at least every second and
+#: takes messages until then — one put back before would be taken again at once, its message
+#: left unacknowledged for the visibility timeout (seen: with one task running and room for
+#: another).
+FLAG_READ_SECONDS = 1.5
 
 
 class EmbeddedWorker:
@@ -110,14 +116,15 @@ class EmbeddedWorker:
         unrun — and close its broker connection, whereupon kombu's Redis transport puts every
         unacknowledged message back on its queue at once (``QoS.restore_unacked_once``), so
         the next start resumes them instead of waiting out the visibility timeout. When tasks
-        still run after ``grace`` seconds, their messages are put back at once
+        still run after ``grace`` seconds (at least :data:`FLAG_READ_SECONDS`, once the
+        consumer has stopped taking messages), their messages are put back at once
         (:meth:`_restore_unacked`) and the process exits without waiting for them; they run
         again on the next start (indexing is idempotent: a document's unchanged chunks are
         kept).
         """
         self.stopping.set()
         state.should_stop = 0  # EX_OK: the flag Celery's SIGTERM handler sets
-        self.thread.join(grace)
+        self.thread.join(max(grace, FLAG_READ_SECONDS))
         if not self.thread.is_alive():
             return True
         log.warning("worker_stop_grace_over", grace=grace)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 # --- Celery task names (public, never namespaced) ----------------------------------------
 INDEX_NODE = "ncindex.index_node"
+INDEX_NODES = "ncindex.index_nodes"
 EVICT_NODE = "ncindex.evict_node"
 MOVE_PATH = "ncindex.move_path"
 INDEX_DOCUMENT = "ncindex.index_document"

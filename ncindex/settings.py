@@ -273,6 +273,14 @@ class Settings(BaseSettings):
         2.0, gt=0, le=60, description="How often a process re-reads which model is live, seconds."
     )
     embed_batch_size: int = Field(16, ge=1, description="Most chunks in one embedding batch.")
+    index_batch_docs: int = Field(
+        32,
+        ge=1,
+        le=256,
+        description="Most files and notes one indexing task takes when many are sent at once "
+        "(a scan, a folder walk, a tag event): one look-up, one embedding run and one write "
+        "for all of them. 1 ⇒ one task per document.",
+    )
     embed_threads: int | None = Field(
         None,
         ge=1,

@@ -132,6 +132,7 @@ def hooks_blueprint(receiver: Receiver) -> Blueprint:
                 plan.actions,
                 receiver.settings.debounce_seconds,
                 keys=receiver.settings.names,
+                batch_docs=receiver.settings.index_batch_docs,
             )
         except BrokerUnavailable as exc:
             WEBHOOK_EVENTS.labels("rejected", "backend_unavailable").inc()

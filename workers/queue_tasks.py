@@ -44,6 +44,7 @@ def send_actions_task(
         keys=services.settings.names,
         countdown=countdown,
         key_seconds=key_seconds,
+        batch_docs=services.settings.index_batch_docs,
     )
     log.info("fan_out_sent", task_id=self.request.id, queued=queued, coalesced=coalesced)
     return {"queued": queued, "coalesced": coalesced}

@@ -155,6 +155,7 @@ def index_folder(
         keys=settings.names,
         countdown=settings.debounce_seconds,
         key_seconds=max(60.0, settings.debounce_seconds),
+        batch_docs=settings.index_batch_docs,
     )
     counts = {"listed": step.listed, "files": step.files, "queued": queued}
     log.info("folder_walked", user=user, remaining=len(step.remaining), **counts)

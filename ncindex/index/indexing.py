@@ -21,13 +21,15 @@ a file parked for killing its worker (:meth:`Indexer.park_node`).
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import structlog
+from celery.exceptions import SoftTimeLimitExceeded
 from qdrant_client import models
 
-from ncindex.documents import DocRef, DocType
+from ncindex.documents import DocRef, DocType, SourceDocument
 from ncindex.errors import (
     ExtractionError,
     FileGone,
@@ -39,7 +41,7 @@ from ncindex.errors import (
 from ncindex.index.access import GONE, Access
 from ncindex.index.deadletter import DeadLetters, node_subject
 from ncindex.index.locks import document_lock
-from ncindex.index.steps import Outcome, Steps
+from ncindex.index.steps import Outcome, Steps, Stored
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.runtime import Services
@@ -49,6 +51,25 @@ from ncindex.sources.registry import NODE_TYPES, SOURCES
 from ncindex.store.queries import acl_condition, doc_type_condition
 
 log = structlog.get_logger(__name__)
+
+
+BATCH_MAX_FILE_BYTES = 1 << 20
+"""Files bigger than this (bytes, their WebDAV size) are left by :meth:`Indexer.index_nodes` to
+a task of their own: a batch saves each file ~12 ms of a task's own costs (requests, Redis,
+Celery; benchmarks/indexing_reading.md), nothing beside the seconds a large file's extraction
+(OCR, a long PDF) and embedding take — and a batch of those could pass the task's soft time
+limit, which sends every file of it to a task of its own to be read again."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A file read and extracted for indexing, its new text not yet written: its id, the
+    entry it was looked up as, the document, and its stored version (read under its lock)."""
+
+    file_id: int
+    entry: DavEntry
+    doc: SourceDocument
+    stored: Stored
 
 
 class Indexer:
@@ -123,6 +144,113 @@ class Indexer:
         except NotFound:
             self.access.remove_node(user, file_id, lost=GONE)
             return Outcome("evicted")
+        read = self._read_node(client, user, file_id, entry, on_version)
+        if isinstance(read, Outcome):
+            return read
+        outcome = self.steps.write_document(read.doc, read.stored)
+        if not recheck or outcome.action != "indexed":
+            return outcome
+        return self._rechecked(user, read, outcome, self._alone(client, file_id))
+
+    def index_nodes(
+        self, user: str, file_ids: Sequence[int]
+    ) -> tuple[dict[int, Outcome], list[int]]:
+        """:meth:`index_node` for many files of ``user`` at once, with fewer requests and one
+        write: one WebDAV SEARCH for all of them, each read and extracted, the new texts embedded
+        in one run and upserted in one write (:meth:`Steps.write_documents`), then one SEARCH
+        to recheck what was written. The caller holds each file's lock.
+
+        Returns the outcome of each file it finished and the ids it leaves to a task of their
+        own (:meth:`index_node`, with its retries and failure records): a file over
+        :data:`BATCH_MAX_FILE_BYTES`, a file whose read or
+        extraction raised anything but :class:`NextcloudAuthError` (raised: the account is
+        refused), every file still unwritten when the write failed, and every written one when
+        its recheck failed (that run finds its text unchanged). Raises what the first SEARCH
+        raises: the caller leaves every file to such a task.
+
+        A file the first answer lists with tags is looked up again alone
+        (:meth:`~ncindex.nextcloud.client.NextcloudClient.find_by_id`): in an answer of several
+        files nextcloud/server ``apps/dav/lib/SystemTag/SystemTagPlugin.php``
+        ``getTagsForFile`` merges the tags it cached from earlier files (keyed by their place
+        in the file's tag list) with those it fetches (keyed by their id) by ``+=``, which can
+        drop a tag the file carries; it cannot drop every tag (a file with a cached tag lists
+        it), so a file listed without tags has none."""
+        client = self.services.account(user)
+        entries = client.find_by_ids(file_ids)
+        outcomes: dict[int, Outcome] = {}
+        alone: list[int] = []
+        ready: list[_Read] = []
+        for file_id in dict.fromkeys(file_ids):
+            entry = entries.get(file_id)
+            if entry is not None and (entry.size or 0) > BATCH_MAX_FILE_BYTES:
+                alone.append(file_id)
+                continue
+            try:
+                if entry is not None and entry.tags and len(entries) > 1:
+                    entry = self._alone(client, file_id)
+                if entry is None:
+                    self.access.remove_node(user, file_id, lost=GONE)
+                    outcomes[file_id] = Outcome("evicted")
+                    continue
+                read = self._read_node(client, user, file_id, entry, None)
+            except (NextcloudAuthError, SoftTimeLimitExceeded):
+                raise
+            except Exception as exc:  # left to its own task, which records or retries it
+                log.info("left_to_own_task", file_id=file_id, error=f"{type(exc).__name__}: {exc}")
+                alone.append(file_id)
+                continue
+            if isinstance(read, Outcome):
+                outcomes[file_id] = read
+            else:
+                ready.append(read)
+        if not ready:
+            return outcomes, alone
+        try:
+            written = self.steps.write_documents([(r.doc, r.stored, None) for r in ready])
+        except SoftTimeLimitExceeded:
+            raise
+        except Exception as exc:
+            log.info("left_to_own_task", files=len(ready), error=f"{type(exc).__name__}: {exc}")
+            return outcomes, alone + [r.file_id for r in ready]
+        indexed = [r for r, o in zip(ready, written, strict=True) if o.action == "indexed"]
+        outcomes.update(
+            (r.file_id, o) for r, o in zip(ready, written, strict=True) if o.action != "indexed"
+        )
+        if not indexed:
+            return outcomes, alone
+        try:
+            now = client.find_by_ids([r.file_id for r in indexed])
+        except SoftTimeLimitExceeded:
+            raise
+        except Exception as exc:
+            log.info("left_to_own_task", files=len(indexed), error=f"{type(exc).__name__}: {exc}")
+            return outcomes, alone + [r.file_id for r in indexed]
+        for r, o in zip(ready, written, strict=True):
+            if o.action == "indexed":
+                outcomes[r.file_id] = self._rechecked(user, r, o, now.get(r.file_id))
+        return outcomes, alone
+
+    @staticmethod
+    def _alone(client: NextcloudClient, file_id: int) -> DavEntry | None:
+        """File ``file_id`` looked up by id in an answer of its own, ``None`` when it is not
+        visible (:meth:`~ncindex.nextcloud.client.NextcloudClient.find_by_id`)."""
+        try:
+            return client.find_by_id(file_id)
+        except NotFound:
+            return None
+
+    def _read_node(
+        self,
+        client: NextcloudClient,
+        user: str,
+        file_id: int,
+        entry: DavEntry,
+        on_version: Callable[[str], None] | None,
+    ) -> Outcome | _Read:
+        """The steps of :meth:`index_node` before the write, for ``entry`` as just looked up
+        by id: an :class:`Outcome` when nothing is left to write (a folder, parked, not
+        eligible, unextractable, gone, refused, or only its metadata changed), else what to
+        write (:class:`_Read`). Raises :class:`StaleEntry` and what the source raises."""
         if entry.is_folder:
             return Outcome("folder", path=entry.path)
         parked = self.deadletters.blocked(node_subject(file_id), entry.etag)
@@ -162,18 +290,20 @@ class Indexer:
             return Outcome("ineligible", ref.key, reason="download refused")
         if doc is None:  # unchanged content (conditional GET answered 304 / same etag)
             return self.steps.update_metadata(stored, user, entry.path, {"tags": entry.tags})
-        outcome = self.steps.write_document(doc, stored)
-        if not recheck or outcome.action != "indexed":
-            return outcome
-        try:
-            now = client.find_by_id(file_id)
-        except NotFound:
-            self.access.remove_node(user, file_id, lost=GONE)
-            log.info("gone_while_indexed", doc_key=ref.key, user=user)
-            return Outcome("evicted", ref.key, outcome.embedded)
-        if now.path != entry.path:
-            log.info("moved_while_indexed", doc_key=ref.key, path=now.path)
-            self.index_node(user, file_id, recheck=False)
+        return _Read(file_id, entry, doc, stored)
+
+    def _rechecked(self, user: str, read: _Read, outcome: Outcome, now: DavEntry | None) -> Outcome:
+        """After ``read``'s version was written (``outcome``), what the recheck by id found
+        (``now``; ``None``: not visible): a folder renamed or deleted while it was embedded
+        fires one event, for the folder, whose task found nothing of this file indexed yet.
+        Gone ⇒ evicted; moved ⇒ its paths brought up to date (one more pass, no embedding)."""
+        if now is None:
+            self.access.remove_node(user, read.file_id, lost=GONE)
+            log.info("gone_while_indexed", doc_key=read.doc.ref.key, user=user)
+            return Outcome("evicted", read.doc.ref.key, outcome.embedded)
+        if now.path != read.entry.path:
+            log.info("moved_while_indexed", doc_key=read.doc.ref.key, path=now.path)
+            self.index_node(user, read.file_id, recheck=False)
         return outcome
 
     def park_node(

@@ -3,7 +3,8 @@ scans, the model changes.
 
 :func:`hold` takes a named lock (a key of :meth:`ncindex.names.Names.lock`) with an expiry and
 a wait, and says whether it got it; :func:`document_lock` is the lock the indexing operations
-and ``ncindex reindex`` hold for one document, built on it.
+and ``ncindex reindex`` hold for one document, built on it, and :func:`document_locks` the
+same locks of many documents that are free now (a task indexing several at once).
 
 A lock lost while held (expired, or Redis flushed or restarted) is logged on release, never
 raised: the block's own exception, or its finished work, is what the caller reports.
@@ -11,8 +12,8 @@ raised: the block's own exception, or its finished work, is what the caller repo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 
 import redis
 import structlog
@@ -69,3 +70,20 @@ def document_lock(
             raise LockBusy(f"node {key} is locked")
         with services.models.pinned():
             yield
+
+
+@contextmanager
+def document_locks(services: Services, subjects: Iterable[int | str]) -> Iterator[set[int | str]]:
+    """The :func:`document_lock` of each of ``subjects`` (file ids or doc keys) that is
+    free now, taken without waiting; yields the subjects held (the others are another run's:
+    the caller leaves them to a task of their own). The model view is pinned once for all
+    of them. Redis errors while taking them are raised (those taken are released)."""
+    held: set[int | str] = set()
+    with ExitStack() as stack:
+        for subject in subjects:
+            name = services.settings.names.lock("node", document_key(subject))
+            lock = hold(services.redis, name, ttl=services.settings.lock_ttl, wait=0)
+            if stack.enter_context(lock):
+                held.add(subject)
+        stack.enter_context(services.models.pinned())
+        yield held

@@ -8,13 +8,14 @@ method each, in their order:
    (:data:`ncindex.sources.registry.SOURCES`), which extracts the text of a file's bytes;
 4. :meth:`Steps.chunk` — the text cut into token-sized chunks;
 5. :meth:`Steps.embed` — the chunks' vectors, reused from the stored version where a chunk's
-   text and model are the same, embedded otherwise (concurrent tasks share model calls:
-   :mod:`ncindex.embedding.batching`);
-6. :meth:`Steps.write` — the new version's points written beside the old one;
+   text and model are the same, embedded otherwise (the documents of one write share an
+   embedding run, and concurrent tasks share model calls: :mod:`ncindex.embedding.batching`);
+6. :meth:`Steps.points` — the new version's points, written beside the old one;
 7. :meth:`Steps.clean_up` — the old version deleted, so a search never sees half a document.
 
-:meth:`Steps.write_document` runs 4–7 for a document whose text changed, or
-:meth:`Steps.update_metadata` (no embedding) when it did not. What composes them per operation
+:meth:`Steps.write_documents` runs 4–7 for documents whose text changed (one embedding run and
+one upsert for all of them), or :meth:`Steps.update_metadata` (no embedding) when it did not.
+What composes them per operation
 — and what happens when a step finds the document gone, unreadable or unextractable — is
 :class:`ncindex.index.indexing.Indexer`'s.
 
@@ -30,6 +31,7 @@ import posixpath
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,31 +193,43 @@ class Steps:
 
     # --- 5. embed --------------------------------------------------------------------------
 
-    def embed(self, chunks: list[Chunk], stored: Stored) -> tuple[list[Any], int]:
-        """Step 5: ``(dense, sparse)`` vectors for ``chunks``, in their order: reused from the
-        ``stored`` points (read with vectors) where a chunk's text and the model are the same
-        (the BM25 vector too if the same analyzer made it, else that one is computed again),
-        embedded otherwise through the shared batcher. Returns the vectors and how many
-        chunks were embedded."""
+    def embed(self, work: Sequence[tuple[list[Chunk], Stored]]) -> list[tuple[list[Any], int]]:
+        """Step 5: per ``(chunks, stored)`` of ``work``, the ``(dense, sparse)`` vectors of the
+        chunks in their order and how many of them were embedded: reused from the ``stored``
+        points (read with vectors) where a chunk's text and the model are the same (the BM25
+        vector too if the same analyzer made it, else that one is computed again), embedded
+        otherwise — every document's missing texts in one run of the shared batcher
+        (:mod:`ncindex.embedding.batching`, which cuts it into model calls)."""
         embedder = self.services.embedder
-        reuse = {
-            h: (
-                p.dense,
-                p.sparse
-                if p.payload.get("analyzer") == embedder.analyzer_version
-                else embedder.embed_documents_sparse([p.payload["text"]])[0],
-            )
-            for h, p in reusable_points(stored.points, embedder.model_name).items()
-        }
-        missing = [c for c in chunks if text_hash(c.text) not in reuse]
-        if missing:
-            fresh = self.batcher(embedder).embed([c.text for c in missing])
-            reuse.update({text_hash(c.text): vec for c, vec in zip(missing, fresh, strict=True)})
-        return [reuse[text_hash(c.text)] for c in chunks], len(missing)
+        reuses = []
+        missing: list[str] = []
+        for chunks, stored in work:
+            reuse = {
+                h: (
+                    p.dense,
+                    p.sparse
+                    if p.payload.get("analyzer") == embedder.analyzer_version
+                    else embedder.embed_documents_sparse([p.payload["text"]])[0],
+                )
+                for h, p in reusable_points(stored.points, embedder.model_name).items()
+            }
+            reuses.append(reuse)
+            missing.extend(c.text for c in chunks if text_hash(c.text) not in reuse)
+        fresh = iter(self.batcher(embedder).embed(missing) if missing else [])
+        out = []
+        for (chunks, _), reuse in zip(work, reuses, strict=True):
+            embedded = 0
+            for chunk in chunks:
+                key = text_hash(chunk.text)
+                if key not in reuse:
+                    reuse[key] = next(fresh)
+                    embedded += 1
+            out.append(([reuse[text_hash(c.text)] for c in chunks], embedded))
+        return out
 
     # --- 6. write --------------------------------------------------------------------------
 
-    def write(
+    def points(
         self,
         doc: SourceDocument,
         chunks: list[Chunk],
@@ -223,14 +237,15 @@ class Steps:
         *,
         acl: set[str],
         paths: dict[str, str],
-    ) -> None:
-        """Step 6: upsert ``doc``'s new version, one point per chunk with its vectors, for the
-        principals ``acl`` and the user → path map ``paths``. Its point ids are new
+    ) -> list[PointRecord]:
+        """Step 6's points: ``doc``'s new version, one point per chunk with its vectors, for
+        the principals ``acl`` and the user → path map ``paths``. Their ids are new
         (:func:`~ncindex.documents.point_id` hashes the text), so the old version stays
-        searchable until :meth:`clean_up`. Raises ``StoreUnavailable``."""
+        searchable until :meth:`clean_up`; :meth:`write_documents` upserts them (one write for
+        every document of a run; ``StoreUnavailable`` when the store fails)."""
         now = int(time.time())
         embedder = self.services.embedder
-        points = [
+        return [
             PointRecord(
                 id=point_id(doc.ref, doc.content_hash, chunk.index),
                 payload=build_payload(
@@ -248,7 +263,6 @@ class Steps:
             )
             for chunk, (dense, sparse) in zip(chunks, vectors, strict=True)
         ]
-        self.services.store.upsert(points)
 
     # --- 7. clean up -----------------------------------------------------------------------
 
@@ -264,43 +278,73 @@ class Steps:
     def write_document(
         self, doc: SourceDocument, stored: Stored, acl: set[str] | None = None
     ) -> Outcome:
-        """Bring the index in line with ``doc`` as read for ``doc.user``: metadata only when
-        its text is unchanged (:meth:`update_metadata`), else steps 4–7 — chunk, embed,
-        write, clean up. A text with no chunks deletes the document (``ineligible``).
-        ``doc`` is not modified.
+        """:meth:`write_documents` of one document."""
+        return self.write_documents([(doc, stored, acl)])[0]
 
-        ``acl`` replaces the stored principals (Deck: the board's participants); by default
-        ``doc.user`` is added to them. ``doc.path`` is ``None`` for types without paths."""
-        current = stored.payload
-        if current and current.get("content_hash") == doc.content_hash:
-            fields = {
-                "owner": doc.owner,
-                "title": doc.title,
-                "etag": doc.etag,
-                "modified_at": doc.modified_at,
-                "mime_type": doc.mime_type,
-                "size": doc.size,
-                "tags": doc.tags,
-                "category": doc.category,
-                "url": doc.url,
-                **doc.extra,
-            }
-            return self.update_metadata(stored, doc.user, doc.path, fields, acl)
-        if acl is None:
-            acl = set(current["acl"]) if current else set()
-        acl = set(acl) | {principal(doc.user)}
-        paths = dict(current["paths"]) if current else {}
-        if doc.path is not None:
-            paths[doc.user] = doc.path
-        chunks = self.chunk(doc)
-        if not chunks:
-            self.services.store.delete_document(doc.ref.key)
-            return Outcome("ineligible", doc.ref.key)
-        vectors, embedded = self.embed(chunks, stored)
-        self.write(doc, chunks, vectors, acl=acl, paths=paths)
-        self.clean_up(doc, stored)
-        log.info("indexed", doc_key=doc.ref.key, chunks=len(chunks), embedded=embedded)
-        return Outcome("indexed", doc.ref.key, embedded)
+    def write_documents(
+        self, items: Sequence[tuple[SourceDocument, Stored, set[str] | None]]
+    ) -> list[Outcome]:
+        """Bring the index in line with each ``(doc, stored, acl)`` of ``items`` as read for
+        ``doc.user`` (``stored`` read under the document's lock); one :class:`Outcome` per item,
+        in order. Metadata only when its text is unchanged (:meth:`update_metadata`), else
+        steps 4–7 — chunk, embed, write, clean up — where the documents to embed share one
+        embedding run (:meth:`embed`) and one upsert, and each old version is deleted only
+        after it. A text with no chunks deletes the document (``ineligible``). No ``doc`` is
+        modified. Raises ``StoreUnavailable`` (what was upserted before stays beside its old
+        version until the document's next write: :func:`whole_version`).
+
+        ``acl`` replaces the stored principals (Deck: the board's participants); ``None``
+        keeps them; ``doc.user`` is always added. ``doc.path`` is ``None`` for types without
+        paths."""
+        outcomes: list[Outcome | None] = [None] * len(items)
+        written = []
+        for place, (doc, stored, acl) in enumerate(items):
+            current = stored.payload
+            if current and current.get("content_hash") == doc.content_hash:
+                fields = {
+                    "owner": doc.owner,
+                    "title": doc.title,
+                    "etag": doc.etag,
+                    "modified_at": doc.modified_at,
+                    "mime_type": doc.mime_type,
+                    "size": doc.size,
+                    "tags": doc.tags,
+                    "category": doc.category,
+                    "url": doc.url,
+                    **doc.extra,
+                }
+                outcomes[place] = self.update_metadata(stored, doc.user, doc.path, fields, acl)
+                continue
+            if acl is None:
+                acl = set(current["acl"]) if current else set()
+            acl = set(acl) | {principal(doc.user)}
+            paths = dict(current["paths"]) if current else {}
+            if doc.path is not None:
+                paths[doc.user] = doc.path
+            chunks = self.chunk(doc)
+            if not chunks:
+                self.services.store.delete_document(doc.ref.key)
+                outcomes[place] = Outcome("ineligible", doc.ref.key)
+                continue
+            written.append((place, doc, stored, chunks, acl, paths))
+        if written:
+            vectors = self.embed([(chunks, stored) for _, _, stored, chunks, _, _ in written])
+            self.services.store.upsert(
+                [
+                    point
+                    for (_, doc, _, chunks, acl, paths), (vecs, _) in zip(
+                        written, vectors, strict=True
+                    )
+                    for point in self.points(doc, chunks, vecs, acl=acl, paths=paths)
+                ]
+            )
+            for (place, doc, stored, chunks, _, _), (_, embedded) in zip(
+                written, vectors, strict=True
+            ):
+                self.clean_up(doc, stored)
+                log.info("indexed", doc_key=doc.ref.key, chunks=len(chunks), embedded=embedded)
+                outcomes[place] = Outcome("indexed", doc.ref.key, embedded)
+        return [outcome for outcome in outcomes if outcome is not None]
 
     def update_metadata(
         self,

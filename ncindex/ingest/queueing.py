@@ -154,14 +154,21 @@ def enqueue(
     debounce_seconds: float,
     *,
     keys: Names,
+    batch_docs: int = 1,
 ) -> tuple[int, int]:
     """The receiver's :func:`send_actions`: debounced tasks wait ``debounce_seconds`` and their
     keys live four times as long (at least 1 s), so a task started late still coalesces; with
-    ``debounce_seconds`` 0 nothing is debounced; the keys are ``keys``'s. Returns
-    ``(queued, coalesced)``."""
+    ``debounce_seconds`` 0 nothing is debounced; the keys are ``keys``'s; ``batch_docs`` as
+    there. Returns ``(queued, coalesced)``."""
     if debounce_seconds <= 0:
         return send_actions(
-            producer, redis_client, actions, keys=keys, countdown=None, key_seconds=None
+            producer,
+            redis_client,
+            actions,
+            keys=keys,
+            countdown=None,
+            key_seconds=None,
+            batch_docs=batch_docs,
         )
     return send_actions(
         producer,
@@ -170,6 +177,7 @@ def enqueue(
         keys=keys,
         countdown=debounce_seconds,
         key_seconds=max(1.0, 4 * debounce_seconds),
+        batch_docs=batch_docs,
     )
 
 
@@ -181,11 +189,15 @@ def send_actions(
     keys: Names,
     countdown: float | None,
     key_seconds: float | None,
+    batch_docs: int = 1,
 ) -> tuple[int, int]:
-    """Send each action's task, coalescing against pending ones; returns ``(queued, coalesced)``.
+    """Send each action's task, coalescing against pending ones; returns ``(queued, coalesced)``
+    (counted in actions).
 
     More than :data:`FAN_OUT` actions are queued in parts for workers to send (they count as
-    queued; what coalesces is decided there).
+    queued; what coalesces is decided there). The ``ncindex.index_node`` actions left to send
+    go out as ``ncindex.index_nodes`` tasks of up to ``batch_docs`` files of one user each
+    (:func:`_messages`); ``batch_docs`` 1 sends one task per action.
 
     ``keys`` names the debounce keys (:attr:`~ncindex.names.Names.debounce_prefix`);
     ``key_seconds`` is how long a debounce key lives (``None``: no debounce, every task is
@@ -216,27 +228,77 @@ def send_actions(
     # pending before the tasks are out: a task may end before this call returns
     _track(redis_client, keys, [a for a, c in zip(actions, claims, strict=True) if not c.coalesced])
     queued = 0
-    for action, claim in zip(actions, claims, strict=True):
-        if claim.coalesced:
-            continue
-        kwargs = dict(action.kwargs)
-        if claim.key:
-            kwargs["debounce_key"] = claim.key
+    for message in _messages(actions, claims, batch_docs):
         try:
             producer.send_task(
-                action.task,
-                kwargs=kwargs,
-                queue=action.queue,
-                countdown=countdown if claim.key else None,
+                message.task,
+                kwargs=message.kwargs,
+                queue=message.queue,
+                countdown=countdown if message.debounced else None,
                 retry_policy=PUBLISH_RETRY,
             )
         except Exception as exc:  # kombu/redis raise several types; none may be acknowledged
             _settle(redis_client, claims, token)
             raise BrokerUnavailable(f"broker: {exc}") from exc
-        claim.sent = True
-        queued += 1
+        for claim in message.claims:
+            claim.sent = True
+        queued += len(message.claims)
     _settle(redis_client, claims, token)
     return queued, len(actions) - queued
+
+
+@dataclasses.dataclass(slots=True)
+class _Message:
+    """One task to send: its name, keyword arguments and queue, whether it is debounced (it
+    waits the countdown), and the claims of the actions it carries."""
+
+    task: str
+    kwargs: dict[str, Any]
+    queue: str
+    debounced: bool
+    claims: list[_Claim]
+
+
+def _messages(actions: list[Action], claims: list[_Claim], batch_docs: int) -> list[_Message]:
+    """The tasks that send the actions not coalesced, in their order: one per action, except
+    that ``ncindex.index_node`` actions of one user, queue and debounce (keyed or not) are
+    gathered into ``ncindex.index_nodes`` tasks of up to ``batch_docs`` files each
+    (``{"user", "file_ids", "debounce_keys"}``, the keys in the ids' order, ``None`` where an
+    action has none), placed where their first action was; a group of one stays an
+    ``index_node``."""
+    placed: list[tuple[int, _Message]] = []
+    groups: dict[tuple[str, str, bool], list[tuple[int, Action, _Claim]]] = {}
+    for place, (action, claim) in enumerate(zip(actions, claims, strict=True)):
+        if claim.coalesced:
+            continue
+        if batch_docs > 1 and action.task == names.INDEX_NODE:
+            group = (action.kwargs["user"], action.queue, claim.key is not None)
+            groups.setdefault(group, []).append((place, action, claim))
+        else:
+            placed.append((place, _single(action, claim)))
+    for (user, queue, debounced), members in groups.items():
+        for start in range(0, len(members), batch_docs):
+            part = members[start : start + batch_docs]
+            if len(part) == 1:
+                message = _single(part[0][1], part[0][2])
+            else:
+                kwargs = {
+                    "user": user,
+                    "file_ids": [action.kwargs["file_id"] for _, action, _ in part],
+                    "debounce_keys": [claim.key for _, _, claim in part],
+                }
+                claimed = [claim for _, _, claim in part]
+                message = _Message(names.INDEX_NODES, kwargs, queue, debounced, claimed)
+            placed.append((part[0][0], message))
+    return [message for _, message in sorted(placed, key=lambda pair: pair[0])]
+
+
+def _single(action: Action, claim: _Claim) -> _Message:
+    """The task of one action: its keyword arguments with its debounce key, if it has one."""
+    kwargs = dict(action.kwargs)
+    if claim.key:
+        kwargs["debounce_key"] = claim.key
+    return _Message(action.task, kwargs, action.queue, claim.key is not None, [claim])
 
 
 def _track(redis_client: redis.Redis, keys: Names, actions: Iterable[Action]) -> None:
@@ -349,11 +411,13 @@ def _settle(redis_client: redis.Redis, claims: list[_Claim], token: bytes) -> No
         log.warning("debounce_settle_failed", keys=len(mine), error=str(exc))
 
 
-def clear_debounce(redis_client: redis.Redis, keys: Names, key: str | None) -> None:
-    """Called by a task as it starts: later events for the same document schedule anew. Only
-    a key under ``keys``'s debounce prefix is deleted (``key`` comes from the message)."""
-    if key and key.startswith(keys.debounce_prefix):
-        redis_client.delete(key)
+def clear_debounce(redis_client: redis.Redis, keys: Names, *key: str | None) -> None:
+    """Called by a task as it starts: later events for its documents schedule anew. Only
+    keys under ``keys``'s debounce prefix are deleted (they come from the message), in one
+    command."""
+    mine = [k for k in key if k and k.startswith(keys.debounce_prefix)]
+    if mine:
+        redis_client.delete(*mine)
 
 
 # --- outages -------------------------------------------------------------------------------

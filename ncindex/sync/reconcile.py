@@ -15,7 +15,9 @@ doc type:
    not yet in its ``acl``), one with another etag is *changed*, one at another path *moved*;
    a manifest document not listed (and not below a skipped folder) is *missing*;
 4. enqueues ``ncindex.index_node`` (``ncindex.index_document`` for Deck cards and News
-   items) for each — the task re-reads the document by id, so it
+   items; files and notes in ``ncindex.index_nodes`` tasks of ``index_batch_docs``,
+   :func:`ncindex.ingest.queueing.send_actions`) for each — the task re-reads the document by
+   id, so it
    indexes, re-paths without embedding, adds the user to ``acl``, or removes the user's access
    (evicting the document when nobody is left) as Nextcloud says.
 
@@ -827,6 +829,7 @@ class Reconciler:
             keys=self.settings.names,
             countdown=None,
             key_seconds=max(60, int(period)),
+            batch_docs=self.settings.index_batch_docs,
         )
 
 

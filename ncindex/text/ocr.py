@@ -4,10 +4,10 @@ pytesseract (Apache-2.0), which runs the ``tesseract`` program once per image wi
 limit. PDF pages are rendered to images by pypdfium2 (Apache-2.0/BSD-3-Clause, PDFium).
 
 OCR is slow (seconds per page, see benchmarks/RESULTS.md "Extraction"), so it runs only where
-extraction runs: the ``ncindex.index_node`` task on the ``index`` queue, never in the receiver
-or on the light queues. Bounds: ``max_pages`` pages (images of a multi-frame TIFF, or scanned
-PDF pages) per document, and the document's extraction deadline, passed to Tesseract as its
-time limit.
+extraction runs: the ``ncindex.index_node`` and ``ncindex.index_nodes`` tasks on the ``index``
+queue, never in the receiver or on the light queues. Bounds: ``max_pages`` pages (images of a
+multi-frame TIFF, or scanned PDF pages) per document, and the document's extraction deadline,
+passed to Tesseract as its time limit.
 """
 
 from __future__ import annotations

@@ -211,10 +211,49 @@ def debounced(private_redis: RedisProcess):
         webhook_secret=SecretStr(secrets.token_urlsafe(12)),
         accounts={"alice": SecretStr("pw")},
         debounce_seconds=30,
+        index_batch_docs=1,  # one task per file; the batches have their own test
     )
     client = redis.Redis.from_url(private_redis.url)
     yield settings, client
     client.close()
+
+
+def index_messages(client: redis.Redis) -> list[tuple[str, dict]]:
+    """The tasks on the ``index`` queue, oldest first: ``(name, kwargs)``."""
+    messages = [json.loads(m) for m in reversed(client.lrange("index", 0, -1))]
+    return [(m["headers"]["task"], json.loads(base64.b64decode(m["body"]))[1]) for m in messages]
+
+
+def test_the_files_of_one_event_go_out_as_batches_each_key_coalescing(debounced) -> None:
+    settings, client = debounced
+    settings = settings.model_copy(update={"index_batch_docs": 2})
+    http = create_app(settings, producer=celery_app(settings)).test_client()
+    post(http, settings, php_json(envelope("/alice/files/Notes/a.md", 7)))
+    # 7 is pending; 5, 6 and 8 are gathered two to a task, in the event's order
+    answer = post(http, settings, php_json(tag_envelope(5, 6, 7, 8))).get_json()
+    assert answer == {"queued": 3, "coalesced": 1}
+    prefix = Names().debounce_prefix
+    assert index_messages(client) == [
+        (
+            "ncindex.index_node",
+            {"user": "alice", "file_id": 7, "debounce_key": f"{prefix}index:alice:7"},
+        ),
+        (
+            "ncindex.index_nodes",
+            {
+                "user": "alice",
+                "file_ids": [5, 6],
+                "debounce_keys": [f"{prefix}index:alice:5", f"{prefix}index:alice:6"],
+            },
+        ),
+        (
+            "ncindex.index_node",
+            {"user": "alice", "file_id": 8, "debounce_key": f"{prefix}index:alice:8"},
+        ),
+    ]
+    # every file's key is sent: a repeat of the event coalesces into the tasks on the queue
+    answer = post(http, settings, php_json(tag_envelope(5, 6, 7, 8))).get_json()
+    assert answer == {"queued": 0, "coalesced": 4}
 
 
 def test_repeats_inside_the_debounce_window_are_coalesced(debounced) -> None:

@@ -1,0 +1,164 @@
+"""Many files in one task (``ncindex.index_nodes``: workers/tasks.py ``index_nodes``,
+ncindex/index/indexing.py ``Indexer.index_nodes``): one look-up, one embedding run and one write
+for all of them, each file ending as ``index_node`` would end it, and what the batch cannot
+finish (a busy lock, a failed look-up, a delivery that never ended) handed to a task of its
+own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ncindex import names
+from ncindex.embedding.batching import EmbedBatcher
+from ncindex.errors import NextcloudAuthError, NextcloudUnavailable
+from ncindex.index import indexing
+from ncindex.index.deadletter import Deliveries
+from ncindex.index.locks import hold
+from ncindex.nextcloud.client import NextcloudClient
+from ncindex.progress import FailingDocuments
+from ncindex.telemetry import TASKS
+from support import Stack
+
+CORRUPT_PDF = b"%PDF-1.7\n1 0 obj << /Type /Catalog >> garbage without xref\n%%EOF"
+
+
+def upload(stack: Stack, count: int, folder: str = "/Batch") -> list[int]:
+    """``count`` one-line markdown files of alice's, written behind the webhooks' back."""
+    stack.sim.drop_rate = 1.0
+    return [
+        stack.sim.put_file(
+            "alice", f"{folder}/heron{i}.md", f"# Heron {i}\n\nHeron {i} wades in the estuary."
+        )
+        for i in range(count)
+    ]
+
+
+def run_batch(stack: Stack, file_ids: list[int], task_id: str | None = None) -> dict[str, int]:
+    """The batch task run here, as a worker would run its message; returns its counts."""
+    task = stack.celery.tasks[names.INDEX_NODES]
+    return task.apply(kwargs={"user": "alice", "file_ids": file_ids}, task_id=task_id).get()
+
+
+def test_a_batch_indexes_its_files_with_two_searches_one_embedding_run_and_one_write(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = upload(stack, 6)
+    store_type = type(stack.services.store)
+    real_upsert, real_embed = store_type.upsert, EmbedBatcher.embed
+    upserts: list[int] = []
+    embedded: list[int] = []
+
+    def upsert(self: Any, points: Any) -> Any:
+        upserts.append(len(points))
+        return real_upsert(self, points)
+
+    def embed(self: Any, texts: list[str]) -> Any:
+        embedded.append(len(texts))
+        return real_embed(self, texts)
+
+    monkeypatch.setattr(store_type, "upsert", upsert)
+    monkeypatch.setattr(EmbedBatcher, "embed", embed)
+    stack.sim.reset_request_counts()
+    assert run_batch(stack, ids) == {"own_task": 0, "indexed": 6}
+    assert stack.sim.request_count("dav-search") == 2  # the look-up and the recheck
+    assert upserts == [6] and embedded == [6]
+    for i, file_id in enumerate(ids):
+        (point,) = stack.points(f"file:{file_id}")
+        assert point.payload["paths"] == {"alice": f"/Batch/heron{i}.md"}
+    # the same files again: each read conditionally, nothing embedded or written
+    assert run_batch(stack, ids) == {"own_task": 0, "unchanged": 6}
+    assert upserts == [6] and embedded == [6]
+
+
+def test_a_tagged_file_is_looked_up_alone_for_its_tags(stack: Stack) -> None:
+    # nextcloud/server SystemTagPlugin::getTagsForFile can drop a tag from an answer of
+    # several files; an answer of one file is whole
+    ids = upload(stack, 3)
+    tag = stack.sim.create_tag("estuary")
+    stack.sim.assign_tag("alice", "/Batch/heron1.md", tag)
+    stack.sim.reset_request_counts()
+    assert run_batch(stack, ids) == {"own_task": 0, "indexed": 3}
+    assert stack.sim.request_count("dav-search") == 3  # one more, for the tagged file
+    assert stack.points(f"file:{ids[1]}")[0].payload["tags"] == ["estuary"]
+    assert stack.points(f"file:{ids[0]}")[0].payload["tags"] == []
+
+
+def test_a_busy_file_goes_to_its_own_task_and_a_corrupt_one_to_the_dead_letter(
+    stack: Stack,
+) -> None:
+    ids = upload(stack, 3)
+    broken = stack.sim.put_file("alice", "/Batch/broken.pdf", CORRUPT_PDF)
+    lock = stack.settings.names.lock("node", ids[0])
+    with hold(stack.services.redis, lock, ttl=30, wait=0) as held:
+        assert held
+        counts = run_batch(stack, [*ids, broken])
+        assert not stack.points(f"file:{ids[0]}")  # another run holds it
+    assert counts == {"own_task": 1, "indexed": 2, "dead_letter": 1}
+    assert stack.services.redis.hexists(stack.settings.names.deadletter, f"node:{broken}")
+    stack.wait_idle()  # the stack's worker runs the file's own ncindex.index_node task
+    assert stack.points(f"file:{ids[0]}")
+
+
+def test_a_batch_whose_earlier_delivery_never_ended_sends_each_file_alone(stack: Stack) -> None:
+    # a file in it may have killed the worker: alone, each is counted and parked by itself
+    ids = upload(stack, 3)
+    deliveries = Deliveries(stack.services.redis, stack.settings.names, ttl=60)
+    deliveries.start("nodes:lost-once")
+    assert run_batch(stack, ids, task_id="lost-once") == {"own_task": 3}
+    assert not stack.services.redis.exists(stack.settings.names.runs_prefix + "nodes:lost-once")
+    stack.wait_idle()
+    assert all(stack.points(f"file:{i}") for i in ids)
+
+
+def test_a_failed_look_up_sends_each_file_alone(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = upload(stack, 3)
+
+    def unavailable(self: Any, file_ids: Any) -> Any:
+        raise NextcloudUnavailable("503 from Nextcloud")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(NextcloudClient, "find_by_ids", unavailable)
+        assert run_batch(stack, ids) == {"own_task": 3}
+    stack.wait_idle()
+    assert all(stack.points(f"file:{i}") for i in ids)
+
+
+def test_a_cold_scan_indexes_through_batches(stack: Stack) -> None:
+    ids = upload(stack, 5, folder="/Cold")
+    before = TASKS.labels(names.INDEX_NODES, "ok")._value.get()
+    stack.reconcile(["alice"])
+    assert TASKS.labels(names.INDEX_NODES, "ok")._value.get() == before + 1
+    assert all(stack.points(f"file:{i}") for i in ids)
+    assert stack.found("alice", "heron wades in the estuary", f"file:{ids[3]}")
+
+
+def test_a_large_file_goes_to_its_own_task(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = upload(stack, 2)
+    large = stack.sim.put_file("alice", "/Batch/long.md", "# Long\n\n" + "Herons wade. " * 20)
+    monkeypatch.setattr(indexing, "BATCH_MAX_FILE_BYTES", 100)
+    assert run_batch(stack, [*ids, large]) == {"own_task": 1, "indexed": 2}
+    stack.wait_idle()
+    assert stack.points(f"file:{large}")
+
+
+def test_a_refused_account_fails_every_file_of_the_batch(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = upload(stack, 2)
+
+    def refused(self: Any, file_ids: Any) -> Any:
+        raise NextcloudAuthError("401 from Nextcloud")
+
+    monkeypatch.setattr(NextcloudClient, "find_by_ids", refused)
+    with pytest.raises(NextcloudAuthError):
+        run_batch(stack, ids)
+    failing = FailingDocuments(stack.services.redis, stack.settings.names)
+    for file_id in ids:
+        failure = failing.get(f"node:{file_id}")
+        assert failure is not None and failure.task == names.INDEX_NODE
+        assert failure.kwargs == {"user": "alice", "file_id": file_id}
+        assert failure.last_error.startswith("NextcloudAuthError") and not failure.retrying
