@@ -278,7 +278,7 @@ class Settings(BaseSettings):
         ge=1,
         le=256,
         description="Most files and notes one indexing task takes when many are sent at once "
-        "(a scan, a folder walk, a tag event): one look-up, one embedding run and one write "
+        "(a scan, a folder walk, a tag event): one embedding run, one write and one recheck "
         "for all of them. 1 ⇒ one task per document.",
     )
     embed_threads: int | None = Field(

@@ -27,13 +27,13 @@ from celery.exceptions import Retry, SoftTimeLimitExceeded
 from ncindex import names
 from ncindex.accounts import record_refused
 from ncindex.documents import DocRef, DocType
-from ncindex.errors import LockBusy, NextcloudAuthError, TransientError
+from ncindex.errors import BrokerUnavailable, LockBusy, NextcloudAuthError, TransientError
 from ncindex.index.deadletter import Deliveries, node_subject
 from ncindex.index.indexing import Indexer
 from ncindex.index.locks import document_locks
 from ncindex.index.steps import Outcome
 from ncindex.ingest.events import index_folder
-from ncindex.ingest.queueing import clear_debounce, enqueue
+from ncindex.ingest.queueing import PUBLISH_RETRY, clear_debounce, enqueue
 from ncindex.progress import FailingDocuments, Progress
 from ncindex.sources.registry import SOURCES
 from workers.base import NcindexTask
@@ -208,13 +208,7 @@ def index_node(self: NcindexTask, user: str, file_id: int, debounce_key: str | N
     return _done(outcome)
 
 
-@shared_task(
-    bind=True,
-    base=NcindexTask,
-    name=names.INDEX_NODES,
-    acks_late=True,
-    reject_on_worker_lost=True,
-)
+@shared_task(bind=True, base=NcindexTask, name=names.INDEX_NODES, **RETRY)
 def index_nodes(
     self: NcindexTask,
     user: str,
@@ -222,52 +216,15 @@ def index_nodes(
     debounce_keys: list[str | None] | None = None,
 ) -> dict[str, int]:
     """Index files/notes ``file_ids`` as seen by ``user`` in one run
-    (:meth:`~ncindex.index.indexing.Indexer.index_nodes`: one look-up, one embedding run, one
-    write), as :func:`index_node` would each. Returns counts per outcome action, and
-    ``own_task``: the files handed to an ``ncindex.index_node`` task each — those another run
-    holds (their lock is busy), those the run could not finish (see ``index_nodes``), and all
-    of them when an earlier delivery of this very task never ended (a file in it may kill the
-    worker: alone, each is counted and parked as :func:`guarded` does) or this run passed the
-    soft time limit. This task never retries: what it could not finish is retried there. An
-    account Nextcloud refuses fails every file's run (recorded as ``index_node`` records it)."""
+    (:meth:`~ncindex.index.indexing.Indexer.index_nodes`: one embedding run, one write), as
+    :func:`index_node` would each. Returns counts per outcome action, and ``own_task``: the
+    files handed to an ``ncindex.index_node`` task each (:func:`_index_batch`). A publish that
+    fails (handing files on, or a folder's walk) retries this task, which runs the batch
+    again (what it finished is unchanged then)."""
     indexer = _start(self, None)
     clear_debounce(indexer.services.redis, indexer.settings.names, *(debounce_keys or []))
     ids = [int(i) for i in dict.fromkeys(file_ids)]
-    ttl = max(indexer.settings.lock_ttl * 10, 3600)
-    deliveries = Deliveries(indexer.services.redis, indexer.settings.names, ttl=ttl)
-    # a redelivered message keeps its task id; a call without one is named by its files
-    run = self.request.id or hashlib.sha256(f"{user}:{ids}".encode()).hexdigest()
-    batch = f"nodes:{run}"
-    outcomes: dict[int, Outcome] = {}
-    alone = list(ids)
-    count, _ = deliveries.start(batch)
-    try:
-        if count == 1:
-            with refused_account(indexer, user), document_locks(indexer.services, ids) as held:
-                try:
-                    outcomes, left = indexer.index_nodes(user, [i for i in ids if i in held])
-                except (NextcloudAuthError, SoftTimeLimitExceeded):
-                    raise
-                except Exception as exc:  # the look-up failed: each file to its own task
-                    log.info("left_to_own_task", files=len(held), error=str(exc))
-                    outcomes, left = {}, list(held)
-                alone = [i for i in ids if i not in held or i in left]
-        else:
-            log.warning("batch_lost_before", runs=count - 1, files=len(ids))
-    except SoftTimeLimitExceeded:
-        outcomes, alone = {}, list(ids)
-    except NextcloudAuthError as exc:  # permanent: each file's run failed, as index_node's would
-        with _quiet("failure_not_recorded"):
-            keys = indexer.settings.names
-            for file_id in ids:
-                subject, kwargs = node_subject(file_id), {"user": user, "file_id": file_id}
-                FailingDocuments(indexer.services.redis, keys).failed(
-                    subject, user, names.INDEX_NODE, kwargs, exc, retrying=False
-                )
-                Progress(indexer.services.redis, keys).finished(user, subject, "failed")
-        raise
-    finally:
-        deliveries.finish(batch)
+    outcomes, alone = _index_batch(self, user, ids)
     with _quiet("progress_not_recorded"):
         progress = Progress(indexer.services.redis, indexer.settings.names)
         for file_id, outcome in outcomes.items():
@@ -280,9 +237,15 @@ def index_nodes(
                 clear_failures=True,
             )
     for file_id in alone:
-        self.app.send_task(
-            names.INDEX_NODE, kwargs={"user": user, "file_id": file_id}, queue=names.INDEX
-        )
+        try:
+            self.app.send_task(
+                names.INDEX_NODE,
+                kwargs={"user": user, "file_id": file_id},
+                queue=names.INDEX,
+                retry_policy=PUBLISH_RETRY,
+            )
+        except Exception as exc:  # kombu/redis raise several types
+            raise BrokerUnavailable(f"broker: {exc}") from exc
     for outcome in outcomes.values():
         _walk_folder(self, user, outcome)
     counts: dict[str, int] = {"own_task": len(alone)}
@@ -290,6 +253,49 @@ def index_nodes(
         counts[outcome.action] = counts.get(outcome.action, 0) + 1
     log.info("batch_done", files=len(ids), **counts)
     return counts
+
+
+def _index_batch(
+    task: NcindexTask, user: str, ids: list[int]
+) -> tuple[dict[int, Outcome], list[int]]:
+    """The batch of :func:`index_nodes`: the outcome of each file it finished, and the files
+    left to a task of their own — those another run holds (their lock is busy), those
+    :meth:`~ncindex.index.indexing.Indexer.index_nodes` left, and all of them when an earlier
+    delivery of this very task never ended (a file in it may kill the worker: alone, each is
+    counted and parked as :func:`guarded` does), when anything failed around the files (the
+    locks, the model view) or when the soft time limit passed. A refused account (a
+    permanent error) fails the run of each file this run held, recorded as ``index_node``
+    records it, and is raised."""
+    indexer = task.indexer
+    ttl = max(indexer.settings.lock_ttl * 10, 3600)
+    deliveries = Deliveries(indexer.services.redis, indexer.settings.names, ttl=ttl)
+    # a redelivered message keeps its task id; a call without one is named by its files
+    run = task.request.id or hashlib.sha256(f"{user}:{ids}".encode()).hexdigest()
+    batch = f"nodes:{run}"
+    count, _ = deliveries.start(batch)
+    held: set[int | str] = set()
+    try:
+        if count > 1:
+            log.warning("batch_lost_before", runs=count - 1, files=len(ids))
+            return {}, list(ids)
+        with refused_account(indexer, user), document_locks(indexer.services, ids) as held:
+            outcomes, left = indexer.index_nodes(user, [i for i in ids if i in held])
+        return outcomes, [i for i in ids if i not in held or i in left]
+    except NextcloudAuthError as exc:  # permanent: each held file's run failed
+        with _quiet("failure_not_recorded"):
+            keys = indexer.settings.names
+            for file_id in (i for i in ids if i in held):
+                subject, kwargs = node_subject(file_id), {"user": user, "file_id": file_id}
+                FailingDocuments(indexer.services.redis, keys).failed(
+                    subject, user, names.INDEX_NODE, kwargs, exc, retrying=False
+                )
+                Progress(indexer.services.redis, keys).finished(user, subject, "failed")
+        raise
+    except Exception as exc:  # the soft time limit too: each file to its own task
+        log.info("left_to_own_task", files=len(ids), error=f"{type(exc).__name__}: {exc}")
+        return {}, list(ids)
+    finally:
+        deliveries.finish(batch)
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.EVICT_NODE, **RETRY)

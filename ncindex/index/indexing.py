@@ -155,42 +155,39 @@ class Indexer:
     def index_nodes(
         self, user: str, file_ids: Sequence[int]
     ) -> tuple[dict[int, Outcome], list[int]]:
-        """:meth:`index_node` for many files of ``user`` at once, with fewer requests and one
-        write: one WebDAV SEARCH for all of them, each read and extracted, the new texts embedded
-        in one run and upserted in one write (:meth:`Steps.write_documents`), then one SEARCH
-        to recheck what was written. The caller holds each file's lock.
+        """:meth:`index_node` for many files of ``user`` at once: each looked up by id, read and
+        extracted, then the new texts embedded in one run and upserted in one write
+        (:meth:`Steps.write_documents`), and one SEARCH to recheck what was written. The
+        caller holds each file's lock.
 
         Returns the outcome of each file it finished and the ids it leaves to a task of their
         own (:meth:`index_node`, with its retries and failure records): a file over
-        :data:`BATCH_MAX_FILE_BYTES`, a file whose read or
-        extraction raised anything but :class:`NextcloudAuthError` (raised: the account is
-        refused), every file still unwritten when the write failed, and every written one when
-        its recheck failed (that run finds its text unchanged). Raises what the first SEARCH
-        raises: the caller leaves every file to such a task.
+        :data:`BATCH_MAX_FILE_BYTES`, a file whose look-up, read or extraction raised anything
+        but :class:`NextcloudAuthError` (raised: the account is refused), every file still
+        unwritten when the write failed, and every written one when its recheck failed (that
+        run finds its text unchanged).
 
-        A file the first answer lists with tags is looked up again alone
-        (:meth:`~ncindex.nextcloud.client.NextcloudClient.find_by_id`): in an answer of several
-        files nextcloud/server ``apps/dav/lib/SystemTag/SystemTagPlugin.php``
-        ``getTagsForFile`` merges the tags it cached from earlier files (keyed by their place
-        in the file's tag list) with those it fetches (keyed by their id) by ``+=``, which can
-        drop a tag the file carries; it cannot drop every tag (a file with a cached tag lists
-        it), so a file listed without tags has none."""
+        Each file is looked up in a SEARCH of its own, as :meth:`index_node` does, because
+        its tags are read from the answer: in an answer of several files nextcloud/server
+        ``apps/dav/lib/SystemTag/SystemTagPlugin.php`` ``getTagsForFile`` merges the tags it
+        cached from earlier files (keyed by their place in the file's tag list) with those it
+        fetches (keyed by their id) by ``+=``, which drops a fetched tag whose id equals a
+        cached one's place — and a tag the user cannot see, cached and then filtered out, can
+        take a visible tag's place, so even a file listed without tags may carry one. The
+        recheck reads paths only, so it asks for all files at once."""
         client = self.services.account(user)
-        entries = client.find_by_ids(file_ids)
         outcomes: dict[int, Outcome] = {}
         alone: list[int] = []
         ready: list[_Read] = []
         for file_id in dict.fromkeys(file_ids):
-            entry = entries.get(file_id)
-            if entry is not None and (entry.size or 0) > BATCH_MAX_FILE_BYTES:
-                alone.append(file_id)
-                continue
             try:
-                if entry is not None and entry.tags and len(entries) > 1:
-                    entry = self._alone(client, file_id)
+                entry = self._alone(client, file_id)
                 if entry is None:
                     self.access.remove_node(user, file_id, lost=GONE)
                     outcomes[file_id] = Outcome("evicted")
+                    continue
+                if not entry.is_folder and (entry.size or 0) > BATCH_MAX_FILE_BYTES:
+                    alone.append(file_id)
                     continue
                 read = self._read_node(client, user, file_id, entry, None)
             except (NextcloudAuthError, SoftTimeLimitExceeded):

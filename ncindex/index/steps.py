@@ -195,14 +195,14 @@ class Steps:
 
     def embed(self, work: Sequence[tuple[list[Chunk], Stored]]) -> list[tuple[list[Any], int]]:
         """Step 5: per ``(chunks, stored)`` of ``work``, the ``(dense, sparse)`` vectors of the
-        chunks in their order and how many of them were embedded: reused from the ``stored``
-        points (read with vectors) where a chunk's text and the model are the same (the BM25
-        vector too if the same analyzer made it, else that one is computed again), embedded
-        otherwise — every document's missing texts in one run of the shared batcher
-        (:mod:`ncindex.embedding.batching`, which cuts it into model calls)."""
+        chunks in their order and how many of the chunks were embedded: reused from the
+        ``stored`` points (read with vectors) where a chunk's text and the model are the same
+        (the BM25 vector too if the same analyzer made it, else that one is computed again),
+        embedded otherwise — each text missing anywhere in ``work`` once, in one run of the
+        shared batcher (:mod:`ncindex.embedding.batching`, which cuts it into model calls)."""
         embedder = self.services.embedder
         reuses = []
-        missing: list[str] = []
+        wanted: dict[str, str] = {}  # text hash → text, each missing text once
         for chunks, stored in work:
             reuse = {
                 h: (
@@ -214,17 +214,17 @@ class Steps:
                 for h, p in reusable_points(stored.points, embedder.model_name).items()
             }
             reuses.append(reuse)
-            missing.extend(c.text for c in chunks if text_hash(c.text) not in reuse)
-        fresh = iter(self.batcher(embedder).embed(missing) if missing else [])
-        out = []
-        for (chunks, _), reuse in zip(work, reuses, strict=True):
-            embedded = 0
             for chunk in chunks:
                 key = text_hash(chunk.text)
                 if key not in reuse:
-                    reuse[key] = next(fresh)
-                    embedded += 1
-            out.append(([reuse[text_hash(c.text)] for c in chunks], embedded))
+                    wanted.setdefault(key, chunk.text)
+        fresh = self.batcher(embedder).embed(list(wanted.values())) if wanted else []
+        embedded_by_hash = dict(zip(wanted, fresh, strict=True))
+        out = []
+        for (chunks, _), reuse in zip(work, reuses, strict=True):
+            keys = [text_hash(c.text) for c in chunks]
+            vectors = [reuse[k] if k in reuse else embedded_by_hash[k] for k in keys]
+            out.append((vectors, sum(k not in reuse for k in keys)))
         return out
 
     # --- 6. write --------------------------------------------------------------------------

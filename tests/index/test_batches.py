@@ -12,7 +12,7 @@ import pytest
 
 from ncindex import names
 from ncindex.embedding.batching import EmbedBatcher
-from ncindex.errors import NextcloudAuthError, NextcloudUnavailable
+from ncindex.errors import NextcloudAuthError, NextcloudUnavailable, StoreUnavailable
 from ncindex.index import indexing
 from ncindex.index.deadletter import Deliveries
 from ncindex.index.locks import hold
@@ -41,7 +41,7 @@ def run_batch(stack: Stack, file_ids: list[int], task_id: str | None = None) -> 
     return task.apply(kwargs={"user": "alice", "file_ids": file_ids}, task_id=task_id).get()
 
 
-def test_a_batch_indexes_its_files_with_two_searches_one_embedding_run_and_one_write(
+def test_a_batch_indexes_its_files_with_one_embedding_run_and_one_write(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = upload(stack, 6)
@@ -62,7 +62,7 @@ def test_a_batch_indexes_its_files_with_two_searches_one_embedding_run_and_one_w
     monkeypatch.setattr(EmbedBatcher, "embed", embed)
     stack.sim.reset_request_counts()
     assert run_batch(stack, ids) == {"own_task": 0, "indexed": 6}
-    assert stack.sim.request_count("dav-search") == 2  # the look-up and the recheck
+    assert stack.sim.request_count("dav-search") == 6 + 1  # a look-up each, one recheck
     assert upserts == [6] and embedded == [6]
     for i, file_id in enumerate(ids):
         (point,) = stack.points(f"file:{file_id}")
@@ -72,17 +72,25 @@ def test_a_batch_indexes_its_files_with_two_searches_one_embedding_run_and_one_w
     assert upserts == [6] and embedded == [6]
 
 
-def test_a_tagged_file_is_looked_up_alone_for_its_tags(stack: Stack) -> None:
-    # nextcloud/server SystemTagPlugin::getTagsForFile can drop a tag from an answer of
-    # several files; an answer of one file is whole
-    ids = upload(stack, 3)
+def test_each_chunk_gets_its_own_texts_vectors_across_the_batch(stack: Stack) -> None:
+    # a document that repeats a text (the same chunk twice) beside others: each text is
+    # embedded once and every chunk, of every document, keeps its own text's vector
+    stack.sim.drop_rate = 1.0
+    repeated = stack.sim.put_file("alice", "/Batch/lorem.txt", "Lorem ipsum dolor sit amet. " * 200)
+    ids = [repeated, *upload(stack, 2)]
     tag = stack.sim.create_tag("estuary")
     stack.sim.assign_tag("alice", "/Batch/heron1.md", tag)
-    stack.sim.reset_request_counts()
     assert run_batch(stack, ids) == {"own_task": 0, "indexed": 3}
-    assert stack.sim.request_count("dav-search") == 3  # one more, for the tagged file
-    assert stack.points(f"file:{ids[1]}")[0].payload["tags"] == ["estuary"]
-    assert stack.points(f"file:{ids[0]}")[0].payload["tags"] == []
+    store = stack.services.store
+    points = [p for i in ids for p in store.document_points(f"file:{i}", with_vectors=True)]
+    texts = {p.payload["text"] for p in stack.points(f"file:{repeated}")}
+    assert len(stack.points(f"file:{repeated}")) > len(texts)  # a text repeats in it
+    fresh = stack.services.embedder.embed_documents([p.payload["text"] for p in points])
+    for point, (dense, _) in zip(points, fresh, strict=True):
+        assert sum(a * b for a, b in zip(point.dense, dense, strict=True)) > 0.999
+    # a file's tags come from an answer of its own (see Indexer.index_nodes)
+    assert stack.points(f"file:{ids[2]}")[0].payload["tags"] == ["estuary"]
+    assert stack.points(f"file:{ids[1]}")[0].payload["tags"] == []
 
 
 def test_a_busy_file_goes_to_its_own_task_and_a_corrupt_one_to_the_dead_letter(
@@ -112,17 +120,26 @@ def test_a_batch_whose_earlier_delivery_never_ended_sends_each_file_alone(stack:
     assert all(stack.points(f"file:{i}") for i in ids)
 
 
-def test_a_failed_look_up_sends_each_file_alone(
+def test_a_failed_look_up_or_recheck_sends_its_files_alone(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = upload(stack, 3)
+    real = NextcloudClient.find_by_id
+
+    def second_unavailable(self: Any, file_id: int) -> Any:
+        if file_id == ids[1]:
+            raise NextcloudUnavailable("503 from Nextcloud")
+        return real(self, file_id)
 
     def unavailable(self: Any, file_ids: Any) -> Any:
         raise NextcloudUnavailable("503 from Nextcloud")
 
     with monkeypatch.context() as patch:
-        patch.setattr(NextcloudClient, "find_by_ids", unavailable)
+        patch.setattr(NextcloudClient, "find_by_id", second_unavailable)
+        patch.setattr(NextcloudClient, "find_by_ids", unavailable)  # the recheck
+        # the second file's look-up failed; the other two were written, their recheck failed
         assert run_batch(stack, ids) == {"own_task": 3}
+        assert stack.points(f"file:{ids[0]}") and stack.points(f"file:{ids[2]}")
     stack.wait_idle()
     assert all(stack.points(f"file:{i}") for i in ids)
 
@@ -150,10 +167,10 @@ def test_a_refused_account_fails_every_file_of_the_batch(
 ) -> None:
     ids = upload(stack, 2)
 
-    def refused(self: Any, file_ids: Any) -> Any:
+    def refused(self: Any, file_id: int) -> Any:
         raise NextcloudAuthError("401 from Nextcloud")
 
-    monkeypatch.setattr(NextcloudClient, "find_by_ids", refused)
+    monkeypatch.setattr(NextcloudClient, "find_by_id", refused)
     with pytest.raises(NextcloudAuthError):
         run_batch(stack, ids)
     failing = FailingDocuments(stack.services.redis, stack.settings.names)
@@ -162,3 +179,23 @@ def test_a_refused_account_fails_every_file_of_the_batch(
         assert failure is not None and failure.task == names.INDEX_NODE
         assert failure.kwargs == {"user": "alice", "file_id": file_id}
         assert failure.last_error.startswith("NextcloudAuthError") and not failure.retrying
+
+
+def test_a_failure_around_the_files_sends_each_file_alone(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = upload(stack, 2)
+    models_type = type(stack.services.models)
+    real = models_type.pinned
+    calls = []
+
+    def pinned_once_failing(self: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise StoreUnavailable("the model pointer could not be read")
+        return real(self)
+
+    monkeypatch.setattr(models_type, "pinned", pinned_once_failing)
+    assert run_batch(stack, ids) == {"own_task": 2}
+    stack.wait_idle()
+    assert all(stack.points(f"file:{i}") for i in ids)
