@@ -9,7 +9,9 @@ Poison documents (DESIGN §6): while holding the lock, a task counts a delivery 
 in Redis (:class:`ncindex.index.deadletter.Deliveries`) and forgets it when it ends. A document
 whose earlier ``dead_letter_after`` runs never ended (each killed its worker) is parked in the dead
 letter instead of being processed again; so is one that ran past the soft time limit. It stays
-parked until its etag changes.
+parked until its etag changes. A task of many files (``ncindex.index_nodes``) counts its own
+deliveries: one whose earlier delivery never ended hands each file to a task of its own, which
+counts and parks it alone.
 """
 
 from __future__ import annotations
@@ -220,7 +222,7 @@ def index_nodes(
     :func:`index_node` would each. Returns counts per outcome action, and ``own_task``: the
     files handed to an ``ncindex.index_node`` task each (:func:`_index_batch`). A publish that
     fails (handing files on, or a folder's walk) retries this task, which runs the batch
-    again (what it finished is unchanged then)."""
+    again: what it wrote is unchanged then, and its progress is counted twice."""
     indexer = _start(self, None)
     clear_debounce(indexer.services.redis, indexer.settings.names, *(debounce_keys or []))
     ids = [int(i) for i in dict.fromkeys(file_ids)]
@@ -236,16 +238,7 @@ def index_nodes(
                 outcome.reason,
                 clear_failures=True,
             )
-    for file_id in alone:
-        try:
-            self.app.send_task(
-                names.INDEX_NODE,
-                kwargs={"user": user, "file_id": file_id},
-                queue=names.INDEX,
-                retry_policy=PUBLISH_RETRY,
-            )
-        except Exception as exc:  # kombu/redis raise several types
-            raise BrokerUnavailable(f"broker: {exc}") from exc
+    _hand_on(self, user, alone)
     for outcome in outcomes.values():
         _walk_folder(self, user, outcome)
     counts: dict[str, int] = {"own_task": len(alone)}
@@ -260,26 +253,30 @@ def _index_batch(
 ) -> tuple[dict[int, Outcome], list[int]]:
     """The batch of :func:`index_nodes`: the outcome of each file it finished, and the files
     left to a task of their own — those another run holds (their lock is busy), those
-    :meth:`~ncindex.index.indexing.Indexer.index_nodes` left, and all of them when an earlier
-    delivery of this very task never ended (a file in it may kill the worker: alone, each is
-    counted and parked as :func:`guarded` does), when anything failed around the files (the
-    locks, the model view) or when the soft time limit passed. A refused account (a
-    permanent error) fails the run of each file this run held, recorded as ``index_node``
-    records it, and is raised."""
+    :meth:`~ncindex.index.indexing.Indexer.index_nodes` left (its time budget is a quarter of
+    the soft time limit), and all of them when an earlier delivery of this very task never
+    ended (a file in it may kill the worker: alone, each is counted and parked as
+    :func:`guarded` does; that count is kept until the task ends, so a retry of it hands them
+    on again), when anything failed around the files (the locks, the model view) or when the
+    soft time limit passed. A refused account (a permanent error) fails the run of each file
+    this run held, recorded as ``index_node`` records it, hands the others on, and is raised."""
     indexer = task.indexer
     ttl = max(indexer.settings.lock_ttl * 10, 3600)
     deliveries = Deliveries(indexer.services.redis, indexer.settings.names, ttl=ttl)
-    # a redelivered message keeps its task id; a call without one is named by its files
+    # a redelivered message keeps its task id, and so does a retry
     run = task.request.id or hashlib.sha256(f"{user}:{ids}".encode()).hexdigest()
     batch = f"nodes:{run}"
     count, _ = deliveries.start(batch)
+    if count > 1:
+        log.warning("batch_lost_before", runs=count - 1, files=len(ids))
+        return {}, list(ids)
     held: set[int | str] = set()
+    budget = indexer.settings.task_soft_time_limit / 4
     try:
-        if count > 1:
-            log.warning("batch_lost_before", runs=count - 1, files=len(ids))
-            return {}, list(ids)
         with refused_account(indexer, user), document_locks(indexer.services, ids) as held:
-            outcomes, left = indexer.index_nodes(user, [i for i in ids if i in held])
+            outcomes, left = indexer.index_nodes(
+                user, [i for i in ids if i in held], budget_seconds=budget
+            )
         return outcomes, [i for i in ids if i not in held or i in left]
     except NextcloudAuthError as exc:  # permanent: each held file's run failed
         with _quiet("failure_not_recorded"):
@@ -290,12 +287,28 @@ def _index_batch(
                     subject, user, names.INDEX_NODE, kwargs, exc, retrying=False
                 )
                 Progress(indexer.services.redis, keys).finished(user, subject, "failed")
+        _hand_on(task, user, [i for i in ids if i not in held])
         raise
     except Exception as exc:  # the soft time limit too: each file to its own task
         log.info("left_to_own_task", files=len(ids), error=f"{type(exc).__name__}: {exc}")
         return {}, list(ids)
     finally:
         deliveries.finish(batch)
+
+
+def _hand_on(task: NcindexTask, user: str, file_ids: list[int]) -> None:
+    """Send an ``ncindex.index_node`` task for each of ``file_ids`` (``user``'s); raises
+    :class:`BrokerUnavailable` when a publish fails (the batch task retries)."""
+    for file_id in file_ids:
+        try:
+            task.app.send_task(
+                names.INDEX_NODE,
+                kwargs={"user": user, "file_id": file_id},
+                queue=names.INDEX,
+                retry_policy=PUBLISH_RETRY,
+            )
+        except Exception as exc:  # kombu/redis raise several types
+            raise BrokerUnavailable(f"broker: {exc}") from exc
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.EVICT_NODE, **RETRY)

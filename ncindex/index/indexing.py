@@ -21,6 +21,7 @@ a file parked for killing its worker (:meth:`Indexer.park_node`).
 from __future__ import annotations
 
 import posixpath
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -53,12 +54,12 @@ from ncindex.store.queries import acl_condition, doc_type_condition
 log = structlog.get_logger(__name__)
 
 
-BATCH_MAX_FILE_BYTES = 1 << 20
-"""Files bigger than this (bytes, their WebDAV size) are left by :meth:`Indexer.index_nodes` to
-a task of their own: a batch saves each file ~12 ms of a task's own costs (requests, Redis,
-Celery; benchmarks/indexing_reading.md), nothing beside the seconds a large file's extraction
-(OCR, a long PDF) and embedding take — and a batch of those could pass the task's soft time
-limit, which sends every file of it to a task of its own to be read again."""
+BATCH_MAX_BYTES = 1 << 20
+"""The most bytes (the files' WebDAV sizes, added up) :meth:`Indexer.index_nodes` reads in one
+batch; the files past it are left to a task of their own. A batch saves each file ~12 ms of
+a task's own costs (requests, Redis, Celery; benchmarks/indexing_reading.md), nothing beside
+the seconds large files take to extract and embed — and a batch of them could pass the task's
+soft time limit, which sends every file of it to a task of its own to be read again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +154,7 @@ class Indexer:
         return self._rechecked(user, read, outcome, self._alone(client, file_id))
 
     def index_nodes(
-        self, user: str, file_ids: Sequence[int]
+        self, user: str, file_ids: Sequence[int], *, budget_seconds: float = 60.0
     ) -> tuple[dict[int, Outcome], list[int]]:
         """:meth:`index_node` for many files of ``user`` at once: each looked up by id, read and
         extracted, then the new texts embedded in one run and upserted in one write
@@ -161,11 +162,13 @@ class Indexer:
         caller holds each file's lock.
 
         Returns the outcome of each file it finished and the ids it leaves to a task of their
-        own (:meth:`index_node`, with its retries and failure records): a file over
-        :data:`BATCH_MAX_FILE_BYTES`, a file whose look-up, read or extraction raised anything
-        but :class:`NextcloudAuthError` (raised: the account is refused), every file still
-        unwritten when the write failed, and every written one when its recheck failed (that
-        run finds its text unchanged).
+        own (:meth:`index_node`, with its retries and failure records): the files past
+        :data:`BATCH_MAX_BYTES`, or not yet started once ``budget_seconds`` have passed (the
+        first file is always taken; OCR can take a file a minute), a file whose look-up, read
+        or extraction raised anything but :class:`NextcloudAuthError` (raised: the account is
+        refused), every file still unwritten when the write failed, and every written one
+        when its recheck failed (that run finds its text unchanged; a refusal there is
+        handed on too).
 
         Each file is looked up in a SEARCH of its own, as :meth:`index_node` does, because
         its tags are read from the answer: in an answer of several files nextcloud/server
@@ -179,16 +182,23 @@ class Indexer:
         outcomes: dict[int, Outcome] = {}
         alone: list[int] = []
         ready: list[_Read] = []
+        deadline = time.monotonic() + budget_seconds
+        taken = 0  # bytes
         for file_id in dict.fromkeys(file_ids):
+            if (outcomes or ready) and time.monotonic() > deadline:
+                alone.append(file_id)
+                continue
             try:
                 entry = self._alone(client, file_id)
                 if entry is None:
                     self.access.remove_node(user, file_id, lost=GONE)
                     outcomes[file_id] = Outcome("evicted")
                     continue
-                if not entry.is_folder and (entry.size or 0) > BATCH_MAX_FILE_BYTES:
+                size = 0 if entry.is_folder else (entry.size or 0)
+                if taken and taken + size > BATCH_MAX_BYTES:
                     alone.append(file_id)
                     continue
+                taken += size
                 read = self._read_node(client, user, file_id, entry, None)
             except (NextcloudAuthError, SoftTimeLimitExceeded):
                 raise

@@ -1,8 +1,8 @@
 """Many files in one task (``ncindex.index_nodes``: workers/tasks.py ``index_nodes``,
-ncindex/index/indexing.py ``Indexer.index_nodes``): one look-up, one embedding run and one write
+ncindex/index/indexing.py ``Indexer.index_nodes``): one embedding run, one write and one recheck
 for all of them, each file ending as ``index_node`` would end it, and what the batch cannot
-finish (a busy lock, a failed look-up, a delivery that never ended) handed to a task of its
-own."""
+finish (a busy lock, a failed look-up, a delivery that never ended, its budget spent) handed to
+a task of its own."""
 
 from __future__ import annotations
 
@@ -115,7 +115,9 @@ def test_a_batch_whose_earlier_delivery_never_ended_sends_each_file_alone(stack:
     deliveries = Deliveries(stack.services.redis, stack.settings.names, ttl=60)
     deliveries.start("nodes:lost-once")
     assert run_batch(stack, ids, task_id="lost-once") == {"own_task": 3}
-    assert not stack.services.redis.exists(stack.settings.names.runs_prefix + "nodes:lost-once")
+    # its count stays until it expires: a retry of the task hands them on again
+    runs = stack.settings.names.runs_prefix + "nodes:lost-once"
+    assert stack.services.redis.hget(runs, "runs") == b"2"
     stack.wait_idle()
     assert all(stack.points(f"file:{i}") for i in ids)
 
@@ -153,16 +155,18 @@ def test_a_cold_scan_indexes_through_batches(stack: Stack) -> None:
     assert stack.found("alice", "heron wades in the estuary", f"file:{ids[3]}")
 
 
-def test_a_large_file_goes_to_its_own_task(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_past_its_bytes_hands_the_rest_on(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ids = upload(stack, 2)
     large = stack.sim.put_file("alice", "/Batch/long.md", "# Long\n\n" + "Herons wade. " * 20)
-    monkeypatch.setattr(indexing, "BATCH_MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(indexing, "BATCH_MAX_BYTES", 100)  # the first two files fill it
     assert run_batch(stack, [*ids, large]) == {"own_task": 1, "indexed": 2}
     stack.wait_idle()
     assert stack.points(f"file:{large}")
 
 
-def test_a_refused_account_fails_every_file_of_the_batch(
+def test_a_refused_account_fails_the_files_it_held_and_hands_on_the_others(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = upload(stack, 2)
@@ -171,14 +175,52 @@ def test_a_refused_account_fails_every_file_of_the_batch(
         raise NextcloudAuthError("401 from Nextcloud")
 
     monkeypatch.setattr(NextcloudClient, "find_by_id", refused)
-    with pytest.raises(NextcloudAuthError):
+    lock = stack.settings.names.lock("node", ids[1])
+    with hold(stack.services.redis, lock, ttl=30, wait=0), pytest.raises(NextcloudAuthError):
         run_batch(stack, ids)
     failing = FailingDocuments(stack.services.redis, stack.settings.names)
-    for file_id in ids:
-        failure = failing.get(f"node:{file_id}")
-        assert failure is not None and failure.task == names.INDEX_NODE
-        assert failure.kwargs == {"user": "alice", "file_id": file_id}
-        assert failure.last_error.startswith("NextcloudAuthError") and not failure.retrying
+    failure = failing.get(f"node:{ids[0]}")
+    assert failure is not None and failure.task == names.INDEX_NODE
+    assert failure.kwargs == {"user": "alice", "file_id": ids[0]}
+    assert failure.last_error.startswith("NextcloudAuthError") and not failure.retrying
+    # the file another run held went to its own task, which met the refusal itself
+    stack.wait_idle()
+    failure = failing.get(f"node:{ids[1]}")
+    assert failure is not None and failure.last_error.startswith("NextcloudAuthError")
+
+
+def test_a_spent_budget_hands_the_files_not_started_on(stack: Stack) -> None:
+    ids = upload(stack, 3)
+    indexer = stack.celery.ncindex_indexer
+    outcomes, alone = indexer.index_nodes("alice", ids, budget_seconds=0)
+    assert list(outcomes) == [ids[0]] and outcomes[ids[0]].action == "indexed"
+    assert alone == ids[1:]
+
+
+def test_a_lost_batch_whose_hand_on_fails_hands_on_again_when_retried(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = upload(stack, 3)
+    Deliveries(stack.services.redis, stack.settings.names, ttl=60).start("nodes:lost-twice")
+    real_send = stack.celery.send_task
+    sent: list[str] = []
+
+    def send_once_failing(name: str, **options: Any) -> Any:
+        sent.append(name)
+        if len(sent) == 1:
+            raise ConnectionError("broker gone")
+        return real_send(name, **options)
+
+    def batch_run(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the files of a lost batch are read in a batch again")
+
+    monkeypatch.setattr(stack.celery, "send_task", send_once_failing)
+    monkeypatch.setattr(indexing.Indexer, "index_nodes", batch_run)
+    # the first run's hand-on fails: the task retries (eagerly here) and hands on again
+    assert run_batch(stack, ids, task_id="lost-twice") == {"own_task": 3}
+    assert sent == [names.INDEX_NODE] * 4
+    stack.wait_idle()
+    assert all(stack.points(f"file:{i}") for i in ids)
 
 
 def test_a_failure_around_the_files_sends_each_file_alone(
