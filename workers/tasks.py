@@ -68,6 +68,13 @@ Work = Callable[[Callable[[str], None]], Outcome]
 Park = Callable[[str, int, str | None], Outcome | None]
 
 
+def _deliveries(indexer: Indexer) -> Deliveries:
+    """The run counts of the worker's Redis; a count lives ten lock lifetimes (at least an
+    hour) after its run started."""
+    ttl = max(indexer.settings.lock_ttl * 10, 3600)
+    return Deliveries(indexer.services.redis, indexer.settings.names, ttl=ttl)
+
+
 def guarded(indexer: Indexer, subject: str, work: Work, park: Park) -> Outcome:
     """Run ``work`` for ``subject`` with its run counted (caller holds the lock).
 
@@ -77,8 +84,7 @@ def guarded(indexer: Indexer, subject: str, work: Work, park: Park) -> Outcome:
     ``work`` runs, so a fixed version is not parked for its predecessor's crashes. When
     ``work`` passes the soft time limit, ``park(reason, runs, None)`` parks what is current.
     """
-    ttl = max(indexer.settings.lock_ttl * 10, 3600)
-    deliveries = Deliveries(indexer.services.redis, indexer.settings.names, ttl=ttl)
+    deliveries = _deliveries(indexer)
     count, noted = deliveries.start(subject)
     try:
         lost = count - 1
@@ -261,8 +267,7 @@ def _index_batch(
     soft time limit passed. A refused account (a permanent error) fails the run of each file
     this run held, recorded as ``index_node`` records it, hands the others on, and is raised."""
     indexer = task.indexer
-    ttl = max(indexer.settings.lock_ttl * 10, 3600)
-    deliveries = Deliveries(indexer.services.redis, indexer.settings.names, ttl=ttl)
+    deliveries = _deliveries(indexer)
     # a redelivered message keeps its task id, and so does a retry
     run = task.request.id or hashlib.sha256(f"{user}:{ids}".encode()).hexdigest()
     batch = f"nodes:{run}"
