@@ -54,9 +54,12 @@ VERIFIERS: dict[str, Verifier] = {t.value: s.verify for t, s in SOURCES.items()}
 """doc_type → its verifier (:meth:`ncindex.sources.base.Source.verify`); every
 :class:`DocType` has one (a test enforces it)."""
 
-BATCHED = frozenset(t.value for t, s in SOURCES.items() if s.verifies_many)
-"""The doc types whose candidates are checked several at a time
-(:meth:`ncindex.sources.base.Source.verify_many`)."""
+BATCHED: dict[str, str] = {
+    t.value: s.verified_with for t, s in SOURCES.items() if s.verified_with is not None
+}
+"""doc_type → the request its candidates are checked in, several at a time and with those of
+the other doc types of the same request (:attr:`ncindex.sources.base.Source.verified_with`,
+:meth:`~ncindex.sources.base.Source.verify_many`): files and notes, one WebDAV SEARCH."""
 
 
 def _raise(exc: Exception) -> Checked:
@@ -163,7 +166,7 @@ class VerifyOnRead:
         self.verifiers = VERIFIERS if verifiers is None else verifiers
         #: doc types whose candidates are checked together (only with the sources' own
         #: verifiers: a caller's ``verifiers`` are called one candidate at a time)
-        self.batched = BATCHED if verifiers is None else frozenset()
+        self.batched = BATCHED if verifiers is None else {}
         self.eligibility = eligibility
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="verify")
 
@@ -188,15 +191,15 @@ class VerifyOnRead:
         order; ``counts`` is updated. ``membership`` is the search's tag membership (pass the
         same one for every round of a search; default: one for this call).
 
-        The checks run concurrently: two or more candidates of a doc type whose source checks
-        many in one request (:attr:`~ncindex.sources.base.Source.verifies_many`: files, one
+        The checks run concurrently: two or more candidates checked by the same kind of
+        request (:attr:`~ncindex.sources.base.Source.verified_with`: files and notes, one
         WebDAV SEARCH) go together, the others one request each."""
         tags = membership if membership is not None else self.membership()
         groups: dict[str, list[int]] = {}
         for i, payload in enumerate(candidates):
-            doc_type = payload.get("doc_type", "")
-            if doc_type in self.batched:
-                groups.setdefault(doc_type, []).append(i)
+            request = self.batched.get(payload.get("doc_type", ""))
+            if request is not None:
+                groups.setdefault(request, []).append(i)
         together = [idx for idx in groups.values() if len(idx) > 1]
         alone = sorted(set(range(len(candidates))) - {i for idx in together for i in idx})
         batches = [
@@ -231,7 +234,8 @@ class VerifyOnRead:
         payloads: list[dict[str, Any]],
         tags: TagMembership | None,
     ) -> list[Checked]:
-        """Candidates of one doc type checked in one go (its source's ``verify_many``), then
+        """Candidates checked by one kind of request in one go (the ``verify_many`` of the
+        first one's source, :attr:`~ncindex.sources.base.Source.verified_with`), then
         each held to the rules as :meth:`_one` does; when the batch fails, each gets the
         verdict its failure gives one candidate (a payload the source cannot read: each is
         checked alone, so only that one is dropped)."""
@@ -291,9 +295,8 @@ class VerifyOnRead:
         tags: TagMembership,
     ) -> Checked:
         """``checked`` (kept), or ``INELIGIBLE`` with the reason when the index rules exclude
-        the file or note now: globs on its current path (as a SEARCH by file id gives it; for
-        a note asked only while the globs can exclude a path), the MIME list (files), the tag
-        gate and excluded tags."""
+        the file or note now: globs on its current path (as the SEARCH by file id gave it),
+        the MIME list (files), the tag gate and excluded tags."""
         try:
             source = SOURCES[DocType(payload.get("doc_type", ""))]
         except ValueError:
@@ -301,10 +304,6 @@ class VerifyOnRead:
         if not source.ruled or self.eligibility is None:
             return checked
         assert client.user is not None
-        if not source.verify_gives_path and self.eligibility.has_path_rules:
-            # a note's current path: the Notes API gives only its category, so ask WebDAV by
-            # file id (a note's id is its file's) — one request, only while globs can exclude
-            checked.path = client.find_by_id(int(payload["doc_id"])).path
         path = checked.path or (payload.get("paths") or {}).get(client.user)
         if path is None:
             return checked  # nothing to judge the globs on: kept as verified

@@ -279,9 +279,6 @@ class Source(ABC):
     app: ClassVar[str | None] = None
     #: whether the index rules (globs, MIME list, tags) apply to its documents
     ruled: ClassVar[bool] = False
-    #: whether :meth:`verify` gives the document's current path (else a node's is asked of
-    #: WebDAV by id when the path globs need it)
-    verify_gives_path: ClassVar[bool] = False
     #: whether a re-path alone gives a document its title (its title is its file name)
     title_from_path: ClassVar[bool] = False
     #: the webhook event classes that name one of its documents by id
@@ -344,17 +341,19 @@ class Source(ABC):
         of ``payload`` (its best chunk's). Raises ``NotFound``/``Forbidden`` when it is gone
         (the verifier drops it), and what the client raises."""
 
-    #: whether the source has :meth:`verify_many`, checking several candidates in one request
-    verifies_many: ClassVar[bool] = False
+    #: the request its :meth:`verify_many` makes, ``None`` for a source without one: the
+    #: candidates of every source with the same value are checked together, by the first
+    #: one's :meth:`verify_many` (``"webdav"``: files and notes, one SEARCH by file id)
+    verified_with: ClassVar[str | None] = None
 
     def verify_many(
         self, client: NextcloudClient, payloads: Sequence[dict[str, Any]]
     ) -> builtins.list[Checked]:
-        """:meth:`verify` for each of ``payloads`` (same order) in fewer requests, for a
-        source with :attr:`verifies_many` (the others raise ``NotImplementedError``). A
-        document gone for the user is ``DROPPED`` here, not raised. Raises what the client
-        raises (the whole batch failed) and ``KeyError``/``ValueError`` for a payload it
-        cannot read."""
+        """:meth:`verify` for each of ``payloads`` (same order; of any doc type whose source
+        has the same :attr:`verified_with`) in fewer requests; the others raise
+        ``NotImplementedError``. A document gone for the user is ``DROPPED`` here, not
+        raised. Raises what the client raises (the whole batch failed) and
+        ``KeyError``/``ValueError`` for a payload it cannot read."""
         raise NotImplementedError(f"{self.doc_type} checks its candidates one by one")
 
     def rule_reason(

@@ -106,12 +106,6 @@ class Eligibility:
             ocr=ocr_from_settings(settings) is not None,
         )
 
-    @property
-    def has_path_rules(self) -> bool:
-        """Whether the globs can exclude a path at all (an exclude glob, or includes other
-        than ``**``)."""
-        return bool(self.exclude_globs) or self.include_globs != ("**",)
-
     def path_and_tags_reason(self, path: str, tags: list[str]) -> str | None:
         """Why a node at ``path`` carrying system tags ``tags`` is not indexed, or ``None``:
         ``excluded_path``, ``path_not_included``, ``excluded_tag``, ``missing_required_tag``."""

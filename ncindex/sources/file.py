@@ -42,10 +42,10 @@ from ncindex.sources.base import (
     ScanMemory,
     Seen,
     Source,
-    Verdict,
     ancestors,
 )
 from ncindex.sources.eligibility import Eligibility, classify
+from ncindex.sources.nodes import verify_node, verify_nodes
 from ncindex.text.extract import extract_text
 from ncindex.text.ocr import ocr_from_settings
 
@@ -56,7 +56,6 @@ class FileSource(Source):
     doc_type: ClassVar[DocType] = DocType.FILE
     node = True
     ruled = True
-    verify_gives_path = True
     title_from_path = True
 
     def list(
@@ -264,31 +263,17 @@ class FileSource(Source):
         )
 
     def verify(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
-        """WebDAV SEARCH by file id in the user's view (empty ⇒ gone); gives the current path.
-        A file listed without read permission (an access-control rule blocks it) is dropped."""
-        entry = client.find_by_id(int(payload["doc_id"]))
-        if not entry.readable:
-            return Checked(Verdict.DROPPED)
-        return Checked(Verdict.KEPT, entry.path, entry.content_type)
+        """WebDAV SEARCH by file id in the user's view (:func:`~ncindex.sources.nodes.verify_node`:
+        empty ⇒ gone; listed without read permission ⇒ dropped); gives the current path."""
+        return verify_node(client, payload)
 
-    verifies_many = True
+    verified_with = "webdav"
 
     def verify_many(
         self, client: NextcloudClient, payloads: Sequence[dict[str, Any]]
     ) -> builtins.list[Checked]:
-        """One WebDAV SEARCH for all of them (:meth:`NextcloudClient.find_by_ids`, their file
-        ids inside ``d:or``): a file absent from the answer, or listed without read
-        permission, is dropped; the others are kept with their current path."""
-        ids = [int(p["doc_id"]) for p in payloads]
-        entries = client.find_by_ids(ids)
-        checked: builtins.list[Checked] = []
-        for file_id in ids:
-            entry = entries.get(file_id)
-            if entry is None or not entry.readable:
-                checked.append(Checked(Verdict.DROPPED))
-            else:
-                checked.append(Checked(Verdict.KEPT, entry.path, entry.content_type))
-        return checked
+        """Files and notes in one WebDAV SEARCH (:func:`~ncindex.sources.nodes.verify_nodes`)."""
+        return verify_nodes(client, payloads)
 
     def rule_reason(
         self, rules: Eligibility, path: str, mime_type: str | None, tags: builtins.list[str]

@@ -9,12 +9,14 @@ fetch alike.
 
 The scan lists ``GET /notes?exclude=content&pruneBefore=…&chunkSize=…``, following the chunk
 cursor: notes unchanged since the last clean scan come as ``{"id": N}``; only the last chunk
-lists every id, so deletions are judged on the whole sequence.
+lists every id, so deletions are judged on the whole sequence. Verify-on-read checks a note
+as a file, by WebDAV, together with the page's files (:mod:`ncindex.sources.nodes`).
 """
 
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,8 +33,8 @@ from ncindex.sources.base import (
     ScanMemory,
     Seen,
     Source,
-    Verdict,
 )
+from ncindex.sources.nodes import verify_node, verify_nodes
 
 if TYPE_CHECKING:
     from ncindex.sources.eligibility import Eligibility
@@ -170,11 +172,18 @@ class NoteSource(Source):
         )
 
     def verify(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
-        """``GET /notes/{id}`` (conditional on the indexed etag; 304 and 200 both mean
-        readable; 404 means gone). The current path is not known (the verifier asks WebDAV
-        when the path globs need it)."""
-        client.get_note(int(payload["doc_id"]), etag=payload.get("etag"))
-        return Checked(Verdict.KEPT)
+        """As a file: WebDAV SEARCH by its file id (:func:`~ncindex.sources.nodes.verify_node`),
+        which gives its current path — not ``GET /notes/{id}`` (:mod:`ncindex.sources.nodes`
+        says why)."""
+        return verify_node(client, payload)
+
+    verified_with = "webdav"
+
+    def verify_many(
+        self, client: NextcloudClient, payloads: Sequence[dict[str, Any]]
+    ) -> builtins.list[Checked]:
+        """Notes and files in one WebDAV SEARCH (:func:`~ncindex.sources.nodes.verify_nodes`)."""
+        return verify_nodes(client, payloads)
 
     def rule_reason(
         self, rules: Eligibility, path: str, mime_type: str | None, tags: builtins.list[str]

@@ -1,5 +1,6 @@
-"""Verify-on-read checks a page's files together: one WebDAV SEARCH for all of them (their file
-ids inside ``d:or``) against the simulator over HTTP, the verdicts each one alone would get."""
+"""Verify-on-read checks a page's files and notes together: one WebDAV SEARCH for all of them
+(their file ids inside ``d:or``) against the simulator over HTTP, the verdicts each one alone
+would get."""
 
 from __future__ import annotations
 
@@ -58,19 +59,49 @@ def test_a_pages_files_are_checked_in_one_search(sim: NextcloudSimulator, alice)
     assert [v.verdict for v in verdicts] == [
         Verdict.KEPT,
         Verdict.DROPPED,  # bob's, not shared
-        Verdict.KEPT,  # the note: its own Notes API request
+        Verdict.KEPT,  # the note: in the same SEARCH, as a file
         Verdict.KEPT,
         Verdict.KEPT,
         Verdict.DROPPED,  # listed without read permission
     ]
-    assert [v.path for v in verdicts[:1] + verdicts[3:5]] == [
+    assert [v.path for v in verdicts[:1] + verdicts[2:5]] == [
         "/Projects/a.md",
+        "/Notes/n.md",
         "/Projects/b.md",
         "/From Bob/c.md",
     ]
     assert counts.checked == 6 and counts.kept == 4 and counts.dropped == 2
     assert sim.request_count("dav-search") == 1
-    assert sim.request_count("notes") == 1
+    assert sim.request_count("notes") == 0
+
+
+def note_payload(file_id: int) -> dict[str, Any]:
+    return {"doc_type": "note", "doc_id": str(file_id), "doc_key": f"note:{file_id}"}
+
+
+def test_notes_are_checked_as_files(sim: NextcloudSimulator, alice) -> None:
+    kept = sim.put_file("alice", "/Notes/kept.md", b"k")
+    moved = sim.put_file("alice", "/Notes/moved.md", b"m")
+    sim.move("alice", "/Notes/moved.md", "/Archive/moved.md")
+    gone = sim.put_file("alice", "/Notes/gone.md", b"g")
+    sim.delete("alice", "/Notes/gone.md")
+    sim.reset_request_counts()
+    verdicts = VerifyOnRead(4).check(
+        alice, [note_payload(i) for i in (kept, moved, gone)], VerificationCounts()
+    )
+    # moved out of the notes folder: still hers to read, found at its new path until its
+    # move event indexes it as a file
+    assert [(v.verdict, v.path) for v in verdicts] == [
+        (Verdict.KEPT, "/Notes/kept.md"),
+        (Verdict.KEPT, "/Archive/moved.md"),
+        (Verdict.DROPPED, None),
+    ]
+    assert sim.request_count("dav-search") == 1
+    assert sim.request_count("notes") == 0
+    sim.reset_request_counts()
+    (alone,) = VerifyOnRead(2).check(alice, [note_payload(kept)], VerificationCounts())
+    assert (alone.verdict, alone.path) == (Verdict.KEPT, "/Notes/kept.md")
+    assert sim.request_count("dav-search") == 1 and sim.request_count("notes") == 0
 
 
 def test_one_file_is_checked_alone(sim: NextcloudSimulator, alice) -> None:
