@@ -18,7 +18,7 @@ import builtins
 import posixpath
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -35,7 +35,6 @@ from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.progress import node_subject
 from ncindex.sources.base import (
-    Checked,
     Context,
     Fetched,
     Listing,
@@ -45,12 +44,12 @@ from ncindex.sources.base import (
     ancestors,
 )
 from ncindex.sources.eligibility import Eligibility, classify
-from ncindex.sources.nodes import verify_node, verify_nodes
+from ncindex.sources.nodes import VerifiedByWebDav
 from ncindex.text.extract import extract_text
 from ncindex.text.ocr import ocr_from_settings
 
 
-class FileSource(Source):
+class FileSource(VerifiedByWebDav, Source):
     """Files: listed by a WebDAV walk, fetched by download and extraction."""
 
     doc_type: ClassVar[DocType] = DocType.FILE
@@ -261,19 +260,6 @@ class FileSource(Source):
                 markdown=extracted.markdown,
             )
         )
-
-    def verify(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
-        """WebDAV SEARCH by file id in the user's view (:func:`~ncindex.sources.nodes.verify_node`:
-        empty ⇒ gone; listed without read permission ⇒ dropped); gives the current path."""
-        return verify_node(client, payload)
-
-    verified_with = "webdav"
-
-    def verify_many(
-        self, client: NextcloudClient, payloads: Sequence[dict[str, Any]]
-    ) -> builtins.list[Checked]:
-        """Files and notes in one WebDAV SEARCH (:func:`~ncindex.sources.nodes.verify_nodes`)."""
-        return verify_nodes(client, payloads)
 
     def rule_reason(
         self, rules: Eligibility, path: str, mime_type: str | None, tags: builtins.list[str]

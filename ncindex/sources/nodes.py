@@ -21,7 +21,7 @@ found (with its new path) until its move event indexes it as a file.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
@@ -51,3 +51,21 @@ def verify_nodes(client: NextcloudClient, payloads: Sequence[dict[str, Any]]) ->
     ids = [int(p["doc_id"]) for p in payloads]
     entries = client.find_by_ids(ids)
     return [_verdict(entries.get(file_id)) for file_id in ids]
+
+
+class VerifiedByWebDav:
+    """The verification of a node source (put before ``Source`` in its bases): one node by
+    :func:`verify_node`, a page's files and notes together by :func:`verify_nodes`."""
+
+    #: the request the node sources' candidates share (``Source.verified_with``)
+    verified_with: ClassVar[str | None] = "webdav"
+
+    def verify(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
+        """:func:`verify_node` (``Source.verify``): gives the node's current path."""
+        return verify_node(client, payload)
+
+    def verify_many(
+        self, client: NextcloudClient, payloads: Sequence[dict[str, Any]]
+    ) -> list[Checked]:
+        """:func:`verify_nodes` (``Source.verify_many``): files and notes in one SEARCH."""
+        return verify_nodes(client, payloads)

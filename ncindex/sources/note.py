@@ -16,7 +16,6 @@ as a file, by WebDAV, together with the page's files (:mod:`ncindex.sources.node
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,7 +25,6 @@ from ncindex.nextcloud.client import NOTES_API, NextcloudClient, NotesSettings, 
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.redis_replies import as_text
 from ncindex.sources.base import (
-    Checked,
     Context,
     Fetched,
     Listing,
@@ -34,7 +32,7 @@ from ncindex.sources.base import (
     Seen,
     Source,
 )
-from ncindex.sources.nodes import verify_node, verify_nodes
+from ncindex.sources.nodes import VerifiedByWebDav
 
 if TYPE_CHECKING:
     from ncindex.sources.eligibility import Eligibility
@@ -71,7 +69,7 @@ def _http_time(value: str | None) -> int | None:
         return None
 
 
-class NoteSource(Source):
+class NoteSource(VerifiedByWebDav, Source):
     """Notes: listed by the Notes API, fetched by the Notes API with the WebDAV entry."""
 
     doc_type: ClassVar[DocType] = DocType.NOTE
@@ -170,20 +168,6 @@ class NoteSource(Source):
                 markdown=True,
             )
         )
-
-    def verify(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
-        """As a file: WebDAV SEARCH by its file id (:func:`~ncindex.sources.nodes.verify_node`),
-        which gives its current path — not ``GET /notes/{id}`` (:mod:`ncindex.sources.nodes`
-        says why)."""
-        return verify_node(client, payload)
-
-    verified_with = "webdav"
-
-    def verify_many(
-        self, client: NextcloudClient, payloads: Sequence[dict[str, Any]]
-    ) -> builtins.list[Checked]:
-        """Notes and files in one WebDAV SEARCH (:func:`~ncindex.sources.nodes.verify_nodes`)."""
-        return verify_nodes(client, payloads)
 
     def rule_reason(
         self, rules: Eligibility, path: str, mime_type: str | None, tags: builtins.list[str]

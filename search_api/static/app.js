@@ -25,6 +25,12 @@ const UNREACHABLE = { ok: false, status: 0, headers: new Headers() };
 // for another (the server strips them from snippets, ncindex/text/snippets.py).
 const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
 let searchSeq = 0; // only the newest search's answer is shown (answers can arrive out of order)
+// Results asked for: a page's worth (the API's default limit), one more page each time "More
+// results" is pressed, up to the API's largest limit (POST /v1/search: 1-100). The API has no
+// offset (verification decides what a page holds), so more results are a longer first page.
+const PAGE = 10;
+const MAX_RESULTS = 100;
+let wanted = PAGE;
 
 // A document's name, path, folder or tag as the page shows it: without bidi controls.
 function shown(text) { return String(text).replace(BIDI_CONTROLS, ""); }
@@ -123,6 +129,7 @@ function signedOut(message) {
   stopPolling();
   // the results and lists were the signed-out user's; the query stays, to search again with
   for (const id of ["results", "folders", "tags"]) $(id).replaceChildren();
+  $("more").hidden = true;
   render();
   status(message || "You are signed out. Sign in to search.", false);
   renewSession(); // the ended session's cookie and token are of no use for signing in again
@@ -313,7 +320,7 @@ function fromUrl() {
 
 // --- search ----------------------------------------------------------------------------
 function requestBody() {
-  const body = { query: $("q").value, explain: true }; // each result's "Why it matched"
+  const body = { query: $("q").value, explain: true, limit: wanted }; // explain: "Why it matched"
   const types = checkedTypes();
   if (types.length) body.doc_types = types;
   if ($("after").value) body.modified_after = toUtc($("after").value);
@@ -327,8 +334,13 @@ function requestBody() {
   return body;
 }
 
-async function search(push) {
+// ``more``: the same search asked again for one more page of results (kept where they were:
+// focus moves to the first new one).
+async function search(push, more) {
   const seq = ++searchSeq;
+  const before = more ? $("results").children.length : 0;
+  wanted = more ? Math.min(wanted + PAGE, MAX_RESULTS) : PAGE;
+  $("more").hidden = true;
   renderChips();
   if (!$("q").value.trim()) { $("results").replaceChildren(); return; }
   const refuse = (text) => { $("results").replaceChildren(); status(text, true); };
@@ -348,6 +360,10 @@ async function search(push) {
   if (response.status === 401) { signedOut("Your sign-in ended. Sign in again to search."); return; }
   if (!response.ok) { $("results").replaceChildren(); status(problemText(response, data), true); return; }
   $("results").replaceChildren(...data.results.map(resultItem));
+  // a full page may have more behind it; a short one was all the search found
+  $("more").hidden = data.results.length < wanted || wanted >= MAX_RESULTS;
+  const first = $("results").children[before];
+  if (more && first) first.querySelector(".title").focus();
   if (!data.results.length) status("No results. Try other words or remove a filter.");
   else if (data.degraded) status("Keyword results only: the semantic half of the search is unavailable right now.");
   else status("");
@@ -428,6 +444,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("password-form").addEventListener("submit", signInWithPassword);
   $("sign-out").addEventListener("click", signOut);
   $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search(true); });
+  $("more").addEventListener("click", () => search(false, true));
   for (const id of ["folders", "tags", "fusion", "after", "before", "threshold"]) {
     $(id).addEventListener("change", () => search(true));
   }

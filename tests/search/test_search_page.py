@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.simulator.server import SimulatorServer
@@ -249,7 +249,11 @@ def test_alice_signs_in_with_login_flow_filters_and_signs_out(
     page.locator("#q").fill("lighthouse lens")
     with page.expect_response(lambda r: r.url.endswith("/v1/search")) as answered:
         page.keyboard.press("Enter")
-    assert answered.value.request.post_data_json == {"query": "lighthouse lens", "explain": True}
+    assert answered.value.request.post_data_json == {
+        "query": "lighthouse lens",
+        "explain": True,
+        "limit": 10,
+    }
     answer = answered.value.json()
     expect_titles(page, ALICE_ALL)
     assert page.locator("#results .snippet mark").count() > 0
@@ -478,6 +482,65 @@ def test_an_ended_session_and_an_unreachable_server_are_said_and_recovered_from(
     search.click()
     expect(page.locator("#results .title")).to_have_text("reportgpj.exe")
     expect(page.locator("#results .where")).to_have_text("/Projects/reportgpj.exe")
+    context.close()
+
+
+def fake_answer(limit: int, found: int) -> dict[str, object]:
+    """A search answer of ``min(limit, found)`` files named ``doc-N.md``, best first."""
+    results = [
+        {"doc_type": "file", "doc_id": str(i), "title": f"doc-{i}.md", "score": 1 - i / 1000,
+         "snippet": "tides", "char_start": 0, "char_end": 5, "chunk_index": 0,
+         "modified_at": T0, "path": f"/Tides/doc-{i}.md", "url": None}
+        for i in range(min(limit, found))
+    ]  # fmt: skip
+    return {"results": results, "verification": {}, "degraded": False, "model": "m",
+            "timings_ms": {}}  # fmt: skip
+
+
+def test_more_results_asks_for_a_longer_page(deployment: Deployment, browser: Browser) -> None:
+    """The "More results" button asks the same search again for one more page (the API has no
+    offset: verification decides what a page holds), keeps the results where they were and
+    moves focus to the first new one; it is not offered under a short answer, and stops at the
+    API's 100."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(deployment.url + "/")
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    more = page.get_by_role("button", name="More results")
+    page.locator("#q").fill("lighthouse")
+    page.keyboard.press("Enter")
+    expect(page.locator("#results li")).to_have_count(len(ALICE_ALL))  # the real answer
+    expect(more).to_be_hidden()
+
+    asked: list[tuple[str, int]] = []
+
+    def answer(route: Route) -> None:
+        body = route.request.post_data_json
+        asked.append((body["query"], body["limit"]))
+        route.fulfill(json=fake_answer(body["limit"], 25 if body["query"] == "tides" else 500))
+
+    page.route("**/v1/search", answer)
+    page.locator("#q").fill("tides")
+    page.keyboard.press("Enter")
+    expect(page.locator("#results li")).to_have_count(10)
+    more.click()
+    expect(page.locator("#results li")).to_have_count(20)
+    expect(page.locator("#results .title").nth(10)).to_be_focused()
+    more.click()
+    expect(page.locator("#results li")).to_have_count(25)
+    expect(more).to_be_hidden()  # 25 of the 30 asked: that was all
+    assert asked == [("tides", 10), ("tides", 20), ("tides", 30)]
+
+    asked.clear()
+    page.locator("#q").fill("everything")
+    page.keyboard.press("Enter")  # a new search starts at one page again
+    expect(page.locator("#results li")).to_have_count(10)
+    for shown in range(20, 101, 10):
+        more.click()
+        expect(page.locator("#results li")).to_have_count(shown)
+    expect(more).to_be_hidden()
+    assert asked == [("everything", n) for n in range(10, 101, 10)]
     context.close()
 
 
