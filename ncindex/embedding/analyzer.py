@@ -158,14 +158,22 @@ def _stemmed_stops() -> frozenset[str]:
     return frozenset(_stem(w) for w in STOP_WORDS)
 
 
-def _word(text: str, start: int) -> Term | None:
-    """A plain word (letters, digits, inner apostrophes) as a term: stemmed when it is all
-    letters, ``None`` when it is a stop word."""
+@functools.lru_cache(maxsize=65536)
+def _form(text: str) -> str | None:
+    """A plain word's indexed form: stemmed when it is all letters, ``None`` for a stop word
+    (cached: a text's words repeat, and so do a collection's)."""
     lower = text.lower().replace("’", "'")
     form = _stem(lower) if _LETTERS.fullmatch(lower) else lower
     if form in _stemmed_stops() or not form or len(form) > MAX_TERM_CHARS:
         return None
-    return Term(form, start, start + len(text))
+    return form
+
+
+def _word(text: str, start: int) -> Term | None:
+    """A plain word (letters, digits, inner apostrophes) as a term (:func:`_form`), ``None``
+    when it is a stop word."""
+    form = _form(text)
+    return None if form is None else Term(form, start, start + len(text))
 
 
 def tokens(text: str) -> Iterator[Term]:
