@@ -30,7 +30,7 @@ let searchSeq = 0; // only the newest search's answer is shown (answers can arri
 // offset (verification decides what a page holds), so more results are a longer first page.
 const PAGE = 10;
 const MAX_RESULTS = 100;
-let wanted = PAGE;
+let shownRequest = null; // the request whose answer is on screen: "More results" asks it again
 
 // A document's name, path, folder or tag as the page shows it: without bidi controls.
 function shown(text) { return String(text).replace(BIDI_CONTROLS, ""); }
@@ -129,7 +129,7 @@ function signedOut(message) {
   stopPolling();
   // the results and lists were the signed-out user's; the query stays, to search again with
   for (const id of ["results", "folders", "tags"]) $(id).replaceChildren();
-  $("more").hidden = true;
+  forgetResults();
   render();
   status(message || "You are signed out. Sign in to search.", false);
   renewSession(); // the ended session's cookie and token are of no use for signing in again
@@ -143,6 +143,7 @@ function clearSearch() {
   $("folders").replaceChildren();
   $("tags").replaceChildren();
   $("results").replaceChildren();
+  forgetResults();
   $("chips").replaceChildren();
   if (location.search) history.replaceState(null, "", location.pathname);
 }
@@ -320,7 +321,7 @@ function fromUrl() {
 
 // --- search ----------------------------------------------------------------------------
 function requestBody() {
-  const body = { query: $("q").value, explain: true, limit: wanted }; // explain: "Why it matched"
+  const body = { query: $("q").value, explain: true, limit: PAGE }; // explain: "Why it matched"
   const types = checkedTypes();
   if (types.length) body.doc_types = types;
   if ($("after").value) body.modified_after = toUtc($("after").value);
@@ -334,13 +335,15 @@ function requestBody() {
   return body;
 }
 
-// ``more``: the same search asked again for one more page of results (kept where they were:
-// focus moves to the first new one).
-async function search(push, more) {
-  const seq = ++searchSeq;
-  const before = more ? $("results").children.length : 0;
-  wanted = more ? Math.min(wanted + PAGE, MAX_RESULTS) : PAGE;
+// No results on screen any more: nothing for "More results" to extend.
+function forgetResults() {
+  shownRequest = null;
   $("more").hidden = true;
+}
+
+async function search(push) {
+  const seq = ++searchSeq;
+  forgetResults();
   renderChips();
   if (!$("q").value.trim()) { $("results").replaceChildren(); return; }
   const refuse = (text) => { $("results").replaceChildren(); status(text, true); };
@@ -355,15 +358,42 @@ async function search(push, more) {
   }
   toUrl(push);
   status("Searching…");
-  const { response, data } = await call("POST", "/v1/search", requestBody());
+  const body = requestBody();
+  const { response, data } = await call("POST", "/v1/search", body);
   if (seq !== searchSeq) return; // a newer search was started meanwhile
   if (response.status === 401) { signedOut("Your sign-in ended. Sign in again to search."); return; }
   if (!response.ok) { $("results").replaceChildren(); status(problemText(response, data), true); return; }
+  show(body, data);
+}
+
+// "More results": the search on screen asked again as it was sent (not as the form reads now)
+// for one more page. The longer answer replaces the list: its first results are mostly those
+// shown, though fusion over a deeper candidate pool can reorder them. Focus moves to the result
+// after as many as were shown. A failed attempt leaves the list as it was, to try again.
+async function showMore() {
+  if (!shownRequest) return;
+  const seq = ++searchSeq;
+  const before = $("results").children.length;
+  const body = { ...shownRequest, limit: Math.min(shownRequest.limit + PAGE, MAX_RESULTS) };
+  $("more").hidden = true;
+  status("Searching…");
+  const { response, data } = await call("POST", "/v1/search", body);
+  if (seq !== searchSeq) return;
+  if (response.status === 401) { signedOut("Your sign-in ended. Sign in again to search."); return; }
+  if (!response.ok) { $("more").hidden = false; status(problemText(response, data), true); return; }
+  show(body, data);
+  const items = $("results").children;
+  const next = items[Math.min(before, items.length - 1)];
+  if (next) next.querySelector(".title").focus();
+  else $("q").focus();
+}
+
+// The answer to ``body`` on screen; "More results" under a full page (a short one was all the
+// search found).
+function show(body, data) {
+  shownRequest = body;
   $("results").replaceChildren(...data.results.map(resultItem));
-  // a full page may have more behind it; a short one was all the search found
-  $("more").hidden = data.results.length < wanted || wanted >= MAX_RESULTS;
-  const first = $("results").children[before];
-  if (more && first) first.querySelector(".title").focus();
+  $("more").hidden = data.results.length < body.limit || body.limit >= MAX_RESULTS;
   if (!data.results.length) status("No results. Try other words or remove a filter.");
   else if (data.degraded) status("Keyword results only: the semantic half of the search is unavailable right now.");
   else status("");
@@ -444,7 +474,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("password-form").addEventListener("submit", signInWithPassword);
   $("sign-out").addEventListener("click", signOut);
   $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search(true); });
-  $("more").addEventListener("click", () => search(false, true));
+  $("more").addEventListener("click", showMore);
   for (const id of ["folders", "tags", "fusion", "after", "before", "threshold"]) {
     $(id).addEventListener("change", () => search(true));
   }

@@ -498,10 +498,10 @@ def fake_answer(limit: int, found: int) -> dict[str, object]:
 
 
 def test_more_results_asks_for_a_longer_page(deployment: Deployment, browser: Browser) -> None:
-    """The "More results" button asks the same search again for one more page (the API has no
-    offset: verification decides what a page holds), keeps the results where they were and
-    moves focus to the first new one; it is not offered under a short answer, and stops at the
-    API's 100."""
+    """The "More results" button asks the search on screen again, as it was sent, for one more
+    page (the API has no offset: verification decides what a page holds) and moves focus to
+    the result after those shown; it is not offered under a short answer, stops at the API's
+    100, keeps the list when it fails, and goes with the results on signing out."""
     context = browser.new_context()
     page = context.new_page()
     page.goto(deployment.url + "/")
@@ -514,23 +514,34 @@ def test_more_results_asks_for_a_longer_page(deployment: Deployment, browser: Br
     expect(more).to_be_hidden()
 
     asked: list[tuple[str, int]] = []
+    failing: list[bool] = []
 
     def answer(route: Route) -> None:
         body = route.request.post_data_json
         asked.append((body["query"], body["limit"]))
+        if failing:
+            route.fulfill(status=503, json={"code": "backend_unavailable", "detail": "down"})
+            return
         route.fulfill(json=fake_answer(body["limit"], 25 if body["query"] == "tides" else 500))
 
     page.route("**/v1/search", answer)
     page.locator("#q").fill("tides")
     page.keyboard.press("Enter")
     expect(page.locator("#results li")).to_have_count(10)
+    page.locator("#q").fill("edited, not searched")  # More asks what is on screen
     more.click()
     expect(page.locator("#results li")).to_have_count(20)
     expect(page.locator("#results .title").nth(10)).to_be_focused()
+    failing.append(True)
+    more.click()
+    expect(page.locator("#status")).to_have_class(re.compile("error"))
+    expect(page.locator("#results li")).to_have_count(20)  # the list stays, to try again
+    expect(more).to_be_visible()
+    failing.clear()
     more.click()
     expect(page.locator("#results li")).to_have_count(25)
     expect(more).to_be_hidden()  # 25 of the 30 asked: that was all
-    assert asked == [("tides", 10), ("tides", 20), ("tides", 30)]
+    assert asked == [("tides", 10), ("tides", 20), ("tides", 30), ("tides", 30)]
 
     asked.clear()
     page.locator("#q").fill("everything")
@@ -541,6 +552,16 @@ def test_more_results_asks_for_a_longer_page(deployment: Deployment, browser: Br
         expect(page.locator("#results li")).to_have_count(shown)
     expect(more).to_be_hidden()
     assert asked == [("everything", n) for n in range(10, 101, 10)]
+
+    page.locator("#q").fill("tides")
+    page.keyboard.press("Enter")
+    expect(more).to_be_visible()
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#status")).to_contain_text("Signed out")
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    expect(page.locator("#results li")).to_have_count(0)
+    expect(more).to_be_hidden()
     context.close()
 
 
