@@ -148,7 +148,6 @@ def _stemmer() -> _Stemmer:
     return stemmer
 
 
-@functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     return str(_stemmer().stemWord(word))
 

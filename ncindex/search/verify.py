@@ -164,8 +164,8 @@ class VerifyOnRead:
         eligibility: Eligibility | None = None,
     ) -> None:
         self.verifiers = VERIFIERS if verifiers is None else verifiers
-        #: doc types whose candidates are checked together (only with the sources' own
-        #: verifiers: a caller's ``verifiers`` are called one candidate at a time)
+        #: doc type → the request its candidates are checked together in (only with the
+        #: sources' own verifiers: a caller's ``verifiers`` are called one candidate at a time)
         self.batched = BATCHED if verifiers is None else {}
         self.eligibility = eligibility
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="verify")
