@@ -147,8 +147,8 @@ def _find_matches(body: str, terms: set[str]) -> list[Match]:
         return []
     out: list[Match] = []
     end = 0
-    for t in analyzer.tokens(body):
-        if t.text in terms and t.start >= end:
+    for t in analyzer.occurrences(body, terms):
+        if t.start >= end:
             out.append(Match(t.start, t.end, t.text))
             end = t.end
     return out

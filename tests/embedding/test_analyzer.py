@@ -13,10 +13,10 @@ from ncindex.embedding.analyzer import (
     B,
     document_vector,
     feedback_query_vector,
+    occurrences,
     query_vector,
     term_id,
     terms,
-    tokens,
 )
 
 
@@ -117,10 +117,13 @@ def test_possessive_and_apostrophes() -> None:
 
 def test_offsets_point_into_the_text() -> None:
     text = "See IL-6 and COVID-19."
-    for t in tokens(text):
+    found = occurrences(text, set(terms(text)))
+    assert [t.text for t in found] == terms(text)
+    for t in found:
         assert text[t.start : t.end].lower().replace("’", "'").startswith(t.text[:1])
-    whole = next(t for t in tokens(text) if t.text == "covid-19")
+    whole = next(t for t in found if t.text == "covid-19")
     assert text[whole.start : whole.end] == "COVID-19"
+    assert occurrences(text, {"6", "covid"}) == [t for t in found if t.text in {"6", "covid"}]
 
 
 def test_long_terms_are_dropped_but_their_parts_kept() -> None:
