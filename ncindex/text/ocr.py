@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
+
 from ncindex.errors import ExtractionError, TooLarge
 from ncindex.settings import Settings
 from ncindex.text.blocks import Blocks
@@ -70,6 +72,8 @@ def ocr_problem(languages: str) -> str | None:
         return "tesseract is not installed"
     try:
         installed = set(pytesseract.get_languages())
+    except SoftTimeLimitExceeded:  # the task's time is up: not an answer to cache
+        raise
     except Exception as exc:  # the program fails to start or answers oddly
         return f"tesseract does not run: {type(exc).__name__}: {exc}"
     missing = [lang for lang in languages.split("+") if lang not in installed]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
+
 from ncindex.errors import ExtractionError
 from ncindex.text.blocks import Blocks
 from ncindex.text.ocr import Ocr, ocr_page, ocr_problem, render_pdf_page
@@ -38,6 +40,8 @@ def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None) -> in
             read += 1
             try:
                 page_text = reader.pages[number].extract_text() or ""
+            except SoftTimeLimitExceeded:  # the task's time is up, not this page's fault
+                raise
             except Exception:  # one bad page must not lose the others
                 failed += 1
                 continue

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import time
 
+import pypdf
+import pytest
 import redis
+from celery.exceptions import SoftTimeLimitExceeded
 from docmakers import corrupt_files, pdf_bytes
 from pipeline_support import events_for, post_envelope
 
@@ -41,6 +44,27 @@ def test_transient_nextcloud_errors_are_retried_until_indexed(stack: Stack) -> N
     file_id = stack.sim.put_file("alice", "/Docs/retry.txt", b"Lantern oil is stored in cellar.")
     wait_until(lambda: stack.points(f"file:{file_id}"), 30)
     assert not stack.sim.faults.active()  # both faults were hit, then the download worked
+
+
+@pytest.mark.parametrize("where", ["reader", "page"])
+def test_the_soft_time_limit_inside_a_parser_parks_the_file_as_overrunning(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Celery raises the soft time limit wherever the task is; reaching a parser's catch-all it
+    is the task overrunning, not the file unreadable (the reader's catch-all wrapped it in an
+    ExtractionError) nor one bad page (the page's catch-all skipped it and read on)."""
+
+    def overrun(*args: object, **kwargs: object) -> None:
+        raise SoftTimeLimitExceeded()
+
+    if where == "reader":
+        monkeypatch.setattr(pypdf, "PdfReader", overrun)
+    else:
+        monkeypatch.setattr(pypdf.PageObject, "extract_text", overrun)
+    file_id = stack.sim.put_file("alice", "/Docs/slow.pdf", pdf_bytes(["Tide tables."]))
+    entry = wait_until(lambda: parked(stack, file_id), 30)
+    assert entry.reason.startswith("processing exceeded the soft time limit"), entry.reason
+    assert not stack.points(f"file:{file_id}")
 
 
 def test_corrupt_pdf_goes_to_the_dead_letter_while_the_rest_proceed(stack: Stack) -> None:

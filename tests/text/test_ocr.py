@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 from docmakers import image_bytes, scanned_pdf_bytes, text_image
 
 from ncindex.errors import ExtractionError
@@ -102,3 +103,22 @@ def test_an_image_beyond_pillows_pixel_bound_is_too_large(monkeypatch) -> None:
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100_000)
     with pytest.raises(TooLarge, match="image too large"):
         ocr(data, "image/png", "big.png")
+
+
+def test_the_task_time_limit_while_probing_tesseract_is_not_cached_as_its_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The probe's answer is cached for the process; a soft time limit reaching it is the
+    task's, so it is raised, not kept as "tesseract does not run" (OCR off until a restart)."""
+    import pytesseract
+
+    def overrun() -> list[str]:
+        raise SoftTimeLimitExceeded()
+
+    ocr_problem.cache_clear()
+    with monkeypatch.context() as patched:
+        patched.setattr(pytesseract, "get_languages", overrun)
+        with pytest.raises(SoftTimeLimitExceeded):
+            ocr_problem("qqq")
+    assert ocr_problem("qqq") == "no Tesseract language data for qqq"
+    ocr_problem.cache_clear()
