@@ -71,7 +71,7 @@ from ncindex.sources.base import Verdict
 from ncindex.sources.eligibility import Eligibility
 from ncindex.store.port import Fusion, Hit, PointRecord, SparseVector, VectorStore
 from ncindex.strict_json import JsonInt
-from ncindex.text.snippets import Match, snippet
+from ncindex.text.snippets import Match, Snippet, snippet
 
 log = structlog.get_logger(__name__)
 
@@ -628,9 +628,11 @@ class SearchService:
             payloads = store.retrieve([h.id for h in batch])
             timings["payloads"] += (time.perf_counter() - t0) * 1000
             batch = [Hit(h.id, h.score, payloads[h.id]) for h in batch if h.id in payloads]
-            verdicts = self.verifier.check(client, [h.payload for h in batch], counts, membership)
+            checks = self.verifier.start(client, [h.payload for h in batch], membership)
+            shown = _snippets_meanwhile(batch, query)
+            verdicts = checks.verdicts(counts)
             checked_at = time.time()
-            for hit, checked in zip(batch, verdicts, strict=True):
+            for hit, checked, snip in zip(batch, verdicts, shown, strict=True):
                 if checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE) or _moved_out(
                     hit.payload, client.user, checked.path, tree
                 ):
@@ -641,7 +643,7 @@ class SearchService:
                 if not cut.keeps(hit.score):
                     exhausted = True
                     continue
-                result = self._result(hit, query, client.user, checked.path)
+                result = self._result(hit, snip, client.user, checked.path)
                 result._verified_at = checked_at if checked.verdict is Verdict.KEPT else None
                 results.append(result)
         return exhausted
@@ -671,10 +673,9 @@ class SearchService:
             )
 
     @staticmethod
-    def _result(hit: Hit, query: str, user: str, verified_path: str | None) -> SearchResult:
+    def _result(hit: Hit, shown: Snippet, user: str, verified_path: str | None) -> SearchResult:
         p = hit.payload
         text = p.get("text") or ""
-        shown = snippet(text, query)
         result = SearchResult(
             doc_type=p["doc_type"],
             doc_id=p["doc_id"],
@@ -769,6 +770,20 @@ class _Cutoff:
         if self.threshold and self.best is not None:
             return score >= self.threshold * self.best
         return True
+
+
+def _snippets_meanwhile(batch: list[Hit], query: str) -> list[Snippet]:
+    """The snippet of each hit's chunk for ``query``, built while the batch's checks are in
+    flight in the verifier's threads. After each one the thread yields the interpreter
+    (``time.sleep(0)``): a thread waiting for it otherwise waits out the switch interval (5
+    ms, ``sys.getswitchinterval``) behind this loop before it can send its request or read
+    its answer, which made the overlap slower than building the snippets after the checks
+    (benchmarks/RESULTS.md, Scale)."""
+    shown = []
+    for hit in batch:
+        shown.append(snippet(hit.payload.get("text") or "", query))
+        time.sleep(0)
+    return shown
 
 
 def _current_version(points: list[PointRecord]) -> list[PointRecord]:

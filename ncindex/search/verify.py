@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -153,6 +153,44 @@ class TagMembership:
         return [name for name in self.names if file_id in self._files[name]]
 
 
+class Checks:
+    """The checks of a batch of candidates under way (:meth:`VerifyOnRead.start`)."""
+
+    def __init__(
+        self,
+        candidates: list[dict[str, Any]],
+        batches: list[tuple[list[int], Future[list[Checked]]]],
+        singles: list[tuple[int, Future[Checked]]],
+    ) -> None:
+        self._candidates = candidates
+        self._batches = batches
+        self._singles = singles
+
+    def verdicts(self, counts: VerificationCounts) -> list[Checked]:
+        """Wait for the checks: one verdict per candidate, in order; ``counts`` is updated.
+        Raises ``NextcloudAuthError`` if the caller's own credentials failed."""
+        verdicts: dict[int, Checked] = {}
+        for idx, future in self._batches:
+            verdicts.update(zip(idx, future.result(), strict=True))
+        for i, single in self._singles:
+            verdicts[i] = single.result()
+        results = [verdicts[i] for i in range(len(self._candidates))]
+        for payload, checked in zip(self._candidates, results, strict=True):
+            counts.checked += 1
+            if checked.verdict is Verdict.DROPPED:
+                counts.dropped += 1
+            elif checked.verdict is Verdict.INELIGIBLE:
+                counts.ineligible += 1
+            elif checked.verdict is Verdict.ERROR:
+                counts.errors += 1
+            elif checked.verdict is Verdict.UNVERIFIED:
+                counts.unverified += 1
+            if checked.verdict not in (Verdict.DROPPED, Verdict.INELIGIBLE):
+                counts.kept += 1
+            VERIFICATIONS.labels(payload.get("doc_type", "?"), checked.verdict.value).inc()
+        return results
+
+
 class VerifyOnRead:
     """Runs the verifiers for a batch of candidates with a shared thread pool, then holds
     files and notes to ``eligibility`` (the index rules; ``None``: not checked)."""
@@ -193,7 +231,18 @@ class VerifyOnRead:
 
         The checks run concurrently: two or more candidates checked by the same kind of
         request (:attr:`~ncindex.sources.base.Source.verified_with`: files and notes, one
-        WebDAV SEARCH) go together, the others one request each."""
+        WebDAV SEARCH) go together, the others one request each. :meth:`start` sends them
+        and returns at once, for a caller with work to do meanwhile."""
+        return self.start(client, candidates, membership).verdicts(counts)
+
+    def start(
+        self,
+        client: NextcloudClient,
+        candidates: Sequence[dict[str, Any]],
+        membership: TagMembership | None = None,
+    ) -> Checks:
+        """The checks of :meth:`check`, sent in the verifier pool; their verdicts are
+        :meth:`Checks.verdicts`."""
         tags = membership if membership is not None else self.membership()
         groups: dict[str, list[int]] = {}
         for i, payload in enumerate(candidates):
@@ -207,26 +256,7 @@ class VerifyOnRead:
             for idx in together
         ]
         singles = [(i, self._pool.submit(self._one, client, candidates[i], tags)) for i in alone]
-        verdicts: dict[int, Checked] = {}
-        for idx, future in batches:
-            verdicts.update(zip(idx, future.result(), strict=True))
-        for i, single in singles:
-            verdicts[i] = single.result()
-        results = [verdicts[i] for i in range(len(candidates))]
-        for payload, checked in zip(candidates, results, strict=True):
-            counts.checked += 1
-            if checked.verdict is Verdict.DROPPED:
-                counts.dropped += 1
-            elif checked.verdict is Verdict.INELIGIBLE:
-                counts.ineligible += 1
-            elif checked.verdict is Verdict.ERROR:
-                counts.errors += 1
-            elif checked.verdict is Verdict.UNVERIFIED:
-                counts.unverified += 1
-            if checked.verdict not in (Verdict.DROPPED, Verdict.INELIGIBLE):
-                counts.kept += 1
-            VERIFICATIONS.labels(payload.get("doc_type", "?"), checked.verdict.value).inc()
-        return results
+        return Checks(list(candidates), batches, singles)
 
     def _many(
         self,

@@ -3,6 +3,7 @@ tie order, degraded answers, modes, over-fetch and refill."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from ncindex.documents import DocRef
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
+from ncindex.search import service as service_module
 from ncindex.search.service import Mode, SearchRequest, SearchService
 from ncindex.search.verify import Checked, Verdict, VerifyOnRead
 from ncindex.settings import Settings
@@ -490,4 +492,42 @@ def test_a_point_deleted_after_the_ranking_is_passed_over(
     again = svc.search(client_of("alice"), request)
     assert len(again.results) == 3
     assert page.results[0]._point_id not in {r._point_id for r in again.results}
+    svc.close()
+
+
+def test_snippets_are_built_while_the_page_is_checked(
+    corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The page's snippets are built while its checks are in flight: each check here waits
+    (up to 3 s) for a snippet to have been built, which only happens at once when the two
+    overlap; what is dropped is still dropped, and the page is the one checked after."""
+    built = threading.Event()
+    original = service_module.snippet
+
+    def noting(text: str, query: str, **kwargs: Any) -> Any:
+        built.set()
+        return original(text, query, **kwargs)
+
+    waited: list[bool] = []
+
+    def check_after_a_snippet(client: NextcloudClient, payload: dict[str, Any]) -> Checked:
+        waited.append(built.wait(3))
+        return verifiers(client, payload)
+
+    svc, drops = make_service(corpus, embedder, verifiers)
+    request = SearchRequest(query="lighthouse lens")
+    first = keys(svc.search(client_of("alice"), request))
+    verifiers.gone.add(first[0])
+    expected = svc.search(client_of("alice"), request)
+    monkeypatch.setattr(service_module, "snippet", noting)
+    svc.verifier = VerifyOnRead(
+        4, {t: check_after_a_snippet for t in ("note", "file", "deck_card", "news_item")}
+    )
+    page = svc.search(client_of("alice"), request)
+    assert waited and all(waited)
+    assert keys(page) == keys(expected) and first[0] not in keys(page)
+    assert [r.snippet for r in page.results] == [r.snippet for r in expected.results]
+    assert any("<mark>" in r.snippet for r in page.results)
+    assert ("alice", first[0]) in drops
     svc.close()
