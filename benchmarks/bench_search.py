@@ -17,7 +17,9 @@ always AND-ed with her ``acl``), and, in the same iteration, the bare parts: one
 embedding, the bare engine query with the same filter and sizes (its hits carrying
 ``doc_key`` alone, as the search's rounds ask) for another query of the same kind, which the
 engine has not been asked yet, as the search's own had not been (:func:`paired_queries`;
-before 2026-12-05 it asked the searched query again, warm), one verification round trip.
+before 2026-12-05 it asked the searched query again, warm), one verification round trip (a
+WebDAV SEARCH for one file id, the request a page's check is; runs written before
+``round_trip_request`` was, a Notes API ``GET``).
 ``bound`` per query = embed + bare query + one round trip; reported ``bound_ms`` is its p95
 (and ``bound_p50_ms`` its median), ``ratio_p95`` = search p95 / bound p95 (target ≤ 1.3).
 
@@ -348,7 +350,7 @@ def run_size(
                         fusion=Fusion(run_settings.fusion), fields=ROUND_FIELDS)  # fmt: skip
             bare = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
-            client.get_note(1)
+            client.find_by_ids([1])  # the request a page's check is: SEARCH by file id
             rtt = (time.perf_counter() - t) * 1000
             if i >= WARMUP:
                 rows.append({"total": total, **response.timings_ms, "bare_embed": embed,
@@ -374,6 +376,7 @@ def run_size(
         "verify_ms": round(med(r["verify"] for r in rows), 2),
         "bare_query_ms": round(med(r["bare_query"] for r in rows), 2),
         "rtt_ms": round(med(r["rtt"] for r in rows), 2),
+        "round_trip_request": "search",
         "bound_p50_ms": round(pct(bounds, 0.5), 2),
         "bound_ms": round(pct(bounds, 0.95), 2),
         "ratio_p95": round(pct(totals, 0.95) / pct(bounds, 0.95), 3),
