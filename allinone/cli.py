@@ -753,7 +753,8 @@ def _describe(report: object) -> str:
 def status(
     settings: Settings, as_json: bool, watch: bool, interval: float, iterations: int | None
 ) -> None:
-    """Queue depths, workers seen, last scan per user and doc type, index lag, dead letters;
+    """Nextcloud's own status (/status.php), queue depths, workers seen, last scan per user and
+    doc type, index lag, dead letters;
     per user (the configured accounts and every user a document was queued for) and in total:
     pending documents, documents/s and chunks/s over the last minutes, the first indexing's
     progress and the backlog's ETA. Indexed counts per user need a Qdrant
@@ -761,6 +762,8 @@ def status(
     import redis as redis_lib
 
     from ncindex.ingest.queueing import celery_app
+    from ncindex.nextcloud.client import make_http
+    from ncindex.nextcloud.server_status import server_status
     from ncindex.progress import Progress
     from ncindex.runtime import Services
     from ncindex.store import store_status
@@ -769,6 +772,7 @@ def status(
     client = _redis(settings)
     services = Services(settings) if settings.qdrant_url else None
     producer = celery_app(settings)
+    http = make_http(settings) if settings.nextcloud_url else None
 
     def collect() -> dict[str, Any]:
         try:
@@ -784,6 +788,7 @@ def status(
             workers=workers,
         )
         data["store"] = store_status(settings)
+        data["nextcloud"] = server_status(http, settings.nextcloud_url).as_dict()
         return data
 
     try:
@@ -795,6 +800,8 @@ def status(
         raise click.ClickException(f"Redis at {settings.redis_url}: {exc}") from exc
     finally:
         producer.close()
+        if http is not None:
+            http.close()
         if services is not None:
             services.close()
     if as_json:
@@ -821,6 +828,7 @@ def _watch(collect: Any, interval: float, iterations: int | None) -> None:
 def _print_status(data: dict[str, Any]) -> None:
     from allinone.status_view import duration, optimizer_lines
 
+    click.echo(f"nextcloud: {data['nextcloud']['summary']}")
     click.echo(
         "queues: "
         + ", ".join(f"{k} {v}" for k, v in data["queues"].items())

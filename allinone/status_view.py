@@ -122,7 +122,10 @@ def render(data: dict[str, Any]) -> Group:
     workers = data.get("workers")
     seen = "not asked" if workers is None else (", ".join(workers) if workers else "none answered")
     queues = ", ".join(f"{q} {n}" for q, n in data["queues"].items())
+    nextcloud = data.get("nextcloud") or {}
     summary = Text.assemble(
+        ("nextcloud ", "bold"),
+        (f"{nextcloud.get('summary', '?')}\n", "red" if nextcloud.get("problem") else ""),
         ("queues ", "bold"),
         f"{queues}; reserved {data['reserved']}; index lag {data['index_lag_seconds']} s\n",
         ("workers ", "bold"),

@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import httpx
 import redis
 
 from ncindex.errors import NcindexError, NextcloudAuthError, NotFound, RedisTooOld
@@ -52,6 +51,7 @@ from ncindex.ingest.events import COST_WITHOUT, REQUIRED
 from ncindex.ingest.queueing import check_redis as check_redis_version
 from ncindex.ingest.registration import hook_uri, made_with_secret, subscribed
 from ncindex.nextcloud.apps import NEWS_API
+from ncindex.nextcloud.server_status import server_status
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.store import edge_root
@@ -93,19 +93,12 @@ Check = Callable[[Context], list[Line]]
 
 
 def check_server(ctx: Context) -> list[Line]:
-    """Reachable, installed, not in maintenance, and a supported version."""
-    try:
-        response = ctx.services.http.get("/status.php")
-        status = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        return [Line("server", "fail", f"not reachable at {ctx.settings.nextcloud_url}: {exc}")]
-    if response.status_code != 200 or not isinstance(status, dict):
-        return [Line("server", "fail", f"/status.php answered HTTP {response.status_code}")]
-    if not status.get("installed"):
-        return [Line("server", "fail", "Nextcloud is not installed")]
-    ctx.version = str(status.get("versionstring") or status.get("version") or "")
-    if status.get("maintenance"):
-        return [Line("server", "fail", f"Nextcloud {ctx.version} is in maintenance mode")]
+    """Reachable, installed, not in maintenance nor waiting for its upgrade, and a supported
+    version (:func:`~ncindex.nextcloud.server_status.server_status`)."""
+    status = server_status(ctx.services.http, ctx.settings.nextcloud_url)
+    ctx.version = status.version
+    if status.problem is not None:
+        return [Line("server", "fail", status.problem)]
     ctx.reachable = True
     major = _major(ctx.version)
     if major is None or major < SUPPORTED_MAJORS.start:

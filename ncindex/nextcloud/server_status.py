@@ -1,0 +1,80 @@
+"""What Nextcloud's ``/status.php`` says of the server, for ``ncindex doctor`` and ``ncindex
+status``.
+
+nextcloud/server ``status.php`` answers, without authentication, a JSON object of
+``installed``, ``maintenance``, ``needsDbUpgrade`` (booleans), ``version`` (dotted numbers),
+``versionstring`` (the release as shown, ``"31.0.4"``), ``edition`` and ``productname``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """One answer of ``/status.php`` at ``url``: ``error`` says why there is none (not
+    reachable, or not a JSON object with HTTP 200); ``version`` is ``versionstring`` (or
+    ``version`` without it)."""
+
+    url: str
+    error: str | None = None
+    installed: bool = False
+    maintenance: bool = False
+    needs_db_upgrade: bool = False
+    version: str = ""
+
+    @property
+    def problem(self) -> str | None:
+        """Why Nextcloud cannot serve the indexer now, or ``None`` when it can."""
+        if self.error is not None:
+            return self.error
+        if not self.installed:
+            return "Nextcloud is not installed"
+        if self.maintenance:
+            return f"Nextcloud {self.version} is in maintenance mode"
+        if self.needs_db_upgrade:
+            return f"Nextcloud {self.version} waits for its upgrade to run (occ upgrade)"
+        return None
+
+    def summary(self) -> str:
+        """One line for people: the problem, or ``Nextcloud <version> at <url>``."""
+        return self.problem or f"Nextcloud {self.version} at {self.url}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields, ``problem`` and ``summary``, for JSON."""
+        return asdict(self) | {"problem": self.problem, "summary": self.summary()}
+
+
+def server_status(http: httpx.Client | None, url: str | None) -> ServerStatus:
+    """``GET /status.php`` with ``http`` (whose base URL is ``url``; ``None`` for both when
+    no Nextcloud is configured: answered without a request). Never raises: a connection
+    failure or a wrong answer is the status's ``error``."""
+    if http is None or not url:
+        return ServerStatus(
+            url or "",
+            error="NCINDEX_NEXTCLOUD_URL is not set (`ncindex up` then serves its simulator)",
+        )
+    try:
+        response = http.get("/status.php")
+    except httpx.HTTPError as exc:
+        return ServerStatus(url, error=f"not reachable at {url}: {exc}")
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.status_code != 200 or not isinstance(body, dict):
+        shape = "" if isinstance(body, dict) else " without a JSON object (is it Nextcloud?)"
+        return ServerStatus(
+            url, error=f"{url}/status.php answered HTTP {response.status_code}{shape}"
+        )
+    return ServerStatus(
+        url,
+        installed=bool(body.get("installed")),
+        maintenance=bool(body.get("maintenance")),
+        needs_db_upgrade=bool(body.get("needsDbUpgrade")),
+        version=str(body.get("versionstring") or body.get("version") or ""),
+    )

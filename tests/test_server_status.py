@@ -1,0 +1,78 @@
+"""Nextcloud's ``/status.php`` as ``ncindex status`` reports it (and ``ncindex doctor`` judges
+it): the simulator up, in maintenance, gone, or none configured; each field of the answer."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from allinone.cli import main
+from ncindex.nextcloud.server_status import server_status
+from ncindex.simulator import NextcloudSimulator, serve_simulator
+
+
+def status_output(env: dict[str, str], *args: str) -> str:
+    result = CliRunner().invoke(main, ["status", *args], env=env)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_status_says_what_nextcloud_answers(redis_url: str) -> None:
+    sim = NextcloudSimulator()
+    with serve_simulator(sim) as server:
+        env = {"NCINDEX_REDIS_URL": redis_url, "NCINDEX_NEXTCLOUD_URL": server.url}
+        text = status_output(env)
+        assert text.splitlines()[0] == f"nextcloud: Nextcloud {sim.version} at {server.url}"
+        sim.maintenance = True
+        text = status_output(env)
+        assert text.splitlines()[0] == f"nextcloud: Nextcloud {sim.version} is in maintenance mode"
+        data = json.loads(status_output(env, "--json"))["nextcloud"]
+        assert data["maintenance"] is True and data["problem"] == data["summary"]
+        watched = status_output(env, "--watch", "--interval", "0.1", "--iterations", "2")
+        assert "is in maintenance mode" in watched
+    sim.close()
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        gone = f"http://127.0.0.1:{free.getsockname()[1]}"
+    text = status_output({"NCINDEX_REDIS_URL": redis_url, "NCINDEX_NEXTCLOUD_URL": gone})
+    assert text.splitlines()[0].startswith(f"nextcloud: not reachable at {gone}: ")
+    text = status_output({"NCINDEX_REDIS_URL": redis_url})
+    assert text.splitlines()[0] == (
+        "nextcloud: NCINDEX_NEXTCLOUD_URL is not set (`ncindex up` then serves its simulator)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "problem"),
+    [
+        (200, {"installed": True, "versionstring": "31.0.4", "version": "31.0.4.1"}, None),
+        (200, {"installed": False}, "Nextcloud is not installed"),
+        (200, {"installed": True, "needsDbUpgrade": True, "versionstring": "32.0.0"},
+         "Nextcloud 32.0.0 waits for its upgrade to run (occ upgrade)"),
+        (200, {"installed": True, "version": "30.0.1.2"}, None),  # no versionstring
+        (503, {"installed": True}, "https://cloud.example/status.php answered HTTP 503"),
+        (200, ["not", "an", "object"],
+         "https://cloud.example/status.php answered HTTP 200 without a JSON object (is it "
+         "Nextcloud?)"),
+    ],
+)  # fmt: skip
+def test_each_answer_of_status_php(status: int, body: object, problem: str | None) -> None:
+    """nextcloud/server ``status.php``: ``installed``, ``maintenance``, ``needsDbUpgrade``,
+    ``version``, ``versionstring`` (what people see), ``edition``, ``productname``."""
+    url = "https://cloud.example"
+    answer = httpx.MockTransport(lambda request: httpx.Response(status, json=body))
+    with httpx.Client(base_url=url, transport=answer) as http:
+        found = server_status(http, url)
+    assert found.problem == problem
+    if problem is None:
+        version = body["versionstring"] if "versionstring" in body else body["version"]  # type: ignore[index,operator]
+        assert found.summary() == f"Nextcloud {version} at {url}"
+    not_json = httpx.MockTransport(lambda request: httpx.Response(200, text="<html>"))
+    with httpx.Client(base_url=url, transport=not_json) as http:
+        assert server_status(http, url).problem == (
+            f"{url}/status.php answered HTTP 200 without a JSON object (is it Nextcloud?)"
+        )
