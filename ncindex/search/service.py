@@ -27,7 +27,8 @@
 5. Verify candidates as the searching user, in rank order, only as many as the page needs.
    Drops call ``on_drop`` (the app enqueues a re-check that evicts).
 6. ``score_threshold`` (relative, see :class:`SearchRequest`) and an absolute ``min_score``
-   cut the ranked list; snippets come from the best chunk: escaped, matches marked.
+   cut the ranked list; snippets come from the best chunk: escaped, matches marked (built
+   while the batch's checks are in flight).
 7. Only with ``explain``: each result's rank and raw score in each branch that was fused
    (:class:`Explain`), from the branches already asked.
 
