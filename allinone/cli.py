@@ -200,6 +200,10 @@ def _webhook_lines(running: Embedded, *, chosen_secret: bool) -> list[str]:
 #: How often ``ncindex up`` without ``NCINDEX_LOG_LEVEL`` says how the indexing goes, seconds.
 PROGRESS_SECONDS = 15.0
 
+#: How long ``ncindex status`` waits for Nextcloud's ``/status.php`` on each refresh, seconds:
+#: a firewalled server slows a ``--watch`` redraw by this much, not by the HTTP timeout.
+STATUS_PROBE_SECONDS = 3.0
+
 
 def progress_line(progress: Progress, was_busy: bool) -> tuple[str | None, bool]:
     """The line ``ncindex up`` prints about the indexing, and whether anything is pending: the
@@ -788,7 +792,9 @@ def status(
             workers=workers,
         )
         data["store"] = store_status(settings)
-        data["nextcloud"] = server_status(http, settings.nextcloud_url).as_dict()
+        data["nextcloud"] = server_status(
+            http, settings.nextcloud_url, timeout=STATUS_PROBE_SECONDS
+        ).as_dict()
         return data
 
     try:

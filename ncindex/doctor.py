@@ -13,8 +13,9 @@ What is checked, and from which source:
 * Redis at ``NCINDEX_REDIS_URL``: it answers, and is 7.0 or later; the webhook secret is set
   (the receiver refuses to start without it); the vector store (a Qdrant server, or the embedded
   one, which one process at a time may open);
-* the server: ``GET /status.php`` (``installed``, ``maintenance``, ``versionstring``); the
-  versions ncindex supports are 30–33 (webhook_listeners ships from 30);
+* the server: ``GET /status.php`` (``installed``, ``maintenance``, ``needsDbUpgrade``,
+  ``versionstring``: :mod:`ncindex.nextcloud.server_status`); the versions ncindex supports
+  are 30–33 (webhook_listeners ships from 30);
 * the apps: webhook_listeners (its OCS list answers; it ships with the server), Notes and Deck
   (their capabilities: ``notes.version``, ``deck.version``; Deck's card events need 1.18), News
   (``GET /index.php/apps/news/api/v1-3/version``);

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from allinone.cli import main
-from ncindex.nextcloud.server_status import server_status
+from ncindex.nextcloud.server_status import UNCONFIGURED, server_status
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 
 
@@ -40,10 +40,9 @@ def test_status_says_what_nextcloud_answers(redis_url: str) -> None:
         gone = f"http://127.0.0.1:{free.getsockname()[1]}"
     text = status_output({"NCINDEX_REDIS_URL": redis_url, "NCINDEX_NEXTCLOUD_URL": gone})
     assert text.splitlines()[0].startswith(f"nextcloud: not reachable at {gone}: ")
-    text = status_output({"NCINDEX_REDIS_URL": redis_url})
-    assert text.splitlines()[0] == (
-        "nextcloud: NCINDEX_NEXTCLOUD_URL is not set (`ncindex up` then serves its simulator)"
-    )
+    unset = {"NCINDEX_REDIS_URL": redis_url}  # `ncindex up` serves its simulator: no problem
+    assert status_output(unset).splitlines()[0] == f"nextcloud: {UNCONFIGURED}"
+    assert json.loads(status_output(unset, "--json"))["nextcloud"]["problem"] is None
 
 
 @pytest.mark.parametrize(
@@ -55,6 +54,9 @@ def test_status_says_what_nextcloud_answers(redis_url: str) -> None:
          "Nextcloud 32.0.0 waits for its upgrade to run (occ upgrade)"),
         (200, {"installed": True, "version": "30.0.1.2"}, None),  # no versionstring
         (503, {"installed": True}, "https://cloud.example/status.php answered HTTP 503"),
+        (200, "[" * 100_000 + "]" * 100_000,  # past the JSON parser's nesting depth
+         "https://cloud.example/status.php answered HTTP 200 without a JSON object (is it "
+         "Nextcloud?)"),
         (200, ["not", "an", "object"],
          "https://cloud.example/status.php answered HTTP 200 without a JSON object (is it "
          "Nextcloud?)"),
@@ -64,7 +66,13 @@ def test_each_answer_of_status_php(status: int, body: object, problem: str | Non
     """nextcloud/server ``status.php``: ``installed``, ``maintenance``, ``needsDbUpgrade``,
     ``version``, ``versionstring`` (what people see), ``edition``, ``productname``."""
     url = "https://cloud.example"
-    answer = httpx.MockTransport(lambda request: httpx.Response(status, json=body))
+    answer = httpx.MockTransport(
+        lambda request: (
+            httpx.Response(status, text=body)
+            if isinstance(body, str)
+            else httpx.Response(status, json=body)
+        )
+    )
     with httpx.Client(base_url=url, transport=answer) as http:
         found = server_status(http, url)
     assert found.problem == problem

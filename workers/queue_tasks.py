@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import structlog
 from celery import shared_task
 
@@ -19,6 +18,7 @@ from ncindex import names
 from ncindex.ingest.events import Action, index_node
 from ncindex.ingest.queueing import clear_debounce, enqueue, requeue_parked, send_actions
 from ncindex.ingest.viewers import viewers_of
+from ncindex.nextcloud.server_status import server_status
 from workers.base import NcindexTask
 from workers.tasks import RETRY
 
@@ -76,19 +76,15 @@ def resolve_node(
 @shared_task(bind=True, base=NcindexTask, name=names.OUTAGE_REQUEUE, ignore_result=True)
 def outage_requeue(self: NcindexTask) -> int:
     """Beat, every minute: when tasks gave up during a Nextcloud outage
-    (:func:`~ncindex.ingest.queueing.park_for_outage`), ask ``GET /status.php`` and, once it
-    answers 200 without ``maintenance`` (nextcloud/server ``status.php``), send them again.
-    Returns how many were sent (0 while Nextcloud is still away)."""
+    (:func:`~ncindex.ingest.queueing.park_for_outage`), ask ``GET /status.php`` and, once
+    Nextcloud can serve again (:attr:`~ncindex.nextcloud.server_status.ServerStatus.problem`:
+    it answers, installed, neither in maintenance nor waiting for its upgrade), send them
+    again. Returns how many were sent (0 while Nextcloud is still away)."""
     services = self.services
     if not services.redis.hlen(services.settings.names.outage_parked):
         return 0
-    try:
-        response = services.http.get("/status.php")
-        status = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        log.info("outage_continues", error=str(exc))
-        return 0
-    if response.status_code != 200 or not isinstance(status, dict) or status.get("maintenance"):
-        log.info("outage_continues", status=response.status_code)
+    problem = server_status(services.http, services.settings.nextcloud_url).problem
+    if problem is not None:
+        log.info("outage_continues", problem=problem)
         return 0
     return requeue_parked(self.app, services.redis, services.settings.names)

@@ -276,10 +276,6 @@ class Indexer:
         try:
             doc = self.steps.fetch(client, stored, entry).doc
         except (ExtractionError, TooLarge) as exc:
-            if isinstance(exc.__cause__, SoftTimeLimitExceeded):
-                # a parser's catch-all wrapped the task's time limit: the file is not
-                # unreadable, its task overran (the task parks it as such)
-                raise exc.__cause__ from None
             # the bytes cannot become text: park until the file changes; a stale version
             # of the text must not stay searchable
             self.services.store.delete_document(ref.key)

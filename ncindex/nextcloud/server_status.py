@@ -13,14 +13,19 @@ from typing import Any
 
 import httpx
 
+UNCONFIGURED = "not configured: NCINDEX_NEXTCLOUD_URL is unset (`ncindex up` serves its simulator)"
+"""The summary of a status without a Nextcloud URL."""
+
 
 @dataclass(frozen=True)
 class ServerStatus:
     """One answer of ``/status.php`` at ``url``: ``error`` says why there is none (not
     reachable, or not a JSON object with HTTP 200); ``version`` is ``versionstring`` (or
-    ``version`` without it)."""
+    ``version`` without it). Not ``configured``: no Nextcloud URL is set (``ncindex up`` then
+    serves its simulator), nothing was asked and nothing is wrong."""
 
     url: str
+    configured: bool = True
     error: str | None = None
     installed: bool = False
     maintenance: bool = False
@@ -30,6 +35,8 @@ class ServerStatus:
     @property
     def problem(self) -> str | None:
         """Why Nextcloud cannot serve the indexer now, or ``None`` when it can."""
+        if not self.configured:
+            return None
         if self.error is not None:
             return self.error
         if not self.installed:
@@ -42,29 +49,35 @@ class ServerStatus:
 
     def summary(self) -> str:
         """One line for people: the problem, or ``Nextcloud <version> at <url>``."""
-        return self.problem or f"Nextcloud {self.version} at {self.url}"
+        if not self.configured:
+            return (
+                "not configured: NCINDEX_NEXTCLOUD_URL is unset (`ncindex up` serves its simulator)"
+            )
+        return self.problem or " ".join(filter(None, ("Nextcloud", self.version, "at", self.url)))
 
     def as_dict(self) -> dict[str, Any]:
         """The fields, ``problem`` and ``summary``, for JSON."""
         return asdict(self) | {"problem": self.problem, "summary": self.summary()}
 
 
-def server_status(http: httpx.Client | None, url: str | None) -> ServerStatus:
+def server_status(
+    http: httpx.Client | None, url: str | None, timeout: float | None = None
+) -> ServerStatus:
     """``GET /status.php`` with ``http`` (whose base URL is ``url``; ``None`` for both when
-    no Nextcloud is configured: answered without a request). Never raises: a connection
-    failure or a wrong answer is the status's ``error``."""
+    no Nextcloud is configured: answered without a request), within ``timeout`` seconds
+    (``None``: the client's own). Never raises: a connection failure or a wrong answer is the
+    status's ``error``."""
     if http is None or not url:
-        return ServerStatus(
-            url or "",
-            error="NCINDEX_NEXTCLOUD_URL is not set (`ncindex up` then serves its simulator)",
-        )
+        return ServerStatus(url or "", configured=False)
     try:
-        response = http.get("/status.php")
+        response = http.get(
+            "/status.php", timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout
+        )
     except httpx.HTTPError as exc:
         return ServerStatus(url, error=f"not reachable at {url}: {exc}")
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         body = None
     if response.status_code != 200 or not isinstance(body, dict):
         shape = "" if isinstance(body, dict) else " without a JSON object (is it Nextcloud?)"

@@ -40,6 +40,8 @@ from email.message import Message
 from pathlib import PurePosixPath
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
+
 from ncindex.errors import ExtractionError, TooLarge
 from ncindex.text.blocks import Blocks
 from ncindex.text.ocr import Ocr
@@ -195,9 +197,11 @@ def extract_text(
 
     Raises :class:`~ncindex.errors.ExtractionError` for an unsupported type, an image while
     OCR is off or unavailable, binary data in a text file (NUL bytes), an encrypted or
-    corrupt document; :class:`~ncindex.errors.TooLarge` when ``data`` exceeds ``max_bytes``,
-    an archive exceeds ``max_unzipped_bytes`` or an image Pillow's pixel bound;
-    ``ValueError`` for a bound below 1.
+    corrupt document (never for Celery's ``SoftTimeLimitExceeded``, which a parser's
+    catch-all may have wrapped in one: that is raised as it is);
+    :class:`~ncindex.errors.TooLarge` when ``data`` exceeds ``max_bytes``, an archive exceeds
+    ``max_unzipped_bytes`` or an image Pillow's pixel bound; ``ValueError`` for a bound
+    below 1.
     """
     from ncindex.text.sheets import DEFAULT_MAX_ROWS
 
@@ -219,7 +223,14 @@ def extract_text(
     blocks = Blocks(max_chars, max_seconds)
     job = _Job(data, mime_type, blocks, max_pages, rows, ocr)
     reader, markdown = _READERS[fmt]
-    pages = reader(job)
+    try:
+        pages = reader(job)
+    except ExtractionError as exc:
+        if isinstance(exc.__cause__, SoftTimeLimitExceeded):
+            # a parser's catch-all wrapped the worker task's soft time limit: the document
+            # is not unreadable, the task overran (its task parks it as such)
+            raise exc.__cause__ from None
+        raise
     return _result(
         blocks.text(), max_chars, markdown=markdown, pages=pages, truncated=blocks.truncated
     )

@@ -6,6 +6,7 @@ import io
 import zipfile
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -432,3 +433,19 @@ def test_mangled_documents_never_escape_the_error_contract(samples, which, cut, 
     except (ExtractionError, TooLarge):
         return
     assert isinstance(out.text, str) and len(out.text) <= 5000
+
+
+def test_the_task_time_limit_inside_a_parser_is_raised_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A parser's catch-all wraps whatever it meets in an ExtractionError; Celery's soft time
+    limit is the worker task's, not the document's, so it leaves extraction as it is (a
+    News item's HTML and a file alike go through here)."""
+    import bs4
+
+    def overrun(*args: object, **kwargs: object) -> None:
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(bs4, "BeautifulSoup", overrun)
+    with pytest.raises(SoftTimeLimitExceeded):
+        extract_text(b"<p>Tide tables</p>", mime_type="text/html", filename="i.html", max_chars=99)
