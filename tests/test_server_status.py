@@ -54,6 +54,9 @@ def test_status_says_what_nextcloud_answers(redis_url: str) -> None:
          "Nextcloud 32.0.0 waits for its upgrade to run (occ upgrade)"),
         (200, {"installed": True, "version": "30.0.1.2"}, None),  # no versionstring
         (503, {"installed": True}, "https://cloud.example/status.php answered HTTP 503"),
+        (400, {"error": "Trusted domain error.", "code": 15},  # lib/base.php OC::init
+         "Nextcloud at https://cloud.example does not trust the host 'cloud.example': add it "
+         "to trusted_domains in its config.php"),
         (200, "[" * 100_000 + "]" * 100_000,  # past the JSON parser's nesting depth
          "https://cloud.example/status.php answered HTTP 200 without a JSON object (is it "
          "Nextcloud?)"),

@@ -2,8 +2,16 @@
 status``.
 
 nextcloud/server ``status.php`` answers, without authentication, a JSON object of
-``installed``, ``maintenance``, ``needsDbUpgrade`` (booleans), ``version`` (dotted numbers),
-``versionstring`` (the release as shown, ``"31.0.4"``), ``edition`` and ``productname``.
+``installed``, ``maintenance``, ``needsDbUpgrade`` (``OCP\\Util::needUpgrade()``: the code is
+newer than the database), ``version`` (dotted numbers), ``versionstring``
+(``OC_Util::getVersionString``, the release as shown, ``"31.0.4"``), ``edition`` and
+``productname`` (read at a stored commit of the file; newer servers add ``extendedSupport``).
+It answers in every state the other routes refuse, which is why it is asked: ``lib/base.php``
+``OC::checkInstalled`` lets it through on a server not installed, and ``OC::handleRequest``
+(which it does not run) answers every other route 503 in maintenance mode
+(``checkMaintenanceMode``) or while the upgrade waits (``printUpgradePage``). ``OC::init``
+answers it 400 ``{"error": "Trusted domain error.", "code": 15}`` when the host asked is not
+in ``trusted_domains``.
 """
 
 from __future__ import annotations
@@ -79,6 +87,13 @@ def server_status(
         body = response.json()
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         body = None
+    if response.status_code == 400 and isinstance(body, dict) and body.get("code") == 15:
+        host = response.request.url.host
+        return ServerStatus(
+            url,
+            error=f"Nextcloud at {url} does not trust the host {host!r}: add it to "
+            "trusted_domains in its config.php",
+        )
     if response.status_code != 200 or not isinstance(body, dict):
         shape = "" if isinstance(body, dict) else " without a JSON object (is it Nextcloud?)"
         return ServerStatus(
