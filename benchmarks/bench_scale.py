@@ -57,6 +57,10 @@ background (a copy optimised in a child process and swapped in,
   swap's other steps: ``optimize_swap_replay_s`` (the last replay round),
   ``optimize_copy_close_s`` (the child closing the optimised copy), ``optimize_live_close_s``
   (closing the live shard);
+- ``listing_p50_ms``: the search page's two filter listings for alice (``GET /v1/folders``
+  and ``GET /v1/tags``: :func:`~ncindex.search.facets.caller_folders` and
+  :func:`~ncindex.search.facets.caller_tags`, facets of the engine), median of
+  :data:`LISTINGS` asks, ``listed_folders`` / ``listed_tags`` what they listed;
 - ``rss_mb``: resident memory of this process (the search process: models, store) after the
   queries; ``disk_mb``: the store's folder; ``fill_points_per_s``; ``optimize_seconds``.
 
@@ -111,6 +115,7 @@ from evaluation.cache import VectorCache, model_identity
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import install_models
 from ncindex.nextcloud.client import NextcloudClient, make_http
+from ncindex.search.facets import caller_folders, caller_tags
 from ncindex.search.filters import build_filter
 from ncindex.search.fusion import fuse
 from ncindex.search.service import (
@@ -483,6 +488,11 @@ def measure(
                              "exact_again": overlap(ids(again), ids(exact_fused[:10])),
                              "dense": dense, "exact_dense": exact_dense, "sparse": sparse_q,
                              "exact_fused": exact_fused})  # fmt: skip
+        listings: list[float] = []
+        for _ in range(LISTINGS):
+            t = time.perf_counter()
+            listed = (caller_folders(store, "alice"), caller_tags(store, "alice"))
+            listings.append((time.perf_counter() - t) * 1000)
         filler_rss = rss_mb()
         disk = disk_mb(Path(tmp))
         variants = search_variants(store, rows, flt)
@@ -520,6 +530,9 @@ def measure(
         "ratio_p95": round(pct(totals, 0.95) / pct(bounds, 0.95), 3),
         "ratio_p95_warm_bound": round(pct(totals, 0.95) / pct(warm_bounds, 0.95), 3),
         **{key: round(statistics.mean(r[name] for r in rows), 4) for key, name in RECALLS.items()},
+        "listing_p50_ms": round(statistics.median(listings), 2),
+        "listed_folders": len(listed[0]),
+        "listed_tags": len(listed[1]),
         "rss_mb": resident,
         "rss_measured_in": "search process",
         "filling_process_rss_mb": filler_rss,
@@ -529,6 +542,9 @@ def measure(
         "hybrid_variants": fused_variants,
     }
 
+
+LISTINGS = 5
+"""How many times a row asks the search page's two filter listings."""
 
 BUILDING_KEYS = (
     "fill_points_per_s",

@@ -285,6 +285,10 @@ class MirroredStore:
         """Payloads from the live collection."""
         return self.live.store.scroll(flt, fields, page_size)
 
+    def facet_values(self, field: str, flt: models.Filter | None) -> set[str]:
+        """Facet values from the live collection."""
+        return self.live.store.facet_values(field, flt)
+
     def query(self, **kwargs: Any) -> list[Hit]:
         """Query the live collection (the arguments of :meth:`VectorStore.query`)."""
         return self.live.store.query(**kwargs)

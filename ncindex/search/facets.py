@@ -4,9 +4,11 @@
 Both are read from the index, restricted to the documents whose ``acl`` names the caller, so
 a caller never learns another user's folder or tag: folders come from the caller's own
 ``folder_ancestors`` keys (``"{caller}:{folder}"``, the caller's view, a shared folder under
-the name it has in the caller's files), tags from the documents the caller can read. One point
-per document is read (``chunk_index`` 0). Like search candidates before verify-on-read, they
-reflect the index, which may trail Nextcloud by the sync delay.
+the name it has in the caller's files), tags from the documents the caller can read. Both are
+the engine's facets of one point per document (``chunk_index`` 0), so a listing costs the
+engine a pass over the caller's documents, not a read of their payloads into Python. Like
+search candidates before verify-on-read, they reflect the index, which may trail Nextcloud by
+the sync delay.
 """
 
 from __future__ import annotations
@@ -28,21 +30,15 @@ def _caller_documents(user: str) -> models.Filter:
 
 def caller_folders(store: VectorStore, user: str) -> list[str]:
     """Every folder holding an indexed document ``user`` can read, in ``user``'s view
-    (``"/Documents/Oncology"``; the root ``"/"`` left out), sorted. Raises
-    ``StoreUnavailable``."""
+    (``"/Documents/Oncology"``; the root ``"/"`` left out), sorted: the ``folder_ancestors``
+    values of those documents (a facet, counted in the engine) that are ``user``'s keys.
+    Raises ``StoreUnavailable``."""
     prefix = f"{user}:"
-    folders: set[str] = set()
-    for payload in store.scroll(_caller_documents(user), ["folder_ancestors"]):
-        for key in payload.get("folder_ancestors") or []:
-            if key.startswith(prefix) and key != prefix + "/":
-                folders.add(key[len(prefix) :])
-    return sorted(folders)
+    keys = store.facet_values("folder_ancestors", _caller_documents(user))
+    return sorted(k[len(prefix) :] for k in keys if k.startswith(prefix) and k != prefix + "/")
 
 
 def caller_tags(store: VectorStore, user: str) -> list[str]:
     """Every system tag on an indexed document ``user`` can read, sorted. Raises
     ``StoreUnavailable``."""
-    tags: set[str] = set()
-    for payload in store.scroll(_caller_documents(user), ["tags"]):
-        tags.update(str(t) for t in payload.get("tags") or [])
-    return sorted(tags)
+    return sorted(store.facet_values("tags", _caller_documents(user)))

@@ -12,7 +12,7 @@ Engine failures are raised as :class:`ncindex.errors.StoreUnavailable`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -21,6 +21,10 @@ from qdrant_client import models
 
 DENSE = "dense"
 SPARSE = "bm25"
+
+FACET_LIMIT = 10_000
+"""Values a store's first facet request asks for (:func:`every_facet_value` asks again, 16
+times as many, while an answer is full)."""
 
 
 class Fusion(StrEnum):
@@ -189,6 +193,13 @@ class VectorStore(Protocol):
     def count(self, flt: models.Filter | None = None) -> int:
         """Exact number of points matching ``flt``."""
 
+    def facet_values(self, field: str, flt: models.Filter | None) -> set[str]:
+        """Every value of the keyword-indexed payload ``field`` that a point matching ``flt``
+        holds (Qdrant's facet, its approximate counts ignored: each segment reports every
+        value its matching points hold, ``Segment::approximate_facet``, qdrant/qdrant
+        lib/segment/src/segment/facet.rs), computed in the engine rather than by reading the
+        points' payloads."""
+
     def models(self) -> ModelPointers:
         """The model pointers shared by every model's collection of this store (all ``None``
         before the first :meth:`ensure_collection`)."""
@@ -207,3 +218,15 @@ class VectorStore(Protocol):
 
     def close(self) -> None:
         """Release files and connections."""
+
+
+def every_facet_value(ask: Callable[[int], list[str]]) -> set[str]:
+    """All values of a facet, from ``ask(limit)`` (an engine's facet request: at most
+    ``limit`` values, the most frequent first): asked :data:`FACET_LIMIT` deep, then 16 times
+    deeper while the answer is full, so no value is cut off."""
+    limit = FACET_LIMIT
+    while True:
+        values = ask(limit)
+        if len(values) < limit:
+            return set(values)
+        limit *= 16

@@ -48,6 +48,7 @@ from ncindex.store.port import (
     ModelPointers,
     PointRecord,
     SparseVector,
+    every_facet_value,
     payload_selector,
 )
 from ncindex.store.schema import (
@@ -632,6 +633,18 @@ class QdrantEdgeStore:
         request = qe.CountRequest(exact=True, filter=to_edge_filter(flt))
         with self._call("count"), self._reading() as shard:
             return shard.count(request)
+
+    def facet_values(self, field: str, flt: Filter | None) -> set[str]:
+        """Every value of the keyword-indexed ``field`` held by a point matching ``flt``
+        (:meth:`~ncindex.store.port.VectorStore.facet_values`; ``EdgeShard.facet``)."""
+        edge_filter = to_edge_filter(flt)
+
+        def ask(limit: int) -> list[str]:
+            request = qe.FacetRequest(key=field, limit=limit, exact=False, filter=edge_filter)
+            with self._call("facet"), self._reading() as shard:
+                return [str(hit.value) for hit in shard.facet(request).hits]
+
+        return every_facet_value(ask)
 
     def flush(self) -> None:
         """Write every pending change to the shard's segments (the WAL already holds them)."""

@@ -44,6 +44,7 @@ from ncindex.store.port import (
     ModelPointers,
     PointRecord,
     SparseVector,
+    every_facet_value,
     payload_selector,
 )
 from ncindex.store.schema import (
@@ -464,6 +465,20 @@ class QdrantServerStore:
         """Exact number of points matching ``flt`` (all points for ``None``)."""
         with self._call("count"):
             return self._client.count(self.collection, count_filter=flt, exact=True).count
+
+    def facet_values(self, field: str, flt: Filter | None) -> set[str]:
+        """Every value of the keyword-indexed ``field`` held by a point matching ``flt``
+        (:meth:`~ncindex.store.port.VectorStore.facet_values`; Qdrant's
+        ``POST /collections/{name}/facet``, approximate counts)."""
+
+        def ask(limit: int) -> list[str]:
+            with self._call("facet"):
+                answer = self._client.facet(
+                    self.collection, key=field, facet_filter=flt, limit=limit, exact=False
+                )
+            return [str(hit.value) for hit in answer.hits]
+
+        return every_facet_value(ask)
 
     def close(self) -> None:
         """Close the client if this store owns it (``close_client=True``)."""

@@ -14,7 +14,7 @@ import pytest
 from qdrant_client import models as m
 from store_corpus import CORPUS, DIM, T0, UNIQUE_BASE, make_store, unit_vector
 
-from ncindex.store import Fusion, ModelPointers, PointRecord, SparseVector, VectorStore
+from ncindex.store import Fusion, ModelPointers, PointRecord, SparseVector, VectorStore, port
 from ncindex.store.schema import RRF_K
 
 N = len(CORPUS)
@@ -330,6 +330,37 @@ def test_count(corpus_store: VectorStore) -> None:
     assert corpus_store.count() == N
     assert corpus_store.count(None) == N
     assert corpus_store.count(m.Filter(must=[_eq("doc_type", "deck_card")])) == 1
+
+
+@pytest.mark.parametrize(
+    ("field", "flt", "predicate"),
+    [
+        ("tags", None, lambda p: True),
+        ("tags", m.Filter(must=[_eq("doc_type", "file")]), lambda p: p["doc_type"] == "file"),
+        (
+            "folder_ancestors",
+            m.Filter(must=[_eq("acl", "user:bob")]),
+            lambda p: "user:bob" in p["acl"],
+        ),
+        ("doc_key", m.Filter(must=[_eq("doc_key", "file:nope")]), lambda p: False),
+    ],
+    ids=["all-tags", "file-tags", "bob-folders", "nothing"],
+)
+@pytest.mark.parametrize("first_limit", [port.FACET_LIMIT, 2], ids=["one-request", "deeper"])
+def test_facet_values_are_every_value_of_the_matching_points(
+    corpus_store: VectorStore,
+    monkeypatch: pytest.MonkeyPatch,
+    field: str,
+    flt: m.Filter | None,
+    predicate: Callable[[dict[str, Any]], bool],
+    first_limit: int,
+) -> None:
+    """A facet lists each value any matching point holds, once, however rare; with a first
+    request smaller than the answer (2 values) it asks again until nothing is cut off."""
+    monkeypatch.setattr(port, "FACET_LIMIT", first_limit)
+    expected = {v for p in CORPUS if predicate(p.payload) for v in _values(p.payload, field)}
+    assert expected or field == "doc_key"
+    assert corpus_store.facet_values(field, flt) == expected
 
 
 @pytest.mark.parametrize(
