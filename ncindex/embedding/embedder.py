@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from celery.exceptions import SoftTimeLimitExceeded
+
 from ncindex.embedding import analyzer
 from ncindex.embedding.models import (
     PACKAGED_DENSE_MODEL,
@@ -181,6 +183,8 @@ class Embedder:
                     local_files_only=True,
                 )
                 probe = next(iter(dense.embed(["dimension probe"], parallel=None)))
+            except SoftTimeLimitExceeded:  # a task's time ran out while it loaded: not the model
+                raise
             except Exception as exc:  # fastembed and onnxruntime raise assorted types
                 raise ModelError(
                     f"cannot load the dense model from {paths.dense_dir}: {exc}"

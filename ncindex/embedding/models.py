@@ -37,6 +37,8 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from celery.exceptions import SoftTimeLimitExceeded
+
 from ncindex.errors import ModelError
 
 if TYPE_CHECKING:
@@ -134,6 +136,8 @@ def load_tokenizer(dense_dir: Path) -> Tokenizer:
     path = Path(dense_dir) / "tokenizer.json"
     try:
         tokenizer = Tokenizer.from_file(str(path))
+    except SoftTimeLimitExceeded:  # a task's time ran out while it read: not the file
+        raise
     except Exception as exc:  # tokenizers raises a bare Exception
         raise ModelError(f"cannot read {path}: {exc}") from exc
     tokenizer.no_truncation()

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 
 from ncindex.embedding.embedder import CALL_COST_TOKENS, Embedder, _token_batches
 from ncindex.embedding.models import install_models
@@ -191,6 +192,22 @@ def test_sparse_works_when_dense_model_is_broken(tmp_path: Path) -> None:
     with pytest.raises(ModelError):
         emb.embed_documents(["x"])
     assert emb.dense_embedded == 0
+
+
+def test_a_soft_time_limit_while_the_model_loads_is_not_a_model_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Celery's soft time limit raised inside a lazy model load is the task running out of
+    time: it reaches the task as itself (parked as overrunning), not as a broken model."""
+    import fastembed
+
+    def out_of_time(*args: object, **kwargs: object) -> None:
+        raise SoftTimeLimitExceeded()
+
+    install_models(tmp_path)
+    monkeypatch.setattr(fastembed.TextEmbedding, "__init__", out_of_time)
+    with pytest.raises(SoftTimeLimitExceeded):
+        Embedder(Settings(model_dir=tmp_path)).embed_query_dense("late")
 
 
 def test_missing_packaged_model_is_built_from_packages(tmp_path: Path) -> None:

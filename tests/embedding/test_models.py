@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 
 from ncindex.embedding.models import (
     dense_dir_name,
@@ -111,6 +112,20 @@ def test_tokenizer_has_no_truncation_or_padding(tmp_path: Path) -> None:
     assert tokenizer.truncation is None and tokenizer.padding is None
     ids = tokenizer.encode("word " * 400).ids
     assert len(ids) == 402  # 400 words plus [CLS] and [SEP]; the file itself says 128
+
+
+def test_a_soft_time_limit_while_the_tokenizer_loads_is_not_a_model_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Celery's soft time limit raised while ``tokenizer.json`` is read passes through."""
+    from tokenizers import Tokenizer
+
+    def out_of_time(path: str) -> None:
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(Tokenizer, "from_file", out_of_time)
+    with pytest.raises(SoftTimeLimitExceeded):
+        load_tokenizer(install_models(tmp_path).dense_dir)
 
 
 def test_names_and_errors(tmp_path: Path) -> None:
