@@ -767,19 +767,29 @@ def stages(results: dict[str, Any]) -> list[str]:
              "again) — in rows measured before the search fused in its own process (commit "
              "`13da3d3`: the 1,000,000 rows) the feedback pass was a whole fused query and query "
              "the rounds' fused queries; payloads read –: measured before the search read "
-             "payloads per verified batch (its query read all its hits'):", "",
+             "payloads per verified batch (its query read all its hits'); folders + tags: the "
+             "search page's two filter listings for alice, facets of the engine (– : measured "
+             "before they were, or not measured):", "",
              "| shape | chunks | embed | BM25 feedback pass | query | first BM25 | "
-             "payloads read | verification | round trip | page's checks alone |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+             "payloads read | verification | round trip | page's checks alone | "
+             "folders + tags (listed) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for shape, size, r in rows:
         st = r["search_stages_p50_ms"]
         lines.append(
             f"| {shape} | {int(size):,} | {st['embed']} | {st['feedback']} | {st['query']} | "
             f"{r.get('feedback_first_depth', '–')} | "
             f"{st.get('payloads', '–')} | {st['verify']} | {r['round_trip_p50_ms']} | "
-            f"{r['page_checks_p50_ms']} |"
+            f"{r['page_checks_p50_ms']} | {_listing(r)} |"
         )
     return lines
+
+
+def _listing(row: dict[str, Any]) -> str:
+    """``ms (folders / tags)`` of a row's two filter listings; ``–`` where not measured."""
+    if "listing_p50_ms" not in row:
+        return "–"
+    return f"{row['listing_p50_ms']} ({row['listed_folders']:,} / {row['listed_tags']:,})"
 
 
 def strict(value: float | None) -> str:
