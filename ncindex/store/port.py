@@ -12,7 +12,7 @@ Engine failures are raised as :class:`ncindex.errors.StoreUnavailable`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -22,9 +22,16 @@ from qdrant_client import models
 DENSE = "dense"
 SPARSE = "bm25"
 
-FACET_LIMIT = 10_000
-"""Values a store's first facet request asks for (:func:`every_facet_value` asks again, 16
-times as many, while an answer is full)."""
+FACET_LIMIT = 2**31 - 1
+"""The ``limit`` of every facet request (values): so large that Qdrant never samples. Its
+approximate facet samples a segment's values instead of reading them all once the segment's
+index holds more distinct values than ``max(1000, 10 × limit)`` — across every point, not
+only the filter's — and sampling stops after 4,096 draws that bring nothing new, so a rare
+value can be missed, and differently on each call (``SegmentReadView::approximate_facet``,
+qdrant/qdrant lib/segment/src/segment/read_view/facet.rs, which qdrant-edge-py 0.9 runs). No
+segment holds 2³¹ distinct values, so every value is read; asking that many costs nothing
+more (the shard keeps its top ``limit`` by collecting at most what there is:
+``LocalShard::approx_facet``, lib/collection/src/shards/local_shard/facet.rs)."""
 
 
 class Fusion(StrEnum):
@@ -195,10 +202,9 @@ class VectorStore(Protocol):
 
     def facet_values(self, field: str, flt: models.Filter | None) -> set[str]:
         """Every value of the keyword-indexed payload ``field`` that a point matching ``flt``
-        holds (Qdrant's facet, its approximate counts ignored: each segment reports every
-        value its matching points hold, ``Segment::approximate_facet``, qdrant/qdrant
-        lib/segment/src/segment/facet.rs), computed in the engine rather than by reading the
-        points' payloads."""
+        holds: Qdrant's facet (its approximate counts ignored), asked :data:`FACET_LIMIT`
+        deep so that it reads every value rather than a sample; computed in the engine
+        rather than by reading the points' payloads."""
 
     def models(self) -> ModelPointers:
         """The model pointers shared by every model's collection of this store (all ``None``
@@ -218,15 +224,3 @@ class VectorStore(Protocol):
 
     def close(self) -> None:
         """Release files and connections."""
-
-
-def every_facet_value(ask: Callable[[int], list[str]]) -> set[str]:
-    """All values of a facet, from ``ask(limit)`` (an engine's facet request: at most
-    ``limit`` values, the most frequent first): asked :data:`FACET_LIMIT` deep, then 16 times
-    deeper while the answer is full, so no value is cut off."""
-    limit = FACET_LIMIT
-    while True:
-        values = ask(limit)
-        if len(values) < limit:
-            return set(values)
-        limit *= 16

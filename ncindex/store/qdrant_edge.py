@@ -42,13 +42,13 @@ from ncindex.store import shard_copy
 from ncindex.store.layout import DEFAULT_LAYOUT, TENANT_FIELD, CollectionLayout
 from ncindex.store.port import (
     DENSE,
+    FACET_LIMIT,
     SPARSE,
     Fusion,
     Hit,
     ModelPointers,
     PointRecord,
     SparseVector,
-    every_facet_value,
     payload_selector,
 )
 from ncindex.store.schema import (
@@ -636,15 +636,13 @@ class QdrantEdgeStore:
 
     def facet_values(self, field: str, flt: Filter | None) -> set[str]:
         """Every value of the keyword-indexed ``field`` held by a point matching ``flt``
-        (:meth:`~ncindex.store.port.VectorStore.facet_values`; ``EdgeShard.facet``)."""
-        edge_filter = to_edge_filter(flt)
-
-        def ask(limit: int) -> list[str]:
-            request = qe.FacetRequest(key=field, limit=limit, exact=False, filter=edge_filter)
-            with self._call("facet"), self._reading() as shard:
-                return [str(hit.value) for hit in shard.facet(request).hits]
-
-        return every_facet_value(ask)
+        (:meth:`~ncindex.store.port.VectorStore.facet_values`; ``EdgeShard.facet``, asked
+        :data:`~ncindex.store.port.FACET_LIMIT` deep so that it never samples)."""
+        request = qe.FacetRequest(
+            key=field, limit=FACET_LIMIT, exact=False, filter=to_edge_filter(flt)
+        )
+        with self._call("facet"), self._reading() as shard:
+            return {str(hit.value) for hit in shard.facet(request).hits}
 
     def flush(self) -> None:
         """Write every pending change to the shard's segments (the WAL already holds them)."""

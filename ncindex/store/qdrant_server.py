@@ -38,13 +38,13 @@ from ncindex.errors import StoreUnavailable
 from ncindex.store.layout import DEFAULT_LAYOUT, TENANT_FIELD, CollectionLayout
 from ncindex.store.port import (
     DENSE,
+    FACET_LIMIT,
     SPARSE,
     Fusion,
     Hit,
     ModelPointers,
     PointRecord,
     SparseVector,
-    every_facet_value,
     payload_selector,
 )
 from ncindex.store.schema import (
@@ -469,16 +469,13 @@ class QdrantServerStore:
     def facet_values(self, field: str, flt: Filter | None) -> set[str]:
         """Every value of the keyword-indexed ``field`` held by a point matching ``flt``
         (:meth:`~ncindex.store.port.VectorStore.facet_values`; Qdrant's
-        ``POST /collections/{name}/facet``, approximate counts)."""
-
-        def ask(limit: int) -> list[str]:
-            with self._call("facet"):
-                answer = self._client.facet(
-                    self.collection, key=field, facet_filter=flt, limit=limit, exact=False
-                )
-            return [str(hit.value) for hit in answer.hits]
-
-        return every_facet_value(ask)
+        ``POST /collections/{name}/facet``, approximate counts, asked
+        :data:`~ncindex.store.port.FACET_LIMIT` deep so that it never samples)."""
+        with self._call("facet"):
+            answer = self._client.facet(
+                self.collection, key=field, facet_filter=flt, limit=FACET_LIMIT, exact=False
+            )
+        return {str(hit.value) for hit in answer.hits}
 
     def close(self) -> None:
         """Close the client if this store owns it (``close_client=True``)."""
