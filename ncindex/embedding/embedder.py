@@ -161,7 +161,8 @@ class Embedder:
         """Load the dense model now if not loaded yet (about a second); idempotent, thread-safe.
 
         Raises :class:`~ncindex.embedding.models.ModelError` if the model files are missing (and
-        cannot be built from the installed packages) or the model does not load.
+        cannot be built from the installed packages) or the model does not load; Celery's
+        ``SoftTimeLimitExceeded`` raised while it loads (a task out of time) passes through.
         """
         self._load_dense()
 

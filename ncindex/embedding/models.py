@@ -129,7 +129,8 @@ def load_tokenizer(dense_dir: Path) -> Tokenizer:
     turned off, for counting tokens (the file of all-MiniLM-L6-v2 ships with truncation and
     fixed padding at 128 tokens, which would make every text count as 128 tokens).
 
-    Raises :class:`ModelError` if the file is missing or unreadable.
+    Raises :class:`ModelError` if the file is missing or unreadable; Celery's
+    ``SoftTimeLimitExceeded`` raised while it reads passes through as itself.
     """
     from tokenizers import Tokenizer
 

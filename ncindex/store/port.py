@@ -30,8 +30,11 @@ only the filter's — and sampling stops after 4,096 draws that bring nothing ne
 value can be missed, and differently on each call (``SegmentReadView::approximate_facet``,
 qdrant/qdrant lib/segment/src/segment/read_view/facet.rs, which qdrant-edge-py 0.9 runs). No
 segment holds 2³¹ distinct values, so every value is read; asking that many costs nothing
-more (the shard keeps its top ``limit`` by collecting at most what there is:
-``LocalShard::approx_facet``, lib/collection/src/shards/local_shard/facet.rs)."""
+more (the top ``limit`` is kept by collecting at most what there is, ``k_largest``: on a
+server ``LocalShard::approx_facet``, lib/collection/src/shards/local_shard/facet.rs; on Edge
+``FacetResponse::top_hits``, lib/segment/src/data_types/facets.rs). A Qdrant server whose
+collection sets strict mode's ``max_query_limit`` refuses such a request (its facet
+verification, lib/collection/src/operations/verification/facet.rs): ``StoreUnavailable``."""
 
 
 class Fusion(StrEnum):
@@ -202,9 +205,12 @@ class VectorStore(Protocol):
 
     def facet_values(self, field: str, flt: models.Filter | None) -> set[str]:
         """Every value of the keyword-indexed payload ``field`` that a point matching ``flt``
-        holds: Qdrant's facet (its approximate counts ignored), asked :data:`FACET_LIMIT`
-        deep so that it reads every value rather than a sample; computed in the engine
-        rather than by reading the points' payloads."""
+        holds, each as ``str`` (a keyword's text; an integer field's digits): Qdrant's facet
+        (its approximate counts ignored), asked :data:`FACET_LIMIT` deep so that it reads
+        every value rather than a sample; computed in the engine rather than by reading the
+        points' payloads. A field with no keyword, integer or bool index raises
+        ``StoreUnavailable`` on Qdrant Edge and a server (qdrant-client's local mode, used in
+        tests, answers its values anyway)."""
 
     def models(self) -> ModelPointers:
         """The model pointers shared by every model's collection of this store (all ``None``

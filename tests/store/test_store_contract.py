@@ -366,7 +366,7 @@ def test_facet_values_are_read_whole_where_the_engine_would_sample(store: Vector
     values, past the sampling threshold of the 10,000-value limit asked before), 10,000 of
     the caller's in one folder (a sample stops after 4,096 draws that bring no new value),
     and 5 in folders of one document each. Every value is there, on every call (asked 10,000
-    deep, Qdrant Edge listed 4 or 5 of the 8; qdrant-client's local mode never samples)."""
+    deep, Qdrant Edge left rare folders out; qdrant-client's local mode never samples)."""
     rng = random.Random(3)
 
     def point(payload: dict[str, Any]) -> PointRecord:
