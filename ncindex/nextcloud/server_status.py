@@ -58,9 +58,7 @@ class ServerStatus:
     def summary(self) -> str:
         """One line for people: the problem, or ``Nextcloud <version> at <url>``."""
         if not self.configured:
-            return (
-                "not configured: NCINDEX_NEXTCLOUD_URL is unset (`ncindex up` serves its simulator)"
-            )
+            return UNCONFIGURED
         return self.problem or " ".join(filter(None, ("Nextcloud", self.version, "at", self.url)))
 
     def as_dict(self) -> dict[str, Any]:
