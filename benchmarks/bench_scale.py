@@ -18,9 +18,13 @@ background (a copy optimised in a child process and swapped in,
   before the search read payloads per verified batch read whole payloads of all 120 hits),
   asked *cold* (``bare_query_asked``): for another query of the same kind (the SciFact queries
   after the searched ones), one the engine has not been asked, as the search's own query had
-  not been when the search asked it. A query's first engine call reads from disk what it
-  touches of the store's on-disk files (original vectors for rescoring, payload indexes for
-  the filter: which of them was not told apart); the same call again finds it in the page
+  not been when the search asked it (``preload_share``: the run's
+  ``NCINDEX_QDRANT_PRELOAD_SHARE``, 0 by default — the store's files are not read ahead into
+  the page cache, as in rows without it; ``preload_wait_s``: how long the run waited for
+  that reading after the store opened or was swapped in). A query's first engine call reads
+  from disk what it touches of the store's on-disk files (payloads, original vectors for
+  rescoring, payload indexes for the filter: told apart in scale_reading.md, "Reading the
+  store ahead"); the same call again finds it in the page
   cache (the one-user 100,000 store, 2026-12-04: the dense branch's first call p50 / p95 11.6
   / 25.6 ms with ~96 major page faults and ~1,080 blocks read, the same call again 8.7 / 9.3
   ms with none). ``bare_query_warm_p95_ms``: the search's own query asked again right after
@@ -426,6 +430,9 @@ def measure(
             building = {key: built[key] for key in BUILDING_KEYS if key in built}
             building["store_built_by_an_earlier_run"] = True
         info = store.info()
+        waited = time.perf_counter()
+        store.preloaded()  # the shard's files read ahead since its last load (or swap)
+        preload_wait = time.perf_counter() - waited
         run_settings = settings.model_copy(update={"nextcloud_url": verifier_url})
         http = make_http(run_settings)
         client = NextcloudClient.for_account(http, "alice", "pw")
@@ -509,6 +516,8 @@ def measure(
         "queries": len(rows),
         "filter_share": round(share, 4),
         "segments": info["segments"],
+        "preload_share": settings.qdrant_preload_share,
+        "preload_wait_s": round(preload_wait, 2),
         "p50_ms": round(pct(totals, 0.5), 2),
         "p95_ms": round(pct(totals, 0.95), 2),
         "bare_query_p50_ms": round(pct([r["bare"] for r in rows], 0.5), 2),
@@ -676,6 +685,7 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
         "optimised since 2026-12-04, below: where each row was built) and search "
         f"parameters (beam {settings.qdrant_hnsw_ef}, int8 candidates × "
         f"{settings.qdrant_oversampling} rescored, ACORN {'on' if settings.qdrant_acorn else 'off'}"
+        f"; files read ahead into the page cache: {_preload(settings.qdrant_preload_share)}"
         f"), filled as `bench-search` fills it with {results['vectors']} dense vectors"
         f"{VECTORS_NOTE[results['vectors']]}, then optimised as `ncindex up` does in the "
         f"background (a copy in a child process, swapped in). {n_queries} queries per size as "
@@ -741,6 +751,11 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
                   "and its p50 / p95 in ms:")  # fmt: skip
     lines += reading("scale")
     return "\n".join(lines) + "\n"
+
+
+def _preload(share: float) -> str:
+    """How the section's header names ``NCINDEX_QDRANT_PRELOAD_SHARE``."""
+    return f"within {share:g} of available memory" if share else "none"
 
 
 def _cold_warm(row: dict[str, Any], cold: str, warm: str) -> str:

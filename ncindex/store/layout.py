@@ -65,6 +65,10 @@ class CollectionLayout:
     ``EdgeShard.load`` took 0.32 s against 1.44 s with the indexes in RAM (benchmarks/RESULTS.md,
     Scale).
 
+    ``preload_share`` applies when Qdrant Edge opens a shard (Qdrant's server keeps its own
+    page cache): the share of available memory its files may take in the page cache
+    (:func:`ncindex.store.preload.preload`).
+
     The last four apply to every search rather than to creation, so a changed setting reaches
     an existing collection at the next start: ``hnsw_ef`` is the search beam, at least
     ``ef_per_candidate`` × the candidates a search draws (:meth:`beam`), ``oversampling``
@@ -89,6 +93,7 @@ class CollectionLayout:
     on_disk_vectors: bool
     on_disk_payload: bool
     on_disk_payload_index: bool
+    preload_share: float
     hnsw_ef: int
     ef_per_candidate: float
     oversampling: float
@@ -113,6 +118,7 @@ class CollectionLayout:
             on_disk_vectors=settings.qdrant_on_disk_vectors,
             on_disk_payload=settings.qdrant_on_disk_payload,
             on_disk_payload_index=settings.qdrant_on_disk_payload_index,
+            preload_share=settings.qdrant_preload_share,
             hnsw_ef=settings.qdrant_hnsw_ef,
             ef_per_candidate=settings.qdrant_hnsw_ef_per_candidate,
             oversampling=settings.qdrant_oversampling,

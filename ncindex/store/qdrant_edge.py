@@ -51,6 +51,7 @@ from ncindex.store.port import (
     SparseVector,
     payload_selector,
 )
+from ncindex.store.preload import preload_in_background
 from ncindex.store.schema import (
     PAYLOAD_INDEXES,
     IndexKind,
@@ -249,6 +250,7 @@ class QdrantEdgeStore:
         self.shard_path = self.root / model_slug
         self._lock = threading.RLock()
         self._shard: qe.EdgeShard | None = None
+        self._preloading: threading.Thread | None = None
         self._closed = False
         self._journal: set[str] | None = None  # doc keys written while a copy is optimised
         self._gate = threading.Condition()  # readers of the shard, and a swap waiting on them
@@ -284,13 +286,31 @@ class QdrantEdgeStore:
             exists = (self.shard_path / _EDGE_CONFIG_FILE).exists()
             if self._shard is None and not self._closed and exists:
                 with self._call("load"):
-                    self._shard = qe.EdgeShard.load(str(self.shard_path))
+                    self._shard = self._load()
             if self._shard is None:
                 raise StoreUnavailable(
                     f"qdrant edge shard {str(self.shard_path)!r} is not open "
                     "(closed, or ensure_collection was never called)"
                 )
             return self._shard
+
+    def _load(self) -> qe.EdgeShard:
+        """``EdgeShard.load`` of the shard folder; its files are then read into the page cache
+        in the background (:func:`~ncindex.store.preload.preload_in_background`, as much as
+        ``layout.preload_share`` of the available memory allows). Raises Edge's errors."""
+        shard = qe.EdgeShard.load(str(self.shard_path))
+        self._preloading = preload_in_background(self.shard_path, self.layout.preload_share)
+        return shard
+
+    def preloaded(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (``None``: until done) for the reading ahead of the
+        shard's files that its last load started (:meth:`_load`); ``True`` once none is under
+        way. Searches never wait for it; a caller timing them may."""
+        thread = self._preloading
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[qe.EdgeShard]:
@@ -339,7 +359,7 @@ class QdrantEdgeStore:
                 self.shard_path.mkdir(parents=True, exist_ok=True)
                 if (self.shard_path / _EDGE_CONFIG_FILE).exists():
                     self._check_dim(dense_dim)
-                    self._shard = qe.EdgeShard.load(str(self.shard_path))
+                    self._shard = self._load()
                 else:
                     self._shard = qe.EdgeShard.create(str(self.shard_path), config)
             else:
@@ -841,7 +861,7 @@ class QdrantEdgeStore:
                 self.shard_path.rename(retired)
                 aside.rename(self.shard_path)
                 began = time.monotonic()
-                self._shard = qe.EdgeShard.load(str(self.shard_path))
+                self._shard = self._load()
                 _lap(steps, "load_seconds", began)
         shutil.rmtree(retired, ignore_errors=True)
         return rounds + 1, replayed, steps

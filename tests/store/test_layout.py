@@ -54,6 +54,7 @@ CUSTOM = CollectionLayout(
     on_disk_vectors=False,
     on_disk_payload=False,
     on_disk_payload_index=False,
+    preload_share=0.25,
     hnsw_ef=64,
     ef_per_candidate=2.0,
     oversampling=3.0,

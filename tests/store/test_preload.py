@@ -1,0 +1,178 @@
+"""A shard's files are read into the page cache when it opens: in the order searches touch
+them, within the share of available memory the layout allows, in the background.
+
+Residency in the page cache is read with util-linux's ``fincore``; a file is put out of it
+with ``posix_fadvise(POSIX_FADV_DONTNEED)`` after ``sync`` (clean, unmapped pages go).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ncindex.settings import Settings
+from ncindex.store import open_store
+from ncindex.store.layout import DEFAULT_LAYOUT
+from ncindex.store.port import PointRecord, SparseVector
+from ncindex.store.preload import ORDER, preload, read_through, segment_files
+from ncindex.store.qdrant_edge import QdrantEdgeStore
+
+DIM = 8
+
+needs_fincore = pytest.mark.skipif(
+    shutil.which("fincore") is None, reason="util-linux's fincore reads page-cache residency"
+)
+
+
+def _tree(root: Path, sizes: dict[str, int]) -> Path:
+    """A shard folder holding ``sizes`` (path under the shard → bytes)."""
+    for rel, size in sizes.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * size)
+    return root
+
+
+SEGMENT = "segments/0b7c1d2e-0000-4000-8000-000000000001"
+SHARD = {
+    "wal/open-1": 50,
+    "edge_config.json": 5,
+    f"{SEGMENT}/payload_index/acl-map/page_0.dat": 40,
+    f"{SEGMENT}/payload_index/acl-null/flags.dat": 10,
+    f"{SEGMENT}/segment.json": 3,
+    f"{SEGMENT}/vector_storage-bm25/store/page_0.dat": 30,
+    f"{SEGMENT}/payload_storage/page_0.dat": 20,
+    f"{SEGMENT}/vector_storage-dense/matrix.dat": 100,
+    f"{SEGMENT}/vector_index-bm25/postings.dat": 10,
+}
+
+
+def test_segment_files_come_in_the_order_searches_touch_them(tmp_path: Path) -> None:
+    shard = _tree(tmp_path, SHARD)
+    names = [str(p.relative_to(shard / SEGMENT)) for p in segment_files(shard)]
+    assert names == [  # the rest Edge reads into RAM itself
+        "payload_storage/page_0.dat",
+        "vector_storage-dense/matrix.dat",
+        "vector_storage-bm25/store/page_0.dat",
+        "payload_index/acl-map/page_0.dat",
+        "payload_index/acl-null/flags.dat",
+    ]
+    assert ORDER[:2] == ("payload_storage", "vector_storage-dense")
+    assert segment_files(tmp_path / "missing") == []
+
+
+def test_preload_reads_in_order_while_the_files_fit_the_share(tmp_path: Path) -> None:
+    shard = _tree(tmp_path, SHARD)
+    read: list[str] = []
+    done = preload(
+        shard, 0.5, available=lambda: 320, read=lambda p: read.append(p.parent.name + "/" + p.name)
+    )
+    # a budget of 160 bytes: the payloads (20), the originals (100), the BM25 vectors (30);
+    # one payload index file (40) would pass it and is skipped, the next (10) still fits
+    assert read == [
+        "payload_storage/page_0.dat",
+        "vector_storage-dense/matrix.dat",
+        "store/page_0.dat",
+        "acl-null/flags.dat",
+    ]
+    assert (done.files, done.bytes, done.skipped_bytes, done.budget_bytes) == (4, 160, 40, 160)
+
+
+def test_a_file_that_cannot_be_read_is_skipped_and_not_counted(tmp_path: Path) -> None:
+    shard = _tree(tmp_path, SHARD)
+
+    def read(path: Path) -> None:
+        if path.name == "matrix.dat":
+            raise PermissionError(path)
+
+    done = preload(shard, 1.0, available=lambda: 10_000, read=read)
+    assert (done.files, done.bytes, done.skipped_bytes) == (4, 100, 0)
+
+
+def test_nothing_is_read_without_a_share_of_memory(tmp_path: Path) -> None:
+    shard = _tree(tmp_path, SHARD)
+    done = preload(shard, 0.0, available=lambda: 10_000, read=lambda p: pytest.fail(str(p)))
+    assert (done.files, done.bytes, done.skipped_bytes) == (0, 0, 200)
+
+
+def _evict(path: Path) -> None:
+    os.sync()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def _resident(path: Path) -> int:
+    """Bytes of ``path`` in the page cache (``fincore``)."""
+    out = subprocess.run(
+        ["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return int(out.split()[0])
+
+
+@needs_fincore
+def test_read_through_leaves_the_whole_file_in_the_page_cache(tmp_path: Path) -> None:
+    path = tmp_path / "data.bin"
+    path.write_bytes(os.urandom(3 * 2**20 + 5))
+    _evict(path)
+    assert _resident(path) == 0
+    read_through(path)
+    assert _resident(path) >= path.stat().st_size
+
+
+def _store(root: Path, share: float) -> QdrantEdgeStore:
+    layout = dataclasses.replace(DEFAULT_LAYOUT, preload_share=share)
+    return QdrantEdgeStore(root, "m", layout=layout)
+
+
+@needs_fincore
+@pytest.mark.parametrize("share", [0.5, 0.0])
+def test_an_opened_store_reads_its_original_vectors_ahead(tmp_path: Path, share: float) -> None:
+    store = _store(tmp_path, share)
+    store.ensure_collection(DIM)
+    store.upsert(
+        [
+            PointRecord(
+                id=f"00000000-0000-4000-8000-{i:012d}",
+                dense=[float((i + k) % 5) + 0.5 for k in range(DIM)],
+                sparse=SparseVector(indices=[i % 7], values=[1.0]),
+                payload={"doc_key": f"note:{i}", "acl": ["user:alice"]},
+            )
+            for i in range(300)
+        ]
+    )
+    store.close()
+    originals = [p for p in segment_files(store.shard_path) if "vector_storage-dense" in p.parts]
+    assert originals and sum(p.stat().st_size for p in originals) > 0
+    for path in segment_files(store.shard_path):
+        _evict(path)
+    assert sum(map(_resident, originals)) == 0
+
+    reopened = _store(tmp_path, share)
+    assert reopened.count(None) == 300  # the first call loads the shard
+    assert reopened.preloaded(timeout=30)
+    resident = sum(map(_resident, originals))
+    reopened.close()
+    size = sum(p.stat().st_size for p in originals)
+    if share:
+        assert resident >= size
+    else:  # the load itself reads a page or two of them (headers, flags)
+        assert resident < size / 4
+
+
+def test_the_setting_reaches_the_embedded_store(tmp_path: Path) -> None:
+    store = open_store(Settings(data_dir=tmp_path, qdrant_preload_share=0.25), model_slug="m")
+    assert isinstance(store, QdrantEdgeStore)
+    assert store.layout.preload_share == 0.25
+    # off unless asked: the optimiser's child opens its copy with the default layout
+    assert Settings().qdrant_preload_share == DEFAULT_LAYOUT.preload_share == 0.0
