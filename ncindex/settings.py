@@ -250,12 +250,12 @@ class Settings(BaseSettings):
         le=1.0,
         description="Embedded engine: when a shard opens (at start, and after each background "
         "optimisation swaps one in), read its payloads, original vectors, BM25 vectors and "
-        "payload indexes into the page cache in the background, in that order, while they fit "
-        "in this share of the memory the machine reports available (MemAvailable: not a "
-        "container's limit); 0 (default) reads nothing ahead. At a million chunks of one user "
-        "the engine query's median fell by a fifth to a quarter and the search's by 4-8 %, its "
-        "p95 not at all, and the search process's resident memory rose by 0.7 GB of mapped "
-        "file pages (README, Collection layout).",
+        "payload indexes into the page cache in the background, in that order, skipping any "
+        "file that would pass this share of the memory the machine reports available "
+        "(MemAvailable: not a container's limit); 0 (default) reads nothing ahead. At a "
+        "million chunks of one user the engine query's median fell by a fifth and the "
+        "search's by 4 %, its p95 not at all, and the search process's resident memory rose "
+        "by 0.7 GB of mapped file pages (README, Collection layout).",
     )
     edge_optimize_after_points: int = Field(
         20_000,

@@ -51,7 +51,7 @@ from ncindex.store.port import (
     SparseVector,
     payload_selector,
 )
-from ncindex.store.preload import preload_in_background
+from ncindex.store.preload import Preloading, preload_in_background
 from ncindex.store.schema import (
     PAYLOAD_INDEXES,
     IndexKind,
@@ -250,7 +250,7 @@ class QdrantEdgeStore:
         self.shard_path = self.root / model_slug
         self._lock = threading.RLock()
         self._shard: qe.EdgeShard | None = None
-        self._preloading: threading.Thread | None = None
+        self._preloading: Preloading | None = None
         self._closed = False
         self._journal: set[str] | None = None  # doc keys written while a copy is optimised
         self._gate = threading.Condition()  # readers of the shard, and a swap waiting on them
@@ -296,21 +296,21 @@ class QdrantEdgeStore:
 
     def _load(self) -> qe.EdgeShard:
         """``EdgeShard.load`` of the shard folder; its files are then read into the page cache
-        in the background (:func:`~ncindex.store.preload.preload_in_background`, as much as
-        ``layout.preload_share`` of the available memory allows). Raises Edge's errors."""
+        in the background (:class:`~ncindex.store.preload.Preloading`, as much as
+        ``layout.preload_share`` of the available memory allows; a reading still under way
+        for the shard this one replaces is told to stop). Raises Edge's errors."""
         shard = qe.EdgeShard.load(str(self.shard_path))
+        if self._preloading is not None:
+            self._preloading.stop()
         self._preloading = preload_in_background(self.shard_path, self.layout.preload_share)
         return shard
 
     def preloaded(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds (``None``: until done) for the reading ahead of the
-        shard's files that its last load started (:meth:`_load`); ``True`` once none is under
-        way. Searches never wait for it; a caller timing them may."""
-        thread = self._preloading
-        if thread is not None:
-            thread.join(timeout)
-            return not thread.is_alive()
-        return True
+        """Wait up to ``timeout`` seconds (``None``: until done) for the reading ahead that
+        the shard's last load started (:meth:`_load`; an earlier one was told to stop);
+        ``True`` once it has ended, or when none was started. Searches never wait for it; a
+        caller timing them may."""
+        return self._preloading is None or self._preloading.wait(timeout)
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[qe.EdgeShard]:
@@ -894,6 +894,8 @@ class QdrantEdgeStore:
         with self._lock:
             shard, self._shard = self._shard, None
             self._closed = True
+            if self._preloading is not None:
+                self._preloading.stop()
             if shard is not None:
                 with self._call("close"):
                     shard.flush()
