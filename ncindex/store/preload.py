@@ -56,16 +56,17 @@ CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class Preloaded:
-    """What one :func:`preload` read: ``files`` and their ``bytes``, ``skipped_bytes`` of the
-    files left out because they would have passed the budget, ``budget_bytes`` the budget,
-    ``seconds`` the time the reading took, ``stopped`` whether it was told to stop first."""
+    """What one :func:`preload` read: ``files`` and their ``bytes`` (a file it was told to stop
+    in counted whole), ``skipped_bytes`` of the files left out because they would have passed
+    the budget, ``budget_bytes`` the budget, ``seconds`` the time the reading took,
+    ``stopped`` whether it was told to stop before the end."""
 
     files: int
     bytes: int
     skipped_bytes: int
     budget_bytes: int
     seconds: float
-    stopped: bool = False
+    stopped: bool
 
 
 def segment_files(shard: Path) -> list[Path]:
