@@ -14,8 +14,11 @@ background (a copy optimised in a child process and swapped in,
   ``bench-search`` (notes and files, last half year, under /Projects or /Notes, AND her acl),
   verification answered by a local server in 5 ms;
 - ``bare_query_p95_ms``: the engine query alone with the same filter and sizes, its hits
-  carrying ``doc_key`` alone as the search's rounds ask (:data:`ROUND_FIELDS`; rows measured
-  before the search read payloads per verified batch read whole payloads of all 120 hits),
+  carrying no payload, then made ready for grouping as the search's rounds do
+  (:func:`~ncindex.search.service.keyed`: nothing read where point ids name their documents,
+  as in rows with ``ids_name_documents``; the rows before read each hit's ``doc_key``; rows
+  measured before the search read payloads per verified batch read whole payloads of all 120
+  hits),
   asked *cold* (``bare_query_asked``): for another query of the same kind (the SciFact queries
   after the searched ones), one the engine has not been asked, as the search's own query had
   not been when the search asked it (``preload_share``: the run's
@@ -116,6 +119,7 @@ from pydantic import SecretStr
 from results_md import RESULTS_DIR, publish, reading
 
 from evaluation.cache import VectorCache, model_identity
+from ncindex.documents import point_document
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import install_models
 from ncindex.nextcloud.client import NextcloudClient, make_http
@@ -124,10 +128,10 @@ from ncindex.search.filters import build_filter
 from ncindex.search.fusion import fuse
 from ncindex.search.service import (
     CHUNKS_PER_DOC,
-    ROUND_FIELDS,
     Pool,
     SearchService,
     group_hits,
+    keyed,
 )
 from ncindex.search.verify import VerificationCounts
 from ncindex.settings import Settings
@@ -456,10 +460,10 @@ def measure(
             bare_ms = []
             for bare_dense_q, bare_sparse_q in (embedder.embed_query(other), (dense, sparse_q)):
                 t = time.perf_counter()
-                hits = store.query(dense=bare_dense_q, sparse=bare_sparse_q, flt=flt,
-                                   limit=fetch, prefetch_limit=pool.sparse,
-                                   dense_prefetch_limit=pool.dense, fusion=fusion,
-                                   fields=ROUND_FIELDS)  # fmt: skip
+                hits = keyed(store, store.query(dense=bare_dense_q, sparse=bare_sparse_q,
+                                                flt=flt, limit=fetch, prefetch_limit=pool.sparse,
+                                                dense_prefetch_limit=pool.dense, fusion=fusion,
+                                                fields=()))  # fmt: skip
                 bare_ms.append((time.perf_counter() - t) * 1000)
             bare, bare_warm = bare_ms
             payloads = store.retrieve([h.id for h in group_hits(hits)[:limit]])
@@ -523,6 +527,7 @@ def measure(
         "bare_query_p50_ms": round(pct([r["bare"] for r in rows], 0.5), 2),
         "bare_query_p95_ms": round(pct([r["bare"] for r in rows], 0.95), 2),
         "bare_query_asked": "cold",
+        "ids_name_documents": all(point_document(r["exact_fused"][0].id) for r in rows),
         "bare_query_warm_p50_ms": round(pct([r["bare_warm"] for r in rows], 0.5), 2),
         "bare_query_warm_p95_ms": round(pct([r["bare_warm"] for r in rows], 0.95), 2),
         "bare_dense_p95_ms": round(pct([r["bare_dense"] for r in rows], 0.95), 2),
@@ -647,8 +652,8 @@ def search_process_rss(path: Path, n_queries: int) -> float:
 
 def serve_queries(path: Path, n_queries: int) -> None:
     """The child of :func:`search_process_rss`: open, query as alice as the search does (both
-    branches, fused in the process, the doc_keys of an over-fetched page and ten whole payloads
-    read), print ``{"rss_mb"}``."""
+    branches, fused in the process, an over-fetched page grouped by document and ten whole
+    payloads read), print ``{"rss_mb"}``."""
     settings = Settings()
     embedder = Embedder(settings)
     embedder.load()
@@ -661,9 +666,7 @@ def serve_queries(path: Path, n_queries: int) -> None:
         ranking = fuse([store.branch(dense=dense, flt=flt, limit=pool.dense, fields=()),
                         store.branch(sparse=sparse, flt=flt, limit=pool.sparse, fields=())],
                        Fusion(settings.fusion))[:fetch]  # fmt: skip
-        keys = store.retrieve([h.id for h in ranking], ROUND_FIELDS)
-        hits = [Hit(h.id, h.score, keys[h.id]) for h in ranking if h.id in keys]
-        store.retrieve([h.id for h in group_hits(hits)[:10]])
+        store.retrieve([h.id for h in group_hits(keyed(store, ranking))[:10]])
     print(json.dumps({"rss_mb": rss_mb()}))
     store.close()
 

@@ -69,10 +69,10 @@ from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.search.filters import build_filter
 from ncindex.search.service import (
     CHUNKS_PER_DOC,
-    ROUND_FIELDS,
     Pool,
     SearchRequest,
     SearchService,
+    keyed,
 )
 from ncindex.settings import Settings
 from ncindex.store.port import Fusion, PointRecord, SparseVector
@@ -345,9 +345,9 @@ def run_size(
             flt = build_filter("alice", request.filter_tree())
             dense, sparse_q = embedder.embed_query(other)
             t = time.perf_counter()
-            store.query(dense=dense, sparse=sparse_q, flt=flt, limit=fetch,
-                        prefetch_limit=pool.sparse, dense_prefetch_limit=pool.dense,
-                        fusion=Fusion(run_settings.fusion), fields=ROUND_FIELDS)  # fmt: skip
+            keyed(store, store.query(dense=dense, sparse=sparse_q, flt=flt, limit=fetch,
+                                     prefetch_limit=pool.sparse, dense_prefetch_limit=pool.dense,
+                                     fusion=Fusion(run_settings.fusion), fields=()))  # fmt: skip
             bare = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             client.find_by_ids([1])  # the request a page's check is: SEARCH by file id

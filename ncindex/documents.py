@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-POINT_NAMESPACE = uuid.UUID("5b7c1e52-8f0e-4c53-9d0a-6a4f3e2b1c90")
-
 
 class DocType(StrEnum):
     """The kinds of document ncindex indexes."""
@@ -104,12 +102,37 @@ def text_hash(text: str) -> str:
 
 
 def point_id(ref: DocRef, content_hash: str, chunk_index: int) -> str:
-    """Deterministic point id: ``uuid5(POINT_NAMESPACE, "{doc_key}:{content_hash}:{index}")``.
+    """Deterministic point id carrying its document: an RFC 9562 version 8 (custom) UUID whose
+    first 64 bits are the first 8 bytes of SHA-256 of ``doc_key`` and whose last 64 those of
+    SHA-256 of ``"{doc_key}:{content_hash}:{index}"``, with the version (4 bits) and variant
+    (2 bits) written over them: 60 bits name the document (:func:`point_document`), 62 the
+    chunk of that version.
 
     A new version of a document gets new ids, so it can be written beside the old one before
-    the old one is deleted (DESIGN §4).
+    the old one is deleted (DESIGN §4). The search groups hits by document from their ids
+    alone, without reading payloads (:func:`point_document`). Points written before this
+    scheme carry version 5 ids (``uuid5`` of ``"{doc_key}:{content_hash}:{index}"`` in the
+    namespace ``5b7c1e52-8f0e-4c53-9d0a-6a4f3e2b1c90``), which name no document; they keep
+    them until their document's text changes or the index is rebuilt (``ncindex reindex``).
     """
-    return str(uuid.uuid5(POINT_NAMESPACE, f"{ref.key}:{content_hash}:{chunk_index}"))
+    head = hashlib.sha256(ref.key.encode("utf-8")).digest()[:8]
+    tail = hashlib.sha256(f"{ref.key}:{content_hash}:{chunk_index}".encode()).digest()[:8]
+    value = int.from_bytes(head + tail, "big")
+    value = (value & ~(0xF << 76)) | (0x8 << 76)  # version 8 (RFC 9562 §5.8)
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # variant 10 (RFC 9562 §4.1)
+    return str(uuid.UUID(int=value))
+
+
+def point_document(pid: str) -> str | None:
+    """The document part of a point id written by :func:`point_id` — its first 18 characters
+    (``"xxxxxxxx-xxxx-8xxx"``, the ``doc_key``'s 60-bit hash and the version digit), equal
+    for every point of one document and, but for a hash collision (about 1 in 2⁶⁰ for a
+    pair of documents), different between documents — or ``None`` for an id that carries no
+    document (a uuid5 id of an earlier scheme, or anything not a canonical version 8 UUID
+    string: lower-case hex, hyphenated, as both Qdrant engines return ids)."""
+    if len(pid) == 36 and pid[14] == "8" and pid[19] in "89ab":
+        return pid[:18]
+    return None
 
 
 def principal(user: str) -> str:

@@ -19,11 +19,15 @@
    The ranking is read ``limit × CHUNKS_PER_DOC`` chunk hits at a time, as deep as
    verification needs to fill the page (at most ``MAX_ROUNDS`` over-fetched pages of
    ``limit × search_overfetch × CHUNKS_PER_DOC``), the documents of each slice not yet seen
-   verified next. The branches return ids and scores alone; a slice's ``doc_key`` values are
-   read with it, and the whole payloads (stage ``payloads``) for each batch about to be
-   verified, so a search reads ten or so payloads, not the hundreds of hits' (reading
-   payloads was a large part of the query: benchmarks/RESULTS.md, Scale).
-4. Group by ``doc_key`` (one result per document, its best chunk); ties by ``doc_key``.
+   verified next. The branches return ids and scores alone; a point id names its document
+   (:func:`~ncindex.documents.point_document`), so a slice is grouped without reading a
+   payload (a point of an earlier id scheme has its ``doc_key`` read with the slice), and
+   the whole payloads (stage ``payloads``) are read for each batch about to be verified, so
+   a search reads ten or so payloads, not the hundreds of hits' (reading payloads was a
+   large part of the query: benchmarks/RESULTS.md, Scale).
+4. Group by document (one result per document, its best chunk; :func:`group_key`), ties by
+   the group's key; a document met again under another key (an old and a new version whose
+   ids were written under two schemes) is passed over once its payload shows its ``doc_key``.
 5. Verify candidates as the searching user, in rank order, only as many as the page needs.
    Drops call ``on_drop`` (the app enqueues a re-check that evicts).
 6. ``score_threshold`` (relative, see :class:`SearchRequest`) and an absolute ``min_score``
@@ -59,7 +63,7 @@ from pydantic import (
     field_validator,
 )
 
-from ncindex.documents import DocRef, DocType, principal
+from ncindex.documents import DocRef, DocType, point_document, principal
 from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import ChunkOutOfRange, DocumentNotFound, SearchUnavailable
@@ -97,8 +101,9 @@ MAX_POOL = 3000
 """Most candidates per prefetch branch."""
 
 ROUND_FIELDS = ("doc_key",)
-"""The payload fields read for the hits a round groups (grouping needs no more; the whole
-payloads are read for the candidates about to be verified)."""
+"""The payload fields read for the hits a round groups whose ids name no document (points of
+the earlier id scheme: :func:`~ncindex.documents.point_document`); grouping needs no more, and
+the whole payloads are read for the candidates about to be verified."""
 
 FILTER_NODE_REF = "#/components/schemas/FilterNode"
 """Where the OpenAPI document defines the filter tree (see ``search_api.openapi``)."""
@@ -385,14 +390,46 @@ def _moved_out(payload: dict[str, Any], user: str, path: str | None, tree: Node 
     return path is not None and path != indexed and path_verdict(tree, path) is False
 
 
+def _first_of(doc_key: str, met: set[str]) -> bool:
+    """Whether ``doc_key`` is not yet in ``met``, which it joins."""
+    if doc_key in met:
+        return False
+    met.add(doc_key)
+    return True
+
+
+def group_key(hit: Hit) -> str:
+    """The document ``hit`` belongs to, as grouping knows it: the document part of its point id
+    (:func:`~ncindex.documents.point_document`) or, for an id of the earlier scheme, its
+    payload's ``doc_key`` (``KeyError`` if the payload lacks it: read :data:`ROUND_FIELDS`
+    first, :func:`keyed`)."""
+    return point_document(hit.id) or hit.payload["doc_key"]
+
+
 def group_hits(hits: list[Hit]) -> list[Hit]:
-    """Best hit per ``doc_key``, ordered by score (descending), ties by ``doc_key``."""
+    """Best hit per document (:func:`group_key`), ordered by score (descending), ties by the
+    key."""
     best: dict[str, Hit] = {}
     for hit in hits:
-        key = hit.payload["doc_key"]
+        key = group_key(hit)
         if key not in best or hit.score > best[key].score:
             best[key] = hit
-    return sorted(best.values(), key=lambda h: (-h.score, h.payload["doc_key"]))
+    return sorted(best.values(), key=lambda h: (-h.score, group_key(h)))
+
+
+def keyed(store: VectorStore, hits: list[Hit]) -> list[Hit]:
+    """``hits`` (no payload) ready for :func:`group_hits`: a hit whose id names its document as
+    it is; the ``doc_key`` (:data:`ROUND_FIELDS`) read, in one request, for those whose ids do
+    not, any of them deleted since the ranking left out. Raises ``StoreUnavailable``."""
+    legacy = [h.id for h in hits if point_document(h.id) is None]
+    if not legacy:
+        return hits
+    read = store.retrieve(legacy, ROUND_FIELDS)
+    return [
+        h if point_document(h.id) is not None else Hit(h.id, h.score, read[h.id])
+        for h in hits
+        if point_document(h.id) is not None or "doc_key" in read.get(h.id, {})
+    ]
 
 
 class SearchService:
@@ -454,7 +491,8 @@ class SearchService:
         counts = VerificationCounts()
         cut = _Cutoff(request.score_threshold, min_score)
         results: list[SearchResult] = []
-        seen: set[str] = set()
+        seen: set[str] = set()  # group keys of the slices read so far
+        met: set[str] = set()  # doc_keys of the candidates verified so far
         read = 0
         timings["verify"] = timings["payloads"] = 0.0
         # the ranking is read a slice at a time (its doc_keys read then), as deep as the page's
@@ -462,15 +500,15 @@ class SearchService:
         step = limit * CHUNKS_PER_DOC
         for start in range(0, min(len(ranking), MAX_ROUNDS * fetch), step):
             t0 = time.perf_counter()
-            hits = self._keyed(store, ranking[start : start + step])
+            hits = keyed(store, ranking[start : start + step])
             timings["query"] += (time.perf_counter() - t0) * 1000
             read = start + step
-            candidates = [h for h in group_hits(hits) if h.payload["doc_key"] not in seen]
-            seen.update(h.payload["doc_key"] for h in candidates)
+            candidates = [h for h in group_hits(hits) if group_key(h) not in seen]
+            seen.update(group_key(h) for h in candidates)
             t0, before = time.perf_counter(), timings["payloads"]
             exhausted = self._verify_into(
                 client, store, request.query, limit, candidates, results, counts, cut,
-                membership, timings, tree,
+                membership, timings, tree, met,
             )  # fmt: skip
             reading = timings["payloads"] - before
             timings["verify"] += (time.perf_counter() - t0) * 1000 - reading
@@ -586,13 +624,6 @@ class SearchService:
             query, [(h.payload.get("text") or "", h.score) for h in best[:docs]]
         )
 
-    @staticmethod
-    def _keyed(store: VectorStore, hits: list[Hit]) -> list[Hit]:
-        """``hits`` (no payload) with payloads of their ``doc_key`` alone, read here; a point
-        deleted since the ranking is left out."""
-        read = store.retrieve([h.id for h in hits], ROUND_FIELDS)
-        return [Hit(h.id, h.score, read[h.id]) for h in hits if "doc_key" in read.get(h.id, {})]
-
     def _verify_into(
         self,
         client: NextcloudClient,
@@ -606,11 +637,13 @@ class SearchService:
         membership: TagMembership | None,
         timings: dict[str, float],
         tree: Node | None,
+        met: set[str],
     ) -> bool:
-        """Verify ``candidates`` (ranked, payloads holding ``doc_key`` alone) into ``results``
-        until ``limit``, reading the whole payloads of each batch first (``timings``'s
+        """Verify ``candidates`` (ranked, grouped: :func:`group_hits`) into ``results`` until
+        ``limit``, reading the whole payloads of each batch first (``timings``'s
         ``payloads``, ms, grows by the time that takes; a point deleted since the query is
-        passed over); ``True`` when the cut-off ended the ranking (no later round can add
+        passed over, and so is a document whose ``doc_key`` is already in ``met``, which
+        gains each batch's); ``True`` when the cut-off ended the ranking (no later round can add
         anything). A candidate whose verified path is not the indexed one (moved since it
         was indexed) is passed over when that path fails the filter ``tree``'s path leaves
         (:func:`~ncindex.search.filters.path_verdict`), and re-checked (``on_drop``) so the
@@ -629,6 +662,7 @@ class SearchService:
             payloads = store.retrieve([h.id for h in batch])
             timings["payloads"] += (time.perf_counter() - t0) * 1000
             batch = [Hit(h.id, h.score, payloads[h.id]) for h in batch if h.id in payloads]
+            batch = [h for h in batch if _first_of(h.payload["doc_key"], met)]
             checks = self.verifier.start(client, [h.payload for h in batch], membership)
             shown = _snippets_meanwhile(batch, query)
             verdicts = checks.verdicts(counts)

@@ -4,6 +4,7 @@ tie order, degraded answers, modes, over-fetch and refill."""
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,14 +13,15 @@ from unittest.mock import Mock
 import pytest
 from search_corpus import Doc, expected, index_docs, make_docs
 
-from ncindex.documents import DocRef
+from ncindex.documents import DocRef, point_document, point_id
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.search import service as service_module
-from ncindex.search.service import Mode, SearchRequest, SearchService
+from ncindex.search.service import ROUND_FIELDS, Mode, SearchRequest, SearchService
 from ncindex.search.verify import Checked, Verdict, VerifyOnRead
 from ncindex.settings import Settings
+from ncindex.store.port import PointRecord
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 
 
@@ -151,15 +153,56 @@ def tied_store(docs: list[Doc], embedder: Embedder, tmp_path: Path) -> QdrantEdg
     return store
 
 
-def test_ties_break_by_doc_key(embedder: Embedder, verifiers: Verifiers, tmp_path: Path) -> None:
+def test_ties_break_by_document(embedder: Embedder, verifiers: Verifiers, tmp_path: Path) -> None:
+    """Sixteen tied documents, a page of ten: the ten whose ids' document parts come first,
+    returned in ``doc_key`` order, the same page search after search."""
     docs = make_docs(16)
     store = tied_store(docs, embedder, tmp_path)
     svc, _ = make_service(store, embedder, verifiers)
     request = SearchRequest(query="migratory birds", limit=10, fusion="dbsf")
     first = svc.search(client_of("alice"), request)
     assert len({r.score for r in first.results}) == 1
-    assert keys(first) == sorted(d.key for d in docs)[:10]
+    pid = {d.key: point_id(DocRef.parse(d.key), d.payload["content_hash"], 0) for d in docs}
+    by_id = sorted(docs, key=lambda d: point_document(pid[d.key]) or "")
+    assert keys(first) == sorted(d.key for d in by_id[:10])
     assert keys(svc.search(client_of("alice"), request)) == keys(first)
+    svc.close()
+    store.close()
+
+
+def legacy_id(key: str, content_hash: str, chunk_index: int) -> str:
+    """A point id of the earlier scheme (``uuid5``; :func:`~ncindex.documents.point_id`
+    names its namespace), which names no document."""
+    namespace = uuid.UUID("5b7c1e52-8f0e-4c53-9d0a-6a4f3e2b1c90")
+    return str(uuid.uuid5(namespace, f"{key}:{content_hash}:{chunk_index}"))
+
+
+def test_points_of_the_earlier_id_scheme_are_grouped_by_their_doc_key(
+    embedder: Embedder, verifiers: Verifiers, tmp_path: Path
+) -> None:
+    """A store written partly before ids named their documents: four documents of two uuid5
+    points each, four of the new scheme, and one document both ways (an old version under a
+    uuid5 id beside its new one, as a write leaves them until the old is deleted). Every
+    document is shown once; the round reads the ``doc_key`` of the uuid5 points alone."""
+    docs = make_docs(8)
+    store = tied_store(docs, embedder, tmp_path)
+    dense, sparse = embedder.embed_documents([docs[0].text])[0]
+    legacy = []
+    for d in docs[:4]:
+        old = {**d.payload, "content_hash": "old"} if d is docs[0] else None
+        if old is None:
+            store.delete_document(d.key)
+        for i, payload in enumerate([old or d.payload, {**(old or d.payload), "chunk_index": 1}]):
+            pid = legacy_id(d.key, payload["content_hash"], i)
+            legacy.append(pid)
+            store.upsert([PointRecord(id=pid, payload=payload, dense=dense, sparse=sparse)])
+    assert point_document(legacy[0]) is None
+    recording = Recording(store)
+    svc = recording_service(recording, embedder, verifiers)
+    page = svc.search(client_of("alice"), SearchRequest(query="migratory birds", fusion="dbsf"))
+    assert sorted(keys(page)) == sorted(d.key for d in docs)
+    (round_read,) = [ids for ids, fields in recording.reads if fields == ROUND_FIELDS]
+    assert sorted(round_read) == sorted(legacy)
     svc.close()
     store.close()
 
@@ -461,10 +504,11 @@ def test_payloads_are_read_only_for_what_is_verified(
     svc = recording_service(store, embedder, verifiers)
     request = SearchRequest(query="lighthouse lens budget foghorn", limit=3)
     page = svc.search(client_of("alice"), request)
-    # the branches return no payload; the feedback documents' texts and the doc_keys of what
-    # the round groups are read, and whole payloads for the batch verified alone
+    # the branches return no payload; the feedback documents' texts are read, the round is
+    # grouped by the documents its ids name (nothing read), whole payloads for the batch
+    # verified alone
     assert store.hit_keys == [set(), set(), set()]
-    assert [fields for _, fields in store.reads] == [("doc_key", "text"), ("doc_key",), None]
+    assert [fields for _, fields in store.reads] == [("doc_key", "text"), None]
     (verified,) = store.whole()
     assert len(verified) == len(verifiers.checked) == 3
     assert all(r.title and r.snippet for r in page.results)  # from the whole payloads
@@ -482,8 +526,8 @@ def test_payloads_are_read_only_for_what_is_verified(
 def test_a_point_deleted_after_the_ranking_is_passed_over(
     corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers
 ) -> None:
-    """A point the branches returned but deleted before its slice's ``doc_key`` is read is
-    left out of the ranking read; the page still fills."""
+    """A point the branches returned but deleted before its payload is read is passed over;
+    the page still fills."""
     store = Recording(corpus)
     svc = recording_service(store, embedder, verifiers)
     request = SearchRequest(query="lighthouse lens budget foghorn", limit=3)
