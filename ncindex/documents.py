@@ -113,7 +113,8 @@ def point_id(ref: DocRef, content_hash: str, chunk_index: int) -> str:
     alone, without reading payloads (:func:`point_document`). Points written before this
     scheme carry version 5 ids (``uuid5`` of ``"{doc_key}:{content_hash}:{index}"`` in the
     namespace ``5b7c1e52-8f0e-4c53-9d0a-6a4f3e2b1c90``), which name no document; they keep
-    them until their document's text changes or the index is rebuilt (``ncindex reindex``).
+    them until their document's text changes (``ncindex reindex`` copies points with their
+    ids).
     """
     head = hashlib.sha256(ref.key.encode("utf-8")).digest()[:8]
     tail = hashlib.sha256(f"{ref.key}:{content_hash}:{chunk_index}".encode()).digest()[:8]

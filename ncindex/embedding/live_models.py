@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,10 +265,11 @@ class MirroredStore:
         self.live.store.upsert(points)
         self.mirror.store.upsert(mirror_points(points, self.mirror))
 
-    def delete_document(self, doc_key: str, keep_content_hash: str | None = None) -> None:
-        """Delete in both collections."""
-        self.live.store.delete_document(doc_key, keep_content_hash)
-        self.mirror.store.delete_document(doc_key, keep_content_hash)
+    def delete_document(self, doc_key: str, keep: Collection[str] | None = None) -> None:
+        """Delete in both collections (a point keeps its id in the mirror: ``keep`` holds for
+        both)."""
+        self.live.store.delete_document(doc_key, keep)
+        self.mirror.store.delete_document(doc_key, keep)
 
     def set_payload(self, doc_key: str, payload: dict[str, Any]) -> None:
         """Merge ``payload`` in both collections."""

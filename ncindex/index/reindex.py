@@ -193,7 +193,7 @@ class Reindexer:
             target.store.delete_document(key)
             return False
         target.store.upsert(mirror_points(points, target))
-        target.store.delete_document(key, keep_content_hash=points[0].payload["content_hash"])
+        target.store.delete_document(key, keep={p.id for p in points})
         return True
 
     def reanalyze(self, deadline: float) -> BuildReport:

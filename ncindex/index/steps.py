@@ -266,12 +266,14 @@ class Steps:
 
     # --- 7. clean up -----------------------------------------------------------------------
 
-    def clean_up(self, doc: SourceDocument, stored: Stored) -> None:
-        """Step 7: delete every stored version of ``doc`` but the one just written. Nothing to
+    def clean_up(self, doc: SourceDocument, stored: Stored, chunks: int) -> None:
+        """Step 7: delete every stored point of ``doc`` but the ``chunks`` just written (kept by
+        their ids, so points of the same text under the earlier id scheme go too). Nothing to
         do for a document that had no points (``stored`` was read under the document's lock:
         nobody wrote one since). Raises ``StoreUnavailable``."""
         if stored.payload is not None:
-            self.services.store.delete_document(doc.ref.key, keep_content_hash=doc.content_hash)
+            written = {point_id(doc.ref, doc.content_hash, i) for i in range(chunks)}
+            self.services.store.delete_document(doc.ref.key, keep=written)
 
     # --- the steps composed ----------------------------------------------------------------
 
@@ -341,7 +343,7 @@ class Steps:
             for (place, doc, stored, chunks, _, _), (_, embedded) in zip(
                 written, vectors, strict=True
             ):
-                self.clean_up(doc, stored)
+                self.clean_up(doc, stored, len(chunks))
                 log.info("indexed", doc_key=doc.ref.key, chunks=len(chunks), embedded=embedded)
                 outcomes[place] = Outcome("indexed", doc.ref.key, embedded)
         return [outcome for outcome in outcomes if outcome is not None]

@@ -12,7 +12,7 @@ Engine failures are raised as :class:`ncindex.errors.StoreUnavailable`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -120,9 +120,11 @@ class VectorStore(Protocol):
     def upsert(self, points: Sequence[PointRecord]) -> None:
         """Write points (insert or replace by id); ``points`` carry both vectors."""
 
-    def delete_document(self, doc_key: str, keep_content_hash: str | None = None) -> None:
-        """Delete the points of ``doc_key`` — all of them, or all but the version whose
-        payload ``content_hash`` equals ``keep_content_hash``. Deleting nothing succeeds."""
+    def delete_document(self, doc_key: str, keep: Collection[str] | None = None) -> None:
+        """Delete the points of ``doc_key`` — all of them, or all but those whose ids are in
+        ``keep`` (the version just written: its ids, not its ``content_hash``, since one
+        version's text can have been written under two id schemes,
+        :func:`~ncindex.documents.point_id`). Deleting nothing succeeds."""
 
     def set_payload(self, doc_key: str, payload: dict[str, Any]) -> None:
         """Merge ``payload`` into every point of ``doc_key`` (metadata-only update)."""

@@ -29,7 +29,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -470,9 +470,9 @@ class QdrantEdgeStore:
             edge_points = [qe.Point(p.id, _vectors_of(p), p.payload) for p in batch]
             self._update("upsert", qe.UpdateOperation.upsert_points(edge_points), keys)
 
-    def delete_document(self, doc_key: str, keep_content_hash: str | None = None) -> None:
-        """Delete the points of ``doc_key`` (all but version ``keep_content_hash`` if given)."""
-        flt = to_edge_filter(document_filter(doc_key, keep_content_hash))
+    def delete_document(self, doc_key: str, keep: Collection[str] | None = None) -> None:
+        """Delete the points of ``doc_key`` (all but the ids in ``keep`` if given)."""
+        flt = to_edge_filter(document_filter(doc_key, keep))
         self._update("delete", qe.UpdateOperation.delete_points_by_filter(flt), [doc_key])
 
     def set_payload(self, doc_key: str, payload: dict[str, Any]) -> None:

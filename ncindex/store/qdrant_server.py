@@ -20,7 +20,7 @@ import contextlib
 import threading
 import warnings
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any, cast
 
 import grpc
@@ -279,9 +279,9 @@ class QdrantServerStore:
             with self._call("upsert"):
                 self._client.upsert(self.collection, points=structs, wait=True)
 
-    def delete_document(self, doc_key: str, keep_content_hash: str | None = None) -> None:
-        """Delete the points of ``doc_key`` (all but version ``keep_content_hash`` if given)."""
-        selector = models.FilterSelector(filter=document_filter(doc_key, keep_content_hash))
+    def delete_document(self, doc_key: str, keep: Collection[str] | None = None) -> None:
+        """Delete the points of ``doc_key`` (all but the ids in ``keep`` if given)."""
+        selector = models.FilterSelector(filter=document_filter(doc_key, keep))
         with self._call("delete"):
             self._client.delete(self.collection, points_selector=selector, wait=True)
 

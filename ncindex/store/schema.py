@@ -7,7 +7,7 @@ indexed fields (DESIGN §4) and on how a document's points are selected.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from enum import StrEnum
 from types import MappingProxyType
 from typing import TypeVar
@@ -107,19 +107,11 @@ def collection_name(prefix: str, slug: str) -> str:
     return f"{prefix}-{slug}"
 
 
-def document_filter(doc_key: str, keep_content_hash: str | None = None) -> models.Filter:
-    """The points of ``doc_key``; with ``keep_content_hash``, all but that version's."""
+def document_filter(doc_key: str, keep: Collection[str] | None = None) -> models.Filter:
+    """The points of ``doc_key``; with ``keep`` (point ids), all but those."""
     return models.Filter(
         must=[models.FieldCondition(key="doc_key", match=models.MatchValue(value=doc_key))],
-        must_not=(
-            [
-                models.FieldCondition(
-                    key="content_hash", match=models.MatchValue(value=keep_content_hash)
-                )
-            ]
-            if keep_content_hash is not None
-            else None
-        ),
+        must_not=[models.HasIdCondition(has_id=sorted(keep))] if keep else None,
     )
 
 

@@ -5,15 +5,18 @@ and every lock is taken and released the same way."""
 from __future__ import annotations
 
 import copy
+import dataclasses
+import uuid
 from typing import Any
 
 import pytest
 import redis
 
-from ncindex.documents import DocRef, DocType, SourceDocument
+from ncindex.documents import DocRef, DocType, SourceDocument, point_document
 from ncindex.errors import LockBusy
 from ncindex.index.indexing import Indexer
 from ncindex.index.locks import hold
+from ncindex.index.steps import whole_version
 from support import Stack
 
 
@@ -52,6 +55,34 @@ def test_an_edit_reads_the_store_once_and_reuses_its_vectors(
     assert outcome.action == "indexed"
     assert 0 < outcome.embedded < chunks  # the unchanged paragraphs' vectors were reused
     assert [r for r in reads if r[0] == key] == [(key, True)]  # one read, with vectors
+
+
+def test_a_cut_version_under_the_earlier_id_scheme_is_replaced_whole(stack: Stack) -> None:
+    """A document whose stored version was written under uuid5 ids (before ids named their
+    documents) and cut short by a fault is rewritten with the same text: the clean-up keeps
+    the ids just written, so the uuid5 points of that same ``content_hash`` go too (kept by
+    ``content_hash``, they stayed beside the new ones: every chunk twice, never whole)."""
+    stack.sim.drop_rate = 1.0  # the indexer is driven by hand here
+    fid = stack.sim.put_file("alice", "/Steps/legacy.txt", paragraphs(4))
+    indexer = Indexer(stack.services)
+    assert indexer.index_node("alice", fid).action == "indexed"
+    key = f"file:{fid}"
+    store = stack.services.store
+    written = store.document_points(key, with_vectors=True)
+    assert len(written) > 2 and all(point_document(p.id) for p in written)
+    namespace = uuid.UUID("5b7c1e52-8f0e-4c53-9d0a-6a4f3e2b1c90")
+    legacy = [
+        dataclasses.replace(
+            p, id=str(uuid.uuid5(namespace, f"{key}:{p.payload['content_hash']}:{i}"))
+        )
+        for i, p in enumerate(written[:-1])
+    ]
+    store.delete_document(key)
+    store.upsert(legacy)
+    assert indexer.index_node("alice", fid, recheck=False).action == "indexed"
+    left = store.document_points(key)
+    assert sorted(p.id for p in left) == sorted(p.id for p in written)
+    assert whole_version([p.payload for p in left])
 
 
 def test_writing_a_document_leaves_the_callers_document_as_it_was(stack: Stack) -> None:

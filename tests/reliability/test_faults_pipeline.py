@@ -16,6 +16,7 @@ import os
 import secrets
 import signal
 import threading
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -274,10 +275,10 @@ def test_old_version_left_by_a_failed_delete_is_removed_by_the_next_run(
     stack.sim.put_file("alice", "/Two/memo.md", "Completely rewritten memo about tulips.")
     real = store.delete_document
 
-    def delete_document(doc_key: str, keep_content_hash: str | None = None) -> None:
-        if keep_content_hash is not None:
+    def delete_document(doc_key: str, keep: Collection[str] | None = None) -> None:
+        if keep is not None:
             raise StoreUnavailable("delete: injected")
-        real(doc_key, keep_content_hash)
+        real(doc_key, keep)
 
     store.delete_document = delete_document  # type: ignore[method-assign]
     try:

@@ -261,7 +261,7 @@ def test_delete_document_all_or_all_but_one_version(loaded: VectorStore) -> None
     flt = m.Filter(must=[_eq("doc_key", "file:900")])
     assert loaded.count(flt) == 5
 
-    loaded.delete_document("file:900", keep_content_hash="h-new")
+    loaded.delete_document("file:900", keep={p.id for p in new})
     left = loaded.document_points("file:900")
     assert [(p.payload["content_hash"], p.payload["chunk_index"]) for p in left] == [
         ("h-new", 0),
