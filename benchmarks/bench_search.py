@@ -15,7 +15,9 @@ Each query runs :meth:`ncindex.search.service.SearchService.search` as ``alice``
 filter (notes and files, modified in the last half year, under ``/Projects`` or ``/Notes``,
 always AND-ed with her ``acl``), and, in the same iteration, the bare parts: one real query
 embedding, the bare engine query with the same filter and sizes (its hits carrying
-``doc_key`` alone, as the search's rounds ask) for another query of the same kind, which the
+no payload, then made ready for grouping as the search's rounds do,
+:func:`~ncindex.search.service.keyed`; runs before 2026-12-05's last read each hit's
+``doc_key``) for another query of the same kind, which the
 engine has not been asked yet, as the search's own had not been (:func:`paired_queries`;
 before 2026-12-05 it asked the searched query again, warm), one verification round trip (a
 WebDAV SEARCH for one file id, the request a page's check is; runs written before
