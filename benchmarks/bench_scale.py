@@ -709,7 +709,10 @@ def section(results: dict[str, Any], settings: Settings, n_queries: int) -> str:
         "of the store, as the search's does), then warm (the searched query again, right after the "
         "search); ratio p95 is against the cold bound, then against the warm one; ³: a row "
         "measured before the bare query was asked cold — its bare p95 is the warm one, so its "
-        "bound is low beside the search it is held to.",
+        "bound is low beside the search it is held to; ⁴: a row measured before point ids named "
+        "their documents — its bare query read the `doc_key` of its 120 hits, which the search "
+        "never read in one round (40 there; none since), so its bound is high beside the "
+        "search.",
         "",
         "| shape | chunks | filter selects | p50 | p95 | bare p95: cold / warm | bare p95: "
         "dense / BM25 prefetch | bound p95 | ratio p95: cold / warm bound | "
@@ -763,10 +766,12 @@ def _preload(share: float) -> str:
 
 def _cold_warm(row: dict[str, Any], cold: str, warm: str) -> str:
     """``cold / warm`` for a row whose bare query was asked cold; the value marked ³ for a
-    row measured before (its one figure is the warm one)."""
+    row measured before (its one figure is the warm one); marked ⁴ where the bare query read
+    its hits' ``doc_key`` (point ids not yet naming their documents)."""
+    read = "" if row.get("ids_name_documents") else "⁴"
     if row.get("bare_query_asked") == "cold":
-        return f"{row[cold]} / {row[warm]}"
-    return f"{row[cold]}³"
+        return f"{row[cold]} / {row[warm]}{read}"
+    return f"{row[cold]}³{read}"
 
 
 def stages(results: dict[str, Any]) -> list[str]:
