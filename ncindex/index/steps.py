@@ -266,13 +266,12 @@ class Steps:
 
     # --- 7. clean up -----------------------------------------------------------------------
 
-    def clean_up(self, doc: SourceDocument, stored: Stored, chunks: int) -> None:
-        """Step 7: delete every stored point of ``doc`` but the ``chunks`` just written (kept by
-        their ids, so points of the same text under the earlier id scheme go too). Nothing to
-        do for a document that had no points (``stored`` was read under the document's lock:
-        nobody wrote one since). Raises ``StoreUnavailable``."""
+    def clean_up(self, doc: SourceDocument, stored: Stored, written: set[str]) -> None:
+        """Step 7: delete every stored point of ``doc`` but those just ``written`` (their ids,
+        so points of the same text under the earlier id scheme go too). Nothing to do for a
+        document that had no points (``stored`` was read under the document's lock: nobody
+        wrote one since). Raises ``StoreUnavailable``."""
         if stored.payload is not None:
-            written = {point_id(doc.ref, doc.content_hash, i) for i in range(chunks)}
             self.services.store.delete_document(doc.ref.key, keep=written)
 
     # --- the steps composed ----------------------------------------------------------------
@@ -331,19 +330,15 @@ class Steps:
             written.append((place, doc, stored, chunks, acl, paths))
         if written:
             vectors = self.embed([(chunks, stored) for _, _, stored, chunks, _, _ in written])
-            self.services.store.upsert(
-                [
-                    point
-                    for (_, doc, _, chunks, acl, paths), (vecs, _) in zip(
-                        written, vectors, strict=True
-                    )
-                    for point in self.points(doc, chunks, vecs, acl=acl, paths=paths)
-                ]
-            )
-            for (place, doc, stored, chunks, _, _), (_, embedded) in zip(
-                written, vectors, strict=True
+            versions = [
+                self.points(doc, chunks, vecs, acl=acl, paths=paths)
+                for (_, doc, _, chunks, acl, paths), (vecs, _) in zip(written, vectors, strict=True)
+            ]
+            self.services.store.upsert([point for version in versions for point in version])
+            for (place, doc, stored, chunks, _, _), (_, embedded), version in zip(
+                written, vectors, versions, strict=True
             ):
-                self.clean_up(doc, stored, len(chunks))
+                self.clean_up(doc, stored, {point.id for point in version})
                 log.info("indexed", doc_key=doc.ref.key, chunks=len(chunks), embedded=embedded)
                 outcomes[place] = Outcome("indexed", doc.ref.key, embedded)
         return [outcome for outcome in outcomes if outcome is not None]

@@ -406,15 +406,16 @@ def group_key(hit: Hit) -> str:
     return point_document(hit.id) or hit.payload["doc_key"]
 
 
-def group_hits(hits: list[Hit]) -> list[Hit]:
-    """Best hit per document (:func:`group_key`), ordered by score (descending), ties by the
-    key."""
+def group_hits(hits: list[Hit], key: Callable[[Hit], str] | None = None) -> list[Hit]:
+    """Best hit per document (``key``, by default :func:`group_key`), ordered by score
+    (descending), ties by the key."""
+    key_of = key or group_key
     best: dict[str, Hit] = {}
     for hit in hits:
-        key = group_key(hit)
-        if key not in best or hit.score > best[key].score:
-            best[key] = hit
-    return sorted(best.values(), key=lambda h: (-h.score, group_key(h)))
+        k = key_of(hit)
+        if k not in best or hit.score > best[k].score:
+            best[k] = hit
+    return sorted(best.values(), key=lambda h: (-h.score, key_of(h)))
 
 
 def keyed(store: VectorStore, hits: list[Hit]) -> list[Hit]:
@@ -495,7 +496,7 @@ class SearchService:
         met: set[str] = set()  # doc_keys of the candidates verified so far
         read = 0
         timings["verify"] = timings["payloads"] = 0.0
-        # the ranking is read a slice at a time (its doc_keys read then), as deep as the page's
+        # the ranking is read a slice at a time (grouped then: keyed), as deep as the page's
         # verification needs, at most MAX_ROUNDS over-fetched pages
         step = limit * CHUNKS_PER_DOC
         for start in range(0, min(len(ranking), MAX_ROUNDS * fetch), step):
@@ -617,7 +618,9 @@ class SearchService:
         since its last sync can lend terms to the query (never text to the response) until
         a re-check evicts it. Raises ``StoreUnavailable`` if the store fails."""
         payloads = store.retrieve([h.id for h in top], ("doc_key", "text"))
-        best = group_hits([Hit(h.id, h.score, payloads[h.id]) for h in top if h.id in payloads])
+        read = [Hit(h.id, h.score, payloads[h.id]) for h in top if h.id in payloads]
+        # grouped by the doc_key read: a document held under both id schemes counts once
+        best = group_hits(read, key=lambda h: h.payload["doc_key"])
         if not best:
             return None
         return analyzer.feedback_query_vector(
@@ -823,8 +826,16 @@ def _snippets_meanwhile(batch: list[Hit], query: str) -> list[Snippet]:
 
 def _current_version(points: list[PointRecord]) -> list[PointRecord]:
     """The points of the newest version (a new version is written before the old one is
-    deleted, so two may briefly coexist), ordered by ``chunk_index``."""
+    deleted, so two may briefly coexist), one per ``chunk_index`` and ordered by it; a chunk
+    held twice (one text written under both id schemes until the clean-up deletes the older
+    points) is the point whose id names its document (:func:`~ncindex.documents.point_document`)."""
     newest = max(points, key=lambda p: p.payload.get("indexed_at") or 0)
     version = newest.payload.get("content_hash")
-    same = [p for p in points if p.payload.get("content_hash") == version]
-    return sorted(same, key=lambda p: int(p.payload.get("chunk_index") or 0))
+    chunks: dict[int, PointRecord] = {}
+    for p in points:
+        if p.payload.get("content_hash") != version:
+            continue
+        index = int(p.payload.get("chunk_index") or 0)
+        if index not in chunks or point_document(p.id) is not None:
+            chunks[index] = p
+    return [chunks[i] for i in sorted(chunks)]

@@ -2,8 +2,9 @@
 
 Qdrant Edge keeps the original dense vectors, the payloads and the payload indexes
 memory-mapped on disk (:class:`~ncindex.store.layout.CollectionLayout`), so a search reads
-from disk whatever of them it touches for the first time: the payloads of the hits it
-groups, the originals of the candidates it rescores, the index entries its filter checks. A
+from disk whatever of them it touches for the first time: the payloads of the candidates it
+verifies (and, for points whose ids name no document, of every hit it groups), the originals
+of the candidates it rescores, the index entries its filter checks. A
 store that has just opened (a restart, or the swap after an optimisation) answers its first
 thousands of searches so: at a million chunks the engine query 1.5× as slow at the median
 and 1.75× at the p95 as once the kernel's page cache holds those files (:data:`ORDER`).
@@ -34,9 +35,10 @@ import structlog
 log = structlog.get_logger(__name__)
 
 #: Parts of an Edge segment folder (``<shard>/segments/<uuid>/…``) that are read, in order:
-#: the payloads a search reads its hits' ``doc_key`` from, the original dense vectors every
-#: dense search rescores on, the BM25 vectors a filtered BM25 scan scores, the payload indexes
-#: a filter checks (names as qdrant-edge-py 0.9 writes them). Not read: the int8 quantised
+#: the payloads (of the candidates a search verifies; before point ids named their documents
+#: also every grouped hit's ``doc_key``, when this order was measured), the original dense
+#: vectors every dense search rescores on, the BM25 vectors a filtered BM25 scan scores, the
+#: payload indexes a filter checks (names as qdrant-edge-py 0.9 writes them). Not read: the int8 quantised
 #: vectors (``quantized.*`` beside the originals, kept in RAM), the HNSW graph, the BM25
 #: inverted index and the id tracker, which Edge reads as it opens the shard. The first two
 #: are what a cold query waits for: at a million chunks of one user its p50 / p95 read 32.7 /

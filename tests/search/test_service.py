@@ -575,3 +575,21 @@ def test_snippets_are_built_while_the_page_is_checked(
     assert any("<mark>" in r.snippet for r in page.results)
     assert ("alice", first[0]) in drops
     svc.close()
+
+
+def test_a_document_held_under_both_id_schemes_is_one_document_where_its_doc_key_is_read() -> None:
+    """Until the clean-up deletes the older points, one text can be held under both id
+    schemes: the context endpoint's current version has each chunk once (the point whose id
+    names its document), and the feedback documents, grouped by the ``doc_key`` they read,
+    count it once."""
+    ref = DocRef.parse("file:5")
+    new = [point_id(ref, "h", i) for i in range(2)]
+    old = [legacy_id(ref.key, "h", i) for i in range(2)]
+    points = [
+        PointRecord(pid, {"doc_key": ref.key, "content_hash": "h", "chunk_index": i % 2})
+        for i, pid in enumerate(old + new)
+    ]
+    assert [p.id for p in service_module._current_version(points)] == new
+    hits = [service_module.Hit(p.id, 1.0 - i / 10, p.payload) for i, p in enumerate(points)]
+    assert len(service_module.group_hits(hits)) == 2  # by id: the uuid5 points by doc_key
+    assert len(service_module.group_hits(hits, key=lambda h: h.payload["doc_key"])) == 1

@@ -107,7 +107,7 @@ class _FailingClient:
 _CALLS: dict[str, Any] = {
     "ensure_collection": lambda s: s.ensure_collection(DIM),
     "upsert": lambda s: s.upsert(CORPUS[:1]),
-    "delete_document": lambda s: s.delete_document("file:1", "h"),
+    "delete_document": lambda s: s.delete_document("file:1", keep={CORPUS[0].id}),
     "set_payload": lambda s: s.set_payload("file:1", {"a": 1}),
     "document_points": lambda s: s.document_points("file:1"),
     "scroll": lambda s: list(s.scroll(None, ["doc_key"])),
