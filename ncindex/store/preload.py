@@ -38,13 +38,13 @@ log = structlog.get_logger(__name__)
 #: the payloads (of the candidates a search verifies; before point ids named their documents
 #: also every grouped hit's ``doc_key``, when this order was measured), the original dense
 #: vectors every dense search rescores on, the BM25 vectors a filtered BM25 scan scores, the
-#: payload indexes a filter checks (names as qdrant-edge-py 0.9 writes them). Not read: the int8 quantised
-#: vectors (``quantized.*`` beside the originals, kept in RAM), the HNSW graph, the BM25
-#: inverted index and the id tracker, which Edge reads as it opens the shard. The first two
-#: are what a cold query waits for: at a million chunks of one user its p50 / p95 read 32.7 /
-#: 46.1 ms with nothing read ahead, 24.2 / 33.5 with the payloads, 31.0 / 46.6 with the
-#: originals, 20.8 / 26.4 with both and 22.3 / 26.5 with every segment file
-#: (benchmarks/scale_reading.md).
+#: payload indexes a filter checks (names as qdrant-edge-py 0.9 writes them). Not read: the
+#: int8 quantised vectors (``quantized.*`` beside the originals, kept in RAM), the HNSW graph,
+#: the BM25 inverted index and the id tracker, which Edge reads as it opens the shard. The
+#: first two are what a cold query waited for while it read every hit's ``doc_key``: at a
+#: million chunks of one user its p50 / p95 read 32.7 / 46.1 ms with nothing read ahead,
+#: 24.2 / 33.5 with the payloads, 31.0 / 46.6 with the originals, 20.8 / 26.4 with both and
+#: 22.3 / 26.5 with every segment file (benchmarks/scale_reading.md).
 ORDER: tuple[str, ...] = (
     "payload_storage",
     "vector_storage-dense",
