@@ -422,14 +422,14 @@ def keyed(store: VectorStore, hits: list[Hit]) -> list[Hit]:
     """``hits`` (no payload) ready for :func:`group_hits`: a hit whose id names its document as
     it is; the ``doc_key`` (:data:`ROUND_FIELDS`) read, in one request, for those whose ids do
     not, any of them deleted since the ranking left out. Raises ``StoreUnavailable``."""
-    legacy = [h.id for h in hits if point_document(h.id) is None]
+    legacy = {h.id for h in hits if point_document(h.id) is None}
     if not legacy:
         return hits
-    read = store.retrieve(legacy, ROUND_FIELDS)
+    read = store.retrieve(list(legacy), ROUND_FIELDS)
     return [
-        h if point_document(h.id) is not None else Hit(h.id, h.score, read[h.id])
+        Hit(h.id, h.score, read[h.id]) if h.id in legacy else h
         for h in hits
-        if point_document(h.id) is not None or "doc_key" in read.get(h.id, {})
+        if h.id not in legacy or "doc_key" in read.get(h.id, {})
     ]
 
 
