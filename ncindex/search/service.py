@@ -28,6 +28,8 @@
 4. Group by document (one result per document, its best chunk; :func:`group_key`), ties by
    the group's key; a document met again under another key (an old and a new version whose
    ids were written under two schemes) is passed over once its payload shows its ``doc_key``.
+   A candidate whose point is gone when its payload is read (a rewrite deleted the old version
+   since the ranking) is read from its document's next hit in the slice (``_Documents``).
 5. Verify candidates as the searching user, in rank order, only as many as the page needs.
    Drops call ``on_drop`` (the app enqueues a re-check that evicts).
 6. ``score_threshold`` (relative, see :class:`SearchRequest`) and an absolute ``min_score``
@@ -390,14 +392,6 @@ def _moved_out(payload: dict[str, Any], user: str, path: str | None, tree: Node 
     return path is not None and path != indexed and path_verdict(tree, path) is False
 
 
-def _first_of(doc_key: str, met: set[str]) -> bool:
-    """Whether ``doc_key`` is not yet in ``met``, which it joins."""
-    if doc_key in met:
-        return False
-    met.add(doc_key)
-    return True
-
-
 def group_key(hit: Hit) -> str:
     """The document ``hit`` belongs to, as grouping knows it: the document part of its point id
     (:func:`~ncindex.documents.point_document`) or, for an id of the earlier scheme, its
@@ -492,8 +486,7 @@ class SearchService:
         counts = VerificationCounts()
         cut = _Cutoff(request.score_threshold, min_score)
         results: list[SearchResult] = []
-        seen: set[str] = set()  # group keys of the slices read so far
-        met: set[str] = set()  # doc_keys of the candidates verified so far
+        documents = _Documents()
         read = 0
         timings["verify"] = timings["payloads"] = 0.0
         # the ranking is read a slice at a time (grouped then: keyed), as deep as the page's
@@ -504,12 +497,11 @@ class SearchService:
             hits = keyed(store, ranking[start : start + step])
             timings["query"] += (time.perf_counter() - t0) * 1000
             read = start + step
-            candidates = [h for h in group_hits(hits) if group_key(h) not in seen]
-            seen.update(group_key(h) for h in candidates)
+            candidates = documents.slice(hits)
             t0, before = time.perf_counter(), timings["payloads"]
             exhausted = self._verify_into(
                 client, store, request.query, limit, candidates, results, counts, cut,
-                membership, timings, tree, met,
+                membership, timings, tree, documents,
             )  # fmt: skip
             reading = timings["payloads"] - before
             timings["verify"] += (time.perf_counter() - t0) * 1000 - reading
@@ -640,15 +632,14 @@ class SearchService:
         membership: TagMembership | None,
         timings: dict[str, float],
         tree: Node | None,
-        met: set[str],
+        documents: _Documents,
     ) -> bool:
-        """Verify ``candidates`` (ranked, grouped: :func:`group_hits`) into ``results`` until
-        ``limit``, reading the whole payloads of each batch first (``timings``'s
-        ``payloads``, ms, grows by the time that takes; a point deleted since the query is
-        passed over, and so is a document whose ``doc_key`` is already in ``met``, which
-        gains each batch's); ``True`` when the cut-off ended the ranking (no later round can add
-        anything). A candidate whose verified path is not the indexed one (moved since it
-        was indexed) is passed over when that path fails the filter ``tree``'s path leaves
+        """Verify ``candidates`` (ranked, grouped: ``documents.slice``) into ``results`` until
+        ``limit``, reading the whole payloads of each batch first (:meth:`_Documents.read`;
+        ``timings``'s ``payloads``, ms, grows by the time that takes); ``True`` when the
+        cut-off ended the ranking (no later round can add anything). A candidate whose
+        verified path is not the indexed one (moved since it was indexed) is passed over
+        when that path fails the filter ``tree``'s path leaves
         (:func:`~ncindex.search.filters.path_verdict`), and re-checked (``on_drop``) so the
         index learns where it is."""
         assert client.user is not None
@@ -662,10 +653,8 @@ class SearchService:
             if not batch:
                 break
             t0 = time.perf_counter()
-            payloads = store.retrieve([h.id for h in batch])
+            batch = documents.read(store, batch)
             timings["payloads"] += (time.perf_counter() - t0) * 1000
-            batch = [Hit(h.id, h.score, payloads[h.id]) for h in batch if h.id in payloads]
-            batch = [h for h in batch if _first_of(h.payload["doc_key"], met)]
             checks = self.verifier.start(client, [h.payload for h in batch], membership)
             shown = _snippets_meanwhile(batch, query)
             verdicts = checks.verdicts(counts)
@@ -788,6 +777,59 @@ class SearchService:
     def close(self) -> None:
         """Stop the verification pool."""
         self.verifier.close()
+
+
+class _Documents:
+    """The documents a search's rounds have met: the group keys (:func:`group_key`) of the
+    slices read, the ``doc_key`` of each candidate read for verification, and the current
+    slice's hits of each document, best first, so that a candidate whose point is gone by
+    the time its payload is read (its old version deleted by a rewrite since the ranking) is
+    read from its document's next hit in the slice instead."""
+
+    def __init__(self) -> None:
+        self._groups: set[str] = set()
+        self._doc_keys: set[str] = set()
+        self._hits: dict[str, list[Hit]] = {}
+
+    def slice(self, hits: list[Hit]) -> list[Hit]:
+        """The best hit of each document among a round's ``hits`` (ready for grouping:
+        :func:`keyed`) that no earlier slice held (:func:`group_hits`'s order)."""
+        self._hits = {}
+        for hit in sorted(hits, key=lambda h: (-h.score, h.id)):
+            self._hits.setdefault(group_key(hit), []).append(hit)
+        best = [h for h in group_hits(hits) if group_key(h) not in self._groups]
+        self._groups.update(group_key(h) for h in best)
+        return best
+
+    def read(self, store: VectorStore, batch: list[Hit]) -> list[Hit]:
+        """``batch`` (candidates of the current slice) with their whole payloads, in order.
+        A candidate whose point is gone stands in as its document's best hit of the slice
+        still stored (both read in one more request), or — none left — is passed over and
+        may come back with a later slice's hits. A document whose ``doc_key`` an earlier
+        candidate had (one text held under two id schemes) is passed over. Raises
+        ``StoreUnavailable``."""
+        payloads = store.retrieve([h.id for h in batch])
+        spare = [
+            o.id
+            for h in batch
+            if h.id not in payloads
+            for o in self._hits.get(group_key(h), ())
+            if o.id != h.id
+        ]
+        if spare:
+            payloads.update(store.retrieve(spare))
+        read: list[Hit] = []
+        for hit in batch:
+            kept = [hit, *self._hits.get(group_key(hit), ())]
+            stored = next((h for h in kept if h.id in payloads), None)
+            if stored is None:
+                self._groups.discard(group_key(hit))
+                continue
+            doc_key = payloads[stored.id]["doc_key"]
+            if doc_key not in self._doc_keys:
+                self._doc_keys.add(doc_key)
+                read.append(Hit(stored.id, stored.score, payloads[stored.id]))
+        return read
 
 
 class _Cutoff:

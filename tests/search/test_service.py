@@ -539,6 +539,55 @@ def test_a_point_deleted_after_the_ranking_is_passed_over(
     svc.close()
 
 
+def test_a_rewritten_document_whose_old_point_goes_after_the_ranking_is_read_from_its_new_one(
+    embedder: Embedder, verifiers: Verifiers, tmp_path: Path
+) -> None:
+    """A rewrite writes the new version, then deletes the old: a search ranking both can find
+    the old point gone when it reads the payloads. The document is still shown, read from its
+    new point (the next hit of its group), not dropped from the page."""
+    docs = make_docs(8)
+    store = tied_store(docs, embedder, tmp_path)
+    doc = docs[0]
+    ref = DocRef.parse(doc.key)
+    dense, sparse = embedder.embed_documents([doc.text])[0]
+    new = point_id(ref, "new", 0)
+    store.upsert([PointRecord(new, {**doc.payload, "content_hash": "new"}, dense, sparse)])
+    recording = Recording(store)
+    svc = recording_service(recording, embedder, verifiers)
+    request = SearchRequest(query="migratory birds", fusion="dbsf")
+    (before,) = [r for r in svc.search(client_of("alice"), request).results if r.doc_key == doc.key]
+    recording.vanished = {before._point_id}
+    page = svc.search(client_of("alice"), request)
+    assert sorted(keys(page)) == sorted(d.key for d in docs)
+    (after,) = [r for r in page.results if r.doc_key == doc.key]
+    assert after._point_id != before._point_id
+    assert {before._point_id, after._point_id} == {
+        new,
+        point_id(ref, doc.payload["content_hash"], 0),
+    }
+    svc.close()
+    store.close()
+
+
+def test_a_document_with_no_point_left_in_its_slice_can_come_back_in_a_later_one() -> None:
+    """Where none of a document's hits in a slice is stored any more, the document is passed
+    over there and a later slice's hits of it are candidates again (its new version ranked
+    deeper)."""
+    ref = DocRef.parse("file:1")
+    gone, later = point_id(ref, "old", 0), point_id(ref, "new", 0)
+    other = point_id(DocRef.parse("file:2"), "h", 0)
+    payloads = {later: {"doc_key": ref.key}, other: {"doc_key": "file:2"}}
+    store = Mock()
+    store.retrieve.side_effect = lambda ids, fields=None: {
+        i: payloads[i] for i in ids if i in payloads
+    }
+    documents = service_module._Documents()
+    first = documents.slice([service_module.Hit(gone, 0.9, {}), service_module.Hit(other, 0.8, {})])
+    assert [h.id for h in documents.read(store, first)] == [other]
+    second = documents.slice([service_module.Hit(later, 0.5, {})])
+    assert [h.id for h in documents.read(store, second)] == [later]
+
+
 def test_snippets_are_built_while_the_page_is_checked(
     corpus: QdrantEdgeStore, embedder: Embedder, verifiers: Verifiers,
     monkeypatch: pytest.MonkeyPatch,
