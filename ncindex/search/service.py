@@ -803,11 +803,11 @@ class _Documents:
 
     def read(self, store: VectorStore, batch: list[Hit]) -> list[Hit]:
         """``batch`` (candidates of the current slice) with their whole payloads, in order.
-        A candidate whose point is gone stands in as its document's best hit of the slice
-        still stored (both read in one more request), or — none left — is passed over and
-        may come back with a later slice's hits. A document whose ``doc_key`` an earlier
-        candidate had (one text held under two id schemes) is passed over. Raises
-        ``StoreUnavailable``."""
+        A candidate whose point is gone is replaced by its document's best hit of the slice
+        still stored (the document's other hits read in one more request), or — none left —
+        passed over, and may come back with a later slice's hits. A document whose
+        ``doc_key`` an earlier candidate had (one text held under two id schemes) is passed
+        over. Raises ``StoreUnavailable``."""
         payloads = store.retrieve([h.id for h in batch])
         spare = [
             o.id
