@@ -820,7 +820,7 @@ class _Documents:
             payloads.update(store.retrieve(spare))
         read: list[Hit] = []
         for hit in batch:
-            kept = [hit, *self._hits.get(group_key(hit), ())]
+            kept = self._hits.get(group_key(hit), [hit])  # the hit itself first
             stored = next((h for h in kept if h.id in payloads), None)
             if stored is None:
                 self._groups.discard(group_key(hit))
