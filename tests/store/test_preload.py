@@ -173,6 +173,12 @@ def _skip_unless_evicted(paths: list[Path]) -> None:
         pytest.skip("this filesystem keeps files in the page cache (tmpfs?)")
 
 
+#: Share of a file read ahead that must still be in the page cache when ``fincore`` looks:
+#: the kernel may reclaim some of the freshly read pages before then (a full CI run once saw
+#: 8,435 of the 8,449 pages resident). With nothing read ahead a page or two are.
+KEPT = 0.95
+
+
 def _resident(path: Path) -> int:
     """Bytes of ``path`` in the page cache (``fincore``)."""
     out = subprocess.run(
@@ -191,7 +197,7 @@ def test_read_through_leaves_the_whole_file_in_the_page_cache(tmp_path: Path) ->
     _evict(path)
     _skip_unless_evicted([path])
     read_through(path)
-    assert _resident(path) >= path.stat().st_size
+    assert _resident(path) >= KEPT * path.stat().st_size
 
 
 def _store(root: Path, share: float) -> QdrantEdgeStore:
@@ -229,7 +235,7 @@ def test_an_opened_store_reads_its_original_vectors_ahead(tmp_path: Path, share:
     reopened.close()
     size = sum(p.stat().st_size for p in originals)
     if share:
-        assert resident >= size
+        assert resident >= KEPT * size
     else:  # the load itself reads a page or two of them (headers, flags)
         assert resident < size / 4
 
