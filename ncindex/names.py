@@ -127,6 +127,11 @@ class Names:
         """Per-document run counts of the poison-document guard: ``…:runs:<subject>``."""
         return self.key("runs", "")
 
+    def batch_recorded(self, run: str) -> str:
+        """Set once an ``ncindex.index_nodes`` run (``run``: its task id) has recorded its
+        files' progress, so that a retry of the task records none again (string, expiring)."""
+        return self.key("batch-recorded", run)
+
     @property
     def failing(self) -> str:
         """Documents whose last task run failed or is being retried (hash: subject → JSON

@@ -228,14 +228,19 @@ def index_nodes(
     :func:`index_node` would each. Returns counts per outcome action, and ``own_task``: the
     files handed to an ``ncindex.index_node`` task each (:func:`_index_batch`). A publish that
     fails (handing files on, or a folder's walk) retries this task, which runs the batch
-    again: what it wrote is unchanged then, and its progress is counted twice."""
+    again: what it wrote is unchanged then, and its files' progress, recorded by the first
+    run to finish the batch (:meth:`~ncindex.names.Names.batch_recorded`), is not recorded
+    again."""
     indexer = _start(self, None)
     clear_debounce(indexer.services.redis, indexer.settings.names, *(debounce_keys or []))
     ids = [int(i) for i in dict.fromkeys(file_ids)]
-    outcomes, alone = _index_batch(self, user, ids)
+    # a redelivered message keeps its task id, and so does a retry
+    run = self.request.id or hashlib.sha256(f"{user}:{ids}".encode()).hexdigest()
+    outcomes, alone = _index_batch(self, user, ids, run)
     with _quiet("progress_not_recorded"):
         progress = Progress(indexer.services.redis, indexer.settings.names)
-        for file_id, outcome in outcomes.items():
+        recorded = outcomes and _first_to_record(indexer, run)
+        for file_id, outcome in outcomes.items() if recorded else ():
             progress.finished(
                 user,
                 node_subject(file_id),
@@ -254,10 +259,19 @@ def index_nodes(
     return counts
 
 
+def _first_to_record(indexer: Indexer, run: str) -> bool:
+    """``True`` for the first run of batch task ``run`` to ask (it records its files'
+    progress); the mark lives as long as a run count (:func:`_deliveries`). Raises
+    ``redis.RedisError``."""
+    key = indexer.settings.names.batch_recorded(run)
+    return bool(indexer.services.redis.set(key, 1, nx=True, ex=_deliveries(indexer).ttl))
+
+
 def _index_batch(
-    task: NcindexTask, user: str, ids: list[int]
+    task: NcindexTask, user: str, ids: list[int], run: str
 ) -> tuple[dict[int, Outcome], list[int]]:
-    """The batch of :func:`index_nodes`: the outcome of each file it finished, and the files
+    """The batch of :func:`index_nodes` (``run``: the task's id): the outcome of each file it
+    finished, and the files
     left to a task of their own — those another run holds (their lock is busy), those
     :meth:`~ncindex.index.indexing.Indexer.index_nodes` left (its time budget is a quarter of
     the soft time limit), and all of them when an earlier delivery of this very task never
@@ -268,8 +282,6 @@ def _index_batch(
     this run held, recorded as ``index_node`` records it, hands the others on, and is raised."""
     indexer = task.indexer
     deliveries = _deliveries(indexer)
-    # a redelivered message keeps its task id, and so does a retry
-    run = task.request.id or hashlib.sha256(f"{user}:{ids}".encode()).hexdigest()
     batch = f"nodes:{run}"
     count, _ = deliveries.start(batch)
     if count > 1:

@@ -17,7 +17,7 @@ from ncindex.index import indexing
 from ncindex.index.deadletter import Deliveries
 from ncindex.index.locks import hold
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.progress import FailingDocuments
+from ncindex.progress import FailingDocuments, Progress
 from ncindex.telemetry import TASKS
 from support import Stack
 
@@ -241,3 +241,32 @@ def test_a_failure_around_the_files_sends_each_file_alone(
     assert run_batch(stack, ids) == {"own_task": 2}
     stack.wait_idle()
     assert all(stack.points(f"file:{i}") for i in ids)
+
+
+def test_a_batch_retried_after_its_files_are_done_counts_their_progress_once(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = upload(stack, 3)
+    progress = Progress(stack.services.redis, stack.settings.names)
+    progress.queued("alice", [f"node:{i}" for i in ids])
+    real_send = stack.celery.send_task
+    sent: list[str] = []
+
+    def send_once_failing(name: str, **options: Any) -> Any:
+        sent.append(name)
+        if len(sent) == 1:
+            raise ConnectionError("broker gone")
+        return real_send(name, **options)
+
+    monkeypatch.setattr(stack.celery, "send_task", send_once_failing)
+    lock = stack.settings.names.lock("node", ids[0])
+    with hold(stack.services.redis, lock, ttl=30, wait=0):
+        # the busy file's hand-on fails once: the task retries (eagerly here) and runs the
+        # batch again, whose two other files come out unchanged
+        counts = run_batch(stack, ids, task_id="retried")
+    assert counts == {"own_task": 1, "unchanged": 2} and sent == [names.INDEX_NODE] * 2
+    assert progress.first_indexing("alice")["finished"] == 2
+    assert progress.rates("alice").documents == 2
+    stack.wait_idle()  # the busy file's own task
+    assert progress.first_indexing("alice")["finished"] == 3
+    assert progress.rates("alice").documents == 3
