@@ -16,9 +16,14 @@ __all__ = ["SimulatorServer", "serve_simulator"]
 
 
 class _QuietHandler(WSGIRequestHandler):
-    """Request handler that does not log every request to stderr and keeps connections open
-    (HTTP/1.1, as Nextcloud's web servers do), so a client's pooled connection is reused
-    instead of a TCP connection and a server thread per request."""
+    """Request handler that does not log every request to stderr and answers in HTTP/1.1.
+
+    Unlike Nextcloud's web servers it closes each connection after its response: werkzeug's
+    ``WSGIRequestHandler.run_wsgi`` always sends ``Connection: close`` (keep-alive is not
+    supported there), so a client's pool opens a TCP connection per request. That costs the
+    client little: a pooled ``httpx.Client`` GET of a WebDAV file took 0.56-0.66 ms of client
+    CPU here against 0.51-0.53 ms from a keep-alive server (cheroot), 2,000 requests each
+    (2026-12-06)."""
 
     protocol_version = "HTTP/1.1"
 
