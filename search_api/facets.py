@@ -16,7 +16,7 @@ from flask import Blueprint, Response, jsonify, request
 from ncindex.runtime import Services
 from ncindex.search.facets import caller_folders, caller_tags
 from ncindex.store.port import VectorStore
-from ncindex.web.auth import resolve_caller
+from ncindex.web.auth import normalized_authorization, resolve_caller
 from ncindex.web.problems import TRANSLATED, problem_for
 from search_api.search import Decorator, int_args
 
@@ -33,6 +33,8 @@ def facets_blueprint(
 
     def page(name: str, read: Callable[[VectorStore, str], list[str]]) -> Response:
         try:
+            # no usable credentials: 401 before the parameters are judged
+            normalized_authorization(request.headers.get("Authorization"))
             args = int_args(offset=(0, 0, 100_000_000), limit=(200, 1, MAX_PAGE))
             offset, size = args["offset"], args["limit"]
             client = resolve_caller(services, request.headers.get("Authorization"))

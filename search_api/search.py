@@ -84,6 +84,7 @@ def search_blueprint(
             SEARCHES.labels("unauthenticated").inc()
             return problem_for(exc)
         try:
+            int_args()  # it takes none: a ?limit=3 is not read as the body's limit
             raw = read_json_object()
             try:
                 search_request = SearchRequest.model_validate(raw)

@@ -16,7 +16,7 @@ from flask import Blueprint, Response, jsonify, request
 from ncindex.errors import BrokerUnavailable
 from ncindex.runtime import Services
 from ncindex.sync.user_status import user_status
-from ncindex.web.auth import resolve_caller
+from ncindex.web.auth import normalized_authorization, resolve_caller
 from ncindex.web.problems import TRANSLATED, problem_for
 from search_api.search import Decorator, int_args
 
@@ -30,6 +30,7 @@ def status_blueprint(services: Services, limited: Decorator | None = None) -> Bl
     @limit
     def status() -> Response | tuple[Response, int]:
         try:
+            normalized_authorization(request.headers.get("Authorization"))  # 401 first
             int_args()  # it takes none
             client = resolve_caller(services, request.headers.get("Authorization"))
             assert client.user is not None

@@ -280,6 +280,9 @@ def test_unauthenticated(ro_api: Api) -> None:
     for body in (b'{"query": ""}', b"{", b'{"query": "x", "lmit": 3}'):
         assert ro_api.client.post("/v1/search", data=body).status_code == 401, body
     assert ro_api.client.get("/v1/documents/nope/1/context").status_code == 401
+    for path in ("/v1/folders?limit=abc", "/v1/tags?x=1", "/v1/status?x=1"):  # nor a parameter
+        assert ro_api.client.get(path).status_code == 401, path
+    assert ro_api.client.post("/v1/search?x=1", json={"query": "x"}).status_code == 401
 
 
 def test_a_validators_message_is_given_as_it_is(ro_api: Api) -> None:
@@ -423,6 +426,15 @@ def test_a_misspelt_query_parameter_is_refused_not_ignored(
     response = ro_api.client.get(path, auth=("alice", PASSWORDS["alice"]))
     assert response.status_code == 400
     assert (response.get_json()["code"], response.get_json()["field"]) == ("unknown_field", field)
+
+
+def test_a_search_takes_no_query_parameter(ro_api: Api) -> None:
+    # a ?limit=3 beside the body would otherwise be ignored without a word
+    response = ro_api.client.post(
+        "/v1/search?limit=3", json={"query": "x"}, auth=("alice", PASSWORDS["alice"])
+    )
+    assert response.status_code == 400
+    assert (response.get_json()["code"], response.get_json()["field"]) == ("unknown_field", "limit")
 
 
 def test_context_chunk_past_the_end(ro_api: Api) -> None:
