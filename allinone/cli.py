@@ -363,13 +363,33 @@ _RULE_SETTINGS = {
 }
 
 
+def _absolute(path: str | None) -> str | None:
+    """``--path`` as given, which must start with ``/`` (a relative one would be judged by
+    the globs as no path Nextcloud has). Raises ``click.BadParameter``."""
+    if path is not None and not path.startswith("/"):
+        raise click.BadParameter(f"must start with / (/{path.lstrip('./')}, say)")
+    return path
+
+
 @main.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--mime", help="The MIME type Nextcloud reports (default: by the extension).")
-@click.option("--path", "nc_path", help="The file's path in Nextcloud, for the globs.")
+@click.option(
+    "--path",
+    "nc_path",
+    callback=lambda ctx, param, value: _absolute(value),
+    help="The file's path in Nextcloud (from the user's files root: /Documents/a.pdf), "
+    "for the globs.",
+)
 @click.option("--tag", "tags", multiple=True, help="A system tag the file carries (repeatable).")
 @click.option("--chunks", "show_chunks", is_flag=True, help="Also print each chunk.")
-@click.option("--chars", default=2000, show_default=True, help="Characters of text printed.")
+@click.option(
+    "--chars",
+    default=2000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Characters of text printed.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
 def extract(
@@ -402,7 +422,7 @@ def extract(
     report: dict[str, Any] = {
         "file": str(file),
         "bytes": len(data),
-        "mime_type": effective_mime(reported, path),
+        "mime_type": effective_mime(reported, path) or reported,
         "mime_source": "--mime" if mime else "extension",
         "format": detect_format(reported, file.name),
         "indexed": reason is None,

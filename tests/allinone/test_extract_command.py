@@ -78,3 +78,13 @@ def test_a_file_that_cannot_be_extracted_exits_1_with_the_reason(tmp_path: Path)
     assert result.exit_code == 1
     assert "not indexed: unsupported_format" in result.output
     assert "ExtractionError: unsupported file type" in result.output
+
+
+def test_bad_options_are_refused_and_an_unknown_type_is_named(tmp_path: Path) -> None:
+    blob = tmp_path / "b.bin"
+    blob.write_bytes(b"\x00\x01 binary")
+    result = run(str(blob), "--path", "Documents/b.bin")
+    assert result.exit_code == 2 and "must start with /" in result.output
+    assert run(str(blob), "--chars", "-5").exit_code == 2
+    report = json.loads(run(str(blob), "--json", "--path", "/Documents/b.bin").output)
+    assert report["mime_type"] == "application/octet-stream"  # what Nextcloud would report
