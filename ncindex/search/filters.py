@@ -391,8 +391,8 @@ def _time(value: Any, path: str) -> float:
     if not isinstance(value, str):
         raise FilterError("invalid_value", path, "must be an RFC 3339 time or Unix seconds")
     _check_text(value, path)
-    try:
-        when = datetime.fromisoformat(value.strip())
+    try:  # RFC 3339 §5.6 allows a lower-case "t" and "z"; Python's parser does not
+        when = datetime.fromisoformat(value.strip().upper())
     except ValueError:
         raise FilterError(
             "invalid_value", path, f"{value[:64]!r} is not an RFC 3339 time"

@@ -188,6 +188,8 @@ def test_times_parse_as_documented() -> None:
     flt = build_filter("alice", tree)
     text = repr(flt)
     assert "gte=1767225600.0" in text and "lt=1767225601.0" in text
+    lower = build_filter("alice", request_tree(modified_after="2026-01-01t00:00:00z"))
+    assert "gte=1767225600.0" in repr(lower)  # RFC 3339 §5.6: "t" and "z" may be lower case
 
 
 def test_compiled_filter_is_typed_and_always_scoped_to_the_caller() -> None:
