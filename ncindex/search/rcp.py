@@ -262,7 +262,7 @@ class RcpServer:
         """Answer one HTTP POST to ``/rcp/<path_method>``. Never raises."""
         call = _Call(authorization, session or None, self.authenticate)
         try:
-            message = strict_json.loads(body or b"null")
+            message = strict_json.loads(body)  # an empty body is no JSON either: -32700
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             return HttpAnswer(200, _err(None, Errc.PARSE_ERROR, f"parse error: {exc}"))
         if isinstance(message, list):
@@ -296,7 +296,8 @@ class RcpServer:
         if message.get("jsonrpc") != "2.0":  # JSON-RPC 2.0 §4: MUST be exactly "2.0"
             return _err(_safe_id(id_), Errc.INVALID_REQUEST, "'jsonrpc' must be \"2.0\"")
         if not isinstance(method, str):
-            return _err(_safe_id(id_), Errc.INVALID_REQUEST, "missing 'method'")
+            said = "missing 'method'" if method is None else "'method' must be a string"
+            return _err(_safe_id(id_), Errc.INVALID_REQUEST, said)
         if "id" not in message:
             return None  # a notification is never answered (spec §4.5)
         if id_ is None or isinstance(id_, bool) or not isinstance(id_, str | int | float):
