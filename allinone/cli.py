@@ -837,12 +837,26 @@ def status(
 
 
 def _watch(collect: Any, interval: float, iterations: int | None) -> None:
+    """Redraw the status every ``interval`` seconds on a terminal; to a pipe or a file, where
+    nothing can be redrawn, write one frame after another (each flushed as it is written)."""
+    from rich.console import Console
     from rich.live import Live
 
     from allinone.status_view import render
 
     count = 0
-    with Live(render(collect()), refresh_per_second=4) as live:
+    console = Console()
+    if not console.is_terminal:
+        try:
+            while True:
+                console.print(render(collect()))
+                console.file.flush()
+                if iterations is not None and (count := count + 1) >= iterations:
+                    return
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            return
+    with Live(render(collect()), console=console, refresh_per_second=4) as live:
         try:
             while iterations is None or (count := count + 1) < iterations:
                 time.sleep(interval)

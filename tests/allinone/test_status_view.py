@@ -126,3 +126,5 @@ def test_status_and_its_watch_show_the_optimiser(redis_url: str, tmp_path: Path)
     )
     assert watched.exit_code == 0, watched.output
     assert expected.search(watched.output), watched.output
+    # not a terminal: nothing can be redrawn, so each frame is written after the last
+    assert len(expected.findall(watched.output)) == 2, watched.output
