@@ -29,6 +29,9 @@ used as the upper bound of every integer of the collection layout (the others ar
 Qdrant): a mistyped huge number is refused here with its variable named, not by the engine at
 start (a value past 2^64 made Qdrant Edge raise ``OverflowError``)."""
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""The log levels ``NCINDEX_LOG_LEVEL`` takes (any case): Python's ``logging`` names."""
+
 
 class Settings(BaseSettings):
     """All configuration, validated by pydantic; bad values raise ``pydantic.ValidationError``.
@@ -547,6 +550,14 @@ class Settings(BaseSettings):
     def _empty_path_is_unset(cls, value: object) -> object:
         # an empty NCINDEX_QDRANT_PATH would be Path("."), the working folder
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {value!r} (known: {', '.join(LOG_LEVELS)})")
+        return level
 
     @field_validator("search_rate_limit")
     @classmethod

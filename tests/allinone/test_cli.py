@@ -27,6 +27,7 @@ def test_every_bad_setting_is_named_with_its_error_type() -> None:
         "NCINDEX_QDRANT_SPARSE_FULL_SCAN_SHARE": "nan",
         "NCINDEX_EDGE_OPTIMIZE_CHECK_SECONDS": "1e-9",
         "NCINDEX_QDRANT_URL": "not a url",
+        "NCINDEX_LOG_LEVEL": "verbose",
     }
     result = CliRunner().invoke(main, ["webhooks", "list"], env=env)
     assert result.exit_code == 1 and "Traceback" not in result.output
@@ -40,6 +41,7 @@ def test_every_bad_setting_is_named_with_its_error_type() -> None:
         "NCINDEX_QDRANT_SPARSE_FULL_SCAN_SHARE": "finite_number",
         "NCINDEX_EDGE_OPTIMIZE_CHECK_SECONDS": "greater_than_equal",
         "NCINDEX_QDRANT_URL": "value_error",
+        "NCINDEX_LOG_LEVEL": "value_error",
     }
     assert "99999999999999999999" not in result.output  # never the value
     crossed = {
