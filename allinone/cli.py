@@ -681,6 +681,8 @@ def reconcile(
     from ncindex.runtime import Services
     from ncindex.sync.reconcile import Reconciler, scan_lock, scan_types
 
+    if not settings.accounts:  # nothing to scan: say so rather than print nothing
+        raise click.ClickException("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
     services = Services(settings)
     unknown = [u for u in users if u not in settings.accounts]
     if unknown:

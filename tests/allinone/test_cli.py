@@ -131,3 +131,9 @@ def test_the_progress_line_follows_pending_documents(redis_url: str) -> None:
         False,
     )
     assert progress_line(progress, was_busy=False) == (None, False)
+
+
+def test_reconcile_without_accounts_says_so() -> None:
+    result = CliRunner().invoke(main, ["reconcile"], env={"NCINDEX_ACCOUNTS": "{}"})
+    assert result.exit_code == 1
+    assert "no Nextcloud accounts configured (NCINDEX_ACCOUNTS)" in result.output
