@@ -196,10 +196,11 @@ def _classify(raw: Any, exc: rcp.RcpError) -> FilterError:
         path = _error_path(shape)
         if path.endswith(".op"):
             op = _at(raw, path)
+            said = "missing operator" if op is None else f"unknown operator {op!r}"
             return FilterError(
                 "unsupported_operator",
                 path,
-                f"unknown operator {op!r}; one of {', '.join(ALL_OPERATORS)}",
+                f"{said}; one of {', '.join(ALL_OPERATORS)}",
                 option=op if isinstance(op, str) else None,
             )
         if path.endswith(".value"):

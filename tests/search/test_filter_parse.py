@@ -154,6 +154,9 @@ def test_operator_outside_the_language_carries_the_option() -> None:
     with pytest.raises(FilterError) as caught:
         parse_tree({"field": "doc_type", "op": "gt", "value": "note"})
     assert caught.value.option is None  # a known operator, just not for this field
+    with pytest.raises(FilterError) as caught:
+        parse_tree({"field": "size", "value": 1})
+    assert caught.value.detail.startswith("missing operator; one of "), caught.value
 
 
 @pytest.mark.parametrize("empty", [None, {}])
