@@ -52,16 +52,21 @@ def send_actions_task(
 
 @shared_task(bind=True, base=NcindexTask, name=names.RESOLVE_NODE, ignore_result=True, **RETRY)
 def resolve_node(
-    self: NcindexTask, file_id: int, debounce_key: str | None = None
+    self: NcindexTask,
+    file_id: int,
+    debounce_key: str | None = None,
+    among: list[str] | None = None,
 ) -> dict[str, Any]:
     """Index file ``file_id`` for each configured account that can see it: the event named
-    no configured user (``"user": null``, or an unconfigured view). One SEARCH by id per
-    account (:func:`ncindex.ingest.viewers.viewers_of`); the ``ncindex.index_node`` tasks go
-    out debounced like the receiver's. Returns ``{"viewers": [...], "queued", "coalesced"}``."""
+    no configured user (``"user": null``, or an unconfigured view); or, with ``among``, for
+    each of those accounts that can (a document new to the index that they may see too:
+    :attr:`~ncindex.index.steps.Outcome.viewers`). One SEARCH by id per account asked
+    (:func:`ncindex.ingest.viewers.viewers_of`); the ``ncindex.index_node`` tasks go out
+    debounced like the receiver's. Returns ``{"viewers": [...], "queued", "coalesced"}``."""
     services = self.services
     keys = services.settings.names
     clear_debounce(services.redis, keys, debounce_key)
-    viewers = viewers_of(services, int(file_id))
+    viewers = viewers_of(services, int(file_id), among)
     queued, coalesced = enqueue(
         self.app,
         services.redis,

@@ -34,7 +34,7 @@ from ncindex.index.deadletter import Deliveries, node_subject
 from ncindex.index.indexing import Indexer
 from ncindex.index.locks import document_locks
 from ncindex.index.steps import Outcome
-from ncindex.ingest.events import index_folder
+from ncindex.ingest.events import index_folder, resolve_node
 from ncindex.ingest.queueing import PUBLISH_RETRY, clear_debounce, enqueue
 from ncindex.progress import FailingDocuments, Progress
 from ncindex.sources.registry import SOURCES
@@ -132,6 +132,22 @@ def _walk_folder(task: NcindexTask, user: str, outcome: Outcome) -> None:
     )
 
 
+def _ask_viewers(task: NcindexTask, file_id: int, outcome: Outcome) -> None:
+    """An outcome with ``viewers`` (a document new to the index that other accounts may see
+    too): queue ``ncindex.resolve_node`` to ask Nextcloud which of them do and index it for
+    them."""
+    if not outcome.viewers:
+        return
+    settings = task.indexer.settings
+    enqueue(
+        task.app,
+        task.indexer.services.redis,
+        [resolve_node(file_id, outcome.viewers)],
+        settings.debounce_seconds,
+        keys=settings.names,
+    )
+
+
 @contextmanager
 def tracked(
     task: NcindexTask, user: str, subject: str, kwargs: dict[str, Any]
@@ -213,6 +229,7 @@ def index_node(self: NcindexTask, user: str, file_id: int, debounce_key: str | N
         )
         done.append(outcome)
     _walk_folder(self, user, outcome)
+    _ask_viewers(self, file_id, outcome)
     return _done(outcome)
 
 
@@ -250,8 +267,9 @@ def index_nodes(
                 clear_failures=True,
             )
     _hand_on(self, user, alone)
-    for outcome in outcomes.values():
+    for file_id, outcome in outcomes.items():
         _walk_folder(self, user, outcome)
+        _ask_viewers(self, file_id, outcome)
     counts: dict[str, int] = {"own_task": len(alone)}
     for outcome in outcomes.values():
         counts[outcome.action] = counts.get(outcome.action, 0) + 1

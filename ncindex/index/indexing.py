@@ -24,7 +24,7 @@ import posixpath
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 from celery.exceptions import SoftTimeLimitExceeded
@@ -37,6 +37,7 @@ from ncindex.errors import (
     Forbidden,
     NextcloudAuthError,
     NotFound,
+    StoreUnavailable,
     TooLarge,
 )
 from ncindex.index.access import GONE, Access
@@ -149,9 +150,13 @@ class Indexer:
         if isinstance(read, Outcome):
             return read
         outcome = self.steps.write_document(read.doc, read.stored)
-        if not recheck or outcome.action != "indexed":
+        if outcome.action != "indexed":
             return outcome
-        return self._rechecked(user, read, outcome, self._alone(client, file_id))
+        if recheck:
+            outcome = self._rechecked(user, read, outcome, self._alone(client, file_id))
+        outcomes = {file_id: outcome}
+        self._add_viewers(user, [read], outcomes)
+        return outcomes[file_id]
 
     def index_nodes(
         self, user: str, file_ids: Sequence[int], *, budget_seconds: float = 60.0
@@ -235,7 +240,34 @@ class Indexer:
         for r, o in zip(ready, written, strict=True):
             if o.action == "indexed":
                 outcomes[r.file_id] = self._rechecked(user, r, o, now.get(r.file_id))
+        self._add_viewers(user, indexed, outcomes)
         return outcomes, alone
+
+    def _add_viewers(self, user: str, reads: Sequence[_Read], outcomes: dict[int, Outcome]) -> None:
+        """Give each of ``outcomes`` still ``indexed`` whose document was new to the index (no
+        stored version) the other accounts that may see it too
+        (:meth:`~ncindex.index.access.Access.co_viewers`, asked once per folder of ``reads``).
+        A store that fails here only costs the hint: their scans find the document."""
+        new = [
+            r
+            for r in reads
+            if r.stored.payload is None
+            and r.doc.path is not None
+            and outcomes.get(r.file_id, Outcome("")).action == "indexed"
+        ]
+        keys = {r.doc.ref.key for r in new}
+        asked: dict[str, tuple[str, ...]] = {}
+        for r in new:
+            assert r.doc.path is not None
+            folder = posixpath.dirname(r.doc.path)
+            try:
+                if folder not in asked:
+                    asked[folder] = self.access.co_viewers(user, r.doc.path, besides=keys)
+            except StoreUnavailable as exc:
+                log.warning("co_viewers_not_read", user=user, folder=folder, error=str(exc))
+                return
+            if asked[folder]:
+                outcomes[r.file_id] = replace(outcomes[r.file_id], viewers=asked[folder])
 
     @staticmethod
     def _alone(client: NextcloudClient, file_id: int) -> DavEntry | None:

@@ -79,13 +79,16 @@ class Outcome:
     ``evicted``, ``ineligible``, ``folder``, ``moved``, ``dead_letter`` (parked now or still
     parked); ``embedded`` counts chunks embedded; ``reason`` says why for ``ineligible`` and
     ``dead_letter``; ``path`` is the folder's path in the user's view for ``folder`` (what is
-    below it is for the caller to walk: :mod:`ncindex.sync.subtree`)."""
+    below it is for the caller to walk: :mod:`ncindex.sync.subtree`); ``viewers``, for a
+    document indexed for the first time, the other configured accounts that may see it too
+    (:meth:`ncindex.index.access.Access.co_viewers`: for the caller to ask Nextcloud)."""
 
     action: str
     doc_key: str | None = None
     embedded: int = 0
     reason: str | None = None
     path: str | None = None
+    viewers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

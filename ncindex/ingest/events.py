@@ -27,7 +27,7 @@ The trash-restore events are files_trashbin's ``OCA\\Files_Trashbin\\Events\\Nod
 from __future__ import annotations
 
 import re
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,10 +232,16 @@ def index_folder(user: str, folders: list[str]) -> Action:
     return Action(names.INDEX_FOLDER, names.INGEST, {"user": user, "folders": folders}, key)
 
 
-def resolve_node(file_id: int) -> Action:
+def resolve_node(file_id: int, among: Sequence[str] | None = None) -> Action:
     """Index ``file_id`` for every configured account that can see it (an event whose session
-    user is missing or not configured: nobody to read it as, so each account is asked)."""
-    return Action(names.RESOLVE_NODE, names.INGEST, {"file_id": file_id}, f"resolve:{file_id}")
+    user is missing or not configured: nobody to read it as, so each account is asked), or
+    for those of ``among`` that can (the accounts that may see a new document too:
+    :attr:`~ncindex.index.steps.Outcome.viewers`)."""
+    if among is None:
+        return Action(names.RESOLVE_NODE, names.INGEST, {"file_id": file_id}, f"resolve:{file_id}")
+    accounts = list(among)
+    key = f"resolve:{file_id}:{','.join(accounts)}"
+    return Action(names.RESOLVE_NODE, names.INGEST, {"file_id": file_id, "among": accounts}, key)
 
 
 def move_path(user: str, source: str, target: str, file_id: int | None) -> Action:

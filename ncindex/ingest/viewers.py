@@ -1,4 +1,6 @@
-"""Who can see a node: the configured accounts to read an event as when it named nobody.
+"""Who can see a node: the configured accounts to read an event as when it named nobody, or
+those of a few accounts that may see a document new to the index too
+(:attr:`ncindex.index.steps.Outcome.viewers`).
 
 An event without a configured session user (``"user": null`` from occ, cron, a workflow rule,
 an admin; or the view of an unconfigured user) says which file changed but not as whom to read
@@ -9,6 +11,7 @@ per account; reference §3.4) and returns those that see it; the ``ncindex.resol
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from ncindex.accounts import record_refused
@@ -18,14 +21,17 @@ if TYPE_CHECKING:
     from ncindex.runtime import Services
 
 
-def viewers_of(services: Services, file_id: int) -> list[str]:
-    """The configured accounts (user ids, in configuration order) that can see ``file_id``.
+def viewers_of(services: Services, file_id: int, among: Collection[str] | None = None) -> list[str]:
+    """The configured accounts (user ids, in configuration order; only those of ``among``
+    when given) that can see ``file_id``.
 
     One WebDAV SEARCH by id per account; an account Nextcloud refuses (401) is recorded
     (:func:`ncindex.accounts.record_refused`) and skipped. Transient errors propagate
     (``NextcloudUnavailable``): the caller retries."""
     viewers = []
     for user in services.settings.accounts:
+        if among is not None and user not in among:
+            continue
         try:
             services.account(user).find_by_id(file_id)
         except NotFound:

@@ -1,0 +1,92 @@
+"""A document written into a shared folder reaches the other accounts that see it.
+
+Nextcloud dispatches a node event once, for the node in the writer's view
+(nextcloud/server ``lib/private/Files/Node/HookConnector.php`` ``postCreate``), so the webhook
+names the writer alone. A document new to the index whose folder holds documents other
+configured accounts see (their ``acl``) carries them as ``viewers``; the task asks Nextcloud
+which of them see it (``ncindex.resolve_node``, one SEARCH by id each) and indexes it for them.
+"""
+
+from __future__ import annotations
+
+from ncindex.index.indexing import Indexer
+from support import Stack, wait_until
+
+BRIDGE = b"Rebuild the stone bridge in June."
+
+
+def _shared_folder(stack: Stack) -> int:
+    """alice's ``/Shared`` holding ``plan.txt``, shared with bob, indexed for both."""
+    stack.sim.mkdir("alice", "/Shared")
+    file_id = stack.sim.put_file("alice", "/Shared/plan.txt", BRIDGE)
+    wait_until(lambda: stack.points(f"file:{file_id}"), 15)
+    stack.sim.share("alice", "/Shared", "bob")
+    Indexer(stack.services).index_node("bob", file_id)  # as bob's scan would
+    stack.wait_idle()  # the walk of the new folder too: nothing of alice's is pending
+    return file_id
+
+
+def _acl(stack: Stack, file_id: int) -> list[str]:
+    points = stack.points(f"file:{file_id}")
+    return points[0].payload["acl"] if points else []
+
+
+def test_a_file_written_into_a_shared_folder_is_indexed_for_the_sharee(stack: Stack) -> None:
+    _shared_folder(stack)
+    new = stack.sim.put_file("alice", "/Shared/budget.txt", b"The bridge costs forty crowns.")
+    wait_until(lambda: "user:bob" in _acl(stack, new), 30)
+    payload = stack.points(f"file:{new}")[0].payload
+    assert payload["acl"] == ["user:alice", "user:bob"]
+    assert payload["paths"] == {"alice": "/Shared/budget.txt", "bob": "/Shared/budget.txt"}
+
+
+def test_a_file_the_sharee_writes_is_indexed_for_the_owner(stack: Stack) -> None:
+    _shared_folder(stack)
+    new = stack.sim.put_file("bob", "/Shared/notes.txt", b"Stones arrive on Tuesday.")
+    wait_until(lambda: "user:alice" in _acl(stack, new), 30)
+    assert _acl(stack, new) == ["user:alice", "user:bob"]
+
+
+def test_the_nearest_folder_holding_documents_names_the_candidates(stack: Stack) -> None:
+    _shared_folder(stack)
+    stack.sim.drop_rate = 1.0  # driven by hand
+    indexer = Indexer(stack.services)
+    # a new subfolder of the shared one holds nothing else yet: its parent is asked
+    deep = stack.sim.put_file("alice", "/Shared/2027/march.txt", b"Mortar for the arches.")
+    assert indexer.index_node("alice", deep).viewers == ("bob",)
+    # the first document of a new private folder: up to alice's root, which holds the shared
+    # folder's documents, so bob is a candidate (Nextcloud will say no); the next one has a
+    # neighbour of alice's alone, and nobody is asked
+    private = stack.sim.put_file("alice", "/Private/diary.txt", b"Walked along the river.")
+    assert indexer.index_node("alice", private).viewers == ("bob",)
+    alone = stack.sim.put_file("alice", "/Private/more.txt", b"Walked along the canal.")
+    assert indexer.index_node("alice", alone).viewers == ()
+    # a document already indexed carries its acl: no one to ask again
+    stack.sim.put_file("alice", "/Shared/2027/march.txt", b"Mortar for the arches, twice.")
+    assert indexer.index_node("alice", deep).viewers == ()
+
+
+def test_a_candidate_who_cannot_see_the_file_is_not_given_it(stack: Stack) -> None:
+    file_id = _shared_folder(stack)
+    stack.sim.drop_rate = 1.0  # driven by hand
+    indexer = Indexer(stack.services)
+    # bob kept a copy of the plan that alice's folder no longer shares with him
+    stack.sim.unshare("alice", "/Shared", "bob")
+    assert _acl(stack, file_id) == ["user:alice", "user:bob"]  # until bob's scan
+    new = stack.sim.put_file("alice", "/Shared/budget.txt", b"The bridge costs forty crowns.")
+    assert indexer.index_node("alice", new).viewers == ("bob",)
+    task = stack.celery.tasks["ncindex.resolve_node"]
+    result = task.apply(kwargs={"file_id": new, "among": ["bob"]}).get()
+    assert result["viewers"] == [] and result["queued"] == 0
+    assert _acl(stack, new) == ["user:alice"]
+
+
+def test_a_batch_asks_once_per_folder(stack: Stack) -> None:
+    _shared_folder(stack)
+    stack.sim.drop_rate = 1.0  # driven by hand
+    ids = [
+        stack.sim.put_file("alice", f"/Shared/part{i}.txt", f"Part {i} of the bridge.".encode())
+        for i in range(3)
+    ]
+    outcomes, alone = Indexer(stack.services).index_nodes("alice", ids)
+    assert alone == [] and [outcomes[i].viewers for i in ids] == [("bob",)] * 3
