@@ -197,11 +197,9 @@ def test_a_spent_budget_hands_the_files_not_started_on(stack: Stack) -> None:
     assert alone == ids[1:]
 
 
-def test_a_lost_batch_whose_hand_on_fails_hands_on_again_when_retried(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    ids = upload(stack, 3)
-    Deliveries(stack.services.redis, stack.settings.names, ttl=60).start("nodes:lost-twice")
+def fail_first_send(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make the stack's first task publish fail (the broker gone for a moment); returns the
+    names of the tasks published since, the failed one first."""
     real_send = stack.celery.send_task
     sent: list[str] = []
 
@@ -211,10 +209,20 @@ def test_a_lost_batch_whose_hand_on_fails_hands_on_again_when_retried(
             raise ConnectionError("broker gone")
         return real_send(name, **options)
 
+    monkeypatch.setattr(stack.celery, "send_task", send_once_failing)
+    return sent
+
+
+def test_a_lost_batch_whose_hand_on_fails_hands_on_again_when_retried(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = upload(stack, 3)
+    Deliveries(stack.services.redis, stack.settings.names, ttl=60).start("nodes:lost-twice")
+    sent = fail_first_send(stack, monkeypatch)
+
     def batch_run(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the files of a lost batch are read in a batch again")
 
-    monkeypatch.setattr(stack.celery, "send_task", send_once_failing)
     monkeypatch.setattr(indexing.Indexer, "index_nodes", batch_run)
     # the first run's hand-on fails: the task retries (eagerly here) and hands on again
     assert run_batch(stack, ids, task_id="lost-twice") == {"own_task": 3}
@@ -249,16 +257,7 @@ def test_a_batch_retried_after_its_files_are_done_counts_their_progress_once(
     ids = upload(stack, 3)
     progress = Progress(stack.services.redis, stack.settings.names)
     progress.queued("alice", [f"node:{i}" for i in ids])
-    real_send = stack.celery.send_task
-    sent: list[str] = []
-
-    def send_once_failing(name: str, **options: Any) -> Any:
-        sent.append(name)
-        if len(sent) == 1:
-            raise ConnectionError("broker gone")
-        return real_send(name, **options)
-
-    monkeypatch.setattr(stack.celery, "send_task", send_once_failing)
+    sent = fail_first_send(stack, monkeypatch)
     lock = stack.settings.names.lock("node", ids[0])
     with hold(stack.services.redis, lock, ttl=30, wait=0):
         # the busy file's hand-on fails once: the task retries (eagerly here) and runs the
