@@ -352,6 +352,9 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
         embedded.sample = load_sample_corpus(simulator)
     # One reconcile pass now: it catches up on what changed while ncindex was down and, for
     # the sample, gives bob the folder alice shares with him (share changes fire no webhook).
+    # It is the whole pass a Redis found without its marker asks for, so the marker is set:
+    # beat's rescan_if_forgotten would otherwise queue every scan again a minute later.
+    services.redis.set(settings.names.remembered, int(time.time()), nx=True)
     queued = request_scans(
         celery,
         services.redis,
