@@ -154,8 +154,8 @@ def int_args(**params: tuple[int, int, int]) -> dict[str, int]:
     from ``lo`` to ``hi`` (``default`` when absent), and no other; raises
     :class:`~ncindex.errors.InputError` — ``unknown_field`` for any other parameter (a
     misspelt ``lmit`` would otherwise leave the default in force without a word),
-    ``invalid_value`` for a value out of range or not written in ASCII digits — with the
-    parameter's name as its field."""
+    ``invalid_value`` for a value out of range, not written in ASCII digits or given more
+    than once — with the parameter's name as its field."""
     for name in request.args:
         if name not in params:
             known = ", ".join(params) or "none"
@@ -164,7 +164,10 @@ def int_args(**params: tuple[int, int, int]) -> dict[str, int]:
 
 
 def _int_arg(name: str, default: int, lo: int, hi: int) -> int:
-    raw = request.args.get(name)
+    given = request.args.getlist(name)
+    if len(given) > 1:  # ?limit=1&limit=2: which one was meant is not ours to guess
+        raise InputError("invalid_value", name, "given more than once")
+    raw = given[0] if given else None
     if raw is None:
         return default
     # ASCII digits only: int() would also take "١" (Arabic-Indic one), "1_0" and " 1 "

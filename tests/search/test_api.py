@@ -428,6 +428,17 @@ def test_a_misspelt_query_parameter_is_refused_not_ignored(
     assert (response.get_json()["code"], response.get_json()["field"]) == ("unknown_field", field)
 
 
+def test_a_query_parameter_given_twice_is_refused(ro_api: Api) -> None:
+    response = ro_api.client.get("/v1/folders?limit=1&limit=2", auth=("alice", PASSWORDS["alice"]))
+    assert response.status_code == 400
+    body = response.get_json()
+    assert (body["code"], body["field"], body["detail"]) == (
+        "invalid_value",
+        "limit",
+        "given more than once",
+    )
+
+
 def test_a_search_takes_no_query_parameter(ro_api: Api) -> None:
     # a ?limit=3 beside the body would otherwise be ignored without a word
     response = ro_api.client.post(
