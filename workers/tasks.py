@@ -256,16 +256,16 @@ def index_nodes(
     outcomes, alone = _index_batch(self, user, ids, run)
     with _quiet("progress_not_recorded"):
         progress = Progress(indexer.services.redis, indexer.settings.names)
-        recorded = outcomes and _first_to_record(indexer, run)
-        for file_id, outcome in outcomes.items() if recorded else ():
-            progress.finished(
-                user,
-                node_subject(file_id),
-                outcome.action,
-                outcome.embedded,
-                outcome.reason,
-                clear_failures=True,
-            )
+        if outcomes and _first_to_record(indexer, run):
+            for file_id, outcome in outcomes.items():
+                progress.finished(
+                    user,
+                    node_subject(file_id),
+                    outcome.action,
+                    outcome.embedded,
+                    outcome.reason,
+                    clear_failures=True,
+                )
     _hand_on(self, user, alone)
     for file_id, outcome in outcomes.items():
         _walk_folder(self, user, outcome)
@@ -288,16 +288,16 @@ def _first_to_record(indexer: Indexer, run: str) -> bool:
 def _index_batch(
     task: NcindexTask, user: str, ids: list[int], run: str
 ) -> tuple[dict[int, Outcome], list[int]]:
-    """The batch of :func:`index_nodes` (``run``: the task's id): the outcome of each file it
-    finished, and the files
-    left to a task of their own — those another run holds (their lock is busy), those
-    :meth:`~ncindex.index.indexing.Indexer.index_nodes` left (its time budget is a quarter of
-    the soft time limit), and all of them when an earlier delivery of this very task never
-    ended (a file in it may kill the worker: alone, each is counted and parked as
-    :func:`guarded` does; that count is kept until the task ends, so a retry of it hands them
-    on again), when anything failed around the files (the locks, the model view) or when the
-    soft time limit passed. A refused account (a permanent error) fails the run of each file
-    this run held, recorded as ``index_node`` records it, hands the others on, and is raised."""
+    """The batch of :func:`index_nodes` (``run``: the task's id): the outcome of each file
+    it finished, and the files left to a task of their own — those another run holds (their
+    lock is busy), those :meth:`~ncindex.index.indexing.Indexer.index_nodes` left (its time
+    budget is a quarter of the soft time limit), and all of them when an earlier delivery of
+    this very task never ended (a file in it may kill the worker: alone, each is counted and
+    parked as :func:`guarded` does; that count is kept until the task ends, so a retry of it
+    hands them on again), when anything failed around the files (the locks, the model view)
+    or when the soft time limit passed. A refused account (a permanent error) fails the run
+    of each file this run held, recorded as ``index_node`` records it, hands the others on,
+    and is raised."""
     indexer = task.indexer
     deliveries = _deliveries(indexer)
     batch = f"nodes:{run}"

@@ -249,23 +249,23 @@ class Indexer:
         (:meth:`~ncindex.index.access.Access.co_viewers`, asked once per folder of ``reads``).
         A store that fails here only costs the hint: their scans find the document."""
         new = [
-            r
+            (r, r.doc.path)
             for r in reads
             if r.stored.payload is None
             and r.doc.path is not None
-            and outcomes.get(r.file_id, Outcome("")).action == "indexed"
+            and r.file_id in outcomes
+            and outcomes[r.file_id].action == "indexed"
         ]
-        keys = {r.doc.ref.key for r in new}
+        keys = {r.doc.ref.key for r, _ in new}
         asked: dict[str, tuple[str, ...]] = {}
-        for r in new:
-            assert r.doc.path is not None
-            folder = posixpath.dirname(r.doc.path)
-            try:
-                if folder not in asked:
-                    asked[folder] = self.access.co_viewers(user, r.doc.path, besides=keys)
-            except StoreUnavailable as exc:
-                log.warning("co_viewers_not_read", user=user, folder=folder, error=str(exc))
-                return
+        for r, path in new:
+            folder = posixpath.dirname(path)
+            if folder not in asked:
+                try:
+                    asked[folder] = self.access.co_viewers(user, path, besides=keys)
+                except StoreUnavailable as exc:
+                    log.warning("co_viewers_not_read", user=user, folder=folder, error=str(exc))
+                    return
             if asked[folder]:
                 outcomes[r.file_id] = replace(outcomes[r.file_id], viewers=asked[folder])
 

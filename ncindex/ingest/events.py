@@ -237,11 +237,12 @@ def resolve_node(file_id: int, among: Sequence[str] | None = None) -> Action:
     user is missing or not configured: nobody to read it as, so each account is asked), or
     for those of ``among`` that can (the accounts that may see a new document too:
     :attr:`~ncindex.index.steps.Outcome.viewers`)."""
-    if among is None:
-        return Action(names.RESOLVE_NODE, names.INGEST, {"file_id": file_id}, f"resolve:{file_id}")
-    accounts = list(among)
-    key = f"resolve:{file_id}:{','.join(accounts)}"
-    return Action(names.RESOLVE_NODE, names.INGEST, {"file_id": file_id, "among": accounts}, key)
+    kwargs: dict[str, Any] = {"file_id": file_id}
+    key = f"resolve:{file_id}"
+    if among is not None:
+        kwargs["among"] = list(among)
+        key += ":" + ",".join(among)
+    return Action(names.RESOLVE_NODE, names.INGEST, kwargs, key)
 
 
 def move_path(user: str, source: str, target: str, file_id: int | None) -> Action:
