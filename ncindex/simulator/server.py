@@ -18,7 +18,9 @@ __all__ = ["SimulatorServer", "serve_simulator"]
 class _QuietHandler(WSGIRequestHandler):
     """Request handler that does not log every request to stderr and answers in HTTP/1.1.
 
-    Unlike Nextcloud's web servers it closes each connection after its response: werkzeug's
+    Unlike the web servers a Nextcloud runs behind (Apache's ``KeepAlive`` and nginx's
+    ``keepalive_timeout`` are on by default: their configuration, not Nextcloud's code; a
+    guess for any one installation) it closes each connection after its response: werkzeug's
     ``WSGIRequestHandler.run_wsgi`` always sends ``Connection: close`` (keep-alive is not
     supported there), so a client's pool opens a TCP connection per request. That costs the
     client little: a pooled ``httpx.Client`` GET of a WebDAV file took 0.56-0.66 ms of client

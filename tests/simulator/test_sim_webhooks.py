@@ -204,6 +204,23 @@ def test_sharee_edit_path_is_in_sharee_view_and_user_id_filter(sim, client, rece
     assert body["user"]["uid"] == "bob"
 
 
+def test_a_write_into_a_shared_folder_is_one_event_in_the_writers_view(
+    sim, client, receiver
+) -> None:
+    # HookConnector::postCreate dispatches the node of the writer's Filesystem::getView():
+    # the folder's owner, who sees the file too, is sent nothing of their own
+    register(client("admin"), receiver, "NodeCreatedEvent")
+    sim.mkdir("alice", "/Team")
+    sim.share("alice", "/Team", "bob", mount_path="/From Alice")
+    sim.flush_deliveries(timeout=5)
+    receiver.requests.clear()
+    fid = sim.put_file("bob", "/From Alice/new.md", b"1")
+    sim.flush_deliveries(timeout=5)
+    (body,) = bodies(receiver)
+    assert body["event"]["node"] == {"id": fid, "path": "/bob/files/From Alice/new.md"}
+    assert body["user"]["uid"] == "bob"
+
+
 def test_event_filter_and_session_less_changes(sim, client, receiver) -> None:
     register(
         client("admin"),
