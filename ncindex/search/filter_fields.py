@@ -106,7 +106,11 @@ FIELDS = _fields(
         key="title",
     ),
     FilterField(
-        "mime_type", "keyword", (*_KEYWORD, "exists"), "MIME type (files).", key="mime_type"
+        "mime_type",
+        "keyword",
+        (*_KEYWORD, "exists"),
+        "MIME type (files), whole (`text/plain`; no `text/*` patterns), case-insensitive.",
+        key="mime_type",
     ),
     FilterField("category", "keyword", (*_KEYWORD, "exists"), "Notes category.", key="category"),
     FilterField(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -350,8 +351,19 @@ def _scalar(field: FilterField, value: Any, path: str, *, ordered: bool = False)
                 path,
                 "must be a path in the caller's view without . or .. segments, such as /Projects",
             )
-        return normalize_path(value)  # from the caller's root: "Projects/" is /Projects
+        # from the caller's root ("Projects/" is /Projects), composed as Nextcloud keeps paths
+        # (nextcloud/server lib/private/Files/Filesystem.php normalizePath:
+        # OC_Util::normalizeUnicode, Normalizer::normalize's default form, NFC), so a name
+        # typed decomposed (e + U+0301, as macOS keyboards send it) matches its file
+        return normalize_path(unicodedata.normalize("NFC", value))
     if field.name == "mime_type":
+        if "*" in value:  # the engine matches keywords whole; a pattern would match nothing
+            raise FilterError(
+                "invalid_value",
+                path,
+                "must be a whole MIME type such as text/plain; patterns such as text/* "
+                "are not matched (list the types: in [text/plain, text/markdown])",
+            )
         # case-insensitive (RFC 2045 §5.1); stored as Nextcloud gives it, in lower case
         # (nextcloud/server lib/private/Files/Type/Detection.php: detectContent lower-cases
         # finfo's answer, detectPath maps extensions through mimetypemapping.dist.json)

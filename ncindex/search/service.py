@@ -180,7 +180,9 @@ class SearchRequest(BaseModel):
     )
     category: str | None = Field(None, max_length=1024, description="Only notes of this category.")
     mime_types: list[str] | None = Field(
-        None, max_length=64, description="Only files of one of these MIME types."
+        None,
+        max_length=64,
+        description="Only files of one of these MIME types, whole (`text/plain`; no `text/*`).",
     )
     filter: Annotated[
         dict[str, Any] | None,

@@ -19,6 +19,7 @@ import mimetypes
 import posixpath
 import random
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,9 +132,11 @@ def mime_for(name: str) -> str:
 
 
 def norm_path(path: str) -> str:
-    """Normalise a view path: leading ``/``, no trailing ``/``, no empty or ``.`` segments."""
+    """Normalise a view path: composed Unicode (NFC), leading ``/``, no trailing ``/``, no empty
+    or ``.`` segments — nextcloud/server lib/private/Files/Filesystem.php ``normalizePath``
+    (``OC_Util::normalizeUnicode``: ``Normalizer::normalize``, whose default form is NFC)."""
     parts: list[str] = []
-    for part in path.replace("\\", "/").split("/"):
+    for part in unicodedata.normalize("NFC", path).replace("\\", "/").split("/"):
         if part in ("", "."):
             continue
         if part == "..":

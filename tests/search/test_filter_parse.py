@@ -275,3 +275,29 @@ def test_mime_types_match_whatever_their_case() -> None:
     leaf = parse_tree({"field": "mime_type", "op": "in", "value": ["Application/PDF"]})
     assert tree is not None and tree.value == ("text/markdown",)  # type: ignore[union-attr]
     assert leaf is not None and leaf.value == ("application/pdf",)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"mime_types": ["text/plain", "text/*"]}, "mime_types[1]"),
+        ({"filter": {"field": "mime_type", "op": "eq", "value": "image/*"}}, "filter.value"),
+        ({"filter": {"field": "mime_type", "op": "in", "value": ["*/*"]}}, "filter.value[0]"),
+    ],
+)
+def test_a_mime_type_pattern_is_refused_not_matched_against_nothing(
+    params: dict[str, Any], field: str
+) -> None:
+    """The engine matches a keyword whole: ``text/*`` would silently match no file."""
+    with pytest.raises(FilterError) as caught:
+        request_tree(**params)
+    assert (caught.value.code, caught.value.field) == ("invalid_value", field)
+    assert "text/plain" in str(caught.value)
+
+
+def test_a_path_typed_decomposed_is_matched_composed() -> None:
+    """Nextcloud keeps paths in NFC; a prefix typed as e + U+0301 must still match ``Café``."""
+    tree = request_tree(path_prefixes=["/Cafe\u0301/"])
+    leaf = parse_tree({"field": "path", "op": "eq", "value": "Cafe\u0301.md"})
+    assert tree is not None and tree.value == ("/Caf\u00e9",)  # type: ignore[union-attr]
+    assert leaf is not None and leaf.value == "/Caf\u00e9.md"  # type: ignore[union-attr]

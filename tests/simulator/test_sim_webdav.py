@@ -360,3 +360,18 @@ def test_search_over_the_operator_limit_fails(sim, client) -> None:
     assert alice.request("SEARCH", "/remote.php/dav/", content=nowhere).status_code == 404
     fifty = webdav.search_by_fileids_body("alice", [files[0]] * webdav.MAX_FILEIDS_PER_SEARCH)
     assert alice.request("SEARCH", "/remote.php/dav/", content=fifty).status_code == 207
+
+
+def test_a_decomposed_name_is_kept_composed(sim, client) -> None:
+    """Nextcloud keeps paths in NFC (``Filesystem::normalizePath``): a PUT of ``Café.md`` typed
+    decomposed (e + U+0301) creates ``Café`` composed, reachable and listed under that name."""
+    alice = client("alice")
+    base = "/remote.php/dav/files/alice"
+    decomposed, composed = "Cafe\u0301.md", "Caf\u00e9.md"
+    assert alice.put(f"{base}/{decomposed}", content=b"menu").status_code == 201
+    fid = sim.file_id("alice", f"/{composed}")
+    assert fid is not None and sim.file_id("alice", f"/{decomposed}") == fid
+    listing = alice.request("PROPFIND", base, headers={"Depth": "1"}, content=PROPFIND)
+    paths = [e.path for e in webdav.parse_multistatus(listing.content, "alice")]
+    assert f"/{composed}" in paths
+    assert not any("\u0301" in p for p in paths)
