@@ -104,19 +104,26 @@ class FetchArgs(BaseModel):
         "instead of the whole text.",
     )
     window: JsonInt = Field(
-        2, ge=0, le=MAX_CONTEXT_WINDOW, description="Chunks on each side of `chunk_index`."
+        2,
+        ge=0,
+        le=MAX_CONTEXT_WINDOW,
+        description="Chunks on each side of `chunk_index` (only with it).",
     )
 
     def ref(self) -> DocRef:
-        """The document; raises :class:`InputError` (``invalid_value``) for a bad id, and
-        naming ``id`` when neither ``id`` nor both of ``doc_type`` and ``doc_id`` are given,
-        or both ways are."""
+        """The document; raises :class:`InputError` (``invalid_value``) for a bad id, naming
+        ``id`` when neither ``id`` nor both of ``doc_type`` and ``doc_id`` are given, or both
+        ways are, and naming ``window`` when it is given without ``chunk_index``."""
         if self.id is None and (self.doc_type is None or self.doc_id is None):
             missing = "doc_id" if self.doc_type is not None else "doc_type" if self.doc_id else "id"
             raise InputError("invalid_value", missing, "give `id`, or `doc_type` and `doc_id`")
         if self.id is not None and (self.doc_type is not None or self.doc_id is not None):
             raise InputError(
                 "invalid_value", "id", "give `id` or `doc_type` and `doc_id`, not both"
+            )
+        if "window" in self.model_fields_set and self.chunk_index is None:
+            raise InputError(
+                "invalid_value", "window", "counts chunks around `chunk_index`; give both"
             )
         if self.id is not None:
             doc_type, _, doc_id = self.id.partition(":")

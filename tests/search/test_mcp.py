@@ -189,6 +189,7 @@ BAD_ARGUMENTS = [
     ("fetch", {"id": "file"}, "invalid_value", "id"),
     ("fetch", {"id": "file:1", "doc_id": "1"}, "invalid_value", "id"),
     ("fetch", {"id": "file:1", "window": 99}, "invalid_value", "window"),
+    ("fetch", {"id": "file:1", "window": 1}, "invalid_value", "window"),
     ("fetch", {"id": "file:999999"}, "not_found", "id"),
     ("list_filters", {"x": 1}, "unknown_field", "x"),
 ]  # fmt: skip
