@@ -9,6 +9,7 @@ import structlog
 from flask import Flask, Response, request
 from flask_limiter import RequestLimit
 from flask_limiter.errors import RateLimitExceeded
+from werkzeug.exceptions import HTTPException
 
 from ncindex.accounts import refused_accounts
 from ncindex.ingest.queueing import Producer, celery_app
@@ -21,7 +22,7 @@ from ncindex.telemetry import metrics_payload
 from ncindex.text.ocr import ocr_status
 from ncindex.web.auth import confirmed, resolve_caller
 from ncindex.web.health import health_blueprint
-from ncindex.web.problems import install_error_handlers, problem
+from ncindex.web.problems import MAX_BODY_BYTES, install_error_handlers, problem, read_body
 from ncindex.web.ratelimit import (
     REFUSED_SCOPE,
     SCOPE,
@@ -33,7 +34,7 @@ from ncindex.web.ratelimit import (
 )
 from search_api.facets import facets_blueprint
 from search_api.openapi import openapi_blueprint
-from search_api.rcp import rcp_blueprint, rpc_error_response
+from search_api.rcp import rcp_blueprint, request_id, rpc_error_response
 from search_api.search import search_blueprint
 from search_api.status import status_blueprint
 from search_api.ui import install_session_auth, ui_blueprint
@@ -74,8 +75,16 @@ def create_app(
         retry = retry_after_seconds(limit)
         headers = {"Retry-After": str(retry)}
         if request.path.startswith("/rcp/"):
+            try:  # answered with the request's id where it can be read (not for a batch)
+                id_ = request_id(read_body(request, MAX_BODY_BYTES))
+            except HTTPException:  # too large or unreadable: the 429 stands, its id unknown
+                id_ = None
             response = rpc_error_response(
-                429, -32011, "rate limited", {"retryable": True, "retryAfterMs": retry * 1000}
+                429,
+                -32011,
+                "rate limited",
+                {"retryable": True, "retryAfterMs": retry * 1000},
+                id_=id_,
             )
             response.headers.update(headers)
             return response

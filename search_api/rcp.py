@@ -16,14 +16,28 @@ from search_api.search import Decorator
 log = structlog.get_logger(__name__)
 
 
-def rpc_error_response(status: int, code: int, message: str, data: Any = None) -> Response:
-    """A JSON-RPC error (``id`` null) with HTTP ``status`` — for failures the JSON-RPC layer
-    never saw (body too large, rate limited)."""
+def rpc_error_response(
+    status: int, code: int, message: str, data: Any = None, *, id_: str | int | None = None
+) -> Response:
+    """A JSON-RPC error with HTTP ``status`` — for failures the JSON-RPC layer never saw
+    (body too large, rate limited); ``id_`` the request's id where it could be read, else
+    null (JSON-RPC 2.0 §5)."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    body = {"jsonrpc": "2.0", "id": None, "error": error}
+    body = {"jsonrpc": "2.0", "id": id_, "error": error}
     return Response(json.dumps(body), status=status, mimetype="application/json")
+
+
+def request_id(body: bytes) -> str | int | None:
+    """The ``id`` of a single JSON-RPC request ``body`` when it is a string or a whole number,
+    else ``None`` (not JSON, a batch, no id, or an id of another type)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    value = message.get("id") if isinstance(message, dict) else None
+    return value if isinstance(value, str) or type(value) is int else None
 
 
 def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Blueprint:

@@ -535,6 +535,11 @@ def test_rate_limit(
         assert rcp_reply.status_code == 429 and rcp_reply.headers["Retry-After"]
         error = rcp_reply.get_json()["error"]
         assert error["code"] == -32011 and error["data"]["retryAfterMs"] >= 1000
+        assert rcp_reply.get_json()["id"] == 1  # the request's own id (JSON-RPC 2.0 §5)
+        batch = client.post(
+            "/rcp/ping", json=[{"jsonrpc": "2.0", "id": 2, "method": "ping"}], auth=auth
+        )
+        assert batch.status_code == 429 and batch.get_json()["id"] is None
         # a page's session without a cookie is one more session in Redis: counted per address
         fresh = [app.test_client().get("/ui/session").status_code for _ in range(4)]
         assert fresh == [200, 200, 200, 429]
