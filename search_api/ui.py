@@ -47,7 +47,7 @@ from ncindex.runtime import Services
 from ncindex.web.auth import resolve_caller
 from ncindex.web.problems import problem, problem_for
 from ncindex.web.session import COOKIE, CSRF_HEADER, UiSessions, csrf_ok
-from search_api.search import Decorator
+from search_api.search import Decorator, read_json_object
 
 log = structlog.get_logger(__name__)
 
@@ -232,7 +232,7 @@ def ui_blueprint(services: Services, limited: Decorator | None = None) -> Bluepr
             return found
         session_id, _ = found
         try:
-            body = request.get_json(silent=True)
+            body = read_json_object()  # as the search API: with or without a Content-Type
             login_name = _text_field(body, "login_name")
             app_password = _text_field(body, "app_password")
         except InputError as exc:
