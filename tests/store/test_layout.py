@@ -29,6 +29,7 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as m
 
 from ncindex.errors import StoreUnavailable
+from ncindex.search.filter_fields import FIELDS
 from ncindex.settings import Settings
 from ncindex.store import CollectionLayout, Fusion, SparseVector, open_store
 from ncindex.store.layout import DEFAULT_LAYOUT
@@ -172,6 +173,17 @@ def test_a_later_optimisation_indexes_new_points_apart_under_the_max_segment_siz
     monkeypatch.setenv("QDRANT_NUM_CPUS", "2")
     assert _segments_after_a_later_optimisation(tmp_path / "capped", 1_100) == 3
     assert _segments_after_a_later_optimisation(tmp_path / "default", 0) == 2
+
+
+#: Payload fields the product filters on itself, beside the public filter fields.
+INTERNAL_FILTER_FIELDS = {"acl", "doc_key", "file_path", "folder_ancestors", "chunk_index"}
+
+
+def test_every_payload_index_serves_a_filter_and_every_filter_field_has_one() -> None:
+    """An index no filter reads costs disk, memory and optimisation time for nothing; a filter
+    field without one is scanned point by point."""
+    public = {f.key for f in FIELDS.values() if f.key is not None}
+    assert set(PAYLOAD_INDEXES) == public | INTERNAL_FILTER_FIELDS
 
 
 def test_write_consistency_above_replication_is_refused() -> None:
