@@ -34,6 +34,7 @@ INDEX_DOCUMENT = "ncindex.index_document"
 EVICT_DOCUMENT = "ncindex.evict_document"
 INDEX_NEWS = "ncindex.index_news"
 SEND_ACTIONS = "ncindex.send_actions"
+FLUSH_GATHERED = "ncindex.flush_gathered"
 RESOLVE_NODE = "ncindex.resolve_node"
 INDEX_FOLDER = "ncindex.index_folder"
 OUTAGE_REQUEUE = "ncindex.outage_requeue"
@@ -131,6 +132,21 @@ class Names:
         """Set once an ``ncindex.index_nodes`` run (``run``: its task id) has recorded its
         files' progress, so that a retry of the task records none again (string, expiring)."""
         return self.key("batch-recorded", run)
+
+    def gathered(self, user: str) -> str:
+        """Debounced index actions of ``user`` waiting to go out together (list of JSON
+        ``{"file_id", "debounce_key", "queue"}``; :func:`ncindex.ingest.queueing.send_gathered`)."""
+        return self.key("gathered", user)
+
+    def gathered_flush(self, user: str) -> str:
+        """Set while an ``ncindex.flush_gathered`` task for ``user`` is on its way (string,
+        expiring)."""
+        return self.key("gathered-flush", user)
+
+    def gathered_taken(self, run: str) -> str:
+        """The gathered actions an ``ncindex.flush_gathered`` run (``run``: its task id) took,
+        until it has sent them (list, expiring)."""
+        return self.key("gathered-taken", run)
 
     @property
     def failing(self) -> str:

@@ -16,7 +16,13 @@ from celery import shared_task
 
 from ncindex import names
 from ncindex.ingest.events import Action, index_node
-from ncindex.ingest.queueing import clear_debounce, enqueue, requeue_parked, send_actions
+from ncindex.ingest.queueing import (
+    clear_debounce,
+    enqueue,
+    requeue_parked,
+    send_actions,
+    send_gathered,
+)
 from ncindex.ingest.viewers import viewers_of
 from ncindex.nextcloud.server_status import server_status
 from workers.base import NcindexTask
@@ -48,6 +54,25 @@ def send_actions_task(
     )
     log.info("fan_out_sent", task_id=self.request.id, queued=queued, coalesced=coalesced)
     return {"queued": queued, "coalesced": coalesced}
+
+
+@shared_task(bind=True, base=NcindexTask, name=names.FLUSH_GATHERED, ignore_result=True, **RETRY)
+def flush_gathered(self: NcindexTask, user: str) -> dict[str, int]:
+    """Send the index actions gathered for ``user`` since the last flush, in batches
+    (:func:`~ncindex.ingest.queueing.send_gathered`). Returns ``{"sent": n}``; a broker or
+    Redis failure is retried (``BrokerUnavailable`` is transient) and sends what this run
+    took again (idempotent tasks)."""
+    services = self.services
+    sent = send_gathered(
+        self.app,
+        services.redis,
+        user,
+        keys=services.settings.names,
+        run=self.request.id or f"flush:{user}",
+        batch_docs=services.settings.index_batch_docs,
+    )
+    log.info("gathered_sent", user=user, sent=sent)
+    return {"sent": sent}
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.RESOLVE_NODE, ignore_result=True, **RETRY)

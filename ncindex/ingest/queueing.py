@@ -15,6 +15,7 @@ fastembed or the vector store.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import secrets
@@ -30,7 +31,7 @@ from redis.commands.core import Script
 
 from ncindex import names
 from ncindex.errors import BrokerUnavailable, RedisTooOld
-from ncindex.ingest.events import Action
+from ncindex.ingest.events import Action, index_node
 from ncindex.names import Names
 from ncindex.progress import Progress, task_subject
 from ncindex.settings import Settings
@@ -59,6 +60,28 @@ _SETTLE = Script(
     b"else redis.call('DEL', key) end end end "
     b"return 0",
 )
+#: Appends ``ARGV[3..]`` to the list ``KEYS[1]`` (a user's gathered actions) and sets
+#: ``KEYS[2]`` (its flush marker) to ``ARGV[1]`` for ``ARGV[2]`` ms unless it is set: answers 1
+#: when it was set here (the caller sends the flush task), else 0. One script, so a flush's
+#: take (:data:`_TAKE`) runs wholly before or after it: an action it misses finds no marker.
+_GATHER = Script(
+    None,  # type: ignore[arg-type]
+    b"redis.call('RPUSH', KEYS[1], unpack(ARGV, 3)) "
+    b"if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end "
+    b"return 0",
+)
+#: A flush run's take: deletes the marker ``KEYS[3]``; unless the run already holds a taken
+#: list ``KEYS[2]`` (a redelivery), renames the gathered list ``KEYS[1]`` to it, expiring in
+#: ``ARGV[1]`` s; answers the taken list's entries.
+_TAKE = Script(
+    None,  # type: ignore[arg-type]
+    b"redis.call('DEL', KEYS[3]) "
+    b"if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('EXISTS', KEYS[1]) == 1 then "
+    b"redis.call('RENAME', KEYS[1], KEYS[2]) redis.call('EXPIRE', KEYS[2], ARGV[1]) end "
+    b"return redis.call('LRANGE', KEYS[2], 0, -1)",
+)
+#: How long a flush run keeps what it took, seconds: past any retry of its task.
+TAKEN_SECONDS = 86_400
 #: How long a sender that found a key claimed by another sender, still pending, keeps claiming
 #: it again (seconds, pauses of 1 ms doubling up to 16 ms) before it sends its own task: one
 #: save's events (Created + Written) arrive together, and the other sender's publish takes a
@@ -195,9 +218,12 @@ def send_actions(
     (counted in actions).
 
     More than :data:`FAN_OUT` actions are queued in parts for workers to send (they count as
-    queued; what coalesces is decided there). The ``ncindex.index_node`` actions left to send
-    go out as ``ncindex.index_nodes`` tasks of up to ``batch_docs`` files of one user each
-    (:func:`_messages`); ``batch_docs`` 1 sends one task per action.
+    queued; what coalesces is decided there). With a ``countdown`` and ``batch_docs`` over 1,
+    the debounced ``ncindex.index_node`` actions left to send are gathered per user and sent
+    in batches once the countdown has passed (:func:`_gather`); otherwise the
+    ``ncindex.index_node`` actions go out as ``ncindex.index_nodes`` tasks of up to
+    ``batch_docs`` files of one user each (:func:`_messages`); ``batch_docs`` 1 sends one task
+    per action.
 
     ``keys`` names the debounce keys (:attr:`~ncindex.names.Names.debounce_prefix`);
     ``key_seconds`` is how long a debounce key lives (``None``: no debounce, every task is
@@ -227,8 +253,36 @@ def send_actions(
             raise BrokerUnavailable(f"redis: {exc}") from exc
     # pending before the tasks are out: a task may end before this call returns
     _track(redis_client, keys, [a for a, c in zip(actions, claims, strict=True) if not c.coalesced])
+    gathered = [
+        place
+        for place, (action, claim) in enumerate(zip(actions, claims, strict=True))
+        if countdown is not None
+        and batch_docs > 1
+        and action.task == names.INDEX_NODE
+        and claim.key is not None
+        and not claim.coalesced
+    ]
     queued = 0
-    for message in _messages(actions, claims, batch_docs):
+    if gathered:
+        assert countdown is not None and key_seconds is not None  # a claimed key has a life
+        try:
+            queued += _gather(
+                producer,
+                redis_client,
+                keys,
+                [(actions[place], claims[place]) for place in gathered],
+                countdown,
+                key_seconds,
+            )
+        except BrokerUnavailable:
+            _settle(redis_client, claims, token)
+            raise
+    left = set(gathered)
+    for message in _messages(
+        [a for place, a in enumerate(actions) if place not in left],
+        [c for place, c in enumerate(claims) if place not in left],
+        batch_docs,
+    ):
         try:
             producer.send_task(
                 message.task,
@@ -245,6 +299,120 @@ def send_actions(
         queued += len(message.claims)
     _settle(redis_client, claims, token)
     return queued, len(actions) - queued
+
+
+def _gather(
+    producer: Producer,
+    redis_client: redis.Redis,
+    keys: Names,
+    pairs: list[tuple[Action, _Claim]],
+    countdown: float,
+    key_seconds: float,
+) -> int:
+    """Gather debounced ``ncindex.index_node`` actions (with their claims) on their users'
+    lists (:meth:`~ncindex.names.Names.gathered`) instead of sending a task each; the first
+    action gathered for a user while no flush is on its way sends ``ncindex.flush_gathered``
+    with ``countdown``, whose run sends what was gathered by then in ``ncindex.index_nodes``
+    batches (:func:`send_gathered`). So the files of many events of one debounce window — a
+    folder synced by a desktop client, one webhook delivery each — are indexed in batches,
+    while a lone event waits what its task would have. Each claim is marked sent once its
+    action is on its list; returns how many were. Raises :class:`BrokerUnavailable` when
+    Redis or the broker fails (what was gathered stays: a later flush sends it, a duplicate
+    run of an idempotent task)."""
+    per_user: dict[str, list[tuple[Action, _Claim]]] = {}
+    for action, claim in pairs:
+        per_user.setdefault(action.kwargs["user"], []).append((action, claim))
+    gathered = 0
+    for user, members in per_user.items():
+        entries = [
+            json.dumps({"file_id": a.kwargs["file_id"], "debounce_key": c.key, "queue": a.queue})
+            for a, c in members
+        ]
+        marker = keys.gathered_flush(user)
+        try:
+            first = _GATHER(
+                [keys.gathered(user), marker],
+                [b"1", int(key_seconds * 1000), *entries],
+                redis_client,
+            )
+        except redis.RedisError as exc:
+            raise BrokerUnavailable(f"redis: {exc}") from exc
+        if first:
+            try:
+                producer.send_task(
+                    names.FLUSH_GATHERED,
+                    kwargs={"user": user},
+                    queue=names.INGEST,
+                    countdown=countdown,
+                    retry_policy=PUBLISH_RETRY,
+                )
+            except Exception as exc:  # kombu/redis raise several types
+                with contextlib.suppress(redis.RedisError):
+                    redis_client.delete(marker)  # the next event sends a flush
+                raise BrokerUnavailable(f"broker: {exc}") from exc
+        for _, claim in members:
+            claim.sent = True
+        gathered += len(members)
+    return gathered
+
+
+def send_gathered(
+    producer: Producer,
+    redis_client: redis.Redis,
+    user: str,
+    *,
+    keys: Names,
+    run: str,
+    batch_docs: int,
+) -> int:
+    """The run ``run`` (a task id) of ``ncindex.flush_gathered`` for ``user``: take the
+    actions gathered for ``user`` (:func:`_gather`) and send them at once, in
+    ``ncindex.index_nodes`` tasks of up to ``batch_docs`` files (a lone file as
+    ``ncindex.index_node``), each carrying its files' debounce keys, which the task deletes
+    when it starts. The take renames the list under the run's name first, so a redelivered
+    or retried run sends what it took again (idempotent tasks), and an action gathered
+    after the take finds no flush on its way and sends the next. Returns how many actions
+    were sent; an entry that cannot be read is skipped with a warning. Raises
+    :class:`BrokerUnavailable` when Redis or the broker fails (the taken list is kept for
+    the retry)."""
+    taken = keys.gathered_taken(run)
+    try:
+        raw = _TAKE(
+            [keys.gathered(user), taken, keys.gathered_flush(user)],
+            [TAKEN_SECONDS],
+            redis_client,
+        )
+    except redis.RedisError as exc:
+        raise BrokerUnavailable(f"redis: {exc}") from exc
+    actions: list[Action] = []
+    claims: list[_Claim] = []
+    for item in raw:
+        try:
+            entry = json.loads(item)
+            action = dataclasses.replace(
+                index_node(user, int(entry["file_id"])), queue=str(entry["queue"])
+            )
+            key = entry["debounce_key"]
+        except (ValueError, KeyError, TypeError):
+            log.warning("gathered_unreadable", user=user, entry=repr(item)[:200])
+            continue
+        actions.append(action)
+        claims.append(_Claim(key if isinstance(key, str) else None))
+    sent = 0
+    for message in _messages(actions, claims, batch_docs):
+        try:
+            producer.send_task(
+                message.task,
+                kwargs=message.kwargs,
+                queue=message.queue,
+                retry_policy=PUBLISH_RETRY,
+            )
+        except Exception as exc:  # kombu/redis raise several types
+            raise BrokerUnavailable(f"broker: {exc}") from exc
+        sent += len(message.claims)
+    with contextlib.suppress(redis.RedisError):  # it expires
+        redis_client.delete(taken)
+    return sent
 
 
 @dataclasses.dataclass(slots=True)

@@ -16,7 +16,15 @@ from pydantic import SecretStr
 
 from ncindex.errors import BrokerUnavailable, RedisTooOld
 from ncindex.ingest.events import index_node
-from ncindex.ingest.queueing import FAN_OUT, PENDING, SENT, celery_app, check_redis, enqueue
+from ncindex.ingest.queueing import (
+    FAN_OUT,
+    PENDING,
+    SENT,
+    celery_app,
+    check_redis,
+    enqueue,
+    send_gathered,
+)
 from ncindex.names import Names
 from ncindex.redis_server import RedisProcess
 from ncindex.settings import Settings
@@ -207,10 +215,49 @@ def test_a_stalled_redis_is_503_and_its_late_claim_swallows_nothing(
     check = redis.Redis.from_url(private_redis.url)
     # Redis runs the claim it had buffered: a pending key with no task behind it
     assert wait_until(lambda: check.get(KEY), timeout=5).startswith(PENDING)
-    assert check.llen("index") == 1  # file 8's
+    # file 8's action is gathered, one flush on its way for alice's
+    assert check.llen(NAMES.gathered("alice")) == 1 and check.llen("ingest") == 1
     answer = http.post("/hooks/nextcloud", json=body, headers=headers)
     assert answer.status_code == 202
     assert answer.get_json() == {"queued": 1, "coalesced": 0}
-    assert check.llen("index") == 2
+    assert check.llen(NAMES.gathered("alice")) == 2 and check.llen("ingest") == 1
     check.close()
     app.extensions["ncindex_receiver"].redis.close()
+
+
+def test_a_flush_that_cannot_be_sent_swallows_nothing(
+    producer: Celery, client: redis.Redis
+) -> None:
+    """The gathered action stays; its key is released and the flush marker deleted, so the
+    next event claims its file again and sends the flush that sends both."""
+    failing = Hooked(producer, fail=True)
+    with pytest.raises(BrokerUnavailable):
+        enqueue(failing, client, [index_node("alice", 7)], 30, keys=NAMES, batch_docs=32)
+    assert client.llen(NAMES.gathered("alice")) == 1
+    assert not client.exists(KEY) and not client.exists(NAMES.gathered_flush("alice"))
+    assert enqueue(producer, client, [index_node("alice", 7)], 30, keys=NAMES, batch_docs=32) == (
+        1,
+        0,
+    )
+    assert client.llen("ingest") == 1 and client.get(KEY) == SENT
+    assert send_gathered(producer, client, "alice", keys=NAMES, run="r", batch_docs=32) == 2
+    assert client.llen("index") == 1  # one ncindex.index_nodes task of both entries
+
+
+def test_a_flush_run_again_sends_what_it_took_and_later_actions_wait_for_the_next(
+    producer: Celery, client: redis.Redis
+) -> None:
+    """A run that dies after its take is redelivered with the same id and sends the same
+    actions again (idempotent tasks); an action gathered after the take is not lost to it:
+    it finds no flush on its way and sends the next."""
+    enqueue(producer, client, [index_node("alice", 7)], 30, keys=NAMES, batch_docs=32)
+    dead = Hooked(producer, fail=True)  # the run took the list, then the broker failed
+    with pytest.raises(BrokerUnavailable):
+        send_gathered(dead, client, "alice", keys=NAMES, run="r", batch_docs=32)
+    assert client.llen(NAMES.gathered_taken("r")) == 1
+    enqueue(producer, client, [index_node("alice", 8)], 30, keys=NAMES, batch_docs=32)
+    assert client.llen("ingest") == 2  # the first flush, and the one for file 8
+    assert send_gathered(producer, client, "alice", keys=NAMES, run="r", batch_docs=32) == 1
+    assert not client.exists(NAMES.gathered_taken("r"))
+    assert send_gathered(producer, client, "alice", keys=NAMES, run="s", batch_docs=32) == 1
+    assert client.llen("index") == 2 and not client.exists(NAMES.gathered("alice"))

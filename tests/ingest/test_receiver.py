@@ -22,7 +22,7 @@ import pytest
 import redis
 from pydantic import SecretStr
 
-from ncindex.ingest.queueing import celery_app
+from ncindex.ingest.queueing import celery_app, send_gathered
 from ncindex.names import Names
 from ncindex.redis_server import RedisProcess, free_port, start_redis
 from ncindex.settings import Settings
@@ -224,36 +224,56 @@ def index_messages(client: redis.Redis) -> list[tuple[str, dict]]:
     return [(m["headers"]["task"], json.loads(base64.b64decode(m["body"]))[1]) for m in messages]
 
 
-def test_the_files_of_one_event_go_out_as_batches_each_key_coalescing(debounced) -> None:
+def test_the_files_of_many_events_are_gathered_and_go_out_as_batches(debounced) -> None:
     settings, client = debounced
-    settings = settings.model_copy(update={"index_batch_docs": 2})
-    http = create_app(settings, producer=celery_app(settings)).test_client()
+    accounts = {**settings.accounts, "bob": SecretStr("pw")}
+    settings = settings.model_copy(update={"index_batch_docs": 2, "accounts": accounts})
+    producer = celery_app(settings)
+    http = create_app(settings, producer=producer).test_client()
     post(http, settings, php_json(envelope("/alice/files/Notes/a.md", 7)))
-    # 7 is pending; 5, 6 and 8 are gathered two to a task, in the event's order
+    bobs = {**envelope("/bob/files/b.md", 9), "user": {"uid": "bob", "displayName": "Bob"}}
+    assert post(http, settings, php_json(bobs)).get_json() == {"queued": 1, "coalesced": 0}
+    # 7 is gathered; of the tag event, 5, 6 and 8 join it (7 coalesces): no index task yet,
+    # one flush per user on its way, sent with the debounce's countdown
     answer = post(http, settings, php_json(tag_envelope(5, 6, 7, 8))).get_json()
     assert answer == {"queued": 3, "coalesced": 1}
-    prefix = Names().debounce_prefix
+    assert index_messages(client) == []
+    flushes = [json.loads(m) for m in reversed(client.lrange("ingest", 0, -1))]
+    assert [m["headers"]["task"] for m in flushes] == ["ncindex.flush_gathered"] * 2
+    assert [json.loads(base64.b64decode(m["body"]))[1] for m in flushes] == [
+        {"user": "alice"},
+        {"user": "bob"},
+    ]
+    assert all(m["headers"]["eta"] for m in flushes)
+    # every file's key is sent: a repeat of the event coalesces into what is gathered
+    answer = post(http, settings, php_json(tag_envelope(5, 6, 7, 8))).get_json()
+    assert answer == {"queued": 0, "coalesced": 4}
+    # alice's flush: her files two to a task, in the order gathered, with their keys
+    keys = settings.names
+    assert send_gathered(producer, client, "alice", keys=keys, run="r1", batch_docs=2) == 4
+    prefix = keys.debounce_prefix
     assert index_messages(client) == [
         (
-            "ncindex.index_node",
-            {"user": "alice", "file_id": 7, "debounce_key": f"{prefix}index:alice:7"},
+            "ncindex.index_nodes",
+            {
+                "user": "alice",
+                "file_ids": [7, 5],
+                "debounce_keys": [f"{prefix}index:alice:7", f"{prefix}index:alice:5"],
+            },
         ),
         (
             "ncindex.index_nodes",
             {
                 "user": "alice",
-                "file_ids": [5, 6],
-                "debounce_keys": [f"{prefix}index:alice:5", f"{prefix}index:alice:6"],
+                "file_ids": [6, 8],
+                "debounce_keys": [f"{prefix}index:alice:6", f"{prefix}index:alice:8"],
             },
         ),
-        (
-            "ncindex.index_node",
-            {"user": "alice", "file_id": 8, "debounce_key": f"{prefix}index:alice:8"},
-        ),
     ]
-    # every file's key is sent: a repeat of the event coalesces into the tasks on the queue
-    answer = post(http, settings, php_json(tag_envelope(5, 6, 7, 8))).get_json()
-    assert answer == {"queued": 0, "coalesced": 4}
+    assert client.llen(keys.gathered("bob")) == 1 and not client.exists(keys.gathered("alice"))
+    # the flush is done: alice's next event sends the next one
+    post(http, settings, php_json(envelope("/alice/files/c.md", 11)))
+    assert client.llen("ingest") == 3
 
 
 def test_repeats_inside_the_debounce_window_are_coalesced(debounced) -> None:
