@@ -1071,6 +1071,8 @@ def reindex(
             moved = reindexer.back()
             click.echo(f"live: {moved.active}; standby: {moved.standby}")
             return
+        if finish and reindexer.pointers().mirror is None:  # the task would have nothing to do
+            raise ReindexError("no second model to finish (no standby, none being built)")
         if model is not None:
             require_model_files(settings, model)  # here, before a worker finds out
         if model is not None and reindexer.pointers().active == model_slug(model):

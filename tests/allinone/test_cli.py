@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 
 import redis
 from click.testing import CliRunner
@@ -137,3 +139,30 @@ def test_reconcile_without_accounts_says_so() -> None:
     result = CliRunner().invoke(main, ["reconcile"], env={"NCINDEX_ACCOUNTS": "{}"})
     assert result.exit_code == 1
     assert "no Nextcloud accounts configured (NCINDEX_ACCOUNTS)" in result.output
+
+
+def _env(redis_url: str, tmp_path: Path, model_dir: Path) -> dict[str, str]:
+    """Settings of a command that finds Redis, its own store folder and the models."""
+    return {
+        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw"}),
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_DATA_DIR": str(tmp_path / "data"),
+        "NCINDEX_MODEL_DIR": str(model_dir),
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+
+
+def test_reindex_finish_without_a_second_model_is_refused_like_back(
+    redis_url: str, tmp_path: Path, model_dir: Path
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    env = _env(redis_url, tmp_path, model_dir)
+    back = CliRunner().invoke(main, ["reindex", "--back"], env=env)
+    assert back.exit_code == 1 and "no standby model to switch back to" in back.output
+    for args in (["reindex", "--finish"], ["reindex", "--finish", "--wait", "5"]):
+        finish = CliRunner().invoke(main, args, env=env)
+        assert finish.exit_code == 1, finish.output
+        assert "no second model to finish (no standby, none being built)" in finish.output
+        assert "queued" not in finish.output and "Traceback" not in finish.output
+    assert client.dbsize() == 0  # no ncindex.reindex_finish task queued
