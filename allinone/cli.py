@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from allinone.stopping import StopSignals
 from ncindex import __version__
@@ -53,6 +54,17 @@ def main(ctx: click.Context) -> None:
     settings = load_settings()  # SettingsError (a ValueError): one line, below
     configure_logging(settings.log_level, json_lines=settings.log_json)
     ctx.obj = settings
+
+
+def _only_with(name: str, applies: bool, needs: str) -> None:
+    """Refuse the current command's option of parameter ``name`` when the command line gives
+    it where it would be ignored (``applies`` false): a usage error (exit 2) naming the option
+    and what it needs."""
+    ctx = click.get_current_context()
+    if applies or ctx.get_parameter_source(name) is not ParameterSource.COMMANDLINE:
+        return
+    option = next(p for p in ctx.command.params if p.name == name).opts[0]
+    raise click.UsageError(f"{option} applies only with {needs}", ctx)
 
 
 @main.command()
@@ -681,6 +693,7 @@ def reconcile(
     from ncindex.runtime import Services
     from ncindex.sync.reconcile import Reconciler, scan_lock, scan_types
 
+    _only_with("wait", apply, "--apply (a dry run takes no lock, so waits for none)")
     if not settings.accounts:  # nothing to scan: say so rather than print nothing
         raise click.ClickException("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
     services = Services(settings)
@@ -772,7 +785,11 @@ def _describe(report: object) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
 @click.option("--watch", is_flag=True, help="Redraw every --interval seconds, with progress bars.")
 @click.option(
-    "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="Seconds."
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    help="Seconds between --watch frames.",
 )
 @click.option("--iterations", type=click.IntRange(min=1), hidden=True, help="Stop --watch after N.")
 @click.pass_obj
@@ -795,6 +812,10 @@ def status(
     from ncindex.store import store_status
     from ncindex.sync.status import collect_status
 
+    if watch and as_json:
+        raise click.UsageError("--json cannot be combined with --watch (it prints one object)")
+    _only_with("interval", watch, "--watch")
+    _only_with("iterations", watch, "--watch")
     client = _redis(settings)
     services = Services(settings) if settings.qdrant_url else None
     producer = celery_app(settings)
@@ -1000,6 +1021,7 @@ def retry(settings: Settings, doc_key: str | None, retry_all: bool, user: str | 
 
     if (doc_key is None) == (not retry_all):
         raise click.UsageError("give one DOC_KEY or --all")
+    _only_with("user", retry_all, "--all")
     client = _redis(settings)
     rows = list_failures(client, settings.names, user)
     if doc_key is not None:
@@ -1064,6 +1086,9 @@ def reindex(
 
     if sum((model is not None, back, finish, analyzer)) > 1:
         raise click.UsageError("choose one of --model, --back, --finish, --analyzer")
+    _only_with(
+        "wait_seconds", model is not None or finish or analyzer, "--model, --finish or --analyzer"
+    )
     services = Services(settings)
     reindexer = Reindexer(services, Indexer(services))  # here only the pointers are used
     try:

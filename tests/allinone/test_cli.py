@@ -1,4 +1,5 @@
-"""The command line reports bad configuration as one line and exit status 1."""
+"""The command line reports bad configuration as one line and exit status 1, and refuses an
+option it would ignore or that names nothing (exit status 2) before doing anything."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
 import redis
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from allinone.cli import main, progress_line
 from ncindex import __version__
@@ -150,6 +152,30 @@ def _env(redis_url: str, tmp_path: Path, model_dir: Path) -> dict[str, str]:
         "NCINDEX_MODEL_DIR": str(model_dir),
         "NCINDEX_LOG_LEVEL": "WARNING",
     }
+
+
+def _refused(result: Result, *words: str) -> None:
+    """A usage error (exit 2), one message naming ``words``, no traceback."""
+    assert result.exit_code == 2, result.output
+    assert all(w in result.output for w in words), result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["reindex", "--wait", "5"], "--wait applies only with --model, --finish or --analyzer"),
+        (["reindex", "--back", "--wait", "5"], "--wait applies only with"),
+        (["retry", "file:1", "--user", "alice"], "--user applies only with --all"),
+    ],
+)
+def test_options_that_would_be_ignored_or_match_nothing_are_refused(
+    args: list[str], named: str, redis_url: str, tmp_path: Path, model_dir: Path
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    _refused(CliRunner().invoke(main, args, env=_env(redis_url, tmp_path, model_dir)), named)
+    assert client.dbsize() == 0  # refused before anything was queued or sent back
 
 
 def test_reindex_finish_without_a_second_model_is_refused_like_back(
