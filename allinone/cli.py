@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shlex
 import threading
 import time
@@ -65,6 +66,16 @@ def _only_with(name: str, applies: bool, needs: str) -> None:
         return
     option = next(p for p in ctx.command.params if p.name == name).opts[0]
     raise click.UsageError(f"{option} applies only with {needs}", ctx)
+
+
+def _require_writable(path: Path, option: str) -> None:
+    """Refuse (exit 2, naming ``option``) a file ``path`` that could not be written: its
+    folder missing, the file not writable, or when there is no file yet its folder."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"folder {folder} does not exist", param_hint=f"'{option}'")
+    if not os.access(path if path.exists() else folder, os.W_OK):
+        raise click.BadParameter(f"{path} cannot be written", param_hint=f"'{option}'")
 
 
 @main.command()
@@ -546,7 +557,12 @@ def _print_extract(report: dict[str, Any], as_json: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="SQLite file caching dense chunk vectors (library path) across runs.",
 )
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the report to this JSON file (its folder must exist).",
+)
 @click.pass_obj
 def eval_command(
     settings: Settings,
@@ -568,6 +584,11 @@ def eval_command(
     from evaluation.beir import DatasetError
     from evaluation.runner import table
 
+    _only_with("cache", via != "product", "--via library or both")
+    if json_out is not None:
+        _require_writable(json_out, "--json")  # now, not after the run: its results go there
+    if cache is not None:
+        _require_cache(cache)
     try:
         data = load_beir(dataset, split)
         if queries or docs:
@@ -589,6 +610,20 @@ def eval_command(
     click.echo(table(rows))
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def _require_cache(path: Path) -> None:
+    """Open ``--cache`` as the run will (creating the file and its folder when missing) and
+    refuse it (exit 2) when it is not an SQLite database or cannot be written."""
+    import sqlite3
+
+    from evaluation.cache import VectorCache
+
+    try:
+        VectorCache(path, "").close()
+    except (OSError, sqlite3.Error) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="'--cache'") from None
+    _require_writable(path, "--cache")
 
 
 def _eval_models(

@@ -192,3 +192,55 @@ def test_reindex_finish_without_a_second_model_is_refused_like_back(
         assert "no second model to finish (no standby, none being built)" in finish.output
         assert "queued" not in finish.output and "Traceback" not in finish.output
     assert client.dbsize() == 0  # no ncindex.reindex_finish task queued
+
+
+def _dataset(folder: Path) -> Path:
+    """A two-document BEIR folder."""
+    (folder / "qrels").mkdir(parents=True)
+    docs = {"d1": "Lighthouse lenses focus light.", "d2": "Kelp forests grow fast."}
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items())
+    )
+    queries = {"q1": "lighthouse lens", "q2": "kelp growth"}
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items())
+    )
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    return folder
+
+
+def test_eval_refuses_a_json_file_it_could_not_write_before_the_run(
+    redis_url: str, tmp_path: Path, model_dir: Path
+) -> None:
+    data = str(_dataset(tmp_path / "beir"))
+    env = _env(redis_url, tmp_path, model_dir)
+    missing = tmp_path / "missing" / "out.json"
+    args = ["eval", data, "--mode", "bm25", "--json", str(missing)]
+    result = CliRunner().invoke(main, args, env=env)
+    _refused(result, "'--json'", f"folder {missing.parent} does not exist")
+    assert "judged queries" not in result.output  # refused before the run, not after it
+
+
+def test_eval_refuses_a_cache_that_is_not_sqlite_before_the_run(
+    redis_url: str, tmp_path: Path, model_dir: Path
+) -> None:
+    data = str(_dataset(tmp_path / "beir"))
+    env = _env(redis_url, tmp_path, model_dir)
+    text = tmp_path / "a.txt"
+    text.write_text("not a database, just words\n")
+    result = CliRunner().invoke(
+        main, ["eval", data, "--mode", "bm25", "--cache", str(text)], env=env
+    )
+    _refused(result, "'--cache'", "file is not a database")
+    assert "judged queries" not in result.output
+    assert text.read_text() == "not a database, just words\n"
+    result = CliRunner().invoke(
+        main, ["eval", data, "--via", "product", "--cache", str(tmp_path / "c.sqlite")], env=env
+    )
+    _refused(result, "--cache applies only with --via library or both")
+    # a cache that does not exist yet is made, with its folder, and the run writes its JSON
+    cache, out = tmp_path / "new" / "vectors.sqlite", tmp_path / "out.json"
+    args = ["eval", data, "--mode", "bm25", "--cache", str(cache), "--json", str(out)]
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 0, result.output
+    assert cache.is_file() and json.loads(out.read_text())["queries"] == 2
