@@ -14,6 +14,7 @@ import os
 import shlex
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,16 @@ def _only_with(name: str, applies: bool, needs: str) -> None:
         return
     option = next(p for p in ctx.command.params if p.name == name).opts[0]
     raise click.UsageError(f"{option} applies only with {needs}", ctx)
+
+
+def _require_accounts(settings: Settings, users: Iterable[str]) -> None:
+    """Refuse ``--user`` values that are not configured accounts (NCINDEX_ACCOUNTS): a usage
+    error (exit 2) naming them."""
+    unknown = [u for u in users if u not in settings.accounts]
+    if unknown:
+        raise click.BadParameter(
+            f"not a configured account: {', '.join(unknown)}", param_hint="'--user'"
+        )
 
 
 def _require_writable(path: Path, option: str) -> None:
@@ -731,10 +742,8 @@ def reconcile(
     _only_with("wait", apply, "--apply (a dry run takes no lock, so waits for none)")
     if not settings.accounts:  # nothing to scan: say so rather than print nothing
         raise click.ClickException("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
+    _require_accounts(settings, users)
     services = Services(settings)
-    unknown = [u for u in users if u not in settings.accounts]
-    if unknown:
-        raise click.UsageError(f"not a configured account: {', '.join(unknown)}")
     try:
         services.store  # noqa: B018  (open it now to report a busy embedded store clearly)
     except StoreUnavailable as exc:
@@ -1017,6 +1026,8 @@ def failures(settings: Settings, user: str | None, as_json: bool) -> None:
 
     from ncindex.sync.failures import list_failures
 
+    if user is not None:
+        _require_accounts(settings, [user])
     try:
         rows = list_failures(_redis(settings), settings.names, user)
     except redis_lib.RedisError as exc:
@@ -1057,6 +1068,8 @@ def retry(settings: Settings, doc_key: str | None, retry_all: bool, user: str | 
     if (doc_key is None) == (not retry_all):
         raise click.UsageError("give one DOC_KEY or --all")
     _only_with("user", retry_all, "--all")
+    if user is not None:
+        _require_accounts(settings, [user])
     client = _redis(settings)
     rows = list_failures(client, settings.names, user)
     if doc_key is not None:

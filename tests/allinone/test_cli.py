@@ -167,6 +167,8 @@ def _refused(result: Result, *words: str) -> None:
         (["reindex", "--wait", "5"], "--wait applies only with --model, --finish or --analyzer"),
         (["reindex", "--back", "--wait", "5"], "--wait applies only with"),
         (["retry", "file:1", "--user", "alice"], "--user applies only with --all"),
+        (["failures", "--user", "nobody"], "'--user': not a configured account: nobody"),
+        (["retry", "--all", "--user", "nobody"], "'--user': not a configured account: nobody"),
     ],
 )
 def test_options_that_would_be_ignored_or_match_nothing_are_refused(
