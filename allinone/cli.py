@@ -10,13 +10,16 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shlex
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from allinone.stopping import StopSignals
 from ncindex import __version__
@@ -53,6 +56,37 @@ def main(ctx: click.Context) -> None:
     settings = load_settings()  # SettingsError (a ValueError): one line, below
     configure_logging(settings.log_level, json_lines=settings.log_json)
     ctx.obj = settings
+
+
+def _only_with(name: str, applies: bool, needs: str) -> None:
+    """Refuse the current command's option of parameter ``name`` when the command line gives
+    it where it would be ignored (``applies`` false): a usage error (exit 2) naming the option
+    and what it needs."""
+    ctx = click.get_current_context()
+    if applies or ctx.get_parameter_source(name) is not ParameterSource.COMMANDLINE:
+        return
+    option = next(p for p in ctx.command.params if p.name == name).opts[0]
+    raise click.UsageError(f"{option} applies only with {needs}", ctx)
+
+
+def _require_accounts(settings: Settings, users: Iterable[str]) -> None:
+    """Refuse ``--user`` values that are not configured accounts (NCINDEX_ACCOUNTS): a usage
+    error (exit 2) naming them."""
+    unknown = [u for u in users if u not in settings.accounts]
+    if unknown:
+        raise click.BadParameter(
+            f"not a configured account: {', '.join(unknown)}", param_hint="'--user'"
+        )
+
+
+def _require_writable(path: Path, option: str) -> None:
+    """Refuse (exit 2, naming ``option``) a file ``path`` that could not be written: its
+    folder missing, the file not writable, or when there is no file yet its folder."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"folder {folder} does not exist", param_hint=f"'{option}'")
+    if not os.access(path if path.exists() else folder, os.W_OK):
+        raise click.BadParameter(f"{path} cannot be written", param_hint=f"'{option}'")
 
 
 @main.command()
@@ -534,7 +568,12 @@ def _print_extract(report: dict[str, Any], as_json: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="SQLite file caching dense chunk vectors (library path) across runs.",
 )
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the report to this JSON file (its folder must exist).",
+)
 @click.pass_obj
 def eval_command(
     settings: Settings,
@@ -556,6 +595,11 @@ def eval_command(
     from evaluation.beir import DatasetError
     from evaluation.runner import table
 
+    _only_with("cache", via != "product", "--via library or both")
+    if json_out is not None:
+        _require_writable(json_out, "--json")  # now, not after the run: its results go there
+    if cache is not None:
+        _require_cache(cache)
     try:
         data = load_beir(dataset, split)
         if queries or docs:
@@ -577,6 +621,20 @@ def eval_command(
     click.echo(table(rows))
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def _require_cache(path: Path) -> None:
+    """Open ``--cache`` as the run will (creating the file and its folder when missing) and
+    refuse it (exit 2) when it is not an SQLite database or cannot be written."""
+    import sqlite3
+
+    from evaluation.cache import VectorCache
+
+    try:
+        VectorCache(path, "").close()
+    except (OSError, sqlite3.Error) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="'--cache'") from None
+    _require_writable(path, "--cache")
 
 
 def _eval_models(
@@ -681,12 +739,11 @@ def reconcile(
     from ncindex.runtime import Services
     from ncindex.sync.reconcile import Reconciler, scan_lock, scan_types
 
+    _only_with("wait", apply, "--apply (a dry run takes no lock, so waits for none)")
     if not settings.accounts:  # nothing to scan: say so rather than print nothing
         raise click.ClickException("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
+    _require_accounts(settings, users)
     services = Services(settings)
-    unknown = [u for u in users if u not in settings.accounts]
-    if unknown:
-        raise click.UsageError(f"not a configured account: {', '.join(unknown)}")
     try:
         services.store  # noqa: B018  (open it now to report a busy embedded store clearly)
     except StoreUnavailable as exc:
@@ -772,7 +829,11 @@ def _describe(report: object) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
 @click.option("--watch", is_flag=True, help="Redraw every --interval seconds, with progress bars.")
 @click.option(
-    "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="Seconds."
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    help="Seconds between --watch frames.",
 )
 @click.option("--iterations", type=click.IntRange(min=1), hidden=True, help="Stop --watch after N.")
 @click.pass_obj
@@ -795,6 +856,10 @@ def status(
     from ncindex.store import store_status
     from ncindex.sync.status import collect_status
 
+    if watch and as_json:
+        raise click.UsageError("--json cannot be combined with --watch (it prints one object)")
+    _only_with("interval", watch, "--watch")
+    _only_with("iterations", watch, "--watch")
     client = _redis(settings)
     services = Services(settings) if settings.qdrant_url else None
     producer = celery_app(settings)
@@ -961,6 +1026,8 @@ def failures(settings: Settings, user: str | None, as_json: bool) -> None:
 
     from ncindex.sync.failures import list_failures
 
+    if user is not None:
+        _require_accounts(settings, [user])
     try:
         rows = list_failures(_redis(settings), settings.names, user)
     except redis_lib.RedisError as exc:
@@ -1000,6 +1067,9 @@ def retry(settings: Settings, doc_key: str | None, retry_all: bool, user: str | 
 
     if (doc_key is None) == (not retry_all):
         raise click.UsageError("give one DOC_KEY or --all")
+    _only_with("user", retry_all, "--all")
+    if user is not None:
+        _require_accounts(settings, [user])
     client = _redis(settings)
     rows = list_failures(client, settings.names, user)
     if doc_key is not None:
@@ -1064,6 +1134,9 @@ def reindex(
 
     if sum((model is not None, back, finish, analyzer)) > 1:
         raise click.UsageError("choose one of --model, --back, --finish, --analyzer")
+    _only_with(
+        "wait_seconds", model is not None or finish or analyzer, "--model, --finish or --analyzer"
+    )
     services = Services(settings)
     reindexer = Reindexer(services, Indexer(services))  # here only the pointers are used
     try:
@@ -1071,6 +1144,8 @@ def reindex(
             moved = reindexer.back()
             click.echo(f"live: {moved.active}; standby: {moved.standby}")
             return
+        if finish and reindexer.pointers().mirror is None:  # the task would have nothing to do
+            raise ReindexError("no second model to finish (no standby, none being built)")
         if model is not None:
             require_model_files(settings, model)  # here, before a worker finds out
         if model is not None and reindexer.pointers().active == model_slug(model):

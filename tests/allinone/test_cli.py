@@ -1,11 +1,15 @@
-"""The command line reports bad configuration as one line and exit status 1."""
+"""The command line reports bad configuration as one line and exit status 1, and refuses an
+option it would ignore or that names nothing (exit status 2) before doing anything."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 
+import pytest
 import redis
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from allinone.cli import main, progress_line
 from ncindex import __version__
@@ -137,3 +141,108 @@ def test_reconcile_without_accounts_says_so() -> None:
     result = CliRunner().invoke(main, ["reconcile"], env={"NCINDEX_ACCOUNTS": "{}"})
     assert result.exit_code == 1
     assert "no Nextcloud accounts configured (NCINDEX_ACCOUNTS)" in result.output
+
+
+def _env(redis_url: str, tmp_path: Path, model_dir: Path) -> dict[str, str]:
+    """Settings of a command that finds Redis, its own store folder and the models."""
+    return {
+        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw"}),
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_DATA_DIR": str(tmp_path / "data"),
+        "NCINDEX_MODEL_DIR": str(model_dir),
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+
+
+def _refused(result: Result, *words: str) -> None:
+    """A usage error (exit 2), one message naming ``words``, no traceback."""
+    assert result.exit_code == 2, result.output
+    assert all(w in result.output for w in words), result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["reindex", "--wait", "5"], "--wait applies only with --model, --finish or --analyzer"),
+        (["reindex", "--back", "--wait", "5"], "--wait applies only with"),
+        (["retry", "file:1", "--user", "alice"], "--user applies only with --all"),
+        (["failures", "--user", "nobody"], "'--user': not a configured account: nobody"),
+        (["retry", "--all", "--user", "nobody"], "'--user': not a configured account: nobody"),
+    ],
+)
+def test_options_that_would_be_ignored_or_match_nothing_are_refused(
+    args: list[str], named: str, redis_url: str, tmp_path: Path, model_dir: Path
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    _refused(CliRunner().invoke(main, args, env=_env(redis_url, tmp_path, model_dir)), named)
+    assert client.dbsize() == 0  # refused before anything was queued or sent back
+
+
+def test_reindex_finish_without_a_second_model_is_refused_like_back(
+    redis_url: str, tmp_path: Path, model_dir: Path
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    env = _env(redis_url, tmp_path, model_dir)
+    back = CliRunner().invoke(main, ["reindex", "--back"], env=env)
+    assert back.exit_code == 1 and "no standby model to switch back to" in back.output
+    for args in (["reindex", "--finish"], ["reindex", "--finish", "--wait", "5"]):
+        finish = CliRunner().invoke(main, args, env=env)
+        assert finish.exit_code == 1, finish.output
+        assert "no second model to finish (no standby, none being built)" in finish.output
+        assert "queued" not in finish.output and "Traceback" not in finish.output
+    assert client.dbsize() == 0  # no ncindex.reindex_finish task queued
+
+
+def _dataset(folder: Path) -> Path:
+    """A two-document BEIR folder."""
+    (folder / "qrels").mkdir(parents=True)
+    docs = {"d1": "Lighthouse lenses focus light.", "d2": "Kelp forests grow fast."}
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items())
+    )
+    queries = {"q1": "lighthouse lens", "q2": "kelp growth"}
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items())
+    )
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    return folder
+
+
+def test_eval_refuses_a_json_file_it_could_not_write_before_the_run(
+    redis_url: str, tmp_path: Path, model_dir: Path
+) -> None:
+    data = str(_dataset(tmp_path / "beir"))
+    env = _env(redis_url, tmp_path, model_dir)
+    missing = tmp_path / "missing" / "out.json"
+    args = ["eval", data, "--mode", "bm25", "--json", str(missing)]
+    result = CliRunner().invoke(main, args, env=env)
+    _refused(result, "'--json'", f"folder {missing.parent} does not exist")
+    assert "judged queries" not in result.output  # refused before the run, not after it
+
+
+def test_eval_refuses_a_cache_that_is_not_sqlite_before_the_run(
+    redis_url: str, tmp_path: Path, model_dir: Path
+) -> None:
+    data = str(_dataset(tmp_path / "beir"))
+    env = _env(redis_url, tmp_path, model_dir)
+    text = tmp_path / "a.txt"
+    text.write_text("not a database, just words\n")
+    result = CliRunner().invoke(
+        main, ["eval", data, "--mode", "bm25", "--cache", str(text)], env=env
+    )
+    _refused(result, "'--cache'", "file is not a database")
+    assert "judged queries" not in result.output
+    assert text.read_text() == "not a database, just words\n"
+    result = CliRunner().invoke(
+        main, ["eval", data, "--via", "product", "--cache", str(tmp_path / "c.sqlite")], env=env
+    )
+    _refused(result, "--cache applies only with --via library or both")
+    # a cache that does not exist yet is made, with its folder, and the run writes its JSON
+    cache, out = tmp_path / "new" / "vectors.sqlite", tmp_path / "out.json"
+    args = ["eval", data, "--mode", "bm25", "--cache", str(cache), "--json", str(out)]
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 0, result.output
+    assert cache.is_file() and json.loads(out.read_text())["queries"] == 2

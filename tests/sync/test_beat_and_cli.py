@@ -204,6 +204,39 @@ def test_reconcile_and_status_commands(
     client.flushdb()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["reconcile", "--wait", "5"], "--wait applies only with --apply"),
+        (["status", "--watch", "--json", "--iterations", "1"], "--json cannot be combined"),
+        (["status", "--interval", "5"], "--interval applies only with --watch"),
+    ],
+)
+def test_options_reconcile_and_status_would_ignore_are_refused(
+    args: list[str],
+    message: str,
+    nextcloud: tuple[NextcloudSimulator, SimulatorServer],
+    redis_url: str,
+    model_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """``--wait`` is for ``reconcile --apply`` (a dry run takes no lock), ``--json`` is not
+    for ``status --watch`` and ``--interval`` only for it: each is refused (exit 2), naming
+    it, before anything is scanned or shown."""
+    env = {
+        "NCINDEX_NEXTCLOUD_URL": nextcloud[1].url,
+        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw"}),
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_QDRANT_PATH": str(tmp_path / "qdrant"),
+        "NCINDEX_MODEL_DIR": str(model_dir),
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert "alice" not in result.output and "queues:" not in result.output
+
+
 def test_reconcile_apply_takes_the_scan_lock_of_the_task(
     nextcloud: tuple[NextcloudSimulator, SimulatorServer],
     redis_url: str,
