@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shlex
+import stat
 import threading
 import time
 from collections.abc import Iterable
@@ -439,23 +440,27 @@ def extract(
     """Show what ncindex makes of FILE: its MIME type, whether the indexing rules take it (and
     which rule says no), its text and, with --chunks, its chunks with offsets and tokens.
 
-    Uses the same settings and bounds as the workers. Exits 1 when the file cannot be
-    extracted, with the reason.
+    Uses the same settings and bounds as the workers: at most NCINDEX_MAX_DOWNLOAD_BYTES
+    bytes are read. Exits 1 when the file cannot be extracted (over that bound, too), with the
+    reason.
     """
     from ncindex.errors import ExtractionError, TooLarge
     from ncindex.sources.eligibility import Eligibility, effective_mime
     from ncindex.text.extract import detect_format, extension_mime, extract_text
     from ncindex.text.ocr import ocr_from_settings
 
-    data = file.read_bytes()
+    limit = settings.max_download_bytes
+    data = _read_at_most(file, limit + 1)  # a byte more tells a file over the limit
     path = nc_path or f"/{file.name}"
     reported = mime or extension_mime(file.name) or "application/octet-stream"
     reason = Eligibility.from_settings(settings).file_reason(path, reported, list(tags))
-    if reason is None and len(data) > settings.max_download_bytes:
+    if reason is None and len(data) > limit:
         reason = "too_large"
+    info = file.stat()
     report: dict[str, Any] = {
         "file": str(file),
-        "bytes": len(data),
+        # a device or a pipe has no size: the bytes read (at most the limit + 1)
+        "bytes": info.st_size if stat.S_ISREG(info.st_mode) else len(data),
         "mime_type": effective_mime(reported, path) or reported,
         "mime_source": "--mime" if mime else "extension",
         "format": detect_format(reported, file.name),
@@ -465,6 +470,8 @@ def extract(
     }
     started = time.perf_counter()
     try:
+        if len(data) > limit:  # as a worker's download: TooLarge, parked in the dead letter
+            raise TooLarge(f"{file}: more than {limit} bytes")
         extracted = extract_text(
             data,
             mime_type=reported,
@@ -502,6 +509,17 @@ def extract(
             for c in chunker.chunk_text(extracted.text, markdown=extracted.markdown)
         ]
     _print_extract(report, as_json)
+
+
+def _read_at_most(file: Path, count: int) -> bytes:
+    """The first ``count`` bytes of ``file`` (all of a shorter one), read in parts of at most
+    1 MiB: memory is bounded by ``count`` for a regular file, a device or a pipe alike."""
+    parts, total = [], 0
+    with file.open("rb") as stream:
+        while total < count and (part := stream.read(min(1 << 20, count - total))):
+            parts.append(part)
+            total += len(part)
+    return b"".join(parts)
 
 
 def _print_extract(report: dict[str, Any], as_json: bool) -> None:

@@ -368,9 +368,17 @@ class Settings(BaseSettings):
         "count (flask-limiter syntax, e.g. `600/minute;20/second`); empty ⇒ unlimited.",
     )
     mcp_allowed_hosts: list[str] = Field(
-        default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        default_factory=lambda: [
+            "127.0.0.1",
+            "127.0.0.1:*",
+            "localhost",
+            "localhost:*",
+            "[::1]",
+            "[::1]:*",
+        ],
         description="`Host` values the MCP server (/mcp) answers (DNS-rebinding protection of "
-        "the MCP SDK's transport; `name:*` allows any port); empty ⇒ no check.",
+        "the MCP SDK's transport; `name:*` allows any port, a `Host` without one only `name`); "
+        "empty ⇒ no check.",
     )
     mcp_allowed_origins: list[str] = Field(
         default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],

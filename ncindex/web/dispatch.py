@@ -7,10 +7,11 @@ werkzeug's ``DispatcherMiddleware`` mounts an app under a prefix and strips it f
 passed on unchanged here.
 
 The MCP server is ASGI, so ``ncindex up`` serves it with uvicorn on a loopback port of its own
-and :func:`forward_to` relays ``/mcp`` requests to it: method, path, query, body and headers
-(``Host`` included, for its DNS-rebinding check; the client address in ``X-Forwarded-For``,
-which uvicorn trusts from 127.0.0.1, for the per-address rate limit). Its transport answers
-JSON, never an open event stream, so a buffered relay suffices.
+and :func:`forward_to` relays ``/mcp`` requests to it: method, path, query, body (a chunked
+one too, with a Content-Length of its own) and headers (``Host`` included, for its
+DNS-rebinding check; the client address in ``X-Forwarded-For``, which uvicorn trusts from
+127.0.0.1, for the per-address rate limit). Its transport answers JSON, never an open event
+stream, so a buffered relay suffices.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
+from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Request
+
+from ncindex.web.problems import MAX_BODY_BYTES, http_problem, read_body
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -49,8 +54,11 @@ def dispatch(receiver: WSGIApp, search: WSGIApp, mcp: WSGIApp | None = None) -> 
 
 def forward_to(base_url: str, client: httpx.Client | None = None) -> WSGIApp:
     """A WSGI app relaying each request to the same path under ``base_url`` and its answer
-    back (status, end-to-end headers, body). A relay failure is a 502 problem+json
-    (``backend_unavailable``)."""
+    back (status, end-to-end headers, body). The body is read as the search API reads its
+    own (:func:`~ncindex.web.problems.read_body`, with or without a Content-Length, at most
+    ``MAX_BODY_BYTES``): one it cannot read is a 400 problem+json (``invalid_value``, field
+    ``Content-Length`` or ``body``), a larger one a 413 (``payload_too_large``). A relay failure
+    is a 502 problem+json (``backend_unavailable``)."""
     http = client or httpx.Client(timeout=RELAY_TIMEOUT)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -62,8 +70,10 @@ def forward_to(base_url: str, client: httpx.Client | None = None) -> WSGIApp:
         if environ.get("CONTENT_TYPE"):
             headers["Content-Type"] = environ["CONTENT_TYPE"]
         headers["X-Forwarded-For"] = environ.get("REMOTE_ADDR") or "127.0.0.1"
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        body = environ["wsgi.input"].read(length) if length else b""
+        try:
+            body = read_body(Request(environ), MAX_BODY_BYTES)
+        except HTTPException as exc:  # UnreadableBody (400), RequestEntityTooLarge (413)
+            return http_problem(exc)(environ, start_response)
         url = base_url + environ.get("PATH_INFO", "")
         if environ.get("QUERY_STRING"):
             url += "?" + environ["QUERY_STRING"]

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from flask import Flask, Request, Response, json
+from flask import Flask, Response, json
 from pydantic import ValidationError
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
+from werkzeug.wrappers import Request
 
 from ncindex.errors import (
     DocumentNotFound,
@@ -197,28 +198,27 @@ def read_body(request: Request, limit: int) -> bytes:
     return body
 
 
+def http_problem(exc: HTTPException) -> Response:
+    """A werkzeug HTTP error as problem+json: its status, the ``code`` for it and ``field``
+    (an :class:`UnreadableBody`'s; ``body`` for a 413 or 415), with the error's own headers."""
+    status = exc.code or 500
+    field = (
+        exc.field if isinstance(exc, UnreadableBody) else "body" if status in (413, 415) else None
+    )
+    # the error's own headers (a 405's Allow, RFC 9110 §15.5.6; a 429's Retry-After)
+    headers = {k: v for k, v in exc.get_headers() if k.lower() != "content-type"}
+    return problem(
+        status,
+        _CODES.get(status, "invalid_value"),
+        exc.description or "",
+        field=field,
+        headers=headers,
+    )
+
+
 def install_error_handlers(app: Flask) -> None:
     """Answer every werkzeug HTTP error, and any unexpected exception, as problem+json."""
-
-    @app.errorhandler(HTTPException)
-    def _http_error(exc: HTTPException) -> Response:
-        status = exc.code or 500
-        field = (
-            exc.field
-            if isinstance(exc, UnreadableBody)
-            else "body"
-            if status in (413, 415)
-            else None
-        )
-        # the error's own headers (a 405's Allow, RFC 9110 §15.5.6; a 429's Retry-After)
-        headers = {k: v for k, v in exc.get_headers() if k.lower() != "content-type"}
-        return problem(
-            status,
-            _CODES.get(status, "invalid_value"),
-            exc.description or "",
-            field=field,
-            headers=headers,
-        )
+    app.register_error_handler(HTTPException, http_problem)
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Response:

@@ -5,6 +5,8 @@ made by the writer libraries."""
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -88,3 +90,34 @@ def test_bad_options_are_refused_and_an_unknown_type_is_named(tmp_path: Path) ->
     assert run(str(blob), "--chars", "-5").exit_code == 2
     report = json.loads(run(str(blob), "--json", "--path", "/Documents/b.bin").output)
     assert report["mime_type"] == "application/octet-stream"  # what Nextcloud would report
+
+
+def test_a_file_over_the_download_bound_exits_1_as_too_large(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"tide tables\n" * 500)
+    result = run(str(notes), "--json", NCINDEX_MAX_DOWNLOAD_BYTES="2000")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["bytes"] == 6000 and not report["indexed"]
+    assert report["rule"] == "too_large" and report["rule_setting"] == "NCINDEX_MAX_DOWNLOAD_BYTES"
+    assert report["error"] == f"TooLarge: {notes}: more than 2000 bytes"
+    assert "text" not in report
+    assert run(str(notes), "--json", NCINDEX_MAX_DOWNLOAD_BYTES="6000").exit_code == 0
+
+
+def test_a_stream_is_read_only_up_to_the_bound(tmp_path: Path) -> None:
+    fifo = tmp_path / "stream"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with fifo.open("wb") as sink:
+            sink.write(b"a" * 4000)  # one write under PIPE_BUF: in the pipe before any read
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    result = run(str(fifo), "--json", "--mime", "text/plain", NCINDEX_MAX_DOWNLOAD_BYTES="2000")
+    writer.join(5)
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["bytes"] == 2001 and report["rule"] == "too_large"
+    assert report["error"].startswith("TooLarge:")

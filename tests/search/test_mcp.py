@@ -275,6 +275,18 @@ def test_a_foreign_host_is_refused(mcp_url: str) -> None:
     assert httpx.post(mcp_url, json=body, headers=origin).status_code in (400, 403)
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]", "localhost:80"])
+def test_a_loopback_host_is_answered_with_or_without_a_port(mcp_url: str, host: str) -> None:
+    """The default ``mcp_allowed_hosts``: a ``Host`` without a port (a client on port 80, a
+    proxy that drops it) was refused 421 "Invalid Host header" by the SDK's ``name:*``."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Authorization": basic("alice"), "Accept": "application/json, text/event-stream"}
+    response = httpx.post(mcp_url, json=body, headers={**headers, "Host": host})
+    assert response.status_code == 200, response.text
+    foreign = httpx.post(mcp_url, json=body, headers={**headers, "Host": "evil.example"})
+    assert foreign.status_code == 421
+
+
 def test_the_rate_limit_is_the_search_apis(
     redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
 ) -> None:

@@ -1,0 +1,97 @@
+"""The ``/mcp`` relay of the embedded run (:func:`forward_to` behind werkzeug's server, as
+``allinone.embedded.start`` serves it): a body is read as the search API reads its own — a
+Content-Length that is not a number of bytes is a 400 problem+json, a chunked body is relayed
+whole, one over ``MAX_BODY_BYTES`` is a 413 — and the MCP server (here a stand-in that echoes
+what it received) sees the bytes the client sent."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from ncindex.web.dispatch import MCP_PATH, forward_to
+from ncindex.web.problems import MAX_BODY_BYTES
+from ncindex.web.server_errors import ProblemRequestHandler
+
+
+def _echo(request: httpx.Request) -> httpx.Response:
+    """The MCP server's stand-in: the body and Content-Length it received."""
+    return httpx.Response(
+        200,
+        json={"body": request.content.decode(), "length": request.headers.get("Content-Length")},
+    )
+
+
+@pytest.fixture(scope="module")
+def relay() -> Iterator[BaseWSGIServer]:
+    client = httpx.Client(transport=httpx.MockTransport(_echo))
+    app = forward_to("http://mcp.invalid", client=client)
+    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=ProblemRequestHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def post(relay: BaseWSGIServer, head: bytes, body: bytes) -> tuple[int, str, dict]:
+    """POST ``body`` to ``/mcp`` with the header lines ``head``: the status, the Content-Type
+    and the JSON answer."""
+    request = (
+        b"POST " + MCP_PATH.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        b"Content-Type: application/json\r\n" + head + b"\r\n\r\n" + body
+    )
+    with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as conn:
+        conn.sendall(request)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    headers, _, content = rest.partition(b"\r\n\r\n")
+    content_type = next(
+        line.split(b":", 1)[1].strip().decode()
+        for line in headers.split(b"\r\n")
+        if line.lower().startswith(b"content-type:")
+    )
+    return int(status_line.split(b" ")[1]), content_type, json.loads(content)
+
+
+@pytest.mark.parametrize("declared", [b"abc", b"1e3", b"-1"])
+def test_a_content_length_that_is_not_a_number_of_bytes_is_a_400(
+    relay: BaseWSGIServer, declared: bytes
+) -> None:
+    """It raised ValueError (a 500 text/html), or, for -1, read until the client gave up."""
+    status, content_type, problem = post(relay, b"Content-Length: " + declared, b"{}")
+    assert (status, content_type) == (400, "application/problem+json"), problem
+    assert (problem["code"], problem["field"]) == ("invalid_value", "Content-Length")
+
+
+def test_a_content_length_over_the_bound_is_a_413(relay: BaseWSGIServer) -> None:
+    status, content_type, problem = post(relay, b"Content-Length: 99999999999999999999", b"{}")
+    assert (status, content_type) == (413, "application/problem+json"), problem
+    assert (problem["code"], problem["field"]) == ("payload_too_large", "body")
+
+
+def test_a_chunked_body_is_relayed_whole(relay: BaseWSGIServer) -> None:
+    """It was relayed empty (no Content-Length): the MCP server answered -32700."""
+    message = '{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+    chunks = b"10\r\n" + message[:16].encode() + b"\r\n"
+    chunks += b"%x\r\n" % len(message[16:]) + message[16:].encode() + b"\r\n0\r\n\r\n"
+    status, _, echoed = post(relay, b"Transfer-Encoding: chunked", chunks)
+    assert status == 200
+    assert echoed == {"body": message, "length": str(len(message))}
+    status, _, echoed = post(relay, b"Content-Length: %d" % len(message), message.encode())
+    assert (status, echoed["body"]) == (200, message)
+
+
+def test_a_chunked_body_over_the_bound_is_a_413(relay: BaseWSGIServer) -> None:
+    size = MAX_BODY_BYTES + 1
+    status, _, problem = post(
+        relay, b"Transfer-Encoding: chunked", b"%x\r\n" % size + b"a" * size + b"\r\n0\r\n\r\n"
+    )
+    assert (status, problem["code"], problem["field"]) == (413, "payload_too_large", "body")
