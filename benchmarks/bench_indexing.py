@@ -7,9 +7,12 @@ abstracts under ``../shared/data/scifact``, else NPL's 11,429 shorter ones under
 alone without a title), as ``.txt`` files — are uploaded to the Nextcloud simulator over its Python
 API and indexed two ways (``--via``, default both, one after the other, each on a fresh stack):
 ``webhooks`` — the simulator fires each upload's webhooks over HTTP to the real receiver, which
-queues one ``ncindex.index_node`` task per file on a private ``redis-server``; ``scan`` — uploaded
-with the webhooks dropped, then one ``ncindex.reconcile_scan`` of the user's files (a new
-account's cold scan), which queues ``ncindex.index_nodes`` tasks of ``--batch-docs`` files. A real
+gathers each account's files and queues them, once the debounce has passed, as
+``ncindex.index_nodes`` tasks of ``--batch-docs`` files (``ncindex.flush_gathered``; one
+``ncindex.index_node`` task per file with ``--batch-docs 1``) on a private ``redis-server``;
+``scan`` — uploaded with the webhooks dropped, then one ``ncindex.reconcile_scan`` of the user's
+files (a new account's cold scan), which queues ``ncindex.index_nodes`` tasks of ``--batch-docs``
+files. A real
 ``celery -A workers.worker worker`` subprocess (configured by ``NCINDEX_*`` variables only)
 re-reads each file over WebDAV, extracts, chunks, embeds (dense + BM25) and writes Qdrant Edge.
 The clock runs from the first upload (or the scan's request) until the queues are drained
@@ -149,9 +152,10 @@ def raw_embedding(settings: Settings, chunks: list[str]) -> tuple[float, float, 
 
 
 VIAS = ("webhooks", "scan")
-"""How the documents reach the worker: each upload's webhook (one ``ncindex.index_node`` task
-per file), or — uploaded with the webhooks dropped — one reconcile scan of the user's files, a
-new account's cold scan (``ncindex.index_nodes`` tasks of ``index_batch_docs`` files)."""
+"""How the documents reach the worker: each upload's webhook (the account's files gathered
+into ``ncindex.index_nodes`` tasks once the debounce has passed), or — uploaded with the
+webhooks dropped — one reconcile scan of the user's files, a new account's cold scan
+(``ncindex.index_nodes`` tasks of ``index_batch_docs`` files)."""
 
 
 def run(args: argparse.Namespace, via: str) -> dict[str, Any]:
@@ -335,7 +339,9 @@ def section(results: dict[str, dict[str, Any]]) -> str:
         f"{m['python']}. {first['docs']} {first['corpus']} documents "
         "(title + text, the text alone when untitled, as `.txt` files) in the Nextcloud "
         "simulator, indexed two ways: **webhooks** — each upload's webhook over HTTP → "
-        "receiver → Redis → one `ncindex.index_node` task per file; **scan** — uploaded with "
+        "receiver → Redis → the account's files gathered and sent, once the debounce has "
+        f"passed, as `ncindex.index_nodes` tasks of up to {st['index_batch_docs']} files; "
+        "**scan** — uploaded with "
         "the webhooks dropped, then one reconcile scan of the user's files (a new account's "
         "cold scan) → `ncindex.index_nodes` tasks of up to "
         f"{st['index_batch_docs']} files (`NCINDEX_INDEX_BATCH_DOCS`). Either way "
