@@ -152,22 +152,15 @@ def _serve(running: Embedded, settings: Settings, signals: StopSignals, *, quiet
 
         user, password = "alice", running.settings.password_for("alice")
         users = ", ".join(f"{uid} / {pw}" for uid, pw in SAMPLE_ACCOUNTS.items())
-        click.echo(
-            f"Serving the bundled sample Nextcloud at {running.settings.nextcloud_url} "
-            f"({running.sample.documents if running.sample else 0} documents, indexing in the "
-            f"background). Users and app passwords: {users}."
-        )
-        click.echo("Try:\n")
-        body = json.dumps({"query": "vitamin D deficiency and bone health", "limit": 5})
-        click.echo(
-            f"  curl -s -u {user}:{password} -H 'Content-Type: application/json' \\\n"
-            f"       -d '{body}' {url}/v1/search\n"
-        )
-        click.echo(
-            "Other formats are in /Documents/Formats: search, say, "
-            '"zebrafish heart regeneration" (a slide of an ODP, as bob) or '
-            '"freezer malaria serum samples" (a spreadsheet row).\n'
-        )
+        if running.sample is None:
+            click.echo(
+                f"Serving an empty sample Nextcloud at {running.settings.nextcloud_url} "
+                f"(--no-sample). Users and app passwords: {users}. Upload over WebDAV, e.g.\n\n"
+                f"  curl -s -u {user}:{password} -T notes.md "
+                f"{running.settings.nextcloud_url}/remote.php/dav/files/{user}/notes.md\n"
+            )
+        else:
+            _sample_hints(running, url, user, password, users)
     grace = running.settings.shutdown_grace
     click.echo(
         f"Stop with Ctrl-C or SIGTERM: running tasks get {grace:g} s to finish, the others go "
@@ -186,6 +179,27 @@ def _serve(running: Embedded, settings: Settings, signals: StopSignals, *, quiet
     click.echo("stopping")
     running.close()
     click.echo("stopped")
+
+
+def _sample_hints(running: Embedded, url: str, user: str, password: str, users: str) -> None:
+    """The banner's lines for the bundled sample corpus: its size, the accounts and two
+    searches to try."""
+    click.echo(
+        f"Serving the bundled sample Nextcloud at {running.settings.nextcloud_url} "
+        f"({running.sample.documents} documents, indexing in the "
+        f"background). Users and app passwords: {users}."
+    )
+    click.echo("Try:\n")
+    body = json.dumps({"query": "vitamin D deficiency and bone health", "limit": 5})
+    click.echo(
+        f"  curl -s -u {user}:{password} -H 'Content-Type: application/json' \\\n"
+        f"       -d '{body}' {url}/v1/search\n"
+    )
+    click.echo(
+        "Other formats are in /Documents/Formats: search, say, "
+        '"zebrafish heart regeneration" (a slide of an ODP, as bob) or '
+        '"freezer malaria serum samples" (a spreadsheet row).\n'
+    )
 
 
 def _webhook_lines(running: Embedded, *, chosen_secret: bool) -> list[str]:

@@ -346,10 +346,13 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     )
     for line in result.missing_lines():
         log.warning("webhook_refused", detail=line)
-    if simulator is not None and load_sample:
-        from ncindex.simulator.sample import load_sample_corpus
+    if simulator is not None:
+        from ncindex.simulator.sample import add_sample_users, load_sample_corpus
 
-        embedded.sample = load_sample_corpus(simulator)
+        if load_sample:
+            embedded.sample = load_sample_corpus(simulator)
+        else:  # the configured accounts exist, with no files
+            add_sample_users(simulator)
     # One reconcile pass now: it catches up on what changed while ncindex was down and, for
     # the sample, gives bob the folder alice shares with him (share changes fire no webhook).
     # It is the whole pass a Redis found without its marker asks for, so the marker is set:

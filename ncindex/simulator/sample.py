@@ -36,6 +36,7 @@ __all__ = [
     "SAMPLE_USERS",
     "SampleDocument",
     "SampleSummary",
+    "add_sample_users",
     "load_sample_corpus",
     "safe_file_title",
     "sample_documents",
@@ -157,6 +158,13 @@ def _unique(taken: set[str], path: str) -> str:
     return out
 
 
+def add_sample_users(sim: NextcloudSimulator) -> None:
+    """Create the sample accounts (:data:`SAMPLE_ACCOUNTS`) with their app passwords, and
+    nothing else: what ``ncindex up --no-sample`` serves, an empty Nextcloud to fill."""
+    for uid, info in SAMPLE_USERS.items():
+        sim.add_user(uid, info["password"], info["display_name"], admin=info["admin"])
+
+
 def load_sample_corpus(
     sim: NextcloudSimulator,
     *,
@@ -171,8 +179,7 @@ def load_sample_corpus(
     hour per document. File events fire as usual (``session=False`` sends ``user: null``).
     ``limit`` stores only the first abstracts.
     """
-    for uid, info in SAMPLE_USERS.items():
-        sim.add_user(uid, info["password"], info["display_name"], admin=info["admin"])
+    add_sample_users(sim)
     summary = SampleSummary(users=dict(SAMPLE_ACCOUNTS))
     if with_admin:
         sim.add_user(SAMPLE_ADMIN[0], SAMPLE_ADMIN[1], "Administrator", admin=True)

@@ -1,0 +1,59 @@
+"""``ncindex up --no-sample`` (``start(..., load_sample=False)`` with no Nextcloud configured)
+serves an empty simulator whose accounts exist: the users and app passwords the banner names
+sign in, to the search API and to WebDAV, and what they upload is indexed.
+
+It runs in a child process, like ``test_up_serves_mcp``: ``allinone.embedded.start`` makes its
+Celery app the process's default and starts a worker and beat."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCENARIO = r"""
+import json, sys, time
+from pathlib import Path
+import httpx
+from allinone.embedded import start
+from ncindex.redis_server import start_redis
+from ncindex.settings import Settings
+from ncindex.simulator.sample import SAMPLE_ACCOUNTS
+
+tmp = Path(sys.argv[1])
+redis_server = start_redis()
+settings = Settings(redis_url=redis_server.url, data_dir=tmp, qdrant_path=tmp / "qdrant", port=0)
+running = start(settings, load_sample=False)
+auth = ("alice", SAMPLE_ACCOUNTS["alice"])
+try:
+    status = httpx.get(running.url + "/v1/status", auth=auth).status_code
+    dav = running.settings.nextcloud_url + "/remote.php/dav/files/alice/kiln.md"
+    put = httpx.put(dav, auth=auth, content=b"# Kiln\nFire the stoneware kiln to cone six.")
+    found = []
+    deadline = time.monotonic() + 60
+    while not found and time.monotonic() < deadline:
+        time.sleep(0.5)
+        answer = httpx.post(running.url + "/v1/search", auth=auth, json={"query": "stoneware kiln"})
+        found = [r["path"] for r in answer.json().get("results", [])]
+    out = {"status": status, "put": put.status_code, "found": found,
+           "sample": running.sample is not None}
+finally:
+    running.close()
+    redis_server.stop()
+print("\nRESULT " + json.dumps(out), flush=True)
+"""
+
+
+def test_an_empty_simulator_has_the_accounts_it_names(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCENARIO, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, done.stdout[-2000:] + done.stderr[-4000:]
+    result = json.loads(lines[-1][len("RESULT ") :])
+    assert result == {"status": 200, "put": 201, "found": ["/kiln.md"], "sample": False}
