@@ -35,6 +35,7 @@ EVICT_DOCUMENT = "ncindex.evict_document"
 INDEX_NEWS = "ncindex.index_news"
 SEND_ACTIONS = "ncindex.send_actions"
 FLUSH_GATHERED = "ncindex.flush_gathered"
+SWEEP_GATHERED = "ncindex.sweep_gathered"
 RESOLVE_NODE = "ncindex.resolve_node"
 INDEX_FOLDER = "ncindex.index_folder"
 OUTAGE_REQUEUE = "ncindex.outage_requeue"
@@ -143,10 +144,10 @@ class Names:
         expiring)."""
         return self.key("gathered-flush", user)
 
-    def gathered_taken(self, run: str) -> str:
-        """The gathered actions an ``ncindex.flush_gathered`` run (``run``: its task id) took,
-        until it has sent them (list, expiring)."""
-        return self.key("gathered-taken", run)
+    def gathered_taken(self, user: str, run: str) -> str:
+        """The gathered actions of ``user`` an ``ncindex.flush_gathered`` run (``run``: its
+        task id, without ``:``) took, until it has sent them (list, expiring)."""
+        return self.key("gathered-taken", user, run)
 
     @property
     def failing(self) -> str:

@@ -13,7 +13,9 @@ stack scans. ``outage-requeue`` sends ``ncindex.outage_requeue`` every minute: t
 up during a Nextcloud outage are sent again as soon as it answers (:mod:`workers.base`).
 ``rescan-if-forgotten`` sends ``ncindex.rescan_if_forgotten`` every minute: a Redis found
 without the deployment's marker (a first start, or restarted empty) has every account scanned
-at once (:func:`ncindex.sync.reconcile.rescan_if_forgotten`).
+at once (:func:`ncindex.sync.reconcile.rescan_if_forgotten`). ``sweep-gathered`` sends
+``ncindex.sweep_gathered`` every minute: gathered index actions that no flush is on its way to
+send are sent (:func:`ncindex.ingest.queueing.sweep_gathered`).
 
 The beat of ``celery -A workers.beat beat`` sends its reconcile checks at its first tick, then
 every period (Celery's in-memory schedule would wait a whole period, and again after every
@@ -41,6 +43,8 @@ OUTAGE_REQUEUE_SECONDS = 60
 """How often ``ncindex.outage_requeue`` asks whether Nextcloud is back (when tasks wait)."""
 FORGOTTEN_CHECK_SECONDS = 60
 """How often ``ncindex.rescan_if_forgotten`` looks for the deployment's marker in Redis."""
+SWEEP_GATHERED_SECONDS = 60
+"""How often ``ncindex.sweep_gathered`` looks for gathered actions no flush will send."""
 
 
 def expires_seconds(period: float) -> float:
@@ -55,9 +59,9 @@ def check_lock_seconds(period: float) -> int:
 
 def beat_schedule(settings: Settings, *, scan_now: datetime | None = None) -> dict[str, Any]:
     """The beat schedule: ``reconcile-<doc_type>`` entries for the enabled types with a
-    source, ``outage-requeue`` and ``rescan-if-forgotten``. With ``scan_now`` (the beat's
-    clock now) the reconcile entries are due at the first tick (``last_run_at`` a period
-    before it)."""
+    source, ``outage-requeue``, ``rescan-if-forgotten`` and ``sweep-gathered``. With
+    ``scan_now`` (the beat's clock now) the reconcile entries are due at the first tick
+    (``last_run_at`` a period before it)."""
     schedule: dict[str, dict[str, Any]] = {}
     for doc_type, period in sorted(settings.reconcile_periods.items()):
         if doc_type in settings.reconcile_disable or doc_type not in SOURCES:
@@ -73,6 +77,7 @@ def beat_schedule(settings: Settings, *, scan_now: datetime | None = None) -> di
     for name, task, every in (
         ("outage-requeue", names.OUTAGE_REQUEUE, OUTAGE_REQUEUE_SECONDS),
         ("rescan-if-forgotten", names.RESCAN_IF_FORGOTTEN, FORGOTTEN_CHECK_SECONDS),
+        ("sweep-gathered", names.SWEEP_GATHERED, SWEEP_GATHERED_SECONDS),
     ):
         schedule[name] = {
             "task": task,

@@ -9,6 +9,7 @@ the receiver would have.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import structlog
@@ -22,6 +23,7 @@ from ncindex.ingest.queueing import (
     requeue_parked,
     send_actions,
     send_gathered,
+    sweep_gathered,
 )
 from ncindex.ingest.viewers import viewers_of
 from ncindex.nextcloud.server_status import server_status
@@ -68,11 +70,19 @@ def flush_gathered(self: NcindexTask, user: str) -> dict[str, int]:
         services.redis,
         user,
         keys=services.settings.names,
-        run=self.request.id or f"flush:{user}",
+        run=self.request.id or secrets.token_hex(8),  # a task id (no ":"), or a direct call
         batch_docs=services.settings.index_batch_docs,
     )
     log.info("gathered_sent", user=user, sent=sent)
     return {"sent": sent}
+
+
+@shared_task(bind=True, base=NcindexTask, name=names.SWEEP_GATHERED, ignore_result=True)
+def sweep_gathered_task(self: NcindexTask) -> int:
+    """Beat, every minute: a flush for each user whose gathered actions no flush is on its
+    way to send (:func:`~ncindex.ingest.queueing.sweep_gathered`). Returns how many were
+    sent."""
+    return sweep_gathered(self.app, self.services.redis, keys=self.services.settings.names)
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.RESOLVE_NODE, ignore_result=True, **RETRY)

@@ -80,8 +80,23 @@ _TAKE = Script(
     b"redis.call('RENAME', KEYS[1], KEYS[2]) redis.call('EXPIRE', KEYS[2], ARGV[1]) end "
     b"return redis.call('LRANGE', KEYS[2], 0, -1)",
 )
+#: How long the sweep's flush marker lives, seconds (a receiver's lives as long as the
+#: debounce keys it guards).
+FLUSH_MARKER_SECONDS = 60
 #: How long a flush run keeps what it took, seconds: past any retry of its task.
 TAKEN_SECONDS = 86_400
+#: A taken list older than this (seconds) belongs to a flush run that gave up — its retries
+#: (``workers.tasks.RETRY``: at most 8, each within 300 s) and the broker's visibility
+#: timeout are long past: :func:`sweep_gathered` puts it back on its user's list.
+TAKEN_STALE_SECONDS = 3_600
+#: Moves the list ``KEYS[1]`` (a stale taken list) onto the end of ``KEYS[2]`` (its user's
+#: gathered list) and deletes it; answers how many entries moved.
+_PUT_BACK = Script(
+    None,  # type: ignore[arg-type]
+    b"local items = redis.call('LRANGE', KEYS[1], 0, -1) "
+    b"for _, item in ipairs(items) do redis.call('RPUSH', KEYS[2], item) end "
+    b"redis.call('DEL', KEYS[1]) return #items",
+)
 #: How long a sender that found a key claimed by another sender, still pending, keeps claiming
 #: it again (seconds, pauses of 1 ms doubling up to 16 ms) before it sends its own task: one
 #: save's events (Created + Written) arrive together, and the other sender's publish takes a
@@ -317,8 +332,10 @@ def _gather(
     folder synced by a desktop client, one webhook delivery each — are indexed in batches,
     while a lone event waits what its task would have. Each claim is marked sent once its
     action is on its list; returns how many were. Raises :class:`BrokerUnavailable` when
-    Redis or the broker fails (what was gathered stays: a later flush sends it, a duplicate
-    run of an idempotent task)."""
+    Redis or the broker fails: what was gathered stays, and so does the flush marker (another
+    sender may already have gathered behind it), for a later flush to send once the marker
+    has expired — the next event's or :func:`sweep_gathered`'s (a duplicate run of an
+    idempotent task costs work; a lost one would lose a change)."""
     per_user: dict[str, list[tuple[Action, _Claim]]] = {}
     for action, claim in pairs:
         per_user.setdefault(action.kwargs["user"], []).append((action, claim))
@@ -347,8 +364,8 @@ def _gather(
                     retry_policy=PUBLISH_RETRY,
                 )
             except Exception as exc:  # kombu/redis raise several types
-                with contextlib.suppress(redis.RedisError):
-                    redis_client.delete(marker)  # the next event sends a flush
+                # the marker stays: another sender may have gathered behind it already;
+                # once it expires, the next event or the sweep sends the flush
                 raise BrokerUnavailable(f"broker: {exc}") from exc
         for _, claim in members:
             claim.sent = True
@@ -375,7 +392,7 @@ def send_gathered(
     were sent; an entry that cannot be read is skipped with a warning. Raises
     :class:`BrokerUnavailable` when Redis or the broker fails (the taken list is kept for
     the retry)."""
-    taken = keys.gathered_taken(run)
+    taken = keys.gathered_taken(user, run)
     try:
         raw = _TAKE(
             [keys.gathered(user), taken, keys.gathered_flush(user)],
@@ -467,6 +484,43 @@ def _single(action: Action, claim: _Claim) -> _Message:
     if claim.key:
         kwargs["debounce_key"] = claim.key
     return _Message(action.task, kwargs, action.queue, claim.key is not None, [claim])
+
+
+def sweep_gathered(producer: Producer, redis_client: redis.Redis, *, keys: Names) -> int:
+    """Beat, every minute: send ``ncindex.flush_gathered`` for each user whose gathered list
+    holds actions while no flush marker is set — a flush whose publish failed, a sender that
+    died between setting the marker and sending the flush, a flush no worker knew (a worker
+    older than its receiver) — and first put back on its user's list each taken list older
+    than :data:`TAKEN_STALE_SECONDS` (a flush run that gave up). A flush too many costs a
+    Redis round trip. Returns how many flushes were sent. Raises ``redis.RedisError`` and
+    :class:`BrokerUnavailable`."""
+    taken_prefix = keys.key("gathered-taken")
+    for key in redis_client.scan_iter(match=f"{taken_prefix}:*", count=1000):
+        ttl = redis_client.ttl(key)
+        if 0 < ttl < TAKEN_SECONDS - TAKEN_STALE_SECONDS:
+            user = key.decode()[len(taken_prefix) + 1 :].rpartition(":")[0]
+            moved = _PUT_BACK([key, keys.gathered(user)], [], redis_client)
+            log.warning("gathered_put_back", user=user, actions=moved)
+    prefix = keys.gathered("")
+    sent = 0
+    for key in redis_client.scan_iter(match=f"{prefix}*", count=1000):
+        user = key.decode()[len(prefix) :]
+        marker = keys.gathered_flush(user)
+        if not redis_client.set(marker, b"1", nx=True, ex=FLUSH_MARKER_SECONDS):
+            continue  # a flush is on its way
+        try:
+            producer.send_task(
+                names.FLUSH_GATHERED,
+                kwargs={"user": user},
+                queue=names.INGEST,
+                retry_policy=PUBLISH_RETRY,
+            )
+        except Exception as exc:  # kombu/redis raise several types
+            raise BrokerUnavailable(f"broker: {exc}") from exc
+        sent += 1
+    if sent:
+        log.info("gathered_swept", flushes=sent)
+    return sent
 
 
 def _track(redis_client: redis.Redis, keys: Names, actions: Iterable[Action]) -> None:

@@ -5,6 +5,7 @@ later event; a claim is marked sent only while it is still the claimer's."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import signal
 from collections.abc import Iterator
@@ -20,10 +21,13 @@ from ncindex.ingest.queueing import (
     FAN_OUT,
     PENDING,
     SENT,
+    TAKEN_SECONDS,
+    TAKEN_STALE_SECONDS,
     celery_app,
     check_redis,
     enqueue,
     send_gathered,
+    sweep_gathered,
 )
 from ncindex.names import Names
 from ncindex.redis_server import RedisProcess
@@ -228,20 +232,38 @@ def test_a_stalled_redis_is_503_and_its_late_claim_swallows_nothing(
 def test_a_flush_that_cannot_be_sent_swallows_nothing(
     producer: Celery, client: redis.Redis
 ) -> None:
-    """The gathered action stays; its key is released and the flush marker deleted, so the
-    next event claims its file again and sends the flush that sends both."""
+    """The gathered action stays and its key is released; the flush marker stays too —
+    another delivery may have gathered behind it, as here — and once it has expired the
+    sweep sends the flush that sends both."""
     failing = Hooked(producer, fail=True)
     with pytest.raises(BrokerUnavailable):
         enqueue(failing, client, [index_node("alice", 7)], 30, keys=NAMES, batch_docs=32)
-    assert client.llen(NAMES.gathered("alice")) == 1
-    assert not client.exists(KEY) and not client.exists(NAMES.gathered_flush("alice"))
-    assert enqueue(producer, client, [index_node("alice", 7)], 30, keys=NAMES, batch_docs=32) == (
-        1,
-        0,
-    )
-    assert client.llen("ingest") == 1 and client.get(KEY) == SENT
+    assert client.llen(NAMES.gathered("alice")) == 1 and not client.exists(KEY)
+    behind = enqueue(producer, client, [index_node("alice", 8)], 30, keys=NAMES, batch_docs=32)
+    assert behind == (1, 0) and client.llen("ingest") == 0
+    assert sweep_gathered(producer, client, keys=NAMES) == 0  # the marker has not expired
+    client.delete(NAMES.gathered_flush("alice"))  # as it expires
+    assert sweep_gathered(producer, client, keys=NAMES) == 1 and client.llen("ingest") == 1
+    assert sweep_gathered(producer, client, keys=NAMES) == 0  # its flush is on its way
     assert send_gathered(producer, client, "alice", keys=NAMES, run="r", batch_docs=32) == 2
-    assert client.llen("index") == 1  # one ncindex.index_nodes task of both entries
+    assert client.llen("index") == 1  # one ncindex.index_nodes task of both
+
+
+def test_the_sweep_puts_back_what_a_flush_that_gave_up_took(
+    producer: Celery, client: redis.Redis
+) -> None:
+    """A taken list older than any retry of its flush goes back on its user's list and is
+    sent; a recent one is left to its run."""
+    entry = json.dumps({"file_id": 7, "debounce_key": KEY, "queue": "index"})
+    stale, recent = NAMES.gathered_taken("a:b", "old"), NAMES.gathered_taken("a:b", "new")
+    client.rpush(stale, entry)
+    client.expire(stale, TAKEN_SECONDS - TAKEN_STALE_SECONDS - 10)
+    client.rpush(recent, entry)
+    client.expire(recent, TAKEN_SECONDS - 10)
+    assert sweep_gathered(producer, client, keys=NAMES) == 1
+    assert not client.exists(stale) and client.llen(recent) == 1
+    assert client.llen(NAMES.gathered("a:b")) == 1  # a user id with ":" is read back whole
+    assert send_gathered(producer, client, "a:b", keys=NAMES, run="s", batch_docs=32) == 1
 
 
 def test_a_flush_run_again_sends_what_it_took_and_later_actions_wait_for_the_next(
@@ -254,10 +276,10 @@ def test_a_flush_run_again_sends_what_it_took_and_later_actions_wait_for_the_nex
     dead = Hooked(producer, fail=True)  # the run took the list, then the broker failed
     with pytest.raises(BrokerUnavailable):
         send_gathered(dead, client, "alice", keys=NAMES, run="r", batch_docs=32)
-    assert client.llen(NAMES.gathered_taken("r")) == 1
+    assert client.llen(NAMES.gathered_taken("alice", "r")) == 1
     enqueue(producer, client, [index_node("alice", 8)], 30, keys=NAMES, batch_docs=32)
     assert client.llen("ingest") == 2  # the first flush, and the one for file 8
     assert send_gathered(producer, client, "alice", keys=NAMES, run="r", batch_docs=32) == 1
-    assert not client.exists(NAMES.gathered_taken("r"))
+    assert not client.exists(NAMES.gathered_taken("alice", "r"))
     assert send_gathered(producer, client, "alice", keys=NAMES, run="s", batch_docs=32) == 1
     assert client.llen("index") == 2 and not client.exists(NAMES.gathered("alice"))

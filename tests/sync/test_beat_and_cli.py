@@ -34,6 +34,7 @@ def test_the_schedule_comes_from_settings() -> None:
         "reconcile-file",
         "reconcile-note",
         "rescan-if-forgotten",
+        "sweep-gathered",
     ]
     note = schedule["reconcile-note"]
     assert note["task"] == "ncindex.reconcile_check"
@@ -43,7 +44,8 @@ def test_the_schedule_comes_from_settings() -> None:
     assert 0 < note["options"]["expires"] < 600
     disabled = beat_schedule(settings.model_copy(update={"reconcile_disable": ["file"]}))
     assert sorted(disabled) == [
-        "outage-requeue", "reconcile-deck_card", "reconcile-note", "rescan-if-forgotten"
+        "outage-requeue", "reconcile-deck_card", "reconcile-note", "rescan-if-forgotten",
+        "sweep-gathered",
     ]  # fmt: skip
     assert "last_run_at" not in note  # ncindex up requests its own scans as it starts
 
@@ -64,7 +66,7 @@ def test_the_beat_of_a_deployment_scans_at_its_first_tick() -> None:
         }
         assert due == {
             "reconcile-note": True, "reconcile-file": True,
-            "outage-requeue": False, "rescan-if-forgotten": False,
+            "outage-requeue": False, "rescan-if-forgotten": False, "sweep-gathered": False,
         }  # fmt: skip
     finally:
         app.close()
