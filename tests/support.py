@@ -306,6 +306,38 @@ def check_indexed_once(qdrant: Path, model: str, expected: dict[int, str]) -> in
         store.close()
 
 
+def run_scenario(script: str, tmp_path: Path, timeout: float = 240) -> dict[str, Any]:
+    """Run ``script`` (Python source) in a child process from the repository's root with
+    ``tmp_path`` as its argument, and return the JSON object it printed on its last line
+    starting ``RESULT `` (a failure shows the child's output when there is none)."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, done.stdout[-2000:] + done.stderr[-4000:]
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    return result
+
+
+def beir_dataset(folder: Path) -> Path:
+    """``folder`` made a two-document BEIR dataset (corpus, two queries, test qrels)."""
+    (folder / "qrels").mkdir(parents=True)
+    docs = {"d1": "Lighthouse lenses focus light.", "d2": "Kelp forests grow fast."}
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items())
+    )
+    queries = {"q1": "lighthouse lens", "q2": "kelp growth"}
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items())
+    )
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    return folder
+
+
 def error_lines(text: str) -> list[str]:
     """The JSON log lines of ``text`` at level error or critical, and any traceback."""
     out = []

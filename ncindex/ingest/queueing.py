@@ -355,22 +355,28 @@ def _gather(
         except redis.RedisError as exc:
             raise BrokerUnavailable(f"redis: {exc}") from exc
         if first:
-            try:
-                producer.send_task(
-                    names.FLUSH_GATHERED,
-                    kwargs={"user": user},
-                    queue=names.INGEST,
-                    countdown=countdown,
-                    retry_policy=PUBLISH_RETRY,
-                )
-            except Exception as exc:  # kombu/redis raise several types
-                # the marker stays: another sender may have gathered behind it already;
-                # once it expires, the next event or the sweep sends the flush
-                raise BrokerUnavailable(f"broker: {exc}") from exc
+            # if this fails, the marker stays: another sender may have gathered behind it
+            # already; once it expires, the next event or the sweep sends the flush
+            _send_flush(producer, user, countdown)
         for _, claim in members:
             claim.sent = True
         gathered += len(members)
     return gathered
+
+
+def _send_flush(producer: Producer, user: str, countdown: float | None) -> None:
+    """Send ``ncindex.flush_gathered`` for ``user`` on the ``ingest`` queue after
+    ``countdown`` seconds (``None``: at once). Raises :class:`BrokerUnavailable`."""
+    try:
+        producer.send_task(
+            names.FLUSH_GATHERED,
+            kwargs={"user": user},
+            queue=names.INGEST,
+            countdown=countdown,
+            retry_policy=PUBLISH_RETRY,
+        )
+    except Exception as exc:  # kombu/redis raise several types
+        raise BrokerUnavailable(f"broker: {exc}") from exc
 
 
 def send_gathered(
@@ -508,15 +514,7 @@ def sweep_gathered(producer: Producer, redis_client: redis.Redis, *, keys: Names
         marker = keys.gathered_flush(user)
         if not redis_client.set(marker, b"1", nx=True, ex=FLUSH_MARKER_SECONDS):
             continue  # a flush is on its way
-        try:
-            producer.send_task(
-                names.FLUSH_GATHERED,
-                kwargs={"user": user},
-                queue=names.INGEST,
-                retry_policy=PUBLISH_RETRY,
-            )
-        except Exception as exc:  # kombu/redis raise several types
-            raise BrokerUnavailable(f"broker: {exc}") from exc
+        _send_flush(producer, user, None)
         sent += 1
     if sent:
         log.info("gathered_swept", flushes=sent)

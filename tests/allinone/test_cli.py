@@ -15,6 +15,7 @@ from allinone.cli import main, progress_line
 from ncindex import __version__
 from ncindex.names import Names
 from ncindex.progress import Progress
+from support import beir_dataset
 
 
 def test_bad_setting_is_one_line_naming_the_variable() -> None:
@@ -196,25 +197,10 @@ def test_reindex_finish_without_a_second_model_is_refused_like_back(
     assert client.dbsize() == 0  # no ncindex.reindex_finish task queued
 
 
-def _dataset(folder: Path) -> Path:
-    """A two-document BEIR folder."""
-    (folder / "qrels").mkdir(parents=True)
-    docs = {"d1": "Lighthouse lenses focus light.", "d2": "Kelp forests grow fast."}
-    (folder / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items())
-    )
-    queries = {"q1": "lighthouse lens", "q2": "kelp growth"}
-    (folder / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items())
-    )
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
-    return folder
-
-
 def test_eval_refuses_a_json_file_it_could_not_write_before_the_run(
     redis_url: str, tmp_path: Path, model_dir: Path
 ) -> None:
-    data = str(_dataset(tmp_path / "beir"))
+    data = str(beir_dataset(tmp_path / "beir"))
     env = _env(redis_url, tmp_path, model_dir)
     missing = tmp_path / "missing" / "out.json"
     args = ["eval", data, "--mode", "bm25", "--json", str(missing)]
@@ -226,7 +212,7 @@ def test_eval_refuses_a_json_file_it_could_not_write_before_the_run(
 def test_eval_refuses_a_cache_that_is_not_sqlite_before_the_run(
     redis_url: str, tmp_path: Path, model_dir: Path
 ) -> None:
-    data = str(_dataset(tmp_path / "beir"))
+    data = str(beir_dataset(tmp_path / "beir"))
     env = _env(redis_url, tmp_path, model_dir)
     text = tmp_path / "a.txt"
     text.write_text("not a database, just words\n")

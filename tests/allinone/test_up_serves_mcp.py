@@ -7,10 +7,9 @@ makes its Celery app the process's default and starts a worker and beat."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from support import run_scenario
 
 SCENARIO = r"""
 import asyncio, base64, json, sys
@@ -71,16 +70,7 @@ print("\nRESULT " + json.dumps(out), flush=True)
 
 
 def test_up_serves_the_mcp_server_at_mcp(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", SCENARIO, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, done.stdout[-2000:] + done.stderr[-4000:]
-    result = json.loads(lines[-1][len("RESULT ") :])
+    result = run_scenario(SCENARIO, tmp_path)
     assert result["tools"] == ["fetch", "index_status", "list_filters", "search"]
     status = result["status"]
     assert status["user"] == "admin"

@@ -6,10 +6,9 @@ default and starts a worker and beat that must not leak into the other tests."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from support import run_scenario
 
 SCENARIO = r"""
 import json, sys
@@ -50,16 +49,7 @@ print("\nRESULT " + json.dumps(out), flush=True)
 
 
 def test_up_starts_with_what_it_could_register_and_says_what_is_missing(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", SCENARIO, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, done.stdout[-2000:] + done.stderr[-4000:]
-    result = json.loads(lines[-1][len("RESULT ") :])
+    result = run_scenario(SCENARIO, tmp_path)
     assert result["refused"] == [
         "OCP\\SystemTag\\TagAssignedEvent",
         "OCP\\SystemTag\\TagUnassignedEvent",

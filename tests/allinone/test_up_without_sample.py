@@ -7,10 +7,9 @@ Celery app the process's default and starts a worker and beat."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from support import run_scenario
 
 SCENARIO = r"""
 import json, sys, time
@@ -46,14 +45,5 @@ print("\nRESULT " + json.dumps(out), flush=True)
 
 
 def test_an_empty_simulator_has_the_accounts_it_names(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", SCENARIO, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, done.stdout[-2000:] + done.stderr[-4000:]
-    result = json.loads(lines[-1][len("RESULT ") :])
+    result = run_scenario(SCENARIO, tmp_path)
     assert result == {"status": 200, "put": 201, "found": ["/kiln.md"], "sample": False}

@@ -21,6 +21,7 @@ from allinone.cli import main
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, SimulatorServer, serve_simulator
 from ncindex.sync.reconcile import scan_lock
+from support import beir_dataset
 from workers.beat import beat_schedule, check_lock_seconds, configure_beat, expires_seconds
 from workers.celery_app import create_celery
 
@@ -149,6 +150,19 @@ def nextcloud() -> Iterator[tuple[NextcloudSimulator, SimulatorServer]]:
     sim.close()
 
 
+def cli_env(nextcloud_url: str, redis_url: str, model_dir: Path, tmp_path: Path) -> dict[str, str]:
+    """The ``ncindex`` command's environment for account alice of the simulator at
+    ``nextcloud_url``, its store under ``tmp_path``."""
+    return {
+        "NCINDEX_NEXTCLOUD_URL": nextcloud_url,
+        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw"}),
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_QDRANT_PATH": str(tmp_path / "qdrant"),
+        "NCINDEX_MODEL_DIR": str(model_dir),
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+
+
 def test_reconcile_and_status_commands(
     nextcloud: tuple[NextcloudSimulator, SimulatorServer],
     redis_url: str,
@@ -157,14 +171,7 @@ def test_reconcile_and_status_commands(
 ) -> None:
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
-    env = {
-        "NCINDEX_NEXTCLOUD_URL": nextcloud[1].url,
-        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw"}),
-        "NCINDEX_REDIS_URL": redis_url,
-        "NCINDEX_QDRANT_PATH": str(tmp_path / "qdrant"),
-        "NCINDEX_MODEL_DIR": str(model_dir),
-        "NCINDEX_LOG_LEVEL": "WARNING",
-    }
+    env = cli_env(nextcloud[1].url, redis_url, model_dir, tmp_path)
     runner = CliRunner()
     dry = runner.invoke(main, ["reconcile", "--doc-type", "file"], env=env)
     assert dry.exit_code == 0, dry.output
@@ -225,14 +232,7 @@ def test_options_reconcile_and_status_would_ignore_are_refused(
     """``--wait`` is for ``reconcile --apply`` (a dry run takes no lock), ``--json`` is not
     for ``status --watch`` and ``--interval`` only for it: each is refused (exit 2), naming
     it, before anything is scanned or shown."""
-    env = {
-        "NCINDEX_NEXTCLOUD_URL": nextcloud[1].url,
-        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw"}),
-        "NCINDEX_REDIS_URL": redis_url,
-        "NCINDEX_QDRANT_PATH": str(tmp_path / "qdrant"),
-        "NCINDEX_MODEL_DIR": str(model_dir),
-        "NCINDEX_LOG_LEVEL": "WARNING",
-    }
+    env = cli_env(nextcloud[1].url, redis_url, model_dir, tmp_path)
     result = CliRunner().invoke(main, args, env=env)
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
@@ -247,14 +247,7 @@ def test_reconcile_apply_takes_the_scan_lock_of_the_task(
 ) -> None:
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
-    env = {
-        "NCINDEX_NEXTCLOUD_URL": nextcloud[1].url,
-        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw"}),
-        "NCINDEX_REDIS_URL": redis_url,
-        "NCINDEX_QDRANT_PATH": str(tmp_path / "qdrant"),
-        "NCINDEX_MODEL_DIR": str(model_dir),
-        "NCINDEX_LOG_LEVEL": "WARNING",
-    }
+    env = cli_env(nextcloud[1].url, redis_url, model_dir, tmp_path)
     settings = Settings(
         redis_url=redis_url, nextcloud_url=nextcloud[1].url, accounts={"alice": "alice-pw"}
     )
@@ -292,14 +285,7 @@ def test_long_commands_draw_progress_bars_on_a_terminal(
     tmp_path: Path,
 ) -> None:
     redis.Redis.from_url(redis_url).flushdb()
-    env = {
-        "NCINDEX_NEXTCLOUD_URL": nextcloud[1].url,
-        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw"}),
-        "NCINDEX_REDIS_URL": redis_url,
-        "NCINDEX_QDRANT_PATH": str(tmp_path / "qdrant"),
-        "NCINDEX_MODEL_DIR": str(model_dir),
-        "NCINDEX_LOG_LEVEL": "WARNING",
-    }
+    env = cli_env(nextcloud[1].url, redis_url, model_dir, tmp_path)
     terminal = env | {"TTY_COMPATIBLE": "1"}  # rich: stderr is a terminal
     runner = CliRunner()
     applied = runner.invoke(main, ["reconcile", "--apply"], env=terminal)
@@ -309,17 +295,7 @@ def test_long_commands_draw_progress_bars_on_a_terminal(
     plain = runner.invoke(main, ["reconcile"], env=env)
     assert plain.stderr == ""  # no terminal, no bar
 
-    data = tmp_path / "beir"
-    (data / "qrels").mkdir(parents=True)
-    docs = {"d1": "Lighthouse lenses focus light.", "d2": "Kelp forests grow fast."}
-    (data / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items())
-    )
-    queries = {"q1": "lighthouse lens", "q2": "kelp growth"}
-    (data / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items())
-    )
-    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    data = beir_dataset(tmp_path / "beir")
     evaluated = runner.invoke(main, ["eval", str(data), "--mode", "bm25"], env=terminal)
     assert evaluated.exit_code == 0, evaluated.output
     assert "library queries" in evaluated.stderr and "2/2" in evaluated.stderr
