@@ -384,9 +384,14 @@ def doctor(settings: Settings, as_json: bool) -> None:
     Prints one line per finding with a verdict (ok, warn, fail, note); exits 1 when a line
     fails.
     """
-    from ncindex.doctor import failed, render, run_checks
+    from ncindex.doctor import Line, failed, render, run_checks
 
-    lines = run_checks(settings)
+    try:
+        lines = run_checks(settings)
+    except ValueError as exc:  # no Nextcloud to check: with --json, said as a failing line
+        if not as_json:
+            raise
+        lines = [Line("nextcloud", "fail", str(exc))]
     if as_json:
         click.echo(
             json.dumps(

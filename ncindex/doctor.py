@@ -133,6 +133,15 @@ def check_apps(ctx: Context) -> list[Line]:
                 "(occ app:enable webhook_listeners)",
             )
         )
+    except NextcloudAuthError as exc:  # the password, not the account's rights (401)
+        lines.append(
+            Line(
+                "app webhook_listeners",
+                "fail",
+                f"{ctx.settings.webhook_admin}'s app password is refused ({exc}); "
+                "the webhook list was not read (NCINDEX_ACCOUNTS)",
+            )
+        )
     except NcindexError as exc:
         lines.append(
             Line(

@@ -304,6 +304,21 @@ def test_a_misspelt_variable_is_a_warning_naming_the_setting_it_resembles(served
         ctx.services.close()
 
 
+def test_without_a_nextcloud_url_json_is_still_json() -> None:
+    result = CliRunner().invoke(main, ["doctor", "--json"], env={"NCINDEX_NEXTCLOUD_URL": ""})
+    assert result.exit_code == 1
+    [line] = json.loads(result.output)
+    assert line["verdict"] == "fail" and "NCINDEX_NEXTCLOUD_URL is not set" in line["detail"]
+
+
+def test_a_wrong_admin_password_is_named_so_on_the_webhook_line(served) -> None:
+    _, server = served
+    lines = run_checks(settings_for(server, accounts={"admin": SecretStr("wrong")}))
+    assert verdicts(lines, "app webhook_listeners") == ["fail"]
+    said = detail(lines, "app webhook_listeners")
+    assert "app password is refused" in said and "needs an admin account" not in said
+
+
 def test_without_a_nextcloud_url_a_misspelt_one_is_named() -> None:
     result = CliRunner().invoke(main, ["doctor"], env={"NCINDEX_NEXTCLOUD_ULR": "https://x.org"})
     assert result.exit_code == 1

@@ -107,6 +107,13 @@ def parse_tree(raw: Any) -> Node | None:
     return node
 
 
+#: A MIME type as RFC 6838 §4.2 writes one: ``type/subtype``, each a restricted name (a letter or
+#: digit, then up to 126 of letters, digits and ``!#$&-^_.+``); no parameters.
+_MIME_TYPE = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+)
+
+
 def request_tree(
     *,
     doc_types: Sequence[str] | None = None,
@@ -342,6 +349,8 @@ def _scalar(field: FilterField, value: Any, path: str, *, ordered: bool = False)
     _check_text(value, path)
     if field.values is not None and value not in field.values:
         raise FilterError("invalid_value", path, f"must be one of {', '.join(field.values)}")
+    if field.name == "tags" and not value.strip():  # Nextcloud names no tag so
+        raise FilterError("invalid_value", path, "must be a tag name, not empty")
     if field.type == "text" and not value.strip():
         raise FilterError("invalid_value", path, "must contain a word")
     if field.name in ("path", "path_prefix"):
@@ -363,6 +372,10 @@ def _scalar(field: FilterField, value: Any, path: str, *, ordered: bool = False)
                 path,
                 "must be a whole MIME type such as text/plain; patterns such as text/* "
                 "are not matched (list the types: in [text/plain, text/markdown])",
+            )
+        if not _MIME_TYPE.fullmatch(value):
+            raise FilterError(
+                "invalid_value", path, "must be a MIME type, type/subtype, such as text/plain"
             )
         # case-insensitive (RFC 2045 §5.1); stored as Nextcloud gives it, in lower case
         # (nextcloud/server lib/private/Files/Type/Detection.php: detectContent lower-cases

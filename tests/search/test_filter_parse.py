@@ -225,7 +225,7 @@ def test_one_table_drives_the_endpoint_and_rcp() -> None:
             value: Any = {
                 "date": "2026-01-01",
                 "int": 1,
-                "keyword": f.values[0] if f.values else "/x",
+                "keyword": f.values[0] if f.values else "text/x" if f.name == "mime_type" else "/x",
                 "text": "word",
             }[f.type]
             if op in ("in", "nin"):
@@ -301,3 +301,20 @@ def test_a_path_typed_decomposed_is_matched_composed() -> None:
     leaf = parse_tree({"field": "path", "op": "eq", "value": "Cafe\u0301.md"})
     assert tree is not None and tree.value == ("/Caf\u00e9",)  # type: ignore[union-attr]
     assert leaf is not None and leaf.value == "/Caf\u00e9.md"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"mime_types": ["garbage"]}, "mime_types[0]"),
+        ({"mime_types": ["text/plain; charset=utf-8"]}, "mime_types[0]"),
+        ({"tags": ["ok", " "]}, "tags[1]"),
+        ({"filter": {"field": "tags", "op": "contains", "value": ""}}, "filter.value"),
+    ],
+)
+def test_a_value_no_document_can_hold_is_refused(params: dict[str, Any], field: str) -> None:
+    """A MIME type is ``type/subtype`` (RFC 6838 §4.2) and a system tag has a name: anything
+    else would match nothing, silently."""
+    with pytest.raises(FilterError) as caught:
+        request_tree(**params)
+    assert (caught.value.code, caught.value.field) == ("invalid_value", field)
