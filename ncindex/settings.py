@@ -381,7 +381,11 @@ class Settings(BaseSettings):
         "empty ⇒ no check.",
     )
     mcp_allowed_origins: list[str] = Field(
-        default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        default_factory=lambda: [
+            origin
+            for host in ("127.0.0.1", "localhost", "[::1]")
+            for origin in (f"http://{host}", f"http://{host}:*")  # port 80 sends none
+        ],
         description="`Origin` values the MCP server accepts from browsers (a request without "
         "`Origin` is not checked); used only while `mcp_allowed_hosts` is set.",
     )

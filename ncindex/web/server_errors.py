@@ -73,10 +73,11 @@ def install_in_gunicorn() -> None:
 
 
 class ProblemRequestHandler(WSGIRequestHandler):
-    """werkzeug's request handler, with ``send_error`` answering problem+json and two more
+    """werkzeug's request handler, with ``send_error`` answering problem+json and three more
     requests refused before the app: HTTP/0.9 (505; ``http.server`` would answer it without a
-    status line) and a request target ``urlsplit`` cannot read, such as ``http://[::1/``
-    (400; werkzeug's ``make_environ`` would raise and drop the connection unanswered).
+    status line), a request target ``urlsplit`` cannot read, such as ``http://[::1/`` (400;
+    werkzeug's ``make_environ`` would raise and drop the connection unanswered), and a body
+    whose length is ambiguous (400, :meth:`_ambiguous_framing`).
 
     A connection that sends nothing for :attr:`timeout` seconds is closed, and a body that
     stalls that long is unreadable (400, field ``body``): without it a client that sent fewer
@@ -99,7 +100,24 @@ class ProblemRequestHandler(WSGIRequestHandler):
             self.path = quote(self.path, safe="/")  # werkzeug's access log splits it too
             self.send_error(400, f"unreadable request target: {exc}")
             return False
+        framing = self._ambiguous_framing()
+        if framing:
+            self.send_error(400, framing)
+            return False
         return True
+
+    def _ambiguous_framing(self) -> str | None:
+        """Why the body's length cannot be read one way only, else ``None``: ``Content-Length``
+        given more than once, or beside ``Transfer-Encoding`` — a proxy in front may read the
+        other length (request smuggling; RFC 9112 §6.3). werkzeug took the last
+        ``Content-Length``; gunicorn refuses both, as here (``gunicorn/http/message.py``,
+        ``Request.set_body_reader``)."""
+        lengths = self.headers.get_all("Content-Length") or []
+        if len(lengths) > 1:
+            return "Content-Length is given more than once"
+        if lengths and "Transfer-Encoding" in self.headers:
+            return "Content-Length and Transfer-Encoding are both given"
+        return None
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """``http.server``'s, which sends a ``Date``; :meth:`send_header` drops a second one."""

@@ -285,6 +285,9 @@ def test_a_loopback_host_is_answered_with_or_without_a_port(mcp_url: str, host: 
     assert response.status_code == 200, response.text
     foreign = httpx.post(mcp_url, json=body, headers={**headers, "Host": "evil.example"})
     assert foreign.status_code == 421
+    # so is a page on that host's port 80, whose browser sends its Origin without a port
+    page = {**headers, "Host": host, "Origin": f"http://{host.removesuffix(':80')}"}
+    assert httpx.post(mcp_url, json=body, headers=page).status_code == 200
 
 
 def test_the_rate_limit_is_the_search_apis(

@@ -64,9 +64,14 @@ def send(server: BaseWSGIServer, data: bytes) -> bytes:
         (b"GET /nope\r\n\r\n", 505, "http_version_not_supported", None),
         # werkzeug's make_environ raised ValueError: the connection closed unanswered
         (b"GET http://[::1/livez HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_http", None),
+        # werkzeug read the last Content-Length; a proxy may read the first (smuggling)
+        (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 1\r\n\r\nab",
+         400, "invalid_http", None),
+        (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+         b"Transfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n", 400, "invalid_http", None),
     ],
     ids=["long-header", "long-url", "request-line", "version", "http-0.9", "http-0.9-bare",
-         "ipv6-target"],
+         "ipv6-target", "two-lengths", "length-and-chunked"],
 )  # fmt: skip
 def test_unparsable_requests_get_problem_json(
     server: BaseWSGIServer, request_bytes: bytes, status: int, code: str, field: str | None
