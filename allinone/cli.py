@@ -531,14 +531,11 @@ def extract(
 
 
 def _read_at_most(file: Path, count: int) -> bytes:
-    """The first ``count`` bytes of ``file`` (all of a shorter one), read in parts of at most
-    1 MiB: memory is bounded by ``count`` for a regular file, a device or a pipe alike."""
-    parts, total = [], 0
+    """The first ``count`` bytes of ``file`` (all of a shorter one): memory is bounded by
+    ``count`` for a regular file, a device or a pipe alike (a buffered ``read(count)`` reads
+    until it has them or the stream ends)."""
     with file.open("rb") as stream:
-        while total < count and (part := stream.read(min(1 << 20, count - total))):
-            parts.append(part)
-            total += len(part)
-    return b"".join(parts)
+        return stream.read(count)
 
 
 def _print_extract(report: dict[str, Any], as_json: bool) -> None:

@@ -268,11 +268,11 @@ def send_actions(
             raise BrokerUnavailable(f"redis: {exc}") from exc
     # pending before the tasks are out: a task may end before this call returns
     _track(redis_client, keys, [a for a, c in zip(actions, claims, strict=True) if not c.coalesced])
+    gathering = countdown is not None and batch_docs > 1
     gathered = [
         place
         for place, (action, claim) in enumerate(zip(actions, claims, strict=True))
-        if countdown is not None
-        and batch_docs > 1
+        if gathering
         and action.task == names.INDEX_NODE
         and claim.key is not None
         and not claim.coalesced
