@@ -51,8 +51,11 @@ def caller_key() -> str:
 def caller_key_for(authorization: str | None, address: str | None) -> str:
     """The rate-limit key of a request with this ``Authorization`` header from ``address``.
 
-    Basic credentials count against the claimed user name (``user:<name>``), so guessing a
-    user's password from any number of clients shares one bucket; other credentials (Bearer
+    Basic credentials count against the claimed user name in lower case (``user:<hash>``), so
+    guessing a user's password from any number of clients shares one bucket however the name
+    is cased — Nextcloud's database user backend finds a login case-insensitively
+    (nextcloud/server ``lib/private/User/Database.php`` ``checkPassword``: ``WHERE
+    LOWER(`uid`) = LOWER(?)``), so ``BOB`` and ``bob`` are one account; other credentials (Bearer
     tokens, long random values that cannot be guessed) against a SHA-256 of the header
     (``cred:<hex>``); no credentials against the client address (``addr:<ip>``). The price:
     a flood of wrong passwords for a user name also slows that user's own searches.
@@ -66,7 +69,7 @@ def caller_key_for(authorization: str | None, address: str | None) -> str:
         except (ValueError, UnicodeDecodeError):
             name = ""
         if name:
-            return "user:" + hashlib.sha256(name.encode()).hexdigest()
+            return "user:" + hashlib.sha256(name.lower().encode()).hexdigest()
     return "cred:" + hashlib.sha256(authorization.encode("utf-8", "replace")).hexdigest()
 
 
