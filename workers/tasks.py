@@ -133,9 +133,9 @@ def _walk_folder(task: NcindexTask, user: str, outcome: Outcome) -> None:
 
 
 def _ask_viewers(task: NcindexTask, file_id: int, outcome: Outcome) -> None:
-    """An outcome with ``viewers`` (a document new to the index that other accounts may see
-    too): queue ``ncindex.resolve_node`` to ask Nextcloud which of them do and index it for
-    them."""
+    """An outcome with ``viewers`` (a document new to the index, or a node moved, that other
+    accounts may see too): queue ``ncindex.resolve_node`` to ask Nextcloud which of them do
+    and index it for them."""
     if not outcome.viewers:
         return
     settings = task.indexer.settings
@@ -378,6 +378,8 @@ def move_path(
     with refused_account(indexer, user):
         outcome = indexer.move_path(user, source, target, file_id)
     _walk_folder(self, user, outcome)
+    if file_id is not None:
+        _ask_viewers(self, file_id, outcome)
     return _done(outcome)
 
 

@@ -522,10 +522,19 @@ class Indexer:
         comes from Nextcloud); documents whose type changes (moved into or out of the notes
         folder) and a file not yet indexed are indexed afresh. A folder comes back as
         ``folder`` (with its new path): what was not indexed below it (moved in from an
-        excluded path, say) is for the caller to walk."""
+        excluded path, say) is for the caller to walk.
+
+        The outcome's ``viewers`` are the other accounts that may see ``target``
+        (:meth:`~ncindex.index.access.Access.co_viewers`, the moved documents counted), for the
+        caller to ask about ``file_id``: Nextcloud dispatches the rename once, in the mover's
+        view (nextcloud/server ``lib/private/Files/Node/HookConnector.php`` ``postRename``),
+        so a file moved into a folder shared with them, or within one, reaches them only so
+        (a folder's id makes them walk it in their own view)."""
         client = self.services.account(user)
         moved_self = False
+        moved = False
         for payload in self.access.under(user, source):
+            moved = True
             ref = DocRef.parse(payload["doc_key"])
             moved_self |= payload["paths"][user] == source
             with self.lock(ref):
@@ -542,9 +551,21 @@ class Indexer:
                 fields = {"title": posixpath.basename(entry.path)}
                 stored = self.steps.read(ref, vectors=False)
                 self.steps.update_metadata(stored, user, entry.path, fields)
+        outcome = Outcome("moved")
         if not moved_self and file_id is not None:
             with self.lock(file_id):
                 outcome = self.index_node(user, file_id)
             if outcome.action == "folder":  # what was not indexed below it may be now
-                return Outcome("folder", path=outcome.path)
-        return Outcome("moved")
+                outcome = Outcome("folder", path=outcome.path)
+            elif outcome.viewers:  # a file new to the index: asked as any new document is
+                return outcome
+            else:
+                outcome = Outcome("moved")
+        if moved or outcome.action == "folder":
+            try:
+                viewers = self.access.co_viewers(user, target, besides=())
+            except StoreUnavailable as exc:  # only the hint is lost: their scans find it
+                log.warning("co_viewers_not_read", user=user, folder=target, error=str(exc))
+                viewers = ()
+            outcome = replace(outcome, viewers=viewers)
+        return outcome

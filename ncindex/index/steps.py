@@ -80,7 +80,8 @@ class Outcome:
     parked); ``embedded`` counts chunks embedded; ``reason`` says why for ``ineligible`` and
     ``dead_letter``; ``path`` is the folder's path in the user's view for ``folder`` (what is
     below it is for the caller to walk: :mod:`ncindex.sync.subtree`); ``viewers``, for a
-    document indexed for the first time, the other configured accounts that may see it too
+    document indexed for the first time or a node moved, the other configured accounts that
+    may see it too
     (:meth:`ncindex.index.access.Access.co_viewers`: for the caller to ask Nextcloud)."""
 
     action: str

@@ -1,5 +1,5 @@
 """Who can see a node: the configured accounts to read an event as when it named nobody, or
-those of a few accounts that may see a document new to the index too
+those of a few accounts that may see a document new to the index (or moved) too
 (:attr:`ncindex.index.steps.Outcome.viewers`).
 
 An event without a configured session user (``"user": null`` from occ, cron, a workflow rule,

@@ -90,3 +90,57 @@ def test_a_batch_asks_once_per_folder(stack: Stack) -> None:
     ]
     outcomes, alone = Indexer(stack.services).index_nodes("alice", ids)
     assert alone == [] and [outcomes[i].viewers for i in ids] == [("bob",)] * 3
+
+
+def test_a_file_moved_into_a_shared_folder_is_indexed_for_the_sharee(stack: Stack) -> None:
+    _shared_folder(stack)
+    private = stack.sim.put_file("alice", "/Private/cost.txt", b"Forty crowns for the stones.")
+    wait_until(lambda: stack.points(f"file:{private}"), 15)
+    stack.wait_idle()
+    assert _acl(stack, private) == ["user:alice"]
+    # the rename is dispatched in alice's view only
+    stack.sim.move("alice", "/Private/cost.txt", "/Shared/cost.txt")
+    wait_until(lambda: "user:bob" in _acl(stack, private), 30)
+    payload = stack.points(f"file:{private}")[0].payload
+    assert payload["paths"] == {"alice": "/Shared/cost.txt", "bob": "/Shared/cost.txt"}
+
+
+def test_a_folder_moved_into_a_shared_folder_reaches_the_sharee(stack: Stack) -> None:
+    _shared_folder(stack)
+    inner = stack.sim.put_file("alice", "/Drafts/arches.txt", b"Three arches, not two.")
+    wait_until(lambda: stack.points(f"file:{inner}"), 15)
+    stack.wait_idle()
+    stack.sim.move("alice", "/Drafts", "/Shared/Drafts")
+    wait_until(lambda: "user:bob" in _acl(stack, inner), 30)
+    payload = stack.points(f"file:{inner}")[0].payload
+    assert payload["paths"]["bob"] == "/Shared/Drafts/arches.txt"
+
+
+def test_a_rename_within_a_shared_folder_reaches_the_sharees_path(stack: Stack) -> None:
+    file_id = _shared_folder(stack)
+    stack.sim.move("alice", "/Shared/plan.txt", "/Shared/bridge-plan.txt")
+
+    def bobs_path() -> str | None:
+        points = stack.points(f"file:{file_id}")
+        return points[0].payload["paths"].get("bob") if points else None
+
+    wait_until(lambda: bobs_path() == "/Shared/bridge-plan.txt", 30)
+
+
+def test_a_move_into_a_private_folder_asks_only_who_may_see_it(stack: Stack) -> None:
+    file_id = _shared_folder(stack)
+    stack.sim.drop_rate = 1.0  # driven by hand
+    indexer = Indexer(stack.services)
+    mine = stack.sim.put_file("alice", "/Mine/a.txt", b"Only mine.")
+    indexer.index_node("alice", mine)
+    other = stack.sim.put_file("alice", "/Mine/b.txt", b"Mine too.")
+    indexer.index_node("alice", other)
+    stack.sim.move("alice", "/Mine/b.txt", "/Mine/c.txt")
+    assert indexer.move_path("alice", "/Mine/b.txt", "/Mine/c.txt", other).viewers == ()
+    # the shared plan moved out keeps bob in its acl until Nextcloud is asked
+    stack.sim.move("alice", "/Shared/plan.txt", "/Mine/plan.txt")
+    outcome = indexer.move_path("alice", "/Shared/plan.txt", "/Mine/plan.txt", file_id)
+    assert outcome.action == "moved" and outcome.viewers == ("bob",)
+    task = stack.celery.tasks["ncindex.resolve_node"]
+    result = task.apply(kwargs={"file_id": file_id, "among": ["bob"]}).get()
+    assert result["viewers"] == []
