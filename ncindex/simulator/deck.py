@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
 
-from ncindex.simulator.events import CARD_CREATED, CARD_DELETED, CARD_UPDATED
+from ncindex.simulator.events import BOARD_UPDATED, CARD_CREATED, CARD_DELETED, CARD_UPDATED
 from ncindex.simulator.phpjson import php_json_encode
 from ncindex.simulator.responses import json_response, not_modified, request_params
 
@@ -189,24 +189,30 @@ class DeckState:
         user = self.sim.tree.users.get(uid)
         return {"primaryKey": uid, "uid": uid, "displayname": user.display_name if user else uid}
 
-    def card_json(self, card: Card) -> dict[str, Any]:
-        """Card JSON in Deck's field order (``owner`` as uid string)."""
+    def card_entity_json(self, card: Card, *, resolved: bool = True) -> dict[str, Any]:
+        """The card entity as nextcloud/deck ``lib/Db/RelationalEntity.php`` ``jsonSerialize``
+        writes it (Deck 1.18 fields, in ``lib/Db/Card.php`` declaration order): what a card
+        event carries (``ACardEvent::getWebhookSerializable``). ``resolved`` is a card read
+        by ``CardMapper::find`` (its ``mapOwner`` puts the owner as a user object, its labels
+        are read), as ``CardService::update``/``delete`` dispatch it; a new card
+        (``CardService::create``: the inserted entity) has the owner's uid and ``null``
+        labels."""
         return {
             "id": card.id,
             "title": card.title,
             "description": card.description,
-            "descriptionPrev": None,
             "color": None,
+            "descriptionPrev": None,
             "stackId": card.stack_id,
             "type": "plain",
             "lastModified": card.last_modified,
             "lastEditor": card.last_editor,
             "createdAt": card.created_at,
-            "labels": [],
-            "assignedUsers": [],
+            "labels": [] if resolved else None,
+            "assignedUsers": None,
             "attachments": [],
             "attachmentCount": 0,
-            "owner": card.owner,
+            "owner": self._user(card.owner) | {"type": 0} if resolved else card.owner,
             "order": card.order,
             "archived": card.archived,
             "done": _iso(card.done),
@@ -216,26 +222,68 @@ class DeckState:
             "deletedAt": card.deleted_at,
             "commentsUnread": 0,
             "commentsCount": 0,
+            "dependentCards": None,
             "relatedStack": None,
             "relatedBoard": None,
             "ETag": _md5(str(card.last_modified)),
         }
 
-    def stack_json(self, stack: Stack, cards: list[Card] | None) -> dict[str, Any]:
-        """Stack JSON; the ``cards`` key is omitted when ``cards`` is empty or None."""
+    def card_json(self, card: Card, *, owner_object: bool = True) -> dict[str, Any]:
+        """A card as the REST API answers it (card GET, the cards of ``GET …/stacks``, create
+        and update): nextcloud/deck ``lib/Model/CardDetails.php`` ``jsonSerialize`` of the
+        card ``CardService::enrichCards`` returns — the entity without ``notified``,
+        ``descriptionPrev``, ``relatedStack`` and ``relatedBoard``, then ``overdue``
+        (``getDueStatus``) and ``referenceData``; ``enrichCards`` sets the labels, the
+        assigned users and the dependent cards and resolves the owner to a user object.
+        ``owner_object=False`` is ``StackService::find`` (one stack's GET), whose cards are
+        not enriched: the owner stays a uid."""
+        data = self.card_entity_json(card)
+        for key in ("notified", "descriptionPrev", "relatedStack", "relatedBoard"):
+            del data[key]
+        data["assignedUsers"] = []
+        data["dependentCards"] = []
+        if not owner_object:
+            data["owner"] = card.owner
+        data["overdue"] = self._due_status(card.duedate)
+        data["referenceData"] = None
+        return data
+
+    def _due_status(self, duedate: int | None) -> int:
+        """``Card::getDueStatus`` (``CardDetails``): 0 no due date or due in more than a
+        day, 1 due tomorrow, 2 due today, 3 overdue — whole days between today's and the
+        due date's midnights (``getDaysUntilDue``; UTC here)."""
+        if duedate is None:
+            return 0
+        today = datetime.fromtimestamp(self.now(), UTC).date()
+        days = (datetime.fromtimestamp(duedate, UTC).date() - today).days
+        if days > 1:
+            return 0
+        return {1: 1, 0: 2}.get(days, 3)
+
+    def stack_json(self, stack: Stack, cards: list[Card] | None, **card: bool) -> dict[str, Any]:
+        """Stack JSON in ``lib/Db/Stack.php`` field order; ``Stack::jsonSerialize`` drops the
+        ``cards`` key when ``cards`` is empty or None; ``card`` goes to :meth:`card_json`."""
         out: dict[str, Any] = {
             "id": stack.id,
             "title": stack.title,
             "boardId": stack.board_id,
             "deletedAt": stack.deleted_at,
             "lastModified": stack.last_modified,
-            "order": stack.order,
-            "isDoneColumn": False,
         }
         if cards:
-            out["cards"] = [self.card_json(c) for c in cards]
+            out["cards"] = [self.card_json(c, **card) for c in cards]
+        out["order"] = stack.order
+        out["isDoneColumn"] = False
         out["ETag"] = _md5(str(stack.last_modified))
         return out
+
+    def live_stacks(self, board: Board) -> list[Stack]:
+        """The stacks of ``board`` that are not deleted (``StackMapper::findAll``:
+        ``deleted_at = 0``), by (order, id)."""
+        return sorted(
+            (s for s in self.stacks.values() if s.board_id == board.id and not s.deleted_at),
+            key=lambda s: (s.order, s.id),
+        )
 
     def acl_json(self, acl: Acl, board: Board) -> dict[str, Any]:
         """One ACL entry (token-free)."""
@@ -252,7 +300,10 @@ class DeckState:
         }
 
     def board_json(self, uid: str, board: Board, details: bool = True) -> dict[str, Any]:
-        """Board JSON for ``uid`` (``acl`` and ``labels`` always present)."""
+        """Board JSON for ``uid`` (``acl`` and ``labels`` always present). With ``details``
+        (a board's GET; ``GET /boards?details=true``) ``stacks`` lists its live stacks
+        without cards: nextcloud/deck ``lib/Service/BoardService.php`` ``enrichBoards`` →
+        ``enrichWithStacks`` (``StackMapper::findAll``, ``deleted_at = 0``)."""
         perms = self.permissions(uid, board) or {}
         users = [self._user(board.owner) | {"type": 0}]
         users += [self._user(a.participant) | {"type": 0} for a in board.acl]
@@ -267,7 +318,7 @@ class DeckState:
             "permissions": {f"PERMISSION_{k}": v for k, v in perms.items()},
             "users": users if details else [],
             "shared": 0 if board.owner == uid else 1,
-            "stacks": [],
+            "stacks": [self.stack_json(s, None) for s in self.live_stacks(board) if details],
             "activeSessions": [],
             "deletedAt": board.deleted_at,
             "lastModified": board.last_modified,
@@ -287,7 +338,9 @@ class DeckState:
 
     def _card_event(self, event_class: str, card: Card, actor: str) -> None:
         if self.sim.deck_webhooks:
-            self.sim._dispatch(event_class, {"card": self.card_json(card)}, actor)
+            resolved = event_class != CARD_CREATED  # see card_entity_json
+            payload = {"card": self.card_entity_json(card, resolved=resolved)}
+            self.sim._dispatch(event_class, payload, actor)
 
     def create_board(self, uid: str, title: str, color: str = "0082c9") -> Board:
         """A new board with Deck's four default labels."""
@@ -374,6 +427,20 @@ class DeckState:
         self._touch(self.stacks[card.stack_id])
         self._card_event(CARD_DELETED, card, uid)
         return card
+
+    def delete_stack(self, uid: str, stack_id: int) -> Stack:
+        """Soft-delete a stack (needs MANAGE), as nextcloud/deck ``lib/Service/StackService.php``
+        ``delete``: ``deletedAt`` set, its cards untouched (``DeleteCron`` purges stack and
+        cards after the trash retention). The stack leaves the board's ``stacks`` and
+        ``GET …/stacks``, while its cards still answer the card GET (``PermissionService::
+        checkPermission`` finds the board through the stack, deleted or not, and looks only
+        at the card's own ``deletedAt``). BoardUpdatedEvent with deck webhooks."""
+        stack = self.stack_for(uid, stack_id, "MANAGE")
+        stack.deleted_at = self.now()
+        self._touch(board=self.boards[stack.board_id])
+        if self.sim.deck_webhooks:
+            self.sim._dispatch(BOARD_UPDATED, {"boardId": stack.board_id}, uid)
+        return stack
 
     def share_board(
         self,
@@ -547,7 +614,9 @@ class DeckApi:
                 stack_id = ints[3]
                 if len(parts) == 4 and method == "GET":
                     stack = deck.stack_for(uid, stack_id)
-                    data = deck.stack_json(stack, deck.cards_of(stack, archived=False))
+                    data = deck.stack_json(
+                        stack, deck.cards_of(stack, archived=False), owner_object=False
+                    )
                     return self._with_etag(request, data, data["ETag"])
                 if len(parts) == 5 and parts[4] == "cards" and method == "POST":
                     card = deck.create_card(
@@ -581,10 +650,13 @@ class DeckApi:
                             card = deck.update_card(uid, card_id, **fields)
                             return json_response(deck.card_json(card))
                         if method == "DELETE":
-                            return json_response(deck.card_json(deck.delete_card(uid, card_id)))
+                            # CardService::delete answers the entity (CardMapper::find)
+                            card = deck.delete_card(uid, card_id)
+                            return json_response(deck.card_entity_json(card))
                     if len(parts) == 7 and method == "PUT" and parts[6] in ("archive", "unarchive"):
                         card = deck.update_card(uid, card_id, archived=parts[6] == "archive")
-                        return json_response(deck.card_json(card))
+                        # CardService::archive/unarchive answer the updated entity
+                        return json_response(deck.card_entity_json(card))
                     if len(parts) == 7 and method == "PUT" and parts[6] == "reorder":
                         card = deck.update_card(
                             uid,

@@ -48,6 +48,7 @@ TAG_UNASSIGNED = "OCP\\SystemTag\\TagUnassignedEvent"
 CARD_CREATED = "OCA\\Deck\\Event\\CardCreatedEvent"
 CARD_UPDATED = "OCA\\Deck\\Event\\CardUpdatedEvent"
 CARD_DELETED = "OCA\\Deck\\Event\\CardDeletedEvent"
+BOARD_UPDATED = "OCA\\Deck\\Event\\BoardUpdatedEvent"
 
 FILE_EVENTS: tuple[str, ...] = (
     BEFORE_NODE_CREATED,
@@ -88,7 +89,7 @@ DECK_EVENTS: tuple[str, ...] = (
     "OCA\\Deck\\Event\\AclCreatedEvent",
     "OCA\\Deck\\Event\\AclUpdatedEvent",
     "OCA\\Deck\\Event\\AclDeletedEvent",
-    "OCA\\Deck\\Event\\BoardUpdatedEvent",
+    BOARD_UPDATED,
 )
 
 #: Every class a Nextcloud 32+ with files_trashbin and Deck ≥ 1.18 accepts (the most the

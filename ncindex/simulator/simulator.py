@@ -452,6 +452,12 @@ class NextcloudSimulator:
         with self.lock:
             self.deck.delete_card(user, card_id)
 
+    def deck_delete_stack(self, user: str, stack_id: int) -> None:
+        """Soft-delete a stack: it leaves its board, its cards stay readable by id
+        (:meth:`~ncindex.simulator.deck.DeckState.delete_stack`)."""
+        with self.lock:
+            self.deck.delete_stack(user, stack_id)
+
     def deck_share_board(
         self,
         owner: str,

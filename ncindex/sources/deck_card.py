@@ -4,16 +4,19 @@ A card is read with the Deck REST API as one configured user: ``GET …/cards/{i
 answers 403, not 404, for a missing, deleted or inaccessible card — ``NotFound`` here), then
 its stack (for the board id: card JSON carries ``stackId`` only; stack → board is cached in
 Redis, a stack never changes board) and its board (owner and ACL: every user participant of
-the board may see the card). Deck validates only the card id of the card path and the stack
-id of the stack path, so ids not yet known are sent as ``0``.
+the board may see the card; its live stacks: a card of a deleted stack is gone, although its
+GET still answers — :func:`stack_is_live`). Deck validates only the card id of the card path
+and the stack id of the stack path, so ids not yet known are sent as ``0``.
 
 Text: ``"{title}\\n\\n{description}"`` (the description is markdown). Archived cards are not
 indexed (Deck hides them from the board); ``etag`` is the card ``ETag`` (md5 of
 ``lastModified``), ``modified_at`` its ``lastModified`` (Unix seconds).
 
 The scan lists ``GET /boards``, then ``GET /boards/{id}/stacks`` per board that is not deleted
-(non-archived, non-deleted cards with their ``ETag``). Cards have no paths; a missing card is
-re-read by id (Deck answers 403 once it is gone). Deck ≥ 1.18 sends card events
+(non-archived, non-deleted cards of live stacks, with their ``ETag``). Cards have no paths; a
+missing card is re-read by id (Deck answers 403 once it is gone; a card of a deleted stack is
+gone by :func:`stack_is_live`). Verify-on-read uses the card GET alone, so it keeps a deleted
+stack's cards until the scan evicts them. Deck ≥ 1.18 sends card events
 (``CardCreated/Updated/DeletedEvent``, the card JSON under ``card``; reference §1.4), registered
 only with ``deck_webhooks`` (registering them on an older Deck fails).
 """
@@ -103,7 +106,8 @@ def fetch_card(
     ``stack_id``, as strings: keyword-indexed) and the principals of its board.
 
     ``current`` is the stored payload (its ``board_id``/``stack_id`` are used in the card
-    path when known). Raises ``NotFound`` (403/404 or ``deletedAt`` set), ``ArchivedCard``,
+    path when known). Raises ``NotFound`` (403/404, ``deletedAt`` set, or its stack deleted:
+    :func:`stack_is_live`), ``ArchivedCard``,
     ``NextcloudUnavailable``/``NextcloudProtocolError`` as the client does.
     """
     board_hint = int(current.get("board_id") or 0) if current else 0
@@ -120,6 +124,8 @@ def fetch_card(
     etag, modified = card_etag(card, str(card_id)), card_modified(card, str(card_id))
     board_id = board_of_stack(client, cache, keys, stack_id)
     board = _json(client, f"{DECK_API}/boards/{board_id}")
+    if not stack_is_live(board, stack_id):
+        raise NotFound(f"deck card {card_id}: its stack {stack_id} is deleted")
     description = str(card.get("description") or "")
     user = client.user or ""
     doc = SourceDocument(
@@ -135,6 +141,23 @@ def fetch_card(
         extra={"board_id": str(board_id), "stack_id": str(stack_id)},
     )
     return doc, board_principals(board) | {principal(user)}
+
+
+def stack_is_live(board: dict[str, Any], stack_id: int) -> bool:
+    """Whether ``stack_id`` is among the live stacks of a board's GET.
+
+    A deleted stack's cards are gone from Deck's board, yet the card GET still answers them:
+    nextcloud/deck ``lib/Service/StackService.php`` ``delete`` only sets the stack's
+    ``deletedAt`` (its cards are purged with it after the trash retention, ``DeleteCron``),
+    and ``PermissionService::checkPermission`` finds the board through the stack whether it
+    is deleted or not. The board's GET lists its live stacks (``BoardService::find`` →
+    ``enrichWithStacks``: ``StackMapper::findAll``, ``deleted_at = 0``), so a card whose
+    stack is not there counts as gone. A board JSON without a ``stacks`` list says nothing
+    (live)."""
+    stacks = board.get("stacks")
+    if not isinstance(stacks, list):
+        return True
+    return any(isinstance(s, dict) and str(s.get("id")) == str(int(stack_id)) for s in stacks)
 
 
 def card_modified(card: dict[str, Any], card_id: str) -> int:

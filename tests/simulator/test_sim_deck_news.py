@@ -14,11 +14,13 @@ from ncindex.simulator.xmlutil import http_date
 
 DECK = "/index.php/apps/deck/api/v1.0"
 NEWS = "/index.php/apps/news/api/v1-3"
+#: A card as the REST API answers it: nextcloud/deck lib/Model/CardDetails.php jsonSerialize
+#: (the entity, lib/Db/Card.php declaration order, without notified, descriptionPrev,
+#: relatedStack and relatedBoard; then overdue and referenceData).
 CARD_FIELDS = [
     "id",
     "title",
     "description",
-    "descriptionPrev",
     "color",
     "stackId",
     "type",
@@ -35,10 +37,21 @@ CARD_FIELDS = [
     "done",
     "duedate",
     "startdate",
-    "notified",
     "deletedAt",
     "commentsUnread",
     "commentsCount",
+    "dependentCards",
+    "ETag",
+    "overdue",
+    "referenceData",
+]
+#: The entity itself (RelationalEntity::jsonSerialize), as a card event carries it.
+CARD_ENTITY_FIELDS = [
+    *CARD_FIELDS[:4],
+    "descriptionPrev",
+    *CARD_FIELDS[4:19],
+    "notified",
+    *CARD_FIELDS[19:23],
     "relatedStack",
     "relatedBoard",
     "ETag",
@@ -61,6 +74,9 @@ def test_deck_boards_stacks_cards_and_errors(sim, client) -> None:
     got = alice.get(f"{DECK}/boards/{board}/stacks/{todo}/cards/{card}")
     data = got.json()
     assert list(data) == CARD_FIELDS
+    alice_user = {"primaryKey": "alice", "uid": "alice", "displayname": "Alice Adams", "type": 0}
+    assert data["owner"] == alice_user  # CardMapper::mapOwner resolves it
+    assert data["overdue"] == 3  # the due date is in the past
     assert data["duedate"] == "2026-01-20T09:00:00+00:00"
     assert data["ETag"] == hashlib.md5(str(data["lastModified"]).encode()).hexdigest()
     assert got.headers["etag"] == f'"{data["ETag"]}"'
@@ -133,6 +149,29 @@ def test_deck_card_events_only_with_deck_webhooks(receiver) -> None:
     body = json.loads(req.body)
     assert body["event"]["class"] == "OCA\\Deck\\Event\\CardUpdatedEvent"
     assert body["event"]["card"]["id"] == card and body["event"]["card"]["archived"] is True
+    # CardService::archive dispatches the entity read by CardMapper::find (owner resolved)
+    assert list(body["event"]["card"]) == CARD_ENTITY_FIELDS
+    assert body["event"]["card"]["owner"]["uid"] == "alice"
+
+
+def test_deck_deleted_stack_leaves_the_board_but_its_cards_still_answer(sim, client) -> None:
+    board = sim.deck_create_board("alice", "Roadmap")
+    todo = sim.deck_create_stack("alice", board, "To do", order=0)
+    done = sim.deck_create_stack("alice", board, "Done", order=1)
+    card = sim.deck_create_card("alice", done, "Shipped")
+    alice = client("alice")
+    stacks = alice.get(f"{DECK}/boards/{board}").json()["stacks"]
+    assert [s["id"] for s in stacks] == [todo, done]
+    assert list(stacks[0]) == ["id", "title", "boardId", "deletedAt", "lastModified", "order",
+                               "isDoneColumn", "ETag"]  # fmt: skip
+    assert alice.get(f"{DECK}/boards").json()[0]["stacks"] == []  # no details
+    sim.deck_delete_stack("alice", done)
+    assert [s["id"] for s in alice.get(f"{DECK}/boards/{board}").json()["stacks"]] == [todo]
+    assert [s["id"] for s in alice.get(f"{DECK}/boards/{board}/stacks").json()] == [todo]
+    # StackService::delete leaves the cards alone and the card GET looks only at the card
+    got = alice.get(f"{DECK}/boards/{board}/stacks/{done}/cards/{card}")
+    assert got.status_code == 200 and got.json()["deletedAt"] == 0
+    assert alice.get(f"{DECK}/boards/0/stacks/{done}").json()["deletedAt"] > 0
 
 
 def test_news_items_offset_types_and_updated(sim, client) -> None:

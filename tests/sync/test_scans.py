@@ -329,6 +329,8 @@ def test_deck_cards_and_news_items_are_reconciled(rstack: Stack) -> None:
         sim.deck_create_card("alice", column, f"Card {i}", f"Paint the hull, part {i}")
         for i in range(3)
     ]
+    later = sim.deck_create_stack("alice", board, "Later")
+    shelved = sim.deck_create_card("alice", later, "Shelved", "Caulk the deck")
     sim.deck_share_board("alice", board, "bob")
     # bob keeps a board of his own: a listing with no card at all would never remove any
     own = sim.deck_create_stack("bob", sim.deck_create_board("bob", "Bob's"), "Mine")
@@ -341,6 +343,7 @@ def test_deck_cards_and_news_items_are_reconciled(rstack: Stack) -> None:
     state = index_state(rstack)
     assert {f"deck_card:{c}" for c in cards} < {k for k in state if k.startswith("deck_card:")}
     assert all(state[f"deck_card:{c}"]["acl"] == {"user:alice", "user:bob"} for c in cards)
+    assert f"deck_card:{shelved}" in state
     assert {k for k in state if k.startswith("news_item:")} == {f"news_item:{i}" for i in items}
     etag = state[f"deck_card:{cards[0]}"]["etag"]
 
@@ -351,6 +354,8 @@ def test_deck_cards_and_news_items_are_reconciled(rstack: Stack) -> None:
     sim.deck_update_card("alice", cards[0], description="Paint the keel")
     sim.deck_archive_card("alice", cards[1])
     sim.deck_unshare_board("alice", board, "bob")
+    # a deleted stack's cards still answer their GET (Deck only marks the stack)
+    sim.deck_delete_stack("alice", later)
     sim.news_purge_item("alice", items[0])
     rstack.reconcile(["alice", "bob"])
     state = index_state(rstack)
@@ -360,6 +365,7 @@ def test_deck_cards_and_news_items_are_reconciled(rstack: Stack) -> None:
     } == kept
     assert all(state[k]["acl"] == {"user:alice"} for k in kept)
     assert state[f"deck_card:{cards[0]}"]["etag"] != etag
+    assert f"deck_card:{shelved}" not in state
     assert {k for k in state if k.startswith("news_item:")} == {f"news_item:{items[1]}"}
 
     rstack.sim.reset_request_counts()

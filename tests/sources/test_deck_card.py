@@ -1,0 +1,52 @@
+"""Deck cards read as a user against the simulator: a card of a deleted stack is gone, although
+Deck's card GET still answers it (nextcloud/deck ``StackService::delete`` only marks the stack;
+``PermissionService::checkPermission`` does not look at it)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import redis
+
+from ncindex.errors import NotFound
+from ncindex.names import Names
+from ncindex.nextcloud.client import NextcloudClient
+from ncindex.simulator import NextcloudSimulator, serve_simulator
+from ncindex.sources.deck_card import fetch_card, stack_is_live
+
+
+@pytest.fixture
+def alice() -> Iterator[tuple[NextcloudSimulator, NextcloudClient]]:
+    sim = NextcloudSimulator(seed=1)
+    sim.add_user("alice", "alice-pw", "Alice Adams")
+    with serve_simulator(sim) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        yield sim, NextcloudClient.for_account(http, "alice", "alice-pw")
+    sim.close()
+
+
+def test_a_card_of_a_deleted_stack_is_gone(
+    alice: tuple[NextcloudSimulator, NextcloudClient], redis_url: str
+) -> None:
+    sim, client = alice
+    cache = redis.Redis.from_url(redis_url)
+    keys = Names(f"t{uuid.uuid4().hex[:8]}")
+    board = sim.deck_create_board("alice", "Roadmap")
+    done = sim.deck_create_stack("alice", board, "Done")
+    card = sim.deck_create_card("alice", done, "Shipped", "v2 is out")
+    doc, acl = fetch_card(client, cache, keys, card, None)
+    assert doc.title == "Shipped" and doc.extra == {"board_id": str(board), "stack_id": str(done)}
+    assert acl == {"user:alice"}
+
+    sim.deck_delete_stack("alice", done)
+    with pytest.raises(NotFound, match="stack"):
+        fetch_card(client, cache, keys, card, None)
+
+
+def test_a_board_without_a_stacks_list_says_nothing() -> None:
+    assert stack_is_live({"id": 3}, 5)
+    assert stack_is_live({"stacks": [{"id": 5}]}, 5)
+    assert not stack_is_live({"stacks": []}, 5)
+    assert not stack_is_live({"stacks": [{"id": 6}]}, 5)
