@@ -153,8 +153,13 @@ class NewsState:
         )
 
     def item_json(self, item: Item) -> dict[str, Any]:
-        """Item JSON (``toAPI``) in News' field order; ``lastModified`` in seconds."""
-        content = f"{item.title}{item.url}{item.body}{item.author}"
+        """Item JSON in News' field order: nextcloud/news ``lib/Db/Item.php`` ``toAPI``;
+        ``lastModified`` in seconds (``cropApiLastModified``); ``fingerprint`` and
+        ``contentHash`` as ``computeFingerprint`` (title, url, body, enclosure link) and
+        ``computeContentHash`` (those, the enclosure type and the author) hash them — the
+        simulator's items have no enclosure."""
+        fingerprint = _md5(f"{item.title}{item.url}{item.body}")
+        content_hash = _md5(f"{item.title}{item.url}{item.body}{item.author}")
         return {
             "id": item.id,
             "guid": item.guid,
@@ -175,8 +180,8 @@ class NewsState:
             "filtered": False,
             "lastModified": item.last_modified_us // 1_000_000,
             "rtl": False,
-            "fingerprint": _md5(content),
-            "contentHash": _md5(item.body + item.title),
+            "fingerprint": fingerprint,
+            "contentHash": content_hash,
         }
 
     def feed_json(self, feed: Feed) -> dict[str, Any]:
@@ -234,9 +239,26 @@ class NewsApi:
 
     @staticmethod
     def _bool(value: Any, default: bool) -> bool:
+        """A ``bool`` controller parameter as nextcloud/server
+        ``lib/private/AppFramework/Http/Dispatcher.php`` ``executeController`` casts it: the
+        string ``false`` (exactly) is false, anything else PHP's ``settype`` (``""`` and
+        ``"0"`` false, every other string true)."""
         if value is None:
             return default
-        return str(value).lower() not in ("false", "0", "")
+        if isinstance(value, bool):
+            return value
+        return str(value) not in ("false", "", "0")
+
+    @staticmethod
+    def _int(value: Any, default: int) -> int:
+        """An ``int`` controller parameter: PHP's ``settype($value, 'int')`` reads the
+        leading integer of a string (``"12abc"`` → 12, ``"abc"`` → 0)."""
+        if value is None:
+            return default
+        if isinstance(value, bool | int):
+            return int(value)
+        m = re.match(r"\s*([+-]?\d+)", str(value))
+        return int(m.group(1)) if m else 0
 
     def _route(self, request: Request, uid: str, method: str, route: str) -> Response:
         news = self.news
@@ -314,13 +336,17 @@ class NewsApi:
         return items
 
     def _items(self, uid: str, params: dict[str, Any]) -> Response:
-        batch = int(params.get("batchSize", -1))
-        offset = int(params.get("offset", 0))
-        item_type = int(params.get("type", TYPE_FOLDER))
-        ident = int(params.get("id", 0))
+        """``GET /items``: nextcloud/news ``lib/Controller/ItemApiController.php`` ``index``
+        (defaults ``type=3``, ``id=0``, ``getRead=true``, ``batchSize=-1``, ``offset=0``); a
+        feed or folder list drops read items without ``getRead``, all items become the
+        unread list, and any other type answers 200 with the refusal message."""
+        batch = self._int(params.get("batchSize"), -1)
+        offset = self._int(params.get("offset"), 0)
+        item_type = self._int(params.get("type"), TYPE_ALL)
+        ident = self._int(params.get("id"), 0)
         get_read = self._bool(params.get("getRead"), True)
         oldest_first = self._bool(params.get("oldestFirst"), False)
-        if not get_read and item_type == TYPE_STARRED:
+        if not get_read and item_type not in (TYPE_FEED, TYPE_FOLDER, TYPE_ALL):
             return json_response(
                 {"message": "Setting getRead on an already filtered list is not allowed!"}
             )
@@ -335,11 +361,13 @@ class NewsApi:
         return json_response({"items": [self.news.item_json(i) for i in items]})
 
     def _updated(self, uid: str, params: dict[str, Any]) -> Response:
-        last = int(params.get("lastModified", 0))
-        if last < 10**12:  # seconds (µs values are 16 digits)
+        """``GET /items/updated``: ``ItemApiController::updated`` reads a ``lastModified`` of
+        at most 10 digits as seconds (× 10⁶), a longer one as microseconds."""
+        last = self._int(params.get("lastModified"), 0)
+        if len(str(last)) <= 10:
             last *= 1_000_000
-        item_type = int(params.get("type", TYPE_ALL))
-        ident = int(params.get("id", 0))
+        item_type = self._int(params.get("type"), TYPE_ALL)
+        ident = self._int(params.get("id"), 0)
         items = [i for i in self._select(uid, item_type, ident) if i.last_modified_us >= last]
         items.sort(key=lambda i: i.id, reverse=True)
         return json_response({"items": [self.news.item_json(i) for i in items]})

@@ -174,6 +174,35 @@ def test_deck_deleted_stack_leaves_the_board_but_its_cards_still_answer(sim, cli
     assert alice.get(f"{DECK}/boards/0/stacks/{done}").json()["deletedAt"] > 0
 
 
+def test_news_items_defaults_casts_and_hashes(sim, client) -> None:
+    """nextcloud/news ItemApiController::index defaults (type 3) and refusals, the
+    AppFramework's casts of bool and int parameters (Dispatcher::executeController), and
+    Item::computeFingerprint / computeContentHash."""
+    feed = sim.news_add_feed("alice", "https://blog.example.test/feed", "Blog")
+    other = sim.news_add_feed("alice", "https://other.example.test/rss", "Other")
+    first = sim.news_add_item("alice", feed, "Post", "<p>a</p>", author="Jo")
+    second = sim.news_add_item("alice", other, "Elsewhere", "<p>x</p>")
+    sim.news_mark_read("alice", first)
+    alice = client("alice")
+    everything = alice.get(f"{NEWS}/items").json()["items"]
+    assert [i["id"] for i in everything] == [second, first]  # type=3, read ones included
+    assert [i["id"] for i in alice.get(f"{NEWS}/items", params={"getRead": "False"}).json()[
+        "items"]] == [second, first]  # only the string "false" is false  # fmt: skip
+    assert [i["id"] for i in alice.get(f"{NEWS}/items", params={"getRead": "0"}).json()[
+        "items"]] == [second]  # fmt: skip
+    refused = {"message": "Setting getRead on an already filtered list is not allowed!"}
+    assert alice.get(f"{NEWS}/items", params={"type": 6, "getRead": "false"}).json() == refused
+    assert [i["id"] for i in alice.get(f"{NEWS}/items", params={"batchSize": "1abc"}).json()[
+        "items"]] == [second]  # fmt: skip
+    item = everything[1]
+    text = item["title"] + item["url"] + item["body"]
+    assert item["fingerprint"] == hashlib.md5(text.encode()).hexdigest()
+    assert item["contentHash"] == hashlib.md5((text + "Jo").encode()).hexdigest()
+    # 11 digits are microseconds (strlen > 10): everything is newer than 0.01 s after 1970
+    updated = alice.get(f"{NEWS}/items/updated", params={"lastModified": 10**10})
+    assert len(updated.json()["items"]) == 2
+
+
 def test_news_items_offset_types_and_updated(sim, client) -> None:
     folder = sim.news_add_folder("alice", "Tech")
     feed = sim.news_add_feed("alice", "https://blog.example.test/feed", "Blog", folder)
