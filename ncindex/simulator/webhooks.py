@@ -97,7 +97,8 @@ class Registration:
         return info
 
     def request_headers(self) -> dict[str, str]:
-        """Headers to send: registration ``headers`` merged with ``authData`` (header auth)."""
+        """Headers to send: registration ``headers`` merged with ``authData`` (header auth
+        only: ``WebhookCall::run``)."""
         out = dict(self.headers or {})
         if self.auth_method == "header" and self.auth_data:
             out.update({str(k): str(v) for k, v in self.auth_data.items()})
@@ -286,14 +287,17 @@ class WebhookRegistry:
             headers = {}
         if headers is not None and not isinstance(headers, dict):
             raise WebhookError(400, "headers must be an object")
+        # WebhookListener::setAuthDataClear: null with the header method is refused; any
+        # array (an empty one too, and whatever the method) is stored, encrypted
         auth_data = params.get("authData")
-        if auth_method == "header":
-            if not isinstance(auth_data, dict) or not auth_data:
-                raise WebhookError(
-                    400, "Header auth method needs an associative array of headers as auth data"
-                )
-        else:
-            auth_data = None
+        if auth_data == []:
+            auth_data = {}
+        if auth_data is None and auth_method == "header":
+            raise WebhookError(
+                400, "Header auth method needs an associative array of headers as auth data"
+            )
+        if auth_data is not None and not isinstance(auth_data, dict):
+            raise WebhookError(400, "authData must be an object")
         user_id_filter = params.get("userIdFilter") or ""
         return {
             "http_method": params["httpMethod"],
@@ -303,12 +307,14 @@ class WebhookRegistry:
             "user_id_filter": str(user_id_filter),
             "headers": {str(k): str(v) for k, v in headers.items()} if headers else headers,
             "auth_method": auth_method,
-            "auth_data": {str(k): str(v) for k, v in auth_data.items()} if auth_data else None,
+            "auth_data": (
+                None if auth_data is None else {str(k): str(v) for k, v in auth_data.items()}
+            ),
             "token_needed": params.get("tokenNeeded") if self.token_needed else None,
         }
 
     def _cipher(self, reg_id: int, auth_data: dict[str, str] | None) -> str | None:
-        if not auth_data:
+        if auth_data is None:
             return None
         digest = hashlib.sha256(
             f"{self._salt}:{reg_id}:{php_json_encode(auth_data)}".encode()
@@ -326,14 +332,18 @@ class WebhookRegistry:
             return reg
 
     def update(self, reg_id: int, user_id: str | None, params: dict[str, Any]) -> Registration:
-        """Replace every field of registration ``reg_id`` (POST /webhooks/{id})."""
+        """Replace every field of registration ``reg_id`` (POST /webhooks/{id}).
+
+        An id that names no registration is answered like an update all the same and stores
+        nothing: nextcloud/server ``apps/webhook_listeners/lib/Db/WebhookListenerMapper.php``
+        ``updateWebhookListener`` returns ``QBMapper::update``'s entity, which does not look
+        at how many rows the UPDATE changed."""
         fields = self._validate(params)
         with self._lock:
-            if reg_id not in self._items:
-                raise WebhookError(500, "An internal error occurred")
             reg = Registration(id=reg_id, user_id=user_id, **fields)
             reg.cipher = self._cipher(reg.id, reg.auth_data)
-            self._items[reg_id] = reg
+            if reg_id in self._items:
+                self._items[reg_id] = reg
             return reg
 
     def info(self, reg: Registration) -> dict[str, Any]:

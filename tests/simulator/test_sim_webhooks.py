@@ -91,6 +91,25 @@ def test_registration_validation_errors(client, body, message) -> None:
     }
 
 
+def test_auth_data_is_stored_whenever_given_and_an_unknown_id_updates_nothing(client) -> None:
+    """WebhookListener::setAuthDataClear refuses only null with the header method and
+    encrypts any array; WebhookListenerMapper::updateWebhookListener answers QBMapper::update's
+    entity whether a row changed or not."""
+    admin = client("admin")
+    base = {"httpMethod": "POST", "uri": "http://x/", "event": NODE + "NodeCreatedEvent"}
+    plain = admin.post(WEBHOOKS, json=base | {"authData": {"X-A": "1"}}, headers=OCS_JSON)
+    assert plain.status_code == 200
+    assert plain.json()["ocs"]["data"]["authMethod"] == "none"
+    assert isinstance(plain.json()["ocs"]["data"]["authData"], str)
+    empty = admin.post(
+        WEBHOOKS, json=base | {"authMethod": "header", "authData": {}}, headers=OCS_JSON
+    )
+    assert empty.status_code == 200 and isinstance(empty.json()["ocs"]["data"]["authData"], str)
+    ghost = admin.post(f"{WEBHOOKS}/9999", json=base, headers=OCS_JSON)
+    assert ghost.status_code == 200 and ghost.json()["ocs"]["data"]["id"] == 9999
+    assert admin.get(f"{WEBHOOKS}/9999", headers=OCS_JSON).status_code == 404
+
+
 def test_registration_accepts_form_parameters(client) -> None:
     resp = client("admin").post(
         WEBHOOKS,
