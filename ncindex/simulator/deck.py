@@ -286,7 +286,9 @@ class DeckState:
         )
 
     def acl_json(self, acl: Acl, board: Board) -> dict[str, Any]:
-        """One ACL entry (token-free)."""
+        """One ACL entry: nextcloud/deck ``lib/Db/Acl.php`` ``jsonSerialize`` (its fields in
+        declaration order, ``token`` removed; the participant resolved to a user object by
+        ``BoardMapper::mapAcl``)."""
         participant = self._user(acl.participant) | {"type": 0}
         return {
             "id": acl.id,
@@ -297,13 +299,17 @@ class DeckState:
             "permissionShare": acl.permission_share,
             "permissionManage": acl.permission_manage,
             "owner": False,
+            "createdAt": 0,
+            "lastModifiedAt": 0,
         }
 
     def board_json(self, uid: str, board: Board, details: bool = True) -> dict[str, Any]:
         """Board JSON for ``uid`` (``acl`` and ``labels`` always present). With ``details``
         (a board's GET; ``GET /boards?details=true``) ``stacks`` lists its live stacks
         without cards: nextcloud/deck ``lib/Service/BoardService.php`` ``enrichBoards`` →
-        ``enrichWithStacks`` (``StackMapper::findAll``, ``deleted_at = 0``)."""
+        ``enrichWithStacks`` (``StackMapper::findAll``, ``deleted_at = 0``). ``acl`` is there
+        either way (``BoardMapper::findAllForUser`` sets it, ``enrichBoards`` maps it before it
+        looks at the details)."""
         perms = self.permissions(uid, board) or {}
         users = [self._user(board.owner) | {"type": 0}]
         users += [self._user(a.participant) | {"type": 0} for a in board.acl]
@@ -314,7 +320,7 @@ class DeckState:
             "color": board.color,
             "archived": board.archived,
             "labels": board.labels,
-            "acl": [self.acl_json(a, board) for a in board.acl] if details else [],
+            "acl": [self.acl_json(a, board) for a in board.acl],
             "permissions": {f"PERMISSION_{k}": v for k, v in perms.items()},
             "users": users if details else [],
             "shared": 0 if board.owner == uid else 1,

@@ -164,7 +164,11 @@ def test_deck_deleted_stack_leaves_the_board_but_its_cards_still_answer(sim, cli
     assert [s["id"] for s in stacks] == [todo, done]
     assert list(stacks[0]) == ["id", "title", "boardId", "deletedAt", "lastModified", "order",
                                "isDoneColumn", "ETag"]  # fmt: skip
-    assert alice.get(f"{DECK}/boards").json()[0]["stacks"] == []  # no details
+    listed = alice.get(f"{DECK}/boards").json()[0]
+    assert listed["stacks"] == [] and listed["users"] == []  # no details
+    sim.deck_share_board("alice", board, "bob")
+    listed = alice.get(f"{DECK}/boards").json()[0]
+    assert [a["participant"]["uid"] for a in listed["acl"]] == ["bob"]  # acl either way
     sim.deck_delete_stack("alice", done)
     assert [s["id"] for s in alice.get(f"{DECK}/boards/{board}").json()["stacks"]] == [todo]
     assert [s["id"] for s in alice.get(f"{DECK}/boards/{board}/stacks").json()] == [todo]
