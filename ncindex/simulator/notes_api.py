@@ -68,6 +68,15 @@ def _md5(text: str | bytes) -> str:
     return hashlib.md5(raw, usedforsecurity=False).hexdigest()
 
 
+def rfc2822_date(ts: int) -> str:
+    """A ``Last-Modified`` as the AppFramework writes it: nextcloud/server
+    ``lib/public/AppFramework/Http/Response.php`` ``getHeaders`` formats the response's
+    ``DateTime`` with ``DateTimeInterface::RFC2822`` (``Thu, 01 Jan 2026 00:10:00 +0000``:
+    Nextcloud runs in UTC), not as an HTTP-date ending in ``GMT``; ``NotModifiedMiddleware``
+    answers 304 to an ``If-Modified-Since`` equal to that very string."""
+    return http_date(ts).removesuffix(" GMT") + " +0000"
+
+
 def sanitise_path(text: str) -> str:
     """Notes' ``sanitisePath``: drop ``* | / \\ : " < > ?`` and trim spaces and dots."""
     for ch in '*|/\\:"<>?':
@@ -422,7 +431,7 @@ class NotesApi:
             note = self.note_data(uid, path, node, exclude)
             note["etag"] = meta["etag"]
             data[fid] = note
-        headers: dict[str, str] = {"Last-Modified": http_date(last_update)}
+        headers: dict[str, str] = {"Last-Modified": rfc2822_date(last_update)}
         if pending:
             last_fid, (_, _, last_meta) = chunk[-1]
             headers["X-Notes-Chunk-Cursor"] = f"{last_update}-{last_meta['lastUpdate']}-{last_fid}"
