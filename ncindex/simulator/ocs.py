@@ -164,7 +164,7 @@ class OcsApi:
             # public page: no login needed, but the CSRF rule still applies
             if not self._ocs_request(request):
                 return json_response({"message": "CSRF check failed"}, 412)
-            return ocs_response(request, self.capabilities(), version=version)
+            return ocs_response(request, self.capabilities(uid), version=version)
         if uid is None:
             return ocs_response(
                 request, [], RESPOND_UNAUTHORISED, "Current user is not logged in", version=version
@@ -212,8 +212,9 @@ class OcsApi:
 
     # ------------------------------------------------------------------ cloud
 
-    def capabilities(self) -> dict[str, Any]:
-        """``data`` of ``GET /cloud/capabilities``: version + capabilities incl. ``notes``."""
+    def capabilities(self, uid: str | None = None) -> dict[str, Any]:
+        """``data`` of ``GET /cloud/capabilities`` for ``uid`` (None: anonymous): version +
+        capabilities incl. ``notes``."""
         major, minor, micro = (int(x) for x in [*self.sim.version.split("."), "0", "0"][:3])
         apps = self.sim.apps
         caps: dict[str, Any] = {
@@ -239,8 +240,14 @@ class OcsApi:
             },
         }
         if "notes" in apps:
-            # nextcloud/notes lib/AppInfo/Capabilities.php: api_version, version
-            caps["notes"] = {"api_version": ["0.2", "1.3", "1.4"], "version": apps["notes"]}
+            # nextcloud/notes lib/AppInfo/Capabilities.php: api_version, version, and the
+            # user's notes folder setting (NoteUtil::getNotesFolderUserPath; null anonymous)
+            settings = self.sim.notes_settings.get(uid, {}) if uid is not None else {}
+            caps["notes"] = {
+                "api_version": ["0.2", "1.3", "1.4"],
+                "version": apps["notes"],
+                "notes_path": settings.get("notesPath", "Notes") if uid is not None else None,
+            }
         if "deck" in apps:
             caps["deck"] = {
                 "version": apps["deck"],

@@ -87,8 +87,15 @@ def test_json_escapes_slashes_like_php(client) -> None:
 def test_capabilities_has_notes(client) -> None:
     data = client("alice").get("/ocs/v2.php/cloud/capabilities", headers=OCS_JSON).json()
     caps = data["ocs"]["data"]["capabilities"]
-    assert caps["notes"] == {"api_version": ["0.2", "1.3", "1.4"], "version": "6.0.2"}
+    # nextcloud/notes lib/AppInfo/Capabilities.php: the user's notes folder, null anonymous
+    assert caps["notes"] == {
+        "api_version": ["0.2", "1.3", "1.4"],
+        "version": "6.0.2",
+        "notes_path": "Notes",
+    }
     assert data["ocs"]["data"]["version"]["string"]
+    anonymous = client(None).get("/ocs/v2.php/cloud/capabilities", headers=OCS_JSON).json()
+    assert anonymous["ocs"]["data"]["capabilities"]["notes"]["notes_path"] is None
 
 
 def test_unknown_ocs_route_is_998_404(client) -> None:
