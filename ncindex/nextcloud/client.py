@@ -160,7 +160,8 @@ class Note:
 
 @dataclass(frozen=True, slots=True)
 class NotesSettings:
-    """A user's Notes app settings: notes folder (relative to files root) and default suffix."""
+    """A user's Notes app settings: notes folder (relative to files root) and the suffix of
+    new notes (``.md``, ``.txt`` or the user's own, which also makes a file a note)."""
 
     notes_path: str
     file_suffix: str
@@ -294,7 +295,8 @@ class NextcloudClient:
         return Note.from_json(data)
 
     def notes_settings(self) -> NotesSettings:
-        """``GET /settings``: the user's notes folder and file suffix."""
+        """``GET /settings``: the user's notes folder and file suffix (nextcloud/notes
+        ``SettingsService::getPublic``: a custom suffix in place of ``custom``)."""
         data = _json(self.request("GET", f"{NOTES_API}/settings"))
         return NotesSettings(
             notes_path=str(data.get("notesPath") or "Notes").strip("/"),

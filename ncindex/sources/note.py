@@ -16,6 +16,8 @@ as a file, by WebDAV, together with the page's files (:mod:`ncindex.sources.node
 from __future__ import annotations
 
 import builtins
+import json
+import posixpath
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -24,6 +26,7 @@ from ncindex.errors import NextcloudProtocolError, NotFound
 from ncindex.nextcloud.client import NOTES_API, NextcloudClient, NotesSettings, json_list
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.redis_replies import as_text
+from ncindex.settings import Settings
 from ncindex.sources.base import (
     Context,
     Fetched,
@@ -42,21 +45,47 @@ NOTES_SETTINGS_SECONDS = 300
 
 
 def notes_settings(ctx: Context, client: NextcloudClient) -> NotesSettings:
-    """The user's Notes settings, cached in Redis for five minutes; the configured
-    default when the Notes app is not installed (404). Raises ``ValueError`` for a client
-    without a user id (the write path's clients are accounts', whose user id is known)."""
+    """The user's Notes settings (folder and file suffix), cached in Redis for five minutes;
+    the configured default when the Notes app is not installed (404). Raises ``ValueError``
+    for a client without a user id (the write path's clients are accounts', whose user id is
+    known)."""
     if client.user is None:
         raise ValueError("user id unknown: the notes settings are cached per user")
     key = ctx.settings.names.notes_settings(client.user)
     cached = ctx.redis.get(key)
     if cached is not None:
-        return NotesSettings(notes_path=as_text(cached), file_suffix=".md")
+        return _cached_settings(as_text(cached))
     try:
         notes = client.notes_settings()
     except NotFound:
         notes = NotesSettings(notes_path=ctx.settings.notes_path, file_suffix=".md")
-    ctx.redis.set(key, notes.notes_path, ex=NOTES_SETTINGS_SECONDS)
+    value = json.dumps({"path": notes.notes_path, "suffix": notes.file_suffix})
+    ctx.redis.set(key, value, ex=NOTES_SETTINGS_SECONDS)
     return notes
+
+
+def _cached_settings(text: str) -> NotesSettings:
+    """The settings cached by :func:`notes_settings`: a JSON object of ``path`` and
+    ``suffix``, or (as cached before the suffix was kept) the folder alone."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("path"), str):
+        return NotesSettings(notes_path=data["path"], file_suffix=str(data.get("suffix") or ".md"))
+    return NotesSettings(notes_path=text, file_suffix=".md")
+
+
+def is_note_name(name: str, settings: Settings, notes: NotesSettings) -> bool:
+    """Whether a file called ``name`` in the notes folder is a note: its extension (lower-cased)
+    is one of ``settings.note_extensions`` or the user's own suffix. nextcloud/notes
+    ``lib/Service/NotesService.php`` ``isNote`` takes the built-in extensions and the user's
+    ``customSuffix`` (without its dot, compared as written); the Notes API's ``GET /settings``
+    (``SettingsService::getPublic``) shows that suffix as ``fileSuffix`` while it is the one
+    new notes get, and hides it otherwise — then it cannot be known here."""
+    ext = posixpath.splitext(name)[1].lstrip(".").lower()
+    own = notes.file_suffix.lstrip(".")
+    return ext in settings.note_extensions or (bool(own) and ext == own)
 
 
 def _http_time(value: str | None) -> int | None:
