@@ -162,14 +162,25 @@ class NotesApi:
         return node if node is not None and node.is_dir else None
 
     def gather(self, uid: str, create: bool = True) -> dict[int, tuple[str, Node]]:
-        """All notes of ``uid``: file id → (view path, node), in folder-walk order."""
+        """All notes of ``uid``: file id → (view path, node), in folder-walk order.
+
+        From Notes 6.0.2 the list leaves out hidden folders (nextcloud/notes
+        ``lib/Service/NotesService.php`` ``gatherNoteFiles`` skips a folder whose name starts
+        with ``.``, commit 33d9d402: the Text editor's ``.attachments.<id>``), while
+        ``GET /notes/{id}`` (``getFileById``) still answers a note inside one."""
         folder = self.notes_folder(uid, create)
         if folder is None:
             return {}
+        skip_hidden = version_tuple(self.sim.apps.get("notes", "6.0.2")) >= (6, 0, 2)
+        root = self.notes_path(uid).rstrip("/")
         out: dict[int, tuple[str, Node]] = {}
         for path, node in self.tree.walk_view(uid, self.notes_path(uid)):
-            if not node.is_dir and self.is_note_name(uid, node.name):
-                out[node.id] = (path, node)
+            if node.is_dir or not self.is_note_name(uid, node.name):
+                continue
+            folders = posixpath.dirname(path)[len(root) :].split("/")
+            if skip_hidden and any(part.startswith(".") for part in folders):
+                continue
+            out[node.id] = (path, node)
         return out
 
     def find(self, uid: str, note_id: int) -> tuple[str, Node]:

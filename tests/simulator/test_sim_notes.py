@@ -79,6 +79,19 @@ def test_missing_note_404_body(sim, client, notes_version, error_type) -> None:
     assert alice.get(f"{API}/notes/{bob_note}").status_code == 404
 
 
+@pytest.mark.parametrize(("notes_version", "listed"), [("6.0.2", False), ("5.0.2", True)])
+def test_hidden_folders_leave_the_list_from_6_0_2(sim, client, notes_version, listed) -> None:
+    """nextcloud/notes NotesService::gatherNoteFiles skips dot-folders (33d9d402, in 6.0.2);
+    getFileById does not, so the note's GET still answers."""
+    sim.enable_app("notes", notes_version)
+    hidden = sim.put_file("alice", "/Notes/.attachments.7/inline.md", b"x")
+    shown = sim.put_file("alice", "/Notes/Work/.plan.md", b"y")  # only folders are hidden
+    alice = client("alice")
+    ids = {n["id"] for n in alice.get(f"{API}/notes").json()}
+    assert (hidden in ids) is listed and shown in ids
+    assert alice.get(f"{API}/notes/{hidden}").status_code == 200
+
+
 def test_a_blocked_note_is_a_200_with_error_true(sim, client) -> None:
     fid = sim.put_file("alice", "/Notes/Secret.md", "# Secret\nvault code")
     sim.block_access("alice", "/Notes/Secret.md")
