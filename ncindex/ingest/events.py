@@ -296,7 +296,8 @@ def _acting_user(envelope: Envelope, accounts: Container[str]) -> tuple[str | No
 def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     """Map a valid envelope to the tasks it asks for (DESIGN §5).
 
-    Created/Written/Copied(target)/Restored(target) ⇒ index; BeforeNodeDeleted and
+    Created/Written/Copied(target)/Restored(target) ⇒ index (a restored target without an
+    id, as Nextcloud 30 sends it, ⇒ index what lies at its path); BeforeNodeDeleted and
     NodeDeleted ⇒ evict (by id when present, else by path); Renamed ⇒ move.
     TagAssigned/TagUnassigned on ``files`` ⇒ index each object id (eligibility and ``tags``
     may change) as the envelope's ``user.uid``; a source's event (Deck
@@ -348,6 +349,10 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
         if deleted:
             return Plan(ignored="unknown_user")  # gone: nobody can be found who sees it
         return Plan([resolve_node(node.id)]) if node.id is not None else _no_id()
+    if name == "NodeRestoredEvent" and node.id is None:
+        # Nextcloud 30 names no restored node (Trashbin::getNodeForPath looked the target up
+        # in the trash folder, nextcloud/server#53752): index what now lies at its path
+        return Plan([index_folder(user, [path])])
     if name in ("NodeCreatedEvent", "NodeWrittenEvent", "NodeCopiedEvent", "NodeRestoredEvent"):
         return Plan([index_node(user, node.id)]) if node.id is not None else _no_id()
     if deleted:

@@ -110,6 +110,9 @@ class NextcloudSimulator:
         self.maintenance = False
         self.maintenance_retry_after = 120
         self.tree = FileTree(self._dispatch, clock=clock, seed=seed)
+        # files_trashbin's restore events name the restored node from 31 on (#53752,
+        # backported to stable31; Nextcloud 30 has the old Trashbin::getNodeForPath)
+        self.tree.restored_node_has_id = version_tuple(version)[:1] >= (31,)
         #: classes this server refuses although its version has them (a fault for tests:
         #: a build or configuration without them)
         self.refused_event_classes: set[str] = set()

@@ -285,6 +285,9 @@ class FileTree:
         self.trash: dict[str, list[TrashItem]] = {}
         #: ids of nodes an access-control rule blocks for everyone (see :meth:`is_blocked`)
         self.blocked: set[int] = set()
+        #: whether ``NodeRestoredEvent`` names the restored node (Nextcloud 31 and later,
+        #: nextcloud/server#53752); see :meth:`restore`
+        self.restored_node_has_id = True
 
     # ------------------------------------------------------------------ basics
 
@@ -844,14 +847,21 @@ class FileTree:
         self._touch_up(item.node)
         # after the move the trash node no longer exists: JsonSerializer::serializeFileInfo
         # of a NonExistingFile/Folder has no id (nextcloud/server#53648)
-        self._emit(
-            NODE_RESTORED,
-            {
+        if self.restored_node_has_id:
+            payload = {
                 "source": {"path": trash_path},
                 "target": self._desc(uid, item.node, target_path),
-            },
-            actor,
-        )
+            }
+        else:
+            # before nextcloud/server#53752 (Nextcloud 30): Trashbin::getNodeForPath looked
+            # both nodes up in the trash folder only, so the restored target was a
+            # NonExistingFile too (no id), and the source's NonExistingFile took its path in
+            # the user's files view (Filesystem::getView()->getAbsolutePath)
+            payload = {
+                "source": {"path": f"/{uid}/files/{item.trash_name}"},
+                "target": self._desc_path(uid, target_path),
+            }
+        self._emit(NODE_RESTORED, payload, actor)
         return item.node
 
     def trash_item(self, uid: str, ref: int | str) -> TrashItem | None:

@@ -43,6 +43,7 @@ def walk_subtree(
     """List up to ``limit`` (default :data:`FOLDERS_PER_TASK`) of ``folders`` (and the folders
     found below them, breadth first) as ``user``; returns the ``index_node`` actions for the
     files the index does not hold at their listed version and path, and the folders left.
+    A path in ``folders`` that names a file stands for that file.
     A folder gone (404) or unreadable (403) meanwhile is skipped. Raises what the Nextcloud
     client raises otherwise (``TransientError``: the task retries)."""
     client = indexer.services.account(user)
@@ -61,7 +62,9 @@ def walk_subtree(
             continue
         finally:
             step.listed += 1
-        for entry in entries[1:]:
+        # a folder's first entry is itself; a file path (a restored file whose event named
+        # no node) answers the file alone, which is what is to be indexed
+        for entry in entries[1:] if entries and entries[0].is_folder else entries:
             if entry.is_folder:
                 queue.append(entry.path)
             elif entry.file_id is not None:

@@ -125,6 +125,23 @@ def test_the_real_trash_restore_envelope_is_queued() -> None:
     )
 
 
+def test_a_restore_that_names_no_node_indexes_its_path() -> None:
+    # Nextcloud 30 (before nextcloud/server#53752): Trashbin::getNodeForPath found neither node
+    # in the trash folder, so both are NonExistingFiles without id
+    body = env(
+        {
+            "source": {"path": "/alice/files/old.txt.d1767226000"},
+            "target": {"path": "/alice/files/Projects/old.txt"},
+            "class": TRASHBIN + "NodeRestoredEvent",
+        }
+    )
+    (action,) = plan(body).actions
+    assert (action.task, action.kwargs) == (
+        "ncindex.index_folder",
+        {"user": "alice", "folders": ["/Projects/old.txt"]},
+    )
+
+
 def test_user_comes_from_the_path_and_null_user_is_accepted() -> None:
     body = env(
         {"node": {"id": 3, "path": "/bob/files/x.md"}, "class": NS + "NodeWrittenEvent"}, uid=None

@@ -186,6 +186,25 @@ def test_trash_restore_classes_and_a_source_without_id(sim, client) -> None:
     assert after["event"]["target"] == {"id": fid, "path": "/alice/files/Docs/x.md"}
 
 
+def test_on_nextcloud_30_the_restore_event_names_no_node() -> None:
+    """Before nextcloud/server#53752 (not in 30) files_trashbin's Trashbin::getNodeForPath
+    looked the restored target up in the trash folder: a NonExistingFile without id; the
+    gone source got a path in the files view."""
+    sim = NextcloudSimulator(version="30.0.14", seed=1)
+    try:
+        sim.add_user("alice", "alice-pw")
+        fid = sim.put_file("alice", "/Docs/x.md", b"x")
+        sim.delete("alice", "/Docs/x.md")
+        sim.restore("alice", fid)
+        before, after = sim.events[-2:]
+        assert before["event"]["source"]["id"] == fid
+        assert before["event"]["target"] == {"path": "/alice/files/Docs/x.md"}
+        assert after["event"]["target"] == {"path": "/alice/files/Docs/x.md"}
+        assert re.fullmatch(r"/alice/files/x\.md\.d\d+", after["event"]["source"]["path"])
+    finally:
+        sim.close()
+
+
 # ---------------------------------------------------------------------------- auth
 
 

@@ -57,3 +57,18 @@ def test_a_folder_moved_out_of_an_excluded_path_is_indexed_below(
     build(stack, "/Staging")
     stack.sim.move("alice", "/Staging/Proj", "/Proj")
     wait_until(lambda: indexed_below(stack, ""), 60)
+
+
+def test_on_nextcloud_30_a_restored_file_is_indexed_by_its_path(stack: Stack) -> None:
+    """Nextcloud 30's NodeRestoredEvent names no node (nextcloud/server#53752 came in 31): the
+    restored file is found at the target's path."""
+    stack.sim.tree.restored_node_has_id = False
+    build(stack, "")
+    stack.sim.drop_rate = 1.0
+    stack.sim.delete("alice", "/Proj/a.md")
+    stack.sim.flush_deliveries(timeout=5)
+    stack.sim.drop_rate = 0.0
+    (item,) = stack.sim.trash("alice")
+    stack.sim.restore("alice", item["id"])
+    stack.sim.flush_deliveries(timeout=5)
+    wait_until(lambda: stack.points(f"file:{stack.sim.file_id('alice', '/Proj/a.md')}"), 60)
