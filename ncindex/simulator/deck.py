@@ -55,15 +55,20 @@ def _iso(ts: int | None) -> str | None:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S+00:00")
 
 
+ACL_USER, ACL_GROUP = 0, 1
+"""``Acl::PERMISSION_TYPE_USER`` and ``PERMISSION_TYPE_GROUP``."""
+
+
 @dataclass
 class Acl:
-    """A board share with a user."""
+    """A board share with a user (``type`` 0) or a group (1, ``participant`` its gid)."""
 
     id: int
     participant: str
     permission_edit: bool = True
     permission_share: bool = False
     permission_manage: bool = False
+    type: int = ACL_USER
 
 
 @dataclass
@@ -121,6 +126,8 @@ class DeckState:
         self.stacks: dict[int, Stack] = {}
         self.cards: dict[int, Card] = {}
         self._ids = {"board": 1, "stack": 1, "card": 1, "acl": 1, "label": 1}
+        #: group id → its members (the groups a board can be shared with)
+        self.groups: dict[str, set[str]] = {}
 
     def _next(self, kind: str) -> int:
         value = self._ids[kind]
@@ -134,18 +141,46 @@ class DeckState:
     # ------------------------------------------------------------------ access
 
     def permissions(self, uid: str, board: Board) -> dict[str, bool] | None:
-        """``PERMISSION_*`` flags of ``uid`` on ``board``; None when no access."""
+        """``PERMISSION_*`` flags of ``uid`` on ``board``; None when no access.
+
+        As nextcloud/deck ``lib/Service/PermissionService.php`` ``userCan``: the user's own
+        ACL entry decides when there is one, else any group entry of a group the user is in
+        grants what it grants."""
         if board.owner == uid:
             return {k: True for k in ("READ", "EDIT", "MANAGE", "SHARE")}
+
+        def flags(acl: Acl) -> dict[str, bool]:
+            return {
+                "READ": True,
+                "EDIT": acl.permission_edit,
+                "MANAGE": acl.permission_manage,
+                "SHARE": acl.permission_share,
+            }
+
         for acl in board.acl:
-            if acl.participant == uid:
-                return {
-                    "READ": True,
-                    "EDIT": acl.permission_edit,
-                    "MANAGE": acl.permission_manage,
-                    "SHARE": acl.permission_share,
-                }
-        return None
+            if acl.type == ACL_USER and acl.participant == uid:
+                return flags(acl)
+        granted = [
+            flags(a)
+            for a in board.acl
+            if a.type == ACL_GROUP and uid in self.groups.get(a.participant, set())
+        ]
+        if not granted:
+            return None
+        return {k: any(g[k] for g in granted) for k in granted[0]}
+
+    def board_users(self, board: Board) -> list[str]:
+        """Who may see ``board``, in ``PermissionService::findUsers`` order: the owner, then
+        per ACL entry its user or its group's members (once each)."""
+        users = [board.owner]
+        for acl in board.acl:
+            members = (
+                [acl.participant]
+                if acl.type == ACL_USER
+                else sorted(self.groups.get(acl.participant, set()))
+            )
+            users += [u for u in members if u not in users]
+        return users
 
     def board_for(
         self, uid: str, board_id: int, perm: str = "READ", *, allow_deleted: bool = False
@@ -289,11 +324,19 @@ class DeckState:
         """One ACL entry: nextcloud/deck ``lib/Db/Acl.php`` ``jsonSerialize`` (its fields in
         declaration order, ``token`` removed; the participant resolved to a user object by
         ``BoardMapper::mapAcl``)."""
-        participant = self._user(acl.participant) | {"type": 0}
+        if acl.type == ACL_GROUP:  # lib/Db/Group.php getObjectSerialization
+            participant = {
+                "primaryKey": acl.participant,
+                "uid": acl.participant,
+                "displayname": acl.participant,
+                "type": ACL_GROUP,
+            }
+        else:
+            participant = self._user(acl.participant) | {"type": ACL_USER}
         return {
             "id": acl.id,
             "participant": participant,
-            "type": 0,
+            "type": acl.type,
             "boardId": board.id,
             "permissionEdit": acl.permission_edit,
             "permissionShare": acl.permission_share,
@@ -311,8 +354,8 @@ class DeckState:
         either way (``BoardMapper::findAllForUser`` sets it, ``enrichBoards`` maps it before it
         looks at the details)."""
         perms = self.permissions(uid, board) or {}
-        users = [self._user(board.owner) | {"type": 0}]
-        users += [self._user(a.participant) | {"type": 0} for a in board.acl]
+        # BoardService::enrichWithUsers: PermissionService::findUsers, group members included
+        users = [self._user(u) | {"type": ACL_USER} for u in self.board_users(board)]
         return {
             "id": board.id,
             "title": board.title,
@@ -457,24 +500,28 @@ class DeckState:
         edit: bool = True,
         share: bool = False,
         manage: bool = False,
+        group: bool = False,
     ) -> Acl:
-        """Share a board with a user (no webhook in this model)."""
+        """Share a board with a user, or with the group ``user`` names when ``group`` (no
+        webhook in this model)."""
         board = self.board_for(owner, board_id, "SHARE")
+        kind = ACL_GROUP if group else ACL_USER
         for acl in board.acl:
-            if acl.participant == user:
+            if acl.participant == user and acl.type == kind:
                 acl.permission_edit, acl.permission_share = edit, share
                 acl.permission_manage = manage
                 return acl
-        acl = Acl(self._next("acl"), user, edit, share, manage)
+        acl = Acl(self._next("acl"), user, edit, share, manage, kind)
         board.acl.append(acl)
         self._touch(board=board)
         return acl
 
-    def unshare_board(self, owner: str, board_id: int, user: str) -> bool:
-        """Remove a user's access to a board; True if there was a share."""
+    def unshare_board(self, owner: str, board_id: int, user: str, *, group: bool = False) -> bool:
+        """Remove a user's (or with ``group`` a group's) ACL entry; True if there was one."""
         board = self.board_for(owner, board_id, "SHARE")
+        kind = ACL_GROUP if group else ACL_USER
         before = len(board.acl)
-        board.acl = [a for a in board.acl if a.participant != user]
+        board.acl = [a for a in board.acl if (a.participant, a.type) != (user, kind)]
         self._touch(board=board)
         return len(board.acl) != before
 

@@ -470,10 +470,19 @@ class NextcloudSimulator:
         edit: bool = True,
         share: bool = False,
         manage: bool = False,
+        group: bool = False,
     ) -> None:
-        """Share a board with ``user`` (ACL entry)."""
+        """Share a board with ``user`` (ACL entry), or with the group ``user`` names when
+        ``group`` (see :meth:`deck_set_group`)."""
         with self.lock:
-            self.deck.share_board(owner, board_id, user, edit=edit, share=share, manage=manage)
+            self.deck.share_board(
+                owner, board_id, user, edit=edit, share=share, manage=manage, group=group
+            )
+
+    def deck_set_group(self, gid: str, members: set[str] | list[str]) -> None:
+        """Create or replace group ``gid`` with ``members`` (for Deck's group ACL entries)."""
+        with self.lock:
+            self.deck.groups[gid] = set(members)
 
     def deck_unshare_board(self, owner: str, board_id: int, user: str) -> bool:
         """Remove ``user``'s access to a board; True if they had it."""

@@ -87,11 +87,19 @@ def _uid(value: Any) -> str | None:
 
 
 def board_principals(board: dict[str, Any]) -> set[str]:
-    """``acl`` principals of a board JSON: its owner and every user participant (type 0)."""
+    """``acl`` principals of a board JSON: its owner, every user participant (ACL type 0) and
+    every local user of its ``users`` list. A board's GET lists there who may see it,
+    the members of the groups (and circles) it is shared with included (nextcloud/deck
+    ``lib/Service/BoardService.php`` ``enrichWithUsers`` → ``PermissionService::findUsers``;
+    a group's own ACL entry names the group, type 1, with its gid as ``uid``); federated
+    users (type 6) are not accounts here."""
     users = {_uid(board.get("owner"))}
     for entry in board.get("acl") or []:
         if isinstance(entry, dict) and entry.get("type", 0) == 0:
             users.add(_uid(entry.get("participant")))
+    for user in board.get("users") or []:
+        if isinstance(user, dict) and user.get("type", 0) == 0:
+            users.add(_uid(user))
     return {principal(u) for u in users if u}
 
 

@@ -102,6 +102,28 @@ def test_deck_boards_stacks_cards_and_errors(sim, client) -> None:
     assert missing_title.json() == {"status": 400, "message": "title must be provided"}
 
 
+def test_deck_group_share(sim, client) -> None:
+    """PermissionService::userCan grants a group's members; the board lists them in users
+    (findUsers) and the group's ACL entry carries a Group participant (type 1)."""
+    sim.deck_set_group("crew", {"bob"})
+    board = sim.deck_create_board("alice", "Roadmap")
+    todo = sim.deck_create_stack("alice", board, "To do")
+    card = sim.deck_create_card("alice", todo, "Ship")
+    bob = client("bob")
+    assert bob.get(f"{DECK}/boards/{board}/stacks/{todo}/cards/{card}").status_code == 403
+    sim.deck_share_board("alice", board, "crew", group=True, edit=False)
+    assert bob.get(f"{DECK}/boards/{board}/stacks/{todo}/cards/{card}").status_code == 200
+    data = bob.get(f"{DECK}/boards/{board}").json()
+    (entry,) = data["acl"]
+    assert entry["type"] == 1
+    assert entry["participant"] == {
+        "primaryKey": "crew", "uid": "crew", "displayname": "crew", "type": 1
+    }  # fmt: skip
+    assert [u["uid"] for u in data["users"]] == ["alice", "bob"]
+    assert data["permissions"]["PERMISSION_EDIT"] is False
+    assert [b["id"] for b in bob.get(f"{DECK}/boards").json()] == [board]
+
+
 def test_deck_if_modified_since(sim, client) -> None:
     board = sim.deck_create_board("alice", "B")
     stack = sim.deck_create_stack("alice", board, "S")

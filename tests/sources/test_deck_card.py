@@ -50,3 +50,22 @@ def test_a_board_without_a_stacks_list_says_nothing() -> None:
     assert stack_is_live({"stacks": [{"id": 5}]}, 5)
     assert not stack_is_live({"stacks": []}, 5)
     assert not stack_is_live({"stacks": [{"id": 6}]}, 5)
+
+
+def test_the_members_of_a_group_the_board_is_shared_with_see_its_cards(
+    alice: tuple[NextcloudSimulator, NextcloudClient], redis_url: str
+) -> None:
+    sim, client = alice
+    cache = redis.Redis.from_url(redis_url)
+    keys = Names(f"t{uuid.uuid4().hex[:8]}")
+    for user in ("bob", "carol", "dave"):
+        sim.add_user(user, f"{user}-pw")
+    sim.deck_set_group("crew", {"bob", "carol"})
+    board = sim.deck_create_board("alice", "Harbour")
+    todo = sim.deck_create_stack("alice", board, "To do")
+    card = sim.deck_create_card("alice", todo, "Dredge", "the channel")
+    sim.deck_share_board("alice", board, "crew", group=True)
+    sim.deck_share_board("alice", board, "dave")
+    _, acl = fetch_card(client, cache, keys, card, None)
+    # the group's own entry (type 1, its gid as uid) names no user
+    assert acl == {"user:alice", "user:bob", "user:carol", "user:dave"}
