@@ -481,7 +481,9 @@ class RetrieveArgs:
 
 
 def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
-    """Validate ``retrieve`` params (spec §7.7). Raises :class:`RpcError`: -32602 with
+    """Validate ``retrieve`` params (spec §7.7). ``k`` and ``candidateK`` are integers as
+    JSON counts them: ``10`` or ``10.0`` (as ``limit`` of ``POST /v1/search`` and MCP's
+    ``search``), never ``10.5``, a string or a boolean. Raises :class:`RpcError`: -32602 with
     ``data.field`` for a malformed param or filter, -32005 with ``data.option`` for a mode,
     fusion, operator or option this server does not advertise (unless ``strict`` is false,
     in which case options are dropped and noted). A param this server does not know is
@@ -492,15 +494,19 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
         raise _invalid("strict", "'strict' must be a boolean")
     for name in sorted(set(params) - _RETRIEVE_PARAMS):  # a misspelt `minscore`, say
         notes.append(f"unknown parameter '{name}' ignored")  # tolerated (spec §14.1.7)
+    counts: dict[str, int] = {}
     for name in _POSITIVE_INTS:
         if name in params:
             value = params[name]
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)  # 10.0 is the integer 10 in JSON, as limit takes it in REST
             if isinstance(value, bool) or not isinstance(value, int):
                 raise _invalid(name, f"'{name}' MUST be an integer")
             if value < 1:
                 raise _invalid(name, f"'{name}' MUST be >= 1")
-    k = params.get("k", 10)
-    if isinstance(params.get("candidateK"), int) and params["candidateK"] < k:
+            counts[name] = value
+    k = counts.get("k", 10)
+    if counts.get("candidateK", k) < k:
         raise _invalid("candidateK", "'candidateK' MUST be >= 'k' (funnel invariant)")
     if k > MAX_K:
         notes.append(f"k clamped to maxK={MAX_K}")

@@ -166,6 +166,8 @@ def test_retrieve_is_the_verified_search(served: Served) -> None:
         ({"k": 0}, -32602, {"field": "k"}),
         ({"k": "10"}, -32602, {"field": "k"}),
         ({"k": 5, "candidateK": 2}, -32602, {"field": "candidateK"}),
+        ({"k": 2.5}, -32602, {"field": "k"}),
+        ({"k": 5.0, "candidateK": 2.0}, -32602, {"field": "candidateK"}),
         ({"query": 5}, -32602, {"field": "query"}),
         ({"query": ""}, -32602, {"field": "query"}),
         (
@@ -213,6 +215,18 @@ def test_lenient_options_and_clamping(served: Served) -> None:
     assert "unknown parameter 'minscore' ignored" in misspelt["usage"]["notes"]
     no_text = client.call("retrieve", {"query": "lighthouse", "includeText": False})
     assert no_text["hits"] and all("text" not in h for h in no_text["hits"])
+
+
+def test_counts_may_be_written_as_whole_floats(served: Served) -> None:
+    """``k: 2.0`` is the integer 2, as JSON counts numbers and as ``limit: 2.0`` is to
+    ``POST /v1/search`` and MCP's ``search``; RCP alone answered -32602 "'k' MUST be an
+    integer"."""
+    client = connect(served, "alice")
+    whole = client.call("retrieve", {"query": "lighthouse", "k": 2})
+    written = client.call("retrieve", {"query": "lighthouse", "k": 2.0, "candidateK": 5.0})
+    assert len(whole["hits"]) == 2
+    assert [h["id"] for h in written["hits"]] == [h["id"] for h in whole["hits"]]
+    client.shutdown()
 
 
 def test_explain_in_meta(served: Served) -> None:
