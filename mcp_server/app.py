@@ -10,11 +10,16 @@ with an app password, or a Bearer token Nextcloud accepts), resolved exactly as 
 does (:func:`ncindex.web.auth.resolve_caller`; 401 with ``WWW-Authenticate`` when missing or
 refused, 503 when Nextcloud cannot be asked), then the body: at most 64 KiB (413) and strict
 JSON (:mod:`ncindex.strict_json`: no ``NaN``, no key named twice; else the transport's own
-400 parse error, JSON-RPC -32700). Only ``POST`` is served (405 with ``Allow: POST``
-otherwise). Errors of the gate are problem+json bodies with the product's ``code``. The
-transport is stateless (each POST stands alone, so replicas need no sticky sessions) and
-answers JSON, not SSE; its DNS-rebinding protection allows the ``Host``
-and ``Origin`` values of ``settings.mcp_allowed_hosts`` / ``mcp_allowed_origins``.
+400 parse error, JSON-RPC -32700), then the transport's header checks, run by the gate with
+the transport's own rules (``TransportSecurityMiddleware.validate_request``): a
+``Content-Type`` other than ``application/json`` (400 ``invalid_value``), a ``Host`` outside
+``settings.mcp_allowed_hosts`` (421 ``host_not_allowed``) and an ``Origin`` outside
+``settings.mcp_allowed_origins`` (403 ``origin_not_allowed``; DNS-rebinding protection, on
+while ``mcp_allowed_hosts`` is not empty). Only ``POST`` is served (405 with ``Allow: POST``
+otherwise). Errors of the gate are problem+json bodies with the product's ``code`` and, where
+one part of the request is at fault, its ``field`` (a header, or ``body``). The transport is
+stateless (each POST stands alone, so replicas need no sticky sessions) and answers JSON, not
+SSE.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from mcp.server.streamable_http_manager import (
     StreamableHTTPASGIApp,
     StreamableHTTPSessionManager,
 )
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     PARSE_ERROR,
@@ -177,19 +182,18 @@ def create_app(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
-    hosts = list(settings.mcp_allowed_hosts)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=bool(settings.mcp_allowed_hosts),
+        allowed_hosts=list(settings.mcp_allowed_hosts),
+        allowed_origins=list(settings.mcp_allowed_origins),
+    )
     manager = StreamableHTTPSessionManager(
-        app=server,
-        json_response=True,
-        stateless=True,
-        security_settings=TransportSecuritySettings(
-            enable_dns_rebinding_protection=bool(hosts),
-            allowed_hosts=hosts,
-            allowed_origins=list(settings.mcp_allowed_origins),
-        ),
+        app=server, json_response=True, stateless=True, security_settings=security
     )
     limit = CallerLimit(settings) if settings.search_rate_limit.strip() else None
-    gate = Gate(StreamableHTTPASGIApp(manager), services, limit)
+    gate = Gate(
+        StreamableHTTPASGIApp(manager), services, limit, TransportSecurityMiddleware(security)
+    )
 
     async def livez(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -225,14 +229,39 @@ def create_app(
     return app
 
 
-class Gate:
-    """ASGI wrapper of the MCP transport: rate limit, then authentication (see the module
-    docstring); the resolved client goes into ``scope["state"][CALLER]``."""
+_TRANSPORT_REFUSALS = {
+    400: ("invalid_value", "Content-Type", "the MCP endpoint takes application/json bodies"),
+    421: (
+        "host_not_allowed",
+        "Host",
+        "this server does not answer for that Host (NCINDEX_MCP_ALLOWED_HOSTS)",
+    ),
+    403: (
+        "origin_not_allowed",
+        "Origin",
+        "requests from that Origin are not accepted (NCINDEX_MCP_ALLOWED_ORIGINS)",
+    ),
+}
+"""The transport's header refusals by status (``TransportSecurityMiddleware.validate_request``
+answers them in plain text): the product's code, the offending header and a detail."""
 
-    def __init__(self, app: Any, services: Services, limit: CallerLimit | None) -> None:
+
+class Gate:
+    """ASGI wrapper of the MCP transport: rate limit, authentication, body, then the
+    transport's header checks by ``transport`` (see the module docstring); the resolved client
+    goes into ``scope["state"][CALLER]``."""
+
+    def __init__(
+        self,
+        app: Any,
+        services: Services,
+        limit: CallerLimit | None,
+        transport: TransportSecurityMiddleware,
+    ) -> None:
         self.app = app
         self.services = services
         self.limit = limit
+        self.transport = transport
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
@@ -257,7 +286,8 @@ class Gate:
         except Unauthenticated as exc:
             if self.limit is not None:
                 await anyio.to_thread.run_sync(self.limit.count_refused, address)
-            await _problem(401, "unauthenticated", str(exc), BASIC_CHALLENGE)(scope, receive, send)
+            answer = _problem(401, "unauthenticated", str(exc), BASIC_CHALLENGE, "Authorization")
+            await answer(scope, receive, send)
             return
         except TransientError as exc:
             log.warning("mcp_authentication_unavailable", error=f"{type(exc).__name__}: {exc}")
@@ -268,13 +298,21 @@ class Gate:
         body = await _body(receive, MAX_BODY_BYTES)
         if body is None:
             detail = f"request body larger than {MAX_BODY_BYTES} bytes"
-            await _problem(413, "payload_too_large", detail, {})(scope, receive, send)
+            await _problem(413, "payload_too_large", detail, {}, "body")(scope, receive, send)
             return
         try:
             strict_json.loads(body)
         except (ValueError, RecursionError) as exc:
             # what the transport answers for text that is not JSON, for what its parser lets by
             await _parse_error(f"Parse error: {exc}")(scope, receive, send)
+            return
+        refused = await self.transport.validate_request(request, is_post=True)
+        if refused is not None:  # the transport would answer it in plain text
+            status = refused.status_code
+            code, field, detail = _TRANSPORT_REFUSALS.get(
+                status, ("invalid_value", None, bytes(refused.body).decode(errors="replace"))
+            )
+            await _problem(status, code, detail, {}, field)(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -339,9 +377,11 @@ def _parse_error(message: str) -> Response:
     return JSONResponse(error, status_code=400)
 
 
-def _problem(status: int, code: str, detail: str, headers: dict[str, str]) -> Response:
+def _problem(
+    status: int, code: str, detail: str, headers: dict[str, str], field: str | None = None
+) -> Response:
     return Response(
-        json.dumps(problem_body(status, code, detail)),
+        json.dumps(problem_body(status, code, detail, field=field)),
         status_code=status,
         media_type=PROBLEM_JSON,
         headers=headers,

@@ -9,6 +9,7 @@ import asyncio
 import base64
 import contextlib
 import itertools
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -254,6 +255,7 @@ def test_bad_or_missing_credentials_are_401(mcp_url: str) -> None:
         response = httpx.post(mcp_url, json=body, headers=headers, timeout=30)
         assert response.status_code == 401, authorization
         assert response.json()["code"] == "unauthenticated"
+        assert response.json()["field"] == "Authorization"  # as the search API's 401
         assert response.headers["WWW-Authenticate"].startswith("Basic")
 
         async def main(authorization: str | None = authorization) -> None:
@@ -265,14 +267,29 @@ def test_bad_or_missing_credentials_are_401(mcp_url: str) -> None:
         assert "MCPError" in repr(caught.value)
 
 
-def test_a_foreign_host_is_refused(mcp_url: str) -> None:
-    """DNS-rebinding protection: a ``Host`` outside ``mcp_allowed_hosts`` is refused."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    headers = {"Authorization": basic("alice"), "Accept": "application/json, text/event-stream"}
-    response = httpx.post(mcp_url, json=body, headers={**headers, "Host": "evil.example:80"})
-    assert response.status_code in (400, 421)
-    origin = {**headers, "Origin": "http://evil.example"}
-    assert httpx.post(mcp_url, json=body, headers=origin).status_code in (400, 403)
+def test_a_foreign_host_origin_or_content_type_is_a_problem_naming_the_header(
+    mcp_url: str,
+) -> None:
+    """DNS-rebinding protection: a ``Host`` outside ``mcp_allowed_hosts`` is 421, an
+    ``Origin`` outside ``mcp_allowed_origins`` 403; a body not sent as JSON 400 — each
+    problem+json with its code and the header as ``field`` (the SDK's transport answered the
+    three in plain text)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+    headers = {
+        "Authorization": basic("alice"),
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    for extra, status, code, field in (
+        ({"Host": "evil.example:80"}, 421, "host_not_allowed", "Host"),
+        ({"Origin": "http://evil.example"}, 403, "origin_not_allowed", "Origin"),
+        ({"Content-Type": "text/plain"}, 400, "invalid_value", "Content-Type"),
+    ):
+        response = httpx.post(mcp_url, content=body, headers={**headers, **extra})
+        assert response.status_code == status, response.text
+        assert response.headers["Content-Type"] == "application/problem+json"
+        problem = response.json()
+        assert (problem["status"], problem["code"], problem["field"]) == (status, code, field)
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]", "localhost:80"])
