@@ -15,11 +15,11 @@ the transport's own rules (``TransportSecurityMiddleware.validate_request``): a
 ``Content-Type`` other than ``application/json`` (400 ``invalid_value``), a ``Host`` outside
 ``settings.mcp_allowed_hosts`` (421 ``host_not_allowed``) and an ``Origin`` outside
 ``settings.mcp_allowed_origins`` (403 ``origin_not_allowed``; DNS-rebinding protection, on
-while ``mcp_allowed_hosts`` is not empty). Only ``POST`` is served (405 with ``Allow: POST``
-otherwise). Errors of the gate are problem+json bodies with the product's ``code`` and, where
-one part of the request is at fault, its ``field`` (a header, or ``body``). The transport is
-stateless (each POST stands alone, so replicas need no sticky sessions) and answers JSON, not
-SSE.
+while ``mcp_allowed_hosts`` is not empty); an entry ``name:*`` allows ``name`` with any port or
+none (:func:`with_portless`). Only ``POST`` is served (405 with ``Allow: POST`` otherwise).
+Errors of the gate are problem+json bodies with the product's ``code`` and, where one part of
+the request is at fault, its ``field`` (a header, or ``body``). The transport is stateless
+(each POST stands alone, so replicas need no sticky sessions) and answers JSON, not SSE.
 """
 
 from __future__ import annotations
@@ -184,8 +184,8 @@ def create_app(
     )
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=bool(settings.mcp_allowed_hosts),
-        allowed_hosts=list(settings.mcp_allowed_hosts),
-        allowed_origins=list(settings.mcp_allowed_origins),
+        allowed_hosts=with_portless(settings.mcp_allowed_hosts),
+        allowed_origins=with_portless(settings.mcp_allowed_origins),
     )
     manager = StreamableHTTPSessionManager(
         app=server, json_response=True, stateless=True, security_settings=security
@@ -227,6 +227,21 @@ def create_app(
     )
     app.state.services = services
     return app
+
+
+def with_portless(allowed: list[str]) -> list[str]:
+    """``allowed`` (``Host`` or ``Origin`` values) with ``name`` added after each
+    ``name:*``. The SDK's transport reads ``name:*`` as ``name:`` followed by a port
+    (``TransportSecurityMiddleware._validate_host``/``_validate_origin`` in
+    ``mcp.server.transport_security``), so it refused a ``Host`` without one — a client on
+    the scheme's default port, or a proxy that drops it — that "any port" includes."""
+    out: list[str] = []
+    for value in allowed:
+        out.append(value)
+        bare = value.removesuffix(":*")
+        if bare != value and bare and bare not in allowed:
+            out.append(bare)
+    return out
 
 
 _TRANSPORT_REFUSALS = {

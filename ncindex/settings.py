@@ -377,8 +377,8 @@ class Settings(BaseSettings):
             "[::1]:*",
         ],
         description="`Host` values the MCP server (/mcp) answers (DNS-rebinding protection of "
-        "the MCP SDK's transport; `name:*` allows any port, a `Host` without one only `name`); "
-        "others are 421 `host_not_allowed`; empty ⇒ no check.",
+        "the MCP SDK's transport; `name:*` allows `name` with any port or none); others are "
+        "421 `host_not_allowed`; empty ⇒ no check.",
     )
     mcp_allowed_origins: list[str] = Field(
         default_factory=lambda: [
@@ -387,8 +387,8 @@ class Settings(BaseSettings):
             for origin in (f"http://{host}", f"http://{host}:*")  # port 80 sends none
         ],
         description="`Origin` values the MCP server accepts from browsers (a request without "
-        "`Origin` is not checked); others are 403 `origin_not_allowed`; used only while "
-        "`mcp_allowed_hosts` is set.",
+        "`Origin` is not checked; `scheme://name:*` allows any port or none); others are 403 "
+        "`origin_not_allowed`; used only while `mcp_allowed_hosts` is set.",
     )
 
     # --- Notes ------------------------------------------------------------------------------

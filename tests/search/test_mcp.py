@@ -25,6 +25,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from test_api import BUDGET, DIARY, FOGHORN, GARDEN, LIGHT, OLD, SECRET
 
 from mcp_server import create_app
+from mcp_server.app import with_portless
 from mcp_server.tools import stitched
 from ncindex.embedding.embedder import Embedder
 from ncindex.index.deadletter import DeadLetter, DeadLetters
@@ -290,6 +291,47 @@ def test_a_foreign_host_origin_or_content_type_is_a_problem_naming_the_header(
         assert response.headers["Content-Type"] == "application/problem+json"
         problem = response.json()
         assert (problem["status"], problem["code"], problem["field"]) == (status, code, field)
+
+
+def test_with_portless_adds_the_name_of_each_any_port_entry() -> None:
+    assert with_portless(["a.example:*", "b.example", "[::1]:*", "[::1]"]) == [
+        "a.example:*", "a.example", "b.example", "[::1]:*", "[::1]"
+    ]  # fmt: skip
+    assert with_portless(["https://a.example:*"]) == ["https://a.example:*", "https://a.example"]
+    assert with_portless([]) == []
+
+
+def test_a_custom_any_port_host_is_answered_without_a_port(ro_api: Api) -> None:
+    """``NCINDEX_MCP_ALLOWED_HOSTS=["search.example.org:*"]`` answers ``Host:
+    search.example.org`` (a client on port 443 behind a proxy sends no port), as it does
+    ``search.example.org:8443``; the SDK alone refused it 421. The same for origins."""
+    settings = ro_api.settings.model_copy(
+        update={
+            "mcp_allowed_hosts": ["search.example.org:*"],
+            "mcp_allowed_origins": ["https://search.example.org:*"],
+        }
+    )
+    served = serve_in_thread(
+        create_app(settings, services=ro_api.services, producer=ro_api.producer)
+    )
+    try:
+        url = f"{served.url}/mcp"
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        headers = {"Authorization": basic("alice"), "Accept": "application/json"}
+
+        def status(host: str, origin: str | None = None) -> int:
+            sent = {**headers, "Host": host, **({"Origin": origin} if origin else {})}
+            return httpx.post(url, json=body, headers=sent, timeout=30).status_code
+
+        assert status("search.example.org") == 200
+        assert status("search.example.org:8443") == 200
+        assert status("search.example.org", "https://search.example.org") == 200
+        assert status("search.example.org", "https://search.example.org:8443") == 200
+        assert status("search.example.org.evil.example") == 421
+        assert status("127.0.0.1") == 421  # not listed here
+        assert status("search.example.org", "https://evil.example") == 403
+    finally:
+        served.close()
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]", "localhost:80"])
