@@ -345,7 +345,7 @@ class RcpServer:
             raise RpcError(Errc.NOT_INITIALIZED, "call 'initialize' first")
         if method == rcp.Method.RETRIEVE:
             if not isinstance(params, dict):
-                raise RpcError(Errc.INVALID_PARAMS, "'params' MUST be an object")
+                raise _invalid("params", "'params' MUST be an object")
             return self._retrieve(client, params)
         if method in _KNOWN_METHODS:
             raise RpcError(Errc.CAPABILITY_MISSING, f"'{method}' not implemented")
@@ -561,7 +561,9 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     except ValidationError as exc:
         first = exc.errors()[0]
         name = ".".join(str(p) for p in first["loc"]) or "query"
-        raise _invalid(name, f"{name}: {first['msg']}") from None
+        # a validator's own ValueError reads "Value error, <its message>", as in REST's
+        # validation_error: the message is enough
+        raise _invalid(name, f"{name}: {first['msg'].removeprefix('Value error, ')}") from None
     return RetrieveArgs(
         request=request,
         mode=mode,

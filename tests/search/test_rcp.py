@@ -170,6 +170,7 @@ def test_retrieve_is_the_verified_search(served: Served) -> None:
         ({"k": 5.0, "candidateK": 2.0}, -32602, {"field": "candidateK"}),
         ({"query": 5}, -32602, {"field": "query"}),
         ({"query": ""}, -32602, {"field": "query"}),
+        ({"query": " \t "}, -32602, {"field": "query"}),
         (
             {"query": {"type": "image", "mimeType": "image/png", "data": "AA=="}},
             -32005,
@@ -192,6 +193,21 @@ def test_bad_retrieve_params(
         client.call("retrieve", {"query": "lighthouse", **params})
     assert caught.value.code == code, caught.value
     assert data.items() <= (caught.value.data or {}).items(), caught.value.data
+
+
+def test_malformed_params_are_named(served: Served) -> None:
+    """``params`` that is no object is -32602 with ``data.field`` ``params``, as every other
+    -32602 names its field; a query's message is the validator's own, without pydantic's
+    "Value error, " prefix (as in the search API's problems)."""
+    client = connect(served, "carol")
+    assert error_of(raw(served, "carol", "retrieve", ["lighthouse"])) == (
+        -32602,
+        {"field": "params"},
+    )
+    with pytest.raises(rcp.RcpError) as caught:
+        client.call("retrieve", {"query": " \t "})
+    assert caught.value.data == {"field": "query"}
+    assert str(caught.value.message) == "query: must contain a printable non-space character"
 
 
 def test_lenient_options_and_clamping(served: Served) -> None:
