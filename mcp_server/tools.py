@@ -49,6 +49,7 @@ from ncindex.runtime import Services
 from ncindex.search.filter_fields import filter_schemas, filters_document
 from ncindex.search.service import (
     FILTER_NODE_REF,
+    MAX_CHUNK_INDEX,
     MAX_CONTEXT_WINDOW,
     MAX_DOC_ID_CHARS,
     ContextResponse,
@@ -99,7 +100,7 @@ class FetchArgs(BaseModel):
     chunk_index: JsonInt | None = Field(
         None,
         ge=0,
-        le=1_000_000,
+        le=MAX_CHUNK_INDEX,
         description="Answer the chunks around this one (a search result's `chunk_index`) "
         "instead of the whole text.",
     )

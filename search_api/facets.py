@@ -21,6 +21,9 @@ from ncindex.web.problems import TRANSLATED, problem_for
 from search_api.search import Decorator, int_args
 
 MAX_PAGE = 1000
+"""Largest ``limit``."""
+MAX_OFFSET = 100_000_000
+"""Largest ``offset``."""
 
 
 def facets_blueprint(
@@ -35,7 +38,7 @@ def facets_blueprint(
         try:
             # no usable credentials: 401 before the parameters are judged
             normalized_authorization(request.headers.get("Authorization"))
-            args = int_args(offset=(0, 0, 100_000_000), limit=(200, 1, MAX_PAGE))
+            args = int_args(offset=(0, 0, MAX_OFFSET), limit=(200, 1, MAX_PAGE))
             offset, size = args["offset"], args["limit"]
             client = resolve_caller(services, request.headers.get("Authorization"))
             assert client.user is not None

@@ -18,8 +18,16 @@ from pydantic.json_schema import models_json_schema
 from ncindex import __version__
 from ncindex.documents import DocType
 from ncindex.search.filter_fields import filter_schemas
-from ncindex.search.service import ContextResponse, SearchRequest, SearchResponse
+from ncindex.search.service import (
+    MAX_CHUNK_INDEX,
+    MAX_CONTEXT_WINDOW,
+    MAX_DOC_ID_CHARS,
+    ContextResponse,
+    SearchRequest,
+    SearchResponse,
+)
 from ncindex.sync.user_status import UserStatus
+from search_api.facets import MAX_OFFSET, MAX_PAGE
 
 REF = "#/components/schemas/{model}"
 
@@ -177,15 +185,9 @@ def openapi_document() -> dict[str, Any]:
                     "security": secured,
                     "parameters": [
                         _param("doc_type", "path", {"enum": [t.value for t in DocType]}),
-                        _param("doc_id", "path", {"type": "string", "maxLength": 256}),
-                        _param(
-                            "chunk_index", "query", {"type": "integer", "minimum": 0, "default": 0}
-                        ),
-                        _param(
-                            "window",
-                            "query",
-                            {"type": "integer", "minimum": 0, "maximum": 20, "default": 2},
-                        ),
+                        _param("doc_id", "path", {"type": "string", "maxLength": MAX_DOC_ID_CHARS}),
+                        _param("chunk_index", "query", _count(0, MAX_CHUNK_INDEX, 0)),
+                        _param("window", "query", _count(0, MAX_CONTEXT_WINDOW, 2)),
                     ],
                     "responses": {
                         "200": {"description": "The chunks.", "content": _json("ContextResponse")},
@@ -268,12 +270,8 @@ def _facet_path(name: str, summary: str, secured: list[dict[str, Any]]) -> dict[
             "operationId": name,
             "security": secured,
             "parameters": [
-                _param("offset", "query", {"type": "integer", "minimum": 0, "default": 0}),
-                _param(
-                    "limit",
-                    "query",
-                    {"type": "integer", "minimum": 1, "maximum": 1000, "default": 200},
-                ),
+                _param("offset", "query", _count(0, MAX_OFFSET, 0)),
+                _param("limit", "query", _count(1, MAX_PAGE, 200)),
             ],
             "responses": {
                 "200": {
@@ -288,6 +286,11 @@ def _facet_path(name: str, summary: str, secured: list[dict[str, Any]]) -> dict[
 
 def _param(name: str, where: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "in": where, "required": where == "path", "schema": schema}
+
+
+def _count(lo: int, hi: int, default: int) -> dict[str, Any]:
+    """An integer query parameter's schema: the bounds its endpoint enforces (``int_args``)."""
+    return {"type": "integer", "minimum": lo, "maximum": hi, "default": default}
 
 
 def openapi_blueprint() -> Blueprint:

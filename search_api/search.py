@@ -29,6 +29,7 @@ from ncindex.errors import (
 from ncindex.runtime import Services
 from ncindex.search.filter_fields import filters_document
 from ncindex.search.service import (
+    MAX_CHUNK_INDEX,
     MAX_CONTEXT_WINDOW,
     MAX_DOC_ID_CHARS,
     SearchRequest,
@@ -122,7 +123,7 @@ def search_blueprint(
         try:
             normalized_authorization(request.headers.get("Authorization"))
             ref = _doc_ref(doc_type, doc_id)
-            args = int_args(chunk_index=(0, 0, 1_000_000), window=(2, 0, MAX_CONTEXT_WINDOW))
+            args = int_args(chunk_index=(0, 0, MAX_CHUNK_INDEX), window=(2, 0, MAX_CONTEXT_WINDOW))
         except (Unauthenticated, InputError) as exc:
             return problem_for(exc)
         try:

@@ -90,6 +90,9 @@ MAX_CONTEXT_WINDOW = 20
 """Largest number of chunks on each side of a chunk that the context endpoint and the MCP
 ``fetch`` tool return."""
 
+MAX_CHUNK_INDEX = 1_000_000
+"""Largest ``chunk_index`` a caller may name (the context endpoint, the MCP ``fetch`` tool)."""
+
 MAX_DOC_ID_CHARS = 256
 """Longest ``doc_id`` a caller may name (the context endpoint, the MCP ``fetch`` tool)."""
 

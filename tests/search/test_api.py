@@ -492,6 +492,34 @@ def test_openapi_document(ro_api: Api) -> None:
         assert ref.startswith("#/components/schemas/") and ref.rsplit("/", 1)[1] in schemas, ref
 
 
+def test_openapi_bounds_every_integer_query_parameter_as_the_endpoint_does(ro_api: Api) -> None:
+    """Each integer query parameter's ``maximum`` in ``/openapi.json`` is the endpoint's own:
+    the value is in range, one more is 400 naming the parameter. ``chunk_index`` (1,000,000) and
+    ``offset`` (100,000,000) had no ``maximum``, so a schema-valid request was refused."""
+    doc = ro_api.client.get("/openapi.json").get_json()
+    doc_type, doc_id = ro_api.keys[LIGHT].split(":")
+    auth = ("alice", PASSWORDS["alice"])
+    checked = []
+    for path, item in doc["paths"].items():
+        operation = item.get("get")
+        if operation is None:
+            continue
+        url = path.format(doc_type=doc_type, doc_id=doc_id)
+        for param in operation.get("parameters", []):
+            schema = param["schema"]
+            if param["in"] != "query" or schema.get("type") != "integer":
+                continue
+            top = schema["maximum"]
+            taken = ro_api.client.get(f"{url}?{param['name']}={top}", auth=auth).get_json()
+            # in range (chunk_index 1,000,000 is past this document's last chunk: another 400)
+            assert not str(taken.get("detail")).startswith("must be"), (path, taken)
+            refused = ro_api.client.get(f"{url}?{param['name']}={top + 1}", auth=auth)
+            assert refused.status_code == 400, (path, param["name"])
+            assert refused.get_json()["field"] == param["name"]
+            checked.append((path, param["name"]))
+    assert len(checked) == 6, checked  # chunk_index, window; offset, limit of folders and tags
+
+
 def test_rate_limit(
     redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
 ) -> None:
