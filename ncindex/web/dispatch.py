@@ -10,12 +10,16 @@ The MCP server is ASGI, so ``ncindex up`` serves it with uvicorn on a loopback p
 and :func:`forward_to` relays ``/mcp`` requests to it: method, path, query, body (a chunked
 one too, with a Content-Length of its own) and headers (``Host`` included, for its
 DNS-rebinding check; the client address in ``X-Forwarded-For``, which uvicorn trusts from
-127.0.0.1, for the per-address rate limit). Its transport answers JSON, never an open event
-stream, so a buffered relay suffices.
+127.0.0.1, for the per-address rate limit). Header values are relayed without the whitespace
+around them, which is no part of a field value (RFC 9110 §5.5) but which werkzeug's server
+keeps and the relay's HTTP client refuses to send. Its transport answers JSON, never an open
+event stream, so a buffered relay suffices.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,7 +27,13 @@ import httpx
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request
 
-from ncindex.web.problems import MAX_BODY_BYTES, http_problem, read_body
+from ncindex.web.problems import (
+    MAX_BODY_BYTES,
+    PROBLEM_JSON,
+    http_problem,
+    problem_body,
+    read_body,
+)
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -35,6 +45,13 @@ _HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
      "upgrade", "content-length"}
 )  # fmt: skip
+
+
+# RFC 9110 §5.1: a field name is a token
+_FIELD_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# What a field value cannot carry on the way out: NUL, CR and LF (RFC 9110 §5.5: reject or
+# replace), and VT and FF, which h11 (the relay's HTTP client) refuses as whitespace
+_UNSENDABLE = re.compile(r"[\x00\n\r\x0b\x0c]")
 
 
 def dispatch(receiver: WSGIApp, search: WSGIApp, mcp: WSGIApp | None = None) -> WSGIApp:
@@ -54,31 +71,47 @@ def dispatch(receiver: WSGIApp, search: WSGIApp, mcp: WSGIApp | None = None) -> 
 
 def forward_to(base_url: str, client: httpx.Client | None = None) -> WSGIApp:
     """A WSGI app relaying each request to the same path under ``base_url`` and its answer
-    back (status, end-to-end headers, body). The body is read as the search API reads its
-    own (:func:`~ncindex.web.problems.read_body`, with or without a Content-Length, at most
-    ``MAX_BODY_BYTES``): one it cannot read is a 400 problem+json (``invalid_value``, field
-    ``Content-Length`` or ``body``), a larger one a 413 (``payload_too_large``). A relay failure
-    is a 502 problem+json (``backend_unavailable``)."""
+    back (status, end-to-end headers, body). Header values lose the whitespace around them and
+    are relayed as the bytes that came (latin-1, as WSGI gives them); a header that cannot be
+    sent on — a name that is not a token, a value holding NUL, CR, LF, VT or FF — is a 400
+    problem+json (``invalid_http``, field the header's name). The body is read as the search
+    API reads its own (:func:`~ncindex.web.problems.read_body`, with or without a
+    Content-Length, at most ``MAX_BODY_BYTES``): one it cannot read is a 400 problem+json
+    (``invalid_value``, field ``Content-Length`` or ``body``), a larger one a 413
+    (``payload_too_large``). A relay failure is a 502 problem+json (``backend_unavailable``)."""
     http = client or httpx.Client(timeout=RELAY_TIMEOUT)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         headers = {
-            key[5:].replace("_", "-").title(): value
+            key[5:].replace("_", "-").title(): value.strip(" \t")
             for key, value in environ.items()
             if key.startswith("HTTP_") and key[5:].replace("_", "-").lower() not in _HOP_BY_HOP
         }
         if environ.get("CONTENT_TYPE"):
-            headers["Content-Type"] = environ["CONTENT_TYPE"]
+            headers["Content-Type"] = environ["CONTENT_TYPE"].strip(" \t")
         headers["X-Forwarded-For"] = environ.get("REMOTE_ADDR") or "127.0.0.1"
         try:
             body = read_body(Request(environ), MAX_BODY_BYTES)
         except HTTPException as exc:  # UnreadableBody (400), RequestEntityTooLarge (413)
             return http_problem(exc)(environ, start_response)
+        for name, value in headers.items():
+            if not _FIELD_NAME.fullmatch(name) or _UNSENDABLE.search(value):
+                # the HTTP client would refuse to send it (h11: "Illegal header value"),
+                # which read as the MCP server not answering, 502
+                bad = problem_body(400, "invalid_http", "not a valid HTTP header", field=name)
+                data = json.dumps(bad).encode()
+                start_response(
+                    "400 Bad Request",
+                    [("Content-Type", PROBLEM_JSON), ("Content-Length", str(len(data)))],
+                )
+                return [data]
+        # bytes: httpx encodes a str value as ASCII, and a non-ASCII one (obs-text) raised
+        sent = {name: value.encode("latin-1") for name, value in headers.items()}
         url = base_url + environ.get("PATH_INFO", "")
         if environ.get("QUERY_STRING"):
             url += "?" + environ["QUERY_STRING"]
         try:
-            answer = http.request(environ["REQUEST_METHOD"], url, headers=headers, content=body)
+            answer = http.request(environ["REQUEST_METHOD"], url, headers=sent, content=body)
         except httpx.HTTPError:
             start_response("502 Bad Gateway", [("Content-Type", "application/problem+json")])
             return [
