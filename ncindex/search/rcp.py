@@ -483,11 +483,12 @@ class RetrieveArgs:
 def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     """Validate ``retrieve`` params (spec §7.7). ``k`` and ``candidateK`` are integers as
     JSON counts them: ``10`` or ``10.0`` (as ``limit`` of ``POST /v1/search`` and MCP's
-    ``search``), never ``10.5``, a string or a boolean. Raises :class:`RpcError`: -32602 with
-    ``data.field`` for a malformed param or filter, -32005 with ``data.option`` for a mode,
-    fusion, operator or option this server does not advertise (unless ``strict`` is false,
-    in which case options are dropped and noted). A param this server does not know is
-    tolerated (spec §14.1.7) and named in the notes."""
+    ``search``), never ``10.5``, a string or a boolean; without ``k`` the request's limit is
+    left to the search service (``settings.search_default_limit``, as for those two).
+    Raises :class:`RpcError`: -32602 with ``data.field`` for a malformed param or filter,
+    -32005 with ``data.option`` for a mode, fusion, operator or option this server does not
+    advertise (unless ``strict`` is false, in which case options are dropped and noted). A
+    param this server does not know is tolerated (spec §14.1.7) and named in the notes."""
     notes: list[str] = []
     strict = params.get("strict", True)
     if not isinstance(strict, bool):
@@ -505,10 +506,10 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
             if value < 1:
                 raise _invalid(name, f"'{name}' MUST be >= 1")
             counts[name] = value
-    k = counts.get("k", 10)
-    if counts.get("candidateK", k) < k:
+    k = counts.get("k")  # none: the server's default, as for POST /v1/search without limit
+    if k is not None and counts.get("candidateK", k) < k:
         raise _invalid("candidateK", "'candidateK' MUST be >= 'k' (funnel invariant)")
-    if k > MAX_K:
+    if k is not None and k > MAX_K:
         notes.append(f"k clamped to maxK={MAX_K}")
         k = MAX_K
     query = _query_text(params.get("query"))

@@ -245,6 +245,19 @@ def test_counts_may_be_written_as_whole_floats(served: Served) -> None:
     client.shutdown()
 
 
+def test_k_defaults_to_the_search_default_limit(served: Served) -> None:
+    """Without ``k``, ``retrieve`` answers ``NCINDEX_SEARCH_DEFAULT_LIMIT`` hits, as
+    ``POST /v1/search`` without ``limit`` does; it answered 10 whatever the setting."""
+    served.api.settings.search_default_limit = 2
+    client = connect(served, "alice")
+    hits = client.call("retrieve", {"query": "lighthouse"})["hits"]
+    rest = served.api.client.post(
+        "/v1/search", json={"query": "lighthouse"}, auth=("alice", PASSWORDS["alice"])
+    )
+    assert len(hits) == len(rest.get_json()["results"]) == 2
+    client.shutdown()
+
+
 def test_explain_in_meta(served: Served) -> None:
     client = connect(served, "alice")
     plain = client.call("retrieve", {"query": "lighthouse lens"})
