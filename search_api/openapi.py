@@ -236,6 +236,10 @@ def openapi_document() -> dict[str, Any]:
                             "description": "-32012: credentials missing or rejected.",
                             "content": _json("JsonRpcResponse"),
                         },
+                        "413": {
+                            "description": "-32013: body too large.",
+                            "content": _json("JsonRpcResponse"),
+                        },
                         "429": {
                             "description": "-32011: rate limited.",
                             "content": _json("JsonRpcResponse"),

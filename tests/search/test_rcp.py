@@ -16,6 +16,7 @@ from test_api import DIARY, LIGHT, SECRET
 
 from ncindex.search.filter_fields import FIELD_TYPES, filters_document
 from ncindex.search.rcp import MAX_BATCH, HttpAnswer
+from ncindex.web.problems import MAX_BODY_BYTES
 from search_api.rcp import rcp_blueprint
 from search_support import PASSWORDS, Served
 
@@ -397,6 +398,16 @@ def test_a_number_beyond_float_range_is_a_parse_error(
     status, reply = post_raw(served, body, method)
     assert status == 200 and reply["error"]["code"] == -32700, (status, reply)
     assert reply["id"] is None
+
+
+def test_a_body_too_large_is_413_as_openapi_says(served: Served) -> None:
+    """A body past ``MAX_BODY_BYTES`` is HTTP 413 with -32013, a status ``/openapi.json``
+    did not list for ``/rcp/{method}``."""
+    message = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "a" * MAX_BODY_BYTES}}
+    status, reply = post_raw(served, json.dumps(message).encode())
+    assert (status, reply["error"]["code"]) == (413, -32013)
+    documented = served.api.client.get("/openapi.json").get_json()["paths"]["/rcp/{method}"]
+    assert "-32013" in documented["post"]["responses"]["413"]["description"]
 
 
 def test_batches_are_capped(served: Served) -> None:
