@@ -47,6 +47,7 @@ from mcp.types import (
     ToolAnnotations,
 )
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -224,9 +225,19 @@ def create_app(
             Route("/metrics", metrics, methods=["GET"]),
         ],
         lifespan=lambda _app: manager.run(),
+        exception_handlers={HTTPException: _http_problem},
     )
     app.state.services = services
     return app
+
+
+async def _http_problem(request: Request, exc: Exception) -> Response:
+    """Starlette's own answers (an unknown path 404, a ``POST /livez`` 405 with ``Allow``),
+    which it writes in plain text, as problem+json like every other answer."""
+    assert isinstance(exc, HTTPException)
+    status = exc.status_code
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "invalid_value")
+    return _problem(status, code, exc.detail, dict(exc.headers or {}))
 
 
 def with_portless(allowed: list[str]) -> list[str]:

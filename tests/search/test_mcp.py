@@ -490,3 +490,18 @@ def test_only_post_is_served_and_its_body_is_strict_json(mcp_url: str) -> None:
     assert answer.status_code == 413 and answer.json()["code"] == "payload_too_large"
     fine = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     assert httpx.post(mcp_url, json=fine, headers=headers).status_code == 200
+
+
+def test_starlettes_own_404_and_405_are_problems(mcp_url: str) -> None:
+    """The MCP server alone (``mcp_server.asgi:app`` under gunicorn) answered an unknown path
+    and a ``POST /livez`` in Starlette's plain text."""
+    base = mcp_url.removesuffix("/mcp")
+    missing = httpx.get(f"{base}/nope")
+    assert (missing.status_code, missing.headers["Content-Type"]) == (
+        404,
+        "application/problem+json",
+    )
+    assert missing.json()["code"] == "not_found"
+    wrong = httpx.post(f"{base}/livez")
+    assert (wrong.status_code, wrong.headers["Content-Type"]) == (405, "application/problem+json")
+    assert wrong.json()["code"] == "method_not_allowed" and "GET" in wrong.headers["Allow"]
