@@ -76,6 +76,7 @@ from ncindex.nextcloud.client import NextcloudClient
 from ncindex.redis_breaker import RedisBreaker
 from ncindex.search.filter_fields import rcp_filter_capability
 from ncindex.search.filters import parse_tree
+from ncindex.search.links import open_link
 from ncindex.search.service import Mode, SearchRequest, SearchResponse, SearchService
 from ncindex.store.schema import RRF_K
 
@@ -205,8 +206,9 @@ class RcpServer:
     ``service`` returns the search service (built lazily by the app); ``authenticate`` turns
     an ``Authorization`` header into a client with ``user`` resolved, raising
     :class:`Unauthenticated` (or ``TransientError`` when Nextcloud cannot be asked);
-    ``sessions`` holds the ``initialize`` state; ``citation_base`` is the Nextcloud URL used
-    for file links (``{base}/index.php/f/{id}``), or ``None``.
+    ``sessions`` holds the ``initialize`` state; ``citation_base`` is the Nextcloud URL that
+    ``citation.uri`` links are made from (:func:`~ncindex.search.links.open_link`, as MCP's
+    ``url``), or ``None``.
     """
 
     def __init__(
@@ -460,10 +462,9 @@ class RcpServer:
             "start": r.char_start,
             "end": r.char_end,
         }
-        if url:
-            citation["uri"] = url
-        elif self.citation_base and doc_type in ("file", "note") and doc_id.isdigit():
-            citation["uri"] = f"{self.citation_base}/index.php/f/{doc_id}"
+        uri = open_link(self.citation_base, doc_type, doc_id, url)  # as MCP's url
+        if uri:
+            citation["uri"] = uri
         return citation
 
 

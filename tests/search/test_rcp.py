@@ -7,6 +7,7 @@ import base64
 import json
 import urllib.parse
 from http.client import HTTPConnection
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,7 +16,8 @@ from flask import Flask
 from test_api import DIARY, LIGHT, SECRET
 
 from ncindex.search.filter_fields import FIELD_TYPES, filters_document
-from ncindex.search.rcp import MAX_BATCH, HttpAnswer
+from ncindex.search.links import open_link
+from ncindex.search.rcp import MAX_BATCH, HttpAnswer, RcpServer
 from ncindex.web.problems import MAX_BODY_BYTES
 from search_api.rcp import rcp_blueprint
 from search_support import PASSWORDS, Served
@@ -436,3 +438,21 @@ def test_an_unserializable_reply_is_an_internal_error_not_a_500() -> None:
     app.register_blueprint(rcp_blueprint(InfiniteServer()))  # type: ignore[arg-type]
     response = app.test_client().post("/rcp/ping", data=b"{}")
     assert response.status_code == 200 and response.get_json()["error"]["code"] == -32603
+
+
+def test_a_citation_links_the_document_as_mcps_url_does() -> None:
+    """``citation.uri`` is the link MCP's ``search`` gives as ``url``; a Deck card's citation
+    had none (only files and notes were linked)."""
+    base = "https://cloud.example"
+    server = RcpServer(lambda: None, lambda _: None, None, citation_base=base)  # type: ignore[arg-type]
+    hit = SimpleNamespace(path=None, char_start=0, char_end=5)
+    for doc_type, doc_id, url in (
+        ("file", "12", None),
+        ("note", "13", None),
+        ("deck_card", "7", None),
+        ("news_item", "9", "https://news.example/9"),
+    ):
+        citation = server._citation(doc_type, doc_id, "Title", url, hit)
+        assert citation["uri"] == open_link(base, doc_type, doc_id, url), doc_type
+    deck = server._citation("deck_card", "7", "Card", None, hit)
+    assert deck["uri"] == f"{base}/index.php/apps/deck/card/7"
