@@ -169,6 +169,11 @@ class Names:
         ``finished`` documents)."""
         return self.key("first-indexing", user)
 
+    def first_indexed(self, user: str) -> str:
+        """The documents finished during ``user``'s first indexing while it runs (set of
+        subjects; counted into ``first_indexing``'s ``finished`` and deleted when it ends)."""
+        return self.key("first-indexed", user)
+
     def throughput(self, bucket: int) -> str:
         """Documents and chunks finished in one time bucket (hash; ``bucket`` is Unix seconds
         divided by the bucket length), expiring after the rate window."""

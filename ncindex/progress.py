@@ -21,8 +21,10 @@ written by the producers and the workers and read by ``GET /v1/status``
   ``chunks:<user>``); each expires :data:`KEEP_SECONDS` after its bucket, so at most
   ``KEEP_SECONDS / BUCKET_SECONDS + 1`` of them exist.
 - ``first-indexing:<user>`` — when the first task was queued for ``user`` (``started_at``),
-  how many documents finished since (``finished``), and when nothing was pending any more
-  for the first time (``done_at``).
+  and when nothing was pending any more for the first time (``done_at``, with ``finished``:
+  how many distinct documents finished since the start). While it runs, the documents
+  finished are the set ``first-indexed:<user>``: a document indexed twice (its upload's
+  event, then the scan) counts once.
 - ``failing`` — a hash subject → JSON of the last failed or retried run of a document:
   ``user``, ``task``, ``kwargs``, ``attempts`` (runs that failed in a row), ``last_error``,
   ``at``; removed when a run of it ends without an error.
@@ -38,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import redis
+from redis.commands.core import Script
 from redis.typing import EncodableT
 
 from ncindex import names
@@ -52,6 +55,22 @@ KEEP_SECONDS = 900
 RATE_SECONDS = 300
 #: A pending document older than this (seconds) is taken to be lost and dropped when read.
 PENDING_HORIZON = 7 * 86400
+
+#: A run for ``ARGV[1]`` ended (Unix seconds ``ARGV[2]``) while ``KEYS[1]`` (a user's
+#: first-indexing hash) has started and not ended: the subject joins the set ``KEYS[2]`` and,
+#: when the pending set ``KEYS[3]`` is empty, the first indexing ends — ``finished`` is the
+#: set's size, ``done_at`` the time — and the set is deleted. One script, so two runs ending
+#: at once end it once.
+_FIRST_FINISHED = Script(
+    None,  # type: ignore[arg-type]
+    b"if redis.call('HEXISTS', KEYS[1], 'started_at') == 0 "
+    b"or redis.call('HEXISTS', KEYS[1], 'done_at') == 1 then return 0 end "
+    b"redis.call('SADD', KEYS[2], ARGV[1]) "
+    b"if redis.call('ZCARD', KEYS[3]) == 0 then "
+    b"redis.call('HSET', KEYS[1], 'finished', redis.call('SCARD', KEYS[2]), 'done_at', ARGV[2]) "
+    b"redis.call('DEL', KEYS[2]) end "
+    b"return 1",
+)
 
 
 def node_subject(file_id: int | str) -> str:
@@ -136,21 +155,18 @@ class Progress:
             pipe.hincrby(bucket, name, value)
             pipe.hincrby(bucket, f"{name}:{user}", value)
         pipe.expire(bucket, KEEP_SECONDS + BUCKET_SECONDS)
-        pipe.hgetall(keys.first_indexing(user))
-        pipe.zcard(keys.pending(user))
-        *_, first, left = pipe.execute()
-        if first.get(b"started_at") and not first.get(b"done_at"):
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hincrby(keys.first_indexing(user), "finished", 1)
-            if not left:
-                pipe.hsetnx(keys.first_indexing(user), "done_at", f"{now:.3f}")
-            pipe.execute()
+        _FIRST_FINISHED(
+            [keys.first_indexing(user), keys.first_indexed(user), keys.pending(user)],
+            [subject, f"{now:.3f}"],
+            pipe,
+        )
+        pipe.execute()
 
     def restart_first_indexing(self, user: str) -> None:
         """Forget ``user``'s first indexing (its start, end and count), so the next
         :meth:`queued` starts it again: the index lost everything of ``user`` (a new or wiped
         store beside a kept Redis) and is being rebuilt."""
-        self.redis.delete(self.keys.first_indexing(user))
+        self.redis.delete(self.keys.first_indexing(user), self.keys.first_indexed(user))
 
     def record_skips(
         self, user: str, skipped: Mapping[str, str], listed: Iterable[str], *, full: bool
@@ -221,15 +237,16 @@ class Progress:
 
     def first_indexing(self, user: str) -> dict[str, float | int | None]:
         """``{"started_at", "done_at", "finished"}`` of ``user``'s first indexing (Unix
-        seconds, ``None`` when not yet; documents finished during it)."""
-        raw = {
-            as_text(k): as_text(v)
-            for k, v in self.redis.hgetall(self.keys.first_indexing(user)).items()
-        }
+        seconds, ``None`` when not yet; distinct documents finished during it)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(self.keys.first_indexing(user))
+        pipe.scard(self.keys.first_indexed(user))
+        record, running = pipe.execute()
+        raw = {as_text(k): as_text(v) for k, v in record.items()}
         return {
             "started_at": float(raw["started_at"]) if "started_at" in raw else None,
             "done_at": float(raw["done_at"]) if "done_at" in raw else None,
-            "finished": int(raw.get("finished", 0)),
+            "finished": int(raw["finished"]) if "done_at" in raw else int(running),
         }
 
 

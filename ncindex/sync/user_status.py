@@ -74,7 +74,9 @@ class FirstIndexing(BaseModel):
     state: str = Field(description="not_started, running or done.")
     started_at: float | None = Field(None, description="Unix seconds.")
     done_at: float | None = Field(None, description="Unix seconds.")
-    finished: int = Field(description="Documents finished during it.")
+    finished: int = Field(
+        description="Distinct documents finished during it (one indexed twice counts once)."
+    )
     progress: float | None = Field(
         None, description="finished / (finished + pending), 0 to 1, while it runs."
     )

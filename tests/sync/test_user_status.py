@@ -136,9 +136,17 @@ def test_first_indexing_progress_and_eta_from_the_measured_rate(redis_url: str) 
     assert progress.rates("eve", now=now).documents == 0  # another user's work is not eve's
     assert progress.rates(None, now=now).documents == 4
     assert progress.users() == ["dora", "eve"]  # what `ncindex status` lists besides accounts
+    # a document indexed again (its upload's event, then the scan) is one document finished
+    progress.queued("dora", ["node:0"], now=now)
+    progress.finished("dora", "node:0", "unchanged", now=now)
+    assert progress.first_indexing("dora")["finished"] == 4
     for i in range(4, 10):
         progress.finished("dora", f"node:{i}", "unchanged", now=now)
-    assert first_indexing(progress, "dora", 0, 1.0).state == "done"
+    done = first_indexing(progress, "dora", 0, 1.0)
+    assert done.state == "done" and done.finished == 10 and done.done_at == now
+    assert not client.exists(keys.first_indexed("dora"))  # its set goes with the run
+    progress.finished("dora", "node:3", "indexed", now=now + 60)  # after the end: not counted
+    assert progress.first_indexing("dora")["finished"] == 10
     # the throughput buckets expire: the structure stays bounded
     ttls = [client.ttl(k) for k in client.scan_iter(keys.key("throughput", "*"))]
     assert ttls and all(0 < t <= KEEP_SECONDS + BUCKET_SECONDS for t in ttls)
