@@ -159,7 +159,10 @@ class SearchRequest(BaseModel):
         None, ge=1, le=100, description="Results per page (default: the server's, 10)."
     )
     doc_types: list[DocType] | None = Field(
-        None, min_length=1, max_length=16, description="Only these document types (any of)."
+        None,
+        min_length=1,
+        max_length=16,
+        description="Only these document types (any of; at least one: leave it out for all).",
     )
     modified_after: TimeValue | None = Field(
         None,
@@ -173,19 +176,26 @@ class SearchRequest(BaseModel):
     )
     path_prefixes: list[str] | None = Field(
         None,
+        min_length=1,
         max_length=64,
         description="Only documents at or under one of these paths, in the caller's own view "
         "(from its root; no `.` or `..` segments); strict: `/Projects` never matches "
-        "`/Projects-old`.",
+        "`/Projects-old`. At least one: leave it out for everywhere.",
     )
     tags: list[str] | None = Field(
-        None, max_length=64, description="Only documents carrying one of these system tags."
+        None,
+        min_length=1,
+        max_length=64,
+        description="Only documents carrying one of these system tags (at least one: leave it "
+        "out for any).",
     )
     category: str | None = Field(None, max_length=1024, description="Only notes of this category.")
     mime_types: list[str] | None = Field(
         None,
+        min_length=1,
         max_length=64,
-        description="Only files of one of these MIME types, whole (`text/plain`; no `text/*`).",
+        description="Only files of one of these MIME types, whole (`text/plain`; no `text/*`; "
+        "at least one: leave it out for any).",
     )
     filter: Annotated[
         dict[str, Any] | None,

@@ -157,6 +157,11 @@ BAD: list[tuple[Any, str, str]] = [
     ({"query": "x", "unknown": 1}, "unknown_field", "unknown"),
     ({"query": "x", "doc_types": ["mail"]}, "invalid_value", "doc_types[0]"),
     ({"query": "x", "doc_types": "note"}, "invalid_value", "doc_types"),
+    # an empty any-of list would match nothing; it is refused, never read as "no filter"
+    ({"query": "x", "doc_types": []}, "invalid_value", "doc_types"),
+    ({"query": "x", "path_prefixes": []}, "invalid_value", "path_prefixes"),
+    ({"query": "x", "tags": []}, "invalid_value", "tags"),
+    ({"query": "x", "mime_types": []}, "invalid_value", "mime_types"),
     ({"query": "x", "fusion": "max"}, "invalid_value", "fusion"),
     ({"query": "x", "score_threshold": 1.5}, "invalid_value", "score_threshold"),
     ({"query": "x", "score_threshold": "high"}, "invalid_value", "score_threshold"),
