@@ -13,7 +13,8 @@ Routes (JSON unless said; every ``POST`` needs the session's CSRF token in ``X-C
 * ``POST /ui/login/poll`` — ``{"user": null}`` until the user granted access, then
   ``{"user", "csrf"}`` (a new session: the cookie is replaced);
 * ``POST /ui/login/password`` — body ``{"login_name", "app_password"}``: signs in with an app
-  password made by hand (401 ``unauthenticated`` if Nextcloud refuses it);
+  password made by hand (401 ``unauthenticated`` if Nextcloud refuses it; 400
+  ``unknown_field`` for another key);
 * ``POST /ui/logout`` — deletes the app password in Nextcloud (only one ncindex obtained
   through Login Flow v2: a typed-in one is the user's to keep) and the session:
   ``{"app_password_deleted"}``.
@@ -233,6 +234,11 @@ def ui_blueprint(services: Services, limited: Decorator | None = None) -> Bluepr
         session_id, _ = found
         try:
             body = read_json_object()  # as the search API: with or without a Content-Type
+            for name in body:  # a misspelt key is named, as the search API does
+                if name not in ("login_name", "app_password"):
+                    raise InputError(
+                        "unknown_field", name, "not a field here (known: login_name, app_password)"
+                    )
             login_name = _text_field(body, "login_name")
             app_password = _text_field(body, "app_password")
         except InputError as exc:

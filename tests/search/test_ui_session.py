@@ -95,6 +95,17 @@ def test_flow_sign_in_filters_per_caller_and_sign_out(stack: Stack) -> None:
         headers={CSRF_HEADER: bob_csrf},
     )
     assert wrong.status_code == 401 and "WWW-Authenticate" not in wrong.headers
+    misspelt = bob.post(
+        "/ui/login/password",
+        json={"login_name": "bob", "app_password": PASSWORDS["bob"], "remember": True},
+        headers={CSRF_HEADER: bob_csrf},
+    )
+    assert misspelt.status_code == 400, misspelt.get_json()
+    assert (misspelt.get_json()["code"], misspelt.get_json()["field"]) == (
+        "unknown_field",
+        "remember",
+    )
+    assert session(bob)["user"] is None
     typed = bob.post(  # a JSON body is read as the search API reads it: Content-Type or not
         "/ui/login/password",
         data=json.dumps({"login_name": "bob", "app_password": PASSWORDS["bob"]}),
