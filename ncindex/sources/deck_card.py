@@ -15,10 +15,11 @@ indexed (Deck hides them from the board); ``etag`` is the card ``ETag`` (md5 of
 The scan lists ``GET /boards``, then ``GET /boards/{id}/stacks`` per board that is not deleted
 (non-archived, non-deleted cards of live stacks, with their ``ETag``). Cards have no paths; a
 missing card is re-read by id (Deck answers 403 once it is gone; a card of a deleted stack is
-gone by :func:`stack_is_live`). Verify-on-read uses the card GET alone, so it keeps a deleted
-stack's cards until the scan evicts them. Deck ≥ 1.18 sends card events
-(``CardCreated/Updated/DeletedEvent``, the card JSON under ``card``; reference §1.4), registered
-only with ``deck_webhooks`` (registering them on an older Deck fails).
+gone by :func:`stack_is_live`). Verify-on-read uses the card GET alone: it drops a card archived
+since (``ineligible``), and keeps a deleted stack's cards until the scan evicts them. Deck ≥
+1.18 sends card events (``CardCreated/Updated/DeletedEvent``, the card JSON under ``card``;
+reference §1.4), registered only with ``deck_webhooks`` (registering them on an older Deck
+fails).
 """
 
 from __future__ import annotations
@@ -272,15 +273,22 @@ class DeckCardSource(Source):
 
     def verify(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
         """Deck card GET (conditional on the indexed etag); Deck answers 403 for a card that
-        is missing, deleted or not visible, which means gone. A payload without ``board_id``
-        and ``stack_id`` cannot be checked (``UNVERIFIED``)."""
+        is missing, deleted or not visible, which means gone. A card archived since it was
+        indexed is ``INELIGIBLE`` (reason ``archived``, as its indexing would say): archiving
+        changes its ``lastModified``, so the GET answers it whole (nextcloud/deck
+        ``lib/Service/CardService.php`` ``archive`` → ``CardMapper::update``, which sets
+        ``lastModified``). A payload without ``board_id`` and ``stack_id`` cannot be checked
+        (``UNVERIFIED``). A card of a stack deleted since is not seen here (its GET still
+        answers it unchanged, 304): the next scan evicts it (:func:`stack_is_live`)."""
         board, stack = payload.get("board_id"), payload.get("stack_id")
         if board is None or stack is None:
             log.warning("deck_card_without_board", doc_key=payload.get("doc_key"))
             return Checked(Verdict.UNVERIFIED)
-        get_deck_card(
+        card = get_deck_card(
             client, int(board), int(stack), int(payload["doc_id"]), etag=payload.get("etag")
         )
+        if card is not None and card.get("archived"):
+            return Checked(Verdict.INELIGIBLE, reason="archived")
         return Checked(Verdict.KEPT)
 
     def subscribes(self, settings: Settings) -> bool:

@@ -15,7 +15,8 @@ from ncindex.errors import NotFound
 from ncindex.names import Names
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.simulator import NextcloudSimulator, serve_simulator
-from ncindex.sources.deck_card import fetch_card, stack_is_live
+from ncindex.sources.base import Verdict
+from ncindex.sources.deck_card import SOURCE, fetch_card, stack_is_live
 
 
 @pytest.fixture
@@ -69,3 +70,26 @@ def test_the_members_of_a_group_the_board_is_shared_with_see_its_cards(
     _, acl = fetch_card(client, cache, keys, card, None)
     # the group's own entry (type 1, its gid as uid) names no user
     assert acl == {"user:alice", "user:bob", "user:carol", "user:dave"}
+
+
+def test_a_card_archived_since_it_was_indexed_is_not_kept_on_read(redis_url: str) -> None:
+    # archiving sets lastModified (CardService::archive → CardMapper::update), so the
+    # conditional GET answers the card whole, archived
+    now = [1_800_000_000.0]
+    sim = NextcloudSimulator(seed=1, clock=lambda: now[0])
+    sim.add_user("alice", "alice-pw", "Alice Adams")
+    cache = redis.Redis.from_url(redis_url)
+    keys = Names(f"t{uuid.uuid4().hex[:8]}")
+    board = sim.deck_create_board("alice", "Roadmap")
+    todo = sim.deck_create_stack("alice", board, "To do")
+    card = sim.deck_create_card("alice", todo, "Paint", "The fence, white")
+    with serve_simulator(sim) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        client = NextcloudClient.for_account(http, "alice", "alice-pw")
+        doc, _ = fetch_card(client, cache, keys, card, None)
+        payload = {"doc_id": str(card), "etag": doc.etag} | doc.extra
+        assert SOURCE.verify(client, payload).verdict is Verdict.KEPT  # unchanged: 304
+        now[0] += 60
+        sim.deck_archive_card("alice", card)
+        checked = SOURCE.verify(client, payload)
+    sim.close()
+    assert (checked.verdict, checked.reason) == (Verdict.INELIGIBLE, "archived")
