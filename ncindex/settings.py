@@ -18,7 +18,14 @@ from urllib.parse import urlsplit
 
 import limits
 import pydantic_settings
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ncindex.names import DEFAULT_NAMESPACE, NAMESPACE_PATTERN, Names
@@ -81,7 +88,13 @@ class Settings(BaseSettings):
     webhook_secret: SecretStr = Field(
         SecretStr(""), description="Shared secret Nextcloud sends in `webhook_secret_header`."
     )
-    webhook_secret_header: str = Field("X-Ncindex-Secret", description="Header carrying it.")
+    webhook_secret_header: str = Field(
+        "X-Ncindex-Secret",
+        # an HTTP field name (RFC 9110 5.1: a token); an empty or spaced name was registered
+        # with Nextcloud as given, and every delivery was then refused 401
+        pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$",
+        description="Header carrying it.",
+    )
     webhook_max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest accepted delivery body, bytes."
     )
@@ -536,11 +549,11 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="`ncindex up` listen address.")
     port: int = Field(8080, ge=0, le=65535, description="`ncindex up` listen port.")
 
-    @field_validator("nextcloud_url", "qdrant_url")
+    @field_validator("nextcloud_url", "qdrant_url", "public_url")
     @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if not value:
-            return value
+    def _http_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or (not value and info.field_name != "public_url"):
+            return value  # unset (public_url has no unset: an empty one is refused below)
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
@@ -606,6 +619,17 @@ class Settings(BaseSettings):
             passwords, logins = _account_entries(raw)
             self.accounts = passwords | self.accounts
             self.logins = logins | self.logins
+        if self.admin_user and self.admin_user not in self.accounts:
+            # webhook registration authenticates with the admin's app password from accounts
+            raise ValueError(
+                "admin_user is not a configured account: "
+                "NCINDEX_ADMIN_USER must name one of NCINDEX_ACCOUNTS (or the accounts file)"
+            )
+        if self.qdrant_url and self.qdrant_path:
+            raise ValueError(
+                "qdrant_url and qdrant_path are both set: NCINDEX_QDRANT_URL (a Qdrant server) "
+                "and NCINDEX_QDRANT_PATH (the embedded engine) exclude each other"
+            )
         if self.task_soft_time_limit >= self.task_time_limit:
             raise ValueError("task_soft_time_limit must be below task_time_limit")
         if self.task_time_limit >= self.visibility_timeout:

@@ -58,3 +58,45 @@ def test_urls_need_http_and_a_host_and_an_empty_store_path_is_unset() -> None:
         "https://cloud.example.org/nc"
     )
     assert Settings(qdrant_path="").qdrant_path is None  # was Path("."): the working folder
+
+
+def test_the_public_url_needs_http_and_a_host() -> None:
+    """Refused, not registered with Nextcloud as ``notaurl/hooks/nextcloud`` (doctor then said
+    only that ``''`` does not resolve)."""
+    for url in ("", "ncindex.example.org", "ftp://ncindex.example.org", "http://"):
+        with pytest.raises(ValidationError, match="http:// or https:// URL"):
+            Settings(public_url=url)
+    assert Settings(public_url="https://example.org/ncindex/").public_url == (
+        "https://example.org/ncindex"
+    )
+
+
+@pytest.mark.parametrize("header", ["", "X Secret", "X-Secret:", "X-Sécret"])
+def test_the_webhook_secret_header_must_be_a_header_name(header: str) -> None:
+    """An empty or spaced name was accepted, registered as it was, and every delivery was
+    then refused 401 (``ncindex doctor`` said "set; sent in " and nothing more)."""
+    with pytest.raises(ValidationError, match="webhook_secret_header"):
+        Settings(webhook_secret_header=header)
+
+
+def test_the_admin_user_must_be_a_configured_account(tmp_path: Path) -> None:
+    """Webhook registration uses the admin's app password from the accounts: an admin user
+    without one gave ``Error: KeyError: 'admin'`` in ``ncindex doctor`` and ``webhooks``."""
+    alice = {"alice": SecretStr("pw")}
+    with pytest.raises(ValidationError, match="NCINDEX_ADMIN_USER must name one of") as caught:
+        Settings(accounts=alice, admin_user="admin")
+    assert "'admin'" not in str(caught.value)  # an error never repeats a value
+    assert Settings(accounts=alice, admin_user="alice").webhook_admin == "alice"
+    path = tmp_path / "accounts.json"
+    path.write_text(json.dumps({"admin": "pw-admin"}))
+    assert Settings(accounts=alice, accounts_file=path, admin_user="admin").webhook_admin == "admin"
+    with pytest.raises(ValidationError, match="NCINDEX_ADMIN_USER must name one of"):
+        Settings(admin_user="admin")  # no accounts at all (`up`'s simulator has its own admin)
+    assert Settings(accounts=alice, admin_user="").webhook_admin == "alice"  # empty: unset
+
+
+def test_a_qdrant_server_and_an_embedded_path_exclude_each_other(tmp_path: Path) -> None:
+    """Both set, the path was ignored without a word (the server wins)."""
+    with pytest.raises(ValidationError, match="exclude each other"):
+        Settings(qdrant_url="http://qdrant:6333", qdrant_path=tmp_path)
+    assert Settings(qdrant_url="http://qdrant:6333", qdrant_path="").qdrant_path is None
