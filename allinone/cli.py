@@ -27,7 +27,7 @@ from ncindex import __version__
 from ncindex.documents import DocType
 from ncindex.errors import NcindexError
 from ncindex.progress import Progress
-from ncindex.settings import Settings, load_settings
+from ncindex.settings import Settings, load_settings, url_without_password
 from ncindex.telemetry import configure_logging
 
 if TYPE_CHECKING:
@@ -36,11 +36,17 @@ if TYPE_CHECKING:
 
 
 class _Commands(click.Group):
-    """Reports configuration and Nextcloud errors as one line (exit 1), not a traceback."""
+    """Reports configuration, Redis and Nextcloud errors as one line (exit 1), not a
+    traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        import redis
+
         try:
             return super().invoke(ctx)
+        except redis.RedisError as exc:  # Redis down or refusing: every command needs it
+            url = ctx.obj.redis_url if isinstance(ctx.obj, Settings) else "NCINDEX_REDIS_URL"
+            raise click.ClickException(_redis_problem(url, exc)) from None
         except NcindexError as exc:  # its class names the failure (NextcloudUnavailable, …)
             raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
         except ValueError as exc:  # a message meant for the user as it is
@@ -57,6 +63,12 @@ def main(ctx: click.Context) -> None:
     settings = load_settings()  # SettingsError (a ValueError): one line, below
     configure_logging(settings.log_level, json_lines=settings.log_json)
     ctx.obj = settings
+
+
+def _redis_problem(url: str, exc: Exception) -> str:
+    """The line a command ends with when Redis at ``url`` fails it: the URL without its
+    password, and the error."""
+    return f"Redis at {url_without_password(url)}: {type(exc).__name__}: {exc}"
 
 
 def _only_with(name: str, applies: bool, needs: str) -> None:
@@ -924,7 +936,7 @@ def status(
             return
         data = collect()
     except redis_lib.RedisError as exc:
-        raise click.ClickException(f"Redis at {settings.redis_url}: {exc}") from exc
+        raise click.ClickException(_redis_problem(settings.redis_url, exc)) from exc
     finally:
         producer.close()
         if http is not None:
@@ -1065,7 +1077,7 @@ def failures(settings: Settings, user: str | None, as_json: bool) -> None:
     try:
         rows = list_failures(_redis(settings), settings.names, user)
     except redis_lib.RedisError as exc:
-        raise click.ClickException(f"Redis at {settings.redis_url}: {exc}") from exc
+        raise click.ClickException(_redis_problem(settings.redis_url, exc)) from exc
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in rows], indent=2))
         return

@@ -54,7 +54,7 @@ from ncindex.ingest.registration import hook_uri, made_with_secret, subscribed
 from ncindex.nextcloud.apps import NEWS_API
 from ncindex.nextcloud.server_status import server_status
 from ncindex.runtime import Services
-from ncindex.settings import Settings
+from ncindex.settings import Settings, url_without_password
 from ncindex.store import edge_root
 from ncindex.text.ocr import ocr_status
 
@@ -362,9 +362,7 @@ def check_variables(ctx: Context | None, environ: Mapping[str, str] | None = Non
 def check_redis(ctx: Context) -> list[Line]:
     """Redis answers at ``NCINDEX_REDIS_URL`` and is recent enough (every process needs it:
     the queues, locks, debounce and sessions live there)."""
-    parts = urlsplit(ctx.settings.redis_url)
-    port = f":{parts.port}" if parts.port else ""
-    shown = parts._replace(netloc=(parts.hostname or "") + port).geturl()  # no password
+    shown = url_without_password(ctx.settings.redis_url)
     try:
         check_redis_version(ctx.services.redis)
     except RedisTooOld as exc:

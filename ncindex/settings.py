@@ -691,6 +691,15 @@ def _account_entries(raw: dict[str, Any]) -> tuple[dict[str, SecretStr], dict[st
     return passwords, logins
 
 
+def url_without_password(url: str) -> str:
+    """``url`` with its user and password left out (a Redis URL may carry a password), for
+    messages: ``redis://:pw@host:6379/0`` → ``redis://host:6379/0``."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
+
+
 class SettingsError(ValueError):
     """Raised by :func:`load_settings` when the environment's settings do not validate; the
     message is one line naming every bad ``NCINDEX_`` variable, never a value

@@ -89,6 +89,23 @@ def test_missing_accounts_and_unreachable_nextcloud_are_reported() -> None:
     assert result.exit_code == 1 and "NextcloudUnavailable" in result.output
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["retry", "--all"], ["retry", "file:1"], ["reindex"], ["failures"], ["status"]],
+)
+def test_redis_down_is_one_line_without_its_password(args: list[str], tmp_path: Path) -> None:
+    """``retry`` and ``reindex`` ended in redis-py's traceback; ``failures`` and ``status``
+    said the URL with its password."""
+    env = {
+        "NCINDEX_REDIS_URL": "redis://:hunter2@127.0.0.1:9/0",  # nothing listens on port 9
+        "NCINDEX_DATA_DIR": str(tmp_path),
+    }
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.output.startswith("Error: Redis at redis://127.0.0.1:9/0: ConnectionError")
+    assert "hunter2" not in result.output
+
+
 def test_version_and_short_help() -> None:
     assert __version__ in CliRunner().invoke(main, ["--version"]).output
     assert "Usage:" in CliRunner().invoke(main, ["-h"]).output
