@@ -417,6 +417,9 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("config.dense_prefetch_share", "half", "dense_prefetch_share"),
         ("config.edge_optimize_after_points", -1, "edge_optimize_after_points"),
         ("config.edge_optimize_check_seconds", 0, "edge_optimize_check_seconds"),
+        ("config.task_time_limt", 600, "task_time_limt"),  # misspelt: every pod ignored it
+        ("config.model_dir", "/models", "model_dir"),  # the chart sets it: a duplicate key
+        ("config.qdrant_path", "/data", "qdrant_path"),  # beside the chart's Qdrant server
     ],
 )
 def test_schema_rejects_bad_values(chart: helm.Chart, path: str, value: Any, message: str) -> None:
@@ -446,6 +449,33 @@ def test_templates_refuse_incomplete_values(
 def test_defaults_alone_are_refused_with_a_reason(chart: helm.Chart) -> None:
     with pytest.raises(helm.HelmValuesError, match="webhookSecret"):
         chart.render({}, name="nci")
+
+
+#: Settings ``config`` may not set: the secrets (``secrets``, ``externalRedis``,
+#: ``externalQdrant``), what the chart sets itself, and what only ``ncindex up`` reads.
+NOT_IN_CONFIG = {
+    "webhook_secret",
+    "accounts",
+    "accounts_file",
+    "qdrant_api_key",
+    "redis_url",
+    "qdrant_url",
+    "model_dir",
+    "qdrant_path",
+    "data_dir",
+    "host",
+    "port",
+    "shutdown_grace",
+}
+
+
+def test_config_takes_the_name_of_every_other_setting_and_nothing_else() -> None:
+    """A key that names no setting became an ``NCINDEX_`` variable that every pod ignored
+    (pydantic-settings ignores unknown variables), its setting left at its default."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    names = set(schema["properties"]["config"]["propertyNames"]["enum"])
+    assert names == set(Settings.model_fields) - NOT_IN_CONFIG
+    assert NOT_IN_CONFIG.issubset(Settings.model_fields)
 
 
 def test_schema_is_json_and_documents_replication() -> None:
