@@ -3,7 +3,9 @@ webhook_receiver.wsgi:app`` / ``search_api.wsgi:app``); the image has it at
 ``/etc/ncindex/gunicorn.conf.py``. Command-line flags override what is set here.
 
 * Listens on ``$HOST:$PORT`` (default ``0.0.0.0:8080``); ``GUNICORN_WORKERS`` (2),
-  ``GUNICORN_THREADS`` (4), ``GUNICORN_TIMEOUT`` (60 s, also the graceful-shutdown time).
+  ``GUNICORN_THREADS`` (4), ``GUNICORN_TIMEOUT`` (60 s, also the graceful-shutdown time); a
+  value that is not a whole number in range (each at least 1, ``PORT`` at most 65535) stops
+  the process with one line naming the variable.
 * Logs: gunicorn's error and access loggers render through ncindex's structlog formatter, one
   JSON object per line on stderr (``ncindex.telemetry.gunicorn_logconfig``).
 * Metrics: Prometheus multiprocess mode. ``PROMETHEUS_MULTIPROC_DIR`` is used when set (the
@@ -42,10 +44,23 @@ server_errors.install_in_gunicorn()
 
 _settings = settings_or_exit()
 
-bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8080')}"  # noqa: S104
-workers = int(os.environ.get("GUNICORN_WORKERS", "2"))
-threads = int(os.environ.get("GUNICORN_THREADS", "4"))
-timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
+
+def _whole(name, default, low, high=None):
+    """The whole number in the variable ``name`` (``default`` when unset), from ``low`` to
+    ``high``; otherwise the process stops with one line naming the variable (``GUNICORN_WORKERS
+    =two`` was a traceback, ``0`` a master that listened with no worker to answer)."""
+    text = os.environ.get(name, "").strip() or str(default)
+    value = int(text) if text.isascii() and text.isdigit() else None
+    if value is None or value < low or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise SystemExit(f"ncindex: {name} must be a whole number {bounds}")
+    return value
+
+
+bind = f"{os.environ.get('HOST', '0.0.0.0')}:{_whole('PORT', 8080, 1, 65535)}"  # noqa: S104
+workers = _whole("GUNICORN_WORKERS", 2, 1)
+threads = _whole("GUNICORN_THREADS", 4, 1)
+timeout = _whole("GUNICORN_TIMEOUT", 60, 1)
 graceful_timeout = timeout
 keepalive = 5
 # Heartbeat files of gunicorn's own worker watchdog: on tmpfs when there is one.

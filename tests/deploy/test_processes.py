@@ -540,6 +540,29 @@ def test_an_app_module_with_bad_settings_stops_gunicorn(tmp_path: Path) -> None:
     assert "pydantic" not in out, out
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("GUNICORN_WORKERS", "two", "GUNICORN_WORKERS must be a whole number at least 1"),
+        ("GUNICORN_WORKERS", "0", "GUNICORN_WORKERS must be a whole number at least 1"),
+        ("GUNICORN_THREADS", "²", "GUNICORN_THREADS must be a whole number at least 1"),
+        ("GUNICORN_TIMEOUT", "-1", "GUNICORN_TIMEOUT must be a whole number at least 1"),
+        ("PORT", "http", "PORT must be a whole number from 1 to 65535"),
+    ],
+)
+def test_gunicorn_stops_on_a_bad_variable_of_its_configuration(
+    variable: str, value: str, said: str
+) -> None:
+    """``GUNICORN_WORKERS=two`` was a traceback from the configuration file; ``0`` left a
+    master listening with no worker to answer."""
+    env = process_env("redis://127.0.0.1:9/0", **{variable: value})
+    env.setdefault("PORT", str(free_port()))
+    args = [str(BIN / "gunicorn"), "-c", "deploy/gunicorn.conf.py", "webhook_receiver.wsgi:app"]
+    done, out = run_to_end(args, env)
+    assert done.returncode == 1 and "Traceback" not in out, out
+    assert f"ncindex: {said}" in out.splitlines(), out
+
+
 def test_heartbeat_follows_the_broker_connection(spawn, tmp_path: Path) -> None:
     """The heartbeat file goes when the worker loses Redis and comes back when it reconnects:
     a worker that cannot reach its broker fails its liveness probe."""
