@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import time
@@ -57,7 +58,7 @@ class Heartbeat(bootsteps.StartStopStep):
         super().__init__(parent, **kwargs)
         path = os.environ.get(HEARTBEAT_FILE_ENV)
         self.path = Path(path) if path else None
-        self.interval = float(os.environ.get(HEARTBEAT_INTERVAL_ENV, "15"))
+        self.interval = heartbeat_interval()
         self.tref: Any = None
 
     def touch(self) -> None:
@@ -83,6 +84,20 @@ class Heartbeat(bootsteps.StartStopStep):
                 self.path.unlink()
 
     shutdown = stop
+
+
+def heartbeat_interval() -> float:
+    """``NCINDEX_HEARTBEAT_INTERVAL`` in seconds (15 when unset or empty); a value that is not
+    a finite number above 0 raises ``SystemExit`` with one line naming the variable (it was a
+    traceback from the consumer's start, or a timer that never or always fired)."""
+    text = os.environ.get(HEARTBEAT_INTERVAL_ENV, "").strip() or "15"
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise SystemExit(f"ncindex: {HEARTBEAT_INTERVAL_ENV} must be a number of seconds above 0")
+    return value
 
 
 def is_fresh(path: Path, max_age: float, now: float | None = None) -> bool:

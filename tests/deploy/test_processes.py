@@ -563,6 +563,22 @@ def test_gunicorn_stops_on_a_bad_variable_of_its_configuration(
     assert f"ncindex: {said}" in out.splitlines(), out
 
 
+@pytest.mark.parametrize("value", ["fifteen", "0", "nan", "-5"])
+def test_a_worker_stops_on_a_bad_heartbeat_interval(value: str, tmp_path: Path) -> None:
+    """``fifteen`` was a traceback from the consumer's start; 0, NaN or a negative interval
+    was taken as it was."""
+    env = process_env(
+        "redis://127.0.0.1:9/0",
+        NCINDEX_HEARTBEAT_FILE=str(tmp_path / "beat"),
+        NCINDEX_HEARTBEAT_INTERVAL=value,
+    )
+    args = [str(BIN / "celery"), "-A", "workers.worker", "worker", "-Q", "ingest", "-c", "1"]
+    done, out = run_to_end(args, env)
+    assert done.returncode == 1 and "Traceback" not in out, out
+    said = "ncindex: NCINDEX_HEARTBEAT_INTERVAL must be a number of seconds above 0"
+    assert said in out.splitlines(), out
+
+
 def test_heartbeat_follows_the_broker_connection(spawn, tmp_path: Path) -> None:
     """The heartbeat file goes when the worker loses Redis and comes back when it reconnects:
     a worker that cannot reach its broker fails its liveness probe."""
