@@ -436,6 +436,8 @@ def test_schema_rejects_bad_values(chart: helm.Chart, path: str, value: Any, mes
         ("externalRedis.url", "", "no Redis"),
         ("externalQdrant.url", "", "no Qdrant"),
         ("workers.terminationGracePeriodSeconds", 300, "must exceed config.task_time_limit"),
+        # the file touched every 60 s is older than 30 s at most probes: pods restarted for ever
+        ("workers.heartbeat", {"interval": 60, "maxAge": 30}, "must exceed workers.heartbeat"),
         ("flower.basicAuth.users", [], "flower.basicAuth"),
     ],
 )

@@ -84,6 +84,17 @@ app.kubernetes.io/component: {{ .component }}
 {{- $grace -}}
 {{- end -}}
 
+{{/* Seconds after which a worker's heartbeat file counts as stale (its probes' --max-age);
+must exceed the interval at which the worker touches it, or every probe fails. */}}
+{{- define "ncindex.heartbeatMaxAge" -}}
+{{- $interval := int .Values.workers.heartbeat.interval -}}
+{{- $maxAge := int .Values.workers.heartbeat.maxAge -}}
+{{- if le $maxAge $interval -}}
+{{- fail (printf "workers.heartbeat.maxAge (%d) must exceed workers.heartbeat.interval (%d)" $maxAge $interval) -}}
+{{- end -}}
+{{- $maxAge -}}
+{{- end -}}
+
 {{/* Pod annotations: roll pods when settings or secrets change. */}}
 {{- define "ncindex.podAnnotations" -}}
 checksum/config: {{ include (print .Template.BasePath "/configmap.yaml") . | sha256sum }}
