@@ -18,6 +18,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,7 +257,9 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     from it; the webhook secret too, unless one is set) and, with ``load_sample``, the sample
     corpus is written into it after the webhooks are registered, so its deliveries index it in
     the background. Raises ``queueing.RedisTooOld`` when the Redis it would use is older than
-    7.0.
+    7.0, and ``ValueError`` naming ``NCINDEX_HOST`` and ``NCINDEX_PORT`` when it cannot listen
+    there; a start that fails closes what it had started (a private redis-server, the
+    simulator, the store) before it raises.
 
     Unless ``NCINDEX_NAMESPACE`` is set, its Redis keys are under :data:`NAMESPACE` rather than
     the default namespace, so a ``make run`` against a shared Redis never takes a distributed
@@ -276,42 +279,57 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
             private_redis.stop()
         raise
     simulator = simulator_server = None
-    if not settings.nextcloud_url:
-        from ncindex.simulator import NextcloudSimulator, serve_simulator
-        from ncindex.simulator.sample import SAMPLE_ACCOUNTS
+    # what to close, last first, should the start fail: the private redis-server above all
+    started: list[Callable[[], object]] = [private_redis.stop] if private_redis else []
+    try:
+        if not settings.nextcloud_url:
+            from ncindex.simulator import NextcloudSimulator, serve_simulator
+            from ncindex.simulator.sample import SAMPLE_ACCOUNTS
 
-        simulator = NextcloudSimulator(delivery_delay=(0.2, 1.0))
-        admin_password = secrets.token_urlsafe(16)
-        simulator.add_user("admin", password=admin_password, display_name="Admin", admin=True)
-        simulator_server = serve_simulator(simulator, host="127.0.0.1", port=0)
+            simulator = NextcloudSimulator(delivery_delay=(0.2, 1.0))
+            admin_password = secrets.token_urlsafe(16)
+            simulator.add_user("admin", password=admin_password, display_name="Admin", admin=True)
+            simulator_server = serve_simulator(simulator, host="127.0.0.1", port=0)
+            started.append(simulator_server.close)
+            settings = settings.model_copy(
+                update={
+                    "nextcloud_url": simulator_server.url,
+                    "accounts": {u: SecretStr(p) for u, p in SAMPLE_ACCOUNTS.items()}
+                    | {"admin": SecretStr(admin_password)},
+                    "admin_user": "admin",
+                    # a chosen secret is kept, so deliveries can be sent by hand too
+                    "webhook_secret": settings.webhook_secret
+                    if settings.webhook_secret.get_secret_value()
+                    else SecretStr(secrets.token_urlsafe(24)),
+                }
+            )
+        if not settings.webhook_secret.get_secret_value():
+            raise ValueError("NCINDEX_WEBHOOK_SECRET must be set when a Nextcloud is configured")
+        try:
+            server = make_server(
+                settings.host,
+                settings.port,
+                lambda e, s: [],
+                threaded=True,
+                request_handler=ProblemRequestHandler,
+            )
+        except SystemExit:  # werkzeug printed why (address in use, unknown host) and exits
+            raise ValueError(
+                f"cannot listen on {settings.host}:{settings.port} (NCINDEX_HOST, NCINDEX_PORT)"
+            ) from None
+        started.append(server.server_close)
         settings = settings.model_copy(
-            update={
-                "nextcloud_url": simulator_server.url,
-                "accounts": {u: SecretStr(p) for u, p in SAMPLE_ACCOUNTS.items()}
-                | {"admin": SecretStr(admin_password)},
-                "admin_user": "admin",
-                # a chosen secret is kept, so deliveries can be sent by hand too
-                "webhook_secret": settings.webhook_secret
-                if settings.webhook_secret.get_secret_value()
-                else SecretStr(secrets.token_urlsafe(24)),
-            }
+            update={"public_url": f"http://{server.host}:{server.port}"}
+            if settings.public_url == Settings.model_fields["public_url"].default
+            else {}
         )
-    if not settings.webhook_secret.get_secret_value():
-        raise ValueError("NCINDEX_WEBHOOK_SECRET must be set when a Nextcloud is configured")
-    server = make_server(
-        settings.host,
-        settings.port,
-        lambda e, s: [],
-        threaded=True,
-        request_handler=ProblemRequestHandler,
-    )
-    settings = settings.model_copy(
-        update={"public_url": f"http://{server.host}:{server.port}"}
-        if settings.public_url == Settings.model_fields["public_url"].default
-        else {}
-    )
-    services = Services(settings)
-    services.store  # noqa: B018  (open the store and load the models before serving)
+        services = Services(settings)
+        started.append(services.close)
+        services.store  # noqa: B018  (open the store and load the models before serving)
+    except BaseException:
+        for close in reversed(started):
+            close()
+        raise
     celery = create_celery(settings, services)
     connect_task_hooks()
     worker = start_worker(celery)
