@@ -894,6 +894,7 @@ def status(
     server (NCINDEX_QDRANT_URL): the embedded store belongs to `ncindex up`."""
     import redis as redis_lib
 
+    from ncindex.errors import StoreUnavailable
     from ncindex.ingest.queueing import celery_app
     from ncindex.nextcloud.client import make_http
     from ncindex.nextcloud.server_status import server_status
@@ -917,14 +918,15 @@ def status(
             workers = sorted(name for reply in replies for name in reply)
         except Exception:  # the broker is down: the Redis reads below say so
             workers = None
-        data = collect_status(
-            client,
-            settings.names,
-            users=sorted(set(settings.accounts) | set(Progress(client, settings.names).users())),
-            store=services.store if services is not None else None,
-            workers=workers,
-        )
-        data["store"] = store_status(settings)
+        users = sorted(set(settings.accounts) | set(Progress(client, settings.names).users()))
+        problem = None
+        try:
+            store = services.store if services is not None else None
+            data = collect_status(client, settings.names, users=users, store=store, workers=workers)
+        except StoreUnavailable as exc:  # the rest is still worth showing: counts say "?"
+            problem = str(exc)
+            data = collect_status(client, settings.names, users=users, workers=workers)
+        data["store"] = store_status(settings) | ({"error": problem} if problem else {})
         data["nextcloud"] = server_status(
             http, settings.nextcloud_url, timeout=STATUS_PROBE_SECONDS
         ).as_dict()

@@ -43,8 +43,9 @@ def optimizer_lines(store: dict[str, Any], now: float) -> list[str]:
     (:func:`ncindex.store.store_status`; none for a Qdrant server) at Unix time ``now``: its
     state, its last run (when it ended, how long it and its copy, optimise and swap steps
     took, how long writes waited at most; or why it failed) and the shard's size. A figure
-    missing from the state shows as ``?``."""
-    lines = []
+    missing from the state shows as ``?``. First, when the store could not be read (a Qdrant
+    server down), why."""
+    lines = [f"store: not readable: {store['error']}"] if store.get("error") else []
     for slug, opt in store.get("optimizer", {}).items():
         size = (
             f"{opt.get('points', '?')} points in {opt.get('segments', '?')} segments, "

@@ -106,6 +106,25 @@ def test_redis_down_is_one_line_without_its_password(args: list[str], tmp_path: 
     assert "hunter2" not in result.output
 
 
+def test_status_with_the_qdrant_server_down_shows_the_rest(redis_url: str) -> None:
+    """It ended with ``Error: StoreUnavailable`` and showed nothing: queues, scans, dead
+    letters and workers are read from Redis, and only the indexed counts need the store."""
+    env = {
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_NAMESPACE": f"cli-{uuid.uuid4().hex[:8]}",
+        "NCINDEX_QDRANT_URL": "http://127.0.0.1:9",  # nothing listens there
+        "NCINDEX_ACCOUNTS": '{"alice": "pw"}',
+    }
+    result = CliRunner().invoke(main, ["status"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "queues: " in result.output and "user alice: indexed: ?" in result.output
+    assert "store: not readable: qdrant" in result.output
+    result = CliRunner().invoke(main, ["status", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    store = json.loads(result.output)["store"]
+    assert store["engine"] == "qdrant-server" and "Connection refused" in store["error"]
+
+
 def test_version_and_short_help() -> None:
     assert __version__ in CliRunner().invoke(main, ["--version"]).output
     assert "Usage:" in CliRunner().invoke(main, ["-h"]).output
