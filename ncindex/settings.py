@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ncindex.globs import glob_regex
 from ncindex.names import DEFAULT_NAMESPACE, NAMESPACE_PATTERN, Names
 
 U32_MAX = 4_294_967_295
@@ -576,6 +577,17 @@ class Settings(BaseSettings):
     def _empty_path_is_unset(cls, value: object) -> object:
         # an empty NCINDEX_QDRANT_PATH would be Path("."), the working folder
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("index_include_globs", "index_exclude_globs")
+    @classmethod
+    def _compiled_globs(cls, value: list[str]) -> list[str]:
+        # a glob that does not compile raised re.error in every file's classification
+        for number, pattern in enumerate(value):
+            try:
+                glob_regex(pattern)
+            except re.error as exc:
+                raise ValueError(f"glob {number} is not a valid path glob: {exc.msg}") from None
+        return value
 
     @field_validator("log_level")
     @classmethod

@@ -6,22 +6,19 @@ an include glob and no exclude glob, its MIME type is in the configured list, it
 of the required tags (when a gate is set) and none of the excluded tags. Exclusions win: an
 excluded tag beats the gate, an exclude glob beats an include glob.
 
-Globs are matched against the path in the user's own view, relative to the files root and
-starting with ``/`` (``/Projects/2026/spec.pdf``): ``**`` matches across folders, ``*`` and
-``?`` within one segment, ``[abc]`` / ``[!abc]`` a character class. A glob that does not start
-with ``/`` matches at any depth (``*.tmp`` is ``/**/*.tmp``), and ``/**/`` also matches a single
-``/`` (``/**/x.md`` matches ``/x.md``). Tag names compare case-insensitively.
+Globs (:mod:`ncindex.globs`) are matched against the path in the user's own view, relative to
+the files root and starting with ``/`` (``/Projects/2026/spec.pdf``). Tag names compare
+case-insensitively.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import PurePosixPath
 
 from ncindex.documents import DocRef, DocType
+from ncindex.globs import glob_match
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.settings import Settings
@@ -33,43 +30,6 @@ from ncindex.text.ocr import ocr_from_settings
 UNREADABLE = "not readable"
 """The reason :func:`classify` gives for a file the user may not read."""
 _GENERIC = {"", "application/octet-stream", "application/x-empty", "binary/octet-stream"}
-
-
-@lru_cache(maxsize=512)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a path glob (module docstring) into an anchored regular expression."""
-    if not pattern.startswith("/"):
-        pattern = "/**/" + pattern
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("/**/", i):
-            out.append("(?:/.*)?/")
-            i += 4
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
-            body = pattern[i + 1 : end]
-            negate = body.startswith("!")
-            body = re.escape(body[1:] if negate else body).replace(r"\-", "-")
-            out.append(f"[^/{body}]" if negate else f"[{body}]")
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
-def glob_match(path: str, pattern: str) -> bool:
-    """Whether ``path`` (``/a/b.md``) matches ``pattern`` (module docstring)."""
-    return glob_regex(pattern).match(path) is not None
 
 
 def effective_mime(mime_type: str | None, path: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from ncindex.index.indexing import Indexer
 from ncindex.settings import Settings
@@ -119,3 +120,15 @@ def test_policy_applies_to_files_and_notes_through_the_worker(stack: Stack) -> N
     stack.sim.assign_tag("alice", paths["secret"], secret)
     stack.sim.flush_deliveries(timeout=5)
     wait_until(lambda: not stack.points(f"file:{ids['secret']}"), 20)
+
+
+@pytest.mark.parametrize("variable", ["index_include_globs", "index_exclude_globs"])
+def test_a_glob_that_does_not_compile_is_refused_by_the_settings(variable: str) -> None:
+    """``[z-a]`` raised ``re.error`` in every file's classification (``ncindex extract``
+    ended in a traceback; a worker failed each file)."""
+    with pytest.raises(ValidationError, match="glob 1 is not a valid path glob: bad character"):
+        Settings(**{variable: ["/Docs/**", "/[z-a]/**"]})
+    assert Settings(**{variable: ["/[a-z]/**", "/[abc"]}).model_dump()[variable] == [
+        "/[a-z]/**",
+        "/[abc",  # a [ without its ] is itself
+    ]
