@@ -37,6 +37,10 @@ used as the upper bound of every integer of the collection layout (the others ar
 Qdrant): a mistyped huge number is refused here with its variable named, not by the engine at
 start (a value past 2^64 made Qdrant Edge raise ``OverflowError``)."""
 
+_MIME_PATTERN = re.compile(r"[A-Za-z0-9*][A-Za-z0-9!#$&^_.+*-]*/[A-Za-z0-9*][A-Za-z0-9!#$&^_.+*-]*")
+"""An entry of ``NCINDEX_INDEX_MIME_TYPES``: ``type/subtype`` (RFC 6838 names), where ``*``
+stands for any run of characters (``text/*``)."""
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 """The log levels ``NCINDEX_LOG_LEVEL`` takes (any case): Python's ``logging`` names."""
 
@@ -409,7 +413,8 @@ class Settings(BaseSettings):
     notes_path: str = Field("Notes", description="Default notes folder, relative to files root.")
     note_extensions: list[str] = Field(
         default_factory=lambda: ["txt", "org", "markdown", "md", "note"],
-        description="File extensions the Notes app treats as notes (Notes 6.0.x).",
+        description="File extensions the Notes app treats as notes (Notes 6.0.x); a leading "
+        "dot and the case are ignored.",
     )
 
     deck_webhooks: bool = Field(
@@ -588,6 +593,35 @@ class Settings(BaseSettings):
             except re.error as exc:
                 raise ValueError(f"glob {number} is not a valid path glob: {exc.msg}") from None
         return value
+
+    @field_validator("index_mime_types")
+    @classmethod
+    def _mime_patterns(cls, value: list[str]) -> list[str]:
+        # an entry that is no type/subtype (``garbage``, ``text``) matched no file, silently
+        for number, pattern in enumerate(value):
+            if not _MIME_PATTERN.fullmatch(pattern):
+                raise ValueError(
+                    f"entry {number} is not a MIME type or pattern such as text/markdown or text/*"
+                )
+        return value
+
+    @field_validator("index_required_tags", "index_excluded_tags")
+    @classmethod
+    def _tag_names(cls, value: list[str]) -> list[str]:
+        # no system tag has an empty name: a required "" let no file through, silently
+        if any(not name.strip() for name in value):
+            raise ValueError("a tag name is empty")
+        return value
+
+    @field_validator("note_extensions")
+    @classmethod
+    def _bare_extensions(cls, value: list[str]) -> list[str]:
+        # compared with a file's extension without its dot, in lower case: ".md" or "MD"
+        # matched no note, and notes were indexed as plain files
+        bare = [ext.strip().removeprefix(".").lower() for ext in value]
+        if any(not ext for ext in bare):
+            raise ValueError("an extension is empty")
+        return bare
 
     @field_validator("log_level")
     @classmethod

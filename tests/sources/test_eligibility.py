@@ -132,3 +132,27 @@ def test_a_glob_that_does_not_compile_is_refused_by_the_settings(variable: str) 
         "/[a-z]/**",
         "/[abc",  # a [ without its ] is itself
     ]
+
+
+@pytest.mark.parametrize("entry", ["garbage", "text", "text/", "/markdown", "text/mark down", ""])
+def test_a_mime_entry_that_is_no_type_is_refused_by_the_settings(entry: str) -> None:
+    """Such an entry matched no file, without a word (as the search filters refuse it)."""
+    with pytest.raises(ValidationError, match="entry 1 is not a MIME type or pattern"):
+        Settings(index_mime_types=["text/markdown", entry])
+    patterns = ["text/*", "application/vnd.oasis.opendocument.*", "*/*", "message/rfc822"]
+    assert Settings(index_mime_types=patterns).index_mime_types == patterns
+
+
+@pytest.mark.parametrize("variable", ["index_required_tags", "index_excluded_tags"])
+def test_an_empty_tag_name_is_refused_by_the_settings(variable: str) -> None:
+    """A required tag "" let no file through, without a word."""
+    with pytest.raises(ValidationError, match="a tag name is empty"):
+        Settings(**{variable: ["urgent", " "]})
+
+
+def test_note_extensions_are_taken_without_their_dot_and_case() -> None:
+    """``.md`` or ``MD`` matched no note (a file's extension is compared bare, in lower
+    case): every note was indexed as a plain file."""
+    assert Settings(note_extensions=[".md", "TXT", " org "]).note_extensions == ["md", "txt", "org"]
+    with pytest.raises(ValidationError, match="an extension is empty"):
+        Settings(note_extensions=["md", "."])
