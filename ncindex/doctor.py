@@ -11,8 +11,8 @@ What is checked, and from which source:
 * the environment: ``NCINDEX_`` variables that are no setting (a misspelt name is otherwise
   ignored, its setting left at its default), with the closest setting's name;
 * Redis at ``NCINDEX_REDIS_URL``: it answers, and is 7.0 or later; the webhook secret is set
-  (the receiver refuses to start without it); the vector store (a Qdrant server, or the embedded
-  one, which one process at a time may open);
+  (the receiver refuses to start without it); the vector store (a Qdrant server, which must
+  answer with the API key, or the embedded one, which one process at a time may open);
 * the server: ``GET /status.php`` (``installed``, ``maintenance``, ``needsDbUpgrade``,
   ``versionstring``: :mod:`ncindex.nextcloud.server_status`); the versions ncindex supports
   are 30–33 (webhook_listeners ships from 30);
@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import httpx
 import redis
 
 from ncindex.errors import NcindexError, NextcloudAuthError, NotFound, RedisTooOld
@@ -377,7 +378,7 @@ def check_store(ctx: Context) -> list[Line]:
     process at a time may open (its write-ahead log is locked)."""
     settings = ctx.settings
     if settings.qdrant_url:
-        return [Line("store", "ok", f"Qdrant server at {settings.qdrant_url}")]
+        return [check_qdrant_server(settings)]
     return [
         Line(
             "store",
@@ -386,6 +387,30 @@ def check_store(ctx: Context) -> list[Line]:
             "process opens it (`ncindex up`); the distributed roles need NCINDEX_QDRANT_URL",
         )
     ]
+
+
+def check_qdrant_server(settings: Settings) -> Line:
+    """The Qdrant server at ``NCINDEX_QDRANT_URL`` answers its collection list
+    (``GET /collections``) with ``NCINDEX_QDRANT_API_KEY``; a server that does not answer, or
+    refuses the key (401, 403), fails."""
+    url = settings.qdrant_url
+    key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+    try:
+        response = httpx.get(
+            f"{url}/collections", headers={"api-key": key} if key else {}, timeout=5.0
+        )
+    except httpx.HTTPError as exc:
+        return Line("store", "fail", f"Qdrant server at {url} does not answer: {exc}")
+    if response.status_code in (401, 403):
+        said = (
+            "refuses NCINDEX_QDRANT_API_KEY"
+            if key
+            else "asks for an API key (NCINDEX_QDRANT_API_KEY is unset)"
+        )
+        return Line("store", "fail", f"Qdrant server at {url} {said}: HTTP {response.status_code}")
+    if response.status_code != 200:
+        return Line("store", "fail", f"Qdrant server at {url} answers HTTP {response.status_code}")
+    return Line("store", "ok", f"Qdrant server at {url} answers")
 
 
 def check_webhook_secret(ctx: Context) -> list[Line]:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from click.testing import CliRunner
@@ -217,8 +220,54 @@ def test_the_store_is_named_and_the_embedded_ones_limit_said(served) -> None:
     lines = run_checks(settings_for(server, qdrant_path="/srv/index"))
     assert verdicts(lines, "store") == ["note"]
     assert "/srv/index" in detail(lines, "store") and "NCINDEX_QDRANT_URL" in detail(lines, "store")
-    lines = run_checks(settings_for(server, qdrant_url="http://qdrant:6333"))
-    assert detail(lines, "store") == "Qdrant server at http://qdrant:6333"
+    with stand_in_qdrant() as url:
+        lines = run_checks(settings_for(server, qdrant_url=url))
+    assert verdicts(lines, "store") == ["ok"]
+    assert detail(lines, "store") == f"Qdrant server at {url} answers"
+
+
+@contextmanager
+def stand_in_qdrant(key: str | None = None) -> Iterator[str]:
+    """A stand-in Qdrant server's URL: ``GET /collections`` answers 200, or 401 without
+    ``key`` in the ``api-key`` header when one is given."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            refused = key is not None and self.headers.get("api-key") != key
+            body = b'{"result": {"collections": []}, "status": "ok"}'
+            self.send_response(401 if refused else 200 if self.path == "/collections" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_qdrant_server_that_does_not_answer_or_refuses_the_key_fails(served) -> None:
+    """It was "ok" for any URL: the doctor did not ask the server."""
+    _, server = served
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there
+    lines = run_checks(settings_for(server, qdrant_url=f"http://127.0.0.1:{port}"))
+    assert verdicts(lines, "store") == ["fail"] and "does not answer" in detail(lines, "store")
+    with stand_in_qdrant(key="right") as url:
+        lines = run_checks(settings_for(server, qdrant_url=url))
+        assert verdicts(lines, "store") == ["fail"]
+        assert "asks for an API key (NCINDEX_QDRANT_API_KEY is unset)" in detail(lines, "store")
+        wrong = settings_for(server, qdrant_url=url, qdrant_api_key=SecretStr("wrong"))
+        assert "refuses NCINDEX_QDRANT_API_KEY: HTTP 401" in detail(run_checks(wrong), "store")
+        right = settings_for(server, qdrant_url=url, qdrant_api_key=SecretStr("right"))
+        assert verdicts(run_checks(right), "store") == ["ok"]
 
 
 def test_registrations_made_with_another_secret_fail(served) -> None:
