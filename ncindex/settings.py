@@ -665,6 +665,13 @@ class Settings(BaseSettings):
             passwords, logins = _account_entries(raw)
             self.accounts = passwords | self.accounts
             self.logins = logins | self.logins
+        if set(self.logins) - set(self.accounts):
+            # a login of no account (a user id misspelt) was ignored: that account kept
+            # signing in with its user id, refused 401
+            raise ValueError(
+                "logins names a user id that is not a configured account: each key of "
+                "NCINDEX_LOGINS must be one of NCINDEX_ACCOUNTS (or the accounts file)"
+            )
         if self.admin_user and self.admin_user not in self.accounts:
             # webhook registration authenticates with the admin's app password from accounts
             raise ValueError(

@@ -12,7 +12,8 @@ from ncindex.settings import Settings
 
 
 def test_the_login_name_defaults_to_the_user_id() -> None:
-    settings = Settings(accounts={"alice": SecretStr("pw")}, logins={"u1001": "carol@x.test"})
+    accounts = {"alice": SecretStr("pw"), "u1001": SecretStr("pw-c")}
+    settings = Settings(accounts=accounts, logins={"u1001": "carol@x.test"})
     assert settings.login_for("alice") == "alice"
     assert settings.login_for("u1001") == "carol@x.test"
 
@@ -100,3 +101,10 @@ def test_a_qdrant_server_and_an_embedded_path_exclude_each_other(tmp_path: Path)
     with pytest.raises(ValidationError, match="exclude each other"):
         Settings(qdrant_url="http://qdrant:6333", qdrant_path=tmp_path)
     assert Settings(qdrant_url="http://qdrant:6333", qdrant_path="").qdrant_path is None
+
+
+def test_a_login_of_no_configured_account_is_refused() -> None:
+    """A misspelt user id in NCINDEX_LOGINS was ignored: the account went on signing in
+    with its user id and was refused 401, while its login was set."""
+    with pytest.raises(ValidationError, match="each key of NCINDEX_LOGINS must be one of"):
+        Settings(accounts={"u1001": SecretStr("pw")}, logins={"U1001": "carol@x.test"})
