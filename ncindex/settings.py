@@ -41,6 +41,10 @@ _MIME_PATTERN = re.compile(r"[A-Za-z0-9*][A-Za-z0-9!#$&^_.+*-]*/[A-Za-z0-9*][A-Z
 """An entry of ``NCINDEX_INDEX_MIME_TYPES``: ``type/subtype`` (RFC 6838 names), where ``*``
 stands for any run of characters (``text/*``)."""
 
+RECONCILE_PERIODS = {"note": 900, "file": 1800, "deck_card": 1800, "news_item": 3600}
+"""The default seconds between reconcile scans per doc type (``NCINDEX_RECONCILE_PERIODS``
+gives others for some or all of them)."""
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 """The log levels ``NCINDEX_LOG_LEVEL`` takes (any case): Python's ``logging`` names."""
 
@@ -504,8 +508,9 @@ class Settings(BaseSettings):
 
     # --- Reconciliation ---------------------------------------------------------------------
     reconcile_periods: dict[str, int] = Field(
-        default_factory=lambda: {"note": 900, "file": 1800, "deck_card": 1800, "news_item": 3600},
-        description="Seconds between reconcile scans, per doc type (JSON object).",
+        default_factory=lambda: dict(RECONCILE_PERIODS),
+        description="Seconds between reconcile scans, per doc type (JSON object); a type it "
+        "leaves out keeps its default period (`reconcile_disable` turns a scan off).",
     )
     reconcile_disable: list[str] = Field(
         default_factory=list, description="Doc types whose periodic scan is turned off."
@@ -647,6 +652,10 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown doc types {unknown}; known: {sorted(known)}")
         if isinstance(value, dict) and any(int(v) < 10 for v in value.values()):
             raise ValueError("reconcile periods must be at least 10 seconds")
+        if isinstance(value, dict):
+            # {"file": 600} changes the file scans' period; beat scheduled only the types
+            # listed, so the others' periodic scans were gone without a word
+            return RECONCILE_PERIODS | value
         return value
 
     @model_validator(mode="after")

@@ -33,10 +33,12 @@ def test_the_schedule_comes_from_settings() -> None:
         "outage-requeue",
         "reconcile-deck_card",
         "reconcile-file",
+        "reconcile-news_item",  # left out of the periods: its default, not no scan at all
         "reconcile-note",
         "rescan-if-forgotten",
         "sweep-gathered",
     ]
+    assert schedule["reconcile-news_item"]["schedule"] == timedelta(seconds=3600)
     note = schedule["reconcile-note"]
     assert note["task"] == "ncindex.reconcile_check"
     assert note["schedule"] == timedelta(seconds=600)
@@ -45,8 +47,8 @@ def test_the_schedule_comes_from_settings() -> None:
     assert 0 < note["options"]["expires"] < 600
     disabled = beat_schedule(settings.model_copy(update={"reconcile_disable": ["file"]}))
     assert sorted(disabled) == [
-        "outage-requeue", "reconcile-deck_card", "reconcile-note", "rescan-if-forgotten",
-        "sweep-gathered",
+        "outage-requeue", "reconcile-deck_card", "reconcile-news_item", "reconcile-note",
+        "rescan-if-forgotten", "sweep-gathered",
     ]  # fmt: skip
     assert "last_run_at" not in note  # ncindex up requests its own scans as it starts
 
@@ -111,6 +113,16 @@ def test_a_redis_that_lost_its_state_has_every_account_scanned(redis_url: str) -
         users = app.tasks["ncindex.rescan_users"]
         assert users.apply(kwargs={"users": ["alice", "mallory"]}).get() == 3
         assert users.apply(kwargs={"users": ["alice"]}).get() == 0  # still queued
+
+
+def test_periods_of_some_types_leave_the_others_at_their_defaults() -> None:
+    """``{"file": 600}`` took every other type's periodic scan away without a word (beat
+    scheduled only the types listed; ``NCINDEX_RECONCILE_DISABLE`` is what turns one off)."""
+    settings = Settings(reconcile_periods={"file": 600})
+    periods = {"note": 900, "file": 600, "deck_card": 1800, "news_item": 3600}
+    assert settings.reconcile_periods == periods
+    scans = {name for name in beat_schedule(settings) if name.startswith("reconcile-")}
+    assert scans == {f"reconcile-{doc_type}" for doc_type in periods}
 
 
 @pytest.mark.parametrize("period", [10, 60, 900, 86400])
