@@ -640,7 +640,10 @@ class Settings(BaseSettings):
     @classmethod
     def _parse_rate_limit(cls, value: str) -> str:
         if value.strip():
-            limits.parse_many(value)  # ValueError for a bad limit string
+            items = limits.parse_many(value)  # ValueError for a bad limit string
+            if any(item.amount < 1 for item in items):
+                # 0/minute answered every search 429; empty is the way to turn it off
+                raise ValueError("a limit of 0 requests refuses every request (empty: none)")
         return value
 
     @field_validator("reconcile_periods", "reconcile_disable")

@@ -108,3 +108,11 @@ def test_a_login_of_no_configured_account_is_refused() -> None:
     with its user id and was refused 401, while its login was set."""
     with pytest.raises(ValidationError, match="each key of NCINDEX_LOGINS must be one of"):
         Settings(accounts={"u1001": SecretStr("pw")}, logins={"U1001": "carol@x.test"})
+
+
+def test_a_search_rate_limit_of_zero_requests_is_refused() -> None:
+    """``0/minute`` was taken: every search, context, RCP and MCP call answered 429."""
+    with pytest.raises(ValidationError, match="a limit of 0 requests refuses every request"):
+        Settings(search_rate_limit="600/minute;0/second")
+    assert Settings(search_rate_limit="").search_rate_limit == ""  # unlimited
+    assert Settings(search_rate_limit="20/second").search_rate_limit == "20/second"
