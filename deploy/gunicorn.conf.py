@@ -72,7 +72,14 @@ logconfig_dict = telemetry.gunicorn_logconfig(_settings.log_level, json_lines=_s
 
 
 def on_starting(server):
-    """Empty the multiprocess directory: files of an earlier run would be counted again."""
+    """Stop with one line when the app is the webhook receiver and ``NCINDEX_WEBHOOK_SECRET``
+    is unset (its workers failed to boot, each with a traceback, and gunicorn exited 3); then
+    empty the multiprocess directory: files of an earlier run would be counted again."""
+    app_uri = getattr(server.app, "app_uri", None) or ""
+    if app_uri.startswith("webhook_receiver") and not _settings.webhook_secret.get_secret_value():
+        raise SystemExit(
+            "ncindex: setting NCINDEX_WEBHOOK_SECRET: must be set for the webhook receiver"
+        )
     directory = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
     directory.mkdir(parents=True, exist_ok=True)
     for entry in directory.iterdir():

@@ -563,6 +563,16 @@ def test_gunicorn_stops_on_a_bad_variable_of_its_configuration(
     assert f"ncindex: {said}" in out.splitlines(), out
 
 
+def test_the_receiver_without_a_webhook_secret_stops_with_one_line() -> None:
+    """Its workers failed to boot, each with a traceback, and gunicorn exited 3."""
+    env = process_env("redis://127.0.0.1:9/0", NCINDEX_WEBHOOK_SECRET="", PORT=str(free_port()))
+    args = [str(BIN / "gunicorn"), "-c", "deploy/gunicorn.conf.py", "webhook_receiver.wsgi:app"]
+    done, out = run_to_end(args, env)
+    assert done.returncode == 1 and "Traceback" not in out, out
+    said = "ncindex: setting NCINDEX_WEBHOOK_SECRET: must be set for the webhook receiver"
+    assert said in out.splitlines(), out
+
+
 @pytest.mark.parametrize("value", ["fifteen", "0", "nan", "-5"])
 def test_a_worker_stops_on_a_bad_heartbeat_interval(value: str, tmp_path: Path) -> None:
     """``fifteen`` was a traceback from the consumer's start; 0, NaN or a negative interval
