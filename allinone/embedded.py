@@ -257,9 +257,10 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     from it; the webhook secret too, unless one is set) and, with ``load_sample``, the sample
     corpus is written into it after the webhooks are registered, so its deliveries index it in
     the background. Raises ``queueing.RedisTooOld`` when the Redis it would use is older than
-    7.0, and ``ValueError`` naming ``NCINDEX_HOST`` and ``NCINDEX_PORT`` when it cannot listen
-    there; a start that fails closes what it had started (a private redis-server, the
-    simulator, the store) before it raises.
+    7.0, ``ValueError`` naming ``NCINDEX_HOST`` and ``NCINDEX_PORT`` when it cannot listen
+    there or the accounts when none is configured, and what the webhook registration raises;
+    a start that fails stops what it had started (the worker, beat, the HTTP port, the
+    simulator, the store, a private redis-server) before it raises.
 
     Unless ``NCINDEX_NAMESPACE`` is set, its Redis keys are under :data:`NAMESPACE` rather than
     the default namespace, so a ``make run`` against a shared Redis never takes a distributed
@@ -305,6 +306,8 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
             )
         if not settings.webhook_secret.get_secret_value():
             raise ValueError("NCINDEX_WEBHOOK_SECRET must be set when a Nextcloud is configured")
+        if not settings.accounts:  # said before a worker starts, not by the registration
+            raise ValueError("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
         try:
             server = make_server(
                 settings.host,
@@ -342,47 +345,51 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     )
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     embedded = Embedded(settings, services, server, simulator, simulator_server, private_redis)
-    embedded.mcp = mcp
-    embedded.beat = beat
-    embedded.worker = worker
-    # the gauges gunicorn's workers serve (deploy/gunicorn.conf.py), so /metrics is the same
-    embedded.queue_metrics = register_queue_metrics(settings.redis_url, settings.names)
-    if not settings.qdrant_url:
-        embedded.optimizer = EdgeOptimizer(
-            lambda: edge_stores(services),
-            after_points=settings.edge_optimize_after_points,
-            check_seconds=settings.edge_optimize_check_seconds,
+    try:  # a failure from here on (Nextcloud refusing the registration…) stops it all
+        embedded.mcp = mcp
+        embedded.beat = beat
+        embedded.worker = worker
+        # the gauges gunicorn's workers serve (deploy/gunicorn.conf.py), so /metrics is the same
+        embedded.queue_metrics = register_queue_metrics(settings.redis_url, settings.names)
+        if not settings.qdrant_url:
+            embedded.optimizer = EdgeOptimizer(
+                lambda: edge_stores(services),
+                after_points=settings.edge_optimize_after_points,
+                check_seconds=settings.edge_optimize_check_seconds,
+            )
+            embedded.optimizer.start()
+        result = register(services.account(settings.webhook_admin), settings)
+        embedded.webhooks = result
+        log.info(
+            "webhooks_registered",
+            created=len(result.created),
+            kept=len(result.kept),
+            refused=[o.event_class for o in result.refused],
         )
-        embedded.optimizer.start()
-    result = register(services.account(settings.webhook_admin), settings)
-    embedded.webhooks = result
-    log.info(
-        "webhooks_registered",
-        created=len(result.created),
-        kept=len(result.kept),
-        refused=[o.event_class for o in result.refused],
-    )
-    for line in result.missing_lines():
-        log.warning("webhook_refused", detail=line)
-    if simulator is not None:
-        from ncindex.simulator.sample import add_sample_users, load_sample_corpus
+        for line in result.missing_lines():
+            log.warning("webhook_refused", detail=line)
+        if simulator is not None:
+            from ncindex.simulator.sample import add_sample_users, load_sample_corpus
 
-        if load_sample:
-            embedded.sample = load_sample_corpus(simulator)
-        else:  # the configured accounts exist, with no files
-            add_sample_users(simulator)
-    # One reconcile pass now: it catches up on what changed while ncindex was down and, for
-    # the sample, gives bob the folder alice shares with him (share changes fire no webhook).
-    # It is the whole pass a Redis found without its marker asks for, so the marker is set:
-    # beat's rescan_if_forgotten would otherwise queue every scan again a minute later.
-    services.redis.set(settings.names.remembered, int(time.time()), nx=True)
-    queued = request_scans(
-        celery,
-        services.redis,
-        list(settings.accounts),
-        scan_types(),
-        pending_seconds=60,
-        keys=settings.names,
-    )
-    log.info("reconcile_requested", scans=queued)
+            if load_sample:
+                embedded.sample = load_sample_corpus(simulator)
+            else:  # the configured accounts exist, with no files
+                add_sample_users(simulator)
+        # One reconcile pass now: it catches up on what changed while ncindex was down and, for
+        # the sample, gives bob the folder alice shares with him (share changes fire no webhook).
+        # It is the whole pass a Redis found without its marker asks for, so the marker is set:
+        # beat's rescan_if_forgotten would otherwise queue every scan again a minute later.
+        services.redis.set(settings.names.remembered, int(time.time()), nx=True)
+        queued = request_scans(
+            celery,
+            services.redis,
+            list(settings.accounts),
+            scan_types(),
+            pending_seconds=60,
+            keys=settings.names,
+        )
+        log.info("reconcile_requested", scans=queued)
+    except BaseException:
+        embedded.close(grace=0)
+        raise
     return embedded
