@@ -121,3 +121,20 @@ def test_a_stream_is_read_only_up_to_the_bound(tmp_path: Path) -> None:
     report = json.loads(result.stdout)
     assert report["bytes"] == 2001 and report["rule"] == "too_large"
     assert report["error"].startswith("TooLarge:")
+
+
+def test_chunks_in_an_empty_model_folder_build_the_default_model(tmp_path: Path) -> None:
+    """``--chunks`` with no model files said ``ModelError: no model_max_length in
+    …/tokenizer_config.json``: the embedder builds the packaged model where it is missing, the
+    chunker did not; another model's missing files are named as such."""
+    note = tmp_path / "kiln.md"
+    note.write_text("# Kiln\nFire the stoneware kiln to cone six.")
+    models = tmp_path / "models"
+    result = run(str(note), "--chunks", NCINDEX_MODEL_DIR=str(models))
+    assert result.exit_code == 0, result.output
+    assert "--- chunk 0: characters 0-" in result.output
+    other = run(
+        str(note), "--chunks", NCINDEX_MODEL_DIR=str(models), NCINDEX_DENSE_MODEL="BAAI/bge-small"
+    )
+    assert other.exit_code == 1
+    assert f"model files missing under {models}: expected {models}/bge-small" in other.output
