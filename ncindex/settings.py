@@ -568,6 +568,14 @@ class Settings(BaseSettings):
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
+        if info.field_name == "public_url" and (
+            parts.query or parts.fragment or parts.path.rstrip("/").endswith("/hooks/nextcloud")
+        ):
+            # /hooks/nextcloud is appended to it: the full delivery URL was registered as
+            # …/hooks/nextcloud/hooks/nextcloud, a path the receiver does not serve
+            raise ValueError(
+                "must be the deployment's base URL, without /hooks/nextcloud or ?query"
+            )
         return value.rstrip("/")
 
     @field_validator("redis_url")

@@ -70,6 +70,9 @@ def test_the_public_url_needs_http_and_a_host() -> None:
     assert Settings(public_url="https://example.org/ncindex/").public_url == (
         "https://example.org/ncindex"
     )
+    for url in ("https://example.org/hooks/nextcloud", "https://example.org/?x=1"):
+        with pytest.raises(ValidationError, match="without /hooks/nextcloud or"):
+            Settings(public_url=url)  # the delivery URL is this one + /hooks/nextcloud
 
 
 @pytest.mark.parametrize("header", ["", "X Secret", "X-Secret:", "X-Sécret"])
