@@ -120,6 +120,12 @@ def up(settings: Settings, no_sample: bool) -> None:
     from allinone import embedded
     from ncindex.errors import RedisTooOld
 
+    # a configured Nextcloud gets no sample corpus anyway: the flag would be ignored
+    _only_with(
+        "no_sample",
+        not settings.nextcloud_url,
+        "the bundled sample Nextcloud (NCINDEX_NEXTCLOUD_URL unset)",
+    )
     # handlers first: a signal while starting stops it once it has started (the watchdog
     # bounds that too), instead of leaving a private redis-server or the store half-open
     signals = StopSignals(settings.shutdown_grace)

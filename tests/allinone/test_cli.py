@@ -125,6 +125,14 @@ def test_status_with_the_qdrant_server_down_shows_the_rest(redis_url: str) -> No
     assert store["engine"] == "qdrant-server" and "Connection refused" in store["error"]
 
 
+def test_up_refuses_no_sample_with_a_configured_nextcloud() -> None:
+    """A configured Nextcloud gets no sample corpus: ``--no-sample`` was taken and ignored."""
+    env = {"NCINDEX_NEXTCLOUD_URL": "http://127.0.0.1:9", "NCINDEX_ACCOUNTS": '{"a": "pw"}'}
+    result = CliRunner().invoke(main, ["up", "--no-sample"], env=env)
+    assert result.exit_code == 2, result.output
+    assert "--no-sample applies only with the bundled sample Nextcloud" in result.output
+
+
 def test_version_and_short_help() -> None:
     assert __version__ in CliRunner().invoke(main, ["--version"]).output
     assert "Usage:" in CliRunner().invoke(main, ["-h"]).output
