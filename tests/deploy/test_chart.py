@@ -438,6 +438,9 @@ def test_schema_rejects_bad_values(chart: helm.Chart, path: str, value: Any, mes
         ("workers.terminationGracePeriodSeconds", 300, "must exceed config.task_time_limit"),
         # the file touched every 60 s is older than 30 s at most probes: pods restarted for ever
         ("workers.heartbeat", {"interval": 60, "maxAge": 30}, "must exceed workers.heartbeat"),
+        # webhook events went to a queue no worker read: nothing was indexed, without a word
+        ("workers.groups.light", None, "no group consumes the ingest queue"),
+        ("workers.groups.light.queues", ["ingest", "evict"], "consumes the reconcile queue"),
         ("flower.basicAuth.users", [], "flower.basicAuth"),
     ],
 )

@@ -84,6 +84,20 @@ app.kubernetes.io/component: {{ .component }}
 {{- $grace -}}
 {{- end -}}
 
+{{/* Every queue (ingest, index, evict, reconcile) must be consumed by a worker group: one that
+none consumes fills up, and what it carries (webhook events, evictions, scans) never runs. */}}
+{{- define "ncindex.workerQueuesCovered" -}}
+{{- $consumed := list -}}
+{{- range $group, $spec := .Values.workers.groups -}}
+{{- $consumed = concat $consumed $spec.queues -}}
+{{- end -}}
+{{- range $queue := list "ingest" "index" "evict" "reconcile" -}}
+{{- if not (has $queue $consumed) -}}
+{{- fail (printf "workers.groups: no group consumes the %s queue" $queue) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Seconds after which a worker's heartbeat file counts as stale (its probes' --max-age);
 must exceed the interval at which the worker touches it, or every probe fails. */}}
 {{- define "ncindex.heartbeatMaxAge" -}}
