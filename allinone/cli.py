@@ -108,8 +108,20 @@ def models(settings: Settings) -> None:
     """Assemble the offline embedding models into NCINDEX_MODEL_DIR (no download)."""
     from ncindex.embedding.models import install_models
 
-    paths = install_models(settings.model_dir)
+    try:
+        paths = install_models(settings.model_dir)
+    except OSError as exc:  # the folder cannot be made or written: a traceback before
+        raise click.ClickException(_model_dir_problem(settings, exc)) from None
     click.echo(f"dense model: {paths.dense_dir} (BM25 needs no model files)")
+
+
+def _model_dir_problem(settings: Settings, exc: OSError) -> str:
+    """The line a command ends with when the models cannot be written into
+    ``NCINDEX_MODEL_DIR``."""
+    return (
+        f"cannot write the models into NCINDEX_MODEL_DIR ({settings.model_dir}): "
+        f"{exc.strerror or exc}"
+    )
 
 
 @main.command()
@@ -534,7 +546,10 @@ def extract(
     if show_chunks:
         from ncindex.text.chunking import Chunker
 
-        chunker = Chunker.from_settings(settings)
+        try:
+            chunker = Chunker.from_settings(settings)  # builds the packaged model if missing
+        except OSError as exc:
+            raise click.ClickException(_model_dir_problem(settings, exc)) from None
         report["chunks"] = [
             {
                 "index": c.index,

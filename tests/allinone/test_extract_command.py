@@ -138,3 +138,16 @@ def test_chunks_in_an_empty_model_folder_build_the_default_model(tmp_path: Path)
     )
     assert other.exit_code == 1
     assert f"model files missing under {models}: expected {models}/bge-small" in other.output
+
+
+def test_a_model_folder_that_cannot_be_written_is_named(tmp_path: Path) -> None:
+    """``ncindex models`` and ``extract --chunks`` ended in a traceback (FileExistsError)."""
+    blocker = tmp_path / "models"
+    blocker.write_text("a file where the folder should be")
+    note = tmp_path / "kiln.md"
+    note.write_text("# Kiln\nFire the stoneware kiln to cone six.")
+    said = f"cannot write the models into NCINDEX_MODEL_DIR ({blocker}): File exists"
+    for args in (["models"], ["extract", str(note), "--chunks"]):
+        result = CliRunner().invoke(main, args, env={"NCINDEX_MODEL_DIR": str(blocker)})
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+        assert said in result.output
