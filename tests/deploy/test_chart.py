@@ -372,6 +372,15 @@ def test_in_cluster_dependencies(chart: helm.Chart) -> None:
     assert set(hpas) == {"nci-ncindex-search", "nci-ncindex-worker-index"}
 
 
+def test_the_notes_port_forward_reaches_the_flower_service_port(chart: helm.Chart) -> None:
+    """The notes said ``port-forward svc/…-flower 5555``, which fails once
+    flower.service.port is another port (port-forward names the Service's port)."""
+    values = with_change(MINIMAL, "flower.service.port", 80)
+    notes = chart.render(copy.deepcopy(values), name="nci", namespace="search")
+    (text,) = [t for path, t in notes.items() if path.endswith("NOTES.txt")]
+    assert "kubectl port-forward svc/nci-ncindex-flower 5555:80," in text
+
+
 def test_lint_reports_only_the_unvendored_dependencies() -> None:
     report = helm.lint(CHART, copy.deepcopy(MINIMAL), strict=True, kube_version="v1.30.0")
     assert report["errors"] == ["chart directory is missing these dependencies: redis,qdrant"]
