@@ -426,6 +426,8 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("config.dense_prefetch_share", "half", "dense_prefetch_share"),
         ("config.edge_optimize_after_points", -1, "edge_optimize_after_points"),
         ("config.edge_optimize_check_seconds", 0, "edge_optimize_check_seconds"),
+        ("config.public_url", "https://ncindex.example.org/hooks/nextcloud", "public_url"),
+        ("config.public_url", "https://ncindex.example.org/?x=1", "public_url"),
         ("config.task_time_limt", 600, "task_time_limt"),  # misspelt: every pod ignored it
         ("config.model_dir", "/models", "model_dir"),  # the chart sets it: a duplicate key
         ("config.qdrant_path", "/data", "qdrant_path"),  # beside the chart's Qdrant server
