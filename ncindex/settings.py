@@ -685,6 +685,14 @@ class Settings(BaseSettings):
             passwords, logins = _account_entries(raw)
             self.accounts = passwords | self.accounts
             self.logins = logins | self.logins
+        for user, password in self.accounts.items():
+            # an empty user id or app password was taken: every request of it was refused 401
+            if not user.strip():
+                raise ValueError("accounts: a user id is empty (NCINDEX_ACCOUNTS or the file)")
+            if not password.get_secret_value():
+                raise ValueError(
+                    f"accounts: {user!r} has an empty app password (NCINDEX_ACCOUNTS or the file)"
+                )
         if set(self.logins) - set(self.accounts):
             # a login of no account (a user id misspelt) was ignored: that account kept
             # signing in with its user id, refused 401

@@ -119,3 +119,16 @@ def test_a_search_rate_limit_of_zero_requests_is_refused() -> None:
         Settings(search_rate_limit="600/minute;0/second")
     assert Settings(search_rate_limit="").search_rate_limit == ""  # unlimited
     assert Settings(search_rate_limit="20/second").search_rate_limit == "20/second"
+
+
+def test_an_empty_user_id_or_app_password_is_refused(tmp_path: Path) -> None:
+    """Both were taken from NCINDEX_ACCOUNTS, and from the file's plain form, though the
+    file's object form refused an empty password: every request of the account was 401."""
+    with pytest.raises(ValidationError, match="'alice' has an empty app password"):
+        Settings(accounts={"alice": SecretStr("")})
+    with pytest.raises(ValidationError, match="a user id is empty"):
+        Settings(accounts={" ": SecretStr("pw")})
+    path = tmp_path / "accounts.json"
+    path.write_text(json.dumps({"alice": ""}))
+    with pytest.raises(ValidationError, match="'alice' has an empty app password"):
+        Settings(accounts_file=path)
