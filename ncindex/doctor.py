@@ -413,13 +413,31 @@ def check_qdrant_server(settings: Settings) -> Line:
     return Line("store", "ok", f"Qdrant server at {url} answers")
 
 
+#: The fewest characters of a webhook secret without a warning (the chart's schema refuses
+#: a shorter ``secrets.webhookSecret``), and the placeholder of ``deploy/ncindex.env.example``.
+MIN_SECRET_CHARS = 16
+EXAMPLE_SECRET = "change-me-to-a-long-random-string"  # noqa: S105 (the example's placeholder)
+
+
 def check_webhook_secret(ctx: Context) -> list[Line]:
     """The secret Nextcloud's deliveries carry is set (the receiver refuses to start without
-    it)."""
-    if not ctx.settings.webhook_secret.get_secret_value():
+    it), and is neither short nor the example file's placeholder (whoever knows it can post
+    deliveries)."""
+    secret = ctx.settings.webhook_secret.get_secret_value()
+    header = ctx.settings.webhook_secret_header
+    if not secret:
         detail = "NCINDEX_WEBHOOK_SECRET is not set: the webhook receiver refuses to start"
         return [Line("webhook secret", "fail", detail)]
-    return [Line("webhook secret", "ok", f"set; sent in {ctx.settings.webhook_secret_header}")]
+    if secret == EXAMPLE_SECRET:
+        detail = "NCINDEX_WEBHOOK_SECRET is deploy/ncindex.env.example's placeholder: choose one"
+        return [Line("webhook secret", "warn", detail)]
+    if len(secret) < MIN_SECRET_CHARS:
+        detail = (
+            f"NCINDEX_WEBHOOK_SECRET has fewer than {MIN_SECRET_CHARS} characters (the chart "
+            "refuses it): whoever guesses it can post deliveries"
+        )
+        return [Line("webhook secret", "warn", detail)]
+    return [Line("webhook secret", "ok", f"set; sent in {header}")]
 
 
 #: The checks in the order they run; append ``(name, function)`` to add one.

@@ -46,7 +46,7 @@ def settings_for(server: SimulatorServer, **update: object) -> Settings:
         "nextcloud_url": server.url,
         "accounts": {"admin": SecretStr("admin-pw"), "alice": SecretStr("alice-pw")},
         "admin_user": "admin",
-        "webhook_secret": SecretStr("s3cret"),
+        "webhook_secret": SecretStr("s3cret-s3cret-s3cret"),
         "public_url": PUBLIC,
     }
     return Settings(**(base | update))
@@ -213,6 +213,22 @@ def test_redis_and_the_webhook_secret_are_checked(served) -> None:
     assert detail(lines, "redis").startswith("redis://127.0.0.1:9/0 does not answer")
     assert verdicts(lines, "webhook secret") == ["fail"]
     assert "NCINDEX_WEBHOOK_SECRET is not set" in detail(lines, "webhook secret")
+
+
+@pytest.mark.parametrize(
+    ("secret", "said"),
+    [
+        ("s3cret", "fewer than 16 characters (the chart refuses it)"),
+        ("change-me-to-a-long-random-string", "deploy/ncindex.env.example's placeholder"),
+    ],
+)
+def test_a_short_or_example_webhook_secret_is_a_warning(served, secret: str, said: str) -> None:
+    """Both were "ok": the chart refuses a secret under 16 characters, and the example file's
+    placeholder is known to anyone who read it."""
+    _, server = served
+    lines = run_checks(settings_for(server, webhook_secret=SecretStr(secret)))
+    assert verdicts(lines, "webhook secret") == ["warn"]
+    assert said in detail(lines, "webhook secret") and secret not in render(lines)
 
 
 def test_the_store_is_named_and_the_embedded_ones_limit_said(served) -> None:
