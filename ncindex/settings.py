@@ -596,6 +596,16 @@ class Settings(BaseSettings):
         # an empty NCINDEX_QDRANT_PATH would be Path("."), the working folder
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("data_dir", "model_dir", mode="before")
+    @classmethod
+    def _empty_folder_is_default(cls, value: object, info: ValidationInfo) -> object:
+        # an empty NCINDEX_DATA_DIR or NCINDEX_MODEL_DIR was Path("."): the store, or the
+        # models built where they are missing, went into whatever the working folder was
+        if isinstance(value, str) and not value.strip():
+            field = cls.model_fields[str(info.field_name)]
+            return field.get_default(call_default_factory=True)
+        return value
+
     @field_validator("index_include_globs", "index_exclude_globs")
     @classmethod
     def _compiled_globs(cls, value: list[str]) -> list[str]:

@@ -132,3 +132,13 @@ def test_an_empty_user_id_or_app_password_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps({"alice": ""}))
     with pytest.raises(ValidationError, match="'alice' has an empty app password"):
         Settings(accounts_file=path)
+
+
+def test_an_empty_data_or_model_folder_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each was Path("."): the embedded store, or the models built where they were missing,
+    went into the working folder (as an empty NCINDEX_QDRANT_PATH did before)."""
+    monkeypatch.setenv("NCINDEX_DATA_DIR", "")
+    monkeypatch.setenv("NCINDEX_MODEL_DIR", " ")
+    settings = Settings()
+    assert settings.data_dir == Settings.model_fields["data_dir"].default
+    assert settings.model_dir == Settings.model_fields["model_dir"].default
