@@ -381,6 +381,21 @@ def test_the_notes_port_forward_reaches_the_flower_service_port(chart: helm.Char
     assert "kubectl port-forward svc/nci-ncindex-flower 5555:80," in text
 
 
+def test_the_search_page_is_served_through_the_ingress_when_slash_is_routed(
+    chart: helm.Chart,
+) -> None:
+    """values.yaml says to add / to ingress.searchPaths for the search page: / goes to the
+    search API while /hooks and /mcp, longer, keep their services."""
+    values = with_change(EVERYTHING, "ingress.searchPaths", ["/", "/v1"])
+    ingress = by_kind(render(chart, values), "Ingress")["nci-ncindex"]
+    paths = {
+        p["path"]: p["backend"]["service"]["name"]
+        for p in ingress["spec"]["rules"][0]["http"]["paths"]
+    }
+    assert paths["/"] == "nci-ncindex-search" and paths["/hooks"] == "nci-ncindex-receiver"
+    assert "search page" in (CHART / "values.yaml").read_text()  # and how to route it
+
+
 def test_lint_reports_only_the_unvendored_dependencies() -> None:
     report = helm.lint(CHART, copy.deepcopy(MINIMAL), strict=True, kube_version="v1.30.0")
     assert report["errors"] == ["chart directory is missing these dependencies: redis,qdrant"]
