@@ -381,19 +381,20 @@ def test_the_notes_port_forward_reaches_the_flower_service_port(chart: helm.Char
     assert "kubectl port-forward svc/nci-ncindex-flower 5555:80," in text
 
 
-def test_the_search_page_is_served_through_the_ingress_when_slash_is_routed(
-    chart: helm.Chart,
-) -> None:
-    """values.yaml says to add / to ingress.searchPaths for the search page: / goes to the
-    search API while /hooks and /mcp, longer, keep their services."""
-    values = with_change(EVERYTHING, "ingress.searchPaths", ["/", "/v1"])
+def test_the_search_page_is_routed_through_the_ingress_when_asked(chart: helm.Chart) -> None:
+    """The ingress routed the API alone: the search page (/ and /ui) was not reachable, and a
+    prefix / in searchPaths would also have routed /metrics and the health endpoints out."""
+    values = with_change(EVERYTHING, "ingress.searchPage", True)
     ingress = by_kind(render(chart, values), "Ingress")["nci-ncindex"]
     paths = {
-        p["path"]: p["backend"]["service"]["name"]
+        (p["path"], p["pathType"]): p["backend"]["service"]["name"]
         for p in ingress["spec"]["rules"][0]["http"]["paths"]
     }
-    assert paths["/"] == "nci-ncindex-search" and paths["/hooks"] == "nci-ncindex-receiver"
-    assert "search page" in (CHART / "values.yaml").read_text()  # and how to route it
+    assert paths[("/", "Exact")] == paths[("/ui", "Prefix")] == "nci-ncindex-search"
+    assert paths[("/hooks", "Prefix")] == "nci-ncindex-receiver"
+    assert ("/", "Prefix") not in paths and ("/metrics", "Prefix") not in paths
+    default = by_kind(render(chart, EVERYTHING), "Ingress")["nci-ncindex"]
+    assert "/ui" not in {p["path"] for p in default["spec"]["rules"][0]["http"]["paths"]}
 
 
 def test_lint_reports_only_the_unvendored_dependencies() -> None:
