@@ -28,22 +28,26 @@ def alice() -> Iterator[tuple[NextcloudSimulator, NextcloudClient]]:
     sim.close()
 
 
+@pytest.fixture
+def cache(redis_url: str) -> tuple[redis.Redis, Names]:
+    """A Redis client and a namespace of its own for the stack → board cache."""
+    return redis.Redis.from_url(redis_url), Names(f"t{uuid.uuid4().hex[:8]}")
+
+
 def test_a_card_of_a_deleted_stack_is_gone(
-    alice: tuple[NextcloudSimulator, NextcloudClient], redis_url: str
+    alice: tuple[NextcloudSimulator, NextcloudClient], cache: tuple[redis.Redis, Names]
 ) -> None:
     sim, client = alice
-    cache = redis.Redis.from_url(redis_url)
-    keys = Names(f"t{uuid.uuid4().hex[:8]}")
     board = sim.deck_create_board("alice", "Roadmap")
     done = sim.deck_create_stack("alice", board, "Done")
     card = sim.deck_create_card("alice", done, "Shipped", "v2 is out")
-    doc, acl = fetch_card(client, cache, keys, card, None)
+    doc, acl = fetch_card(client, *cache, card, None)
     assert doc.title == "Shipped" and doc.extra == {"board_id": str(board), "stack_id": str(done)}
     assert acl == {"user:alice"}
 
     sim.deck_delete_stack("alice", done)
     with pytest.raises(NotFound, match="stack"):
-        fetch_card(client, cache, keys, card, None)
+        fetch_card(client, *cache, card, None)
 
 
 def test_a_board_without_a_stacks_list_says_nothing() -> None:
@@ -54,11 +58,9 @@ def test_a_board_without_a_stacks_list_says_nothing() -> None:
 
 
 def test_the_members_of_a_group_the_board_is_shared_with_see_its_cards(
-    alice: tuple[NextcloudSimulator, NextcloudClient], redis_url: str
+    alice: tuple[NextcloudSimulator, NextcloudClient], cache: tuple[redis.Redis, Names]
 ) -> None:
     sim, client = alice
-    cache = redis.Redis.from_url(redis_url)
-    keys = Names(f"t{uuid.uuid4().hex[:8]}")
     for user in ("bob", "carol", "dave"):
         sim.add_user(user, f"{user}-pw")
     sim.deck_set_group("crew", {"bob", "carol"})
@@ -67,25 +69,25 @@ def test_the_members_of_a_group_the_board_is_shared_with_see_its_cards(
     card = sim.deck_create_card("alice", todo, "Dredge", "the channel")
     sim.deck_share_board("alice", board, "crew", group=True)
     sim.deck_share_board("alice", board, "dave")
-    _, acl = fetch_card(client, cache, keys, card, None)
+    _, acl = fetch_card(client, *cache, card, None)
     # the group's own entry (type 1, its gid as uid) names no user
     assert acl == {"user:alice", "user:bob", "user:carol", "user:dave"}
 
 
-def test_a_card_archived_since_it_was_indexed_is_not_kept_on_read(redis_url: str) -> None:
+def test_a_card_archived_since_it_was_indexed_is_not_kept_on_read(
+    cache: tuple[redis.Redis, Names],
+) -> None:
     # archiving sets lastModified (CardService::archive → CardMapper::update), so the
     # conditional GET answers the card whole, archived
     now = [1_800_000_000.0]
     sim = NextcloudSimulator(seed=1, clock=lambda: now[0])
     sim.add_user("alice", "alice-pw", "Alice Adams")
-    cache = redis.Redis.from_url(redis_url)
-    keys = Names(f"t{uuid.uuid4().hex[:8]}")
     board = sim.deck_create_board("alice", "Roadmap")
     todo = sim.deck_create_stack("alice", board, "To do")
     card = sim.deck_create_card("alice", todo, "Paint", "The fence, white")
     with serve_simulator(sim) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
         client = NextcloudClient.for_account(http, "alice", "alice-pw")
-        doc, _ = fetch_card(client, cache, keys, card, None)
+        doc, _ = fetch_card(client, *cache, card, None)
         payload = {"doc_id": str(card), "etag": doc.etag} | doc.extra
         assert SOURCE.verify(client, payload).verdict is Verdict.KEPT  # unchanged: 304
         now[0] += 60

@@ -21,6 +21,16 @@ def build(stack: Stack, root: str) -> None:
     stack.sim.drop_rate = 0.0
 
 
+def restore_unseen(stack: Stack, path: str) -> None:
+    """Delete ``path`` of alice's with its events lost, then restore it from the trash."""
+    stack.sim.drop_rate = 1.0
+    stack.sim.delete("alice", path)
+    stack.sim.flush_deliveries(timeout=5)
+    stack.sim.drop_rate = 0.0
+    (item,) = stack.sim.trash("alice")
+    stack.sim.restore("alice", item["id"])
+
+
 def indexed_below(stack: Stack, root: str) -> bool:
     ids = [stack.sim.file_id("alice", root + p) for p in TREE]
     return all(i is not None and stack.points(f"file:{i}") for i in ids)
@@ -41,12 +51,7 @@ def test_a_copied_folder_is_indexed_below(stack: Stack, small_pages: None) -> No
 
 def test_a_folder_restored_from_the_trash_is_indexed_below(stack: Stack, small_pages: None) -> None:
     build(stack, "")
-    stack.sim.drop_rate = 1.0
-    stack.sim.delete("alice", "/Proj")
-    stack.sim.flush_deliveries(timeout=5)
-    stack.sim.drop_rate = 0.0
-    (item,) = stack.sim.trash("alice")
-    stack.sim.restore("alice", item["id"])
+    restore_unseen(stack, "/Proj")
     wait_until(lambda: indexed_below(stack, ""), 60)
 
 
@@ -64,11 +69,6 @@ def test_on_nextcloud_30_a_restored_file_is_indexed_by_its_path(stack: Stack) ->
     restored file is found at the target's path."""
     stack.sim.tree.restored_node_has_id = False
     build(stack, "")
-    stack.sim.drop_rate = 1.0
-    stack.sim.delete("alice", "/Proj/a.md")
-    stack.sim.flush_deliveries(timeout=5)
-    stack.sim.drop_rate = 0.0
-    (item,) = stack.sim.trash("alice")
-    stack.sim.restore("alice", item["id"])
+    restore_unseen(stack, "/Proj/a.md")
     stack.sim.flush_deliveries(timeout=5)
     wait_until(lambda: stack.points(f"file:{stack.sim.file_id('alice', '/Proj/a.md')}"), 60)
