@@ -25,7 +25,7 @@ from click.core import ParameterSource
 from allinone.stopping import StopSignals
 from ncindex import __version__
 from ncindex.documents import DocType
-from ncindex.errors import NcindexError
+from ncindex.errors import Forbidden, NcindexError, NextcloudAuthError
 from ncindex.progress import Progress
 from ncindex.settings import Settings, load_settings, url_without_password
 from ncindex.telemetry import configure_logging
@@ -333,7 +333,23 @@ def _report_sample(running: Embedded, signals: StopSignals) -> None:
             return
 
 
-@main.group()
+class _AdminCommands(click.Group):
+    """The webhook commands, which act as ``settings.webhook_admin``: a refusal (401, 403)
+    names that account and what it must be."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (Forbidden, NextcloudAuthError) as exc:
+            admin = ctx.obj.webhook_admin if isinstance(ctx.obj, Settings) else "?"
+            raise click.ClickException(
+                f"{type(exc).__name__}: {exc} — the webhook commands act as {admin!r} "
+                "(NCINDEX_ADMIN_USER, else the first of NCINDEX_ACCOUNTS), which must be a "
+                "Nextcloud admin with a valid app password"
+            ) from None
+
+
+@main.group(cls=_AdminCommands)
 def webhooks() -> None:
     """Manage the webhook_listeners registrations pointing at this deployment."""
 

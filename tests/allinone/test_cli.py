@@ -276,3 +276,20 @@ def test_eval_refuses_a_cache_that_is_not_sqlite_before_the_run(
     result = CliRunner().invoke(main, args, env=env)
     assert result.exit_code == 0, result.output
     assert cache.is_file() and json.loads(out.read_text())["queries"] == 2
+
+
+def test_a_webhook_command_refused_names_the_account_it_acts_as() -> None:
+    """A 403 (not an admin) or 401 said only Nextcloud's words, not which account was used."""
+    from ncindex.simulator import NextcloudSimulator, serve_simulator
+
+    sim = NextcloudSimulator(seed=1)
+    sim.add_user("bob", "bob-pw")  # not an admin
+    with serve_simulator(sim) as srv:
+        env = {"NCINDEX_NEXTCLOUD_URL": srv.url, "NCINDEX_ACCOUNTS": '{"bob": "bob-pw"}'}
+        refused = CliRunner().invoke(main, ["webhooks", "list"], env=env)
+        env["NCINDEX_ACCOUNTS"] = '{"bob": "wrong"}'
+        wrong = CliRunner().invoke(main, ["webhooks", "list"], env=env)
+    sim.close()
+    for result, kind in ((refused, "Forbidden"), (wrong, "NextcloudAuthError")):
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert kind in result.output and "act as 'bob' (NCINDEX_ADMIN_USER" in result.output
