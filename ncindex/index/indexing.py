@@ -524,17 +524,21 @@ class Indexer:
         ``folder`` (with its new path): what was not indexed below it (moved in from an
         excluded path, say) is for the caller to walk.
 
-        The outcome's ``viewers`` are the other accounts that may see ``target``
-        (:meth:`~ncindex.index.access.Access.co_viewers`, the moved documents counted), for the
-        caller to ask about ``file_id``: Nextcloud dispatches the rename once, in the mover's
-        view (nextcloud/server ``lib/private/Files/Node/HookConnector.php`` ``postRename``),
-        so a file moved into a folder shared with them, or within one, reaches them only so
-        (a folder's id makes them walk it in their own view)."""
+        The outcome's ``viewers`` are the other accounts that may see ``target`` — those who
+        see the documents under its nearest folder holding others than the moved ones
+        (:meth:`~ncindex.index.access.Access.co_viewers`), and those who held the moved ones
+        (their paths changed too) — for the caller to ask about ``file_id``: Nextcloud
+        dispatches the rename once, in the mover's view (nextcloud/server
+        ``lib/private/Files/Node/HookConnector.php`` ``postRename``), so a file moved into a
+        folder shared with them, or within one, reaches them only so (a folder's id makes them
+        walk it in their own view)."""
         client = self.services.account(user)
         moved_self = False
-        moved = False
+        moved: set[str] = set()  # doc keys
+        holders: set[str] = set()  # the accounts that held them (their paths)
         for payload in self.access.under(user, source):
-            moved = True
+            moved.add(payload["doc_key"])
+            holders.update(payload.get("paths") or {})
             ref = DocRef.parse(payload["doc_key"])
             moved_self |= payload["paths"][user] == source
             with self.lock(ref):
@@ -563,9 +567,14 @@ class Indexer:
                 outcome = Outcome("moved")
         if moved or outcome.action == "folder":
             try:
-                viewers = self.access.co_viewers(user, target, besides=())
+                near = self.access.co_viewers(user, target, besides=moved)
             except StoreUnavailable as exc:  # only the hint is lost: their scans find it
                 log.warning("co_viewers_not_read", user=user, folder=target, error=str(exc))
-                viewers = ()
+                near = ()
+            viewers = tuple(
+                u
+                for u in self.services.settings.accounts
+                if u != user and (u in near or u in holders)
+            )
             outcome = replace(outcome, viewers=viewers)
         return outcome

@@ -144,3 +144,17 @@ def test_a_move_into_a_private_folder_asks_only_who_may_see_it(stack: Stack) -> 
     task = stack.celery.tasks["ncindex.resolve_node"]
     result = task.apply(kwargs={"file_id": file_id, "among": ["bob"]}).get()
     assert result["viewers"] == []
+
+
+def test_a_file_moved_into_a_new_subfolder_of_a_share_names_the_sharee(stack: Stack) -> None:
+    # the subfolder holds nothing but the moved file, whose acl names alice alone: the moved
+    # documents do not count as the destination's neighbours, so the share's folder is asked
+    _shared_folder(stack)
+    stack.sim.drop_rate = 1.0  # driven by hand
+    indexer = Indexer(stack.services)
+    private = stack.sim.put_file("alice", "/Private/cost.txt", b"Forty crowns for the stones.")
+    indexer.index_node("alice", private)
+    stack.sim.mkdir("alice", "/Shared/2027")
+    stack.sim.move("alice", "/Private/cost.txt", "/Shared/2027/cost.txt")
+    outcome = indexer.move_path("alice", "/Private/cost.txt", "/Shared/2027/cost.txt", private)
+    assert outcome.viewers == ("bob",)
