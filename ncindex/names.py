@@ -207,8 +207,10 @@ class Names:
         return self.key("retrying", task_id)
 
     def notes_settings(self, user: str) -> str:
-        """The cached Notes app settings of ``user``."""
-        return self.key("notes-settings", user)
+        """The cached Notes app settings of ``user`` (JSON: ``path``, ``suffix``). Named apart
+        from ``notes-settings``, which held the folder alone: a worker of the release before,
+        still running during an upgrade, reads that key's value as a path."""
+        return self.key("notes-prefs", user)
 
     @property
     def deck_stack_board_prefix(self) -> str:

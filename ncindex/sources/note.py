@@ -54,7 +54,8 @@ def notes_settings(ctx: Context, client: NextcloudClient) -> NotesSettings:
     key = ctx.settings.names.notes_settings(client.user)
     cached = ctx.redis.get(key)
     if cached is not None:
-        return _cached_settings(as_text(cached))
+        data = json.loads(as_text(cached))
+        return NotesSettings(notes_path=data["path"], file_suffix=data["suffix"])
     try:
         notes = client.notes_settings()
     except NotFound:
@@ -62,18 +63,6 @@ def notes_settings(ctx: Context, client: NextcloudClient) -> NotesSettings:
     value = json.dumps({"path": notes.notes_path, "suffix": notes.file_suffix})
     ctx.redis.set(key, value, ex=NOTES_SETTINGS_SECONDS)
     return notes
-
-
-def _cached_settings(text: str) -> NotesSettings:
-    """The settings cached by :func:`notes_settings`: a JSON object of ``path`` and
-    ``suffix``, or (as cached before the suffix was kept) the folder alone."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and isinstance(data.get("path"), str):
-        return NotesSettings(notes_path=data["path"], file_suffix=str(data.get("suffix") or ".md"))
-    return NotesSettings(notes_path=text, file_suffix=".md")
 
 
 def is_note_name(name: str, settings: Settings, notes: NotesSettings) -> bool:
