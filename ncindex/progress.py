@@ -57,17 +57,20 @@ RATE_SECONDS = 300
 PENDING_HORIZON = 7 * 86400
 
 #: A run for ``ARGV[1]`` ended (Unix seconds ``ARGV[2]``) while ``KEYS[1]`` (a user's
-#: first-indexing hash) has started and not ended: the subject joins the set ``KEYS[2]`` and,
-#: when the pending set ``KEYS[3]`` is empty, the first indexing ends — ``finished`` is the
-#: set's size, ``done_at`` the time — and the set is deleted. One script, so two runs ending
-#: at once end it once.
+#: first-indexing hash) has started and not ended: the subject joins the set ``KEYS[2]``
+#: (expiring in ``ARGV[3]`` s, should a worker of the release before end the run) and, when
+#: the pending set ``KEYS[3]`` is empty, the first indexing ends — ``finished`` is the set's
+#: size (plus a count of runs that release kept in the same field), ``done_at`` the time — and
+#: the set is deleted. One script, so two runs ending at once end it once.
 _FIRST_FINISHED = Script(
     None,  # type: ignore[arg-type]
     b"if redis.call('HEXISTS', KEYS[1], 'started_at') == 0 "
     b"or redis.call('HEXISTS', KEYS[1], 'done_at') == 1 then return 0 end "
-    b"redis.call('SADD', KEYS[2], ARGV[1]) "
+    b"redis.call('SADD', KEYS[2], ARGV[1]) redis.call('EXPIRE', KEYS[2], ARGV[3]) "
     b"if redis.call('ZCARD', KEYS[3]) == 0 then "
-    b"redis.call('HSET', KEYS[1], 'finished', redis.call('SCARD', KEYS[2]), 'done_at', ARGV[2]) "
+    b"local before = tonumber(redis.call('HGET', KEYS[1], 'finished') or '0') or 0 "
+    b"redis.call('HSET', KEYS[1], 'finished', before + redis.call('SCARD', KEYS[2]), "
+    b"'done_at', ARGV[2]) "
     b"redis.call('DEL', KEYS[2]) end "
     b"return 1",
 )
@@ -157,7 +160,7 @@ class Progress:
         pipe.expire(bucket, KEEP_SECONDS + BUCKET_SECONDS)
         _FIRST_FINISHED(
             [keys.first_indexing(user), keys.first_indexed(user), keys.pending(user)],
-            [subject, f"{now:.3f}"],
+            [subject, f"{now:.3f}", PENDING_HORIZON],
             pipe,
         )
         pipe.execute()
@@ -246,7 +249,8 @@ class Progress:
         return {
             "started_at": float(raw["started_at"]) if "started_at" in raw else None,
             "done_at": float(raw["done_at"]) if "done_at" in raw else None,
-            "finished": int(raw["finished"]) if "done_at" in raw else int(running),
+            # while it runs, the set (and what a worker of the release before counted)
+            "finished": int(raw.get("finished", 0)) + (0 if "done_at" in raw else int(running)),
         }
 
 

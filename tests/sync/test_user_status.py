@@ -164,3 +164,23 @@ def test_a_finished_run_forgets_the_failures_only_when_asked(redis_url: str) -> 
     assert failing.get("node:1") is not None
     assert failing.get("node:2") is None
     client.close()
+
+
+def test_a_first_indexing_counted_by_the_release_before_keeps_its_count(redis_url: str) -> None:
+    """That release kept a count of runs in ``finished`` while it ran; the set adds to it, and
+    the set expires should a worker of that release end the run (it would not delete it)."""
+    client = redis.Redis.from_url(redis_url)
+    keys = Names("progressupgrade")
+    client.delete(keys.first_indexing("fay"), keys.first_indexed("fay"), keys.pending("fay"))
+    progress = Progress(client, keys)
+    progress.queued("fay", ["node:1", "node:2"], now=1_000.0)
+    client.hset(keys.first_indexing("fay"), "finished", 6)  # as the release before counted
+    progress.finished("fay", "node:1", "indexed", now=1_010.0)
+    assert progress.first_indexing("fay")["finished"] == 7
+    assert 0 < client.ttl(keys.first_indexed("fay")) <= 7 * 86400
+    progress.finished("fay", "node:2", "indexed", now=1_020.0)
+    assert progress.first_indexing("fay") == {
+        "started_at": 1_000.0,
+        "done_at": 1_020.0,
+        "finished": 8,
+    }
