@@ -123,7 +123,7 @@ def create_app(
     app.register_blueprint(
         facets_blueprint(services, lambda: services.models.view().live.store, shared)
     )
-    app.register_blueprint(ui_blueprint(services, shared))
+    app.register_blueprint(ui_blueprint(services, shared, settings))
     install_session_auth(app, services)
     app.register_blueprint(status_blueprint(services, shared))
     app.register_blueprint(openapi_blueprint())

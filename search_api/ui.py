@@ -14,7 +14,8 @@ Routes (JSON unless said; every ``POST`` needs the session's CSRF token in ``X-C
   ``{"user", "csrf"}`` (a new session: the cookie is replaced);
 * ``POST /ui/login/password`` — body ``{"login_name", "app_password"}``: signs in with an app
   password made by hand (401 ``unauthenticated`` if Nextcloud refuses it; 400
-  ``unknown_field`` for another key);
+  ``unknown_field`` for another key; 429 ``rate_limited`` once the login name has used up the
+  per-caller rate limit, which it shares with that login's Basic requests to the API);
 * ``POST /ui/logout`` — deletes the app password in Nextcloud (only one ncindex obtained
   through Login Flow v2: a typed-in one is the user's to keep) and the session:
   ``{"app_password_deleted"}``.
@@ -45,8 +46,10 @@ from ncindex.errors import (
 )
 from ncindex.nextcloud.loginflow import delete_app_password, poll_login_flow, start_login_flow
 from ncindex.runtime import Services
+from ncindex.settings import Settings
 from ncindex.web.auth import resolve_caller
 from ncindex.web.problems import problem, problem_for
+from ncindex.web.ratelimit import CallerLimit
 from ncindex.web.session import COOKIE, CSRF_HEADER, UiSessions, csrf_ok
 from search_api.search import Decorator, read_json_object
 
@@ -119,15 +122,22 @@ def install_session_auth(app: Flask, services: Services) -> None:
         return response
 
 
-def ui_blueprint(services: Services, limited: Decorator | None = None) -> Blueprint:
+def ui_blueprint(
+    services: Services, limited: Decorator | None = None, settings: Settings | None = None
+) -> Blueprint:
     """The page and the ``/ui/`` routes (see the module docstring). ``limited`` wraps the
     sign-in routes that ask Nextcloud, so they share the search rate limits — among them the
     per-address limit of refused credentials: guessing app passwords through the page must not
-    make Nextcloud's brute-force protection throttle ncindex's own address."""
+    make Nextcloud's brute-force protection throttle ncindex's own address. ``settings``
+    (default ``services.settings``) are the app's, whose rate limit the typed login name
+    counts against too."""
     bp = Blueprint("ui", __name__, static_folder=str(STATIC), static_url_path="/ui/static")
     limit = limited or (lambda f: f)
     sessions = _sessions(services)
-    settings = services.settings
+    settings = settings or services.settings
+    # the typed login name counts as a Basic login to the search API does: the page's request
+    # has no Authorization header, so ``limited`` keys it on the client's address alone
+    per_login = CallerLimit(settings) if limited and settings.search_rate_limit.strip() else None
 
     def session_cookie(response: Response, session_id: str) -> Response:
         response.set_cookie(
@@ -244,6 +254,15 @@ def ui_blueprint(services: Services, limited: Decorator | None = None) -> Bluepr
         except InputError as exc:
             return problem_for(exc)
         authorization = _basic(login_name, app_password)
+        retry = per_login.hit(authorization, request.remote_addr) if per_login else None
+        if retry is not None:
+            return problem(
+                429,
+                "rate_limited",
+                "too many sign-ins with this login name",
+                field="login_name",
+                headers={"Retry-After": str(retry)},
+            )
         try:
             user = resolve_caller(services, authorization).user or ""
         except Unauthenticated as exc:  # refused: the typed app password (no Basic challenge)

@@ -595,6 +595,26 @@ def test_password_guessing_is_rate_limited(limited: Any) -> None:
     assert 429 in codes, codes
 
 
+def test_the_pages_sign_in_counts_against_the_login_name_from_any_address(limited: Any) -> None:
+    """Its request carries the login name in its body, not in an Authorization header, so
+    only the client's address was counted: guesses at bob's app password from many addresses
+    were never stopped. Nextcloud finds a login whatever its case."""
+    from ncindex.web.session import CSRF_HEADER
+
+    csrf = limited.get("/ui/session").get_json()["csrf"]
+    codes = []
+    for i, name in enumerate(["bob", "BOB", "Bob", "bob", "bOb", "bob", "bob"]):
+        response = limited.post(
+            "/ui/login/password",
+            json={"login_name": name, "app_password": f"guess-{i}"},
+            headers={CSRF_HEADER: csrf},
+            environ_base={"REMOTE_ADDR": f"198.51.100.{i + 1}"},
+        )
+        codes.append(response.status_code)
+    assert codes[:5] == [401] * 5 and codes[5:] == [429] * 2, codes
+    assert response.get_json()["field"] == "login_name" and response.headers["Retry-After"]
+
+
 @pytest.mark.parametrize("kind", ["bearer", "basic"])
 def test_made_up_credentials_are_rate_limited_per_address(limited: Any, kind: str) -> None:
     # each made-up token or user name is a caller of its own: refused credentials count
