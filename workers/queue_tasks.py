@@ -94,14 +94,21 @@ def resolve_node(
 ) -> dict[str, Any]:
     """Index file ``file_id`` for each configured account that can see it: the event named
     no configured user (``"user": null``, or an unconfigured view); or, with ``among``, for
-    each of those accounts that can (a document new to the index that they may see too:
-    :attr:`~ncindex.index.steps.Outcome.viewers`). One SEARCH by id per account asked
+    each of those accounts that can (a document new to the index, or a node moved, that they
+    may see too: :attr:`~ncindex.index.steps.Outcome.viewers`) — and take the others of
+    ``among``, whom Nextcloud does not show it, out of its ``acl`` (a file moved out of a
+    folder shared with them). One SEARCH by id per account asked
     (:func:`ncindex.ingest.viewers.viewers_of`); the ``ncindex.index_node`` tasks go out
     debounced like the receiver's. Returns ``{"viewers": [...], "queued", "coalesced"}``."""
     services = self.services
     keys = services.settings.names
     clear_debounce(services.redis, keys, debounce_key)
-    viewers = viewers_of(services, int(file_id), among)
+    viewers, unseen = viewers_of(services, int(file_id), among)
+    if among is not None and unseen:
+        indexer = self.indexer
+        with indexer.lock(int(file_id)):
+            for user in unseen:  # nothing marked for scans: nothing is left for them to find
+                indexer.access.remove_node(user, int(file_id), lost=None)
     queued, coalesced = enqueue(
         self.app,
         services.redis,

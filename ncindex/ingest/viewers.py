@@ -21,23 +21,27 @@ if TYPE_CHECKING:
     from ncindex.runtime import Services
 
 
-def viewers_of(services: Services, file_id: int, among: Collection[str] | None = None) -> list[str]:
+def viewers_of(
+    services: Services, file_id: int, among: Collection[str] | None = None
+) -> tuple[list[str], list[str]]:
     """The configured accounts (user ids, in configuration order; only those of ``among``
-    when given) that can see ``file_id``.
+    when given) that can see ``file_id``, and those Nextcloud says cannot (not found by id).
 
     One WebDAV SEARCH by id per account; an account Nextcloud refuses (401) is recorded
-    (:func:`ncindex.accounts.record_refused`) and skipped. Transient errors propagate
-    (``NextcloudUnavailable``): the caller retries."""
-    viewers = []
+    (:func:`ncindex.accounts.record_refused`) and is in neither list. Transient errors
+    propagate (``NextcloudUnavailable``): the caller retries."""
+    viewers: list[str] = []
+    unseen: list[str] = []
     for user in services.settings.accounts:
         if among is not None and user not in among:
             continue
         try:
             services.account(user).find_by_id(file_id)
         except NotFound:
+            unseen.append(user)
             continue
         except NextcloudAuthError as exc:
             record_refused(services.redis, services.settings.names, user, str(exc))
             continue
         viewers.append(user)
-    return viewers
+    return viewers, unseen

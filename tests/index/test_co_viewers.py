@@ -137,13 +137,17 @@ def test_a_move_into_a_private_folder_asks_only_who_may_see_it(stack: Stack) -> 
     indexer.index_node("alice", other)
     stack.sim.move("alice", "/Mine/b.txt", "/Mine/c.txt")
     assert indexer.move_path("alice", "/Mine/b.txt", "/Mine/c.txt", other).viewers == ()
-    # the shared plan moved out keeps bob in its acl until Nextcloud is asked
+    # the shared plan moved out keeps bob in its acl until Nextcloud is asked, which says he
+    # does not see it any more: he is taken out
     stack.sim.move("alice", "/Shared/plan.txt", "/Mine/plan.txt")
     outcome = indexer.move_path("alice", "/Shared/plan.txt", "/Mine/plan.txt", file_id)
     assert outcome.action == "moved" and outcome.viewers == ("bob",)
+    assert _acl(stack, file_id) == ["user:alice", "user:bob"]
     task = stack.celery.tasks["ncindex.resolve_node"]
     result = task.apply(kwargs={"file_id": file_id, "among": ["bob"]}).get()
     assert result["viewers"] == []
+    payload = stack.points(f"file:{file_id}")[0].payload
+    assert payload["acl"] == ["user:alice"] and payload["paths"] == {"alice": "/Mine/plan.txt"}
 
 
 def test_a_file_moved_into_a_new_subfolder_of_a_share_names_the_sharee(stack: Stack) -> None:
