@@ -8,7 +8,9 @@ Routes (JSON unless said; every ``POST`` needs the session's CSRF token in ``X-C
 
 * ``GET /`` — the page; ``/ui/static/<file>`` — its script and style sheet;
 * ``GET /ui/session`` — ``{"user", "csrf", "nextcloud_url", "signing_in"}`` (starts an
-  anonymous session, setting the cookie, when there is none);
+  anonymous session, setting the cookie, when there is none); while a Login Flow is under way
+  also ``login_url`` and ``flow_seconds_left``, so that a page reloaded meanwhile goes on
+  waiting for the approval instead of losing the app password Nextcloud makes for it;
 * ``POST /ui/login/flow`` — starts Login Flow v2: ``{"login_url"}`` for the user to open;
 * ``POST /ui/login/poll`` — ``{"user": null}`` until the user granted access, then
   ``{"user", "csrf"}`` (a new session: the cookie is replaced);
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,9 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 MAX_FIELD_CHARS = 1024
+FLOW_LIFETIME_SECONDS = 1200
+"""How long Nextcloud keeps a Login Flow v2 (nextcloud/server core/Db/LoginFlowV2Mapper.php,
+lifetime 1200 s): a page reloaded meanwhile goes on waiting for the rest of it."""
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -189,6 +195,10 @@ def ui_blueprint(
             "nextcloud_url": settings.nextcloud_url,
             "signing_in": bool(record.get("poll_token")),
         }
+        if record.get("poll_token"):  # a page reloaded during a Login Flow goes on waiting
+            started = int(record.get("flow_started") or 0)
+            body["login_url"] = record.get("login_url")
+            body["flow_seconds_left"] = max(0, started + FLOW_LIFETIME_SECONDS - int(time.time()))
         response = jsonify(body)
         return session_cookie(response, session_id) if fresh else response
 
@@ -205,7 +215,12 @@ def ui_blueprint(
             return problem_for(exc)
         except NextcloudProtocolError:
             return problem(503, "backend_unavailable", "Nextcloud answered an unknown format")
-        sessions.update(session_id, poll_token=flow.poll_token)
+        sessions.update(
+            session_id,
+            poll_token=flow.poll_token,
+            login_url=flow.login_url,
+            flow_started=str(int(time.time())),
+        )
         return jsonify({"login_url": flow.login_url})
 
     @bp.post("/ui/login/poll")

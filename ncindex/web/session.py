@@ -11,7 +11,8 @@ of a SHA-256 of that id (a Redis dump names no cookie), a hash of:
 * ``user`` — the Nextcloud user id that credential resolved to;
 * ``origin`` — ``flow`` (an app password Login Flow v2 made for ncindex, deleted at sign-out)
   or ``typed`` (one the user made and typed in; theirs to keep);
-* ``poll_token`` — the Login Flow v2 poll token while a sign-in is under way.
+* ``poll_token`` — the Login Flow v2 poll token while a sign-in is under way, with its
+  ``login_url`` and ``flow_started`` (Unix seconds).
 
 A signed-in session lives ``settings.ui_session_seconds`` after its last use, one not signed
 in :data:`ANONYMOUS_SECONDS` (enough for a Login Flow v2 sign-in; every visit of the page makes

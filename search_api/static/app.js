@@ -106,6 +106,12 @@ async function loadSession() {
   }
   session = data;
   render();
+  // a page reloaded while its Login Flow waited for approval goes on waiting: Nextcloud makes
+  // the app password on approval, and only this session's polling can take it (and delete it
+  // at sign-out)
+  if (!session.user && data.signing_in && data.flow_seconds_left > 0) {
+    waitForApproval(data.login_url, data.flow_seconds_left * 1000);
+  }
 }
 
 function render() {
@@ -151,12 +157,17 @@ function clearSearch() {
 async function startFlow() {
   const { response, data } = await signInCall("/ui/login/flow");
   if (!response.ok) { status(problemText(response, data), true); return; }
-  $("flow-link").href = data.login_url;
-  $("flow-hint").hidden = false;
   window.open(data.login_url, "_blank", "noopener");
+  waitForApproval(data.login_url, FLOW_LIFETIME_MS);
+}
+
+// Poll for the approval of the Login Flow opened at ``loginUrl`` for at most ``ms``.
+function waitForApproval(loginUrl, ms) {
+  if (loginUrl) $("flow-link").href = loginUrl;
+  $("flow-hint").hidden = !loginUrl;
   status("Waiting for you to approve the access in Nextcloud…");
   clearInterval(pollTimer);
-  pollUntil = Date.now() + FLOW_LIFETIME_MS;
+  pollUntil = Date.now() + ms;
   pollTimer = setInterval(pollFlow, 1500);
 }
 

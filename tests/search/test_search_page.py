@@ -583,3 +583,32 @@ def test_signing_out_leaves_nothing_of_the_search(deployment: Deployment, browse
     expect(page.locator("#folders option")).to_have_text(["/Bob Private"])
     expect(page.locator("#chips li")).to_have_count(0)
     context.close()
+
+
+def test_a_page_reloaded_during_the_login_flow_goes_on_waiting(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """Nextcloud makes the app password when the user approves: a page reloaded while it
+    waited must still take it (and so delete it at sign-out), not leave it unused in
+    Nextcloud with the page signed out."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(deployment.url + "/")
+    with context.expect_page() as popup_info:
+        page.get_by_role("button", name="Sign in with Nextcloud").click()
+    popup = popup_info.value
+    expect(page.locator("#status")).to_contain_text("Waiting for you to approve")
+    page.reload()
+    expect(page.locator("#status")).to_contain_text("Waiting for you to approve")
+    expect(page.locator("#flow-link")).to_have_attribute("href", popup.url)
+    popup.locator("#user").fill("alice")
+    popup.locator("#password").fill(PASSWORDS["alice"])
+    popup.locator("#submit-grant").click()
+    expect(popup.locator("h1")).to_have_text("Account connected")
+    popup.close()
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
+    assert len(deployment.sim.tree.user("alice").passwords) == 2
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#status")).to_contain_text("app password was deleted")
+    assert deployment.sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
+    context.close()
