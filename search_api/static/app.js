@@ -116,10 +116,16 @@ async function loadSession() {
 
 function render() {
   const signedIn = Boolean(session.user);
+  // focus in the part about to be hidden (the sign-in form, or "Sign out") would fall to the
+  // page's body, and a keyboard or screen-reader user would start again from the top: it goes
+  // to the query box, or to the sign-in button
+  const leaving = signedIn ? [$("signed-out")] : [$("search"), $("who")];
+  const focusLost = leaving.some((part) => !part.hidden && part.contains(document.activeElement));
   $("signed-out").hidden = signedIn;
   $("search").hidden = !signedIn;
   $("who").hidden = !signedIn;
   $("user-name").textContent = signedIn ? "Signed in as " + session.user : "";
+  if (focusLost) $(signedIn ? "q" : "sign-in-flow").focus();
   if (signedIn) {
     loadPickers().then(() => {
       if (!session.user) return; // the pickers found the sign-in ended

@@ -612,3 +612,22 @@ def test_a_page_reloaded_during_the_login_flow_goes_on_waiting(
     expect(page.locator("#status")).to_contain_text("app password was deleted")
     assert deployment.sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
     context.close()
+
+
+def test_focus_goes_on_when_signing_in_and_out(deployment: Deployment, browser: Browser) -> None:
+    """Signing in or out hides the part that had focus: focus goes on to the query box, or to
+    the sign-in button, instead of falling back to the page's top, where a keyboard or
+    screen-reader user would start again."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(deployment.url + "/")
+    page.get_by_label("User name").fill("alice")
+    page.get_by_label("App password").fill(PASSWORDS["alice"])
+    page.keyboard.press("Enter")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    expect(page.locator("#q")).to_be_focused()
+    page.get_by_role("button", name="Sign out").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#status")).to_contain_text("Signed out")
+    expect(page.locator("#sign-in-flow")).to_be_focused()
+    context.close()
