@@ -35,9 +35,10 @@ let shownRequest = null; // the request whose answer is on screen: "More results
 // A document's name, path, folder or tag as the page shows it: without bidi controls.
 function shown(text) { return String(text).replace(BIDI_CONTROLS, ""); }
 
-function status(text, isError) {
+function status(text, isError, isCount) {
   $("status").textContent = text || "";
   $("status").classList.toggle("error", Boolean(isError));
+  $("status").classList.toggle("count", Boolean(isCount));
 }
 
 async function call(method, url, body) {
@@ -413,7 +414,8 @@ function show(body, data) {
   $("more").hidden = data.results.length < body.limit || body.limit >= MAX_RESULTS;
   if (!data.results.length) status("No results. Try other words or remove a filter.");
   else if (data.degraded) status("Keyword results only: the semantic half of the search is unavailable right now.");
-  else status("");
+  // said in the live region too: a screen reader hears how the search ended, not "Searching…" alone
+  else status(data.results.length === 1 ? "1 result." : data.results.length + " results.", false, true);
 }
 
 function resultItem(r) {

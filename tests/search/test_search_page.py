@@ -631,3 +631,24 @@ def test_focus_goes_on_when_signing_in_and_out(deployment: Deployment, browser: 
     expect(page.locator("#status")).to_contain_text("Signed out")
     expect(page.locator("#sign-in-flow")).to_be_focused()
     context.close()
+
+
+def test_how_a_search_ended_is_said_in_the_live_region(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A screen reader hears "Searching…" from the status region: it must hear the end too
+    (the number of results), not silence."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(deployment.url + "/")
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    page.locator("#q").fill("lighthouse lens")
+    page.keyboard.press("Enter")
+    expect(page.locator("#results li")).to_have_count(len(ALICE_ALL))
+    expect(page.locator("#status")).to_have_attribute("aria-live", "polite")
+    expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
+    expect(page.locator("#status")).not_to_have_class(re.compile("error"))
+    page.locator("#folders").select_option("/Archive")
+    expect(page.locator("#status")).to_have_text("1 result.")
+    context.close()
