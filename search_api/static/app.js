@@ -31,6 +31,11 @@ let searchSeq = 0; // only the newest search's answer is shown (answers can arri
 const PAGE = 10;
 const MAX_RESULTS = 100;
 let shownRequest = null; // the request whose answer is on screen: "More results" asks it again
+// Lists, selects, numbers and dates change at every arrow key or typed date part: the search
+// waits until they rest, so that walking through the folder list is one search and one history
+// entry, not one per folder passed.
+const SETTLE_MS = 600;
+let settleTimer = null;
 
 // A document's name, path, folder or tag as the page shows it: without bidi controls.
 function shown(text) { return String(text).replace(BIDI_CONTROLS, ""); }
@@ -355,11 +360,18 @@ function requestBody() {
 
 // No results on screen any more: nothing for "More results" to extend.
 function forgetResults() {
+  clearTimeout(settleTimer);
   shownRequest = null;
   $("more").hidden = true;
 }
 
+function searchWhenSettled() {
+  clearTimeout(settleTimer);
+  settleTimer = setTimeout(() => search(true), SETTLE_MS);
+}
+
 async function search(push) {
+  clearTimeout(settleTimer); // a search now is the one a pending change would have made
   const seq = ++searchSeq;
   forgetResults();
   renderChips();
@@ -495,7 +507,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search(true); });
   $("more").addEventListener("click", showMore);
   for (const id of ["folders", "tags", "fusion", "after", "before", "threshold"]) {
-    $(id).addEventListener("change", () => search(true));
+    $(id).addEventListener("change", searchWhenSettled);
   }
   for (const box of document.querySelectorAll("#types input")) box.addEventListener("change", () => search(true));
   window.addEventListener("popstate", () => { fromUrl(); search(false); });

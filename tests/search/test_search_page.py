@@ -652,3 +652,34 @@ def test_how_a_search_ended_is_said_in_the_live_region(
     page.locator("#folders").select_option("/Archive")
     expect(page.locator("#status")).to_have_text("1 result.")
     context.close()
+
+
+def test_walking_the_folder_list_with_arrow_keys_is_one_search(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """Each arrow key in the folder list changes its selection: the search waits until the
+    list rests, so passing three folders is one search and one history entry, not three."""
+    context = browser.new_context()
+    page = context.new_page()
+    searches: list[str] = []
+    page.on("request", lambda r: searches.append(r.url) if r.url.endswith("/v1/search") else None)
+    page.goto(deployment.url + "/")
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    page.locator("#q").fill("lighthouse lens")
+    page.keyboard.press("Enter")
+    expect(page.locator("#results li")).to_have_count(len(ALICE_ALL))
+    expect(page.locator("#folders option", has_text="/Projects").first).to_be_attached()
+    sent, entries = len(searches), page.evaluate("history.length")
+    page.locator("#folders").focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowDown")
+        page.wait_for_timeout(100)
+    third = page.locator("#folders option").nth(2).get_attribute("value")
+    expect(page.locator("#chips li")).to_have_text([f"Folder: {third}×"])
+    page.wait_for_timeout(1000)
+    assert len(searches) == sent + 1
+    assert page.evaluate("history.length") == entries + 1
+    page.go_back()
+    expect(page.locator("#chips li")).to_have_count(0)
+    context.close()
