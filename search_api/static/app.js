@@ -79,6 +79,13 @@ function problemText(response, data) {
 // refused a password (that one names its field).
 function noSession(response, data) { return response.status === 401 && !(data && data.field); }
 
+// A 403 for a CSRF token that is not the cookie's session's: the page's session was replaced in
+// another tab or window of this browser (signed out there, or signed in again, maybe as another
+// user), and the cookie the browser sends now is that one.
+function otherSession(response, data) {
+  return response.status === 403 && Boolean(data) && data.code === "csrf_failed";
+}
+
 // A fresh session (cookie and CSRF token) for a page whose session has ended; false when the
 // server cannot give one.
 async function renewSession() {
@@ -92,8 +99,27 @@ async function renewSession() {
 // session had ended (it lives 20 minutes unused before sign-in).
 async function signInCall(url, body) {
   let answer = await call("POST", url, body);
-  if (noSession(answer.response, answer.data) && await renewSession()) answer = await call("POST", url, body);
+  const { response, data } = answer;
+  if ((noSession(response, data) || otherSession(response, data)) && await renewSession()) {
+    answer = await call("POST", url, body);
+  }
   return answer;
+}
+
+// The page follows the session another tab left in the cookie, and says who is signed in now,
+// instead of failing every search with "wrong CSRF token" under the old user's name. Nothing
+// of the search shown is kept: it was the old session's.
+async function followOtherSession() {
+  $("results").replaceChildren();
+  forgetResults();
+  const { response, data } = await call("GET", "/ui/session");
+  if (!response.ok) { status(problemText(response, data), true); return; }
+  stopPolling();
+  session = data;
+  render(false);
+  status(session.user
+    ? "The sign-in changed in another tab or window: you are signed in as " + session.user + " now. Search again."
+    : "You were signed out in another tab or window. Sign in to search.");
 }
 
 function stopPolling() {
@@ -120,7 +146,7 @@ async function loadSession() {
   }
 }
 
-function render() {
+function render(restore = true) {
   const signedIn = Boolean(session.user);
   // focus in the part about to be hidden (the sign-in form, or "Sign out") would fall to the
   // page's body, and a keyboard or screen-reader user would start again from the top: it goes
@@ -135,7 +161,7 @@ function render() {
   if (signedIn) {
     loadPickers().then(() => {
       if (!session.user) return; // the pickers found the sign-in ended
-      if (!location.search) return; // nothing to restore: keep what was typed meanwhile
+      if (!restore || !location.search) return; // nothing to restore: keep what was typed meanwhile
       fromUrl();
       if ($("q").value) search(false);
     });
@@ -220,7 +246,9 @@ async function signInWithPassword(event) {
 }
 
 async function signOut() {
-  const { response, data } = await call("POST", "/ui/logout");
+  let { response, data } = await call("POST", "/ui/logout");
+  // signed in again in another tab: "Sign out" signs this browser out all the same
+  if (otherSession(response, data) && await renewSession()) ({ response, data } = await call("POST", "/ui/logout"));
   if (!response.ok && response.status !== 401) { status(problemText(response, data), true); return; }
   clearSearch();
   await loadSession();
@@ -392,6 +420,7 @@ async function search(push) {
   const { response, data } = await call("POST", "/v1/search", body);
   if (seq !== searchSeq) return; // a newer search was started meanwhile
   if (response.status === 401) { signedOut("Your sign-in ended. Sign in again to search."); return; }
+  if (otherSession(response, data)) { followOtherSession(); return; }
   if (!response.ok) { $("results").replaceChildren(); status(problemText(response, data), true); return; }
   show(body, data);
 }
@@ -410,6 +439,7 @@ async function showMore() {
   const { response, data } = await call("POST", "/v1/search", body);
   if (seq !== searchSeq) return;
   if (response.status === 401) { signedOut("Your sign-in ended. Sign in again to search."); return; }
+  if (otherSession(response, data)) { followOtherSession(); return; }
   if (!response.ok) { $("more").hidden = false; status(problemText(response, data), true); return; }
   show(body, data);
   const items = $("results").children;

@@ -683,3 +683,42 @@ def test_walking_the_folder_list_with_arrow_keys_is_one_search(
     page.go_back()
     expect(page.locator("#chips li")).to_have_count(0)
     context.close()
+
+
+def test_a_sign_in_changed_in_another_tab_is_followed(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """Two tabs share the cookie: when bob signs in in the other tab, alice's tab says so and
+    shows bob, instead of failing every search with "wrong CSRF token" under alice's name;
+    its "Sign out" signs the browser out."""
+    context = browser.new_context()
+    alices = context.new_page()
+    alices.goto(deployment.url + "/")
+    sign_in_with_password(alices, "alice")
+    expect(alices.locator("#user-name")).to_have_text("Signed in as alice")
+    alices.locator("#q").fill("lighthouse lens")
+    alices.keyboard.press("Enter")
+    expect(alices.locator("#results li")).to_have_count(len(ALICE_ALL))
+
+    bobs = context.new_page()
+    bobs.goto(deployment.url + "/")
+    bobs.get_by_role("button", name="Sign out").click()
+    expect(bobs.locator("#signed-out")).to_be_visible()
+    sign_in_with_password(bobs, "bob")
+    expect(bobs.locator("#user-name")).to_have_text("Signed in as bob")
+
+    alices.locator("#go").click()
+    expect(alices.locator("#status")).to_contain_text("you are signed in as bob now")
+    expect(alices.locator("#user-name")).to_have_text("Signed in as bob")
+    expect(alices.locator("#results li")).to_have_count(0)
+    expect(alices.locator("#folders option")).to_have_text(["/Bob Private"])
+
+    bobs.get_by_role("button", name="Sign out").click()
+    expect(bobs.locator("#status")).to_contain_text("Signed out")
+    sign_in_with_password(bobs, "alice")
+    expect(bobs.locator("#user-name")).to_have_text("Signed in as alice")
+    alices.get_by_role("button", name="Sign out").click()  # the tab still showing bob
+    expect(alices.locator("#status")).to_contain_text("Signed out")
+    bobs.reload()
+    expect(bobs.locator("#signed-out")).to_be_visible()
+    context.close()
