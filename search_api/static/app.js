@@ -30,6 +30,7 @@ let searchSeq = 0; // only the newest search's answer is shown (answers can arri
 // offset (verification decides what a page holds), so more results are a longer first page.
 const PAGE = 10;
 const MAX_RESULTS = 100;
+const MAX_QUERY_CHARS = 1000; // POST /v1/search: query of 1-1000 characters (code points)
 let shownRequest = null; // the request whose answer is on screen: "More results" asks it again
 // Lists, selects, numbers and dates change at every arrow key or typed date part: the search
 // waits until they rest, so that walking through the folder list is one search and one history
@@ -350,7 +351,8 @@ function toUrl(push) {
 
 function fromUrl() {
   const p = new URLSearchParams(location.search);
-  $("q").value = p.get("q") || "";
+  // a link's query is cut where typing or pasting would stop (the API takes 1000 characters)
+  $("q").value = Array.from(p.get("q") || "").slice(0, MAX_QUERY_CHARS).join("");
   const types = p.getAll("type");
   for (const box of document.querySelectorAll("#types input")) box.checked = types.includes(box.value);
   $("after").value = p.get("after") || "";

@@ -722,3 +722,22 @@ def test_a_sign_in_changed_in_another_tab_is_followed(
     bobs.reload()
     expect(bobs.locator("#signed-out")).to_be_visible()
     context.close()
+
+
+def test_a_link_with_an_overlong_query_searches_what_the_box_would_hold(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """The query box stops at 1000 characters; a shared link's query is cut there too, not
+    sent whole and refused with the API's words ("String should have at most 1000
+    characters")."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(deployment.url + "/?q=" + "lighthouse%20" * 100 + "x" * 200)
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#results li")).to_have_count(len(ALICE_ALL))
+    assert len(page.locator("#q").input_value()) == 1000
+    expect(page.locator("#status")).not_to_have_class(re.compile("error"))
+    page.goto(deployment.url + "/?q=" + "%F0%9F%A7%AD" * 1200)  # 🧭: two UTF-16 units each
+    expect(page.locator("#status")).to_have_text(re.compile("result"))
+    assert len(list(page.locator("#q").input_value())) == 1000
+    context.close()
