@@ -741,3 +741,29 @@ def test_a_link_with_an_overlong_query_searches_what_the_box_would_hold(
     expect(page.locator("#status")).to_have_text(re.compile("result"))
     assert len(list(page.locator("#q").input_value())) == 1000
     context.close()
+
+
+def contrast(foreground: str, background: str) -> float:
+    """WCAG 2 contrast ratio of two computed ``rgb(r, g, b)`` colours."""
+
+    def luminance(color: str) -> float:
+        channels = [int(c) / 255 for c in re.findall(r"\d+", color)[:3]]
+        r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    light, dark = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_the_header_text_is_readable(deployment: Deployment, browser: Browser) -> None:
+    """ "Signed in as …" is normal-size text on the header's blue: WCAG AA asks 4.5:1."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(deployment.url + "/")
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    style = "(e, p) => getComputedStyle(e)[p]"
+    color = page.locator("#user-name").evaluate(style, "color")
+    background = page.locator("header").evaluate(style, "backgroundColor")
+    assert contrast(color, background) >= 4.5, (color, background)
+    context.close()
