@@ -542,6 +542,12 @@ document.addEventListener("DOMContentLoaded", () => {
     $(id).addEventListener("change", searchWhenSettled);
   }
   for (const box of document.querySelectorAll("#types input")) box.addEventListener("change", () => search(true));
-  window.addEventListener("popstate", () => { fromUrl(); search(false); });
+  window.addEventListener("popstate", () => {
+    // signed out, Back would bring the last user's searches back into the page (and send them,
+    // refused as "sign-in ended"): the entry is emptied instead
+    if (!session.user) { history.replaceState(null, "", location.pathname); return; }
+    fromUrl();
+    search(false);
+  });
   loadSession();
 });

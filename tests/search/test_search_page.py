@@ -767,3 +767,36 @@ def test_the_header_text_is_readable(deployment: Deployment, browser: Browser) -
     background = page.locator("header").evaluate(style, "backgroundColor")
     assert contrast(color, background) >= 4.5, (color, background)
     context.close()
+
+
+def test_back_after_signing_out_brings_no_search_back(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """Signing out empties the page and its URL; the history entries of the earlier searches
+    are still there, and Back must not put their query in the box (where the next person's
+    sign-in would search it) nor send it and say the sign-in ended."""
+    context = browser.new_context()
+    page = context.new_page()
+    searches: list[str] = []
+    page.on("request", lambda r: searches.append(r.url) if r.url.endswith("/v1/search") else None)
+    page.goto(deployment.url + "/")
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    for query in ("lighthouse lens", "brass fittings"):
+        page.locator("#q").fill(query)
+        page.keyboard.press("Enter")
+        expect(page.locator("#status")).to_contain_text("result")
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#status")).to_contain_text("Signed out")
+    sent = len(searches)
+    page.go_back()
+    expect(page).to_have_url(deployment.url + "/")
+    page.wait_for_timeout(500)
+    assert len(searches) == sent
+    expect(page.locator("#status")).to_contain_text("Signed out")
+    assert page.locator("#q").input_value() == ""
+    sign_in_with_password(page, "bob")
+    expect(page.locator("#user-name")).to_have_text("Signed in as bob")
+    page.wait_for_timeout(500)
+    assert page.locator("#q").input_value() == "" and len(searches) == sent
+    context.close()
