@@ -800,3 +800,35 @@ def test_back_after_signing_out_brings_no_search_back(
     page.wait_for_timeout(500)
     assert page.locator("#q").input_value() == "" and len(searches) == sent
     context.close()
+
+
+def test_long_names_do_not_widen_a_phone_screen(deployment: Deployment, browser: Browser) -> None:
+    """A file name, folder or snippet URL without spaces breaks inside the phone's width: the
+    page never scrolls sideways."""
+    context = browser.new_context(viewport={"width": 360, "height": 740})
+    page = context.new_page()
+    name = "Quarterly_report_final_v2_reviewed_by_legal_and_finance_2026_with_appendix_tables"
+    folder = f"/Projects/{name}"
+    url = "https://example.org/a/long/path/without/any/spaces/that/keeps/on/going/index.html"
+    result = {
+        "doc_type": "file", "doc_id": "1", "title": f"{name}.pdf", "score": 1.0,
+        "snippet": f"see <mark>{url}</mark> for details", "char_start": 0, "char_end": 1,
+        "chunk_index": 0, "modified_at": T0, "path": f"{folder}/{name}.pdf", "url": None,
+    }  # fmt: skip
+    answer = {"results": [result], "verification": {}, "degraded": False, "model": "m",
+              "timings_ms": {}}  # fmt: skip
+    page.route(
+        "**/v1/folders?*",
+        lambda route: route.fulfill(json={"folders": [folder], "total": 1, "next_offset": None}),
+    )
+    page.route("**/v1/search", lambda route: route.fulfill(json=answer))
+    page.goto(deployment.url + "/")
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#folders option")).to_have_text([folder])
+    page.locator("#q").fill("report")
+    page.locator("#folders").select_option(folder)
+    expect(page.locator("#results .title")).to_have_text(f"{name}.pdf")
+    expect(page.locator("#chips li")).to_have_text([f"Folder: {folder}×"])
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 360, width
+    context.close()
