@@ -493,6 +493,7 @@ async function toggleContext(r, li, button) {
   if (!response.ok) { status(problemText(response, data), true); return; }
   box.replaceChildren(...data.chunks.map((c) => {
     const p = document.createElement("p");
+    p.dir = "auto"; // Arabic or Hebrew text reads right to left
     p.textContent = c.text;
     if (c.chunk_index === r.chunk_index) p.className = "hit";
     return p;

@@ -832,3 +832,31 @@ def test_long_names_do_not_widen_a_phone_screen(deployment: Deployment, browser:
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 360, width
     context.close()
+
+
+def test_right_to_left_text_is_laid_out_right_to_left(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """An Arabic title, snippet or query takes its direction from its text (its full stop at
+    its end, on the left), not the page's left-to-right."""
+    context = browser.new_context()
+    page = context.new_page()
+    arabic = "تقرير الميزانية السنوي."
+    result = {
+        "doc_type": "file", "doc_id": "1", "title": arabic, "score": 1.0,
+        "snippet": f"<mark>{arabic}</mark>", "char_start": 0, "char_end": 1,
+        "chunk_index": 0, "modified_at": T0, "path": "/Projects/x.md", "url": None,
+    }  # fmt: skip
+    answer = {"results": [result], "verification": {}, "degraded": False, "model": "m",
+              "timings_ms": {}}  # fmt: skip
+    page.route("**/v1/search", lambda route: route.fulfill(json=answer))
+    page.goto(deployment.url + "/")
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    page.locator("#q").fill(arabic)
+    page.keyboard.press("Enter")
+    expect(page.locator("#results .title")).to_have_text(arabic)
+    for selector in ("#q", "#results .title", "#results .snippet"):
+        assert page.locator(selector).evaluate("e => e.matches(':dir(rtl)')"), selector
+    assert page.locator("#results .where").evaluate("e => e.matches(':dir(ltr)')")
+    context.close()
