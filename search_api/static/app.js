@@ -405,7 +405,13 @@ async function search(push) {
   const seq = ++searchSeq;
   forgetResults();
   renderChips();
-  if (!$("q").value.trim()) { $("results").replaceChildren(); return; }
+  if (!$("q").value.trim()) {
+    // no count of results gone, and a query of spaces alone is not dropped without a word;
+    // Back to the page without a query says nothing
+    $("results").replaceChildren();
+    status(push && $("q").value ? "Type a word to search for." : "");
+    return;
+  }
   const refuse = (text) => { $("results").replaceChildren(); status(text, true); };
   if ($("after").value && $("before").value && $("after").value >= $("before").value) {
     refuse("“Modified after” must be earlier than “Modified before”.");

@@ -860,3 +860,25 @@ def test_right_to_left_text_is_laid_out_right_to_left(
         assert page.locator(selector).evaluate("e => e.matches(':dir(rtl)')"), selector
     assert page.locator("#results .where").evaluate("e => e.matches(':dir(ltr)')")
     context.close()
+
+
+def test_no_stale_count_and_no_silent_blank_search(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """Back to the page without a query empties the list and the count with it; a query of
+    spaces alone is said to be empty rather than just emptying the list."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(deployment.url + "/")
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    page.locator("#q").fill("lighthouse lens")
+    page.keyboard.press("Enter")
+    expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
+    page.go_back()
+    expect(page.locator("#results li")).to_have_count(0)
+    expect(page.locator("#status")).to_have_text("")
+    page.locator("#q").fill("   ")
+    page.keyboard.press("Enter")
+    expect(page.locator("#status")).to_have_text("Type a word to search for.")
+    context.close()
