@@ -127,6 +127,7 @@ function stopPolling() {
   clearInterval(pollTimer);
   pollTimer = null;
   $("flow-hint").hidden = true;
+  $("flow-link").removeAttribute("href");
 }
 
 // --- session -------------------------------------------------------------------------
@@ -194,6 +195,12 @@ function clearSearch() {
 }
 
 async function startFlow() {
+  // pressed again while waiting: the same Nextcloud page again, not a second flow (approving
+  // the first one would make an app password the page no longer waits for)
+  if (pollTimer !== null && $("flow-link").href) {
+    window.open($("flow-link").href, "_blank", "noopener");
+    return;
+  }
   const { response, data } = await signInCall("/ui/login/flow");
   if (!response.ok) { status(problemText(response, data), true); return; }
   window.open(data.login_url, "_blank", "noopener");

@@ -882,3 +882,37 @@ def test_no_stale_count_and_no_silent_blank_search(
     page.keyboard.press("Enter")
     expect(page.locator("#status")).to_have_text("Type a word to search for.")
     context.close()
+
+
+def test_pressing_sign_in_again_while_waiting_opens_the_same_flow(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A second press of "Sign in with Nextcloud" while the first waits opens the same
+    Nextcloud page: approving the first window still signs in (a second flow made the page
+    wait for that one only, and the first approval's app password stayed unused)."""
+    context = browser.new_context()
+    page = context.new_page()
+    flows: list[str] = []
+    page.on("request", lambda r: flows.append(r.url) if r.url.endswith("/ui/login/flow") else None)
+    page.goto(deployment.url + "/")
+    button = page.get_by_role("button", name="Sign in with Nextcloud")
+    with context.expect_page() as first_info:
+        button.click()
+    first = first_info.value
+    expect(page.locator("#status")).to_contain_text("Waiting for you to approve")
+    with context.expect_page() as second_info:
+        button.click()
+    second = second_info.value
+    second.wait_for_load_state()
+    assert second.url == first.url and len(flows) == 1
+    second.close()
+    first.locator("#user").fill("alice")
+    first.locator("#password").fill(PASSWORDS["alice"])
+    first.locator("#submit-grant").click()
+    expect(first.locator("h1")).to_have_text("Account connected")
+    first.close()
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#status")).to_contain_text("app password was deleted")
+    assert deployment.sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
+    context.close()
