@@ -916,3 +916,20 @@ def test_pressing_sign_in_again_while_waiting_opens_the_same_flow(
     expect(page.locator("#status")).to_contain_text("app password was deleted")
     assert deployment.sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
     context.close()
+
+
+def test_a_screen_reader_hears_each_results_type(deployment: Deployment, browser: Browser) -> None:
+    """The type badge (FILE, NOTE, CARD, NEWS) is the only place a result's type is shown: it
+    is in the accessibility tree, before the title."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.route("**/v1/search", lambda route: route.fulfill(json=fake_answer(1, 1)))
+    page.goto(deployment.url + "/")
+    sign_in_with_password(page, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    page.locator("#q").fill("tides")
+    page.keyboard.press("Enter")
+    expect(page.locator("#results .title")).to_have_text("doc-0.md")
+    tree = page.locator("#results li").aria_snapshot()
+    assert re.search(r"text: FILE\s+- link \"doc-0.md\"", tree), tree
+    context.close()
