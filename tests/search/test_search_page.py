@@ -232,11 +232,7 @@ def test_alice_signs_in_with_login_flow_filters_and_signs_out(
     with context.expect_page() as popup_info:
         page.get_by_role("button", name="Sign in with Nextcloud").click()
     popup = popup_info.value
-    popup.locator("#user").fill("alice")
-    popup.locator("#password").fill(PASSWORDS["alice"])
-    popup.locator("#submit-grant").click()
-    expect(popup.locator("h1")).to_have_text("Account connected")
-    popup.close()
+    approve_in_nextcloud(popup, "alice")
     expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
     app_passwords = deployment.sim.tree.user("alice").passwords
     assert len(app_passwords) == 2  # hers and the one the flow made for ncindex
@@ -388,8 +384,7 @@ def test_bob_with_a_typed_app_password_never_sees_alices_folders_or_tags(
     expect(page.locator("#tags option")).to_have_count(1)
     assert page.locator("#tags option").all_text_contents() == ["bob-secret"]
     assert page.locator("#folders option").all_text_contents() == ["/Bob Private"]
-    page.locator("#q").fill("lighthouse lens")
-    page.keyboard.press("Enter")
+    search(page, "lighthouse lens")
     expect_titles(page, ["soup.md"])
     # a shared search link names alice's folder: bob's page shows it, the index finds nothing
     page.goto(deployment.url + "/?q=lighthouse&folder=%2FProjects")
@@ -406,22 +401,18 @@ def test_bob_with_a_typed_app_password_never_sees_alices_folders_or_tags(
 def test_rate_limited_state_is_said_plainly(
     tmp_path: Path, redis_url: str, model_dir: Path, browser: Browser, shots: Path
 ) -> None:
-    """A real per-caller limit of 3 requests a minute: folders, tags and the first search use it
-    up, the next search is refused 429 — the page says when to retry."""
+    """A real per-caller limit of 4 requests a minute: the sign-in (counted against its login
+    name), folders, tags and the first search use it up, the next search is refused 429 — the
+    page says when to retry."""
     running = Deployment(
-        tmp_path, redis_url, model_dir, documents=False, NCINDEX_SEARCH_RATE_LIMIT="3/minute"
+        tmp_path, redis_url, model_dir, documents=False, NCINDEX_SEARCH_RATE_LIMIT="4/minute"
     )
     try:
         running.wait_ready()
         page = browser.new_context().new_page()
-        page.goto(running.url + "/")
-        page.get_by_label("User name").fill("bob")
-        page.get_by_label("App password").fill(PASSWORDS["bob"])
-        page.get_by_role("button", name="Sign in", exact=True).click()
-        expect(page.locator("#user-name")).to_have_text("Signed in as bob")
+        open_signed_in(page, running.url, "bob")
         expect(page.locator("#tags option")).to_have_text(["No tags on your documents"])
-        page.locator("#q").fill("lighthouse")
-        page.keyboard.press("Enter")
+        search(page, "lighthouse")
         expect(page.locator("#status")).to_contain_text("No results")
         page.keyboard.press("Enter")
         expect(page.locator("#status")).to_contain_text("Too many searches: try again in")
@@ -434,6 +425,28 @@ def sign_in_with_password(page: Page, user: str) -> None:
     page.get_by_label("User name").fill(user)
     page.get_by_label("App password").fill(PASSWORDS[user])
     page.get_by_role("button", name="Sign in", exact=True).click()
+
+
+def approve_in_nextcloud(popup: Page, user: str) -> None:
+    """Grant the Login Flow in Nextcloud's page ``popup`` as ``user``, then close it."""
+    popup.locator("#user").fill(user)
+    popup.locator("#password").fill(PASSWORDS[user])
+    popup.locator("#submit-grant").click()
+    expect(popup.locator("h1")).to_have_text("Account connected")
+    popup.close()
+
+
+def open_signed_in(page: Page, url: str, user: str) -> None:
+    """Open the page at ``url`` and sign in as ``user`` with the app password."""
+    page.goto(url + "/")
+    sign_in_with_password(page, user)
+    expect(page.locator("#user-name")).to_have_text(f"Signed in as {user}")
+
+
+def search(page: Page, query: str) -> None:
+    """Type ``query`` into the search box and press Enter."""
+    page.locator("#q").fill(query)
+    page.keyboard.press("Enter")
 
 
 def test_an_ended_session_and_an_unreachable_server_are_said_and_recovered_from(
@@ -504,12 +517,9 @@ def test_more_results_asks_for_a_longer_page(deployment: Deployment, browser: Br
     100, keeps the list when it fails, and goes with the results on signing out."""
     context = browser.new_context()
     page = context.new_page()
-    page.goto(deployment.url + "/")
-    sign_in_with_password(page, "alice")
-    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    open_signed_in(page, deployment.url, "alice")
     more = page.get_by_role("button", name="More results")
-    page.locator("#q").fill("lighthouse")
-    page.keyboard.press("Enter")
+    search(page, "lighthouse")
     expect(page.locator("#results li")).to_have_count(len(ALICE_ALL))  # the real answer
     expect(more).to_be_hidden()
 
@@ -525,8 +535,7 @@ def test_more_results_asks_for_a_longer_page(deployment: Deployment, browser: Br
         route.fulfill(json=fake_answer(body["limit"], 25 if body["query"] == "tides" else 500))
 
     page.route("**/v1/search", answer)
-    page.locator("#q").fill("tides")
-    page.keyboard.press("Enter")
+    search(page, "tides")
     expect(page.locator("#results li")).to_have_count(10)
     page.locator("#q").fill("edited, not searched")  # More asks what is on screen
     more.click()
@@ -553,8 +562,7 @@ def test_more_results_asks_for_a_longer_page(deployment: Deployment, browser: Br
     expect(more).to_be_hidden()
     assert asked == [("everything", n) for n in range(10, 101, 10)]
 
-    page.locator("#q").fill("tides")
-    page.keyboard.press("Enter")
+    search(page, "tides")
     expect(more).to_be_visible()
     page.get_by_role("button", name="Sign out").click()
     expect(page.locator("#status")).to_contain_text("Signed out")
@@ -601,11 +609,7 @@ def test_a_page_reloaded_during_the_login_flow_goes_on_waiting(
     page.reload()
     expect(page.locator("#status")).to_contain_text("Waiting for you to approve")
     expect(page.locator("#flow-link")).to_have_attribute("href", popup.url)
-    popup.locator("#user").fill("alice")
-    popup.locator("#password").fill(PASSWORDS["alice"])
-    popup.locator("#submit-grant").click()
-    expect(popup.locator("h1")).to_have_text("Account connected")
-    popup.close()
+    approve_in_nextcloud(popup, "alice")
     expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
     assert len(deployment.sim.tree.user("alice").passwords) == 2
     page.get_by_role("button", name="Sign out").click()
@@ -640,11 +644,8 @@ def test_how_a_search_ended_is_said_in_the_live_region(
     (the number of results), not silence."""
     context = browser.new_context()
     page = context.new_page()
-    page.goto(deployment.url + "/")
-    sign_in_with_password(page, "alice")
-    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
-    page.locator("#q").fill("lighthouse lens")
-    page.keyboard.press("Enter")
+    open_signed_in(page, deployment.url, "alice")
+    search(page, "lighthouse lens")
     expect(page.locator("#results li")).to_have_count(len(ALICE_ALL))
     expect(page.locator("#status")).to_have_attribute("aria-live", "polite")
     expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
@@ -663,11 +664,8 @@ def test_walking_the_folder_list_with_arrow_keys_is_one_search(
     page = context.new_page()
     searches: list[str] = []
     page.on("request", lambda r: searches.append(r.url) if r.url.endswith("/v1/search") else None)
-    page.goto(deployment.url + "/")
-    sign_in_with_password(page, "alice")
-    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
-    page.locator("#q").fill("lighthouse lens")
-    page.keyboard.press("Enter")
+    open_signed_in(page, deployment.url, "alice")
+    search(page, "lighthouse lens")
     expect(page.locator("#results li")).to_have_count(len(ALICE_ALL))
     expect(page.locator("#folders option", has_text="/Projects").first).to_be_attached()
     sent, entries = len(searches), page.evaluate("history.length")
@@ -693,11 +691,8 @@ def test_a_sign_in_changed_in_another_tab_is_followed(
     its "Sign out" signs the browser out."""
     context = browser.new_context()
     alices = context.new_page()
-    alices.goto(deployment.url + "/")
-    sign_in_with_password(alices, "alice")
-    expect(alices.locator("#user-name")).to_have_text("Signed in as alice")
-    alices.locator("#q").fill("lighthouse lens")
-    alices.keyboard.press("Enter")
+    open_signed_in(alices, deployment.url, "alice")
+    search(alices, "lighthouse lens")
     expect(alices.locator("#results li")).to_have_count(len(ALICE_ALL))
 
     bobs = context.new_page()
@@ -759,9 +754,7 @@ def test_the_header_text_is_readable(deployment: Deployment, browser: Browser) -
     """ "Signed in as …" is normal-size text on the header's blue: WCAG AA asks 4.5:1."""
     context = browser.new_context()
     page = context.new_page()
-    page.goto(deployment.url + "/")
-    sign_in_with_password(page, "alice")
-    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    open_signed_in(page, deployment.url, "alice")
     style = "(e, p) => getComputedStyle(e)[p]"
     color = page.locator("#user-name").evaluate(style, "color")
     background = page.locator("header").evaluate(style, "backgroundColor")
@@ -779,9 +772,7 @@ def test_back_after_signing_out_brings_no_search_back(
     page = context.new_page()
     searches: list[str] = []
     page.on("request", lambda r: searches.append(r.url) if r.url.endswith("/v1/search") else None)
-    page.goto(deployment.url + "/")
-    sign_in_with_password(page, "alice")
-    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    open_signed_in(page, deployment.url, "alice")
     for query in ("lighthouse lens", "brass fittings"):
         page.locator("#q").fill(query)
         page.keyboard.press("Enter")
@@ -850,9 +841,7 @@ def test_right_to_left_text_is_laid_out_right_to_left(
     answer = {"results": [result], "verification": {}, "degraded": False, "model": "m",
               "timings_ms": {}}  # fmt: skip
     page.route("**/v1/search", lambda route: route.fulfill(json=answer))
-    page.goto(deployment.url + "/")
-    sign_in_with_password(page, "alice")
-    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
+    open_signed_in(page, deployment.url, "alice")
     page.locator("#q").fill(arabic)
     page.keyboard.press("Enter")
     expect(page.locator("#results .title")).to_have_text(arabic)
@@ -869,17 +858,13 @@ def test_no_stale_count_and_no_silent_blank_search(
     spaces alone is said to be empty rather than just emptying the list."""
     context = browser.new_context()
     page = context.new_page()
-    page.goto(deployment.url + "/")
-    sign_in_with_password(page, "alice")
-    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
-    page.locator("#q").fill("lighthouse lens")
-    page.keyboard.press("Enter")
+    open_signed_in(page, deployment.url, "alice")
+    search(page, "lighthouse lens")
     expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
     page.go_back()
     expect(page.locator("#results li")).to_have_count(0)
     expect(page.locator("#status")).to_have_text("")
-    page.locator("#q").fill("   ")
-    page.keyboard.press("Enter")
+    search(page, "   ")
     expect(page.locator("#status")).to_have_text("Type a word to search for.")
     context.close()
 
@@ -906,11 +891,7 @@ def test_pressing_sign_in_again_while_waiting_opens_the_same_flow(
     second.wait_for_load_state()
     assert second.url == first.url and len(flows) == 1
     second.close()
-    first.locator("#user").fill("alice")
-    first.locator("#password").fill(PASSWORDS["alice"])
-    first.locator("#submit-grant").click()
-    expect(first.locator("h1")).to_have_text("Account connected")
-    first.close()
+    approve_in_nextcloud(first, "alice")
     expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
     page.get_by_role("button", name="Sign out").click()
     expect(page.locator("#status")).to_contain_text("app password was deleted")
@@ -924,11 +905,8 @@ def test_a_screen_reader_hears_each_results_type(deployment: Deployment, browser
     context = browser.new_context()
     page = context.new_page()
     page.route("**/v1/search", lambda route: route.fulfill(json=fake_answer(1, 1)))
-    page.goto(deployment.url + "/")
-    sign_in_with_password(page, "alice")
-    expect(page.locator("#user-name")).to_have_text("Signed in as alice")
-    page.locator("#q").fill("tides")
-    page.keyboard.press("Enter")
+    open_signed_in(page, deployment.url, "alice")
+    search(page, "tides")
     expect(page.locator("#results .title")).to_have_text("doc-0.md")
     tree = page.locator("#results li").aria_snapshot()
     assert re.search(r"text: FILE\s+- link \"doc-0.md\"", tree), tree
