@@ -250,6 +250,15 @@ def edge_stores(services: Services) -> list[QdrantEdgeStore]:
     return [h.store for h in handles if isinstance(h.store, QdrantEdgeStore)]
 
 
+def local_url(host: str, port: int) -> str:
+    """``http://host:port`` for the address the server listens on, as this machine reaches it:
+    a wildcard (``0.0.0.0``, ``::``) is no address to send to, so it becomes the loopback one,
+    and an IPv6 address is bracketed (RFC 3986 §3.2.2)."""
+    wildcards = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104 (read, not bound)
+    host = wildcards.get(host, host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     """Start the embedded deployment and return once it serves HTTP.
 
@@ -322,7 +331,7 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
             ) from None
         started.append(server.server_close)
         settings = settings.model_copy(
-            update={"public_url": f"http://{server.host}:{server.port}"}
+            update={"public_url": local_url(server.host, server.port)}
             if settings.public_url == Settings.model_fields["public_url"].default
             else {}
         )

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from ncindex.names import QUEUES
-from ncindex.settings import Settings
+from ncindex.settings import LOG_LEVELS, Settings
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "ncindex"
 KUBE_VERSIONS = ("1.30", kubernetes_validate.latest_version())
@@ -508,6 +508,13 @@ def test_config_takes_the_name_of_every_other_setting_and_nothing_else() -> None
     names = set(schema["properties"]["config"]["propertyNames"]["enum"])
     assert names == set(Settings.model_fields) - NOT_IN_CONFIG
     assert NOT_IN_CONFIG.issubset(Settings.model_fields)
+
+
+def test_config_log_level_takes_every_level_the_settings_take() -> None:
+    """The chart refused CRITICAL, which the settings and Celery's --loglevel take."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    levels = schema["properties"]["config"]["properties"]["log_level"]["enum"]
+    assert tuple(levels) == LOG_LEVELS
 
 
 def test_schema_is_json_and_documents_replication() -> None:
