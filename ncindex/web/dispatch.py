@@ -18,7 +18,6 @@ event stream, so a buffered relay suffices.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -27,13 +26,7 @@ import httpx
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request
 
-from ncindex.web.problems import (
-    MAX_BODY_BYTES,
-    PROBLEM_JSON,
-    http_problem,
-    problem_body,
-    read_body,
-)
+from ncindex.web.problems import MAX_BODY_BYTES, http_problem, problem, read_body
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -98,13 +91,8 @@ def forward_to(base_url: str, client: httpx.Client | None = None) -> WSGIApp:
             if not _FIELD_NAME.fullmatch(name) or _UNSENDABLE.search(value):
                 # the HTTP client would refuse to send it (h11: "Illegal header value"),
                 # which read as the MCP server not answering, 502
-                bad = problem_body(400, "invalid_http", "not a valid HTTP header", field=name)
-                data = json.dumps(bad).encode()
-                start_response(
-                    "400 Bad Request",
-                    [("Content-Type", PROBLEM_JSON), ("Content-Length", str(len(data)))],
-                )
-                return [data]
+                refused = problem(400, "invalid_http", "not a valid HTTP header", field=name)
+                return refused(environ, start_response)
         # bytes: httpx encodes a str value as ASCII, and a non-ASCII one (obs-text) raised
         sent = {name: value.encode("latin-1") for name, value in headers.items()}
         url = base_url + environ.get("PATH_INFO", "")
@@ -113,12 +101,8 @@ def forward_to(base_url: str, client: httpx.Client | None = None) -> WSGIApp:
         try:
             answer = http.request(environ["REQUEST_METHOD"], url, headers=sent, content=body)
         except httpx.HTTPError:
-            start_response("502 Bad Gateway", [("Content-Type", "application/problem+json")])
-            return [
-                b'{"type":"tag:ncindex,2026:problem:backend_unavailable","title":"backend '
-                b'unavailable","status":502,"detail":"the MCP server did not answer",'
-                b'"code":"backend_unavailable"}'
-            ]
+            failed = problem(502, "backend_unavailable", "the MCP server did not answer")
+            return failed(environ, start_response)
         # httpx decoded the body, so its Content-Encoding no longer applies
         kept = [
             (k, v)
