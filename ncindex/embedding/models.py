@@ -124,6 +124,21 @@ def install_models(model_dir: Path) -> ModelPaths:
     return paths
 
 
+def ready_model(model_dir: Path, dense_model: str) -> ModelPaths:
+    """The paths of ``dense_model`` under ``model_dir`` with its files present: the packaged
+    default is built there when they are missing (:func:`install_models`); for another model
+    that raises :class:`ModelError` naming the folder it expected."""
+    paths = model_paths(model_dir, dense_model)
+    if paths.dense_ready():
+        return paths
+    if dense_model == PACKAGED_DENSE_MODEL:
+        return install_models(model_dir)
+    raise ModelError(
+        f"model files missing under {model_dir}: expected {paths.dense_dir} "
+        "(model.onnx and tokenizer files)"
+    )
+
+
 def load_tokenizer(dense_dir: Path) -> Tokenizer:
     """The ``tokenizers.Tokenizer`` of ``dense_dir/tokenizer.json`` with truncation and padding
     turned off, for counting tokens (the file of all-MiniLM-L6-v2 ships with truncation and

