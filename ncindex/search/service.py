@@ -72,6 +72,7 @@ from ncindex.errors import ChunkOutOfRange, DocumentNotFound, SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.search.filters import Node, build_filter, path_verdict, request_tree, tree_dict
 from ncindex.search.fusion import fuse
+from ncindex.search.links import open_link
 from ncindex.search.verify import TagMembership, VerificationCounts, VerifyOnRead
 from ncindex.settings import Settings
 from ncindex.sources.base import Verdict
@@ -320,6 +321,11 @@ class SearchResult(BaseModel):
     modified_at: int = Field(description="Unix seconds.")
     path: str | None = Field(None, description="Path in the caller's own view (files, notes).")
     url: str | None = Field(None, description="Link (news items).")
+    open_url: str | None = Field(
+        None,
+        description="Opens the document in Nextcloud's web UI: a file's permalink, the note "
+        "in Notes, the card in Deck, a news item's article; null when none is known.",
+    )
     explain: Explain | None = Field(
         None, description="Only with `explain: true` in the request; absent otherwise."
     )
@@ -714,8 +720,9 @@ class SearchService:
                 verified_at=r._verified_at,
             )
 
-    @staticmethod
-    def _result(hit: Hit, shown: Snippet, user: str, verified_path: str | None) -> SearchResult:
+    def _result(
+        self, hit: Hit, shown: Snippet, user: str, verified_path: str | None
+    ) -> SearchResult:
         p = hit.payload
         text = p.get("text") or ""
         result = SearchResult(
@@ -730,6 +737,9 @@ class SearchService:
             modified_at=p["modified_at"],
             path=verified_path or (p.get("paths") or {}).get(user),
             url=p.get("url"),
+            open_url=open_link(
+                self.settings.nextcloud_url, p["doc_type"], p["doc_id"], p.get("url")
+            ),
         )
         result._text = text
         result._point_id = hit.id

@@ -4,15 +4,6 @@
 
 const $ = (id) => document.getElementById(id);
 const TYPE_NAMES = { note: "Notes", file: "Files", deck_card: "Deck cards", news_item: "News" };
-// Where each document opens in Nextcloud: files /f/{fileid} (apps/files route), nextcloud/notes
-// appinfo/routes.php '/note/{id}', nextcloud/deck '/card/{cardId}' (page#redirectToCard),
-// nextcloud/news '/item/{itemId}'.
-const OPEN_PATHS = {
-  file: "/index.php/f/",
-  note: "/index.php/apps/notes/note/",
-  deck_card: "/index.php/apps/deck/card/",
-  news_item: "/index.php/apps/news/item/",
-};
 let session = { user: null, csrf: "", nextcloud_url: "" };
 let pollTimer = null;
 let pollUntil = 0;
@@ -482,8 +473,7 @@ function resultItem(r) {
   li.querySelector(".icon").title = TYPE_NAMES[r.doc_type] || r.doc_type;
   const link = li.querySelector(".title");
   link.textContent = shown(r.title || "(untitled)");
-  const base = (session.nextcloud_url || "").replace(/\/$/, "");
-  if (OPEN_PATHS[r.doc_type]) link.href = base + OPEN_PATHS[r.doc_type] + encodeURIComponent(r.doc_id);
+  if (r.open_url) link.href = r.open_url; // the server's link (ncindex/search/links.py)
   li.querySelector(".where").textContent = shown(r.doc_type === "news_item" ? (r.url || "News") : (r.path || ""));
   const time = li.querySelector(".modified");
   const when = new Date(r.modified_at * 1000);

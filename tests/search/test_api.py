@@ -102,6 +102,11 @@ def test_results_carry_the_callers_path_and_safe_snippets(ro_api: Api) -> None:
     body = ro_api.post("bob", {"query": "polish the lighthouse lens"}).get_json()
     light = next(r for r in body["results"] if r["doc_id"] == ro_api.keys[LIGHT].split(":")[1])
     assert light["path"] == "/Lighthouse/plan.md"
+    base = ro_api.settings.nextcloud_url
+    assert light["open_url"] == f"{base}/index.php/f/{light['doc_id']}"
+    for r in body["results"]:  # the one link rule the page, MCP and RCP share
+        route = {"file": "f", "note": "apps/notes/note"}[r["doc_type"]]
+        assert r["open_url"] == f"{base}/index.php/{route}/{r['doc_id']}"
     assert "<mark>" in light["snippet"] and "<script" not in light["snippet"]
     assert body["verification"]["checked"] >= 1 and body["degraded"] is False
     assert set(body["timings_ms"]) >= {"embed", "query", "verify", "total"}

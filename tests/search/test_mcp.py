@@ -140,7 +140,8 @@ def test_search_with_filters_is_the_verified_search(mcp_url: str, ro_api: Api) -
     for r in body["results"]:
         doc_type, doc_id = r["id"].split(":")
         assert (r["doc_type"], r["doc_id"]) == (doc_type, doc_id)
-        assert r["url"] == f"{ro_api.settings.nextcloud_url}/index.php/f/{doc_id}"
+        route = {"file": "f", "note": "apps/notes/note"}[doc_type]
+        assert r["url"] == f"{ro_api.settings.nextcloud_url}/index.php/{route}/{doc_id}"
         assert r["title"] and r["path"] and isinstance(r["score"], float)
         assert "explain" not in r  # only when asked for, as the search API
         assert "<mark>" not in r["snippet"] and r["matches"]

@@ -117,7 +117,9 @@ def test_retrieve_is_the_verified_search(served: Served) -> None:
                    keys["/Projects/budget.txt"], keys["/Notes/Work/Foghorn.md"]}  # fmt: skip
     top = hits[0]
     assert top["text"] and top["chunk"]["docId"] == top["id"]
-    assert top["citation"]["uri"].endswith(f"/index.php/f/{top['id'].split(':')[1]}")
+    doc_type, doc_id = top["id"].split(":")
+    route = {"file": "f", "note": "apps/notes/note"}[doc_type]
+    assert top["citation"]["uri"].endswith(f"/index.php/{route}/{doc_id}")
     scores = [h["score"] for h in hits]
     assert scores == sorted(scores, reverse=True)
 

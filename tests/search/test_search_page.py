@@ -262,6 +262,10 @@ def test_alice_signs_in_with_login_flow_filters_and_signs_out(
     plan = page.locator("#results li", has_text="polish the lens")
     href = plan.locator(".title").get_attribute("href")
     assert href == f"{deployment.sim_server.url}/index.php/f/{deployment.ids['plan']}"
+    note = page.locator("#results li", has_text="foghorn oil").locator(".title")
+    assert note.get_attribute("href") == (
+        f"{deployment.sim_server.url}/index.php/apps/notes/note/{deployment.ids['note']}"
+    )
     page.screenshot(path=shots / "results.png", full_page=True)
 
     # "Why it matched": the server's ranks in each branch, fused score and matched terms
