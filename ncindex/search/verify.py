@@ -39,7 +39,7 @@ from ncindex.errors import (
     TransientError,
 )
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.sources.base import Checked, Verdict
+from ncindex.sources.base import Checked, Source, Verdict
 from ncindex.sources.eligibility import Eligibility
 from ncindex.sources.registry import SOURCES
 from ncindex.telemetry import VERIFICATIONS
@@ -60,6 +60,14 @@ BATCHED: dict[str, str] = {
 """doc_type → the request its candidates are checked in, several at a time and with those of
 the other doc types of the same request (:attr:`ncindex.sources.base.Source.verified_with`,
 :meth:`~ncindex.sources.base.Source.verify_many`): files and notes, one WebDAV SEARCH."""
+
+
+def _source_of(payload: dict[str, Any]) -> Source | None:
+    """The source of a candidate's doc type (``None``: a doc type this code does not know)."""
+    try:
+        return SOURCES[DocType(payload.get("doc_type", ""))]
+    except ValueError:
+        return None
 
 
 def _raise(exc: Exception) -> Checked:
@@ -153,28 +161,65 @@ class TagMembership:
         return [name for name in self.names if file_id in self._files[name]]
 
 
+def judged(payload: dict[str, Any], check: Callable[[], Checked]) -> Checked:
+    """``check()``, with the errors of a check turned into verdicts: ``NotFound``/``Forbidden``
+    drop the candidate, a transient error or a wrong answer keeps it (``ERROR``), a payload
+    this code cannot read drops it; ``NextcloudAuthError`` (the caller's own credentials
+    failed) is raised."""
+    try:
+        return check()
+    except (NotFound, Forbidden):  # gone, or Nextcloud refuses this user (DESIGN §9)
+        return Checked(Verdict.DROPPED)
+    except NextcloudAuthError:
+        raise  # the caller's own credentials failed: the whole search is unauthenticated
+    except (TransientError, NextcloudProtocolError) as exc:
+        # Nextcloud unreachable, or an answer of the wrong shape: keep it (fail-open)
+        log.warning("verify_failed", doc_key=payload.get("doc_key"), error=str(exc))
+        return Checked(Verdict.ERROR)
+    except (KeyError, TypeError, ValueError) as exc:
+        # a payload this code cannot read, or a bug in a check: nobody has checked the
+        # result, so it is not shown (fail-closed); its re-check re-reads Nextcloud
+        log.error("verify_broken", doc_key=payload.get("doc_key"), error=repr(exc))
+        return Checked(Verdict.DROPPED)
+
+
 class Checks:
-    """The checks of a batch of candidates under way (:meth:`VerifyOnRead.start`)."""
+    """The checks of a batch of candidates under way (:meth:`VerifyOnRead.start`), and the
+    requests they share (:meth:`~ncindex.sources.base.Source.page_requests`, by key)."""
 
     def __init__(
         self,
         candidates: list[dict[str, Any]],
         batches: list[tuple[list[int], Future[list[Checked]]]],
         singles: list[tuple[int, Future[Checked]]],
+        shared: dict[str, Future[Any]] | None = None,
     ) -> None:
         self._candidates = candidates
         self._batches = batches
         self._singles = singles
+        self._shared = shared or {}
+
+    def _answer(self, key: str) -> Any:
+        """The answer of the shared request ``key`` (raises what it raised)."""
+        return self._shared[key].result()
 
     def verdicts(self, counts: VerificationCounts) -> list[Checked]:
-        """Wait for the checks: one verdict per candidate, in order; ``counts`` is updated.
-        Raises ``NextcloudAuthError`` if the caller's own credentials failed."""
+        """Wait for the checks: one verdict per candidate, in order, a kept one settled by
+        its source with the shared requests' answers
+        (:meth:`~ncindex.sources.base.Source.settle`); ``counts`` is updated. Raises
+        ``NextcloudAuthError`` if the caller's own credentials failed."""
         verdicts: dict[int, Checked] = {}
         for idx, future in self._batches:
             verdicts.update(zip(idx, future.result(), strict=True))
         for i, single in self._singles:
             verdicts[i] = single.result()
         results = [verdicts[i] for i in range(len(self._candidates))]
+        if self._shared:
+            for i, payload in enumerate(self._candidates):
+                source = _source_of(payload)
+                if results[i].verdict is Verdict.KEPT and source is not None:
+                    settle = partial(source.settle, payload, results[i], self._answer)
+                    results[i] = judged(payload, settle)
         for payload, checked in zip(self._candidates, results, strict=True):
             counts.checked += 1
             if checked.verdict is Verdict.DROPPED:
@@ -205,6 +250,8 @@ class VerifyOnRead:
         #: doc type → the request its candidates are checked together in (only with the
         #: sources' own verifiers: a caller's ``verifiers`` are called one candidate at a time)
         self.batched = BATCHED if verifiers is None else {}
+        #: whether the sources' shared requests are made (only with their own verifiers)
+        self.shared = verifiers is None
         self.eligibility = eligibility
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="verify")
 
@@ -249,6 +296,7 @@ class VerifyOnRead:
             request = self.batched.get(payload.get("doc_type", ""))
             if request is not None:
                 groups.setdefault(request, []).append(i)
+        shared = self._shared(client, candidates)
         together = [idx for idx in groups.values() if len(idx) > 1]
         alone = sorted(set(range(len(candidates))) - {i for idx in together for i in idx})
         batches = [
@@ -256,7 +304,28 @@ class VerifyOnRead:
             for idx in together
         ]
         singles = [(i, self._pool.submit(self._one, client, candidates[i], tags)) for i in alone]
-        return Checks(list(candidates), batches, singles)
+        return Checks(list(candidates), batches, singles, shared)
+
+    def _shared(
+        self, client: NextcloudClient, candidates: Sequence[dict[str, Any]]
+    ) -> dict[str, Future[Any]]:
+        """The requests the candidates' checks share
+        (:meth:`~ncindex.sources.base.Source.page_requests`), sent in the pool before the
+        checks (nothing in the pool waits for them: :meth:`Checks.verdicts` does)."""
+        if not self.shared:
+            return {}
+        by_source: dict[DocType, list[dict[str, Any]]] = {}
+        for payload in candidates:
+            source = _source_of(payload)
+            if source is not None:
+                by_source.setdefault(source.doc_type, []).append(payload)
+        requests: dict[str, Callable[[NextcloudClient], Any]] = {}
+        for doc_type, payloads in by_source.items():
+            try:
+                requests.update(SOURCES[doc_type].page_requests(payloads))
+            except (KeyError, TypeError, ValueError) as exc:  # a payload it cannot read
+                log.error("page_requests_broken", doc_type=doc_type.value, error=repr(exc))
+        return {key: self._pool.submit(request, client) for key, request in requests.items()}
 
     def _many(
         self,
@@ -298,24 +367,20 @@ class VerifyOnRead:
                 log.warning("no_verifier", doc_type=payload.get("doc_type"))
                 return Checked(Verdict.UNVERIFIED)
             check = partial(verifier, client, payload)
-        try:
-            checked = check()
-            if checked.verdict is Verdict.KEPT and tags is not None:
-                return self._rules(client, payload, checked, tags)
-            return checked
-        except (NotFound, Forbidden):  # gone, or Nextcloud refuses this user (DESIGN §9)
-            return Checked(Verdict.DROPPED)
-        except NextcloudAuthError:
-            raise  # the caller's own credentials failed: the whole search is unauthenticated
-        except (TransientError, NextcloudProtocolError) as exc:
-            # Nextcloud unreachable, or an answer of the wrong shape: keep it (fail-open)
-            log.warning("verify_failed", doc_key=payload.get("doc_key"), error=str(exc))
-            return Checked(Verdict.ERROR)
-        except (KeyError, TypeError, ValueError) as exc:
-            # a payload this code cannot read, or a bug in a check: nobody has checked the
-            # result, so it is not shown (fail-closed); its re-check re-reads Nextcloud
-            log.error("verify_broken", doc_key=payload.get("doc_key"), error=repr(exc))
-            return Checked(Verdict.DROPPED)
+        return judged(payload, partial(self._ruled, client, payload, check, tags))
+
+    def _ruled(
+        self,
+        client: NextcloudClient,
+        payload: dict[str, Any],
+        check: Callable[[], Checked],
+        tags: TagMembership | None,
+    ) -> Checked:
+        """``check()``, held to the rules (:meth:`_rules`) when kept."""
+        checked = check()
+        if checked.verdict is Verdict.KEPT and tags is not None:
+            return self._rules(client, payload, checked, tags)
+        return checked
 
     def _rules(
         self,
@@ -327,11 +392,8 @@ class VerifyOnRead:
         """``checked`` (kept), or ``INELIGIBLE`` with the reason when the index rules exclude
         the file or note now: globs on its current path (as the SEARCH by file id gave it),
         the MIME list (files), the tag gate and excluded tags."""
-        try:
-            source = SOURCES[DocType(payload.get("doc_type", ""))]
-        except ValueError:
-            return checked
-        if not source.ruled or self.eligibility is None:
+        source = _source_of(payload)
+        if source is None or not source.ruled or self.eligibility is None:
             return checked
         assert client.user is not None
         path = checked.path or (payload.get("paths") or {}).get(client.user)

@@ -16,7 +16,7 @@ import builtins
 import posixpath
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -355,6 +355,24 @@ class Source(ABC):
         raised. Raises what the client raises (the whole batch failed) and
         ``KeyError``/``ValueError`` for a payload it cannot read."""
         raise NotImplementedError(f"{self.doc_type} checks its candidates one by one")
+
+    def page_requests(
+        self, payloads: Sequence[dict[str, Any]]
+    ) -> dict[str, Callable[[NextcloudClient], Any]]:
+        """The requests the checks of ``payloads`` (this source's candidates of one page)
+        share, by a key unique among every source's: each is made once per page, as the
+        searching user and concurrently with the candidates' own checks, and its answer is
+        given to :meth:`settle`. By default none."""
+        return {}
+
+    def settle(
+        self, payload: dict[str, Any], checked: Checked, answer: Callable[[str], Any]
+    ) -> Checked:
+        """The verdict of a candidate its own check kept (``checked``), given ``answer(key)``:
+        the answer of the shared request ``key`` of :meth:`page_requests` (it raises what
+        the request raised: ``NotFound`` drops the candidate, a transient error keeps it as
+        an error). By default ``checked``."""
+        return checked
 
     def rule_reason(
         self, rules: Eligibility, path: str, mime_type: str | None, tags: builtins.list[str]

@@ -15,8 +15,10 @@ indexed (Deck hides them from the board); ``etag`` is the card ``ETag`` (md5 of
 The scan lists ``GET /boards``, then ``GET /boards/{id}/stacks`` per board that is not deleted
 (non-archived, non-deleted cards of live stacks, with their ``ETag``). Cards have no paths; a
 missing card is re-read by id (Deck answers 403 once it is gone; a card of a deleted stack is
-gone by :func:`stack_is_live`). Verify-on-read uses the card GET alone: it drops a card archived
-since (``ineligible``), and keeps a deleted stack's cards until the scan evicts them. Deck ≥
+gone by :func:`stack_is_live`). Verify-on-read uses the card GET and, once per board of the
+page, the board GET (:meth:`DeckCardSource.page_requests`): it drops a card archived since
+(``ineligible``, ``archived``) and a card of a stack deleted since (``ineligible``,
+``stack_deleted``). Deck ≥
 1.18 sends card events (``CardCreated/Updated/DeletedEvent``, the card JSON under ``card``;
 reference §1.4), registered only with ``deck_webhooks`` (registering them on an older Deck
 fails).
@@ -24,6 +26,8 @@ fails).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, ClassVar
 
 import redis
@@ -132,7 +136,7 @@ def fetch_card(
         raise NextcloudProtocolError(f"deck card {card_id}: {exc}") from exc
     etag, modified = card_etag(card, str(card_id)), card_modified(card, str(card_id))
     board_id = board_of_stack(client, cache, keys, stack_id)
-    board = _json(client, f"{DECK_API}/boards/{board_id}")
+    board = get_board(client, board_id)
     if not stack_is_live(board, stack_id):
         raise NotFound(f"deck card {card_id}: its stack {stack_id} is deleted")
     description = str(card.get("description") or "")
@@ -150,6 +154,14 @@ def fetch_card(
         extra={"board_id": str(board_id), "stack_id": str(stack_id)},
     )
     return doc, board_principals(board) | {principal(user)}
+
+
+def get_board(client: NextcloudClient, board_id: int) -> dict[str, Any]:
+    """``GET /boards/{board_id}`` as the client's user: the board JSON with its ``acl``,
+    ``users`` and live ``stacks`` (without cards; nextcloud/deck
+    ``lib/Controller/BoardApiController.php`` ``get`` → ``BoardService::find``). Raises
+    ``NotFound`` when the board is deleted or not visible (Deck answers 403)."""
+    return _json(client, f"{DECK_API}/boards/{int(board_id)}")
 
 
 def stack_is_live(board: dict[str, Any], stack_id: int) -> bool:
@@ -279,7 +291,7 @@ class DeckCardSource(Source):
         ``lib/Service/CardService.php`` ``archive`` → ``CardMapper::update``, which sets
         ``lastModified``). A payload without ``board_id`` and ``stack_id`` cannot be checked
         (``UNVERIFIED``). A card of a stack deleted since is not seen here (its GET still
-        answers it unchanged, 304): the next scan evicts it (:func:`stack_is_live`)."""
+        answers it unchanged, 304): :meth:`settle` sees it in its board."""
         board, stack = payload.get("board_id"), payload.get("stack_id")
         if board is None or stack is None:
             log.warning("deck_card_without_board", doc_key=payload.get("doc_key"))
@@ -290,6 +302,38 @@ class DeckCardSource(Source):
         if card is not None and card.get("archived"):
             return Checked(Verdict.INELIGIBLE, reason="archived")
         return Checked(Verdict.KEPT)
+
+    def page_requests(
+        self, payloads: Sequence[dict[str, Any]]
+    ) -> dict[str, Callable[[NextcloudClient], Any]]:
+        """One board GET (:func:`get_board`) per board of the page's cards, for
+        :meth:`settle`: a stack deleted since the card was indexed is gone from its board's
+        ``stacks`` while the card GET still answers the card (:func:`stack_is_live`).
+
+        Not a stack GET per card: nextcloud/deck ``StackService::find`` answers a deleted
+        stack too (``StackMapper::find`` does not look at ``deleted_at``; its ``deletedAt``
+        would tell) and every card of it, and it would be one request per stack; not
+        ``GET /boards/{id}/stacks`` (``StackApiController::index``), which lists every card of
+        every live stack. The board GET is not made conditional: its ``ETag`` is md5 of the
+        board's ``lastModified``, which a stack's deletion changes (``StackService::delete`` →
+        ``ChangeHelper::boardChanged``), but a 304 would save only the body — Deck builds the
+        board in full before the AppFramework compares the ETag — and holding the live stacks
+        of each board between searches would need a cache the verifier does not keep."""
+        boards = {int(p["board_id"]) for p in payloads if p.get("board_id") is not None}
+        return {f"deck_board:{b}": partial(get_board, board_id=b) for b in sorted(boards)}
+
+    def settle(
+        self, payload: dict[str, Any], checked: Checked, answer: Callable[[str], Any]
+    ) -> Checked:
+        """``INELIGIBLE`` (reason ``stack_deleted``) when the card's stack is no longer among
+        its board's live stacks (the board's GET, :meth:`page_requests`), else ``checked``;
+        a board gone for the user (403) drops the card (``NotFound`` raised)."""
+        if payload.get("board_id") is None or payload.get("stack_id") is None:
+            return checked
+        board = answer(f"deck_board:{int(payload['board_id'])}")
+        if not stack_is_live(board, int(payload["stack_id"])):
+            return Checked(Verdict.INELIGIBLE, reason="stack_deleted")
+        return checked
 
     def subscribes(self, settings: Settings) -> bool:
         """Card events are registered only with ``deck_webhooks`` (Deck ≥ 1.18)."""

@@ -36,8 +36,16 @@ def client_for(handler: Any) -> tuple[NextcloudClient, list[httpx.Request]]:
 CARD = {"id": 81, "title": "Fix lens", "stackId": 5, "deletedAt": 0, "lastModified": 1767225600}
 
 
+BOARD = {"id": 3, "stacks": [{"id": 5, "boardId": 3, "deletedAt": 0}]}
+
+
 def deck(status: int, body: Any = None) -> Any:
+    """Deck answering the card GET with ``status`` (and ``body``), its board's GET with
+    :data:`BOARD`."""
+
     def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/boards/3"):
+            return httpx.Response(200, json=BOARD)
         if status == 304:
             return httpx.Response(304)
         return httpx.Response(status, json=body if body is not None else CARD)
@@ -68,7 +76,7 @@ def test_deck_card_verdicts(status: int, body: Any, verdict: Verdict) -> None:
     counts = VerificationCounts()
     (checked,) = VerifyOnRead(2).check(client, [deck_payload()], counts)
     assert checked.verdict is verdict
-    request = seen[0]
+    (request,) = [r for r in seen if "/cards/" in r.url.path]
     assert request.method == "GET"
     assert request.url.path == "/index.php/apps/deck/api/v1.0/boards/3/stacks/5/cards/81"
     assert request.headers["OCS-APIRequest"] == "true"

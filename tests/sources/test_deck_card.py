@@ -1,6 +1,7 @@
 """Deck cards read as a user against the simulator: a card of a deleted stack is gone, although
 Deck's card GET still answers it (nextcloud/deck ``StackService::delete`` only marks the stack;
-``PermissionService::checkPermission`` does not look at it)."""
+``PermissionService::checkPermission`` does not look at it), both when it is indexed and when a
+search verifies it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import redis
 from ncindex.errors import NotFound
 from ncindex.names import Names
 from ncindex.nextcloud.client import NextcloudClient
+from ncindex.search.verify import VerificationCounts, VerifyOnRead
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.sources.base import Verdict
 from ncindex.sources.deck_card import SOURCE, fetch_card, stack_is_live
@@ -48,6 +50,49 @@ def test_a_card_of_a_deleted_stack_is_gone(
     sim.deck_delete_stack("alice", done)
     with pytest.raises(NotFound, match="stack"):
         fetch_card(client, *cache, card, None)
+
+
+def test_a_search_drops_the_cards_of_a_stack_deleted_since_with_one_board_get(
+    cache: tuple[redis.Redis, Names],
+) -> None:
+    sim = NextcloudSimulator(seed=1)
+    sim.add_user("alice", "alice-pw", "Alice Adams")
+    board = sim.deck_create_board("alice", "Roadmap")
+    todo, done = (sim.deck_create_stack("alice", board, t) for t in ("To do", "Done"))
+    cards = [
+        sim.deck_create_card("alice", todo, "Test", "the release"),
+        sim.deck_create_card("alice", done, "Ship", "v2"),
+        sim.deck_create_card("alice", done, "Announce", "v2 is out"),
+    ]
+    seen: list[str] = []
+    with (
+        serve_simulator(sim) as srv,
+        httpx.Client(
+            base_url=srv.url,
+            timeout=10,
+            event_hooks={"request": [lambda r: seen.append(r.url.path)]},
+        ) as http,
+    ):
+        client = NextcloudClient.for_account(http, "alice", "alice-pw")
+        payloads = []
+        for card in cards:
+            doc, _ = fetch_card(client, *cache, card, None)
+            key = {"doc_type": "deck_card", "doc_id": str(card), "doc_key": f"deck_card:{card}"}
+            payloads.append(key | {"etag": doc.etag} | doc.extra)
+        sim.deck_delete_stack("alice", done)
+        seen.clear()
+        verifier, counts = VerifyOnRead(4), VerificationCounts()
+        checked = verifier.check(client, payloads, counts)
+        verifier.close()
+    sim.close()
+    # the card GETs still answer the cards of the deleted stack (unchanged: 304)
+    assert [(c.verdict, c.reason) for c in checked] == [
+        (Verdict.KEPT, None),
+        (Verdict.INELIGIBLE, "stack_deleted"),
+        (Verdict.INELIGIBLE, "stack_deleted"),
+    ]
+    assert counts.ineligible == 2 and counts.kept == 1
+    assert seen.count(f"/index.php/apps/deck/api/v1.0/boards/{board}") == 1 and len(seen) == 4
 
 
 def test_a_board_without_a_stacks_list_says_nothing() -> None:
