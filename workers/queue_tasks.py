@@ -91,13 +91,17 @@ def resolve_node(
     file_id: int,
     debounce_key: str | None = None,
     among: list[str] | None = None,
+    folder: list[str] | None = None,
 ) -> dict[str, Any]:
     """Index file ``file_id`` for each configured account that can see it: the event named
     no configured user (``"user": null``, or an unconfigured view); or, with ``among``, for
     each of those accounts that can (a document new to the index, or a node moved, that they
     may see too: :attr:`~ncindex.index.steps.Outcome.viewers`) — and take the others of
     ``among``, whom Nextcloud does not show it, out of its ``acl`` (a file moved out of a
-    folder shared with them). One SEARCH by id per account asked
+    folder shared with them); with ``folder`` (``[user, path]``: the node is a folder at
+    ``path`` in ``user``'s view), those others also lose what they held below it
+    (:meth:`~ncindex.index.indexing.Indexer.leave_folder`: a folder moved out of one shared
+    with them). One SEARCH by id per account asked
     (:func:`ncindex.ingest.viewers.viewers_of`); the ``ncindex.index_node`` tasks go out
     debounced like the receiver's. Returns ``{"viewers": [...], "queued", "coalesced"}``."""
     services = self.services
@@ -109,6 +113,9 @@ def resolve_node(
         with indexer.lock(int(file_id)):
             for user in unseen:  # nothing marked for scans: nothing is left for them to find
                 indexer.access.remove_node(user, int(file_id), lost=None)
+        if folder is not None:
+            for user in unseen:
+                indexer.leave_folder(user, folder[0], folder[1])
     queued, coalesced = enqueue(
         self.app,
         services.redis,

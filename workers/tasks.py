@@ -132,17 +132,19 @@ def _walk_folder(task: NcindexTask, user: str, outcome: Outcome) -> None:
     )
 
 
-def _ask_viewers(task: NcindexTask, file_id: int, outcome: Outcome) -> None:
+def _ask_viewers(task: NcindexTask, user: str, file_id: int, outcome: Outcome) -> None:
     """An outcome with ``viewers`` (a document new to the index, or a node moved, that other
     accounts may see too): queue ``ncindex.resolve_node`` to ask Nextcloud which of them do
-    and index it for them."""
+    and index it for them (a ``folder`` outcome names the folder's path in ``user``'s view,
+    so that those who do not see it lose what they held below it)."""
     if not outcome.viewers:
         return
     settings = task.indexer.settings
+    folder = (user, outcome.path) if outcome.action == "folder" and outcome.path else None
     enqueue(
         task.app,
         task.indexer.services.redis,
-        [resolve_node(file_id, outcome.viewers)],
+        [resolve_node(file_id, outcome.viewers, folder)],
         settings.debounce_seconds,
         keys=settings.names,
     )
@@ -229,7 +231,7 @@ def index_node(self: NcindexTask, user: str, file_id: int, debounce_key: str | N
         )
         done.append(outcome)
     _walk_folder(self, user, outcome)
-    _ask_viewers(self, file_id, outcome)
+    _ask_viewers(self, user, file_id, outcome)
     return _done(outcome)
 
 
@@ -269,7 +271,7 @@ def index_nodes(
     _hand_on(self, user, alone)
     for file_id, outcome in outcomes.items():
         _walk_folder(self, user, outcome)
-        _ask_viewers(self, file_id, outcome)
+        _ask_viewers(self, user, file_id, outcome)
     counts: dict[str, int] = {"own_task": len(alone)}
     for outcome in outcomes.values():
         counts[outcome.action] = counts.get(outcome.action, 0) + 1
@@ -379,7 +381,7 @@ def move_path(
         outcome = indexer.move_path(user, source, target, file_id)
     _walk_folder(self, user, outcome)
     if file_id is not None:
-        _ask_viewers(self, file_id, outcome)
+        _ask_viewers(self, user, file_id, outcome)
     return _done(outcome)
 
 

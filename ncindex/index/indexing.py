@@ -514,6 +514,30 @@ class Indexer:
                 continue
             log.info("holder_rechecked", user=holder, file_id=file_id, action=outcome.action)
 
+    def leave_folder(self, user: str, viewer: str, folder: str) -> int:
+        """Take ``user`` out of what they held through the folder at ``folder`` in
+        ``viewer``'s view, which Nextcloud no longer shows them (asked by id: a folder moved
+        out of one shared with them). Nextcloud dispatches the move once, for the folder
+        (nextcloud/server ``lib/private/Files/Node/HookConnector.php`` ``postRename``), so
+        nothing else tells the index that the documents below it left their view.
+
+        Each document at or below ``folder`` for ``viewer`` whose path for ``user`` ends with
+        its path below the folder (its path for ``viewer`` less ``folder``) loses ``user``
+        (:meth:`~ncindex.index.access.Access.remove`); one ``user`` holds at another path (a
+        file also shared with them on its own) is left to their scan. Nothing is marked for
+        the scans: nothing is left for them to find. Returns how many documents ``user`` left.
+        Raises ``StoreUnavailable``."""
+        left = 0
+        for payload in self.access.under(viewer, folder):
+            paths = payload.get("paths") or {}
+            theirs, below = paths.get(user), str(paths.get(viewer, ""))[len(folder) :]
+            if theirs is None or not below.startswith("/") or not theirs.endswith(below):
+                continue
+            ref = DocRef.parse(payload["doc_key"])
+            with self.lock(ref):
+                left += self.access.remove(user, ref, lost=None)
+        return left
+
     # --- move ----------------------------------------------------------------------------
 
     def move_path(self, user: str, source: str, target: str, file_id: int | None) -> Outcome:

@@ -232,16 +232,23 @@ def index_folder(user: str, folders: list[str]) -> Action:
     return Action(names.INDEX_FOLDER, names.INGEST, {"user": user, "folders": folders}, key)
 
 
-def resolve_node(file_id: int, among: Sequence[str] | None = None) -> Action:
+def resolve_node(
+    file_id: int, among: Sequence[str] | None = None, folder: tuple[str, str] | None = None
+) -> Action:
     """Index ``file_id`` for every configured account that can see it (an event whose session
     user is missing or not configured: nobody to read it as, so each account is asked), or
     for those of ``among`` that can (the accounts that may see a new document too:
-    :attr:`~ncindex.index.steps.Outcome.viewers`)."""
+    :attr:`~ncindex.index.steps.Outcome.viewers`). ``folder`` — ``(user, path)``: the node
+    is a folder at ``path`` in ``user``'s view — lets the accounts of ``among`` that do not
+    see it lose what they held below it."""
     kwargs: dict[str, Any] = {"file_id": file_id}
     key = f"resolve:{file_id}"
     if among is not None:
         kwargs["among"] = list(among)
         key += ":" + ",".join(among)
+    if folder is not None:
+        kwargs["folder"] = list(folder)
+        key += ":" + ":".join(folder)
     return Action(names.RESOLVE_NODE, names.INGEST, kwargs, key)
 
 

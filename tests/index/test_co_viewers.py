@@ -162,3 +162,17 @@ def test_a_file_moved_into_a_new_subfolder_of_a_share_names_the_sharee(stack: St
     stack.sim.move("alice", "/Private/cost.txt", "/Shared/2027/cost.txt")
     outcome = indexer.move_path("alice", "/Private/cost.txt", "/Shared/2027/cost.txt", private)
     assert outcome.viewers == ("bob",)
+
+
+def test_a_folder_moved_out_of_a_shared_folder_leaves_the_sharees_acl(stack: Stack) -> None:
+    # Nextcloud dispatches the move once, for the folder: the sharee asked about it by id
+    # (Nextcloud no longer shows it to him) loses what he held below it, not the rest
+    plan = _shared_folder(stack)
+    inner = stack.sim.put_file("alice", "/Shared/Drafts/arches.txt", b"Three arches, not two.")
+    wait_until(lambda: "user:bob" in _acl(stack, inner), 30)
+    stack.wait_idle()
+    stack.sim.move("alice", "/Shared/Drafts", "/Mine/Drafts")
+    wait_until(lambda: _acl(stack, inner) == ["user:alice"], 30)
+    payload = stack.points(f"file:{inner}")[0].payload
+    assert payload["paths"] == {"alice": "/Mine/Drafts/arches.txt"}
+    assert _acl(stack, plan) == ["user:alice", "user:bob"]
