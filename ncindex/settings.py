@@ -423,8 +423,8 @@ class Settings(BaseSettings):
 
     deck_webhooks: bool = Field(
         False,
-        description="Also register Deck card events (Deck ≥ 1.18 only; an older Deck refuses "
-        "them, which `webhooks register` reports and skips).",
+        description="Also register Deck card and board-share events (Deck ≥ 1.18 only; an "
+        "older Deck refuses them, which `webhooks register` reports and skips).",
     )
 
     # --- Pipeline ---------------------------------------------------------------------------

@@ -16,7 +16,8 @@ import structlog
 from celery import shared_task
 
 from ncindex import names
-from ncindex.ingest.events import Action, index_node
+from ncindex.documents import DocType
+from ncindex.ingest.events import Action, index_document, index_node
 from ncindex.ingest.queueing import (
     clear_debounce,
     enqueue,
@@ -125,6 +126,35 @@ def resolve_node(
     )
     log.info("node_resolved", file_id=file_id, viewers=viewers, queued=queued)
     return {"viewers": viewers, "queued": queued, "coalesced": coalesced}
+
+
+@shared_task(bind=True, base=NcindexTask, name=names.INDEX_RELATED, ignore_result=True, **RETRY)
+def index_related(
+    self: NcindexTask,
+    user: str,
+    doc_type: str,
+    field: str,
+    value: int,
+    debounce_key: str | None = None,
+) -> dict[str, int]:
+    """Re-read as ``user`` every indexed document of ``doc_type`` whose payload ``field``
+    is ``value`` (a Deck board shared or unshared: its cards by ``board_id``; each one's
+    ``acl`` is then the board's, and one ``user`` no longer sees loses ``user``): one
+    ``ncindex.index_document`` each, debounced like the receiver's. Returns ``{"queued",
+    "coalesced"}``; a store, broker or Redis failure is retried."""
+    services = self.services
+    keys = services.settings.names
+    clear_debounce(services.redis, keys, debounce_key)
+    ids = self.indexer.related(DocType(doc_type), field, str(value))
+    queued, coalesced = enqueue(
+        self.app,
+        services.redis,
+        [index_document(user, doc_type, int(doc_id)) for doc_id in ids],
+        services.settings.debounce_seconds,
+        keys=keys,
+    )
+    log.info("related_reread", doc_type=doc_type, field=field, value=value, queued=queued)
+    return {"queued": queued, "coalesced": coalesced}
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.OUTAGE_REQUEUE, ignore_result=True)

@@ -50,7 +50,7 @@ from ncindex.runtime import Services
 from ncindex.sources import news_item
 from ncindex.sources.eligibility import UNREADABLE, Eligibility
 from ncindex.sources.registry import NODE_TYPES, SOURCES
-from ncindex.store.queries import acl_condition, doc_type_condition
+from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
 
 log = structlog.get_logger(__name__)
 
@@ -513,6 +513,18 @@ class Indexer:
                 log.warning("holder_recheck_refused", user=holder, file_id=file_id, error=str(exc))
                 continue
             log.info("holder_rechecked", user=holder, file_id=file_id, action=outcome.action)
+
+    def related(self, doc_type: DocType, field: str, value: str) -> list[str]:
+        """The ids of the indexed documents of ``doc_type`` whose payload ``field`` (a
+        keyword-indexed one: a Deck card's ``board_id``) is ``value``, sorted. Raises
+        ``StoreUnavailable``."""
+        flt = first_chunks(
+            doc_type_condition(doc_type),
+            models.FieldCondition(key=field, match=models.MatchValue(value=value)),
+        )
+        return sorted(
+            {str(p["doc_id"]) for p in self.services.store.scroll(flt, ["doc_id"])}, key=int
+        )
 
     def leave_folder(self, user: str, viewer: str, folder: str) -> int:
         """Take ``user`` out of what they held through the folder at ``folder`` in

@@ -14,7 +14,8 @@ paths outside ``files/`` (trash bin, versions) are not indexed and are ignored.
 System tag events (``TagAssignedEvent``/``TagUnassignedEvent``: ``objectType``, ``objectIds``
 as strings, ``tagIds``) and the events a document source names
 (:attr:`ncindex.sources.base.Source.events`: Deck's ``CardCreated/Updated/DeletedEvent``,
-Deck ≥ 1.18, the card JSON under ``card``) carry no path: the user they are read as is the
+Deck ≥ 1.18, the card JSON under ``card``; its ``AclCreated/DeletedEvent``, the board's ACL
+entry under ``acl``) carry no path: the user they are read as is the
 envelope's ``user.uid``. An event without a session user (``"user": null``: occ, cron, a
 workflow rule, an admin assigning a tag) is resolved by file id: ``ncindex.resolve_node``
 finds the configured accounts that can see the node and indexes it for each.
@@ -281,6 +282,17 @@ def evict_document(user: str, doc_type: str, doc_id: int) -> Action:
     )
 
 
+def index_related(user: str, doc_type: str, field: str, value: int) -> Action:
+    """Re-read, as ``user``, every indexed document of ``doc_type`` whose payload ``field``
+    is ``value`` (a Deck board shared or unshared: its cards, by ``board_id``)."""
+    return Action(
+        names.INDEX_RELATED,
+        names.INGEST,
+        {"user": user, "doc_type": doc_type, "field": field, "value": value},
+        f"related:{user}:{doc_type}:{field}:{value}",
+    )
+
+
 def reindex_action(user: str, doc_type: DocType | str, doc_id: str | int) -> Action:
     """The task that brings document ``doc_type``/``doc_id`` of ``user`` in line (it re-reads
     Nextcloud): ``ncindex.index_node`` for a file or note (by file id), else
@@ -309,7 +321,8 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     TagAssigned/TagUnassigned on ``files`` ⇒ index each object id (eligibility and ``tags``
     may change) as the envelope's ``user.uid``; a source's event (Deck
     CardCreated/CardUpdated/CardDeleted) ⇒ index, or evict, the document it names, as
-    ``user.uid``.
+    ``user.uid``; one naming what documents share (Deck AclCreated/AclDeleted: a board) ⇒
+    ``ncindex.index_related`` for them, as ``user.uid``.
 
     Without a configured user to read it as — a tag event with ``"user": null`` (occ, cron,
     a workflow rule, an admin) or by an unconfigured user, a file event in the view of an
@@ -341,6 +354,8 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
             return Plan(ignored=reason)
         named, route = DOCUMENT_EVENTS[name]
         doc_id = int(route.id_in(extra))
+        if route.field is not None:
+            return Plan([index_related(user, named.doc_type.value, route.field, doc_id)])
         act = evict_document if route.evict else index_document
         return Plan([act(user, named.doc_type.value, doc_id)])
     if name not in SINGLE_NODE | TWO_NODE:

@@ -4,8 +4,8 @@ Formats follow Deck's entities: missing or inaccessible entities answer 403
 ``{"status":403,"message":"Permission denied"}`` (never 404), a soft-deleted card 403
 ``{"status":403,"message":"Card is deleted"}``; a stack's ``cards`` key is omitted when it has
 no (matching) cards; ``ETag`` = md5 of ``lastModified``; ``If-Modified-Since`` filters boards
-(``lastModified > since``) and the cards of ``/stacks``. Card events are dispatched only when
-the simulator runs with ``deck_webhooks=True`` (Deck ≥ 1.18).
+(``lastModified > since``) and the cards of ``/stacks``. Card, board-share (ACL) and board
+events are dispatched only when the simulator runs with ``deck_webhooks=True`` (Deck ≥ 1.18).
 """
 
 from __future__ import annotations
@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
 
-from ncindex.simulator.events import BOARD_UPDATED, CARD_CREATED, CARD_DELETED, CARD_UPDATED
+from ncindex.simulator.events import (
+    ACL_CREATED,
+    ACL_DELETED,
+    ACL_UPDATED,
+    BOARD_UPDATED,
+    CARD_CREATED,
+    CARD_DELETED,
+    CARD_UPDATED,
+)
 from ncindex.simulator.phpjson import php_json_encode
 from ncindex.simulator.responses import json_response, not_modified, request_params
 
@@ -502,28 +510,40 @@ class DeckState:
         manage: bool = False,
         group: bool = False,
     ) -> Acl:
-        """Share a board with a user, or with the group ``user`` names when ``group`` (no
-        webhook in this model)."""
+        """Share a board with a user, or with the group ``user`` names when ``group``; an
+        existing entry has its permissions updated. With deck webhooks: AclCreatedEvent, or
+        AclUpdatedEvent, the entry under ``acl`` as nextcloud/deck ``lib/Event/AAclEvent.php``
+        ``getWebhookSerializable`` gives it (``Acl::jsonSerialize``, the participant
+        resolved: ``BoardService::addAcl``/``updateAcl`` call ``BoardMapper::mapAcl`` first)."""
         board = self.board_for(owner, board_id, "SHARE")
         kind = ACL_GROUP if group else ACL_USER
         for acl in board.acl:
             if acl.participant == user and acl.type == kind:
                 acl.permission_edit, acl.permission_share = edit, share
                 acl.permission_manage = manage
+                self._acl_event(ACL_UPDATED, acl, board, owner)
                 return acl
         acl = Acl(self._next("acl"), user, edit, share, manage, kind)
         board.acl.append(acl)
         self._touch(board=board)
+        self._acl_event(ACL_CREATED, acl, board, owner)
         return acl
 
+    def _acl_event(self, event_class: str, acl: Acl, board: Board, actor: str) -> None:
+        if self.sim.deck_webhooks:
+            self.sim._dispatch(event_class, {"acl": self.acl_json(acl, board)}, actor)
+
     def unshare_board(self, owner: str, board_id: int, user: str, *, group: bool = False) -> bool:
-        """Remove a user's (or with ``group`` a group's) ACL entry; True if there was one."""
+        """Remove a user's (or with ``group`` a group's) ACL entry; True if there was one
+        (AclDeletedEvent with deck webhooks: ``BoardService::deleteAcl``)."""
         board = self.board_for(owner, board_id, "SHARE")
         kind = ACL_GROUP if group else ACL_USER
-        before = len(board.acl)
+        gone = [a for a in board.acl if (a.participant, a.type) == (user, kind)]
         board.acl = [a for a in board.acl if (a.participant, a.type) != (user, kind)]
         self._touch(board=board)
-        return len(board.acl) != before
+        for acl in gone:
+            self._acl_event(ACL_DELETED, acl, board, owner)
+        return bool(gone)
 
     def delete_board(self, uid: str, board_id: int) -> Board:
         """Soft-delete a board (still listed by ``GET /boards`` with ``deletedAt``)."""

@@ -49,6 +49,9 @@ CARD_CREATED = "OCA\\Deck\\Event\\CardCreatedEvent"
 CARD_UPDATED = "OCA\\Deck\\Event\\CardUpdatedEvent"
 CARD_DELETED = "OCA\\Deck\\Event\\CardDeletedEvent"
 BOARD_UPDATED = "OCA\\Deck\\Event\\BoardUpdatedEvent"
+ACL_CREATED = "OCA\\Deck\\Event\\AclCreatedEvent"
+ACL_UPDATED = "OCA\\Deck\\Event\\AclUpdatedEvent"
+ACL_DELETED = "OCA\\Deck\\Event\\AclDeletedEvent"
 
 FILE_EVENTS: tuple[str, ...] = (
     BEFORE_NODE_CREATED,
@@ -86,9 +89,9 @@ DECK_EVENTS: tuple[str, ...] = (
     CARD_CREATED,
     CARD_UPDATED,
     CARD_DELETED,
-    "OCA\\Deck\\Event\\AclCreatedEvent",
-    "OCA\\Deck\\Event\\AclUpdatedEvent",
-    "OCA\\Deck\\Event\\AclDeletedEvent",
+    ACL_CREATED,
+    ACL_UPDATED,
+    ACL_DELETED,
     BOARD_UPDATED,
 )
 

@@ -239,12 +239,16 @@ class EventRoute:
     ``evict`` says whether it reports the document deleted (``ncindex.evict_document``, a
     re-check before evicting) or changed (``ncindex.index_document``); ``id_path`` is where
     the id is in the event object (``("card", "id")``: ``event.card.id``); ``cost_without``
-    what is lost when Nextcloud refuses to register the class."""
+    what is lost when Nextcloud refuses to register the class. With ``field`` the id names
+    not a document but every indexed document whose payload ``field`` (keyword-indexed)
+    holds it — a Deck ACL event names a board, whose cards' ``board_id`` it is — and each is
+    re-read (``ncindex.index_related``)."""
 
     event_class: str
     evict: bool
     id_path: tuple[str, ...]
     cost_without: str
+    field: str | None = None
 
     @property
     def id_field(self) -> str:

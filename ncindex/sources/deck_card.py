@@ -21,7 +21,14 @@ page, the board GET (:meth:`DeckCardSource.page_requests`): it drops a card arch
 ``stack_deleted``). Deck ≥
 1.18 sends card events (``CardCreated/Updated/DeletedEvent``, the card JSON under ``card``;
 reference §1.4), registered only with ``deck_webhooks`` (registering them on an older Deck
-fails).
+fails). With them come the board-share events ``AclCreatedEvent``/``AclDeletedEvent`` (the
+ACL entry under ``acl``, its ``boardId``): the board's indexed cards are re-read as the actor
+(``ncindex.index_related``), so their ``acl`` follows the board's at once. Not subscribed:
+``AclUpdatedEvent`` (a permission changed; every ACL entry lets its participant read:
+``lib/Db/Acl.php`` ``getPermission``) and ``BoardUpdatedEvent`` (dispatched on every stack
+created, renamed, reordered or deleted and on board edits, ``lib/Service/StackService.php``;
+re-reading every card of the board each time would cost a card read per card, and verify-on-read
+already drops the cards of a deleted stack, the scan evicts them).
 """
 
 from __future__ import annotations
@@ -60,8 +67,12 @@ DECK_NS = "OCA\\Deck\\Event\\"
 CARD_CREATED = DECK_NS + "CardCreatedEvent"
 CARD_UPDATED = DECK_NS + "CardUpdatedEvent"
 CARD_DELETED = DECK_NS + "CardDeletedEvent"
-#: Deck card classes: webhook-compatible only with Deck ≥ 1.18 (reference §1.4).
-DECK_SUBSCRIBED = (CARD_CREATED, CARD_DELETED, CARD_UPDATED)
+ACL_CREATED = DECK_NS + "AclCreatedEvent"
+ACL_DELETED = DECK_NS + "AclDeletedEvent"
+#: Deck card and board-share classes: webhook-compatible only with Deck ≥ 1.18 (nextcloud/deck
+#: ``lib/Event/ACardEvent.php``, ``AAclEvent.php`` implement ``IWebhookCompatibleEvent`` from
+#: commit d85e1c8, first in v1.18.0; reference §1.4).
+DECK_SUBSCRIBED = (CARD_CREATED, CARD_DELETED, CARD_UPDATED, ACL_CREATED, ACL_DELETED)
 
 
 def _json(client: NextcloudClient, url: str) -> dict[str, Any]:
@@ -202,6 +213,7 @@ def _json_list(client: NextcloudClient, url: str) -> list[dict[str, Any]]:
 
 
 _CARD_ID = ("card", "id")
+_ACL_BOARD = ("acl", "boardId")
 
 
 class DeckCardSource(Source):
@@ -227,6 +239,23 @@ class DeckCardSource(Source):
             False,
             _CARD_ID,
             "Deck card edits are found by the scan only (card events need Deck 1.18)",
+        ),
+        # a board shared or unshared: nextcloud/deck lib/Service/BoardService.php addAcl,
+        # deleteAcl and leave dispatch them, the entry (its boardId) under "acl"
+        # (AAclEvent::getWebhookSerializable); its cards are re-read, their acl is the board's
+        EventRoute(
+            ACL_CREATED,
+            False,
+            _ACL_BOARD,
+            "a board shared reaches the new members' index at their scan only (Deck 1.18)",
+            field="board_id",
+        ),
+        EventRoute(
+            ACL_DELETED,
+            False,
+            _ACL_BOARD,
+            "a board unshared leaves the members' index at the scan only (Deck 1.18)",
+            field="board_id",
         ),
     )
 

@@ -11,7 +11,14 @@ from ncindex.index.indexing import Indexer
 from ncindex.ingest.events import TAG_ASSIGNED, parse_envelope, plan_envelope
 from ncindex.ingest.queueing import celery_app
 from ncindex.ingest.registration import registration
-from ncindex.sources.deck_card import CARD_CREATED, CARD_DELETED, CARD_UPDATED, DECK_SUBSCRIBED
+from ncindex.sources.deck_card import (
+    ACL_CREATED,
+    ACL_DELETED,
+    CARD_CREATED,
+    CARD_DELETED,
+    CARD_UPDATED,
+    DECK_SUBSCRIBED,
+)
 from support import Stack, wait_until
 
 ACCOUNTS = {"alice", "bob"}
@@ -43,7 +50,7 @@ def test_deck_card_events_map_to_index_and_evict() -> None:
     card = {"id": 41, "title": "Ship", "stackId": 3}
     tasks = {
         cls: plan_envelope(parse_envelope(envelope(cls, card=card)), ACCOUNTS).actions[0]
-        for cls in DECK_SUBSCRIBED
+        for cls in (CARD_CREATED, CARD_UPDATED, CARD_DELETED)
     }
     assert tasks[CARD_CREATED].task == tasks[CARD_UPDATED].task == "ncindex.index_document"
     assert tasks[CARD_DELETED].task == "ncindex.evict_document"
@@ -52,6 +59,17 @@ def test_deck_card_events_map_to_index_and_evict() -> None:
     with pytest.raises(EnvelopeError) as err:
         parse_envelope(envelope(CARD_UPDATED, card={"title": "no id"}))
     assert err.value.field == "event.card.id"
+    # a board's ACL entry added or removed: its indexed cards are re-read as the actor
+    acl = {"id": 7, "participant": {"uid": "bob"}, "type": 0, "boardId": 3}
+    for cls in (ACL_CREATED, ACL_DELETED):
+        (action,) = plan_envelope(parse_envelope(envelope(cls, acl=acl)), ACCOUNTS).actions
+        assert (action.task, action.kwargs) == (
+            "ncindex.index_related",
+            {"user": "alice", "doc_type": "deck_card", "field": "board_id", "value": 3},
+        )
+    with pytest.raises(EnvelopeError) as err:
+        parse_envelope(envelope(ACL_DELETED, acl={"id": 7}))
+    assert err.value.field == "event.acl.boardId"
 
 
 def test_tag_assignment_updates_tags_without_embedding(stack: Stack) -> None:
@@ -113,6 +131,22 @@ def test_deck_cards_are_indexed_shared_and_evicted_through_their_events(stack: S
     assert stack.points(key)[0].payload["acl"] == ["user:alice", "user:bob"]
     stack.sim.deck_delete_card("alice", card)
     wait_until(lambda: not stack.points(key), 20)
+
+
+def test_a_board_shared_and_unshared_reaches_its_cards_acl_through_its_acl_events(
+    stack: Stack,
+) -> None:
+    enable_deck_webhooks(stack)
+    board = stack.sim.deck_create_board("alice", "Lock gates")
+    todo = stack.sim.deck_create_stack("alice", board, "To do")
+    card = stack.sim.deck_create_card("alice", todo, "Grease the hinges", "Both upper gates.")
+    key = f"deck_card:{card}"
+    wait_until(lambda: stack.points(key), 20)
+    # no card changes: only the board's AclCreatedEvent / AclDeletedEvent say it
+    stack.sim.deck_share_board("alice", board, "bob")
+    wait_until(lambda: stack.points(key)[0].payload["acl"] == ["user:alice", "user:bob"], 20)
+    stack.sim.deck_unshare_board("alice", board, "bob")
+    wait_until(lambda: stack.points(key)[0].payload["acl"] == ["user:alice"], 20)
 
 
 def test_search_drop_of_a_card_rechecks_it_for_that_user(stack: Stack) -> None:
