@@ -1,5 +1,6 @@
 """``GET /v1/folders`` and ``GET /v1/tags``: the filter values the search page offers, only
-the caller's (:mod:`ncindex.search.facets`).
+the caller's (:mod:`ncindex.search.facets`); the folders held to the caller's files root as
+it is now (one ``PROPFIND``, :func:`~ncindex.search.facets.visible_folders`).
 
 Both are paged with ``offset`` (default 0) and ``limit`` (1–1000, default 200) and answer
 ``{"folders"|"tags": [...], "total": n, "next_offset": n | null}``; 400 ``invalid_value``
@@ -13,8 +14,9 @@ from collections.abc import Callable
 
 from flask import Blueprint, Response, jsonify, request
 
+from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
-from ncindex.search.facets import caller_folders, caller_tags
+from ncindex.search.facets import caller_folders, caller_tags, visible_folders
 from ncindex.store.port import VectorStore
 from ncindex.web.auth import normalized_authorization, resolve_caller
 from ncindex.web.problems import TRANSLATED, problem_for
@@ -26,6 +28,11 @@ MAX_OFFSET = 100_000_000
 """Largest ``offset``."""
 
 
+def _user(client: NextcloudClient) -> str:
+    assert client.user is not None  # resolve_caller resolves it
+    return client.user
+
+
 def facets_blueprint(
     services: Services, store: Callable[[], VectorStore], limited: Decorator | None = None
 ) -> Blueprint:
@@ -34,15 +41,14 @@ def facets_blueprint(
     bp = Blueprint("facets", __name__)
     limit = limited or (lambda f: f)
 
-    def page(name: str, read: Callable[[VectorStore, str], list[str]]) -> Response:
+    def page(name: str, read: Callable[[VectorStore, NextcloudClient], list[str]]) -> Response:
         try:
             # no usable credentials: 401 before the parameters are judged
             normalized_authorization(request.headers.get("Authorization"))
             args = int_args(offset=(0, 0, MAX_OFFSET), limit=(200, 1, MAX_PAGE))
             offset, size = args["offset"], args["limit"]
             client = resolve_caller(services, request.headers.get("Authorization"))
-            assert client.user is not None
-            values = read(store(), client.user)
+            values = read(store(), client)
         except TRANSLATED as exc:
             return problem_for(exc)
         end = offset + size
@@ -57,11 +63,11 @@ def facets_blueprint(
     @bp.get("/v1/folders")
     @limit
     def folders() -> Response:
-        return page("folders", caller_folders)
+        return page("folders", lambda s, c: visible_folders(c, caller_folders(s, _user(c))))
 
     @bp.get("/v1/tags")
     @limit
     def tags() -> Response:
-        return page("tags", caller_tags)
+        return page("tags", lambda s, c: caller_tags(s, _user(c)))
 
     return bp

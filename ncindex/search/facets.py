@@ -8,15 +8,24 @@ the name it has in the caller's files), tags from the documents the caller can r
 the engine's facets of one point per document (``chunk_index`` 0), so a listing costs the
 engine a pass over the caller's documents, not a read of their payloads into Python. Like
 search candidates before verify-on-read, they reflect the index, which may trail Nextcloud by
-the sync delay.
+the sync delay — except that the folders are held to the caller's files root as it is now
+(:func:`visible_folders`: one request), so a folder share revoked since the caller's last
+scan, which fires no event, leaves the listing at once. The tags are not checked (a tag found
+only on such a share's documents stays listed until the scan: checking would cost a
+``REPORT`` per tag).
 """
 
 from __future__ import annotations
 
+import structlog
 from qdrant_client import models
 
 from ncindex.documents import principal
+from ncindex.errors import NextcloudProtocolError, NotFound, TransientError
+from ncindex.nextcloud.client import NextcloudClient
 from ncindex.store.port import VectorStore
+
+log = structlog.get_logger(__name__)
 
 
 def _caller_documents(user: str) -> models.Filter:
@@ -36,6 +45,28 @@ def caller_folders(store: VectorStore, user: str) -> list[str]:
     prefix = f"{user}:"
     keys = store.facet_values("folder_ancestors", _caller_documents(user))
     return sorted(k[len(prefix) :] for k in keys if k.startswith(prefix) and k != prefix + "/")
+
+
+def visible_folders(client: NextcloudClient, folders: list[str]) -> list[str]:
+    """``folders`` (the caller's, :func:`caller_folders`) less those under a top-level folder
+    that the caller's files root no longer holds, by one ``PROPFIND Depth: 1`` of the root as
+    ``client.user``. A share is mounted at the top of the sharee's files by default
+    (nextcloud/server ``config/config.sample.php`` ``share_folder``, ``'/'``), and revoking
+    it fires no webhook, so its folder would stay listed until the sharee's scan; a folder
+    deleted or moved away whose event is still on its way leaves as well. A share mounted
+    deeper (``share_folder`` set, or its folder moved into another) is not seen (its parent is
+    still there) and waits for the scan. When the root cannot be listed (Nextcloud
+    unavailable, an answer of the wrong shape) ``folders`` is returned unchanged: the listing
+    is a hint, and every search result is verified. Raises ``NextcloudAuthError`` when the
+    caller's credentials are refused."""
+    if not folders:
+        return folders
+    try:
+        top = {e.path for e in client.propfind("/", 1)[1:] if e.is_folder}
+    except (TransientError, NextcloudProtocolError, NotFound) as exc:
+        log.warning("root_not_listed", user=client.user, error=str(exc))
+        return folders
+    return [f for f in folders if "/" + f.split("/")[1] in top]
 
 
 def caller_tags(store: VectorStore, user: str) -> list[str]:

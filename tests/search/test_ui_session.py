@@ -9,6 +9,7 @@ import json
 
 from flask.testing import FlaskClient
 
+from ncindex.index.indexing import Indexer
 from ncindex.web.session import ANONYMOUS_SECONDS, COOKIE, CSRF_HEADER
 from support import PASSWORDS, Stack, wait_until
 
@@ -128,3 +129,26 @@ def test_flow_sign_in_filters_per_caller_and_sign_out(stack: Stack) -> None:
     assert sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
     assert alice.get("/v1/folders").status_code == 401
     assert session(alice)["user"] is None
+
+
+def test_a_folder_share_revoked_since_the_scan_leaves_the_folder_list(stack: Stack) -> None:
+    # unsharing fires no event: bob still holds the documents until his scan, but his files
+    # root (one PROPFIND) no longer holds the share's folder, so it is not offered
+    sim = stack.sim
+    plan = sim.put_file("alice", "/Harbour/Plans/quay.md", b"Quay plan: new bollards.")
+    sim.put_file("bob", "/Bobs/notes.md", b"Bob's harbour notes.")
+    wait_until(lambda: stack.points(f"file:{plan}"), 30)
+    stack.wait_idle(30)
+    sim.share("alice", "/Harbour", "bob")
+    Indexer(stack.services).index_node("bob", plan)  # as bob's scan would
+
+    def bobs_folders() -> list[str]:
+        response = stack.search.get("/v1/folders", auth=("bob", PASSWORDS["bob"]))
+        assert response.status_code == 200, response.get_json()
+        return response.get_json()["folders"]
+
+    wait_until(lambda: "/Bobs" in bobs_folders(), 30)
+    assert bobs_folders() == ["/Bobs", "/Harbour", "/Harbour/Plans"]
+    sim.unshare("alice", "/Harbour", "bob")
+    assert "user:bob" in stack.points(f"file:{plan}")[0].payload["acl"]  # until his scan
+    assert bobs_folders() == ["/Bobs"]
