@@ -5,7 +5,10 @@ authoritative check (DESIGN §4 table), its source's :meth:`~ncindex.sources.bas
 (:data:`VERIFIERS`); a candidate the user can no longer see is dropped
 (404, 403; a file listed without read permission), a transient error keeps it (fail-open)
 and is counted, an unknown doc_type keeps it with a warning. Checks run concurrently up to
-``verify_concurrency``.
+``verify_concurrency``. What the checks of a page share is asked once, beside them
+(:meth:`~ncindex.sources.base.Source.page_requests`: a Deck board's GET for its live stacks),
+and its answer settles each candidate its own check kept
+(:meth:`~ncindex.sources.base.Source.settle`: a card of a deleted stack is ``ineligible``).
 
 A file or note the user can still see is then held to the index rules as they are now
 (:mod:`ncindex.sources.eligibility`: include/exclude globs on its current path, the MIME list
@@ -161,7 +164,7 @@ class TagMembership:
         return [name for name in self.names if file_id in self._files[name]]
 
 
-def judged(payload: dict[str, Any], check: Callable[[], Checked]) -> Checked:
+def _judged(payload: dict[str, Any], check: Callable[[], Checked]) -> Checked:
     """``check()``, with the errors of a check turned into verdicts: ``NotFound``/``Forbidden``
     drop the candidate, a transient error or a wrong answer keeps it (``ERROR``), a payload
     this code cannot read drops it; ``NextcloudAuthError`` (the caller's own credentials
@@ -219,7 +222,7 @@ class Checks:
                 source = _source_of(payload)
                 if results[i].verdict is Verdict.KEPT and source is not None:
                     settle = partial(source.settle, payload, results[i], self._answer)
-                    results[i] = judged(payload, settle)
+                    results[i] = _judged(payload, settle)
         for payload, checked in zip(self._candidates, results, strict=True):
             counts.checked += 1
             if checked.verdict is Verdict.DROPPED:
@@ -367,7 +370,7 @@ class VerifyOnRead:
                 log.warning("no_verifier", doc_type=payload.get("doc_type"))
                 return Checked(Verdict.UNVERIFIED)
             check = partial(verifier, client, payload)
-        return judged(payload, partial(self._ruled, client, payload, check, tags))
+        return _judged(payload, partial(self._ruled, client, payload, check, tags))
 
     def _ruled(
         self,

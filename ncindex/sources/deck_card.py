@@ -356,7 +356,9 @@ class DeckCardSource(Source):
     ) -> Checked:
         """``INELIGIBLE`` (reason ``stack_deleted``) when the card's stack is no longer among
         its board's live stacks (the board's GET, :meth:`page_requests`), else ``checked``;
-        a board gone for the user (403) drops the card (``NotFound`` raised)."""
+        a board gone for the user (403) drops the card (``NotFound`` raised). The stack is the
+        indexed one: a card moved out of a stack that was deleted later is dropped too, and
+        its re-check (the search's ``on_drop``) indexes it where it is now."""
         if payload.get("board_id") is None or payload.get("stack_id") is None:
             return checked
         board = answer(f"deck_board:{int(payload['board_id'])}")
