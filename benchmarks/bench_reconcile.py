@@ -76,6 +76,7 @@ BIG_DOCS, BIG_FOLDERS = 100_000, 1_000
 #: two (its scan lock lives hard limit + 60 s), long enough for the last page's enqueueing
 BIG_LIMITS = {
     "NCINDEX_TASK_SOFT_TIME_LIMIT": "50",
+    "NCINDEX_EXTRACT_MAX_SECONDS": "40",
     "NCINDEX_TASK_TIME_LIMIT": "60",
     "NCINDEX_VISIBILITY_TIMEOUT": "70",
     "NCINDEX_LOCK_TTL": "65",

@@ -483,7 +483,8 @@ class Settings(BaseSettings):
     extract_max_seconds: float = Field(
         60.0,
         gt=0,
-        description="Wall-clock budget for reading one document (pages, slides, OCR), seconds.",
+        description="Wall-clock budget for reading one document (pages, slides, OCR), seconds; "
+        "below task_soft_time_limit.",
     )
     ocr_enabled: bool = Field(
         True,
@@ -727,6 +728,14 @@ class Settings(BaseSettings):
             raise ValueError("task_time_limit must be below visibility_timeout")
         if self.lock_ttl <= self.task_time_limit:
             raise ValueError("lock_ttl must exceed task_time_limit")
+        if self.extract_max_seconds >= self.task_soft_time_limit:
+            # the task would be stopped (SoftTimeLimitExceeded: the document parked as failed)
+            # before the extraction gave up on its own and indexed what it had read
+            raise ValueError(
+                "extract_max_seconds must be below task_soft_time_limit: a document still "
+                "being read at NCINDEX_TASK_SOFT_TIME_LIMIT is parked as failed, not indexed "
+                "with what NCINDEX_EXTRACT_MAX_SECONDS let it read"
+            )
         if self.chunk_overlap_tokens >= self.chunk_tokens:
             raise ValueError("chunk_overlap_tokens must be below chunk_tokens")
         if self.qdrant_write_consistency_factor > self.qdrant_replication_factor:

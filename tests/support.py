@@ -390,6 +390,7 @@ class WorkerDeployment:
             "NCINDEX_MODEL_DIR": str(model_dir),
             "NCINDEX_QDRANT_PATH": str(self.qdrant),
             "NCINDEX_TASK_SOFT_TIME_LIMIT": str(soft),
+            "NCINDEX_EXTRACT_MAX_SECONDS": str(soft / 2),  # must be below the soft limit
             "NCINDEX_TASK_TIME_LIMIT": str(hard),
             "NCINDEX_VISIBILITY_TIMEOUT": str(visibility),
             "NCINDEX_LOCK_TTL": str(lock_ttl),

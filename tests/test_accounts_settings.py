@@ -106,6 +106,15 @@ def test_a_qdrant_server_and_an_embedded_path_exclude_each_other(tmp_path: Path)
     assert Settings(qdrant_url="http://qdrant:6333", qdrant_path="").qdrant_path is None
 
 
+def test_an_extraction_cap_at_or_past_the_soft_time_limit_is_refused() -> None:
+    """It was taken: the task was stopped at its soft time limit (the document parked as
+    failed) before the extraction gave up and indexed what it had read."""
+    for cap in (240, 600):
+        with pytest.raises(ValidationError, match="extract_max_seconds must be below task_soft"):
+            Settings(extract_max_seconds=cap, task_soft_time_limit=240)
+    assert Settings(extract_max_seconds=239.5, task_soft_time_limit=240).extract_max_seconds
+
+
 def test_a_login_of_no_configured_account_is_refused() -> None:
     """A misspelt user id in NCINDEX_LOGINS was ignored: the account went on signing in
     with its user id and was refused 401, while its login was set."""

@@ -408,6 +408,7 @@ def test_task_cut_off_by_a_short_grace_runs_again_elsewhere(
         tmp_path,
         NCINDEX_VISIBILITY_TIMEOUT="3",
         NCINDEX_TASK_SOFT_TIME_LIMIT="1",
+        NCINDEX_EXTRACT_MAX_SECONDS="0.5",
         NCINDEX_TASK_TIME_LIMIT="2",
         NCINDEX_LOCK_TTL="4",
     )
