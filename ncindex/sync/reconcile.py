@@ -585,13 +585,13 @@ class Reconciler:
             if pages is not None and not isinstance(exc, TransientError):
                 pages.discard()
             log_.warning("reconcile_listing_failed", error=report.error)
-            if isinstance(exc, NextcloudAuthError):
-                record_refused(self.services.redis, self.settings.names, user, str(exc))
-            if apply:
+            if apply:  # a dry run records nothing, a refusal neither
+                if isinstance(exc, NextcloudAuthError):
+                    record_refused(self.services.redis, self.settings.names, user, str(exc))
                 state.record(report)
             return report
-        # the account got through: not refused
-        clear_refused(self.services.redis, self.settings.names, user)
+        if apply:  # the account got through: not refused
+            clear_refused(self.services.redis, self.settings.names, user)
         report.requests = listing.requests
         report.listed = len(listing.docs)
         report.forbidden = len(listing.forbidden)

@@ -11,6 +11,7 @@ from celery import Celery
 from reconcile_support import differences, ground_truth, index_state
 
 from ncindex import names
+from ncindex.accounts import record_refused, refused_accounts
 from ncindex.documents import DocType, path_fields
 from ncindex.errors import BrokerUnavailable
 from ncindex.index.indexing import Indexer
@@ -307,6 +308,14 @@ def test_a_dry_run_changes_nothing(rstack: Stack) -> None:
         assert report.enqueued == 0 and not report.applied
     assert scan_state(rstack, DocType.FILE).folders() == {}
     assert dict(rstack.services.redis.hgetall("ncindex:reconcile:last")) == before
+    # nor does it record an account refused (401), or clear one: the refusal list was written
+    keys = rstack.settings.names
+    rstack.sim.tree.users["carol"].passwords.clear()  # carol's app password revoked
+    rstack.sim.tree.users["carol"].token_logins.clear()
+    assert "NextcloudAuthError" in str(rec.scan("carol", DocType.FILE, apply=False).error)
+    record_refused(rstack.services.redis, keys, "bob", "an earlier 401")
+    assert rec.scan("bob", DocType.FILE, apply=False).error is None
+    assert list(refused_accounts(rstack.services.redis, keys)) == ["bob"]
 
 
 def test_a_share_gives_the_sharee_access_without_embedding_again(rstack: Stack) -> None:
