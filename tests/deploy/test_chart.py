@@ -213,6 +213,17 @@ def test_the_mcp_server_has_its_deployment_service_and_route(chart: helm.Chart) 
     (ingress,) = by_kind(objects, "Ingress").values()
     paths = {p["path"]: p for p in ingress["spec"]["rules"][0]["http"]["paths"]}
     assert paths["/mcp"]["backend"]["service"]["name"] == "nci-ncindex-mcp"
+    # the origin's scheme follows the ingress's TLS (it was https:// without TLS too, and a
+    # browser's http:// origin was refused 403)
+    for tls, scheme in (
+        ([], "http"),
+        ([{"secretName": "other-tls", "hosts": ["other.example.org"]}], "http"),
+        ([{"secretName": "default-tls"}], "https"),  # no hosts: the controller's default
+    ):
+        values = with_change(EVERYTHING, "ingress.tls", tls)
+        config = by_kind(render(chart, values), "ConfigMap")["nci-ncindex"]["data"]
+        origins = json.loads(config["NCINDEX_MCP_ALLOWED_ORIGINS"])
+        assert origins == [f"{scheme}://search.example.org"], tls
     # an operator's own allow-list wins
     own = render(chart, {**MINIMAL, "config": {"mcp_allowed_hosts": ["mcp.example.org"]}})
     config = by_kind(own, "ConfigMap")["nci-ncindex"]["data"]

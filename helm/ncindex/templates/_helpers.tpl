@@ -338,3 +338,16 @@ set one: its Service's names in the cluster and the ingress host, each bare and 
 {{- range $names }}{{ $hosts = append (append $hosts .) (printf "%s:*" .) }}{{ end -}}
 {{- toJson $hosts -}}
 {{- end -}}
+
+{{/*
+The ingress's scheme: https when ingress.tls covers ingress.host (an entry listing it, or one
+listing no hosts, which Kubernetes' IngressTLS applies to the controller's default host), else
+http — the origin a browser sends for a page served through it.
+*/}}
+{{- define "ncindex.ingressScheme" -}}
+{{- $scheme := "http" -}}
+{{- range .Values.ingress.tls -}}
+{{- if or (not .hosts) (has $.Values.ingress.host .hosts) }}{{ $scheme = "https" }}{{ end -}}
+{{- end -}}
+{{- $scheme -}}
+{{- end -}}
