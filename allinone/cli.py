@@ -169,6 +169,11 @@ def _serve(running: Embedded, settings: Settings, signals: StopSignals, *, quiet
         f"Watch the indexing: NCINDEX_REDIS_URL={running.settings.redis_url} "
         f"NCINDEX_NAMESPACE={running.settings.namespace} ncindex status --watch"
     )
+    from ncindex.ingest.registration import loopback_target
+
+    unreachable = loopback_target(running.settings)
+    if unreachable:
+        click.echo(f"Warning: {unreachable}; until then changes reach the index only by scans.")
     if running.webhooks is not None and running.webhooks.refused:
         click.echo("Webhooks Nextcloud refused (ncindex runs without them):")
         for line in running.webhooks.missing_lines():
@@ -362,17 +367,29 @@ def _admin(settings: Settings) -> NextcloudClient:
 
 @webhooks.command("register")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Register a loopback NCINDEX_PUBLIC_URL with a Nextcloud on another machine all the same.",
+)
 @click.pass_obj
-def webhooks_register(settings: Settings, as_json: bool) -> None:
+def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
     """Register one webhook per event class (idempotent).
 
     Prints each class with ``registered``, ``already``, ``renewed`` (made again: the one there
     was made with another webhook secret) or ``refused`` and Nextcloud's reason;
     exits 1 only when a class the index cannot work without (file created, written,
     deleted, renamed) is refused — an optional one is skipped with what it costs.
+    Refuses (exit 1, unless --force) a loopback NCINDEX_PUBLIC_URL when Nextcloud is on
+    another machine: it could never deliver there.
     """
-    from ncindex.ingest.registration import register
+    from ncindex.ingest.registration import loopback_target, register
 
+    problem = loopback_target(settings)
+    if problem and not force:
+        raise click.ClickException(f"{problem} (or register anyway with --force)")
+    if problem:
+        click.echo(f"warning: {problem}", err=True)
     result = register(_admin(settings), settings)
     if as_json:
         click.echo(

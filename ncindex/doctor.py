@@ -25,9 +25,10 @@ What is checked, and from which source:
 * the registered webhooks against the classes ncindex subscribes to
   (:data:`ncindex.ingest.events.SUBSCRIBED`; the required ones
   :data:`ncindex.ingest.events.REQUIRED`);
-* ``NCINDEX_PUBLIC_URL``: Nextcloud refuses to call a local address unless ``config.php`` has
-  ``'allow_local_remote_servers' => true`` (``lib/private/Http/Client/Client.php`` →
-  ``LocalAddressChecker``);
+* ``NCINDEX_PUBLIC_URL``: a loopback one with a Nextcloud on another machine fails
+  (:func:`ncindex.ingest.registration.loopback_target`); Nextcloud refuses to call a local
+  address unless ``config.php`` has ``'allow_local_remote_servers' => true``
+  (``lib/private/Http/Client/Client.php`` → ``LocalAddressChecker``);
 * OCR on this machine: the ``tesseract`` program and the language data of
   ``NCINDEX_OCR_LANGUAGES`` (:func:`ncindex.text.ocr.ocr_status`);
 * a note: deliveries are background jobs (``WebhookCall`` is a ``QueuedJob``), so with cron they
@@ -51,7 +52,7 @@ import redis
 from ncindex.errors import NcindexError, NextcloudAuthError, NotFound, RedisTooOld
 from ncindex.ingest.events import COST_WITHOUT, REQUIRED
 from ncindex.ingest.queueing import check_redis as check_redis_version
-from ncindex.ingest.registration import hook_uri, made_with_secret, subscribed
+from ncindex.ingest.registration import hook_uri, loopback_target, made_with_secret, subscribed
 from ncindex.nextcloud.apps import NEWS_API
 from ncindex.nextcloud.server_status import server_status
 from ncindex.runtime import Services
@@ -263,6 +264,9 @@ def check_webhooks(ctx: Context) -> list[Line]:
 def check_public_url(ctx: Context) -> list[Line]:
     """Whether Nextcloud may deliver to ``NCINDEX_PUBLIC_URL``."""
     url = ctx.settings.public_url
+    unreachable = loopback_target(ctx.settings)
+    if unreachable:
+        return [Line("public url", "fail", unreachable)]
     host = urlsplit(url).hostname or ""
     try:
         # the host of an AF_INET or AF_INET6 address (typeshed's sockaddr also allows an int)

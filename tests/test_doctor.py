@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from pydantic import SecretStr
 
 from allinone.cli import main
-from ncindex.doctor import CHECKS, Line, failed, render, run_checks
+from ncindex.doctor import CHECKS, Context, Line, check_public_url, failed, render, run_checks
 from ncindex.ingest.events import REQUIRED, TAG_ASSIGNED
 from ncindex.ingest.registration import register
 from ncindex.settings import Settings
@@ -303,6 +303,21 @@ def test_a_local_public_url_is_a_warning(served, url: str) -> None:
     lines = run_checks(settings_for(server, public_url=url))
     assert verdicts(lines, "public url") == ["warn"]
     assert "allow_local_remote_servers" in detail(lines, "public url")
+
+
+def test_a_loopback_public_url_for_a_nextcloud_elsewhere_fails() -> None:
+    """It was a warning about allow_local_remote_servers, as if Nextcloud could reach it."""
+    from ncindex.runtime import Services
+
+    settings = Settings(
+        nextcloud_url="http://nextcloud.invalid", public_url="http://127.0.0.1:8080"
+    )
+    services = Services(settings)  # nothing is sent: the check reads the settings
+    try:
+        (line,) = check_public_url(Context(settings, services))
+    finally:
+        services.close()
+    assert line.verdict == "fail" and "NCINDEX_PUBLIC_URL" in line.detail
 
 
 def test_the_command_prints_the_table_and_its_exit_code(served) -> None:

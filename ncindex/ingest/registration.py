@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+import socket
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from ncindex.errors import NextcloudRefused
 from ncindex.ingest.events import COST_WITHOUT, DOCUMENT_EVENTS, REQUIRED, SUBSCRIBED
@@ -39,6 +42,42 @@ def subscribed(settings: Settings) -> tuple[str, ...]:
 def hook_uri(settings: Settings) -> str:
     """The delivery URL Nextcloud calls."""
     return settings.public_url.rstrip("/") + "/hooks/nextcloud"
+
+
+def loopback_target(settings: Settings) -> str | None:
+    """Why Nextcloud cannot deliver to :func:`hook_uri`, or ``None``: ``NCINDEX_PUBLIC_URL``
+    names a loopback host (``127.0.0.0/8``, ``::1``, ``localhost``) while
+    ``NCINDEX_NEXTCLOUD_URL``'s host is not on this machine (it resolves to an address that
+    is not loopback, or not at all): each delivery would go to Nextcloud's own machine. A
+    Nextcloud on this machine may reach a loopback URL (with ``allow_local_remote_servers``,
+    see ``ncindex doctor``)."""
+    if not settings.nextcloud_url or not _is_loopback(urlsplit(settings.public_url).hostname):
+        return None
+    host = urlsplit(settings.nextcloud_url).hostname
+    if _is_loopback(host):
+        return None
+    try:
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        addresses = set()
+    if addresses and all(_is_loopback(a) for a in addresses):
+        return None  # a name of this machine (/etc/hosts)
+    return (
+        f"NCINDEX_PUBLIC_URL {settings.public_url} is a loopback address, and the Nextcloud at "
+        f"{settings.nextcloud_url} is not on this machine: it could never deliver there. Set "
+        "NCINDEX_PUBLIC_URL to a URL of this deployment that Nextcloud reaches"
+    )
+
+
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        return True  # RFC 6761 §6.3
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
 
 
 #: A header of each registration naming the secret it was made with — not the secret: an

@@ -15,6 +15,7 @@ from ncindex.ingest.registration import (
     SECRET_ID_HEADER,
     hook_uri,
     list_registrations,
+    loopback_target,
     register,
     registration,
     remove,
@@ -202,3 +203,40 @@ def test_against_a_simulator_accepting_only_the_real_classes_every_class_registe
     assert code == 0, output
     results = {c["class"]: c["result"] for c in json.loads(output)["classes"]}
     assert results == dict.fromkeys(SUBSCRIBED + DECK_SUBSCRIBED, "registered")
+
+
+@pytest.mark.parametrize(
+    ("nextcloud", "public", "refused"),
+    [
+        ("http://8.8.8.8:8080", "http://127.0.0.1:8081", True),  # addresses only: none sent to
+        ("http://8.8.8.8:8080", "http://localhost:8081", True),
+        ("http://8.8.8.8:8080", "http://[::1]:8081", True),
+        ("http://nextcloud.invalid", "http://127.0.0.1:8081", True),  # does not resolve here
+        ("http://8.8.8.8:8080", "http://indexer.example.test", False),
+        ("http://127.0.0.1:8080", "http://127.0.0.1:8081", False),  # a Nextcloud here may
+        ("http://localhost:8080", "http://[::1]:8081", False),
+    ],
+)
+def test_a_loopback_public_url_for_a_nextcloud_elsewhere_is_named(
+    nextcloud: str, public: str, refused: bool
+) -> None:
+    settings = Settings(nextcloud_url=nextcloud, public_url=public)
+    problem = loopback_target(settings)
+    assert (problem is not None) is refused
+    if problem:
+        assert problem.startswith(f"NCINDEX_PUBLIC_URL {public} is a loopback address")
+
+
+def test_register_command_refuses_a_loopback_public_url_for_a_nextcloud_elsewhere() -> None:
+    """It registered every class without a word, and Nextcloud could never deliver."""
+    env = {
+        # .invalid never resolves (RFC 6761 §6.4): no request can leave, even from old code
+        "NCINDEX_NEXTCLOUD_URL": "http://nextcloud.invalid:8080",
+        "NCINDEX_ACCOUNTS": '{"admin": "admin-pw"}',
+        "NCINDEX_WEBHOOK_SECRET": "s3cret",
+        "NCINDEX_PUBLIC_URL": "http://127.0.0.1:8081",
+    }
+    result = CliRunner().invoke(main, ["webhooks", "register"], env=env)
+    assert result.exit_code == 1
+    assert "NCINDEX_PUBLIC_URL http://127.0.0.1:8081 is a loopback address" in result.output
+    assert "--force" in result.output
