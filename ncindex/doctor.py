@@ -13,6 +13,8 @@ What is checked, and from which source:
 * Redis at ``NCINDEX_REDIS_URL``: it answers, and is 7.0 or later; the webhook secret is set
   (the receiver refuses to start without it); the vector store (a Qdrant server, which must
   answer with the API key, or the embedded one, which one process at a time may open);
+* the embedding model: ``NCINDEX_DENSE_MODEL`` against the model the live index was built
+  with (the store's model pointers; :func:`check_model`);
 * the server: ``GET /status.php`` (``installed``, ``maintenance``, ``needsDbUpgrade``,
   ``versionstring``: :mod:`ncindex.nextcloud.server_status`); the versions ncindex supports
   are 30–33 (webhook_listeners ships from 30);
@@ -41,6 +43,7 @@ import difflib
 import ipaddress
 import os
 import socket
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -49,7 +52,8 @@ from urllib.parse import urlsplit
 import httpx
 import redis
 
-from ncindex.errors import NcindexError, NextcloudAuthError, NotFound, RedisTooOld
+from ncindex.embedding.live_models import model_name_for
+from ncindex.errors import ModelError, NcindexError, NextcloudAuthError, NotFound, RedisTooOld
 from ncindex.ingest.events import COST_WITHOUT, REQUIRED
 from ncindex.ingest.queueing import check_redis as check_redis_version
 from ncindex.ingest.registration import hook_uri, loopback_target, made_with_secret, subscribed
@@ -57,7 +61,7 @@ from ncindex.nextcloud.apps import NEWS_API
 from ncindex.nextcloud.server_status import server_status
 from ncindex.runtime import Services
 from ncindex.settings import Settings, url_without_password
-from ncindex.store import edge_root
+from ncindex.store import edge_root, model_slug, open_store
 from ncindex.text.ocr import ocr_status
 
 Verdict = Literal["ok", "warn", "fail", "note"]
@@ -417,6 +421,66 @@ def check_qdrant_server(settings: Settings) -> Line:
     return Line("store", "ok", f"Qdrant server at {url} answers")
 
 
+def check_model(ctx: Context) -> list[Line]:
+    """Whether ``NCINDEX_DENSE_MODEL`` is the model the live index was built with. The store's
+    model pointers record that (:meth:`~ncindex.store.port.VectorStore.models`: an alias on the
+    Qdrant server, the alias file of the embedded engine, read without opening a shard, so
+    ``ncindex up`` may hold it); the setting only names the model of a new, empty index
+    (:mod:`ncindex.embedding.live_models`), so a change of it is silently not used until
+    ``ncindex reindex --model`` builds that model's collection. Another model live is a
+    warning; one whose files are not under ``NCINDEX_MODEL_DIR`` (no process can embed
+    with it) fails."""
+    settings = ctx.settings
+    configured = settings.dense_model
+    slug = model_slug(configured)
+    with warnings.catch_warnings():  # the store line is about the server; this about the model
+        warnings.filterwarnings("ignore", "Api key is used with an insecure", UserWarning)
+        store = open_store(settings, model_slug=slug)
+    try:
+        pointers = store.models()
+    except NcindexError as exc:
+        return [Line("model", "warn", f"skipped: the store's model pointers not readable: {exc}")]
+    finally:
+        store.close()
+    live = pointers.active
+    if live is None:
+        return [Line("model", "ok", f"no index yet: it will be built with {configured}")]
+    if live == slug:
+        return [Line("model", "ok", f"the live index was built with {configured}")]
+    try:
+        name = model_name_for(settings, live)
+    except ModelError:
+        return [
+            Line(
+                "model",
+                "fail",
+                f"the live index was built with model {live!r}, whose files are not under "
+                f"NCINDEX_MODEL_DIR ({settings.model_dir}): no process can embed a query or a "
+                f"document for it. Put that model's folder there, or build {configured} "
+                f"(NCINDEX_DENSE_MODEL) with `ncindex reindex --model {configured}`",
+            )
+        ]
+    if pointers.building == slug:
+        detail = (
+            f"NCINDEX_DENSE_MODEL is {configured}, still being built by `ncindex reindex` "
+            f"(see `ncindex reindex`); {name} serves until it switches"
+        )
+    elif pointers.standby == slug:
+        detail = (
+            f"NCINDEX_DENSE_MODEL is {configured}, the standby model; the live index was built "
+            f"with {name}, which serves: `ncindex reindex --back` switches back to "
+            f"{configured}, or set NCINDEX_DENSE_MODEL={name}"
+        )
+    else:
+        detail = (
+            f"NCINDEX_DENSE_MODEL is {configured}, but the live index was built with {name}, "
+            f"which keeps serving (the setting only names a new index's model): to use "
+            f"{configured}, reindex with `ncindex reindex --model {configured}` (search stays "
+            f"up while it builds); or set NCINDEX_DENSE_MODEL={name}"
+        )
+    return [Line("model", "warn", detail)]
+
+
 #: The fewest characters of a webhook secret without a warning (the chart's schema refuses
 #: a shorter ``secrets.webhookSecret``), and the placeholder of ``deploy/ncindex.env.example``.
 MIN_SECRET_CHARS = 16
@@ -450,6 +514,7 @@ CHECKS: list[tuple[str, Check]] = [
     ("redis", check_redis),
     ("webhook secret", check_webhook_secret),
     ("store", check_store),
+    ("model", check_model),
     ("server", check_server),
     ("apps", check_apps),
     ("accounts", check_accounts),

@@ -8,17 +8,29 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from pydantic import SecretStr
 
 from allinone.cli import main
-from ncindex.doctor import CHECKS, Context, Line, check_public_url, failed, render, run_checks
+from ncindex.doctor import (
+    CHECKS,
+    Context,
+    Line,
+    check_model,
+    check_public_url,
+    failed,
+    render,
+    run_checks,
+)
 from ncindex.ingest.events import REQUIRED, TAG_ASSIGNED
 from ncindex.ingest.registration import register
+from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, SimulatorServer, serve_simulator
+from ncindex.store import open_store
 
 PUBLIC = "http://8.8.8.8:8080"  # a public address literal: nothing is sent to it
 
@@ -30,19 +42,22 @@ def make_sim(**kwargs: object) -> NextcloudSimulator:
     return sim
 
 
-#: The session's Redis (:func:`use_the_session_redis`): doctor checks that Redis answers.
-REDIS = {"url": ""}
+#: The session's Redis (:func:`use_the_session_redis`): doctor checks that Redis answers; and
+#: a data folder of the test's own, where doctor reads the embedded store's model pointers.
+REDIS = {"url": "", "data_dir": ""}
 
 
 @pytest.fixture(autouse=True)
-def use_the_session_redis(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def use_the_session_redis(redis_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     REDIS["url"] = redis_url
+    REDIS["data_dir"] = str(tmp_path)
     monkeypatch.setenv("NCINDEX_REDIS_URL", redis_url)  # for the command's own settings
 
 
 def settings_for(server: SimulatorServer, **update: object) -> Settings:
     base = {
         "redis_url": REDIS["url"],
+        "data_dir": REDIS["data_dir"],
         "nextcloud_url": server.url,
         "accounts": {"admin": SecretStr("admin-pw"), "alice": SecretStr("alice-pw")},
         "admin_user": "admin",
@@ -240,6 +255,33 @@ def test_the_store_is_named_and_the_embedded_ones_limit_said(served) -> None:
         lines = run_checks(settings_for(server, qdrant_url=url))
     assert verdicts(lines, "store") == ["ok"]
     assert detail(lines, "store") == f"Qdrant server at {url} answers"
+    assert verdicts(lines, "model") == ["ok"] and "no index yet" in detail(lines, "model")
+
+
+def test_a_dense_model_other_than_the_live_indexs_is_named(served, tmp_path: Path) -> None:
+    """NCINDEX_DENSE_MODEL changed after the index was built was not used, without a word:
+    the live model (the store's pointers) keeps serving until `ncindex reindex --model`."""
+    _, server = served
+    settings = settings_for(server, qdrant_path=tmp_path / "q", model_dir=tmp_path / "models")
+    store = open_store(settings, model_slug="other-model")  # the index was built with it
+    store.ensure_collection(8)
+    store.close()
+    lines = run_checks(settings)  # its files are not in the model folder: nothing can embed
+    assert verdicts(lines, "model") == ["fail"] and failed(lines)
+    assert "'other-model', whose files are not under NCINDEX_MODEL_DIR" in detail(lines, "model")
+    (tmp_path / "models" / "other-model").mkdir(parents=True)
+    lines = run_checks(settings)
+    assert verdicts(lines, "model") == ["warn"]
+    assert detail(lines, "model").startswith(
+        "NCINDEX_DENSE_MODEL is sentence-transformers/all-MiniLM-L6-v2, but the live index was "
+        "built with other-model"
+    )
+    assert "`ncindex reindex --model sentence-transformers/all-MiniLM-L6-v2`" in detail(
+        lines, "model"
+    )
+    same = settings.model_copy(update={"dense_model": "acme/Other-Model"})
+    (line,) = check_model(Context(same, Services(same)))
+    assert line.verdict == "ok" and "built with acme/Other-Model" in line.detail
 
 
 @contextmanager
@@ -250,8 +292,10 @@ def stand_in_qdrant(key: str | None = None) -> Iterator[str]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             refused = key is not None and self.headers.get("api-key") != key
-            body = b'{"result": {"collections": []}, "status": "ok"}'
-            self.send_response(401 if refused else 200 if self.path == "/collections" else 404)
+            listed = "aliases" if self.path == "/aliases" else "collections"
+            body = b'{"result": {"%s": []}, "status": "ok"}' % listed.encode()
+            known = self.path in ("/collections", "/aliases")
+            self.send_response(401 if refused else 200 if known else 404)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -307,8 +351,6 @@ def test_a_local_public_url_is_a_warning(served, url: str) -> None:
 
 def test_a_loopback_public_url_for_a_nextcloud_elsewhere_fails() -> None:
     """It was a warning about allow_local_remote_servers, as if Nextcloud could reach it."""
-    from ncindex.runtime import Services
-
     settings = Settings(
         nextcloud_url="http://nextcloud.invalid", public_url="http://127.0.0.1:8080"
     )
