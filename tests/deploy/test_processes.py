@@ -529,6 +529,18 @@ def test_every_role_stops_on_a_bad_setting_with_one_line(role: str, tmp_path: Pa
     ) in out.splitlines(), out
 
 
+def test_flower_without_a_login_beyond_loopback_refuses_to_start() -> None:
+    """It started with no login on every interface: whoever reached its port saw every
+    task's arguments and could revoke tasks (the chart and compose require basic auth)."""
+    env = process_env("redis://127.0.0.1:9/0")  # no FLOWER_BASIC_AUTH; never reached
+    args = [str(BIN / "celery"), "-A", "workers.flower", "flower", f"--port={free_port()}"]
+    done = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "ncindex: Flower would listen on every interface without a login" in out, out
+    assert "FLOWER_BASIC_AUTH" in out and "Traceback" not in out, out
+
+
 def test_an_app_module_with_bad_settings_stops_gunicorn(tmp_path: Path) -> None:
     """Without deploy/gunicorn.conf.py (which checks the settings first) the app module raises
     in the worker: gunicorn stops ("Worker failed to boot", exit 3) instead of booting it again
