@@ -243,7 +243,8 @@ def test_every_role_runs_from_the_image(redis_proc: RedisProcess, roles, tmp_pat
 
         flower = roles("flower")
         flower.start(["celery", "-A", "workers.flower", "flower",
-                      f"--port={ports['flower']}"], env)  # fmt: skip
+                      f"--port={ports['flower']}"],
+                     env | {"FLOWER_BASIC_AUTH": "ops:flower-pass-123"})  # fmt: skip
         wait_for(flower, f"http://127.0.0.1:{ports['flower']}/healthcheck")
 
         for role in (receiver, search, mcp, worker, beat, flower):
