@@ -58,6 +58,7 @@ from ncindex.ingest.events import COST_WITHOUT, REQUIRED
 from ncindex.ingest.queueing import check_redis as check_redis_version
 from ncindex.ingest.registration import hook_uri, loopback_target, made_with_secret, subscribed
 from ncindex.nextcloud.apps import NEWS_API
+from ncindex.nextcloud.client import version_tuple
 from ncindex.nextcloud.server_status import server_status
 from ncindex.runtime import Services
 from ncindex.settings import Settings, url_without_password
@@ -166,7 +167,7 @@ def check_apps(ctx: Context) -> list[Line]:
     deck = (ctx.capabilities.get("deck") or {}).get("version")
     if not deck:
         lines.append(Line("app deck", "warn", "not enabled: no Deck cards are indexed"))
-    elif _version_tuple(deck) >= (1, 18):
+    elif version_tuple(deck) >= (1, 18):
         lines.append(Line("app deck", "ok", f"Deck {deck} (card events)"))
     else:
         lines.append(
@@ -567,7 +568,3 @@ def _is_local(address: str) -> bool:
 def _major(version: str) -> int | None:
     head = version.split(".", 1)[0]
     return int(head) if head.isdigit() else None
-
-
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in version.split("."))

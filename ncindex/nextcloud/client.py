@@ -158,13 +158,36 @@ class Note:
             raise NextcloudProtocolError(f"bad note JSON: {exc}") from exc
 
 
+#: The Notes version from which its list leaves out notes in hidden folders (nextcloud/notes
+#: ``lib/Service/NotesService.php`` ``gatherNoteFiles`` skips a folder whose name starts with
+#: ``.``: commit 33d9d402, released in 6.0.2).
+NOTES_HIDING_DOT_FOLDERS = (6, 0, 2)
+
+
 @dataclass(frozen=True, slots=True)
 class NotesSettings:
     """A user's Notes app settings: notes folder (relative to files root) and the suffix of
-    new notes (``.md``, ``.txt`` or the user's own, which also makes a file a note)."""
+    new notes (``.md``, ``.txt`` or the user's own, which also makes a file a note); and
+    ``hides_dot_folders``: whether the Notes app leaves notes in a folder whose name starts
+    with ``.`` out of its list (from :data:`NOTES_HIDING_DOT_FOLDERS`)."""
 
     notes_path: str
     file_suffix: str
+    hides_dot_folders: bool = True
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """A dotted version's numbers: each part's leading digits, 0 where it has none
+    (``"6.0.2-rc1"`` → ``(6, 0, 2)``, ``"1.18.0"`` → ``(1, 18, 0)``)."""
+    parts = []
+    for part in version.split("."):
+        digits = ""
+        for char in part:
+            if not char.isdigit():
+                break
+            digits += char
+        parts.append(int(digits or 0))
+    return tuple(parts)
 
 
 class NextcloudClient:
@@ -296,11 +319,19 @@ class NextcloudClient:
 
     def notes_settings(self) -> NotesSettings:
         """``GET /settings``: the user's notes folder and file suffix (nextcloud/notes
-        ``SettingsService::getPublic``: a custom suffix in place of ``custom``)."""
+        ``SettingsService::getPublic``: a custom suffix in place of ``custom``); and from the
+        user's capabilities (``GET /ocs/v2.php/cloud/capabilities``, ``notes.version``:
+        nextcloud/notes ``lib/AppInfo/Capabilities.php``) whether the Notes list hides notes
+        in dot-folders (an unknown version is taken as a current one)."""
         data = _json(self.request("GET", f"{NOTES_API}/settings"))
+        capabilities = self.ocs("GET", "/ocs/v2.php/cloud/capabilities")
+        apps = capabilities.get("capabilities") if isinstance(capabilities, dict) else None
+        notes = apps.get("notes") if isinstance(apps, dict) else None
+        version = str(notes.get("version") or "") if isinstance(notes, dict) else ""
         return NotesSettings(
             notes_path=str(data.get("notesPath") or "Notes").strip("/"),
             file_suffix=str(data.get("fileSuffix") or ".md"),
+            hides_dot_folders=not version or version_tuple(version) >= NOTES_HIDING_DOT_FOLDERS,
         )
 
     # --- WebDAV -------------------------------------------------------------------------

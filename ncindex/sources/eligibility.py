@@ -23,7 +23,7 @@ from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.settings import Settings
 from ncindex.sources.base import Context
-from ncindex.sources.note import is_note_name, notes_settings
+from ncindex.sources.note import is_listed_note, notes_settings
 from ncindex.text.extract import OCR_FORMATS, detect_format, extension_mime
 from ncindex.text.ocr import ocr_from_settings
 
@@ -97,9 +97,10 @@ class Eligibility:
 def classify(
     ctx: Context, client: NextcloudClient, entry: DavEntry
 ) -> tuple[DocRef | None, str | None]:
-    """What file ``entry`` is indexed as: ``note`` for a file under the user's notes folder
-    (:func:`ncindex.sources.note.notes_settings`) with a note extension (the user's own suffix
-    too: :func:`ncindex.sources.note.is_note_name`), ``file`` for another
+    """What file ``entry`` is indexed as: ``note`` for a file the Notes API lists as one
+    (:func:`ncindex.sources.note.is_listed_note`: under the user's notes folder,
+    :func:`ncindex.sources.note.notes_settings`, with a note extension, the user's own suffix
+    too, and from Notes 6.0.2 in no dot-folder), ``file`` for another
     eligible file, ``None`` for anything not indexed — among them a file the user may not
     read (:attr:`DavEntry.readable`: an admin's access-control rule blocks it), so that what
     was indexed of it goes. With ``None`` comes the reason (:data:`UNREADABLE` or one of
@@ -109,8 +110,7 @@ def classify(
         return None, UNREADABLE
     rules = Eligibility.from_settings(ctx.settings)
     notes = notes_settings(ctx, client)
-    folder = "/" + notes.notes_path.strip("/")
-    if entry.path.startswith(folder + "/") and is_note_name(entry.path, ctx.settings, notes):
+    if is_listed_note(entry.path, ctx.settings, notes):
         reason = rules.path_and_tags_reason(entry.path, entry.tags)
         return (None, reason) if reason else (DocRef(DocType.NOTE, str(entry.file_id)), None)
     reason = rules.file_reason(entry.path, entry.content_type, entry.tags)

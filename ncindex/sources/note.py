@@ -55,12 +55,22 @@ def notes_settings(ctx: Context, client: NextcloudClient) -> NotesSettings:
     cached = ctx.redis.get(key)
     if cached is not None:
         data = json.loads(as_text(cached))
-        return NotesSettings(notes_path=data["path"], file_suffix=data["suffix"])
+        return NotesSettings(
+            notes_path=data["path"],
+            file_suffix=data["suffix"],
+            hides_dot_folders=data.get("hides_dot_folders", True),  # cached before it was kept
+        )
     try:
         notes = client.notes_settings()
     except NotFound:
         notes = NotesSettings(notes_path=ctx.settings.notes_path, file_suffix=".md")
-    value = json.dumps({"path": notes.notes_path, "suffix": notes.file_suffix})
+    value = json.dumps(
+        {
+            "path": notes.notes_path,
+            "suffix": notes.file_suffix,
+            "hides_dot_folders": notes.hides_dot_folders,
+        }
+    )
     ctx.redis.set(key, value, ex=NOTES_SETTINGS_SECONDS)
     return notes
 
@@ -75,6 +85,21 @@ def is_note_name(name: str, settings: Settings, notes: NotesSettings) -> bool:
     ext = posixpath.splitext(name)[1].lstrip(".").lower()
     own = notes.file_suffix.lstrip(".")
     return ext in settings.note_extensions or (bool(own) and ext == own)
+
+
+def is_listed_note(path: str, settings: Settings, notes: NotesSettings) -> bool:
+    """Whether the file at ``path`` (from the user's files root) is a note the Notes API
+    lists: under the notes folder, with a note name (:func:`is_note_name`) and, where the Notes
+    app hides them (:attr:`NotesSettings.hides_dot_folders`), in no folder below the notes
+    folder whose name starts with ``.`` (nextcloud/notes ``lib/Service/NotesService.php``
+    ``gatherNoteFiles`` skips such a folder: the Text editor's ``.attachments.<id>``). A file
+    there is not listed as a note, though ``GET /notes/{id}`` answers it; taken for a note,
+    every notes scan would miss it and check it again."""
+    folder = "/" + notes.notes_path.strip("/")
+    if not path.startswith(folder + "/") or not is_note_name(path, settings, notes):
+        return False
+    below = posixpath.dirname(path)[len(folder) :].split("/")
+    return not (notes.hides_dot_folders and any(part.startswith(".") for part in below))
 
 
 def _http_time(value: str | None) -> int | None:

@@ -55,3 +55,30 @@ def test_a_file_with_the_users_own_suffix_is_a_note(
     # read back from the Redis cache, the suffix still counts
     again, _ = classify(ctx, client, entries["/Notes/Plan.wiki"])
     assert again is not None and again.doc_type is DocType.NOTE
+
+
+@pytest.mark.parametrize("notes_version", ["6.0.2", "5.0.2"])
+def test_a_file_is_a_note_exactly_when_the_notes_list_has_it(
+    served: tuple[NextcloudSimulator, httpx.Client], redis_url: str, notes_version: str
+) -> None:
+    """From Notes 6.0.2 a note in a dot-folder (the Text editor's ``.attachments.<id>``) is
+    left out of the Notes list (nextcloud/notes NotesService::gatherNoteFiles) but was
+    classified a note: every notes scan missed it and checked it again. Now it is a file
+    there, and still a note with an older Notes, which lists it."""
+    sim, http = served
+    sim.enable_app("notes", notes_version)
+    client = NextcloudClient.for_account(http, "alice", "alice-pw")
+    ctx = Ctx(Settings(namespace=f"t{uuid.uuid4().hex[:8]}"), redis.Redis.from_url(redis_url))
+    ids = {
+        sim.put_file("alice", "/Notes/.attachments.7/inline.md", b"# Inline"): "hidden",
+        sim.put_file("alice", "/Notes/Work/.plan.md", b"# Plan"): "dot-file",  # a file: listed
+        sim.put_file("alice", "/Notes/Work/.old/a/b.md", b"# B"): "deeper",
+        sim.put_file("alice", "/Notes/Shown.md", b"# Shown"): "shown",
+    }
+    listed = {n["id"] for n in http.get(f"{NOTES}/notes", auth=("alice", "alice-pw")).json()}
+    for _ in range(2):  # the second time from the Redis cache
+        for file_id in ids:
+            ref, _ = classify(ctx, client, client.find_by_id(file_id))
+            assert ref is not None and ref.doc_id == str(file_id), ids[file_id]
+            assert (ref.doc_type is DocType.NOTE) is (file_id in listed), ids[file_id]
+    assert (min(ids) in listed) is (notes_version == "5.0.2")

@@ -296,6 +296,20 @@ def test_unreadable_scan_state_is_dropped_not_fatal(rstack: Stack, key: str, val
         assert state.held() is None and "8" not in state.tried()
 
 
+def test_a_note_in_a_dot_folder_is_a_file_and_scanned_once(rstack: Stack) -> None:
+    """Notes 6.0.2 leaves notes in dot-folders out of its list (NotesService::gatherNoteFiles):
+    such a note was indexed as a note, so every notes scan found it missing and checked it
+    again. It is a file (what the file walk lists), and a second scan finds nothing to do."""
+    hidden = rstack.sim.put_file("alice", "/Notes/.attachments.7/inline.md", "# Inline\nkelp")
+    rstack.settle()
+    assert rstack.points(f"file:{hidden}") and not rstack.points(f"note:{hidden}")
+    rstack.reconcile(["alice"])
+    rec = reconciler(rstack, None)
+    for doc_type in (DocType.NOTE, DocType.FILE):
+        report = rec.scan("alice", doc_type, apply=False)
+        assert report.index == [] and report.remove == [] and not report.waiting, doc_type
+
+
 def test_a_dry_run_changes_nothing(rstack: Stack) -> None:
     fill(rstack, files=3, notes=2)
     rstack.sim.drop_rate = 1.0
