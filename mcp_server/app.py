@@ -2,10 +2,12 @@
 at ``/mcp`` (the official ``mcp`` SDK's low-level server) and ``/livez``, ``/readyz``,
 ``/metrics``.
 
-Every request to ``/mcp`` passes the *gate* first: the search API's rate limits
-(``settings.search_rate_limit``, the same counters as ``/v1/search``'s: per caller, and refused
-credentials per client address unless Nextcloud confirmed the caller recently; 429 with
-``Retry-After``), then the caller's own Nextcloud credentials in ``Authorization`` (Basic
+A browser's requests to ``/mcp`` from an origin of ``settings.mcp_allowed_origins`` get CORS
+answers (:mod:`mcp_server.cors`: it answers their preflight ``OPTIONS`` itself and adds its
+headers to the rest). Every request but a preflight passes the *gate* first: the search API's
+rate limits (``settings.search_rate_limit``, the same counters as ``/v1/search``'s: per caller,
+and refused credentials per client address unless Nextcloud confirmed the caller recently;
+429 with ``Retry-After``), then the caller's own Nextcloud credentials in ``Authorization`` (Basic
 with an app password, or a Bearer token Nextcloud accepts), resolved exactly as the search API
 does (:func:`ncindex.web.auth.resolve_caller`; 401 with ``WWW-Authenticate`` when missing or
 refused, 503 when Nextcloud cannot be asked), then the body: at most 64 KiB (413) and strict
@@ -53,6 +55,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from mcp_server.cors import ORIGIN_REFUSED, Cors
+from mcp_server.problems import problem
 from mcp_server.tools import FetchArgs, NoArgs, Tools, failure_of, search_schema
 from ncindex import __version__, strict_json
 from ncindex.accounts import refused_accounts
@@ -65,7 +69,7 @@ from ncindex.settings import Settings
 from ncindex.telemetry import MCP_TOOL_CALLS, metrics_payload
 from ncindex.web.auth import confirmed, resolve_caller
 from ncindex.web.health import readiness
-from ncindex.web.problems import BASIC_CHALLENGE, MAX_BODY_BYTES, PROBLEM_JSON, problem_body
+from ncindex.web.problems import BASIC_CHALLENGE, MAX_BODY_BYTES
 from ncindex.web.ratelimit import CallerLimit, breach_detail
 
 log = structlog.get_logger(__name__)
@@ -219,7 +223,7 @@ def create_app(
 
     app = Starlette(
         routes=[
-            Route(MCP_PATH, endpoint=gate),
+            Route(MCP_PATH, endpoint=Cors(gate, settings.mcp_allowed_origins)),
             Route("/livez", livez, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
@@ -237,7 +241,7 @@ async def _http_problem(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     status = exc.status_code
     code = {404: "not_found", 405: "method_not_allowed"}.get(status, "invalid_value")
-    return _problem(status, code, exc.detail, dict(exc.headers or {}))
+    return problem(status, code, exc.detail, dict(exc.headers or {}))
 
 
 def with_portless(allowed: list[str]) -> list[str]:
@@ -262,11 +266,7 @@ _TRANSPORT_REFUSALS = {
         "Host",
         "this server does not answer for that Host (NCINDEX_MCP_ALLOWED_HOSTS)",
     ),
-    403: (
-        "origin_not_allowed",
-        "Origin",
-        "requests from that Origin are not accepted (NCINDEX_MCP_ALLOWED_ORIGINS)",
-    ),
+    403: ("origin_not_allowed", "Origin", ORIGIN_REFUSED),
 }
 """The transport's header refusals by status (``TransportSecurityMiddleware.validate_request``
 answers them in plain text): the product's code, the offending header and a detail."""
@@ -294,7 +294,7 @@ class Gate:
             # stateless: no SSE stream to open with GET, no session to end with DELETE (the
             # transport's spec: a GET is answered with an SSE stream or 405)
             detail = "the MCP endpoint takes JSON-RPC messages by POST only (stateless, no SSE)"
-            answer = _problem(405, "method_not_allowed", detail, {"Allow": "POST"})
+            answer = problem(405, "method_not_allowed", detail, {"Allow": "POST"})
             await answer(scope, receive, send)
             return
         request = Request(scope)
@@ -304,7 +304,7 @@ class Gate:
         if retry is not None:
             assert self.limit is not None  # only a limit answers a retry time
             detail = breach_detail(self.limit.items)
-            answer = _problem(429, "rate_limited", detail, {"Retry-After": str(retry)})
+            answer = problem(429, "rate_limited", detail, {"Retry-After": str(retry)})
             await answer(scope, receive, send)
             return
         try:
@@ -312,19 +312,19 @@ class Gate:
         except Unauthenticated as exc:
             if self.limit is not None:
                 await anyio.to_thread.run_sync(self.limit.count_refused, address)
-            answer = _problem(401, "unauthenticated", str(exc), BASIC_CHALLENGE, "Authorization")
+            answer = problem(401, "unauthenticated", str(exc), BASIC_CHALLENGE, "Authorization")
             await answer(scope, receive, send)
             return
         except TransientError as exc:
             log.warning("mcp_authentication_unavailable", error=f"{type(exc).__name__}: {exc}")
-            answer = _problem(503, "backend_unavailable", public_reason(exc), {"Retry-After": "5"})
+            answer = problem(503, "backend_unavailable", public_reason(exc), {"Retry-After": "5"})
             await answer(scope, receive, send)
             return
         scope.setdefault("state", {})[CALLER] = client
         body = await _body(receive, MAX_BODY_BYTES)
         if body is None:
             detail = f"request body larger than {MAX_BODY_BYTES} bytes"
-            await _problem(413, "payload_too_large", detail, {}, "body")(scope, receive, send)
+            await problem(413, "payload_too_large", detail, {}, "body")(scope, receive, send)
             return
         try:
             strict_json.loads(body)
@@ -338,7 +338,7 @@ class Gate:
             code, field, detail = _TRANSPORT_REFUSALS.get(
                 status, ("invalid_value", None, bytes(refused.body).decode(errors="replace"))
             )
-            await _problem(status, code, detail, {}, field)(scope, receive, send)
+            await problem(status, code, detail, {}, field)(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -401,14 +401,3 @@ def _parse_error(message: str) -> Response:
     -32700 and a null id (``mcp.server.streamable_http``, ``_create_error_response``)."""
     error = {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": message}}
     return JSONResponse(error, status_code=400)
-
-
-def _problem(
-    status: int, code: str, detail: str, headers: dict[str, str], field: str | None = None
-) -> Response:
-    return Response(
-        json.dumps(problem_body(status, code, detail, field=field)),
-        status_code=status,
-        media_type=PROBLEM_JSON,
-        headers=headers,
-    )

@@ -410,7 +410,8 @@ class Settings(BaseSettings):
         ],
         description="`Origin` values the MCP server accepts from browsers (a request without "
         "`Origin` is not checked; `scheme://name:*` allows any port or none); others are 403 "
-        "`origin_not_allowed`; used only while `mcp_allowed_hosts` is set.",
+        "`origin_not_allowed` while `mcp_allowed_hosts` is set. They are also the only origins "
+        "whose browser-based MCP clients get CORS answers (never `*`).",
     )
 
     # --- Notes ------------------------------------------------------------------------------

@@ -294,6 +294,80 @@ def test_a_foreign_host_origin_or_content_type_is_a_problem_naming_the_header(
         assert (problem["status"], problem["code"], problem["field"]) == (status, code, field)
 
 
+INSPECTOR = "http://localhost:6274"
+"""The MCP Inspector's default origin: a browser-based client, allowed by default
+(``http://localhost:*``)."""
+TRANSPORT_HEADERS = (
+    "authorization, content-type, mcp-session-id, mcp-protocol-version, last-event-id"
+)
+
+
+def preflight(
+    url: str, origin: str, method: str = "POST", headers: str = TRANSPORT_HEADERS
+) -> httpx.Response:
+    """The ``OPTIONS`` a browser sends before a cross-origin request with ``headers``."""
+    asked = {"Access-Control-Request-Method": method, "Access-Control-Request-Headers": headers}
+    return httpx.options(url, headers={"Origin": origin, **asked}, timeout=30)
+
+
+def cors_headers(response: httpx.Response) -> list[str]:
+    return [name for name in response.headers if name.lower().startswith("access-control-")]
+
+
+def test_a_browser_client_on_an_allowed_origin_gets_cors_answers(mcp_url: str) -> None:
+    """A browser-based client (an inspector on localhost) could not call ``/mcp``: its
+    preflight was 405 and no answer named its origin. Now the preflight is answered with the
+    transport's methods and headers, and every answer names the origin and exposes
+    ``Mcp-Session-Id``; never ``*``, never with credentials."""
+    answer = preflight(mcp_url, INSPECTOR)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["Access-Control-Allow-Origin"] == INSPECTOR
+    assert "Access-Control-Allow-Credentials" not in answer.headers
+    methods = {m.strip() for m in answer.headers["Access-Control-Allow-Methods"].split(",")}
+    assert {"GET", "POST", "DELETE"} <= methods
+    allowed = {h.strip().lower() for h in answer.headers["Access-Control-Allow-Headers"].split(",")}
+    assert {h.strip() for h in TRANSPORT_HEADERS.split(",")} <= allowed
+    # the SDK's client sending that Origin: every answer is readable by the page
+    answers: list[Any] = []
+
+    async def record(response: Any) -> None:
+        answers.append(response.headers)
+
+    async def main() -> list[Any]:
+        headers = {"Authorization": basic("alice"), "Origin": INSPECTOR}
+        async with create_mcp_http_client(headers=headers) as http:
+            http.event_hooks["response"].append(record)
+            async with Client(streamable_http_client(mcp_url, http_client=http), cache=None) as c:
+                return (await c.list_tools()).tools
+
+    assert {t.name for t in run(main())} == TOOLS
+    assert answers
+    for headers in answers:
+        assert headers["Access-Control-Allow-Origin"] == INSPECTOR
+        assert "mcp-session-id" in headers["Access-Control-Expose-Headers"].lower()
+    # a method or a header the transport does not use: 400 naming what was asked
+    for asked, field in (
+        ({"method": "PUT"}, "Access-Control-Request-Method"),
+        ({"headers": "authorization, x-api-key"}, "Access-Control-Request-Headers"),
+    ):
+        refused = preflight(mcp_url, INSPECTOR, **asked)
+        assert refused.status_code == 400 and refused.json()["field"] == field, refused.text
+
+
+def test_another_origin_gets_no_cors_headers(mcp_url: str) -> None:
+    """An origin outside ``mcp_allowed_origins``: its preflight is 403 ``origin_not_allowed``
+    as its ``POST`` is, neither with a CORS header (the browser refuses both)."""
+    evil = "http://evil.example"
+    answer = preflight(mcp_url, evil)
+    assert answer.status_code == 403 and cors_headers(answer) == []
+    assert (answer.json()["code"], answer.json()["field"]) == ("origin_not_allowed", "Origin")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Authorization": basic("alice"), "Accept": "application/json", "Origin": evil}
+    posted = httpx.post(mcp_url, json=body, headers=headers, timeout=30)
+    assert posted.status_code == 403 and cors_headers(posted) == []
+    assert posted.json()["code"] == "origin_not_allowed"
+
+
 def test_with_portless_adds_the_name_of_each_any_port_entry() -> None:
     assert with_portless(["a.example:*", "b.example", "[::1]:*", "[::1]"]) == [
         "a.example:*", "a.example", "b.example", "[::1]:*", "[::1]"
@@ -331,6 +405,14 @@ def test_a_custom_any_port_host_is_answered_without_a_port(ro_api: Api) -> None:
         assert status("search.example.org.evil.example") == 421
         assert status("127.0.0.1") == 421  # not listed here
         assert status("search.example.org", "https://evil.example") == 403
+        # the same origins, and only they, get CORS answers
+        for origin in ("https://search.example.org", "https://search.example.org:8443"):
+            answer = preflight(url, origin)
+            assert answer.status_code == 200, (origin, answer.text)
+            assert answer.headers["Access-Control-Allow-Origin"] == origin
+        for origin in ("https://search.example.org.evil.example", "http://search.example.org",
+                       "http://localhost:6274"):  # fmt: skip
+            assert cors_headers(preflight(url, origin)) == [], origin
     finally:
         served.close()
 

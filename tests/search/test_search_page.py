@@ -9,6 +9,7 @@ use the page. With ``NCINDEX_SCREENSHOTS=<folder>`` the main states are saved th
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import os
@@ -914,4 +915,42 @@ def test_a_screen_reader_hears_each_results_type(deployment: Deployment, browser
     expect(page.locator("#results .title")).to_have_text("doc-0.md")
     tree = page.locator("#results li").aria_snapshot()
     assert re.search(r"text: FILE\s+- link \"doc-0.md\"", tree), tree
+    context.close()
+
+
+# A browser-based MCP client's call: tools/list by fetch, as the SDK's browser transport sends
+# it; the answer, or the error fetch raised (a CORS refusal is a TypeError).
+MCP_FETCH = """async ([url, authorization]) => {
+  try {
+    const answer = await fetch(url, {
+      method: "POST",
+      headers: { Authorization: authorization, "Content-Type": "application/json",
+                 Accept: "application/json, text/event-stream",
+                 "Mcp-Protocol-Version": "2025-06-18" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }),
+    });
+    return { status: answer.status, body: await answer.json() };
+  } catch (e) { return { error: String(e) }; }
+}"""
+
+
+def test_a_browser_mcp_client_on_an_allowed_origin_calls_mcp(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A browser-based MCP client (an inspector's page on another loopback origin,
+    ``http://localhost:<port>``) calls ``/mcp`` of ``ncindex up`` across origins: the
+    browser's preflight passes and the page reads the tools (it got no CORS answer before). A
+    page on an origin not allowed (``evil.localhost``, loopback too) cannot."""
+    context = browser.new_context()
+    page = context.new_page()
+    port = deployment.sim_server.url.rsplit(":", 1)[1]  # any page on a loopback origin will do
+    authorization = "Basic " + base64.b64encode(f"alice:{PASSWORDS['alice']}".encode()).decode()
+    page.goto(f"http://localhost:{port}/status.php")
+    answer = page.evaluate(MCP_FETCH, [deployment.url + "/mcp", authorization])
+    assert answer.get("status") == 200, answer
+    names = {tool["name"] for tool in answer["body"]["result"]["tools"]}
+    assert names == {"search", "fetch", "list_filters", "index_status"}
+    page.goto(f"http://evil.localhost:{port}/status.php")
+    refused = page.evaluate(MCP_FETCH, [deployment.url + "/mcp", authorization])
+    assert "Failed to fetch" in refused.get("error", ""), refused
     context.close()

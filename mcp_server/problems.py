@@ -1,0 +1,27 @@
+"""The MCP server's error answers: RFC 9457 problem+json bodies
+(:func:`ncindex.web.problems.problem_body`) as Starlette responses."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.responses import Response
+
+from ncindex.web.problems import PROBLEM_JSON, problem_body
+
+
+def problem(
+    status: int,
+    code: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
+    field: str | None = None,
+) -> Response:
+    """A ``status`` answer with a problem+json body of ``code``, ``detail`` and, when given,
+    the offending ``field``; ``headers`` added."""
+    return Response(
+        json.dumps(problem_body(status, code, detail, field=field)),
+        status_code=status,
+        media_type=PROBLEM_JSON,
+        headers=headers,
+    )
