@@ -767,6 +767,77 @@ def test_the_header_text_is_readable(deployment: Deployment, browser: Browser) -
     context.close()
 
 
+# What the keyboard focus looks like on the element that has it: whether it shows as
+# :focus-visible, its outline's style, width and colour, and the backgrounds the outline sits on
+# (the non-transparent ones of its ancestors, out to the first that holds the whole outline).
+FOCUS_RING = """() => {
+  const el = document.activeElement;
+  if (!el || el === document.body) return null;
+  const style = getComputedStyle(el);
+  const grow = parseFloat(style.outlineWidth) + parseFloat(style.outlineOffset);
+  const r = el.getBoundingClientRect();
+  const backgrounds = [];
+  for (let a = el.parentElement; a; a = a.parentElement) {
+    const background = getComputedStyle(a).backgroundColor;
+    if (background === "rgba(0, 0, 0, 0)") continue;
+    backgrounds.push(background);
+    const b = a.getBoundingClientRect();
+    if (b.left <= r.left - grow && b.top <= r.top - grow && b.right >= r.right + grow
+        && b.bottom >= r.bottom + grow) break;
+  }
+  return { name: el.tagName + "#" + el.id + "." + el.className + " " + el.textContent.trim(),
+           visible: el.matches(":focus-visible"), style: style.outlineStyle,
+           width: parseFloat(style.outlineWidth), color: style.outlineColor, backgrounds };
+}"""
+
+
+def focus_rings(page: Page) -> dict[str, dict[str, object]]:
+    """The focus ring (:data:`FOCUS_RING`) of each element Tab reaches from the page's top."""
+    page.mouse.click(1, 1)  # the header's corner: Tab goes on from there
+    rings: dict[str, dict[str, object]] = {}
+    for _ in range(80):
+        page.keyboard.press("Tab")
+        ring = page.evaluate(FOCUS_RING)
+        if ring is None:
+            break
+        rings.setdefault(str(ring["name"]), ring)
+    return rings
+
+
+def test_the_focus_ring_stands_out_from_every_background(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """WCAG 2.2 1.4.11: the keyboard focus outline has 3:1 against each background it sits
+    on — the page, the result cards, the filter chips, the header (#ffb300 was 1.8:1 on the
+    page). Every element Tab reaches, signed out and signed in with results and a chip."""
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    page.route("**/v1/search", lambda route: route.fulfill(json=fake_answer(10, 25)))
+    page.goto(deployment.url + "/")
+    expect(page.locator("#sign-in-flow")).to_be_visible()
+    signed_out = focus_rings(page)
+    open_signed_in(page, deployment.url, "alice")
+    search(page, "tides")
+    page.get_by_label("Notes").check()  # a chip
+    expect(page.locator("#chips button")).to_have_count(1)
+    expect(page.locator("#more")).to_be_visible()
+    page.locator("#advanced summary").click()
+    signed_in = focus_rings(page)
+    for rings, wanted in ((signed_out, ["#sign-in-flow", "#login-name"]),
+                          (signed_in, ["#sign-out", "#q", "BUTTON#. ×", "context-button", "#more",
+                                       "A#.title"])):  # fmt: skip
+        names = " | ".join(rings)
+        assert all(part in names for part in wanted), names
+    for name, ring in (signed_out | signed_in).items():
+        assert ring["visible"] and ring["style"] == "solid" and ring["width"] >= 2, (name, ring)
+        backgrounds = ring["backgrounds"]
+        assert isinstance(backgrounds, list) and backgrounds, (name, ring)
+        for background in backgrounds:
+            ratio = contrast(str(ring["color"]), background)
+            assert ratio >= 3, (name, ring["color"], background, round(ratio, 2))
+    context.close()
+
+
 def test_back_after_signing_out_brings_no_search_back(
     deployment: Deployment, browser: Browser
 ) -> None:
