@@ -14,6 +14,12 @@ Routes (JSON unless said; every ``POST`` needs the session's CSRF token in ``X-C
 * ``POST /ui/login/flow`` — starts Login Flow v2: ``{"login_url"}`` for the user to open;
 * ``POST /ui/login/poll`` — ``{"user": null}`` until the user granted access, then
   ``{"user", "csrf"}`` (a new session: the cookie is replaced);
+* ``POST /ui/login/cancel`` — forgets the Login Flow under way (its poll token and login URL),
+  so that nothing polls it any more and ``/ui/session`` no longer reports it:
+  ``{"cancelled"}``, whether there was one. Nextcloud has no request to end a flow
+  (nextcloud/server ``core/Controller/ClientFlowLoginV2Controller.php``: init, landing, grant,
+  poll only); one approved after this makes an app password nobody takes, which Nextcloud
+  lists under the account's devices & sessions;
 * ``POST /ui/login/password`` — body ``{"login_name", "app_password"}``: signs in with an app
   password made by hand (401 ``unauthenticated`` if Nextcloud refuses it; 400
   ``unknown_field`` for another key; 429 ``rate_limited`` once the login name has used up the
@@ -249,6 +255,15 @@ def ui_blueprint(
         except TransientError as exc:
             return problem_for(exc)
         return signed_in(session_id, authorization, user, "flow")
+
+    @bp.post("/ui/login/cancel")
+    def login_cancel() -> Response:
+        found = current(check_csrf=True)
+        if isinstance(found, Response):
+            return found
+        session_id, record = found
+        sessions.update(session_id, poll_token=None, login_url=None, flow_started=None)
+        return jsonify({"cancelled": bool(record.get("poll_token"))})
 
     @bp.post("/ui/login/password")
     @limit

@@ -226,6 +226,21 @@ async function pollFlow() {
   render();
 }
 
+// "Cancel sign-in": the page stops waiting, and the server forgets the flow (a reload would
+// otherwise wait again). Focus goes to the sign-in button: the hint that held it is hidden.
+async function cancelFlow() {
+  stopPolling();
+  $("sign-in-flow").focus();
+  status("");
+  const { response, data } = await call("POST", "/ui/login/cancel");
+  // an ended or replaced session holds no flow of this page's any more
+  if (!response.ok && !noSession(response, data) && !otherSession(response, data)) {
+    status(problemText(response, data), true);
+    return;
+  }
+  status("Sign-in cancelled.");
+}
+
 async function signInWithPassword(event) {
   event.preventDefault();
   const body = { login_name: $("login-name").value, app_password: $("app-password").value };
@@ -538,6 +553,7 @@ function renderExplain(details, explain, snippetText) {
 // --- wiring ----------------------------------------------------------------------------
 document.addEventListener("DOMContentLoaded", () => {
   $("sign-in-flow").addEventListener("click", startFlow);
+  $("cancel-flow").addEventListener("click", cancelFlow);
   $("password-form").addEventListener("submit", signInWithPassword);
   $("sign-out").addEventListener("click", signOut);
   $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search(true); });

@@ -623,6 +623,35 @@ def test_a_page_reloaded_during_the_login_flow_goes_on_waiting(
     context.close()
 
 
+def test_a_login_flow_can_be_cancelled(deployment: Deployment, browser: Browser) -> None:
+    """The page waited for a Login Flow's approval up to Nextcloud's 20 minutes with no way
+    out. "Cancel sign-in" stops the polling, the server forgets the flow (a reload does not wait
+    again), the page stays signed out and focus goes to the sign-in button."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(deployment.url + "/")
+    with context.expect_page() as popup_info:
+        page.get_by_role("button", name="Sign in with Nextcloud").click()
+    popup = popup_info.value
+    expect(page.locator("#status")).to_contain_text("Waiting for you to approve")
+    cancel = page.get_by_role("button", name="Cancel sign-in")
+    cancel.focus()
+    with page.expect_response(lambda r: r.url.endswith("/ui/login/cancel")) as answered:
+        page.keyboard.press("Enter")
+    assert answered.value.json() == {"cancelled": True}
+    expect(page.locator("#status")).to_have_text("Sign-in cancelled.")
+    expect(page.locator("#flow-hint")).to_be_hidden()
+    expect(page.locator("#sign-in-flow")).to_be_focused()
+    assert page.evaluate("pollTimer") is None
+    assert page.evaluate("fetch('/ui/session').then((r) => r.json())")["signing_in"] is False
+    page.reload()
+    expect(page.locator("#signed-out")).to_be_visible()
+    expect(page.locator("#flow-hint")).to_be_hidden()
+    expect(page.locator("#status")).to_have_text("")
+    popup.close()
+    context.close()
+
+
 def test_focus_goes_on_when_signing_in_and_out(deployment: Deployment, browser: Browser) -> None:
     """Signing in or out hides the part that had focus: focus goes on to the query box, or to
     the sign-in button, instead of falling back to the page's top, where a keyboard or

@@ -52,6 +52,18 @@ def test_flow_sign_in_filters_per_caller_and_sign_out(stack: Stack) -> None:
     wait_until(lambda: stack.services.store.count() >= 3, 30)
 
     alice = stack.search.application.test_client()
+    # a flow cancelled is forgotten: /ui/session no longer reports it, nothing is polled
+    csrf = session(alice)["csrf"]
+    assert alice.post("/ui/login/flow", headers={CSRF_HEADER: csrf}).status_code == 200
+    assert session(alice)["signing_in"] is True
+    assert alice.post("/ui/login/cancel").status_code == 403  # no CSRF token
+    cancelled = alice.post("/ui/login/cancel", headers={CSRF_HEADER: csrf})
+    assert cancelled.status_code == 200 and cancelled.get_json() == {"cancelled": True}
+    after = session(alice)
+    assert after["signing_in"] is False and "login_url" not in after
+    assert alice.post("/ui/login/poll", headers={CSRF_HEADER: csrf}).status_code == 400
+    again = alice.post("/ui/login/cancel", headers={CSRF_HEADER: csrf})
+    assert again.get_json() == {"cancelled": False}
     body = sign_in_with_flow(stack, alice, "alice")
     csrf = body["csrf"]
     cookie = alice.get_cookie(COOKIE)
