@@ -11,7 +11,8 @@ Routes (JSON unless said; every ``POST`` needs the session's CSRF token in ``X-C
   anonymous session, setting the cookie, when there is none); while a Login Flow is under way
   also ``login_url`` and ``flow_seconds_left``, so that a page reloaded meanwhile goes on
   waiting for the approval instead of losing the app password Nextcloud makes for it;
-* ``POST /ui/login/flow`` — starts Login Flow v2: ``{"login_url"}`` for the user to open;
+* ``POST /ui/login/flow`` — starts Login Flow v2: ``{"login_url"}`` for the user to open
+  (always an http(s) URL: a Nextcloud answering another is 502 ``backend_unavailable``);
 * ``POST /ui/login/poll`` — ``{"user": null}`` until the user granted access, then
   ``{"user", "csrf"}`` (a new session: the cookie is replaced);
 * ``POST /ui/login/cancel`` — forgets the Login Flow under way (its poll token and login URL),
@@ -219,8 +220,13 @@ def ui_blueprint(
             flow = start_login_flow(services.http, CLIENT_NAME)
         except TransientError as exc:
             return problem_for(exc)
-        except NextcloudProtocolError:
-            return problem(503, "backend_unavailable", "Nextcloud answered an unknown format")
+        except NextcloudProtocolError as exc:  # nothing the page can link to, or poll
+            log.warning("login_flow_refused", error=str(exc))
+            detail = (
+                "Nextcloud's answer to the sign-in cannot be used (it must give an http or https "
+                "login URL and a poll token); sign in with an app password instead"
+            )
+            return problem(502, "backend_unavailable", detail)
         sessions.update(
             session_id,
             poll_token=flow.poll_token,

@@ -11,12 +11,17 @@ AppPasswordController.php`` (``deleteAppPassword``):
 
 ncindex polls the path below its own configured Nextcloud URL rather than the ``endpoint``
 Nextcloud names: that one is built from the host Nextcloud was reached by, and a server
-must not POST a secret to an address an answer chose.
+must not POST a secret to an address an answer chose. The ``login`` URL, which the search
+page links to and opens, must be an absolute http(s) URL (Nextcloud builds it with
+``IURLGenerator::linkToRouteAbsolute``); anything else — ``javascript:``, ``data:``, a
+scheme-relative or host-less URL, one with whitespace or control characters a browser would
+strip before reading the scheme — is refused as a protocol error.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -53,9 +58,28 @@ def start_login_flow(http: httpx.Client, client_name: str) -> LoginFlow:
     response = client.request("POST", INIT_PATH, headers={"User-Agent": client_name})
     body = json_object(response)
     try:
-        return LoginFlow(str(body["login"]), str(body["poll"]["token"]))
+        login_url, poll_token = body["login"], body["poll"]["token"]
     except (KeyError, TypeError) as exc:
         raise NextcloudProtocolError(f"{INIT_PATH}: no login URL or poll token") from exc
+    if not isinstance(poll_token, str) or not poll_token:
+        raise NextcloudProtocolError(f"{INIT_PATH}: the poll token is not a string")
+    if not is_web_url(login_url):
+        raise NextcloudProtocolError(f"{INIT_PATH}: the login URL is not an http(s) URL")
+    return LoginFlow(login_url, poll_token)
+
+
+def is_web_url(url: object) -> bool:
+    """Whether ``url`` is a string holding an absolute ``http`` or ``https`` URL with a host,
+    and no whitespace or control character (browsers drop some of them before reading the
+    scheme, so ``" javascript:…"`` runs script)."""
+    if not isinstance(url, str) or any(c <= " " or c == "\x7f" for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # an unreadable IPv6 literal or port
+        return False
+    return parts.scheme in ("http", "https") and bool(host)
 
 
 def poll_login_flow(http: httpx.Client, poll_token: str) -> LoginCredentials | None:

@@ -1,16 +1,21 @@
 """The search page's sign-in and filter endpoints on the real stack: Login Flow v2 against the
 simulator, the session cookie, CSRF, ``GET /v1/folders`` and ``GET /v1/tags`` per caller, and
-sign-out deleting the app password in Nextcloud."""
+sign-out deleting the app password in Nextcloud. Also, on ``httpx.MockTransport``, a Nextcloud
+whose Login Flow answers a login URL the page must not link to."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 
+import httpx
 from flask.testing import FlaskClient
 
 from ncindex.index.indexing import Indexer
+from ncindex.runtime import Services
+from ncindex.settings import Settings
 from ncindex.web.session import ANONYMOUS_SECONDS, COOKIE, CSRF_HEADER
+from search_api import create_app
 from support import PASSWORDS, Stack, wait_until
 
 
@@ -164,3 +169,53 @@ def test_a_folder_share_revoked_since_the_scan_leaves_the_folder_list(stack: Sta
     sim.unshare("alice", "/Harbour", "bob")
     assert "user:bob" in stack.points(f"file:{plan}")[0].payload["acl"]  # until his scan
     assert bobs_folders() == ["/Bobs"]
+
+
+NOT_WEB_URLS = [
+    "javascript:alert(document.cookie)",
+    " javascript:alert(1)",  # browsers strip the space, then run it
+    "\x01javascript:alert(1)",
+    "java\tscript:alert(1)",
+    "data:text/html,<script>alert(1)</script>",
+    "//evil.example/index.php/login/v2/flow/x",
+    "/index.php/login/v2/flow/x",
+    "ftp://cloud.example.test/x",
+    "https://",
+    "http:///index.php/login/v2/flow/x",
+    "https://[::1/x",
+    "",
+    42,
+    None,
+]
+
+
+def test_a_login_url_that_is_not_http_is_refused(redis_url: str) -> None:
+    """The page links to and opens the ``login`` URL Nextcloud's Login Flow answers: one that
+    is not an absolute http(s) URL (``javascript:``, ``data:``, scheme-relative …) is a 502
+    saying so, and no flow is kept; an http(s) one is handed on."""
+    login = {"url": None}
+
+    def nextcloud(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/index.php/login/v2"
+        return httpx.Response(200, json={"poll": {"token": "p" * 128}, "login": login["url"]})
+
+    settings = Settings(
+        nextcloud_url="https://cloud.example.test", redis_url=redis_url, namespace="ui-login-url"
+    )
+    services = Services(settings, http_transport=httpx.MockTransport(nextcloud))
+    client = create_app(settings, services=services).test_client()
+    csrf = session(client)["csrf"]
+    for url in NOT_WEB_URLS:
+        login["url"] = url
+        refused = client.post("/ui/login/flow", headers={CSRF_HEADER: csrf})
+        assert refused.status_code == 502, (url, refused.get_json())
+        assert refused.get_json()["code"] == "backend_unavailable"
+        assert "http or https login URL" in refused.get_json()["detail"]
+        assert session(client)["signing_in"] is False, url
+    for url in ("https://cloud.example.test/index.php/login/v2/flow/abc",
+                "HTTP://cloud.example.test:8080/login/v2/flow/abc"):  # fmt: skip
+        login["url"] = url
+        started = client.post("/ui/login/flow", headers={CSRF_HEADER: csrf})
+        assert started.status_code == 200 and started.get_json() == {"login_url": url}
+        assert session(client)["login_url"] == url
+    services.close()
