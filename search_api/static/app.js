@@ -6,6 +6,7 @@ const $ = (id) => document.getElementById(id);
 const TYPE_NAMES = { note: "Notes", file: "Files", deck_card: "Deck cards", news_item: "News" };
 let session = { user: null, csrf: "", nextcloud_url: "" };
 let pollTimer = null;
+let flowStarting = false; // a Login Flow is being started: Nextcloud has not answered yet
 let pollUntil = 0;
 // Nextcloud forgets a Login Flow v2 after 20 minutes (nextcloud/server core/Db/LoginFlowV2Mapper.php,
 // lifetime 1200 s): the page stops asking then.
@@ -192,7 +193,12 @@ async function startFlow() {
     window.open($("flow-link").href, "_blank", "noopener");
     return;
   }
-  const { response, data } = await signInCall("/ui/login/flow");
+  // pressed again before Nextcloud answered (a double click): still one flow and one window
+  if (flowStarting) return;
+  flowStarting = true;
+  let answer;
+  try { answer = await signInCall("/ui/login/flow"); } finally { flowStarting = false; }
+  const { response, data } = answer;
   if (!response.ok) { status(problemText(response, data), true); return; }
   window.open(data.login_url, "_blank", "noopener");
   waitForApproval(data.login_url, FLOW_LIFETIME_MS);

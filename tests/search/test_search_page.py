@@ -1004,6 +1004,37 @@ def test_pressing_sign_in_again_while_waiting_opens_the_same_flow(
     context.close()
 
 
+def test_a_double_click_on_sign_in_starts_one_flow(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A double click on "Sign in with Nextcloud" started two flows and opened two Nextcloud
+    windows: approving the first left the page waiting for the second, and the first's app
+    password unused in Nextcloud. Now it starts one, and approving it signs in."""
+    context = browser.new_context()
+    page = context.new_page()
+    flows: list[str] = []
+    page.on("request", lambda r: flows.append(r.url) if r.url.endswith("/ui/login/flow") else None)
+    popups: list[Page] = []
+    context.on("page", lambda popup: popups.append(popup))
+    page.goto(deployment.url + "/")
+    with context.expect_page() as popup_info:
+        page.get_by_role("button", name="Sign in with Nextcloud").dblclick()
+    expect(page.locator("#status")).to_contain_text("Waiting for you to approve")
+    assert len(flows) == 1
+    first = popup_info.value
+    approve_in_nextcloud(first, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
+    for popup in popups:  # the same page, opened again if the first answer came between
+        if popup is not first:
+            popup.wait_for_load_state()
+            assert popup.url == first.url
+            popup.close()
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#status")).to_contain_text("app password was deleted")
+    assert deployment.sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
+    context.close()
+
+
 def test_a_screen_reader_hears_each_results_type(deployment: Deployment, browser: Browser) -> None:
     """The type badge (FILE, NOTE, CARD, NEWS) is the only place a result's type is shown: it
     is in the accessibility tree, before the title."""
