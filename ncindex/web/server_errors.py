@@ -11,6 +11,12 @@ themselves, with an HTML page. Here both answer with a problem document instead,
   from ``Worker.handle_error``; there is no setting for the error format).
   ``deploy/gunicorn.conf.py`` installs it.
 * werkzeug: :class:`ProblemRequestHandler` is the embedded server's request handler.
+
+Not covered: the MCP server run on its own under uvicorn (also as gunicorn's
+``uvicorn_worker.UvicornWorker``). uvicorn's protocol class answers a request h11 cannot parse
+with 400 ``text/plain`` "Invalid HTTP request received." (``H11Protocol.handle_events`` →
+``send_400_response``, uvicorn 0.55) before any ASGI app is called, and offers no setting for
+it; changing it would mean subclassing that protocol class and the worker, outside the app.
 """
 
 from __future__ import annotations
