@@ -49,13 +49,17 @@ _UNSENDABLE = re.compile(r"[\x00\n\r\x0b\x0c]")
 
 def dispatch(receiver: WSGIApp, search: WSGIApp, mcp: WSGIApp | None = None) -> WSGIApp:
     """One WSGI app: ``/hooks/…`` to the receiver, ``/mcp`` to ``mcp`` (when given),
-    everything else to the search API."""
+    everything else to the search API. ``/mcp/`` (an MCP client configured with a trailing
+    slash) goes to ``mcp`` as ``/mcp``: the MCP server alone redirects it there (Starlette's
+    ``redirect_slashes``), which through the relay would name the MCP server's own loopback
+    address."""
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path.startswith("/hooks/"):
             return receiver(environ, start_response)
-        if mcp is not None and path == MCP_PATH:
+        if mcp is not None and path in (MCP_PATH, MCP_PATH + "/"):
+            environ["PATH_INFO"] = MCP_PATH
             return mcp(environ, start_response)
         return search(environ, start_response)
 

@@ -1,6 +1,6 @@
-"""``ncindex up`` serves the MCP server at ``/mcp`` of its one HTTP port (relayed to uvicorn),
-driven by the official SDK's client: tools listed, a tool called as the caller, credentials
-required.
+"""``ncindex up`` serves the MCP server at ``/mcp`` (and ``/mcp/``) of its one HTTP port
+(relayed to uvicorn), driven by the official SDK's client: tools listed, a tool called as the
+caller, credentials required.
 
 It runs in a child process, like ``test_up_with_refused_classes``: ``allinone.embedded.start``
 makes its Celery app the process's default and starts a worker and beat."""
@@ -49,7 +49,13 @@ async def main():
     ):
         tools = sorted(t.name for t in (await client.list_tools()).tools)
         status = await client.call_tool("index_status", {})
-        return tools, status.structured_content
+    # an MCP client configured with a trailing slash, which the server alone redirects
+    async with (
+        create_mcp_http_client(headers={"Authorization": auth}) as http,
+        Client(streamable_http_client(running.url + "/mcp/", http_client=http)) as client,
+    ):
+        assert sorted(t.name for t in (await client.list_tools()).tools) == tools
+    return tools, status.structured_content
 
 
 try:
