@@ -48,7 +48,7 @@ SEARCH_PUBLIC |= {"/static/<path:filename>"}
 # the search page and its sign-in: no credential yet, state changes need the session's CSRF
 # token (tests/search/test_ui_session.py, tests/search/test_search_page.py)
 SEARCH_PUBLIC |= {"/", "/ui/static/<path:filename>", "/ui/session", "/ui/logout"}
-SEARCH_PUBLIC |= {"/ui/login/flow", "/ui/login/poll", "/ui/login/password"}
+SEARCH_PUBLIC |= {"/ui/login/flow", "/ui/login/poll", "/ui/login/cancel", "/ui/login/password"}
 BAD_CREDENTIALS: list[dict[str, str]] = [
     {},
     {"Authorization": "Basic " + base64.b64encode(b"alice:wrong").decode()},
