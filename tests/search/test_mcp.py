@@ -345,13 +345,20 @@ def test_a_browser_client_on_an_allowed_origin_gets_cors_answers(mcp_url: str) -
     for headers in answers:
         assert headers["Access-Control-Allow-Origin"] == INSPECTOR
         assert "mcp-session-id" in headers["Access-Control-Expose-Headers"].lower()
+    # a refusal is readable too: the page sees the 401 and its challenge
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json", "Origin": INSPECTOR}
+    refused = httpx.post(mcp_url, json=body, headers=headers, timeout=30)
+    assert refused.status_code == 401
+    assert refused.headers["Access-Control-Allow-Origin"] == INSPECTOR
+    assert "www-authenticate" in refused.headers["Access-Control-Expose-Headers"].lower()
     # a method or a header the transport does not use: 400 naming what was asked
     for asked, field in (
         ({"method": "PUT"}, "Access-Control-Request-Method"),
         ({"headers": "authorization, x-api-key"}, "Access-Control-Request-Headers"),
     ):
-        refused = preflight(mcp_url, INSPECTOR, **asked)
-        assert refused.status_code == 400 and refused.json()["field"] == field, refused.text
+        odd = preflight(mcp_url, INSPECTOR, **asked)
+        assert odd.status_code == 400 and odd.json()["field"] == field, odd.text
 
 
 def test_another_origin_gets_no_cors_headers(mcp_url: str) -> None:
