@@ -21,12 +21,12 @@ strip before reading the scheme — is refused as a protocol error.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import httpx
 
 from ncindex.errors import NextcloudProtocolError, NotFound
 from ncindex.nextcloud.client import NextcloudClient, json_object
+from ncindex.urls import is_web_url
 
 INIT_PATH = "/index.php/login/v2"
 POLL_PATH = "/index.php/login/v2/poll"
@@ -66,20 +66,6 @@ def start_login_flow(http: httpx.Client, client_name: str) -> LoginFlow:
     if not is_web_url(login_url):
         raise NextcloudProtocolError(f"{INIT_PATH}: the login URL is not an http(s) URL")
     return LoginFlow(login_url, poll_token)
-
-
-def is_web_url(url: object) -> bool:
-    """Whether ``url`` is a string holding an absolute ``http`` or ``https`` URL with a host,
-    and no whitespace or control character (browsers drop some of them before reading the
-    scheme, so ``" javascript:…"`` runs script)."""
-    if not isinstance(url, str) or any(c <= " " or c == "\x7f" for c in url):
-        return False
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:  # an unreadable IPv6 literal or port
-        return False
-    return parts.scheme in ("http", "https") and bool(host)
 
 
 def poll_login_flow(http: httpx.Client, poll_token: str) -> LoginCredentials | None:

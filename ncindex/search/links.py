@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from ncindex.documents import DocType
+from ncindex.urls import is_web_url
 
 
 def open_link(base: str | None, doc_type: str, doc_id: str, url: str | None) -> str | None:
@@ -29,19 +28,11 @@ def open_link(base: str | None, doc_type: str, doc_id: str, url: str | None) -> 
       route 404 and ncindex does not know the installed release.
     """
     if doc_type == DocType.NEWS_ITEM or base is None or not doc_id.isdigit():
-        return _web(url)
+        return url if is_web_url(url) else None
     if doc_type == DocType.FILE:
         return f"{base}/index.php/f/{doc_id}"
     if doc_type == DocType.NOTE:
         return f"{base}/index.php/apps/notes/note/{doc_id}"
     if doc_type == DocType.DECK_CARD:
         return f"{base}/index.php/apps/deck/card/{doc_id}"
-    return _web(url)
-
-
-def _web(url: str | None) -> str | None:
-    """``url`` when it is an absolute http(s) URL with a host, else ``None``."""
-    if not url:
-        return None
-    parts = urlsplit(url.strip())
-    return url.strip() if parts.scheme.lower() in ("http", "https") and parts.netloc else None
+    return url if is_web_url(url) else None
