@@ -508,7 +508,8 @@ def fake_answer(limit: int, found: int) -> dict[str, object]:
     results = [
         {"doc_type": "file", "doc_id": str(i), "title": f"doc-{i}.md", "score": 1 - i / 1000,
          "snippet": "tides", "char_start": 0, "char_end": 5, "chunk_index": 0,
-         "modified_at": T0, "path": f"/Tides/doc-{i}.md", "url": None}
+         "modified_at": T0, "path": f"/Tides/doc-{i}.md", "url": None,
+         "open_url": f"https://cloud.example/index.php/f/{i}"}
         for i in range(min(limit, found))
     ]  # fmt: skip
     return {"results": results, "verification": {}, "degraded": False, "model": "m",
