@@ -147,7 +147,8 @@ class SimulatorApp:
         handler = self.handlers.get(family)
         if handler is None:
             return family, Response(b"Not Found", status=404, content_type="text/plain")
-        return family, handler(request, self.authenticate(request))
+        with self.sim.basic_auth_request():
+            return family, handler(request, self.authenticate(request))
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]

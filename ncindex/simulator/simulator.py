@@ -12,7 +12,8 @@ import copy
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ncindex.simulator.deck import DeckState
@@ -73,6 +74,13 @@ class NextcloudSimulator:
     ``/nextcloud`` (every route and href starts with it). ``clock`` returns Unix seconds.
     ``allow_local_remote_servers`` mirrors the ``config.php`` switch (default on, so webhooks to
     127.0.0.1 work in tests); ``allow_resharing`` the ``shareapi_allow_resharing`` setting.
+
+    Events are delivered only for the classes webhook_listeners listens to in the request they
+    happen in (:meth:`~ncindex.simulator.webhooks.WebhookRegistry.listened`, cached per user
+    for five minutes): a change made through the simulator's HTTP API (Basic auth) is in a
+    request booted without a user, one made by calling the simulator directly stands for the
+    web interface, booted as the acting user (``sim.registry.listener_cache_seconds = 0``
+    turns the cache off).
     """
 
     def __init__(
@@ -144,6 +152,7 @@ class NextcloudSimulator:
         self.notes_meta: dict[str, dict[int, dict[str, Any]]] = {}
         self.app_state: dict[str, Any] = {}
         self._app: Callable[..., Iterable[bytes]] | None = None
+        self._serving = threading.local()
 
     # ------------------------------------------------------------------ apps
 
@@ -174,8 +183,25 @@ class NextcloudSimulator:
 
     # ------------------------------------------------------------------ events
 
+    @contextmanager
+    def basic_auth_request(self) -> Iterator[None]:
+        """Mark this thread as serving an HTTP request authenticated by Basic auth: the apps
+        (webhook_listeners among them) boot before such a request logs in — nextcloud/server
+        ``remote.php`` loads the ``filesystem`` apps before Sabre authenticates, ``ocs/v1.php``
+        loads every app before ``OC::handleLogin``, ``lib/base.php`` ``handleRequest`` loads
+        the ``filesystem`` apps of a guest before ``handleLogin`` — so the classes listened to
+        are those cached for no user."""
+        self._serving.basic = True
+        try:
+            yield
+        finally:
+            self._serving.basic = False
+
     def _dispatch(self, event_class: str, payload: dict[str, Any], actor: str | None) -> None:
-        """Build the envelope snapshot of one event and queue it for matching registrations."""
+        """Build the envelope snapshot of one event and queue it for matching registrations,
+        when webhook_listeners listens to its class in this request
+        (:meth:`~ncindex.simulator.webhooks.WebhookRegistry.listened`; nextcloud/server
+        ``apps/webhook_listeners/lib/AppInfo/Application.php`` ``registerRuleListeners``)."""
         if event_class not in compatible_events(self.version, self.apps):
             return  # that class does not exist on this server (or its app is disabled)
         user = None
@@ -183,6 +209,9 @@ class NextcloudSimulator:
             user = {"uid": actor, "displayName": self.tree.users[actor].display_name}
         envelope = build_envelope(event_class, copy.deepcopy(payload), user, self.tree.now())
         self.events.append(envelope)
+        booted_as = None if getattr(self._serving, "basic", False) else actor
+        if event_class not in self.registry.listened(booted_as, self.clock()):
+            return
         for reg in self.registry.matching(envelope):
             self.engine.enqueue(reg.id, copy.deepcopy(envelope))
 

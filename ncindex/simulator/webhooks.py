@@ -5,6 +5,11 @@ job per matching registration is queued; a background thread posts it later (del
 ``delivery_delay`` seconds, optionally out of order, optionally dropped), exactly one attempt, no
 retry. The registration is looked up again when the job runs, so deleting a registration makes
 its queued jobs fail like ``WebhookCall`` does.
+
+Which classes are listened to at all is decided once per request, when webhook_listeners boots,
+and cached per user for :data:`LISTENER_CACHE_SECONDS` (:meth:`WebhookRegistry.listened`): a
+class registered while a user's list is cached is not delivered for that user's changes until
+the list expires.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import httpx
 from ncindex.simulator.phpjson import php_json_encode
 
 __all__ = [
+    "LISTENER_CACHE_SECONDS",
     "Delivery",
     "DeliveryEngine",
     "Registration",
@@ -239,6 +245,13 @@ def mongo_match(doc: dict[str, Any], query: Any) -> bool:
 
 # ---------------------------------------------------------------------------- registry
 
+LISTENER_CACHE_SECONDS = 300.0
+"""How long webhook_listeners caches a user's list of classes with a registration:
+nextcloud/server ``apps/webhook_listeners/lib/Db/WebhookListenerMapper.php``
+``getAllConfiguredEvents`` ("cache for 5 minutes", key ``eventsUsedInWebhooks_<uid>``), read at
+every boot by ``lib/AppInfo/Application.php`` ``registerRuleListeners``, which adds the event
+listener for those classes only."""
+
 
 class WebhookRegistry:
     """Thread-safe store of registrations; validates like webhook_listeners' mapper.
@@ -260,6 +273,32 @@ class WebhookRegistry:
         self._items: dict[int, Registration] = {}
         self._next_id = 1
         self._salt = f"sim-{seed}"
+        #: seconds a user's listened classes stay cached (:meth:`listened`; 0: no cache)
+        self.listener_cache_seconds = LISTENER_CACHE_SECONDS
+        self._listened: dict[str, tuple[float, frozenset[str]]] = {}
+
+    def listened(self, user: str | None, now: float) -> frozenset[str]:
+        """The classes an event listener is added for in a request booted as ``user`` (``None``:
+        booted without a user) at ``now`` (Unix seconds): those with a registration whose
+        ``userIdFilter`` is empty or ``user``, as nextcloud/server
+        ``WebhookListenerMapper::getAllConfiguredEvents`` answers them — from its cache while the
+        list read within the last :attr:`listener_cache_seconds` is there. Registering or
+        updating clears only the cached list of the registration's own ``userIdFilter``
+        (``addWebhookListener``/``updateWebhookListener``: ``cache->remove(buildCacheKey(
+        $userIdFilter))``; ``deleteById`` clears nothing), so a user's list cached before a
+        class was registered with an empty filter hides that class's events for up to five
+        minutes."""
+        key = user or ""
+        with self._lock:
+            cached = self._listened.get(key)
+            if cached is not None and cached[0] > now:
+                return cached[1]
+            classes = frozenset(
+                r.event for r in self._items.values() if r.user_id_filter in ("", key)
+            )
+            if self.listener_cache_seconds > 0:
+                self._listened[key] = (now + self.listener_cache_seconds, classes)
+            return classes
 
     def _validate(self, params: dict[str, Any]) -> dict[str, Any]:
         for name in ("httpMethod", "uri", "event"):
@@ -329,6 +368,7 @@ class WebhookRegistry:
             reg.cipher = self._cipher(reg.id, reg.auth_data)
             self._items[reg.id] = reg
             self._next_id += 1
+            self._listened.pop(reg.user_id_filter, None)
             return reg
 
     def update(self, reg_id: int, user_id: str | None, params: dict[str, Any]) -> Registration:
@@ -344,6 +384,7 @@ class WebhookRegistry:
             reg.cipher = self._cipher(reg.id, reg.auth_data)
             if reg_id in self._items:
                 self._items[reg_id] = reg
+            self._listened.pop(reg.user_id_filter, None)
             return reg
 
     def info(self, reg: Registration) -> dict[str, Any]:

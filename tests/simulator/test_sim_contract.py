@@ -173,6 +173,32 @@ def test_session_less_events_have_user_null(receiver) -> None:
         sim.close()
 
 
+def test_a_users_cached_list_hides_a_new_class_for_five_minutes(receiver) -> None:
+    """webhook_listeners adds its listener only for the classes getAllConfiguredEvents lists,
+    cached five minutes per user; a registration clears only the list of requests booted
+    without a user (its userIdFilter is empty), and Basic-auth requests boot without one."""
+    now = [1_000_000.0]
+    sim = _sim(clock=lambda: now[0])
+    created = "OCP\\Files\\Events\\Node\\NodeCreatedEvent"
+    try:
+        sim.put_file("alice", "/before.md", b"x")  # her web session caches a list without it
+        sim.register_webhook("admin", httpMethod="POST", uri=receiver.url + "/h", event=created)
+        sim.put_file("alice", "/hidden.md", b"x")  # still her cached list: not sent
+        with serve_simulator(sim) as server:
+            auth = ("alice", PASSWORDS["alice"])
+            put = httpx.put(f"{server.url}/remote.php/dav/files/alice/basic.md", auth=auth)
+            assert put.status_code == 201
+        now[0] += 299
+        sim.put_file("alice", "/still.md", b"x")
+        now[0] += 1
+        sim.put_file("alice", "/later.md", b"x")
+        sim.flush_deliveries(timeout=5)
+        paths = [json.loads(r.body)["event"]["node"]["path"] for r in receiver.requests]
+        assert paths == ["/alice/files/basic.md", "/alice/files/later.md"]
+    finally:
+        sim.close()
+
+
 def test_trash_restore_classes_and_a_source_without_id(sim, client) -> None:
     fid = sim.put_file("alice", "/Docs/x.md", b"x")
     sim.delete("alice", "/Docs/x.md")
