@@ -32,6 +32,7 @@ from ncindex.telemetry import configure_logging
 
 if TYPE_CHECKING:
     from allinone.embedded import Embedded
+    from ncindex.ingest.registration import RegisterResult
     from ncindex.nextcloud.client import NextcloudClient
 
 
@@ -359,6 +360,28 @@ def webhooks() -> None:
     """Manage the webhook_listeners registrations pointing at this deployment."""
 
 
+def _rescan_once_listening(settings: Settings, result: RegisterResult) -> int | None:
+    """:func:`~ncindex.ingest.registration.rescan_once_listening` in this deployment's Redis:
+    the due time, or ``None`` (nothing registered for the first time, or Redis unreachable:
+    said on stderr, the registration stands)."""
+    import redis
+
+    from ncindex.ingest.registration import rescan_once_listening
+
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
+    try:
+        return rescan_once_listening(client, result, settings)
+    except redis.RedisError as exc:
+        click.echo(
+            f"warning: no scan asked for after the new registrations ({exc}); events users "
+            "make in the next 5 minutes are found by the next periodic scan",
+            err=True,
+        )
+        return None
+    finally:
+        client.close()
+
+
 def _admin(settings: Settings) -> NextcloudClient:
     from ncindex.runtime import Services
 
@@ -391,6 +414,7 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
     if problem:
         click.echo(f"warning: {problem}", err=True)
     result = register(_admin(settings), settings)
+    rescan_at = _rescan_once_listening(settings, result)
     if as_json:
         click.echo(
             json.dumps(
@@ -408,6 +432,7 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
                     ],
                     "removed": result.removed,
                     "ok": result.ok,
+                    "rescan_at": rescan_at,
                 }
             )
         )
@@ -415,6 +440,11 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
         click.echo(result.table())
         if result.removed:
             click.echo(f"removed duplicate registrations: {result.removed}")
+        if rescan_at is not None:
+            click.echo(
+                "Nextcloud caches each user's listened events for 5 minutes: every account is "
+                f"scanned at {time.strftime('%H:%M:%S', time.localtime(rescan_at))} (beat)"
+            )
     if not result.ok:
         raise SystemExit(1)
 

@@ -32,7 +32,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from mcp_server import create_app as create_mcp_app
 from ncindex.ingest.queueing import check_redis
-from ncindex.ingest.registration import register
+from ncindex.ingest.registration import register, rescan_once_listening
 from ncindex.redis_server import RedisProcess, reachable, start_redis
 from ncindex.runtime import Services
 from ncindex.settings import Settings
@@ -377,6 +377,9 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
         )
         for line in result.missing_lines():
             log.warning("webhook_refused", detail=line)
+        due = rescan_once_listening(services.redis, result, settings)
+        if due is not None:  # webhook_listeners' 5-minute cache: the scans beat sends then
+            log.info("listening_rescan_due", at=due, classes=len(result.first_registered))
         if simulator is not None:
             from ncindex.simulator.sample import add_sample_users, load_sample_corpus
 

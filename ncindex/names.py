@@ -116,6 +116,13 @@ class Names:
         return self.key("remembered")
 
     @property
+    def rescan_due(self) -> str:
+        """Unix seconds from which every account is to be scanned once: set after a first
+        webhook registration (:func:`ncindex.ingest.registration.rescan_once_listening`),
+        taken by :func:`ncindex.sync.reconcile.rescan_if_due`."""
+        return self.key("rescan-due")
+
+    @property
     def debounce_prefix(self) -> str:
         """Debounce claims: ``<namespace>:debounce:<operation>:…``."""
         return self.key("debounce", "")

@@ -13,7 +13,9 @@ stack scans. ``outage-requeue`` sends ``ncindex.outage_requeue`` every minute: t
 up during a Nextcloud outage are sent again as soon as it answers (:mod:`workers.base`).
 ``rescan-if-forgotten`` sends ``ncindex.rescan_if_forgotten`` every minute: a Redis found
 without the deployment's marker (a first start, or restarted empty) has every account scanned
-at once (:func:`ncindex.sync.reconcile.rescan_if_forgotten`). ``sweep-gathered`` sends
+at once (:func:`ncindex.sync.reconcile.rescan_if_forgotten`), and the scan a first webhook
+registration asked for is sent once due (:func:`ncindex.sync.reconcile.rescan_if_due`).
+``sweep-gathered`` sends
 ``ncindex.sweep_gathered`` every minute: gathered index actions that no flush is on its way to
 send are sent (:func:`ncindex.ingest.queueing.sweep_gathered`).
 

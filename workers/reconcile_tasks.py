@@ -28,6 +28,7 @@ from ncindex.sync.reconcile import (
     ScanState,
     enabled_scan_types,
     request_scans,
+    rescan_if_due,
     rescan_if_forgotten,
     scan_lock,
     scan_lock_seconds,
@@ -67,9 +68,11 @@ def reconcile_check(self: NcindexTask, doc_type: str) -> int:
 @shared_task(bind=True, base=NcindexTask, name=names.RESCAN_IF_FORGOTTEN, ignore_result=True)
 def rescan_if_forgotten_task(self: NcindexTask) -> int:
     """Scan every account at once when Redis lost this deployment's state (beat, every
-    minute: :func:`ncindex.sync.reconcile.rescan_if_forgotten`)."""
+    minute: :func:`ncindex.sync.reconcile.rescan_if_forgotten`), or once the scan a first
+    webhook registration asked for is due (:func:`ncindex.sync.reconcile.rescan_if_due`)."""
     services = self.services
-    return rescan_if_forgotten(self.app, services.redis, services.settings)
+    forgotten = rescan_if_forgotten(self.app, services.redis, services.settings)
+    return forgotten + rescan_if_due(self.app, services.redis, services.settings)
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.RESCAN_USERS, ignore_result=True, **RETRY)

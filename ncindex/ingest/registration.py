@@ -12,6 +12,14 @@ Nextcloud 32, Deck's card events before Deck 1.18, any class of a disabled app),
 others are registered all the same. Only a refused class of :data:`~ncindex.ingest.events.REQUIRED`
 makes the registration fail (:attr:`Registered.ok`); what each optional one costs is
 :data:`~ncindex.ingest.events.COST_WITHOUT`.
+
+A class registered for the first time is not delivered at once for everyone: webhook_listeners
+adds its event listener only for the classes in a list it caches per user for five minutes
+(:data:`LISTENER_CACHE_SECONDS`), and a registration clears only the list of requests booted
+without a user. So changes a signed-in user makes in the five minutes after the first
+registration may never be sent: :func:`rescan_once_listening` has every account scanned once
+that cache has expired (without it the next periodic scan would find them, up to
+``reconcile_periods`` later).
 """
 
 from __future__ import annotations
@@ -20,14 +28,30 @@ import hashlib
 import hmac
 import ipaddress
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+import redis
 
 from ncindex.errors import NextcloudRefused
 from ncindex.ingest.events import COST_WITHOUT, DOCUMENT_EVENTS, REQUIRED, SUBSCRIBED
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.settings import Settings
+
+LISTENER_CACHE_SECONDS = 300
+"""How long Nextcloud may go on ignoring a newly registered class for a user: nextcloud/server
+``apps/webhook_listeners/lib/AppInfo/Application.php`` ``registerRuleListeners`` adds the event
+listener, at every request's boot, only for the classes
+``lib/Db/WebhookListenerMapper.php`` ``getAllConfiguredEvents($uid)`` lists, a list it caches
+for five minutes under ``eventsUsedInWebhooks_<uid>``; ``addWebhookListener`` removes only the
+key of the new registration's ``userIdFilter`` (empty for ncindex's), i.e. the list of requests
+booted without a user, so a signed-in user's cached list (web interface, clients with a
+session) lacks the new class until it expires."""
+RESCAN_MARGIN_SECONDS = 30
+"""Added to :data:`LISTENER_CACHE_SECONDS` before the catch-up scan (a request booted just
+before the registration may still be running)."""
 
 
 def subscribed(settings: Settings) -> tuple[str, ...]:
@@ -147,6 +171,12 @@ class RegisterResult:
         ]
 
     @property
+    def first_registered(self) -> list[str]:
+        """Classes registered by this call that had no registration for this deployment before
+        (``registered``; a ``renewed`` class was listened to already)."""
+        return [o.event_class for o in self.outcomes if o.status == "registered"]
+
+    @property
     def kept(self) -> list[int]:
         """Ids that were registered already."""
         return [o.webhook_id for o in self.outcomes if o.status == "already" and o.webhook_id]
@@ -228,6 +258,25 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
             ClassOutcome(event_class, status, int(created["id"]), required=required)
         )
     return result
+
+
+def rescan_once_listening(
+    client: redis.Redis, result: RegisterResult, settings: Settings, now: float | None = None
+) -> int | None:
+    """When ``result`` registered a class for the first time, mark every configured account
+    to be scanned once Nextcloud listens to it for everyone: :attr:`~ncindex.names.Names.
+    rescan_due` is set to ``now`` (Unix seconds; default the clock) +
+    :data:`LISTENER_CACHE_SECONDS` + :data:`RESCAN_MARGIN_SECONDS`, and beat's minute tick
+    (:func:`ncindex.sync.reconcile.rescan_if_due`) requests the scans from then: they find
+    what Nextcloud did not send while users' cached lists lacked the class (module
+    docstring). A due time kept in Redis, not a task with a countdown, which a worker would
+    hold unacknowledged for five minutes. Returns the due time (Unix seconds), ``None`` when
+    nothing was registered for the first time. Raises ``redis.RedisError``."""
+    if not result.first_registered:
+        return None
+    due = int(time.time() if now is None else now) + LISTENER_CACHE_SECONDS + RESCAN_MARGIN_SECONDS
+    client.set(settings.names.rescan_due, due)
+    return due
 
 
 def list_registrations(client: NextcloudClient, settings: Settings) -> list[dict[str, Any]]:

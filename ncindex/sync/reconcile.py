@@ -895,6 +895,40 @@ def rescan_if_forgotten(producer: Producer, client: redis.Redis, settings: Setti
     return queued
 
 
+_TAKE_IF_DUE = """
+local due = tonumber(redis.call('GET', KEYS[1]))
+if due and due <= tonumber(ARGV[1]) then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""
+
+
+def rescan_if_due(
+    producer: Producer, client: redis.Redis, settings: Settings, now: float | None = None
+) -> int:
+    """Queue a scan of every account and doc type when the due time a first webhook
+    registration left (:attr:`~ncindex.names.Names.rescan_due`,
+    :func:`ncindex.ingest.registration.rescan_once_listening`) has come by ``now`` (Unix
+    seconds; default the clock). The due time is taken (read and deleted) in one script, so
+    one of several beats queues the scans and a due time set meanwhile is not lost. Returns how
+    many were queued. Raises ``redis.RedisError``."""
+    now = time.time() if now is None else now
+    if not client.eval(_TAKE_IF_DUE, 1, settings.names.rescan_due, str(now)):
+        return 0
+    queued = request_scans(
+        producer,
+        client,
+        list(settings.accounts),
+        enabled_scan_types(settings),
+        FORGOTTEN_PENDING_SECONDS,
+        keys=settings.names,
+    )
+    log.info("listening_rescan", scans=queued)
+    return queued
+
+
 def request_scans(
     producer: Producer,
     client: redis.Redis,

@@ -6,12 +6,15 @@ import json
 from collections.abc import Iterator
 
 import pytest
+import redis
 from click.testing import CliRunner
 from pydantic import SecretStr
 
 from allinone.cli import main
 from ncindex.ingest.events import NODE_RESTORED, REQUIRED, SUBSCRIBED, TAG_EVENTS
 from ncindex.ingest.registration import (
+    LISTENER_CACHE_SECONDS,
+    RESCAN_MARGIN_SECONDS,
     SECRET_ID_HEADER,
     hook_uri,
     list_registrations,
@@ -19,6 +22,7 @@ from ncindex.ingest.registration import (
     register,
     registration,
     remove,
+    rescan_once_listening,
     secret_id,
 )
 from ncindex.nextcloud.client import NextcloudClient, make_http
@@ -77,6 +81,33 @@ def test_a_rotated_secret_renews_every_registration(admin) -> None:
     assert all(h["headers"][SECRET_ID_HEADER] == secret_id(rotated) for h in hooks)
     again = register(client, rotated)
     assert {o.status for o in again.outcomes} == {"already"} and again.removed == []
+
+
+def test_a_first_registration_marks_every_account_for_a_scan_once_nextcloud_listens(
+    admin, redis_url: str
+) -> None:
+    """webhook_listeners caches each signed-in user's list of listened classes for five
+    minutes and a registration does not clear it (simulator: ``WebhookRegistry.listened``):
+    what users change meanwhile is never sent, so the accounts are scanned once it expired
+    (beat's side: tests/sync/test_beat_and_cli.py)."""
+    client, settings = admin
+    settings = settings.model_copy(update={"namespace": "first-registration"})
+    store = redis.Redis.from_url(redis_url)
+    try:
+        first = register(client, settings)
+        assert sorted(first.first_registered) == sorted(SUBSCRIBED)
+        due = rescan_once_listening(store, first, settings, now=1_000_000.4)
+        assert due == 1_000_000 + LISTENER_CACHE_SECONDS + RESCAN_MARGIN_SECONDS
+        assert int(store.get(settings.names.rescan_due) or 0) == due
+        store.delete(settings.names.rescan_due)
+        rotated = settings.model_copy(update={"webhook_secret": SecretStr("rotated-s3cret")})
+        for again in (register(client, settings), register(client, rotated)):  # kept, renewed
+            assert again.first_registered == []
+            assert rescan_once_listening(store, again, settings) is None
+        assert store.get(settings.names.rescan_due) is None
+    finally:
+        store.delete(settings.names.rescan_due)
+        store.close()
 
 
 def test_register_removes_duplicates_and_remove_clears_all(admin) -> None:

@@ -18,6 +18,14 @@ from celery.beat import Scheduler
 from click.testing import CliRunner
 
 from allinone.cli import main
+from ncindex.ingest.events import REQUIRED
+from ncindex.ingest.registration import (
+    LISTENER_CACHE_SECONDS,
+    RESCAN_MARGIN_SECONDS,
+    ClassOutcome,
+    RegisterResult,
+    rescan_once_listening,
+)
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, SimulatorServer, serve_simulator
 from ncindex.sync.reconcile import scan_lock
@@ -113,6 +121,26 @@ def test_a_redis_that_lost_its_state_has_every_account_scanned(redis_url: str) -
         users = app.tasks["ncindex.rescan_users"]
         assert users.apply(kwargs={"users": ["alice", "mallory"]}).get() == 3
         assert users.apply(kwargs={"users": ["alice"]}).get() == 0  # still queued
+
+
+def test_the_scan_a_first_registration_asked_for_is_sent_once_due(redis_url: str) -> None:
+    """After a first webhook registration Nextcloud may not send users' changes for five
+    minutes (its cached list of listened classes): beat's minute tick scans every account
+    once that is over, and only once."""
+    with worker_app(redis_url, reconcile_disable=["news_item"]) as (app, client):
+        rescan = app.tasks["ncindex.rescan_if_forgotten"]
+        assert rescan.apply().get() == 6  # the first start's scans
+        client.delete("reconcile", *client.scan_iter("*:pending:*"))  # as if they ran
+        keys = Settings().names
+        new = RegisterResult([ClassOutcome(REQUIRED[0], "registered", 1)])
+        due = rescan_once_listening(client, new, Settings())
+        assert due is not None
+        assert rescan.apply().get() == 0  # not yet
+        client.set(keys.rescan_due, due - LISTENER_CACHE_SECONDS - RESCAN_MARGIN_SECONDS)
+        assert rescan.apply().get() == 6  # alice and bob, note, file and deck_card
+        assert client.get(keys.rescan_due) is None
+        client.delete("reconcile", *client.scan_iter("*:pending:*"))
+        assert rescan.apply().get() == 0  # once
 
 
 def test_periods_of_some_types_leave_the_others_at_their_defaults() -> None:
