@@ -275,7 +275,8 @@ def rescan_once_listening(
     if not result.first_registered:
         return None
     due = int(time.time() if now is None else now) + LISTENER_CACHE_SECONDS + RESCAN_MARGIN_SECONDS
-    client.set(settings.names.rescan_due, due)
+    # kept an hour past due: a deployment without beat has no use for it after that
+    client.set(settings.names.rescan_due, due, exat=due + 3600)
     return due
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -96,8 +97,9 @@ def test_a_first_registration_marks_every_account_for_a_scan_once_nextcloud_list
     try:
         first = register(client, settings)
         assert sorted(first.first_registered) == sorted(SUBSCRIBED)
-        due = rescan_once_listening(store, first, settings, now=1_000_000.4)
-        assert due == 1_000_000 + LISTENER_CACHE_SECONDS + RESCAN_MARGIN_SECONDS
+        now = time.time()
+        due = rescan_once_listening(store, first, settings, now=now)
+        assert due == int(now) + LISTENER_CACHE_SECONDS + RESCAN_MARGIN_SECONDS
         assert int(store.get(settings.names.rescan_due) or 0) == due
         store.delete(settings.names.rescan_due)
         rotated = settings.model_copy(update={"webhook_secret": SecretStr("rotated-s3cret")})
@@ -162,6 +164,7 @@ def _run_register(sim: NextcloudSimulator, *extra: str) -> tuple[int, str]:
             "NCINDEX_WEBHOOK_SECRET": "s3cret",
             "NCINDEX_PUBLIC_URL": "http://indexer.example.test",
             "NCINDEX_DECK_WEBHOOKS": "true",
+            "NCINDEX_NAMESPACE": "register-command",
         }
         result = CliRunner().invoke(main, ["webhooks", "register", *extra], env=env)
     return result.exit_code, result.output
@@ -223,6 +226,7 @@ def test_register_command_exits_1_when_a_required_class_is_refused() -> None:
     refused = {c["class"]: c["required"] for c in body["classes"] if c["result"] == "refused"}
     assert refused == {REQUIRED[1]: True} | dict.fromkeys(DECK_SUBSCRIBED, False)  # Deck 1.17
     assert body["ok"] is False
+    assert body["rescan_at"] > time.time() + LISTENER_CACHE_SECONDS  # the others were new
 
 
 def test_against_a_simulator_accepting_only_the_real_classes_every_class_registers() -> None:
