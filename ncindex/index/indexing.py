@@ -533,19 +533,31 @@ class Indexer:
         (nextcloud/server ``lib/private/Files/Node/HookConnector.php`` ``postRename``), so
         nothing else tells the index that the documents below it left their view.
 
-        Each document at or below ``folder`` for ``viewer`` whose path for ``user`` ends with
-        its path below the folder (its path for ``viewer`` less ``folder``) loses ``user``
-        (:meth:`~ncindex.index.access.Access.remove`); one ``user`` holds at another path (a
-        file also shared with them on its own) is left to their scan. Nothing is marked for
-        the scans: nothing is left for them to find. Returns how many documents ``user`` left.
-        Raises ``StoreUnavailable``."""
+        Each document at or below ``folder`` for ``viewer`` that ``user`` holds is asked about
+        by id as ``user`` (:meth:`NextcloudClient.find_by_ids`: one WebDAV SEARCH per
+        :data:`~ncindex.nextcloud.webdav.MAX_FILEIDS_PER_SEARCH` documents), and one Nextcloud
+        no longer shows ``user`` loses ``user`` (:meth:`~ncindex.index.access.Access.remove`);
+        one ``user`` still sees (a subfolder or file also shared with them on its own, whatever
+        path the index has for them) is kept. Nothing is marked for the scans: nothing is left
+        for them to find. Returns how many documents ``user`` left. Raises
+        ``StoreUnavailable``, and the client's transient errors; an account Nextcloud refuses
+        (401) is logged and left as it is (its own scan records the refusal)."""
+        held = {
+            DocRef.parse(p["doc_key"])
+            for p in self.access.under(viewer, folder)
+            if user in (p.get("paths") or {})
+        }
+        if not held:
+            return 0
+        try:
+            seen = self.services.account(user).find_by_ids(sorted(int(r.doc_id) for r in held))
+        except NextcloudAuthError as exc:
+            log.warning("leave_folder_refused", user=user, folder=folder, error=str(exc))
+            return 0
         left = 0
-        for payload in self.access.under(viewer, folder):
-            paths = payload.get("paths") or {}
-            theirs, below = paths.get(user), str(paths.get(viewer, ""))[len(folder) :]
-            if theirs is None or not below.startswith("/") or not theirs.endswith(below):
+        for ref in sorted(held, key=lambda r: r.key):
+            if int(ref.doc_id) in seen:
                 continue
-            ref = DocRef.parse(payload["doc_key"])
             with self.lock(ref):
                 left += self.access.remove(user, ref, lost=None)
         return left

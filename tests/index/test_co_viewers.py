@@ -169,10 +169,16 @@ def test_a_folder_moved_out_of_a_shared_folder_leaves_the_sharees_acl(stack: Sta
     # (Nextcloud no longer shows it to him) loses what he held below it, not the rest
     plan = _shared_folder(stack)
     inner = stack.sim.put_file("alice", "/Shared/Drafts/arches.txt", b"Three arches, not two.")
-    wait_until(lambda: "user:bob" in _acl(stack, inner), 30)
+    # a subfolder also shared with bob on its own (mounted at his /Piers): he still sees it
+    # after the move, wherever the index had his path of it
+    kept = stack.sim.put_file("alice", "/Shared/Drafts/Piers/piers.txt", b"Four piers of oak.")
+    stack.sim.share("alice", "/Shared/Drafts/Piers", "bob")
+    wait_until(lambda: "user:bob" in _acl(stack, inner) and "user:bob" in _acl(stack, kept), 30)
     stack.wait_idle()
     stack.sim.move("alice", "/Shared/Drafts", "/Mine/Drafts")
     wait_until(lambda: _acl(stack, inner) == ["user:alice"], 30)
+    stack.wait_idle()
     payload = stack.points(f"file:{inner}")[0].payload
     assert payload["paths"] == {"alice": "/Mine/Drafts/arches.txt"}
     assert _acl(stack, plan) == ["user:alice", "user:bob"]
+    assert _acl(stack, kept) == ["user:alice", "user:bob"]
