@@ -348,7 +348,14 @@ class DeckCardSource(Source):
         ``ChangeHelper::boardChanged``), but a 304 would save only the body — Deck builds the
         board in full before the AppFramework compares the ETag — and holding the live stacks
         of each board between searches would need a cache the verifier does not keep."""
-        boards = {int(p["board_id"]) for p in payloads if p.get("board_id") is not None}
+        boards = set()
+        for payload in payloads:
+            try:
+                boards.add(int(payload["board_id"]))
+            except (KeyError, TypeError, ValueError):
+                # no board to ask about: its own check leaves it unverified or drops it
+                # (unreadable); the other cards of the page are still settled
+                continue
         return {f"deck_board:{b}": partial(get_board, board_id=b) for b in sorted(boards)}
 
     def settle(

@@ -91,6 +91,20 @@ def test_deck_card_without_board_is_unverified() -> None:
     assert checked.verdict is Verdict.UNVERIFIED and not seen and counts.unverified == 1
 
 
+def test_a_card_payload_it_cannot_read_leaves_the_other_cards_checked_against_their_board() -> None:
+    # one card with an unreadable board_id is dropped (nobody checked it); the card of a
+    # stack deleted since (6 is not among board 3's live stacks) is still found out
+    client, seen = client_for(deck(304))
+    counts = VerificationCounts()
+    payloads = [deck_payload(board_id="three"), deck_payload(stack_id="6", doc_key="deck_card:82")]
+    checked = VerifyOnRead(2).check(client, payloads, counts)
+    assert [(c.verdict, c.reason) for c in checked] == [
+        (Verdict.DROPPED, None),
+        (Verdict.INELIGIBLE, "stack_deleted"),
+    ]
+    assert [r.url.path for r in seen].count("/index.php/apps/deck/api/v1.0/boards/3") == 1
+
+
 def test_deck_card_returns_the_card() -> None:
     client, _ = client_for(deck(200))
     assert get_deck_card(client, 3, 5, 81)["title"] == "Fix lens"
