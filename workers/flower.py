@@ -10,12 +10,12 @@ and ``deploy/Procfile`` binds it to ``127.0.0.1`` unless ``FLOWER_ADDRESS`` says
 
 from __future__ import annotations
 
-import ipaddress
 import sys
 from collections.abc import Sequence
 
 from ncindex.ingest.queueing import celery_app
 from ncindex.settings import settings_or_exit
+from ncindex.urls import is_loopback_host
 
 
 def exposure(argv: Sequence[str]) -> str | None:
@@ -35,7 +35,7 @@ def exposure(argv: Sequence[str]) -> str | None:
     if options.basic_auth or options.auth or options.unix_socket:
         return None
     address = str(options.address or "")
-    if _is_loopback(address):
+    if is_loopback_host(address):
         return None
     return (
         f"Flower would listen on {address or 'every interface'} without a login: whoever "
@@ -43,15 +43,6 @@ def exposure(argv: Sequence[str]) -> str | None:
         "FLOWER_BASIC_AUTH=user:password (as the Helm chart and deploy/compose.yaml do), or "
         "listen on loopback (FLOWER_ADDRESS=127.0.0.1, deploy/Procfile's default)"
     )
-
-
-def _is_loopback(address: str) -> bool:
-    if address.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 app = celery_app(settings_or_exit())

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import socket
 import time
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from ncindex.errors import NextcloudRefused
 from ncindex.ingest.events import COST_WITHOUT, DOCUMENT_EVENTS, REQUIRED, SUBSCRIBED
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.settings import Settings
+from ncindex.urls import is_loopback_host
 
 LISTENER_CACHE_SECONDS = 300
 """How long Nextcloud may go on ignoring a newly registered class for a user: nextcloud/server
@@ -70,22 +70,23 @@ def hook_uri(settings: Settings) -> str:
 
 def loopback_target(settings: Settings) -> str | None:
     """Why Nextcloud cannot deliver to :func:`hook_uri`, or ``None``: ``NCINDEX_PUBLIC_URL``
-    names a loopback host (``127.0.0.0/8``, ``::1``, ``localhost``) while
+    names a loopback host (:func:`ncindex.urls.is_loopback_host`) while
     ``NCINDEX_NEXTCLOUD_URL``'s host is not on this machine (it resolves to an address that
-    is not loopback, or not at all): each delivery would go to Nextcloud's own machine. A
-    Nextcloud on this machine may reach a loopback URL (with ``allow_local_remote_servers``,
-    see ``ncindex doctor``)."""
-    if not settings.nextcloud_url or not _is_loopback(urlsplit(settings.public_url).hostname):
+    is neither loopback nor one of this machine's own, :func:`_on_this_machine`, or it does
+    not resolve): each delivery would go to Nextcloud's own machine. A Nextcloud on this
+    machine, reached by loopback or by this machine's own address or name, may reach a
+    loopback URL (with ``allow_local_remote_servers``, see ``ncindex doctor``)."""
+    if not settings.nextcloud_url or not is_loopback_host(urlsplit(settings.public_url).hostname):
         return None
     host = urlsplit(settings.nextcloud_url).hostname
-    if _is_loopback(host):
+    if is_loopback_host(host):
         return None
     try:
-        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_DGRAM)
     except OSError:
-        addresses = set()
-    if addresses and all(_is_loopback(a) for a in addresses):
-        return None  # a name of this machine (/etc/hosts)
+        infos = []
+    if infos and all(_on_this_machine(family, address) for family, *_, address in infos):
+        return None  # a name or an address of this machine (/etc/hosts, its own interface)
     return (
         f"NCINDEX_PUBLIC_URL {settings.public_url} is a loopback address, and the Nextcloud at "
         f"{settings.nextcloud_url} is not on this machine: it could never deliver there. Set "
@@ -93,15 +94,17 @@ def loopback_target(settings: Settings) -> str | None:
     )
 
 
-def _is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
-        return True  # RFC 6761 §6.3
+def _on_this_machine(family: int, address: tuple[Any, ...]) -> bool:
+    """Whether ``address`` (a ``getaddrinfo`` socket address) is loopback or one of this
+    machine's own: a socket can be bound to it (nothing is sent)."""
+    if is_loopback_host(str(address[0])):
+        return True
     try:
-        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
-    except ValueError:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.bind((address[0], 0, *address[2:]))
+    except OSError:
         return False
+    return True
 
 
 #: A header of each registration naming the secret it was made with — not the secret: an

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import socket
 import time
 from collections.abc import Iterator
 
@@ -260,6 +262,31 @@ def test_a_loopback_public_url_for_a_nextcloud_elsewhere_is_named(
     assert (problem is not None) is refused
     if problem:
         assert problem.startswith(f"NCINDEX_PUBLIC_URL {public} is a loopback address")
+
+
+def _own_address() -> str | None:
+    """A non-loopback address of this machine (the one it would send to TEST-NET-1 from; a
+    UDP connect sends nothing), or ``None`` without one."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.1", 9))
+        address = str(probe.getsockname()[0])
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return None if ipaddress.ip_address(address).is_loopback else address
+
+
+def test_a_nextcloud_on_this_machine_by_another_address_may_use_a_loopback_url() -> None:
+    # Nextcloud installed here, reached by this machine's own address or public name: its
+    # deliveries to 127.0.0.1 come back here (with allow_local_remote_servers); refusing the
+    # registration was wrong
+    address = _own_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback IPv4 address")
+    settings = Settings(nextcloud_url=f"http://{address}:8080", public_url="http://127.0.0.1:8081")
+    assert loopback_target(settings) is None
 
 
 def test_register_command_refuses_a_loopback_public_url_for_a_nextcloud_elsewhere() -> None:
