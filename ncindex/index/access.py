@@ -47,7 +47,9 @@ class Access:
 
     def remove(self, user: str, ref: DocRef, *, lost: str | None = GONE) -> bool:
         """Take ``user`` out of ``ref``'s ``acl`` and paths; delete the document when no
-        principal is left or when ``user`` owns it (the owner's deletion ends every share).
+        principal is left or when ``user`` owns the file or note (the owner's deletion ends
+        every share). A Deck card's ``owner`` is who wrote it, not whose board holds it: one
+        who lost the board (left it, was unshared) leaves the others their access.
         Returns whether anything changed.
 
         ``lost`` says why: :data:`GONE` or ``UNREADABLE`` (Nextcloud's answer; the loss is
@@ -63,7 +65,7 @@ class Access:
         if current is None or principal(user) not in current["acl"]:
             return False
         acl = set(current["acl"]) - {principal(user)}
-        if not acl or current.get("owner") == user:
+        if not acl or (current.get("owner") == user and ref.doc_type in NODE_TYPES):
             self.services.store.delete_document(ref.key)
             log.info("evicted", doc_key=ref.key, user=user)
             return True

@@ -545,6 +545,22 @@ class DeckState:
             self._acl_event(ACL_DELETED, acl, board, owner)
         return bool(gone)
 
+    def leave_board(self, uid: str, board_id: int) -> Acl:
+        """``uid`` leaves a board shared with them (their user ACL entry is removed;
+        AclDeletedEvent with ``uid`` as the actor when deck webhooks are on): nextcloud/deck
+        ``lib/Service/BoardService.php`` ``leave`` (400 for the owner, or for a user without
+        an entry of their own)."""
+        board = self.board_for(uid, board_id)
+        mine = [a for a in board.acl if (a.participant, a.type) == (uid, ACL_USER)]
+        if board.owner == uid:
+            raise DeckError(400, "Board owner cannot leave board")
+        if not mine:
+            raise DeckError(400, "Not a participant of this board")
+        board.acl = [a for a in board.acl if a is not mine[0]]
+        self._touch(board=board)
+        self._acl_event(ACL_DELETED, mine[0], board, uid)
+        return mine[0]
+
     def delete_board(self, uid: str, board_id: int) -> Board:
         """Soft-delete a board (still listed by ``GET /boards`` with ``deletedAt``)."""
         board = self.board_for(uid, board_id, "MANAGE")

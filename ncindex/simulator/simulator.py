@@ -518,6 +518,11 @@ class NextcloudSimulator:
         with self.lock:
             return self.deck.unshare_board(owner, board_id, user)
 
+    def deck_leave_board(self, user: str, board_id: int) -> None:
+        """``user`` leaves a board shared with them (``BoardService::leave``)."""
+        with self.lock:
+            self.deck.leave_board(user, board_id)
+
     def deck_delete_board(self, user: str, board_id: int) -> None:
         """Soft-delete a board."""
         with self.lock:

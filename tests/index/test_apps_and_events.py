@@ -147,6 +147,18 @@ def test_a_board_shared_and_unshared_reaches_its_cards_acl_through_its_acl_event
     wait_until(lambda: stack.points(key)[0].payload["acl"] == ["user:alice", "user:bob"], 20)
     stack.sim.deck_unshare_board("alice", board, "bob")
     wait_until(lambda: stack.points(key)[0].payload["acl"] == ["user:alice"], 20)
+    # bob, shared the board again, writes a card and leaves the board (BoardService::leave:
+    # AclDeletedEvent with bob as the actor): his card is re-read as him, which he can no
+    # longer see; alice, whose board it is, keeps it
+    stack.sim.deck_share_board("alice", board, "bob")
+    his = f"deck_card:{stack.sim.deck_create_card('bob', todo, 'Oil the sluice', 'Monthly.')}"
+    wait_until(
+        lambda: [p.payload["acl"] for p in stack.points(his)] == [["user:alice", "user:bob"]], 20
+    )
+    stack.sim.deck_leave_board("bob", board)
+    wait_until(lambda: stack.points(key)[0].payload["acl"] == ["user:alice"], 20)
+    stack.wait_idle()
+    assert [p.payload["acl"] for p in stack.points(his)] == [["user:alice"]]
 
 
 def test_search_drop_of_a_card_rechecks_it_for_that_user(stack: Stack) -> None:
