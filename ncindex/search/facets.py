@@ -21,7 +21,13 @@ import structlog
 from qdrant_client import models
 
 from ncindex.documents import principal
-from ncindex.errors import NextcloudAuthError, NextcloudProtocolError, NotFound, TransientError
+from ncindex.errors import (
+    Forbidden,
+    NextcloudAuthError,
+    NextcloudProtocolError,
+    NotFound,
+    TransientError,
+)
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.store.port import VectorStore
 
@@ -56,7 +62,8 @@ def visible_folders(client: NextcloudClient, folders: list[str]) -> list[str]:
     deleted or moved away whose event is still on its way leaves as well. A share mounted
     deeper (``share_folder`` set, or its folder moved into another) is not seen (its parent is
     still there) and waits for the scan. When the root cannot be listed (Nextcloud
-    unavailable, an answer of the wrong shape, the credential refused) ``folders`` is returned
+    unavailable, an answer of the wrong shape, the credential refused, the listing refused:
+    403, an admin's access-control rule) ``folders`` is returned
     unchanged: the listing is a hint, and every search result is verified. Whether the caller
     is signed in is the caller resolution's to say (a credential revoked since it was
     resolved ends the session at the next search, which says so), not this hint's."""
@@ -64,7 +71,7 @@ def visible_folders(client: NextcloudClient, folders: list[str]) -> list[str]:
         return folders
     try:
         top = {e.path for e in client.propfind("/", 1)[1:] if e.is_folder}
-    except (TransientError, NextcloudProtocolError, NextcloudAuthError, NotFound) as exc:
+    except (TransientError, NextcloudProtocolError, NextcloudAuthError, NotFound, Forbidden) as exc:
         log.warning("root_not_listed", user=client.user, error=str(exc))
         return folders
     return [f for f in folders if "/" + f.split("/")[1] in top]

@@ -169,6 +169,10 @@ def test_a_folder_share_revoked_since_the_scan_leaves_the_folder_list(stack: Sta
     sim.unshare("alice", "/Harbour", "bob")
     assert "user:bob" in stack.points(f"file:{plan}")[0].payload["acl"]  # until his scan
     assert bobs_folders() == ["/Bobs"]
+    # a root Nextcloud refuses to list (403: an admin's access-control rule) is not a 500:
+    # the index's folders stay offered, as when Nextcloud cannot be asked
+    sim.faults.set("webdav", status=403, times=1, method="PROPFIND")
+    assert bobs_folders() == ["/Bobs", "/Harbour", "/Harbour/Plans"]
 
 
 NOT_WEB_URLS = [
