@@ -219,6 +219,8 @@ def test_the_mcp_server_has_its_deployment_service_and_route(chart: helm.Chart) 
         ([], "http"),
         ([{"secretName": "other-tls", "hosts": ["other.example.org"]}], "http"),
         ([{"secretName": "default-tls"}], "https"),  # no hosts: the controller's default
+        ([{"secretName": "wild-tls", "hosts": ["*.example.org"]}], "https"),  # one label
+        ([{"secretName": "deep-tls", "hosts": ["*.org"]}], "http"),  # not two labels
     ):
         values = with_change(EVERYTHING, "ingress.tls", tls)
         config = by_kind(render(chart, values), "ConfigMap")["nci-ncindex"]["data"]

@@ -340,14 +340,24 @@ set one: its Service's names in the cluster and the ingress host, each bare and 
 {{- end -}}
 
 {{/*
-The ingress's scheme: https when ingress.tls covers ingress.host (an entry listing it, or one
-listing no hosts, which Kubernetes' IngressTLS applies to the controller's default host), else
-http — the origin a browser sends for a page served through it.
+The ingress's scheme: https when ingress.tls covers ingress.host (an entry listing it, or a
+wildcard "*.domain" matching it by one leftmost label as TLS certificates do, RFC 6125 §6.4.3,
+or one listing no hosts, which Kubernetes' IngressTLS applies to the controller's default
+host), else http — the origin a browser sends for a page served through it.
 */}}
 {{- define "ncindex.ingressScheme" -}}
 {{- $scheme := "http" -}}
+{{- $host := lower .Values.ingress.host -}}
 {{- range .Values.ingress.tls -}}
-{{- if or (not .hosts) (has $.Values.ingress.host .hosts) }}{{ $scheme = "https" }}{{ end -}}
+{{- if not .hosts }}{{ $scheme = "https" }}{{ end -}}
+{{- range .hosts -}}
+{{- $name := lower . -}}
+{{- if eq $name $host }}{{ $scheme = "https" }}{{ end -}}
+{{- if and (hasPrefix "*." $name) (hasSuffix (trimPrefix "*" $name) $host) -}}
+{{- $label := trimSuffix (trimPrefix "*" $name) $host -}}
+{{- if and $label (not (contains "." $label)) }}{{ $scheme = "https" }}{{ end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- $scheme -}}
 {{- end -}}
