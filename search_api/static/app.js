@@ -153,9 +153,13 @@ function render(restore = true) {
   $("user-name").textContent = signedIn ? "Signed in as " + session.user : "";
   if (focusLost) $(signedIn ? "q" : "sign-in-flow").focus();
   if (signedIn) {
+    const before = searchSeq;
     loadPickers().then(() => {
       if (!session.user) return; // the pickers found the sign-in ended
       if (!restore || !location.search) return; // nothing to restore: keep what was typed meanwhile
+      // searched while the lists loaded: the URL is that search's, already answered (asking
+      // again re-rendered the results under the reader, and sent the search twice)
+      if (searchSeq !== before) return;
       fromUrl();
       if ($("q").value) search(false);
     });

@@ -28,7 +28,7 @@ from ncindex.ingest.events import NODE_NS, SINGLE_NODE, TAG_EVENTS, TWO_NODE
 from ncindex.ingest.queueing import celery_app
 from ncindex.search.filter_fields import filters_document
 from ncindex.settings import Settings
-from ncindex.sources.deck_card import DECK_SUBSCRIBED
+from ncindex.sources.deck_card import ACL_CREATED, ACL_DELETED, DECK_SUBSCRIBED
 from support import PASSWORDS, Stack
 from webhook_receiver import create_app
 
@@ -226,8 +226,21 @@ valid_envelopes = st.one_of(
             "user": {"uid": "alice"},
             "time": 1767225601,
         },
-        st.sampled_from(DECK_SUBSCRIBED),
+        st.sampled_from([c for c in DECK_SUBSCRIBED if c not in (ACL_CREATED, ACL_DELETED)]),
         st.integers(min_value=0, max_value=2**53),
+    ),
+    st.builds(  # a board shared or unshared: the ACL entry, its board's id (nextcloud/deck Acl)
+        lambda cls, board_id, participant: {
+            "event": {
+                "class": cls,
+                "acl": {"id": 1, "boardId": board_id, "type": 0, "participant": participant},
+            },
+            "user": {"uid": "alice"},
+            "time": 1767225601,
+        },
+        st.sampled_from([ACL_CREATED, ACL_DELETED]),
+        st.one_of(st.integers(min_value=0, max_value=2**53), st.integers(0, 99).map(str)),
+        st.sampled_from(["bob", {"uid": "bob", "displayname": "Bob"}]),
     ),
 )
 

@@ -1036,6 +1036,35 @@ def test_a_double_click_on_sign_in_starts_one_flow(
     context.close()
 
 
+def test_a_search_made_while_the_lists_load_is_sent_once(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A search typed before the folder and tag lists have loaded is not asked again when they
+    arrive: its own query is in the URL by then, and the page took it for a shared link to
+    restore, re-rendering the results under the reader."""
+    context = browser.new_context()
+    page = context.new_page()
+    held: list[Route] = []
+    page.route("**/v1/folders*", lambda route: held.append(route))  # the lists load slowly
+    searches: list[str] = []
+
+    def answer(route: Route) -> None:
+        searches.append(route.request.post_data or "")
+        route.fulfill(json=fake_answer(1, 1))
+
+    page.route("**/v1/search", answer)
+    open_signed_in(page, deployment.url, "alice")
+    search(page, "tides")
+    expect(page.locator("#results .title")).to_have_text("doc-0.md")
+    page.unroute("**/v1/folders*")
+    for route in held:
+        route.continue_()
+    expect(page.locator("#folders option", has_text="/Projects").first).to_be_attached()
+    page.wait_for_timeout(300)  # a search the lists' arrival sent would have been asked by now
+    assert len(searches) == 1, searches
+    context.close()
+
+
 def test_a_screen_reader_hears_each_results_type(deployment: Deployment, browser: Browser) -> None:
     """The type badge (FILE, NOTE, CARD, NEWS) is the only place a result's type is shown: it
     is in the accessibility tree, before the title."""
