@@ -570,6 +570,12 @@ class Settings(BaseSettings):
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
+        if info.field_name == "nextcloud_url" and (parts.username or parts.password):
+            # every link that opens a result in Nextcloud starts with it (open_url, MCP's url),
+            # and each account signs in with its own app password
+            raise ValueError(
+                "must not hold a user name or password (accounts go in NCINDEX_ACCOUNTS)"
+            )
         if info.field_name == "public_url" and (
             parts.query or parts.fragment or parts.path.rstrip("/").endswith("/hooks/nextcloud")
         ):

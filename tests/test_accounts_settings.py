@@ -59,6 +59,10 @@ def test_urls_need_http_and_a_host_and_an_empty_store_path_is_unset() -> None:
         "https://cloud.example.org/nc"
     )
     assert Settings(qdrant_path="").qdrant_path is None  # was Path("."): the working folder
+    # every result's open_url starts with it: credentials there went to every searcher
+    for url in ("https://admin:secret@cloud.example.org", "https://admin@cloud.example.org"):
+        with pytest.raises(ValidationError, match="must not hold a user name or password"):
+            Settings(nextcloud_url=url)
 
 
 def test_the_public_url_needs_http_and_a_host() -> None:
