@@ -322,7 +322,8 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     may change) as the envelope's ``user.uid``; a source's event (Deck
     CardCreated/CardUpdated/CardDeleted) ⇒ index, or evict, the document it names, as
     ``user.uid``; one naming what documents share (Deck AclCreated/AclDeleted: a board) ⇒
-    ``ncindex.index_related`` for them, as ``user.uid``.
+    ``ncindex.index_related`` for them, as ``user.uid``, or, when that is not a configured
+    account, as the user the event names as a reader (the ACL entry's participant) if it is.
 
     Without a configured user to read it as — a tag event with ``"user": null`` (occ, cron,
     a workflow rule, an admin) or by an unconfigured user, a file event in the view of an
@@ -350,9 +351,12 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
         return Plan([index_node(user, i) for i in ids])
     if name in DOCUMENT_EVENTS:
         user, reason = _acting_user(envelope, accounts)
+        named, route = DOCUMENT_EVENTS[name]
+        if user is None and route.reader is not None:
+            reader = route.reader(extra)  # a board shared by an unconfigured user, say
+            user = reader if reader is not None and reader in accounts else None
         if user is None:
             return Plan(ignored=reason)
-        named, route = DOCUMENT_EVENTS[name]
         doc_id = int(route.id_in(extra))
         if route.field is not None:
             return Plan([index_related(user, named.doc_type.value, route.field, doc_id)])

@@ -242,13 +242,16 @@ class EventRoute:
     what is lost when Nextcloud refuses to register the class. With ``field`` the id names
     not a document but every indexed document whose payload ``field`` (keyword-indexed)
     holds it — a Deck ACL event names a board, whose cards' ``board_id`` it is — and each is
-    re-read (``ncindex.index_related``)."""
+    re-read (``ncindex.index_related``). ``reader``, given the event object, names another
+    user who may read what the event names (a Deck ACL entry's participant), to read it as
+    when the event's own user is not a configured account (``None``: nobody)."""
 
     event_class: str
     evict: bool
     id_path: tuple[str, ...]
     cost_without: str
     field: str | None = None
+    reader: Callable[[Mapping[str, Any]], str | None] | None = None
 
     @property
     def id_field(self) -> str:

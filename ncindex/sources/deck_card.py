@@ -33,7 +33,7 @@ already drops the cards of a deleted stack, the scan evicts them).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, ClassVar
 
@@ -73,6 +73,21 @@ ACL_DELETED = DECK_NS + "AclDeletedEvent"
 #: ``lib/Event/ACardEvent.php``, ``AAclEvent.php`` implement ``IWebhookCompatibleEvent`` from
 #: commit d85e1c8, first in v1.18.0; reference §1.4).
 DECK_SUBSCRIBED = (CARD_CREATED, CARD_DELETED, CARD_UPDATED, ACL_CREATED, ACL_DELETED)
+
+
+def acl_participant(event: Mapping[str, Any]) -> str | None:
+    """The user id of a Deck ACL event's entry when it names a user (``type`` 0), else
+    ``None``: nextcloud/deck ``lib/Event/AAclEvent.php`` ``getWebhookSerializable`` sends
+    ``acl`` as ``Acl::jsonSerialize`` (``lib/Db/RelationalEntity.php``), whose
+    ``participant`` is the user id, or, once resolved, the user's object (``uid``,
+    ``primaryKey``: ``lib/Db/RelationalObject.php`` ``jsonSerialize``, ``lib/Db/User.php``)."""
+    acl = event.get("acl")
+    if not isinstance(acl, Mapping) or acl.get("type") not in (0, "0"):
+        return None
+    participant = acl.get("participant")
+    if isinstance(participant, Mapping):
+        participant = participant.get("uid") or participant.get("primaryKey")
+    return participant if isinstance(participant, str) and participant else None
 
 
 def _json(client: NextcloudClient, url: str) -> dict[str, Any]:
@@ -249,6 +264,7 @@ class DeckCardSource(Source):
             _ACL_BOARD,
             "a board shared reaches the new members' index at their scan only (Deck 1.18)",
             field="board_id",
+            reader=acl_participant,
         ),
         EventRoute(
             ACL_DELETED,
@@ -256,6 +272,7 @@ class DeckCardSource(Source):
             _ACL_BOARD,
             "a board unshared leaves the members' index at the scan only (Deck 1.18)",
             field="board_id",
+            reader=acl_participant,
         ),
     )
 

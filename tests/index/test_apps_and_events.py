@@ -70,6 +70,22 @@ def test_deck_card_events_map_to_index_and_evict() -> None:
     with pytest.raises(EnvelopeError) as err:
         parse_envelope(envelope(ACL_DELETED, acl={"id": 7}))
     assert err.value.field == "event.acl.boardId"
+    # shared by someone ncindex has no account for (or by occ): read as the participant when
+    # configured — a resolved user (Deck's RelationalObject: primaryKey, uid) or a bare uid
+    carol = {"uid": "carol", "displayName": "Carol"}
+    for participant in ({"primaryKey": "bob", "uid": "bob", "type": 0}, "bob"):
+        entry = {**acl, "participant": participant}
+        for user in (carol, None):
+            (action,) = plan_envelope(
+                parse_envelope(envelope(ACL_CREATED, user, acl=entry)), ACCOUNTS
+            ).actions
+            assert action.kwargs["user"] == "bob"
+    for entry in (
+        {**acl, "participant": {"primaryKey": "dave", "uid": "dave"}},  # not configured
+        {**acl, "participant": "bob", "type": 1},  # a group named bob
+    ):
+        plan = plan_envelope(parse_envelope(envelope(ACL_DELETED, carol, acl=entry)), ACCOUNTS)
+        assert plan.ignored == "unknown_user" and not plan.actions
 
 
 def test_tag_assignment_updates_tags_without_embedding(stack: Stack) -> None:
