@@ -14,7 +14,8 @@ Routes (JSON unless said; every ``POST`` needs the session's CSRF token in ``X-C
 * ``POST /ui/login/flow`` — starts Login Flow v2: ``{"login_url"}`` for the user to open
   (always an http(s) URL: a Nextcloud answering another is 502 ``backend_unavailable``);
 * ``POST /ui/login/poll`` — ``{"user": null}`` until the user granted access, then
-  ``{"user", "csrf"}`` (a new session: the cookie is replaced);
+  ``{"user", "csrf"}`` (a new session: the cookie is replaced; an answer of Nextcloud in no
+  known shape is 502 ``backend_unavailable``);
 * ``POST /ui/login/cancel`` — forgets the Login Flow under way (its poll token and login URL),
   so that nothing polls it any more and ``/ui/session`` no longer reports it:
   ``{"cancelled"}``, whether there was one. Nextcloud has no request to end a flow
@@ -249,8 +250,10 @@ def ui_blueprint(
             creds = poll_login_flow(services.http, poll_token)
         except TransientError as exc:
             return problem_for(exc)
-        except NextcloudProtocolError:
-            return problem(503, "backend_unavailable", "Nextcloud answered an unknown format")
+        except NextcloudProtocolError as exc:  # as /ui/login/flow answers one: a bad gateway
+            log.warning("login_poll_unreadable", error=str(exc))
+            detail = "Nextcloud's answer to the sign-in cannot be used (an unknown format)"
+            return problem(502, "backend_unavailable", detail)
         if creds is None:
             return jsonify({"user": None})
         authorization = _basic(creds.login_name, creds.app_password)

@@ -200,6 +200,8 @@ def test_a_login_url_that_is_not_http_is_refused(redis_url: str) -> None:
     login = {"url": None}
 
     def nextcloud(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/index.php/login/v2/poll":  # an answer of no known shape
+            return httpx.Response(200, json={"server": 42})
         assert request.url.path == "/index.php/login/v2"
         return httpx.Response(200, json={"poll": {"token": "p" * 128}, "login": login["url"]})
 
@@ -222,4 +224,7 @@ def test_a_login_url_that_is_not_http_is_refused(redis_url: str) -> None:
         started = client.post("/ui/login/flow", headers={CSRF_HEADER: csrf})
         assert started.status_code == 200 and started.get_json() == {"login_url": url}
         assert session(client)["login_url"] == url
+    # its poll answered in no known shape: a bad gateway too, as the start's (it was a 503)
+    polled = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert polled.status_code == 502 and polled.get_json()["code"] == "backend_unavailable"
     services.close()
