@@ -341,15 +341,20 @@ class NextcloudClient:
             raise ValueError("user id unknown: call current_user() first")
         return self.user
 
-    def propfind(self, path: str, depth: int = 1) -> list[DavEntry]:
+    def propfind(
+        self, path: str, depth: int = 1, *, timeout: float | None = None
+    ) -> list[DavEntry]:
         """PROPFIND ``path`` (relative to the files root) with ``Depth`` 0 or 1; the first
-        entry is ``path`` itself. Raises ``NotFound`` when it does not exist for this user."""
+        entry is ``path`` itself. Raises ``NotFound`` when it does not exist for this user.
+        ``timeout`` (seconds) replaces ``settings.http_timeout`` for this request."""
         user = self._me()
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         response = self.request(
             "PROPFIND",
             webdav.file_url_path(user, path),
             headers={"Depth": str(depth), "Content-Type": "application/xml; charset=utf-8"},
             content=webdav.PROPFIND_BODY,
+            **extra,
         )
         return webdav.parse_multistatus(response.content, user, self.web_root)
 

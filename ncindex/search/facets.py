@@ -53,6 +53,12 @@ def caller_folders(store: VectorStore, user: str) -> list[str]:
     return sorted(k[len(prefix) :] for k in keys if k.startswith(prefix) and k != prefix + "/")
 
 
+ROOT_LISTING_SECONDS = 2.0
+"""How long :func:`visible_folders` waits for the root's listing, seconds: the folder list
+read only the index before it asked Nextcloud, and a slow Nextcloud should not hold the page's
+pickers for the whole ``NCINDEX_HTTP_TIMEOUT``."""
+
+
 def visible_folders(client: NextcloudClient, folders: list[str]) -> list[str]:
     """``folders`` (the caller's, :func:`caller_folders`) less those under a top-level folder
     that the caller's files root no longer holds, by one ``PROPFIND Depth: 1`` of the root as
@@ -62,15 +68,17 @@ def visible_folders(client: NextcloudClient, folders: list[str]) -> list[str]:
     deleted or moved away whose event is still on its way leaves as well. A share mounted
     deeper (``share_folder`` set, or its folder moved into another) is not seen (its parent is
     still there) and waits for the scan. When the root cannot be listed (Nextcloud
-    unavailable, an answer of the wrong shape, the credential refused, the listing refused:
-    403, an admin's access-control rule) ``folders`` is returned
-    unchanged: the listing is a hint, and every search result is verified. Whether the caller
-    is signed in is the caller resolution's to say (a credential revoked since it was
-    resolved ends the session at the next search, which says so), not this hint's."""
+    unavailable or slower than :data:`ROOT_LISTING_SECONDS`, an answer of the wrong shape,
+    the credential refused, the listing refused: 403, an admin's access-control rule)
+    ``folders`` is returned unchanged: the listing is a hint, and every search result is
+    verified. Whether the caller is signed in is the caller resolution's to say (a credential
+    revoked since it was resolved ends the session at the next search, which says so), not
+    this hint's."""
     if not folders:
         return folders
     try:
-        top = {e.path for e in client.propfind("/", 1)[1:] if e.is_folder}
+        listing = client.propfind("/", 1, timeout=ROOT_LISTING_SECONDS)
+        top = {e.path for e in listing[1:] if e.is_folder}
     except (TransientError, NextcloudProtocolError, NextcloudAuthError, NotFound, Forbidden) as exc:
         log.warning("root_not_listed", user=client.user, error=str(exc))
         return folders

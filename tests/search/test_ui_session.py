@@ -13,6 +13,7 @@ from flask.testing import FlaskClient
 
 from ncindex.index.indexing import Indexer
 from ncindex.runtime import Services
+from ncindex.search.facets import ROOT_LISTING_SECONDS
 from ncindex.settings import Settings
 from ncindex.web.session import ANONYMOUS_SECONDS, COOKIE, CSRF_HEADER
 from search_api import create_app
@@ -172,6 +173,9 @@ def test_a_folder_share_revoked_since_the_scan_leaves_the_folder_list(stack: Sta
     # a root Nextcloud refuses to list (403: an admin's access-control rule) is not a 500:
     # the index's folders stay offered, as when Nextcloud cannot be asked
     sim.faults.set("webdav", status=403, times=1, method="PROPFIND")
+    assert bobs_folders() == ["/Bobs", "/Harbour", "/Harbour/Plans"]
+    # nor does a slow one hold the list for the whole request timeout (10 s): the index's
+    sim.faults.set("webdav", delay=ROOT_LISTING_SECONDS + 1.5, times=1, method="PROPFIND")
     assert bobs_folders() == ["/Bobs", "/Harbour", "/Harbour/Plans"]
 
 
