@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -261,7 +262,7 @@ def build_stack(
     if open_store:
         assert embedder is not None
         if template is not None:
-            shutil.copytree(template, data_dir / "qdrant")
+            copy_store(template, data_dir / "qdrant")
         store = QdrantEdgeStore(data_dir / "qdrant", model_slug(config.dense_model))
         store.ensure_collection(embedder.dense_dim)
     services = Services(config, store=store, embedder=embedder)
@@ -281,6 +282,39 @@ def build_stack(
         exits.close()
         raise
     return built
+
+
+def copy_sparse(source: str | Path, target: str | Path) -> None:
+    """Copy the file ``source`` to ``target`` (then its times and mode, as ``shutil.copy2``)
+    keeping its holes: only the data regions (``SEEK_DATA`` … ``SEEK_HOLE``) are read and
+    written. An empty Qdrant Edge store is ~650 KB of data in ~284 MB of preallocated sparse
+    files; ``shutil.copy2`` writes every hole out as zeros."""
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        size = os.fstat(src.fileno()).st_size
+        offset = 0
+        while offset < size:
+            try:
+                start = os.lseek(src.fileno(), offset, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # nothing but a hole up to the end
+                    break
+                raise
+            end = os.lseek(src.fileno(), start, os.SEEK_HOLE)
+            while start < end:
+                os.lseek(dst.fileno(), start, os.SEEK_SET)
+                sent = os.sendfile(dst.fileno(), src.fileno(), start, end - start)
+                if not sent:
+                    break
+                start += sent
+            offset = end
+        dst.truncate(size)
+    shutil.copystat(source, target)
+
+
+def copy_store(template: Path, folder: Path) -> None:
+    """Copy the closed store folder ``template`` (such as the session's ``empty_store``) to
+    ``folder``, which must not exist, its sparse files kept sparse (:func:`copy_sparse`)."""
+    shutil.copytree(template, folder, copy_function=copy_sparse)
 
 
 def check_indexed_once(qdrant: Path, model: str, expected: dict[int, str]) -> int:

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from ncindex.store import model_slug
 from ncindex.store.port import PointRecord
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 from search_api import create_app
+from support import copy_store
 
 PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -221,7 +221,7 @@ def build_api(
         search_rate_limit="",
         **overrides,
     )
-    shutil.copytree(empty_store, tmp_path / "qdrant")
+    copy_store(empty_store, tmp_path / "qdrant")
     store = QdrantEdgeStore(tmp_path / "qdrant", model_slug(settings.dense_model))
     services = Services(settings, store=store, embedder=embedder)
     producer = RecordingProducer()
