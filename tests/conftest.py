@@ -81,19 +81,24 @@ def empty_store(embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture
-def stack(redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path) -> Iterator[Stack]:
-    """The whole stack (:func:`support.build_stack`) on a flushed Redis."""
+def stack(
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
+) -> Iterator[Stack]:
+    """The whole stack (:func:`support.build_stack`) on a flushed Redis, its store a copy of
+    ``empty_store``."""
     redis.Redis.from_url(redis_url).flushdb()
-    with build_stack(redis_url, embedder, model_dir, tmp_path) as built:
+    with build_stack(redis_url, embedder, model_dir, tmp_path, template=empty_store) as built:
         yield built
 
 
 @pytest.fixture
 def subpath_stack(
-    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
 ) -> Iterator[Stack]:
     """:func:`stack` against a Nextcloud installed under ``/nextcloud`` (every route and
     href starts with it; ``NCINDEX_NEXTCLOUD_URL`` is ``http://127.0.0.1:PORT/nextcloud``)."""
     redis.Redis.from_url(redis_url).flushdb()
-    with build_stack(redis_url, embedder, model_dir, tmp_path, web_root="/nextcloud") as built:
+    with build_stack(
+        redis_url, embedder, model_dir, tmp_path, web_root="/nextcloud", template=empty_store
+    ) as built:
         yield built
