@@ -270,7 +270,9 @@ def build_stack(
     celery = create_celery(config, services)
     receiver_app = create_receiver_app(config, producer=celery)
     receiver_server.app = receiver_app
-    threading.Thread(target=receiver_server.serve_forever, daemon=True).start()
+    threading.Thread(  # shutdown() waits for the loop's next look: every 0.05 s, not 0.5 s
+        target=receiver_server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
     exits.callback(receiver_server.shutdown)
     search_app = create_search_app(config, services=services, producer=celery)
     built = Stack(config, sim, services, celery, search_app, receiver_url, receiver_app, exits)
