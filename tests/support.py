@@ -271,6 +271,11 @@ def build_stack(
     services = Services(config, store=store, embedder=embedder)
     exits.callback(services.close)
     celery = create_celery(config, services)
+    # the worker's BRPOP waits 0.1 s, not kombu's 1 s: stopping a worker closes its channel
+    # after the BRPOP in flight has returned, so each stop waited up to a second
+    celery.conf.broker_transport_options = celery.conf.broker_transport_options | {
+        "polling_interval": 0.1
+    }
     receiver_app = create_receiver_app(config, producer=celery)
     receiver_server.app = receiver_app
     threading.Thread(  # shutdown() waits for the loop's next look: every 0.05 s, not 0.5 s
