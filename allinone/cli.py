@@ -884,7 +884,7 @@ def reconcile(
     producer = celery_app(settings) if apply else None
     reconciler = Reconciler(services, Indexer(services), producer)
     failed = busy = False
-    ttl = settings.task_time_limit + 60
+    ttl = settings.lock_ttl
     types = list(doc_types or [t.value for t in scan_types()])
     accounts = list(users or settings.accounts)
     try:

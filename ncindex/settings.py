@@ -127,7 +127,10 @@ class Settings(BaseSettings):
         900, ge=1, description="Redis redelivery timeout for unacked tasks, seconds."
     )
     lock_ttl: int = Field(
-        360, ge=1, description="Per-document lock expiry, seconds (above the hard limit)."
+        360,
+        ge=1,
+        description="Lock expiry of a document and of a user's scan of a doc type, seconds "
+        "(above the hard limit).",
     )
     shutdown_grace: float = Field(
         20.0,

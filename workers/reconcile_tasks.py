@@ -112,8 +112,7 @@ def reconcile_scan(
     client = reconciler.services.redis
     if pending_key:
         client.delete(pending_key)
-    ttl = settings.task_time_limit + 60
-    with scan_lock(client, settings.names, user, doc_type, ttl=ttl, wait=0) as held:
+    with scan_lock(client, settings.names, user, doc_type, ttl=settings.lock_ttl, wait=0) as held:
         if not held:
             if page is not None:
                 wait = scan_lock_seconds(client, settings.names, user, doc_type)

@@ -843,7 +843,8 @@ def scan_lock(
     """The per-user, per-doc-type scan lock (``<namespace>:lock:reconcile:<type>:<user>``)
     that the ``ncindex.reconcile_scan`` task and ``ncindex reconcile --apply`` both take, so
     two scans of one user and type never run at once. Yields ``True`` once held (it expires
-    after ``ttl`` seconds, above the scan task's hard limit, and is released on exit), or
+    after ``ttl`` seconds — the callers pass ``Settings.lock_ttl``, which the settings keep
+    above the task hard limit — and is released on exit), or
     ``False`` when another scan still held it after ``wait`` seconds (``0``: do not wait):
     :func:`ncindex.index.locks.hold`."""
     with hold(
