@@ -70,12 +70,16 @@ def embedder(model_dir: Path) -> Embedder:
 
 
 @pytest.fixture(scope="session")
-def empty_store(embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A closed, empty Qdrant Edge folder with every payload index (creating the indexes
-    takes seconds; stacks copy this folder instead)."""
+    takes seconds; stacks copy this folder instead), for the default dense model. It asks for
+    no other fixture, so a module that overrides ``model_dir`` or ``embedder`` (at module
+    scope) still gets it in ``stack``."""
+    settings = Settings()
+    install_models(settings.model_dir)
     root = tmp_path_factory.mktemp("empty-store")
-    store = QdrantEdgeStore(root, model_slug(Settings().dense_model))
-    store.ensure_collection(embedder.dense_dim)
+    store = QdrantEdgeStore(root, model_slug(settings.dense_model))
+    store.ensure_collection(Embedder(settings).declared_dim)
     store.close()
     return root
 
