@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import secrets
@@ -32,7 +31,7 @@ from ncindex.names import DEFAULT_NAMESPACE, QUEUES, Names
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
-from ncindex.store import model_slug
+from ncindex.store import model_slug, shard_copy
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 from ncindex.sync.reconcile import request_scans, scan_types
 from ncindex.sync.status import settled
@@ -294,37 +293,11 @@ def build_stack(
     return built
 
 
-def copy_sparse(source: str | Path, target: str | Path) -> None:
-    """Copy the file ``source`` to ``target`` (then its times and mode, as ``shutil.copy2``)
-    keeping its holes: only the data regions (``SEEK_DATA`` … ``SEEK_HOLE``) are read and
-    written. An empty Qdrant Edge store is ~650 KB of data in ~284 MB of preallocated sparse
-    files; ``shutil.copy2`` writes every hole out as zeros."""
-    with open(source, "rb") as src, open(target, "wb") as dst:
-        size = os.fstat(src.fileno()).st_size
-        offset = 0
-        while offset < size:
-            try:
-                start = os.lseek(src.fileno(), offset, os.SEEK_DATA)
-            except OSError as exc:
-                if exc.errno == errno.ENXIO:  # nothing but a hole up to the end
-                    break
-                raise
-            end = os.lseek(src.fileno(), start, os.SEEK_HOLE)
-            while start < end:
-                os.lseek(dst.fileno(), start, os.SEEK_SET)
-                sent = os.sendfile(dst.fileno(), src.fileno(), start, end - start)
-                if not sent:
-                    break
-                start += sent
-            offset = end
-        dst.truncate(size)
-    shutil.copystat(source, target)
-
-
 def copy_store(template: Path, folder: Path) -> None:
     """Copy the closed store folder ``template`` (such as the session's ``empty_store``) to
-    ``folder``, which must not exist, its sparse files kept sparse (:func:`copy_sparse`)."""
-    shutil.copytree(template, folder, copy_function=copy_sparse)
+    ``folder``, which must not exist, its sparse files kept sparse
+    (:func:`ncindex.store.shard_copy.copy_file`)."""
+    shutil.copytree(template, folder, copy_function=shard_copy.copy_file)
 
 
 def check_indexed_once(qdrant: Path, model: str, expected: dict[int, str]) -> int:

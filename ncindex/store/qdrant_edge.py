@@ -799,7 +799,7 @@ class QdrantEdgeStore:
         if not shard_copy.stamps_mapped_writes(self.shard_path):
             with self._locked(locked), self._call("optimise_aside"):
                 self._open_shard().flush()
-                shutil.copytree(self.shard_path, aside)
+                shutil.copytree(self.shard_path, aside, copy_function=shard_copy.copy_file)
                 self._journal = set()
             return -1
         # written back once while writes go on, so that settling under the lock has little

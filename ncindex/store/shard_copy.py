@@ -15,6 +15,7 @@ filesystem does this before the two-pass copy is used.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import shutil
@@ -86,6 +87,36 @@ def settle(folder: Path) -> int:
     return stamp - MTIME_MARGIN_NS
 
 
+def copy_file(source: str | Path, target: str | Path) -> None:
+    """Copy the file ``source`` to ``target`` (created or truncated), then its mode and times,
+    as ``shutil.copy2`` does, but keeping its holes: only the data regions that
+    ``lseek(SEEK_DATA)`` and ``lseek(SEEK_HOLE)`` find are read and written, and the copy is
+    given the source's size. Edge preallocates its segment files sparse (an empty collection
+    is ~650 KB of data in ~284 MB of files); ``shutil.copy2`` writes every hole out as zeros.
+    Where the filesystem does not report holes the whole file is one data region. Raises
+    ``OSError`` as ``shutil.copy2`` does (``FileNotFoundError`` for a missing source)."""
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        size = os.fstat(src.fileno()).st_size
+        offset = 0
+        while offset < size:
+            try:
+                start = os.lseek(src.fileno(), offset, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # only a hole from offset to the end
+                    break
+                raise
+            end = os.lseek(src.fileno(), start, os.SEEK_HOLE)
+            os.lseek(dst.fileno(), start, os.SEEK_SET)
+            while start < end:
+                sent = os.sendfile(dst.fileno(), src.fileno(), start, end - start)
+                if not sent:  # the source shrank meanwhile
+                    break
+                start += sent
+            offset = end
+        dst.truncate(size)
+    shutil.copystat(source, target)
+
+
 def copy_while_written(source: Path, destination: Path) -> None:
     """Copy the folder ``source`` to ``destination`` (which must not exist) as it is being
     written: a file or folder that vanishes meanwhile is skipped (:func:`catch_up` settles
@@ -97,7 +128,7 @@ def copy_while_written(source: Path, destination: Path) -> None:
     for relative in files:
         path, target = source / relative, destination / relative
         try:  # its folder was made above: the listing gives every file's folder
-            shutil.copy2(path, target)
+            copy_file(path, target)
         except FileNotFoundError:
             if path.exists():
                 raise
@@ -144,7 +175,7 @@ def _catch_up_once(source: Path, destination: Path, since_ns: int) -> int:
             or not target.exists()
             or target.stat().st_size != status.st_size
         ):
-            shutil.copy2(path, target)
+            copy_file(path, target)
             copied += status.st_size
     return copied
 
