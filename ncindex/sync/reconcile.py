@@ -871,7 +871,8 @@ def pending_key(keys: Names, user: str, doc_type: DocType | str) -> str:
     return f"{keys.reconcile_prefix}pending:{DocType(doc_type).value}:{user}"
 
 
-#: How long the scans queued by :func:`rescan_if_forgotten` stay marked pending, seconds.
+#: How long the scans queued by :func:`rescan_if_forgotten` and :func:`rescan_if_due` stay
+#: marked pending, seconds.
 FORGOTTEN_PENDING_SECONDS = 600
 
 
@@ -884,14 +885,7 @@ def rescan_if_forgotten(producer: Producer, client: redis.Redis, settings: Setti
     Raises ``redis.RedisError``."""
     if not client.set(settings.names.remembered, int(time.time()), nx=True):
         return 0
-    queued = request_scans(
-        producer,
-        client,
-        list(settings.accounts),
-        enabled_scan_types(settings),
-        FORGOTTEN_PENDING_SECONDS,
-        keys=settings.names,
-    )
+    queued = _scan_everyone(producer, client, settings)
     log.warning("redis_without_state_rescanning", scans=queued)
     return queued
 
@@ -918,7 +912,15 @@ def rescan_if_due(
     now = time.time() if now is None else now
     if not client.eval(_TAKE_IF_DUE, 1, settings.names.rescan_due, str(now)):
         return 0
-    queued = request_scans(
+    queued = _scan_everyone(producer, client, settings)
+    log.info("listening_rescan", scans=queued)
+    return queued
+
+
+def _scan_everyone(producer: Producer, client: redis.Redis, settings: Settings) -> int:
+    """Queue a scan of every account and enabled doc type, marked pending for
+    :data:`FORGOTTEN_PENDING_SECONDS`; returns how many were queued."""
+    return request_scans(
         producer,
         client,
         list(settings.accounts),
@@ -926,8 +928,6 @@ def rescan_if_due(
         FORGOTTEN_PENDING_SECONDS,
         keys=settings.names,
     )
-    log.info("listening_rescan", scans=queued)
-    return queued
 
 
 def request_scans(
