@@ -365,10 +365,8 @@ def test_alice_signs_in_with_login_flow_filters_and_signs_out(
     page.screenshot(path=shots / "empty.png")
 
     # sign-out deletes the app password in Nextcloud, and the session
-    page.get_by_role("button", name="Sign out").click()
-    expect(page.locator("#status")).to_contain_text("app password was deleted")
+    sign_out_deleting_the_app_password(page, deployment)
     expect(page.locator("#signed-out")).to_be_visible()
-    assert deployment.sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
     page.screenshot(path=shots / "signed-out-after.png")
     context.close()
 
@@ -430,6 +428,14 @@ def sign_in_with_password(page: Page, user: str) -> None:
     page.get_by_label("User name").fill(user)
     page.get_by_label("App password").fill(PASSWORDS[user])
     page.get_by_role("button", name="Sign in", exact=True).click()
+
+
+def sign_out_deleting_the_app_password(page: Page, deployment: Deployment) -> None:
+    """Press "Sign out" as alice: the page says the app password was deleted, and Nextcloud
+    holds only alice's own again (the one the Login Flow made is gone)."""
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#status")).to_contain_text("app password was deleted")
+    assert deployment.sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
 
 
 def approve_in_nextcloud(popup: Page, user: str) -> None:
@@ -618,9 +624,7 @@ def test_a_page_reloaded_during_the_login_flow_goes_on_waiting(
     approve_in_nextcloud(popup, "alice")
     expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
     assert len(deployment.sim.tree.user("alice").passwords) == 2
-    page.get_by_role("button", name="Sign out").click()
-    expect(page.locator("#status")).to_contain_text("app password was deleted")
-    assert deployment.sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
+    sign_out_deleting_the_app_password(page, deployment)
     context.close()
 
 
@@ -999,9 +1003,7 @@ def test_pressing_sign_in_again_while_waiting_opens_the_same_flow(
     second.close()
     approve_in_nextcloud(first, "alice")
     expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
-    page.get_by_role("button", name="Sign out").click()
-    expect(page.locator("#status")).to_contain_text("app password was deleted")
-    assert deployment.sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
+    sign_out_deleting_the_app_password(page, deployment)
     context.close()
 
 
@@ -1030,9 +1032,7 @@ def test_a_double_click_on_sign_in_starts_one_flow(
             popup.wait_for_load_state()
             assert popup.url == first.url
             popup.close()
-    page.get_by_role("button", name="Sign out").click()
-    expect(page.locator("#status")).to_contain_text("app password was deleted")
-    assert deployment.sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
+    sign_out_deleting_the_app_password(page, deployment)
     context.close()
 
 
