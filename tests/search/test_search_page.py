@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Route, expect, sync_playwright
 
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.simulator.server import SimulatorServer
@@ -438,6 +438,16 @@ def sign_out_deleting_the_app_password(page: Page, deployment: Deployment) -> No
     assert deployment.sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
 
 
+def start_login_flow(context: BrowserContext, page: Page, url: str) -> Page:
+    """Open the page at ``url`` and press "Sign in with Nextcloud": the Nextcloud window it
+    opens, once the page says it waits for the approval."""
+    page.goto(url + "/")
+    with context.expect_page() as popup_info:
+        page.get_by_role("button", name="Sign in with Nextcloud").click()
+    expect(page.locator("#status")).to_contain_text("Waiting for you to approve")
+    return popup_info.value
+
+
 def approve_in_nextcloud(popup: Page, user: str) -> None:
     """Grant the Login Flow in Nextcloud's page ``popup`` as ``user``, then close it."""
     popup.locator("#user").fill(user)
@@ -613,11 +623,7 @@ def test_a_page_reloaded_during_the_login_flow_goes_on_waiting(
     Nextcloud with the page signed out."""
     context = browser.new_context()
     page = context.new_page()
-    page.goto(deployment.url + "/")
-    with context.expect_page() as popup_info:
-        page.get_by_role("button", name="Sign in with Nextcloud").click()
-    popup = popup_info.value
-    expect(page.locator("#status")).to_contain_text("Waiting for you to approve")
+    popup = start_login_flow(context, page, deployment.url)
     page.reload()
     expect(page.locator("#status")).to_contain_text("Waiting for you to approve")
     expect(page.locator("#flow-link")).to_have_attribute("href", popup.url)
@@ -634,11 +640,7 @@ def test_a_login_flow_can_be_cancelled(deployment: Deployment, browser: Browser)
     again), the page stays signed out and focus goes to the sign-in button."""
     context = browser.new_context()
     page = context.new_page()
-    page.goto(deployment.url + "/")
-    with context.expect_page() as popup_info:
-        page.get_by_role("button", name="Sign in with Nextcloud").click()
-    popup = popup_info.value
-    expect(page.locator("#status")).to_contain_text("Waiting for you to approve")
+    popup = start_login_flow(context, page, deployment.url)
     cancel = page.get_by_role("button", name="Cancel sign-in")
     cancel.focus()
     with page.expect_response(lambda r: r.url.endswith("/ui/login/cancel")) as answered:
