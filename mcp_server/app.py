@@ -18,10 +18,16 @@ the transport's own rules (``TransportSecurityMiddleware.validate_request``): a
 ``settings.mcp_allowed_hosts`` (421 ``host_not_allowed``) and an ``Origin`` outside
 ``settings.mcp_allowed_origins`` (403 ``origin_not_allowed``; DNS-rebinding protection, on
 while ``mcp_allowed_hosts`` is not empty); an entry ``name:*`` allows ``name`` with any port or
-none (:func:`with_portless`). Only ``POST`` is served (405 with ``Allow: POST`` otherwise).
-Errors of the gate are problem+json bodies with the product's ``code`` and, where one part of
-the request is at fault, its ``field`` (a header, or ``body``). The transport is stateless
-(each POST stands alone, so replicas need no sticky sessions) and answers JSON, not SSE.
+none (:func:`with_portless`); last, an ``Mcp-Protocol-Version`` naming no version the SDK
+serves is 400, JSON-RPC -32022 naming the header and listing the versions
+(:func:`mcp_server.rpc_errors.unsupported_version`). Only ``POST`` is served (405 with ``Allow:
+POST`` otherwise). Errors of the gate are problem+json bodies with the product's ``code`` and,
+where one part of the request is at fault, its ``field`` (a header, or ``body``), except the
+two the MCP specification gives a JSON-RPC error (text that is not JSON, the protocol version;
+:mod:`mcp_server.rpc_errors`). A ``tools/call`` whose ``arguments`` is not an object is
+JSON-RPC -32602 naming ``arguments`` (:class:`mcp_server.rpc_errors.ToolArguments`). The
+transport is stateless (each POST stands alone, so replicas need no sticky sessions) and
+answers JSON, not SSE.
 """
 
 from __future__ import annotations
@@ -39,7 +45,6 @@ from mcp.server.streamable_http_manager import (
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
-    PARSE_ERROR,
     CallToolRequestParams,
     CallToolResult,
     ListToolsResult,
@@ -57,6 +62,14 @@ from starlette.types import Receive, Scope, Send
 
 from mcp_server.cors import ORIGIN_REFUSED, Cors
 from mcp_server.problems import problem
+from mcp_server.rpc_errors import (
+    PROTOCOL_VERSION_HEADER,
+    SUPPORTED_VERSIONS,
+    ToolArguments,
+    parse_error,
+    request_id,
+    unsupported_version,
+)
 from mcp_server.tools import FetchArgs, NoArgs, Tools, failure_of, search_schema
 from ncindex import __version__, strict_json
 from ncindex.accounts import refused_accounts
@@ -187,6 +200,7 @@ def create_app(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    server.middleware.append(ToolArguments())
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=bool(settings.mcp_allowed_hosts),
         allowed_hosts=with_portless(settings.mcp_allowed_hosts),
@@ -273,9 +287,9 @@ answers them in plain text): the product's code, the offending header and a deta
 
 
 class Gate:
-    """ASGI wrapper of the MCP transport: rate limit, authentication, body, then the
-    transport's header checks by ``transport`` (see the module docstring); the resolved client
-    goes into ``scope["state"][CALLER]``."""
+    """ASGI wrapper of the MCP transport: rate limit, authentication, body, the transport's
+    header checks by ``transport``, then the protocol version (see the module docstring); the
+    resolved client goes into ``scope["state"][CALLER]``."""
 
     def __init__(
         self,
@@ -327,10 +341,10 @@ class Gate:
             await problem(413, "payload_too_large", detail, {}, "body")(scope, receive, send)
             return
         try:
-            strict_json.loads(body)
+            message = strict_json.loads(body)
         except (ValueError, RecursionError) as exc:
             # what the transport answers for text that is not JSON, for what its parser lets by
-            await _parse_error(f"Parse error: {exc}")(scope, receive, send)
+            await parse_error(f"Parse error: {exc}")(scope, receive, send)
             return
         refused = await self.transport.validate_request(request, is_post=True)
         if refused is not None:  # the transport would answer it in plain text
@@ -339,6 +353,10 @@ class Gate:
                 status, ("invalid_value", None, bytes(refused.body).decode(errors="replace"))
             )
             await problem(status, code, detail, {}, field)(scope, receive, send)
+            return
+        version = request.headers.get(PROTOCOL_VERSION_HEADER)
+        if version is not None and version not in SUPPORTED_VERSIONS:
+            await unsupported_version(version, request_id(message))(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -394,10 +412,3 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
-
-
-def _parse_error(message: str) -> Response:
-    """The transport's own answer to a body that is not JSON: HTTP 400 with a JSON-RPC error
-    -32700 and a null id (``mcp.server.streamable_http``, ``_create_error_response``)."""
-    error = {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": message}}
-    return JSONResponse(error, status_code=400)

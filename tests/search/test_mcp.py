@@ -1,7 +1,7 @@
 """The MCP server (``mcp_server``), driven by the official ``mcp`` SDK's own client over real
 HTTP (uvicorn on a free port) against the search fixture's simulator, store and Redis: the
-tools and their schemas, search with filters, fetch, bad arguments, credentials, the shared
-rate limit, DNS-rebinding protection and the cross-user property."""
+tools and their schemas, search with filters, fetch, bad arguments, credentials, protocol
+versions, the shared rate limit, DNS-rebinding protection and the cross-user property."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp.client._probe as mcp_probe
 import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
@@ -22,6 +23,9 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from test_api import BUDGET, DIARY, FOGHORN, GARDEN, LIGHT, OLD, SECRET
 
 from mcp_server import create_app
@@ -580,6 +584,160 @@ def test_only_post_is_served_and_its_body_is_strict_json(mcp_url: str) -> None:
     assert answer.status_code == 413 and answer.json()["code"] == "payload_too_large"
     fine = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     assert httpx.post(mcp_url, json=fine, headers=headers).status_code == 200
+
+
+SUPPORTED = [*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS]
+"""Every protocol version the SDK's transport serves (handshake era, then 2026-07-28)."""
+JSON_POST = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def envelope(method: str, version: str, params: dict[str, Any]) -> tuple[dict[str, Any], dict]:
+    """A 2026-07-28 request (body with the ``_meta`` envelope, and its headers) at ``version``,
+    as the specification has clients send it (basic/transports/streamable-http, "Request
+    Metadata")."""
+    meta = {PROTOCOL_VERSION_META_KEY: version, CLIENT_CAPABILITIES_META_KEY: {}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    headers = {"Mcp-Protocol-Version": version, "Mcp-Method": method}
+    if "name" in params:
+        headers["Mcp-Name"] = params["name"]
+    return body, headers
+
+
+def mcp_error(exc: BaseException) -> MCPError:
+    """The ``MCPError`` in ``exc`` or in the exception groups around it (the SDK's client
+    raises one from its task groups when it cannot connect)."""
+    if isinstance(exc, MCPError):
+        return exc
+    for inner in exc.exceptions if isinstance(exc, BaseExceptionGroup) else ():
+        with contextlib.suppress(LookupError):
+            return mcp_error(inner)
+    raise LookupError(repr(exc))
+
+
+def test_an_unsupported_protocol_version_is_400_naming_the_header_and_the_versions(
+    mcp_url: str,
+) -> None:
+    """An ``Mcp-Protocol-Version`` the server does not speak is HTTP 400 with the JSON-RPC
+    ``UnsupportedProtocolVersionError`` (-32022), whatever the body: ``data`` lists every
+    version served (``supported``), the ``requested`` one, the code and the header as
+    ``field``. The SDK's transport answered a handshake-era body with a -32602 about the
+    2026-07-28 ``_meta`` envelope, and a 2026-07-28 body with -32022 listing 2026-07-28 alone.
+    The versions it serves are still served, to the SDK's client in each of its modes."""
+    headers = {"Authorization": basic("alice"), **JSON_POST}
+    tools_list = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    modern, modern_headers = envelope("tools/list", "2099-01-01", {})
+    for body, extra, requested, request_id in (
+        (tools_list, {"Mcp-Protocol-Version": "1999-01-01"}, "1999-01-01", 1),
+        (tools_list, {"Mcp-Protocol-Version": "banana"}, "banana", 1),
+        (initialized, {"Mcp-Protocol-Version": "1999-01-01"}, "1999-01-01", None),
+        (modern, modern_headers, "2099-01-01", 1),
+    ):
+        answer = httpx.post(mcp_url, json=body, headers={**headers, **extra}, timeout=30)
+        assert answer.status_code == 400, answer.text
+        assert answer.headers["Content-Type"] == "application/json"
+        reply = answer.json()
+        assert reply["id"] == request_id and reply["error"]["code"] == -32022, reply
+        data = reply["error"]["data"]
+        assert data["supported"] == SUPPORTED and data["requested"] == requested
+        assert (data["code"], data["field"]) == ("unsupported_protocol_version",
+                                                 "Mcp-Protocol-Version")  # fmt: skip
+        assert "Mcp-Protocol-Version" in reply["error"]["message"]
+        assert requested in reply["error"]["message"] and "2025-11-25" in data["detail"]
+
+    async def fixed_header() -> None:  # a client configured to send a version of its own
+        fixed = {"Authorization": basic("alice"), "Mcp-Protocol-Version": "1999-01-01"}
+        async with (
+            create_mcp_http_client(headers=fixed) as http,
+            Client(streamable_http_client(mcp_url, http_client=http), mode="legacy") as client,
+        ):
+            await client.list_tools()
+
+    async def discover_at(version: str) -> MCPError:
+        async with session(mcp_url, basic("alice")) as client:
+            with pytest.raises(MCPError) as refused:
+                await client.session.send_discover(version)
+            return refused.value
+
+    with pytest.raises(BaseException) as caught:
+        run(fixed_header())
+    error = mcp_error(caught.value)
+    assert error.code == -32022 and error.data["field"] == "Mcp-Protocol-Version"
+    assert error.data["requested"] == "1999-01-01" and error.data["supported"] == SUPPORTED
+    refused = run(discover_at("2099-01-01"))
+    assert refused.code == -32022 and refused.data["supported"] == SUPPORTED
+    assert refused.data["code"] == "unsupported_protocol_version"
+
+    async def tools_in(mode: str) -> set[str]:
+        async with (
+            create_mcp_http_client(headers={"Authorization": basic("alice")}) as http,
+            Client(streamable_http_client(mcp_url, http_client=http), mode=mode) as client,
+        ):
+            return {t.name for t in (await client.list_tools()).tools}
+
+    for mode in ("auto", "legacy", *MODERN_PROTOCOL_VERSIONS):
+        assert run(tools_in(mode)) == TOOLS, mode
+    for version in HANDSHAKE_PROTOCOL_VERSIONS:
+        extra = {"Mcp-Protocol-Version": version}
+        answer = httpx.post(mcp_url, json=tools_list, headers={**headers, **extra}, timeout=30)
+        assert answer.status_code == 200 and "result" in answer.json(), (version, answer.text)
+
+
+def test_a_newer_sdk_client_falls_back_to_a_version_this_server_speaks(
+    mcp_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's client, connecting, probes at its newest 2026-era version and on -32022 picks
+    one from ``supported`` (``mcp.client._probe.negotiate_auto``). A client whose only modern
+    version is one this server does not speak (here the SDK's own client made to probe at
+    2099-01-01) could not connect: the list named 2026-07-28 alone, which the client reads as
+    a server of that era only. With the handshake versions listed it falls back to
+    ``initialize``."""
+    monkeypatch.setattr(mcp_probe, "LATEST_MODERN_VERSION", "2099-01-01")
+    monkeypatch.setattr(mcp_probe, "MODERN_PROTOCOL_VERSIONS", ("2099-01-01",))
+
+    async def main() -> tuple[Any, set[str]]:
+        async with session(mcp_url, basic("alice")) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            return client.session.initialize_result, tools
+
+    initialized, tools = run(main())
+    assert initialized.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS and tools == TOOLS
+
+
+def test_tool_arguments_that_are_not_an_object_are_invalid_params_naming_the_field(
+    mcp_url: str,
+) -> None:
+    """A ``tools/call`` whose ``arguments`` is an array, a string, a number or a boolean is a
+    protocol error, JSON-RPC -32602 (MCP spec, server/tools, "Error Handling"), that names
+    ``arguments`` and says it must be an object, in the message and in ``data`` as a tool
+    error's ``{code, field, detail}``; the SDK answered "Invalid request parameters" with
+    empty ``data``. Sent by raw HTTP: the SDK's client refuses such arguments itself. HTTP 200
+    for a handshake-era request, 400 for a 2026-07-28 one (the SDK's status per error code).
+    ``null`` still reaches the tool as no arguments."""
+    headers = {"Authorization": basic("alice"), **JSON_POST}
+    for arguments, kind in (([1, 2], "an array"), ("x", "a string"), (3, "a number"),
+                            (True, "a boolean")):  # fmt: skip
+        params = {"name": "search", "arguments": arguments}
+        legacy = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        modern, modern_headers = envelope("tools/call", "2026-07-28", params)
+        for body, extra, status in (
+            (legacy, {"Mcp-Protocol-Version": "2025-11-25"}, 200),
+            (modern, modern_headers, 400),
+        ):
+            answer = httpx.post(mcp_url, json=body, headers={**headers, **extra}, timeout=30)
+            assert answer.status_code == status, answer.text
+            error = answer.json()["error"]
+            assert error["code"] == -32602, error
+            assert error["data"] == {
+                "code": "invalid_value",
+                "field": "arguments",
+                "detail": f"must be an object (the tool's arguments by name), not {kind}",
+            }
+            assert "`arguments` must be an object" in error["message"]
+    params = {"name": "search", "arguments": None}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    result = httpx.post(mcp_url, json=body, headers=headers, timeout=30).json()["result"]
+    assert result["isError"] and result["structuredContent"]["field"] == "query"
 
 
 def test_starlettes_own_404_and_405_are_problems(mcp_url: str) -> None:

@@ -1,0 +1,113 @@
+"""The MCP server's own JSON-RPC error answers: a body that is not strict JSON (as the SDK's
+transport answers text that is not JSON), and, where the SDK's answer does not say what is
+wrong, an ``Mcp-Protocol-Version`` the server does not speak and a ``tools/call`` whose
+``arguments`` is not an object.
+
+They are JSON-RPC errors (``application/json``), not problem+json: the MCP specification
+prescribes them (the protocol version: 2026-07-28, basic/transports/streamable-http, "Protocol
+Version Header", and the schema's ``UnsupportedProtocolVersionError``; malformed tool calls:
+server/tools, "Error Handling"), and the SDK's client hands a JSON-RPC error to its caller with
+``code``, ``message`` and ``data`` but turns any other 4xx answer (a 404 aside) into a bare
+"Server returned an error response" (``mcp.client.streamable_http``, ``_handle_post_request``).
+Where one part of the request is at fault, ``error.data`` carries the product's ``code``, the
+offending ``field`` and a ``detail``, as a tool error's ``structuredContent`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from starlette.responses import JSONResponse, Response
+
+PROTOCOL_VERSION_HEADER = "Mcp-Protocol-Version"
+SUPPORTED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+"""The protocol versions the SDK's transport serves, oldest first: an ``Mcp-Protocol-Version``
+of ``HANDSHAKE_PROTOCOL_VERSIONS`` (or none) goes to its handshake-era transport, any other to
+its 2026-07-28 entry, which serves ``MODERN_PROTOCOL_VERSIONS``
+(``StreamableHTTPSessionManager._handle_request``; ``classify_inbound_request``'s default in
+``mcp.shared.inbound``)."""
+
+
+def parse_error(message: str) -> Response:
+    """The transport's own answer to a body that is not JSON: HTTP 400 with a JSON-RPC error
+    -32700 and a null id (``mcp.server.streamable_http``, ``_create_error_response``)."""
+    return _error(None, PARSE_ERROR, message)
+
+
+def unsupported_version(requested: str, request_id: str | int | None) -> Response:
+    """HTTP 400 with the JSON-RPC ``UnsupportedProtocolVersionError`` (-32022) for an
+    ``Mcp-Protocol-Version`` header of ``requested``: ``data`` is the specification's
+    ``{"supported", "requested"}`` (every version of :data:`SUPPORTED_VERSIONS`; the SDK's
+    client re-probes at one it shares) with ``code`` ``unsupported_protocol_version``,
+    ``field`` ``Mcp-Protocol-Version`` and ``detail``.
+
+    The SDK's transport answered such a header with -32022 listing only
+    ``MODERN_PROTOCOL_VERSIONS`` when the body carried the 2026-07-28 ``_meta`` envelope, and
+    otherwise with a -32602 about that envelope (``classify_inbound_request``'s first rung),
+    which does not name the header at all."""
+    supported = ", ".join(SUPPORTED_VERSIONS)
+    detail = f"{requested!r} is not a protocol version this server speaks ({supported})"
+    data = {
+        "supported": list(SUPPORTED_VERSIONS),
+        "requested": requested,
+        "code": "unsupported_protocol_version",
+        "field": PROTOCOL_VERSION_HEADER,
+        "detail": detail,
+    }
+    message = f"Unsupported protocol version: {PROTOCOL_VERSION_HEADER} {detail}"
+    return _error(request_id, UNSUPPORTED_PROTOCOL_VERSION, message, data)
+
+
+def request_id(message: Any) -> str | int | None:
+    """The JSON-RPC ``id`` of ``message`` (a decoded body) when it is a request's, else
+    ``None`` (a notification, a batch, or an id of another type)."""
+    if isinstance(message, dict):
+        value = message.get("id")
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+class ToolArguments:
+    """Server middleware (``mcp.server.context.ServerMiddleware``, on ``Server.middleware``):
+    a ``tools/call`` whose ``arguments`` is given and is not an object (an array, a string, a
+    number, a boolean) is a JSON-RPC -32602 naming the field: ``data`` is ``{"code":
+    "invalid_value", "field": "arguments", "detail"}``. The SDK refused it with -32602 as well,
+    but as "Invalid request parameters" with empty ``data`` (its params validation,
+    ``mcp.shared.jsonrpc_dispatcher.handler_exception_to_error_data``, keeps pydantic's text
+    off the wire). ``arguments`` absent or ``null`` goes on: the tool reads no arguments."""
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        arguments = ctx.params.get("arguments") if ctx.params is not None else None
+        if ctx.method == "tools/call" and arguments is not None and not isinstance(arguments, dict):
+            kind = _json_type(arguments)
+            detail = f"must be an object (the tool's arguments by name), not {kind}"
+            data = {"code": "invalid_value", "field": "arguments", "detail": detail}
+            message = f"Invalid request parameters: `arguments` {detail}"
+            raise MCPError(INVALID_PARAMS, message, data)
+        return await call_next(ctx)
+
+
+def _json_type(value: Any) -> str:
+    """The JSON type of a decoded value, with its article ("an array")."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "an array" if isinstance(value, list) else "a string"
+
+
+def _error(
+    request_id: str | int | None, code: int, message: str, data: dict[str, Any] | None = None
+) -> Response:
+    """HTTP 400 with a JSON-RPC error response."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, status_code=400)
