@@ -22,6 +22,7 @@ from ncindex.simulator.faults import FaultInjector
 from ncindex.simulator.news import NewsState
 from ncindex.simulator.state import FileTree, Node, NotFoundError, norm_path
 from ncindex.simulator.systemtags import SystemTagStore
+from ncindex.simulator.versions import restore_version, revisions
 from ncindex.simulator.webhooks import Delivery, DeliveryEngine, WebhookRegistry
 
 __all__ = ["DECK_RELEASES", "NextcloudSimulator", "default_apps", "user_agent"]
@@ -312,10 +313,28 @@ class NextcloudSimulator:
             node, _ = self.tree.copy(user, src, dst, session=session)
             return node.id
 
-    def touch(self, user: str, path: str, mtime: int) -> None:
-        """Set the mtime (Unix seconds) of a node without an event."""
+    def touch(self, user: str, path: str, mtime: int, *, event: bool = False) -> None:
+        """Set the mtime (Unix seconds) of a node; new etag. ``event``: as ``View::touch``
+        does it, with BeforeNodeTouchedEvent + NodeTouchedEvent (a client setting a file's
+        mtime, Notes saving ``modified``); without, silently (as a scan finds it)."""
         with self.lock:
-            self.tree.touch(user, path, mtime)
+            self.tree.touch(user, path, mtime, event=event)
+
+    def versions(self, user: str, path: str) -> list[int]:
+        """The revisions (Unix seconds) of the file at ``path`` in ``user``'s view, newest
+        first, the current one included (:func:`~ncindex.simulator.versions.revisions`)."""
+        with self.lock:
+            node = self.tree.resolve(user, path)
+            if node is None or node.is_dir:
+                raise NotFoundError(f"File with name {norm_path(path)} could not be located")
+            return revisions(node)
+
+    def restore_version(self, user: str, path: str, revision: int) -> int:
+        """Restore version ``revision`` of a file as ``user`` does in the versions tab
+        (:func:`~ncindex.simulator.versions.restore_version`: NodeTouchedEvent only, and only
+        for the owner); returns the file id."""
+        with self.lock:
+            return restore_version(self.tree, user, path, revision).id
 
     def share(
         self,

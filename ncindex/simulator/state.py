@@ -186,6 +186,10 @@ class Node:
     is_home: bool = False
     favorite_of: set[str] = field(default_factory=set)
     tags: set[int] = field(default_factory=set)
+    #: files_versions' stored versions of a file: revision (the mtime the file had then, Unix
+    #: seconds; the name ``files_versions/<path>.v<revision>``) → its bytes
+    #: (:meth:`FileTree.put_file`; restored by :func:`ncindex.simulator.versions.restore_version`)
+    versions: dict[int, bytes] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -255,6 +259,16 @@ class TrashItem:
 
 
 Emit = Callable[[str, dict[str, Any], str | None], None]
+
+
+def _keep_version(node: Node) -> None:
+    """Store ``node``'s bytes as a version before they are replaced, as files_versions does
+    on ``BeforeNodeWrittenEvent`` (nextcloud/server ``apps/files_versions/lib/Listener/
+    FileEventsListener.php`` ``write_hook`` → ``Storage::store``, which skips an empty file,
+    → ``Versions/LegacyVersionsBackend.php`` ``createVersion``: a copy named after the
+    current mtime, which replaces a version of the same mtime). Expiry is not modelled."""
+    if node.content:
+        node.versions[node.mtime] = node.content
 
 
 class FileTree:
@@ -580,6 +594,7 @@ class FileTree:
             if not self.can_write(uid, existing):
                 raise ForbiddenError("Permission denied")
             self._emit(BEFORE_NODE_WRITTEN, {"node": self._desc(uid, existing, path)}, actor)
+            _keep_version(existing)
             existing.content = bytes(data)
             existing.mtime = self.now() if mtime is None else int(mtime)
             self._touch_up(existing)
@@ -780,6 +795,9 @@ class FileTree:
     def _clone(self, node: Node, name: str, owner: str) -> Node:
         new = self._new_node(name, node.is_dir, owner, node.mtime)
         new.content = node.content
+        # the copy's versions too: files_versions' FileEventsListener::copy_hook
+        # (Storage::renameOrCopy(..., 'copy'))
+        new.versions = dict(node.versions)
         if not node.is_dir:
             new.mime = mime_for(name)
         for child_name, child in node.children.items():
@@ -791,7 +809,9 @@ class FileTree:
     def touch(
         self, uid: str, path: str, mtime: int, *, event: bool = False, session: bool = True
     ) -> Node:
-        """Set a node's mtime (Unix seconds); new etag. ``event`` emits NodeTouchedEvent."""
+        """Set a node's mtime (Unix seconds); new etag. ``event`` emits BeforeNodeTouchedEvent
+        and NodeTouchedEvent in ``uid``'s view (``View::touch``: the ``touch`` and
+        ``post_touch`` hooks, nextcloud/server ``lib/private/Files/Node/HookConnector.php``)."""
         path = norm_path(path)
         node = self.resolve(uid, path)
         if node is None:

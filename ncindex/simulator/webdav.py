@@ -36,6 +36,7 @@ from ncindex.simulator.state import (
 )
 from ncindex.simulator.systemtags import SystemTagsDav
 from ncindex.simulator.trashbin import TrashbinDav
+from ncindex.simulator.versions import VersionsDav
 from ncindex.simulator.xmlutil import (
     DAV,
     NC,
@@ -180,6 +181,7 @@ class WebDav:
         self.tree = sim.tree
         self.systemtags = SystemTagsDav(sim)
         self.trashbin = TrashbinDav(sim)
+        self.versions = VersionsDav(sim)
 
     # ------------------------------------------------------------------ routing
 
@@ -212,6 +214,8 @@ class WebDav:
             return self.systemtags.handle(request, uid)
         if rest.startswith("/trashbin/"):
             return self.trashbin.handle(request, uid, rest[len("/trashbin") :])
+        if rest.startswith("/versions/"):
+            return self.versions.handle(request, uid, rest[len("/versions") :])
         if method == "OPTIONS":
             return self._options()
         return dav_error(404, "NotFound", f"File with name {rest.strip('/')} could not be located")
