@@ -9,7 +9,8 @@ Envelope shape (reference/nextcloud-api.md §1.2–1.3)::
 
 An envelope is a hint that something changed; every task re-reads Nextcloud. Paths are in the
 acting user's view (``/<uid>/files/<path>``), so the user whose view it is comes from the path;
-paths outside ``files/`` (trash bin, versions) are not indexed and are ignored.
+paths outside ``files/`` (trash bin, versions) are not indexed and are ignored. A file
+version restored changes the file's bytes and sends ``NodeTouchedEvent`` alone (:data:`REREAD`).
 
 System tag events (``TagAssignedEvent``/``TagUnassignedEvent``: ``objectType``, ``objectIds``
 as strings, ``tagIds``) and the events a document source names
@@ -42,8 +43,32 @@ from ncindex.sources.registry import SOURCES
 
 NODE_NS = "OCP\\Files\\Events\\Node\\"
 TRASHBIN_NS = "OCA\\Files_Trashbin\\Events\\"
-SINGLE_NODE = {"NodeCreatedEvent", "NodeWrittenEvent", "BeforeNodeDeletedEvent", "NodeDeletedEvent"}
+SINGLE_NODE = {
+    "NodeCreatedEvent",
+    "NodeWrittenEvent",
+    "NodeTouchedEvent",
+    "BeforeNodeDeletedEvent",
+    "NodeDeletedEvent",
+}
 TWO_NODE = {"NodeRenamedEvent", "NodeCopiedEvent", "NodeRestoredEvent"}
+#: The node events whose node is re-read and indexed (:func:`index_node`; the target of the
+#: two-node ones). ``NodeTouchedEvent`` is the one event a file version restored sends:
+#: nextcloud/server ``apps/files_versions/lib/Storage.php`` ``rollback`` puts the version's
+#: bytes in place below the view (``copyFileContents``: ``moveFromStorage`` or a stream copy,
+#: no hooks) and then calls ``View::touch($file, $revision)``, whose ``touch`` and
+#: ``post_touch`` hooks ``lib/private/Files/Node/HookConnector.php`` dispatches as
+#: ``BeforeNodeTouchedEvent`` and ``NodeTouchedEvent``. A touch that changed nothing the
+#: index holds costs its task the look-up (same etag: no download) or a download (same
+#: text: no embedding).
+REREAD = frozenset(
+    {
+        "NodeCreatedEvent",
+        "NodeWrittenEvent",
+        "NodeTouchedEvent",
+        "NodeCopiedEvent",
+        "NodeRestoredEvent",
+    }
+)
 NODE_RESTORED = TRASHBIN_NS + "NodeRestoredEvent"
 #: Full class name → the short name the planner uses, for the node events ncindex handles.
 _SHORT_NAMES = {NODE_NS + name: name for name in SINGLE_NODE | TWO_NODE - {"NodeRestoredEvent"}}
@@ -79,6 +104,7 @@ REQUIRED = tuple(
 #: print it for each class Nextcloud refuses).
 COST_WITHOUT = {
     NODE_NS + "NodeCopiedEvent": "copies are found by the scan only",
+    NODE_NS + "NodeTouchedEvent": "restored file versions are found by the scan only",
     NODE_RESTORED: "files restored from the trash are found by the scan only",
     TAG_ASSIGNED: "tag changes are found by the scan only (tag events need Nextcloud 32)",
     TAG_UNASSIGNED: "tag changes are found by the scan only (tag events need Nextcloud 32)",
@@ -315,7 +341,7 @@ def _acting_user(envelope: Envelope, accounts: Container[str]) -> tuple[str | No
 def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     """Map a valid envelope to the tasks it asks for (DESIGN §5).
 
-    Created/Written/Copied(target)/Restored(target) ⇒ index (a restored target without an
+    Created/Written/Touched/Copied(target)/Restored(target) ⇒ index (a restored target without an
     id, as Nextcloud 30 sends it, ⇒ index what lies at its path); BeforeNodeDeleted and
     NodeDeleted ⇒ evict (by id when present, else by path); Renamed ⇒ move.
     TagAssigned/TagUnassigned on ``files`` ⇒ index each object id (eligibility and ``tags``
@@ -379,7 +405,7 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
         # Nextcloud 30 names no restored node (Trashbin::getNodeForPath looked the target up
         # in the trash folder, nextcloud/server#53752): index what now lies at its path
         return Plan([index_folder(user, [path])])
-    if name in ("NodeCreatedEvent", "NodeWrittenEvent", "NodeCopiedEvent", "NodeRestoredEvent"):
+    if name in REREAD:
         return Plan([index_node(user, node.id)]) if node.id is not None else _no_id()
     if deleted:
         return Plan([evict_node(user, path, node.id)])

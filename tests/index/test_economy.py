@@ -107,3 +107,34 @@ def test_editing_one_section_of_a_20_chunk_document_embeds_at_most_two(stack: St
     assert len({p.payload["content_hash"] for p in new}) == 1
     assert [p.payload["chunk_index"] for p in new] == list(range(len(new)))
     assert 1 <= stack.services.embedder.dense_embedded - before <= 2
+
+
+def test_a_touch_that_changes_no_text_is_not_embedded_again(stack: Stack) -> None:
+    """A touched file (``NodeTouchedEvent``: a client setting its mtime, Notes saving
+    ``modified``, a version restored) has a new etag: its task downloads it once, finds the
+    same text and updates the metadata alone; the same touch delivered again costs the
+    look-up (same etag: no download)."""
+    data = b"Beeswax candles burn longer than paraffin ones in a cold room."
+    file_id = stack.sim.put_file("alice", "/Home/candles.txt", data, mtime=1_767_000_000)
+    key = f"file:{file_id}"
+    first = wait_until(lambda: stack.points(key), 15)[0].payload
+    stack.wait_idle(15)
+    embedded = stack.services.embedder.dense_embedded
+    stack.sim.reset_request_counts()
+    stack.sim.touch("alice", "/Home/candles.txt", 1_767_000_500, event=True)
+    stack.sim.flush_deliveries(timeout=5)
+    payload = wait_until(
+        lambda: (p := stack.points(key)[0].payload)["modified_at"] == 1_767_000_500 and p, 15
+    )
+    stack.wait_idle(15)
+    assert payload["etag"] != first["etag"]
+    assert payload["content_hash"] == first["content_hash"]
+    assert stack.sim.request_count("webdav", "GET") == 1
+    assert stack.services.embedder.dense_embedded == embedded
+    stack.sim.reset_request_counts()
+    (touched,) = events_for(stack, file_id, "NodeTouchedEvent")
+    assert post_envelope(stack, touched).status_code == 202
+    wait_until(lambda: stack.sim.request_count("dav-search") >= 1, 15)
+    stack.wait_idle(15)
+    assert stack.sim.request_count("webdav", "GET") == 0
+    assert stack.services.embedder.dense_embedded == embedded

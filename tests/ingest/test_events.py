@@ -43,6 +43,26 @@ def test_writes_index(name: str) -> None:
     assert actions[0].queue == "index"
 
 
+def test_a_touch_is_read_again_like_a_write_and_coalesces_with_it() -> None:
+    """A file version restored sends NodeTouchedEvent alone (files_versions
+    ``Storage::rollback`` → ``View::touch``): re-read like a write, under the write's debounce
+    key, so a write and a touch of one file within the window are one task."""
+    node = {"id": 9, "path": "/bob/files/a.md"}
+    (touched,) = plan(env({"node": node, "class": NS + "NodeTouchedEvent"}, "bob")).actions
+    (written,) = plan(env({"node": node, "class": NS + "NodeWrittenEvent"}, "bob")).actions
+    assert (touched.task, touched.kwargs) == ("ncindex.index_node", {"user": "bob", "file_id": 9})
+    assert touched.debounce_key == written.debounce_key
+    idless = env({"node": {"path": "/bob/files/a.md"}, "class": NS + "NodeTouchedEvent"})
+    assert plan(idless).ignored == "node_without_id"
+    (resolve,) = plan(
+        env({"node": {"id": 3, "path": "/carol/files/x.md"}, "class": NS + "NodeTouchedEvent"})
+    ).actions
+    assert resolve.task == "ncindex.resolve_node"
+    with pytest.raises(EnvelopeError) as err:
+        parse_envelope(env({"class": NS + "NodeTouchedEvent"}))
+    assert err.value.field == "event.node"
+
+
 def test_delete_without_id_evicts_by_path() -> None:
     body = env(
         {"node": {"path": "/alice/files/Projects/old.txt"}, "class": NS + "NodeDeletedEvent"}

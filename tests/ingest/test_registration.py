@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from pydantic import SecretStr
 
 from allinone.cli import main
-from ncindex.ingest.events import NODE_RESTORED, REQUIRED, SUBSCRIBED, TAG_EVENTS
+from ncindex.ingest.events import NODE_NS, NODE_RESTORED, REQUIRED, SUBSCRIBED, TAG_EVENTS
 from ncindex.ingest.registration import (
     LISTENER_CACHE_SECONDS,
     RESCAN_MARGIN_SECONDS,
@@ -109,6 +109,31 @@ def test_a_first_registration_marks_every_account_for_a_scan_once_nextcloud_list
             assert again.first_registered == []
             assert rescan_once_listening(store, again, settings) is None
         assert store.get(settings.names.rescan_due) is None
+    finally:
+        store.delete(settings.names.rescan_due)
+        store.close()
+
+
+def test_a_class_subscribed_since_the_last_registration_is_added_and_caught_up(
+    admin, redis_url: str
+) -> None:
+    """A deployment registered before ncindex subscribed ``NodeTouchedEvent`` (the one event
+    of a file version restored): ``register`` adds that class, keeps the others, and has the
+    accounts scanned once Nextcloud listens to it (what was restored meanwhile)."""
+    client, settings = admin
+    settings = settings.model_copy(update={"namespace": "new-class"})
+    touched = NODE_NS + "NodeTouchedEvent"
+    register(client, settings)
+    (old,) = [w for w in list_registrations(client, settings) if w["event"] == touched]
+    client.delete_webhook(old["id"])  # as registered by an ncindex that did not subscribe it
+    store = redis.Redis.from_url(redis_url)
+    try:
+        again = register(client, settings)
+        assert again.first_registered == [touched]
+        assert {o.status for o in again.outcomes if o.event_class != touched} == {"already"}
+        assert rescan_once_listening(store, again, settings) is not None
+        hooks = list_registrations(client, settings)
+        assert sorted(h["event"] for h in hooks) == sorted(SUBSCRIBED)
     finally:
         store.delete(settings.names.rescan_due)
         store.close()
