@@ -17,8 +17,9 @@ The scan lists ``GET /boards``, then ``GET /boards/{id}/stacks`` per board that 
 missing card is re-read by id (Deck answers 403 once it is gone; a card of a deleted stack is
 gone by :func:`stack_is_live`). Verify-on-read uses the card GET and, once per board of the
 page, the board GET (:meth:`DeckCardSource.page_requests`): it drops a card archived since
-(``ineligible``, ``archived``) and a card of a stack deleted since (``ineligible``,
-``stack_deleted``). Deck ≥
+(``ineligible``, ``archived``) and a card whose stack, as the card GET gives it now, was deleted
+(``ineligible``, ``stack_deleted``; a card moved since it was indexed is judged in the stack it
+is in now, by that stack's GET). Deck ≥
 1.18 sends card events (``CardCreated/Updated/DeletedEvent``, the card JSON under ``card``;
 reference §1.4), registered only with ``deck_webhooks`` (registering them on an older Deck
 fails). With them come the board-share events ``AclCreatedEvent``/``AclDeletedEvent`` (the
@@ -94,14 +95,23 @@ def _json(client: NextcloudClient, url: str) -> dict[str, Any]:
     return json_object(client.request("GET", url, headers=DECK_HEADERS, not_found=(403, 404)))
 
 
+def get_stack(client: NextcloudClient, stack_id: int) -> dict[str, Any]:
+    """``GET /boards/0/stacks/{stack_id}`` as the client's user: the stack JSON (``boardId``,
+    ``deletedAt``: 0 unless deleted, and its cards). Deck reads only the stack id of the path
+    (nextcloud/deck ``lib/Controller/StackApiController.php`` ``get`` →
+    ``StackService::find``) and answers a deleted stack too (``StackMapper::find`` does not look
+    at ``deleted_at``). Raises ``NotFound`` when the stack is missing or not visible (403)."""
+    return _json(client, f"{DECK_API}/boards/0/stacks/{int(stack_id)}")
+
+
 def board_of_stack(client: NextcloudClient, cache: redis.Redis, keys: Names, stack_id: int) -> int:
-    """The board id of ``stack_id`` (``GET /boards/0/stacks/{id}``, cached a day in Redis).
+    """The board id of ``stack_id`` (:func:`get_stack`, cached a day in Redis).
     Raises ``NotFound`` when the stack is gone or not visible."""
     key = f"{keys.deck_stack_board_prefix}{int(stack_id)}"
     cached = cache.get(key)
     if cached is not None:
         return int(cached)
-    stack = _json(client, f"{DECK_API}/boards/0/stacks/{int(stack_id)}")
+    stack = get_stack(client, stack_id)
     try:
         board_id = int(stack["boardId"])
     except (KeyError, TypeError, ValueError) as exc:
@@ -336,18 +346,39 @@ class DeckCardSource(Source):
         changes its ``lastModified``, so the GET answers it whole (nextcloud/deck
         ``lib/Service/CardService.php`` ``archive`` → ``CardMapper::update``, which sets
         ``lastModified``). A payload without ``board_id`` and ``stack_id`` cannot be checked
-        (``UNVERIFIED``). A card of a stack deleted since is not seen here (its GET still
-        answers it unchanged, 304): :meth:`settle` sees it in its board."""
+        (``UNVERIFIED``).
+
+        The card GET answers the card where it is now, whatever stack its path names:
+        ``CardApiController::get`` reads only the card id (``CardService::find``), and the
+        card JSON carries its ``stackId`` (``Card`` entity, ``RelationalEntity::
+        jsonSerialize``). A card moved since it was indexed answers whole (``CardService::
+        reorder`` and ``update`` set ``lastModified`` through ``CardMapper::update``, so its
+        ETag changed) with another ``stackId``: it is judged here, in that stack, by the
+        stack's GET (:func:`get_stack`; ``stack_deleted`` when its ``deletedAt`` is set),
+        and ``moved_to`` names the stack, so :meth:`settle` leaves it — the new stack may be on
+        another board than the indexed one, whose GET the page made. One unchanged (304) is
+        in its indexed stack: :meth:`settle` judges that stack in its board (its deletion
+        leaves the card's GET as it was). Raises ``NextcloudProtocolError`` for a card
+        without a numeric ``stackId``."""
         board, stack = payload.get("board_id"), payload.get("stack_id")
         if board is None or stack is None:
             log.warning("deck_card_without_board", doc_key=payload.get("doc_key"))
             return Checked(Verdict.UNVERIFIED)
-        card = get_deck_card(
-            client, int(board), int(stack), int(payload["doc_id"]), etag=payload.get("etag")
-        )
-        if card is not None and card.get("archived"):
+        card_id = int(payload["doc_id"])
+        card = get_deck_card(client, int(board), int(stack), card_id, etag=payload.get("etag"))
+        if card is None:
+            return Checked(Verdict.KEPT)
+        if card.get("archived"):
             return Checked(Verdict.INELIGIBLE, reason="archived")
-        return Checked(Verdict.KEPT)
+        try:
+            now_in = int(card["stackId"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise NextcloudProtocolError(f"deck card {card_id}: stackId {exc}") from exc
+        if now_in == int(stack):
+            return Checked(Verdict.KEPT)
+        if get_stack(client, now_in).get("deletedAt"):
+            return Checked(Verdict.INELIGIBLE, reason="stack_deleted", moved_to=str(now_in))
+        return Checked(Verdict.KEPT, moved_to=str(now_in))
 
     def page_requests(
         self, payloads: Sequence[dict[str, Any]]
@@ -356,9 +387,10 @@ class DeckCardSource(Source):
         :meth:`settle`: a stack deleted since the card was indexed is gone from its board's
         ``stacks`` while the card GET still answers the card (:func:`stack_is_live`).
 
-        Not a stack GET per card: nextcloud/deck ``StackService::find`` answers a deleted
-        stack too (``StackMapper::find`` does not look at ``deleted_at``; its ``deletedAt``
-        would tell) and every card of it, and it would be one request per stack; not
+        Not a stack GET per card (:func:`get_stack`: its ``deletedAt`` would tell, but it
+        answers every card of the stack, and it would be one request per stack; only a card
+        moved since it was indexed, whose stack the page's boards may not hold, gets one:
+        :meth:`verify`); not
         ``GET /boards/{id}/stacks`` (``StackApiController::index``), which lists every card of
         every live stack. The board GET is not made conditional: its ``ETag`` is md5 of the
         board's ``lastModified``, which a stack's deletion changes (``StackService::delete`` →
@@ -380,10 +412,12 @@ class DeckCardSource(Source):
     ) -> Checked:
         """``INELIGIBLE`` (reason ``stack_deleted``) when the card's stack is no longer among
         its board's live stacks (the board's GET, :meth:`page_requests`), else ``checked``;
-        a board gone for the user (403) drops the card (``NotFound`` raised). The stack is the
-        indexed one: a card moved out of a stack that was deleted later is dropped too, and
-        its re-check (the search's ``on_drop``) indexes it where it is now."""
+        a board gone for the user (403) drops the card (``NotFound`` raised). A card its check
+        found moved (``moved_to``) was judged there, in the stack it is in now, and is left as
+        it is: the indexed stack is not its stack any more."""
         if payload.get("board_id") is None or payload.get("stack_id") is None:
+            return checked
+        if checked.moved_to is not None:
             return checked
         board = answer(f"deck_board:{int(payload['board_id'])}")
         if not stack_is_live(board, int(payload["stack_id"])):

@@ -95,6 +95,62 @@ def test_a_search_drops_the_cards_of_a_stack_deleted_since_with_one_board_get(
     assert seen.count(f"/index.php/apps/deck/api/v1.0/boards/{board}") == 1 and len(seen) == 4
 
 
+def test_a_card_moved_since_it_was_indexed_is_judged_in_the_stack_it_is_in_now(
+    cache: tuple[redis.Redis, Names],
+) -> None:
+    # the card GET reads only the card id and answers its stackId now (nextcloud/deck
+    # CardApiController::get → CardService::find); a move sets lastModified, so the
+    # conditional GET answers the card whole, in its new stack
+    now = [1_800_000_000.0]
+    sim = NextcloudSimulator(seed=1, clock=lambda: now[0])
+    sim.add_user("alice", "alice-pw", "Alice Adams")
+    board, other = sim.deck_create_board("alice", "Roadmap"), sim.deck_create_board("alice", "Ops")
+    stacks = ("To do", "Done", "Later")
+    todo, done, later = (sim.deck_create_stack("alice", board, t) for t in stacks)
+    elsewhere = sim.deck_create_stack("alice", other, "Inbox")
+    titles = ("Paint", "Order", "Sweep", "Ship")
+    cards = [sim.deck_create_card("alice", todo, t) for t in titles[:3]]
+    cards.append(sim.deck_create_card("alice", done, titles[3]))
+    seen: list[str] = []
+    with (
+        serve_simulator(sim) as srv,
+        httpx.Client(
+            base_url=srv.url,
+            timeout=10,
+            event_hooks={"request": [lambda r: seen.append(r.url.path)]},
+        ) as http,
+    ):
+        client = NextcloudClient.for_account(http, "alice", "alice-pw")
+        payloads = []
+        for card in cards:
+            doc, _ = fetch_card(client, *cache, card, None)
+            key = {"doc_type": "deck_card", "doc_id": str(card), "doc_key": f"deck_card:{card}"}
+            payloads.append(key | {"etag": doc.etag} | doc.extra)
+        now[0] += 60
+        sim.deck_update_card("alice", cards[0], stack_id=done)  # on the same board
+        sim.deck_update_card("alice", cards[1], stack_id=elsewhere)  # to another board
+        sim.deck_update_card("alice", cards[2], stack_id=later)
+        sim.deck_delete_stack("alice", later)  # the stack it was moved to, deleted since
+        sim.deck_delete_stack("alice", todo)  # the stack they were indexed in
+        seen.clear()
+        verifier, counts = VerifyOnRead(4), VerificationCounts()
+        checked = verifier.check(client, payloads, counts)
+        verifier.close()
+    sim.close()
+    assert [(c.verdict, c.reason, c.moved_to) for c in checked] == [
+        (Verdict.KEPT, None, str(done)),
+        (Verdict.KEPT, None, str(elsewhere)),
+        (Verdict.INELIGIBLE, "stack_deleted", str(later)),
+        (Verdict.KEPT, None, None),  # unchanged (304), its stack live on its board
+    ]
+    stack_gets = [p for p in seen if "/stacks/" in p and "/cards/" not in p]
+    assert sorted(stack_gets) == sorted(
+        f"/index.php/apps/deck/api/v1.0/boards/0/stacks/{s}" for s in (done, elsewhere, later)
+    )
+    assert seen.count(f"/index.php/apps/deck/api/v1.0/boards/{board}") == 1
+    assert len(seen) == 4 + 3 + 1  # card GETs, the moved cards' stacks, the page's board
+
+
 def test_a_board_without_a_stacks_list_says_nothing() -> None:
     assert stack_is_live({"id": 3}, 5)
     assert stack_is_live({"stacks": [{"id": 5}]}, 5)
