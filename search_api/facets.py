@@ -1,6 +1,8 @@
 """``GET /v1/folders`` and ``GET /v1/tags``: the filter values the search page offers, only
-the caller's (:mod:`ncindex.search.facets`); the folders held to the caller's files root as
-it is now (one ``PROPFIND``, :func:`~ncindex.search.facets.visible_folders`).
+the caller's (:mod:`ncindex.search.facets`); the folders held to the caller's files as they
+are now (a ``PROPFIND`` of the root and a SEARCH of its folders,
+:func:`~ncindex.search.facets.visible_folders`), the tags to the tags the caller can see now
+(a ``PROPFIND`` of the system tags, :func:`~ncindex.search.facets.visible_tags`).
 
 Both are paged with ``offset`` (default 0) and ``limit`` (1–1000, default 200) and answer
 ``{"folders"|"tags": [...], "total": n, "next_offset": n | null}``; 400 ``invalid_value``
@@ -16,7 +18,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
-from ncindex.search.facets import caller_folders, caller_tags, visible_folders
+from ncindex.search.facets import caller_folders, caller_tags, visible_folders, visible_tags
 from ncindex.store.port import VectorStore
 from ncindex.web.auth import normalized_authorization, resolve_caller
 from ncindex.web.problems import TRANSLATED, problem_for
@@ -68,6 +70,6 @@ def facets_blueprint(
     @bp.get("/v1/tags")
     @limit
     def tags() -> Response:
-        return page("tags", lambda s, c: caller_tags(s, _user(c)))
+        return page("tags", lambda s, c: visible_tags(c, caller_tags(s, _user(c))))
 
     return bp

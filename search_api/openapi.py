@@ -201,7 +201,9 @@ def openapi_document() -> dict[str, Any]:
                 secured,
             ),
             "/v1/tags": _facet_path(
-                "tags", "The system tags on indexed documents the caller can read.", secured
+                "tags",
+                "The system tags the caller can see on indexed documents the caller can read.",
+                secured,
             ),
             "/v1/status": {
                 "get": {

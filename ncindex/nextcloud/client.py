@@ -399,18 +399,43 @@ class NextcloudClient:
                     found.setdefault(entry.file_id, entry)
         return found
 
-    def system_tag_ids(self) -> dict[str, int]:
-        """The system tags this user can see: case-folded name → id (``PROPFIND
+    def system_tags(self, *, timeout: float | None = None) -> dict[int, str]:
+        """The system tags this user can see: id → name (``PROPFIND
         /remote.php/dav/systemtags/``, ``Depth: 1``; nextcloud/server
-        ``apps/dav/lib/SystemTag/SystemTagsByIdCollection.php`` lists only the tags
-        ``canUserSeeTag`` allows)."""
+        ``apps/dav/lib/SystemTag/SystemTagsByIdCollection.php`` ``getChildren`` lists the
+        user-visible tags, every tag for an admin). ``timeout`` (seconds) replaces
+        ``settings.http_timeout`` for this request."""
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         response = self.request(
             "PROPFIND",
             "/remote.php/dav/systemtags/",
             headers={"Depth": "1", "Content-Type": "application/xml; charset=utf-8"},
             content=webdav.SYSTEMTAGS_PROPFIND_BODY,
+            **extra,
         )
         return webdav.parse_system_tags(response.content)
+
+    def system_tag_ids(self) -> dict[str, int]:
+        """The system tags this user can see (:meth:`system_tags`): case-folded name → id,
+        as :mod:`ncindex.sources.eligibility` compares them (of two names alike but for case,
+        the later in the answer)."""
+        return {name.casefold(): tag_id for tag_id, name in self.system_tags().items()}
+
+    def folders(self, limit: int, *, timeout: float | None = None) -> list[str]:
+        """The paths of the folders in this user's files, by one WebDAV SEARCH
+        (:func:`~ncindex.nextcloud.webdav.search_folders_body`), at most ``limit`` of them:
+        an answer of ``limit`` paths may have left some out. ``timeout`` (seconds) replaces
+        ``settings.http_timeout`` for this request."""
+        user = self._me()
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        response = self.request(
+            "SEARCH",
+            "/remote.php/dav/",
+            headers={"Content-Type": "text/xml; charset=utf-8"},
+            content=webdav.search_folders_body(user, limit),
+            **extra,
+        )
+        return [e.path for e in webdav.parse_multistatus(response.content, user, self.web_root)]
 
     def tagged(self, tag_id: int) -> dict[int, webdav.DavEntry]:
         """File id → entry (the PROPFIND properties) of every file and folder carrying system

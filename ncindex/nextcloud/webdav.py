@@ -134,18 +134,18 @@ def parse_file_ids(body: bytes) -> set[int]:
     return out
 
 
-def parse_system_tags(body: bytes) -> dict[str, int]:
-    """Tag name (case-folded, as :mod:`ncindex.sources.eligibility` compares them) → tag id
-    from a ``PROPFIND /remote.php/dav/systemtags/`` answer (the collection's own response
-    has no ``oc:id`` and is skipped). Raises ``NextcloudProtocolError`` for a body that is
-    not a multistatus or an id that is not a number."""
+def parse_system_tags(body: bytes) -> dict[int, str]:
+    """Tag id → tag name (as Nextcloud spells it) from a ``PROPFIND
+    /remote.php/dav/systemtags/`` answer, in the answer's order (the collection's own
+    response has no ``oc:id`` and is skipped). Raises ``NextcloudProtocolError`` for a body
+    that is not a multistatus or an id that is not a number."""
     try:
         root = ElementTree.fromstring(body)
     except ElementTree.ParseError as exc:
         raise NextcloudProtocolError(f"WebDAV answer is not XML: {exc}") from exc
     if root.tag != f"{{{DAV}}}multistatus":
         raise NextcloudProtocolError(f"expected d:multistatus, got {root.tag}")
-    out: dict[str, int] = {}
+    out: dict[int, str] = {}
     for response in root.iterfind(f"{{{DAV}}}response"):
         props = {}
         for propstat in response.iterfind(f"{{{DAV}}}propstat"):
@@ -157,7 +157,7 @@ def parse_system_tags(body: bytes) -> dict[str, int]:
             continue
         if not tag_id.isdigit():
             raise NextcloudProtocolError(f"system tag id {tag_id!r} is not a number")
-        out[name.casefold()] = int(tag_id)
+        out[int(tag_id)] = name
     return out
 
 
@@ -205,6 +205,26 @@ def search_by_fileids_body(user: str, file_ids: Sequence[int]) -> str:
         f"<d:from><d:scope><d:href>/files/{xml_escape(user)}</d:href>"
         "<d:depth>infinity</d:depth></d:scope></d:from>"
         f"<d:where>{where}</d:where><d:orderby/>{limit}</d:basicsearch></d:searchrequest>"
+    )
+
+
+def search_folders_body(user: str, limit: int) -> str:
+    """RFC 5323 SEARCH body listing the folders of ``user``'s files (``d:is-collection``,
+    which nextcloud/server ``apps/dav/lib/Files/FileSearchBackend.php``
+    ``transformSearchOperation`` turns into the folder MIME type), at most ``limit`` of them
+    (``d:nresults``; icewind1991/SearchDAV ``src/XML/Limit.php``), with ``d:resourcetype``
+    only. Each answers at its path in the user's view, a folder inside a share mounted below
+    the top included (``FileSearchBackend::getHrefForNode``; a share's own folder too:
+    ``CacheJail::addJailFilterQuery`` keeps the jail's root)."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        f'<d:searchrequest xmlns:d="{DAV}"><d:basicsearch>'
+        "<d:select><d:prop><d:resourcetype/></d:prop></d:select>"
+        f"<d:from><d:scope><d:href>/files/{xml_escape(user)}</d:href>"
+        "<d:depth>infinity</d:depth></d:scope></d:from>"
+        "<d:where><d:is-collection/></d:where><d:orderby/>"
+        f"<d:limit><d:nresults>{int(limit)}</d:nresults></d:limit>"
+        "</d:basicsearch></d:searchrequest>"
     )
 
 

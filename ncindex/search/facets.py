@@ -8,14 +8,18 @@ the name it has in the caller's files), tags from the documents the caller can r
 the engine's facets of one point per document (``chunk_index`` 0), so a listing costs the
 engine a pass over the caller's documents, not a read of their payloads into Python. Like
 search candidates before verify-on-read, they reflect the index, which may trail Nextcloud by
-the sync delay — except that the folders are held to the caller's files root as it is now
-(:func:`visible_folders`: one request), so a folder share revoked since the caller's last
-scan, which fires no event, leaves the listing at once. The tags are not checked (a tag found
-only on such a share's documents stays listed until the scan: checking would cost a
-``REPORT`` per tag).
+the sync delay; then each is held to Nextcloud as it is now, as the caller, within
+:data:`CHECK_SECONDS`: the folders to the caller's files (:func:`visible_folders`: two
+requests), so a folder share revoked since the caller's last scan, which fires no event,
+leaves the listing at once, wherever it was mounted; the tags to the tags the caller can see
+(:func:`visible_tags`: one request), so a tag deleted, renamed or made invisible since, or one
+only another user may see, is not offered. A tag found only on such a revoked share's
+documents stays listed until the scan: telling it would cost a ``REPORT`` per tag.
 """
 
 from __future__ import annotations
+
+import time
 
 import structlog
 from qdrant_client import models
@@ -29,9 +33,17 @@ from ncindex.errors import (
     TransientError,
 )
 from ncindex.nextcloud.client import NextcloudClient
+from ncindex.sources.base import ancestors
 from ncindex.store.port import VectorStore
 
 log = structlog.get_logger(__name__)
+
+#: What a check of a list gives up on (the index's list is answered): Nextcloud unavailable or
+#: slower than :data:`CHECK_SECONDS`, an answer of the wrong shape, the credential refused, the
+#: request refused (403: an admin's access-control rule). Whether the caller is signed in is
+#: the caller resolution's to say (a credential revoked since it was resolved ends the session
+#: at the next search, which says so), not this hint's.
+_UNCHECKED = (TransientError, NextcloudProtocolError, NextcloudAuthError, NotFound, Forbidden)
 
 
 def _caller_documents(user: str) -> models.Filter:
@@ -53,39 +65,90 @@ def caller_folders(store: VectorStore, user: str) -> list[str]:
     return sorted(k[len(prefix) :] for k in keys if k.startswith(prefix) and k != prefix + "/")
 
 
-ROOT_LISTING_SECONDS = 2.0
-"""How long :func:`visible_folders` waits for the root's listing, seconds: the folder list
-read only the index before it asked Nextcloud, and a slow Nextcloud should not hold the page's
-pickers for the whole ``NCINDEX_HTTP_TIMEOUT``."""
+CHECK_SECONDS = 2.0
+"""The timeout of each list's check, seconds (the HTTP client's, in place of
+``NCINDEX_HTTP_TIMEOUT``), shared by its requests: :func:`visible_folders`' SEARCH gets what
+the root's listing left of it. The lists read only the index before they asked Nextcloud, and
+a slow Nextcloud should not hold the page's pickers for the whole ``NCINDEX_HTTP_TIMEOUT``."""
+
+FOLDER_SEARCH_LIMIT = 2000
+"""Most folders :func:`visible_folders` asks Nextcloud's SEARCH for. An answer that long may
+have been cut short, so it proves no folder absent, and the folders below the top stay as the
+index has them. Guessed, not measured: one folder is about 200 bytes of the answer (some
+400 KB in all) and one node Nextcloud builds."""
 
 
 def visible_folders(client: NextcloudClient, folders: list[str]) -> list[str]:
-    """``folders`` (the caller's, :func:`caller_folders`) less those under a top-level folder
-    that the caller's files root no longer holds, by one ``PROPFIND Depth: 1`` of the root as
-    ``client.user``. A share is mounted at the top of the sharee's files by default
-    (nextcloud/server ``config/config.sample.php`` ``share_folder``, ``'/'``), and revoking
-    it fires no webhook, so its folder would stay listed until the sharee's scan; a folder
-    deleted or moved away whose event is still on its way leaves as well. A share mounted
-    deeper (``share_folder`` set, or its folder moved into another) is not seen (its parent is
-    still there) and waits for the scan. When the root cannot be listed (Nextcloud
-    unavailable or slower than :data:`ROOT_LISTING_SECONDS`, an answer of the wrong shape,
-    the credential refused, the listing refused: 403, an admin's access-control rule)
-    ``folders`` is returned unchanged: the listing is a hint, and every search result is
-    verified. Whether the caller is signed in is the caller resolution's to say (a credential
-    revoked since it was resolved ends the session at the next search, which says so), not
-    this hint's."""
+    """``folders`` (the caller's, :func:`caller_folders`) less those the caller's files no
+    longer hold, asked as ``client.user``:
+
+    1. one ``PROPFIND Depth: 1`` of the files root: a folder under a top-level folder that is
+       not there goes. A share is mounted at the top of the sharee's files by default
+       (nextcloud/server ``config/config.sample.php`` ``share_folder``, ``'/'``), and revoking
+       it fires no webhook, so its folder would stay listed until the sharee's scan; a folder
+       deleted or moved away whose event is still on its way leaves as well.
+    2. when folders below the top remain, one WebDAV SEARCH for every folder of the caller's
+       files (:meth:`~ncindex.nextcloud.client.NextcloudClient.folders`, at most
+       :data:`FOLDER_SEARCH_LIMIT`): one below the top that is neither in the answer nor above
+       a folder in it goes — a share mounted deeper (``share_folder`` set, or its folder moved
+       into another) and revoked since. Not a request per folder, and not a SEARCH by the
+       folders' names: a share's folder may be named otherwise in the sharee's files than in
+       its owner's (renamed, or `` (2)`` added on a clash), and Nextcloud matches names in
+       the file cache, where it has its owner's name (``FileSearchBackend::
+       transformSearchOperation`` as read, at commit 01ef559, also compares
+       ``mount_point_name``; since which version was not established); the answer's paths
+       are the caller's.
+
+    Both share :data:`CHECK_SECONDS`. When a step cannot be made (see ``_UNCHECKED``; no time
+    left for the SEARCH, or its answer may have been cut short) the folders it would judge
+    are returned as the step before left them: the listing is a hint, and every search result
+    is verified."""
     if not folders:
         return folders
+    deadline = time.monotonic() + CHECK_SECONDS
     try:
-        listing = client.propfind("/", 1, timeout=ROOT_LISTING_SECONDS)
+        listing = client.propfind("/", 1, timeout=CHECK_SECONDS)
         top = {e.path for e in listing[1:] if e.is_folder}
-    except (TransientError, NextcloudProtocolError, NextcloudAuthError, NotFound, Forbidden) as exc:
+    except _UNCHECKED as exc:
         log.warning("root_not_listed", user=client.user, error=str(exc))
         return folders
-    return [f for f in folders if "/" + f.split("/")[1] in top]
+    kept = [f for f in folders if "/" + f.split("/")[1] in top]
+    left = deadline - time.monotonic()
+    if left <= 0 or all(f.count("/") == 1 for f in kept):
+        return kept
+    try:
+        found = client.folders(FOLDER_SEARCH_LIMIT, timeout=left)
+    except _UNCHECKED as exc:
+        log.warning("folders_not_searched", user=client.user, error=str(exc))
+        return kept
+    if len(found) >= FOLDER_SEARCH_LIMIT:
+        log.info("folders_not_all_searched", user=client.user, limit=FOLDER_SEARCH_LIMIT)
+        return kept
+    present = {folder for path in found for folder in ancestors(path)}
+    return [f for f in kept if f.count("/") == 1 or f in present]
 
 
 def caller_tags(store: VectorStore, user: str) -> list[str]:
     """Every system tag on an indexed document ``user`` can read, sorted. Raises
     ``StoreUnavailable``."""
     return sorted(store.facet_values("tags", _caller_documents(user)))
+
+
+def visible_tags(client: NextcloudClient, tags: list[str]) -> list[str]:
+    """``tags`` (the caller's, :func:`caller_tags`) less those that are not the name of a
+    system tag the caller can see now: one ``PROPFIND /remote.php/dav/systemtags/`` as
+    ``client.user`` (:meth:`~ncindex.nextcloud.client.NextcloudClient.system_tags`: the
+    user-visible tags, every tag for an admin), within :data:`CHECK_SECONDS`. A tag deleted
+    or renamed since its documents were indexed goes, and so does one the caller may not see
+    (made invisible since, or on a document as an admin read it: a document's tags are the
+    ones its last reader saw, ``nc:system-tags`` listing only the tags that reader may see).
+    Names are compared as Nextcloud spells them, as the index holds them. When the tags cannot
+    be read (see ``_UNCHECKED``) ``tags`` is returned unchanged."""
+    if not tags:
+        return tags
+    try:
+        names = set(client.system_tags(timeout=CHECK_SECONDS).values())
+    except _UNCHECKED as exc:
+        log.warning("tags_not_listed", user=client.user, error=str(exc))
+        return tags
+    return [t for t in tags if t in names]

@@ -9,15 +9,17 @@ import hashlib
 import json
 
 import httpx
+import pytest
 from flask.testing import FlaskClient
 
 from ncindex.index.indexing import Indexer
 from ncindex.runtime import Services
-from ncindex.search.facets import ROOT_LISTING_SECONDS
+from ncindex.search import facets
+from ncindex.search.facets import CHECK_SECONDS
 from ncindex.settings import Settings
 from ncindex.web.session import ANONYMOUS_SECONDS, COOKIE, CSRF_HEADER
 from search_api import create_app
-from support import PASSWORDS, Stack, wait_until
+from support import ADMIN, PASSWORDS, Stack, wait_until
 
 
 def session(client: FlaskClient) -> dict:
@@ -175,8 +177,77 @@ def test_a_folder_share_revoked_since_the_scan_leaves_the_folder_list(stack: Sta
     sim.faults.set("webdav", status=403, times=1, method="PROPFIND")
     assert bobs_folders() == ["/Bobs", "/Harbour", "/Harbour/Plans"]
     # nor does a slow one hold the list for the whole request timeout (10 s): the index's
-    sim.faults.set("webdav", delay=ROOT_LISTING_SECONDS + 1.5, times=1, method="PROPFIND")
+    sim.faults.set("webdav", delay=CHECK_SECONDS + 1.5, times=1, method="PROPFIND")
     assert bobs_folders() == ["/Bobs", "/Harbour", "/Harbour/Plans"]
+
+
+def test_a_folder_share_mounted_below_the_top_and_revoked_leaves_the_folder_list(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # mounted in a folder of bob's own, under another name than alice's: the root's listing
+    # still holds /Work, so only the SEARCH of bob's folders tells the share is gone
+    sim = stack.sim
+    plan = sim.put_file("alice", "/Harbour/Plans/quay.md", b"Quay plan: new bollards.")
+    sim.put_file("bob", "/Bobs/notes.md", b"Bob's harbour notes.")
+    wait_until(lambda: stack.points(f"file:{plan}"), 30)
+    stack.wait_idle(30)
+    assert sim.share("alice", "/Harbour", "bob", "/Work/Port") == "/Work/Port"
+    Indexer(stack.services).index_node("bob", plan)  # as bob's scan would
+    indexed = ["/Bobs", "/Work", "/Work/Port", "/Work/Port/Plans"]
+
+    def bobs_folders() -> list[str]:
+        response = stack.search.get("/v1/folders", auth=("bob", PASSWORDS["bob"]))
+        assert response.status_code == 200, response.get_json()
+        return response.get_json()["folders"]
+
+    wait_until(lambda: "/Bobs" in bobs_folders(), 30)
+    assert bobs_folders() == indexed
+    sim.unshare("alice", "/Harbour", "bob")
+    assert "user:bob" in stack.points(f"file:{plan}")[0].payload["acl"]  # until his scan
+    assert bobs_folders() == ["/Bobs", "/Work"]
+    # the SEARCH refused, slower than the lists wait, or its answer perhaps cut short (as
+    # long as the limit): the folders below the top stay as the index has them
+    sim.faults.set("dav-search", status=403, times=1, method="SEARCH")
+    assert bobs_folders() == indexed
+    sim.faults.set("dav-search", delay=CHECK_SECONDS + 1.5, times=1, method="SEARCH")
+    assert bobs_folders() == indexed
+    monkeypatch.setattr(facets, "FOLDER_SEARCH_LIMIT", 2)  # bob has two folders now
+    assert bobs_folders() == indexed
+
+
+def test_the_tag_list_offers_only_the_tags_the_caller_sees_now(stack: Stack) -> None:
+    # a tag renamed or made invisible fires no event the index hears: its documents keep the
+    # old name until they are read again; and a document's tags are those its last reader
+    # saw, an admin included
+    sim, admin = stack.sim, ADMIN[0]
+    kept, renamed, hidden = (sim.create_tag(t) for t in ("harbour", "quay", "bollards"))
+    admins_only = sim.create_tag("audit", user_visible=False, user_assignable=False)
+    plan = sim.put_file("alice", "/Harbour/plan.md", b"Quay plan: new bollards.")
+    wait_until(lambda: stack.points(f"file:{plan}"), 30)
+    for tag in (kept, renamed, hidden):
+        sim.assign_tag("alice", "/Harbour/plan.md", tag)
+    sim.share("alice", "/Harbour", admin)
+    sim.assign_tag(admin, "/Harbour/plan.md", admins_only)
+    sim.flush_deliveries(timeout=5)
+    stack.wait_idle(30)
+    Indexer(stack.services).index_node(admin, plan)  # as the admin's scan would
+    everything = ["audit", "bollards", "harbour", "quay"]
+    assert stack.points(f"file:{plan}")[0].payload["tags"] == everything
+
+    def alices_tags() -> list[str]:
+        response = stack.search.get("/v1/tags", auth=("alice", PASSWORDS["alice"]))
+        assert response.status_code == 200, response.get_json()
+        return response.get_json()["tags"]
+
+    assert alices_tags() == ["bollards", "harbour", "quay"]
+    sim.tags.tags[renamed].name = "wharf"
+    sim.tags.tags[hidden].user_visible = False
+    assert alices_tags() == ["harbour"]
+    # Nextcloud refusing or slower than the lists wait: the index's list, as it is
+    sim.faults.set("systemtags", status=503, times=1, method="PROPFIND")
+    assert alices_tags() == everything
+    sim.faults.set("systemtags", delay=CHECK_SECONDS + 1.5, times=1, method="PROPFIND")
+    assert alices_tags() == everything
 
 
 NOT_WEB_URLS = [
