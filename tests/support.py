@@ -370,12 +370,15 @@ def error_lines(text: str) -> list[str]:
 
 class WorkerDeployment:
     """:func:`build_stack` for alice and the admin with ``celery worker`` subprocesses (solo
-    pool) instead of an in-process worker, configured only through ``NCINDEX_*`` variables,
-    started and killed at will. The workers own the Qdrant Edge folder ``qdrant``: open it
-    only after the last worker has exited (Edge allows one process per folder).
+    pool, or ``prefork`` with one pool process) instead of an in-process worker, configured
+    only through ``NCINDEX_*`` variables, started and killed at will. The workers own the
+    Qdrant Edge folder ``qdrant``: open it only after the last worker has exited (Edge allows
+    one process per folder).
 
     ``limits`` are (soft, hard, visibility timeout, lock TTL) in seconds, kept short so a
-    killed worker's message and lock come back soon.
+    killed worker's message and lock come back soon; only the ``prefork`` pool enforces the
+    time limits (Celery's solo pool has none). ``extract_seconds`` is the extraction cap
+    (``NCINDEX_EXTRACT_MAX_SECONDS``; ``None``: half the soft limit).
     """
 
     def __init__(
@@ -388,9 +391,12 @@ class WorkerDeployment:
         limits: tuple[int, int, int, int],
         queues: tuple[str, ...] = ("ingest", "index", "evict"),
         namespace: str = DEFAULT_NAMESPACE,
+        extract_seconds: float | None = None,
+        pool: str = "solo",
     ) -> None:
         self.qdrant = tmp / "qdrant"
         self.queues = queues
+        self.pool = pool
         self.stack = build_stack(
             redis_url, None, model_dir, tmp, worker=False, users=["alice"], open_store=False,
             qdrant_path=self.qdrant, debounce_seconds=debounce_seconds, namespace=namespace,
@@ -407,7 +413,10 @@ class WorkerDeployment:
             "NCINDEX_MODEL_DIR": str(model_dir),
             "NCINDEX_QDRANT_PATH": str(self.qdrant),
             "NCINDEX_TASK_SOFT_TIME_LIMIT": str(soft),
-            "NCINDEX_EXTRACT_MAX_SECONDS": str(soft / 2),  # must be below the soft limit
+            # must be below the soft limit
+            "NCINDEX_EXTRACT_MAX_SECONDS": str(
+                soft / 2 if extract_seconds is None else extract_seconds
+            ),
             "NCINDEX_TASK_TIME_LIMIT": str(hard),
             "NCINDEX_VISIBILITY_TIMEOUT": str(visibility),
             "NCINDEX_LOCK_TTL": str(lock_ttl),
@@ -418,13 +427,15 @@ class WorkerDeployment:
         self.logs: list[Path] = []
 
     def start_worker(self) -> None:
-        """Start ``celery worker`` (solo pool) on :attr:`queues`, logging to a file."""
+        """Start ``celery worker`` (:attr:`pool`, one process) on :attr:`queues`, logging to a
+        file."""
         log = self.qdrant.parent / f"worker-{len(self.logs)}.log"
         self.logs.append(log)
         with log.open("wb") as out:
             self.worker = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "workers.worker", "worker",
-                 "--pool=solo", "-Q", ",".join(self.queues), "--loglevel=INFO",
+                 f"--pool={self.pool}", "--concurrency=1", "-Q", ",".join(self.queues),
+                 "--loglevel=INFO",
                  "--without-mingle", "--without-gossip"],
                 cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, to signal it as a group

@@ -17,6 +17,7 @@ counts and parks it alone.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -31,12 +32,13 @@ from ncindex.accounts import record_refused
 from ncindex.documents import DocRef, DocType
 from ncindex.errors import BrokerUnavailable, LockBusy, NextcloudAuthError, TransientError
 from ncindex.index.deadletter import Deliveries, node_subject
-from ncindex.index.indexing import Indexer
+from ncindex.index.indexing import BatchResult, Indexer
 from ncindex.index.locks import document_locks
 from ncindex.index.steps import Outcome
 from ncindex.ingest.events import index_folder, resolve_node
 from ncindex.ingest.queueing import PUBLISH_RETRY, clear_debounce, enqueue
 from ncindex.progress import FailingDocuments, Progress
+from ncindex.settings import Settings
 from ncindex.sources.registry import SOURCES
 from workers.base import NcindexTask
 
@@ -244,22 +246,24 @@ def index_nodes(
 ) -> dict[str, int]:
     """Index files/notes ``file_ids`` as seen by ``user`` in one run
     (:meth:`~ncindex.index.indexing.Indexer.index_nodes`: one embedding run, one write), as
-    :func:`index_node` would each. Returns counts per outcome action, and ``own_task``: the
-    files handed to an ``ncindex.index_node`` task each (:func:`_index_batch`). A publish that
+    :func:`index_node` would each. Returns counts per outcome action, ``own_task``: the
+    files handed to an ``ncindex.index_node`` task each, and ``sent_on``: the files not
+    started in time, sent on in another batch (:func:`_index_batch`). A publish that
     fails (handing files on, or a folder's walk) retries this task, which runs the batch
     again: what it wrote is unchanged then, and its files' progress, recorded by the first
     run to finish the batch (:meth:`~ncindex.names.Names.batch_recorded`), is not recorded
     again."""
+    started = time.monotonic()  # the soft time limit runs from about here
     indexer = _start(self, None)
     clear_debounce(indexer.services.redis, indexer.settings.names, *(debounce_keys or []))
     ids = [int(i) for i in dict.fromkeys(file_ids)]
     # a redelivered message keeps its task id, and so does a retry
     run = self.request.id or hashlib.sha256(f"{user}:{ids}".encode()).hexdigest()
-    outcomes, alone = _index_batch(self, user, ids, run)
+    batch = _index_batch(self, user, ids, run, _start_by(indexer.settings, started))
     with _quiet("progress_not_recorded"):
         progress = Progress(indexer.services.redis, indexer.settings.names)
-        if outcomes and _first_to_record(indexer, run):
-            for file_id, outcome in outcomes.items():
+        if batch.outcomes and _first_to_record(indexer, run):
+            for file_id, outcome in batch.outcomes.items():
                 progress.finished(
                     user,
                     node_subject(file_id),
@@ -268,15 +272,29 @@ def index_nodes(
                     outcome.reason,
                     clear_failures=True,
                 )
-    _hand_on(self, user, alone)
-    for file_id, outcome in outcomes.items():
+    _hand_on(self, user, batch.alone)
+    _send_on(self, user, batch.later)
+    for file_id, outcome in batch.outcomes.items():
         _walk_folder(self, user, outcome)
         _ask_viewers(self, user, file_id, outcome)
-    counts: dict[str, int] = {"own_task": len(alone)}
-    for outcome in outcomes.values():
+    counts: dict[str, int] = {"own_task": len(batch.alone), "sent_on": len(batch.later)}
+    for outcome in batch.outcomes.values():
         counts[outcome.action] = counts.get(outcome.action, 0) + 1
     log.info("batch_done", files=len(ids), **counts)
     return counts
+
+
+def _start_by(settings: Settings, started: float) -> float:
+    """The ``time.monotonic()`` instant after which a batch task that started at ``started``
+    starts no more files (:meth:`~ncindex.index.indexing.Indexer.index_nodes`), seconds: a
+    quarter of the soft time limit in (the write of what was read then has time), and no
+    later than what a file may need before the soft limit — its extraction, up to
+    ``extract_max_seconds``, and an eighth of the soft limit for its look-up and download
+    and the batch's embedding and write. A file started later could be cut off by the soft
+    limit mid-read (settings only keep the cap below the whole limit), and that sends every
+    file of the batch to a task of its own to be read again."""
+    soft = settings.task_soft_time_limit
+    return started + min(soft / 4, soft - settings.extract_max_seconds - soft / 8)
 
 
 def _first_to_record(indexer: Indexer, run: str) -> bool:
@@ -288,33 +306,32 @@ def _first_to_record(indexer: Indexer, run: str) -> bool:
 
 
 def _index_batch(
-    task: NcindexTask, user: str, ids: list[int], run: str
-) -> tuple[dict[int, Outcome], list[int]]:
-    """The batch of :func:`index_nodes` (``run``: the task's id): the outcome of each file
-    it finished, and the files left to a task of their own — those another run holds (their
-    lock is busy), those :meth:`~ncindex.index.indexing.Indexer.index_nodes` left (its time
-    budget is a quarter of the soft time limit), and all of them when an earlier delivery of
-    this very task never ended (a file in it may kill the worker: alone, each is counted and
-    parked as :func:`guarded` does; that count is kept until the task ends, so a retry of it
-    hands them on again), when anything failed around the files (the locks, the model view)
-    or when the soft time limit passed. A refused account (a permanent error) fails the run
-    of each file this run held, recorded as ``index_node`` records it, hands the others on,
-    and is raised."""
+    task: NcindexTask, user: str, ids: list[int], run: str, start_by: float
+) -> BatchResult:
+    """The batch of :func:`index_nodes` (``run``: the task's id), no file but the first
+    started after ``start_by`` (``time.monotonic()`` seconds, :func:`_start_by`): the outcome
+    of each file it finished, the files it did not start in time (``later``), and the files
+    left to a task of their own — those another run holds (their lock is busy), those
+    :meth:`~ncindex.index.indexing.Indexer.index_nodes` left, and all of them when an earlier
+    delivery of this very task never ended (a file in it may kill the worker: alone, each is
+    counted and parked as :func:`guarded` does; that count is kept until the task ends, so a
+    retry of it hands them on again), when anything failed around the files (the locks, the
+    model view) or when the soft time limit passed. A refused account (a permanent error)
+    fails the run of each file this run held, recorded as ``index_node`` records it, hands
+    the others on, and is raised."""
     indexer = task.indexer
     deliveries = _deliveries(indexer)
     batch = f"nodes:{run}"
     count, _ = deliveries.start(batch)
     if count > 1:
         log.warning("batch_lost_before", runs=count - 1, files=len(ids))
-        return {}, list(ids)
+        return BatchResult({}, list(ids), [])
     held: set[int | str] = set()
-    budget = indexer.settings.task_soft_time_limit / 4
     try:
         with refused_account(indexer, user), document_locks(indexer.services, ids) as held:
-            outcomes, left = indexer.index_nodes(
-                user, [i for i in ids if i in held], budget_seconds=budget
-            )
-        return outcomes, [i for i in ids if i not in held or i in left]
+            done = indexer.index_nodes(user, [i for i in ids if i in held], start_by=start_by)
+        alone = [i for i in ids if i not in held or i in done.alone]
+        return BatchResult(done.outcomes, alone, done.later)
     except NextcloudAuthError as exc:  # permanent: each held file's run failed
         with _quiet("failure_not_recorded"):
             keys = indexer.settings.names
@@ -328,7 +345,7 @@ def _index_batch(
         raise
     except Exception as exc:  # the soft time limit too: each file to its own task
         log.info("left_to_own_task", files=len(ids), error=f"{type(exc).__name__}: {exc}")
-        return {}, list(ids)
+        return BatchResult({}, list(ids), [])
     finally:
         deliveries.finish(batch)
 
@@ -337,15 +354,28 @@ def _hand_on(task: NcindexTask, user: str, file_ids: list[int]) -> None:
     """Send an ``ncindex.index_node`` task for each of ``file_ids`` (``user``'s); raises
     :class:`BrokerUnavailable` when a publish fails (the batch task retries)."""
     for file_id in file_ids:
-        try:
-            task.app.send_task(
-                names.INDEX_NODE,
-                kwargs={"user": user, "file_id": file_id},
-                queue=names.INDEX,
-                retry_policy=PUBLISH_RETRY,
-            )
-        except Exception as exc:  # kombu/redis raise several types
-            raise BrokerUnavailable(f"broker: {exc}") from exc
+        _send(task, names.INDEX_NODE, {"user": user, "file_id": file_id})
+
+
+def _send_on(task: NcindexTask, user: str, file_ids: list[int]) -> None:
+    """Send ``file_ids`` (``user``'s files a batch did not start in time) on in one
+    ``ncindex.index_nodes`` task, a lone file as ``ncindex.index_node`` (as
+    :func:`ncindex.ingest.queueing.send_gathered` sends one): each is read once, by that
+    task, with the whole of its time. Raises :class:`BrokerUnavailable` when the publish
+    fails (the batch task retries)."""
+    if len(file_ids) > 1:
+        _send(task, names.INDEX_NODES, {"user": user, "file_ids": file_ids})
+    else:
+        _hand_on(task, user, file_ids)
+
+
+def _send(task: NcindexTask, name: str, kwargs: dict[str, Any]) -> None:
+    """Publish task ``name`` with ``kwargs`` on the ``index`` queue; raises
+    :class:`BrokerUnavailable` when the publish fails."""
+    try:
+        task.app.send_task(name, kwargs=kwargs, queue=names.INDEX, retry_policy=PUBLISH_RETRY)
+    except Exception as exc:  # kombu/redis raise several types
+        raise BrokerUnavailable(f"broker: {exc}") from exc
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.EVICT_NODE, **RETRY)

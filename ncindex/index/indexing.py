@@ -20,6 +20,7 @@ a file parked for killing its worker (:meth:`Indexer.park_node`).
 
 from __future__ import annotations
 
+import math
 import posixpath
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -61,6 +62,17 @@ batch; the files past it are left to a task of their own. A batch saves each fil
 a task's own costs (requests, Redis, Celery; benchmarks/indexing_reading.md), nothing beside
 the seconds large files take to extract and embed — and a batch of them could pass the task's
 soft time limit, which sends every file of it to a task of its own to be read again."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """What :meth:`Indexer.index_nodes` did with its files (ids): the ``outcomes`` of those it
+    finished, those it leaves ``alone`` to a task of their own, and those it did not start
+    (``later``: their time was up) for another batch."""
+
+    outcomes: dict[int, Outcome]
+    alone: list[int]
+    later: list[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,21 +171,22 @@ class Indexer:
         return outcomes[file_id]
 
     def index_nodes(
-        self, user: str, file_ids: Sequence[int], *, budget_seconds: float = 60.0
-    ) -> tuple[dict[int, Outcome], list[int]]:
+        self, user: str, file_ids: Sequence[int], *, start_by: float = math.inf
+    ) -> BatchResult:
         """:meth:`index_node` for many files of ``user`` at once: each looked up by id, read and
         extracted, then the new texts embedded in one run and upserted in one write
         (:meth:`Steps.write_documents`), and one SEARCH to recheck what was written. The
         caller holds each file's lock.
 
-        Returns the outcome of each file it finished and the ids it leaves to a task of their
-        own (:meth:`index_node`, with its retries and failure records): the files past
-        :data:`BATCH_MAX_BYTES`, or not yet started once ``budget_seconds`` have passed (the
-        first file is always taken; OCR can take a file a minute), a file whose look-up, read
-        or extraction raised anything but :class:`NextcloudAuthError` (raised: the account is
-        refused), every file still unwritten when the write failed, and every written one
-        when its recheck failed (that run finds its text unchanged; a refusal there is
-        handed on too).
+        ``start_by`` is the ``time.monotonic()`` instant after which no file but the first is
+        started: those left go to :attr:`BatchResult.later`, untouched (not looked up), for
+        the caller to send on in another batch. Besides the outcome of each file it finished,
+        the result names the ids it leaves to a task of their own (:meth:`index_node`, with
+        its retries and failure records, :attr:`BatchResult.alone`): the files past
+        :data:`BATCH_MAX_BYTES`, a file whose look-up, read or extraction raised anything but
+        :class:`NextcloudAuthError` (raised: the account is refused), every file still
+        unwritten when the write failed, and every written one when its recheck failed (that
+        run finds its text unchanged; a refusal there is handed on too).
 
         Each file is looked up in a SEARCH of its own, as :meth:`index_node` does, because
         its tags are read from the answer: in an answer of several files nextcloud/server
@@ -186,12 +199,12 @@ class Indexer:
         client = self.services.account(user)
         outcomes: dict[int, Outcome] = {}
         alone: list[int] = []
+        later: list[int] = []
         ready: list[_Read] = []
-        deadline = time.monotonic() + budget_seconds
         taken = 0  # bytes
-        for file_id in dict.fromkeys(file_ids):
-            if (outcomes or ready) and time.monotonic() > deadline:
-                alone.append(file_id)
+        for place, file_id in enumerate(dict.fromkeys(file_ids)):
+            if place and time.monotonic() > start_by:
+                later.append(file_id)
                 continue
             try:
                 entry = self._alone(client, file_id)
@@ -216,32 +229,32 @@ class Indexer:
             else:
                 ready.append(read)
         if not ready:
-            return outcomes, alone
+            return BatchResult(outcomes, alone, later)
         try:
             written = self.steps.write_documents([(r.doc, r.stored, None) for r in ready])
         except SoftTimeLimitExceeded:
             raise
         except Exception as exc:
             log.info("left_to_own_task", files=len(ready), error=f"{type(exc).__name__}: {exc}")
-            return outcomes, alone + [r.file_id for r in ready]
+            return BatchResult(outcomes, alone + [r.file_id for r in ready], later)
         indexed = [r for r, o in zip(ready, written, strict=True) if o.action == "indexed"]
         outcomes.update(
             (r.file_id, o) for r, o in zip(ready, written, strict=True) if o.action != "indexed"
         )
         if not indexed:
-            return outcomes, alone
+            return BatchResult(outcomes, alone, later)
         try:
             now = client.find_by_ids([r.file_id for r in indexed])
         except SoftTimeLimitExceeded:
             raise
         except Exception as exc:
             log.info("left_to_own_task", files=len(indexed), error=f"{type(exc).__name__}: {exc}")
-            return outcomes, alone + [r.file_id for r in indexed]
+            return BatchResult(outcomes, alone + [r.file_id for r in indexed], later)
         for r, o in zip(ready, written, strict=True):
             if o.action == "indexed":
                 outcomes[r.file_id] = self._rechecked(user, r, o, now.get(r.file_id))
         self._add_viewers(user, indexed, outcomes)
-        return outcomes, alone
+        return BatchResult(outcomes, alone, later)
 
     def _add_viewers(self, user: str, reads: Sequence[_Read], outcomes: dict[int, Outcome]) -> None:
         """Give each of ``outcomes`` still ``indexed`` whose document was new to the index (no

@@ -1,8 +1,8 @@
 """Many files in one task (``ncindex.index_nodes``: workers/tasks.py ``index_nodes``,
 ncindex/index/indexing.py ``Indexer.index_nodes``): one embedding run, one write and one recheck
-for all of them, each file ending as ``index_node`` would end it, and what the batch cannot
-finish (a busy lock, a failed look-up, a delivery that never ended, its budget spent) handed to
-a task of its own."""
+for all of them, each file ending as ``index_node`` would end it, what the batch cannot
+finish (a busy lock, a failed look-up, a delivery that never ended) handed to a task of its
+own, and the files it has no time left to start sent on in another batch."""
 
 from __future__ import annotations
 
@@ -61,14 +61,14 @@ def test_a_batch_indexes_its_files_with_one_embedding_run_and_one_write(
     monkeypatch.setattr(store_type, "upsert", upsert)
     monkeypatch.setattr(EmbedBatcher, "embed", embed)
     stack.sim.reset_request_counts()
-    assert run_batch(stack, ids) == {"own_task": 0, "indexed": 6}
+    assert run_batch(stack, ids) == {"own_task": 0, "sent_on": 0, "indexed": 6}
     assert stack.sim.request_count("dav-search") == 6 + 1  # a look-up each, one recheck
     assert upserts == [6] and embedded == [6]
     for i, file_id in enumerate(ids):
         (point,) = stack.points(f"file:{file_id}")
         assert point.payload["paths"] == {"alice": f"/Batch/heron{i}.md"}
     # the same files again: each read conditionally, nothing embedded or written
-    assert run_batch(stack, ids) == {"own_task": 0, "unchanged": 6}
+    assert run_batch(stack, ids) == {"own_task": 0, "sent_on": 0, "unchanged": 6}
     assert upserts == [6] and embedded == [6]
 
 
@@ -80,7 +80,7 @@ def test_each_chunk_gets_its_own_texts_vectors_across_the_batch(stack: Stack) ->
     ids = [repeated, *upload(stack, 2)]
     tag = stack.sim.create_tag("estuary")
     stack.sim.assign_tag("alice", "/Batch/heron1.md", tag)
-    assert run_batch(stack, ids) == {"own_task": 0, "indexed": 3}
+    assert run_batch(stack, ids) == {"own_task": 0, "sent_on": 0, "indexed": 3}
     store = stack.services.store
     points = [p for i in ids for p in store.document_points(f"file:{i}", with_vectors=True)]
     texts = {p.payload["text"] for p in stack.points(f"file:{repeated}")}
@@ -103,7 +103,7 @@ def test_a_busy_file_goes_to_its_own_task_and_a_corrupt_one_to_the_dead_letter(
         assert held
         counts = run_batch(stack, [*ids, broken])
         assert not stack.points(f"file:{ids[0]}")  # another run holds it
-    assert counts == {"own_task": 1, "indexed": 2, "dead_letter": 1}
+    assert counts == {"own_task": 1, "sent_on": 0, "indexed": 2, "dead_letter": 1}
     assert stack.services.redis.hexists(stack.settings.names.deadletter, f"node:{broken}")
     stack.wait_idle()  # the stack's worker runs the file's own ncindex.index_node task
     assert stack.points(f"file:{ids[0]}")
@@ -114,7 +114,7 @@ def test_a_batch_whose_earlier_delivery_never_ended_sends_each_file_alone(stack:
     ids = upload(stack, 3)
     deliveries = Deliveries(stack.services.redis, stack.settings.names, ttl=60)
     deliveries.start("nodes:lost-once")
-    assert run_batch(stack, ids, task_id="lost-once") == {"own_task": 3}
+    assert run_batch(stack, ids, task_id="lost-once") == {"own_task": 3, "sent_on": 0}
     # its count stays until it expires: a retry of the task hands them on again
     runs = stack.settings.names.runs_prefix + "nodes:lost-once"
     assert stack.services.redis.hget(runs, "runs") == b"2"
@@ -140,7 +140,7 @@ def test_a_failed_look_up_or_recheck_sends_its_files_alone(
         patch.setattr(NextcloudClient, "find_by_id", second_unavailable)
         patch.setattr(NextcloudClient, "find_by_ids", unavailable)  # the recheck
         # the second file's look-up failed; the other two were written, their recheck failed
-        assert run_batch(stack, ids) == {"own_task": 3}
+        assert run_batch(stack, ids) == {"own_task": 3, "sent_on": 0}
         assert stack.points(f"file:{ids[0]}") and stack.points(f"file:{ids[2]}")
     stack.wait_idle()
     assert all(stack.points(f"file:{i}") for i in ids)
@@ -161,7 +161,7 @@ def test_a_batch_past_its_bytes_hands_the_rest_on(
     ids = upload(stack, 2)
     large = stack.sim.put_file("alice", "/Batch/long.md", "# Long\n\n" + "Herons wade. " * 20)
     monkeypatch.setattr(indexing, "BATCH_MAX_BYTES", 100)  # the first two files fill it
-    assert run_batch(stack, [*ids, large]) == {"own_task": 1, "indexed": 2}
+    assert run_batch(stack, [*ids, large]) == {"own_task": 1, "sent_on": 0, "indexed": 2}
     stack.wait_idle()
     assert stack.points(f"file:{large}")
 
@@ -189,12 +189,40 @@ def test_a_refused_account_fails_the_files_it_held_and_hands_on_the_others(
     assert failure is not None and failure.last_error.startswith("NextcloudAuthError")
 
 
-def test_a_spent_budget_hands_the_files_not_started_on(stack: Stack) -> None:
+def test_files_not_started_by_the_batch_s_start_by_are_left_untouched(stack: Stack) -> None:
     ids = upload(stack, 3)
-    indexer = stack.celery.ncindex_indexer
-    outcomes, alone = indexer.index_nodes("alice", ids, budget_seconds=0)
-    assert list(outcomes) == [ids[0]] and outcomes[ids[0]].action == "indexed"
-    assert alone == ids[1:]
+    stack.sim.reset_request_counts()
+    done = stack.celery.ncindex_indexer.index_nodes("alice", ids, start_by=0)  # long past
+    assert list(done.outcomes) == [ids[0]] and done.outcomes[ids[0]].action == "indexed"
+    assert done.alone == [] and done.later == ids[1:]
+    # the first file's look-up and its recheck: the others were not even looked up
+    assert stack.sim.request_count("dav-search") == 2
+    assert stack.sim.request_count("webdav", "GET") == 1
+
+
+def test_files_a_batch_has_no_time_to_extract_are_sent_on_in_another_batch(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a cap on each file's extraction near the soft time limit: a file started after the
+    # first (a quarter of the limit in, at the latest) could be cut off by the limit mid-read
+    soft = stack.settings.task_soft_time_limit
+    monkeypatch.setattr(stack.settings, "extract_max_seconds", soft * 0.9)
+    ids = upload(stack, 3)
+    stack.sim.reset_request_counts()
+    real_send = stack.celery.send_task
+    sent: list[tuple[str, dict[str, Any]]] = []
+
+    def record(name: str, **options: Any) -> Any:
+        sent.append((name, options["kwargs"]))
+        return real_send(name, **options)
+
+    monkeypatch.setattr(stack.celery, "send_task", record)
+    assert run_batch(stack, ids) == {"own_task": 0, "sent_on": 2, "indexed": 1}
+    assert sent == [(names.INDEX_NODES, {"user": "alice", "file_ids": ids[1:]})]
+    stack.wait_idle()  # the next batch takes its first file and sends the last one on alone
+    assert sent[1:] == [(names.INDEX_NODE, {"user": "alice", "file_id": ids[2]})]
+    assert all(stack.points(f"file:{i}") for i in ids)
+    assert stack.sim.request_count("webdav", "GET") == 3  # each file read once
 
 
 def fail_first_send(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -225,7 +253,7 @@ def test_a_lost_batch_whose_hand_on_fails_hands_on_again_when_retried(
 
     monkeypatch.setattr(indexing.Indexer, "index_nodes", batch_run)
     # the first run's hand-on fails: the task retries (eagerly here) and hands on again
-    assert run_batch(stack, ids, task_id="lost-twice") == {"own_task": 3}
+    assert run_batch(stack, ids, task_id="lost-twice") == {"own_task": 3, "sent_on": 0}
     assert sent == [names.INDEX_NODE] * 4
     stack.wait_idle()
     assert all(stack.points(f"file:{i}") for i in ids)
@@ -246,7 +274,7 @@ def test_a_failure_around_the_files_sends_each_file_alone(
         return real(self)
 
     monkeypatch.setattr(models_type, "pinned", pinned_once_failing)
-    assert run_batch(stack, ids) == {"own_task": 2}
+    assert run_batch(stack, ids) == {"own_task": 2, "sent_on": 0}
     stack.wait_idle()
     assert all(stack.points(f"file:{i}") for i in ids)
 
@@ -263,7 +291,8 @@ def test_a_batch_retried_after_its_files_are_done_counts_their_progress_once(
         # the busy file's hand-on fails once: the task retries (eagerly here) and runs the
         # batch again, whose two other files come out unchanged
         counts = run_batch(stack, ids, task_id="retried")
-    assert counts == {"own_task": 1, "unchanged": 2} and sent == [names.INDEX_NODE] * 2
+    assert counts == {"own_task": 1, "sent_on": 0, "unchanged": 2}
+    assert sent == [names.INDEX_NODE] * 2
     assert progress.first_indexing("alice")["finished"] == 2
     assert progress.rates("alice").documents == 2
     stack.wait_idle()  # the busy file's own task

@@ -88,8 +88,8 @@ def test_a_batch_asks_once_per_folder(stack: Stack) -> None:
         stack.sim.put_file("alice", f"/Shared/part{i}.txt", f"Part {i} of the bridge.".encode())
         for i in range(3)
     ]
-    outcomes, alone = Indexer(stack.services).index_nodes("alice", ids)
-    assert alone == [] and [outcomes[i].viewers for i in ids] == [("bob",)] * 3
+    done = Indexer(stack.services).index_nodes("alice", ids)
+    assert done.alone == [] and [done.outcomes[i].viewers for i in ids] == [("bob",)] * 3
 
 
 def test_a_file_moved_into_a_shared_folder_is_indexed_for_the_sharee(stack: Stack) -> None:
