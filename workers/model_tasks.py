@@ -31,13 +31,18 @@ def _reindexer(task: NcindexTask) -> Reindexer:
     return Reindexer(task.services, task.indexer)
 
 
-def _locked(reindexer: Reindexer, step: str, model: str, work: Any) -> Any:
+def _locked(task: NcindexTask, reindexer: Reindexer, step: str, model: str, work: Any) -> Any:
     """Run ``work`` under the one reindex lock (:func:`ncindex.index.locks.hold`, expiry above
-    the task hard limit, 5 s wait); a permanent failure is recorded as ``model``'s ``failed``
-    state. Returns ``work``'s result, or why it did not run or failed."""
+    the task hard limit, 5 s wait), owned by ``task``'s id: a run of a message whose earlier
+    run died holding it (Celery delivers it again, ``reject_on_worker_lost``) takes it over
+    and resumes, where it would have waited for the lock to expire, given up, and left the
+    reindex stalled. A permanent failure is recorded as ``model``'s ``failed`` state. Returns
+    ``work``'s result, or why it did not run or failed."""
     settings = reindexer.settings
     name = settings.names.lock("reindex")
-    with hold(reindexer.services.redis, name, ttl=settings.task_time_limit + 60, wait=5) as held:
+    ttl = settings.task_time_limit + 60
+    owner = task.request.id
+    with hold(reindexer.services.redis, name, ttl=ttl, wait=5, owner=owner) as held:
         if not held:
             log.info("reindex_step_skipped", step=step, reason="another step runs")
             return {"skipped": "another reindex step runs"}
@@ -63,7 +68,7 @@ def reindex_model(self: NcindexTask, model: str) -> dict[str, Any]:
             return {"remaining": report.remaining}
         return {"switched": reindexer.switch().active}
 
-    return _locked(reindexer, "build", model, work)
+    return _locked(self, reindexer, "build", model, work)
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.REINDEX_ANALYZER, ignore_result=True, **RETRY)
@@ -78,11 +83,11 @@ def reindex_analyzer(self: NcindexTask) -> dict[str, Any]:
             self.apply_async(queue=names.INDEX)
         return {"rewritten": report.copied, "remaining": report.remaining}
 
-    return _locked(reindexer, "reanalyze", "", work)
+    return _locked(self, reindexer, "reanalyze", "", work)
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.REINDEX_FINISH, ignore_result=True, **RETRY)
 def reindex_finish(self: NcindexTask) -> dict[str, Any]:
     """Stop mirroring and drop the second model's collection."""
     reindexer = _reindexer(self)
-    return _locked(reindexer, "finish", "", lambda: {"dropped": reindexer.finish()})
+    return _locked(self, reindexer, "finish", "", lambda: {"dropped": reindexer.finish()})

@@ -17,6 +17,7 @@ from contextlib import ExitStack, contextmanager
 
 import redis
 import structlog
+from redis.lock import Lock
 
 from ncindex.documents import DocRef
 from ncindex.errors import LockBusy
@@ -27,13 +28,22 @@ log = structlog.get_logger(__name__)
 
 
 @contextmanager
-def hold(client: redis.Redis, name: str, *, ttl: float, wait: float) -> Iterator[bool]:
+def hold(
+    client: redis.Redis, name: str, *, ttl: float, wait: float, owner: str | None = None
+) -> Iterator[bool]:
     """Take the Redis lock ``name`` (it expires ``ttl`` seconds after it is taken); yields
     ``True`` once held, released on exit, or ``False`` when another holder still held it after
     ``wait`` seconds (``0``: do not wait) — then nothing is released. Redis errors while taking
-    it are raised (``redis.RedisError``)."""
+    it are raised (``redis.RedisError``).
+
+    ``owner`` (a Celery task id) is stored as the lock's value, and a lock found held under
+    the same owner is taken over at once (its expiry starts again): an earlier run of the
+    same task took it and never released it — its worker died, and Celery delivered the
+    message again, which keeps its task id."""
     lock = client.lock(name, timeout=ttl)
-    held = lock.acquire(blocking=wait > 0, blocking_timeout=wait if wait > 0 else None)
+    held = (owner is not None and _take_over(lock, owner)) or lock.acquire(
+        blocking=wait > 0, blocking_timeout=wait if wait > 0 else None, token=owner
+    )
     try:
         yield bool(held)
     finally:
@@ -42,6 +52,19 @@ def hold(client: redis.Redis, name: str, *, ttl: float, wait: float) -> Iterator
                 lock.release()
             except redis.exceptions.LockError as exc:
                 log.warning("lock_lost", lock=name, error=str(exc))
+
+
+def _take_over(lock: Lock, owner: str) -> bool:
+    """Hold ``lock`` if it is held under ``owner`` now (one atomic check-and-extend, redis-py's
+    ``Lock.reacquire``); ``False`` when it is free or another's."""
+    lock.local.token = owner.encode()
+    try:
+        lock.reacquire()
+    except redis.exceptions.LockNotOwnedError:
+        lock.local.token = None
+        return False
+    log.warning("lock_taken_over", lock=lock.name, owner=owner)
+    return True
 
 
 def document_key(subject: DocRef | int | str) -> int | str:

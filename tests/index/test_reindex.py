@@ -8,15 +8,19 @@ pooling gives genuinely different vectors, which is what a model change has to g
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from click.testing import CliRunner
 
 from allinone.cli import main
 from evaluation.beir import sample_dataset
+from ncindex import names
 from ncindex.embedding.analyzer import ANALYZER_VERSION, document_vector, term_id
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import PACKAGED_DENSE_MODEL, dense_dir_name, install_models
@@ -25,7 +29,7 @@ from ncindex.index.indexing import Indexer
 from ncindex.index.reindex import Reindexer, progress
 from ncindex.settings import Settings
 from ncindex.store import ModelPointers, SparseVector, model_slug
-from support import PASSWORDS, Stack, wait_until
+from support import PASSWORDS, Stack, WorkerDeployment, wait_until
 
 OTHER = "minilm-cls"
 LIVE = model_slug(PACKAGED_DENSE_MODEL)
@@ -208,6 +212,45 @@ def test_reindex_analyzer_rewrites_old_bm25_vectors_in_place(
     # A second run finds nothing to do.
     report = Reindexer(stack.services, Indexer(stack.services)).reanalyze(float("inf"))
     assert (report.documents, report.copied, report.remaining) == (0, 0, 0)
+
+
+def test_a_build_whose_pool_process_died_resumes_when_its_message_comes_back(
+    redis_url: str, model_dir: Path, tmp_path: Path
+) -> None:
+    """The step held the reindex lock when its pool process was killed (the OOM killer, a
+    crash in the model runtime): Celery puts its message back at once (``acks_late``,
+    ``reject_on_worker_lost``), and the run that takes it must resume the build, not find
+    the dead run's lock — which lives ``task_time_limit`` + 60 s — and give up."""
+    redis.Redis.from_url(redis_url).flushdb()
+    dep = WorkerDeployment(
+        redis_url, model_dir, tmp_path, debounce_seconds=0.3, limits=(20, 25, 60, 40),
+        pool="prefork",
+    )  # fmt: skip
+    # the build's start waits 2 x 3 s for every process to see the new pointers, holding
+    # the reindex lock: the pool process is killed then
+    dep.env["NCINDEX_MODEL_CHECK_SECONDS"] = "3"
+    try:
+        dep.start_worker()
+        for path, text in DOCS.items():
+            dep.sim.put_file("alice", path, text)
+        dep.sim.flush_deliveries(timeout=10)
+        dep.wait_idle(120)
+        dep.stack.celery.send_task(names.REINDEX_MODEL, kwargs={"model": OTHER}, queue=names.INDEX)
+        wait_until(lambda: b'"models_moved"' in dep.logs[0].read_bytes(), 60)
+        assert dep.worker is not None
+        children = Path(f"/proc/{dep.worker.pid}/task/{dep.worker.pid}/children").read_text()
+        (pool_process,) = (int(pid) for pid in children.split())
+        os.kill(pool_process, signal.SIGKILL)
+        # well within the dead run's lock's life (25 + 60 s)
+        state = wait_until(
+            lambda: progress(dep.stack.services).get("state") in ("switched", "failed"), 60
+        )
+        assert progress(dep.stack.services)["state"] == "switched", state
+        dep.stop_worker()
+    finally:
+        dep.close()
+    log = b"".join(p.read_bytes() for p in dep.logs)
+    assert b"reindex_step_skipped" not in log
 
 
 def test_search_answers_503_when_the_live_model_is_not_installed_here(stack: Stack) -> None:

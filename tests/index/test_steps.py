@@ -134,3 +134,19 @@ def test_the_lock_helper_holds_refuses_waits_and_survives_a_lost_lock(redis_url:
     with hold(client, name, ttl=30, wait=0) as held:
         assert held
     assert client.get(name) is None
+
+
+def test_a_lock_left_by_an_earlier_run_of_the_same_task_is_taken_over(redis_url: str) -> None:
+    # a run of task "t1" died holding the lock; its message, delivered again, keeps the id
+    client = redis.Redis.from_url(redis_url)
+    name = "ncindex-test:lock:steps-owner"
+    client.set(name, "t1", ex=30)
+    with hold(client, name, ttl=30, wait=0, owner="t2") as held:  # another task's: refused
+        assert not held
+    client.expire(name, 5)
+    with hold(client, name, ttl=30, wait=0, owner="t1") as held:
+        assert held and client.get(name) == b"t1"
+        assert client.ttl(name) > 5  # its expiry started again
+    assert client.get(name) is None  # and released as this run's
+    with hold(client, name, ttl=30, wait=0, owner="t3") as held:  # a free lock: as before
+        assert held and client.get(name) == b"t3"
