@@ -27,8 +27,8 @@ from ncindex.store import model_slug
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 from support import WorkerDeployment
 
-SOFT, CAP = 20, 17.5  # seconds: the extraction cap is seven eighths of the soft time limit
-DELAY = 4.2  # seconds the first file's download answers late: within a quarter of SOFT
+SOFT, CAP = 24, 19  # seconds: the extraction cap is about four fifths of the soft time limit
+DELAY = 5.5  # seconds the first file's download answers late: within a quarter of SOFT
 
 
 @pytest.fixture
