@@ -54,6 +54,12 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# The `config` part of helm/ncindex/values.schema.json, generated from ncindex.settings (a
+# test fails while it is stale): run after adding or changing a setting.
+.PHONY: chart-schema
+chart-schema: $(STAMP)
+	$(PY) -m ncindex.chart_schema
+
 clean:
 	rm -rf $(VENV) var .pytest_cache
 

@@ -18,20 +18,27 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
+from pydantic import ValidationError
 
+from ncindex.chart_schema import SCHEMA_FILE, schema_text
 from ncindex.names import QUEUES
 from ncindex.settings import LOG_LEVELS, Settings
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "ncindex"
 KUBE_VERSIONS = ("1.30", kubernetes_validate.latest_version())
 
+#: Where Nextcloud is, and where it reaches ncindex without an ingress: the chart has no
+#: default for either.
+NEXTCLOUD = {"nextcloud_url": "https://cloud.example.org", "public_url": "https://nci.example.org"}
 MINIMAL: dict[str, Any] = {
+    "config": NEXTCLOUD,
     "secrets": {"webhookSecret": "0123456789abcdef0123", "accounts": {"alice": "app-pw-1"}},
     "externalRedis": {"url": "redis://redis.data:6379/0"},
     "externalQdrant": {"url": "http://qdrant.data:6333"},
     "flower": {"basicAuth": {"users": ["admin:correct-horse"]}},
 }
 EXTERNAL_SECRETS: dict[str, Any] = {
+    "config": NEXTCLOUD,
     "secrets": {"existingSecret": "ncindex-creds"},
     "externalRedis": {"existingSecret": "redis-creds"},
     "externalQdrant": {"url": "https://qdrant.example.org", "existingSecret": "qdrant-creds"},
@@ -41,7 +48,13 @@ EVERYTHING: dict[str, Any] = {
     "secrets": {"webhookSecret": "0123456789abcdef0123", "accounts": {"a": "x", "b": "y"}},
     "redis": {"enabled": True},
     "qdrant": {"enabled": True},
-    "config": {"task_time_limit": 600, "visibility_timeout": 1200, "lock_ttl": 660},
+    # the public URL follows the ingress
+    "config": {
+        "nextcloud_url": "https://cloud.example.org/nextcloud",
+        "task_time_limit": 600,
+        "visibility_timeout": 1200,
+        "lock_ttl": 660,
+    },
     "search": {
         "autoscaling": {
             "enabled": True,
@@ -227,7 +240,7 @@ def test_the_mcp_server_has_its_deployment_service_and_route(chart: helm.Chart) 
         origins = json.loads(config["NCINDEX_MCP_ALLOWED_ORIGINS"])
         assert origins == [f"{scheme}://search.example.org"], tls
     # an operator's own allow-list wins
-    own = render(chart, {**MINIMAL, "config": {"mcp_allowed_hosts": ["mcp.example.org"]}})
+    own = render(chart, with_change(MINIMAL, "config.mcp_allowed_hosts", ["mcp.example.org"]))
     config = by_kind(own, "ConfigMap")["nci-ncindex"]["data"]
     assert json.loads(config["NCINDEX_MCP_ALLOWED_HOSTS"]) == ["mcp.example.org"]
 
@@ -312,7 +325,8 @@ def test_whole_numbers_of_a_million_and_more_reach_the_settings_as_integers(
         "qdrant_sparse_full_scan_share": 0.25,
         "dense_prefetch_share": 1.0,
     }
-    config = by_kind(render(chart, {**MINIMAL, "config": big}), "ConfigMap")["nci-ncindex"]
+    values = {**MINIMAL, "config": NEXTCLOUD | big}
+    config = by_kind(render(chart, values), "ConfigMap")["nci-ncindex"]
     data = config["data"]
     assert data["NCINDEX_QDRANT_MAX_SEGMENT_SIZE_KB"] == "1048576"
     assert data["NCINDEX_MAX_DOWNLOAD_BYTES"] == "104857600"
@@ -460,6 +474,18 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("config.task_time_limt", 600, "task_time_limt"),  # misspelt: every pod ignored it
         ("config.model_dir", "/models", "model_dir"),  # the chart sets it: a duplicate key
         ("config.qdrant_path", "/data", "qdrant_path"),  # beside the chart's Qdrant server
+        # values every pod refused at start (crash loop) while the chart took any value
+        ("config.ui_session_seconds", -5, "ui_session_seconds"),
+        ("config.index_mime_types", ["garbage"], "index_mime_types"),
+        ("config.search_rate_limit", "0/minute", "search_rate_limit"),
+        ("config.fusion", "max", "fusion"),
+        ("config.embed_threads", 0, "embed_threads"),
+        ("config.reconcile_periods", {"file": 5}, "reconcile_periods"),
+        ("config.reconcile_disable", ["notes"], "reconcile_disable"),
+        ("config.index_required_tags", [" "], "index_required_tags"),
+        ("config.nextcloud_url", "cloud.example.org", "nextcloud_url"),
+        ("config.nextcloud_url", "", "nextcloud_url"),  # unset: the chart has no simulator
+        ("ingress.enabled", True, "host"),  # no placeholder host to serve
     ],
 )
 def test_schema_rejects_bad_values(chart: helm.Chart, path: str, value: Any, message: str) -> None:
@@ -489,6 +515,140 @@ def test_templates_refuse_incomplete_values(
 ) -> None:
     with pytest.raises(helm.HelmRenderError, match=message):
         render(chart, with_change(MINIMAL, path, value))
+
+
+def test_values_the_settings_refuse_are_refused_at_render(chart: helm.Chart) -> None:
+    """The schema took any string, number, boolean, list or map for a setting: these rendered,
+    and every pod then stopped at start on Settings' refusal (a crash loop)."""
+    bad: dict[str, Any] = {
+        "ui_session_seconds": -5,
+        "index_mime_types": ["garbage"],
+        "search_rate_limit": "0/minute",
+    }
+    for name, value in bad.items():
+        with pytest.raises(ValidationError, match=name):
+            Settings(**{name: value})
+    with pytest.raises(helm.HelmValuesError) as refused:
+        render(chart, {**MINIMAL, "config": NEXTCLOUD | bad})
+    for name in bad:
+        assert f"/config/{name}" in str(refused.value)
+
+
+def test_the_nextcloud_url_is_required(chart: helm.Chart) -> None:
+    """values.yaml named https://cloud.example.org: values without a Nextcloud URL rendered,
+    and every pod talked to a placeholder."""
+    assert "nextcloud_url" not in chart.values["config"]
+    values = with_change(MINIMAL, "config", {"public_url": "https://nci.example.org"})
+    with pytest.raises(helm.HelmValuesError, match="/config': missing property 'nextcloud_url'"):
+        render(chart, values)
+
+
+def notes(chart: helm.Chart, values: dict[str, Any]) -> str:
+    """The text of NOTES.txt for ``values``."""
+    rendered = chart.render(copy.deepcopy(values), name="nci", namespace="search")
+    (text,) = [t for path, t in rendered.items() if path.endswith("NOTES.txt")]
+    return text
+
+
+def test_the_public_url_follows_the_ingress_host(chart: helm.Chart) -> None:
+    """NCINDEX_PUBLIC_URL and the notes named https://ncindex.example.org whatever
+    ingress.host was: webhooks were registered at a host the ingress did not serve."""
+    for tls, scheme in (
+        ([{"secretName": "search-tls", "hosts": ["search.example.org"]}], "https"),
+        ([{"secretName": "wild-tls", "hosts": ["*.example.org"]}], "https"),
+        ([], "http"),
+    ):
+        values = with_change(EVERYTHING, "ingress.tls", tls)
+        config = by_kind(render(chart, values), "ConfigMap")["nci-ncindex"]["data"]
+        assert config["NCINDEX_PUBLIC_URL"] == f"{scheme}://search.example.org", tls
+        # the same origin as the MCP server's, from the one helper
+        assert json.loads(config["NCINDEX_MCP_ALLOWED_ORIGINS"]) == [config["NCINDEX_PUBLIC_URL"]]
+        hooks = f"point Nextcloud at {scheme}://search.example.org/hooks/nextcloud\n"
+        assert hooks in notes(chart, values)
+    # set, it wins (with or without an ingress), its trailing slash dropped as Settings drop it
+    for base in (EVERYTHING, MINIMAL):
+        values = with_change(base, "config.public_url", "https://hooks.example.org/ncindex/")
+        config = by_kind(render(chart, values), "ConfigMap")["nci-ncindex"]["data"]
+        assert config["NCINDEX_PUBLIC_URL"] == "https://hooks.example.org/ncindex"
+        assert "at https://hooks.example.org/ncindex/hooks/nextcloud\n" in notes(chart, values)
+    # without an ingress there is nothing to derive it from
+    values = with_change(MINIMAL, "config", {"nextcloud_url": "https://cloud.example.org"})
+    with pytest.raises(
+        helm.HelmRenderError, match=r"config\.public_url is required without ingress"
+    ):
+        render(chart, values)
+
+
+def test_the_committed_schema_is_the_generated_one() -> None:
+    """values.schema.json's ``config`` is generated from Settings (``make chart-schema``):
+    a setting changed without it would be refused, or let through, by a stale schema."""
+    committed = SCHEMA_FILE.read_text(encoding="utf-8")
+    assert SCHEMA_FILE == CHART / "values.schema.json"
+    assert committed == schema_text(committed)
+
+
+#: Values of the settings whose JSON Schema restates a Python validator, good and bad.
+AGREEMENT_SAMPLES: dict[str, list[Any]] = {
+    "search_rate_limit": [
+        "600/minute", "600/minute;20/second", "10 per hour", "1 per 2 seconds", "5/Minute",
+        "100/DAYS", " 3/second , 4/minute ", "1/year|2/month", "7perminute", "1/second:;2/minute",
+        "", "   ", "0/minute", "600/minute;0/second", "00/hour", "010/hour", "ten/minute",
+        "10/fortnight", "10/minutess", "10", "/minute", "10/minute;", "10 minute", "10/-1 minute",
+    ],
+    "index_mime_types": [
+        ["text/plain"], ["text/*"], ["*/*"], ["application/epub+zip"], ["image/svg+xml"],
+        ["application/vnd.oasis.opendocument.text"], ["garbage"], ["text"], ["text/"],
+        ["/plain"], ["text/plain; charset=utf-8"], ["text/pl ain"], ["-x/y"], ["text/plain", "x"],
+    ],
+    # not "": unset, which the settings take (the simulator) and the chart refuses
+    "nextcloud_url": [
+        "https://cloud.example.org", "http://10.0.0.5:8080/nextcloud", "HTTPS://cloud.example.org/",
+        "https://[::1]:8443", "https://cloud.example.org/index.php?x=1", "cloud.example.org",
+        "ftp://cloud.example.org", "https://", "https:///nextcloud", "https://:443",
+        "https://admin:pw@cloud.example.org", "https://admin@cloud.example.org",
+    ],
+    "public_url": [
+        "https://nci.example.org", "https://nci.example.org/", "http://10.0.0.7:8081/sub",
+        "https://u:p@nci.example.org", "Http://nci.example.org", "https://nci.example.org/hooks",
+        "https://nci.example.org/hooks/nextcloud", "https://nci.example.org/hooks/nextcloud//",
+        "https://x.org/ncindex/hooks/nextcloud", "https://nci.example.org/?x=1",
+        "https://nci.example.org/#top", "", "nci.example.org", "https://", "https://u@:80",
+    ],
+    "note_extensions": [["md"], [".md"], ["MD"], [" txt "], [".."], [""], ["."], [" "], [" . "]],
+    "index_required_tags": [["Public"], ["two words"], [], [""], ["  "], ["ok", ""]],
+    "index_excluded_tags": [["Private"], ["\t"]],
+    "reconcile_periods": [{"file": 600}, {"note": 10}, {}, {"file": 9}, {"files": 600}],
+    "reconcile_disable": [["news_item"], ["deck_card", "note"], [], ["news"], ["Note"]],
+    # not "info": the variable takes any case, the chart the names as written (README)
+    "log_level": [*LOG_LEVELS, "LOUD", ""],
+    "namespace": ["ncindex", "prod-1", "Prod", "", "a" * 41],
+    "webhook_secret_header": ["X-Ncindex-Secret", "X Secret", ""],
+    "ocr_languages": ["eng", "eng+deu", "eng+", ""],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [(name, value) for name, values in AGREEMENT_SAMPLES.items() for value in values],
+)
+def test_the_schema_and_the_settings_agree(chart: helm.Chart, name: str, value: Any) -> None:
+    """What the chart's schema takes for a setting is what Settings takes (its validators run in
+    Python; their JSON Schema restatements run in Helm's validator, Go regular expressions)."""
+    try:
+        Settings(**{name: value})
+    except ValidationError as exc:
+        assert {error["loc"][0] for error in exc.errors()} == {name}
+        settings_take = False
+    else:
+        settings_take = True
+    try:
+        chart.validate_schema(with_change(MINIMAL, f"config.{name}", value))
+    except helm.HelmValuesError as exc:
+        assert f"/config/{name}" in str(exc)
+        chart_takes = False
+    else:
+        chart_takes = True
+    assert chart_takes == settings_take
 
 
 def test_defaults_alone_are_refused_with_a_reason(chart: helm.Chart) -> None:

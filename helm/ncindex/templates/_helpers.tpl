@@ -340,12 +340,14 @@ set one: its Service's names in the cluster and the ingress host, each bare and 
 {{- end -}}
 
 {{/*
-The ingress's scheme: https when ingress.tls covers ingress.host (an entry listing it, or a
-wildcard "*.domain" matching it by one leftmost label as TLS certificates do, RFC 6125 §6.4.3,
-or one listing no hosts, which Kubernetes' IngressTLS applies to the controller's default
-host), else http — the origin a browser sends for a page served through it.
+The ingress's origin, scheme://ingress.host, the scheme https when ingress.tls covers
+ingress.host (an entry listing it, or a wildcard "*.domain" matching it by one leftmost label as
+TLS certificates do, RFC 6125 §6.4.3, or one listing no hosts, which Kubernetes' IngressTLS
+applies to the controller's default host), else http: the origin a browser sends for a page
+served through it (the MCP server's allowed origin), and the URL Nextcloud reaches the receiver
+at (ncindex.publicUrl).
 */}}
-{{- define "ncindex.ingressScheme" -}}
+{{- define "ncindex.ingressOrigin" -}}
 {{- $scheme := "http" -}}
 {{- $host := lower .Values.ingress.host -}}
 {{- range .Values.ingress.tls -}}
@@ -359,5 +361,21 @@ host), else http — the origin a browser sends for a page served through it.
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- $scheme -}}
+{{- printf "%s://%s" $scheme .Values.ingress.host -}}
+{{- end -}}
+
+{{/*
+NCINDEX_PUBLIC_URL, the base URL Nextcloud delivers webhooks to (/hooks/nextcloud appended, as
+the settings do): config.public_url when set, else the ingress's origin (ncindex.ingressOrigin);
+without an ingress it must be set, or webhooks would be registered at an address nobody serves.
+Trailing slashes are dropped, as Settings drops them.
+*/}}
+{{- define "ncindex.publicUrl" -}}
+{{- if .Values.config.public_url -}}
+{{- regexReplaceAll "/+$" .Values.config.public_url "" -}}
+{{- else if .Values.ingress.enabled -}}
+{{- include "ncindex.ingressOrigin" . -}}
+{{- else -}}
+{{- fail "config.public_url is required without ingress.enabled: the URL at which Nextcloud reaches this release's receiver (webhooks are delivered to <public_url>/hooks/nextcloud)" -}}
+{{- end -}}
 {{- end -}}
