@@ -62,8 +62,25 @@ class _Commands(click.Group):
 def main(ctx: click.Context) -> None:
     """ncindex: a verified hybrid-search index of a Nextcloud."""
     settings = load_settings()  # SettingsError (a ValueError): one line, below
-    configure_logging(settings.log_level, json_lines=settings.log_json)
+    configure_logging(
+        _command_log_level(settings, ctx.invoked_subcommand), json_lines=settings.log_json
+    )
     ctx.obj = settings
+
+
+def _command_log_level(settings: Settings, command: str | None) -> str:
+    """The level ``ncindex <command>`` logs at: ``NCINDEX_LOG_LEVEL`` when it is set. Unset,
+    a one-shot command logs warnings and errors only (what it finds is its output: at INFO,
+    ``reconcile`` repeated each report line as a JSON line on stderr), and ``up`` starts at
+    the setting's default (INFO) and keeps only warnings and errors once it is up
+    (:func:`_serve`). The long-running roles (worker, beat, receiver, search API) do not run
+    through here and log at ``NCINDEX_LOG_LEVEL``, INFO by default."""
+    return settings.log_level if _log_level_set(settings) or command == "up" else "WARNING"
+
+
+def _log_level_set(settings: Settings) -> bool:
+    """Whether ``NCINDEX_LOG_LEVEL`` was given (not the default)."""
+    return "log_level" in settings.model_fields_set
 
 
 def _redis_problem(url: str, exc: Exception) -> str:
@@ -149,7 +166,7 @@ def up(settings: Settings, no_sample: bool) -> None:
             raise click.ClickException(str(exc)) from exc
         if running.redis is not None:
             signals.children.append(running.redis.process.pid)
-        _serve(running, settings, signals, quiet="log_level" not in settings.model_fields_set)
+        _serve(running, settings, signals, quiet=not _log_level_set(settings))
     finally:
         signals.restore()
 

@@ -623,8 +623,11 @@ class Settings(BaseSettings):
     # --- Runtime ----------------------------------------------------------------------------
     log_level: str = Field(
         "INFO",
-        description="Log level (DEBUG, INFO, WARNING, ERROR). Unset, `ncindex up` logs warnings "
-        "and errors once it is up and prints the indexing's progress instead.",
+        description="Log level (DEBUG, INFO, WARNING, ERROR). Unset, the long-running roles "
+        "(worker, beat, receiver, search API, MCP server) log at INFO; the one-shot commands "
+        "(`ncindex reconcile`, `doctor`, `status`, …) log warnings and errors only, their "
+        "findings being their output; `ncindex up` logs at INFO while it starts, then warnings "
+        "and errors only, and prints the indexing's progress instead.",
         # the names as written; the variable also takes them in any case (_known_level)
         json_schema_extra={"enum": list(LOG_LEVELS)},
     )

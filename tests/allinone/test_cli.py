@@ -4,6 +4,9 @@ option it would ignore or that names nothing (exit status 2) before doing anythi
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -15,7 +18,7 @@ from allinone.cli import main, progress_line
 from ncindex import __version__
 from ncindex.names import Names
 from ncindex.progress import Progress
-from support import beir_dataset
+from support import ROOT, beir_dataset
 
 
 def test_bad_setting_is_one_line_naming_the_variable() -> None:
@@ -180,6 +183,51 @@ def test_the_progress_line_follows_pending_documents(redis_url: str) -> None:
         False,
     )
     assert progress_line(progress, was_busy=False) == (None, False)
+
+
+def test_a_one_shot_command_logs_warnings_only_unless_the_level_is_set(
+    redis_url: str, tmp_path: Path, model_dir: Path
+) -> None:
+    """NCINDEX_LOG_LEVEL defaults to INFO, and ``ncindex reconcile`` (with --json too) wrote
+    each report again as a ``reconcile_scan`` JSON line on stderr. Unset, a one-shot command
+    logs warnings and errors only; set, it logs at that level. A subprocess: logging is
+    configured once per process."""
+    from ncindex.simulator import NextcloudSimulator, serve_simulator
+
+    sim = NextcloudSimulator()
+    sim.add_user("alice", password="alice-pw")
+    sim.put_file("alice", "/Docs/tides.md", "# Tides\nhigh water at noon")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NCINDEX_")} | {
+        "PYTHONPATH": str(ROOT),
+        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw"}),
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_NAMESPACE": f"cli-{uuid.uuid4().hex[:8]}",
+        "NCINDEX_DATA_DIR": str(tmp_path / "data"),
+        "NCINDEX_MODEL_DIR": str(model_dir),
+    }
+    command = [str(Path(sys.executable).parent / "ncindex"), "reconcile", "--doc-type", "file"]
+    try:
+        with serve_simulator(sim) as server:
+            env["NCINDEX_NEXTCLOUD_URL"] = server.url
+            runs = {
+                (level, json_out): subprocess.run(
+                    command + (["--json"] if json_out else []),
+                    env=env | ({"NCINDEX_LOG_LEVEL": level} if level else {}),
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    check=False,
+                )
+                for level in ("", "INFO")
+                for json_out in (False, True)
+            }
+    finally:
+        sim.close()
+    for (level, json_out), done in runs.items():
+        assert done.returncode == 0, done.stderr
+        assert "alice" in done.stdout and "file" in done.stdout  # the report itself
+        logged = '"event": "reconcile_scan"' in done.stderr
+        assert logged is (level == "INFO"), (level, json_out, done.stderr)
 
 
 def test_reconcile_without_accounts_says_so() -> None:
