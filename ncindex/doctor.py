@@ -3,8 +3,9 @@
 Each check in :data:`CHECKS` looks at one thing and returns :class:`Line`\\ s with a verdict:
 ``ok``, ``warn`` (works, with a cost the detail names), ``fail`` (ncindex cannot work as
 configured; the command exits 1) or ``note`` (advice). A check that needs something an
-earlier one found missing says it was skipped. To add a check, append ``(name, function)``
-to :data:`CHECKS`.
+earlier one found missing says it was skipped. Without ``NCINDEX_NEXTCLOUD_URL`` the server
+check's one failing line says so, the checks that ask Nextcloud (:data:`ASK_NEXTCLOUD`) are
+left out, and the others run. To add a check, append ``(name, function)`` to :data:`CHECKS`.
 
 What is checked, and from which source:
 
@@ -102,7 +103,13 @@ Check = Callable[[Context], list[Line]]
 
 def check_server(ctx: Context) -> list[Line]:
     """Reachable, installed, not in maintenance nor waiting for its upgrade, and a supported
-    version (:func:`~ncindex.nextcloud.server_status.server_status`)."""
+    version (:func:`~ncindex.nextcloud.server_status.server_status`); without
+    ``NCINDEX_NEXTCLOUD_URL``, one failing line naming the checks left out
+    (:data:`ASK_NEXTCLOUD`)."""
+    if not ctx.settings.nextcloud_url:
+        left_out = ", ".join(name for name, _ in CHECKS if name in ASK_NEXTCLOUD)
+        detail = "NCINDEX_NEXTCLOUD_URL is not set: there is no Nextcloud to check"
+        return [Line("server", "fail", f"{detail} (not checked: {left_out})")]
     status = server_status(ctx.services.http, ctx.settings.nextcloud_url)
     ctx.version = status.version
     if status.problem is not None:
@@ -342,11 +349,10 @@ OTHER_VARIABLES = frozenset(
 )
 
 
-def check_variables(ctx: Context | None, environ: Mapping[str, str] | None = None) -> list[Line]:
+def check_variables(ctx: Context, environ: Mapping[str, str] | None = None) -> list[Line]:
     """``NCINDEX_`` variables of the environment (``environ``, default ``os.environ``) that no
     setting reads: a misspelt name is otherwise ignored without a word (pydantic-settings
-    ignores unknown variables), its setting left at its default. Needs nothing of ``ctx``
-    (so it also runs when there is no Nextcloud to check)."""
+    ignores unknown variables), its setting left at its default. Needs nothing of ``ctx``."""
     known = {"NCINDEX_" + name.upper() for name in Settings.model_fields} | OTHER_VARIABLES
     unknown = sorted(
         name
@@ -509,6 +515,10 @@ def check_webhook_secret(ctx: Context) -> list[Line]:
     return [Line("webhook secret", "ok", f"set; sent in {header}")]
 
 
+#: The checks that ask Nextcloud, left out without ``NCINDEX_NEXTCLOUD_URL`` (the server
+#: check's one line says so); every other check runs all the same.
+ASK_NEXTCLOUD = frozenset({"apps", "accounts", "webhooks"})
+
 #: The checks in the order they run; append ``(name, function)`` to add one.
 CHECKS: list[tuple[str, Check]] = [
     ("variables", check_variables),
@@ -527,19 +537,16 @@ CHECKS: list[tuple[str, Check]] = [
 
 
 def run_checks(settings: Settings, services: Services | None = None) -> list[Line]:
-    """Every line of every check in :data:`CHECKS`, in order. Raises ``ValueError`` when no
-    Nextcloud URL is configured."""
-    if not settings.nextcloud_url:
-        # a misspelt NCINDEX_NEXTCLOUD_URL is the likeliest cause: say so
-        hints = "".join(
-            f"; {line.detail}" for line in check_variables(None) if line.verdict == "warn"
-        )
-        raise ValueError(f"NCINDEX_NEXTCLOUD_URL is not set: there is no Nextcloud to check{hints}")
+    """Every line of every check in :data:`CHECKS`, in order; without a Nextcloud URL, every
+    check but those of :data:`ASK_NEXTCLOUD` (a misspelt ``NCINDEX_NEXTCLOUD_URL``, the
+    likeliest cause, is named by the variables check)."""
     own = services is None
     ctx = Context(settings, services or Services(settings))
     try:
         lines: list[Line] = []
-        for _, check in CHECKS:
+        for name, check in CHECKS:
+            if name in ASK_NEXTCLOUD and not settings.nextcloud_url:
+                continue
             lines.extend(check(ctx))
         return lines
     finally:

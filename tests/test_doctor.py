@@ -426,11 +426,43 @@ def test_a_misspelt_variable_is_a_warning_naming_the_setting_it_resembles(served
         ctx.services.close()
 
 
-def test_without_a_nextcloud_url_json_is_still_json() -> None:
-    result = CliRunner().invoke(main, ["doctor", "--json"], env={"NCINDEX_NEXTCLOUD_URL": ""})
+def test_without_a_nextcloud_url_every_check_that_needs_none_still_runs() -> None:
+    """It stopped at the missing URL: one line (``Error: ...`` without --json), and nothing
+    of Redis, the secret, the store, the model or OCR."""
+    env = {
+        "NCINDEX_NEXTCLOUD_URL": "",
+        "NCINDEX_DATA_DIR": REDIS["data_dir"],
+        "NCINDEX_WEBHOOK_SECRET": "s3cret-s3cret-s3cret",
+        "NCINDEX_PUBLIC_URL": PUBLIC,
+    }
+    result = CliRunner().invoke(main, ["doctor", "--json"], env=env)
     assert result.exit_code == 1
-    [line] = json.loads(result.output)
-    assert line["verdict"] == "fail" and "NCINDEX_NEXTCLOUD_URL is not set" in line["detail"]
+    lines = [Line(**line) for line in json.loads(result.output)]
+    assert [line for line in lines if line.verdict == "fail"] == [
+        Line(
+            "server",
+            "fail",
+            "NCINDEX_NEXTCLOUD_URL is not set: there is no Nextcloud to check "
+            "(not checked: apps, accounts, webhooks)",
+        )
+    ]
+    assert [line.check for line in lines] == [
+        "variables",
+        "redis",
+        "webhook secret",
+        "store",
+        "model",
+        "server",
+        "public url",
+        "deliveries",
+        "ocr",
+    ]
+    assert verdicts(lines, "redis") == ["ok"] and verdicts(lines, "webhook secret") == ["ok"]
+    assert verdicts(lines, "model") == ["ok"] and verdicts(lines, "ocr") == ["ok"]
+    text = CliRunner().invoke(main, ["doctor"], env=env)
+    assert text.exit_code == 1
+    assert text.output.splitlines()[0].split() == ["check", "verdict", "detail"]
+    assert len(text.output.splitlines()) == len(lines) + 1
 
 
 def test_a_wrong_admin_password_is_named_so_on_the_webhook_line(served) -> None:
