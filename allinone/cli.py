@@ -27,7 +27,13 @@ from ncindex import __version__
 from ncindex.documents import DocType
 from ncindex.errors import Forbidden, NcindexError, NextcloudAuthError
 from ncindex.progress import Progress
-from ncindex.settings import Settings, load_settings, url_without_password
+from ncindex.settings import (
+    Settings,
+    is_mime_type,
+    is_tag_name,
+    load_settings,
+    url_without_password,
+)
 from ncindex.telemetry import configure_logging
 
 if TYPE_CHECKING:
@@ -524,25 +530,63 @@ _RULE_SETTINGS = {
 }
 
 
-def _absolute(path: str | None) -> str | None:
+def _mime_type(ctx: click.Context, param: click.Parameter, mime: str | None) -> str | None:
+    """``--mime`` as given, which must be a MIME type ``type/subtype``, as
+    ``NCINDEX_INDEX_MIME_TYPES`` takes them (:func:`~ncindex.settings.is_mime_type`; no
+    pattern: Nextcloud reports a file's type). Raises ``click.BadParameter``."""
+    if mime is not None and not is_mime_type(mime):
+        raise click.BadParameter(f"{mime!r} is not a MIME type such as text/markdown")
+    return mime
+
+
+def _nextcloud_path(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
     """``--path`` as given, which must start with ``/`` (a relative one would be judged by
-    the globs as no path Nextcloud has). Raises ``click.BadParameter``."""
-    if path is not None and not path.startswith("/"):
+    the globs as no path Nextcloud has) and be a path Nextcloud could send, as the webhook
+    receiver requires (:func:`~ncindex.ingest.events.check_nextcloud_path`: no ``.`` or ``..``
+    segment, no NUL byte). Raises ``click.BadParameter``."""
+    from ncindex.ingest.events import check_nextcloud_path
+
+    if path is None:
+        return None
+    if not path.startswith("/"):
         raise click.BadParameter(f"must start with / (/{path.lstrip('./')}, say)")
-    return path
+    try:
+        return check_nextcloud_path(path)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _tag_names(
+    ctx: click.Context, param: click.Parameter, tags: tuple[str, ...]
+) -> tuple[str, ...]:
+    """``--tag`` values, each a name a system tag could have, as the tag settings require
+    (:func:`~ncindex.settings.is_tag_name`: not empty). Raises ``click.BadParameter``."""
+    if not all(is_tag_name(tag) for tag in tags):
+        raise click.BadParameter("a tag name is empty")
+    return tags
 
 
 @main.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--mime", help="The MIME type Nextcloud reports (default: by the extension).")
+@click.option(
+    "--mime",
+    callback=_mime_type,
+    help="The MIME type Nextcloud reports (default: by the extension).",
+)
 @click.option(
     "--path",
     "nc_path",
-    callback=lambda ctx, param, value: _absolute(value),
+    callback=_nextcloud_path,
     help="The file's path in Nextcloud (from the user's files root: /Documents/a.pdf), "
     "for the globs.",
 )
-@click.option("--tag", "tags", multiple=True, help="A system tag the file carries (repeatable).")
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    callback=_tag_names,
+    help="A system tag the file carries (repeatable).",
+)
 @click.option("--chunks", "show_chunks", is_flag=True, help="Also print each chunk.")
 @click.option(
     "--chars",

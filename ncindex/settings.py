@@ -38,6 +38,8 @@ used as the upper bound of every integer of the collection layout (the others ar
 Qdrant): a mistyped huge number is refused here with its variable named, not by the engine at
 start (a value past 2^64 made Qdrant Edge raise ``OverflowError``)."""
 
+_MIME_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*")
+"""A MIME type: ``type/subtype``, each an RFC 6838 §4.2 restricted name."""
 _MIME_PATTERN = re.compile(r"[A-Za-z0-9*][A-Za-z0-9!#$&^_.+*-]*/[A-Za-z0-9*][A-Za-z0-9!#$&^_.+*-]*")
 """An entry of ``NCINDEX_INDEX_MIME_TYPES``: ``type/subtype`` (RFC 6838 names), where ``*``
 stands for any run of characters (``text/*``)."""
@@ -74,6 +76,20 @@ def _rate_limit_pattern() -> str:
 
 DOC_TYPE_NAMES = ("note", "file", "deck_card", "news_item")
 """The doc types a per-type setting names (``reconcile_periods``, ``reconcile_disable``)."""
+
+
+def is_mime_type(value: str, *, pattern: bool = False) -> bool:
+    """Whether ``value`` is a MIME type ``type/subtype`` (RFC 6838 §4.2 names: ``text/markdown``)
+    or, with ``pattern``, an entry of ``NCINDEX_INDEX_MIME_TYPES``, where ``*`` stands for any
+    run of characters (``text/*``). ``garbage`` or ``text`` is neither."""
+    return (_MIME_PATTERN if pattern else _MIME_TYPE).fullmatch(value) is not None
+
+
+def is_tag_name(name: str) -> bool:
+    """Whether ``name`` can name a system tag: not empty nor only white space (no system tag
+    has such a name)."""
+    return bool(name.strip())
+
 
 RECONCILE_PERIODS = {"note": 900, "file": 1800, "deck_card": 1800, "news_item": 3600}
 """The default seconds between reconcile scans per doc type (``NCINDEX_RECONCILE_PERIODS``
@@ -703,7 +719,7 @@ class Settings(BaseSettings):
     def _mime_patterns(cls, value: list[str]) -> list[str]:
         # an entry that is no type/subtype (``garbage``, ``text``) matched no file, silently
         for number, pattern in enumerate(value):
-            if not _MIME_PATTERN.fullmatch(pattern):
+            if not is_mime_type(pattern, pattern=True):
                 raise ValueError(
                     f"entry {number} is not a MIME type or pattern such as text/markdown or text/*"
                 )
@@ -713,7 +729,7 @@ class Settings(BaseSettings):
     @classmethod
     def _tag_names(cls, value: list[str]) -> list[str]:
         # no system tag has an empty name: a required "" let no file through, silently
-        if any(not name.strip() for name in value):
+        if not all(is_tag_name(name) for name in value):
             raise ValueError("a tag name is empty")
         return value
 

@@ -118,6 +118,15 @@ _FILES_PATH = re.compile(r"/(?P<user>[^/]+)/files(?P<path>/.*)?", re.DOTALL)
 _ID_RULE = "integers or strings of ASCII digits, 0..2**63-1"
 
 
+def check_nextcloud_path(path: str) -> str:
+    """``path`` when Nextcloud could have sent it; raises ``ValueError`` for a NUL byte or a
+    ``.`` or ``..`` segment, which Nextcloud refuses itself (nextcloud/server
+    ``lib/private/Files/Filesystem.php`` ``isValidPath``: no ``/../``; no NUL)."""
+    if "\x00" in path or has_dot_segment(path):
+        raise ValueError("must be a Nextcloud path: no NUL byte, no . or .. segment")
+    return path
+
+
 class NodeRef(BaseModel):
     """A node descriptor: ``id`` (absent for nodes that no longer exist) and absolute VFS path."""
 
@@ -129,10 +138,7 @@ class NodeRef(BaseModel):
     @field_validator("path")
     @classmethod
     def _a_nextcloud_path(cls, value: str) -> str:
-        # Nextcloud refuses such paths itself (Filesystem::isValidPath: no "/../"; no NUL)
-        if "\x00" in value or has_dot_segment(value):
-            raise ValueError("must be a Nextcloud path: no NUL byte, no . or .. segment")
-        return value
+        return check_nextcloud_path(value)
 
 
 class EventUser(BaseModel):

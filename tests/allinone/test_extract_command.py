@@ -9,6 +9,7 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from docmakers import image_bytes, pptx_bytes, xlsx_bytes
 
@@ -90,6 +91,32 @@ def test_bad_options_are_refused_and_an_unknown_type_is_named(tmp_path: Path) ->
     assert run(str(blob), "--chars", "-5").exit_code == 2
     report = json.loads(run(str(blob), "--json", "--path", "/Documents/b.bin").output)
     assert report["mime_type"] == "application/octet-stream"  # what Nextcloud would report
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--mime", "garbage", "'garbage' is not a MIME type such as text/markdown"),
+        ("--mime", "text/*", "'text/*' is not a MIME type"),  # a pattern, not a file's type
+        ("--path", "/a/../b.md", "no . or .. segment"),
+        ("--path", "/a/./b.md", "no . or .. segment"),
+        ("--tag", "", "a tag name is empty"),
+        ("--tag", "  ", "a tag name is empty"),
+    ],
+)
+def test_a_value_the_settings_or_the_receiver_refuse_is_a_usage_error(
+    tmp_path: Path, option: str, value: str, said: str
+) -> None:
+    """Each exited 0, judging the file by a MIME type, a path or a tag no file can have: the
+    settings refuse such a MIME type (NCINDEX_INDEX_MIME_TYPES) and an empty tag name
+    (NCINDEX_INDEX_*_TAGS), the webhook receiver such a path."""
+    note = tmp_path / "a.md"
+    note.write_text("# Tide tables\n")
+    result = run(str(note), option, value)
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in result.output and said in result.output
+    fine = run(str(note), "--mime", "text/markdown", "--path", "/a/b.md", "--tag", "Tide")
+    assert fine.exit_code == 0, fine.output
 
 
 def test_a_file_over_the_download_bound_exits_1_as_too_large(tmp_path: Path) -> None:
