@@ -55,7 +55,7 @@ import redis
 
 from ncindex.embedding.live_models import model_name_for
 from ncindex.errors import ModelError, NcindexError, NextcloudAuthError, NotFound, RedisTooOld
-from ncindex.ingest.events import COST_WITHOUT, REQUIRED
+from ncindex.ingest.events import REQUIRED, cost_without, missing_from
 from ncindex.ingest.queueing import check_redis as check_redis_version
 from ncindex.ingest.registration import hook_uri, loopback_target, made_with_secret, subscribed
 from ncindex.nextcloud.apps import NEWS_API
@@ -264,9 +264,12 @@ def check_webhooks(ctx: Context) -> list[Line]:
                 "deliveries are refused 401 until `ncindex webhooks register` renews them",
             )
         )
+    major = _major(ctx.version)
     for event_class in missing:
-        cost = COST_WITHOUT.get(event_class, "found by the scan only")
-        lines.append(Line("webhooks", "warn", f"not registered: {event_class}: {cost}"))
+        detail = f"not registered: {event_class}: {cost_without(event_class, major)}"
+        if missing_from(event_class, major) is None:  # this server has it: registering helps
+            detail += " — run `ncindex webhooks register`"
+        lines.append(Line("webhooks", "warn", detail))
     if not lines:
         uri = hook_uri(ctx.settings)
         lines.append(Line("webhooks", "ok", f"{len(needed)} classes registered for {uri}"))

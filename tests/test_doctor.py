@@ -25,7 +25,7 @@ from ncindex.doctor import (
     render,
     run_checks,
 )
-from ncindex.ingest.events import REQUIRED, TAG_ASSIGNED
+from ncindex.ingest.events import NODE_NS, REQUIRED, TAG_ASSIGNED
 from ncindex.ingest.registration import register
 from ncindex.runtime import Services
 from ncindex.settings import Settings
@@ -213,6 +213,37 @@ def test_missing_webhooks_fail_for_required_and_warn_for_optional(served) -> Non
     lines = run_checks(settings)
     assert verdicts(lines, "webhooks") == ["warn"]
     assert "tag changes are found by the scan only" in detail(lines, "webhooks")
+
+
+REGISTER = "tag changes are found by the scan only — run `ncindex webhooks register`"
+
+
+@pytest.mark.parametrize(
+    ("version", "said", "suggested"),
+    [
+        ("33.0.2", REGISTER, True),
+        ("32.0.0", REGISTER, True),
+        ("31.0.9", "tag changes are found by the scan only (the event needs Nextcloud 32)", False),
+    ],
+)
+def test_a_missing_tag_class_is_explained_by_the_servers_version(
+    version: str, said: str, suggested: bool
+) -> None:
+    """On Nextcloud 33 with nothing registered it said "tag events need Nextcloud 32", and no
+    missing optional class suggested `ncindex webhooks register`. The tag events exist from
+    32 (nextcloud/server TagAssignedEvent ``@since 32.0.0``): registering is the fix there,
+    and needs a newer server before."""
+    sim = make_sim(version=version)
+    try:
+        with serve_simulator(sim) as server:
+            lines = run_checks(settings_for(server))
+    finally:
+        sim.close()
+    warned = [line.detail for line in lines if line.check == "webhooks" and line.verdict == "warn"]
+    assert f"not registered: {TAG_ASSIGNED}: {said}" in warned
+    copied = f"not registered: {NODE_NS}NodeCopiedEvent: copies are found by the scan only"
+    assert f"{copied} — run `ncindex webhooks register`" in warned  # every server has it
+    assert ("Nextcloud 32" in " ".join(warned)) is not suggested
 
 
 def test_redis_and_the_webhook_secret_are_checked(served) -> None:

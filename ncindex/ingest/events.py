@@ -101,15 +101,42 @@ REQUIRED = tuple(
     )
 )
 #: What is lost without an optional class (``ncindex webhooks register`` and ``ncindex up``
-#: print it for each class Nextcloud refuses).
+#: print it for each class Nextcloud refuses, ``ncindex doctor`` for each not registered);
+#: :func:`cost_without` adds the Nextcloud version a class needs (:data:`SINCE_NEXTCLOUD`).
 COST_WITHOUT = {
     NODE_NS + "NodeCopiedEvent": "copies are found by the scan only",
     NODE_NS + "NodeTouchedEvent": "restored file versions are found by the scan only",
     NODE_RESTORED: "files restored from the trash are found by the scan only",
-    TAG_ASSIGNED: "tag changes are found by the scan only (tag events need Nextcloud 32)",
-    TAG_UNASSIGNED: "tag changes are found by the scan only (tag events need Nextcloud 32)",
+    TAG_ASSIGNED: "tag changes are found by the scan only",
+    TAG_UNASSIGNED: "tag changes are found by the scan only",
     **{cls: route.cost_without for cls, (_, route) in DOCUMENT_EVENTS.items()},
 }
+#: The Nextcloud major version from which a subscribed class exists, for those newer than the
+#: oldest supported server (30): nextcloud/server ``lib/public/SystemTag/TagAssignedEvent.php``
+#: and ``TagUnassignedEvent.php`` are ``@since 32.0.0`` (``IWebhookCompatibleEvent``), and an
+#: older server refuses to register them (``WebhookListenerMapper::addWebhookListener``).
+SINCE_NEXTCLOUD = {TAG_ASSIGNED: 32, TAG_UNASSIGNED: 32}
+
+
+def missing_from(event_class: str, server_major: int | None) -> int | None:
+    """The Nextcloud major version ``event_class`` needs (:data:`SINCE_NEXTCLOUD`) when a
+    server of major version ``server_major`` may lack it (older, or ``None``: not known);
+    ``None`` when that server has the class."""
+    since = SINCE_NEXTCLOUD.get(event_class)
+    if since is None or (server_major is not None and server_major >= since):
+        return None
+    return since
+
+
+def cost_without(event_class: str, server_major: int | None = None) -> str:
+    """What is lost without the optional ``event_class`` (:data:`COST_WITHOUT`), and when a
+    server of major version ``server_major`` (``None``: not known, as when Nextcloud refused
+    the class) may lack it, the version it needs: ``"tag changes are found by the scan only
+    (the event needs Nextcloud 32)"``."""
+    cost = COST_WITHOUT.get(event_class, "found by the scan only")
+    since = missing_from(event_class, server_major)
+    return cost if since is None else f"{cost} (the event needs Nextcloud {since})"
+
 
 _MAX_PATH = 4096
 #: A path in a user's ``files/`` view, matched whole (``fullmatch``, ``DOTALL``): a trailing

@@ -11,7 +11,7 @@ OCS 400 "<class> is not an event class compatible with webhooks" — the tag eve
 Nextcloud 32, Deck's card events before Deck 1.18, any class of a disabled app), and the
 others are registered all the same. Only a refused class of :data:`~ncindex.ingest.events.REQUIRED`
 makes the registration fail (:attr:`Registered.ok`); what each optional one costs is
-:data:`~ncindex.ingest.events.COST_WITHOUT`.
+:func:`~ncindex.ingest.events.cost_without`.
 
 A class registered for the first time is not delivered at once for everyone: webhook_listeners
 adds its event listener only for the classes in a list it caches per user for five minutes
@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 import redis
 
 from ncindex.errors import NextcloudRefused
-from ncindex.ingest.events import COST_WITHOUT, DOCUMENT_EVENTS, REQUIRED, SUBSCRIBED
+from ncindex.ingest.events import DOCUMENT_EVENTS, REQUIRED, SUBSCRIBED, cost_without
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.settings import Settings
 from ncindex.urls import is_loopback_host
@@ -252,7 +252,8 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
                     "refused",
                     reason=exc.message or f"OCS {exc.status}",
                     required=required,
-                    cost=COST_WITHOUT.get(event_class, "found by the scan only"),
+                    # the server's version is not asked: a refused class may be one it lacks
+                    cost=cost_without(event_class),
                 )
             )
             continue
