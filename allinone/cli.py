@@ -473,22 +473,64 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
 
 
 @webhooks.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.pass_obj
-def webhooks_list(settings: Settings) -> None:
-    """List the registrations pointing at this deployment."""
+def webhooks_list(settings: Settings, as_json: bool) -> None:
+    """List the registrations pointing at this deployment: a table of class, id and delivery
+    URL, or with --json ``{"webhooks": [{"class", "id", "uri"}]}``."""
     from ncindex.ingest.registration import list_registrations
 
-    for hook in list_registrations(_admin(settings), settings):
-        click.echo(f"{hook['id']}\t{hook['event']}\t{hook['uri']}")
+    hooks = list_registrations(_admin(settings), settings)
+    if as_json:
+        click.echo(json.dumps({"webhooks": [_hook_row(h) for h in hooks]}))
+        return
+    click.echo(_hooks_table(hooks) if hooks else _no_webhooks(settings))
 
 
 @webhooks.command("remove")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.pass_obj
-def webhooks_remove(settings: Settings) -> None:
-    """Delete every registration pointing at this deployment."""
+def webhooks_remove(settings: Settings, as_json: bool) -> None:
+    """Delete every registration pointing at this deployment; prints a table of those
+    deleted (class, id, delivery URL), or with --json ``{"removed": [ids]}``."""
     from ncindex.ingest.registration import remove
 
-    click.echo(json.dumps({"removed": remove(_admin(settings), settings)}))
+    removed = remove(_admin(settings), settings)
+    if as_json:
+        click.echo(json.dumps({"removed": [int(h["id"]) for h in removed]}))
+        return
+    if not removed:
+        click.echo(f"{_no_webhooks(settings)}: nothing removed")
+        return
+    click.echo(_hooks_table(removed))
+    click.echo(f"removed {len(removed)} registrations")
+
+
+def _hook_row(hook: dict[str, Any]) -> dict[str, Any]:
+    """A registration as the webhook commands show it: its ``class`` (webhook_listeners'
+    ``event``, without a leading backslash), ``id`` and delivery ``uri``."""
+    return {
+        "class": str(hook.get("event", "")).lstrip("\\"),
+        "id": int(hook["id"]),
+        "uri": hook.get("uri"),
+    }
+
+
+def _hooks_table(hooks: list[dict[str, Any]]) -> str:
+    """Registrations as a plain-text table with a header: class, id, delivery URL."""
+    rows = [_hook_row(h) for h in hooks]
+    width = max(len("class"), *(len(r["class"]) for r in rows))
+    ids = max(len("id"), *(len(str(r["id"])) for r in rows))
+    lines = [f"{'class':<{width}}  {'id':>{ids}}  uri"]
+    lines += [f"{r['class']:<{width}}  {r['id']:>{ids}}  {r['uri']}" for r in rows]
+    return "\n".join(lines)
+
+
+def _no_webhooks(settings: Settings) -> str:
+    """The line the webhook commands print when no registration points at this deployment."""
+    from ncindex.ingest.registration import hook_uri
+
+    return f"no webhooks registered for {hook_uri(settings)}"
 
 
 @main.command()

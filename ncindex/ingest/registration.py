@@ -285,14 +285,16 @@ def rescan_once_listening(
 
 
 def list_registrations(client: NextcloudClient, settings: Settings) -> list[dict[str, Any]]:
-    """Registrations pointing at this deployment."""
+    """Registrations pointing at this deployment, as webhook_listeners lists them (``id``,
+    ``event``, ``uri``, ...: nextcloud/server ``WebhookListener::jsonSerialize``)."""
     return client.list_webhooks(uri=hook_uri(settings))
 
 
-def remove(client: NextcloudClient, settings: Settings) -> list[int]:
-    """Delete every registration pointing at this deployment; returns their ids."""
-    removed = []
-    for webhook in client.list_webhooks(uri=hook_uri(settings)):
-        if client.delete_webhook(webhook["id"]):
-            removed.append(int(webhook["id"]))
-    return removed
+def remove(client: NextcloudClient, settings: Settings) -> list[dict[str, Any]]:
+    """Delete every registration pointing at this deployment; returns those deleted, as
+    :func:`list_registrations` lists them."""
+    return [
+        webhook
+        for webhook in client.list_webhooks(uri=hook_uri(settings))
+        if client.delete_webhook(webhook["id"])
+    ]

@@ -327,3 +327,53 @@ def test_register_command_refuses_a_loopback_public_url_for_a_nextcloud_elsewher
     assert result.exit_code == 1
     assert "NCINDEX_PUBLIC_URL http://127.0.0.1:8081 is a loopback address" in result.output
     assert "--force" in result.output
+
+
+def test_list_and_remove_print_a_table_or_json_and_say_when_there_is_none(
+    redis_url: str,
+) -> None:
+    """``list`` printed nothing with no registration and headerless TSV otherwise, ``remove``
+    only JSON, and neither took --json: now each prints a table with a header, or a line
+    saying none is registered, and one JSON object with --json."""
+    sim = NextcloudSimulator()
+    sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
+    uri = "http://indexer.example.test/hooks/nextcloud"
+    none = f"no webhooks registered for {uri}"
+    try:
+        with serve_simulator(sim) as server:
+            env = {
+                "NCINDEX_NEXTCLOUD_URL": server.url,
+                "NCINDEX_ACCOUNTS": '{"admin": "admin-pw"}',
+                "NCINDEX_WEBHOOK_SECRET": "s3cret",
+                "NCINDEX_PUBLIC_URL": "http://indexer.example.test",
+                "NCINDEX_REDIS_URL": redis_url,
+                "NCINDEX_NAMESPACE": f"webhooks-{time.time_ns()}",
+            }
+
+            def run(*args: str) -> str:
+                result = CliRunner().invoke(main, ["webhooks", *args], env=env)
+                assert result.exit_code == 0, result.output
+                return result.output
+
+            assert run("list") == f"{none}\n"
+            assert json.loads(run("list", "--json")) == {"webhooks": []}
+            assert run("remove") == f"{none}: nothing removed\n"
+            assert json.loads(run("remove", "--json")) == {"removed": []}
+            run("register")
+            ids = {h.event: h.id for h in sim.registry.list()}
+            table = run("list").splitlines()
+            assert table[0].split() == ["class", "id", "uri"]
+            rows = {tuple(line.split()) for line in table[1:]}
+            assert rows == {(c, str(i), uri) for c, i in ids.items()}
+            listed = json.loads(run("list", "--json"))["webhooks"]
+            assert listed == [{"class": c, "id": i, "uri": uri} for c, i in ids.items()]
+            removed = run("remove").splitlines()
+            assert removed[0].split() == ["class", "id", "uri"]
+            assert {tuple(line.split()) for line in removed[1:-1]} == rows
+            assert removed[-1] == f"removed {len(ids)} registrations"
+            assert run("list") == f"{none}\n"
+            run("register")
+            again = sorted(h.id for h in sim.registry.list())
+            assert sorted(json.loads(run("remove", "--json"))["removed"]) == again
+    finally:
+        sim.close()
