@@ -182,7 +182,8 @@ def _settings(server_url: str) -> Settings:
     )
 
 
-def _run_register(sim: NextcloudSimulator, *extra: str) -> tuple[int, str]:
+def _run_register(sim: NextcloudSimulator, redis_url: str, *extra: str) -> tuple[int, str]:
+    """``ncindex webhooks register`` against ``sim``, its marks in the session's Redis."""
     sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
     with serve_simulator(sim) as server:
         env = {
@@ -192,6 +193,7 @@ def _run_register(sim: NextcloudSimulator, *extra: str) -> tuple[int, str]:
             "NCINDEX_PUBLIC_URL": "http://indexer.example.test",
             "NCINDEX_DECK_WEBHOOKS": "true",
             "NCINDEX_NAMESPACE": "register-command",
+            "NCINDEX_REDIS_URL": redis_url,
         }
         result = CliRunner().invoke(main, ["webhooks", "register", *extra], env=env)
     return result.exit_code, result.output
@@ -225,10 +227,12 @@ def test_each_class_is_registered_on_its_own_and_refusals_are_reported() -> None
         sim.close()
 
 
-def test_register_command_prints_the_table_and_exits_0_without_optional_classes() -> None:
+def test_register_command_prints_the_table_and_exits_0_without_optional_classes(
+    redis_url: str,
+) -> None:
     sim = NextcloudSimulator(version="31.0.9")
     try:
-        code, output = _run_register(sim)
+        code, output = _run_register(sim, redis_url)
     finally:
         sim.close()
     assert code == 0, output
@@ -241,11 +245,11 @@ def test_register_command_prints_the_table_and_exits_0_without_optional_classes(
     assert "tag changes are found by the scan only" in tag
 
 
-def test_register_command_exits_1_when_a_required_class_is_refused() -> None:
+def test_register_command_exits_1_when_a_required_class_is_refused(redis_url: str) -> None:
     sim = NextcloudSimulator()
     sim.refused_event_classes.add(REQUIRED[1])
     try:
-        code, output = _run_register(sim, "--json")
+        code, output = _run_register(sim, redis_url, "--json")
     finally:
         sim.close()
     assert code == 1
@@ -256,10 +260,12 @@ def test_register_command_exits_1_when_a_required_class_is_refused() -> None:
     assert body["rescan_at"] > time.time() + LISTENER_CACHE_SECONDS  # the others were new
 
 
-def test_against_a_simulator_accepting_only_the_real_classes_every_class_registers() -> None:
+def test_against_a_simulator_accepting_only_the_real_classes_every_class_registers(
+    redis_url: str,
+) -> None:
     sim = NextcloudSimulator(deck_webhooks=True)  # Deck 1.18: every class we subscribe exists
     try:
-        code, output = _run_register(sim, "--json")
+        code, output = _run_register(sim, redis_url, "--json")
     finally:
         sim.close()
     assert code == 0, output
