@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -217,8 +217,42 @@ def _classify(raw: Any, exc: rcp.RcpError) -> FilterError:
     try:
         rcp.filter.validate(raw, list(FIELD_TYPES), None, max_depth=depth)
     except rcp.RcpError as unknown:
-        return FilterError("unknown_field", _error_path(unknown), unknown.message)
+        return _unknown_field(raw, _error_path(unknown))
     return FilterError("unsupported_operator", _error_path(exc), exc.message)
+
+
+def _unknown_field(raw: Any, sdk_path: str) -> FilterError:
+    """``unknown_field`` naming the ``field`` key of the leaf the SDK refused.
+
+    The SDK names the leaf's path followed by the field's *value* (rcp-protocol 1.0.1,
+    ``rcp/_filter.py`` ``_validate``: ``_bad(f"{path}.{field}", …)``), so ``{"field": "acl"}``
+    came out as ``filter.acl``, a key the request does not have; every other error names a
+    key (``filter.and[1].op``). The leaf is found again by that path (the tree passed the
+    SDK's shape check, so every leaf has a string ``field``)."""
+    path, name = next(
+        (path, leaf["field"])
+        for path, leaf in _leaves(raw, "filter")
+        if f"{path}.{leaf['field']}" == sdk_path
+    )
+    shown = name if len(name) <= 64 else name[:64] + "…"
+    return FilterError(
+        "unknown_field",
+        f"{path}.field",
+        f"unknown field {shown!r}; one of {', '.join(FIELD_TYPES)}",
+    )
+
+
+def _leaves(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each leaf of a shape-checked tree with its path, in the SDK's (depth-first) order."""
+    for kind in ("and", "or"):
+        if kind in node:
+            for i, child in enumerate(node[kind]):
+                yield from _leaves(child, f"{path}.{kind}[{i}]")
+            return
+    if "not" in node:
+        yield from _leaves(node["not"], f"{path}.not")
+        return
+    yield path, node
 
 
 def _error_path(exc: rcp.RcpError) -> str:

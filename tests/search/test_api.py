@@ -207,7 +207,20 @@ BAD: list[tuple[Any, str, str]] = [
     (
         {"query": "x", "filter": {"field": "acl", "op": "eq", "value": "user:bob"}},
         "unknown_field",
-        "filter.acl",
+        "filter.field",
+    ),
+    (
+        {
+            "query": "x",
+            "filter": {
+                "and": [
+                    {"field": "doc_type", "op": "eq", "value": "note"},
+                    {"field": "nope", "op": "eq", "value": 1},
+                ]
+            },
+        },
+        "unknown_field",
+        "filter.and[1].field",
     ),
     (
         {"query": "x", "filter": {"field": "size", "op": "like", "value": 1}},

@@ -55,14 +55,14 @@ MALFORMED: list[tuple[Any, str, str]] = [
         "filter",
     ),
     # fields
-    ({"field": "acl", "op": "eq", "value": "user:bob"}, "unknown_field", "filter.acl"),
+    ({"field": "acl", "op": "eq", "value": "user:bob"}, "unknown_field", "filter.field"),
     (
         {"field": "folder_ancestors", "op": "eq", "value": "bob:/"},
         "unknown_field",
-        "filter.folder_ancestors",
+        "filter.field",
     ),
-    ({"field": "file_path", "op": "eq", "value": "bob:/x"}, "unknown_field", "filter.file_path"),
-    ({"field": "text", "op": "contains", "value": "x"}, "unknown_field", "filter.text"),
+    ({"field": "file_path", "op": "eq", "value": "bob:/x"}, "unknown_field", "filter.field"),
+    ({"field": "text", "op": "contains", "value": "x"}, "unknown_field", "filter.field"),
     (
         {
             "and": [
@@ -71,9 +71,9 @@ MALFORMED: list[tuple[Any, str, str]] = [
             ]
         },
         "unknown_field",
-        "filter.and[1].not.nope",
+        "filter.and[1].not.field",
     ),
-    ({"field": "tâgs", "op": "eq", "value": 1}, "unknown_field", "filter.tâgs"),
+    ({"field": "tâgs", "op": "eq", "value": 1}, "unknown_field", "filter.field"),
     # operators
     ({"field": "size", "op": "regex", "value": "1"}, "unsupported_operator", "filter.op"),
     ({"field": "size", "value": 1}, "unsupported_operator", "filter.op"),
@@ -145,6 +145,33 @@ def test_malformed_filter_gives_its_code_and_field(tree: Any, code: str, field: 
     with pytest.raises(FilterError) as caught:
         parse_tree(tree)
     assert (caught.value.code, caught.value.field) == (code, field), caught.value
+
+
+def test_an_unknown_field_is_named_by_its_key_and_its_value_in_the_detail() -> None:
+    """An unknown field's error points at the leaf's ``field`` key, as every other error
+    points at a key (``filter.and[1].op``), and the detail names the value and the fields
+    there are; it named the value as if it were a key (``filter.and[1].nope``), from the
+    SDK's path."""
+    tree = {
+        "and": [
+            {"field": "doc_type", "op": "eq", "value": "note"},
+            {"field": "nope", "op": "eq", "value": 1},
+        ]
+    }
+    with pytest.raises(FilterError) as caught:
+        parse_tree(tree)
+    assert (caught.value.code, caught.value.field) == ("unknown_field", "filter.and[1].field")
+    assert caught.value.detail == f"unknown field 'nope'; one of {', '.join(FIELD_TYPES)}"
+    # a value that looks like a path is still the value (the leaf is found by the SDK's path)
+    dotted = {"or": [{"field": "size", "op": "eq", "value": 1}, {"field": "or[0].x", "op": "eq",
+                                                                  "value": 1}]}  # fmt: skip
+    with pytest.raises(FilterError) as caught:
+        parse_tree(dotted)
+    assert caught.value.field == "filter.or[1].field"
+    assert caught.value.detail.startswith("unknown field 'or[0].x'; one of doc_type, ")
+    with pytest.raises(FilterError) as caught:
+        parse_tree({"field": "x" * 100, "op": "eq", "value": 1})
+    assert caught.value.detail.startswith(f"unknown field '{'x' * 64}…'; one of ")
 
 
 def test_operator_outside_the_language_carries_the_option() -> None:

@@ -149,7 +149,19 @@ def test_retrieve_is_the_verified_search(served: Served) -> None:
         (
             {"filter": {"field": "acl", "op": "eq", "value": "user:bob"}},
             -32602,
-            {"field": "filter.acl"},
+            {"field": "filter.field", "code": "unknown_field"},
+        ),
+        (
+            {
+                "filter": {
+                    "and": [
+                        {"field": "doc_type", "op": "eq", "value": "note"},
+                        {"field": "nope", "op": "eq", "value": 1},
+                    ]
+                }
+            },
+            -32602,
+            {"field": "filter.and[1].field", "code": "unknown_field"},
         ),
         (
             {"filter": {"field": "size", "op": "regex", "value": "x"}},
