@@ -25,7 +25,8 @@ POST`` otherwise). Errors of the gate are problem+json bodies with the product's
 where one part of the request is at fault, its ``field`` (a header, or ``body``), except the
 two the MCP specification gives a JSON-RPC error (text that is not JSON, the protocol version;
 :mod:`mcp_server.rpc_errors`). A ``tools/call`` whose ``arguments`` is not an object is
-JSON-RPC -32602 naming ``arguments`` (:class:`mcp_server.rpc_errors.ToolArguments`). The
+JSON-RPC -32602 naming ``arguments``, and one without the ``name`` of one of the tools -32602
+naming ``name`` (:class:`mcp_server.rpc_errors.ToolCall`). The
 transport is stateless (each POST stands alone, so replicas need no sticky sessions) and
 answers JSON, not SSE.
 """
@@ -65,7 +66,7 @@ from mcp_server.problems import problem
 from mcp_server.rpc_errors import (
     PROTOCOL_VERSION_HEADER,
     SUPPORTED_VERSIONS,
-    ToolArguments,
+    ToolCall,
     parse_error,
     request_id,
     unsupported_version,
@@ -172,9 +173,7 @@ def create_app(
         return ListToolsResult(tools=listed)
 
     async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
-        handler = handlers.get(params.name)
-        if handler is None:  # MCP spec, tools: an unknown tool is a protocol error, -32602
-            raise MCPError(-32602, f"unknown tool {params.name!r}")
+        handler = handlers[params.name]  # ToolCall refused any other name
         client = _caller(ctx)
         try:
             result = await anyio.to_thread.run_sync(handler, client, params.arguments or {})
@@ -200,7 +199,7 @@ def create_app(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
-    server.middleware.append(ToolArguments())
+    server.middleware.append(ToolCall(list(handlers)))
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=bool(settings.mcp_allowed_hosts),
         allowed_hosts=with_portless(settings.mcp_allowed_hosts),

@@ -1,7 +1,7 @@
 """The MCP server's own JSON-RPC error answers: a body that is not strict JSON (as the SDK's
 transport answers text that is not JSON), and, where the SDK's answer does not say what is
-wrong, an ``Mcp-Protocol-Version`` the server does not speak and a ``tools/call`` whose
-``arguments`` is not an object.
+wrong, an ``Mcp-Protocol-Version`` the server does not speak and a ``tools/call`` that names
+no tool of the server or whose ``arguments`` is not an object.
 
 They are JSON-RPC errors (``application/json``), not problem+json: the MCP specification
 prescribes them (the protocol version: 2026-07-28, basic/transports/streamable-http, "Protocol
@@ -15,7 +15,8 @@ offending ``field`` and a ``detail``, as a tool error's ``structuredContent`` do
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -72,30 +73,58 @@ def request_id(message: Any) -> str | int | None:
     return None
 
 
-class ToolArguments:
+class ToolCall:
     """Server middleware (``mcp.server.context.ServerMiddleware``, on ``Server.middleware``):
-    a ``tools/call`` whose ``arguments`` is given and is not an object (an array, a string, a
-    number, a boolean) is a JSON-RPC -32602 naming the field: ``data`` is ``{"code":
-    "invalid_value", "field": "arguments", "detail"}``. The SDK refused it with -32602 as well,
-    but as "Invalid request parameters" with empty ``data`` (its params validation,
-    ``mcp.shared.jsonrpc_dispatcher.handler_exception_to_error_data``, keeps pydantic's text
-    off the wire). ``arguments`` absent or ``null`` goes on: the tool reads no arguments."""
+    a ``tools/call`` that does not name one of ``tools`` by ``name``, or whose ``arguments``
+    is given and is not an object, is a JSON-RPC -32602 naming the field (MCP spec,
+    server/tools, "Error Handling": an unknown tool and invalid arguments are protocol errors):
+    ``data`` is ``{"code": "invalid_value", "field": "name" | "arguments", "detail"}``,
+    ``name`` checked first. The SDK refused a missing or non-string ``name`` and a non-object
+    ``arguments`` with -32602 as well, but as "Invalid request parameters" with empty ``data``
+    (its params validation, ``mcp.shared.jsonrpc_dispatcher.handler_exception_to_error_data``,
+    keeps pydantic's text off the wire), and left an unknown name to the tool handler.
+    ``arguments`` absent or ``null`` goes on: the tool reads no arguments."""
+
+    def __init__(self, tools: Sequence[str]) -> None:
+        self.tools = tuple(tools)
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
-        arguments = ctx.params.get("arguments") if ctx.params is not None else None
-        if ctx.method == "tools/call" and arguments is not None and not isinstance(arguments, dict):
-            kind = _json_type(arguments)
-            detail = f"must be an object (the tool's arguments by name), not {kind}"
-            data = {"code": "invalid_value", "field": "arguments", "detail": detail}
-            message = f"Invalid request parameters: `arguments` {detail}"
-            raise MCPError(INVALID_PARAMS, message, data)
+        if ctx.method == "tools/call":
+            params = ctx.params or {}
+            self._check_name(params.get("name"))
+            arguments = params.get("arguments")
+            if arguments is not None and not isinstance(arguments, dict):
+                kind = _json_type(arguments)
+                _refuse(
+                    "arguments", f"must be an object (the tool's arguments by name), not {kind}"
+                )
         return await call_next(ctx)
+
+    def _check_name(self, name: Any) -> None:
+        tools = ", ".join(self.tools)
+        if name is None:
+            _refuse("name", f"missing: the tool to call, one of {tools}")
+        if not isinstance(name, str):
+            _refuse(
+                "name",
+                f"must be a string, the tool to call, one of {tools}; not {_json_type(name)}",
+            )
+        if name not in self.tools:
+            _refuse("name", f"unknown tool {name[:64]!r}; one of {tools}")
+
+
+def _refuse(field: str, detail: str) -> NoReturn:
+    """Raise the -32602 of a ``tools/call`` whose ``field`` is at fault."""
+    data = {"code": "invalid_value", "field": field, "detail": detail}
+    raise MCPError(INVALID_PARAMS, f"Invalid request parameters: `{field}` {detail}", data)
 
 
 def _json_type(value: Any) -> str:
     """The JSON type of a decoded value, with its article ("an array")."""
+    if isinstance(value, dict):
+        return "an object"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):

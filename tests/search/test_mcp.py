@@ -757,3 +757,34 @@ def test_starlettes_own_404_and_405_are_problems(mcp_url: str) -> None:
     wrong = httpx.post(f"{base}/livez")
     assert (wrong.status_code, wrong.headers["Content-Type"]) == (405, "application/problem+json")
     assert wrong.json()["code"] == "method_not_allowed" and "GET" in wrong.headers["Allow"]
+
+
+def test_a_tool_call_without_a_known_tool_name_is_invalid_params_naming_the_field(
+    mcp_url: str,
+) -> None:
+    """A ``tools/call`` without ``name``, with a ``name`` that is not a string, or naming no
+    tool of this server is JSON-RPC -32602 whose ``data`` is ``{code, field: "name",
+    detail}``, as for ``arguments`` that is not an object; the SDK answered the first two
+    "Invalid request parameters" with ``data`` ``""``, and an unknown tool had no ``data``.
+    Sent by raw HTTP: the SDK's client sends a name it was given as a string."""
+    headers = {"Authorization": basic("alice"), **JSON_POST}
+    tools = "search, fetch, list_filters, index_status"
+    for params, detail in (
+        ({}, f"missing: the tool to call, one of {tools}"),
+        ({"name": None}, f"missing: the tool to call, one of {tools}"),
+        ({"name": 5}, f"must be a string, the tool to call, one of {tools}; not a number"),
+        ({"name": ["search"]}, f"must be a string, the tool to call, one of {tools}; not an array"),
+        ({"name": "nope", "arguments": {}}, f"unknown tool 'nope'; one of {tools}"),
+    ):
+        legacy = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        answer = httpx.post(mcp_url, json=legacy, headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == -32602, error
+        assert error["data"] == {"code": "invalid_value", "field": "name", "detail": detail}
+        assert f"`name` {detail}" in error["message"], error
+    named = {"name": "nope", "arguments": {}}
+    modern, modern_headers = envelope("tools/call", "2026-07-28", named)
+    answer = httpx.post(mcp_url, json=modern, headers={**headers, **modern_headers}, timeout=30)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["data"]["field"] == "name"
