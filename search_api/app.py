@@ -56,10 +56,11 @@ def create_app(
     ``services`` (default: built from ``settings``) provides the store, embedder, Redis and
     the Nextcloud client; ``producer`` sends the re-check tasks for dropped results. The
     model and store are opened on first use, not here, so the process starts fast. Search,
-    context and RCP calls share one per-caller rate limit (``settings.search_rate_limit``),
-    and refused credentials count against the client's address at the same rate (callers
-    whose credentials Nextcloud confirmed within ``user_cache_seconds`` are exempt from it);
-    so does ``GET /v1/status``.
+    context, folder and tag lists, ``GET /v1/status``, RCP calls (but ``info`` and ``ping``)
+    and the page's sign-in routes share one per-caller rate limit
+    (``settings.search_rate_limit``), and refused credentials count against the client's
+    address at the same rate (callers whose credentials Nextcloud confirmed within
+    ``user_cache_seconds`` are exempt from it).
     """
     settings = settings or (services.settings if services else Settings())
     services = services or Services(settings)

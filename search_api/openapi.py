@@ -243,7 +243,7 @@ def openapi_document() -> dict[str, Any]:
                             "content": _json("JsonRpcResponse"),
                         },
                         "429": {
-                            "description": "-32011: rate limited.",
+                            "description": "-32011: rate limited (never `info` or `ping`).",
                             "content": _json("JsonRpcResponse"),
                         },
                     },

@@ -9,7 +9,7 @@ import structlog
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
-from ncindex.search.rcp import SESSION_HEADER, RcpServer
+from ncindex.search.rcp import OPEN_METHODS, SESSION_HEADER, RcpServer
 from ncindex.web.problems import MAX_BODY_BYTES, read_body
 from search_api.search import Decorator
 
@@ -43,12 +43,13 @@ def request_id(body: bytes) -> str | int | None:
 def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Blueprint:
     """Blueprint with ``POST /rcp/<method>`` (methods may contain ``/``). ``limited`` wraps
     the view: the whole HTTP request counts once, a batch included (a batch is capped at
-    :data:`ncindex.search.rcp.MAX_BATCH` messages)."""
+    :data:`ncindex.search.rcp.MAX_BATCH` messages). ``/rcp/info`` and ``/rcp/ping``
+    (:data:`~ncindex.search.rcp.OPEN_METHODS`) are served outside it: a liveness check must
+    neither use up a caller's search budget nor be refused for it, and a message there can
+    run nothing else (a method that does not match the path is -32600)."""
     bp = Blueprint("rcp", __name__)
     limit = limited or (lambda f: f)
 
-    @bp.post("/rcp/<path:method>")
-    @limit
     def call(method: str) -> Response:
         answer = server.handle_http(
             method,
@@ -66,6 +67,15 @@ def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Bluepr
         return Response(
             text, status=answer.status, mimetype="application/json", headers=answer.headers
         )
+
+    @bp.post(f"/rcp/<any({', '.join(OPEN_METHODS)}):method>")
+    def open_call(method: str) -> Response:
+        return call(method)
+
+    @bp.post("/rcp/<path:method>")
+    @limit
+    def limited_call(method: str) -> Response:
+        return call(method)
 
     @bp.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

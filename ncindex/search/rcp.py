@@ -3,7 +3,8 @@
 ``POST /rcp/<method>`` carries one JSON-RPC request (or a batch); the method in the path must
 match the body's. Methods:
 
-* ``info``, ``ping`` — open (no credentials), any time.
+* ``info``, ``ping`` — open (no credentials), any time; outside the search API's rate limit
+  (:data:`OPEN_METHODS`).
 * ``initialize`` — authenticates the caller (their Nextcloud credentials in
   ``Authorization``, as for ``/v1/search``) and starts a session; the result advertises
   ``retrieve`` (``maxK``, ``modes``, ``fusion``), ``filter`` (the same fields, types and
@@ -92,6 +93,9 @@ MAX_K = 100
 MAX_BATCH = 10
 """Most messages in one JSON-RPC batch; a larger batch is -32600 "batch too large"."""
 
+OPEN_METHODS: tuple[str, ...] = (rcp.Method.INFO, rcp.Method.PING)
+"""The methods answered without credentials, at any time (spec §14.1.1), from what the process
+holds (no Redis, store or Nextcloud): the search API serves them outside the rate limit."""
 MODES: tuple[Mode, ...] = ("dense", "sparse", "hybrid")
 FUSIONS = ("rrf", "dbsf")
 SESSION_HEADER = "RCP-Session"

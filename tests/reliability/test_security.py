@@ -49,6 +49,8 @@ SEARCH_PUBLIC |= {"/static/<path:filename>"}
 # token (tests/search/test_ui_session.py, tests/search/test_search_page.py)
 SEARCH_PUBLIC |= {"/", "/ui/static/<path:filename>", "/ui/session", "/ui/logout"}
 SEARCH_PUBLIC |= {"/ui/login/flow", "/ui/login/poll", "/ui/login/cancel", "/ui/login/password"}
+# RCP discovery and liveness (spec §14.1.1: answered at any time), outside the rate limit too
+SEARCH_PUBLIC |= {"/rcp/<any(info, ping):method>"}
 BAD_CREDENTIALS: list[dict[str, str]] = [
     {},
     {"Authorization": "Basic " + base64.b64encode(b"alice:wrong").decode()},
@@ -224,8 +226,10 @@ def test_every_search_endpoint_needing_credentials_is_401_without_them(
             assert response.mimetype == "application/problem+json"
             assert response.get_json()["code"] == "unauthenticated"
             assert response.headers["WWW-Authenticate"].startswith("Basic")
-    for headers in BAD_CREDENTIALS:  # open by design (RCP discovery)
-        assert client.post("/rcp/info", data=_rpc("info"), headers=headers).status_code == 200
+    for headers in BAD_CREDENTIALS:  # open by design (RCP discovery and liveness)
+        for method in ("info", "ping"):
+            response = client.post(f"/rcp/{method}", data=_rpc(method), headers=headers)
+            assert response.status_code == 200 and "result" in response.get_json()
 
 
 # --- user B never receives user A's private documents -----------------------------------------

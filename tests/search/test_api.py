@@ -578,19 +578,36 @@ def test_rate_limit(
         # so does the caller's status
         assert client.get("/v1/status", auth=auth).status_code == 429
         assert client.get("/v1/status", auth=("bob", PASSWORDS["bob"])).status_code == 200
+        # and the search page's folder and tag lists
+        assert client.get("/v1/folders", auth=auth).status_code == 429
+        assert client.get("/v1/tags", auth=auth).status_code == 429
         assert client.get("/v1/filters").status_code == 200  # not limited
         # RCP shares the limit and answers JSON-RPC -32011 with the HTTP 429
-        rcp_reply = client.post(
-            "/rcp/ping", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, auth=auth
-        )
+        retrieve = {"jsonrpc": "2.0", "id": 1, "method": "retrieve", "params": {"query": "x"}}
+        rcp_reply = client.post("/rcp/retrieve", json=retrieve, auth=auth)
         assert rcp_reply.status_code == 429 and rcp_reply.headers["Retry-After"]
         error = rcp_reply.get_json()["error"]
         assert error["code"] == -32011 and error["data"]["retryAfterMs"] >= 1000
         assert rcp_reply.get_json()["id"] == 1  # the request's own id (JSON-RPC 2.0 §5)
-        batch = client.post(
-            "/rcp/ping", json=[{"jsonrpc": "2.0", "id": 2, "method": "ping"}], auth=auth
-        )
+        batch = client.post("/rcp/retrieve", json=[{**retrieve, "id": 2}], auth=auth)
         assert batch.status_code == 429 and batch.get_json()["id"] is None
+        # but not RCP's liveness check and identity, open without credentials (spec §14.1.1:
+        # answered at any time), sent with them or not
+        for method in ("ping", "info"):
+            for sent in (auth, None):
+                message = {"jsonrpc": "2.0", "id": 3, "method": method, "params": {"nonce": "n"}}
+                reply = client.post(f"/rcp/{method}", json=message, auth=sent)
+                assert reply.status_code == 200 and "result" in reply.get_json(), reply.get_json()
+        # nor do they count: bob's pings leave him the one request of three he has left
+        bob = ("bob", PASSWORDS["bob"])
+        ping = {"jsonrpc": "2.0", "id": 4, "method": "ping"}
+        pings = [client.post("/rcp/ping", json=ping, auth=bob).status_code for _ in range(4)]
+        assert pings == [200] * 4
+        searches = [
+            client.post("/v1/search", json={"query": "lens"}, auth=bob).status_code
+            for _ in range(3)
+        ]
+        assert searches == [200, 429, 429]  # his search and status above used two of three
         # a page's session without a cookie is one more session in Redis: counted per address
         fresh = [app.test_client().get("/ui/session").status_code for _ in range(4)]
         assert fresh == [200, 200, 200, 429]
