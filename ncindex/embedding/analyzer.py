@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -246,21 +246,48 @@ def feedback_query_vector(
     weight: float = FEEDBACK_WEIGHT,
 ) -> SparseVector:
     """The BM25 query vector of ``query`` expanded by pseudo-relevance feedback, RM3-style
-    (Lavrenko & Croft's relevance model, as Anserini's ``Rm3Reranker`` interpolates it).
+    (Lavrenko & Croft's relevance model, as Anserini's ``Rm3Reranker`` interpolates it):
+    :func:`expanded_query_vector` of :func:`feedback_expansion`. With no feedback text it is
+    :func:`query_vector` itself, and a query without terms stays empty (nothing to expand).
+    Indices ascending."""
+    expansion = feedback_expansion(query, feedback, terms_added=terms_added, weight=weight)
+    return expanded_query_vector(query, expansion)
+
+
+def expanded_query_vector(query: str, expansion: Mapping[str, float]) -> SparseVector:
+    """:func:`query_vector` of ``query`` with each ``expansion`` term's weight added (term →
+    weight, as :func:`feedback_expansion` gives them): a query term among them weighs the more
+    for it. Indices ascending."""
+    weights: dict[int, float] = {}
+    for term, count in Counter(terms(query)).items():
+        key = term_id(term)
+        weights[key] = weights.get(key, 0.0) + float(count)
+    for term, added in expansion.items():
+        key = term_id(term)
+        weights[key] = weights.get(key, 0.0) + added
+    return _vector(weights)
+
+
+def feedback_expansion(
+    query: str,
+    feedback: Sequence[tuple[str, float]],
+    *,
+    terms_added: int = FEEDBACK_TERMS,
+    weight: float = FEEDBACK_WEIGHT,
+) -> dict[str, float]:
+    """The terms pseudo-relevance feedback adds to the BM25 query of ``query`` and the weight
+    each adds (term → weight, the heaviest first, ties by the term); ``{}`` for a query
+    without terms or no feedback text.
 
     ``feedback`` holds ``(text, score)`` pairs: the best chunk of each of the first pass's top
     documents and its score there (negative scores count as 0; if all are 0, every text counts
     alike). Each term ``w`` of those texts gets ``P(w|R) = Σ score_d · tf(w, d) / len(d)`` over
-    the texts, scores normalised to sum 1; the ``terms_added`` most probable terms (ties by the
-    term) are renormalised to sum 1 and added to the query's own term counts with a total
-    weight of ``weight × (query term count)``. A query term among them weighs the more for it.
-    Query terms keep their counts, so the vector is :func:`query_vector` plus the expansion;
-    with no feedback text it is :func:`query_vector` itself, and a query without terms stays
-    empty (nothing to expand). Indices ascending.
+    the texts, scores normalised to sum 1; the ``terms_added`` most probable terms (the query's
+    own among them) are renormalised to sum 1 and weigh ``weight × (query term count)`` in all.
     """
     own = Counter(terms(query))
     if not own:
-        return _vector({})
+        return {}
     scores = [max(0.0, score) for _, score in feedback]
     total = sum(scores)
     if total == 0:
@@ -273,15 +300,8 @@ def feedback_query_vector(
             relevance[term] += score / total * tf / length
     chosen = sorted(relevance, key=lambda t: (-relevance[t], t))[:terms_added]
     mass = sum(relevance[t] for t in chosen)
-    weights: dict[int, float] = {}
-    for term, count in own.items():
-        key = term_id(term)
-        weights[key] = weights.get(key, 0.0) + float(count)
     query_length = sum(own.values())
-    for term in chosen:
-        key = term_id(term)
-        weights[key] = weights.get(key, 0.0) + weight * query_length * relevance[term] / mass
-    return _vector(weights)
+    return {term: weight * query_length * relevance[term] / mass for term in chosen}
 
 
 def _vector(weights: dict[int, float]) -> SparseVector:

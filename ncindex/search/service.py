@@ -36,7 +36,8 @@
    cut the ranked list; snippets come from the best chunk: escaped, matches marked (built
    while the batch's checks are in flight).
 7. Only with ``explain``: each result's rank and raw score in each branch that was fused
-   (:class:`Explain`), from the branches already asked.
+   (:class:`Explain`), from the branches already asked, the query's terms in its snippet and
+   the feedback expansion's terms in its chunk (a BM25 match may come from those alone).
 
 Scores are the fusion's own: RRF (k = :data:`~ncindex.store.schema.RRF_K`, 10) sums
 ``1 / (rank + 10)`` over the two branches; DBSF sums per-branch scores normalised as
@@ -280,6 +281,13 @@ class MatchedTerm(BaseModel):
     end: int = Field(description="End (exclusive), characters.")
 
 
+class FeedbackTerm(BaseModel):
+    """A term pseudo-relevance feedback added to the BM25 query, found in a result's chunk."""
+
+    term: str = Field(description="The analysed term (stemmed, lower case).")
+    word: str = Field(description="Its first occurrence in the result's chunk, as written.")
+
+
 class Explain(BaseModel):
     """Why a result is where it is (only with ``explain: true``)."""
 
@@ -296,6 +304,13 @@ class Explain(BaseModel):
     matched_terms: list[MatchedTerm] = Field(
         description="Query terms in the snippet, offsets into its plain text (the snippet "
         "without its `<mark>` tags and with entities unescaped)."
+    )
+    feedback_terms: list[FeedbackTerm] = Field(
+        description="Terms the BM25 query was expanded with by feedback (taken from the best "
+        "results of a first ranking, not typed in the query) that occur in the result's chunk, "
+        "so they count in its `sparse` score, the most weighted first; a BM25 match may come "
+        "from these alone. Empty when the search was not expanded (RRF, one half alone, "
+        "`NCINDEX_BM25_FEEDBACK_DOCS` 0) or the result has no BM25 rank."
     )
     filters: dict[str, Any] = Field(
         description="The filters applied, as one normalised tree (`{}` for none); the "
@@ -502,8 +517,9 @@ class SearchService:
         fetch = min(MAX_FETCH, limit * self.settings.search_overfetch * CHUNKS_PER_DOC)
         fused = dense is not None and sparse is not None and bool(sparse.indices)
         pool = Pool.for_fetch(self.settings, fetch, fused=fused)
-        branches, ranking = self._rank(store, request.query, dense, sparse, flt, pool, fusion,
-                                       timings)  # fmt: skip
+        branches, ranking, expansion = self._rank(
+            store, request.query, dense, sparse, flt, pool, fusion, timings
+        )
         counts = VerificationCounts()
         cut = _Cutoff(request.score_threshold, min_score)
         results: list[SearchResult] = []
@@ -531,7 +547,7 @@ class SearchService:
         results.sort(key=lambda r: (-r.score, r.doc_key))
         if request.explain and results:
             t0 = time.perf_counter()
-            self._explain(results, branches, tree)
+            self._explain(results, branches, tree, expansion)
             timings["explain"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
         response = SearchResponse(
@@ -577,7 +593,7 @@ class SearchService:
         pool: Pool,
         fusion: Fusion,
         timings: dict[str, float],
-    ) -> tuple[dict[str, list[Hit]], list[Hit]]:
+    ) -> tuple[dict[str, list[Hit]], list[Hit], tuple[str, ...]]:
         """The search's ranking: each branch that runs asked once (``dense`` over
         ``pool.dense``, ``sparse`` — unless it has no terms — over ``pool.sparse``; both with
         the filter ``flt``; hits carrying no payload), fused in the process
@@ -586,7 +602,9 @@ class SearchService:
         documents), then expands the BM25 query by feedback (:meth:`_feedback`) and asks the
         BM25 branch again with it over ``pool.sparse``, fusing it with the dense branch
         already in hand. Returns the branches as fused (``"dense"``,
-        ``"sparse"``: what ``explain`` ranks in) and the ranking, best first. ``timings``
+        ``"sparse"``: what ``explain`` ranks in), the ranking, best first, and the terms the
+        expansion added that are not the query's own, the most weighted first (empty without
+        feedback). ``timings``
         gains ``query`` (ms: the branches and their fusion) and, when feedback ran,
         ``feedback`` (ms: what the expansion added). Raises ``StoreUnavailable``."""
         t0 = time.perf_counter()
@@ -604,25 +622,26 @@ class SearchService:
         ranking = fuse(list(branches.values()), fusion)
         timings["query"] = (time.perf_counter() - t0) * 1000
         if not feedback:
-            return branches, ranking
+            return branches, ranking, ()
         assert sparse is not None
         t0 = time.perf_counter()
-        expanded = self._feedback(store, query, ranking[: docs * CHUNKS_PER_DOC], docs)
-        if expanded is not None or first < pool.sparse:
+        expansion = self._feedback(store, query, ranking[: docs * CHUNKS_PER_DOC], docs)
+        if expansion is not None or first < pool.sparse:
             # the expanded query, or — no feedback document left (deleted since the ranking)
             # — the query's own terms again, now as deep as the pool
             branches["sparse"] = store.branch(
-                sparse=sparse if expanded is None else expanded, flt=flt, limit=pool.sparse,
-                fields=(),
+                sparse=sparse if expansion is None else expansion.vector, flt=flt,
+                limit=pool.sparse, fields=(),
             )  # fmt: skip
             ranking = fuse(list(branches.values()), fusion)
         timings["feedback"] = (time.perf_counter() - t0) * 1000
-        return branches, ranking
+        return branches, ranking, () if expansion is None else expansion.added
 
     @staticmethod
-    def _feedback(store: VectorStore, query: str, top: list[Hit], docs: int) -> SparseVector | None:
-        """The BM25 query vector of ``query`` expanded by pseudo-relevance feedback
-        (:func:`~ncindex.embedding.analyzer.feedback_query_vector`) from the best ``docs``
+    def _feedback(store: VectorStore, query: str, top: list[Hit], docs: int) -> _Expansion | None:
+        """The BM25 query of ``query`` expanded by pseudo-relevance feedback
+        (:func:`~ncindex.embedding.analyzer.feedback_expansion`, the vector as
+        :func:`~ncindex.embedding.analyzer.feedback_query_vector` makes it) from the best ``docs``
         documents among the ``top`` hits of the first ranking (each document's best chunk;
         their ``doc_key`` and ``text`` read here), or ``None`` when none is left.
 
@@ -636,8 +655,12 @@ class SearchService:
         best = group_hits(read, key=lambda h: h.payload["doc_key"])
         if not best:
             return None
-        return analyzer.feedback_query_vector(
-            query, [(h.payload.get("text") or "", h.score) for h in best[:docs]]
+        feedback = [(h.payload.get("text") or "", h.score) for h in best[:docs]]
+        expansion = analyzer.feedback_expansion(query, feedback)
+        own = set(analyzer.terms(query))
+        return _Expansion(
+            vector=analyzer.expanded_query_vector(query, expansion),
+            added=tuple(t for t in expansion if t not in own),
         )
 
     def _verify_into(
@@ -698,10 +721,15 @@ class SearchService:
 
     @staticmethod
     def _explain(
-        results: list[SearchResult], branches: dict[str, list[Hit]], tree: Node | None
+        results: list[SearchResult],
+        branches: dict[str, list[Hit]],
+        tree: Node | None,
+        expansion: tuple[str, ...],
     ) -> None:
         """Fill each result's :class:`Explain` from the ``branches`` the search fused (each
-        result's rank and raw score in each)."""
+        result's rank and raw score in each) and the ``expansion`` terms feedback added to its
+        BM25 query (those in a BM25-ranked result's chunk: what its sparse score counted
+        besides the query's own terms)."""
         ranks: dict[str, dict[str, BranchRank]] = {"dense": {}, "sparse": {}}
         for name, hits in branches.items():
             ranks[name] = {
@@ -709,13 +737,15 @@ class SearchService:
             }
         filters = tree_dict(tree)
         for r in results:
+            sparse = ranks["sparse"].get(r._point_id)
             r.explain = Explain(
                 dense=ranks["dense"].get(r._point_id),
-                sparse=ranks["sparse"].get(r._point_id),
+                sparse=sparse,
                 fused_score=r.score,
                 matched_terms=[
                     MatchedTerm(term=m.term, start=m.start, end=m.end) for m in r._matches
                 ],
+                feedback_terms=_feedback_terms(r._text, expansion) if sparse else [],
                 filters=filters,
                 verified_at=r._verified_at,
             )
@@ -875,6 +905,24 @@ class _Cutoff:
         if self.threshold and self.best is not None:
             return score >= self.threshold * self.best
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Expansion:
+    """A BM25 query expanded by feedback: its ``vector`` and the terms ``added`` to the
+    query's own, the most weighted first."""
+
+    vector: SparseVector
+    added: tuple[str, ...]
+
+
+def _feedback_terms(text: str, expansion: tuple[str, ...]) -> list[FeedbackTerm]:
+    """The ``expansion`` terms found in a chunk's ``text`` (what its BM25 vector counts: the
+    same analysis), in ``expansion``'s order, each with its first occurrence as written."""
+    first: dict[str, str] = {}
+    for t in analyzer.occurrences(text, frozenset(expansion)):
+        first.setdefault(t.text, text[t.start : t.end])
+    return [FeedbackTerm(term=term, word=first[term]) for term in expansion if term in first]
 
 
 def _snippets_meanwhile(batch: list[Hit], query: str) -> list[Snippet]:

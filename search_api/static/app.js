@@ -552,6 +552,12 @@ function renderExplain(details, explain, snippetText) {
   if (explain.matched_terms && explain.matched_terms.length) {
     rows.push(["Matched words", matchedWords(explain.matched_terms, snippetText).join(", ")]);
   }
+  // words the BM25 search added from its best first results (feedback), found in this result:
+  // a BM25 match may come from these alone, so they are named, and said not to be the query's
+  if (explain.feedback_terms && explain.feedback_terms.length) {
+    const words = explain.feedback_terms.map((t) => t.word).join(", ");
+    rows.push(["Feedback words", words + " (not in your query: added to the BM25 search from the top results' text)"]);
+  }
   details.querySelector("dl").replaceChildren(...rows.flatMap(([k, v]) => {
     const dt = document.createElement("dt"); dt.textContent = k;
     const dd = document.createElement("dd"); dd.textContent = v;

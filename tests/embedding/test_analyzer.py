@@ -12,6 +12,8 @@ from ncindex.embedding.analyzer import (
     STOP_WORDS,
     B,
     document_vector,
+    expanded_query_vector,
+    feedback_expansion,
     feedback_query_vector,
     occurrences,
     query_vector,
@@ -172,6 +174,19 @@ def test_feedback_adds_the_likeliest_terms_of_the_feedback() -> None:
     assert w[term_id("fish")] == 1.0  # query terms keep their counts
     assert term_id("bleach") not in w  # third likeliest, not among the two added
     assert vec.indices == sorted(vec.indices)
+
+
+def test_the_expansion_is_the_terms_feedback_adds_the_heaviest_first() -> None:
+    """What ``explain``'s ``feedback_terms`` names: the same terms and weights as the vector
+    adds, the query's own among them (the search drops those), heaviest first."""
+    feedback = [("coral coral reef", 3.0), ("coral bleaching", 1.0)]
+    expansion = feedback_expansion("reef fish", feedback, terms_added=2, weight=2.0)
+    assert list(expansion) == ["coral", "reef"]
+    assert math.isclose(expansion["coral"], 4 * 0.625 / 0.875)
+    assert expanded_query_vector("reef fish", expansion) == feedback_query_vector(
+        "reef fish", feedback, terms_added=2, weight=2.0
+    )
+    assert feedback_expansion("the of", feedback) == {} == feedback_expansion("reef", [])
 
 
 def test_feedback_without_scores_counts_each_text_alike() -> None:

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
 from ncindex.search.filter_fields import filters_document
 from search_support import PASSWORDS, Api, build_api
@@ -140,6 +141,35 @@ def test_explain_says_why(ro_api: Api) -> None:
     stops = ro_api.post("alice", {"query": "the of and", "explain": True})
     assert stops.status_code == 200
     assert all(r["explain"]["sparse"] is None for r in stops.get_json()["results"])
+
+
+def test_explain_names_the_feedback_terms_a_bm25_match_came_from(ro_api: Api) -> None:
+    """A query no word of which is in the corpus still ranks results in the BM25 branch: the
+    hybrid DBSF search expands it with terms of the best first results (feedback), and those
+    match. ``explain`` gave such a result a ``sparse`` rank and score with ``matched_terms``
+    empty, a BM25 match with no words; ``feedback_terms`` names the expansion terms in the
+    result's chunk, with the word as written. Never the query's own terms; none without
+    feedback (RRF)."""
+    body = {"query": "Hatzegopteryx thambema Quetzalcoatlus", "explain": True}
+    results = ro_api.post("alice", body).get_json()["results"]
+    assert results and all(r["explain"]["sparse"] for r in results)
+    for r in results:
+        why = r["explain"]
+        assert why["matched_terms"] == []  # no word of the query in any result
+        assert why["feedback_terms"], r
+        text = html.unescape(re.sub(r"</?mark>", "", r["snippet"]))  # the whole (short) text
+        for f in why["feedback_terms"]:
+            assert f["word"] in text and analyzer.terms(f["word"])[0] == f["term"], f
+    words = {f["word"].lower() for r in results for f in r["explain"]["feedback_terms"]}
+    assert "lighthouse" in words  # the word all of alice's best documents share
+    # the query's own terms are matched_terms, not feedback_terms
+    own = ro_api.post("alice", {"query": "lighthouse lens", "explain": True}).get_json()
+    expanded = [f["term"] for r in own["results"] for f in r["explain"]["feedback_terms"]]
+    assert expanded and not {"lighthous", "len"} & set(expanded)
+    rrf = {"query": "lighthouse lens", "explain": True, "fusion": "rrf"}
+    ranked = ro_api.post("alice", rrf).get_json()["results"]
+    assert any(r["explain"]["sparse"] for r in ranked)
+    assert all(r["explain"]["feedback_terms"] == [] for r in ranked)
 
 
 BAD: list[tuple[Any, str, str]] = [
@@ -496,8 +526,10 @@ def test_openapi_document(ro_api: Api) -> None:
     result = schemas["SearchResult"]
     assert "explain" in result["properties"] and "explain" not in result.get("required", [])
     assert set(schemas["Explain"]["properties"]) == {
-        "dense", "sparse", "fused_score", "matched_terms", "filters", "verified_at",
+        "dense", "sparse", "fused_score", "matched_terms", "feedback_terms", "filters",
+        "verified_at",
     }  # fmt: skip
+    assert set(schemas["FeedbackTerm"]["properties"]) == {"term", "word"}
     assert set(schemas["FilterLeaf"]["properties"]["field"]["enum"]) == {
         f["name"] for f in filters_document()["fields"]
     }

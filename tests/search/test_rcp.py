@@ -286,6 +286,8 @@ def test_explain_in_meta(served: Served) -> None:
     assert first["fused_score"] == result["hits"][0]["score"]
     assert first["dense"]["rank"] >= 1 and first["sparse"]["rank"] >= 1
     assert {m["term"] for m in first["matched_terms"]} <= {"lighthous", "len"}
+    # the feedback expansion's terms the chunk holds, never the query's own
+    assert {f["term"] for f in first["feedback_terms"]}.isdisjoint({"lighthous", "len"})
     assert first["filters"] == {} and first["verified_at"] > 0
 
 

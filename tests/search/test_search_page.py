@@ -284,7 +284,8 @@ def test_alice_signs_in_with_login_flow_filters_and_signs_out(
             strict=True,
         )
     )
-    assert list(rows) == ["Dense", "BM25", "Fused score", "Matched words"]
+    feedback = ["Feedback words"] if why["feedback_terms"] else []
+    assert list(rows) == ["Dense", "BM25", "Fused score", "Matched words", *feedback]
     for label, branch in (("Dense", why["dense"]), ("BM25", why["sparse"])):
         shown = re.fullmatch(r"rank (\d+), score (\S+)", rows[label])
         assert shown, rows[label]
@@ -693,6 +694,38 @@ def test_how_a_search_ended_is_said_in_the_live_region(
     expect(page.locator("#status")).not_to_have_class(re.compile("error"))
     page.locator("#folders").select_option("/Archive")
     expect(page.locator("#status")).to_have_text("1 result.")
+    context.close()
+
+
+def test_a_bm25_match_by_feedback_words_alone_names_them(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A query with no word in alice's documents still ranks them in the BM25 branch, by the
+    words feedback added from the best first results. "Why it matched" showed a BM25 rank and
+    no words at all; it names those words and says they were not in the query."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    with page.expect_response(lambda r: r.url.endswith("/v1/search")) as answered:
+        search(page, "Hatzegopteryx thambema Quetzalcoatlus")
+    first = answered.value.json()["results"][0]
+    why = first["explain"]
+    assert why["sparse"] and not why["matched_terms"] and why["feedback_terms"]
+    item = page.locator("#results li").first
+    expect(item.locator(".title")).to_have_text(first["title"])
+    explain = item.locator(".explain")
+    explain.get_by_text("Why it matched").click()
+    rows = dict(
+        zip(
+            explain.locator("dt").all_text_contents(),
+            explain.locator("dd").all_text_contents(),
+            strict=True,
+        )
+    )
+    assert list(rows) == ["Dense", "BM25", "Fused score", "Feedback words"]
+    words = ", ".join(f["word"] for f in why["feedback_terms"])
+    said = "(not in your query: added to the BM25 search from the top results' text)"
+    assert rows["Feedback words"] == f"{words} {said}"
     context.close()
 
 
