@@ -574,6 +574,7 @@ class FileTree:
         data: bytes,
         *,
         mtime: int | None = None,
+        touched: bool = False,
         make_parents: bool = True,
         session: bool = True,
     ) -> tuple[Node, bool]:
@@ -581,6 +582,11 @@ class FileTree:
 
         New file: BeforeNodeCreated, BeforeNodeWritten (path only), NodeCreated, NodeWritten.
         Overwrite: BeforeNodeWritten, NodeWritten. ``mtime`` Unix seconds (default now).
+        ``touched``: the mtime is set by ``View::touch`` once the bytes are in place, as a
+        WebDAV PUT with ``X-OC-MTime`` does it (nextcloud/server ``apps/dav/lib/Connector/
+        Sabre/File.php`` ``put``: after the storage write and the pre-write hooks, before the
+        post-write hooks), so BeforeNodeTouchedEvent + NodeTouchedEvent (with the id) come
+        between the Before* events and NodeCreated/NodeWritten.
         """
         self.user(uid)
         path = norm_path(path)
@@ -596,8 +602,9 @@ class FileTree:
             self._emit(BEFORE_NODE_WRITTEN, {"node": self._desc(uid, existing, path)}, actor)
             _keep_version(existing)
             existing.content = bytes(data)
-            existing.mtime = self.now() if mtime is None else int(mtime)
+            existing.mtime = self.now()
             self._touch_up(existing)
+            self._set_mtime(uid, existing, path, mtime, touched, actor)
             self._emit(NODE_WRITTEN, {"node": self._desc(uid, existing, path)}, actor)
             return existing, False
         parent = self._parent_for(uid, path, make_parents, session)
@@ -606,14 +613,30 @@ class FileTree:
         self._emit(BEFORE_NODE_CREATED, {"node": self._desc_path(uid, path)}, actor)
         self._emit(BEFORE_NODE_WRITTEN, {"node": self._desc_path(uid, path)}, actor)
         name = posixpath.basename(path)
-        node = self._new_node(name, False, parent.owner, mtime)
+        node = self._new_node(name, False, parent.owner, None)
         node.content = bytes(data)
         node.parent = parent
         parent.children[name] = node
         self._touch_up(parent)
+        self._set_mtime(uid, node, path, mtime, touched, actor)
         self._emit(NODE_CREATED, {"node": self._desc(uid, node, path)}, actor)
         self._emit(NODE_WRITTEN, {"node": self._desc(uid, node, path)}, actor)
         return node, True
+
+    def _set_mtime(
+        self, uid: str, node: Node, path: str, mtime: int | None, touched: bool, actor: str | None
+    ) -> None:
+        """Give the file just written the mtime (Unix seconds) its writer asked for, if any
+        (else it keeps the write's, now); ``touched``: by ``View::touch``, with its
+        BeforeNodeTouchedEvent and NodeTouchedEvent and a new etag (:meth:`put_file`)."""
+        if mtime is None:
+            return
+        if touched:
+            self._emit(BEFORE_NODE_TOUCHED, {"node": self._desc(uid, node, path)}, actor)
+        node.mtime = int(mtime)
+        if touched:
+            self._touch_up(node)
+            self._emit(NODE_TOUCHED, {"node": self._desc(uid, node, path)}, actor)
 
     def mkdir(
         self, uid: str, path: str, *, parents: bool = True, session: bool = True

@@ -493,12 +493,17 @@ class WebDav:
         return resp
 
     def put(self, request: Request, uid: str, base: str, path: str) -> Response:
-        """PUT creates (201) or overwrites (204) a file; ``X-OC-MTime`` sets the mtime."""
+        """PUT creates (201) or overwrites (204) a file; ``X-OC-MTime`` sets the mtime.
+
+        nextcloud/server ``apps/dav/lib/Connector/Sabre/File.php`` ``put`` sets that mtime
+        with ``View::touch`` once the bytes are written, between the pre- and post-write
+        hooks: the upload also sends BeforeNodeTouchedEvent and NodeTouchedEvent
+        (:meth:`~ncindex.simulator.state.FileTree.put_file` ``touched``)."""
         mtime_header = request.headers.get("X-OC-MTime")
         mtime = int(float(mtime_header)) if mtime_header else None
         try:
             node, created = self.tree.put_file(
-                uid, path, request.get_data(), mtime=mtime, make_parents=False
+                uid, path, request.get_data(), mtime=mtime, touched=True, make_parents=False
             )
         except ConflictError as exc:
             existing = self.tree.resolve(uid, path)

@@ -3,9 +3,10 @@ an edit re-embeds only the chunks it touched."""
 
 from __future__ import annotations
 
+import httpx
 from pipeline_support import events_for, post_envelope
 
-from support import Stack, wait_until
+from support import PASSWORDS, Stack, wait_until
 
 WORDS = [
     "amber",
@@ -138,3 +139,35 @@ def test_a_touch_that_changes_no_text_is_not_embedded_again(stack: Stack) -> Non
     stack.wait_idle(15)
     assert stack.sim.request_count("webdav", "GET") == 0
     assert stack.services.embedder.dense_embedded == embedded
+
+
+def test_an_upload_carrying_its_mtime_costs_what_one_without_it_costs(stack: Stack) -> None:
+    """An upload with ``X-OC-MTime`` (as sync clients send it) fires ``NodeTouchedEvent``
+    besides ``NodeCreatedEvent`` and ``NodeWrittenEvent`` (nextcloud/server ``apps/dav/lib/
+    Connector/Sabre/File.php`` ``put`` → ``View::touch``): the three re-read the file under one
+    debounce key (and are gathered into one batch), so it costs what an upload without the
+    header costs — one look-up, one download."""
+
+    def upload(name: str, headers: dict[str, str]) -> tuple[int, dict[tuple[str, str], int]]:
+        stack.sim.reset_request_counts()
+        uploaded = httpx.put(
+            f"{stack.settings.nextcloud_url}/remote.php/dav/files/alice/{name}",
+            content=f"{name}: a wood-fired kiln needs three days to cool.".encode(),
+            headers=headers,
+            auth=("alice", PASSWORDS["alice"]),
+        )
+        assert uploaded.status_code == 201
+        file_id = stack.sim.file_id("alice", f"/{name}")
+        assert file_id is not None
+        stack.sim.flush_deliveries(timeout=5)
+        wait_until(lambda: stack.points(f"file:{file_id}"), 15)
+        stack.wait_idle(15)
+        return file_id, stack.sim.requests
+
+    upload("first.txt", {})  # reads what the worker caches (Notes settings, capabilities)
+    _, plain = upload("plain.txt", {})
+    file_id, stamped = upload("kiln.txt", {"X-OC-MTime": "1767000000"})
+    assert events_for(stack, file_id, "NodeTouchedEvent")
+    assert stack.points(f"file:{file_id}")[0].payload["modified_at"] == 1_767_000_000
+    assert stamped == plain
+    assert stamped[("GET", "webdav")] == 1

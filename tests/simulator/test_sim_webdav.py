@@ -173,6 +173,45 @@ def test_put_mkcol_move_copy_delete_status_codes(sim, client) -> None:
     assert [t["id"] for t in sim.trash("alice")][-1] == fid
 
 
+def test_an_upload_with_x_oc_mtime_is_touched_between_its_write_events(sim, client) -> None:
+    """nextcloud/server ``apps/dav/lib/Connector/Sabre/File.php`` ``put`` sets the mtime of
+    ``X-OC-MTime`` with ``View::touch`` after the pre-write hooks and before the post-write
+    ones: the upload sends the touch's two events too, with the file's id."""
+    alice = client("alice")
+    base = "/remote.php/dav/files/alice"
+
+    def sent() -> list[tuple[str, int | None]]:
+        out = [
+            (e["event"]["class"].rsplit("\\", 1)[1], e["event"]["node"].get("id"))
+            for e in sim.events
+        ]
+        sim.events.clear()
+        return out
+
+    sim.events.clear()
+    mtime = {"X-OC-MTime": "1767225600"}
+    assert alice.put(f"{base}/a.md", content=b"1", headers=mtime).status_code == 201
+    fid = sim.file_id("alice", "/a.md")
+    assert sent() == [
+        ("BeforeNodeCreatedEvent", None),
+        ("BeforeNodeWrittenEvent", None),
+        ("BeforeNodeTouchedEvent", fid),
+        ("NodeTouchedEvent", fid),
+        ("NodeCreatedEvent", fid),
+        ("NodeWrittenEvent", fid),
+    ]
+    assert sim.node("alice", "/a.md").mtime == 1767225600
+    assert alice.put(f"{base}/a.md", content=b"2", headers=mtime).status_code == 204
+    assert sent() == [
+        ("BeforeNodeWrittenEvent", fid),
+        ("BeforeNodeTouchedEvent", fid),
+        ("NodeTouchedEvent", fid),
+        ("NodeWrittenEvent", fid),
+    ]
+    assert alice.put(f"{base}/a.md", content=b"3").status_code == 204  # no header: no touch
+    assert sent() == [("BeforeNodeWrittenEvent", fid), ("NodeWrittenEvent", fid)]
+
+
 def test_search_by_fileid_owner_sharee_and_after_unshare(sim, client) -> None:
     fid = sim.put_file("alice", "/Projects/spec.md", b"spec")
     sim.share("alice", "/Projects", "bob", mount_path="/Shared/Projects")
