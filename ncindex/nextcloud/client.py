@@ -423,9 +423,9 @@ class NextcloudClient:
 
     def folders(self, limit: int, *, timeout: float | None = None) -> list[str]:
         """The paths of the folders in this user's files, by one WebDAV SEARCH
-        (:func:`~ncindex.nextcloud.webdav.search_folders_body`), at most ``limit`` of them:
-        an answer of ``limit`` paths may have left some out. ``timeout`` (seconds) replaces
-        ``settings.http_timeout`` for this request."""
+        (:func:`~ncindex.nextcloud.webdav.search_folders_body`): fewer than ``limit`` paths
+        are every folder; ``limit`` or more (one more at most) may have left some out.
+        ``timeout`` (seconds) replaces ``settings.http_timeout`` for this request."""
         user = self._me()
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         response = self.request(

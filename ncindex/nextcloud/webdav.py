@@ -211,11 +211,17 @@ def search_by_fileids_body(user: str, file_ids: Sequence[int]) -> str:
 def search_folders_body(user: str, limit: int) -> str:
     """RFC 5323 SEARCH body listing the folders of ``user``'s files (``d:is-collection``,
     which nextcloud/server ``apps/dav/lib/Files/FileSearchBackend.php``
-    ``transformSearchOperation`` turns into the folder MIME type), at most ``limit`` of them
-    (``d:nresults``; icewind1991/SearchDAV ``src/XML/Limit.php``), with ``d:resourcetype``
+    ``transformSearchOperation`` turns into the folder MIME type), with ``d:resourcetype``
     only. Each answers at its path in the user's view, a folder inside a share mounted below
     the top included (``FileSearchBackend::getHrefForNode``; a share's own folder too:
-    ``CacheJail::addJailFilterQuery`` keeps the jail's root)."""
+    ``CacheJail::addJailFilterQuery`` keeps the jail's root).
+
+    ``d:nresults`` (icewind1991/SearchDAV ``src/XML/Limit.php``) is ``limit + 1``: Nextcloud
+    counts the user's files folder itself among those results and drops it only afterwards
+    (``lib/private/Files/Cache/QuerySearchHelper.php`` ``searchInCaches`` limits the file-cache
+    query, which matches the jail's root, then ``lib/private/Files/Node/Folder.php``
+    ``search`` leaves the searched folder out), so an answer cut short holds ``limit`` folders
+    or more, and one of fewer is every folder."""
     return (
         '<?xml version="1.0" encoding="UTF-8"?>'
         f'<d:searchrequest xmlns:d="{DAV}"><d:basicsearch>'
@@ -223,7 +229,7 @@ def search_folders_body(user: str, limit: int) -> str:
         f"<d:from><d:scope><d:href>/files/{xml_escape(user)}</d:href>"
         "<d:depth>infinity</d:depth></d:scope></d:from>"
         "<d:where><d:is-collection/></d:where><d:orderby/>"
-        f"<d:limit><d:nresults>{int(limit)}</d:nresults></d:limit>"
+        f"<d:limit><d:nresults>{int(limit) + 1}</d:nresults></d:limit>"
         "</d:basicsearch></d:searchrequest>"
     )
 

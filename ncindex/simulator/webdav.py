@@ -711,21 +711,27 @@ class WebDav:
                 )
             items: list[tuple[str, Node]] = []
             for item_path, item in self._candidates(uid, rel, condition):
-                if item is root:
-                    continue
-                if depth.strip() == "1" and posixpath.dirname(item_path) != rel:
+                below = item is not root and posixpath.dirname(item_path) != rel
+                if depth.strip() == "1" and below:
                     continue
                 if condition is None or self._matches(uid, item_path, item, condition):
                     items.append((item_path, item))
             items = self._order(uid, basic, items)
             # nextcloud/server apps/dav/lib/Files/FileSearchBackend.php transformQuery: at most
-            # nresults results (100 without one, or with 0)
+            # nresults results (100 without one, or with 0), offset nc:firstresult. The scope's
+            # own folder takes its place in that window and is dropped after it: the file-cache
+            # query (lib/private/Files/Cache/QuerySearchHelper.php searchInCaches,
+            # applySearchConstraints: setMaxResults/setFirstResult) matches the folder too
+            # (CacheJail::addJailFilterQuery keeps path = the jail's root), and only then does
+            # lib/private/Files/Node/Folder.php search leave it out ("don't include this
+            # folder in the results"). Without an orderby the database's order decides; here
+            # the paths', which puts the scope first, as its lowest file id would.
             limit = basic.find(clark(DAV, "limit"))
             count, start = 0, 0
             if limit is not None:
                 count = int((limit.findtext(clark(DAV, "nresults")) or "0").strip() or 0)
                 start = int((limit.findtext(clark(NC, "firstresult")) or "0").strip() or 0)
-            items = items[start : start + (count or 100)]
+            items = [pn for pn in items[start : start + (count or 100)] if pn[1] is not root]
             base = f"{self.sim.web_root}/remote.php/dav/files/{uid}"
             return self.multistatus(uid, base, items, props)
 

@@ -362,6 +362,35 @@ def test_search_for_several_file_ids_and_the_default_limit(sim, client) -> None:
     assert len(listed) == 100
 
 
+def test_the_searched_folder_takes_a_place_in_the_limit_and_is_left_out(sim, client) -> None:
+    """A SEARCH whose condition the scope's own folder meets (``d:is-collection``) counts that
+    folder among ``d:nresults`` and leaves it out afterwards: ``QuerySearchHelper::
+    searchInCaches`` limits the file-cache query, which matches the jail's root
+    (``CacheJail::addJailFilterQuery``), and ``Folder::search`` then drops the searched
+    folder. Four folders asked for four answer three."""
+    for path in ("/A/Deep", "/B", "/C"):
+        sim.mkdir("alice", path)
+    alice = client("alice")
+
+    def folders(nresults: int | None, scope: str = "/files/alice") -> list[str]:
+        body = webdav.search_folders_body("alice", 0).replace("/files/alice<", f"{scope}<")
+        limit = (
+            "" if nresults is None else f"<d:limit><d:nresults>{nresults}</d:nresults></d:limit>"
+        )
+        body = re.sub(r"<d:limit>.*</d:limit>", limit, body)
+        resp = alice.request("SEARCH", "/remote.php/dav/", content=body.encode())
+        assert resp.status_code == 207
+        base = "/remote.php/dav/files/alice"
+        return [
+            r.findtext("d:href", namespaces=DAV_NS)[len(base) :] for r in responses(resp.content)
+        ]
+
+    assert folders(4) == ["/A/", "/A/Deep/", "/B/"]
+    assert folders(5) == folders(None) == ["/A/", "/A/Deep/", "/B/", "/C/"]
+    assert folders(1, "/files/alice/A") == []
+    assert folders(2, "/files/alice/A") == ["/A/Deep/"]
+
+
 def test_search_over_the_operator_limit_fails(sim, client) -> None:
     """More than 100 comparisons in ``d:where`` (``FileSearchBackend::OPERATOR_LIMIT``, counted
     as ``countSearchOperators`` does once ``extractWhereValue`` has taken an owner-id equality
