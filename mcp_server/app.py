@@ -20,14 +20,16 @@ the transport's own rules (``TransportSecurityMiddleware.validate_request``): a
 while ``mcp_allowed_hosts`` is not empty); an entry ``name:*`` allows ``name`` with any port or
 none (:func:`with_portless`); last, an ``Mcp-Protocol-Version`` naming no version the SDK
 serves is 400, JSON-RPC -32022 naming the header and listing the versions
-(:func:`mcp_server.rpc_errors.unsupported_version`). Only ``POST`` is served (405 with ``Allow:
+(:func:`mcp_server.rpc_errors.unsupported_version`), and a request or notification whose
+``params`` is not an object is 400, JSON-RPC -32602 naming ``params`` with the request's ``id``
+(:func:`mcp_server.rpc_errors.params_not_object`). Only ``POST`` is served (405 with ``Allow:
 POST`` otherwise). Errors of the gate are problem+json bodies with the product's ``code`` and,
-where one part of the request is at fault, its ``field`` (a header, or ``body``), except the
-two the MCP specification gives a JSON-RPC error (text that is not JSON, the protocol version;
-:mod:`mcp_server.rpc_errors`). A ``tools/call`` whose ``arguments`` is not an object is
-JSON-RPC -32602 naming ``arguments``, and one without the ``name`` of one of the tools -32602
-naming ``name`` (:class:`mcp_server.rpc_errors.ToolCall`). The
-transport is stateless (each POST stands alone, so replicas need no sticky sessions) and
+where one part of the request is at fault, its ``field`` (a header, or ``body``), except those
+the MCP specification or JSON-RPC itself gives a JSON-RPC error (text that is not JSON, the
+protocol version, ``params``; :mod:`mcp_server.rpc_errors`). A ``tools/call`` whose
+``arguments`` is not an object is JSON-RPC -32602 naming ``arguments``, and one without the
+``name`` of one of the tools -32602 naming ``name`` (:class:`mcp_server.rpc_errors.ToolCall`).
+The transport is stateless (each POST stands alone, so replicas need no sticky sessions) and
 answers JSON, not SSE.
 """
 
@@ -67,6 +69,7 @@ from mcp_server.rpc_errors import (
     PROTOCOL_VERSION_HEADER,
     SUPPORTED_VERSIONS,
     ToolCall,
+    params_not_object,
     parse_error,
     request_id,
     unsupported_version,
@@ -287,8 +290,8 @@ answers them in plain text): the product's code, the offending header and a deta
 
 class Gate:
     """ASGI wrapper of the MCP transport: rate limit, authentication, body, the transport's
-    header checks by ``transport``, then the protocol version (see the module docstring); the
-    resolved client goes into ``scope["state"][CALLER]``."""
+    header checks by ``transport``, then the protocol version and ``params`` (see the module
+    docstring); the resolved client goes into ``scope["state"][CALLER]``."""
 
     def __init__(
         self,
@@ -356,6 +359,10 @@ class Gate:
         version = request.headers.get(PROTOCOL_VERSION_HEADER)
         if version is not None and version not in SUPPORTED_VERSIONS:
             await unsupported_version(version, request_id(message))(scope, receive, send)
+            return
+        refused_params = params_not_object(message)
+        if refused_params is not None:
+            await refused_params(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
 

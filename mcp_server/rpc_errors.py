@@ -1,14 +1,16 @@
 """The MCP server's own JSON-RPC error answers: a body that is not strict JSON (as the SDK's
 transport answers text that is not JSON), and, where the SDK's answer does not say what is
-wrong, an ``Mcp-Protocol-Version`` the server does not speak and a ``tools/call`` that names
-no tool of the server or whose ``arguments`` is not an object.
+wrong, an ``Mcp-Protocol-Version`` the server does not speak, a message whose ``params`` is
+not an object, and a ``tools/call`` that names no tool of the server or whose ``arguments``
+is not an object.
 
 They are JSON-RPC errors (``application/json``), not problem+json: the MCP specification
 prescribes them (the protocol version: 2026-07-28, basic/transports/streamable-http, "Protocol
 Version Header", and the schema's ``UnsupportedProtocolVersionError``; malformed tool calls:
-server/tools, "Error Handling"), and the SDK's client hands a JSON-RPC error to its caller with
-``code``, ``message`` and ``data`` but turns any other 4xx answer (a 404 aside) into a bare
-"Server returned an error response" (``mcp.client.streamable_http``, ``_handle_post_request``).
+server/tools, "Error Handling"; ``params``: JSON-RPC 2.0 §5.1, "Invalid params"), and the
+SDK's client hands a JSON-RPC error to its caller with ``code``, ``message`` and ``data`` but
+turns any other 4xx answer (a 404 aside) into a bare "Server returned an error response"
+(``mcp.client.streamable_http``, ``_handle_post_request``).
 Where one part of the request is at fault, ``error.data`` carries the product's ``code``, the
 offending ``field`` and a ``detail``, as a tool error's ``structuredContent`` does.
 """
@@ -61,6 +63,32 @@ def unsupported_version(requested: str, request_id: str | int | None) -> Respons
     }
     message = f"Unsupported protocol version: {PROTOCOL_VERSION_HEADER} {detail}"
     return _error(request_id, UNSUPPORTED_PROTOCOL_VERSION, message, data)
+
+
+def params_not_object(message: Any) -> Response | None:
+    """HTTP 400 with a JSON-RPC -32602 when ``message`` (a decoded body) is a request or
+    notification whose ``params`` is given and is neither an object nor ``null``, else
+    ``None``: ``id`` is the request's (:func:`request_id`; ``null`` for a notification),
+    ``data`` is ``{"code": "invalid_value", "field": "params", "detail"}``.
+
+    JSON-RPC 2.0 §4.2 lets ``params`` be an array or an object, but every MCP method takes
+    its parameters by name (the schema's ``*RequestParams`` are objects), and §5 has the
+    response carry the request's ``id`` whenever it could be read. The SDK's transports
+    refused such a body before dispatch, with ``id`` ``null`` and no ``data``: the
+    handshake-era one as -32602 whose message is pydantic's dump of the whole body
+    (``StreamableHTTPServerTransport._handle_post_request``), the 2026-07-28 one as -32600
+    "Body must be a single JSON-RPC request or notification object"
+    (``mcp.server._streamable_http_modern.handle_modern_request``); both with HTTP 400, kept
+    here (the 2026-07-28 entry maps -32602 to 400, ``mcp.shared.inbound.ERROR_CODE_HTTP_STATUS``).
+    ``null`` passes, as the SDK's ``JSONRPCRequest.params`` allows it."""
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    params = message.get("params")
+    if params is None or isinstance(params, dict):
+        return None
+    detail = f"must be an object (the method's parameters by name), not {_json_type(params)}"
+    data = {"code": "invalid_value", "field": "params", "detail": detail}
+    return _error(request_id(message), INVALID_PARAMS, _message("params", detail), data)
 
 
 def request_id(message: Any) -> str | int | None:
@@ -118,7 +146,12 @@ class ToolCall:
 def _refuse(field: str, detail: str) -> NoReturn:
     """Raise the -32602 of a ``tools/call`` whose ``field`` is at fault."""
     data = {"code": "invalid_value", "field": field, "detail": detail}
-    raise MCPError(INVALID_PARAMS, f"Invalid request parameters: `{field}` {detail}", data)
+    raise MCPError(INVALID_PARAMS, _message(field, detail), data)
+
+
+def _message(field: str, detail: str) -> str:
+    """The message of a -32602 whose ``field`` is at fault."""
+    return f"Invalid request parameters: `{field}` {detail}"
 
 
 def _json_type(value: Any) -> str:

@@ -788,3 +788,47 @@ def test_a_tool_call_without_a_known_tool_name_is_invalid_params_naming_the_fiel
     answer = httpx.post(mcp_url, json=modern, headers={**headers, **modern_headers}, timeout=30)
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["data"]["field"] == "name"
+
+
+def test_params_that_are_not_an_object_are_invalid_params_with_the_requests_id(
+    mcp_url: str,
+) -> None:
+    """A request whose ``params`` is an array, a string, a number or a boolean is JSON-RPC
+    -32602 naming ``params`` in ``data`` (``{code, field, detail}``, as for ``name`` and
+    ``arguments``) and answered with the request's ``id`` (JSON-RPC 2.0 §5: it could be read),
+    whatever the method and the protocol era; HTTP 400, as the SDK's transports answered. They
+    answered with ``id`` ``null`` and no ``data``: the handshake-era one -32602 with pydantic's
+    dump of the body as the message, the 2026-07-28 one -32600. A notification gets the same
+    error with ``id`` ``null``; ``params`` absent or ``null`` still reaches the method."""
+    headers = {"Authorization": basic("alice"), **JSON_POST}
+    for method, request_id in (("tools/call", 41), ("tools/list", "list-7")):
+        eras: list[dict[str, str]] = [
+            {},
+            {"Mcp-Protocol-Version": "2025-11-25"},
+            {"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method},
+        ]
+        for params, kind in (([1, 2], "an array"), ("x", "a string"), (3, "a number"),
+                             (False, "a boolean")):  # fmt: skip
+            body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            for extra in eras:
+                answer = httpx.post(mcp_url, json=body, headers={**headers, **extra}, timeout=30)
+                assert answer.status_code == 400, (extra, answer.text)
+                assert answer.headers["Content-Type"] == "application/json"
+                reply = answer.json()
+                assert reply["id"] == request_id, reply
+                error = reply["error"]
+                assert error["code"] == -32602, error
+                detail = f"must be an object (the method's parameters by name), not {kind}"
+                data = {"code": "invalid_value", "field": "params", "detail": detail}
+                assert error["data"] == data, error
+                assert error["message"] == f"Invalid request parameters: `params` {detail}"
+    notification = {"jsonrpc": "2.0", "method": "notifications/initialized", "params": [1]}
+    answer = httpx.post(mcp_url, json=notification, headers=headers, timeout=30)
+    assert answer.status_code == 400, answer.text
+    reply = answer.json()
+    assert reply["id"] is None and reply["error"]["data"]["field"] == "params", reply
+    for body in ({"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+                 {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": None}):  # fmt: skip
+        answer = httpx.post(mcp_url, json=body, headers=headers, timeout=30)
+        assert answer.status_code == 200 and answer.json()["id"] == 3, answer.text
+        assert {t["name"] for t in answer.json()["result"]["tools"]} == TOOLS
