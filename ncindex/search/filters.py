@@ -9,7 +9,9 @@ Two steps, both driven by the table in :mod:`ncindex.search.filter_fields`:
    of ``POST /v1/search`` (``doc_types``, ``modified_after``, …) become leaves of the same
    kind (:func:`request_tree`). Bad input raises :class:`FilterError` with a stable ``code``
    (``invalid_filter``, ``unknown_field``, ``unsupported_operator``, ``invalid_value``) and the
-   offending ``field`` (a path such as ``filter.and[1].op``).
+   offending ``field`` (a path such as ``filter.and[1].op``). A node's key the tree does not
+   define (``valu``) is refused too, except as RCP/1 reads a filter, which ignores it
+   (:func:`parse_tree_ignoring_unknown_keys`).
 2. **Compile** (per caller): :func:`build_filter` turns the tree into one typed
    ``qdrant_client.models.Filter`` — never strings — AND-ed with the caller's ``acl``
    principal. The store applies it in both prefetch branches, so it holds before fusion.
@@ -91,20 +93,49 @@ def tree_dict(node: Node | None) -> dict[str, Any]:
 
 def parse_tree(raw: Any) -> Node | None:
     """Validate an RCP/1 filter tree and coerce its values; ``None`` for an absent or empty
-    (``{}``) filter. Raises :class:`FilterError` (see the module docstring)."""
+    (``{}``) filter. A node's key that is neither its combinator nor a leaf's ``field``,
+    ``op``, ``value`` (a misspelt ``valu``) is ``invalid_filter`` naming it. Raises
+    :class:`FilterError` (see the module docstring)."""
+    node, _ignored = _parse(raw, strict=True)
+    return node
+
+
+def parse_tree_ignoring_unknown_keys(raw: Any) -> tuple[Node | None, list[str]]:
+    """:func:`parse_tree` as RCP/1 reads a filter: a node's unknown key is ignored, not
+    refused, and returned by its path (``filter.and[1].valu``), in tree order, for the
+    answer to name. The spec (``1ay1/rcp`` ``spec/rcp-1.0.md`` §4.6, "Unknown fields in any
+    object MUST be ignored by the receiver, never rejected", and §14.1 item 7 of L0) excepts
+    only filter field *names* (the value of ``field``), which are still refused; so is a node
+    that is neither one leaf nor one combinator once its unknown keys are set aside, as the
+    SDK's validator (``rcp.filter.validate``, which ignores such keys) refuses it. Raises
+    :class:`FilterError` as :func:`parse_tree` does otherwise."""
+    return _parse(raw, strict=False)
+
+
+def _parse(raw: Any, *, strict: bool) -> tuple[Node | None, list[str]]:
+    """The tree and the paths of its nodes' unknown keys; with ``strict`` the first unknown
+    key is raised (before the values are checked), else they are set aside."""
     if raw is None:
-        return None
+        return None, []
     normalised = _validate(raw)
     if normalised is None:
-        return None
-    _reject_unknown_keys(raw, "filter")
+        return None, []
+    unknown = list(_unknown_keys(raw, "filter"))
+    if strict and unknown:
+        path, key = unknown[0]
+        raise FilterError(
+            "invalid_filter",
+            path,
+            f"unknown key {key!r}: a leaf has field, op and value; a combinator one of "
+            "and, or, not",
+        )
     node = _build(normalised, raw, "filter")
     leaves = _count_leaves(node)
     if leaves > MAX_FILTER_LEAVES:
         raise FilterError(
             "invalid_filter", "filter", f"{leaves} conditions; at most {MAX_FILTER_LEAVES}"
         )
-    return node
+    return node, [path for path, _key in unknown]
 
 
 #: A MIME type as RFC 6838 §4.2 writes one: ``type/subtype``, each a restricted name (a letter or
@@ -280,25 +311,20 @@ def _at(raw: Any, path: str) -> Any:
 _LEAF_KEYS = frozenset({"field", "op", "value"})
 
 
-def _reject_unknown_keys(node: dict[str, Any], path: str) -> None:
-    """Raise ``invalid_filter`` naming the first key of a node (already shape-checked by the
-    SDK, which ignores extra keys) that is not its combinator or a leaf's ``field``, ``op``,
-    ``value``: a misspelt ``valu`` or a second ``op2`` must not be silently dropped."""
+def _unknown_keys(node: dict[str, Any], path: str) -> Iterator[tuple[str, str]]:
+    """``(path, key)`` of each key of a node (the tree already shape-checked by the SDK,
+    which ignores extra keys) that is not its combinator or a leaf's ``field``, ``op``,
+    ``value``: a misspelt ``valu`` or a second ``op2``. A node's own keys in sorted order come
+    before its children's."""
     combinator = next((k for k in ("and", "or", "not") if k in node), None)
     allowed = {combinator} if combinator else _LEAF_KEYS
-    extra = sorted(k for k in node if k not in allowed)
-    if extra:
-        raise FilterError(
-            "invalid_filter",
-            f"{path}.{extra[0]}",
-            f"unknown key {extra[0]!r}: a leaf has field, op and value; a combinator one of "
-            "and, or, not",
-        )
+    for key in sorted(k for k in node if k not in allowed):
+        yield f"{path}.{key}", key
     if combinator == "not":
-        _reject_unknown_keys(node["not"], f"{path}.not")
+        yield from _unknown_keys(node["not"], f"{path}.not")
     elif combinator:
         for i, child in enumerate(node[combinator]):
-            _reject_unknown_keys(child, f"{path}.{combinator}[{i}]")
+            yield from _unknown_keys(child, f"{path}.{combinator}[{i}]")
 
 
 def _unhashable_op(node: Any, path: str, budget: int) -> str | None:

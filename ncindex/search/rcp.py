@@ -76,7 +76,7 @@ from ncindex.names import Names
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.redis_breaker import RedisBreaker
 from ncindex.search.filter_fields import rcp_filter_capability
-from ncindex.search.filters import parse_tree
+from ncindex.search.filters import parse_tree_ignoring_unknown_keys
 from ncindex.search.links import open_link
 from ncindex.search.service import Mode, SearchRequest, SearchResponse, SearchService
 from ncindex.store.schema import RRF_K
@@ -493,7 +493,9 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     Raises :class:`RpcError`: -32602 with ``data.field`` for a malformed param or filter,
     -32005 with ``data.option`` for a mode, fusion, operator or option this server does not
     advertise (unless ``strict`` is false, in which case options are dropped and noted). A
-    param this server does not know is tolerated (spec §14.1.7) and named in the notes."""
+    param this server does not know, and a key of a filter node the tree does not define
+    (``valu``; not a ``field`` value it does not know), are tolerated (spec §4.6, §14.1.7) and
+    named in the notes (``unknown filter key 'filter.and[1].valu' ignored``)."""
     notes: list[str] = []
     strict = params.get("strict", True)
     if not isinstance(strict, bool):
@@ -551,7 +553,7 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     if not isinstance(explain, bool):
         raise _invalid("_meta.explain", "'_meta.explain' must be a boolean")
     try:
-        tree = parse_tree(params.get("filter"))
+        tree, ignored = parse_tree_ignoring_unknown_keys(params.get("filter"))
     except FilterError as exc:
         data = {"field": exc.field, "code": exc.code, "detail": exc.detail}
         if exc.option is not None:
@@ -562,6 +564,7 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
             ) from None
         where = "" if exc.field in exc.detail else f" ({exc.field})"
         raise RpcError(Errc.INVALID_PARAMS, f"{exc.detail}{where}", data) from None
+    notes.extend(f"unknown filter key '{path}' ignored" for path in ignored)  # spec §4.6
     try:
         request = SearchRequest(query=query, limit=k, fusion=fusion, explain=explain)
     except ValidationError as exc:

@@ -19,7 +19,13 @@ from ncindex.search.filter_fields import (
     filters_document,
     rcp_filter_capability,
 )
-from ncindex.search.filters import build_filter, filter_depth, parse_tree, request_tree
+from ncindex.search.filters import (
+    build_filter,
+    filter_depth,
+    parse_tree,
+    parse_tree_ignoring_unknown_keys,
+    request_tree,
+)
 
 
 def nested(levels: int) -> dict[str, Any]:
@@ -145,6 +151,39 @@ def test_malformed_filter_gives_its_code_and_field(tree: Any, code: str, field: 
     with pytest.raises(FilterError) as caught:
         parse_tree(tree)
     assert (caught.value.code, caught.value.field) == (code, field), caught.value
+
+
+def test_rcps_reading_ignores_unknown_keys_and_lists_them() -> None:
+    """As RCP/1 reads a filter (spec §4.6), a node's keys the tree does not define are set
+    aside and listed by path, node before children; the tree is the one without them. The
+    rest is refused as :func:`parse_tree` refuses it: an unknown field name, a node that is
+    no leaf or combinator without the unknown keys, a leaf and a combinator in one node, a
+    value misspelt away from an operator that needs one."""
+    size = {"field": "size", "op": "gt", "value": 0}
+    tree = {"or": [{"not": {**size, "field2": "x"}}, {**size, "op2": "lt", "valu": 5}], "x": 1}
+    clean = {"or": [{"not": size}, size]}
+    node, ignored = parse_tree_ignoring_unknown_keys(tree)
+    assert node == parse_tree(clean)
+    assert ignored == [
+        "filter.x",
+        "filter.or[0].not.field2",
+        "filter.or[1].op2",
+        "filter.or[1].valu",
+    ]
+    assert parse_tree_ignoring_unknown_keys(clean) == (parse_tree(clean), [])
+    assert (
+        parse_tree_ignoring_unknown_keys(None) == parse_tree_ignoring_unknown_keys({}) == (None, [])
+    )
+    for raw, code, field in (
+        ({"field": "nope", "op": "eq", "value": 1, "valu": 1}, "unknown_field", "filter.field"),
+        ({"foo": 1}, "invalid_filter", "filter"),
+        ({"and": [{"foo": 1}]}, "invalid_filter", "filter.and[0]"),
+        ({"not": size, "field": "size"}, "invalid_filter", "filter"),
+        ({"field": "size", "op": "gt", "valu": 0}, "invalid_value", "filter.value"),
+    ):
+        with pytest.raises(FilterError) as caught:
+            parse_tree_ignoring_unknown_keys(raw)
+        assert (caught.value.code, caught.value.field) == (code, field), raw
 
 
 def test_an_unknown_field_is_named_by_its_key_and_its_value_in_the_detail() -> None:

@@ -192,6 +192,9 @@ BAD_ARGUMENTS = [
      "unknown_field", "filter.and[1].field"),
     ("search", {"query": "x", "filter": {"field": "size", "op": "regex", "value": 1}},
      "unsupported_operator", "filter.op"),
+    ("search", {"query": "x", "filter": {"field": "doc_type", "op": "eq", "value": "note",
+                                         "valu": 1}},
+     "invalid_filter", "filter.valu"),  # strict, unlike RCP
     ("search", {"query": "x", "modified_after": "yesterday"}, "invalid_value",
      "modified_after"),
     ("fetch", {}, "invalid_value", "id"),

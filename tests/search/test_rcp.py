@@ -250,6 +250,41 @@ def test_lenient_options_and_clamping(served: Served) -> None:
     assert no_text["hits"] and all("text" not in h for h in no_text["hits"])
 
 
+def test_unknown_keys_of_filter_nodes_are_ignored_and_noted_unlike_rest(served: Served) -> None:
+    """A filter node's key the tree does not define (a misspelt ``valu``, a key beside ``and``)
+    is ignored and named in ``usage.notes``, as spec §4.6 requires of unknown fields in any
+    object; it was -32602 ``invalid_filter``. The filter still holds as written without the
+    key, and an unknown field *name* is still refused (§4.6's one exception, §8).
+    ``POST /v1/search`` stays strict: 400 ``invalid_filter`` naming the key."""
+    client = connect(served, "alice")
+    leaf = {"field": "path_prefix", "op": "eq", "value": "/Projects/Lighthouse"}
+    plain = client.call("retrieve", {"query": "lighthouse", "k": 5, "filter": leaf})
+    tolerant = client.call(
+        "retrieve",
+        {"query": "lighthouse", "k": 5, "filter": {"and": [{**leaf, "valu": 1}], "x-hint": 2}},
+    )
+    assert [h["id"] for h in tolerant["hits"]] == [h["id"] for h in plain["hits"]]
+    assert [h["id"] for h in plain["hits"]] == [served.api.keys[LIGHT]]
+    assert tolerant["usage"]["notes"] == [
+        "unknown filter key 'filter.x-hint' ignored",
+        "unknown filter key 'filter.and[0].valu' ignored",
+    ]
+    assert "notes" not in plain["usage"]
+    with pytest.raises(rcp.RcpError) as caught:
+        client.call("retrieve", {"query": "x", "filter": {**leaf, "field": "nope", "valu": 1}})
+    assert caught.value.code == -32602
+    assert caught.value.data["code"] == "unknown_field"
+    assert caught.value.data["field"] == "filter.field"
+    client.shutdown()
+    rest = served.api.client.post(
+        "/v1/search",
+        json={"query": "lighthouse", "filter": {**leaf, "valu": 1}},
+        auth=("alice", PASSWORDS["alice"]),
+    )
+    assert rest.status_code == 400
+    assert (rest.get_json()["code"], rest.get_json()["field"]) == ("invalid_filter", "filter.valu")
+
+
 def test_counts_may_be_written_as_whole_floats(served: Served) -> None:
     """``k: 2.0`` is the integer 2, as JSON counts numbers and as ``limit: 2.0`` is to
     ``POST /v1/search`` and MCP's ``search``; RCP alone answered -32602 "'k' MUST be an
