@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -564,16 +564,37 @@ def path_verdict(node: Node | None, path: str) -> bool | None:
     (Kleene's three-valued logic; a tree without path leaves is ``None``, ``None`` is
     ``True``). The search holds a result whose verified path differs from the indexed one to
     it (a document moved since it was indexed): the engine judged the old path."""
+    return _kleene(node, lambda leaf: _path_holds(leaf, path))
+
+
+def field_verdict(node: Node | None, values: Mapping[str, str]) -> bool | None:
+    """Whether ``node`` holds for a document whose keyword payload fields are now ``values``
+    (payload key → value: a Deck card's ``{"stack_id": "7", "board_id": "2"}``), judging only
+    the ``eq``/``ne``/``in``/``nin``/``exists`` leaves of those fields, as
+    :func:`path_verdict` judges the path leaves. The search holds a result whose check found
+    it held elsewhere now (:attr:`~ncindex.sources.base.Checked.moved_to`: a card moved to
+    another stack) to it: the engine judged the values it was indexed with."""
+    return _kleene(node, lambda leaf: _keyword_holds(leaf, values))
+
+
+def _kleene(node: Node | None, leaf_holds: Callable[[Leaf], bool | None]) -> bool | None:
+    """``node`` evaluated in Kleene's three-valued logic, each leaf by ``leaf_holds``
+    (``None``: not known); no tree holds (``True``)."""
     if node is None:
         return True
     if isinstance(node, Group):
-        values = [path_verdict(c, path) for c in node.children]
+        values = [_kleene(c, leaf_holds) for c in node.children]
         if node.kind == "not":
             return None if values[0] is None else not values[0]
         if node.kind == "and":
             return False if False in values else True if all(values) else None
         return True if True in values else False if all(v is False for v in values) else None
-    name, op, value = node.field.name, node.op, node.value
+    return leaf_holds(node)
+
+
+def _path_holds(leaf: Leaf, path: str) -> bool | None:
+    """Whether a ``path`` or ``path_prefix`` leaf holds at ``path``; ``None`` for any other."""
+    name, op, value = leaf.field.name, leaf.op, leaf.value
     if name not in ("path", "path_prefix"):
         return None
     if op == "exists":
@@ -583,6 +604,21 @@ def path_verdict(node: Node | None, path: str) -> bool | None:
         hit = path in wanted
     else:
         hit = any(p == "/" or path == p or path.startswith(p + "/") for p in wanted)
+    return not hit if op in ("ne", "nin") else hit
+
+
+def _keyword_holds(leaf: Leaf, values: Mapping[str, str]) -> bool | None:
+    """Whether a leaf of a keyword field named in ``values`` (by payload key) holds for the
+    value there; ``None`` for any other leaf."""
+    key, op = leaf.field.key, leaf.op
+    if key is None or key not in values or leaf.field.type != "keyword" or leaf.field.array:
+        return None
+    if op == "exists":
+        return bool(leaf.value)
+    if op not in ("eq", "ne", "in", "nin"):
+        return None
+    wanted = leaf.value if op in ("in", "nin") else (leaf.value,)
+    hit = values[key] in wanted
     return not hit if op in ("ne", "nin") else hit
 
 

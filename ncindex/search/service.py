@@ -71,12 +71,19 @@ from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import ChunkOutOfRange, DocumentNotFound, SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.search.filters import Node, build_filter, path_verdict, request_tree, tree_dict
+from ncindex.search.filters import (
+    Node,
+    build_filter,
+    field_verdict,
+    path_verdict,
+    request_tree,
+    tree_dict,
+)
 from ncindex.search.fusion import fuse
 from ncindex.search.links import open_link
 from ncindex.search.verify import TagMembership, VerificationCounts, VerifyOnRead
 from ncindex.settings import Settings
-from ncindex.sources.base import Verdict
+from ncindex.sources.base import Checked, Verdict
 from ncindex.sources.eligibility import Eligibility
 from ncindex.store.port import Fusion, Hit, PointRecord, SparseVector, VectorStore
 from ncindex.strict_json import JsonInt
@@ -421,11 +428,17 @@ class ContextResponse(BaseModel):
     chunks: list[ContextChunk]
 
 
-def _moved_out(payload: dict[str, Any], user: str, path: str | None, tree: Node | None) -> bool:
-    """Whether a candidate verified at ``path`` has moved (its indexed path for ``user`` is
-    another) to where the filter ``tree``'s path leaves exclude it."""
-    indexed = (payload.get("paths") or {}).get(user)
-    return path is not None and path != indexed and path_verdict(tree, path) is False
+def _moved_out(payload: dict[str, Any], user: str, checked: Checked, tree: Node | None) -> bool:
+    """Whether a candidate verified as ``checked`` has moved since it was indexed to where the
+    filter ``tree`` excludes it: its verified path for ``user`` is not the indexed one and
+    fails the tree's path leaves (:func:`~ncindex.search.filters.path_verdict`), or its check
+    found it placed elsewhere (``checked.moved_to``: a Deck card in another stack) and those
+    values fail the tree's leaves of their fields
+    (:func:`~ncindex.search.filters.field_verdict`)."""
+    path, indexed = checked.path, (payload.get("paths") or {}).get(user)
+    if path is not None and path != indexed and path_verdict(tree, path) is False:
+        return True
+    return checked.moved_to is not None and field_verdict(tree, checked.moved_to) is False
 
 
 def group_key(hit: Hit) -> str:
@@ -681,11 +694,10 @@ class SearchService:
         """Verify ``candidates`` (ranked, grouped: ``documents.slice``) into ``results`` until
         ``limit``, reading the whole payloads of each batch first (:meth:`_Documents.read`;
         ``timings``'s ``payloads``, ms, grows by the time that takes); ``True`` when the
-        cut-off ended the ranking (no later round can add anything). A candidate whose
-        verified path is not the indexed one (moved since it was indexed) is passed over
-        when that path fails the filter ``tree``'s path leaves
-        (:func:`~ncindex.search.filters.path_verdict`), and re-checked (``on_drop``) so the
-        index learns where it is."""
+        cut-off ended the ranking (no later round can add anything). A candidate moved since
+        it was indexed (another verified path, or a check that found it placed elsewhere) is
+        passed over when where it is now fails the filter ``tree`` (:func:`_moved_out`), and
+        re-checked (``on_drop``) so the index learns where it is."""
         assert client.user is not None
         pending = list(candidates)
         exhausted = False
@@ -705,7 +717,7 @@ class SearchService:
             checked_at = time.time()
             for hit, checked, snip in zip(batch, verdicts, shown, strict=True):
                 if checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE) or _moved_out(
-                    hit.payload, client.user, checked.path, tree
+                    hit.payload, client.user, checked, tree
                 ):
                     if self.on_drop is not None:
                         self.on_drop(client.user, DocRef.parse(hit.payload["doc_key"]))

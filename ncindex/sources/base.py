@@ -223,14 +223,16 @@ class Checked:
     """A verdict and, when the check reveals it, the document's current path for the user
     and MIME type (files); ``reason`` why an ``INELIGIBLE`` one is excluded (an
     :class:`~ncindex.sources.eligibility.Eligibility` reason); ``moved_to``, for a document
-    without a path, the id of what holds it now when the check found it moved since it was
-    indexed (a Deck card's stack), judged there by the check itself."""
+    without a path, the keyword payload fields that place it now (payload key → value: a Deck
+    card's ``stack_id`` and ``board_id``) when the check found it moved since it was indexed,
+    judged there by the check itself (the search holds it to its filter there:
+    :func:`~ncindex.search.filters.field_verdict`)."""
 
     verdict: Verdict
     path: str | None = None
     mime_type: str | None = None
     reason: str | None = None
-    moved_to: str | None = None
+    moved_to: dict[str, str] | None = None
 
 
 # --- event routing ---------------------------------------------------------------------------

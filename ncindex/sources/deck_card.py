@@ -111,13 +111,18 @@ def board_of_stack(client: NextcloudClient, cache: redis.Redis, keys: Names, sta
     cached = cache.get(key)
     if cached is not None:
         return int(cached)
-    stack = get_stack(client, stack_id)
-    try:
-        board_id = int(stack["boardId"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise NextcloudProtocolError(f"stack {stack_id} has no boardId") from exc
+    board_id = _board_id(get_stack(client, stack_id), stack_id)
     cache.set(key, board_id, ex=STACK_BOARD_TTL)
     return board_id
+
+
+def _board_id(stack: dict[str, Any], stack_id: int) -> int:
+    """The ``boardId`` of ``stack`` (the JSON of stack ``stack_id``, :func:`get_stack`).
+    Raises ``NextcloudProtocolError`` when it has none."""
+    try:
+        return int(stack["boardId"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise NextcloudProtocolError(f"stack {stack_id} has no boardId") from exc
 
 
 def _uid(value: Any) -> str | None:
@@ -355,11 +360,13 @@ class DeckCardSource(Source):
         reorder`` and ``update`` set ``lastModified`` through ``CardMapper::update``, so its
         ETag changed) with another ``stackId``: it is judged here, in that stack, by the
         stack's GET (:func:`get_stack`; ``stack_deleted`` when its ``deletedAt`` is set),
-        and ``moved_to`` names the stack, so :meth:`settle` leaves it — the new stack may be on
-        another board than the indexed one, whose GET the page made. One unchanged (304) is
-        in its indexed stack: :meth:`settle` judges that stack in its board (its deletion
-        leaves the card's GET as it was). Raises ``NextcloudProtocolError`` for a card
-        without a numeric ``stackId``."""
+        and ``moved_to`` names the stack and its board (``{"stack_id", "board_id"}``, as the
+        payload holds them), so :meth:`settle` leaves it — the new stack may be on another
+        board than the indexed one, whose GET the page made — and the search holds it to its
+        filter there. One unchanged (304) is in its indexed stack: :meth:`settle` judges that
+        stack in its board (its deletion leaves the card's GET as it was). Raises
+        ``NextcloudProtocolError`` for a card without a numeric ``stackId`` or a stack
+        without a ``boardId``."""
         board, stack = payload.get("board_id"), payload.get("stack_id")
         if board is None or stack is None:
             log.warning("deck_card_without_board", doc_key=payload.get("doc_key"))
@@ -376,9 +383,11 @@ class DeckCardSource(Source):
             raise NextcloudProtocolError(f"deck card {card_id}: stackId {exc}") from exc
         if now_in == int(stack):
             return Checked(Verdict.KEPT)
-        if get_stack(client, now_in).get("deletedAt"):
-            return Checked(Verdict.INELIGIBLE, reason="stack_deleted", moved_to=str(now_in))
-        return Checked(Verdict.KEPT, moved_to=str(now_in))
+        now_stack = get_stack(client, now_in)
+        moved_to = {"stack_id": str(now_in), "board_id": str(_board_id(now_stack, now_in))}
+        if now_stack.get("deletedAt"):
+            return Checked(Verdict.INELIGIBLE, reason="stack_deleted", moved_to=moved_to)
+        return Checked(Verdict.KEPT, moved_to=moved_to)
 
     def page_requests(
         self, payloads: Sequence[dict[str, Any]]

@@ -11,7 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from search_corpus import T0, USERS, Doc, expected
 
-from ncindex.search.filters import build_filter, parse_tree, path_verdict, request_tree
+from ncindex.search.filters import (
+    build_filter,
+    field_verdict,
+    parse_tree,
+    path_verdict,
+    request_tree,
+)
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 
 
@@ -198,3 +204,28 @@ def test_path_verdict_judges_the_path_leaves_alone() -> None:
         path_verdict(parse_tree({"field": "path_prefix", "op": "eq", "value": "/"}), "/z") is True
     )
     assert path_verdict(None, "/anything") is True
+
+
+def test_field_verdict_judges_the_leaves_of_the_fields_given_alone() -> None:
+    """A Deck card found in another stack (``Checked.moved_to``) is held to the tree's
+    ``stack_id``/``board_id`` leaves with its values now; other leaves are unknown."""
+    now = {"stack_id": "7", "board_id": "2"}
+    stack_is = parse_tree({"field": "stack_id", "op": "eq", "value": "5"})
+    assert field_verdict(stack_is, now) is False
+    assert field_verdict(parse_tree({"field": "stack_id", "op": "eq", "value": 7}), now) is True
+    either = parse_tree(
+        {"or": [
+            {"field": "board_id", "op": "in", "value": ["2", "3"]},
+            {"field": "doc_type", "op": "eq", "value": "note"},
+        ]}
+    )  # fmt: skip
+    assert field_verdict(either, now) is True
+    assert field_verdict(either, {"stack_id": "7", "board_id": "4"}) is None  # doc_type decides
+    assert field_verdict(parse_tree({"not": {"field": "stack_id", "op": "nin", "value": ["7"]}}),
+                         now) is True  # fmt: skip
+    assert field_verdict(parse_tree({"field": "board_id", "op": "ne", "value": "2"}), now) is False
+    assert field_verdict(parse_tree({"field": "stack_id", "op": "exists", "value": False}),
+                         now) is False  # fmt: skip
+    assert field_verdict(request_tree(doc_types=["deck_card"]), now) is None
+    assert field_verdict(stack_is, {}) is None  # nothing known of the card's stack
+    assert field_verdict(None, now) is True

@@ -174,3 +174,48 @@ def test_a_result_moved_out_of_the_asked_folders_is_not_returned(stack: Stack) -
     )
     again = stack.search_as("alice", "reef knot", path_prefixes=["/Archive"])
     assert f"file:{out}" in keys_of(again)
+
+
+def test_a_card_moved_out_of_the_asked_stack_or_board_is_not_returned(stack: Stack) -> None:
+    """The engine judged ``stack_id`` and ``board_id`` on the card as it was indexed; a card
+    moved since (no card events: Deck before 1.18, or ``deck_webhooks`` off) is found by its
+    check where it is now (``Checked.moved_to``). One moved out of the asked stack or board is
+    passed over, and its re-check brings the index up to date; one moved within the asked
+    board stays."""
+    from ncindex.ingest.queueing import celery_app
+
+    sim = stack.sim
+    harbour, fleet = (
+        sim.deck_create_board("alice", "Harbour"),
+        sim.deck_create_board("alice", "Fleet"),
+    )
+    todo, done = (sim.deck_create_stack("alice", harbour, t) for t in ("To do", "Done"))
+    inbox = sim.deck_create_stack("alice", fleet, "Inbox")
+    within = sim.deck_create_card("alice", todo, "Tar the ketch", "Tar the hull of the ketch.")
+    out = sim.deck_create_card("alice", todo, "Tar the dinghy", "Tar the hull of the dinghy.")
+    created = sim.tree.now()
+    keys = [f"deck_card:{within}", f"deck_card:{out}"]
+    for card in (within, out):
+        celery_app(stack.settings).send_task(
+            "ncindex.index_document",
+            kwargs={"user": "alice", "doc_type": "deck_card", "doc_id": card},
+            queue="index",
+        )
+    wait_until(lambda: all(stack.points(k) for k in keys), 30)
+    stack.wait_idle()
+    query = "tar the hull"
+    in_todo = {"filter": {"field": "stack_id", "op": "eq", "value": str(todo)}}
+    in_harbour = {"filter": {"field": "board_id", "op": "eq", "value": str(harbour)}}
+    assert set(keys_of(stack.search_as("alice", query, **in_todo))) == set(keys)
+    wait_until(lambda: sim.tree.now() > created, 5)  # a move changes the card's lastModified
+    sim.deck_update_card("alice", within, stack_id=done)  # within the board
+    sim.deck_update_card("alice", out, stack_id=inbox)  # to another board
+    body = stack.search_as("alice", query, **in_todo)
+    assert keys_of(body) == [], body["results"]
+    body = stack.search_as("alice", query, **in_harbour)
+    assert keys_of(body) == [f"deck_card:{within}"]
+    # the re-checks indexed both where they are now
+    wait_until(lambda: stack.points(keys[1])[0].payload["board_id"] == str(fleet), 20)
+    wait_until(lambda: stack.points(keys[0])[0].payload["stack_id"] == str(done), 20)
+    in_inbox = {"filter": {"field": "stack_id", "op": "eq", "value": str(inbox)}}
+    assert keys_of(stack.search_as("alice", query, **in_inbox)) == [f"deck_card:{out}"]

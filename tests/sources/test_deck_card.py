@@ -6,7 +6,7 @@ search verifies it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -17,7 +17,7 @@ from ncindex.names import Names
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.search.verify import VerificationCounts, VerifyOnRead
 from ncindex.simulator import NextcloudSimulator, serve_simulator
-from ncindex.sources.base import Verdict
+from ncindex.sources.base import Checked, Verdict
 from ncindex.sources.deck_card import SOURCE, fetch_card, stack_is_live
 
 
@@ -52,18 +52,15 @@ def test_a_card_of_a_deleted_stack_is_gone(
         fetch_card(client, *cache, card, None)
 
 
-def test_a_search_drops_the_cards_of_a_stack_deleted_since_with_one_board_get(
+def verified_after(
+    sim: NextcloudSimulator,
     cache: tuple[redis.Redis, Names],
-) -> None:
-    sim = NextcloudSimulator(seed=1)
-    sim.add_user("alice", "alice-pw", "Alice Adams")
-    board = sim.deck_create_board("alice", "Roadmap")
-    todo, done = (sim.deck_create_stack("alice", board, t) for t in ("To do", "Done"))
-    cards = [
-        sim.deck_create_card("alice", todo, "Test", "the release"),
-        sim.deck_create_card("alice", done, "Ship", "v2"),
-        sim.deck_create_card("alice", done, "Announce", "v2 is out"),
-    ]
+    cards: list[int],
+    change: Callable[[], None],
+) -> tuple[list[Checked], VerificationCounts, list[str]]:
+    """``cards`` indexed as alice (their payloads as the index holds them), then ``change``
+    made, then verified in one page as a search verifies them: the checks, their counts and
+    the paths of the requests the verification made. Closes ``sim``."""
     seen: list[str] = []
     with (
         serve_simulator(sim) as srv,
@@ -79,12 +76,30 @@ def test_a_search_drops_the_cards_of_a_stack_deleted_since_with_one_board_get(
             doc, _ = fetch_card(client, *cache, card, None)
             key = {"doc_type": "deck_card", "doc_id": str(card), "doc_key": f"deck_card:{card}"}
             payloads.append(key | {"etag": doc.etag} | doc.extra)
-        sim.deck_delete_stack("alice", done)
+        change()
         seen.clear()
         verifier, counts = VerifyOnRead(4), VerificationCounts()
         checked = verifier.check(client, payloads, counts)
         verifier.close()
     sim.close()
+    return checked, counts, seen
+
+
+def test_a_search_drops_the_cards_of_a_stack_deleted_since_with_one_board_get(
+    cache: tuple[redis.Redis, Names],
+) -> None:
+    sim = NextcloudSimulator(seed=1)
+    sim.add_user("alice", "alice-pw", "Alice Adams")
+    board = sim.deck_create_board("alice", "Roadmap")
+    todo, done = (sim.deck_create_stack("alice", board, t) for t in ("To do", "Done"))
+    cards = [
+        sim.deck_create_card("alice", todo, "Test", "the release"),
+        sim.deck_create_card("alice", done, "Ship", "v2"),
+        sim.deck_create_card("alice", done, "Announce", "v2 is out"),
+    ]
+    checked, counts, seen = verified_after(
+        sim, cache, cards, lambda: sim.deck_delete_stack("alice", done)
+    )
     # the card GETs still answer the cards of the deleted stack (unchanged: 304)
     assert [(c.verdict, c.reason) for c in checked] == [
         (Verdict.KEPT, None),
@@ -111,36 +126,24 @@ def test_a_card_moved_since_it_was_indexed_is_judged_in_the_stack_it_is_in_now(
     titles = ("Paint", "Order", "Sweep", "Ship")
     cards = [sim.deck_create_card("alice", todo, t) for t in titles[:3]]
     cards.append(sim.deck_create_card("alice", done, titles[3]))
-    seen: list[str] = []
-    with (
-        serve_simulator(sim) as srv,
-        httpx.Client(
-            base_url=srv.url,
-            timeout=10,
-            event_hooks={"request": [lambda r: seen.append(r.url.path)]},
-        ) as http,
-    ):
-        client = NextcloudClient.for_account(http, "alice", "alice-pw")
-        payloads = []
-        for card in cards:
-            doc, _ = fetch_card(client, *cache, card, None)
-            key = {"doc_type": "deck_card", "doc_id": str(card), "doc_key": f"deck_card:{card}"}
-            payloads.append(key | {"etag": doc.etag} | doc.extra)
+
+    def move() -> None:
         now[0] += 60
         sim.deck_update_card("alice", cards[0], stack_id=done)  # on the same board
         sim.deck_update_card("alice", cards[1], stack_id=elsewhere)  # to another board
         sim.deck_update_card("alice", cards[2], stack_id=later)
         sim.deck_delete_stack("alice", later)  # the stack it was moved to, deleted since
         sim.deck_delete_stack("alice", todo)  # the stack they were indexed in
-        seen.clear()
-        verifier, counts = VerifyOnRead(4), VerificationCounts()
-        checked = verifier.check(client, payloads, counts)
-        verifier.close()
-    sim.close()
+
+    checked, _, seen = verified_after(sim, cache, cards, move)
+
+    def at(stack: int, on: int) -> dict[str, str]:
+        return {"stack_id": str(stack), "board_id": str(on)}
+
     assert [(c.verdict, c.reason, c.moved_to) for c in checked] == [
-        (Verdict.KEPT, None, str(done)),
-        (Verdict.KEPT, None, str(elsewhere)),
-        (Verdict.INELIGIBLE, "stack_deleted", str(later)),
+        (Verdict.KEPT, None, at(done, board)),
+        (Verdict.KEPT, None, at(elsewhere, other)),
+        (Verdict.INELIGIBLE, "stack_deleted", at(later, board)),
         (Verdict.KEPT, None, None),  # unchanged (304), its stack live on its board
     ]
     stack_gets = [p for p in seen if "/stacks/" in p and "/cards/" not in p]
