@@ -683,6 +683,26 @@ def test_config_takes_the_name_of_every_other_setting_and_nothing_else() -> None
     assert NOT_IN_CONFIG.issubset(Settings.model_fields)
 
 
+def test_the_chart_leaves_the_log_level_unset_unless_given(chart: helm.Chart) -> None:
+    """values.yaml set ``config.log_level: INFO``, so every pod had NCINDEX_LOG_LEVEL set and
+    a one-shot command run in one (``kubectl exec … ncindex reconcile``, or ``webhooks
+    register`` as the notes advise) logged at INFO — ``reconcile`` each report line again as
+    a JSON line — where unset it logs warnings and errors only (allinone/cli.py
+    ``_command_log_level``). The long-running roles log at INFO all the same: Celery's
+    ``--loglevel`` and the settings' default."""
+    objects = render(chart, MINIMAL)
+    assert "NCINDEX_LOG_LEVEL" not in by_kind(objects, "ConfigMap")["nci-ncindex"]["data"]
+    assert Settings.model_fields["log_level"].default == "INFO"
+    celery = [container(d)["args"] for d in by_kind(objects, "Deployment").values()]
+    celery = [args for args in celery if args and args[0] == "celery" and "flower" not in args]
+    assert celery and all("--loglevel=INFO" in args for args in celery)
+    objects = render(chart, with_change(MINIMAL, "config.log_level", "DEBUG"))
+    assert by_kind(objects, "ConfigMap")["nci-ncindex"]["data"]["NCINDEX_LOG_LEVEL"] == "DEBUG"
+    celery = [container(d)["args"] for d in by_kind(objects, "Deployment").values()]
+    celery = [args for args in celery if args and args[0] == "celery" and "flower" not in args]
+    assert all("--loglevel=DEBUG" in args for args in celery)
+
+
 def test_config_log_level_takes_every_level_the_settings_take() -> None:
     """The chart refused CRITICAL, which the settings and Celery's --loglevel take."""
     schema = json.loads((CHART / "values.schema.json").read_text())
