@@ -231,11 +231,16 @@ def query_vector(text: str) -> SparseVector:
     """The BM25 query vector: each term's count in the query (so a repeated word weighs
     more), scored against documents with Qdrant's IDF modifier. Empty when the query has no
     terms (only stop words or punctuation). Indices ascending."""
+    return _vector(_query_weights(text))
+
+
+def _query_weights(text: str) -> dict[int, float]:
+    """Term id → weight of the BM25 query of ``text``: each term's count in it."""
     weights: dict[int, float] = {}
     for term, count in Counter(terms(text)).items():
         key = term_id(term)
         weights[key] = weights.get(key, 0.0) + float(count)
-    return _vector(weights)
+    return weights
 
 
 def feedback_query_vector(
@@ -258,10 +263,7 @@ def expanded_query_vector(query: str, expansion: Mapping[str, float]) -> SparseV
     """:func:`query_vector` of ``query`` with each ``expansion`` term's weight added (term →
     weight, as :func:`feedback_expansion` gives them): a query term among them weighs the more
     for it. Indices ascending."""
-    weights: dict[int, float] = {}
-    for term, count in Counter(terms(query)).items():
-        key = term_id(term)
-        weights[key] = weights.get(key, 0.0) + float(count)
+    weights = _query_weights(query)
     for term, added in expansion.items():
         key = term_id(term)
         weights[key] = weights.get(key, 0.0) + added
