@@ -67,6 +67,16 @@ def settings_for(server: SimulatorServer, **update: object) -> Settings:
     return Settings(**(base | update))
 
 
+def checks_on(version: str) -> list[Line]:
+    """Every line of doctor's checks against a simulated Nextcloud ``version``."""
+    sim = make_sim(version=version)
+    try:
+        with serve_simulator(sim) as server:
+            return run_checks(settings_for(server))
+    finally:
+        sim.close()
+
+
 @pytest.fixture
 def served() -> Iterator[tuple[NextcloudSimulator, SimulatorServer]]:
     sim = make_sim()
@@ -137,12 +147,7 @@ def test_unreachable_nextcloud_fails_and_skips_the_rest() -> None:
     [("29.0.9", "fail", "webhooks need Nextcloud 30"), ("34.0.1", "warn", "newer than")],
 )
 def test_unsupported_versions(version: str, verdict: str, text: str) -> None:
-    sim = make_sim(version=version)
-    try:
-        with serve_simulator(sim) as server:
-            lines = run_checks(settings_for(server))
-    finally:
-        sim.close()
+    lines = checks_on(version)
     assert verdicts(lines, "server") == [verdict] and text in detail(lines, "server")
 
 
@@ -233,12 +238,7 @@ def test_a_missing_tag_class_is_explained_by_the_servers_version(
     missing optional class suggested `ncindex webhooks register`. The tag events exist from
     32 (nextcloud/server TagAssignedEvent ``@since 32.0.0``): registering is the fix there,
     and needs a newer server before."""
-    sim = make_sim(version=version)
-    try:
-        with serve_simulator(sim) as server:
-            lines = run_checks(settings_for(server))
-    finally:
-        sim.close()
+    lines = checks_on(version)
     warned = [line.detail for line in lines if line.check == "webhooks" and line.verdict == "warn"]
     assert f"not registered: {TAG_ASSIGNED}: {said}" in warned
     copied = f"not registered: {NODE_NS}NodeCopiedEvent: copies are found by the scan only"
