@@ -31,7 +31,8 @@
    A candidate whose point is gone when its payload is read (a rewrite deleted the old version
    since the ranking) is read from its document's next hit in the slice (``_Documents``).
 5. Verify candidates as the searching user, in rank order, only as many as the page needs.
-   Drops call ``on_drop`` (the app enqueues a re-check that evicts).
+   A candidate dropped, or found elsewhere than indexed, is handed to ``on_stale`` (the app
+   enqueues a re-check, which evicts it or brings its place up to date).
 6. ``score_threshold`` (relative, see :class:`SearchRequest`) and an absolute ``min_score``
    cut the ranked list; snippets come from the best chunk: escaped, matches marked (built
    while the batch's checks are in flight).
@@ -428,6 +429,16 @@ class ContextResponse(BaseModel):
     chunks: list[ContextChunk]
 
 
+def _moved(payload: dict[str, Any], user: str, checked: Checked) -> bool:
+    """Whether a candidate verified as ``checked`` is no longer where the index has it: its
+    verified path for ``user`` is another than the indexed one, or its check found it placed
+    elsewhere (``checked.moved_to``: a Deck card in another stack)."""
+    path = checked.path
+    return checked.moved_to is not None or (
+        path is not None and path != (payload.get("paths") or {}).get(user)
+    )
+
+
 def _moved_out(payload: dict[str, Any], user: str, checked: Checked, tree: Node | None) -> bool:
     """Whether a candidate verified as ``checked`` has moved since it was indexed to where the
     filter ``tree`` excludes it: its verified path for ``user`` is not the indexed one and
@@ -479,18 +490,19 @@ def keyed(store: VectorStore, hits: list[Hit]) -> list[Hit]:
 class SearchService:
     """Runs searches. ``live()`` gives the store and embedder of the live model, asked once per
     search so a model switch (``ncindex reindex``) takes effect between searches, never inside
-    one. ``on_drop(user, ref)`` is called for every candidate verification dropped (the app
-    enqueues a re-check that evicts)."""
+    one. ``on_stale(user, ref)`` is called for every candidate verification found the index
+    wrong about: dropped, or found at another path or in another place than indexed (the app
+    enqueues a re-check, which evicts it or brings its path and place up to date)."""
 
     def __init__(
         self,
         settings: Settings,
         live: Callable[[], tuple[VectorStore, Embedder]],
-        on_drop: Callable[[str, DocRef], None] | None = None,
+        on_stale: Callable[[str, DocRef], None] | None = None,
     ) -> None:
         self.settings = settings
         self.live = live
-        self.on_drop = on_drop
+        self.on_stale = on_stale
         self.verifier = VerifyOnRead(
             settings.verify_concurrency, eligibility=Eligibility.from_settings(settings)
         )
@@ -696,8 +708,8 @@ class SearchService:
         ``timings``'s ``payloads``, ms, grows by the time that takes); ``True`` when the
         cut-off ended the ranking (no later round can add anything). A candidate moved since
         it was indexed (another verified path, or a check that found it placed elsewhere) is
-        passed over when where it is now fails the filter ``tree`` (:func:`_moved_out`), and
-        re-checked (``on_drop``) so the index learns where it is."""
+        passed over when where it is now fails the filter ``tree`` (:func:`_moved_out`); kept
+        or not, it is re-checked (``on_stale``) so the index learns where it is."""
         assert client.user is not None
         pending = list(candidates)
         exhausted = False
@@ -716,11 +728,10 @@ class SearchService:
             verdicts = checks.verdicts(counts)
             checked_at = time.time()
             for hit, checked, snip in zip(batch, verdicts, shown, strict=True):
-                if checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE) or _moved_out(
-                    hit.payload, client.user, checked, tree
-                ):
-                    if self.on_drop is not None:
-                        self.on_drop(client.user, DocRef.parse(hit.payload["doc_key"]))
+                dropped = checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE)
+                if (dropped or _moved(hit.payload, client.user, checked)) and self.on_stale:
+                    self.on_stale(client.user, DocRef.parse(hit.payload["doc_key"]))
+                if dropped or _moved_out(hit.payload, client.user, checked, tree):
                     continue
                 cut.saw(hit.score)
                 if not cut.keeps(hit.score):
@@ -796,7 +807,7 @@ class SearchService:
         document's verifier must keep it.
 
         Raises :class:`DocumentNotFound` when either check fails (a verifier drop also calls
-        ``on_drop``), ``ChunkOutOfRange`` when ``chunk_index`` is past the last chunk,
+        ``on_stale``), ``ChunkOutOfRange`` when ``chunk_index`` is past the last chunk,
         ``SearchUnavailable`` when Nextcloud cannot confirm it (fail-closed: content is only
         shown once verified) and ``StoreUnavailable`` if the store fails.
         """
@@ -814,8 +825,8 @@ class SearchService:
         counts = VerificationCounts()
         (checked,) = self.verifier.check(client, [head], counts)
         if checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE):
-            if self.on_drop is not None:
-                self.on_drop(user, ref)
+            if self.on_stale is not None:
+                self.on_stale(user, ref)
             raise DocumentNotFound(ref.key)
         if checked.verdict is not Verdict.KEPT:
             raise SearchUnavailable(f"could not verify {ref.key} with Nextcloud")

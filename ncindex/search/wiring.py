@@ -22,15 +22,16 @@ log = structlog.get_logger(__name__)
 def service_factory(services: Services, producer: Producer) -> Callable[[], SearchService]:
     """A function returning one :class:`SearchService` (built on first call, so the model
     and store open on first use): it reads the live model's collection and embedder, and a
-    result verify-on-read drops queues ``ncindex.index_document`` as the caller (a configured
-    account; fire and forget, reconcile catches what this misses)."""
+    result verify-on-read drops, or finds elsewhere than indexed, queues
+    ``ncindex.index_document`` as the caller (a configured account; fire and forget, reconcile
+    catches what this misses)."""
     settings = services.settings
 
-    def on_drop(user: str, ref: DocRef) -> None:
+    def on_stale(user: str, ref: DocRef) -> None:
         if user not in settings.accounts:
             return
         if not ref.doc_id.isdigit():
-            log.info("drop_left_to_reconcile", doc_key=ref.key, user=user)
+            log.info("recheck_left_to_reconcile", doc_key=ref.key, user=user)
             return
         try:
             producer.send_task(
@@ -40,7 +41,7 @@ def service_factory(services: Services, producer: Producer) -> Callable[[], Sear
                 retry_policy=PUBLISH_RETRY,
             )
         except Exception as exc:  # fire and forget: reconcile catches what this misses
-            log.warning("drop_enqueue_failed", doc_key=ref.key, error=str(exc))
+            log.warning("recheck_enqueue_failed", doc_key=ref.key, error=str(exc))
 
     def live() -> tuple[VectorStore, Embedder]:
         view = services.models.view()
@@ -52,7 +53,7 @@ def service_factory(services: Services, producer: Producer) -> Callable[[], Sear
     def service() -> SearchService:
         with lock:
             if not holder:
-                holder.append(SearchService(settings, live, on_drop))
+                holder.append(SearchService(settings, live, on_stale))
             return holder[0]
 
     return service

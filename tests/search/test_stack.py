@@ -165,6 +165,13 @@ def test_a_result_moved_out_of_the_asked_folders_is_not_returned(stack: Stack) -
     assert f"file:{out}" not in keys_of(body)
     moved = [r for r in body["results"] if f"file:{r['doc_id']}" == f"file:{within}"]
     assert [r["path"] for r in moved] == ["/Projects/Old/bends.md"]
+    # kept at its new path, it is re-checked too: the index learns that path
+    wait_until(
+        lambda: (
+            stack.points(f"file:{within}")[0].payload["paths"]["alice"] == "/Projects/Old/bends.md"
+        ),
+        15,
+    )
     # unfiltered, the moved-out file is found at its new path; the re-check re-pathed it
     anywhere = stack.found("alice", "reef knot", f"file:{out}")
     assert anywhere is not None and anywhere["path"] == "/Archive/knots.md"
@@ -174,6 +181,24 @@ def test_a_result_moved_out_of_the_asked_folders_is_not_returned(stack: Stack) -
     )
     again = stack.search_as("alice", "reef knot", path_prefixes=["/Archive"])
     assert f"file:{out}" in keys_of(again)
+
+
+def test_a_result_found_moved_and_kept_is_re_checked_too(stack: Stack) -> None:
+    """A file moved within the asked folders (its webhook lost) is shown at its new path, and
+    its re-check brings the index's path up to date, as for one passed over: the path facet
+    and the next search's path filters read the index."""
+    moved = stack.sim.put_file("alice", "/Projects/Reef/splices.md", b"Reef knot splices.")
+    stack.sim.flush_deliveries(timeout=5)
+    key = f"file:{moved}"
+    wait_until(lambda: stack.points(key), 30)
+    stack.wait_idle()
+    stack.sim.drop_rate = 1.0
+    stack.sim.move("alice", "/Projects/Reef/splices.md", "/Projects/Old/splices.md")
+    shown = stack.found("alice", "reef knot splices", key, path_prefixes=["/Projects"])
+    assert shown is not None and shown["path"] == "/Projects/Old/splices.md"
+    wait_until(
+        lambda: stack.points(key)[0].payload["paths"]["alice"] == "/Projects/Old/splices.md", 15
+    )
 
 
 def test_a_card_moved_out_of_the_asked_stack_or_board_is_not_returned(stack: Stack) -> None:
