@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import structlog
 
-from ncindex import names
 from ncindex.documents import DocRef
 from ncindex.embedding.embedder import Embedder
-from ncindex.ingest.queueing import PUBLISH_RETRY, Producer
+from ncindex.ingest.events import index_document
+from ncindex.ingest.queueing import Producer, enqueue
 from ncindex.runtime import Services
 from ncindex.search.service import SearchService
 from ncindex.store import VectorStore
@@ -24,7 +24,9 @@ def service_factory(services: Services, producer: Producer) -> Callable[[], Sear
     and store open on first use): it reads the live model's collection and embedder, and a
     result verify-on-read drops, or finds elsewhere than indexed, queues
     ``ncindex.index_document`` as the caller (a configured account; fire and forget, reconcile
-    catches what this misses)."""
+    catches what this misses), debounced as the receiver's events are
+    (:func:`~ncindex.ingest.queueing.enqueue`, the same key as the document's own events): a
+    stale result met by many searches before its re-check runs is re-checked once."""
     settings = services.settings
 
     def on_stale(user: str, ref: DocRef) -> None:
@@ -33,12 +35,14 @@ def service_factory(services: Services, producer: Producer) -> Callable[[], Sear
         if not ref.doc_id.isdigit():
             log.info("recheck_left_to_reconcile", doc_key=ref.key, user=user)
             return
+        action = index_document(user, ref.doc_type.value, int(ref.doc_id))
         try:
-            producer.send_task(
-                names.INDEX_DOCUMENT,
-                kwargs={"user": user, "doc_type": ref.doc_type.value, "doc_id": int(ref.doc_id)},
-                queue=names.INDEX,
-                retry_policy=PUBLISH_RETRY,
+            enqueue(
+                producer,
+                services.redis,
+                [action],
+                settings.debounce_seconds,
+                keys=settings.names,
             )
         except Exception as exc:  # fire and forget: reconcile catches what this misses
             log.warning("recheck_enqueue_failed", doc_key=ref.key, error=str(exc))

@@ -224,7 +224,9 @@ def test_bad_arguments_are_tool_errors_naming_the_field(mcp_url: str) -> None:
 def test_list_filters_and_index_status(mcp_url: str, ro_api: Api) -> None:
     names = ro_api.settings.names
     client = redis.Redis.from_url(ro_api.settings.redis_url)
-    # one document queued and one parked, both alice's
+    # none pending before (a re-check an earlier test's search sent to the recording producer,
+    # which never runs it, stays pending), then one document queued and one parked, alice's
+    client.delete(names.pending("alice"), names.pending("bob"))
     Progress(client, names).queued("alice", ["node:4243"])
     DeadLetters(client, names).park(
         DeadLetter("node:4242", "alice", "corrupt PDF", "etag-1", "ncindex.index_node")
