@@ -158,6 +158,7 @@ def test_a_result_moved_out_of_the_asked_folders_is_not_returned(stack: Stack) -
     wait_until(lambda: all(stack.points(k) for k in keys), 30)
     asked = {"path_prefixes": ["/Projects"]}
     assert set(keys) <= set(keys_of(stack.search_as("alice", "reef knot", **asked)))
+    stack.settle(30)  # no indexing under way: a run still going would see the moves itself
     stack.sim.drop_rate = 1.0
     stack.sim.move("alice", "/Projects/Reef/knots.md", "/Archive/knots.md")
     stack.sim.move("alice", "/Projects/Reef/bends.md", "/Projects/Old/bends.md")
@@ -244,3 +245,37 @@ def test_a_card_moved_out_of_the_asked_stack_or_board_is_not_returned(stack: Sta
     wait_until(lambda: stack.points(keys[0])[0].payload["stack_id"] == str(done), 20)
     in_inbox = {"filter": {"field": "stack_id", "op": "eq", "value": str(inbox)}}
     assert keys_of(stack.search_as("alice", query, **in_inbox)) == [f"deck_card:{out}"]
+
+
+def test_a_card_found_moved_where_the_filter_still_holds_is_re_indexed(stack: Stack) -> None:
+    """A card moved to another board since it was indexed (no card events) and found by a
+    search whose filter it passes where it is now is shown, and re-checked all the same: the
+    index learns its board, so a search on that board — which the engine judges on the
+    indexed board, and would miss it on — finds it next."""
+    from ncindex.ingest.queueing import celery_app
+
+    sim = stack.sim
+    harbour, fleet = (sim.deck_create_board("alice", t) for t in ("Harbour", "Fleet"))
+    todo = sim.deck_create_stack("alice", harbour, "To do")
+    inbox = sim.deck_create_stack("alice", fleet, "Inbox")
+    card = sim.deck_create_card("alice", todo, "Scrape the keel", "Scrape the keel of the yawl.")
+    created = sim.tree.now()
+    key = f"deck_card:{card}"
+    celery_app(stack.settings).send_task(
+        "ncindex.index_document",
+        kwargs={"user": "alice", "doc_type": "deck_card", "doc_id": card},
+        queue="index",
+    )
+    wait_until(lambda: stack.points(key), 30)
+    stack.wait_idle()
+    query = "scrape the keel"
+    in_fleet = {"filter": {"field": "board_id", "op": "eq", "value": str(fleet)}}
+    wait_until(lambda: sim.tree.now() > created, 5)  # a move changes the card's lastModified
+    sim.deck_update_card("alice", card, stack_id=inbox)
+    assert keys_of(stack.search_as("alice", query, **in_fleet)) == []  # indexed in Harbour
+    body = stack.search_as("alice", query, doc_types=["deck_card"])
+    assert keys_of(body) == [key]
+    assert body["verification"]["kept"] == 1
+    wait_until(lambda: stack.points(key)[0].payload["board_id"] == str(fleet), 20)
+    assert stack.points(key)[0].payload["stack_id"] == str(inbox)
+    assert keys_of(stack.search_as("alice", query, **in_fleet)) == [key]
