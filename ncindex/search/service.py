@@ -708,8 +708,9 @@ class SearchService:
         ``timings``'s ``payloads``, ms, grows by the time that takes); ``True`` when the
         cut-off ended the ranking (no later round can add anything). A candidate moved since
         it was indexed (another verified path, or a check that found it placed elsewhere) is
-        passed over when where it is now fails the filter ``tree`` (:func:`_moved_out`); kept
-        or not, it is re-checked (``on_stale``) so the index learns where it is."""
+        passed over when where it is now fails the filter ``tree`` (:func:`_moved_out`; logged
+        ``moved_out_of_filter``, and still counted ``kept``: its check kept it); kept or not,
+        it is re-checked (``on_stale``) so the index learns where it is."""
         assert client.user is not None
         pending = list(candidates)
         exhausted = False
@@ -731,7 +732,12 @@ class SearchService:
                 dropped = checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE)
                 if (dropped or _moved(hit.payload, client.user, checked)) and self.on_stale:
                     self.on_stale(client.user, DocRef.parse(hit.payload["doc_key"]))
-                if dropped or _moved_out(hit.payload, client.user, checked, tree):
+                if dropped:
+                    continue
+                if _moved_out(hit.payload, client.user, checked, tree):
+                    log.info(
+                        "moved_out_of_filter", doc_key=hit.payload["doc_key"], user=client.user
+                    )
                     continue
                 cut.saw(hit.score)
                 if not cut.keeps(hit.score):

@@ -19,17 +19,21 @@ gone by :func:`stack_is_live`). Verify-on-read uses the card GET and, once per b
 page, the board GET (:meth:`DeckCardSource.page_requests`): it drops a card archived since
 (``ineligible``, ``archived``) and a card whose stack, as the card GET gives it now, was deleted
 (``ineligible``, ``stack_deleted``; a card moved since it was indexed is judged in the stack it
-is in now, by that stack's GET). Deck ≥
-1.18 sends card events (``CardCreated/Updated/DeletedEvent``, the card JSON under ``card``;
-reference §1.4), registered only with ``deck_webhooks`` (registering them on an older Deck
-fails). With them come the board-share events ``AclCreatedEvent``/``AclDeletedEvent`` (the
-ACL entry under ``acl``, its ``boardId``): the board's indexed cards are re-read as the actor
-(``ncindex.index_related``), so their ``acl`` follows the board's at once. Not subscribed:
-``AclUpdatedEvent`` (a permission changed; every ACL entry lets its participant read:
-``lib/Db/Acl.php`` ``getPermission``) and ``BoardUpdatedEvent`` (dispatched on every stack
-created, renamed, reordered or deleted and on board edits, ``lib/Service/StackService.php``;
-re-reading every card of the board each time would cost a card read per card, and verify-on-read
-already drops the cards of a deleted stack, the scan evicts them).
+is in now, by that stack's GET, which also gives its board: the search holds it to the request's
+``stack_id``/``board_id`` filters there and has it re-read). Deck ≥ 1.18 sends card events
+(``CardCreated/Updated/DeletedEvent``, the card JSON under ``card``; reference §1.4), registered
+only with ``deck_webhooks`` (registering them on an older Deck fails); a move is a
+``CardUpdatedEvent`` (nextcloud/deck ``lib/Service/CardService.php`` ``reorder``; ``update``,
+whose ``stackId`` may be another board's; ``done``, into the board's done column), so the card's
+``stack_id``/``board_id`` follow at once. With them come the board-share events
+``AclCreatedEvent``/``AclDeletedEvent`` (the ACL entry under ``acl``, its ``boardId``): the
+board's indexed cards are re-read as the actor (``ncindex.index_related``), so their ``acl``
+follows the board's at once. Not subscribed: ``AclUpdatedEvent`` (a permission changed; every
+ACL entry lets its participant read: ``lib/Db/Acl.php`` ``getPermission``) and
+``BoardUpdatedEvent`` (dispatched on every stack created, renamed, reordered or deleted and on
+board edits, ``lib/Service/StackService.php``; re-reading every card of the board each time
+would cost a card read per card, and verify-on-read already drops the cards of a deleted stack,
+the scan evicts them).
 """
 
 from __future__ import annotations
@@ -364,7 +368,9 @@ class DeckCardSource(Source):
         payload holds them), so :meth:`settle` leaves it — the new stack may be on another
         board than the indexed one, whose GET the page made — and the search holds it to its
         filter there. One unchanged (304) is in its indexed stack: :meth:`settle` judges that
-        stack in its board (its deletion leaves the card's GET as it was). Raises
+        stack in its board (its deletion leaves the card's GET as it was); a move in the same
+        second as the indexed version keeps the ETag (``lastModified`` is in seconds), so it
+        answers 304 too and the move goes unseen here. Raises
         ``NextcloudProtocolError`` for a card without a numeric ``stackId`` or a stack
         without a ``boardId``."""
         board, stack = payload.get("board_id"), payload.get("stack_id")
