@@ -149,6 +149,31 @@ def test_deck_cards_are_indexed_shared_and_evicted_through_their_events(stack: S
     wait_until(lambda: not stack.points(key), 20)
 
 
+def test_a_card_moved_is_followed_through_its_card_updated_event(stack: Stack) -> None:
+    """Deck dispatches ``CardUpdatedEvent`` for a card moved to another stack, of its board
+    (nextcloud/deck ``lib/Service/CardService.php`` ``reorder``) or of another board
+    (``update``, its ``stackId``): the card is re-read and its ``board_id``/``stack_id``
+    follow, so a search on its new board finds it without a search having seen it moved."""
+    enable_deck_webhooks(stack)
+    board, other = (stack.sim.deck_create_board("alice", t) for t in ("Slipway", "Dry dock"))
+    todo, done = (stack.sim.deck_create_stack("alice", board, t) for t in ("To do", "Done"))
+    inbox = stack.sim.deck_create_stack("alice", other, "Inbox")
+    card = stack.sim.deck_create_card("alice", todo, "Caulk the hull", "Oakum and pitch.")
+    key = f"deck_card:{card}"
+    wait_until(lambda: stack.points(key), 20)
+
+    def where() -> tuple[str, str]:
+        payload = stack.points(key)[0].payload
+        return payload["board_id"], payload["stack_id"]
+
+    stack.sim.deck_update_card("alice", card, stack_id=done)
+    wait_until(lambda: where() == (str(board), str(done)), 20)
+    stack.sim.deck_update_card("alice", card, stack_id=inbox)
+    wait_until(lambda: where() == (str(other), str(inbox)), 20)
+    on_other = {"field": "board_id", "op": "eq", "value": str(other)}
+    assert stack.found("alice", "caulk the hull", key, filter=on_other)
+
+
 def test_a_board_shared_and_unshared_reaches_its_cards_acl_through_its_acl_events(
     stack: Stack,
 ) -> None:
