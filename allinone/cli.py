@@ -503,7 +503,7 @@ def webhooks_remove(settings: Settings, as_json: bool) -> None:
         click.echo(f"{_no_webhooks(settings)}: nothing removed")
         return
     click.echo(_hooks_table(removed))
-    click.echo(f"removed {len(removed)} registrations")
+    click.echo(f"removed {len(removed)} registration{'' if len(removed) == 1 else 's'}")
 
 
 def _hook_row(hook: dict[str, Any]) -> dict[str, Any]:

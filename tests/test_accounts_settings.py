@@ -155,3 +155,12 @@ def test_an_empty_data_or_model_folder_is_the_default(monkeypatch: pytest.Monkey
     settings = Settings()
     assert settings.data_dir == Settings.model_fields["data_dir"].default
     assert settings.model_dir == Settings.model_fields["model_dir"].default
+
+
+def test_the_settings_doc_type_names_are_the_doc_types() -> None:
+    """settings.py may not import ncindex.documents (the layers), so it names the doc types
+    its per-type settings take again; the two lists must agree."""
+    from ncindex.documents import DocType
+    from ncindex.settings import DOC_TYPE_NAMES
+
+    assert sorted(DOC_TYPE_NAMES) == sorted(t.value for t in DocType)
