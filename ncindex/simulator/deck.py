@@ -499,6 +499,22 @@ class DeckState:
             self.sim._dispatch(BOARD_UPDATED, {"boardId": stack.board_id}, uid)
         return stack
 
+    def move_stack(self, uid: str, stack_id: int, board_id: int) -> Stack:
+        """Move a stack, its cards with it, to another board, as nextcloud/deck
+        ``lib/Service/StackService.php`` ``update`` does when given another ``boardId`` (the
+        stack PUT; MANAGE on the stack's board and on the target): ``setBoardId``, and
+        ``BoardUpdatedEvent`` for the target board with deck webhooks. The cards are not
+        updated: their ``lastModified``, so their ETags, stay."""
+        stack = self.stack_for(uid, stack_id, "MANAGE")
+        target = self.board_for(uid, board_id, "MANAGE")
+        source = self.boards[stack.board_id]
+        stack.board_id = target.id
+        self._touch(stack=stack)
+        self._touch(board=source)
+        if self.sim.deck_webhooks:
+            self.sim._dispatch(BOARD_UPDATED, {"boardId": target.id}, uid)
+        return stack
+
     def share_board(
         self,
         owner: str,

@@ -509,6 +509,12 @@ class NextcloudSimulator:
         with self.lock:
             self.deck.delete_stack(user, stack_id)
 
+    def deck_move_stack(self, user: str, stack_id: int, board_id: int) -> None:
+        """Move a stack to another board
+        (:meth:`~ncindex.simulator.deck.DeckState.move_stack`)."""
+        with self.lock:
+            self.deck.move_stack(user, stack_id, board_id)
+
     def deck_share_board(
         self,
         owner: str,

@@ -3,10 +3,12 @@
 A card is read with the Deck REST API as one configured user: ``GET …/cards/{id}`` (Deck
 answers 403, not 404, for a missing, deleted or inaccessible card — ``NotFound`` here), then
 its stack (for the board id: card JSON carries ``stackId`` only; stack → board is cached in
-Redis, a stack never changes board) and its board (owner and ACL: every user participant of
-the board may see the card; its live stacks: a card of a deleted stack is gone, although its
-GET still answers — :func:`stack_is_live`). Deck validates only the card id of the card path
-and the stack id of the stack path, so ids not yet known are sent as ``0``.
+Redis, and asked again when the cached board does not list the stack: the stack PUT can move
+a stack to another board, nextcloud/deck ``StackService::update`` ``setBoardId``) and its
+board (owner and ACL: every user participant of the board may see the card; its live stacks:
+a card of a deleted stack is gone, although its GET still answers — :func:`stack_is_live`).
+Deck validates only the card id of the card path and the stack id of the stack path, so ids
+not yet known are sent as ``0``.
 
 Text: ``"{title}\\n\\n{description}"`` (the description is markdown). Archived cards are not
 indexed (Deck hides them from the board); ``etag`` is the card ``ETag`` (md5 of
@@ -108,16 +110,40 @@ def get_stack(client: NextcloudClient, stack_id: int) -> dict[str, Any]:
     return _json(client, f"{DECK_API}/boards/0/stacks/{int(stack_id)}")
 
 
-def board_of_stack(client: NextcloudClient, cache: redis.Redis, keys: Names, stack_id: int) -> int:
-    """The board id of ``stack_id`` (:func:`get_stack`, cached a day in Redis).
-    Raises ``NotFound`` when the stack is gone or not visible."""
+def board_of_stack(
+    client: NextcloudClient, cache: redis.Redis, keys: Names, stack_id: int, *, fresh: bool = False
+) -> int:
+    """The board id of ``stack_id`` (:func:`get_stack`, cached a day in Redis; ``fresh``: asked
+    again, and cached anew). Raises ``NotFound`` when the stack is gone or not visible."""
     key = f"{keys.deck_stack_board_prefix}{int(stack_id)}"
-    cached = cache.get(key)
+    cached = None if fresh else cache.get(key)
     if cached is not None:
         return int(cached)
     board_id = _board_id(get_stack(client, stack_id), stack_id)
     cache.set(key, board_id, ex=STACK_BOARD_TTL)
     return board_id
+
+
+def _board_holding(
+    client: NextcloudClient, cache: redis.Redis, keys: Names, stack_id: int
+) -> tuple[int, dict[str, Any]]:
+    """The id and GET (:func:`get_board`) of the board ``stack_id`` is on. The board comes from
+    :func:`board_of_stack`'s cache; when that board does not list the stack live, or cannot be
+    read, the stack is asked again (one more request): a stack moved to another board
+    (``StackService::update``) would otherwise count as deleted, its cards evicted until the
+    cache expired. A stack that really is deleted answers its own board, and that board's GET
+    is returned to say so. Raises ``NotFound`` when neither board can be read."""
+    board_id = board_of_stack(client, cache, keys, stack_id)
+    try:
+        board = get_board(client, board_id)
+        if stack_is_live(board, stack_id):
+            return board_id, board
+    except NotFound:
+        board = None
+    moved = board_of_stack(client, cache, keys, stack_id, fresh=True)
+    if moved == board_id and board is not None:
+        return board_id, board
+    return moved, get_board(client, moved)
 
 
 def _board_id(stack: dict[str, Any], stack_id: int) -> int:
@@ -180,8 +206,7 @@ def fetch_card(
     except (KeyError, TypeError, ValueError) as exc:
         raise NextcloudProtocolError(f"deck card {card_id}: {exc}") from exc
     etag, modified = card_etag(card, str(card_id)), card_modified(card, str(card_id))
-    board_id = board_of_stack(client, cache, keys, stack_id)
-    board = get_board(client, board_id)
+    board_id, board = _board_holding(client, cache, keys, stack_id)
     if not stack_is_live(board, stack_id):
         raise NotFound(f"deck card {card_id}: its stack {stack_id} is deleted")
     description = str(card.get("description") or "")

@@ -52,6 +52,27 @@ def test_a_card_of_a_deleted_stack_is_gone(
         fetch_card(client, *cache, card, None)
 
 
+def test_a_card_whose_stack_moved_to_another_board_is_read_on_that_board(
+    alice: tuple[NextcloudSimulator, NextcloudClient], cache: tuple[redis.Redis, Names]
+) -> None:
+    """Deck's stack PUT can move a stack to another board (nextcloud/deck
+    ``StackService::update``: ``setBoardId``); the cached stack → board said the old board,
+    which no longer lists the stack, and the card was taken for one of a deleted stack."""
+    sim, client = alice
+    roadmap, archive = (sim.deck_create_board("alice", t) for t in ("Roadmap", "Archive"))
+    done = sim.deck_create_stack("alice", roadmap, "Done")
+    card = sim.deck_create_card("alice", done, "Shipped", "v2 is out")
+    doc, _ = fetch_card(client, *cache, card, None)
+    assert doc.extra == {"board_id": str(roadmap), "stack_id": str(done)}
+
+    sim.deck_move_stack("alice", done, archive)
+    doc, _ = fetch_card(client, *cache, card, doc.extra)
+    assert doc.extra == {"board_id": str(archive), "stack_id": str(done)}
+    sim.deck_delete_stack("alice", done)  # deleted on the board it moved to: gone
+    with pytest.raises(NotFound, match="stack"):
+        fetch_card(client, *cache, card, doc.extra)
+
+
 def verified_after(
     sim: NextcloudSimulator,
     cache: tuple[redis.Redis, Names],
