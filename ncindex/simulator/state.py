@@ -575,6 +575,7 @@ class FileTree:
         *,
         mtime: int | None = None,
         touched: bool = False,
+        interrupted: bool = False,
         make_parents: bool = True,
         session: bool = True,
     ) -> tuple[Node, bool]:
@@ -586,7 +587,10 @@ class FileTree:
         WebDAV PUT with ``X-OC-MTime`` does it (nextcloud/server ``apps/dav/lib/Connector/
         Sabre/File.php`` ``put``: after the storage write and the pre-write hooks, before the
         post-write hooks), so BeforeNodeTouchedEvent + NodeTouchedEvent (with the id) come
-        between the Before* events and NodeCreated/NodeWritten.
+        between the Before* events and NodeCreated/NodeWritten. ``interrupted``: the request
+        fails once the bytes are in place and the cache updated, before the touch and the
+        post-write hooks (``File::put`` throwing at the ``X-OC-MTime`` check): only the
+        Before* events are sent, and the file keeps the write's mtime.
         """
         self.user(uid)
         path = norm_path(path)
@@ -604,6 +608,8 @@ class FileTree:
             existing.content = bytes(data)
             existing.mtime = self.now()
             self._touch_up(existing)
+            if interrupted:
+                return existing, False
             self._set_mtime(uid, existing, path, mtime, touched, actor)
             self._emit(NODE_WRITTEN, {"node": self._desc(uid, existing, path)}, actor)
             return existing, False
@@ -618,6 +624,8 @@ class FileTree:
         node.parent = parent
         parent.children[name] = node
         self._touch_up(parent)
+        if interrupted:
+            return node, True
         self._set_mtime(uid, node, path, mtime, touched, actor)
         self._emit(NODE_CREATED, {"node": self._desc(uid, node, path)}, actor)
         self._emit(NODE_WRITTEN, {"node": self._desc(uid, node, path)}, actor)

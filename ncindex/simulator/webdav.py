@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 from lxml import etree
 from werkzeug.wrappers import Request, Response
 
+from ncindex.simulator.mtime import MtimeError, sanitize_mtime
 from ncindex.simulator.state import (
     PERMISSION_CREATE,
     PERMISSION_DELETE,
@@ -78,6 +79,12 @@ def _not_found(path: str) -> Response:
     return dav_error(
         404, "NotFound", f"File with name {norm_path(path).lstrip('/')} could not be located"
     )
+
+
+def _uncaught(exception: str, message: str) -> Response:
+    """The 500 of sabre/dav ``Server::start`` for an exception that is no Sabre exception:
+    ``s:exception`` its PHP class, ``s:message`` its message."""
+    return Response(sabre_error(exception, message), status=500, content_type=XML_CONTENT_TYPE)
 
 
 def _state_error(exc: StateError) -> Response:
@@ -495,15 +502,34 @@ class WebDav:
     def put(self, request: Request, uid: str, base: str, path: str) -> Response:
         """PUT creates (201) or overwrites (204) a file; ``X-OC-MTime`` sets the mtime.
 
-        nextcloud/server ``apps/dav/lib/Connector/Sabre/File.php`` ``put`` sets that mtime
-        with ``View::touch`` once the bytes are written, between the pre- and post-write
-        hooks: the upload also sends BeforeNodeTouchedEvent and NodeTouchedEvent
-        (:meth:`~ncindex.simulator.state.FileTree.put_file` ``touched``)."""
-        mtime_header = request.headers.get("X-OC-MTime")
-        mtime = int(float(mtime_header)) if mtime_header else None
+        nextcloud/server ``apps/dav/lib/Connector/Sabre/File.php`` ``put`` writes the bytes
+        (pre-write hooks, storage write, ``getUpdater()->update``), then reads ``X-OC-MTime``
+        (an empty header is none) through ``MtimeSanitizer`` (:func:`~ncindex.simulator.mtime.
+        sanitize_mtime`) and sets it with ``View::touch`` — BeforeNodeTouchedEvent and
+        NodeTouchedEvent (:meth:`~ncindex.simulator.state.FileTree.put_file` ``touched``) —
+        answering ``X-OC-MTime: accepted``; then the post-write hooks. A value the sanitizer
+        refuses throws ``InvalidArgumentException`` there, which nothing catches
+        (``Directory::createFile``, sabre's ``CorePlugin::httpPut``): the bytes stay written,
+        the Before* events were sent, the touch and the post-write hooks never come, and
+        sabre's ``Server::start`` answers 500 with the exception (``put_file``
+        ``interrupted``). A write refused before (403, 409) reads no header."""
+        header = request.headers.get("X-OC-MTime", "")
+        mtime: int | None = None
+        refused: MtimeError | None = None
+        if header != "":
+            try:
+                mtime = sanitize_mtime(header)
+            except MtimeError as exc:
+                refused = exc
         try:
             node, created = self.tree.put_file(
-                uid, path, request.get_data(), mtime=mtime, touched=True, make_parents=False
+                uid,
+                path,
+                request.get_data(),
+                mtime=mtime,
+                touched=True,
+                interrupted=refused is not None,
+                make_parents=False,
             )
         except ConflictError as exc:
             existing = self.tree.resolve(uid, path)
@@ -514,6 +540,8 @@ class WebDav:
             )
         except StateError as exc:
             return _state_error(exc)
+        if refused is not None:
+            return _uncaught(refused.exception, str(refused))
         resp = self._write_headers(Response(b"", status=201 if created else 204), node)
         if mtime is not None:
             resp.headers["X-OC-MTime"] = "accepted"
@@ -704,11 +732,7 @@ class WebDav:
                     f"Invalid search query, maximum operator limit of {SEARCH_OPERATOR_LIMIT} "
                     f"exceeded, got {operators} operators"
                 )
-                return Response(
-                    sabre_error("InvalidArgumentException", message),
-                    status=500,
-                    content_type=XML_CONTENT_TYPE,
-                )
+                return _uncaught("InvalidArgumentException", message)
             items: list[tuple[str, Node]] = []
             for item_path, item in self._candidates(uid, rel, condition):
                 below = item is not root and posixpath.dirname(item_path) != rel

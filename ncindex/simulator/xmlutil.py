@@ -7,7 +7,7 @@ prefixes Nextcloud's Sabre server emits (``d``, ``s``, ``oc``, ``nc``).
 
 from __future__ import annotations
 
-from email.utils import formatdate
+import math
 from typing import Any
 from urllib.parse import quote
 
@@ -56,9 +56,30 @@ def to_bytes(root: etree._Element, declaration: bytes = SABRE_DECLARATION) -> by
     return declaration + etree.tostring(root, encoding="utf-8", pretty_print=True)
 
 
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
 def http_date(ts: float) -> str:
-    """Format Unix seconds as an RFC 1123 HTTP-date, e.g. ``Tue, 06 Jan 2026 09:15:00 GMT``."""
-    return formatdate(ts, usegmt=True)
+    """Format Unix seconds as an RFC 1123 HTTP-date, e.g. ``Tue, 06 Jan 2026 09:15:00 GMT``, as
+    sabre/http ``toDate`` does (PHP ``DateTime::format('D, d M Y H:i:s \\G\\M\\T')``) for any
+    64-bit timestamp Nextcloud accepts: a year after 9999 in full (PHP's ``Y``), where Python's
+    ``datetime`` stops. The date is H. Hinnant's ``civil_from_days`` (proleptic Gregorian)."""
+    days, secs = divmod(math.floor(ts), 86400)
+    era, doe = divmod(days + 719468, 146097)  # 400-year eras from 0000-03-01
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153  # months from March
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (month <= 2)
+    hours, rest = divmod(secs, 3600)
+    minutes, seconds = divmod(rest, 60)
+    weekday = _DAYS[(days + 3) % 7]  # 1970-01-01 was a Thursday
+    return (
+        f"{weekday}, {day:02d} {_MONTHS[month - 1]} {year:04d} "
+        f"{hours:02d}:{minutes:02d}:{seconds:02d} GMT"
+    )
 
 
 def encode_path(path: str) -> str:
