@@ -314,9 +314,10 @@ class NextcloudSimulator:
             return node.id
 
     def touch(self, user: str, path: str, mtime: int, *, event: bool = False) -> None:
-        """Set the mtime (Unix seconds) of a node; new etag. ``event``: as ``View::touch``
-        does it, with BeforeNodeTouchedEvent + NodeTouchedEvent (a client setting a file's
-        mtime, Notes saving ``modified``); without, silently (as a scan finds it)."""
+        """Set the mtime (Unix seconds) of a node as ``View::touch`` does it
+        (:meth:`~ncindex.simulator.state.FileTree.touch`: a new etag unless the mtime is
+        unchanged). ``event``: with BeforeNodeTouchedEvent + NodeTouchedEvent (a client setting
+        a file's mtime, Notes saving ``modified``); without, silently (as a scan finds it)."""
         with self.lock:
             self.tree.touch(user, path, mtime, event=event)
 

@@ -514,32 +514,46 @@ class FileTree:
 
     # ------------------------------------------------------------------ internals
 
-    def _touch_up(self, node: Node | None, _seen: set[int] | None = None) -> None:
-        """New etag for ``node`` and every ancestor, newer mtime for the folders among them.
+    def _touch_up(
+        self,
+        node: Node | None,
+        _seen: set[int] | None = None,
+        *,
+        time: int | None = None,
+        keep_etag: bool = False,
+    ) -> None:
+        """New etag for ``node`` (unless ``keep_etag``) and every ancestor; the folders among
+        them get the mtime ``max(theirs, time)`` (Unix seconds, default now).
 
-        Mirrors Nextcloud's propagator: a folder's etag changes whenever anything below changes,
-        and the change also reaches the folders holding share mount points of the recipients.
+        Mirrors Nextcloud's propagator (nextcloud/server ``lib/private/Files/Cache/
+        Propagator.php`` ``propagateChange``: every parent a new etag and ``GREATEST(mtime,
+        $time)``, ``$time`` the touched mtime for a touch, now otherwise): a folder's etag
+        changes whenever anything below changes, and the change also reaches the folders
+        holding share mount points of the recipients.
         """
-        now = self.now()
+        time = self.now() if time is None else time
         seen = set() if _seen is None else _seen
         chain: list[Node] = []
         cur = node
         while cur is not None:
-            cur.etag = self.new_etag()
+            if not (keep_etag and cur is node):
+                cur.etag = self.new_etag()
             if cur.is_dir:
-                cur.mtime = max(cur.mtime, now)
+                cur.mtime = max(cur.mtime, time)
             chain.append(cur)
             cur = cur.parent
         for share in self.shares:
             if share.id in seen or not any(share.node is n for n in chain):
                 continue
             seen.add(share.id)
-            self._touch_mount_parent(share, seen)
+            self._touch_mount_parent(share, seen, time=time)
 
-    def _touch_mount_parent(self, share: Share, seen: set[int] | None = None) -> None:
+    def _touch_mount_parent(
+        self, share: Share, seen: set[int] | None = None, *, time: int | None = None
+    ) -> None:
         parent = self.resolve(share.sharee, posixpath.dirname(share.mount_path))
         if parent is not None:
-            self._touch_up(parent, seen if seen is not None else {share.id})
+            self._touch_up(parent, seen if seen is not None else {share.id}, time=time)
 
     def _desc(self, uid: str, node: Node, path: str | None = None) -> dict[str, Any]:
         view = path if path is not None else self.view_path(uid, node)
@@ -635,16 +649,14 @@ class FileTree:
         self, uid: str, node: Node, path: str, mtime: int | None, touched: bool, actor: str | None
     ) -> None:
         """Give the file just written the mtime (Unix seconds) its writer asked for, if any
-        (else it keeps the write's, now); ``touched``: by ``View::touch``, with its
-        BeforeNodeTouchedEvent and NodeTouchedEvent and a new etag (:meth:`put_file`)."""
+        (else it keeps the write's, now); ``touched``: by ``View::touch``
+        (:meth:`_view_touch`, with its events; :meth:`put_file`)."""
         if mtime is None:
             return
         if touched:
-            self._emit(BEFORE_NODE_TOUCHED, {"node": self._desc(uid, node, path)}, actor)
-        node.mtime = int(mtime)
-        if touched:
-            self._touch_up(node)
-            self._emit(NODE_TOUCHED, {"node": self._desc(uid, node, path)}, actor)
+            self._view_touch(uid, node, path, int(mtime), actor, event=True)
+        else:
+            node.mtime = int(mtime)
 
     def mkdir(
         self, uid: str, path: str, *, parents: bool = True, session: bool = True
@@ -840,21 +852,46 @@ class FileTree:
     def touch(
         self, uid: str, path: str, mtime: int, *, event: bool = False, session: bool = True
     ) -> Node:
-        """Set a node's mtime (Unix seconds); new etag. ``event`` emits BeforeNodeTouchedEvent
-        and NodeTouchedEvent in ``uid``'s view (``View::touch``: the ``touch`` and
-        ``post_touch`` hooks, nextcloud/server ``lib/private/Files/Node/HookConnector.php``)."""
+        """Set a node's mtime (Unix seconds) as ``View::touch`` does in ``uid``'s view
+        (:meth:`_view_touch`); ``event``: with BeforeNodeTouchedEvent and NodeTouchedEvent
+        (without: the same change, no hooks — outside the session user's view, or found by a
+        scan). Returns the node; raises :class:`NotFoundError`."""
         path = norm_path(path)
         node = self.resolve(uid, path)
         if node is None:
             raise NotFoundError(f"File with name {path.lstrip('/')} could not be located")
-        actor = self._actor(uid, session)
+        self._view_touch(uid, node, path, int(mtime), self._actor(uid, session), event=event)
+        return node
+
+    def _view_touch(
+        self, uid: str, node: Node, path: str, mtime: int, actor: str | None, *, event: bool
+    ) -> None:
+        """``View::touch($path, $mtime)`` of ``node`` at ``uid``'s view ``path`` (nextcloud/server
+        ``lib/private/Files/View.php`` ``touch``, ``basicOperation``): the ``touch`` hook
+        (BeforeNodeTouchedEvent, ``lib/private/Files/Node/HookConnector.php`` ``touch``), the
+        storage's touch, then — when it succeeded — the updater and the ``post_touch`` hook
+        (NodeTouchedEvent, ``postTouch``).
+
+        The updater (``writeUpdate($storage, $internalPath, $mtime)`` → ``Cache/Updater.php``
+        ``update`` → ``Cache/Scanner.php`` ``scanFile``) keeps the node's etag when its mtime
+        is unchanged (``$mtimeUnchanged``: the cached etag is reused) and gives it a new one
+        otherwise (``Storage/Local.php`` ``getETag`` hashes the mtime); every parent gets a new
+        etag and ``max(mtime, $mtime)`` (:meth:`_touch_up`).
+
+        Without update permission (a read-only share) the storage refuses
+        (``Storage/Wrapper/PermissionsMask.php`` ``touch``), so no NodeTouchedEvent: ``View::
+        touch`` writes the mtime into the file cache alone (``putFileInfo``, "we emulate it by
+        changing the mtime in the cache"), no etag changes, and it still reports success."""
         if event:
             self._emit(BEFORE_NODE_TOUCHED, {"node": self._desc(uid, node, path)}, actor)
-        node.mtime = int(mtime)
-        self._touch_up(node)
+        if not self.can_write(uid, node):
+            node.mtime = mtime
+            return
+        unchanged = node.mtime == mtime
+        node.mtime = mtime
+        self._touch_up(node, time=mtime, keep_etag=unchanged)
         if event:
             self._emit(NODE_TOUCHED, {"node": self._desc(uid, node, path)}, actor)
-        return node
 
     # ------------------------------------------------------------------ trash
 

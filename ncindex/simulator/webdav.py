@@ -14,6 +14,7 @@ import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
@@ -21,6 +22,7 @@ from lxml import etree
 from werkzeug.wrappers import Request, Response
 
 from ncindex.simulator.mtime import MtimeError, sanitize_mtime
+from ncindex.simulator.proppatch import BodyError, HandlerError, commit, mutations
 from ncindex.simulator.state import (
     PERMISSION_CREATE,
     PERMISSION_DELETE,
@@ -604,41 +606,34 @@ class WebDav:
         return self._write_headers(Response(b"", status=204 if existed else 201), node)
 
     def proppatch(self, request: Request, uid: str, base: str, path: str) -> Response:
-        """PROPPATCH: ``oc:favorite`` is stored; other properties answer 403 in the propstat."""
+        """PROPPATCH as sabre/dav runs Nextcloud's handlers (:mod:`~ncindex.simulator.proppatch`:
+        ``{DAV:}lastmodified`` touches the node, ``oc:favorite`` is stored): 207 with one
+        ``d:response`` and a ``d:propstat`` per status, in the order the statuses first appear
+        (sabre/dav ``CorePlugin::httpPropPatch``, ``Xml/Element/Response.php``
+        ``xmlSerialize``), each property an empty element; 400 for a body that is not a
+        ``d:propertyupdate``, 500 for a handler's exception."""
         node = self.tree.resolve(uid, path)
         if node is None:
             return _not_found(path)
         try:
-            body = parse_xml(request.get_data())
-        except XmlBodyError as exc:
+            changes = mutations(parse_xml(request.get_data()))
+        except (XmlBodyError, BodyError) as exc:
             return dav_error(400, "BadRequest", str(exc))
-        results: list[tuple[str, str]] = []
-        if body is not None:
-            for action in body:
-                for prop in action.iter(clark(DAV, "prop")):
-                    for child in prop:
-                        if not isinstance(child.tag, str):
-                            continue
-                        if child.tag == clark(OC, "favorite"):
-                            value = (child.text or "").strip() in ("1", "true")
-                            is_set = action.tag == clark(DAV, "set")
-                            if is_set and value:
-                                node.favorite_of.add(uid)
-                            else:
-                                node.favorite_of.discard(uid)
-                            results.append((child.tag, "HTTP/1.1 200 OK"))
-                        else:
-                            results.append((child.tag, "HTTP/1.1 403 Forbidden"))
+        try:
+            results = commit(self.tree, uid, path, node, changes)
+        except HandlerError as exc:
+            return _uncaught(exc.exception, str(exc))
         root = etree.Element(clark(DAV, "multistatus"), nsmap=NSMAP)
         resp_el = etree.SubElement(root, clark(DAV, "response"))
         etree.SubElement(resp_el, clark(DAV, "href")).text = self.href(base, path, node)
-        for status in sorted({s for _, s in results}):
+        for status in dict.fromkeys(results.values()):
             ps = etree.SubElement(resp_el, clark(DAV, "propstat"))
             prop_el = etree.SubElement(ps, clark(DAV, "prop"))
-            for tag, s in results:
-                if s == status:
+            for tag, code in results.items():
+                if code == status:
                     etree.SubElement(prop_el, tag)
-            etree.SubElement(ps, clark(DAV, "status")).text = status
+            phrase = HTTPStatus(status).phrase
+            etree.SubElement(ps, clark(DAV, "status")).text = f"HTTP/1.1 {status} {phrase}"
         return Response(to_bytes(root), status=207, content_type=XML_CONTENT_TYPE)
 
     def report(self, request: Request, uid: str, base: str, path: str) -> Response:

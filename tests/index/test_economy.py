@@ -171,3 +171,33 @@ def test_an_upload_carrying_its_mtime_costs_what_one_without_it_costs(stack: Sta
     assert stack.points(f"file:{file_id}")[0].payload["modified_at"] == 1_767_000_000
     assert stamped == plain
     assert stamped[("GET", "webdav")] == 1
+
+
+def test_a_proppatch_of_lastmodified_is_a_touch_that_embeds_nothing(stack: Stack) -> None:
+    """A client setting a file's mtime with ``PROPPATCH {DAV:}lastmodified`` (nextcloud/server
+    ``apps/dav/lib/Connector/Sabre/FilesPlugin.php`` ``handleUpdateProperties`` →
+    ``Node::touch`` → ``View::touch``) sends ``NodeTouchedEvent``: ncindex re-reads the file,
+    finds the same text, takes the new mtime and embeds nothing."""
+    data = b"Copper pans heat evenly but need relining with tin every few years."
+    file_id = stack.sim.put_file("alice", "/Home/pans.txt", data, mtime=1_767_000_000)
+    key = f"file:{file_id}"
+    first = wait_until(lambda: stack.points(key), 15)[0].payload
+    stack.wait_idle(15)
+    embedded = stack.services.embedder.dense_embedded
+    patched = httpx.request(
+        "PROPPATCH",
+        f"{stack.settings.nextcloud_url}/remote.php/dav/files/alice/Home/pans.txt",
+        content=b'<?xml version="1.0"?><d:propertyupdate xmlns:d="DAV:"><d:set><d:prop>'
+        b"<d:lastmodified>1767000600</d:lastmodified></d:prop></d:set></d:propertyupdate>",
+        auth=("alice", PASSWORDS["alice"]),
+    )
+    assert patched.status_code == 207 and "HTTP/1.1 200 OK" in patched.text
+    stack.sim.flush_deliveries(timeout=5)
+    assert events_for(stack, file_id, "NodeTouchedEvent")
+    payload = wait_until(
+        lambda: (p := stack.points(key)[0].payload)["modified_at"] == 1_767_000_600 and p, 15
+    )
+    stack.wait_idle(15)
+    assert payload["etag"] != first["etag"]
+    assert payload["content_hash"] == first["content_hash"]
+    assert stack.services.embedder.dense_embedded == embedded
