@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -45,6 +44,7 @@ from ncindex.errors import (
     TooLarge,
 )
 from ncindex.nextcloud import webdav
+from ncindex.nextcloud.http_dates import http_date_seconds
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.settings import Settings
 
@@ -108,7 +108,7 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     if value.isdigit():
         return float(value)
     try:
-        when = parsedate_to_datetime(value).timestamp()
+        when = http_date_seconds(value)
     except (TypeError, ValueError):
         return None
     return max(0.0, when - (time.time() if now is None else now))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from urllib.parse import quote, unquote
 from xml.etree.ElementTree import Element
 from xml.sax.saxutils import escape as xml_escape
@@ -17,6 +16,7 @@ from xml.sax.saxutils import escape as xml_escape
 from defusedxml import ElementTree
 
 from ncindex.errors import NextcloudProtocolError
+from ncindex.nextcloud.http_dates import http_date_seconds
 
 DAV = "DAV:"
 OC = "http://owncloud.org/ns"
@@ -292,7 +292,7 @@ def _entry(path: str, props: dict[str, Element]) -> DavEntry:
             path=path,
             file_id=int(file_id) if file_id else None,
             etag=(text(f"{{{DAV}}}getetag") or "").strip('"'),
-            modified_at=int(parsedate_to_datetime(modified).timestamp()) if modified else 0,
+            modified_at=http_date_seconds(modified) if modified else 0,
             is_folder=is_folder,
             content_type=text(f"{{{DAV}}}getcontenttype"),
             size=int(size) if size else None,

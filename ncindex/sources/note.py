@@ -18,12 +18,12 @@ from __future__ import annotations
 import builtins
 import json
 import posixpath
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ncindex.documents import DocRef, DocType, SourceDocument
 from ncindex.errors import NextcloudProtocolError, NotFound
 from ncindex.nextcloud.client import NOTES_API, NextcloudClient, NotesSettings, json_list
+from ncindex.nextcloud.http_dates import http_date_seconds
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.redis_replies import as_text
 from ncindex.settings import Settings
@@ -107,7 +107,7 @@ def _http_time(value: str | None) -> int | None:
     if not value:
         return None
     try:
-        return int(parsedate_to_datetime(value).timestamp())
+        return http_date_seconds(value)
     except (TypeError, ValueError):
         return None
 
