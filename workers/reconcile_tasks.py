@@ -41,6 +41,17 @@ from workers.tasks import RETRY, refused_account
 log = structlog.get_logger(__name__)
 
 
+#: How many times a scan whose listing failed for a reason that may pass is run again
+#: (:func:`scan_retry_seconds` apart: about 5 minutes in all) before it waits for its period.
+SCAN_RETRIES = 5
+
+
+def scan_retry_seconds(retries: int) -> float:
+    """The wait before the scan's retry number ``retries`` (0 for the first), seconds: 10 s
+    doubled each time, at most 120 s."""
+    return float(min(120, 10 * 2**retries))
+
+
 def reconciler_for(task: NcindexTask) -> Reconciler:
     """A :class:`Reconciler` on the worker's services, sending tasks through the app."""
     return Reconciler(task.services, task.indexer, task.app)
@@ -105,8 +116,11 @@ def reconcile_scan(
     listing per run: while it is unfinished, the next run is sent with ``page`` (the pages
     listed so far). A run sent with a ``page`` listed already returns at once (stale); one
     that finds the scan lock held waits for it (a dead worker's lock expires) by retrying,
-    so a paged scan is not dropped halfway. Returns the report's summary (a page's while
-    the listing is unfinished) or ``{"skipped": reason}``."""
+    so a paged scan is not dropped halfway. A listing that failed for a reason that may pass
+    (Nextcloud or the store unavailable: ``ScanReport.retryable``) is run again after
+    :func:`scan_retry_seconds`, up to :data:`SCAN_RETRIES` times, instead of waiting for the
+    doc type's next period (up to an hour); the failure is recorded meanwhile. Returns the
+    report's summary (a page's while the listing is unfinished) or ``{"skipped": reason}``."""
     reconciler = reconciler_for(self)
     settings = reconciler.settings
     client = reconciler.services.redis
@@ -125,6 +139,9 @@ def reconcile_scan(
             log.info("reconcile_scan_skipped", reason="stale", page=page)
             return {"skipped": "stale"}
         report = reconciler.scan(user, doc_type, apply=True, pages=pages)
+    if report.retryable and self.request.retries < SCAN_RETRIES:
+        # sent with the same page: the pages kept are listed on from where they stopped
+        raise self.retry(countdown=scan_retry_seconds(self.request.retries), max_retries=None)
     if report.partial:  # sent once the lock is free, so the next page can take it at once
         self.app.send_task(
             names.RECONCILE_SCAN,

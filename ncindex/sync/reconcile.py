@@ -179,6 +179,9 @@ class ScanReport:
     forbidden: int = 0
     pages: int = 1
     partial: bool = False
+    #: the listing failed for a reason that may pass (:class:`~ncindex.errors.TransientError`:
+    #: Nextcloud or the store unavailable), so the scan is worth running again soon
+    retryable: bool = False
 
     @property
     def clean(self) -> bool:
@@ -581,6 +584,7 @@ class Reconciler:
             return report
         except NcindexError as exc:
             report.error = f"{type(exc).__name__}: {exc}"
+            report.retryable = isinstance(exc, TransientError)
             report.seconds += time.monotonic() - clock
             if pages is not None and not isinstance(exc, TransientError):
                 pages.discard()

@@ -286,6 +286,50 @@ def test_the_scan_task_pages_itself_to_the_end(big: Big) -> None:
         app.close()
 
 
+def test_a_scan_whose_listing_failed_for_a_while_is_run_again_soon(
+    big: Big, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page that Nextcloud answered 503 was recorded as failed and left to the doc type's
+    next period (half an hour for files); it is run again after a short wait, from the pages
+    kept, and the scan completes."""
+    import workers.reconcile_tasks as tasks
+
+    monkeypatch.setattr(tasks, "scan_retry_seconds", lambda retries: 0.2)
+    rec = Reconciler(big.services, Indexer(big.services), Recorder())
+    one_pass = rec.scan("alice", DocType.FILE, apply=False)
+    app = create_celery(big.settings, big.services)
+    producer = celery_app(big.settings)
+    try:
+        with start_worker(
+            app,
+            pool="solo",
+            perform_ping_check=False,
+            shutdown_timeout=30,
+            loglevel="WARNING",
+            queues=[names.RECONCILE],
+        ):
+            big.sim.faults.set("webdav", status=503, method="PROPFIND", times=1)
+            producer.send_task(
+                names.RECONCILE_SCAN,
+                kwargs={"user": "alice", "doc_type": "file"},
+                queue=names.RECONCILE,
+            )
+            done = wait_until(
+                lambda: (
+                    (big.state(DocType.FILE).last() or {}).get("error") is None
+                    and (big.state(DocType.FILE).last() or {}).get("listed")
+                ),
+                60,
+                interval=0.2,
+            )
+        assert done
+        last = big.state(DocType.FILE).last()
+        assert last["listed"] == one_pass.listed and last["changes"] == one_pass.counts()
+    finally:
+        producer.close()
+        app.close()
+
+
 @pytest.mark.slow
 def test_a_worker_killed_mid_scan_resumes_at_the_last_page_kept(
     redis_url: str, model_dir: Path, tmp_path: Path
