@@ -36,13 +36,14 @@ sends), or by ``SESSION_SECONDS`` of idleness. A gated method outside a session 
 Dispatch follows the SDK's ``rcp.Server`` rules and message shapes: a request without ``id``
 is a notification and gets no answer (HTTP 204); before ``initialize`` a gated method is
 -32001; a known RCP method we do not offer is -32003; an unknown method -32004; malformed
-params -32602 with ``data.field``; an operator outside the advertised list or an unsupported
-mode/option -32005 with ``data.option``; missing or rejected credentials -32012 (HTTP 401);
-a back end down -32010 (retryable). A body that is not JSON, or holds a number no finite
-float can carry (``1e309``, ``NaN``, ``Infinity``), is -32700. A batch of more than
-``MAX_BATCH`` messages is answered with one -32600 "batch too large" (``id`` null) and none
-of it is run: the rate limit counts an HTTP request once, so the cap bounds the retrieves one
-unit of it buys. Every other well-formed response is HTTP 200.
+params -32602 with ``data.field`` (``params`` itself when it is not an object, for every
+method: spec §4.1; absent or ``null`` is ``{}``, §4.6); an operator outside the advertised
+list or an unsupported mode/option -32005 with ``data.option``; missing or rejected
+credentials -32012 (HTTP 401); a back end down -32010 (retryable). A body that is not JSON,
+or holds a number no finite float can carry (``1e309``, ``NaN``, ``Infinity``), is -32700. A
+batch of more than ``MAX_BATCH`` messages is answered with one -32600 "batch too large"
+(``id`` null) and none of it is run: the rate limit counts an HTTP request once, so the cap
+bounds the retrieves one unit of it buys. Every other well-formed response is HTTP 200.
 """
 
 from __future__ import annotations
@@ -314,7 +315,9 @@ class RcpServer:
                 Errc.INVALID_REQUEST,
                 f"method {method!r} does not match the path {path_method!r}",
             )
-        params = message.get("params", {})
+        params = message.get("params")
+        if params is None:  # absent, or null, which a receiver reads as absent (spec §4.6)
+            params = {}
         try:
             return _ok(id_, self._dispatch(method, params, call))
         except RpcError as exc:
@@ -324,12 +327,14 @@ class RcpServer:
             return _err(id_, Errc.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
 
     def _dispatch(self, method: str, params: Any, call: _Call) -> dict[str, Any]:
+        # Each method that reads its params first checks they are an object (spec §4.1), after
+        # what a method's gating answers (-32001, -32003, -32004), as the SDK's Server does.
         if method == rcp.Method.INFO:
+            _object(params)
             return self.server_info()
         if method == rcp.Method.PING:
-            return (
-                {"nonce": params["nonce"]} if isinstance(params, dict) and "nonce" in params else {}
-            )
+            ping = _object(params)
+            return {"nonce": ping["nonce"]} if "nonce" in ping else {}
         if method.startswith("notifications/"):
             raise RpcError(
                 Errc.INVALID_REQUEST, f"'{method}' is a notification and MUST NOT carry an 'id'"
@@ -341,18 +346,17 @@ class RcpServer:
                 {"field": SESSION_HEADER},
             )
         if method == rcp.Method.SHUTDOWN:
+            _object(params)
             if call.authorization:
                 self.sessions.end(call.cred, call.session)
             return {}
         client = self._authenticated(call)
         if method == rcp.Method.INITIALIZE:
-            return self._initialize(params, call)
+            return self._initialize(_object(params), call)
         if not self.sessions.active(call.cred, call.session):
             raise RpcError(Errc.NOT_INITIALIZED, "call 'initialize' first")
         if method == rcp.Method.RETRIEVE:
-            if not isinstance(params, dict):
-                raise _invalid("params", "'params' MUST be an object")
-            return self._retrieve(client, params)
+            return self._retrieve(client, _object(params))
         if method in _KNOWN_METHODS:
             raise RpcError(Errc.CAPABILITY_MISSING, f"'{method}' not implemented")
         raise RpcError(Errc.UNKNOWN_METHOD, f"unknown method '{method}'")
@@ -370,12 +374,10 @@ class RcpServer:
                 {"retryable": True, "retryAfterMs": 5000},
             ) from None
 
-    def _initialize(self, params: Any, call: _Call) -> dict[str, Any]:
+    def _initialize(self, params: dict[str, Any], call: _Call) -> dict[str, Any]:
         if self.sessions.active(call.cred, call.session):  # spec §13: no re-negotiation
             raise _already_initialized()
-        wanted = (
-            params.get("protocolVersion", rcp.PROTOCOL_VERSION) if isinstance(params, dict) else 1
-        )
+        wanted = params.get("protocolVersion", rcp.PROTOCOL_VERSION)
         version = rcp.negotiate_version(wanted)
         if version < 1:  # the session stays uninitialized; a retry is allowed (spec §13)
             raise RpcError(Errc.VERSION_MISMATCH, "no common version")
@@ -613,6 +615,14 @@ def _fusion(value: Any, notes: list[str]) -> str | None:
     if isinstance(value, dict) and ("weights" in value or "rrfK" in value):
         notes.append(f"fusion weights/rrfK are fixed by the server (RRF k={RRF_K}); ignored")
     return method
+
+
+def _object(params: Any) -> dict[str, Any]:
+    """``params`` when it is an object; else -32602 naming ``params``: spec §4.1, "params MUST
+    be an object (RCP does not use positional parameters)", for every method."""
+    if not isinstance(params, dict):
+        raise _invalid("params", "'params' MUST be an object")
+    return params
 
 
 def _already_initialized() -> RpcError:

@@ -227,6 +227,33 @@ def test_malformed_params_are_named(served: Served) -> None:
     assert str(caught.value.message) == "query: must contain a printable non-space character"
 
 
+def test_params_must_be_an_object_for_every_method(served: Served) -> None:
+    """Spec §4.1: ``params`` MUST be an object. ``info``, ``ping``, ``initialize`` and
+    ``shutdown`` answered any other value as if it were ``{}`` (only ``retrieve`` refused it);
+    now each is -32602 naming ``params`` and does nothing (no session started or ended).
+    Absent or ``null`` params are ``{}`` (§4.6: ``null`` is read as absent)."""
+    for method in ("info", "ping", "shutdown", "initialize"):
+        for params in ([1], "x", 5, True):
+            assert error_of(raw(served, "carol", method, params)) == (
+                -32602,
+                {"field": "params"},
+            ), (method, params)
+    assert error_of(raw(served, "carol", "retrieve", {"query": "x"}))[0] == -32001  # none began
+    client = connect(served, "carol")
+    assert error_of(raw(served, "carol", "shutdown", ["now"]))[0] == -32602
+    assert client.retrieve("lighthouse") == []  # the session was not ended
+
+    def null_params(method: str) -> Any:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": None}
+        return post_raw(served, json.dumps(body).encode(), method, user="carol")[1]
+
+    assert null_params("info")["result"]["server"]["name"] == "ncindex"
+    assert null_params("ping")["result"] == {}
+    # a retrieve whose params are null has no query (it was refused for its params)
+    assert error_of(null_params("retrieve")) == (-32602, {"field": "query"})
+    assert null_params("shutdown")["result"] == {}
+
+
 def test_lenient_options_and_clamping(served: Served) -> None:
     client = connect(served, "alice")
     result = client.call(
@@ -417,11 +444,13 @@ def test_notifications_batches_and_parse_errors(served: Served) -> None:
         assert status == 200 and json.loads(data)["error"]["code"] == -32600, version
 
 
-def post_raw(served: Served, body: bytes, method: str = "ping") -> tuple[int, Any]:
-    """POST ``body`` to ``/rcp/<method>`` as alice; the status and the parsed answer."""
+def post_raw(
+    served: Served, body: bytes, method: str = "ping", user: str = "alice"
+) -> tuple[int, Any]:
+    """POST ``body`` to ``/rcp/<method>`` as ``user``; the status and the parsed answer."""
     conn = HTTPConnection("127.0.0.1", int(served.url.rsplit(":", 1)[1]), timeout=30)
     try:
-        conn.request("POST", f"/rcp/{method}", body=body, headers={"Authorization": basic("alice")})
+        conn.request("POST", f"/rcp/{method}", body=body, headers={"Authorization": basic(user)})
         response = conn.getresponse()
         status, data = response.status, response.read()
     finally:

@@ -1,5 +1,5 @@
 """RCP/1 conformance of ``/rcp``: the MUSTs of the spec's L0 and L1 levels and L2's ``hybrid``
-mode (spec ``1ay1/rcp`` ``spec/rcp-1.0.md`` §4.2, §4.5, §7.1, §13, §14.1–§14.3), over real
+mode (spec ``1ay1/rcp`` ``spec/rcp-1.0.md`` §4.1, §4.2, §4.5, §7.1, §13, §14.1–§14.3), over real
 HTTP, as a client that sends no ``RCP-Session`` header — the way the SDK's ``HttpTransport``
 and the public checker talk — plus the ways such a client starts a fresh session.
 
@@ -65,6 +65,8 @@ def certify(wire: Wire) -> dict[str, Any]:
     # §14.1.1: info and ping before initialize; ping echoes the nonce
     assert wire.call("info")["result"]["server"]["name"] == "ncindex"
     assert wire.call("ping", {"nonce": 4242})["result"] == {"nonce": 4242}
+    # §4.1 / §14.1.5: params MUST be an object, whatever the method: else -32602
+    assert wire.code("info", ["x"]) == wire.code("ping", ["x"]) == -32602
     # §14.1.3: gated methods before initialize are -32001
     assert wire.code("retrieve", RETRIEVE) == -32001
     # §4.5: notifications are never answered, whatever the method
