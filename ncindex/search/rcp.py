@@ -333,8 +333,7 @@ class RcpServer:
             _object(params)
             return self.server_info()
         if method == rcp.Method.PING:
-            ping = _object(params)
-            return {"nonce": ping["nonce"]} if "nonce" in ping else {}
+            return _pong(_object(params))
         if method.startswith("notifications/"):
             raise RpcError(
                 Errc.INVALID_REQUEST, f"'{method}' is a notification and MUST NOT carry an 'id'"
@@ -377,8 +376,12 @@ class RcpServer:
     def _initialize(self, params: dict[str, Any], call: _Call) -> dict[str, Any]:
         if self.sessions.active(call.cred, call.session):  # spec §13: no re-negotiation
             raise _already_initialized()
-        wanted = params.get("protocolVersion", rcp.PROTOCOL_VERSION)
-        version = rcp.negotiate_version(wanted)
+        wanted = params.get("protocolVersion")  # absent or null: ours (as the SDK's Server)
+        # an integer (spec §7.1 and the schema's InitializeParams); the SDK's negotiate_version
+        # read "abc", true and 1.9 as versions, so a wrong type went unnoticed (§14.1 item 5)
+        version = rcp.negotiate_version(
+            rcp.PROTOCOL_VERSION if wanted is None else _integer("protocolVersion", wanted)
+        )
         if version < 1:  # the session stays uninitialized; a retry is allowed (spec §13)
             raise RpcError(Errc.VERSION_MISMATCH, "no common version")
         token = self.sessions.start(call.cred, call.session)
@@ -507,14 +510,10 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     counts: dict[str, int] = {}
     for name in _POSITIVE_INTS:
         if name in params:
-            value = params[name]
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)  # 10.0 is the integer 10 in JSON, as limit takes it in REST
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise _invalid(name, f"'{name}' MUST be an integer")
-            if value < 1:
+            count = _integer(name, params[name])
+            if count < 1:
                 raise _invalid(name, f"'{name}' MUST be >= 1")
-            counts[name] = value
+            counts[name] = count
     k = counts.get("k")  # none: the server's default, as for POST /v1/search without limit
     if k is not None and counts.get("candidateK", k) < k:
         raise _invalid("candidateK", "'candidateK' MUST be >= 'k' (funnel invariant)")
@@ -583,6 +582,28 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
         include_text=include_text,
         notes=notes,
     )
+
+
+def _integer(name: str, value: Any) -> int:
+    """``value`` as an integer as JSON counts one: ``10`` or ``10.0`` (as ``limit`` of
+    ``POST /v1/search`` takes it), never ``10.5``, a string or a boolean (-32602 naming
+    ``name``)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid(name, f"'{name}' MUST be an integer")
+    return value
+
+
+def _pong(params: dict[str, Any]) -> dict[str, Any]:
+    """The ``ping`` result: the ``nonce`` echoed (spec §7.15), a string or a number (§7.15, the
+    schema's PingParams), else -32602; a ``null`` nonce is absent (§4.6) and not echoed."""
+    nonce = params.get("nonce")
+    if nonce is None:
+        return {}
+    if isinstance(nonce, bool) or not isinstance(nonce, str | int | float):
+        raise _invalid("nonce", "'nonce' must be a string or a number")
+    return {"nonce": nonce}
 
 
 def _query_text(query: Any) -> str:

@@ -254,6 +254,37 @@ def test_params_must_be_an_object_for_every_method(served: Served) -> None:
     assert null_params("shutdown")["result"] == {}
 
 
+def test_ping_nonce_and_protocol_version_are_typed(served: Served) -> None:
+    """Spec §7.15: ``ping`` echoes its ``nonce``, a string or a number (the schema's
+    PingParams); an object, array or boolean was echoed, now -32602 naming ``nonce``, and a
+    ``null`` one, absent by §4.6, is not echoed back as ``null``. §7.1: ``protocolVersion`` is
+    an integer; ``"abc"``, ``"1"``, ``true`` and ``1.5`` were read as version 1 (the SDK's
+    ``negotiate_version``) and started a session; now -32602 naming it, and none starts."""
+    for nonce in (0, "n", 2.5):
+        assert raw(served, None, "ping", {"nonce": nonce})["result"] == {"nonce": nonce}
+    assert raw(served, None, "ping", {"nonce": None})["result"] == {}
+    for nonce in ({"a": 1}, [1], True):
+        assert error_of(raw(served, None, "ping", {"nonce": nonce})) == (
+            -32602,
+            {"field": "nonce"},
+        ), nonce
+    for version in ("abc", "1", True, 1.5, [1], {"v": 1}):
+        assert error_of(raw(served, "carol", "initialize", {"protocolVersion": version})) == (
+            -32602,
+            {"field": "protocolVersion"},
+        ), version
+    assert error_of(raw(served, "carol", "retrieve", {"query": "x"}))[0] == -32001
+    assert (
+        raw(served, "carol", "initialize", {"protocolVersion": 1.0})["result"]["protocolVersion"]
+        == 1
+    )
+    raw(served, "carol", "shutdown")
+    assert (
+        raw(served, "carol", "initialize", {"protocolVersion": None})["result"]["protocolVersion"]
+        == 1
+    )
+
+
 def test_lenient_options_and_clamping(served: Served) -> None:
     client = connect(served, "alice")
     result = client.call(
