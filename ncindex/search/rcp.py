@@ -500,7 +500,9 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     advertise (unless ``strict`` is false, in which case options are dropped and noted). A
     param this server does not know, and a key of a filter node the tree does not define
     (``valu``; not a ``field`` value it does not know), are tolerated (spec §4.6, §14.1.7) and
-    named in the notes (``unknown filter key 'filter.and[1].valu' ignored``)."""
+    named in the notes (``unknown filter key 'filter.and[1].valu' ignored``). A param, or a
+    key of ``fusion``, ``_meta`` or a query block, that is ``null`` is absent (§4.6)."""
+    params = _present(params)
     notes: list[str] = []
     strict = params.get("strict", True)
     if not isinstance(strict, bool):
@@ -550,7 +552,7 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     meta = params.get("_meta")
     if meta is not None and not isinstance(meta, dict):
         raise _invalid("_meta", "'_meta' must be an object")
-    explain = (meta or {}).get("explain", False)
+    explain = _present(meta or {}).get("explain", False)
     if not isinstance(explain, bool):
         raise _invalid("_meta.explain", "'_meta.explain' must be a boolean")
     try:
@@ -615,6 +617,8 @@ def _query_text(query: Any) -> str:
         raise _invalid("query", "'query' must be a string or text Content blocks")
     parts = []
     for block in blocks:
+        if isinstance(block, dict):
+            block = _present(block)
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise _invalid("query", "a Content block needs a 'type'")
         if block["type"] != "text":
@@ -628,6 +632,8 @@ def _query_text(query: Any) -> str:
 def _fusion(value: Any, notes: list[str]) -> str | None:
     if value is None:
         return None
+    if isinstance(value, dict):
+        value = _present(value)
     method = value.get("method") if isinstance(value, dict) else value
     if not isinstance(method, str):
         raise _invalid("fusion.method", "'fusion.method' must be a string")
@@ -636,6 +642,14 @@ def _fusion(value: Any, notes: list[str]) -> str | None:
     if isinstance(value, dict) and ("weights" in value or "rrfK" in value):
         notes.append(f"fusion weights/rrfK are fixed by the server (RRF k={RRF_K}); ignored")
     return method
+
+
+def _present(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without its ``null`` members: spec §4.6, "An explicit null is only meaningful
+    where a schema lists null as a permitted type; elsewhere a peer MUST treat null as absent"
+    (no ``retrieve`` param, and no key of ``fusion``, ``_meta`` or a Content block, lists
+    it)."""
+    return {key: value for key, value in obj.items() if value is not None}
 
 
 def _object(params: Any) -> dict[str, Any]:

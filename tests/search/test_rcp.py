@@ -308,6 +308,35 @@ def test_lenient_options_and_clamping(served: Served) -> None:
     assert no_text["hits"] and all("text" not in h for h in no_text["hits"])
 
 
+def test_a_null_param_is_absent(served: Served) -> None:
+    """Spec §4.6: a ``null`` where the schema lists no ``null`` MUST be treated as absent.
+    ``k``, ``mode``, ``strict``, ``includeText`` and ``_meta.explain`` were -32602 when
+    ``null``, ``modality: null`` -32005 (option ``'None'``); each now takes its default, and the
+    keys of ``fusion`` and of a query block likewise."""
+    client = connect(served, "alice")
+    plain = client.call("retrieve", {"query": "lighthouse", "fusion": {"method": "rrf"}})
+    nulls = {
+        "k": None,
+        "candidateK": None,
+        "mode": None,
+        "modality": None,
+        "strict": None,
+        "includeText": None,
+        "minScore": None,
+        "filter": None,
+        "rerank": None,
+        "fusion": {"method": "rrf", "weights": None, "rrfK": None},
+        "_meta": {"explain": None},
+    }
+    answered = client.call(
+        "retrieve", {"query": {"type": "text", "text": "lighthouse", "mimeType": None}, **nulls}
+    )
+    assert [h["id"] for h in answered["hits"]] == [h["id"] for h in plain["hits"]]
+    assert all(h["text"] for h in answered["hits"]) and "explain" not in answered["_meta"]
+    assert "notes" not in answered["usage"]
+    client.shutdown()
+
+
 def test_unknown_keys_of_filter_nodes_are_ignored_and_noted_unlike_rest(served: Served) -> None:
     """A filter node's key the tree does not define (a misspelt ``valu``, a key beside ``and``)
     is ignored and named in ``usage.notes``, as spec §4.6 requires of unknown fields in any
