@@ -114,6 +114,10 @@ _RETRIEVE_PARAMS = frozenset(
     | {"strict", *_POSITIVE_INTS, *_UNOFFERED}
 )
 """The ``retrieve`` params this server reads or refuses by name; any other is unknown."""
+_FUSION_FIXED = frozenset({"weights", "rrfK", "alpha"})
+"""The keys of ``retrieve``'s ``fusion`` (spec §7.7) that only the server sets."""
+_CONTENT_KEYS = frozenset({"type", "text", "mimeType", "data", "uri"})
+"""The keys of a Content block (spec §4.8)."""
 
 
 @dataclass
@@ -498,9 +502,11 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     Raises :class:`RpcError`: -32602 with ``data.field`` for a malformed param or filter,
     -32005 with ``data.option`` for a mode, fusion, operator or option this server does not
     advertise (unless ``strict`` is false, in which case options are dropped and noted). A
-    param this server does not know, and a key of a filter node the tree does not define
-    (``valu``; not a ``field`` value it does not know), are tolerated (spec §4.6, §14.1.7) and
-    named in the notes (``unknown filter key 'filter.and[1].valu' ignored``). A param, or a
+    param this server does not know, a key of a filter node the tree does not define
+    (``valu``; not a ``field`` value it does not know), and a key of ``fusion`` or of a query
+    block that it does not read, are tolerated (spec §4.6, §14.1.7) and named in the notes
+    (``unknown filter key 'filter.and[1].valu' ignored``, ``unknown parameter 'fusion.x'
+    ignored``). A param, or a
     key of ``fusion``, ``_meta`` or a query block, that is ``null`` is absent (§4.6)."""
     params = _present(params)
     notes: list[str] = []
@@ -522,7 +528,7 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     if k is not None and k > MAX_K:
         notes.append(f"k clamped to maxK={MAX_K}")
         k = MAX_K
-    query = _query_text(params.get("query"))
+    query = _query_text(params.get("query"), notes)
     mode = params.get("mode", "hybrid")
     if not isinstance(mode, str):
         raise _invalid("mode", "'mode' must be a string")
@@ -608,28 +614,44 @@ def _pong(params: dict[str, Any]) -> dict[str, Any]:
     return {"nonce": nonce}
 
 
-def _query_text(query: Any) -> str:
-    """A string, a text Content block, or a list of text blocks (joined by spaces)."""
+def _query_text(query: Any, notes: list[str]) -> str:
+    """A string, a text Content block, or a list of text blocks (joined by spaces). A block's
+    key beyond ``type`` and ``text`` is ignored and named in ``notes`` (spec §4.6): one the
+    Content block does not define (``query.lang``, ``query[1].x-hint``) as an unknown
+    parameter, ``mimeType`` and ``data`` as not read for a text block. A ``uri`` is -32602:
+    §4.8, servers "MUST treat a uri they will not or cannot fetch as -32602 rather than
+    silently ignoring it", and this server fetches none."""
     if isinstance(query, str):
         return query
     blocks = query if isinstance(query, list) else [query] if isinstance(query, dict) else None
     if not blocks:
         raise _invalid("query", "'query' must be a string or text Content blocks")
     parts = []
-    for block in blocks:
+    for i, block in enumerate(blocks):
+        path = f"query[{i}]" if isinstance(query, list) else "query"
         if isinstance(block, dict):
             block = _present(block)
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise _invalid("query", "a Content block needs a 'type'")
         if block["type"] != "text":
             raise _unsupported("modality", block["type"])
+        if "uri" in block:
+            raise _invalid(f"{path}.uri", "a Content 'uri' is not fetched by this server")
         if not isinstance(block.get("text"), str):
             raise _invalid("query", "a text block needs a string 'text'")
+        for key in sorted(set(block) - {"type", "text"}):
+            if key in _CONTENT_KEYS:
+                notes.append(f"'{path}.{key}' is not read for a text block; ignored")
+            else:
+                notes.append(f"unknown parameter '{path}.{key}' ignored")
         parts.append(block["text"])
     return " ".join(parts)
 
 
 def _fusion(value: Any, notes: list[str]) -> str | None:
+    """The fusion ``method`` of ``value`` (an object, or its method alone). ``weights``,
+    ``rrfK`` and ``alpha`` are the server's, so ignored and noted; any other key is an
+    unknown parameter, ignored and named in ``notes`` (spec §4.6)."""
     if value is None:
         return None
     if isinstance(value, dict):
@@ -639,8 +661,15 @@ def _fusion(value: Any, notes: list[str]) -> str | None:
         raise _invalid("fusion.method", "'fusion.method' must be a string")
     if method not in FUSIONS:
         raise _unsupported("fusion.method", method)
-    if isinstance(value, dict) and ("weights" in value or "rrfK" in value):
-        notes.append(f"fusion weights/rrfK are fixed by the server (RRF k={RRF_K}); ignored")
+    if isinstance(value, dict):
+        notes.extend(
+            f"unknown parameter 'fusion.{key}' ignored"
+            for key in sorted(set(value) - {"method", *_FUSION_FIXED})
+        )
+        if _FUSION_FIXED & set(value):
+            notes.append(
+                f"fusion weights/rrfK/alpha are fixed by the server (RRF k={RRF_K}); ignored"
+            )
     return method
 
 

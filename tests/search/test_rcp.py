@@ -193,6 +193,16 @@ def test_retrieve_is_the_verified_search(served: Served) -> None:
             -32005,
             {"option": "image"},
         ),
+        (
+            {"query": {"type": "text", "text": "x", "uri": "https://example.org/q.txt"}},
+            -32602,
+            {"field": "query.uri"},
+        ),
+        (
+            {"query": [{"type": "text", "text": "x", "uri": "file:///etc/hosts"}]},
+            -32602,
+            {"field": "query[0].uri"},
+        ),
         ({"mode": "colbert"}, -32005, {"field": "mode", "option": "colbert"}),
         ({"fusion": {"method": "weighted"}}, -32005, {"option": "weighted"}),
         ({"rerank": {"method": "cross-encoder"}}, -32005, {"option": "rerank"}),
@@ -306,6 +316,37 @@ def test_lenient_options_and_clamping(served: Served) -> None:
     assert "unknown parameter 'minscore' ignored" in misspelt["usage"]["notes"]
     no_text = client.call("retrieve", {"query": "lighthouse", "includeText": False})
     assert no_text["hits"] and all("text" not in h for h in no_text["hits"])
+
+
+def test_unknown_keys_of_fusion_and_query_blocks_are_ignored_and_noted(served: Served) -> None:
+    """Spec §4.6: unknown fields in any object are ignored, never rejected; ncindex names
+    them in ``usage.notes`` as it does unknown params and filter keys. A key of ``fusion``
+    other than ``weights``/``rrfK``, and any key of a query's Content block, was dropped
+    without a word; ``fusion.alpha`` (the spec's, for ``convex``) joins ``weights``/``rrfK``."""
+    client = connect(served, "alice")
+    plain = client.call("retrieve", {"query": "lighthouse lens", "k": 3, "fusion": "rrf"})
+    noted = client.call(
+        "retrieve",
+        {
+            "query": [
+                {"type": "text", "text": "lighthouse", "lang": "en"},
+                {"type": "text", "text": "lens", "mimeType": "text/plain", "x-hint": 1},
+            ],
+            "k": 3,
+            "fusion": {"method": "rrf", "x-ncindex-k": 5, "alpha": 0.3},
+        },
+    )
+    assert [h["id"] for h in noted["hits"]] == [h["id"] for h in plain["hits"]]
+    assert noted["usage"]["notes"] == [
+        "unknown parameter 'query[0].lang' ignored",
+        "'query[1].mimeType' is not read for a text block; ignored",
+        "unknown parameter 'query[1].x-hint' ignored",
+        "unknown parameter 'fusion.x-ncindex-k' ignored",
+        "fusion weights/rrfK/alpha are fixed by the server (RRF k=10); ignored",
+    ]
+    one = client.call("retrieve", {"query": {"type": "text", "text": "lens", "x": 1}, "k": 1})
+    assert one["usage"]["notes"] == ["unknown parameter 'query.x' ignored"]
+    client.shutdown()
 
 
 def test_a_null_param_is_absent(served: Served) -> None:
