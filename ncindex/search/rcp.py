@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import math
 import re
 import secrets
@@ -107,11 +108,21 @@ _RESTART_HINT = (
     "send 'shutdown' and then 'initialize', or 'initialize' with a new RCP-Session header"
 )
 # Options a client may ask for that this server does not offer (spec §7.7): -32005 when strict.
-_UNOFFERED = ("rerank", "mmr", "rewrite", "recency", "cursor")
-_POSITIVE_INTS = ("k", "candidateK")
+# tokenBudget too: "a server that does not support budgeting ignores it (per strict)" (§7.7.2).
+_UNOFFERED = ("rerank", "mmr", "rewrite", "recency", "cursor", "tokenBudget")
+# Spec params this server does not act on and never refuses, named in the notes: seed ("one
+# that cannot MUST ignore it (never error) and SHOULD note non-determinism in usage.notes",
+# §7.7.1), indexVersion (no snapshots advertised, §7.7.1), sessionId ("a hint, never a
+# requirement", §7.7.3), level (a flat corpus, §6.1 levels absent; "safely ignorable",
+# §7.7.2) and includeVectors (no vectors are returned).
+_UNREAD = ("includeVectors", "indexVersion", "level", "seed", "sessionId")
+_UNITS = ("chunk", "passage")
+"""The ``unit`` values served: ``retrieve.units`` is not advertised, which "means
+``chunk``/``passage`` only" (spec §6.1); a hit's text is a chunk."""
+_POSITIVE_INTS = ("k", "candidateK", "tokenBudget")
 _RETRIEVE_PARAMS = frozenset(
     {"query", "mode", "modality", "fusion", "filter", "minScore", "includeText", "_meta"}
-    | {"strict", *_POSITIVE_INTS, *_UNOFFERED}
+    | {"strict", "unit", *_POSITIVE_INTS, *_UNOFFERED, *_UNREAD}
 )
 """The ``retrieve`` params this server reads or refuses by name; any other is unknown."""
 _FUSION_FIXED = frozenset({"weights", "rrfK", "alpha"})
@@ -515,16 +526,7 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
         raise _invalid("strict", "'strict' must be a boolean")
     for name in sorted(set(params) - _RETRIEVE_PARAMS):  # a misspelt `minscore`, say
         notes.append(f"unknown parameter '{name}' ignored")  # tolerated (spec §14.1.7)
-    counts: dict[str, int] = {}
-    for name in _POSITIVE_INTS:
-        if name in params:
-            count = _integer(name, params[name])
-            if count < 1:
-                raise _invalid(name, f"'{name}' MUST be >= 1")
-            counts[name] = count
-    k = counts.get("k")  # none: the server's default, as for POST /v1/search without limit
-    if k is not None and counts.get("candidateK", k) < k:
-        raise _invalid("candidateK", "'candidateK' MUST be >= 'k' (funnel invariant)")
+    k = _counts(params).get("k")  # none: the default, as for POST /v1/search without limit
     if k is not None and k > MAX_K:
         notes.append(f"k clamped to maxK={MAX_K}")
         k = MAX_K
@@ -538,13 +540,7 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     if modality != "text":
         raise _unsupported("modality", str(modality))
     fusion = _fusion(params.get("fusion"), notes)
-    for option in _UNOFFERED:
-        value = params.get(option)
-        if value is None or value is False:
-            continue
-        if strict:
-            raise _unsupported(option, option)
-        notes.append(f"'{option}' is not supported; ignored")
+    _options(params, strict, notes)
     min_score = params.get("minScore")
     if min_score is not None and (
         isinstance(min_score, bool)
@@ -589,6 +585,53 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
         tree=tree,
         include_text=include_text,
         notes=notes,
+    )
+
+
+def _counts(params: dict[str, Any]) -> dict[str, int]:
+    """``k``, ``candidateK``, ``tokenBudget`` and ``rerank.topN`` where given, each an integer
+    >= 1, and the funnel ``candidateK >= rerank.topN >= k`` (spec §3.3, §7.7: MUST) checked
+    among those given, as the SDK's Server does, whether or not ``rerank`` is then refused or
+    dropped: a violation is malformed whatever the capabilities (§12). Raises -32602."""
+    counts: dict[str, int] = {}
+    rerank = params.get("rerank")
+    top_n = _present(rerank).get("topN") if isinstance(rerank, dict) else None
+    given = {name: params.get(name) for name in _POSITIVE_INTS} | {"rerank.topN": top_n}
+    for name, value in given.items():
+        if value is not None:
+            count = _integer(name, value)
+            if count < 1:
+                raise _invalid(name, f"'{name}' MUST be >= 1")
+            counts[name] = count
+    funnel = [name for name in ("candidateK", "rerank.topN", "k") if name in counts]
+    for wider, narrower in itertools.pairwise(funnel):
+        if counts[wider] < counts[narrower]:
+            raise _invalid(wider, f"'{wider}' MUST be >= '{narrower}' (funnel invariant)")
+    return counts
+
+
+def _options(params: dict[str, Any], strict: bool, notes: list[str]) -> None:
+    """Options this server does not offer (spec §7.7): -32005 naming one when ``strict``, else
+    dropped and noted (``'rerank' is not supported; ignored``); a ``unit`` other than
+    :data:`_UNITS` likewise ("Requesting an unadvertised unit follows the usual strict rule",
+    §7.7.2). The :data:`_UNREAD` params are noted, never refused."""
+    unit = params.get("unit", _UNITS[0])
+    if not isinstance(unit, str):
+        raise _invalid("unit", "'unit' must be a string")
+    if unit not in _UNITS:
+        if strict:
+            raise _unsupported("unit", unit)
+        notes.append(f"unit {unit!r} is not supported; ignored")
+    for option in _UNOFFERED:
+        if params.get(option, False) is False:
+            continue
+        if strict:
+            raise _unsupported(option, option)
+        notes.append(f"'{option}' is not supported; ignored")
+    notes.extend(
+        f"'{name}' is not supported; ignored"
+        for name in _UNREAD
+        if params.get(name, False) is not False
     )
 
 

@@ -206,6 +206,15 @@ def test_retrieve_is_the_verified_search(served: Served) -> None:
         ({"mode": "colbert"}, -32005, {"field": "mode", "option": "colbert"}),
         ({"fusion": {"method": "weighted"}}, -32005, {"option": "weighted"}),
         ({"rerank": {"method": "cross-encoder"}}, -32005, {"option": "rerank"}),
+        # §7.7.2: an unadvertised unit, and tokenBudget, follow the strict rule (were ignored)
+        ({"unit": "document"}, -32005, {"field": "unit", "option": "document"}),
+        ({"unit": 3}, -32602, {"field": "unit"}),
+        ({"tokenBudget": 500}, -32005, {"option": "tokenBudget"}),
+        ({"tokenBudget": 0}, -32602, {"field": "tokenBudget"}),
+        # §3.3/§7.7: candidateK >= rerank.topN >= k, whether or not rerank is offered (-32005)
+        ({"k": 5, "rerank": {"topN": 2}}, -32602, {"field": "rerank.topN"}),
+        ({"k": 5, "candidateK": 10, "rerank": {"topN": 20}}, -32602, {"field": "candidateK"}),
+        ({"rerank": {"topN": "10"}}, -32602, {"field": "rerank.topN"}),
         ({"minScore": "high"}, -32602, {"field": "minScore"}),
         ({"includeText": "yes"}, -32602, {"field": "includeText"}),
         ({"_meta": {"explain": "yes"}}, -32602, {"field": "_meta.explain"}),
@@ -316,6 +325,36 @@ def test_lenient_options_and_clamping(served: Served) -> None:
     assert "unknown parameter 'minscore' ignored" in misspelt["usage"]["notes"]
     no_text = client.call("retrieve", {"query": "lighthouse", "includeText": False})
     assert no_text["hits"] and all("text" not in h for h in no_text["hits"])
+
+
+def test_unoffered_spec_params_are_named_as_such(served: Served) -> None:
+    """With ``strict: false`` an unadvertised ``unit`` and ``tokenBudget`` are dropped and
+    noted like ``rerank`` (§7.7.2); ``chunk``/``passage`` are served (§6.1: no ``units``
+    advertised means those). ``seed`` (§7.7.1: MUST be ignored, SHOULD be noted),
+    ``indexVersion``, ``sessionId``, ``level`` and ``includeVectors`` are spec params, never
+    refused: noted as not supported, where the notes called them unknown."""
+    client = connect(served, "alice")
+    lenient = client.call(
+        "retrieve",
+        {"query": "lighthouse", "strict": False, "unit": "document", "tokenBudget": 100},
+    )
+    assert lenient["hits"]
+    assert lenient["usage"]["notes"] == [
+        "unit 'document' is not supported; ignored",
+        "'tokenBudget' is not supported; ignored",
+    ]
+    for unit in ("chunk", "passage"):
+        assert "notes" not in client.call("retrieve", {"query": "x", "unit": unit})["usage"]
+    unread = {"seed": 7, "indexVersion": "v1", "sessionId": "s", "level": 1}
+    answered = client.call("retrieve", {"query": "lighthouse", "includeVectors": True, **unread})
+    assert answered["usage"]["notes"] == [
+        f"'{name}' is not supported; ignored"
+        for name in ("includeVectors", "indexVersion", "level", "seed", "sessionId")
+    ]
+    assert all("vector" not in h for h in answered["hits"])
+    quiet = client.call("retrieve", {"query": "x", "includeVectors": False})
+    assert "notes" not in quiet["usage"]
+    client.shutdown()
 
 
 def test_unknown_keys_of_fusion_and_query_blocks_are_ignored_and_noted(served: Served) -> None:
