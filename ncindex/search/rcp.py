@@ -99,7 +99,15 @@ OPEN_METHODS: tuple[str, ...] = (rcp.Method.INFO, rcp.Method.PING)
 """The methods answered without credentials, at any time (spec §14.1.1), from what the process
 holds (no Redis, store or Nextcloud): the search API serves them outside the rate limit."""
 MODES: tuple[Mode, ...] = ("dense", "sparse", "hybrid")
-FUSIONS = ("rrf", "dbsf")
+CORE_FUSIONS = ("rrf",)
+"""The fusion methods of the spec's enum (``rrf``, ``weighted``, ``convex``; §6.1, §7.7) served,
+advertised in ``retrieve.fusion``."""
+VENDOR_FUSIONS = ("dbsf",)
+"""Fusion methods outside that enum, advertised under ``retrieve.x-ncindex.fusion``: spec §6.2
+reserves the core enum values ("only a future RCP revision may add to core") and puts vendor
+names under ``x-<vendor>`` keys. Distribution-based score fusion (Qdrant's DBSF) is none of
+the three."""
+FUSIONS = CORE_FUSIONS + VENDOR_FUSIONS
 SESSION_HEADER = "RCP-Session"
 IMPLICIT = "-"
 """Session id of a client that sends no ``RCP-Session`` header (never a valid header value)."""
@@ -257,13 +265,15 @@ class RcpServer:
 
     @staticmethod
     def capabilities() -> dict[str, Any]:
-        """``retrieve`` (``maxK``, ``modes``, ``fusion``, ``defaultMode``), ``filter`` (as
-        ``GET /v1/filters``) and ``citations``."""
+        """``retrieve`` (``maxK``, ``modes``, ``fusion`` — the core methods, the others under
+        ``x-ncindex`` —, ``defaultMode``), ``filter`` (as ``GET /v1/filters``) and
+        ``citations``."""
         return {
             rcp.Capability.Retrieve.value: {
                 "maxK": MAX_K,
                 "modes": list(MODES),
-                "fusion": list(FUSIONS),
+                "fusion": list(CORE_FUSIONS),
+                "x-ncindex": {"fusion": list(VENDOR_FUSIONS)},
                 "defaultMode": "hybrid",
                 "mmr": False,
                 "rerankBuiltin": False,

@@ -100,6 +100,11 @@ def test_initialize_advertises_retrieve_and_the_filter_table(served: Served) -> 
     assert client.supports(rcp.Capability.Retrieve) and client.supports(rcp.Capability.Filter)
     assert caps["retrieve"]["maxK"] == 100
     assert caps["retrieve"]["modes"] == ["dense", "sparse", "hybrid"]
+    # spec §6.2: core enum values are reserved (§6.1/§7.7 list rrf, weighted, convex); DBSF is
+    # a vendor method, under x-ncindex (it sat in retrieve.fusion, outside the schema's enum)
+    assert caps["retrieve"]["fusion"] == ["rrf"]
+    assert caps["retrieve"]["x-ncindex"] == {"fusion": ["dbsf"]}
+    assert client.search("lighthouse", 1, {"fusion": {"method": "dbsf"}})["hits"]
     assert caps["filter"]["fields"] == dict(FIELD_TYPES)
     advertised = caps["filter"]["x-ncindex"]["fieldOperators"]
     assert advertised == {f["name"]: f["operators"] for f in filters_document()["fields"]}
