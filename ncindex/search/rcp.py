@@ -41,7 +41,7 @@ method: spec §4.1; absent or ``null`` is ``{}``, §4.6); an operator outside th
 list or an unsupported mode/option -32005 with ``data.option``; missing or rejected
 credentials -32012 (HTTP 401); a back end down -32010 (retryable). A body that is not JSON,
 or holds a number no finite float can carry (``1e309``, ``NaN``, ``Infinity``), is -32700. A
-batch of more than ``MAX_BATCH`` messages is answered with one -32600 "batch too large"
+batch of more than ``MAX_BATCH`` messages is answered with one -32013 "batch too large"
 (``id`` null) and none of it is run: the rate limit counts an HTTP request once, so the cap
 bounds the retrieves one unit of it buys. Every other well-formed response is HTTP 200.
 """
@@ -93,7 +93,7 @@ MAX_K = 100
 """Largest ``k`` honoured (larger values are clamped, as the spec requires)."""
 
 MAX_BATCH = 10
-"""Most messages in one JSON-RPC batch; a larger batch is -32600 "batch too large"."""
+"""Most messages in one JSON-RPC batch; a larger batch is -32013 "batch too large"."""
 
 OPEN_METHODS: tuple[str, ...] = (rcp.Method.INFO, rcp.Method.PING)
 """The methods answered without credentials, at any time (spec §14.1.1), from what the process
@@ -301,11 +301,14 @@ class RcpServer:
             if not message:
                 return HttpAnswer(200, _err(None, Errc.INVALID_REQUEST, "empty batch"))
             if len(message) > MAX_BATCH:
+                # -32013 PayloadTooLarge, whose row in spec §12 names "batch size" (§15.5); §11
+                # says "MAY cap batch size and reject an oversized batch with -32602", written
+                # before ed.2 added -32013. Either way not -32600: the batch is well formed.
                 return HttpAnswer(
                     200,
                     _err(
                         None,
-                        Errc.INVALID_REQUEST,
+                        Errc.PAYLOAD_TOO_LARGE,
                         f"batch too large: {len(message)} messages, at most {MAX_BATCH}",
                         {"maxBatch": MAX_BATCH},
                     ),

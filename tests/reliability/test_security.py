@@ -673,7 +673,7 @@ def test_rate_limit_counters_are_the_fixtures_keys(limited: Any, corpus_stack: S
 
 
 def test_an_rcp_batch_cannot_multiply_the_rate_limit(limited: Any) -> None:
-    """A batch counts once against the limit, so a large one is refused whole (-32600): one
+    """A batch counts once against the limit, so a large one is refused whole (-32013): one
     unit of a 5/minute limit buys at most ``MAX_BATCH`` retrieves."""
     alice = ("alice", PASSWORDS["alice"])
     assert limited.post("/rcp/initialize", data=_rpc("initialize"), auth=alice).status_code == 200
@@ -684,7 +684,7 @@ def test_an_rcp_batch_cannot_multiply_the_rate_limit(limited: Any) -> None:
     response = limited.post("/rcp/retrieve", data=json.dumps(batch), auth=alice)
     assert response.status_code == 200
     reply = response.get_json()
-    assert isinstance(reply, dict) and reply["error"]["code"] == -32600, reply
+    assert isinstance(reply, dict) and reply["error"]["code"] == -32013, reply
     allowed = limited.post("/rcp/retrieve", data=json.dumps(batch[:MAX_BATCH]), auth=alice)
     assert sum("result" in r for r in allowed.get_json()) <= MAX_BATCH
 

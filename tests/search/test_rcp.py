@@ -638,20 +638,23 @@ def test_a_body_too_large_is_413_as_openapi_says(served: Served) -> None:
 
 
 def test_batches_are_capped(served: Served) -> None:
-    """A batch counts once against the rate limit, so its size is bounded."""
+    """A batch counts once against the rate limit, so its size is bounded: a larger one is
+    -32013 PayloadTooLarge (spec §12: "Request exceeds a server limit (… batch size …)"; §11
+    allows -32602), where it was -32600, the code of a malformed request."""
     ping = {"jsonrpc": "2.0", "method": "ping"}
     full = [ping | {"id": i} for i in range(MAX_BATCH)]
     status, replies = post_raw(served, json.dumps(full).encode())
     assert status == 200 and [r["id"] for r in replies] == list(range(MAX_BATCH))
     status, reply = post_raw(served, json.dumps([*full, ping | {"id": "x"}]).encode())
     assert status == 200 and reply["id"] is None
-    assert reply["error"]["code"] == -32600 and "batch too large" in reply["error"]["message"]
+    assert reply["error"]["code"] == -32013 and "batch too large" in reply["error"]["message"]
+    assert reply["error"]["data"] == {"maxBatch": MAX_BATCH}
     retrieves = [
         {"jsonrpc": "2.0", "id": i, "method": "retrieve", "params": {"query": "lighthouse"}}
         for i in range(MAX_BATCH + 20)
     ]
     status, reply = post_raw(served, json.dumps(retrieves).encode(), "retrieve")
-    assert status == 200 and reply["error"]["code"] == -32600  # not one search is run
+    assert status == 200 and reply["error"]["code"] == -32013  # not one search is run
 
 
 def test_an_unserializable_reply_is_an_internal_error_not_a_500() -> None:
