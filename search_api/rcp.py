@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import structlog
@@ -27,6 +28,20 @@ def rpc_error_response(
         error["data"] = data
     body = {"jsonrpc": "2.0", "id": id_, "error": error}
     return Response(json.dumps(body), status=status, mimetype="application/json")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` (JSON data: dicts, lists, scalars) with every NaN and ±Infinity replaced by
+    ``0.0``. Spec §4.6: NaN and Infinity "are NOT valid JSON and MUST NOT be emitted; a server
+    that would produce them MUST substitute a finite sentinel or omit the field" (a hit's
+    ``score`` cannot be omitted); ``0.0`` is the sentinel the RCP SDK's server substitutes."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else 0.0
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 def request_id(body: bytes) -> str | int | None:
@@ -61,9 +76,9 @@ def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Bluepr
             return Response(status=204)
         try:
             text = json.dumps(answer.body, allow_nan=False)
-        except ValueError:  # a non-finite number in a result: a bug, answered as one
-            log.exception("rcp_reply_not_serializable", method=method)
-            return rpc_error_response(200, -32603, "internal error: reply not serializable")
+        except ValueError:  # a non-finite number in a result: a bug, logged, answered finite
+            log.exception("rcp_reply_not_finite", method=method)
+            text = json.dumps(_finite(answer.body), allow_nan=False)
         return Response(
             text, status=answer.status, mimetype="application/json", headers=answer.headers
         )

@@ -657,15 +657,24 @@ def test_batches_are_capped(served: Served) -> None:
     assert status == 200 and reply["error"]["code"] == -32013  # not one search is run
 
 
-def test_an_unserializable_reply_is_an_internal_error_not_a_500() -> None:
+def test_a_non_finite_number_in_a_reply_is_answered_as_a_finite_sentinel() -> None:
+    """Spec §4.6: a server that would emit NaN or Infinity "MUST substitute a finite sentinel
+    or omit the field"; the whole reply was -32603 instead (and before that a 500)."""
+    hits = [{"id": "a", "score": float("nan")}, {"id": "b", "score": float("-inf")}]
+
     class InfiniteServer:
         def handle_http(self, *_: Any) -> HttpAnswer:
-            return HttpAnswer(200, {"jsonrpc": "2.0", "id": 1, "result": {"x": float("inf")}})
+            result = {"hits": hits, "_meta": {"x": (1.5, float("inf"))}}
+            return HttpAnswer(200, {"jsonrpc": "2.0", "id": 1, "result": result})
 
     app = Flask(__name__)
     app.register_blueprint(rcp_blueprint(InfiniteServer()))  # type: ignore[arg-type]
     response = app.test_client().post("/rcp/ping", data=b"{}")
-    assert response.status_code == 200 and response.get_json()["error"]["code"] == -32603
+    assert response.status_code == 200
+    assert response.get_json()["result"] == {
+        "hits": [{"id": "a", "score": 0.0}, {"id": "b", "score": 0.0}],
+        "_meta": {"x": [1.5, 0.0]},
+    }
 
 
 def test_a_citation_links_the_document_as_mcps_url_does() -> None:
