@@ -45,7 +45,12 @@ MAX_STRING_CHARS = 1024
 """Longest string value, in characters."""
 
 DATE_ENCODING = "RFC 3339 string (naive means UTC) or integer/float Unix seconds"
-"""How ``date`` values are written; advertised with the fields."""
+"""How ``date`` values are written to ``POST /v1/search`` and MCP; advertised with the fields."""
+
+RCP_DATE_ENCODING = "RFC 3339 string (naive means UTC)"
+"""How ``date`` values are written to RCP/1, advertised in its ``filter`` capability: spec §4.6
+allows an RFC 3339 string or integer epoch *milliseconds*, "the server declares which of the
+two encodings it accepts"; a number is not read, so Unix seconds are never taken for either."""
 
 _ORDERED = ("eq", "ne", "gt", "gte", "lt", "lte")
 _KEYWORD = ("eq", "ne", "in", "nin")
@@ -172,7 +177,8 @@ def filters_document() -> dict[str, Any]:
 
 def rcp_filter_capability() -> dict[str, Any]:
     """The RCP/1 ``filter`` capability: ``fields`` (name → type), ``operators``, and the
-    per-field operators and limits under the vendor key ``x-ncindex``."""
+    per-field operators, limits and :data:`RCP_DATE_ENCODING` under the vendor key
+    ``x-ncindex``."""
     return {
         "fields": dict(FIELD_TYPES),
         "operators": list(ALL_OPERATORS),
@@ -181,7 +187,7 @@ def rcp_filter_capability() -> dict[str, Any]:
             "maxDepth": MAX_FILTER_DEPTH,
             "maxLeaves": MAX_FILTER_LEAVES,
             "maxValues": MAX_LIST_VALUES,
-            "dateEncoding": DATE_ENCODING,
+            "dateEncoding": RCP_DATE_ENCODING,
         },
     }
 

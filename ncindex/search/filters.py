@@ -11,7 +11,7 @@ Two steps, both driven by the table in :mod:`ncindex.search.filter_fields`:
    (``invalid_filter``, ``unknown_field``, ``unsupported_operator``, ``invalid_value``) and the
    offending ``field`` (a path such as ``filter.and[1].op``). A node's key the tree does not
    define (``valu``) is refused too, except as RCP/1 reads a filter, which ignores it
-   (:func:`parse_tree_ignoring_unknown_keys`).
+   (:func:`parse_rcp_tree`, which also reads a ``date`` only as RFC 3339).
 2. **Compile** (per caller): :func:`build_filter` turns the tree into one typed
    ``qdrant_client.models.Filter`` — never strings — AND-ed with the caller's ``acl``
    principal. The store applies it in both prefetch branches, so it holds before fusion.
@@ -96,38 +96,51 @@ def parse_tree(raw: Any) -> Node | None:
     (``{}``) filter. A node's key that is neither its combinator nor a leaf's ``field``,
     ``op``, ``value`` (a misspelt ``valu``) is ``invalid_filter`` naming it. Raises
     :class:`FilterError` (see the module docstring)."""
-    node, _ignored = _parse(raw, strict=True)
+    node, _ignored = _parse(raw, as_rcp=False)
     return node
 
 
-def parse_tree_ignoring_unknown_keys(raw: Any) -> tuple[Node | None, list[str]]:
-    """:func:`parse_tree` as RCP/1 reads a filter: a node's unknown key is ignored, not
-    refused, and returned by its path (``filter.and[1].valu``), in tree order, for the
-    answer to name. The spec (``1ay1/rcp`` ``spec/rcp-1.0.md`` §4.6, "Unknown fields in any
-    object MUST be ignored by the receiver, never rejected", and §14.1 item 7 of L0) excepts
-    only filter field *names* (the value of ``field``), which are still refused; so is a node
-    that is neither one leaf nor one combinator once its unknown keys are set aside, as the
-    SDK's validator (``rcp.filter.validate``, which ignores such keys) refuses it. Raises
-    :class:`FilterError` as :func:`parse_tree` does otherwise."""
-    return _parse(raw, strict=False)
+def parse_rcp_tree(raw: Any) -> tuple[Node | None, list[str]]:
+    """:func:`parse_tree` as RCP/1 reads a filter (``1ay1/rcp`` ``spec/rcp-1.0.md``):
+
+    * a node's unknown key is ignored, not refused, and returned by its path
+      (``filter.and[1].valu``), in tree order, for the answer to name. §4.6, "Unknown fields
+      in any object MUST be ignored by the receiver, never rejected", and §14.1 item 7 of L0,
+      except only filter field *names* (the value of ``field``), which are still refused; so
+      is a node that is neither one leaf nor one combinator once its unknown keys are set
+      aside, as the SDK's validator (``rcp.filter.validate``, which ignores such keys)
+      refuses it;
+    * a ``date`` value is an RFC 3339 string only (``RCP_DATE_ENCODING``): §4.6 writes a point
+      in time as an RFC 3339 string or an integer count of *milliseconds* since the epoch,
+      "the server declares which of the two encodings it accepts", and a number here was read
+      as Unix seconds, so a number is ``invalid_value`` naming it.
+
+    Raises :class:`FilterError` as :func:`parse_tree` does otherwise."""
+    return _parse(raw, as_rcp=True)
 
 
-def _parse(raw: Any, *, strict: bool) -> tuple[Node | None, list[str]]:
-    """The tree and the paths of its nodes' unknown keys; with ``strict`` the first unknown
-    key is raised (before the values are checked), else they are set aside."""
+def _parse(raw: Any, *, as_rcp: bool) -> tuple[Node | None, list[str]]:
+    """The tree and the paths of its nodes' unknown keys. Unless ``as_rcp`` the first unknown
+    key is raised (before the values are checked); with it they are set aside, and a date
+    written as a number is raised before the values are checked."""
     if raw is None:
         return None, []
     normalised = _validate(raw)
     if normalised is None:
         return None, []
     unknown = list(_unknown_keys(raw, "filter"))
-    if strict and unknown:
+    if not as_rcp and unknown:
         path, key = unknown[0]
         raise FilterError(
             "invalid_filter",
             path,
             f"unknown key {key!r}: a leaf has field, op and value; a combinator one of "
             "and, or, not",
+        )
+    numeric = next(_numeric_times(normalised, "filter"), None) if as_rcp else None
+    if numeric is not None:  # before _build, which would read it as seconds
+        raise FilterError(
+            "invalid_value", numeric, "must be an RFC 3339 time such as 2026-01-31T00:00:00Z"
         )
     node = _build(normalised, raw, "filter")
     leaves = _count_leaves(node)
@@ -136,6 +149,26 @@ def _parse(raw: Any, *, strict: bool) -> tuple[Node | None, list[str]]:
             "invalid_filter", "filter", f"{leaves} conditions; at most {MAX_FILTER_LEAVES}"
         )
     return node, [path for path, _key in unknown]
+
+
+def _numeric_times(node: dict[str, Any], path: str) -> Iterator[str]:
+    """Paths of the ``date`` values written as numbers in a tree the SDK normalised
+    (``filter.and[0].value``), in leaves whose operator the field takes (:func:`_build` names
+    a wrong one); a date field takes no list operator (``in``/``nin``), so a value is one."""
+    for kind in ("and", "or"):
+        if kind in node:
+            for i, child in enumerate(node[kind]):
+                yield from _numeric_times(child, f"{path}.{kind}[{i}]")
+            return
+    if "not" in node:
+        yield from _numeric_times(node["not"], f"{path}.not")
+        return
+    field = FIELDS[node["field"]]
+    if field.type != "date" or node["op"] not in field.operators:
+        return
+    value = node["value"]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        yield f"{path}.value"
 
 
 #: A MIME type as RFC 6838 §4.2 writes one: ``type/subtype``, each a restricted name (a letter or

@@ -57,6 +57,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import rcp
@@ -78,7 +79,7 @@ from ncindex.names import Names
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.redis_breaker import RedisBreaker
 from ncindex.search.filter_fields import rcp_filter_capability
-from ncindex.search.filters import parse_tree_ignoring_unknown_keys
+from ncindex.search.filters import parse_rcp_tree
 from ncindex.search.links import open_link
 from ncindex.search.service import Mode, SearchRequest, SearchResponse, SearchService
 from ncindex.store.schema import RRF_K
@@ -461,7 +462,7 @@ class RcpServer:
                     "title": r.title,
                     "path": r.path,
                     "url": r.url,
-                    "modified_at": r.modified_at,
+                    "modified_at": _rfc3339(r.modified_at),
                     "snippet": r.snippet,
                 },
             }
@@ -571,7 +572,7 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     if not isinstance(explain, bool):
         raise _invalid("_meta.explain", "'_meta.explain' must be a boolean")
     try:
-        tree, ignored = parse_tree_ignoring_unknown_keys(params.get("filter"))
+        tree, ignored = parse_rcp_tree(params.get("filter"))
     except FilterError as exc:
         data = {"field": exc.field, "code": exc.code, "detail": exc.detail}
         if exc.option is not None:
@@ -646,6 +647,17 @@ def _options(params: dict[str, Any], strict: bool, notes: list[str]) -> None:
         for name in _UNREAD
         if params.get(name, False) is not False
     )
+
+
+def _rfc3339(seconds: int) -> str | None:
+    """Unix ``seconds`` as an RFC 3339 UTC time (``2026-01-31T00:00:00Z``), the one encoding
+    of a point in time the RCP filter reads (spec §4.6), so a hit's ``meta.modified_at`` can
+    be written back into a filter; ``None`` for a time outside years 1–9999 (an mtime a
+    client set), which no RFC 3339 string holds."""
+    try:
+        return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
+    except (OverflowError, ValueError, OSError):
+        return None
 
 
 def _integer(name: str, value: Any) -> int:

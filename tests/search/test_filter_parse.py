@@ -16,14 +16,15 @@ from ncindex.search.filter_fields import (
     FIELDS,
     MAX_FILTER_DEPTH,
     MAX_LIST_VALUES,
+    RCP_DATE_ENCODING,
     filters_document,
     rcp_filter_capability,
 )
 from ncindex.search.filters import (
     build_filter,
     filter_depth,
+    parse_rcp_tree,
     parse_tree,
-    parse_tree_ignoring_unknown_keys,
     request_tree,
 )
 
@@ -162,7 +163,7 @@ def test_rcps_reading_ignores_unknown_keys_and_lists_them() -> None:
     size = {"field": "size", "op": "gt", "value": 0}
     tree = {"or": [{"not": {**size, "field2": "x"}}, {**size, "op2": "lt", "valu": 5}], "x": 1}
     clean = {"or": [{"not": size}, size]}
-    node, ignored = parse_tree_ignoring_unknown_keys(tree)
+    node, ignored = parse_rcp_tree(tree)
     assert node == parse_tree(clean)
     assert ignored == [
         "filter.x",
@@ -170,10 +171,8 @@ def test_rcps_reading_ignores_unknown_keys_and_lists_them() -> None:
         "filter.or[1].op2",
         "filter.or[1].valu",
     ]
-    assert parse_tree_ignoring_unknown_keys(clean) == (parse_tree(clean), [])
-    assert (
-        parse_tree_ignoring_unknown_keys(None) == parse_tree_ignoring_unknown_keys({}) == (None, [])
-    )
+    assert parse_rcp_tree(clean) == (parse_tree(clean), [])
+    assert parse_rcp_tree(None) == parse_rcp_tree({}) == (None, [])
     for raw, code, field in (
         ({"field": "nope", "op": "eq", "value": 1, "valu": 1}, "unknown_field", "filter.field"),
         ({"foo": 1}, "invalid_filter", "filter"),
@@ -182,8 +181,38 @@ def test_rcps_reading_ignores_unknown_keys_and_lists_them() -> None:
         ({"field": "size", "op": "gt", "valu": 0}, "invalid_value", "filter.value"),
     ):
         with pytest.raises(FilterError) as caught:
-            parse_tree_ignoring_unknown_keys(raw)
+            parse_rcp_tree(raw)
         assert (caught.value.code, caught.value.field) == (code, field), raw
+
+
+def test_rcps_reading_takes_a_date_as_rfc_3339_only() -> None:
+    """RCP/1 §4.6 writes a point in time as an RFC 3339 string or integer epoch
+    *milliseconds*, the server declaring which; a number was read as Unix seconds, neither of
+    the two (epoch milliseconds were "out of range"). As RCP reads a filter a date written as
+    a number is ``invalid_value`` naming it; ``parse_tree`` (REST, MCP) still reads seconds."""
+    when = {"field": "modified_at", "op": "gte", "value": "2026-01-01T00:00:00Z"}
+    size = {"field": "size", "op": "gt", "value": 5}
+    node, _ = parse_rcp_tree({"and": [when, size]})
+    assert node == parse_tree({"and": [when, size]})
+    seconds = {**when, "value": 1767225600}
+    assert parse_tree(seconds) == parse_tree(when)
+    for raw, field in (
+        (seconds, "filter.value"),
+        ({**when, "value": 1767225600000}, "filter.value"),
+        ({**when, "value": 1.5}, "filter.value"),
+        ({"not": {"or": [size, when, seconds]}}, "filter.not.or[2].value"),
+    ):
+        with pytest.raises(FilterError) as caught:
+            parse_rcp_tree(raw)
+        assert (caught.value.code, caught.value.field) == ("invalid_value", field), raw
+        assert "RFC 3339" in caught.value.detail
+    with pytest.raises(FilterError) as caught:  # the operator is checked first
+        parse_rcp_tree({**seconds, "op": "contains"})
+    assert caught.value.code == "unsupported_operator"
+    assert rcp_filter_capability()["x-ncindex"]["dateEncoding"] == RCP_DATE_ENCODING
+    # a date's value is a scalar (the check reads one): no date field takes a list or exists
+    for f in FIELDS.values():
+        assert f.type != "date" or not {"in", "nin", "exists"} & set(f.operators), f.name
 
 
 def test_an_unknown_field_is_named_by_its_key_and_its_value_in_the_detail() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import urllib.parse
+from datetime import UTC, datetime
 from http.client import HTTPConnection
 from types import SimpleNamespace
 from typing import Any
@@ -17,7 +18,7 @@ from test_api import DIARY, LIGHT, SECRET
 
 from ncindex.search.filter_fields import FIELD_TYPES, filters_document
 from ncindex.search.links import open_link
-from ncindex.search.rcp import MAX_BATCH, HttpAnswer, RcpServer
+from ncindex.search.rcp import MAX_BATCH, HttpAnswer, RcpServer, _rfc3339
 from ncindex.web.problems import MAX_BODY_BYTES
 from search_api.rcp import rcp_blueprint
 from search_support import PASSWORDS, Served
@@ -184,6 +185,11 @@ def test_retrieve_is_the_verified_search(served: Served) -> None:
             {"field": "filter.op"},
         ),
         ({"filter": {"and": []}}, -32602, {"field": "filter.and"}),
+        (  # §4.6: a time is RFC 3339 or epoch ms; Unix seconds were read
+            {"filter": {"field": "modified_at", "op": "gte", "value": 1767225600}},
+            -32602,
+            {"field": "filter.value", "code": "invalid_value"},
+        ),
         ({"filter": [1]}, -32602, {"field": "filter"}),
         ({"k": 0}, -32602, {"field": "k"}),
         ({"k": "10"}, -32602, {"field": "k"}),
@@ -455,6 +461,33 @@ def test_unknown_keys_of_filter_nodes_are_ignored_and_noted_unlike_rest(served: 
     )
     assert rest.status_code == 400
     assert (rest.get_json()["code"], rest.get_json()["field"]) == ("invalid_filter", "filter.valu")
+
+
+def test_times_are_rfc_3339_in_filters_and_hits(served: Served) -> None:
+    """Spec §4.6: a point in time is an RFC 3339 string or integer epoch milliseconds, the
+    server declaring which it accepts. RCP read a filter's number as Unix seconds and gave
+    ``meta.modified_at`` in Unix seconds; both are RFC 3339 now (declared in the filter
+    capability), so a hit's time can be written back into a filter."""
+    client = connect(served, "alice")
+    assert client.capabilities["filter"]["x-ncindex"]["dateEncoding"] == (
+        "RFC 3339 string (naive means UTC)"
+    )
+    top = client.call("retrieve", {"query": "lighthouse lens", "k": 1})["hits"][0]
+    rest = served.api.client.post(
+        "/v1/search",
+        json={"query": "lighthouse lens", "limit": 1},
+        auth=("alice", PASSWORDS["alice"]),
+    ).get_json()["results"][0]
+    when = datetime.fromtimestamp(rest["modified_at"], UTC)
+    assert top["meta"]["modified_at"] == when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    since = {"field": "modified_at", "op": "gte", "value": top["meta"]["modified_at"]}
+    after = {**since, "op": "gt"}
+    for tree, kept in ((since, True), (after, False)):
+        hits = client.retrieve("lighthouse lens", 20, {"filter": tree})
+        assert (top["id"] in {h["id"] for h in hits}) is kept, tree
+    client.shutdown()
+    # Nextcloud keeps any mtime (MtimeSanitizer); past year 9999 no RFC 3339 string holds it
+    assert _rfc3339(253402300799) == "9999-12-31T23:59:59Z" and _rfc3339(253402300800) is None
 
 
 def test_counts_may_be_written_as_whole_floats(served: Served) -> None:
