@@ -7,12 +7,14 @@ match the body's. Methods:
   (:data:`OPEN_METHODS`).
 * ``initialize`` — authenticates the caller (their Nextcloud credentials in
   ``Authorization``, as for ``/v1/search``) and starts a session; the result advertises
-  ``retrieve`` (``maxK``, ``modes``, ``fusion``), ``filter`` (the same fields, types and
-  operators as ``GET /v1/filters``) and ``citations``.
+  ``retrieve`` (``maxK``, ``modes``, ``fusion`` and ``x-ncindex.fusion``), ``filter`` (the
+  same fields, types and operators as ``GET /v1/filters``, dates RFC 3339 only) and
+  ``citations``.
 * ``retrieve`` — ``query``, ``k``, ``mode``, ``filter``, ``fusion``, ``minScore``,
-  ``includeText``: answered by :meth:`ncindex.search.service.SearchService.search`, verify-on-read
-  included; hits carry ``id`` (the ``doc_key``), ``score``, ``text`` (the chunk), ``chunk``,
-  ``citation`` and ``meta``. With ``_meta: {"explain": true}`` in the params (an ncindex
+  ``includeText``, ``unit`` (see :func:`parse_retrieve` for the rest): answered by
+  :meth:`ncindex.search.service.SearchService.search`, verify-on-read included; hits carry
+  ``id`` (the ``doc_key``), ``score``, ``text`` (the chunk), ``chunk``, ``citation`` and
+  ``meta`` (``modified_at`` RFC 3339). With ``_meta: {"explain": true}`` in the params (an ncindex
   extension) the result's ``_meta.explain`` lists, per hit (``id``), the ``explain`` object of
   ``POST /v1/search`` (branch ranks and scores, fused score, matched terms, filters,
   ``verified_at``).
