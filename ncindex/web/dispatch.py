@@ -33,11 +33,15 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 MCP_PATH = "/mcp"
 RELAY_TIMEOUT = httpx.Timeout(10.0, read=300.0)
 """Timeouts of a relayed request, seconds (reading: a search may queue behind others)."""
-# RFC 9110 §7.6.1: connection-specific fields are not forwarded
+# RFC 9110 §7.6.1: connection-specific fields are not forwarded (those it names, and the
+# fields the Connection header lists: _connection_named); Content-Length is the relay's own
 _HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
      "upgrade", "content-length"}
 )  # fmt: skip
+# Answer fields the relay's own server writes itself (werkzeug's ``send_response`` sends
+# ``Server`` and ``Date`` whatever the app gave): relayed, the answer carried two of each
+_SERVER_WRITES = frozenset({"server", "date"})
 
 
 # RFC 9110 §5.1: a field name is a token
@@ -68,7 +72,8 @@ def dispatch(receiver: WSGIApp, search: WSGIApp, mcp: WSGIApp | None = None) -> 
 
 def forward_to(base_url: str, client: httpx.Client | None = None) -> WSGIApp:
     """A WSGI app relaying each request to the same path under ``base_url`` and its answer
-    back (status, end-to-end headers, body). Header values lose the whitespace around them and
+    back (status, end-to-end headers but ``Server`` and ``Date``, which its own server
+    writes, body). Header values lose the whitespace around them and
     are relayed as the bytes that came (latin-1, as WSGI gives them); a header that cannot be
     sent on — a name that is not a token, a value holding NUL, CR, LF, VT or FF — is a 400
     problem+json (``invalid_http``, field the header's name). The body is read as the search
@@ -79,10 +84,11 @@ def forward_to(base_url: str, client: httpx.Client | None = None) -> WSGIApp:
     http = client or httpx.Client(timeout=RELAY_TIMEOUT)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        dropped = _HOP_BY_HOP | _connection_named(environ.get("HTTP_CONNECTION", ""))
         headers = {
             key[5:].replace("_", "-").title(): value.strip(" \t")
             for key, value in environ.items()
-            if key.startswith("HTTP_") and key[5:].replace("_", "-").lower() not in _HOP_BY_HOP
+            if key.startswith("HTTP_") and key[5:].replace("_", "-").lower() not in dropped
         }
         if environ.get("CONTENT_TYPE"):
             headers["Content-Type"] = environ["CONTENT_TYPE"].strip(" \t")
@@ -108,14 +114,18 @@ def forward_to(base_url: str, client: httpx.Client | None = None) -> WSGIApp:
             failed = problem(502, "backend_unavailable", "the MCP server did not answer")
             return failed(environ, start_response)
         # httpx decoded the body, so its Content-Encoding no longer applies
-        kept = [
-            (k, v)
-            for k, v in answer.headers.items()
-            if k.lower() not in _HOP_BY_HOP and k.lower() != "content-encoding"
-        ]
+        dropped = _HOP_BY_HOP | _SERVER_WRITES | {"content-encoding"}
+        dropped |= _connection_named(answer.headers.get("Connection", ""))
+        kept = [(k, v) for k, v in answer.headers.items() if k.lower() not in dropped]
         content = answer.content
         kept.append(("Content-Length", str(len(content))))
         start_response(f"{answer.status_code} {answer.reason_phrase}", kept)
         return [content]
 
     return app
+
+
+def _connection_named(connection: str) -> frozenset[str]:
+    """The field names a ``Connection`` header value lists, lower case (RFC 9110 §7.6.1:
+    a proxy removes them along with ``Connection`` itself)."""
+    return frozenset(name.strip().lower() for name in connection.split(",") if name.strip())

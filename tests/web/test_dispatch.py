@@ -162,3 +162,60 @@ def test_a_header_that_cannot_be_relayed_is_a_400_naming_it(
     status, content_type, problem = post(real_relay, line + b"\r\nContent-Length: 2", b"{}")
     assert (status, content_type) == (400, "application/problem+json"), problem
     assert (problem["code"], problem["field"]) == ("invalid_http", field)
+
+
+def _server_headers(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    """A stand-in MCP server answering with the headers a real one sends besides its body
+    (uvicorn's ``server``, ``date``), a field named in ``Connection``, and the request's
+    ``X-Probe``."""
+    body = json.dumps({"X-Probe": environ.get("HTTP_X_PROBE")}).encode()
+    start_response(
+        "200 OK",
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            ("Server", "uvicorn"),
+            ("Date", "Thu, 01 Jan 2026 00:00:00 GMT"),
+            ("Connection", "X-Private"),
+            ("X-Private", "for the relay only"),
+        ],
+    )
+    return [body]
+
+
+def test_an_answer_carries_one_server_and_date_and_no_connection_fields() -> None:
+    """Every ``/mcp`` answer carried two ``Server`` headers (the MCP server's uvicorn and
+    werkzeug, which writes its own ``Server`` and ``Date`` whatever the app gives) and two
+    ``Date`` headers; a field named in ``Connection`` (RFC 9110 §7.6.1) was relayed, in both
+    directions."""
+    backend = make_server("127.0.0.1", 0, _server_headers, threaded=True)
+    threading.Thread(target=backend.serve_forever, daemon=True).start()
+    srv = make_server(
+        "127.0.0.1",
+        0,
+        forward_to(f"http://127.0.0.1:{backend.port}"),
+        threaded=True,
+        request_handler=ProblemRequestHandler,
+    )
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        request = (
+            b"POST " + MCP_PATH.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Connection: close, X-Probe\r\nX-Probe: for the relay only\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+        )
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as conn:
+            conn.sendall(request)
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+    finally:
+        for server in (srv, backend):
+            server.shutdown()
+            server.server_close()
+    head, _, content = answer.partition(b"\r\n\r\n")
+    names = [line.split(b":", 1)[0].strip().lower() for line in head.split(b"\r\n")[1:]]
+    assert names.count(b"server") == 1 and names.count(b"date") == 1, head
+    assert b"x-private" not in names, head
+    assert b"uvicorn" not in head
+    assert json.loads(content) == {"X-Probe": None}
