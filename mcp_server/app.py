@@ -74,13 +74,22 @@ from mcp_server.rpc_errors import (
     request_id,
     unsupported_version,
 )
-from mcp_server.tools import FetchArgs, NoArgs, Tools, failure_of, search_schema
+from mcp_server.tools import (
+    DEFAULT_FETCH_CHARS,
+    MAX_FETCH_CHARS,
+    FetchArgs,
+    NoArgs,
+    Tools,
+    failure_of,
+    search_schema,
+)
 from ncindex import __version__, strict_json
 from ncindex.accounts import refused_accounts
 from ncindex.errors import TransientError, Unauthenticated, public_reason
 from ncindex.ingest.queueing import Producer, celery_app
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
+from ncindex.search.service import MAX_LIMIT
 from ncindex.search.wiring import service_factory
 from ncindex.settings import Settings
 from ncindex.telemetry import MCP_TOOL_CALLS, metrics_payload
@@ -122,16 +131,26 @@ def tool_list() -> list[Tool]:
             "search",
             "Search Nextcloud",
             "Hybrid (dense + BM25) search of the caller's notes, files, Deck cards and News "
-            "items, every result re-checked with Nextcloud. Only `query` is required; filters "
-            "as in POST /v1/search. Results carry `id` (for `fetch`), `title`, `url` (opens "
-            "it in Nextcloud), `snippet` (plain text) with `matches` offsets, and `score`.",
+            "items; every result is re-checked with Nextcloud. Only `query` is required; the "
+            "`filter` tree's fields and operators are those the `list_filters` tool lists. "
+            f"Answers `limit` results (1–{MAX_LIMIT}, default 10), at most one per document, "
+            "best first. Each result carries `id` (for `fetch`), `title`, `url` (opens it in "
+            "Nextcloud), `path`, `snippet` (plain text) with `matches` (`start`/`end` offsets "
+            "into it), `chunk_index` and `char_start`/`char_end` (the matching chunk, for "
+            "`fetch`), `modified_at` (Unix seconds) and `score`: the fused rank score, higher "
+            "is better, comparable only within one search (not a similarity, not 0–1).",
             search_schema(),
         ),
         tool(
             "fetch",
             "Fetch a document",
-            "The text of one document from `search` (by its `id`): the whole extracted text, "
-            "or with `chunk_index` the chunks around it. Checked with Nextcloud first.",
+            "The text of one document from `search` (by its `id`), checked with Nextcloud "
+            f"first: at most `max_chars` characters (default {DEFAULT_FETCH_CHARS:,}, at most "
+            f"{MAX_FETCH_CHARS:,}) from character `offset` (default: the start), or with "
+            "`chunk_index` the chunks around it (`window` on each side, default 2). "
+            "`char_start`/`char_end` are the text's offsets in the document (a search "
+            "result's offset `i` is `text[i - char_start]`); when `truncated`, call again "
+            "with `offset` = `next_offset` to read on.",
             FetchArgs.model_json_schema(),
         ),
         tool(

@@ -6,15 +6,17 @@ the same verified results, each with ``id`` (``"{doc_type}:{doc_id}"``), ``title
 (a link that opens the document in Nextcloud, :func:`open_link`), ``path``, ``snippet`` as
 plain text with ``matches`` (``start``/``end`` character offsets into it), ``score``,
 ``doc_type``, ``doc_id``, ``chunk_index`` and ``modified_at`` (Unix seconds). ``fetch`` takes
-that ``id`` (or ``doc_type`` + ``doc_id``) and answers the whole extracted text, or with
-``chunk_index`` the chunks ``chunk_index ± window``, after the same ownership check and
-verify-on-read as ``GET /v1/documents/{doc_type}/{doc_id}/context``.
+that ``id`` (or ``doc_type`` + ``doc_id``) and answers at most ``max_chars`` characters of the
+extracted text from ``offset``, or with ``chunk_index`` of the chunks ``chunk_index ± window``,
+with the text's offsets in the document and where to read on (:func:`fetch_body`), after the
+same ownership check and verify-on-read as ``GET /v1/documents/{doc_type}/{doc_id}/context``.
 
 The research-mode shape clients such as ChatGPT's deep research call (a ``search`` tool taking
 ``query`` whose results carry ``id``, ``title`` and ``url``; a ``fetch`` tool taking ``id``
 whose answer carries ``id``, ``title``, ``text``, ``url`` and ``metadata``) is the same two
-tools: those clients find tools by these names, and ``query`` and ``id`` are the only required
-arguments, so a second pair would need other names they do not look for.
+tools: those clients find tools by these names, and ``query`` alone is required and ``id`` is
+enough (``fetch`` takes ``id`` or both ``doc_type`` and ``doc_id``), so a second pair would need
+other names they do not look for.
 
 A failure is a tool error (``isError``): ``structuredContent`` is ``{"code", "field",
 "detail"}`` with the product's stable codes (``invalid_value``, ``invalid_filter``,
@@ -27,11 +29,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import redis
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from pydantic.json_schema import models_json_schema
 
 from ncindex.documents import DocRef, DocType
@@ -58,7 +60,7 @@ from ncindex.search.service import (
     SearchResult,
     SearchService,
 )
-from ncindex.strict_json import JsonInt
+from ncindex.strict_json import WHOLE_NUMBER
 from ncindex.sync.user_status import user_status
 from ncindex.text.snippets import plain_snippet
 from ncindex.web.problems import validation_error
@@ -68,6 +70,15 @@ log = structlog.get_logger(__name__)
 _REF = "#/$defs/{model}"
 WHOLE_DOCUMENT = 1_000_000
 """``window`` used to read every chunk of a document (larger than any chunk count)."""
+DEFAULT_WINDOW = 2
+"""``fetch``'s chunks on each side of ``chunk_index`` when ``window`` is not given."""
+DEFAULT_FETCH_CHARS = 20_000
+"""``fetch``'s ``max_chars`` when not given: characters (Unicode code points, as the chunks'
+offsets count them) of text in one answer, about 5,000 tokens of English."""
+MAX_FETCH_CHARS = 100_000
+"""Largest ``max_chars`` a caller may ask for."""
+MAX_OFFSET = 2**31 - 1
+"""Largest ``offset`` a caller may name (characters)."""
 
 
 class ToolFailure(Exception):
@@ -84,38 +95,54 @@ class ToolFailure(Exception):
 
 
 class FetchArgs(BaseModel):
-    """Arguments of ``fetch``: the document by ``id`` (as ``search`` returns it) or by
-    ``doc_type`` and ``doc_id``; without ``chunk_index`` the whole text."""
+    """Fetch one document's text: by `id` (a search result's) or by `doc_type` and `doc_id`;
+    at most `max_chars` characters from `offset` (default: its start), or the chunks around
+    `chunk_index`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        # the half of "`id`, or both `doc_type` and `doc_id`" JSON Schema can say without a
+        # top-level anyOf/oneOf, which Anthropic's, OpenAI's, Bedrock's and Vertex's tool
+        # schemas refuse (e.g. makenotion/notion-mcp-server#341, kenn-io/kata#365)
+        json_schema_extra={"dependentRequired": {"doc_type": ["doc_id"], "doc_id": ["doc_type"]}},
+    )
 
     id: str | None = Field(
         None,
         max_length=MAX_DOC_ID_CHARS + 16,
-        description="A search result's id, `{doc_type}:{doc_id}` (e.g. `file:123`).",
+        description="A search result's id, `{doc_type}:{doc_id}` (e.g. `file:123`). Give "
+        "either this or both `doc_type` and `doc_id`.",
     )
     doc_type: DocType | None = Field(None, description="With `doc_id`, instead of `id`.")
     doc_id: str | None = Field(
         None, min_length=1, max_length=MAX_DOC_ID_CHARS, description="With `doc_type`."
     )
-    chunk_index: JsonInt | None = Field(
+    chunk_index: Annotated[StrictInt, Field(ge=0, le=MAX_CHUNK_INDEX), WHOLE_NUMBER] | None = Field(
         None,
-        ge=0,
-        le=MAX_CHUNK_INDEX,
         description="Answer the chunks around this one (a search result's `chunk_index`) "
-        "instead of the whole text.",
+        "instead of the text from `offset`.",
     )
-    window: JsonInt = Field(
-        2,
-        ge=0,
-        le=MAX_CONTEXT_WINDOW,
-        description="Chunks on each side of `chunk_index` (only with it).",
+    window: Annotated[StrictInt, Field(ge=0, le=MAX_CONTEXT_WINDOW), WHOLE_NUMBER] | None = Field(
+        None,
+        description=f"Chunks on each side of `chunk_index`, 0–{MAX_CONTEXT_WINDOW}; "
+        f"{DEFAULT_WINDOW} when left out or null. Only with `chunk_index`.",
+    )
+    offset: Annotated[StrictInt, Field(ge=0, le=MAX_OFFSET), WHOLE_NUMBER] | None = Field(
+        None,
+        description="Start the text at this character of the document: a previous answer's "
+        "`next_offset` to read on, or a search result's `char_start`. Not with `chunk_index`.",
+    )
+    max_chars: Annotated[StrictInt, Field(ge=1, le=MAX_FETCH_CHARS), WHOLE_NUMBER] = Field(
+        DEFAULT_FETCH_CHARS,
+        description=f"Most characters of text to answer, 1–{MAX_FETCH_CHARS}; a longer text "
+        "is cut, and the answer's `next_offset` says where to read on.",
     )
 
     def ref(self) -> DocRef:
         """The document; raises :class:`InputError` (``invalid_value``) for a bad id, naming
         ``id`` when neither ``id`` nor both of ``doc_type`` and ``doc_id`` are given, or both
-        ways are, and naming ``window`` when it is given without ``chunk_index``."""
+        ways are, naming ``window`` when it is given (not null) without ``chunk_index``, and
+        ``offset`` when it is given with ``chunk_index``."""
         if self.id is None and (self.doc_type is None or self.doc_id is None):
             missing = "doc_id" if self.doc_type is not None else "doc_type" if self.doc_id else "id"
             raise InputError("invalid_value", missing, "give `id`, or `doc_type` and `doc_id`")
@@ -123,9 +150,13 @@ class FetchArgs(BaseModel):
             raise InputError(
                 "invalid_value", "id", "give `id` or `doc_type` and `doc_id`, not both"
             )
-        if "window" in self.model_fields_set and self.chunk_index is None:
+        if self.window is not None and self.chunk_index is None:
             raise InputError(
                 "invalid_value", "window", "counts chunks around `chunk_index`; give both"
+            )
+        if self.offset is not None and self.chunk_index is not None:
+            raise InputError(
+                "invalid_value", "offset", "reads on from a character, not with `chunk_index`"
             )
         if self.id is not None:
             doc_type, _, doc_id = self.id.partition(":")
@@ -155,6 +186,19 @@ def search_schema() -> dict[str, Any]:
         json.dumps(schema).replace(FILTER_NODE_REF, _REF.format(model="FilterNode"))
     )
     schema["$defs"].update(filter_schemas(_REF))
+    # for a tool caller, which reaches the filter list by the `list_filters` tool, not by
+    # the REST endpoint the model's own descriptions name
+    schema["description"] = (
+        "A search: `query`, and filters that all must hold (each list: any of its values)."
+    )
+    schema["properties"]["filter"]["description"] = (
+        "A boolean filter tree: `{and: [...]}`, `{or: [...]}`, `{not: {...}}` nodes and "
+        "`{field, op, value}` leaves, fields and operators as the `list_filters` tool lists "
+        "them; a node with any other key is refused. `{}` and `null` mean no filter."
+    )
+    schema["$defs"]["FilterLeaf"]["description"] = (
+        "A condition; operators per field as the `list_filters` tool lists them."
+    )
     return schema
 
 
@@ -183,31 +227,20 @@ class Tools:
         }
 
     def fetch(self, client: NextcloudClient, arguments: dict[str, Any]) -> dict[str, Any]:
-        """``fetch``: a document's text (or a window of its chunks) as ``client.user``."""
+        """``fetch``: at most ``max_chars`` of a document's text as ``client.user``, from
+        ``offset`` or around ``chunk_index`` (:func:`fetch_body` gives the shape). Raises
+        :class:`InputError` (``invalid_value``, field ``offset``) for an offset at or past
+        the text's end."""
         try:
             args = FetchArgs.model_validate(arguments)
         except ValidationError as exc:
             raise validation_error(exc) from None
         ref = args.ref()
         whole = args.chunk_index is None
-        context = self.service().context(
-            client, ref, args.chunk_index or 0, WHOLE_DOCUMENT if whole else args.window
-        )
-        body: dict[str, Any] = {
-            "id": ref.key,
-            "title": context.title,
-            "text": stitched(context),
-            "url": open_link(self.link_base, context.doc_type, context.doc_id, context.url),
-            "metadata": {
-                "doc_type": context.doc_type,
-                "doc_id": context.doc_id,
-                "path": context.path,
-                "chunk_count": context.chunk_count,
-            },
-        }
-        if not whole:
-            body["chunks"] = [c.model_dump() for c in context.chunks]
-        return body
+        window = WHOLE_DOCUMENT if whole else DEFAULT_WINDOW if args.window is None else args.window
+        context = self.service().context(client, ref, args.chunk_index or 0, window)
+        url = open_link(self.link_base, context.doc_type, context.doc_id, context.url)
+        return fetch_body(ref.key, url, context, args.offset or 0, args.max_chars, whole)
 
     def list_filters(self, client: NextcloudClient, arguments: dict[str, Any]) -> dict[str, Any]:
         """``list_filters``: the fields and operators, as ``GET /v1/filters``."""
@@ -234,15 +267,67 @@ class Tools:
         return out
 
 
+def fetch_body(
+    key: str, url: str | None, context: ContextResponse, offset: int, max_chars: int, whole: bool
+) -> dict[str, Any]:
+    """``fetch``'s answer for ``context``'s chunks: ``{id, title, text, url, char_start,
+    char_end, truncated, next_offset, metadata: {doc_type, doc_id, path, chunk_count}}``, and
+    with a window of chunks (not ``whole``) ``chunks``: ``[{chunk_index, char_start,
+    char_end}]`` of those in ``text`` (their text only once, in ``text``).
+
+    ``text`` is :func:`stitched` from character ``offset`` (or the first chunk's start, when
+    later) of the document, at most ``max_chars`` characters; ``char_start``/``char_end`` are
+    its offsets in the document's extracted text, so a document offset ``i`` (a chunk's, a
+    search result's) is ``text[i - char_start]``. ``truncated`` says the text went on past
+    ``max_chars``, and ``next_offset`` (else null) is the ``offset`` to read on from. Raises
+    :class:`InputError` (``invalid_value``, field ``offset``) for an ``offset`` at or past the
+    text's end."""
+    first = context.chunks[0].char_start
+    text = stitched(context)
+    end = first + len(text)
+    if offset >= end:
+        raise InputError("invalid_value", "offset", f"past the end of the text ({end} characters)")
+    start = max(offset, first)
+    shown = text[start - first : start - first + max_chars]
+    stop = start + len(shown)
+    body: dict[str, Any] = {
+        "id": key,
+        "title": context.title,
+        "text": shown,
+        "url": url,
+        "char_start": start,
+        "char_end": stop,
+        "truncated": stop < end,
+        "next_offset": stop if stop < end else None,
+        "metadata": {
+            "doc_type": context.doc_type,
+            "doc_id": context.doc_id,
+            "path": context.path,
+            "chunk_count": context.chunk_count,
+        },
+    }
+    if not whole:
+        body["chunks"] = [
+            {"chunk_index": c.chunk_index, "char_start": c.char_start, "char_end": c.char_end}
+            for c in context.chunks
+            if c.char_start < stop and c.char_end > start
+        ]
+    return body
+
+
 def stitched(context: ContextResponse) -> str:
-    """The chunks' text as one string: overlapping chunks are joined at their character
-    offsets (the overlap once), chunks with a gap between them by a newline."""
+    """The chunks' text as one string, from the first chunk's ``char_start``: character ``i``
+    of the document is ``stitched(context)[i - chunks[0].char_start]``. Overlapping chunks are
+    joined at their offsets (the overlap once); a gap between two chunks — whitespace the
+    chunker trimmed (:meth:`ncindex.text.chunking.Chunker.chunk_text`), which the index does
+    not keep — is filled with as many newlines as it spans, so every later offset still lands
+    on its character."""
     out: list[str] = []
     end = None
     for chunk in context.chunks:
         if end is None or chunk.char_start >= end:
             if end is not None:
-                out.append("\n")
+                out.append("\n" * (chunk.char_start - end))
             out.append(chunk.text)
         elif chunk.char_end > end:
             out.append(chunk.text[end - chunk.char_start :])

@@ -57,7 +57,14 @@ def _whole(value: Any) -> Any:
     return value
 
 
-JsonInt = Annotated[StrictInt, BeforeValidator(_whole)]
+WHOLE_NUMBER = BeforeValidator(_whole)
+"""Reads a float with no fractional part as an ``int`` (see :data:`JsonInt`). For a bounded
+field, put the bounds before it, on the ``StrictInt``: ``Annotated[StrictInt, Field(ge=1,
+le=100), WHOLE_NUMBER]``; bounds put after it (``Field(ge=…)`` on a ``JsonInt``) are checked,
+but the JSON Schema shows them as ``ge``/``le``, keywords JSON Schema does not have, instead of
+``minimum``/``maximum``."""
+
+JsonInt = Annotated[StrictInt, WHOLE_NUMBER]
 """An integer as JSON Schema counts one, for request fields: ``5`` or ``5.0`` (JSON Schema
 2020-12 core §4.2.1: a number with a zero fractional part is an integer; tool callers write
-5.0), never ``5.5``, a string or a boolean."""
+5.0), never ``5.5``, a string or a boolean. Bounded: see :data:`WHOLE_NUMBER`."""

@@ -87,7 +87,7 @@ from ncindex.settings import Settings
 from ncindex.sources.base import Checked, Verdict
 from ncindex.sources.eligibility import Eligibility
 from ncindex.store.port import Fusion, Hit, PointRecord, SparseVector, VectorStore
-from ncindex.strict_json import JsonInt
+from ncindex.strict_json import WHOLE_NUMBER
 from ncindex.text.snippets import Match, Snippet, snippet
 
 log = structlog.get_logger(__name__)
@@ -95,6 +95,9 @@ log = structlog.get_logger(__name__)
 MAX_ROUNDS = 3
 """Over-fetched pages of the fused ranking read at most, when verification drops leave the
 page short."""
+
+MAX_LIMIT = 100
+"""Most results one search answers (``limit``)."""
 
 MAX_CONTEXT_WINDOW = 20
 """Largest number of chunks on each side of a chunk that the context endpoint and the MCP
@@ -165,8 +168,8 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=1000, description="What to look for.")
-    limit: JsonInt | None = Field(
-        None, ge=1, le=100, description="Results per page (default: the server's, 10)."
+    limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT), WHOLE_NUMBER] | None = Field(
+        None, description=f"Results per page, 1–{MAX_LIMIT} (default: the server's, 10)."
     )
     doc_types: list[DocType] | None = Field(
         None,

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
 from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
@@ -656,3 +657,13 @@ def test_rate_limit(
 def context_status(client: Any, auth: tuple[str, str], key: str) -> int:
     doc_type, doc_id = key.split(":")
     return client.get(f"/v1/documents/{doc_type}/{doc_id}/context", auth=auth).status_code
+
+
+def test_openapi_bounds_limit_with_json_schema_keywords(ro_api: Api) -> None:
+    """``SearchRequest.limit``'s 1–100 was published as ``ge``/``le``, which JSON Schema does
+    not know: a client validating by ``/openapi.json`` let 0 and 1000 by."""
+    doc = ro_api.client.get("/openapi.json").get_json()
+    schemas = doc["components"]["schemas"]
+    limit = Draft202012Validator(schemas["SearchRequest"]["properties"]["limit"])
+    assert not limit.is_valid(0) and not limit.is_valid(1000) and not limit.is_valid(101)
+    assert limit.is_valid(1) and limit.is_valid(100) and limit.is_valid(None)

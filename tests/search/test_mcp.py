@@ -20,6 +20,7 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -104,8 +105,82 @@ def test_tools_are_listed_read_only_with_their_schemas(mcp_url: str) -> None:
     assert search["additionalProperties"] is False
     assert {"FilterNode", "FilterLeaf", "DocType"} <= set(search["$defs"])
     fetch = tools["fetch"].input_schema
-    assert {"id", "doc_type", "doc_id", "chunk_index", "window"} == set(fetch["properties"])
+    assert {"id", "doc_type", "doc_id", "chunk_index", "window", "offset",
+            "max_chars"} == set(fetch["properties"])  # fmt: skip
     assert tools["list_filters"].input_schema["properties"] == {}
+
+
+def test_published_bounds_are_json_schema_keywords(mcp_url: str) -> None:
+    """``limit``'s 1–100 and ``chunk_index``'s 0–1,000,000 were published as ``ge``/``le``,
+    which JSON Schema does not know, so a client validating by the schema let 0 and 1000 by."""
+
+    async def main() -> Any:
+        async with session(mcp_url, basic("alice")) as client:
+            return (await client.list_tools()).tools
+
+    tools = {t.name: t for t in run(main())}
+    search = Draft202012Validator(tools["search"].input_schema)
+    fetch = Draft202012Validator(tools["fetch"].input_schema)
+    for limit in (0, 1000, 101):
+        assert not search.is_valid({"query": "x", "limit": limit}), limit
+    assert search.is_valid({"query": "x", "limit": 100})
+    for bad in ({"chunk_index": -1}, {"chunk_index": 1_000_001}, {"chunk_index": 0, "window": 21},
+                {"max_chars": 0}, {"max_chars": 100_001}, {"offset": -1}):  # fmt: skip
+        assert not fetch.is_valid({"id": "file:1", **bad}), bad
+    assert fetch.is_valid({"id": "file:1", "chunk_index": 3, "window": 20})
+    listed = json.dumps([t.input_schema for t in tools.values()])
+    assert '"ge"' not in listed and '"le"' not in listed
+
+
+def test_fetch_schema_says_id_or_doc_type_with_doc_id_and_every_default_is_accepted(
+    mcp_url: str, ro_api: Api
+) -> None:
+    """The schema showed ``window`` default 2, and a call with that default filled in (with
+    ``chunk_index`` at its default, null) was refused ``invalid_value (window)``: now
+    ``window``'s default is null (2 when ``chunk_index`` is given). The rule that
+    ``doc_type`` and ``doc_id`` go together is in the schema (``dependentRequired``; a
+    top-level ``anyOf`` would make Claude's and OpenAI's APIs refuse every tool)."""
+    key = ro_api.keys[LIGHT]
+
+    async def main() -> tuple[Any, list[Any]]:
+        async with session(mcp_url, basic("alice")) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            fetch = tools["fetch"].input_schema
+            defaults = {n: p["default"] for n, p in fetch["properties"].items() if "default" in p}
+            calls = [{**defaults, "id": key}, {"id": key, "chunk_index": None, "window": None},
+                     {"id": key, "chunk_index": 0, "window": None}]  # fmt: skip
+            return tools, [await call(client, "fetch", a) for a in calls]
+
+    tools, results = run(main())
+    for result in results:
+        assert not result.is_error, result.content
+    fetch = tools["fetch"].input_schema
+    assert fetch["properties"]["window"]["default"] is None
+    valid = Draft202012Validator(fetch).is_valid
+    assert valid({"id": "file:1"}) and valid({"doc_type": "file", "doc_id": "1"})
+    assert not valid({"doc_type": "file"}) and not valid({"doc_id": "1"})
+    for tool in tools.values():
+        assert not {"anyOf", "oneOf", "allOf"} & set(tool.input_schema), tool.name
+
+
+def test_tool_descriptions_name_tools_not_rest_endpoints(mcp_url: str) -> None:
+    """The descriptions sent the model to ``POST /v1/search`` and ``GET /v1/filters``, which it
+    cannot call, and ``search``'s schema description was a Python docstring."""
+
+    async def main() -> Any:
+        async with session(mcp_url, basic("alice")) as client:
+            return (await client.list_tools()).tools
+
+    tools = {t.name: t for t in run(main())}
+    listed = json.dumps([t.model_dump(mode="json") for t in tools.values()], ensure_ascii=False)
+    assert "/v1/" not in listed and "``" not in listed
+    search = tools["search"].description
+    for said in ("`list_filters`", "1–100", "one per document", "Unix seconds",
+                 "not a similarity"):  # fmt: skip
+        assert said in search, said
+    assert "`list_filters`" in tools["search"].input_schema["properties"]["filter"]["description"]
+    assert "max_chars" in tools["fetch"].description
+    assert "next_offset" in tools["fetch"].description
 
 
 def test_search_with_filters_is_the_verified_search(mcp_url: str, ro_api: Api) -> None:
@@ -152,6 +227,40 @@ def test_search_with_filters_is_the_verified_search(mcp_url: str, ro_api: Api) -
         for m in r["matches"]:  # plain-text offsets that land on a query word
             word = r["snippet"][m["start"] : m["end"]].lower()
             assert word.startswith(("lighthouse", "lens", "foghorn")), word
+
+
+def test_fetch_pages_by_max_chars_and_sends_a_window_once(mcp_url: str, ro_api: Api) -> None:
+    """``fetch`` with ``max_chars`` cuts the text and says where to read on (``next_offset``,
+    given back as ``offset``); a window of chunks (``chunk_index``) carried its text twice, in
+    ``text`` and in ``chunks``. The text content is the structured content."""
+    key = ro_api.keys[LIGHT]
+    whole = "Lighthouse plan: polish the lighthouse lens and replace the brass fittings."
+
+    async def main() -> tuple[list[Any], Any, Any]:
+        async with session(mcp_url, basic("alice")) as client:
+            pages = [await call(client, "fetch", {"id": key, "max_chars": 30})]
+            while pages[-1].structured_content.get("next_offset") is not None:
+                offset = pages[-1].structured_content["next_offset"]
+                pages.append(
+                    await call(client, "fetch", {"id": key, "max_chars": 30, "offset": offset})
+                )
+                assert len(pages) < 5, pages[-1]
+            window = await call(client, "fetch", {"id": key, "chunk_index": 0})
+            past = await call(client, "fetch", {"id": key, "offset": len(whole)})
+            return pages, window, past
+
+    pages, window, past = run(main())
+    bodies = [p.structured_content for p in pages]
+    assert [(b["char_start"], b["char_end"], b["truncated"]) for b in bodies] == [
+        (0, 30, True), (30, 60, True), (60, len(whole), False)
+    ]  # fmt: skip
+    assert "".join(b["text"] for b in bodies) == whole
+    for result in [*pages, window]:
+        assert json.loads(result.content[0].text) == result.structured_content
+    chunk = window.structured_content["chunks"][0]
+    assert chunk == {"chunk_index": 0, "char_start": 0, "char_end": len(whole)}
+    assert window.structured_content["text"] == whole
+    assert past.is_error and past.structured_content["field"] == "offset"
 
 
 def test_fetch_whole_text_and_a_window(mcp_url: str, ro_api: Api) -> None:
@@ -204,6 +313,8 @@ BAD_ARGUMENTS = [
     ("fetch", {"id": "file:1", "doc_id": "1"}, "invalid_value", "id"),
     ("fetch", {"id": "file:1", "window": 99}, "invalid_value", "window"),
     ("fetch", {"id": "file:1", "window": 1}, "invalid_value", "window"),
+    ("fetch", {"id": "file:1", "chunk_index": 0, "offset": 5}, "invalid_value", "offset"),
+    ("fetch", {"id": "file:1", "max_chars": 0}, "invalid_value", "max_chars"),
     ("fetch", {"id": "file:999999"}, "not_found", "id"),
     ("list_filters", {"x": 1}, "unknown_field", "x"),
 ]  # fmt: skip
@@ -542,17 +653,13 @@ def test_bob_never_gets_alices_private_documents(
     assert ro_api.keys[SECRET] not in private and ro_api.keys[GARDEN] not in private
 
 
-def test_fetch_stitches_overlapping_chunks_back_into_the_text(model_dir: Path) -> None:
-    """``fetch``'s whole text from the real chunker's overlapping chunks: every word once, in
-    order (a gap the chunker trimmed is whitespace, joined by a newline)."""
+def chunked(model_dir: Path, text: str, tokens: int, overlap: int) -> ContextResponse:
+    """``text`` cut by the real chunker, as the context read answers its chunks."""
     chunker = Chunker.from_settings(
-        Settings(model_dir=model_dir, chunk_tokens=60, chunk_overlap_tokens=30)
+        Settings(model_dir=model_dir, chunk_tokens=tokens, chunk_overlap_tokens=overlap)
     )
-    text = " ".join(f"Keeper {i} polishes lens {i}." for i in range(80))
     chunks = chunker.chunk_text(text, markdown=False)
-    assert len(chunks) > 5
-    assert any(b.char_start < a.char_end for a, b in itertools.pairwise(chunks))  # overlaps
-    context = ContextResponse(
+    return ContextResponse(
         doc_type="file",
         doc_id="1",
         title="t",
@@ -563,7 +670,60 @@ def test_fetch_stitches_overlapping_chunks_back_into_the_text(model_dir: Path) -
             for c in chunks
         ],
     )  # fmt: skip
-    assert stitched(context).split() == text.split()
+
+
+def test_fetch_stitches_overlapping_chunks_back_into_the_text(model_dir: Path) -> None:
+    """``fetch``'s whole text from the real chunker's overlapping chunks: every word once, in
+    order, and every chunk's ``char_start``/``char_end`` index its text in the stitched one.
+    A gap the chunker trimmed (here blank lines and indents between paragraphs) was one
+    newline whatever its length, so every later offset pointed before its character."""
+    text = "\n\n   \n".join(f"Keeper {i} polishes lens {i}. " * 3 for i in range(40))
+    overlapping, apart = chunked(model_dir, text, 60, 30), chunked(model_dir, text, 60, 0)
+    assert any(b.char_start < a.char_end for a, b in itertools.pairwise(overlapping.chunks))
+    assert any(b.char_start > a.char_end + 1 for a, b in itertools.pairwise(apart.chunks))
+    for context in (overlapping, apart):
+        assert len(context.chunks) > 5
+        whole = stitched(context)
+        assert whole.split() == text.split()
+        first = context.chunks[0].char_start
+        for c in context.chunks:
+            assert whole[c.char_start - first : c.char_end - first] == c.text, c.chunk_index
+
+
+def test_fetch_cuts_a_long_text_at_the_default_and_pages_through_it(model_dir: Path) -> None:
+    """A 288,011-character file came back whole from ``fetch``. Now at most ``max_chars``
+    (20,000 unless asked) from ``offset``, saying where the text starts, whether it was cut
+    and where to read on; the pages put together are the text, and a chunk's offsets (a
+    search result's) index the page that holds them. A window of chunks (``chunk_index``)
+    starts at its first chunk's offset and sends each chunk's text once."""
+    from mcp_server.tools import FetchArgs, fetch_body
+
+    text = "\n\n".join(f"Keeper {i} polishes lens {i}. " * 40 for i in range(40))
+    context = chunked(model_dir, text, 200, 20)
+    assert len(text) > 40_000
+    default = FetchArgs.model_validate({"id": "file:1"}).max_chars
+    pages, offset = [], 0
+    while True:
+        page = fetch_body("file:1", None, context, offset, default, True)
+        assert page["char_start"] == offset and page["char_end"] == offset + len(page["text"])
+        pages.append(page)
+        if not page["truncated"]:
+            assert page["next_offset"] is None
+            break
+        assert len(page["text"]) == default == 20_000
+        offset = page["next_offset"]
+    assert len(pages) == 3 and "".join(p["text"] for p in pages).split() == text.split()
+    for c in context.chunks:
+        (page,) = [p for p in pages if p["char_start"] <= c.char_start < p["char_end"]]
+        start = c.char_start - page["char_start"]
+        assert page["text"][start : start + len(c.text)] == c.text[: len(page["text"]) - start]
+    window = context.model_copy(update={"chunks": context.chunks[3:6]})
+    body = fetch_body("file:1", None, window, 0, default, False)
+    assert body["char_start"] == context.chunks[3].char_start and not body["truncated"]
+    assert [c["chunk_index"] for c in body["chunks"]] == [3, 4, 5]
+    assert all("text" not in c for c in body["chunks"])
+    for c in context.chunks[3:6]:
+        assert body["text"][c.char_start - body["char_start"] :].startswith(c.text)
 
 
 def test_only_post_is_served_and_its_body_is_strict_json(mcp_url: str) -> None:
