@@ -30,7 +30,10 @@ KUBE_VERSIONS = ("1.30", kubernetes_validate.latest_version())
 #: Where Nextcloud is, and where it reaches ncindex without an ingress: the chart has no
 #: default for either.
 NEXTCLOUD = {"nextcloud_url": "https://cloud.example.org", "public_url": "https://nci.example.org"}
+#: The image every pod runs: nothing publishes one, so the chart has no default.
+IMAGE = {"repository": "registry.example.org/ncindex", "tag": "0.1.0"}
 MINIMAL: dict[str, Any] = {
+    "image": IMAGE,
     "config": NEXTCLOUD,
     "secrets": {"webhookSecret": "0123456789abcdef0123", "accounts": {"alice": "app-pw-1"}},
     "externalRedis": {"url": "redis://redis.data:6379/0"},
@@ -38,6 +41,7 @@ MINIMAL: dict[str, Any] = {
     "flower": {"basicAuth": {"users": ["admin:correct-horse"]}},
 }
 EXTERNAL_SECRETS: dict[str, Any] = {
+    "image": IMAGE,
     "config": NEXTCLOUD,
     "secrets": {"existingSecret": "ncindex-creds"},
     "externalRedis": {"existingSecret": "redis-creds"},
@@ -45,6 +49,7 @@ EXTERNAL_SECRETS: dict[str, Any] = {
     "flower": {"basicAuth": {"existingSecret": "flower-creds"}},
 }
 EVERYTHING: dict[str, Any] = {
+    "image": {"repository": "registry.example.org/ncindex"},
     "secrets": {"webhookSecret": "0123456789abcdef0123", "accounts": {"a": "x", "b": "y"}},
     "redis": {"enabled": True},
     "qdrant": {"enabled": True},
@@ -548,6 +553,23 @@ def notes(chart: helm.Chart, values: dict[str, Any]) -> str:
     rendered = chart.render(copy.deepcopy(values), name="nci", namespace="search")
     (text,) = [t for path, t in rendered.items() if path.endswith("NOTES.txt")]
     return text
+
+
+def test_the_image_repository_is_required(chart: helm.Chart) -> None:
+    """values.yaml named ``ncindex``, which nothing builds or publishes (``make image`` builds
+    ``localhost/ncindex:latest``): values without an image rendered, and every pod failed to
+    pull ``ncindex:0.1.0``."""
+    assert "repository" not in chart.values["image"]
+    values = copy.deepcopy(MINIMAL)
+    del values["image"]
+    with pytest.raises(helm.HelmValuesError, match="/image': missing property 'repository'"):
+        render(chart, values)
+    images = {container(d)["image"] for d in by_kind(render(chart, MINIMAL), "Deployment").values()}
+    assert images == {"registry.example.org/ncindex:0.1.0"}
+    images = {
+        container(d)["image"] for d in by_kind(render(chart, EVERYTHING), "Deployment").values()
+    }
+    assert images == {f"registry.example.org/ncindex:{chart.metadata['appVersion']}"}
 
 
 def test_the_public_url_follows_the_ingress_host(chart: helm.Chart) -> None:
