@@ -451,6 +451,9 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     ("path", "value", "message"),
     [
         ("secrets.webhookSecret", "short", "webhookSecret"),
+        # no account: accounts.json "{}" rendered, and no document could be read or verified
+        ("secrets.accounts", {}, "/secrets/accounts': minProperties"),
+        ("secrets", {"webhookSecret": "0123456789abcdef0123"}, "/secrets/accounts"),
         ("config.webhook_secret", "leaked", "webhook_secret"),
         ("config.redis_url", "redis://x", "redis_url"),
         ("config.log_level", "LOUD", "log_level"),
