@@ -404,6 +404,40 @@ def test_in_cluster_dependencies(chart: helm.Chart) -> None:
     assert set(hpas) == {"nci-ncindex-search", "nci-ncindex-worker-index"}
 
 
+def test_the_in_cluster_redis_password_reaches_the_pods(
+    chart: helm.Chart, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``redis.auth.enabled`` the URL named no password, so every pod was refused by the
+    in-cluster Redis (NOAUTH). The bitnami chart's Secret (``<release>-redis``, key
+    ``redis-password``, or ``redis.auth.existingSecret``) reaches the URL through
+    ``$(REDIS_PASSWORD)``, which Kubernetes expands from the variable defined before it."""
+    for auth, secret, key in (
+        ({"enabled": True}, "nci-redis", "redis-password"),
+        (
+            {"enabled": True, "existingSecret": "redis-auth", "existingSecretPasswordKey": "pw"},
+            "redis-auth",
+            "pw",
+        ),
+    ):
+        objects = render(chart, with_change(EVERYTHING, "redis.auth", auth))
+        assert "NCINDEX_REDIS_URL" not in by_kind(objects, "ConfigMap")["nci-ncindex"]["data"]
+        for deployment in by_kind(objects, "Deployment").values():
+            env = container(deployment)["env"]
+            names = [e["name"] for e in env]
+            assert names.index("REDIS_PASSWORD") < names.index("NCINDEX_REDIS_URL")
+            by_name = {e["name"]: e for e in env}
+            ref = by_name["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]
+            assert ref == {"name": secret, "key": key}
+            url = by_name["NCINDEX_REDIS_URL"]["value"]
+            assert url == "redis://:$(REDIS_PASSWORD)@nci-redis-master:6379/0"
+    # as Kubernetes expands it, the settings read the password
+    monkeypatch.setenv("NCINDEX_REDIS_URL", url.replace("$(REDIS_PASSWORD)", "s3cret"))
+    assert Settings(webhook_secret="0123456789abcdef0123").redis_url.startswith("redis://:s3cret@")
+    # without auth the URL stays in the ConfigMap
+    config = by_kind(render(chart, EVERYTHING), "ConfigMap")["nci-ncindex"]["data"]
+    assert config["NCINDEX_REDIS_URL"] == "redis://nci-redis-master:6379/0"
+
+
 def test_the_notes_port_forward_reaches_the_flower_service_port(chart: helm.Chart) -> None:
     """The notes said ``port-forward svc/…-flower 5555``, which fails once
     flower.service.port is another port (port-forward names the Service's port)."""
@@ -465,6 +499,9 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("search.resources.limits.memory", "lots", "memory"),
         ("flower.basicAuth.users", ["admin"], "users"),
         ("externalRedis.url", "http://redis", "url"),
+        # the password landed in the ConfigMap: a Secret is the place (externalRedis.existingSecret)
+        ("externalRedis.url", "redis://:hunter2@redis.data:6379/0", "externalRedis.existingSecret"),
+        ("externalRedis.url", "rediss://ncindex@redis.data:6380/0", "no user or password"),
         ("beat.replicas", 2, "beat"),
         ("gunicorn.preStopSeconds", 0, "preStopSeconds"),
         ("metrics.scrapeAnnotations", "yes", "scrapeAnnotations"),

@@ -53,10 +53,19 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (include "ncindex.fullname" .) .Values.secrets.existingSecret -}}
 {{- end -}}
 
-{{/* Redis URL when it is not taken from a Secret; fails when no Redis is configured. */}}
+{{/* The in-cluster Redis's URL (the bitnami chart's master Service), its password, when
+auth is enabled, expanded by Kubernetes from REDIS_PASSWORD (ncindex.env). */}}
+{{- define "ncindex.inClusterRedisUrl" -}}
+{{- $auth := "" -}}
+{{- if .Values.redis.auth.enabled }}{{ $auth = ":$(REDIS_PASSWORD)@" }}{{ end -}}
+{{- printf "redis://%s%s-redis-master:6379/0" $auth .Release.Name -}}
+{{- end -}}
+
+{{/* Redis URL for the ConfigMap, empty when it holds a password (ncindex.env sets it then);
+fails when no Redis is configured. */}}
 {{- define "ncindex.redisUrl" -}}
 {{- if .Values.redis.enabled -}}
-{{- printf "redis://%s-redis-master:6379/0" .Release.Name -}}
+{{- if not .Values.redis.auth.enabled }}{{ include "ncindex.inClusterRedisUrl" . }}{{ end -}}
 {{- else if .Values.externalRedis.url -}}
 {{- .Values.externalRedis.url -}}
 {{- else if not .Values.externalRedis.existingSecret -}}
@@ -136,6 +145,17 @@ prometheus.io/path: /metrics
       key: webhook-secret
 - name: NCINDEX_ACCOUNTS_FILE
   value: /etc/ncindex/secrets/accounts.json
+{{- if and .Values.redis.enabled .Values.redis.auth.enabled }}
+{{- /* the bitnami chart's Secret: <release>-redis (its fullname), key redis-password, unless
+       auth.existingSecret names another; $(REDIS_PASSWORD) below is expanded by Kubernetes */}}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.redis.auth.existingSecret | default (printf "%s-redis" .Release.Name) }}
+      key: {{ .Values.redis.auth.existingSecretPasswordKey | default "redis-password" }}
+- name: NCINDEX_REDIS_URL
+  value: {{ include "ncindex.inClusterRedisUrl" . | quote }}
+{{- end }}
 {{- if and (not .Values.redis.enabled) (not .Values.externalRedis.url) .Values.externalRedis.existingSecret }}
 - name: NCINDEX_REDIS_URL
   valueFrom:
