@@ -438,6 +438,27 @@ def test_the_in_cluster_redis_password_reaches_the_pods(
     assert config["NCINDEX_REDIS_URL"] == "redis://nci-redis-master:6379/0"
 
 
+def test_the_in_cluster_qdrant_api_key_reaches_the_pods(chart: helm.Chart) -> None:
+    """With ``qdrant.enabled`` the pods got no NCINDEX_QDRANT_API_KEY, even with
+    ``externalQdrant.existingSecret`` set: an in-cluster Qdrant with an API key refused them.
+    The qdrant chart's key (``qdrant.apiKey``) is read from its Secret, ``<release>-qdrant-apikey``
+    key ``api-key`` (qdrant/qdrant-helm templates/secret.yaml), else the existingSecret."""
+    own = {"existingSecret": "qdrant-creds"}
+    cases = (
+        ({"enabled": True, "apiKey": True}, {}, {"name": "nci-qdrant-apikey", "key": "api-key"}),
+        ({"enabled": True}, own, {"name": "qdrant-creds", "key": "api-key"}),
+        ({"enabled": True}, {}, None),
+    )
+    for qdrant, external, ref in cases:
+        values = with_change(with_change(EVERYTHING, "qdrant", qdrant), "externalQdrant", external)
+        for deployment in by_kind(render(chart, values), "Deployment").values():
+            env = {e["name"]: e for e in container(deployment)["env"]}
+            if ref is None:
+                assert "NCINDEX_QDRANT_API_KEY" not in env
+            else:
+                assert env["NCINDEX_QDRANT_API_KEY"]["valueFrom"]["secretKeyRef"] == ref
+
+
 def test_the_notes_port_forward_reaches_the_flower_service_port(chart: helm.Chart) -> None:
     """The notes said ``port-forward svc/…-flower 5555``, which fails once
     flower.service.port is another port (port-forward names the Service's port)."""

@@ -163,7 +163,16 @@ prometheus.io/path: /metrics
       name: {{ .Values.externalRedis.existingSecret }}
       key: {{ .Values.externalRedis.existingSecretKey }}
 {{- end }}
-{{- if and (not .Values.qdrant.enabled) .Values.externalQdrant.existingSecret }}
+{{- if and .Values.qdrant.enabled .Values.qdrant.apiKey }}
+{{- /* the qdrant chart's Secret, <release>-qdrant-apikey (its fullname), key api-key, whatever
+       form qdrant.apiKey takes (true, a string, valueFrom): qdrant/qdrant-helm
+       charts/qdrant/templates/secret.yaml and _helpers.tpl "qdrant.secret" */}}
+- name: NCINDEX_QDRANT_API_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ printf "%s-qdrant-apikey" .Release.Name }}
+      key: api-key
+{{- else if .Values.externalQdrant.existingSecret }}
 - name: NCINDEX_QDRANT_API_KEY
   valueFrom:
     secretKeyRef:
