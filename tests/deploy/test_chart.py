@@ -459,6 +459,23 @@ def test_the_in_cluster_qdrant_api_key_reaches_the_pods(chart: helm.Chart) -> No
                 assert env["NCINDEX_QDRANT_API_KEY"]["valueFrom"]["secretKeyRef"] == ref
 
 
+def test_the_in_cluster_qdrant_cluster_keeps_two_copies_by_default(chart: helm.Chart) -> None:
+    """``qdrant.enabled`` runs a 3-node cluster, and NCINDEX_QDRANT_REPLICATION_FACTOR was "1":
+    draining a node (its PodDisruptionBudget allows it) took that node's shards away. Unset,
+    it is 2 on an in-cluster cluster of two nodes or more; set, it is the operator's."""
+
+    def factor(values: dict[str, Any]) -> str | None:
+        config = by_kind(render(chart, values), "ConfigMap")["nci-ncindex"]["data"]
+        return config.get("NCINDEX_QDRANT_REPLICATION_FACTOR")
+
+    assert chart.values["qdrant"]["replicaCount"] == 3
+    assert factor(EVERYTHING) == "2"
+    assert factor(with_change(EVERYTHING, "qdrant.replicaCount", 1)) is None
+    assert factor(with_change(EVERYTHING, "config.qdrant_replication_factor", 3)) == "3"
+    assert factor(MINIMAL) is None  # an external Qdrant: the settings' default
+    assert Settings.model_fields["qdrant_replication_factor"].default == 1
+
+
 def test_the_notes_port_forward_reaches_the_flower_service_port(chart: helm.Chart) -> None:
     """The notes said ``port-forward svc/…-flower 5555``, which fails once
     flower.service.port is another port (port-forward names the Service's port)."""
