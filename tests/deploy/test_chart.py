@@ -476,6 +476,17 @@ def test_the_in_cluster_qdrant_cluster_keeps_two_copies_by_default(chart: helm.C
     assert Settings.model_fields["qdrant_replication_factor"].default == 1
 
 
+def test_the_chart_version_says_its_values_broke_and_readme_tells_how_to_upgrade() -> None:
+    """0.1.0 stayed the version while values that installed it became refused (a required
+    ``config.nextcloud_url``, unknown ``config`` keys, a required image): a 0.x chart's breaking
+    change bumps the minor version, and README says what to change."""
+    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    major, minor, _ = (int(part) for part in meta["version"].split("."))
+    assert (major, minor) >= (0, 2)
+    readme = (CHART.parents[1] / "README.md").read_text()
+    assert f"Upgrading the chart from 0.1.0 to {meta['version']}" in readme
+
+
 def test_the_notes_port_forward_reaches_the_flower_service_port(chart: helm.Chart) -> None:
     """The notes said ``port-forward svc/…-flower 5555``, which fails once
     flower.service.port is another port (port-forward names the Service's port)."""
