@@ -72,7 +72,8 @@ and the default is the settings' (the chart's are in values.yaml)."""
 
 def config_schema() -> dict[str, Any]:
     """The JSON Schema (draft-07 keywords) of the chart's ``config`` values: an object whose
-    keys are the names of the settings outside :data:`NOT_IN_CONFIG`, each value as pydantic
+    keys are the names of the settings outside :data:`NOT_IN_CONFIG` (no other:
+    ``additionalProperties`` false), each value as pydantic
     describes its field, with :data:`REQUIRED` present and not empty. A setting that may be
     unset (``X | None``) is described by its ``X``: leaving the key out unsets it, and a
     ConfigMap holds no null. Raises ``ValueError`` for a field schema this does not handle (a
@@ -90,9 +91,12 @@ def config_schema() -> dict[str, Any]:
     return {
         "type": "object",
         "description": DESCRIPTION,
-        "propertyNames": {"enum": sorted(names)},
         "required": list(REQUIRED),
         "properties": properties,
+        # not propertyNames: Helm's validator reports a misspelt key "at '': invalid
+        # propertyName" with every name, never saying config; this says "at '/config':
+        # additional properties 'x' not allowed"
+        "additionalProperties": False,
     }
 
 

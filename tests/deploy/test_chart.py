@@ -565,7 +565,8 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("config.edge_optimize_check_seconds", 0, "edge_optimize_check_seconds"),
         ("config.public_url", "https://ncindex.example.org/hooks/nextcloud", "public_url"),
         ("config.public_url", "https://ncindex.example.org/?x=1", "public_url"),
-        ("config.task_time_limt", 600, "task_time_limt"),  # misspelt: every pod ignored it
+        # misspelt: every pod ignored it; then refused "at ''" without naming config
+        ("config.task_time_limt", 600, "/config': additional properties 'task_time_limt'"),
         ("config.model_dir", "/models", "model_dir"),  # the chart sets it: a duplicate key
         ("config.qdrant_path", "/data", "qdrant_path"),  # beside the chart's Qdrant server
         # values every pod refused at start (crash loop) while the chart took any value
@@ -789,8 +790,9 @@ def test_config_takes_the_name_of_every_other_setting_and_nothing_else() -> None
     """A key that names no setting became an ``NCINDEX_`` variable that every pod ignored
     (pydantic-settings ignores unknown variables), its setting left at its default."""
     schema = json.loads((CHART / "values.schema.json").read_text())
-    names = set(schema["properties"]["config"]["propertyNames"]["enum"])
-    assert names == set(Settings.model_fields) - NOT_IN_CONFIG
+    config = schema["properties"]["config"]
+    assert config["additionalProperties"] is False
+    assert set(config["properties"]) == set(Settings.model_fields) - NOT_IN_CONFIG
     assert NOT_IN_CONFIG.issubset(Settings.model_fields)
 
 
