@@ -493,7 +493,26 @@ def test_the_notes_port_forward_reaches_the_flower_service_port(chart: helm.Char
     values = with_change(MINIMAL, "flower.service.port", 80)
     notes = chart.render(copy.deepcopy(values), name="nci", namespace="search")
     (text,) = [t for path, t in notes.items() if path.endswith("NOTES.txt")]
-    assert "kubectl port-forward svc/nci-ncindex-flower 5555:80," in text
+    assert "kubectl port-forward -n search svc/nci-ncindex-flower 5555:80," in text
+
+
+def test_the_notes_name_the_namespace_the_doctor_and_a_webhook_secret_in_clear(
+    chart: helm.Chart,
+) -> None:
+    """The notes' ``kubectl exec`` and ``port-forward`` named no namespace (run from another
+    one, they found no such deployment), never mentioned ``ncindex doctor``, and said nothing
+    when webhooks went to an ``http://`` URL, where the webhook secret travels in clear."""
+    text = notes(chart, MINIMAL)
+    commands = [line for line in text.splitlines() if "kubectl " in line]
+    assert len(commands) == 3 and all(" -n search " in line for line in commands)
+    assert "kubectl exec -n search deploy/nci-ncindex-receiver -- ncindex doctor" in text
+    assert "WARNING" not in text  # https://nci.example.org
+    for values in (
+        with_change(MINIMAL, "config.public_url", "http://nci.example.org"),
+        with_change(EVERYTHING, "ingress.tls", []),  # the ingress's origin, http://
+    ):
+        text = notes(chart, values)
+        assert "is http://: Nextcloud sends the webhook secret" in text
 
 
 def test_the_search_page_is_routed_through_the_ingress_when_asked(chart: helm.Chart) -> None:
