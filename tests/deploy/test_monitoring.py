@@ -107,7 +107,8 @@ def test_the_operator_schemas_refuse_unknown_fields(objects: list[dict[str, Any]
 def test_service_monitors_select_the_services_they_scrape(objects: list[dict[str, Any]]) -> None:
     monitors = by_kind(objects, "ServiceMonitor")
     services = by_kind(objects, "Service")
-    assert set(monitors) == {f"nci-ncindex-{c}" for c in ("receiver", "search", "flower")}
+    # the MCP server's too: ncindex_mcp_tool_calls_total was never scraped
+    assert set(monitors) == {f"nci-ncindex-{c}" for c in ("receiver", "search", "mcp", "flower")}
     for name, monitor in monitors.items():
         service = services[name]
         assert monitor["spec"]["selector"]["matchLabels"].items() <= (
@@ -146,6 +147,17 @@ def test_alerts_and_dashboard_cover_what_operators_watch(objects: list[dict[str,
         "ncindex_dead_letter_documents",
         "flower_worker_online",
     }
+
+
+def test_the_flower_heartbeat_alert_is_rendered_only_with_flower(chart: helm.Chart) -> None:
+    """``NcindexNoWorkerHeartbeat`` (``absent(flower_worker_online)``) was rendered with
+    ``flower.enabled: false`` too, where nothing exports the metric: it fired for ever."""
+    values = copy.deepcopy(MONITORING) | {"flower": {"enabled": False}}
+    (rule,) = by_kind(render(chart, values), "PrometheusRule").values()
+    alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert "NcindexNoWorkerHeartbeat" not in alerts
+    assert "NcindexIndexLagHigh" in alerts
+    assert "nci-ncindex-flower" not in by_kind(render(chart, values), "ServiceMonitor")
 
 
 def test_every_metric_used_exists_in_metrics(objects: list[dict[str, Any]], redis_url: str) -> None:
