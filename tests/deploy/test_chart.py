@@ -250,6 +250,45 @@ def test_the_mcp_server_has_its_deployment_service_and_route(chart: helm.Chart) 
     assert json.loads(config["NCINDEX_MCP_ALLOWED_HOSTS"]) == ["mcp.example.org"]
 
 
+def test_the_mcp_server_allows_the_public_url_host_and_origin(
+    chart: helm.Chart, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``config.public_url`` and no ingress the allow-list held only the Service's cluster
+    names, so ``/mcp`` reached through the operator's own proxy at the public URL was 421
+    (misdirected: Host not allowed). Its host (port dropped) and origin are allowed too."""
+    for url, host, origin in (
+        ("https://nci.example.org", "nci.example.org", "https://nci.example.org"),
+        (
+            "https://Hooks.example.org:443/ncindex/",
+            "hooks.example.org",
+            "https://hooks.example.org",
+        ),
+        ("http://10.0.0.7:8081/sub", "10.0.0.7", "http://10.0.0.7:8081"),
+    ):
+        values = with_change(MINIMAL, "config.public_url", url)
+        config = by_kind(render(chart, values), "ConfigMap")["nci-ncindex"]["data"]
+        hosts = json.loads(config["NCINDEX_MCP_ALLOWED_HOSTS"])
+        assert {host, f"{host}:*", "nci-ncindex-mcp"} <= set(hosts), url
+        assert json.loads(config["NCINDEX_MCP_ALLOWED_ORIGINS"]) == [origin], url
+    for key, value in config.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings(webhook_secret="0123456789abcdef0123")
+    assert "10.0.0.7:*" in settings.mcp_allowed_hosts
+    assert settings.mcp_allowed_origins == ["http://10.0.0.7:8081"]
+    # with an ingress as well, both origins; the same host once
+    values = with_change(EVERYTHING, "config.public_url", "https://search.example.org/")
+    config = by_kind(render(chart, values), "ConfigMap")["nci-ncindex"]["data"]
+    hosts = json.loads(config["NCINDEX_MCP_ALLOWED_HOSTS"])
+    assert hosts.count("search.example.org") == 1
+    assert json.loads(config["NCINDEX_MCP_ALLOWED_ORIGINS"]) == ["https://search.example.org"]
+    values = with_change(EVERYTHING, "config.public_url", "https://hooks.example.org")
+    config = by_kind(render(chart, values), "ConfigMap")["nci-ncindex"]["data"]
+    assert json.loads(config["NCINDEX_MCP_ALLOWED_ORIGINS"]) == [
+        "https://search.example.org",
+        "https://hooks.example.org",
+    ]
+
+
 def test_worker_groups_split_queues_and_outlast_the_hard_limit(
     rendered: list[dict[str, Any]],
 ) -> None:

@@ -358,14 +358,36 @@ spec:
 {{- end -}}
 
 {{/* The MCP server's DNS-rebinding allow-list (NCINDEX_MCP_ALLOWED_HOSTS) when config does not
-set one: its Service's names in the cluster and the ingress host, each bare and with any port. */}}
+set one: its Service's names in the cluster, the ingress host and config.public_url's host (the
+operator's own proxy may serve /mcp there), each bare and with any port. */}}
 {{- define "ncindex.mcpAllowedHosts" -}}
 {{- $svc := printf "%s-mcp" (include "ncindex.fullname" .) -}}
 {{- $names := list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) -}}
 {{- if .Values.ingress.enabled }}{{ $names = append $names .Values.ingress.host }}{{ end -}}
+{{- if .Values.config.public_url -}}
+{{- /* its host without the port ([IPv6] kept whole) */ -}}
+{{- $names = append $names (regexReplaceAll ":[0-9]*$" (lower (urlParse .Values.config.public_url).host) "") -}}
+{{- end -}}
 {{- $hosts := list -}}
-{{- range $names }}{{ $hosts = append (append $hosts .) (printf "%s:*" .) }}{{ end -}}
+{{- range uniq $names }}{{ $hosts = append (append $hosts .) (printf "%s:*" .) }}{{ end -}}
 {{- toJson $hosts -}}
+{{- end -}}
+
+{{/* The MCP server's allowed origins (NCINDEX_MCP_ALLOWED_ORIGINS) when config does not set
+them: the ingress's origin and config.public_url's (scheme://host[:port], the port dropped when
+it is the scheme's default, as a browser's Origin omits it), as a JSON list; empty without
+either (the settings' loopback defaults apply). */}}
+{{- define "ncindex.mcpAllowedOrigins" -}}
+{{- $origins := list -}}
+{{- if .Values.ingress.enabled }}{{ $origins = append $origins (include "ncindex.ingressOrigin" .) }}{{ end -}}
+{{- if .Values.config.public_url -}}
+{{- $url := urlParse .Values.config.public_url -}}
+{{- $origin := printf "%s://%s" (lower $url.scheme) (lower $url.host) -}}
+{{- $origin = regexReplaceAll "^(https://.*):443$" $origin "${1}" -}}
+{{- $origin = regexReplaceAll "^(http://.*):80$" $origin "${1}" -}}
+{{- $origins = append $origins $origin -}}
+{{- end -}}
+{{- with uniq $origins }}{{ toJson . }}{{ end -}}
 {{- end -}}
 
 {{/*
