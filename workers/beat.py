@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
 
+import click
 from celery import Celery
 from celery import signals as celery_signals
 from celery.beat import Service
@@ -165,6 +166,26 @@ def _install_stop_handler(sender: Any = None, **kwargs: Any) -> None:
         signal.signal(signal.SIGINT, handler)
 
 
+def _beat_at_level(beat_class: type, level: str) -> type:
+    """``beat_class`` (Celery's ``app.Beat``) logging at ``level`` (``NCINDEX_LOG_LEVEL``,
+    INFO unset) unless ``celery beat`` was given ``--loglevel``: Celery's own default is
+    WARNING (``celery/bin/beat.py``), so beat of the Procfile and compose logged no
+    "Scheduler" line while the settings said INFO."""
+
+    class Beat(beat_class):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            context = click.get_current_context(silent=True)
+            given = context is not None and context.get_parameter_source("loglevel") not in (
+                None,
+                click.core.ParameterSource.DEFAULT,
+            )
+            if not given:
+                kwargs["loglevel"] = level
+            super().__init__(*args, **kwargs)
+
+    return Beat
+
+
 def __getattr__(name: str) -> Any:
     """``app`` for ``celery -A workers.beat beat``: the workers' app with the schedule, built
     from the environment on first access."""
@@ -173,6 +194,7 @@ def __getattr__(name: str) -> Any:
 
         settings = settings_or_exit()
         app = configure_beat(create_celery(settings), settings, scan_at_start=True)
+        app.Beat = _beat_at_level(app.Beat, settings.log_level)
         globals()["app"] = app
         return app
     raise AttributeError(name)

@@ -529,6 +529,34 @@ def test_every_role_stops_on_a_bad_setting_with_one_line(role: str, tmp_path: Pa
     ) in out.splitlines(), out
 
 
+@pytest.mark.parametrize(
+    ("level", "banner", "scheduler_lines"),
+    [(None, "@%INFO", True), ("warning", "@%WARNING", False)],
+)
+def test_procfile_beat_logs_at_the_settings_level(
+    redis_proc: RedisProcess,
+    client: redis.Redis,
+    spawn,
+    level: str | None,
+    banner: str,
+    scheduler_lines: bool,
+) -> None:
+    """The Procfile's (and compose's) beat, given no ``--loglevel``, logged at Celery's
+    WARNING: no "Scheduler" line, while the settings (and the chart's ``--loglevel``) said
+    INFO with ``NCINDEX_LOG_LEVEL`` unset. It logs at the settings' level."""
+    env = process_env(redis_proc.url)
+    env.pop("NCINDEX_LOG_LEVEL")
+    if level is not None:
+        env["NCINDEX_LOG_LEVEL"] = level
+    beat = spawn("beat", ["bash", "-c", f"exec {procfile_roles()['beat']}"], env)
+    wait_until(lambda: client.llen("reconcile") > 0 or beat.popen.poll() is not None, timeout=90)
+    assert beat.popen.poll() is None, beat.text()
+    beat.stop()
+    text = beat.log.read_text(errors="replace")
+    assert f"[stderr]{banner}" in text, text
+    assert ("Scheduler: Sending due task reconcile-" in text) is scheduler_lines, text
+
+
 def test_flower_without_a_login_beyond_loopback_refuses_to_start() -> None:
     """It started with no login on every interface: whoever reached its port saw every
     task's arguments and could revoke tasks (the chart and compose require basic auth)."""
