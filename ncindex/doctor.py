@@ -69,6 +69,7 @@ from ncindex.text.ocr import ocr_status
 Verdict = Literal["ok", "warn", "fail", "note"]
 SUPPORTED_MAJORS = range(30, 34)
 NEWS_VERSION = f"{NEWS_API}/version"
+ACCOUNT_VARIABLES = "NCINDEX_ACCOUNTS or NCINDEX_ACCOUNTS_FILE"
 WORKER_COMMAND = (
     "occ background-job:worker -t 60 'OCA\\WebhookListeners\\BackgroundJobs\\WebhookCall'"
 )
@@ -123,10 +124,21 @@ def check_server(ctx: Context) -> list[Line]:
     return [Line("server", "ok", f"Nextcloud {ctx.version} at {ctx.settings.nextcloud_url}")]
 
 
+def _missing_for_requests(ctx: Context) -> str | None:
+    """Why no account can ask Nextcloud (it was not reachable, no account is configured), or
+    ``None``: the reason the checks that need both give when skipped."""
+    if not ctx.reachable:
+        return "Nextcloud not reachable"
+    if not ctx.settings.accounts:
+        return f"no account configured ({ACCOUNT_VARIABLES})"
+    return None
+
+
 def check_apps(ctx: Context) -> list[Line]:
     """webhook_listeners, Notes, Deck and News: enabled, with their versions."""
-    if not ctx.reachable or not ctx.settings.accounts:
-        return [Line("apps", "fail", "skipped: no reachable Nextcloud or no account")]
+    missing = _missing_for_requests(ctx)
+    if missing:
+        return [Line("apps", "fail", f"skipped: {missing}")]
     first = next(iter(ctx.settings.accounts))
     lines = []
     try:
@@ -193,10 +205,10 @@ def check_apps(ctx: Context) -> list[Line]:
 
 def check_accounts(ctx: Context) -> list[Line]:
     """Each account's credentials: its login name and app password answer its user id."""
+    if not ctx.settings.accounts:
+        return [Line("accounts", "fail", f"none configured ({ACCOUNT_VARIABLES})")]
     if not ctx.reachable:
         return [Line("accounts", "fail", "skipped: Nextcloud not reachable")]
-    if not ctx.settings.accounts:
-        return [Line("accounts", "fail", "none configured (NCINDEX_ACCOUNTS)")]
     lines = []
     for user in ctx.settings.accounts:
         login = ctx.settings.login_for(user)
@@ -230,7 +242,8 @@ def check_accounts(ctx: Context) -> list[Line]:
 def check_webhooks(ctx: Context) -> list[Line]:
     """The registrations pointing at this deployment against the classes needed."""
     if not ctx.webhooks_api:
-        return [Line("webhooks", "fail", "skipped: webhook_listeners not available")]
+        reason = _missing_for_requests(ctx) or "webhook_listeners not available"
+        return [Line("webhooks", "fail", f"skipped: {reason}")]
     try:
         hooks = ctx.services.account(ctx.settings.webhook_admin).list_webhooks(
             uri=hook_uri(ctx.settings)

@@ -142,6 +142,38 @@ def test_unreachable_nextcloud_fails_and_skips_the_rest() -> None:
     assert failed(lines)
 
 
+def test_without_an_account_every_skipped_check_says_so(served) -> None:
+    """With no account configured the webhooks line said "skipped: webhook_listeners not
+    available" and the apps line "no reachable Nextcloud or no account"; each now names the
+    missing account and where to configure one."""
+    _, server = served
+    lines = run_checks(settings_for(server, accounts={}, admin_user=None))
+    assert verdicts(lines, "server") == ["ok"]
+    said = "(NCINDEX_ACCOUNTS or NCINDEX_ACCOUNTS_FILE)"
+    assert detail(lines, "apps") == f"skipped: no account configured {said}"
+    assert detail(lines, "accounts") == f"none configured {said}"
+    assert detail(lines, "webhooks") == f"skipped: no account configured {said}"
+    assert "webhook_listeners" not in render(lines)
+
+
+def test_an_unreachable_nextcloud_without_accounts_names_both() -> None:
+    """The accounts line said "skipped: Nextcloud not reachable", hiding that none was set."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = Settings(
+        nextcloud_url=f"http://127.0.0.1:{port}",
+        accounts={},
+        webhook_secret=SecretStr("s"),
+        public_url=PUBLIC,
+        redis_url=REDIS["url"],
+    )
+    lines = run_checks(settings)
+    assert detail(lines, "apps") == "skipped: Nextcloud not reachable"
+    assert detail(lines, "accounts").startswith("none configured")
+    assert detail(lines, "webhooks") == "skipped: Nextcloud not reachable"
+
+
 @pytest.mark.parametrize(
     ("version", "verdict", "text"),
     [("29.0.9", "fail", "webhooks need Nextcloud 30"), ("34.0.1", "warn", "newer than")],
