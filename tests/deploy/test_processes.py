@@ -500,6 +500,33 @@ def procfile_roles() -> dict[str, str]:
     return dict(line.split(": ", 1) for line in lines if line.strip() and not line.startswith("#"))
 
 
+def test_the_env_example_holds_what_every_procfile_role_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README pointed the Processes path at deploy/ncindex.env.example, which lacked the
+    accounts, NCINDEX_REDIS_URL and NCINDEX_QDRANT_URL the Procfile runs against. Read as
+    honcho reads ``.env`` (``honcho.environ.parse``), it now gives settings the roles start
+    with: the receiver's webhook secret, a Qdrant server (the embedded store takes one
+    process), an account, and each NCINDEX_ variable the Procfile names."""
+    from honcho import environ
+
+    example = environ.parse((ROOT / "deploy" / "ncindex.env.example").read_text())
+    procfile = (ROOT / "deploy" / "Procfile").read_text()
+    named = set(re.findall(r"\bNCINDEX_\w+", re.sub(r"\$\{\w+:-[^}]*\}", "", procfile)))
+    assert named - {"NCINDEX_HEARTBEAT_FILE"} <= set(example)
+    assert example["NCINDEX_ACCOUNTS_FILE"] == "deploy/accounts.json"  # the one compose mounts
+    accounts = tmp_path / "accounts.json"
+    accounts.write_text(json.dumps({"alice": "app-password"}))
+    for name in [n for n in os.environ if n.startswith("NCINDEX_")]:
+        monkeypatch.delenv(name)
+    for name, value in (example | {"NCINDEX_ACCOUNTS_FILE": str(accounts)}).items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.webhook_secret.get_secret_value() and settings.nextcloud_url
+    assert settings.qdrant_url and settings.redis_url == example["NCINDEX_REDIS_URL"]
+    assert settings.accounts
+
+
 def run_to_end(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, str]:
     """Run ``args`` from the repository root until it exits (at most 120 s); the result and
     its stdout and stderr together."""
