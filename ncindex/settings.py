@@ -389,8 +389,10 @@ class Settings(BaseSettings):
     embed_threads: int | None = Field(
         None,
         ge=1,
-        description="ONNX threads per model call; unset ⇒ all cores. A worker runs cores ÷ "
-        "this many calls at once: 1 suits a threads pool.",
+        description="ONNX threads per model call; unset ⇒ the CPUs the process may use where a "
+        "cpuset or a cgroup v2 CPU quota (a container limit) restricts it, else ONNX Runtime's "
+        "default, all physical cores. A worker runs usable cores ÷ this many calls at once: 1 "
+        "suits a threads pool.",
     )
     chunk_tokens: int = Field(
         200, ge=16, le=256, description="Largest chunk, in the dense model's tokens."

@@ -19,7 +19,6 @@ If the packaged default model's folder is missing it is built from the installed
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from ncindex.embedding import analyzer
+from ncindex.embedding import analyzer, cpu_limit
 from ncindex.embedding.models import (
     PACKAGED_DENSE_MODEL,
     ModelPaths,
@@ -133,10 +132,19 @@ class Embedder:
     @property
     def concurrent_calls(self) -> int:
         """How many :meth:`embed_documents` calls can run at once without the model's threads
-        outnumbering the cores: cores this process may use ÷ ``Settings.embed_threads``, at
-        least 1; 1 when ``embed_threads`` is unset (then each call uses every core)."""
+        outnumbering the cores: CPUs this process may use (:func:`~ncindex.embedding.cpu_limit.
+        usable_cpus`, a container's CPU limit counted) ÷ ``Settings.embed_threads``, at least 1;
+        1 when ``embed_threads`` is unset (then each call uses every usable core)."""
         threads = self._settings.embed_threads
-        return 1 if threads is None else max(1, len(os.sched_getaffinity(0)) // threads)
+        return 1 if threads is None else max(1, cpu_limit.usable_cpus() // threads)
+
+    @property
+    def threads(self) -> int | None:
+        """ONNX Runtime threads per model call: ``Settings.embed_threads``; unset, the CPUs this
+        process may use when a cpuset or a cgroup CPU quota limits it
+        (:func:`~ncindex.embedding.cpu_limit.limited_cpus`: ONNX Runtime's own default counts
+        the host's cores), else ``None`` (ONNX Runtime's default)."""
+        return self._settings.embed_threads or cpu_limit.limited_cpus()
 
     @property
     def loaded(self) -> bool:
@@ -179,7 +187,7 @@ class Embedder:
             try:
                 dense = TextEmbedding(
                     name,
-                    threads=self._settings.embed_threads,
+                    threads=self.threads,
                     specific_model_path=str(paths.dense_dir),
                     local_files_only=True,
                 )
