@@ -10,7 +10,7 @@ import structlog
 
 from ncindex.documents import DocRef
 from ncindex.embedding.embedder import Embedder
-from ncindex.ingest.events import index_document
+from ncindex.ingest.events import reindex_action
 from ncindex.ingest.queueing import Producer, enqueue
 from ncindex.runtime import Services
 from ncindex.search.service import SearchService
@@ -22,11 +22,13 @@ log = structlog.get_logger(__name__)
 def service_factory(services: Services, producer: Producer) -> Callable[[], SearchService]:
     """A function returning one :class:`SearchService` (built on first call, so the model
     and store open on first use): it reads the live model's collection and embedder, and a
-    result verify-on-read drops, or finds elsewhere than indexed, queues
-    ``ncindex.index_document`` as the caller (a configured account; fire and forget, reconcile
-    catches what this misses), debounced as the receiver's events are
-    (:func:`~ncindex.ingest.queueing.enqueue`, the same key as the document's own events): a
-    stale result met by many searches before its re-check runs is re-checked once."""
+    result verify-on-read drops, or finds elsewhere than indexed, queues the task that re-reads
+    it as the caller (a configured account; fire and forget, reconcile catches what this
+    misses): :func:`~ncindex.ingest.events.reindex_action`, ``ncindex.index_node`` for a file
+    or note, else ``ncindex.index_document`` — the task and key of the document's own events —
+    debounced as the receiver's events are (:func:`~ncindex.ingest.queueing.enqueue`): a
+    stale result met by many searches, or by searches and its own event, before its re-check
+    runs is re-checked once."""
     settings = services.settings
 
     def on_stale(user: str, ref: DocRef) -> None:
@@ -35,7 +37,7 @@ def service_factory(services: Services, producer: Producer) -> Callable[[], Sear
         if not ref.doc_id.isdigit():
             log.info("recheck_left_to_reconcile", doc_key=ref.key, user=user)
             return
-        action = index_document(user, ref.doc_type.value, int(ref.doc_id))
+        action = reindex_action(user, ref.doc_type, int(ref.doc_id))
         try:
             enqueue(
                 producer,

@@ -11,6 +11,8 @@ from pydantic import SecretStr
 
 from ncindex import names
 from ncindex.documents import DocRef
+from ncindex.ingest.events import index_node
+from ncindex.ingest.queueing import enqueue
 from ncindex.runtime import Services
 from ncindex.search.wiring import service_factory
 from ncindex.settings import Settings
@@ -49,12 +51,42 @@ def test_a_stale_result_met_by_many_searches_is_re_checked_once(
         for _ in range(3):
             service.on_stale("alice", DocRef.parse("file:7"))
         service.on_stale("alice", DocRef.parse("note:8"))
+        service.on_stale("alice", DocRef.parse("deck_card:9"))
         service.on_stale("mallory", DocRef.parse("file:7"))  # no account: left to reconcile
     finally:
         services.close()
-    asked = ("user", "doc_type", "doc_id")
-    assert [(n, tuple(o["kwargs"][k] for k in asked)) for n, o in producer.sent] == [
-        (names.INDEX_DOCUMENT, ("alice", "file", 7)),
-        (names.INDEX_DOCUMENT, ("alice", "note", 8)),
+    sent = [
+        (n, {k: v for k, v in o["kwargs"].items() if k != "debounce_key"}) for n, o in producer.sent
+    ]
+    assert sent == [
+        (names.INDEX_NODE, {"user": "alice", "file_id": 7}),
+        (names.INDEX_NODE, {"user": "alice", "file_id": 8}),
+        (names.INDEX_DOCUMENT, {"user": "alice", "doc_type": "deck_card", "doc_id": 9}),
     ]
     assert all(o["countdown"] == 30 for _, o in producer.sent)
+
+
+def test_a_re_check_coalesces_with_the_documents_own_event(redis_url: str, tmp_path: Path) -> None:
+    """A file's re-check went out as ``ncindex.index_document`` under a key of its own
+    (``index:alice:file:7``), so a search meeting the file while its change event's
+    ``ncindex.index_node`` (``index:alice:7``) waited sent a second task: it is the event's task
+    and key now, and coalesces."""
+    settings = Settings(
+        redis_url=redis_url,
+        data_dir=tmp_path,
+        namespace="wiring-event-test",
+        accounts={"alice": SecretStr("pw")},
+        debounce_seconds=30,
+    )
+    client = redis.Redis.from_url(redis_url)
+    for key in client.scan_iter(match="wiring-event-test:*"):
+        client.delete(key)
+    producer = Recording()
+    services = Services(settings)
+    try:
+        # the receiver's handling of a file's change event (webhook_receiver.hooks)
+        enqueue(producer, services.redis, [index_node("alice", 7)], 30, keys=settings.names)
+        service_factory(services, producer)().on_stale("alice", DocRef.parse("file:7"))
+    finally:
+        services.close()
+    assert [n for n, _ in producer.sent] == [names.INDEX_NODE]
