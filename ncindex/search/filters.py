@@ -155,20 +155,13 @@ def _numeric_times(node: dict[str, Any], path: str) -> Iterator[str]:
     """Paths of the ``date`` values written as numbers in a tree the SDK normalised
     (``filter.and[0].value``), in leaves whose operator the field takes (:func:`_build` names
     a wrong one); a date field takes no list operator (``in``/``nin``), so a value is one."""
-    for kind in ("and", "or"):
-        if kind in node:
-            for i, child in enumerate(node[kind]):
-                yield from _numeric_times(child, f"{path}.{kind}[{i}]")
-            return
-    if "not" in node:
-        yield from _numeric_times(node["not"], f"{path}.not")
-        return
-    field = FIELDS[node["field"]]
-    if field.type != "date" or node["op"] not in field.operators:
-        return
-    value = node["value"]
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        yield f"{path}.value"
+    for where, leaf in _leaves(node, path):
+        field = FIELDS[leaf["field"]]
+        if field.type != "date" or leaf["op"] not in field.operators:
+            continue
+        value = leaf["value"]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            yield f"{where}.value"
 
 
 #: A MIME type as RFC 6838 §4.2 writes one: ``type/subtype``, each a restricted name (a letter or
