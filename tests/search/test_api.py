@@ -392,13 +392,13 @@ def test_unshared_document_is_dropped_and_rechecked(api: Api) -> None:
     assert light not in [f"{r['doc_type']}:{r['doc_id']}" for r in body["results"]]
     assert body["verification"]["dropped"] == 1
     file_id = int(light.split(":")[1])
+    # as a file's own events are: index_node, under the file's key (ingest.events.index_node)
     recheck = {
         "user": "bob",
-        "doc_type": "file",
-        "doc_id": file_id,
-        "debounce_key": f"{api.services.settings.names.debounce_prefix}index:bob:{light}",
+        "file_id": file_id,
+        "debounce_key": f"{api.services.settings.names.debounce_prefix}index:bob:{file_id}",
     }
-    assert ("ncindex.index_document", recheck) in api.producer.sent
+    assert ("ncindex.index_node", recheck) in api.producer.sent
     assert light in api.found("alice", {"query": Q})  # alice still has it
 
 
