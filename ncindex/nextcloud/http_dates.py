@@ -11,6 +11,7 @@ the file's whole folder unreadable.
 from __future__ import annotations
 
 import calendar
+from datetime import datetime
 from email.utils import parsedate_tz
 
 #: Seconds in 400 Gregorian years (146,097 days): the calendar repeats after them, so a date
@@ -21,11 +22,14 @@ GREGORIAN_CYCLE_SECONDS = 146_097 * 86_400
 def http_date_seconds(value: str) -> int:
     """``value`` (an HTTP date, e.g. ``Tue, 06 Jan 2026 09:15:00 GMT``; the obsolete forms
     ``email.utils.parsedate_tz`` reads too) as Unix seconds, whatever its year. Raises
-    ``ValueError`` when it is not a date."""
+    ``ValueError`` when it is not a date, or names a day or time no calendar has (31 February,
+    25:00)."""
     parts = parsedate_tz(value)
     if parts is None:
         raise ValueError(f"not an HTTP date: {value!r}")
     year, month, day, hour, minute, second = parts[:6]
     cycles, year = divmod(year - 1600, 400)
+    # datetime checks the day and time (a leap second, :60, is let through as RFC 9110 allows)
+    datetime(year + 1600, month, day, hour, minute, min(second, 59))
     seconds = calendar.timegm((year + 1600, month, day, hour, minute, second))
     return seconds + cycles * GREGORIAN_CYCLE_SECONDS - (parts[9] or 0)

@@ -27,6 +27,9 @@ def test_the_obsolete_forms_and_a_bad_date() -> None:
     assert http_date_seconds("Sun, 06 Nov 1994 10:49:37 +0200") == 784_111_777
     with pytest.raises(ValueError, match="not an HTTP date"):
         http_date_seconds("yesterday")
+    for impossible in ("Tue, 31 Feb 2026 00:00:00 GMT", "Tue, 06 Jan 2026 25:00:00 GMT"):
+        with pytest.raises(ValueError):
+            http_date_seconds(impossible)
 
 
 def test_a_file_dated_after_9999_does_not_break_its_folder_listing() -> None:
