@@ -81,6 +81,7 @@ from mcp_server.tools import (
     NoArgs,
     Tools,
     failure_of,
+    output_schema,
     search_schema,
 )
 from ncindex import __version__, strict_json
@@ -115,7 +116,8 @@ _READ_ONLY = ToolAnnotations(
 
 
 def tool_list() -> list[Tool]:
-    """The four tools with their JSON Schemas, all annotated read-only."""
+    """The four tools with their input and output JSON Schemas (:func:`output_schema`), all
+    annotated read-only."""
 
     def tool(name: str, title: str, description: str, schema: dict[str, Any]) -> Tool:
         return Tool(
@@ -123,6 +125,7 @@ def tool_list() -> list[Tool]:
             title=title,
             description=description,
             input_schema=schema,
+            output_schema=output_schema(name),
             annotations=_READ_ONLY.model_copy(update={"title": title}),
         )
 

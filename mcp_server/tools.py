@@ -18,15 +18,21 @@ tools: those clients find tools by these names, and ``query`` alone is required 
 enough (``fetch`` takes ``id`` or both ``doc_type`` and ``doc_id``), so a second pair would need
 other names they do not look for.
 
+Each tool's successful ``structuredContent`` is built from a pydantic model whose JSON Schema
+is the tool's ``outputSchema`` (:data:`OUTPUT_MODELS`, :func:`output_schema`).
+
 A failure is a tool error (``isError``): ``structuredContent`` is ``{"code", "field",
-"detail"}`` with the product's stable codes (``invalid_value``, ``invalid_filter``,
-``unknown_field``, ``unsupported_operator``, ``not_found``, ``backend_unavailable``,
-``model_unavailable``, ``internal_error``) and the text content says the same in one line.
+"detail"}``, which the output schema does not cover (the SDK client checks only a result
+without ``isError`` against it: ``mcp.client.session.ClientSession.call_tool``), with the
+product's stable codes (``invalid_value``, ``invalid_filter``, ``unknown_field``,
+``unsupported_operator``, ``not_found``, ``backend_unavailable``, ``model_unavailable``,
+``internal_error``) and the text content says the same in one line.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -48,7 +54,7 @@ from ncindex.errors import (
 )
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
-from ncindex.search.filter_fields import filter_schemas, filters_document
+from ncindex.search.filter_fields import FiltersDocument, filter_schemas, filters_document
 from ncindex.search.links import open_link
 from ncindex.search.service import (
     FILTER_NODE_REF,
@@ -59,9 +65,10 @@ from ncindex.search.service import (
     SearchRequest,
     SearchResult,
     SearchService,
+    Verification,
 )
 from ncindex.strict_json import WHOLE_NUMBER
-from ncindex.sync.user_status import user_status
+from ncindex.sync.user_status import UserStatus, user_status
 from ncindex.text.snippets import plain_snippet
 from ncindex.web.problems import validation_error
 
@@ -176,6 +183,74 @@ class NoArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class SnippetMatch(BaseModel):
+    """Where a query term occurs in a result's plain-text snippet."""
+
+    start: int = Field(description="Offset into `snippet`, characters.")
+    end: int = Field(description="End (exclusive), characters.")
+
+
+class ToolSearchResult(SearchResult):
+    """One search result: its best chunk's position, the snippet as plain text with the query
+    terms' offsets, ``id`` for ``fetch`` and ``url`` a link that opens it in Nextcloud."""
+
+    # SearchResult's fields, with ``snippet`` and ``url`` as Tools._result makes them
+    # (plain_snippet, open_link)
+
+    id: str = Field(description="`{doc_type}:{doc_id}`, the `id` to give `fetch`.")
+    snippet: str = Field(description="The best chunk's snippet, plain text.")
+    matches: list[SnippetMatch] = Field(description="Query terms in `snippet`.")
+    url: str | None = Field(
+        None, description="Opens the document in Nextcloud; null when no link is known."
+    )
+
+
+class SearchAnswer(BaseModel):
+    """The ``search`` tool's result."""
+
+    results: list[ToolSearchResult] = Field(description="Best first, one per document.")
+    verification: Verification
+    degraded: bool = Field(
+        description="The dense half failed: the results are ranked by BM25 alone."
+    )
+
+
+class FetchedChunk(BaseModel):
+    """A chunk whose text is (partly) in a fetched ``text``."""
+
+    chunk_index: int = Field(description="0-based index of the chunk in the document.")
+    char_start: int = Field(description="Its start in the document's text, characters.")
+    char_end: int = Field(description="Its end (exclusive), characters.")
+
+
+class FetchMetadata(BaseModel):
+    """The fetched document."""
+
+    doc_type: str = Field(description="note, file, deck_card or news_item.")
+    doc_id: str = Field(description="The document's id within its type.")
+    path: str | None = Field(description="Path in the caller's own view (files, notes).")
+    chunk_count: int = Field(description="Chunks the document has in the index.")
+
+
+class FetchAnswer(BaseModel):
+    """The ``fetch`` tool's result (:func:`fetch_body`)."""
+
+    id: str = Field(description="`{doc_type}:{doc_id}`.")
+    title: str
+    text: str = Field(description="The document's extracted text from `char_start`.")
+    url: str | None = Field(description="Opens the document in Nextcloud; null if unknown.")
+    char_start: int = Field(description="Offset of `text` in the document's text, characters.")
+    char_end: int = Field(description="End (exclusive) of `text` in it, characters.")
+    truncated: bool = Field(description="The text goes on past `char_end`.")
+    next_offset: int | None = Field(
+        description="The `offset` to read on from when `truncated`; else null."
+    )
+    metadata: FetchMetadata
+    chunks: list[FetchedChunk] | None = Field(
+        None, description="Only with `chunk_index`: the chunks `text` covers."
+    )
+
+
 def search_schema() -> dict[str, Any]:
     """``search``'s input schema: the JSON Schema of ``POST /v1/search``'s body, the filter
     tree's schema included under ``$defs``."""
@@ -202,6 +277,34 @@ def search_schema() -> dict[str, Any]:
     return schema
 
 
+OUTPUT_MODELS: dict[str, tuple[type[BaseModel], str]] = {
+    "search": (SearchAnswer, "Verified results, best first, with the verification counts."),
+    "fetch": (FetchAnswer, "A document's text, its offsets and where to read on."),
+    "list_filters": (FiltersDocument, "The fields `search`'s `filter` tree may name."),
+    "index_status": (UserStatus, "The index as it concerns the caller only."),
+}
+"""The model each tool's ``structuredContent`` is built from (a success's; an error's is
+``{"code", "field", "detail"}``, which the SDK client does not check against the output
+schema) and the schema's description for a tool caller."""
+
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+
+
+def output_schema(tool: str) -> dict[str, Any]:
+    """``tool``'s ``outputSchema``: the JSON Schema (2020-12, ``$ref``s into its own
+    ``$defs``) of :data:`OUTPUT_MODELS`'s model as serialised, with the tool caller's
+    description at the top and the models' docstrings in ``$defs`` as Markdown (no reST
+    roles or double backquotes). ``KeyError`` for another name."""
+    model, description = OUTPUT_MODELS[tool]
+    schema = model.model_json_schema(mode="serialization")
+    schema["description"] = description
+    for definition in schema.get("$defs", {}).values():
+        if "description" in definition:
+            text = _ROLE.sub(r"`\1`", definition["description"]).replace("``", "`")
+            definition["description"] = " ".join(text.split())
+    return schema
+
+
 @dataclass
 class Tools:
     """The tools over one search service. ``service`` returns it (lazily built);
@@ -220,11 +323,16 @@ class Tools:
             raise validation_error(exc) from None
         tree = request.filter_tree()
         response = self.service().search(client, request, tree=tree)
-        return {
-            "results": [self._result(r) for r in response.results],
-            "verification": response.verification.model_dump(),
-            "degraded": response.degraded,
-        }
+        answer = SearchAnswer(
+            results=[self._result(r) for r in response.results],
+            verification=response.verification,
+            degraded=response.degraded,
+        )
+        body = answer.model_dump(mode="json")
+        for result in body["results"]:
+            if result.get("explain") is None:  # as the search API: the key only when asked for
+                result.pop("explain", None)
+        return body
 
     def fetch(self, client: NextcloudClient, arguments: dict[str, Any]) -> dict[str, Any]:
         """``fetch``: at most ``max_chars`` of a document's text as ``client.user``, from
@@ -253,18 +361,17 @@ class Tools:
         assert client.user is not None
         return user_status(self.services, client.user)
 
-    def _result(self, r: SearchResult) -> dict[str, Any]:
-        out = r.model_dump(mode="json")
-        if out.get("explain") is None:  # as the search API: the key only when asked for
-            out.pop("explain", None)
+    def _result(self, r: SearchResult) -> ToolSearchResult:
         text, spans = plain_snippet(r.snippet)
-        out.update(
-            id=r.doc_key,
-            url=open_link(self.link_base, r.doc_type, r.doc_id, r.url),
-            snippet=text,
-            matches=[{"start": a, "end": b} for a, b in spans],
+        return ToolSearchResult.model_validate(
+            {
+                **dict(r),
+                "id": r.doc_key,
+                "url": open_link(self.link_base, r.doc_type, r.doc_id, r.url),
+                "snippet": text,
+                "matches": [SnippetMatch(start=a, end=b) for a, b in spans],
+            }
         )
-        return out
 
 
 def fetch_body(
@@ -290,29 +397,30 @@ def fetch_body(
     start = max(offset, first)
     shown = text[start - first : start - first + max_chars]
     stop = start + len(shown)
-    body: dict[str, Any] = {
-        "id": key,
-        "title": context.title,
-        "text": shown,
-        "url": url,
-        "char_start": start,
-        "char_end": stop,
-        "truncated": stop < end,
-        "next_offset": stop if stop < end else None,
-        "metadata": {
-            "doc_type": context.doc_type,
-            "doc_id": context.doc_id,
-            "path": context.path,
-            "chunk_count": context.chunk_count,
-        },
-    }
-    if not whole:
-        body["chunks"] = [
-            {"chunk_index": c.chunk_index, "char_start": c.char_start, "char_end": c.char_end}
+    answer = FetchAnswer(
+        id=key,
+        title=context.title,
+        text=shown,
+        url=url,
+        char_start=start,
+        char_end=stop,
+        truncated=stop < end,
+        next_offset=stop if stop < end else None,
+        metadata=FetchMetadata(
+            doc_type=context.doc_type,
+            doc_id=context.doc_id,
+            path=context.path,
+            chunk_count=context.chunk_count,
+        ),
+        chunks=None
+        if whole
+        else [
+            FetchedChunk(chunk_index=c.chunk_index, char_start=c.char_start, char_end=c.char_end)
             for c in context.chunks
             if c.char_start < stop and c.char_end > start
-        ]
-    return body
+        ],
+    )
+    return answer.model_dump(mode="json", exclude={"chunks"} if whole else set())
 
 
 def stitched(context: ContextResponse) -> str:

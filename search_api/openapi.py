@@ -17,7 +17,7 @@ from pydantic.json_schema import models_json_schema
 
 from ncindex import __version__
 from ncindex.documents import DocType
-from ncindex.search.filter_fields import filter_schemas
+from ncindex.search.filter_fields import FiltersDocument, filter_schemas
 from ncindex.search.service import (
     MAX_CHUNK_INDEX,
     MAX_CONTEXT_WINDOW,
@@ -47,28 +47,6 @@ class Problem(BaseModel):
         "not_implemented, http_version_not_supported."
     )
     field: str | None = Field(None, description="The offending input, e.g. `filter.and[0].op`.")
-
-
-class FilterFieldInfo(BaseModel):
-    """One filterable field."""
-
-    name: str
-    type: str = Field(description="RCP/1 type: keyword, text, int or date.")
-    operators: list[str]
-    array: bool = Field(description="The field holds a list (`contains` = element).")
-    description: str
-    values: list[str] | None = Field(None, description="Allowed values, when enumerated.")
-
-
-class FiltersDocument(BaseModel):
-    """Body of ``GET /v1/filters``."""
-
-    fields: list[FilterFieldInfo]
-    operators: list[str]
-    max_depth: int = Field(description="Longest root-to-leaf path of a filter tree, in nodes.")
-    max_leaves: int
-    max_values: int = Field(description="Most values in a list.")
-    date_encoding: str
 
 
 class JsonRpcRequest(BaseModel):

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from ncindex.documents import DocType
 
 ALL_OPERATORS: tuple[str, ...] = (
@@ -161,18 +163,42 @@ FIELD_TYPES: MappingProxyType[str, str] = MappingProxyType(
 """Field name → RCP/1 type, the shape ``rcp.filter.validate`` and RCP ``filter.fields`` take."""
 
 
+class FilterFieldInfo(BaseModel):
+    """One filterable field."""
+
+    name: str
+    type: str = Field(description="RCP/1 type: keyword, text, int or date.")
+    operators: list[str]
+    array: bool = Field(description="The field holds a list (`contains` = element).")
+    description: str
+    values: list[str] | None = Field(None, description="Allowed values, when enumerated.")
+
+
+class FiltersDocument(BaseModel):
+    """Body of ``GET /v1/filters`` and the MCP ``list_filters`` tool's result
+    (:func:`filters_document`)."""
+
+    fields: list[FilterFieldInfo]
+    operators: list[str] = Field(description="Every operator of the filter language.")
+    max_depth: int = Field(description="Longest root-to-leaf path of a filter tree, in nodes.")
+    max_leaves: int = Field(description="Most leaves in one filter tree.")
+    max_values: int = Field(description="Most values in a list.")
+    date_encoding: str = Field(description="How `date` values are written.")
+
+
 def filters_document() -> dict[str, Any]:
-    """The body of ``GET /v1/filters``: ``fields`` (name, type, operators, array, values,
-    description), ``operators``, ``max_depth``, ``max_leaves``, ``max_values``,
-    ``date_encoding``."""
-    return {
-        "fields": [f.describe() for f in FIELDS.values()],
-        "operators": list(ALL_OPERATORS),
-        "max_depth": MAX_FILTER_DEPTH,
-        "max_leaves": MAX_FILTER_LEAVES,
-        "max_values": MAX_LIST_VALUES,
-        "date_encoding": DATE_ENCODING,
-    }
+    """The body of ``GET /v1/filters``, a :class:`FiltersDocument` as JSON: ``fields`` (name,
+    type, operators, array, values, description; ``values`` only for an enumerated field),
+    ``operators``, ``max_depth``, ``max_leaves``, ``max_values``, ``date_encoding``."""
+    document = FiltersDocument(
+        fields=[FilterFieldInfo.model_validate(f.describe()) for f in FIELDS.values()],
+        operators=list(ALL_OPERATORS),
+        max_depth=MAX_FILTER_DEPTH,
+        max_leaves=MAX_FILTER_LEAVES,
+        max_values=MAX_LIST_VALUES,
+        date_encoding=DATE_ENCODING,
+    )
+    return document.model_dump(mode="json", exclude_none=True)
 
 
 def rcp_filter_capability() -> dict[str, Any]:

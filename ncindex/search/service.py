@@ -336,15 +336,21 @@ class Explain(BaseModel):
 class SearchResult(BaseModel):
     """One document in a response: its best chunk's position and an HTML snippet of it."""
 
-    doc_type: str
-    doc_id: str
+    doc_type: str = Field(description="note, file, deck_card or news_item.")
+    doc_id: str = Field(description="The document's id within its type.")
     title: str
-    score: float = Field(description="Fused score (higher is better; not a similarity).")
+    score: float = Field(
+        description="The fused rank score of the best chunk (RRF or DBSF fusion of the dense "
+        "and BM25 branches): higher is better, comparable only within one search; not a "
+        "similarity, not bounded to 0–1."
+    )
     snippet: str = Field(description="HTML: escaped text, matches in `<mark>`.")
-    char_start: int = Field(description="Start of the best chunk in the extracted text.")
-    char_end: int = Field(description="End (exclusive) of the best chunk.")
-    chunk_index: int
-    modified_at: int = Field(description="Unix seconds.")
+    char_start: int = Field(
+        description="Start of the best chunk in the document's extracted text, characters."
+    )
+    char_end: int = Field(description="End (exclusive) of the best chunk, characters.")
+    chunk_index: int = Field(description="0-based index of the best chunk in the document.")
+    modified_at: int = Field(description="When the document last changed, Unix seconds.")
     path: str | None = Field(None, description="Path in the caller's own view (files, notes).")
     url: str | None = Field(None, description="Link (news items).")
     open_url: str | None = Field(

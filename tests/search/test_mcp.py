@@ -372,6 +372,89 @@ def test_list_filters_and_index_status(mcp_url: str, ro_api: Api) -> None:
     assert theirs.structured_content["dead_letter"] == []
 
 
+def test_every_tool_declares_an_output_schema_its_results_validate_against(
+    mcp_url: str, ro_api: Api
+) -> None:
+    """No tool declared an ``outputSchema``, so a client could not validate a result and
+    nothing in the protocol said what its fields are. Now each does, with the units and what
+    ``score`` is in its field descriptions, and every kind of answer — a search with and
+    without ``explain``, a whole, a paged and a windowed fetch, the filters, a status with a
+    parked document — validates against it (checked here with ``jsonschema``, as the SDK
+    client also does before returning it) and names no field the schema leaves out."""
+    key = ro_api.keys[LIGHT]
+    names = ro_api.settings.names
+    client = redis.Redis.from_url(ro_api.settings.redis_url)
+    DeadLetters(client, names).park(
+        DeadLetter("node:4242", "alice", "corrupt PDF", "etag-1", "ncindex.index_node")
+    )
+    calls = [
+        ("search", {"query": "lighthouse lens foghorn"}),
+        ("search", {"query": "lighthouse", "explain": True, "doc_types": ["file"]}),
+        ("fetch", {"id": key}),
+        ("fetch", {"id": key, "max_chars": 30}),
+        ("fetch", {"id": key, "chunk_index": 0}),
+        ("list_filters", {}),
+        ("index_status", {}),
+    ]
+
+    async def main() -> tuple[Any, list[Any]]:
+        async with session(mcp_url, basic("alice")) as alice:
+            tools = {t.name: t for t in (await alice.list_tools()).tools}
+            return tools, [await call(alice, tool, arguments) for tool, arguments in calls]
+
+    try:
+        tools, results = run(main())
+    finally:
+        DeadLetters(client, names).release("node:4242")
+    assert set(tools) == TOOLS
+    schemas = {name: tool.output_schema for name, tool in tools.items()}
+    for name, schema in schemas.items():
+        assert schema is not None, name
+        Draft202012Validator.check_schema(schema)
+        assert schema["type"] == "object" and schema["description"], name
+    listed = json.dumps(schemas, ensure_ascii=False)
+    assert "/v1/" not in listed and "``" not in listed and ":class:" not in listed
+    result = schemas["search"]["$defs"]["ToolSearchResult"]["properties"]
+    assert "not a similarity" in result["score"]["description"]
+    assert "Unix seconds" in result["modified_at"]["description"]
+    assert "characters" in result["char_start"]["description"]
+    fetched = schemas["fetch"]["properties"]
+    assert "characters" in fetched["char_start"]["description"]
+    for (tool, arguments), answer in zip(calls, results, strict=True):
+        assert not answer.is_error, (tool, arguments, answer.content)
+        body = answer.structured_content
+        Draft202012Validator(schemas[tool]).validate(body)
+        assert set(body) <= set(schemas[tool]["properties"]), (tool, arguments)
+    searched, explained = results[0].structured_content, results[1].structured_content
+    assert searched["results"] and explained["results"]
+    for r in searched["results"] + explained["results"]:
+        assert set(r) <= set(result), r
+    assert all("explain" in r for r in explained["results"])
+    assert results[3].structured_content["truncated"] is True
+    assert results[4].structured_content["chunks"]
+    assert results[6].structured_content["dead_letter"]
+
+
+def test_a_tool_error_reaches_the_sdk_client_as_an_error_not_a_schema_failure(
+    mcp_url: str,
+) -> None:
+    """A tool error's ``structuredContent`` is ``{code, field, detail}``, not the tool's
+    ``outputSchema``; the SDK client validates only successful results against that schema
+    (``ClientSession.call_tool``: not when ``is_error``), so the error reaches the caller as
+    an error result rather than a validation ``RuntimeError``."""
+
+    async def main() -> tuple[Any, Any]:
+        async with session(mcp_url, basic("alice")) as alice:
+            tools = {t.name: t for t in (await alice.list_tools()).tools}
+            return tools["fetch"], await call(alice, "fetch", {"id": "file:999999"})
+
+    fetch, result = run(main())
+    assert fetch.output_schema is not None
+    assert result.is_error
+    assert result.structured_content["code"] == "not_found"
+    assert not Draft202012Validator(fetch.output_schema).is_valid(result.structured_content)
+
+
 def test_bad_or_missing_credentials_are_401(mcp_url: str) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     for authorization in (None, basic("alice", "wrong"), basic("mallory", "x"), "Token abc"):
