@@ -43,6 +43,7 @@ from ncindex.sync.status import settled
 from ncindex.telemetry import QueueCollector, register_queue_metrics, unregister_queue_metrics
 from ncindex.web.asgi import ServedAsgi, serve_in_thread
 from ncindex.web.dispatch import dispatch, forward_to
+from ncindex.web.proxies import trusted_wsgi
 from ncindex.web.server_errors import ProblemRequestHandler
 from search_api import create_app as create_search_app
 from webhook_receiver import create_app as create_receiver_app
@@ -347,10 +348,15 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     worker = start_worker(celery)
     beat = start_embedded_beat(celery, settings)
     mcp = serve_in_thread(create_mcp_app(settings, services=services, producer=celery))
-    server.app = dispatch(
-        create_receiver_app(settings, producer=celery, redis_client=services.redis),
-        create_search_app(settings, services=services, producer=celery),
-        forward_to(mcp.url),
+    # the relay to the MCP server sends REMOTE_ADDR as X-Forwarded-For: the client's, behind
+    # trusted proxies (the search API and receiver apply the same rule themselves)
+    server.app = trusted_wsgi(
+        dispatch(
+            create_receiver_app(settings, producer=celery, redis_client=services.redis),
+            create_search_app(settings, services=services, producer=celery),
+            forward_to(mcp.url),
+        ),
+        settings.trusted_proxy_hops,
     )
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     embedded = Embedded(settings, services, server, simulator, simulator_server, private_redis)

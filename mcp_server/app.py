@@ -58,6 +58,7 @@ from mcp.types import (
 )
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -97,6 +98,7 @@ from ncindex.telemetry import MCP_TOOL_CALLS, metrics_payload
 from ncindex.web.auth import confirmed, resolve_caller
 from ncindex.web.health import readiness
 from ncindex.web.problems import BASIC_CHALLENGE, MAX_BODY_BYTES
+from ncindex.web.proxies import TrustedProxies
 from ncindex.web.ratelimit import CallerLimit, breach_detail
 
 log = structlog.get_logger(__name__)
@@ -268,6 +270,9 @@ def create_app(
         ],
         lifespan=lambda _app: manager.run(),
         exception_handlers={HTTPException: _http_problem},
+        # the client address of the rate limits behind an ingress (uvicorn under gunicorn
+        # trusts X-Forwarded-For from 127.0.0.1 alone)
+        middleware=[Middleware(TrustedProxies, hops=settings.trusted_proxy_hops)],
     )
     app.state.services = services
     return app

@@ -459,6 +459,15 @@ class Settings(BaseSettings):
         "count (flask-limiter syntax, e.g. `600/minute;20/second`); empty ⇒ unlimited.",
         json_schema_extra={"pattern": _rate_limit_pattern()},
     )
+    trusted_proxy_hops: int = Field(
+        0,
+        ge=0,
+        le=10,
+        description="How many reverse proxies in front of ncindex append to `X-Forwarded-For` "
+        "and `X-Forwarded-Proto` (an ingress: 1); the client address of the per-address rate "
+        "limits is the one the outermost trusted proxy saw. 0 ⇒ no forwarded header is "
+        "trusted (a client could forge it); more than the real number lets clients forge it.",
+    )
     mcp_allowed_hosts: list[str] = Field(
         default_factory=lambda: [
             "127.0.0.1",

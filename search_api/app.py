@@ -23,6 +23,7 @@ from ncindex.text.ocr import ocr_status
 from ncindex.web.auth import confirmed, resolve_caller
 from ncindex.web.health import health_blueprint
 from ncindex.web.problems import MAX_BODY_BYTES, install_error_handlers, problem, read_body
+from ncindex.web.proxies import trusted_wsgi
 from ncindex.web.ratelimit import (
     REFUSED_SCOPE,
     SCOPE,
@@ -67,6 +68,7 @@ def create_app(
     producer = producer or celery_app(settings)
 
     app = Flask(__name__)
+    app.wsgi_app = trusted_wsgi(app.wsgi_app, settings.trusted_proxy_hops)  # type: ignore[method-assign]
     service = service_factory(services, producer)
 
     def authenticate(authorization: str | None) -> NextcloudClient:

@@ -12,6 +12,7 @@ from ncindex.telemetry import metrics_payload
 from ncindex.text.ocr import ocr_status
 from ncindex.web.health import health_blueprint
 from ncindex.web.problems import install_error_handlers
+from ncindex.web.proxies import trusted_wsgi
 from webhook_receiver.hooks import Receiver, hooks_blueprint
 
 
@@ -34,6 +35,7 @@ def create_app(
         settings.redis_url, socket_timeout=2, socket_connect_timeout=2
     )
     app = Flask(__name__)
+    app.wsgi_app = trusted_wsgi(app.wsgi_app, settings.trusted_proxy_hops)  # type: ignore[method-assign]
     receiver = Receiver(settings, producer or celery_app(settings), client)
     app.extensions["ncindex_receiver"] = receiver
     install_error_handlers(app)

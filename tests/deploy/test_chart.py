@@ -250,6 +250,22 @@ def test_the_mcp_server_has_its_deployment_service_and_route(chart: helm.Chart) 
     assert json.loads(config["NCINDEX_MCP_ALLOWED_HOSTS"]) == ["mcp.example.org"]
 
 
+def test_behind_the_ingress_one_proxy_is_trusted(chart: helm.Chart) -> None:
+    """Behind the ingress every request reached the pods from the ingress controller's
+    address, so all anonymous callers shared one per-address rate-limit count: with an
+    ingress the chart trusts one proxy's ``X-Forwarded-For``, without one none, and an
+    operator's own number wins."""
+    config = by_kind(render(chart, EVERYTHING), "ConfigMap")["nci-ncindex"]["data"]
+    assert config["NCINDEX_TRUSTED_PROXY_HOPS"] == "1"
+    values = with_change(MINIMAL, "config.public_url", "https://nci.example.org")
+    config = by_kind(render(chart, values), "ConfigMap")["nci-ncindex"]["data"]
+    assert "NCINDEX_TRUSTED_PROXY_HOPS" not in config
+    own = render(chart, with_change(EVERYTHING, "config.trusted_proxy_hops", 2))
+    assert by_kind(own, "ConfigMap")["nci-ncindex"]["data"]["NCINDEX_TRUSTED_PROXY_HOPS"] == "2"
+    with pytest.raises(helm.HelmValuesError, match="trusted_proxy_hops"):
+        render(chart, with_change(EVERYTHING, "config.trusted_proxy_hops", -1))
+
+
 def test_the_mcp_server_allows_the_public_url_host_and_origin(
     chart: helm.Chart, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -664,6 +664,68 @@ def test_a_flood_of_refused_credentials_does_not_lock_out_confirmed_callers(
         corpus_stack.services.redis.delete(key)
 
 
+def _limited_behind(corpus_stack: Stack, hops: int) -> Any:
+    """A search app like ``limited``'s (5/minute) trusting ``hops`` proxies."""
+    settings = corpus_stack.settings.model_copy(
+        update={"search_rate_limit": "5/minute", "trusted_proxy_hops": hops}
+    )
+    app = create_search_app(settings, services=corpus_stack.services, producer=RecordingProducer())
+    return app.test_client()
+
+
+def _session_codes(http: Any, forwarded_for: str, n: int = 6) -> list[int]:
+    """Status codes of ``n`` cookie-less ``GET /ui/session`` (counted per address) arriving
+    from the proxy at 10.0.0.2 with ``X-Forwarded-For: forwarded_for``."""
+    return [
+        http.get(
+            "/ui/session",
+            headers={"X-Forwarded-For": forwarded_for},
+            environ_base={"REMOTE_ADDR": "10.0.0.2"},
+        ).status_code
+        for _ in range(n)
+    ]
+
+
+def test_behind_a_trusted_proxy_each_client_address_has_its_own_count(
+    limited: Any, corpus_stack: Stack
+) -> None:
+    """Behind an ingress every request came from its address: all anonymous callers shared one
+    count, so one of them locked out the rest. With ``trusted_proxy_hops`` 1 the client is the
+    address the proxy appended to ``X-Forwarded-For``; what the client wrote left of it is
+    not trusted."""
+    http = _limited_behind(corpus_stack, 1)
+    assert _session_codes(http, "198.51.100.7") == [200] * 5 + [429]
+    # another client behind the same proxy, and one forging the first one's address
+    assert _session_codes(http, "198.51.100.8", 5) == [200] * 5
+    assert _session_codes(http, "198.51.100.7, 203.0.113.9", 5) == [200] * 5
+    # refused credentials count per client address too
+    codes = [
+        http.post(
+            "/v1/search",
+            json={"query": "x"},
+            headers={"Authorization": f"Bearer {n}", "X-Forwarded-For": "203.0.113.50"},
+            environ_base={"REMOTE_ADDR": "10.0.0.2"},
+        ).status_code
+        for n in range(6)
+    ]
+    assert codes == [401] * 5 + [429]
+    other = {"Authorization": "Bearer other", "X-Forwarded-For": "203.0.113.51"}
+    response = http.post(
+        "/v1/search", json={"query": "x"}, headers=other, environ_base={"REMOTE_ADDR": "10.0.0.2"}
+    )
+    assert response.status_code == 401
+
+
+def test_without_trusted_proxies_a_forged_forwarded_for_is_ignored(
+    limited: Any, corpus_stack: Stack
+) -> None:
+    """The default trusts no ``X-Forwarded-For``: a client changing it at every request still
+    draws on its own address's one count."""
+    http = _limited_behind(corpus_stack, 0)
+    codes = [c for i in range(6) for c in _session_codes(http, f"198.51.100.{i + 1}", 1)]
+    assert codes == [200] * 5 + [429]
+
+
 def test_rate_limit_counters_are_the_fixtures_keys(limited: Any, corpus_stack: Stack) -> None:
     """The ``limited`` fixture clears counters by :data:`RATE_LIMIT_KEYS`: it must match the
     keys the limiter writes, or counts leak from one rate-limit test into the next."""

@@ -27,6 +27,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from starlette.testclient import TestClient
 from test_api import BUDGET, DIARY, FOGHORN, GARDEN, LIGHT, OLD, SECRET
 
 from mcp_server import create_app
@@ -690,6 +691,49 @@ def test_the_rate_limit_is_the_search_apis(
     finally:
         if served is not None:
             served.close()
+        sim_server.close()
+        api.services.close()
+
+
+@pytest.mark.parametrize("hops", [0, 1])
+def test_refused_credentials_count_per_client_behind_trusted_proxies(
+    hops: int,
+    redis_url: str,
+    embedder: Embedder,
+    model_dir: Path,
+    tmp_path: Path,
+    empty_store: Path,
+) -> None:
+    """Behind an ingress every request came from its address (uvicorn under gunicorn trusts
+    ``X-Forwarded-For`` from 127.0.0.1 alone), so one client's made-up credentials locked
+    every anonymous client out. With ``trusted_proxy_hops`` 1 the address the proxy appended
+    is the client's; with 0 (the default) a forged ``X-Forwarded-For`` changes nothing.
+    Starlette's test client, not uvicorn: its peer is not loopback, as an ingress's is not."""
+    redis.Redis.from_url(redis_url).flushdb()
+    api, sim_server = build_api(tmp_path, redis_url, embedder, model_dir, empty_store)
+    try:
+        api.settings.search_rate_limit = "4/minute"
+        api.settings.trusted_proxy_hops = hops
+        app = create_app(api.settings, services=api.services, producer=api.producer)
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        with TestClient(app, base_url="http://127.0.0.1") as http:
+
+            def post(i: int, forwarded_for: str) -> int:
+                headers = {
+                    "Accept": "application/json, text/event-stream",
+                    "Authorization": basic(f"mallory{i}", "x"),
+                    "X-Forwarded-For": forwarded_for,
+                }
+                return http.post("/mcp", json=body, headers=headers).status_code
+
+            if hops:
+                assert [post(i, "198.51.100.7") for i in range(5)] == [401] * 4 + [429]
+                assert post(5, "198.51.100.8") == 401  # another client, its own count
+                assert post(6, "198.51.100.7, 198.51.100.9") == 401  # the client wrote the left
+            else:
+                codes = [post(i, f"198.51.100.{i + 1}") for i in range(5)]
+                assert codes == [401] * 4 + [429]
+    finally:
         sim_server.close()
         api.services.close()
 
