@@ -438,25 +438,28 @@ class ContextResponse(BaseModel):
     chunks: list[ContextChunk]
 
 
-def _moved(payload: dict[str, Any], user: str, checked: Checked) -> bool:
-    """Whether a candidate verified as ``checked`` is no longer where the index has it: its
-    verified path for ``user`` is another than the indexed one, or its check found it placed
-    elsewhere (``checked.moved_to``: a Deck card in another stack)."""
+def _new_path(payload: dict[str, Any], user: str, checked: Checked) -> str | None:
+    """The path a candidate verified as ``checked`` has for ``user`` now, when it is not the
+    indexed one (moved, its event not yet processed or lost); else ``None``."""
     path = checked.path
-    return checked.moved_to is not None or (
-        path is not None and path != (payload.get("paths") or {}).get(user)
-    )
+    return path if path is not None and path != (payload.get("paths") or {}).get(user) else None
+
+
+def _moved(payload: dict[str, Any], user: str, checked: Checked) -> bool:
+    """Whether a candidate verified as ``checked`` is no longer where the index has it: at
+    another path (:func:`_new_path`), or placed elsewhere (``checked.moved_to``: a Deck card
+    in another stack)."""
+    return checked.moved_to is not None or _new_path(payload, user, checked) is not None
 
 
 def _moved_out(payload: dict[str, Any], user: str, checked: Checked, tree: Node | None) -> bool:
     """Whether a candidate verified as ``checked`` has moved since it was indexed to where the
-    filter ``tree`` excludes it: its verified path for ``user`` is not the indexed one and
-    fails the tree's path leaves (:func:`~ncindex.search.filters.path_verdict`), or its check
-    found it placed elsewhere (``checked.moved_to``: a Deck card in another stack) and those
-    values fail the tree's leaves of their fields
+    filter ``tree`` excludes it: its new path (:func:`_new_path`) fails the tree's path leaves
+    (:func:`~ncindex.search.filters.path_verdict`), or the place its check found it in
+    (``checked.moved_to``) fails the tree's leaves of those fields
     (:func:`~ncindex.search.filters.field_verdict`)."""
-    path, indexed = checked.path, (payload.get("paths") or {}).get(user)
-    if path is not None and path != indexed and path_verdict(tree, path) is False:
+    path = _new_path(payload, user, checked)
+    if path is not None and path_verdict(tree, path) is False:
         return True
     return checked.moved_to is not None and field_verdict(tree, checked.moved_to) is False
 

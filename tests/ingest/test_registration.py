@@ -182,18 +182,25 @@ def _settings(server_url: str) -> Settings:
     )
 
 
+def _cli_env(server_url: str, redis_url: str, namespace: str) -> dict[str, str]:
+    """The environment of an ``ncindex webhooks`` command as the simulator's admin, its marks
+    in the session's Redis under ``namespace``."""
+    return {
+        "NCINDEX_NEXTCLOUD_URL": server_url,
+        "NCINDEX_ACCOUNTS": '{"admin": "admin-pw"}',
+        "NCINDEX_WEBHOOK_SECRET": "s3cret",
+        "NCINDEX_PUBLIC_URL": "http://indexer.example.test",
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_NAMESPACE": namespace,
+    }
+
+
 def _run_register(sim: NextcloudSimulator, redis_url: str, *extra: str) -> tuple[int, str]:
     """``ncindex webhooks register`` against ``sim``, its marks in the session's Redis."""
     sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
     with serve_simulator(sim) as server:
-        env = {
-            "NCINDEX_NEXTCLOUD_URL": server.url,
-            "NCINDEX_ACCOUNTS": '{"admin": "admin-pw"}',
-            "NCINDEX_WEBHOOK_SECRET": "s3cret",
-            "NCINDEX_PUBLIC_URL": "http://indexer.example.test",
-            "NCINDEX_DECK_WEBHOOKS": "true",
-            "NCINDEX_NAMESPACE": "register-command",
-            "NCINDEX_REDIS_URL": redis_url,
+        env = _cli_env(server.url, redis_url, "register-command") | {
+            "NCINDEX_DECK_WEBHOOKS": "true"
         }
         result = CliRunner().invoke(main, ["webhooks", "register", *extra], env=env)
     return result.exit_code, result.output
@@ -347,14 +354,7 @@ def test_list_and_remove_print_a_table_or_json_and_say_when_there_is_none(
     none = f"no webhooks registered for {uri}"
     try:
         with serve_simulator(sim) as server:
-            env = {
-                "NCINDEX_NEXTCLOUD_URL": server.url,
-                "NCINDEX_ACCOUNTS": '{"admin": "admin-pw"}',
-                "NCINDEX_WEBHOOK_SECRET": "s3cret",
-                "NCINDEX_PUBLIC_URL": "http://indexer.example.test",
-                "NCINDEX_REDIS_URL": redis_url,
-                "NCINDEX_NAMESPACE": f"webhooks-{time.time_ns()}",
-            }
+            env = _cli_env(server.url, redis_url, f"webhooks-{time.time_ns()}")
 
             def run(*args: str) -> str:
                 result = CliRunner().invoke(main, ["webhooks", *args], env=env)

@@ -3,9 +3,11 @@ verify-on-read found stale sends back to be re-checked."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from pydantic import SecretStr
 
@@ -28,11 +30,9 @@ class Recording:
         self.sent.append((name, options))
 
 
-def test_a_stale_result_met_by_many_searches_is_re_checked_once(
-    redis_url: str, tmp_path: Path
-) -> None:
-    """Every search meeting a result moved or gone queued a re-check of its own until the first
-    ran; they are debounced under the document's own key, as its events are."""
+@pytest.fixture
+def services(redis_url: str, tmp_path: Path) -> Iterator[Services]:
+    """Services for account ``alice`` (a 30 s debounce) on a namespace emptied first."""
     settings = Settings(
         redis_url=redis_url,
         data_dir=tmp_path,
@@ -43,18 +43,22 @@ def test_a_stale_result_met_by_many_searches_is_re_checked_once(
     client = redis.Redis.from_url(redis_url)
     for key in client.scan_iter(match="wiring-test:*"):
         client.delete(key)
-    producer = Recording()
     services = Services(settings)
-    try:
-        service = service_factory(services, producer)()
-        assert service.on_stale is not None
-        for _ in range(3):
-            service.on_stale("alice", DocRef.parse("file:7"))
-        service.on_stale("alice", DocRef.parse("note:8"))
-        service.on_stale("alice", DocRef.parse("deck_card:9"))
-        service.on_stale("mallory", DocRef.parse("file:7"))  # no account: left to reconcile
-    finally:
-        services.close()
+    yield services
+    services.close()
+
+
+def test_a_stale_result_met_by_many_searches_is_re_checked_once(services: Services) -> None:
+    """Every search meeting a result moved or gone queued a re-check of its own until the first
+    ran; they are debounced under the document's own key, as its events are."""
+    producer = Recording()
+    service = service_factory(services, producer)()
+    assert service.on_stale is not None
+    for _ in range(3):
+        service.on_stale("alice", DocRef.parse("file:7"))
+    service.on_stale("alice", DocRef.parse("note:8"))
+    service.on_stale("alice", DocRef.parse("deck_card:9"))
+    service.on_stale("mallory", DocRef.parse("file:7"))  # no account: left to reconcile
     sent = [
         (n, {k: v for k, v in o["kwargs"].items() if k != "debounce_key"}) for n, o in producer.sent
     ]
@@ -66,27 +70,14 @@ def test_a_stale_result_met_by_many_searches_is_re_checked_once(
     assert all(o["countdown"] == 30 for _, o in producer.sent)
 
 
-def test_a_re_check_coalesces_with_the_documents_own_event(redis_url: str, tmp_path: Path) -> None:
+def test_a_re_check_coalesces_with_the_documents_own_event(services: Services) -> None:
     """A file's re-check went out as ``ncindex.index_document`` under a key of its own
     (``index:alice:file:7``), so a search meeting the file while its change event's
     ``ncindex.index_node`` (``index:alice:7``) waited sent a second task: it is the event's task
     and key now, and coalesces."""
-    settings = Settings(
-        redis_url=redis_url,
-        data_dir=tmp_path,
-        namespace="wiring-event-test",
-        accounts={"alice": SecretStr("pw")},
-        debounce_seconds=30,
-    )
-    client = redis.Redis.from_url(redis_url)
-    for key in client.scan_iter(match="wiring-event-test:*"):
-        client.delete(key)
     producer = Recording()
-    services = Services(settings)
-    try:
-        # the receiver's handling of a file's change event (webhook_receiver.hooks)
-        enqueue(producer, services.redis, [index_node("alice", 7)], 30, keys=settings.names)
-        service_factory(services, producer)().on_stale("alice", DocRef.parse("file:7"))
-    finally:
-        services.close()
+    # the receiver's handling of a file's change event (webhook_receiver.hooks)
+    keys = services.settings.names
+    enqueue(producer, services.redis, [index_node("alice", 7)], 30, keys=keys)
+    service_factory(services, producer)().on_stale("alice", DocRef.parse("file:7"))
     assert [n for n, _ in producer.sent] == [names.INDEX_NODE]

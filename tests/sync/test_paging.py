@@ -8,6 +8,7 @@ listed again from the last page kept, not from the start; a duplicate continuati
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import signal
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 import redis
+from celery import Celery
 from celery.contrib.testing.worker import start_worker
 from pydantic import SecretStr
 
@@ -251,9 +253,10 @@ def test_a_page_that_fails_for_good_starts_the_listing_again(big: Big) -> None:
     assert big.pages(DocType.FILE, 1).stale()
 
 
-def test_the_scan_task_pages_itself_to_the_end(big: Big) -> None:
-    rec = Reconciler(big.services, Indexer(big.services), Recorder())
-    one_pass = rec.scan("alice", DocType.FILE, apply=False)
+@contextlib.contextmanager
+def scanning(big: Big) -> Iterator[Celery]:
+    """A solo worker of the reconcile queue on ``big``'s services, with one scan of alice's
+    files sent to it; yields the worker's app."""
     app = create_celery(big.settings, big.services)
     producer = celery_app(big.settings)
     try:
@@ -270,20 +273,27 @@ def test_the_scan_task_pages_itself_to_the_end(big: Big) -> None:
                 kwargs={"user": "alice", "doc_type": "file"},
                 queue=names.RECONCILE,
             )
-            last = wait_until(big.state(DocType.FILE).last, 120, interval=0.2)
-        assert last["pages"] == math.ceil(one_pass.requests / PAGE)
-        assert last["listed"] == one_pass.listed and last["requests"] == one_pass.requests
-        assert last["changes"] == one_pass.counts()
-        # the index tasks went out (fanned out in parts on the ingest queue)
-        assert last["enqueued"] == len(one_pass.index) + len(one_pass.remove)
-        assert big.services.redis.llen(names.INGEST) > 0
-        # a duplicate of a continuation, after the scan: stale, does nothing
-        scan = app.tasks[names.RECONCILE_SCAN]
-        out = scan.apply(kwargs={"user": "alice", "doc_type": "file", "page": 3}).get()
-        assert out == {"skipped": "stale"}
+            yield app
     finally:
         producer.close()
         app.close()
+
+
+def test_the_scan_task_pages_itself_to_the_end(big: Big) -> None:
+    rec = Reconciler(big.services, Indexer(big.services), Recorder())
+    one_pass = rec.scan("alice", DocType.FILE, apply=False)
+    with scanning(big) as app:
+        last = wait_until(big.state(DocType.FILE).last, 120, interval=0.2)
+        # a duplicate of a continuation, after the scan: stale, does nothing
+        scan = app.tasks[names.RECONCILE_SCAN]
+        out = scan.apply(kwargs={"user": "alice", "doc_type": "file", "page": 3}).get()
+    assert out == {"skipped": "stale"}
+    assert last["pages"] == math.ceil(one_pass.requests / PAGE)
+    assert last["listed"] == one_pass.listed and last["requests"] == one_pass.requests
+    assert last["changes"] == one_pass.counts()
+    # the index tasks went out (fanned out in parts on the ingest queue)
+    assert last["enqueued"] == len(one_pass.index) + len(one_pass.remove)
+    assert big.services.redis.llen(names.INGEST) > 0
 
 
 def test_a_scan_whose_listing_failed_for_a_while_is_run_again_soon(
@@ -297,37 +307,19 @@ def test_a_scan_whose_listing_failed_for_a_while_is_run_again_soon(
     monkeypatch.setattr(tasks, "scan_retry_seconds", lambda retries: 0.2)
     rec = Reconciler(big.services, Indexer(big.services), Recorder())
     one_pass = rec.scan("alice", DocType.FILE, apply=False)
-    app = create_celery(big.settings, big.services)
-    producer = celery_app(big.settings)
-    try:
-        with start_worker(
-            app,
-            pool="solo",
-            perform_ping_check=False,
-            shutdown_timeout=30,
-            loglevel="WARNING",
-            queues=[names.RECONCILE],
-        ):
-            big.sim.faults.set("webdav", status=503, method="PROPFIND", times=1)
-            producer.send_task(
-                names.RECONCILE_SCAN,
-                kwargs={"user": "alice", "doc_type": "file"},
-                queue=names.RECONCILE,
-            )
-            done = wait_until(
-                lambda: (
-                    (big.state(DocType.FILE).last() or {}).get("error") is None
-                    and (big.state(DocType.FILE).last() or {}).get("listed")
-                ),
-                60,
-                interval=0.2,
-            )
-        assert done
-        last = big.state(DocType.FILE).last()
-        assert last["listed"] == one_pass.listed and last["changes"] == one_pass.counts()
-    finally:
-        producer.close()
-        app.close()
+    big.sim.faults.set("webdav", status=503, method="PROPFIND", times=1)
+    with scanning(big):
+        done = wait_until(
+            lambda: (
+                (big.state(DocType.FILE).last() or {}).get("error") is None
+                and (big.state(DocType.FILE).last() or {}).get("listed")
+            ),
+            60,
+            interval=0.2,
+        )
+    assert done
+    last = big.state(DocType.FILE).last()
+    assert last["listed"] == one_pass.listed and last["changes"] == one_pass.counts()
 
 
 @pytest.mark.slow
