@@ -347,9 +347,12 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     connect_task_hooks()
     worker = start_worker(celery)
     beat = start_embedded_beat(celery, settings)
-    mcp = serve_in_thread(create_mcp_app(settings, services=services, producer=celery))
     # the relay to the MCP server sends REMOTE_ADDR as X-Forwarded-For: the client's, behind
-    # trusted proxies (the search API and receiver apply the same rule themselves)
+    # trusted proxies (the search API and receiver apply the same rule themselves); the MCP
+    # server trusts that one hop
+    mcp = serve_in_thread(
+        create_mcp_app(settings, services=services, producer=celery, proxy_hops=1)
+    )
     server.app = trusted_wsgi(
         dispatch(
             create_receiver_app(settings, producer=celery, redis_client=services.redis),

@@ -16,6 +16,8 @@ webhook_receiver.wsgi:app`` / ``search_api.wsgi:app``); the image has it at
 * Errors: a request gunicorn cannot parse (request line, headers) is answered problem+json
   with a ``code`` (``ncindex.web.server_errors``), not gunicorn's HTML page; a body whose
   chunked framing breaks is read by the app, which answers 400 ``invalid_value`` (``body``).
+* Forwarded headers: gunicorn and its uvicorn worker trust none (``forwarded_allow_ips``);
+  the apps apply ``NCINDEX_TRUSTED_PROXY_HOPS`` themselves (``ncindex.web.proxies``).
 * Signals: a worker treats SIGINT and SIGQUIT as SIGTERM (``_quit_as_term``: gunicorn's
   own handler of them can deadlock); the master's SIGINT/SIGQUIT still stop quickly, its
   SIGTERM gracefully, both within ``graceful_timeout``.
@@ -67,7 +69,11 @@ keepalive = 5
 worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # noqa: S108
 # Gunicorn ≥ 27 opens a control socket under $HOME; one per host would collide, none is used.
 control_socket_disable = True
-forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+# No peer is trusted with forwarded headers here: NCINDEX_TRUSTED_PROXY_HOPS alone decides whose
+# X-Forwarded-For/-Proto count (ncindex.web.proxies). gunicorn's default, 127.0.0.1 and ::1, let
+# anything on the host (a sidecar) set the scheme, and the uvicorn worker, given this list,
+# took its X-Forwarded-For as the client's address: a per-address rate limit it could dodge
+forwarded_allow_ips = ""
 logconfig_dict = telemetry.gunicorn_logconfig(_settings.log_level, json_lines=_settings.log_json)
 
 

@@ -178,10 +178,14 @@ def create_app(
     *,
     services: Services | None = None,
     producer: Producer | None = None,
+    proxy_hops: int | None = None,
 ) -> Starlette:
     """Build the MCP server app (see the module docstring). ``services`` (default: built
     from ``settings``) provides the store, embedder, Redis and the Nextcloud client;
-    ``producer`` sends the re-check tasks for results verify-on-read drops. The model and
+    ``producer`` sends the re-check tasks for results verify-on-read drops; ``proxy_hops``
+    is how many proxies in front write the client address trusted in ``X-Forwarded-For``
+    (:class:`~ncindex.web.proxies.TrustedProxies`; default ``settings.trusted_proxy_hops``;
+    ``ncindex up``'s relay, which sends the address it resolved itself: 1). The model and
     store open on first use. Raises ``ValueError`` for a rate limit string that cannot be
     parsed."""
     settings = settings or (services.settings if services else Settings())
@@ -195,6 +199,7 @@ def create_app(
         "index_status": tools.index_status,
     }
     listed = tool_list()
+    hops = settings.trusted_proxy_hops if proxy_hops is None else proxy_hops
 
     async def list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
         return ListToolsResult(tools=listed)
@@ -270,9 +275,9 @@ def create_app(
         ],
         lifespan=lambda _app: manager.run(),
         exception_handlers={HTTPException: _http_problem},
-        # the client address of the rate limits behind an ingress (uvicorn under gunicorn
-        # trusts X-Forwarded-For from 127.0.0.1 alone)
-        middleware=[Middleware(TrustedProxies, hops=settings.trusted_proxy_hops)],
+        # the client address of the rate limits behind an ingress; the only reading of
+        # X-Forwarded-For (uvicorn's own is off: deploy/gunicorn.conf.py, ncindex.web.asgi)
+        middleware=[Middleware(TrustedProxies, hops=hops)],
     )
     app.state.services = services
     return app

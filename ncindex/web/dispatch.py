@@ -9,11 +9,12 @@ passed on unchanged here.
 The MCP server is ASGI, so ``ncindex up`` serves it with uvicorn on a loopback port of its own
 and :func:`forward_to` relays ``/mcp`` requests to it: method, path, query, body (a chunked
 one too, with a Content-Length of its own) and headers (``Host`` included, for its
-DNS-rebinding check; the client address in ``X-Forwarded-For``, which uvicorn trusts from
-127.0.0.1, for the per-address rate limit). Header values are relayed without the whitespace
-around them, which is no part of a field value (RFC 9110 §5.5) but which werkzeug's server
-keeps and the relay's HTTP client refuses to send. Its transport answers JSON, never an open
-event stream, so a buffered relay suffices.
+DNS-rebinding check; the client address and scheme in ``X-Forwarded-For`` and
+``X-Forwarded-Proto``, replacing the client's own, for the per-address rate limit: the MCP
+server trusts this one hop, ``create_app(proxy_hops=1)``). Header values are relayed without
+the whitespace around them, which is no part of a field value (RFC 9110 §5.5) but which
+werkzeug's server keeps and the relay's HTTP client refuses to send. Its transport answers
+JSON, never an open event stream, so a buffered relay suffices.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def forward_to(base_url: str, client: httpx.Client | None = None) -> WSGIApp:
         if environ.get("CONTENT_TYPE"):
             headers["Content-Type"] = environ["CONTENT_TYPE"].strip(" \t")
         headers["X-Forwarded-For"] = environ.get("REMOTE_ADDR") or "127.0.0.1"
+        headers["X-Forwarded-Proto"] = environ.get("wsgi.url_scheme") or "http"
         try:
             body = read_body(Request(environ), MAX_BODY_BYTES)
         except HTTPException as exc:  # UnreadableBody (400), RequestEntityTooLarge (413)

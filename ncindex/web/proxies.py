@@ -50,8 +50,9 @@ class TrustedProxies:
     Starlette's ``Request.client`` reads) and scheme from ``X-Forwarded-For`` and
     ``X-Forwarded-Proto`` as ``hops`` trusted proxies wrote them (:func:`forwarded_value`); a
     request whose headers did not pass through them keeps its own. For the MCP server,
-    whatever serves it (uvicorn trusts these headers only from ``--forwarded-allow-ips``,
-    127.0.0.1 by default: the relay of ``ncindex up``)."""
+    whatever serves it; the only reading of these headers there: uvicorn's own (which took
+    ``X-Forwarded-For`` from any loopback peer) is off (``forwarded_allow_ips`` empty in
+    ``deploy/gunicorn.conf.py``, ``proxy_headers=False`` in :mod:`ncindex.web.asgi`)."""
 
     def __init__(self, app: ASGIApp, hops: int) -> None:
         self.app = app

@@ -277,6 +277,41 @@ def test_receiver_under_gunicorn(
     assert not [line for line in proc.text().splitlines() if line and not line.startswith("{")]
 
 
+def test_the_mcp_server_under_gunicorn_trusts_no_forwarded_for_from_loopback(
+    redis_proc: RedisProcess, client: redis.Redis, spawn, tmp_path: Path
+) -> None:
+    """With ``NCINDEX_TRUSTED_PROXY_HOPS`` 0 (the default) the MCP server under gunicorn's
+    uvicorn worker counts a loopback client's requests against 127.0.0.1 whatever
+    ``X-Forwarded-For`` it writes: gunicorn's ``forwarded_allow_ips`` (127.0.0.1 and ::1 by
+    default) reached uvicorn, which took the header as the client's address, so a client on
+    the host (a sidecar, the relay's own host) dodged the per-address limit by changing it."""
+    port = free_port()
+    proc = spawn(
+        "mcp",
+        [str(BIN / "gunicorn"), "-c", str(ROOT / "deploy" / "gunicorn.conf.py"),
+         "-w", "1", "--bind", f"127.0.0.1:{port}",
+         "--worker-class", "uvicorn_worker.UvicornWorker", "mcp_server.asgi:app"],
+        process_env(
+            redis_proc.url,
+            NCINDEX_QDRANT_URL=f"http://127.0.0.1:{free_port()}",
+            NCINDEX_SEARCH_RATE_LIMIT="3/minute",
+            PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "prometheus"),
+        ),
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    wait_until(lambda: http_ok(f"{base}/livez") or proc.popen.poll() is not None, timeout=90)
+    assert proc.popen.poll() is None, proc.text()
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    codes = [
+        httpx.post(
+            f"{base}/mcp", json=listing, headers={"X-Forwarded-For": f"198.51.100.{i}"}, timeout=10
+        ).status_code
+        for i in range(1, 5)
+    ]
+    assert codes == [401] * 3 + [429]  # one count: 127.0.0.1's
+    assert client.keys("*198.51.100.*") == []
+
+
 def test_worker_heartbeat_logs_and_flower(
     redis_proc: RedisProcess, client: redis.Redis, spawn, tmp_path: Path
 ) -> None:

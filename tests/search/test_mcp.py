@@ -29,6 +29,7 @@ from mcp.types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.testclient import TestClient
 from test_api import BUDGET, DIARY, FOGHORN, GARDEN, LIGHT, OLD, SECRET
+from werkzeug.test import Client as WerkzeugClient
 
 from mcp_server import create_app
 from mcp_server.app import with_portless
@@ -41,6 +42,8 @@ from ncindex.search.service import ContextChunk, ContextResponse
 from ncindex.settings import Settings
 from ncindex.text.chunking import Chunker
 from ncindex.web.asgi import ServedAsgi, serve_in_thread
+from ncindex.web.dispatch import forward_to
+from ncindex.web.proxies import trusted_wsgi
 from search_support import PASSWORDS, Api, build_api
 
 TOOLS = {"search", "fetch", "list_filters", "index_status"}
@@ -734,6 +737,86 @@ def test_refused_credentials_count_per_client_behind_trusted_proxies(
                 codes = [post(i, f"198.51.100.{i + 1}") for i in range(5)]
                 assert codes == [401] * 4 + [429]
     finally:
+        sim_server.close()
+        api.services.close()
+
+
+def test_served_by_uvicorn_a_loopback_client_cannot_forge_its_address(
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
+) -> None:
+    """With ``trusted_proxy_hops`` 0, served by uvicorn (``ncindex up``, the tests): uvicorn
+    took ``X-Forwarded-For`` from any loopback peer as the client's address (its own
+    ``proxy_headers``, on by default), so a client on the host got a fresh count per forged
+    address. Now only the app's :class:`TrustedProxies` reads the header."""
+    redis.Redis.from_url(redis_url).flushdb()
+    api, sim_server = build_api(tmp_path, redis_url, embedder, model_dir, empty_store)
+    served: ServedAsgi | None = None
+    try:
+        api.settings.search_rate_limit = "4/minute"
+        app = create_app(api.settings, services=api.services, producer=api.producer)
+        served = serve_in_thread(app)
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        codes = [
+            httpx.post(
+                f"{served.url}/mcp",
+                json=body,
+                headers={
+                    "Accept": "application/json, text/event-stream",
+                    "Authorization": basic(f"mallory{i}", "x"),
+                    "X-Forwarded-For": f"198.51.100.{i + 1}",
+                },
+                timeout=30,
+            ).status_code
+            for i in range(5)
+        ]
+        assert codes == [401] * 4 + [429]
+    finally:
+        if served is not None:
+            served.close()
+        sim_server.close()
+        api.services.close()
+
+
+@pytest.mark.parametrize("hops", [0, 1])
+def test_behind_the_relay_of_ncindex_up_the_address_is_the_fronts(
+    hops: int,
+    redis_url: str,
+    embedder: Embedder,
+    model_dir: Path,
+    tmp_path: Path,
+    empty_store: Path,
+) -> None:
+    """``ncindex up``: its HTTP port resolves the client address (``trusted_proxy_hops``) and
+    relays ``/mcp`` with it in ``X-Forwarded-For`` to the MCP server, which trusts that one
+    hop (``proxy_hops=1``). Clients reaching the front through a proxy at 10.0.0.2: with hops
+    0 they share that proxy's count whatever they forge, with 1 each has its own."""
+    redis.Redis.from_url(redis_url).flushdb()
+    api, sim_server = build_api(tmp_path, redis_url, embedder, model_dir, empty_store)
+    served: ServedAsgi | None = None
+    relay = httpx.Client(timeout=30)
+    try:
+        api.settings.search_rate_limit = "4/minute"
+        app = create_app(api.settings, services=api.services, producer=api.producer, proxy_hops=1)
+        served = serve_in_thread(app)
+        front = WerkzeugClient(trusted_wsgi(forward_to(served.url, relay), hops))
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+
+        def post(i: int, client: str) -> int:
+            headers = {
+                "Accept": "application/json, text/event-stream",
+                "Authorization": basic(f"mallory{i}", "x"),
+                "X-Forwarded-For": client,
+                "Host": "127.0.0.1",
+            }
+            environ = {"REMOTE_ADDR": "10.0.0.2"}
+            return front.post("/mcp", json=body, headers=headers, environ_base=environ).status_code
+
+        assert [post(i, "198.51.100.7") for i in range(5)] == [401] * 4 + [429]
+        assert post(5, "198.51.100.8") == (401 if hops else 429)
+    finally:
+        relay.close()
+        if served is not None:
+            served.close()
         sim_server.close()
         api.services.close()
 
