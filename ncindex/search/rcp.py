@@ -6,7 +6,8 @@ match the body's. Methods:
 * ``info``, ``ping`` — open (no credentials), any time; outside the search API's rate limit
   (:data:`OPEN_METHODS`).
 * ``initialize`` — authenticates the caller (their Nextcloud credentials in
-  ``Authorization``, as for ``/v1/search``) and starts a session; the result advertises
+  ``Authorization``, as for ``/v1/search``), checks the types of ``protocolVersion``,
+  ``client`` and ``capabilities`` (:func:`_peer_info`) and starts a session; the result advertises
   ``retrieve`` (``maxK``, ``modes``, ``fusion`` and ``x-ncindex.fusion``), ``filter`` (the
   same fields, types and operators as ``GET /v1/filters``, dates RFC 3339 only) and
   ``citations``.
@@ -413,6 +414,7 @@ class RcpServer:
         version = rcp.negotiate_version(
             rcp.PROTOCOL_VERSION if wanted is None else _integer("protocolVersion", wanted)
         )
+        _peer_info(params)
         if version < 1:  # the session stays uninitialized; a retry is allowed (spec §13)
             raise RpcError(Errc.VERSION_MISMATCH, "no common version")
         token = self.sessions.start(call.cred, call.session)
@@ -671,6 +673,27 @@ def _integer(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _invalid(name, f"'{name}' MUST be an integer")
     return value
+
+
+def _peer_info(params: dict[str, Any]) -> None:
+    """Type-check ``initialize``'s ``client`` and ``capabilities`` (neither is read): the
+    schema's InitializeParams (``schema/rcp-1.0.json`` of the 1ay1/rcp repository) makes
+    ``client`` a PeerInfo, an object whose ``name`` and ``version`` are strings, and
+    ``capabilities`` an object (spec §7.1: hints, none required, unknown keys ignored, so its
+    members are not checked). A wrong type is -32602 naming ``client``, ``client.name``,
+    ``client.version`` or ``capabilities``; ``null`` is absent (§4.6), as is a PeerInfo
+    without ``name`` (the schema requires one; nothing here needs it)."""
+    client = params.get("client")
+    if client is not None:
+        if not isinstance(client, dict):
+            raise _invalid("client", "'client' must be an object")
+        for key in ("name", "version"):
+            value = client.get(key)
+            if value is not None and not isinstance(value, str):
+                raise _invalid(f"client.{key}", f"'client.{key}' must be a string")
+    capabilities = params.get("capabilities")
+    if capabilities is not None and not isinstance(capabilities, dict):
+        raise _invalid("capabilities", "'capabilities' must be an object")
 
 
 def _pong(params: dict[str, Any]) -> dict[str, Any]:

@@ -315,6 +315,40 @@ def test_ping_nonce_and_protocol_version_are_typed(served: Served) -> None:
     )
 
 
+def test_initialize_client_and_capabilities_are_typed(served: Served) -> None:
+    """Spec §7.1 and the schema's InitializeParams: ``client`` is a PeerInfo (an object, its
+    ``name`` and ``version`` strings) and ``capabilities`` an object. Any value was accepted
+    and started a session; now a wrong type is -32602 naming the field, and none starts.
+    ``null`` is absent (§4.6); unknown keys of either are tolerated (§4.6, §6.2)."""
+    wrong = [
+        ({"client": "cli"}, "client"),
+        ({"client": ["cli"]}, "client"),
+        ({"client": 5}, "client"),
+        ({"client": True}, "client"),
+        ({"client": {"name": 5}}, "client.name"),
+        ({"client": {"name": "cli", "version": 1.0}}, "client.version"),
+        ({"capabilities": "streaming"}, "capabilities"),
+        ({"capabilities": ["streaming"]}, "capabilities"),
+        ({"capabilities": 0}, "capabilities"),
+        ({"capabilities": False}, "capabilities"),
+    ]
+    for params, field_ in wrong:
+        answer = raw(served, "carol", "initialize", {"protocolVersion": 1, **params})
+        assert error_of(answer) == (-32602, {"field": field_}), params
+        assert field_ in answer["error"]["message"]
+    assert error_of(raw(served, "carol", "retrieve", {"query": "x"}))[0] == -32001  # none began
+    fine = {
+        "protocolVersion": 1,
+        "client": {"name": "cli", "version": "1.0", "x-extra": [1]},
+        "capabilities": {"streaming": {}, "x-vendor": True},
+    }
+    assert raw(served, "carol", "initialize", fine)["result"]["protocolVersion"] == 1
+    raw(served, "carol", "shutdown")
+    nulls = {"protocolVersion": 1, "client": None, "capabilities": None}
+    assert raw(served, "carol", "initialize", nulls)["result"]["protocolVersion"] == 1
+    raw(served, "carol", "shutdown")
+
+
 def test_lenient_options_and_clamping(served: Served) -> None:
     client = connect(served, "alice")
     result = client.call(
