@@ -14,7 +14,7 @@ import json
 import re
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 import limits
 import pydantic_settings
@@ -897,13 +897,26 @@ def _account_entries(raw: dict[str, Any]) -> tuple[dict[str, SecretStr], dict[st
     return passwords, logins
 
 
+REDIS_URL_CREDENTIALS = frozenset({"password", "username", "ssl_password"})
+"""Query parameters of a Redis URL that carry credentials: redis-py's ``from_url``
+(``redis/connection.py``, ``parse_url``) passes every query parameter on to the connection
+(its docstring: ``unix://…?db=0[&password=password]``), ``password`` and ``username`` as the
+userinfo's, ``ssl_password`` as the TLS key's password."""
+
+
 def url_without_password(url: str) -> str:
-    """``url`` with its user and password left out (a Redis URL may carry a password), for
-    messages: ``redis://:pw@host:6379/0`` → ``redis://host:6379/0``."""
+    """``url`` with its user and password left out, from its userinfo and its query
+    (:data:`REDIS_URL_CREDENTIALS`, whose names ``parse_qs`` percent-decodes, as redis-py
+    reads them), for messages: ``redis://:pw@host:6379/0`` and
+    ``redis://host:6379/0?password=pw`` → ``redis://host:6379/0``."""
     parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    query = "&".join(
+        pair
+        for pair in parts.query.split("&")
+        if unquote_plus(pair.partition("=")[0]) not in REDIS_URL_CREDENTIALS
+    )
+    return parts._replace(netloc=netloc, query=query).geturl()
 
 
 class SettingsError(ValueError):

@@ -291,6 +291,12 @@ def test_redis_and_the_webhook_secret_are_checked(served) -> None:
     assert detail(lines, "redis").startswith("redis://127.0.0.1:9/0 does not answer")
     assert verdicts(lines, "webhook secret") == ["fail"]
     assert "NCINDEX_WEBHOOK_SECRET is not set" in detail(lines, "webhook secret")
+    # a password in the query, which redis-py's from_url reads too, was shown
+    lines = run_checks(
+        settings_for(server, redis_url="redis://127.0.0.1:9/0?password=hunter2&db=0")
+    )
+    assert verdicts(lines, "redis") == ["fail"] and "hunter2" not in render(lines)
+    assert detail(lines, "redis").startswith("redis://127.0.0.1:9/0?db=0 does not answer")
 
 
 @pytest.mark.parametrize(

@@ -93,19 +93,29 @@ def test_missing_accounts_and_unreachable_nextcloud_are_reported() -> None:
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:hunter2@127.0.0.1:9/0",  # nothing listens on port 9
+        # redis-py's from_url reads these query parameters as credentials too
+        "redis://127.0.0.1:9/0?password=hunter2",
+        "redis://127.0.0.1:9/0?username=hunter2&pass%77ord=hunter2",
+        "rediss://127.0.0.1:9/0?ssl_password=hunter2",
+    ],
+)
+@pytest.mark.parametrize(
     "args",
     [["retry", "--all"], ["retry", "file:1"], ["reindex"], ["failures"], ["status"]],
 )
-def test_redis_down_is_one_line_without_its_password(args: list[str], tmp_path: Path) -> None:
+def test_redis_down_is_one_line_without_its_password(
+    args: list[str], url: str, tmp_path: Path
+) -> None:
     """``retry`` and ``reindex`` ended in redis-py's traceback; ``failures`` and ``status``
-    said the URL with its password."""
-    env = {
-        "NCINDEX_REDIS_URL": "redis://:hunter2@127.0.0.1:9/0",  # nothing listens on port 9
-        "NCINDEX_DATA_DIR": str(tmp_path),
-    }
+    said the URL with its password (a password in the query: all of them)."""
+    env = {"NCINDEX_REDIS_URL": url, "NCINDEX_DATA_DIR": str(tmp_path)}
     result = CliRunner().invoke(main, args, env=env)
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
-    assert result.output.startswith("Error: Redis at redis://127.0.0.1:9/0: ConnectionError")
+    scheme = url.partition(":")[0]
+    assert result.output.startswith(f"Error: Redis at {scheme}://127.0.0.1:9/0: ConnectionError")
     assert "hunter2" not in result.output
 
 

@@ -625,6 +625,10 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         # the password landed in the ConfigMap: a Secret is the place (externalRedis.existingSecret)
         ("externalRedis.url", "redis://:hunter2@redis.data:6379/0", "externalRedis.existingSecret"),
         ("externalRedis.url", "rediss://ncindex@redis.data:6380/0", "no user or password"),
+        # redis-py's from_url (and kombu's URL parsing) read credentials from the query too
+        ("externalRedis.url", "redis://redis.data:6379/0?password=hunter2", "existingSecret"),
+        ("externalRedis.url", "rediss://redis.data:6380/0?db=0&username=nci", "user or password"),
+        ("externalRedis.url", "rediss://redis.data:6380/0?ssl_password=pw", "user or password"),
         ("beat.replicas", 2, "beat"),
         ("gunicorn.preStopSeconds", 0, "preStopSeconds"),
         ("metrics.scrapeAnnotations", "yes", "scrapeAnnotations"),
@@ -663,6 +667,14 @@ def test_schema_rejects_bad_values(chart: helm.Chart, path: str, value: Any, mes
         chart.validate_schema(values)
     with pytest.raises(helm.HelmValuesError):
         chart.render(values, name="nci")
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://redis.data:6379/0?db=1&socket_timeout=5", "rediss://redis.data:6380/0"]
+)
+def test_a_redis_url_without_credentials_is_taken(chart: helm.Chart, url: str) -> None:
+    """Query parameters other than credentials pass the externalRedis.url check."""
+    chart.validate_schema(with_change(MINIMAL, "externalRedis.url", url))
 
 
 @pytest.mark.parametrize(
