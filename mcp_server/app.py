@@ -143,7 +143,11 @@ def tool_list() -> list[Tool]:
             "Nextcloud), `path`, `snippet` (plain text) with `matches` (`start`/`end` offsets "
             "into it), `chunk_index` and `char_start`/`char_end` (the matching chunk, for "
             "`fetch`), `modified_at` (Unix seconds) and `score`: the fused rank score, higher "
-            "is better, comparable only within one search (not a similarity, not 0–1).",
+            "is better, comparable only within one search (not a similarity, not 0–1). The "
+            "candidate pool grows with `limit`, and with DBSF fusion (the default) scores are "
+            "normalised over it: the same document can score differently, and close results "
+            "swap places, under another `limit`; ask once with the `limit` you need rather "
+            "than merging or comparing searches of different limits.",
             search_schema(),
         ),
         tool(

@@ -342,7 +342,8 @@ class SearchResult(BaseModel):
     score: float = Field(
         description="The fused rank score of the best chunk (RRF or DBSF fusion of the dense "
         "and BM25 branches): higher is better, comparable only within one search; not a "
-        "similarity, not bounded to 0–1."
+        "similarity, not bounded to 0–1. With DBSF it also depends on `limit`: each branch's "
+        "scores are normalised over its candidates, whose number grows with the page."
     )
     snippet: str = Field(description="HTML: escaped text, matches in `<mark>`.")
     char_start: int = Field(

@@ -180,7 +180,7 @@ def test_tool_descriptions_name_tools_not_rest_endpoints(mcp_url: str) -> None:
     assert "/v1/" not in listed and "``" not in listed
     search = tools["search"].description
     for said in ("`list_filters`", "1–100", "one per document", "Unix seconds",
-                 "not a similarity"):  # fmt: skip
+                 "not a similarity", "under another `limit`"):  # fmt: skip
         assert said in search, said
     assert "`list_filters`" in tools["search"].input_schema["properties"]["filter"]["description"]
     assert "max_chars" in tools["fetch"].description
