@@ -166,7 +166,8 @@ NOTES_HIDING_DOT_FOLDERS = (6, 0, 2)
 
 @dataclass(frozen=True, slots=True)
 class NotesSettings:
-    """A user's Notes app settings: notes folder (relative to files root) and the suffix of
+    """A user's Notes app settings: notes folder (relative to files root; ``""`` is the root
+    itself) and the suffix of
     new notes (``.md``, ``.txt`` or the user's own, which also makes a file a note); and
     ``hides_dot_folders``: whether the Notes app leaves notes in a folder whose name starts
     with ``.`` out of its list (from :data:`NOTES_HIDING_DOT_FOLDERS`)."""
@@ -319,7 +320,11 @@ class NextcloudClient:
 
     def notes_settings(self) -> NotesSettings:
         """``GET /settings``: the user's notes folder and file suffix (nextcloud/notes
-        ``SettingsService::getPublic``: a custom suffix in place of ``custom``); and from the
+        ``SettingsService::getPublic``: a custom suffix in place of ``custom``; a
+        ``notesPath`` of ``""`` is the user's files root — the ``notesPath`` validator of
+        ``SettingsService::__construct`` drops the empty parts of ``/``, and
+        ``NoteUtil::getOrCreateNotesFolder`` takes ``$userFolder->get("")``, the root itself;
+        ``Notes`` only when the answer has no ``notesPath``); and from the
         user's capabilities (``GET /ocs/v2.php/cloud/capabilities``, ``notes.version``:
         nextcloud/notes ``lib/AppInfo/Capabilities.php``) whether the Notes list hides notes
         in dot-folders (an unknown version is taken as a current one)."""
@@ -328,8 +333,9 @@ class NextcloudClient:
         apps = capabilities.get("capabilities") if isinstance(capabilities, dict) else None
         notes = apps.get("notes") if isinstance(apps, dict) else None
         version = str(notes.get("version") or "") if isinstance(notes, dict) else ""
+        path = data.get("notesPath")
         return NotesSettings(
-            notes_path=str(data.get("notesPath") or "Notes").strip("/"),
+            notes_path=(path if isinstance(path, str) else "Notes").strip("/"),
             file_suffix=str(data.get("fileSuffix") or ".md"),
             hides_dot_folders=not version or version_tuple(version) >= NOTES_HIDING_DOT_FOLDERS,
         )

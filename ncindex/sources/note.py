@@ -95,10 +95,11 @@ def is_listed_note(path: str, settings: Settings, notes: NotesSettings) -> bool:
     ``gatherNoteFiles`` skips such a folder: the Text editor's ``.attachments.<id>``). A file
     there is not listed as a note, though ``GET /notes/{id}`` answers it; taken for a note,
     every notes scan would miss it and check it again."""
-    folder = "/" + notes.notes_path.strip("/")
-    if not path.startswith(folder + "/") or not is_note_name(path, settings, notes):
+    folder = "/" + notes.notes_path.strip("/")  # "/": the notes folder is the files root
+    inside = folder.rstrip("/") + "/"
+    if not path.startswith(inside) or not is_note_name(path, settings, notes):
         return False
-    below = posixpath.dirname(path)[len(folder) :].split("/")
+    below = posixpath.dirname(path)[len(inside) - 1 :].split("/")
     return not (notes.hides_dot_folders and any(part.startswith(".") for part in below))
 
 

@@ -82,3 +82,32 @@ def test_a_file_is_a_note_exactly_when_the_notes_list_has_it(
             assert ref is not None and ref.doc_id == str(file_id), ids[file_id]
             assert (ref.doc_type is DocType.NOTE) is (file_id in listed), ids[file_id]
     assert (min(ids) in listed) is (notes_version == "5.0.2")
+
+
+def test_a_notes_folder_at_the_files_root_makes_every_text_file_a_note(
+    served: tuple[NextcloudSimulator, httpx.Client], redis_url: str
+) -> None:
+    """A user may pick the files root as notes folder: nextcloud/notes
+    ``SettingsService`` validates ``/`` to ``notesPath`` ``""`` and
+    ``NoteUtil::getOrCreateNotesFolder`` reads ``""`` as the root itself, so the Notes list
+    holds every text file. ``""`` was read as the default ``Notes`` folder (and a root folder
+    matched no path), so those notes were classified as files."""
+    sim, http = served
+    client = NextcloudClient.for_account(http, "alice", "alice-pw")
+    ctx = Ctx(Settings(namespace=f"t{uuid.uuid4().hex[:8]}"), redis.Redis.from_url(redis_url))
+    auth = ("alice", "alice-pw")
+    answer = http.put(f"{NOTES}/settings", json={"notesPath": "/"}, auth=auth)
+    assert answer.is_success and answer.json()["notesPath"] == ""
+    ids = {
+        sim.put_file("alice", "/Plan.md", b"# Plan"): "root",
+        sim.put_file("alice", "/Work/Todo.txt", b"todo"): "category",
+        sim.put_file("alice", "/.attachments.3/inline.md", b"# Inline"): "hidden",
+    }
+    listed = {n["id"] for n in http.get(f"{NOTES}/notes", auth=auth).json()}
+    assert len(listed & set(ids)) == 2
+    assert client.notes_settings().notes_path == ""
+    for file_id in ids:
+        ref, _ = classify(ctx, client, client.find_by_id(file_id))
+        assert ref is not None and (ref.doc_type is DocType.NOTE) is (file_id in listed), ids[
+            file_id
+        ]
