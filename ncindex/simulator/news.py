@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 __all__ = ["NewsApi", "NewsState"]
 
 NEWS_VERSION = "25.3.2"
-TYPE_FEED, TYPE_FOLDER, TYPE_STARRED, TYPE_ALL, TYPE_SHARED, TYPE_UNREAD = 0, 1, 2, 3, 4, 6
+TYPE_FEED, TYPE_FOLDER, TYPE_STARRED, TYPE_ALL, TYPE_UNREAD = 0, 1, 2, 3, 6
+#: The list types ``ItemMapperV2::findAllItems`` and ``findAllAfter`` take besides a feed or
+#: a folder; any other (``4`` shared, ``5`` explore, …) raises ``ServiceValidationException``.
+_LIST_TYPES = (TYPE_STARRED, TYPE_ALL, TYPE_UNREAD)
 
 
 def _md5(text: str) -> str:
@@ -331,15 +334,25 @@ class NewsApi:
             return [i for i in items if i.starred]
         if item_type == TYPE_UNREAD:
             return [i for i in items if i.unread]
-        if item_type == TYPE_SHARED:
-            return []
         return items
+
+    @staticmethod
+    def _unknown_type(item_type: int) -> Response | None:
+        """The answer to a list type News cannot list, else ``None``: nextcloud/news
+        ``lib/Db/ItemMapperV2.php`` ``findAllItems``/``findAllAfter`` throw
+        ``ServiceValidationException`` for a type other than feed, folder, starred, all and
+        unread, which ``ItemApiController`` does not catch (News registers no middleware), so
+        the AppFramework answers 500. The body is a guess (Nextcloud's error page)."""
+        if item_type in (TYPE_FEED, TYPE_FOLDER, *_LIST_TYPES):
+            return None
+        return json_response({"message": "Unexpected Feed type in call"}, 500)
 
     def _items(self, uid: str, params: dict[str, Any]) -> Response:
         """``GET /items``: nextcloud/news ``lib/Controller/ItemApiController.php`` ``index``
         (defaults ``type=3``, ``id=0``, ``getRead=true``, ``batchSize=-1``, ``offset=0``); a
         feed or folder list drops read items without ``getRead``, all items become the
-        unread list, and any other type answers 200 with the refusal message."""
+        unread list, and any other type answers 200 with the refusal message; with
+        ``getRead`` a type News cannot list answers 500 (:meth:`_unknown_type`)."""
         batch = self._int(params.get("batchSize"), -1)
         offset = self._int(params.get("offset"), 0)
         item_type = self._int(params.get("type"), TYPE_ALL)
@@ -350,6 +363,9 @@ class NewsApi:
             return json_response(
                 {"message": "Setting getRead on an already filtered list is not allowed!"}
             )
+        unknown = self._unknown_type(item_type)
+        if unknown is not None:
+            return unknown
         items = self._select(uid, item_type, ident)
         if not get_read:
             items = [i for i in items if i.unread]
@@ -368,6 +384,9 @@ class NewsApi:
             last *= 1_000_000
         item_type = self._int(params.get("type"), TYPE_ALL)
         ident = self._int(params.get("id"), 0)
+        unknown = self._unknown_type(item_type)
+        if unknown is not None:
+            return unknown
         items = [i for i in self._select(uid, item_type, ident) if i.last_modified_us >= last]
         items.sort(key=lambda i: i.id, reverse=True)
         return json_response({"items": [self.news.item_json(i) for i in items]})

@@ -303,3 +303,19 @@ def test_fault_switches(sim, client, family) -> None:
         alice.request(method, url, timeout=0.3)
     sim.faults.clear()
     assert alice.request(method, url).status_code in (200, 207)
+
+
+@pytest.mark.parametrize("item_type", [4, 5])
+def test_news_lists_of_a_type_news_cannot_list_answer_500(sim, client, item_type) -> None:
+    """nextcloud/news ItemMapperV2::findAllItems and findAllAfter throw
+    ServiceValidationException for a type other than 0, 1, 2, 3 and 6 (4 shared, 5 explore),
+    which ItemApiController does not catch: 500, where the simulator listed items (or none)."""
+    feed = sim.news_add_feed("alice", "https://blog.example.test/feed", "Blog")
+    sim.news_add_item("alice", feed, "Post", "<p>x</p>")
+    alice = client("alice")
+    assert alice.get(f"{NEWS}/items", params={"type": item_type}).status_code == 500
+    updated = alice.get(f"{NEWS}/items/updated", params={"type": item_type, "lastModified": 0})
+    assert updated.status_code == 500
+    # getRead=false on such a type is refused first, with 200 (ItemApiController::index)
+    refused = alice.get(f"{NEWS}/items", params={"type": item_type, "getRead": "false"})
+    assert refused.status_code == 200 and "message" in refused.json()
