@@ -77,6 +77,15 @@ def rfc2822_date(ts: int) -> str:
     return http_date(ts).removesuffix(" GMT") + " +0000"
 
 
+def pathinfo(name: str) -> tuple[str, str]:
+    """PHP's ``pathinfo`` ``PATHINFO_FILENAME`` and ``PATHINFO_EXTENSION`` of a file name, as
+    nextcloud/notes ``lib/Service/Note.php`` (``getTitle``, ``setTitleCategory``) and
+    ``NotesService::isNote`` read them: split at the last dot, a leading one too (``.md`` →
+    ``("", "md")``), no extension without a dot."""
+    stem, dot, ext = name.rpartition(".")
+    return (stem, ext) if dot else (name, "")
+
+
 def sanitise_path(text: str) -> str:
     """Notes' ``sanitisePath``: drop ``* | / \\ : " < > ?`` and trim spaces and dots."""
     for ch in '*|/\\:"<>?':
@@ -147,7 +156,7 @@ class NotesApi:
 
     def is_note_name(self, uid: str, name: str) -> bool:
         """True when a file name has a note extension for this user."""
-        ext = posixpath.splitext(name)[1].lstrip(".").lower()
+        ext = pathinfo(name)[1].lower()
         custom = self._settings(uid)["customSuffix"].lstrip(".")
         return ext in NOTE_EXTENSIONS or (bool(ext) and ext == custom)
 
@@ -208,7 +217,7 @@ class NotesApi:
         if "id" not in exclude:
             data["id"] = node.id
         if "title" not in exclude:
-            data["title"] = posixpath.splitext(node.name)[0]
+            data["title"] = pathinfo(node.name)[0]
         if "modified" not in exclude:
             data["modified"] = node.mtime
         if "category" not in exclude:
@@ -361,7 +370,7 @@ class NotesApi:
             self.tree.touch(uid, path, int(modified), event=True)
         title = params.get("title")
         category = params.get("category")
-        cur_title = posixpath.splitext(node.name)[0]
+        cur_title = pathinfo(node.name)[0]
         cur_category = self.category(uid, path)
         if (title is not None and str(title) != cur_title) or (
             category is not None and str(category) != cur_category
@@ -372,7 +381,7 @@ class NotesApi:
             new_category = str(category) if category is not None else cur_category
             old_parent = posixpath.dirname(path)
             folder = self._category_folder(uid, new_category)
-            suffix = posixpath.splitext(node.name)[1]
+            suffix = "." + pathinfo(node.name)[1]
             name = self._file_name(uid, folder, new_title, suffix, node.id)
             new_path = f"{folder}/{name}"
             if new_path != path:

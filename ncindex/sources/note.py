@@ -77,12 +77,15 @@ def notes_settings(ctx: Context, client: NextcloudClient) -> NotesSettings:
 
 def is_note_name(name: str, settings: Settings, notes: NotesSettings) -> bool:
     """Whether a file called ``name`` in the notes folder is a note: its extension (lower-cased)
-    is one of ``settings.note_extensions`` or the user's own suffix. nextcloud/notes
+    is one of ``settings.note_extensions`` or the user's own suffix (the extension as PHP's
+    ``pathinfo`` gives it: ``.md`` is a note called ``""``). nextcloud/notes
     ``lib/Service/NotesService.php`` ``isNote`` takes the built-in extensions and the user's
     ``customSuffix`` (without its dot, compared as written); the Notes API's ``GET /settings``
     (``SettingsService::getPublic``) shows that suffix as ``fileSuffix`` while it is the one
     new notes get, and hides it otherwise — then it cannot be known here."""
-    ext = posixpath.splitext(name)[1].lstrip(".").lower()
+    # PHP's pathinfo($name, PATHINFO_EXTENSION), as isNote reads it: what follows the last
+    # dot, a leading one too (".md" has the extension "md", where splitext finds none)
+    ext = name.rpartition(".")[2].lower() if "." in name else ""
     own = notes.file_suffix.lstrip(".")
     return ext in settings.note_extensions or (bool(own) and ext == own)
 

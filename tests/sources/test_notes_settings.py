@@ -111,3 +111,20 @@ def test_a_notes_folder_at_the_files_root_makes_every_text_file_a_note(
         assert ref is not None and (ref.doc_type is DocType.NOTE) is (file_id in listed), ids[
             file_id
         ]
+
+
+def test_a_file_named_only_by_its_extension_is_a_note(
+    served: tuple[NextcloudSimulator, httpx.Client], redis_url: str
+) -> None:
+    """nextcloud/notes ``NotesService::isNote`` takes the extension from PHP's ``pathinfo``,
+    which splits ``.md`` into the name ``""`` and the extension ``md``: the Notes list has it
+    (title ``""``, ``Note::getTitle``). Python's ``splitext`` finds no extension there, so it
+    was classified a file while every notes scan listed it."""
+    sim, http = served
+    client = NextcloudClient.for_account(http, "alice", "alice-pw")
+    ctx = Ctx(Settings(namespace=f"t{uuid.uuid4().hex[:8]}"), redis.Redis.from_url(redis_url))
+    note_id = sim.put_file("alice", "/Notes/Work/.md", b"untitled")
+    listed = {n["id"]: n for n in http.get(f"{NOTES}/notes", auth=("alice", "alice-pw")).json()}
+    assert listed[note_id]["title"] == "" and listed[note_id]["category"] == "Work"
+    ref, _ = classify(ctx, client, client.find_by_id(note_id))
+    assert ref is not None and ref.doc_type is DocType.NOTE
