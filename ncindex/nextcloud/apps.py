@@ -10,11 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from ncindex.errors import NextcloudProtocolError, NotFound
-from ncindex.nextcloud.client import NextcloudClient, json_object
+from ncindex.nextcloud.client import API_HEADERS, NextcloudClient, json_object
 
 DECK_API = "/index.php/apps/deck/api/v1.0"
 NEWS_API = "/index.php/apps/news/api/v1-3"
-DECK_HEADERS = {"OCS-APIRequest": "true", "Accept": "application/json"}
 
 
 def get_deck_card(
@@ -32,7 +31,7 @@ def get_deck_card(
     visible: Deck answers **403**, not 404, for all three (a 404 also counts), and a card whose
     ``deletedAt`` is set counts as gone. Raises ``NextcloudProtocolError`` for a non-JSON body.
     """
-    headers = dict(DECK_HEADERS)
+    headers = dict(API_HEADERS)
     if etag:
         headers["If-None-Match"] = f'"{etag}"'
     url = f"{DECK_API}/boards/{int(board_id)}/stacks/{int(stack_id)}/cards/{int(card_id)}"
@@ -51,7 +50,7 @@ def news_items(client: NextcloudClient, params: dict[str, Any]) -> list[dict[str
     item objects of the answer's ``items`` list. Raises ``NextcloudProtocolError`` for an
     answer without one."""
     url = f"{NEWS_API}/items"
-    response = client.request("GET", url, params=params, headers={"Accept": "application/json"})
+    response = client.request("GET", url, params=params, headers=API_HEADERS)
     items = json_object(response).get("items")
     if not isinstance(items, list):
         raise NextcloudProtocolError(f"{url}: no items list")

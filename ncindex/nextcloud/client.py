@@ -11,7 +11,9 @@ what happened                   raised
 timeout, connection error       ``NextcloudUnavailable``
 a header httpx refuses to send  ``NextcloudProtocolError`` (never echoing the header)
 5xx, 423, 429                   ``NextcloudUnavailable``
-401                             ``NextcloudAuthError``
+401                             ``NextcloudAuthError`` (but ``Forbidden`` for
+                                an app API's CORS refusal of a
+                                Bearer token: :data:`CORS_REFUSAL`)
 404 (and 403 where a caller     ``NotFound``
 says so, e.g. Deck)
 other 403; a note answered     ``Forbidden``
@@ -50,7 +52,14 @@ from ncindex.settings import Settings
 
 NOTES_API = "/index.php/apps/notes/api/v1"
 WEBHOOKS_API = "/ocs/v2.php/apps/webhook_listeners/api/v1/webhooks"
-OCS_HEADERS = {"OCS-APIRequest": "true", "Accept": "application/json"}
+#: Headers of every JSON API request (OCS, Notes, Deck, News). ``OCS-APIRequest`` passes the
+#: CSRF check (nextcloud/server ``lib/private/AppFramework/Http/Request.php``
+#: ``passesCSRFCheck``, from nextcloud/server#46760), without which the apps' ``#[CORS]``
+#: methods accept Basic auth only: ``CORSMiddleware::beforeController`` logs a Bearer caller
+#: out and answers 401 "CORS requires basic auth" (:data:`CORS_REFUSAL`).
+API_HEADERS = {"OCS-APIRequest": "true", "Accept": "application/json"}
+#: ``message`` of ``CORSMiddleware::afterException``'s 401 (nextcloud/server#44365).
+CORS_REFUSAL = "CORS requires basic auth"
 
 
 def make_http(settings: Settings, transport: httpx.BaseTransport | None = None) -> httpx.Client:
@@ -261,6 +270,10 @@ class NextcloudClient:
         if status in not_found:
             raise NotFound(where)
         if status == 401:
+            if _cors_refused_bearer(response):
+                # the caller's token is good (the search confirmed it), but this app's API
+                # takes Basic auth only on this server: Nextcloud refuses them here
+                raise Forbidden(where + f" ({CORS_REFUSAL}: Bearer refused)")
             raise NextcloudAuthError(where)
         if status >= 500 or status in (423, 429):
             # maintenance mode: nextcloud/server lib/base.php, OC::checkMaintenanceMode
@@ -281,7 +294,7 @@ class NextcloudClient:
         """Call an OCS v2 endpoint with JSON and return the envelope's ``data``; an OCS 400
         (``OCSBadRequestException``) raises ``NextcloudRefused`` with Nextcloud's reason."""
         response = self.request(
-            method, path, headers=OCS_HEADERS, refused=_ocs_bad_request, **kwargs
+            method, path, headers=API_HEADERS, refused=_ocs_bad_request, **kwargs
         )
         try:
             return response.json()["ocs"]["data"]
@@ -307,7 +320,7 @@ class NextcloudClient:
         ``Forbidden`` when its content cannot be read: nextcloud/notes ``lib/Service/Note.php``
         ``getData`` answers such a note with HTTP 200, ``"error": true``, the exception's
         class in ``errorType`` and an error text as ``content``."""
-        headers = {"If-None-Match": f'"{etag}"'} if etag else None
+        headers = API_HEADERS | ({"If-None-Match": f'"{etag}"'} if etag else {})
         response = self.request("GET", f"{NOTES_API}/notes/{int(note_id)}", headers=headers)
         if response.status_code == 304:
             return None
@@ -328,7 +341,7 @@ class NextcloudClient:
         user's capabilities (``GET /ocs/v2.php/cloud/capabilities``, ``notes.version``:
         nextcloud/notes ``lib/AppInfo/Capabilities.php``) whether the Notes list hides notes
         in dot-folders (an unknown version is taken as a current one)."""
-        data = _json(self.request("GET", f"{NOTES_API}/settings"))
+        data = _json(self.request("GET", f"{NOTES_API}/settings", headers=API_HEADERS))
         capabilities = self.ocs("GET", "/ocs/v2.php/cloud/capabilities")
         apps = capabilities.get("capabilities") if isinstance(capabilities, dict) else None
         notes = apps.get("notes") if isinstance(apps, dict) else None
@@ -533,6 +546,19 @@ def json_list(response: httpx.Response) -> list[dict[str, Any]]:
     if not isinstance(data, list):
         raise NextcloudProtocolError(f"{response.request.url}: body is not a JSON list")
     return [d for d in data if isinstance(d, dict)]
+
+
+def _cors_refused_bearer(response: httpx.Response) -> bool:
+    """A 401 of ``CORSMiddleware`` (``{"message": CORS_REFUSAL}``) to a request sent with a
+    Bearer token: nextcloud/server ``CORSMiddleware::beforeController`` logs out a caller whose
+    request fails the CSRF check and accepts Basic credentials only (nextcloud/server#44365;
+    ``OCS-APIRequest`` passes that check from nextcloud/server#46760 on)."""
+    if not response.request.headers.get("Authorization", "").startswith("Bearer "):
+        return False
+    try:
+        return bool(response.json().get("message") == CORS_REFUSAL)
+    except (ValueError, AttributeError):
+        return False
 
 
 def _ocs_bad_request(response: httpx.Response) -> bool:

@@ -1,4 +1,5 @@
-"""The simulator's WSGI app: request families, Basic auth, fault switches, request counting.
+"""The simulator's WSGI app: request families, Basic and Bearer auth (the apps' ``#[CORS]`` APIs
+take Basic only, :meth:`SimulatorApp.cors_refused`), fault switches, request counting.
 
 Families (used by ``sim.request_count`` and ``sim.faults``):
 
@@ -24,17 +25,27 @@ from typing import TYPE_CHECKING, Any
 from werkzeug.wrappers import Request, Response
 
 from ncindex.simulator.deck import DeckApi
+from ncindex.simulator.events import version_tuple
 from ncindex.simulator.loginflow import LoginFlows
 from ncindex.simulator.news import NewsApi
 from ncindex.simulator.notes_api import NotesApi
 from ncindex.simulator.ocs import OcsApi
 from ncindex.simulator.phpjson import php_json_encode
+from ncindex.simulator.responses import json_response
 from ncindex.simulator.webdav import WebDav
 
 if TYPE_CHECKING:
     from ncindex.simulator.simulator import NextcloudSimulator
 
 __all__ = ["SimulatorApp", "family_of"]
+
+#: The families whose controller methods all carry ``#[CORS]`` (nextcloud/notes
+#: ``NotesApiController``, nextcloud/deck ``*ApiController``, nextcloud/news ``*ApiController``).
+CORS_FAMILIES = ("notes", "deck", "news")
+#: The server release from which ``OCS-APIRequest`` passes the CSRF check of any controller
+#: (nextcloud/server#46760, ``Request::passesCSRFCheck``; first in 31 by
+#: nextcloud/openapi-extractor#179).
+OCS_HEADER_PASSES_CSRF = (31,)
 
 
 def family_of(method: str, path: str) -> str:
@@ -83,18 +94,39 @@ class SimulatorApp:
             "login": self.login_flows.handle,
         }
 
-    def authenticate(self, request: Request) -> str | None:
+    def authenticate(self, request: Request) -> tuple[str | None, bool]:
         """The uid of a valid Basic ``login-name:app-password`` (see
-        :meth:`~ncindex.simulator.simulator.NextcloudSimulator.login`), else None (also for a
-        header werkzeug cannot parse, e.g. non-ASCII bytes: Nextcloud answers those 401 too)."""
+        :meth:`~ncindex.simulator.simulator.NextcloudSimulator.login`) or ``Bearer
+        <app-password>`` (:meth:`~ncindex.simulator.simulator.NextcloudSimulator.token_user`),
+        else None (also for a header werkzeug cannot parse, e.g. non-ASCII bytes: Nextcloud
+        answers those 401 too); and whether it was Basic auth."""
         try:
             auth = request.authorization
         except ValueError:
-            return None
+            return None, False
+        if auth is not None and auth.type == "bearer" and auth.token:
+            return self.sim.token_user(auth.token), False
         if auth is None or auth.type != "basic" or not auth.username:
-            return None
+            return None, False
         password = auth.password or ""
-        return self.sim.login(auth.username, password)
+        uid = self.sim.login(auth.username, password)
+        return uid, uid is not None
+
+    def cors_refused(self, request: Request, basic: bool) -> Response | None:
+        """nextcloud/server ``lib/private/AppFramework/Middleware/Security/CORSMiddleware.php``
+        ``beforeController`` on a ``#[CORS]`` method, which runs before the
+        ``SecurityMiddleware``: a request passing the CSRF check goes on (no cookies here, so
+        only ``OCS-APIRequest``, from :data:`OCS_HEADER_PASSES_CSRF`); otherwise the session
+        is logged out and only valid Basic credentials log in again — a Bearer token, none or
+        a wrong one answer 401 ``{"message": "CORS requires basic auth"}``
+        (``afterException``; nextcloud/server#44365). ``None``: not refused."""
+        passes_csrf = (
+            request.headers.get("OCS-APIRequest", "") != ""
+            and version_tuple(self.sim.version) >= OCS_HEADER_PASSES_CSRF
+        )
+        if passes_csrf or basic:
+            return None
+        return json_response({"message": "CORS requires basic auth"}, 401)
 
     def status(self, request: Request, uid: str | None) -> Response:
         """``/status.php`` (no auth)."""
@@ -147,8 +179,13 @@ class SimulatorApp:
         handler = self.handlers.get(family)
         if handler is None:
             return family, Response(b"Not Found", status=404, content_type="text/plain")
+        uid, basic = self.authenticate(request)
+        if family in CORS_FAMILIES:
+            refused = self.cors_refused(request, basic)
+            if refused is not None:
+                return family, refused
         with self.sim.basic_auth_request():
-            return family, handler(request, self.authenticate(request))
+            return family, handler(request, uid)
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]

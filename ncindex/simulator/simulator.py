@@ -262,6 +262,16 @@ class NextcloudSimulator:
                     return user.uid
             return None
 
+    def token_user(self, token: str) -> str | None:
+        """The uid whose app password ``token`` is, or None: ``Authorization: Bearer <token>``
+        (nextcloud/server ``lib/private/User/Session.php`` ``tryTokenLogin`` →
+        ``loginWithToken``: the token alone, no login name to match)."""
+        with self.lock:
+            for user in self.tree.users.values():
+                if token in user.token_logins:
+                    return user.uid
+            return None
+
     def check_password(self, uid: str, password: str) -> bool:
         """True when ``password`` is an app password of ``uid`` (whatever its login name)."""
         with self.lock:

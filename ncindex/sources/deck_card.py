@@ -50,8 +50,8 @@ import structlog
 from ncindex.documents import DocRef, DocType, SourceDocument, principal
 from ncindex.errors import ArchivedCard, Forbidden, NextcloudProtocolError, NotFound
 from ncindex.names import Names
-from ncindex.nextcloud.apps import DECK_API, DECK_HEADERS, get_deck_card
-from ncindex.nextcloud.client import NextcloudClient, json_list, json_object
+from ncindex.nextcloud.apps import DECK_API, get_deck_card
+from ncindex.nextcloud.client import API_HEADERS, NextcloudClient, json_list, json_object
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.settings import Settings
 from ncindex.sources.base import (
@@ -98,7 +98,7 @@ def acl_participant(event: Mapping[str, Any]) -> str | None:
 
 
 def _json(client: NextcloudClient, url: str) -> dict[str, Any]:
-    return json_object(client.request("GET", url, headers=DECK_HEADERS, not_found=(403, 404)))
+    return json_object(client.request("GET", url, headers=API_HEADERS, not_found=(403, 404)))
 
 
 def get_stack(client: NextcloudClient, stack_id: int) -> dict[str, Any]:
@@ -268,7 +268,7 @@ def card_etag(card: dict[str, Any], card_id: str) -> str:
 
 
 def _json_list(client: NextcloudClient, url: str) -> list[dict[str, Any]]:
-    return json_list(client.request("GET", url, headers=DECK_HEADERS))
+    return json_list(client.request("GET", url, headers=API_HEADERS))
 
 
 _CARD_ID = ("card", "id")

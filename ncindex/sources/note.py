@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ncindex.documents import DocRef, DocType, SourceDocument
 from ncindex.errors import NextcloudProtocolError, NotFound
-from ncindex.nextcloud.client import NOTES_API, NextcloudClient, NotesSettings, json_list
+from ncindex.nextcloud.client import (
+    API_HEADERS,
+    NOTES_API,
+    NextcloudClient,
+    NotesSettings,
+    json_list,
+)
 from ncindex.nextcloud.http_dates import http_date_seconds
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.redis_replies import as_text
@@ -154,7 +160,9 @@ class NoteSource(VerifiedByWebDav, Source):
                     k: params[k] for k in ("chunkCursor", "pruneBefore") if k in params
                 }
                 return listing
-            response = client.request("GET", f"{NOTES_API}/notes", params=params)
+            response = client.request(
+                "GET", f"{NOTES_API}/notes", params=params, headers=API_HEADERS
+            )
             listing.requests += 1
             if listing.marker is None:
                 listing.marker = _http_time(response.headers.get("Last-Modified"))

@@ -12,8 +12,9 @@ import pytest
 from ncindex.documents import DocType
 from ncindex.errors import NextcloudAuthError
 from ncindex.nextcloud.apps import find_news_item, get_deck_card
-from ncindex.nextcloud.client import NextcloudClient
+from ncindex.nextcloud.client import HeaderAuth, NextcloudClient
 from ncindex.search.verify import VERIFIERS, Verdict, VerificationCounts, VerifyOnRead
+from ncindex.simulator import NextcloudSimulator, serve_simulator
 
 
 def test_every_doc_type_has_a_verifier() -> None:
@@ -179,3 +180,35 @@ def test_rejected_credentials_fail_the_search() -> None:
     client, _ = client_for(lambda r: httpx.Response(401))
     with pytest.raises(NextcloudAuthError):
         VerifyOnRead(2).check(client, [deck_payload()], VerificationCounts())
+
+
+@pytest.mark.parametrize(
+    ("version", "verdict"), [("33.0.2", Verdict.KEPT), ("30.0.5", Verdict.DROPPED)]
+)
+def test_a_bearer_callers_news_and_deck_results_are_checked_not_failed(
+    version: str, verdict: Verdict
+) -> None:
+    """The News and Deck APIs are #[CORS]: nextcloud/server CORSMiddleware logs a Bearer caller
+    out unless the request passes the CSRF check, which OCS-APIRequest does from Nextcloud 31
+    (nextcloud/server#46760), and answers 401 "CORS requires basic auth". News requests went
+    without the header, so a Bearer caller's News result was a 401 — the caller's credentials
+    taken as rejected, the whole search failed. Now the header is sent (kept from 31), and
+    before 31 Nextcloud's refusal drops the result it cannot check (fail-closed)."""
+    sim = NextcloudSimulator(seed=1, version=version)
+    sim.add_user("alice", "alice-pw", "Alice Adams")
+    feed = sim.news_add_feed("alice", "https://blog.example.test/feed", "Blog")
+    item = sim.news_add_item("alice", feed, "Release 2.0", "<p>out now</p>")
+    board = sim.deck.create_board("alice", "Plans")
+    stack = sim.deck.create_stack("alice", board.id, "To do")
+    card = sim.deck.create_card("alice", stack.id, "Fix lens")
+    payloads = [
+        {"doc_type": "news_item", "doc_id": str(item), "doc_key": f"news_item:{item}",
+         "feed_id": str(feed)},
+        deck_payload(doc_id=str(card.id), doc_key=f"deck_card:{card.id}",
+                     board_id=str(board.id), stack_id=str(stack.id)),
+    ]  # fmt: skip
+    with serve_simulator(sim) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        client = NextcloudClient(http, HeaderAuth("Bearer alice-pw"), "alice")
+        checked = VerifyOnRead(2).check(client, payloads, VerificationCounts())
+    sim.close()
+    assert [c.verdict for c in checked] == [verdict, verdict]

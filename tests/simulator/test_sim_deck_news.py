@@ -8,6 +8,7 @@ import time
 
 import httpx
 import pytest
+from sim_support import PASSWORDS
 
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.simulator.xmlutil import http_date
@@ -319,3 +320,38 @@ def test_news_lists_of_a_type_news_cannot_list_answer_500(sim, client, item_type
     # getRead=false on such a type is refused first, with 200 (ItemApiController::index)
     refused = alice.get(f"{NEWS}/items", params={"type": item_type, "getRead": "false"})
     assert refused.status_code == 200 and "message" in refused.json()
+
+
+@pytest.mark.parametrize(
+    ("version", "header_passes"), [("33.0.2", True), ("31.0.0", True), ("30.0.5", False)]
+)
+def test_the_apps_cors_apis_take_a_bearer_token_only_with_ocs_apirequest(
+    version: str, header_passes: bool
+) -> None:
+    """nextcloud/server CORSMiddleware::beforeController: a #[CORS] method (every Notes, Deck
+    and News API method) logs out a caller whose request fails the CSRF check and takes Basic
+    credentials only, so a Bearer token (Session::tryTokenLogin) gets 401 "CORS requires
+    basic auth" (nextcloud/server#44365); OCS-APIRequest passes the check from 31
+    (nextcloud/server#46760). OCS and WebDAV take the token; the simulator took no Bearer."""
+    sim = NextcloudSimulator(seed=1, version=version)
+    sim.add_user("alice", PASSWORDS["alice"], "Alice Adams")
+    bearer = {"Authorization": f"Bearer {PASSWORDS['alice']}"}
+    ocs = {"OCS-APIRequest": "true"}
+    refused = {"message": "CORS requires basic auth"}
+    with serve_simulator(sim) as srv, httpx.Client(base_url=srv.url, timeout=10) as http:
+        user = http.get("/ocs/v2.php/cloud/user?format=json", headers=bearer | ocs)
+        assert user.status_code == 200 and user.json()["ocs"]["data"]["id"] == "alice"
+        assert http.request("PROPFIND", "/remote.php/dav/files/alice/", headers=bearer).is_success
+        for path in (f"{NEWS}/items", f"{DECK}/boards", "/index.php/apps/notes/api/v1/notes"):
+            plain = http.get(path, headers=bearer)
+            assert (plain.status_code, plain.json()) == (401, refused), path
+            with_header = http.get(path, headers=bearer | ocs)
+            assert (with_header.status_code == 200) is header_passes, path
+            basic = http.get(path, auth=("alice", PASSWORDS["alice"]))
+            assert basic.status_code == 200, path
+            # a guest fails the same check first (CORSMiddleware runs before SecurityMiddleware)
+            guest = http.get(path)
+            assert (guest.status_code, guest.json()) == (401, refused), path
+        wrong = http.get(f"{NEWS}/items", headers={"Authorization": "Bearer not-a-token"} | ocs)
+        assert wrong.status_code == 401
+    sim.close()
