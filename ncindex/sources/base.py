@@ -112,7 +112,9 @@ class Listing:
     that classifies nothing (every type but files); ``cursor`` where a listing stopped at its
     request limit (JSON-able, in the source's own shape: the folders left to list, the Notes
     chunk cursor), ``None`` once it is complete; ``since`` the Unix time a listing paged over
-    several tasks began (:mod:`ncindex.sync.paging`), ``None`` for a listing made in one go."""
+    several tasks began (:mod:`ncindex.sync.paging`), ``None`` for a listing made in one go;
+    ``names_all`` that its last request named every document that exists (the Notes list's
+    last chunk), so one an earlier request or page listed and it does not name is gone."""
 
     docs: dict[str, Seen] = field(default_factory=dict)
     forbidden: list[str] = field(default_factory=list)
@@ -124,6 +126,7 @@ class Listing:
     skipped: dict[str, str] | None = None
     cursor: Any = None
     since: float | None = None
+    names_all: bool = False
 
     def covers(self, path: str | None) -> bool:
         """True when ``path`` lies in (or is) a skipped, unchanged folder."""

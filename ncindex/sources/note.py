@@ -9,7 +9,8 @@ fetch alike.
 
 The scan lists ``GET /notes?exclude=content&pruneBefore=…&chunkSize=…``, following the chunk
 cursor: notes unchanged since the last clean scan come as ``{"id": N}``; only the last chunk
-lists every id, so deletions are judged on the whole sequence. Verify-on-read checks a note
+lists every id, so deletions are judged on it (``Listing.names_all``): a note of an earlier
+chunk that it does not name was deleted meanwhile. Verify-on-read checks a note
 as a file, by WebDAV, together with the page's files (:mod:`ncindex.sources.nodes`).
 """
 
@@ -166,17 +167,24 @@ class NoteSource(VerifiedByWebDav, Source):
             listing.requests += 1
             if listing.marker is None:
                 listing.marker = _http_time(response.headers.get("Last-Modified"))
+            named = set()
             for item in json_list(response):
                 try:
                     doc_id = str(int(item["id"]))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise NextcloudProtocolError(f"note without id: {item!r}") from exc
+                named.add(doc_id)
                 if "etag" in item:
                     listing.docs[doc_id] = Seen(doc_id, str(item["etag"]), item.get("internalPath"))
                 else:
                     listing.docs.setdefault(doc_id, Seen(doc_id, None, None))
             cursor = response.headers.get("X-Notes-Chunk-Cursor")
             if not cursor:
+                # the last chunk names every note there is (NotesApiController::index adds
+                # {"id"} of each one not in the chunk): a note of an earlier chunk it does not
+                # name was deleted while the list was paged
+                listing.docs = {k: v for k, v in listing.docs.items() if k in named}
+                listing.names_all = True
                 return listing
             if cursor == params.get("chunkCursor"):
                 raise NextcloudProtocolError("the Notes chunk cursor did not move")

@@ -185,6 +185,8 @@ class ListingPages:
             k: Seen(k, etag, path, tuple(also_at))
             for k, (etag, path, also_at) in zip(kept, rows, strict=True)
         }
+        if page.names_all:  # the last page names every document there is (Notes)
+            docs = {k: v for k, v in docs.items() if k in page.docs}
         for doc_id, seen in page.docs.items():
             old = docs.get(doc_id)
             docs[doc_id] = seen if old is None else _merge(old, seen)
