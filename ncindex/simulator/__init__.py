@@ -14,6 +14,7 @@ See ``/work/shared/reference/nextcloud-api.md`` §7 for the behaviour it reprodu
 """
 
 from ncindex.simulator.deck import DeckError
+from ncindex.simulator.eventfilter import FilterError, mongo_match
 from ncindex.simulator.events import WEBHOOK_COMPATIBLE_EVENTS
 from ncindex.simulator.faults import Fault, FaultInjector
 from ncindex.simulator.phpjson import php_json_encode
@@ -35,7 +36,7 @@ from ncindex.simulator.state import (
     NotFoundError,
     StateError,
 )
-from ncindex.simulator.webhooks import Delivery, mongo_match
+from ncindex.simulator.webhooks import Delivery
 
 __all__ = [
     "SAMPLE_ACCOUNTS",
@@ -48,6 +49,7 @@ __all__ = [
     "Delivery",
     "Fault",
     "FaultInjector",
+    "FilterError",
     "ForbiddenError",
     "NextcloudSimulator",
     "NotFoundError",

@@ -202,7 +202,10 @@ class NextcloudSimulator:
         """Build the envelope snapshot of one event and queue it for matching registrations,
         when webhook_listeners listens to its class in this request
         (:meth:`~ncindex.simulator.webhooks.WebhookRegistry.listened`; nextcloud/server
-        ``apps/webhook_listeners/lib/AppInfo/Application.php`` ``registerRuleListeners``)."""
+        ``apps/webhook_listeners/lib/AppInfo/Application.php`` ``registerRuleListeners``).
+        A filter PHPMongoQuery throws on raises :class:`~ncindex.simulator.eventfilter.
+        FilterError` out of the change that dispatched the event, as nothing in Nextcloud
+        catches it (``OC\\EventDispatcher\\ServiceEventListener::__invoke``)."""
         if event_class not in compatible_events(self.version, self.apps):
             return  # that class does not exist on this server (or its app is disabled)
         user = None

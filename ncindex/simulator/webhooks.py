@@ -1,4 +1,5 @@
-"""webhook_listeners: the registration registry, ``eventFilter`` matching and delivery.
+"""webhook_listeners: the registration registry, which registrations an event fires
+(``eventFilter``: :mod:`ncindex.simulator.eventfilter`) and delivery.
 
 Delivery follows Nextcloud (reference §1.2): at dispatch time the envelope is snapshotted and one
 job per matching registration is queued; a background thread posts it later (delay drawn from
@@ -14,17 +15,15 @@ the list expires.
 
 from __future__ import annotations
 
-import builtins
 import hashlib
 import heapq
 import ipaddress
 import itertools
 import random
-import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -32,6 +31,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ncindex.simulator.eventfilter import mongo_match
 from ncindex.simulator.phpjson import php_json_encode
 
 __all__ = [
@@ -41,7 +41,6 @@ __all__ = [
     "Registration",
     "WebhookError",
     "WebhookRegistry",
-    "mongo_match",
 ]
 
 
@@ -72,7 +71,7 @@ class Registration:
     http_method: str
     uri: str
     event: str
-    event_filter: dict[str, Any]
+    event_filter: dict[str, Any] | list[Any]
     user_id_filter: str
     headers: dict[str, str] | None
     auth_method: str
@@ -92,9 +91,10 @@ class Registration:
             "httpMethod": self.http_method,
             "uri": self.uri,
             "event": self.event,
+            # PHP's empty array is json_encode-d as [] whatever JSON it was decoded from
             "eventFilter": self.event_filter if self.event_filter else [],
             "userIdFilter": self.user_id_filter,
-            "headers": self.headers,
+            "headers": self.headers if self.headers or self.headers is None else [],
             "authMethod": self.auth_method,
             "authData": self.cipher,
         }
@@ -109,138 +109,6 @@ class Registration:
         if self.auth_method == "header" and self.auth_data:
             out.update({str(k): str(v) for k, v in self.auth_data.items()})
         return out
-
-
-# ---------------------------------------------------------------------------- eventFilter
-
-_MISSING = object()
-_REGEX = re.compile(r"^/(.*)/([imsxuU]*)$", re.S)
-
-
-def _get_path(doc: Any, dotted: str) -> Any:
-    cur = doc
-    for part in dotted.split("."):
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
-            cur = cur[int(part)]
-        else:
-            return _MISSING
-    return cur
-
-
-def _regex(pattern: str) -> re.Pattern[str] | None:
-    m = _REGEX.match(pattern)
-    if m is None:
-        return None
-    flags = 0
-    for ch in m.group(2):
-        flags |= {"i": re.I, "m": re.M, "s": re.S, "x": re.X}.get(ch, 0)
-    try:
-        return re.compile(m.group(1), flags)
-    except re.error:
-        return None
-
-
-def _equal(value: Any, arg: Any) -> bool:
-    if isinstance(arg, str):
-        rx = _regex(arg)
-        if rx is not None:
-            if isinstance(value, list):
-                return any(isinstance(v, str) and rx.search(v) for v in value)
-            return isinstance(value, str) and rx.search(value) is not None
-    if isinstance(value, list) and not isinstance(arg, list):
-        return any(_equal(v, arg) for v in value)
-    if isinstance(value, bool) or isinstance(arg, bool):
-        return value is arg
-    if isinstance(value, int | float) and isinstance(arg, int | float):
-        return value == arg
-    return bool(value == arg)
-
-
-def _compare(value: Any, arg: Any, op: Callable[[Any, Any], bool]) -> bool:
-    try:
-        return value is not _MISSING and value is not None and op(value, arg)
-    except TypeError:
-        return False
-
-
-def _cond(value: Any, cond: Any) -> bool:
-    if isinstance(cond, dict) and cond and all(str(k).startswith("$") for k in cond):
-        return all(_operator(value, op, arg) for op, arg in cond.items())
-    if value is _MISSING:
-        return cond is None
-    return _equal(value, cond)
-
-
-def _operator(value: Any, op: str, arg: Any) -> bool:
-    present = value is not _MISSING
-    match op:
-        case "$eq":
-            return present and _equal(value, arg)
-        case "$ne":
-            return not (present and _equal(value, arg))
-        case "$gt":
-            return _compare(value, arg, lambda a, b: a > b)
-        case "$gte":
-            return _compare(value, arg, lambda a, b: a >= b)
-        case "$lt":
-            return _compare(value, arg, lambda a, b: a < b)
-        case "$lte":
-            return _compare(value, arg, lambda a, b: a <= b)
-        case "$in":
-            return present and any(_equal(value, a) for a in (arg or []))
-        case "$nin":
-            return not (present and any(_equal(value, a) for a in (arg or [])))
-        case "$all":
-            vals = value if isinstance(value, list) else [value]
-            return present and all(any(_equal(v, a) for v in vals) for a in (arg or []))
-        case "$exists":
-            return present == bool(arg)
-        case "$mod":
-            return (
-                present
-                and isinstance(value, int | float)
-                and len(arg) == 2
-                and value % arg[0] == arg[1]
-            )
-        case "$regex":
-            rx = _regex(arg) if isinstance(arg, str) and arg.startswith("/") else None
-            rx = rx or re.compile(str(arg))
-            return present and isinstance(value, str) and rx.search(value) is not None
-        case "$not":
-            return not _cond(value, arg)
-        case "$size":
-            return isinstance(value, list) and len(value) == arg
-        case _:
-            return False
-
-
-def mongo_match(doc: dict[str, Any], query: Any) -> bool:
-    """Evaluate a webhook ``eventFilter`` (Mongo-style, like PHPMongoQuery) against ``doc``.
-
-    Keys are dot paths into the envelope; values are literals (``"/regex/flags"`` strings are
-    regexes) or operator objects (``$eq $ne $gt $gte $lt $lte $in $nin $all $exists $mod $regex
-    $not $size``); top-level ``$and $or $nor $not`` combine queries. ``{}``/``[]`` match all.
-    """
-    if not query:
-        return True
-    if not isinstance(query, dict):
-        return False
-    for key, cond in query.items():
-        if key == "$and":
-            ok = all(mongo_match(doc, q) for q in cond)
-        elif key == "$or":
-            ok = any(mongo_match(doc, q) for q in cond)
-        elif key == "$nor":
-            ok = not any(mongo_match(doc, q) for q in cond)
-        elif key == "$not":
-            ok = not mongo_match(doc, cond)
-        else:
-            ok = _cond(_get_path(doc, key), cond)
-        if not ok:
-            return False
-    return True
 
 
 # ---------------------------------------------------------------------------- registry
@@ -316,11 +184,13 @@ class WebhookRegistry:
         event = str(params["event"]).lstrip("\\")
         if event not in self._compatible():
             raise WebhookError(400, f"{event} is not an event class compatible with webhooks")
+        # ?array $eventFilter: a JSON object or list, stored as given (WebhookListenerMapper::
+        # addWebhookListener: $eventFilter ?? []); a query of queries is a list
         event_filter = params.get("eventFilter")
-        if event_filter is None or event_filter == []:
-            event_filter = {}
-        if not isinstance(event_filter, dict):
-            raise WebhookError(400, "eventFilter must be an object")
+        if event_filter is None:
+            event_filter = []
+        if not isinstance(event_filter, dict | list):
+            raise WebhookError(400, "eventFilter must be an object")  # a guess: TypeError
         headers = params.get("headers")
         if headers == []:
             headers = {}
@@ -415,21 +285,21 @@ class WebhookRegistry:
             regs = sorted(self._items.values(), key=lambda r: r.id)
         return [r for r in regs if uri is None or r.uri == uri]
 
-    # builtins.list: in this class ``list`` is the method above
-    def matching(self, envelope: dict[str, Any]) -> builtins.list[Registration]:
-        """Registrations that fire for this envelope (class, ``userIdFilter``, ``eventFilter``)."""
+    def matching(self, envelope: dict[str, Any]) -> Iterator[Registration]:
+        """The registrations that fire for this envelope (class, ``userIdFilter``,
+        ``eventFilter``), by id, each yielded before the next filter is evaluated: nextcloud/
+        server ``WebhooksEventListener::handle`` queues each job as its filter passes, so the
+        jobs queued before a filter throws (:class:`~ncindex.simulator.eventfilter.
+        FilterError`, raised from here) stay queued."""
         cls = envelope["event"]["class"]
         user = envelope.get("user")
-        out = []
         for reg in self.list():
             if reg.event != cls:
                 continue
             if reg.user_id_filter and (user is None or user.get("uid") != reg.user_id_filter):
                 continue
-            if not mongo_match(envelope, reg.event_filter):
-                continue
-            out.append(reg)
-        return out
+            if mongo_match(envelope, reg.event_filter):
+                yield reg
 
 
 # ---------------------------------------------------------------------------- delivery

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
 from sim_support import NODE, OCS_JSON, WEBHOOKS, register
 
-from ncindex.simulator import NextcloudSimulator, mongo_match
+from ncindex.simulator import FilterError, NextcloudSimulator, mongo_match
 
 
 def test_registration_info_fields_and_crud(client, receiver) -> None:
@@ -262,8 +263,52 @@ def test_mongo_match_operators() -> None:
     assert not mongo_match({"event": {"node": {"path": "p"}}}, {"event.node.id": {"$exists": True}})
     assert mongo_match(doc, {"event.node.id": {"$in": [4, 5]}, "time": {"$gte": 10}})
     assert mongo_match(doc, {"$or": [{"time": 1}, {"event.node.path": "/X$/i"}]})
-    assert not mongo_match(doc, {"event.node.id": {"$eq": 6}})
-    assert mongo_match(doc, {"user": None})
+
+
+def test_event_filter_is_php_mongo_query() -> None:
+    """nextcloud/server apps/webhook_listeners/lib/Service/PHPMongoQuery.php:
+    _executeOperatorOnElement finds a field with isset (null is absent) and knows no $eq,
+    $regex or $size; _isEqual compares scalars with ===; a list is a list of queries."""
+    doc = {"event": {"node": {"id": 5, "path": "/a/files/x"}, "class": "C"}, "user": None}
+    assert not mongo_match(doc, {"user": None})
+    assert mongo_match(doc, {"user": {"$exists": False}})
+    assert mongo_match(doc, {"event.node.id": 5})
+    assert not mongo_match(doc, {"event.node.id": "5"})
+    assert not mongo_match(doc, {"event.node.id": 5.0})
+    assert mongo_match(doc, {"event.node.size": {"$ne": 1}})
+    assert not mongo_match(doc, {"event.node.size": {"$ne": None}})
+    assert mongo_match(doc, [{"event.node.id": 5}, {"event.class": "C"}])
+    assert not mongo_match(doc, [{"event.node.id": 5}, {"event.class": "D"}])
+    tags = {"event": {"objectIds": ["7", "8"], "class": "T"}, "user": None, "time": 1}
+    assert mongo_match(tags, {"event.objectIds": 8})  # in_array: loose
+    assert mongo_match(tags, {"event.objectIds": {"$in": [8]}})  # array_intersect: as strings
+    for unknown in ("$eq", "$regex", "$size", "uid"):
+        with pytest.raises(FilterError, match=re.escape(f"Operator {unknown} is unknown")):
+            mongo_match(doc, {"event.node.id": {unknown: 5}})
+    with pytest.raises(FilterError, match=r"\$or requires nonempty array"):
+        mongo_match(doc, {"$or": {"event.node.id": 5}})
+
+
+def test_a_filter_that_throws_fails_the_change_after_the_jobs_before_it(
+    sim, client, receiver
+) -> None:
+    """WebhooksEventListener::handle queues each registration's job as its filter passes, and
+    nothing catches what PHPMongoQuery throws (OC\\EventDispatcher\\EventDispatcher::dispatch);
+    a list is a filter too (?array $eventFilter), listed as given; {} headers decode to PHP's
+    empty array, listed as []."""
+    admin = client("admin")
+    register(
+        admin, receiver, "NodeCreatedEvent", eventFilter=[{"event.node.id": {"$gt": 0}}], headers={}
+    )
+    listed = register(admin, receiver, "NodeCreatedEvent", eventFilter={"user": {"$eq": None}})
+    assert listed["eventFilter"] == {"user": {"$eq": None}}
+    with pytest.raises(FilterError, match=r"Operator \$eq is unknown"):
+        sim.put_file("alice", "/a.md", b"x")
+    sim.flush_deliveries(timeout=5)
+    (body,) = bodies(receiver)
+    assert body["event"]["node"]["path"] == "/alice/files/a.md"
+    info = admin.get(WEBHOOKS, headers=OCS_JSON).json()["ocs"]["data"][0]
+    assert info["eventFilter"] == [{"event.node.id": {"$gt": 0}}] and info["headers"] == []
 
 
 def test_delay_drop_and_one_attempt_on_error(client, receiver) -> None:
