@@ -175,7 +175,11 @@ class WebhookRegistry:
                 raise WebhookError(400, f'Missing required parameter "{name}"')
             if not isinstance(value, str):
                 raise WebhookError(400, f'Parameter "{name}" must be a string')
-        auth_method = params.get("authMethod") or "none"
+        # WebhooksController::create: AuthMethod::from($authMethod ?? 'none'): only a missing
+        # or null authMethod is "none"; "" is no AuthMethod case (\ValueError → OCS 400)
+        auth_method = params.get("authMethod")
+        if auth_method is None:
+            auth_method = "none"
         if auth_method not in ("none", "header"):
             raise WebhookError(400, "This auth method does not exist")
         # WebhookListenerMapper::addWebhookListener: ltrim($event, '\\'), then class_exists and

@@ -75,6 +75,7 @@ def test_registration_info_fields_and_crud(client, receiver) -> None:
             "OCA\\Deck\\Event\\CardCreatedEvent is not an event class compatible with webhooks",
         ),
         ({"authMethod": "basic"}, "This auth method does not exist"),
+        ({"authMethod": ""}, "This auth method does not exist"),
         (
             {"authMethod": "header"},
             "Header auth method needs an associative array of headers as auth data",
