@@ -364,7 +364,9 @@ def _report_sample(running: Embedded, signals: StopSignals) -> None:
 
 class _AdminCommands(click.Group):
     """The webhook commands, which act as ``settings.webhook_admin``: a refusal (401, 403)
-    names that account and what it must be."""
+    names that account and what it must be — an admin, or a user delegated webhook_listeners'
+    "Webhooks" admin setting (nextcloud/server ``WebhooksController``: every route is
+    ``#[AuthorizedAdminSetting(settings: Admin::class)]``)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -374,7 +376,8 @@ class _AdminCommands(click.Group):
             raise click.ClickException(
                 f"{type(exc).__name__}: {exc} — the webhook commands act as {admin!r} "
                 "(NCINDEX_ADMIN_USER, else the first of NCINDEX_ACCOUNTS), which must be a "
-                "Nextcloud admin with a valid app password"
+                'Nextcloud admin, or in a group delegated the "Webhooks" admin privilege, '
+                "with a valid app password"
             ) from None
 
 

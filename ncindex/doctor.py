@@ -174,7 +174,8 @@ def check_apps(ctx: Context) -> list[Line]:
                 "app webhook_listeners",
                 "fail",
                 f"the webhook list is refused to {ctx.settings.webhook_admin} ({exc}); "
-                "registering webhooks needs an admin account (NCINDEX_ADMIN_USER)",
+                "registering webhooks needs an admin account, or one in a group delegated "
+                'the "Webhooks" admin privilege (NCINDEX_ADMIN_USER)',
             )
         )
     notes = (ctx.capabilities.get("notes") or {}).get("version")

@@ -542,6 +542,17 @@ def test_a_wrong_admin_password_is_named_so_on_the_webhook_line(served) -> None:
     assert "app password is refused" in said and "needs an admin account" not in said
 
 
+def test_a_webhook_admin_that_may_not_manage_webhooks_is_told_what_it_must_be(served) -> None:
+    """nextcloud/server WebhooksController: #[AuthorizedAdminSetting(settings: Admin::class)]
+    — an admin, or a user delegated the "Webhooks" setting, lists the webhooks."""
+    sim, server = served
+    settings = settings_for(server, admin_user="alice")
+    said = detail(run_checks(settings), "app webhook_listeners")
+    assert "HTTP 403" in said and 'delegated the "Webhooks" admin privilege' in said
+    sim.delegate_setting("alice", "OCA\\WebhookListeners\\Settings\\Admin")
+    assert verdicts(run_checks(settings), "app webhook_listeners") == ["ok"]
+
+
 def test_without_a_nextcloud_url_a_misspelt_one_is_named() -> None:
     result = CliRunner().invoke(main, ["doctor"], env={"NCINDEX_NEXTCLOUD_ULR": "https://x.org"})
     assert result.exit_code == 1

@@ -222,8 +222,11 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
     registration of the class is deleted and it is registered anew (``renewed``): a rotated
     ``NCINDEX_WEBHOOK_SECRET`` would have every delivery refused 401. Duplicates are
     deleted. A class Nextcloud refuses (``NextcloudRefused``, OCS 400) is recorded with the
-    reason and the rest go on. Raises ``NextcloudAuthError`` when the account is not an
-    admin's, ``Forbidden`` (OCS 403) when it may not manage webhooks.
+    reason and the rest go on. Raises ``NextcloudAuthError`` when the account's app password
+    is refused (401), ``Forbidden`` (OCS 403) when the account may not manage webhooks: it is
+    neither an admin nor in a group delegated webhook_listeners' "Webhooks" admin setting
+    (nextcloud/server ``WebhooksController``, ``#[AuthorizedAdminSetting(settings:
+    Admin::class)]``; ``SecurityMiddleware::beforeController``).
     """
     existing = client.list_webhooks(uri=hook_uri(settings))
     result = RegisterResult()

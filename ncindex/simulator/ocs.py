@@ -40,6 +40,11 @@ INVALID_QUERY = (
 NOT_ADMIN = (
     "Logged in account must be an admin, a sub admin or gotten special right to access this setting"
 )
+#: The admin setting every webhook_listeners route is marked with (nextcloud/server
+#: ``apps/webhook_listeners/lib/Controller/WebhooksController.php``:
+#: ``#[AuthorizedAdminSetting(settings: Admin::class)]``; ``lib/Settings/Admin.php``, a
+#: delegation-only setting named "Webhooks").
+WEBHOOKS_ADMIN_SETTING = "OCA\\WebhookListeners\\Settings\\Admin"
 _XML_NAME = re.compile(r"^[A-Za-z_][\w.\-]*$")
 
 
@@ -357,9 +362,12 @@ class OcsApi:
     # ------------------------------------------------------------------ webhooks
 
     def webhooks(self, request: Request, uid: str, rest: str, version: int) -> Response:
-        """webhook_listeners routes below ``/apps/webhook_listeners/api/v1/webhooks``."""
+        """webhook_listeners routes below ``/apps/webhook_listeners/api/v1/webhooks``: for
+        admins and the users delegated :data:`WEBHOOKS_ADMIN_SETTING`, others OCS 403
+        (``SecurityMiddleware`` ``NotAdminException``, made OCS by ``OCSMiddleware::
+        afterController``)."""
         user = self.sim.tree.users[uid]
-        if not user.admin:
+        if not user.admin and WEBHOOKS_ADMIN_SETTING not in user.delegated:
             return ocs_response(request, [], 403, NOT_ADMIN, version=version)
         registry = self.sim.registry
         method = request.method

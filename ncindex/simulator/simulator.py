@@ -243,6 +243,17 @@ class NextcloudSimulator:
         with self.lock:
             self.tree.add_user(uid, password, display_name, admin, email, login_name)
 
+    def delegate_setting(self, uid: str, setting_class: str) -> None:
+        """Make ``uid`` a delegated admin of the admin setting ``setting_class`` (Administration
+        privileges: a group of the user is authorized for it), e.g.
+        ``OCA\\WebhookListeners\\Settings\\Admin`` for webhook_listeners' API: nextcloud/server
+        ``lib/private/AppFramework/Middleware/Security/SecurityMiddleware.php``
+        ``beforeController`` lets a method marked ``#[AuthorizedAdminSetting(settings: …)]`` be
+        called by an admin or by a user ``findAllClassesForUser`` authorizes for one of its
+        settings."""
+        with self.lock:
+            self.tree.user(uid).delegated.add(setting_class)
+
     def add_app_password(self, uid: str, password: str, *, login_name: str | None = None) -> None:
         """Give an existing user one more app password, created under ``login_name`` (default:
         the user's login name)."""

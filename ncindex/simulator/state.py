@@ -151,7 +151,9 @@ def norm_path(path: str) -> str:
 class User:
     """A Nextcloud account: ``uid``, display name, app passwords, admin flag, e-mail, and the
     login name it signs in with (LDAP and e-mail logins differ from the uid). ``token_logins``
-    maps an app password to the login name it was created under (``IToken::getLoginName``)."""
+    maps an app password to the login name it was created under (``IToken::getLoginName``).
+    ``delegated``: the admin setting classes a group of the user is authorized for (admin
+    delegation: nextcloud/server ``AuthorizedGroupMapper::findAllClassesForUser``)."""
 
     uid: str
     display_name: str
@@ -161,6 +163,7 @@ class User:
     created_at: int = 0
     login_name: str = ""
     token_logins: dict[str, str] = field(default_factory=dict)
+    delegated: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.login_name = self.login_name or self.uid

@@ -337,7 +337,9 @@ def test_eval_refuses_a_cache_that_is_not_sqlite_before_the_run(
 
 
 def test_a_webhook_command_refused_names_the_account_it_acts_as() -> None:
-    """A 403 (not an admin) or 401 said only Nextcloud's words, not which account was used."""
+    """A 403 (not an admin) or 401 said only Nextcloud's words, not which account was used;
+    the account may be an admin or a user delegated the "Webhooks" admin setting
+    (nextcloud/server WebhooksController: #[AuthorizedAdminSetting(settings: Admin::class)])."""
     from ncindex.simulator import NextcloudSimulator, serve_simulator
 
     sim = NextcloudSimulator(seed=1)
@@ -345,9 +347,14 @@ def test_a_webhook_command_refused_names_the_account_it_acts_as() -> None:
     with serve_simulator(sim) as srv:
         env = {"NCINDEX_NEXTCLOUD_URL": srv.url, "NCINDEX_ACCOUNTS": '{"bob": "bob-pw"}'}
         refused = CliRunner().invoke(main, ["webhooks", "list"], env=env)
+        sim.delegate_setting("bob", "OCA\\WebhookListeners\\Settings\\Admin")
+        delegated = CliRunner().invoke(main, ["webhooks", "list", "--json"], env=env)
         env["NCINDEX_ACCOUNTS"] = '{"bob": "wrong"}'
         wrong = CliRunner().invoke(main, ["webhooks", "list"], env=env)
     sim.close()
     for result, kind in ((refused, "Forbidden"), (wrong, "NextcloudAuthError")):
         assert result.exit_code == 1 and "Traceback" not in result.output, result.output
         assert kind in result.output and "act as 'bob' (NCINDEX_ADMIN_USER" in result.output
+        assert 'delegated the "Webhooks" admin privilege' in result.output
+    assert delegated.exit_code == 0, delegated.output
+    assert json.loads(delegated.output) == {"webhooks": []}

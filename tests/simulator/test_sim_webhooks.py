@@ -127,10 +127,18 @@ def test_registration_accepts_form_parameters(client) -> None:
     assert resp.status_code == 200, resp.text
 
 
-def test_non_admin_gets_403(client) -> None:
+def test_non_admin_gets_403_unless_delegated_the_webhooks_setting(sim, client) -> None:
+    """WebhooksController's routes are #[AuthorizedAdminSetting(settings: Admin::class)]:
+    SecurityMiddleware::beforeController lets a user whose group is authorized for
+    OCA\\WebhookListeners\\Settings\\Admin in, as it does an admin."""
     resp = client("alice").get(WEBHOOKS, headers=OCS_JSON)
     assert resp.status_code == 403
     assert resp.json()["ocs"]["meta"]["statuscode"] == 403
+    sim.delegate_setting("alice", "OCA\\WebhookListeners\\Settings\\Admin")
+    body = {"httpMethod": "POST", "uri": "http://x/", "event": NODE + "NodeCreatedEvent"}
+    made = client("alice").post(WEBHOOKS, json=body, headers=OCS_JSON)
+    assert made.status_code == 200 and made.json()["ocs"]["data"]["userId"] == "alice"
+    assert client("bob").get(WEBHOOKS, headers=OCS_JSON).status_code == 403
 
 
 def bodies(receiver) -> list[dict]:
