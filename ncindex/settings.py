@@ -506,7 +506,10 @@ class Settings(BaseSettings):
     deck_webhooks: bool = Field(
         False,
         description="Also register Deck card and board-share events (Deck ≥ 1.18 only; an "
-        "older Deck refuses them, which `webhooks register` reports and skips).",
+        "older Deck refuses them, which `webhooks register` reports and skips). Nextcloud "
+        "fails a change whose event is over 4000 characters of JSON (nextcloud/server#58912): "
+        "with this on, editing a card with a long description answers an error in Deck (the "
+        "card is saved) and reaches the index at the next scan.",
     )
 
     # --- Pipeline ---------------------------------------------------------------------------

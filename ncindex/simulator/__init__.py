@@ -36,7 +36,7 @@ from ncindex.simulator.state import (
     NotFoundError,
     StateError,
 )
-from ncindex.simulator.webhooks import Delivery
+from ncindex.simulator.webhooks import Delivery, JobArgumentError
 
 __all__ = [
     "SAMPLE_ACCOUNTS",
@@ -51,6 +51,7 @@ __all__ = [
     "FaultInjector",
     "FilterError",
     "ForbiddenError",
+    "JobArgumentError",
     "NextcloudSimulator",
     "NotFoundError",
     "SampleSummary",

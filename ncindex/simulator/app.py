@@ -15,16 +15,22 @@ Served under a web root (``sim.web_root``, e.g. ``/nextcloud``) every route star
 on a Nextcloud installed in a sub-folder; the app moves it into ``SCRIPT_NAME`` so handlers
 see the path below it, and hrefs they build start with it again. A request outside the web
 root is the web server's 404. A disabled app's routes answer 404 (nothing is registered).
+
+An exception webhook_listeners' event listener throws (a filter PHPMongoQuery throws on, a job
+argument over 4000 characters) fails the request that changed something, after the change,
+with the answer of that app's own error handling (:meth:`SimulatorApp.listener_failed`).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
 
 from ncindex.simulator.deck import DeckApi
+from ncindex.simulator.eventfilter import FilterError
 from ncindex.simulator.events import version_tuple
 from ncindex.simulator.loginflow import LoginFlows
 from ncindex.simulator.news import NewsApi
@@ -33,6 +39,8 @@ from ncindex.simulator.ocs import OcsApi
 from ncindex.simulator.phpjson import php_json_encode
 from ncindex.simulator.responses import json_response
 from ncindex.simulator.webdav import WebDav
+from ncindex.simulator.webhooks import JobArgumentError
+from ncindex.simulator.xmlutil import XML_CONTENT_TYPE, sabre_error
 
 if TYPE_CHECKING:
     from ncindex.simulator.simulator import NextcloudSimulator
@@ -185,7 +193,33 @@ class SimulatorApp:
             if refused is not None:
                 return family, refused
         with self.sim.basic_auth_request():
-            return family, handler(request, uid)
+            try:
+                return family, handler(request, uid)
+            except (FilterError, JobArgumentError) as exc:
+                return family, self.listener_failed(family, exc)
+
+    def listener_failed(self, family: str, exc: FilterError | JobArgumentError) -> Response:
+        """The answer to a request whose change dispatched an event webhook_listeners' listener
+        threw on (the PHP class ``exc.php_class``, the message ``str(exc)``): WebDAV 500 with
+        Sabre's ``d:error`` (sabre/dav ``Server::start``), the Notes API 500 ``{"errorType"}``
+        (nextcloud/notes ``lib/Controller/Helper.php`` ``handleErrorResponse``), the Deck API 500
+        ``{"status", "message", "requestId"}`` with the message of a server not in debug mode
+        (nextcloud/deck ``lib/Middleware/ExceptionMiddleware.php`` ``afterException``).
+        Re-raises ``exc`` for the other families, where no change dispatches such an event."""
+        if family in ("webdav", "systemtags", "dav-search"):
+            body = sabre_error(exc.php_class, str(exc))
+            return Response(body, status=500, content_type=XML_CONTENT_TYPE)
+        if family == "notes":
+            return self.notes.error(500, exc.php_class)
+        if family == "deck":
+            request_id = secrets.token_urlsafe(15)[:20]
+            message = (
+                "Internal server error: Please contact the server administrator if this error "
+                "reappears multiple times, please include the request ID "
+                f'"{request_id}" below in your report.'
+            )
+            return json_response({"status": 500, "message": message, "requestId": request_id}, 500)
+        raise exc
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]

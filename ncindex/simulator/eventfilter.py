@@ -39,7 +39,13 @@ __all__ = ["FilterError", "mongo_match"]
 
 
 class FilterError(Exception):
-    """PHPMongoQuery (or PHP) threw while evaluating a filter; ``str()`` is the message."""
+    """PHPMongoQuery (or PHP) threw while evaluating a filter; ``str()`` is the message,
+    ``php_class`` the class of what was thrown (``Exception``, ``TypeError``,
+    ``DivisionByZeroError``)."""
+
+    def __init__(self, message: str, php_class: str = "Exception") -> None:
+        super().__init__(message)
+        self.php_class = php_class
 
 
 # --------------------------------------------------------------------- PHP values
@@ -99,7 +105,7 @@ def _truthy(value: Any) -> bool:
 def _array(value: Any) -> Any:
     """``value`` where PHPMongoQuery types a parameter ``array``; else PHP's ``TypeError``."""
     if not _is_array(value):
-        raise FilterError(f"TypeError: an array was expected, got {type(value).__name__}")
+        raise FilterError(f"an array was expected, got {type(value).__name__}", "TypeError")
     return value
 
 
@@ -332,7 +338,7 @@ def _mod(value: Any, operand: Any) -> bool:
     entries = dict(_entries(operand))
     a, b = _integer(value), _integer(entries.get(0))
     if b == 0:
-        raise FilterError("DivisionByZeroError: Modulo by zero")
+        raise FilterError("Modulo by zero", "DivisionByZeroError")
     result = abs(a) % abs(b)
     return _strict_equal(-result if a < 0 else result, entries.get(1))
 
@@ -344,7 +350,7 @@ def _integer(value: Any) -> int:
         return int(value or 0)
     number = _number(value)
     if number is None:
-        raise FilterError(f"TypeError: Unsupported operand types: {type(value).__name__} % int")
+        raise FilterError(f"Unsupported operand types: {type(value).__name__} % int", "TypeError")
     return int(value) if isinstance(value, str) and _INT_KEY.match(value.strip()) else int(number)
 
 

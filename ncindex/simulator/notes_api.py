@@ -506,12 +506,12 @@ class NotesApi:
         except _EtagMismatch as exc:
             return json_response(exc.data, 412)
         except _NoteError as exc:
-            return self._error(exc.status, exc.error_type)
+            return self.error(exc.status, exc.error_type)
         except StateError:
-            return self._error(500, NOT_PERMITTED)
+            return self.error(500, NOT_PERMITTED)
         return Response(b"", status=404, content_type="text/html; charset=UTF-8")
 
-    def _error(self, status: int, error_type: str) -> Response:
+    def error(self, status: int, error_type: str) -> Response:
         """An error answer: the exception's class before Notes 6.0.2, ``Exception`` from it."""
         version = version_tuple(self.sim.apps.get("notes", "6.0.2"))
         return json_response(

@@ -204,8 +204,10 @@ class NextcloudSimulator:
         (:meth:`~ncindex.simulator.webhooks.WebhookRegistry.listened`; nextcloud/server
         ``apps/webhook_listeners/lib/AppInfo/Application.php`` ``registerRuleListeners``).
         A filter PHPMongoQuery throws on raises :class:`~ncindex.simulator.eventfilter.
-        FilterError` out of the change that dispatched the event, as nothing in Nextcloud
-        catches it (``OC\\EventDispatcher\\ServiceEventListener::__invoke``)."""
+        FilterError`, an envelope too long for a background job's argument
+        :class:`~ncindex.simulator.webhooks.JobArgumentError`, out of the change that
+        dispatched the event, as nothing in Nextcloud catches them
+        (``OC\\EventDispatcher\\ServiceEventListener::__invoke``)."""
         if event_class not in compatible_events(self.version, self.apps):
             return  # that class does not exist on this server (or its app is disabled)
         user = None

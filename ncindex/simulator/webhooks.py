@@ -35,9 +35,11 @@ from ncindex.simulator.eventfilter import mongo_match
 from ncindex.simulator.phpjson import php_json_encode
 
 __all__ = [
+    "JOB_ARGUMENT_LIMIT",
     "LISTENER_CACHE_SECONDS",
     "Delivery",
     "DeliveryEngine",
+    "JobArgumentError",
     "Registration",
     "WebhookError",
     "WebhookRegistry",
@@ -51,6 +53,23 @@ class WebhookError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+JOB_ARGUMENT_LIMIT = 4000
+"""The most characters a background job's ``json_encode``-d argument may have: nextcloud/server
+``lib/private/BackgroundJob/JobList.php`` ``add`` throws ``\\InvalidArgumentException`` past it."""
+
+
+class JobArgumentError(Exception):
+    """``JobList::add`` refused a ``WebhookCall`` job: its argument ``[$data, $webhookId,
+    bin2hex(random_bytes(5))]`` (nextcloud/server ``apps/webhook_listeners/lib/Listener/
+    WebhooksEventListener.php`` ``handle``), ``json_encode``-d, is over
+    :data:`JOB_ARGUMENT_LIMIT` characters. Nothing catches it (nextcloud/server#58912): the
+    event is never delivered and the change that dispatched it fails (a Deck card's edit
+    answers an error, the card saved). Whether Nextcloud 30 had the ten-character salt already
+    is a guess (the limit is then reached ten characters later)."""
+
+    php_class = "InvalidArgumentException"
 
 
 class Delivery(NamedTuple):
@@ -374,7 +393,15 @@ class DeliveryEngine:
             self._client.headers.pop(name, None)
 
     def enqueue(self, registration_id: int, envelope: dict[str, Any]) -> None:
-        """Queue one delivery of ``envelope`` for a registration (snapshot taken by caller)."""
+        """Queue one delivery of ``envelope`` for a registration (snapshot taken by caller),
+        as ``JobList::add`` queues a ``WebhookCall``: raises :class:`JobArgumentError` for an
+        argument over :data:`JOB_ARGUMENT_LIMIT` characters."""
+        # the salt's value (bin2hex(random_bytes(5))) is never sent: only its length counts
+        argument = php_json_encode([envelope, registration_id, "0" * 10])
+        if len(argument) > JOB_ARGUMENT_LIMIT:
+            raise JobArgumentError(
+                "Background job arguments can't exceed 4000 characters (json encoded)"
+            )
         with self._cond:
             if self._closed:
                 return

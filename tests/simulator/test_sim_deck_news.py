@@ -177,6 +177,44 @@ def test_deck_card_events_only_with_deck_webhooks(receiver) -> None:
     assert body["event"]["card"]["owner"]["uid"] == "alice"
 
 
+def test_a_card_too_long_for_a_webhook_job_fails_the_edit_and_is_not_sent(receiver) -> None:
+    """nextcloud/server lib/private/BackgroundJob/JobList.php add refuses a job argument over
+    4000 characters of json_encode (the card JSON is the event's), nothing catches it
+    (nextcloud/server#58912), and nextcloud/deck lib/Middleware/ExceptionMiddleware.php
+    afterException answers the Deck API 500 with a request id: the card is saved, the edit
+    reported failed, no event sent."""
+    sim = NextcloudSimulator(deck_webhooks=True)
+    try:
+        sim.add_user("alice", "alice-pw", "Alice Adams")
+        sim.register_webhook(
+            "admin",
+            httpMethod="POST",
+            uri=receiver.url,
+            event="OCA\\Deck\\Event\\CardUpdatedEvent",
+        )
+        board = sim.deck_create_board("alice", "B")
+        stack = sim.deck_create_stack("alice", board, "S")
+        card = sim.deck_create_card("alice", stack, "c")
+        url = f"{DECK}/boards/{board}/stacks/{stack}/cards/{card}"
+        with serve_simulator(sim) as srv:
+            alice = httpx.Client(base_url=srv.url, auth=("alice", "alice-pw"))
+            fine = alice.put(url, json={"title": "c", "description": "x" * 3000})
+            long = alice.put(url, json={"title": "c", "description": "x" * 4000})
+            got = alice.get(url).json()
+            alice.close()
+        sim.flush_deliveries(timeout=5)
+    finally:
+        sim.close()
+    assert fine.status_code == 200
+    assert long.status_code == 500
+    answer = long.json()
+    assert list(answer) == ["status", "message", "requestId"] and answer["status"] == 500
+    assert f'request ID "{answer["requestId"]}"' in answer["message"]
+    assert got["description"] == "x" * 4000
+    (req,) = receiver.requests
+    assert json.loads(req.body)["event"]["card"]["description"] == "x" * 3000
+
+
 def test_deck_deleted_stack_leaves_the_board_but_its_cards_still_answer(sim, client) -> None:
     board = sim.deck_create_board("alice", "Roadmap")
     todo = sim.deck_create_stack("alice", board, "To do", order=0)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import re
 import time
+from urllib.parse import quote
 
 import pytest
 from sim_support import NODE, OCS_JSON, WEBHOOKS, register
 
-from ncindex.simulator import FilterError, NextcloudSimulator, mongo_match
+from ncindex.simulator import FilterError, JobArgumentError, NextcloudSimulator, mongo_match
 
 
 def test_registration_info_fields_and_crud(client, receiver) -> None:
@@ -318,6 +319,29 @@ def test_a_filter_that_throws_fails_the_change_after_the_jobs_before_it(
     assert body["event"]["node"]["path"] == "/alice/files/a.md"
     info = admin.get(WEBHOOKS, headers=OCS_JSON).json()["ocs"]["data"][0]
     assert info["eventFilter"] == [{"event.node.id": {"$gt": 0}}] and info["headers"] == []
+
+
+def test_an_envelope_too_long_for_a_job_is_never_sent_and_fails_the_change(
+    sim, client, receiver
+) -> None:
+    """nextcloud/server lib/private/BackgroundJob/JobList.php add: a job argument over 4000
+    characters of json_encode throws InvalidArgumentException, which nothing between
+    WebhooksEventListener::handle and the write catches (nextcloud/server#58912): WebDAV
+    answers 500 after the bytes are written, and the event is never delivered."""
+    register(client("admin"), receiver, "NodeWrittenEvent")
+    folder = "/" + "/".join(["é" * 120] * 6)  # é is \u00e9 in json_encode: 4320 characters
+    sim.mkdir("alice", folder)
+    url = "/remote.php/dav/files/alice" + quote(folder + "/x.md")
+    resp = client("alice").put(url, content=b"long")
+    assert resp.status_code == 500
+    assert b"<s:exception>InvalidArgumentException</s:exception>" in resp.content
+    assert b"can't exceed 4000 characters (json encoded)" in resp.content
+    assert sim.read("alice", folder + "/x.md") == b"long"
+    with pytest.raises(JobArgumentError):
+        sim.put_file("alice", folder + "/y.md", b"direct")
+    sim.put_file("alice", "/short.md", b"s")
+    sim.flush_deliveries(timeout=5)
+    assert [b["event"]["node"]["path"] for b in bodies(receiver)] == ["/alice/files/short.md"]
 
 
 def test_delay_drop_and_one_attempt_on_error(client, receiver) -> None:
