@@ -425,8 +425,8 @@ def _admin(settings: Settings) -> NextcloudClient:
 def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
     """Register one webhook per event class (idempotent).
 
-    Prints each class with ``registered``, ``already``, ``renewed`` (made again: the one there
-    was made with another webhook secret) or ``refused`` and Nextcloud's reason;
+    Prints each class with ``registered``, ``already``, ``renewed`` (updated in place: the one
+    there was made with another webhook secret) or ``refused`` and Nextcloud's reason;
     exits 1 only when a class the index cannot work without (file created, written,
     deleted, renamed) is refused — an optional one is skipped with what it costs.
     Refuses (exit 1, unless --force) a loopback NCINDEX_PUBLIC_URL when Nextcloud is on

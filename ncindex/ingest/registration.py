@@ -144,9 +144,9 @@ def registration(settings: Settings, event_class: str) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class ClassOutcome:
     """What became of one event class: ``registered`` now, ``already`` there (its id),
-    ``renewed`` (registered again: the one there was made with another secret, or before the
-    secret was named), or ``refused`` by Nextcloud with its ``reason``; ``required`` says
-    whether the index needs it, ``cost`` what is lost without it."""
+    ``renewed`` (the one there, made with another secret or before the secret was named,
+    updated in place: same id), or ``refused`` by Nextcloud with its ``reason``; ``required``
+    says whether the index needs it, ``cost`` what is lost without it."""
 
     event_class: str
     status: Literal["registered", "already", "renewed", "refused"]
@@ -218,11 +218,15 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
     """Make sure exactly one registration per subscribed class points at this deployment.
 
     An existing registration for our URI and class is kept when it was made with the current
-    secret (:func:`made_with_secret`; the secret itself cannot be read back); otherwise every
-    registration of the class is deleted and it is registered anew (``renewed``): a rotated
-    ``NCINDEX_WEBHOOK_SECRET`` would have every delivery refused 401. Duplicates are
-    deleted. A class Nextcloud refuses (``NextcloudRefused``, OCS 400) is recorded with the
-    reason and the rest go on. Raises ``NextcloudAuthError`` when the account's app password
+    secret (:func:`made_with_secret`; the secret itself cannot be read back); otherwise the
+    oldest is updated in place with the current one (``renewed``, ``POST /webhooks/{id}``):
+    a rotated ``NCINDEX_WEBHOOK_SECRET`` would have every delivery refused 401, and
+    nextcloud/server ``apps/webhook_listeners/lib/BackgroundJobs/WebhookCall.php`` ``run``
+    reads the registration (``getById``) when a queued job runs, so the deliveries queued
+    before the renewal are sent with the new secret, where a registration deleted and made
+    anew would have them fail. Duplicates are deleted. A class Nextcloud refuses
+    (``NextcloudRefused``, OCS 400) is recorded with the reason, its stale registration
+    deleted, and the rest go on. Raises ``NextcloudAuthError`` when the account's app password
     is refused (401), ``Forbidden`` (OCS 403) when the account may not manage webhooks: it is
     neither an admin nor in a group delegated webhook_listeners' "Webhooks" admin setting
     (nextcloud/server ``WebhooksController``, ``#[AuthorizedAdminSetting(settings:
@@ -241,14 +245,20 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
             result.outcomes.append(
                 ClassOutcome(event_class, "already", int(mine[0]["id"]), required=required)
             )
-        for stale in mine[1:] if current else mine:
+        for stale in mine[1:]:
             client.delete_webhook(stale["id"])
             result.removed.append(int(stale["id"]))
         if current:
             continue
         try:
-            created = client.create_webhook(registration(settings, event_class))
+            if mine:
+                created = client.update_webhook(mine[0]["id"], registration(settings, event_class))
+            else:
+                created = client.create_webhook(registration(settings, event_class))
         except NextcloudRefused as exc:
+            if mine:  # a class this server no longer has: nothing of ours listens to it
+                client.delete_webhook(mine[0]["id"])
+                result.removed.append(int(mine[0]["id"]))
             result.outcomes.append(
                 ClassOutcome(
                     event_class,

@@ -518,6 +518,13 @@ class NextcloudClient:
         """Register one webhook (fields as in reference §1.1); returns the WebhookInfo."""
         return dict(self.ocs("POST", WEBHOOKS_API, json=registration))
 
+    def update_webhook(self, webhook_id: int | str, registration: dict[str, Any]) -> dict[str, Any]:
+        """Replace every field of registration ``webhook_id`` (``POST /webhooks/{id}``,
+        nextcloud/server ``WebhooksController::update``); returns the WebhookInfo. Nextcloud
+        answers an id that names nothing the same way and stores nothing
+        (``WebhookListenerMapper::updateWebhookListener``)."""
+        return dict(self.ocs("POST", f"{WEBHOOKS_API}/{webhook_id}", json=registration))
+
     def delete_webhook(self, webhook_id: int | str) -> bool:
         """Delete a registration; ``True`` when a row was deleted."""
         return bool(self.ocs("DELETE", f"{WEBHOOKS_API}/{webhook_id}"))

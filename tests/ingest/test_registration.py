@@ -71,19 +71,52 @@ def test_register_twice_gives_one_registration_per_event_class(admin) -> None:
 
 def test_a_rotated_secret_renews_every_registration(admin) -> None:
     """A registration made with the old secret would have every delivery refused 401: a new
-    secret makes ``register`` delete and register each class again, and doctor name it."""
+    secret makes ``register`` update each class's registration in place, and doctor name
+    it."""
     client, settings = admin
     first = register(client, settings)
     rotated = settings.model_copy(update={"webhook_secret": SecretStr("rotated-s3cret")})
     assert secret_id(rotated) != secret_id(settings)
     renewed = register(client, rotated)
     assert {o.status for o in renewed.outcomes} == {"renewed"}
-    assert sorted(renewed.removed) == sorted(first.created)
+    assert renewed.removed == [] and sorted(renewed.created) == sorted(first.created)
     hooks = list_registrations(client, rotated)
     assert len(hooks) == len(SUBSCRIBED)
     assert all(h["headers"][SECRET_ID_HEADER] == secret_id(rotated) for h in hooks)
     again = register(client, rotated)
     assert {o.status for o in again.outcomes} == {"already"} and again.removed == []
+
+
+def test_deliveries_queued_before_a_renewal_are_sent_with_the_renewed_registration() -> None:
+    """nextcloud/server apps/webhook_listeners/lib/BackgroundJobs/WebhookCall.php run reads
+    the registration (getById) when the queued job runs: a renewal that deleted the
+    registration and made another had every delivery still queued fail ("no longer
+    exists"); updated in place, they are sent (here to the simulator itself, which answers
+    404)."""
+    sim = NextcloudSimulator(delivery_delay=(60.0, 60.0))
+    sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
+    sim.add_user("alice", password="alice-pw")
+    server = serve_simulator(sim, host="127.0.0.1", port=0)
+    settings = Settings(
+        nextcloud_url=server.url,
+        accounts={"admin": SecretStr("admin-pw")},
+        webhook_secret=SecretStr("s3cret"),
+        public_url=server.url,
+    )
+    http = make_http(settings)
+    try:
+        client = NextcloudClient.for_account(http, "admin", "admin-pw")
+        register(client, settings)
+        sim.put_file("alice", "/queued.md", b"x")  # NodeCreatedEvent, NodeWrittenEvent queued
+        rotated = settings.model_copy(update={"webhook_secret": SecretStr("rotated-s3cret")})
+        renewed = register(client, rotated)
+        assert {o.status for o in renewed.outcomes} == {"renewed"}
+        assert sim.flush_deliveries(timeout=10, fast_forward=True) == 2
+        assert [d.status for d in sim.deliveries] == [404, 404]
+    finally:
+        http.close()
+        server.close()
+        sim.close()
 
 
 def test_a_first_registration_marks_every_account_for_a_scan_once_nextcloud_listens(
