@@ -202,9 +202,12 @@ def parse_envelope(raw: Any) -> Envelope:
     """Validate a decoded JSON body; raises :class:`EnvelopeError` naming the first bad field.
 
     Beyond the shape, a file event must carry the nodes its class has (``node`` or
-    ``source`` + ``target``), a tag event its ``objectIds`` and a source's event its
+    ``source`` + ``target``), a tag event on files its ``objectIds`` and a source's event its
     document id (Deck: ``card.id``); ids are ints or ASCII digit strings in ``0..MAX_ID``
-    (field ``event.objectIds`` / ``event.card.id`` otherwise).
+    (field ``event.objectIds`` / ``event.card.id`` otherwise). A tag event on another object
+    type is not looked into: its ids are whatever that type's are (``list<string>``:
+    nextcloud/server ``lib/public/SystemTag/TagAssignedEvent.php``; an app adds object types
+    with ``SystemTagsEntityEvent::addEntityCollection``), and it is ignored.
     """
     if not isinstance(raw, dict):
         raise EnvelopeError("body", "must be a JSON object")
@@ -217,7 +220,7 @@ def parse_envelope(raw: Any) -> Envelope:
         ) from None
     name = short_class(envelope.event.event_class)
     extra = envelope.event.model_extra or {}
-    if name in TAG_EVENTS:
+    if name in TAG_EVENTS and extra.get("objectType") == "files":
         ids = extra.get("objectIds")
         if not isinstance(ids, list) or not all(is_id(i) for i in ids):
             raise EnvelopeError("event.objectIds", f"must be a list of ids ({_ID_RULE})")

@@ -204,6 +204,13 @@ def test_a_tag_event_without_a_configured_user_is_resolved_by_id(uid: str | None
     ]
 
 
+def test_a_tag_event_on_another_object_type_is_ignored_whatever_its_ids() -> None:
+    """TagAssignedEvent's objectIds are list<string> of its objectType, which an app may add
+    (SystemTagsEntityEvent::addEntityCollection): only files' are file ids."""
+    event = {"objectType": "calendar", "objectIds": ["9f1c-uid"], "tagIds": [4], "class": TAG}
+    assert plan(env(event)).ignored == "tag_object_type"
+
+
 def test_unknown_class_is_ignored_not_rejected() -> None:
     body = env(
         {"objectType": "files", "objectIds": ["1"], "tagIds": [4], "class": "OCP\\SystemTag\\Foo"}
