@@ -45,6 +45,10 @@ log = structlog.get_logger(__name__)
 #: (:func:`scan_retry_seconds` apart: about 5 minutes in all) before it waits for its period.
 SCAN_RETRIES = 5
 
+#: How many times a continuation page that found the scan lock held waits for it (counted
+#: apart from :data:`SCAN_RETRIES`) before it gives up.
+SCAN_LOCK_WAITS = 3
+
 
 def scan_retry_seconds(retries: int) -> float:
     """The wait before the scan's retry number ``retries`` (0 for the first), seconds: 10 s
@@ -103,7 +107,12 @@ def rescan_users(self: NcindexTask, users: list[str]) -> int:
 
 
 @shared_task(
-    bind=True, base=NcindexTask, name=names.RECONCILE_SCAN, ignore_result=True, acks_late=True
+    bind=True,
+    base=NcindexTask,
+    name=names.RECONCILE_SCAN,
+    ignore_result=True,
+    acks_late=True,
+    max_retries=None,  # bounded by ``failures`` and ``lock_waits``, each on its own
 )
 def reconcile_scan(
     self: NcindexTask,
@@ -111,15 +120,20 @@ def reconcile_scan(
     doc_type: str,
     pending_key: str | None = None,
     page: int | None = None,
+    failures: int = 0,
+    lock_waits: int = 0,
 ) -> dict[str, Any]:
     """Scan ``user``'s documents of ``doc_type`` and enqueue what differs, one page of the
     listing per run: while it is unfinished, the next run is sent with ``page`` (the pages
     listed so far). A run sent with a ``page`` listed already returns at once (stale); one
     that finds the scan lock held waits for it (a dead worker's lock expires) by retrying,
-    so a paged scan is not dropped halfway. A listing that failed for a reason that may pass
-    (Nextcloud or the store unavailable: ``ScanReport.retryable``) is run again after
-    :func:`scan_retry_seconds`, up to :data:`SCAN_RETRIES` times, instead of waiting for the
-    doc type's next period (up to an hour); the failure is recorded meanwhile. Returns the
+    so a paged scan is not dropped halfway, up to :data:`SCAN_LOCK_WAITS` times. A listing
+    that failed for a reason that may pass (Nextcloud or the store unavailable:
+    ``ScanReport.retryable``) is run again after :func:`scan_retry_seconds`, up to
+    :data:`SCAN_RETRIES` times, instead of waiting for the doc type's next period (up to an
+    hour); the failure is recorded meanwhile. The two are counted apart, in the retried
+    call's ``failures`` and ``lock_waits`` (Celery's ``request.retries`` counts both, and its
+    default ``max_retries`` of 3 would end the task before either limit). Returns the
     report's summary (a page's while the listing is unfinished) or ``{"skipped": reason}``."""
     reconciler = reconciler_for(self)
     settings = reconciler.settings
@@ -128,9 +142,10 @@ def reconcile_scan(
         client.delete(pending_key)
     with scan_lock(client, settings.names, user, doc_type, ttl=settings.lock_ttl, wait=0) as held:
         if not held:
-            if page is not None:
+            if page is not None and lock_waits < SCAN_LOCK_WAITS:
                 wait = scan_lock_seconds(client, settings.names, user, doc_type)
-                raise self.retry(countdown=wait + 1, max_retries=3)
+                again = {**(self.request.kwargs or {}), "lock_waits": lock_waits + 1}
+                raise self.retry(kwargs=again, countdown=wait + 1)
             log.info("reconcile_scan_skipped", reason="running")
             return {"skipped": "running"}
         state = ScanState(client, user, DocType(doc_type), settings.names)
@@ -139,9 +154,10 @@ def reconcile_scan(
             log.info("reconcile_scan_skipped", reason="stale", page=page)
             return {"skipped": "stale"}
         report = reconciler.scan(user, doc_type, apply=True, pages=pages)
-    if report.retryable and self.request.retries < SCAN_RETRIES:
+    if report.retryable and failures < SCAN_RETRIES:
         # sent with the same page: the pages kept are listed on from where they stopped
-        raise self.retry(countdown=scan_retry_seconds(self.request.retries), max_retries=None)
+        again = {**(self.request.kwargs or {}), "failures": failures + 1}
+        raise self.retry(kwargs=again, countdown=scan_retry_seconds(failures))
     if report.partial:  # sent once the lock is free, so the next page can take it at once
         self.app.send_task(
             names.RECONCILE_SCAN,

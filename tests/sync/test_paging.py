@@ -254,9 +254,9 @@ def test_a_page_that_fails_for_good_starts_the_listing_again(big: Big) -> None:
 
 
 @contextlib.contextmanager
-def scanning(big: Big) -> Iterator[Celery]:
+def scanning(big: Big, page: int | None = None) -> Iterator[Celery]:
     """A solo worker of the reconcile queue on ``big``'s services, with one scan of alice's
-    files sent to it; yields the worker's app."""
+    files sent to it (a continuation of ``page`` when given); yields the worker's app."""
     app = create_celery(big.settings, big.services)
     producer = celery_app(big.settings)
     try:
@@ -270,7 +270,7 @@ def scanning(big: Big) -> Iterator[Celery]:
         ):
             producer.send_task(
                 names.RECONCILE_SCAN,
-                kwargs={"user": "alice", "doc_type": "file"},
+                kwargs={"user": "alice", "doc_type": "file", "page": page},
                 queue=names.RECONCILE,
             )
             yield app
@@ -318,6 +318,45 @@ def test_a_scan_whose_listing_failed_for_a_while_is_run_again_soon(
             interval=0.2,
         )
     assert done
+    last = big.state(DocType.FILE).last()
+    assert last["listed"] == one_pass.listed and last["changes"] == one_pass.counts()
+
+
+def test_a_page_that_failed_and_then_found_the_scan_lock_held_is_not_dropped(
+    big: Big, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A continuation page that Nextcloud answered 503 four times (within ``SCAN_RETRIES``)
+    and then found the scan lock held (``ncindex reconcile --apply`` by hand) waits for the
+    lock and lists on: its failure retries and its lock waits are counted apart. Before,
+    both counted in Celery's one ``request.retries``, bounded by the task's default
+    ``max_retries`` of 3, so the fourth failure, or a lock wait after three failures,
+    raised ``MaxRetriesExceededError`` and the paged scan stopped halfway."""
+    import workers.reconcile_tasks as tasks
+
+    rec = Reconciler(big.services, Indexer(big.services), Recorder())
+    one_pass = rec.scan("alice", DocType.FILE, apply=False)
+    assert rec.scan("alice", DocType.FILE, pages=big.pages(DocType.FILE)).partial
+    lock = big.settings.names.lock("reconcile", "file", "alice")
+    waits: list[int] = []
+
+    def retry_seconds(retries: int) -> float:
+        waits.append(retries)
+        if len(waits) == 4:  # after the fourth failure, a scan by hand takes the lock
+            big.services.redis.set(lock, "by hand", px=1500)
+        return 0.2
+
+    monkeypatch.setattr(tasks, "scan_retry_seconds", retry_seconds)
+    big.sim.faults.set("webdav", status=503, method="PROPFIND", times=4)
+    with scanning(big, page=1):
+        done = wait_until(
+            lambda: (
+                (big.state(DocType.FILE).last() or {}).get("error") is None
+                and (big.state(DocType.FILE).last() or {}).get("listed")
+            ),
+            120,
+            interval=0.2,
+        )
+    assert done and waits == [0, 1, 2, 3]
     last = big.state(DocType.FILE).last()
     assert last["listed"] == one_pass.listed and last["changes"] == one_pass.counts()
 
