@@ -371,7 +371,8 @@ def error_lines(text: str) -> list[str]:
 class WorkerDeployment:
     """:func:`build_stack` for alice and the admin with ``celery worker`` subprocesses (solo
     pool, or ``prefork`` with one pool process) instead of an in-process worker, configured
-    only through ``NCINDEX_*`` variables, started and killed at will. The workers own the
+    only through ``NCINDEX_*`` variables, started and killed at will (``app``: the ``-A``
+    module, importable from :data:`ROOT` or the ``PYTHONPATH`` of :attr:`env`). The workers own the
     Qdrant Edge folder ``qdrant``: open it only after the last worker has exited (Edge allows
     one process per folder).
 
@@ -393,8 +394,10 @@ class WorkerDeployment:
         namespace: str = DEFAULT_NAMESPACE,
         extract_seconds: float | None = None,
         pool: str = "solo",
+        app: str = "workers.worker",
     ) -> None:
         self.qdrant = tmp / "qdrant"
+        self.app = app
         self.queues = queues
         self.pool = pool
         self.stack = build_stack(
@@ -433,7 +436,7 @@ class WorkerDeployment:
         self.logs.append(log)
         with log.open("wb") as out:
             self.worker = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "workers.worker", "worker",
+                [sys.executable, "-m", "celery", "-A", self.app, "worker",
                  f"--pool={self.pool}", "--concurrency=1", "-Q", ",".join(self.queues),
                  "--loglevel=INFO",
                  "--without-mingle", "--without-gossip"],

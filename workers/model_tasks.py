@@ -6,7 +6,8 @@ Redis lock). ``ncindex.reindex_model`` builds for at most half the soft time lim
 queues itself again until the new model is complete, then switches to it;
 ``ncindex.reindex_finish`` drops the second model; ``ncindex.reindex_analyzer`` rewrites the
 BM25 vectors an older analyzer made, queueing itself again until none is left. A permanent
-failure is recorded as the ``failed`` state for ``ncindex reindex`` to show.
+failure is recorded as the ``failed`` state for ``ncindex reindex`` to show. A step cut off by
+a time limit goes back to the queue and resumes (:data:`REQUEUED`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import structlog
 from celery import shared_task
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from ncindex import names
 from ncindex.errors import PermanentError
@@ -25,6 +27,14 @@ from workers.base import NcindexTask
 from workers.tasks import RETRY
 
 log = structlog.get_logger(__name__)
+
+#: The reindex tasks' options: :data:`workers.tasks.RETRY`, and a message whose run the hard
+#: time limit killed goes back to the queue instead of being acknowledged (Celery
+#: ``celery/worker/request.py`` ``Request.on_timeout``: with ``acks_late`` it acknowledges it
+#: while ``acks_on_failure_or_timeout``, default on, holds; ``reject_on_worker_lost`` covers a
+#: process lost otherwise, not this). Nothing else sends a step again, so the reindex stayed
+#: unfinished. A failed run's message is rejected unqueued instead of acknowledged: gone alike.
+REQUEUED = RETRY | {"acks_on_failure_or_timeout": False}
 
 
 def _reindexer(task: NcindexTask) -> Reindexer:
@@ -37,7 +47,9 @@ def _locked(task: NcindexTask, reindexer: Reindexer, step: str, model: str, work
     run died holding it (Celery delivers it again, ``reject_on_worker_lost``) takes it over
     and resumes, where it would have waited for the lock to expire, given up, and left the
     reindex stalled. A permanent failure is recorded as ``model``'s ``failed`` state. Returns
-    ``work``'s result, or why it did not run or failed."""
+    ``work``'s result, or why it did not run or failed. A run that reaches the soft time
+    limit puts its message back (:class:`~celery.exceptions.Reject` with ``requeue``): like
+    a run the hard limit killed (:data:`REQUEUED`), its next run resumes the step."""
     settings = reindexer.settings
     name = settings.names.lock("reindex")
     ttl = settings.task_time_limit + 60
@@ -52,9 +64,12 @@ def _locked(task: NcindexTask, reindexer: Reindexer, step: str, model: str, work
             reindexer.record(model, "failed", error=str(exc))
             log.warning("reindex_failed", step=step, error=str(exc))
             return {"failed": str(exc)}
+        except SoftTimeLimitExceeded as exc:
+            log.warning("reindex_step_requeued", step=step, reason="soft time limit")
+            raise Reject(exc, requeue=True) from exc
 
 
-@shared_task(bind=True, base=NcindexTask, name=names.REINDEX_MODEL, ignore_result=True, **RETRY)
+@shared_task(bind=True, base=NcindexTask, name=names.REINDEX_MODEL, ignore_result=True, **REQUEUED)
 def reindex_model(self: NcindexTask, model: str) -> dict[str, Any]:
     """Build ``model``'s collection (resuming), then switch to it when complete."""
     reindexer = _reindexer(self)
@@ -71,7 +86,9 @@ def reindex_model(self: NcindexTask, model: str) -> dict[str, Any]:
     return _locked(self, reindexer, "build", model, work)
 
 
-@shared_task(bind=True, base=NcindexTask, name=names.REINDEX_ANALYZER, ignore_result=True, **RETRY)
+@shared_task(
+    bind=True, base=NcindexTask, name=names.REINDEX_ANALYZER, ignore_result=True, **REQUEUED
+)
 def reindex_analyzer(self: NcindexTask) -> dict[str, Any]:
     """Rewrite the BM25 vectors of the current analyzer's older versions (resuming)."""
     reindexer = _reindexer(self)
@@ -86,7 +103,7 @@ def reindex_analyzer(self: NcindexTask) -> dict[str, Any]:
     return _locked(self, reindexer, "reanalyze", "", work)
 
 
-@shared_task(bind=True, base=NcindexTask, name=names.REINDEX_FINISH, ignore_result=True, **RETRY)
+@shared_task(bind=True, base=NcindexTask, name=names.REINDEX_FINISH, ignore_result=True, **REQUEUED)
 def reindex_finish(self: NcindexTask) -> dict[str, Any]:
     """Stop mirroring and drop the second model's collection."""
     reindexer = _reindexer(self)

@@ -253,6 +253,54 @@ def test_a_build_whose_pool_process_died_resumes_when_its_message_comes_back(
     assert b"reindex_step_skipped" not in log
 
 
+@pytest.mark.parametrize("limit", ["soft", "hard"])
+def test_a_build_step_cut_off_by_a_time_limit_is_run_again(
+    limit: str, redis_url: str, model_dir: Path, tmp_path: Path
+) -> None:
+    """A build step still settling (holding the reindex lock) when the task's time limit
+    came: the soft limit raises ``SoftTimeLimitExceeded`` in it, the hard limit kills its pool
+    process (Celery: ``TimeLimitExceeded``). Celery acknowledges a message whose task failed
+    or timed out (``task_acks_on_failure_or_timeout``, default on, even with ``acks_late``),
+    so before, the step was never run again and the reindex stayed unfinished; its message
+    now goes back to the queue and the build resumes (the hard limit's run, under the same
+    task id, takes over the lock its killed run left)."""
+    redis.Redis.from_url(redis_url).flushdb()
+    dep = WorkerDeployment(
+        redis_url, model_dir, tmp_path, debounce_seconds=0.3, limits=(20, 25, 60, 40),
+        pool="prefork", app="time_limit_app",
+    )  # fmt: skip
+    here = str(Path(__file__).parent)
+    dep.env["PYTHONPATH"] = os.pathsep.join([here, dep.env.get("PYTHONPATH", "")])
+    try:
+        dep.start_worker()
+        for path, text in DOCS.items():
+            dep.sim.put_file("alice", path, text)
+        dep.sim.flush_deliveries(timeout=10)
+        dep.wait_idle(120)
+        dep.stop_worker()
+        # the build's start settles for 2 x 6 s, past both limits
+        dep.env |= {
+            "NCINDEX_MODEL_CHECK_SECONDS": "6",
+            "NCINDEX_TASK_SOFT_TIME_LIMIT": "8",
+            "NCINDEX_TASK_TIME_LIMIT": "10",
+            "NCINDEX_EXTRACT_MAX_SECONDS": "4",
+        }
+        if limit == "hard":
+            dep.env["TIME_LIMIT_TEST_IGNORE_SOFT"] = "1"
+        dep.start_worker()
+        dep.stack.celery.send_task(names.REINDEX_MODEL, kwargs={"model": OTHER}, queue=names.INDEX)
+        state = wait_until(
+            lambda: progress(dep.stack.services).get("state") in ("switched", "failed"), 90
+        )
+        assert progress(dep.stack.services)["state"] == "switched", state
+        dep.stop_worker()
+    finally:
+        dep.close()
+    log = b"".join(p.read_bytes() for p in dep.logs)
+    assert (b"Hard time limit" if limit == "hard" else b"SoftTimeLimitExceeded") in log
+    assert b"reindex_step_skipped" not in log
+
+
 def test_search_answers_503_when_the_live_model_is_not_installed_here(stack: Stack) -> None:
     root = stack.services.models.root
     ghost = root.use_model("ghost-model")  # a collection whose model folder this process lacks

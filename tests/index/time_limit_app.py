@@ -1,0 +1,32 @@
+"""The workers' app (:mod:`workers.worker`) for the tests of a reindex step cut off by a time
+limit: ``celery -A time_limit_app worker`` with this folder on ``PYTHONPATH``.
+
+The first run of ``ncindex.reindex_model`` in the deployment (marked in Redis) is where the
+limit strikes. With ``TIME_LIMIT_TEST_IGNORE_SOFT`` set, that run's pool process ignores
+the soft-limit signal (``SIGUSR1``, billiard's ``SIG_SOFT_TIMEOUT``): a step stuck in native
+code (an ONNX Runtime call) is not interrupted by it either, so the hard limit kills the
+process; unset, the soft limit raises ``SoftTimeLimitExceeded`` in the step.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import redis
+from celery.signals import task_prerun
+
+from ncindex import names
+from workers.worker import app
+
+FIRST_RUN_KEY = "time-limit-test:first-reindex-run"
+
+
+@task_prerun.connect
+def _first_run_outlives_soft_limit(task_id: str, task: Any, **_: Any) -> None:
+    if task.name != names.REINDEX_MODEL or not os.environ.get("TIME_LIMIT_TEST_IGNORE_SOFT"):
+        return
+    client = redis.Redis.from_url(app.ncindex_services.settings.redis_url)
+    if client.set(FIRST_RUN_KEY, task_id, nx=True):
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
