@@ -316,7 +316,9 @@ def _index_batch(
     delivery of this very task never ended (a file in it may kill the worker: alone, each is
     counted and parked as :func:`guarded` does; that count is kept until the task ends, so a
     retry of it hands them on again), when anything failed around the files (the locks, the
-    model view) or when the soft time limit passed. A refused account (a permanent error)
+    model view) or when the soft time limit passed while a file was read (one passed in the
+    batch's write or recheck hands on only the files not finished:
+    :meth:`~ncindex.index.indexing.Indexer.index_nodes`). A refused account (a permanent error)
     fails the run of each file this run held, recorded as ``index_node`` records it, hands
     the others on, and is raised."""
     indexer = task.indexer

@@ -184,9 +184,11 @@ class Indexer:
         the result names the ids it leaves to a task of their own (:meth:`index_node`, with
         its retries and failure records, :attr:`BatchResult.alone`): the files past
         :data:`BATCH_MAX_BYTES`, a file whose look-up, read or extraction raised anything but
-        :class:`NextcloudAuthError` (raised: the account is refused), every file still
-        unwritten when the write failed, and every written one when its recheck failed (that
-        run finds its text unchanged; a refusal there is handed on too).
+        :class:`NextcloudAuthError` (raised: the account is refused) or the soft time limit
+        (raised), every file still unwritten when the write failed, and every written one when
+        its recheck failed (that run finds its text unchanged; a refusal there is handed on
+        too). The soft time limit reached in the write or the recheck is such a failure: the
+        files finished before it keep their outcome, and only the others are read again.
 
         Each file is looked up in a SEARCH of its own, as :meth:`index_node` does, because
         its tags are read from the answer: in an answer of several files nextcloud/server
@@ -232,9 +234,7 @@ class Indexer:
             return BatchResult(outcomes, alone, later)
         try:
             written = self.steps.write_documents([(r.doc, r.stored, None) for r in ready])
-        except SoftTimeLimitExceeded:
-            raise
-        except Exception as exc:
+        except Exception as exc:  # the soft time limit too: the files done keep their outcome
             log.info("left_to_own_task", files=len(ready), error=f"{type(exc).__name__}: {exc}")
             return BatchResult(outcomes, alone + [r.file_id for r in ready], later)
         indexed = [r for r, o in zip(ready, written, strict=True) if o.action == "indexed"]
@@ -245,9 +245,7 @@ class Indexer:
             return BatchResult(outcomes, alone, later)
         try:
             now = client.find_by_ids([r.file_id for r in indexed])
-        except SoftTimeLimitExceeded:
-            raise
-        except Exception as exc:
+        except Exception as exc:  # the soft time limit too
             log.info("left_to_own_task", files=len(indexed), error=f"{type(exc).__name__}: {exc}")
             return BatchResult(outcomes, alone + [r.file_id for r in indexed], later)
         for r, o in zip(ready, written, strict=True):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 
 from ncindex import names
 from ncindex.embedding.batching import EmbedBatcher
@@ -298,3 +299,33 @@ def test_a_batch_retried_after_its_files_are_done_counts_their_progress_once(
     stack.wait_idle()  # the busy file's own task
     assert progress.first_indexing("alice")["finished"] == 3
     assert progress.rates("alice").documents == 3
+
+
+def test_a_batch_cut_off_by_the_soft_limit_while_writing_hands_on_only_what_it_did_not_write(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The soft time limit strikes in the batch's embedding run: the files it had already
+    finished (found unchanged) keep their outcome, and only those it had read but not written
+    go to a task of their own, read again there (their text is not kept). Before, every file
+    of the batch went to a task of its own, so the finished ones were looked up again too
+    (not downloaded: their etag was unchanged)."""
+    ids = upload(stack, 4)
+    assert run_batch(stack, ids[:2]) == {"own_task": 0, "sent_on": 0, "indexed": 2}
+    real_embed = EmbedBatcher.embed
+    runs: list[int] = []
+
+    def embed_cut_off_once(self: Any, texts: list[str]) -> Any:
+        runs.append(len(texts))
+        if len(runs) == 1:
+            raise SoftTimeLimitExceeded()
+        return real_embed(self, texts)
+
+    monkeypatch.setattr(EmbedBatcher, "embed", embed_cut_off_once)
+    stack.sim.reset_request_counts()
+    assert run_batch(stack, ids) == {"own_task": 2, "sent_on": 0, "unchanged": 2}
+    stack.wait_idle()  # the two unwritten files' own tasks
+    assert all(stack.points(f"file:{i}") for i in ids)
+    # the batch looked each file up; the two own tasks looked theirs up and rechecked it
+    # (before: the two finished files were looked up again too, 10)
+    assert stack.sim.request_count("dav-search") == 4 + 2 * 2
+    assert stack.sim.request_count("webdav", "GET") == 2 * 2  # unwritten: read again
