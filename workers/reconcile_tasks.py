@@ -106,6 +106,14 @@ def rescan_users(self: NcindexTask, users: list[str]) -> int:
     return queued
 
 
+def retried_kwargs(task: NcindexTask) -> dict[str, Any]:
+    """The running scan's keyword arguments for its retry, without ``pending_key``: the
+    marker was deleted when the scan first ran, so a marker found at the retry is a newer
+    request's (its scan queued already), which deleting again would let a third request queue
+    another scan beside it."""
+    return {**(task.request.kwargs or {}), "pending_key": None}
+
+
 @shared_task(
     bind=True,
     base=NcindexTask,
@@ -144,7 +152,7 @@ def reconcile_scan(
         if not held:
             if page is not None and lock_waits < SCAN_LOCK_WAITS:
                 wait = scan_lock_seconds(client, settings.names, user, doc_type)
-                again = {**(self.request.kwargs or {}), "lock_waits": lock_waits + 1}
+                again = {**retried_kwargs(self), "lock_waits": lock_waits + 1}
                 raise self.retry(kwargs=again, countdown=wait + 1)
             log.info("reconcile_scan_skipped", reason="running")
             return {"skipped": "running"}
@@ -156,7 +164,7 @@ def reconcile_scan(
         report = reconciler.scan(user, doc_type, apply=True, pages=pages)
     if report.retryable and failures < SCAN_RETRIES:
         # sent with the same page: the pages kept are listed on from where they stopped
-        again = {**(self.request.kwargs or {}), "failures": failures + 1}
+        again = {**retried_kwargs(self), "failures": failures + 1}
         raise self.retry(kwargs=again, countdown=scan_retry_seconds(failures))
     if report.partial:  # sent once the lock is free, so the next page can take it at once
         self.app.send_task(

@@ -35,7 +35,7 @@ from ncindex.store import model_slug
 from ncindex.store.port import PointRecord, SparseVector
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 from ncindex.sync.paging import ListingPages
-from ncindex.sync.reconcile import Reconciler, ScanReport, ScanState
+from ncindex.sync.reconcile import Reconciler, ScanReport, ScanState, pending_key
 from support import WorkerDeployment, wait_until
 from workers.celery_app import create_celery
 
@@ -254,9 +254,10 @@ def test_a_page_that_fails_for_good_starts_the_listing_again(big: Big) -> None:
 
 
 @contextlib.contextmanager
-def scanning(big: Big, page: int | None = None) -> Iterator[Celery]:
+def scanning(big: Big, page: int | None = None, pending_key: str | None = None) -> Iterator[Celery]:
     """A solo worker of the reconcile queue on ``big``'s services, with one scan of alice's
-    files sent to it (a continuation of ``page`` when given); yields the worker's app."""
+    files sent to it (a continuation of ``page`` when given, marked by ``pending_key`` when
+    given); yields the worker's app."""
     app = create_celery(big.settings, big.services)
     producer = celery_app(big.settings)
     try:
@@ -270,7 +271,12 @@ def scanning(big: Big, page: int | None = None) -> Iterator[Celery]:
         ):
             producer.send_task(
                 names.RECONCILE_SCAN,
-                kwargs={"user": "alice", "doc_type": "file", "page": page},
+                kwargs={
+                    "user": "alice",
+                    "doc_type": "file",
+                    "page": page,
+                    "pending_key": pending_key,
+                },
                 queue=names.RECONCILE,
             )
             yield app
@@ -359,6 +365,39 @@ def test_a_page_that_failed_and_then_found_the_scan_lock_held_is_not_dropped(
     assert done and waits == [0, 1, 2, 3]
     last = big.state(DocType.FILE).last()
     assert last["listed"] == one_pass.listed and last["changes"] == one_pass.counts()
+
+
+def test_a_retried_scan_leaves_a_newer_requests_pending_marker(
+    big: Big, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scan deletes its pending marker when it first runs; a request made while its retry
+    waits marks the account pending again (and queues its own scan), and the retry leaves
+    that marker, so a third request does not queue yet another scan. Before, the retry
+    carried ``pending_key`` and deleted the newer request's marker."""
+    import workers.reconcile_tasks as tasks
+
+    key = pending_key(big.settings.names, "alice", DocType.FILE)
+    big.services.redis.set(key, 1, ex=600)
+    marked: list[bool] = []
+
+    def retry_seconds(retries: int) -> float:
+        # the first run deleted its marker; a newer request marks the account pending
+        marked.append(bool(big.services.redis.set(key, 1, nx=True, ex=600)))
+        return 0.2
+
+    monkeypatch.setattr(tasks, "scan_retry_seconds", retry_seconds)
+    big.sim.faults.set("webdav", status=503, method="PROPFIND", times=1)
+    with scanning(big, pending_key=key):
+        done = wait_until(
+            lambda: (
+                (big.state(DocType.FILE).last() or {}).get("error") is None
+                and (big.state(DocType.FILE).last() or {}).get("listed")
+            ),
+            120,
+            interval=0.2,
+        )
+    assert done and marked == [True]
+    assert big.services.redis.exists(key)
 
 
 @pytest.mark.slow
