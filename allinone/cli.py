@@ -188,10 +188,14 @@ def _serve(running: Embedded, settings: Settings, signals: StopSignals, *, quiet
     )
     click.echo(f"Search page: {url}/  (sign in with your Nextcloud account)")
     redis_owner = "a private redis-server" if running.redis else "NCINDEX_REDIS_URL or the default"
-    click.echo(f"Redis: {running.settings.redis_url} ({redis_owner})")
+    # never the password (userinfo or query): this output lands in terminals and logs
+    redis_url = url_without_password(running.settings.redis_url)
+    left_out = redis_url != running.settings.redis_url
+    click.echo(f"Redis: {redis_url} ({redis_owner}{'; credentials left out' if left_out else ''})")
     click.echo(
-        f"Watch the indexing: NCINDEX_REDIS_URL={running.settings.redis_url} "
+        f"Watch the indexing: NCINDEX_REDIS_URL={redis_url} "
         f"NCINDEX_NAMESPACE={running.settings.namespace} ncindex status --watch"
+        + (" (put the URL's user and password back in)" if left_out else "")
     )
     from ncindex.ingest.registration import loopback_target
 
