@@ -18,6 +18,7 @@ from urllib.parse import unquote_plus, urlsplit
 
 import limits
 import pydantic_settings
+import redis
 from limits.limits import GRANULARITIES
 from pydantic import (
     Field,
@@ -699,6 +700,22 @@ class Settings(BaseSettings):
             raise ValueError("must be a redis://, rediss:// or unix:// URL")
         if parts.scheme != "unix" and not parts.hostname:
             raise ValueError("must name a host, such as redis://127.0.0.1:6379/0")
+        # redis-py (redis/connection.py) passes each query parameter to the connection
+        # class the scheme picks (ConnectionPool.from_url → parse_url; make_connection):
+        # one that class does not take, as ssl_password= on redis:// (only rediss://'s
+        # SSLConnection takes ssl_*), raised TypeError at each process's first command,
+        # a value parse_url cannot read (db=x) ValueError, protocol=5 ConnectionError
+        try:
+            redis.ConnectionPool.from_url(value).make_connection()
+        except TypeError as exc:
+            unexpected = re.search(r"keyword argument '(\w+)'", str(exc))
+            name = unexpected.group(1) if unexpected else "a query parameter"
+            raise ValueError(
+                f"redis-py takes no {name} on a {parts.scheme}:// URL"
+                + (" (ssl_* need rediss://)" if name.startswith("ssl_") else "")
+            ) from None
+        except (ValueError, redis.RedisError) as exc:
+            raise ValueError(f"redis-py refuses its query: {exc}") from None
         return value
 
     @field_validator("qdrant_path", mode="before")

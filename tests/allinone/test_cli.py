@@ -18,6 +18,7 @@ from allinone.cli import main, progress_line
 from ncindex import __version__
 from ncindex.names import Names
 from ncindex.progress import Progress
+from ncindex.settings import Settings
 from support import ROOT, beir_dataset
 
 
@@ -76,6 +77,43 @@ def test_unreadable_accounts_and_a_wrong_redis_scheme_are_named(tmp_path) -> Non
         assert said in result.output, result.output
     result = CliRunner().invoke(main, ["status"], env={"NCINDEX_ACCOUNTS_FILE": str(broken)})
     assert "accounts.json is not JSON" in result.output and "alice: pw" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        # redis-py passes each query parameter to the scheme's connection class: only
+        # rediss://'s SSLConnection takes ssl_* (TypeError from AbstractConnection.__init__)
+        (
+            "redis://127.0.0.1:6379/0?ssl_password=hunter2",
+            "setting NCINDEX_REDIS_URL: Value error, redis-py takes no ssl_password on a "
+            "redis:// URL (ssl_* need rediss://) [value_error]",
+        ),
+        ("unix:///tmp/redis.sock?ssl_keyfile=/k.pem", "takes no ssl_keyfile on a unix:// URL"),
+        ("redis://127.0.0.1:6379/0?Password=hunter2", "takes no Password on a redis:// URL"),
+        # parse_url's own refusals (ValueError) and the connection's (ConnectionError)
+        ("redis://127.0.0.1:6379/0?db=one", "Invalid value for 'db' in connection URL"),
+        ("redis://127.0.0.1:6379/0?protocol=5", "protocol must be either 2 or 3"),
+    ],
+)
+def test_a_query_redis_py_refuses_is_one_line_naming_the_variable(url: str, said: str) -> None:
+    """A parameter the connection class does not take ended every command in redis-py's
+    traceback at its first Redis command; the others ended in a line naming no setting."""
+    result = CliRunner().invoke(main, ["status"], env={"NCINDEX_REDIS_URL": url})
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.output.startswith("Error: setting NCINDEX_REDIS_URL: "), result.output
+    assert said in result.output and "hunter2" not in result.output, result.output
+    assert result.output.count("\n") == 1, result.output
+
+
+def test_a_query_redis_py_takes_is_accepted() -> None:
+    """Accepted: what each connection class takes (``ssl_password`` on rediss://)."""
+    for url in (
+        "rediss://127.0.0.1:6380/0?ssl_password=pw&ssl_cert_reqs=required",
+        "redis://127.0.0.1:6379/0?db=1&socket_timeout=5&health_check_interval=30",
+        "unix:///tmp/redis.sock?db=2&client_name=ncindex",
+    ):
+        assert Settings(redis_url=url).redis_url == url
 
 
 def test_missing_accounts_and_unreachable_nextcloud_are_reported() -> None:
@@ -159,7 +197,6 @@ def test_the_sample_indexed_line_repeats_the_search_page(capsys) -> None:
     from pydantic import SecretStr
 
     from allinone.cli import _report_sample
-    from ncindex.settings import Settings
 
     running = SimpleNamespace(
         url="http://127.0.0.1:8080",
@@ -172,6 +209,40 @@ def test_the_sample_indexed_line_repeats_the_search_page(capsys) -> None:
     out = capsys.readouterr().out
     assert out.startswith("Sample corpus indexed: 368 documents current in the store after ")
     assert "Search page: http://127.0.0.1:8080/ (alice / alice-pw)" in out
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://default:hunter2@127.0.0.1:6379/0",
+        "redis://127.0.0.1:6379/0?username=default&pass%77ord=hunter2",
+    ],
+)
+def test_up_prints_the_redis_url_without_its_password(url: str, capsys) -> None:
+    """``ncindex up``'s "Redis:" and "Watch the indexing" lines printed NCINDEX_REDIS_URL as
+    it was, password and all, into the terminal and whatever logs it."""
+    from types import SimpleNamespace
+
+    from allinone.cli import _serve
+
+    settings = Settings(redis_url=url, nextcloud_url="http://127.0.0.1:9", namespace="nci")
+    closed: list[bool] = []
+    running = SimpleNamespace(
+        url="http://127.0.0.1:8080",
+        settings=settings,
+        redis=None,
+        webhooks=None,
+        simulator=None,
+        sample=None,
+        close=lambda: closed.append(True),
+    )
+    signals = SimpleNamespace(wait=lambda: None)  # a stop signal at once
+    _serve(running, settings, signals, quiet=False)
+    out = capsys.readouterr().out
+    assert closed and "hunter2" not in out, out
+    shown = "redis://127.0.0.1:6379/0"
+    assert f"Redis: {shown} (NCINDEX_REDIS_URL or the default; credentials left out)" in out
+    assert f"Watch the indexing: NCINDEX_REDIS_URL={shown} NCINDEX_NAMESPACE=nci " in out
 
 
 def test_the_progress_line_follows_pending_documents(redis_url: str) -> None:
