@@ -4,8 +4,9 @@ pod would refuse at start, from one home: each setting's type, bounds, choices a
 pydantic's JSON Schema of its field (``Field(ge=…, le=…, pattern=…)``, ``Literal``, and the
 ``json_schema_extra`` that restates a validator in JSON Schema).
 
-``python -m ncindex.chart_schema`` rewrites the file's ``properties.config`` and leaves the rest
-of it (the chart's own values, written by hand) as it is; ``--check`` only says whether the
+``python -m ncindex.chart_schema`` rewrites the file's ``properties.config``, and the pattern by
+which ``externalRedis.url`` refuses credentials (:func:`redis_credentials_pattern`), and leaves
+the rest of it (the chart's own values, written by hand) as it is; ``--check`` only says whether the
 committed file is the generated one (exit status 1 when not), as ``tests/deploy/test_chart.py``
 does. Run it after changing a setting (``make chart-schema``).
 """
@@ -15,11 +16,12 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from ncindex.settings import Settings
+from ncindex.settings import REDIS_URL_CREDENTIALS, Settings
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "helm" / "ncindex" / "values.schema.json"
 """The chart's schema in this checkout."""
@@ -112,11 +114,42 @@ def _value_schema(name: str, field: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def redis_credentials_pattern() -> str:
+    """A regular expression (the subset common to ECMA 262, Go's RE2 and Python's ``re``, no
+    flags) matching a Redis URL that carries a credential: a userinfo (``user:pw@``), or a
+    query parameter named as in :data:`~ncindex.settings.REDIS_URL_CREDENTIALS` however its
+    name is spelt: redis-py's ``parse_url`` (``redis/connection.py``) reads the query with
+    ``parse_qs``, which percent-decodes each name (``pass%77ord=`` is ``password=``), and
+    each letter is matched in either case, in either case of hex digit (``%6F``, ``%6f``,
+    ``%4F``), so that ``Password=`` (a TypeError in redis-py, a password all the same)
+    stays out of the ConfigMap too."""
+    names = "|".join(
+        "".join(_any_spelling(char) for char in name) for name in sorted(REDIS_URL_CREDENTIALS)
+    )
+    return f"^[A-Za-z][A-Za-z0-9+.-]*://[^/]*@|^[^#]*[?&]({names})="
+
+
+def _any_spelling(char: str) -> str:
+    """A group matching ``char`` in either case, literally or as ``%xx`` (hex digits in
+    either case): ``o`` → ``(?:[oO]|%6[fF]|%4[fF])``."""
+    chars = dict.fromkeys((char.lower(), char.upper()))
+    literal = f"[{''.join(chars)}]" if len(chars) > 1 else re.escape(char)
+    encoded = (
+        "%" + "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in f"{ord(c):02x}")
+        for c in chars
+    )
+    return f"(?:{'|'.join((literal, *encoded))})"
+
+
 def schema_text(current: str) -> str:
     """``current`` (the text of a values.schema.json) with ``properties.config`` replaced by
-    :func:`config_schema`, as the file is written: two-space indents, a final newline."""
+    :func:`config_schema` and ``externalRedis.url``'s credential check by
+    :func:`redis_credentials_pattern`, as the file is written: two-space indents, a final
+    newline."""
     schema = copy.deepcopy(json.loads(current))
     schema["properties"]["config"] = config_schema()
+    url = schema["properties"]["externalRedis"]["properties"]["url"]
+    url["if"]["pattern"] = redis_credentials_pattern()
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 

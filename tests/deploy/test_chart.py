@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from ncindex.chart_schema import SCHEMA_FILE, schema_text
 from ncindex.names import QUEUES
-from ncindex.settings import LOG_LEVELS, Settings
+from ncindex.settings import LOG_LEVELS, REDIS_URL_CREDENTIALS, Settings, url_without_password
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "ncindex"
 KUBE_VERSIONS = ("1.30", kubernetes_validate.latest_version())
@@ -629,6 +629,15 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("externalRedis.url", "redis://redis.data:6379/0?password=hunter2", "existingSecret"),
         ("externalRedis.url", "rediss://redis.data:6380/0?db=0&username=nci", "user or password"),
         ("externalRedis.url", "rediss://redis.data:6380/0?ssl_password=pw", "user or password"),
+        # parse_qs percent-decodes the names redis-py reads: the regex took these
+        ("externalRedis.url", "redis://redis.data:6379/0?pass%77ord=hunter2", "user or password"),
+        (
+            "externalRedis.url",
+            "redis://redis.data:6379/0?db=0&%75ser%4eame=nci",
+            "user or password",
+        ),
+        ("externalRedis.url", "rediss://redis.data:6380/0?ssl%5Fpassword=pw", "user or password"),
+        ("externalRedis.url", "redis://redis.data:6379/0?Password=hunter2", "user or password"),
         ("beat.replicas", 2, "beat"),
         ("gunicorn.preStopSeconds", 0, "preStopSeconds"),
         ("metrics.scrapeAnnotations", "yes", "scrapeAnnotations"),
@@ -669,8 +678,27 @@ def test_schema_rejects_bad_values(chart: helm.Chart, path: str, value: Any, mes
         chart.render(values, name="nci")
 
 
+@pytest.mark.parametrize("name", sorted(REDIS_URL_CREDENTIALS))
+def test_every_spelling_of_a_credential_redis_py_reads_is_refused(
+    chart: helm.Chart, name: str
+) -> None:
+    """Each name redis-py's parse_url reads as a credential, every letter percent-encoded
+    (upper- and lower-case hex), is refused, and is one url_without_password leaves out."""
+    for hex_format in ("%{:02X}", "%{:02x}"):
+        encoded = "".join(hex_format.format(ord(char)) for char in name)
+        url = f"redis://redis.data:6379/0?db=0&{encoded}=hunter2"
+        assert url_without_password(url) == "redis://redis.data:6379/0?db=0"
+        with pytest.raises(helm.HelmValuesError, match="user or password"):
+            chart.validate_schema(with_change(MINIMAL, "externalRedis.url", url))
+
+
 @pytest.mark.parametrize(
-    "url", ["redis://redis.data:6379/0?db=1&socket_timeout=5", "rediss://redis.data:6380/0"]
+    "url",
+    [
+        "redis://redis.data:6379/0?db=1&socket_timeout=5",
+        "rediss://redis.data:6380/0",
+        "redis://redis.data:6379/0?client_name=password",  # a value, not a name
+    ],
 )
 def test_a_redis_url_without_credentials_is_taken(chart: helm.Chart, url: str) -> None:
     """Query parameters other than credentials pass the externalRedis.url check."""
