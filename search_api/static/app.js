@@ -63,7 +63,12 @@ function problemText(response, data) {
     const wait = response.headers.get("Retry-After");
     return "Too many searches: try again" + (wait ? " in " + wait + " s." : " shortly.");
   }
-  if (response.status === 503) return "The search service is unavailable right now; try again.";
+  // a 503 names what failed in its detail (ncindex/errors.py public_reason: "Nextcloud is
+  // unavailable", "the vector store is unavailable"): a Nextcloud that is down is not ncindex
+  if (response.status === 503) {
+    const why = data && data.detail;
+    return "Search is unavailable right now" + (why ? ": " + why : "") + ". Try again shortly.";
+  }
   const detail = data && (data.detail || data.title);
   return detail || "Request failed";
 }

@@ -425,6 +425,31 @@ def test_rate_limited_state_is_said_plainly(
         running.close()
 
 
+def test_a_nextcloud_that_is_down_is_named(
+    tmp_path: Path, redis_url: str, model_dir: Path, browser: Browser
+) -> None:
+    """Nextcloud stops answering while ncindex runs (its credential cache off, so the next
+    search asks Nextcloud who the caller is): the search is refused 503 and the page says that
+    Nextcloud is what is unavailable — not that the search service is down — and no results."""
+    running = Deployment(tmp_path, redis_url, model_dir, NCINDEX_USER_CACHE_SECONDS="0")
+    try:
+        running.wait_indexed()
+        page = browser.new_context().new_page()
+        open_signed_in(page, running.url, "alice")
+        search(page, "brass fittings")
+        expect(page.locator("#results .title", has_text="plan.md")).to_have_count(1)
+        running.sim_server.close()  # Nextcloud is down; ncindex is not
+        with page.expect_response("**/v1/search") as answer:
+            page.locator("#go").click()
+        assert answer.value.status == 503
+        expect(page.locator("#status")).to_have_text(
+            "Search is unavailable right now: Nextcloud is unavailable. Try again shortly."
+        )
+        expect(page.locator("#results li")).to_have_count(0)
+    finally:
+        running.close()
+
+
 def sign_in_with_password(page: Page, user: str) -> None:
     page.get_by_label("User name").fill(user)
     page.get_by_label("App password").fill(PASSWORDS[user])
