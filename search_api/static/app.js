@@ -24,6 +24,9 @@ const PAGE = 10;
 const MAX_RESULTS = 100;
 const MAX_QUERY_CHARS = 1000; // POST /v1/search: query of 1-1000 characters (code points)
 let shownRequest = null; // the request whose answer is on screen: "More results" asks it again
+// The query box's text after a paste longer than the box holds, which the browser cut at its
+// maxlength without a word (a 2,000-character paragraph is searched by its first half).
+let cutQuery = null;
 // Lists, selects, numbers and dates change at every arrow key or typed date part: the search
 // waits until they rest, so that walking through the folder list is one search and one history
 // entry, not one per folder passed.
@@ -486,14 +489,21 @@ async function showMore() {
 
 // The answer to ``body`` on screen; "More results" under a full page (a short one was all the
 // search found).
+// The API's 100 results are the end of "More results" but not of what matches: said, with what
+// to do, and so is a pasted text the box had to cut (the search was of its beginning only).
 function show(body, data) {
   shownRequest = body;
   $("results").replaceChildren(...data.results.map(resultItem));
   $("more").hidden = data.results.length < body.limit || body.limit >= MAX_RESULTS;
-  if (!data.results.length) status("No results. Try other words or remove a filter.");
-  else if (data.degraded) status("Keyword results only: the semantic half of the search is unavailable right now.");
+  const cut = body.query === cutQuery
+    ? " Only the first " + MAX_QUERY_CHARS + " characters of the pasted text were searched." : "";
+  if (!data.results.length) status("No results. Try other words or remove a filter." + cut);
+  else if (data.degraded) status("Keyword results only: the semantic half of the search is unavailable right now." + cut);
+  else if (data.results.length >= MAX_RESULTS) {
+    status(data.results.length + " results, the most one search shows: add words or a filter to narrow it." + cut, false, true);
+  }
   // said in the live region too: a screen reader hears how the search ended, not "Searching…" alone
-  else status(data.results.length === 1 ? "1 result." : data.results.length + " results.", false, true);
+  else status((data.results.length === 1 ? "1 result." : data.results.length + " results.") + cut, false, true);
 }
 
 function resultItem(r) {
@@ -579,6 +589,13 @@ document.addEventListener("DOMContentLoaded", () => {
   $("sign-out").addEventListener("click", signOut);
   $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search(true); });
   $("more").addEventListener("click", showMore);
+  $("q").addEventListener("paste", (e) => {
+    const box = $("q");
+    // a one-line box drops the line breaks of what is pasted (HTML's value sanitization)
+    const pasted = e.clipboardData.getData("text/plain").replace(/[\r\n]/g, "");
+    const room = box.maxLength - box.value.length + (box.selectionEnd - box.selectionStart);
+    if (pasted.length > room) box.addEventListener("input", () => { cutQuery = box.value; }, { once: true });
+  });
   for (const id of ["folders", "tags", "fusion", "after", "before", "threshold"]) {
     $(id).addEventListener("change", searchWhenSettled);
   }

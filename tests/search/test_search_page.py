@@ -608,6 +608,10 @@ def test_more_results_asks_for_a_longer_page(deployment: Deployment, browser: Br
         more.click()
         expect(page.locator("#results li")).to_have_count(shown)
     expect(more).to_be_hidden()
+    # the end of "More results" is not the end of what matches: said, with what to do
+    expect(page.locator("#status")).to_have_text(
+        "100 results, the most one search shows: add words or a filter to narrow it."
+    )
     assert asked == [("everything", n) for n in range(10, 101, 10)]
 
     search(page, "tides")
@@ -834,6 +838,38 @@ def test_a_link_with_an_overlong_query_searches_what_the_box_would_hold(
     page.goto(deployment.url + "/?q=" + "%F0%9F%A7%AD" * 1200)  # 🧭: two UTF-16 units each
     expect(page.locator("#status")).to_have_text(re.compile("result"))
     assert len(list(page.locator("#q").input_value())) == 1000
+    context.close()
+
+
+def test_a_pasted_text_cut_by_the_box_is_said(deployment: Deployment, browser: Browser) -> None:
+    """A paragraph of 2,000 characters pasted into the query box: the box keeps its first
+    1,000 (its maxlength, the API's limit) and the page says only those were searched; a
+    short paste, or a search typed afresh, says nothing of it."""
+    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    expect(page.locator("#folders option", has_text="/Projects").first).to_be_attached()
+    paragraph = ("The lighthouse keeper polished the lens and oiled the brass fittings. " * 30)[
+        :2000
+    ]
+
+    def paste(text: str) -> None:
+        page.evaluate("(text) => navigator.clipboard.writeText(text)", text)
+        page.locator("#q").fill("")
+        page.locator("#q").focus()
+        page.keyboard.press("Control+V")
+
+    paste(paragraph)
+    assert page.locator("#q").input_value() == paragraph[:1000]
+    page.keyboard.press("Enter")
+    expect(page.locator("#status")).to_have_text(
+        re.compile(
+            r"^\d+ results?\. Only the first 1000 characters of the pasted text were searched\.$"
+        )
+    )
+    paste("brass fittings")
+    page.keyboard.press("Enter")
+    expect(page.locator("#status")).to_have_text(re.compile(r"^\d+ results?\.$"))
     context.close()
 
 
