@@ -444,6 +444,14 @@ async function search(push) {
     return;
   }
   const refuse = (text) => { $("results").replaceChildren(); status(text, true); };
+  // a date typed without its time (or half typed) has the value "" (HTML's datetime-local):
+  // searched so, the filter the user sees typed would be left out without a word. The form's
+  // own validation says so on Enter; a checkbox or list change searches past it.
+  const unfinished = ["after", "before"].find((id) => $(id).validity.badInput);
+  if (unfinished) {
+    refuse("Finish the date and time of “Modified " + unfinished + "”, or clear it.");
+    return;
+  }
   if ($("after").value && $("before").value && $("after").value >= $("before").value) {
     refuse("“Modified after” must be earlier than “Modified before”.");
     return;

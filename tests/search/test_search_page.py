@@ -1075,6 +1075,31 @@ def test_no_stale_count_and_no_silent_blank_search(
     context.close()
 
 
+def test_a_date_typed_without_its_time_is_not_left_out_silently(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A date typed into "After" without its time leaves the input's value empty (HTML's
+    datetime-local); a tick of a type then searched without the date the user sees, and said
+    nothing. The page asks for the time instead, and sends no search."""
+    context = browser.new_context(locale="en-US")
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    search(page, "lighthouse lens")
+    expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
+    page.locator("#after").click(position={"x": 12, "y": 10})  # its month part
+    page.keyboard.type("01012099")  # month, day, year: no time
+    assert page.locator("#after").input_value() == ""
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if r.url.endswith("/v1/search") else None)
+    page.get_by_label("Files").check()
+    expect(page.locator("#status")).to_have_text(
+        "Finish the date and time of “Modified after”, or clear it."
+    )
+    expect(page.locator("#results li")).to_have_count(0)
+    assert sent == []
+    context.close()
+
+
 def test_pressing_sign_in_again_while_waiting_opens_the_same_flow(
     deployment: Deployment, browser: Browser
 ) -> None:
