@@ -276,12 +276,15 @@ class WebDav:
         ``lib/public/Files/DavUtil.php`` ``getDavPermissions`` builds it from the permission
         bits (:meth:`FileTree.permissions`): ``S`` shared with the user, ``R`` share bit
         (resharing allowed), ``M`` mounted, ``G`` read, ``D`` delete, ``NV`` update, then ``W``
-        (a file, update) or ``CK`` (a folder, create)."""
+        (a file, update) or ``CK`` (a folder, create).
+
+        ``S`` and ``M`` exclude each other: ``lib/private/Files/FileInfo.php`` ``isShared`` is
+        "the mount is an ``ISharedMountPoint``" (a received share) and ``isMounted`` is
+        ``!$isHome && !$this->isShared()`` (an external storage or a group folder, neither
+        modelled here), so a node seen through a share is ``S`` without ``M``."""
         bits = self.tree.permissions(uid, node, allow_resharing=self.sim.allow_resharing)
-        received = node.owner != uid
-        letters = "S" if received else ""
+        letters = "S" if node.owner != uid else ""
         letters += "R" if bits & PERMISSION_SHARE else ""
-        letters += "M" if received else ""
         letters += "G" if bits & PERMISSION_READ else ""
         letters += "D" if bits & PERMISSION_DELETE else ""
         letters += "NV" if bits & PERMISSION_UPDATE else ""

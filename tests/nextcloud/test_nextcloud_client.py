@@ -79,7 +79,7 @@ def test_propfind_parses_the_reference_multistatus() -> None:
 
 @pytest.mark.parametrize(
     ("permissions", "readable"),
-    [("RGDNVW", True), ("SRMG", True), ("R", False), ("SRM", False), ("", True)],
+    [("RGDNVW", True), ("SRG", True), ("MG", True), ("R", False), ("SR", False), ("", True)],
 )
 def test_read_permission_is_the_g_letter(permissions: str, readable: bool) -> None:
     # no oc:permissions in the answer says nothing: it counts as readable

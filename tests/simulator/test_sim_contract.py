@@ -330,10 +330,12 @@ def test_permissions_follow_dav_util(sim, client) -> None:
 
     assert letters("alice", "/Own") == "RGDNVCK"
     assert letters("alice", "/Own/f.md") == "RGDNVW"
-    assert letters("bob", f"{rw}/f.md") == "SRMGDNVW"
-    assert letters("bob", f"{ro}/g.md") == "SMG"  # no R: the share has no share permission
+    # S without M: FileInfo::isMounted is !$isHome && !$this->isShared()
+    assert letters("bob", rw) == "SRGDNVCK"
+    assert letters("bob", f"{rw}/f.md") == "SRGDNVW"
+    assert letters("bob", f"{ro}/g.md") == "SG"  # no R: the share has no share permission
     sim.allow_resharing = False  # shareapi_allow_resharing = no
-    assert letters("bob", f"{rw}/f.md") == "SMGDNVW"
+    assert letters("bob", f"{rw}/f.md") == "SGDNVW"
     assert letters("alice", "/Own/f.md") == "RGDNVW"  # the owner keeps it
 
 

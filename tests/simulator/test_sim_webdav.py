@@ -311,7 +311,7 @@ def test_a_node_blocked_by_an_access_rule_is_listed_unreadable_and_refused(sim, 
     sim.block_access("alice", "/Secret")  # a folder rule covers what is below it
     for user, path, letters in (
         ("alice", "/Secret/plan.md", "R"),
-        ("bob", f"{mount}/plan.md", "SRM"),
+        ("bob", f"{mount}/plan.md", "SR"),
     ):
         base = f"/remote.php/dav/files/{user}"
         listed = client(user).request(
