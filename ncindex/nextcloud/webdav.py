@@ -7,6 +7,7 @@ status 404, which this parser ignores. Hrefs are URL-encoded per segment.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
@@ -33,12 +34,13 @@ _PROPS = (
     f"{{{OC}}}permissions",
     f"{{{NC}}}system-tags",
     f"{{{OC}}}owner-id",
+    f"{{{NC}}}share-attributes",
 )
 
 _PROP_XML = (
     "<d:prop><oc:fileid/><d:getetag/><d:getlastmodified/><d:getcontenttype/>"
     "<d:getcontentlength/><oc:size/><d:resourcetype/><oc:permissions/><nc:system-tags/>"
-    "<oc:owner-id/></d:prop>"
+    "<oc:owner-id/><nc:share-attributes/></d:prop>"
 )
 
 PROPFIND_BODY = (
@@ -54,7 +56,8 @@ class DavEntry:
     ``path`` is relative to the user's files root (``/Projects/spec.md``; ``/`` for the root),
     ``etag`` is unquoted, ``modified_at`` Unix seconds, ``size`` bytes (``oc:size``, recursive
     for folders), ``owner`` the owner's user id (``oc:owner-id``), ``tags`` the
-    system-tag names.
+    system-tag names, ``downloadable`` false when the share the user sees it through is
+    view-only (``nc:share-attributes``).
     """
 
     path: str
@@ -67,15 +70,19 @@ class DavEntry:
     permissions: str = ""
     owner: str | None = None
     tags: list[str] = field(default_factory=list)
+    downloadable: bool = True
 
     @property
     def readable(self) -> bool:
         """Whether the user may read the bytes: ``G`` is in ``oc:permissions`` (Nextcloud ≥ 25,
-        ``OCP\\Files\\DavUtil::getDavPermissions``). A file an admin's access-control rule
-        blocks (files_accesscontrol) is still listed, without ``G``, and its GET answers 404
-        (nextcloud/server ``apps/dav/lib/Connector/Sabre/File.php`` ``get``).
-        An answer without ``oc:permissions`` says nothing, and counts as readable."""
-        return not self.permissions or "G" in self.permissions
+        ``OCP\\Files\\DavUtil::getDavPermissions``) and the file is :attr:`downloadable`.
+        A file an admin's access-control rule blocks (files_accesscontrol) is still listed,
+        without ``G``, and its GET answers 404 (nextcloud/server
+        ``apps/dav/lib/Connector/Sabre/File.php`` ``get``); a file of a view-only share is
+        listed with ``G``, and its GET answers 403 (``apps/dav/lib/DAV/ViewOnlyPlugin.php``
+        ``checkViewOnly``): its text is not shown to that user. An answer without
+        ``oc:permissions`` says nothing, and counts as readable."""
+        return (not self.permissions or "G" in self.permissions) and self.downloadable
 
 
 def files_root(user: str) -> str:
@@ -299,6 +306,29 @@ def _entry(path: str, props: dict[str, Element]) -> DavEntry:
             permissions=text(f"{{{OC}}}permissions") or "",
             owner=text(f"{{{OC}}}owner-id"),
             tags=sorted(tags),
+            downloadable=_downloadable(text(f"{{{NC}}}share-attributes")),
         )
     except (TypeError, ValueError) as exc:
         raise NextcloudProtocolError(f"bad WebDAV property for {path}: {exc}") from exc
+
+
+def _downloadable(attributes: str | None) -> bool:
+    """Whether ``nc:share-attributes`` (``FilesPlugin::handleGetProperties``:
+    ``json_encode(Node::getShareAttributes())``, the ``IAttributes::toArray`` list
+    ``[{"scope", "key", "value"}]`` of the share a node is seen through, ``[]`` otherwise;
+    ``None``: not in the answer) lets the user download the file: not when the
+    ``permissions``/``download`` attribute is set and false, the test of nextcloud/server
+    ``apps/dav/lib/DAV/ViewOnlyPlugin.php`` ``checkViewOnly`` (``$canDownload !== null &&
+    !$canDownload``). Raises ``ValueError`` for a value that is not such a JSON list."""
+    if attributes is None:
+        return True
+    decoded = json.loads(attributes)
+    if not isinstance(decoded, list):
+        raise ValueError(f"nc:share-attributes is not a list: {attributes!r}")
+    for item in decoded:
+        if not isinstance(item, dict):
+            raise ValueError(f"nc:share-attributes item is not an object: {item!r}")
+        if item.get("scope") == "permissions" and item.get("key") == "download":
+            value = item.get("value")
+            return value is None or value not in (False, 0, "", "0", [], {})
+    return True

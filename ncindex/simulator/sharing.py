@@ -11,7 +11,11 @@ Follows nextcloud/server ``apps/files_sharing/lib/Controller/ShareAPIController.
   ``DELETE /shares/{id}`` (``deleteShare``: empty data).
 * Refusals are ``OCSNotFoundException`` (OCS 404) with the controller's messages: "Please
   specify a file or folder path", "Wrong path, file/folder does not exist", "Please specify a
-  valid user", "Invalid permissions", "Wrong share ID, share does not exist"; a share type
+  valid user", "Invalid permissions", "Wrong share ID, share does not exist", and OCS 400
+  'Invalid share attributes provided: "…"' (``setShareAttributes``: ``attributes``, a JSON
+  list of ``{"scope", "key", "value"}``, given to ``createShare`` or ``updateShare``; an
+  element without ``scope`` or ``key`` gets the same answer here, a guess: PHP would fail
+  on the missing index); a share type
   the simulator does not model (groups, links, federation…) is OCS 400 "Unknown share type"
   (the controller's last branch); sharing disabled (``shareapi_enabled``) is OCS 404 "Share
   API is disabled" — both from memory of the controller, not re-read.
@@ -25,9 +29,10 @@ No event fires for any of this (share events are not webhook-compatible).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from werkzeug.wrappers import Request, Response
 
@@ -113,11 +118,16 @@ class SharingApi:
             if share is not None and method == "GET":
                 return respond([self.format(uid, share)])
             if share is not None and method == "PUT":
+                attributes = _attributes(params)
+                if attributes is False:
+                    return respond([], 400, _bad_attributes(params))
                 if "permissions" in params:
                     permissions = _int(params["permissions"])
                     if permissions is None or not 0 <= permissions <= PERMISSION_ALL:
                         return respond([], 400, "Invalid permissions")
                     share.set_permissions(permissions)
+                if attributes is not None:
+                    share.attributes = attributes
                 return respond(self.format(uid, share))
             if share is not None and method == "DELETE":
                 self.sim.tree.shares = [s for s in self.sim.tree.shares if s is not share]
@@ -171,8 +181,13 @@ class SharingApi:
             return respond([], 404, "Please specify a valid user")
         if node.owner != uid:
             return respond([], 404, "Wrong path, file/folder does not exist")
+        attributes = _attributes(params)
+        if attributes is False:
+            return respond([], 400, _bad_attributes(params))
         try:
-            share = self.sim.tree.share(uid, str(path), sharee, permissions=permissions)
+            share = self.sim.tree.share(
+                uid, str(path), sharee, permissions=permissions, attributes=attributes
+            )
         except StateError as exc:
             return respond([], 403, str(exc))
         return respond(self.format(uid, share))
@@ -225,8 +240,38 @@ class SharingApi:
             "status": [],
             "mail_send": 0,
             "hide_download": 0,
-            "attributes": None,
+            # formatShare: (string) json_encode($attributes->toArray()), or null
+            "attributes": (
+                None
+                if share.attributes is None
+                else json.dumps(share.attributes, separators=(",", ":"))
+            ),
         }
+
+
+def _attributes(params: dict[str, Any]) -> list[dict[str, Any]] | Literal[False] | None:
+    """The ``attributes`` parameter as ``ShareAPIController::setShareAttributes`` reads it
+    (``json_decode`` to a list of ``{"scope", "key", "value"}``): ``None`` when absent,
+    ``False`` when it is not such a list."""
+    if "attributes" not in params:
+        return None
+    try:
+        decoded = json.loads(str(params["attributes"]))
+    except ValueError:
+        return False
+    if not isinstance(decoded, list):
+        return False
+    out = []
+    for item in decoded:
+        if not isinstance(item, dict) or not {"scope", "key"} <= item.keys():
+            return False
+        out.append({"scope": item["scope"], "key": item["key"], "value": item.get("value")})
+    return out
+
+
+def _bad_attributes(params: dict[str, Any]) -> str:
+    """``setShareAttributes``' refusal of the ``attributes`` parameter."""
+    return f'Invalid share attributes provided: "{params["attributes"]}"'
 
 
 def _int(value: Any) -> int | None:

@@ -372,14 +372,24 @@ class NextcloudSimulator:
         *,
         readonly: bool = False,
         permissions: int | None = None,
+        attributes: list[dict[str, Any]] | None = None,
     ) -> str:
         """Share a file or folder with ``sharee`` (same ids); no event. Returns the mount path.
+        Sharing it again with the same user updates the share.
 
         ``permissions`` are ``OCP\\Constants::PERMISSION_*`` bits (default all; read + share
-        when ``readonly``)."""
+        when ``readonly``); ``attributes`` the share's attributes as
+        ``IAttributes::toArray`` lists them (``[{"scope": "permissions", "key": "download",
+        "value": False}]``: a view-only share, whose bytes WebDAV refuses to the sharee)."""
         with self.lock:
             share = self.tree.share(
-                owner, path, sharee, mount_path, readonly=readonly, permissions=permissions
+                owner,
+                path,
+                sharee,
+                mount_path,
+                readonly=readonly,
+                permissions=permissions,
+                attributes=attributes,
             )
             return share.mount_path
 

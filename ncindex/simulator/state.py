@@ -221,7 +221,10 @@ class Node:
 class Share:
     """A user share: ``node`` of ``owner`` mounted for ``sharee`` at ``mount_path``, with
     ``permissions`` as the OCS API stores them (``OCP\\Constants::PERMISSION_*`` bits: read 1,
-    update 2, create 4, delete 8, share 16; a file share never has create or delete)."""
+    update 2, create 4, delete 8, share 16; a file share never has create or delete), and
+    ``attributes`` as ``IAttributes::toArray`` gives them (nextcloud/server
+    ``lib/private/Share20/ShareAttributes.php``: ``[{"scope", "key", "value"}, ...]``;
+    ``None``: the share has none)."""
 
     id: int
     owner: str
@@ -231,6 +234,19 @@ class Share:
     readonly: bool = False
     created: int = 0
     permissions: int = 31
+    attributes: list[dict[str, Any]] | None = None
+
+    @property
+    def download_refused(self) -> bool:
+        """Whether the share is view-only: its ``permissions``/``download`` attribute is set
+        and false (nextcloud/server ``apps/dav/lib/DAV/ViewOnlyPlugin.php``
+        ``checkViewOnly``: ``$canDownload !== null && !$canDownload``; PHP's falsiness is
+        taken as Python's, which differs only for the string ``"0"``)."""
+        for attribute in self.attributes or []:
+            if attribute.get("scope") == "permissions" and attribute.get("key") == "download":
+                value = attribute.get("value")
+                return value is not None and not value
+        return False
 
     def set_permissions(self, permissions: int | None) -> None:
         """Store ``permissions`` (None: all, or read + share when read-only) as
@@ -997,11 +1013,13 @@ class FileTree:
         *,
         readonly: bool = False,
         permissions: int | None = None,
+        attributes: list[dict[str, Any]] | None = None,
     ) -> Share:
         """Share ``owner``'s node at ``path`` with ``sharee``; no event (like Nextcloud).
 
         ``permissions`` are ``PERMISSION_*`` bits (default: all, or read + share when
-        ``readonly``).
+        ``readonly``); ``attributes`` are :attr:`Share.attributes`. Sharing a node again with
+        the same user updates the share (permissions and attributes), as ``updateShare``.
 
         The mount path defaults to ``/<name>``; a clash gets `` (2)``, `` (3)``… Missing parent
         folders of the mount path are created silently in the sharee's home.
@@ -1016,6 +1034,7 @@ class FileTree:
             if share.node is node and share.sharee == sharee:
                 share.readonly = readonly
                 share.set_permissions(permissions)
+                share.attributes = attributes
                 return share
         base = norm_path(mount_path or "/" + node.name)
         parent_path = posixpath.dirname(base)
@@ -1038,6 +1057,7 @@ class FileTree:
             self._next_share_id, node.owner, node, sharee, candidate, readonly, self.now()
         )
         share.set_permissions(permissions)
+        share.attributes = attributes
         self._next_share_id += 1
         self.shares.append(share)
         self._touch_mount_parent(share)

@@ -10,6 +10,7 @@ errors are Sabre's ``d:error`` XML.
 from __future__ import annotations
 
 import email.utils
+import json
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -366,6 +367,14 @@ class WebDav:
             return text(0)
         if name == clark(NC, "upload_time"):
             return text(node.created)
+        if name == clark(NC, "share-attributes"):
+            # apps/dav/lib/Connector/Sabre/FilesPlugin.php handleGetProperties:
+            # json_encode(Node::getShareAttributes()) — the attributes of the share the node
+            # is seen through (IAttributes::toArray), [] for one's own node or a share
+            # without attributes
+            share = tree.share_for(uid, node)
+            attributes = (share.attributes if share is not None else None) or []
+            return text(json.dumps(attributes, separators=(",", ":")))
         if name == clark(NC, "system-tags"):
             return lambda el: self.sim.tags.fill_prop(el, uid, node)
         return None
@@ -480,6 +489,17 @@ class WebDav:
                 "NotImplemented",
                 "There was no plugin in the system that was willing to handle this GET method. "
                 "Enable the Browser plugin to get a better result here.",
+            )
+        share = self.tree.share_for(uid, node)
+        if share is not None and share.download_refused:
+            # apps/dav/lib/DAV/ViewOnlyPlugin.php checkViewOnly, on method:GET before Sabre's
+            # httpGet (so before File::get's 404 below): a file of a share whose download
+            # attribute is false. A HEAD is refused too: sabre/dav CorePlugin::httpHead sends
+            # a GET sub-request (from memory of sabre/dav, not re-read)
+            return dav_error(
+                403,
+                "OCA\\DAV\\Connector\\Sabre\\Exception\\Forbidden",
+                "Access to this resource has been denied because it is in view-only mode.",
             )
         if self.tree.is_blocked(node):
             # apps/dav/lib/Connector/Sabre/File.php get(): "if (!$this->info->isReadable())

@@ -16,7 +16,7 @@ from ncindex.errors import (
     TooLarge,
 )
 from ncindex.nextcloud.client import NextcloudClient, make_http
-from ncindex.nextcloud.webdav import DavEntry
+from ncindex.nextcloud.webdav import DavEntry, parse_multistatus
 from ncindex.settings import Settings
 
 MULTISTATUS = b"""<?xml version="1.0"?>
@@ -85,6 +85,41 @@ def test_read_permission_is_the_g_letter(permissions: str, readable: bool) -> No
     # no oc:permissions in the answer says nothing: it counts as readable
     entry = DavEntry("/a.md", 7, "e1", 0, False, permissions=permissions)
     assert entry.readable is readable
+
+
+@pytest.mark.parametrize(
+    ("attributes", "readable"),
+    [
+        ('[{"scope":"permissions","key":"download","value":false}]', False),
+        ('[{"scope":"permissions","key":"download","value":true}]', True),
+        ("[]", True),
+        (None, True),
+    ],
+)
+def test_a_view_only_share_is_not_readable(attributes: str | None, readable: bool) -> None:
+    # nc:share-attributes (FilesPlugin: json_encode(getShareAttributes())); ViewOnlyPlugin
+    # refuses the bytes when permissions/download is false
+    prop = "" if attributes is None else f"<nc:share-attributes>{attributes}</nc:share-attributes>"
+    body = (
+        '<?xml version="1.0"?><d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"'
+        ' xmlns:nc="http://nextcloud.org/ns"><d:response>'
+        "<d:href>/remote.php/dav/files/bob/a.md</d:href><d:propstat><d:prop>"
+        f"<oc:fileid>7</oc:fileid><oc:permissions>SRGDNVW</oc:permissions>{prop}"
+        "</d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response></d:multistatus>"
+    )
+    (entry,) = parse_multistatus(body.encode(), "bob")
+    assert entry.readable is readable
+
+
+def test_share_attributes_that_are_not_a_list_are_a_protocol_error() -> None:
+    body = (
+        '<?xml version="1.0"?><d:multistatus xmlns:d="DAV:" xmlns:nc="http://nextcloud.org/ns">'
+        "<d:response><d:href>/remote.php/dav/files/bob/a.md</d:href><d:propstat><d:prop>"
+        "<nc:share-attributes>{</nc:share-attributes>"
+        "</d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response></d:multistatus>"
+    )
+    with pytest.raises(NextcloudProtocolError):
+        parse_multistatus(body.encode(), "bob")
 
 
 def test_search_by_id_with_empty_multistatus_is_not_found() -> None:

@@ -76,6 +76,32 @@ def test_unshared_document_is_never_returned_and_loses_the_user(stack: Stack) ->
     assert stack.found("alice", "lighthouse lens", key)  # alice keeps it
 
 
+def test_a_view_only_share_never_shows_its_text_to_the_sharee(stack: Stack) -> None:
+    from ncindex.ingest.queueing import celery_app
+
+    file_id = stack.sim.put_file(
+        "alice", "/Projects/Lighthouse/plan.md", DOCS["/Projects/Lighthouse/plan.md"][0]
+    )
+    stack.sim.flush_deliveries(timeout=5)
+    key = f"file:{file_id}"
+    wait_until(lambda: stack.points(key), 30)
+    stack.sim.share("alice", "/Projects/Lighthouse", "bob")
+    celery_app(stack.settings).send_task(
+        "ncindex.index_node", kwargs={"user": "bob", "file_id": file_id}, queue="index"
+    )
+    wait_until(lambda: "user:bob" in stack.points(key)[0].payload["acl"], 15)
+    assert stack.found("bob", "lighthouse lens", key)
+
+    # the share made view-only (no event, no new etag): Nextcloud still lists the file to bob
+    # with G, and refuses him its bytes (ViewOnlyPlugin: 403), so its text is not his to read
+    view_only = [{"scope": "permissions", "key": "download", "value": False}]
+    stack.sim.share("alice", "/Projects/Lighthouse", "bob", attributes=view_only)
+    body = stack.search_as("bob", "lighthouse lens")
+    assert key not in keys_of(body) and body["verification"]["dropped"] == 1
+    wait_until(lambda: "user:bob" not in stack.points(key)[0].payload["acl"], 15)
+    assert stack.found("alice", "lighthouse lens", key)  # the owner keeps it
+
+
 def test_documents_an_access_rule_blocks_are_dropped_and_leave_the_index(stack: Stack) -> None:
     ids = {}
     for path in ("/Projects/Lighthouse/plan.md", "/Notes/Lighthouse.md"):

@@ -17,6 +17,8 @@ from sim_support import DAV_NS, OCS_JSON, PASSWORDS, WEBHOOKS
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
 TRASHBIN = "OCA\\Files_Trashbin\\Events\\"
 TAG = "OCP\\SystemTag\\TagAssignedEvent"
 CARD = "OCA\\Deck\\Event\\CardUpdatedEvent"
@@ -409,6 +411,50 @@ def test_sharing_api_create_list_get_delete_and_refusals(sim, client) -> None:
     gone = alice.get(f"{base}/{share['id']}", headers=OCS_JSON)
     assert gone.status_code == 404
     assert gone.json()["ocs"]["meta"]["message"] == "Wrong share ID, share does not exist"
+
+
+def test_a_view_only_share_is_listed_readable_and_its_bytes_refused(sim, client) -> None:
+    sim.put_file("alice", "/Proj/a.md", b"a")
+    alice, bob = client("alice"), client("bob")
+    base = "/ocs/v2.php/apps/files_sharing/api/v1/shares"
+    view_only = '[{"scope":"permissions","key":"download","value":false}]'
+    made = alice.post(
+        base,
+        json={"path": "/Proj", "shareType": 0, "shareWith": "bob", "attributes": view_only},
+        headers=OCS_JSON,
+    )
+    assert made.status_code == 200, made.text
+    assert made.json()["ocs"]["data"]["attributes"] == view_only  # formatShare: json_encode
+    prop = (
+        b'<?xml version="1.0"?><d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"'
+        b' xmlns:nc="http://nextcloud.org/ns"><d:prop><oc:permissions/><nc:share-attributes/>'
+        b"</d:prop></d:propfind>"
+    )
+    for user, attributes in (("bob", view_only), ("alice", "[]")):
+        listed = client(user).request(
+            "PROPFIND",
+            f"/remote.php/dav/files/{user}/Proj/a.md",
+            headers={"Depth": "0"},
+            content=prop,
+        )
+        root = etree.fromstring(listed.content)
+        assert "G" in root.findtext(".//oc:permissions", namespaces=DAV_NS)
+        found = root.findtext(".//{http://nextcloud.org/ns}share-attributes")
+        assert found == attributes  # FilesPlugin: json_encode(Node::getShareAttributes())
+    refused = bob.get("/remote.php/dav/files/bob/Proj/a.md")  # ViewOnlyPlugin::checkViewOnly
+    assert refused.status_code == 403
+    sabre = {"s": "http://sabredav.org/ns"}
+    root = etree.fromstring(refused.content)
+    assert root.findtext("s:exception", namespaces=sabre).endswith("Sabre\\Exception\\Forbidden")
+    assert alice.get("/remote.php/dav/files/alice/Proj/a.md").content == b"a"
+    share_id = made.json()["ocs"]["data"]["id"]
+    bad = alice.put(f"{base}/{share_id}", json={"attributes": "{"}, headers=OCS_JSON)
+    assert bad.status_code == 400
+    assert bad.json()["ocs"]["meta"]["message"] == 'Invalid share attributes provided: "{"'
+    downloadable = '[{"scope":"permissions","key":"download","value":true}]'
+    put = alice.put(f"{base}/{share_id}", json={"attributes": downloadable}, headers=OCS_JSON)
+    assert put.json()["ocs"]["data"]["attributes"] == downloadable
+    assert bob.get("/remote.php/dav/files/bob/Proj/a.md").content == b"a"
 
 
 def test_user_status_of_the_current_user(sim, client) -> None:
