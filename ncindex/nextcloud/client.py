@@ -379,7 +379,9 @@ class NextcloudClient:
 
     def find_by_id(self, file_id: int) -> DavEntry:
         """WebDAV SEARCH for ``file_id`` in this user's view (reference §3.4); raises
-        ``NotFound`` when the user cannot see it (Nextcloud answers an empty multistatus)."""
+        ``NotFound`` when the user cannot see it (Nextcloud answers an empty multistatus). Of
+        several entries (a file the user reaches through several mounts), the first one
+        :func:`readable <ncindex.nextcloud.webdav.preferred>` wins."""
         user = self._me()
         response = self.request(
             "SEARCH",
@@ -392,18 +394,19 @@ class NextcloudClient:
         ]
         if not entries:
             raise NotFound(f"file {file_id} is not visible to {user}")
-        return entries[0]
+        return webdav.preferred(entries)
 
     def find_by_ids(self, file_ids: Sequence[int]) -> dict[int, DavEntry]:
         """File id → entry of each of ``file_ids`` this user can see, by WebDAV SEARCH (one
         request per :data:`~ncindex.nextcloud.webdav.MAX_FILEIDS_PER_SEARCH` ids, their
         ``oc:fileid`` equalities inside ``d:or``); an id the user cannot see is absent, as
         nextcloud/server ``apps/dav/lib/Files/FileSearchBackend.php`` ``search`` answers only
-        the caller's view."""
+        the caller's view. An id answered several times (through several mounts) is
+        :func:`~ncindex.nextcloud.webdav.preferred`'s pick of its entries."""
         user = self._me()
         wanted = list(dict.fromkeys(int(i) for i in file_ids))
         asked = set(wanted)
-        found: dict[int, DavEntry] = {}
+        found: dict[int, list[DavEntry]] = {}
         for start in range(0, len(wanted), webdav.MAX_FILEIDS_PER_SEARCH):
             response = self.request(
                 "SEARCH",
@@ -415,8 +418,8 @@ class NextcloudClient:
             )
             for entry in webdav.parse_multistatus(response.content, user, self.web_root):
                 if entry.file_id is not None and entry.file_id in asked:
-                    found.setdefault(entry.file_id, entry)
-        return found
+                    found.setdefault(entry.file_id, []).append(entry)
+        return {file_id: webdav.preferred(entries) for file_id, entries in found.items()}
 
     def system_tags(self, *, timeout: float | None = None) -> dict[int, str]:
         """The system tags this user can see: id → name (``PROPFIND

@@ -85,6 +85,17 @@ class DavEntry:
         return (not self.permissions or "G" in self.permissions) and self.downloadable
 
 
+def preferred(entries: Sequence[DavEntry]) -> DavEntry:
+    """Of the entries one file id answers with (a file the user reaches through several
+    mounts, a folder share and a share of the file in it, say: each mount has its own
+    permissions and share attributes, ``lib/private/Files/FileInfo.php`` ``getPermissions``,
+    ``apps/dav/lib/DAV/ViewOnlyPlugin.php`` ``checkViewOnly``), the first :attr:`readable
+    <DavEntry.readable>` one, else the first: the user can read the file when any of its
+    paths lets them, and its bytes are fetched through that path. Raises ``IndexError`` for
+    no entries."""
+    return next((e for e in entries if e.readable), entries[0])
+
+
 def files_root(user: str) -> str:
     """The WebDAV path of ``user``'s files root: ``/remote.php/dav/files/{user}``."""
     return f"/remote.php/dav/files/{quote(user, safe='')}"

@@ -142,6 +142,29 @@ def test_search_by_id_sends_an_rfc5323_query_for_oc_fileid() -> None:
     assert "<d:href>/files/alice</d:href>" in bodies[0]
 
 
+def test_a_file_reached_through_two_mounts_is_read_through_the_one_that_allows_it() -> None:
+    # alice sees bob's file in his folder shared with her view-only and through a share of
+    # the file itself: one SEARCH entry per mount, each with its own share attributes
+    def response(path: str, attributes: str) -> str:
+        return (
+            f"<d:response><d:href>/remote.php/dav/files/alice{path}</d:href><d:propstat>"
+            f"<d:prop><oc:fileid>7</oc:fileid><oc:permissions>SG</oc:permissions>"
+            f"<nc:share-attributes>{attributes}</nc:share-attributes></d:prop>"
+            "<d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>"
+        )
+
+    view_only = '[{"scope":"permissions","key":"download","value":false}]'
+    body = (
+        '<?xml version="1.0"?><d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"'
+        ' xmlns:nc="http://nextcloud.org/ns">'
+        f"{response('/P/a.md', view_only)}{response('/a.md', '[]')}</d:multistatus>"
+    ).encode()
+    client = client_for(lambda r: httpx.Response(207, content=body))
+    one = client.find_by_id(7)
+    assert (one.path, one.readable) == ("/a.md", True)
+    assert client.find_by_ids([7])[7] == one
+
+
 @pytest.mark.parametrize(
     ("status", "error"),
     [
