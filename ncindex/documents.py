@@ -57,13 +57,15 @@ class SourceDocument:
 
     ``modified_at`` is Unix seconds; ``size`` is bytes; ``path`` is the document's path in
     ``user``'s view (files and notes) or ``None``; ``text`` is the extracted plain text;
-    ``markdown`` says whether that text is markdown (the chunker then splits on its headings,
+    ``owner`` is the owner's user id, ``None`` for a file no user owns (a group folder's,
+    :attr:`~ncindex.nextcloud.webdav.DavEntry.mounted`); ``markdown`` says whether that
+    text is markdown (the chunker then splits on its headings,
     lists and code blocks; it is not stored); ``extra`` holds the doc type's own payload fields.
     """
 
     ref: DocRef
     user: str
-    owner: str
+    owner: str | None
     title: str
     text: str
     etag: str

@@ -48,8 +48,11 @@ class Access:
     def remove(self, user: str, ref: DocRef, *, lost: str | None = GONE) -> bool:
         """Take ``user`` out of ``ref``'s ``acl`` and paths; delete the document when no
         principal is left or when ``user`` owns the file or note (the owner's deletion ends
-        every share). A Deck card's ``owner`` is who wrote it, not whose board holds it: one
-        who lost the board (left it, was unshared) leaves the others their access.
+        every share; a group folder's file has no owner,
+        :attr:`~ncindex.nextcloud.webdav.DavEntry.mounted`, so a member who leaves takes
+        only their own access). A Deck card's ``owner`` is who wrote it, not whose board
+        holds it: one who lost the board (left it, was unshared) leaves the others their
+        access.
         Returns whether anything changed.
 
         ``lost`` says why: :data:`GONE` or ``UNREADABLE`` (Nextcloud's answer; the loss is

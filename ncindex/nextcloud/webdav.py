@@ -73,6 +73,16 @@ class DavEntry:
     downloadable: bool = True
 
     @property
+    def mounted(self) -> bool:
+        """Whether the file lies on a mounted storage (``M`` in ``oc:permissions``: a group
+        folder or an external storage, ``lib/private/Files/FileInfo.php`` ``isMounted``), where
+        no user owns it and ``oc:owner-id`` names whoever looks: nextcloud/groupfolders
+        ``lib/Mount/GroupFolderStorage.php`` ``getOwner`` answers the mount's user (the
+        session's otherwise); an external storage's ``Common::getOwner`` the session's user
+        (from memory, not re-read)."""
+        return "M" in self.permissions
+
+    @property
     def readable(self) -> bool:
         """Whether the user may read the bytes: ``G`` is in ``oc:permissions`` (Nextcloud ≥ 25,
         ``OCP\\Files\\DavUtil::getDavPermissions``) and the file is :attr:`downloadable`.

@@ -140,6 +140,8 @@ class SharingApi:
         """The share ``share_id`` if ``uid`` may access it (``canAccessShare``: its owner or
         its recipient)."""
         for share in self.sim.tree.shares:
+            if share.kind != "user":
+                continue  # a group folder's mount is no share of files_sharing
             if share.id == share_id and uid in (share.owner, share.sharee):
                 return share
         return None
@@ -151,7 +153,7 @@ class SharingApi:
         node = tree.resolve(uid, str(params["path"])) if params.get("path") else None
         out = []
         for share in tree.shares:
-            if node is not None and share.node is not node:
+            if share.kind != "user" or (node is not None and share.node is not node):
                 continue
             if with_me:
                 keep = share.sharee == uid

@@ -393,6 +393,13 @@ class NextcloudSimulator:
             )
             return share.mount_path
 
+    def group_folder(self, name: str, members: list[str]) -> None:
+        """Create the group folder ``name`` or set its members: mounted at ``/{name}`` for
+        each of them, the others lose it; no event
+        (:meth:`~ncindex.simulator.state.FileTree.group_folder`)."""
+        with self.lock:
+            self.tree.group_folder(name, members)
+
     def unshare(self, owner: str, path: str, sharee: str) -> bool:
         """Remove a share; no event. True when a share was removed."""
         with self.lock:

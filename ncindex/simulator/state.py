@@ -235,6 +235,9 @@ class Share:
     created: int = 0
     permissions: int = 31
     attributes: list[dict[str, Any]] | None = None
+    #: ``"user"`` (files_sharing) or ``"groupfolder"``: a group folder's mount for a member
+    #: (:meth:`FileTree.group_folder`), listed by no sharing API
+    kind: str = "user"
 
     @property
     def download_refused(self) -> bool:
@@ -1031,7 +1034,7 @@ class FileTree:
         if sharee == owner:
             raise ForbiddenError("You cannot share to yourself")
         for share in self.shares:
-            if share.node is node and share.sharee == sharee:
+            if share.node is node and share.sharee == sharee and share.kind == "user":
                 share.readonly = readonly
                 share.set_permissions(permissions)
                 share.attributes = attributes
@@ -1062,6 +1065,56 @@ class FileTree:
         self.shares.append(share)
         self._touch_mount_parent(share)
         return share
+
+    def group_folder(self, name: str, members: list[str]) -> Node:
+        """The group folder ``name`` (nextcloud/groupfolders), created on first call in a
+        storage of its own (a home of the pseudo-user ``__groupfolder_{name}``, in no user
+        list), mounted at ``/{name}`` for each of ``members`` (every permission; no ACL
+        rules); a member not listed again loses the mount. Returns its folder node.
+
+        As the app serves it: ``lib/Mount/MountProvider.php`` mounts it at the folder's
+        mount point in each member's files, a ``GroupMountPoint`` (``getMountType``:
+        ``group``), neither home nor ``ISharedMountPoint``, so ``oc:permissions`` carry
+        ``M`` and not ``S`` (``FileInfo::isMounted``); ``lib/Mount/GroupFolderStorage.php``
+        ``getOwner`` is the mount's user, so ``oc:owner-id`` is whoever looks. No event
+        fires for membership changes (group membership events are not the files' events).
+        Quota, trash bin, versions and ACL rules of the app are not modelled."""
+        storage = f"__groupfolder_{name}"
+        if storage not in self.homes:
+            home = self._new_node("", True, storage)
+            home.is_home = True
+            self.homes[storage] = home
+            self.trash[storage] = []
+            folder = self._new_node(name, True, storage)
+            folder.parent = home
+            home.children[name] = folder
+        node = self.homes[storage].children[name]
+        mount = norm_path("/" + name)
+        kept = []
+        for share in self.shares:
+            if share.kind == "groupfolder" and share.node is node and share.sharee not in members:
+                self._touch_mount_parent(share)
+                continue
+            kept.append(share)
+        self.shares = kept
+        have = {s.sharee for s in self.shares if s.kind == "groupfolder" and s.node is node}
+        for uid in members:
+            self.user(uid)
+            if uid in have:
+                continue
+            share = Share(
+                self._next_share_id,
+                storage,
+                node,
+                uid,
+                mount,
+                created=self.now(),
+                kind="groupfolder",
+            )
+            self._next_share_id += 1
+            self.shares.append(share)
+            self._touch_mount_parent(share)
+        return node
 
     def unshare(self, owner: str, path: str, sharee: str) -> bool:
         """Remove the share of ``owner``'s node at ``path`` with ``sharee``; no event.

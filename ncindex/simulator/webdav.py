@@ -282,10 +282,14 @@ class WebDav:
         ``S`` and ``M`` exclude each other: ``lib/private/Files/FileInfo.php`` ``isShared`` is
         "the mount is an ``ISharedMountPoint``" (a received share) and ``isMounted`` is
         ``!$isHome && !$this->isShared()`` (an external storage or a group folder, neither
-        modelled here), so a node seen through a share is ``S`` without ``M``."""
+        modelled here but for group folders, :meth:`FileTree.group_folder`), so a node seen
+        through a share is ``S`` without ``M``, one in a group folder ``M`` without ``S``."""
         bits = self.tree.permissions(uid, node, allow_resharing=self.sim.allow_resharing)
-        letters = "S" if node.owner != uid else ""
+        share = self.tree.share_for(uid, node)
+        group = share is not None and share.kind == "groupfolder"
+        letters = "S" if share is not None and not group else ""
         letters += "R" if bits & PERMISSION_SHARE else ""
+        letters += "M" if group else ""
         letters += "G" if bits & PERMISSION_READ else ""
         letters += "D" if bits & PERMISSION_DELETE else ""
         letters += "NV" if bits & PERMISSION_UPDATE else ""
@@ -294,6 +298,13 @@ class WebDav:
         else:
             letters += "W" if bits & PERMISSION_UPDATE else ""
         return letters
+
+    def owner(self, uid: str, node: Node) -> str:
+        """``oc:owner-id`` of ``node`` for ``uid``: the owner of its storage, but ``uid``
+        in a group folder (nextcloud/groupfolders ``lib/Mount/GroupFolderStorage.php``
+        ``getOwner``: the mount's user)."""
+        share = self.tree.share_for(uid, node)
+        return uid if share is not None and share.kind == "groupfolder" else node.owner
 
     def prop(
         self, uid: str, path: str, node: Node, name: str
@@ -343,9 +354,9 @@ class WebDav:
         if name == clark(OC, "favorite"):
             return text(1 if uid in node.favorite_of else 0)
         if name == clark(OC, "owner-id"):
-            return text(node.owner)
+            return text(self.owner(uid, node))
         if name == clark(OC, "owner-display-name"):
-            return text(tree.users[node.owner].display_name)
+            return text(tree.users[self.owner(uid, node)].display_name)
         if name == clark(OC, "share-types"):
             types = tree.share_types(uid, node)
 
@@ -360,7 +371,10 @@ class WebDav:
             previewable = not node.is_dir and node.mime.startswith(("image/", "application/pdf"))
             return text("true" if previewable else "false")
         if name == clark(NC, "mount-type"):
-            return text("shared" if node.owner != uid else "")
+            share = tree.share_for(uid, node)
+            if share is None:
+                return text("")
+            return text("group" if share.kind == "groupfolder" else "shared")
         if name == clark(NC, "is-encrypted"):
             return text(0)
         if name == clark(NC, "creation_time"):
@@ -374,6 +388,7 @@ class WebDav:
             # without attributes
             share = tree.share_for(uid, node)
             attributes = (share.attributes if share is not None else None) or []
+            # a group folder's storage is no ISharedStorage: [] (attributes are never set)
             return text(json.dumps(attributes, separators=(",", ":")))
         if name == clark(NC, "system-tags"):
             return lambda el: self.sim.tags.fill_prop(el, uid, node)

@@ -248,7 +248,7 @@ class FileSource(VerifiedByWebDav, Source):
             SourceDocument(
                 ref=ref,
                 user=user,
-                owner=entry.owner or user,
+                owner=None if entry.mounted else entry.owner or user,
                 title=posixpath.basename(entry.path),
                 text=extracted.text,
                 etag=entry.etag,

@@ -218,7 +218,7 @@ class NoteSource(VerifiedByWebDav, Source):
             SourceDocument(
                 ref=ref,
                 user=user,
-                owner=entry.owner or user,
+                owner=None if entry.mounted else entry.owner or user,
                 title=note.title,
                 text=note.content[: ctx.settings.max_document_chars],
                 etag=note.etag,

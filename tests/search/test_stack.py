@@ -102,6 +102,28 @@ def test_a_view_only_share_never_shows_its_text_to_the_sharee(stack: Stack) -> N
     assert stack.found("alice", "lighthouse lens", key)  # the owner keeps it
 
 
+def test_a_member_leaving_a_group_folder_leaves_the_others_its_files(stack: Stack) -> None:
+    from ncindex.ingest.queueing import celery_app
+
+    stack.sim.group_folder("Team", ["alice", "bob"])
+    file_id = stack.sim.put_file("alice", "/Team/plan.md", DOCS["/Projects/Lighthouse/plan.md"][0])
+    stack.sim.flush_deliveries(timeout=5)
+    key = f"file:{file_id}"
+    wait_until(lambda: stack.points(key), 30)
+    celery_app(stack.settings).send_task(
+        "ncindex.index_node", kwargs={"user": "bob", "file_id": file_id}, queue="index"
+    )
+    wait_until(lambda: "user:bob" in stack.points(key)[0].payload["acl"], 15)
+
+    # alice leaves the group (no event): oc:owner-id named her as she looked
+    # (GroupFolderStorage::getOwner), but the file was never hers alone
+    stack.sim.group_folder("Team", ["bob"])
+    body = stack.search_as("alice", "lighthouse lens")
+    assert key not in keys_of(body) and body["verification"]["dropped"] == 1
+    wait_until(lambda: not any("user:alice" in p.payload["acl"] for p in stack.points(key)), 15)
+    assert stack.points(key) and stack.found("bob", "lighthouse lens", key)
+
+
 def test_documents_an_access_rule_blocks_are_dropped_and_leave_the_index(stack: Stack) -> None:
     ids = {}
     for path in ("/Projects/Lighthouse/plan.md", "/Notes/Lighthouse.md"):

@@ -457,6 +457,36 @@ def test_a_view_only_share_is_listed_readable_and_its_bytes_refused(sim, client)
     assert bob.get("/remote.php/dav/files/bob/Proj/a.md").content == b"a"
 
 
+def test_a_group_folder_is_mounted_for_each_member_and_owned_by_whoever_looks(sim, client) -> None:
+    sim.group_folder("Team", ["alice", "bob"])
+    file_id = sim.put_file("alice", "/Team/plan.md", b"plan")
+    prop = (
+        b'<?xml version="1.0"?><d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"'
+        b' xmlns:nc="http://nextcloud.org/ns"><d:prop><oc:fileid/><oc:permissions/>'
+        b"<oc:owner-id/><nc:mount-type/></d:prop></d:propfind>"
+    )
+    for user in ("alice", "bob"):
+        listed = client(user).request(
+            "PROPFIND",
+            f"/remote.php/dav/files/{user}/Team/plan.md",
+            headers={"Depth": "0"},
+            content=prop,
+        )
+        root = etree.fromstring(listed.content)
+        assert root.findtext(".//oc:fileid", namespaces=DAV_NS) == str(file_id)
+        # M, not S: FileInfo::isMounted (a GroupMountPoint is neither home nor shared)
+        assert root.findtext(".//oc:permissions", namespaces=DAV_NS) == "RMGDNVW"
+        # GroupFolderStorage::getOwner: the mount's user
+        assert root.findtext(".//oc:owner-id", namespaces=DAV_NS) == user
+        assert root.findtext(".//{http://nextcloud.org/ns}mount-type") == "group"
+    shares = "/ocs/v2.php/apps/files_sharing/api/v1/shares"
+    theirs = client("bob").get(shares, params={"shared_with_me": "true"}, headers=OCS_JSON)
+    assert theirs.json()["ocs"]["data"] == []  # no files_sharing share
+    sim.group_folder("Team", ["bob"])
+    assert sim.path_of("alice", file_id) is None
+    assert sim.path_of("bob", file_id) == "/Team/plan.md"
+
+
 def test_user_status_of_the_current_user(sim, client) -> None:
     resp = client("alice").get("/ocs/v2.php/apps/user_status/api/v1/user_status", headers=OCS_JSON)
     assert resp.status_code == 200
