@@ -339,7 +339,12 @@ class Indexer:
             self.access.remove_node(user, file_id, lost=UNREADABLE)
             return Outcome("ineligible", ref.key, reason="download refused")
         if doc is None:  # unchanged content (conditional GET answered 304 / same etag)
-            return self.steps.update_metadata(stored, user, entry.path, {"tags": entry.tags})
+            # a group folder's file has no owner (DavEntry.mounted): one stored with a
+            # member's name before that was known loses it here
+            fields: dict[str, object] = {"tags": entry.tags}
+            if entry.mounted:
+                fields["owner"] = None
+            return self.steps.update_metadata(stored, user, entry.path, fields)
         return _Read(file_id, entry, doc, stored)
 
     def _rechecked(self, user: str, read: _Read, outcome: Outcome, now: DavEntry | None) -> Outcome:

@@ -83,3 +83,21 @@ def test_a_sharee_delete_keeps_what_the_owner_still_has(stack: Stack) -> None:
     assert indexer.evict_node("bob", "/plan.txt", file_id).action == "evicted"
     payload = stack.points(key)[0].payload
     assert payload["acl"] == ["user:alice"] and payload["paths"] == {"alice": "/Shared/plan.txt"}
+
+
+def test_a_group_folder_file_has_no_owner_and_outlives_a_member_leaving(stack: Stack) -> None:
+    stack.sim.drop_rate = 1.0  # the indexer is driven by hand here
+    stack.sim.group_folder("Team", ["alice", "bob"])
+    file_id = stack.sim.put_file("alice", "/Team/plan.txt", b"Rebuild the stone bridge in June.")
+    key = f"file:{file_id}"
+    indexer = Indexer(stack.services)
+    assert indexer.index_node("alice", file_id).action == "indexed"
+    # oc:owner-id said alice (GroupFolderStorage::getOwner: the mount's user); M says mounted
+    assert stack.points(key)[0].payload.get("owner") is None
+    stack.services.store.set_payload(key, {"owner": "alice"})  # as stored before this was known
+    assert indexer.index_node("bob", file_id).action == "updated"  # same etag: metadata only
+    assert all(p.payload.get("owner") is None for p in stack.points(key))
+    stack.sim.group_folder("Team", ["bob"])  # alice leaves the group
+    assert indexer.index_node("alice", file_id).action == "evicted"
+    payload = stack.points(key)[0].payload
+    assert payload["acl"] == ["user:bob"] and payload["paths"] == {"bob": "/Team/plan.txt"}
