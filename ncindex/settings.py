@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ncindex.celery_broker import celery_broker
 from ncindex.globs import glob_regex
 from ncindex.names import DEFAULT_NAMESPACE, NAMESPACE_PATTERN, Names
 
@@ -693,8 +694,9 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str) -> str:
-        # the schemes redis-py's from_url, kombu's Redis transport and the rate limiter's
-        # storage all read; anything else failed later, in each process, with a traceback
+        # the schemes redis-py's from_url and the rate limiter's storage read (Celery's
+        # kombu reads unix:// as redis+socket://: ncindex.celery_broker); anything else failed
+        # later, in each process, with a traceback
         parts = urlsplit(value)
         if parts.scheme not in ("redis", "rediss", "unix"):
             raise ValueError("must be a redis://, rediss:// or unix:// URL")
@@ -716,6 +718,9 @@ class Settings(BaseSettings):
             ) from None
         except (ValueError, redis.RedisError) as exc:
             raise ValueError(f"redis-py refuses its query: {exc}") from None
+        # the same URL is Celery's broker: what kombu cannot say failed every worker, beat,
+        # Flower and producer at their first connection, with a traceback
+        celery_broker(value)  # its ValueError is the setting's error
         return value
 
     @field_validator("qdrant_path", mode="before")

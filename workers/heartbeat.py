@@ -178,9 +178,11 @@ def _task_done(task: Any = None, **kwargs: Any) -> None:
 
     structlog.contextvars.clear_contextvars()
     app = getattr(task, "app", None)
-    url = str(app.conf.broker_url or "") if app is not None else ""
+    # the product's Redis URL (redis-py's form), not broker_url: that is kombu's form
+    # (``redis+socket://`` for a unix socket, without the URL's query), which redis-py misreads
+    url = app.conf.get("ncindex_redis_url") if app is not None else None
     namespace = app.conf.get("ncindex_namespace") if app is not None else None
-    if not url.startswith(("redis://", "rediss://")) or namespace is None:
+    if url is None or namespace is None:
         return
     client = _redis_clients.get(url)
     if client is None:

@@ -30,6 +30,7 @@ from kombu import Queue
 from redis.commands.core import Script
 
 from ncindex import names
+from ncindex.celery_broker import celery_broker
 from ncindex.errors import BrokerUnavailable, RedisTooOld
 from ncindex.ingest.events import Action, index_node
 from ncindex.names import Names
@@ -115,8 +116,15 @@ def celery_app(settings: Settings) -> Celery:
     unacked messages of a dead worker swept back every tenth of the visibility timeout.
 
     Workers send task events (Flower's task list and its ``/metrics``); the producer sends no
-    ``task-sent`` event: it would cost a second publish per queued task and nothing reads it."""
-    app = Celery("ncindex", broker=settings.redis_url, set_as_current=False)
+    ``task-sent`` event: it would cost a second publish per queued task and nothing reads it.
+
+    The broker is ``settings.redis_url`` said in kombu's terms (:func:`celery_broker`: a
+    ``unix://`` URL as ``redis+socket://``, the query as transport options, ``rediss://``'s
+    TLS options as ``broker_use_ssl``); the URL's own transport options (``?socket_timeout=``,
+    …) win over the defaults below, as they do for redis-py. The URL itself is kept as
+    ``app.conf.ncindex_redis_url`` for the code that reaches Redis through redis-py."""
+    broker = celery_broker(settings.redis_url)
+    app = Celery("ncindex", broker=broker.url, set_as_current=False)
     # kombu restores a dead worker's unacked messages in sweeps every ``interval × throttle``
     # seconds (default 10 × 10): sweep every tenth of the visibility timeout (1–10 s) instead,
     # so a killed worker's tasks come back soon after the timeout, not up to 100 s later.
@@ -129,7 +137,7 @@ def celery_app(settings: Settings) -> Celery:
         "socket_timeout": 2,
         "socket_connect_timeout": 2,
         "global_keyprefix": settings.names.broker_prefix,
-    }
+    } | broker.transport_options
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -142,6 +150,7 @@ def celery_app(settings: Settings) -> Celery:
         task_soft_time_limit=settings.task_soft_time_limit,
         task_time_limit=settings.task_time_limit,
         broker_transport_options=transport,
+        broker_use_ssl=broker.use_ssl,
         result_backend_transport_options=transport,
         visibility_timeout=settings.visibility_timeout,
         worker_send_task_events=True,
@@ -153,6 +162,7 @@ def celery_app(settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
         # read by the workers' signal handlers (workers.heartbeat), which see only the app
         ncindex_namespace=settings.namespace,
+        ncindex_redis_url=settings.redis_url,
     )
     return app
 
