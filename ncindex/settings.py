@@ -447,6 +447,16 @@ class Settings(BaseSettings):
         "benchmarks/RESULTS.md, Fusion tuning and Scale.",
     )
     verify_concurrency: int = Field(8, ge=1, description="Parallel verification requests.")
+    unverified_results: Literal["show", "hide_text", "drop"] = Field(
+        "show",
+        description="What a search does with a result Nextcloud could not confirm just now "
+        "(its check failed transiently: unreachable, a 5xx, an answer of the wrong shape; or "
+        "its type has no verifier): `show` keeps it whole (fail-open, DESIGN §9); `hide_text` "
+        "keeps its title, path and link but withholds its snippet, its offsets and its text "
+        "(a note's title is its file name, by default its first line); `drop` leaves it out. "
+        "Either way it is counted (`verification.errors`/`unverified`), and marked "
+        "`verified: false` or counted `verification.withheld`.",
+    )
     user_cache_seconds: int = Field(
         60, ge=0, description="How long a resolved credential → user id is cached, seconds."
     )

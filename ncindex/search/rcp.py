@@ -15,10 +15,12 @@ match the body's. Methods:
   ``includeText``, ``unit`` (see :func:`parse_retrieve` for the rest): answered by
   :meth:`ncindex.search.service.SearchService.search`, verify-on-read included; hits carry
   ``id`` (the ``doc_key``), ``score``, ``text`` (the chunk), ``chunk``, ``citation`` and
-  ``meta`` (``modified_at`` RFC 3339). With ``_meta: {"explain": true}`` in the params (an ncindex
-  extension) the result's ``_meta.explain`` lists, per hit (``id``), the ``explain`` object of
-  ``POST /v1/search`` (branch ranks and scores, fused score, matched terms, filters,
-  ``verified_at``).
+  ``meta`` (``modified_at`` RFC 3339; ``verified`` false for a hit Nextcloud could not confirm
+  just now, which ``usage.notes`` also says; under ``NCINDEX_UNVERIFIED_RESULTS=hide_text``
+  such a hit's ``text`` and ``snippet`` are empty and its ``citation`` has no offsets). With
+  ``_meta: {"explain": true}`` in the params (an ncindex extension) the result's
+  ``_meta.explain`` lists, per hit (``id``), the ``explain`` object of ``POST /v1/search``
+  (branch ranks and scores, fused score, matched terms, filters, ``verified_at``).
 * ``shutdown`` — ends the caller's session; always ``{}``.
 
 **Sessions.** HTTP is request-scoped, so the ``initialize`` state lives in Redis for
@@ -468,6 +470,7 @@ class RcpServer:
                     "url": r.url,
                     "modified_at": _rfc3339(r.modified_at),
                     "snippet": r.snippet,
+                    "verified": r.verified,
                 },
             }
             if args.include_text:
@@ -480,6 +483,7 @@ class RcpServer:
         notes = list(args.notes)
         if response.degraded:
             notes.append("dense half failed: sparse-only answer")
+        notes.extend(_unverified_notes(response))
         if notes:
             usage["notes"] = notes
         meta: dict[str, Any] = {
@@ -501,13 +505,28 @@ class RcpServer:
         citation: dict[str, Any] = {
             "source": r.path or title or f"{doc_type}:{doc_id}",
             "title": title,
-            "start": r.char_start,
-            "end": r.char_end,
         }
+        if r.char_start is not None and r.char_end is not None:  # null: text withheld
+            citation["start"], citation["end"] = r.char_start, r.char_end
         uri = open_link(self.citation_base, doc_type, doc_id, url)  # as MCP's url
         if uri:
             citation["uri"] = uri
         return citation
+
+
+def _unverified_notes(response: SearchResponse) -> list[str]:
+    """``usage.notes`` saying that results could not be confirmed with Nextcloud: shown
+    unconfirmed (``meta.verified`` false; their text withheld when ``snippet`` is empty) or
+    left out (``_meta.verification.withheld``)."""
+    notes = []
+    shown = sum(not r.verified for r in response.results)
+    if shown:
+        notes.append(f"{shown} hit(s) not confirmed with Nextcloud (meta.verified false)")
+    if response.verification.withheld:
+        notes.append(
+            f"{response.verification.withheld} hit(s) left out: not confirmed with Nextcloud"
+        )
+    return notes
 
 
 @dataclass

@@ -32,7 +32,10 @@
    since the ranking) is read from its document's next hit in the slice (``_Documents``).
 5. Verify candidates as the searching user, in rank order, only as many as the page needs.
    A candidate dropped, or found elsewhere than indexed, is handed to ``on_stale`` (the app
-   enqueues a re-check, which evicts it or brings its place up to date).
+   enqueues a re-check, which evicts it or brings its place up to date). One whose check
+   failed transiently is kept (fail-open), kept without its text, or left out, as
+   ``NCINDEX_UNVERIFIED_RESULTS`` says (``SearchService._verify_into``), and marked
+   ``verified: false``.
 6. ``score_threshold`` (relative, see :class:`SearchRequest`) and an absolute ``min_score``
    cut the ranked list; snippets come from the best chunk: escaped, matches marked (built
    while the batch's checks are in flight).
@@ -345,13 +348,27 @@ class SearchResult(BaseModel):
         "similarity, not bounded to 0–1. With DBSF it also depends on `limit`: each branch's "
         "scores are normalised over its candidates, whose number grows with the page."
     )
-    snippet: str = Field(description="HTML: escaped text, matches in `<mark>`.")
-    char_start: int = Field(
-        description="Start of the best chunk in the document's extracted text, characters."
+    snippet: str = Field(
+        description="HTML: escaped text, matches in `<mark>`; empty when `verified` is false "
+        "and the server withholds unconfirmed text (NCINDEX_UNVERIFIED_RESULTS=hide_text)."
     )
-    char_end: int = Field(description="End (exclusive) of the best chunk, characters.")
+    char_start: int | None = Field(
+        description="Start of the best chunk in the document's extracted text, characters; "
+        "null when the text is withheld (see `snippet`)."
+    )
+    char_end: int | None = Field(
+        description="End (exclusive) of the best chunk, characters; null when the text is "
+        "withheld (see `snippet`)."
+    )
     chunk_index: int = Field(description="0-based index of the best chunk in the document.")
     modified_at: int = Field(description="When the document last changed, Unix seconds.")
+    verified: bool = Field(
+        True,
+        description="Nextcloud confirmed during this search that the caller may read it. "
+        "False: its check failed transiently (counted in `verification.errors`) or its type "
+        "has no verifier (`verification.unverified`), and it is shown unconfirmed — the "
+        "caller may have lost access (NCINDEX_UNVERIFIED_RESULTS decides what is shown of it).",
+    )
     path: str | None = Field(None, description="Path in the caller's own view (files, notes).")
     url: str | None = Field(None, description="Link (news items).")
     open_url: str | None = Field(
@@ -389,8 +406,19 @@ class Verification(BaseModel):
         description="Still readable, but the index rules (globs, MIME types, required and "
         "excluded tags) exclude them now; dropped and evicted.",
     )
-    errors: int = Field(description="Transient failures; those candidates were kept.")
-    unverified: int = Field(description="No verifier for the type; kept.")
+    errors: int = Field(
+        description="Transient failures (Nextcloud unreachable, a 5xx, an answer of the wrong "
+        "shape); those candidates were kept unconfirmed (`verified: false`), or left out with "
+        "NCINDEX_UNVERIFIED_RESULTS=drop (`withheld`)."
+    )
+    unverified: int = Field(
+        description="No verifier for the type; kept unconfirmed as `errors` are."
+    )
+    withheld: int = Field(
+        0,
+        description="Unconfirmed candidates (`errors`, `unverified`) left out of the results "
+        "(NCINDEX_UNVERIFIED_RESULTS=drop); counted in `kept` too, as their checks kept them.",
+    )
 
 
 class SearchResponse(BaseModel):
@@ -723,7 +751,15 @@ class SearchService:
         it was indexed (another verified path, or a check that found it placed elsewhere) is
         passed over when where it is now fails the filter ``tree`` (:func:`_moved_out`; logged
         ``moved_out_of_filter``, and still counted ``kept``: its check kept it); kept or not,
-        it is re-checked (``on_stale``) so the index learns where it is."""
+        it is re-checked (``on_stale``) so the index learns where it is.
+
+        A candidate kept unconfirmed (its check failed transiently: ``ERROR``; or its type has
+        no verifier: ``UNVERIFIED``) is what ``settings.unverified_results`` says: ``show``n
+        whole (fail-open, DESIGN §9), shown without its text (``hide_text``:
+        :meth:`_result`), or left out (``drop``, counted ``withheld``, still ``kept``, as
+        moved-out ones are, and the page refilled as for drops); either way ``verified`` is
+        false. This is the one place the searches of the API, the search page, RCP/1 and
+        MCP decide it."""
         assert client.user is not None
         pending = list(candidates)
         exhausted = False
@@ -752,12 +788,19 @@ class SearchService:
                         "moved_out_of_filter", doc_key=hit.payload["doc_key"], user=client.user
                     )
                     continue
+                confirmed = checked.verdict is Verdict.KEPT
+                policy = self.settings.unverified_results
+                if not confirmed and policy == "drop":
+                    counts.withheld += 1
+                    continue
                 cut.saw(hit.score)
                 if not cut.keeps(hit.score):
                     exhausted = True
                     continue
-                result = self._result(hit, snip, client.user, checked.path)
-                result._verified_at = checked_at if checked.verdict is Verdict.KEPT else None
+                text = confirmed or policy == "show"
+                result = self._result(hit, snip, client.user, checked.path, text=text)
+                result.verified = confirmed
+                result._verified_at = checked_at if confirmed else None
                 results.append(result)
         return exhausted
 
@@ -793,18 +836,21 @@ class SearchService:
             )
 
     def _result(
-        self, hit: Hit, shown: Snippet, user: str, verified_path: str | None
+        self, hit: Hit, shown: Snippet, user: str, verified_path: str | None, *, text: bool
     ) -> SearchResult:
+        """The result of a candidate kept by its check, its path the one the check found
+        (``verified_path``) or the indexed one. Unless ``text``, nothing of its chunk's text
+        is in it — no snippet, offsets, chunk text or matched terms (an unconfirmed result
+        under NCINDEX_UNVERIFIED_RESULTS=hide_text); its title, path and links are kept."""
         p = hit.payload
-        text = p.get("text") or ""
         result = SearchResult(
             doc_type=p["doc_type"],
             doc_id=p["doc_id"],
             title=p.get("title") or "",
             score=round(hit.score, 6),
-            snippet=shown.html(),
-            char_start=p["char_start"],
-            char_end=p["char_end"],
+            snippet=shown.html() if text else "",
+            char_start=p["char_start"] if text else None,
+            char_end=p["char_end"] if text else None,
             chunk_index=p["chunk_index"],
             modified_at=p["modified_at"],
             path=verified_path or (p.get("paths") or {}).get(user),
@@ -813,9 +859,10 @@ class SearchService:
                 self.settings.nextcloud_url, p["doc_type"], p["doc_id"], p.get("url")
             ),
         )
-        result._text = text
         result._point_id = hit.id
-        result._matches = shown.matches
+        if text:
+            result._text = p.get("text") or ""
+            result._matches = shown.matches
         return result
 
     def context(

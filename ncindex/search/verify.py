@@ -86,7 +86,9 @@ def _given(checked: Checked) -> Checked:
 @dataclass(slots=True)
 class VerificationCounts:
     """Counts reported with every search response: ``dropped`` are gone for the user,
-    ``ineligible`` readable but excluded by the index rules now; ``kept`` is the rest."""
+    ``ineligible`` readable but excluded by the index rules now; ``kept`` is the rest, of
+    which ``errors`` and ``unverified`` were kept unconfirmed and ``withheld`` (counted by the
+    search, :class:`~ncindex.search.service.SearchService`) were not shown for that."""
 
     checked: int = 0
     kept: int = 0
@@ -94,6 +96,7 @@ class VerificationCounts:
     ineligible: int = 0
     errors: int = 0
     unverified: int = 0
+    withheld: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """The counts for the response body."""
@@ -104,6 +107,7 @@ class VerificationCounts:
             "ineligible": self.ineligible,
             "errors": self.errors,
             "unverified": self.unverified,
+            "withheld": self.withheld,
         }
 
 

@@ -528,6 +528,15 @@ function resultItem(r) {
   time.dateTime = when.toISOString();
   time.textContent = when.toLocaleString();
   li.querySelector(".snippet").innerHTML = r.snippet; // server-escaped text with <mark>s
+  // not confirmed with Nextcloud just now (NCINDEX_UNVERIFIED_RESULTS: shown whole, or without
+  // its text: an empty snippet), said under it; its context is refused until it is confirmed
+  if (r.verified === false) {
+    const note = document.createElement("p");
+    note.className = "unverified";
+    note.textContent = "Could not be checked with Nextcloud just now: you may no longer have access."
+      + (r.snippet ? "" : " Its text is withheld until it can be.");
+    li.querySelector(".snippet").after(note);
+  }
   const button = li.querySelector(".context-button");
   button.addEventListener("click", () => toggleContext(r, li, button));
   if (r.explain) renderExplain(li.querySelector(".explain"), r.explain, li.querySelector(".snippet").textContent);

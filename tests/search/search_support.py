@@ -238,12 +238,19 @@ def build_api(
 
 @pytest.fixture
 def api(
-    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
+    request: pytest.FixtureRequest,
+    redis_url: str,
+    embedder: Embedder,
+    model_dir: Path,
+    tmp_path: Path,
+    empty_store: Path,
 ) -> Iterator[Api]:
     """The search API over the simulator (see the module docstring); rate limit off;
-    Redis emptied first (RCP sessions, rate counters)."""
+    Redis emptied first (RCP sessions, rate counters). Parametrised indirectly, the
+    parameter is a dict of settings overrides."""
     redis.Redis.from_url(redis_url).flushdb()
-    built, server = build_api(tmp_path, redis_url, embedder, model_dir, empty_store)
+    overrides = getattr(request, "param", {})
+    built, server = build_api(tmp_path, redis_url, embedder, model_dir, empty_store, **overrides)
     yield built
     server.close()
     built.services.close()
