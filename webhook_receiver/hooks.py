@@ -6,10 +6,13 @@ limit; 400 with ``code`` and ``field`` for a body that is not a valid envelope (
 read whole: broken chunked framing, fewer bytes than its Content-Length); 503 when Redis
 or the broker did not take the task — never a 2xx for an event that was not queued.
 
-Nextcloud never delivers a webhook twice, so the users of the deliveries refused 503 are kept
-(in this process) and, once the broker takes a task again, ``ncindex.rescan_users`` is sent
-for them: their scans find what those deliveries would have said, without waiting for the
-next period.
+Nextcloud never delivers a webhook twice (nextcloud/server
+``apps/webhook_listeners/lib/BackgroundJobs/WebhookCall.php``: a ``QueuedJob``, removed before
+it runs, whose ``run`` only logs a non-2xx answer or a failed request), so the users of the
+deliveries refused 503 are kept (in this process) and, once the broker takes a task again,
+``ncindex.rescan_users`` is sent for them: their scans find what those deliveries would have
+said, without waiting for the next period. The send is tried with each later delivery and,
+whether or not one comes, every :data:`RETRY_AFTER_SECONDS` by a thread of the receiver's own.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import hmac
 import json
 import threading
+import time
 
 import redis
 import structlog
@@ -33,6 +37,9 @@ from ncindex.web.problems import problem, read_body
 log = structlog.get_logger(__name__)
 _QUEUED = WEBHOOK_EVENTS.labels("queued", "")
 _COALESCED = WEBHOOK_EVENTS.labels("coalesced", "")
+#: Seconds a refused delivery's ``Retry-After`` names, and between two tries of the receiver's
+#: thread to send the scan of the refused deliveries' users.
+RETRY_AFTER_SECONDS = 5
 
 
 def accepted(**counts: int | str) -> Response:
@@ -50,14 +57,33 @@ class Receiver:
         self._secret = settings.webhook_secret.get_secret_value().encode("utf-8")
         self._missed: set[str] = set()  # users of deliveries refused 503, not yet rescanned
         self._missed_lock = threading.Lock()
+        self._retrier: threading.Thread | None = None  # runs while ``_missed`` holds users
 
     def missed(self, actions: list[Action]) -> None:
         """Keep the users of a delivery refused 503 (every account when an action names none:
-        it was to be resolved by file id)."""
+        it was to be resolved by file id), and start the thread that sends their scan once the
+        broker takes it, should no other delivery come (a quiet Nextcloud would otherwise leave
+        them to the next period's scan)."""
         users = {a.kwargs.get("user") for a in actions}
         named = {u for u in users if isinstance(u, str)}
         with self._missed_lock:
             self._missed |= named if users == named else named | set(self.settings.accounts)
+            if self._retrier is None:
+                self._retrier = threading.Thread(
+                    target=self._retry_missed, name="ncindex-missed-rescan", daemon=True
+                )
+                self._retrier.start()
+
+    def _retry_missed(self) -> None:
+        """The retrier thread: every :data:`RETRY_AFTER_SECONDS`, :meth:`catch_up`; ends once no
+        user is kept (a later :meth:`missed` starts another)."""
+        while True:
+            time.sleep(RETRY_AFTER_SECONDS)
+            self.catch_up()
+            with self._missed_lock:
+                if not self._missed:
+                    self._retrier = None
+                    return
 
     def catch_up(self) -> None:
         """Once the broker took a task again: send ``ncindex.rescan_users`` for the users kept
@@ -142,7 +168,7 @@ def hooks_blueprint(receiver: Receiver) -> Blueprint:
                 503,
                 "backend_unavailable",
                 "could not queue the event",
-                headers={"Retry-After": "5"},
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
             )
         receiver.catch_up()
         if queued:

@@ -190,6 +190,26 @@ def test_broker_down_is_503_never_2xx(receiver, private_redis: RedisProcess) -> 
         assert broker.llen("reconcile") == 1
 
 
+def test_a_refused_deliverys_user_is_rescanned_without_another_delivery(
+    receiver, private_redis: RedisProcess
+) -> None:
+    """Nextcloud sends a delivery once and only logs a 5xx (nextcloud/server
+    ``apps/webhook_listeners/lib/BackgroundJobs/WebhookCall.php`` ``run``): with no later
+    delivery to carry it (a quiet Nextcloud), the scan of the refused delivery's user is still
+    sent once the broker is back (was: only with the next delivery, else the period's scan)."""
+    client, settings = receiver
+    private_redis.stop()
+    response = post(client, settings, php_json(envelope("/alice/files/Notes/a.md", 7)))
+    assert response.status_code == 503
+    private_redis.start_again()
+    with redis.Redis.from_url(private_redis.url) as broker:
+        wait_until(lambda: broker.llen("reconcile"), timeout=60)
+        sent = [json.loads(m) for m in broker.lrange("reconcile", 0, -1)]
+        assert [m["headers"]["task"] for m in sent] == ["ncindex.rescan_users"]
+        _, kwargs, _ = json.loads(base64.b64decode(sent[0]["body"]))
+        assert kwargs == {"users": ["alice"]}
+
+
 class FailingAfter:
     """A real Celery producer whose sends fail after the first ``ok`` ones (a broker lost
     mid-envelope)."""
