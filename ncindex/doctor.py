@@ -47,6 +47,7 @@ import socket
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -54,6 +55,7 @@ import httpx
 import redis
 
 from ncindex.embedding.live_models import model_name_for
+from ncindex.embedding.models import PACKAGED_DENSE_MODEL, model_paths
 from ncindex.errors import ModelError, NcindexError, NextcloudAuthError, NotFound, RedisTooOld
 from ncindex.ingest.events import REQUIRED, cost_without, missing_from
 from ncindex.ingest.queueing import check_redis as check_redis_version
@@ -407,10 +409,20 @@ def check_redis(ctx: Context) -> list[Line]:
 
 def check_store(ctx: Context) -> list[Line]:
     """Which vector store the processes use: a Qdrant server, or the embedded one, which one
-    process at a time may open (its write-ahead log is locked)."""
+    process at a time may open (its write-ahead log is locked), and which fails when its
+    folder can be neither written nor made."""
     settings = ctx.settings
     if settings.qdrant_url:
         return [check_qdrant_server(settings)]
+    root = edge_root(settings)
+    if not _writable(root):
+        setting = "NCINDEX_QDRANT_PATH" if settings.qdrant_path else "NCINDEX_DATA_DIR"
+        detail = (
+            f"embedded (Qdrant Edge) under {root}: not a folder that can be written or made "
+            f"(a file in its path, or no write permission): no process can open the index; "
+            f"fix {setting}"
+        )
+        return [Line("store", "fail", detail)]
     return [
         Line(
             "store",
@@ -467,10 +479,13 @@ def check_model(ctx: Context) -> list[Line]:
     finally:
         store.close()
     live = pointers.active
-    if live is None:
-        return [Line("model", "ok", f"no index yet: it will be built with {configured}")]
-    if live == slug:
-        return [Line("model", "ok", f"the live index was built with {configured}")]
+    if live is None or live == slug:
+        said = (
+            f"no index yet: it will be built with {configured}"
+            if live is None
+            else f"the live index was built with {configured}"
+        )
+        return [_files_line(settings, said)]
     try:
         name = model_name_for(settings, live)
     except ModelError:
@@ -503,6 +518,39 @@ def check_model(ctx: Context) -> list[Line]:
             f"up while it builds); or set NCINDEX_DENSE_MODEL={name}"
         )
     return [Line("model", "warn", detail)]
+
+
+def _files_line(settings: Settings, said: str) -> Line:
+    """The model line for ``NCINDEX_DENSE_MODEL`` as the model in use (``said`` tells how):
+    ok when its files are under ``NCINDEX_MODEL_DIR``; the packaged model is built there by
+    the first process that embeds (:func:`~ncindex.embedding.models.ready_model`), a warning
+    (a failure when that folder cannot be written); another model's missing files fail, as no
+    process can embed a query or a document without them."""
+    configured = settings.dense_model
+    paths = model_paths(settings.model_dir, configured)
+    folder = paths.dense_dir
+    if paths.dense_ready():
+        return Line("model", "ok", said)
+    if configured != PACKAGED_DENSE_MODEL:
+        verdict: Verdict = "fail"
+        fix = "put the model's folder there (model.onnx and its tokenizer files)"
+    elif _writable(settings.model_dir):
+        verdict = "warn"
+        fix = "the first process that embeds builds them; `ncindex models` builds them now"
+    else:
+        verdict = "fail"
+        fix = "that folder cannot be written, so they cannot be built: fix NCINDEX_MODEL_DIR"
+    detail = f"{said}, but its files are not in {folder} (NCINDEX_MODEL_DIR): {fix}"
+    return Line("model", verdict, detail)
+
+
+def _writable(path: Path) -> bool:
+    """Whether ``path``, or the nearest folder above it that exists, can be written to (where
+    ``mkdir -p`` and the files would go)."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+    return False
 
 
 #: The fewest characters of a webhook secret without a warning (the chart's schema refuses

@@ -31,6 +31,7 @@ from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, SimulatorServer, serve_simulator
 from ncindex.store import open_store
+from ncindex.store.schema import model_slug
 
 PUBLIC = "http://8.8.8.8:8080"  # a public address literal: nothing is sent to it
 
@@ -327,6 +328,23 @@ def test_the_store_is_named_and_the_embedded_ones_limit_said(served) -> None:
     assert verdicts(lines, "model") == ["ok"] and "no index yet" in detail(lines, "model")
 
 
+def test_an_embedded_store_folder_that_cannot_be_made_fails_naming_the_setting(
+    served, tmp_path: Path
+) -> None:
+    """It was a "note" naming the folder, and `ncindex up` then stopped on "StoreUnavailable:
+    cannot read …/active_model: [Errno 20] Not a directory"."""
+    _, server = served
+    (tmp_path / "a-file").touch()
+    lines = run_checks(settings_for(server, qdrant_path=tmp_path / "a-file" / "qdrant"))
+    assert verdicts(lines, "store") == ["fail"] and failed(lines)
+    assert detail(lines, "store").endswith("fix NCINDEX_QDRANT_PATH")
+    lines = run_checks(settings_for(server, data_dir=tmp_path / "a-file"))
+    assert verdicts(lines, "store") == ["fail"]
+    assert detail(lines, "store").endswith("fix NCINDEX_DATA_DIR")
+    lines = run_checks(settings_for(server, qdrant_path=tmp_path / "new" / "qdrant"))
+    assert verdicts(lines, "store") == ["note"]
+
+
 def test_a_dense_model_other_than_the_live_indexs_is_named(served, tmp_path: Path) -> None:
     """NCINDEX_DENSE_MODEL changed after the index was built was not used, without a word:
     the live model (the store's pointers) keeps serving until `ncindex reindex --model`."""
@@ -349,8 +367,43 @@ def test_a_dense_model_other_than_the_live_indexs_is_named(served, tmp_path: Pat
         lines, "model"
     )
     same = settings.model_copy(update={"dense_model": "acme/Other-Model"})
+    (line,) = check_model(Context(same, Services(same)))  # its files are not there
+    assert line.verdict == "fail" and "built with acme/Other-Model" in line.detail
+    folder = tmp_path / "models" / "Other-Model"
+    assert f"its files are not in {folder} (NCINDEX_MODEL_DIR)" in line.detail
+    folder.mkdir()
+    for name in ("model.onnx", "tokenizer_config.json", "tokenizer.json", "config.json"):
+        (folder / name).touch()
+    (folder / "special_tokens_map.json").touch()
+    (folder / "vocab.txt").touch()
     (line,) = check_model(Context(same, Services(same)))
     assert line.verdict == "ok" and "built with acme/Other-Model" in line.detail
+
+
+def test_the_live_models_files_missing_from_the_model_dir_are_not_ok(
+    served, tmp_path: Path
+) -> None:
+    """A wrong NCINDEX_MODEL_DIR was "ok" ("the live index was built with …") while no process
+    could load the model from it: the packaged model's files are built by the first process
+    that embeds (a warning), unless the folder cannot be written (a failure naming the
+    setting)."""
+    _, server = served
+    settings = settings_for(server, qdrant_path=tmp_path / "q", model_dir=tmp_path / "models")
+    store = open_store(settings, model_slug=model_slug(settings.dense_model))
+    store.ensure_collection(8)
+    store.close()
+    lines = run_checks(settings)
+    assert verdicts(lines, "model") == ["warn"]
+    assert detail(lines, "model").startswith(
+        "the live index was built with sentence-transformers/all-MiniLM-L6-v2, but its files "
+        f"are not in {tmp_path / 'models' / 'all-MiniLM-L6-v2'} (NCINDEX_MODEL_DIR)"
+    )
+    assert "`ncindex models` builds them now" in detail(lines, "model")
+    (tmp_path / "a-file").touch()
+    unwritable = settings.model_copy(update={"model_dir": tmp_path / "a-file" / "models"})
+    (line,) = check_model(Context(unwritable, Services(unwritable)))
+    assert line.verdict == "fail" and "cannot be written" in line.detail
+    assert "NCINDEX_MODEL_DIR" in line.detail
 
 
 @contextmanager
