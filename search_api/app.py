@@ -21,7 +21,7 @@ from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
 from ncindex.text.ocr import ocr_status
 from ncindex.web.auth import confirmed, resolve_caller
-from ncindex.web.health import health_blueprint
+from ncindex.web.health import SharedRedis, health_blueprint
 from ncindex.web.problems import MAX_BODY_BYTES, install_error_handlers, problem, read_body
 from ncindex.web.proxies import trusted_wsgi
 from ncindex.web.ratelimit import (
@@ -137,10 +137,12 @@ def create_app(
     def ready_model() -> None:
         services.embedder.embed_query_sparse("ready")
 
+    redis_ready = SharedRedis(services.redis.ping)
     app.register_blueprint(
         health_blueprint(
-            {"redis": services.redis.ping, "store": ready_store, "model": ready_model},
+            {"redis": redis_ready, "store": ready_store, "model": ready_model},
             {
+                "redis_outage": lambda: redis_ready.outage,
                 "accounts_refused": lambda: sorted(
                     refused_accounts(services.redis, settings.names)
                 ),

@@ -10,7 +10,7 @@ from ncindex.ingest.queueing import Producer, celery_app, check_redis
 from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
 from ncindex.text.ocr import ocr_status
-from ncindex.web.health import health_blueprint
+from ncindex.web.health import SharedRedis, health_blueprint
 from ncindex.web.problems import install_error_handlers
 from ncindex.web.proxies import trusted_wsgi
 from webhook_receiver.hooks import Receiver, hooks_blueprint
@@ -22,7 +22,8 @@ def create_app(
     producer: Producer | None = None,
     redis_client: redis.Redis | None = None,
 ) -> Flask:
-    """Build the receiver: ``POST /hooks/nextcloud``, ``/livez``, ``/readyz``, ``/metrics``.
+    """Build the receiver: ``POST /hooks/nextcloud``, ``/livez``, ``/readyz`` (its Redis
+    check: :class:`~ncindex.web.health.SharedRedis`), ``/metrics``. Asks Redis once (2 s timeouts).
 
     ``producer`` sends tasks by name (default: a task-less Celery app on ``redis_url``).
     Raises ``ValueError`` when no webhook secret is configured: an open receiver would let
@@ -40,10 +41,12 @@ def create_app(
     app.extensions["ncindex_receiver"] = receiver
     install_error_handlers(app)
     app.register_blueprint(hooks_blueprint(receiver))
+    redis_ready = SharedRedis(lambda: check_redis(client))
     app.register_blueprint(
         health_blueprint(
-            {"redis": lambda: check_redis(client)},
+            {"redis": redis_ready},
             {
+                "redis_outage": lambda: redis_ready.outage,
                 "accounts_refused": lambda: sorted(refused_accounts(client, settings.names)),
                 "ocr": lambda: ocr_status(settings),
             },

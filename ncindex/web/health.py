@@ -3,7 +3,8 @@
 ``/livez`` answers as long as the process serves requests (no dependency is touched, so a slow
 model load never fails a liveness probe). ``/readyz`` runs the app's named checks and answers
 503 with each check's result while one fails; its ``reports`` add facts that do not make the
-process unready (the accounts Nextcloud refuses: the others still work).
+process unready (the accounts Nextcloud refuses: the others still work). :class:`SharedRedis`
+is the check of a Redis that every replica shares, which a running app outlives.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import redis
 import structlog
 from flask import Blueprint, jsonify
 from flask.typing import ResponseReturnValue
@@ -18,6 +20,44 @@ from flask.typing import ResponseReturnValue
 log = structlog.get_logger(__name__)
 
 Check = Callable[[], None]
+
+
+class SharedRedis:
+    """A readiness check of the Redis every replica of an app shares: it fails until ``check``
+    has passed once in this process (so a replica started with a wrong ``NCINDEX_REDIS_URL``
+    never takes traffic, and a rollout with it stalls) and whenever ``check`` raises something
+    other than ``redis.RedisError``, such as :class:`~ncindex.errors.RedisTooOld`. After that,
+    a Redis that stops answering keeps the app ready; :attr:`outage` names the error's class
+    (``None`` while Redis answers), for the ``redis_outage`` report.
+
+    Why: unready replicas are taken out of rotation, and with one Redis for all of them that
+    takes every replica out and helps no request. The search API answers without Redis (its
+    calls go through a circuit breaker); the receiver answers a delivery 503 itself and keeps
+    its user for a rescan once Redis is back, where a delivery refused by a proxy without
+    backends is lost to it (Nextcloud sends each once: nextcloud/server
+    ``apps/webhook_listeners/lib/BackgroundJobs/WebhookCall.php`` ``run`` only logs a failure).
+    """
+
+    def __init__(self, check: Check) -> None:
+        self.check = check
+        self.answered = False
+        self.outage: str | None = None
+        try:  # at start: a replica whose Redis is down as it starts stays unready
+            self()
+        except Exception as exc:  # reported by the probe; the app starts all the same
+            log.warning("redis_not_ready_at_start", error=f"{exc}")
+
+    def __call__(self) -> None:
+        """Return when the app is ready as far as Redis goes; raise when it is not."""
+        try:
+            self.check()
+        except redis.RedisError as exc:
+            if not self.answered:
+                raise
+            self.outage = type(exc).__name__
+            log.warning("redis_outage_app_stays_ready", error=f"{exc}")
+            return
+        self.answered, self.outage = True, None
 
 
 def health_blueprint(

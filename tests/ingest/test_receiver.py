@@ -170,6 +170,27 @@ def test_valid_event_is_queued_and_uninteresting_ones_ignored(receiver) -> None:
     assert post(client, settings, php_json(shared)).get_json() == {"queued": 1, "coalesced": 0}
 
 
+def test_a_redis_outage_keeps_a_started_receiver_ready(receiver, private_redis) -> None:
+    """All receivers share one Redis: were they unready while it is down (the chart's
+    readinessProbe is ``/readyz``), Nextcloud's deliveries would be refused by the Service
+    without endpoints, never sent again (``WebhookCall::run`` only logs), and never seen by
+    a receiver that would have the user rescanned. A receiver that never reached its Redis
+    (a wrong ``NCINDEX_REDIS_URL``) stays unready."""
+    client, settings = receiver
+    assert client.get("/readyz").status_code == 200
+    private_redis.stop()
+    ready = client.get("/readyz")
+    assert ready.status_code == 200, ready.data
+    assert ready.get_json()["redis_outage"] == "ConnectionError"
+    never = create_app(settings, producer=celery_app(settings)).test_client()
+    assert never.get("/readyz").status_code == 503
+    response = post(client, settings, php_json(envelope("/alice/files/Notes/a.md", 7)))
+    assert response.status_code == 503  # answered by the receiver, which keeps alice
+    private_redis.start_again()
+    assert client.get("/readyz").get_json()["redis_outage"] is None
+    assert never.get("/readyz").status_code == 200
+
+
 def test_broker_down_is_503_never_2xx(receiver, private_redis: RedisProcess) -> None:
     client, settings = receiver
     private_redis.stop()

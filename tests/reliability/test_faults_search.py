@@ -175,6 +175,25 @@ def test_a_stalled_redis_is_skipped_after_its_first_timeout(
     assert not breaker.open
 
 
+def test_a_redis_outage_keeps_the_search_api_ready_while_it_answers(
+    make_stack: Callable[..., Stack], private_redis: RedisProcess
+) -> None:
+    """Searches are answered with Redis down (login cache and rate limit fail open), but
+    ``/readyz`` was 503 (``"redis": "fail: ConnectionError"``): behind the chart's
+    readinessProbe every replica left the Service, and a degraded search became an outage."""
+    stack = make_stack()
+    auth = ("alice", PASSWORDS["alice"])
+    assert stack.search.get("/readyz").status_code == 200
+    private_redis.stop()
+    assert stack.search.post("/v1/search", json={"query": "oyster"}, auth=auth).status_code == 200
+    ready = stack.search.get("/readyz")
+    assert ready.status_code == 200, ready.get_json()
+    assert ready.get_json()["redis_outage"] == "ConnectionError"
+    private_redis.start_again()
+    ready = stack.search.get("/readyz")
+    assert ready.status_code == 200 and ready.get_json()["redis_outage"] is None
+
+
 def test_rcp_sessions_on_a_stalled_redis_fail_fast_and_retryable(
     make_stack: Callable[..., Stack], private_redis: RedisProcess
 ) -> None:
