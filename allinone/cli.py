@@ -1213,9 +1213,11 @@ def _print_status(data: dict[str, Any]) -> None:
     refused = data["accounts_refused"]
     click.echo(f"accounts Nextcloud refuses (401): {len(refused)}")
     for user, entry in refused.items():
+        at = entry.get("at")
+        since = f"{duration(time.time() - at)} ago" if isinstance(at, int | float) else "?"
         click.echo(
-            f"  {user}: since {entry.get('at')}, {entry.get('where', '')} — check its app "
-            "password and its login name (NCINDEX_LOGINS)"
+            f"  {user}: since {since}, {entry.get('where', '')} — check its app password "
+            "(NCINDEX_ACCOUNTS or NCINDEX_ACCOUNTS_FILE) and its login name (NCINDEX_LOGINS)"
         )
     workers = data["workers"]
     click.echo(

@@ -1,17 +1,22 @@
 """Nextcloud's ``/status.php`` as ``ncindex status`` reports it (and ``ncindex doctor`` judges
-it): the simulator up, in maintenance, gone, or none configured; each field of the answer."""
+it): the simulator up, in maintenance, gone, or none configured; each field of the answer; and
+the accounts it refuses as the status shows them."""
 
 from __future__ import annotations
 
 import json
 import socket
+import time
 
 import httpx
 import pytest
+import redis
 from click.testing import CliRunner
 
 from allinone.cli import main
+from ncindex.accounts import record_refused
 from ncindex.nextcloud.server_status import UNCONFIGURED, server_status
+from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 
 
@@ -87,3 +92,22 @@ def test_each_answer_of_status_php(status: int, body: object, problem: str | Non
         assert server_status(http, url).problem == (
             f"{url}/status.php answered HTTP 200 without a JSON object (is it Nextcloud?)"
         )
+
+
+def test_a_refused_account_is_shown_with_its_age_and_the_settings_to_fix(redis_url: str) -> None:
+    """It said "since 1796574747" (Unix seconds) and named only NCINDEX_LOGINS."""
+    settings = Settings(redis_url=redis_url, namespace="status-refused")
+    with redis.Redis.from_url(redis_url) as client:
+        client.delete(settings.names.refused_accounts)
+        where = "SEARCH /remote.php/dav/: HTTP 401"
+        record_refused(client, settings.names, "alice", where, now=time.time() - 3 * 3600)
+        try:
+            env = {"NCINDEX_REDIS_URL": redis_url, "NCINDEX_NAMESPACE": "status-refused"}
+            lines = status_output(env).splitlines()
+        finally:
+            client.delete(settings.names.refused_accounts)
+    assert "accounts Nextcloud refuses (401): 1" in lines
+    assert (
+        f"  alice: since 3 h 00 min ago, {where} — check its app password (NCINDEX_ACCOUNTS or "
+        "NCINDEX_ACCOUNTS_FILE) and its login name (NCINDEX_LOGINS)"
+    ) in lines
