@@ -1226,11 +1226,11 @@ def _print_status(data: dict[str, Any]) -> None:
     )
     total = data["total"]
     rates = total["rates"]
+    eta = "none: no worker answered a ping" if workers == [] else duration(total["eta_seconds"])
     click.echo(
         f"total: pending {total['pending']}, {rates['documents_per_second']} documents/s, "
         f"{rates['chunks_per_second']} chunks/s over {rates['window_seconds']} s, backlog ETA "
-        f"{duration(total['eta_seconds'])}, dead letter {total['dead_letter']}, failing "
-        f"{total['failing']}"
+        f"{eta}, dead letter {total['dead_letter']}, failing {total['failing']}"
     )
     for user, row in data["users"].items():
         first = row["first_indexing"]

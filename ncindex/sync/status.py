@@ -176,12 +176,19 @@ def collect_status(
     (:func:`per_user` for ``users``; indexed counts only with ``store``), ``total``
     (pending, dead letter, failing, rates over the last :data:`~ncindex.progress.RATE_SECONDS`
     and the ETA of the whole backlog) and ``workers`` (the names that answered a ping, as
-    given; ``None``: not asked)."""
+    given; ``None``: not asked). With ``workers`` empty (asked, and none answered) every ETA
+    is ``None``: the rates measured before say nothing of when a backlog nobody works on ends
+    (they showed "ETA 42 s" a minute after the last worker was killed)."""
     now = time.time() if now is None else now
     pipeline = queues(client, keys)
     rows = per_user(client, keys, list(users or []), now, store)
     total_rates = Progress(client, keys).rates(None, RATE_SECONDS, now)
     pending = sum(r["pending"] for r in rows.values())
+    total_eta = eta_seconds(pending, total_rates.documents_per_second)
+    if workers == []:
+        total_eta = None
+        for row in rows.values():
+            row["eta_seconds"] = row["first_indexing"]["eta_seconds"] = None
     return {
         "queues": pipeline["depth"],
         "reserved": pipeline["reserved"],
@@ -196,7 +203,7 @@ def collect_status(
             "dead_letter": int(client.hlen(keys.deadletter)),
             "failing": int(client.hlen(keys.failing)),
             "rates": rates_dict(total_rates),
-            "eta_seconds": eta_seconds(pending, total_rates.documents_per_second),
+            "eta_seconds": total_eta,
         },
     }
 

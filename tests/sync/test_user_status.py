@@ -110,6 +110,31 @@ def test_a_full_walk_records_skips_no_webhook_announced(stack: Stack, producer: 
     assert Progress(stack.services.redis, keys).skipped("carol") == {}
 
 
+def test_no_eta_while_no_worker_answers(redis_url: str) -> None:
+    """With every worker gone (killed -9), `ncindex status` showed "backlog ETA 42 s" and
+    "first indexing 66%, ETA 42 s" from the rate measured before: nothing would end."""
+    from ncindex.sync.status import collect_status
+
+    client = redis.Redis.from_url(redis_url)
+    keys = Names("noworkertest")
+    for key in client.scan_iter(keys.key("*")):
+        client.delete(key)
+    progress = Progress(client, keys)
+    start = 2_000_000.0
+    progress.queued("dora", [f"node:{i}" for i in range(10)], now=start)
+    for i in range(4):
+        progress.finished("dora", f"node:{i}", "indexed", chunks=3, now=start + 5 * (i + 1))
+    now = start + 20
+    working = collect_status(client, keys, now, users=["dora"], workers=["index@vm"])
+    assert working["total"]["eta_seconds"] > 0
+    assert working["users"]["dora"]["first_indexing"]["eta_seconds"] > 0
+    for workers in ([], None):  # none answered; not asked (the rates are all there is)
+        data = collect_status(client, keys, now, users=["dora"], workers=workers)
+        etas = [data["total"]["eta_seconds"], data["users"]["dora"]["eta_seconds"]]
+        etas.append(data["users"]["dora"]["first_indexing"]["eta_seconds"])
+        assert etas == ([None] * 3 if workers == [] else [working["total"]["eta_seconds"]] * 3)
+
+
 def test_first_indexing_progress_and_eta_from_the_measured_rate(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
