@@ -58,7 +58,12 @@ def test_status_says_what_nextcloud_answers(redis_url: str) -> None:
         (200, {"installed": True, "needsDbUpgrade": True, "versionstring": "32.0.0"},
          "Nextcloud 32.0.0 waits for its upgrade to run (occ upgrade)"),
         (200, {"installed": True, "version": "30.0.1.2"}, None),  # no versionstring
-        (503, {"installed": True}, "https://cloud.example/status.php answered HTTP 503"),
+        (503, {"installed": True},
+         "https://cloud.example/status.php answered HTTP 503: unavailable"),
+        # a proxy's error page in front of a Nextcloud that is down: not "is it Nextcloud?"
+        (503, "<html><body>503 Service Unavailable</body></html>",
+         "https://cloud.example/status.php answered HTTP 503: unavailable"),
+        (502, "Bad Gateway", "https://cloud.example/status.php answered HTTP 502: unavailable"),
         (400, {"error": "Trusted domain error.", "code": 15},  # lib/base.php OC::init
          "Nextcloud at https://cloud.example does not trust the host 'cloud.example': add it "
          "to trusted_domains in its config.php"),

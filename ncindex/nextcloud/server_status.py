@@ -92,6 +92,13 @@ def server_status(
             error=f"Nextcloud at {url} does not trust the host {host!r}: add it to "
             "trusted_domains in its config.php",
         )
+    # status.php answers 500 without a body when Nextcloud itself fails (nextcloud/server
+    # status.php: its `catch (Exception $ex)` sets STATUS_INTERNAL_SERVER_ERROR); a proxy in
+    # front answers 502/503/504 with a page of its own: either way no "is it Nextcloud?"
+    if response.status_code >= 500:
+        return ServerStatus(
+            url, error=f"{url}/status.php answered HTTP {response.status_code}: unavailable"
+        )
     if response.status_code != 200 or not isinstance(body, dict):
         shape = "" if isinstance(body, dict) else " without a JSON object (is it Nextcloud?)"
         return ServerStatus(
