@@ -864,11 +864,11 @@ class Settings(BaseSettings):
                 "and NCINDEX_QDRANT_PATH (the embedded engine) exclude each other"
             )
         if self.task_soft_time_limit >= self.task_time_limit:
-            raise ValueError("task_soft_time_limit must be below task_time_limit")
+            raise self._misordered("task_soft_time_limit", "must be below", "task_time_limit")
         if self.task_time_limit >= self.visibility_timeout:
-            raise ValueError("task_time_limit must be below visibility_timeout")
+            raise self._misordered("task_time_limit", "must be below", "visibility_timeout")
         if self.lock_ttl <= self.task_time_limit:
-            raise ValueError("lock_ttl must exceed task_time_limit")
+            raise self._misordered("lock_ttl", "must exceed", "task_time_limit")
         if self.extract_max_seconds >= self.task_soft_time_limit:
             # the task would be stopped (SoftTimeLimitExceeded: the document parked as failed)
             # before the extraction gave up on its own and indexed what it had read
@@ -878,12 +878,23 @@ class Settings(BaseSettings):
                 "with what NCINDEX_EXTRACT_MAX_SECONDS let it read"
             )
         if self.chunk_overlap_tokens >= self.chunk_tokens:
-            raise ValueError("chunk_overlap_tokens must be below chunk_tokens")
+            raise self._misordered("chunk_overlap_tokens", "must be below", "chunk_tokens")
         if self.qdrant_write_consistency_factor > self.qdrant_replication_factor:
-            raise ValueError(
-                "qdrant_write_consistency_factor must not exceed qdrant_replication_factor"
+            raise self._misordered(
+                "qdrant_write_consistency_factor", "must not exceed", "qdrant_replication_factor"
             )
         return self
+
+    def _misordered(self, first: str, rule: str, second: str) -> ValueError:
+        """The error of two numeric settings in the wrong order, naming both variables and
+        their values (numbers, never secrets), the one left at its default said so: an operator
+        who set one of them sees what the other is."""
+
+        def said(field: str) -> str:
+            default = "" if field in self.model_fields_set else ", its default"
+            return f"NCINDEX_{field.upper()} is {getattr(self, field)}{default}"
+
+        return ValueError(f"{first} {rule} {second}: {said(first)}; {said(second)}")
 
     def password_for(self, user: str) -> str:
         """The app password of ``user``; raises ``KeyError`` for an account not configured."""

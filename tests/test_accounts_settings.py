@@ -110,6 +110,19 @@ def test_a_qdrant_server_and_an_embedded_path_exclude_each_other(tmp_path: Path)
     assert Settings(qdrant_url="http://qdrant:6333", qdrant_path="").qdrant_path is None
 
 
+def test_settings_in_the_wrong_order_name_both_variables_and_values() -> None:
+    """It said "task_time_limit must be below visibility_timeout": an operator who set
+    NCINDEX_VISIBILITY_TIMEOUT=60 had to find the variable and the default of the other."""
+    with pytest.raises(ValidationError) as refused:
+        Settings(visibility_timeout=200)
+    assert (
+        "task_time_limit must be below visibility_timeout: NCINDEX_TASK_TIME_LIMIT is 300, its "
+        "default; NCINDEX_VISIBILITY_TIMEOUT is 200"
+    ) in str(refused.value)
+    with pytest.raises(ValidationError, match="NCINDEX_CHUNK_OVERLAP_TOKENS is 300; "):
+        Settings(chunk_overlap_tokens=300, chunk_tokens=200)
+
+
 def test_an_extraction_cap_at_or_past_the_soft_time_limit_is_refused() -> None:
     """It was taken: the task was stopped at its soft time limit (the document parked as
     failed) before the extraction gave up and indexed what it had read."""
