@@ -37,6 +37,7 @@ import click
 from celery import Celery
 from celery import signals as celery_signals
 from celery.beat import Service
+from kombu.utils.functional import retry_over_time
 
 from ncindex import names
 from ncindex.settings import Settings, settings_or_exit
@@ -137,9 +138,12 @@ class _StopOnce:
     seen with SIGTERM, SIGTERM, SIGINT sent to beat's process group: beat slept on and never
     exited. This one marks :class:`_StopFlag` (a plain attribute) and raises ``SystemExit``
     only when the main thread was interrupted in beat's loop itself (``Service.start``,
-    i.e. while it sleeps between passes), which that loop catches to save its schedule and
-    return; elsewhere — sending a tick's task — the loop ends after that pass. Later signals
-    do nothing."""
+    i.e. while it sleeps between passes) or while it waits for the broker (kombu's
+    ``retry_over_time``, in which Celery's ``Scheduler._ensure_connected`` tries up to
+    ``broker_connection_max_retries`` (100) times, up to 30 s apart: with Redis down, a beat
+    given SIGTERM, SIGTERM, SIGINT stayed until its supervisor's SIGKILL), which that loop
+    catches to save its schedule and return; elsewhere — sending a tick's task — the loop ends
+    after that pass. Later signals do nothing."""
 
     def __init__(self, flag: _StopFlag) -> None:
         self.flag = flag
@@ -147,9 +151,21 @@ class _StopOnce:
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.flag.signalled = True
-        if not self.raised and frame is not None and frame.f_code is Service.start.__code__:
+        if self.raised or frame is None:
+            return
+        if frame.f_code is Service.start.__code__ or _waiting_for_broker(frame):
             self.raised = True
             raise SystemExit(0)
+
+
+def _waiting_for_broker(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside kombu's ``retry_over_time`` (connecting again and again to
+    a broker that does not answer: nothing is half-sent there)."""
+    while frame is not None:
+        if frame.f_code is retry_over_time.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 @celery_signals.beat_init.connect(weak=False, dispatch_uid="ncindex-beat-stop")

@@ -708,6 +708,24 @@ def test_heartbeat_follows_the_broker_connection(spawn, tmp_path: Path) -> None:
         server.stop()
 
 
+def test_beat_stops_on_sigterm_while_its_broker_does_not_answer(spawn) -> None:
+    """With Redis down, beat retries its connection (Celery's ``broker_connection_max_retries``,
+    100 tries up to 30 s apart, about 45 minutes) and took neither SIGTERM nor SIGINT: its
+    supervisor had to SIGKILL it. It now exits 0 on the first signal."""
+    env = process_env(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    beat = spawn(
+        "beat", [str(BIN / "celery"), "-A", "workers.beat", "beat", "--loglevel=INFO"], env
+    )
+    wait_until(lambda: "beat: Connection error" in beat.text(), timeout=90)
+    os.kill(beat.pid, signal.SIGTERM)
+    try:
+        beat.popen.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("beat ignored SIGTERM:\n" + beat.text()[-2000:]) from None
+    assert beat.popen.returncode == 0, beat.text()[-2000:]
+    assert "Traceback" not in beat.text()
+
+
 def test_every_role_stops_on_repeated_signals_to_its_group(
     redis_proc: RedisProcess, client: redis.Redis, spawn, tmp_path: Path
 ) -> None:
