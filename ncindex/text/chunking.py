@@ -34,6 +34,16 @@ if TYPE_CHECKING:
 
 _ATX_HEADING = re.compile(r"^#{1,6}(\s|$)")
 
+# What the markdown splitter reads in place of straight quotes: one character each, as the
+# chunk offsets need, and no markdown. semantic-text-splitter parses markdown with
+# pulldown-cmark's ``Options::all()`` (benbrandt/text-splitter ``src/splitter/markdown.rs``,
+# ``MarkdownSplitter::parse``), which turns on smart punctuation: every ``'`` and ``"`` becomes
+# a text node of its own, and text nodes are an *inline* level, which the splitter prefers to
+# sentences and words. A paragraph too long for one chunk was then cut at its apostrophes —
+# "Parkinson'" | "'s disease." — leaving chunks that end and start inside words (and a
+# quoted word such as ``"90-90-90"`` as a chunk of its own, matching any query by meaning).
+_NOT_SMART_QUOTES = str.maketrans({"'": "\u2019", '"': "\u201d"})
+
 
 class Chunker:
     """Cuts text into overlapping chunks of at most ``max_tokens`` model tokens.
@@ -121,17 +131,21 @@ class Chunker:
         ``markdown`` selects the markdown-aware splitter (headings, lists, code blocks as
         boundaries). Chunks carry character offsets into ``text``; leading and trailing
         whitespace is trimmed from each chunk. Empty or whitespace-only text gives ``[]``.
+        The markdown splitter reads the text with its straight quotes replaced by curly ones
+        (``_NOT_SMART_QUOTES``: one token each, as the straight ones, to the model's
+        tokenizer), so that it never cuts at a quote; the chunks hold the text as given.
         """
         if not text.strip():
             return []
         splitter = self._markdown if markdown else self._text
+        read = text.translate(_NOT_SMART_QUOTES) if markdown else text
         chunks: list[Chunk] = []
-        for start, piece in splitter.chunk_indices(text):
+        for start, piece in splitter.chunk_indices(read):
             end = start + len(piece)
-            if text[start:end] != piece:  # would mean the binding switched to byte offsets
+            if read[start:end] != piece:  # would mean the binding switched to byte offsets
                 raise RuntimeError(f"chunk offsets do not match the text at {start}")
             if piece.strip():
-                chunks.append(Chunk(len(chunks), piece, start, end))
+                chunks.append(Chunk(len(chunks), text[start:end], start, end))
         if markdown and self.attach_headings:
             chunks = self._attach_headings(text, chunks)
         return chunks

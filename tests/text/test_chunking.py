@@ -198,6 +198,32 @@ def test_title_heading_is_attached_to_the_first_chunk(make_chunker) -> None:
     assert len(bare) == len(chunks) + 1
 
 
+def test_markdown_paragraph_is_not_cut_at_its_quotes(chunker: Chunker) -> None:
+    # a note of one paragraph longer than a chunk, with apostrophes and a quoted word (French
+    # elision too): semantic-text-splitter's markdown parse made each straight quote a text node
+    # of its own and cut there ("Parkinson'" | "'s disease."), inside words, leaving the
+    # quoted "90-90-90" as a chunk alone; cut at sentences like the text splitter, it is not
+    rng = random.Random(21)
+    sentences = [
+        "Parkinson's disease isn't rare, and the patients' carers don't rest.",
+        'The "90-90-90" targets of the "treat all" plan weren\'t met.',
+        "L'équipe d'Annecy n'a pas fini l'été.",
+    ]
+    body = " ".join(
+        rng.choice(sentences) if i % 2 else prose(rng, 1, sentences=(1, 1)) for i in range(40)
+    )
+    text = f"# Parkinson's notes\n\n{body}"
+    chunks = chunker.chunk_text(text, markdown=True)
+    check_chunks(chunker, text, chunks)
+    assert len(chunks) >= 3
+    for c in chunks:
+        assert c.char_start == 0 or not text[c.char_start - 1].isalnum(), c.text[:30]
+        assert c.char_end == len(text) or not text[c.char_end].isalnum(), c.text[-30:]
+        assert chunker.count_tokens(c.text, special_tokens=False) > 20, c.text
+    # the chunks end where the text splitter's do: at sentences
+    assert all(c.text.endswith((".", "?", "!")) for c in chunks)
+
+
 def test_heading_too_long_to_attach_stays_alone(make_chunker) -> None:
     chunker = make_chunker(200, 0)
     body = prose(random.Random(12), 1, sentences=(30, 30))
