@@ -34,15 +34,17 @@ if TYPE_CHECKING:
 
 _ATX_HEADING = re.compile(r"^#{1,6}(\s|$)")
 
-# What the markdown splitter reads in place of straight quotes: one character each, as the
-# chunk offsets need, and no markdown. semantic-text-splitter parses markdown with
-# pulldown-cmark's ``Options::all()`` (benbrandt/text-splitter ``src/splitter/markdown.rs``,
-# ``MarkdownSplitter::parse``), which turns on smart punctuation: every ``'`` and ``"`` becomes
-# a text node of its own, and text nodes are an *inline* level, which the splitter prefers to
-# sentences and words. A paragraph too long for one chunk was then cut at its apostrophes —
-# "Parkinson'" | "'s disease." — leaving chunks that end and start inside words (and a
-# quoted word such as ``"90-90-90"`` as a chunk of its own, matching any query by meaning).
-_NOT_SMART_QUOTES = str.maketrans({"'": "\u2019", '"': "\u201d"})
+# What the markdown splitter reads in place of straight quotes and dollar signs: one character
+# each, as the chunk offsets need, one token each to the MiniLM tokenizer as the originals, and
+# no markdown. semantic-text-splitter parses markdown with pulldown-cmark's ``Options::all()``
+# (benbrandt/text-splitter ``src/splitter/markdown.rs``, ``MarkdownSplitter::parse``), which
+# turns on smart punctuation and math: every ``'`` and ``"`` becomes a text node of its own, and
+# two ``$`` in a paragraph ("US$45.8 … US$48.7") an inline math node; such nodes are an *inline*
+# level, which the splitter prefers to sentences and words. A paragraph too long for one chunk
+# was then cut at its apostrophes — "Parkinson'" | "'s disease." — leaving chunks that end and
+# start inside words (and a quoted word such as ``"90-90-90"`` as a chunk of its own, matching
+# any query by meaning), or at an amount of money.
+_NOT_INLINE_MARKUP = str.maketrans({"'": "\u2019", '"': "\u201d", "$": "%"})
 
 
 class Chunker:
@@ -132,13 +134,13 @@ class Chunker:
         boundaries). Chunks carry character offsets into ``text``; leading and trailing
         whitespace is trimmed from each chunk. Empty or whitespace-only text gives ``[]``.
         The markdown splitter reads the text with its straight quotes replaced by curly ones
-        (``_NOT_SMART_QUOTES``: one token each, as the straight ones, to the model's
-        tokenizer), so that it never cuts at a quote; the chunks hold the text as given.
+        and its dollar signs by ``%`` (``_NOT_INLINE_MARKUP``), so that it never cuts at a
+        quote or an amount; the chunks hold the text as given.
         """
         if not text.strip():
             return []
         splitter = self._markdown if markdown else self._text
-        read = text.translate(_NOT_SMART_QUOTES) if markdown else text
+        read = text.translate(_NOT_INLINE_MARKUP) if markdown else text
         chunks: list[Chunk] = []
         for start, piece in splitter.chunk_indices(read):
             end = start + len(piece)
