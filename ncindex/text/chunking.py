@@ -43,8 +43,11 @@ _ATX_HEADING = re.compile(r"^#{1,6}(\s|$)")
 # level, which the splitter prefers to sentences and words. A paragraph too long for one chunk
 # was then cut at its apostrophes — "Parkinson'" | "'s disease." — leaving chunks that end and
 # start inside words (and a quoted word such as ``"90-90-90"`` as a chunk of its own, matching
-# any query by meaning), or at an amount of money.
+# any query by meaning), or at an amount of money. A ``<`` is a text node of its own too, so
+# "25% (p < 0.001)" was cut at it: one that cannot open HTML, a comment or an autolink (CommonMark
+# 0.31 §6.5, §6.6: those need a letter, ``/``, ``!`` or ``?`` right after it) is read as ``%``.
 _NOT_INLINE_MARKUP = str.maketrans({"'": "\u2019", '"': "\u201d", "$": "%"})
+_LITERAL_LESS_THAN = re.compile(r"<(?![A-Za-z/!?])")
 
 
 class Chunker:
@@ -134,13 +137,16 @@ class Chunker:
         boundaries). Chunks carry character offsets into ``text``; leading and trailing
         whitespace is trimmed from each chunk. Empty or whitespace-only text gives ``[]``.
         The markdown splitter reads the text with its straight quotes replaced by curly ones
-        and its dollar signs by ``%`` (``_NOT_INLINE_MARKUP``), so that it never cuts at a
-        quote or an amount; the chunks hold the text as given.
+        and its dollar signs and literal ``<`` by ``%`` (``_NOT_INLINE_MARKUP``,
+        ``_LITERAL_LESS_THAN``), so that it never cuts at a quote, an amount or a comparison;
+        the chunks hold the text as given.
         """
         if not text.strip():
             return []
         splitter = self._markdown if markdown else self._text
-        read = text.translate(_NOT_INLINE_MARKUP) if markdown else text
+        read = text
+        if markdown:
+            read = _LITERAL_LESS_THAN.sub("%", text.translate(_NOT_INLINE_MARKUP))
         chunks: list[Chunk] = []
         for start, piece in splitter.chunk_indices(read):
             end = start + len(piece)
