@@ -704,9 +704,10 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str) -> str:
-        # the schemes redis-py's from_url and the rate limiter's storage read (Celery's
-        # kombu reads unix:// as redis+socket://: ncindex.celery_broker); anything else failed
-        # later, in each process, with a traceback
+        # the schemes redis-py's from_url reads (Celery's kombu reads unix:// as
+        # redis+socket://: ncindex.celery_broker; the rate limiter's storage as redis+unix://:
+        # ncindex.web.ratelimit.storage_uri); anything else failed later, in each process,
+        # with a traceback
         parts = urlsplit(value)
         if parts.scheme not in ("redis", "rediss", "unix"):
             raise ValueError("must be a redis://, rediss:// or unix:// URL")
@@ -726,8 +727,8 @@ class Settings(BaseSettings):
                 f"redis-py takes no {name} on a {parts.scheme}:// URL"
                 + (" (ssl_* need rediss://)" if name.startswith("ssl_") else "")
             ) from None
-        except (ValueError, redis.RedisError) as exc:
-            raise ValueError(f"redis-py refuses its query: {exc}") from None
+        except (ValueError, redis.RedisError) as exc:  # a bad port too, not only the query
+            raise ValueError(f"redis-py refuses it: {exc}") from None
         # the same URL is Celery's broker: what kombu cannot say failed every worker, beat,
         # Flower and producer at their first connection, with a traceback
         celery_broker(value)  # its ValueError is the setting's error

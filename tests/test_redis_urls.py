@@ -27,12 +27,14 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from flask import Flask, Response
 
 from ncindex import names
 from ncindex.ingest.queueing import celery_app
 from ncindex.names import Names
 from ncindex.redis_server import free_port, reachable
 from ncindex.settings import Settings, SettingsError, load_settings
+from ncindex.web.ratelimit import CallerLimit, create_limiter
 from support import wait_until
 from workers.heartbeat import connect_task_hooks
 
@@ -200,3 +202,28 @@ def test_a_url_kombu_cannot_read_is_one_line_naming_the_variable(
     message = str(refused.value)
     assert message.startswith("setting NCINDEX_REDIS_URL: ") and said in message, message
     assert "\n" not in message
+
+
+def test_a_unix_socket_url_holds_the_rate_limit_counts() -> None:
+    """The search API's and the MCP server's rate limits count in the Redis of a ``unix://``
+    URL: the ``limits`` library knows that scheme only as ``redis+unix://``
+    (``RedisStorage.STORAGE_SCHEME``), so before, building either limiter raised
+    ``ConfigurationError: unknown storage scheme`` and the app did not start."""
+    with tempfile.TemporaryDirectory(prefix="nci-") as folder:  # sun_path: 107 bytes at most
+        socket = f"{folder}/redis.sock"
+        url = f"unix://{socket}?db=2"
+        with redis_server(url, "--port", "0", "--unixsocket", socket):
+            settings = Settings(redis_url=url, namespace="urls", search_rate_limit="2/minute")
+            limit = CallerLimit(settings)
+            assert limit.hit("Basic YWxpY2U6cHc=", "192.0.2.1") is None
+            assert limit.hit("Basic YWxpY2U6cHc=", "192.0.2.1") is None
+            assert limit.hit("Basic YWxpY2U6cHc=", "192.0.2.1") is not None  # the third
+            app = Flask(__name__)
+            limiter = create_limiter(app, settings, lambda _limit: Response(status=429))
+            assert limiter is not None
+            counted = redis.Redis(unix_socket_path=socket, db=2)
+            assert counted.keys(f"{settings.names.limits_prefix}*")
+            app.add_url_rule("/probe", "probe", limiter.limit("1/minute")(lambda: "ok"))
+            with app.test_client() as http:
+                assert http.get("/probe").status_code == 200
+                assert http.get("/probe").status_code == 429

@@ -93,6 +93,18 @@ def retry_after_seconds(limit: RequestLimit) -> int:
     return max(1, int(limit.reset_at - time.time()))
 
 
+def storage_uri(redis_url: str) -> str:
+    """The storage URI under which the ``limits`` library reaches the Redis at ``redis_url``
+    (``NCINDEX_REDIS_URL``, redis-py's form): the same URL, but ``unix://`` as
+    ``redis+unix://``. ``limits.storage.storage_from_string`` picks the storage by scheme
+    (``limits/storage/redis.py`` ``RedisStorage.STORAGE_SCHEME``: ``redis``, ``rediss``,
+    ``redis+unix``; ``unix`` is "unknown storage scheme") and gives ``redis.from_url`` the URL
+    with ``redis+unix`` put back to ``unix``, query included."""
+    if redis_url.startswith("unix://"):
+        return "redis+" + redis_url
+    return redis_url
+
+
 def _storage_options(settings: Settings) -> dict[str, Any]:
     return {
         "socket_connect_timeout": TIMEOUT_SECONDS,
@@ -125,7 +137,7 @@ class CallerLimit:
     def __init__(self, settings: Settings) -> None:
         self.items = limits.parse_many(settings.search_rate_limit)
         storage = limits.storage.storage_from_string(
-            settings.redis_url, **_storage_options(settings)
+            storage_uri(settings.redis_url), **_storage_options(settings)
         )
         self.strategy = limits.strategies.MovingWindowRateLimiter(storage)
         self.prefix = settings.names.ratelimit_prefix
@@ -166,7 +178,7 @@ def create_limiter(
     return Limiter(
         caller_key,
         app=app,
-        storage_uri=settings.redis_url,
+        storage_uri=storage_uri(settings.redis_url),
         storage_options=_storage_options(settings),
         strategy="moving-window",
         swallow_errors=True,
