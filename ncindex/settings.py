@@ -955,15 +955,21 @@ def url_without_password(url: str) -> str:
     """``url`` with its user and password left out, from its userinfo and its query
     (:data:`REDIS_URL_CREDENTIALS`, whose names ``parse_qs`` percent-decodes, as redis-py
     reads them), for messages: ``redis://:pw@host:6379/0`` and
-    ``redis://host:6379/0?password=pw`` → ``redis://host:6379/0``."""
+    ``redis://host:6379/0?password=pw`` → ``redis://host:6379/0``; a URL without credentials
+    is returned as it is (``unix:///run/redis.sock?db=1`` too)."""
     parts = urlsplit(url)
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    query = "&".join(
-        pair
-        for pair in parts.query.split("&")
-        if unquote_plus(pair.partition("=")[0]) not in REDIS_URL_CREDENTIALS
+    pairs = parts.query.split("&") if parts.query else []
+    kept = [p for p in pairs if unquote_plus(p.partition("=")[0]) not in REDIS_URL_CREDENTIALS]
+    if "@" not in parts.netloc and len(kept) == len(pairs):
+        return url
+    # written out, not urlunsplit: that drops the "//" of a scheme urllib does not know to
+    # have a host (unix:///run/redis.sock became unix:/run/redis.sock)
+    shown = f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}{parts.path}"
+    return (
+        shown
+        + (f"?{'&'.join(kept)}" if kept else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
     )
-    return parts._replace(netloc=netloc, query=query).geturl()
 
 
 class SettingsError(ValueError):

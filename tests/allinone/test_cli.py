@@ -154,6 +154,17 @@ def test_redis_down_is_one_line_without_its_password(
     assert "hunter2" not in result.output
 
 
+def test_a_unix_socket_redis_url_is_named_as_it_was_written(tmp_path: Path) -> None:
+    """A URL without credentials is said as it is: the messages' password filter rebuilt it
+    with ``urlunsplit``, which wrote ``unix:///path`` as ``unix:/path`` (and ``ncindex up``
+    then said credentials had been left out)."""
+    url = f"unix://{tmp_path}/none.sock?db=1"  # no socket there
+    env = {"NCINDEX_REDIS_URL": url, "NCINDEX_DATA_DIR": str(tmp_path)}
+    result = CliRunner().invoke(main, ["status"], env=env)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.output.startswith(f"Error: Redis at {url}: ConnectionError"), result.output
+
+
 def test_status_with_the_qdrant_server_down_shows_the_rest(redis_url: str) -> None:
     """It ended with ``Error: StoreUnavailable`` and showed nothing: queues, scans, dead
     letters and workers are read from Redis, and only the indexed counts need the store."""
