@@ -707,8 +707,8 @@ def test_refused_credentials_count_per_client_behind_trusted_proxies(
     tmp_path: Path,
     empty_store: Path,
 ) -> None:
-    """Behind an ingress every request came from its address (uvicorn under gunicorn trusts
-    ``X-Forwarded-For`` from 127.0.0.1 alone), so one client's made-up credentials locked
+    """Behind an ingress every request came from its address (uvicorn under gunicorn reads
+    no ``X-Forwarded-For``: deploy/gunicorn.conf.py), so one client's made-up credentials locked
     every anonymous client out. With ``trusted_proxy_hops`` 1 the address the proxy appended
     is the client's; with 0 (the default) a forged ``X-Forwarded-For`` changes nothing.
     Starlette's test client, not uvicorn: its peer is not loopback, as an ingress's is not."""
