@@ -36,6 +36,15 @@ log = structlog.get_logger(__name__)
 #: unfinished. A failed run's message is rejected unqueued instead of acknowledged: gone alike.
 REQUEUED = RETRY | {"acks_on_failure_or_timeout": False}
 
+#: Runs of one step's message (its first delivery and those a time limit sent back) before the
+#: step is recorded ``failed`` instead of run again: a step that can never finish within the
+#: time limit (a model load that hangs, a collection drop that never ends) would otherwise go
+#: back to the queue for good and hold a worker.
+STEP_RUNS = 4
+
+#: How long a message's run count is kept, seconds: well beyond any redelivery.
+STEP_RUNS_TTL = 86_400
+
 
 def _reindexer(task: NcindexTask) -> Reindexer:
     return Reindexer(task.services, task.indexer)
@@ -49,11 +58,20 @@ def _locked(task: NcindexTask, reindexer: Reindexer, step: str, model: str, work
     reindex stalled. A permanent failure is recorded as ``model``'s ``failed`` state. Returns
     ``work``'s result, or why it did not run or failed. A run that reaches the soft time
     limit puts its message back (:class:`~celery.exceptions.Reject` with ``requeue``): like
-    a run the hard limit killed (:data:`REQUEUED`), its next run resumes the step."""
+    a run the hard limit killed (:data:`REQUEUED`), its next run resumes the step; the
+    message's run past :data:`STEP_RUNS` records the ``failed`` state instead."""
     settings = reindexer.settings
     name = settings.names.lock("reindex")
     ttl = settings.task_time_limit + 60
     owner = task.request.id
+    runs_key = settings.names.key("reindex", "runs", owner)
+    client = reindexer.services.redis
+    runs, _ = client.pipeline().incr(runs_key).expire(runs_key, STEP_RUNS_TTL).execute()
+    if int(runs) > STEP_RUNS:
+        error = f"the {step} step was cut off by the task time limit {STEP_RUNS} times"
+        reindexer.record(model, "failed", error=error)
+        log.warning("reindex_failed", step=step, error=error)
+        return {"failed": error}
     with hold(reindexer.services.redis, name, ttl=ttl, wait=5, owner=owner) as held:
         if not held:
             log.info("reindex_step_skipped", step=step, reason="another step runs")

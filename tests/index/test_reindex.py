@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -302,6 +303,44 @@ def test_a_build_step_cut_off_by_a_time_limit_is_run_again(
     assert cut_off in log
     assert log.count(b"] received") == 2  # the step's message came back once
     assert b"reindex_step_skipped" not in log
+
+
+def test_a_step_the_time_limit_always_cuts_off_is_recorded_failed(
+    redis_url: str, model_dir: Path, tmp_path: Path
+) -> None:
+    """A build step that never finishes within the task's time limit (here its build hangs
+    and ignores the soft limit, so the hard limit kills every run): its message comes back
+    :data:`~workers.model_tasks.STEP_RUNS` times, then the step is recorded ``failed`` and
+    not queued again. Before, a message cut off by a time limit went back to the queue
+    without end, holding a worker."""
+    from workers.model_tasks import STEP_RUNS
+
+    redis.Redis.from_url(redis_url).flushdb()
+    dep = WorkerDeployment(
+        redis_url, model_dir, tmp_path, debounce_seconds=0.3, limits=(20, 25, 60, 40),
+        pool="prefork", app="time_limit_app",
+    )  # fmt: skip
+    here = str(Path(__file__).parent)
+    dep.env["PYTHONPATH"] = os.pathsep.join([here, dep.env.get("PYTHONPATH", "")])
+    dep.env |= {
+        "NCINDEX_TASK_SOFT_TIME_LIMIT": "3",
+        "NCINDEX_TASK_TIME_LIMIT": "4",
+        "NCINDEX_EXTRACT_MAX_SECONDS": "2",
+        "TIME_LIMIT_TEST_STALL_EVERY_RUN": "1",
+    }
+    try:
+        dep.start_worker()
+        dep.stack.celery.send_task(names.REINDEX_MODEL, kwargs={"model": OTHER}, queue=names.INDEX)
+        state = wait_until(lambda: progress(dep.stack.services).get("state") == "failed", 120)
+        assert state, progress(dep.stack.services)
+        assert "time limit" in progress(dep.stack.services)["error"]
+        time.sleep(2)  # nothing more is received
+        dep.stop_worker()
+    finally:
+        dep.close()
+    log = dep.logs[0].read_bytes()
+    assert log.count(b"Hard time limit") == STEP_RUNS
+    assert log.count(b"] received") == STEP_RUNS + 1
 
 
 def test_search_answers_503_when_the_live_model_is_not_installed_here(stack: Stack) -> None:

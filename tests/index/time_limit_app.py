@@ -5,19 +5,23 @@ The first run of ``ncindex.reindex_model`` in the deployment (marked in Redis) i
 limit strikes. With ``TIME_LIMIT_TEST_IGNORE_SOFT`` set, that run's pool process ignores
 the soft-limit signal (``SIGUSR1``, billiard's ``SIG_SOFT_TIMEOUT``): a step stuck in native
 code (an ONNX Runtime call) is not interrupted by it either, so the hard limit kills the
-process; unset, the soft limit raises ``SoftTimeLimitExceeded`` in the step.
+process; unset, the soft limit raises ``SoftTimeLimitExceeded`` in the step. With
+``TIME_LIMIT_TEST_STALL_EVERY_RUN`` set, every run of it ignores the soft limit and its build
+never ends (as a model load that hangs would), so the hard limit kills each run.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import Any
 
 import redis
 from celery.signals import task_prerun
 
 from ncindex import names
+from ncindex.index.reindex import Reindexer
 from workers.worker import app
 
 FIRST_RUN_KEY = "time-limit-test:first-reindex-run"
@@ -25,6 +29,10 @@ FIRST_RUN_KEY = "time-limit-test:first-reindex-run"
 
 @task_prerun.connect
 def _first_run_outlives_soft_limit(task_id: str, task: Any, **_: Any) -> None:
+    if task.name == names.REINDEX_MODEL and os.environ.get("TIME_LIMIT_TEST_STALL_EVERY_RUN"):
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        Reindexer.build = lambda *_: time.sleep(3600)  # type: ignore[method-assign,assignment,return-value]
+        return
     if task.name != names.REINDEX_MODEL or not os.environ.get("TIME_LIMIT_TEST_IGNORE_SOFT"):
         return
     client = redis.Redis.from_url(app.ncindex_services.settings.redis_url)
