@@ -1,5 +1,7 @@
-"""The English analysis chain of the BM25 half: text → terms → BM25 sparse vectors (issue 19).
+"""The analysis chain of the BM25 half: text → terms → BM25 sparse vectors (issue 19).
 
+English stemming and stop words; tokens, accent folding, elision and CJK bigrams for the
+other languages of a Nextcloud (German, French, Italian, Chinese, Japanese, Korean notes).
 Documents and queries go through the same chain, so a word meets itself:
 
 1. **Tokens** (:func:`terms`; with offsets, :func:`occurrences`): runs of letters and digits,
@@ -16,6 +18,26 @@ Documents and queries go through the same chain, so a word meets itself:
    term too (``IL-6`` → ``il-6``, ``il``, ``6``), as Lucene's ``WordDelimiterGraphFilter`` with
    ``preserveOriginal`` does, so a search for ``covid`` still finds ``COVID-19``. Words with
    apostrophes stay one token (``don't``); a trailing possessive ``'s`` goes (Snowball's step 0).
+
+   Since ``en-3``, as Lucene's filters do (the code is this module's own):
+
+   - **elision** (Lucene's ``ElisionFilter`` with the French and Italian default articles,
+     :data:`ELISION_ARTICLES`): ``l'église`` → ``église``, ``dell'arte`` → ``arte`` (then stemmed);
+     ``don't`` and ``o'clock`` stay whole;
+   - **accent folding, original kept** (Lucene's ``ASCIIFoldingFilter`` with
+     ``preserveOriginal``): a token with letters that fold to ASCII gives its own term and the
+     folded one at the same offsets (``München`` → ``münchen``, ``munchen``; ``Straße`` →
+     ``straße``, ``strass``, the stem of ``strasse``), so ``munchen`` finds ``München``
+     and ``München`` finds ``Munchen``;
+   - **CJK bigrams** (Lucene's ``CJKBigramFilter``): a run of Han, Hiragana, Katakana or
+     Hangul is a token of its own, cut where the script changes (``iPhone用户`` → ``iphon``,
+     ``用户``), and gives its overlapping bigrams (``北京烤鸭`` → ``北京``, ``京烤``, ``烤鸭``);
+     a lone character is its own term. So a query of two or more characters finds them inside
+     a longer run; a one-character query finds only that character standing alone, as in
+     Lucene.
+
+   Text of ASCII letters, digits and punctuation gives the terms of ``en-2`` (but for the
+   elided articles: ``c'mon`` → ``mon``).
 2. **Stemming**: the Snowball English stemmer (Porter2, through ``PyStemmer``, the Snowball
    project's own C build) for tokens made of letters only; tokens holding digits or symbols
    (``3d``, ``il-6``, ``c++``) are left as they are.
@@ -31,15 +53,16 @@ Documents and queries go through the same chain, so a word meets itself:
 
 The chain has a version, :data:`ANALYZER_VERSION`, written into every point's payload
 (``analyzer``); changing the chain means a new version and a rebuild through
-``ncindex reindex`` (README, "Changing the BM25 analyzer").
+``ncindex reindex --analyzer`` (README, "The BM25 analyzer").
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -47,9 +70,13 @@ import mmh3
 
 from ncindex.store.port import SparseVector
 
-ANALYZER_VERSION = "en-2"
-"""The analysis chain's version (``en-1`` was fastembed's ``Qdrant/bm25`` with the 1,333-word
-``stop-words`` list). Stored in each point's ``analyzer`` payload field."""
+ANALYZER_VERSION = "en-3"
+"""The analysis chain's version, stored in each point's ``analyzer`` payload field. ``en-1``
+was fastembed's ``Qdrant/bm25`` with the 1,333-word ``stop-words`` list; ``en-2`` the chain
+without elision, accent folding and CJK bigrams. ``en`` names the stemmer and stop words, still
+English. An ``en-2`` point answers every query term ``en-3`` shares with it (all of plain
+ASCII text, and a word's own form beside its folded one) until ``ncindex reindex --analyzer``
+rewrites it; CJK bigrams and folded forms it lacks."""
 
 STOP_WORDS = frozenset(
     [
@@ -107,23 +134,82 @@ the query's term count (RM3's ``1 − λ`` over ``λ``: 1.0 is Anserini's defaul
 MAX_TERM_CHARS = 64
 """Longer terms are dropped (base64 blobs, hashes); their parts are still terms."""
 
+# The scripts written without spaces between words, whose runs become bigrams (Lucene's
+# CJKBigramFilter: Han, Hiragana, Katakana, Hangul). Han: CJK Unified Ideographs with
+# extension A, the compatibility ideographs and extensions B to H (U+20000–U+323AF), the
+# iteration mark 々 and 〇; Hiragana; Katakana with its phonetic extensions, the prolonged sound
+# mark ー and the half-width forms; Hangul syllables and jamo.
+_CJK = (
+    "\u3005\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U000323af"
+    "\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
+    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"
+)
 # One token per match; the named group says which rule matched. Order matters: the longest
-# forms first. [^\W_] is a letter or digit (any script). The runs are possessive (*+, ++):
-# what follows each run can never be a character of it, so giving characters back could not
-# make a rule match, and a plain word is not re-scanned character by character for an "@",
-# "++" or "-" it lacks (the same tokens as the plain quantifiers, about a fifth faster).
+# forms first. _A is a letter or digit (any script) but a CJK one, _L a letter but a CJK one:
+# a CJK run is a token of its own (``cjk``), so ``iPhone用户`` splits where the script changes,
+# as the Unicode word breaks (UAX #29) of Lucene's StandardTokenizer do. The runs are
+# possessive (*+, ++): what follows each run can never be a character of it, so giving
+# characters back could not make a rule match, and a plain word is not re-scanned character
+# by character for an "@", "++" or "-" it lacks (the same tokens as the plain quantifiers,
+# about a fifth faster).
+_A = rf"[^\W_{_CJK}]"
+_L = rf"[^\W\d_{_CJK}]"
 _TOKEN = re.compile(
-    r"""
-    (?P<email>[^\W_][\w.+-]*+@[^\W_][\w-]*+(?:\.[^\W_][\w-]*+)+)
-  | (?P<symbol>[^\W\d_][^\W_]*+(?:\+\+\d*|\#)(?![\w+#]))
-  | (?P<dotname>(?<![^\s(\[{"'“‘])\.[^\W\d_][^\W_]*+)
-  | (?P<joined>[^\W_]++(?:[-._][^\W_]++)+)
-  | (?P<word>[^\W_]++(?:['’][^\W_]++)*)
+    rf"""
+    (?P<email>{_A}[\w.+-]*+@{_A}[\w-]*+(?:\.{_A}[\w-]*+)+)
+  | (?P<symbol>{_L}{_A}*+(?:\+\+\d*|\#)(?![\w+#]))
+  | (?P<dotname>(?<![^\s(\[{{"'“‘])\.{_L}{_A}*+)
+  | (?P<joined>{_A}++(?:[-._]{_A}++)+)
+  | (?P<word>{_A}++(?:['’]{_A}++)*)
+  | (?P<cjk>[{_CJK}]++)
     """,
     re.VERBOSE,
 )
-_PART = re.compile(r"[^\W_]+")
+_PART = re.compile(rf"{_A}+|[{_CJK}]+")
+_CJK_RUN = re.compile(rf"[{_CJK}]+")
 _LETTERS = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
+
+ELISION_ARTICLES = frozenset(
+    [
+        "l",
+        "m",
+        "t",
+        "qu",
+        "n",
+        "s",
+        "j",
+        "d",
+        "c",
+        "jusqu",
+        "quoiqu",
+        "lorsqu",
+        "puisqu",
+        # Italian, beside c l m t s d above
+        "all",
+        "dall",
+        "dell",
+        "nell",
+        "sull",
+        "coll",
+        "pell",
+        "gl",
+        "agl",
+        "dagl",
+        "degl",
+        "negl",
+        "sugl",
+        "un",
+        "v",
+    ]
+)
+"""Articles elided before an apostrophe (``l'église`` → ``église``), compared ignoring case:
+Lucene's ``FrenchAnalyzer.DEFAULT_ARTICLES`` (org.apache.lucene.analysis.fr) and the Italian
+ones of ``ItalianAnalyzer.DEFAULT_ARTICLES`` (org.apache.lucene.analysis.it: ``c``, ``l``,
+``all``, ``dall``, … ``v``, ``d``), as Lucene's ``ElisionFilter`` removes them."""
+
+_FOLDS = dict(zip("ßæøœłđðþı", ["ss", "ae", "o", "oe", "l", "d", "d", "th", "i"], strict=True))
+"""Letters that NFKD does not take apart but Lucene's ``ASCIIFoldingFilter`` folds (lowercase:
+folding follows lowercasing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,28 +257,105 @@ def _form(text: str) -> str | None:
     return form
 
 
+@functools.lru_cache(maxsize=4096)
+def _fold_char(ch: str) -> str:
+    """``ch`` folded to ASCII, or ``ch`` itself when it has no ASCII form (see :func:`_fold`)."""
+    if ch in _FOLDS:
+        return _FOLDS[ch]
+    bare = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
+    return bare if bare.isascii() and bare else ch
+
+
+def _fold(lower: str) -> str:
+    """A lowercased token with its letters folded to ASCII as Lucene's ``ASCIIFoldingFilter``
+    does (org.apache.lucene.analysis.miscellaneous): a letter's NFKD decomposition without its
+    combining marks when that is ASCII (``é`` → ``e``, ``ü`` → ``u``, ``ﬁ`` → ``fi``), else
+    :data:`_FOLDS` (``ß`` → ``ss``); a letter with no ASCII form (Greek, Cyrillic, CJK) stays."""
+    if lower.isascii():
+        return lower
+    return "".join(ch if ch.isascii() else _fold_char(ch) for ch in lower)
+
+
+def _elided(raw: str) -> int:
+    """How many leading characters of a word Lucene's ``ElisionFilter``
+    (org.apache.lucene.analysis.util) removes: the article and the apostrophe before the rest
+    when the part before the first apostrophe is one of :data:`ELISION_ARTICLES` (ignoring
+    case), else 0 (``don't``, ``o'clock``)."""
+    cut = min((i for i in (raw.find("'"), raw.find("’")) if i > 0), default=-1)
+    if cut > 0 and raw[:cut].lower() in ELISION_ARTICLES:
+        return cut + 1
+    return 0
+
+
+def _bigrams(run: str, start: int) -> Iterator[tuple[str, int, int]]:
+    """A CJK run's overlapping bigrams, as Lucene's ``CJKBigramFilter``
+    (org.apache.lucene.analysis.cjk, ``outputUnigrams`` false) makes them: ``北京烤鸭`` →
+    ``北京``, ``京烤``, ``烤鸭``; a lone character is its own term."""
+    if len(run) == 1:
+        yield run, start, start + 1
+    for i in range(len(run) - 1):
+        yield run[i : i + 2], start + i, start + i + 2
+
+
+def _with_folded(
+    form: str | None, raw: str, start: int, end: int, analyse: Callable[[str], str | None]
+) -> Iterator[tuple[str, int, int]]:
+    """``form`` of the token ``raw`` at ``[start, end)`` and, when folding ``raw`` changes it,
+    ``analyse`` of the folded token at the same offsets (``ASCIIFoldingFilter`` with
+    ``preserveOriginal``: ``München`` → ``münchen``, ``munchen``)."""
+    if form is not None:
+        yield form, start, end
+    if raw.isascii():
+        return
+    folded = analyse(_fold(raw.lower()))
+    if folded is not None and folded != form:
+        yield folded, start, end
+
+
+@functools.lru_cache(maxsize=65536)
+def _word_forms(raw: str) -> tuple[int, tuple[str, ...]]:
+    """A plain word's elided characters (:func:`_elided`) and the terms of the rest: its
+    form and its folded one (:func:`_with_folded`); cached as :func:`_form` is."""
+    cut = _elided(raw) if "'" in raw or "’" in raw else 0
+    rest = raw[cut:]
+    return cut, tuple(form for form, _, _ in _with_folded(_form(rest), rest, 0, 0, _form))
+
+
+def _whole(lower: str) -> str | None:
+    """A compound's whole form (``il-6``), ``None`` when too long."""
+    return lower if len(lower) <= MAX_TERM_CHARS else None
+
+
 def _scan(text: str) -> Iterator[tuple[str, int, int]]:
-    """The terms of ``text`` in reading order (a whole compound before its parts), each as
-    ``(form, start, end)``, offsets in characters into ``text``; tuples, not :class:`Term`,
-    because documents and snippets analyse every word of every chunk this way."""
+    """The terms of ``text`` in reading order (a whole compound before its parts, a token's
+    own form before its folded one), each as ``(form, start, end)``, offsets in characters into
+    ``text``; tuples, not :class:`Term`, because documents and snippets analyse every word of
+    every chunk this way."""
     for m in _TOKEN.finditer(text):
-        raw = m.group()
-        if m.lastgroup == "word":
-            form = _form(raw)
-            if form is not None:
-                start = m.start()
-                yield form, start, start + len(raw)
+        raw, start, kind = m.group(), m.start(), m.lastgroup
+        if kind == "cjk":
+            yield from _bigrams(raw.lower(), start)
             continue
-        start = m.start()
-        whole = raw.lower()
-        if len(whole) <= MAX_TERM_CHARS:
-            yield whole, start, m.end()
-        if m.lastgroup == "symbol":
+        if kind == "word":
+            cut, forms = _word_forms(raw)
+            for term in forms:
+                yield term, start + cut, m.end()
+            continue
+        whole = _whole(raw.lower())
+        yield from _with_folded(whole, raw, start, m.end(), _whole)
+        if kind == "symbol":
             continue
         for part in _PART.finditer(raw):
-            form = _form(part.group())
+            piece, at = part.group(), start + part.start()
+            if _CJK_RUN.fullmatch(piece):
+                yield from _bigrams(piece.lower(), at)
+                continue
+            form = _form(piece)
             if form is not None and form != whole:
-                yield form, start + part.start(), start + part.end()
+                yield form, at, at + len(piece)
+            folded = None if piece.isascii() else _form(_fold(piece.lower()))
+            if folded is not None and folded not in (form, whole):
+                yield folded, at, at + len(piece)
 
 
 def terms(text: str) -> list[str]:

@@ -1,5 +1,5 @@
 """Dense embeddings through fastembed, from local files only (DESIGN §8), and BM25 sparse
-vectors from the English analysis chain (:mod:`ncindex.embedding.analyzer`).
+vectors from the analysis chain (:mod:`ncindex.embedding.analyzer`).
 
 One :class:`Embedder` per process, shared by every thread: the search API's request threads
 and an in-process Celery worker use the same loaded models. Loading takes a lock; embedding

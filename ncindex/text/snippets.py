@@ -9,8 +9,9 @@ query comes out as ``&lt;mark&gt;`` text.
 
 Terms are found as BM25 finds them, by its analysis chain (:mod:`ncindex.embedding.analyzer`):
 a word matches a query term when their terms are equal (``indexing`` matches ``indexed``,
-``IL-6`` matches ``IL-6``); stop words are never marked. Where a whole compound and one of its
-parts both match, the whole is marked.
+``IL-6`` matches ``IL-6``, ``munchen`` matches ``München``, ``烤鸭`` the same two characters in
+``北京烤鸭很好吃``); stop words are never marked. Where a whole compound and one of its parts
+both match, the whole is marked.
 """
 
 from __future__ import annotations
@@ -142,7 +143,9 @@ def plain_snippet(snippet: str) -> tuple[str, list[tuple[int, int]]]:
 
 def _find_matches(body: str, terms: set[str]) -> list[Match]:
     """The analysed terms of ``body`` that are in ``terms``, without overlaps (a whole
-    compound comes before its parts, so it wins)."""
+    compound comes before its parts, so it wins; a word's folded form has its offsets, so
+    ``munchen`` marks ``München``). Overlapping CJK bigrams that both match (``北京`` and
+    ``京烤`` of ``北京烤鸭``) make one mark over the characters they cover together."""
     if not terms:
         return []
     out: list[Match] = []
@@ -150,6 +153,9 @@ def _find_matches(body: str, terms: set[str]) -> list[Match]:
     for t in analyzer.occurrences(body, terms):
         if t.start >= end:
             out.append(Match(t.start, t.end, t.text))
+            end = t.end
+        elif t.end > end:  # only bigrams overlap without one holding the other
+            out[-1] = Match(out[-1].start, t.end, out[-1].term)
             end = t.end
     return out
 

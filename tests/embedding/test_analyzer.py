@@ -200,3 +200,99 @@ def test_feedback_leaves_nothing_to_expand_alone() -> None:
     assert feedback_query_vector("reef", []) == query_vector("reef")
     assert feedback_query_vector("reef", [("", 1.0)]) == query_vector("reef")
     assert feedback_query_vector("the of", [("coral reef", 1.0)]).indices == []
+
+
+# --- en-3: accent folding, elision, CJK bigrams (Lucene's filters) -----------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("München", ["münchen", "munchen"]),
+        ("Überweisung", ["überweisung", "uberweisung"]),
+        ("Straße", ["straße", "strass"]),  # ß → ss, then stemmed (strasse → strass)
+        ("Ærø Łódź œuvre", ["ærø", "aero", "łódź", "lodz", "œuvr", "oeuvr"]),
+        ("café-crème", ["café-crème", "cafe-creme", "café", "cafe", "crème", "creme"]),
+        ("Ελλάδα", ["ελλάδα"]),  # no ASCII form: nothing added
+    ],
+)
+def test_accents_fold_with_the_original_kept(text: str, expected: list[str]) -> None:
+    """Lucene's ASCIIFoldingFilter with preserveOriginal."""
+    assert terms(text) == expected
+
+
+def test_folding_meets_the_query_either_way() -> None:
+    doc = set(document_vector("Wir fahren nach München zur Überweisung").indices)
+    for query in ("munchen", "München", "MUNCHEN", "Uberweisung", "überweisung"):
+        assert set(query_vector(query).indices) <= doc, query
+    assert set(query_vector("München").indices) & set(document_vector("Munchen").indices)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("l'église", ["église", "eglis"]),
+        ("L’Église", ["église", "eglis"]),
+        ("qu'il jusqu'ici", ["il", "ici"]),
+        ("dell'arte", ["art"]),  # Italian: dell'
+        ("don't o'clock", ["don't", "o'clock"]),  # not articles: the word stays whole
+    ],
+)
+def test_elision(text: str, expected: list[str]) -> None:
+    """Lucene's ElisionFilter with the French and Italian default articles."""
+    assert terms(text) == expected
+
+
+def test_elided_word_matches_the_bare_word() -> None:
+    assert set(query_vector("église").indices) <= set(document_vector("J'aime l'église").indices)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("北京烤鸭很好吃", ["北京", "京烤", "烤鸭", "鸭很", "很好", "好吃"]),
+        ("鸭", ["鸭"]),  # a lone character is its own term
+        ("東京タワー", ["東京", "京タ", "タワ", "ワー"]),  # across Han and Katakana
+        ("한국어 문서", ["한국", "국어", "문서"]),
+        ("iPhone用户", ["iphon", "用户"]),  # the script change splits the run
+        ("COVID-19患者", ["covid-19", "covid", "19", "患者"]),
+        ("北京。上海", ["北京", "上海"]),  # CJK punctuation separates
+    ],
+)
+def test_cjk_bigrams(text: str, expected: list[str]) -> None:
+    """Lucene's CJKBigramFilter (outputUnigrams false)."""
+    assert terms(text) == expected
+
+
+def test_folded_and_bigram_terms_point_at_the_original_characters() -> None:
+    text = "Wir essen in München 北京烤鸭, l'église."
+    found = {t.text: text[t.start : t.end] for t in occurrences(text, {"munchen", "烤鸭", "eglis"})}
+    assert found == {"munchen": "München", "烤鸭": "烤鸭", "eglis": "église"}
+
+
+def test_plain_ascii_text_keeps_its_en2_terms() -> None:
+    """What keeps an en-2 index answering English queries until it is rewritten."""
+    text = "Don't index C++ and IL-6 at jane.doe@example.org: Nextcloud's .NET report.pdf 2.1.0"
+    assert terms(text) == [
+        "don't",
+        "index",
+        "c++",
+        "il-6",
+        "il",
+        "6",
+        "jane.doe@example.org",
+        "jane",
+        "doe",
+        "exampl",
+        "org",
+        "nextcloud",
+        ".net",
+        "net",
+        "report.pdf",
+        "report",
+        "pdf",
+        "2.1.0",
+        "2",
+        "1",
+        "0",
+    ]

@@ -642,3 +642,35 @@ def test_a_document_held_under_both_id_schemes_is_one_document_where_its_doc_key
     hits = [service_module.Hit(p.id, 1.0 - i / 10, p.payload) for i, p in enumerate(points)]
     assert len(service_module.group_hits(hits)) == 2  # by id: the uuid5 points by doc_key
     assert len(service_module.group_hits(hits, key=lambda h: h.payload["doc_key"])) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "query", "marked"),
+    [
+        ("Wir treffen uns in München am Marienplatz.", "munchen", "München"),
+        ("Die Überweisung ist angekommen.", "Uberweisung", "Überweisung"),
+        ("北京烤鸭很好吃，我们明天再去。", "烤鸭", "烤鸭"),
+        ("Nous avons visité l'église du village.", "église", "église"),
+    ],
+)
+def test_bm25_finds_words_as_typed_in_other_languages(
+    embedder: Embedder, verifiers: Verifiers, tmp_path: Path, text: str, query: str, marked: str
+) -> None:
+    """Analyzer en-3 end to end (Qdrant Edge, the real embedder, the service's snippets): a
+    query without diacritics finds the word with them, a CJK word is found inside a longer
+    run, an elided article does not hide its word; the snippet marks the word as written."""
+    docs = make_docs(8)
+    for d in docs:
+        d.payload["acl"] = ["user:alice"]
+    docs[3].text = docs[3].payload["text"] = text
+    store = QdrantEdgeStore(tmp_path / "q", "test-model")
+    store.ensure_collection(embedder.dense_dim)
+    index_docs(store, embedder, docs)
+    svc, _ = make_service(store, embedder, verifiers)
+    page = svc.search(client_of("alice"), SearchRequest(query=query), mode="sparse")
+    assert keys(page) == [docs[3].key]
+    assert f"<mark>{marked}</mark>" in page.results[0].snippet
+    hybrid = svc.search(client_of("alice"), SearchRequest(query=query))
+    assert keys(hybrid)[0] == docs[3].key
+    svc.close()
+    store.close()

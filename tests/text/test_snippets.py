@@ -187,3 +187,16 @@ def test_snippet_properties(text: str, query: str, max_chars: int) -> None:
         # their inner punctuation)
         assert word and not any(c.isspace() for c in word)
         assert query_terms(word)[0] in terms  # the marked word's stem is a query term
+
+
+def test_folded_query_marks_the_word_as_written() -> None:
+    """``munchen`` meets ``München`` through the folded term (analyzer en-3); the mark covers
+    the original characters."""
+    assert make_snippet("Treffen in München.", "munchen") == "Treffen in <mark>München</mark>."
+    assert make_snippet("l'église", "eglise") == "l&#x27;<mark>église</mark>"
+
+
+def test_cjk_bigrams_mark_their_characters_as_one_run() -> None:
+    """A CJK query's overlapping bigrams make one mark over the characters they cover."""
+    assert make_snippet("北京烤鸭很好吃", "烤鸭") == "北京<mark>烤鸭</mark>很好吃"
+    assert make_snippet("北京烤鸭很好吃", "北京烤鸭") == "<mark>北京烤鸭</mark>很好吃"
