@@ -28,7 +28,9 @@ Documents and queries go through the same chain, so a word meets itself:
      ``preserveOriginal``): a token with letters that fold to ASCII gives its own term and the
      folded one at the same offsets (``München`` → ``münchen``, ``munchen``; ``Straße`` →
      ``straße``, ``strass``, the stem of ``strasse``), so ``munchen`` finds ``München``
-     and ``München`` finds ``Munchen``;
+     and ``München`` finds ``Munchen``. The two forms stand at one position: in a query they
+     share the word's weight (½ each, as Lucene's ``SynonymQuery``), in a document its length
+     counts them once (BM25's discounted overlaps);
    - **CJK bigrams** (Lucene's ``CJKBigramFilter``): a run of Han, Hiragana, Katakana or
      Hangul is a token of its own, cut where the script changes (``iPhone用户`` → ``iphon``,
      ``用户``), and gives its overlapping bigrams (``北京烤鸭`` → ``北京``, ``京烤``, ``烤鸭``);
@@ -370,6 +372,45 @@ def occurrences(text: str, wanted: set[str] | frozenset[str]) -> list[Term]:
     return [Term(form, start, end) for form, start, end in _scan(text) if form in wanted]
 
 
+def _positions(text: str) -> Iterator[list[str]]:
+    """The terms of ``text`` grouped by where they stand: a word's own form and its folded one
+    (same offsets, next to each other) are one group, every other term a group of its own —
+    the tokens Lucene puts at one position (``posIncrement`` 0)."""
+    group: list[str] = []
+    span = (-1, -1)
+    for form, start, end in _scan(text):
+        if (start, end) != span and group:
+            yield group
+            group = []
+        group.append(form)
+        span = (start, end)
+    if group:
+        yield group
+
+
+def _counts(text: str) -> tuple[Counter[str], int]:
+    """Each term's count in ``text`` and the text's length in positions (:func:`_positions`):
+    a folded form does not lengthen the text, as Lucene's BM25 discounts overlapping tokens
+    (``BM25Similarity`` with ``discountOverlaps``, its default)."""
+    counts: Counter[str] = Counter()
+    length = 0
+    for group in _positions(text):
+        counts.update(group)
+        length += 1
+    return counts, length
+
+
+def _shares(text: str) -> dict[str, float]:
+    """Each term's count in a query, the terms of one position sharing its count (a word and
+    its folded form weigh ½ each): together they weigh what one word does, as the one
+    ``SynonymQuery`` Lucene's query builder makes of them. In reading order."""
+    shares: dict[str, float] = {}
+    for group in _positions(text):
+        for term in group:
+            shares[term] = shares.get(term, 0.0) + 1 / len(group)
+    return shares
+
+
 def term_id(term: str) -> int:
     """A term's sparse-vector index: ``abs(mmh3.hash(term))`` (murmur3, 32 bits, seed 0, as
     fastembed's ``Bm25.compute_token_id``), in ``0 … 2**31``."""
@@ -378,10 +419,9 @@ def term_id(term: str) -> int:
 
 def document_vector(text: str) -> SparseVector:
     """The BM25 document vector of a chunk: per term, ``tf·(k1+1) / (tf + k1·(1 − b +
-    b·len/avg_len))`` with ``len`` the chunk's term count. Terms sharing an id (a hash
-    collision) add up. Indices ascending."""
-    counts = Counter(terms(text))
-    length = sum(counts.values())
+    b·len/avg_len))`` with ``len`` the chunk's term count, a word's folded form not counted
+    (:func:`_counts`). Terms sharing an id (a hash collision) add up. Indices ascending."""
+    counts, length = _counts(text)
     norm = K1 * (1 - B + B * length / AVG_LEN)
     weights: dict[int, float] = {}
     for term, tf in counts.items():
@@ -392,17 +432,19 @@ def document_vector(text: str) -> SparseVector:
 
 def query_vector(text: str) -> SparseVector:
     """The BM25 query vector: each term's count in the query (so a repeated word weighs
-    more), scored against documents with Qdrant's IDF modifier. Empty when the query has no
+    more; a word and its folded form ½ each), scored against documents with Qdrant's IDF
+    modifier. Empty when the query has no
     terms (only stop words or punctuation). Indices ascending."""
     return _vector(_query_weights(text))
 
 
 def _query_weights(text: str) -> dict[int, float]:
-    """Term id → weight of the BM25 query of ``text``: each term's count in it."""
+    """Term id → weight of the BM25 query of ``text``: each term's count in it, a word and
+    its folded form sharing one (:func:`_shares`)."""
     weights: dict[int, float] = {}
-    for term, count in Counter(terms(text)).items():
+    for term, count in _shares(text).items():
         key = term_id(term)
-        weights[key] = weights.get(key, 0.0) + float(count)
+        weights[key] = weights.get(key, 0.0) + count
     return weights
 
 
@@ -446,11 +488,13 @@ def feedback_expansion(
 
     ``feedback`` holds ``(text, score)`` pairs: the best chunk of each of the first pass's top
     documents and its score there (negative scores count as 0; if all are 0, every text counts
-    alike). Each term ``w`` of those texts gets ``P(w|R) = Σ score_d · tf(w, d) / len(d)`` over
+    alike). Each term ``w`` of those texts gets ``P(w|R) = Σ score_d · tf(w, d) / len(d)`` (``len``
+    in positions, :func:`_counts`) over
     the texts, scores normalised to sum 1; the ``terms_added`` most probable terms (the query's
-    own among them) are renormalised to sum 1 and weigh ``weight × (query term count)`` in all.
+    own among them) are renormalised to sum 1 and weigh ``weight × (query term count)`` in all
+    (a word and its folded form count once).
     """
-    own = Counter(terms(query))
+    own = _shares(query)
     if not own:
         return {}
     scores = [max(0.0, score) for _, score in feedback]
@@ -459,8 +503,7 @@ def feedback_expansion(
         scores, total = [1.0] * len(feedback), float(len(feedback))
     relevance: defaultdict[str, float] = defaultdict(float)
     for (text, _), score in zip(feedback, scores, strict=True):
-        counts = Counter(terms(text))
-        length = sum(counts.values())
+        counts, length = _counts(text)
         for term, tf in counts.items():
             relevance[term] += score / total * tf / length
     chosen = sorted(relevance, key=lambda t: (-relevance[t], t))[:terms_added]

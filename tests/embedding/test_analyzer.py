@@ -296,3 +296,16 @@ def test_plain_ascii_text_keeps_its_en2_terms() -> None:
         "1",
         "0",
     ]
+
+
+def test_a_word_and_its_folded_form_weigh_one_word() -> None:
+    """At one position, as Lucene's SynonymQuery and BM25's discounted overlaps: the query
+    shares the word's count between its two forms, the document's length counts it once."""
+    w = weights_of(query_vector("München Hotel"))
+    assert w[term_id("münchen")] == w[term_id("munchen")] == 0.5
+    assert w[term_id("hotel")] == 1.0
+    doc = weights_of(document_vector("München Hotel"))
+    norm = K1 * (1 - B + B * 2 / AVG_LEN)  # two positions, not three terms
+    assert math.isclose(doc[term_id("munchen")], (K1 + 1) / (1 + norm))
+    assert math.isclose(doc[term_id("hotel")], (K1 + 1) / (1 + norm))
+    assert sum(feedback_expansion("München", [("München Hotel", 1.0)]).values()) == 1.0
