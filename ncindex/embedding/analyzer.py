@@ -392,12 +392,14 @@ def _counts(text: str) -> tuple[Counter[str], int]:
     """Each term's count in ``text`` and the text's length in positions (:func:`_positions`):
     a folded form does not lengthen the text, as Lucene's BM25 discounts overlapping tokens
     (``BM25Similarity`` with ``discountOverlaps``, its default)."""
-    counts: Counter[str] = Counter()
-    length = 0
-    for group in _positions(text):
-        counts.update(group)
-        length += 1
-    return counts, length
+    forms: list[str] = []
+    length, span = 0, (-1, -1)
+    for form, start, end in _scan(text):  # not _positions: every chunk is counted this way
+        forms.append(form)
+        if (start, end) != span:
+            length += 1
+            span = (start, end)
+    return Counter(forms), length
 
 
 def _shares(text: str) -> dict[str, float]:
