@@ -1081,7 +1081,8 @@ def status(
     doc type, index lag, dead letters;
     per user (the configured accounts and every user a document was queued for) and in total:
     pending documents, documents/s and chunks/s over the last minutes, the first indexing's
-    progress and the backlog's ETA. Indexed counts per user need a Qdrant
+    progress and the backlog's ETA. Indexed counts per user, and whether documents of an older
+    BM25 analyzer wait for `ncindex reindex --analyzer` (a sample of them), need a Qdrant
     server (NCINDEX_QDRANT_URL): the embedded store belongs to `ncindex up`."""
     import redis as redis_lib
 
@@ -1172,7 +1173,7 @@ def _watch(collect: Any, interval: float, iterations: int | None) -> None:
 
 
 def _print_status(data: dict[str, Any]) -> None:
-    from allinone.status_view import duration, optimizer_lines
+    from allinone.status_view import analyzer_lines, duration, optimizer_lines
 
     click.echo(f"nextcloud: {data['nextcloud']['summary']}")
     click.echo(
@@ -1207,6 +1208,8 @@ def _print_status(data: dict[str, Any]) -> None:
     letters = data["dead_letters"]
     click.echo(f"dead letters: {sum(e['size'] for e in letters.values()) if letters else 0}")
     for line in optimizer_lines(data["store"], time.time()):
+        click.echo(line)
+    for line in analyzer_lines(data["analyzer"]):
         click.echo(line)
     for key, entry in letters.items():
         click.echo(f"  {key} ({entry['type']}, {entry['size']}): {entry['sample']}")

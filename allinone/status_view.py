@@ -93,6 +93,19 @@ def optimizer_lines(store: dict[str, Any], now: float) -> list[str]:
     return lines
 
 
+def analyzer_lines(analyzer: dict[str, Any] | None) -> list[str]:
+    """The line of the BM25 analyzer sample (:func:`ncindex.sync.status.analyzer_status`):
+    the upgrade to run, or the current version alone; none when the store was not read (the
+    embedded one belongs to ``ncindex up``: ``ncindex doctor`` samples it while that is
+    stopped)."""
+    if analyzer is None:
+        return []
+    if analyzer["upgrade"]:
+        return [f"analyzer: {analyzer['upgrade']}"]
+    sampled = sum(analyzer["sampled"].values())
+    return [f"analyzer: {analyzer['current']} ({sampled} documents sampled, all current)"]
+
+
 def _number(entry: dict[str, Any], key: str) -> float | None:
     """``entry[key]`` as a float when it is a real number (not a bool, not NaN, infinite or
     past a float's range), else None."""
@@ -116,8 +129,9 @@ def _span(since: float | None, until: float | None) -> str:
 
 def render(data: dict[str, Any]) -> Group:
     """The status as rich renderables: a summary (with the embedded engine's optimiser:
-    :func:`optimizer_lines`), one row per user with a progress bar of their first indexing
-    (full once done), and the skipped documents per rule."""
+    :func:`optimizer_lines`, and the analyzer sample: :func:`analyzer_lines`), one row per
+    user with a progress bar of their first indexing (full once done), and the skipped
+    documents per rule."""
     total = data["total"]
     rates = total["rates"]
     workers = data.get("workers")
@@ -137,6 +151,7 @@ def render(data: dict[str, Any]) -> Group:
         f"backlog ETA {duration(total['eta_seconds'])}; dead letter {total['dead_letter']}, "
         f"failing {total['failing']}",
         *(f"\n{line}" for line in optimizer_lines(data.get("store", {}), time.time())),
+        *(f"\n{line}" for line in analyzer_lines(data.get("analyzer"))),
     )
     table = Table(title="per user (docs: indexed documents; pend: pending)", expand=False)
     width = max((len(u) for u in data["users"]), default=4)

@@ -54,9 +54,18 @@ from urllib.parse import urlsplit
 import httpx
 import redis
 
+from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.embedding.live_models import model_name_for
 from ncindex.embedding.models import PACKAGED_DENSE_MODEL, model_paths
-from ncindex.errors import ModelError, NcindexError, NextcloudAuthError, NotFound, RedisTooOld
+from ncindex.errors import (
+    ModelError,
+    NcindexError,
+    NextcloudAuthError,
+    NotFound,
+    RedisTooOld,
+    StoreUnavailable,
+)
+from ncindex.index.reindex import ANALYZER_SAMPLE, analyzer_upgrade_due, sample_analyzers
 from ncindex.ingest.events import REQUIRED, cost_without, missing_from
 from ncindex.ingest.queueing import check_redis as check_redis_version
 from ncindex.ingest.registration import hook_uri, loopback_target, made_with_secret, subscribed
@@ -65,7 +74,7 @@ from ncindex.nextcloud.client import version_tuple
 from ncindex.nextcloud.server_status import server_status
 from ncindex.runtime import Services
 from ncindex.settings import Settings, url_without_password
-from ncindex.store import edge_root, model_slug, open_store
+from ncindex.store import VectorStore, edge_root, model_slug, open_store
 from ncindex.text.ocr import ocr_status
 
 Verdict = Literal["ok", "warn", "fail", "note"]
@@ -469,9 +478,7 @@ def check_model(ctx: Context) -> list[Line]:
     settings = ctx.settings
     configured = settings.dense_model
     slug = model_slug(configured)
-    with warnings.catch_warnings():  # the store line is about the server; this about the model
-        warnings.filterwarnings("ignore", "Api key is used with an insecure", UserWarning)
-        store = open_store(settings, model_slug=slug)
+    store = _open_store(settings, slug)
     try:
         pointers = store.models()
     except NcindexError as exc:
@@ -518,6 +525,52 @@ def check_model(ctx: Context) -> list[Line]:
             f"up while it builds); or set NCINDEX_DENSE_MODEL={name}"
         )
     return [Line("model", "warn", detail)]
+
+
+def check_analyzer(ctx: Context) -> list[Line]:
+    """Whether an older BM25 analyzer made some of the live collection's vectors (points keep
+    the payload ``analyzer``; they stay until ``ncindex reindex --analyzer`` rewrites them,
+    and meanwhile some queries miss their BM25 half). Reads the ``analyzer`` field of at most
+    :data:`~ncindex.index.reindex.ANALYZER_SAMPLE` documents' first chunks
+    (:func:`~ncindex.index.reindex.sample_analyzers`), never the whole store: a warning names
+    the versions found and the command; a live collection not readable here (the embedded
+    one open in ``ncindex up``) is a note that it was skipped."""
+    settings = ctx.settings
+    store = _open_store(settings, model_slug(settings.dense_model))
+    live: VectorStore | None = None
+    try:
+        active = store.models().active
+        if active is None:
+            return [Line("analyzer", "ok", "no index yet: it will be built with the current one")]
+        live = store.use_model(active)
+        counts = sample_analyzers(live)
+    except StoreUnavailable as exc:
+        return [Line("analyzer", "note", f"skipped: the live collection is not readable: {exc}")]
+    finally:
+        if live is not None:
+            live.close()
+        store.close()
+    due = analyzer_upgrade_due(counts)
+    if due is not None:
+        return [Line("analyzer", "warn", due)]
+    if not counts:
+        return [Line("analyzer", "ok", "no document indexed yet")]
+    return [
+        Line(
+            "analyzer",
+            "ok",
+            f"{ANALYZER_VERSION} made all {counts.total()} documents sampled (at most "
+            f"{ANALYZER_SAMPLE} first chunks, not every document)",
+        )
+    ]
+
+
+def _open_store(settings: Settings, slug: str) -> VectorStore:
+    """The store of model ``slug``, opened as configured, without qdrant-client's warning
+    about an API key over plain HTTP (the store check's line is about the server)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Api key is used with an insecure", UserWarning)
+        return open_store(settings, model_slug=slug)
 
 
 def _files_line(settings: Settings, said: str) -> Line:
@@ -591,6 +644,7 @@ CHECKS: list[tuple[str, Check]] = [
     ("webhook secret", check_webhook_secret),
     ("store", check_store),
     ("model", check_model),
+    ("analyzer", check_analyzer),
     ("server", check_server),
     ("apps", check_apps),
     ("accounts", check_accounts),

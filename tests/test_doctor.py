@@ -25,12 +25,14 @@ from ncindex.doctor import (
     render,
     run_checks,
 )
+from ncindex.embedding.analyzer import ANALYZER_VERSION
+from ncindex.index.reindex import sample_analyzers
 from ncindex.ingest.events import NODE_NS, REQUIRED, TAG_ASSIGNED
 from ncindex.ingest.registration import register
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, SimulatorServer, serve_simulator
-from ncindex.store import open_store
+from ncindex.store import PointRecord, SparseVector, VectorStore, open_store
 from ncindex.store.schema import model_slug
 
 PUBLIC = "http://8.8.8.8:8080"  # a public address literal: nothing is sent to it
@@ -406,6 +408,60 @@ def test_the_live_models_files_missing_from_the_model_dir_are_not_ok(
     assert "NCINDEX_MODEL_DIR" in line.detail
 
 
+def test_points_of_an_older_analyzer_are_a_warning_naming_the_command(
+    served, tmp_path: Path
+) -> None:
+    """After the analyzer moved to en-3 nothing said that en-2 points were still there, whose
+    BM25 half some queries miss until `ncindex reindex --analyzer`: the check reads the
+    ``analyzer`` of a bounded sample of first chunks (a later chunk does not count)."""
+    _, server = served
+    settings = settings_for(server, qdrant_path=tmp_path / "q")
+    assert detail(run_checks(settings), "analyzer").startswith("no index yet")
+    store = open_store(settings, model_slug=model_slug(settings.dense_model))
+    store.ensure_collection(8)
+    assert detail(run_checks_closing(store, settings), "analyzer") == "no document indexed yet"
+    versions = {"note:1": "en-2", "note:2": "en-2", "note:3": ANALYZER_VERSION}
+    store = open_store(settings, model_slug=model_slug(settings.dense_model))
+    store.upsert(
+        [
+            PointRecord(
+                id=f"00000000-0000-4000-8000-{i * 10 + chunk:012d}",
+                dense=[1.0 + i + chunk] * 8,
+                sparse=SparseVector(indices=[i], values=[1.0]),
+                payload={
+                    "doc_key": key,
+                    "chunk_index": chunk,
+                    "analyzer": version if chunk == 0 else "en-1",
+                },
+            )
+            for i, (key, version) in enumerate(versions.items())
+            for chunk in (0, 1)
+        ]
+    )
+    assert sample_analyzers(store, sample=2).total() == 2  # one page of the sample, no more
+    held = run_checks(settings)  # the shard is open here, as in `ncindex up`: not readable
+    assert verdicts(held, "analyzer") == ["note"]
+    assert detail(held, "analyzer").startswith("skipped: the live collection is not readable")
+    lines = run_checks_closing(store, settings)
+    assert verdicts(lines, "analyzer") == ["warn"]
+    said = detail(lines, "analyzer")
+    assert said.startswith("2 of 3 documents sampled (a sample of the first chunks")
+    assert "older analyzer: en-2 (2); the current one is en-3" in said
+    assert "`ncindex reindex --analyzer`" in said and "en-1" not in said
+    store = open_store(settings, model_slug=model_slug(settings.dense_model))
+    for key in versions:
+        store.set_payload(key, {"analyzer": ANALYZER_VERSION})
+    lines = run_checks_closing(store, settings)
+    assert verdicts(lines, "analyzer") == ["ok"]
+    assert detail(lines, "analyzer").startswith("en-3 made all 3 documents sampled")
+
+
+def run_checks_closing(store: VectorStore, settings: Settings) -> list[Line]:
+    """Doctor's lines once ``store`` is closed (an embedded shard opens in one place)."""
+    store.close()
+    return run_checks(settings)
+
+
 @contextmanager
 def stand_in_qdrant(key: str | None = None) -> Iterator[str]:
     """A stand-in Qdrant server's URL: ``GET /collections`` answers 200, or 401 without
@@ -550,7 +606,7 @@ def test_a_misspelt_variable_is_a_warning_naming_the_setting_it_resembles(served
 
 def test_without_a_nextcloud_url_every_check_that_needs_none_still_runs() -> None:
     """It stopped at the missing URL: one line (``Error: ...`` without --json), and nothing
-    of Redis, the secret, the store, the model or OCR."""
+    of Redis, the secret, the store, the model, the analyzer or OCR."""
     env = {
         "NCINDEX_NEXTCLOUD_URL": "",
         "NCINDEX_DATA_DIR": REDIS["data_dir"],
@@ -574,6 +630,7 @@ def test_without_a_nextcloud_url_every_check_that_needs_none_still_runs() -> Non
         "webhook secret",
         "store",
         "model",
+        "analyzer",
         "server",
         "public url",
         "deliveries",

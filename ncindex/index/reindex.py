@@ -27,14 +27,17 @@ analyzer made (payload ``analyzer``), in place in the live collection and in the
 A model build (step 2) also recomputes them on the way, and indexing never reuses an old
 version's BM25 vector.
 
-Progress is kept in Redis (``<namespace>:reindex``) for ``ncindex reindex --status``.
+Progress is kept in Redis (``<namespace>:reindex``) for ``ncindex reindex`` (no option).
+``ncindex doctor`` and ``ncindex status`` tell whether a rewrite is due from a sample of the
+live collection's first chunks (:func:`sample_analyzers`, :func:`analyzer_upgrade_due`).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import asdict, dataclass
 
 import structlog
@@ -69,6 +72,14 @@ COMPARED_FIELDS = (
 )
 
 
+#: How many documents' first chunks :func:`sample_analyzers` reads: one scroll page of their
+#: ``analyzer`` field, whatever the store holds (a million chunks included).
+ANALYZER_SAMPLE = 1000
+
+#: The payload ``analyzer`` of a point written before the field existed, as it is shown.
+NO_ANALYZER = "(none)"
+
+
 @dataclass(frozen=True, slots=True)
 class BuildReport:
     """One build run: ``documents`` in the live collection, ``copied`` and ``removed`` in
@@ -96,6 +107,35 @@ def _summaries(store: VectorStore) -> dict[str, str]:
         fields = {f: payload.get(f) for f in COMPARED_FIELDS}
         out[payload["doc_key"]] = json.dumps(fields, sort_keys=True, default=str)
     return out
+
+
+def sample_analyzers(store: VectorStore, sample: int = ANALYZER_SAMPLE) -> Counter[str]:
+    """Analyzer version (payload ``analyzer``; :data:`NO_ANALYZER` when absent) → how many of
+    at most ``sample`` documents' first chunks it made: the first ``sample`` in point-id order,
+    read in one scroll page holding only that field. Point ids begin with a hash of the
+    document key (:func:`~ncindex.documents.point_id`), so these are documents spread over
+    the store, not its oldest or newest; a document outside the sample is not seen. An empty
+    collection gives an empty count. Raises ``StoreUnavailable``."""
+    payloads = store.scroll(first_chunks(), ["analyzer"], page_size=sample)
+    return Counter(str(p.get("analyzer", NO_ANALYZER)) for p in itertools.islice(payloads, sample))
+
+
+def analyzer_upgrade_due(counts: Counter[str]) -> str | None:
+    """What to tell the operator when ``counts`` (:func:`sample_analyzers`) holds a version
+    other than :data:`~ncindex.embedding.analyzer.ANALYZER_VERSION`: the versions found, what
+    queries miss meanwhile (README, "The BM25 analyzer") and the command that rewrites them;
+    ``None`` when every sampled document is current (or none was sampled)."""
+    older = {version: n for version, n in counts.items() if version != ANALYZER_VERSION}
+    if not older:
+        return None
+    found = ", ".join(f"{version} ({n})" for version, n in sorted(older.items()))
+    return (
+        f"{sum(older.values())} of {counts.total()} documents sampled (a sample of the first "
+        f"chunks, not every document) have BM25 vectors of an older analyzer: {found}; the "
+        f"current one is {ANALYZER_VERSION}. Until `ncindex reindex --analyzer` rewrites them, "
+        "queries without diacritics, after French elision or in Chinese/Japanese miss their "
+        "BM25 half"
+    )
 
 
 class Reindexer:

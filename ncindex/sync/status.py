@@ -26,6 +26,8 @@ import redis
 
 from ncindex.accounts import refused_accounts
 from ncindex.documents import DocType
+from ncindex.embedding.analyzer import ANALYZER_VERSION
+from ncindex.index.reindex import analyzer_upgrade_due, sample_analyzers
 from ncindex.names import QUEUES, Names
 from ncindex.progress import RATE_SECONDS, FailingDocuments, Progress, Rates, eta_seconds
 from ncindex.redis_replies import as_text
@@ -175,8 +177,9 @@ def collect_status(
     ``accounts_refused`` (user id → when and where Nextcloud answered 401), ``users``
     (:func:`per_user` for ``users``; indexed counts only with ``store``), ``total``
     (pending, dead letter, failing, rates over the last :data:`~ncindex.progress.RATE_SECONDS`
-    and the ETA of the whole backlog) and ``workers`` (the names that answered a ping, as
-    given; ``None``: not asked). With ``workers`` empty (asked, and none answered) every ETA
+    and the ETA of the whole backlog), ``workers`` (the names that answered a ping, as
+    given; ``None``: not asked) and ``analyzer`` (:func:`analyzer_status`; ``None`` without
+    ``store``). With ``workers`` empty (asked, and none answered) every ETA
     is ``None``: the rates measured before say nothing of when a backlog nobody works on ends
     (they showed "ETA 42 s" a minute after the last worker was killed)."""
     now = time.time() if now is None else now
@@ -205,6 +208,21 @@ def collect_status(
             "rates": rates_dict(total_rates),
             "eta_seconds": total_eta,
         },
+        "analyzer": None if store is None else analyzer_status(store),
+    }
+
+
+def analyzer_status(store: VectorStore) -> dict[str, Any]:
+    """The BM25 analyzer versions of a sample of ``store``'s documents
+    (:func:`~ncindex.index.reindex.sample_analyzers`, one scroll page): ``current`` (the
+    running version), ``sampled`` (version → documents) and ``upgrade`` (what to run and why,
+    :func:`~ncindex.index.reindex.analyzer_upgrade_due`; ``None`` when every sampled document
+    is current). Raises ``StoreUnavailable``."""
+    counts = sample_analyzers(store)
+    return {
+        "current": ANALYZER_VERSION,
+        "sampled": dict(counts),
+        "upgrade": analyzer_upgrade_due(counts),
     }
 
 

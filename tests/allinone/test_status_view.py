@@ -3,15 +3,18 @@ last run (or why it failed) and the shard's size, in the text output and under `
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import time
 from pathlib import Path
 
 from click.testing import CliRunner
+from rich.console import Console
 
 from allinone.cli import main
-from allinone.status_view import optimizer_lines
+from allinone.status_view import analyzer_lines, optimizer_lines, render
+from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.store.edge_optimizer import STATE_FILE, read_state
 
 NOW = 1_800_000_000.0
@@ -128,3 +131,46 @@ def test_status_and_its_watch_show_the_optimiser(redis_url: str, tmp_path: Path)
     assert expected.search(watched.output), watched.output
     # not a terminal: nothing can be redrawn, so each frame is written after the last
     assert len(expected.findall(watched.output)) == 2, watched.output
+
+
+def test_status_names_the_analyzer_upgrade_a_sample_of_the_store_shows(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """`ncindex status` said nothing of documents an older BM25 analyzer made: it shows one
+    line from a sample of the store's first chunks, the command when one is older."""
+    import redis
+
+    from ncindex.names import Names
+    from ncindex.store import PointRecord, SparseVector
+    from ncindex.store.qdrant_edge import QdrantEdgeStore
+    from ncindex.sync.status import collect_status
+
+    store = QdrantEdgeStore(tmp_path, "m")
+    store.ensure_collection(4)
+    client = redis.Redis.from_url(redis_url)
+    keys = Names("analyzerstatustest")
+    assert collect_status(client, keys, users=[])["analyzer"] is None  # no store: no line
+    assert analyzer_lines(collect_status(client, keys, users=[], store=store)["analyzer"]) == [
+        "analyzer: en-3 (0 documents sampled, all current)"
+    ]
+    store.upsert(
+        [
+            PointRecord(
+                id=f"00000000-0000-4000-8000-{i:012d}",
+                dense=[1.0 + i] * 4,
+                sparse=SparseVector(indices=[i], values=[1.0]),
+                payload={"doc_key": f"note:{i}", "chunk_index": 0, "analyzer": version},
+            )
+            for i, version in enumerate(["en-2", ANALYZER_VERSION, ANALYZER_VERSION])
+        ]
+    )
+    data = collect_status(client, keys, users=[], store=store)
+    assert data["analyzer"]["sampled"] == {"en-2": 1, ANALYZER_VERSION: 2}
+    (shown,) = analyzer_lines(data["analyzer"])
+    assert shown.startswith("analyzer: 1 of 3 documents sampled")
+    assert "en-2 (1)" in shown and "`ncindex reindex --analyzer`" in shown
+    data |= {"nextcloud": {"summary": "?"}, "store": {}}
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(render(data))
+    assert "en-2 (1)" in console.export_text()
+    store.close()
