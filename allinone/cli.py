@@ -194,7 +194,7 @@ def _serve(running: Embedded, settings: Settings, signals: StopSignals, *, quiet
     click.echo(f"Redis: {redis_url} ({redis_owner}{'; credentials left out' if left_out else ''})")
     click.echo(
         f"Watch the indexing: NCINDEX_REDIS_URL={redis_url} "
-        f"NCINDEX_NAMESPACE={running.settings.namespace} ncindex status --watch"
+        f"NCINDEX_NAMESPACE={running.settings.namespace} {ncindex_command()} status --watch"
         + (" (put the URL's user and password back in)" if left_out else "")
     )
     from ncindex.ingest.registration import loopback_target
@@ -242,6 +242,29 @@ def _serve(running: Embedded, settings: Settings, signals: StopSignals, *, quiet
     click.echo("stopping")
     running.close()
     click.echo("stopped")
+
+
+def ncindex_command(argv0: str | None = None) -> str:
+    """How a user runs ``ncindex`` from a shell like the one this process started in, for
+    the commands the start-up lines print: ``ncindex`` when that name on ``PATH`` is this
+    very script; else the path this process was started by (``argv0``, default
+    ``sys.argv[0]``: ``.venv/bin/ncindex`` under ``make run``, whose venv is on no
+    ``PATH``), when that is an ``ncindex`` script; else the ``ncindex`` script beside this
+    Python (a venv's ``bin``); else ``python -m allinone.cli`` with this Python. Shell-quoted.
+    """
+    import shutil
+    import sys
+
+    started = Path(sys.argv[0] if argv0 is None else argv0)
+    beside = Path(sys.executable).parent / "ncindex"
+    on_path = shutil.which("ncindex")
+    for candidate in (started, beside):
+        if candidate.name != "ncindex" or not candidate.is_file():
+            continue
+        if on_path and Path(on_path).resolve() == candidate.resolve():
+            return "ncindex"
+        return shlex.quote(str(candidate))
+    return f"{shlex.quote(sys.executable)} -m allinone.cli"
 
 
 def _sample_hints(running: Embedded, url: str, user: str, password: str, users: str) -> None:
@@ -1449,3 +1472,7 @@ def _show_models(pointers: Any, state: dict[str, str]) -> None:
     if state:
         line = ", ".join(f"{k} {state[k]}" for k in sorted(state))
         click.echo(f"last step: {line}")
+
+
+if __name__ == "__main__":  # ``python -m allinone.cli``, as :func:`ncindex_command` prints
+    main()

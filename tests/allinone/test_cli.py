@@ -253,6 +253,50 @@ def test_up_prints_the_redis_url_without_its_password(url: str, capsys) -> None:
     assert f"Watch the indexing: NCINDEX_REDIS_URL={shown} NCINDEX_NAMESPACE=nci " in out
 
 
+def test_the_printed_status_command_runs_in_a_fresh_shell(monkeypatch, capsys) -> None:
+    """``make run`` starts ``.venv/bin/ncindex up``, whose venv is on no PATH: the "Watch the
+    indexing" line said ``ncindex status --watch``, "command not found" in a fresh shell. The
+    command it prints runs there (``--version`` for ``status --watch``)."""
+    from types import SimpleNamespace
+
+    from allinone.cli import _serve
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", [".venv/bin/ncindex", "up"])
+    fresh = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")}
+    monkeypatch.setenv("PATH", fresh["PATH"])
+    settings = Settings(nextcloud_url="http://127.0.0.1:9", namespace="nci")
+    running = SimpleNamespace(
+        url="http://127.0.0.1:8080",
+        settings=settings,
+        redis=None,
+        webhooks=None,
+        simulator=None,
+        sample=None,
+        close=lambda: None,
+    )
+    _serve(running, settings, SimpleNamespace(wait=lambda: None), quiet=False)
+    line = next(s for s in capsys.readouterr().out.splitlines() if "status --watch" in s)
+    command = line.split("NCINDEX_NAMESPACE=nci ", 1)[1].split(" status --watch")[0]
+    assert command == ".venv/bin/ncindex", line
+    ran = subprocess.run(
+        f"{command} --version", shell=True, env=fresh, cwd=ROOT, capture_output=True, text=True
+    )
+    assert ran.returncode == 0 and __version__ in ran.stdout, ran.stderr
+
+
+def test_the_printed_command_is_the_bare_name_when_path_finds_this_script(monkeypatch) -> None:
+    """With the venv's ``bin`` on PATH (an activated venv) the bare name works and is shown;
+    started some other way (``python -m``, a test runner) the script beside this Python."""
+    from allinone.cli import ncindex_command
+
+    script = Path(sys.executable).parent / "ncindex"
+    monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")
+    assert ncindex_command(str(script)) == "ncindex"
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert ncindex_command("/nowhere/pytest") == str(script)
+
+
 def test_the_progress_line_follows_pending_documents(redis_url: str) -> None:
     """``ncindex up`` without NCINDEX_LOG_LEVEL prints this instead of every task's lines:
     pending documents and the recent rate while busy, "caught up" once, nothing while idle."""
