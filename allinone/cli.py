@@ -1196,7 +1196,12 @@ def _watch(collect: Any, interval: float, iterations: int | None) -> None:
 
 
 def _print_status(data: dict[str, Any]) -> None:
-    from allinone.status_view import analyzer_lines, duration, optimizer_lines
+    from allinone.status_view import (
+        analyzer_lines,
+        duration,
+        optimizer_lines,
+        other_namespaces_line,
+    )
 
     click.echo(f"nextcloud: {data['nextcloud']['summary']}")
     click.echo(
@@ -1207,6 +1212,8 @@ def _print_status(data: dict[str, Any]) -> None:
     click.echo(f"index lag: {data['index_lag_seconds']} s")
     if not data["scans"]:
         click.echo("scans: none recorded")
+    if line := other_namespaces_line(data):
+        click.echo(line)
     for key, scan in data["scans"].items():
         changes = ", ".join(f"{k} {v}" for k, v in scan["changes"].items() if v) or "in sync"
         state = (

@@ -106,6 +106,20 @@ def analyzer_lines(analyzer: dict[str, Any] | None) -> list[str]:
     return [f"analyzer: {analyzer['current']} ({sampled} documents sampled, all current)"]
 
 
+def other_namespaces_line(data: dict[str, Any]) -> str | None:
+    """The line saying which other namespaces hold ncindex data (``data["other_namespaces"]``
+    of :func:`~ncindex.sync.status.collect_status`: only when this one holds no scan and no
+    worker answered), naming ``NCINDEX_NAMESPACE``; ``None`` when there are none."""
+    others = data.get("other_namespaces") or []
+    if not others:
+        return None
+    return (
+        "no scan and no worker in this namespace, but scans of other namespaces are in this "
+        f"Redis: {', '.join(others)} — set NCINDEX_NAMESPACE to one of them (`make run` uses "
+        "ncindex-up)"
+    )
+
+
 def _number(entry: dict[str, Any], key: str) -> float | None:
     """``entry[key]`` as a float when it is a real number (not a bool, not NaN, infinite or
     past a float's range), else None."""
@@ -152,6 +166,7 @@ def render(data: dict[str, Any]) -> Group:
         f"failing {total['failing']}",
         *(f"\n{line}" for line in optimizer_lines(data.get("store", {}), time.time())),
         *(f"\n{line}" for line in analyzer_lines(data.get("analyzer"))),
+        *((f"\n{line}", "yellow") for line in [other_namespaces_line(data)] if line),
     )
     table = Table(title="per user (docs: indexed documents; pend: pending)", expand=False)
     width = max((len(u) for u in data["users"]), default=4)

@@ -18,6 +18,7 @@ user and doc type (``in_sync_at``, the start of the last clean scan; ``None`` be
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterable
 from typing import Any, cast
@@ -28,7 +29,7 @@ from ncindex.accounts import refused_accounts
 from ncindex.documents import DocType
 from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.index.reindex import analyzer_upgrade_due, sample_analyzers
-from ncindex.names import QUEUES, Names
+from ncindex.names import NAMESPACE_PATTERN, QUEUES, Names
 from ncindex.progress import RATE_SECONDS, FailingDocuments, Progress, Rates, eta_seconds
 from ncindex.redis_replies import as_text
 from ncindex.store import VectorStore
@@ -74,6 +75,29 @@ def last_scans(
         summary["in_sync_age_seconds"] = None if in_sync is None else max(0, int(now - in_sync))
         out[as_text(key)] = summary
     return out
+
+
+#: How many keys :func:`other_namespaces` looks at, at most (SCAN ``COUNT`` 1000 a call): a
+#: bound on what a status costs in a Redis holding millions of keys.
+OTHER_NAMESPACES_KEYS = 100_000
+
+
+def other_namespaces(client: redis.Redis, keys: Names) -> list[str]:
+    """The namespaces other than ``keys.namespace`` whose scans left their summary hash
+    (``<namespace>:reconcile:last``, :func:`~ncindex.sync.reconcile.last_scans_key`) in this
+    Redis database, sorted: what ``ncindex status`` names when its own namespace holds no
+    scan and no worker answered (``make run`` uses ``ncindex-up``, a shell's
+    ``ncindex status`` ``ncindex``). Looks at :data:`OTHER_NAMESPACES_KEYS` keys at most, so
+    a database larger than that may hide some. Raises ``redis.RedisError``."""
+    namespace = re.compile(NAMESPACE_PATTERN.rstrip("$") + ":reconcile:last$")
+    found: set[str] = set()
+    cursor, looked = 0, 0
+    while True:
+        cursor, batch = client.scan(cursor, match="*:reconcile:last", count=1000)
+        found.update(as_text(k).split(":", 1)[0] for k in batch if namespace.match(as_text(k)))
+        looked += 1000
+        if not cursor or looked >= OTHER_NAMESPACES_KEYS:
+            return sorted(found - {keys.namespace})
 
 
 def dead_letters(client: redis.Redis, keys: Names) -> dict[str, Any]:
@@ -179,7 +203,8 @@ def collect_status(
     (pending, dead letter, failing, rates over the last :data:`~ncindex.progress.RATE_SECONDS`
     and the ETA of the whole backlog), ``workers`` (the names that answered a ping, as
     given; ``None``: not asked) and ``analyzer`` (:func:`analyzer_status`; ``None`` without
-    ``store``). With ``workers`` empty (asked, and none answered) every ETA
+    ``store``), ``other_namespaces`` (:func:`other_namespaces` when this one holds no scan and
+    no worker answered, else empty). With ``workers`` empty (asked, and none answered) every ETA
     is ``None``: the rates measured before say nothing of when a backlog nobody works on ends
     (they showed "ETA 42 s" a minute after the last worker was killed)."""
     now = time.time() if now is None else now
@@ -192,11 +217,13 @@ def collect_status(
         total_eta = None
         for row in rows.values():
             row["eta_seconds"] = row["first_indexing"]["eta_seconds"] = None
+    scans = last_scans(client, keys, now)
     return {
         "queues": pipeline["depth"],
         "reserved": pipeline["reserved"],
         "index_lag_seconds": round(pipeline["lag"], 1),
-        "scans": last_scans(client, keys, now),
+        "scans": scans,
+        "other_namespaces": [] if scans or workers else other_namespaces(client, keys),
         "dead_letters": dead_letters(client, keys),
         "accounts_refused": refused_accounts(client, keys),
         "workers": workers,

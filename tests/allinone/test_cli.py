@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -182,6 +183,35 @@ def test_status_with_the_qdrant_server_down_shows_the_rest(redis_url: str) -> No
     assert result.exit_code == 0, result.output
     store = json.loads(result.output)["store"]
     assert store["engine"] == "qdrant-server" and "Connection refused" in store["error"]
+
+
+def test_status_in_an_empty_namespace_names_the_namespaces_holding_data(redis_url: str) -> None:
+    """``make run`` keeps its keys under ``ncindex-up``; ``ncindex status`` in a shell without
+    NCINDEX_NAMESPACE said "scans: none recorded" and "workers: none answered a ping" and
+    nothing more. It names the namespaces whose scans are in this Redis, and the variable."""
+    from ncindex.documents import DocType
+    from ncindex.sync.reconcile import ScanReport, ScanState, last_scans_key
+
+    other = f"cli-up-{uuid.uuid4().hex[:8]}"
+    client = redis.Redis.from_url(redis_url)
+    key = last_scans_key(Names(other))
+    report = ScanReport(user="alice", doc_type="file", started_at=time.time(), applied=True)
+    ScanState(client, "alice", DocType.FILE, Names(other)).record(report)
+    try:
+        env = {"NCINDEX_REDIS_URL": redis_url, "NCINDEX_NAMESPACE": f"cli-{other[7:]}"}
+        result = CliRunner().invoke(main, ["status"], env=env)
+        assert result.exit_code == 0, result.output
+        line = next(s for s in result.output.splitlines() if "other namespaces" in s)
+        assert other in line and "NCINDEX_NAMESPACE" in line, result.output
+        data = json.loads(CliRunner().invoke(main, ["status", "--json"], env=env).output)
+        assert other in data["other_namespaces"]
+        # in the namespace that holds the scans, nothing is said of other namespaces
+        env["NCINDEX_NAMESPACE"] = other
+        result = CliRunner().invoke(main, ["status"], env=env)
+        assert result.exit_code == 0 and "other namespaces" not in result.output, result.output
+    finally:
+        client.delete(key)
+        client.close()
 
 
 def test_up_refuses_no_sample_with_a_configured_nextcloud() -> None:
