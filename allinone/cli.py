@@ -572,7 +572,9 @@ def doctor(settings: Settings, as_json: bool) -> None:
 
     Prints one line per finding with a verdict (ok, warn, fail, note); exits 1 when a line
     fails. Without NCINDEX_NEXTCLOUD_URL that is one failing line, and the checks that do not
-    ask Nextcloud (Redis, the secret, the store, the model, OCR, ...) run all the same.
+    ask Nextcloud (Redis, the secret, the store, the model, OCR, ...) run all the same; with
+    no setting of a deployment either (beside `make run`) a note says there is nothing to
+    check but Redis, the store, the model and OCR.
     """
     from ncindex.doctor import failed, render, run_checks
 

@@ -5,7 +5,10 @@ Each check in :data:`CHECKS` looks at one thing and returns :class:`Line`\\ s wi
 configured; the command exits 1) or ``note`` (advice). A check that needs something an
 earlier one found missing says it was skipped. Without ``NCINDEX_NEXTCLOUD_URL`` the server
 check's one failing line says so, the checks that ask Nextcloud (:data:`ASK_NEXTCLOUD`) are
-left out, and the others run. To add a check, append ``(name, function)`` to :data:`CHECKS`.
+left out, and the others run — unless no setting of a deployment is given either
+(:func:`sample_run`: ``make run``'s sample, whose secret and URLs ``ncindex up`` makes): then
+the server's line is a note, and the checks of :data:`SAMPLE_MADE` are left out too. To add
+a check, append ``(name, function)`` to :data:`CHECKS`.
 
 What is checked, and from which source:
 
@@ -100,7 +103,7 @@ class Line:
 class Context:
     """What the checks share: the settings, the process services, and what earlier checks
     learned (``version`` of the server, its ``capabilities``, whether it was ``reachable`` and
-    webhook_listeners answered)."""
+    webhook_listeners answered); ``sample``: :func:`sample_run`."""
 
     settings: Settings
     services: Services
@@ -108,6 +111,7 @@ class Context:
     version: str = ""
     capabilities: dict[str, Any] = field(default_factory=dict)
     webhooks_api: bool = False
+    sample: bool = False
 
 
 Check = Callable[[Context], list[Line]]
@@ -117,7 +121,18 @@ def check_server(ctx: Context) -> list[Line]:
     """Reachable, installed, not in maintenance nor waiting for its upgrade, and a supported
     version (:func:`~ncindex.nextcloud.server_status.server_status`); without
     ``NCINDEX_NEXTCLOUD_URL``, one failing line naming the checks left out
-    (:data:`ASK_NEXTCLOUD`)."""
+    (:data:`ASK_NEXTCLOUD`) — a note instead for ``make run``'s sample (``ctx.sample``:
+    :func:`sample_run`)."""
+    if not ctx.settings.nextcloud_url and ctx.sample:
+        left_out = ", ".join(name for name, _ in CHECKS if name in ASK_NEXTCLOUD | SAMPLE_MADE)
+        detail = (
+            "NCINDEX_NEXTCLOUD_URL is not set, nor any setting of a deployment: this is "
+            "`ncindex up` (make run) with its sample Nextcloud, which makes its own secret and "
+            "URLs — nothing to check there. To check a deployment, run doctor with its settings "
+            "(NCINDEX_NEXTCLOUD_URL, NCINDEX_ACCOUNTS, NCINDEX_WEBHOOK_SECRET, "
+            f"NCINDEX_PUBLIC_URL) (not checked: {left_out})"
+        )
+        return [Line("server", "note", detail)]
     if not ctx.settings.nextcloud_url:
         left_out = ", ".join(name for name, _ in CHECKS if name in ASK_NEXTCLOUD)
         detail = "NCINDEX_NEXTCLOUD_URL is not set: there is no Nextcloud to check"
@@ -381,12 +396,8 @@ def check_variables(ctx: Context, environ: Mapping[str, str] | None = None) -> l
     """``NCINDEX_`` variables of the environment (``environ``, default ``os.environ``) that no
     setting reads: a misspelt name is otherwise ignored without a word (pydantic-settings
     ignores unknown variables), its setting left at its default. Needs nothing of ``ctx``."""
-    known = {"NCINDEX_" + name.upper() for name in Settings.model_fields} | OTHER_VARIABLES
-    unknown = sorted(
-        name
-        for name in (os.environ if environ is None else environ)
-        if name.upper().startswith("NCINDEX_") and name.upper() not in known
-    )
+    known = _known_variables()
+    unknown = _unknown_variables(environ)
     if not unknown:
         return [Line("variables", "ok", "every NCINDEX_ variable is known")]
     return [
@@ -401,6 +412,21 @@ def check_variables(ctx: Context, environ: Mapping[str, str] | None = None) -> l
         )
         for name in unknown
     ]
+
+
+def _known_variables() -> set[str]:
+    """Every ``NCINDEX_`` variable some part of ncindex reads."""
+    return {"NCINDEX_" + name.upper() for name in Settings.model_fields} | OTHER_VARIABLES
+
+
+def _unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The ``NCINDEX_`` variables of ``environ`` (default ``os.environ``) no part reads, sorted."""
+    known = _known_variables()
+    return sorted(
+        name
+        for name in (os.environ if environ is None else environ)
+        if name.upper().startswith("NCINDEX_") and name.upper() not in known
+    )
 
 
 def check_redis(ctx: Context) -> list[Line]:
@@ -637,6 +663,25 @@ def check_webhook_secret(ctx: Context) -> list[Line]:
 #: check's one line says so); every other check runs all the same.
 ASK_NEXTCLOUD = frozenset({"apps", "accounts", "webhooks"})
 
+#: The checks of what ``ncindex up`` makes for its sample Nextcloud (a random secret, its own
+#: URL as the public one, deliveries it posts itself): left out for :func:`sample_run`.
+SAMPLE_MADE = frozenset({"webhook secret", "public url", "deliveries"})
+
+#: The settings that say a deployment is meant (with no ``NCINDEX_NEXTCLOUD_URL``, the URL is
+#: what is missing), as :class:`~ncindex.settings.Settings` fields.
+DEPLOYMENT_SETTINGS = frozenset(
+    {"nextcloud_url", "accounts", "accounts_file", "webhook_secret", "public_url"}
+)
+
+
+def sample_run(settings: Settings, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``settings`` are those of ``make run``'s sample: no setting of
+    :data:`DEPLOYMENT_SETTINGS` given (by variable or argument, ``NCINDEX_NEXTCLOUD_URL=""``
+    included) and no misspelt ``NCINDEX_`` variable in ``environ`` (default ``os.environ``),
+    which may be the missing URL."""
+    return not (settings.model_fields_set & DEPLOYMENT_SETTINGS) and not _unknown_variables(environ)
+
+
 #: The checks in the order they run; append ``(name, function)`` to add one.
 CHECKS: list[tuple[str, Check]] = [
     ("variables", check_variables),
@@ -658,13 +703,16 @@ CHECKS: list[tuple[str, Check]] = [
 def run_checks(settings: Settings, services: Services | None = None) -> list[Line]:
     """Every line of every check in :data:`CHECKS`, in order; without a Nextcloud URL, every
     check but those of :data:`ASK_NEXTCLOUD` (a misspelt ``NCINDEX_NEXTCLOUD_URL``, the
-    likeliest cause, is named by the variables check)."""
+    likeliest cause, is named by the variables check), and for ``make run``'s sample
+    (:func:`sample_run`) not those of :data:`SAMPLE_MADE` either."""
     own = services is None
-    ctx = Context(settings, services or Services(settings))
+    ctx = Context(settings, services or Services(settings), sample=sample_run(settings))
     try:
         lines: list[Line] = []
         for name, check in CHECKS:
             if name in ASK_NEXTCLOUD and not settings.nextcloud_url:
+                continue
+            if name in SAMPLE_MADE and ctx.sample:
                 continue
             lines.extend(check(ctx))
         return lines

@@ -669,3 +669,23 @@ def test_without_a_nextcloud_url_a_misspelt_one_is_named() -> None:
     assert "NCINDEX_NEXTCLOUD_URL is not set" in result.output
     assert "NCINDEX_NEXTCLOUD_ULR is not a setting" in result.output
     assert "did you mean NCINDEX_NEXTCLOUD_URL?" in result.output
+
+
+def test_beside_make_run_doctor_says_there_is_nothing_to_check() -> None:
+    """Run beside ``make run`` (no NCINDEX_NEXTCLOUD_URL, no setting of a deployment), doctor
+    failed "NCINDEX_WEBHOOK_SECRET is not set: the webhook receiver refuses to start" and
+    warned of the public URL http://127.0.0.1:8080 — things ``ncindex up`` makes for its
+    sample. It says so in a note, leaves those checks out and exits 0."""
+    env = {"NCINDEX_DATA_DIR": REDIS["data_dir"]}
+    result = CliRunner().invoke(main, ["doctor", "--json"], env=env)
+    lines = [Line(**line) for line in json.loads(result.output)]
+    assert result.exit_code == 0, result.output
+    checks = [line.check for line in lines]
+    assert "webhook secret" not in checks and "public url" not in checks, checks
+    assert verdicts(lines, "server") == ["note"]
+    said = detail(lines, "server")
+    assert "make run" in said and "nothing to check" in said and "NCINDEX_NEXTCLOUD_URL" in said
+    # one setting of a deployment without the URL: the URL is missing, and doctor fails
+    env["NCINDEX_WEBHOOK_SECRET"] = "s3cret-s3cret-s3cret"
+    result = CliRunner().invoke(main, ["doctor", "--json"], env=env)
+    assert result.exit_code == 1, result.output
