@@ -191,6 +191,11 @@ def _serve(running: Embedded, settings: Settings, signals: StopSignals, *, quiet
     # never the password (userinfo or query): this output lands in terminals and logs
     redis_url = url_without_password(running.settings.redis_url)
     left_out = redis_url != running.settings.redis_url
+    if running.redis is not None and "redis_url" in settings.model_fields_set:
+        click.echo(
+            f"NCINDEX_REDIS_URL {url_without_password(settings.redis_url)} did not answer: "
+            f"started a private redis-server at {redis_url} instead (gone when this stops)"
+        )
     click.echo(f"Redis: {redis_url} ({redis_owner}{'; credentials left out' if left_out else ''})")
     click.echo(
         f"Watch the indexing: NCINDEX_REDIS_URL={redis_url} "

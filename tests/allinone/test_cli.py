@@ -283,6 +283,44 @@ def test_up_prints_the_redis_url_without_its_password(url: str, capsys) -> None:
     assert f"Watch the indexing: NCINDEX_REDIS_URL={shown} NCINDEX_NAMESPACE=nci " in out
 
 
+@pytest.mark.parametrize("explicit", [True, False])
+def test_up_says_when_the_redis_url_set_did_not_answer(explicit: bool, capsys) -> None:
+    """An NCINDEX_REDIS_URL set but not answering made ``ncindex up`` start a private
+    redis-server without a word of the URL given; one line says so (only when it was set)."""
+    from types import SimpleNamespace
+
+    from allinone.cli import _serve
+    from ncindex.redis_server import start_redis
+
+    given = Settings(namespace="nci", nextcloud_url="http://127.0.0.1:9")
+    if explicit:
+        given = Settings(
+            namespace="nci", nextcloud_url="http://127.0.0.1:9", redis_url="redis://u:pw@h:9/0"
+        )
+    private = start_redis()
+    try:
+        running = SimpleNamespace(
+            url="http://127.0.0.1:8080",
+            settings=given.model_copy(update={"redis_url": private.url}),
+            redis=private,
+            webhooks=None,
+            simulator=None,
+            sample=None,
+            close=lambda: None,
+        )
+        _serve(running, given, SimpleNamespace(wait=lambda: None), quiet=False)
+    finally:
+        private.stop()
+    said = [s for s in capsys.readouterr().out.splitlines() if "did not answer" in s]
+    if explicit:
+        assert said == [
+            f"NCINDEX_REDIS_URL redis://h:9/0 did not answer: started a private redis-server "
+            f"at {private.url} instead (gone when this stops)"
+        ]
+    else:
+        assert said == []
+
+
 def test_the_printed_status_command_runs_in_a_fresh_shell(monkeypatch, capsys) -> None:
     """``make run`` starts ``.venv/bin/ncindex up``, whose venv is on no PATH: the "Watch the
     indexing" line said ``ncindex status --watch``, "command not found" in a fresh shell. The
