@@ -25,7 +25,7 @@ from click.core import ParameterSource
 from allinone.stopping import StopSignals
 from ncindex import __version__
 from ncindex.documents import DocType
-from ncindex.errors import Forbidden, NcindexError, NextcloudAuthError
+from ncindex.errors import Forbidden, NcindexError, NextcloudAuthError, NextcloudUnavailable
 from ncindex.progress import Progress
 from ncindex.settings import (
     Settings,
@@ -54,6 +54,10 @@ class _Commands(click.Group):
         except redis.RedisError as exc:  # Redis down or refusing: every command needs it
             url = ctx.obj.redis_url if isinstance(ctx.obj, Settings) else "NCINDEX_REDIS_URL"
             raise click.ClickException(_redis_problem(url, exc)) from None
+        except NextcloudUnavailable as exc:  # its text names the path, not the server
+            url = ctx.obj.nextcloud_url if isinstance(ctx.obj, Settings) else ""
+            where = f" (NCINDEX_NEXTCLOUD_URL={url_without_password(url)})" if url else ""
+            raise click.ClickException(f"NextcloudUnavailable: {exc}{where}") from None
         except NcindexError as exc:  # its class names the failure (NextcloudUnavailable, …)
             raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
         except ValueError as exc:  # a message meant for the user as it is

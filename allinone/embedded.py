@@ -260,6 +260,19 @@ def local_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def missing_for_nextcloud(settings: Settings) -> list[str]:
+    """The settings ``ncindex up`` needs with a configured Nextcloud that ``settings`` lack,
+    each as ``"<variable> (what it is for)"``, in the order of the README; empty when none."""
+    missing = []
+    if not settings.webhook_secret.get_secret_value():
+        missing.append("NCINDEX_WEBHOOK_SECRET (the secret Nextcloud's deliveries carry)")
+    if not settings.accounts:
+        missing.append(
+            "NCINDEX_ACCOUNTS or NCINDEX_ACCOUNTS_FILE (no Nextcloud accounts configured)"
+        )
+    return missing
+
+
 def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     """Start the embedded deployment and return once it serves HTTP.
 
@@ -268,9 +281,9 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
     corpus is written into it after the webhooks are registered, so its deliveries index it in
     the background. Raises ``queueing.RedisTooOld`` when the Redis it would use is older than
     7.0, ``ValueError`` naming ``NCINDEX_HOST`` and ``NCINDEX_PORT`` when it cannot listen
-    there or the accounts when none is configured, and what the webhook registration raises;
-    a start that fails stops what it had started (the worker, beat, the HTTP port, the
-    simulator, the store, a private redis-server) before it raises.
+    there or every setting :func:`missing_for_nextcloud` finds missing, and what the webhook
+    registration raises; a start that fails stops what it had started (the worker, beat, the
+    HTTP port, the simulator, the store, a private redis-server) before it raises.
 
     Unless ``NCINDEX_NAMESPACE`` is set, its Redis keys are under :data:`NAMESPACE` rather than
     the default namespace, so a ``make run`` against a shared Redis never takes a distributed
@@ -314,10 +327,12 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
                     else SecretStr(secrets.token_urlsafe(24)),
                 }
             )
-        if not settings.webhook_secret.get_secret_value():
-            raise ValueError("NCINDEX_WEBHOOK_SECRET must be set when a Nextcloud is configured")
-        if not settings.accounts:  # said before a worker starts, not by the registration
-            raise ValueError("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
+        missing = missing_for_nextcloud(settings)
+        if missing:  # said before a worker starts, not by the registration; all at once
+            raise ValueError(
+                f"a configured Nextcloud (NCINDEX_NEXTCLOUD_URL={settings.nextcloud_url}) "
+                f"needs settings that are not set: {'; '.join(missing)}"
+            )
         try:
             server = make_server(
                 settings.host,

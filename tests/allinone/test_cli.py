@@ -126,6 +126,26 @@ def test_missing_accounts_and_unreachable_nextcloud_are_reported() -> None:
     env["NCINDEX_ACCOUNTS"] = '{"admin": "pw"}'
     result = CliRunner().invoke(main, ["webhooks", "list"], env=env)
     assert result.exit_code == 1 and "NextcloudUnavailable" in result.output
+    # it said "GET /ocs/...: [Errno 111] Connection refused": no host, no setting
+    assert "(NCINDEX_NEXTCLOUD_URL=http://127.0.0.1:9)" in result.output, result.output
+
+
+def test_up_against_a_nextcloud_names_every_missing_setting_at_once(redis_url: str) -> None:
+    """``NCINDEX_NEXTCLOUD_URL=… make run`` refused one missing setting per run: the webhook
+    secret, then, once set, the accounts. Both are named in the first refusal."""
+    env = {
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_NEXTCLOUD_URL": "http://127.0.0.1:9",
+        "NCINDEX_ACCOUNTS": "{}",
+        "NCINDEX_WEBHOOK_SECRET": "",
+    }
+    result = CliRunner().invoke(main, ["up"], env=env)
+    assert result.exit_code == 1, result.output
+    said = result.output.strip().splitlines()[-1]
+    assert said.startswith(
+        "Error: a configured Nextcloud (NCINDEX_NEXTCLOUD_URL=http://127.0.0.1:9)"
+    )
+    assert "NCINDEX_WEBHOOK_SECRET" in said and "NCINDEX_ACCOUNTS" in said, said
 
 
 @pytest.mark.parametrize(
