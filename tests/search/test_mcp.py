@@ -1207,3 +1207,16 @@ def test_params_that_are_not_an_object_are_invalid_params_with_the_requests_id(
         answer = httpx.post(mcp_url, json=body, headers=headers, timeout=30)
         assert answer.status_code == 200 and answer.json()["id"] == 3, answer.text
         assert {t["name"] for t in answer.json()["result"]["tools"]} == TOOLS
+
+
+def test_the_readme_python_client_runs_as_written(mcp_url: str, capsys) -> None:
+    """README's snippet was one line calling ``create_mcp_http_client``, which mcp 2.3 has only
+    in the private ``mcp.shared._httpx_utils``, without its imports. The snippet, its imports
+    included, runs against the server (only the URL changed) and prints the search's result."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    after = readme.split("From Python, the SDK's client", 1)[1]
+    snippet = after.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "_httpx_utils" not in snippet and "import" in snippet
+    exec(snippet.replace("http://127.0.0.1:8080/mcp", mcp_url), {})
+    printed = capsys.readouterr().out
+    assert "'results'" in printed, printed
