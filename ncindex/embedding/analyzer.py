@@ -261,11 +261,14 @@ def _form(text: str) -> str | None:
 
 @functools.lru_cache(maxsize=4096)
 def _fold_char(ch: str) -> str:
-    """``ch`` folded to ASCII, or ``ch`` itself when it has no ASCII form (see :func:`_fold`)."""
+    """``ch`` folded to ASCII, or ``ch`` itself when it has no ASCII form (see :func:`_fold`);
+    a lone combining mark folds to nothing: Python lowercases ``İ`` (U+0130) to ``i`` and a
+    combining dot above (U+0307), where Java's ``Character.toLowerCase``, which Lucene's
+    ``LowerCaseFilter`` calls, gives ``i`` alone, so ``İstanbul`` folds to ``istanbul``."""
     if ch in _FOLDS:
         return _FOLDS[ch]
     bare = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
-    return bare if bare.isascii() and bare else ch
+    return bare if bare.isascii() else ch
 
 
 def _fold(lower: str) -> str:

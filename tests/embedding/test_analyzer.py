@@ -214,6 +214,8 @@ def test_feedback_leaves_nothing_to_expand_alone() -> None:
         ("Ærø Łódź œuvre", ["ærø", "aero", "łódź", "lodz", "œuvr", "oeuvr"]),
         ("café-crème", ["café-crème", "cafe-creme", "café", "cafe", "crème", "creme"]),
         ("Ελλάδα", ["ελλάδα"]),  # no ASCII form: nothing added
+        # Python lowercases İ to i + U+0307 (combining dot), Java (Lucene) to i alone
+        ("İstanbul", ["i\u0307stanbul", "istanbul"]),
     ],
 )
 def test_accents_fold_with_the_original_kept(text: str, expected: list[str]) -> None:
@@ -226,6 +228,7 @@ def test_folding_meets_the_query_either_way() -> None:
     for query in ("munchen", "München", "MUNCHEN", "Uberweisung", "überweisung"):
         assert set(query_vector(query).indices) <= doc, query
     assert set(query_vector("München").indices) & set(document_vector("Munchen").indices)
+    assert set(query_vector("istanbul").indices) <= set(document_vector("İSTANBUL").indices)
 
 
 @pytest.mark.parametrize(
