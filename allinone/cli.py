@@ -258,8 +258,9 @@ def ncindex_command(argv0: str | None = None) -> str:
     the commands the start-up lines print: ``ncindex`` when that name on ``PATH`` is this
     very script; else the path this process was started by (``argv0``, default
     ``sys.argv[0]``: ``.venv/bin/ncindex`` under ``make run``, whose venv is on no
-    ``PATH``), when that is an ``ncindex`` script; else the ``ncindex`` script beside this
-    Python (a venv's ``bin``); else ``python -m allinone.cli`` with this Python. Shell-quoted.
+    ``PATH``, made absolute: a fresh shell may start elsewhere), when that is an ``ncindex``
+    script; else the ``ncindex`` script beside this Python (a venv's ``bin``); else
+    ``python -m allinone.cli`` with this Python. Shell-quoted.
     """
     import shutil
     import sys
@@ -272,7 +273,7 @@ def ncindex_command(argv0: str | None = None) -> str:
             continue
         if on_path and Path(on_path).resolve() == candidate.resolve():
             return "ncindex"
-        return shlex.quote(str(candidate))
+        return shlex.quote(str(candidate.absolute()))  # from any directory
     return f"{shlex.quote(sys.executable)} -m allinone.cli"
 
 

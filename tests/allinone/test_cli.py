@@ -344,7 +344,7 @@ def test_up_says_when_the_redis_url_set_did_not_answer(explicit: bool, capsys) -
 def test_the_printed_status_command_runs_in_a_fresh_shell(monkeypatch, capsys) -> None:
     """``make run`` starts ``.venv/bin/ncindex up``, whose venv is on no PATH: the "Watch the
     indexing" line said ``ncindex status --watch``, "command not found" in a fresh shell. The
-    command it prints runs there (``--version`` for ``status --watch``)."""
+    command it prints runs there, from any directory (``--version`` for ``status --watch``)."""
     from types import SimpleNamespace
 
     from allinone.cli import _serve
@@ -366,9 +366,9 @@ def test_the_printed_status_command_runs_in_a_fresh_shell(monkeypatch, capsys) -
     _serve(running, settings, SimpleNamespace(wait=lambda: None), quiet=False)
     line = next(s for s in capsys.readouterr().out.splitlines() if "status --watch" in s)
     command = line.split("NCINDEX_NAMESPACE=nci ", 1)[1].split(" status --watch")[0]
-    assert command == ".venv/bin/ncindex", line
-    ran = subprocess.run(
-        f"{command} --version", shell=True, env=fresh, cwd=ROOT, capture_output=True, text=True
+    assert command == str(ROOT / ".venv/bin/ncindex"), line
+    ran = subprocess.run(  # a fresh shell may start in another directory (its home)
+        f"{command} --version", shell=True, env=fresh, cwd="/", capture_output=True, text=True
     )
     assert ran.returncode == 0 and __version__ in ran.stdout, ran.stderr
 
@@ -383,6 +383,9 @@ def test_the_printed_command_is_the_bare_name_when_path_finds_this_script(monkey
     assert ncindex_command(str(script)) == "ncindex"
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert ncindex_command("/nowhere/pytest") == str(script)
+    # make run starts .venv/bin/ncindex: printed as it runs from another directory too
+    monkeypatch.chdir(script.parent.parent)
+    assert ncindex_command(f"bin/{script.name}") == str(Path.cwd() / "bin" / script.name)
 
 
 def test_the_progress_line_follows_pending_documents(redis_url: str) -> None:
