@@ -20,7 +20,7 @@ from celery import shared_task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from ncindex import names
-from ncindex.errors import PermanentError
+from ncindex.errors import PermanentError, TransientError
 from ncindex.index.locks import hold
 from ncindex.index.reindex import Reindexer
 from workers.base import NcindexTask
@@ -59,7 +59,9 @@ def _locked(task: NcindexTask, reindexer: Reindexer, step: str, model: str, work
     ``work``'s result, or why it did not run or failed. A run that reaches the soft time
     limit puts its message back (:class:`~celery.exceptions.Reject` with ``requeue``): like
     a run the hard limit killed (:data:`REQUEUED`), its next run resumes the step; the
-    message's run past :data:`STEP_RUNS` records the ``failed`` state instead."""
+    message's run past :data:`STEP_RUNS` records the ``failed`` state instead. A run ended by a
+    :class:`~ncindex.errors.TransientError` is not counted: Celery retries it under the same
+    task id (``Task.retry``), up to ``max_retries`` of :data:`~workers.tasks.RETRY`."""
     settings = reindexer.settings
     name = settings.names.lock("reindex")
     ttl = settings.task_time_limit + 60
@@ -82,6 +84,9 @@ def _locked(task: NcindexTask, reindexer: Reindexer, step: str, model: str, work
             reindexer.record(model, "failed", error=str(exc))
             log.warning("reindex_failed", step=step, error=str(exc))
             return {"failed": str(exc)}
+        except TransientError:  # retried (autoretry_for, same task id): not cut off
+            client.decr(runs_key)
+            raise
         except SoftTimeLimitExceeded as exc:
             log.warning("reindex_step_requeued", step=step, reason="soft time limit")
             raise Reject(exc, requeue=True) from exc

@@ -25,7 +25,7 @@ from ncindex import names
 from ncindex.embedding.analyzer import ANALYZER_VERSION, document_vector, term_id
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.models import PACKAGED_DENSE_MODEL, dense_dir_name, install_models
-from ncindex.errors import ModelError, ReindexError
+from ncindex.errors import ModelError, ReindexError, StoreUnavailable
 from ncindex.index.indexing import Indexer
 from ncindex.index.reindex import Reindexer, progress
 from ncindex.settings import Settings
@@ -341,6 +341,31 @@ def test_a_step_the_time_limit_always_cuts_off_is_recorded_failed(
     log = dep.logs[0].read_bytes()
     assert log.count(b"Hard time limit") == STEP_RUNS
     assert log.count(b"] received") == STEP_RUNS + 1
+
+
+def test_a_step_retried_for_transient_errors_is_not_counted_as_cut_off(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step whose store was unavailable :data:`~workers.model_tasks.STEP_RUNS` times is
+    retried (``autoretry_for``; Celery's ``Task.retry`` keeps the task id) and then finishes:
+    before, each retry counted as a run the time limit cut off, and the fifth was recorded
+    ``failed`` ("cut off by the task time limit") with retries to spare."""
+    from workers.model_tasks import STEP_RUNS
+
+    real = Reindexer.reanalyze
+    calls: list[int] = []
+
+    def flaky(self: Reindexer, deadline: float) -> Any:
+        calls.append(1)
+        if len(calls) <= STEP_RUNS:
+            raise StoreUnavailable("the store restarts")
+        return real(self, deadline)
+
+    monkeypatch.setattr(Reindexer, "reanalyze", flaky)
+    out = stack.celery.tasks[names.REINDEX_ANALYZER].apply().get()  # eager: retries at once
+    assert len(calls) == STEP_RUNS + 1
+    assert "failed" not in out, out
+    assert progress(stack.services).get("state") != "failed"
 
 
 def test_search_answers_503_when_the_live_model_is_not_installed_here(stack: Stack) -> None:
