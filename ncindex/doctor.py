@@ -670,7 +670,15 @@ SAMPLE_MADE = frozenset({"webhook secret", "public url", "deliveries"})
 #: The settings that say a deployment is meant (with no ``NCINDEX_NEXTCLOUD_URL``, the URL is
 #: what is missing), as :class:`~ncindex.settings.Settings` fields.
 DEPLOYMENT_SETTINGS = frozenset(
-    {"nextcloud_url", "accounts", "accounts_file", "webhook_secret", "public_url"}
+    {
+        "nextcloud_url",
+        "accounts",
+        "accounts_file",
+        "logins",
+        "webhook_secret",
+        "public_url",
+        "qdrant_url",
+    }
 )
 
 

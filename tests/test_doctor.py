@@ -689,3 +689,13 @@ def test_beside_make_run_doctor_says_there_is_nothing_to_check() -> None:
     env["NCINDEX_WEBHOOK_SECRET"] = "s3cret-s3cret-s3cret"
     result = CliRunner().invoke(main, ["doctor", "--json"], env=env)
     assert result.exit_code == 1, result.output
+
+
+def test_a_qdrant_server_without_the_url_is_a_deployment() -> None:
+    """A Qdrant server URL says a deployment is meant, not ``make run``'s sample: without
+    NCINDEX_NEXTCLOUD_URL doctor fails, where it took it for the sample and exited 0."""
+    env = {"NCINDEX_DATA_DIR": REDIS["data_dir"], "NCINDEX_QDRANT_URL": "http://qdrant:6333"}
+    result = CliRunner().invoke(main, ["doctor", "--json"], env=env)
+    lines = [Line(**line) for line in json.loads(result.output)]
+    assert result.exit_code == 1, result.output
+    assert verdicts(lines, "server") == ["fail"]
