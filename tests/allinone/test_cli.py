@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -269,6 +270,22 @@ def test_the_sample_indexed_line_repeats_the_search_page(capsys) -> None:
     assert "Search page: http://127.0.0.1:8080/ (alice / alice-pw)" in out
 
 
+def _up_stand_in(settings: Settings, private: Any = None, close: Any = None) -> Any:
+    """What ``_serve`` reads of a running ``ncindex up``: its URL and ``settings``, no sample,
+    no webhooks, ``private`` (its private redis-server, or ``None``) and ``close``."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        url="http://127.0.0.1:8080",
+        settings=settings,
+        redis=private,
+        webhooks=None,
+        simulator=None,
+        sample=None,
+        close=close or (lambda: None),
+    )
+
+
 @pytest.mark.parametrize(
     "url",
     [
@@ -285,15 +302,7 @@ def test_up_prints_the_redis_url_without_its_password(url: str, capsys) -> None:
 
     settings = Settings(redis_url=url, nextcloud_url="http://127.0.0.1:9", namespace="nci")
     closed: list[bool] = []
-    running = SimpleNamespace(
-        url="http://127.0.0.1:8080",
-        settings=settings,
-        redis=None,
-        webhooks=None,
-        simulator=None,
-        sample=None,
-        close=lambda: closed.append(True),
-    )
+    running = _up_stand_in(settings, close=lambda: closed.append(True))
     signals = SimpleNamespace(wait=lambda: None)  # a stop signal at once
     _serve(running, settings, signals, quiet=False)
     out = capsys.readouterr().out
@@ -319,15 +328,7 @@ def test_up_says_when_the_redis_url_set_did_not_answer(explicit: bool, capsys) -
         )
     private = start_redis()
     try:
-        running = SimpleNamespace(
-            url="http://127.0.0.1:8080",
-            settings=given.model_copy(update={"redis_url": private.url}),
-            redis=private,
-            webhooks=None,
-            simulator=None,
-            sample=None,
-            close=lambda: None,
-        )
+        running = _up_stand_in(given.model_copy(update={"redis_url": private.url}), private=private)
         _serve(running, given, SimpleNamespace(wait=lambda: None), quiet=False)
     finally:
         private.stop()
@@ -354,16 +355,7 @@ def test_the_printed_status_command_runs_in_a_fresh_shell(monkeypatch, capsys) -
     fresh = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")}
     monkeypatch.setenv("PATH", fresh["PATH"])
     settings = Settings(nextcloud_url="http://127.0.0.1:9", namespace="nci")
-    running = SimpleNamespace(
-        url="http://127.0.0.1:8080",
-        settings=settings,
-        redis=None,
-        webhooks=None,
-        simulator=None,
-        sample=None,
-        close=lambda: None,
-    )
-    _serve(running, settings, SimpleNamespace(wait=lambda: None), quiet=False)
+    _serve(_up_stand_in(settings), settings, SimpleNamespace(wait=lambda: None), quiet=False)
     line = next(s for s in capsys.readouterr().out.splitlines() if "status --watch" in s)
     command = line.split("NCINDEX_NAMESPACE=nci ", 1)[1].split(" status --watch")[0]
     assert command == str(ROOT / ".venv/bin/ncindex"), line

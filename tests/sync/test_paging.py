@@ -285,6 +285,12 @@ def scanning(big: Big, page: int | None = None, pending_key: str | None = None) 
         app.close()
 
 
+def listed_without_error(big: Big) -> bool:
+    """Whether alice's last file scan listed something and recorded no error."""
+    last = big.state(DocType.FILE).last() or {}
+    return last.get("error") is None and bool(last.get("listed"))
+
+
 def test_the_scan_task_pages_itself_to_the_end(big: Big) -> None:
     rec = Reconciler(big.services, Indexer(big.services), Recorder())
     one_pass = rec.scan("alice", DocType.FILE, apply=False)
@@ -316,10 +322,7 @@ def test_a_scan_whose_listing_failed_for_a_while_is_run_again_soon(
     big.sim.faults.set("webdav", status=503, method="PROPFIND", times=1)
     with scanning(big):
         done = wait_until(
-            lambda: (
-                (big.state(DocType.FILE).last() or {}).get("error") is None
-                and (big.state(DocType.FILE).last() or {}).get("listed")
-            ),
+            lambda: listed_without_error(big),
             60,
             interval=0.2,
         )
@@ -355,10 +358,7 @@ def test_a_page_that_failed_and_then_found_the_scan_lock_held_is_not_dropped(
     big.sim.faults.set("webdav", status=503, method="PROPFIND", times=4)
     with scanning(big, page=1):
         done = wait_until(
-            lambda: (
-                (big.state(DocType.FILE).last() or {}).get("error") is None
-                and (big.state(DocType.FILE).last() or {}).get("listed")
-            ),
+            lambda: listed_without_error(big),
             120,
             interval=0.2,
         )
@@ -389,10 +389,7 @@ def test_a_retried_scan_leaves_a_newer_requests_pending_marker(
     big.sim.faults.set("webdav", status=503, method="PROPFIND", times=1)
     with scanning(big, pending_key=key):
         done = wait_until(
-            lambda: (
-                (big.state(DocType.FILE).last() or {}).get("error") is None
-                and (big.state(DocType.FILE).last() or {}).get("listed")
-            ),
+            lambda: listed_without_error(big),
             120,
             interval=0.2,
         )
