@@ -25,7 +25,7 @@ from ncindex.doctor import (
     render,
     run_checks,
 )
-from ncindex.embedding.analyzer import ANALYZER_VERSION
+from ncindex.embedding.analyzer import ANALYZER_VERSION, LACKING
 from ncindex.index.reindex import sample_analyzers
 from ncindex.ingest.events import NODE_NS, REQUIRED, TAG_ASSIGNED
 from ncindex.ingest.registration import register
@@ -411,7 +411,7 @@ def test_the_live_models_files_missing_from_the_model_dir_are_not_ok(
 def test_points_of_an_older_analyzer_are_a_warning_naming_the_command(
     served, tmp_path: Path
 ) -> None:
-    """After the analyzer moved to en-3 nothing said that en-2 points were still there, whose
+    """After the analyzer moved from en-2 nothing said that en-2 points were still there, whose
     BM25 half some queries miss until `ncindex reindex --analyzer`: the check reads the
     ``analyzer`` of a bounded sample of first chunks (a later chunk does not count)."""
     _, server = served
@@ -446,14 +446,15 @@ def test_points_of_an_older_analyzer_are_a_warning_naming_the_command(
     assert verdicts(lines, "analyzer") == ["warn"]
     said = detail(lines, "analyzer")
     assert said.startswith("2 of 3 documents sampled (a sample of the first chunks")
-    assert "older analyzer: en-2 (2); the current one is en-3" in said
+    assert f"older analyzer: en-2 (2); the current one is {ANALYZER_VERSION}" in said
+    assert said.endswith(f"miss their BM25 half: {LACKING['en-2']}; {LACKING['en-3']}")
     assert "`ncindex reindex --analyzer`" in said and "en-1" not in said
     store = open_store(settings, model_slug=model_slug(settings.dense_model))
     for key in versions:
         store.set_payload(key, {"analyzer": ANALYZER_VERSION})
     lines = run_checks_closing(store, settings)
     assert verdicts(lines, "analyzer") == ["ok"]
-    assert detail(lines, "analyzer").startswith("en-3 made all 3 documents sampled")
+    assert detail(lines, "analyzer").startswith(f"{ANALYZER_VERSION} made all 3 documents sampled")
 
 
 def run_checks_closing(store: VectorStore, settings: Settings) -> list[Line]:

@@ -40,6 +40,14 @@ Documents and queries go through the same chain, so a word meets itself:
 
    Text of ASCII letters, digits and punctuation gives the terms of ``en-2`` (but for the
    elided articles: ``c'mon`` → ``mon``).
+
+   Since ``en-4``, a combining mark stays in the word it is written in, as UAX #29's word
+   breaks keep it (Python's ``\\w`` does not match marks): the vowel signs and viramas of
+   Devanagari and other Indic scripts (``हिन्दी`` is one term, not three consonants), Hebrew
+   points, and accents written as a letter and a combining mark; and a word is indexed composed
+   (NFC), so ``Mu\\u0308nchen`` (decomposed, as some PDFs and macOS text have it) gives
+   ``münchen`` and ``munchen`` as ``München`` does. Text without marks gives the terms of
+   ``en-3``.
 2. **Stemming**: the Snowball English stemmer (Porter2, through ``PyStemmer``, the Snowball
    project's own C build) for tokens made of letters only; tokens holding digits or symbols
    (``3d``, ``il-6``, ``c++``) are left as they are.
@@ -72,13 +80,22 @@ import mmh3
 
 from ncindex.store.port import SparseVector
 
-ANALYZER_VERSION = "en-3"
+ANALYZER_VERSION = "en-4"
 """The analysis chain's version, stored in each point's ``analyzer`` payload field. ``en-1``
 was fastembed's ``Qdrant/bm25`` with the 1,333-word ``stop-words`` list; ``en-2`` the chain
-without elision, accent folding and CJK bigrams. ``en`` names the stemmer and stop words, still
-English. An ``en-2`` point answers every query term ``en-3`` shares with it (all of plain
-ASCII text, and a word's own form beside its folded one) until ``ncindex reindex --analyzer``
-rewrites it; CJK bigrams and folded forms it lacks."""
+without elision, accent folding and CJK bigrams; ``en-3`` the chain that split words at
+combining marks. ``en`` names the stemmer and stop words, still English. An older point
+answers every query term the current chain shares with it (all of plain ASCII text, and a
+word's own form beside its folded one) until ``ncindex reindex --analyzer`` rewrites it; what
+it lacks is :data:`LACKING`."""
+
+LACKING = {
+    "en-2": "folded forms, words after a French or Italian elision, CJK bigrams",
+    "en-3": "words holding combining marks (Hindi and other Indic scripts, pointed Hebrew, "
+    "decomposed accents)",
+}
+"""What a point of each older version lacks of the current chain's terms, version by version:
+a point of ``en-2`` lacks what ``en-2`` and every later entry name."""
 
 STOP_WORDS = frozenset(
     [
@@ -156,18 +173,94 @@ _CJK = (
 # about a fifth faster).
 _A = rf"[^\W_{_CJK}]"
 _L = rf"[^\W\d_{_CJK}]"
-_TOKEN = re.compile(
-    rf"""
-    (?P<email>{_A}[\w.+-]*+@{_A}[\w-]*+(?:\.{_A}[\w-]*+)+)
-  | (?P<symbol>{_L}{_A}*+(?:\+\+\d*|\#)(?![\w+#]))
-  | (?P<dotname>(?<![^\s(\[{{"'“‘])\.{_L}{_A}*+)
-  | (?P<joined>{_A}++(?:[-._]{_A}++)+)
-  | (?P<word>{_A}++(?:['’]{_A}++)*)
-  | (?P<cjk>[{_CJK}]++)
-    """,
-    re.VERBOSE,
-)
+
+
+def _token_pattern(a: str, letter: str) -> re.Pattern[str]:
+    """The token rules, ``a`` standing for a letter or digit and ``letter`` for a letter (each
+    a regular expression of one character, or of one with the combining marks after it:
+    :func:`_marked`)."""
+    return re.compile(
+        rf"""
+        (?P<email>{a}[\w.+-]*+@{a}[\w-]*+(?:\.{a}[\w-]*+)+)
+      | (?P<symbol>{letter}{a}*+(?:\+\+\d*|\#)(?![\w+#]))
+      | (?P<dotname>(?<![^\s(\[{{"'“‘])\.{letter}{a}*+)
+      | (?P<joined>{a}++(?:[-._]{a}++)+)
+      | (?P<word>{a}++(?:['’]{a}++)*)
+      | (?P<cjk>[{_CJK}]++)
+        """,
+        re.VERBOSE,
+    )
+
+
+_TOKEN = _token_pattern(_A, _L)
 _PART = re.compile(rf"{_A}+|[{_CJK}]+")
+
+
+@dataclass(frozen=True, slots=True)
+class _Marks:
+    """The patterns for text holding combining marks (Unicode categories Mn, Mc, Me: the
+    vowel signs and viramas of Devanagari, Hebrew points, and accents written as a letter and a
+    mark, as decomposed (NFD) text has them). Python's ``\\w`` leaves marks out, so without
+    these ``हिन्दी`` fell apart into consonants and a decomposed ``Mu\\u0308nchen`` into ``mu``
+    and ``nchen``; Lucene's StandardTokenizer keeps a mark with the letter before it (UAX #29's
+    ``Extend``), and so do these."""
+
+    bmp_mark: re.Pattern[str]
+    """One combining mark up to U+FFFF."""
+    astral_char: re.Pattern[str]
+    """One character beyond U+FFFF."""
+    astral_mark: re.Pattern[str]
+    """One combining mark beyond U+FFFF."""
+    token: re.Pattern[str]
+    """:data:`_TOKEN` with each letter or digit taking the marks after it."""
+    part: re.Pattern[str]
+    """:data:`_PART` likewise."""
+    cluster: re.Pattern[str]
+    """One character and the marks after it (a lone mark at the start of a text too)."""
+
+    def found_in(self, text: str) -> bool:
+        """Whether ``text`` holds a combining mark (the class beyond U+FFFF is searched only
+        when ``text`` has such a character)."""
+        if self.bmp_mark.search(text) is not None:
+            return True
+        return self.astral_char.search(text) is not None and bool(self.astral_mark.search(text))
+
+
+def _mark_ranges(low: int, high: int) -> str:
+    """The combining marks in ``[low, high)`` as the ranges of a regular-expression class."""
+    ranges: list[str] = []
+    first = None
+    for cp in range(low, high + 1):
+        is_mark = cp < high and unicodedata.category(chr(cp)).startswith("M")
+        if is_mark and first is None:
+            first = cp
+        elif not is_mark and first is not None:
+            ranges.append(f"{re.escape(chr(first))}-{re.escape(chr(cp - 1))}")
+            first = None
+    return "".join(ranges)
+
+
+@functools.cache
+def _marked() -> _Marks:
+    """:class:`_Marks`, built on first use from the Unicode database (about 40 ms). The
+    marks beyond U+FFFF (up to U+1FFFF, and the variation selectors at U+E0100) are a class of
+    their own, tried only at such a character: a class reaching past U+FFFF is matched range by
+    range, one within it by a lookup table, 50 times faster on a page of German."""
+    bmp = _mark_ranges(0, 0x10000)
+    astral = _mark_ranges(0x10000, 0x20000) + _mark_ranges(0xE0000, 0xE1000)
+    beyond = r"[\U00010000-\U0010ffff]"
+    mark = rf"(?:[{bmp}]|(?={beyond})[{astral}])"
+    a, letter = rf"(?:{_A}{mark}*+)", rf"(?:{_L}{mark}*+)"
+    return _Marks(
+        bmp_mark=re.compile(f"[{bmp}]"),
+        astral_char=re.compile(beyond),
+        astral_mark=re.compile(f"[{astral}]"),
+        token=_token_pattern(a, letter),
+        part=re.compile(rf"{a}+|[{_CJK}]+"),
+        cluster=re.compile(rf"(?s:.){mark}*+"),
+    )
+
+
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
 _LETTERS = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
 
@@ -275,10 +368,16 @@ def _fold(lower: str) -> str:
     """A lowercased token with its letters folded to ASCII as Lucene's ``ASCIIFoldingFilter``
     does (org.apache.lucene.analysis.miscellaneous): a letter's NFKD decomposition without its
     combining marks when that is ASCII (``é`` → ``e``, ``ü`` → ``u``, ``ﬁ`` → ``fi``), else
-    :data:`_FOLDS` (``ß`` → ``ss``); a letter with no ASCII form (Greek, Cyrillic, CJK) stays."""
+    :data:`_FOLDS` (``ß`` → ``ss``); a letter with no ASCII form (Greek, Cyrillic, CJK,
+    Devanagari) stays, and so does a combining mark after it (a virama, a Hebrew point), which
+    after a letter that folds goes with the letter's other marks."""
     if lower.isascii():
         return lower
-    return "".join(ch if ch.isascii() else _fold_char(ch) for ch in lower)
+    folded: list[str] = []
+    for ch in lower:
+        kept = ch.isascii() or (folded and not folded[-1].isascii() and unicodedata.combining(ch))
+        folded.append(ch if kept else _fold_char(ch))
+    return "".join(folded)
 
 
 def _elided(raw: str) -> int:
@@ -335,8 +434,43 @@ def _scan(text: str) -> Iterator[tuple[str, int, int]]:
     """The terms of ``text`` in reading order (a whole compound before its parts, a token's
     own form before its folded one), each as ``(form, start, end)``, offsets in characters into
     ``text``; tuples, not :class:`Term`, because documents and snippets analyse every word of
-    every chunk this way."""
-    for m in _TOKEN.finditer(text):
+    every chunk this way.
+
+    Text holding combining marks is tokenised with them kept in their words (:class:`_Marks`)
+    and read composed (NFC), so a word written decomposed meets the same word written
+    composed; the offsets stay those of ``text``."""
+    if text.isascii():
+        return _tokens(text, _TOKEN, _PART)
+    marks = _marked()
+    if not marks.found_in(text):
+        return _tokens(text, _TOKEN, _PART)
+    if unicodedata.is_normalized("NFC", text):
+        return _tokens(text, marks.token, marks.part)
+    return _recomposed(text, marks)
+
+
+def _recomposed(text: str, marks: _Marks) -> Iterator[tuple[str, int, int]]:
+    """:func:`_tokens` of ``text`` composed (NFC), one character and its marks at a time, with
+    each term's offsets taken back to ``text``: a composed character spans the characters it
+    was made of."""
+    composed: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for m in marks.cluster.finditer(text):
+        for ch in unicodedata.normalize("NFC", m.group()):
+            composed.append(ch)
+            starts.append(m.start())
+            ends.append(m.end())
+    for form, start, end in _tokens("".join(composed), marks.token, marks.part):
+        yield form, starts[start], ends[end - 1]
+
+
+def _tokens(
+    text: str, token: re.Pattern[str], part: re.Pattern[str]
+) -> Iterator[tuple[str, int, int]]:
+    """:func:`_scan`'s terms of ``text`` by the patterns ``token`` (:data:`_TOKEN`) and
+    ``part`` (:data:`_PART`)."""
+    for m in token.finditer(text):
         raw, start, kind = m.group(), m.start(), m.lastgroup
         if kind == "cjk":
             yield from _bigrams(raw.lower(), start)
@@ -350,8 +484,8 @@ def _scan(text: str) -> Iterator[tuple[str, int, int]]:
         yield from _with_folded(whole, raw, start, m.end(), _whole)
         if kind == "symbol":
             continue
-        for part in _PART.finditer(raw):
-            piece, at = part.group(), start + part.start()
+        for piece_match in part.finditer(raw):
+            piece, at = piece_match.group(), start + piece_match.start()
             if _CJK_RUN.fullmatch(piece):
                 yield from _bigrams(piece.lower(), at)
                 continue

@@ -44,7 +44,7 @@ import structlog
 from redis.typing import EncodableT
 
 from ncindex.documents import DocRef
-from ncindex.embedding.analyzer import ANALYZER_VERSION
+from ncindex.embedding.analyzer import ANALYZER_VERSION, LACKING
 from ncindex.embedding.live_models import ModelHandle, mirror_points
 from ncindex.embedding.models import model_paths
 from ncindex.errors import LockBusy, ModelError, ReindexError
@@ -123,18 +123,21 @@ def sample_analyzers(store: VectorStore, sample: int = ANALYZER_SAMPLE) -> Count
 def analyzer_upgrade_due(counts: Counter[str]) -> str | None:
     """What to tell the operator when ``counts`` (:func:`sample_analyzers`) holds a version
     other than :data:`~ncindex.embedding.analyzer.ANALYZER_VERSION`: the versions found, what
-    queries miss meanwhile (README, "The BM25 analyzer") and the command that rewrites them;
-    ``None`` when every sampled document is current (or none was sampled)."""
+    their points lack meanwhile (:data:`~ncindex.embedding.analyzer.LACKING`, from the oldest
+    version found; README, "The BM25 analyzer") and the command that rewrites them; ``None``
+    when every sampled document is current (or none was sampled)."""
     older = {version: n for version, n in counts.items() if version != ANALYZER_VERSION}
     if not older:
         return None
     found = ", ".join(f"{version} ({n})" for version, n in sorted(older.items()))
+    since = list(LACKING)
+    oldest = min(since.index(v) if v in LACKING else 0 for v in older)
+    lacking = "; ".join(LACKING[v] for v in since[oldest:])
     return (
         f"{sum(older.values())} of {counts.total()} documents sampled (a sample of the first "
         f"chunks, not every document) have BM25 vectors of an older analyzer: {found}; the "
         f"current one is {ANALYZER_VERSION}. Until `ncindex reindex --analyzer` rewrites them, "
-        "queries without diacritics, after French elision or in Chinese/Japanese miss their "
-        "BM25 half"
+        f"queries for what those lack miss their BM25 half: {lacking}"
     )
 
 

@@ -151,7 +151,7 @@ def test_status_names_the_analyzer_upgrade_a_sample_of_the_store_shows(
     keys = Names("analyzerstatustest")
     assert collect_status(client, keys, users=[])["analyzer"] is None  # no store: no line
     assert analyzer_lines(collect_status(client, keys, users=[], store=store)["analyzer"]) == [
-        "analyzer: en-3 (0 documents sampled, all current)"
+        f"analyzer: {ANALYZER_VERSION} (0 documents sampled, all current)"
     ]
     store.upsert(
         [

@@ -312,3 +312,46 @@ def test_a_word_and_its_folded_form_weigh_one_word() -> None:
     assert math.isclose(doc[term_id("munchen")], (K1 + 1) / (1 + norm))
     assert math.isclose(doc[term_id("hotel")], (K1 + 1) / (1 + norm))
     assert sum(feedback_expansion("München", [("München Hotel", 1.0)]).values()) == 1.0
+
+
+# --- en-4: combining marks stay in their words; words read composed (NFC) ---------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Devanagari vowel signs (Mc) and the virama (Mn): one term a word, no folded twin
+        ("हिन्दी भाषा", ["हिन्दी", "भाषा"]),
+        # Hebrew points (Mn) inside the word
+        ("שָׁלוֹם", ["שָׁלוֹם"]),
+        # a mark beyond U+FFFF (Brahmi vowel sign U+11044), looked for in a class of its own
+        ("𑀅𑀰𑁄𑀓", ["𑀅𑀰𑁄𑀓"]),
+        # a decomposed accent (u + U+0308) is the composed word, folded form and all
+        ("Mu\u0308nchen", ["münchen", "munchen"]),
+        ("cafe\u0301-cre\u0300me", ["café-crème", "cafe-creme", "café", "cafe", "crème", "creme"]),
+        # a mark with no precomposed letter stays; folding drops it with the accent
+        ("q\u0308uestion", ["q\u0308uestion", "question"]),
+    ],
+)
+def test_combining_marks_stay_in_their_words(text: str, expected: list[str]) -> None:
+    """UAX #29 keeps a mark (Extend) with the letter before it; Python's \\w does not match
+    marks, which split these words before en-4 (हिन्दी into ह, न, द; Mu\\u0308nchen into mu,
+    nchen)."""
+    assert terms(text) == expected
+
+
+def test_decomposed_and_composed_text_meet() -> None:
+    decomposed = "Die U\u0308berweisung nach Mu\u0308nchen, l\u2019e\u0301glise"
+    composed = "Die Überweisung nach München, l’église"
+    assert terms(decomposed) == terms(composed)
+    assert document_vector(decomposed) == document_vector(composed)
+    for query in ("münchen", "Munchen", "u\u0308berweisung", "eglise"):
+        assert set(query_vector(query).indices) <= set(document_vector(decomposed).indices)
+
+
+def test_decomposed_terms_point_at_the_characters_as_written() -> None:
+    """A snippet marks the letters and their marks in the text as it is, not in its NFC."""
+    text = "nach Mu\u0308nchen und e\u0301glise 北京烤鸭 ok"
+    found = {t.text: text[t.start : t.end] for t in occurrences(text, {"munchen", "eglis", "烤鸭"})}
+    assert found == {"munchen": "Mu\u0308nchen", "eglis": "e\u0301glise", "烤鸭": "烤鸭"}
+    assert text[occurrences(text, {"ok"})[0].start :] == "ok"
