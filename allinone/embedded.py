@@ -10,7 +10,9 @@ the Nextcloud simulator is started with the bundled sample corpus, the webhooks 
 through its OCS API, and its deliveries index the corpus — a newcomer sees it work.
 
 Beat runs in a thread of the same process (:func:`workers.beat.start_embedded_beat`), and one
-reconcile pass is requested at start, after the sample corpus is written.
+reconcile pass is requested at start, after the sample corpus is written; so is the rewrite of
+BM25 vectors an older analyzer made, when a sample of the store holds any
+(:func:`rewrite_older_analyzer`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,11 +34,14 @@ from qdrant_client import models
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from mcp_server import create_app as create_mcp_app
-from ncindex.ingest.queueing import check_redis
+from ncindex import names
+from ncindex.index.reindex import analyzer_upgrade_due, sample_analyzers
+from ncindex.ingest.queueing import PUBLISH_RETRY, check_redis
 from ncindex.ingest.registration import register, rescan_once_listening
 from ncindex.redis_server import RedisProcess, reachable, start_redis
 from ncindex.runtime import Services
 from ncindex.settings import Settings
+from ncindex.store import VectorStore
 from ncindex.store.edge_optimizer import EdgeOptimizer
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 from ncindex.sync.reconcile import request_scans, scan_types
@@ -243,6 +249,22 @@ class Embedded:
         log.info("stopped", worker_in_grace=stopped, seconds=steps)
 
 
+def rewrite_older_analyzer(celery: Celery, store: VectorStore) -> Counter[str] | None:
+    """Queue ``ncindex.reindex_analyzer`` (what ``ncindex reindex --analyzer`` queues) when
+    :func:`~ncindex.index.reindex.sample_analyzers` finds points of an older analyzer version
+    in ``store``: the analyzer version → documents sampled, or ``None`` when none is older (an
+    empty store too). ``ncindex doctor`` and ``ncindex status`` cannot read the embedded store
+    while ``ncindex up`` holds it, so an upgrade of ``ncindex up`` starts the rewrite itself.
+    Raises ``StoreUnavailable``, or kombu's errors when the broker refuses the message."""
+    counts = sample_analyzers(store)
+    due = analyzer_upgrade_due(counts)
+    if due is None:
+        return None
+    celery.send_task(names.REINDEX_ANALYZER, queue=names.INDEX, retry_policy=PUBLISH_RETRY)
+    log.info("analyzer_rewrite_requested", sampled=dict(counts), why=due)
+    return counts
+
+
 def edge_stores(services: Services) -> list[QdrantEdgeStore]:
     """The embedded engine's shards this process serves: the live model's and, while a model
     change keeps one, the mirror model's."""
@@ -425,6 +447,7 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
             keys=settings.names,
         )
         log.info("reconcile_requested", scans=queued)
+        rewrite_older_analyzer(celery, services.store)
     except BaseException:
         embedded.close(grace=0)
         raise

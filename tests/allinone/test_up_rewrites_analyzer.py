@@ -1,0 +1,82 @@
+"""``ncindex up`` started on a store whose points an older BM25 analyzer made queues the
+rewrite itself (``allinone.embedded.rewrite_older_analyzer``): ``ncindex doctor`` and
+``ncindex status``, which warn about such points elsewhere, cannot read the embedded store
+while ``up`` holds it, so an upgraded ``make run`` would otherwise keep them unnoticed.
+
+It runs in a child process, like ``test_up_without_sample``: ``allinone.embedded.start``
+makes its Celery app the process's default and starts a worker and beat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support import run_scenario
+
+SCENARIO = r"""
+import json, sys, time
+from pathlib import Path
+import httpx
+from pydantic import SecretStr
+from allinone.embedded import start
+from ncindex.embedding.analyzer import ANALYZER_VERSION
+from ncindex.index.reindex import sample_analyzers
+from ncindex.redis_server import start_redis
+from ncindex.settings import Settings
+from ncindex.simulator import NextcloudSimulator, serve_simulator
+
+tmp = Path(sys.argv[1])
+sim = NextcloudSimulator()
+sim.add_user("admin", "admin-pw", "Admin", admin=True)
+server = serve_simulator(sim)  # one Nextcloud for both starts: the file stays
+redis_server = start_redis()
+settings = Settings(
+    nextcloud_url=server.url,
+    accounts={"admin": SecretStr("admin-pw")},
+    webhook_secret=SecretStr("s3cret"),
+    redis_url=redis_server.url,
+    data_dir=tmp,
+    qdrant_path=tmp / "qdrant",
+    port=0,
+)
+auth = ("admin", "admin-pw")
+
+def wait(check, seconds=60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.5)
+    return check()
+
+try:
+    running = start(settings, load_sample=False)
+    try:
+        dav = server.url + "/remote.php/dav/files/admin/kiln.md"
+        httpx.put(dav, auth=auth, content=b"# Kiln\nFire the stoneware kiln to cone six.")
+        store = running.services.store
+        wait(lambda: sum(sample_analyzers(store).values()))
+        keys = {p["doc_key"] for p in store.scroll(None, ["doc_key"])}
+        for key in keys:  # as an earlier release wrote them
+            store.set_payload(key, {"analyzer": "en-3"})
+        before = dict(sample_analyzers(store))
+    finally:
+        running.close()
+    running = start(settings, load_sample=False)
+    try:
+        store = running.services.store
+        wait(lambda: set(sample_analyzers(store)) == {ANALYZER_VERSION})
+        after = dict(sample_analyzers(store))
+    finally:
+        running.close()
+finally:
+    server.close(close_simulator=True)
+    redis_server.stop()
+print("\nRESULT " + json.dumps({"before": before, "after": after, "current": ANALYZER_VERSION}))
+"""
+
+
+def test_up_rewrites_the_points_of_an_older_analyzer(tmp_path: Path) -> None:
+    result = run_scenario(SCENARIO, tmp_path)
+    assert result["before"] == {"en-3": 1}
+    assert result["after"] == {result["current"]: 1}
