@@ -717,6 +717,9 @@ def test_a_redis_url_without_credentials_is_taken(chart: helm.Chart, url: str) -
         ("workers.groups.light", None, "no group consumes the ingest queue"),
         ("workers.groups.light.queues", ["ingest", "evict"], "consumes the reconcile queue"),
         ("flower.basicAuth.users", [], "flower.basicAuth"),
+        # the URL went to the ConfigMap and the Secret (with the password) was never read: every
+        # pod connected without it, and every Redis command failed with NOAUTH
+        ("externalRedis.existingSecret", "redis-creds", "externalRedis.url and externalRedis"),
     ],
 )
 def test_templates_refuse_incomplete_values(

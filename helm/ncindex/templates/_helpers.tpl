@@ -66,6 +66,8 @@ fails when no Redis is configured. */}}
 {{- define "ncindex.redisUrl" -}}
 {{- if .Values.redis.enabled -}}
 {{- if not .Values.redis.auth.enabled }}{{ include "ncindex.inClusterRedisUrl" . }}{{ end -}}
+{{- else if and .Values.externalRedis.url .Values.externalRedis.existingSecret -}}
+{{- fail "externalRedis.url and externalRedis.existingSecret are both set: set one (the Secret holds the whole URL, password included, under externalRedis.existingSecretKey; with both, the URL won and the Secret was never read)" -}}
 {{- else if .Values.externalRedis.url -}}
 {{- .Values.externalRedis.url -}}
 {{- else if not .Values.externalRedis.existingSecret -}}
