@@ -729,6 +729,30 @@ def test_templates_refuse_incomplete_values(
         render(chart, with_change(MINIMAL, path, value))
 
 
+@pytest.mark.parametrize(
+    "public_url",
+    ["https://nci.example.org/ncindex", "https://NCI.example.org:443/ncindex/hooks/"],
+)
+def test_a_public_url_below_a_path_of_the_ingress_host_is_refused(
+    chart: helm.Chart, public_url: str
+) -> None:
+    """The ingress routes /hooks at the root of its host: webhooks registered at
+    https://nci.example.org/ncindex/hooks/nextcloud met no rule of it (404), and Nextcloud sends
+    each delivery once (nextcloud/server apps/webhook_listeners/lib/BackgroundJobs/
+    WebhookCall.php, ``WebhookCall::run``: a QueuedJob that logs a non-2xx answer and is done),
+    so every change waited for the next scan."""
+    values = copy.deepcopy(MINIMAL)
+    values["ingress"] = {"enabled": True, "host": "nci.example.org"}
+    values["config"] = {**NEXTCLOUD, "public_url": public_url}
+    with pytest.raises(helm.HelmRenderError, match="would reach no receiver"):
+        render(chart, values)
+    # the root of the ingress host, or a path on another host (a proxy in front) are taken
+    for taken in ("https://nci.example.org/", "https://lb.example.org/ncindex"):
+        values["config"]["public_url"] = taken
+        (configmap,) = by_kind(render(chart, values), "ConfigMap").values()
+        assert configmap["data"]["NCINDEX_PUBLIC_URL"] == taken.rstrip("/")
+
+
 def test_values_the_settings_refuse_are_refused_at_render(chart: helm.Chart) -> None:
     """The schema took any string, number, boolean, list or map for a setting: these rendered,
     and every pod then stopped at start on Settings' refusal (a crash loop)."""

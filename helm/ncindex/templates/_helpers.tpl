@@ -425,6 +425,11 @@ Trailing slashes are dropped, as Settings drops them.
 */}}
 {{- define "ncindex.publicUrl" -}}
 {{- if .Values.config.public_url -}}
+{{- $url := urlParse .Values.config.public_url -}}
+{{- $host := regexReplaceAll ":[0-9]*$" (lower $url.host) "" -}}
+{{- if and .Values.ingress.enabled (eq $host (lower .Values.ingress.host)) (trimAll "/" $url.path) -}}
+{{- fail (printf "config.public_url %s names ingress.host with the path %s, but the ingress routes /hooks at the root of %s: Nextcloud's deliveries to %s/hooks/nextcloud would reach no receiver. Drop the path, or leave config.public_url unset" .Values.config.public_url $url.path .Values.ingress.host (regexReplaceAll "/+$" .Values.config.public_url "")) -}}
+{{- end -}}
 {{- regexReplaceAll "/+$" .Values.config.public_url "" -}}
 {{- else if .Values.ingress.enabled -}}
 {{- include "ncindex.ingressOrigin" . -}}
