@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -720,6 +721,13 @@ def test_a_redis_url_without_credentials_is_taken(chart: helm.Chart, url: str) -
         # the URL went to the ConfigMap and the Secret (with the password) was never read: every
         # pod connected without it, and every Redis command failed with NOAUTH
         ("externalRedis.existingSecret", "redis-creds", "externalRedis.url and externalRedis"),
+        # rules across settings every pod checked at start: values breaking one rendered, and
+        # each new pod of a helm upgrade stopped at start (beat, Recreate: none left running)
+        ("config.task_soft_time_limit", 300, "task_soft_time_limit .300. must be below"),
+        ("config.visibility_timeout", 300, "task_time_limit .300. must be below"),
+        ("config.lock_ttl", 300, "lock_ttl .300. must exceed"),
+        # values.yaml suggests write consistency 2 "with replication 3"; the factor left unset
+        ("config.qdrant_write_consistency_factor", 2, "qdrant_write_consistency_factor .2."),
     ],
 )
 def test_templates_refuse_incomplete_values(
@@ -727,6 +735,48 @@ def test_templates_refuse_incomplete_values(
 ) -> None:
     with pytest.raises(helm.HelmRenderError, match=message):
         render(chart, with_change(MINIMAL, path, value))
+
+
+def test_the_chart_checks_the_rules_across_settings_with_the_settings_defaults() -> None:
+    """The defaults ``ncindex.settingsInOrder`` gives a setting absent from ``config`` are the
+    settings' own, and each rule it checks is one Settings enforces."""
+    helpers = (CHART / "templates" / "_helpers.tpl").read_text(encoding="utf-8")
+    (block,) = re.findall(r'define "ncindex.settingsInOrder".*?end -}}\n\n', helpers, re.S)
+    defaults = dict(re.findall(r'dig "(\w+)" (\d+) \$c', block))
+    assert set(defaults) == {
+        "task_soft_time_limit", "task_time_limit", "visibility_timeout", "lock_ttl",
+        "qdrant_write_consistency_factor",
+    }  # fmt: skip
+    for name, default in defaults.items():
+        assert Settings.model_fields[name].default == int(default), name
+    base = {"webhook_secret": "x", "accounts": {"a": "b"}}
+    for bad in (
+        {"task_soft_time_limit": 300},
+        {"visibility_timeout": 300},
+        {"lock_ttl": 300},
+        {"qdrant_write_consistency_factor": 2},
+    ):
+        with pytest.raises(ValidationError, match="must"):
+            Settings(**base, **bad)
+
+
+@pytest.mark.parametrize(
+    ("qdrant", "config"),
+    [
+        # the in-cluster cluster's replication factor defaults to 2: write consistency 2 fits
+        ({"enabled": True}, {"qdrant_write_consistency_factor": 2}),
+        # values.yaml's advice for a Qdrant cluster
+        ({}, {"qdrant_replication_factor": 3, "qdrant_write_consistency_factor": 2}),
+    ],
+)
+def test_a_write_consistency_within_the_replication_is_taken(
+    chart: helm.Chart, qdrant: dict[str, Any], config: dict[str, Any]
+) -> None:
+    values = copy.deepcopy(MINIMAL)
+    values["qdrant"] = qdrant
+    values["config"] = {**NEXTCLOUD, **config}
+    (configmap,) = by_kind(render(chart, values), "ConfigMap").values()
+    assert configmap["data"]["NCINDEX_QDRANT_WRITE_CONSISTENCY_FACTOR"] == "2"
 
 
 @pytest.mark.parametrize(

@@ -437,3 +437,47 @@ Trailing slashes are dropped, as Settings drops them.
 {{- fail "config.public_url is required without ingress.enabled: the URL at which Nextcloud reaches this release's receiver (webhooks are delivered to <public_url>/hooks/nextcloud)" -}}
 {{- end -}}
 {{- end -}}
+
+
+{{/*
+The rules across settings that every pod checks at start (ncindex/settings.py, the model
+validator Settings._load_accounts_file: "must be below" / "must exceed"), refused here so that values breaking
+one fail at helm install/upgrade instead of crash-looping every new pod. A setting absent from
+config takes the settings' default (tests/deploy/test_chart.py holds these defaults to
+Settings'); the replication factor takes the chart's own (2 with the in-cluster Qdrant cluster,
+NCINDEX_QDRANT_REPLICATION_FACTOR in configmap.yaml).
+*/}}
+{{- define "ncindex.settingsInOrder" -}}
+{{- $c := .Values.config -}}
+{{- $soft := int (dig "task_soft_time_limit" 240 $c) -}}
+{{- $hard := int (dig "task_time_limit" 300 $c) -}}
+{{- $visibility := int (dig "visibility_timeout" 900 $c) -}}
+{{- $lock := int (dig "lock_ttl" 360 $c) -}}
+{{- if ge $soft $hard -}}
+{{- fail (printf "config.task_soft_time_limit (%d) must be below config.task_time_limit (%d)" $soft $hard) -}}
+{{- end -}}
+{{- if ge $hard $visibility -}}
+{{- fail (printf "config.task_time_limit (%d) must be below config.visibility_timeout (%d): a task still running when its message becomes visible again is run twice at once" $hard $visibility) -}}
+{{- end -}}
+{{- if le $lock $hard -}}
+{{- fail (printf "config.lock_ttl (%d) must exceed config.task_time_limit (%d): a document's lock would expire while its task still runs" $lock $hard) -}}
+{{- end -}}
+{{- $replication := int (include "ncindex.qdrantReplicationFactor" .) -}}
+{{- $consistency := int (dig "qdrant_write_consistency_factor" 1 $c) -}}
+{{- if gt $consistency $replication -}}
+{{- fail (printf "config.qdrant_write_consistency_factor (%d) must not exceed the replication factor (%d, config.qdrant_replication_factor%s): set config.qdrant_replication_factor too" $consistency $replication (ternary "" " unset" (hasKey $c "qdrant_replication_factor"))) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The replication factor of the collections ncindex creates: config.qdrant_replication_factor,
+else 2 with qdrant.enabled and qdrant.replicaCount of 2 or more (a drained node takes no shard's
+only copy), else 1 (the settings' default). */}}
+{{- define "ncindex.qdrantReplicationFactor" -}}
+{{- if hasKey .Values.config "qdrant_replication_factor" -}}
+{{- int .Values.config.qdrant_replication_factor -}}
+{{- else if and .Values.qdrant.enabled (ge (int .Values.qdrant.replicaCount) 2) -}}
+2
+{{- else -}}
+1
+{{- end -}}
+{{- end -}}
