@@ -803,6 +803,28 @@ def test_a_public_url_below_a_path_of_the_ingress_host_is_refused(
         assert configmap["data"]["NCINDEX_PUBLIC_URL"] == taken.rstrip("/")
 
 
+@pytest.mark.parametrize(("pre_stop", "timeout"), [(5, 60), (30, 60), (60, 60), (60, 5), (1, 300)])
+def test_a_gunicorn_pod_is_given_its_pause_and_its_graceful_timeout(
+    chart: helm.Chart, pre_stop: int, timeout: int
+) -> None:
+    """Kubernetes counts terminationGracePeriodSeconds from the start of the preStop hook:
+    the pod needs the pause, then gunicorn's graceful timeout (GUNICORN_TIMEOUT) for the
+    requests in hand, before SIGKILL. The grace was gunicorn.timeout + 30 s whatever
+    gunicorn.preStopSeconds said (the schema takes up to 60, e.g. for a cloud load balancer's
+    deregistration delay): with 60 and 60, SIGKILL came 30 s into the graceful shutdown."""
+    values = with_change(MINIMAL, "gunicorn", {"preStopSeconds": pre_stop, "timeout": timeout})
+    deployments = by_kind(render(chart, values), "Deployment")
+    for component in ("receiver", "search", "mcp"):
+        pod = deployments[f"nci-ncindex-{component}"]["spec"]["template"]["spec"]
+        assert container({"spec": {"template": {"spec": pod}}})["lifecycle"]["preStop"] == {
+            "sleep": {"seconds": pre_stop}
+        }
+        # a margin for gunicorn's own exit after its graceful timeout
+        assert pod["terminationGracePeriodSeconds"] >= pre_stop + timeout + 10, component
+    if (pre_stop, timeout) == (5, 60):  # the defaults keep the grace they had
+        assert pod["terminationGracePeriodSeconds"] == 90
+
+
 def test_values_the_settings_refuse_are_refused_at_render(chart: helm.Chart) -> None:
     """The schema took any string, number, boolean, list or map for a setting: these rendered,
     and every pod then stopped at start on Settings' refusal (a crash loop)."""

@@ -259,7 +259,9 @@ spec:
         {{- include "ncindex.scrapeAnnotations" (dict "root" $root "port" 8080) | nindent 8 }}
     spec:
       {{- include "ncindex.podSpecCommon" $root | nindent 6 }}
-      terminationGracePeriodSeconds: {{ add (int $root.Values.gunicorn.timeout) 30 }}
+      # Counted from the start of the preStop pause: the pause, gunicorn's graceful timeout,
+      # then 25 s for its exit (90 s with the defaults, 5 + 60 + 25).
+      terminationGracePeriodSeconds: {{ add (int $root.Values.gunicorn.preStopSeconds) (int $root.Values.gunicorn.timeout) 25 }}
       containers:
         - name: {{ .component }}
           image: {{ include "ncindex.image" $root }}
@@ -267,7 +269,7 @@ spec:
           args: ["gunicorn", "--config", "/etc/ncindex/gunicorn.conf.py",{{ with .workerClass }} "--worker-class", {{ . | quote }},{{ end }} "{{ .module }}"]
           # Keep serving while the endpoint is being removed from Services and Ingress; then
           # SIGTERM lets gunicorn finish its requests (graceful timeout = gunicorn.timeout).
-          # preStop + graceful timeout (5 + 60 s) fit in the grace period (timeout + 30 s).
+          # preStop + graceful timeout fit in the grace period (their sum + 25 s).
           lifecycle:
             preStop:
               sleep:
