@@ -33,7 +33,11 @@ MONITORING: dict[str, Any] = copy.deepcopy(MINIMAL) | {
         "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
         "prometheusRule": {"enabled": True, "indexLagSeconds": 300},
         "grafanaDashboard": {"enabled": True},
-    }
+    },
+    # Prometheus runs in a namespace of its own: the Flower policy lets it in
+    "networkPolicy": {
+        "flowerFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    },
 }
 OPERATOR_KINDS = ("PrometheusRule", "ServiceMonitor")
 METRIC = re.compile(r"\b(?:ncindex|flower)_[a-z0-9_]+\b")
@@ -75,6 +79,20 @@ def family(name: str) -> str:
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
+
+
+def test_a_flower_service_monitor_behind_the_default_policy_is_refused(chart: helm.Chart) -> None:
+    """networkPolicy.enabled (the default) with no networkPolicy.flowerFrom lets only this
+    release's pods reach Flower: Prometheus never scraped the Flower ServiceMonitor, and
+    NcindexNoWorkerHeartbeat (``absent(flower_worker_online)``) fired for ever. The values
+    rendered without a word; now they are refused, naming the key to set."""
+    values = copy.deepcopy(MONITORING)
+    del values["networkPolicy"]
+    with pytest.raises(helm.HelmRenderError, match=r"networkPolicy\.flowerFrom"):
+        render(chart, values)
+    # Flower off, or no policy at all: nothing to let in
+    for change in ({"flower": {"enabled": False}}, {"networkPolicy": {"enabled": False}}):
+        assert by_kind(render(chart, values | change), "ServiceMonitor")
 
 
 def test_monitoring_is_off_by_default(chart: helm.Chart) -> None:
