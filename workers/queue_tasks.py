@@ -94,8 +94,11 @@ def resolve_node(
     among: list[str] | None = None,
     folder: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Index file ``file_id`` for each configured account that can see it: the event named
-    no configured user (``"user": null``, or an unconfigured view); or, with ``among``, for
+    """Index file ``file_id`` for each configured account that can see it, and take it from
+    each the index has it for (its ``acl``) that no longer does: the event named
+    no configured user (``"user": null``, or an unconfigured view: an owner ncindex has no
+    account for deleting a shared file, or moving it out of the share, reaches the sharees
+    only so); or, with ``among``, for
     each of those accounts that can (a document new to the index, or a node moved, that they
     may see too: :attr:`~ncindex.index.steps.Outcome.viewers`) — and take the others of
     ``among``, whom Nextcloud does not show it, out of its ``acl`` (a file moved out of a
@@ -109,12 +112,18 @@ def resolve_node(
     keys = services.settings.names
     clear_debounce(services.redis, keys, debounce_key)
     viewers, unseen = viewers_of(services, int(file_id), among)
-    if among is not None and unseen:
+    if among is None and unseen:
+        # an event in an unconfigured view (the owner deleting a shared file, or moving it out
+        # of a folder shared with them): Nextcloud tells no one else, so the accounts the
+        # index has it for that no longer see it are the ones to take it from
+        held = {u for u, _ in self.indexer.access.holders(int(file_id), besides="")}
+        unseen = [u for u in unseen if u in held]
+    if unseen:
         indexer = self.indexer
         with indexer.lock(int(file_id)):
             for user in unseen:  # nothing marked for scans: nothing is left for them to find
                 indexer.access.remove_node(user, int(file_id), lost=None)
-        if folder is not None:
+        if among is not None and folder is not None:
             for user in unseen:
                 indexer.leave_folder(user, folder[0], folder[1])
     queued, coalesced = enqueue(

@@ -391,7 +391,13 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     a workflow rule, an admin) or by an unconfigured user, a file event in the view of an
     unconfigured user (its owner, say, editing what a configured account sees through a
     share) — a node with an id is resolved: ``ncindex.resolve_node`` indexes it for each
-    configured account that can see it. What cannot be resolved is ignored with a reason.
+    configured account that can see it, and takes it from those the index has it for that
+    no longer do. So is a delete or a move there (the owner deleting a file of a folder
+    shared with a configured account, or moving it out): Nextcloud dispatches it once, in
+    the actor's view (nextcloud/server ``lib/private/Files/Node/HookConnector.php``
+    ``delete``/``postRename``, the node of ``Filesystem::getView()``), and
+    ``BeforeNodeDeletedEvent`` names the node's id (``getNodeForPath`` while it exists).
+    What cannot be resolved is ignored with a reason.
 
     A plan has actions or an ``ignored`` reason, never neither: ``event_class``,
     ``tag_object_type``, ``no_user`` (a card event without a user), ``unknown_user``,
@@ -434,8 +440,10 @@ def plan_envelope(envelope: Envelope, accounts: Container[str]) -> Plan:
     user, path = located
     deleted = name in ("BeforeNodeDeletedEvent", "NodeDeletedEvent")
     if user not in accounts:
-        if deleted:
-            return Plan(ignored="unknown_user")  # gone: nobody can be found who sees it
+        if deleted and node.id is None:
+            return Plan(ignored="unknown_user")  # gone, and nothing names it for the others
+        # a delete too: the configured accounts holding the node that no longer see it
+        # lose it (ncindex.resolve_node), as nothing else tells them
         return Plan([resolve_node(node.id)]) if node.id is not None else _no_id()
     if name == "NodeRestoredEvent" and node.id is None:
         # Nextcloud 30 names no restored node (Trashbin::getNodeForPath looked the target up

@@ -182,3 +182,45 @@ def test_a_folder_moved_out_of_a_shared_folder_leaves_the_sharees_acl(stack: Sta
     assert payload["paths"] == {"alice": "/Mine/Drafts/arches.txt"}
     assert _acl(stack, plan) == ["user:alice", "user:bob"]
     assert _acl(stack, kept) == ["user:alice", "user:bob"]
+
+
+def _shared_by_an_unconfigured_owner(stack: Stack) -> int:
+    """dave (a Nextcloud user ncindex has no account for) shares ``/Shared`` holding
+    ``plan.txt`` with bob; indexed for bob, as bob's scan would."""
+    stack.sim.add_user("dave", password="dave-app-pw", display_name="Dave")
+    file_id = stack.sim.put_file("dave", "/Shared/plan.txt", BRIDGE)
+    stack.sim.share("dave", "/Shared", "bob")
+    Indexer(stack.services).index_node("bob", file_id)
+    stack.wait_idle()
+    assert _acl(stack, file_id) == ["user:bob"]
+    return file_id
+
+
+def test_a_shared_file_its_unconfigured_owner_deletes_leaves_the_sharees_index(
+    stack: Stack,
+) -> None:
+    # Nextcloud dispatches the delete once, in dave's view (HookConnector::delete: the
+    # BeforeNodeDeletedEvent names the file's id): bob hears of it only through dave's event
+    file_id = _shared_by_an_unconfigured_owner(stack)
+    stack.sim.delete("dave", "/Shared/plan.txt")
+    wait_until(lambda: not stack.points(f"file:{file_id}"), 30)
+
+
+def test_a_shared_file_its_unconfigured_owner_moves_out_leaves_the_sharees_index(
+    stack: Stack,
+) -> None:
+    file_id = _shared_by_an_unconfigured_owner(stack)
+    stack.sim.move("dave", "/Shared/plan.txt", "/Private/plan.txt")
+    wait_until(lambda: not stack.points(f"file:{file_id}"), 30)
+
+
+def test_a_shared_file_its_unconfigured_owner_renames_stays_for_the_sharee(stack: Stack) -> None:
+    file_id = _shared_by_an_unconfigured_owner(stack)
+    stack.sim.move("dave", "/Shared/plan.txt", "/Shared/bridge.txt")
+
+    def bobs_path() -> str | None:
+        points = stack.points(f"file:{file_id}")
+        return points[0].payload["paths"].get("bob") if points else None
+
+    wait_until(lambda: bobs_path() == "/Shared/bridge.txt", 30)
+    assert _acl(stack, file_id) == ["user:bob"]

@@ -170,22 +170,34 @@ def test_user_comes_from_the_path_and_null_user_is_accepted() -> None:
 
 
 @pytest.mark.parametrize(
-    ("path", "event", "reason"),
+    ("node", "event", "reason"),
     [
-        ("/mallory/files/x.md", "NodeDeletedEvent", "unknown_user"),
-        ("/alice/files_trashbin/files/x.d1", "NodeWrittenEvent", "path_outside_files"),
+        ({"path": "/mallory/files/x.md"}, "NodeDeletedEvent", "unknown_user"),
+        (
+            {"id": 3, "path": "/alice/files_trashbin/files/x.d1"},
+            "NodeWrittenEvent",
+            "path_outside_files",
+        ),
     ],
 )
-def test_ignored_with_reason(path: str, event: str, reason: str) -> None:
-    body = env({"node": {"id": 3, "path": path}, "class": NS + event})
+def test_ignored_with_reason(node: dict, event: str, reason: str) -> None:
+    body = env({"node": node, "class": NS + event})
     assert plan(body).ignored == reason
 
 
-@pytest.mark.parametrize("uid", [None, "mallory"])
-def test_a_file_event_in_an_unconfigured_view_is_resolved_by_id(uid: str | None) -> None:
-    body = env(
-        {"node": {"id": 3, "path": "/mallory/files/x.md"}, "class": NS + "NodeWrittenEvent"}, uid
-    )
+@pytest.mark.parametrize(
+    ("uid", "event"),
+    [
+        (None, "NodeWrittenEvent"),
+        ("mallory", "NodeWrittenEvent"),
+        ("mallory", "BeforeNodeDeletedEvent"),  # the owner deleting a file shared with bob
+        ("mallory", "NodeDeletedEvent"),
+    ],
+)
+def test_a_file_event_in_an_unconfigured_view_is_resolved_by_id(
+    uid: str | None, event: str
+) -> None:
+    body = env({"node": {"id": 3, "path": "/mallory/files/x.md"}, "class": NS + event}, uid)
     (action,) = plan(body).actions
     assert (action.task, action.queue, action.kwargs) == (
         "ncindex.resolve_node",
