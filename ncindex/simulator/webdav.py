@@ -102,6 +102,10 @@ def _state_error(exc: StateError) -> Response:
     return dav_error(500, "ServiceUnavailable", str(exc))
 
 
+SEARCHDAV = "https://github.com/icewind1991/SearchDAV/ns"
+"""icewind1991/SearchDAV's own namespace (``src/DAV/SearchPlugin.php`` ``SEARCHDAV_NS``): a
+SEARCH's ``d:limit`` takes its offset, ``firstresult``, in it."""
+
 SEARCH_OPERATOR_LIMIT = 100
 """Comparisons a SEARCH's ``d:where`` may hold (nextcloud/server
 ``apps/dav/lib/Files/FileSearchBackend.php``, ``FileSearchBackend::OPERATOR_LIMIT``)."""
@@ -716,6 +720,8 @@ class WebDav:
             items.append((item_path, item))
         limit = body.find(clark(DAV, "limit"))
         if limit is not None:
+            # apps/dav/lib/Connector/Sabre/FilesReportPlugin.php onReport: the offset is
+            # nc:firstresult here (a SEARCH's is SearchDAV's, :data:`SEARCHDAV`)
             first = limit.findtext(clark(NC, "firstresult")) or "0"
             count = limit.findtext(clark(DAV, "nresults"))
             start = int(first.strip() or 0)
@@ -775,7 +781,10 @@ class WebDav:
                     items.append((item_path, item))
             items = self._order(uid, basic, items)
             # nextcloud/server apps/dav/lib/Files/FileSearchBackend.php transformQuery: at most
-            # nresults results (100 without one, or with 0), offset nc:firstresult. The scope's
+            # nresults results (100 without one, or with 0), offset firstresult in SearchDAV's
+            # own namespace (icewind1991/SearchDAV src/XML/Limit.php xmlDeserialize reads
+            # '{' . SearchPlugin::SEARCHDAV_NS . '}firstresult'; an nc:firstresult, which the
+            # oc:filter-files REPORT reads, is no offset here). The scope's
             # own folder takes its place in that window and is dropped after it: the file-cache
             # query (lib/private/Files/Cache/QuerySearchHelper.php searchInCaches,
             # applySearchConstraints: setMaxResults/setFirstResult) matches the folder too
@@ -787,7 +796,7 @@ class WebDav:
             count, start = 0, 0
             if limit is not None:
                 count = int((limit.findtext(clark(DAV, "nresults")) or "0").strip() or 0)
-                start = int((limit.findtext(clark(NC, "firstresult")) or "0").strip() or 0)
+                start = int((limit.findtext(clark(SEARCHDAV, "firstresult")) or "0").strip() or 0)
             items = [pn for pn in items[start : start + (count or 100)] if pn[1] is not root]
             base = f"{self.sim.web_root}/remote.php/dav/files/{uid}"
             return self.multistatus(uid, base, items, props)

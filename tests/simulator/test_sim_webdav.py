@@ -391,6 +391,36 @@ def test_the_searched_folder_takes_a_place_in_the_limit_and_is_left_out(sim, cli
     assert folders(2, "/files/alice/A") == ["/A/Deep/"]
 
 
+def test_a_search_offset_is_firstresult_in_searchdavs_namespace(sim, client) -> None:
+    """A SEARCH's offset is ``firstresult`` in SearchDAV's namespace (icewind1991/SearchDAV
+    ``src/XML/Limit.php`` ``xmlDeserialize``: ``'{' . SearchPlugin::SEARCHDAV_NS .
+    '}firstresult'``); an ``nc:firstresult`` (the offset of the ``oc:filter-files`` REPORT,
+    ``FilesReportPlugin::onReport``) is not read, so that SEARCH answers the first page."""
+    for path in ("/A", "/B", "/C"):
+        sim.mkdir("alice", path)
+    alice = client("alice")
+
+    def folders(offset: str) -> list[str]:
+        body = webdav.search_folders_body("alice", 0).replace(
+            'xmlns:d="DAV:"',
+            'xmlns:d="DAV:" xmlns:nc="http://nextcloud.org/ns" '
+            'xmlns:s="https://github.com/icewind1991/SearchDAV/ns"',
+        )
+        limit = f"<d:limit><d:nresults>2</d:nresults>{offset}</d:limit>"
+        body = re.sub(r"<d:limit>.*</d:limit>", limit, body)
+        resp = alice.request("SEARCH", "/remote.php/dav/", content=body.encode())
+        assert resp.status_code == 207
+        base = "/remote.php/dav/files/alice"
+        return [
+            r.findtext("d:href", namespaces=DAV_NS)[len(base) :] for r in responses(resp.content)
+        ]
+
+    # the files root takes the first place of the window and is left out (see above)
+    assert folders("") == ["/A/"]
+    assert folders("<nc:firstresult>2</nc:firstresult>") == ["/A/"]
+    assert folders("<s:firstresult>2</s:firstresult>") == ["/B/", "/C/"]
+
+
 def test_search_over_the_operator_limit_fails(sim, client) -> None:
     """More than 100 comparisons in ``d:where`` (``FileSearchBackend::OPERATOR_LIMIT``, counted
     as ``countSearchOperators`` does once ``extractWhereValue`` has taken an owner-id equality
