@@ -9,7 +9,8 @@ Failures of the work (Nextcloud, the store, Redis, a document)::
     │   ├── BrokerUnavailable     Redis or the broker did not take a task (nothing acknowledged)
     │   ├── SearchUnavailable     the query could not be embedded at all
     │   ├── LockBusy              another task holds the document's lock
-    │   └── StaleEntry            a download does not match the entry it was looked up by
+    │   ├── StaleEntry            a download does not match the entry it was looked up by
+    │   └── FileUnavailable       one file's bytes cannot be opened now (its GET: 423, 503)
     ├── PermanentError            retrying cannot help
     │   ├── NextcloudAuthError    Nextcloud answered 401 (bad or revoked app password)
     │   ├── Unauthenticated       a caller sent no usable credentials, or Nextcloud refused them
@@ -104,6 +105,17 @@ class StaleEntry(TransientError):
     """Raised when a file's download does not match the entry it was looked up by (a body
     of another length than the entry's size, or a 404 for a file that moved meanwhile); the
     task retries and looks the file up again."""
+
+
+class FileUnavailable(TransientError):
+    """Raised when Nextcloud answers a file's download 423 or 503 (not maintenance mode):
+    nextcloud/server ``apps/dav/lib/Connector/Sabre/File.php`` ``get`` answers ``FileLocked``
+    (423) for a ``LockedException`` and ``ServiceUnavailable`` (503) when the file cannot be
+    opened (``fopen`` false: "Could not open file", the file cache naming a file the storage
+    does not hold), its encryption is not ready (``GenericEncryptionException``) or its
+    storage is not available. That file, not Nextcloud, is what is unavailable: the task
+    retries, but is not kept to be sent again as an outage's are (a file that stays
+    unopenable would be sent again after every task that succeeds)."""
 
 
 # --- permanent -----------------------------------------------------------------------------

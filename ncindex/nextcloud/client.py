@@ -10,7 +10,9 @@ what happened                   raised
 ==============================  ==========================================
 timeout, connection error       ``NextcloudUnavailable``
 a header httpx refuses to send  ``NextcloudProtocolError`` (never echoing the header)
-5xx, 423, 429                   ``NextcloudUnavailable``
+5xx, 423, 429                   ``NextcloudUnavailable`` (but ``FileUnavailable``
+                                for a file's download answered 423 or
+                                503 out of maintenance mode)
 401                             ``NextcloudAuthError`` (but ``Forbidden`` for
                                 an app API's CORS refusal of a
                                 Bearer token: :data:`CORS_REFUSAL`)
@@ -37,6 +39,7 @@ from typing import Any
 import httpx
 
 from ncindex.errors import (
+    FileUnavailable,
     Forbidden,
     NextcloudAuthError,
     NextcloudProtocolError,
@@ -252,23 +255,40 @@ class NextcloudClient:
         return response
 
     @contextmanager
-    def stream(self, method: str, url: str, **kwargs: Any) -> Iterator[httpx.Response]:
-        """Like :meth:`request` but the body is streamed (``response.iter_bytes()``)."""
+    def stream(
+        self, method: str, url: str, *, one_file: bool = False, **kwargs: Any
+    ) -> Iterator[httpx.Response]:
+        """Like :meth:`request` but the body is streamed (``response.iter_bytes()``).
+        ``one_file``: the request reads one file's bytes, so a 423 or a 503 out of maintenance
+        mode raises ``FileUnavailable`` (see :meth:`download`)."""
         with (
             _transport_errors(method, url),
             self.http.stream(method, url, auth=self.auth, **kwargs) as response,
         ):
-            self._check(method, url, response, (404,))
+            self._check(method, url, response, (404,), one_file=one_file)
             yield response
 
     @staticmethod
-    def _check(method: str, url: str, response: httpx.Response, not_found: tuple[int, ...]) -> None:
+    def _check(
+        method: str,
+        url: str,
+        response: httpx.Response,
+        not_found: tuple[int, ...],
+        *,
+        one_file: bool = False,
+    ) -> None:
         status = response.status_code
         if status < 300 or status == 304:
             return
         where = f"{method} {url}: HTTP {status}"
         if status in not_found:
             raise NotFound(where)
+        maintenance = response.headers.get("X-Nextcloud-Maintenance-Mode") == "1"
+        if one_file and status in (423, 503) and not maintenance:
+            # apps/dav/lib/Connector/Sabre/File.php get: FileLocked (423) for a
+            # LockedException, ServiceUnavailable (503) for a file it cannot open, whose
+            # encryption is not ready or whose storage is away: this file, not Nextcloud
+            raise FileUnavailable(where)
         if status == 401:
             if _cors_refused_bearer(response):
                 # the caller's token is good (the search confirmed it), but this app's API
@@ -278,7 +298,6 @@ class NextcloudClient:
         if status >= 500 or status in (423, 429):
             # maintenance mode: nextcloud/server lib/base.php, OC::checkMaintenanceMode
             # answers 503 with "X-Nextcloud-Maintenance-Mode: 1" and "Retry-After: 120"
-            maintenance = response.headers.get("X-Nextcloud-Maintenance-Mode") == "1"
             raise NextcloudUnavailable(
                 where + (" (maintenance mode)" if maintenance else ""),
                 retry_after=retry_after_seconds(response.headers.get("Retry-After")),
@@ -495,8 +514,11 @@ class NextcloudClient:
         return webdav.parse_file_ids(response.content)
 
     def download(self, path: str, max_bytes: int) -> bytes:
-        """GET a file's bytes, streamed; raises ``TooLarge`` past ``max_bytes`` bytes."""
-        with self.stream("GET", webdav.file_url_path(self._me(), path)) as response:
+        """GET a file's bytes, streamed; raises ``TooLarge`` past ``max_bytes`` bytes, and
+        ``FileUnavailable`` when Nextcloud answers 423 (the file is locked) or 503 out of
+        maintenance mode (it cannot open that file: nextcloud/server
+        ``apps/dav/lib/Connector/Sabre/File.php`` ``get``)."""
+        with self.stream("GET", webdav.file_url_path(self._me(), path), one_file=True) as response:
             declared = response.headers.get("Content-Length")
             if declared and declared.isdigit() and int(declared) > max_bytes:
                 raise TooLarge(f"{path}: {declared} bytes > {max_bytes}")

@@ -421,6 +421,25 @@ class NextcloudSimulator:
             else:
                 self.tree.blocked.discard(node.id)
 
+    def make_unopenable(self, user: str, path: str, status: int | None = 503) -> None:
+        """Make the GET of the file at ``path`` in ``user``'s view answer ``status`` while it
+        is still listed (``None`` lifts it), as nextcloud/server
+        ``apps/dav/lib/Connector/Sabre/File.php`` ``get`` does: 423 ``FileLocked`` for a
+        ``LockedException`` (a lock held by a write in progress, or one a crashed request
+        left behind until its TTL), 503 ``ServiceUnavailable`` when ``fopen`` fails ("Could
+        not open file", the file cache naming a file the storage lacks), the encryption is
+        not ready or the storage is away. No event fires, and etags do not change."""
+        with self.lock:
+            node = self.tree.resolve(user, path)
+            if node is None or node.is_dir:
+                raise NotFoundError(f"File with name {norm_path(path)} could not be located")
+            if status is None:
+                self.tree.unopenable.pop(node.id, None)
+            elif status in (423, 503):
+                self.tree.unopenable[node.id] = status
+            else:
+                raise ValueError(f"File::get answers 423 or 503, not {status}")
+
     def file_id(self, user: str, path: str) -> int | None:
         """File id of the node at ``path`` in ``user``'s view, or None."""
         with self.lock:

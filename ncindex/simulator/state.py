@@ -321,6 +321,9 @@ class FileTree:
         self.trash: dict[str, list[TrashItem]] = {}
         #: ids of nodes an access-control rule blocks for everyone (see :meth:`is_blocked`)
         self.blocked: set[int] = set()
+        #: file id → the status its GET answers although it is listed (423: locked; 503:
+        #: Nextcloud cannot open it), see ``NextcloudSimulator.make_unopenable``
+        self.unopenable: dict[int, int] = {}
         #: whether ``NodeRestoredEvent`` names the restored node (Nextcloud 31 and later,
         #: nextcloud/server#53752); see :meth:`restore`
         self.restored_node_has_id = True

@@ -524,6 +524,22 @@ class WebDav:
             # apps/dav/lib/Connector/Sabre/File.php get(): "if (!$this->info->isReadable())
             # { // do a if the file did not exist  throw new NotFound(); }" — no message
             return dav_error(404, "NotFound", "")
+        unopenable = self.tree.unopenable.get(node.id)
+        if unopenable == 423:
+            # File::get: LockedException → FileLocked (the message's form from memory of
+            # OCP\Lock\LockedException, not re-read)
+            return dav_error(
+                423,
+                "OCA\\DAV\\Connector\\Sabre\\Exception\\FileLocked",
+                f'"files/{node.id}" is locked',
+            )
+        if unopenable == 503:
+            # File::get: fopen answered false on a file the view says exists
+            return dav_error(
+                503,
+                "ServiceUnavailable",
+                f"Could not open file: {path.lstrip('/')} ({node.id}), file does seem to exist",
+            )
         body = b"" if request.method.upper() == "HEAD" else node.content
         resp = Response(body, status=200, content_type=node.mime)
         resp.headers["Content-Length"] = str(len(node.content))

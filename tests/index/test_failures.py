@@ -178,6 +178,44 @@ def test_a_task_that_gave_up_in_an_outage_is_queued_again_once_nextcloud_answers
     assert stack.services.redis.hlen(parked_key) == 0
 
 
+@pytest.mark.parametrize("status", [423, 503])
+def test_a_file_nextcloud_cannot_open_is_retried_but_not_kept_as_an_outage(
+    stack: Stack, monkeypatch, status: int
+) -> None:
+    """A file listed (its SEARCH by id answers) whose GET answers 423 (``FileLocked``) or 503
+    (``ServiceUnavailable``: nextcloud/server ``apps/dav/lib/Connector/Sabre/File.php``
+    ``get`` could not open it) is that file's failure, not an outage: its task retries and
+    then fails with ``FileUnavailable``, and it is not parked to be sent again once
+    Nextcloud answers (it does: a file that stays unopenable went round for good)."""
+    from celery import current_app
+
+    from ncindex import names
+    from ncindex.progress import FailingDocuments
+    from workers import base
+
+    monkeypatch.setattr(base, "OUTAGE_PATIENCE_SECONDS", 0)  # give up at once (it is 900 s)
+    monkeypatch.setattr(tasks.index_node, "max_retries", 1)
+    stack.sim.drop_rate = 1.0  # the task is sent by hand, once the file is unopenable
+    file_id = stack.sim.put_file("alice", "/Docs/stuck.txt", b"Lantern oil is in the cellar.")
+    stack.sim.make_unopenable("alice", "/Docs/stuck.txt", status)
+    subject = node_subject(file_id)
+    failing = FailingDocuments(stack.services.redis, stack.settings.names)
+    current_app.send_task(
+        names.INDEX_NODE, kwargs={"user": "alice", "file_id": file_id}, queue=names.INDEX
+    )
+    failure = wait_until(lambda: (f := failing.get(subject)) and not f.retrying and f, 30)
+    assert failure.last_error.startswith("FileUnavailable: GET /remote.php/dav/files/alice/")
+    assert f"HTTP {status}" in failure.last_error
+    assert stack.services.redis.hlen(stack.settings.names.outage_parked) == 0
+    assert not stack.points(f"file:{file_id}")
+    # opened again: the next event (or scan) indexes it
+    stack.sim.make_unopenable("alice", "/Docs/stuck.txt", None)
+    current_app.send_task(
+        names.INDEX_NODE, kwargs={"user": "alice", "file_id": file_id}, queue=names.INDEX
+    )
+    wait_until(lambda: stack.points(f"file:{file_id}"), 30)
+
+
 def test_a_corrupt_file_of_each_format_lands_in_the_dead_letter_with_its_reason(
     stack: Stack,
 ) -> None:

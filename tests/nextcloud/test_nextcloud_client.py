@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from ncindex.errors import (
+    FileUnavailable,
     Forbidden,
     NextcloudAuthError,
     NextcloudProtocolError,
@@ -182,6 +183,25 @@ def test_status_codes_are_translated(status: int, error: type[Exception]) -> Non
     client = client_for(lambda r: httpx.Response(status, json={"errorType": "Exception"}))
     with pytest.raises(error):
         client.get_note(1)
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "error"),
+    [
+        (423, {}, FileUnavailable),  # Sabre File::get: FileLocked
+        (503, {}, FileUnavailable),  # File::get: ServiceUnavailable, this file cannot be opened
+        (503, {"X-Nextcloud-Maintenance-Mode": "1"}, NextcloudUnavailable),
+        (502, {}, NextcloudUnavailable),  # a proxy without Nextcloud behind it
+        (429, {}, NextcloudUnavailable),
+    ],
+)
+def test_a_download_nextcloud_cannot_open_is_that_files_failure(
+    status: int, headers: dict[str, str], error: type[Exception]
+) -> None:
+    client = client_for(lambda r: httpx.Response(status, headers=headers, text="<d:error/>"))
+    with pytest.raises(error) as raised:
+        client.download("/a.txt", 1000)
+    assert type(raised.value) is error
 
 
 @pytest.mark.parametrize("exc", [httpx.ConnectError("refused"), httpx.ReadTimeout("slow")])

@@ -83,7 +83,8 @@ def test_failing_downloads_are_listed_until_the_document_is_indexed(stack: Stack
     failing = FailingDocuments(stack.services.redis, stack.settings.names)
     entry = wait_until(lambda: failing.get(node_subject(file_id)), 30)
     assert entry.user == "alice" and entry.retrying and entry.attempts >= 1
-    assert "NextcloudUnavailable" in entry.last_error
+    # a GET's 503 out of maintenance mode is the file's (Sabre File::get), not an outage
+    assert "FileUnavailable" in entry.last_error
     wait_until(lambda: stack.points(f"file:{file_id}"), 60)
     wait_until(lambda: failing.get(node_subject(file_id)) is None, 10)
 
