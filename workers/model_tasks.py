@@ -59,7 +59,8 @@ def _locked(task: NcindexTask, reindexer: Reindexer, step: str, model: str, work
     ``work``'s result, or why it did not run or failed. A run that reaches the soft time
     limit puts its message back (:class:`~celery.exceptions.Reject` with ``requeue``): like
     a run the hard limit killed (:data:`REQUEUED`), its next run resumes the step; the
-    message's run past :data:`STEP_RUNS` records the ``failed`` state instead. A run ended by a
+    message's run past :data:`STEP_RUNS` records the ``failed`` state instead, and releases the
+    lock the run before it was killed holding (held until its expiry before). A run ended by a
     :class:`~ncindex.errors.TransientError` is not counted: Celery retries it under the same
     task id (``Task.retry``), up to ``max_retries`` of :data:`~workers.tasks.RETRY`."""
     settings = reindexer.settings
@@ -69,12 +70,12 @@ def _locked(task: NcindexTask, reindexer: Reindexer, step: str, model: str, work
     runs_key = settings.names.key("reindex", "runs", owner)
     client = reindexer.services.redis
     runs, _ = client.pipeline().incr(runs_key).expire(runs_key, STEP_RUNS_TTL).execute()
-    if int(runs) > STEP_RUNS:
-        error = f"the {step} step was cut off by the task time limit {STEP_RUNS} times"
-        reindexer.record(model, "failed", error=error)
-        log.warning("reindex_failed", step=step, error=error)
-        return {"failed": error}
     with hold(reindexer.services.redis, name, ttl=ttl, wait=5, owner=owner) as held:
+        if int(runs) > STEP_RUNS:  # the lock the last run died holding is released on exit
+            error = f"the {step} step was cut off by the task time limit {STEP_RUNS} times"
+            reindexer.record(model, "failed", error=error)
+            log.warning("reindex_failed", step=step, error=error)
+            return {"failed": error}
         if not held:
             log.info("reindex_step_skipped", step=step, reason="another step runs")
             return {"skipped": "another reindex step runs"}

@@ -343,6 +343,29 @@ def test_a_step_the_time_limit_always_cuts_off_is_recorded_failed(
     assert log.count(b"] received") == STEP_RUNS + 1
 
 
+def test_a_step_given_up_releases_the_lock_its_last_run_died_holding(stack: Stack) -> None:
+    """A run killed outright (SIGKILL: out of memory) leaves the reindex lock held under its
+    task id; the message's run past :data:`~workers.model_tasks.STEP_RUNS` records ``failed``
+    and releases it. Before, it returned without touching the lock, and every other reindex
+    step was skipped ("another reindex step runs") until the lock expired, the hard time
+    limit plus a minute later."""
+    from workers.model_tasks import STEP_RUNS
+
+    names_ = stack.services.settings.names
+    owner = "killed-run"
+    lock = names_.lock("reindex")
+    stack.services.redis.set(lock, owner, ex=600)  # as redis-py's Lock stores its token
+    stack.services.redis.set(names_.key("reindex", "runs", owner), STEP_RUNS)
+    out = stack.celery.tasks[names.REINDEX_ANALYZER].apply(task_id=owner).get()
+    assert "cut off by the task time limit" in out["failed"]
+    assert progress(stack.services)["state"] == "failed"
+    assert stack.services.redis.exists(lock) == 0
+    stack.services.redis.set(lock, "another-step", ex=600)  # another's lock stays
+    stack.services.redis.set(names_.key("reindex", "runs", "second"), STEP_RUNS)
+    stack.celery.tasks[names.REINDEX_ANALYZER].apply(task_id="second").get()
+    assert stack.services.redis.get(lock) == b"another-step"
+
+
 def test_a_step_retried_for_transient_errors_is_not_counted_as_cut_off(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
