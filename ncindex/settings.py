@@ -539,6 +539,12 @@ class Settings(BaseSettings):
     index_mime_types: list[str] = Field(
         default_factory=lambda: [
             "text/*",
+            # text files Nextcloud types application/* (ncindex.text.extract)
+            "application/json",
+            "application/javascript",
+            "application/xml",
+            "application/yaml",
+            "application/x-php",
             "application/xhtml+xml",
             "application/pdf",
             "application/vnd.openxmlformats-officedocument.wordprocessingml.document",

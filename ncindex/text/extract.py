@@ -62,6 +62,19 @@ OCR_FORMATS = frozenset({IMAGE})
 #: Formats stored in a zip archive (checked against ``max_unzipped_bytes`` first).
 _ZIPPED = frozenset({DOCX, ODT, PPTX, ODP, XLSX, ODS, EPUB})
 
+#: Text files that Nextcloud types ``application/*``, by extension: nextcloud/server
+#: resources/config/mimetypemapping.dist.json gives each of these a ``text/*`` secure
+#: alternative (``"json": ["application/json", "text/plain"]``, ``"php": ["application/x-php",
+#: "text/x-php"]``), i.e. Nextcloud itself takes them for text. Read as plain text.
+_TEXT_APPLICATION_MIMES = {
+    "json": "application/json",
+    "js": "application/javascript",
+    "xml": "application/xml",
+    "yaml": "application/yaml",
+    "yml": "application/yaml",
+    "php": "application/x-php",
+}
+
 # IANA media types (https://www.iana.org/assignments/media-types/) and the ones Nextcloud's
 # resources/config/mimetypemapping.dist.json assigns to these extensions.
 _MIME_FORMATS = {
@@ -88,11 +101,12 @@ _MIME_FORMATS = {
     "image/jpeg": IMAGE,
     "image/tiff": IMAGE,
     "image/webp": IMAGE,
+    **dict.fromkeys(_TEXT_APPLICATION_MIMES.values(), TEXT),
 }
 # text/* types that are markup or binary-ish rather than readable text
 _TEXT_EXCLUDED = {"text/vnd.graphviz"}
 _EXT_FORMATS = {
-    **dict.fromkeys(("txt", "text", "log", "org", "rst", "note"), TEXT),
+    **dict.fromkeys(("txt", "text", "log", "org", "rst", "note", *_TEXT_APPLICATION_MIMES), TEXT),
     **dict.fromkeys(("md", "markdown", "mdown", "mkd", "mkdn"), MARKDOWN),
     **dict.fromkeys(("html", "htm", "xhtml"), HTML),
     **dict.fromkeys(("png", "jpg", "jpeg", "tif", "tiff", "webp"), IMAGE),
@@ -163,7 +177,8 @@ def extension_mime(filename: str) -> str | None:
     or ``None`` for an extension no extractor reads."""
     ext = PurePosixPath(filename).suffix.lower().lstrip(".")
     fmt = _EXT_FORMATS.get(ext)
-    return _IMAGE_MIME.get(ext) or (_CANONICAL_MIME.get(fmt) if fmt else None)
+    known = _IMAGE_MIME.get(ext) or _TEXT_APPLICATION_MIMES.get(ext)
+    return known or (_CANONICAL_MIME.get(fmt) if fmt else None)
 
 
 def is_supported(mime_type: str | None, filename: str) -> bool:

@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from ncindex.index.indexing import Indexer
 from ncindex.settings import Settings
+from ncindex.simulator.state import mime_for
 from ncindex.sources.eligibility import Eligibility, effective_mime, glob_match
 from support import Stack, wait_until
 
@@ -156,3 +157,33 @@ def test_note_extensions_are_taken_without_their_dot_and_case() -> None:
     assert Settings(note_extensions=[".md", "TXT", " org "]).note_extensions == ["md", "txt", "org"]
     with pytest.raises(ValidationError, match="an extension is empty"):
         Settings(note_extensions=["md", "."])
+
+
+#: Text files Nextcloud types ``application/*`` (nextcloud/server
+#: resources/config/mimetypemapping.dist.json, each with a ``text/*`` secure alternative):
+#: path → (content, Nextcloud's type, a word of the content).
+TEXT_APPLICATION_FILES = {
+    "/Config/router.json": (b'{"ssid": "Falcon", "channel": 11}', "application/json", "Falcon"),
+    "/Config/compose.yaml": (b"services:\n  web: heron\n", "application/yaml", "heron"),
+    "/Config/feed.xml": (b"<feed><title>Osprey</title></feed>", "application/xml", "Osprey"),
+    "/Code/widget.js": (b"let pelican = 42;\n", "application/javascript", "pelican"),
+}
+
+
+def test_text_files_nextcloud_types_application_are_indexed(stack: Stack) -> None:
+    """A ``.json``, ``.yaml``, ``.xml`` or ``.js`` file was skipped as ``unsupported_format``
+    (``ncindex extract`` even named its type ``application/octet-stream``): Nextcloud types
+    them ``application/json`` and so on, which neither the extractor nor the default MIME list
+    took, although Nextcloud's own mapping gives each a ``text/*`` secure alternative."""
+    default = policy()
+    for path, (body, mime, _) in TEXT_APPLICATION_FILES.items():
+        assert mime_for(path) == mime, path  # the simulator types it as Nextcloud does
+        assert effective_mime("application/octet-stream", path) == mime, path
+        assert default.file_reason(path, mime, []) is None, path
+        stack.sim.put_file("alice", path, body)
+    stack.sim.flush_deliveries(timeout=5)
+    ids = {path: stack.sim.file_id("alice", path) for path in TEXT_APPLICATION_FILES}
+    wait_until(lambda: all(stack.points(f"file:{i}") for i in ids.values()), 30)
+    for path, file_id in ids.items():
+        text = " ".join(p.payload["text"] for p in stack.points(f"file:{file_id}"))
+        assert TEXT_APPLICATION_FILES[path][2] in text, path
