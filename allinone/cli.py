@@ -1292,6 +1292,7 @@ def _print_status(data: dict[str, Any]) -> None:
             f"user {user}: {counts}; pending {row['pending']}; "
             f"{row['rates']['documents_per_second']} documents/s; {state}; dead letter "
             f"{row['dead_letter']}, failing {row['failing']}; skipped {skipped}"
+            + (f"; truncated {row['truncated']}" if row.get("truncated") else "")
         )
 
 

@@ -60,7 +60,10 @@ class SourceDocument:
     ``owner`` is the owner's user id, ``None`` for a file no user owns (a group folder's,
     :attr:`~ncindex.nextcloud.webdav.DavEntry.mounted`); ``markdown`` says whether that
     text is markdown (the chunker then splits on its headings,
-    lists and code blocks; it is not stored); ``extra`` holds the doc type's own payload fields.
+    lists and code blocks; it is not stored); ``truncated`` says that a bound
+    (``max_document_chars``, pages, rows, seconds) cut the text short, so what lies beyond it
+    cannot be found (recorded for ``GET /v1/status`` and ``ncindex status``, not stored);
+    ``extra`` holds the doc type's own payload fields.
     """
 
     ref: DocRef
@@ -77,6 +80,7 @@ class SourceDocument:
     tags: list[str] = field(default_factory=list)
     url: str | None = None
     markdown: bool = False
+    truncated: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -172,6 +172,11 @@ class Names:
         """The documents of ``user`` the indexing rules leave out (hash: subject → rule)."""
         return self.key("skipped", user)
 
+    def truncated(self, user: str) -> str:
+        """The documents of ``user`` indexed with their text cut short by a bound (hash:
+        subject → the document's path in ``user``'s view, or its doc_key without one)."""
+        return self.key("truncated", user)
+
     def first_indexing(self, user: str) -> str:
         """``user``'s first indexing (hash: ``started_at``, ``done_at`` in Unix seconds,
         ``finished`` documents)."""

@@ -16,6 +16,10 @@ written by the producers and the workers and read by ``GET /v1/status``
   (:mod:`ncindex.sources.eligibility`'s reasons, and the indexer's ``not readable``,
   ``download refused``, ``archived``, ``no_text``), written by the index task and replaced by
   each full walk of the user's files (reconcile).
+- ``truncated:<user>`` — a hash subject → path (its doc_key for a document without one) of
+  the documents indexed with their text cut short by a bound (``max_document_chars``,
+  pages, rows, seconds): what lies beyond the cut cannot be found. Written by the index task;
+  a run that reads the document again, evicts, skips or parks it takes it out.
 - ``throughput:<bucket>`` — a hash per :data:`BUCKET_SECONDS` of documents and chunks
   finished, in total (``documents``, ``chunks``) and per user (``documents:<user>``,
   ``chunks:<user>``); each expires :data:`KEEP_SECONDS` after its bucket, so at most
@@ -53,6 +57,9 @@ BUCKET_SECONDS = 10
 KEEP_SECONDS = 900
 #: The rate window ``ncindex status`` and ``/v1/status`` use by default, seconds.
 RATE_SECONDS = 300
+#: Outcomes after which a document is no longer cut short unless the run says so: its text
+#: was read again, or it left the index.
+_TEXT_READ_OR_GONE = frozenset({"indexed", "evicted", "ineligible", "dead_letter"})
 #: A pending document older than this (seconds) is taken to be lost and dropped when read.
 PENDING_HORIZON = 7 * 86400
 
@@ -136,13 +143,18 @@ class Progress:
         now: float | None = None,
         *,
         clear_failures: bool = False,
+        truncated: str | None = None,
     ) -> None:
         """A run for ``subject`` as ``user`` ended with ``action`` (an indexer outcome, or
         ``failed``) after embedding ``chunks``: it is no longer pending, it counts in the
         throughput, an ``ineligible`` one is recorded under its rule (``reason``; ``no_text``
-        without one) and any other takes it out of the skipped. Ends the first indexing when
-        nothing of ``user`` is pending any more. With ``clear_failures`` the subject's failures
-        are forgotten too (:meth:`FailingDocuments.clear`), in the same round trip."""
+        without one) and any other takes it out of the skipped. ``truncated`` (the outcome's
+        :attr:`~ncindex.index.steps.Outcome.truncated`: a path) records the document as cut
+        short; without it, an ``indexed``, ``evicted``, ``ineligible`` or ``dead_letter`` run
+        takes it out of the truncated (an ``unchanged`` one did not read its text). Ends the
+        first indexing when nothing of ``user`` is pending any more. With ``clear_failures``
+        the subject's failures are forgotten too (:meth:`FailingDocuments.clear`), in the same
+        round trip."""
         now = time.time() if now is None else now
         keys = self.keys
         bucket = keys.throughput(int(now // BUCKET_SECONDS))
@@ -154,6 +166,10 @@ class Progress:
             pipe.hset(keys.skipped(user), subject, reason or "no_text")
         else:
             pipe.hdel(keys.skipped(user), subject)
+        if truncated is not None:
+            pipe.hset(keys.truncated(user), subject, truncated)
+        elif action in _TEXT_READ_OR_GONE:
+            pipe.hdel(keys.truncated(user), subject)
         for name, value in (("documents", 1), ("chunks", int(chunks))):
             pipe.hincrby(bucket, name, value)
             pipe.hincrby(bucket, f"{name}:{user}", value)
@@ -199,6 +215,13 @@ class Progress:
         pipe.zremrangebyscore(self.keys.pending(user), "-inf", now - PENDING_HORIZON)
         pipe.zcard(self.keys.pending(user))
         return int(pipe.execute()[1])
+
+    def truncated(self, user: str) -> dict[str, str]:
+        """Documents of ``user`` indexed with their text cut short: subject → path (or
+        doc_key), sorted by path."""
+        raw = self.redis.hgetall(self.keys.truncated(user))
+        pairs = ((as_text(k, "replace"), as_text(v, "replace")) for k, v in raw.items())
+        return dict(sorted(pairs, key=lambda pair: (pair[1], pair[0])))
 
     def skipped(self, user: str) -> dict[str, int]:
         """Documents of ``user`` left out, counted per rule."""

@@ -190,6 +190,7 @@ def tracked(
                 outcome.embedded,
                 outcome.reason,
                 clear_failures=True,
+                truncated=outcome.truncated,
             )
         if not done:
             FailingDocuments(client, keys).clear(subject)
@@ -271,6 +272,7 @@ def index_nodes(
                     outcome.embedded,
                     outcome.reason,
                     clear_failures=True,
+                    truncated=outcome.truncated,
                 )
     _hand_on(self, user, batch.alone)
     _send_on(self, user, batch.later)

@@ -32,7 +32,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -82,7 +82,10 @@ class Outcome:
     below it is for the caller to walk: :mod:`ncindex.sync.subtree`); ``viewers``, for a
     document indexed for the first time or a node moved, the other configured accounts that
     may see it too
-    (:meth:`ncindex.index.access.Access.co_viewers`: for the caller to ask Nextcloud)."""
+    (:meth:`ncindex.index.access.Access.co_viewers`: for the caller to ask Nextcloud);
+    ``truncated``, for a document whose text was read in this run and cut short by a bound
+    (:attr:`~ncindex.documents.SourceDocument.truncated`), its path in the user's view (its
+    doc_key when it has none), else ``None``."""
 
     action: str
     doc_key: str | None = None
@@ -90,6 +93,7 @@ class Outcome:
     reason: str | None = None
     path: str | None = None
     viewers: tuple[str, ...] = ()
+    truncated: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +322,8 @@ class Steps:
                     "url": doc.url,
                     **doc.extra,
                 }
-                outcomes[place] = self.update_metadata(stored, doc.user, doc.path, fields, acl)
+                outcome = self.update_metadata(stored, doc.user, doc.path, fields, acl)
+                outcomes[place] = replace(outcome, truncated=_truncated(doc))
                 continue
             if acl is None:
                 acl = set(current["acl"]) if current else set()
@@ -344,7 +349,17 @@ class Steps:
             ):
                 self.clean_up(doc, stored, {point.id for point in version})
                 log.info("indexed", doc_key=doc.ref.key, chunks=len(chunks), embedded=embedded)
-                outcomes[place] = Outcome("indexed", doc.ref.key, embedded)
+                if doc.truncated:
+                    log.warning(
+                        "document_truncated",
+                        doc_key=doc.ref.key,
+                        user=doc.user,
+                        path=doc.path,
+                        chars=len(doc.text),
+                    )
+                outcomes[place] = Outcome(
+                    "indexed", doc.ref.key, embedded, truncated=_truncated(doc)
+                )
         return [outcome for outcome in outcomes if outcome is not None]
 
     def update_metadata(
@@ -375,3 +390,9 @@ class Steps:
             return Outcome("unchanged", ref.key)
         self.services.store.set_payload(ref.key, update)
         return Outcome("updated", ref.key)
+
+
+def _truncated(doc: SourceDocument) -> str | None:
+    """:attr:`Outcome.truncated` of ``doc``: its path (its doc_key without one) when a bound
+    cut its text, else ``None``."""
+    return (doc.path or doc.ref.key) if doc.truncated else None

@@ -258,6 +258,7 @@ class FileSource(VerifiedByWebDav, Source):
                 size=entry.size,
                 tags=entry.tags,
                 markdown=extracted.markdown,
+                truncated=extracted.truncated,
             )
         )
 

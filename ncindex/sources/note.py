@@ -229,6 +229,7 @@ class NoteSource(VerifiedByWebDav, Source):
                 category=note.category,
                 tags=entry.tags,
                 markdown=True,
+                truncated=len(note.content) > ctx.settings.max_document_chars,
             )
         )
 

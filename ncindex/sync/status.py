@@ -141,8 +141,9 @@ def per_user(
     store: VectorStore | None = None,
 ) -> dict[str, dict[str, Any]]:
     """For each of ``users``: ``pending``, ``dead_letter`` and ``failing`` counts, ``skipped``
-    per rule, ``rates`` (:func:`rates_dict`), ``eta_seconds`` of their pending documents,
-    ``first_indexing`` (state, progress, ETA) and, with ``store``, ``indexed`` per doc type."""
+    per rule, ``truncated`` (documents indexed with their text cut short), ``rates``
+    (:func:`rates_dict`), ``eta_seconds`` of their pending documents, ``first_indexing``
+    (state, progress, ETA) and, with ``store``, ``indexed`` per doc type."""
     progress = Progress(client, keys)
     parked: dict[str, int] = {}
     for raw in client.hvals(keys.deadletter):
@@ -163,6 +164,7 @@ def per_user(
             "dead_letter": parked.get(user, 0),
             "failing": failing.get(user, 0),
             "skipped": progress.skipped(user),
+            "truncated": len(progress.truncated(user)),
             "rates": rates_dict(rates),
             "eta_seconds": eta_seconds(pending, rates.documents_per_second),
             "first_indexing": first_indexing(

@@ -67,6 +67,14 @@ class FailingEntry(BaseModel):
     retrying: bool = Field(description="A retry is scheduled.")
 
 
+class TruncatedEntry(BaseModel):
+    """A document indexed with its text cut short by a bound: what lies beyond the cut is
+    not searchable."""
+
+    subject: str = Field(description="node:<file id> or <doc_type>:<id>.")
+    path: str = Field(description="Its path in the caller's view (its doc_key without one).")
+
+
 class FirstIndexing(BaseModel):
     """The user's first indexing: from the first document queued for the user until nothing
     of theirs was pending for the first time."""
@@ -108,6 +116,11 @@ class UserStatus(BaseModel):
         description="Documents a rule leaves out, per rule: excluded_path, "
         "path_not_included, excluded_tag, missing_required_tag, unsupported_format, "
         "mime_type, not readable, download refused, archived, no_text."
+    )
+    truncated: list[TruncatedEntry] = Field(
+        description="Documents indexed only in part: a bound (NCINDEX_MAX_DOCUMENT_CHARS, "
+        "NCINDEX_MAX_PDF_PAGES, NCINDEX_MAX_SHEET_ROWS, NCINDEX_OCR_MAX_PAGES, "
+        "NCINDEX_EXTRACT_MAX_SECONDS) cut their text, and what lies beyond it is not found."
     )
     first_indexing: FirstIndexing
     throughput: Throughput
@@ -161,6 +174,10 @@ def user_status(services: Services, user_id: str, now: float | None = None) -> d
         dead_letter=letters,
         failing=failing,
         skipped=progress.skipped(user_id),
+        truncated=[
+            TruncatedEntry(subject=subject, path=path)
+            for subject, path in progress.truncated(user_id).items()
+        ],
         first_indexing=first_indexing(progress, user_id, pending, rates.documents_per_second),
         throughput=Throughput(
             documents_per_second=round(rates.documents_per_second, 3),

@@ -209,3 +209,33 @@ def test_a_first_indexing_counted_by_the_release_before_keeps_its_count(redis_ur
         "done_at": 1_020.0,
         "finished": 8,
     }
+
+
+def test_documents_cut_short_by_a_bound_are_listed(stack: Stack) -> None:
+    """A file or note longer than ``NCINDEX_MAX_DOCUMENT_CHARS`` was indexed up to the cut
+    and nothing said so anywhere: a phrase beyond it was simply never found. Now its path is
+    listed under ``truncated`` (the caller's own only), until a shorter version is indexed."""
+    stack.settings.max_document_chars = 1000
+    filler = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 40
+    long_file = stack.sim.put_file("alice", "/Docs/journal.txt", (filler + "Glenfinnan").encode())
+    long_note = stack.sim.put_file("alice", "/Notes/Diary.md", ("# Diary\n" + filler).encode())
+    short = stack.sim.put_file("alice", "/Docs/short.txt", b"Only a few words.")
+    stack.sim.put_file("bob", "/Docs/bob.txt", (filler + "Tobermory").encode())
+    keys = [f"file:{long_file}", f"note:{long_note}", f"file:{short}"]
+    wait_until(lambda: all(stack.points(k) for k in keys), 30)
+    stack.wait_idle(30)
+
+    alice = status_of(stack, "alice")
+    schema_check(alice)
+    assert alice["truncated"] == [
+        {"subject": f"node:{long_file}", "path": "/Docs/journal.txt"},
+        {"subject": f"node:{long_note}", "path": "/Notes/Diary.md"},
+    ]
+    bob = status_of(stack, "bob")
+    assert [entry["path"] for entry in bob["truncated"]] == ["/Docs/bob.txt"]
+
+    stack.sim.put_file("alice", "/Docs/journal.txt", b"Glenfinnan, in short.")
+    wait_until(
+        lambda: [e["path"] for e in status_of(stack, "alice")["truncated"]] == ["/Notes/Diary.md"],
+        30,
+    )
