@@ -14,8 +14,9 @@ written by the producers and the workers and read by ``GET /v1/status``
   lost (Redis flushed, a purge), so it will never end.
 - ``skipped:<user>`` — a hash subject → the rule that leaves the document out
   (:mod:`ncindex.sources.eligibility`'s reasons, and the indexer's ``not readable``,
-  ``download refused``, ``archived``, ``no_text``), written by the index task and replaced by
-  each full walk of the user's files (reconcile).
+  ``download refused``, ``archived``, ``no_text``), followed by a tab and the document's path
+  in the user's view when it is known (:func:`skip_value`; a rule alone was written before),
+  written by the index task and replaced by each full walk of the user's files (reconcile).
 - ``truncated:<user>`` — a hash subject → path (its doc_key for a document without one) of
   the documents indexed with their text cut short by a bound (``max_document_chars``,
   pages, rows, seconds): what lies beyond the cut cannot be found. Written by the index task;
@@ -144,11 +145,13 @@ class Progress:
         *,
         clear_failures: bool = False,
         truncated: str | None = None,
+        path: str | None = None,
     ) -> None:
         """A run for ``subject`` as ``user`` ended with ``action`` (an indexer outcome, or
         ``failed``) after embedding ``chunks``: it is no longer pending, it counts in the
         throughput, an ``ineligible`` one is recorded under its rule (``reason``; ``no_text``
-        without one) and any other takes it out of the skipped. ``truncated`` (the outcome's
+        without one) with its ``path`` (when known) and any other takes it out of the skipped.
+        ``truncated`` (the outcome's
         :attr:`~ncindex.index.steps.Outcome.truncated`: a path) records the document as cut
         short; without it, an ``indexed``, ``evicted``, ``ineligible`` or ``dead_letter`` run
         takes it out of the truncated (an ``unchanged`` one did not read its text). Ends the
@@ -163,7 +166,7 @@ class Progress:
             pipe.hdel(keys.failing, subject)
         pipe.zrem(keys.pending(user), subject)
         if action == "ineligible":
-            pipe.hset(keys.skipped(user), subject, reason or "no_text")
+            pipe.hset(keys.skipped(user), subject, skip_value(reason or "no_text", path))
         else:
             pipe.hdel(keys.skipped(user), subject)
         if truncated is not None:
@@ -190,7 +193,8 @@ class Progress:
     def record_skips(
         self, user: str, skipped: Mapping[str, str], listed: Iterable[str], *, full: bool
     ) -> None:
-        """A scan of ``user``'s files found ``skipped`` (subject → rule) and the indexable
+        """A scan of ``user``'s files found ``skipped`` (subject → :func:`skip_value`: the rule
+        and the path) and the indexable
         ``listed`` subjects; a ``full`` walk replaces what was recorded of files and notes
         (``node:`` subjects), a partial one updates the documents it saw."""
         key = self.keys.skipped(user)
@@ -226,7 +230,14 @@ class Progress:
     def skipped(self, user: str) -> dict[str, int]:
         """Documents of ``user`` left out, counted per rule."""
         values = self.redis.hvals(self.keys.skipped(user))
-        return dict(sorted(Counter(as_text(v) for v in values).items()))
+        return dict(sorted(Counter(parse_skip(as_text(v))[0] for v in values).items()))
+
+    def skipped_documents(self, user: str) -> list[tuple[str, str, str | None]]:
+        """Documents of ``user`` left out: ``(subject, rule, path)`` each, ``path`` ``None``
+        when not known (a Deck card, or recorded before paths were), sorted by path."""
+        raw = self.redis.hgetall(self.keys.skipped(user))
+        out = [(as_text(k, "replace"), *parse_skip(as_text(v, "replace"))) for k, v in raw.items()]
+        return sorted(out, key=lambda row: (row[2] or "", row[0]))
 
     def rates(
         self, user: str | None = None, seconds: int = RATE_SECONDS, now: float | None = None
@@ -349,3 +360,16 @@ class FailingDocuments:
         """Every failing document, most recent first."""
         raw = self.redis.hvals(self.key)
         return sorted((Failure(**json.loads(v)) for v in raw), key=lambda f: -f.at)
+
+
+def skip_value(rule: str, path: str | None) -> str:
+    """What the skipped hash holds for a document left out by ``rule`` at ``path`` (its path
+    in the user's view, ``None`` when not known): ``rule``, then a tab and ``path``."""
+    return rule if path is None else f"{rule}\t{path}"
+
+
+def parse_skip(value: str) -> tuple[str, str | None]:
+    """``(rule, path)`` of a skipped hash value (:func:`skip_value`); ``path`` ``None`` for a
+    value with none."""
+    rule, tab, path = value.partition("\t")
+    return rule, path if tab else None

@@ -191,6 +191,7 @@ def tracked(
                 outcome.reason,
                 clear_failures=True,
                 truncated=outcome.truncated,
+                path=outcome.path if outcome.action == "ineligible" else None,
             )
         if not done:
             FailingDocuments(client, keys).clear(subject)
@@ -273,6 +274,7 @@ def index_nodes(
                     outcome.reason,
                     clear_failures=True,
                     truncated=outcome.truncated,
+                    path=outcome.path if outcome.action == "ineligible" else None,
                 )
     _hand_on(self, user, batch.alone)
     _send_on(self, user, batch.later)

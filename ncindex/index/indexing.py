@@ -314,7 +314,7 @@ class Indexer:
                 lost = UNREADABLE if reason == UNREADABLE else None  # else: an index rule
                 self.access.remove(user, DocRef(doc_type, str(file_id)), lost=lost)
         if ref is None:
-            return Outcome("ineligible", reason=reason)
+            return Outcome("ineligible", reason=reason, path=entry.path)
         stored = self.steps.read(ref)
         try:
             doc = self.steps.fetch(client, stored, entry).doc
@@ -337,7 +337,7 @@ class Indexer:
             return Outcome("evicted")
         except Forbidden:  # blocked since it was listed: as for a file listed unreadable
             self.access.remove_node(user, file_id, lost=UNREADABLE)
-            return Outcome("ineligible", ref.key, reason="download refused")
+            return Outcome("ineligible", ref.key, reason="download refused", path=entry.path)
         if doc is None:  # unchanged content (conditional GET answered 304 / same etag)
             # a group folder's file has no owner (DavEntry.mounted): one stored with a
             # member's name before that was known loses it here

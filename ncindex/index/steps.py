@@ -83,6 +83,7 @@ class Outcome:
     document indexed for the first time or a node moved, the other configured accounts that
     may see it too
     (:meth:`ncindex.index.access.Access.co_viewers`: for the caller to ask Nextcloud);
+    ``path`` is also, for ``ineligible``, the document's path in the user's view when known;
     ``truncated``, for a document whose text was read in this run and cut short by a bound
     (:attr:`~ncindex.documents.SourceDocument.truncated`), its path in the user's view (its
     doc_key when it has none), else ``None``."""
@@ -334,7 +335,7 @@ class Steps:
             chunks = self.chunk(doc)
             if not chunks:
                 self.services.store.delete_document(doc.ref.key)
-                outcomes[place] = Outcome("ineligible", doc.ref.key)
+                outcomes[place] = Outcome("ineligible", doc.ref.key, path=doc.path)
                 continue
             written.append((place, doc, stored, chunks, acl, paths))
         if written:

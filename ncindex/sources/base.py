@@ -108,7 +108,8 @@ class Listing:
     ``pruneBefore``); ``requests`` made to Nextcloud; ``forbidden`` folders the user may not
     list (``PROPFIND`` 403: Sabre ``Directory::getChildren`` throws ``Forbidden`` for a folder
     without read permission): skipped, what is indexed below them counts as missing;
-    ``skipped`` the listed files a rule leaves out (subject → rule), ``None`` for a listing
+    ``skipped`` the listed files a rule leaves out (subject → rule and path, as
+    :func:`ncindex.progress.skip_value` writes them), ``None`` for a listing
     that classifies nothing (every type but files); ``cursor`` where a listing stopped at its
     request limit (JSON-able, in the source's own shape: the folders left to list, the Notes
     chunk cursor), ``None`` once it is complete; ``since`` the Unix time a listing paged over

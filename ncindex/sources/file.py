@@ -33,7 +33,7 @@ from ncindex.errors import (
 )
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
-from ncindex.progress import node_subject
+from ncindex.progress import node_subject, skip_value
 from ncindex.sources.base import (
     Context,
     Fetched,
@@ -139,7 +139,7 @@ class FileSource(VerifiedByWebDav, Source):
                     continue
                 ref, rule = classify(ctx, client, entry)
                 if ref is None and rule is not None:
-                    skipped[node_subject(entry.file_id)] = rule
+                    skipped[node_subject(entry.file_id)] = skip_value(rule, entry.path)
                 if ref is None or ref.doc_type is not DocType.FILE:
                     continue
                 seen = listing.docs.get(ref.doc_id)

@@ -67,6 +67,14 @@ class FailingEntry(BaseModel):
     retrying: bool = Field(description="A retry is scheduled.")
 
 
+class SkippedEntry(BaseModel):
+    """A document an indexing rule leaves out, and the rule."""
+
+    subject: str = Field(description="node:<file id> or <doc_type>:<id>.")
+    reason: str = Field(description="The rule, as counted in skipped.")
+    path: str | None = Field(description="Its path in the caller's view; null when not known.")
+
+
 class TruncatedEntry(BaseModel):
     """A document indexed with its text cut short by a bound: what lies beyond the cut is
     not searchable."""
@@ -116,6 +124,9 @@ class UserStatus(BaseModel):
         description="Documents a rule leaves out, per rule: excluded_path, "
         "path_not_included, excluded_tag, missing_required_tag, unsupported_format, "
         "mime_type, not readable, download refused, archived, no_text."
+    )
+    skipped_documents: list[SkippedEntry] = Field(
+        description="The documents counted in skipped, each with its rule and path, by path."
     )
     truncated: list[TruncatedEntry] = Field(
         description="Documents indexed only in part: a bound (NCINDEX_MAX_DOCUMENT_CHARS, "
@@ -174,6 +185,10 @@ def user_status(services: Services, user_id: str, now: float | None = None) -> d
         dead_letter=letters,
         failing=failing,
         skipped=progress.skipped(user_id),
+        skipped_documents=[
+            SkippedEntry(subject=subject, reason=rule, path=path)
+            for subject, rule, path in progress.skipped_documents(user_id)
+        ],
         truncated=[
             TruncatedEntry(subject=subject, path=path)
             for subject, path in progress.truncated(user_id).items()

@@ -102,6 +102,11 @@ def test_a_full_walk_records_skips_no_webhook_announced(stack: Stack, producer: 
 
     Reconciler(stack.services, Indexer(stack.services), producer).scan("carol", "file")
     assert Progress(stack.services.redis, keys).skipped("carol") == {"excluded_path": 2}
+    # the walk names the files too
+    assert [(d["reason"], d["path"]) for d in status_of(stack, "carol")["skipped_documents"]] == [
+        ("excluded_path", "/Private/a.txt"),
+        ("excluded_path", "/Private/b.txt"),
+    ]
     stack.settings.index_exclude_globs = []
     stack.wait_idle(30)
     for key in stack.services.redis.scan_iter(keys.reconcile_prefix + "*carol*"):
@@ -239,3 +244,26 @@ def test_documents_cut_short_by_a_bound_are_listed(stack: Stack) -> None:
         lambda: [e["path"] for e in status_of(stack, "alice")["truncated"]] == ["/Notes/Diary.md"],
         30,
     )
+
+
+def test_skipped_documents_are_named_with_their_rule(stack: Stack) -> None:
+    """``skipped`` only counted per rule ("unsupported_format 2"), so nobody could tell which
+    of their files were left out; each is now listed with its rule and path."""
+    stack.settings.index_exclude_globs = ["/Private/**"]
+    stack.sim.put_file("alice", "/Private/diary.txt", b"Private thoughts about kelp.")
+    stack.sim.put_file("alice", "/Archive/photos.zip", b"PK\x05\x06" + b"\0" * 18)
+    stack.sim.put_file("alice", "/Docs/empty.txt", b"")
+    good = stack.sim.put_file("alice", "/Docs/lamp.txt", b"Lamp wick.")
+    wait_until(lambda: stack.points(f"file:{good}"), 30)
+    stack.wait_idle(30)
+    alice = status_of(stack, "alice")
+    schema_check(alice)
+    assert alice["skipped"] == {"excluded_path": 1, "no_text": 1, "unsupported_format": 1}
+    named = {(d["reason"], d["path"]) for d in alice["skipped_documents"]}
+    assert named == {
+        ("unsupported_format", "/Archive/photos.zip"),
+        ("no_text", "/Docs/empty.txt"),
+        ("excluded_path", "/Private/diary.txt"),
+    }
+    assert [d["path"] for d in alice["skipped_documents"]] == sorted(p for _, p in named)
+    assert status_of(stack, "bob")["skipped_documents"] == []
