@@ -23,12 +23,15 @@ serves is 400, JSON-RPC -32022 naming the header and listing the versions
 (:func:`mcp_server.rpc_errors.unsupported_version`), and a request or notification whose
 ``params`` is not an object is 400, JSON-RPC -32602 naming ``params`` with the request's ``id``
 (:func:`mcp_server.rpc_errors.params_not_object`). Only ``POST`` is served (405 with ``Allow:
-POST`` otherwise). Errors of the gate are problem+json bodies with the product's ``code`` and,
-where one part of the request is at fault, its ``field`` (a header, or ``body``), except those
-the MCP specification or JSON-RPC itself gives a JSON-RPC error (text that is not JSON, the
-protocol version, ``params``; :mod:`mcp_server.rpc_errors`). A ``tools/call`` whose
-``arguments`` is not an object is JSON-RPC -32602 naming ``arguments``, and one without the
-``name`` of one of the tools -32602 naming ``name`` (:class:`mcp_server.rpc_errors.ToolCall`).
+POST`` otherwise). Errors of the gate carry the product's ``code`` and, where one part of the
+request is at fault, its ``field`` (a header, or ``body``): as a JSON-RPC error whose ``data``
+holds them for an MCP client (an ``Accept`` naming ``application/json``, which the SDK's
+client reads; :func:`mcp_server.rpc_errors.refusal`), as problem+json for others (curl, a
+browser); those the MCP specification or JSON-RPC itself gives a JSON-RPC error (text that is
+not JSON, the protocol version, ``params``; :mod:`mcp_server.rpc_errors`) are one for all.
+A ``tools/call`` whose ``arguments`` is not an object is JSON-RPC -32602 naming
+``arguments``, and one without the ``name`` of one of the tools -32602 naming ``name``
+(:class:`mcp_server.rpc_errors.ToolCall`).
 The transport is stateless (each POST stands alone, so replicas need no sticky sessions) and
 answers JSON, not SSE.
 """
@@ -72,8 +75,10 @@ from mcp_server.rpc_errors import (
     ToolCall,
     params_not_object,
     parse_error,
+    refusal,
     request_id,
     unsupported_version,
+    wants_json_rpc,
 )
 from mcp_server.tools import (
     DEFAULT_FETCH_CHARS,
@@ -360,7 +365,7 @@ class Gate:
         if retry is not None:
             assert self.limit is not None  # only a limit answers a retry time
             detail = breach_detail(self.limit.items)
-            answer = problem(429, "rate_limited", detail, {"Retry-After": str(retry)})
+            answer = _refused(request, 429, "rate_limited", detail, {"Retry-After": str(retry)})
             await answer(scope, receive, send)
             return
         try:
@@ -368,19 +373,25 @@ class Gate:
         except Unauthenticated as exc:
             if self.limit is not None:
                 await anyio.to_thread.run_sync(self.limit.count_refused, address)
-            answer = problem(401, "unauthenticated", str(exc), BASIC_CHALLENGE, "Authorization")
+            answer = _refused(
+                request, 401, "unauthenticated", str(exc), BASIC_CHALLENGE, "Authorization"
+            )
             await answer(scope, receive, send)
             return
         except TransientError as exc:
             log.warning("mcp_authentication_unavailable", error=f"{type(exc).__name__}: {exc}")
-            answer = problem(503, "backend_unavailable", public_reason(exc), {"Retry-After": "5"})
+            answer = _refused(
+                request, 503, "backend_unavailable", public_reason(exc), {"Retry-After": "5"}
+            )
             await answer(scope, receive, send)
             return
         scope.setdefault("state", {})[CALLER] = client
         body = await _body(receive, MAX_BODY_BYTES)
         if body is None:
             detail = f"request body larger than {MAX_BODY_BYTES} bytes"
-            await problem(413, "payload_too_large", detail, {}, "body")(scope, receive, send)
+            await _refused(request, 413, "payload_too_large", detail, {}, "body")(
+                scope, receive, send
+            )
             return
         try:
             message = strict_json.loads(body)
@@ -394,7 +405,8 @@ class Gate:
             code, field, detail = _TRANSPORT_REFUSALS.get(
                 status, ("invalid_value", None, bytes(refused.body).decode(errors="replace"))
             )
-            await problem(status, code, detail, {}, field)(scope, receive, send)
+            answer = _refused(request, status, code, detail, {}, field, request_id(message))
+            await answer(scope, receive, send)
             return
         version = request.headers.get(PROTOCOL_VERSION_HEADER)
         if version is not None and version not in SUPPORTED_VERSIONS:
@@ -415,6 +427,24 @@ class Gate:
         if retry is None and not confirmed(self.services, authorization):
             retry = self.limit.refused_exceeded(address)
         return retry
+
+
+def _refused(
+    request: Request,
+    status: int,
+    code: str,
+    detail: str,
+    headers: dict[str, str],
+    field: str | None = None,
+    message_id: str | int | None = None,
+) -> Response:
+    """The gate's refusal of ``request``: a JSON-RPC error for an MCP client, whose ``Accept``
+    names ``application/json`` (:func:`mcp_server.rpc_errors.refusal`, which the SDK's client
+    can read), else problem+json (curl, a browser) — the same status, headers, ``code`` and
+    ``field`` either way."""
+    if wants_json_rpc(request.headers.get("Accept")):
+        return refusal(status, code, detail, headers, field, message_id)
+    return problem(status, code, detail, headers, field)
 
 
 def _caller(ctx: Any) -> NextcloudClient:

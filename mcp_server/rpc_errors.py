@@ -22,7 +22,13 @@ from typing import Any, NoReturn
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION
+from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.responses import JSONResponse, Response
 
@@ -89,6 +95,60 @@ def params_not_object(message: Any) -> Response | None:
     detail = f"must be an object (the method's parameters by name), not {_json_type(params)}"
     data = {"code": "invalid_value", "field": "params", "detail": detail}
     return _error(request_id(message), INVALID_PARAMS, _message("params", detail), data)
+
+
+MCP_MEDIA_TYPES = ("application/json", "text/event-stream")
+"""What an MCP client's ``Accept`` lists on every POST (the specification's
+basic/transports/streamable-http, "Sending Messages to the Server": "The client MUST include an
+Accept header, listing both application/json and text/event-stream")."""
+
+
+def wants_json_rpc(accept: str | None) -> bool:
+    """Whether a refusal of the gate (:func:`refusal`) should be a JSON-RPC error rather than
+    problem+json: ``accept`` (the request's ``Accept``) names ``application/json`` or
+    ``text/event-stream`` — as an MCP client's does (:data:`MCP_MEDIA_TYPES`) — and not
+    ``application/problem+json``. A request without ``Accept``, or with ``*/*`` alone (curl),
+    gets problem+json as the search API answers."""
+    types = {part.split(";", 1)[0].strip().lower() for part in (accept or "").split(",")}
+    return "application/problem+json" not in types and any(t in types for t in MCP_MEDIA_TYPES)
+
+
+def refusal(
+    status: int,
+    code: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
+    field: str | None = None,
+    request_id: str | int | None = None,
+) -> Response:
+    """The gate's refusal (401, 413, 429, 503, and the transport's 400, 403, 421) for an MCP
+    client: HTTP ``status`` with ``headers`` (``WWW-Authenticate``, ``Retry-After``) and a
+    JSON-RPC error body (``application/json``) whose ``data`` is ``{"code", "field",
+    "detail", "status"}`` — the product's code, the offending header or ``body``, as the
+    problem+json answer has them — and ``retry_after`` (seconds, an integer) when
+    ``Retry-After`` is set. ``error.code`` is -32600 (Invalid Request) for a 4xx and -32603
+    for a 5xx, as the SDK's own transport answers its HTTP refusals
+    (``mcp.server.streamable_http``, ``_create_error_response``); ``id`` is the request's
+    where the body was read, else ``null`` (the SDK's client puts its own request's id on an
+    error answered with ``id`` ``null``).
+
+    The SDK's client hands a non-2xx answer's JSON-RPC error to its caller as ``MCPError``
+    with ``code``, ``message`` and ``data`` only when the body is ``application/json``; a
+    problem+json body became a bare -32603 "Server returned an error response"
+    (``mcp.client.streamable_http``, ``_handle_post_request``), so an agent could not tell
+    refused credentials from a rate limit or a Nextcloud outage, nor when to retry."""
+    data: dict[str, Any] = {"code": code, "field": field, "detail": detail, "status": status}
+    retry = (headers or {}).get("Retry-After")
+    if retry is not None and retry.isdigit():
+        data["retry_after"] = int(retry)
+    error = {
+        "code": INTERNAL_ERROR if status >= 500 else INVALID_REQUEST,
+        "message": f"{code}{f' ({field})' if field else ''}: {detail}",
+        "data": data,
+    }
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": request_id, "error": error}, status_code=status, headers=headers
+    )
 
 
 def request_id(message: Any) -> str | int | None:

@@ -66,7 +66,7 @@ try:
         headers={"Accept": "application/json, text/event-stream"},
     )
     out = {"tools": tools, "status": status, "anonymous": anonymous.status_code,
-           "code": anonymous.json()["code"]}
+           "code": anonymous.json()["error"]["data"]["code"]}  # an MCP client's Accept
 finally:
     running.close()
     server.close(close_simulator=True)

@@ -460,16 +460,25 @@ def test_a_tool_error_reaches_the_sdk_client_as_an_error_not_a_schema_failure(
 
 
 def test_bad_or_missing_credentials_are_401(mcp_url: str) -> None:
+    """401 with ``WWW-Authenticate``: problem+json for curl (``Accept: */*``), a JSON-RPC
+    error with the same ``code`` and ``field`` in ``data`` for an MCP client's ``Accept``."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     for authorization in (None, basic("alice", "wrong"), basic("mallory", "x"), "Token abc"):
-        headers = {"Accept": "application/json, text/event-stream"}
-        if authorization:
-            headers["Authorization"] = authorization
-        response = httpx.post(mcp_url, json=body, headers=headers, timeout=30)
-        assert response.status_code == 401, authorization
-        assert response.json()["code"] == "unauthenticated"
-        assert response.json()["field"] == "Authorization"  # as the search API's 401
-        assert response.headers["WWW-Authenticate"].startswith("Basic")
+        for accept in ("*/*", "application/json, text/event-stream"):
+            headers = {"Accept": accept}
+            if authorization:
+                headers["Authorization"] = authorization
+            response = httpx.post(mcp_url, json=body, headers=headers, timeout=30)
+            assert response.status_code == 401, authorization
+            assert response.headers["WWW-Authenticate"].startswith("Basic")
+            if accept == "*/*":
+                assert response.headers["Content-Type"] == "application/problem+json"
+                problem = response.json()
+            else:
+                assert response.headers["Content-Type"] == "application/json"
+                problem = response.json()["error"]["data"]
+            assert problem["code"] == "unauthenticated"
+            assert problem["field"] == "Authorization"  # as the search API's 401
 
         async def main(authorization: str | None = authorization) -> None:
             async with session(mcp_url, authorization) as client:
@@ -477,7 +486,69 @@ def test_bad_or_missing_credentials_are_401(mcp_url: str) -> None:
 
         with pytest.raises(BaseException) as caught:  # the SDK client cannot even start
             run(main())
-        assert "MCPError" in repr(caught.value)
+        error = mcp_error(caught.value)
+        assert error.error.data["code"] == "unauthenticated", error
+        assert error.error.data["field"] == "Authorization"
+
+
+def refusal_seen_by_the_sdk(url: str, authorization: str) -> MCPError:
+    """The ``MCPError`` the SDK's own client raises when the gate refuses its first
+    request."""
+
+    async def main() -> None:
+        async with session(url, authorization) as client:
+            await client.call_tool("search", {"query": "lens"})
+
+    with pytest.raises(BaseException) as caught:
+        run(main())
+    return mcp_error(caught.value)
+
+
+def test_the_sdk_client_sees_why_the_gate_refused_it(
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
+) -> None:
+    """Refused credentials, a used-up rate limit and a Nextcloud that cannot confirm the
+    caller reach an agent on the SDK's own client as ``MCPError`` whose ``data`` names the
+    product's code and field (and when to retry). They were problem+json bodies, which the
+    SDK's client replaces with a bare -32603 "Server returned an error response"
+    (``mcp.client.streamable_http``, ``_handle_post_request``): no code, no field, no
+    ``Retry-After``; so an agent could not tell a wrong app password from an outage."""
+    redis.Redis.from_url(redis_url).flushdb()
+    api, sim_server = build_api(tmp_path, redis_url, embedder, model_dir, empty_store)
+    served: ServedAsgi | None = None
+    try:
+        api.settings.search_rate_limit = "3/minute"
+        served = serve_in_thread(
+            create_app(api.settings, services=api.services, producer=api.producer)
+        )
+        url = f"{served.url}/mcp"
+
+        refused = refusal_seen_by_the_sdk(url, basic("alice", "wrong"))
+        assert refused.error.code == -32600
+        assert refused.error.data["code"] == "unauthenticated"
+        assert refused.error.data["field"] == "Authorization"
+        assert refused.error.data["status"] == 401
+
+        api.sim.faults.set("ocs", status=503)  # cloud/user cannot say who the caller is
+        down = refusal_seen_by_the_sdk(url, basic("bob"))
+        assert down.error.code == -32603
+        assert down.error.data["code"] == "backend_unavailable"
+        assert down.error.data["status"] == 503 and down.error.data["retry_after"] == 5
+        api.sim.faults.clear()
+
+        for _ in range(3):  # carol's three requests a minute: initialize, then two calls
+            with contextlib.suppress(BaseException):
+                refusal_seen_by_the_sdk(url, basic("carol"))
+        limited = refusal_seen_by_the_sdk(url, basic("carol"))
+        assert limited.error.data["code"] == "rate_limited"
+        assert limited.error.data["status"] == 429
+        assert 1 <= limited.error.data["retry_after"] <= 60
+        assert "more than 3 requests per 1 minute" in limited.error.message
+    finally:
+        if served is not None:
+            served.close()
+        sim_server.close()
+        api.services.close()
 
 
 def test_a_foreign_host_origin_or_content_type_is_a_problem_naming_the_header(
@@ -500,6 +571,13 @@ def test_a_foreign_host_origin_or_content_type_is_a_problem_naming_the_header(
     ):
         response = httpx.post(mcp_url, content=body, headers={**headers, **extra})
         assert response.status_code == status, response.text
+        # an MCP client's Accept: a JSON-RPC error the SDK's client reads, with the request's id
+        assert response.headers["Content-Type"] == "application/json"
+        assert response.json()["id"] == 1 and response.json()["error"]["code"] == -32600
+        problem = response.json()["error"]["data"]
+        assert (problem["status"], problem["code"], problem["field"]) == (status, code, field)
+        plain = {**headers, **extra, "Accept": "*/*"}  # curl's: problem+json
+        response = httpx.post(mcp_url, content=body, headers=plain)
         assert response.headers["Content-Type"] == "application/problem+json"
         problem = response.json()
         assert (problem["status"], problem["code"], problem["field"]) == (status, code, field)
@@ -583,7 +661,7 @@ def test_another_origin_gets_no_cors_headers(mcp_url: str) -> None:
     headers = {"Authorization": basic("alice"), "Accept": "application/json", "Origin": evil}
     posted = httpx.post(mcp_url, json=body, headers=headers, timeout=30)
     assert posted.status_code == 403 and cors_headers(posted) == []
-    assert posted.json()["code"] == "origin_not_allowed"
+    assert posted.json()["error"]["data"]["code"] == "origin_not_allowed"  # JSON-RPC: MCP Accept
 
 
 def test_with_portless_adds_the_name_of_each_any_port_entry() -> None:
@@ -678,8 +756,10 @@ def test_the_rate_limit_is_the_search_apis(
         )
         assert rest.status_code == 200
         limited = post("alice")
-        assert limited.status_code == 429 and limited.json()["code"] == "rate_limited"
-        assert limited.json()["detail"] == "more than 4 requests per 1 minute"  # as REST's
+        assert limited.status_code == 429
+        refused = limited.json()["error"]["data"]  # an MCP client's Accept: JSON-RPC
+        assert refused["code"] == "rate_limited"
+        assert refused["detail"] == "more than 4 requests per 1 minute"  # as REST's
         assert 1 <= int(limited.headers["Retry-After"]) <= 60
         assert post("bob").status_code == 200  # per caller
         # refused credentials count per client address too, as on the REST API: five made-up
@@ -960,7 +1040,9 @@ def test_only_post_is_served_and_its_body_is_strict_json(mcp_url: str) -> None:
         assert why in error["error"]["message"], error
     big = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "a" * 70_000}}
     answer = httpx.post(mcp_url, json=big, headers=headers)
-    assert answer.status_code == 413 and answer.json()["code"] == "payload_too_large"
+    assert answer.status_code == 413
+    refused = answer.json()["error"]["data"]  # an MCP client's Accept: JSON-RPC
+    assert (refused["code"], refused["field"]) == ("payload_too_large", "body")
     fine = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     assert httpx.post(mcp_url, json=fine, headers=headers).status_code == 200
 
