@@ -139,10 +139,11 @@ class FetchArgs(BaseModel):
         description="Start the text at this character of the document: a previous answer's "
         "`next_offset` to read on, or a search result's `char_start`. Not with `chunk_index`.",
     )
-    max_chars: Annotated[StrictInt, Field(ge=1, le=MAX_FETCH_CHARS), WHOLE_NUMBER] = Field(
+    max_chars: Annotated[StrictInt, Field(ge=1, le=MAX_FETCH_CHARS), WHOLE_NUMBER] | None = Field(
         DEFAULT_FETCH_CHARS,
-        description=f"Most characters of text to answer, 1–{MAX_FETCH_CHARS}; a longer text "
-        "is cut, and the answer's `next_offset` says where to read on.",
+        description=f"Most characters of text to answer, 1–{MAX_FETCH_CHARS} "
+        f"({DEFAULT_FETCH_CHARS} when left out or null); a longer text is cut, and the "
+        "answer's `next_offset` says where to read on.",
     )
 
     def ref(self) -> DocRef:
@@ -348,7 +349,8 @@ class Tools:
         window = WHOLE_DOCUMENT if whole else DEFAULT_WINDOW if args.window is None else args.window
         context = self.service().context(client, ref, args.chunk_index or 0, window)
         url = open_link(self.link_base, context.doc_type, context.doc_id, context.url)
-        return fetch_body(ref.key, url, context, args.offset or 0, args.max_chars, whole)
+        chars = DEFAULT_FETCH_CHARS if args.max_chars is None else args.max_chars
+        return fetch_body(ref.key, url, context, args.offset or 0, chars, whole)
 
     def list_filters(self, client: NextcloudClient, arguments: dict[str, Any]) -> dict[str, Any]:
         """``list_filters``: the fields and operators, as ``GET /v1/filters``."""

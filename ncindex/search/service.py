@@ -245,13 +245,20 @@ class SearchRequest(BaseModel):
         "are not similarities, so a relative cut-off works the same for both fusions.",
     )
 
-    explain: StrictBool = Field(
+    explain: StrictBool | None = Field(
         False,
         description="Give each result an `explain` object: its rank and raw score in the dense "
         "and in the sparse (BM25) branch, the fused score, the matched query terms with their "
-        "offsets in the snippet, the filters applied and when it was verified. Costs one more "
-        "query per branch; nothing when false.",
+        "offsets in the snippet, the filters applied and when it was verified. Asks the store "
+        "nothing more (the ranks are those of the branches fused). False or null: no `explain`.",
     )
+
+    @field_validator("explain")
+    @classmethod
+    def _null_is_false(cls, value: bool | None) -> bool:
+        # null is "left out", as for every other optional parameter: a tool caller (an LLM
+        # whose tool schema makes every property required and nullable) sends it so
+        return bool(value)
 
     @field_validator("query")
     @classmethod

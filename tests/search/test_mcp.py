@@ -167,6 +167,41 @@ def test_fetch_schema_says_id_or_doc_type_with_doc_id_and_every_default_is_accep
         assert not {"anyOf", "oneOf", "allOf"} & set(tool.input_schema), tool.name
 
 
+def test_null_is_left_out_for_every_optional_argument(mcp_url: str, ro_api: Api) -> None:
+    """An LLM sends ``null`` for an optional argument it does not use (a tool schema made
+    strict — every property required, the optional ones nullable — asks it to). Every
+    optional argument but ``search``'s ``explain`` and ``fetch``'s ``max_chars`` took it as
+    left out; those two were refused ``invalid_value``. Now each optional property of each
+    tool takes ``null``, as its schema says, and answers as without it."""
+    key = ro_api.keys[LIGHT]
+    required = {"search": {"query": "lighthouse lens"}, "fetch": {"id": key}}
+
+    async def main() -> list[tuple[str, str, Any, Any]]:
+        async with session(mcp_url, basic("alice")) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            out = []
+            for name, base in required.items():
+                schema = tools[name].input_schema
+                plain = await call(client, name, base)
+                optional = set(schema["properties"]) - set(schema.get("required", [])) - set(base)
+                for prop in sorted(optional):
+                    nulled = await call(client, name, {**base, prop: None})
+                    if prop not in schema.get("dependentRequired", {}):  # present: its pair too
+                        assert Draft202012Validator(schema).is_valid({**base, prop: None}), prop
+                    out.append((name, prop, plain, nulled))
+            return out
+
+    calls = run(main())
+    assert {prop for _, prop, _, _ in calls} >= {"explain", "max_chars", "limit", "window"}
+    for name, prop, plain, nulled in calls:
+        assert not nulled.is_error, (name, prop, nulled.structured_content)
+        if name == "fetch":
+            assert nulled.structured_content == plain.structured_content, prop
+        else:
+            assert ids(nulled) == ids(plain), prop
+            assert all("explain" not in r for r in nulled.structured_content["results"])
+
+
 def test_tool_descriptions_name_tools_not_rest_endpoints(mcp_url: str) -> None:
     """The descriptions sent the model to ``POST /v1/search`` and ``GET /v1/filters``, which it
     cannot call, and ``search``'s schema description was a Python docstring."""
