@@ -40,7 +40,9 @@ sends), or by ``SESSION_SECONDS`` of idleness. A gated method outside a session 
 
 Dispatch follows the SDK's ``rcp.Server`` rules and message shapes: a request without ``id``
 is a notification and gets no answer (HTTP 204); before ``initialize`` a gated method is
--32001; a known RCP method we do not offer is -32003; an unknown method -32004; malformed
+-32001; a known RCP method we do not offer is -32003; an unknown method -32004 (these two,
+and a malformed message's -32600, with ``data.field``: ``jsonrpc``, ``method``, ``id``, or
+``message`` for a batch member that is no object); malformed
 params -32602 with ``data.field`` (``params`` itself when it is not an object, for every
 method: spec §4.1; absent or ``null`` is ``{}``, §4.6); an operator outside the advertised
 list or an unsupported mode/option -32005 with ``data.option``; missing or rejected
@@ -331,23 +333,26 @@ class RcpServer:
 
     def _one(self, message: Any, path_method: str, call: _Call) -> dict[str, Any] | None:
         if not isinstance(message, dict):
-            return _err(None, Errc.INVALID_REQUEST, "not a JSON-RPC request object")
+            return _err(None, Errc.INVALID_REQUEST, "not a JSON-RPC request object", dict(_MESSAGE))
         id_ = message.get("id")
         method = message.get("method")
         if message.get("jsonrpc") != "2.0":  # JSON-RPC 2.0 §4: MUST be exactly "2.0"
-            return _err(_safe_id(id_), Errc.INVALID_REQUEST, "'jsonrpc' must be \"2.0\"")
+            said = "'jsonrpc' must be \"2.0\""
+            return _err(_safe_id(id_), Errc.INVALID_REQUEST, said, {"field": "jsonrpc"})
         if not isinstance(method, str):
             said = "missing 'method'" if method is None else "'method' must be a string"
-            return _err(_safe_id(id_), Errc.INVALID_REQUEST, said)
+            return _err(_safe_id(id_), Errc.INVALID_REQUEST, said, {"field": "method"})
         if "id" not in message:
             return None  # a notification is never answered (spec §4.5)
         if id_ is None or isinstance(id_, bool) or not isinstance(id_, str | int | float):
-            return _err(None, Errc.INVALID_REQUEST, "'id' must be a string or a number")
+            said = "'id' must be a string or a number"
+            return _err(None, Errc.INVALID_REQUEST, said, {"field": "id"})
         if method != path_method:
             return _err(
                 id_,
                 Errc.INVALID_REQUEST,
                 f"method {method!r} does not match the path {path_method!r}",
+                {"field": "method"},
             )
         params = message.get("params")
         if params is None:  # absent, or null, which a receiver reads as absent (spec §4.6)
@@ -370,7 +375,9 @@ class RcpServer:
             return _pong(_object(params))
         if method.startswith("notifications/"):
             raise RpcError(
-                Errc.INVALID_REQUEST, f"'{method}' is a notification and MUST NOT carry an 'id'"
+                Errc.INVALID_REQUEST,
+                f"'{method}' is a notification and MUST NOT carry an 'id'",
+                {"field": "id"},
             )
         if call.session is not None and not _SESSION_ID.fullmatch(call.session):
             raise RpcError(
@@ -391,8 +398,8 @@ class RcpServer:
         if method == rcp.Method.RETRIEVE:
             return self._retrieve(client, _object(params))
         if method in _KNOWN_METHODS:
-            raise RpcError(Errc.CAPABILITY_MISSING, f"'{method}' not implemented")
-        raise RpcError(Errc.UNKNOWN_METHOD, f"unknown method '{method}'")
+            raise RpcError(Errc.CAPABILITY_MISSING, f"'{method}' not implemented", dict(_METHOD))
+        raise RpcError(Errc.UNKNOWN_METHOD, f"unknown method '{method}'", dict(_METHOD))
 
     def _authenticated(self, call: _Call) -> NextcloudClient:
         try:
@@ -830,6 +837,14 @@ def _err(id_: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": id_, "error": error}
+
+
+_METHOD = {"field": "method"}
+_MESSAGE = {"field": "message"}
+"""``data`` of a framing error (-32600, -32003, -32004): the member of the request at fault,
+as -32602's ``data.field`` names a parameter (``message`` for the message itself, not an
+object). The RCP SDK's ``Server`` sends no ``data`` with these; a client that reads
+``data.field`` (REST's and MCP's ``field``) got nothing to say which member was wrong."""
 
 
 def _safe_id(id_: Any) -> Any:

@@ -670,6 +670,39 @@ def post_raw(
     return status, json.loads(data) if data.strip() else None
 
 
+def test_a_malformed_message_names_the_member_at_fault(served: Served) -> None:
+    """-32600 for a wrong ``jsonrpc``, ``method`` or ``id``, -32004 for an unknown method and
+    -32003 for one not offered said which member was wrong in the message text alone, with no
+    ``data``; -32602 names its parameter in ``data.field``, and so do these now."""
+    init = {"protocolVersion": 1, "client": {"name": "t", "version": "1"}, "capabilities": {}}
+    assert "result" in raw(served, "alice", "initialize", init)
+    cases = [
+        ("ping", b'{"jsonrpc": "1.0", "id": 1, "method": "ping"}', -32600, "jsonrpc"),
+        ("ping", b'{"id": 1, "method": "ping"}', -32600, "jsonrpc"),
+        ("ping", b'{"jsonrpc": "2.0", "id": 1}', -32600, "method"),
+        ("ping", b'{"jsonrpc": "2.0", "id": 1, "method": 5}', -32600, "method"),
+        ("ping", b'{"jsonrpc": "2.0", "id": null, "method": "ping"}', -32600, "id"),
+        ("ping", b'{"jsonrpc": "2.0", "id": [1], "method": "ping"}', -32600, "id"),
+        ("ping", b'{"jsonrpc": "2.0", "id": 1, "method": "info"}', -32600, "method"),
+        ("retrieve", b'{"jsonrpc": "2.0", "id": 1, "method": "search"}', -32600, "method"),
+        ("nosuch", b'{"jsonrpc": "2.0", "id": 1, "method": "nosuch"}', -32004, "method"),
+        ("rerank", b'{"jsonrpc": "2.0", "id": 1, "method": "rerank"}', -32003, "method"),
+        (
+            "notifications/cancel",
+            b'{"jsonrpc": "2.0", "id": 1, "method": "notifications/cancel"}',
+            -32600,
+            "id",
+        ),
+    ]
+    for method, body, code, field in cases:
+        status, reply = post_raw(served, body, method)
+        assert status == 200, body
+        assert reply["error"]["code"] == code, (body, reply)
+        assert reply["error"].get("data", {}).get("field") == field, (body, reply)
+    status, replies = post_raw(served, b'[5, {"jsonrpc": "2.0", "id": 2, "method": "ping"}]')
+    assert replies[0]["error"]["data"] == {"field": "message"} and "result" in replies[1]
+
+
 @pytest.mark.parametrize(
     ("method", "body"),
     [
