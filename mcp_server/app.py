@@ -92,7 +92,7 @@ from mcp_server.tools import (
 )
 from ncindex import __version__, strict_json
 from ncindex.accounts import refused_accounts
-from ncindex.errors import TransientError, Unauthenticated, public_reason
+from ncindex.errors import NextcloudAuthError, TransientError, Unauthenticated, public_reason
 from ncindex.ingest.queueing import Producer, celery_app
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
@@ -100,7 +100,7 @@ from ncindex.search.service import MAX_LIMIT
 from ncindex.search.wiring import service_factory
 from ncindex.settings import Settings
 from ncindex.telemetry import MCP_TOOL_CALLS, metrics_payload
-from ncindex.web.auth import confirmed, resolve_caller
+from ncindex.web.auth import confirmed, forget_caller, resolve_caller
 from ncindex.web.health import readiness
 from ncindex.web.problems import BASIC_CHALLENGE, MAX_BODY_BYTES
 from ncindex.web.proxies import TrustedProxies
@@ -224,6 +224,9 @@ def create_app(
             result = await anyio.to_thread.run_sync(handler, client, params.arguments or {})
         except Exception as exc:
             failure = failure_of(exc)
+            if isinstance(exc, NextcloudAuthError | Unauthenticated):
+                # refused since the gate resolved them (revoked): the next request is a 401
+                await anyio.to_thread.run_sync(forget_caller, services, _authorization(ctx))
             MCP_TOOL_CALLS.labels(params.name, failure.code).inc()
             where = f" ({failure.field})" if failure.field else ""
             return CallToolResult(
@@ -445,6 +448,12 @@ def _refused(
     if wants_json_rpc(request.headers.get("Accept")):
         return refusal(status, code, detail, headers, field, message_id)
     return problem(status, code, detail, headers, field)
+
+
+def _authorization(ctx: Any) -> str | None:
+    """The ``Authorization`` header of the HTTP request carrying this MCP request."""
+    request = ctx.request
+    return request.headers.get("Authorization") if request is not None else None
 
 
 def _caller(ctx: Any) -> NextcloudClient:

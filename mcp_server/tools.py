@@ -455,7 +455,7 @@ def failure_of(exc: Exception) -> ToolFailure:
     if isinstance(exc, DocumentNotFound):
         return ToolFailure("not_found", "id", "no such document, or you cannot read it")
     if isinstance(exc, Unauthenticated | NextcloudAuthError):
-        return ToolFailure("unauthenticated", None, "Nextcloud rejected the credentials")
+        return ToolFailure("unauthenticated", "Authorization", "Nextcloud rejected the credentials")
     if isinstance(exc, ModelError):
         log.warning("mcp_model_unavailable", error=f"{type(exc).__name__}: {exc}")
         return ToolFailure("model_unavailable", None, public_reason(exc))

@@ -458,7 +458,10 @@ class Settings(BaseSettings):
         "`verified: false` or counted `verification.withheld`.",
     )
     user_cache_seconds: int = Field(
-        60, ge=0, description="How long a resolved credential → user id is cached, seconds."
+        60,
+        ge=0,
+        description="How long a resolved credential → user id is cached, seconds; dropped at "
+        "once when Nextcloud refuses the credential during a request (a revoked app password).",
     )
     ui_session_seconds: int = Field(
         8 * 3600,

@@ -20,7 +20,7 @@ from ncindex.search.wiring import service_factory
 from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
 from ncindex.text.ocr import ocr_status
-from ncindex.web.auth import confirmed, resolve_caller
+from ncindex.web.auth import confirmed, forget_caller, resolve_caller
 from ncindex.web.health import SharedRedis, health_blueprint
 from ncindex.web.problems import MAX_BODY_BYTES, install_error_handlers, problem, read_body
 from ncindex.web.proxies import trusted_wsgi
@@ -119,7 +119,11 @@ def create_app(
 
     sessions = rcp_server.RcpSessions(lambda: services.redis_breaker, settings.names)
     server = rcp_server.RcpServer(
-        service, authenticate, sessions, citation_base=settings.nextcloud_url
+        service,
+        authenticate,
+        sessions,
+        citation_base=settings.nextcloud_url,
+        forget=lambda authorization: forget_caller(services, authorization),
     )
     app.register_blueprint(search_blueprint(services, service, shared))
     app.register_blueprint(rcp_blueprint(server, shared))

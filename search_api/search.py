@@ -36,7 +36,7 @@ from ncindex.search.service import (
     SearchService,
 )
 from ncindex.telemetry import SEARCH_SECONDS, SEARCHES
-from ncindex.web.auth import normalized_authorization, resolve_caller
+from ncindex.web.auth import forget_caller, normalized_authorization, resolve_caller
 from ncindex.web.problems import (
     MAX_BODY_BYTES,
     TRANSLATED,
@@ -100,6 +100,8 @@ def search_blueprint(
             response = service().search(client, search_request, tree=tree)
         except (Unauthenticated, NextcloudAuthError) as exc:
             SEARCHES.labels("unauthenticated").inc()
+            if isinstance(exc, NextcloudAuthError):  # refused after resolving: revoked
+                forget_caller(services, request.headers.get("Authorization"))
             return problem_for(exc)
         except (TransientError, ModelError) as exc:
             SEARCHES.labels("unavailable").inc()
@@ -130,6 +132,8 @@ def search_blueprint(
             client = resolve_caller(services, request.headers.get("Authorization"))
             body = service().context(client, ref, args["chunk_index"], args["window"])
         except TRANSLATED as exc:  # 401, 404, 400 (chunk_index past the last chunk), 503
+            if isinstance(exc, NextcloudAuthError):  # refused after resolving: revoked
+                forget_caller(services, request.headers.get("Authorization"))
             return problem_for(exc)
         return jsonify(body.model_dump(mode="json"))
 

@@ -254,11 +254,13 @@ class RcpServer:
         sessions: RcpSessions,
         *,
         citation_base: str | None = None,
+        forget: Callable[[str | None], None] | None = None,
     ) -> None:
         self.service = service
         self.authenticate = authenticate
         self.sessions = sessions
         self.citation_base = citation_base
+        self.forget = forget
 
     # --- protocol surface -----------------------------------------------------------------
 
@@ -396,7 +398,12 @@ class RcpServer:
         if not self.sessions.active(call.cred, call.session):
             raise RpcError(Errc.NOT_INITIALIZED, "call 'initialize' first")
         if method == rcp.Method.RETRIEVE:
-            return self._retrieve(client, _object(params))
+            try:
+                return self._retrieve(client, _object(params))
+            except RpcError as exc:
+                if exc.code == Errc.UNAUTHORIZED and self.forget is not None:
+                    self.forget(call.authorization)  # refused after resolving: revoked
+                raise
         if method in _KNOWN_METHODS:
             raise RpcError(Errc.CAPABILITY_MISSING, f"'{method}' not implemented", dict(_METHOD))
         raise RpcError(Errc.UNKNOWN_METHOD, f"unknown method '{method}'", dict(_METHOD))

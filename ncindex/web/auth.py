@@ -83,6 +83,21 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
     return client
 
 
+def forget_caller(services: Services, authorization: str | None) -> None:
+    """Drop what :func:`resolve_caller` cached for these credentials, so the next request
+    asks Nextcloud again: called when Nextcloud refused them (HTTP 401) after they were
+    resolved — an app password revoked within ``user_cache_seconds``. Without it the cache
+    let such a password through for the rest of that time: each request passed the gate as a
+    confirmed caller (exempt from the refused-credentials address limit), sent Nextcloud a
+    request it refused, and ``index_status`` answered from Redis alone. Never raises (a
+    malformed header or a Redis error is ignored: the entry expires anyway)."""
+    try:
+        key = _cache_key(services, normalized_authorization(authorization))
+        services.redis_breaker.call("delete", key)
+    except (Unauthenticated, redis.RedisError):
+        pass
+
+
 def confirmed(services: Services, authorization: str | None) -> bool:
     """Whether Nextcloud confirmed these credentials within ``user_cache_seconds`` (they are
     in the cache :func:`resolve_caller` keeps). ``False`` for a malformed header, with the

@@ -813,6 +813,95 @@ def test_the_rate_limit_is_the_search_apis(
         api.services.close()
 
 
+def test_an_app_password_revoked_within_the_user_cache_is_refused_at_once(
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
+) -> None:
+    """An agent's app password is revoked in Nextcloud (``DELETE /ocs/v2.php/core/apppassword``,
+    nextcloud/server ``core/Controller/AppPasswordController.php`` ``deleteAppPassword``) a few
+    seconds after ncindex confirmed it. The next tool call that asks Nextcloud is refused
+    (``unauthenticated``, field ``Authorization``) and from then on every request is a 401:
+    the cached user id was kept for ``user_cache_seconds`` (60 by default), so the revoked
+    password still passed the gate, ``index_status`` still answered, and each search sent
+    Nextcloud another request it refused. The search API and RCP drop it the same way."""
+    redis.Redis.from_url(redis_url).flushdb()
+    api, sim_server = build_api(tmp_path, redis_url, embedder, model_dir, empty_store)
+    served: ServedAsgi | None = None
+    try:
+        api.settings.user_cache_seconds = 60
+        served = serve_in_thread(
+            create_app(api.settings, services=api.services, producer=api.producer)
+        )
+        url = f"{served.url}/mcp"
+        api.sim.add_app_password("alice", "agent-pw")
+        agent = basic("alice", "agent-pw")
+
+        async def status_and_search() -> tuple[Any, Any]:
+            async with session(url, agent) as client:
+                status = await call(client, "index_status", {})
+                return status, await call(client, "search", {"query": "lighthouse lens"})
+
+        status, found = run(status_and_search())
+        assert not status.is_error and ids(found)  # confirmed: now in the user cache
+        revoked = httpx.delete(
+            f"{api.settings.nextcloud_url}/ocs/v2.php/core/apppassword",
+            auth=("alice", "agent-pw"),
+            headers={"OCS-APIRequest": "true"},
+        )
+        assert revoked.status_code == 200, revoked.text
+
+        async def search() -> Any:
+            async with session(url, agent) as client:
+                return await call(client, "search", {"query": "lighthouse lens"})
+
+        refused = run(search())  # the gate still had it cached; Nextcloud refused the search
+        assert refused.is_error
+        assert refused.structured_content["code"] == "unauthenticated"
+        assert refused.structured_content["field"] == "Authorization"
+
+        async def status_again() -> Any:
+            async with session(url, agent) as client:
+                return await call(client, "index_status", {})
+
+        with pytest.raises(BaseException) as caught:  # at once, not 60 s later
+            run(status_again())
+        assert mcp_error(caught.value).error.data["status"] == 401
+
+        # the search API: a search refused after the cache confirmed it drops it too
+        api.sim.add_app_password("alice", "rest-pw")
+        auth = ("alice", "rest-pw")
+        assert api.client.get("/v1/status", auth=auth).status_code == 200
+        httpx.delete(
+            f"{api.settings.nextcloud_url}/ocs/v2.php/core/apppassword",
+            auth=auth,
+            headers={"OCS-APIRequest": "true"},
+        )
+        assert api.client.post("/v1/search", json={"query": "lens"}, auth=auth).status_code == 401
+        assert api.client.get("/v1/status", auth=auth).status_code == 401
+
+        # RCP: a retrieve refused after the cache confirmed the credentials drops them too
+        api.sim.add_app_password("alice", "rcp-pw")
+        auth = ("alice", "rcp-pw")
+
+        def rcp(method: str, params: dict[str, Any]) -> Any:
+            message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+            return api.client.post(f"/rcp/{method}", json=message, auth=auth)
+
+        assert "result" in rcp("initialize", {"protocolVersion": 1}).get_json()
+        assert "result" in rcp("retrieve", {"query": "lens"}).get_json()
+        httpx.delete(
+            f"{api.settings.nextcloud_url}/ocs/v2.php/core/apppassword",
+            auth=auth,
+            headers={"OCS-APIRequest": "true"},
+        )
+        assert rcp("retrieve", {"query": "lens"}).status_code == 401
+        assert rcp("initialize", {"protocolVersion": 1}).status_code == 401
+    finally:
+        if served is not None:
+            served.close()
+        sim_server.close()
+        api.services.close()
+
+
 @pytest.mark.parametrize("hops", [0, 1])
 def test_refused_credentials_count_per_client_behind_trusted_proxies(
     hops: int,
