@@ -1154,6 +1154,11 @@ def status(
             problem = str(exc)
             data = collect_status(client, settings.names, users=users, workers=workers)
         data["store"] = store_status(settings) | ({"error": problem} if problem else {})
+        if problem is None and store is not None:
+            try:
+                data["store"]["layout_drift"] = _layout_drift(store)
+            except StoreUnavailable as exc:
+                data["store"]["error"] = str(exc)
         data["nextcloud"] = server_status(
             http, settings.nextcloud_url, timeout=STATUS_PROBE_SECONDS
         ).as_dict()
@@ -1176,6 +1181,19 @@ def status(
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
     _print_status(data)
+
+
+def _layout_drift(store: Any) -> list[dict[str, Any]]:
+    """The live collection's differences from the settings' layout, as JSON objects
+    (:meth:`~ncindex.store.qdrant_server.QdrantServerStore.layout_drift`, one ``GET``);
+    ``[]`` for another engine. Raises ``StoreUnavailable``."""
+    from dataclasses import asdict
+
+    from ncindex.store.qdrant_server import QdrantServerStore
+
+    if not isinstance(store, QdrantServerStore):
+        return []
+    return [asdict(d) for d in store.layout_drift()]
 
 
 def _watch(collect: Any, interval: float, iterations: int | None) -> None:
@@ -1251,6 +1269,12 @@ def _print_status(data: dict[str, Any]) -> None:
     click.echo(f"dead letters: {sum(e['size'] for e in letters.values()) if letters else 0}")
     for line in optimizer_lines(data["store"], time.time()):
         click.echo(line)
+    if drift := data["store"].get("layout_drift"):
+        click.echo(
+            f"layout: the live collection differs from {len(drift)} NCINDEX_QDRANT_* "
+            "setting(s) (`ncindex doctor` names them; `ncindex reindex --layout` applies "
+            "what Qdrant can change in place)"
+        )
     for line in analyzer_lines(data["analyzer"]):
         click.echo(line)
     for key, entry in letters.items():
@@ -1384,6 +1408,12 @@ def retry(settings: Settings, doc_key: str | None, retry_all: bool, user: str | 
     help="Rewrite the BM25 vectors an older analyzer version made (in place, search stays up).",
 )
 @click.option(
+    "--layout",
+    is_flag=True,
+    help="Qdrant server: change the collections' layout to the NCINDEX_QDRANT_* settings where "
+    "Qdrant can in place; name what only a new collection takes.",
+)
+@click.option(
     "--wait",
     "wait_seconds",
     type=click.FloatRange(min=0),
@@ -1398,6 +1428,7 @@ def reindex(
     back: bool,
     finish: bool,
     analyzer: bool,
+    layout: bool,
     wait_seconds: float | None,
 ) -> None:
     """Change the dense model or the BM25 analyzer without downtime; with no option, show the
@@ -1409,7 +1440,12 @@ def reindex(
     back. --finish drops the second model. --analyzer: the workers rewrite, document by
     document, the BM25 vectors an older version of the analysis chain made (after an upgrade
     that changed ANALYZER_VERSION). Compare models first with `ncindex eval DIR --model A
-    --model B`.
+    --model B`. --layout (Qdrant server): set on the live collection (and a standby or one
+    being built) the layout parameters the NCINDEX_QDRANT_* settings now ask for, which a
+    collection otherwise keeps from its creation (`ncindex doctor` lists them): Qdrant
+    applies them in place and rebuilds the segments they concern in the background; a
+    raised replication factor is recorded, but the replicas of existing shards are Qdrant's
+    cluster API's to add; the shard number only a new collection takes.
     """
     from ncindex import names
     from ncindex.errors import ReindexError
@@ -1419,14 +1455,17 @@ def reindex(
     from ncindex.runtime import Services
     from ncindex.store import model_slug
 
-    if sum((model is not None, back, finish, analyzer)) > 1:
-        raise click.UsageError("choose one of --model, --back, --finish, --analyzer")
+    if sum((model is not None, back, finish, analyzer, layout)) > 1:
+        raise click.UsageError("choose one of --model, --back, --finish, --analyzer, --layout")
     _only_with(
         "wait_seconds", model is not None or finish or analyzer, "--model, --finish or --analyzer"
     )
     services = Services(settings)
     reindexer = Reindexer(services, Indexer(services))  # here only the pointers are used
     try:
+        if layout:
+            _apply_layout(settings, reindexer.pointers())
+            return
         if back:
             moved = reindexer.back()
             click.echo(f"live: {moved.active}; standby: {moved.standby}")
@@ -1436,7 +1475,10 @@ def reindex(
         if model is not None:
             require_model_files(settings, model)  # here, before a worker finds out
         if model is not None and reindexer.pointers().active == model_slug(model):
-            raise click.ClickException(f"model {model!r} is already live")
+            raise click.ClickException(
+                f"model {model!r} is already live (changed NCINDEX_QDRANT_* settings reach its "
+                "collection through `ncindex reindex --layout`; see `ncindex doctor`)"
+            )
         if model is not None or finish or analyzer:
             before = progress(services).get("seq")
             task, kwargs = (
@@ -1456,6 +1498,40 @@ def reindex(
         raise click.ClickException(str(exc)) from None
     finally:
         services.close()
+
+
+def _apply_layout(settings: Settings, pointers: Any) -> None:
+    """``ncindex reindex --layout``: apply the settings' layout to each collection the model
+    pointers name (:meth:`~ncindex.store.qdrant_server.QdrantServerStore.apply_layout`) and
+    print, per collection, what was set and what was not. Raises ``click.ClickException``
+    on the embedded engine, whose shard takes a layout only when it is created."""
+    from ncindex.store import open_store
+    from ncindex.store.qdrant_server import QdrantServerStore
+
+    if not settings.qdrant_url:
+        raise click.ClickException(
+            "--layout changes a Qdrant server's collections (NCINDEX_QDRANT_URL); the embedded "
+            'engine\'s shard keeps the layout it was created with (README "Collection layout")'
+        )
+    slugs = [s for s in (pointers.active, pointers.standby, pointers.building) if s]
+    if not slugs:
+        click.echo("no collection yet: the first one is created with the settings' layout")
+        return
+    for slug in slugs:
+        store = open_store(settings, model_slug=slug)
+        try:
+            assert isinstance(store, QdrantServerStore)  # a URL is set
+            drift = store.apply_layout()
+        finally:
+            store.close()
+        if not drift:
+            click.echo(f"{store.collection}: has the layout the settings ask for")
+        for item in drift:
+            verdict = "set" if item.in_place else "NOT applied"
+            click.echo(
+                f"{store.collection}: {verdict}: {item.setting} {item.live} -> {item.wanted}"
+                f" ({item.how})"
+            )
 
 
 def _wait_reindex(services: Any, before: str | None, done: set[str], seconds: float) -> None:

@@ -19,6 +19,8 @@ What is checked, and from which source:
   answer with the API key, or the embedded one, which one process at a time may open);
 * the embedding model: ``NCINDEX_DENSE_MODEL`` against the model the live index was built
   with (the store's model pointers; :func:`check_model`);
+* on a Qdrant server, the collections' layout against the ``NCINDEX_QDRANT_*`` settings
+  (:func:`check_layout`);
 * the server: ``GET /status.php`` (``installed``, ``maintenance``, ``needsDbUpgrade``,
   ``versionstring``: :mod:`ncindex.nextcloud.server_status`); the versions ncindex supports
   are 30–33 (webhook_listeners ships from 30);
@@ -553,6 +555,47 @@ def check_model(ctx: Context) -> list[Line]:
     return [Line("model", "warn", detail)]
 
 
+def check_layout(ctx: Context) -> list[Line]:
+    """On a Qdrant server, whether the collections the model pointers name (the live one,
+    and a standby or one being built) have the layout the ``NCINDEX_QDRANT_*`` settings ask
+    for (:func:`~ncindex.store.qdrant_server.layout_drift`, one ``GET /collections/{name}``
+    each): a layout is given to a collection when it is created, so a setting changed since
+    (``helm upgrade``) does nothing by itself. A warning per differing setting names its
+    live and its wanted value and what applies it (``ncindex reindex --layout``, or a new
+    collection for the shard number). The embedded engine is not compared (README
+    "Collection layout" says what reaches an existing shard)."""
+    from ncindex.store.qdrant_server import QdrantServerStore
+
+    settings = ctx.settings
+    if not settings.qdrant_url:
+        return []
+    store = _open_store(settings, model_slug(settings.dense_model))
+    if not isinstance(store, QdrantServerStore):  # open_store with a URL makes one
+        store.close()
+        return []
+    lines: list[Line] = []
+    try:
+        pointers = store.models()
+        named = [("live", pointers.active), ("standby", pointers.standby)]
+        named.append(("being built", pointers.building))
+        for role, slug in named:
+            if slug is None:
+                continue
+            other = store.use_model(slug)
+            for drift in other.layout_drift():
+                detail = f"{role} collection {other.collection!r}: {drift.describe()}"
+                lines.append(Line("layout", "warn", detail))
+    except StoreUnavailable as exc:
+        return [Line("layout", "warn", f"skipped: the collections are not readable: {exc}")]
+    finally:
+        store.close()
+    if pointers.active is None:
+        return [Line("layout", "ok", "no collection yet: it will be created with the settings")]
+    return lines or [
+        Line("layout", "ok", "the collections have the layout the NCINDEX_QDRANT_* settings ask")
+    ]
+
+
 def check_analyzer(ctx: Context) -> list[Line]:
     """Whether an older BM25 analyzer made some of the live collection's vectors (points keep
     the payload ``analyzer``; they stay until ``ncindex reindex --analyzer`` rewrites them,
@@ -697,6 +740,7 @@ CHECKS: list[tuple[str, Check]] = [
     ("webhook secret", check_webhook_secret),
     ("store", check_store),
     ("model", check_model),
+    ("layout", check_layout),
     ("analyzer", check_analyzer),
     ("server", check_server),
     ("apps", check_apps),

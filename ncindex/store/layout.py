@@ -10,10 +10,13 @@ RAM and rescoring reads the originals (Qdrant's ``rescore`` is on by default), s
 million 384-dimension chunks falls from ~1.5 GB of float32 to ~0.4 GB while the ranking is
 re-scored exactly.
 
-A layout applies when a collection is *created*; an existing collection keeps its own (a new
-layout reaches it through ``ncindex reindex --model``, which builds a new collection), except
-the search parameters (below) and, on Qdrant Edge, the BM25 full-scan threshold, which each
-optimisation sets anew for the segments it builds (:meth:`CollectionLayout.sparse_threshold`).
+A layout is given to a collection when it is *created*; a changed setting does not reach an
+existing one by itself, except the search parameters (below) and, on Qdrant Edge, the BM25
+full-scan threshold, which each optimisation sets anew for the segments it builds
+(:meth:`CollectionLayout.sparse_threshold`). On a Qdrant server ``ncindex doctor`` compares
+the live collection with the settings (:class:`LayoutDrift`,
+:func:`ncindex.store.qdrant_server.layout_drift`) and ``ncindex reindex --layout`` applies
+what Qdrant changes in place; the shard number only a new collection takes.
 """
 
 from __future__ import annotations
@@ -201,6 +204,25 @@ class CollectionLayout:
             ),
             acorn=models.AcornSearchParams(enable=self.acorn),
         )
+
+
+@dataclass(frozen=True)
+class LayoutDrift:
+    """One layout parameter in which an existing collection differs from its
+    :class:`CollectionLayout`: ``setting`` (the ``NCINDEX_`` variable asking for it), its
+    ``live`` and ``wanted`` values as text, ``in_place`` (whether ``ncindex reindex
+    --layout`` changes it on the existing collection) and ``how`` (what applying it does,
+    or what it takes instead)."""
+
+    setting: str
+    live: str
+    wanted: str
+    in_place: bool
+    how: str
+
+    def describe(self) -> str:
+        """One line: the setting, both values and how it is applied."""
+        return f"{self.setting} is {self.live} there, the settings ask {self.wanted}: {self.how}"
 
 
 DEFAULT_LAYOUT = CollectionLayout.from_settings(Settings.model_construct())

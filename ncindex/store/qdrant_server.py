@@ -35,7 +35,7 @@ from qdrant_client.models import (
 )  # by name: in the store class, ``models`` is a method
 
 from ncindex.errors import StoreUnavailable
-from ncindex.store.layout import DEFAULT_LAYOUT, TENANT_FIELD, CollectionLayout
+from ncindex.store.layout import DEFAULT_LAYOUT, TENANT_FIELD, CollectionLayout, LayoutDrift
 from ncindex.store.port import (
     DENSE,
     FACET_LIMIT,
@@ -238,6 +238,56 @@ class QdrantServerStore:
         return QdrantServerStore(
             self._client, self.alias, model_slug, close_client=False, layout=self.layout
         )
+
+    def layout_drift(self) -> list[LayoutDrift]:
+        """How this store's collection differs from :attr:`layout` (:func:`layout_drift`, one
+        ``GET /collections/{name}``); ``[]`` when it matches or does not exist yet (it will be
+        created with the layout). Raises ``StoreUnavailable``."""
+        with self._call("get_collection"):
+            if not self._client.collection_exists(self.collection):
+                return []
+            info = self._client.get_collection(self.collection)
+        return layout_drift(self.layout, info)
+
+    def apply_layout(self) -> list[LayoutDrift]:
+        """Change this store's collection towards :attr:`layout` where Qdrant can change it in
+        place, and return every difference found (:meth:`layout_drift`), those it could not
+        apply (``in_place`` false: the shard number) included.
+
+        One ``PATCH /collections/{name}`` (qdrant-client's ``update_collection``) carries the
+        differing collection parameters (replication and write consistency factors,
+        ``on_disk_payload``), HNSW, quantisation, the dense vectors' ``on_disk`` (and their own
+        HNSW or quantisation where the collection has them), the optimisers' thresholds and
+        the BM25 full-scan threshold; Qdrant saves them and recreates its optimisers, which
+        rebuild each segment whose HNSW graph, quantisation or storage differ
+        (``update_collection``, qdrant/qdrant
+        lib/storage/src/content_manager/toc/collection_meta_ops.rs;
+        ``ConfigMismatchOptimizer``, lib/shard/src/optimizers/config_mismatch_optimizer.rs).
+        A payload index whose ``on_disk`` or ``is_tenant`` differs is sent again
+        (``PUT /collections/{name}/index``): a segment rebuilds a field's index when its
+        schema differs (``StructPayloadIndex::build_index``,
+        lib/segment/src/index/struct_payload_index.rs). Nothing adds replicas of the
+        existing shards: a raised replication factor is only recorded
+        (``Collection::update_params_from_diff``, lib/collection/src/collection/collection_ops.rs;
+        qdrant/qdrant#6027). Raises ``StoreUnavailable``."""
+        with self._call("update_collection"):
+            if not self._client.collection_exists(self.collection):
+                return []
+            info = self._client.get_collection(self.collection)
+            drift = layout_drift(self.layout, info)
+            update = _update_parameters(self.layout, info, drift)
+            if update:
+                self._client.update_collection(self.collection, **update)
+            schema = info.payload_schema or {}
+            for field, kind in PAYLOAD_INDEXES.items():
+                if field in schema and _index_differs(self.layout, field, schema[field]):
+                    self._client.create_payload_index(
+                        self.collection,
+                        field,
+                        field_schema=_index_schema(field, kind, self.layout.on_disk_payload_index),
+                        wait=True,
+                    )
+        return drift
 
     def drop_model(self, model_slug: str) -> None:
         """Delete ``model_slug``'s collection. Raises ``ValueError`` if the pointers name it."""
@@ -526,6 +576,236 @@ def _creation_parameters(layout: CollectionLayout, dense_dim: int) -> dict[str, 
             max_segment_size=layout.max_segment_size_kb or None,
         ),
     }
+
+
+#: What applying a difference does, by kind (:class:`~ncindex.store.layout.LayoutDrift` ``how``).
+_REBUILDS_SEGMENTS = (
+    "`ncindex reindex --layout` sets it in place; Qdrant's optimisers then rebuild, in the "
+    "background, each segment built otherwise"
+)
+_NEW_SEGMENTS = (
+    "`ncindex reindex --layout` sets it in place; segments Qdrant builds from then on take it"
+)
+_SETS = "`ncindex reindex --layout` sets it in place"
+_REPLICAS = (
+    "`ncindex reindex --layout` records it, but Qdrant adds no replica of the existing shards "
+    "(qdrant/qdrant#6027): copy each shard to a peer without it (POST "
+    "/collections/{name}/cluster, replicate_shard), or rebuild the collection (README "
+    '"Collection layout")'
+)
+_INDEX_AGAIN = (
+    "`ncindex reindex --layout` sends the index again; Qdrant rebuilds it with the new schema"
+)
+_NO_DEFAULT_AGAIN = (
+    "Qdrant's update cannot return it to its default (it leaves what is unset as it is): "
+    "set a size, or only a new collection takes the default"
+)
+_REBUILD_ONLY = (
+    "Qdrant cannot change it on an existing collection (its update has no shard number): "
+    'only a new collection takes it (README "Collection layout")'
+)
+
+
+def _text(value: object) -> str:
+    """A value as the settings write it (``true``/``false`` for booleans)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _quantization_text(config: Any) -> str:
+    """``"int8"`` (scalar int8 kept in RAM, what ncindex sets), ``"none"``, or what else the
+    collection has (``"scalar int8, always_ram false"``, ``"product"``, ``"binary"``, ...)."""
+    if config is None:
+        return "none"
+    if isinstance(config, models.ScalarQuantization):
+        scalar = config.scalar
+        if scalar.type == models.ScalarType.INT8 and scalar.always_ram:
+            return "int8"
+        return f"scalar {scalar.type.value}, always_ram {_text(bool(scalar.always_ram))}"
+    return type(config).__name__.removesuffix("Quantization").lower()
+
+
+def _dense_params(info: models.CollectionInfo) -> models.VectorParams | None:
+    vectors = info.config.params.vectors
+    return vectors.get(DENSE) if isinstance(vectors, dict) else None
+
+
+def _hnsw_live(info: models.CollectionInfo, name: str) -> Any:
+    """The HNSW parameter ``name`` the dense vectors use: their own, else the collection's."""
+    dense = _dense_params(info)
+    own = getattr(dense.hnsw_config, name) if dense and dense.hnsw_config else None
+    return own if own is not None else getattr(info.config.hnsw_config, name)
+
+
+def _on_disk(live: models.PayloadIndexInfo) -> bool:
+    """Whether an existing payload index is on disk (unset: in RAM, Qdrant's default)."""
+    return bool(getattr(live.params, "on_disk", None))
+
+
+def _index_differs(layout: CollectionLayout, field: str, live: models.PayloadIndexInfo) -> bool:
+    """Whether the existing index of payload ``field`` differs from the layout's in ``on_disk``
+    or (``acl``) ``is_tenant`` (unset counts as false, Qdrant's default)."""
+    tenant = bool(getattr(live.params, "is_tenant", None))
+    return _on_disk(live) != layout.on_disk_payload_index or tenant != (field == TENANT_FIELD)
+
+
+def layout_drift(layout: CollectionLayout, info: models.CollectionInfo) -> list[LayoutDrift]:
+    """Every parameter of ``layout`` in which the collection ``info`` (``GET
+    /collections/{name}``, qdrant-client's ``get_collection``) differs, in the settings'
+    order: the shard number (only a new collection takes it), replication and write
+    consistency factors, ``on_disk_payload``, the dense vectors' ``on_disk``, HNSW (``m``,
+    ``ef_construct``, ``payload_m``, ``full_scan_threshold``: the vectors' own where they
+    have them, else the collection's), quantisation, the optimisers' indexing threshold and
+    (when the layout sets one) max segment size, the BM25 full-scan threshold, and the
+    payload indexes' ``on_disk`` and the ``acl`` tenant index. A payload index not there yet
+    is no difference (``ensure_collection`` creates it), nor a parameter the answer lacks
+    (qdrant-client's local mode keeps few: :mod:`tests.store.test_layout`)."""
+    config = info.config
+    params = config.params
+    dense = _dense_params(info)
+    sparse = (params.sparse_vectors or {}).get(SPARSE)
+    quantization = (dense.quantization_config if dense else None) or config.quantization_config
+    found: list[tuple[str, Any, Any, str]] = [
+        ("SHARD_NUMBER", params.shard_number, layout.shard_number, _REBUILD_ONLY),
+        ("REPLICATION_FACTOR", params.replication_factor, layout.replication_factor, _REPLICAS),
+        (
+            "WRITE_CONSISTENCY_FACTOR",
+            params.write_consistency_factor,
+            layout.write_consistency_factor,
+            _SETS,
+        ),
+        ("ON_DISK_PAYLOAD", params.on_disk_payload, layout.on_disk_payload, _REBUILDS_SEGMENTS),
+        (
+            "ON_DISK_VECTORS",
+            bool(dense.on_disk) if dense else None,
+            layout.on_disk_vectors,
+            _REBUILDS_SEGMENTS,
+        ),
+        ("HNSW_M", _hnsw_live(info, "m"), layout.hnsw_m, _REBUILDS_SEGMENTS),
+        (
+            "HNSW_EF_CONSTRUCT",
+            _hnsw_live(info, "ef_construct"),
+            layout.hnsw_ef_construct,
+            _REBUILDS_SEGMENTS,
+        ),
+        (
+            "HNSW_PAYLOAD_M",
+            _hnsw_live(info, "payload_m"),
+            layout.hnsw_payload_m,
+            _REBUILDS_SEGMENTS,
+        ),
+        (
+            "FULL_SCAN_THRESHOLD_KB",
+            _hnsw_live(info, "full_scan_threshold"),
+            layout.full_scan_threshold_kb,
+            _NEW_SEGMENTS,
+        ),
+        (
+            "QUANTIZATION",
+            _quantization_text(quantization),
+            layout.quantization,
+            _REBUILDS_SEGMENTS,
+        ),
+        (
+            "INDEXING_THRESHOLD_KB",
+            config.optimizer_config.indexing_threshold,
+            layout.indexing_threshold_kb,
+            _SETS,
+        ),
+        (
+            "SPARSE_FULL_SCAN_THRESHOLD",
+            sparse.index.full_scan_threshold if sparse and sparse.index else None,
+            layout.sparse_full_scan_threshold,
+            _NEW_SEGMENTS,
+        ),
+    ]
+    drift = [
+        LayoutDrift(f"NCINDEX_QDRANT_{name}", _text(live), _text(wanted), how != _REBUILD_ONLY, how)
+        for name, live, wanted, how in found
+        if live is not None and _text(live) != _text(wanted)
+    ]
+    segment = config.optimizer_config.max_segment_size  # None: Qdrant's default
+    if (segment or 0) != layout.max_segment_size_kb:
+        drift.append(
+            LayoutDrift(
+                "NCINDEX_QDRANT_MAX_SEGMENT_SIZE_KB",
+                _text(segment or "0 (Qdrant's default)"),
+                _text(layout.max_segment_size_kb or "0 (Qdrant's default)"),
+                bool(layout.max_segment_size_kb),
+                _SETS if layout.max_segment_size_kb else _NO_DEFAULT_AGAIN,
+            )
+        )
+    schema = info.payload_schema or {}
+    disk = layout.on_disk_payload_index
+    other_disk = sorted(f for f in PAYLOAD_INDEXES if f in schema and _on_disk(schema[f]) != disk)
+    if other_disk:
+        drift.append(
+            LayoutDrift(
+                "NCINDEX_QDRANT_ON_DISK_PAYLOAD_INDEX",
+                f"{_text(not disk)} ({', '.join(other_disk)})",
+                _text(disk),
+                True,
+                _INDEX_AGAIN,
+            )
+        )
+    tenant = schema.get(TENANT_FIELD)
+    if tenant is not None and not getattr(tenant.params, "is_tenant", None):
+        setting = f"the {TENANT_FIELD} index's is_tenant (set by ncindex, no setting)"
+        drift.append(LayoutDrift(setting, "false", "true", True, _INDEX_AGAIN))
+    return drift
+
+
+def _update_parameters(
+    layout: CollectionLayout, info: models.CollectionInfo, drift: list[LayoutDrift]
+) -> dict[str, Any]:
+    """The keyword arguments of ``QdrantClient.update_collection`` (``PATCH
+    /collections/{name}``) that apply the in-place differences of ``drift`` (empty when
+    there are none). The dense vectors' own HNSW or quantisation, where the collection has
+    them, are changed with the collection's (they would override it)."""
+    differs = {d.setting.removeprefix("NCINDEX_QDRANT_") for d in drift if d.in_place}
+    update: dict[str, Any] = {}
+    collection = {
+        "replication_factor": layout.replication_factor,
+        "write_consistency_factor": layout.write_consistency_factor,
+        "on_disk_payload": layout.on_disk_payload,
+    }
+    chosen = {k: v for k, v in collection.items() if k.upper() in differs}
+    if chosen:
+        update["collection_params"] = models.CollectionParamsDiff(**chosen)
+    hnsw = {
+        "m": ("HNSW_M", layout.hnsw_m),
+        "ef_construct": ("HNSW_EF_CONSTRUCT", layout.hnsw_ef_construct),
+        "payload_m": ("HNSW_PAYLOAD_M", layout.hnsw_payload_m),
+        "full_scan_threshold": ("FULL_SCAN_THRESHOLD_KB", layout.full_scan_threshold_kb),
+    }
+    hnsw_diff = {k: v for k, (name, v) in hnsw.items() if name in differs}
+    if hnsw_diff:
+        update["hnsw_config"] = models.HnswConfigDiff(**hnsw_diff)
+    quantization: models.ScalarQuantization | models.Disabled | None = None
+    if "QUANTIZATION" in differs:
+        quantization = (
+            _creation_parameters(layout, 1)["quantization_config"] or models.Disabled.DISABLED
+        )
+        update["quantization_config"] = quantization
+    dense = _dense_params(info)
+    vector: dict[str, Any] = {}
+    if "ON_DISK_VECTORS" in differs:
+        vector["on_disk"] = layout.on_disk_vectors
+    if hnsw_diff and dense is not None and dense.hnsw_config is not None:
+        vector["hnsw_config"] = models.HnswConfigDiff(**hnsw_diff)
+    if quantization is not None and dense is not None and dense.quantization_config is not None:
+        vector["quantization_config"] = quantization
+    if vector:
+        update["vectors_config"] = {DENSE: models.VectorParamsDiff(**vector)}
+    optimizers = {
+        "indexing_threshold": ("INDEXING_THRESHOLD_KB", layout.indexing_threshold_kb),
+        "max_segment_size": ("MAX_SEGMENT_SIZE_KB", layout.max_segment_size_kb),
+    }
+    optimizers_diff = {k: v for k, (name, v) in optimizers.items() if name in differs}
+    if optimizers_diff:
+        update["optimizers_config"] = models.OptimizersConfigDiff(**optimizers_diff)
+    if "SPARSE_FULL_SCAN_THRESHOLD" in differs:
+        update["sparse_vectors_config"] = _creation_parameters(layout, 1)["sparse_vectors_config"]
+    return update
 
 
 def _vectors_of(point: PointRecord) -> dict[str, Any]:

@@ -641,3 +641,325 @@ def test_a_prefetch_deeper_than_the_beam_draws_what_it_asks_and_rescores_it(
     # not deterministic: six builds here found 188-195 of the 200 (one CI run 47 of the first 50)
     assert found >= 180, f"{found} of the 200 true neighbours at the head"
     store.close()
+
+
+def _server_info(layout: CollectionLayout, dense_dim: int = 8) -> dict[str, Any]:
+    """The ``GET /collections/{name}`` result a Qdrant server gives for a collection ncindex
+    created with ``layout`` (Qdrant's REST format: ``config.params`` with the vectors, shards,
+    replication, write consistency and ``on_disk_payload``; the collection's HNSW,
+    optimisers and quantisation; each payload index's schema as created)."""
+    schema: dict[str, Any] = {}
+    for field, kind in PAYLOAD_INDEXES.items():
+        params: dict[str, Any] = {"type": str(kind), "on_disk": layout.on_disk_payload_index}
+        if field == "acl":
+            params["is_tenant"] = True
+        schema[field] = {"data_type": str(kind), "params": params, "points": 0}
+    quantization = (
+        {"scalar": {"type": "int8", "always_ram": True}} if layout.quantization == "int8" else None
+    )
+    return {
+        "status": "green",
+        "optimizer_status": "ok",
+        "indexed_vectors_count": 0,
+        "points_count": 0,
+        "segments_count": 2,
+        "config": {
+            "params": {
+                "vectors": {
+                    "dense": {
+                        "size": dense_dim,
+                        "distance": "Cosine",
+                        "on_disk": layout.on_disk_vectors,
+                    }
+                },
+                "shard_number": layout.shard_number,
+                "replication_factor": layout.replication_factor,
+                "write_consistency_factor": layout.write_consistency_factor,
+                "on_disk_payload": layout.on_disk_payload,
+                "sparse_vectors": {
+                    "bm25": {
+                        "index": {"full_scan_threshold": layout.sparse_full_scan_threshold},
+                        "modifier": "idf",
+                    }
+                },
+            },
+            "hnsw_config": {
+                "m": layout.hnsw_m,
+                "ef_construct": layout.hnsw_ef_construct,
+                "full_scan_threshold": layout.full_scan_threshold_kb,
+                "max_indexing_threads": 0,
+                "on_disk": False,
+                "payload_m": layout.hnsw_payload_m,
+            },
+            "optimizer_config": {
+                "deleted_threshold": 0.2,
+                "vacuum_min_vector_number": 1000,
+                "default_segment_number": 0,
+                "max_segment_size": layout.max_segment_size_kb or None,
+                "memmap_threshold": None,
+                "indexing_threshold": layout.indexing_threshold_kb,
+                "flush_interval_sec": 5,
+                "max_optimization_threads": None,
+            },
+            "wal_config": {"wal_capacity_mb": 32, "wal_segments_ahead": 0},
+            "quantization_config": quantization,
+        },
+        "payload_schema": schema,
+    }
+
+
+class _Existing(_Recorder):
+    """A Qdrant server holding ``ncindex-m`` (``info``), aliased ``ncindex``: answers its
+    existence, info and aliases; records the path and body of every ``PATCH`` and ``PUT``
+    and answers them."""
+
+    info: dict[str, Any]
+
+    def do_GET(self) -> None:
+        if self.path.endswith("/exists"):
+            self._answer(200, {"exists": "/ncindex-m/" in self.path})
+        elif self.path.startswith("/aliases"):
+            aliases = [{"alias_name": "ncindex", "collection_name": "ncindex-m"}]
+            self._answer(200, {"aliases": aliases})
+        elif self.path.startswith("/collections/ncindex-m"):
+            self._answer(200, self.info)
+        else:
+            self._answer(404, None)
+
+    def _record(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        body = json.loads(self.rfile.read(length)) if length else None
+        self.bodies.append({"method": self.command, "path": self.path, "body": body})
+        if "/index" in self.path:
+            self._answer(200, {"operation_id": 1, "status": "completed"})
+        else:
+            self._answer(200, True)
+
+    def do_PATCH(self) -> None:
+        self._record()
+
+    def do_PUT(self) -> None:
+        self._record()
+
+
+@pytest.fixture
+def existing() -> Iterator[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
+    """A :class:`_Existing` server whose collection has the default layout: (its URL, the
+    requests it records, the ``info`` it answers, which a test may change)."""
+    bodies: list[dict[str, Any]] = []
+    info = _server_info(DEFAULT_LAYOUT)
+    handler = type("E", (_Existing,), {"bodies": bodies, "info": info})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", bodies, info
+    server.shutdown()
+    server.server_close()
+
+
+def _server_store(url: str, layout: CollectionLayout) -> QdrantServerStore:
+    client = QdrantClient(url=url, check_compatibility=False, timeout=5)
+    return QdrantServerStore(client, "ncindex", "m", layout=layout)
+
+
+@pytest.mark.parametrize("layout", [DEFAULT_LAYOUT, CUSTOM], ids=["default", "custom"])
+def test_a_collection_with_the_settings_layout_has_no_drift(
+    existing: tuple[str, list[dict[str, Any]], dict[str, Any]], layout: CollectionLayout
+) -> None:
+    """A collection answering what its creation asked has no difference to report or apply."""
+    url, bodies, info = existing
+    info.clear()
+    info.update(_server_info(layout))
+    store = _server_store(url, layout)
+    assert store.layout_drift() == []
+    assert store.apply_layout() == []
+    assert bodies == []  # nothing sent
+
+
+#: What CUSTOM asks of a collection created with the default layout, setting by setting:
+#: (live, wanted, applied in place).
+CUSTOM_OVER_DEFAULT = {
+    "NCINDEX_QDRANT_SHARD_NUMBER": ("1", "6", False),
+    "NCINDEX_QDRANT_REPLICATION_FACTOR": ("1", "3", True),
+    "NCINDEX_QDRANT_WRITE_CONSISTENCY_FACTOR": ("1", "2", True),
+    "NCINDEX_QDRANT_ON_DISK_PAYLOAD": ("true", "false", True),
+    "NCINDEX_QDRANT_ON_DISK_VECTORS": ("true", "false", True),
+    "NCINDEX_QDRANT_HNSW_M": ("16", "0", True),
+    "NCINDEX_QDRANT_HNSW_EF_CONSTRUCT": ("100", "64", True),
+    "NCINDEX_QDRANT_HNSW_PAYLOAD_M": ("16", "24", True),
+    "NCINDEX_QDRANT_FULL_SCAN_THRESHOLD_KB": ("60000", "40000", True),
+    "NCINDEX_QDRANT_QUANTIZATION": ("int8", "none", True),
+    "NCINDEX_QDRANT_INDEXING_THRESHOLD_KB": ("20000", "500", True),
+    "NCINDEX_QDRANT_SPARSE_FULL_SCAN_THRESHOLD": ("5000", "25000", True),
+    "NCINDEX_QDRANT_ON_DISK_PAYLOAD_INDEX": (
+        f"true ({', '.join(sorted(PAYLOAD_INDEXES))})",
+        "false",
+        True,
+    ),
+}
+
+
+def test_every_layout_setting_changed_since_creation_is_found(
+    existing: tuple[str, list[dict[str, Any]], dict[str, Any]],
+) -> None:
+    """Settings changed after the collection was created (a ``helm upgrade``) are each named
+    with the collection's value and theirs; the shard number alone cannot be set in place.
+    Qdrant answers no ``max_segment_size`` for its default (0 in the settings)."""
+    url, _, _ = existing
+    drift = {d.setting: d for d in _server_store(url, CUSTOM).layout_drift()}
+    expected = CUSTOM_OVER_DEFAULT | {
+        "NCINDEX_QDRANT_MAX_SEGMENT_SIZE_KB": ("0 (Qdrant's default)", "100000", True)
+    }
+    assert {k: (d.live, d.wanted, d.in_place) for k, d in drift.items()} == expected
+    assert "replicate_shard" in drift["NCINDEX_QDRANT_REPLICATION_FACTOR"].how
+    assert "new collection" in drift["NCINDEX_QDRANT_SHARD_NUMBER"].how
+
+
+def test_a_lost_tenant_index_and_per_vector_overrides_are_found(
+    existing: tuple[str, list[dict[str, Any]], dict[str, Any]],
+) -> None:
+    """The dense vectors' own HNSW or quantisation override the collection's, so they are
+    what is compared; an ``acl`` index that is not the tenant index is named."""
+    url, _, info = existing
+    info["payload_schema"]["acl"]["params"].pop("is_tenant")
+    dense = info["config"]["params"]["vectors"]["dense"]
+    dense["hnsw_config"] = {"payload_m": 0}
+    dense["quantization_config"] = {"binary": {"always_ram": True}}
+    drift = {d.setting: d for d in _server_store(url, DEFAULT_LAYOUT).layout_drift()}
+    assert {k: (d.live, d.wanted) for k, d in drift.items()} == {
+        "the acl index's is_tenant (set by ncindex, no setting)": ("false", "true"),
+        "NCINDEX_QDRANT_HNSW_PAYLOAD_M": ("0", "16"),
+        "NCINDEX_QDRANT_QUANTIZATION": ("binary", "int8"),
+    }
+
+
+def test_applying_a_layout_patches_what_qdrant_changes_in_place(
+    existing: tuple[str, list[dict[str, Any]], dict[str, Any]],
+) -> None:
+    """One ``PATCH /collections/ncindex-m`` in Qdrant's ``UpdateCollection`` format carries
+    every in-place difference (quantisation turned off is Qdrant's ``"Disabled"``) and no
+    shard number, which Qdrant's update does not take; each payload index whose ``on_disk``
+    differs is sent again with the layout's schema."""
+    url, bodies, _ = existing
+    drift = _server_store(url, CUSTOM).apply_layout()
+    assert {d.setting for d in drift} == set(CUSTOM_OVER_DEFAULT) | {
+        "NCINDEX_QDRANT_MAX_SEGMENT_SIZE_KB"
+    }
+    patches = [b for b in bodies if b["method"] == "PATCH"]
+    assert [p["path"] for p in patches] == ["/collections/ncindex-m"]
+    body = patches[0]["body"]
+    assert body["params"] == {
+        "replication_factor": 3,
+        "write_consistency_factor": 2,
+        "on_disk_payload": False,
+    }
+    assert body["hnsw_config"] == {
+        "m": 0,
+        "ef_construct": 64,
+        "payload_m": 24,
+        "full_scan_threshold": 40_000,
+    }
+    assert body["quantization_config"] == "Disabled"
+    assert body["vectors"] == {"dense": {"on_disk": False}}
+    assert body["optimizers_config"] == {"indexing_threshold": 500, "max_segment_size": 100_000}
+    assert body["sparse_vectors"]["bm25"]["index"]["full_scan_threshold"] == 25_000
+    assert body["sparse_vectors"]["bm25"]["modifier"] == "idf"
+    assert "shard_number" not in json.dumps(body)
+    puts = [b for b in bodies if b["method"] == "PUT"]
+    assert {p["path"] for p in puts} == {"/collections/ncindex-m/index?wait=true"}
+    sent = {p["body"]["field_name"]: p["body"]["field_schema"] for p in puts}
+    assert set(sent) == set(PAYLOAD_INDEXES)
+    assert all(schema["on_disk"] is False for schema in sent.values())
+    assert sent["acl"]["is_tenant"] is True
+
+
+def test_applying_turns_quantisation_on_and_overrides_of_the_vectors_too(
+    existing: tuple[str, list[dict[str, Any]], dict[str, Any]],
+) -> None:
+    """Quantisation turned on (to save memory) is scalar int8 in RAM, as at creation; where
+    the dense vectors carry their own HNSW or quantisation (which override the collection's)
+    those are changed as well; the tenant index lost is created again as one, alone."""
+    url, bodies, info = existing
+    info["config"]["quantization_config"] = None
+    info["payload_schema"]["acl"]["params"].pop("is_tenant")
+    dense = info["config"]["params"]["vectors"]["dense"]
+    dense["hnsw_config"] = {"payload_m": 0}
+    _server_store(url, DEFAULT_LAYOUT).apply_layout()
+    (patch,) = [b["body"] for b in bodies if b["method"] == "PATCH"]
+    int8 = {"scalar": {"type": "int8", "always_ram": True}}
+    assert patch["quantization_config"] == int8
+    assert patch["hnsw_config"] == {"payload_m": 16}
+    assert patch["vectors"] == {"dense": {"hnsw_config": {"payload_m": 16}}}
+    assert set(patch) == {"quantization_config", "hnsw_config", "vectors"}
+    (put,) = [b["body"] for b in bodies if b["method"] == "PUT"]
+    assert put["field_name"] == "acl" and put["field_schema"]["is_tenant"] is True
+
+
+def test_a_max_segment_size_back_to_qdrants_default_is_not_applied_in_place(
+    existing: tuple[str, list[dict[str, Any]], dict[str, Any]],
+) -> None:
+    """Qdrant's update leaves what it is not given as it is, so a setting back at 0 cannot
+    be applied: it is named, and nothing is sent."""
+    url, bodies, info = existing
+    info["config"]["optimizer_config"]["max_segment_size"] = 100_000
+    (drift,) = _server_store(url, DEFAULT_LAYOUT).apply_layout()
+    assert (drift.setting, drift.live, drift.in_place) == (
+        "NCINDEX_QDRANT_MAX_SEGMENT_SIZE_KB",
+        "100000",
+        False,
+    )
+    assert bodies == []
+
+
+def test_doctor_names_each_setting_the_live_collection_differs_from(
+    existing: tuple[str, list[dict[str, Any]], dict[str, Any]],
+) -> None:
+    """A replication factor raised and quantisation turned off after the collection was
+    created (``helm upgrade``) were silently not used: ``ncindex doctor`` warns once per
+    setting, with both values and what applies it; the same settings as at creation are ok."""
+    from ncindex.doctor import Context, check_layout
+    from ncindex.runtime import Services
+
+    url, bodies, _ = existing
+    same = Settings(qdrant_url=url)
+    assert [line.verdict for line in check_layout(Context(same, Services(same)))] == ["ok"]
+    changed = Settings(qdrant_url=url, qdrant_replication_factor=2, qdrant_quantization="none")
+    lines = check_layout(Context(changed, Services(changed)))
+    assert [(line.check, line.verdict) for line in lines] == [("layout", "warn")] * 2
+    replication, quantization = (line.detail for line in lines)
+    assert replication.startswith(
+        "live collection 'ncindex-m': NCINDEX_QDRANT_REPLICATION_FACTOR is 1 there, the "
+        "settings ask 2: `ncindex reindex --layout` records it, but Qdrant adds no replica"
+    )
+    assert quantization.startswith(
+        "live collection 'ncindex-m': NCINDEX_QDRANT_QUANTIZATION is int8 there, the settings "
+        "ask none: `ncindex reindex --layout` sets it in place"
+    )
+    assert bodies == []  # the doctor changes nothing
+
+
+def test_reindex_layout_applies_the_settings_and_says_what_it_could_not(
+    existing: tuple[str, list[dict[str, Any]], dict[str, Any]], tmp_path: Path
+) -> None:
+    """``ncindex reindex --layout`` patches the live collection and prints each setting,
+    with the shard number named as not applied."""
+    from click.testing import CliRunner
+
+    from allinone.cli import main
+
+    url, bodies, _ = existing
+    env = {
+        "NCINDEX_QDRANT_URL": url,
+        "NCINDEX_QDRANT_SHARD_NUMBER": "4",
+        "NCINDEX_QDRANT_QUANTIZATION": "none",
+        "NCINDEX_DATA_DIR": str(tmp_path),
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+    result = CliRunner().invoke(main, ["reindex", "--layout"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "ncindex-m: set: NCINDEX_QDRANT_QUANTIZATION int8 -> none" in result.output
+    assert "ncindex-m: NOT applied: NCINDEX_QDRANT_SHARD_NUMBER 1 -> 4" in result.output
+    (patch,) = [b for b in bodies if b["method"] == "PATCH"]
+    assert patch["body"] == {"quantization_config": "Disabled"}
+    both = CliRunner().invoke(main, ["reindex", "--layout", "--back"], env=env)
+    assert both.exit_code == 2 and "choose one of" in both.output
