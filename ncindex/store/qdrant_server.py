@@ -259,7 +259,9 @@ class QdrantServerStore:
         ``on_disk_payload``), HNSW, quantisation, the dense vectors' ``on_disk`` (and their own
         HNSW or quantisation where the collection has them), the optimisers' thresholds and
         the BM25 full-scan threshold; Qdrant saves them and recreates its optimisers, which
-        rebuild each segment whose HNSW graph, quantisation or storage differ
+        rebuild each segment whose HNSW parameters (``HnswConfig::mismatch_requires_rebuild``,
+        lib/segment/src/types.rs: ``full_scan_threshold`` included), quantisation or storage
+        differ (the BM25 full-scan threshold reaches new segments only)
         (``update_collection``, qdrant/qdrant
         lib/storage/src/content_manager/toc/collection_meta_ops.rs;
         ``ConfigMismatchOptimizer``, lib/shard/src/optimizers/config_mismatch_optimizer.rs).
@@ -697,7 +699,7 @@ def layout_drift(layout: CollectionLayout, info: models.CollectionInfo) -> list[
             "FULL_SCAN_THRESHOLD_KB",
             _hnsw_live(info, "full_scan_threshold"),
             layout.full_scan_threshold_kb,
-            _NEW_SEGMENTS,
+            _REBUILDS_SEGMENTS,
         ),
         (
             "QUANTIZATION",
