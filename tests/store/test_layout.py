@@ -963,3 +963,38 @@ def test_reindex_layout_applies_the_settings_and_says_what_it_could_not(
     assert patch["body"] == {"quantization_config": "Disabled"}
     both = CliRunner().invoke(main, ["reindex", "--layout", "--back"], env=env)
     assert both.exit_code == 2 and "choose one of" in both.output
+
+
+def test_status_counts_the_settings_the_live_collection_differs_from(
+    existing: tuple[str, list[dict[str, Any]], dict[str, Any]],
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ncindex status`` says how many settings the live collection differs from and where
+    to look (one ``GET``; the live model's store stands in for the one ``Services`` opens,
+    which would load the model's embedder); ``--json`` has each difference."""
+    from click.testing import CliRunner
+
+    from allinone.cli import main
+    from ncindex.runtime import Services
+
+    url, bodies, _ = existing
+    changed = dataclasses.replace(DEFAULT_LAYOUT, replication_factor=2)
+    monkeypatch.setattr(Services, "store", property(lambda _: _server_store(url, changed)))
+    env = {
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_NAMESPACE": f"layout-{uuid.uuid4().hex[:8]}",
+        "NCINDEX_QDRANT_URL": url,
+        "NCINDEX_ACCOUNTS": "{}",
+    }
+    result = CliRunner().invoke(main, ["status"], env=env)
+    assert result.exit_code == 0, result.output
+    assert (
+        "layout: the live collection differs from 1 NCINDEX_QDRANT_* setting(s) (`ncindex "
+        "doctor` names them; `ncindex reindex --layout` applies" in result.output
+    )
+    result = CliRunner().invoke(main, ["status", "--json"], env=env)
+    (drift,) = json.loads(result.output)["store"]["layout_drift"]
+    assert drift["setting"] == "NCINDEX_QDRANT_REPLICATION_FACTOR"
+    assert (drift["live"], drift["wanted"], drift["in_place"]) == ("1", "2", True)
+    assert not [b for b in bodies if b.get("method") in ("PATCH", "PUT")]  # status only reads
