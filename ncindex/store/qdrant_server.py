@@ -591,9 +591,9 @@ _NEW_SEGMENTS = (
 _SETS = "`ncindex reindex --layout` sets it in place"
 _REPLICAS = (
     "`ncindex reindex --layout` records it, but Qdrant adds no replica of the existing shards "
-    "(qdrant/qdrant#6027): copy each shard to a peer without it (POST "
-    "/collections/{name}/cluster, replicate_shard), or rebuild the collection (README "
-    '"Collection layout")'
+    "(nor drops one; qdrant/qdrant#6027): copy each shard to a peer without it (POST "
+    "/collections/{name}/cluster, replicate_shard; drop_replica to lower it), or rebuild the "
+    'collection (README "Collection layout")'
 )
 _INDEX_AGAIN = (
     "`ncindex reindex --layout` sends the index again; Qdrant rebuilds it with the new schema"
