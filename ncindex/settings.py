@@ -446,6 +446,14 @@ class Settings(BaseSettings):
         "lists (a filter letting most points through) costs more the deeper it is; measured in "
         "benchmarks/RESULTS.md, Fusion tuning and Scale.",
     )
+    title_branch: bool = Field(
+        True,
+        description="Hybrid searches also rank, by the dense vector, the chunks of documents "
+        "whose title holds every word of the query (a file's name, a note's, a card's or a "
+        "news item's title; Qdrant's full-text match on the `title` payload index), fused as "
+        "a third branch: a file is found by its name, which its text need not contain. Off ⇒ "
+        "two branches.",
+    )
     verify_concurrency: int = Field(8, ge=1, description="Parallel verification requests.")
     unverified_results: Literal["show", "hide_text", "drop"] = Field(
         "show",

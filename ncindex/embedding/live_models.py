@@ -304,9 +304,9 @@ class MirroredStore:
         """Payloads (``fields``) by id from the live collection."""
         return self.live.store.retrieve(ids, fields)
 
-    def count(self, flt: models.Filter | None = None) -> int:
+    def count(self, flt: models.Filter | None = None, *, exact: bool = True) -> int:
         """Count in the live collection."""
-        return self.live.store.count(flt)
+        return self.live.store.count(flt, exact=exact)
 
     def models(self) -> ModelPointers:
         """The pointers (shared by every collection)."""

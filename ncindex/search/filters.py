@@ -529,6 +529,20 @@ def build_filter(user: str, tree: Node | None) -> models.Filter:
     return models.Filter(must=must)
 
 
+def title_words(query: str) -> models.FieldCondition:
+    """The condition that a point's document's ``title`` holds every word of ``query``
+    (``MatchText`` on the title's full-text payload index, ``ncindex.store.schema``: Qdrant's
+    word tokenizer, lowercased, splits the title and the query alike at every character that
+    is not a letter or digit, so ``Kassenbuch`` matches ``Kassenbuch.ods`` and ``report pdf``
+    matches ``Q3 report.pdf``)."""
+    return models.FieldCondition(key="title", match=models.MatchText(text=query))
+
+
+def with_title_words(flt: models.Filter, query: str) -> models.Filter:
+    """``flt`` AND :func:`title_words` of ``query``."""
+    return models.Filter(must=[flt, title_words(query)])
+
+
 def compile_node(node: Node, user: str) -> models.Condition:
     """One typed Qdrant condition for ``node`` (a ``Filter`` for groups and negations)."""
     if isinstance(node, Group):

@@ -648,9 +648,10 @@ class QdrantEdgeStore:
         (:meth:`~ncindex.store.layout.CollectionLayout.dense_search`) in Edge's types."""
         return to_edge_search_params(self.layout.dense_search(exact, limit))
 
-    def count(self, flt: Filter | None = None) -> int:
-        """Exact number of points matching ``flt`` (all points for ``None``)."""
-        request = qe.CountRequest(exact=True, filter=to_edge_filter(flt))
+    def count(self, flt: Filter | None = None, *, exact: bool = True) -> int:
+        """Number of points matching ``flt`` (all points for ``None``), exact or estimated
+        (:meth:`~ncindex.store.port.VectorStore.count`)."""
+        request = qe.CountRequest(exact=exact, filter=to_edge_filter(flt))
         with self._call("count"), self._reading() as shard:
             return shard.count(request)
 

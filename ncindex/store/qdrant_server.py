@@ -513,10 +513,11 @@ class QdrantServerStore:
         have no effect)."""
         return None if self._local else self.layout.dense_search(exact, limit)
 
-    def count(self, flt: Filter | None = None) -> int:
-        """Exact number of points matching ``flt`` (all points for ``None``)."""
+    def count(self, flt: Filter | None = None, *, exact: bool = True) -> int:
+        """Number of points matching ``flt`` (all points for ``None``), exact or estimated
+        (:meth:`~ncindex.store.port.VectorStore.count`)."""
         with self._call("count"):
-            return self._client.count(self.collection, count_filter=flt, exact=True).count
+            return self._client.count(self.collection, count_filter=flt, exact=exact).count
 
     def facet_values(self, field: str, flt: Filter | None) -> set[str]:
         """Every value of the keyword-indexed ``field`` held by a point matching ``flt``

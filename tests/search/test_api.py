@@ -532,8 +532,8 @@ def test_openapi_document(ro_api: Api) -> None:
     result = schemas["SearchResult"]
     assert "explain" in result["properties"] and "explain" not in result.get("required", [])
     assert set(schemas["Explain"]["properties"]) == {
-        "dense", "sparse", "fused_score", "matched_terms", "feedback_terms", "filters",
-        "verified_at",
+        "dense", "sparse", "title", "fused_score", "matched_terms", "feedback_terms",
+        "filters", "verified_at",
     }  # fmt: skip
     assert set(schemas["FeedbackTerm"]["properties"]) == {"term", "word"}
     assert set(schemas["FilterLeaf"]["properties"]["field"]["enum"]) == {

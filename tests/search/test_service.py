@@ -318,6 +318,7 @@ class Recording:
     def __init__(self, store: QdrantEdgeStore) -> None:
         self.store = store
         self.branches: list[tuple[str, Any, int, Any]] = []
+        self.calls: list[dict[str, Any]] = []
         self.hit_keys: list[set[str]] = []
         self.fused: list[Any] = []
         self.reads: list[tuple[list[str], Any]] = []
@@ -329,6 +330,7 @@ class Recording:
         return self.store.query(**kwargs)
 
     def branch(self, **kwargs: Any) -> Any:
+        self.calls.append(kwargs)
         half = "dense" if kwargs.get("dense") is not None else "sparse"
         vector = kwargs.get(half)
         self.branches.append((half, vector, kwargs["limit"], kwargs.get("fields")))
@@ -361,6 +363,10 @@ class Recording:
 def recording_service(
     store: Recording, embedder: Embedder, verifiers: Verifiers, **settings: Any
 ) -> SearchService:
+    """A service on ``store`` with ``settings``; the title branch off unless asked for (the
+    tests reading ``store.branches`` count the dense and BM25 branches; the title branch is
+    tested on its own)."""
+    settings.setdefault("title_branch", False)
     svc = SearchService(Settings(**settings), lambda: (store, embedder))  # type: ignore[arg-type,return-value]
     svc.verifier = VerifyOnRead(
         4, {t: verifiers for t in ("note", "file", "deck_card", "news_item")}
@@ -674,3 +680,65 @@ def test_bm25_finds_words_as_typed_in_other_languages(
     assert keys(hybrid)[0] == docs[3].key
     svc.close()
     store.close()
+
+
+def test_a_file_is_found_by_its_name_which_its_text_does_not_hold(
+    embedder: Embedder, verifiers: Verifiers, tmp_path: Path
+) -> None:
+    """A person looks a file up by its name: ``Kassenbuch`` for ``Kassenbuch 2026.ods``, whose
+    cells hold only amounts and dates. The name is the document's ``title``, not in its text,
+    so neither half found it before the title branch; now it ranks first, and ``explain``
+    shows its rank there. With ``title_branch`` off the search is the two branches it was."""
+    docs = make_docs(8)
+    for d in docs:
+        d.payload["acl"] = ["user:alice"]
+    docs[5].payload["title"] = "Kassenbuch 2026.ods"
+    docs[5].text = docs[5].payload["text"] = "Datum Betrag 2026-01-04 120,00 2026-01-09 80,50"
+    docs[2].text = docs[2].payload["text"] = "Das Kassenbuch liegt im Büro."  # a mention
+    store = QdrantEdgeStore(tmp_path / "q", "test-model")
+    store.ensure_collection(embedder.dense_dim)
+    index_docs(store, embedder, docs)
+    svc, _ = make_service(store, embedder, verifiers)
+    page = svc.search(client_of("alice"), SearchRequest(query="Kassenbuch 2026", explain=True))
+    assert keys(page)[0] == docs[5].key
+    assert page.results[0].explain is not None and page.results[0].explain.title is not None
+    assert page.results[0].explain.title.rank == 1
+    assert svc.search(client_of("alice"), SearchRequest(query="kassenbuch")).results[0].doc_key in {
+        docs[5].key,
+        docs[2].key,
+    }
+    svc.close()
+    recording = Recording(store)
+    recorded = recording_service(recording, embedder, verifiers, title_branch=True)
+    recorded.search(client_of("alice"), SearchRequest(query="Kassenbuch 2026"))
+    titled = [b for b in recording.calls if "MatchText" in repr(b["flt"])]
+    (dense,) = [b for b in recording.calls if b.get("dense") is not None and b not in titled]
+    assert len(titled) == 1 and titled[0]["dense"] == dense["dense"]
+    assert titled[0]["limit"] == dense["limit"]
+    recorded.close()
+    off, _ = make_service(store, embedder, verifiers, title_branch=False)
+    page = off.search(client_of("alice"), SearchRequest(query="Kassenbuch 2026", explain=True))
+    assert all(r.explain is not None and r.explain.title is None for r in page.results)
+    off.close()
+    store.close()
+
+
+def test_the_title_branch_is_skipped_when_too_many_titles_hold_the_words(
+    corpus: QdrantEdgeStore,
+    embedder: Embedder,
+    verifiers: Verifiers,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Words in more titles than :data:`TITLE_BRANCH_MAX_POINTS` (the engine's estimate)
+    single no file out, and scoring every chunk of those documents costs more than the dense
+    branch: the search is then the two branches it was."""
+    recording = Recording(corpus)
+    svc = recording_service(recording, embedder, verifiers, title_branch=True)
+    word = make_docs(1)[0].payload["title"].split()[0]  # a title word of the corpus
+    svc.search(client_of("alice"), SearchRequest(query=word))
+    asked = len(recording.calls)
+    monkeypatch.setattr(service_module, "TITLE_BRANCH_MAX_POINTS", 0)
+    svc.search(client_of("alice"), SearchRequest(query=word))
+    assert asked - 1 == len(recording.calls) - asked  # the same search, one branch fewer
+    assert not any("MatchText" in repr(b["flt"]) for b in recording.calls[asked:])
+    svc.close()
