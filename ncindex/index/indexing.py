@@ -31,7 +31,7 @@ import structlog
 from celery.exceptions import SoftTimeLimitExceeded
 from qdrant_client import models
 
-from ncindex.documents import DocRef, DocType, SourceDocument
+from ncindex.documents import DocRef, DocType, SourceDocument, principal
 from ncindex.errors import (
     ExtractionError,
     FileGone,
@@ -84,6 +84,18 @@ class _Read:
     entry: DavEntry
     doc: SourceDocument
     stored: Stored
+
+
+@dataclass(frozen=True, slots=True)
+class _Granted:
+    """A metadata-only update (the text unchanged) that gave ``user`` access to file
+    ``file_id``, which the stored version did not grant them: written from what was read
+    before the write, so it is looked up by id once more afterwards (:meth:`Indexer._regranted`):
+    a share revoked in between fires no event."""
+
+    file_id: int
+    entry: DavEntry
+    outcome: Outcome
 
 
 class Indexer:
@@ -159,6 +171,10 @@ class Indexer:
             self.access.remove_node(user, file_id, lost=GONE)
             return Outcome("evicted")
         read = self._read_node(client, user, file_id, entry, on_version)
+        if isinstance(read, _Granted):
+            if not recheck:
+                return read.outcome
+            return self._regranted(user, read, self._alone(client, file_id))
         if isinstance(read, Outcome):
             return read
         outcome = self.steps.write_document(read.doc, read.stored)
@@ -203,6 +219,7 @@ class Indexer:
         alone: list[int] = []
         later: list[int] = []
         ready: list[_Read] = []
+        granted: list[_Granted] = []
         taken = 0  # bytes
         for place, file_id in enumerate(dict.fromkeys(file_ids)):
             if place and time.monotonic() > start_by:
@@ -226,10 +243,24 @@ class Indexer:
                 log.info("left_to_own_task", file_id=file_id, error=f"{type(exc).__name__}: {exc}")
                 alone.append(file_id)
                 continue
-            if isinstance(read, Outcome):
+            if isinstance(read, _Granted):
+                granted.append(read)
+            elif isinstance(read, Outcome):
                 outcomes[file_id] = read
             else:
                 ready.append(read)
+        if granted:  # looked up again now: their write is done
+            try:
+                now = client.find_by_ids([g.file_id for g in granted])
+            except (NextcloudAuthError, SoftTimeLimitExceeded):
+                raise
+            except Exception as exc:  # their own tasks look them up again
+                error = f"{type(exc).__name__}: {exc}"
+                log.info("left_to_own_task", files=len(granted), error=error)
+                alone += [g.file_id for g in granted]
+            else:
+                for g in granted:
+                    outcomes[g.file_id] = self._regranted(user, g, now.get(g.file_id))
         if not ready:
             return BatchResult(outcomes, alone, later)
         try:
@@ -296,11 +327,13 @@ class Indexer:
         file_id: int,
         entry: DavEntry,
         on_version: Callable[[str], None] | None,
-    ) -> Outcome | _Read:
+    ) -> Outcome | _Read | _Granted:
         """The steps of :meth:`index_node` before the write, for ``entry`` as just looked up
         by id: an :class:`Outcome` when nothing is left to write (a folder, parked, not
         eligible, unextractable, gone, refused, or only its metadata changed), else what to
-        write (:class:`_Read`). Raises :class:`StaleEntry` and what the source raises."""
+        write (:class:`_Read`), or a metadata-only update that gave ``user`` access the stored
+        version did not (:class:`_Granted`: the caller looks it up again). Raises
+        :class:`StaleEntry` and what the source raises."""
         if entry.is_folder:
             return Outcome("folder", path=entry.path)
         parked = self.deadletters.blocked(node_subject(file_id), entry.etag)
@@ -344,8 +377,26 @@ class Indexer:
             fields: dict[str, object] = {"tags": entry.tags}
             if entry.mounted:
                 fields["owner"] = None
-            return self.steps.update_metadata(stored, user, entry.path, fields)
+            outcome = self.steps.update_metadata(stored, user, entry.path, fields)
+            held = stored.payload is not None and principal(user) in stored.payload["acl"]
+            if outcome.action == "updated" and not held:
+                return _Granted(file_id, entry, outcome)
+            return outcome
         return _Read(file_id, entry, doc, stored)
+
+    def _regranted(self, user: str, granted: _Granted, now: DavEntry | None) -> Outcome:
+        """After ``granted``'s metadata update, what the look-up by id found (``now``;
+        ``None``: not visible to ``user``): a share revoked (or the file deleted) between
+        the read and the write fires no event for ``user``, whose access the write added
+        from the earlier read. Gone ⇒ ``user``'s access removed (``evicted``); moved ⇒ its
+        paths brought up to date (one more pass, no embedding); else the update's outcome."""
+        if now is None:
+            self.access.remove_node(user, granted.file_id, lost=GONE)
+            log.info("gone_while_granted", file_id=granted.file_id, user=user)
+            return Outcome("evicted", granted.outcome.doc_key)
+        if now.path != granted.entry.path:
+            self.index_node(user, granted.file_id, recheck=False)
+        return granted.outcome
 
     def _rechecked(self, user: str, read: _Read, outcome: Outcome, now: DavEntry | None) -> Outcome:
         """After ``read``'s version was written (``outcome``), what the recheck by id found
