@@ -53,6 +53,16 @@ RETRY = {
     "acks_late": True,
     "reject_on_worker_lost": True,
 }
+#: The options of the tasks that count their runs (:func:`guarded`, :func:`_index_batch`):
+#: :data:`RETRY`, and a message whose run the hard time limit killed goes back to the queue
+#: (after the visibility timeout) instead of being acknowledged. Celery acknowledges it
+#: while ``acks_on_failure_or_timeout`` holds, its default even with ``acks_late`` (celery
+#: ``celery/worker/request.py`` ``Request.on_timeout``; ``reject_on_worker_lost`` covers a
+#: process lost otherwise, not this), so the document's change was dropped: not indexed, no
+#: failure recorded, left pending. The killed run never ends its count, so a document the
+#: limit always cuts off is parked after ``dead_letter_after`` runs, as one that kills its
+#: worker is. A failed run's message is rejected unqueued instead of acknowledged: gone alike.
+COUNTED = RETRY | {"acks_on_failure_or_timeout": False}
 
 
 def _start(task: NcindexTask, debounce_key: str | None) -> Indexer:
@@ -217,7 +227,7 @@ def _done(outcome: Outcome) -> str:
     return outcome.action
 
 
-@shared_task(bind=True, base=NcindexTask, name=names.INDEX_NODE, **RETRY)
+@shared_task(bind=True, base=NcindexTask, name=names.INDEX_NODE, **COUNTED)
 def index_node(self: NcindexTask, user: str, file_id: int, debounce_key: str | None = None) -> str:
     """Index file/note ``file_id`` as seen by ``user`` (or evict it if gone)."""
     indexer = _start(self, debounce_key)
@@ -239,7 +249,7 @@ def index_node(self: NcindexTask, user: str, file_id: int, debounce_key: str | N
     return _done(outcome)
 
 
-@shared_task(bind=True, base=NcindexTask, name=names.INDEX_NODES, **RETRY)
+@shared_task(bind=True, base=NcindexTask, name=names.INDEX_NODES, **COUNTED)
 def index_nodes(
     self: NcindexTask,
     user: str,
@@ -421,7 +431,7 @@ def move_path(
     return _done(outcome)
 
 
-@shared_task(bind=True, base=NcindexTask, name=names.INDEX_DOCUMENT, **RETRY)
+@shared_task(bind=True, base=NcindexTask, name=names.INDEX_DOCUMENT, **COUNTED)
 def index_document(
     self: NcindexTask, user: str, doc_type: str, doc_id: str | int, debounce_key: str | None = None
 ) -> str:

@@ -7,7 +7,11 @@ the soft-limit signal (``SIGUSR1``, billiard's ``SIG_SOFT_TIMEOUT``): a step stu
 code (an ONNX Runtime call) is not interrupted by it either, so the hard limit kills the
 process; unset, the soft limit raises ``SoftTimeLimitExceeded`` in the step. With
 ``TIME_LIMIT_TEST_STALL_EVERY_RUN`` set, every run of it ignores the soft limit and its build
-never ends (as a model load that hangs would), so the hard limit kills each run.
+never ends (as a model load that hangs would), so the hard limit kills each run. With
+``TIME_LIMIT_TEST_STALL_INDEX_NODE`` set, the first run of ``ncindex.index_node`` in the
+deployment ignores the soft limit and stalls until the hard limit kills its process (a file
+whose embedding or extraction is stuck in native code, once); set to ``every``, every run
+of it does.
 """
 
 from __future__ import annotations
@@ -25,10 +29,26 @@ from ncindex.index.reindex import Reindexer
 from workers.worker import app
 
 FIRST_RUN_KEY = "time-limit-test:first-reindex-run"
+FIRST_INDEX_RUN_KEY = "time-limit-test:first-index-node-run"
+
+
+def _stuck_in_native_code(*_: Any, **__: Any) -> Any:
+    """A run stuck where no Python signal handler runs (an ONNX Runtime call): neither the
+    soft limit's ``SIGUSR1`` nor billiard's ``SIGTERM`` unwinds it, its process is SIGKILLed
+    (locks and run counts left as they were)."""
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(3600)
 
 
 @task_prerun.connect
 def _first_run_outlives_soft_limit(task_id: str, task: Any, **_: Any) -> None:
+    if task.name == names.INDEX_NODE and os.environ.get("TIME_LIMIT_TEST_STALL_INDEX_NODE"):
+        client = redis.Redis.from_url(app.ncindex_services.settings.redis_url)
+        every = os.environ["TIME_LIMIT_TEST_STALL_INDEX_NODE"] == "every"
+        if every or client.set(FIRST_INDEX_RUN_KEY, task_id, nx=True):
+            task.indexer.index_node = _stuck_in_native_code
+        return
     if task.name == names.REINDEX_MODEL and os.environ.get("TIME_LIMIT_TEST_STALL_EVERY_RUN"):
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         Reindexer.build = lambda *_: time.sleep(3600)  # type: ignore[method-assign,assignment,return-value]
