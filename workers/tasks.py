@@ -95,10 +95,16 @@ def guarded(indexer: Indexer, subject: str, work: Work, park: Park) -> Outcome:
     changed since (``park`` returns ``None``): then the count starts again from this run and
     ``work`` runs, so a fixed version is not parked for its predecessor's crashes. When
     ``work`` passes the soft time limit, ``park(reason, runs, None)`` parks what is current.
+
+    The run's count is forgotten when it ends by returning or raising an ``Exception``; one
+    ended by another ``BaseException`` — ``SystemExit`` from the ``SIGTERM`` billiard sends
+    at the hard time limit, which Python unwinds — keeps it, as a process killed outright
+    does: its message comes back (:data:`COUNTED`), and a document the limit always cuts
+    off is parked instead of being run again for good.
     """
     deliveries = _deliveries(indexer)
     count, noted = deliveries.start(subject)
-    try:
+    with _counted(deliveries, subject):
         lost = count - 1
         if lost >= indexer.settings.dead_letter_after:
             outcome = park(f"worker lost {lost} times while processing it", lost, noted)
@@ -113,7 +119,19 @@ def guarded(indexer: Indexer, subject: str, work: Work, park: Park) -> Outcome:
             parked = park(f"processing exceeded the soft time limit of {limit} s", count, None)
             assert parked is not None  # without an etag, what is current is parked
             return parked
-    finally:
+
+
+@contextmanager
+def _counted(deliveries: Deliveries, subject: str) -> Iterator[None]:
+    """Forget ``subject``'s run count when the block returns or raises an ``Exception``;
+    keep it when a ``BaseException`` that is none (``SystemExit``, ``KeyboardInterrupt``)
+    cuts the run off: the run did not end, it was killed (:func:`guarded`)."""
+    try:
+        yield
+    except Exception:
+        deliveries.finish(subject)
+        raise
+    else:
         deliveries.finish(subject)
 
 
@@ -343,27 +361,26 @@ def _index_batch(
         log.warning("batch_lost_before", runs=count - 1, files=len(ids))
         return BatchResult({}, list(ids), [])
     held: set[int | str] = set()
-    try:
-        with refused_account(indexer, user), document_locks(indexer.services, ids) as held:
-            done = indexer.index_nodes(user, [i for i in ids if i in held], start_by=start_by)
-        alone = [i for i in ids if i not in held or i in done.alone]
-        return BatchResult(done.outcomes, alone, done.later)
-    except NextcloudAuthError as exc:  # permanent: each held file's run failed
-        with _quiet("failure_not_recorded"):
-            keys = indexer.settings.names
-            for file_id in (i for i in ids if i in held):
-                subject, kwargs = node_subject(file_id), {"user": user, "file_id": file_id}
-                FailingDocuments(indexer.services.redis, keys).failed(
-                    subject, user, names.INDEX_NODE, kwargs, exc, retrying=False
-                )
-                Progress(indexer.services.redis, keys).finished(user, subject, "failed")
-        _hand_on(task, user, [i for i in ids if i not in held])
-        raise
-    except Exception as exc:  # the soft time limit too: each file to its own task
-        log.info("left_to_own_task", files=len(ids), error=f"{type(exc).__name__}: {exc}")
-        return BatchResult({}, list(ids), [])
-    finally:
-        deliveries.finish(batch)
+    with _counted(deliveries, batch):  # a SystemExit (the hard time limit) keeps the count
+        try:
+            with refused_account(indexer, user), document_locks(indexer.services, ids) as held:
+                done = indexer.index_nodes(user, [i for i in ids if i in held], start_by=start_by)
+            alone = [i for i in ids if i not in held or i in done.alone]
+            return BatchResult(done.outcomes, alone, done.later)
+        except NextcloudAuthError as exc:  # permanent: each held file's run failed
+            with _quiet("failure_not_recorded"):
+                keys = indexer.settings.names
+                for file_id in (i for i in ids if i in held):
+                    subject, kwargs = node_subject(file_id), {"user": user, "file_id": file_id}
+                    FailingDocuments(indexer.services.redis, keys).failed(
+                        subject, user, names.INDEX_NODE, kwargs, exc, retrying=False
+                    )
+                    Progress(indexer.services.redis, keys).finished(user, subject, "failed")
+            _hand_on(task, user, [i for i in ids if i not in held])
+            raise
+        except Exception as exc:  # the soft time limit too: each file to its own task
+            log.info("left_to_own_task", files=len(ids), error=f"{type(exc).__name__}: {exc}")
+            return BatchResult({}, list(ids), [])
 
 
 def _hand_on(task: NcindexTask, user: str, file_ids: list[int]) -> None:

@@ -9,6 +9,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 import redis
 
 from ncindex.progress import Progress
@@ -64,14 +65,15 @@ def test_an_index_task_the_hard_time_limit_killed_is_run_again(
     assert pending == 0
 
 
+@pytest.mark.parametrize("where", ["native", "python"])
 def test_an_index_task_the_hard_time_limit_always_kills_is_parked(
-    redis_url: str, model_dir: Path, tmp_path: Path
+    redis_url: str, model_dir: Path, tmp_path: Path, where: str
 ) -> None:
     """Every run of the file's task is killed by the hard limit: its message comes back (it
     is not acknowledged) until the runs that never ended reach ``dead_letter_after``; the
     next run parks the file in the dead letter instead of running it, and nothing is
     queued again (no endless loop holding a worker)."""
-    dep = deployment(redis_url, model_dir, tmp_path, "every")
+    dep = deployment(redis_url, model_dir, tmp_path, f"every {where}")
     dep.env["NCINDEX_DEAD_LETTER_AFTER"] = "2"  # two runs cut off, then parked
     try:
         dep.start_worker()

@@ -32,6 +32,14 @@ FIRST_RUN_KEY = "time-limit-test:first-reindex-run"
 FIRST_INDEX_RUN_KEY = "time-limit-test:first-index-node-run"
 
 
+def _stuck_in_python(*_: Any, **__: Any) -> Any:
+    """A run stuck in Python code that outlives the soft limit (it ignores ``SIGUSR1``, as
+    code that swallows ``SoftTimeLimitExceeded`` does): billiard's ``SIGTERM`` at the hard
+    limit ends its process as Python unwinds it."""
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    time.sleep(3600)
+
+
 def _stuck_in_native_code(*_: Any, **__: Any) -> Any:
     """A run stuck where no Python signal handler runs (an ONNX Runtime call): neither the
     soft limit's ``SIGUSR1`` nor billiard's ``SIGTERM`` unwinds it, its process is SIGKILLed
@@ -45,9 +53,10 @@ def _stuck_in_native_code(*_: Any, **__: Any) -> Any:
 def _first_run_outlives_soft_limit(task_id: str, task: Any, **_: Any) -> None:
     if task.name == names.INDEX_NODE and os.environ.get("TIME_LIMIT_TEST_STALL_INDEX_NODE"):
         client = redis.Redis.from_url(app.ncindex_services.settings.redis_url)
-        every = os.environ["TIME_LIMIT_TEST_STALL_INDEX_NODE"] == "every"
-        if every or client.set(FIRST_INDEX_RUN_KEY, task_id, nx=True):
-            task.indexer.index_node = _stuck_in_native_code
+        stall = os.environ["TIME_LIMIT_TEST_STALL_INDEX_NODE"]
+        if stall.startswith("every") or client.set(FIRST_INDEX_RUN_KEY, task_id, nx=True):
+            stuck = _stuck_in_python if stall.endswith("python") else _stuck_in_native_code
+            task.indexer.index_node = stuck
         return
     if task.name == names.REINDEX_MODEL and os.environ.get("TIME_LIMIT_TEST_STALL_EVERY_RUN"):
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
