@@ -160,7 +160,9 @@ class Indexer:
         With ``recheck``, a version just written is looked up by id once more: a folder
         renamed or deleted while it was embedded fires one event, for the folder, whose task
         found nothing of this file indexed yet. Moved ⇒ its paths are brought up to date (one
-        more pass, no embedding); gone ⇒ evicted.
+        more pass, no embedding); gone ⇒ evicted. So is a metadata-only update that gave
+        ``user`` access the stored version did not (a file newly shared with them): a share
+        revoked between the look-up and the write fires no event (:meth:`_regranted`).
 
         ``on_version(etag)`` is called with the version about to be read, before anything is
         downloaded (the task notes it: see :func:`workers.tasks.guarded`)."""
