@@ -29,7 +29,9 @@ written by the producers and the workers and read by ``GET /v1/status``
   and when nothing was pending any more for the first time (``done_at``, with ``finished``:
   how many distinct documents finished since the start). While it runs, the documents
   finished are the set ``first-indexed:<user>``: a document indexed twice (its upload's
-  event, then the scan) counts once.
+  event, then the scan) counts once. A scan that finds the user's documents indexed, sends nothing and
+  finds nothing recorded (Redis restarted empty) records it done with what the index holds
+  (:meth:`Progress.found_indexed`).
 - ``failing`` — a hash subject → JSON of the last failed or retried run of a document:
   ``user``, ``task``, ``kwargs``, ``attempts`` (runs that failed in a row), ``last_error``,
   ``at``; removed when a run of it ends without an error.
@@ -80,6 +82,19 @@ _FIRST_FINISHED = Script(
     b"redis.call('HSET', KEYS[1], 'finished', before + redis.call('SCARD', KEYS[2]), "
     b"'done_at', ARGV[2]) "
     b"redis.call('DEL', KEYS[2]) end "
+    b"return 1",
+)
+
+
+#: ``KEYS[1]`` (a user's first-indexing hash) has no start and the pending set ``KEYS[2]`` is
+#: empty: record a first indexing done at ``ARGV[1]`` (Unix seconds) with ``ARGV[2]``
+#: documents finished; answers 1 when it did, else 0.
+_FOUND_DONE = Script(
+    None,  # type: ignore[arg-type]
+    b"if redis.call('HEXISTS', KEYS[1], 'started_at') == 1 "
+    b"or redis.call('ZCARD', KEYS[2]) > 0 then return 0 end "
+    b"redis.call('HSET', KEYS[1], 'started_at', ARGV[1], 'done_at', ARGV[1], "
+    b"'finished', ARGV[2]) "
     b"return 1",
 )
 
@@ -183,6 +198,23 @@ class Progress:
             pipe,
         )
         pipe.execute()
+
+    def first_indexing_unknown(self, user: str) -> bool:
+        """Whether nothing is recorded of ``user``'s first indexing (no start)."""
+        return not self.redis.hexists(self.keys.first_indexing(user), "started_at")
+
+    def found_indexed(self, user: str, documents: int, now: float | None = None) -> bool:
+        """A scan found ``documents`` (> 0) of ``user``'s documents indexed while nothing is
+        recorded of their first indexing and nothing is pending: it happened before this
+        Redis's records (Redis restarted empty, or a store kept from another deployment),
+        so it is recorded done, at ``now``, with ``documents`` finished — else their status
+        said ``not_started`` beside a full index, until a change started a "first indexing"
+        of one document. Returns whether it was recorded."""
+        if documents <= 0:
+            return False
+        now = time.time() if now is None else now
+        keys = [self.keys.first_indexing(user), self.keys.pending(user)]
+        return bool(_FOUND_DONE(keys, [f"{now:.3f}", int(documents)], self.redis))
 
     def restart_first_indexing(self, user: str) -> None:
         """Forget ``user``'s first indexing (its start, end and count), so the next

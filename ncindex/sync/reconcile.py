@@ -110,7 +110,7 @@ from ncindex.settings import Settings
 from ncindex.sources.base import Listing, Source, ancestors
 from ncindex.sources.registry import SOURCES
 from ncindex.store.manifest import ManifestEntry, load_manifest
-from ncindex.store.queries import acl_condition
+from ncindex.store.queries import acl_condition, first_chunks
 from ncindex.strict_json import finite_float
 
 log = structlog.get_logger(__name__)
@@ -616,11 +616,28 @@ class Reconciler:
                 )
             if pages is not None:
                 pages.discard()
+            if manifest and not report.index and not report.unindexable:
+                self._found_indexed(user)
         report.seconds += time.monotonic() - clock
         if apply:
             state.record(report)
         log_.info("reconcile_scan", **report.summary())
         return report
+
+    def _found_indexed(self, user: str) -> None:
+        """A scan found ``user``'s documents indexed and sent nothing to index: when nothing
+        is recorded of their first indexing (a Redis restarted empty), record it done with
+        the documents the index holds for them (:meth:`Progress.found_indexed`). A failure
+        here is only logged: what shows progress must not fail a scan."""
+        progress = Progress(self.services.redis, self.settings.names)
+        try:
+            if not progress.first_indexing_unknown(user):
+                return
+            held = self.services.store.count(first_chunks(acl_condition(user)))
+            if progress.found_indexed(user, held):
+                log.info("first_indexing_found_done", user=user, documents=held)
+        except (redis.RedisError, NcindexError) as exc:
+            log.warning("first_indexing_not_recorded", user=user, error=str(exc))
 
     @staticmethod
     def _partial(report: ScanReport, page: Listing, clock: float, log_: Any) -> ScanReport:

@@ -195,6 +195,30 @@ def test_a_daily_full_walk_repairs_what_changes_no_folder_etag(rstack: Stack) ->
     assert time.time() - state.full_walk_at() < 60  # and the next full walk is a day away
 
 
+def test_a_redis_restarted_empty_does_not_forget_a_finished_first_indexing(
+    rstack: Stack,
+) -> None:
+    """Redis restarted without its data beside a full index: the first scans after it find
+    every document indexed and send nothing. Before, alice's first indexing then showed
+    ``not_started`` (``ncindex status``, ``GET /v1/status``) until a change started a "first
+    indexing" of that one document; the scan now records it done, with what she holds."""
+    fill(rstack, files=4, notes=2)
+    rstack.sim.drop_rate = 1.0
+    progress = Progress(rstack.services.redis, rstack.settings.names)
+    assert progress.first_indexing("alice")["done_at"] is not None
+    rstack.services.redis.flushdb()  # Redis restarted empty
+    recorder = Recorder()
+    rec = reconciler(rstack, recorder)
+    for doc_type in (DocType.FILE, DocType.NOTE):
+        assert rec.scan("alice", doc_type).clean
+    assert recorder.sent == []  # nothing to do: everything is indexed
+    first = progress.first_indexing("alice")
+    assert first["started_at"] is not None and first["done_at"] is not None, first
+    assert first["finished"] == 6
+    assert rec.scan("bob", DocType.FILE).clean  # bob holds nothing: nothing recorded
+    assert progress.first_indexing("bob")["started_at"] is None
+
+
 def test_an_index_emptied_beside_a_kept_redis_is_relisted_at_once(rstack: Stack) -> None:
     """A new or wiped store (``var/qdrant`` deleted, Redis kept): the folder etags and the
     Notes marker say nothing changed, but nothing is indexed any more — the next scan lists
