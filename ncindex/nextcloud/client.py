@@ -13,8 +13,8 @@ a header httpx refuses to send  ``NextcloudProtocolError`` (never echoing the he
 5xx, 423, 429                   ``NextcloudUnavailable`` (but ``FileUnavailable``
                                 for a file's download answered 423 or
                                 503 out of maintenance mode)
-401                             ``NextcloudAuthError`` (but ``Forbidden`` for
-                                an app API's CORS refusal of a
+401; a WebDAV 5xx of a login    ``NextcloudAuthError`` (but ``Forbidden`` for
+refused (a disabled account)    an app API's CORS refusal of a
                                 Bearer token: :data:`CORS_REFUSAL`)
 404 (and 403 where a caller     ``NotFound``
 says so, e.g. Deck)
@@ -283,6 +283,11 @@ class NextcloudClient:
         where = f"{method} {url}: HTTP {status}"
         if status in not_found:
             raise NotFound(where)
+        if status >= 500 and _disabled_account(response):
+            # the credentials are right but the account may not log in (disabled): DAV says
+            # so with a 503, which is no outage — retrying cannot help, and a search must not
+            # go on unverified as if Nextcloud were down
+            raise NextcloudAuthError(where + " (login refused: account disabled)")
         maintenance = response.headers.get("X-Nextcloud-Maintenance-Mode") == "1"
         if one_file and status in (423, 503) and not maintenance:
             # apps/dav/lib/Connector/Sabre/File.php get: FileLocked (423) for a
@@ -591,6 +596,29 @@ def _cors_refused_bearer(response: httpx.Response) -> bool:
         return bool(response.json().get("message") == CORS_REFUSAL)
     except (ValueError, AttributeError):
         return False
+
+
+def _disabled_account(response: httpx.Response) -> bool:
+    """A WebDAV error answer (5xx) that is Nextcloud refusing the login of an account it
+    will not let in (:func:`~ncindex.nextcloud.webdav.login_refused`: a disabled account's
+    app password answers 503 ``Sabre\\DAV\\Exception\\ServiceUnavailable`` with
+    ``OC\\User\\LoginException: …``), not an outage. Only a small XML body is read; a
+    streamed answer's body is read here."""
+    if "xml" not in response.headers.get("Content-Type", ""):
+        return False
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > _MAX_ERROR_BODY:
+        return False
+    try:
+        body = response.read()
+    except httpx.HTTPError:
+        return False
+    return len(body) <= _MAX_ERROR_BODY and webdav.login_refused(body)
+
+
+#: The largest error body read to classify an answer (Sabre's error bodies are a few hundred
+#: bytes), bytes.
+_MAX_ERROR_BODY = 64 * 1024
 
 
 def _ocs_bad_request(response: httpx.Response) -> bool:

@@ -162,6 +162,45 @@ def parse_file_ids(body: bytes) -> set[int]:
     return out
 
 
+SABRE = "http://sabredav.org/ns"
+
+#: The class of the exception Nextcloud throws when it refuses a login after checking the
+#: credentials: nextcloud/server ``lib/private/User/Session.php`` ``completeLogin`` throws it
+#: for a disabled account ("User disabled", "Account disabled" in later releases) and when an
+#: app cancels the login.
+LOGIN_EXCEPTION = "OC\\User\\LoginException"
+
+
+def sabre_error(body: bytes) -> tuple[str, str] | None:
+    """``(s:exception, s:message)`` of Sabre's XML error body (``<d:error>``), or ``None``
+    for a body that is not one (not XML, another root). Never raises."""
+    try:
+        root = ElementTree.fromstring(body)
+    except (ElementTree.ParseError, ValueError):  # defusedxml's refusals are ValueErrors
+        return None
+    if root.tag != f"{{{DAV}}}error":
+        return None
+    return (
+        (root.findtext(f"{{{SABRE}}}exception") or "").strip(),
+        (root.findtext(f"{{{SABRE}}}message") or "").strip(),
+    )
+
+
+def login_refused(body: bytes) -> bool:
+    """Whether a WebDAV error body says Nextcloud refused the login itself (a disabled
+    account), not that the server failed: nextcloud/server
+    ``apps/dav/lib/Connector/Sabre/Auth.php`` ``check`` turns every exception of the login but
+    ``NotAuthenticated`` into ``ServiceUnavailable("<class>: <message>")``, so a disabled
+    account's app password answers HTTP 503 with ``s:message``
+    ``OC\\User\\LoginException: User disabled`` (nextcloud/server#22758; the exception itself
+    when it escapes Sabre's plugin uncaught, a *guess* for the Bearer path)."""
+    error = sabre_error(body)
+    if error is None:
+        return False
+    exception, message = error
+    return exception == LOGIN_EXCEPTION or message.startswith(LOGIN_EXCEPTION + ":")
+
+
 def parse_system_tags(body: bytes) -> dict[int, str]:
     """Tag id → tag name (as Nextcloud spells it) from a ``PROPFIND
     /remote.php/dav/systemtags/`` answer, in the answer's order (the collection's own

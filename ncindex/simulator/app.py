@@ -136,6 +136,36 @@ class SimulatorApp:
             return None
         return json_response({"message": "CORS requires basic auth"}, 401)
 
+    def login_refused(self, family: str, request: Request) -> Response | None:
+        """The answer to valid credentials of a disabled account: nextcloud/server
+        ``lib/private/User/Session.php`` ``completeLogin`` throws ``LoginException`` ("User
+        disabled"; "Account disabled" in the log of a 29.0.2 server,
+        CollaboraOnline/richdocumentscode#275 — the text is not relied on), which
+
+        * ``ocs/v1.php`` (also serving ``v2.php``) catches: OCS 997 "Unauthorised", so HTTP
+          401 in v2 — before any route, the public capabilities too;
+        * WebDAV's ``apps/dav/lib/Connector/Sabre/Auth.php`` ``check`` turns into
+          ``ServiceUnavailable("OC\\User\\LoginException: …")``: HTTP 503 with Sabre's error
+          body (nextcloud/server#22758, still so in 31; nextcloud/server#58804 proposes 401).
+          For a Bearer token (``BearerAuth``) the same answer is a *guess*;
+        * ``index.php`` (the apps' APIs) catches: 401 ``{"message": …}`` for a caller that
+          does not accept HTML.
+
+        ``None`` for the families that do not log in (``status``) or are not modelled so
+        (``login``, ``other``)."""
+        message = "Account disabled"
+        if family == "ocs":
+            version = 1 if request.path.startswith("/ocs/v1.php") else 2
+            return self.ocs.respond(request, [], 997, "Unauthorised", version=version)
+        if family in ("webdav", "dav-search", "systemtags"):
+            body = sabre_error(
+                "Sabre\\DAV\\Exception\\ServiceUnavailable", f"OC\\User\\LoginException: {message}"
+            )
+            return Response(body, status=503, content_type=XML_CONTENT_TYPE)
+        if family in CORS_FAMILIES:
+            return json_response({"message": message}, 401)
+        return None
+
     def status(self, request: Request, uid: str | None) -> Response:
         """``/status.php`` (no auth)."""
         body = {
@@ -188,6 +218,10 @@ class SimulatorApp:
         if handler is None:
             return family, Response(b"Not Found", status=404, content_type="text/plain")
         uid, basic = self.authenticate(request)
+        if uid is not None and not self.sim.tree.users[uid].enabled:
+            refused = self.login_refused(family, request)
+            if refused is not None:
+                return family, refused
         if family in CORS_FAMILIES:
             refused = self.cors_refused(request, basic)
             if refused is not None:

@@ -288,7 +288,7 @@ class OcsApi:
             used = tree.homes[target].size
             data: dict[str, Any] = {}
             if me.admin:
-                data["enabled"] = True
+                data["enabled"] = user.enabled
                 data["storageLocation"] = f"/var/www/html/data/{target}"
             local, federated = "v2-local", "v2-federated"
             data.update(

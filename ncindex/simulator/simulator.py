@@ -256,6 +256,16 @@ class NextcloudSimulator:
         with self.lock:
             self.tree.user(uid).delegated.add(setting_class)
 
+    def disable_user(self, uid: str, *, enabled: bool = False) -> None:
+        """``occ user:disable`` (``enabled=True``: ``occ user:enable``): the account keeps its
+        files, shares and app passwords, but every login with them is refused
+        (nextcloud/server ``lib/private/User/Session.php`` ``completeLogin`` throws
+        ``LoginException`` for a user not enabled; each entry point answers that in its own
+        way: :meth:`~ncindex.simulator.app.SimulatorApp.login_refused`). Raises
+        ``NotFoundError`` for an unknown ``uid``."""
+        with self.lock:
+            self.tree.user(uid).enabled = enabled
+
     def add_app_password(self, uid: str, password: str, *, login_name: str | None = None) -> None:
         """Give an existing user one more app password, created under ``login_name`` (default:
         the user's login name)."""

@@ -157,7 +157,8 @@ class User:
     login name it signs in with (LDAP and e-mail logins differ from the uid). ``token_logins``
     maps an app password to the login name it was created under (``IToken::getLoginName``).
     ``delegated``: the admin setting classes a group of the user is authorized for (admin
-    delegation: nextcloud/server ``AuthorizedGroupMapper::findAllClassesForUser``)."""
+    delegation: nextcloud/server ``AuthorizedGroupMapper::findAllClassesForUser``); ``enabled``
+    false for a disabled account."""
 
     uid: str
     display_name: str
@@ -168,6 +169,9 @@ class User:
     login_name: str = ""
     token_logins: dict[str, str] = field(default_factory=dict)
     delegated: set[str] = field(default_factory=set)
+    #: ``occ user:disable`` clears it (:meth:`~ncindex.simulator.simulator.NextcloudSimulator.
+    #: disable_user`): the account keeps its files and app passwords but may not log in.
+    enabled: bool = True
 
     def __post_init__(self) -> None:
         self.login_name = self.login_name or self.uid

@@ -355,3 +355,48 @@ def test_retry_after_is_read_as_seconds_or_an_http_date() -> None:
     assert retry_after_seconds("Thu, 01 Jan 2026 00:02:00 GMT", now=1_767_225_600) == 120.0
     assert retry_after_seconds("Thu, 01 Jan 2026 00:00:00 GMT", now=1_767_225_700) == 0.0
     assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+
+
+def _sabre_503(message: str) -> bytes:
+    return (
+        '<?xml version="1.0" encoding="utf-8"?>\n'
+        '<d:error xmlns:d="DAV:" xmlns:s="http://sabredav.org/ns">\n'
+        "  <s:exception>Sabre\\DAV\\Exception\\ServiceUnavailable</s:exception>\n"
+        f"  <s:message>{message}</s:message>\n"
+        "</d:error>\n"
+    ).encode()
+
+
+@pytest.mark.parametrize("text", ["User disabled", "Account disabled", "Benutzer deaktiviert"])
+def test_a_disabled_accounts_dav_503_is_a_refused_login_not_an_outage(text: str) -> None:
+    """nextcloud/server ``apps/dav/lib/Connector/Sabre/Auth.php`` ``check`` answers the
+    ``LoginException`` of a disabled account (``Session::completeLogin``) with a 503: the
+    account is refused, which no retry mends (the text is translated: only the class counts)."""
+    body = _sabre_503(f"OC\\User\\LoginException: {text}")
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            503, content=body, headers={"Content-Type": "application/xml; charset=utf-8"}
+        )
+
+    client = client_for(handler)
+    with pytest.raises(NextcloudAuthError, match="account disabled"):
+        client.find_by_ids([1532])
+    with pytest.raises(NextcloudAuthError):
+        client.download("/Projects/Design Doc.pdf", 1_000_000)  # a streamed answer
+
+
+def test_other_dav_503s_stay_outages() -> None:
+    answers = [
+        (_sabre_503("Doctrine\\DBAL\\Exception: database is locked"), "application/xml"),
+        (_sabre_503("OC\\User\\LoginException: x"), "text/html"),  # not Sabre's body
+        (b"<html>OC\\User\\LoginException: x</html>", "text/html; charset=UTF-8"),
+        (b"<d:error", "application/xml"),
+    ]
+    for content, ctype in answers:
+
+        def handler(request: httpx.Request, content=content, ctype=ctype) -> httpx.Response:
+            return httpx.Response(503, content=content, headers={"Content-Type": ctype})
+
+        with pytest.raises(NextcloudUnavailable):
+            client_for(handler).find_by_ids([1532])

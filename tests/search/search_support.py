@@ -217,9 +217,7 @@ def build_api(
         redis_url=redis_url,
         model_dir=model_dir,
         data_dir=tmp_path,
-        user_cache_seconds=0,
-        search_rate_limit="",
-        **overrides,
+        **({"user_cache_seconds": 0, "search_rate_limit": ""} | overrides),
     )
     copy_store(empty_store, tmp_path / "qdrant")
     store = QdrantEdgeStore(tmp_path / "qdrant", model_slug(settings.dense_model))

@@ -667,3 +667,18 @@ def test_openapi_bounds_limit_with_json_schema_keywords(ro_api: Api) -> None:
     limit = Draft202012Validator(schemas["SearchRequest"]["properties"]["limit"])
     assert not limit.is_valid(0) and not limit.is_valid(1000) and not limit.is_valid(101)
     assert limit.is_valid(1) and limit.is_valid(100) and limit.is_valid(None)
+
+
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+def test_a_disabled_account_is_served_nothing_while_its_credential_is_cached(api: Api) -> None:
+    """An admin disables alice (``occ user:disable``) just after she searched: her app password
+    is still in the credential cache, and Nextcloud's WebDAV answers the checks of her files
+    503 (nextcloud/server ``apps/dav/lib/Connector/Sabre/Auth.php`` ``check`` wraps the
+    ``LoginException`` of ``Session::completeLogin`` in ``ServiceUnavailable``). That is a
+    refused login, not an outage: the search is 401, not her private files shown unverified."""
+    query = {"query": "private diary lighthouse lens", "doc_types": ["file"]}
+    assert api.keys[DIARY] in api.found("alice", query)
+    api.sim.disable_user("alice")
+    response = api.post("alice", query)
+    assert response.status_code == 401, response.get_json()
+    assert "diary" not in response.get_data(as_text=True).lower()

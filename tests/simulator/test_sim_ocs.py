@@ -108,3 +108,36 @@ def test_ocs_v1_keeps_http_200_and_uses_100(client) -> None:
     resp = client("alice").get("/ocs/v1.php/cloud/user", headers=OCS_JSON)
     assert resp.status_code == 200
     assert resp.json()["ocs"]["meta"]["statuscode"] == 100
+
+
+def test_a_disabled_account_is_refused_at_every_entry_point(sim, client) -> None:
+    """nextcloud/server ``Session::completeLogin`` throws ``LoginException`` for a disabled
+    account; ``ocs/v1.php`` answers OCS 997 (HTTP 401 in v2), WebDAV's ``Auth::check`` a 503
+    ``ServiceUnavailable`` naming the ``LoginException``, ``index.php`` 401 JSON; status.php
+    asks no login. ``occ user:enable`` lets the same app password in again."""
+    sim.put_file("alice", "/a.md", "x")
+    sim.disable_user("alice")
+    alice = client("alice")
+    for path in ("/ocs/v2.php/cloud/user", "/ocs/v2.php/cloud/capabilities"):
+        ocs = alice.get(path, headers=OCS_JSON)
+        assert ocs.status_code == 401, path
+        assert ocs.json()["ocs"]["meta"] == {
+            "status": "failure",
+            "statuscode": 997,
+            "message": "Unauthorised",
+        }
+    dav = alice.request("PROPFIND", "/remote.php/dav/files/alice/", headers={"Depth": "0"})
+    assert dav.status_code == 503
+    root = etree.fromstring(dav.content)
+    sabre = "{http://sabredav.org/ns}"
+    assert root.findtext(f"{sabre}exception") == "Sabre\\DAV\\Exception\\ServiceUnavailable"
+    assert root.findtext(f"{sabre}message").startswith("OC\\User\\LoginException: ")
+    notes = alice.get("/index.php/apps/notes/api/v1/notes", headers=OCS_JSON)
+    assert notes.status_code == 401 and "message" in notes.json()
+    assert client(None).get("/status.php").status_code == 200
+    admin = client("admin").get("/ocs/v2.php/cloud/users/alice", headers=OCS_JSON)
+    assert admin.json()["ocs"]["data"]["enabled"] is False
+    sim.disable_user("alice", enabled=True)
+    assert alice.get("/ocs/v2.php/cloud/user", headers=OCS_JSON).status_code == 200
+    again = alice.request("PROPFIND", "/remote.php/dav/files/alice/", headers={"Depth": "0"})
+    assert again.status_code == 207

@@ -589,3 +589,18 @@ def test_a_scan_repairs_tag_drift_that_no_etag_shows(rstack: Stack) -> None:
     rstack.reconcile(["alice"])
     assert all(rstack.points(f"file:{i}") for i in ids)
     assert reconciler(rstack, None).scan("alice", DocType.FILE, apply=False).index == []
+
+
+def test_a_disabled_account_is_recorded_refused_not_retried_as_an_outage(rstack: Stack) -> None:
+    """``occ user:disable carol``: Nextcloud's WebDAV answers her app password 503 (nextcloud/
+    server ``apps/dav/lib/Connector/Sabre/Auth.php`` ``check`` wraps the ``LoginException`` of
+    ``Session::completeLogin``). Her scan is a refusal — recorded for ``ncindex status`` and
+    ``/readyz``, not retried — instead of an outage retried for ever while /status.php says
+    Nextcloud is fine."""
+    keys = rstack.settings.names
+    rstack.sim.put_file("carol", "/Docs/c.md", "# C\ncoral")
+    rstack.sim.disable_user("carol")
+    report = reconciler(rstack, Recorder()).scan("carol", DocType.FILE, apply=True)
+    assert report.error is not None and report.error.startswith("NextcloudAuthError"), report
+    assert not report.retryable
+    assert list(refused_accounts(rstack.services.redis, keys)) == ["carol"]
