@@ -9,10 +9,24 @@ the account here (Redis hash :attr:`ncindex.names.Names.refused_accounts`: user 
 gauge ``ncindex_account_refused{user}`` report it, and the task ends (``NextcloudAuthError`` is
 permanent: never retried). The next request that the account gets through — a reconcile scan's
 listing — clears it.
+
+Nextcloud's brute-force protection counts each refused login against the address it came from
+(nextcloud/server ``lib/private/User/Session.php`` ``logClientIn`` → ``handleLoginFailed`` →
+``Throttler::registerAttempt('login', $remoteAddress)``), and then makes *every* login from
+that address wait before its password is even checked (``sleepDelayOrThrowOnMax`` at the top of
+``logClientIn``: 0.1 s × 2^attempts of the last 12 hours, up to 25 s; HTTP 429 once more than 10
+came in 30 minutes; ``lib/private/Security/Bruteforce/Throttler.php``). ncindex logs in afresh
+on every request (it keeps no cookie), so an account whose app password was revoked or whose
+user was deleted would, asked by every scan and task, soon slow down or stop every account's
+requests from this machine. So a refusal is recorded with a fingerprint of the credential it
+refused (:func:`credential_fingerprint`), and :func:`held_until` keeps that credential from
+being sent again for a while (:data:`REFUSED_RECHECK_SECONDS`, longer after each refusal of it)
+— unless the configured credential changes: a new app password is tried at once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import Any
@@ -26,14 +40,75 @@ from ncindex.redis_replies import as_text
 log = structlog.get_logger(__name__)
 
 
+REFUSED_RECHECK_SECONDS = (1800, 6 * 3600)
+"""How long a credential Nextcloud refused is not sent again (seconds): the first value after a
+first refusal, doubled after each further refusal of the same credential, up to the second. A
+credential refused for good is then tried twice in Nextcloud's 12-hour window (at most 0.4 s
+more on each login from this machine), and a refusal that passes (an account disabled for an
+hour, a user backend that failed) ends within half an hour."""
+
+
+def credential_fingerprint(login: str, password: str) -> str:
+    """A short SHA-256 of ``login`` and ``password`` (16 hex digits): says whether the
+    configured credential is still the one refused, without storing it."""
+    return hashlib.sha256(f"{login}\0{password}".encode()).hexdigest()[:16]
+
+
+def _entry(raw: bytes | str | None) -> dict[str, Any]:
+    """A refusal entry read from Redis (``{}`` when absent or unreadable)."""
+    if raw is None:
+        return {}
+    try:
+        entry = json.loads(raw)
+    except ValueError:
+        return {}
+    return entry if isinstance(entry, dict) else {}
+
+
 def record_refused(
-    client: redis.Redis, keys: Names, user: str, where: str, now: float | None = None
+    client: redis.Redis,
+    keys: Names,
+    user: str,
+    where: str,
+    now: float | None = None,
+    *,
+    credential: str | None = None,
 ) -> None:
     """Note that Nextcloud answered 401 for account ``user`` of deployment ``keys``
-    (``where``: the request, cut to 300 characters; ``now``: Unix seconds)."""
-    entry = {"at": int(time.time() if now is None else now), "where": where[:300]}
+    (``where``: the request, cut to 300 characters; ``now``: Unix seconds; ``credential``: the
+    :func:`credential_fingerprint` of what was refused, which :func:`held_until` then holds
+    back; ``times`` counts the refusals of that same credential in a row)."""
+    entry: dict[str, Any] = {"at": int(time.time() if now is None else now), "where": where[:300]}
+    if credential is not None:
+        before = _entry(client.hget(keys.refused_accounts, user))
+        times = before.get("times") if before.get("credential") == credential else 0
+        entry["credential"] = credential
+        entry["times"] = (times if isinstance(times, int) and times > 0 else 0) + 1
     client.hset(keys.refused_accounts, user, json.dumps(entry))
     log.warning("account_refused", user=user, where=where)
+
+
+def held_until(
+    entry: bytes | str | None, credential: str, now: float | None = None
+) -> float | None:
+    """Until when (Unix seconds) a credential (fingerprint ``credential``) is held back, given
+    its account's refusal ``entry`` (the raw value in
+    :attr:`~ncindex.names.Names.refused_accounts`, ``None`` when there is none): set when
+    Nextcloud refused this very credential within :data:`REFUSED_RECHECK_SECONDS` (by how many
+    times in a row) before ``now`` (Unix seconds), so that it is not sent again (see the module
+    docstring); ``None`` otherwise — also for a refusal recorded without a fingerprint, or an
+    unreadable one."""
+    data = _entry(entry)
+    try:
+        at = float(data["at"])
+        times = int(data.get("times", 1))
+    except (KeyError, TypeError, ValueError):
+        return None
+    first, longest = REFUSED_RECHECK_SECONDS
+    until: float = at + min(longest, first * 2 ** min(max(times, 1) - 1, 16))
+    if data.get("credential") != credential or (time.time() if now is None else now) >= until:
+        return None
+    return until
 
 
 def clear_refused(client: redis.Redis, keys: Names, user: str) -> None:
@@ -42,14 +117,13 @@ def clear_refused(client: redis.Redis, keys: Names, user: str) -> None:
 
 
 def refused_accounts(client: redis.Redis, keys: Names) -> dict[str, dict[str, Any]]:
-    """User id → ``{"at", "where"}`` of every account of deployment ``keys`` that Nextcloud
-    refused (401), by user id; an unreadable entry reads as ``{}``. Raises
+    """User id → ``{"at", "where"}`` (and ``times``, the refusals in a row of one credential)
+    of every account of deployment ``keys`` that Nextcloud refused (401), by user id (the
+    credential's fingerprint left out); an unreadable entry reads as ``{}``. Raises
     ``redis.RedisError`` when Redis cannot be asked."""
     out: dict[str, dict[str, Any]] = {}
     for raw_user, raw in sorted(client.hgetall(keys.refused_accounts).items()):
-        try:
-            entry = json.loads(raw)
-        except ValueError:
-            entry = {}
-        out[as_text(raw_user, "replace")] = entry if isinstance(entry, dict) else {}
+        entry = _entry(raw)
+        entry.pop("credential", None)  # for held_until alone: never shown
+        out[as_text(raw_user, "replace")] = entry
     return out

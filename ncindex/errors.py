@@ -13,6 +13,7 @@ Failures of the work (Nextcloud, the store, Redis, a document)::
     │   └── FileUnavailable       one file's bytes cannot be opened now (its GET: 423, 503)
     ├── PermanentError            retrying cannot help
     │   ├── NextcloudAuthError    Nextcloud answered 401 (bad or revoked app password)
+    │   │   └── AccountHeld       not sent: Nextcloud refused this account's credential lately
     │   ├── Unauthenticated       a caller sent no usable credentials, or Nextcloud refused them
     │   ├── Forbidden             valid credentials, access refused (403; Notes ``"error": true``)
     │   ├── NextcloudRefused      an OCS call was refused with a reason (OCS 400: ``meta.message``)
@@ -123,6 +124,12 @@ class FileUnavailable(TransientError):
 
 class NextcloudAuthError(PermanentError):
     """Raised when Nextcloud rejects the configured credentials (HTTP 401)."""
+
+
+class AccountHeld(NextcloudAuthError):
+    """Raised instead of sending a configured account's credential that Nextcloud refused
+    lately (:meth:`ncindex.runtime.Services.account`): nothing was asked, so it is no new refusal
+    to record."""
 
 
 class Unauthenticated(PermanentError):

@@ -10,13 +10,16 @@ app factory can be cheap and a model loads off the request path.
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime
 from functools import cached_property
 
 import httpx
 import redis
 
+from ncindex.accounts import credential_fingerprint, held_until, record_refused
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.live_models import LiveModels
+from ncindex.errors import AccountHeld, NextcloudAuthError
 from ncindex.nextcloud.client import HeaderAuth, NextcloudClient, make_http
 from ncindex.redis_breaker import RedisBreaker
 from ncindex.settings import Settings
@@ -82,10 +85,52 @@ class Services:
 
     def account(self, user: str) -> NextcloudClient:
         """Client acting as configured account ``user`` (authenticating with its login name);
-        raises ``KeyError`` if not configured."""
-        return NextcloudClient.for_account(
-            self.http, user, self.settings.password_for(user), login=self.settings.login_for(user)
+        raises ``KeyError`` if not configured. Its first request raises
+        :class:`~ncindex.errors.AccountHeld` instead of being sent while Nextcloud's refusal of
+        this very credential is recent (:func:`ncindex.accounts.held_until`: each refused login
+        slows down every login from this machine); if Redis cannot say, it is sent."""
+        password = self.settings.password_for(user)
+        client = NextcloudClient.for_account(
+            self.http, user, password, login=self.settings.login_for(user)
         )
+        credential = self.credential_of(user)
+
+        def guard() -> None:
+            try:
+                entry = self.redis_breaker.call("hget", self.settings.names.refused_accounts, user)
+            except redis.RedisError:
+                return  # Redis cannot say: send it (holding back protects capacity, not access)
+            until = held_until(entry, credential)
+            if until is not None:
+                again = datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds")
+                raise AccountHeld(
+                    f"{user}: Nextcloud refused this app password; not sent again before "
+                    f"{again}, as each refused login counts against this machine in Nextcloud's "
+                    "brute-force protection (a new app password is tried at once)"
+                )
+
+        client.guard = guard
+        return client
+
+    def account_refused(self, user: str, exc: NextcloudAuthError) -> None:
+        """Record that Nextcloud refused configured account ``user`` (``exc``, a 401 or a
+        disabled account's login) with its credential's fingerprint
+        (:func:`ncindex.accounts.record_refused`), so that :meth:`account` holds it back; an
+        :class:`~ncindex.errors.AccountHeld` (nothing was sent) records nothing. Raises
+        ``redis.RedisError`` when Redis cannot be written."""
+        if isinstance(exc, AccountHeld):
+            return
+        try:
+            credential: str | None = self.credential_of(user)
+        except KeyError:  # not (or no longer) configured
+            credential = None
+        record_refused(self.redis, self.settings.names, user, str(exc), credential=credential)
+
+    def credential_of(self, user: str) -> str:
+        """The :func:`~ncindex.accounts.credential_fingerprint` of configured account
+        ``user``'s login name and app password; raises ``KeyError`` if not configured."""
+        password = self.settings.password_for(user)
+        return credential_fingerprint(self.settings.login_for(user) or user, password)
 
     def caller(self, authorization: str) -> NextcloudClient:
         """Client acting with a caller's own ``Authorization`` header (Basic or Bearer)."""

@@ -6,8 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
+import redis
 from pydantic import SecretStr, ValidationError
 
+from ncindex.accounts import (
+    REFUSED_RECHECK_SECONDS,
+    credential_fingerprint,
+    held_until,
+    record_refused,
+    refused_accounts,
+)
+from ncindex.names import Names
 from ncindex.settings import Settings
 
 
@@ -177,3 +186,35 @@ def test_the_settings_doc_type_names_are_the_doc_types() -> None:
     from ncindex.settings import DOC_TYPE_NAMES
 
     assert sorted(DOC_TYPE_NAMES) == sorted(t.value for t in DocType)
+
+
+def test_a_refused_credential_is_held_back_longer_each_time_and_only_that_one(
+    redis_url: str,
+) -> None:
+    """``ncindex.accounts.held_until``: a refusal holds back the very credential it refused, 30
+    minutes after a first refusal, twice as long after each further one, at most 6 hours;
+    another credential, a refusal without a fingerprint (written before fingerprints were)
+    or an unreadable entry hold nothing."""
+    client = redis.Redis.from_url(redis_url)
+    keys = Names("test-held-until")
+    client.delete(keys.refused_accounts)
+    first, longest = REFUSED_RECHECK_SECONDS
+    old = credential_fingerprint("carol", "app-pw-1")
+    new = credential_fingerprint("carol", "app-pw-2")
+    assert old != new and len(old) == 16 and "app-pw" not in old
+    holds = []
+    for n in range(7):
+        record_refused(client, keys, "carol", "PROPFIND …: HTTP 401", now=1000 * n, credential=old)
+        raw = client.hget(keys.refused_accounts, "carol")
+        until = held_until(raw, old, now=1000 * n)
+        assert until is not None and held_until(raw, old, now=until) is None
+        assert held_until(raw, new, now=1000 * n) is None
+        holds.append(until - 1000 * n)
+    assert holds == [first, 2 * first, 4 * first, 8 * first, longest, longest, longest]
+    record_refused(client, keys, "carol", "x", now=9000, credential=new)  # another credential
+    assert held_until(client.hget(keys.refused_accounts, "carol"), new, now=9000) == 9000 + first
+    assert refused_accounts(client, keys)["carol"] == {"at": 9000, "where": "x", "times": 1}
+    assert held_until(json.dumps({"at": 1000, "where": "x"}), old, now=1001) is None
+    assert held_until(b"{not json", old, now=1001) is None
+    assert held_until(None, old, now=1001) is None
+    client.delete(keys.refused_accounts)

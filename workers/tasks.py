@@ -28,7 +28,6 @@ from celery import shared_task
 from celery.exceptions import Retry, SoftTimeLimitExceeded
 
 from ncindex import names
-from ncindex.accounts import record_refused
 from ncindex.documents import DocRef, DocType
 from ncindex.errors import BrokerUnavailable, LockBusy, NextcloudAuthError, TransientError
 from ncindex.index.deadletter import Deliveries, node_subject
@@ -143,7 +142,7 @@ def refused_account(indexer: Indexer, user: str) -> Iterator[None]:
     try:
         yield
     except NextcloudAuthError as exc:
-        record_refused(indexer.services.redis, indexer.settings.names, user, str(exc))
+        indexer.services.account_refused(user, exc)
         raise
 
 

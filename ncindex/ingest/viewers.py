@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from ncindex.accounts import record_refused
 from ncindex.errors import NextcloudAuthError, NotFound
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ def viewers_of(
             unseen.append(user)
             continue
         except NextcloudAuthError as exc:
-            record_refused(services.redis, services.settings.names, user, str(exc))
+            services.account_refused(user, exc)
             continue
         viewers.append(user)
     return viewers, unseen

@@ -214,6 +214,16 @@ class NextcloudClient:
         self.http = http
         self.auth = auth
         self.user = user
+        #: Called once before this client's first request; what it raises is raised instead
+        #: of sending anything (``ncindex.runtime.Services.account`` holds back a credential
+        #: Nextcloud refused lately). ``None``: nothing to check.
+        self.guard: Callable[[], None] | None = None
+
+    def _guarded(self) -> None:
+        """Run :attr:`guard` before the first request (once it passed, not again)."""
+        if self.guard is not None:
+            self.guard()
+            self.guard = None
 
     @property
     def web_root(self) -> str:
@@ -245,6 +255,7 @@ class NextcloudClient:
         """Send one request and translate failures (see the module table). Statuses in
         ``not_found`` raise ``NotFound``; an answer ``refused`` says yes to raises
         ``Forbidden``, whatever its status; 2xx, 207 and 304 are returned."""
+        self._guarded()
         with _transport_errors(method, url):
             response = self.http.request(method, url, auth=self.auth, **kwargs)
         if refused is not None and refused(response):
@@ -261,6 +272,7 @@ class NextcloudClient:
         """Like :meth:`request` but the body is streamed (``response.iter_bytes()``).
         ``one_file``: the request reads one file's bytes, so a 423 or a 503 out of maintenance
         mode raises ``FileUnavailable`` (see :meth:`download`)."""
+        self._guarded()
         with (
             _transport_errors(method, url),
             self.http.stream(method, url, auth=self.auth, **kwargs) as response,

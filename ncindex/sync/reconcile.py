@@ -87,7 +87,7 @@ import structlog
 from qdrant_client import models
 
 from ncindex import names
-from ncindex.accounts import clear_refused, record_refused
+from ncindex.accounts import clear_refused
 from ncindex.documents import DocType
 from ncindex.errors import (
     NcindexError,
@@ -591,7 +591,7 @@ class Reconciler:
             log_.warning("reconcile_listing_failed", error=report.error)
             if apply:  # a dry run records nothing, a refusal neither
                 if isinstance(exc, NextcloudAuthError):
-                    record_refused(self.services.redis, self.settings.names, user, str(exc))
+                    self.services.account_refused(user, exc)
                 state.record(report)
             return report
         if apply:  # the account got through: not refused

@@ -113,8 +113,10 @@ def test_a_refused_account_is_reported_and_its_tasks_end(stack: Stack) -> None:
         for s in m.samples
     }
     assert gauges[("ncindex_account_refused", (("user", "carol"),))] == 1
-    # a new app password: the next scan gets through and clears it
-    stack.sim.add_app_password("carol", "carol-app-pw")
+    # a new app password (Nextcloud generates each one anew): the next scan gets through and
+    # clears it; the refused one is not sent again for a while (ncindex.accounts.held_until)
+    stack.sim.add_app_password("carol", "carol-new-app-pw")
+    stack.settings.accounts["carol"] = SecretStr("carol-new-app-pw")
     producer = celery_app(stack.settings)
     try:
         Reconciler(stack.services, Indexer(stack.services), producer).scan("carol", DocType.FILE)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
+from pydantic import SecretStr
 from reconcile_support import differences, ground_truth, index_state
 
 from ncindex import names
@@ -15,6 +16,7 @@ from ncindex.accounts import record_refused, refused_accounts
 from ncindex.documents import DocType, path_fields
 from ncindex.errors import BrokerUnavailable
 from ncindex.index.indexing import Indexer
+from ncindex.ingest.viewers import viewers_of
 from ncindex.progress import Progress
 from ncindex.sync.reconcile import Reconciler, ScanState
 from support import Stack, wait_until
@@ -604,3 +606,37 @@ def test_a_disabled_account_is_recorded_refused_not_retried_as_an_outage(rstack:
     assert report.error is not None and report.error.startswith("NextcloudAuthError"), report
     assert not report.retryable
     assert list(refused_accounts(rstack.services.redis, keys)) == ["carol"]
+
+
+def test_a_refused_app_password_is_not_sent_again_until_it_changes(rstack: Stack) -> None:
+    """carol's app password is revoked (or carol deleted). Each refused Basic login counts
+    against ncindex's address in Nextcloud's brute-force protection (nextcloud/server
+    ``lib/private/User/Session.php`` ``logClientIn`` → ``handleLoginFailed`` →
+    ``Throttler::registerAttempt('login', …)``), and then every login from that address waits
+    up to 25 s before it is checked (``sleepDelayOrThrowOnMax``), then gets 429: scans and
+    events must not keep sending it. A new app password is tried at once."""
+    sim, keys = rstack.sim, rstack.settings.names
+    shared = sim.put_file("alice", "/Docs/s.md", "# S\nsalt")
+    sim.tree.users["carol"].passwords.clear()
+    sim.tree.users["carol"].token_logins.clear()
+    rec = reconciler(rstack, Recorder())
+
+    def refused_logins() -> int:
+        return sum(1 for _, _, status in sim.request_log if status == 401)
+
+    first = rec.scan("carol", DocType.FILE, apply=True)
+    assert first.error is not None and first.error.startswith("NextcloudAuthError")
+    assert refused_logins() == 1
+    for doc_type in (DocType.FILE, DocType.NOTE):
+        held = rec.scan("carol", doc_type, apply=True)
+        assert held.error is not None and held.error.startswith("AccountHeld"), held
+        assert not held.retryable
+    seen, unseen = viewers_of(rstack.services, shared)
+    assert seen == ["alice"] and "carol" not in unseen  # carol: not asked
+    assert refused_logins() == 1
+    assert list(refused_accounts(rstack.services.redis, keys)) == ["carol"]
+    assert "credential" not in refused_accounts(rstack.services.redis, keys)["carol"]
+    sim.add_app_password("carol", "carol-new-app-password")
+    rstack.settings.accounts["carol"] = SecretStr("carol-new-app-password")
+    assert rec.scan("carol", DocType.FILE, apply=True).error is None
+    assert refused_accounts(rstack.services.redis, keys) == {}
