@@ -389,6 +389,8 @@ def test_a_disabled_accounts_dav_503_is_a_refused_login_not_an_outage(text: str)
 def test_other_dav_503s_stay_outages() -> None:
     answers = [
         (_sabre_503("Doctrine\\DBAL\\Exception: database is locked"), "application/xml"),
+        # apps/dav MaintenancePlugin::checkMaintenanceMode during occ maintenance:mode
+        (_sabre_503("System is in maintenance mode."), "application/xml; charset=utf-8"),
         (_sabre_503("OC\\User\\LoginException: x"), "text/html"),  # not Sabre's body
         (b"<html>OC\\User\\LoginException: x</html>", "text/html; charset=UTF-8"),
         (b"<d:error", "application/xml"),
