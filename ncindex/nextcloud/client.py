@@ -218,6 +218,23 @@ class NextcloudClient:
         #: of sending anything (``ncindex.runtime.Services.account`` holds back a credential
         #: Nextcloud refused lately). ``None``: nothing to check.
         self.guard: Callable[[], None] | None = None
+        #: The address of the person this client acts for (a search caller), sent as
+        #: ``X-Forwarded-For``; ``None`` for a configured account (the work is ncindex's own).
+        #: Nextcloud reads it only from an address in its ``trusted_proxies``
+        #: (nextcloud/server ``lib/private/AppFramework/Http/Request.php``
+        #: ``getRemoteAddress``: the right-most address of ``forwarded_for_headers`` that is no
+        #: trusted proxy), and then charges a refused login to the caller's address in its
+        #: brute-force protection (``Session::logClientIn`` → ``Throttler::registerAttempt``)
+        #: instead of ncindex's, whose every other login it would slow down.
+        self.forwarded_for: str | None = None
+
+    def _forward(self, kwargs: dict[str, Any]) -> None:
+        """Add ``X-Forwarded-For`` (:attr:`forwarded_for`) to a request's ``headers``."""
+        if self.forwarded_for:
+            kwargs["headers"] = {
+                **dict(kwargs.get("headers") or {}),
+                "X-Forwarded-For": self.forwarded_for,
+            }
 
     def _guarded(self) -> None:
         """Run :attr:`guard` before the first request (once it passed, not again)."""
@@ -256,6 +273,7 @@ class NextcloudClient:
         ``not_found`` raise ``NotFound``; an answer ``refused`` says yes to raises
         ``Forbidden``, whatever its status; 2xx, 207 and 304 are returned."""
         self._guarded()
+        self._forward(kwargs)
         with _transport_errors(method, url):
             response = self.http.request(method, url, auth=self.auth, **kwargs)
         if refused is not None and refused(response):
@@ -273,6 +291,7 @@ class NextcloudClient:
         ``one_file``: the request reads one file's bytes, so a 423 or a 503 out of maintenance
         mode raises ``FileUnavailable`` (see :meth:`download`)."""
         self._guarded()
+        self._forward(kwargs)
         with (
             _transport_errors(method, url),
             self.http.stream(method, url, auth=self.auth, **kwargs) as response,

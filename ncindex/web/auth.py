@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import re
 
+import flask
 import redis
 
 from ncindex.errors import (
@@ -53,7 +54,8 @@ def normalized_authorization(authorization: str | None) -> str:
 
 
 def resolve_caller(services: Services, authorization: str | None) -> NextcloudClient:
-    """A client acting as the caller, with ``client.user`` resolved.
+    """A client acting as the caller, with ``client.user`` resolved; inside a Flask request it
+    sends the caller's address as ``X-Forwarded-For`` (``NextcloudClient.forwarded_for``).
 
     Raises :class:`Unauthenticated` for a missing or malformed header (see
     :func:`normalized_authorization`; Nextcloud is not asked) and when Nextcloud does not
@@ -62,6 +64,11 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
     """
     header = normalized_authorization(authorization)
     client = services.caller(header)
+    # the caller's own address (after the trusted proxies in front, ncindex.web.proxies), so a
+    # Nextcloud that trusts ncindex as a proxy charges the caller's refused logins to the
+    # caller, not to ncindex (NextcloudClient.forwarded_for)
+    if flask.has_request_context():
+        client.forwarded_for = flask.request.remote_addr or None
     key = _cache_key(services, header)
     ttl = services.settings.user_cache_seconds
     try:

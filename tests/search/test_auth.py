@@ -11,7 +11,7 @@ import httpx
 import pytest
 from werkzeug.test import Client
 
-from ncindex.errors import NextcloudUnavailable, Unauthenticated
+from ncindex.errors import NextcloudProtocolError, NextcloudUnavailable, Unauthenticated
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator
@@ -164,3 +164,33 @@ def test_simulator_answers_a_non_ascii_authorization_with_its_401(
             assert check(response), response.data[:300]  # type: ignore[operator]
     finally:
         sim.close()
+
+
+def test_a_callers_requests_carry_the_callers_address_for_nextclouds_brute_force_count() -> None:
+    """Nextcloud counts a refused login against the address it came from
+    (``Session::logClientIn`` → ``Throttler::registerAttempt('login', $remoteAddress)``) and
+    then slows down every login from there; relayed by ncindex, a caller's wrong password
+    would slow down everyone's. With ncindex in its ``trusted_proxies``, Nextcloud takes the
+    address from ``X-Forwarded-For`` (``Request::getRemoteAddress``): each of the caller's
+    requests carries the address the search API saw (not one the caller wrote)."""
+    import flask
+
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("X-Forwarded-For"))
+        return httpx.Response(200, content=json.dumps(USER_JSON).encode())
+
+    services = services_for(Nextcloud())
+    services = Services(services.settings, http_transport=httpx.MockTransport(handler))
+    app = flask.Flask(__name__)
+    environ = {"REMOTE_ADDR": "203.0.113.7"}
+    with app.test_request_context(
+        environ_base=environ, headers={"X-Forwarded-For": "198.51.100.1"}
+    ):
+        client = resolve_caller(services, VALID)
+        with pytest.raises(NextcloudProtocolError):  # a JSON answer: only its header counts
+            client.find_by_ids([1])
+    assert seen == ["203.0.113.7", "203.0.113.7"]
+    resolve_caller(services, VALID)  # no request (a task, the CLI): nobody to stand for
+    assert seen[-1] is None
