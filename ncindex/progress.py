@@ -29,9 +29,9 @@ written by the producers and the workers and read by ``GET /v1/status``
   and when nothing was pending any more for the first time (``done_at``, with ``finished``:
   how many distinct documents finished since the start). While it runs, the documents
   finished are the set ``first-indexed:<user>``: a document indexed twice (its upload's
-  event, then the scan) counts once. A scan that finds the user's documents indexed, sends nothing and
-  finds nothing recorded (Redis restarted empty) records it done with what the index holds
-  (:meth:`Progress.found_indexed`).
+  event, then the scan) counts once. A scan that finds the user's documents indexed, sends
+  nothing and finds nothing recorded (Redis restarted empty) records it done with what the
+  index holds (:meth:`Progress.found_indexed`).
 - ``failing`` — a hash subject → JSON of the last failed or retried run of a document:
   ``user``, ``task``, ``kwargs``, ``attempts`` (runs that failed in a row), ``last_error``,
   ``at``; removed when a run of it ends without an error.
