@@ -726,6 +726,10 @@ def test_a_redis_url_without_credentials_is_taken(chart: helm.Chart, url: str) -
         ("config.task_soft_time_limit", 300, "task_soft_time_limit .300. must be below"),
         ("config.visibility_timeout", 300, "task_time_limit .300. must be below"),
         ("config.lock_ttl", 300, "lock_ttl .300. must exceed"),
+        # the two other rules Settings checks across settings (ncindex/settings.py): missed
+        # by the chart, so such values rendered and every new pod stopped at start
+        ("config.extract_max_seconds", 240, "extract_max_seconds .240. must be below"),
+        ("config.chunk_overlap_tokens", 200, "chunk_overlap_tokens .200. must be below"),
         # values.yaml suggests write consistency 2 "with replication 3"; the factor left unset
         ("config.qdrant_write_consistency_factor", 2, "qdrant_write_consistency_factor .2."),
     ],
@@ -745,7 +749,8 @@ def test_the_chart_checks_the_rules_across_settings_with_the_settings_defaults()
     defaults = dict(re.findall(r'dig "(\w+)" (\d+) \$c', block))
     assert set(defaults) == {
         "task_soft_time_limit", "task_time_limit", "visibility_timeout", "lock_ttl",
-        "qdrant_write_consistency_factor",
+        "qdrant_write_consistency_factor", "extract_max_seconds", "chunk_tokens",
+        "chunk_overlap_tokens",
     }  # fmt: skip
     for name, default in defaults.items():
         assert Settings.model_fields[name].default == int(default), name
@@ -755,6 +760,8 @@ def test_the_chart_checks_the_rules_across_settings_with_the_settings_defaults()
         {"visibility_timeout": 300},
         {"lock_ttl": 300},
         {"qdrant_write_consistency_factor": 2},
+        {"extract_max_seconds": 240},
+        {"chunk_overlap_tokens": 200},
     ):
         with pytest.raises(ValidationError, match="must"):
             Settings(**base, **bad)

@@ -464,6 +464,15 @@ NCINDEX_QDRANT_REPLICATION_FACTOR in configmap.yaml).
 {{- if le $lock $hard -}}
 {{- fail (printf "config.lock_ttl (%d) must exceed config.task_time_limit (%d): a document's lock would expire while its task still runs" $lock $hard) -}}
 {{- end -}}
+{{- $extract := float64 (dig "extract_max_seconds" 60 $c) -}}
+{{- if ge $extract (float64 $soft) -}}
+{{- fail (printf "config.extract_max_seconds (%v) must be below config.task_soft_time_limit (%d): a document still being read at the soft time limit is parked as failed, not indexed with what extract_max_seconds let it read" $extract $soft) -}}
+{{- end -}}
+{{- $chunk := int (dig "chunk_tokens" 200 $c) -}}
+{{- $overlap := int (dig "chunk_overlap_tokens" 32 $c) -}}
+{{- if ge $overlap $chunk -}}
+{{- fail (printf "config.chunk_overlap_tokens (%d) must be below config.chunk_tokens (%d)" $overlap $chunk) -}}
+{{- end -}}
 {{- $replication := int (include "ncindex.qdrantReplicationFactor" .) -}}
 {{- $consistency := int (dig "qdrant_write_consistency_factor" 1 $c) -}}
 {{- if gt $consistency $replication -}}
