@@ -77,13 +77,20 @@ def record_refused(
     """Note that Nextcloud answered 401 for account ``user`` of deployment ``keys``
     (``where``: the request, cut to 300 characters; ``now``: Unix seconds; ``credential``: the
     :func:`credential_fingerprint` of what was refused, which :func:`held_until` then holds
-    back; ``times`` counts the refusals of that same credential in a row)."""
-    entry: dict[str, Any] = {"at": int(time.time() if now is None else now), "where": where[:300]}
+    back; ``times`` counts the refusals of that same credential in a row, each after the hold
+    of the one before had ended: a refusal while that credential is held is of a request sent
+    before the hold began — tasks in flight at once when the password was revoked, or the
+    account disabled — and lengthens nothing, else a burst of them held an account that is let
+    in again an hour later for up to six hours)."""
+    at = int(time.time() if now is None else now)
+    entry: dict[str, Any] = {"at": at, "where": where[:300]}
     if credential is not None:
-        before = _entry(client.hget(keys.refused_accounts, user))
+        raw = client.hget(keys.refused_accounts, user)
+        before = _entry(raw)
         times = before.get("times") if before.get("credential") == credential else 0
+        times = times if isinstance(times, int) and times > 0 else 0
         entry["credential"] = credential
-        entry["times"] = (times if isinstance(times, int) and times > 0 else 0) + 1
+        entry["times"] = times if times and held_until(raw, credential, at) else times + 1
     client.hset(keys.refused_accounts, user, json.dumps(entry))
     log.warning("account_refused", user=user, where=where)
 

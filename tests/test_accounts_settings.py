@@ -203,13 +203,15 @@ def test_a_refused_credential_is_held_back_longer_each_time_and_only_that_one(
     new = credential_fingerprint("carol", "app-pw-2")
     assert old != new and len(old) == 16 and "app-pw" not in old
     holds = []
-    for n in range(7):
-        record_refused(client, keys, "carol", "PROPFIND …: HTTP 401", now=1000 * n, credential=old)
+    at = 1000.0
+    for _ in range(7):  # each refusal the re-check's, once the hold before it ended
+        record_refused(client, keys, "carol", "PROPFIND …: HTTP 401", now=at, credential=old)
         raw = client.hget(keys.refused_accounts, "carol")
-        until = held_until(raw, old, now=1000 * n)
+        until = held_until(raw, old, now=at)
         assert until is not None and held_until(raw, old, now=until) is None
-        assert held_until(raw, new, now=1000 * n) is None
-        holds.append(until - 1000 * n)
+        assert held_until(raw, new, now=at) is None
+        holds.append(until - at)
+        at = until
     assert holds == [first, 2 * first, 4 * first, 8 * first, longest, longest, longest]
     record_refused(client, keys, "carol", "x", now=9000, credential=new)  # another credential
     assert held_until(client.hget(keys.refused_accounts, "carol"), new, now=9000) == 9000 + first
@@ -217,4 +219,27 @@ def test_a_refused_credential_is_held_back_longer_each_time_and_only_that_one(
     assert held_until(json.dumps({"at": 1000, "where": "x"}), old, now=1001) is None
     assert held_until(b"{not json", old, now=1001) is None
     assert held_until(None, old, now=1001) is None
+    client.delete(keys.refused_accounts)
+
+
+def test_refusals_of_requests_in_flight_together_do_not_lengthen_the_hold(redis_url: str) -> None:
+    """Tasks in flight at once when an app password is revoked (or its account disabled) are
+    all refused, each before any hold was recorded: they are one refusal, not several in a row
+    (``record_refused`` counted each, so four workers' refusals held the credential 4 hours, not
+    30 minutes, and an account let in again an hour later stayed held for hours, each of its
+    tasks failing as refused). A refusal after the hold ended is counted."""
+    client = redis.Redis.from_url(redis_url)
+    keys = Names("test-held-burst")
+    client.delete(keys.refused_accounts)
+    first, _ = REFUSED_RECHECK_SECONDS
+    pw = credential_fingerprint("dave", "app-pw")
+    for second in range(4):  # four tasks refused within seconds of each other
+        record_refused(client, keys, "dave", "GET …: HTTP 401", now=5000 + second, credential=pw)
+    raw = client.hget(keys.refused_accounts, "dave")
+    assert json.loads(raw)["times"] == 1
+    assert held_until(raw, pw, now=5003) == 5003 + first
+    record_refused(client, keys, "dave", "SEARCH …: HTTP 401", now=5003 + first, credential=pw)
+    raw = client.hget(keys.refused_accounts, "dave")
+    assert json.loads(raw)["times"] == 2
+    assert held_until(raw, pw, now=5003 + first) == 5003 + 3 * first
     client.delete(keys.refused_accounts)
