@@ -63,6 +63,7 @@ from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.embedding.live_models import model_name_for
 from ncindex.embedding.models import PACKAGED_DENSE_MODEL, model_paths
 from ncindex.errors import (
+    AccountHeld,
     ModelError,
     NcindexError,
     NextcloudAuthError,
@@ -244,6 +245,11 @@ def check_accounts(ctx: Context) -> list[Line]:
         name = f"account {user}"
         try:
             uid = ctx.services.account(user).current_user()
+        except AccountHeld as exc:
+            # nothing was sent (ncindex.runtime.Services.account): it is no verdict on the
+            # password, and saying "refused (401)" sent operators to replace a good one
+            lines.append(Line(name, "fail", f"not checked: {exc}"))
+            continue
         except NextcloudAuthError:
             hint = (
                 "the app password is wrong or revoked, or it was created under another login "

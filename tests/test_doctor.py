@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from pydantic import SecretStr
 
 from allinone.cli import main
+from ncindex.accounts import clear_refused, record_refused
 from ncindex.doctor import (
     CHECKS,
     Context,
@@ -216,6 +217,31 @@ def test_a_wrong_app_password_fails_that_account(served) -> None:
     assert verdicts(lines, "account admin") == ["ok"]
     assert verdicts(lines, "account alice") == ["fail"]
     assert "refused (401)" in detail(lines, "account alice")
+
+
+def test_a_held_account_is_said_not_checked(served) -> None:
+    """doctor's account line for an account whose credential ncindex holds back after a
+    refusal (``ncindex.runtime.Services.account`` raises ``AccountHeld``, nothing sent) said
+    "refused (401)", the app password "wrong or revoked": an operator who re-enabled the
+    account replaced a good password. Now it says the check was not made, and until when."""
+    _, server = served
+    settings = settings_for(server)
+    services = Services(settings)
+    try:
+        credential = services.credential_of("alice")
+        record_refused(
+            services.redis, settings.names, "alice", "PROPFIND: HTTP 401", credential=credential
+        )
+        lines = run_checks(settings)
+        assert verdicts(lines, "account alice") == ["fail"]
+        said = detail(lines, "account alice")
+        assert "not checked" in said and "not sent again before" in said, said
+        assert "refused (401)" not in said and "wrong or revoked" not in said
+        clear_refused(services.redis, settings.names, "alice")
+        assert verdicts(run_checks(settings), "account alice") == ["ok"]  # sent again
+    finally:
+        clear_refused(services.redis, settings.names, "alice")
+        services.close()
 
 
 def test_a_login_name_that_differs_from_the_user_id(served) -> None:
