@@ -436,11 +436,18 @@ class NextcloudClient:
         """WebDAV SEARCH for ``file_id`` in this user's view (reference §3.4); raises
         ``NotFound`` when the user cannot see it (Nextcloud answers an empty multistatus). Of
         several entries (a file the user reaches through several mounts), the first one
-        :func:`readable <ncindex.nextcloud.webdav.preferred>` wins."""
+        :func:`readable <ncindex.nextcloud.webdav.preferred>` wins.
+
+        A 404 answer is ``NextcloudProtocolError``, not ``NotFound``: it says the search's
+        scope (``/files/<user>``) was not found, nothing of the file — nextcloud/server
+        ``apps/dav/lib/Files/FileSearchBackend.php`` ``search`` answers an id outside the
+        user's view with an empty result, not a 404 — and callers evict on ``NotFound``
+        (``Indexer.index_node``; ``viewers_of``, for every holder of the file)."""
         user = self._me()
         response = self.request(
             "SEARCH",
             "/remote.php/dav/",
+            not_found=(),
             headers={"Content-Type": "text/xml; charset=utf-8"},
             content=webdav.search_by_fileid_body(user, file_id),
         )

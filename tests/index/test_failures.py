@@ -13,8 +13,10 @@ from celery.exceptions import SoftTimeLimitExceeded
 from docmakers import corrupt_files, pdf_bytes
 from pipeline_support import events_for, post_envelope
 
-from ncindex.errors import TransientError
+from ncindex.errors import NextcloudProtocolError, TransientError
 from ncindex.index.deadletter import DeadLetters, Deliveries, node_subject
+from ncindex.index.indexing import Indexer
+from ncindex.ingest.viewers import viewers_of
 from ncindex.settings import Settings
 from support import Stack, wait_until
 from workers import tasks
@@ -225,3 +227,26 @@ def test_a_corrupt_file_of_each_format_lands_in_the_dead_letter_with_its_reason(
         entry = wait_until(lambda i=ids[name]: parked(stack, i), 30)
         assert entry.reason.startswith("ExtractionError") and reason in entry.reason, name
         assert not stack.points(f"file:{ids[name]}")
+
+
+def test_a_search_by_id_answered_404_evicts_nothing(stack: Stack) -> None:
+    """A SEARCH by id that Nextcloud answers 404 (its scope, the user's files root, not
+    found: a proxy's or a user backend's failure) says nothing of the file — an id the user
+    cannot see is an empty 207 (nextcloud/server ``apps/dav/lib/Files/FileSearchBackend.php``
+    ``search``). ``find_by_id`` read it as "not visible": ``index_node`` evicted the file, and
+    since b7ef578 ``resolve_node`` took it from every account holding it whose SEARCH said
+    404. Now it is a ``NextcloudProtocolError`` and the index keeps the file."""
+    stack.sim.drop_rate = 1.0  # driven by hand
+    indexer = Indexer(stack.services)
+    file_id = stack.sim.put_file("alice", "/Docs/basalt.md", b"# Basalt\nColumns of basalt.")
+    indexer.index_node("alice", file_id)
+    assert stack.points(f"file:{file_id}")
+    stack.sim.faults.set("dav-search", status=404, method="SEARCH")
+    try:
+        with pytest.raises(NextcloudProtocolError):
+            indexer.index_node("alice", file_id)
+        with pytest.raises(NextcloudProtocolError):
+            viewers_of(stack.services, file_id)
+    finally:
+        stack.sim.faults.clear()
+    assert stack.points(f"file:{file_id}")
