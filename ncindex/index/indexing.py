@@ -478,7 +478,80 @@ class Indexer:
         parked = self.deadletters.blocked(ref.key, fetched.doc.etag)
         if parked is not None:
             return Outcome("dead_letter", ref.key, reason=parked.reason)
-        return self.steps.write_document(fetched.doc, stored, fetched.acl)
+        outcome = self.steps.write_document(fetched.doc, stored, fetched.acl)
+        if fetched.acl is None or outcome.action not in ("indexed", "updated"):
+            return outcome
+        written = set(fetched.acl) | {principal(user)}
+        return self._readers_rechecked(client, user, fetched.doc, stored, written, outcome)
+
+    def _readers_rechecked(
+        self,
+        client: NextcloudClient,
+        user: str,
+        doc: SourceDocument,
+        stored: Stored,
+        written: set[str],
+        outcome: Outcome,
+    ) -> Outcome:
+        """After ``doc`` was written (``outcome``) with the readers its fetch gave
+        (``written``: principals), ask its source for its readers again
+        (:meth:`~ncindex.sources.base.Source.readers_now`: for a Deck card one board GET) when
+        the write gave access the stored version did not — a principal it did not hold, or
+        another :attr:`~ncindex.sources.base.Source.readers_field` (a card new to the index,
+        moved to another board, or on a board shared with someone since) — and take out
+        those no longer among them: a board unshared between the fetch and the write is
+        otherwise written back, and its ``AclDeletedEvent`` (when subscribed and delivered)
+        re-reads only the cards the index held on that board then
+        (``ncindex.index_related``), so the removed participant stayed until their scan and
+        its grace.
+
+        A write that gave nobody anything new is not asked about (0 extra requests): every
+        principal it wrote was held already, on the same board, so a revocation is left to
+        what removes it without this task (the event's re-read of the card, which waits for
+        this lock; the scan). Cost: one board GET per card write that grants (every card
+        new to the index; every card of a board shared anew), none otherwise; Deck cards
+        are indexed one task each, so per batch it is one per such card.
+
+        ``user`` no longer reading the board (``NotFound``) ⇒ ``user``'s access goes, with
+        the access this write gave others (unconfirmed: ``evicted``). A failed re-read
+        takes back what the write granted (the document is deleted when nothing is left)
+        and raises: the task's retry grants it again and asks again."""
+        source = SOURCES[doc.ref.doc_type]
+        field = source.readers_field
+        if field is None:
+            return outcome
+        before = stored.payload or {}
+        held = set(before.get("acl") or ())
+        granted = written - held
+        if not granted and before.get(field) == doc.extra.get(field):
+            return outcome
+        try:
+            now = source.readers_now(self.services, client, doc)
+        except NotFound:
+            others = granted - {principal(user)}
+            if others:
+                self._set_acl(doc.ref, written - others)
+            self.access.remove(user, doc.ref)
+            log.info("unshared_while_indexed", doc_key=doc.ref.key, user=user)
+            return Outcome("evicted", doc.ref.key, outcome.embedded)
+        except Exception:
+            if granted:
+                self._set_acl(doc.ref, written - granted)
+            raise
+        gone = written - now
+        if gone:
+            log.info("readers_shrank_while_indexed", doc_key=doc.ref.key, gone=sorted(gone))
+            self._set_acl(doc.ref, written & now)
+        return outcome
+
+    def _set_acl(self, ref: DocRef, acl: set[str]) -> None:
+        """Replace ``ref``'s ``acl`` with ``acl`` (principals); delete the document when it is
+        empty. For documents without paths (Deck cards, News items)."""
+        if not acl:
+            self.services.store.delete_document(ref.key)
+            log.info("evicted", doc_key=ref.key)
+            return
+        self.services.store.set_payload(ref.key, {"acl": sorted(acl)})
 
     def evict_document(self, user: str, doc_type: str, doc_id: str | int) -> Outcome:
         """``user`` reported document ``doc_type``/``doc_id`` deleted (Deck's

@@ -299,6 +299,10 @@ class Source(ABC):
     title_from_path: ClassVar[bool] = False
     #: the webhook event classes that name one of its documents by id
     events: ClassVar[tuple[EventRoute, ...]] = ()
+    #: the payload field naming where a document's readers come from (Deck: ``board_id``),
+    #: for a source whose :meth:`fetch` gives the ``acl``; ``None``: :meth:`readers_now` is
+    #: never asked
+    readers_field: ClassVar[str | None] = None
 
     @abstractmethod
     def list(
@@ -400,3 +404,10 @@ class Source(ABC):
     def subscribes(self, settings: Settings) -> bool:
         """Whether :attr:`events` are registered with Nextcloud under ``settings``."""
         return True
+
+    def readers_now(self, ctx: Context, client: NextcloudClient, doc: SourceDocument) -> set[str]:
+        """The principals that may read ``doc`` (as :meth:`fetch` gave it) now, asked again
+        as ``client.user`` after it was written (a source with :attr:`readers_field` only).
+        Raises ``NotFound`` when ``client.user`` can no longer read it, and what the client
+        raises."""
+        raise NotImplementedError(f"{self.doc_type} does not re-read its readers")

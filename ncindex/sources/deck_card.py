@@ -468,5 +468,21 @@ class DeckCardSource(Source):
         """Card events are registered only with ``deck_webhooks`` (Deck ≥ 1.18)."""
         return settings.deck_webhooks
 
+    readers_field: ClassVar[str | None] = "board_id"
+
+    def readers_now(self, ctx: Context, client: NextcloudClient, doc: SourceDocument) -> set[str]:
+        """The card's readers now: :func:`board_principals` of one board GET
+        (:func:`get_board`) of ``doc``'s ``board_id``, with ``client.user``. A card's readers
+        are its board's (nextcloud/deck ``lib/Service/PermissionService.php``
+        ``checkPermission`` finds the board through the card's stack; ``getPermissions``:
+        the owner, and ``userCan`` over the ``AclMapper::findAll`` entries — users, groups,
+        circles — each of which lets its participant read, ``lib/Db/Acl.php``
+        ``getPermission``), and the board GET lists them (``BoardService::find`` →
+        ``enrichWithUsers`` → ``PermissionService::findUsers``). Raises ``NotFound`` when
+        ``client.user`` can no longer read the board (Deck answers 403: unshared, left,
+        deleted)."""
+        board = get_board(client, int(doc.extra["board_id"]))
+        return board_principals(board) | {principal(client.user or "")}
+
 
 SOURCE = DeckCardSource()

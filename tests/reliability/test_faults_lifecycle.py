@@ -47,3 +47,56 @@ def test_a_share_revoked_while_a_metadata_update_is_in_flight_is_not_written_bac
     assert payload["acl"] == ["user:alice"], (outcome, payload["acl"])
     assert payload["paths"] == {"alice": "/Shared/plan.txt"}
     assert outcome.action == "evicted"
+
+
+@pytest.mark.parametrize("reader", ["alice", "bob"], ids=["new_card", "newly_shared"])
+def test_a_board_unshared_while_a_card_is_in_flight_is_not_written_back(
+    fresh_stack: Stack, reader: str
+) -> None:
+    """A card's task reads its board's participants (bob among them), then alice unshares the
+    board from bob before the task writes. Neither a card new to the index (alice's task) nor
+    a card bob's own task indexes for him (newly shared: alice's task indexed it before) may
+    keep bob in its ``acl`` (before: he stayed until his Deck scan and its grace: the board
+    unshare's ``AclDeletedEvent``, when subscribed at all, re-reads only the cards the index
+    held on the board then, and its task for a card held ran after the write). One board GET
+    after the write, for a write that grants; none for one that does not."""
+    stack = fresh_stack
+    sim = stack.sim
+    sim.drop_rate = 1.0  # the indexer is driven by hand here
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    board = sim.deck_create_board("alice", "Bridge")
+    card = sim.deck_create_card(
+        "alice", sim.deck_create_stack("alice", board, "To do"), "Stone", "Rebuild it in June."
+    )
+    key = f"deck_card:{card}"
+    if reader == "bob":
+        assert indexer.index_document("alice", "deck_card", card).action == "indexed"
+    sim.deck_share_board("alice", board, "bob")
+    real_fetch = indexer.steps.fetch
+    revoked: list[bool] = []
+
+    def fetch_then_revoke(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        if not revoked:  # the board was read: bob goes before the write
+            revoked.append(sim.deck_unshare_board("alice", board, "bob"))
+        return fetched
+
+    indexer.steps.fetch = fetch_then_revoke  # type: ignore[method-assign]
+    try:
+        outcome = indexer.index_document(reader, "deck_card", card)
+    finally:
+        indexer.steps.fetch = real_fetch  # type: ignore[method-assign]
+    assert revoked == [True]
+    assert [p.payload["acl"] for p in stack.points(key)][:1] == [["user:alice"]], outcome
+    assert outcome.action == ("indexed" if reader == "alice" else "evicted")
+    # the cost: a write that grants (bob added) asks for the board once more — card GET,
+    # board GET, board GET; one that grants nobody anything new does not (card, board)
+    sim.deck_share_board("alice", board, "bob")
+    sim.reset_request_counts()
+    assert indexer.index_document("alice", "deck_card", card).action == "updated"
+    assert sim.request_count("deck") == 3, sim.request_log
+    sim.reset_request_counts()
+    assert indexer.index_document("alice", "deck_card", card).action == "unchanged"
+    sim.deck_update_card("alice", card, description="Rebuild it in July.")
+    assert indexer.index_document("alice", "deck_card", card).action == "indexed"
+    assert sim.request_count("deck") == 4, sim.request_log
