@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ncindex.errors import NextcloudUnavailable
 from support import Stack
 
 
@@ -100,3 +101,39 @@ def test_a_board_unshared_while_a_card_is_in_flight_is_not_written_back(
     sim.deck_update_card("alice", card, description="Rebuild it in July.")
     assert indexer.index_document("alice", "deck_card", card).action == "indexed"
     assert sim.request_count("deck") == 4, sim.request_log
+
+
+def test_a_card_whose_board_cannot_be_read_again_keeps_no_access_it_granted(
+    fresh_stack: Stack,
+) -> None:
+    """The board GET after a card's write fails (Deck answers 503): what the write granted
+    is taken back — a card new to the index is deleted — and the task fails, so its retry
+    grants and asks again (before the re-read, and without taking it back, the retry would find
+    the acl held already and not ask)."""
+    stack = fresh_stack
+    sim = stack.sim
+    sim.drop_rate = 1.0  # the indexer is driven by hand here
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    board = sim.deck_create_board("alice", "Bridge")
+    card = sim.deck_create_card(
+        "alice", sim.deck_create_stack("alice", board, "To do"), "Stone", "Rebuild it in June."
+    )
+    sim.deck_share_board("alice", board, "bob")
+    real_fetch = indexer.steps.fetch
+
+    def fetch_then_fail(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        sim.faults.set("deck", status=503)
+        return fetched
+
+    indexer.steps.fetch = fetch_then_fail  # type: ignore[method-assign]
+    try:
+        with pytest.raises(NextcloudUnavailable):
+            indexer.index_document("alice", "deck_card", card)
+    finally:
+        indexer.steps.fetch = real_fetch  # type: ignore[method-assign]
+        sim.faults.clear()
+    assert stack.points(f"deck_card:{card}") == []
+    assert indexer.index_document("alice", "deck_card", card).action == "indexed"
+    payload = stack.points(f"deck_card:{card}")[0].payload
+    assert payload["acl"] == ["user:alice", "user:bob"]
