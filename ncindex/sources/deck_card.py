@@ -30,12 +30,16 @@ whose ``stackId`` may be another board's; ``done``, into the board's done column
 ``stack_id``/``board_id`` follow at once. With them come the board-share events
 ``AclCreatedEvent``/``AclDeletedEvent`` (the ACL entry under ``acl``, its ``boardId``): the
 board's indexed cards are re-read as the actor (``ncindex.index_related``), so their ``acl``
-follows the board's at once. Not subscribed: ``AclUpdatedEvent`` (a permission changed; every
-ACL entry lets its participant read: ``lib/Db/Acl.php`` ``getPermission``) and
-``BoardUpdatedEvent`` (dispatched on every stack created, renamed, reordered or deleted and on
-board edits, ``lib/Service/StackService.php``; re-reading every card of the board each time
-would cost a card read per card, and verify-on-read already drops the cards of a deleted stack,
-the scan evicts them).
+follows the board's at once. Those are the cards indexed when the event is handled: a card
+whose write gives access the stored version did not (new to the index, moved onto the board,
+a participant added) asks for its board once more after the write
+(:meth:`DeckCardSource.readers_now`, ``Indexer.index_document``: one board GET), so a board
+unshared while its task was in flight is not written back. Not subscribed: ``AclUpdatedEvent``
+(a permission changed; every ACL entry lets its participant read: ``lib/Db/Acl.php``
+``getPermission``) and ``BoardUpdatedEvent`` (dispatched on every stack created, renamed,
+reordered or deleted and on board edits, ``lib/Service/StackService.php``; re-reading every
+card of the board each time would cost a card read per card, and verify-on-read already drops
+the cards of a deleted stack, the scan evicts them).
 """
 
 from __future__ import annotations
