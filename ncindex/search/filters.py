@@ -269,13 +269,22 @@ def _classify(raw: Any, exc: rcp.RcpError) -> FilterError:
                 option=op if isinstance(op, str) else None,
             )
         if path.endswith(".value"):
-            return FilterError("invalid_value", path, shape.message)
-        return FilterError("invalid_filter", path, shape.message)
+            return FilterError("invalid_value", path, _sdk_detail(shape))
+        return FilterError("invalid_filter", path, _sdk_detail(shape))
     try:
         rcp.filter.validate(raw, list(FIELD_TYPES), None, max_depth=depth)
     except rcp.RcpError as unknown:
         return _unknown_field(raw, _error_path(unknown))
-    return FilterError("unsupported_operator", _error_path(exc), exc.message)
+    return FilterError("unsupported_operator", _error_path(exc), _sdk_detail(exc))
+
+
+def _sdk_detail(exc: rcp.RcpError) -> str:
+    """The SDK's message without the `` (path)`` it ends with (rcp-protocol 1.0.1,
+    ``rcp/_filter.py`` ``_bad``: ``f"{message} ({path})"``): the path is the error's
+    ``field``, and the MCP text (``code (field): detail``) and RCP's message (which adds
+    `` (field)`` when the detail lacks it) said it twice."""
+    message: str = exc.message  # the SDK is untyped
+    return message.removesuffix(f" ({_error_path(exc)})")
 
 
 def _unknown_field(raw: Any, sdk_path: str) -> FilterError:

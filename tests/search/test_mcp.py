@@ -355,6 +355,11 @@ BAD_ARGUMENTS = [
     ("fetch", {"id": "file:1", "chunk_index": 0, "offset": 5}, "invalid_value", "offset"),
     ("fetch", {"id": "file:1", "max_chars": 0}, "invalid_value", "max_chars"),
     ("fetch", {"id": "file:999999"}, "not_found", "id"),
+    # the SDK's message ends with the path, which the text said twice
+    ("search", {"query": "x", "filter": {"field": "tags", "op": "in", "value": "finance"}},
+     "invalid_value", "filter.value"),
+    ("search", {"query": "x", "filter": {"and": {"field": "size", "op": "eq", "value": 1}}},
+     "invalid_filter", "filter.and"),
     ("list_filters", {"x": 1}, "unknown_field", "x"),
 ]  # fmt: skip
 
@@ -369,6 +374,7 @@ def test_bad_arguments_are_tool_errors_naming_the_field(mcp_url: str) -> None:
         error = result.structured_content
         assert (error["code"], error["field"]) == (code, field), (tool, arguments, error)
         assert result.content[0].text.startswith(f"{code} ({field}): ")
+        assert result.content[0].text.count(f"({field})") == 1, result.content[0].text
 
 
 def test_list_filters_and_index_status(mcp_url: str, ro_api: Api) -> None:
