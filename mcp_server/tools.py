@@ -66,6 +66,7 @@ from ncindex.search.service import (
     SearchResult,
     SearchService,
     Verification,
+    checked_doc_id,
 )
 from ncindex.strict_json import WHOLE_NUMBER
 from ncindex.sync.user_status import UserStatus, user_status
@@ -173,9 +174,7 @@ class FetchArgs(BaseModel):
             doc_type, doc_id, field = str(self.doc_type), self.doc_id or "", "doc_id"
         if doc_type not in {t.value for t in DocType}:
             raise InputError("invalid_value", field, "not `{doc_type}:{doc_id}` of a known type")
-        if not doc_id or len(doc_id) > MAX_DOC_ID_CHARS or "/" in doc_id:
-            raise InputError("invalid_value", field, "not a document id")
-        return DocRef(DocType(doc_type), doc_id)
+        return DocRef(DocType(doc_type), checked_doc_id(doc_id, field))
 
 
 class NoArgs(BaseModel):

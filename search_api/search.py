@@ -31,9 +31,9 @@ from ncindex.search.filter_fields import filters_document
 from ncindex.search.service import (
     MAX_CHUNK_INDEX,
     MAX_CONTEXT_WINDOW,
-    MAX_DOC_ID_CHARS,
     SearchRequest,
     SearchService,
+    checked_doc_id,
 )
 from ncindex.telemetry import SEARCH_SECONDS, SEARCHES
 from ncindex.web.auth import forget_caller, normalized_authorization, resolve_caller
@@ -145,13 +145,7 @@ def _doc_ref(doc_type: str, doc_id: str) -> DocRef:
         raise InputError(
             "invalid_value", "doc_type", f"must be one of {', '.join(t.value for t in DocType)}"
         )
-    if not doc_id or len(doc_id) > MAX_DOC_ID_CHARS or "/" in doc_id:
-        raise InputError("invalid_value", "doc_id", "not a document id")
-    try:
-        doc_id.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError("invalid_value", "doc_id", "not valid Unicode") from None
-    return DocRef(DocType(doc_type), doc_id)
+    return DocRef(DocType(doc_type), checked_doc_id(doc_id, "doc_id"))
 
 
 def int_args(**params: tuple[int, int, int]) -> dict[str, int]:

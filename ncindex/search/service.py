@@ -75,7 +75,7 @@ from qdrant_client import models
 from ncindex.documents import DocRef, DocType, point_document, principal
 from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
-from ncindex.errors import ChunkOutOfRange, DocumentNotFound, SearchUnavailable
+from ncindex.errors import ChunkOutOfRange, DocumentNotFound, InputError, SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.search.filters import (
     Node,
@@ -115,6 +115,28 @@ MAX_CHUNK_INDEX = 1_000_000
 
 MAX_DOC_ID_CHARS = 256
 """Longest ``doc_id`` a caller may name (the context endpoint, the MCP ``fetch`` tool)."""
+
+
+def checked_doc_id(doc_id: str, field: str) -> str:
+    """``doc_id`` as a caller named it (the context endpoint's path, the MCP ``fetch`` tool's
+    ``id`` or ``doc_id``), unchanged when it can be a document's id; raises
+    :class:`~ncindex.errors.InputError` (``invalid_value`` on ``field``) when it is empty,
+    longer than :data:`MAX_DOC_ID_CHARS` characters, holds a ``/``, whitespace or a control
+    character (no document's id does: they are Nextcloud's numeric ids, ``"208"``; a
+    ``"208 "`` was looked up and answered ``not_found``, which told the caller the id was
+    right and the document gone) or is not valid Unicode (a lone surrogate)."""
+    if not doc_id or len(doc_id) > MAX_DOC_ID_CHARS or "/" in doc_id:
+        raise InputError("invalid_value", field, "not a document id")
+    if any(c.isspace() or not c.isprintable() for c in doc_id):
+        raise InputError(
+            "invalid_value", field, "not a document id: it holds whitespace or a control character"
+        )
+    try:
+        doc_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError("invalid_value", field, "not valid Unicode") from None
+    return doc_id
+
 
 CHUNKS_PER_DOC = 4
 """Chunk hits fetched per wanted document (several chunks of one document often rank close)."""

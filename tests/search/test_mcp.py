@@ -355,6 +355,10 @@ BAD_ARGUMENTS = [
     ("fetch", {"id": "file:1", "chunk_index": 0, "offset": 5}, "invalid_value", "offset"),
     ("fetch", {"id": "file:1", "max_chars": 0}, "invalid_value", "max_chars"),
     ("fetch", {"id": "file:999999"}, "not_found", "id"),
+    # an id with a space was looked up and answered not_found: the id right, the document gone
+    ("fetch", {"id": "file:1 "}, "invalid_value", "id"),
+    ("fetch", {"id": "file: 1"}, "invalid_value", "id"),
+    ("fetch", {"doc_type": "file", "doc_id": "1\n"}, "invalid_value", "doc_id"),
     # the SDK's message ends with the path, which the text said twice
     ("search", {"query": "x", "filter": {"field": "tags", "op": "in", "value": "finance"}},
      "invalid_value", "filter.value"),
