@@ -85,6 +85,7 @@ from mcp_server.tools import (
     MAX_FETCH_CHARS,
     FetchArgs,
     NoArgs,
+    PageArgs,
     Tools,
     failure_of,
     output_schema,
@@ -96,6 +97,7 @@ from ncindex.errors import NextcloudAuthError, TransientError, Unauthenticated, 
 from ncindex.ingest.queueing import Producer, celery_app
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
+from ncindex.search.facets import DEFAULT_PAGE, MAX_PAGE
 from ncindex.search.service import MAX_LIMIT
 from ncindex.search.wiring import service_factory
 from ncindex.settings import Settings
@@ -115,7 +117,9 @@ CALLER = "ncindex_caller"
 INSTRUCTIONS = (
     "Search the caller's own Nextcloud (notes, files, Deck cards, News items): `search` "
     "returns verified results with ids, titles, links and plain-text snippets; `fetch` "
-    "returns a result's text by its id; `list_filters` lists the filter fields and operators."
+    "returns a result's text by its id; `list_filters` lists the filter fields and operators; "
+    "`list_folders` and `list_tags` list the caller's folders and system tags, the values "
+    "`search`'s `path_prefixes` and `tags` filters can name."
 )
 _READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -123,7 +127,7 @@ _READ_ONLY = ToolAnnotations(
 
 
 def tool_list() -> list[Tool]:
-    """The four tools with their input and output JSON Schemas (:func:`output_schema`), all
+    """The six tools with their input and output JSON Schemas (:func:`output_schema`), all
     annotated read-only."""
 
     def tool(name: str, title: str, description: str, schema: dict[str, Any]) -> Tool:
@@ -143,6 +147,8 @@ def tool_list() -> list[Tool]:
             "Hybrid (dense + BM25) search of the caller's notes, files, Deck cards and News "
             "items; every result is re-checked with Nextcloud. Only `query` is required; the "
             "`filter` tree's fields and operators are those the `list_filters` tool lists. "
+            "Folders and tags are matched by exact name: a folder or tag the caller has none "
+            "of matches nothing, so take them from `list_folders` and `list_tags`. "
             f"Answers `limit` results (1–{MAX_LIMIT}, default 10), at most one per document, "
             "best first. Each result carries `id` (for `fetch`), `title`, `url` (opens it in "
             "Nextcloud), `path`, `snippet` (plain text) with `matches` (`start`/`end` offsets "
@@ -178,6 +184,29 @@ def tool_list() -> list[Tool]:
             NoArgs.model_json_schema(),
         ),
         tool(
+            "list_folders",
+            "List the caller's folders",
+            "The folders holding indexed documents the caller can read, as paths in the "
+            "caller's own files (`/Projects/Lighthouse`), sorted: the values for `search`'s "
+            "`path_prefixes`. Read from the index, then held to the caller's files in Nextcloud "
+            "as they are now (a folder no longer there, such as a share revoked, is left out). "
+            f"Paged: at most `limit` folders (1–{MAX_PAGE:,}, default {DEFAULT_PAGE}) from "
+            "`offset`; `total` counts them all and `next_offset` (null on the last page) is the "
+            "`offset` of the next page.",
+            PageArgs.model_json_schema(),
+        ),
+        tool(
+            "list_tags",
+            "List the caller's tags",
+            "The names of the system tags the caller can see on indexed documents the caller "
+            "can read, sorted: the values for `search`'s `tags`. Read from the index, then held "
+            "to the tags the caller can see in Nextcloud now (a tag deleted or renamed since is "
+            f"left out). Paged: at most `limit` tags (1–{MAX_PAGE:,}, default {DEFAULT_PAGE}) "
+            "from `offset`; `total` counts them all and `next_offset` (null on the last page) "
+            "is the `offset` of the next page.",
+            PageArgs.model_json_schema(),
+        ),
+        tool(
             "index_status",
             "Index status",
             "The caller's own indexed document counts per type, pending and failed documents.",
@@ -209,6 +238,8 @@ def create_app(
         "search": tools.search,
         "fetch": tools.fetch,
         "list_filters": tools.list_filters,
+        "list_folders": tools.list_folders,
+        "list_tags": tools.list_tags,
         "index_status": tools.index_status,
     }
     listed = tool_list()

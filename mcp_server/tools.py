@@ -1,5 +1,6 @@
-"""The MCP server's tools: ``search``, ``fetch``, ``list_filters`` and ``index_status``, all
-read-only, all answered as the caller (the Nextcloud client the HTTP gate resolved).
+"""The MCP server's tools: ``search``, ``fetch``, ``list_filters``, ``list_folders``,
+``list_tags`` and ``index_status``, all read-only, all answered as the caller (the Nextcloud
+client the HTTP gate resolved).
 
 ``search`` takes the body of ``POST /v1/search`` (its JSON Schema is that model's) and answers
 the same verified results, each with ``id`` (``"{doc_type}:{doc_id}"``), ``title``, ``url``
@@ -10,6 +11,13 @@ that ``id`` (or ``doc_type`` + ``doc_id``) and answers at most ``max_chars`` cha
 extracted text from ``offset``, or with ``chunk_index`` of the chunks ``chunk_index ± window``,
 with the text's offsets in the document and where to read on (:func:`fetch_body`), after the
 same ownership check and verify-on-read as ``GET /v1/documents/{doc_type}/{doc_id}/context``.
+``list_folders`` and ``list_tags`` answer the pages of ``GET /v1/folders`` and ``GET /v1/tags``
+(:mod:`ncindex.search.facets`: the same lists, held to Nextcloud as the caller, and the same
+``offset``/``limit`` bounds), the values ``search``'s ``path_prefixes`` and ``tags`` can name.
+They are tools of their own, not part of ``list_filters``: that answer is the same for every
+caller and asks Nextcloud nothing, these are the caller's, each costs a facet count and up to
+three requests to Nextcloud, and each is paged with its own ``next_offset`` (one object
+``outputSchema`` per tool, no union of shapes).
 
 The research-mode shape clients such as ChatGPT's deep research call (a ``search`` tool taking
 ``query`` whose results carry ``id``, ``title`` and ``url``; a ``fetch`` tool taking ``id``
@@ -54,6 +62,7 @@ from ncindex.errors import (
 )
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
+from ncindex.search import facets
 from ncindex.search.filter_fields import FiltersDocument, filter_schemas, filters_document
 from ncindex.search.links import open_link
 from ncindex.search.service import (
@@ -68,6 +77,7 @@ from ncindex.search.service import (
     Verification,
     checked_doc_id,
 )
+from ncindex.store.port import VectorStore
 from ncindex.strict_json import WHOLE_NUMBER
 from ncindex.sync.user_status import UserStatus, user_status
 from ncindex.text.snippets import plain_snippet
@@ -183,6 +193,23 @@ class NoArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class PageArgs(BaseModel):
+    """One page of a list: at most `limit` values from the `offset`-th (0-based)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    offset: Annotated[StrictInt, Field(ge=0, le=facets.MAX_OFFSET), WHOLE_NUMBER] | None = Field(
+        None,
+        description=f"Skip this many values, 0–{facets.MAX_OFFSET:,} (0 when left out or null): "
+        "a previous page's `next_offset` to read on.",
+    )
+    limit: Annotated[StrictInt, Field(ge=1, le=facets.MAX_PAGE), WHOLE_NUMBER] | None = Field(
+        None,
+        description=f"Most values in the page, 1–{facets.MAX_PAGE:,} "
+        f"({facets.DEFAULT_PAGE} when left out or null).",
+    )
+
+
 class SnippetMatch(BaseModel):
     """Where a query term occurs in a result's plain-text snippet."""
 
@@ -274,6 +301,9 @@ def search_schema() -> dict[str, Any]:
     schema["$defs"]["FilterLeaf"]["description"] = (
         "A condition; operators per field as the `list_filters` tool lists them."
     )
+    properties = schema["properties"]
+    for name, what in (("path_prefixes", "folders"), ("tags", "tags")):
+        properties[name]["description"] += f" The caller's {what}: the `list_{what}` tool."
     return schema
 
 
@@ -281,6 +311,8 @@ OUTPUT_MODELS: dict[str, tuple[type[BaseModel], str]] = {
     "search": (SearchAnswer, "Verified results, best first, with the verification counts."),
     "fetch": (FetchAnswer, "A document's text, its offsets and where to read on."),
     "list_filters": (FiltersDocument, "The fields `search`'s `filter` tree may name."),
+    "list_folders": (facets.FoldersPage, "A page of the caller's folders, sorted, with the total."),
+    "list_tags": (facets.TagsPage, "A page of the caller's system tags, sorted, with the total."),
     "index_status": (UserStatus, "The index as it concerns the caller only."),
 }
 """The model each tool's ``structuredContent`` is built from (a success's; an error's is
@@ -355,6 +387,32 @@ class Tools:
         """``list_filters``: the fields and operators, as ``GET /v1/filters``."""
         _no_args(arguments)
         return filters_document()
+
+    def list_folders(self, client: NextcloudClient, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``list_folders``: a page of the caller's folders, as ``GET /v1/folders`` answers it
+        (:func:`~ncindex.search.facets.listed_folders`, :func:`~ncindex.search.facets.facet_page`):
+        ``{folders, total, next_offset}``."""
+        return self._page("folders", facets.listed_folders, client, arguments)
+
+    def list_tags(self, client: NextcloudClient, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``list_tags``: a page of the caller's system tags, as ``GET /v1/tags`` answers it
+        (:func:`~ncindex.search.facets.listed_tags`): ``{tags, total, next_offset}``."""
+        return self._page("tags", facets.listed_tags, client, arguments)
+
+    def _page(
+        self,
+        name: str,
+        listed: Callable[[VectorStore, NextcloudClient], list[str]],
+        client: NextcloudClient,
+        arguments: dict[str, Any],
+    ) -> dict[str, Any]:
+        try:
+            args = PageArgs.model_validate(arguments)
+        except ValidationError as exc:
+            raise validation_error(exc) from None
+        values = listed(self.services.models.view().live.store, client)
+        limit = facets.DEFAULT_PAGE if args.limit is None else args.limit
+        return facets.facet_page(name, values, args.offset or 0, limit)
 
     def index_status(self, client: NextcloudClient, arguments: dict[str, Any]) -> dict[str, Any]:
         """``index_status``: the caller's own counts (:func:`user_status`)."""

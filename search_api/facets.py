@@ -4,7 +4,8 @@ are now (a ``PROPFIND`` of the root and a SEARCH of its folders,
 :func:`~ncindex.search.facets.visible_folders`), the tags to the tags the caller can see now
 (a ``PROPFIND`` of the system tags, :func:`~ncindex.search.facets.visible_tags`).
 
-Both are paged with ``offset`` (default 0) and ``limit`` (1–1000, default 200) and answer
+Both are paged with ``offset`` (default 0) and ``limit`` (1–1000, default 200:
+:data:`~ncindex.search.facets.MAX_PAGE`, :data:`~ncindex.search.facets.DEFAULT_PAGE`) and answer
 ``{"folders"|"tags": [...], "total": n, "next_offset": n | null}``; 400 ``invalid_value``
 for a bad ``offset``/``limit``, ``unknown_field`` for another query parameter, 401
 ``unauthenticated``, 503 ``backend_unavailable``.
@@ -18,21 +19,18 @@ from flask import Blueprint, Response, jsonify, request
 
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
-from ncindex.search.facets import caller_folders, caller_tags, visible_folders, visible_tags
+from ncindex.search.facets import (
+    DEFAULT_PAGE,
+    MAX_OFFSET,
+    MAX_PAGE,
+    facet_page,
+    listed_folders,
+    listed_tags,
+)
 from ncindex.store.port import VectorStore
 from ncindex.web.auth import normalized_authorization, resolve_caller
 from ncindex.web.problems import TRANSLATED, problem_for
 from search_api.search import Decorator, int_args
-
-MAX_PAGE = 1000
-"""Largest ``limit``."""
-MAX_OFFSET = 100_000_000
-"""Largest ``offset``."""
-
-
-def _user(client: NextcloudClient) -> str:
-    assert client.user is not None  # resolve_caller resolves it
-    return client.user
 
 
 def facets_blueprint(
@@ -47,29 +45,21 @@ def facets_blueprint(
         try:
             # no usable credentials: 401 before the parameters are judged
             normalized_authorization(request.headers.get("Authorization"))
-            args = int_args(offset=(0, 0, MAX_OFFSET), limit=(200, 1, MAX_PAGE))
-            offset, size = args["offset"], args["limit"]
+            args = int_args(offset=(0, 0, MAX_OFFSET), limit=(DEFAULT_PAGE, 1, MAX_PAGE))
             client = resolve_caller(services, request.headers.get("Authorization"))
             values = read(store(), client)
         except TRANSLATED as exc:
             return problem_for(exc)
-        end = offset + size
-        return jsonify(
-            {
-                name: values[offset:end],
-                "total": len(values),
-                "next_offset": end if end < len(values) else None,
-            }
-        )
+        return jsonify(facet_page(name, values, args["offset"], args["limit"]))
 
     @bp.get("/v1/folders")
     @limit
     def folders() -> Response:
-        return page("folders", lambda s, c: visible_folders(c, caller_folders(s, _user(c))))
+        return page("folders", listed_folders)
 
     @bp.get("/v1/tags")
     @limit
     def tags() -> Response:
-        return page("tags", lambda s, c: visible_tags(c, caller_tags(s, _user(c))))
+        return page("tags", listed_tags)
 
     return bp

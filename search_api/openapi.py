@@ -17,6 +17,7 @@ from pydantic.json_schema import models_json_schema
 
 from ncindex import __version__
 from ncindex.documents import DocType
+from ncindex.search.facets import DEFAULT_PAGE, MAX_OFFSET, MAX_PAGE
 from ncindex.search.filter_fields import FiltersDocument, filter_schemas
 from ncindex.search.service import (
     MAX_CHUNK_INDEX,
@@ -27,7 +28,6 @@ from ncindex.search.service import (
     SearchResponse,
 )
 from ncindex.sync.user_status import UserStatus
-from search_api.facets import MAX_OFFSET, MAX_PAGE
 
 REF = "#/components/schemas/{model}"
 
@@ -255,7 +255,7 @@ def _facet_path(name: str, summary: str, secured: list[dict[str, Any]]) -> dict[
             "security": secured,
             "parameters": [
                 _param("offset", "query", _count(0, MAX_OFFSET, 0)),
-                _param("limit", "query", _count(1, MAX_PAGE, 200)),
+                _param("limit", "query", _count(1, MAX_PAGE, DEFAULT_PAGE)),
             ],
             "responses": {
                 "200": {

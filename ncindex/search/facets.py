@@ -15,13 +15,20 @@ leaves the listing at once, wherever it was mounted; the tags to the tags the ca
 (:func:`visible_tags`: one request), so a tag deleted, renamed or made invisible since, or one
 only another user may see, is not offered. A tag found only on such a revoked share's
 documents stays listed until the scan: telling it would cost a ``REPORT`` per tag.
+
+:func:`listed_folders` and :func:`listed_tags` are the two lists as served, and
+:func:`facet_page` one page of either, with :data:`DEFAULT_PAGE`, :data:`MAX_PAGE` and
+:data:`MAX_OFFSET`: the REST endpoints (``search_api.facets``) and the MCP tools
+``list_folders`` and ``list_tags`` (``mcp_server.tools``) answer the same.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import structlog
+from pydantic import BaseModel, Field
 from qdrant_client import models
 
 from ncindex.documents import principal
@@ -152,3 +159,73 @@ def visible_tags(client: NextcloudClient, tags: list[str]) -> list[str]:
         log.warning("tags_not_listed", user=client.user, error=str(exc))
         return tags
     return [t for t in tags if t in names]
+
+
+DEFAULT_PAGE = 200
+"""Values in one page of a list when the caller names no ``limit``."""
+MAX_PAGE = 1000
+"""Largest ``limit``: most values in one page."""
+MAX_OFFSET = 100_000_000
+"""Largest ``offset``."""
+
+
+def _user(client: NextcloudClient) -> str:
+    if client.user is None:  # a resolved caller always has one
+        raise ValueError("the client has no user")
+    return client.user
+
+
+def listed_folders(store: VectorStore, client: NextcloudClient) -> list[str]:
+    """The caller's folder list as served: :func:`caller_folders` of ``client.user`` held to
+    the caller's files by :func:`visible_folders`. Raises ``StoreUnavailable``; ``ValueError``
+    for a client without a user."""
+    return visible_folders(client, caller_folders(store, _user(client)))
+
+
+def listed_tags(store: VectorStore, client: NextcloudClient) -> list[str]:
+    """The caller's tag list as served: :func:`caller_tags` of ``client.user`` held to the
+    tags the caller can see by :func:`visible_tags`. Raises ``StoreUnavailable``;
+    ``ValueError`` for a client without a user."""
+    return visible_tags(client, caller_tags(store, _user(client)))
+
+
+class FoldersPage(BaseModel):
+    """A page of the caller's folders (`GET /v1/folders`, the MCP `list_folders` tool)."""
+
+    folders: list[str] = Field(
+        description="Folders holding indexed documents the caller can read, as paths in the "
+        "caller's own files (`/Projects/Lighthouse`; the root left out), sorted; each one is "
+        "a value for `search`'s `path_prefixes` (or a `path_prefix` filter)."
+    )
+    total: int = Field(description="How many folders there are in all, on every page.")
+    next_offset: int | None = Field(
+        description="The `offset` of the next page; null when this page is the last."
+    )
+
+
+class TagsPage(BaseModel):
+    """A page of the caller's system tags (`GET /v1/tags`, the MCP `list_tags` tool)."""
+
+    tags: list[str] = Field(
+        description="Names of the system tags the caller can see on indexed documents the "
+        "caller can read, sorted, spelt as Nextcloud spells them; each one is a value for "
+        "`search`'s `tags` (or a `tags` filter)."
+    )
+    total: int = Field(description="How many tags there are in all, on every page.")
+    next_offset: int | None = Field(
+        description="The `offset` of the next page; null when this page is the last."
+    )
+
+
+def facet_page(name: str, values: list[str], offset: int, limit: int) -> dict[str, Any]:
+    """``{name: values[offset:offset + limit], "total": len(values), "next_offset": n | None}``
+    (``next_offset`` is ``offset + limit`` while values remain past it), the body of a
+    :class:`FoldersPage` (``name`` ``"folders"``) or :class:`TagsPage` (``"tags"``).
+    ``offset`` and ``limit`` are taken as given: the caller has held them to 0–
+    :data:`MAX_OFFSET` and 1–:data:`MAX_PAGE`."""
+    end = offset + limit
+    return {
+        name: values[offset:end],
+        "total": len(values),
+        "next_offset": end if end < len(values) else None,
+    }

@@ -77,7 +77,14 @@ print("\nRESULT " + json.dumps(out), flush=True)
 
 def test_up_serves_the_mcp_server_at_mcp(tmp_path: Path) -> None:
     result = run_scenario(SCENARIO, tmp_path)
-    assert result["tools"] == ["fetch", "index_status", "list_filters", "search"]
+    assert result["tools"] == [
+        "fetch",
+        "index_status",
+        "list_filters",
+        "list_folders",
+        "list_tags",
+        "search",
+    ]
     status = result["status"]
     assert status["user"] == "admin"
     assert sum(t["indexed"] for t in status["doc_types"].values()) == 0

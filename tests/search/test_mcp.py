@@ -46,7 +46,7 @@ from ncindex.web.dispatch import forward_to
 from ncindex.web.proxies import trusted_wsgi
 from search_support import PASSWORDS, Api, build_api
 
-TOOLS = {"search", "fetch", "list_filters", "index_status"}
+TOOLS = {"search", "fetch", "list_filters", "list_folders", "list_tags", "index_status"}
 
 
 def basic(user: str, password: str | None = None) -> str:
@@ -174,7 +174,12 @@ def test_null_is_left_out_for_every_optional_argument(mcp_url: str, ro_api: Api)
     left out; those two were refused ``invalid_value``. Now each optional property of each
     tool takes ``null``, as its schema says, and answers as without it."""
     key = ro_api.keys[LIGHT]
-    required = {"search": {"query": "lighthouse lens"}, "fetch": {"id": key}}
+    required = {
+        "search": {"query": "lighthouse lens"},
+        "fetch": {"id": key},
+        "list_folders": {},
+        "list_tags": {},
+    }
 
     async def main() -> list[tuple[str, str, Any, Any]]:
         async with session(mcp_url, basic("alice")) as client:
@@ -192,11 +197,17 @@ def test_null_is_left_out_for_every_optional_argument(mcp_url: str, ro_api: Api)
             return out
 
     calls = run(main())
-    assert {prop for _, prop, _, _ in calls} >= {"explain", "max_chars", "limit", "window"}
+    assert {prop for _, prop, _, _ in calls} >= {
+        "explain",
+        "max_chars",
+        "limit",
+        "window",
+        "offset",
+    }
     for name, prop, plain, nulled in calls:
         assert not nulled.is_error, (name, prop, nulled.structured_content)
-        if name == "fetch":
-            assert nulled.structured_content == plain.structured_content, prop
+        if name != "search":
+            assert nulled.structured_content == plain.structured_content, (name, prop)
         else:
             assert ids(nulled) == ids(plain), prop
             assert all("explain" not in r for r in nulled.structured_content["results"])
@@ -365,6 +376,10 @@ BAD_ARGUMENTS = [
     ("search", {"query": "x", "filter": {"and": {"field": "size", "op": "eq", "value": 1}}},
      "invalid_filter", "filter.and"),
     ("list_filters", {"x": 1}, "unknown_field", "x"),
+    ("list_folders", {"limit": 0}, "invalid_value", "limit"),
+    ("list_folders", {"offset": -1}, "invalid_value", "offset"),
+    ("list_tags", {"limit": 1001}, "invalid_value", "limit"),
+    ("list_tags", {"page": 2}, "unknown_field", "page"),
 ]  # fmt: skip
 
 
@@ -421,6 +436,77 @@ def test_list_filters_and_index_status(mcp_url: str, ro_api: Api) -> None:
     assert theirs.structured_content["dead_letter"] == []
 
 
+PAGES = [{}, {"limit": 1}, {"offset": 1, "limit": 2}, {"offset": 2.0, "limit": None},
+         {"offset": 1000}]  # fmt: skip
+
+
+def test_list_folders_and_tags_answer_what_rest_answers(api: Api) -> None:
+    """An agent had no way to learn the folders and tags it may filter on (``GET /v1/folders``
+    and ``GET /v1/tags`` were REST only), so a folder or tag it guessed matched nothing, without
+    a hint. ``list_folders`` and ``list_tags`` answer each caller exactly what those endpoints
+    answer them, page by page (the same lists held to Nextcloud as the caller — a tag made
+    invisible since goes from both —, the same ``offset``/``limit``), and a listed folder and
+    tag are values ``search`` finds documents under."""
+    sim = api.sim
+    sim.create_tag("urgent")
+    finance = sim.create_tag("finance")
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+    url = f"{served.url}/mcp"
+
+    def rest(user: str, name: str, page: dict[str, Any]) -> Any:
+        query = "&".join(f"{k}={int(v)}" for k, v in page.items() if v is not None)
+        response = api.client.get(f"/v1/{name}?{query}", auth=(user, PASSWORDS[user]))
+        assert response.status_code == 200, response.get_json()
+        return response.get_json()
+
+    async def lists(user: str) -> dict[tuple[str, int], Any]:
+        async with session(url, basic(user)) as client:
+            return {
+                (name, i): await call(client, f"list_{name}", page)
+                for name in ("folders", "tags")
+                for i, page in enumerate(PAGES)
+            }
+
+    async def searches() -> tuple[Any, Any]:
+        async with session(url, basic("alice")) as client:
+            return (
+                await call(
+                    client, "search", {"query": "lighthouse", "path_prefixes": ["/Private"]}
+                ),
+                await call(client, "search", {"query": "budget", "tags": ["finance"]}),
+            )
+
+    def agree(user: str) -> dict[tuple[str, int], Any]:
+        answers = run(lists(user))
+        for (name, i), result in answers.items():
+            assert not result.is_error, (user, name, result.content)
+            body = result.structured_content
+            assert body == rest(user, name, PAGES[i]), (user, name, PAGES[i])
+            assert json.loads(result.content[0].text) == body
+        return {key: result.structured_content for key, result in answers.items()}
+
+    try:
+        alice, bob = agree("alice"), agree("bob")
+        assert {"/Private", "/Projects", "/Projects/Lighthouse"} <= set(
+            alice["folders", 0]["folders"]
+        )
+        assert alice["folders", 0]["total"] == len(alice["folders", 0]["folders"])
+        assert alice["folders", 0]["next_offset"] is None
+        assert alice["folders", 1]["next_offset"] == 1 and len(alice["folders", 1]["folders"]) == 1
+        assert alice["tags", 0] == {"tags": ["finance", "urgent"], "total": 2, "next_offset": None}
+        assert alice["tags", 1] == {"tags": ["finance"], "total": 2, "next_offset": 1}
+        assert "/Private" in bob["folders", 0]["folders"]  # his own: the same name, another folder
+        assert "/Projects" not in bob["folders", 0]["folders"]
+        assert bob["tags", 0]["tags"] == ["urgent"]
+        in_private, tagged = run(searches())
+        assert ids(in_private) == [api.keys[DIARY]]
+        assert ids(tagged) == [api.keys[BUDGET]]
+        sim.tags.tags[finance].user_visible = False  # no event says so: held to Nextcloud
+        assert agree("alice")["tags", 0]["tags"] == ["urgent"]
+    finally:
+        served.close()
+
+
 def test_every_tool_declares_an_output_schema_its_results_validate_against(
     mcp_url: str, ro_api: Api
 ) -> None:
@@ -443,6 +529,8 @@ def test_every_tool_declares_an_output_schema_its_results_validate_against(
         ("fetch", {"id": key, "max_chars": 30}),
         ("fetch", {"id": key, "chunk_index": 0}),
         ("list_filters", {}),
+        ("list_folders", {"limit": 1}),
+        ("list_tags", {}),
         ("index_status", {}),
     ]
 
@@ -481,7 +569,12 @@ def test_every_tool_declares_an_output_schema_its_results_validate_against(
     assert all("explain" in r for r in explained["results"])
     assert results[3].structured_content["truncated"] is True
     assert results[4].structured_content["chunks"]
-    assert results[6].structured_content["dead_letter"]
+    assert len(results[6].structured_content["folders"]) == 1
+    assert results[6].structured_content["next_offset"] == 1
+    assert results[8].structured_content["dead_letter"]
+    for name in ("list_folders", "list_tags"):
+        described = tools[name].description
+        assert all(said in described for said in ("1–1,000", "default 200", "next_offset")), name
 
 
 def test_a_tool_error_reaches_the_sdk_client_as_an_error_not_a_schema_failure(
@@ -1359,7 +1452,7 @@ def test_a_tool_call_without_a_known_tool_name_is_invalid_params_naming_the_fiel
     "Invalid request parameters" with ``data`` ``""``, and an unknown tool had no ``data``.
     Sent by raw HTTP: the SDK's client sends a name it was given as a string."""
     headers = {"Authorization": basic("alice"), **JSON_POST}
-    tools = "search, fetch, list_filters, index_status"
+    tools = "search, fetch, list_filters, list_folders, list_tags, index_status"
     for params, detail in (
         ({}, f"missing: the tool to call, one of {tools}"),
         ({"name": None}, f"missing: the tool to call, one of {tools}"),
