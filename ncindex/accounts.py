@@ -118,15 +118,37 @@ def held_until(
     return until
 
 
+def record_deleted(
+    client: redis.Redis, keys: Names, user: str, documents: int, now: float | None = None
+) -> None:
+    """Note on refused account ``user``'s entry that Nextcloud said the user no longer exists
+    and that the index forgot them: ``"deleted": {"at": Unix seconds, "documents": how many
+    documents changed}`` (:func:`refused_accounts` shows it, ``ncindex status`` prints it).
+    ``documents`` adds up over the checks of one refusal (a later check finds nothing left).
+    An account with no refusal entry gets one (``where``: the check). Raises
+    ``redis.RedisError``."""
+    entry = _entry(client.hget(keys.refused_accounts, user))
+    at = int(time.time() if now is None else now)
+    if not entry:
+        entry = {"at": at, "where": "cloud/users: user does not exist"}
+    before = entry.get("deleted")
+    counted = before.get("documents") if isinstance(before, dict) else 0
+    total = (counted if isinstance(counted, int) else 0) + documents
+    entry["deleted"] = {"at": at, "documents": total}
+    client.hset(keys.refused_accounts, user, json.dumps(entry))
+
+
 def clear_refused(client: redis.Redis, keys: Names, user: str) -> None:
     """Forget a refusal of ``user`` (its credentials worked again)."""
     client.hdel(keys.refused_accounts, user)
 
 
 def refused_accounts(client: redis.Redis, keys: Names) -> dict[str, dict[str, Any]]:
-    """User id → ``{"at", "where"}`` (and ``times``, the refusals in a row of one credential)
-    of every account of deployment ``keys`` that Nextcloud refused (401), by user id (the
-    credential's fingerprint left out); an unreadable entry reads as ``{}``. Raises
+    """User id → ``{"at", "where"}`` (and ``times``, the refusals in a row of one credential;
+    ``deleted``, ``{"at", "documents"}``, once Nextcloud said the user does not exist and the
+    index forgot them: :func:`record_deleted`) of every account of deployment ``keys`` that
+    Nextcloud refused (401), by user id (the credential's fingerprint left out); an
+    unreadable entry reads as ``{}``. Raises
     ``redis.RedisError`` when Redis cannot be asked."""
     out: dict[str, dict[str, Any]] = {}
     for raw_user, raw in sorted(client.hgetall(keys.refused_accounts).items()):

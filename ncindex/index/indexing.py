@@ -704,6 +704,33 @@ class Indexer:
                 left += self.access.remove(user, ref, lost=None)
         return left
 
+    # --- a deleted user ------------------------------------------------------------------
+
+    def forget_user(self, user: str) -> int:
+        """Take ``user`` out of every document the index holds for them — for a user Nextcloud
+        says no longer exists (the caller asked: :func:`ncindex.sync.deleted.check_deleted`).
+        Each document is handled under its lock by
+        :meth:`~ncindex.index.access.Access.remove` (nothing marked for the scans): a document
+        only ``user`` held, and a file or note they owned (Nextcloud deleted their home, and
+        with it every share of it: nextcloud/server ``lib/private/User/User.php`` ``delete``),
+        is deleted; ``user:{user}`` leaves the ``acl`` and paths of the others (a file shared
+        with them, a Deck card on a board of someone else). Returns how many documents
+        changed; running it again changes nothing. Raises ``StoreUnavailable``."""
+        keys = sorted(
+            {
+                str(p["doc_key"])
+                for p in self.services.store.scroll(first_chunks(acl_condition(user)), ["doc_key"])
+                if p.get("doc_key")
+            }
+        )
+        changed = 0
+        for key in keys:
+            ref = DocRef.parse(key)
+            with self.lock(ref):
+                changed += self.access.remove(user, ref, lost=None)
+        log.info("user_forgotten", user=user, documents=changed)
+        return changed
+
     # --- move ----------------------------------------------------------------------------
 
     def move_path(self, user: str, source: str, target: str, file_id: int | None) -> Outcome:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import http.cookiejar
 import time
+import urllib.parse
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -355,6 +356,47 @@ class NextcloudClient:
             return response.json()["ocs"]["data"]
         except (ValueError, KeyError, TypeError) as exc:
             raise NextcloudProtocolError(f"{path}: not an OCS JSON envelope") from exc
+
+    def user_exists(self, uid: str) -> bool:
+        """Whether Nextcloud has a user ``uid``, asked with these credentials (an admin's:
+        the webhook admin) through ``GET /ocs/v2.php/cloud/users/{uid}``.
+
+        nextcloud/server ``apps/provisioning_api/lib/Controller/UsersController.php``
+        ``getUser`` → ``AUserDataOCSController::getUserData``, which looks the user up
+        (``IUserManager::get``) before anything else and throws
+        ``OCSNotFoundException('User does not exist')`` when there is none: OCS
+        ``meta.statuscode`` 404, mirrored as HTTP 404 under v2 (``V2Response``; under v1 the
+        HTTP status is 200). That answer alone — an OCS JSON envelope whose
+        ``meta.statuscode`` is 404 — returns ``False``. OCS 998 is not such an answer, though
+        v2 mirrors it as HTTP 404 too: ``getUser`` throws it for a user these credentials may
+        not see (``getUserData`` returned null: no admin), and it is the answer of an unknown
+        route (provisioning_api disabled). A user that exists returns ``True`` (HTTP 200 with
+        its data). Everything else raises, never ``False``: ``NextcloudAuthError`` when these
+        credentials are refused (401); ``NextcloudUnavailable`` for a timeout or 5xx;
+        ``NextcloudProtocolError`` for any other answer (OCS 998 included)."""
+        path = "/ocs/v2.php/cloud/users/" + urllib.parse.quote(uid, safe="")
+        where = f"GET {path}"
+        self._guarded()
+        kwargs: dict[str, Any] = {"headers": API_HEADERS}
+        self._forward(kwargs)
+        with _transport_errors("GET", path):
+            response = self.http.request("GET", path, auth=self.auth, **kwargs)
+        if response.status_code == 404:
+            try:
+                code = response.json()["ocs"]["meta"]["statuscode"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise NextcloudProtocolError(f"{where}: HTTP 404, not an OCS envelope") from exc
+            if code == 404:
+                return False
+            raise NextcloudProtocolError(f"{where}: HTTP 404, OCS status {code!r}")
+        self._check("GET", path, response, ())
+        try:
+            data = response.json()["ocs"]["data"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise NextcloudProtocolError(f"{where}: not an OCS JSON envelope") from exc
+        if not isinstance(data, dict) or "id" not in data:
+            raise NextcloudProtocolError(f"{where}: the answer names no user")
+        return True
 
     def current_user(self) -> str:
         """Resolve the credentials' user id through ``GET /ocs/v2.php/cloud/user``; sets

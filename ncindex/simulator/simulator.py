@@ -266,6 +266,18 @@ class NextcloudSimulator:
         with self.lock:
             self.tree.user(uid).enabled = enabled
 
+    def delete_user(self, uid: str) -> None:
+        """``occ user:delete``: the user, their files, trash, shares and app passwords are gone
+        without any file event
+        (:meth:`ncindex.simulator.state.FileTree.delete_user`); their logins are then refused
+        (401) and ``GET /ocs/v2.php/cloud/users/{uid}`` answers an admin OCS 404 "User does
+        not exist" (nextcloud/server ``AUserDataOCSController::getUserData``). Nothing is
+        sent to webhook listeners: ``OCP\\User\\Events\\UserDeletedEvent`` does not
+        implement ``IWebhookCompatibleEvent``, so webhook_listeners refuses to register it.
+        Raises ``NotFoundError`` for an unknown ``uid``."""
+        with self.lock:
+            self.tree.delete_user(uid)
+
     def add_app_password(self, uid: str, password: str, *, login_name: str | None = None) -> None:
         """Give an existing user one more app password, created under ``login_name`` (default:
         the user's login name)."""

@@ -399,6 +399,24 @@ class FileTree:
         except KeyError:
             raise NotFoundError(f"User {uid} does not exist") from None
 
+    def delete_user(self, uid: str) -> None:
+        """``occ user:delete uid`` (or the admin's delete): the user, their home with every
+        file in it, their trash, and the shares they gave and received are gone, and no event
+        is dispatched for any file. nextcloud/server ``lib/private/User/User.php`` ``delete``
+        removes the home folder on disk (``rmdirr($homePath)``, no ``View``: no node event)
+        and its storage entry; the share manager's ``userDeleted`` listener deletes the shares
+        from and to them. Raises :class:`NotFoundError` for an unknown ``uid``."""
+        self.user(uid)
+        del self.users[uid]
+        home = self.homes.pop(uid)
+        self.trash.pop(uid, None)
+        self.shares = [
+            s for s in self.shares if s.sharee != uid and s.owner != uid and s.node.owner != uid
+        ]
+        gone = [i for i, node in self.nodes.items() if node.owner == uid or node is home]
+        for node_id in gone:
+            del self.nodes[node_id]
+
     # ------------------------------------------------------------------ views
 
     def attached(self, node: Node) -> bool:

@@ -112,6 +112,7 @@ from ncindex.sources.registry import SOURCES
 from ncindex.store.manifest import ManifestEntry, load_manifest
 from ncindex.store.queries import acl_condition, first_chunks
 from ncindex.strict_json import finite_float
+from ncindex.sync.deleted import Deleted, check_deleted
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
@@ -182,6 +183,11 @@ class ScanReport:
     #: the listing failed for a reason that may pass (:class:`~ncindex.errors.TransientError`:
     #: Nextcloud or the store unavailable), so the scan is worth running again soon
     retryable: bool = False
+    #: when the account was refused: whether Nextcloud says its user was deleted
+    #: (:func:`ncindex.sync.deleted.check_deleted`: ``forgotten``, ``exists`` or ``unknown``)
+    user_deleted: str | None = None
+    #: documents changed when the user was found deleted and forgotten
+    forgotten: int = 0
 
     @property
     def clean(self) -> bool:
@@ -227,6 +233,8 @@ class ScanReport:
             "forbidden_folders": self.forbidden,
             "pages": self.pages,
             "partial": self.partial,
+            "user_deleted": self.user_deleted,
+            "forgotten": self.forgotten,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -592,6 +600,7 @@ class Reconciler:
             if apply:  # a dry run records nothing, a refusal neither
                 if isinstance(exc, NextcloudAuthError):
                     self.services.account_refused(user, exc)
+                    self._deleted(report)
                 state.record(report)
             return report
         if apply:  # the account got through: not refused
@@ -623,6 +632,19 @@ class Reconciler:
             state.record(report)
         log_.info("reconcile_scan", **report.summary())
         return report
+
+    def _deleted(self, report: ScanReport) -> None:
+        """The account was refused: ask Nextcloud whether its user was deleted, and forget
+        them if so (:func:`ncindex.sync.deleted.check_deleted`); the outcome goes into
+        ``report``. A store or Redis failure here is logged: the next refused scan asks
+        again."""
+        try:
+            found, report.forgotten = check_deleted(self.services, self.indexer, report.user)
+        except (redis.RedisError, NcindexError) as exc:
+            log.warning("user_deleted_not_checked", user=report.user, error=str(exc))
+            report.user_deleted = Deleted.UNKNOWN.value
+            return
+        report.user_deleted = found.value
 
     def _found_indexed(self, user: str) -> None:
         """A scan found ``user``'s documents indexed and sent nothing to index: when nothing

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 from lxml import etree
-from sim_support import OCS, OCS_JSON
+from sim_support import OCS, OCS_JSON, PASSWORDS
+
+from ncindex.errors import NextcloudProtocolError, NextcloudUnavailable
+from ncindex.nextcloud.client import NextcloudClient
 
 
 def test_unauthenticated_is_ocs_997_with_http_401_in_xml_and_json(client) -> None:
@@ -141,3 +145,39 @@ def test_a_disabled_account_is_refused_at_every_entry_point(sim, client) -> None
     assert alice.get("/ocs/v2.php/cloud/user", headers=OCS_JSON).status_code == 200
     again = alice.request("PROPFIND", "/remote.php/dav/files/alice/", headers={"Depth": "0"})
     assert again.status_code == 207
+
+
+def test_a_deleted_user_is_ocs_404_user_does_not_exist(sim, server, client) -> None:
+    """``occ user:delete bob``: his logins are refused and his files are gone, without any
+    file event; ``GET cloud/users/bob`` answers OCS 404 "User does not exist" (nextcloud/server
+    ``AUserDataOCSController::getUserData``: ``OCSNotFoundException`` before any permission
+    check), HTTP 404 under v2 and HTTP 200 under v1. A user a non-admin may not see is OCS
+    998 (``UsersController::getUser``), also HTTP 404 under v2: ``user_exists`` tells the two
+    apart and answers ``False`` for the first alone."""
+    sim.put_file("bob", "/b.md", "# B\nbream")
+    sim.share("bob", "/b.md", "alice")
+    http = httpx.Client(base_url=server.url, timeout=10)
+    admin = NextcloudClient.for_account(http, "admin", PASSWORDS["admin"])
+    alice = NextcloudClient.for_account(http, "alice", PASSWORDS["alice"])
+    assert admin.user_exists("bob") is True
+    with pytest.raises(NextcloudProtocolError):  # OCS 998: not hers to see, not "deleted"
+        alice.user_exists("bob")
+    sim.delete_user("bob")
+    assert client("alice").get("/remote.php/dav/files/alice/b.md").status_code == 404
+    assert admin.user_exists("bob") is False
+    assert alice.user_exists("bob") is False
+    v2 = client("admin").get("/ocs/v2.php/cloud/users/bob", headers=OCS_JSON)
+    assert v2.status_code == 404
+    assert v2.json()["ocs"]["meta"] == {
+        "status": "failure",
+        "statuscode": 404,
+        "message": "User does not exist",
+    }
+    v1 = client("admin").get("/ocs/v1.php/cloud/users/bob", headers=OCS_JSON)
+    assert v1.status_code == 200 and v1.json()["ocs"]["meta"]["statuscode"] == 404
+    gone = httpx.get(server.url + "/ocs/v2.php/cloud/user", auth=("bob", PASSWORDS["bob"]))
+    assert gone.status_code == 401
+    sim.faults.set("ocs", status=503)
+    with pytest.raises(NextcloudUnavailable):
+        admin.user_exists("bob")
+    http.close()

@@ -640,3 +640,74 @@ def test_a_refused_app_password_is_not_sent_again_until_it_changes(rstack: Stack
     rstack.settings.accounts["carol"] = SecretStr("carol-new-app-password")
     assert rec.scan("carol", DocType.FILE, apply=True).error is None
     assert refused_accounts(rstack.services.redis, keys) == {}
+
+
+def acl(stack: Stack, doc_key: str) -> list[str]:
+    """The ``acl`` of ``doc_key``'s first point (``[]`` when the index holds none)."""
+    points = stack.points(doc_key)
+    return sorted(points[0].payload["acl"]) if points else []
+
+
+def test_a_deleted_users_documents_leave_the_index(rstack: Stack) -> None:
+    """``occ user:delete carol``: Nextcloud removes her home without any file event
+    (nextcloud/server ``lib/private/User/User.php`` ``delete``) and webhook_listeners cannot
+    deliver ``UserDeletedEvent`` (not ``IWebhookCompatibleEvent``); ncindex only sees her app
+    password refused. Her refused scan asks Nextcloud as the webhook admin
+    (``GET /ocs/v2.php/cloud/users/carol`` → OCS 404 "User does not exist",
+    ``AUserDataOCSController::getUserData``) and forgets her: her private file is deleted,
+    her file shared with bob too (his share ended with her home), and ``user:carol`` leaves
+    the acl of alice's file shared with her. On the old code all three kept her."""
+    sim, keys = rstack.sim, rstack.settings.names
+    private = sim.put_file("carol", "/Mine/diary.md", "# Diary\nprivate walrus")
+    own = sim.put_file("carol", "/Mine/plan.md", "# Plan\nshared narwhal")
+    sim.share("carol", "/Mine/plan.md", "bob")
+    theirs = sim.put_file("alice", "/Docs/s.md", "# S\nshared salt")
+    sim.share("alice", "/Docs/s.md", "carol")
+    rstack.settle()
+    rstack.reconcile(USERS)
+    assert acl(rstack, f"file:{private}") == ["user:carol"]
+    assert acl(rstack, f"file:{own}") == ["user:bob", "user:carol"]
+    assert acl(rstack, f"file:{theirs}") == ["user:alice", "user:carol"]
+
+    sim.delete_user("carol")
+    rec = reconciler(rstack, Recorder())
+    report = rec.scan("carol", DocType.FILE, apply=True)
+    assert report.error is not None and report.error.startswith("NextcloudAuthError"), report
+    assert rstack.points(f"file:{private}") == []
+    assert rstack.points(f"file:{own}") == []
+    assert acl(rstack, f"file:{theirs}") == ["user:alice"]
+    assert (report.user_deleted, report.forgotten) == ("forgotten", 3), report.summary()
+    entry = refused_accounts(rstack.services.redis, keys)["carol"]
+    assert entry["deleted"]["documents"] == 3
+    # the next refused scan (held: nothing sent as carol) asks again and finds nothing left
+    again = rec.scan("carol", DocType.NOTE, apply=True)
+    assert again.error is not None and again.error.startswith("AccountHeld"), again
+    assert (again.user_deleted, again.forgotten) == ("forgotten", 0)
+    assert refused_accounts(rstack.services.redis, keys)["carol"]["deleted"]["documents"] == 3
+
+
+def test_a_refused_user_is_never_forgotten_on_an_unclear_answer(rstack: Stack) -> None:
+    """carol's app password is revoked but she exists (the admin is told her details): her
+    documents stay. And while Nextcloud's OCS answers 503 (or times out) nothing is decided
+    either: only OCS 404 "User does not exist" evicts."""
+    sim = rstack.sim
+    private = sim.put_file("carol", "/Mine/diary.md", "# Diary\nprivate walrus")
+    rstack.settle()
+    rstack.reconcile(["carol"])
+    assert acl(rstack, f"file:{private}") == ["user:carol"]
+    sim.tree.users["carol"].passwords.clear()
+    sim.tree.users["carol"].token_logins.clear()
+    rec = reconciler(rstack, Recorder())
+    exists = rec.scan("carol", DocType.FILE, apply=True)
+    assert (exists.user_deleted, exists.forgotten) == ("exists", 0), exists.summary()
+    assert acl(rstack, f"file:{private}") == ["user:carol"]
+
+    sim.delete_user("carol")
+    sim.faults.set("ocs", status=503)
+    try:
+        unclear = rec.scan("carol", DocType.FILE, apply=True)
+    finally:
+        sim.faults.clear()
+    assert (unclear.user_deleted, unclear.forgotten) == ("unknown", 0), unclear.summary()
+    assert acl(rstack, f"file:{private}") == ["user:carol"]
+    assert "deleted" not in refused_accounts(rstack.services.redis, rstack.settings.names)["carol"]

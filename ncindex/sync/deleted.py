@@ -1,0 +1,72 @@
+"""A configured account whose Nextcloud user was deleted: its documents leave the index.
+
+Nextcloud tells no one of a deleted user. ``OCP\\User\\Events\\UserDeletedEvent`` and
+``BeforeUserDeletedEvent`` (nextcloud/server ``lib/public/User/Events/``) extend ``Event``
+without implementing ``OCP\\EventDispatcher\\IWebhookCompatibleEvent`` (of the user events
+only ``UserFirstTimeLoggedInEvent`` does), and webhook_listeners registers only classes that
+do (``apps/webhook_listeners/lib/Db/WebhookListenerMapper.php`` ``addWebhookListener``: OCS
+400 otherwise); deleting the home removes its files on disk without any file event
+(``lib/private/User/User.php`` ``delete``: ``rmdirr($homePath)``). What ncindex sees is the
+deleted user's app password refused (401): the account is then listed as refused
+(:mod:`ncindex.accounts`) and its scans fail without touching the index.
+
+So when a scan of an account ends refused, :func:`check_deleted` asks Nextcloud, as the webhook
+admin (``Settings.webhook_admin``), whether the user still exists
+(:meth:`ncindex.nextcloud.client.NextcloudClient.user_exists`: ``GET
+/ocs/v2.php/cloud/users/{uid}``). Only the definite answer — OCS 404 "User does not exist" —
+evicts the user (:meth:`ncindex.index.indexing.Indexer.forget_user`); a user that exists
+(refused for a revoked app password, a wrong login name, disabled), an admin refused, a
+timeout, a 5xx or any other answer leaves everything as it is, for the next check.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import redis
+import structlog
+
+from ncindex.accounts import record_deleted
+from ncindex.errors import NcindexError
+from ncindex.index.indexing import Indexer
+from ncindex.runtime import Services
+
+log = structlog.get_logger(__name__)
+
+
+class Deleted(StrEnum):
+    """What :func:`check_deleted` found."""
+
+    FORGOTTEN = "forgotten"
+    """Nextcloud says the user does not exist: their documents left the index."""
+    EXISTS = "exists"
+    """The user exists: nothing changed."""
+    UNKNOWN = "unknown"
+    """No definite answer (the admin refused, Nextcloud unavailable, an unexpected answer,
+    or the user is the webhook admin itself): nothing changed."""
+
+
+def check_deleted(services: Services, indexer: Indexer, user: str) -> tuple[Deleted, int]:
+    """Ask Nextcloud, as the webhook admin, whether ``user`` still exists; when it says no,
+    take ``user`` out of the index (:meth:`Indexer.forget_user`) and note it on their refusal
+    entry (:func:`ncindex.accounts.record_deleted`). Returns what was found and how many
+    documents changed (0 unless :attr:`Deleted.FORGOTTEN`). Never raises for Nextcloud's
+    answers (an unclear one is :attr:`Deleted.UNKNOWN`, logged); raises ``StoreUnavailable``
+    when the index cannot be written and ``redis.RedisError`` when Redis cannot be."""
+    admin = services.settings.webhook_admin
+    if admin == user:  # refused itself: its own word on itself is no answer
+        return Deleted.UNKNOWN, 0
+    try:
+        exists = services.account(admin).user_exists(user)
+    except NcindexError as exc:
+        log.warning("user_existence_unknown", user=user, admin=admin, error=str(exc))
+        return Deleted.UNKNOWN, 0
+    if exists:
+        return Deleted.EXISTS, 0
+    documents = indexer.forget_user(user)
+    try:
+        record_deleted(services.redis, services.settings.names, user, documents)
+    except redis.RedisError as exc:  # the eviction is done; only the note is lost
+        log.warning("user_deleted_not_recorded", user=user, error=str(exc))
+    log.warning("user_deleted_forgotten", user=user, documents=documents)
+    return Deleted.FORGOTTEN, documents
