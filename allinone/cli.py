@@ -1069,11 +1069,70 @@ def reconcile(
         raise SystemExit(3)
 
 
+@main.command()
+@click.argument("user")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def forget(settings: Settings, user: str, as_json: bool) -> None:
+    """Take USER, a user deleted from Nextcloud, out of the index now.
+
+    Asks Nextcloud as the webhook admin (NCINDEX_ADMIN_USER) whether USER still exists
+    (GET /ocs/v2.php/cloud/users/USER). Only Nextcloud's answer "User does not exist" (OCS
+    404) forgets them: the documents only they held, and the files and notes they owned, are
+    deleted; they leave the acl of the others. A refused account's scans do the same on their
+    own; this does it at once. Exit 1, nothing changed, when USER exists or Nextcloud gives no
+    clear answer (the admin refused, Nextcloud unavailable).
+    """
+    from ncindex.errors import StoreUnavailable
+    from ncindex.index.indexing import Indexer
+    from ncindex.runtime import Services
+    from ncindex.sync.deleted import Deleted, check_deleted
+
+    if not settings.accounts:
+        raise click.ClickException("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
+    services = Services(settings)
+    try:
+        try:
+            found, documents = check_deleted(services, Indexer(services), user)
+        except StoreUnavailable as exc:
+            raise click.ClickException(
+                f"cannot open the vector store ({exc}); the embedded store allows one process "
+                "— stop `ncindex up` or use a Qdrant server (NCINDEX_QDRANT_URL)"
+            ) from exc
+    finally:
+        services.close()
+    if as_json:
+        click.echo(json.dumps({"user": user, "found": found.value, "documents": documents}))
+    if found is Deleted.FORGOTTEN:
+        if not as_json:
+            click.echo(
+                f"{user}: Nextcloud says the user does not exist; {documents} documents changed"
+            )
+        return
+    if found is Deleted.EXISTS:
+        message = f"{user} exists in Nextcloud: nothing forgotten"
+    elif user == settings.webhook_admin:
+        message = f"{user} is the webhook admin, whose credentials ask: nothing forgotten"
+    else:
+        message = (
+            f"Nextcloud gave {settings.webhook_admin} no clear answer about {user} (see the "
+            "log): nothing forgotten"
+        )
+    if as_json:
+        raise SystemExit(1)
+    raise click.ClickException(message)
+
+
 def _describe(report: object) -> str:
     from ncindex.sync.reconcile import ScanReport
 
     assert isinstance(report, ScanReport)
     head = f"{report.user} {report.doc_type}: "
+    if report.error and report.user_deleted == "forgotten":
+        return head + (
+            f"listing failed ({report.error}); Nextcloud says the user does not exist: "
+            f"{report.forgotten} documents changed"
+        )
     if report.error:
         return head + f"listing failed ({report.error}); nothing enqueued"
     if report.unavailable:
@@ -1284,6 +1343,14 @@ def _print_status(data: dict[str, Any]) -> None:
     for user, entry in refused.items():
         at = entry.get("at")
         since = f"{duration(time.time() - at)} ago" if isinstance(at, int | float) else "?"
+        deleted = entry.get("deleted")
+        if isinstance(deleted, dict):
+            click.echo(
+                f"  {user}: since {since}; Nextcloud says the user does not exist — "
+                f"{deleted.get('documents', '?')} documents forgotten; remove the account from "
+                "NCINDEX_ACCOUNTS"
+            )
+            continue
         click.echo(
             f"  {user}: since {since}, {entry.get('where', '')} — check its app password "
             "(NCINDEX_ACCOUNTS or NCINDEX_ACCOUNTS_FILE) and its login name (NCINDEX_LOGINS)"

@@ -564,3 +564,67 @@ def test_a_webhook_command_refused_names_the_account_it_acts_as() -> None:
         assert 'delegated the "Webhooks" admin privilege' in result.output
     assert delegated.exit_code == 0, delegated.output
     assert json.loads(delegated.output) == {"webhooks": []}
+
+
+def test_forget_takes_a_user_deleted_from_nextcloud_out_of_the_index(
+    redis_url: str, tmp_path: Path, model_dir: Path
+) -> None:
+    """``ncindex forget carol`` after ``occ user:delete carol``: Nextcloud answers the admin
+    OCS 404 "User does not exist" (nextcloud/server ``AUserDataOCSController::getUserData``),
+    so her private file leaves the index and ``user:carol`` the acl of alice's file shared
+    with her. ``forget bob`` (he exists) changes nothing and exits 1."""
+    from ncindex.index.indexing import Indexer
+    from ncindex.runtime import Services
+    from ncindex.simulator import NextcloudSimulator, serve_simulator
+
+    sim = NextcloudSimulator()
+    sim.add_user("alice", password="alice-pw", admin=True)
+    sim.add_user("bob", password="bob-pw")
+    sim.add_user("carol", password="carol-pw")
+    private = sim.put_file("carol", "/Mine/diary.md", "# Diary\nprivate walrus")
+    shared = sim.put_file("alice", "/Docs/s.md", "# S\nshared salt")
+    sim.share("alice", "/Docs/s.md", "carol")
+    env = _env(redis_url, tmp_path, model_dir) | {
+        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw", "carol": "carol-pw"}),
+        "NCINDEX_NAMESPACE": f"cli-{uuid.uuid4().hex[:8]}",
+    }
+
+    def acl(services: Services, doc_key: str) -> list[str]:
+        points = services.store.document_points(doc_key)
+        return sorted(points[0].payload["acl"]) if points else []
+
+    try:
+        with serve_simulator(sim) as server:
+            env["NCINDEX_NEXTCLOUD_URL"] = server.url
+            with pytest.MonkeyPatch.context() as mp:
+                for key, value in env.items():
+                    mp.setenv(key, value)
+                services = Services(Settings())
+            try:
+                indexer = Indexer(services)
+                for user, file_id in (("carol", private), ("alice", shared), ("carol", shared)):
+                    indexer.index_node(user, file_id)
+                assert acl(services, f"file:{shared}") == ["user:alice", "user:carol"]
+            finally:
+                services.close()
+            kept = CliRunner().invoke(main, ["forget", "bob"], env=env)
+            assert kept.exit_code == 1 and "bob exists in Nextcloud" in kept.output
+            sim.delete_user("carol")
+            done = CliRunner().invoke(main, ["forget", "carol", "--json"], env=env)
+            assert done.exit_code == 0, done.output
+            assert json.loads(done.output) == {
+                "user": "carol",
+                "found": "forgotten",
+                "documents": 2,
+            }
+    finally:
+        sim.close()
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        services = Services(Settings())
+    try:
+        assert acl(services, f"file:{private}") == []
+        assert acl(services, f"file:{shared}") == ["user:alice"]
+    finally:
+        services.close()
