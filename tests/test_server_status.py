@@ -14,7 +14,7 @@ import redis
 from click.testing import CliRunner
 
 from allinone.cli import main
-from ncindex.accounts import record_refused
+from ncindex.accounts import record_deleted, record_refused
 from ncindex.nextcloud.server_status import UNCONFIGURED, server_status
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
@@ -115,4 +115,24 @@ def test_a_refused_account_is_shown_with_its_age_and_the_settings_to_fix(redis_u
     assert (
         f"  alice: since 3 h 00 min ago, {where} — check its app password (NCINDEX_ACCOUNTS or "
         "NCINDEX_ACCOUNTS_FILE) and its login name (NCINDEX_LOGINS)"
+    ) in lines
+
+
+def test_a_refused_account_whose_user_was_deleted_says_so(redis_url: str) -> None:
+    """A refused account Nextcloud says no longer exists (OCS 404 "User does not exist") and
+    whose documents were forgotten is shown as such, not as an app password to fix."""
+    settings = Settings(redis_url=redis_url, namespace="status-deleted")
+    with redis.Redis.from_url(redis_url) as client:
+        client.delete(settings.names.refused_accounts)
+        where = "PROPFIND /remote.php/dav/files/carol/: HTTP 401"
+        record_refused(client, settings.names, "carol", where, now=time.time() - 3600)
+        record_deleted(client, settings.names, "carol", 3)
+        try:
+            env = {"NCINDEX_REDIS_URL": redis_url, "NCINDEX_NAMESPACE": "status-deleted"}
+            lines = status_output(env).splitlines()
+        finally:
+            client.delete(settings.names.refused_accounts)
+    assert (
+        "  carol: since 1 h 00 min ago; Nextcloud says the user does not exist — 3 documents "
+        "forgotten; remove the account from NCINDEX_ACCOUNTS"
     ) in lines
