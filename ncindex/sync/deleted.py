@@ -2,8 +2,9 @@
 
 Nextcloud tells no one of a deleted user. ``OCP\\User\\Events\\UserDeletedEvent`` and
 ``BeforeUserDeletedEvent`` (nextcloud/server ``lib/public/User/Events/``) extend ``Event``
-without implementing ``OCP\\EventDispatcher\\IWebhookCompatibleEvent`` (of the user events
-only ``UserFirstTimeLoggedInEvent`` does), and webhook_listeners registers only classes that
+without implementing ``OCP\\EventDispatcher\\IWebhookCompatibleEvent`` (still so in the
+version with ``getUid``, ``@since 31.0.0``; of the user events only
+``UserFirstTimeLoggedInEvent`` implements it), and webhook_listeners registers only classes that
 do (``apps/webhook_listeners/lib/Db/WebhookListenerMapper.php`` ``addWebhookListener``: OCS
 400 otherwise); deleting the home removes its files on disk without any file event
 (``lib/private/User/User.php`` ``delete``: ``rmdirr($homePath)``). What ncindex sees is the

@@ -7,7 +7,7 @@ import pytest
 from lxml import etree
 from sim_support import OCS, OCS_JSON, PASSWORDS
 
-from ncindex.errors import NextcloudProtocolError, NextcloudUnavailable
+from ncindex.errors import NextcloudProtocolError, NextcloudRefused, NextcloudUnavailable
 from ncindex.nextcloud.client import NextcloudClient
 
 
@@ -158,6 +158,16 @@ def test_a_deleted_user_is_ocs_404_user_does_not_exist(sim, server, client) -> N
     sim.share("bob", "/b.md", "alice")
     http = httpx.Client(base_url=server.url, timeout=10)
     admin = NextcloudClient.for_account(http, "admin", PASSWORDS["admin"])
+    # UserDeletedEvent extends Event only (lib/public/User/Events/UserDeletedEvent.php, still
+    # so with getUid @since 31): webhook_listeners refuses it (addWebhookListener, OCS 400)
+    for event in (
+        "OCP\\User\\Events\\UserDeletedEvent",
+        "OCP\\User\\Events\\BeforeUserDeletedEvent",
+    ):
+        with pytest.raises(NextcloudRefused, match="not an event class compatible with webhooks"):
+            admin.create_webhook(
+                {"httpMethod": "POST", "uri": "http://127.0.0.1:9/x", "event": event}
+            )
     alice = NextcloudClient.for_account(http, "alice", PASSWORDS["alice"])
     assert admin.user_exists("bob") is True
     with pytest.raises(NextcloudProtocolError):  # OCS 998: not hers to see, not "deleted"
