@@ -446,9 +446,11 @@ def _rescan_once_listening(settings: Settings, result: RegisterResult) -> int | 
 
 
 def _admin(settings: Settings) -> NextcloudClient:
+    """The webhook admin's client for an operator's ``webhooks`` command: sent even while a
+    refusal holds its credential back (the operator asks Nextcloud once, as they asked)."""
     from ncindex.runtime import Services
 
-    return Services(settings).account(settings.webhook_admin)
+    return Services(settings).account(settings.webhook_admin, held_back=False)
 
 
 @webhooks.command("register")

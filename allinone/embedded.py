@@ -35,6 +35,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from mcp_server import create_app as create_mcp_app
 from ncindex import names
+from ncindex.accounts import clear_refused
 from ncindex.index.reindex import analyzer_upgrade_due, sample_analyzers
 from ncindex.ingest.queueing import PUBLISH_RETRY, check_redis
 from ncindex.ingest.registration import register, rescan_once_listening
@@ -413,7 +414,10 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
                 check_seconds=settings.edge_optimize_check_seconds,
             )
             embedded.optimizer.start()
-        result = register(services.account(settings.webhook_admin), settings)
+        # sent even while a refusal holds the admin's credential back: starting is the
+        # operator's request to try it, and a registration that works clears the refusal
+        result = register(services.account(settings.webhook_admin, held_back=False), settings)
+        clear_refused(services.redis, settings.names, settings.webhook_admin)
         embedded.webhooks = result
         log.info(
             "webhooks_registered",

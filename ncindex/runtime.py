@@ -83,12 +83,14 @@ class Services:
         there is one (the thread's pinned view inside :meth:`LiveModels.pinned`)."""
         return self.models.view().store
 
-    def account(self, user: str) -> NextcloudClient:
+    def account(self, user: str, *, held_back: bool = True) -> NextcloudClient:
         """Client acting as configured account ``user`` (authenticating with its login name);
         raises ``KeyError`` if not configured. Its first request raises
         :class:`~ncindex.errors.AccountHeld` instead of being sent while Nextcloud's refusal of
         this very credential is recent (:func:`ncindex.accounts.held_until`: each refused login
-        slows down every login from this machine); if Redis cannot say, it is sent."""
+        slows down every login from this machine); if Redis cannot say, it is sent.
+        ``held_back`` false sends it whatever the hold: an operator's own command (``ncindex
+        up``'s start, ``ncindex webhooks register``) asks Nextcloud once, as they asked."""
         password = self.settings.password_for(user)
         client = NextcloudClient.for_account(
             self.http, user, password, login=self.settings.login_for(user)
@@ -109,7 +111,8 @@ class Services:
                     "brute-force protection (a new app password is tried at once)"
                 )
 
-        client.guard = guard
+        if held_back:
+            client.guard = guard
         return client
 
     def account_refused(self, user: str, exc: NextcloudAuthError) -> None:

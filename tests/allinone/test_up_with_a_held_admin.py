@@ -1,0 +1,67 @@
+"""``ncindex up`` starts when the webhook admin's credential is held back after a refusal
+(:func:`ncindex.accounts.held_until`) and works again: starting is the operator's request to
+try it, so the registration is sent, and its success clears the refusal. Before, the start
+failed with ``AccountHeld`` for up to six hours after one refusal of an unchanged app password
+(an account disabled, then enabled again).
+
+It runs in a child process, like ``test_up_with_refused_classes``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support import run_scenario
+
+SCENARIO = r"""
+import json, sys
+from pathlib import Path
+import redis
+from pydantic import SecretStr
+from allinone.embedded import start
+from ncindex.accounts import credential_fingerprint, held_until, record_refused
+from ncindex.redis_server import start_redis
+from ncindex.settings import Settings
+from ncindex.simulator import NextcloudSimulator, serve_simulator
+
+tmp = Path(sys.argv[1])
+sim = NextcloudSimulator()
+sim.add_user("admin", "admin-pw", "Admin", admin=True)
+server = serve_simulator(sim)
+redis_server = start_redis()
+settings = Settings(
+    nextcloud_url=server.url,
+    accounts={"admin": SecretStr("admin-pw")},
+    webhook_secret=SecretStr("s3cret"),
+    redis_url=redis_server.url,
+    data_dir=tmp,
+    qdrant_path=tmp / "qdrant",
+    port=0,
+    namespace="held-admin",
+)
+client = redis.Redis.from_url(redis_server.url)
+names = settings.names
+credential = credential_fingerprint("admin", "admin-pw")
+record_refused(client, names, "admin", "GET /ocs: HTTP 401", credential=credential)
+held = held_until(client.hget(names.refused_accounts, "admin"), credential) is not None
+try:
+    running = start(settings, load_sample=False)
+    try:
+        out = {
+            "held": held,
+            "registered": len(sim.registry.list()),
+            "refusal_left": client.hget(names.refused_accounts, "admin") is not None,
+        }
+    finally:
+        running.close()
+finally:
+    server.close(close_simulator=True)
+    redis_server.stop()
+print("\nRESULT " + json.dumps(out), flush=True)
+"""
+
+
+def test_up_starts_with_a_held_admin_whose_credential_works_again(tmp_path: Path) -> None:
+    result = run_scenario(SCENARIO, tmp_path)
+    assert result["held"] is True
+    assert result["registered"] > 0
+    assert result["refusal_left"] is False
