@@ -682,18 +682,23 @@ def _disabled_account(response: httpx.Response) -> bool:
     """A WebDAV error answer (5xx) that is Nextcloud refusing the login of an account it
     will not let in (:func:`~ncindex.nextcloud.webdav.login_refused`: a disabled account's
     app password answers 503 ``Sabre\\DAV\\Exception\\ServiceUnavailable`` with
-    ``OC\\User\\LoginException: …``), not an outage. Only a small XML body is read; a
-    streamed answer's body is read here."""
+    ``OC\\User\\LoginException: …``), not an outage. Only a small XML body is read: a
+    streamed answer's body is read here up to :data:`_MAX_ERROR_BODY` bytes, with or without a
+    ``Content-Length``."""
     if "xml" not in response.headers.get("Content-Type", ""):
         return False
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > _MAX_ERROR_BODY:
         return False
+    body = b""
     try:
-        body = response.read()
+        for part in response.iter_bytes():
+            body += part
+            if len(body) > _MAX_ERROR_BODY:
+                return False
     except httpx.HTTPError:
         return False
-    return len(body) <= _MAX_ERROR_BODY and webdav.login_refused(body)
+    return webdav.login_refused(body)
 
 
 #: The largest error body read to classify an answer (Sabre's error bodies are a few hundred

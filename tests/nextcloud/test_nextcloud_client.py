@@ -402,3 +402,34 @@ def test_other_dav_503s_stay_outages() -> None:
 
         with pytest.raises(NextcloudUnavailable):
             client_for(handler).find_by_ids([1532])
+
+
+def test_a_long_dav_error_without_a_length_is_not_read_whole() -> None:
+    """A streamed 5xx whose body has no ``Content-Length`` (chunked) is read only as far as a
+    Sabre error body can reach (64 KiB) before it is judged an outage; before, it was read
+    whole to look for a disabled account's login error (found by review)."""
+    pulled: list[int] = []
+
+    def chunks():
+        for _ in range(10_000):  # 10 MB if read whole
+            pulled.append(1)
+            yield b"<d:error>" + b"x" * 991
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            503, stream=_Chunked(chunks()), headers={"Content-Type": "application/xml"}
+        )
+
+    with pytest.raises(FileUnavailable):  # a 503 out of maintenance: this file's failure
+        client_for(handler).download("/Big.pdf", 1_000_000)
+    assert len(pulled) < 100
+
+
+class _Chunked(httpx.SyncByteStream):
+    """A response body given chunk by chunk, with no length."""
+
+    def __init__(self, parts) -> None:
+        self.parts = parts
+
+    def __iter__(self):
+        yield from self.parts
