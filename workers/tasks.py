@@ -54,7 +54,9 @@ RETRY = {
 }
 #: The options of the tasks that count their runs (:func:`guarded`, :func:`_index_batch`):
 #: :data:`RETRY`, and a message whose run the hard time limit killed goes back to the queue
-#: (after the visibility timeout) instead of being acknowledged. Celery acknowledges it
+#: instead of being acknowledged (Celery 5.7 rejects it with ``requeue``, so it is back at
+#: once; 5.5, which pyproject also admits, leaves it unacknowledged until the visibility
+#: timeout). Celery acknowledges it
 #: while ``acks_on_failure_or_timeout`` holds, its default even with ``acks_late`` (celery
 #: ``celery/worker/request.py`` ``Request.on_timeout``; ``reject_on_worker_lost`` covers a
 #: process lost otherwise, not this), so the document's change was dropped: not indexed, no

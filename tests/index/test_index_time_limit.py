@@ -43,7 +43,8 @@ def test_an_index_task_the_hard_time_limit_killed_is_run_again(
     ``acks_late``: celery ``celery/worker/request.py`` ``Request.on_timeout``), so before,
     the file's accepted change was dropped: not indexed, no failure recorded, shown pending
     by ``ncindex status`` for a week, and held back by the next scans as ``unindexable``
-    for a day. Its message now goes back to the queue after the visibility timeout, and the
+    for a day. Its message now goes back to the queue (at once on Celery 5.7; after the
+    visibility timeout on 5.5), and the
     run after it indexes the file (the killed run counts towards the dead letter, as a
     worker lost does)."""
     dep = deployment(redis_url, model_dir, tmp_path, "1")
