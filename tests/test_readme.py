@@ -61,3 +61,39 @@ def test_every_gunicorn_command_uses_the_configuration() -> None:
     gunicorn = [c for c in commands if c.startswith("gunicorn ")]
     assert len(gunicorn) >= 6
     assert [c for c in gunicorn if "-c deploy/gunicorn.conf.py " not in c] == []
+
+
+def test_readme_names_the_commands_that_need_a_configured_nextcloud() -> None:
+    """README said only ``webhooks`` needs a configured Nextcloud beside ``make run``; a newcomer
+    who tried ``ncindex reconcile`` or ``ncindex forget`` there met "no Nextcloud accounts
+    configured" with no word of it. Each command that stops so is named in that sentence."""
+    from click.testing import CliRunner
+
+    from allinone.cli import main
+
+    env = {"NCINDEX_ACCOUNTS": "{}", "NCINDEX_NEXTCLOUD_URL": ""}
+    refusing = []
+    for name, args in {
+        "reconcile": ["reconcile"],
+        "forget": ["forget", "carol"],
+        "webhooks": ["webhooks", "list"],
+    }.items():
+        result = CliRunner().invoke(main, args, env=env)
+        assert result.exit_code == 1, result.output
+        if "no Nextcloud accounts configured" in result.output:
+            refusing.append(name)
+    assert refusing == ["reconcile", "forget", "webhooks"]
+    section = README.split("The `ncindex` command lives in", 1)[1].split("\n\n", 1)[0]
+    sentence = section.split("need a configured Nextcloud", 1)[0].rsplit(", and ", 1)[1]
+    assert [n for n in refusing if f"`{n}`" not in sentence] == []
+
+
+def test_readme_states_when_the_title_branch_is_skipped() -> None:
+    """The title branch's limits are the code's: a pasted long file name (more than
+    TITLE_BRANCH_MAX_WORDS words) gets no title rank, which README did not say."""
+    from ncindex.search.service import TITLE_BRANCH_MAX_POINTS, TITLE_BRANCH_MAX_WORDS
+
+    section = README.split("A file is also found by its name", 1)[1].split("\n\n", 1)[0]
+    flat = " ".join(section.split())
+    assert f"more than {TITLE_BRANCH_MAX_WORDS} words" in flat
+    assert f"more than {TITLE_BRANCH_MAX_POINTS:,} such chunks" in flat
