@@ -31,7 +31,7 @@ import structlog
 from celery.exceptions import SoftTimeLimitExceeded
 from qdrant_client import models
 
-from ncindex.documents import DocRef, DocType, SourceDocument, principal
+from ncindex.documents import DocRef, DocType, SourceDocument, path_fields, principal
 from ncindex.errors import (
     ExtractionError,
     FileGone,
@@ -96,6 +96,10 @@ class _Granted:
     file_id: int
     entry: DavEntry
     outcome: Outcome
+    ref: DocRef
+    path_before: str | None
+    """``user``'s path in the stored version of ``ref`` (``None``: none): what
+    :meth:`Indexer._ungranted` puts back when the look-up fails."""
 
 
 class Indexer:
@@ -162,7 +166,9 @@ class Indexer:
         found nothing of this file indexed yet. Moved ⇒ its paths are brought up to date (one
         more pass, no embedding); gone ⇒ evicted. So is a metadata-only update that gave
         ``user`` access the stored version did not (a file newly shared with them): a share
-        revoked between the look-up and the write fires no event (:meth:`_regranted`).
+        revoked between the look-up and the write fires no event (:meth:`_regranted`). When
+        that look-up fails (a transient error, a refusal), the grant is taken back before the
+        error is raised (:meth:`_ungranted`): the retry grants and looks again.
 
         ``on_version(etag)`` is called with the version about to be read, before anything is
         downloaded (the task notes it: see :func:`workers.tasks.guarded`)."""
@@ -176,7 +182,12 @@ class Indexer:
         if isinstance(read, _Granted):
             if not recheck:
                 return read.outcome
-            return self._regranted(user, read, self._alone(client, file_id))
+            try:
+                now = self._alone(client, file_id)
+            except Exception:  # a transient error too: the retry must grant and look again
+                self._ungranted(user, read)
+                raise
+            return self._regranted(user, read, now)
         if isinstance(read, Outcome):
             return read
         outcome = self.steps.write_document(read.doc, read.stored)
@@ -206,7 +217,10 @@ class Indexer:
         (raised), every file still unwritten when the write failed, and every written one when
         its recheck failed (that run finds its text unchanged; a refusal there is handed on
         too). The soft time limit reached in the write or the recheck is such a failure: the
-        files finished before it keep their outcome, and only the others are read again.
+        files finished before it keep their outcome, and only the others are read again. A
+        metadata-only update that granted ``user`` access (:meth:`index_node`) whose look-up
+        afterwards fails has its grant taken back (:meth:`_ungranted`) before it is left to its
+        own task (or the refusal raised), which grants and looks again.
 
         Each file is looked up in a SEARCH of its own, as :meth:`index_node` does, because
         its tags are read from the answer: in an answer of several files nextcloud/server
@@ -254,9 +268,11 @@ class Indexer:
         if granted:  # looked up again now: their write is done
             try:
                 now = client.find_by_ids([g.file_id for g in granted])
-            except (NextcloudAuthError, SoftTimeLimitExceeded):
-                raise
-            except Exception as exc:  # their own tasks look them up again
+            except Exception as exc:  # their own tasks grant and look them up again
+                for g in granted:
+                    self._ungranted(user, g)
+                if isinstance(exc, (NextcloudAuthError, SoftTimeLimitExceeded)):
+                    raise
                 error = f"{type(exc).__name__}: {exc}"
                 log.info("left_to_own_task", files=len(granted), error=error)
                 alone += [g.file_id for g in granted]
@@ -382,7 +398,8 @@ class Indexer:
             outcome = self.steps.update_metadata(stored, user, entry.path, fields)
             held = stored.payload is not None and principal(user) in stored.payload["acl"]
             if outcome.action == "updated" and not held:
-                return _Granted(file_id, entry, outcome)
+                before = (stored.payload or {}).get("paths", {}).get(user)
+                return _Granted(file_id, entry, outcome, ref, before)
             return outcome
         return _Read(file_id, entry, doc, stored)
 
@@ -399,6 +416,30 @@ class Indexer:
         if now.path != granted.entry.path:
             self.index_node(user, granted.file_id, recheck=False)
         return granted.outcome
+
+    def _ungranted(self, user: str, granted: _Granted) -> None:
+        """Take back what ``granted``'s metadata update gave ``user`` — their principal from
+        the ``acl`` and their path (put back as the stored version had it) — when the look-up
+        by id after it failed (a transient error, a refusal, the soft time limit): the task's
+        retry, finding ``user`` held already, would write nothing and never look again, so a
+        share revoked in between stayed until ``user``'s next scan. Without the grant the
+        retry grants and looks again. The other fields the update wrote (tags, owner, title)
+        are the file's, not an access, and stay. Nothing is marked for the scans: this is
+        not a loss Nextcloud reported. Raises ``StoreUnavailable``."""
+        ref = granted.ref
+        current = self.steps.read(ref, vectors=False).payload
+        if current is None or principal(user) not in current["acl"]:
+            return
+        acl = set(current["acl"]) - {principal(user)}
+        if not acl:
+            self.services.store.delete_document(ref.key)
+            log.info("evicted", doc_key=ref.key, user=user)
+            return
+        paths = {u: p for u, p in current["paths"].items() if u != user}
+        if granted.path_before is not None:
+            paths[user] = granted.path_before
+        self.services.store.set_payload(ref.key, {"acl": sorted(acl)} | path_fields(paths))
+        log.info("grant_taken_back", doc_key=ref.key, user=user)
 
     def _rechecked(self, user: str, read: _Read, outcome: Outcome, now: DavEntry | None) -> Outcome:
         """After ``read``'s version was written (``outcome``), what the recheck by id found

@@ -50,6 +50,67 @@ def test_a_share_revoked_while_a_metadata_update_is_in_flight_is_not_written_bac
     assert outcome.action == "evicted"
 
 
+@pytest.mark.parametrize("batch", [False, True], ids=["index_node", "index_nodes"])
+def test_a_grant_whose_look_up_fails_is_taken_back_so_the_retry_looks_again(
+    fresh_stack: Stack, batch: bool
+) -> None:
+    """Bob's metadata-only update for a file newly shared with him (his access and path
+    added) is looked up by id after its write, and that SEARCH fails (503): the write's grant
+    is taken back — ``acl`` and paths as before it — and the failure goes on (``index_node``
+    raises for its task's retry; ``index_nodes`` leaves the file to a task of its own). That
+    run grants again and looks again, so a share revoked during it is not written back
+    (before: the grant stayed, the retry found bob in the ``acl`` already, wrote nothing new
+    and never looked again; bob kept the file until his next scan)."""
+    stack = fresh_stack
+    sim = stack.sim
+    sim.drop_rate = 1.0  # the indexer is driven by hand here
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    fid = sim.put_file("alice", "/Shared/plan.txt", b"Rebuild the stone bridge in June.")
+    assert indexer.index_node("alice", fid).action == "indexed"
+    sim.share("alice", "/Shared/plan.txt", "bob")
+    real_fetch = indexer.steps.fetch
+
+    def fetch_then_fail(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        sim.faults.set("dav-search", status=503)  # the look-up after the write fails
+        return fetched
+
+    indexer.steps.fetch = fetch_then_fail  # type: ignore[method-assign]
+    try:
+        if batch:
+            result = indexer.index_nodes("bob", [fid])
+            assert (result.alone, result.outcomes) == ([fid], {}), result
+        else:
+            with pytest.raises(NextcloudUnavailable):
+                indexer.index_node("bob", fid)
+    finally:
+        indexer.steps.fetch = real_fetch  # type: ignore[method-assign]
+        sim.faults.clear()
+    payload = stack.points(f"file:{fid}")[0].payload
+    assert payload["acl"] == ["user:alice"]
+    assert payload["paths"] == {"alice": "/Shared/plan.txt"}
+
+    # the retry (the file's own task): the share is revoked between its read and its write
+    revoked: list[bool] = []
+
+    def fetch_then_revoke(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        if not revoked:
+            revoked.append(sim.unshare("alice", "/Shared/plan.txt", "bob"))
+        return fetched
+
+    indexer.steps.fetch = fetch_then_revoke  # type: ignore[method-assign]
+    try:
+        outcome = indexer.index_node("bob", fid)
+    finally:
+        indexer.steps.fetch = real_fetch  # type: ignore[method-assign]
+    assert revoked == [True]
+    assert outcome.action == "evicted"
+    payload = stack.points(f"file:{fid}")[0].payload
+    assert payload["acl"] == ["user:alice"]
+    assert payload["paths"] == {"alice": "/Shared/plan.txt"}
+
+
 @pytest.mark.parametrize("reader", ["alice", "bob"], ids=["new_card", "newly_shared"])
 def test_a_board_unshared_while_a_card_is_in_flight_is_not_written_back(
     fresh_stack: Stack, reader: str
