@@ -8,7 +8,7 @@ the account here (Redis hash :attr:`ncindex.names.Names.refused_accounts`: user 
 ``{"at": Unix seconds, "where": request}``); ``/readyz`` of both apps, ``ncindex status`` and the
 gauge ``ncindex_account_refused{user}`` report it, and the task ends (``NextcloudAuthError`` is
 permanent: never retried). The next request that the account gets through — a reconcile scan's
-listing — clears it.
+listing, or any task's request (:func:`clear_refused_if`, below) — clears it.
 
 Nextcloud's brute-force protection counts each refused login against the address it came from
 (nextcloud/server ``lib/private/User/Session.php`` ``logClientIn`` → ``handleLoginFailed`` →
@@ -21,7 +21,10 @@ user was deleted would, asked by every scan and task, soon slow down or stop eve
 requests from this machine. So a refusal is recorded with a fingerprint of the credential it
 refused (:func:`credential_fingerprint`), and :func:`held_until` keeps that credential from
 being sent again for a while (:data:`REFUSED_RECHECK_SECONDS`, longer after each refusal of it)
-— unless the configured credential changes: a new app password is tried at once.
+— unless the configured credential changes: a new app password is tried at once. A request
+that Nextcloud accepts clears its account's entry too (:func:`clear_refused_if`, run by the
+client of ``ncindex.runtime.Services.account`` only when it had read an entry before its first
+request: no Redis write for an account without one).
 """
 
 from __future__ import annotations
@@ -141,6 +144,29 @@ def record_deleted(
 def clear_refused(client: redis.Redis, keys: Names, user: str) -> None:
     """Forget a refusal of ``user`` (its credentials worked again)."""
     client.hdel(keys.refused_accounts, user)
+
+
+_CLEAR_IF_SAME = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  return redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0
+"""
+
+
+def clear_refused_if(client: redis.Redis, keys: Names, user: str, entry: bytes | str) -> bool:
+    """Forget ``user``'s refusal entry if it is still ``entry`` (the raw value read before a
+    request that Nextcloud then accepted: the credential works), in one Redis script: a
+    refusal recorded meanwhile — a request of the same credential refused after it, a
+    ``deleted`` note (:func:`record_deleted`) — changed the entry and stays. Without this only
+    a reconcile listing cleared it (:func:`clear_refused`), and a task that got through after
+    the hold ended left ``times`` counting, so the next refusal of the credential, however
+    much later, was held back twice as long. Returns whether it was removed. Raises
+    ``redis.RedisError``."""
+    removed = client.eval(_CLEAR_IF_SAME, 1, keys.refused_accounts, user, entry)
+    if removed:
+        log.info("account_refusal_cleared", user=user)
+    return bool(removed)
 
 
 def refused_accounts(client: redis.Redis, keys: Names) -> dict[str, dict[str, Any]]:

@@ -170,13 +170,17 @@ def check_apps(ctx: Context) -> list[Line]:
         return [Line("apps", "fail", f"skipped: {missing}")]
     first = next(iter(ctx.settings.accounts))
     lines = []
+    # clears=False throughout: a check writes nothing, and the shell running it may hold
+    # another app password than the workers, whose refusal must stay recorded
     try:
-        data = ctx.services.account(first).ocs("GET", "/ocs/v2.php/cloud/capabilities")
+        data = ctx.services.account(first, clears=False).ocs(
+            "GET", "/ocs/v2.php/cloud/capabilities"
+        )
         ctx.capabilities = dict(data.get("capabilities") or {}) if isinstance(data, dict) else {}
     except NcindexError as exc:
         lines.append(Line("apps", "warn", f"capabilities not readable: {exc}"))
     try:
-        ctx.services.account(ctx.settings.webhook_admin).list_webhooks()
+        ctx.services.account(ctx.settings.webhook_admin, clears=False).list_webhooks()
         ctx.webhooks_api = True
         lines.append(Line("app webhook_listeners", "ok", f"enabled (ships with {ctx.version})"))
     except NotFound:
@@ -223,7 +227,7 @@ def check_apps(ctx: Context) -> list[Line]:
             Line("app deck", "ok", f"Deck {deck}: card changes are found by scans (events: 1.18)")
         )
     try:
-        response = ctx.services.account(first).request("GET", NEWS_VERSION)
+        response = ctx.services.account(first, clears=False).request("GET", NEWS_VERSION)
         version = response.json().get("version")
         lines.append(Line("app news", "ok", f"News {version} (polled by scans)"))
     except NotFound:
@@ -244,7 +248,7 @@ def check_accounts(ctx: Context) -> list[Line]:
         login = ctx.settings.login_for(user)
         name = f"account {user}"
         try:
-            uid = ctx.services.account(user).current_user()
+            uid = ctx.services.account(user, clears=False).current_user()
         except AccountHeld as exc:
             # nothing was sent (ncindex.runtime.Services.account): it is no verdict on the
             # password, and saying "refused (401)" sent operators to replace a good one
@@ -280,7 +284,7 @@ def check_webhooks(ctx: Context) -> list[Line]:
         reason = _missing_for_requests(ctx) or "webhook_listeners not available"
         return [Line("webhooks", "fail", f"skipped: {reason}")]
     try:
-        hooks = ctx.services.account(ctx.settings.webhook_admin).list_webhooks(
+        hooks = ctx.services.account(ctx.settings.webhook_admin, clears=False).list_webhooks(
             uri=hook_uri(ctx.settings)
         )
     except NcindexError as exc:

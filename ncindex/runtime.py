@@ -15,8 +15,9 @@ from functools import cached_property
 
 import httpx
 import redis
+import structlog
 
-from ncindex.accounts import credential_fingerprint, held_until, record_refused
+from ncindex.accounts import clear_refused_if, credential_fingerprint, held_until, record_refused
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.live_models import LiveModels
 from ncindex.errors import AccountHeld, NextcloudAuthError
@@ -24,6 +25,8 @@ from ncindex.nextcloud.client import HeaderAuth, NextcloudClient, make_http
 from ncindex.redis_breaker import RedisBreaker
 from ncindex.settings import Settings
 from ncindex.store import VectorStore
+
+log = structlog.get_logger(__name__)
 
 
 class Services:
@@ -83,12 +86,18 @@ class Services:
         there is one (the thread's pinned view inside :meth:`LiveModels.pinned`)."""
         return self.models.view().store
 
-    def account(self, user: str, *, held_back: bool = True) -> NextcloudClient:
+    def account(self, user: str, *, held_back: bool = True, clears: bool = True) -> NextcloudClient:
         """Client acting as configured account ``user`` (authenticating with its login name);
         raises ``KeyError`` if not configured. Its first request raises
         :class:`~ncindex.errors.AccountHeld` instead of being sent while Nextcloud's refusal of
         this very credential is recent (:func:`ncindex.accounts.held_until`: each refused login
-        slows down every login from this machine); if Redis cannot say, it is sent.
+        slows down every login from this machine); if Redis cannot say, it is sent. When it
+        found a refusal entry that holds nothing back (the hold ended, or the credential
+        changed since), the first answer Nextcloud accepts clears that entry
+        (:func:`ncindex.accounts.clear_refused_if`; :attr:`NextcloudClient.accepted`), so its
+        ``times`` do not lengthen the hold of a later, unrelated refusal: one Redis write per
+        such client, none for an account without an entry. ``clears`` false leaves the entry
+        whatever the answers: a dry-run scan or a check (``ncindex doctor``) writes nothing.
         ``held_back`` false sends it whatever the hold: an operator's own command (``ncindex
         up``'s start, ``ncindex webhooks register``) asks Nextcloud once, as they asked."""
         password = self.settings.password_for(user)
@@ -110,6 +119,8 @@ class Services:
                     f"{again}, as each refused login counts against this machine in Nextcloud's "
                     "brute-force protection (a new app password is tried at once)"
                 )
+            if entry is not None and clears:
+                client.accepted = lambda: self._refusal_passed(user, entry)
 
         if held_back:
             client.guard = guard
@@ -128,6 +139,17 @@ class Services:
         except KeyError:  # not (or no longer) configured
             credential = None
         record_refused(self.redis, self.settings.names, user, str(exc), credential=credential)
+
+    def _refusal_passed(self, user: str, entry: bytes | str) -> None:
+        """Nextcloud accepted a request of ``user``'s, whose refusal entry read ``entry``
+        before it: clear the entry unless it changed since
+        (:func:`ncindex.accounts.clear_refused_if`). A Redis that cannot be written leaves it
+        for the next such request or the account's next scan (logged, not raised: the
+        request succeeded)."""
+        try:
+            clear_refused_if(self.redis, self.settings.names, user, entry)
+        except redis.RedisError as exc:
+            log.warning("account_refusal_not_cleared", user=user, error=str(exc))
 
     def credential_of(self, user: str) -> str:
         """The :func:`~ncindex.accounts.credential_fingerprint` of configured account

@@ -11,8 +11,10 @@ from pydantic import SecretStr, ValidationError
 
 from ncindex.accounts import (
     REFUSED_RECHECK_SECONDS,
+    clear_refused_if,
     credential_fingerprint,
     held_until,
+    record_deleted,
     record_refused,
     refused_accounts,
 )
@@ -243,3 +245,29 @@ def test_refusals_of_requests_in_flight_together_do_not_lengthen_the_hold(redis_
     assert json.loads(raw)["times"] == 2
     assert held_until(raw, pw, now=5003 + first) == 5003 + 3 * first
     client.delete(keys.refused_accounts)
+
+
+def test_a_refusal_is_cleared_only_if_it_did_not_change_since_it_was_read(redis_url: str) -> None:
+    """``clear_refused_if`` (a request that Nextcloud accepted, the entry read before it):
+    the entry read goes; one that changed since — refused again by a request of the same
+    credential, or a ``deleted`` note recorded meanwhile (``record_deleted``) — stays."""
+    client = redis.Redis.from_url(redis_url)
+    keys = Names("test-clear-if")
+    client.delete(keys.refused_accounts)
+    pw = credential_fingerprint("erin", "app-pw")
+    record_refused(client, keys, "erin", "GET …: HTTP 401", now=1000, credential=pw)
+    read = client.hget(keys.refused_accounts, "erin")
+    assert read is not None
+    record_refused(client, keys, "erin", "SEARCH …: HTTP 401", now=1001, credential=pw)
+    assert not clear_refused_if(client, keys, "erin", read)
+    assert list(refused_accounts(client, keys)) == ["erin"]
+    read = client.hget(keys.refused_accounts, "erin")
+    assert read is not None
+    record_deleted(client, keys, "erin", 3, now=1002)
+    assert not clear_refused_if(client, keys, "erin", read)
+    assert refused_accounts(client, keys)["erin"]["deleted"]["documents"] == 3
+    read = client.hget(keys.refused_accounts, "erin")
+    assert read is not None
+    assert clear_refused_if(client, keys, "erin", read)
+    assert refused_accounts(client, keys) == {}
+    assert not clear_refused_if(client, keys, "erin", read)  # nothing left: nothing done

@@ -65,6 +65,11 @@ API_HEADERS = {"OCS-APIRequest": "true", "Accept": "application/json"}
 #: ``message`` of ``CORSMiddleware::afterException``'s 401 (nextcloud/server#44365).
 CORS_REFUSAL = "CORS requires basic auth"
 
+PUBLIC_PATHS = frozenset({"/ocs/v2.php/cloud/capabilities"})
+"""Paths this client asks that Nextcloud answers without a login (nextcloud/server
+``core/Controller/OCSController.php`` ``getCapabilities`` is a ``#[PublicPage]``): their
+answer says nothing of the credential sent, so it never runs :attr:`NextcloudClient.accepted`."""
+
 
 def make_http(settings: Settings, transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """The process's pooled client for ``settings.nextcloud_url``.
@@ -219,6 +224,12 @@ class NextcloudClient:
         #: of sending anything (``ncindex.runtime.Services.account`` holds back a credential
         #: Nextcloud refused lately). ``None``: nothing to check.
         self.guard: Callable[[], None] | None = None
+        #: Called once after the first answer that shows Nextcloud accepted the credential
+        #: (2xx, 207 or 304 from a path not in :data:`PUBLIC_PATHS`); ``None``: nothing to
+        #: do. :attr:`guard` sets it when it found a refusal entry for this credential's
+        #: account, to clear it (``ncindex.runtime.Services.account``). What it raises is
+        #: raised in place of the answer; it should not raise.
+        self.accepted: Callable[[], None] | None = None
         #: The address of the person this client acts for (a search caller), sent as
         #: ``X-Forwarded-For``; ``None`` for a configured account (the work is ncindex's own).
         #: Nextcloud reads it only from an address in its ``trusted_proxies``
@@ -242,6 +253,13 @@ class NextcloudClient:
         if self.guard is not None:
             self.guard()
             self.guard = None
+
+    def _accepted(self, url: str) -> None:
+        """Run :attr:`accepted` (once) after an answer from ``url`` that passed
+        :meth:`_check`, unless ``url`` is a public path (:data:`PUBLIC_PATHS`)."""
+        if self.accepted is not None and urllib.parse.urlsplit(url).path not in PUBLIC_PATHS:
+            accepted, self.accepted = self.accepted, None
+            accepted()
 
     @property
     def web_root(self) -> str:
@@ -282,6 +300,7 @@ class NextcloudClient:
                 raise NextcloudRefused(f"{method} {url}", 400, _ocs_message(response))
             raise Forbidden(f"{method} {url}: HTTP {response.status_code}, access refused")
         self._check(method, url, response, not_found)
+        self._accepted(url)
         return response
 
     @contextmanager
@@ -298,6 +317,7 @@ class NextcloudClient:
             self.http.stream(method, url, auth=self.auth, **kwargs) as response,
         ):
             self._check(method, url, response, (404,), one_file=one_file)
+            self._accepted(url)
             yield response
 
     @staticmethod
@@ -390,6 +410,7 @@ class NextcloudClient:
                 return False
             raise NextcloudProtocolError(f"{where}: HTTP 404, OCS status {code!r}")
         self._check("GET", path, response, ())
+        self._accepted(path)
         try:
             data = response.json()["ocs"]["data"]
         except (ValueError, KeyError, TypeError) as exc:

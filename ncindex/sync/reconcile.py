@@ -562,7 +562,7 @@ class Reconciler:
                         Progress(self.services.redis, self.settings.names).restart_first_indexing(
                             user
                         )
-            account = self.services.account(user)
+            account = self.services.account(user, clears=apply)  # a dry run writes nothing
             if pages is None:
                 listing = source.list(self.services, account, state)
             else:

@@ -3,6 +3,7 @@ listing, empty listing, grace period, mass removal held until a second scan agre
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -12,7 +13,7 @@ from pydantic import SecretStr
 from reconcile_support import differences, ground_truth, index_state
 
 from ncindex import names
-from ncindex.accounts import record_refused, refused_accounts
+from ncindex.accounts import REFUSED_RECHECK_SECONDS, held_until, record_refused, refused_accounts
 from ncindex.documents import DocType, path_fields
 from ncindex.errors import BrokerUnavailable
 from ncindex.index.indexing import Indexer
@@ -640,6 +641,59 @@ def test_a_refused_app_password_is_not_sent_again_until_it_changes(rstack: Stack
     rstack.settings.accounts["carol"] = SecretStr("carol-new-app-password")
     assert rec.scan("carol", DocType.FILE, apply=True).error is None
     assert refused_accounts(rstack.services.redis, keys) == {}
+
+
+def test_a_task_that_gets_through_after_the_hold_clears_the_refusal(rstack: Stack) -> None:
+    """carol's app password is refused once (an account disabled for an hour, a user backend
+    that failed): her credential is held back 30 minutes (``ncindex.accounts.held_until``).
+    Once the hold ended, an index task of hers gets through with the same credential: her
+    refusal entry goes — ``/readyz`` and ``ncindex status`` no longer list her — and so does
+    its count, so a later, unrelated refusal is held back 30 minutes again, not an hour
+    (before: only a reconcile listing cleared it; the entry and its ``times`` stayed until
+    then). A client of an account without an entry writes nothing to Redis after its
+    request; an answer of a public path (capabilities) says nothing of the credential and
+    clears nothing."""
+    sim, keys, services = rstack.sim, rstack.settings.names, rstack.services
+    sim.drop_rate = 1.0  # the indexer is driven by hand here
+    carol = sim.tree.users["carol"]
+    passwords, logins = set(carol.passwords), dict(carol.token_logins)
+    carol.passwords.clear()
+    carol.token_logins.clear()
+    rec = reconciler(rstack, Recorder())
+    refused = rec.scan("carol", DocType.FILE, apply=True)
+    assert refused.error is not None and refused.error.startswith("NextcloudAuthError")
+    first = REFUSED_RECHECK_SECONDS[0]
+    raw = services.redis.hget(keys.refused_accounts, "carol")
+    entry = json.loads(raw)
+    assert entry["times"] == 1
+    entry["at"] -= first + 1  # the hold has ended
+    services.redis.hset(keys.refused_accounts, "carol", json.dumps(entry))
+    carol.passwords |= passwords
+    carol.token_logins.update(logins)
+
+    # a public path's answer proves nothing: the entry stays
+    client = services.account("carol")
+    client.ocs("GET", "/ocs/v2.php/cloud/capabilities")
+    assert list(refused_accounts(services.redis, keys)) == ["carol"]
+
+    fid = sim.put_file("carol", "/Docs/c.md", "# C\ncoral")
+    assert Indexer(services).index_node("carol", fid).action == "indexed"
+    assert refused_accounts(services.redis, keys) == {}
+
+    # the next refusal, whenever it comes, is a first one again: held 30 minutes
+    carol.passwords.clear()
+    carol.token_logins.clear()
+    again = rec.scan("carol", DocType.FILE, apply=True)
+    assert again.error is not None and again.error.startswith("NextcloudAuthError")
+    raw = services.redis.hget(keys.refused_accounts, "carol")
+    at = json.loads(raw)["at"]
+    assert json.loads(raw)["times"] == 1
+    assert held_until(raw, services.credential_of("carol"), now=at) == at + first
+
+    # an account without an entry: nothing is run after its first answer
+    alice = services.account("alice")
+    alice.notes_settings()
+    assert alice.guard is None and alice.accepted is None
 
 
 def acl(stack: Stack, doc_key: str) -> list[str]:
