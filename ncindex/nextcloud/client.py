@@ -209,6 +209,11 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+_NO_SUCH_USER = "User does not exist"
+"""``meta.message`` of the OCS 404 ``getUserData`` answers for a user id Nextcloud does not know
+(nextcloud/server ``apps/provisioning_api/lib/Controller/AUserDataOCSController.php``)."""
+
+
 class NextcloudClient:
     """One user's view of Nextcloud.
 
@@ -391,9 +396,14 @@ class NextcloudClient:
         v2 mirrors it as HTTP 404 too: ``getUser`` throws it for a user these credentials may
         not see (``getUserData`` returned null: no admin), and it is the answer of an unknown
         route (provisioning_api disabled). A user that exists returns ``True`` (HTTP 200 with
-        its data). Everything else raises, never ``False``: ``NextcloudAuthError`` when these
-        credentials are refused (401); ``NextcloudUnavailable`` for a timeout or 5xx;
-        ``NextcloudProtocolError`` for any other answer (OCS 998 included)."""
+        its data). The message must be ``User does not exist`` too (untranslated): for an admin
+        ``getUserData`` also throws ``OCSNotFoundException`` with the message of a
+        ``NoUserException`` from ``IUser::getHome`` — a user that exists in Nextcloud (an LDAP
+        user no longer found in LDAP keeps their files and shares until an admin deletes
+        them), so that OCS 404 is not ``False``. Everything else raises, never ``False``:
+        ``NextcloudAuthError`` when these credentials are refused (401);
+        ``NextcloudUnavailable`` for a timeout or 5xx; ``NextcloudProtocolError`` for any other
+        answer (OCS 998 included)."""
         path = "/ocs/v2.php/cloud/users/" + urllib.parse.quote(uid, safe="")
         where = f"GET {path}"
         self._guarded()
@@ -403,12 +413,13 @@ class NextcloudClient:
             response = self.http.request("GET", path, auth=self.auth, **kwargs)
         if response.status_code == 404:
             try:
-                code = response.json()["ocs"]["meta"]["statuscode"]
-            except (ValueError, KeyError, TypeError) as exc:
+                meta = response.json()["ocs"]["meta"]
+                code, message = meta["statuscode"], meta.get("message")
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise NextcloudProtocolError(f"{where}: HTTP 404, not an OCS envelope") from exc
-            if code == 404:
+            if code == 404 and message == _NO_SUCH_USER:
                 return False
-            raise NextcloudProtocolError(f"{where}: HTTP 404, OCS status {code!r}")
+            raise NextcloudProtocolError(f"{where}: HTTP 404, OCS status {code!r}: {message!r}")
         self._check("GET", path, response, ())
         self._accepted(path)
         try:

@@ -433,3 +433,36 @@ class _Chunked(httpx.SyncByteStream):
 
     def __iter__(self):
         yield from self.parts
+
+
+def _ocs(status: int, code: int, message: str) -> httpx.Response:
+    meta = {"status": "failure", "statuscode": code, "message": message}
+    return httpx.Response(status, json={"ocs": {"meta": meta, "data": []}})
+
+
+def test_only_ocs_404_user_does_not_exist_says_a_user_is_gone() -> None:
+    """``GET /ocs/v2.php/cloud/users/{uid}``: OCS 404 with the message "User does not exist"
+    alone is ``False`` (nextcloud/server ``AUserDataOCSController::getUserData``: no user
+    from ``IUserManager::get``)."""
+    client = client_for(lambda request: _ocs(404, 404, "User does not exist"))
+    assert client.user_exists("carol") is False
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        # getUserData for an admin: IUser::getHome threw NoUserException (an LDAP user no
+        # longer found in LDAP: still a Nextcloud user with files and shares), rethrown as
+        # OCSNotFoundException with its own message — OCS 404, HTTP 404 under v2
+        _ocs(404, 404, "carol is not a valid user anymore"),
+        _ocs(404, 998, ""),  # UsersController::getUser: not the caller's to see
+        httpx.Response(404, text="<html><body>404 Not Found</body></html>"),  # a proxy
+        httpx.Response(404, content=b""),
+        httpx.Response(404, json={"ocs": {"meta": "404"}}),
+        _ocs(200, 404, "User does not exist"),  # a v1 answer: no user's data
+    ],
+)
+def test_any_other_answer_about_a_user_is_no_answer(response: httpx.Response) -> None:
+    client = client_for(lambda request: response)
+    with pytest.raises(NextcloudProtocolError):
+        client.user_exists("carol")
