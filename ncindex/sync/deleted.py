@@ -47,18 +47,23 @@ class Deleted(StrEnum):
     or the user is the webhook admin itself): nothing changed."""
 
 
-def check_deleted(services: Services, indexer: Indexer, user: str) -> tuple[Deleted, int]:
+def check_deleted(
+    services: Services, indexer: Indexer, user: str, *, held_back: bool = True
+) -> tuple[Deleted, int]:
     """Ask Nextcloud, as the webhook admin, whether ``user`` still exists; when it says no,
     take ``user`` out of the index (:meth:`Indexer.forget_user`) and note it on their refusal
     entry (:func:`ncindex.accounts.record_deleted`). Returns what was found and how many
     documents changed (0 unless :attr:`Deleted.FORGOTTEN`). Never raises for Nextcloud's
     answers (an unclear one is :attr:`Deleted.UNKNOWN`, logged); raises ``StoreUnavailable``
-    when the index cannot be written and ``redis.RedisError`` when Redis cannot be."""
+    when the index cannot be written and ``redis.RedisError`` when Redis cannot be.
+    ``held_back`` false asks even while a refusal of the admin's credential holds it back
+    (:meth:`ncindex.runtime.Services.account`: an operator's ``ncindex forget``); true, such a
+    hold is :attr:`Deleted.UNKNOWN` without asking."""
     admin = services.settings.webhook_admin
     if admin == user:  # refused itself: its own word on itself is no answer
         return Deleted.UNKNOWN, 0
     try:
-        exists = services.account(admin).user_exists(user)
+        exists = services.account(admin, held_back=held_back).user_exists(user)
     except NcindexError as exc:
         log.warning("user_existence_unknown", user=user, admin=admin, error=str(exc))
         return Deleted.UNKNOWN, 0

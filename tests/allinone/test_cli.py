@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 
 from allinone.cli import main, progress_line
 from ncindex import __version__
+from ncindex.errors import NextcloudAuthError
 from ncindex.names import Names
 from ncindex.progress import Progress
 from ncindex.settings import Settings
@@ -572,7 +573,8 @@ def test_forget_takes_a_user_deleted_from_nextcloud_out_of_the_index(
     """``ncindex forget carol`` after ``occ user:delete carol``: Nextcloud answers the admin
     OCS 404 "User does not exist" (nextcloud/server ``AUserDataOCSController::getUserData``),
     so her private file leaves the index and ``user:carol`` the acl of alice's file shared
-    with her. ``forget bob`` (he exists) changes nothing and exits 1."""
+    with her. ``forget bob`` (he exists) changes nothing and exits 1. Both are asked while a
+    refusal holds alice's (the webhook admin's) credential back: the operator's command."""
     from ncindex.index.indexing import Indexer
     from ncindex.runtime import Services
     from ncindex.simulator import NextcloudSimulator, serve_simulator
@@ -605,6 +607,9 @@ def test_forget_takes_a_user_deleted_from_nextcloud_out_of_the_index(
                 for user, file_id in (("carol", private), ("alice", shared), ("carol", shared)):
                     indexer.index_node(user, file_id)
                 assert acl(services, f"file:{shared}") == ["user:alice", "user:carol"]
+                # a refusal of the webhook admin's credential holds it back from the scans;
+                # forget is the operator's own command and asks anyway
+                services.account_refused("alice", NextcloudAuthError("401 (test)"))
             finally:
                 services.close()
             kept = CliRunner().invoke(main, ["forget", "bob"], env=env)
