@@ -84,12 +84,15 @@ def record_refused(
     of the one before had ended: a refusal while that credential is held is of a request sent
     before the hold began — tasks in flight at once when the password was revoked, or the
     account disabled — and lengthens nothing, else a burst of them held an account that is let
-    in again an hour later for up to six hours)."""
+    in again an hour later for up to six hours). The entry's ``deleted`` note
+    (:func:`record_deleted`) is kept."""
     at = int(time.time() if now is None else now)
     entry: dict[str, Any] = {"at": at, "where": where[:300]}
+    raw = client.hget(keys.refused_accounts, user)
+    before = _entry(raw)
+    if isinstance(before.get("deleted"), dict):  # the user's deletion outlives each refusal
+        entry["deleted"] = before["deleted"]
     if credential is not None:
-        raw = client.hget(keys.refused_accounts, user)
-        before = _entry(raw)
         times = before.get("times") if before.get("credential") == credential else 0
         times = times if isinstance(times, int) and times > 0 else 0
         entry["credential"] = credential

@@ -271,3 +271,24 @@ def test_a_refusal_is_cleared_only_if_it_did_not_change_since_it_was_read(redis_
     assert clear_refused_if(client, keys, "erin", read)
     assert refused_accounts(client, keys) == {}
     assert not clear_refused_if(client, keys, "erin", read)  # nothing left: nothing done
+
+
+def test_a_deleted_users_note_outlives_the_refusals_after_it(redis_url: str) -> None:
+    """A refused account whose Nextcloud user was deleted: its entry says so with the
+    documents forgotten (``record_deleted``, ``ncindex status``). Each refused scan records
+    its refusal again and asks again, and a later check finds nothing left (0 documents):
+    the note must keep the first check's count. ``record_refused`` wrote a fresh entry, so
+    after the next refusal (the hold ended) status said 0 documents forgotten."""
+    client = redis.Redis.from_url(redis_url)
+    keys = Names("test-deleted-note")
+    client.delete(keys.refused_accounts)
+    first, _ = REFUSED_RECHECK_SECONDS
+    pw = credential_fingerprint("carol", "app-pw")
+    record_refused(client, keys, "carol", "PROPFIND …: HTTP 401", now=1000, credential=pw)
+    record_deleted(client, keys, "carol", 7, now=1001)
+    record_refused(client, keys, "carol", "PROPFIND …: HTTP 401", now=1000 + first, credential=pw)
+    record_deleted(client, keys, "carol", 0, now=1001 + first)
+    entry = refused_accounts(client, keys)["carol"]
+    assert entry["deleted"]["documents"] == 7
+    assert entry["times"] == 2
+    client.delete(keys.refused_accounts)
