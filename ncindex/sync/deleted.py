@@ -28,7 +28,7 @@ import redis
 import structlog
 
 from ncindex.accounts import record_deleted
-from ncindex.errors import NcindexError
+from ncindex.errors import NcindexError, NextcloudAuthError
 from ncindex.index.indexing import Indexer
 from ncindex.runtime import Services
 
@@ -58,7 +58,9 @@ def check_deleted(
     when the index cannot be written and ``redis.RedisError`` when Redis cannot be.
     ``held_back`` false asks even while a refusal of the admin's credential holds it back
     (:meth:`ncindex.runtime.Services.account`: an operator's ``ncindex forget``); true, such a
-    hold is :attr:`Deleted.UNKNOWN` without asking."""
+    hold is :attr:`Deleted.UNKNOWN` without asking. The admin's credential refused (401) is
+    recorded as its own requests' refusals are (:meth:`~ncindex.runtime.Services.account_refused`),
+    so the next checks hold it back rather than send it again with every refused scan."""
     admin = services.settings.webhook_admin
     if admin == user:  # refused itself: its own word on itself is no answer
         return Deleted.UNKNOWN, 0
@@ -66,6 +68,11 @@ def check_deleted(
         exists = services.account(admin, held_back=held_back).user_exists(user)
     except NcindexError as exc:
         log.warning("user_existence_unknown", user=user, admin=admin, error=str(exc))
+        if isinstance(exc, NextcloudAuthError):  # held back from now on, as its own requests
+            try:
+                services.account_refused(admin, exc)
+            except redis.RedisError as failure:
+                log.warning("account_refusal_not_recorded", user=admin, error=str(failure))
         return Deleted.UNKNOWN, 0
     if exists:
         return Deleted.EXISTS, 0

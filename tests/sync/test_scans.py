@@ -765,3 +765,24 @@ def test_a_refused_user_is_never_forgotten_on_an_unclear_answer(rstack: Stack) -
     assert (unclear.user_deleted, unclear.forgotten) == ("unknown", 0), unclear.summary()
     assert acl(rstack, f"file:{private}") == ["user:carol"]
     assert "deleted" not in refused_accounts(rstack.services.redis, rstack.settings.names)["carol"]
+
+
+def test_an_admin_refused_while_asking_about_a_deleted_user_is_held_back(rstack: Stack) -> None:
+    """carol is deleted, and the webhook admin's app password is refused too: her refused
+    scans cannot ask whether she exists (nothing forgotten). The admin's refusal must be
+    recorded like those of its own requests, so the next check holds the credential back
+    instead of sending it again with every refused scan of carol (each refused login counts
+    against ncindex's address in Nextcloud's brute-force protection: nextcloud/server
+    ``lib/private/User/Session.php`` ``logClientIn`` → ``Throttler::registerAttempt``)."""
+    sim, keys = rstack.sim, rstack.settings.names
+    sim.delete_user("carol")
+    sim.tree.users["admin"].passwords.clear()
+    sim.tree.users["admin"].token_logins.clear()
+    rec = reconciler(rstack, Recorder())
+    first = rec.scan("carol", DocType.FILE, apply=True)
+    assert (first.user_deleted, first.forgotten) == ("unknown", 0), first.summary()
+    assert "admin" in refused_accounts(rstack.services.redis, keys)
+    before = sim.request_count()
+    again = rec.scan("carol", DocType.NOTE, apply=True)
+    assert again.user_deleted == "unknown"
+    assert sim.request_count() == before  # carol held, and the admin held: nothing sent
