@@ -36,6 +36,7 @@ from ncindex.errors import (
     ExtractionError,
     FileGone,
     Forbidden,
+    NcindexError,
     NextcloudAuthError,
     NotFound,
     StoreUnavailable,
@@ -48,7 +49,7 @@ from ncindex.index.steps import Outcome, Steps, Stored
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.runtime import Services
-from ncindex.sources import news_item
+from ncindex.sources import deck_card, news_item
 from ncindex.sources.eligibility import UNREADABLE, Eligibility
 from ncindex.sources.registry import NODE_TYPES, SOURCES
 from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
@@ -755,8 +756,10 @@ class Indexer:
         only ``user`` held, and a file or note they owned (Nextcloud deleted their home, and
         with it every share of it: nextcloud/server ``lib/private/User/User.php`` ``delete``),
         is deleted; ``user:{user}`` leaves the ``acl`` and paths of the others (a file shared
-        with them, a Deck card on a board of someone else). Returns how many documents
-        changed; running it again changes nothing. Raises ``StoreUnavailable``."""
+        with them, a Deck card on a board of someone else). The cards they held that others
+        hold too are asked about once per board and account (:meth:`_boards_of_the_deleted`):
+        Deck deletes the boards of a deleted user. Returns how many documents changed; running
+        it again changes nothing. Raises ``StoreUnavailable``."""
         keys = sorted(
             {
                 str(p["doc_key"])
@@ -765,11 +768,50 @@ class Indexer:
             }
         )
         changed = 0
+        cards: dict[int, dict[DocRef, set[str]]] = {}  # board id → card kept → its acl
         for key in keys:
             ref = DocRef.parse(key)
             with self.lock(ref):
                 changed += self.access.remove(user, ref, lost=None)
+                if ref.doc_type is DocType.DECK_CARD:
+                    kept = self.steps.read(ref, vectors=False).payload
+                    if kept and str(kept.get("board_id") or "").isdigit():
+                        board = cards.setdefault(int(kept["board_id"]), {})
+                        board[ref] = set(kept.get("acl") or ())
+        changed += self._boards_of_the_deleted(user, cards)
         log.info("user_forgotten", user=user, documents=changed)
+        return changed
+
+    def _boards_of_the_deleted(self, user: str, cards: dict[int, dict[DocRef, set[str]]]) -> int:
+        """The Deck cards deleted ``user`` held that others hold too (``cards``: board id →
+        card → its ``acl``): Deck deletes the boards a deleted user owned (nextcloud/deck
+        ``lib/Listeners/ParticipantCleanupListener.php`` ``handle``, ``UserDeletedEvent``:
+        ``BoardMapper::findAllByOwner`` then ``delete``; no Deck event), so every participant
+        loses their cards at once. Each configured account holding a card of a board asks for
+        the board (one GET per board and account); Deck's 403 (``NotFound``) takes the account
+        out of that board's cards it holds. Any other failure leaves them to the account's
+        scan (logged). Returns how many documents changed."""
+        accounts = self.services.settings.accounts
+        changed = 0
+        for board_id, held in sorted(cards.items()):
+            holders = sorted(
+                {p.removeprefix("user:") for acl in held.values() for p in acl}
+                & set(accounts) - {user}
+            )
+            for holder in holders:
+                try:
+                    deck_card.get_board(self.services.account(holder), board_id)
+                except NotFound:
+                    for ref in sorted(
+                        (r for r, a in held.items() if principal(holder) in a), key=lambda r: r.key
+                    ):
+                        with self.lock(ref):
+                            changed += self.access.remove(holder, ref, lost=None)
+                    log.info("deleted_users_board_gone", board_id=board_id, user=holder)
+                except NcindexError as exc:  # the holder's own scan decides
+                    log.warning(
+                        "board_not_rechecked", board_id=board_id, user=holder, error=str(exc)
+                    )
         return changed
 
     # --- move ----------------------------------------------------------------------------

@@ -577,6 +577,18 @@ class DeckState:
         self._acl_event(ACL_DELETED, mine[0], board, uid)
         return mine[0]
 
+    def user_deleted(self, uid: str) -> None:
+        """``uid`` was deleted from Nextcloud: nextcloud/deck
+        ``lib/Listeners/ParticipantCleanupListener.php`` ``handle`` (``UserDeletedEvent``)
+        deletes every board ``uid`` owns (``BoardMapper::findAllByOwner``, then
+        ``BoardMapper::delete``: gone, not soft-deleted; no Deck event) and ``uid``'s user ACL
+        entries on the others (``cleanupByParticipant``). Their cards answer 403 from then on
+        (the board is missing: :meth:`board_for`)."""
+        for board_id in [b.id for b in self.boards.values() if b.owner == uid]:
+            del self.boards[board_id]
+        for board in self.boards.values():
+            board.acl = [a for a in board.acl if (a.participant, a.type) != (uid, ACL_USER)]
+
     def delete_board(self, uid: str, board_id: int) -> Board:
         """Soft-delete a board (still listed by ``GET /boards`` with ``deletedAt``)."""
         board = self.board_for(uid, board_id, "MANAGE")

@@ -274,9 +274,12 @@ class NextcloudSimulator:
         not exist" (nextcloud/server ``AUserDataOCSController::getUserData``). Nothing is
         sent to webhook listeners: ``OCP\\User\\Events\\UserDeletedEvent`` does not
         implement ``IWebhookCompatibleEvent``, so webhook_listeners refuses to register it.
-        Raises ``NotFoundError`` for an unknown ``uid``."""
+        Deck deletes the boards they own and their ACL entries on the others
+        (:meth:`ncindex.simulator.deck.DeckState.user_deleted`). Raises ``NotFoundError`` for
+        an unknown ``uid``."""
         with self.lock:
             self.tree.delete_user(uid)
+            self.deck.user_deleted(uid)
 
     def add_app_password(self, uid: str, password: str, *, login_name: str | None = None) -> None:
         """Give an existing user one more app password, created under ``login_name`` (default:

@@ -786,3 +786,35 @@ def test_an_admin_refused_while_asking_about_a_deleted_user_is_held_back(rstack:
     again = rec.scan("carol", DocType.NOTE, apply=True)
     assert again.user_deleted == "unknown"
     assert sim.request_count() == before  # carol held, and the admin held: nothing sent
+
+
+def test_a_deleted_users_deck_boards_leave_the_index_for_everyone(rstack: Stack) -> None:
+    """Deck deletes the boards a deleted user owned (nextcloud/deck
+    ``lib/Listeners/ParticipantCleanupListener.php`` ``handle``, ``UserDeletedEvent``:
+    ``BoardMapper::findAllByOwner`` then ``delete``; no Deck event) and their ACL entries on
+    the others. So when carol is forgotten, the card on her board shared with bob leaves
+    the index (bob's access ended with her board), while the card on alice's board shared with
+    carol and bob only loses ``user:carol``. On the old code bob kept carol's card (until his
+    Deck scan)."""
+    sim = rstack.sim
+    hers = sim.deck_create_board("carol", "Carol's")
+    her_card = sim.deck_create_card(
+        "carol", sim.deck_create_stack("carol", hers, "To do"), "Walrus", "Feed the walrus"
+    )
+    sim.deck_share_board("carol", hers, "bob")
+    theirs = sim.deck_create_board("alice", "Alice's")
+    their_card = sim.deck_create_card(
+        "alice", sim.deck_create_stack("alice", theirs, "To do"), "Salt", "Buy salt"
+    )
+    sim.deck_share_board("alice", theirs, "carol")
+    sim.deck_share_board("alice", theirs, "bob")
+    rstack.reconcile(USERS)
+    assert acl(rstack, f"deck_card:{her_card}") == ["user:bob", "user:carol"]
+    assert acl(rstack, f"deck_card:{their_card}") == ["user:alice", "user:bob", "user:carol"]
+
+    sim.delete_user("carol")
+    rec = reconciler(rstack, Recorder())
+    report = rec.scan("carol", DocType.DECK_CARD, apply=True)
+    assert report.user_deleted == "forgotten", report.summary()
+    assert rstack.points(f"deck_card:{her_card}") == []
+    assert acl(rstack, f"deck_card:{their_card}") == ["user:alice", "user:bob"]
