@@ -1096,7 +1096,9 @@ def forget(settings: Settings, user: str, as_json: bool) -> None:
     try:
         try:
             # the operator's own command: asked even while a refusal holds the admin back
-            found, documents = check_deleted(services, Indexer(services), user, held_back=False)
+            found, documents = check_deleted(
+                services, Indexer(services), user, held_back=False, confirm=False
+            )
         except StoreUnavailable as exc:
             raise click.ClickException(
                 f"cannot open the vector store ({exc}); the embedded store allows one process "
@@ -1135,6 +1137,11 @@ def _describe(report: object) -> str:
         return head + (
             f"listing failed ({report.error}); Nextcloud says the user does not exist: "
             f"{report.forgotten} documents changed"
+        )
+    if report.error and report.user_deleted == "unconfirmed":
+        return head + (
+            f"listing failed ({report.error}); Nextcloud says the user does not exist, for the "
+            "first time in 30 minutes: forgotten when a later scan hears it again"
         )
     if report.error:
         return head + f"listing failed ({report.error}); nothing enqueued"

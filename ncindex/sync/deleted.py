@@ -14,14 +14,17 @@ deleted user's app password refused (401): the account is then listed as refused
 So when a scan of an account ends refused, :func:`check_deleted` asks Nextcloud, as the webhook
 admin (``Settings.webhook_admin``), whether the user still exists
 (:meth:`ncindex.nextcloud.client.NextcloudClient.user_exists`: ``GET
-/ocs/v2.php/cloud/users/{uid}``). Only the definite answer — OCS 404 "User does not exist" —
-evicts the user (:meth:`ncindex.index.indexing.Indexer.forget_user`); a user that exists
+/ocs/v2.php/cloud/users/{uid}``). Only the definite answer — OCS 404 "User does not exist",
+heard by a scan's check and again by one at least :data:`CONFIRM_SECONDS` later (at once by
+``ncindex forget``) — evicts the user (:meth:`ncindex.index.indexing.Indexer.forget_user`);
+a user that exists
 (refused for a revoked app password, a wrong login name, disabled), an admin refused, a
 timeout, a 5xx or any other answer leaves everything as it is, for the next check.
 """
 
 from __future__ import annotations
 
+import time
 from enum import StrEnum
 
 import redis
@@ -42,13 +45,35 @@ class Deleted(StrEnum):
     """Nextcloud says the user does not exist: their documents left the index."""
     EXISTS = "exists"
     """The user exists: nothing changed."""
+    UNCONFIRMED = "unconfirmed"
+    """Nextcloud said the user does not exist, first less than :data:`CONFIRM_SECONDS` ago:
+    nothing changed until a later check says so again."""
     UNKNOWN = "unknown"
     """No definite answer (the admin refused, Nextcloud unavailable, an unexpected answer,
     or the user is the webhook admin itself): nothing changed."""
 
 
+CONFIRM_SECONDS = 1800
+"""How long after Nextcloud first says a user does not exist a scan's check must hear it again
+before the index forgets them (seconds; the first hold of a refused credential,
+:data:`ncindex.accounts.REFUSED_RECHECK_SECONDS`, so the next refused scan asks). A user
+backend that goes away for a while (user_oidc or user_saml disabled by an upgrade, an LDAP
+directory that lost its users) makes Nextcloud answer the same for users who come back;
+forgetting them costs re-indexing everything they hold."""
+
+CONFIRM_TTL = 7 * 86_400
+"""How long the first answer is remembered (seconds): a user said missing once and not asked
+again within a week starts over."""
+
+
 def check_deleted(
-    services: Services, indexer: Indexer, user: str, *, held_back: bool = True
+    services: Services,
+    indexer: Indexer,
+    user: str,
+    *,
+    held_back: bool = True,
+    confirm: bool = True,
+    now: float | None = None,
 ) -> tuple[Deleted, int]:
     """Ask Nextcloud, as the webhook admin, whether ``user`` still exists; when it says no,
     take ``user`` out of the index (:meth:`Indexer.forget_user`) and note it on their refusal
@@ -60,7 +85,11 @@ def check_deleted(
     (:meth:`ncindex.runtime.Services.account`: an operator's ``ncindex forget``); true, such a
     hold is :attr:`Deleted.UNKNOWN` without asking. The admin's credential refused (401) is
     recorded as its own requests' refusals are (:meth:`~ncindex.runtime.Services.account_refused`),
-    so the next checks hold it back rather than send it again with every refused scan."""
+    so the next checks hold it back rather than send it again with every refused scan.
+    ``confirm`` (a scan's check): the first "does not exist" is remembered (Redis, Unix
+    seconds ``now``) and the user is forgotten only when a check at least
+    :data:`CONFIRM_SECONDS` later hears it again (:attr:`Deleted.UNCONFIRMED` meanwhile); an
+    answer that the user exists forgets the first. False (``ncindex forget``): at once."""
     admin = services.settings.webhook_admin
     if admin == user:  # refused itself: its own word on itself is no answer
         return Deleted.UNKNOWN, 0
@@ -74,8 +103,17 @@ def check_deleted(
             except redis.RedisError as failure:
                 log.warning("account_refusal_not_recorded", user=admin, error=str(failure))
         return Deleted.UNKNOWN, 0
+    missing_since = services.settings.names.key("missing-user", user)
     if exists:
+        services.redis.delete(missing_since)
         return Deleted.EXISTS, 0
+    now = time.time() if now is None else now
+    if confirm:
+        services.redis.set(missing_since, now, nx=True, ex=CONFIRM_TTL)
+        first = float(services.redis.get(missing_since) or now)
+        if now - first < CONFIRM_SECONDS:
+            log.warning("user_missing_unconfirmed", user=user, first_at=first)
+            return Deleted.UNCONFIRMED, 0
     documents = indexer.forget_user(user)
     try:
         record_deleted(services.redis, services.settings.names, user, documents)

@@ -184,7 +184,8 @@ class ScanReport:
     #: Nextcloud or the store unavailable), so the scan is worth running again soon
     retryable: bool = False
     #: when the account was refused: whether Nextcloud says its user was deleted
-    #: (:func:`ncindex.sync.deleted.check_deleted`: ``forgotten``, ``exists`` or ``unknown``)
+    #: (:func:`ncindex.sync.deleted.check_deleted`: ``forgotten``, ``unconfirmed``, ``exists`` or
+    #: ``unknown``)
     user_deleted: str | None = None
     #: documents changed when the user was found deleted and forgotten
     forgotten: int = 0

@@ -19,6 +19,7 @@ from ncindex.errors import BrokerUnavailable
 from ncindex.index.indexing import Indexer
 from ncindex.ingest.viewers import viewers_of
 from ncindex.progress import Progress
+from ncindex.sync.deleted import CONFIRM_SECONDS
 from ncindex.sync.reconcile import Reconciler, ScanState
 from support import Stack, wait_until
 
@@ -702,6 +703,13 @@ def acl(stack: Stack, doc_key: str) -> list[str]:
     return sorted(points[0].payload["acl"]) if points else []
 
 
+def heard_missing_long_ago(stack: Stack, user: str) -> None:
+    """Make the first "does not exist" about ``user`` :data:`CONFIRM_SECONDS` old."""
+    key = stack.settings.names.key("missing-user", user)
+    assert stack.services.redis.exists(key)
+    stack.services.redis.set(key, time.time() - CONFIRM_SECONDS)
+
+
 def test_a_deleted_users_documents_leave_the_index(rstack: Stack) -> None:
     """``occ user:delete carol``: Nextcloud removes her home without any file event
     (nextcloud/server ``lib/private/User/User.php`` ``delete``) and webhook_listeners cannot
@@ -725,8 +733,13 @@ def test_a_deleted_users_documents_leave_the_index(rstack: Stack) -> None:
 
     sim.delete_user("carol")
     rec = reconciler(rstack, Recorder())
+    first = rec.scan("carol", DocType.FILE, apply=True)
+    assert first.error is not None and first.error.startswith("NextcloudAuthError"), first
+    # heard once: nothing forgotten until a check CONFIRM_SECONDS later hears it again
+    assert (first.user_deleted, first.forgotten) == ("unconfirmed", 0), first.summary()
+    assert acl(rstack, f"file:{private}") == ["user:carol"]
+    heard_missing_long_ago(rstack, "carol")
     report = rec.scan("carol", DocType.FILE, apply=True)
-    assert report.error is not None and report.error.startswith("NextcloudAuthError"), report
     assert rstack.points(f"file:{private}") == []
     assert rstack.points(f"file:{own}") == []
     assert acl(rstack, f"file:{theirs}") == ["user:alice"]
@@ -814,6 +827,8 @@ def test_a_deleted_users_deck_boards_leave_the_index_for_everyone(rstack: Stack)
 
     sim.delete_user("carol")
     rec = reconciler(rstack, Recorder())
+    assert rec.scan("carol", DocType.DECK_CARD, apply=True).user_deleted == "unconfirmed"
+    heard_missing_long_ago(rstack, "carol")
     report = rec.scan("carol", DocType.DECK_CARD, apply=True)
     assert report.user_deleted == "forgotten", report.summary()
     assert rstack.points(f"deck_card:{her_card}") == []
