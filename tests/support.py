@@ -323,6 +323,37 @@ def check_indexed_once(qdrant: Path, model: str, expected: dict[int, str]) -> in
         store.close()
 
 
+UP_BESIDE_A_SIMULATOR = r"""
+import json, sys, time
+from pathlib import Path
+from pydantic import SecretStr
+from allinone.embedded import start
+from ncindex.redis_server import start_redis
+from ncindex.settings import Settings
+from ncindex.simulator import NextcloudSimulator, serve_simulator
+
+tmp = Path(sys.argv[1])
+sim = NextcloudSimulator()
+sim.add_user("admin", "admin-pw", "Admin", admin=True)
+server = serve_simulator(sim)
+redis_server = start_redis()
+settings = Settings(
+    nextcloud_url=server.url,
+    accounts={"admin": SecretStr("admin-pw")},
+    webhook_secret=SecretStr("s3cret"),
+    redis_url=redis_server.url,
+    data_dir=tmp,
+    qdrant_path=tmp / "qdrant",
+    port=0,
+    namespace="up-scenario",
+)
+"""
+"""The start of a :func:`run_scenario` script for ``ncindex up`` (``start``) beside a served
+simulator whose one user, ``admin`` (password ``admin-pw``), is the configured account: it
+defines ``tmp``, ``sim``, ``server``, ``redis_server`` and ``settings`` (namespace
+``up-scenario``); the script closes ``server`` and stops ``redis_server``."""
+
+
 def run_scenario(script: str, tmp_path: Path, timeout: float = 240) -> dict[str, Any]:
     """Run ``script`` (Python source) in a child process from the repository's root with
     ``tmp_path`` as its argument, and return the JSON object it printed on its last line

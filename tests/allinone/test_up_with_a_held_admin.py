@@ -10,34 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support import run_scenario
+from support import UP_BESIDE_A_SIMULATOR, run_scenario
 
-SCENARIO = r"""
-import json, sys
-from pathlib import Path
+SCENARIO = UP_BESIDE_A_SIMULATOR + r"""
 import redis
-from pydantic import SecretStr
-from allinone.embedded import start
 from ncindex.accounts import credential_fingerprint, held_until, record_refused
-from ncindex.redis_server import start_redis
-from ncindex.settings import Settings
-from ncindex.simulator import NextcloudSimulator, serve_simulator
 
-tmp = Path(sys.argv[1])
-sim = NextcloudSimulator()
-sim.add_user("admin", "admin-pw", "Admin", admin=True)
-server = serve_simulator(sim)
-redis_server = start_redis()
-settings = Settings(
-    nextcloud_url=server.url,
-    accounts={"admin": SecretStr("admin-pw")},
-    webhook_secret=SecretStr("s3cret"),
-    redis_url=redis_server.url,
-    data_dir=tmp,
-    qdrant_path=tmp / "qdrant",
-    port=0,
-    namespace="held-admin",
-)
 client = redis.Redis.from_url(redis_server.url)
 names = settings.names
 credential = credential_fingerprint("admin", "admin-pw")
