@@ -285,10 +285,11 @@ class SearchRequest(BaseModel):
 
     explain: StrictBool | None = Field(
         False,
-        description="Give each result an `explain` object: its rank and raw score in the dense "
-        "and in the sparse (BM25) branch, the fused score, the matched query terms with their "
-        "offsets in the snippet, the filters applied and when it was verified. Asks the store "
-        "nothing more (the ranks are those of the branches fused). False or null: no `explain`.",
+        description="Give each result an `explain` object: its rank and raw score in the dense, "
+        "the sparse (BM25) and, when it ran, the title branch, the fused score, the matched "
+        "query terms with their offsets in the snippet, the filters applied and when it was "
+        "verified. Asks the store nothing more (the ranks are those of the branches fused). "
+        "False or null: no `explain`.",
     )
 
     @field_validator("explain")

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from support import UP_BESIDE_A_SIMULATOR, run_scenario
 
-SCENARIO = UP_BESIDE_A_SIMULATOR + r"""
+SCENARIO = (
+    UP_BESIDE_A_SIMULATOR
+    + r"""
 import httpx
 from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.index.reindex import sample_analyzers
@@ -53,6 +55,7 @@ finally:
     redis_server.stop()
 print("\nRESULT " + json.dumps({"before": before, "after": after, "current": ANALYZER_VERSION}))
 """
+)
 
 
 def test_up_rewrites_the_points_of_an_older_analyzer(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from support import UP_BESIDE_A_SIMULATOR, run_scenario
 
-SCENARIO = UP_BESIDE_A_SIMULATOR + r"""
+SCENARIO = (
+    UP_BESIDE_A_SIMULATOR
+    + r"""
 import redis
 from ncindex.accounts import credential_fingerprint, held_until, record_refused
 
@@ -36,6 +38,7 @@ finally:
     redis_server.stop()
 print("\nRESULT " + json.dumps(out), flush=True)
 """
+)
 
 
 def test_up_starts_with_a_held_admin_whose_credential_works_again(tmp_path: Path) -> None:
