@@ -109,8 +109,8 @@ def check_deleted(
         return Deleted.EXISTS, 0
     now = time.time() if now is None else now
     if confirm:
-        services.redis.set(missing_since, now, nx=True, ex=CONFIRM_TTL)
-        first = float(services.redis.get(missing_since) or now)
+        heard = services.redis.set(missing_since, now, nx=True, get=True, ex=CONFIRM_TTL)
+        first = now if heard is None else float(heard)
         if now - first < CONFIRM_SECONDS:
             log.warning("user_missing_unconfirmed", user=user, first_at=first)
             return Deleted.UNCONFIRMED, 0

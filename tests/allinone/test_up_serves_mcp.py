@@ -9,35 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support import run_scenario
+from support import UP_BESIDE_A_SIMULATOR, run_scenario
 
-SCENARIO = r"""
-import asyncio, base64, json, sys
-from pathlib import Path
+SCENARIO = (
+    UP_BESIDE_A_SIMULATOR
+    + r"""
+import asyncio, base64
 import httpx
-from pydantic import SecretStr
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from allinone.embedded import start
-from ncindex.redis_server import start_redis
-from ncindex.settings import Settings
-from ncindex.simulator import NextcloudSimulator, serve_simulator
 
-tmp = Path(sys.argv[1])
-sim = NextcloudSimulator()
-sim.add_user("admin", "admin-pw", "Admin", admin=True)
-server = serve_simulator(sim)
-redis_server = start_redis()
-settings = Settings(
-    nextcloud_url=server.url,
-    accounts={"admin": SecretStr("admin-pw")},
-    webhook_secret=SecretStr("s3cret"),
-    redis_url=redis_server.url,
-    data_dir=tmp,
-    qdrant_path=tmp / "qdrant",
-    port=0,
-)
 running = start(settings, load_sample=False)
 auth = "Basic " + base64.b64encode(b"admin:admin-pw").decode()
 
@@ -73,6 +55,7 @@ finally:
     redis_server.stop()
 print("\nRESULT " + json.dumps(out), flush=True)
 """
+)
 
 
 def test_up_serves_the_mcp_server_at_mcp(tmp_path: Path) -> None:

@@ -111,6 +111,20 @@ def test_a_grant_whose_look_up_fails_is_taken_back_so_the_retry_looks_again(
     assert payload["paths"] == {"alice": "/Shared/plan.txt"}
 
 
+def alices_card(stack: Stack) -> tuple[Any, Any, int, int]:
+    """``stack``'s simulator (its deliveries dropped: the indexer is driven by hand), the
+    worker's indexer, and alice's board "Bridge" with one card on it: ``(sim, indexer, board,
+    card)``."""
+    sim = stack.sim
+    sim.drop_rate = 1.0
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    board = sim.deck_create_board("alice", "Bridge")
+    card = sim.deck_create_card(
+        "alice", sim.deck_create_stack("alice", board, "To do"), "Stone", "Rebuild it in June."
+    )
+    return sim, indexer, board, card
+
+
 @pytest.mark.parametrize("reader", ["alice", "bob"], ids=["new_card", "newly_shared"])
 def test_a_board_unshared_while_a_card_is_in_flight_is_not_written_back(
     fresh_stack: Stack, reader: str
@@ -123,13 +137,7 @@ def test_a_board_unshared_while_a_card_is_in_flight_is_not_written_back(
     held on the board then, and its task for a card held ran after the write). One board GET
     after the write, for a write that grants; none for one that does not."""
     stack = fresh_stack
-    sim = stack.sim
-    sim.drop_rate = 1.0  # the indexer is driven by hand here
-    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
-    board = sim.deck_create_board("alice", "Bridge")
-    card = sim.deck_create_card(
-        "alice", sim.deck_create_stack("alice", board, "To do"), "Stone", "Rebuild it in June."
-    )
+    sim, indexer, board, card = alices_card(stack)
     key = f"deck_card:{card}"
     if reader == "bob":
         assert indexer.index_document("alice", "deck_card", card).action == "indexed"
@@ -172,13 +180,7 @@ def test_a_card_whose_board_cannot_be_read_again_keeps_no_access_it_granted(
     grants and asks again (before the re-read, and without taking it back, the retry would find
     the acl held already and not ask)."""
     stack = fresh_stack
-    sim = stack.sim
-    sim.drop_rate = 1.0  # the indexer is driven by hand here
-    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
-    board = sim.deck_create_board("alice", "Bridge")
-    card = sim.deck_create_card(
-        "alice", sim.deck_create_stack("alice", board, "To do"), "Stone", "Rebuild it in June."
-    )
+    sim, indexer, board, card = alices_card(stack)
     sim.deck_share_board("alice", board, "bob")
     real_fetch = indexer.steps.fetch
 
