@@ -396,7 +396,8 @@ class NextcloudClient:
         v2 mirrors it as HTTP 404 too: ``getUser`` throws it for a user these credentials may
         not see (``getUserData`` returned null: no admin), and it is the answer of an unknown
         route (provisioning_api disabled). A user that exists returns ``True`` (HTTP 200 with
-        its data). The message must be ``User does not exist`` too (untranslated): for an admin
+        its data). The message must be ``User does not exist`` too: ``getUserData`` throws it as
+        a PHP literal, not through ``IL10N::t``, so no admin's language changes it. For an admin
         ``getUserData`` also throws ``OCSNotFoundException`` with the message of a
         ``NoUserException`` from ``IUser::getHome`` — a user that exists in Nextcloud (an LDAP
         user no longer found in LDAP keeps their files and shares until an admin deletes
