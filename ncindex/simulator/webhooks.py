@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ncindex.simulator.eventfilter import mongo_match
-from ncindex.simulator.phpjson import php_json_encode
+from ncindex.simulator.phpjson import php_json_decoded, php_json_encode
 
 __all__ = [
     "JOB_ARGUMENT_LIMIT",
@@ -395,7 +395,14 @@ class DeliveryEngine:
     def enqueue(self, registration_id: int, envelope: dict[str, Any]) -> None:
         """Queue one delivery of ``envelope`` for a registration (snapshot taken by caller),
         as ``JobList::add`` queues a ``WebhookCall``: raises :class:`JobArgumentError` for an
-        argument over :data:`JOB_ARGUMENT_LIMIT` characters."""
+        argument over :data:`JOB_ARGUMENT_LIMIT` characters.
+
+        What is sent is the envelope as the job gets it back, not as it was queued:
+        nextcloud/server ``lib/private/BackgroundJob/JobList.php`` stores the argument
+        ``json_encode``-d and ``buildJob`` hands it to the job as ``json_decode($row['argument'],
+        true)``; ``apps/webhook_listeners/lib/BackgroundJobs/WebhookCall.php`` ``run`` sends
+        ``json_encode($data)`` of that (:func:`~ncindex.simulator.phpjson.php_json_decoded`:
+        an empty object arrives as ``[]``, ``{"0": …, "1": …}`` as a list)."""
         # the salt's value (bin2hex(random_bytes(5))) is never sent: only its length counts
         argument = php_json_encode([envelope, registration_id, "0" * 10])
         if len(argument) > JOB_ARGUMENT_LIMIT:
@@ -412,7 +419,12 @@ class DeliveryEngine:
             wait = self._rng.uniform(lo, hi) if hi > lo else lo
             heapq.heappush(
                 self._heap,
-                _Job(time.monotonic() + wait, next(self._seq), registration_id, envelope),
+                _Job(
+                    time.monotonic() + wait,
+                    next(self._seq),
+                    registration_id,
+                    php_json_decoded(envelope),
+                ),
             )
             if self._thread is None:
                 self._thread = threading.Thread(

@@ -344,6 +344,27 @@ def test_an_envelope_too_long_for_a_job_is_never_sent_and_fails_the_change(
     assert [b["event"]["node"]["path"] for b in bodies(receiver)] == ["/alice/files/short.md"]
 
 
+def test_the_body_sent_is_the_envelope_as_the_job_decodes_it(sim, client, receiver) -> None:
+    """nextcloud/server lib/private/BackgroundJob/JobList.php buildJob hands a job its argument
+    as json_decode(..., true) and WebhookCall::run sends json_encode of that: an empty JSON
+    object arrives as [] and an object keyed "0", "1" as a list; other keys are kept."""
+    tag = "OCP\\SystemTag\\TagAssignedEvent"
+    register(client("admin"), receiver, tag)
+    payload = {
+        "objectType": "files",
+        "objectIds": ["5"],
+        "tagIds": [1],
+        "empty": {},
+        "seq": {"0": "a", "1": {}},
+        "keyed": {"1": "x", "07": "y"},
+    }
+    sim.dispatch_event(tag, payload, "alice")
+    sim.flush_deliveries(timeout=5)
+    body = receiver.requests[0].body
+    assert b'"empty":[],"seq":["a",[]],"keyed":{"1":"x","07":"y"}' in body
+    assert sim.events[-1]["event"]["empty"] == {}  # the listener's snapshot, before the job
+
+
 def test_delay_drop_and_one_attempt_on_error(client, receiver) -> None:
     sim = NextcloudSimulator(delivery_delay=(0.3, 0.3), drop_rate=0.0, seed=3)
     try:
