@@ -166,7 +166,14 @@ class Settings(BaseSettings):
         description="Header carrying it.",
     )
     webhook_max_body_bytes: int = Field(
-        1_048_576, ge=1024, description="Largest accepted delivery body, bytes."
+        1_048_576,
+        # never below what Nextcloud may send: a WebhookCall job's argument [$data, $id, salt]
+        # is at most 4000 characters of json_encode (nextcloud/server lib/private/
+        # BackgroundJob/JobList.php add), and the body is json_encode($data) of it
+        # (apps/webhook_listeners/lib/BackgroundJobs/WebhookCall.php run): under 4000 bytes.
+        # A smaller limit refused such deliveries 413, and Nextcloud never sends them again
+        ge=4000,
+        description="Largest accepted delivery body, bytes.",
     )
     public_url: str = Field(
         "http://127.0.0.1:8080",

@@ -96,6 +96,27 @@ def test_oversized_body_is_413(receiver) -> None:
     assert response.get_json()["code"] == "payload_too_large"
 
 
+def test_the_body_limit_is_never_below_what_nextcloud_sends(private_redis) -> None:
+    """A WebhookCall job's argument is at most 4000 characters of json_encode (nextcloud/server
+    lib/private/BackgroundJob/JobList.php add), so a body comes close to 4000 bytes (a Deck
+    card's long description, a deep path): a lower limit refused such deliveries, for good."""
+    with pytest.raises(ValueError, match="greater than or equal to 4000"):
+        Settings(webhook_max_body_bytes=3999)
+    settings = Settings(
+        redis_url=private_redis.url,
+        webhook_secret=SecretStr(secrets.token_urlsafe(12)),
+        accounts={"alice": SecretStr("pw")},
+        webhook_max_body_bytes=4000,
+        debounce_seconds=0,
+    )
+    client = create_app(settings, producer=celery_app(settings)).test_client()
+    # a path 15 names of 250 characters deep: the job argument [$data, 7, "<10 hex digits>"]
+    # is 3978 characters, the body 3961 bytes
+    body = php_json(envelope("/alice/files/" + "/".join(["d" * 250] * 15), 5))
+    assert len(body) == 3961 and len(b"[" + body + b',7,"0123456789"]') <= 4000
+    assert post(client, settings, body).status_code == 202
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
