@@ -14,6 +14,11 @@ depends on the server version and on the apps enabled (:func:`compatible_events`
   is no ``OCP\\Files\\Events\\Node\\NodeRestoredEvent``;
 * system tag and calendar object events (``lib/public/SystemTag/TagAssignedEvent.php``,
   ``@since 32.0.0``);
+* ``OCP\\Files\\Events\\Node\\(Before)NodeUpdatedEvent`` from 34
+  (``lib/public/Files/Events/Node/NodeUpdatedEvent.php``: ``@since 34.0.0``, ``final class …
+  extends AbstractNodeEvent``, which implements the interface). Where Nextcloud 34 dispatches
+  them was not found in the source read: the simulator accepts their registration and never
+  sends them;
 * Deck card/ACL/board events only with Deck ≥ 1.18 (nextcloud/deck ``lib/Event/ACardEvent.php``
   implements the interface on ``stable34`` and ``main`` only, not on ``stable30``…``stable33``).
 """
@@ -37,6 +42,8 @@ NODE_WRITTEN = _NODE + "NodeWrittenEvent"
 NODE_DELETED = _NODE + "NodeDeletedEvent"
 NODE_COPIED = _NODE + "NodeCopiedEvent"
 NODE_RENAMED = _NODE + "NodeRenamedEvent"
+BEFORE_NODE_UPDATED = _NODE + "BeforeNodeUpdatedEvent"
+NODE_UPDATED = _NODE + "NodeUpdatedEvent"
 
 _TRASHBIN = "OCA\\Files_Trashbin\\Events\\"
 BEFORE_NODE_RESTORED = _TRASHBIN + "BeforeNodeRestoredEvent"
@@ -85,6 +92,9 @@ SERVER_32_EVENTS: tuple[str, ...] = (
     _CAL + "CalendarObjectMovedEvent",
 )
 
+#: Server classes that are webhook-compatible from Nextcloud 34 (``@since 34.0.0``).
+SERVER_34_EVENTS: tuple[str, ...] = (BEFORE_NODE_UPDATED, NODE_UPDATED)
+
 DECK_EVENTS: tuple[str, ...] = (
     CARD_CREATED,
     CARD_UPDATED,
@@ -95,10 +105,10 @@ DECK_EVENTS: tuple[str, ...] = (
     BOARD_UPDATED,
 )
 
-#: Every class a Nextcloud 32+ with files_trashbin and Deck ≥ 1.18 accepts (the most the
+#: Every class a Nextcloud 34 with files_trashbin and Deck ≥ 1.18 accepts (the most the
 #: simulator models); :func:`compatible_events` gives the set of one configuration.
 WEBHOOK_COMPATIBLE_EVENTS: frozenset[str] = frozenset(
-    FILE_EVENTS + TRASHBIN_EVENTS + SERVER_32_EVENTS + DECK_EVENTS
+    FILE_EVENTS + TRASHBIN_EVENTS + SERVER_32_EVENTS + SERVER_34_EVENTS + DECK_EVENTS
 )
 
 
@@ -114,12 +124,15 @@ def version_tuple(version: str) -> tuple[int, ...]:
 def compatible_events(server_version: str, apps: dict[str, str]) -> frozenset[str]:
     """The classes ``addWebhookListener`` accepts on a server of ``server_version`` whose
     enabled apps are ``apps`` (app id → version): file events always (30+), the trash-restore
-    events with ``files_trashbin``, tag and calendar events from 32, Deck's with Deck ≥ 1.18."""
+    events with ``files_trashbin``, tag and calendar events from 32, ``(Before)NodeUpdatedEvent``
+    from 34, Deck's with Deck ≥ 1.18."""
     events = set(FILE_EVENTS)
     if "files_trashbin" in apps:
         events.update(TRASHBIN_EVENTS)
     if version_tuple(server_version)[:1] >= (32,):
         events.update(SERVER_32_EVENTS)
+    if version_tuple(server_version)[:1] >= (34,):
+        events.update(SERVER_34_EVENTS)
     if "deck" in apps and version_tuple(apps["deck"])[:2] >= (1, 18):
         events.update(DECK_EVENTS)
     return frozenset(events)

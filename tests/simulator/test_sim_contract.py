@@ -101,6 +101,24 @@ def test_event_classes_accepted_by_version(version: str, tags_accepted: bool) ->
         sim.close()
 
 
+@pytest.mark.parametrize(("version", "accepted"), [("33.0.2", False), ("34.0.0", True)])
+def test_node_updated_events_are_accepted_from_34(version: str, accepted: bool) -> None:
+    """nextcloud/server lib/public/Files/Events/Node/NodeUpdatedEvent.php and
+    BeforeNodeUpdatedEvent.php: @since 34.0.0, final classes extending AbstractNodeEvent,
+    which implements IWebhookCompatibleEvent: addWebhookListener takes them from 34 on."""
+    sim = _sim(version=version)
+    try:
+        with (
+            serve_simulator(sim) as srv,
+            httpx.Client(base_url=srv.url, auth=("admin", PASSWORDS["admin"])) as admin,
+        ):
+            for name in ("NodeUpdatedEvent", "BeforeNodeUpdatedEvent"):
+                status = _register(admin, "OCP\\Files\\Events\\Node\\" + name).status_code
+                assert status == (200 if accepted else 400)
+    finally:
+        sim.close()
+
+
 def test_deck_card_events_need_deck_1_18_and_the_app_enabled() -> None:
     sim = _sim(version="34.0.0")
     try:
