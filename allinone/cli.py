@@ -352,16 +352,26 @@ STATUS_PROBE_SECONDS = 3.0
 
 def progress_line(progress: Progress, was_busy: bool) -> tuple[str | None, bool]:
     """The line ``ncindex up`` prints about the indexing, and whether anything is pending: the
-    documents pending (every user's, :meth:`~ncindex.progress.Progress.pending`) and the
-    documents finished per second over the last minute, while anything is pending; "caught
-    up" once, when nothing is any more; ``None`` while idle."""
+    members of every account's pending set (:meth:`~ncindex.progress.Progress.pending`) and
+    the runs finished per second over the last minute, while anything is pending; "caught up"
+    once, when nothing is any more; ``None`` while idle.
+
+    Both count per account and subject, not documents, and the line says so: a file shared
+    with two accounts is pending (and finished) once for each, and a folder is pending until a
+    worker looks at it — a created folder's event names only the node's id and path
+    (nextcloud/server ``lib/public/Files/Events/Node/AbstractNodeEvent.php``
+    ``getWebhookSerializable``), so its task is queued as a file's is. Called "documents",
+    the first line of ``make run``'s 368-document sample said "376 documents pending" (its
+    39 folders and the 45 files alice shares with bob counted too, while its last events
+    were still arriving)."""
     pending = sum(progress.pending(user) for user in progress.users())
     if not pending:
         return ("Indexing: caught up, nothing pending." if was_busy else None), False
     rate = progress.rates(seconds=60)
     return (
-        f"Indexing: {pending} documents pending; {rate.documents} finished in the last "
-        f"{rate.window_seconds:.0f} s ({rate.documents_per_second:.1f}/s).",
+        f"Indexing: {pending} pending, counted per account (files, folders, notes, cards, "
+        f"news items); {rate.documents} finished in the last {rate.window_seconds:.0f} s "
+        f"({rate.documents_per_second:.1f}/s).",
         True,
     )
 

@@ -381,18 +381,26 @@ def test_the_printed_command_is_the_bare_name_when_path_finds_this_script(monkey
     assert ncindex_command(f"bin/{script.name}") == str(Path.cwd() / "bin" / script.name)
 
 
-def test_the_progress_line_follows_pending_documents(redis_url: str) -> None:
+def test_the_progress_line_follows_what_is_pending_per_account(redis_url: str) -> None:
     """``ncindex up`` without NCINDEX_LOG_LEVEL prints this instead of every task's lines:
-    pending documents and the recent rate while busy, "caught up" once, nothing while idle."""
+    what is pending and the recent rate while busy, "caught up" once, nothing while idle.
+    What is pending is counted per account and subject — a file shared with bob is pending
+    for alice and for bob, a folder until a worker looks — and the line said "documents
+    pending": ``make run``'s first line read "376 documents pending" for its 368 documents."""
     keys = Names(f"t{uuid.uuid4().hex[:8]}")
     progress = Progress(redis.Redis.from_url(redis_url), keys)
     assert progress_line(progress, was_busy=False) == (None, False)
-    progress.queued("alice", ["node:1", "node:2"])
-    progress.queued("bob", ["node:3"])
+    progress.queued("alice", ["node:1", "node:2"])  # node:2: a folder, until looked at
+    progress.queued("bob", ["node:1", "node:3"])  # node:1: alice's file, shared with bob
     progress.finished("bob", "node:3", "indexed", 2)
     line, busy = progress_line(progress, was_busy=False)
     assert busy and line is not None
-    assert line.startswith("Indexing: 2 documents pending; 1 finished in the last "), line
+    assert line.startswith(
+        "Indexing: 3 pending, counted per account (files, folders, notes, cards, news items); "
+        "1 finished in the last "
+    ), line
+    assert "documents" not in line
+    progress.finished("bob", "node:1", "indexed", 1)
     for subject in ("node:1", "node:2"):
         progress.finished("alice", subject, "indexed", 1)
     assert progress_line(progress, was_busy=True) == (
