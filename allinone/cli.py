@@ -1,5 +1,5 @@
 """The ``ncindex`` command line (click): ``up``, ``models``, ``webhooks``, ``doctor``, ``extract``,
-``eval``.
+``eval``, ``reconcile``, ``forget``, ``release``, ``status``, ``failures``, ``retry``, ``reindex``.
 
 Every command reads the same :class:`~ncindex.settings.Settings` from the environment
 (``NCINDEX_*``) as the apps do.
@@ -1138,6 +1138,76 @@ def forget(settings: Settings, user: str, as_json: bool) -> None:
     raise click.ClickException(message)
 
 
+@main.command()
+@click.argument("user")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def release(settings: Settings, user: str, as_json: bool) -> None:
+    """Check USER's app password now and end its hold if Nextcloud accepts it.
+
+    After Nextcloud refuses an account's app password, ncindex does not send it again for 30
+    minutes, then 1, 2, 4, at most 6 hours (each refused login slows every login from this
+    machine). Once the cause is fixed in Nextcloud (the account enabled again, the user
+    backend back), this asks GET /ocs/v2.php/cloud/user with it once, whatever the hold: if
+    Nextcloud answers USER's user id, the refusal is forgotten and scans and tasks send it
+    again at once. Exit 1, the hold kept, when Nextcloud refuses it (the refusal is recorded:
+    the hold starts again from now) or the login name is another user's.
+    """
+    from ncindex.doctor import utc_time
+    from ncindex.runtime import Services
+
+    if not settings.accounts:
+        raise click.ClickException("no Nextcloud accounts configured (NCINDEX_ACCOUNTS)")
+    if user not in settings.accounts:
+        raise click.BadParameter("not a configured account (NCINDEX_ACCOUNTS)", param_hint="USER")
+    services = Services(settings)
+    try:
+        result = services.release(user)
+    except NextcloudAuthError as exc:
+        raise click.ClickException(
+            f"{user}: Nextcloud refused its app password again ({exc}); the hold stays, from "
+            "now — check its app password (NCINDEX_ACCOUNTS or NCINDEX_ACCOUNTS_FILE) and its "
+            "login name (NCINDEX_LOGINS)"
+        ) from None
+    finally:
+        services.close()
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "user": user,
+                    "user_id": result.user_id,
+                    "refusal": result.refusal,
+                    "held_until": None if result.hold is None else result.hold.until,
+                    "released": result.released,
+                }
+            )
+        )
+    if result.user_id != user:
+        message = (
+            f"login {result.login!r} is user {result.user_id!r}, configured as {user!r}: "
+            "nothing released; name the user id as the account and the login in NCINDEX_LOGINS"
+        )
+        if as_json:
+            raise SystemExit(1)
+        raise click.ClickException(message)
+    if as_json:
+        return
+    accepted = f"{user}: Nextcloud accepts its app password (login {result.login!r})"
+    if result.refusal is None:
+        click.echo(f"{accepted}; no refusal was recorded: nothing to release")
+    elif not result.released:
+        click.echo(f"{accepted}; a refusal recorded meanwhile stays: run it again")
+    elif result.hold is None:
+        click.echo(f"{accepted}; its refusal ({result.refusal.get('where', '')}) is forgotten")
+    else:
+        click.echo(
+            f"{accepted}; released the hold that would have lasted until "
+            f"{utc_time(result.hold.until)} (refused {utc_time(result.hold.since)}: "
+            f"{result.hold.refusal}): its scans and tasks send it again now"
+        )
+
+
 def _describe(report: object) -> str:
     from ncindex.sync.reconcile import ScanReport
 
@@ -1311,6 +1381,7 @@ def _print_status(data: dict[str, Any]) -> None:
         optimizer_lines,
         other_namespaces_line,
     )
+    from ncindex.doctor import utc_time
 
     click.echo(f"nextcloud: {data['nextcloud']['summary']}")
     click.echo(
@@ -1371,9 +1442,16 @@ def _print_status(data: dict[str, Any]) -> None:
                 "NCINDEX_ACCOUNTS"
             )
             continue
+        until = entry.get("held_until")
+        held = (
+            f"; held back until {utc_time(until)} (in {duration(until - time.time())}): not sent "
+            f"before then, unless `ncindex release {user}` finds that it works again"
+            if isinstance(until, int | float)
+            else ""
+        )
         click.echo(
             f"  {user}: since {since}, {entry.get('where', '')} — check its app password "
-            "(NCINDEX_ACCOUNTS or NCINDEX_ACCOUNTS_FILE) and its login name (NCINDEX_LOGINS)"
+            f"(NCINDEX_ACCOUNTS or NCINDEX_ACCOUNTS_FILE) and its login name (NCINDEX_LOGINS){held}"
         )
     workers = data["workers"]
     click.echo(

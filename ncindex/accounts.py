@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -55,6 +56,15 @@ def credential_fingerprint(login: str, password: str) -> str:
     """A short SHA-256 of ``login`` and ``password`` (16 hex digits): says whether the
     configured credential is still the one refused, without storing it."""
     return hashlib.sha256(f"{login}\0{password}".encode()).hexdigest()[:16]
+
+
+def refused_entry(raw: bytes | str | None) -> dict[str, Any]:
+    """A refusal entry as shown (:func:`refused_accounts`' shape without ``held_until``): the
+    raw value read from :attr:`~ncindex.names.Names.refused_accounts` without the credential's
+    fingerprint; ``{}`` when absent or unreadable."""
+    entry = _entry(raw)
+    entry.pop("credential", None)  # for hold_of alone: never shown
+    return entry
 
 
 def _entry(raw: bytes | str | None) -> dict[str, Any]:
@@ -101,27 +111,51 @@ def record_refused(
     log.warning("account_refused", user=user, where=where)
 
 
-def held_until(
-    entry: bytes | str | None, credential: str, now: float | None = None
-) -> float | None:
-    """Until when (Unix seconds) a credential (fingerprint ``credential``) is held back, given
-    its account's refusal ``entry`` (the raw value in
-    :attr:`~ncindex.names.Names.refused_accounts`, ``None`` when there is none): set when
-    Nextcloud refused this very credential within :data:`REFUSED_RECHECK_SECONDS` (by how many
-    times in a row) before ``now`` (Unix seconds), so that it is not sent again (see the module
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A refused credential held back (:func:`hold_of`): ``since`` (Unix seconds, Nextcloud's
+    last refusal of it), ``until`` (Unix seconds, when it is sent again), ``refusal`` (the
+    refused request and the answer, as recorded), ``times`` (its refusals in a row)."""
+
+    since: float
+    until: float
+    refusal: str
+    times: int
+
+
+def hold_of(
+    entry: bytes | str | None, credential: str | None = None, now: float | None = None
+) -> Hold | None:
+    """The hold of a refused credential, given its account's refusal ``entry`` (the raw value
+    in :attr:`~ncindex.names.Names.refused_accounts`, ``None`` when there is none): set when
+    Nextcloud refused the credential of fingerprint ``credential`` (``None``: the one the entry
+    names, whichever is configured) within :data:`REFUSED_RECHECK_SECONDS` (by how many times
+    in a row) before ``now`` (Unix seconds), so that it is not sent again (see the module
     docstring); ``None`` otherwise — also for a refusal recorded without a fingerprint, or an
     unreadable one."""
     data = _entry(entry)
     try:
         at = float(data["at"])
-        times = int(data.get("times", 1))
+        times = max(int(data.get("times", 1)), 1)
     except (KeyError, TypeError, ValueError):
         return None
-    first, longest = REFUSED_RECHECK_SECONDS
-    until: float = at + min(longest, first * 2 ** min(max(times, 1) - 1, 16))
-    if data.get("credential") != credential or (time.time() if now is None else now) >= until:
+    refused = data.get("credential")
+    if refused is None or (credential is not None and refused != credential):
         return None
-    return until
+    first, longest = REFUSED_RECHECK_SECONDS
+    until: float = at + min(longest, first * 2 ** min(times - 1, 16))
+    if (time.time() if now is None else now) >= until:
+        return None
+    return Hold(since=at, until=until, refusal=str(data.get("where", "")), times=times)
+
+
+def held_until(
+    entry: bytes | str | None, credential: str, now: float | None = None
+) -> float | None:
+    """Until when (Unix seconds) the credential of fingerprint ``credential`` is held back
+    (:func:`hold_of`), or ``None``."""
+    hold = hold_of(entry, credential, now)
+    return None if hold is None else hold.until
 
 
 def record_deleted(
@@ -172,16 +206,21 @@ def clear_refused_if(client: redis.Redis, keys: Names, user: str, entry: bytes |
     return bool(removed)
 
 
-def refused_accounts(client: redis.Redis, keys: Names) -> dict[str, dict[str, Any]]:
+def refused_accounts(
+    client: redis.Redis, keys: Names, now: float | None = None
+) -> dict[str, dict[str, Any]]:
     """User id → ``{"at", "where"}`` (and ``times``, the refusals in a row of one credential;
-    ``deleted``, ``{"at", "documents"}``, once Nextcloud said the user does not exist and the
-    index forgot them: :func:`record_deleted`) of every account of deployment ``keys`` that
-    Nextcloud refused (401), by user id (the credential's fingerprint left out); an
-    unreadable entry reads as ``{}``. Raises
-    ``redis.RedisError`` when Redis cannot be asked."""
+    ``held_until``, Unix seconds, while that credential is held back at ``now``
+    (:func:`hold_of`), else ``None``; ``deleted``, ``{"at", "documents"}``, once Nextcloud said
+    the user does not exist and the index forgot them: :func:`record_deleted`) of every
+    account of deployment ``keys`` that Nextcloud refused (401), by user id (the credential's
+    fingerprint left out); an unreadable entry reads as ``{}``. Raises ``redis.RedisError``
+    when Redis cannot be asked."""
     out: dict[str, dict[str, Any]] = {}
     for raw_user, raw in sorted(client.hgetall(keys.refused_accounts).items()):
-        entry = _entry(raw)
-        entry.pop("credential", None)  # for held_until alone: never shown
+        entry = refused_entry(raw)
+        if entry:
+            hold = hold_of(raw, now=now)
+            entry["held_until"] = None if hold is None else hold.until
         out[as_text(raw_user, "replace")] = entry
     return out

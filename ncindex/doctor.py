@@ -29,7 +29,9 @@ What is checked, and from which source:
   (``GET /index.php/apps/news/api/v1-3/version``);
 * each account: ``GET /ocs/v2.php/cloud/user`` with its login name and app password must answer
   its user id (an app password only works with the login name it was created under:
-  ``Session::validateTokenLoginName``);
+  ``Session::validateTokenLoginName``); an account held back after a refusal
+  (:meth:`ncindex.runtime.Services.account`) is not asked: its line says since and until when,
+  the refusal, and that ``ncindex release`` ends the hold;
 * the registered webhooks against the classes ncindex subscribes to
   (:data:`ncindex.ingest.events.SUBSCRIBED`; the required ones
   :data:`ncindex.ingest.events.REQUIRED`);
@@ -52,6 +54,7 @@ import socket
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -252,7 +255,7 @@ def check_accounts(ctx: Context) -> list[Line]:
         except AccountHeld as exc:
             # nothing was sent (ncindex.runtime.Services.account): it is no verdict on the
             # password, and saying "refused (401)" sent operators to replace a good one
-            lines.append(Line(name, "fail", f"not checked: {exc}"))
+            lines.append(Line(name, "fail", held_detail(user, exc)))
             continue
         except NextcloudAuthError:
             hint = (
@@ -276,6 +279,29 @@ def check_accounts(ctx: Context) -> list[Line]:
         else:
             lines.append(Line(name, "ok", f"login {login!r} → user id {uid!r}"))
     return lines
+
+
+def held_detail(user: str, exc: AccountHeld) -> str:
+    """What doctor says of account ``user`` held back after a refusal (``exc``, raised before
+    anything was sent): since when and until when (UTC), the refusal recorded, and how to end
+    the hold at once (``ncindex release``, once the cause is fixed in Nextcloud)."""
+    if exc.since is None or exc.until is None:  # rebuilt from its message: all it says
+        return f"not checked: {exc}"
+    times = f" ({exc.times} refusals in a row)" if exc.times and exc.times > 1 else ""
+    return (
+        f"held back since {utc_time(exc.since)} until {utc_time(exc.until)}: Nextcloud refused its "
+        f"app password ({exc.refusal}){times}, and each refused login counts against this "
+        "machine in Nextcloud's brute-force protection, so it was not sent (not checked). Once "
+        "it works again (the account enabled, the password or login name fixed), `ncindex "
+        f"release {user}` checks it now and ends the hold; a new app password in "
+        "NCINDEX_ACCOUNTS is tried at once"
+    )
+
+
+def utc_time(seconds: float) -> str:
+    """Unix ``seconds`` as ``YYYY-MM-DD HH:MM:SS UTC``, as doctor and the commands about a
+    hold (``ncindex status``, ``ncindex release``) write a moment."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def check_webhooks(ctx: Context) -> list[Line]:

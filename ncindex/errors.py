@@ -129,7 +129,25 @@ class NextcloudAuthError(PermanentError):
 class AccountHeld(NextcloudAuthError):
     """Raised instead of sending a configured account's credential that Nextcloud refused
     lately (:meth:`ncindex.runtime.Services.account`): nothing was asked, so it is no new refusal
-    to record."""
+    to record. ``since``: when Nextcloud last refused it, ``until``: when it is sent again (Unix
+    seconds), ``refusal``: the refused request and Nextcloud's answer, as recorded
+    (:func:`ncindex.accounts.record_refused`), ``times``: the refusals of it in a row; each
+    ``None`` when not given (an instance rebuilt from its message alone, as pickle does)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        since: float | None = None,
+        until: float | None = None,
+        refusal: str | None = None,
+        times: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.since = since
+        self.until = until
+        self.refusal = refusal
+        self.times = times
 
 
 class Unauthenticated(PermanentError):

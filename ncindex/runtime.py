@@ -10,14 +10,23 @@ app factory can be cheap and a model loads off the request path.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
+from typing import Any
 
 import httpx
 import redis
 import structlog
 
-from ncindex.accounts import clear_refused_if, credential_fingerprint, held_until, record_refused
+from ncindex.accounts import (
+    Hold,
+    clear_refused_if,
+    credential_fingerprint,
+    hold_of,
+    record_refused,
+    refused_entry,
+)
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.live_models import LiveModels
 from ncindex.errors import AccountHeld, NextcloudAuthError
@@ -27,6 +36,23 @@ from ncindex.settings import Settings
 from ncindex.store import VectorStore
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """What :meth:`Services.release` found: Nextcloud accepted configured account ``user``'s
+    credential (login name ``login``) and answered user id ``user_id``; ``refusal``: its
+    refusal entry before (``{"at", "where", …}``: :func:`ncindex.accounts.refused_accounts`'s
+    shape, without ``held_until``), ``None`` when there was none; ``hold``: the hold that entry
+    set then (:func:`ncindex.accounts.hold_of`), ``None`` when none; ``released``: whether the
+    entry was forgotten."""
+
+    user: str
+    login: str
+    user_id: str
+    refusal: dict[str, Any] | None
+    hold: Hold | None
+    released: bool
 
 
 class Services:
@@ -90,7 +116,7 @@ class Services:
         """Client acting as configured account ``user`` (authenticating with its login name);
         raises ``KeyError`` if not configured. Its first request raises
         :class:`~ncindex.errors.AccountHeld` instead of being sent while Nextcloud's refusal of
-        this very credential is recent (:func:`ncindex.accounts.held_until`: each refused login
+        this very credential is recent (:func:`ncindex.accounts.hold_of`: each refused login
         slows down every login from this machine); if Redis cannot say, it is sent. When it
         found a refusal entry that holds nothing back (the hold ended, or the credential
         changed since), the first answer Nextcloud accepts clears that entry
@@ -111,13 +137,17 @@ class Services:
                 entry = self.redis_breaker.call("hget", self.settings.names.refused_accounts, user)
             except redis.RedisError:
                 return  # Redis cannot say: send it (holding back protects capacity, not access)
-            until = held_until(entry, credential)
-            if until is not None:
-                again = datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds")
+            hold = hold_of(entry, credential)
+            if hold is not None:
+                again = datetime.fromtimestamp(hold.until, UTC).isoformat(timespec="seconds")
                 raise AccountHeld(
                     f"{user}: Nextcloud refused this app password; not sent again before "
                     f"{again}, as each refused login counts against this machine in Nextcloud's "
-                    "brute-force protection (a new app password is tried at once)"
+                    "brute-force protection (a new app password is tried at once)",
+                    since=hold.since,
+                    until=hold.until,
+                    refusal=hold.refusal,
+                    times=hold.times,
                 )
             if entry is not None and clears:
                 client.accepted = lambda: self._refusal_passed(user, entry)
@@ -139,6 +169,42 @@ class Services:
         except KeyError:  # not (or no longer) configured
             credential = None
         record_refused(self.redis, self.settings.names, user, str(exc), credential=credential)
+
+    def release(self, user: str) -> Release:
+        """An operator's check of configured account ``user``'s credential (``ncindex release``):
+        ``GET /ocs/v2.php/cloud/user`` with it now, sent whatever the hold (the operator asks
+        Nextcloud once, as the webhook commands do). When Nextcloud answers with ``user`` as
+        the user id, the account's refusal entry read before the request is forgotten
+        (:func:`ncindex.accounts.clear_refused_if`: one recorded meanwhile, by a task refused
+        after it, stays), so scans and tasks send the credential again at once instead of at the
+        hold's end; an answer naming another user id forgets nothing (the login name belongs to
+        another user: ``NCINDEX_LOGINS``). Returns the :class:`Release`. A refusal (401, or a
+        disabled account's login) is recorded as any other (:meth:`account_refused`: the hold
+        starts again from now) and raised as ``NextcloudAuthError``; ``KeyError`` when ``user``
+        is not configured; any other ``NcindexError`` (Nextcloud unavailable) and
+        ``redis.RedisError`` as raised, nothing changed."""
+        entry = self.redis.hget(self.settings.names.refused_accounts, user)
+        client = self.account(user, held_back=False)
+        try:
+            uid = client.current_user()
+        except NextcloudAuthError as exc:
+            self.account_refused(user, exc)
+            raise
+        hold = hold_of(entry)
+        refusal = refused_entry(entry)
+        released = (
+            uid == user
+            and entry is not None
+            and clear_refused_if(self.redis, self.settings.names, user, entry)
+        )
+        return Release(
+            user=user,
+            login=self.settings.login_for(user) or user,
+            user_id=uid,
+            refusal=refusal or None,
+            hold=hold,
+            released=released,
+        )
 
     def _refusal_passed(self, user: str, entry: bytes | str) -> None:
         """Nextcloud accepted a request of ``user``'s, whose refusal entry read ``entry``

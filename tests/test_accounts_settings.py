@@ -217,7 +217,13 @@ def test_a_refused_credential_is_held_back_longer_each_time_and_only_that_one(
     assert holds == [first, 2 * first, 4 * first, 8 * first, longest, longest, longest]
     record_refused(client, keys, "carol", "x", now=9000, credential=new)  # another credential
     assert held_until(client.hget(keys.refused_accounts, "carol"), new, now=9000) == 9000 + first
-    assert refused_accounts(client, keys)["carol"] == {"at": 9000, "where": "x", "times": 1}
+    assert refused_accounts(client, keys, now=9000)["carol"] == {
+        "at": 9000,
+        "where": "x",
+        "times": 1,
+        "held_until": 9000 + first,
+    }
+    assert refused_accounts(client, keys, now=9000 + first)["carol"]["held_until"] is None
     assert held_until(json.dumps({"at": 1000, "where": "x"}), old, now=1001) is None
     assert held_until(b"{not json", old, now=1001) is None
     assert held_until(None, old, now=1001) is None

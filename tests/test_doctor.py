@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,7 +16,7 @@ from click.testing import CliRunner
 from pydantic import SecretStr
 
 from allinone.cli import main
-from ncindex.accounts import clear_refused, record_refused
+from ncindex.accounts import REFUSED_RECHECK_SECONDS, clear_refused, record_refused
 from ncindex.doctor import (
     CHECKS,
     Context,
@@ -27,6 +28,7 @@ from ncindex.doctor import (
     run_checks,
 )
 from ncindex.embedding.analyzer import ANALYZER_VERSION, LACKING
+from ncindex.errors import AccountHeld, NextcloudAuthError
 from ncindex.index.reindex import sample_analyzers
 from ncindex.ingest.events import NODE_NS, REQUIRED, TAG_ASSIGNED
 from ncindex.ingest.registration import register
@@ -219,26 +221,87 @@ def test_a_wrong_app_password_fails_that_account(served) -> None:
     assert "refused (401)" in detail(lines, "account alice")
 
 
-def test_a_held_account_is_said_not_checked(served) -> None:
+def test_a_held_account_says_since_until_when_and_why(served) -> None:
     """doctor's account line for an account whose credential ncindex holds back after a
     refusal (``ncindex.runtime.Services.account`` raises ``AccountHeld``, nothing sent) said
-    "refused (401)", the app password "wrong or revoked": an operator who re-enabled the
-    account replaced a good password. Now it says the check was not made, and until when."""
+    only "not checked: … not sent again before …": not since when, nor the refusal, nor how to
+    end the hold — an operator who had fixed the cause in Nextcloud could only wait up to six
+    hours. It now says since and until when (UTC), the refusal recorded, and names ``ncindex
+    release``; it never says "refused (401)", which sent operators to replace a good password."""
     _, server = served
     settings = settings_for(server)
     services = Services(settings)
     try:
         credential = services.credential_of("alice")
-        record_refused(
-            services.redis, settings.names, "alice", "PROPFIND: HTTP 401", credential=credential
-        )
+        at = int(time.time()) - 60
+        where = "PROPFIND /remote.php/dav/files/alice/: HTTP 401"
+        record_refused(services.redis, settings.names, "alice", where, at, credential=credential)
         lines = run_checks(settings)
         assert verdicts(lines, "account alice") == ["fail"]
         said = detail(lines, "account alice")
-        assert "not checked" in said and "not sent again before" in said, said
+        since, until = (
+            time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+            for t in (at, at + REFUSED_RECHECK_SECONDS[0])
+        )
+        assert said.startswith(f"held back since {since} until {until}: "), said
+        assert f"Nextcloud refused its app password ({where})" in said
+        assert "`ncindex release alice` checks it now and ends the hold" in said
         assert "refused (401)" not in said and "wrong or revoked" not in said
+    finally:
         clear_refused(services.redis, settings.names, "alice")
-        assert verdicts(run_checks(settings), "account alice") == ["ok"]  # sent again
+        services.close()
+
+
+def test_release_ends_a_hold_once_nextcloud_accepts_the_credential_again(served) -> None:
+    """An account disabled in Nextcloud (``occ user:disable``) is refused and held back; an
+    admin enables it again, and its scans and tasks kept ending at once for up to six hours
+    (30 minutes doubling per refusal), with no command to end the hold of an account that is
+    not the webhook admin (``up`` and ``webhooks`` send the admin's whatever the hold). ``ncindex
+    release`` asks Nextcloud once, whatever the hold: refused, it records the refusal and
+    exits 1, the hold kept; accepted, the refusal is forgotten and doctor checks it again."""
+    sim, server = served
+    settings = settings_for(server)
+    env = {
+        "NCINDEX_NEXTCLOUD_URL": server.url,
+        "NCINDEX_ACCOUNTS": json.dumps({"admin": "admin-pw", "alice": "alice-pw"}),
+        "NCINDEX_ADMIN_USER": "admin",
+        "NCINDEX_REDIS_URL": REDIS["url"],
+    }
+    services = Services(settings)
+    try:
+        sim.disable_user("alice")
+        with pytest.raises(NextcloudAuthError) as refused:
+            services.account("alice").current_user()  # a task's request, refused
+        services.account_refused("alice", refused.value)
+        with pytest.raises(AccountHeld):
+            services.account("alice").current_user()  # the next one: held, not sent
+        still = CliRunner().invoke(main, ["release", "alice"], env=env)
+        assert still.exit_code == 1, still.output
+        assert "alice: Nextcloud refused its app password again" in still.output
+        with pytest.raises(AccountHeld):  # the refusal recorded: still held
+            services.account("alice").current_user()
+        sim.disable_user("alice", enabled=True)  # occ user:enable
+        assert verdicts(run_checks(settings), "account alice") == ["fail"]  # held: not asked
+        released = CliRunner().invoke(main, ["release", "alice"], env=env)
+        assert released.exit_code == 0, released.output
+        assert released.output.startswith(
+            "alice: Nextcloud accepts its app password (login 'alice'); released the hold "
+            "that would have lasted until "
+        ), released.output
+        assert services.redis.hget(settings.names.refused_accounts, "alice") is None
+        assert services.account("alice").current_user() == "alice"  # sent again
+        assert verdicts(run_checks(settings), "account alice") == ["ok"]
+        again = CliRunner().invoke(main, ["release", "alice", "--json"], env=env)
+        assert again.exit_code == 0, again.output
+        assert json.loads(again.output) == {
+            "user": "alice",
+            "user_id": "alice",
+            "refusal": None,
+            "held_until": None,
+            "released": False,
+        }
+        unknown = CliRunner().invoke(main, ["release", "mallory"], env=env)
+        assert unknown.exit_code == 2 and "not a configured account" in unknown.output
     finally:
         clear_refused(services.redis, settings.names, "alice")
         services.close()

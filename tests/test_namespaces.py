@@ -52,7 +52,11 @@ def test_refused_accounts_are_kept_per_deployment(redis_url: str) -> None:
     one, two = Names("one"), Names("two")
     record_refused(client, one, "carol", "PROPFIND /remote.php/dav/files/carol/: HTTP 401", 100)
     assert refused_accounts(client, one) == {
-        "carol": {"at": 100, "where": "PROPFIND /remote.php/dav/files/carol/: HTTP 401"}
+        "carol": {
+            "at": 100,
+            "where": "PROPFIND /remote.php/dav/files/carol/: HTTP 401",
+            "held_until": None,  # recorded without a credential's fingerprint: nothing held
+        }
     }
     assert refused_accounts(client, two) == {}
     assert [k.decode() for k in client.scan_iter()] == ["one:accounts:refused"]

@@ -76,13 +76,14 @@ def test_readme_names_the_commands_that_need_a_configured_nextcloud() -> None:
     for name, args in {
         "reconcile": ["reconcile"],
         "forget": ["forget", "carol"],
+        "release": ["release", "carol"],
         "webhooks": ["webhooks", "list"],
     }.items():
         result = CliRunner().invoke(main, args, env=env)
         assert result.exit_code == 1, result.output
         if "no Nextcloud accounts configured" in result.output:
             refusing.append(name)
-    assert refusing == ["reconcile", "forget", "webhooks"]
+    assert refusing == ["reconcile", "forget", "release", "webhooks"]
     section = README.split("The `ncindex` command lives in", 1)[1].split("\n\n", 1)[0]
     sentence = section.split("need a configured Nextcloud", 1)[0].rsplit(", and ", 1)[1]
     assert [n for n in refusing if f"`{n}`" not in sentence] == []

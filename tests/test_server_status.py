@@ -14,7 +14,12 @@ import redis
 from click.testing import CliRunner
 
 from allinone.cli import main
-from ncindex.accounts import record_deleted, record_refused
+from ncindex.accounts import (
+    REFUSED_RECHECK_SECONDS,
+    credential_fingerprint,
+    record_deleted,
+    record_refused,
+)
 from ncindex.nextcloud.server_status import UNCONFIGURED, server_status
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
@@ -116,6 +121,34 @@ def test_a_refused_account_is_shown_with_its_age_and_the_settings_to_fix(redis_u
         f"  alice: since 3 h 00 min ago, {where} — check its app password (NCINDEX_ACCOUNTS or "
         "NCINDEX_ACCOUNTS_FILE) and its login name (NCINDEX_LOGINS)"
     ) in lines
+
+
+def test_a_held_account_says_until_when_and_how_to_end_the_hold(redis_url: str) -> None:
+    """An account whose refused credential ncindex holds back (``ncindex.accounts.hold_of``)
+    was shown as any refusal: nothing said that its scans and tasks end at once until the
+    hold ends, nor when, nor that ``ncindex release`` ends it. The JSON has ``held_until``."""
+    settings = Settings(redis_url=redis_url, namespace="status-held")
+    at = int(time.time()) - 600
+    until = at + REFUSED_RECHECK_SECONDS[0]
+    with redis.Redis.from_url(redis_url) as client:
+        client.delete(settings.names.refused_accounts)
+        where = "SEARCH /remote.php/dav/: HTTP 401"
+        fingerprint = credential_fingerprint("alice", "alice-pw")
+        record_refused(client, settings.names, "alice", where, now=at, credential=fingerprint)
+        try:
+            env = {"NCINDEX_REDIS_URL": redis_url, "NCINDEX_NAMESPACE": "status-held"}
+            lines = status_output(env).splitlines()
+            data = json.loads(status_output(env, "--json"))["accounts_refused"]
+        finally:
+            client.delete(settings.names.refused_accounts)
+    gmt = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
+    line = next(x for x in lines if x.startswith("  alice: since 10 min"))
+    assert f", {where} — check its app password" in line, line
+    assert f"; held back until {gmt} (in 19 min" in line or f"until {gmt} (in 20 min" in line
+    assert line.endswith(
+        "not sent before then, unless `ncindex release alice` finds that it works again"
+    ), line
+    assert data["alice"]["held_until"] == until
 
 
 def test_a_refused_account_whose_user_was_deleted_says_so(redis_url: str) -> None:
