@@ -1264,7 +1264,8 @@ def status(
     """Nextcloud's own status (/status.php), queue depths, workers seen, last scan per user and
     doc type, index lag, dead letters;
     per user (the configured accounts and every user a document was queued for) and in total:
-    pending documents, documents/s and chunks/s over the last minutes, the first indexing's
+    pending items (documents and folders, queued per account: a shared file counts for each),
+    documents/s and chunks/s over the last minutes, the first indexing's
     progress and the backlog's ETA. Indexed counts per user, and whether documents of an older
     BM25 analyzer wait for `ncindex reindex --analyzer` (a sample of them), need a Qdrant
     server (NCINDEX_QDRANT_URL): the embedded store belongs to `ncindex up`."""

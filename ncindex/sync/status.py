@@ -142,8 +142,9 @@ def per_user(
 ) -> dict[str, dict[str, Any]]:
     """For each of ``users``: ``pending``, ``dead_letter`` and ``failing`` counts, ``skipped``
     per rule, ``truncated`` (documents indexed with their text cut short), ``rates``
-    (:func:`rates_dict`), ``eta_seconds`` of their pending documents, ``first_indexing``
-    (state, progress, ETA) and, with ``store``, ``indexed`` per doc type."""
+    (:func:`rates_dict`), ``eta_seconds`` of their pending items (documents and folders queued
+    for that user), ``first_indexing`` (state, progress, ETA) and, with ``store``, ``indexed``
+    per doc type."""
     progress = Progress(client, keys)
     parked: dict[str, int] = {}
     for raw in client.hvals(keys.deadletter):

@@ -2,10 +2,11 @@
 ``index_status`` tool returns (issue 25).
 
 Everything is about ``user`` only: documents ``user`` can read in the index (``acl`` holds
-``user``'s principal), counted per doc type; ``user``'s pending documents, dead-letter entries
-and failing documents (those whose task ran as ``user``), skipped documents per rule, the last
-scan of each doc type, and ``user``'s first indexing with its progress and ETA from the
-measured rate (:mod:`ncindex.progress`). No other user's documents, paths or counts appear.
+``user``'s principal), counted per doc type; ``user``'s pending items (documents, and folders still
+to be looked at), dead-letter entries and failing documents (those whose task ran as ``user``),
+skipped documents per rule, the last scan of each doc type, and ``user``'s first indexing with its
+progress and ETA from the measured rate (:mod:`ncindex.progress`). No other user's documents, paths
+or counts appear.
 """
 
 from __future__ import annotations
