@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 
 import structlog
 from celery.exceptions import SoftTimeLimitExceeded
@@ -103,6 +104,21 @@ class _Granted:
     :meth:`Indexer._ungranted` puts back when the look-up fails."""
 
 
+def _roll_back(error: BaseException, undo: Callable[[], object], doc_key: str) -> None:
+    """Call ``undo``, which takes back what a write to ``doc_key`` granted, because ``error``
+    (being handled: the caller raises or hands it on next) stopped the look-up after that
+    write. A failure of ``undo`` (``StoreUnavailable``, the soft time limit) is logged and
+    attached to ``error`` as a note instead of replacing it, so the task's retry or refusal
+    record follows the cause (a refused account stays a refusal, not a store outage).
+    Raises only ``BaseException``s that are not ``Exception``s (``KeyboardInterrupt``)."""
+    try:
+        undo()
+    except Exception as failure:
+        why = f"{type(failure).__name__}: {failure}"
+        log.warning("grant_not_taken_back", doc_key=doc_key, error=why, after=repr(error))
+        error.add_note(f"taking back the grant of {doc_key} failed too: {why}")
+
+
 class Indexer:
     """The indexing operations on one process's :class:`Services`: each one Celery task's
     work (:mod:`workers.tasks`), composed of :attr:`steps` and :attr:`access`."""
@@ -169,7 +185,9 @@ class Indexer:
         ``user`` access the stored version did not (a file newly shared with them): a share
         revoked between the look-up and the write fires no event (:meth:`_regranted`). When
         that look-up fails (a transient error, a refusal), the grant is taken back before the
-        error is raised (:meth:`_ungranted`): the retry grants and looks again.
+        error is raised (:meth:`_ungranted`): the retry grants and looks again. A roll-back
+        that fails is logged and noted on that error, which is still the one raised
+        (:func:`_roll_back`).
 
         ``on_version(etag)`` is called with the version about to be read, before anything is
         downloaded (the task notes it: see :func:`workers.tasks.guarded`)."""
@@ -185,8 +203,8 @@ class Indexer:
                 return read.outcome
             try:
                 now = self._alone(client, file_id)
-            except Exception:  # a transient error too: the retry must grant and look again
-                self._ungranted(user, read)
+            except Exception as exc:  # a transient error too: the retry must grant and look again
+                _roll_back(exc, lambda: self._ungranted(user, read), read.ref.key)
                 raise
             return self._regranted(user, read, now)
         if isinstance(read, Outcome):
@@ -271,7 +289,7 @@ class Indexer:
                 now = client.find_by_ids([g.file_id for g in granted])
             except Exception as exc:  # their own tasks grant and look them up again
                 for g in granted:
-                    self._ungranted(user, g)
+                    _roll_back(exc, partial(self._ungranted, user, g), g.ref.key)
                 if isinstance(exc, (NextcloudAuthError, SoftTimeLimitExceeded)):
                     raise
                 error = f"{type(exc).__name__}: {exc}"
@@ -557,7 +575,8 @@ class Indexer:
         ``user`` no longer reading the board (``NotFound``) ⇒ ``user``'s access goes, with
         the access this write gave others (unconfirmed: ``evicted``). A failed re-read
         takes back what the write granted (the document is deleted when nothing is left)
-        and raises: the task's retry grants it again and asks again."""
+        and raises: the task's retry grants it again and asks again (a roll-back that fails
+        is noted on the re-read's error, still the one raised: :func:`_roll_back`)."""
         source = SOURCES[doc.ref.doc_type]
         field = source.readers_field
         if field is None:
@@ -576,9 +595,9 @@ class Indexer:
             self.access.remove(user, doc.ref)
             log.info("unshared_while_indexed", doc_key=doc.ref.key, user=user)
             return Outcome("evicted", doc.ref.key, outcome.embedded)
-        except Exception:
+        except Exception as exc:
             if granted:
-                self._set_acl(doc.ref, written - granted)
+                _roll_back(exc, lambda: self._set_acl(doc.ref, written - granted), doc.ref.key)
             raise
         gone = written - now
         if gone:

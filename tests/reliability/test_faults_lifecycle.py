@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ncindex.errors import NextcloudUnavailable
+from ncindex.errors import NextcloudAuthError, NextcloudUnavailable, StoreUnavailable
 from support import Stack
 
 
@@ -111,6 +111,74 @@ def test_a_grant_whose_look_up_fails_is_taken_back_so_the_retry_looks_again(
     assert payload["paths"] == {"alice": "/Shared/plan.txt"}
 
 
+def store_writes_fail(indexer: Any) -> None:
+    """Make every payload write and document delete of ``indexer``'s store raise
+    ``StoreUnavailable`` (the roll-backs' writes), until :func:`store_writes_back`."""
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise StoreUnavailable("store down during the roll-back")
+
+    indexer.services.store.set_payload = fail
+    indexer.services.store.delete_document = fail
+
+
+def store_writes_back(indexer: Any) -> None:
+    """Undo :func:`store_writes_fail` (the instance attributes hid the class's methods)."""
+    del indexer.services.store.set_payload
+    del indexer.services.store.delete_document
+
+
+@pytest.mark.parametrize(
+    ("batch", "status", "raised"),
+    [(False, 503, NextcloudUnavailable), (True, 401, NextcloudAuthError)],
+    ids=["index_node", "index_nodes"],
+)
+def test_a_failed_grant_roll_back_keeps_the_error_that_caused_it(
+    fresh_stack: Stack, batch: bool, status: int, raised: type[Exception]
+) -> None:
+    """Bob's grant is looked up after its write and that SEARCH fails (503; 401 for the
+    batch, which raises only a refusal), and the store fails too while the grant is taken
+    back: the look-up's error is raised — the task retries Nextcloud's outage, records bob's
+    refusal — with the roll-back's failure attached as a note (before: the roll-back's
+    ``StoreUnavailable`` replaced it, and a refused account was retried as a store outage)."""
+    stack = fresh_stack
+    sim = stack.sim
+    sim.drop_rate = 1.0  # the indexer is driven by hand here
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    fid = sim.put_file("alice", "/Shared/plan.txt", b"Rebuild the stone bridge in June.")
+    assert indexer.index_node("alice", fid).action == "indexed"
+    sim.share("alice", "/Shared/plan.txt", "bob")
+    real_fetch = indexer.steps.fetch
+    real_update = indexer.steps.update_metadata
+
+    def fetch_then_fail(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        sim.faults.set("dav-search", status=status)  # the look-up after the write fails
+        return fetched
+
+    def update_then_fail(*args: Any, **kwargs: Any) -> Any:
+        updated = real_update(*args, **kwargs)  # bob's grant: his acl entry and path
+        store_writes_fail(indexer)  # and the roll-back's write fails
+        return updated
+
+    indexer.steps.fetch = fetch_then_fail  # type: ignore[method-assign]
+    indexer.steps.update_metadata = update_then_fail  # type: ignore[method-assign]
+    try:
+        with pytest.raises(raised) as caught:
+            if batch:
+                indexer.index_nodes("bob", [fid])
+            else:
+                indexer.index_node("bob", fid)
+    finally:
+        del indexer.steps.fetch, indexer.steps.update_metadata
+        store_writes_back(indexer)
+        sim.faults.clear()
+    assert caught.value.__notes__ == [
+        f"taking back the grant of file:{fid} failed too: "
+        "StoreUnavailable: store down during the roll-back"
+    ]
+
+
 def alices_card(stack: Stack) -> tuple[Any, Any, int, int]:
     """``stack``'s simulator (its deliveries dropped: the indexer is driven by hand), the
     worker's indexer, and alice's board "Bridge" with one card on it: ``(sim, indexer, board,
@@ -200,3 +268,38 @@ def test_a_card_whose_board_cannot_be_read_again_keeps_no_access_it_granted(
     assert indexer.index_document("alice", "deck_card", card).action == "indexed"
     payload = stack.points(f"deck_card:{card}")[0].payload
     assert payload["acl"] == ["user:alice", "user:bob"]
+
+
+def test_a_card_whose_roll_back_fails_keeps_the_board_error(fresh_stack: Stack) -> None:
+    """The board GET after a new card's write fails (Deck answers 503) and so does deleting
+    the card again (the store fails): the task raises Deck's ``NextcloudUnavailable`` — kept
+    as an outage, sent again once Nextcloud answers — with the store's failure attached as a
+    note (before: the store's ``StoreUnavailable`` replaced it)."""
+    stack = fresh_stack
+    sim, indexer, board, card = alices_card(stack)
+    sim.deck_share_board("alice", board, "bob")
+    real_fetch, real_write = indexer.steps.fetch, indexer.steps.write_document
+
+    def fetch_then_fail(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        sim.faults.set("deck", status=503)
+        return fetched
+
+    def write_then_fail(*args: Any, **kwargs: Any) -> Any:
+        written = real_write(*args, **kwargs)
+        store_writes_fail(indexer)
+        return written
+
+    indexer.steps.fetch = fetch_then_fail  # type: ignore[method-assign]
+    indexer.steps.write_document = write_then_fail  # type: ignore[method-assign]
+    try:
+        with pytest.raises(NextcloudUnavailable) as caught:
+            indexer.index_document("alice", "deck_card", card)
+    finally:
+        del indexer.steps.fetch, indexer.steps.write_document
+        store_writes_back(indexer)
+        sim.faults.clear()
+    assert caught.value.__notes__ == [
+        f"taking back the grant of deck_card:{card} failed too: "
+        "StoreUnavailable: store down during the roll-back"
+    ]
