@@ -28,6 +28,7 @@ import redis
 import structlog
 from celery import Task
 from celery.exceptions import Retry
+from celery.utils.time import get_exponential_backoff_interval
 
 from ncindex.errors import BrokerUnavailable, NextcloudUnavailable, TransientError
 from ncindex.ingest.queueing import park_for_outage, requeue_parked
@@ -116,6 +117,21 @@ class NcindexTask(Task):
             elif limit is not None and self.request.retries >= limit:
                 self._give_up(exc, args, kwargs)
         return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, **options)
+
+    def retry_part(self, exc: TransientError, kwargs: dict[str, Any]) -> Retry:
+        """Retry ``exc`` as ``autoretry_for`` would (this task's ``retry_backoff``,
+        ``retry_backoff_max`` and ``retry_jitter``; through :meth:`retry`, so outages are
+        waited out and parked alike), but with ``kwargs``: the part of the call that
+        ``exc`` stopped, when the rest is done. Raises ``Retry`` (or ``exc`` once the
+        retries are spent); the return type lets callers write ``raise task.retry_part(…)``."""
+        countdown = get_exponential_backoff_interval(
+            factor=int(max(1.0, float(self.retry_backoff))),
+            retries=self.request.retries,
+            maximum=int(self.retry_backoff_max),
+            full_jitter=bool(self.retry_jitter),
+        )
+        retry: Retry = self.retry(kwargs=kwargs, exc=exc, countdown=countdown)
+        return retry
 
     def _first_failure(self) -> float:
         """Unix time of this task's first transient failure (kept in Redis for a day)."""

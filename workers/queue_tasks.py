@@ -17,6 +17,7 @@ from celery import shared_task
 
 from ncindex import names
 from ncindex.documents import DocType
+from ncindex.errors import NcindexError, TransientError
 from ncindex.ingest.events import Action, index_document, index_node
 from ncindex.ingest.queueing import (
     clear_debounce,
@@ -107,11 +108,16 @@ def resolve_node(
     (:meth:`~ncindex.index.indexing.Indexer.leave_folder`: a folder moved out of one shared
     with them). One SEARCH by id per account asked
     (:func:`ncindex.ingest.viewers.viewers_of`); the ``ncindex.index_node`` tasks go out
-    debounced like the receiver's. Returns ``{"viewers": [...], "queued", "coalesced"}``."""
+    debounced like the receiver's. Returns ``{"viewers": [...], "queued", "coalesced"}``.
+
+    An account whose SEARCH failed does not hold up the others, whose work is done first
+    (:func:`_ask_again`): a transient failure is retried for the failed accounts alone; a
+    permanent one leaves the node to that account's next scan and is raised."""
     services = self.services
     keys = services.settings.names
     clear_debounce(services.redis, keys, debounce_key)
-    viewers, unseen = viewers_of(services, int(file_id), among)
+    found = viewers_of(services, int(file_id), among)
+    viewers, unseen = found.seen, found.unseen
     if among is None and unseen:
         # an event in an unconfigured view (the owner deleting a shared file, or moving it out
         # of a folder shared with them): Nextcloud tells no one else, so the accounts the
@@ -134,7 +140,34 @@ def resolve_node(
         keys=keys,
     )
     log.info("node_resolved", file_id=file_id, viewers=viewers, queued=queued)
+    if found.failed:
+        _ask_again(self, int(file_id), found.failed, folder)
     return {"viewers": viewers, "queued": queued, "coalesced": coalesced}
+
+
+def _ask_again(
+    task: NcindexTask, file_id: int, failed: dict[str, NcindexError], folder: list[str] | None
+) -> None:
+    """After ``ncindex.resolve_node`` did the work of the accounts that answered: the
+    accounts whose SEARCH failed (``failed``: user id → error; each logged). Those whose
+    failure may pass (``TransientError``: Nextcloud unavailable for them) are asked again by
+    a retry of this task with ``among`` them alone (:meth:`NcindexTask.retry_part`: the
+    backoff, the outage patience and the parking of every retry), so the others' tasks are
+    not sent twice; with ``folder`` as before. When none may pass (``PermanentError``: an
+    answer not in Nextcloud's format, which asking again would not change), the first is
+    raised: the task is failed, and the node is left to each such account's next scan,
+    which lists their files whatever the events said. Raises ``Retry`` or that error."""
+    for user, exc in failed.items():
+        log.warning(
+            "viewer_unknown", file_id=file_id, user=user, error=f"{type(exc).__name__}: {exc}"
+        )
+    passing = {user: exc for user, exc in failed.items() if isinstance(exc, TransientError)}
+    if not passing:
+        raise next(iter(failed.values()))
+    kwargs: dict[str, Any] = {"file_id": file_id, "among": list(passing)}
+    if folder is not None:
+        kwargs["folder"] = folder
+    raise task.retry_part(next(iter(passing.values())), kwargs)
 
 
 @shared_task(bind=True, base=NcindexTask, name=names.INDEX_RELATED, ignore_result=True, **RETRY)

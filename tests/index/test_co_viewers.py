@@ -9,6 +9,7 @@ which of them see it (``ncindex.resolve_node``, one SEARCH by id each) and index
 
 from __future__ import annotations
 
+from ncindex.errors import NextcloudProtocolError
 from ncindex.index.indexing import Indexer
 from support import Stack, wait_until
 
@@ -224,3 +225,54 @@ def test_a_shared_file_its_unconfigured_owner_renames_stays_for_the_sharee(stack
 
     wait_until(lambda: bobs_path() == "/Shared/bridge.txt", 30)
     assert _acl(stack, file_id) == ["user:bob"]
+
+
+def _alices_file_shared_with_bob(stack: Stack) -> int:
+    """alice's ``/Shared/plan.txt``, shared with bob and indexed for alice alone, with the
+    webhooks dropped (the tasks are driven by hand; what they queue runs)."""
+    stack.sim.drop_rate = 1.0
+    file_id = stack.sim.put_file("alice", "/Shared/plan.txt", BRIDGE)
+    stack.sim.share("alice", "/Shared", "bob")
+    Indexer(stack.services).index_node("alice", file_id)
+    stack.wait_idle()
+    assert list(stack.services.settings.accounts)[:2] == ["alice", "bob"]  # asked in order
+    assert _acl(stack, file_id) == ["user:alice"]
+    return file_id
+
+
+def test_a_sharee_gets_the_file_when_asking_another_account_is_answered_wrongly(
+    stack: Stack,
+) -> None:
+    """An event naming nobody (a tag assigned by occ, say) for alice's file shared with bob:
+    alice's SEARCH by id is answered 404 (not Nextcloud's answer for a file: its scope not
+    found, ``NextcloudProtocolError``), bob's finds the file. bob's index task is queued and
+    the task then fails on alice's error, leaving her to her next scan (before: the error
+    left ``viewers_of`` at alice and bob was never asked; no retry, the node was lost for
+    him until his scan)."""
+    file_id = _alices_file_shared_with_bob(stack)
+    task = stack.celery.tasks["ncindex.resolve_node"]
+    stack.sim.faults.set("dav-search", status=404, times=1)  # the first SEARCH: alice's
+    try:
+        result = task.apply(kwargs={"file_id": file_id})
+    finally:
+        stack.sim.faults.clear()
+    assert isinstance(result.result, NextcloudProtocolError), result.result
+    wait_until(lambda: "user:bob" in _acl(stack, file_id), 30)
+    assert _acl(stack, file_id) == ["user:alice", "user:bob"]
+
+
+def test_an_account_nextcloud_fails_for_is_asked_again_alone(stack: Stack) -> None:
+    """alice's SEARCH by id answers 503 once, bob's finds the file: bob's index task goes out
+    at once, and the task's retry asks alice alone (``among``), so it sends bob's again
+    neither (before: the whole task was retried, and no account got the node until every
+    one of them answered)."""
+    file_id = _alices_file_shared_with_bob(stack)
+    task = stack.celery.tasks["ncindex.resolve_node"]
+    stack.sim.faults.set("dav-search", status=503, times=1)  # the first SEARCH: alice's
+    try:
+        retried = task.apply(kwargs={"file_id": file_id})  # eager: its retry runs at once
+    finally:
+        stack.sim.faults.clear()
+    assert retried.get() == {"viewers": ["alice"], "queued": 1, "coalesced": 0}
+    wait_until(lambda: "user:bob" in _acl(stack, file_id), 30)
+    assert _acl(stack, file_id) == ["user:alice", "user:bob"]

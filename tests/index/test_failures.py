@@ -245,8 +245,9 @@ def test_a_search_by_id_answered_404_evicts_nothing(stack: Stack) -> None:
     try:
         with pytest.raises(NextcloudProtocolError):
             indexer.index_node("alice", file_id)
-        with pytest.raises(NextcloudProtocolError):
-            viewers_of(stack.services, file_id)
+        found = viewers_of(stack.services, file_id)
+        assert (found.seen, found.unseen) == ([], [])
+        assert isinstance(found.failed["alice"], NextcloudProtocolError)
     finally:
         stack.sim.faults.clear()
     assert stack.points(f"file:{file_id}")
