@@ -23,6 +23,7 @@ Every Redis key belongs to one deployment's **namespace** (``NCINDEX_NAMESPACE``
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # --- Celery task names (public, never namespaced) ----------------------------------------
@@ -202,12 +203,64 @@ class Names:
         """Scan state: ``…:reconcile:<doc_type>:<user>…`` and the last scans."""
         return self.key("reconcile", "")
 
+    def scan_state(self, doc_type: str, user: str) -> str:
+        """The base of ``user``'s scan state of ``doc_type``
+        (:class:`ncindex.sync.reconcile.ScanState`): ``…:reconcile:<doc_type>:<user>``; its
+        keys are ``<base>:<part>`` (``folders``, ``tried``, ``held``, ``pages:docs`` …)."""
+        return self.key("reconcile", doc_type, user)
+
+    def scan_pending(self, doc_type: str, user: str) -> str:
+        """Set while a scan of ``user`` and ``doc_type`` is queued and not yet started
+        (string, expiring; :func:`ncindex.sync.reconcile.request_scans`)."""
+        return self.key("reconcile", "pending", doc_type, user)
+
+    @property
+    def last_scans(self) -> str:
+        """The last scans' summaries (hash: ``<user>:<doc_type>`` → JSON)."""
+        return self.key("reconcile", "last")
+
     def lost_access(self, doc_type: str, user: str) -> str:
         """Documents of ``doc_type`` whose access ``user`` lost (hash: doc id → the user's path
         then, ``""`` without one): the next scans walk those folders whatever their etags say,
         and never hold the document back as unindexable (written by the indexer, read and
         cleared by the scans: :mod:`ncindex.sync.reconcile`)."""
         return self.key("reconcile", "lost", doc_type, user)
+
+    def missing_user(self, user: str) -> str:
+        """When Nextcloud first said ``user`` does not exist (Unix seconds, expiring;
+        :func:`ncindex.sync.deleted.check_deleted`)."""
+        return self.key("missing-user", user)
+
+    def of_user(self, user: str, doc_types: Iterable[str]) -> tuple[list[str], list[str]]:
+        """The keys that are configured account ``user``'s alone, for scans of ``doc_types``:
+        ``(keys, patterns)`` — the keys themselves, and the ``SCAN`` ``MATCH`` patterns of
+        those with a further part (the scan state's parts, a flush's taken actions, the
+        debounce claims of ``user``'s tasks: ``<operation>:<user>:…``, as
+        :mod:`ncindex.ingest.events` builds them; a claim of another user's whose key holds
+        ``:<user>:`` matches too, which costs at most one duplicate task). A key family
+        named by user belongs here. Not here: the scan lock (``user``'s scan holds it and
+        lets it expire) and the fields of shared hashes (:attr:`last_scans`,
+        :attr:`failing`, :attr:`refused_accounts` …)."""
+        user_glob = _glob_escaped(user)
+        keys = [
+            self.gathered(user),
+            self.gathered_flush(user),
+            self.pending(user),
+            self.skipped(user),
+            self.truncated(user),
+            self.first_indexing(user),
+            self.first_indexed(user),
+            self.notes_settings(user),
+            self.missing_user(user),
+        ]
+        patterns = [
+            _glob_escaped(self.gathered_taken(user, "")) + "*",
+            f"{_glob_escaped(self.debounce_prefix)}*:{user_glob}:*",
+        ]
+        for doc_type in doc_types:
+            keys += [self.scan_pending(doc_type, user), self.lost_access(doc_type, user)]
+            patterns.append(_glob_escaped(self.scan_state(doc_type, user)) + ":*")
+        return keys, patterns
 
     @property
     def outage_parked(self) -> str:
@@ -270,3 +323,9 @@ class Names:
     def waiting_since(self) -> str:
         """When a scrape first saw messages waiting (Unix seconds)."""
         return self.key("metrics", "waiting_since")
+
+
+def _glob_escaped(text: str) -> str:
+    """``text`` with the characters Redis glob patterns give a meaning (``*?[]\\``)
+    escaped, so that it matches itself alone."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)

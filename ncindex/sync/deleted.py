@@ -16,7 +16,8 @@ admin (``Settings.webhook_admin``), whether the user still exists
 (:meth:`ncindex.nextcloud.client.NextcloudClient.user_exists`: ``GET
 /ocs/v2.php/cloud/users/{uid}``). Only the definite answer — OCS 404 "User does not exist",
 heard by a scan's check and again by one at least :data:`CONFIRM_SECONDS` later (at once by
-``ncindex forget``) — evicts the user (:meth:`ncindex.index.indexing.Indexer.forget_user`);
+``ncindex forget``) — evicts the user (:meth:`ncindex.index.indexing.Indexer.forget_user`)
+and deletes what Redis keeps of them (:func:`forget_user_state`);
 a user that exists
 (refused for a revoked app password, a wrong login name, disabled), an admin refused, a
 timeout, a 5xx or any other answer leaves everything as it is, for the next check.
@@ -31,8 +32,11 @@ import redis
 import structlog
 
 from ncindex.accounts import record_deleted
+from ncindex.documents import DocType
 from ncindex.errors import NcindexError, NextcloudAuthError
 from ncindex.index.indexing import Indexer
+from ncindex.names import Names
+from ncindex.progress import FailingDocuments
 from ncindex.runtime import Services
 
 log = structlog.get_logger(__name__)
@@ -76,7 +80,8 @@ def check_deleted(
     now: float | None = None,
 ) -> tuple[Deleted, int]:
     """Ask Nextcloud, as the webhook admin, whether ``user`` still exists; when it says no,
-    take ``user`` out of the index (:meth:`Indexer.forget_user`) and note it on their refusal
+    take ``user`` out of the index (:meth:`Indexer.forget_user`) and out of Redis
+    (:func:`forget_user_state`), and note it on their refusal
     entry (:func:`ncindex.accounts.record_deleted`). Returns what was found and how many
     documents changed (0 unless :attr:`Deleted.FORGOTTEN`). Never raises for Nextcloud's
     answers (an unclear one is :attr:`Deleted.UNKNOWN`, logged); raises ``StoreUnavailable``
@@ -103,7 +108,7 @@ def check_deleted(
             except redis.RedisError as failure:
                 log.warning("account_refusal_not_recorded", user=admin, error=str(failure))
         return Deleted.UNKNOWN, 0
-    missing_since = services.settings.names.key("missing-user", user)
+    missing_since = services.settings.names.missing_user(user)
     if exists:
         services.redis.delete(missing_since)
         return Deleted.EXISTS, 0
@@ -116,8 +121,42 @@ def check_deleted(
             return Deleted.UNCONFIRMED, 0
     documents = indexer.forget_user(user)
     try:
+        forget_user_state(services.redis, services.settings.names, user)
+    except redis.RedisError as exc:  # the missing-user mark kept: the next check tries again
+        log.warning("user_state_not_forgotten", user=user, error=str(exc))
+    try:
         record_deleted(services.redis, services.settings.names, user, documents)
     except redis.RedisError as exc:  # the eviction is done; only the note is lost
         log.warning("user_deleted_not_recorded", user=user, error=str(exc))
     log.warning("user_deleted_forgotten", user=user, documents=documents)
     return Deleted.FORGOTTEN, documents
+
+
+def forget_user_state(client: redis.Redis, keys: Names, user: str) -> int:
+    """Delete what Redis keeps of configured account ``user``, whose user Nextcloud deleted,
+    so that a user created again with this uid starts clean (scanned in full, first indexing
+    counted anew, no held removals, stale folder etags or Notes settings of the old one): the
+    keys :meth:`~ncindex.names.Names.of_user` names for every doc type (those of the
+    missing-user mark included: a second deletion is confirmed again), their last scans'
+    summaries and the failing documents last run as ``user`` (a retry as a deleted user is
+    refused). Kept: ``user``'s refusal entry (:attr:`~ncindex.names.Names.refused_accounts`),
+    which holds the refused credential back from Nextcloud's brute-force protection and
+    tells ``ncindex status`` of the deletion (a new app password is sent at once and clears
+    it); the scan lock, held by the scan that may be calling; the per-user counts of the
+    throughput buckets, which expire within :data:`ncindex.progress.KEEP_SECONDS`; and what
+    is a document's, not ``user``'s (the dead letter, the tasks parked for an outage, which
+    a refusal ends). Returns how many keys and hash fields were deleted. Raises
+    ``redis.RedisError``."""
+    exact, patterns = keys.of_user(user, [t.value for t in DocType])
+    found = list(exact)
+    for pattern in patterns:
+        found += client.scan_iter(match=pattern, count=1000)
+    failing = [f.subject for f in FailingDocuments(client, keys).entries() if f.user == user]
+    pipe = client.pipeline(transaction=False)
+    pipe.delete(*found)
+    pipe.hdel(keys.last_scans, *(f"{user}:{t.value}" for t in DocType))
+    if failing:
+        pipe.hdel(keys.failing, *failing)
+    deleted = sum(int(n) for n in pipe.execute())
+    log.info("user_state_forgotten", user=user, deleted=deleted)
+    return deleted

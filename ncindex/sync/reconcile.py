@@ -254,7 +254,7 @@ class ScanState:
 
     def __init__(self, client: redis.Redis, user: str, doc_type: DocType, keys: Names) -> None:
         self.redis = client
-        self.base = f"{keys.reconcile_prefix}{doc_type.value}:{user}"
+        self.base = keys.scan_state(doc_type.value, user)
         self.lost_key = keys.lost_access(doc_type.value, user)
         self.last_scans = last_scans_key(keys)
         self.field = f"{user}:{doc_type.value}"
@@ -907,12 +907,12 @@ def scan_lock_seconds(
 
 def last_scans_key(keys: Names) -> str:
     """The hash of the last scans' summaries (field ``<user>:<doc_type>``)."""
-    return keys.reconcile_prefix + "last"
+    return keys.last_scans
 
 
 def pending_key(keys: Names, user: str, doc_type: DocType | str) -> str:
     """Redis key marking a scan of ``user`` and ``doc_type`` as queued but not yet started."""
-    return f"{keys.reconcile_prefix}pending:{DocType(doc_type).value}:{user}"
+    return keys.scan_pending(DocType(doc_type).value, user)
 
 
 #: How long the scans queued by :func:`rescan_if_forgotten` and :func:`rescan_if_due` stay

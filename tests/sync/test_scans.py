@@ -15,11 +15,13 @@ from reconcile_support import differences, ground_truth, index_state
 from ncindex import names
 from ncindex.accounts import REFUSED_RECHECK_SECONDS, held_until, record_refused, refused_accounts
 from ncindex.documents import DocType, path_fields
-from ncindex.errors import BrokerUnavailable
+from ncindex.errors import BrokerUnavailable, NextcloudUnavailable
 from ncindex.index.indexing import Indexer
+from ncindex.ingest.events import index_node
+from ncindex.ingest.queueing import enqueue
 from ncindex.ingest.viewers import viewers_of
-from ncindex.progress import Progress
-from ncindex.sync.deleted import CONFIRM_SECONDS
+from ncindex.progress import FailingDocuments, Progress
+from ncindex.sync.deleted import CONFIRM_SECONDS, Deleted, check_deleted
 from ncindex.sync.reconcile import Reconciler, ScanState
 from support import Stack, wait_until
 
@@ -746,11 +748,74 @@ def test_a_deleted_users_documents_leave_the_index(rstack: Stack) -> None:
     assert (report.user_deleted, report.forgotten) == ("forgotten", 3), report.summary()
     entry = refused_accounts(rstack.services.redis, keys)["carol"]
     assert entry["deleted"]["documents"] == 3
-    # the next refused scan (held: nothing sent as carol) asks again and finds nothing left
+    # the next refused scan (held: nothing sent as carol) asks again: forgetting her took
+    # her missing-user mark too (a carol created again starts clean), so it is heard anew,
+    # and confirmed later, finding nothing left
     again = rec.scan("carol", DocType.NOTE, apply=True)
     assert again.error is not None and again.error.startswith("AccountHeld"), again
+    assert (again.user_deleted, again.forgotten) == ("unconfirmed", 0)
+    heard_missing_long_ago(rstack, "carol")
+    again = rec.scan("carol", DocType.NOTE, apply=True)
     assert (again.user_deleted, again.forgotten) == ("forgotten", 0)
     assert refused_accounts(rstack.services.redis, keys)["carol"]["deleted"]["documents"] == 3
+
+
+def redis_of(stack: Stack, user: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The stack's Redis keys naming ``user``, and the hashes with a field naming ``user`` in
+    its name or value (those fields), besides the throughput buckets (per-user counts that
+    expire within 15 minutes)."""
+    client, mark = stack.services.redis, user.encode()
+    keys = sorted(k.decode() for k in client.scan_iter(match=f"*{user}*"))
+    fields: dict[str, list[str]] = {}
+    for key in client.scan_iter(_type="hash"):
+        if b":throughput:" not in key:
+            named = [f.decode() for f, v in client.hgetall(key).items() if mark in f + v]
+            if named:
+                fields[key.decode()] = sorted(named)
+    return keys, fields
+
+
+def test_a_forgotten_user_leaves_no_redis_state_behind(rstack: Stack) -> None:
+    """``ncindex forget carol`` after ``occ user:delete carol``, carol scanned before: every
+    Redis key of hers goes — scan state (folder etags, tried versions, Notes marker), last
+    scans, first indexing, Notes settings, lost-access marks, debounce claims, the
+    missing-user mark — and the failing entry of a task run as her, so a carol created
+    again starts clean (before: all of it stayed; her scans compared the new account with
+    the old one's folder etags, so unchanged-looking folders were skipped, and her first
+    indexing showed as done). What stays is her refusal entry: it holds the refused
+    credential back from Nextcloud's brute-force protection and tells ``ncindex status`` of
+    the deletion."""
+    sim, client, keys = rstack.sim, rstack.services.redis, rstack.settings.names
+    sim.put_file("carol", "/Mine/diary.md", "# Diary\nprivate walrus")
+    sim.put_file("carol", "/Notes/Cat/n.md", "# Note\nanchor")
+    theirs = sim.put_file("alice", "/Docs/s.md", "# S\nshared salt")
+    sim.share("alice", "/Docs/s.md", "carol")
+    rstack.settle()
+    rstack.reconcile(USERS)
+    indexer = Indexer(rstack.services)
+    sim.unshare("alice", "/Docs/s.md", "carol")
+    indexer.index_node("carol", theirs)  # her access lost: marked for her scans
+    enqueue(Recorder(), client, [index_node("carol", theirs)], 60, keys=keys)  # a claim
+    failing = FailingDocuments(client, keys)
+    failing.failed(
+        f"node:{theirs}", "carol", names.INDEX_NODE, {}, NextcloudUnavailable("503"), retrying=True
+    )
+    before, before_fields = redis_of(rstack, "carol")
+    assert {
+        keys.scan_state("file", "carol") + ":folders",
+        keys.scan_state("note", "carol") + ":marker",
+        keys.lost_access("file", "carol"),
+        keys.first_indexing("carol"),
+        keys.notes_settings("carol"),
+        keys.debounce_prefix + f"index:carol:{theirs}",
+    } <= set(before), before
+    assert {keys.last_scans, keys.failing} <= set(before_fields), before_fields
+
+    sim.delete_user("carol")
+    found, _ = check_deleted(rstack.services, indexer, "carol", held_back=False, confirm=False)
+    assert found is Deleted.FORGOTTEN
+    assert redis_of(rstack, "carol") == ([], {keys.refused_accounts: ["carol"]})
+    assert redis_of(rstack, "alice")[0] != []  # only carol's went
 
 
 def test_a_refused_user_is_never_forgotten_on_an_unclear_answer(rstack: Stack) -> None:
