@@ -350,6 +350,10 @@ def _text_field(body: Any, name: str) -> str:
             name,
             f"must be a non-empty string of at most {MAX_FIELD_CHARS} characters",
         )
+    try:  # a lone surrogate ("\\ud800" in the JSON) cannot go into the UTF-8 Basic header
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError("invalid_value", name, "is not valid Unicode (lone surrogate)") from None
     if name == "login_name" and ":" in value:
         raise InputError("invalid_value", name, "a login name cannot contain ':' (Basic auth)")
     return value.strip() if name == "login_name" else value

@@ -91,5 +91,11 @@ class UiSessions:
 
 
 def csrf_ok(record: dict[str, str], sent: str | None) -> bool:
-    """Whether ``sent`` is the session's CSRF token (compared in constant time)."""
-    return bool(sent) and hmac.compare_digest(record.get("csrf", ""), sent or "")
+    """Whether ``sent`` is the session's CSRF token (compared in constant time, as UTF-8
+    bytes). A header with non-ASCII characters (WSGI servers hand header bytes over decoded
+    as latin-1, PEP 3333) is simply no match: ``hmac.compare_digest`` raises ``TypeError``
+    for such ``str`` arguments, which was a 500."""
+    if not sent:
+        return False
+    expected = record.get("csrf", "").encode()
+    return hmac.compare_digest(expected, sent.encode("utf-8", "surrogatepass"))

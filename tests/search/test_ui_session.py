@@ -5,11 +5,13 @@ whose Login Flow answers a login URL the page must not link to."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 
 import httpx
 import pytest
+import redis
 from flask.testing import FlaskClient
 
 from ncindex.index.indexing import Indexer
@@ -303,3 +305,49 @@ def test_a_login_url_that_is_not_http_is_refused(redis_url: str) -> None:
     polled = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
     assert polled.status_code == 502 and polled.get_json()["code"] == "backend_unavailable"
     services.close()
+
+
+def test_hostile_sign_in_input_is_a_4xx_naming_the_field(redis_url: str) -> None:
+    """A lone surrogate in the typed login name or app password cannot be sent as UTF-8 in a
+    Basic header: 400 ``invalid_value`` naming the field, and Nextcloud is not asked (it was a
+    500). A CSRF token with non-ASCII characters (a WSGI server hands header bytes over as
+    latin-1) is 403 ``csrf_failed`` on the page's routes and on a signed-in session's ``/v1/``
+    request (it was a 500), while a UTF-8 login name still signs in."""
+    asked: list[str] = []
+
+    def nextcloud(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/ocs/v2.php/cloud/user"
+        asked.append(request.headers["Authorization"])
+        data = {"ocs": {"meta": {"status": "ok", "statuscode": 200}, "data": {"id": "ålice"}}}
+        return httpx.Response(200, json=data)
+
+    settings = Settings(
+        nextcloud_url="https://cloud.example.test", redis_url=redis_url, namespace="ui-hostile"
+    )
+    services = Services(settings, http_transport=httpx.MockTransport(nextcloud))
+    client = create_app(settings, services=services).test_client()
+    csrf = session(client)["csrf"]
+    for name, body in [
+        ("login_name", b'{"login_name": "al\\ud800ice", "app_password": "pw"}'),
+        ("app_password", b'{"login_name": "alice", "app_password": "\\udfffpw"}'),
+    ]:
+        refused = client.post("/ui/login/password", data=body, headers={CSRF_HEADER: csrf})
+        assert refused.status_code == 400, (name, refused.get_json())
+        assert refused.get_json()["code"] == "invalid_value"
+        assert refused.get_json()["field"] == name
+    assert asked == []
+    for token in ("ä", "Ã¤", csrf[:-1] + "é"):
+        refused = client.post("/ui/login/cancel", headers={CSRF_HEADER: token})
+        assert refused.status_code == 403, (token, refused.get_json())
+        assert refused.get_json()["field"] == CSRF_HEADER
+    typed = {"login_name": "ålice", "app_password": "pw"}
+    signed = client.post("/ui/login/password", json=typed, headers={CSRF_HEADER: csrf})
+    assert signed.status_code == 200 and signed.get_json()["user"] == "ålice"
+    assert asked == ["Basic " + base64.b64encode("ålice:pw".encode()).decode()]
+    search = {"query": "lighthouse"}
+    refused = client.post("/v1/search", json=search, headers={CSRF_HEADER: "Ã¤"})
+    assert refused.status_code == 403 and refused.get_json()["code"] == "csrf_failed"
+    services.close()
+    keys = redis.Redis.from_url(redis_url)
+    for key in keys.scan_iter("ui-hostile:*"):
+        keys.delete(key)
