@@ -20,9 +20,14 @@ def loads(body: bytes | str) -> Any:
     them) for text that is not JSON, for ``NaN``/``Infinity``, a number beyond the float
     range, or an object naming a key twice; ``UnicodeDecodeError`` for bytes that are not
     UTF-8 (also a ``ValueError``) and ``RecursionError`` for nesting deeper than Python's
-    recursion limit."""
+    recursion limit.
+
+    Bytes are read as UTF-8 (RFC 8259 §8.1: JSON exchanged between systems "MUST be encoded
+    using UTF-8"), a leading byte order mark ignored as §8.1 allows: ``json.loads`` would
+    also guess UTF-16 and UTF-32 from the first bytes and take such a body."""
+    text = body.decode("utf-8-sig") if isinstance(body, bytes) else body
     return json.loads(
-        body, parse_constant=_constant, parse_float=finite_float, object_pairs_hook=_unique_keys
+        text, parse_constant=_constant, parse_float=finite_float, object_pairs_hook=_unique_keys
     )
 
 

@@ -29,3 +29,17 @@ def test_plain_json_reads_as_usual() -> None:
         "a": [1, 2.5, -3e10, "x", None, True],
         "b": {"a": 1},
     }
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-be"])
+def test_bytes_in_another_unicode_encoding_are_refused(codec: str) -> None:
+    """Python's parser guesses UTF-16/32 from a body's first bytes; RFC 8259 §8.1 says UTF-8
+    (the receiver, the search API, RCP and the MCP gate answer 400 for it). Without a byte
+    order mark the bytes are UTF-8 (NULs before each character): not JSON either."""
+    with pytest.raises(ValueError):
+        strict_json.loads('{"query": "x"}'.encode(codec))
+
+
+def test_a_utf8_byte_order_mark_is_ignored() -> None:
+    """RFC 8259 §8.1: a parser MAY ignore a byte order mark rather than treat it as an error."""
+    assert strict_json.loads(b'\xef\xbb\xbf{"a": "\xc3\xa5"}') == {"a": "å"}

@@ -122,6 +122,8 @@ def test_the_body_limit_is_never_below_what_nextcloud_sends(private_redis) -> No
     [
         (b"not json", "body"),
         (b"[1, 2]", "body"),
+        # a well-formed envelope, but in UTF-16: RFC 8259 §8.1 says UTF-8 (it was queued)
+        (php_json(envelope("/alice/files/a.md", 5)).decode().encode("utf-16"), "body"),
         (json.dumps({"user": None, "time": 1}).encode(), "event"),
         (
             json.dumps(
