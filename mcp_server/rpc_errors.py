@@ -1,8 +1,8 @@
 """The MCP server's own JSON-RPC error answers: a body that is not strict JSON (as the SDK's
 transport answers text that is not JSON), and, where the SDK's answer does not say what is
-wrong, an ``Mcp-Protocol-Version`` the server does not speak, a message whose ``params`` is
-not an object, and a ``tools/call`` that names no tool of the server or whose ``arguments``
-is not an object.
+wrong, an ``Mcp-Protocol-Version`` the server does not speak, a request whose ``id`` is not a
+string or an integer, a message whose ``params`` is not an object, and a ``tools/call`` that
+names no tool of the server or whose ``arguments`` is not an object.
 
 They are JSON-RPC errors (``application/json``), not problem+json: the MCP specification
 prescribes them (the protocol version: 2026-07-28, basic/transports/streamable-http, "Protocol
@@ -17,6 +17,7 @@ offending ``field`` and a ``detail``, as a tool error's ``structuredContent`` do
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -95,6 +96,29 @@ def params_not_object(message: Any) -> Response | None:
     detail = f"must be an object (the method's parameters by name), not {_json_type(params)}"
     data = {"code": "invalid_value", "field": "params", "detail": detail}
     return _error(request_id(message), INVALID_PARAMS, _message("params", detail), data)
+
+
+def id_not_valid(message: Any) -> Response | None:
+    """HTTP 400 with a JSON-RPC -32600 (id ``null``) when ``message`` (a decoded body) has a
+    ``method`` and an ``id`` that is not a string or an integer, else ``None``: ``data`` is
+    ``{"code": "invalid_value", "field": "id", "detail"}``.
+
+    MCP's messages (specification 2024-11-05 and later, basic/messages, "Requests"):
+    "Requests MUST include a string or integer ID. Unlike base JSON-RPC, the ID MUST NOT be
+    null", and "Notifications MUST NOT include an ID". The SDK's ``RequestId`` is a strict
+    ``int`` or a ``str`` (``mcp_types.jsonrpc``), so a message with ``"id": 1.5``, ``1.0``,
+    ``true``, ``null``, an object or an array failed ``JSONRPCRequest`` and was read as a
+    ``JSONRPCNotification`` (which ignores the extra key): HTTP 202, no body, the request
+    never run and the client waiting for an answer that never comes."""
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    if request_id(message) is not None:
+        return None
+    shown = json.dumps(message["id"])
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    detail = f"must be a string or an integer (MCP requests), not {shown}"
+    data = {"code": "invalid_value", "field": "id", "detail": detail}
+    return _error(None, INVALID_REQUEST, f"Invalid request: `id` {detail}", data)
 
 
 MCP_MEDIA_TYPES = ("application/json", "text/event-stream")

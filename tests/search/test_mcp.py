@@ -1518,6 +1518,36 @@ def test_params_that_are_not_an_object_are_invalid_params_with_the_requests_id(
         assert {t["name"] for t in answer.json()["result"]["tools"]} == TOOLS
 
 
+def test_a_request_id_that_is_no_string_or_integer_is_invalid_request_naming_it(
+    mcp_url: str,
+) -> None:
+    """MCP requests carry a string or integer ``id``, never null (specification, basic/messages,
+    "Requests"). One with ``1.5``, ``1.0``, ``true``, ``null``, an object or an array is HTTP
+    400, JSON-RPC -32600 naming ``id`` in ``data``, in either protocol era. The SDK read such a
+    message as a notification: HTTP 202 with no body, so the request never ran and its client
+    got no answer at all."""
+    headers = {"Authorization": basic("alice"), **JSON_POST}
+    eras: list[dict[str, str]] = [
+        {},
+        {"Mcp-Protocol-Version": "2025-11-25"},
+        {"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+    ]
+    for request_id in (1.5, 1.0, True, None, {}, [7]):
+        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {}}
+        for extra in eras:
+            answer = httpx.post(mcp_url, json=body, headers={**headers, **extra}, timeout=30)
+            assert answer.status_code == 400, (request_id, extra, answer.status_code, answer.text)
+            reply = answer.json()
+            assert reply["id"] is None, reply
+            assert reply["error"]["code"] == -32600, reply
+            assert reply["error"]["data"]["field"] == "id", reply
+            assert reply["error"]["data"]["code"] == "invalid_value", reply
+    for request_id in (0, -3, "", "list-1"):  # a string or an integer is answered as ever
+        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
+        answer = httpx.post(mcp_url, json=body, headers=headers, timeout=30)
+        assert answer.status_code == 200 and answer.json()["id"] == request_id, answer.text
+
+
 def test_the_readme_python_client_runs_as_written(mcp_url: str, capsys) -> None:
     """README's snippet was one line calling ``create_mcp_http_client``, which mcp 2.3 has only
     in the private ``mcp.shared._httpx_utils``, without its imports. The snippet, its imports
