@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import re
 
 import flask
@@ -68,7 +69,7 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
     # Nextcloud that trusts ncindex as a proxy charges the caller's refused logins to the
     # caller, not to ncindex (NextcloudClient.forwarded_for)
     if flask.has_request_context():
-        client.forwarded_for = flask.request.remote_addr or None
+        client.forwarded_for = _ip_address(flask.request.remote_addr)
     key = _cache_key(services, header)
     ttl = services.settings.user_cache_seconds
     try:
@@ -117,6 +118,20 @@ def confirmed(services: Services, authorization: str | None) -> bool:
         return bool(services.redis_breaker.call("exists", key))
     except (Unauthenticated, redis.RedisError):
         return False
+
+
+def _ip_address(address: str | None) -> str | None:
+    """``address`` when it is an IP address, else ``None``. Behind ``trusted_proxy_hops``
+    proxies the request's address is what a proxy wrote in ``X-Forwarded-For`` (werkzeug's
+    ``ProxyFix`` takes any text): sent on as a header, a non-ASCII value failed every request
+    to Nextcloud (``UnicodeEncodeError``: a 500, or every search result dropped by its
+    re-check), and Nextcloud skips a value that is no IP address anyway (nextcloud/server
+    ``lib/private/AppFramework/Http/Request.php`` ``getRemoteAddress``: ``filter_var($IP,
+    FILTER_VALIDATE_IP)``)."""
+    try:
+        return str(ipaddress.ip_address(address or ""))
+    except ValueError:
+        return None
 
 
 def _cache_key(services: Services, header: str) -> str:

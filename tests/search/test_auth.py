@@ -9,6 +9,7 @@ import json
 
 import httpx
 import pytest
+import redis
 from werkzeug.test import Client
 
 from ncindex.errors import NextcloudProtocolError, NextcloudUnavailable, Unauthenticated
@@ -194,3 +195,53 @@ def test_a_callers_requests_carry_the_callers_address_for_nextclouds_brute_force
     assert seen == ["203.0.113.7", "203.0.113.7"]
     resolve_caller(services, VALID)  # no request (a task, the CLI): nobody to stand for
     assert seen[-1] is None
+
+
+@pytest.mark.parametrize(
+    ("forwarded", "sent"),
+    [
+        ("Ã©", None),  # the bytes of "é" as a WSGI server hands them over (latin-1)
+        ("not-an-address", None),
+        ("198.51.100.4", "198.51.100.4"),
+        ("2001:db8::7", "2001:db8::7"),
+    ],
+)
+def test_a_forwarded_address_that_is_no_ip_address_is_not_sent_on(
+    redis_url: str, forwarded: str, sent: str | None
+) -> None:
+    """Behind a trusted proxy (``trusted_proxy_hops`` 1) the caller's address is what the proxy
+    wrote in ``X-Forwarded-For``. Sent on to Nextcloud as written, a non-ASCII value made
+    every request to Nextcloud raise ``UnicodeEncodeError``: the page's sign-in and
+    ``GET /v1/folders`` answered 500 and a search dropped every result. Nextcloud skips a value
+    that is no IP address (``Request::getRemoteAddress``, ``FILTER_VALIDATE_IP``), so such a
+    value is not sent; an IP address still is."""
+    from search_api import create_app
+
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("X-Forwarded-For"))
+        return httpx.Response(200, content=json.dumps(USER_JSON).encode())
+
+    settings = Settings(
+        nextcloud_url="https://cloud.example.test",
+        redis_url=redis_url,
+        namespace="auth-forwarded",
+        trusted_proxy_hops=1,
+        user_cache_seconds=0,
+    )
+    services = Services(settings, http_transport=httpx.MockTransport(handler))
+    client = create_app(settings, services=services).test_client()
+    headers = {"X-Forwarded-For": forwarded}
+    csrf = client.get("/ui/session", headers=headers).get_json()["csrf"]
+    typed = {"login_name": "alice", "app_password": "alice-app-pw"}
+    signed = client.post(
+        "/ui/login/password", json=typed, headers={**headers, "X-CSRF-Token": csrf}
+    )
+    assert signed.status_code == 200, signed.get_json()
+    assert signed.get_json()["user"] == "alice"
+    assert seen == [sent]
+    services.close()
+    keys = redis.Redis.from_url(redis_url)
+    for key in keys.scan_iter("auth-forwarded:*"):
+        keys.delete(key)
