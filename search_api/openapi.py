@@ -53,7 +53,12 @@ class JsonRpcRequest(BaseModel):
     """A JSON-RPC 2.0 request (RCP/1); ``method`` must match the path."""
 
     jsonrpc: str = "2.0"
-    id: int | str | None = Field(None, description="Absent for a notification (no answer).")
+    id: int | float | str = Field(
+        None,  # optional in the schema, but never null there: a null id is -32600
+        description="A string or a number (JSON-RPC 2.0 §4; answered with the same id); "
+        "absent for a notification (no answer).",
+        json_schema_extra=lambda schema: schema.pop("default", None),
+    )
     method: str
     params: dict[str, Any] = Field(default_factory=dict)
 
@@ -71,7 +76,9 @@ class JsonRpcResponse(BaseModel):
     """A JSON-RPC 2.0 response: ``result`` or ``error``."""
 
     jsonrpc: str = "2.0"
-    id: int | str | None
+    id: int | float | str | None = Field(
+        description="The request's id; null when it could not be read (JSON-RPC 2.0 §5)."
+    )
     result: dict[str, Any] | None = None
     error: JsonRpcError | None = None
 

@@ -793,3 +793,29 @@ def test_a_citation_links_the_document_as_mcps_url_does() -> None:
         assert citation["uri"] == open_link(base, doc_type, doc_id, url), doc_type
     deck = server._citation("deck_card", "7", "Card", None, hit)
     assert deck["uri"] == f"{base}/index.php/apps/deck/card/7"
+
+
+def test_openapi_describes_the_request_ids_the_server_takes_and_echoes(ro_api: Any) -> None:
+    """The server takes a string or any number as a request's ``id`` (JSON-RPC 2.0 §4) and
+    answers with it, ``1.5`` included (``RcpServer._one``), and refuses a null one (-32600);
+    ``/openapi.json`` said ``integer | string | null`` for both the request's and the
+    response's ``id``, so a client checked against it refused the server's own answer
+    (schemathesis: ``response_schema_conformance``) and sent null ids the server refuses."""
+    from jsonschema import Draft202012Validator
+
+    doc = ro_api.client.get("/openapi.json").get_json()
+
+    def validator(model: str) -> Draft202012Validator:
+        ref = f"#/components/schemas/{model}"
+        return Draft202012Validator({"$ref": ref, "components": doc["components"]})
+
+    for request_id in (1.5, -2.0e-3, 7, "a"):
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "ping"}
+        validator("JsonRpcRequest").validate(message)
+        answer = ro_api.client.post("/rcp/ping", json=message)
+        assert answer.status_code == 200 and answer.get_json()["id"] == request_id
+        validator("JsonRpcResponse").validate(answer.get_json())
+    null_id = {"jsonrpc": "2.0", "id": None, "method": "ping"}  # refused by both
+    assert not validator("JsonRpcRequest").is_valid(null_id)
+    answer = ro_api.client.post("/rcp/ping", json=null_id).get_json()
+    assert answer["error"]["code"] == -32600 and answer["error"]["data"] == {"field": "id"}
