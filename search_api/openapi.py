@@ -17,6 +17,7 @@ from pydantic.json_schema import models_json_schema
 
 from ncindex import __version__
 from ncindex.documents import DocType
+from ncindex.errors import InputError
 from ncindex.search.facets import DEFAULT_PAGE, MAX_OFFSET, MAX_PAGE
 from ncindex.search.filter_fields import FiltersDocument, filter_schemas
 from ncindex.search.service import (
@@ -28,6 +29,8 @@ from ncindex.search.service import (
     SearchResponse,
 )
 from ncindex.sync.user_status import UserStatus
+from ncindex.web.problems import problem_for
+from search_api.search import int_args
 
 REF = "#/components/schemas/{model}"
 
@@ -285,11 +288,15 @@ def _count(lo: int, hi: int, default: int) -> dict[str, Any]:
 
 
 def openapi_blueprint() -> Blueprint:
-    """Blueprint with ``GET /openapi.json``."""
+    """Blueprint with ``GET /openapi.json`` (400 ``unknown_field`` for any query parameter)."""
     bp = Blueprint("openapi", __name__)
 
     @bp.get("/openapi.json")
     def document() -> Response:
+        try:
+            int_args()  # it takes none
+        except InputError as exc:
+            return problem_for(exc)
         return jsonify(openapi_document())
 
     return bp

@@ -4,7 +4,8 @@ Static HTML, CSS and one small vanilla JavaScript file (``search_api/static``) s
 Flask: the page is a form, a list and a few chips, which needs no framework and therefore no
 build step, no npm dependency tree to audit and nothing generated to keep in step.
 
-Routes (JSON unless said; every ``POST`` needs the session's CSRF token in ``X-CSRF-Token``):
+Routes (JSON unless said; every ``POST`` needs the session's CSRF token in ``X-CSRF-Token``;
+a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_field``):
 
 * ``GET /`` — the page; ``/ui/static/<file>`` — its script and style sheet;
 * ``GET /ui/session`` — ``{"user", "csrf", "nextcloud_url", "signing_in"}`` (starts an
@@ -62,7 +63,7 @@ from ncindex.web.auth import resolve_caller
 from ncindex.web.problems import problem, problem_for
 from ncindex.web.ratelimit import CallerLimit
 from ncindex.web.session import COOKIE, CSRF_HEADER, UiSessions, csrf_ok
-from search_api.search import Decorator, read_json_object
+from search_api.search import Decorator, int_args, read_json_object
 
 log = structlog.get_logger(__name__)
 
@@ -179,6 +180,17 @@ def ui_blueprint(
         sessions.delete(old_id)
         new_id, record = sessions.create(authorization=authorization, user=user, origin=origin)
         return session_cookie(jsonify({"user": user, "csrf": record["csrf"]}), new_id)
+
+    @bp.before_request
+    def _no_query_parameters() -> Response | None:
+        # the /ui/ routes take none (as GET /v1/status): a misspelt one would otherwise be
+        # ignored without a word; the page itself (GET /, its ?q=) and its files are not judged
+        if request.path.startswith("/ui/") and not request.path.startswith("/ui/static/"):
+            try:
+                int_args()
+            except InputError as exc:
+                return problem_for(exc)
+        return None
 
     @bp.errorhandler(redis.RedisError)
     def _redis_down(exc: redis.RedisError) -> Response:

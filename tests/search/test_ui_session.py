@@ -351,3 +351,38 @@ def test_hostile_sign_in_input_is_a_4xx_naming_the_field(redis_url: str) -> None
     keys = redis.Redis.from_url(redis_url)
     for key in keys.scan_iter("ui-hostile:*"):
         keys.delete(key)
+
+
+def test_a_query_parameter_on_the_page_routes_or_the_openapi_document_is_named(
+    redis_url: str,
+) -> None:
+    """The ``/ui/`` routes and ``GET /openapi.json`` take no query parameter; one was ignored
+    without a word (a 200), as ``GET /v1/status`` and the other API routes do not: 400
+    ``unknown_field`` naming it, the session unchanged. The page itself (``GET /?q=…``, its
+    link with a query) and its files are served as before."""
+    settings = Settings(
+        nextcloud_url="https://cloud.example.test", redis_url=redis_url, namespace="ui-query"
+    )
+    services = Services(settings, http_transport=httpx.MockTransport(lambda r: httpx.Response(500)))
+    client = create_app(settings, services=services).test_client()
+    csrf = session(client)["csrf"]
+    for method, path in [
+        ("GET", "/ui/session?lang=de"),
+        ("POST", "/ui/login/cancel?lang=de"),
+        ("POST", "/ui/login/flow?lang=de"),
+        ("POST", "/ui/logout?lang=de"),
+        ("GET", "/openapi.json?lang=de"),
+    ]:
+        refused = client.open(path, method=method, headers={CSRF_HEADER: csrf})
+        assert refused.status_code == 400, (path, refused.get_json())
+        assert refused.get_json()["code"] == "unknown_field"
+        assert refused.get_json()["field"] == "lang"
+    assert session(client)["csrf"] == csrf  # the session was not ended by the refused logout
+    for path in ("/?q=lighthouse", "/ui/static/app.js?v=1"):
+        with client.get(path) as served:  # a file: closed when done
+            assert served.status_code == 200, path
+    assert client.get("/openapi.json").status_code == 200
+    services.close()
+    keys = redis.Redis.from_url(redis_url)
+    for key in keys.scan_iter("ui-query:*"):
+        keys.delete(key)
