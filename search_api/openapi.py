@@ -222,6 +222,11 @@ def openapi_document() -> dict[str, Any]:
                             "content": _json("JsonRpcResponse"),
                         },
                         "204": {"description": "A notification: no answer."},
+                        "400": {
+                            "description": "-32600: a query parameter (`data.field` names it; "
+                            "the params are the body's alone).",
+                            "content": _json("JsonRpcResponse"),
+                        },
                         "401": {
                             "description": "-32012: credentials missing or rejected.",
                             "content": _json("JsonRpcResponse"),
@@ -241,7 +246,7 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "summary": "This document.",
                     "operationId": "openapi",
-                    "responses": {"200": {"description": "OpenAPI 3.1."}},
+                    "responses": {"200": {"description": "OpenAPI 3.1."}, **_problems(400)},
                 }
             },
         },

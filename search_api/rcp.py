@@ -61,16 +61,18 @@ def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Bluepr
     :data:`ncindex.search.rcp.MAX_BATCH` messages). ``/rcp/info`` and ``/rcp/ping``
     (:data:`~ncindex.search.rcp.OPEN_METHODS`) are served outside it: a liveness check must
     neither use up a caller's search budget nor be refused for it, and a message there can
-    run nothing else (a method that does not match the path is -32600)."""
+    run nothing else (a method that does not match the path is -32600). A query parameter is
+    HTTP 400 with -32600 naming it in ``data.field`` (the params are the body's alone)."""
     bp = Blueprint("rcp", __name__)
     limit = limited or (lambda f: f)
 
     def call(method: str) -> Response:
+        body = read_body(request, MAX_BODY_BYTES)
+        for name in request.args:  # a ?k=3 beside the body's params would be ignored silently
+            detail = f"{name!r} is not a query parameter: RCP reads its params from the body"
+            return rpc_error_response(400, -32600, detail, {"field": name}, id_=request_id(body))
         answer = server.handle_http(
-            method,
-            read_body(request, MAX_BODY_BYTES),
-            request.headers.get("Authorization"),
-            request.headers.get(SESSION_HEADER),
+            method, body, request.headers.get("Authorization"), request.headers.get(SESSION_HEADER)
         )
         if answer.body is None:
             return Response(status=204)

@@ -819,3 +819,20 @@ def test_openapi_describes_the_request_ids_the_server_takes_and_echoes(ro_api: A
     assert not validator("JsonRpcRequest").is_valid(null_id)
     answer = ro_api.client.post("/rcp/ping", json=null_id).get_json()
     assert answer["error"]["code"] == -32600 and answer["error"]["data"] == {"field": "id"}
+
+
+def test_a_query_parameter_is_refused_not_ignored(ro_api: Any) -> None:
+    """``POST /rcp/retrieve?k=3`` ran the body's retrieve with the default ``k``: the query
+    string was ignored without a word. Any query parameter is now HTTP 400, -32600 naming it
+    in ``data.field``, with the request's id; nothing is run (open methods too)."""
+    auth = {"Authorization": basic("alice"), "RCP-Session": "query-refused-1"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    assert ro_api.client.post("/rcp/initialize", json=init, headers=auth).status_code == 200
+    for path, method in (("/rcp/retrieve?k=3", "retrieve"), ("/rcp/ping?x=1", "ping")):
+        message = {"jsonrpc": "2.0", "id": 9, "method": method, "params": {"query": "lens"}}
+        answer = ro_api.client.post(path, json=message, headers=auth)
+        assert answer.status_code == 400, answer.get_json()
+        reply = answer.get_json()
+        assert reply["id"] == 9 and "result" not in reply
+        assert reply["error"]["code"] == -32600
+        assert reply["error"]["data"] == {"field": path.rsplit("?", 1)[1].split("=")[0]}
