@@ -20,9 +20,10 @@ the transport's own rules (``TransportSecurityMiddleware.validate_request``): a
 while ``mcp_allowed_hosts`` is not empty); an entry ``name:*`` allows ``name`` with any port or
 none (:func:`with_portless`); last, an ``Mcp-Protocol-Version`` naming no version the SDK
 serves is 400, JSON-RPC -32022 naming the header and listing the versions
-(:func:`mcp_server.rpc_errors.unsupported_version`), a message with an ``id`` that is not a
-string or an integer is 400, JSON-RPC -32600 naming ``id``
-(:func:`mcp_server.rpc_errors.id_not_valid`), and a request or notification whose
+(:func:`mcp_server.rpc_errors.unsupported_version`), a body that is not one request or
+notification object (an array, a wrong ``jsonrpc``, no ``method``, an ``id`` that is not a
+string or an integer) is 400, JSON-RPC -32600 naming ``body``, ``jsonrpc``, ``method`` or ``id``
+(:func:`mcp_server.rpc_errors.message_not_valid`), and a request or notification whose
 ``params`` is not an object is 400, JSON-RPC -32602 naming ``params`` with the request's ``id``
 (:func:`mcp_server.rpc_errors.params_not_object`). Only ``POST`` is served (405 with ``Allow:
 POST`` otherwise). Errors of the gate carry the product's ``code`` and, where one part of the
@@ -75,7 +76,7 @@ from mcp_server.rpc_errors import (
     PROTOCOL_VERSION_HEADER,
     SUPPORTED_VERSIONS,
     ToolCall,
-    id_not_valid,
+    message_not_valid,
     params_not_object,
     parse_error,
     refusal,
@@ -449,7 +450,7 @@ class Gate:
         if version is not None and version not in SUPPORTED_VERSIONS:
             await unsupported_version(version, request_id(message))(scope, receive, send)
             return
-        refused_message = id_not_valid(message) or params_not_object(message)
+        refused_message = message_not_valid(message) or params_not_object(message)
         if refused_message is not None:
             await refused_message(scope, receive, send)
             return

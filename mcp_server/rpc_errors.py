@@ -1,8 +1,9 @@
 """The MCP server's own JSON-RPC error answers: a body that is not strict JSON (as the SDK's
 transport answers text that is not JSON), and, where the SDK's answer does not say what is
-wrong, an ``Mcp-Protocol-Version`` the server does not speak, a request whose ``id`` is not a
-string or an integer, a message whose ``params`` is not an object, and a ``tools/call`` that
-names no tool of the server or whose ``arguments`` is not an object.
+wrong, an ``Mcp-Protocol-Version`` the server does not speak, a body that is not one request
+or notification object (its ``jsonrpc``, ``method`` or ``id`` wrong), a message whose ``params``
+is not an object, and a ``tools/call`` that names no tool of the server or whose ``arguments``
+is not an object.
 
 They are JSON-RPC errors (``application/json``), not problem+json: the MCP specification
 prescribes them (the protocol version: 2026-07-28, basic/transports/streamable-http, "Protocol
@@ -98,27 +99,44 @@ def params_not_object(message: Any) -> Response | None:
     return _error(request_id(message), INVALID_PARAMS, _message("params", detail), data)
 
 
-def id_not_valid(message: Any) -> Response | None:
-    """HTTP 400 with a JSON-RPC -32600 (id ``null``) when ``message`` (a decoded body) has a
-    ``method`` and an ``id`` that is not a string or an integer, else ``None``: ``data`` is
-    ``{"code": "invalid_value", "field": "id", "detail"}``.
+def message_not_valid(message: Any) -> Response | None:
+    """HTTP 400 with a JSON-RPC -32600 "Invalid Request" (JSON-RPC 2.0 §5.1) when ``message``
+    (a decoded body) is not one request or notification object, else ``None``: ``data`` is
+    ``{"code": "invalid_value", "field", "detail"}`` with ``field`` ``body`` (an array — MCP
+    has no batches since 2025-06-18, and the SDK serves none —, a string, a number…),
+    ``jsonrpc`` (not ``"2.0"``), ``method`` (missing or not a string) or ``id``; the answer's
+    ``id`` is the request's where it can be read (:func:`request_id`). A response object (no
+    ``method``, a ``result`` or an ``error``) is left to the SDK.
 
-    MCP's messages (specification 2024-11-05 and later, basic/messages, "Requests"):
-    "Requests MUST include a string or integer ID. Unlike base JSON-RPC, the ID MUST NOT be
-    null", and "Notifications MUST NOT include an ID". The SDK's ``RequestId`` is a strict
-    ``int`` or a ``str`` (``mcp_types.jsonrpc``), so a message with ``"id": 1.5``, ``1.0``,
-    ``true``, ``null``, an object or an array failed ``JSONRPCRequest`` and was read as a
-    ``JSONRPCNotification`` (which ignores the extra key): HTTP 202, no body, the request
-    never run and the client waiting for an answer that never comes."""
-    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+    The SDK refused all but ``id`` with -32602, pydantic's dump of the whole body as the
+    message and no ``data`` (``StreamableHTTPServerTransport._handle_post_request``). An
+    ``id`` that is not a string or an integer it took for a notification: MCP's messages
+    (specification 2024-11-05 and later, basic/messages, "Requests") say "Requests MUST
+    include a string or integer ID. Unlike base JSON-RPC, the ID MUST NOT be null" and
+    "Notifications MUST NOT include an ID", and the SDK's ``RequestId`` is a strict ``int``
+    or a ``str`` (``mcp_types.jsonrpc``), so a message with ``"id": 1.5``, ``1.0``, ``true``,
+    ``null``, an object or an array failed ``JSONRPCRequest``, was read as a
+    ``JSONRPCNotification`` (which ignores the extra key) and answered HTTP 202 with no
+    body: never run, its client left waiting for an answer."""
+    if not isinstance(message, dict):
+        field = "body"
+        detail = f"must be one JSON-RPC request or notification object, not {_json_type(message)}"
+    elif "method" not in message and ("result" in message or "error" in message):
         return None
-    if request_id(message) is not None:
+    elif message.get("jsonrpc") != "2.0":
+        field, detail = "jsonrpc", 'must be "2.0"'
+    elif not isinstance(message.get("method"), str):
+        field = "method"
+        detail = "missing" if message.get("method") is None else "must be a string"
+    elif "id" in message and request_id(message) is None:
+        shown = json.dumps(message["id"])
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        field, detail = "id", f"must be a string or an integer (MCP requests), not {shown}"
+    else:
         return None
-    shown = json.dumps(message["id"])
-    shown = shown if len(shown) <= 40 else shown[:37] + "..."
-    detail = f"must be a string or an integer (MCP requests), not {shown}"
-    data = {"code": "invalid_value", "field": "id", "detail": detail}
-    return _error(None, INVALID_REQUEST, f"Invalid request: `id` {detail}", data)
+    data = {"code": "invalid_value", "field": field, "detail": detail}
+    message_id = request_id(message)
+    return _error(message_id, INVALID_REQUEST, f"Invalid request: `{field}` {detail}", data)
 
 
 MCP_MEDIA_TYPES = ("application/json", "text/event-stream")
@@ -239,7 +257,9 @@ def _message(field: str, detail: str) -> str:
 
 
 def _json_type(value: Any) -> str:
-    """The JSON type of a decoded value, with its article ("an array")."""
+    """The JSON type of a decoded value, with its article ("an array"; ``null``)."""
+    if value is None:
+        return "null"
     if isinstance(value, dict):
         return "an object"
     if isinstance(value, bool):

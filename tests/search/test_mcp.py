@@ -1518,30 +1518,45 @@ def test_params_that_are_not_an_object_are_invalid_params_with_the_requests_id(
         assert {t["name"] for t in answer.json()["result"]["tools"]} == TOOLS
 
 
-def test_a_request_id_that_is_no_string_or_integer_is_invalid_request_naming_it(
+def test_a_body_that_is_no_request_object_is_invalid_request_naming_the_field(
     mcp_url: str,
 ) -> None:
-    """MCP requests carry a string or integer ``id``, never null (specification, basic/messages,
-    "Requests"). One with ``1.5``, ``1.0``, ``true``, ``null``, an object or an array is HTTP
-    400, JSON-RPC -32600 naming ``id`` in ``data``, in either protocol era. The SDK read such a
-    message as a notification: HTTP 202 with no body, so the request never ran and its client
-    got no answer at all."""
+    """A body that is not one JSON-RPC request or notification object is HTTP 400, JSON-RPC
+    -32600 (JSON-RPC 2.0 §5.1) with ``data`` ``{code, field, detail}`` naming ``body`` (an
+    array: MCP has no batches; a scalar), ``jsonrpc``, ``method`` or ``id``, with the
+    request's id where it can be read, in either protocol era. The SDK answered the first three
+    -32602 with pydantic's dump of the body and no ``data``; an ``id`` that is no string or
+    integer (``1.5``, ``1.0``, ``true``, ``null``, an object, an array: MCP's requests carry a
+    string or integer id, never null) it read as a notification: HTTP 202 with no body, so the
+    request never ran and its client got no answer at all."""
     headers = {"Authorization": basic("alice"), **JSON_POST}
     eras: list[dict[str, str]] = [
         {},
         {"Mcp-Protocol-Version": "2025-11-25"},
         {"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
     ]
-    for request_id in (1.5, 1.0, True, None, {}, [7]):
-        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {}}
+    listing = {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}}
+    cases: list[tuple[Any, str, Any]] = [
+        ([listing], "body", None),
+        ([], "body", None),
+        (7, "body", None),
+        (None, "body", None),
+        ({**listing, "jsonrpc": "1.0"}, "jsonrpc", 4),
+        ({"jsonrpc": "2.0", "id": 4, "params": {}}, "method", 4),
+        ({**listing, "method": 5}, "method", 4),
+        *(({**listing, "id": bad}, "id", None) for bad in (1.5, 1.0, True, None, {}, [7])),
+    ]
+    for body, field, answered_id in cases:
         for extra in eras:
-            answer = httpx.post(mcp_url, json=body, headers={**headers, **extra}, timeout=30)
-            assert answer.status_code == 400, (request_id, extra, answer.status_code, answer.text)
+            sent = json.dumps(body).encode()  # as written: httpx sends no body for json=None
+            answer = httpx.post(mcp_url, content=sent, headers={**headers, **extra}, timeout=30)
+            what = (body, extra, answer.status_code, answer.text)
+            assert answer.status_code == 400, what
             reply = answer.json()
-            assert reply["id"] is None, reply
-            assert reply["error"]["code"] == -32600, reply
-            assert reply["error"]["data"]["field"] == "id", reply
-            assert reply["error"]["data"]["code"] == "invalid_value", reply
+            assert reply["id"] == answered_id, what
+            assert reply["error"]["code"] == -32600, what
+            assert reply["error"]["data"]["field"] == field, what
+            assert reply["error"]["data"]["code"] == "invalid_value", what
     for request_id in (0, -3, "", "list-1"):  # a string or an integer is answered as ever
         body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
         answer = httpx.post(mcp_url, json=body, headers=headers, timeout=30)
