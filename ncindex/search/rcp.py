@@ -346,8 +346,8 @@ class RcpServer:
             return _err(_safe_id(id_), Errc.INVALID_REQUEST, said, {"field": "method"})
         if "id" not in message:
             return None  # a notification is never answered (spec §4.5)
-        if id_ is None or isinstance(id_, bool) or not isinstance(id_, str | int | float):
-            said = "'id' must be a string or a number"
+        if _safe_id(id_) is None:
+            said = "'id' must be a string (valid Unicode: no lone surrogate) or a number"
             return _err(None, Errc.INVALID_REQUEST, said, {"field": "id"})
         if method != path_method:
             return _err(
@@ -855,7 +855,16 @@ object). The RCP SDK's ``Server`` sends no ``data`` with these; a client that re
 
 
 def _safe_id(id_: Any) -> Any:
-    return id_ if isinstance(id_, str | int | float) and not isinstance(id_, bool) else None
+    """``id_`` when an answer can carry it: a number, or a string of valid Unicode (a lone
+    surrogate, ``"\\ud800"`` in the JSON, would be echoed as one, which strict JSON readers
+    refuse: RFC 8259 §8.2, "unpredictable"); else ``None``."""
+    if isinstance(id_, str):
+        try:
+            id_.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        return id_
+    return id_ if isinstance(id_, int | float) and not isinstance(id_, bool) else None
 
 
 _KNOWN_METHODS = frozenset(

@@ -836,3 +836,20 @@ def test_a_query_parameter_is_refused_not_ignored(ro_api: Any) -> None:
         assert reply["id"] == 9 and "result" not in reply
         assert reply["error"]["code"] == -32600
         assert reply["error"]["data"] == {"field": path.rsplit("?", 1)[1].split("=")[0]}
+
+
+def test_a_request_id_with_a_lone_surrogate_is_invalid_not_echoed(ro_api: Any) -> None:
+    """``"id": "\\ud800"`` is JSON text Python reads as a lone surrogate; it was answered
+    (``ping``'s ``{}``) with the same escape in the reply, which strict JSON readers refuse
+    (RFC 8259 §8.2). It is -32600 naming ``id``, answered with id null; so is a jsonrpc or
+    method error of such a message (null id, not the surrogate)."""
+    for body in (
+        b'{"jsonrpc": "2.0", "id": "a\\ud800", "method": "ping"}',
+        b'{"jsonrpc": "2.0", "id": "\\udfff", "method": "info"}',
+    ):
+        reply = ro_api.client.post(f"/rcp/{json.loads(body)['method']}", data=body).get_json()
+        assert reply["id"] is None and "result" not in reply, reply
+        assert reply["error"]["code"] == -32600 and reply["error"]["data"] == {"field": "id"}
+    body = b'{"jsonrpc": "1.0", "id": "\\ud800", "method": "ping"}'
+    reply = ro_api.client.post("/rcp/ping", data=body).get_json()
+    assert reply["id"] is None and reply["error"]["data"] == {"field": "jsonrpc"}
