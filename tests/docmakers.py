@@ -295,7 +295,8 @@ def corrupt_files() -> list[tuple[str, str, bytes, str]]:
             "unreadable EPUB",
         ),
         ("table.csv", "text/csv", b"a,b\n\x00\x01\x02", "binary data"),
-        ("press.rtf", "text/rtf", b"%PDF-1.4 this is no RTF", "not an RTF document"),
-        ("mail.eml", "message/rfc822", b"\x89PNG\r\n\x1a\n\x00\x00", "not an e-mail message"),
+        # other bytes that no signature names (a PDF or PNG signature would be read as such)
+        ("press.rtf", "text/rtf", b"<p>this is no RTF</p>", "not an RTF document"),
+        ("mail.eml", "message/rfc822", b"\x7fELF\x02\x01\x01\x00\x00", "not an e-mail message"),
         ("scan.png", "image/png", image_bytes(["Cut short"])[:300], "unreadable image"),
     ]

@@ -1,9 +1,11 @@
 """Text from document bytes, every format ncindex reads — bounded (DESIGN §6, §8).
 
 The format is chosen by MIME type, then by file extension (Nextcloud reports
-``application/octet-stream`` for types it does not know). This module decides the format and
-holds plain text and DOCX; each other family has its module: :mod:`~ncindex.text.pdf` (and
-:mod:`~ncindex.text.ocr` for scans and images), :mod:`~ncindex.text.markup` (HTML),
+``application/octet-stream`` for types it does not know); bytes that begin with a format's
+signature are read as that format whatever the name says (:func:`sniff_format`). This
+module decides the format and holds plain text and DOCX; each other family has its module:
+:mod:`~ncindex.text.pdf` (and :mod:`~ncindex.text.ocr` for scans and images),
+:mod:`~ncindex.text.markup` (HTML),
 :mod:`~ncindex.text.odf` (ODT, ODP, ODS), :mod:`~ncindex.text.slides` (PPTX),
 :mod:`~ncindex.text.sheets` (XLSX, CSV, TSV), :mod:`~ncindex.text.ebook` (EPUB),
 :mod:`~ncindex.text.rtf` and :mod:`~ncindex.text.mail` (EML).
@@ -19,7 +21,8 @@ bound is cut and reported as ``truncated``. Corrupt or unreadable input raises
 Libraries (all permissive): pypdf (BSD-3-Clause), python-docx, python-pptx and openpyxl
 (MIT), odfpy (Apache-2.0/LGPL dual), BeautifulSoup 4 (MIT) on lxml (BSD-3-Clause), striprtf
 (BSD-3-Clause), pytesseract (Apache-2.0) and pypdfium2 (Apache-2.0/BSD-3-Clause),
-charset-normalizer (MIT) for the encoding of legacy text files. Outlook ``.msg`` files are
+charset-normalizer (MIT) for the encoding of legacy text files
+(:mod:`~ncindex.text.charsets`). Outlook ``.msg`` files are
 not read: the library that reads them (extract-msg) is GPL-3.0.
 
 The returned text is normalised: ``\\n`` line ends, no control characters other than tab and
@@ -30,7 +33,6 @@ chapter heading and message) so the chunker splits on them.
 
 from __future__ import annotations
 
-import codecs
 import io
 import re
 import zipfile
@@ -44,6 +46,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from ncindex.errors import ExtractionError, TooLarge
 from ncindex.text.blocks import Blocks
+from ncindex.text.charsets import decode_text
 from ncindex.text.ocr import Ocr
 
 #: Pages, slides, sheets or chapters read at most (pypdf reads ~190 pages/s here, so about
@@ -161,6 +164,52 @@ def detect_format(mime_type: str | None, filename: str) -> str | None:
     return by_mime or by_ext
 
 
+#: Leading bytes that name a format whatever the file is called (Nextcloud types a file by
+#: its extension alone: nextcloud/server lib/private/Files/Storage/Local.php ``getMetaData``
+#: calls ``IMimeTypeDetector::detectPath``): ISO 32000-1 §7.5.2 (PDF header), RTF 1.9.1
+#: (``{\\rtf``), PNG §5.2, JPEG/JFIF (SOI then a marker), TIFF 6.0 §2 (both byte orders).
+_SIGNATURES = (
+    (b"%PDF-", PDF),
+    (b"{\\rtf", RTF),
+    (b"\x89PNG\r\n\x1a\n", IMAGE),
+    (b"\xff\xd8\xff", IMAGE),
+    (b"II*\x00", IMAGE),
+    (b"MM\x00*", IMAGE),
+)
+#: The part every package of a format has (ECMA-376 Part 1 §11.3.10, §12.3.10, §13.3.6: the
+#: main document, workbook and presentation parts at the names Office writes them).
+_OOXML_PARTS = (
+    ("word/document.xml", DOCX),
+    ("xl/workbook.xml", XLSX),
+    ("ppt/presentation.xml", PPTX),
+)
+
+
+def sniff_format(data: bytes) -> str | None:
+    """The format ``data``'s own bytes declare, or ``None`` when they name none this module
+    reads: a signature above, WebP's RIFF header, or a zip package — OpenDocument and EPUB by
+    their uncompressed ``mimetype`` member (ODF 1.3 Part 2 §3.3, EPUB OCF 3.3 §4.2.2), Office
+    Open XML by its main part. A PDF named ``notes.txt`` is read as a PDF, not indexed as its
+    raw bytes."""
+    for signature, fmt in _SIGNATURES:
+        if data.startswith(signature):
+            return fmt
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return IMAGE
+    if not data.startswith(b"PK\x03\x04"):
+        return None
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = set(archive.namelist())
+            if "mimetype" in names:
+                with archive.open("mimetype") as member:
+                    declared = member.read(100).decode("ascii", "replace").strip()
+                return _MIME_FORMATS.get(declared)
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError, RuntimeError):
+        return None  # left to the named format's reader, which reports it
+    return next((fmt for part, fmt in _OOXML_PARTS if part in names), None)
+
+
 #: The MIME type each format stands for when Nextcloud reports a generic one (the first of
 #: :data:`_MIME_FORMATS`; images by their extension).
 _CANONICAL_MIME = {fmt: mime for mime, fmt in reversed(_MIME_FORMATS.items())}
@@ -201,7 +250,8 @@ def extract_text(
 ) -> ExtractedText:
     """Extract the text of a document from its bytes.
 
-    ``mime_type`` and ``filename`` choose the format (:func:`detect_format`). Bounds:
+    ``mime_type`` and ``filename`` choose the format (:func:`detect_format`), unless the
+    bytes carry another format's signature (:func:`sniff_format`). Bounds:
     ``max_chars`` characters of text are returned (``Settings.max_document_chars``);
     ``max_pages`` PDF pages, slides, sheets or e-book chapters are read
     (``Settings.max_pdf_pages``); ``max_rows`` rows per sheet or CSV file
@@ -228,10 +278,11 @@ def extract_text(
     fmt = detect_format(mime_type, filename)
     if fmt is None:
         raise ExtractionError(f"unsupported file type {mime_type!r} ({filename!r})")
+    fmt = sniff_format(data) or fmt
     if fmt in OCR_FORMATS and ocr is None:
         raise ExtractionError(f"OCR is off: {filename!r} is an image ({mime_type!r})")
     if fmt in (TEXT, MARKDOWN):
-        text, cut = _decode_text(data, _charset(mime_type), max_chars)
+        text, cut = decode_text(data, _charset(mime_type), max_chars)
         return _result(text, max_chars, markdown=fmt == MARKDOWN, pages=None, truncated=cut)
     if fmt in _ZIPPED:
         _check_zip(data, max_unzipped_bytes)
@@ -262,9 +313,17 @@ class _Job:
 
 
 def _html(job: _Job) -> None:
+    from bs4.dammit import EncodingDetector
+
     from ncindex.text.markup import html_text
 
-    job.blocks.add(html_text(job.data))
+    # the transport's charset, else the page's own <meta charset> or XML declaration (WHATWG
+    # HTML §13.2.3.2); decoded here, not by BeautifulSoup, whose guess reads the markup too
+    declared = _charset(job.mime_type) or EncodingDetector.find_declared_encoding(
+        job.data, is_html=True
+    )
+    text, _ = decode_text(job.data, declared, len(job.data), markup=True)
+    job.blocks.add(html_text(text))
 
 
 def _pdf(job: _Job) -> int:
@@ -321,7 +380,7 @@ def _delimited(default: str) -> Callable[[_Job], None]:
         from ncindex.text.sheets import csv_text, sniff_delimiter
 
         # the rows' text can be longer than max_chars characters of the file (quotes go)
-        text, cut = _decode_text(job.data, _charset(job.mime_type), 2 * job.blocks.max_chars)
+        text, cut = decode_text(job.data, _charset(job.mime_type), 2 * job.blocks.max_chars)
         csv_text(text, job.blocks, sniff_delimiter(text, default), job.max_rows)
         job.blocks.truncated = job.blocks.truncated or cut
 
@@ -397,75 +456,6 @@ def _result(
     if len(text) > max_chars:
         text, truncated = text[:max_chars], True
     return ExtractedText(text=text, markdown=markdown, pages=pages, truncated=truncated)
-
-
-# --- plain text ----------------------------------------------------------------------------
-
-_BOMS = (  # UTF-32 before UTF-16: the UTF-32-LE BOM begins with the UTF-16-LE one
-    (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF32_LE, "utf-32-le"),
-    (codecs.BOM_UTF32_BE, "utf-32-be"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)
-# Bytes sampled for charset detection (charset-normalizer is slow on large inputs).
-_DETECT_SAMPLE = 64 * 1024
-
-
-def _decode_text(data: bytes, declared: str | None, max_chars: int) -> tuple[str, bool]:
-    """Decode at most the bytes ``max_chars`` characters can need: UTF-8 (strict), UTF-8 with
-    a BOM or another Unicode BOM, the declared charset, then charset-normalizer's best guess,
-    then cp1252 with replacement characters. Returns the text and whether bytes were cut."""
-    limit = 4 * max_chars + 4  # no encoding used here takes more than 4 bytes per character
-    cut = len(data) > limit
-    for bom, encoding in _BOMS:
-        if data.startswith(bom):
-            body = data[len(bom) : len(bom) + limit]
-            return codecs.getincrementaldecoder(encoding)("replace").decode(body), cut
-    head = data[:limit]
-    if b"\x00" in head:
-        raise ExtractionError("binary data: NUL bytes in a text file")
-    try:
-        return codecs.getincrementaldecoder("utf-8")("strict").decode(head, final=not cut), cut
-    except UnicodeDecodeError:
-        pass
-    known = _known_encoding(declared)
-    if known:
-        try:
-            return head.decode(known, errors="replace"), cut
-        except (LookupError, UnicodeError, ValueError):
-            pass  # a codec that is no text encoding (base64, rot13, idna, punycode…): guess
-    return head.decode(_guess_encoding(head) or "cp1252", errors="replace"), cut
-
-
-def _known_encoding(name: str | None) -> str | None:
-    if not name:
-        return None
-    try:
-        return codecs.lookup(name).name
-    except (LookupError, ValueError):  # unknown, or a name with a NUL in it
-        return None
-
-
-def _guess_encoding(data: bytes) -> str | None:
-    """charset-normalizer's guess, with two preferences among the guesses that decode as
-    cleanly as its first (its "chaos" measure within 0.01): Windows/ISO code pages over the
-    classic Mac ones (short Russian cp1251 text is otherwise read as mac_cyrillic), and
-    windows-1252 — the legacy default of Western locales, which WHATWG's Encoding Standard
-    also uses for ``latin1`` — when it ties with the best (short French is otherwise cp1250)."""
-    from charset_normalizer import from_bytes
-
-    matches = list(from_bytes(data[:_DETECT_SAMPLE]))
-    if not matches:
-        return None
-    plausible = [m for m in matches if m.chaos <= matches[0].chaos + 0.01]
-    preferred = [m for m in plausible if not m.encoding.startswith("mac_")] or plausible
-    best = preferred[0]
-    for match in preferred:
-        tied = match.chaos <= best.chaos + 0.01 and match.coherence >= best.coherence - 0.01
-        if tied and "cp1252" in (match.encoding, *match.could_be_from_charset):
-            return "cp1252"
-    return _known_encoding(best.encoding)
 
 
 # --- zip archives and DOCX ----------------------------------------------------------------

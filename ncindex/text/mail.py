@@ -12,6 +12,7 @@ from email.parser import BytesParser
 
 from ncindex.errors import ExtractionError
 from ncindex.text.blocks import one_line
+from ncindex.text.charsets import decode_text
 from ncindex.text.markup import html_text
 
 _ADDRESS_HEADERS = ("From", "To", "Cc", "Date")
@@ -45,11 +46,18 @@ def eml_text(data: bytes) -> str:
 
 
 def _part_text(part: MIMEPart) -> str:
+    """A body part's text. A part that names no charset is US-ASCII by RFC 2045 §5.2, but
+    8-bit bodies without one are common (older mailers wrote their code page, newer ones
+    UTF-8), and the ``email`` package decodes them as ASCII with replacement characters; they
+    and a part with a charset Python does not know are decoded as a text file is
+    (:func:`~ncindex.text.charsets.decode_text`: UTF-8, else a guess)."""
     try:
+        if part.get_content_charset() is None:
+            raise LookupError("no charset")
         content = part.get_content()
-    except LookupError:  # an unknown charset: UTF-8 with replacements
+    except LookupError:
         payload = part.get_payload(decode=True)
-        content = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+        content = decode_text(payload, None, len(payload))[0] if isinstance(payload, bytes) else ""
     if not isinstance(content, str):
         return ""
     if part.get_content_subtype() == "html":

@@ -236,6 +236,22 @@ def test_plain_text_encodings() -> None:
     assert extract(b"a\r\nb\rc\x0cd\x07e", "text/plain", "a.txt").text == "a\nb\nc\nde"
 
 
+def test_short_windows_1252_german_is_not_read_as_a_dos_code_page() -> None:
+    """charset-normalizer ranks DOS cp852 first for this Excel CSV export (``Köln`` read as
+    ``K÷ln``, ``Müller`` as ``MŘller``)."""
+    data = "Name;Stadt;Betrag\nMüller;Köln;1.234,56\nSchmidt;München;99,00\n".encode("cp1252")
+    out = extract(data, "text/csv", "Umsatz.csv").text
+    assert out == "Name | Stadt | Betrag\nMüller | Köln | 1.234,56\nSchmidt | München | 99,00"
+
+
+def test_html_without_a_declared_charset_is_guessed_on_its_text() -> None:
+    """BeautifulSoup's own guess, made on the markup too, read this windows-1252 page as
+    windows-1257 (``naïve`` as ``naļve``, ``déjà`` as ``déją``)."""
+    text = "\u201cSmart quotes\u201d \u2013 caf\xe9 and na\xefve se\xf1or d\xe9j\xe0 vu"
+    page = f"<html><body><p>{text}</p></body></html>"
+    assert extract(page.encode("cp1252"), "text/html", "page.htm").text == text
+
+
 def test_plain_text_with_nul_is_binary() -> None:
     with pytest.raises(ExtractionError, match="NUL"):
         extract(b"ELF\x00\x01\x02binary", "text/plain", "a.txt")
@@ -308,12 +324,39 @@ def test_corrupt_documents_raise_extraction_error(pdf_bytes, docx_bytes, odt_byt
         (b"not a pdf at all", "application/pdf", "a.pdf"),
         (b"PK\x03\x04 broken zip", DOCX_MIME, "a.docx"),
         (b"plain bytes", ODT_MIME, "a.odt"),
-        (odt_bytes, DOCX_MIME, "a.docx"),  # a valid zip, but no word/document.xml
-        (docx_bytes, ODT_MIME, "a.odt"),  # a valid zip, but no content.xml
+        (_zip({"[Content_Types].xml": b"<Types/>"}), DOCX_MIME, "a.docx"),  # no main part
+        (_zip({"mimetype": ODT_MIME.encode()}), ODT_MIME, "a.odt"),  # no content.xml
     ]
     for data, mime, name in cases:
         with pytest.raises(ExtractionError):
             extract(data, mime, name)
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        for name, content in members.items():
+            archive.writestr(name, content)
+    return buf.getvalue()
+
+
+def test_a_document_under_another_name_is_read_as_what_its_bytes_are(
+    pdf_bytes: bytes, docx_bytes: bytes, odt_bytes: bytes
+) -> None:
+    """Nextcloud types a file by its name alone (Local::getMetaData → detectPath): a PDF
+    saved as ``notes.txt`` is ``text/plain``, and was indexed as its raw bytes."""
+    misnamed = extract(pdf_bytes, "text/plain", "notes.txt")
+    assert SENTENCES[0] in misnamed.text
+    assert "%PDF" not in misnamed.text and "endobj" not in misnamed.text
+    assert SENTENCES[0] in extract(odt_bytes, DOCX_MIME, "a.docx").text
+    assert "Project Falcon status" in extract(docx_bytes, ODT_MIME, "a.odt").text
+    assert SENTENCES[0] in extract(docx_bytes, "application/pdf", "a.pdf").text
+    rtf = b"{\\rtf1\\ansi Plain {\\b bold} words.\\par}"
+    assert extract(rtf, "text/plain", "memo.txt").text == "Plain bold words."
+    with pytest.raises(ExtractionError, match="OCR is off"):
+        extract(b"\x89PNG\r\n\x1a\n" + bytes(32), "text/plain", "scan.txt")
+    # text that merely mentions a signature is text
+    assert extract(b"See %PDF-1.4 headers", "text/plain", "a.txt").text == "See %PDF-1.4 headers"
 
 
 def test_zip_bomb_bound(docx_bytes: bytes) -> None:

@@ -214,6 +214,20 @@ def test_eml_html_only_body_is_read_as_text() -> None:
     assert "Market day\n\nCheese stalls open at seven." in result.text and "<p>" not in result.text
 
 
+def test_eml_8bit_body_without_a_charset_is_not_read_as_ascii() -> None:
+    """A body part naming no charset is US-ASCII by RFC 2045 §5.2, and the ``email`` package
+    replaced every 8-bit byte of such a Latin-1 body with U+FFFD."""
+    data = (
+        "From: a@example.org\r\nSubject: Caf\xe9\r\nContent-Type: text/plain\r\n"
+        "Content-Transfer-Encoding: 8bit\r\n\r\nD\xe9j\xe0 vu au caf\xe9 de la gare.\r\n"
+    ).encode("latin-1")
+    text = extract(data, "message/rfc822", "old.eml").text
+    assert (
+        text.endswith("\n\nDéjà vu au café de la gare.")
+        and "\ufffd" not in text.split("\n\n", 2)[2]
+    )
+
+
 @pytest.mark.parametrize(("name", "mime", "data", "reason"), corrupt_files())
 def test_corrupt_files_raise_with_a_reason(name, mime, data, reason) -> None:
     with pytest.raises(ExtractionError, match=reason):

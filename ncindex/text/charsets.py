@@ -1,0 +1,115 @@
+"""The character encoding of legacy text: plain text, delimited text, HTML and e-mail bodies
+that do not say how they are encoded (DESIGN §6).
+
+The order is the one of WHATWG HTML's "determining the character encoding" (§13.2.3.2), the
+guessing step filled in: a Unicode byte order mark, then strict UTF-8 (valid UTF-8 is almost
+never anything else), then the declared charset (a ``Content-Type`` parameter, an HTML
+``<meta charset>`` or XML declaration), then charset-normalizer's (MIT) guess, then
+windows-1252 (the Encoding Standard's default for Western locales).
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import unicodedata
+
+from ncindex.errors import ExtractionError
+
+_BOMS = (  # UTF-32 before UTF-16: the UTF-32-LE BOM begins with the UTF-16-LE one
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+#: Bytes sampled for charset detection (charset-normalizer is slow on large inputs).
+_DETECT_SAMPLE = 64 * 1024
+#: Tags, comments and character references: markup, not text, left out of what is guessed on
+#: (the bytes of ``<style>`` rules and attribute values sway charset-normalizer: a French page
+#: in windows-1252 was taken for windows-1257)
+_MARKUP = re.compile(rb"<[^>]*>|&#?\w+;")
+
+
+def decode_text(
+    data: bytes, declared: str | None, max_chars: int, *, markup: bool = False
+) -> tuple[str, bool]:
+    """Decode at most the bytes ``max_chars`` characters can need (see the module for the
+    order); ``declared`` is the charset the file or its transport names (``None``: none);
+    ``markup`` says ``data`` is HTML or XML (the guess is made on the text between its tags).
+    Returns the text and whether bytes were cut. Raises :class:`ExtractionError` for NUL
+    bytes without a UTF-16/32 byte order mark (binary data)."""
+    limit = 4 * max_chars + 4  # no encoding used here takes more than 4 bytes per character
+    cut = len(data) > limit
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            body = data[len(bom) : len(bom) + limit]
+            return codecs.getincrementaldecoder(encoding)("replace").decode(body), cut
+    head = data[:limit]
+    if b"\x00" in head:
+        raise ExtractionError("binary data: NUL bytes in a text file")
+    try:
+        return codecs.getincrementaldecoder("utf-8")("strict").decode(head, final=not cut), cut
+    except UnicodeDecodeError:
+        pass
+    known = known_encoding(declared)
+    if known:
+        try:
+            return head.decode(known, errors="replace"), cut
+        except (LookupError, UnicodeError, ValueError):
+            pass  # a codec that is no text encoding (base64, rot13, idna, punycode…): guess
+    sample = _MARKUP.sub(b" ", head[: 4 * _DETECT_SAMPLE]) if markup else head
+    return head.decode(_guess_encoding(sample) or "cp1252", errors="replace"), cut
+
+
+def known_encoding(name: str | None) -> str | None:
+    """Python's codec name for the charset ``name`` (``"ISO-8859-1"`` → ``"iso8859-1"``), or
+    ``None`` for a missing or unknown one."""
+    if not name:
+        return None
+    try:
+        return codecs.lookup(name).name
+    except (LookupError, ValueError):  # unknown, or a name with a NUL in it
+        return None
+
+
+def _guess_encoding(data: bytes) -> str | None:
+    """charset-normalizer's guess, with three preferences among the guesses that decode as
+    cleanly as its first (its "chaos" measure within 0.01): the fewest misread letters
+    (:func:`_oddities`: German windows-1252 CSV is otherwise read as DOS cp852, ``Köln`` as
+    ``K÷ln``), Windows/ISO code pages over the classic Mac ones (short Russian cp1251 text is
+    otherwise read as mac_cyrillic), and windows-1252 — the legacy default of Western locales,
+    which WHATWG's Encoding Standard also uses for ``latin1`` — when it ties with the best
+    (short French is otherwise cp1250)."""
+    from charset_normalizer import from_bytes
+
+    matches = list(from_bytes(data[:_DETECT_SAMPLE]))
+    if not matches:
+        return None
+    plausible = [m for m in matches if m.chaos <= matches[0].chaos + 0.01]
+    odd = [_oddities(str(m)) for m in plausible]
+    plausible = [m for m, n in zip(plausible, odd, strict=True) if n == min(odd)]
+    preferred = [m for m in plausible if not m.encoding.startswith("mac_")] or plausible
+    best = preferred[0]
+    for match in preferred:
+        tied = match.chaos <= best.chaos + 0.01 and match.coherence >= best.coherence - 0.01
+        if tied and "cp1252" in (match.encoding, *match.could_be_from_charset):
+            return "cp1252"
+    return known_encoding(best.encoding)
+
+
+def _oddities(text: str) -> int:
+    """How many non-ASCII characters of ``text`` read as no word's letter would: a symbol
+    (Unicode category S*, or a number such as ``¹``) between two letters (``K÷ln``), or a
+    capital right after a small letter (``MŘller``) — the marks of a wrong code page.
+    Punctuation inside a word (``don’t``, ``l·l``) is no mark."""
+    count = 0
+    for i in range(1, len(text) - 1):
+        char, before = text[i], text[i - 1]
+        if char.isascii() or not before.isalpha():
+            continue
+        category = unicodedata.category(char)
+        symbol = category[0] == "S" or category == "No"
+        if (symbol and text[i + 1].isalpha()) or (char.isupper() and before.islower()):
+            count += 1
+    return count
