@@ -110,10 +110,11 @@ def ocr_page(image: Any, ocr: Ocr, blocks: Blocks) -> str | None:
 
 def image_text(data: bytes, blocks: Blocks, ocr: Ocr) -> int:
     """OCR an image (PNG, JPEG, TIFF, WebP; each frame of a multi-page TIFF is a page, at
-    most ``ocr.max_pages``) into ``blocks``; returns the page count. Raises
-    :class:`TooLarge` beyond Pillow's decompression-bomb bound (``Image.MAX_IMAGE_PIXELS``
-    pixels), :class:`ExtractionError` for an image Pillow cannot decode."""
-    from PIL import Image, ImageSequence, UnidentifiedImageError
+    most ``ocr.max_pages``; each turned upright by its EXIF orientation) into ``blocks``;
+    returns the page count. Raises :class:`TooLarge` beyond Pillow's decompression-bomb
+    bound (``Image.MAX_IMAGE_PIXELS`` pixels), :class:`ExtractionError` for an image Pillow
+    cannot decode."""
+    from PIL import Image, ImageOps, ImageSequence, UnidentifiedImageError
 
     try:
         with warnings.catch_warnings():
@@ -125,7 +126,10 @@ def image_text(data: bytes, blocks: Blocks, ocr: Ocr) -> int:
                     blocks.truncated = True
                     break
                 frame.load()
-                text = ocr_page(frame, ocr, blocks)
+                # a phone stores a photo as its sensor saw it, with an EXIF Orientation tag
+                # (0x0112, CIPA DC-008 §4.6.4) saying how to turn it upright: Tesseract reads
+                # only upright text
+                text = ocr_page(ImageOps.exif_transpose(frame), ocr, blocks)
                 if text is None or not blocks.add(text):
                     break
     except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:

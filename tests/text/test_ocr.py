@@ -57,6 +57,19 @@ def test_each_tiff_frame_is_a_page_and_pages_are_bounded() -> None:
     assert "Third" not in result.text
 
 
+def test_a_phone_photo_is_turned_upright_by_its_exif_orientation() -> None:
+    """A phone stores the sensor's pixels and an EXIF Orientation tag (6: turn 90° clockwise
+    to view); Tesseract read the sideways text as ``1dl30344 V AO OLOHd``."""
+    from PIL import Image
+
+    sideways = text_image([SENTENCE]).rotate(90, expand=True).convert("RGB")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation
+    out = io.BytesIO()
+    sideways.save(out, format="JPEG", exif=exif.tobytes())
+    assert SENTENCE in ocr(out.getvalue(), "image/jpeg", "IMG_0042.jpg").text
+
+
 def test_a_scanned_pdf_is_read_page_by_page_and_ocr_pages_are_bounded() -> None:
     data = scanned_pdf_bytes([[SENTENCE], [OTHER], ["Third page"]])
     assert (
