@@ -3,12 +3,12 @@
 The format is chosen by MIME type, then by file extension (Nextcloud reports
 ``application/octet-stream`` for types it does not know); bytes that begin with a format's
 signature are read as that format whatever the name says (:func:`sniff_format`). This
-module decides the format and holds plain text and DOCX; each other family has its module:
-:mod:`~ncindex.text.pdf` (and :mod:`~ncindex.text.ocr` for scans and images),
-:mod:`~ncindex.text.markup` (HTML),
-:mod:`~ncindex.text.odf` (ODT, ODP, ODS), :mod:`~ncindex.text.slides` (PPTX),
-:mod:`~ncindex.text.sheets` (XLSX, CSV, TSV), :mod:`~ncindex.text.ebook` (EPUB),
-:mod:`~ncindex.text.rtf` and :mod:`~ncindex.text.mail` (EML).
+module decides the format and holds plain text; each other family has its module:
+:mod:`~ncindex.text.word` (DOCX), :mod:`~ncindex.text.pdf` (and :mod:`~ncindex.text.ocr`
+for scans and images), :mod:`~ncindex.text.markup` (HTML), :mod:`~ncindex.text.odf` (ODT,
+ODP, ODS), :mod:`~ncindex.text.slides` (PPTX), :mod:`~ncindex.text.sheets` (XLSX, CSV,
+TSV), :mod:`~ncindex.text.ebook` (EPUB), :mod:`~ncindex.text.rtf` and
+:mod:`~ncindex.text.mail` (EML).
 
 Every input is bounded: the bytes read (``max_bytes``, and the uncompressed size of zip-based
 formats), the pages, slides, sheets or chapters (``max_pages``), the rows of a sheet, the
@@ -36,11 +36,10 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import Message
 from pathlib import PurePosixPath
-from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
@@ -340,7 +339,9 @@ def _image(job: _Job) -> int:
 
 
 def _docx(job: _Job) -> None:
-    for part in _docx_parts(job.data):
+    from ncindex.text.word import docx_parts
+
+    for part in docx_parts(job.data):
         if not job.blocks.add(part):
             return
 
@@ -458,7 +459,7 @@ def _result(
     return ExtractedText(text=text, markdown=markdown, pages=pages, truncated=truncated)
 
 
-# --- zip archives and DOCX ----------------------------------------------------------------
+# --- zip archives --------------------------------------------------------------------------
 
 
 def _check_zip(data: bytes, max_unzipped_bytes: int) -> None:
@@ -473,41 +474,3 @@ def _check_zip(data: bytes, max_unzipped_bytes: int) -> None:
         raise ExtractionError(f"not a valid document archive: {exc}") from exc
     if unpacked > max_unzipped_bytes:
         raise TooLarge(f"archive unpacks to {unpacked} bytes (limit {max_unzipped_bytes})")
-
-
-def _docx_parts(data: bytes) -> Iterator[str]:
-    """Paragraphs and table rows of a DOCX body, in document order (tables: ``a | b`` rows)."""
-    import docx
-    from docx.table import Table
-
-    try:
-        document = docx.Document(io.BytesIO(data))
-        blocks = list(document.iter_inner_content())
-    except Exception as exc:  # python-docx raises assorted types on corrupt files
-        raise ExtractionError(f"unreadable DOCX: {type(exc).__name__}: {exc}") from exc
-    return _docx_blocks(blocks, Table)
-
-
-def _docx_blocks(blocks: list[Any], table_type: type) -> Iterator[str]:
-    for block in blocks:
-        try:
-            if isinstance(block, table_type):
-                yield from _docx_table(block)
-            else:
-                yield block.text
-        except Exception as exc:  # malformed table grids and the like
-            raise ExtractionError(f"unreadable DOCX: {type(exc).__name__}: {exc}") from exc
-
-
-def _docx_table(table: Any) -> Iterator[str]:
-    for row in table.rows:
-        cells: list[str] = []
-        seen: set[int] = set()
-        for cell in row.cells:
-            if id(cell._tc) in seen:  # a merged cell repeats once per grid column it spans
-                continue
-            seen.add(id(cell._tc))
-            text = " ".join(cell.text.split())
-            if text:
-                cells.append(text)
-        yield " | ".join(cells)

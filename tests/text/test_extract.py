@@ -170,6 +170,65 @@ def test_docx_paragraphs_and_tables(docx_bytes: bytes) -> None:
     assert out.pages is None and not out.truncated
 
 
+_WORD_NS = (
+    'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+    'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" '
+    'xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape" '
+    'xmlns:v="urn:schemas-microsoft-com:vml"'
+)
+
+
+def _word_xml(xml: str):
+    """A WordprocessingML element as Word writes it (python-docx writes none of these)."""
+    from docx.oxml import parse_xml
+
+    end = xml.index(">") if " " not in xml.split(">", 1)[0] else xml.index(" ")
+    return parse_xml(f"{xml[:end]} {_WORD_NS}{xml[end:]}")
+
+
+def test_docx_content_controls_tracked_changes_and_text_boxes() -> None:
+    """python-docx's Paragraph.text and iter_inner_content skip content controls (Word's
+    cover pages, tables of contents, form fields), tracked insertions and text boxes."""
+    import docx
+
+    document = docx.Document()
+    cover = document.add_paragraph("Master services agreement")
+    control = _word_xml("<w:sdt><w:sdtPr><w:alias w:val='Title'/></w:sdtPr><w:sdtContent/></w:sdt>")
+    cover._p.addprevious(control)
+    control[1].append(cover._p)  # the paragraph moves into the control's content
+    client = document.add_paragraph("Client: ")
+    client._p.append(
+        _word_xml(
+            "<w:sdt><w:sdtContent><w:r><w:t>ACME Corporation</w:t></w:r></w:sdtContent></w:sdt>"
+        )
+    )
+    tracked = document.add_paragraph("Fee:")
+    tracked._p.append(
+        _word_xml("<w:ins w:id='1' w:author='a'><w:r><w:t> 900 euros</w:t></w:r></w:ins>")
+    )
+    tracked._p.append(
+        _word_xml(
+            "<w:del w:id='2' w:author='a'><w:r><w:delText> 800 euros</w:delText></w:r></w:del>"
+        )
+    )
+    box = "<w:txbxContent><w:p><w:r><w:t>Sidebar: 30 days net</w:t></w:r></w:p></w:txbxContent>"
+    anchored = document.add_paragraph("Terms.")
+    anchored._p.append(  # a text box as Word 2010+ writes it: DrawingML, and a VML fallback
+        _word_xml(
+            "<w:r><mc:AlternateContent><mc:Choice Requires='wps'><w:drawing><wps:txbx>"
+            f"{box}</wps:txbx></w:drawing></mc:Choice><mc:Fallback><w:pict><v:shape><v:textbox>"
+            f"{box}</v:textbox></v:shape></w:pict></mc:Fallback></mc:AlternateContent></w:r>"
+        )
+    )
+    buf = io.BytesIO()
+    document.save(buf)
+    out = extract(buf.getvalue(), DOCX_MIME, "contract.docx").text
+    assert out == (
+        "Master services agreement\n\nClient: ACME Corporation\n\nFee: 900 euros\n\n"
+        "Terms.\n\nSidebar: 30 days net"
+    )
+
+
 def test_odt_paragraphs_lists_tables(odt_bytes: bytes) -> None:
     out = extract(odt_bytes, ODT_MIME, "status.odt")
     for sentence in SENTENCES:

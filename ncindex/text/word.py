@@ -1,0 +1,100 @@
+"""Word documents (DOCX, Office Open XML WordprocessingML, ECMA-376 Part 1 §17): the package
+opened by python-docx (MIT), the body read from its XML in document order.
+
+python-docx's ``Paragraph.text`` and ``Document.iter_inner_content`` see only a paragraph's
+own runs and hyperlinks and the body's own paragraphs and tables, so Word's everyday
+structures were lost: content controls (``w:sdt``, §17.5.2: cover pages, tables of
+contents, form fields), tracked insertions (``w:ins``, §17.13.5.18), text boxes
+(``w:txbxContent``, §17.17.1) and fields (``w:fldSimple``). Here a paragraph is every
+``w:t`` below it (``w:tab`` a tab, ``w:br``/``w:cr`` a line end), less deleted and moved-away
+text (``w:del``, ``w:moveFrom``) and Markup Compatibility fallbacks (``mc:Fallback``: a
+second copy of a text box); a text box is a paragraph block of its own after its anchor's.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any
+
+from ncindex.errors import ExtractionError
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+#: Containers of block content read through (content controls, custom XML, their content).
+_BLOCK_WRAPPERS = frozenset({_W + "sdt", _W + "sdtContent", _W + "customXml"})
+#: Subtrees whose text is not the document's current text (or repeats another's).
+_SKIPPED = frozenset({_W + "del", _W + "moveFrom", _MC_FALLBACK, _W + "sdtPr"})
+_LINE_ENDS = frozenset({_W + "br", _W + "cr"})
+
+
+def docx_parts(data: bytes) -> Iterator[str]:
+    """Paragraphs and table rows (``a | b``) of a DOCX body in document order. Raises
+    :class:`ExtractionError` when python-docx cannot open the package or the body is
+    malformed (nesting too deep)."""
+    import docx
+
+    try:
+        body = docx.Document(io.BytesIO(data)).element.body
+    except Exception as exc:  # python-docx raises assorted types on corrupt files
+        raise ExtractionError(f"unreadable DOCX: {type(exc).__name__}: {exc}") from exc
+    return _guarded(_blocks(body))
+
+
+def _guarded(parts: Iterator[str]) -> Iterator[str]:
+    try:
+        yield from parts
+    except RecursionError as exc:
+        raise ExtractionError("unreadable DOCX: nesting too deep") from exc
+
+
+def _blocks(container: Any) -> Iterator[str]:
+    """The paragraphs and table rows of a body, cell, content control or text box."""
+    for child in container:
+        if child.tag == _W + "p":
+            boxes: list[Any] = []
+            yield _paragraph(child, boxes)
+            for box in boxes:
+                yield from _blocks(box)
+        elif child.tag == _W + "tbl":
+            yield from _table(child)
+        elif child.tag in _BLOCK_WRAPPERS:
+            yield from _blocks(child)
+
+
+def _table(table: Any) -> Iterator[str]:
+    """One ``a | b`` line per row (a merged cell is one ``w:tc``, written once)."""
+    for row in _children(table, _W + "tr"):
+        cells = (" ".join(" ".join(_blocks(cell)).split()) for cell in _children(row, _W + "tc"))
+        yield " | ".join(c for c in cells if c)
+
+
+def _children(element: Any, tag: str) -> Iterator[Any]:
+    """The ``tag`` children of ``element``, through content controls and custom XML."""
+    for child in element:
+        if child.tag == tag:
+            yield child
+        elif child.tag in _BLOCK_WRAPPERS:
+            yield from _children(child, tag)
+
+
+def _paragraph(element: Any, boxes: list[Any]) -> str:
+    """The text of a paragraph; its text boxes are appended to ``boxes``."""
+    parts: list[str] = []
+    _runs(element, parts, boxes)
+    return "".join(parts)
+
+
+def _runs(element: Any, parts: list[str], boxes: list[Any]) -> None:
+    for child in element:
+        tag = child.tag
+        if tag == _W + "t":
+            parts.append(child.text or "")
+        elif tag == _W + "tab":
+            parts.append("\t")
+        elif tag in _LINE_ENDS:
+            parts.append("\n")
+        elif tag == _W + "txbxContent":
+            boxes.append(child)
+        elif tag not in _SKIPPED:
+            _runs(child, parts, boxes)
