@@ -1,6 +1,7 @@
 """PDF text by pypdf (BSD-3-Clause; ~190 pages/s measured here), pages in order, each page's
 text a block; a page with no text layer (a scan) is OCR'd (:mod:`ncindex.text.ocr`) when OCR
-is on and available, at most ``Ocr.max_pages`` such pages per document."""
+is on and available, at most ``Ocr.max_pages`` such pages per document. The values typed
+into a form's fields follow the pages, one per line."""
 
 from __future__ import annotations
 
@@ -55,7 +56,36 @@ def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None) -> in
         scans.close()
     if read and failed == read:
         raise ExtractionError(f"unreadable PDF: none of {read} pages could be read")
+    if not blocks.truncated:
+        blocks.add("\n".join(_form_values(reader)))
     return total
+
+
+#: Field types whose value is text a person typed or chose (ISO 32000-1 §12.7.4.3 text
+#: fields, §12.7.4.4 choice fields); buttons' values are state names (``/Yes``, ``/Off``).
+_TEXT_FIELDS = ("/Tx", "/Ch")
+
+
+def _form_values(reader: Any) -> list[str]:
+    """The values of a filled-in form's text and choice fields (ISO 32000-1 §12.7: the
+    interactive form, ``/AcroForm``), one per line in the form's order: page text extraction
+    never sees them (they live in widget annotations, not the page's content stream). A form
+    pypdf cannot read adds nothing."""
+    try:
+        fields = reader.get_fields() or {}
+    except SoftTimeLimitExceeded:
+        raise
+    except Exception:  # a broken form must not lose the pages read
+        return []
+    values: list[str] = []
+    for field in fields.values():
+        value = field.get("/V")
+        if field.get("/FT") not in _TEXT_FIELDS or value is None:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and item.strip():
+                values.append(item.strip())
+    return values
 
 
 class _Scans:

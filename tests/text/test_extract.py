@@ -156,6 +156,25 @@ def test_pdf_encrypted() -> None:
     assert SENTENCES[0] in extract(open_pdf, "application/pdf", "perm.pdf").text
 
 
+def test_pdf_form_values_follow_the_pages() -> None:
+    """A filled-in form's values live in its fields' widget annotations, which pypdf's page
+    text never reads: the applicant's name was not indexed."""
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    pdf = canvas.Canvas(buf)
+    pdf.drawString(50, 800, "Application for a mooring permit")
+    form = pdf.acroForm
+    form.textfield(name="applicant", value="Jonas Fairweather", x=50, y=700, width=300)
+    form.choice(name="harbour", value="Northport", options=["Northport", "Southbay"], x=50, y=650)
+    form.checkbox(name="agree", checked=True, x=50, y=600)
+    form.textfield(name="remarks", value="", x=50, y=550, width=300)
+    pdf.showPage()
+    pdf.save()
+    out = extract(buf.getvalue(), "application/pdf", "permit.pdf").text
+    assert out == "Application for a mooring permit\n\nJonas Fairweather\nNorthport"
+
+
 def test_docx_paragraphs_and_tables(docx_bytes: bytes) -> None:
     out = extract(docx_bytes, DOCX_MIME, "/Documents/status.docx")
     for sentence in SENTENCES:
