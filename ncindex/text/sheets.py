@@ -69,9 +69,14 @@ def sniff_delimiter(text: str, default: str) -> str:
 
 
 def _rows(rows: Iterable[Iterable[Any]], blocks: Blocks, max_rows: int) -> bool:
-    """Add the non-empty rows; ``False`` when a bound stopped the document."""
+    """Add the non-empty rows; ``False`` when a bound stopped the document. The time budget
+    is checked every 256 rows read, empty ones included: a sheet formatted down to row
+    1,048,576 is that many empty ``<row>`` elements, each padded with empty cells by
+    openpyxl (300,000 of them took 32 s with a 5 s budget when only rows with text counted)."""
     count = 0
-    for row in rows:
+    for seen, row in enumerate(rows, 1):
+        if seen % 256 == 0 and blocks.late():
+            return False
         cells = [_cell(v) for i, v in enumerate(row) if i < _MAX_COLUMNS]
         line = " | ".join(c for c in cells if c)
         if not line:
@@ -81,8 +86,6 @@ def _rows(rows: Iterable[Iterable[Any]], blocks: Blocks, max_rows: int) -> bool:
             blocks.truncated = True
             return True
         if not blocks.add(line, sep="\n\n" if count == 1 else "\n"):
-            return False
-        if count % 256 == 0 and blocks.late():
             return False
     return True
 
