@@ -38,6 +38,7 @@ def _load(data: bytes, kind: str) -> Any:
     except Exception as exc:  # odfpy raises assorted types on corrupt files
         raise ExtractionError(f"unreadable {kind}: {type(exc).__name__}: {exc}") from exc
     _bound_space_runs(document)
+    _set_notes_apart(document)
     return document
 
 
@@ -62,6 +63,21 @@ def _bound_space_runs(document: Any) -> None:
             continue
         n = int(count) if count.isascii() and count.isdigit() else 1
         run.setAttrNS(_TEXT_NS, "c", str(min(max(n, 1), _MAX_SPACE_RUN)))
+
+
+def _set_notes_apart(document: Any) -> None:
+    """A footnote or endnote (``text:note``, ODF 1.3 Part 3 §6.3.2) sits inside its
+    paragraph: its citation mark is dropped and its body set apart by spaces, so
+    ``sentence¹`` and the note ``See annex`` read ``sentence See annex``, not
+    ``sentence1See annex``."""
+    from odf.element import Text
+    from odf.text import Note, NoteCitation
+
+    for citation in document.getElementsByType(NoteCitation):
+        citation.parentNode.removeChild(citation)
+    for note in document.getElementsByType(Note):
+        note.parentNode.insertBefore(Text(" "), note)
+        note.appendChild(Text(" "))
 
 
 def odt_text(data: bytes, blocks: Blocks) -> None:
@@ -169,12 +185,18 @@ def _rows(table: Any) -> Iterator[str]:
             yield from _rows(child)  # table:table-rows, table:table-header-rows, row groups
 
 
+#: Where a document keeps what is no longer its text: ``text:tracked-changes`` (ODF 1.3 Part 3
+#: §5.5.1) holds each tracked deletion's removed paragraphs (``text:deletion``, §5.5.6).
+_NOT_TEXT = frozenset({(_TEXT_NS, "tracked-changes")})
+
+
 def _walk(node: Any) -> Iterator[str]:
-    """Paragraphs and headings under ``node`` in document order; a table row as ``a | b``."""
+    """Paragraphs and headings under ``node`` in document order; a table row as ``a | b``;
+    removed text (:data:`_NOT_TEXT`) left out."""
     from odf import teletype
 
     for child in node.childNodes:
-        if child.nodeType != child.ELEMENT_NODE:
+        if child.nodeType != child.ELEMENT_NODE or child.qname in _NOT_TEXT:
             continue
         if child.qname in ((_TEXT_NS, "p"), (_TEXT_NS, "h")):
             yield teletype.extractText(child)
