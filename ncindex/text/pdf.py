@@ -1,7 +1,8 @@
 """PDF text by pypdf (BSD-3-Clause; ~190 pages/s measured here), pages in order, each page's
 text a block; a page with no text layer (a scan) is OCR'd (:mod:`ncindex.text.ocr`) when OCR
-is on and available, at most ``Ocr.max_pages`` such pages per document. The values typed
-into a form's fields follow the pages, one per line."""
+is on and available, at most ``Ocr.max_pages`` such pages per document, and so is a scan
+that carries a stamp of a few words. The values typed into a form's fields follow the
+pages, one per line."""
 
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None) -> in
                 continue
             if not page_text.strip():
                 page_text = scans.read(number, blocks) or ""
+            elif len("".join(page_text.split())) < _STAMP_CHARS and scans.mostly_image(number):
+                page_text += "\n" + (scans.read(number, blocks) or "")
             if not blocks.add(page_text):
                 break
         else:
@@ -88,6 +91,14 @@ def _form_values(reader: Any) -> list[str]:
     return values
 
 
+#: A page whose text layer has fewer non-blank characters than this while images cover at
+#: least :data:`_SCAN_COVER` of it is a scan with a stamp on it — a scanner's date line, a
+#: Bates number, "Page 1 of 3" added after scanning — and is OCR'd too: its layer alone
+#: would stand for the whole page.
+_STAMP_CHARS = 100
+_SCAN_COVER = 0.5
+
+
 class _Scans:
     """The pages OCR'd so far and the pypdfium2 document they are rendered from (opened on
     the first scanned page)."""
@@ -105,13 +116,42 @@ class _Scans:
         import pypdfium2
 
         try:
-            if self.pdf is None:
-                self.pdf = pypdfium2.PdfDocument(self.data)
-            image = render_pdf_page(self.pdf, number)
+            image = render_pdf_page(self._document(), number)
         except pypdfium2.PdfiumError:  # PDFium cannot open or render what pypdf read
             return None
         self.done += 1
         return ocr_page(image, self.ocr, blocks)
+
+    def mostly_image(self, number: int) -> bool:
+        """Whether images cover at least :data:`_SCAN_COVER` of page ``number`` (0-based), by
+        PDFium's bounds of the page's image objects (within forms too); ``False`` while OCR
+        is off, or when PDFium cannot read the page."""
+        if self.ocr is None:
+            return False
+        import pypdfium2
+        import pypdfium2.raw
+
+        try:
+            page = self._document()[number]
+            try:
+                width, height = page.get_size()
+                covered = 0.0
+                images = page.get_objects(filter=[pypdfium2.raw.FPDF_PAGEOBJ_IMAGE], max_depth=3)
+                for image in images:
+                    left, bottom, right, top = image.get_bounds()
+                    covered += (right - left) * (top - bottom)
+            finally:
+                page.close()
+        except pypdfium2.PdfiumError:
+            return False
+        return bool(covered >= _SCAN_COVER * width * height)
+
+    def _document(self) -> Any:
+        import pypdfium2
+
+        if self.pdf is None:
+            self.pdf = pypdfium2.PdfDocument(self.data)
+        return self.pdf
 
     def close(self) -> None:
         if self.pdf is not None:

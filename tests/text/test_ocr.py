@@ -82,6 +82,28 @@ def test_a_scanned_pdf_is_read_page_by_page_and_ocr_pages_are_bounded() -> None:
     assert bounded.truncated and SENTENCE in bounded.text and OTHER not in bounded.text
 
 
+def test_a_scan_with_a_stamp_of_a_few_words_is_ocrd_too() -> None:
+    """A scanner's date line or a Bates number added after scanning gives the page a text
+    layer of a few words: only an empty layer was OCR'd, so the page's content was lost."""
+    from reportlab.lib.utils import ImageReader
+    from reportlab.pdfgen import canvas
+
+    out = io.BytesIO()
+    pdf = canvas.Canvas(out, pagesize=(612, 792))
+    page = text_image([SENTENCE, *[""] * 20])  # an A4-ish page, the text at its top
+    pdf.drawImage(ImageReader(page), 0, 0, width=612, height=792)
+    pdf.setFont("Helvetica", 8)
+    pdf.drawString(20, 20, "ACME-000123")
+    pdf.showPage()
+    pdf.drawString(72, 700, "A page of text with a small logo stays as its text layer says.")
+    pdf.drawImage(ImageReader(text_image(["LOGO"])), 72, 600, width=90, height=12)
+    pdf.showPage()
+    pdf.save()
+    result = ocr(out.getvalue(), "application/pdf", "bates.pdf")
+    assert result.text.startswith("ACME-000123\n\n")
+    assert SENTENCE in result.text and "LOGO" not in result.text
+
+
 def test_the_time_budget_stops_ocr() -> None:
     data = scanned_pdf_bytes([[SENTENCE], [OTHER]])
     result = ocr(data, "application/pdf", "s.pdf", max_seconds=0.5)
