@@ -129,6 +129,11 @@ _EXT_FORMATS = {
 
 # Control characters removed from extracted text: C0 except tab and newline, DEL, C1.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+# Terminal escape sequences (ECMA-48 §5.4 control sequences: ESC [, parameter bytes 0x30–0x3F,
+# intermediate bytes 0x20–0x2F, a final byte 0x40–0x7E; §8.3.89 operating system commands:
+# ESC ] … BEL or ESC backslash): the colours of a log captured from a terminal. Removing only the
+# ESC left ``[31mERROR[0m`` in the text.
+_TERMINAL_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _BLANK_RUNS = re.compile(r"\n[ \t]*(?:\n[ \t]*)+\n")
 
 
@@ -442,10 +447,11 @@ def _charset(mime_type: str | None) -> str | None:
 
 
 def normalize_text(text: str) -> str:
-    """``text`` with ``\\n`` line ends, form feeds as line ends, control characters (other than
-    tab and newline) removed, trailing spaces stripped and runs of blank lines cut to one."""
+    """``text`` with ``\\n`` line ends, form feeds as line ends, terminal escape sequences and
+    control characters (other than tab and newline) removed, trailing spaces stripped and
+    runs of blank lines cut to one."""
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x0c", "\n")
-    text = _CONTROL.sub("", text)
+    text = _CONTROL.sub("", _TERMINAL_ESCAPES.sub("", text))
     text = "\n".join(line.rstrip() for line in text.split("\n"))
     return _BLANK_RUNS.sub("\n\n", text).strip("\n")
 

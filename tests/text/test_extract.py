@@ -405,6 +405,12 @@ def test_markdown_flag() -> None:
     assert not extract(body.encode(), "text/plain", "n.txt").markdown
 
 
+def test_terminal_colours_of_a_captured_log_are_removed() -> None:
+    """Only the ESC of an ANSI colour sequence was removed: ``[31mERROR[0m`` was indexed."""
+    log = b"\x1b[1;31mERROR\x1b[0m disk full\n\x1b]0;build\x07\x1b[32mOK\x1b[K retry done\n"
+    assert extract(log, "text/plain", "build.log").text == "ERROR disk full\nOK retry done"
+
+
 def test_blank_lines_collapse() -> None:
     assert normalize_text("a\n\n\n\n  \nb  \n\n") == "a\n\nb"
 
