@@ -9,6 +9,7 @@ contents, form fields), tracked insertions (``w:ins``, §17.13.5.18), text boxes
 ``w:t`` below it (``w:tab`` a tab, ``w:br``/``w:cr`` a line end), less deleted and moved-away
 text (``w:del``, ``w:moveFrom``) and Markup Compatibility fallbacks (``mc:Fallback``: a
 second copy of a text box); a text box is a paragraph block of its own after its anchor's.
+Footnotes and endnotes, read from their own parts, follow the body.
 """
 
 from __future__ import annotations
@@ -29,16 +30,53 @@ _LINE_ENDS = frozenset({_W + "br", _W + "cr"})
 
 
 def docx_parts(data: bytes) -> Iterator[str]:
-    """Paragraphs and table rows (``a | b``) of a DOCX body in document order. Raises
-    :class:`ExtractionError` when python-docx cannot open the package or the body is
-    malformed (nesting too deep)."""
+    """Paragraphs and table rows (``a | b``) of a DOCX body in document order, then its
+    footnotes and endnotes. Raises :class:`ExtractionError` when python-docx cannot open
+    the package or the body is malformed (nesting too deep)."""
     import docx
 
     try:
-        body = docx.Document(io.BytesIO(data)).element.body
+        document = docx.Document(io.BytesIO(data))
+        body = document.element.body
+        notes = [
+            rel.target_part
+            for rel in document.part.rels.values()
+            if rel.reltype in _NOTES and not rel.is_external
+        ]
     except Exception as exc:  # python-docx raises assorted types on corrupt files
         raise ExtractionError(f"unreadable DOCX: {type(exc).__name__}: {exc}") from exc
-    return _guarded(_blocks(body))
+    return _guarded(_body_and_notes(body, notes))
+
+
+#: The relationships from the main document to its footnotes and endnotes parts (ECMA-376
+#: Part 1 §17.11: ``w:footnotes``/``w:endnotes``, each note a ``w:footnote``/``w:endnote`` of
+#: block content; python-docx does not read them).
+_NOTES = frozenset(
+    {
+        "http://schemas.openxmlformats.org/officeDocument/2006/relationships/footnotes",
+        "http://schemas.openxmlformats.org/officeDocument/2006/relationships/endnotes",
+    }
+)
+
+
+def _body_and_notes(body: Any, notes: list[Any]) -> Iterator[str]:
+    yield from _blocks(body)
+    for part in notes:
+        for note in _notes(part):
+            # separators and continuation notices (w:type, §17.18.33) are rules, not text
+            if note.get(_W + "type") in (None, "normal"):
+                yield from _blocks(note)
+
+
+def _notes(part: Any) -> list[Any]:
+    """The notes of a footnotes or endnotes part; none when its XML is broken (the body read
+    must not be lost for it)."""
+    from docx.oxml import parse_xml
+
+    try:
+        return list(parse_xml(part.blob))
+    except Exception:  # lxml's XMLSyntaxError and the like
+        return []
 
 
 def _guarded(parts: Iterator[str]) -> Iterator[str]:

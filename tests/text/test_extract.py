@@ -248,6 +248,37 @@ def test_docx_content_controls_tracked_changes_and_text_boxes() -> None:
     )
 
 
+def test_docx_footnotes_and_endnotes_follow_the_body() -> None:
+    """Footnotes and endnotes live in parts of their own, which python-docx never reads."""
+    import docx
+    from docx.opc.constants import CONTENT_TYPE, RELATIONSHIP_TYPE
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+
+    document = docx.Document()
+    document.add_paragraph("The survey found erosion at the pier.")
+    notes = (
+        "<w:footnotes {ns}><w:footnote w:type='separator' w:id='-1'><w:p><w:r><w:separator/>"
+        "</w:r></w:p></w:footnote><w:footnote w:id='1'><w:p><w:r><w:t>Measured in March."
+        "</w:t></w:r></w:p></w:footnote></w:footnotes>"
+    )
+    for name, kind, content_type, xml in (
+        ("footnotes", "FOOTNOTES", CONTENT_TYPE.WML_FOOTNOTES, notes),
+        ("endnotes", "ENDNOTES", CONTENT_TYPE.WML_ENDNOTES, "<w:endnotes {ns}><w:endnote "
+         "w:id='1'><w:p><w:r><w:t>Source: harbour office.</w:t></w:r></w:p></w:endnote>"
+         "</w:endnotes>"),
+    ):  # fmt: skip
+        blob = xml.format(ns=_WORD_NS).encode()
+        part = Part(PackURI(f"/word/{name}.xml"), content_type, blob, document.part.package)
+        document.part.relate_to(part, getattr(RELATIONSHIP_TYPE, kind))
+    buf = io.BytesIO()
+    document.save(buf)
+    out = extract(buf.getvalue(), DOCX_MIME, "survey.docx").text
+    assert out == (
+        "The survey found erosion at the pier.\n\nMeasured in March.\n\nSource: harbour office."
+    )
+
+
 def test_odt_paragraphs_lists_tables(odt_bytes: bytes) -> None:
     out = extract(odt_bytes, ODT_MIME, "status.odt")
     for sentence in SENTENCES:
