@@ -8,7 +8,7 @@ module decides the format and holds plain text; each other family has its module
 for scans and images), :mod:`~ncindex.text.markup` (HTML), :mod:`~ncindex.text.odf` (ODT,
 ODP, ODS), :mod:`~ncindex.text.slides` (PPTX), :mod:`~ncindex.text.sheets` (XLSX, CSV,
 TSV), :mod:`~ncindex.text.ebook` (EPUB), :mod:`~ncindex.text.rtf` and
-:mod:`~ncindex.text.mail` (EML).
+:mod:`~ncindex.text.mail` (EML), :mod:`~ncindex.text.cards` (iCalendar, vCard).
 
 Every input is bounded: the bytes read (``max_bytes``, and the uncompressed size of zip-based
 formats), the pages, slides, sheets or chapters (``max_pages``), the rows of a sheet, the
@@ -59,6 +59,7 @@ DEFAULT_MAX_SECONDS = 60.0
 TEXT, MARKDOWN, HTML, PDF, DOCX, ODT = "text", "markdown", "html", "pdf", "docx", "odt"
 PPTX, ODP, XLSX, ODS, CSV, TSV = "pptx", "odp", "xlsx", "ods", "csv", "tsv"
 EPUB, RTF, EML, IMAGE = "epub", "rtf", "eml", "image"
+ICS, VCF = "ics", "vcf"
 #: Formats read only by OCR.
 OCR_FORMATS = frozenset({IMAGE})
 #: Formats stored in a zip archive (checked against ``max_unzipped_bytes`` first).
@@ -99,6 +100,9 @@ _MIME_FORMATS = {
     "text/rtf": RTF,
     "application/rtf": RTF,
     "message/rfc822": EML,
+    "text/calendar": ICS,
+    "text/vcard": VCF,
+    "text/x-vcard": VCF,
     "image/png": IMAGE,
     "image/jpeg": IMAGE,
     "image/tiff": IMAGE,
@@ -125,6 +129,8 @@ _EXT_FORMATS = {
     "epub": EPUB,
     "rtf": RTF,
     "eml": EML,
+    **dict.fromkeys(("ics", "ical"), ICS),
+    **dict.fromkeys(("vcf", "vcard"), VCF),
 }
 
 # Control characters removed from extracted text: C0 except tab and newline, DEL, C1.
@@ -288,6 +294,11 @@ def extract_text(
     if fmt in (TEXT, MARKDOWN):
         text, cut = decode_text(data, _charset(mime_type), max_chars)
         return _result(text, max_chars, markdown=fmt == MARKDOWN, pages=None, truncated=cut)
+    if fmt in (ICS, VCF):
+        from ncindex.text.cards import card_text
+
+        text, cut = card_text(data, max_chars)
+        return _result(text, max_chars, markdown=True, pages=None, truncated=cut)
     if fmt in _ZIPPED:
         _check_zip(data, max_unzipped_bytes)
     blocks = Blocks(max_chars, max_seconds)

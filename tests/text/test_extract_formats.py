@@ -236,6 +236,52 @@ def test_eml_html_only_body_is_read_as_text() -> None:
     assert "Market day\n\nCheese stalls open at seven." in result.text and "<p>" not in result.text
 
 
+def test_icalendar_events_are_read_by_property_unfolded_and_unescaped() -> None:
+    """Read as plain text, a folded line split a word (``fol`` / ``ded``), escapes stayed
+    (``appointment\\, bring``) and alarms and time zones were indexed as the event's text."""
+    ics = (
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//Nextcloud//Calendar//EN\r\n"
+        "BEGIN:VTIMEZONE\r\nTZID:Europe/Berlin\r\nEND:VTIMEZONE\r\n"
+        "BEGIN:VEVENT\r\nUID:1\r\nSUMMARY:Dentist appointment\\, bring X-ray\r\n"
+        "DESCRIPTION:Ask about the wisdom tooth that is fol\r\n ded away\\nand the bill\r\n"
+        "LOCATION:Praxis Dr. Müller\\; 2nd floor\r\n"
+        "DTSTART;TZID=Europe/Berlin:20260105T090000\r\n"
+        'ORGANIZER;CN="Anna Berg":mailto:anna@example.org\r\n'
+        "BEGIN:VALARM\r\nACTION:DISPLAY\r\nDESCRIPTION:Reminder\r\nEND:VALARM\r\n"
+        "END:VEVENT\r\nBEGIN:VTODO\r\nSUMMARY:File taxes\r\nDUE;VALUE=DATE:20260531\r\n"
+        "END:VTODO\r\nEND:VCALENDAR\r\n"
+    ).encode()
+    result = extract(ics, "text/calendar", "dentist.ics")
+    assert result.markdown
+    assert result.text == (
+        "# Dentist appointment, bring X-ray\n\n"
+        "Description: Ask about the wisdom tooth that is folded away\nand the bill\n"
+        "Location: Praxis Dr. Müller; 2nd floor\nStart: 2026-01-05 09:00\n"
+        "Organizer: Anna Berg <anna@example.org>\n\n# File taxes\n\nDue: 2026-05-31"
+    )
+
+
+def test_vcard_2_1_quoted_printable_names_are_decoded() -> None:
+    """A phone's contact export (vCard 2.1) writes non-ASCII names quoted-printable: read as
+    plain text, ``Jürgen Müller`` was ``J=C3=BC=72=67=65=6E=20=4D…`` and never found."""
+    vcf = (
+        b"BEGIN:VCARD\r\nVERSION:2.1\r\n"
+        b"N;CHARSET=UTF-8;ENCODING=QUOTED-PRINTABLE:=4D=C3=BC=6C=6C=65=72;J=C3=BC=72=67=65=6E;;;\r\n"
+        b"FN;CHARSET=UTF-8;ENCODING=QUOTED-PRINTABLE:J=C3=BC=72=67=65=6E=20=4D=C3=BC=6C=6C=\r\n"
+        b"=65=72\r\nTEL;CELL:+49 170 1234567\r\nEND:VCARD\r\n"
+        b"BEGIN:VCARD\r\nVERSION:3.0\r\nFN:Jane Doe\r\nORG:ACME\\, Inc.;Harbour unit\r\n"
+        b"item1.EMAIL;TYPE=INTERNET:jane@example.org\r\n"
+        b"ADR;TYPE=HOME:;;Hauptstr. 5;K\xc3\xb6ln;;50667;Germany\r\n"
+        b"PHOTO;ENCODING=b;TYPE=JPEG:/9j/4AAQSkZJRgABAQAAAQABAAD\r\nEND:VCARD\r\n"
+    )
+    assert extract(vcf, "text/vcard", "contacts.vcf").text == (
+        "# Jürgen Müller\n\nName: Müller Jürgen\nPhone: +49 170 1234567\n\n"
+        "# Jane Doe\n\nOrganization: ACME, Inc. Harbour unit\nEmail: jane@example.org\n"
+        "Address: Hauptstr. 5 Köln 50667 Germany"
+    )
+    assert extract(vcf, "application/octet-stream", "/Backup/contacts.vcf").text.startswith("# J")
+
+
 def test_eml_8bit_body_without_a_charset_is_not_read_as_ascii() -> None:
     """A body part naming no charset is US-ASCII by RFC 2045 §5.2, and the ``email`` package
     replaced every 8-bit byte of such a Latin-1 body with U+FFFD."""
