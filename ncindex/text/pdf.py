@@ -93,9 +93,9 @@ def _form_values(reader: Any) -> list[str]:
 
 #: A page whose text layer has fewer non-blank characters than this while images cover at
 #: least :data:`_SCAN_COVER` of it is a scan with a stamp on it — a scanner's date line, a
-#: Bates number, "Page 1 of 3" added after scanning — and is OCR'd too: its layer alone
-#: would stand for the whole page.
-_STAMP_CHARS = 100
+#: fax header, a Bates number, "Page 1 of 3" added after scanning — and is OCR'd too: its
+#: layer alone would stand for the whole page.
+_STAMP_CHARS = 64
 _SCAN_COVER = 0.5
 
 
@@ -125,8 +125,10 @@ class _Scans:
     def mostly_image(self, number: int) -> bool:
         """Whether images cover at least :data:`_SCAN_COVER` of page ``number`` (0-based), by
         PDFium's bounds of the page's image objects (within forms too); ``False`` while OCR
-        is off, or when PDFium cannot read the page."""
-        if self.ocr is None:
+        is off, once ``Ocr.max_pages`` pages are OCR'd (a page its layer reads is not cut
+        short: slides with a background picture look the same), or when PDFium cannot read
+        the page."""
+        if self.ocr is None or self.done >= self.ocr.max_pages:
             return False
         import pypdfium2
         import pypdfium2.raw

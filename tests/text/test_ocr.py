@@ -104,6 +104,24 @@ def test_a_scan_with_a_stamp_of_a_few_words_is_ocrd_too() -> None:
     assert SENTENCE in result.text and "LOGO" not in result.text
 
 
+def test_stamped_pages_past_the_ocr_bound_do_not_cut_the_document_short() -> None:
+    """Past ``Ocr.max_pages`` a page with a text layer is read by it: a deck exported with a
+    background picture on every slide was listed as truncated."""
+    from reportlab.lib.utils import ImageReader
+    from reportlab.pdfgen import canvas
+
+    out = io.BytesIO()
+    pdf = canvas.Canvas(out, pagesize=(612, 792))
+    for title in ("Agenda", "Budget"):
+        pdf.drawImage(ImageReader(text_image([SENTENCE, *[""] * 20])), 0, 0, width=612, height=792)
+        pdf.drawString(72, 40, title)
+        pdf.showPage()
+    pdf.save()
+    result = ocr(out.getvalue(), "application/pdf", "deck.pdf", ocr=Ocr(max_pages=1))
+    assert not result.truncated
+    assert result.text.count(SENTENCE) == 1 and result.text.endswith("Budget")
+
+
 def test_the_time_budget_stops_ocr() -> None:
     data = scanned_pdf_bytes([[SENTENCE], [OTHER]])
     result = ocr(data, "application/pdf", "s.pdf", max_seconds=0.5)
