@@ -29,6 +29,11 @@ _DETECT_SAMPLE = 64 * 1024
 #: (the bytes of ``<style>`` rules and attribute values sway charset-normalizer: a French page
 #: in windows-1252 was taken for windows-1257)
 _MARKUP = re.compile(rb"<[^>]*>|&#?\w+;")
+#: The share of a parity's bytes that must be NUL for BOM-less UTF-16 (:func:`_wide_unicode`).
+_WIDE_NULS = 0.3
+#: Control characters that plain text does not hold (C0 but tab, line feed, form feed and
+#: carriage return; DEL).
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 
 
 def decode_text(
@@ -38,7 +43,7 @@ def decode_text(
     order); ``declared`` is the charset the file or its transport names (``None``: none);
     ``markup`` says ``data`` is HTML or XML (the guess is made on the text between its tags).
     Returns the text and whether bytes were cut. Raises :class:`ExtractionError` for NUL
-    bytes without a UTF-16/32 byte order mark (binary data)."""
+    bytes in what is neither UTF-16 nor UTF-32 (binary data)."""
     limit = 4 * max_chars + 4  # no encoding used here takes more than 4 bytes per character
     cut = len(data) > limit
     for bom, encoding in _BOMS:
@@ -47,7 +52,10 @@ def decode_text(
             return codecs.getincrementaldecoder(encoding)("replace").decode(body), cut
     head = data[:limit]
     if b"\x00" in head:
-        raise ExtractionError("binary data: NUL bytes in a text file")
+        wide = _wide_unicode(head)
+        if wide is None:
+            raise ExtractionError("binary data: NUL bytes in a text file")
+        return codecs.getincrementaldecoder(wide)("replace").decode(head, final=not cut), cut
     try:
         return codecs.getincrementaldecoder("utf-8")("strict").decode(head, final=not cut), cut
     except UnicodeDecodeError:
@@ -60,6 +68,31 @@ def decode_text(
             pass  # a codec that is no text encoding (base64, rot13, idna, punycode…): guess
     sample = _MARKUP.sub(b" ", head[: 4 * _DETECT_SAMPLE]) if markup else head
     return head.decode(_guess_encoding(sample) or "cp1252", errors="replace"), cut
+
+
+def _wide_unicode(data: bytes) -> str | None:
+    """``"utf-16-le"`` or ``"utf-16-be"`` for UTF-16 without a byte order mark (a database's
+    or a Windows tool's export), ``None`` for other data with NUL bytes (binary). Told by its
+    NULs, as text in a Latin script has them: every character below U+0100 has a zero high
+    byte, so NULs stand at one parity only — the odd bytes for little-endian — and are
+    common there (here at least :data:`_WIDE_NULS` of them); the text must decode strictly
+    and hold no control characters but whitespace. charset-normalizer is not asked: it
+    names UTF-16 for short binary data too (``ELF\\x00\\x01\\x02binary``)."""
+    size = len(data) // 2 * 2
+    even, odd = data[0:size:2], data[1:size:2]
+    if size < 4:
+        return None
+    if odd.count(0) >= _WIDE_NULS * len(odd) and even.count(0) == 0:
+        encoding = "utf-16-le"
+    elif even.count(0) >= _WIDE_NULS * len(even) and odd.count(0) == 0:
+        encoding = "utf-16-be"
+    else:
+        return None
+    try:
+        text = data[:size].decode(encoding)
+    except UnicodeDecodeError:
+        return None
+    return None if _CONTROLS.search(text) else encoding
 
 
 def known_encoding(name: str | None) -> str | None:

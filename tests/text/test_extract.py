@@ -412,6 +412,18 @@ def test_html_without_a_declared_charset_is_guessed_on_its_text() -> None:
     assert extract(page.encode("cp1252"), "text/html", "page.htm").text == text
 
 
+def test_utf16_without_a_byte_order_mark_is_text() -> None:
+    """A database's or Windows tool's UTF-16 export without a BOM has a NUL in every other
+    byte: it was refused as binary data."""
+    text = "Grüße aus Köln,\nZeile zwei mit Straße und Maß."
+    for encoding in ("utf-16-le", "utf-16-be"):
+        assert extract(text.encode(encoding), "text/plain", "export.txt").text == text
+    rows = "Name;Stadt\nMüller;Köln\n".encode("utf-16-le")
+    assert extract(rows, "text/csv", "export.csv").text == "Name | Stadt\nMüller | Köln"
+    with pytest.raises(ExtractionError, match="NUL"):
+        extract(b"Some text\x00with NUL\x00 bytes, starfish", "text/plain", "a.txt")
+
+
 def test_plain_text_with_nul_is_binary() -> None:
     with pytest.raises(ExtractionError, match="NUL"):
         extract(b"ELF\x00\x01\x02binary", "text/plain", "a.txt")
