@@ -488,6 +488,25 @@ def _check_zip(data: bytes, max_unzipped_bytes: int) -> None:
     # RuntimeError includes zipfile's NotImplementedError: a member needing a newer zip version
     # ("zip file version 6.4") or an unsupported compression method
     except (zipfile.BadZipFile, ValueError, EOFError, OSError, RuntimeError) as exc:
+        if data.startswith(_CFB_SIGNATURE):
+            raise ExtractionError(_cfb_reason(data)) from exc
         raise ExtractionError(f"not a valid document archive: {exc}") from exc
     if unpacked > max_unzipped_bytes:
         raise TooLarge(f"archive unpacks to {unpacked} bytes (limit {max_unzipped_bytes})")
+
+
+#: The header signature of a Compound File Binary container ([MS-CFB] §2.2), the file format
+#: of Office 97–2003 documents and of every password-protected Office document.
+_CFB_SIGNATURE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+#: The stream name ([MS-OFFCRYPTO] §2.3.4: ``EncryptionInfo`` and ``EncryptedPackage``) that
+#: a password-protected DOCX, XLSX or PPTX keeps its encrypted package in; directory entry
+#: names are UTF-16LE ([MS-CFB] §2.6.1).
+_ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
+
+
+def _cfb_reason(data: bytes) -> str:
+    """Why a CFB container under a zip-based format's name cannot be read: a password or a
+    legacy binary format (a user's "Save as" without "Save as type", or a renamed file)."""
+    if _ENCRYPTED_PACKAGE in data:
+        return "encrypted Office document (needs a password)"
+    return "a legacy Office document (.doc, .xls, .ppt: not read) under a newer format's name"

@@ -537,6 +537,20 @@ def test_a_document_under_another_name_is_read_as_what_its_bytes_are(
     assert extract(b"See %PDF-1.4 headers", "text/plain", "a.txt").text == "See %PDF-1.4 headers"
 
 
+def test_password_protected_and_legacy_office_files_say_so() -> None:
+    """A password-protected DOCX/XLSX/PPTX is a CFB container ([MS-OFFCRYPTO] §2.3.4), as is
+    a .doc saved under a .docx name: the dead letter said only "File is not a zip file".
+    (No library here writes CFB: the bytes are its header signature and a directory entry
+    name, the parts the reason is read from.)"""
+    header = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504)
+    encrypted = header + "EncryptedPackage".encode("utf-16-le") + bytes(64)
+    with pytest.raises(ExtractionError, match=r"encrypted Office document \(needs a password\)"):
+        extract(encrypted, DOCX_MIME, "salaries.docx")
+    word_97 = header + "WordDocument".encode("utf-16-le") + bytes(64)
+    with pytest.raises(ExtractionError, match="legacy Office document"):
+        extract(word_97, DOCX_MIME, "old letter.docx")
+
+
 def test_zip_bomb_bound(docx_bytes: bytes) -> None:
     with pytest.raises(TooLarge, match="unpacks"):
         extract(docx_bytes, DOCX_MIME, "a.docx", max_unzipped_bytes=10_000)
