@@ -270,7 +270,8 @@ def extract_text(
     documents may unpack to ``max_unzipped_bytes``; reading stops after ``max_seconds``
     seconds. ``ocr`` (``None``: off) reads images and PDF pages without a text layer.
 
-    Raises :class:`~ncindex.errors.ExtractionError` for an unsupported type, an image while
+    An empty ``data`` is no text, whatever the format. Raises
+    :class:`~ncindex.errors.ExtractionError` for an unsupported type, an image while
     OCR is off or unavailable, binary data in a text file (NUL bytes), an encrypted or
     corrupt document (never for Celery's ``SoftTimeLimitExceeded``, which a parser's
     catch-all may have wrapped in one: that is raised as it is);
@@ -288,6 +289,10 @@ def extract_text(
     fmt = detect_format(mime_type, filename)
     if fmt is None:
         raise ExtractionError(f"unsupported file type {mime_type!r} ({filename!r})")
+    if not data:
+        # an empty file — a placeholder, an upload that never finished — has no text, whatever
+        # its format: it is indexed as no text (skipped as no_text), not parked as unreadable
+        return ExtractedText(text="", markdown=False, pages=None, truncated=False)
     fmt = sniff_format(data) or fmt
     if fmt in OCR_FORMATS and ocr is None:
         raise ExtractionError(f"OCR is off: {filename!r} is an image ({mime_type!r})")

@@ -537,6 +537,21 @@ def test_a_document_under_another_name_is_read_as_what_its_bytes_are(
     assert extract(b"See %PDF-1.4 headers", "text/plain", "a.txt").text == "See %PDF-1.4 headers"
 
 
+def test_an_empty_file_of_any_format_is_no_text() -> None:
+    """A zero-byte PDF or DOCX (a placeholder, an upload that never finished) was parked in
+    the dead letter as unreadable ("Cannot read an empty file", "File is not a zip file"),
+    counted as failed, while an empty .txt was skipped as no_text."""
+    for mime, name in (
+        ("application/pdf", "scan.pdf"),
+        (DOCX_MIME, "letter.docx"),
+        (ODT_MIME, "letter.odt"),
+        ("message/rfc822", "mail.eml"),
+        ("text/plain", "notes.txt"),
+    ):
+        out = extract(b"", mime, name)
+        assert out.text == "" and not out.truncated, name
+
+
 def test_password_protected_and_legacy_office_files_say_so() -> None:
     """A password-protected DOCX/XLSX/PPTX is a CFB container ([MS-OFFCRYPTO] §2.3.4), as is
     a .doc saved under a .docx name: the dead letter said only "File is not a zip file".
