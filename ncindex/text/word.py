@@ -18,6 +18,8 @@ import io
 from collections.abc import Iterator
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
+
 from ncindex.errors import ExtractionError
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -75,6 +77,8 @@ def _notes(part: Any) -> list[Any]:
 
     try:
         return list(parse_xml(part.blob))
+    except SoftTimeLimitExceeded:  # the task's time is up, not the part's fault
+        raise
     except Exception:  # lxml's XMLSyntaxError and the like
         return []
 

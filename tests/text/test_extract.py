@@ -248,8 +248,9 @@ def test_docx_content_controls_tracked_changes_and_text_boxes() -> None:
     )
 
 
-def test_docx_footnotes_and_endnotes_follow_the_body() -> None:
-    """Footnotes and endnotes live in parts of their own, which python-docx never reads."""
+def _docx_with_notes() -> bytes:
+    """A DOCX with a footnote and an endnote, each in its own part as Word writes them
+    (python-docx writes none: the parts are added through its package API)."""
     import docx
     from docx.opc.constants import CONTENT_TYPE, RELATIONSHIP_TYPE
     from docx.opc.packuri import PackURI
@@ -273,7 +274,12 @@ def test_docx_footnotes_and_endnotes_follow_the_body() -> None:
         document.part.relate_to(part, getattr(RELATIONSHIP_TYPE, kind))
     buf = io.BytesIO()
     document.save(buf)
-    out = extract(buf.getvalue(), DOCX_MIME, "survey.docx").text
+    return buf.getvalue()
+
+
+def test_docx_footnotes_and_endnotes_follow_the_body() -> None:
+    """Footnotes and endnotes live in parts of their own, which python-docx never reads."""
+    out = extract(_docx_with_notes(), DOCX_MIME, "survey.docx").text
     assert out == (
         "The survey found erosion at the pier.\n\nMeasured in March.\n\nSource: harbour office."
     )
@@ -683,6 +689,26 @@ def test_mangled_documents_never_escape_the_error_contract(samples, which, cut, 
     except (ExtractionError, TooLarge):
         return
     assert isinstance(out.text, str) and len(out.text) <= 5000
+
+
+def test_the_task_time_limit_in_a_part_read_on_the_side_is_raised_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DOCX notes and a PDF's form are read by catch-alls that keep the rest of the document
+    when they break; Celery's soft time limit is not their breaking."""
+    import docx.oxml
+    import pypdf
+
+    def overrun(*args: object, **kwargs: object) -> None:
+        raise SoftTimeLimitExceeded()
+
+    notes = _docx_with_notes()
+    monkeypatch.setattr(docx.oxml, "parse_xml", overrun)
+    with pytest.raises(SoftTimeLimitExceeded):
+        extract(notes, DOCX_MIME, "survey.docx")
+    monkeypatch.setattr(pypdf.PdfReader, "get_fields", overrun)
+    with pytest.raises(SoftTimeLimitExceeded):
+        extract(make_pdf([["A form"]]), "application/pdf", "form.pdf")
 
 
 def test_the_task_time_limit_inside_a_parser_is_raised_as_it_is(

@@ -87,6 +87,82 @@ def test_slides_are_bounded(make, mime, name) -> None:
     assert result.truncated and len(result.text) == 60
 
 
+_P = "http://schemas.openxmlformats.org/presentationml/2006/main"
+_A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+_DGM = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
+_R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+
+
+def smartart_pptx(points: list[tuple[str, str]], data_xml: str | None = None) -> bytes:
+    """A one-slide PPTX with a SmartArt graphic frame whose data model holds ``points``
+    (type, text), by python-pptx (which writes no SmartArt: the frame and the data model
+    part are added as PowerPoint writes them, ECMA-376 Part 1 §21.4)."""
+    from pptx import Presentation
+    from pptx.opc.package import Part
+    from pptx.opc.packuri import PackURI
+    from pptx.oxml import parse_xml
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])  # title only
+    slide.shapes.title.text = "Process"
+    model = "".join(
+        f'<dgm:pt modelId="{n}" type="{kind}"><dgm:t><a:bodyPr/><a:p><a:r><a:t>{text}</a:t>'
+        "</a:r></a:p></dgm:t></dgm:pt>"
+        for n, (kind, text) in enumerate(points)
+    )
+    data = data_xml or (
+        f'<dgm:dataModel xmlns:dgm="{_DGM}" xmlns:a="{_A}"><dgm:ptLst>{model}</dgm:ptLst>'
+        "</dgm:dataModel>"
+    )
+    part = Part(
+        PackURI("/ppt/diagrams/data1.xml"),
+        "application/vnd.openxmlformats-officedocument.drawingml.diagramData+xml",
+        slide.part.package,
+        data.encode(),
+    )
+    rid = slide.part.relate_to(part, f"{_R}/diagramData")
+    slide.shapes._spTree.append(
+        parse_xml(
+            f'<p:graphicFrame xmlns:p="{_P}" xmlns:a="{_A}"><p:nvGraphicFramePr>'
+            '<p:cNvPr id="9" name="Diagram 1"/><p:cNvGraphicFramePr/><p:nvPr/>'
+            '</p:nvGraphicFramePr><p:xfrm><a:off x="0" y="0"/><a:ext cx="9" cy="9"/></p:xfrm>'
+            f'<a:graphic><a:graphicData uri="{_DGM}"><dgm:relIds xmlns:dgm="{_DGM}" '
+            f'xmlns:r="{_R}" r:dm="{rid}" r:lo="" r:qs="" r:cs=""/></a:graphicData></a:graphic>'
+            "</p:graphicFrame>"
+        )
+    )
+    out = io.BytesIO()
+    deck.save(out)
+    return out.getvalue()
+
+
+def test_smartart_text_is_read() -> None:
+    """A SmartArt diagram's text lives in its data model part, which python-pptx never reads:
+    a process diagram's steps were not indexed."""
+    data = smartart_pptx(
+        [("doc", ""), ("node", "Survey the pier"), ("parTrans", ""), ("node", "Order timber")]
+    )
+    assert extract(data, PPTX, "plan.pptx").text == (
+        "# Slide 1: Process\n\nSurvey the pier\nOrder timber"
+    )
+    broken = smartart_pptx([], data_xml="<dgm:dataModel")  # a broken diagram loses no slide
+    assert extract(broken, PPTX, "plan.pptx").text == "# Slide 1: Process"
+
+
+def test_the_task_time_limit_while_reading_a_diagram_is_raised_as_it_is(monkeypatch) -> None:
+    """A broken diagram is skipped by a catch-all; Celery's soft time limit is not that."""
+    import pptx.oxml
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    def overrun(*args: object, **kwargs: object) -> None:
+        raise SoftTimeLimitExceeded()
+
+    data = smartart_pptx([("node", "Survey the pier")])
+    monkeypatch.setattr(pptx.oxml, "parse_xml", overrun)
+    with pytest.raises(SoftTimeLimitExceeded):
+        extract(data, PPTX, "plan.pptx")
+
+
 def test_xlsx_sheet_by_sheet_rows_as_lines() -> None:
     result = extract(xlsx_bytes(SHEETS), XLSX, "stock.xlsx")
     assert result.markdown and result.pages == 2
