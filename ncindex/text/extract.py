@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import io
 import re
+import unicodedata
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -141,6 +142,13 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 # ESC left ``[31mERROR[0m`` in the text.
 _TERMINAL_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _BLANK_RUNS = re.compile(r"\n[ \t]*(?:\n[ \t]*)+\n")
+# The Latin ligatures (U+FB00–U+FB06, Unicode's Alphabetic Presentation Forms) as their
+# letters (their NFKC forms): PDFs typeset by TeX, InDesign or Word map the ligature glyphs to
+# them, and the dense model's tokenizer reads ``ﬁnance`` as ``ﬁ ##nan ##ce`` and ``oﬃce`` as
+# [UNK] (a query's similarity to such a page fell from 0.77 to 0.17).
+_LIGATURES = str.maketrans(
+    {chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,10 +472,10 @@ def _charset(mime_type: str | None) -> str | None:
 
 def normalize_text(text: str) -> str:
     """``text`` with ``\\n`` line ends, form feeds as line ends, terminal escape sequences and
-    control characters (other than tab and newline) removed, trailing spaces stripped and
-    runs of blank lines cut to one."""
+    control characters (other than tab and newline) removed, Latin ligatures (``ﬁ``) as their
+    letters, trailing spaces stripped and runs of blank lines cut to one."""
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x0c", "\n")
-    text = _CONTROL.sub("", _TERMINAL_ESCAPES.sub("", text))
+    text = _CONTROL.sub("", _TERMINAL_ESCAPES.sub("", text)).translate(_LIGATURES)
     text = "\n".join(line.rstrip() for line in text.split("\n"))
     return _BLANK_RUNS.sub("\n\n", text).strip("\n")
 
