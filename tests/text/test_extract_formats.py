@@ -424,6 +424,20 @@ def sample_files() -> list[tuple[str, str | None, bytes, list[str]]]:
             eml_bytes("Ferry", "The last ferry leaves at 18:40.\n"),
             ["The last ferry leaves at 18:40."],
         ),
+        (
+            "tides.ics",
+            "text/calendar",
+            b"BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nSUMMARY:Spring tide\r\nDESCRIPTION:The causeway "
+            b"floods at noon.\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+            ["The causeway floods at noon."],
+        ),
+        (
+            "crew.vcf",
+            None,
+            b"BEGIN:VCARD\r\nVERSION:3.0\r\nFN:Rui Costa\r\nNOTE:Skipper of the pilot boat.\r\n"
+            b"END:VCARD\r\n",
+            ["Skipper of the pilot boat."],
+        ),
     ]
 
 
@@ -455,7 +469,7 @@ def new_samples() -> list[tuple[bytes, str | None, str]]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    which=st.integers(0, 7),
+    which=st.integers(0, 9),
     cut=st.none() | st.integers(0, 2**24),
     flips=st.lists(st.tuples(st.integers(0, 2**24), st.integers(0, 255)), max_size=8),
 )
