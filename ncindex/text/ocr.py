@@ -134,7 +134,11 @@ def image_text(data: bytes, blocks: Blocks, ocr: Ocr) -> int:
                     break
     except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
         raise TooLarge(f"image too large: {exc}") from exc
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
+    except UnidentifiedImageError as exc:
+        # its message names the in-memory file object by address ("cannot identify image
+        # file <_io.BytesIO object at 0x7f…>"): a reason that changed on every attempt
+        raise ExtractionError("unreadable image: no image format Pillow knows") from exc
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
         # Pillow's decoders raise OSError ("image file is truncated") and SyntaxError
         raise ExtractionError(f"unreadable image: {type(exc).__name__}: {exc}") from exc
     return int(frames)

@@ -144,6 +144,17 @@ def test_ocr_off_missing_languages_and_corrupt_images_say_why() -> None:
     assert off.file_reason("/a.png", "image/png", []) == "ocr_unavailable"
 
 
+def test_the_reason_for_bytes_that_are_no_image_is_the_same_every_time() -> None:
+    """Pillow's message named the in-memory file by its address (``<_io.BytesIO object at
+    0x7f…>``), so the dead letter's reason differed on every attempt."""
+    reasons = set()
+    for _ in range(2):
+        with pytest.raises(ExtractionError) as caught:
+            ocr(b"\x89PNG\r\n\x1a\n" + bytes(50), "image/png", "broken.png")
+        reasons.add(str(caught.value))
+    assert reasons == {"unreadable image: no image format Pillow knows"}
+
+
 def test_an_image_beyond_pillows_pixel_bound_is_too_large(monkeypatch) -> None:
     from PIL import Image
 
