@@ -48,6 +48,12 @@ Documents and queries go through the same chain, so a word meets itself:
    (NFC), so ``Mu\\u0308nchen`` (decomposed, as some PDFs and macOS text have it) gives
    ``münchen`` and ``munchen`` as ``München`` does. Text without marks gives the terms of
    ``en-3``.
+
+   Since ``en-5``, a word is read without the invisible format characters inside it (UAX #29's
+   WB4 ignores them there; :func:`_is_ignored_format`): a soft hyphen (``Rech\u00adnung``),
+   a zero-width joiner or non-joiner, a word joiner, a bidi control no longer cuts a word in
+   two, and the term is the word without them, so ``Rechnung`` finds it. Text without such
+   characters gives the terms of ``en-4``.
 2. **Stemming**: the Snowball English stemmer (Porter2, through ``PyStemmer``, the Snowball
    project's own C build) for tokens made of letters only; tokens holding digits or symbols
    (``3d``, ``il-6``, ``c++``) are left as they are.
@@ -80,11 +86,12 @@ import mmh3
 
 from ncindex.store.port import SparseVector
 
-ANALYZER_VERSION = "en-4"
+ANALYZER_VERSION = "en-5"
 """The analysis chain's version, stored in each point's ``analyzer`` payload field. ``en-1``
 was fastembed's ``Qdrant/bm25`` with the 1,333-word ``stop-words`` list; ``en-2`` the chain
 without elision, accent folding and CJK bigrams; ``en-3`` the chain that split words at
-combining marks. ``en`` names the stemmer and stop words, still English. An older point
+combining marks; ``en-4`` the chain that split words at format characters (a soft hyphen).
+``en`` names the stemmer and stop words, still English. An older point
 answers every query term the current chain shares with it (all of plain ASCII text, and a
 word's own form beside its folded one) until ``ncindex reindex --analyzer`` rewrites it; what
 it lacks is :data:`LACKING`."""
@@ -93,6 +100,7 @@ LACKING = {
     "en-2": "folded forms, words after a French or Italian elision, CJK bigrams",
     "en-3": "words holding combining marks (Hindi and other Indic scripts, pointed Hebrew, "
     "decomposed accents)",
+    "en-4": "words holding invisible format characters (soft hyphens, zero-width joiners)",
 }
 """What a point of each older version lacks of the current chain's terms, version by version:
 a point of ``en-2`` lacks what ``en-2`` and every later entry name."""
@@ -203,7 +211,8 @@ class _Marks:
     mark, as decomposed (NFD) text has them). Python's ``\\w`` leaves marks out, so without
     these ``हिन्दी`` fell apart into consonants and a decomposed ``Mu\\u0308nchen`` into ``mu``
     and ``nchen``; Lucene's StandardTokenizer keeps a mark with the letter before it (UAX #29's
-    ``Extend``), and so do these."""
+    ``Extend``), and so do these. And for text holding format characters, which a word is
+    read without (:func:`_is_ignored_format`)."""
 
     bmp_mark: re.Pattern[str]
     """One combining mark up to U+FFFF."""
@@ -216,7 +225,12 @@ class _Marks:
     part: re.Pattern[str]
     """:data:`_PART` likewise."""
     cluster: re.Pattern[str]
-    """One character and the marks after it (a lone mark at the start of a text too)."""
+    """One character and the marks and format characters after it (a lone mark or format
+    character at the start of a text too)."""
+    bmp_format: re.Pattern[str]
+    """One format character a word is read without (:func:`_is_ignored_format`) up to U+FFFF."""
+    astral_format: re.Pattern[str]
+    """One format character beyond U+FFFF."""
 
     def found_in(self, text: str) -> bool:
         """Whether ``text`` holds a combining mark (the class beyond U+FFFF is searched only
@@ -225,13 +239,45 @@ class _Marks:
             return True
         return self.astral_char.search(text) is not None and bool(self.astral_mark.search(text))
 
+    def format_in(self, text: str) -> bool:
+        """Whether ``text`` holds a format character that words ignore (as :meth:`found_in`
+        looks for marks)."""
+        if self.bmp_format.search(text) is not None:
+            return True
+        return self.astral_char.search(text) is not None and bool(self.astral_format.search(text))
 
-def _mark_ranges(low: int, high: int) -> str:
-    """The combining marks in ``[low, high)`` as the ranges of a regular-expression class."""
+
+def _is_mark(ch: str) -> bool:
+    return unicodedata.category(ch).startswith("M")
+
+
+_ZERO_WIDTH_SPACE = "\u200b"
+
+
+def _is_ignored_format(ch: str) -> bool:
+    """Whether ``ch`` is a format character a word is read without, wherever it stands in the
+    word: all of Unicode's category Cf but the zero-width space (U+200B) — the soft hyphen
+    (U+00AD) that HTML's ``&shy;``, word processors and PDFs put inside words (``Rech\u00adnung``
+    is ``Rechnung``), the zero-width non-joiner and joiner (U+200C, U+200D) inside Persian and
+    Indic words, the word joiner (U+2060), bidi controls (U+202A–U+202E, U+2066–U+2069), the
+    byte-order mark (U+FEFF). UAX #29's rule WB4 ignores Format, Extend and ZWJ characters
+    between the letters of a word, so Lucene's StandardTokenizer keeps such a word whole; here
+    they are also dropped from the term, so it meets the word typed without them, as the
+    snippets show it (``ncindex.text.snippets.clean_text`` removes them). UAX #29 leaves the
+    zero-width space out of Format, as it separates words in Thai and Khmer text, and so does
+    this; it also leaves out the prepended concatenation marks (the Arabic number signs
+    U+0600–U+0605), which this drops (a guess: they stand before digits, which they would
+    otherwise separate from nothing a query holds)."""
+    return ch != _ZERO_WIDTH_SPACE and unicodedata.category(ch) == "Cf"
+
+
+def _mark_ranges(low: int, high: int, wanted: Callable[[str], bool] = _is_mark) -> str:
+    """The characters in ``[low, high)`` that are ``wanted`` (by default the combining marks)
+    as the ranges of a regular-expression class."""
     ranges: list[str] = []
     first = None
     for cp in range(low, high + 1):
-        is_mark = cp < high and unicodedata.category(chr(cp)).startswith("M")
+        is_mark = cp < high and wanted(chr(cp))
         if is_mark and first is None:
             first = cp
         elif not is_mark and first is not None:
@@ -248,8 +294,13 @@ def _marked() -> _Marks:
     range, one within it by a lookup table, 50 times faster on a page of German."""
     bmp = _mark_ranges(0, 0x10000)
     astral = _mark_ranges(0x10000, 0x20000) + _mark_ranges(0xE0000, 0xE1000)
+    bmp_fmt = _mark_ranges(0, 0x10000, _is_ignored_format)
+    astral_fmt = _mark_ranges(0x10000, 0x20000, _is_ignored_format) + _mark_ranges(
+        0xE0000, 0xE1000, _is_ignored_format
+    )
     beyond = r"[\U00010000-\U0010ffff]"
     mark = rf"(?:[{bmp}]|(?={beyond})[{astral}])"
+    fmt = rf"(?:[{bmp_fmt}]|(?={beyond})[{astral_fmt}])"
     a, letter = rf"(?:{_A}{mark}*+)", rf"(?:{_L}{mark}*+)"
     return _Marks(
         bmp_mark=re.compile(f"[{bmp}]"),
@@ -257,7 +308,9 @@ def _marked() -> _Marks:
         astral_mark=re.compile(f"[{astral}]"),
         token=_token_pattern(a, letter),
         part=re.compile(rf"{a}+|[{_CJK}]+"),
-        cluster=re.compile(rf"(?s:.){mark}*+"),
+        cluster=re.compile(rf"(?s:.)(?:{mark}|{fmt})*+"),
+        bmp_format=re.compile(f"[{bmp_fmt}]"),
+        astral_format=re.compile(f"[{astral_fmt}]"),
     )
 
 
@@ -442,6 +495,8 @@ def _scan(text: str) -> Iterator[tuple[str, int, int]]:
     if text.isascii():
         return _tokens(text, _TOKEN, _PART)
     marks = _marked()
+    if marks.format_in(text):
+        return _recomposed(text, marks)
     if not marks.found_in(text):
         return _tokens(text, _TOKEN, _PART)
     if unicodedata.is_normalized("NFC", text):
@@ -450,14 +505,18 @@ def _scan(text: str) -> Iterator[tuple[str, int, int]]:
 
 
 def _recomposed(text: str, marks: _Marks) -> Iterator[tuple[str, int, int]]:
-    """:func:`_tokens` of ``text`` composed (NFC), one character and its marks at a time, with
-    each term's offsets taken back to ``text``: a composed character spans the characters it
-    was made of."""
+    """:func:`_tokens` of ``text`` composed (NFC) and without its format characters
+    (:func:`_is_ignored_format`), one character and its marks at a time, with each term's offsets
+    taken back to ``text``: a composed character spans the characters it was made of, and the
+    format characters after it."""
     composed: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
     for m in marks.cluster.finditer(text):
-        for ch in unicodedata.normalize("NFC", m.group()):
+        cluster = marks.bmp_format.sub("", m.group())
+        if not cluster.isascii():
+            cluster = marks.astral_format.sub("", cluster)
+        for ch in unicodedata.normalize("NFC", cluster):
             composed.append(ch)
             starts.append(m.start())
             ends.append(m.end())

@@ -355,3 +355,39 @@ def test_decomposed_terms_point_at_the_characters_as_written() -> None:
     found = {t.text: text[t.start : t.end] for t in occurrences(text, {"munchen", "eglis", "烤鸭"})}
     assert found == {"munchen": "Mu\u0308nchen", "eglis": "e\u0301glise", "烤鸭": "烤鸭"}
     assert text[occurrences(text, {"ok"})[0].start :] == "ok"
+
+
+# --- en-5: words are read without the format characters inside them ----------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "word"),
+    [
+        ("Rech\u00adnung", "Rechnung"),  # a soft hyphen, as HTML's &shy; and PDFs have it
+        ("Mu\u0308l\u00adler", "Müller"),  # decomposed and hyphenated at once
+        ("mi\u200cxed", "mixed"),  # zero-width non-joiner
+        ("Foo\u2060bar", "Foobar"),  # word joiner
+        ("bud\u202eget", "budget"),  # a bidi override
+        ("bud\U000e0020get", "budget"),  # a tag character, beyond U+FFFF
+        ("Rech\u00adnung_2026.pdf", "Rechnung_2026.pdf"),  # a joined word and its parts
+    ],
+)
+def test_format_characters_inside_a_word_are_ignored(text: str, word: str) -> None:
+    """UAX #29's WB4 ignores Format characters between a word's letters; before en-5 they cut
+    the word (``Rech\\u00adnung`` into ``rech``, ``nung``), so the word as typed did not find it."""
+    assert terms(text) == terms(word)
+    assert document_vector(text) == document_vector(word)
+    assert set(query_vector(word).indices) <= set(document_vector(text).indices)
+
+
+def test_a_zero_width_space_still_separates_words() -> None:
+    """UAX #29 leaves U+200B out of Format: it marks word boundaries (Thai, Khmer)."""
+    assert terms("Rech\u200bnung") == ["rech", "nung"]
+
+
+def test_format_terms_point_at_the_word_as_written() -> None:
+    """A snippet marks the word with its soft hyphen, in the text as it is."""
+    text = "Die Rech\u00adnung ist da"
+    (found,) = occurrences(text, {"rechnung"})
+    assert text[found.start : found.end] == "Rech\u00adnung"
+    assert text[occurrences(text, {"da"})[0].start :] == "da"
