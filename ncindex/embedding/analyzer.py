@@ -52,8 +52,10 @@ Documents and queries go through the same chain, so a word meets itself:
    Since ``en-5``, a word is read without the invisible format characters inside it (UAX #29's
    WB4 ignores them there; :func:`_is_ignored_format`): a soft hyphen (``Rech\u00adnung``),
    a zero-width joiner or non-joiner, a word joiner, a bidi control no longer cuts a word in
-   two, and the term is the word without them, so ``Rechnung`` finds it. Text without such
-   characters gives the terms of ``en-4``.
+   two, and the term is the word without them, so ``Rechnung`` finds it. And a word holding a
+   German umlaut gets one more form, the umlaut spelt out (:data:`_UMLAUTS`: ``Müller`` →
+   ``müller``, ``muller``, ``mueller``), so ``Mueller`` finds ``Müller`` and the other way
+   round. Text without such characters and umlauts gives the terms of ``en-4``.
 2. **Stemming**: the Snowball English stemmer (Porter2, through ``PyStemmer``, the Snowball
    project's own C build) for tokens made of letters only; tokens holding digits or symbols
    (``3d``, ``il-6``, ``c++``) are left as they are.
@@ -90,7 +92,8 @@ ANALYZER_VERSION = "en-5"
 """The analysis chain's version, stored in each point's ``analyzer`` payload field. ``en-1``
 was fastembed's ``Qdrant/bm25`` with the 1,333-word ``stop-words`` list; ``en-2`` the chain
 without elision, accent folding and CJK bigrams; ``en-3`` the chain that split words at
-combining marks; ``en-4`` the chain that split words at format characters (a soft hyphen).
+combining marks; ``en-4`` the chain that split words at format characters (a soft hyphen)
+and did not spell out umlauts.
 ``en`` names the stemmer and stop words, still English. An older point
 answers every query term the current chain shares with it (all of plain ASCII text, and a
 word's own form beside its folded one) until ``ncindex reindex --analyzer`` rewrites it; what
@@ -100,7 +103,8 @@ LACKING = {
     "en-2": "folded forms, words after a French or Italian elision, CJK bigrams",
     "en-3": "words holding combining marks (Hindi and other Indic scripts, pointed Hebrew, "
     "decomposed accents)",
-    "en-4": "words holding invisible format characters (soft hyphens, zero-width joiners)",
+    "en-4": "words holding invisible format characters (soft hyphens, zero-width joiners), "
+    "German umlauts spelt out (Mueller for Müller)",
 }
 """What a point of each older version lacks of the current chain's terms, version by version:
 a point of ``en-2`` lacks what ``en-2`` and every later entry name."""
@@ -454,19 +458,45 @@ def _bigrams(run: str, start: int) -> Iterator[tuple[str, int, int]]:
         yield run[i : i + 2], start + i, start + i + 2
 
 
+_UMLAUTS = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue"})
+"""German's spelling of its umlauts without them (DIN 5007-2, and what a keyboard or a file
+name without umlauts has): ``Müller`` is written ``Mueller``. Lucene's German analyzer meets
+the two by folding both to ``muller`` (``GermanNormalizationFilter``, org.apache.lucene.analysis.de:
+``ae``, ``oe``, ``ue`` → ``a``, ``o``, ``u``), which would fold English words too (``blue``,
+``does``); here a word holding an umlaut gets its spelling with ``e`` as one more form
+instead (:func:`_variants`), so only such words change."""
+
+
+def _variants(lower: str) -> list[str]:
+    """The other spellings of a lowercased token that has letters beyond ASCII, each to be
+    analysed as a token at its place: folded to ASCII (:func:`_fold`: ``münchen`` →
+    ``munchen``) and, for one holding a German umlaut, with the umlaut spelt out
+    (:data:`_UMLAUTS`: ``muenchen``), the rest folded."""
+    forms = [_fold(lower)]
+    spelt = lower.translate(_UMLAUTS)
+    if spelt != lower:
+        forms.append(_fold(spelt))
+    return forms
+
+
 def _with_folded(
     form: str | None, raw: str, start: int, end: int, analyse: Callable[[str], str | None]
 ) -> Iterator[tuple[str, int, int]]:
-    """``form`` of the token ``raw`` at ``[start, end)`` and, when folding ``raw`` changes it,
-    ``analyse`` of the folded token at the same offsets (``ASCIIFoldingFilter`` with
-    ``preserveOriginal``: ``München`` → ``münchen``, ``munchen``)."""
+    """``form`` of the token ``raw`` at ``[start, end)`` and, for each other spelling of
+    ``raw`` (:func:`_variants`) that gives another term, ``analyse`` of it at the same
+    offsets (``ASCIIFoldingFilter`` with ``preserveOriginal``: ``München`` → ``münchen``,
+    ``munchen``; and ``muenchen``)."""
     if form is not None:
         yield form, start, end
     if raw.isascii():
         return
-    folded = analyse(_fold(raw.lower()))
-    if folded is not None and folded != form:
-        yield folded, start, end
+    seen = {form}
+    for variant in _variants(raw.lower()):
+        other = analyse(variant)
+        if other not in seen:
+            seen.add(other)
+            if other is not None:
+                yield other, start, end
 
 
 @functools.lru_cache(maxsize=65536)
@@ -551,9 +581,9 @@ def _tokens(
             form = _form(piece)
             if form is not None and form != whole:
                 yield form, at, at + len(piece)
-            folded = None if piece.isascii() else _form(_fold(piece.lower()))
-            if folded is not None and folded not in (form, whole):
-                yield folded, at, at + len(piece)
+            for other, _, _ in _with_folded(None, piece, 0, 0, _form):
+                if other not in (form, whole):
+                    yield other, at, at + len(piece)
 
 
 def terms(text: str) -> list[str]:

@@ -208,8 +208,8 @@ def test_feedback_leaves_nothing_to_expand_alone() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("München", ["münchen", "munchen"]),
-        ("Überweisung", ["überweisung", "uberweisung"]),
+        ("Café", ["café", "cafe"]),
+        ("Łódź", ["łódź", "lodz"]),
         ("Straße", ["straße", "strass"]),  # ß → ss, then stemmed (strasse → strass)
         ("Ærø Łódź œuvre", ["ærø", "aero", "łódź", "lodz", "œuvr", "oeuvr"]),
         ("café-crème", ["café-crème", "cafe-creme", "café", "cafe", "crème", "creme"]),
@@ -303,15 +303,21 @@ def test_plain_ascii_text_keeps_its_en2_terms() -> None:
 
 def test_a_word_and_its_folded_form_weigh_one_word() -> None:
     """At one position, as Lucene's SynonymQuery and BM25's discounted overlaps: the query
-    shares the word's count between its two forms, the document's length counts it once."""
-    w = weights_of(query_vector("München Hotel"))
-    assert w[term_id("münchen")] == w[term_id("munchen")] == 0.5
+    shares the word's count between its forms, the document's length counts it once."""
+    w = weights_of(query_vector("Café Hotel"))
+    assert w[term_id("café")] == w[term_id("cafe")] == 0.5
     assert w[term_id("hotel")] == 1.0
-    doc = weights_of(document_vector("München Hotel"))
+    doc = weights_of(document_vector("Café Hotel"))
     norm = K1 * (1 - B + B * 2 / AVG_LEN)  # two positions, not three terms
-    assert math.isclose(doc[term_id("munchen")], (K1 + 1) / (1 + norm))
+    assert math.isclose(doc[term_id("cafe")], (K1 + 1) / (1 + norm))
     assert math.isclose(doc[term_id("hotel")], (K1 + 1) / (1 + norm))
-    assert sum(feedback_expansion("München", [("München Hotel", 1.0)]).values()) == 1.0
+    assert sum(feedback_expansion("Café", [("Café Hotel", 1.0)]).values()) == 1.0
+    umlaut = weights_of(query_vector("München"))
+    assert sorted(umlaut.values()) == pytest.approx([1 / 3] * 3)  # münchen, munchen, muenchen
+    norm = K1 * (1 - B + B * 1 / AVG_LEN)  # one position, not three terms
+    assert math.isclose(
+        weights_of(document_vector("München"))[term_id("muenchen")], (K1 + 1) / (1 + norm)
+    )
 
 
 # --- en-4: combining marks stay in their words; words read composed (NFC) ---------------
@@ -327,7 +333,7 @@ def test_a_word_and_its_folded_form_weigh_one_word() -> None:
         # a mark beyond U+FFFF (Brahmi vowel sign U+11044), looked for in a class of its own
         ("𑀅𑀰𑁄𑀓", ["𑀅𑀰𑁄𑀓"]),
         # a decomposed accent (u + U+0308) is the composed word, folded form and all
-        ("Mu\u0308nchen", ["münchen", "munchen"]),
+        ("Mu\u0308nchen", ["münchen", "munchen", "muenchen"]),
         ("cafe\u0301-cre\u0300me", ["café-crème", "cafe-creme", "café", "cafe", "crème", "creme"]),
         # a mark with no precomposed letter stays; folding drops it with the accent
         ("q\u0308uestion", ["q\u0308uestion", "question"]),
@@ -391,3 +397,45 @@ def test_format_terms_point_at_the_word_as_written() -> None:
     (found,) = occurrences(text, {"rechnung"})
     assert text[found.start : found.end] == "Rech\u00adnung"
     assert text[occurrences(text, {"da"})[0].start :] == "da"
+
+
+# --- en-5: a German umlaut is also spelt out (Müller is Mueller) ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("München", ["münchen", "munchen", "muenchen"]),
+        ("Überweisung", ["überweisung", "uberweisung", "ueberweisung"]),
+        ("Ärzte", ["ärzte", "arzt", "aerzt"]),  # each form stemmed as a word
+        ("Übergröße", ["übergröß", "ubergross", "uebergroess"]),  # ß folded in the spelt form
+        (
+            "Müller-Lüdenscheidt",
+            [
+                "müller-lüdenscheidt",
+                "muller-ludenscheidt",
+                "mueller-luedenscheidt",
+                "müller",
+                "muller",
+                "mueller",
+                "lüdenscheidt",
+                "ludenscheidt",
+                "luedenscheidt",
+            ],
+        ),
+        ("naïve blue", ["naïv", "naiv", "blue"]),  # only ä, ö, ü are spelt out
+    ],
+)
+def test_umlauts_are_also_spelt_out(text: str, expected: list[str]) -> None:
+    assert terms(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("written", "typed"),
+    [("Herr Müller", "Mueller"), ("Herr Mueller", "Müller"), ("Die Ärzte", "Aerzte"),
+     ("Küche", "kueche"), ("Göteborg", "Goeteborg")],
+)  # fmt: skip
+def test_a_word_with_an_umlaut_meets_it_spelt_out(written: str, typed: str) -> None:
+    """Before en-5, ``Mueller`` found ``Müller`` by the dense half alone."""
+    assert set(query_vector(typed).indices) & set(document_vector(written).indices)
+    assert occurrences(written, set(terms(typed)))  # and the snippet marks it
