@@ -226,6 +226,11 @@ class Names:
         cleared by the scans: :mod:`ncindex.sync.reconcile`)."""
         return self.key("reconcile", "lost", doc_type, user)
 
+    def unconfirmed_grants(self, user: str) -> str:
+        """The grants to ``user`` written and not yet confirmed by a look-up (hash: doc_key →
+        JSON; :mod:`ncindex.index.grants`)."""
+        return self.key("grants", "unconfirmed", user)
+
     def missing_user(self, user: str) -> str:
         """When Nextcloud first said ``user`` does not exist (Unix seconds, expiring;
         :func:`ncindex.sync.deleted.check_deleted`)."""
@@ -252,6 +257,7 @@ class Names:
             self.first_indexed(user),
             self.notes_settings(user),
             self.missing_user(user),
+            self.unconfirmed_grants(user),
         ]
         patterns = [
             _glob_escaped(self.gathered_taken(user, "")) + "*",

@@ -45,6 +45,7 @@ from ncindex.errors import (
 )
 from ncindex.index.access import GONE, Access
 from ncindex.index.deadletter import DeadLetters, node_subject
+from ncindex.index.grants import Unconfirmed, UnconfirmedGrants
 from ncindex.index.locks import document_lock
 from ncindex.index.steps import Outcome, Steps, Stored
 from ncindex.nextcloud.client import NextcloudClient
@@ -93,7 +94,8 @@ class _Granted:
     """A metadata-only update (the text unchanged) that gave ``user`` access to file
     ``file_id``, which the stored version did not grant them: written from what was read
     before the write, so it is looked up by id once more afterwards (:meth:`Indexer._regranted`):
-    a share revoked in between fires no event."""
+    a share revoked in between fires no event. Also a grant written before whose look-up or
+    roll-back did not finish (:mod:`ncindex.index.grants`), whatever this update wrote."""
 
     file_id: int
     entry: DavEntry
@@ -187,7 +189,9 @@ class Indexer:
         that look-up fails (a transient error, a refusal), the grant is taken back before the
         error is raised (:meth:`_ungranted`): the retry grants and looks again. A roll-back
         that fails is logged and noted on that error, which is still the one raised
-        (:func:`_roll_back`).
+        (:func:`_roll_back`); the grant stays marked unconfirmed (as it does when the worker
+        dies before the look-up), and the next run for ``user`` looks up after its write as
+        if it granted anew (:meth:`_unconfirmed`, :mod:`ncindex.index.grants`).
 
         ``on_version(etag)`` is called with the version about to be read, before anything is
         downloaded (the task notes it: see :func:`workers.tasks.guarded`)."""
@@ -239,7 +243,8 @@ class Indexer:
         files finished before it keep their outcome, and only the others are read again. A
         metadata-only update that granted ``user`` access (:meth:`index_node`) whose look-up
         afterwards fails has its grant taken back (:meth:`_ungranted`) before it is left to its
-        own task (or the refusal raised), which grants and looks again.
+        own task (or the refusal raised), which grants and looks again — or, when the grant
+        could not be taken back, looks again for its unconfirmed mark (:meth:`_unconfirmed`).
 
         Each file is looked up in a SEARCH of its own, as :meth:`index_node` does, because
         its tags are read from the answer: in an answer of several files nextcloud/server
@@ -414,26 +419,46 @@ class Indexer:
             fields: dict[str, object] = {"tags": entry.tags}
             if entry.mounted:
                 fields["owner"] = None
+            unconfirmed = self._unconfirmed(user, stored)
             outcome = self.steps.update_metadata(stored, user, entry.path, fields)
-            held = stored.payload is not None and principal(user) in stored.payload["acl"]
-            if outcome.action == "updated" and not held:
-                before = (stored.payload or {}).get("paths", {}).get(user)
-                return _Granted(file_id, entry, outcome, ref, before)
+            if unconfirmed is not None:
+                return _Granted(file_id, entry, outcome, ref, unconfirmed.path_before)
             return outcome
         return _Read(file_id, entry, doc, stored)
+
+    def _unconfirmed(self, user: str, stored: Stored) -> Unconfirmed | None:
+        """Before a metadata-only update of ``stored`` for ``user``: the grant to confirm after
+        it, ``None`` when there is none. One the update is about to write (``user`` not in
+        the stored ``acl``) is marked unconfirmed first (:mod:`ncindex.index.grants`); one
+        already written (``user`` in the ``acl``) is unconfirmed while its mark is there: an
+        earlier run's look-up after the write or its roll-back did not finish (a store failure
+        while taking it back, the worker killed), so this run looks up after its write as if
+        it granted anew. Raises ``redis.RedisError`` (nothing is written then)."""
+        if stored.payload is None:
+            return None
+        grants = UnconfirmedGrants(self.services.redis, self.settings.names, user)
+        if principal(user) in stored.payload["acl"]:
+            return grants.get(stored.ref.key)
+        before = Unconfirmed(stored.payload.get("paths", {}).get(user))
+        grants.mark(stored.ref.key, before.path_before)
+        return before
 
     def _regranted(self, user: str, granted: _Granted, now: DavEntry | None) -> Outcome:
         """After ``granted``'s metadata update, what the look-up by id found (``now``;
         ``None``: not visible to ``user``): a share revoked (or the file deleted) between
         the read and the write fires no event for ``user``, whose access the write added
         from the earlier read. Gone ⇒ ``user``'s access removed (``evicted``); moved ⇒ its
-        paths brought up to date (one more pass, no embedding); else the update's outcome."""
+        paths brought up to date (one more pass, no embedding); else the update's outcome.
+        Either way the grant is settled and its unconfirmed mark cleared."""
+        grants = UnconfirmedGrants(self.services.redis, self.settings.names, user)
         if now is None:
             self.access.remove_node(user, granted.file_id, lost=GONE)
+            grants.clear(granted.ref.key)
             log.info("gone_while_granted", file_id=granted.file_id, user=user)
             return Outcome("evicted", granted.outcome.doc_key)
         if now.path != granted.entry.path:
             self.index_node(user, granted.file_id, recheck=False)
+        grants.clear(granted.ref.key)
         return granted.outcome
 
     def _ungranted(self, user: str, granted: _Granted) -> None:
@@ -444,21 +469,27 @@ class Indexer:
         share revoked in between stayed until ``user``'s next scan. Without the grant the
         retry grants and looks again. The other fields the update wrote (tags, owner, title)
         are the file's, not an access, and stay. Nothing is marked for the scans: this is
-        not a loss Nextcloud reported. Raises ``StoreUnavailable``."""
+        not a loss Nextcloud reported. Once it is taken back, its unconfirmed mark is cleared;
+        when taking it back fails, the mark stays, and the next run for ``user`` looks it up
+        after its write although ``user`` is in the ``acl`` (:meth:`_unconfirmed`). Raises
+        ``StoreUnavailable``."""
         ref = granted.ref
+        grants = UnconfirmedGrants(self.services.redis, self.settings.names, user)
         current = self.steps.read(ref, vectors=False).payload
         if current is None or principal(user) not in current["acl"]:
+            grants.clear(ref.key)
             return
         acl = set(current["acl"]) - {principal(user)}
         if not acl:
             self.services.store.delete_document(ref.key)
             log.info("evicted", doc_key=ref.key, user=user)
-            return
-        paths = {u: p for u, p in current["paths"].items() if u != user}
-        if granted.path_before is not None:
-            paths[user] = granted.path_before
-        self.services.store.set_payload(ref.key, {"acl": sorted(acl)} | path_fields(paths))
-        log.info("grant_taken_back", doc_key=ref.key, user=user)
+        else:
+            paths = {u: p for u, p in current["paths"].items() if u != user}
+            if granted.path_before is not None:
+                paths[user] = granted.path_before
+            self.services.store.set_payload(ref.key, {"acl": sorted(acl)} | path_fields(paths))
+            log.info("grant_taken_back", doc_key=ref.key, user=user)
+        grants.clear(ref.key)
 
     def _rechecked(self, user: str, read: _Read, outcome: Outcome, now: DavEntry | None) -> Outcome:
         """After ``read``'s version was written (``outcome``), what the recheck by id found

@@ -303,3 +303,89 @@ def test_a_card_whose_roll_back_fails_keeps_the_board_error(fresh_stack: Stack) 
         f"taking back the grant of deck_card:{card} failed too: "
         "StoreUnavailable: store down during the roll-back"
     ]
+
+
+def revoke_in_bobs_next_run(indexer: Any, sim: Any, fid: int) -> Any:
+    """Bob's next run of ``indexer`` for file ``fid`` (``index_node``), alice's share of
+    ``/Shared/plan.txt`` revoked between its read and its write; returns its outcome."""
+    real_fetch = indexer.steps.fetch
+    revoked: list[bool] = []
+
+    def fetch_then_revoke(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        if not revoked:
+            revoked.append(sim.unshare("alice", "/Shared/plan.txt", "bob"))
+        return fetched
+
+    indexer.steps.fetch = fetch_then_revoke
+    try:
+        return indexer.index_node("bob", fid)
+    finally:
+        del indexer.steps.fetch
+        assert revoked == [True]
+
+
+class Killed(BaseException):
+    """The worker dying: raised past every ``except Exception``, so nothing after it runs."""
+
+
+@pytest.mark.parametrize(
+    ("batch", "after_write"),
+    [(False, "roll-back fails"), (True, "roll-back fails"), (False, "killed")],
+    ids=["index_node", "index_nodes", "killed-before-look-up"],
+)
+def test_a_grant_left_unconfirmed_is_looked_up_again_by_the_next_run(
+    fresh_stack: Stack, batch: bool, after_write: str
+) -> None:
+    """Bob's grant (a metadata-only update of a file newly shared with him) stays written
+    unconfirmed: its look-up fails (503) and so does taking it back (the store fails) — or
+    the worker dies between the write and the look-up. The next run for bob (the retry, the
+    file's own task, the redelivery) finds him in the ``acl`` already; alice revokes the
+    share between its read and its write. That run must look up after its write as for a new
+    grant and take bob's access out (before: it wrote nothing new for him, never looked
+    again, and he kept the file until his next scan)."""
+    stack = fresh_stack
+    sim = stack.sim
+    sim.drop_rate = 1.0  # the indexer is driven by hand here
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    fid = sim.put_file("alice", "/Shared/plan.txt", b"Rebuild the stone bridge in June.")
+    assert indexer.index_node("alice", fid).action == "indexed"
+    sim.share("alice", "/Shared/plan.txt", "bob")
+    real_fetch = indexer.steps.fetch
+    real_update = indexer.steps.update_metadata
+
+    def fetch_then_fail(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        sim.faults.set("dav-search", status=503)  # the look-up after the write fails
+        return fetched
+
+    def update_then_fail(*args: Any, **kwargs: Any) -> Any:
+        updated = real_update(*args, **kwargs)  # bob's grant
+        if after_write == "killed":
+            raise Killed
+        store_writes_fail(indexer)  # and the roll-back's write fails
+        return updated
+
+    indexer.steps.fetch = fetch_then_fail  # type: ignore[method-assign]
+    indexer.steps.update_metadata = update_then_fail  # type: ignore[method-assign]
+    try:
+        if batch:
+            assert indexer.index_nodes("bob", [fid]).alone == [fid]
+        else:
+            with pytest.raises(Killed if after_write == "killed" else NextcloudUnavailable):
+                indexer.index_node("bob", fid)
+    finally:
+        del indexer.steps.fetch, indexer.steps.update_metadata
+        if after_write != "killed":
+            store_writes_back(indexer)
+        sim.faults.clear()
+    payload = stack.points(f"file:{fid}")[0].payload
+    assert payload["acl"] == ["user:alice", "user:bob"]  # the grant stayed, unconfirmed
+
+    outcome = revoke_in_bobs_next_run(indexer, sim, fid)
+    assert outcome.action == "evicted"
+    payload = stack.points(f"file:{fid}")[0].payload
+    assert payload["acl"] == ["user:alice"]
+    assert payload["paths"] == {"alice": "/Shared/plan.txt"}
+    names = indexer.settings.names
+    assert indexer.services.redis.exists(names.unconfirmed_grants("bob")) == 0
