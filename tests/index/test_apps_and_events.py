@@ -186,6 +186,7 @@ def test_a_board_shared_and_unshared_reaches_its_cards_acl_through_its_acl_event
     # no card changes: only the board's AclCreatedEvent / AclDeletedEvent say it
     stack.sim.deck_share_board("alice", board, "bob")
     wait_until(lambda: stack.points(key)[0].payload["acl"] == ["user:alice", "user:bob"], 20)
+    stack.settle()  # each step's tasks done (a grant re-reads the board) before the next
     stack.sim.deck_unshare_board("alice", board, "bob")
     wait_until(lambda: stack.points(key)[0].payload["acl"] == ["user:alice"], 20)
     # bob, shared the board again, writes a card and leaves the board (BoardService::leave:
@@ -196,6 +197,7 @@ def test_a_board_shared_and_unshared_reaches_its_cards_acl_through_its_acl_event
     wait_until(
         lambda: [p.payload["acl"] for p in stack.points(his)] == [["user:alice", "user:bob"]], 20
     )
+    stack.settle()
     stack.sim.deck_leave_board("bob", board)
     wait_until(lambda: stack.points(key)[0].payload["acl"] == ["user:alice"], 20)
     stack.wait_idle()
@@ -215,6 +217,9 @@ def test_search_drop_of_a_card_rechecks_it_for_that_user(stack: Stack) -> None:
         queue="index",
     )
     wait_until(lambda: (p := stack.points(key)) and "user:bob" in p[0].payload["acl"], 20)
+    # the task's own re-read of the board after its grant is over (else it, not the search,
+    # sees bob gone)
+    stack.wait_idle()
     # bob leaves the board; ncindex subscribes to card events only, so nothing tells it
     stack.sim.deck_unshare_board("alice", board, "bob")
     body = stack.search_as("bob", "repaint the quay bollards")
