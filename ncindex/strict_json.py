@@ -31,6 +31,51 @@ def loads(body: bytes | str) -> Any:
     )
 
 
+def lone_surrogate_at(value: Any, path: str = "") -> str | None:
+    """Where JSON data ``value`` (what :func:`loads` returns) first holds a string with a lone
+    surrogate (``"\\ud800"`` in the JSON text, which RFC 8259 §8.2 lets parsers read
+    "unpredictably" and strict ones refuse), as a key or a value; ``None`` when nowhere.
+
+    The place is a path below ``path``: members joined by ``.``, list items as ``[i]``
+    (``filter.and[1].value``, ``query[0]``); ``path`` itself for ``value`` a string. A key
+    holding one is named with each surrogate written as the ``\\uXXXX`` escape that sent it, so
+    the path can be echoed. Lists and objects are walked without recursion (nesting as deep as
+    :func:`loads` takes)."""
+    stack: list[tuple[str, Any, bool]] = [(path, value, True)]  # (where, value, key valid)
+    while stack:
+        where, item, key_valid = stack.pop()
+        if not key_valid or (isinstance(item, str) and not _valid_unicode(item)):
+            return where
+        if isinstance(item, dict):
+            members = [
+                (
+                    _escaped(key) if where == "" else f"{where}.{_escaped(key)}",
+                    member,
+                    _valid_unicode(key),
+                )
+                for key, member in item.items()
+            ]
+            stack.extend(reversed(members))
+        elif isinstance(item, list):
+            stack.extend(
+                (f"{where}[{i}]", member, True) for i, member in reversed(list(enumerate(item)))
+            )
+    return None
+
+
+def _valid_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _escaped(key: str) -> str:
+    """``key`` with each lone surrogate written as its ``\\uXXXX`` escape."""
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 

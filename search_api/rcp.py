@@ -10,7 +10,8 @@ import structlog
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
-from ncindex.search.rcp import OPEN_METHODS, SESSION_HEADER, RcpServer
+from ncindex import strict_json
+from ncindex.search.rcp import OPEN_METHODS, SESSION_HEADER, RcpServer, answerable_id
 from ncindex.web.problems import MAX_BODY_BYTES, read_body
 from search_api.search import Decorator
 
@@ -44,15 +45,16 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def request_id(body: bytes) -> str | int | None:
-    """The ``id`` of a single JSON-RPC request ``body`` when it is a string or a whole number,
-    else ``None`` (not JSON, a batch, no id, or an id of another type)."""
+def request_id(body: bytes) -> str | int | float | None:
+    """The ``id`` of a single JSON-RPC request ``body`` when an answer can carry it, as
+    :class:`~ncindex.search.rcp.RcpServer` would echo it (:func:`~ncindex.search.rcp.answerable_id`:
+    a number, or a string without a lone surrogate), else ``None`` (not strict JSON, a batch,
+    no id, or an id of another type)."""
     try:
-        message = json.loads(body)
-    except ValueError:
+        message = strict_json.loads(body)
+    except (ValueError, RecursionError):
         return None
-    value = message.get("id") if isinstance(message, dict) else None
-    return value if isinstance(value, str) or type(value) is int else None
+    return answerable_id(message.get("id")) if isinstance(message, dict) else None
 
 
 def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Blueprint:

@@ -43,3 +43,14 @@ def test_bytes_in_another_unicode_encoding_are_refused(codec: str) -> None:
 def test_a_utf8_byte_order_mark_is_ignored() -> None:
     """RFC 8259 §8.1: a parser MAY ignore a byte order mark rather than treat it as an error."""
     assert strict_json.loads(b'\xef\xbb\xbf{"a": "\xc3\xa5"}') == {"a": "å"}
+
+
+def test_lone_surrogate_at_names_the_first_string_holding_one() -> None:
+    """Values and keys, in document order; a key named with its escape written out."""
+    found = strict_json.lone_surrogate_at
+    assert (
+        found(strict_json.loads(b'{"a": [1, "ok", {"b": "x\\ud800"}], "c": "\\udc00"}')) == "a[2].b"
+    )
+    assert found(strict_json.loads(b'{"a": 1, "k\\udfff": {"z": "\\ud800"}}')) == "k\\udfff"
+    assert found(strict_json.loads(b'{"a": ["\\ud83d\\ude00", {"b": "\\u00e5"}]}')) is None
+    assert found("\ud800", "params") == "params"

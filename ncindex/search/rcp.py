@@ -45,7 +45,11 @@ and a malformed message's -32600, with ``data.field``: ``jsonrpc``, ``method``, 
 ``message`` for a batch member that is no object); malformed
 params -32602 with ``data.field`` (``params`` itself when it is not an object, for every
 method: spec §4.1; absent or ``null`` is ``{}``, §4.6); an operator outside the advertised
-list or an unsupported mode/option -32005 with ``data.option``; missing or rejected
+list or an unsupported mode/option -32005 with ``data.option``; a string holding a lone
+surrogate (``"\\ud800"`` in the JSON), as a value or a key anywhere in a request, is refused
+before the method runs, so no answer echoes one (:func:`_not_unicode`: -32602 naming the param,
+-32600 naming another member, ``data.code`` ``invalid_value``; an ``id`` holding one is -32600
+with id null); missing or rejected
 credentials -32012 (HTTP 401); a back end down -32010 (retryable). A body that is not JSON,
 or holds a number no finite float can carry (``1e309``, ``NaN``, ``Infinity``), is -32700. A
 batch of more than ``MAX_BATCH`` messages is answered with one -32013 "batch too large"
@@ -340,15 +344,18 @@ class RcpServer:
         method = message.get("method")
         if message.get("jsonrpc") != "2.0":  # JSON-RPC 2.0 §4: MUST be exactly "2.0"
             said = "'jsonrpc' must be \"2.0\""
-            return _err(_safe_id(id_), Errc.INVALID_REQUEST, said, {"field": "jsonrpc"})
+            return _err(answerable_id(id_), Errc.INVALID_REQUEST, said, {"field": "jsonrpc"})
         if not isinstance(method, str):
             said = "missing 'method'" if method is None else "'method' must be a string"
-            return _err(_safe_id(id_), Errc.INVALID_REQUEST, said, {"field": "method"})
+            return _err(answerable_id(id_), Errc.INVALID_REQUEST, said, {"field": "method"})
         if "id" not in message:
             return None  # a notification is never answered (spec §4.5)
-        if _safe_id(id_) is None:
+        if answerable_id(id_) is None:
             said = "'id' must be a string (valid Unicode: no lone surrogate) or a number"
             return _err(None, Errc.INVALID_REQUEST, said, {"field": "id"})
+        where = strict_json.lone_surrogate_at(message)
+        if where is not None:  # refused before any member is read, so none is echoed
+            return _not_unicode(id_, where)
         if method != path_method:
             return _err(
                 id_,
@@ -835,6 +842,24 @@ def _unsupported(field_: str, option: str) -> RpcError:
     )
 
 
+def _not_unicode(id_: Any, where: str) -> dict[str, Any]:
+    """The answer to a message holding a lone surrogate (``"\\ud800"`` in the JSON) at
+    ``where`` (:func:`ncindex.strict_json.lone_surrogate_at`; the id is checked before):
+    -32602 naming the parameter (``mode``, ``filter.and[0].value``, a key as
+    ``x\\ud800``) when it is in ``params``, else -32600 naming the member (``method``);
+    ``data.code`` is ``invalid_value`` (the filter's and REST's code). Refusing the message
+    whole keeps every echo (``data.option``, ``usage.notes``, ``ping``'s ``nonce``) free of
+    what strict JSON readers refuse (RFC 8259 §8.2)."""
+    if where.startswith("params."):
+        code, field_ = Errc.INVALID_PARAMS, where.removeprefix("params.")
+    elif where == "params" or where.startswith("params["):  # params not an object (§4.1)
+        code, field_ = Errc.INVALID_PARAMS, "params"
+    else:
+        code, field_ = Errc.INVALID_REQUEST, where
+    said = f"'{field_}' is not valid Unicode (lone surrogate)"
+    return _err(id_, code, said, {"field": field_, "code": "invalid_value"})
+
+
 def _ok(id_: Any, result: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "result": result}
 
@@ -854,7 +879,7 @@ object). The RCP SDK's ``Server`` sends no ``data`` with these; a client that re
 ``data.field`` (REST's and MCP's ``field``) got nothing to say which member was wrong."""
 
 
-def _safe_id(id_: Any) -> Any:
+def answerable_id(id_: Any) -> Any:
     """``id_`` when an answer can carry it: a number, or a string of valid Unicode (a lone
     surrogate, ``"\\ud800"`` in the JSON, would be echoed as one, which strict JSON readers
     refuse: RFC 8259 §8.2, "unpredictable"); else ``None``."""

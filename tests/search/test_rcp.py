@@ -20,6 +20,7 @@ from ncindex.search.filter_fields import FIELD_TYPES, filters_document
 from ncindex.search.links import open_link
 from ncindex.search.rcp import MAX_BATCH, HttpAnswer, RcpServer, _rfc3339
 from ncindex.web.problems import MAX_BODY_BYTES
+from search_api import rcp as rcp_http
 from search_api.rcp import rcp_blueprint
 from search_support import PASSWORDS, Served
 
@@ -853,3 +854,99 @@ def test_a_request_id_with_a_lone_surrogate_is_invalid_not_echoed(ro_api: Any) -
     body = b'{"jsonrpc": "1.0", "id": "\\ud800", "method": "ping"}'
     reply = ro_api.client.post("/rcp/ping", data=body).get_json()
     assert reply["id"] is None and reply["error"]["data"] == {"field": "jsonrpc"}
+
+
+def strictly_readable(text: bytes) -> Any:
+    """``text`` read as JSON by a reader that refuses a lone surrogate escape (RFC 8259
+    §8.2), as strict parsers do: every string must be valid Unicode."""
+    value = json.loads(text)
+    json.dumps(value, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError on a surrogate
+    return value
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "code", "field"),
+    [
+        ("retrieve", '{"query": "lens", "mode": "\\ud800"}', -32602, "mode"),
+        (
+            "retrieve",
+            '{"query": "lens", "fusion": {"method": "a\\udfff"}}',
+            -32602,
+            "fusion.method",
+        ),
+        ("retrieve", '{"query": "lens", "fusion": "\\ud800"}', -32602, "fusion"),
+        ("retrieve", '{"query": "lens", "unit": "\\ud800"}', -32602, "unit"),
+        ("retrieve", '{"query": "lens", "unit": "\\ud800", "strict": false}', -32602, "unit"),
+        ("retrieve", '{"query": "lens", "x\\ud800": 1}', -32602, "x\\ud800"),
+        (
+            "retrieve",
+            '{"query": {"type": "text", "text": "x", "\\udc00": 1}}',
+            -32602,
+            "query.\\udc00",
+        ),
+        (
+            "retrieve",
+            '{"query": "lens", "filter": {"and": [{"x\\ud800": 1}]}}',
+            -32602,
+            "filter.and[0].x\\ud800",
+        ),
+        ("ping", '{"nonce": "\\ud800"}', -32602, "nonce"),
+        ("ping", '"\\ud800"', -32602, "params"),
+    ],
+    ids=[
+        "mode",
+        "fusion-method",
+        "fusion",
+        "unit",
+        "unit-lenient",
+        "param-name",
+        "block-key",
+        "filter-key",
+        "nonce",
+        "params",
+    ],
+)
+def test_a_lone_surrogate_in_params_is_refused_never_echoed(
+    ro_api: Any, method: str, params: str, code: int, field: str
+) -> None:
+    """A lone surrogate (``"\\ud800"`` in the JSON) in a param was echoed back: an unsupported
+    mode, fusion or unit in ``data.option``, an unknown param or key in ``usage.notes``, a
+    ping's nonce in its result; strict JSON readers refuse such an answer. Any param holding
+    one, as a value or a key, is now -32602 ``invalid_value`` naming it (a key with the
+    escape written out), before anything reads it; the answer is strictly readable."""
+    auth = {"Authorization": basic("alice"), "RCP-Session": "surrogate-params-1"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    ro_api.client.post("/rcp/shutdown", json=init | {"method": "shutdown"}, headers=auth)
+    assert ro_api.client.post("/rcp/initialize", json=init, headers=auth).status_code == 200
+    body = f'{{"jsonrpc": "2.0", "id": 5, "method": "{method}", "params": {params}}}'
+    answer = ro_api.client.post(f"/rcp/{method}", data=body.encode(), headers=auth)
+    reply = strictly_readable(answer.data)
+    assert answer.status_code == 200 and reply["id"] == 5 and "result" not in reply, reply
+    assert reply["error"]["code"] == code
+    assert reply["error"]["data"] == {"field": field, "code": "invalid_value"}
+
+
+def test_a_lone_surrogate_in_another_member_is_an_invalid_request(ro_api: Any) -> None:
+    """Outside ``params`` (and ``id``, answered with id null), a member holding a lone
+    surrogate is -32600 naming it: the method (which the path cannot match) or any other."""
+    for body, field in (
+        (b'{"jsonrpc": "2.0", "id": 2, "method": "ping\\ud800"}', "method"),
+        (b'{"jsonrpc": "2.0", "id": 2, "method": "ping", "x": ["\\ud800"]}', "x[0]"),
+    ):
+        reply = strictly_readable(ro_api.client.post("/rcp/ping", data=body).data)
+        assert reply["id"] == 2 and reply["error"]["code"] == -32600, reply
+        assert reply["error"]["data"] == {"field": field, "code": "invalid_value"}
+
+
+def test_an_answer_outside_the_server_never_echoes_a_lone_surrogate_id(ro_api: Any) -> None:
+    """The HTTP layer's own answers (a query parameter's 400, the rate limit's 429) carried
+    the request's id read with ``json.loads``, a lone surrogate included; they now carry it
+    only when the server would (:func:`~ncindex.search.rcp.answerable_id`), else null."""
+    assert rcp_http.request_id(b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "ping"}') is None
+    assert rcp_http.request_id(b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}') == 1.5
+    assert rcp_http.request_id(b'{"id": NaN}') is None
+    body = b'{"jsonrpc": "2.0", "id": "a\\udfff", "method": "ping"}'
+    answer = ro_api.client.post("/rcp/ping?x=1", data=body)
+    reply = strictly_readable(answer.data)
+    assert answer.status_code == 400 and reply["id"] is None
+    assert reply["error"]["data"] == {"field": "x"}
