@@ -21,6 +21,7 @@ from ncindex.errors import InputError
 from ncindex.search.facets import DEFAULT_PAGE, MAX_OFFSET, MAX_PAGE
 from ncindex.search.filter_fields import FiltersDocument, filter_schemas
 from ncindex.search.service import (
+    DOC_ID_PATTERN,
     MAX_CHUNK_INDEX,
     MAX_CONTEXT_WINDOW,
     MAX_DOC_ID_CHARS,
@@ -30,6 +31,7 @@ from ncindex.search.service import (
 )
 from ncindex.sync.user_status import UserStatus
 from ncindex.web.problems import problem_for
+from search_api.rcp import METHOD_PATTERN
 from search_api.search import int_args
 
 REF = "#/components/schemas/{model}"
@@ -173,7 +175,15 @@ def openapi_document() -> dict[str, Any]:
                     "security": secured,
                     "parameters": [
                         _param("doc_type", "path", {"enum": [t.value for t in DocType]}),
-                        _param("doc_id", "path", {"type": "string", "maxLength": MAX_DOC_ID_CHARS}),
+                        _param(
+                            "doc_id",
+                            "path",
+                            {
+                                "type": "string",
+                                "maxLength": MAX_DOC_ID_CHARS,
+                                "pattern": DOC_ID_PATTERN,
+                            },
+                        ),
                         _param("chunk_index", "query", _count(0, MAX_CHUNK_INDEX, 0)),
                         _param("window", "query", _count(0, MAX_CONTEXT_WINDOW, 2)),
                     ],
@@ -214,7 +224,9 @@ def openapi_document() -> dict[str, Any]:
                     "summary": "RCP/1 (JSON-RPC 2.0): info, ping, initialize, retrieve, shutdown.",
                     "operationId": "rcp",
                     "security": [*secured, {}],
-                    "parameters": [_param("method", "path", {"type": "string"})],
+                    "parameters": [
+                        _param("method", "path", {"type": "string", "pattern": METHOD_PATTERN})
+                    ],
                     "requestBody": {"required": True, "content": _json("JsonRpcRequest")},
                     "responses": {
                         "200": {

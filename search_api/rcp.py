@@ -17,6 +17,12 @@ from search_api.search import Decorator
 
 log = structlog.get_logger(__name__)
 
+METHOD_PATTERN = r"^[^/][^\n]*$"
+"""The ``<method>`` of ``/rcp/<method>`` the router takes, as the OpenAPI document states it:
+werkzeug's ``path`` converter (``PathConverter.regex``, ``[^/].*?``) takes any text but a
+leading ``/``, and its ``.`` no newline; any other path under ``/rcp/`` is a 404
+``not_found`` problem, not a JSON-RPC answer."""
+
 
 def rpc_error_response(
     status: int, code: int, message: str, data: Any = None, *, id_: str | int | None = None

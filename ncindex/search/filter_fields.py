@@ -49,6 +49,19 @@ MAX_STRING_CHARS = 1024
 DATE_ENCODING = "RFC 3339 string (naive means UTC) or integer/float Unix seconds"
 """How ``date`` values are written to ``POST /v1/search`` and MCP; advertised with the fields."""
 
+MAX_SECONDS = 253_402_300_799
+"""Latest Unix time a ``date`` value may name, 9999-12-31T23:59:59Z (and ``-MAX_SECONDS`` the
+earliest taken): a later one is held by no RFC 3339 string."""
+
+TIME_PATTERN = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"([Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?([Zz]|[+-][0-9]{2}:[0-9]{2})?)?$"
+)
+"""The ``date`` strings read (one regular expression for the server, ``re.fullmatch``, and
+the OpenAPI document, ECMA-262): an RFC 3339 ``full-date``, or one followed by ``T`` (or
+``t`` or a space, RFC 3339 §5.6 NOTE) and a time, seconds optional, with an offset (``Z``,
+``+02:00``) or none (naive: UTC). The date and time must also exist (no month 13)."""
+
 RCP_DATE_ENCODING = "RFC 3339 string (naive means UTC)"
 """How ``date`` values are written to RCP/1, advertised in its ``filter`` capability: spec §4.6
 allows an RFC 3339 string or integer epoch *milliseconds*, "the server declares which of the

@@ -44,12 +44,13 @@ from ncindex.search.filter_fields import (
     MAX_FILTER_DEPTH,
     MAX_FILTER_LEAVES,
     MAX_LIST_VALUES,
+    MAX_SECONDS,
     MAX_STRING_CHARS,
+    TIME_PATTERN,
     FilterField,
 )
 from ncindex.store.queries import acl_condition
 
-_MAX_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z
 _INT64 = 2**63
 _RANGE_OPS = ("gt", "gte", "lt", "lte")
 
@@ -506,14 +507,16 @@ def _time(value: Any, path: str) -> float:
     if isinstance(value, bool) or value is None:
         raise FilterError("invalid_value", path, "must be an RFC 3339 time or Unix seconds")
     if isinstance(value, int | float):
-        if not math.isfinite(value) or abs(value) > _MAX_SECONDS:
+        if not math.isfinite(value) or abs(value) > MAX_SECONDS:
             raise FilterError("invalid_value", path, "is out of range")
         return float(value)
     if not isinstance(value, str):
         raise FilterError("invalid_value", path, "must be an RFC 3339 time or Unix seconds")
     _check_text(value, path)
+    if not re.fullmatch(TIME_PATTERN, value):  # fromisoformat also reads ISO 8601's "2026-W05"
+        raise FilterError("invalid_value", path, f"{value[:64]!r} is not an RFC 3339 time")
     try:  # RFC 3339 §5.6 allows a lower-case "t" and "z"; Python's parser does not
-        when = datetime.fromisoformat(value.strip().upper())
+        when = datetime.fromisoformat(value.upper())
     except ValueError:
         raise FilterError(
             "invalid_value", path, f"{value[:64]!r} is not an RFC 3339 time"

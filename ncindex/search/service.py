@@ -77,6 +77,7 @@ from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import ChunkOutOfRange, DocumentNotFound, InputError, SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
+from ncindex.search.filter_fields import MAX_SECONDS, TIME_PATTERN
 from ncindex.search.filters import (
     Node,
     build_filter,
@@ -116,18 +117,31 @@ MAX_CHUNK_INDEX = 1_000_000
 MAX_DOC_ID_CHARS = 256
 """Longest ``doc_id`` a caller may name (the context endpoint, the MCP ``fetch`` tool)."""
 
+DOC_ID_PATTERN = (
+    r"^[^/\x00-\x20\x7f-\xa0\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u1680"
+    r"\u180e\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\ue000-\uf8ff\ufeff\ufff9-\ufffb]+$"
+)
+"""The ``doc_id`` strings a caller may name (one regular expression for the server,
+``re.fullmatch``, and the OpenAPI document, ECMA-262): no ``/`` and none of whitespace
+(Python's ``str.isspace`` and ECMA-262's ``\\s`` alike), C0 and C1 controls, or the format
+and private-use characters of the Basic Multilingual Plane (Unicode categories Cf, Co: soft
+hyphen, zero-width spaces and joiners, bidi marks and overrides, byte order mark, …).
+Unassigned code points and those beyond that plane pass it (an ECMA-262 class without the
+``u`` flag cannot name them) and, no document's id holding one, are answered ``not_found``."""
+
 
 def checked_doc_id(doc_id: str, field: str) -> str:
     """``doc_id`` as a caller named it (the context endpoint's path, the MCP ``fetch`` tool's
     ``id`` or ``doc_id``), unchanged when it can be a document's id; raises
     :class:`~ncindex.errors.InputError` (``invalid_value`` on ``field``) when it is empty,
-    longer than :data:`MAX_DOC_ID_CHARS` characters, holds a ``/``, whitespace or a control
-    character (no document's id does: they are Nextcloud's numeric ids, ``"208"``; a
-    ``"208 "`` was looked up and answered ``not_found``, which told the caller the id was
-    right and the document gone) or is not valid Unicode (a lone surrogate)."""
+    longer than :data:`MAX_DOC_ID_CHARS` characters, does not match :data:`DOC_ID_PATTERN`
+    (a ``/``, whitespace, a control or invisible format character: no document's id holds
+    one, they are Nextcloud's numeric ids, ``"208"``; a ``"208 "`` was looked up and answered
+    ``not_found``, which told the caller the id was right and the document gone) or is not
+    valid Unicode (a lone surrogate)."""
     if not doc_id or len(doc_id) > MAX_DOC_ID_CHARS or "/" in doc_id:
         raise InputError("invalid_value", field, "not a document id")
-    if any(c.isspace() or not c.isprintable() for c in doc_id):
+    if not re.fullmatch(DOC_ID_PATTERN, doc_id):
         raise InputError(
             "invalid_value", field, "not a document id: it holds whitespace or a control character"
         )
@@ -168,7 +182,21 @@ FILTER_NODE_REF = "#/components/schemas/FilterNode"
 """Where the OpenAPI document defines the filter tree (see ``search_api.openapi``)."""
 
 Mode = Literal["hybrid", "dense", "sparse"]
-TimeValue = StrictInt | StrictFloat | str
+TimeValue = Annotated[
+    StrictInt | StrictFloat | str,
+    WithJsonSchema(
+        {
+            "oneOf": [
+                {"type": "number", "minimum": -MAX_SECONDS, "maximum": MAX_SECONDS},
+                {"type": "string", "pattern": TIME_PATTERN},
+            ]
+        }
+    ),
+]
+"""A point in time as ``POST /v1/search`` takes it (checked by
+:func:`~ncindex.search.filters.request_tree`): Unix seconds, at most :data:`MAX_SECONDS`
+either side of 1970, or an RFC 3339 string matching :data:`TIME_PATTERN` (naive: UTC); the
+JSON Schema says exactly that."""
 
 
 @dataclass(frozen=True)

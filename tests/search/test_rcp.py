@@ -950,3 +950,49 @@ def test_an_answer_outside_the_server_never_echoes_a_lone_surrogate_id(ro_api: A
     reply = strictly_readable(answer.data)
     assert answer.status_code == 400 and reply["id"] is None
     assert reply["error"]["data"] == {"field": "x"}
+
+
+def test_openapi_states_the_doc_ids_times_and_rcp_methods_the_server_takes(ro_api: Any) -> None:
+    """``/openapi.json`` was looser than the server: ``doc_id`` had no pattern though
+    ``checked_doc_id`` refuses whitespace and control characters (``"208 "`` is 400);
+    ``modified_after``/``modified_before`` were any string or number, though the server takes
+    RFC 3339 strings and Unix seconds within years 1–9999; ``/rcp/<method>`` took any string,
+    though a newline in it is a 404 from the router. Each sample is now valid by the document
+    exactly when the server takes it."""
+    from urllib.parse import quote
+
+    from jsonschema import Draft202012Validator
+
+    doc = ro_api.client.get("/openapi.json").get_json()
+    auth = {"Authorization": basic("alice")}
+
+    def param(path: str, name: str) -> Draft202012Validator:
+        params = doc["paths"][path]["get" if "documents" in path else "post"]["parameters"]
+        return Draft202012Validator(next(p["schema"] for p in params if p["name"] == name))
+
+    doc_id = param("/v1/documents/{doc_type}/{doc_id}/context", "doc_id")
+    for value in ("208", "ab-c_1.x", "ü1", "x" * 256, "208 ", " 208", "a\tb", "a\x00b", "a\x85",
+                  "a\u200bb", "\ufeff1", "a\u202eb", "\ue000", "a\u3000b", "x" * 257):  # fmt: skip
+        answer = ro_api.client.get(f"/v1/documents/file/{quote(value)}/context", headers=auth)
+        refused = answer.status_code == 400 and answer.get_json()["field"] == "doc_id"
+        assert doc_id.is_valid(value) is not refused, (value, answer.get_json())
+
+    search = doc["components"]["schemas"]["SearchRequest"]
+    times = Draft202012Validator(search["properties"]["modified_after"])
+    for value in ("2026-01-01", "2026-01-01T00:00:00Z", "2026-01-01t00:00:00z", "2026-01-01 12:30",
+                  "2026-01-01T00:00:00.5+02:00", "2026-W05", "20260101", " 2026-01-01",
+                  "2026-01-01T12", "2026-01-01T00:00:00+0200", 5, 1.5, -1, 253402300799,
+                  253402300800, -253402300800, "5"):  # fmt: skip
+        for name in ("modified_after", "modified_before"):
+            body = {"query": "lighthouse", name: value}
+            answer = ro_api.client.post("/v1/search", json=body, headers=auth)
+            refused = answer.status_code == 400 and answer.get_json()["field"] == name
+            assert times.is_valid(value) is not refused, (name, value, answer.get_json())
+
+    method = param("/rcp/{method}", "method")
+    # no sample ends in a newline: jsonschema reads a pattern with Python's re.search, whose
+    # "$" also matches before a final newline (ECMA-262's, the document's, does not)
+    for value in ("ping", "a/b", "a b", "\n", "a\rb", "a\nb", "/a", "//"):
+        answer = ro_api.client.post(f"/rcp/{quote(value, safe='/')}", data=b"{}")
+        routed = answer.status_code not in (404, 308)
+        assert method.is_valid(value) is routed, (value, answer.status_code)
