@@ -59,7 +59,7 @@ from ncindex.errors import (
 from ncindex.nextcloud.loginflow import delete_app_password, poll_login_flow, start_login_flow
 from ncindex.runtime import Services
 from ncindex.settings import Settings
-from ncindex.web.auth import resolve_caller
+from ncindex.web.auth import MAX_AUTHORIZATION_CHARS, resolve_caller
 from ncindex.web.problems import problem, problem_for
 from ncindex.web.ratelimit import CallerLimit
 from ncindex.web.session import COOKIE, CSRF_HEADER, UiSessions, csrf_ok
@@ -302,9 +302,9 @@ def ui_blueprint(
                     )
             login_name = _text_field(body, "login_name")
             app_password = _text_field(body, "app_password")
+            authorization = _typed_basic(login_name, app_password)
         except InputError as exc:
             return problem_for(exc)
-        authorization = _basic(login_name, app_password)
         retry = per_login.hit(authorization, request.remote_addr) if per_login else None
         if retry is not None:
             return problem(
@@ -350,6 +350,23 @@ def ui_blueprint(
 def _basic(login_name: str, password: str) -> str:
     token = base64.b64encode(f"{login_name}:{password}".encode()).decode()
     return f"Basic {token}"
+
+
+def _typed_basic(login_name: str, app_password: str) -> str:
+    """:func:`_basic` of a typed sign-in. Raises :class:`InputError` ``invalid_value`` on
+    ``app_password`` when it is longer than :data:`~ncindex.web.auth.MAX_AUTHORIZATION_CHARS`,
+    the most any request may send on: two fields within :data:`MAX_FIELD_CHARS` characters
+    each can be four times as many UTF-8 bytes, and such a header was refused as a credential
+    (401 "too long" on ``app_password``) after the rate limit had counted it."""
+    authorization = _basic(login_name, app_password)
+    if len(authorization) > MAX_AUTHORIZATION_CHARS:
+        raise InputError(
+            "invalid_value",
+            "app_password",
+            "with the login name, too long for a Basic header (at most "
+            f"{MAX_AUTHORIZATION_CHARS} characters of base64 of their UTF-8)",
+        )
+    return authorization
 
 
 def _text_field(body: Any, name: str) -> str:

@@ -19,8 +19,10 @@ from ncindex.runtime import Services
 from ncindex.search import facets
 from ncindex.search.facets import CHECK_SECONDS
 from ncindex.settings import Settings
+from ncindex.web.auth import MAX_AUTHORIZATION_CHARS
 from ncindex.web.session import ANONYMOUS_SECONDS, COOKIE, CSRF_HEADER
 from search_api import create_app
+from search_api.ui import MAX_FIELD_CHARS
 from support import ADMIN, PASSWORDS, Stack, wait_until
 
 
@@ -386,3 +388,38 @@ def test_a_query_parameter_on_the_page_routes_or_the_openapi_document_is_named(
     keys = redis.Redis.from_url(redis_url)
     for key in keys.scan_iter("ui-query:*"):
         keys.delete(key)
+
+
+def test_a_typed_sign_in_too_long_for_a_basic_header_is_a_400_naming_the_field(
+    redis_url: str,
+) -> None:
+    """A login name and app password within ``MAX_FIELD_CHARS`` characters each, but of
+    four-byte characters, make a Basic header past ``MAX_AUTHORIZATION_CHARS``: it was
+    answered 401 ``unauthenticated`` ("header too long") as if Nextcloud had refused the
+    password. It is a 400 ``invalid_value`` on ``app_password``, and Nextcloud is not asked;
+    one such field alone still fits and signs in."""
+    asked: list[str] = []
+
+    def nextcloud(request: httpx.Request) -> httpx.Response:
+        asked.append(request.headers["Authorization"])
+        data = {"ocs": {"meta": {"status": "ok", "statuscode": 200}, "data": {"id": "alice"}}}
+        return httpx.Response(200, json=data)
+
+    settings = Settings(
+        nextcloud_url="https://cloud.example.test", redis_url=redis_url, namespace="ui-long-basic"
+    )
+    services = Services(settings, http_transport=httpx.MockTransport(nextcloud))
+    client = create_app(settings, services=services).test_client()
+    csrf = session(client)["csrf"]
+    wide = "\U0001f600" * MAX_FIELD_CHARS  # 4 UTF-8 bytes each
+    typed = {"login_name": wide, "app_password": wide}
+    refused = client.post("/ui/login/password", json=typed, headers={CSRF_HEADER: csrf})
+    assert refused.status_code == 400, refused.get_json()
+    assert refused.get_json()["code"] == "invalid_value"
+    assert refused.get_json()["field"] == "app_password"
+    assert asked == []
+    typed = {"login_name": "alice", "app_password": wide}  # one wide field fits
+    signed = client.post("/ui/login/password", json=typed, headers={CSRF_HEADER: csrf})
+    assert signed.status_code == 200 and signed.get_json()["user"] == "alice"
+    assert len(asked) == 1 and len(asked[0]) <= MAX_AUTHORIZATION_CHARS
+    services.close()
