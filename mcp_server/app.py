@@ -11,9 +11,10 @@ and refused credentials per client address unless Nextcloud confirmed the caller
 with an app password, or a Bearer token Nextcloud accepts), resolved exactly as the search API
 does (:func:`ncindex.web.auth.resolve_caller`; 401 with ``WWW-Authenticate`` when missing or
 refused, 503 when Nextcloud cannot be asked), then the body: at most 64 KiB (413) and strict
-JSON (:mod:`ncindex.strict_json`: no ``NaN``, no key named twice; else the transport's own
-400 parse error, JSON-RPC -32700), then the transport's header checks, run by the gate with
-the transport's own rules (``TransportSecurityMiddleware.validate_request``): a
+JSON (:mod:`ncindex.strict_json`: no ``NaN``, no key named twice, no string holding a lone
+surrogate, which the transport's parser refuses too; else the transport's own 400 parse error,
+JSON-RPC -32700, naming where a lone surrogate is), then the transport's header checks, run
+by the gate with the transport's own rules (``TransportSecurityMiddleware.validate_request``): a
 ``Content-Type`` other than ``application/json`` (400 ``invalid_value``), a ``Host`` outside
 ``settings.mcp_allowed_hosts`` (421 ``host_not_allowed``) and an ``Origin`` outside
 ``settings.mcp_allowed_origins`` (403 ``origin_not_allowed``; DNS-rebinding protection, on
@@ -436,6 +437,12 @@ class Gate:
         except (ValueError, RecursionError) as exc:
             # what the transport answers for text that is not JSON, for what its parser lets by
             await parse_error(f"Parse error: {exc}")(scope, receive, send)
+            return
+        where = strict_json.lone_surrogate_at(message)
+        if where is not None:  # the transport's parser refuses it as well; a refusal of ours
+            # below echoed the id, and UTF-8 cannot carry a lone surrogate: a 500
+            detail = f"Parse error: a lone surrogate (not valid Unicode) in {where or 'the body'}"
+            await parse_error(detail)(scope, receive, send)
             return
         refused = await self.transport.validate_request(request, is_post=True)
         if refused is not None:  # the transport would answer it in plain text

@@ -1574,3 +1574,27 @@ def test_the_readme_python_client_runs_as_written(mcp_url: str, capsys) -> None:
     exec(snippet.replace("http://127.0.0.1:8080/mcp", mcp_url), {})
     printed = capsys.readouterr().out
     assert "'results'" in printed, printed
+
+
+def test_a_lone_surrogate_is_a_parse_error_never_a_500(mcp_url: str) -> None:
+    """A lone surrogate (``"\\ud800"`` in the JSON) is refused by the transport's parser as
+    -32700, but a message the gate refuses itself (``params`` not an object) was answered with
+    its id echoed, which UTF-8 cannot carry: a 500. The gate now refuses such a body as the
+    transport does, -32700 with id null, naming where the surrogate is."""
+    headers = {
+        "Authorization": basic("alice"),
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    for body, where in (
+        (b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "tools/list", "params": 5}', "id"),
+        (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"\\udc00": 1}}',
+            "params.\\udc00",
+        ),
+    ):
+        answer = httpx.post(mcp_url, content=body, headers=headers, timeout=30)
+        assert answer.status_code == 400, answer.text
+        error = answer.json()
+        assert error["id"] is None and error["error"]["code"] == -32700, error
+        assert error["error"]["message"].endswith(f"in {where}"), error
