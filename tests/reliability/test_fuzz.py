@@ -416,6 +416,87 @@ def test_openapi_no_5xx_and_every_rejection_has_a_code(
             assert response.json()["code"], what
 
 
+def _spec_valid(schema: dict[str, Any], value: Any) -> bool:
+    """``value`` valid by ``schema``. jsonschema matches ``pattern`` with Python's
+    ``re.search``, whose ``$`` also matches before a final newline (ECMA-262's does not):
+    callers draw no value ending in one."""
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema).is_valid(value)
+
+
+@fuzz_settings(ci_examples=200)
+@given(
+    value=st.one_of(
+        st.builds(lambda d, sep: d.isoformat(sep=sep), st.datetimes(), st.sampled_from("Tt ")),
+        st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat()),
+        st.text(alphabet="0123456789-:TtZz .,+W", max_size=30),
+        st.integers(),
+        st.floats(allow_nan=False, allow_infinity=False),
+    )
+)
+def test_openapi_times_are_the_ones_the_server_takes(value: Any) -> None:
+    """``modified_after``/``modified_before`` of ``SearchRequest`` in ``/openapi.json`` take
+    what the server takes (:func:`ncindex.search.filters.request_tree`): nothing the document
+    refuses is taken, and what it takes is refused only for a date that does not exist."""
+    from datetime import datetime
+
+    from ncindex.errors import FilterError
+    from ncindex.search.filters import request_tree
+    from search_api.openapi import openapi_document
+
+    schema = openapi_document()["components"]["schemas"]["SearchRequest"]
+    for name in ("modified_after", "modified_before"):
+        try:
+            request_tree(**{name: value})
+            taken = True
+        except FilterError as exc:
+            assert exc.field == name
+            taken = False
+        valid = _spec_valid(schema["properties"][name], value)
+        assert valid or not taken, (name, value)
+        if valid and not taken:  # the pattern's digits name no day or time (2026-13-01)
+            with pytest.raises(ValueError):
+                datetime.fromisoformat(value.upper())
+
+
+@fuzz_settings(ci_examples=200)
+@given(value=st.text(max_size=12).filter(lambda v: not v.endswith("\n")))
+def test_openapi_doc_ids_and_rcp_methods_are_the_ones_the_server_takes(value: str) -> None:
+    """The context endpoint's ``doc_id`` and ``/rcp/{method}`` in ``/openapi.json`` are
+    valid exactly when the server takes them: ``checked_doc_id`` refuses none of the first,
+    and the router sends the second to the RCP server (no 404 or redirect)."""
+    from urllib.parse import quote
+
+    from flask import Flask
+
+    from ncindex.errors import InputError
+    from ncindex.search.rcp import HttpAnswer
+    from ncindex.search.service import checked_doc_id
+    from search_api.openapi import openapi_document
+    from search_api.rcp import rcp_blueprint
+
+    paths = openapi_document()["paths"]
+    context = paths["/v1/documents/{doc_type}/{doc_id}/context"]["get"]["parameters"]
+    try:
+        checked_doc_id(value, "doc_id")
+        taken = True
+    except InputError:
+        taken = False
+    doc_id = next(p["schema"] for p in context if p["name"] == "doc_id")
+    assert _spec_valid(doc_id, value) is taken, value
+
+    class Answering:
+        def handle_http(self, *_: Any) -> HttpAnswer:
+            return HttpAnswer(204, None)
+
+    app = Flask(__name__)
+    app.register_blueprint(rcp_blueprint(Answering()))  # type: ignore[arg-type]
+    status = app.test_client().post(f"/rcp/{quote(value, safe='/')}", data=b"{}").status_code
+    method = paths["/rcp/{method}"]["post"]["parameters"][0]["schema"]
+    assert _spec_valid(method, value) is (status == 204), (value, status)
+
+
 def _content_type(response: Any) -> str:
     """The Content-Type of a schemathesis response (header names and values vary in shape)."""
     for name, value in response.headers.items():
