@@ -25,7 +25,7 @@ leading ``/``, and its ``.`` no newline; any other path under ``/rcp/`` is a 404
 
 
 def rpc_error_response(
-    status: int, code: int, message: str, data: Any = None, *, id_: str | int | None = None
+    status: int, code: int, message: str, data: Any = None, *, id_: str | float | None = None
 ) -> Response:
     """A JSON-RPC error with HTTP ``status`` — for failures the JSON-RPC layer never saw
     (body too large, rate limited); ``id_`` the request's id where it could be read, else
