@@ -299,4 +299,7 @@ def corrupt_files() -> list[tuple[str, str, bytes, str]]:
         ("press.rtf", "text/rtf", b"<p>this is no RTF</p>", "not an RTF document"),
         ("mail.eml", "message/rfc822", b"\x7fELF\x02\x01\x01\x00\x00", "not an e-mail message"),
         ("scan.png", "image/png", image_bytes(["Cut short"])[:300], "unreadable image"),
+        # a web server's error page saved under the calendar's name; a typed list as a .vcf
+        ("cal.ics", "text/calendar", b"<html><p>502 Bad Gateway</p></html>", "not an iCalendar"),
+        ("crew.vcf", "text/vcard", b"Rui Costa, +351 912 345 678\n", "content line 1: Failed"),
     ]

@@ -20,8 +20,8 @@ bound is cut and reported as ``truncated``. Corrupt or unreadable input raises
 
 Libraries (all permissive): pypdf (BSD-3-Clause), python-docx, python-pptx and openpyxl
 (MIT), odfpy (Apache-2.0/LGPL dual), BeautifulSoup 4 (MIT) on lxml (BSD-3-Clause), striprtf
-(BSD-3-Clause), pytesseract (Apache-2.0) and pypdfium2 (Apache-2.0/BSD-3-Clause),
-charset-normalizer (MIT) for the encoding of legacy text files
+(BSD-3-Clause), pytesseract (Apache-2.0) and pypdfium2 (Apache-2.0/BSD-3-Clause), vobject
+(Apache-2.0) for iCalendar and vCard, charset-normalizer (MIT) for the encoding of legacy text files
 (:mod:`~ncindex.text.charsets`). Outlook ``.msg`` files are
 not read: the library that reads them (extract-msg) is GPL-3.0.
 
@@ -307,11 +307,6 @@ def extract_text(
     if fmt in (TEXT, MARKDOWN):
         text, cut = decode_text(data, _charset(mime_type), max_chars)
         return _result(text, max_chars, markdown=fmt == MARKDOWN, pages=None, truncated=cut)
-    if fmt in (ICS, VCF):
-        from ncindex.text.cards import card_text
-
-        text, cut = card_text(data, max_chars)
-        return _result(text, max_chars, markdown=True, pages=None, truncated=cut)
     if fmt in _ZIPPED:
         _check_zip(data, max_unzipped_bytes)
     blocks = Blocks(max_chars, max_seconds)
@@ -429,6 +424,14 @@ def _rtf(job: _Job) -> None:
     job.blocks.add(rtf_text(job.data))
 
 
+def _cards(job: _Job) -> None:
+    from ncindex.text.cards import card_text
+
+    text, cut = decode_text(job.data, _charset(job.mime_type), job.blocks.max_chars)
+    card_text(text, job.blocks)
+    job.blocks.truncated = job.blocks.truncated or cut
+
+
 def _eml(job: _Job) -> None:
     from ncindex.text.mail import eml_text
 
@@ -451,6 +454,8 @@ _READERS: dict[str, tuple[Callable[[_Job], int | None], bool]] = {
     EPUB: (_epub, True),
     RTF: (_rtf, False),
     EML: (_eml, True),
+    ICS: (_cards, True),
+    VCF: (_cards, True),
 }
 
 

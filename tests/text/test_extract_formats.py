@@ -358,6 +358,54 @@ def test_vcard_2_1_quoted_printable_names_are_decoded() -> None:
     assert extract(vcf, "application/octet-stream", "/Backup/contacts.vcf").text.startswith("# J")
 
 
+def _calendar(events: int) -> bytes:
+    body = "".join(
+        f"BEGIN:VEVENT\r\nUID:{n}\r\nSUMMARY:Tide {n}\r\nEND:VEVENT\r\n" for n in range(events)
+    )
+    return f"BEGIN:VCALENDAR\r\nVERSION:2.0\r\n{body}END:VCALENDAR\r\n".encode()
+
+
+def test_calendar_cut_at_the_byte_bound_keeps_its_complete_events() -> None:
+    """Beyond the bytes ``max_chars`` characters can need (4,004 bytes here), a calendar's
+    ``END:VCALENDAR`` is cut off: its complete events are the text, marked truncated, and the
+    cut one is left out (a parser that wants the whole ``VCALENDAR`` gives nothing)."""
+    result = extract(_calendar(500), "text/calendar", "tides.ics", max_chars=1000)
+    events = result.text.split("\n\n")
+    assert result.truncated and 50 < len(events) < 100
+    assert events == [f"# Tide {n}" for n in range(len(events))]
+
+
+def test_calendars_and_address_books_honour_the_time_budget() -> None:
+    """Cards were read to the end whatever ``max_seconds`` said (a calendar of thousands of
+    events has no pages to check a budget between)."""
+    for data, mime, name in [
+        (_calendar(50), "text/calendar", "tides.ics"),
+        (b"BEGIN:VCARD\r\nVERSION:3.0\r\nFN:Rui Costa\r\nEND:VCARD\r\n" * 50, None, "c.vcf"),
+    ]:
+        # a budget spent before the first line is read: only where it is checked matters
+        result = extract(data, mime, name, max_seconds=1e-9)
+        assert result.truncated and result.text == ""
+
+
+def test_vcard_2_1_legacy_charsets_and_unreadable_lines() -> None:
+    """A quoted-printable value is decoded in its ``CHARSET`` (ISO-8859-1, over a soft line
+    break); without one, its Windows-1252 bytes were read as UTF-8 (``M\ufffdller``, never
+    found) and a charset Python does not know as UTF-8 too; a line that cannot be read (no
+    ``:``) is skipped and the rest of the address book kept."""
+    vcf = (
+        b"BEGIN:VCARD\r\nVERSION:2.1\r\n"
+        b"FN;CHARSET=ISO-8859-1;ENCODING=QUOTED-PRINTABLE:Fran=E7oise Le=\r\n=F1a\r\n"
+        b"this line has no colon\r\nNOTE;CHARSET=X-NOWHERE;QUOTED-PRINTABLE:Gar=E7on\r\n"
+        b"TEL;HOME:+33 1 23 45 67 89\r\nEND:VCARD\r\n"
+        b"BEGIN:VCARD\r\nVERSION:2.1\r\nFN;ENCODING=QUOTED-PRINTABLE:J=FCrgen M=FCller\r\n"
+        b"END:VCARD\r\n"
+    )
+    assert extract(vcf, "text/x-vcard", "phone.vcf").text == (
+        "# Fran\u00e7oise Le\u00f1a\n\nNote: Gar\u00e7on\nPhone: +33 1 23 45 67 89\n\n"
+        "# J\u00fcrgen M\u00fcller"
+    )
+
+
 def test_eml_8bit_body_without_a_charset_is_not_read_as_ascii() -> None:
     """A body part naming no charset is US-ASCII by RFC 2045 §5.2, and the ``email`` package
     replaced every 8-bit byte of such a Latin-1 body with U+FFFD."""
