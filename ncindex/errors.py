@@ -10,7 +10,8 @@ Failures of the work (Nextcloud, the store, Redis, a document)::
     │   ├── SearchUnavailable     the query could not be embedded at all
     │   ├── LockBusy              another task holds the document's lock
     │   ├── StaleEntry            a download does not match the entry it was looked up by
-    │   └── FileUnavailable       one file's bytes cannot be opened now (its GET: 423, 503)
+    │   ├── FileUnavailable       one file's bytes cannot be opened now (its GET: 423, 503)
+    │   └── StorageUnavailable    one folder's storage cannot be reached now (its PROPFIND: 503)
     ├── PermanentError            retrying cannot help
     │   ├── NextcloudAuthError    Nextcloud answered 401 (bad or revoked app password)
     │   │   └── AccountHeld       not sent: Nextcloud refused this account's credential lately
@@ -117,6 +118,17 @@ class FileUnavailable(TransientError):
     storage is not available. That file, not Nextcloud, is what is unavailable: the task
     retries, but is not kept to be sent again as an outage's are (a file that stays
     unopenable would be sent again after every task that succeeds)."""
+
+
+class StorageUnavailable(TransientError):
+    """Raised when Nextcloud answers a folder's ``PROPFIND`` 503
+    ``Sabre\\DAV\\Exception\\ServiceUnavailable`` "Storage is temporarily not available"
+    (not maintenance mode): nextcloud/server ``apps/dav/lib/Connector/Sabre/ObjectTree.php``
+    ``getNodeForPath`` throws it for a ``StorageNotAvailableException`` and for a mount whose
+    storage is a ``FailedStorage`` — an external storage (files_external) whose server is
+    away or whose credentials are refused, a federated share whose server cannot be reached.
+    That storage, not Nextcloud, is what is unavailable: a walk skips the folder and keeps
+    what is indexed below it; a task retries, but is not held as an outage's are."""
 
 
 # --- permanent -----------------------------------------------------------------------------

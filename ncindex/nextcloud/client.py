@@ -12,7 +12,9 @@ timeout, connection error       ``NextcloudUnavailable``
 a header httpx refuses to send  ``NextcloudProtocolError`` (never echoing the header)
 5xx, 423, 429                   ``NextcloudUnavailable`` (but ``FileUnavailable``
                                 for a file's download answered 423 or
-                                503 out of maintenance mode)
+                                503 out of maintenance mode;
+                                ``StorageUnavailable`` for another WebDAV
+                                503 of a storage that cannot be reached)
 401; a WebDAV 5xx of a login    ``NextcloudAuthError`` (but ``Forbidden`` for
 refused (a disabled account)    an app API's CORS refusal of a
                                 Bearer token: :data:`CORS_REFUSAL`)
@@ -47,6 +49,7 @@ from ncindex.errors import (
     NextcloudRefused,
     NextcloudUnavailable,
     NotFound,
+    StorageUnavailable,
     TooLarge,
 )
 from ncindex.nextcloud import webdav
@@ -340,12 +343,23 @@ class NextcloudClient:
         where = f"{method} {url}: HTTP {status}"
         if status in not_found:
             raise NotFound(where)
-        if status >= 500 and _disabled_account(response):
+        body = _error_body(response) if status >= 500 else None
+        if body is not None and webdav.login_refused(body):
             # the credentials are right but the account may not log in (disabled): DAV says
             # so with a 503, which is no outage — retrying cannot help, and a search must not
             # go on unverified as if Nextcloud were down
             raise NextcloudAuthError(where + " (login refused: account disabled)")
         maintenance = response.headers.get("X-Nextcloud-Maintenance-Mode") == "1"
+        if (
+            status == 503
+            and not one_file
+            and not maintenance
+            and body is not None
+            and webdav.storage_unavailable(body)
+        ):
+            # apps/dav/lib/Connector/Sabre/ObjectTree.php getNodeForPath: the path lies on
+            # a storage that cannot be reached (an external storage, a federated share)
+            raise StorageUnavailable(where + f" ({webdav.STORAGE_UNAVAILABLE})")
         if one_file and status in (423, 503) and not maintenance:
             # apps/dav/lib/Connector/Sabre/File.php get: FileLocked (423) for a
             # LockedException, ServiceUnavailable (503) for a file it cannot open, whose
@@ -711,27 +725,28 @@ def _cors_refused_bearer(response: httpx.Response) -> bool:
         return False
 
 
-def _disabled_account(response: httpx.Response) -> bool:
-    """A WebDAV error answer (5xx) that is Nextcloud refusing the login of an account it
-    will not let in (:func:`~ncindex.nextcloud.webdav.login_refused`: a disabled account's
-    app password answers 503 ``Sabre\\DAV\\Exception\\ServiceUnavailable`` with
-    ``OC\\User\\LoginException: …``), not an outage. Only a small XML body is read: a
+def _error_body(response: httpx.Response) -> bytes | None:
+    """The XML body of an error answer (5xx), to tell Nextcloud's refusals from an outage
+    (:func:`~ncindex.nextcloud.webdav.login_refused`: a disabled account's app password answers
+    503 ``Sabre\\DAV\\Exception\\ServiceUnavailable`` with ``OC\\User\\LoginException: …``;
+    :func:`~ncindex.nextcloud.webdav.storage_unavailable`), or ``None`` for an answer that is
+    not XML or is larger than :data:`_MAX_ERROR_BODY` bytes. Only a small XML body is read: a
     streamed answer's body is read here up to :data:`_MAX_ERROR_BODY` bytes, with or without a
     ``Content-Length``."""
     if "xml" not in response.headers.get("Content-Type", ""):
-        return False
+        return None
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > _MAX_ERROR_BODY:
-        return False
+        return None
     body = b""
     try:
         for part in response.iter_bytes():
             body += part
             if len(body) > _MAX_ERROR_BODY:
-                return False
+                return None
     except httpx.HTTPError:
-        return False
-    return webdav.login_refused(body)
+        return None
+    return body
 
 
 #: The largest error body read to classify an answer (Sabre's error bodies are a few hundred

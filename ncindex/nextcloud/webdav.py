@@ -201,6 +201,21 @@ def login_refused(body: bytes) -> bool:
     return exception == LOGIN_EXCEPTION or message.startswith(LOGIN_EXCEPTION + ":")
 
 
+#: ``s:message`` of the 503 nextcloud/server ``apps/dav/lib/Connector/Sabre/ObjectTree.php``
+#: ``getNodeForPath`` answers for a path on a storage that is not available (a PHP literal,
+#: never translated).
+STORAGE_UNAVAILABLE = "Storage is temporarily not available"
+
+
+def storage_unavailable(body: bytes) -> bool:
+    """Whether a WebDAV error body is ``ObjectTree::getNodeForPath``'s refusal of a path whose
+    storage is not available (``ServiceUnavailable`` with :data:`STORAGE_UNAVAILABLE`): an
+    external storage or a federated share that cannot be reached now, not an outage of
+    Nextcloud (Nextcloud's desktop client tells the two apart by this message too, in its
+    propagator's error classification; its file was not pinned down). Never raises."""
+    return sabre_error(body) == ("Sabre\\DAV\\Exception\\ServiceUnavailable", STORAGE_UNAVAILABLE)
+
+
 def parse_system_tags(body: bytes) -> dict[int, str]:
     """Tag id → tag name (as Nextcloud spells it) from a ``PROPFIND
     /remote.php/dav/systemtags/`` answer, in the answer's order (the collection's own

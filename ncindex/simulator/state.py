@@ -332,6 +332,8 @@ class FileTree:
         #: file id → the status its GET answers although it is listed (423: locked; 503:
         #: Nextcloud cannot open it), see ``NextcloudSimulator.make_unopenable``
         self.unopenable: dict[int, int] = {}
+        #: ids of folders whose storage is unavailable (see :meth:`is_unavailable`)
+        self.unavailable: set[int] = set()
         #: whether ``NodeRestoredEvent`` names the restored node (Nextcloud 31 and later,
         #: nextcloud/server#53752); see :meth:`restore`
         self.restored_node_has_id = True
@@ -550,6 +552,17 @@ class FileTree:
         current: Node | None = node
         while current is not None:
             if current.id in self.blocked:
+                return True
+            current = current.parent
+        return False
+
+    def is_unavailable(self, node: Node) -> bool:
+        """True when ``node`` or a folder above it is in :attr:`unavailable`: a storage
+        Nextcloud cannot reach now (an external storage's server away, its credentials
+        refused), whose folders it still lists from its file cache."""
+        current: Node | None = node
+        while current is not None:
+            if current.id in self.unavailable:
                 return True
             current = current.parent
         return False

@@ -466,6 +466,10 @@ class WebDav:
         node = self.tree.resolve(uid, path)
         if node is None:
             return _not_found(path)
+        if self.tree.is_unavailable(node):
+            # apps/dav/lib/Connector/Sabre/ObjectTree.php getNodeForPath: a
+            # StorageNotAvailableException (or a FailedStorage) while looking the path up
+            return dav_error(503, "ServiceUnavailable", "Storage is temporarily not available")
         depth = request.headers.get("Depth", "infinity").strip().lower()
         if node.is_dir and depth in ("1", "infinity") and self._unreadable(node, depth):
             # apps/dav/lib/Connector/Sabre/Directory.php getChildren(): an unreadable folder

@@ -103,7 +103,8 @@ class Seen:
 @dataclass(slots=True)
 class Listing:
     """What one scan listed: ``docs`` by id; ``covered`` folders skipped because their etag
-    is unchanged (manifest documents below them count as present and unchanged);
+    is unchanged or their storage cannot be reached now (``StorageUnavailable``) — manifest
+    documents below them count as present and unchanged;
     ``folders`` the visited folders' etags; ``marker`` the type's resume point (Notes
     ``pruneBefore``); ``requests`` made to Nextcloud; ``forbidden`` folders the user may not
     list (``PROPFIND`` 403: Sabre ``Directory::getChildren`` throws ``Forbidden`` for a folder

@@ -29,6 +29,7 @@ from ncindex.errors import (
     NextcloudProtocolError,
     NotFound,
     StaleEntry,
+    StorageUnavailable,
     TooLarge,
 )
 from ncindex.nextcloud.client import NextcloudClient
@@ -122,6 +123,14 @@ class FileSource(VerifiedByWebDav, Source):
                 # goes on; what is indexed below it is missing, and its re-check by id finds
                 # it unreadable and removes the user's access
                 listing.forbidden.append(folder)
+                continue
+            except StorageUnavailable:
+                if folder == "/":
+                    raise
+                # its storage cannot be reached now (an external storage's server away): the
+                # rest of the walk goes on, and what is indexed below it is kept as it is —
+                # present and unchanged — until the storage answers again
+                listing.covered.add(folder)
                 continue
             finally:
                 listing.requests += 1

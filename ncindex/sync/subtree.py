@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from ncindex.errors import Forbidden, NotFound
+from ncindex.errors import Forbidden, NotFound, StorageUnavailable
 from ncindex.index.indexing import Indexer
 from ncindex.ingest.events import Action, index_node
 from ncindex.nextcloud.webdav import DavEntry
@@ -44,8 +44,9 @@ def walk_subtree(
     found below them, breadth first) as ``user``; returns the ``index_node`` actions for the
     files the index does not hold at their listed version and path, and the folders left.
     A path in ``folders`` that names a file stands for that file.
-    A folder gone (404) or unreadable (403) meanwhile is skipped. Raises what the Nextcloud
-    client raises otherwise (``TransientError``: the task retries)."""
+    A folder gone (404) or unreadable (403) meanwhile, or on a storage that cannot be
+    reached now (``StorageUnavailable``: a scan's walk lists it again), is skipped. Raises
+    what the Nextcloud client raises otherwise (``TransientError``: the task retries)."""
     client = indexer.services.account(user)
     step = SubtreeStep()
     limit = FOLDERS_PER_TASK if limit is None else limit
@@ -58,7 +59,7 @@ def walk_subtree(
         seen.add(folder)
         try:
             entries = client.propfind(folder, depth=1)
-        except (NotFound, Forbidden):
+        except (NotFound, Forbidden, StorageUnavailable):
             continue
         finally:
             step.listed += 1

@@ -3,6 +3,8 @@ errors translated into the ncindex tree."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 import pytest
 
@@ -14,6 +16,7 @@ from ncindex.errors import (
     NextcloudRefused,
     NextcloudUnavailable,
     NotFound,
+    StorageUnavailable,
     TooLarge,
 )
 from ncindex.nextcloud.client import NextcloudClient, make_http
@@ -402,6 +405,34 @@ def test_other_dav_503s_stay_outages() -> None:
 
         with pytest.raises(NextcloudUnavailable):
             client_for(handler).find_by_ids([1532])
+
+
+def test_a_folder_on_a_storage_that_cannot_be_reached_is_no_outage() -> None:
+    """nextcloud/server ``apps/dav/lib/Connector/Sabre/ObjectTree.php`` ``getNodeForPath``
+    answers a path on an unavailable storage (``StorageNotAvailableException``, a
+    ``FailedStorage``: an external storage whose server is away) 503 "Storage is temporarily
+    not available": that storage's failure (``StorageUnavailable``), not Nextcloud's; the
+    same answer in maintenance mode stays an outage, and a file's download stays
+    ``FileUnavailable``."""
+    body = _sabre_503("Storage is temporarily not available")
+
+    def answer(headers: dict[str, str]) -> Callable[[httpx.Request], httpx.Response]:
+        def handler(request: httpx.Request) -> httpx.Response:
+            return httpx.Response(
+                503,
+                content=body,
+                headers={"Content-Type": "application/xml; charset=utf-8", **headers},
+            )
+
+        return handler
+
+    with pytest.raises(StorageUnavailable):
+        client_for(answer({})).propfind("/External/Reports", depth=1)
+    with pytest.raises(NextcloudUnavailable) as caught:
+        client_for(answer({"X-Nextcloud-Maintenance-Mode": "1"})).propfind("/External", depth=1)
+    assert not isinstance(caught.value, StorageUnavailable) and caught.value.maintenance
+    with pytest.raises(FileUnavailable):
+        client_for(answer({})).download("/External/a.pdf", 1_000_000)
 
 
 def test_a_long_dav_error_without_a_length_is_not_read_whole() -> None:

@@ -898,3 +898,29 @@ def test_a_deleted_users_deck_boards_leave_the_index_for_everyone(rstack: Stack)
     assert report.user_deleted == "forgotten", report.summary()
     assert rstack.points(f"deck_card:{her_card}") == []
     assert acl(rstack, f"deck_card:{their_card}") == ["user:alice", "user:bob"]
+
+
+def test_a_folder_whose_storage_cannot_be_reached_fails_nothing_and_keeps_its_files(
+    rstack: Stack,
+) -> None:
+    """An external storage whose server is away is still listed in its parent, and its
+    PROPFIND answers 503 "Storage is temporarily not available" (nextcloud/server
+    apps/dav/lib/Connector/Sabre/ObjectTree.php getNodeForPath): that answer was an outage of
+    Nextcloud, so every scan of the user failed (retried, failing again) for as long as the
+    storage stayed away. The walk now skips the folder and keeps what is indexed below it."""
+    fill(rstack, files=4, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.settings.reconcile_full_walk_seconds = 0  # every scan lists every folder
+    rstack.reconcile(["alice"])
+    f1 = {
+        f"file:{rstack.sim.file_id('alice', p)}" for p in ("/Docs/F1/f1.md", "/Docs/F1/Sub/f3.md")
+    }
+    assert f1 <= set(index_state(rstack))
+    rstack.sim.make_storage_unavailable("alice", "/Docs/F1")
+    new = rstack.sim.put_file("alice", "/Docs/F0/new.md", b"# New\nkelp")
+    rstack.reconcile(["alice"])
+    assert {f"file:{new}", *f1} <= set(index_state(rstack))
+    rstack.sim.make_storage_unavailable("alice", "/Docs/F1", unavailable=False)
+    rstack.sim.put_file("alice", "/Docs/F1/Sub/f3.md", b"# File 3\nchanged meanwhile")
+    rstack.reconcile(["alice"])
+    assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
