@@ -35,12 +35,13 @@ _PROPS = (
     f"{{{NC}}}system-tags",
     f"{{{OC}}}owner-id",
     f"{{{NC}}}share-attributes",
+    f"{{{NC}}}mount-type",
 )
 
 _PROP_XML = (
     "<d:prop><oc:fileid/><d:getetag/><d:getlastmodified/><d:getcontenttype/>"
     "<d:getcontentlength/><oc:size/><d:resourcetype/><oc:permissions/><nc:system-tags/>"
-    "<oc:owner-id/><nc:share-attributes/></d:prop>"
+    "<oc:owner-id/><nc:share-attributes/><nc:mount-type/></d:prop>"
 )
 
 PROPFIND_BODY = (
@@ -57,7 +58,10 @@ class DavEntry:
     ``etag`` is unquoted, ``modified_at`` Unix seconds, ``size`` bytes (``oc:size``, recursive
     for folders), ``owner`` the owner's user id (``oc:owner-id``), ``tags`` the
     system-tag names, ``downloadable`` false when the share the user sees it through is
-    view-only (``nc:share-attributes``).
+    view-only (``nc:share-attributes``), ``mount_type`` the type of the mount it lies on
+    (``nc:mount-type``, nextcloud/server ``apps/dav/lib/Connector/Sabre/FilesPlugin.php``
+    ``handleGetProperties``: ``getMountPoint()->getMountType()``; ``""`` for the user's home
+    and when not answered).
     """
 
     path: str
@@ -71,6 +75,21 @@ class DavEntry:
     owner: str | None = None
     tags: list[str] = field(default_factory=list)
     downloadable: bool = True
+    mount_type: str = ""
+
+    @property
+    def external(self) -> bool:
+        """Whether it lies on an external storage (files_external:
+        ``apps/files_external/lib/Config/ExternalMountPoint.php`` ``getMountType`` answers
+        ``external``, ``external-session`` with session credentials), whose etags do not
+        show changes made on the storage outside Nextcloud: Nextcloud notices those only when
+        a folder holding them is looked at (``lib/private/Files/View.php`` ``getCacheEntry``:
+        the storage's watcher, as the mount's ``filesystem_check_changes`` allows), and the
+        etag of the mount's root reaches the folders above it from the file cache alone
+        (``View::getFileInfo`` → ``addSubMounts``). A federated share's storage behaves so
+        too, but its mount type is ``shared``, as a local share's
+        (``apps/files_sharing/lib/External/Mount.php``): not told apart here."""
+        return self.mount_type in ("external", "external-session")
 
     @property
     def mounted(self) -> bool:
@@ -382,6 +401,7 @@ def _entry(path: str, props: dict[str, Element]) -> DavEntry:
             owner=text(f"{{{OC}}}owner-id"),
             tags=sorted(tags),
             downloadable=_downloadable(text(f"{{{NC}}}share-attributes")),
+            mount_type=text(f"{{{NC}}}mount-type") or "",
         )
     except (TypeError, ValueError) as exc:
         raise NextcloudProtocolError(f"bad WebDAV property for {path}: {exc}") from exc

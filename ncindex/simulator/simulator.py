@@ -425,6 +425,21 @@ class NextcloudSimulator:
         with self.lock:
             self.tree.group_folder(name, members)
 
+    def external_storage(self, name: str, members: list[str]) -> None:
+        """Create the external storage ``name`` or set who has it: mounted at ``/{name}``
+        for each of ``members``; no event (:meth:`~ncindex.simulator.state.FileTree.
+        external_storage`)."""
+        with self.lock:
+            self.tree.external_storage(name, members)
+
+    def add_unnoticed(self, user: str, path: str, data: bytes | str) -> int:
+        """Write a file straight to an external storage, not through Nextcloud: listed in
+        its folder, no etag changes, no event
+        (:meth:`~ncindex.simulator.state.FileTree.add_unnoticed`); returns its file id."""
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        with self.lock:
+            return self.tree.add_unnoticed(user, path, raw).id
+
     def unshare(self, owner: str, path: str, sharee: str) -> bool:
         """Remove a share; no event. True when a share was removed."""
         with self.lock:

@@ -243,8 +243,9 @@ class Share:
     created: int = 0
     permissions: int = 31
     attributes: list[dict[str, Any]] | None = None
-    #: ``"user"`` (files_sharing) or ``"groupfolder"``: a group folder's mount for a member
-    #: (:meth:`FileTree.group_folder`), listed by no sharing API
+    #: ``"user"`` (files_sharing), ``"groupfolder"``: a group folder's mount for a member
+    #: (:meth:`FileTree.group_folder`), or ``"external"``: an external storage's
+    #: (:meth:`FileTree.external_storage`); the last two are listed by no sharing API
     kind: str = "user"
 
     @property
@@ -1108,7 +1109,41 @@ class FileTree:
         self._touch_mount_parent(share)
         return share
 
-    def group_folder(self, name: str, members: list[str]) -> Node:
+    def external_storage(self, name: str, members: list[str]) -> Node:
+        """The external storage ``name`` (files_external), mounted at ``/{name}`` for each of
+        ``members`` as :meth:`group_folder` mounts a group folder (a storage of its own, every
+        permission), but an ``ExternalMountPoint`` (``apps/files_external/lib/Config/
+        ExternalMountPoint.php`` ``getMountType``: ``external``; ``external-session`` for
+        session credentials, not modelled). ``oc:owner-id`` is whoever looks, as for a group
+        folder (``Common::getOwner``: the storage's user, guessed, not re-read). Files put
+        there from outside Nextcloud: :meth:`add_unnoticed`. Returns its folder node."""
+        return self.group_folder(name, members, kind="external")
+
+    def add_unnoticed(self, uid: str, path: str, data: bytes) -> Node:
+        """A file written straight to an external storage (not through Nextcloud) at
+        ``path`` in ``uid``'s view: in the listing of its folder, but no etag changes and no
+        event fires. Nextcloud learns of such a file only when a folder holding it is looked
+        at (``lib/private/Files/View.php`` ``getCacheEntry``: the storage's watcher,
+        ``filesystem_check_changes``, compares the folder's mtime and rescans it), and the
+        etags of the mount's root reach the user's folders from the file cache alone
+        (``View::getFileInfo`` → ``addSubMounts``), so nothing above changes until then; the
+        rescan's propagation is not modelled. Raises ``NotFoundError`` for a parent that is
+        not a folder of an external storage, ``ConflictError`` for a path taken."""
+        path = norm_path(path)
+        parent = self.resolve(uid, posixpath.dirname(path))
+        share = None if parent is None else self.share_for(uid, parent)
+        if parent is None or not parent.is_dir or share is None or share.kind != "external":
+            raise NotFoundError(f"{posixpath.dirname(path)} is no folder of an external storage")
+        name = posixpath.basename(path)
+        if name in parent.children:
+            raise ConflictError(f"{path} exists")
+        node = self._new_node(name, False, parent.owner, None)
+        node.content = bytes(data)
+        node.parent = parent
+        parent.children[name] = node
+        return node
+
+    def group_folder(self, name: str, members: list[str], kind: str = "groupfolder") -> Node:
         """The group folder ``name`` (nextcloud/groupfolders), created on first call in a
         storage of its own (a home of the pseudo-user ``__groupfolder_{name}``, in no user
         list), mounted at ``/{name}`` for each of ``members`` (every permission; no ACL
@@ -1121,7 +1156,7 @@ class FileTree:
         ``getOwner`` is the mount's user, so ``oc:owner-id`` is whoever looks. No event
         fires for membership changes (group membership events are not the files' events).
         Quota, trash bin, versions and ACL rules of the app are not modelled."""
-        storage = f"__groupfolder_{name}"
+        storage = f"__{kind}_{name}"
         if storage not in self.homes:
             home = self._new_node("", True, storage)
             home.is_home = True
@@ -1134,12 +1169,12 @@ class FileTree:
         mount = norm_path("/" + name)
         kept = []
         for share in self.shares:
-            if share.kind == "groupfolder" and share.node is node and share.sharee not in members:
+            if share.kind == kind and share.node is node and share.sharee not in members:
                 self._touch_mount_parent(share)
                 continue
             kept.append(share)
         self.shares = kept
-        have = {s.sharee for s in self.shares if s.kind == "groupfolder" and s.node is node}
+        have = {s.sharee for s in self.shares if s.kind == kind and s.node is node}
         for uid in members:
             self.user(uid)
             if uid in have:
@@ -1151,7 +1186,7 @@ class FileTree:
                 uid,
                 mount,
                 created=self.now(),
-                kind="groupfolder",
+                kind=kind,
             )
             self._next_share_id += 1
             self.shares.append(share)

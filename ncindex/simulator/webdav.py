@@ -285,15 +285,15 @@ class WebDav:
 
         ``S`` and ``M`` exclude each other: ``lib/private/Files/FileInfo.php`` ``isShared`` is
         "the mount is an ``ISharedMountPoint``" (a received share) and ``isMounted`` is
-        ``!$isHome && !$this->isShared()`` (an external storage or a group folder, neither
-        modelled here but for group folders, :meth:`FileTree.group_folder`), so a node seen
+        ``!$isHome && !$this->isShared()`` (a group folder, :meth:`FileTree.group_folder`, or
+        an external storage, :meth:`FileTree.external_storage`), so a node seen
         through a share is ``S`` without ``M``, one in a group folder ``M`` without ``S``."""
         bits = self.tree.permissions(uid, node, allow_resharing=self.sim.allow_resharing)
         share = self.tree.share_for(uid, node)
-        group = share is not None and share.kind == "groupfolder"
-        letters = "S" if share is not None and not group else ""
+        mounted = share is not None and share.kind != "user"
+        letters = "S" if share is not None and not mounted else ""
         letters += "R" if bits & PERMISSION_SHARE else ""
-        letters += "M" if group else ""
+        letters += "M" if mounted else ""
         letters += "G" if bits & PERMISSION_READ else ""
         letters += "D" if bits & PERMISSION_DELETE else ""
         letters += "NV" if bits & PERMISSION_UPDATE else ""
@@ -308,7 +308,7 @@ class WebDav:
         in a group folder (nextcloud/groupfolders ``lib/Mount/GroupFolderStorage.php``
         ``getOwner``: the mount's user)."""
         share = self.tree.share_for(uid, node)
-        return uid if share is not None and share.kind == "groupfolder" else node.owner
+        return uid if share is not None and share.kind != "user" else node.owner
 
     def prop(
         self, uid: str, path: str, node: Node, name: str
@@ -378,7 +378,10 @@ class WebDav:
             share = tree.share_for(uid, node)
             if share is None:
                 return text("")
-            return text("group" if share.kind == "groupfolder" else "shared")
+            # lib/private/Files/Mount/MountPoint.php getMountType (the share's, files_sharing
+            # SharedMount: "shared"); groupfolders GroupMountPoint: "group"; files_external
+            # ExternalMountPoint: "external"
+            return text({"groupfolder": "group", "external": "external"}.get(share.kind, "shared"))
         if name == clark(NC, "is-encrypted"):
             return text(0)
         if name == clark(NC, "creation_time"):

@@ -7,8 +7,9 @@ WebDAV's ``getetag`` (the listing's and the fetch's alike); its text is its byte
 
 The scan is a WebDAV ``PROPFIND`` ``Depth: 1`` walk, breadth first, that skips every folder
 whose etag is unchanged since the last clean scan (a folder's etag changes when anything below
-it changes, share mounts included); with the root's etag unchanged a scan costs one
-``Depth: 0`` request. Every ``reconcile_full_walk_seconds`` it walks every folder, and the
+it changes, share mounts included; not for an external storage, whose folders and those above
+them are walked at every scan: :data:`UNSETTLED`); with the root's etag unchanged a scan costs
+one ``Depth: 0`` request. Every ``reconcile_full_walk_seconds`` it walks every folder, and the
 folders above a document whose access the user lost are walked whatever their etags say.
 """
 
@@ -48,6 +49,14 @@ from ncindex.sources.eligibility import Eligibility, classify
 from ncindex.sources.nodes import VerifiedByWebDav
 from ncindex.text.extract import extract_text
 from ncindex.text.ocr import ocr_from_settings
+
+UNSETTLED = ""
+"""The etag kept for a folder on an external storage or above one
+(:attr:`~ncindex.nextcloud.webdav.DavEntry.external`): none that Nextcloud answers, so the
+folder is walked at every scan, and the external storage below it too (its folders are
+walked whatever their etags say): files put on it outside Nextcloud are found within a scan
+— new ones and removed ones, which change their folder's mtime; a file changed in place is
+noticed by Nextcloud only when the file itself is looked at, so not by a walk."""
 
 
 class FileSource(VerifiedByWebDav, Source):
@@ -139,7 +148,12 @@ class FileSource(VerifiedByWebDav, Source):
             listing.folders[folder] = entries[0].etag
             for entry in entries[1:]:
                 if entry.is_folder:
-                    if stored.get(entry.path) == entry.etag and entry.path not in forced:
+                    if entry.external:
+                        # its etag and those above it do not show what changed on it
+                        for above in ancestors(folder):
+                            listing.folders[above] = UNSETTLED
+                        queue.append(entry.path)
+                    elif stored.get(entry.path) == entry.etag and entry.path not in forced:
                         listing.covered.add(entry.path)
                     else:
                         queue.append(entry.path)

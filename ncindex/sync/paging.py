@@ -110,13 +110,13 @@ class ListingPages:
         the source's listing raises (nothing is kept then)."""
         since = time.time()
         progress = self._progress
-        visited: set[str] = set()
+        visited: dict[str, str] = {}
         resume = None
         if progress is not None:
             folders = {
                 as_text(k): as_text(v) for k, v in self.redis.hgetall(self._part("folders")).items()
             }
-            visited = set(folders)
+            visited = dict(folders)
             resume = Listing(
                 folders=folders,
                 full_walk=progress.full_walk,
@@ -137,10 +137,13 @@ class ListingPages:
         self,
         progress: PageProgress | None,
         page: Listing,
-        visited: set[str],
+        visited: dict[str, str],
         since: float,
     ) -> None:
-        """Add ``page`` to what is kept and advance the progress, in one transaction."""
+        """Add ``page`` to what is kept and advance the progress, in one transaction:
+        ``visited`` the folder etags kept before it, of which the page may have changed some
+        (a folder above an external storage is kept unsettled once that storage is found,
+        :data:`ncindex.sources.file.UNSETTLED`)."""
         docs = dict(page.docs)
         if progress is not None and docs:
             ids = list(docs)
@@ -158,10 +161,10 @@ class ListingPages:
         pipe = self.redis.pipeline(transaction=True)
         if docs:
             pipe.hset(self._part("docs"), mapping={i: _encode(s) for i, s in docs.items()})
-        if any(p not in visited for p in page.folders):
+        if any(visited.get(p) != e for p, e in page.folders.items()):
             pipe.hset(
                 self._part("folders"),
-                mapping={p: e for p, e in page.folders.items() if p not in visited},
+                mapping={p: e for p, e in page.folders.items() if visited.get(p) != e},
             )
         if page.covered:
             pipe.sadd(self._part("covered"), *page.covered)

@@ -15,6 +15,7 @@ from lxml import etree
 from sim_support import DAV_NS, OCS_JSON, PASSWORDS, WEBHOOKS
 
 from ncindex.simulator import NextcloudSimulator, serve_simulator
+from ncindex.simulator.state import NotFoundError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -503,6 +504,40 @@ def test_a_group_folder_is_mounted_for_each_member_and_owned_by_whoever_looks(si
     sim.group_folder("Team", ["bob"])
     assert sim.path_of("alice", file_id) is None
     assert sim.path_of("bob", file_id) == "/Team/plan.md"
+
+
+def test_an_external_storage_is_mounted_and_a_file_put_outside_changes_no_etag(sim, client) -> None:
+    """files_external: an ExternalMountPoint (getMountType ``external``), M in the
+    permissions; a file written on the storage outside Nextcloud is listed and changes no
+    etag above it (View::getFileInfo takes the mount root's etag from the file cache)."""
+    sim.external_storage("Ext", ["alice"])
+    sim.mkdir("alice", "/Ext/In")
+    prop = (
+        b'<?xml version="1.0"?><d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"'
+        b' xmlns:nc="http://nextcloud.org/ns"><d:prop><d:getetag/><oc:permissions/>'
+        b"<nc:mount-type/></d:prop></d:propfind>"
+    )
+
+    def listing(path: str, depth: str) -> etree._Element:
+        answer = client("alice").request(
+            "PROPFIND",
+            f"/remote.php/dav/files/alice{path}",
+            headers={"Depth": depth},
+            content=prop,
+        )
+        return etree.fromstring(answer.content)
+
+    root = listing("/Ext", "0")
+    assert root.findtext(".//oc:permissions", namespaces=DAV_NS) == "RMGDNVCK"
+    assert root.findtext(".//{http://nextcloud.org/ns}mount-type") == "external"
+    etags = [listing(p, "0").findtext(".//d:getetag", namespaces=DAV_NS) for p in ("/", "/Ext")]
+    file_id = sim.add_unnoticed("alice", "/Ext/In/new.md", "# New")
+    assert [
+        listing(p, "0").findtext(".//d:getetag", namespaces=DAV_NS) for p in ("/", "/Ext")
+    ] == etags
+    assert sim.path_of("alice", file_id) == "/Ext/In/new.md"
+    with pytest.raises(NotFoundError):
+        sim.add_unnoticed("alice", "/Docs/new.md", "# Not external")
 
 
 def test_user_status_of_the_current_user(sim, client) -> None:

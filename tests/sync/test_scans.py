@@ -924,3 +924,36 @@ def test_a_folder_whose_storage_cannot_be_reached_fails_nothing_and_keeps_its_fi
     rstack.sim.put_file("alice", "/Docs/F1/Sub/f3.md", b"# File 3\nchanged meanwhile")
     rstack.reconcile(["alice"])
     assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
+
+
+@pytest.mark.parametrize(("mount", "page_requests"), [("Ext", None), ("Mounts/Ext", 1)])
+def test_a_file_put_on_an_external_storage_outside_nextcloud_is_found_by_the_next_scan(
+    rstack: Stack, mount: str, page_requests: int | None
+) -> None:
+    """A file written straight to an external storage (not through Nextcloud) fires no event
+    and changes no etag the user's folders show: Nextcloud notices it only when its folder is
+    looked at (lib/private/Files/View.php getCacheEntry: the storage's watcher), and the
+    mount root's etag reaches the folders above from the file cache alone (View::getFileInfo
+    → addSubMounts). With the root's etag unchanged every scan stopped at one request, so the
+    file waited for the daily full walk. Folders on an external storage (nc:mount-type
+    external, apps/files_external/lib/Config/ExternalMountPoint.php getMountType) and those
+    above them are now walked at every scan — across pages too (a folder above kept
+    unsettled on a later page than its own)."""
+    if page_requests is not None:
+        rstack.settings.reconcile_page_requests = page_requests
+    rstack.sim.mkdir("alice", "/Mounts")
+    rstack.sim.external_storage(mount, ["alice"])
+    rstack.sim.put_file("alice", f"/{mount}/Reports/q1.md", "# Q1\nkelp")
+    fill(rstack, files=2, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.reconcile(["alice"])
+    rstack.reconcile(["alice"])  # clean: every folder etag stored
+    assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
+    root = rstack.sim.node("alice", "/")
+    assert root is not None
+    etag = root.etag
+    new = rstack.sim.add_unnoticed("alice", f"/{mount}/Reports/q2.md", "# Q2\nreef")
+    assert root.etag == etag  # nothing above shows it
+    rstack.reconcile(["alice"])
+    assert f"file:{new}" in index_state(rstack)
+    assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
