@@ -109,8 +109,10 @@ class DavEntry:
         without ``G``, and its GET answers 404 (nextcloud/server
         ``apps/dav/lib/Connector/Sabre/File.php`` ``get``); a file of a view-only share is
         listed with ``G``, and its GET answers 403 (``apps/dav/lib/DAV/ViewOnlyPlugin.php``
-        ``checkViewOnly``): its text is not shown to that user. An answer without
-        ``oc:permissions`` says nothing, and counts as readable."""
+        ``checkViewOnly``; in later releases only when ``IShare::canSeeContent`` is false —
+        the admin's ``shareapi_allow_view_without_download`` off — and COPY/MOVE always): its
+        text is not shown to that user either way. An answer without ``oc:permissions`` says
+        nothing, and counts as readable."""
         return (not self.permissions or "G" in self.permissions) and self.downloadable
 
 
