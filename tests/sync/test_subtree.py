@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ncindex.index.indexing import Indexer
 from ncindex.sync import subtree
 from support import Stack, wait_until
 
@@ -72,3 +73,16 @@ def test_on_nextcloud_30_a_restored_file_is_indexed_by_its_path(stack: Stack) ->
     restore_unseen(stack, "/Proj/a.md")
     stack.sim.flush_deliveries(timeout=5)
     wait_until(lambda: stack.points(f"file:{stack.sim.file_id('alice', '/Proj/a.md')}"), 60)
+
+
+def test_a_folder_whose_storage_cannot_be_reached_is_skipped(stack: Stack) -> None:
+    """A folder below on a storage that cannot be reached answers 503 "Storage is temporarily
+    not available" (nextcloud/server apps/dav/lib/Connector/Sabre/ObjectTree.php
+    getNodeForPath): it is skipped as a folder gone is, the rest of the walk goes on (it
+    raised, and the task retried the whole step until it gave up)."""
+    build(stack, "")
+    stack.sim.make_storage_unavailable("alice", "/Proj/Sub")
+    step = subtree.walk_subtree(Indexer(stack.services), "alice", ["/Proj"])
+    found = {a.kwargs["file_id"] for a in step.actions}
+    assert found == {stack.sim.file_id("alice", p) for p in ("/Proj/a.md", "/Proj/Other/d.txt")}
+    assert not step.remaining
