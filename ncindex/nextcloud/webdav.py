@@ -36,12 +36,14 @@ _PROPS = (
     f"{{{OC}}}owner-id",
     f"{{{NC}}}share-attributes",
     f"{{{NC}}}mount-type",
+    f"{{{NC}}}is-federated",
 )
 
 _PROP_XML = (
     "<d:prop><oc:fileid/><d:getetag/><d:getlastmodified/><d:getcontenttype/>"
     "<d:getcontentlength/><oc:size/><d:resourcetype/><oc:permissions/><nc:system-tags/>"
-    "<oc:owner-id/><nc:share-attributes/><nc:mount-type/></d:prop>"
+    "<oc:owner-id/><nc:share-attributes/><nc:mount-type/>"
+    "<nc:is-federated/></d:prop>"
 )
 
 PROPFIND_BODY = (
@@ -61,7 +63,11 @@ class DavEntry:
     view-only (``nc:share-attributes``), ``mount_type`` the type of the mount it lies on
     (``nc:mount-type``, nextcloud/server ``apps/dav/lib/Connector/Sabre/FilesPlugin.php``
     ``handleGetProperties``: ``getMountPoint()->getMountType()``; ``""`` for the user's home
-    and when not answered).
+    and when not answered), ``federated`` whether it lies on a federated share
+    (``nc:is-federated``, the same handler: the mount is a files_sharing
+    ``External\\Mount``; a PHP bool, which Sabre writes as ``1`` or nothing — how it is
+    written is a guess from sabre/xml's standard serializer, ``true`` is taken too; answered
+    by recent releases only, false when not answered).
     """
 
     path: str
@@ -76,20 +82,22 @@ class DavEntry:
     tags: list[str] = field(default_factory=list)
     downloadable: bool = True
     mount_type: str = ""
+    federated: bool = False
 
     @property
     def external(self) -> bool:
-        """Whether it lies on an external storage (files_external:
+        """Whether it lies on a storage another server holds, whose etags do not show the
+        changes made there: an external storage (files_external:
         ``apps/files_external/lib/Config/ExternalMountPoint.php`` ``getMountType`` answers
-        ``external``, ``external-session`` with session credentials), whose etags do not
-        show changes made on the storage outside Nextcloud: Nextcloud notices those only when
-        a folder holding them is looked at (``lib/private/Files/View.php`` ``getCacheEntry``:
-        the storage's watcher, as the mount's ``filesystem_check_changes`` allows), and the
-        etag of the mount's root reaches the folders above it from the file cache alone
-        (``View::getFileInfo`` → ``addSubMounts``). A federated share's storage behaves so
-        too, but its mount type is ``shared``, as a local share's
-        (``apps/files_sharing/lib/External/Mount.php``): not told apart here."""
-        return self.mount_type in ("external", "external-session")
+        ``external``, ``external-session`` with session credentials) or a federated share
+        (:attr:`federated`; its mount type is ``shared``, as a local share's). Nextcloud
+        notices such changes only when a folder holding them is looked at
+        (``lib/private/Files/View.php`` ``getCacheEntry``: the storage's watcher, as the
+        mount's ``filesystem_check_changes`` allows; ``apps/files_sharing/lib/External/
+        Storage.php`` ``getWatcher``/``hasUpdated``: the remote root's etag, once a request),
+        and the etag of the mount's root reaches the folders above it from the file cache
+        alone (``View::getFileInfo`` → ``addSubMounts``)."""
+        return self.federated or self.mount_type in ("external", "external-session")
 
     @property
     def mounted(self) -> bool:
@@ -404,6 +412,7 @@ def _entry(path: str, props: dict[str, Element]) -> DavEntry:
             tags=sorted(tags),
             downloadable=_downloadable(text(f"{{{NC}}}share-attributes")),
             mount_type=text(f"{{{NC}}}mount-type") or "",
+            federated=(text(f"{{{NC}}}is-federated") or "").lower() in ("1", "true"),
         )
     except (TypeError, ValueError) as exc:
         raise NextcloudProtocolError(f"bad WebDAV property for {path}: {exc}") from exc

@@ -432,6 +432,13 @@ class NextcloudSimulator:
         with self.lock:
             self.tree.external_storage(name, members)
 
+    def federated_share(self, name: str, sharee: str) -> None:
+        """Mount a federated share ``name`` (a folder another server holds) at ``/{name}``
+        for ``sharee``; no event (:meth:`~ncindex.simulator.state.FileTree.
+        federated_share`)."""
+        with self.lock:
+            self.tree.federated_share(name, sharee)
+
     def add_unnoticed(self, user: str, path: str, data: bytes | str) -> int:
         """Write a file straight to an external storage, not through Nextcloud: listed in
         its folder, no etag changes, no event

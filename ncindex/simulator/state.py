@@ -244,8 +244,9 @@ class Share:
     permissions: int = 31
     attributes: list[dict[str, Any]] | None = None
     #: ``"user"`` (files_sharing), ``"groupfolder"``: a group folder's mount for a member
-    #: (:meth:`FileTree.group_folder`), or ``"external"``: an external storage's
-    #: (:meth:`FileTree.external_storage`); the last two are listed by no sharing API
+    #: (:meth:`FileTree.group_folder`), ``"external"``: an external storage's
+    #: (:meth:`FileTree.external_storage`), or ``"federated"``: a federated share's
+    #: (:meth:`FileTree.federated_share`); the last three are listed by no sharing API
     kind: str = "user"
 
     @property
@@ -1119,20 +1120,33 @@ class FileTree:
         there from outside Nextcloud: :meth:`add_unnoticed`. Returns its folder node."""
         return self.group_folder(name, members, kind="external")
 
+    def federated_share(self, name: str, sharee: str) -> Node:
+        """A federated share of a folder ``name`` held by another server, mounted at
+        ``/{name}`` for ``sharee`` (a storage of its own, every permission): a files_sharing
+        ``External\\Mount`` (``apps/files_sharing/lib/External/Mount.php``: an
+        ``ISharedMountPoint`` of mount type ``shared``, so ``S`` in ``oc:permissions``;
+        ``nc:is-federated`` true). ``oc:owner-id`` is the storage's pseudo-user here (what
+        Nextcloud answers was not read). Files put there on the remote server:
+        :meth:`add_unnoticed`. Returns its folder node."""
+        return self.group_folder(name, [sharee], kind="federated")
+
     def add_unnoticed(self, uid: str, path: str, data: bytes) -> Node:
-        """A file written straight to an external storage (not through Nextcloud) at
-        ``path`` in ``uid``'s view: in the listing of its folder, but no etag changes and no
-        event fires. Nextcloud learns of such a file only when a folder holding it is looked
-        at (``lib/private/Files/View.php`` ``getCacheEntry``: the storage's watcher,
-        ``filesystem_check_changes``, compares the folder's mtime and rescans it), and the
-        etags of the mount's root reach the user's folders from the file cache alone
-        (``View::getFileInfo`` → ``addSubMounts``), so nothing above changes until then; the
-        rescan's propagation is not modelled. Raises ``NotFoundError`` for a parent that is
-        not a folder of an external storage, ``ConflictError`` for a path taken."""
+        """A file written straight to an external storage (not through Nextcloud), or on
+        the server holding a federated share, at ``path`` in ``uid``'s view: in the listing
+        of its folder, but no etag changes and no event fires. Nextcloud learns of such a
+        file only when a folder holding it is looked at (``lib/private/Files/View.php``
+        ``getCacheEntry``: the storage's watcher, ``filesystem_check_changes``, compares the
+        folder's mtime and rescans it), and the etags of the mount's root reach the user's
+        folders from the file cache alone (``View::getFileInfo`` → ``addSubMounts``), so
+        nothing above changes until then; the rescan's propagation is not modelled. Raises
+        ``NotFoundError`` for a parent that is not a folder of such a storage,
+        ``ConflictError`` for a path taken."""
         path = norm_path(path)
         parent = self.resolve(uid, posixpath.dirname(path))
         share = None if parent is None else self.share_for(uid, parent)
-        if parent is None or not parent.is_dir or share is None or share.kind != "external":
+        if parent is None or not parent.is_dir or share is None:
+            raise NotFoundError(f"{posixpath.dirname(path)} is no folder of an external storage")
+        if share.kind not in ("external", "federated"):
             raise NotFoundError(f"{posixpath.dirname(path)} is no folder of an external storage")
         name = posixpath.basename(path)
         if name in parent.children:

@@ -286,11 +286,12 @@ class WebDav:
         ``S`` and ``M`` exclude each other: ``lib/private/Files/FileInfo.php`` ``isShared`` is
         "the mount is an ``ISharedMountPoint``" (a received share) and ``isMounted`` is
         ``!$isHome && !$this->isShared()`` (a group folder, :meth:`FileTree.group_folder`, or
-        an external storage, :meth:`FileTree.external_storage`), so a node seen
+        an external storage, :meth:`FileTree.external_storage`; a federated share's
+        ``External\\Mount`` is an ``ISharedMountPoint``: ``S``), so a node seen
         through a share is ``S`` without ``M``, one in a group folder ``M`` without ``S``."""
         bits = self.tree.permissions(uid, node, allow_resharing=self.sim.allow_resharing)
         share = self.tree.share_for(uid, node)
-        mounted = share is not None and share.kind != "user"
+        mounted = share is not None and share.kind in ("groupfolder", "external")
         letters = "S" if share is not None and not mounted else ""
         letters += "R" if bits & PERMISSION_SHARE else ""
         letters += "M" if mounted else ""
@@ -308,7 +309,8 @@ class WebDav:
         in a group folder (nextcloud/groupfolders ``lib/Mount/GroupFolderStorage.php``
         ``getOwner``: the mount's user)."""
         share = self.tree.share_for(uid, node)
-        return uid if share is not None and share.kind != "user" else node.owner
+        mounted = share is not None and share.kind in ("groupfolder", "external")
+        return uid if mounted else node.owner
 
     def prop(
         self, uid: str, path: str, node: Node, name: str
@@ -382,6 +384,11 @@ class WebDav:
             # SharedMount: "shared"); groupfolders GroupMountPoint: "group"; files_external
             # ExternalMountPoint: "external"
             return text({"groupfolder": "group", "external": "external"}.get(share.kind, "shared"))
+        if name == clark(NC, "is-federated"):
+            # FilesPlugin handleGetProperties: the mount is a files_sharing External\Mount
+            # (a PHP bool: "1" or empty, as sabre/xml writes it — a guess)
+            share = tree.share_for(uid, node)
+            return text("1" if share is not None and share.kind == "federated" else "")
         if name == clark(NC, "is-encrypted"):
             return text(0)
         if name == clark(NC, "creation_time"):

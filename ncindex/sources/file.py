@@ -7,10 +7,11 @@ WebDAV's ``getetag`` (the listing's and the fetch's alike); its text is its byte
 
 The scan is a WebDAV ``PROPFIND`` ``Depth: 1`` walk, breadth first, that skips every folder
 whose etag is unchanged since the last clean scan (a folder's etag changes when anything below
-it changes, share mounts included; not for an external storage, whose folders and those above
-them are walked at every scan: :data:`UNSETTLED`); with the root's etag unchanged a scan costs
-one ``Depth: 0`` request. Every ``reconcile_full_walk_seconds`` it walks every folder, and the
-folders above a document whose access the user lost are walked whatever their etags say.
+it changes, share mounts included; not for an external storage or a federated share, whose
+folders and those above them are walked at every scan: :data:`UNSETTLED`); with the root's
+etag unchanged a scan costs one ``Depth: 0`` request. Every ``reconcile_full_walk_seconds``
+it walks every folder, and the folders above a document whose access the user lost are walked
+whatever their etags say.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from ncindex.text.extract import extract_text
 from ncindex.text.ocr import ocr_from_settings
 
 UNSETTLED = ""
-"""The etag kept for a folder on an external storage or above one
+"""The etag kept for a folder on an external storage or a federated share, or above one
 (:attr:`~ncindex.nextcloud.webdav.DavEntry.external`): none that Nextcloud answers, so the
 folder is walked at every scan, and the external storage below it too (its folders are
 walked whatever their etags say): files put on it outside Nextcloud are found within a scan

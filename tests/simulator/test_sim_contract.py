@@ -540,6 +540,24 @@ def test_an_external_storage_is_mounted_and_a_file_put_outside_changes_no_etag(s
         sim.add_unnoticed("alice", "/Docs/new.md", "# Not external")
 
 
+def test_a_federated_share_is_shared_not_mounted_and_says_it_is_federated(sim, client) -> None:
+    """files_sharing External\\Mount: an ISharedMountPoint (S, not M), mount type shared;
+    nc:is-federated true (FilesPlugin handleGetProperties; written "1", a guess)."""
+    sim.federated_share("Remote", "alice")
+    prop = (
+        b'<?xml version="1.0"?><d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"'
+        b' xmlns:nc="http://nextcloud.org/ns"><d:prop><oc:permissions/><nc:mount-type/>'
+        b"<nc:is-federated/></d:prop></d:propfind>"
+    )
+    answer = client("alice").request(
+        "PROPFIND", "/remote.php/dav/files/alice/Remote", headers={"Depth": "0"}, content=prop
+    )
+    root = etree.fromstring(answer.content)
+    assert root.findtext(".//oc:permissions", namespaces=DAV_NS) == "SRGDNVCK"
+    assert root.findtext(".//{http://nextcloud.org/ns}mount-type") == "shared"
+    assert root.findtext(".//{http://nextcloud.org/ns}is-federated") == "1"
+
+
 def test_user_status_of_the_current_user(sim, client) -> None:
     resp = client("alice").get("/ocs/v2.php/apps/user_status/api/v1/user_status", headers=OCS_JSON)
     assert resp.status_code == 200

@@ -926,9 +926,12 @@ def test_a_folder_whose_storage_cannot_be_reached_fails_nothing_and_keeps_its_fi
     assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
 
 
-@pytest.mark.parametrize(("mount", "page_requests"), [("Ext", None), ("Mounts/Ext", 1)])
+@pytest.mark.parametrize(
+    ("kind", "mount", "page_requests"),
+    [("external", "Ext", None), ("external", "Mounts/Ext", 1), ("federated", "Remote", None)],
+)
 def test_a_file_put_on_an_external_storage_outside_nextcloud_is_found_by_the_next_scan(
-    rstack: Stack, mount: str, page_requests: int | None
+    rstack: Stack, kind: str, mount: str, page_requests: int | None
 ) -> None:
     """A file written straight to an external storage (not through Nextcloud) fires no event
     and changes no etag the user's folders show: Nextcloud notices it only when its folder is
@@ -938,11 +941,16 @@ def test_a_file_put_on_an_external_storage_outside_nextcloud_is_found_by_the_nex
     file waited for the daily full walk. Folders on an external storage (nc:mount-type
     external, apps/files_external/lib/Config/ExternalMountPoint.php getMountType) and those
     above them are now walked at every scan — across pages too (a folder above kept
-    unsettled on a later page than its own)."""
+    unsettled on a later page than its own). A federated share's storage behaves alike
+    (apps/files_sharing/lib/External/Storage.php hasUpdated: the remote root's etag, when
+    looked at); it is known by nc:is-federated, its mount type being a local share's."""
     if page_requests is not None:
         rstack.settings.reconcile_page_requests = page_requests
     rstack.sim.mkdir("alice", "/Mounts")
-    rstack.sim.external_storage(mount, ["alice"])
+    if kind == "external":
+        rstack.sim.external_storage(mount, ["alice"])
+    else:
+        rstack.sim.federated_share(mount, "alice")
     rstack.sim.put_file("alice", f"/{mount}/Reports/q1.md", "# Q1\nkelp")
     fill(rstack, files=2, notes=0)
     rstack.sim.drop_rate = 1.0
