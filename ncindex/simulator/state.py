@@ -1125,8 +1125,9 @@ class FileTree:
         ``/{name}`` for ``sharee`` (a storage of its own, every permission): a files_sharing
         ``External\\Mount`` (``apps/files_sharing/lib/External/Mount.php``: an
         ``ISharedMountPoint`` of mount type ``shared``, so ``S`` in ``oc:permissions``;
-        ``nc:is-federated`` true). ``oc:owner-id`` is the storage's pseudo-user here (what
-        Nextcloud answers was not read). Files put there on the remote server:
+        ``nc:is-federated`` true). ``oc:owner-id`` is the storage's pseudo-user, standing for
+        the remote owner's cloud id (``External/Storage.php`` ``getOwner``:
+        ``cloudId->getDisplayId()``, no local user). Files put there on the remote server:
         :meth:`add_unnoticed`. Returns its folder node."""
         return self.group_folder(name, [sharee], kind="federated")
 
