@@ -7,6 +7,7 @@ import json
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,8 @@ RECEIVED = re.compile(rb"ncindex\.index_node\[[^\]]+\] received")
 def deployment(redis_url: str, model_dir: Path, tmp_path: Path, stall: str) -> WorkerDeployment:
     """Alice's deployment on a ``prefork`` worker of :mod:`time_limit_app` (soft limit 5 s,
     hard 6 s, visibility timeout 12 s, locks 7 s) whose ``ncindex.index_node`` runs stall
-    past the hard limit (``stall``: ``1`` the first run, ``every`` each)."""
+    past the hard limit (``stall``: ``1`` the first run, ``every …`` each, ``by file`` as
+    its hash says)."""
     redis.Redis.from_url(redis_url).flushdb()
     dep = WorkerDeployment(
         redis_url, model_dir, tmp_path, debounce_seconds=0.3, limits=(5, 6, 12, 7),
@@ -66,30 +68,75 @@ def test_an_index_task_the_hard_time_limit_killed_is_run_again(
     assert pending == 0
 
 
-@pytest.mark.parametrize("where", ["native", "python"])
-def test_an_index_task_the_hard_time_limit_always_kills_is_parked(
-    redis_url: str, model_dir: Path, tmp_path: Path, where: str
-) -> None:
-    """Every run of the file's task is killed by the hard limit: its message comes back (it
-    is not acknowledged) until the runs that never ended reach ``dead_letter_after``; the
-    next run parks the file in the dead letter instead of running it, and nothing is
-    queued again (no endless loop holding a worker)."""
-    dep = deployment(redis_url, model_dir, tmp_path, f"every {where}")
+WAYS = ("native", "python")
+STALL_BY_FILE = "time-limit-test:stall-by-file"  # file id -> "every native" | "every python"
+
+
+@dataclass
+class Parked:
+    """What one file whose every run the hard limit killed left: the ``ncindex.index_node``
+    task id that parked it (``""``: none logged parking it), its dead-letter entry (``None``:
+    not parked), and the worker's whole log."""
+
+    task_id: str
+    entry: bytes | None
+    log: bytes
+
+
+@pytest.fixture(scope="module")
+def parked_files(
+    redis_url: str, model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Parked]:
+    """One file per way of being stuck (:data:`WAYS`), each run of its task stalling past
+    the hard limit, one after the other on one worker (Qdrant Edge: one pool process) with
+    ``dead_letter_after`` 2 (two runs cut off, then parked); keyed by the way. The next
+    file is put once the worker is idle again."""
+    dep = deployment(redis_url, model_dir, tmp_path_factory.mktemp("parked"), "by file")
     dep.env["NCINDEX_DEAD_LETTER_AFTER"] = "2"  # two runs cut off, then parked
+    dep.env["TIME_LIMIT_TEST_STALL_BY_FILE"] = STALL_BY_FILE
+    ids: dict[str, int] = {}
     try:
         dep.start_worker()
-        file_id = dep.sim.put_file("alice", "/Tides.txt", TEXT)
-        dep.sim.flush_deliveries(timeout=10)
-        dep.wait_idle(90)
-        time.sleep(0.5)
-        dep.wait_idle(30)
-        parked = dep.redis.hget(dep.settings.names.deadletter, f"node:{file_id}")
+        for way in WAYS:
+            ids[way] = dep.sim.put_file("alice", f"/Tides-{way}.txt", TEXT)
+            dep.redis.hset(STALL_BY_FILE, str(ids[way]), f"every {way}")
+            dep.sim.flush_deliveries(timeout=10)
+            dep.wait_idle(90)
+            time.sleep(0.5)
+            dep.wait_idle(30)
+        entries = {
+            way: dep.redis.hget(dep.settings.names.deadletter, f"node:{ids[way]}") for way in WAYS
+        }
         dep.stop_worker()
     finally:
         dep.close()
     log = dep.logs[0].read_bytes()
+    events = [json.loads(line) for line in log.splitlines() if line.startswith(b"{")]
+    parking = {
+        e["file_id"]: e["task_id"]
+        for e in events
+        if e["event"] == "dead_letter" and e.get("task") == "ncindex.index_node"
+    }
+    return {way: Parked(parking.get(ids[way], ""), entries[way], log) for way in WAYS}
+
+
+@pytest.mark.parametrize("where", WAYS)
+def test_an_index_task_the_hard_time_limit_always_kills_is_parked(
+    parked_files: dict[str, Parked], where: str
+) -> None:
+    """Every run of the file's task is killed by the hard limit: its message comes back (it
+    is not acknowledged) until the runs that never ended reach ``dead_letter_after``; the
+    next run parks the file in the dead letter instead of running it, and nothing is
+    queued again (no endless loop holding a worker). Both ways share one worker
+    (:func:`parked_files`): the log's totals are both files' runs."""
+    parked = parked_files[where]
+    assert parked.task_id
+    log, task = parked.log, re.escape(parked.task_id.encode())
     runs = 2
-    assert log.count(b"Hard time limit") == runs
-    assert len(RECEIVED.findall(log)) == runs + 1
-    assert parked is not None
-    assert "worker lost" in json.loads(parked)["reason"]
+    killed = rb"Hard time limit \(\d+s\) exceeded for ncindex\.index_node\[%s\]" % task
+    assert len(re.findall(killed, log)) == runs
+    assert len(re.findall(rb"ncindex\.index_node\[%s\] received" % task, log)) == runs + 1
+    assert log.count(b"Hard time limit") == runs * len(WAYS)
+    assert len(RECEIVED.findall(log)) == (runs + 1) * len(WAYS)
+    assert parked.entry is not None
+    assert "worker lost" in json.loads(parked.entry)["reason"]

@@ -11,7 +11,9 @@ never ends (as a model load that hangs would), so the hard limit kills each run.
 ``TIME_LIMIT_TEST_STALL_INDEX_NODE`` set, the first run of ``ncindex.index_node`` in the
 deployment ignores the soft limit and stalls until the hard limit kills its process (a file
 whose embedding or extraction is stuck in native code, once); set to ``every``, every run
-of it does.
+of it does; set to ``by file``, each file's runs stall as the Redis hash named by
+``TIME_LIMIT_TEST_STALL_BY_FILE`` says (file id → ``every native`` or ``every python``; a
+file not in it does not stall), so one worker serves files stuck in different ways.
 """
 
 from __future__ import annotations
@@ -50,10 +52,19 @@ def _stuck_in_native_code(*_: Any, **__: Any) -> Any:
 
 
 @task_prerun.connect
-def _first_run_outlives_soft_limit(task_id: str, task: Any, **_: Any) -> None:
+def _first_run_outlives_soft_limit(
+    task_id: str, task: Any, kwargs: dict[str, Any] | None = None, **_: Any
+) -> None:
     if task.name == names.INDEX_NODE and os.environ.get("TIME_LIMIT_TEST_STALL_INDEX_NODE"):
         client = redis.Redis.from_url(app.ncindex_services.settings.redis_url)
         stall = os.environ["TIME_LIMIT_TEST_STALL_INDEX_NODE"]
+        if stall == "by file":  # the file's own way, from the hash the test named
+            file_id = (kwargs or {}).get("file_id")
+            own = client.hget(os.environ["TIME_LIMIT_TEST_STALL_BY_FILE"], str(file_id))
+            stall = own.decode() if own else ""
+        if not stall:  # and a stall an earlier file's run left in this process is undone
+            vars(task.indexer).pop("index_node", None)
+            return
         if stall.startswith("every") or client.set(FIRST_INDEX_RUN_KEY, task_id, nx=True):
             stuck = _stuck_in_python if stall.endswith("python") else _stuck_in_native_code
             task.indexer.index_node = stuck
