@@ -40,8 +40,10 @@ def body(i: int, version: int) -> str:
 @pytest.fixture
 def deployment(redis_url: str, model_dir: Path, tmp_path: Path) -> Iterator[WorkerDeployment]:
     redis.Redis.from_url(redis_url).flushdb()
+    # the killed task's message comes back after the visibility timeout (14 s) and its lock
+    # after the lock TTL (13 s): both bound the restart; the solo pool enforces no time limit
     dep = WorkerDeployment(
-        redis_url, model_dir, tmp_path, debounce_seconds=0.3, limits=(20, 25, 30, 28)
+        redis_url, model_dir, tmp_path, debounce_seconds=0.3, limits=(10, 12, 14, 13)
     )
     yield dep
     dep.close()
