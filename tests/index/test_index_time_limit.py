@@ -33,6 +33,9 @@ def deployment(redis_url: str, model_dir: Path, tmp_path: Path, stall: str) -> W
     here = str(Path(__file__).parent)
     dep.env["PYTHONPATH"] = os.pathsep.join([here, dep.env.get("PYTHONPATH", "")])
     dep.env["TIME_LIMIT_TEST_STALL_INDEX_NODE"] = stall
+    # every file its own ncindex.index_node, the task that stalls: a batch (ncindex.index_nodes,
+    # which a scan or two gathered deliveries send) would index the file without it
+    dep.env["NCINDEX_INDEX_BATCH_DOCS"] = "1"
     return dep
 
 
