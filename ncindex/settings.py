@@ -674,6 +674,15 @@ class Settings(BaseSettings):
         "walk is this old, seconds (repairs what changes no folder etag: a tag whose webhook "
         "was lost, a document lost from the index; 0 ⇒ every scan).",
     )
+    reconcile_external_walk_seconds: int = Field(
+        3600,
+        ge=0,
+        description="A file scan walks the folders on external storages and federated shares, "
+        "and those above them, whatever their etags when the last such walk is this old, "
+        "seconds (finds files put on the storage outside Nextcloud, which change no etag; each "
+        "folder costs a PROPFIND, and Nextcloud a look at the remote storage; between such "
+        "walks their etags decide, as for any folder; 0 ⇒ every scan).",
+    )
     reconcile_notes_chunk_size: int = Field(
         200, ge=1, description="Notes per page of the Notes list (`chunkSize`)."
     )

@@ -116,7 +116,9 @@ class Listing:
     chunk cursor), ``None`` once it is complete; ``since`` the Unix time a listing paged over
     several tasks began (:mod:`ncindex.sync.paging`), ``None`` for a listing made in one go;
     ``names_all`` that its last request named every document that exists (the Notes list's
-    last chunk), so one an earlier request or page listed and it does not name is gone."""
+    last chunk), so one an earlier request or page listed and it does not name is gone;
+    ``full_walk`` that it walks every folder, ``external_walk`` that it walks the folders on
+    and above external storages whatever their etags (files: :mod:`ncindex.sources.file`)."""
 
     docs: dict[str, Seen] = field(default_factory=dict)
     forbidden: list[str] = field(default_factory=list)
@@ -125,6 +127,7 @@ class Listing:
     marker: int | None = None
     requests: int = 0
     full_walk: bool = False
+    external_walk: bool = False
     skipped: dict[str, str] | None = None
     cursor: Any = None
     since: float | None = None
@@ -171,6 +174,15 @@ class ScanMemory(Protocol):
 
     def set_full_walk_at(self, at: float) -> None:
         """Record a walk of every folder at ``at`` (Unix seconds)."""
+        ...
+
+    def external_walk_at(self) -> float | None:
+        """Unix time of the last walk of the folders on and above external storages whatever
+        their etags, if recorded."""
+        ...
+
+    def set_external_walk_at(self, at: float) -> None:
+        """Record such a walk at ``at`` (Unix seconds)."""
         ...
 
     def marker(self) -> int | None:

@@ -8,9 +8,10 @@ WebDAV's ``getetag`` (the listing's and the fetch's alike); its text is its byte
 The scan is a WebDAV ``PROPFIND`` ``Depth: 1`` walk, breadth first, that skips every folder
 whose etag is unchanged since the last clean scan (a folder's etag changes when anything below
 it changes, share mounts included; not for an external storage or a federated share, whose
-folders and those above them are walked at every scan: :data:`UNSETTLED`); with the root's
-etag unchanged a scan costs one ``Depth: 0`` request. Every ``reconcile_full_walk_seconds``
-it walks every folder, and the folders above a document whose access the user lost are walked
+folders and those above them are walked regardless of their etags every
+``reconcile_external_walk_seconds``: :data:`UNSETTLED`); with the root's etag unchanged a
+scan costs one ``Depth: 0`` request. Every ``reconcile_full_walk_seconds`` it walks every
+folder, and the folders above a document whose access the user lost are walked
 whatever their etags say.
 """
 
@@ -51,13 +52,29 @@ from ncindex.sources.nodes import VerifiedByWebDav
 from ncindex.text.extract import extract_text
 from ncindex.text.ocr import ocr_from_settings
 
-UNSETTLED = ""
-"""The etag kept for a folder on an external storage or a federated share, or above one
-(:attr:`~ncindex.nextcloud.webdav.DavEntry.external`): none that Nextcloud answers, so the
-folder is walked at every scan, and the external storage below it too (its folders are
-walked whatever their etags say): files put on it outside Nextcloud are found within a scan
-— new ones and removed ones, which change their folder's mtime; a file changed in place is
-noticed by Nextcloud only when the file itself is looked at, so not by a walk."""
+UNSETTLED = "unsettled "
+"""The prefix of the etag kept for a folder on an external storage or a federated share
+that holds one, or above one (:attr:`~ncindex.nextcloud.webdav.DavEntry.external`): their
+etags do not show what changed on the storage outside Nextcloud, so at an *external walk*
+(every ``reconcile_external_walk_seconds``) they are walked whatever their etags say, and
+the external storage below them too (its folders are walked whatever their etags say):
+files put on it outside Nextcloud are found so — new ones and removed ones, which change
+their folder's mtime; a file changed in place is noticed by Nextcloud only when the file
+itself is looked at, so not by a walk. Between external walks the etag after the prefix
+decides, as for any folder. No etag begins so: an entity-tag holds no space (RFC 9110
+§8.8.3 ``etagc``)."""
+
+
+def unsettled(etag: str) -> str:
+    """``etag`` marked :data:`UNSETTLED` (once)."""
+    return etag if etag.startswith(UNSETTLED) else UNSETTLED + etag
+
+
+def settled(etag: str | None) -> str | None:
+    """A kept etag without its :data:`UNSETTLED` mark (``None`` stays ``None``)."""
+    if etag is not None and etag.startswith(UNSETTLED):
+        return etag[len(UNSETTLED) :]
+    return etag
 
 
 class FileSource(VerifiedByWebDav, Source):
@@ -77,16 +94,25 @@ class FileSource(VerifiedByWebDav, Source):
         limit: int | None = None,
     ) -> Listing:
         """Walk the user's files breadth first, one folder per request; every folder when the
-        last full walk is ``reconcile_full_walk_seconds`` old (or none is recorded). Entries
+        last full walk is ``reconcile_full_walk_seconds`` old (or none is recorded), and the
+        folders on and above external storages and federated shares whatever their etags
+        when the last such walk is ``reconcile_external_walk_seconds`` old (or none is
+        recorded): decided when a listing starts, kept with it across pages. Entries
         are classified (:func:`~ncindex.sources.eligibility.classify`): notes are left to
         their own listing, what a rule leaves out is recorded in ``skipped``. The cursor is
         the list of folders still to walk."""
         if resume is None:
             last_full = memory.full_walk_at()
             listing = Listing(skipped={})
+            last_external = memory.external_walk_at()
+            now = time.time()
             listing.full_walk = (
-                last_full is None
-                or time.time() - last_full >= ctx.settings.reconcile_full_walk_seconds
+                last_full is None or now - last_full >= ctx.settings.reconcile_full_walk_seconds
+            )
+            listing.external_walk = (
+                listing.full_walk
+                or last_external is None
+                or now - last_external >= ctx.settings.reconcile_external_walk_seconds
             )
         else:
             listing = resume
@@ -103,12 +129,14 @@ class FileSource(VerifiedByWebDav, Source):
             if path
             for folder in ancestors(posixpath.dirname(path))
         }
-        if resume is None and "/" in stored and not forced:
+        # with an external walk due, a root kept unsettled is walked whatever its etag
+        external_due = listing.external_walk and stored.get("/", "").startswith(UNSETTLED)
+        if resume is None and "/" in stored and not forced and not external_due:
             answer = client.propfind("/", depth=0)
             listing.requests += 1
             if not answer:
                 raise NextcloudProtocolError("PROPFIND /: empty multistatus")
-            if answer[0].etag == stored["/"]:
+            if answer[0].etag == settled(stored["/"]):
                 listing.covered.add("/")
                 return listing
         queue: deque[str] = deque(["/"] if resume is None else resume.cursor)
@@ -149,12 +177,18 @@ class FileSource(VerifiedByWebDav, Source):
             listing.folders[folder] = entries[0].etag
             for entry in entries[1:]:
                 if entry.is_folder:
-                    if entry.external:
-                        # its etag and those above it do not show what changed on it
+                    kept = stored.get(entry.path)
+                    marked = kept is not None and kept.startswith(UNSETTLED)
+                    if entry.external or marked:
+                        # its etag and those above it do not show what changed on it (or
+                        # on an external storage below it, when it is kept unsettled)
                         for above in ancestors(folder):
-                            listing.folders[above] = UNSETTLED
-                        queue.append(entry.path)
-                    elif stored.get(entry.path) == entry.etag and entry.path not in forced:
+                            listing.folders[above] = unsettled(listing.folders.get(above, ""))
+                    if (
+                        settled(kept) == entry.etag
+                        and entry.path not in forced
+                        and not ((entry.external or marked) and listing.external_walk)
+                    ):
                         listing.covered.add(entry.path)
                     else:
                         queue.append(entry.path)
@@ -182,6 +216,8 @@ class FileSource(VerifiedByWebDav, Source):
         memory.set_folders(keep)
         if listing.full_walk:
             memory.set_full_walk_at(time.time())
+        if listing.external_walk:
+            memory.set_external_walk_at(time.time())
 
     def add_tagged(
         self,

@@ -15,10 +15,11 @@ What one page keeps (one ``MULTI`` transaction, so a worker killed mid-write kee
 none): its documents (merged with those of earlier pages: a file listed at two paths), the
 folders it listed with their etags, the folders it skipped (covered), the forbidden ones, the
 files a rule left out, and the progress — pages listed, requests made, when the listing began,
-the source's cursor, the full-walk flag and the Notes marker. Keys: ``<scan state>:pages``
-(progress, JSON), ``…:pages:docs`` / ``folders`` / ``skipped`` (hashes), ``…:pages:covered``
-(set), ``…:pages:forbidden`` (list); all expire :data:`PAGES_TTL_SECONDS` after the last page
-kept, so a paged scan whose every task was lost and that no later scan resumed starts over.
+the source's cursor, the full-walk and external-walk flags and the Notes marker. Keys:
+``<scan state>:pages`` (progress, JSON), ``…:pages:docs`` / ``folders`` / ``skipped``
+(hashes), ``…:pages:covered`` (set), ``…:pages:forbidden`` (list); all expire
+:data:`PAGES_TTL_SECONDS` after the last page kept, so a paged scan whose every task was
+lost and that no later scan resumed starts over.
 
 Resuming: a killed worker's page task comes back when Redis redelivers it (acks late) or with
 the next scan beat sends; either lists the page after the last one kept — the page being
@@ -47,13 +48,14 @@ PAGES_TTL_SECONDS = 86_400
 class PageProgress:
     """Where a paged listing stands: ``pages`` listed and kept, ``requests`` made by them,
     ``since`` the Unix time the listing began, and what the next page resumes from (the
-    source's ``cursor``, ``full_walk``, ``marker``)."""
+    source's ``cursor``, ``full_walk``, ``external_walk``, ``marker``)."""
 
     pages: int
     requests: int
     since: float
     cursor: Any
     full_walk: bool
+    external_walk: bool
     marker: int | None
 
 
@@ -120,6 +122,7 @@ class ListingPages:
             resume = Listing(
                 folders=folders,
                 full_walk=progress.full_walk,
+                external_walk=progress.external_walk,
                 marker=progress.marker,
                 cursor=progress.cursor,
             )
@@ -156,6 +159,7 @@ class ListingPages:
             since=since if progress is None else progress.since,
             cursor=page.cursor,
             full_walk=page.full_walk,
+            external_walk=page.external_walk,
             marker=page.marker,
         )
         pipe = self.redis.pipeline(transaction=True)
@@ -206,6 +210,7 @@ class ListingPages:
             marker=page.marker,
             requests=progress.requests + page.requests,
             full_walk=page.full_walk,
+            external_walk=page.external_walk,
             skipped=None if page.skipped is None else skipped | page.skipped,
             since=progress.since,
         )

@@ -282,10 +282,21 @@ class ScanState:
         """Record a walk of every folder at ``at`` (Unix seconds)."""
         self.redis.set(self.base + ":full_walk", repr(float(at)))
 
+    def external_walk_at(self) -> float | None:
+        """Unix time of the last walk of the folders on and above external storages whatever
+        their etags (files), if recorded and readable."""
+        return self._scalar(":external_walk", finite_float)
+
+    def set_external_walk_at(self, at: float) -> None:
+        """Record such a walk at ``at`` (Unix seconds)."""
+        self.redis.set(self.base + ":external_walk", repr(float(at)))
+
     def forget_listing(self) -> None:
-        """Drop what lets a listing skip work — the folder etags, the Notes marker and the time
-        of the last full walk — so the next listing lists everything."""
-        self.redis.delete(self.base + ":folders", self.base + ":marker", self.base + ":full_walk")
+        """Drop what lets a listing skip work — the folder etags, the Notes marker and the times
+        of the last full and external walks — so the next listing lists everything."""
+        self.redis.delete(
+            *(self.base + p for p in (":folders", ":marker", ":full_walk", ":external_walk"))
+        )
 
     def marker(self) -> int | None:
         """The type's resume point (Notes ``pruneBefore``), if any (an unreadable one is

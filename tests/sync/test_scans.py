@@ -777,9 +777,9 @@ def redis_of(stack: Stack, user: str) -> tuple[list[str], dict[str, list[str]]]:
 
 def test_a_forgotten_user_leaves_no_redis_state_behind(rstack: Stack) -> None:
     """``ncindex forget carol`` after ``occ user:delete carol``, carol scanned before: every
-    Redis key of hers goes — scan state (folder etags, tried versions, Notes marker), last
-    scans, first indexing, Notes settings, lost-access marks, debounce claims, the
-    missing-user mark — and the failing entry of a task run as her, so a carol created
+    Redis key of hers goes — scan state (folder etags, external walk time, tried versions,
+    Notes marker), last scans, first indexing, Notes settings, lost-access marks, debounce
+    claims, the missing-user mark — and the failing entry of a task run as her, so a carol created
     again starts clean (before: all of it stayed; her scans compared the new account with
     the old one's folder etags, so unchanged-looking folders were skipped, and her first
     indexing showed as done). What stays is her refusal entry: it holds the refused
@@ -803,6 +803,7 @@ def test_a_forgotten_user_leaves_no_redis_state_behind(rstack: Stack) -> None:
     before, before_fields = redis_of(rstack, "carol")
     assert {
         keys.scan_state("file", "carol") + ":folders",
+        keys.scan_state("file", "carol") + ":external_walk",
         keys.scan_state("note", "carol") + ":marker",
         keys.lost_access("file", "carol"),
         keys.first_indexing("carol"),
@@ -943,7 +944,9 @@ def test_a_file_put_on_an_external_storage_outside_nextcloud_is_found_by_the_nex
     above them are now walked at every scan — across pages too (a folder above kept
     unsettled on a later page than its own). A federated share's storage behaves alike
     (apps/files_sharing/lib/External/Storage.php hasUpdated: the remote root's etag, when
-    looked at); it is known by nc:is-federated, its mount type being a local share's."""
+    looked at); it is known by nc:is-federated, its mount type being a local share's.
+    reconcile_external_walk_seconds 0 walks them so at every scan."""
+    rstack.settings.reconcile_external_walk_seconds = 0
     if page_requests is not None:
         rstack.settings.reconcile_page_requests = page_requests
     rstack.sim.mkdir("alice", "/Mounts")
@@ -965,3 +968,46 @@ def test_a_file_put_on_an_external_storage_outside_nextcloud_is_found_by_the_nex
     rstack.reconcile(["alice"])
     assert f"file:{new}" in index_state(rstack)
     assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
+
+
+@pytest.mark.parametrize(("mount", "page_requests"), [("Ext", None), ("Mounts/Ext", 1)])
+def test_an_external_storage_is_walked_whatever_its_etags_once_per_external_walk_period(
+    rstack: Stack, mount: str, page_requests: int | None
+) -> None:
+    """Walking the folders on and above an external storage at every scan cost a PROPFIND
+    per folder, scan and user (and Nextcloud a look at the remote storage for each): a share
+    of 10,000 folders mounted for 100 users, a million requests per scan period. They are
+    walked whatever their etags once every reconcile_external_walk_seconds now, decided when
+    a scan starts and kept across its pages; the scans between make only the requests their
+    etags call for (one Depth 0 request with the root's etag unchanged)."""
+    period = 3600
+    rstack.settings.reconcile_external_walk_seconds = period
+    if page_requests is not None:
+        rstack.settings.reconcile_page_requests = page_requests
+    rstack.sim.mkdir("alice", "/Mounts")
+    rstack.sim.external_storage(mount, ["alice"])
+    rstack.sim.put_file("alice", f"/{mount}/Reports/Q/q1.md", "# Q1\nkelp")
+    fill(rstack, files=2, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.reconcile(["alice"])
+    rstack.reconcile(["alice"])  # clean: every folder etag stored
+    assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
+    new = rstack.sim.add_unnoticed("alice", f"/{mount}/Reports/Q/q2.md", "# Q2\nreef")
+    rstack.sim.reset_request_counts()
+    rstack.reconcile(["alice"])  # within the period: the etags decide
+    assert rstack.sim.request_count("webdav", "PROPFIND") == 1
+    assert f"file:{new}" not in index_state(rstack)
+    state = scan_state(rstack, DocType.FILE)
+    state.set_external_walk_at(time.time() - period)  # an hour on
+    rstack.sim.reset_request_counts()
+    rstack.reconcile(["alice"])
+    # /, the folders down to the storage's and every folder on it
+    walked = 1 + len(mount.split("/")) + 2
+    assert rstack.sim.request_count("webdav", "PROPFIND") == walked
+    assert f"file:{new}" in index_state(rstack)
+    assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
+    assert time.time() - (state.external_walk_at() or 0) < 60  # the next one an hour away
+    rstack.reconcile(["alice"])  # walks the folders above the new file, dirty until now
+    rstack.sim.reset_request_counts()
+    rstack.reconcile(["alice"])
+    assert rstack.sim.request_count("webdav", "PROPFIND") == 1
