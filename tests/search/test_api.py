@@ -145,28 +145,33 @@ def test_explain_says_why(ro_api: Api) -> None:
 
 
 def test_explain_names_the_feedback_terms_a_bm25_match_came_from(ro_api: Api) -> None:
-    """A query no word of which is in the corpus still ranks results in the BM25 branch: the
-    hybrid DBSF search expands it with terms of the best first results (feedback), and those
-    match. ``explain`` gave such a result a ``sparse`` rank and score with ``matched_terms``
-    empty, a BM25 match with no words; ``feedback_terms`` names the expansion terms in the
-    result's chunk, with the word as written. Never the query's own terms; none without
-    feedback (RRF)."""
-    body = {"query": "Hatzegopteryx thambema Quetzalcoatlus", "explain": True}
-    results = ro_api.post("alice", body).get_json()["results"]
-    assert results and all(r["explain"]["sparse"] for r in results)
-    for r in results:
+    """A result holding no word of the query can still rank in the BM25 branch: the hybrid
+    DBSF search expands the query with terms of the best first results that hold a query
+    word (feedback), and those match. ``explain`` gave such a result a ``sparse`` rank and
+    score with ``matched_terms`` empty, a BM25 match with no words; ``feedback_terms`` names
+    the expansion terms in the result's chunk, with the word as written. Never the query's own
+    terms; none without feedback (RRF), nor when no first result holds a query word (the
+    dense half alone then ranks: its documents lend no terms)."""
+    lens = ro_api.post("alice", {"query": "lens", "explain": True}).get_json()["results"]
+    by_feedback = [r for r in lens
+                   if r["explain"]["sparse"] and not r["explain"]["matched_terms"]]  # fmt: skip
+    assert by_feedback  # alice's lighthouse notes that do not say "lens"
+    for r in by_feedback:
         why = r["explain"]
-        assert why["matched_terms"] == []  # no word of the query in any result
         assert why["feedback_terms"], r
         text = html.unescape(re.sub(r"</?mark>", "", r["snippet"]))  # the whole (short) text
         for f in why["feedback_terms"]:
             assert f["word"] in text and analyzer.terms(f["word"])[0] == f["term"], f
-    words = {f["word"].lower() for r in results for f in r["explain"]["feedback_terms"]}
-    assert "lighthouse" in words  # the word all of alice's best documents share
+    words = {f["word"].lower() for r in by_feedback for f in r["explain"]["feedback_terms"]}
+    assert "lighthouse" in words  # the word alice's documents saying "lens" share
     # the query's own terms are matched_terms, not feedback_terms
     own = ro_api.post("alice", {"query": "lighthouse lens", "explain": True}).get_json()
     expanded = [f["term"] for r in own["results"] for f in r["explain"]["feedback_terms"]]
     assert expanded and not {"lighthous", "len"} & set(expanded)
+    body = {"query": "Hatzegopteryx thambema Quetzalcoatlus", "explain": True}
+    unmatched = ro_api.post("alice", body).get_json()["results"]
+    assert unmatched and all(r["explain"]["sparse"] is None for r in unmatched)
+    assert all(r["explain"]["feedback_terms"] == [] for r in unmatched)
     rrf = {"query": "lighthouse lens", "explain": True, "fusion": "rrf"}
     ranked = ro_api.post("alice", rrf).get_json()["results"]
     assert any(r["explain"]["sparse"] for r in ranked)

@@ -14,6 +14,7 @@ import pytest
 from search_corpus import Doc, expected, index_docs, make_docs
 
 from ncindex.documents import DocRef, point_document, point_id
+from ncindex.embedding.analyzer import term_id, terms
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
@@ -485,6 +486,44 @@ def test_with_no_feedback_document_left_the_query_own_bm25_branch_is_over_the_po
     svc.search(client_of("alice"), request)
     assert store.limits() == limits
     assert all(vector == own for vector in store.sparse())
+    svc.close()
+
+
+class DenseDrift(Recording):
+    """:class:`Recording` whose dense branch rates the ``drifted`` points far above the rest
+    (score 5.0): the dense half placing a document that holds no query word at the top of
+    the first ranking, as it placed an invoice PDF for the query ``invitation.eml``."""
+
+    def __init__(self, store: QdrantEdgeStore, drifted: set[str]) -> None:
+        super().__init__(store)
+        self.drifted = drifted
+
+    def branch(self, **kwargs: Any) -> Any:
+        hits = super().branch(**kwargs)
+        if kwargs.get("dense") is None:
+            return hits
+        hits = [service_module.Hit(h.id, 5.0 if h.id in self.drifted else h.score, h.payload)
+                for h in hits]  # fmt: skip
+        return sorted(hits, key=lambda h: -h.score)
+
+
+def test_a_document_matching_only_densely_lends_no_feedback_terms(
+    corpus: QdrantEdgeStore, corpus_docs: list[Doc], embedder: Embedder, verifiers: Verifiers
+) -> None:
+    """Feedback documents are taken only among first-ranking documents holding a query term:
+    a document the dense half alone put on top (no word of the query in it) would otherwise
+    fill the expansion with its own words and outrank, on BM25 alone, the documents that
+    match the query (a real search: ``invitation.eml`` expanded by an invoice's numbers)."""
+    espresso = [d for d in corpus_docs if "espresso" in d.text]
+    drifted = {point_id(DocRef.parse(d.key), d.payload["content_hash"], 0) for d in espresso}
+    store = DenseDrift(corpus, drifted)
+    svc = recording_service(store, embedder, verifiers)
+    response = svc.search(client_of("alice"), SearchRequest(query="lighthouse lens"))
+    assert response.results[0].doc_key in {d.key for d in espresso}  # the drift is on top
+    first, expanded = store.sparse()
+    added = set(expanded.indices) - set(first.indices)
+    assert {term_id(t) for t in terms("polished storms")} <= added  # a lighthouse text's
+    assert not {term_id(t) for t in terms("espresso kitchen")} & added
     svc.close()
 
 
