@@ -441,7 +441,8 @@ class Settings(BaseSettings):
         ge=0,
         le=20,
         description="Hybrid searches fused by DBSF expand the BM25 query with terms of this "
-        "many best documents of a first pass (pseudo-relevance feedback); 0 ⇒ off.",
+        "many best documents of a first pass that hold a query word (pseudo-relevance feedback); "
+        "0 ⇒ off.",
     )
     bm25_feedback_first_depth: int = Field(
         60,
