@@ -143,8 +143,10 @@ class NcindexTask(Task):
 
     def _give_up(self, exc: BaseException, args: Any, kwargs: Any) -> None:
         """The last retry failed: keep the task for :func:`requeue_parked` when Nextcloud was
-        the one unavailable."""
-        if not isinstance(exc, NextcloudUnavailable):
+        the one unavailable. Once a run: when :meth:`retry_part` gave up with the part of the
+        call still to do, the error it raises reaches Celery's ``autoretry_for``, whose
+        :meth:`retry` gives up again with the whole call, which must not replace the part."""
+        if not isinstance(exc, NextcloudUnavailable) or getattr(self.request, "parked", False):
             return
         call = dict(self.request.kwargs or {}) if kwargs is None else dict(kwargs)
         if args or self.request.args:
@@ -158,6 +160,7 @@ class NcindexTask(Task):
             call,
             queue,
         )
+        self.request.parked = True
         log.warning("outage_parked", error=str(exc))
 
     def _requeue_after_outage(self) -> None:

@@ -276,3 +276,29 @@ def test_an_account_nextcloud_fails_for_is_asked_again_alone(stack: Stack) -> No
     assert retried.get() == {"viewers": ["alice"], "queued": 1, "coalesced": 0}
     wait_until(lambda: "user:bob" in _acl(stack, file_id), 30)
     assert _acl(stack, file_id) == ["user:alice", "user:bob"]
+
+
+def test_an_account_still_failing_when_the_retries_are_spent_is_parked_alone(
+    stack: Stack, monkeypatch
+) -> None:
+    """alice's SEARCH by id answers 503 and the task has no retry left: it is parked for the
+    outage's end with ``among`` alice alone, bob's part being done. Before, Celery's
+    ``autoretry_for`` caught the error :meth:`NcindexTask.retry_part` raised once the retries
+    were spent and gave up a second time with the task's whole call, which overwrote the
+    parked part: the requeued task asked every account again."""
+    import json
+
+    from workers import base
+
+    file_id = _alices_file_shared_with_bob(stack)
+    task = stack.celery.tasks["ncindex.resolve_node"]
+    monkeypatch.setattr(base, "OUTAGE_PATIENCE_SECONDS", 0)  # give up at once (it is 900 s)
+    stack.sim.faults.set("dav-search", status=503, times=1)  # the first SEARCH: alice's
+    try:
+        task.apply(kwargs={"file_id": file_id}, task_id="resolve-spent", retries=task.max_retries)
+    finally:
+        stack.sim.faults.clear()
+    parked = stack.services.redis.hget(stack.settings.names.outage_parked, "resolve-spent")
+    assert parked is not None
+    assert json.loads(parked)["kwargs"] == {"file_id": file_id, "among": ["alice"]}
+    stack.services.redis.delete(stack.settings.names.outage_parked)
