@@ -50,16 +50,28 @@ def _part_text(part: MIMEPart) -> str:
     8-bit bodies without one are common (older mailers wrote their code page, newer ones
     UTF-8), and the ``email`` package decodes them as ASCII with replacement characters; they
     and a part with a charset Python does not know are decoded as a text file is
-    (:func:`~ncindex.text.charsets.decode_text`: UTF-8, else a guess)."""
+    (:func:`~ncindex.text.charsets.decode_text`: UTF-8, else a guess). NUL bytes in such a
+    body (a base64 or quoted-printable one decodes to any bytes; only the raw message's are
+    refused, by :func:`eml_text`) are dropped, as from any extracted text, rather than
+    losing the whole message — its subject and addresses too — as binary data."""
     try:
         if part.get_content_charset() is None:
             raise LookupError("no charset")
         content = part.get_content()
     except LookupError:
         payload = part.get_payload(decode=True)
-        content = decode_text(payload, None, len(payload))[0] if isinstance(payload, bytes) else ""
+        content = _decoded(payload) if isinstance(payload, bytes) else ""
     if not isinstance(content, str):
         return ""
     if part.get_content_subtype() == "html":
         return html_text(content)
     return content
+
+
+def _decoded(payload: bytes) -> str:
+    """A body part's bytes decoded as a text file's (:func:`decode_text`), NUL bytes dropped
+    when they are not UTF-16 or UTF-32 text (where :func:`decode_text` refuses them)."""
+    try:
+        return decode_text(payload, None, len(payload))[0]
+    except ExtractionError:
+        return decode_text(payload.replace(b"\x00", b""), None, len(payload))[0]

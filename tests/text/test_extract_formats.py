@@ -5,6 +5,7 @@ refused with a reason."""
 
 from __future__ import annotations
 
+import base64
 import io
 
 import pytest
@@ -536,3 +537,18 @@ def test_mangled_files_of_the_new_formats_never_escape_the_error_contract(
     except (ExtractionError, TooLarge):
         return
     assert isinstance(out.text, str) and len(out.text) <= 5000
+
+
+def test_eml_body_decoding_to_nul_bytes_keeps_the_message() -> None:
+    """A base64 body without a charset that decodes to bytes holding a NUL: the raw message
+    has none (it is not refused as binary), and the body used to be decoded leniently; read
+    as a text file is, its NUL made the whole message unreadable, subject and addresses too.
+    The NUL is dropped, as from any extracted text, and the rest still decoded (Latin-1)."""
+    body = base64.b64encode("Déjà vu au café\x00 de la gare.".encode("latin-1")).decode()
+    data = (
+        "From: a@example.org\r\nSubject: Report\r\nContent-Type: text/plain\r\n"
+        f"Content-Transfer-Encoding: base64\r\n\r\n{body}\r\n"
+    ).encode()
+    text = extract(data, "message/rfc822", "report.eml").text
+    assert text.startswith("# Report\n\nFrom: a@example.org")
+    assert text.endswith("\n\nDéjà vu au café de la gare.")
