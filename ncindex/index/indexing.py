@@ -569,11 +569,35 @@ class Indexer:
         parked = self.deadletters.blocked(ref.key, fetched.doc.etag)
         if parked is not None:
             return Outcome("dead_letter", ref.key, reason=parked.reason)
-        outcome = self.steps.write_document(fetched.doc, stored, fetched.acl)
-        if fetched.acl is None or outcome.action not in ("indexed", "updated"):
-            return outcome
+        if fetched.acl is None:
+            return self.steps.write_document(fetched.doc, stored, fetched.acl)
         written = set(fetched.acl) | {principal(user)}
-        return self._readers_rechecked(client, user, fetched.doc, stored, written, outcome)
+        marked = self._readers_marked(user, fetched.doc, stored, written)
+        outcome = self.steps.write_document(fetched.doc, stored, fetched.acl)
+        if not marked and outcome.action not in ("indexed", "updated"):
+            return outcome
+        return self._readers_rechecked(client, user, fetched.doc, stored, written, outcome, marked)
+
+    def _readers_marked(
+        self, user: str, doc: SourceDocument, stored: Stored, written: set[str]
+    ) -> bool:
+        """Before ``doc`` is written with the readers ``written`` (principals) for ``user``:
+        whether its readers must be asked for again after the write although it may grant
+        nothing new (:meth:`_readers_rechecked`). A write that grants a principal the stored
+        ``acl`` lacks is marked unconfirmed first (:mod:`ncindex.index.grants`, as
+        :meth:`_unconfirmed` does for files); one that grants nothing new is unconfirmed while
+        an earlier run's mark is there — its re-read and its roll-back both failed (a store
+        outage), so what it granted stayed and this run finds it held. ``False`` for a source
+        without a :attr:`~ncindex.sources.base.Source.readers_field`. Raises
+        ``redis.RedisError`` (nothing is written then)."""
+        if SOURCES[doc.ref.doc_type].readers_field is None:
+            return False
+        grants = UnconfirmedGrants(self.services.redis, self.settings.names, user)
+        held = set((stored.payload or {}).get("acl") or ())
+        if written - held:
+            grants.mark(doc.ref.key, None)
+            return True
+        return grants.get(doc.ref.key) is not None
 
     def _readers_rechecked(
         self,
@@ -583,6 +607,7 @@ class Indexer:
         stored: Stored,
         written: set[str],
         outcome: Outcome,
+        marked: bool,
     ) -> Outcome:
         """After ``doc`` was written (``outcome``) with the readers its fetch gave
         (``written``: principals), ask its source for its readers again
@@ -596,7 +621,8 @@ class Indexer:
         (``ncindex.index_related``), so the removed participant stayed until their scan and
         its grace.
 
-        A write that gave nobody anything new is not asked about (0 extra requests): every
+        A write that gave nobody anything new is not asked about (0 extra requests) unless
+        ``marked`` (:meth:`_readers_marked`: an earlier run's grant left unconfirmed): every
         principal it wrote was held already, on the same board, so a revocation is left to
         what removes it without this task (the event's re-read of the card, which waits for
         this lock; the scan). Cost: one board GET per card write that grants (every card
@@ -606,8 +632,12 @@ class Indexer:
         ``user`` no longer reading the board (``NotFound``) ⇒ ``user``'s access goes, with
         the access this write gave others (unconfirmed: ``evicted``). A failed re-read
         takes back what the write granted (the document is deleted when nothing is left)
-        and raises: the task's retry grants it again and asks again (a roll-back that fails
-        is noted on the re-read's error, still the one raised: :func:`_roll_back`)."""
+        and raises; once taken back, the grant's unconfirmed mark is cleared and the task's
+        retry grants it again and asks again. A roll-back that fails is noted on the
+        re-read's error, still the one raised (:func:`_roll_back`), and leaves the mark: the
+        retry finds the grant held, but asks again because of the mark. A marked run whose
+        re-read fails again has nothing of its own to take back and leaves the mark too.
+        The mark is cleared once the readers were read (or ``user`` lost the board)."""
         source = SOURCES[doc.ref.doc_type]
         field = source.readers_field
         if field is None:
@@ -615,8 +645,9 @@ class Indexer:
         before = stored.payload or {}
         held = set(before.get("acl") or ())
         granted = written - held
-        if not granted and before.get(field) == doc.extra.get(field):
+        if not granted and not marked and before.get(field) == doc.extra.get(field):
             return outcome
+        grants = UnconfirmedGrants(self.services.redis, self.settings.names, user)
         try:
             now = source.readers_now(self.services, client, doc)
         except NotFound:
@@ -624,16 +655,23 @@ class Indexer:
             if others:
                 self._set_acl(doc.ref, written - others)
             self.access.remove(user, doc.ref)
+            grants.clear(doc.ref.key)
             log.info("unshared_while_indexed", doc_key=doc.ref.key, user=user)
             return Outcome("evicted", doc.ref.key, outcome.embedded)
         except Exception as exc:
             if granted:
-                _roll_back(exc, lambda: self._set_acl(doc.ref, written - granted), doc.ref.key)
+
+                def take_back() -> None:
+                    self._set_acl(doc.ref, written - granted)
+                    grants.clear(doc.ref.key)
+
+                _roll_back(exc, take_back, doc.ref.key)
             raise
         gone = written - now
         if gone:
             log.info("readers_shrank_while_indexed", doc_key=doc.ref.key, gone=sorted(gone))
             self._set_acl(doc.ref, written & now)
+        grants.clear(doc.ref.key)
         return outcome
 
     def _set_acl(self, ref: DocRef, acl: set[str]) -> None:

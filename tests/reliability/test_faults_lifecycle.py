@@ -305,6 +305,62 @@ def test_a_card_whose_roll_back_fails_keeps_the_board_error(fresh_stack: Stack) 
     ]
 
 
+def test_a_card_grant_left_unconfirmed_reads_the_board_again_on_the_retry(
+    fresh_stack: Stack,
+) -> None:
+    """A card's board GET after its write fails (503) and so does taking the grant back (the
+    store fails): bob stays in the ``acl``, unconfirmed. Alice unshares the board from bob
+    between the retry's read and its write. The retry finds bob held already and the board
+    the same, yet must read the board again (the grant's mark) and take bob out (before: it
+    granted nothing new, never asked, and bob kept the card until the next Deck scan)."""
+    stack = fresh_stack
+    sim, indexer, board, card = alices_card(stack)
+    sim.deck_share_board("alice", board, "bob")
+    real_fetch, real_write = indexer.steps.fetch, indexer.steps.write_document
+
+    def fetch_then_fail(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        sim.faults.set("deck", status=503)
+        return fetched
+
+    def write_then_fail(*args: Any, **kwargs: Any) -> Any:
+        written = real_write(*args, **kwargs)
+        store_writes_fail(indexer)
+        return written
+
+    indexer.steps.fetch = fetch_then_fail  # type: ignore[method-assign]
+    indexer.steps.write_document = write_then_fail  # type: ignore[method-assign]
+    try:
+        with pytest.raises(NextcloudUnavailable):
+            indexer.index_document("alice", "deck_card", card)
+    finally:
+        del indexer.steps.fetch, indexer.steps.write_document
+        store_writes_back(indexer)
+        sim.faults.clear()
+    key = f"deck_card:{card}"
+    assert stack.points(key)[0].payload["acl"] == ["user:alice", "user:bob"]  # unconfirmed
+
+    revoked: list[bool] = []
+
+    def fetch_then_revoke(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        if not revoked:  # the retry read the board with bob: he goes before its write
+            revoked.append(sim.deck_unshare_board("alice", board, "bob"))
+        return fetched
+
+    indexer.steps.fetch = fetch_then_revoke  # type: ignore[method-assign]
+    try:
+        indexer.index_document("alice", "deck_card", card)
+    finally:
+        del indexer.steps.fetch
+    assert revoked == [True]
+    assert stack.points(key)[0].payload["acl"] == ["user:alice"]
+    # the mark is cleared once the board was read: the next run grants nothing, asks nothing
+    sim.reset_request_counts()
+    assert indexer.index_document("alice", "deck_card", card).action == "unchanged"
+    assert sim.request_count("deck") == 2, sim.request_log
+
+
 def revoke_in_bobs_next_run(indexer: Any, sim: Any, fid: int) -> Any:
     """Bob's next run of ``indexer`` for file ``fid`` (``index_node``), alice's share of
     ``/Shared/plan.txt`` revoked between its read and its write; returns its outcome."""
