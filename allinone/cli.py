@@ -1276,7 +1276,7 @@ def status(
     from ncindex.nextcloud.client import make_http
     from ncindex.nextcloud.server_status import server_status
     from ncindex.progress import Progress
-    from ncindex.runtime import Services
+    from ncindex.runtime import Services, configured_credentials
     from ncindex.store import store_status
     from ncindex.sync.status import collect_status
 
@@ -1288,6 +1288,7 @@ def status(
     services = Services(settings) if settings.qdrant_url else None
     producer = celery_app(settings)
     http = make_http(settings) if settings.nextcloud_url else None
+    credentials = configured_credentials(settings)
 
     def collect() -> dict[str, Any]:
         try:
@@ -1299,10 +1300,19 @@ def status(
         problem = None
         try:
             store = services.store if services is not None else None
-            data = collect_status(client, settings.names, users=users, store=store, workers=workers)
+            data = collect_status(
+                client,
+                settings.names,
+                users=users,
+                store=store,
+                workers=workers,
+                credentials=credentials,
+            )
         except StoreUnavailable as exc:  # the rest is still worth showing: counts say "?"
             problem = str(exc)
-            data = collect_status(client, settings.names, users=users, workers=workers)
+            data = collect_status(
+                client, settings.names, users=users, workers=workers, credentials=credentials
+            )
         data["store"] = store_status(settings) | ({"error": problem} if problem else {})
         if problem is None and store is not None:
             try:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -207,20 +208,27 @@ def clear_refused_if(client: redis.Redis, keys: Names, user: str, entry: bytes |
 
 
 def refused_accounts(
-    client: redis.Redis, keys: Names, now: float | None = None
+    client: redis.Redis,
+    keys: Names,
+    now: float | None = None,
+    credentials: Mapping[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """User id → ``{"at", "where"}`` (and ``times``, the refusals in a row of one credential;
     ``held_until``, Unix seconds, while that credential is held back at ``now``
     (:func:`hold_of`), else ``None``; ``deleted``, ``{"at", "documents"}``, once Nextcloud said
     the user does not exist and the index forgot them: :func:`record_deleted`) of every
     account of deployment ``keys`` that Nextcloud refused (401), by user id (the credential's
-    fingerprint left out); an unreadable entry reads as ``{}``. Raises ``redis.RedisError``
-    when Redis cannot be asked."""
+    fingerprint left out); an unreadable entry reads as ``{}``. ``credentials`` maps user ids
+    to the :func:`credential_fingerprint` configured for them now: an account whose
+    configured credential is not the one refused (a new app password) is not held
+    (``held_until`` ``None``: it is tried at once); an account not in it is held while the
+    refused credential is. Raises ``redis.RedisError`` when Redis cannot be asked."""
     out: dict[str, dict[str, Any]] = {}
     for raw_user, raw in sorted(client.hgetall(keys.refused_accounts).items()):
+        user = as_text(raw_user, "replace")
         entry = refused_entry(raw)
         if entry:
-            hold = hold_of(raw, now=now)
+            hold = hold_of(raw, (credentials or {}).get(user), now)
             entry["held_until"] = None if hold is None else hold.until
-        out[as_text(raw_user, "replace")] = entry
+        out[user] = entry
     return out

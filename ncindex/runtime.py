@@ -44,7 +44,9 @@ class Release:
     credential (login name ``login``) and answered user id ``user_id``; ``refusal``: its
     refusal entry before (``{"at", "where", …}``: :func:`ncindex.accounts.refused_accounts`'s
     shape, without ``held_until``), ``None`` when there was none; ``hold``: the hold that entry
-    set then (:func:`ncindex.accounts.hold_of`), ``None`` when none; ``released``: whether the
+    set then on the configured credential (:func:`ncindex.accounts.hold_of`), ``None`` when
+    none — also when the refused credential is not the configured one (a new app password,
+    tried at once: there was no hold to release); ``released``: whether the
     entry was forgotten."""
 
     user: str
@@ -53,6 +55,19 @@ class Release:
     refusal: dict[str, Any] | None
     hold: Hold | None
     released: bool
+
+
+def credential_of(settings: Settings, user: str) -> str:
+    """The :func:`~ncindex.accounts.credential_fingerprint` of configured account ``user``'s
+    login name and app password in ``settings``; raises ``KeyError`` if not configured."""
+    password = settings.password_for(user)
+    return credential_fingerprint(settings.login_for(user) or user, password)
+
+
+def configured_credentials(settings: Settings) -> dict[str, str]:
+    """User id → :func:`credential_of` for every account configured in ``settings``: what a
+    refusal's hold is judged against (:func:`ncindex.accounts.refused_accounts`)."""
+    return {user: credential_of(settings, user) for user in settings.accounts}
 
 
 class Services:
@@ -190,7 +205,7 @@ class Services:
         except NextcloudAuthError as exc:
             self.account_refused(user, exc)
             raise
-        hold = hold_of(entry)
+        hold = hold_of(entry, self.credential_of(user))
         refusal = refused_entry(entry)
         released = (
             uid == user
@@ -218,10 +233,8 @@ class Services:
             log.warning("account_refusal_not_cleared", user=user, error=str(exc))
 
     def credential_of(self, user: str) -> str:
-        """The :func:`~ncindex.accounts.credential_fingerprint` of configured account
-        ``user``'s login name and app password; raises ``KeyError`` if not configured."""
-        password = self.settings.password_for(user)
-        return credential_fingerprint(self.settings.login_for(user) or user, password)
+        """:func:`credential_of` of this process's settings."""
+        return credential_of(self.settings, user)
 
     def caller(self, authorization: str) -> NextcloudClient:
         """Client acting with a caller's own ``Authorization`` header (Basic or Bearer)."""

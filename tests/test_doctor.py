@@ -16,7 +16,12 @@ from click.testing import CliRunner
 from pydantic import SecretStr
 
 from allinone.cli import main
-from ncindex.accounts import REFUSED_RECHECK_SECONDS, clear_refused, record_refused
+from ncindex.accounts import (
+    REFUSED_RECHECK_SECONDS,
+    clear_refused,
+    credential_fingerprint,
+    record_refused,
+)
 from ncindex.doctor import (
     CHECKS,
     Context,
@@ -302,6 +307,40 @@ def test_release_ends_a_hold_once_nextcloud_accepts_the_credential_again(served)
         }
         unknown = CliRunner().invoke(main, ["release", "mallory"], env=env)
         assert unknown.exit_code == 2 and "not a configured account" in unknown.output
+    finally:
+        clear_refused(services.redis, settings.names, "alice")
+        services.close()
+
+
+def test_release_after_a_new_app_password_releases_no_hold(served) -> None:
+    """A refusal of alice's old app password, and the operator configured a new one: that
+    credential is tried at once (``Services.account`` holds only the refused one), yet
+    ``ncindex release`` said it "released the hold that would have lasted until …". It now
+    says the refusal is forgotten, and its JSON has no ``held_until``."""
+    _, server = served
+    settings = settings_for(server)
+    env = {
+        "NCINDEX_NEXTCLOUD_URL": server.url,
+        "NCINDEX_ACCOUNTS": json.dumps({"admin": "admin-pw", "alice": "alice-pw"}),
+        "NCINDEX_ADMIN_USER": "admin",
+        "NCINDEX_REDIS_URL": REDIS["url"],
+    }
+    services = Services(settings)
+    where = "PROPFIND /remote.php/dav/files/alice/: HTTP 401"
+    old = credential_fingerprint("alice", "alice-old-pw")
+    try:
+        for flag in ([], ["--json"]):
+            record_refused(services.redis, settings.names, "alice", where, credential=old)
+            released = CliRunner().invoke(main, ["release", "alice", *flag], env=env)
+            assert released.exit_code == 0, released.output
+            if flag:
+                assert json.loads(released.output)["held_until"] is None
+            else:
+                assert released.output == (
+                    "alice: Nextcloud accepts its app password (login 'alice'); its refusal "
+                    f"({where}) is forgotten\n"
+                )
+            assert services.redis.hget(settings.names.refused_accounts, "alice") is None
     finally:
         clear_refused(services.redis, settings.names, "alice")
         services.close()

@@ -151,6 +151,37 @@ def test_a_held_account_says_until_when_and_how_to_end_the_hold(redis_url: str) 
     assert data["alice"]["held_until"] == until
 
 
+def test_an_account_given_a_new_app_password_is_not_shown_held(redis_url: str) -> None:
+    """The hold is of the credential refused (``ncindex.accounts.hold_of``): an account whose
+    configured app password is another one now is tried at once, yet status said "held back
+    until …" for it all the same. Now only an account still configured with the refused
+    credential is shown held."""
+    settings = Settings(redis_url=redis_url, namespace="status-new-password")
+    at = int(time.time()) - 600
+    where = "SEARCH /remote.php/dav/: HTTP 401"
+    with redis.Redis.from_url(redis_url) as client:
+        client.delete(settings.names.refused_accounts)
+        for user in ("alice", "bob"):
+            refused = credential_fingerprint(user, f"{user}-old-pw")
+            record_refused(client, settings.names, user, where, now=at, credential=refused)
+        try:
+            env = {
+                "NCINDEX_REDIS_URL": redis_url,
+                "NCINDEX_NAMESPACE": "status-new-password",
+                "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-new-pw", "bob": "bob-old-pw"}),
+            }
+            lines = status_output(env).splitlines()
+            data = json.loads(status_output(env, "--json"))["accounts_refused"]
+        finally:
+            client.delete(settings.names.refused_accounts)
+    alice = next(x for x in lines if x.startswith("  alice: since 10 min"))
+    bob = next(x for x in lines if x.startswith("  bob: since 10 min"))
+    assert "held back" not in alice, alice
+    assert "; held back until " in bob, bob
+    assert data["alice"]["held_until"] is None
+    assert data["bob"]["held_until"] == at + REFUSED_RECHECK_SECONDS[0]
+
+
 def test_a_refused_account_whose_user_was_deleted_says_so(redis_url: str) -> None:
     """A refused account Nextcloud says no longer exists (OCS 404 "User does not exist") and
     whose documents were forgotten is shown as such, not as an app password to fix."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import redis
@@ -198,10 +198,13 @@ def collect_status(
     users: list[str] | None = None,
     store: VectorStore | None = None,
     workers: list[str] | None = None,
+    credentials: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The whole status of deployment ``keys``: ``queues`` (depth per queue), ``reserved``,
     ``index_lag_seconds`` (the gauge's definition), ``scans``, ``dead_letters``,
-    ``accounts_refused`` (user id → when and where Nextcloud answered 401), ``users``
+    ``accounts_refused`` (user id → when and where Nextcloud answered 401, and until when it
+    is held back: :func:`~ncindex.accounts.refused_accounts` with ``credentials``, user id →
+    the fingerprint configured now), ``users``
     (:func:`per_user` for ``users``; indexed counts only with ``store``), ``total``
     (pending, dead letter, failing, rates over the last :data:`~ncindex.progress.RATE_SECONDS`
     and the ETA of the whole backlog), ``workers`` (the names that answered a ping, as
@@ -228,7 +231,7 @@ def collect_status(
         "scans": scans,
         "other_namespaces": [] if scans or workers else other_namespaces(client, keys),
         "dead_letters": dead_letters(client, keys),
-        "accounts_refused": refused_accounts(client, keys),
+        "accounts_refused": refused_accounts(client, keys, credentials=credentials),
         "workers": workers,
         "users": rows,
         "total": {
