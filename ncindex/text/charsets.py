@@ -70,6 +70,21 @@ def decode_text(
     return head.decode(_guess_encoding(sample) or "cp1252", errors="replace"), cut
 
 
+def decode_without_nuls(
+    data: bytes, declared: str | None, max_chars: int, *, markup: bool = False
+) -> tuple[str, bool]:
+    """:func:`decode_text`, NUL bytes dropped when they are not UTF-16 or UTF-32 text (where
+    :func:`decode_text` refuses them as binary data), for what is known to be text whatever
+    a stray NUL says: an HTML file (a parser reads past it), an e-mail body part (a base64 or
+    quoted-printable one decodes to any bytes). Dropped as from any extracted text
+    (:func:`~ncindex.text.extract.normalize_text`) rather than losing the whole document.
+    Same arguments and result as :func:`decode_text`; raises nothing of its own."""
+    try:
+        return decode_text(data, declared, max_chars, markup=markup)
+    except ExtractionError:
+        return decode_text(data.replace(b"\x00", b""), declared, max_chars, markup=markup)
+
+
 def _wide_unicode(data: bytes) -> str | None:
     """``"utf-16-le"`` or ``"utf-16-be"`` for UTF-16 without a byte order mark (a database's
     or a Windows tool's export), ``None`` for other data with NUL bytes (binary). Told by its

@@ -46,7 +46,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from ncindex.errors import ExtractionError, TooLarge
 from ncindex.text.blocks import Blocks
-from ncindex.text.charsets import decode_text
+from ncindex.text.charsets import decode_text, decode_without_nuls
 from ncindex.text.ocr import Ocr
 
 #: Pages, slides, sheets or chapters read at most (pypdf reads ~190 pages/s here, so about
@@ -345,7 +345,8 @@ def _html(job: _Job) -> None:
     declared = _charset(job.mime_type) or EncodingDetector.find_declared_encoding(
         job.data, is_html=True
     )
-    text, _ = decode_text(job.data, declared, len(job.data), markup=True)
+    # a stray NUL byte does not make a page binary: an HTML parser reads past it
+    text, _ = decode_without_nuls(job.data, declared, len(job.data), markup=True)
     job.blocks.add(html_text(text))
 
 

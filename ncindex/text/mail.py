@@ -12,7 +12,7 @@ from email.parser import BytesParser
 
 from ncindex.errors import ExtractionError
 from ncindex.text.blocks import one_line
-from ncindex.text.charsets import decode_text
+from ncindex.text.charsets import decode_without_nuls
 from ncindex.text.markup import html_text
 
 _ADDRESS_HEADERS = ("From", "To", "Cc", "Date")
@@ -52,26 +52,22 @@ def _part_text(part: MIMEPart) -> str:
     and a part with a charset Python does not know are decoded as a text file is
     (:func:`~ncindex.text.charsets.decode_text`: UTF-8, else a guess). NUL bytes in such a
     body (a base64 or quoted-printable one decodes to any bytes; only the raw message's are
-    refused, by :func:`eml_text`) are dropped, as from any extracted text, rather than
-    losing the whole message — its subject and addresses too — as binary data."""
+    refused, by :func:`eml_text`) are dropped
+    (:func:`~ncindex.text.charsets.decode_without_nuls`) rather than losing the whole
+    message — its subject and addresses too — as binary data."""
     try:
         if part.get_content_charset() is None:
             raise LookupError("no charset")
         content = part.get_content()
     except LookupError:
         payload = part.get_payload(decode=True)
-        content = _decoded(payload) if isinstance(payload, bytes) else ""
+        content = (
+            decode_without_nuls(payload, None, len(payload))[0]
+            if isinstance(payload, bytes)
+            else ""
+        )
     if not isinstance(content, str):
         return ""
     if part.get_content_subtype() == "html":
         return html_text(content)
     return content
-
-
-def _decoded(payload: bytes) -> str:
-    """A body part's bytes decoded as a text file's (:func:`decode_text`), NUL bytes dropped
-    when they are not UTF-16 or UTF-32 text (where :func:`decode_text` refuses them)."""
-    try:
-        return decode_text(payload, None, len(payload))[0]
-    except ExtractionError:
-        return decode_text(payload.replace(b"\x00", b""), None, len(payload))[0]

@@ -552,3 +552,16 @@ def test_eml_body_decoding_to_nul_bytes_keeps_the_message() -> None:
     text = extract(data, "message/rfc822", "report.eml").text
     assert text.startswith("# Report\n\nFrom: a@example.org")
     assert text.endswith("\n\nDéjà vu au café de la gare.")
+
+
+def test_html_with_a_stray_nul_byte_is_read() -> None:
+    """An HTML file holding one NUL byte (a page saved by a broken tool) was read by
+    BeautifulSoup, which reads past it; decoded as a text file is, it failed as "binary
+    data". The NUL is dropped, as from an e-mail body, and the page read (Latin-1, as its
+    <meta charset> says)."""
+    data = (
+        b'<html><head><meta charset="iso-8859-1"><title>Caf\xe9</title></head>'
+        b"<body><p>D\xe9j\xe0 vu\x00 au caf\xe9.</p></body></html>"
+    )
+    text = extract(data, "text/html", "page.html").text
+    assert "Déjà vu au café." in text
