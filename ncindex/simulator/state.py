@@ -20,7 +20,7 @@ import posixpath
 import random
 import time
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -551,23 +551,13 @@ class FileTree:
         """True when a files_accesscontrol rule ("Block access to a file") matches ``node`` or a
         folder above it: Nextcloud still lists it, without read, update, create or delete
         permission (the app's ``CacheWrapper`` masks them), and refuses its bytes with 403."""
-        current: Node | None = node
-        while current is not None:
-            if current.id in self.blocked:
-                return True
-            current = current.parent
-        return False
+        return _at_or_above(node, self.blocked)
 
     def is_unavailable(self, node: Node) -> bool:
         """True when ``node`` or a folder above it is in :attr:`unavailable`: a storage
         Nextcloud cannot reach now (an external storage's server away, its credentials
         refused), whose folders it still lists from its file cache."""
-        current: Node | None = node
-        while current is not None:
-            if current.id in self.unavailable:
-                return True
-            current = current.parent
-        return False
+        return _at_or_above(node, self.unavailable)
 
     def is_mount_root(self, uid: str, path: str) -> Share | None:
         """The share mounted for ``uid`` exactly at view ``path``, if any."""
@@ -1234,3 +1224,13 @@ class FileTree:
     def content_md5(node: Node) -> str:
         """Hex md5 of a file's content."""
         return hashlib.md5(node.content, usedforsecurity=False).hexdigest()
+
+
+def _at_or_above(node: Node, ids: Container[int]) -> bool:
+    """True when ``node`` or a folder above it has an id in ``ids``."""
+    current: Node | None = node
+    while current is not None:
+        if current.id in ids:
+            return True
+        current = current.parent
+    return False
