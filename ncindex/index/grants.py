@@ -10,7 +10,9 @@ look-up. The grant then stays written, and a later run for the same user finds t
 ``acl`` already — nothing new to grant, so nothing looked up after its write. The mark,
 written *before* the grant, tells that run the grant is still unconfirmed: it treats it as
 new (looks up after its write, takes it back when that fails) and clears the mark once the
-look-up or the roll-back is done.
+look-up or the roll-back is done. A Deck card's write that grants a board participant the
+stored ``acl`` lacks is marked alike (path ``null``), and its board read again after the write
+(:meth:`ncindex.index.indexing.Indexer._readers_marked`, ``_readers_rechecked``).
 
 One Redis hash per user, :meth:`ncindex.names.Names.unconfirmed_grants` (field ``doc_key`` →
 JSON ``{"path": <the user's path in the stored version before the grant, or null>}``). A
