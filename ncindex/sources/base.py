@@ -118,9 +118,7 @@ class Listing:
     ``names_all`` that its last request named every document that exists (the Notes list's
     last chunk), so one an earlier request or page listed and it does not name is gone;
     ``full_walk`` that it walks every folder, ``external_walk`` that it walks the folders on
-    and above external storages whatever their etags (files: :mod:`ncindex.sources.file`);
-    ``unreachable`` that it skipped a folder whose storage could not be reached, so its
-    walk was not complete (no full or external walk is recorded then)."""
+    and above external storages whatever their etags (files: :mod:`ncindex.sources.file`)."""
 
     docs: dict[str, Seen] = field(default_factory=dict)
     forbidden: list[str] = field(default_factory=list)
@@ -134,7 +132,6 @@ class Listing:
     cursor: Any = None
     since: float | None = None
     names_all: bool = False
-    unreachable: bool = False
 
     def covers(self, path: str | None) -> bool:
         """True when ``path`` lies in (or is) a skipped, unchanged folder."""

@@ -167,10 +167,8 @@ class FileSource(VerifiedByWebDav, Source):
                     raise
                 # its storage cannot be reached now (an external storage's server away): the
                 # rest of the walk goes on, and what is indexed below it is kept as it is —
-                # present and unchanged — until the storage answers again, which the next
-                # scan tries: this one records no full or external walk (commit)
+                # present and unchanged — until the storage answers again
                 listing.covered.add(folder)
-                listing.unreachable = True
                 continue
             finally:
                 listing.requests += 1
@@ -211,17 +209,11 @@ class FileSource(VerifiedByWebDav, Source):
 
     def commit(self, memory: ScanMemory, listing: Listing, dirty: set[str], clean: bool) -> None:
         """Keep the etags of skipped folders (and what is stored below them) and of every
-        visited folder with nothing dirty at or below it. A full or external walk is recorded
-        as done only when no folder was skipped as unreachable (``listing.unreachable``): the
-        walk missed what changed on that storage, so the next scan walks again rather than
-        leave it a whole period (``reconcile_full_walk_seconds``,
-        ``reconcile_external_walk_seconds``)."""
+        visited folder with nothing dirty at or below it."""
         stored = memory.folders()
         keep = {p: e for p, e in stored.items() if listing.covers(p) and p not in dirty}
         keep.update({p: e for p, e in listing.folders.items() if p not in dirty})
         memory.set_folders(keep)
-        if listing.unreachable:
-            return
         if listing.full_walk:
             memory.set_full_walk_at(time.time())
         if listing.external_walk:

@@ -15,7 +15,7 @@ What one page keeps (one ``MULTI`` transaction, so a worker killed mid-write kee
 none): its documents (merged with those of earlier pages: a file listed at two paths), the
 folders it listed with their etags, the folders it skipped (covered), the forbidden ones, the
 files a rule left out, and the progress — pages listed, requests made, when the listing began,
-the source's cursor, the full-walk, external-walk and unreachable flags and the Notes marker. Keys:
+the source's cursor, the full-walk and external-walk flags and the Notes marker. Keys:
 ``<scan state>:pages`` (progress, JSON), ``…:pages:docs`` / ``folders`` / ``skipped``
 (hashes), ``…:pages:covered`` (set), ``…:pages:forbidden`` (list); all expire
 :data:`PAGES_TTL_SECONDS` after the last page kept, so a paged scan whose every task was
@@ -48,8 +48,7 @@ PAGES_TTL_SECONDS = 86_400
 class PageProgress:
     """Where a paged listing stands: ``pages`` listed and kept, ``requests`` made by them,
     ``since`` the Unix time the listing began, and what the next page resumes from (the
-    source's ``cursor``, ``full_walk``, ``external_walk``, ``marker``, and ``unreachable``:
-    an earlier page skipped a folder whose storage could not be reached)."""
+    source's ``cursor``, ``full_walk``, ``external_walk``, ``marker``)."""
 
     pages: int
     requests: int
@@ -58,7 +57,6 @@ class PageProgress:
     full_walk: bool
     external_walk: bool
     marker: int | None
-    unreachable: bool = False  # absent from progress kept before it was added
 
 
 class ListingPages:
@@ -127,7 +125,6 @@ class ListingPages:
                 external_walk=progress.external_walk,
                 marker=progress.marker,
                 cursor=progress.cursor,
-                unreachable=progress.unreachable,
             )
         page = source.list(ctx, client, state, resume, self.limit)
         self._pages += 1
@@ -164,7 +161,6 @@ class ListingPages:
             full_walk=page.full_walk,
             external_walk=page.external_walk,
             marker=page.marker,
-            unreachable=page.unreachable,
         )
         pipe = self.redis.pipeline(transaction=True)
         if docs:
@@ -217,7 +213,6 @@ class ListingPages:
             external_walk=page.external_walk,
             skipped=None if page.skipped is None else skipped | page.skipped,
             since=progress.since,
-            unreachable=page.unreachable,
         )
 
     def discard(self) -> None:

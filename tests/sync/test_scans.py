@@ -927,32 +927,6 @@ def test_a_folder_whose_storage_cannot_be_reached_fails_nothing_and_keeps_its_fi
     assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
 
 
-@pytest.mark.parametrize("page_requests", [None, 1], ids=["one_page", "paged"])
-def test_a_walk_that_skipped_an_unreachable_storage_is_not_recorded_as_done(
-    rstack: Stack, page_requests: int | None
-) -> None:
-    """A full (and external) walk that skipped a folder whose storage could not be reached
-    (PROPFIND 503 "Storage is temporarily not available") did not see what changed there:
-    it is not recorded, so the next scan walks again once the storage answers (before: it was
-    recorded, and that storage waited a whole further period — a day for the full walk)."""
-    fill(rstack, files=4, notes=0)
-    rstack.sim.drop_rate = 1.0
-    if page_requests is not None:
-        rstack.settings.reconcile_page_requests = page_requests
-    rstack.reconcile(["alice"])
-    state = scan_state(rstack, DocType.FILE)
-    long_ago = time.time() - rstack.settings.reconcile_full_walk_seconds  # a day on
-    state.set_full_walk_at(long_ago)
-    state.set_external_walk_at(long_ago)
-    rstack.sim.make_storage_unavailable("alice", "/Docs/F1")
-    rstack.reconcile(["alice"])
-    assert (state.full_walk_at(), state.external_walk_at()) == (long_ago, long_ago)
-    rstack.sim.make_storage_unavailable("alice", "/Docs/F1", unavailable=False)
-    rstack.reconcile(["alice"])
-    assert time.time() - (state.full_walk_at() or 0) < 60  # walked whole: a day away again
-    assert time.time() - (state.external_walk_at() or 0) < 60
-
-
 @pytest.mark.parametrize(
     ("kind", "mount", "page_requests"),
     [("external", "Ext", None), ("external", "Mounts/Ext", 1), ("federated", "Remote", None)],
