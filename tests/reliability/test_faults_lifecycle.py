@@ -193,6 +193,39 @@ def alices_card(stack: Stack) -> tuple[Any, Any, int, int]:
     return sim, indexer, board, card
 
 
+def a_card_grant_whose_roll_back_failed(
+    stack: Stack,
+) -> tuple[Any, Any, int, int, NextcloudUnavailable]:
+    """Alice's card (:func:`alices_card`) on a board shared with bob, indexed by a run whose
+    board GET after the write fails (Deck answers 503) and whose roll-back fails too (the
+    store fails while taking bob's grant back): ``(sim, indexer, board, card, error)``, the
+    run's ``NextcloudUnavailable``; the faults are cleared again."""
+    sim, indexer, board, card = alices_card(stack)
+    sim.deck_share_board("alice", board, "bob")
+    real_fetch, real_write = indexer.steps.fetch, indexer.steps.write_document
+
+    def fetch_then_fail(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        sim.faults.set("deck", status=503)
+        return fetched
+
+    def write_then_fail(*args: Any, **kwargs: Any) -> Any:
+        written = real_write(*args, **kwargs)
+        store_writes_fail(indexer)
+        return written
+
+    indexer.steps.fetch = fetch_then_fail  # type: ignore[method-assign]
+    indexer.steps.write_document = write_then_fail  # type: ignore[method-assign]
+    try:
+        with pytest.raises(NextcloudUnavailable) as caught:
+            indexer.index_document("alice", "deck_card", card)
+    finally:
+        del indexer.steps.fetch, indexer.steps.write_document
+        store_writes_back(indexer)
+        sim.faults.clear()
+    return sim, indexer, board, card, caught.value
+
+
 @pytest.mark.parametrize("reader", ["alice", "bob"], ids=["new_card", "newly_shared"])
 def test_a_board_unshared_while_a_card_is_in_flight_is_not_written_back(
     fresh_stack: Stack, reader: str
@@ -275,31 +308,8 @@ def test_a_card_whose_roll_back_fails_keeps_the_board_error(fresh_stack: Stack) 
     the card again (the store fails): the task raises Deck's ``NextcloudUnavailable`` — kept
     as an outage, sent again once Nextcloud answers — with the store's failure attached as a
     note (before: the store's ``StoreUnavailable`` replaced it)."""
-    stack = fresh_stack
-    sim, indexer, board, card = alices_card(stack)
-    sim.deck_share_board("alice", board, "bob")
-    real_fetch, real_write = indexer.steps.fetch, indexer.steps.write_document
-
-    def fetch_then_fail(*args: Any, **kwargs: Any) -> Any:
-        fetched = real_fetch(*args, **kwargs)
-        sim.faults.set("deck", status=503)
-        return fetched
-
-    def write_then_fail(*args: Any, **kwargs: Any) -> Any:
-        written = real_write(*args, **kwargs)
-        store_writes_fail(indexer)
-        return written
-
-    indexer.steps.fetch = fetch_then_fail  # type: ignore[method-assign]
-    indexer.steps.write_document = write_then_fail  # type: ignore[method-assign]
-    try:
-        with pytest.raises(NextcloudUnavailable) as caught:
-            indexer.index_document("alice", "deck_card", card)
-    finally:
-        del indexer.steps.fetch, indexer.steps.write_document
-        store_writes_back(indexer)
-        sim.faults.clear()
-    assert caught.value.__notes__ == [
+    *_, card, caught = a_card_grant_whose_roll_back_failed(fresh_stack)
+    assert caught.__notes__ == [
         f"taking back the grant of deck_card:{card} failed too: "
         "StoreUnavailable: store down during the roll-back"
     ]
@@ -314,29 +324,8 @@ def test_a_card_grant_left_unconfirmed_reads_the_board_again_on_the_retry(
     the same, yet must read the board again (the grant's mark) and take bob out (before: it
     granted nothing new, never asked, and bob kept the card until the next Deck scan)."""
     stack = fresh_stack
-    sim, indexer, board, card = alices_card(stack)
-    sim.deck_share_board("alice", board, "bob")
-    real_fetch, real_write = indexer.steps.fetch, indexer.steps.write_document
-
-    def fetch_then_fail(*args: Any, **kwargs: Any) -> Any:
-        fetched = real_fetch(*args, **kwargs)
-        sim.faults.set("deck", status=503)
-        return fetched
-
-    def write_then_fail(*args: Any, **kwargs: Any) -> Any:
-        written = real_write(*args, **kwargs)
-        store_writes_fail(indexer)
-        return written
-
-    indexer.steps.fetch = fetch_then_fail  # type: ignore[method-assign]
-    indexer.steps.write_document = write_then_fail  # type: ignore[method-assign]
-    try:
-        with pytest.raises(NextcloudUnavailable):
-            indexer.index_document("alice", "deck_card", card)
-    finally:
-        del indexer.steps.fetch, indexer.steps.write_document
-        store_writes_back(indexer)
-        sim.faults.clear()
+    sim, indexer, board, card, _ = a_card_grant_whose_roll_back_failed(stack)
+    real_fetch = indexer.steps.fetch
     key = f"deck_card:{card}"
     assert stack.points(key)[0].payload["acl"] == ["user:alice", "user:bob"]  # unconfirmed
 
