@@ -62,12 +62,7 @@ def test_a_grant_whose_look_up_fails_is_taken_back_so_the_retry_looks_again(
     (before: the grant stayed, the retry found bob in the ``acl`` already, wrote nothing new
     and never looked again; bob kept the file until his next scan)."""
     stack = fresh_stack
-    sim = stack.sim
-    sim.drop_rate = 1.0  # the indexer is driven by hand here
-    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
-    fid = sim.put_file("alice", "/Shared/plan.txt", b"Rebuild the stone bridge in June.")
-    assert indexer.index_node("alice", fid).action == "indexed"
-    sim.share("alice", "/Shared/plan.txt", "bob")
+    sim, indexer, fid = alices_file_shared_with_bob(stack)
     real_fetch = indexer.steps.fetch
 
     def fetch_then_fail(*args: Any, **kwargs: Any) -> Any:
@@ -128,6 +123,19 @@ def store_writes_back(indexer: Any) -> None:
     del indexer.services.store.delete_document
 
 
+def alices_file_shared_with_bob(stack: Stack) -> tuple[Any, Any, int]:
+    """``stack``'s simulator (its deliveries dropped: the indexer is driven by hand), the
+    worker's indexer, and alice's ``/Shared/plan.txt``, indexed for her and then shared with
+    bob (his grant not yet written): ``(sim, indexer, file_id)``."""
+    sim = stack.sim
+    sim.drop_rate = 1.0
+    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
+    fid = sim.put_file("alice", "/Shared/plan.txt", b"Rebuild the stone bridge in June.")
+    assert indexer.index_node("alice", fid).action == "indexed"
+    sim.share("alice", "/Shared/plan.txt", "bob")
+    return sim, indexer, fid
+
+
 @pytest.mark.parametrize(
     ("batch", "status", "raised"),
     [(False, 503, NextcloudUnavailable), (True, 401, NextcloudAuthError)],
@@ -142,12 +150,7 @@ def test_a_failed_grant_roll_back_keeps_the_error_that_caused_it(
     refusal — with the roll-back's failure attached as a note (before: the roll-back's
     ``StoreUnavailable`` replaced it, and a refused account was retried as a store outage)."""
     stack = fresh_stack
-    sim = stack.sim
-    sim.drop_rate = 1.0  # the indexer is driven by hand here
-    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
-    fid = sim.put_file("alice", "/Shared/plan.txt", b"Rebuild the stone bridge in June.")
-    assert indexer.index_node("alice", fid).action == "indexed"
-    sim.share("alice", "/Shared/plan.txt", "bob")
+    sim, indexer, fid = alices_file_shared_with_bob(stack)
     real_fetch = indexer.steps.fetch
     real_update = indexer.steps.update_metadata
 
@@ -390,12 +393,7 @@ def test_a_grant_left_unconfirmed_is_looked_up_again_by_the_next_run(
     grant and take bob's access out (before: it wrote nothing new for him, never looked
     again, and he kept the file until his next scan)."""
     stack = fresh_stack
-    sim = stack.sim
-    sim.drop_rate = 1.0  # the indexer is driven by hand here
-    indexer = stack.celery.ncindex_indexer  # type: ignore[attr-defined]
-    fid = sim.put_file("alice", "/Shared/plan.txt", b"Rebuild the stone bridge in June.")
-    assert indexer.index_node("alice", fid).action == "indexed"
-    sim.share("alice", "/Shared/plan.txt", "bob")
+    sim, indexer, fid = alices_file_shared_with_bob(stack)
     real_fetch = indexer.steps.fetch
     real_update = indexer.steps.update_metadata
 
