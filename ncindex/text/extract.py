@@ -347,7 +347,7 @@ def _html(job: _Job) -> None:
     )
     # a stray NUL byte does not make a page binary: an HTML parser reads past it
     text, _ = decode_without_nuls(job.data, declared, len(job.data), markup=True)
-    job.blocks.add(html_text(text))
+    job.blocks.add(html_text(text, late=job.blocks.late))
 
 
 def _pdf(job: _Job) -> int:

@@ -387,6 +387,33 @@ def test_html_strips_script_and_style() -> None:
     assert "a b" in out.text
 
 
+def test_html_honours_the_time_budget() -> None:
+    """An HTML page was parsed whole whatever ``max_seconds`` said (a 10 MB page took 18 s of
+    BeautifulSoup's tree building against a 5 s budget) and never marked truncated."""
+    page = html_page(50)
+    # a budget spent before the first piece is parsed: only where it is checked matters
+    result = extract(page, "text/html", "tides.html", max_seconds=1e-9)
+    assert result.truncated and result.text == ""
+    whole = extract(page, "text/html", "tides.html")
+    assert not whole.truncated and "Tide 49 at the quay." in whole.text
+
+
+def test_html_cut_by_the_budget_keeps_the_page_read_so_far() -> None:
+    """The budget spent after the first piece of markup: the paragraphs parsed are the
+    text, the rest is not read."""
+    from ncindex.text.markup import html_text
+
+    answers = iter([False])
+    text = html_text(html_page(20_000), late=lambda: next(answers, True))
+    assert text.startswith("\nTide 0 at the quay.\n")
+    assert "Tide 100 at the quay." in text and "Tide 19999 at the quay." not in text
+
+
+def html_page(paragraphs: int) -> bytes:
+    body = "".join(f"<p>Tide {n} at the quay.</p>" for n in range(paragraphs))
+    return f"<!doctype html><html><body>{body}</body></html>".encode()
+
+
 def test_html_charsets() -> None:
     meta = '<html><head><meta charset="windows-1252"></head><body><p>caf\xe9 cr\xe8me</p></body>'
     assert "café crème" in extract(meta.encode("cp1252"), "text/html", "x.html").text
