@@ -61,8 +61,9 @@ class SourceDocument:
     :attr:`~ncindex.nextcloud.webdav.DavEntry.mounted`); ``markdown`` says whether that
     text is markdown (the chunker then splits on its headings,
     lists and code blocks; it is not stored); ``truncated`` says that a bound
-    (``max_document_chars``, pages, rows, seconds) cut the text short, so what lies beyond it
-    cannot be found (recorded for ``GET /v1/status`` and ``ncindex status``, not stored);
+    (``max_document_chars``, pages, rows, seconds) cut the text short, or that part of the
+    document could not be read (a PDF page), so what lies beyond it cannot be found
+    (recorded for ``GET /v1/status`` and ``ncindex status``, not stored);
     ``extra`` holds the doc type's own payload fields.
     """
 

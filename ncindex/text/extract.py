@@ -158,7 +158,8 @@ class ExtractedText:
     ``text`` is at most ``max_chars`` characters; ``markdown`` tells the chunker to split on
     markdown structure; ``pages`` is the document's count of pages (PDF, image frames),
     slides, sheets or ``None``; ``truncated`` is true when a bound (bytes, pages, rows,
-    characters, time) cut the text short.
+    characters, time) cut the text short or part of the document could not be read (a PDF
+    page pypdf raises on).
     """
 
     text: str

@@ -2,11 +2,13 @@
 text a block; a page with no text layer (a scan) is OCR'd (:mod:`ncindex.text.ocr`) when OCR
 is on and available, at most ``Ocr.max_pages`` such pages per document, and so is a scan
 that carries a stamp of a few words. The values typed into a form's fields follow the
-pages, one per line."""
+pages, one per line. A page pypdf cannot read is logged (its number) and left out, the text
+marked ``truncated``: the other pages are kept, and the document is known to be partial."""
 
 from __future__ import annotations
 
 import io
+import logging
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -15,11 +17,14 @@ from ncindex.errors import ExtractionError
 from ncindex.text.blocks import Blocks
 from ncindex.text.ocr import Ocr, ocr_page, ocr_problem, render_pdf_page
 
+log = logging.getLogger(__name__)
+
 
 def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None) -> int:
-    """Read at most ``max_pages`` pages of a PDF into ``blocks``; returns the page count.
-    Raises :class:`ExtractionError` for an encrypted (password) or corrupt PDF, or one whose
-    pages all fail."""
+    """Read at most ``max_pages`` pages of a PDF into ``blocks``; returns the page count. A
+    page pypdf raises on is skipped, logged with its number (1-based) and marks ``blocks``
+    truncated. Raises :class:`ExtractionError` for an encrypted (password) or corrupt PDF, or
+    one whose pages all fail."""
     from pypdf import PdfReader
 
     try:
@@ -44,8 +49,15 @@ def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None) -> in
                 page_text = reader.pages[number].extract_text() or ""
             except SoftTimeLimitExceeded:  # the task's time is up, not this page's fault
                 raise
-            except Exception:  # one bad page must not lose the others
+            except Exception as exc:  # one bad page must not lose the others
                 failed += 1
+                log.warning(
+                    "PDF page %d of %d left out, pypdf cannot read it: %s: %s",
+                    number + 1,
+                    total,
+                    type(exc).__name__,
+                    exc,
+                )
                 continue
             if not page_text.strip():
                 page_text = scans.read(number, blocks) or ""
@@ -59,8 +71,9 @@ def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None) -> in
         scans.close()
     if read and failed == read:
         raise ExtractionError(f"unreadable PDF: none of {read} pages could be read")
-    if not blocks.truncated:
+    if not blocks.truncated:  # no bound stopped the reading
         blocks.add("\n".join(_form_values(reader)))
+    blocks.truncated = blocks.truncated or failed > 0  # the failed pages' text is lost
     return total
 
 

@@ -174,6 +174,38 @@ def test_pdf_ligatures_are_read_as_their_letters() -> None:
     assert normalize_text("\ufb00 \ufb03 \ufb04 \ufb05 \ufb06") == "ff ffi ffl st st"
 
 
+def test_pdf_page_pypdf_cannot_read_marks_the_text_partial(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A page pypdf raises on was skipped in silence: the text looked complete. Page 2 here
+    is typeset in Bitstream Vera (reportlab embeds it with a ``/ToUnicode`` CMap), the CMap
+    then rewritten by pypdf's writer with a source code of 18 hex digits, beyond pypdf's
+    limit (pypdf/_cmap.py ``_check_token_length`` raises ``LimitReachedError``)."""
+    from pathlib import Path
+
+    import reportlab
+    from pypdf import PdfReader, PdfWriter
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+
+    vera = Path(reportlab.__file__).parent / "fonts" / "Vera.ttf"
+    pdfmetrics.registerFont(TTFont("Vera", str(vera)))
+    writer = PdfWriter()
+    for font, sentence in zip(["Helvetica", "Vera", "Helvetica"], SENTENCES, strict=True):
+        writer.append(PdfReader(io.BytesIO(make_pdf([[sentence]], initialFontName=font))))
+    fonts = writer.pages[1]["/Resources"]["/Font"].values()
+    cmap = next(font["/ToUnicode"] for font in fonts if "/ToUnicode" in font)
+    cmap.set_data(b"begincmap\n1 beginbfrange\n<000000000000000000> <01> <0041>\nendbfrange")
+    buf = io.BytesIO()
+    writer.write(buf)
+    with caplog.at_level("WARNING", logger="ncindex.text.pdf"):
+        out = extract(buf.getvalue(), "application/pdf", "tides.pdf")
+    assert out.text == f"{SENTENCES[0]}\n\n{SENTENCES[2]}"
+    assert out.truncated and out.pages == 3
+    [record] = [r for r in caplog.records if r.name == "ncindex.text.pdf"]
+    assert "page 2 of 3" in record.getMessage() and "LimitReachedError" in record.getMessage()
+
+
 def test_pdf_form_values_follow_the_pages() -> None:
     """A filled-in form's values live in its fields' widget annotations, which pypdf's page
     text never reads: the applicant's name was not indexed."""
