@@ -9,7 +9,10 @@ contents, form fields), tracked insertions (``w:ins``, §17.13.5.18), text boxes
 ``w:t`` below it (``w:tab`` a tab, ``w:br``/``w:cr`` a line end), less deleted and moved-away
 text (``w:del``, ``w:moveFrom``) and Markup Compatibility fallbacks (``mc:Fallback``: a
 second copy of a text box); a text box is a paragraph block of its own after its anchor's.
-Footnotes and endnotes, read from their own parts, follow the body.
+The parts python-docx's body never reaches follow the body, read from their own XML the
+same way: headers and footers (a text repeated by several sections' parts once), footnotes
+and endnotes, and review comments (visible content in Word, where a reviewer's remark is as
+much the document's text as a footnote: a word found only in a comment is found).
 """
 
 from __future__ import annotations
@@ -33,54 +36,77 @@ _LINE_ENDS = frozenset({_W + "br", _W + "cr"})
 
 def docx_parts(data: bytes) -> Iterator[str]:
     """Paragraphs and table rows (``a | b``) of a DOCX body in document order, then its
-    footnotes and endnotes. Raises :class:`ExtractionError` when python-docx cannot open
-    the package or the body is malformed (nesting too deep)."""
+    headers and footers, footnotes and endnotes, and comments. Raises
+    :class:`ExtractionError` when python-docx cannot open the package or the body is
+    malformed (nesting too deep)."""
     import docx
 
     try:
         document = docx.Document(io.BytesIO(data))
         body = document.element.body
-        notes = [
-            rel.target_part
-            for rel in document.part.rels.values()
-            if rel.reltype in _NOTES and not rel.is_external
-        ]
+        related = {
+            reltype: list(
+                dict.fromkeys(  # a part that several relationships name is read once
+                    rel.target_part
+                    for rel in document.part.rels.values()
+                    if rel.reltype == reltype and not rel.is_external
+                )
+            )
+            for reltype in _AFTER_BODY
+        }
     except Exception as exc:  # python-docx raises assorted types on corrupt files
         raise ExtractionError(f"unreadable DOCX: {type(exc).__name__}: {exc}") from exc
-    return _guarded(_body_and_notes(body, notes))
+    return _guarded(_body_and_after(body, related))
 
 
-#: The relationships from the main document to its footnotes and endnotes parts (ECMA-376
-#: Part 1 §17.11: ``w:footnotes``/``w:endnotes``, each note a ``w:footnote``/``w:endnote`` of
-#: block content; python-docx does not read them).
-_NOTES = frozenset(
-    {
-        "http://schemas.openxmlformats.org/officeDocument/2006/relationships/footnotes",
-        "http://schemas.openxmlformats.org/officeDocument/2006/relationships/endnotes",
-    }
-)
+_RELS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
+#: The relationships from the main document to the parts read after the body, in that order,
+#: and whether each child of a part's root is one item (a note, a comment) rather than the
+#: root holding block content itself. ECMA-376 Part 1 §17.10: ``w:hdr``/``w:ftr`` hold block
+#: content; §17.11: ``w:footnotes``/``w:endnotes``, each note a ``w:footnote``/``w:endnote``
+#: of block content; §17.13.4: ``w:comments``, each ``w:comment`` of block content.
+#: python-docx reads headers and footers only by section and the rest not at all.
+_AFTER_BODY = {
+    _RELS + "header": False,
+    _RELS + "footer": False,
+    _RELS + "footnotes": True,
+    _RELS + "endnotes": True,
+    _RELS + "comments": True,
+}
 
 
-def _body_and_notes(body: Any, notes: list[Any]) -> Iterator[str]:
+def _body_and_after(body: Any, related: dict[str, list[Any]]) -> Iterator[str]:
     yield from _blocks(body)
-    for part in notes:
-        for note in _notes(part):
-            # separators and continuation notices (w:type, §17.18.33) are rules, not text
-            if note.get(_W + "type") in (None, "normal"):
-                yield from _blocks(note)
+    seen: set[tuple[str, ...]] = set()
+    for reltype, parts in related.items():
+        for part in parts:
+            root = _root(part)
+            if root is None:
+                continue
+            if not _AFTER_BODY[reltype]:
+                # the same header or footer text in each section's (or first/even page) part
+                blocks = tuple(_blocks(root))
+                if blocks not in seen:
+                    seen.add(blocks)
+                    yield from blocks
+                continue
+            for item in root:
+                # separators and continuation notices (w:type, §17.18.33) are rules, not text
+                if item.get(_W + "type") in (None, "normal"):
+                    yield from _blocks(item)
 
 
-def _notes(part: Any) -> list[Any]:
-    """The notes of a footnotes or endnotes part; none when its XML is broken (the body read
-    must not be lost for it)."""
+def _root(part: Any) -> Any:
+    """The root element of a part's XML; ``None`` when it is broken (the body read must not
+    be lost for it)."""
     from docx.oxml import parse_xml
 
     try:
-        return list(parse_xml(part.blob))
+        return parse_xml(part.blob)
     except SoftTimeLimitExceeded:  # the task's time is up, not the part's fault
         raise
     except Exception:  # lxml's XMLSyntaxError and the like
-        return []
+        return None
 
 
 def _guarded(parts: Iterator[str]) -> Iterator[str]:

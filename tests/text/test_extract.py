@@ -335,6 +335,35 @@ def test_docx_footnotes_and_endnotes_follow_the_body() -> None:
     )
 
 
+def test_docx_headers_footers_and_comments_follow_the_body() -> None:
+    """Headers, footers and review comments live in parts of their own that the body never
+    reaches: a word only in the letterhead or in a reviewer's comment was not found. A header
+    text repeated in another section's part is read once."""
+    import docx
+
+    document = docx.Document()
+    finding = document.add_paragraph("The survey found erosion at the pier.")
+    first = document.sections[0]
+    first.header.paragraphs[0].text = "Harbour Authority of Northport"
+    first.footer.paragraphs[0].text = "Confidential until the board meets"
+    first.different_first_page_header_footer = True
+    first.first_page_header.paragraphs[0].text = "Survey report 2026/14"
+    second = document.add_section()
+    second.header.is_linked_to_previous = False
+    second.header.paragraphs[0].text = "Harbour Authority of Northport"
+    document.add_paragraph("Appendix: soundings.")
+    document.add_comment(finding.runs, text="Ask the diver about the barnacles.", author="Rui")
+    buf = io.BytesIO()
+    document.save(buf)
+    out = extract(buf.getvalue(), DOCX_MIME, "survey.docx")
+    assert out.text == (
+        "The survey found erosion at the pier.\n\nAppendix: soundings.\n\n"
+        "Harbour Authority of Northport\n\nSurvey report 2026/14\n\n"
+        "Confidential until the board meets\n\nAsk the diver about the barnacles."
+    )
+    assert not out.truncated
+
+
 def test_odt_paragraphs_lists_tables(odt_bytes: bytes) -> None:
     out = extract(odt_bytes, ODT_MIME, "status.odt")
     for sentence in SENTENCES:
