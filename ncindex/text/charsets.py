@@ -11,8 +11,10 @@ windows-1252 (the Encoding Standard's default for Western locales).
 from __future__ import annotations
 
 import codecs
+import itertools
 import re
 import unicodedata
+from typing import Any
 
 from ncindex.errors import ExtractionError
 
@@ -128,7 +130,9 @@ def _guess_encoding(data: bytes) -> str | None:
     ``K÷ln``), Windows/ISO code pages over the classic Mac ones (short Russian cp1251 text is
     otherwise read as mac_cyrillic), and windows-1252 — the legacy default of Western locales,
     which WHATWG's Encoding Standard also uses for ``latin1`` — when it ties with the best
-    (short French is otherwise cp1250)."""
+    (short French is otherwise cp1250). Before those, of the windows-1250 and windows-1252
+    guesses only those written in the fewest languages are kept (:func:`_fewest_languages`):
+    Czech was read as windows-1252 by that tie (``Městský úřad`` as ``Mìstský úøad``)."""
     from charset_normalizer import from_bytes
 
     matches = list(from_bytes(data[:_DETECT_SAMPLE]))
@@ -137,6 +141,7 @@ def _guess_encoding(data: bytes) -> str | None:
     plausible = [m for m in matches if m.chaos <= matches[0].chaos + 0.01]
     odd = [_oddities(str(m)) for m in plausible]
     plausible = [m for m, n in zip(plausible, odd, strict=True) if n == min(odd)]
+    plausible = _fewest_languages(plausible)
     preferred = [m for m in plausible if not m.encoding.startswith("mac_")] or plausible
     best = preferred[0]
     for match in preferred:
@@ -144,6 +149,63 @@ def _guess_encoding(data: bytes) -> str | None:
         if tied and "cp1252" in (match.encoding, *match.could_be_from_charset):
             return "cp1252"
     return known_encoding(best.encoding)
+
+
+#: The letters beyond ASCII of the languages windows-1250 (Central European) and windows-1252
+#: (Western European) are written in, one string per language: CLDR's main exemplar
+#: characters (unicode-org/cldr common/main/<lang>.xml ``exemplarCharacters``, as Perl's
+#: Locale::CLDR carries them; Finnish and Catalan not checked against them here). cp1250:
+#: Czech, Slovak, Polish, Hungarian, Slovene, Croatian/Bosnian, Romanian (ș ț with the cedilla
+#: windows-1250 has), German. cp1252: German, French, Spanish, Italian, Portuguese, Dutch,
+#: Danish, Norwegian, Swedish, Finnish, Icelandic, Catalan, Estonian.
+_ALPHABETS = {
+    "cp1250": (
+        "áčďéěíňóřšťúůýž", "áäčďéíĺľňóôŕšťúýž", "ąćęłńóśźż", "áéíóöőúüű", "čšž", "čćđšž",
+        "ăâîşţ", "äöüß",
+    ),
+    "cp1252": (
+        "äöüß", "àâæçéèêëîïôœùûüÿ", "áéíñóúü", "àéèìóòù", "áàâãçéêíóòôõú", "áäéëíïóöúü",
+        "æøå", "àéóòôæøå", "àéåäö", "åäö", "áðéíóúýþæö", "àçéèíïóòúü", "šžõäöü",
+    ),
+}  # fmt: skip
+
+
+def _fewest_languages(matches: list[Any]) -> list[Any]:
+    """``matches`` less the windows-1250 and windows-1252 readings that need more languages of
+    their code page (:func:`_languages`) than another such reading: a text is written in one
+    language, or a few with loanwords (``naïve señor``: French and Spanish), while a misread
+    code page scatters its letters over several or none. Windows-1250 Czech read as
+    windows-1252 needs Icelandic ``ý``, Italian ``ì`` and Danish ``ø`` (``Mìstský úøad``);
+    windows-1252 French read as windows-1250 keeps a ``ç`` that none of the Central European
+    languages here writes (``Crčme brűlée ŕ la française``). Other readings are kept."""
+    counts = [_languages(m) for m in matches]
+    known = [n for n in counts if n is not None]
+    if not known:
+        return matches
+    return [m for m, n in zip(matches, counts, strict=True) if n is None or n == min(known)]
+
+
+def _languages(match: Any) -> int | None:
+    """The fewest languages of :data:`_ALPHABETS` whose letters together hold all non-ASCII
+    letters (and combining marks) of charset-normalizer's ``match``, for the code pages it
+    stands for (its encoding or one it could be from; the fewest of them); one more than
+    there are languages when none do; ``None`` when it stands for neither code page."""
+    letters = {c for c in str(match).lower() if ord(c) > 127 and unicodedata.category(c)[0] in "LM"}
+    counts = []
+    for encoding in {match.encoding, *match.could_be_from_charset} & _ALPHABETS.keys():
+        alphabets = [frozenset(a) for a in _ALPHABETS[encoding]]
+        if not letters <= frozenset().union(*alphabets):
+            counts.append(len(alphabets) + 1)
+            continue
+        counts.append(
+            next(
+                size
+                for size in range(len(alphabets) + 1)
+                for chosen in itertools.combinations(alphabets, size)
+                if letters <= frozenset().union(*chosen)
+            )
+        )
+    return min(counts, default=None)
 
 
 def _oddities(text: str) -> int:

@@ -516,6 +516,26 @@ def test_short_windows_1252_german_is_not_read_as_a_dos_code_page() -> None:
     assert out == "Name | Stadt | Betrag\nMüller | Köln | 1.234,56\nSchmidt | München | 99,00"
 
 
+@pytest.mark.parametrize(
+    "czech",
+    [
+        "Městský úřad v Českých Budějovicích oznamuje, že v pondělí dne 14. prosince bude z "
+        "důvodu údržby uzavřena podatelna. Žádosti o vydání občanského průkazu lze podávat na "
+        "pobočce v Třeboni. Děkujeme za pochopení.",
+        "Vážený pane Šimku,\nděkujeme za Vaši objednávku. Zboží odešleme do tří pracovních dnů.",
+        "Polévka: česneková\nHlavní jídlo: svíčková na smetaně, knedlík\nDezert: jablečný závin",
+        "Účet za elektřinu",
+        "Zpráva o činnosti za rok 2025",
+    ],
+)
+def test_windows_1250_czech_is_not_read_as_windows_1252(czech: str) -> None:
+    """charset-normalizer ranks windows-1250 first for these, but windows-1252 tied with it
+    and was preferred: ``Městský úřad`` read as ``Mìstský úøad``, never found by ``úřad``."""
+    assert extract(czech.encode("cp1250"), "text/plain", "zapis.txt").text == czech
+    page = f"<html><body><p>{czech}</p></body></html>".encode("cp1250")
+    assert extract(page, "text/html", "zapis.html").text == czech
+
+
 def test_html_without_a_declared_charset_is_guessed_on_its_text() -> None:
     """BeautifulSoup's own guess, made on the markup too, read this windows-1252 page as
     windows-1257 (``naïve`` as ``naļve``, ``déjà`` as ``déją``)."""
