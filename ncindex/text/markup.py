@@ -110,18 +110,25 @@ def _builder(late: Callable[[], bool]) -> Any:
     :data:`_FEED_PIECE` pieces while ``late()`` is false (bs4's own ``LXMLTreeBuilder.feed``
     hands lxml the whole markup in one call; ``parser_for`` and ``feed`` are the tree-builder
     interface bs4's ``TreeBuilder`` defines). lxml's parser is incremental: the tree of the
-    pieces fed is complete once it is closed."""
+    pieces fed is complete once it is closed. The errors bs4's feed turns into
+    ``ParserRejectedMarkup`` (an encoding lxml does not know) are turned into it here too."""
+    from bs4.builder import ParserRejectedMarkup
     from bs4.builder._lxml import LXMLTreeBuilder
+    from lxml import etree
 
     class Budgeted(LXMLTreeBuilder):
         def feed(self, markup: Any) -> None:
             assert self.soup is not None  # bs4 sets it before feeding
-            self.parser = self.parser_for(self.soup.original_encoding)
-            self.parser.feed(markup[:0])  # lxml's parser closes only once fed, even nothing
-            for start in range(0, len(markup), _FEED_PIECE):
-                if late():
-                    break
-                self.parser.feed(markup[start : start + _FEED_PIECE])
-            self.parser.close()
+            try:
+                self.parser = self.parser_for(self.soup.original_encoding)
+                self.parser.feed(markup[:0])  # lxml's parser closes only once fed, even nothing
+                for start in range(0, len(markup), _FEED_PIECE):
+                    if late():
+                        break
+                    self.parser.feed(markup[start : start + _FEED_PIECE])
+                self.parser.close()
+            # as bs4's own feed: BeautifulSoup then tries the markup's next candidate encoding
+            except (UnicodeDecodeError, LookupError, etree.ParserError) as exc:
+                raise ParserRejectedMarkup(exc) from exc
 
     return Budgeted()

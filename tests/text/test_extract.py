@@ -470,6 +470,15 @@ def test_html_cut_by_the_budget_keeps_the_page_read_so_far() -> None:
     assert "Tide 100 at the quay." in text and "Tide 19999 at the quay." not in text
 
 
+def test_html_bytes_declaring_an_unknown_encoding_are_read_in_the_next_one() -> None:
+    """An e-book chapter (bytes) whose XML declaration names an encoding lxml does not know:
+    BeautifulSoup tries its next candidate encoding when the tree builder rejects the markup."""
+    from ncindex.text.markup import html_text
+
+    chapter = '<?xml version="1.0" encoding="x-nowhere"?><html><body><p>Café</p></body></html>'
+    assert html_text(chapter.encode()).strip() == "Café"
+
+
 def html_page(paragraphs: int) -> bytes:
     body = "".join(f"<p>Tide {n} at the quay.</p>" for n in range(paragraphs))
     return f"<!doctype html><html><body>{body}</body></html>".encode()
