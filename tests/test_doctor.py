@@ -404,7 +404,10 @@ def test_a_missing_tag_class_is_explained_by_the_servers_version(
     lines = checks_on(version)
     warned = [line.detail for line in lines if line.check == "webhooks" and line.verdict == "warn"]
     assert f"not registered: {TAG_ASSIGNED}: {said}" in warned
-    copied = f"not registered: {NODE_NS}NodeCopiedEvent: copies are found by the scan only"
+    copied = (
+        f"not registered: {NODE_NS}NodeCopiedEvent: "
+        "none: a copy sends NodeCreatedEvent and NodeWrittenEvent too"
+    )
     assert f"{copied} — run `ncindex webhooks register`" in warned  # every server has it
     assert ("Nextcloud 32" in " ".join(warned)) is not suggested
 

@@ -104,7 +104,9 @@ REQUIRED = tuple(
 #: print it for each class Nextcloud refuses, ``ncindex doctor`` for each not registered);
 #: :func:`cost_without` adds the Nextcloud version a class needs (:data:`SINCE_NEXTCLOUD`).
 COST_WITHOUT = {
-    NODE_NS + "NodeCopiedEvent": "copies are found by the scan only",
+    # nextcloud/server lib/private/Files/View.php ``copy`` emits the target's create and
+    # write hooks besides the copy hooks (``emit_file_hooks_pre``/``_post``)
+    NODE_NS + "NodeCopiedEvent": "none: a copy sends NodeCreatedEvent and NodeWrittenEvent too",
     NODE_NS + "NodeTouchedEvent": "restored file versions are found by the scan only",
     NODE_RESTORED: "files restored from the trash are found by the scan only",
     TAG_ASSIGNED: "tag changes are found by the scan only",

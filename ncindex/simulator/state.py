@@ -862,7 +862,14 @@ class FileTree:
     ) -> tuple[Node, bool]:
         """Copy a file or folder (new ids for every copied node); ``(new node, target_existed)``.
 
-        Emits BeforeNodeCopied (target path only) and NodeCopied (both with ids), once.
+        Emits, once for the whole copy, what nextcloud/server ``lib/private/Files/View.php``
+        ``copy`` emits: the ``copy`` hook then ``emit_file_hooks_pre`` (``create`` and
+        ``write``: the target never exists there, as an existing one was deleted first, as
+        sabre/dav ``CorePlugin::httpCopy`` does), the copy, then ``post_copy`` and
+        ``emit_file_hooks_post`` (``post_create``, ``post_write``), which
+        ``lib/private/Files/Node/HookConnector.php`` dispatches as BeforeNodeCopied (target
+        path only), BeforeNodeCreated and BeforeNodeWritten (path only), NodeCopied (both with
+        ids), NodeCreated and NodeWritten (with the copy's id) — for a folder too.
         """
         src, dst = norm_path(src), norm_path(dst)
         node = self.resolve(uid, src)
@@ -880,6 +887,8 @@ class FileTree:
             {"source": self._desc(uid, node, src), "target": self._desc_path(uid, dst)},
             actor,
         )
+        self._emit(BEFORE_NODE_CREATED, {"node": self._desc_path(uid, dst)}, actor)
+        self._emit(BEFORE_NODE_WRITTEN, {"node": self._desc_path(uid, dst)}, actor)
         new = self._clone(node, posixpath.basename(dst), parent.owner)
         new.parent = parent
         parent.children[new.name] = new
@@ -889,6 +898,8 @@ class FileTree:
             {"source": self._desc(uid, node, src), "target": self._desc(uid, new, dst)},
             actor,
         )
+        self._emit(NODE_CREATED, {"node": self._desc(uid, new, dst)}, actor)
+        self._emit(NODE_WRITTEN, {"node": self._desc(uid, new, dst)}, actor)
         return new, existed
 
     def _clone(self, node: Node, name: str, owner: str) -> Node:

@@ -40,6 +40,7 @@ from ncindex.simulator.state import (
 )
 from ncindex.simulator.systemtags import SystemTagsDav
 from ncindex.simulator.trashbin import TrashbinDav
+from ncindex.simulator.uploads import UploadsDav
 from ncindex.simulator.versions import VersionsDav
 from ncindex.simulator.xmlutil import (
     DAV,
@@ -196,6 +197,7 @@ class WebDav:
         self.systemtags = SystemTagsDav(sim)
         self.trashbin = TrashbinDav(sim)
         self.versions = VersionsDav(sim)
+        self.uploads = UploadsDav(sim, self)
 
     # ------------------------------------------------------------------ routing
 
@@ -230,6 +232,8 @@ class WebDav:
             return self.trashbin.handle(request, uid, rest[len("/trashbin") :])
         if rest.startswith("/versions/"):
             return self.versions.handle(request, uid, rest[len("/versions") :])
+        if rest.startswith("/uploads/"):
+            return self.uploads.handle(request, uid, rest[len("/uploads") :])
         if method == "OPTIONS":
             return self._options()
         return dav_error(404, "NotFound", f"File with name {rest.strip('/')} could not be located")
@@ -587,6 +591,12 @@ class WebDav:
         the Before* events were sent, the touch and the post-write hooks never come, and
         sabre's ``Server::start`` answers 500 with the exception (``put_file``
         ``interrupted``). A write refused before (403, 409) reads no header."""
+        return self.write_file(request, uid, path, request.get_data())
+
+    def write_file(self, request: Request, uid: str, path: str, data: bytes) -> Response:
+        """``File::put`` of ``data`` at ``path`` in ``uid``'s view, for a PUT or for the
+        assembled chunks of an upload (:mod:`ncindex.simulator.uploads`), its ``X-OC-MTime``
+        read from ``request`` (:meth:`put`): 201 created, 204 overwritten."""
         header = request.headers.get("X-OC-MTime", "")
         mtime: int | None = None
         refused: MtimeError | None = None
@@ -599,7 +609,7 @@ class WebDav:
             node, created = self.tree.put_file(
                 uid,
                 path,
-                request.get_data(),
+                data,
                 mtime=mtime,
                 touched=True,
                 interrupted=refused is not None,
@@ -643,7 +653,9 @@ class WebDav:
             return _state_error(exc)
         return self._write_headers(Response(b"", status=201), node)
 
-    def _destination(self, request: Request, uid: str, base: str) -> str | None:
+    def destination(self, request: Request, uid: str, base: str) -> str | None:
+        """The ``Destination`` header's path in ``uid``'s files view (under ``base``, the
+        ``files/{uid}`` or the ``webdav`` root), ``None`` when missing or elsewhere."""
         dest = request.headers.get("Destination")
         if not dest:
             return None
@@ -656,7 +668,7 @@ class WebDav:
 
     def move_copy(self, request: Request, uid: str, base: str, path: str) -> Response:
         """MOVE/COPY with ``Destination`` and ``Overwrite`` (T default): 201 new, 204 replaced."""
-        dst = self._destination(request, uid, base)
+        dst = self.destination(request, uid, base)
         if dst is None:
             return dav_error(400, "BadRequest", "The destination header was not understood")
         overwrite = request.headers.get("Overwrite", "T").strip().upper() != "F"

@@ -53,8 +53,30 @@ def test_event_sequences(sim) -> None:
     assert classes(sim) == ["BeforeNodeWrittenEvent", "NodeWrittenEvent"]
     sim.events.clear()
     sim.copy("alice", "/a.md", "/b.md")
-    copied = sim.events[-1]["event"]
+    # View::copy: the copy hooks and the target's create/write hooks (emit_file_hooks_pre/post)
+    assert classes(sim) == [
+        "BeforeNodeCopiedEvent",
+        "BeforeNodeCreatedEvent",
+        "BeforeNodeWrittenEvent",
+        "NodeCopiedEvent",
+        "NodeCreatedEvent",
+        "NodeWrittenEvent",
+    ]
+    copied = sim.events[3]["event"]
     assert copied["source"]["id"] != copied["target"]["id"]
+    assert [e["event"]["node"] for e in sim.events[4:]] == [copied["target"]] * 2
+    assert "id" not in sim.events[1]["event"]["node"]
+    sim.events.clear()
+    sim.tree.copy("alice", "/a.md", "/b.md", overwrite=True)  # sabre deletes the target first
+    assert classes(sim)[:2] == ["BeforeNodeDeletedEvent", "NodeDeletedEvent"]
+    assert classes(sim)[2:] == [
+        "BeforeNodeCopiedEvent",
+        "BeforeNodeCreatedEvent",
+        "BeforeNodeWrittenEvent",
+        "NodeCopiedEvent",
+        "NodeCreatedEvent",
+        "NodeWrittenEvent",
+    ]
     sim.events.clear()
     sim.share("alice", "/a.md", "bob")
     sim.unshare("alice", "/a.md", "bob")

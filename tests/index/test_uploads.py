@@ -1,0 +1,67 @@
+"""Files written the ways real clients write them reach the index under their own name: a
+chunked upload (desktop and mobile clients), and a copy, whose target's NodeCreatedEvent
+indexes it even without NodeCopiedEvent."""
+
+from __future__ import annotations
+
+import httpx
+
+from ncindex.ingest.events import NODE_NS
+from support import PASSWORDS, Stack, wait_until
+
+
+def paths_of(stack: Stack, file_id: int) -> dict[str, str]:
+    """The paths the index holds for file ``file_id``, by account (``{}``: not indexed)."""
+    points = stack.points(f"file:{file_id}")
+    return dict(points[0].payload["paths"]) if points else {}
+
+
+def test_a_chunked_upload_is_indexed_under_its_target_name(stack: Stack) -> None:
+    """The desktop client's chunked upload (nextcloud/server ``apps/dav/lib/Upload/
+    ChunkingPlugin.php``, ``FutureFile.php``): chunks in ``/remote.php/dav/uploads``, then a
+    MOVE of ``.file``; only the target's events are sent, and the file is indexed once, at its
+    target path, with nothing delivered for the upload folder."""
+    stack.sim.mkdir("alice", "/Reports")
+    stack.settle(30)
+    before = len(stack.sim.deliveries)
+    uploads = "/remote.php/dav/uploads/alice/desktop-42"
+    text = [b"# Quarterly report\n\n", b"Harbour dredging finished in March.\n"]
+    with httpx.Client(
+        base_url=str(stack.settings.nextcloud_url), auth=("alice", PASSWORDS["alice"]), timeout=10
+    ) as nc:
+        assert nc.request("MKCOL", uploads).status_code == 201
+        for number, chunk in enumerate(text, start=1):
+            assert nc.put(f"{uploads}/{number}", content=chunk).status_code == 201
+        moved = nc.request(
+            "MOVE",
+            f"{uploads}/.file",
+            headers={
+                "Destination": f"{stack.settings.nextcloud_url}/remote.php/dav/files/alice/"
+                "Reports/q1.md",
+                "OC-Total-Length": str(sum(map(len, text))),
+                "X-OC-MTime": "1767225600",
+            },
+        )
+    assert moved.status_code == 201
+    fid = stack.sim.file_id("alice", "/Reports/q1.md")
+    wait_until(lambda: paths_of(stack, fid) == {"alice": "/Reports/q1.md"}, 30)
+    stack.settle(30)
+    sent = stack.sim.deliveries[before:]
+    assert sent and all(d.status == 202 for d in sent)
+    assert {d.envelope["event"]["node"]["path"] for d in sent} == {"/alice/files/Reports/q1.md"}
+    assert [k for k in stack.indexed() if k.startswith("file:")] == [f"file:{fid}"]
+
+
+def test_a_copy_is_indexed_from_its_created_event_without_node_copied_event(stack: Stack) -> None:
+    """nextcloud/server ``lib/private/Files/View.php`` ``copy`` emits the target's create and
+    write hooks besides the copy hooks: a copy reaches the index at once even where no
+    ``NodeCopiedEvent`` registration exists."""
+    for registration in stack.sim.registry.list():
+        if registration.event == NODE_NS + "NodeCopiedEvent":
+            stack.sim.registry.delete(registration.id)
+    source = stack.sim.put_file("alice", "/Plans/ferry.md", "Ferry timetable for the islands.")
+    stack.sim.mkdir("alice", "/Archive")  # no folder of its own to walk: the copy's events only
+    wait_until(lambda: paths_of(stack, source), 30)
+    stack.settle(30)
+    copy = stack.sim.copy("alice", "/Plans/ferry.md", "/Archive/ferry-2026.md")
+    wait_until(lambda: paths_of(stack, copy) == {"alice": "/Archive/ferry-2026.md"}, 30)

@@ -1,0 +1,81 @@
+"""Chunked uploads (``/remote.php/dav/uploads``): the events are a PUT's, for the target only."""
+
+from __future__ import annotations
+
+UPLOADS = "/remote.php/dav/uploads/alice"
+FILES = "/remote.php/dav/files/alice"
+
+
+def sent(sim) -> list[tuple[str, str, int | None]]:
+    out = [
+        (
+            e["event"]["class"].rsplit("\\", 1)[1],
+            e["event"]["node"]["path"],
+            e["event"]["node"].get("id"),
+        )
+        for e in sim.events
+    ]
+    sim.events.clear()
+    return out
+
+
+def upload(alice, folder: str, chunks: list[bytes], target: str, **headers: str) -> int:
+    """A desktop client's chunked upload: MKCOL, one PUT per chunk (named out of order on
+    purpose: the server assembles them by name), MOVE of ``.file``; the MOVE's status."""
+    assert alice.request("MKCOL", f"{UPLOADS}/{folder}").status_code == 201
+    for number in reversed(range(len(chunks))):
+        put = alice.put(f"{UPLOADS}/{folder}/{number + 1:05d}", content=chunks[number])
+        assert put.status_code == 201
+    destination = {"Destination": f"http://nc{FILES}{target}", **headers}
+    return alice.request("MOVE", f"{UPLOADS}/{folder}/.file", headers=destination).status_code
+
+
+def test_a_chunked_upload_fires_the_events_of_a_put_for_its_target_only(sim, client) -> None:
+    """nextcloud/server ``apps/dav/lib/Upload/ChunkingPlugin.php`` ``beforeMove``, sabre/dav
+    ``Tree::move`` → ``copyNode`` → ``Directory::createFile`` → ``File::put``; nothing in
+    ``/alice/uploads`` reaches a hook (``View::shouldEmitHooks``)."""
+    alice = client("alice")
+    sim.mkdir("alice", "/Docs")
+    sim.events.clear()
+    chunks = [b"# Big report\n", b"part two\n", b"part three\n"]
+    status = upload(
+        alice, "web-file-upload-1", chunks, "/Docs/report.md", **{"OC-Total-Length": "33"}
+    )
+    assert status == 201
+    fid = sim.file_id("alice", "/Docs/report.md")
+    assert sim.read("alice", "/Docs/report.md") == b"".join(chunks)
+    target = "/alice/files/Docs/report.md"
+    assert sent(sim) == [
+        ("BeforeNodeCreatedEvent", target, None),
+        ("BeforeNodeWrittenEvent", target, None),
+        ("NodeCreatedEvent", target, fid),
+        ("NodeWrittenEvent", target, fid),
+    ]
+    # the upload folder went with the MOVE
+    assert alice.put(f"{UPLOADS}/web-file-upload-1/00001", content=b"x").status_code == 404
+    # an upload onto the file overwrites it in place (same id), X-OC-MTime touched between
+    status = upload(
+        alice, "u2", [b"v2 ", b"text"], "/Docs/report.md", **{"X-OC-MTime": "1767225600"}
+    )
+    assert status == 204
+    assert sim.file_id("alice", "/Docs/report.md") == fid
+    assert sim.read("alice", "/Docs/report.md") == b"v2 text"
+    assert sent(sim) == [
+        ("BeforeNodeWrittenEvent", target, fid),
+        ("BeforeNodeTouchedEvent", target, fid),
+        ("NodeTouchedEvent", target, fid),
+        ("NodeWrittenEvent", target, fid),
+    ]
+    assert sim.node("alice", "/Docs/report.md").mtime == 1767225600
+
+
+def test_a_chunked_upload_whose_chunks_miss_bytes_is_refused(sim, client) -> None:
+    """``ChunkingPlugin::verifySize``: ``OC-Total-Length`` against the chunks' total."""
+    alice = client("alice")
+    sim.events.clear()
+    status = upload(alice, "u3", [b"abc", b"de"], "/x.md", **{"OC-Total-Length": "9"})
+    assert status == 400
+    assert sim.file_id("alice", "/x.md") is None
+    assert sim.events == []
+    assert alice.request("DELETE", f"{UPLOADS}/u3").status_code == 204
+    assert alice.request("MKCOL", "/remote.php/dav/uploads/bob/u4").status_code == 404
