@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -67,6 +68,31 @@ def edge_segment_sparse_thresholds(shard: Path) -> list[int]:
         if not index["index_type"].startswith("Mutable"):
             found.append(index["full_scan_threshold"])
     return found
+
+
+BULK_BOUNDARY = "boundary_bf38b9b4b10a303a28ed075624db3978"
+#: The ``Content-Type`` of a bulk upload (:func:`bulk_body`).
+BULK_CONTENT_TYPE = f'multipart/related; boundary="{BULK_BOUNDARY}"'
+
+
+def bulk_part(path: str, content: bytes, md5: str | None = None, **headers: str) -> bytes:
+    """One part of a bulk upload as the desktop client writes it (nextcloud/server
+    ``apps/dav/lib/BulkUpload/MultipartRequestParser.php``): ``X-File-Path``, ``X-File-MD5``
+    (``md5``, default the content's), ``Content-Length`` and ``headers`` (``X_File_MTime`` →
+    ``X-File-MTime``)."""
+    lines = [
+        f"X-File-Path: {path}",
+        f"X-File-MD5: {md5 or hashlib.md5(content).hexdigest()}",
+        f"Content-Length: {len(content)}",
+        *(f"{k.replace('_', '-')}: {v}" for k, v in headers.items()),
+    ]
+    head = f"--{BULK_BOUNDARY}\r\n" + "\r\n".join(lines) + "\r\n\r\n"
+    return head.encode() + content + b"\r\n"
+
+
+def bulk_body(*parts: bytes) -> bytes:
+    """A bulk upload's body: ``parts`` (:func:`bulk_part`) and the last boundary."""
+    return b"".join(parts) + f"--{BULK_BOUNDARY}--\r\n".encode()
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.1) -> Any:

@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlsplit
 from lxml import etree
 from werkzeug.wrappers import Request, Response
 
+from ncindex.simulator.bulk import BulkDav
 from ncindex.simulator.mtime import MtimeError, sanitize_mtime
 from ncindex.simulator.proppatch import BodyError, HandlerError, commit, mutations
 from ncindex.simulator.state import (
@@ -198,6 +199,7 @@ class WebDav:
         self.trashbin = TrashbinDav(sim)
         self.versions = VersionsDav(sim)
         self.uploads = UploadsDav(sim, self)
+        self.bulk = BulkDav(sim, self)
 
     # ------------------------------------------------------------------ routing
 
@@ -232,6 +234,8 @@ class WebDav:
             return self.trashbin.handle(request, uid, rest[len("/trashbin") :])
         if rest.startswith("/versions/"):
             return self.versions.handle(request, uid, rest[len("/versions") :])
+        if rest == "/bulk" and method == "POST":
+            return self.bulk.post(request, uid)
         if rest.startswith("/uploads/"):
             return self.uploads.handle(request, uid, rest[len("/uploads") :])
         if method == "OPTIONS":

@@ -1,13 +1,13 @@
 """Files written the ways real clients write them reach the index under their own name: a
-chunked upload (desktop and mobile clients), and a copy, whose target's NodeCreatedEvent
-indexes it even without NodeCopiedEvent."""
+chunked upload (desktop and mobile clients), a bulk upload (the desktop client's small files),
+and a copy, whose target's NodeCreatedEvent indexes it even without NodeCopiedEvent."""
 
 from __future__ import annotations
 
 import httpx
 
 from ncindex.ingest.events import NODE_NS
-from support import PASSWORDS, Stack, wait_until
+from support import BULK_CONTENT_TYPE, PASSWORDS, Stack, bulk_body, bulk_part, wait_until
 
 
 def paths_of(stack: Stack, file_id: int) -> dict[str, str]:
@@ -50,6 +50,35 @@ def test_a_chunked_upload_is_indexed_under_its_target_name(stack: Stack) -> None
     assert sent and all(d.status == 202 for d in sent)
     assert {d.envelope["event"]["node"]["path"] for d in sent} == {"/alice/files/Reports/q1.md"}
     assert [k for k in stack.indexed() if k.startswith("file:")] == [f"file:{fid}"]
+
+
+def test_a_bulk_upload_indexes_each_file_under_its_path(stack: Stack) -> None:
+    """nextcloud/server ``apps/dav/lib/BulkUpload/BulkUploadPlugin.php``: per part
+    ``newFile`` (NodeCreatedEvent, NodeWrittenEvent) and ``touch`` (NodeTouchedEvent), all
+    with the file's id: each file is indexed at its path, its text embedded once."""
+    stack.sim.mkdir("alice", "/Sync")
+    stack.settle(30)
+    before = stack.services.embedder.dense_embedded
+    texts = {
+        "/Sync/kiln.md": b"The kiln reaches twelve hundred degrees.",
+        "/Sync/ferry.md": b"The ferry leaves the harbour at dawn.",
+    }
+    with httpx.Client(
+        base_url=str(stack.settings.nextcloud_url), auth=("alice", PASSWORDS["alice"]), timeout=10
+    ) as nc:
+        answer = nc.post(
+            "/remote.php/dav/bulk",
+            content=bulk_body(
+                *(bulk_part(p, t, X_File_MTime="1767225600") for p, t in texts.items())
+            ),
+            headers={"Content-Type": BULK_CONTENT_TYPE},
+        )
+    assert answer.status_code == 200 and not any(r["error"] for r in answer.json().values())
+    ids = {path: stack.sim.file_id("alice", path) for path in texts}
+    for path, fid in ids.items():
+        wait_until(lambda fid=fid, path=path: paths_of(stack, fid) == {"alice": path}, 30)
+    stack.settle(30)
+    assert stack.services.embedder.dense_embedded - before == len(texts)
 
 
 def test_a_copy_is_indexed_from_its_created_event_without_node_copied_event(stack: Stack) -> None:

@@ -45,3 +45,18 @@ def register(c: httpx.Client, receiver: Receiver, event: str, **extra: object) -
     resp = c.post(WEBHOOKS, json=body, headers=OCS_JSON)
     assert resp.status_code == 200, resp.text
     return resp.json()["ocs"]["data"]
+
+
+def node_events(sim) -> list[tuple[str, str, int | None]]:
+    """The single-node events ``sim`` sent since the last call, as ``(short class, path, id)``
+    (``None``: no id), and forgets them."""
+    out = [
+        (
+            e["event"]["class"].rsplit("\\", 1)[1],
+            e["event"]["node"]["path"],
+            e["event"]["node"].get("id"),
+        )
+        for e in sim.events
+    ]
+    sim.events.clear()
+    return out

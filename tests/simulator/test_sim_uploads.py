@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
+from sim_support import node_events
+
 UPLOADS = "/remote.php/dav/uploads/alice"
 FILES = "/remote.php/dav/files/alice"
-
-
-def sent(sim) -> list[tuple[str, str, int | None]]:
-    out = [
-        (
-            e["event"]["class"].rsplit("\\", 1)[1],
-            e["event"]["node"]["path"],
-            e["event"]["node"].get("id"),
-        )
-        for e in sim.events
-    ]
-    sim.events.clear()
-    return out
 
 
 def upload(alice, folder: str, chunks: list[bytes], target: str, **headers: str) -> int:
@@ -45,7 +34,7 @@ def test_a_chunked_upload_fires_the_events_of_a_put_for_its_target_only(sim, cli
     fid = sim.file_id("alice", "/Docs/report.md")
     assert sim.read("alice", "/Docs/report.md") == b"".join(chunks)
     target = "/alice/files/Docs/report.md"
-    assert sent(sim) == [
+    assert node_events(sim) == [
         ("BeforeNodeCreatedEvent", target, None),
         ("BeforeNodeWrittenEvent", target, None),
         ("NodeCreatedEvent", target, fid),
@@ -60,7 +49,7 @@ def test_a_chunked_upload_fires_the_events_of_a_put_for_its_target_only(sim, cli
     assert status == 204
     assert sim.file_id("alice", "/Docs/report.md") == fid
     assert sim.read("alice", "/Docs/report.md") == b"v2 text"
-    assert sent(sim) == [
+    assert node_events(sim) == [
         ("BeforeNodeWrittenEvent", target, fid),
         ("BeforeNodeTouchedEvent", target, fid),
         ("NodeTouchedEvent", target, fid),
