@@ -10,10 +10,11 @@ nothing done in it fires a hook or an event: nextcloud/server ``lib/private/File
 path has no hook path ("We only trigger hooks from inside default view").
 
 The ``MOVE`` is the only write to the files view. ``apps/dav/lib/Upload/ChunkingPlugin.php``
-``beforeMove`` checks ``OC-Total-Length`` against the chunks' sizes (400 ``BadRequest``
-"Chunks on server do not sum up to … but to … bytes") and, when the target exists, moves
-without sabre's delete of the target (``performMove``, 204; otherwise sabre/dav's
-``CorePlugin::httpMove``, 201). Either way sabre/dav ``Tree::move`` copies:
+``beforeMove`` refuses a folder as the target (400 ``BadRequest`` "The given destination … is
+a directory."), checks ``OC-Total-Length`` against the chunks' sizes (400 ``BadRequest``
+"Chunks on server do not sum up to … but to … bytes") and moves without sabre's delete of an
+existing target (``performMove``: 204 when it existed, else 201). sabre/dav ``Tree::move``
+copies:
 ``apps/dav/lib/Connector/Sabre/Directory.php`` ``moveInto`` returns false for a
 ``FutureFile`` ("fallback to default copy+delete handling"), so ``Tree::copyNode`` calls the
 target folder's ``createFile`` with the assembled stream (``apps/dav/lib/Upload/
@@ -109,6 +110,10 @@ class UploadsDav:
         target = self.webdav.destination(request, uid, f"{root}/remote.php/dav/files/{uid}")
         if target is None:
             return dav_error(400, "BadRequest", "The destination header was not understood")
+        existing = self.sim.tree.resolve(uid, target)
+        if existing is not None and existing.is_dir:
+            where = f"files/{uid}{target}".rstrip("/")
+            return dav_error(400, "BadRequest", f"The given destination {where} is a directory.")
         data = b"".join(chunks[name] for name in sorted(chunks, key=natural_key))
         expected = request.headers.get("OC-Total-Length")
         if expected is not None and expected != str(len(data)):
@@ -117,7 +122,7 @@ class UploadsDav:
                 "BadRequest",
                 f"Chunks on server do not sum up to {expected} but to {len(data)} bytes",
             )
-        if self.sim.tree.resolve(uid, target) is None and (
+        if existing is None and (
             self.sim.tree.resolve(uid, target.rsplit("/", 1)[0] or "/") is None
         ):
             return dav_error(409, "Conflict", "The destination node is not found")

@@ -59,12 +59,18 @@ def test_a_chunked_upload_fires_the_events_of_a_put_for_its_target_only(sim, cli
 
 
 def test_a_chunked_upload_whose_chunks_miss_bytes_is_refused(sim, client) -> None:
-    """``ChunkingPlugin::verifySize``: ``OC-Total-Length`` against the chunks' total."""
+    """``ChunkingPlugin::verifySize``: ``OC-Total-Length`` against the chunks' total;
+    ``beforeMove``: a folder is no target."""
     alice = client("alice")
     sim.events.clear()
     status = upload(alice, "u3", [b"abc", b"de"], "/x.md", **{"OC-Total-Length": "9"})
     assert status == 400
     assert sim.file_id("alice", "/x.md") is None
     assert sim.events == []
+    sim.mkdir("alice", "/Docs")
+    destination = {"Destination": f"http://nc{FILES}/Docs"}
+    onto_a_folder = alice.request("MOVE", f"{UPLOADS}/u3/.file", headers=destination)
+    assert onto_a_folder.status_code == 400
+    assert b"The given destination files/alice/Docs is a directory." in onto_a_folder.content
     assert alice.request("DELETE", f"{UPLOADS}/u3").status_code == 204
     assert alice.request("MKCOL", "/remote.php/dav/uploads/bob/u4").status_code == 404
