@@ -156,13 +156,25 @@ def check_nextcloud_path(path: str) -> str:
     return path
 
 
+#: The id Nextcloud sends for a node without a file-cache row: a client's ``.part`` upload
+#: (nextcloud/server ``lib/private/Files/FileInfo.php`` ``getId``: "null in case of part file";
+#: ``lib/private/Files/Node/Node.php`` ``getId``: ``?? -1``).
+NO_CACHE_ROW = -1
+
+
 class NodeRef(BaseModel):
-    """A node descriptor: ``id`` (absent for nodes that no longer exist) and absolute VFS path."""
+    """A node descriptor: ``id`` (absent for nodes that no longer exist, ``None`` too for
+    :data:`NO_CACHE_ROW`) and absolute VFS path."""
 
     model_config = ConfigDict(extra="allow")
 
-    id: StrictInt | None = Field(None, ge=0, le=MAX_ID)  # a file id is a 64-bit integer
+    id: StrictInt | None = Field(None, ge=NO_CACHE_ROW, le=MAX_ID)  # a 64-bit file id
     path: str = Field(min_length=1, max_length=_MAX_PATH)
+
+    @field_validator("id")
+    @classmethod
+    def _cached_or_none(cls, value: int | None) -> int | None:
+        return None if value == NO_CACHE_ROW else value
 
     @field_validator("path")
     @classmethod

@@ -135,6 +135,15 @@ def mime_for(name: str) -> str:
     return guessed or "application/octet-stream"
 
 
+def is_partial(path: str) -> bool:
+    """Whether Nextcloud takes ``path`` for an upload under way: a ``.part`` extension (PHP
+    ``pathinfo``'s, after the name's last dot) or a ``.part/`` segment — nextcloud/server
+    ``lib/private/Files/Cache/Scanner.php`` ``isPartialFile``. Such a file is never scanned,
+    so it has no file-cache row (:meth:`FileTree.put_part_file`)."""
+    name = posixpath.basename(path)
+    return ("." in name and name.rpartition(".")[2] == "part") or ".part/" in path
+
+
 def norm_path(path: str) -> str:
     """Normalise a view path: composed Unicode (NFC), leading ``/``, no trailing ``/``, no empty
     or ``.`` segments — nextcloud/server lib/private/Files/Filesystem.php ``normalizePath``
@@ -339,6 +348,9 @@ class FileTree:
         #: whether ``NodeRestoredEvent`` names the restored node (Nextcloud 31 and later,
         #: nextcloud/server#53752); see :meth:`restore`
         self.restored_node_has_id = True
+        #: ``(uid, view path)`` → bytes of the ``.part`` files clients uploaded: on the
+        #: storage, in no file-cache row, so in no listing (:meth:`put_part_file`)
+        self.part_files: dict[tuple[str, str], bytes] = {}
 
     # ------------------------------------------------------------------ basics
 
@@ -700,6 +712,74 @@ class FileTree:
         self._emit(NODE_CREATED, {"node": self._desc(uid, node, path)}, actor)
         self._emit(NODE_WRITTEN, {"node": self._desc(uid, node, path)}, actor)
         return node, True
+
+    def put_part_file(
+        self, uid: str, path: str, data: bytes, *, interrupted: bool = False, session: bool = True
+    ) -> bool:
+        """A client's upload to a ``.part`` name (:func:`is_partial`), as nextcloud/server
+        ``apps/dav/lib/Connector/Sabre/File.php`` ``put`` writes it; returns whether it was
+        new. The pre-write hooks name the path (``Filesystem::getView()->getRelativePath`` is
+        not null) but no node (BeforeNodeCreated, for a new one, and BeforeNodeWritten: path
+        only); the bytes reach the storage, the updater skips the partial file
+        (``Updater::update``), and ``putFileInfo(['upload_time' => …])`` leaves only a partial
+        entry (``Cache::insert`` without ``size``/``mtime``: ``$this->partial``), which
+        ``Cache::get`` answers — so the post-write hooks' node is a ``File`` whose ``FileInfo``
+        has no ``fileid`` ("null in case of part file", ``lib/private/Files/FileInfo.php``
+        ``getId``) and ``Node::getId`` answers ``-1``: NodeCreatedEvent (new) and
+        NodeWrittenEvent carry ``{"id": -1, "path": …}``. ``interrupted``: the request fails
+        after the write (a refused ``X-OC-MTime``), the Before* events alone sent. The file
+        is in no listing and has no id (:attr:`part_files`); raises as :meth:`put_file` for a
+        missing parent or no create permission."""
+        path = norm_path(path)
+        parent = self._parent_for(uid, path, False, session)
+        if not self.can_write(uid, parent):
+            raise ForbiddenError("Permission denied")
+        actor = self._actor(uid, session)
+        new = (uid, path) not in self.part_files
+        if new:
+            self._emit(BEFORE_NODE_CREATED, {"node": self._desc_path(uid, path)}, actor)
+        self._emit(BEFORE_NODE_WRITTEN, {"node": self._desc_path(uid, path)}, actor)
+        self.part_files[(uid, path)] = bytes(data)
+        if interrupted:
+            return new
+        uncached = {"id": -1, "path": self.user_view_path(uid, path)}
+        if new:
+            self._emit(NODE_CREATED, {"node": uncached}, actor)
+        self._emit(NODE_WRITTEN, {"node": dict(uncached)}, actor)
+        return new
+
+    def move_part_file(
+        self, uid: str, src: str, dst: str, *, overwrite: bool = True, session: bool = True
+    ) -> tuple[Node, bool]:
+        """A ``MOVE`` of the ``.part`` file at ``src`` to the file name ``dst`` (not partial),
+        how such clients finish an upload: ``(new node, target_existed)``. sabre/dav
+        ``CorePlugin::httpMove`` deletes an existing target first (:meth:`delete`'s events);
+        nextcloud/server ``lib/private/Files/View.php`` ``rename`` emits no pre hook for a
+        partial source (``shouldEmitHooks`` is false for it), scans the target
+        (``writeUpdate``: a new file-cache row, a new id) and, "if it was a rename from a part
+        file to a regular file it was a write and not a rename operation",
+        ``emit_file_hooks_post``: NodeCreatedEvent and NodeWrittenEvent of the target, no
+        NodeRenamedEvent. Raises :class:`NotFoundError` without such a part file,
+        :class:`AlreadyExistsError` for an existing target without ``overwrite``."""
+        src, dst = norm_path(src), norm_path(dst)
+        data = self.part_files.get((uid, src))
+        if data is None:
+            raise NotFoundError(f"File with name {src.lstrip('/')} could not be located")
+        existed = self._check_target(uid, dst, overwrite, session)
+        parent = self._parent_for(uid, dst, False, session)
+        if not self.can_write(uid, parent):
+            raise ForbiddenError("Permission denied")
+        del self.part_files[(uid, src)]
+        name = posixpath.basename(dst)
+        node = self._new_node(name, False, parent.owner, None)
+        node.content = data
+        node.parent = parent
+        parent.children[name] = node
+        self._touch_up(parent)
+        actor = self._actor(uid, session)
+        self._emit(NODE_CREATED, {"node": self._desc(uid, node, dst)}, actor)
+        self._emit(NODE_WRITTEN, {"node": self._desc(uid, node, dst)}, actor)
+        return node, existed
 
     def _set_mtime(
         self, uid: str, node: Node, path: str, mtime: int | None, touched: bool, actor: str | None

@@ -1,6 +1,7 @@
 """Files written the ways real clients write them reach the index under their own name: a
 chunked upload (desktop and mobile clients), a bulk upload (the desktop client's small files),
-and a copy, whose target's NodeCreatedEvent indexes it even without NodeCopiedEvent."""
+an upload to a ``.part`` name then renamed, and a copy, whose target's NodeCreatedEvent
+indexes it even without NodeCopiedEvent."""
 
 from __future__ import annotations
 
@@ -79,6 +80,32 @@ def test_a_bulk_upload_indexes_each_file_under_its_path(stack: Stack) -> None:
         wait_until(lambda fid=fid, path=path: paths_of(stack, fid) == {"alice": path}, 30)
     stack.settle(30)
     assert stack.services.embedder.dense_embedded - before == len(texts)
+
+
+def test_an_upload_to_a_part_name_is_indexed_at_its_name_and_its_events_accepted(
+    stack: Stack,
+) -> None:
+    """A client writing ``x.md.part`` then moving it to ``x.md``: the ``.part`` file's events
+    carry ``"id": -1`` (nextcloud/server ``FileInfo::getId`` null for a part file,
+    ``Node::getId`` ``?? -1``) and were refused 400 as bad envelopes; they are accepted and
+    ignored, and the file is indexed once, at ``x.md``, from the rename's NodeCreatedEvent."""
+    stack.sim.mkdir("alice", "/Docs")
+    stack.settle(30)
+    before = len(stack.sim.deliveries)
+    files = f"{stack.settings.nextcloud_url}/remote.php/dav/files/alice"
+    with httpx.Client(auth=("alice", PASSWORDS["alice"]), timeout=10) as nc:
+        assert nc.put(f"{files}/Docs/x.md.part", content=b"Tide tables for May.").status_code == 201
+        moved = nc.request(
+            "MOVE", f"{files}/Docs/x.md.part", headers={"Destination": f"{files}/Docs/x.md"}
+        )
+    assert moved.status_code == 201
+    fid = stack.sim.file_id("alice", "/Docs/x.md")
+    wait_until(lambda: paths_of(stack, fid) == {"alice": "/Docs/x.md"}, 30)
+    stack.settle(30)
+    sent = stack.sim.deliveries[before:]
+    assert [d.envelope["event"]["node"].get("id") for d in sent].count(-1) == 2
+    assert all(d.status == 202 for d in sent), [(d.status, d.envelope) for d in sent]
+    assert [k for k in stack.indexed() if k.startswith("file:")] == [f"file:{fid}"]
 
 
 def test_a_copy_is_indexed_from_its_created_event_without_node_copied_event(stack: Stack) -> None:

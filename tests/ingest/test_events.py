@@ -162,6 +162,20 @@ def test_a_restore_that_names_no_node_indexes_its_path() -> None:
     )
 
 
+@pytest.mark.parametrize("name", ["NodeCreatedEvent", "NodeWrittenEvent"])
+def test_a_part_file_with_id_minus_one_is_ignored_not_refused(name: str) -> None:
+    """A client's PUT of ``x.md.part`` (nextcloud/server ``apps/dav/lib/Connector/Sabre/
+    File.php`` ``put``: its post-write hooks name the path; the ``.part`` file has no file-cache
+    row, ``lib/private/Files/FileInfo.php`` ``getId`` "null in case of part file") is sent as
+    ``{"id": -1}`` (``lib/private/Files/Node/Node.php`` ``getId``: ``?? -1``): no file to index,
+    ignored, not a bad envelope."""
+    node = {"id": -1, "path": "/alice/files/Docs/x.md.part"}
+    assert plan(env({"node": node, "class": NS + name})).ignored == "node_without_id"
+    with pytest.raises(EnvelopeError) as info:
+        parse_envelope(env({"node": {"id": -2, "path": node["path"]}, "class": NS + name}))
+    assert info.value.field == "event.node.id"
+
+
 def test_user_comes_from_the_path_and_null_user_is_accepted() -> None:
     body = env(
         {"node": {"id": 3, "path": "/bob/files/x.md"}, "class": NS + "NodeWrittenEvent"}, uid=None

@@ -74,3 +74,36 @@ def test_a_chunked_upload_whose_chunks_miss_bytes_is_refused(sim, client) -> Non
     assert b"The given destination files/alice/Docs is a directory." in onto_a_folder.content
     assert alice.request("DELETE", f"{UPLOADS}/u3").status_code == 204
     assert alice.request("MKCOL", "/remote.php/dav/uploads/bob/u4").status_code == 404
+
+
+def test_a_client_uploading_to_a_part_name_sends_id_minus_one_then_a_create(sim, client) -> None:
+    """nextcloud/server ``File::put`` of ``x.md.part`` (no file-cache row: ``FileInfo::getId``
+    null, ``Node::getId`` ``-1``), then ``View::rename`` of a part file to its name: a write,
+    not a rename (``emit_file_hooks_post``, the target's new id)."""
+    alice = client("alice")
+    sim.mkdir("alice", "/Docs")
+    old = sim.put_file("alice", "/Docs/x.md", b"old")
+    node_events(sim)
+    part = "/alice/files/Docs/x.md.part"
+    assert alice.put(f"{FILES}/Docs/x.md.part", content=b"new text").status_code == 201
+    assert node_events(sim) == [
+        ("BeforeNodeCreatedEvent", part, None),
+        ("BeforeNodeWrittenEvent", part, None),
+        ("NodeCreatedEvent", part, -1),
+        ("NodeWrittenEvent", part, -1),
+    ]
+    listing = alice.request("PROPFIND", f"{FILES}/Docs", headers={"Depth": "1"})
+    assert b"x.md.part" not in listing.content  # no file-cache row, in no listing
+    destination = {"Destination": f"http://nc{FILES}/Docs/x.md"}
+    moved = alice.request("MOVE", f"{FILES}/Docs/x.md.part", headers=destination)
+    assert moved.status_code == 204
+    new = sim.file_id("alice", "/Docs/x.md")
+    assert new != old and sim.read("alice", "/Docs/x.md") == b"new text"
+    target = "/alice/files/Docs/x.md"
+    events = [(e["event"]["class"].rsplit("\\", 1)[1], e["event"]["node"]) for e in sim.events]
+    assert events == [
+        ("BeforeNodeDeletedEvent", {"id": old, "path": target}),  # sabre's delete of the target
+        ("NodeDeletedEvent", {"path": target}),
+        ("NodeCreatedEvent", {"id": new, "path": target}),
+        ("NodeWrittenEvent", {"id": new, "path": target}),
+    ]
