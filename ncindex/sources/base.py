@@ -118,7 +118,11 @@ class Listing:
     ``names_all`` that its last request named every document that exists (the Notes list's
     last chunk), so one an earlier request or page listed and it does not name is gone;
     ``full_walk`` that it walks every folder, ``external_walk`` that it walks the folders on
-    and above external storages whatever their etags (files: :mod:`ncindex.sources.file`)."""
+    and above external storages whatever their etags (files: :mod:`ncindex.sources.file`);
+    ``unreachable`` the folders whose storage could not be reached, skipped (and
+    ``covered``) by this listing or still so when it began; ``revisit`` the folders recorded
+    unreachable by earlier scans that answer again (or are gone) now: walked, with the
+    folders above and below them, whatever their etags (files)."""
 
     docs: dict[str, Seen] = field(default_factory=dict)
     forbidden: list[str] = field(default_factory=list)
@@ -132,6 +136,8 @@ class Listing:
     cursor: Any = None
     since: float | None = None
     names_all: bool = False
+    unreachable: set[str] = field(default_factory=set)
+    revisit: set[str] = field(default_factory=set)
 
     def covers(self, path: str | None) -> bool:
         """True when ``path`` lies in (or is) a skipped, unchanged folder."""
@@ -183,6 +189,15 @@ class ScanMemory(Protocol):
 
     def set_external_walk_at(self, at: float) -> None:
         """Record such a walk at ``at`` (Unix seconds)."""
+        ...
+
+    def unreachable(self) -> dict[str, float]:
+        """Folder path → Unix time a scan first skipped it because its storage could not be
+        reached, for the folders still unreachable at the last applied scan (files)."""
+        ...
+
+    def set_unreachable(self, folders: Mapping[str, float]) -> None:
+        """Replace the unreachable folders (path → Unix time first skipped)."""
         ...
 
     def marker(self) -> int | None:

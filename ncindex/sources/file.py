@@ -12,7 +12,9 @@ folders and those above them are walked regardless of their etags every
 ``reconcile_external_walk_seconds``: :data:`UNSETTLED`); with the root's etag unchanged a
 scan costs one ``Depth: 0`` request. Every ``reconcile_full_walk_seconds`` it walks every
 folder, and the folders above a document whose access the user lost are walked
-whatever their etags say.
+whatever their etags say. A folder whose storage cannot be reached (503) is skipped, its
+documents kept, and recorded (:meth:`FileSource.commit`); each scan asks it again, and the
+first it answers walks it, and the folders above and below it, whatever their etags.
 """
 
 from __future__ import annotations
@@ -114,6 +116,8 @@ class FileSource(VerifiedByWebDav, Source):
                 or last_external is None
                 or now - last_external >= ctx.settings.reconcile_external_walk_seconds
             )
+            if not listing.full_walk:
+                self._probe_unreachable(client, memory, listing)
         else:
             listing = resume
             if listing.skipped is None:
@@ -122,13 +126,15 @@ class FileSource(VerifiedByWebDav, Source):
         assert skipped is not None  # set just above
         stored = {} if listing.full_walk else memory.folders()
         # folders above a document whose access the user lost: walked whatever their etags
-        # say, since a share given back or an access rule lifted may change none of them
+        # say, since a share given back or an access rule lifted may change none of them;
+        # so are those above a folder recorded unreachable that answers again (or is gone)
         forced = {
             folder
             for path in memory.lost().values()
             if path
             for folder in ancestors(posixpath.dirname(path))
         }
+        forced.update(folder for path in listing.revisit for folder in ancestors(path))
         # with an external walk due, a root kept unsettled is walked whatever its etag
         external_due = listing.external_walk and stored.get("/", "").startswith(UNSETTLED)
         if resume is None and "/" in stored and not forced and not external_due:
@@ -167,13 +173,16 @@ class FileSource(VerifiedByWebDav, Source):
                     raise
                 # its storage cannot be reached now (an external storage's server away): the
                 # rest of the walk goes on, and what is indexed below it is kept as it is —
-                # present and unchanged — until the storage answers again
+                # present and unchanged — until the storage answers again; it is recorded
+                # (commit), so the first scan it answers walks it (_probe_unreachable)
                 listing.covered.add(folder)
+                listing.unreachable.add(folder)
                 continue
             finally:
                 listing.requests += 1
             if not entries:
                 raise NextcloudProtocolError(f"PROPFIND {folder}: empty multistatus")
+            listing.unreachable.discard(folder)  # answers again within this listing
             listing.folders[folder] = entries[0].etag
             for entry in entries[1:]:
                 if entry.is_folder:
@@ -188,6 +197,10 @@ class FileSource(VerifiedByWebDav, Source):
                         settled(kept) == entry.etag
                         and entry.path not in forced
                         and not ((entry.external or marked) and listing.external_walk)
+                        and not (
+                            listing.revisit
+                            and any(a in listing.revisit for a in ancestors(entry.path))
+                        )
                     ):
                         listing.covered.add(entry.path)
                     else:
@@ -207,13 +220,42 @@ class FileSource(VerifiedByWebDav, Source):
                     listing.docs[ref.doc_id] = replace(seen, also_at=(*seen.also_at, entry.path))
         return listing
 
+    def _probe_unreachable(
+        self, client: NextcloudClient, memory: ScanMemory, listing: Listing
+    ) -> None:
+        """Ask each folder recorded unreachable by an earlier scan (``Depth: 0``, one request
+        each) whether its storage answers again: one still answering 503 stays in
+        ``listing.unreachable`` (and costs no further request: nothing above it is walked
+        for it); one that answers, or is gone (404: its mount removed, nextcloud/server
+        ``apps/files_external`` ``ConfigAdapter::getMountsForUser`` no longer mounts it), goes
+        to ``listing.revisit``: walked with the folders above and below it whatever their
+        etags, as nothing changed them while it was away (a file put on an external storage
+        changes no etag until its folder is looked at: ``View::getCacheEntry``). Raises what
+        the client raises for another failure (the listing fails)."""
+        for folder in sorted(memory.unreachable()):
+            try:
+                client.propfind(folder, depth=0)
+            except StorageUnavailable:
+                listing.unreachable.add(folder)
+                continue
+            except (NotFound, Forbidden):
+                pass  # gone or unreadable now: the walk above it shows which
+            finally:
+                listing.requests += 1
+            listing.revisit.add(folder)
+
     def commit(self, memory: ScanMemory, listing: Listing, dirty: set[str], clean: bool) -> None:
         """Keep the etags of skipped folders (and what is stored below them) and of every
-        visited folder with nothing dirty at or below it."""
+        visited folder with nothing dirty at or below it, and record the folders skipped as
+        unreachable (``listing.unreachable``, each with the time it was first skipped): the
+        first scan that finds one answering again walks it (:meth:`_probe_unreachable`)."""
         stored = memory.folders()
         keep = {p: e for p, e in stored.items() if listing.covers(p) and p not in dirty}
         keep.update({p: e for p, e in listing.folders.items() if p not in dirty})
         memory.set_folders(keep)
+        since = memory.unreachable()
+        now = time.time()
+        memory.set_unreachable({p: since.get(p, now) for p in listing.unreachable})
         if listing.full_walk:
             memory.set_full_walk_at(time.time())
         if listing.external_walk:

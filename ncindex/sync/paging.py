@@ -15,7 +15,8 @@ What one page keeps (one ``MULTI`` transaction, so a worker killed mid-write kee
 none): its documents (merged with those of earlier pages: a file listed at two paths), the
 folders it listed with their etags, the folders it skipped (covered), the forbidden ones, the
 files a rule left out, and the progress — pages listed, requests made, when the listing began,
-the source's cursor, the full-walk and external-walk flags and the Notes marker. Keys:
+the source's cursor, the full-walk and external-walk flags, the folders found unreachable
+and those to revisit (files) and the Notes marker. Keys:
 ``<scan state>:pages`` (progress, JSON), ``…:pages:docs`` / ``folders`` / ``skipped``
 (hashes), ``…:pages:covered`` (set), ``…:pages:forbidden`` (list); all expire
 :data:`PAGES_TTL_SECONDS` after the last page kept, so a paged scan whose every task was
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ncindex.nextcloud.client import NextcloudClient
@@ -48,7 +49,8 @@ PAGES_TTL_SECONDS = 86_400
 class PageProgress:
     """Where a paged listing stands: ``pages`` listed and kept, ``requests`` made by them,
     ``since`` the Unix time the listing began, and what the next page resumes from (the
-    source's ``cursor``, ``full_walk``, ``external_walk``, ``marker``)."""
+    source's ``cursor``, ``full_walk``, ``external_walk``, ``marker``, and the folders
+    ``unreachable`` and to ``revisit``: :class:`~ncindex.sources.base.Listing`)."""
 
     pages: int
     requests: int
@@ -57,6 +59,9 @@ class PageProgress:
     full_walk: bool
     external_walk: bool
     marker: int | None
+    # absent from the progress of a listing begun before they were kept
+    unreachable: list[str] = field(default_factory=list)
+    revisit: list[str] = field(default_factory=list)
 
 
 class ListingPages:
@@ -125,6 +130,8 @@ class ListingPages:
                 external_walk=progress.external_walk,
                 marker=progress.marker,
                 cursor=progress.cursor,
+                unreachable=set(progress.unreachable),
+                revisit=set(progress.revisit),
             )
         page = source.list(ctx, client, state, resume, self.limit)
         self._pages += 1
@@ -161,6 +168,8 @@ class ListingPages:
             full_walk=page.full_walk,
             external_walk=page.external_walk,
             marker=page.marker,
+            unreachable=sorted(page.unreachable),
+            revisit=sorted(page.revisit),
         )
         pipe = self.redis.pipeline(transaction=True)
         if docs:
@@ -213,6 +222,8 @@ class ListingPages:
             external_walk=page.external_walk,
             skipped=None if page.skipped is None else skipped | page.skipped,
             since=progress.since,
+            unreachable=page.unreachable,
+            revisit=page.revisit,
         )
 
     def discard(self) -> None:

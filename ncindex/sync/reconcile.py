@@ -54,10 +54,12 @@ neither.
 
 Redis holds only what can be rebuilt (:class:`ScanState`): folder etags and ``pruneBefore``
 (losing them costs one full listing), the missing-since times (losing them restarts the grace
-period), held removals (losing them holds again) and the last scan reports. Scan state is only
-advanced by a *clean* scan part — a folder's etag is kept only when nothing below it needed
-work, ``pruneBefore`` only when nothing did — so a task that failed after a scan is retried by
-the next scan instead of being hidden behind an unchanged etag.
+period), the folders a file scan skipped because their storage could not be reached (losing them
+leaves a storage that answers again to the next external or full walk), held removals (losing
+them holds again) and the last scan reports. Scan state is only advanced by a *clean* scan part
+— a folder's etag is kept only when nothing below it needed work, ``pruneBefore`` only when
+nothing did — so a task that failed after a scan is retried by the next scan instead of being
+hidden behind an unchanged etag.
 
 How each doc type is listed, and what listing state it keeps, is its source's
 (:meth:`ncindex.sources.base.Source.list` and ``commit``, looked up in
@@ -78,7 +80,7 @@ import contextlib
 import json
 import posixpath
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -178,6 +180,10 @@ class ScanReport:
     unavailable: str | None = None
     #: folders skipped because Nextcloud answered their listing 403 (no read permission)
     forbidden: int = 0
+    #: folders skipped because their storage could not be reached (their listing answered
+    #: 503 "Storage is temporarily not available"), by this scan or still when it began
+    #: (files): their documents are kept as they are meanwhile
+    unreachable: int = 0
     pages: int = 1
     partial: bool = False
     #: the listing failed for a reason that may pass (:class:`~ncindex.errors.TransientError`:
@@ -232,6 +238,7 @@ class ScanReport:
             "error": self.error,
             "unavailable": self.unavailable,
             "forbidden_folders": self.forbidden,
+            "unreachable_folders": self.unreachable,
             "pages": self.pages,
             "partial": self.partial,
             "user_deleted": self.user_deleted,
@@ -290,6 +297,28 @@ class ScanState:
     def set_external_walk_at(self, at: float) -> None:
         """Record such a walk at ``at`` (Unix seconds)."""
         self.redis.set(self.base + ":external_walk", repr(float(at)))
+
+    def unreachable(self) -> dict[str, float]:
+        """Folder path → Unix time a scan first skipped it because its storage could not be
+        reached (files; ``<base>:unreachable``, a hash), for the folders still unreachable at
+        the last applied scan; unreadable entries are dropped (the next scan that skips the
+        folder records it again)."""
+        out: dict[str, float] = {}
+        for k, v in self.redis.hgetall(self.base + ":unreachable").items():
+            try:
+                out[as_text(k, "replace")] = finite_float(v)
+            except ValueError:
+                self._drop(":unreachable", k)
+        return out
+
+    def set_unreachable(self, folders: Mapping[str, float]) -> None:
+        """Replace the unreachable folders (path → Unix time first skipped)."""
+        key = self.base + ":unreachable"
+        pipe = self.redis.pipeline()
+        pipe.delete(key)
+        if folders:
+            pipe.hset(key, mapping={k: repr(float(v)) for k, v in folders.items()})
+        pipe.execute()
 
     def forget_listing(self) -> None:
         """Drop what lets a listing skip work — the folder etags, the Notes marker and the times
@@ -620,6 +649,7 @@ class Reconciler:
         report.requests = listing.requests
         report.listed = len(listing.docs)
         report.forbidden = len(listing.forbidden)
+        report.unreachable = len(listing.unreachable)
         tried = self._compare(report, listing, manifest, state, apply, tags)
         if apply:
             report.enqueued, report.coalesced = self._enqueue(

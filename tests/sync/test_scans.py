@@ -777,19 +777,21 @@ def redis_of(stack: Stack, user: str) -> tuple[list[str], dict[str, list[str]]]:
 
 def test_a_forgotten_user_leaves_no_redis_state_behind(rstack: Stack) -> None:
     """``ncindex forget carol`` after ``occ user:delete carol``, carol scanned before: every
-    Redis key of hers goes — scan state (folder etags, external walk time, tried versions,
-    Notes marker), last scans, first indexing, Notes settings, lost-access marks, debounce
-    claims, the missing-user mark — and the failing entry of a task run as her, so a carol created
-    again starts clean (before: all of it stayed; her scans compared the new account with
-    the old one's folder etags, so unchanged-looking folders were skipped, and her first
-    indexing showed as done). What stays is her refusal entry: it holds the refused
-    credential back from Nextcloud's brute-force protection and tells ``ncindex status`` of
-    the deletion."""
+    Redis key of hers goes — scan state (folder etags, external walk time, folders recorded
+    unreachable, tried versions, Notes marker), last scans, first indexing, Notes settings,
+    lost-access marks, debounce claims, the missing-user mark — and the failing entry of a
+    task run as her, so a carol created again starts clean (before: all of it stayed; her
+    scans compared the new account with the old one's folder etags, so unchanged-looking
+    folders were skipped, and her first indexing showed as done). What stays is her refusal
+    entry: it holds the refused credential back from Nextcloud's brute-force protection and
+    tells ``ncindex status`` of the deletion."""
     sim, client, keys = rstack.sim, rstack.services.redis, rstack.settings.names
     sim.put_file("carol", "/Mine/diary.md", "# Diary\nprivate walrus")
     sim.put_file("carol", "/Notes/Cat/n.md", "# Note\nanchor")
     theirs = sim.put_file("alice", "/Docs/s.md", "# S\nshared salt")
     sim.share("alice", "/Docs/s.md", "carol")
+    sim.mkdir("carol", "/Away")
+    sim.make_storage_unavailable("carol", "/Away")  # recorded unreachable by her scan
     rstack.settle()
     rstack.reconcile(USERS)
     indexer = Indexer(rstack.services)
@@ -804,6 +806,7 @@ def test_a_forgotten_user_leaves_no_redis_state_behind(rstack: Stack) -> None:
     assert {
         keys.scan_state("file", "carol") + ":folders",
         keys.scan_state("file", "carol") + ":external_walk",
+        keys.scan_state("file", "carol") + ":unreachable",
         keys.scan_state("note", "carol") + ":marker",
         keys.lost_access("file", "carol"),
         keys.first_indexing("carol"),
@@ -925,6 +928,53 @@ def test_a_folder_whose_storage_cannot_be_reached_fails_nothing_and_keeps_its_fi
     rstack.sim.put_file("alice", "/Docs/F1/Sub/f3.md", b"# File 3\nchanged meanwhile")
     rstack.reconcile(["alice"])
     assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
+
+
+@pytest.mark.parametrize("page_requests", [None, 1], ids=["one_page", "paged"])
+def test_a_storage_that_answers_again_is_walked_by_the_next_scan(
+    rstack: Stack, page_requests: int | None
+) -> None:
+    """A folder skipped because its storage answered 503 "Storage is temporarily not
+    available" (nextcloud/server apps/dav/lib/Connector/Sabre/ObjectTree.php getNodeForPath)
+    changed no etag when it came back, nor did a file put on it meanwhile (View.php
+    getCacheEntry: noticed only when its folder is looked at), so the scans after stopped at
+    the root's unchanged etag and the file waited for the next external or full walk. The
+    scans now record the folders they skipped so (Redis, with the user's scan state), ask
+    each of them once per scan whether it answers (PROPFIND Depth 0; not a walk while it
+    stays broken: two requests for an otherwise unchanged account) and walk those that do,
+    whatever their etags, and the folders above them."""
+    rstack.settings.reconcile_external_walk_seconds = 86_400
+    if page_requests is not None:
+        rstack.settings.reconcile_page_requests = page_requests
+    rstack.sim.external_storage("Ext", ["alice"])
+    rstack.sim.put_file("alice", "/Ext/Reports/q1.md", "# Q1\nkelp")
+    fill(rstack, files=2, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.reconcile(["alice"])
+    rstack.reconcile(["alice"])  # clean: every folder etag stored
+    state = scan_state(rstack, DocType.FILE)
+    assert state.unreachable() == {}
+    rstack.sim.make_storage_unavailable("alice", "/Ext")
+    state.set_full_walk_at(0)  # the skip happens on a full walk ...
+    rstack.reconcile(["alice"])
+    assert set(state.unreachable()) == {"/Ext"}
+    since = state.unreachable()["/Ext"]
+    for _ in range(2):  # ... and the scans after, while it stays away, walk nothing
+        rstack.sim.reset_request_counts()
+        rstack.reconcile(["alice"])
+        assert rstack.sim.request_count("webdav", "PROPFIND") == 2  # /Ext, then / Depth 0
+        assert state.unreachable() == {"/Ext": since}
+    new = rstack.sim.add_unnoticed("alice", "/Ext/Reports/q2.md", "# Q2\nreef")
+    rstack.sim.make_storage_unavailable("alice", "/Ext", unavailable=False)
+    rstack.reconcile(["alice"])
+    assert f"file:{new}" in index_state(rstack)
+    assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
+    assert state.unreachable() == {}
+    rstack.sim.reset_request_counts()
+    rstack.reconcile(["alice"])  # the folders above the new file, dirty until now
+    rstack.sim.reset_request_counts()
+    rstack.reconcile(["alice"])
+    assert rstack.sim.request_count("webdav", "PROPFIND") == 1  # back to the root's etag
 
 
 @pytest.mark.parametrize(
