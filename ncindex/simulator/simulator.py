@@ -439,6 +439,13 @@ class NextcloudSimulator:
         with self.lock:
             self.tree.federated_share(name, sharee)
 
+    def remove_federated_share(self, name: str) -> None:
+        """Unmount the federated share ``name``, as Nextcloud does once the remote server
+        says the share is gone or refuses it; no event (:meth:`~ncindex.simulator.state.
+        FileTree.remove_federated_share`)."""
+        with self.lock:
+            self.tree.remove_federated_share(name)
+
     def add_unnoticed(self, user: str, path: str, data: bytes | str) -> int:
         """Write a file straight to an external storage, not through Nextcloud: listed in
         its folder, no etag changes, no event

@@ -1212,6 +1212,19 @@ class FileTree:
         :meth:`add_unnoticed`. Returns its folder node."""
         return self.group_folder(name, [sharee], kind="federated")
 
+    def remove_federated_share(self, name: str) -> None:
+        """Unmount the federated share ``name`` (:meth:`federated_share`), as
+        ``apps/files_sharing/lib/External/Storage.php`` ``checkStorageAvailability`` does
+        when the remote server answers that the share is gone (a 404 from a server
+        ``testRemote`` finds to be a Nextcloud) or refuses its token (401/403):
+        ``Manager::removeShare`` and ``removeMount``, so it is gone from its parent's
+        listing and from SEARCH; no event. (A remote server that no longer answers at all
+        is only ``StorageNotAvailableException``, "likely to be a temporary server
+        configuration error": the share stays, :meth:`~ncindex.simulator.simulator.
+        NextcloudSimulator.make_storage_unavailable`.) The sharee's removing it
+        themselves ends alike."""
+        self.group_folder(name, [], kind="federated")
+
     def add_unnoticed(self, uid: str, path: str, data: bytes) -> Node:
         """A file written straight to an external storage (not through Nextcloud), or on
         the server holding a federated share, at ``path`` in ``uid``'s view: in the listing

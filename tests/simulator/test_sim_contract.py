@@ -558,6 +558,38 @@ def test_a_federated_share_is_shared_not_mounted_and_says_it_is_federated(sim, c
     assert root.findtext(".//{http://nextcloud.org/ns}is-federated") == "1"
 
 
+def test_a_federated_share_nextcloud_removes_leaves_the_listing_and_search(sim, client) -> None:
+    """External/Storage.php checkStorageAvailability: a remote server that says the share is
+    gone (or refuses it) gets it removed (Manager::removeShare, removeMount); while its
+    server is only away the share is listed, a PROPFIND of it answers 503, and SEARCH still
+    finds its files from the file cache (the Availability wrapper does not wrap getCache)."""
+    sim.federated_share("Remote", "alice")
+    fid = sim.put_file("alice", "/Remote/minutes.md", b"walrus")
+    alice = client("alice")
+
+    def listed() -> list[str]:
+        answer = alice.request("PROPFIND", "/remote.php/dav/files/alice", headers={"Depth": "1"})
+        return [h.text for h in etree.fromstring(answer.content).findall(".//d:href", DAV_NS)]
+
+    def searched() -> str | None:
+        answer = alice.request(
+            "SEARCH",
+            "/remote.php/dav/",
+            content=_search_body("alice", str(fid)),
+            headers={"Content-Type": "text/xml"},
+        )
+        return etree.fromstring(answer.content).findtext(".//d:href", namespaces=DAV_NS)
+
+    sim.make_storage_unavailable("alice", "/Remote")
+    assert "/remote.php/dav/files/alice/Remote/" in listed()
+    away = alice.request("PROPFIND", "/remote.php/dav/files/alice/Remote", headers={"Depth": "0"})
+    assert away.status_code == 503 and b"Storage is temporarily not available" in away.content
+    assert searched() == "/remote.php/dav/files/alice/Remote/minutes.md"
+    sim.remove_federated_share("Remote")
+    assert "/remote.php/dav/files/alice/Remote/" not in listed()
+    assert searched() is None
+
+
 def test_user_status_of_the_current_user(sim, client) -> None:
     resp = client("alice").get("/ocs/v2.php/apps/user_status/api/v1/user_status", headers=OCS_JSON)
     assert resp.status_code == 200

@@ -977,6 +977,72 @@ def test_a_storage_that_answers_again_is_walked_by_the_next_scan(
     assert rstack.sim.request_count("webdav", "PROPFIND") == 1  # back to the root's etag
 
 
+def test_a_document_on_a_storage_that_cannot_be_reached_is_still_found_verified(
+    rstack: Stack,
+) -> None:
+    """What a searching user sees of a document on a storage that answers 503 "Storage is
+    temporarily not available" — a federated share whose server is away, or gone for good
+    (apps/files_sharing/lib/External/Storage.php checkStorageAvailability: no Nextcloud at
+    the remote is StorageNotAvailableException, the share is kept): the scans keep it and
+    report the folder (unreachable_folders), and the search shows it verified, not
+    fail-open — Nextcloud's SEARCH still answers it from its file cache (the Availability
+    wrapper, lib/private/Files/Storage/Wrapper/Availability.php, does not wrap getCache),
+    as its own search does; the mount is still the user's. It leaves the index when the
+    mount does (test_a_removed_storage_is_evicted_and_forgotten)."""
+    rstack.sim.federated_share("Remote", "alice")
+    doc = rstack.sim.put_file("alice", "/Remote/minutes.md", "# Minutes\nwalrus committee")
+    fill(rstack, files=2, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.reconcile(["alice"])
+    rstack.sim.make_storage_unavailable("alice", "/Remote")
+    scan_state(rstack, DocType.FILE).set_full_walk_at(0)
+    report = reconciler(rstack, Recorder()).scan("alice", DocType.FILE)
+    assert report.summary()["unreachable_folders"] == 1 and not report.remove, report.summary()
+    body = rstack.search_as("alice", "walrus committee")
+    found = [r for r in body["results"] if r["doc_id"] == str(doc)]
+    assert found and found[0]["verified"] and found[0]["path"] == "/Remote/minutes.md"
+    assert body["verification"]["errors"] == 0 and body["verification"]["dropped"] == 0
+
+
+@pytest.mark.parametrize("away", [False, True], ids=["reachable", "away"])
+@pytest.mark.parametrize("kind", ["external", "federated"])
+def test_a_removed_storage_is_evicted_and_forgotten(rstack: Stack, kind: str, away: bool) -> None:
+    """An external storage the admin removes (or takes from the user) is no longer mounted
+    for them (nextcloud/server apps/files_external/lib/Config/ConfigAdapter.php
+    getMountsForUser mounts only the configured storages; StoragesService::removeStorage
+    drops its file cache), nor is a federated share Nextcloud removes once its server says
+    the share is gone (apps/files_sharing/lib/External/Storage.php
+    checkStorageAvailability → Manager::removeShare): it is gone from its parent's listing
+    and from SEARCH, so the next scan removes the user's access to what was indexed on it,
+    and the record of it as unreachable (when it was away as it was removed) is dropped."""
+    rstack.settings.reconcile_external_walk_seconds = 86_400
+    if kind == "external":
+        rstack.sim.external_storage("Ext", ["alice"])
+    else:
+        rstack.sim.federated_share("Ext", "alice")
+    on_it = rstack.sim.put_file("alice", "/Ext/Reports/q1.md", "# Q1\nkelp")
+    fill(rstack, files=4, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.reconcile(["alice"])
+    rstack.reconcile(["alice"])
+    assert f"file:{on_it}" in index_state(rstack)
+    state = scan_state(rstack, DocType.FILE)
+    if away:
+        rstack.sim.make_storage_unavailable("alice", "/Ext")
+        state.set_full_walk_at(0)
+        rstack.reconcile(["alice"])
+        assert f"file:{on_it}" in index_state(rstack)  # kept while it is away
+        assert set(state.unreachable()) == {"/Ext"}
+    if kind == "external":
+        rstack.sim.external_storage("Ext", [])
+    else:
+        rstack.sim.remove_federated_share("Ext")
+    rstack.reconcile(["alice"])
+    assert f"file:{on_it}" not in index_state(rstack)
+    assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
+    assert state.unreachable() == {}
+
+
 @pytest.mark.parametrize(
     ("kind", "mount", "page_requests"),
     [("external", "Ext", None), ("external", "Mounts/Ext", 1), ("federated", "Remote", None)],
