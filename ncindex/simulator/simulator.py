@@ -475,7 +475,9 @@ class NextcloudSimulator:
             else:
                 self.tree.blocked.discard(node.id)
 
-    def make_storage_unavailable(self, user: str, path: str, unavailable: bool = True) -> None:
+    def make_storage_unavailable(
+        self, user: str, path: str, unavailable: bool = True, *, failed: bool = False
+    ) -> None:
         """Make the storage of the folder at ``path`` in ``user``'s view (and all below it)
         unavailable (or, with ``unavailable`` false, available again), as an external storage
         whose server is away: its folders are still listed in their parent from the file
@@ -483,16 +485,24 @@ class NextcloudSimulator:
         "Storage is temporarily not available" (nextcloud/server
         ``apps/dav/lib/Connector/Sabre/ObjectTree.php`` ``getNodeForPath``, for a
         ``StorageNotAvailableException`` or a ``FailedStorage``). A ``FailedStorage`` mount's
-        own listing in its parent (``FailedCache::get``: file id -1, no etag) is not modelled,
-        nor its files' absence from SEARCH. No event fires, and etags do not change."""
+        own listing in its parent (``FailedCache::get``: file id -1, no etag, so the etags
+        above change: ``FileInfo::addSubEntry`` adds no sub-mount etag) is not modelled. SEARCH
+        still finds its files from the file cache (the ``Availability`` wrapper does not wrap
+        ``getCache``); with ``failed``, as an external storage files_external has marked
+        unavailable and mounts as a ``FailedStorage`` until its next recheck
+        (``ConfigAdapter::getAvailableStorages``), it does not (``FailedCache::searchQuery``:
+        ``[]``). No event fires, and etags do not change."""
         with self.lock:
             node = self.tree.resolve(user, path)
             if node is None or not node.is_dir:
                 raise NotFoundError(f"File with name {norm_path(path)} could not be located")
             if unavailable:
                 self.tree.unavailable.add(node.id)
+                if failed:
+                    self.tree.failed.add(node.id)
             else:
                 self.tree.unavailable.discard(node.id)
+                self.tree.failed.discard(node.id)
 
     def make_unopenable(self, user: str, path: str, status: int | None = 503) -> None:
         """Make the GET of the file at ``path`` in ``user``'s view answer ``status`` while it

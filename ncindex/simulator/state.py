@@ -345,6 +345,8 @@ class FileTree:
         self.unopenable: dict[int, int] = {}
         #: ids of folders whose storage is unavailable (see :meth:`is_unavailable`)
         self.unavailable: set[int] = set()
+        #: those of :attr:`unavailable` mounted as a ``FailedStorage`` (see :meth:`is_failed`)
+        self.failed: set[int] = set()
         #: whether ``NodeRestoredEvent`` names the restored node (Nextcloud 31 and later,
         #: nextcloud/server#53752); see :meth:`restore`
         self.restored_node_has_id = True
@@ -570,6 +572,14 @@ class FileTree:
         Nextcloud cannot reach now (an external storage's server away, its credentials
         refused), whose folders it still lists from its file cache."""
         return _at_or_above(node, self.unavailable)
+
+    def is_failed(self, node: Node) -> bool:
+        """True when ``node`` or a folder above it is in :attr:`failed`: an external storage
+        files_external has marked unavailable and mounts as a ``FailedStorage`` until its
+        next recheck (``apps/files_external/lib/Config/ConfigAdapter.php``
+        ``getAvailableStorages``; ``Availability::RECHECK_TTL_SEC`` 600), whose
+        ``FailedCache`` answers no search (``searchQuery``: ``[]``)."""
+        return _at_or_above(node, self.failed)
 
     def is_mount_root(self, uid: str, path: str) -> Share | None:
         """The share mounted for ``uid`` exactly at view ``path``, if any."""

@@ -869,6 +869,10 @@ class WebDav:
                 return _uncaught("InvalidArgumentException", message)
             items: list[tuple[str, Node]] = []
             for item_path, item in self._candidates(uid, rel, condition):
+                if self.tree.is_failed(item):
+                    # lib/private/Files/Cache/FailedCache.php searchQuery: a FailedStorage
+                    # mount answers no search
+                    continue
                 below = item is not root and posixpath.dirname(item_path) != rel
                 if depth.strip() == "1" and below:
                     continue

@@ -590,6 +590,31 @@ def test_a_federated_share_nextcloud_removes_leaves_the_listing_and_search(sim, 
     assert searched() is None
 
 
+def test_a_failed_external_storage_answers_no_search(sim, client) -> None:
+    """files_external mounts a storage it has marked unavailable as a FailedStorage until
+    its next recheck (ConfigAdapter::getAvailableStorages): FailedCache::searchQuery answers
+    nothing, so SEARCH leaves its files out; a PROPFIND of it answers 503 as before."""
+    sim.external_storage("Ext", ["alice"])
+    fid = sim.put_file("alice", "/Ext/minutes.md", b"walrus")
+    alice = client("alice")
+
+    def searched() -> str | None:
+        answer = alice.request(
+            "SEARCH",
+            "/remote.php/dav/",
+            content=_search_body("alice", str(fid)),
+            headers={"Content-Type": "text/xml"},
+        )
+        return etree.fromstring(answer.content).findtext(".//d:href", namespaces=DAV_NS)
+
+    sim.make_storage_unavailable("alice", "/Ext", failed=True)
+    away = alice.request("PROPFIND", "/remote.php/dav/files/alice/Ext", headers={"Depth": "0"})
+    assert away.status_code == 503
+    assert searched() is None
+    sim.make_storage_unavailable("alice", "/Ext", unavailable=False)
+    assert searched() == "/remote.php/dav/files/alice/Ext/minutes.md"
+
+
 def test_user_status_of_the_current_user(sim, client) -> None:
     resp = client("alice").get("/ocs/v2.php/apps/user_status/api/v1/user_status", headers=OCS_JSON)
     assert resp.status_code == 200

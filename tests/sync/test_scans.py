@@ -1004,6 +1004,36 @@ def test_a_document_on_a_storage_that_cannot_be_reached_is_still_found_verified(
     assert body["verification"]["errors"] == 0 and body["verification"]["dropped"] == 0
 
 
+def test_a_document_on_a_failed_external_storage_is_hidden_and_comes_back(rstack: Stack) -> None:
+    """An external storage files_external has marked unavailable is mounted as a
+    FailedStorage until its next recheck (apps/files_external/lib/Config/ConfigAdapter.php
+    getAvailableStorages; Availability::RECHECK_TTL_SEC 600), whose FailedCache answers no
+    SEARCH (lib/private/Files/Cache/FailedCache.php searchQuery): a searching user does not
+    see its documents (verify-on-read drops them, as Nextcloud's own search leaves them
+    out), and the re-check by id removes their access; once the storage answers again the
+    next scan indexes them again (the folder recorded unreachable, and the lost-access
+    marks, walk it)."""
+    rstack.sim.external_storage("Ext", ["alice"])
+    doc = rstack.sim.put_file("alice", "/Ext/minutes.md", "# Minutes\nwalrus committee")
+    fill(rstack, files=2, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.reconcile(["alice"])
+    rstack.reconcile(["alice"])
+    rstack.sim.make_storage_unavailable("alice", "/Ext", failed=True)
+    body = rstack.search_as("alice", "walrus committee")
+    assert str(doc) not in [r["doc_id"] for r in body["results"]]
+    assert body["verification"]["dropped"] == 1, body["verification"]
+    rstack.wait_idle()  # the re-check by id the drop sent
+    assert f"file:{doc}" not in index_state(rstack)
+    scan_state(rstack, DocType.FILE).set_full_walk_at(0)
+    rstack.reconcile(["alice"])  # skips /Ext, records it
+    assert f"file:{doc}" not in index_state(rstack)
+    rstack.sim.make_storage_unavailable("alice", "/Ext", unavailable=False)
+    rstack.reconcile(["alice"])
+    assert f"file:{doc}" in index_state(rstack)
+    assert rstack.found("alice", "walrus committee", f"file:{doc}") is not None
+
+
 @pytest.mark.parametrize("away", [False, True], ids=["reachable", "away"])
 @pytest.mark.parametrize("kind", ["external", "federated"])
 def test_a_removed_storage_is_evicted_and_forgotten(rstack: Stack, kind: str, away: bool) -> None:
