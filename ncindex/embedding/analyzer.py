@@ -77,6 +77,7 @@ The chain has a version, :data:`ANALYZER_VERSION`, written into every point's pa
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import unicodedata
 from collections import Counter, defaultdict
@@ -465,6 +466,39 @@ the two by folding both to ``muller`` (``GermanNormalizationFilter``, org.apache
 ``ae``, ``oe``, ``ue`` → ``a``, ``o``, ``u``), which would fold English words too (``blue``,
 ``does``); here a word holding an umlaut gets its spelling with ``e`` as one more form
 instead (:func:`_variants`), so only such words change."""
+
+
+_SPELT_OUT = re.compile("ae|oe|ue")
+_SPELT_IN = {"ae": "ä", "oe": "ö", "ue": "ü"}
+MAX_SPELT_OUT = 4
+"""Most ``ae``, ``oe``, ``ue`` of one word that :func:`spellings` tries one by one as umlauts
+(2⁴ = 16 spellings); a word with more gets only all of them as umlauts or none."""
+
+
+def spellings(word: str) -> list[str]:
+    """``word`` lowercased and its other spellings that this analysis takes for the same word
+    by its umlauts (:data:`_UMLAUTS`), the word first, no repeats: for text matched by
+    something other than these terms (Qdrant's full-text index of titles) a query word is
+    asked for in each. A word holding ``ä``, ``ö``, ``ü`` gets them spelt out (``müller`` →
+    ``mueller``), as :func:`_variants` gives a document's word; one holding ``ae``, ``oe``,
+    ``ue`` gets each choice of them as umlauts (``mueller`` → ``müller``; ``steuerbuero`` →
+    ``steürbuero``, ``steuerbüro``, ``steürbüro``), the spellings a word spelt out could
+    have come from (up to :data:`MAX_SPELT_OUT` of them, else all or none)."""
+    lower = word.lower()
+    forms = [lower, lower.translate(_UMLAUTS)]
+    found = list(_SPELT_OUT.finditer(lower))
+    choices = (
+        [c for n in range(1, len(found) + 1) for c in itertools.combinations(found, n)]
+        if len(found) <= MAX_SPELT_OUT
+        else [tuple(found)]
+    )
+    for chosen in choices:
+        spelt, at = [], 0
+        for m in chosen:
+            spelt += [lower[at : m.start()], _SPELT_IN[m.group()]]
+            at = m.end()
+        forms.append("".join(spelt) + lower[at:])
+    return list(dict.fromkeys(forms))
 
 
 def _variants(lower: str) -> list[str]:

@@ -36,6 +36,7 @@ import rcp
 from qdrant_client import models
 
 from ncindex.documents import has_dot_segment, normalize_path
+from ncindex.embedding import analyzer
 from ncindex.errors import FilterError
 from ncindex.search.filter_fields import (
     ALL_OPERATORS,
@@ -541,18 +542,35 @@ def build_filter(user: str, tree: Node | None) -> models.Filter:
     return models.Filter(must=must)
 
 
-def title_words(query: str) -> models.FieldCondition:
-    """The condition that a point's document's ``title`` holds every word of ``query``
-    (``MatchText`` on the title's full-text payload index, ``ncindex.store.schema``: Qdrant's
-    word tokenizer, lowercased, splits the title and the query alike at every character that
-    is not a letter or digit, so ``Kassenbuch`` matches ``Kassenbuch.ods`` and ``report pdf``
-    matches ``Q3 report.pdf``)."""
-    return models.FieldCondition(key="title", match=models.MatchText(text=query))
+TITLE_WORD = re.compile(r"[^\W_]+")
+"""A word as Qdrant's word tokenizer cuts a text (runs of letters and digits)."""
+
+
+def title_word(word: str) -> models.FieldCondition:
+    """The condition that a point's document's ``title`` holds ``word`` in one of its spellings
+    (:func:`ncindex.embedding.analyzer.spellings`: ``Mueller`` finds ``Müller`` and the other
+    way round, as BM25 finds it in the text), ``MatchText`` of the word alone or
+    ``MatchTextAny`` of its spellings on the title's full-text payload index
+    (``ncindex.store.schema``: Qdrant's word tokenizer, lowercased, splits the title and the
+    query alike at every character that is not a letter or digit, so ``Kassenbuch`` matches
+    ``Kassenbuch.ods``). ``word`` is one :data:`TITLE_WORD`."""
+    spelt = analyzer.spellings(word)
+    if len(spelt) == 1:
+        return models.FieldCondition(key="title", match=models.MatchText(text=spelt[0]))
+    return models.FieldCondition(key="title", match=models.MatchTextAny(text_any=" ".join(spelt)))
+
+
+def title_words(query: str) -> list[models.FieldCondition]:
+    """The conditions that a point's document's ``title`` holds every word of ``query``
+    (:data:`TITLE_WORD`), one :func:`title_word` per distinct word, in order (``report pdf``
+    matches ``Q3 report.pdf``); ``[]`` for a query without words."""
+    words = dict.fromkeys(w.lower() for w in TITLE_WORD.findall(query))
+    return [title_word(w) for w in words]
 
 
 def with_title_words(flt: models.Filter, query: str) -> models.Filter:
     """``flt`` AND :func:`title_words` of ``query``."""
-    return models.Filter(must=[flt, title_words(query)])
+    return models.Filter(must=[flt, *title_words(query)])
 
 
 def compile_node(node: Node, user: str) -> models.Condition:

@@ -576,10 +576,6 @@ def _moved_out(payload: dict[str, Any], user: str, checked: Checked, tree: Node 
     return checked.moved_to is not None and field_verdict(tree, checked.moved_to) is False
 
 
-_TITLE_WORD = re.compile(r"[^\W_]+")
-"""A word as Qdrant's word tokenizer cuts a text (runs of letters and digits)."""
-
-
 def _title_filter(store: VectorStore, flt: Any, query: str) -> Any:
     """The title branch's filter, ``flt`` AND the title holds every word of ``query``
     (:func:`~ncindex.search.filters.with_title_words`), or ``None`` when the branch is not
@@ -591,10 +587,10 @@ def _title_filter(store: VectorStore, flt: Any, query: str) -> Any:
     for none: Qdrant's estimate of several words multiplies their shares). One estimate per
     word and one in all, 0.05–0.1 ms each on 100,000 points (the measurement of
     :data:`TITLE_BRANCH_MAX_POINTS`). Raises ``StoreUnavailable``."""
-    words = dict.fromkeys(w.lower() for w in _TITLE_WORD.findall(query))
+    words = title_words(query)
     if not words or len(words) > TITLE_BRANCH_MAX_WORDS:
         return None
-    if any(store.count(models.Filter(must=[title_words(w)]), exact=False) == 0 for w in words):
+    if any(store.count(models.Filter(must=[word]), exact=False) == 0 for word in words):
         return None
     titled = with_title_words(flt, query)
     return titled if store.count(titled, exact=False) <= TITLE_BRANCH_MAX_POINTS else None

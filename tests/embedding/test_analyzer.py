@@ -17,6 +17,7 @@ from ncindex.embedding.analyzer import (
     feedback_query_vector,
     occurrences,
     query_vector,
+    spellings,
     term_id,
     terms,
 )
@@ -439,3 +440,22 @@ def test_a_word_with_an_umlaut_meets_it_spelt_out(written: str, typed: str) -> N
     """Before en-5, ``Mueller`` found ``Müller`` by the dense half alone."""
     assert set(query_vector(typed).indices) & set(document_vector(written).indices)
     assert occurrences(written, set(terms(typed)))  # and the snippet marks it
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    [
+        ("Mueller", ["mueller", "müller"]),
+        ("Müller", ["müller", "mueller"]),
+        ("Steuerbuero", ["steuerbuero", "steürbuero", "steuerbüro", "steürbüro"]),
+        ("ÖLMÜLLER", ["ölmüller", "oelmueller"]),
+        ("Kassenbuch", ["kassenbuch"]),
+        ("queueueueue", ["queueueueue", "qüüüüü"]),  # past MAX_SPELT_OUT: all or none
+    ],
+)
+def test_spellings_are_the_umlaut_forms_terms_equate(word: str, expected: list[str]) -> None:
+    """Each spelling :func:`spellings` gives shares a term with the word (what the title
+    branch asks Qdrant's title index for, as BM25 meets them in a text)."""
+    assert spellings(word) == expected
+    for other in expected:
+        assert set(terms(other)) & set(terms(word)), other

@@ -762,6 +762,38 @@ def test_a_file_is_found_by_its_name_which_its_text_does_not_hold(
     store.close()
 
 
+@pytest.mark.parametrize(
+    ("title", "query"),
+    [
+        ("Angebot Müller 2026.pdf", "Mueller Angebot"),
+        ("Angebot Mueller 2026.pdf", "Müller Angebot"),
+        ("Steuerbüro Jahresabschluss.odt", "Steuerbuero"),
+    ],
+)
+def test_the_title_branch_meets_a_word_spelt_with_or_without_its_umlauts(
+    embedder: Embedder, verifiers: Verifiers, tmp_path: Path, title: str, query: str
+) -> None:
+    """A German without umlauts on the keyboard types ``Mueller`` for ``Müller``: BM25 meets
+    the two in a text (analyzer en-5), and the title branch now meets them in a title too
+    (each query word asked for in its spellings, :func:`ncindex.embedding.analyzer.spellings`),
+    where it asked Qdrant's title index for ``mueller`` alone and missed ``Müller``."""
+    docs = make_docs(8)
+    for d in docs:
+        d.payload["acl"] = ["user:alice"]
+    docs[5].payload["title"] = title
+    docs[5].text = docs[5].payload["text"] = "Datum Betrag 2026-01-04 120,00 2026-01-09 80,50"
+    store = QdrantEdgeStore(tmp_path / "q", "test-model")
+    store.ensure_collection(embedder.dense_dim)
+    index_docs(store, embedder, docs)
+    svc, _ = make_service(store, embedder, verifiers, title_branch=True)
+    page = svc.search(client_of("alice"), SearchRequest(query=query, explain=True))
+    assert keys(page)[0] == docs[5].key
+    assert page.results[0].explain is not None and page.results[0].explain.title is not None
+    assert page.results[0].explain.title.rank == 1
+    svc.close()
+    store.close()
+
+
 def test_the_title_branch_is_skipped_when_too_many_titles_hold_the_words(
     corpus: QdrantEdgeStore,
     embedder: Embedder,
