@@ -11,11 +11,15 @@ Terms are found as BM25 finds them, by its analysis chain (:mod:`ncindex.embeddi
 a word matches a query term when their terms are equal (``indexing`` matches ``indexed``,
 ``IL-6`` matches ``IL-6``, ``munchen`` matches ``München``, ``烤鸭`` the same two characters in
 ``北京烤鸭很好吃``); stop words are never marked. Where a whole compound and one of its parts
-both match, the whole is marked.
+both match, the whole is marked. The analyzer reads the text as it was indexed, before the
+cleaning, and the matches are carried over to the cleaned text: cleaning removes characters
+that separate words for the analyzer (a zero-width space, a control character), and analysing
+the cleaned text marked words BM25 had not matched and missed those it had.
 """
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
 import unicodedata
@@ -23,7 +27,6 @@ from dataclasses import dataclass, field
 
 from ncindex.embedding import analyzer
 
-_WHITESPACE = re.compile(r"\s+")
 ELLIPSIS = "…"
 MARK_OPEN, MARK_CLOSE = "<mark>", "</mark>"
 _MARKS = re.compile(f"{MARK_OPEN}(.*?){MARK_CLOSE}", re.DOTALL)
@@ -34,6 +37,10 @@ _STRIP_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 # The ASCII characters of those categories (all Cc) but the whitespace ones, \t \n \x0b \x0c \r,
 # which become spaces like all whitespace.
 _ASCII_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+# A run of whitespace and removed characters (the non-ASCII ones stand as \x00 by then) that
+# cleaning changes: all but a lone space between two words, which stays as it is (so a page of
+# prose has few, and the pieces between them are long).
+_GAPS = re.compile(r"[\s\x00-\x08\x0e-\x1f\x7f]{2,}|[^\S ]|[\x00-\x08\x0e-\x1f\x7f]|\A | \Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,24 +68,69 @@ class Snippet:
 
 def clean_text(text: str) -> str:
     """``text`` with control, format, surrogate, private-use and unassigned characters removed
-    and every run of whitespace (newlines included) turned into one space.
+    and every run of whitespace (newlines included) turned into one space, none at the ends."""
+    return _Cleaned.of(text).text
 
-    The categories of the distinct characters past ASCII are looked up once each (a text
-    repeats few), the ASCII controls by one pattern: a snippet cleans each result's text, and
-    a check per character cost more than the rest of the snippet."""
-    drop = {
-        ord(ch): None
-        for ch in set(text)
-        if ch > "\x7f" and unicodedata.category(ch) in _STRIP_CATEGORIES
-    }
-    kept = _ASCII_CONTROLS.sub("", text.translate(drop) if drop else text)
-    return _WHITESPACE.sub(" ", kept).strip()
+
+@dataclass(frozen=True, slots=True)
+class _Cleaned:
+    """A text as :func:`clean_text` makes it and where its pieces came from: ``text`` is the
+    original's kept pieces, ``sources[k]`` the original offset of the ``k``-th piece and
+    ``targets[k]`` its offset in ``text`` (both ascending), each piece running until the next
+    gap (a run of removed or whitespace characters, one space in ``text`` unless at an end)."""
+
+    text: str
+    sources: list[int]
+    targets: list[int]
+    lengths: list[int]
+
+    @classmethod
+    def of(cls, text: str) -> _Cleaned:
+        """``text`` cleaned. The categories of the distinct characters past ASCII are looked
+        up once each (a text repeats few), and each becomes ``\\x00`` (removed with the ASCII
+        controls, keeping the offsets) before one pattern finds the gaps: a snippet cleans each
+        result's text, and a check per character cost more than the rest of the snippet."""
+        drop = {
+            ord(ch): "\x00"
+            for ch in set(text)
+            if ch > "\x7f" and unicodedata.category(ch) in _STRIP_CATEGORIES
+        }
+        marked = text.translate(drop) if drop else text
+        pieces: list[str] = []
+        sources: list[int] = []
+        targets: list[int] = []
+        lengths: list[int] = []
+        at = size = 0
+        for gap in [*_GAPS.finditer(marked), None]:
+            end = len(marked) if gap is None else gap.start()
+            if end > at:
+                sources.append(at)
+                targets.append(size)
+                lengths.append(end - at)
+                pieces.append(marked[at:end])
+                size += end - at
+            if gap is None:
+                break
+            at = gap.end()
+            if size and at < len(marked) and _ASCII_CONTROLS.sub("", gap.group()):
+                pieces.append(" ")  # the gap held whitespace: one space between two pieces
+                size += 1
+        return cls("".join(pieces), sources, targets, lengths)
+
+    def offset(self, original: int) -> int:
+        """Where ``original`` (an offset into the original text) falls in :attr:`text`: inside
+        a kept piece, the same character; inside a gap or at its start, just after the piece
+        before it (so a match's end after removed characters stays at its last letter)."""
+        k = bisect.bisect_right(self.sources, original) - 1
+        if k < 0:
+            return 0
+        return self.targets[k] + min(original - self.sources[k], self.lengths[k])
 
 
 def query_terms(query: str) -> list[str]:
-    """The terms of ``query`` as BM25 sees them (:func:`ncindex.embedding.analyzer.terms`),
-    deduplicated in order."""
-    return list(dict.fromkeys(analyzer.terms(clean_text(query))))
+    """The terms of ``query`` as BM25 sees them (:func:`ncindex.embedding.analyzer.terms` of
+    the query as searched), deduplicated in order."""
+    return list(dict.fromkeys(analyzer.terms(query)))
 
 
 def make_snippet(text: str, query: str, *, max_chars: int = 240) -> str:
@@ -97,10 +149,11 @@ def snippet(text: str, query: str, *, max_chars: int = 240) -> Snippet:
     """
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
-    body = clean_text(text)
+    cleaned = _Cleaned.of(text)
+    body = cleaned.text
     if not body:
         return Snippet("")
-    matches = _find_matches(body, set(query_terms(query)))
+    matches = _find_matches(text, cleaned, set(query_terms(query)))
     if len(body) <= max_chars:
         return Snippet(body, matches)
     ellipses = max_chars >= 3  # room for an ellipsis at each edge, or none at all
@@ -141,22 +194,26 @@ def plain_snippet(snippet: str) -> tuple[str, list[tuple[int, int]]]:
 # --- internals -----------------------------------------------------------------------------
 
 
-def _find_matches(body: str, terms: set[str]) -> list[Match]:
-    """The analysed terms of ``body`` that are in ``terms``, without overlaps (a whole
-    compound comes before its parts, so it wins; a word's folded form has its offsets, so
-    ``munchen`` marks ``München``). Overlapping CJK bigrams that both match (``北京`` and
-    ``京烤`` of ``北京烤鸭``) make one mark over the characters they cover together."""
+def _find_matches(text: str, cleaned: _Cleaned, terms: set[str]) -> list[Match]:
+    """The analysed terms of ``text`` that are in ``terms``, at their places in ``cleaned``
+    (``text`` cleaned), without overlaps (a whole compound comes before its parts, so it wins;
+    a word's folded form has its offsets, so ``munchen`` marks ``München``). Overlapping CJK
+    bigrams that both match (``北京`` and ``京烤`` of ``北京烤鸭``) make one mark over the
+    characters they cover together. ``text`` is analysed as BM25 analysed it, not as cleaned,
+    so the words marked are the words BM25 matched: a zero-width space or a control character
+    inside ``Rech\u200bnung`` separates ``rech`` and ``nung`` there, which cleaning would join."""
     if not terms:
         return []
     out: list[Match] = []
     end = 0
-    for t in analyzer.occurrences(body, terms):
-        if t.start >= end:
-            out.append(Match(t.start, t.end, t.text))
-            end = t.end
-        elif t.end > end:  # only bigrams overlap without one holding the other
-            out[-1] = Match(out[-1].start, t.end, out[-1].term)
-            end = t.end
+    for t in analyzer.occurrences(text, terms):
+        start, stop = cleaned.offset(t.start), cleaned.offset(t.end)
+        if start >= end:
+            out.append(Match(start, stop, t.text))
+            end = stop
+        elif stop > end:  # only bigrams overlap without one holding the other
+            out[-1] = Match(out[-1].start, stop, out[-1].term)
+            end = stop
     return out
 
 

@@ -6,10 +6,12 @@ import html
 import re
 import unicodedata
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ncindex.text.snippets import clean_text, make_snippet, query_terms
+from ncindex.embedding.analyzer import occurrences, terms
+from ncindex.text.snippets import clean_text, make_snippet, query_terms, snippet
 
 TAG = re.compile(r"</?mark>")
 
@@ -203,3 +205,52 @@ def test_cjk_bigrams_mark_their_characters_as_one_run() -> None:
     """A CJK query's overlapping bigrams make one mark over the characters they cover."""
     assert make_snippet("北京烤鸭很好吃", "烤鸭") == "北京<mark>烤鸭</mark>很好吃"
     assert make_snippet("北京烤鸭很好吃", "北京烤鸭") == "<mark>北京烤鸭</mark>很好吃"
+
+
+@pytest.mark.parametrize(
+    ("text", "query", "expected"),
+    [
+        # a zero-width space separates words for BM25 (UAX #29 leaves it out of WB4's Format),
+        # so Rech finds Rech\u200bnung there, and Rechnung does not
+        ("Die Rech\u200bnung kam", "Rech", "Die <mark>Rech</mark>nung kam"),
+        ("Die Rech\u200bnung kam", "Rechnung", "Die Rechnung kam"),
+        # a pasted query keeps its zero-width space as BM25's query vector does
+        ("Die Rechnung kam", "Rech\u200bnung", "Die Rechnung kam"),
+        # a control or private-use character inside a word separates too
+        ("Die Rech\x00nung kam", "Rech", "Die <mark>Rech</mark>nung kam"),
+        ("Die Rech\ue000nung kam", "nung", "Die Rech<mark>nung</mark> kam"),
+        # a soft hyphen does not (analyzer en-5): the word is marked whole, without it
+        ("Die Rech\u00adnung kam", "Rechnung", "Die <mark>Rechnung</mark> kam"),
+        ("Die Rech\u00ad\u200b nung\u00ad kam", "nung", "Die Rech <mark>nung</mark> kam"),
+    ],
+)
+def test_marks_the_words_bm25_matched_across_invisible_characters(
+    text: str, query: str, expected: str
+) -> None:
+    """The snippet analysed its text after cleaning, which joined ``Rech\\u200bnung`` into
+    ``Rechnung``: a search for ``Rech`` that BM25 matched there showed nothing marked, and
+    one for ``Rechnung`` that BM25 did not match showed the word marked. It now marks the
+    analyzer's own matches of the text as indexed, at their places in the cleaned text."""
+    assert make_snippet(text, query) == expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(["Rech", "nung", "Müller", " ", "\u200b", "\u00ad", "\x00", "\ue000",
+                         "\u200d", "\n", "IL-6", ".NET", "C++", "北京", "\u0308"]),
+        max_size=30,
+    ).map("".join),
+    query=st.sampled_from(["Rech", "nung", "Rechnung", "Mueller", "il", "IL-6", ".net", "c++",
+                           "北京", "Rech\u200bnung"]),
+)  # fmt: skip
+def test_marks_exactly_the_terms_the_analyzer_matches(text: str, query: str) -> None:
+    """Shown whole, a snippet marks the words where the analyzer finds the query's terms in
+    the text it indexed (``ncindex.embedding.analyzer.occurrences``), and only those: each
+    mark is a match, and each match is in a mark (a compound's part in the compound's)."""
+    shown = snippet(text, query, max_chars=10_000)
+    found = occurrences(text, set(terms(query)))
+    assert {m.term for m in shown.matches} <= {t.text for t in found}
+    words = [set(terms(shown.plain[m.start : m.end])) for m in shown.matches]
+    for t in found:
+        assert any(t.text in word for word in words), t
