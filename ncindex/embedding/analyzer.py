@@ -476,10 +476,12 @@ MAX_SPELT_OUT = 4
 
 
 def spellings(word: str) -> list[str]:
-    """``word`` lowercased and its other spellings that this analysis takes for the same word
-    by its umlauts (:data:`_UMLAUTS`), the word first, no repeats: for text matched by
-    something other than these terms (Qdrant's full-text index of titles) a query word is
-    asked for in each. A word holding ``ä``, ``ö``, ``ü`` gets them spelt out (``müller`` →
+    """``word`` as given and its other spellings that this analysis takes for the same word by
+    its umlauts (:data:`_UMLAUTS`), lowercased, no repeats: for text matched by something other
+    than these terms (Qdrant's full-text index of titles, which lowercases on its own) a query
+    word is asked for in each. The word itself is not lowercased here: Python lowercases ``İ``
+    to ``i`` and a combining dot, which such an index cuts off as a separate character. A
+    word holding ``ä``, ``ö``, ``ü`` gets them spelt out (``müller`` →
     ``mueller``), as :func:`_variants` gives a document's word; one holding ``ae``, ``oe``,
     ``ue`` gets each choice of them as umlauts (``mueller`` → ``müller``; ``steuerbuero`` →
     ``steürbuero``, ``steuerbüro``, ``steürbüro``), the spellings a word spelt out could
@@ -498,7 +500,7 @@ def spellings(word: str) -> list[str]:
             spelt += [lower[at : m.start()], _SPELT_IN[m.group()]]
             at = m.end()
         forms.append("".join(spelt) + lower[at:])
-    return list(dict.fromkeys(forms))
+    return [word, *(form for form in dict.fromkeys(forms) if form != lower)]
 
 
 def _variants(lower: str) -> list[str]:

@@ -562,10 +562,14 @@ def title_word(word: str) -> models.FieldCondition:
 
 def title_words(query: str) -> list[models.FieldCondition]:
     """The conditions that a point's document's ``title`` holds every word of ``query``
-    (:data:`TITLE_WORD`), one :func:`title_word` per distinct word, in order (``report pdf``
-    matches ``Q3 report.pdf``); ``[]`` for a query without words."""
-    words = dict.fromkeys(w.lower() for w in TITLE_WORD.findall(query))
-    return [title_word(w) for w in words]
+    (:data:`TITLE_WORD`), one :func:`title_word` per word (the first of those equal but for
+    case), in order (``report pdf`` matches ``Q3 report.pdf``); ``[]`` for a query without
+    words. The query is read composed (NFC), as BM25 reads it: a word pasted decomposed
+    (``Mu\u0308ller``, as macOS file names have it) is one word, not ``Mu`` and ``ller``."""
+    words: dict[str, str] = {}
+    for word in TITLE_WORD.findall(unicodedata.normalize("NFC", query)):
+        words.setdefault(word.lower(), word)
+    return [title_word(w) for w in words.values()]
 
 
 def with_title_words(flt: models.Filter, query: str) -> models.Filter:

@@ -445,11 +445,11 @@ def test_a_word_with_an_umlaut_meets_it_spelt_out(written: str, typed: str) -> N
 @pytest.mark.parametrize(
     ("word", "expected"),
     [
-        ("Mueller", ["mueller", "müller"]),
-        ("Müller", ["müller", "mueller"]),
-        ("Steuerbuero", ["steuerbuero", "steürbuero", "steuerbüro", "steürbüro"]),
-        ("ÖLMÜLLER", ["ölmüller", "oelmueller"]),
-        ("Kassenbuch", ["kassenbuch"]),
+        ("Mueller", ["Mueller", "müller"]),
+        ("Müller", ["Müller", "mueller"]),
+        ("Steuerbuero", ["Steuerbuero", "steürbuero", "steuerbüro", "steürbüro"]),
+        ("ÖLMÜLLER", ["ÖLMÜLLER", "oelmueller"]),
+        ("İstanbul", ["İstanbul"]),  # not lowercased: Python gives i and U+0307,
         ("queueueueue", ["queueueueue", "qüüüüü"]),  # past MAX_SPELT_OUT: all or none
     ],
 )
