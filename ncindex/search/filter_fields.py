@@ -122,7 +122,7 @@ FIELDS = _fields(
         "title",
         "text",
         ("contains", "exists"),
-        "Title; `contains` matches whole words (all given), case-insensitively.",
+        "Title; `contains` matches whole words (all given), ignoring case and accents.",
         key="title",
     ),
     FilterField(

@@ -54,11 +54,13 @@ from ncindex.store.port import (
 from ncindex.store.preload import Preloading, preload_in_background
 from ncindex.store.schema import (
     PAYLOAD_INDEXES,
+    TEXT_ASCII_FOLDING,
     IndexKind,
     batches,
     document_filter,
     documents_filter,
     rrf_parameters,
+    text_index_differs,
 )
 
 ALIAS_FILE = "active_model"
@@ -89,7 +91,12 @@ def _index_schema(
         )
     if kind is IndexKind.INTEGER:
         return qe.IntegerIndexParams(lookup=True, range=True, memory=memory)
-    return qe.TextIndexParams(tokenizer=qe.TokenizerType.Word, lowercase=True, memory=memory)
+    return qe.TextIndexParams(
+        tokenizer=qe.TokenizerType.Word,
+        lowercase=True,
+        ascii_folding=TEXT_ASCII_FOLDING,
+        memory=memory,
+    )
 
 
 def _is_engine_error(exc: BaseException) -> bool:
@@ -364,8 +371,13 @@ class QdrantEdgeStore:
                     self._shard = qe.EdgeShard.create(str(self.shard_path), config)
             else:
                 self._check_dim(dense_dim)
-            have = set(self._shard.info().payload_schema)
+            have = self._shard.info().payload_schema
             for field, kind in PAYLOAD_INDEXES.items():
+                if field in have and text_index_differs(
+                    kind, getattr(have[field].params, "ascii_folding", None)
+                ):
+                    self._shard.update(qe.UpdateOperation.delete_field_index(field))
+                    have = {k: v for k, v in have.items() if k != field}
                 if field not in have:
                     self._shard.update(
                         qe.UpdateOperation.create_field_index(

@@ -49,11 +49,13 @@ from ncindex.store.port import (
 )
 from ncindex.store.schema import (
     PAYLOAD_INDEXES,
+    TEXT_ASCII_FOLDING,
     IndexKind,
     batches,
     collection_name,
     document_filter,
     rrf_parameters,
+    text_index_differs,
 )
 
 ENGINE_ERRORS: tuple[type[Exception], ...] = (
@@ -88,6 +90,7 @@ def _index_schema(
         type=models.TextIndexType.TEXT,
         tokenizer=models.TokenizerType.WORD,
         lowercase=True,
+        ascii_folding=TEXT_ASCII_FOLDING,
         on_disk=on_disk,
     )
 
@@ -175,12 +178,16 @@ class QdrantServerStore:
                     f"collection {self.collection!r} has dense dimension {existing_dim}, "
                     f"not {dense_dim}"
                 )
-            have = set(info.payload_schema or {})
+            have = info.payload_schema or {}
             with warnings.catch_warnings():
                 # local mode warns that payload indexes have no effect there; that is expected
                 warnings.filterwarnings("ignore", "Payload indexes have no effect", UserWarning)
                 for field, kind in PAYLOAD_INDEXES.items():
-                    if field not in have:
+                    # an index of other parameters is made again in place (Qdrant's PUT
+                    # /collections/{name}/index replaces it, as apply_layout relies on)
+                    if field not in have or text_index_differs(
+                        kind, getattr(have[field].params, "ascii_folding", None)
+                    ):
                         self._client.create_payload_index(
                             self.collection,
                             field,

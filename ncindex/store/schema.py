@@ -67,6 +67,22 @@ indexes served no filter and took 4 % of the disk and 3 % of a search process's 
 100,000 chunks (``benchmarks/scale_reading.md``). Times are integer seconds."""
 
 
+TEXT_ASCII_FOLDING = True
+"""Whether the full-text index of ``title`` folds letters to ASCII (Qdrant's ``TextIndexParams``
+``ascii_folding``, on the title and the query alike): so a query word meets a title word as
+the BM25 analyzer's folded forms meet them in a text (``ncindex.embedding.analyzer``:
+``Munchen`` finds ``München``, ``Strasse`` ``Straße``, ``cafe`` ``Café``), and the title filter
+``contains`` folds too. An index made before without it is made again by ``ensure_collection``
+from the stored titles (:func:`text_index_differs`; no point is rewritten)."""
+
+
+def text_index_differs(kind: IndexKind, ascii_folding: bool | None) -> bool:
+    """Whether an existing payload index of ``kind`` whose parameters say ``ascii_folding``
+    (``None``: unset, Qdrant's default ``false``) is not the index :data:`TEXT_ASCII_FOLDING`
+    asks for; ``False`` for every kind but :attr:`IndexKind.TEXT`."""
+    return kind is IndexKind.TEXT and bool(ascii_folding) != TEXT_ASCII_FOLDING
+
+
 def rrf_parameters(
     fusion_is_rrf: bool,
     rrf_k: int | None,

@@ -770,6 +770,9 @@ def test_a_file_is_found_by_its_name_which_its_text_does_not_hold(
         ("Steuerbüro Jahresabschluss.odt", "Steuerbuero"),
         ("Angebot Müller 2026.pdf", "Mu\u0308ller Angebot"),  # pasted decomposed
         ("İstanbul Reise.pdf", "İstanbul"),  # not lowercased to i and U+0307 before Qdrant
+        ("Reise München Plan.pdf", "Munchen Reise"),  # folded to ASCII, as BM25's terms
+        ("Kosten Hauptstraße 5.ods", "Hauptstrasse Kosten"),
+        ("Café Menü.md", "cafe menu"),
     ],
 )
 def test_the_title_branch_meets_a_word_as_bm25_meets_it(
@@ -781,7 +784,9 @@ def test_the_title_branch_meets_a_word_as_bm25_meets_it(
     where it asked Qdrant's title index for ``mueller`` alone and missed ``Müller``. A word
     pasted decomposed is read composed (NFC) as BM25 reads it, and ``İstanbul`` goes to
     Qdrant as typed (Python lowercased it to ``i`` and a combining dot, which Qdrant's word
-    tokenizer cut off, so the title ``İstanbul`` did not match its own name)."""
+    tokenizer cut off, so the title ``İstanbul`` did not match its own name). And the title
+    index folds to ASCII (``ncindex.store.schema.TEXT_ASCII_FOLDING``) as BM25's folded forms
+    do, so ``Munchen`` finds the title ``München``."""
     docs = make_docs(8)
     for d in docs:
         d.payload["acl"] = ["user:alice"]

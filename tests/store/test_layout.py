@@ -33,7 +33,7 @@ from ncindex.search.filter_fields import FIELDS
 from ncindex.settings import Settings
 from ncindex.store import CollectionLayout, Fusion, SparseVector, open_store
 from ncindex.store.layout import DEFAULT_LAYOUT
-from ncindex.store.port import DENSE, SPARSE
+from ncindex.store.port import DENSE, SPARSE, PointRecord
 from ncindex.store.qdrant_edge import QdrantEdgeStore, to_edge_search_params
 from ncindex.store.qdrant_server import QdrantServerStore
 from ncindex.store.schema import PAYLOAD_INDEXES, IndexKind
@@ -222,6 +222,7 @@ def test_edge_shard_is_created_with_the_layout(tmp_path: Path, layout: Collectio
             assert field == "acl" or not getattr(params, "is_tenant", None), field
             if PAYLOAD_INDEXES[field] is IndexKind.TEXT:
                 assert params.tokenizer == qe.TokenizerType.Word and params.lowercase, field
+                assert params.ascii_folding is True, field
             if PAYLOAD_INDEXES[field] is IndexKind.INTEGER:
                 assert params.lookup and params.range, field
         # a model built later on the same root gets the same layout
@@ -393,6 +394,7 @@ def test_server_store_sends_every_payload_index_with_the_layout(layout: Collecti
             assert schema["lookup"] is True and schema["range"] is True
         if kind is IndexKind.TEXT:
             assert schema["tokenizer"] == "word" and schema["lowercase"] is True
+            assert schema["ascii_folding"] is True
 
 
 def test_local_mode_accepts_the_layout_and_keeps_only_the_vectors() -> None:
@@ -653,6 +655,8 @@ def _server_info(layout: CollectionLayout, dense_dim: int = 8) -> dict[str, Any]
         params: dict[str, Any] = {"type": str(kind), "on_disk": layout.on_disk_payload_index}
         if field == "acl":
             params["is_tenant"] = True
+        if kind is IndexKind.TEXT:
+            params.update(tokenizer="word", lowercase=True, ascii_folding=True)
         schema[field] = {"data_type": str(kind), "params": params, "points": 0}
     quantization = (
         {"scalar": {"type": "int8", "always_ram": True}} if layout.quantization == "int8" else None
@@ -998,3 +1002,63 @@ def test_status_counts_the_settings_the_live_collection_differs_from(
     assert drift["setting"] == "NCINDEX_QDRANT_REPLICATION_FACTOR"
     assert (drift["live"], drift["wanted"], drift["in_place"]) == ("1", "2", True)
     assert not [b for b in bodies if b.get("method") in ("PATCH", "PUT")]  # status only reads
+
+
+@pytest.mark.parametrize("folding", [None, False, True])
+def test_server_store_makes_a_title_index_without_folding_again(
+    existing: tuple[str, list[dict[str, Any]], dict[str, Any]], folding: bool | None
+) -> None:
+    """A collection whose ``title`` index was made before it folded to ASCII (``ascii_folding``
+    unset or false) gets it made again by ``ensure_collection``, in place (``PUT
+    /collections/{name}/index``, which Qdrant answers by replacing the index), so ``Munchen``
+    finds the title ``München`` without a reindex; one that folds is left alone."""
+    url, bodies, info = existing
+    params = info["payload_schema"]["title"]["params"]
+    if folding is None:
+        del params["ascii_folding"]
+    else:
+        params["ascii_folding"] = folding
+    _server_store(url, DEFAULT_LAYOUT).ensure_collection(8)
+    puts = [b for b in bodies if b["method"] == "PUT" and "/index" in b["path"]]
+    if folding:
+        assert puts == []
+    else:
+        assert [p["body"]["field_name"] for p in puts] == ["title"]
+        assert puts[0]["body"]["field_schema"]["ascii_folding"] is True
+
+
+def test_edge_store_makes_a_title_index_without_folding_again(tmp_path: Path) -> None:
+    """An Edge shard whose ``title`` index was made before it folded to ASCII gets it made
+    again when the store opens (``ensure_collection``), from the titles it holds: ``Munchen``
+    finds the point titled ``München`` that it did not find before, and no point is
+    rewritten."""
+    store = QdrantEdgeStore(tmp_path, "m")
+    store.ensure_collection(4)
+    shard = store._open_shard()
+    shard.update(qe.UpdateOperation.delete_field_index("title"))
+    shard.update(
+        qe.UpdateOperation.create_field_index(
+            "title", qe.TextIndexParams(tokenizer=qe.TokenizerType.Word, lowercase=True)
+        )
+    )
+    store.upsert(
+        [
+            PointRecord(
+                id=str(uuid.uuid4()),
+                payload={"title": "München Plan.pdf", "acl": ["user:a"]},
+                dense=[1.0, 0.0, 0.0, 0.0],
+                sparse=SparseVector(indices=[1], values=[1.0]),
+            )
+        ]
+    )
+    munchen = m.Filter(must=[m.FieldCondition(key="title", match=m.MatchText(text="Munchen"))])
+    assert store.count(munchen) == 0
+    store.close()
+    again = QdrantEdgeStore(tmp_path, "m")
+    again.ensure_collection(4)
+    try:
+        assert again.count(munchen) == 1
+        params = again._open_shard().info().payload_schema["title"].params
+        assert params is not None and params.ascii_folding is True
+    finally:
+        again.close()
