@@ -208,6 +208,8 @@ def _find_matches(text: str, cleaned: _Cleaned, terms: set[str]) -> list[Match]:
     end = 0
     for t in analyzer.occurrences(text, terms):
         start, stop = cleaned.offset(t.start), cleaned.offset(t.end)
+        if start == stop:  # all of it cleaned away (unassigned code points in a CJK range)
+            continue
         if start >= end:
             out.append(Match(start, stop, t.text))
             end = stop
