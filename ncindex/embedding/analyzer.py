@@ -56,6 +56,11 @@ Documents and queries go through the same chain, so a word meets itself:
    German umlaut gets one more form, the umlaut spelt out (:data:`_UMLAUTS`: ``Müller`` →
    ``müller``, ``muller``, ``mueller``), so ``Mueller`` finds ``Müller`` and the other way
    round. Text without such characters and umlauts gives the terms of ``en-4``.
+
+   Since ``en-6``, half-width katakana (U+FF66–U+FF9F, as older Japanese systems, bank
+   statements and receipts write them) are read full-width before the bigrams, as Lucene's
+   ``CJKWidthFilter`` does (:func:`_widened`): ``ｶﾀｶﾅ`` gives the terms of ``カタカナ``, so
+   either finds the other. Text without them gives the terms of ``en-5``.
 2. **Stemming**: the Snowball English stemmer (Porter2, through ``PyStemmer``, the Snowball
    project's own C build) for tokens made of letters only; tokens holding digits or symbols
    (``3d``, ``il-6``, ``c++``) are left as they are.
@@ -89,12 +94,12 @@ import mmh3
 
 from ncindex.store.port import SparseVector
 
-ANALYZER_VERSION = "en-5"
+ANALYZER_VERSION = "en-6"
 """The analysis chain's version, stored in each point's ``analyzer`` payload field. ``en-1``
 was fastembed's ``Qdrant/bm25`` with the 1,333-word ``stop-words`` list; ``en-2`` the chain
 without elision, accent folding and CJK bigrams; ``en-3`` the chain that split words at
 combining marks; ``en-4`` the chain that split words at format characters (a soft hyphen)
-and did not spell out umlauts.
+and did not spell out umlauts; ``en-5`` the chain that read half-width katakana as they are.
 ``en`` names the stemmer and stop words, still English. An older point
 answers every query term the current chain shares with it (all of plain ASCII text, and a
 word's own form beside its folded one) until ``ncindex reindex --analyzer`` rewrites it; what
@@ -106,6 +111,7 @@ LACKING = {
     "decomposed accents)",
     "en-4": "words holding invisible format characters (soft hyphens, zero-width joiners), "
     "German umlauts spelt out (Mueller for Müller)",
+    "en-5": "half-width katakana as full-width (ｶﾀｶﾅ for カタカナ)",
 }
 """What a point of each older version lacks of the current chain's terms, version by version:
 a point of ``en-2`` lacks what ``en-2`` and every later entry name."""
@@ -449,14 +455,51 @@ def _elided(raw: str) -> int:
     return 0
 
 
+_HALF_WIDTH_KANA = re.compile("[\uff66-\uff9f]")
+_SOUND_MARKS = {"\uff9e": "\u309b", "\uff9f": "\u309c"}
+"""The half-width voiced and semi-voiced sound marks and their full-width spacing forms."""
+
+
+def _widened(run: str, start: int) -> list[tuple[str, int, int]]:
+    """The characters of a CJK run, each with its offsets, half-width katakana (U+FF66–U+FF9F)
+    made full-width as Lucene's ``CJKWidthFilter`` (org.apache.lucene.analysis.cjk) makes them:
+    each its NFKC form (``ｶ`` → ``カ``, ``ｰ`` → ``ー``), a voiced or semi-voiced sound mark
+    joined with the kana before it when they compose (``ｶﾞ`` → ``ガ``, spanning both), else
+    its full-width spacing form (``゛``, ``゜``)."""
+    chars: list[tuple[str, int, int]] = []
+    for i, ch in enumerate(run):
+        at = start + i
+        if ch in _SOUND_MARKS:
+            joined = chars and unicodedata.normalize(
+                "NFC", chars[-1][0] + unicodedata.normalize("NFKC", ch)
+            )
+            if joined and len(joined) == 1:
+                chars[-1] = (joined, chars[-1][1], at + 1)
+                continue
+            ch = _SOUND_MARKS[ch]
+        elif _HALF_WIDTH_KANA.match(ch):
+            ch = unicodedata.normalize("NFKC", ch)
+        chars.append((ch, at, at + 1))
+    return chars
+
+
 def _bigrams(run: str, start: int) -> Iterator[tuple[str, int, int]]:
     """A CJK run's overlapping bigrams, as Lucene's ``CJKBigramFilter``
     (org.apache.lucene.analysis.cjk, ``outputUnigrams`` false) makes them: ``北京烤鸭`` →
-    ``北京``, ``京烤``, ``烤鸭``; a lone character is its own term."""
-    if len(run) == 1:
-        yield run, start, start + 1
-    for i in range(len(run) - 1):
-        yield run[i : i + 2], start + i, start + i + 2
+    ``北京``, ``京烤``, ``烤鸭``; a lone character is its own term. Half-width katakana are
+    made full-width first (:func:`_widened`: ``ｶﾞｲﾄﾞ`` gives the bigrams of ``ガイド``), as
+    Lucene's ``CJKAnalyzer`` puts ``CJKWidthFilter`` before the bigrams."""
+    if _HALF_WIDTH_KANA.search(run) is None:
+        if len(run) == 1:
+            yield run, start, start + 1
+        for i in range(len(run) - 1):
+            yield run[i : i + 2], start + i, start + i + 2
+        return
+    chars = _widened(run, start)
+    if len(chars) == 1:
+        yield chars[0]
+    for (first, at, _), (second, _, end) in itertools.pairwise(chars):
+        yield first + second, at, end
 
 
 _UMLAUTS = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue"})

@@ -459,3 +459,27 @@ def test_spellings_are_the_umlaut_forms_terms_equate(word: str, expected: list[s
     assert spellings(word) == expected
     for other in expected:
         assert set(terms(other)) & set(terms(word)), other
+
+
+@pytest.mark.parametrize(
+    ("written", "typed", "expected"),
+    [
+        ("ｶﾀｶﾅ", "カタカナ", ["カタ", "タカ", "カナ"]),
+        ("カタカナ", "ｶﾀｶﾅ", ["カタ", "タカ", "カナ"]),
+        ("ｶﾞｲﾄﾞ", "ガイド", ["ガイ", "イド"]),  # a sound mark joins the kana before it
+        ("ﾔﾏﾀﾞ ﾀﾛｳ様", "ヤマダ", ["ヤマ", "マダ", "タロ", "ロウ", "ウ様"]),
+        ("ｶﾞ", "ガ", ["ガ"]),  # one character once joined: its own term
+        ("ﾞｶ", "゛カ", ["゛カ"]),  # a sound mark with nothing to join: its spacing form
+    ],
+)
+def test_half_width_katakana_are_read_full_width(
+    written: str, typed: str, expected: list[str]
+) -> None:
+    """Before en-6, ``ｶﾀｶﾅ`` (half-width, as bank statements and older systems write
+    katakana) and ``カタカナ`` shared no term; Lucene's CJKAnalyzer widens them first
+    (``CJKWidthFilter``). The snippet marks the characters as written."""
+    assert terms(written) == expected
+    assert set(query_vector(typed).indices) & set(document_vector(written).indices)
+    found = occurrences(written, set(terms(typed)))
+    assert found and all(written[t.start : t.end] for t in found)
+    assert min(t.start for t in found) == 0
