@@ -60,7 +60,10 @@ Documents and queries go through the same chain, so a word meets itself:
    Since ``en-6``, half-width katakana (U+FF66–U+FF9F, as older Japanese systems, bank
    statements and receipts write them) are read full-width before the bigrams, as Lucene's
    ``CJKWidthFilter`` does (:func:`_widened`): ``ｶﾀｶﾅ`` gives the terms of ``カタカナ``, so
-   either finds the other. Text without them gives the terms of ``en-5``.
+   either finds the other. And a Greek word with accents (tonos, dialytika, the breathings of
+   polytonic text) gets its form without them as its folded one (:data:`_GREEK`), so
+   ``ΑΘΗΝΑ``, written without them as Greek capitals are, finds ``Αθήνα``. Text without such
+   katakana and Greek gives the terms of ``en-5``.
 2. **Stemming**: the Snowball English stemmer (Porter2, through ``PyStemmer``, the Snowball
    project's own C build) for tokens made of letters only; tokens holding digits or symbols
    (``3d``, ``il-6``, ``c++``) are left as they are.
@@ -99,7 +102,8 @@ ANALYZER_VERSION = "en-6"
 was fastembed's ``Qdrant/bm25`` with the 1,333-word ``stop-words`` list; ``en-2`` the chain
 without elision, accent folding and CJK bigrams; ``en-3`` the chain that split words at
 combining marks; ``en-4`` the chain that split words at format characters (a soft hyphen)
-and did not spell out umlauts; ``en-5`` the chain that read half-width katakana as they are.
+and did not spell out umlauts; ``en-5`` the chain that read half-width katakana as they are
+and did not fold Greek accents.
 ``en`` names the stemmer and stop words, still English. An older point
 answers every query term the current chain shares with it (all of plain ASCII text, and a
 word's own form beside its folded one) until ``ncindex reindex --analyzer`` rewrites it; what
@@ -111,7 +115,8 @@ LACKING = {
     "decomposed accents)",
     "en-4": "words holding invisible format characters (soft hyphens, zero-width joiners), "
     "German umlauts spelt out (Mueller for Müller)",
-    "en-5": "half-width katakana as full-width (ｶﾀｶﾅ for カタカナ)",
+    "en-5": "half-width katakana as full-width (ｶﾀｶﾅ for カタカナ), Greek words without "
+    "their accents (ΑΘΗΝΑ for Αθήνα)",
 }
 """What a point of each older version lacks of the current chain's terms, version by version:
 a point of ``en-2`` lacks what ``en-2`` and every later entry name."""
@@ -418,23 +423,33 @@ def _form(text: str) -> str | None:
 
 @functools.lru_cache(maxsize=4096)
 def _fold_char(ch: str) -> str:
-    """``ch`` folded to ASCII, or ``ch`` itself when it has no ASCII form (see :func:`_fold`);
+    """``ch`` folded to ASCII, a Greek letter to itself without its marks (:data:`_GREEK`), or
+    ``ch`` itself when it has no ASCII form (see :func:`_fold`);
     a lone combining mark folds to nothing: Python lowercases ``İ`` (U+0130) to ``i`` and a
     combining dot above (U+0307), where Java's ``Character.toLowerCase``, which Lucene's
     ``LowerCaseFilter`` calls, gives ``i`` alone, so ``İstanbul`` folds to ``istanbul``."""
     if ch in _FOLDS:
         return _FOLDS[ch]
     bare = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
-    return bare if bare.isascii() else ch
+    return bare if bare.isascii() or _GREEK.fullmatch(bare) else ch
+
+
+_GREEK = re.compile("[\u0370-\u03ff\u1f00-\u1fff]")
+"""A letter of the Greek and Coptic or Greek Extended blocks. A Greek letter folds to itself
+without its accents and breathings (``ά`` → ``α``, ``ΐ`` → ``ι``), as Lucene's
+``GreekLowerCaseFilter`` (org.apache.lucene.analysis.el) removes the tonos and dialytika:
+Greek drops them in capitals (``ΑΘΗΝΑ`` is ``Αθήνα``) and many type without them. Other
+scripts' letters with marks stay (Cyrillic ``й`` is not ``и``)."""
 
 
 def _fold(lower: str) -> str:
     """A lowercased token with its letters folded to ASCII as Lucene's ``ASCIIFoldingFilter``
     does (org.apache.lucene.analysis.miscellaneous): a letter's NFKD decomposition without its
     combining marks when that is ASCII (``é`` → ``e``, ``ü`` → ``u``, ``ﬁ`` → ``fi``), else
-    :data:`_FOLDS` (``ß`` → ``ss``); a letter with no ASCII form (Greek, Cyrillic, CJK,
-    Devanagari) stays, and so does a combining mark after it (a virama, a Hebrew point), which
-    after a letter that folds goes with the letter's other marks."""
+    :data:`_FOLDS` (``ß`` → ``ss``); a Greek letter loses its accents (``ά`` → ``α``); a
+    letter with no ASCII form (Cyrillic, CJK, Devanagari) stays, and so does a combining mark
+    after it (a virama, a Hebrew point), which after a letter that folds goes with the
+    letter's other marks."""
     if lower.isascii():
         return lower
     folded: list[str] = []

@@ -214,7 +214,8 @@ def test_feedback_leaves_nothing_to_expand_alone() -> None:
         ("Straße", ["straße", "strass"]),  # ß → ss, then stemmed (strasse → strass)
         ("Ærø Łódź œuvre", ["ærø", "aero", "łódź", "lodz", "œuvr", "oeuvr"]),
         ("café-crème", ["café-crème", "cafe-creme", "café", "cafe", "crème", "creme"]),
-        ("Ελλάδα", ["ελλάδα"]),  # no ASCII form: nothing added
+        ("Ελλάδα", ["ελλάδα", "ελλαδα"]),  # no ASCII form, but Greek loses its tonos (en-6)
+        ("Москва", ["москва"]),  # no ASCII form: nothing added
         # Python lowercases İ to i + U+0307 (combining dot), Java (Lucene) to i alone
         ("İstanbul", ["i\u0307stanbul", "istanbul"]),
     ],
@@ -483,3 +484,22 @@ def test_half_width_katakana_are_read_full_width(
     found = occurrences(written, set(terms(typed)))
     assert found and all(written[t.start : t.end] for t in found)
     assert min(t.start for t in found) == 0
+
+
+@pytest.mark.parametrize(
+    ("written", "typed"),
+    [("Αθήνα", "ΑΘΗΝΑ"), ("ΑΘΗΝΑ", "Αθήνα"), ("οδός", "οδος"), ("προϊόν", "ΠΡΟΙΟΝ"),
+     ("Ἀθῆναι", "Αθηναι"), ("5 µg", "5 μg")],
+)  # fmt: skip
+def test_greek_words_meet_without_their_accents(written: str, typed: str) -> None:
+    """Greek capitals are written without accents, and many type Greek without them: before
+    en-6 ``ΑΘΗΝΑ`` and ``Αθήνα`` shared no term (Lucene's GreekLowerCaseFilter removes the
+    tonos and dialytika). The micro sign folds to the Greek mu it stands for (NFKC)."""
+    assert set(query_vector(typed).indices) & set(document_vector(written).indices)
+    assert occurrences(written, set(terms(typed)))
+
+
+def test_other_scripts_keep_their_marked_letters() -> None:
+    """Only Greek loses its marks: Cyrillic ``й`` is a letter of its own, not ``и``."""
+    assert terms("йод") == ["йод"]
+    assert terms("Αθήνα") == ["αθήνα", "αθηνα"]
