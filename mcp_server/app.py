@@ -178,8 +178,9 @@ def tool_list() -> list[Tool]:
             f"{MAX_FETCH_CHARS:,}) from character `offset` (default: the start), or with "
             "`chunk_index` the chunks around it (`window` on each side, default 2). "
             "`char_start`/`char_end` are the text's offsets in the document (a search "
-            "result's offset `i` is `text[i - char_start]`); when `truncated`, call again "
-            "with `offset` = `next_offset` to read on.",
+            "result's offset `i` is `text[i - char_start]`); when `truncated` (the document "
+            "goes on, past `max_chars` or past the window), call again with `offset` = "
+            "`next_offset` and no `chunk_index` to read on.",
             FetchArgs.model_json_schema(),
         ),
         tool(

@@ -268,9 +268,13 @@ class FetchAnswer(BaseModel):
     url: str | None = Field(description="Opens the document in Nextcloud; null if unknown.")
     char_start: int = Field(description="Offset of `text` in the document's text, characters.")
     char_end: int = Field(description="End (exclusive) of `text` in it, characters.")
-    truncated: bool = Field(description="The text goes on past `char_end`.")
+    truncated: bool = Field(
+        description="The document's text goes on past `char_end`: cut at `max_chars`, or "
+        "(with `chunk_index`) chunks after the window's last."
+    )
     next_offset: int | None = Field(
-        description="The `offset` to read on from when `truncated`; else null."
+        description="When `truncated`, the `offset` to read on from (call `fetch` with it and "
+        "without `chunk_index`); else null: `text` reaches the document's end."
     )
     metadata: FetchMetadata
     chunks: list[FetchedChunk] | None = Field(
@@ -444,8 +448,10 @@ def fetch_body(
     ``text`` is :func:`stitched` from character ``offset`` (or the first chunk's start, when
     later) of the document, at most ``max_chars`` characters; ``char_start``/``char_end`` are
     its offsets in the document's extracted text, so a document offset ``i`` (a chunk's, a
-    search result's) is ``text[i - char_start]``. ``truncated`` says the text went on past
-    ``max_chars``, and ``next_offset`` (else null) is the ``offset`` to read on from. Raises
+    search result's) is ``text[i - char_start]``. ``truncated`` says the document's text goes
+    on past ``char_end`` — cut at ``max_chars``, or a window whose last chunk is not the
+    document's (``context.chunk_count``) — and ``next_offset`` (else null) is the ``offset``
+    to read on from. Raises
     :class:`InputError` (``invalid_value``, field ``offset``) for an ``offset`` at or past the
     text's end."""
     first = context.chunks[0].char_start
@@ -456,6 +462,9 @@ def fetch_body(
     start = max(offset, first)
     shown = text[start - first : start - first + max_chars]
     stop = start + len(shown)
+    # a window that ends before the document's last chunk leaves text to read too: it said
+    # `truncated: false`, which reads as the document's end
+    more = stop < end or context.chunks[-1].chunk_index < context.chunk_count - 1
     answer = FetchAnswer(
         id=key,
         title=context.title,
@@ -463,8 +472,8 @@ def fetch_body(
         url=url,
         char_start=start,
         char_end=stop,
-        truncated=stop < end,
-        next_offset=stop if stop < end else None,
+        truncated=more,
+        next_offset=stop if more else None,
         metadata=FetchMetadata(
             doc_type=context.doc_type,
             doc_id=context.doc_id,

@@ -159,8 +159,33 @@ class Api:
         assert response.status_code == 200, response.get_json()
         return [f"{r['doc_type']}:{r['doc_id']}" for r in response.get_json()["results"]]
 
+    def index_parts(self, owner: str, path: str, parts: list[str]) -> str:
+        """Put a file at ``path`` of ``owner`` whose text is ``parts`` joined by blank lines
+        into the simulator and the store, one chunk per part (real vectors); its
+        ``doc_key``."""
+        text = "\n\n".join(parts)
+        self.sim.put_file(owner, path, text.encode(), mtime=T0)
+        starts = [sum(len(p) + 2 for p in parts[:i]) for i in range(len(parts))]
+        chunks = [
+            Chunk(i, p, a, a + len(p)) for i, (p, a) in enumerate(zip(parts, starts, strict=True))
+        ]
+        points = _file_points(self, (owner, path, text, 0, [], None), chunks)
+        vectors = self.services.embedder.embed_documents(parts)
+        for point, (dense, sparse) in zip(points, vectors, strict=True):
+            point.dense, point.sparse = dense, sparse
+        self.store.upsert(points)
+        return str(points[0].payload["doc_key"])
+
 
 def _file_point(api: Api, spec: tuple[str, str, str, int, list[str], str | None]) -> PointRecord:
+    """The one point of a FILES entry, its whole text one chunk."""
+    (point,) = _file_points(api, spec, [Chunk(0, spec[2], 0, len(spec[2]))])
+    return point
+
+
+def _file_points(
+    api: Api, spec: tuple[str, str, str, int, list[str], str | None], chunks: list[Chunk]
+) -> list[PointRecord]:
     owner, path, text, days, tags, category = spec
     sim = api.sim
     file_id = sim.file_id(owner, path)
@@ -182,17 +207,23 @@ def _file_point(api: Api, spec: tuple[str, str, str, int, list[str], str | None]
         category=category,
         tags=tags,
     )
-    payload = build_payload(
-        source,
-        Chunk(0, text, 0, len(text)),
-        1,
-        acl=[principal(u) for u in users],
-        paths={u: p for u, p in paths.items() if p},
-        indexed_at=T0,
-        embedding_model="test",
-        analyzer=ANALYZER_VERSION,
-    )
-    return PointRecord(point_id(source.ref, payload["content_hash"], 0), payload)
+    payloads = [
+        build_payload(
+            source,
+            chunk,
+            len(chunks),
+            acl=[principal(u) for u in users],
+            paths={u: p for u, p in paths.items() if p},
+            indexed_at=T0,
+            embedding_model="test",
+            analyzer=ANALYZER_VERSION,
+        )
+        for chunk in chunks
+    ]
+    return [
+        PointRecord(point_id(source.ref, payload["content_hash"], chunk.index), payload)
+        for chunk, payload in zip(chunks, payloads, strict=True)
+    ]
 
 
 def build_api(

@@ -338,6 +338,38 @@ def test_fetch_whole_text_and_a_window(mcp_url: str, ro_api: Api) -> None:
     assert past.is_error and past.structured_content["field"] == "chunk_index"
 
 
+def test_a_window_before_the_last_chunk_says_the_document_goes_on(api: Api) -> None:
+    """``fetch`` with ``chunk_index`` answered ``truncated: false`` and ``next_offset: null``
+    for a window ending before the document's last chunk, which the schema describes as "the
+    text goes on" / "where to read on": an agent took the window's end for the document's.
+    Now a window short of the end is ``truncated`` with the ``offset`` that reads on from
+    it, and only one that reaches the last chunk is not."""
+    parts = [f"Keeper log {i}: the lighthouse lens was polished on day {i}." for i in range(4)]
+    key = api.index_parts("alice", "/Projects/Lighthouse/log.md", parts)
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+
+    async def main() -> list[Any]:
+        async with session(f"{served.url}/mcp", basic("alice")) as client:
+            first = await call(client, "fetch", {"id": key, "chunk_index": 0, "window": 1})
+            body = first.structured_content
+            rest = await call(client, "fetch", {"id": key, "offset": body["next_offset"]})
+            last = await call(client, "fetch", {"id": key, "chunk_index": 3, "window": 1})
+            return [first, rest, last]
+
+    try:
+        first, rest, last = (r.structured_content for r in run(main()))
+    finally:
+        served.close()
+    text = "\n\n".join(parts)
+    assert [c["chunk_index"] for c in first["chunks"]] == [0, 1]
+    assert first["truncated"] is True and first["next_offset"] == first["char_end"]
+    assert first["text"] + rest["text"] == text and rest["truncated"] is False
+    assert rest["next_offset"] is None
+    assert [c["chunk_index"] for c in last["chunks"]] == [2, 3]
+    assert last["truncated"] is False and last["next_offset"] is None
+    assert last["char_end"] == len(text)
+
+
 BAD_ARGUMENTS = [
     ("search", {}, "invalid_value", "query"),
     ("search", {"query": "x", "limit": 0}, "invalid_value", "limit"),
@@ -1236,7 +1268,8 @@ def test_fetch_cuts_a_long_text_at_the_default_and_pages_through_it(model_dir: P
         assert page["text"][start : start + len(c.text)] == c.text[: len(page["text"]) - start]
     window = context.model_copy(update={"chunks": context.chunks[3:6]})
     body = fetch_body("file:1", None, window, 0, default, False)
-    assert body["char_start"] == context.chunks[3].char_start and not body["truncated"]
+    assert body["char_start"] == context.chunks[3].char_start and body["truncated"]
+    assert body["next_offset"] == context.chunks[5].char_end  # chunks after the window
     assert [c["chunk_index"] for c in body["chunks"]] == [3, 4, 5]
     assert all("text" not in c for c in body["chunks"])
     for c in context.chunks[3:6]:
