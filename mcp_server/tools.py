@@ -356,7 +356,7 @@ class Tools:
         try:
             request = SearchRequest.model_validate(arguments)
         except ValidationError as exc:
-            raise validation_error(exc) from None
+            raise validation_error(exc, SearchRequest) from None
         tree = request.filter_tree()
         response = self.service().search(client, request, tree=tree)
         answer = SearchAnswer(
@@ -378,7 +378,7 @@ class Tools:
         try:
             args = FetchArgs.model_validate(arguments)
         except ValidationError as exc:
-            raise validation_error(exc) from None
+            raise validation_error(exc, FetchArgs) from None
         ref = args.ref()
         whole = args.chunk_index is None
         window = WHOLE_DOCUMENT if whole else DEFAULT_WINDOW if args.window is None else args.window
@@ -413,7 +413,7 @@ class Tools:
         try:
             args = PageArgs.model_validate(arguments)
         except ValidationError as exc:
-            raise validation_error(exc) from None
+            raise validation_error(exc, PageArgs) from None
         values = listed(self.services.models.view().live.store, client)
         limit = facets.DEFAULT_PAGE if args.limit is None else args.limit
         return facets.facet_page(name, values, args.offset or 0, limit)
@@ -539,4 +539,4 @@ def _no_args(arguments: dict[str, Any]) -> None:
     try:
         NoArgs.model_validate(arguments)
     except ValidationError as exc:
-        raise validation_error(exc) from None
+        raise validation_error(exc, NoArgs) from None

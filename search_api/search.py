@@ -90,7 +90,7 @@ def search_blueprint(
             try:
                 search_request = SearchRequest.model_validate(raw)
             except ValidationError as exc:
-                raise validation_error(exc) from None
+                raise validation_error(exc, SearchRequest) from None
             tree = search_request.filter_tree()
         except InputError as exc:
             SEARCHES.labels("bad_request").inc()

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 from flask import Flask, Response, json
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 from werkzeug.wrappers import Request
 
@@ -120,24 +120,34 @@ PROBLEMS: dict[type[Exception], Callable[[Any], Response]] = {
 TRANSLATED = tuple(PROBLEMS)
 
 
-def validation_error(exc: ValidationError) -> InputError:
-    """The first pydantic error as :class:`~ncindex.errors.InputError`: a key the body does not
-    have is ``unknown_field``, a bad ``filter`` ``invalid_filter``, anything else
-    ``invalid_value``."""
-    first = exc.errors()[0]
+def validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> InputError:
+    """One pydantic error of validating ``model`` as :class:`~ncindex.errors.InputError`: a key
+    the body does not have is ``unknown_field``, a bad ``filter`` ``invalid_filter``, anything
+    else ``invalid_value``. An unknown key is answered before any other error (a misspelt
+    ``q`` is also why ``query`` is missing), and with ``model`` given, an unknown top-level key's
+    detail names the keys ``model`` takes, so a caller (an LLM agent above all) can correct the
+    name in one go; else the first error is answered."""
+    errors = exc.errors()
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = first["loc"]
     # the field name, then list indexes; union member tags ("int", "str") are dropped
     field = (
         "".join([str(loc[0]), *(f"[{p}]" for p in loc[1:] if isinstance(p, int))]) if loc else ""
     )
+    detail = first["msg"]
     if first["type"] == "extra_forbidden":
         code = "unknown_field"
+        if model is not None and len(loc) == 1:
+            names = ", ".join(model.model_fields)
+            detail = (
+                f"not accepted here; expected one of: {names}" if names else "none is accepted here"
+            )
     elif loc and loc[0] == "filter":
         code = "invalid_filter"
     else:
         code = "invalid_value"
     # a validator's own ValueError reads "Value error, <its message>": the message is enough
-    return InputError(code, field or "body", first["msg"].removeprefix("Value error, "))
+    return InputError(code, field or "body", detail.removeprefix("Value error, "))
 
 
 def problem_for(exc: Exception) -> Response:

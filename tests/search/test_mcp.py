@@ -428,6 +428,46 @@ def test_bad_arguments_are_tool_errors_naming_the_field(mcp_url: str) -> None:
         assert result.content[0].text.count(f"({field})") == 1, result.content[0].text
 
 
+def test_an_unknown_argument_is_answered_first_with_the_arguments_the_tool_takes(
+    mcp_url: str, ro_api: Api
+) -> None:
+    """An agent that wrote ``q`` for ``query`` was told ``query`` was missing, and then, with
+    both, that ``q`` was "Extra inputs are not permitted", without the names it may use: two
+    wrong calls, and guesses (``page``, ``offset``, ``cursor`` for a next page) learnt
+    nothing. Now an unknown argument is the error answered, whatever else is wrong, and its
+    detail lists the tool's arguments (the input schema's properties); the search API's body
+    the same."""
+    calls = [
+        ("search", {"q": "lighthouse"}),
+        ("search", {"query": "lighthouse", "page": 2}),
+        ("fetch", {"identifier": ro_api.keys[LIGHT]}),
+        ("list_folders", {"prefix": "/Projects"}),
+        ("list_filters", {"verbose": True}),
+    ]
+
+    async def main() -> tuple[dict[str, Any], list[Any]]:
+        async with session(mcp_url, basic("alice")) as client:
+            tools = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+            return tools, [await call(client, tool, arguments) for tool, arguments in calls]
+
+    schemas, results = run(main())
+    for (tool, arguments), result in zip(calls, results, strict=True):
+        assert result.is_error, (tool, arguments)
+        error = result.structured_content
+        (unknown,) = set(arguments) - set(schemas[tool]["properties"])
+        assert (error["code"], error["field"]) == ("unknown_field", unknown), error
+        names = list(schemas[tool]["properties"])
+        if names:
+            assert error["detail"].endswith(f"expected one of: {', '.join(names)}"), error
+        else:
+            assert error["detail"] == "none is accepted here", error
+    response = ro_api.post("alice", {"q": "lighthouse"})
+    assert response.status_code == 400
+    body = response.get_json()
+    assert (body["code"], body["field"]) == ("unknown_field", "q")
+    assert "expected one of: query, limit, " in body["detail"]
+
+
 def test_list_filters_and_index_status(mcp_url: str, ro_api: Api) -> None:
     names = ro_api.settings.names
     client = redis.Redis.from_url(ro_api.settings.redis_url)
