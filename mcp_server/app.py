@@ -124,7 +124,8 @@ INSTRUCTIONS = (
     "returns verified results with ids, titles, links and plain-text snippets; `fetch` "
     "returns a result's text by its id; `list_filters` lists the filter fields and operators; "
     "`list_folders` and `list_tags` list the caller's folders and system tags, the values "
-    "`search`'s `path_prefixes` and `tags` filters can name."
+    "`search`'s `path_prefixes` and `tags` filters can name; `index_status` says what is "
+    "indexed and what is still pending (a document added a moment ago may not be found yet)."
 )
 _READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -155,9 +156,12 @@ def tool_list() -> list[Tool]:
             "Folders and tags are matched by exact name: a folder or tag the caller has none "
             "of matches nothing, so take them from `list_folders` and `list_tags`. "
             f"Answers `limit` results (1–{MAX_LIMIT}, default 10), at most one per document, "
-            "best first. Each result carries `id` (for `fetch`), `title`, `url` (opens it in "
-            "Nextcloud), `path`, `snippet` (plain text) with `matches` (`start`/`end` offsets "
-            "into it), `chunk_index` and `char_start`/`char_end` (the matching chunk, for "
+            "best first: the nearest documents, so a query about nothing in the index still "
+            "answers some (judge them by their snippets). There is no next page (no offset or "
+            "cursor): for more, search again with a larger `limit`. Each result carries `id` "
+            "(for `fetch`), `title`, `url` (opens it in Nextcloud), `path`, `snippet` (plain "
+            "text) with `matches` (`start`/`end` offsets into it), `chunk_index` and "
+            "`char_start`/`char_end` (the matching chunk, for "
             "`fetch`), `modified_at` (Unix seconds) and `score`: the fused rank score, higher "
             "is better, comparable only within one search (not a similarity, not 0–1). A "
             "result with `verified` false could not be confirmed with Nextcloud just now (the "

@@ -241,7 +241,9 @@ class SearchRequest(BaseModel):
 
     query: str = Field(min_length=1, max_length=1000, description="What to look for.")
     limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT), WHOLE_NUMBER] | None = Field(
-        None, description=f"Results per page, 1–{MAX_LIMIT} (default: the server's, 10)."
+        None,
+        description=f"How many results, 1–{MAX_LIMIT} (default: the server's, 10). There is "
+        "no next page (no offset or cursor): for more, search again with a larger `limit`.",
     )
     doc_types: list[DocType] | None = Field(
         None,
