@@ -455,6 +455,12 @@ class SearchResult(BaseModel):
         "caller may have lost access (NCINDEX_UNVERIFIED_RESULTS decides what is shown of it).",
     )
     path: str | None = Field(None, description="Path in the caller's own view (files, notes).")
+    owner: str | None = Field(
+        None,
+        description="Nextcloud user id of the document's owner (a file shared with the "
+        "caller: whoever owns it; null on external storage or in a group folder; a News "
+        "item: the caller), as the `owner` filter takes it.",
+    )
     url: str | None = Field(None, description="Link (news items).")
     open_url: str | None = Field(
         None,
@@ -981,6 +987,7 @@ class SearchService:
             chunk_index=p["chunk_index"],
             modified_at=p["modified_at"],
             path=verified_path or (p.get("paths") or {}).get(user),
+            owner=p.get("owner"),
             url=p.get("url"),
             open_url=open_link(
                 self.settings.nextcloud_url, p["doc_type"], p["doc_id"], p.get("url")

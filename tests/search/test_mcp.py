@@ -468,6 +468,32 @@ def test_an_unknown_argument_is_answered_first_with_the_arguments_the_tool_takes
     assert "expected one of: query, limit, " in body["detail"]
 
 
+def test_a_result_names_its_owner_as_the_owner_filter_takes_it(mcp_url: str, ro_api: Api) -> None:
+    """Asked "what did alice write about the lighthouse?", an agent searching as bob could
+    filter on ``owner`` but not tell, from a result, whose document it was: no result carried
+    the owner. Now each result has ``owner`` (a user id), and filtering on that value finds
+    the same document; bob's own document says bob."""
+    shared = ro_api.keys[LIGHT]
+
+    async def main() -> tuple[Any, Any]:
+        async with session(mcp_url, basic("bob")) as client:
+            found = await call(client, "search", {"query": "lighthouse lens", "limit": 20})
+            owners = {r["id"]: r["owner"] for r in found.structured_content["results"]}
+            leaf = {"field": "owner", "op": "eq", "value": owners[shared]}
+            again = await call(client, "search", {"query": "lighthouse lens", "filter": leaf})
+            return found, again
+
+    found, again = run(main())
+    owners = {r["id"]: r["owner"] for r in found.structured_content["results"]}
+    assert owners[shared] == "alice"
+    assert "bob" in owners.values()  # his own documents
+    assert shared in ids(again) and {r["owner"] for r in again.structured_content["results"]} == {
+        "alice"
+    }
+    response = ro_api.post("bob", {"query": "lighthouse lens", "limit": 20})
+    assert {r["owner"] for r in response.get_json()["results"]} == set(owners.values())
+
+
 def test_list_filters_and_index_status(mcp_url: str, ro_api: Api) -> None:
     names = ro_api.settings.names
     client = redis.Redis.from_url(ro_api.settings.redis_url)
