@@ -61,6 +61,9 @@ TIME_PATTERN = (
 the OpenAPI document, ECMA-262): an RFC 3339 ``full-date``, or one followed by ``T`` (or
 ``t`` or a space, RFC 3339 §5.6 NOTE) and a time, seconds optional, with an offset (``Z``,
 ``+02:00``) or none (naive: UTC). The date and time must also exist (no month 13)."""
+TIME_EXAMPLES = "such as 2026-01-31, 2026-01-31T09:30:00Z or 2026-01-31T09:30:00+01:00"
+"""Times :data:`TIME_PATTERN` reads, which the detail of a refused one shows: what a caller (an
+LLM agent above all) may write instead of ``12/01/2025`` or ``last month``."""
 
 RCP_DATE_ENCODING = "RFC 3339 string (naive means UTC)"
 """How ``date`` values are written to RCP/1, advertised in its ``filter`` capability: spec §4.6

@@ -47,6 +47,7 @@ from ncindex.search.filter_fields import (
     MAX_LIST_VALUES,
     MAX_SECONDS,
     MAX_STRING_CHARS,
+    TIME_EXAMPLES,
     TIME_PATTERN,
     FilterField,
 )
@@ -514,14 +515,13 @@ def _time(value: Any, path: str) -> float:
     if not isinstance(value, str):
         raise FilterError("invalid_value", path, "must be an RFC 3339 time or Unix seconds")
     _check_text(value, path)
+    not_a_time = f"{value[:64]!r} is not an RFC 3339 time ({TIME_EXAMPLES})"
     if not re.fullmatch(TIME_PATTERN, value):  # fromisoformat also reads ISO 8601's "2026-W05"
-        raise FilterError("invalid_value", path, f"{value[:64]!r} is not an RFC 3339 time")
+        raise FilterError("invalid_value", path, not_a_time)
     try:  # RFC 3339 §5.6 allows a lower-case "t" and "z"; Python's parser does not
         when = datetime.fromisoformat(value.upper())
     except ValueError:
-        raise FilterError(
-            "invalid_value", path, f"{value[:64]!r} is not an RFC 3339 time"
-        ) from None
+        raise FilterError("invalid_value", path, not_a_time) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     try:

@@ -10,6 +10,7 @@ import base64
 import contextlib
 import itertools
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -492,6 +493,38 @@ def test_a_result_names_its_owner_as_the_owner_filter_takes_it(mcp_url: str, ro_
     }
     response = ro_api.post("bob", {"query": "lighthouse lens", "limit": 20})
     assert {r["owner"] for r in response.get_json()["results"]} == set(owners.values())
+
+
+def test_a_date_in_another_format_is_refused_with_examples_that_work(mcp_url: str) -> None:
+    """``modified_after: "12/01/2025"`` (or ``"last month"``) was refused "is not an RFC 3339
+    time", leaving an agent to recall that format. Now the detail shows examples, and each of
+    them is accepted, as a top-level argument and in the filter tree."""
+    leaf = {"field": "modified_at", "op": "gte", "value": "12/01/2025"}
+    bad = [{"modified_after": "12/01/2025"}, {"modified_before": "last month"}, {"filter": leaf}]
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        async with session(mcp_url, basic("alice")) as client:
+            refused = [await call(client, "search", {"query": "lens", **a}) for a in bad]
+            detail = refused[0].structured_content["detail"]
+            examples = re.findall(r"\d{4}-\d{2}-\d{2}[^ ,)]*", detail.split("(", 1)[1])
+            assert len(examples) == 3, detail
+            accepted = [
+                await call(client, "search", {"query": "lens", **args})
+                for e in examples
+                for args in (
+                    {"modified_after": e},
+                    {"filter": {"field": "modified_at", "op": "gte", "value": e}},
+                )
+            ]
+            return refused, accepted
+
+    refused, accepted = run(main())
+    for result, arguments in zip(refused, bad, strict=True):
+        error = result.structured_content
+        assert result.is_error and error["code"] == "invalid_value", error
+        assert "such as 2026-01-31, 2026-01-31T09:30:00Z" in error["detail"], (arguments, error)
+    for result in accepted:
+        assert not result.is_error, result.content
 
 
 def test_list_filters_and_index_status(mcp_url: str, ro_api: Api) -> None:
