@@ -489,8 +489,10 @@ class SearchResult(BaseModel):
 class Verification(BaseModel):
     """How the candidates fared against Nextcloud."""
 
-    checked: int
-    kept: int
+    checked: int = Field(description="Candidates checked with Nextcloud as the caller.")
+    kept: int = Field(
+        description="Of those, the ones the checks kept: the results, and any `withheld`."
+    )
     dropped: int = Field(description="Gone for the caller (deleted, unshared, unreadable).")
     ineligible: int = Field(
         0,

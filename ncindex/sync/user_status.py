@@ -107,20 +107,25 @@ class FirstIndexing(BaseModel):
 class Throughput(BaseModel):
     """Documents and chunks of the user finished per second, measured over the window."""
 
-    documents_per_second: float
-    chunks_per_second: float
-    window_seconds: float
+    documents_per_second: float = Field(description="Documents finished per second.")
+    chunks_per_second: float = Field(description="Chunks embedded and stored per second.")
+    window_seconds: float = Field(
+        description="Seconds the rates are taken over: of the last 300, those from the "
+        "first in which a document finished (0 rates when none did)."
+    )
 
 
 class UserStatus(BaseModel):
     """Body of ``GET /v1/status``: the index as it concerns the caller only."""
 
-    user: str
+    user: str = Field(description="The caller's Nextcloud user id.")
     doc_types: dict[str, DocTypeStatus] = Field(description="Keyed by doc_type.")
     pending: int = Field(description="Documents queued for the user, not yet processed.")
     failed: int = Field(description="Dead-letter entries plus failing documents not retried.")
-    dead_letter: list[DeadLetterEntry]
-    failing: list[FailingEntry]
+    dead_letter: list[DeadLetterEntry] = Field(
+        description="Documents given up on until they change (their error in `reason`)."
+    )
+    failing: list[FailingEntry] = Field(description="Documents whose last runs failed.")
     skipped: dict[str, int] = Field(
         description="Documents a rule leaves out, per rule: excluded_path, "
         "path_not_included, excluded_tag, missing_required_tag, unsupported_format, "
