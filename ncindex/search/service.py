@@ -302,6 +302,12 @@ class SearchRequest(BaseModel):
         "listed by `GET /v1/filters`; a node with any other key is refused. `{}` and `null` "
         "mean no filter.",
     )
+    mode: Mode | None = Field(
+        None,
+        description="Which rankings answer: `hybrid` (the default; null too) fuses meaning "
+        "(dense) and words (BM25); `sparse` is words alone, so a query none of whose words "
+        "occurs in a document answers no results; `dense` is meaning alone (RCP/1 `mode`).",
+    )
     fusion: Literal["rrf", "dbsf"] | None = Field(
         None,
         description="How the dense and sparse rankings are fused; default: the server's "
@@ -666,13 +672,14 @@ class SearchService:
         client: NextcloudClient,
         request: SearchRequest,
         *,
-        mode: Mode = "hybrid",
+        mode: Mode | None = None,
         min_score: float | None = None,
         tree: Node | None = None,
     ) -> SearchResponse:
         """Search as ``client.user`` (resolved).
 
-        ``mode`` picks the halves (``hybrid`` degrades to sparse when the dense half fails);
+        ``mode`` (default: ``request.mode``, else ``hybrid``) picks the halves (``hybrid``
+        degrades to sparse when the dense half fails);
         ``min_score`` drops results whose fused score is below it (absolute, RCP
         ``minScore``); ``tree`` is the already validated filter (default: parsed from
         ``request``). Raises ``FilterError`` for bad filters, ``SearchUnavailable`` when the
@@ -690,6 +697,7 @@ class SearchService:
         store, embedder = self.live()
         # tag membership: fetched once per search, starting now (beside the embedding and query)
         membership = self.verifier.membership(client)
+        mode = mode or request.mode or "hybrid"
         dense, sparse, degraded = self._embed(embedder, request.query, mode)
         timings["embed"] = (time.perf_counter() - started) * 1000
         fusion = Fusion(request.fusion or self.settings.fusion)

@@ -535,7 +535,8 @@ def test_openapi_document(ro_api: Api) -> None:
     request = schemas["SearchRequest"]["properties"]
     assert set(request) == {
         "query", "limit", "doc_types", "modified_after", "modified_before", "path_prefixes",
-        "tags", "category", "mime_types", "filter", "fusion", "score_threshold", "explain",
+        "tags", "category", "mime_types", "filter", "mode", "fusion", "score_threshold",
+        "explain",
     }  # fmt: skip
     result = schemas["SearchResult"]
     assert "explain" in result["properties"] and "explain" not in result.get("required", [])

@@ -45,8 +45,9 @@ from ncindex.text.chunking import Chunker
 from ncindex.web.asgi import ServedAsgi, serve_in_thread
 from ncindex.web.dispatch import forward_to
 from ncindex.web.proxies import trusted_wsgi
-from search_support import PASSWORDS, Api, build_api
+from search_support import FILES, PASSWORDS, Api, build_api
 
+LIGHT_DIR = "/Projects/Lighthouse/"
 TOOLS = {"search", "fetch", "list_filters", "list_folders", "list_tags", "index_status"}
 
 
@@ -525,6 +526,43 @@ def test_a_date_in_another_format_is_refused_with_examples_that_work(mcp_url: st
         assert "such as 2026-01-31, 2026-01-31T09:30:00Z" in error["detail"], (arguments, error)
     for result in accepted:
         assert not result.is_error, result.content
+
+
+def test_mode_sparse_answers_nothing_for_words_no_document_holds(mcp_url: str, ro_api: Api) -> None:
+    """A hybrid search answers its nearest documents whatever the query, so an agent could not
+    tell "nothing matches" from weak matches; RCP's ``retrieve`` could ask for one ranking
+    (``mode``), ``search`` and ``POST /v1/search`` could not. Now ``mode: sparse`` ranks by the
+    query's words alone (none in any document: no result, and the dense half is not asked),
+    ``dense`` by meaning alone, and another mode is refused naming ``mode``."""
+    nonsense = "xyzzy plugh qwertyuiop"
+
+    async def main() -> list[Any]:
+        async with session(mcp_url, basic("alice")) as client:
+            return [
+                await call(client, "search", {"query": nonsense}),
+                await call(client, "search", {"query": nonsense, "mode": "sparse"}),
+                await call(
+                    client, "search", {"query": "foghorn", "mode": "sparse", "explain": True}
+                ),
+                await call(
+                    client, "search", {"query": "foghorn", "mode": "dense", "explain": True}
+                ),
+                await call(client, "search", {"query": "foghorn", "mode": "keyword"}),
+            ]
+
+    hybrid, sparse, words, meaning, bad = run(main())
+    assert ids(hybrid) and ids(sparse) == []
+    assert ro_api.keys[FOGHORN] in ids(words)
+    assert all("foghorn" in r["snippet"].lower() for r in words.structured_content["results"])
+    assert all(r["explain"]["dense"] is None for r in words.structured_content["results"])
+    assert ids(meaning) and all(
+        r["explain"]["sparse"] is None for r in meaning.structured_content["results"]
+    )
+    assert bad.is_error and (bad.structured_content["code"], bad.structured_content["field"]) == (
+        "invalid_value",
+        "mode",
+    )
+    assert ro_api.found("alice", {"query": nonsense, "mode": "sparse"}) == []
 
 
 def test_list_filters_and_index_status(mcp_url: str, ro_api: Api) -> None:
@@ -1297,7 +1335,14 @@ def test_bob_never_gets_alices_private_documents(
     assert private.isdisjoint(ids(found))
     assert all(f.is_error and f.structured_content["code"] == "not_found" for f in fetched)
     assert status.structured_content["user"] == "bob"
-    assert "alice" not in str(found.structured_content) + str(status.structured_content)
+    # a result names its owner, as Nextcloud names it to any reader (nextcloud/server
+    # apps/dav/lib/Connector/Sabre/FilesPlugin.php handleGetProperties, oc:owner-id): alice
+    # only on what she shares with bob, and nowhere else
+    shared = {ro_api.keys[p] for o, p, *_ in FILES if o == "alice" and p.startswith(LIGHT_DIR)}
+    results = found.structured_content["results"]
+    assert all(r["owner"] == "bob" or r["id"] in shared for r in results)
+    rest = [{k: v for k, v in r.items() if k != "owner"} for r in results]
+    assert "alice" not in str(rest) + str(status.structured_content)
     assert ro_api.keys[SECRET] not in private and ro_api.keys[GARDEN] not in private
 
 
