@@ -126,7 +126,9 @@ def validation_error(exc: ValidationError, model: type[BaseModel] | None = None)
     else ``invalid_value``. An unknown key is answered before any other error (a misspelt
     ``q`` is also why ``query`` is missing), and with ``model`` given, an unknown top-level key's
     detail names the keys ``model`` takes, so a caller (an LLM agent above all) can correct the
-    name in one go; else the first error is answered."""
+    name in one go; else the first error is answered. An empty list where at least one value
+    is needed (``tags: []``, which an LLM sends for a filter it does not use) says to leave
+    the key out."""
     errors = exc.errors()
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = first["loc"]
@@ -142,6 +144,10 @@ def validation_error(exc: ValidationError, model: type[BaseModel] | None = None)
             detail = (
                 f"not accepted here; expected one of: {names}" if names else "none is accepted here"
             )
+    elif first["type"] == "too_short" and first["input"] == [] and len(loc) == 1:
+        # an LLM sends [] for a list filter it does not use: "any of no values" matches nothing
+        code = "invalid_value"
+        detail = "an empty list matches nothing: give at least one value, or leave it out"
     elif loc and loc[0] == "filter":
         code = "invalid_filter"
     else:

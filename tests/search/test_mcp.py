@@ -565,6 +565,22 @@ def test_mode_sparse_answers_nothing_for_words_no_document_holds(mcp_url: str, r
     assert ro_api.found("alice", {"query": nonsense, "mode": "sparse"}) == []
 
 
+def test_an_empty_list_filter_is_refused_saying_to_leave_it_out(mcp_url: str) -> None:
+    """An agent sending ``tags: []`` for "no tag filter" was told "List should have at least 1
+    item after validation, not 0", which does not say that leaving the key out is the way to
+    ask for any. Now the detail says so, for each list argument of ``search``."""
+    lists = ["doc_types", "path_prefixes", "tags", "mime_types"]
+
+    async def main() -> list[Any]:
+        async with session(mcp_url, basic("alice")) as client:
+            return [await call(client, "search", {"query": "lens", name: []}) for name in lists]
+
+    for name, result in zip(lists, run(main()), strict=True):
+        error = result.structured_content
+        assert result.is_error and (error["code"], error["field"]) == ("invalid_value", name)
+        assert error["detail"].endswith("give at least one value, or leave it out"), error
+
+
 def test_list_filters_and_index_status(mcp_url: str, ro_api: Api) -> None:
     names = ro_api.settings.names
     client = redis.Redis.from_url(ro_api.settings.redis_url)
