@@ -331,6 +331,12 @@ class Source(ABC):
     #: for a source whose :meth:`fetch` gives the ``acl``; ``None``: :meth:`readers_now` is
     #: never asked
     readers_field: ClassVar[str | None] = None
+    #: whether a document changed while its listing is paged comes again, as it is then, on
+    #: a later page, so that entry replaces the earlier one (Notes: nextcloud/notes
+    #: ``lib/Controller/Helper.php`` ``getNotesAndCategories`` orders the chunks by the meta
+    #: ``lastUpdate``, which ``MetaService::updateIfNeeded`` moves to now on a change);
+    #: otherwise one document on two pages is one listed at two paths, and keeps both
+    relists_changed: ClassVar[bool] = False
 
     @abstractmethod
     def list(

@@ -130,6 +130,7 @@ class NoteSource(VerifiedByWebDav, Source):
     node = True
     app = "notes"
     ruled = True
+    relists_changed = True
 
     def list(
         self,

@@ -12,7 +12,8 @@ page compares the whole listing with the index, enqueues and commits
 compared, enqueued or committed, so no document is ever removed on a partial listing.
 
 What one page keeps (one ``MULTI`` transaction, so a worker killed mid-write keeps all of it or
-none): its documents (merged with those of earlier pages: a file listed at two paths), the
+none): its documents (merged with those of earlier pages: a file listed at two paths; a note
+listed again, changed, by a later chunk replaces its earlier entry), the
 folders it listed with their etags, the folders it skipped (covered), the forbidden ones, the
 files a rule left out, and the progress — pages listed, requests made, when the listing began,
 the source's cursor, the full-walk and external-walk flags, the folders found unreachable
@@ -137,11 +138,12 @@ class ListingPages:
         self._pages += 1
         if progress is None and page.cursor is None:
             return page, page
+        relisted = source.relists_changed
         if page.cursor is not None:
-            self._keep(progress, page, visited, since)
+            self._keep(progress, page, visited, since, relisted)
             return page, None
         assert progress is not None
-        return page, self._whole(progress, page)
+        return page, self._whole(progress, page, relisted)
 
     def _keep(
         self,
@@ -149,17 +151,19 @@ class ListingPages:
         page: Listing,
         visited: dict[str, str],
         since: float,
+        relisted: bool,
     ) -> None:
         """Add ``page`` to what is kept and advance the progress, in one transaction:
         ``visited`` the folder etags kept before it, of which the page may have changed some
         (a folder above an external storage is kept unsettled once that storage is found,
-        :data:`ncindex.sources.file.UNSETTLED`)."""
+        :data:`ncindex.sources.file.UNSETTLED`); ``relisted``: the source's
+        :attr:`~ncindex.sources.base.Source.relists_changed` (:func:`_merge`)."""
         docs = dict(page.docs)
         if progress is not None and docs:
             ids = list(docs)
             for doc_id, raw in zip(ids, self.redis.hmget(self._part("docs"), ids), strict=True):
                 if raw is not None:
-                    docs[doc_id] = _merge(_decode(doc_id, raw), docs[doc_id])
+                    docs[doc_id] = _merge(_decode(doc_id, raw), docs[doc_id], relisted)
         after = PageProgress(
             pages=self._pages,
             requests=(0 if progress is None else progress.requests) + page.requests,
@@ -191,9 +195,9 @@ class ListingPages:
         pipe.execute()
         self._progress = after
 
-    def _whole(self, progress: PageProgress, page: Listing) -> Listing:
+    def _whole(self, progress: PageProgress, page: Listing, relisted: bool) -> Listing:
         """The pages kept and the last ``page`` (which holds every folder listed) as one
-        listing."""
+        listing; ``relisted`` as for :meth:`_keep`."""
         kept = {as_text(k): as_text(v) for k, v in self.redis.hgetall(self._part("docs")).items()}
         # one JSON document of every entry: a hundred thousand loads() calls cost seconds
         rows = json.loads("[" + ",".join(kept.values()) + "]")
@@ -205,7 +209,7 @@ class ListingPages:
             docs = {k: v for k, v in docs.items() if k in page.docs}
         for doc_id, seen in page.docs.items():
             old = docs.get(doc_id)
-            docs[doc_id] = seen if old is None else _merge(old, seen)
+            docs[doc_id] = seen if old is None else _merge(old, seen, relisted)
         covered = {as_text(m) for m in self.redis.smembers(self._part("covered"))}
         forbidden = [as_text(m) for m in self.redis.lrange(self._part("forbidden"), 0, -1)]
         skipped = {
@@ -243,12 +247,16 @@ def _decode(doc_id: str, raw: bytes | str) -> Seen:
     return Seen(doc_id, etag, path, tuple(also_at))
 
 
-def _merge(old: Seen, new: Seen) -> Seen:
-    """One document listed on two pages: a Notes id-only entry never replaces a full one,
-    and a file listed at two paths keeps both (as one listing keeps them)."""
+def _merge(old: Seen, new: Seen, relisted: bool) -> Seen:
+    """One document listed on two pages, ``new`` on the later one: a Notes id-only entry
+    never replaces a full one; with ``relisted``
+    (:attr:`~ncindex.sources.base.Source.relists_changed`: a note edited or renamed after its
+    chunk comes again whole, with its new etag and ``internalPath``) the later full entry
+    replaces the earlier, as it does in one listing; otherwise a file listed at two paths
+    keeps both (as one listing keeps them)."""
     if new.etag is None and new.path is None:
         return old
-    if old.etag is None and old.path is None:
+    if relisted or (old.etag is None and old.path is None):
         return new
     more = [p for p in (new.path, *new.also_at) if p is not None and not old.at(p)]
     return replace(old, also_at=(*old.also_at, *more)) if more else old
