@@ -1,7 +1,9 @@
 """EPUB e-books (EPUB 3.3, W3C Recommendation; EPUB 2 alike) read with the standard library's
 ``zipfile`` and defusedxml (PSF licence): ``META-INF/container.xml`` names the package document
 (the OPF, EPUB 3.3 §4.2.6.3.1), whose ``<spine>`` lists the chapters' manifest ids in reading
-order (§5.7). Each chapter's XHTML becomes text with its headings as markdown lines."""
+order (§5.7). Each chapter's XHTML becomes text with its headings as markdown lines; the time
+budget is checked between chapters and while a chapter is parsed (the chapter read so far is
+kept, the text marked ``truncated``)."""
 
 from __future__ import annotations
 
@@ -34,7 +36,12 @@ def epub_text(data: bytes, blocks: Blocks, max_chapters: int) -> int:
                 if number > max_chapters:
                     blocks.truncated = True
                     break
-                if blocks.late() or not blocks.add(html_text(_read(archive, path), headings=True)):
+                if blocks.late():
+                    break
+                # the budget is checked while the chapter's markup is parsed too: a chapter
+                # is a web page of any size
+                chapter = html_text(_read(archive, path), headings=True, late=blocks.late)
+                if not blocks.add(chapter) or blocks.truncated:
                     break
             return len(chapters)
     # zlib.error: a damaged deflate stream; RuntimeError includes zipfile's NotImplementedError

@@ -12,9 +12,12 @@ TSV), :mod:`~ncindex.text.ebook` (EPUB), :mod:`~ncindex.text.rtf` and
 
 Every input is bounded: the bytes read (``max_bytes``, and the uncompressed size of zip-based
 formats), the pages, slides, sheets or chapters (``max_pages``), the rows of a sheet, the
-pages OCR'd, a wall-clock budget checked between pages (``max_seconds``; OCR gets what is
-left as Tesseract's time limit), and the characters returned (``max_chars``); text beyond a
-bound is cut and reported as ``truncated``. Corrupt or unreadable input raises
+pages OCR'd, a wall-clock budget (``max_seconds``) looked at between pages, slides, rows,
+chapters, paragraphs, calendar lines and pieces of HTML (OCR gets what is left as
+Tesseract's time limit; RTF and e-mail are read whole), and the characters returned
+(``max_chars``); text beyond a bound is cut and reported as ``truncated``, and so is a
+document part that could not be read while the rest was (a PDF page or form, a DOCX
+header, footer, notes or comments part). Corrupt or unreadable input raises
 :class:`~ncindex.errors.ExtractionError` with a reason; input over a byte bound raises
 :class:`~ncindex.errors.TooLarge`.
 
@@ -159,7 +162,7 @@ class ExtractedText:
     markdown structure; ``pages`` is the document's count of pages (PDF, image frames),
     slides, sheets or ``None``; ``truncated`` is true when a bound (bytes, pages, rows,
     characters, time) cut the text short or part of the document could not be read (a PDF
-    page pypdf raises on).
+    page or form pypdf raises on, a DOCX part after the body that does not parse).
     """
 
     text: str
@@ -311,7 +314,7 @@ def extract_text(
     if fmt in _ZIPPED:
         _check_zip(data, max_unzipped_bytes)
     blocks = Blocks(max_chars, max_seconds)
-    job = _Job(data, mime_type, blocks, max_pages, rows, ocr)
+    job = _Job(data, mime_type, filename, blocks, max_pages, rows, ocr)
     reader, markdown = _READERS[fmt]
     try:
         pages = reader(job)
@@ -330,6 +333,7 @@ def extract_text(
 class _Job:
     data: bytes
     mime_type: str | None
+    filename: str
     blocks: Blocks
     max_pages: int
     max_rows: int
@@ -354,7 +358,7 @@ def _html(job: _Job) -> None:
 def _pdf(job: _Job) -> int:
     from ncindex.text.pdf import pdf_text
 
-    return pdf_text(job.data, job.blocks, job.max_pages, job.ocr)
+    return pdf_text(job.data, job.blocks, job.max_pages, job.ocr, job.filename)
 
 
 def _image(job: _Job) -> int:
@@ -365,11 +369,9 @@ def _image(job: _Job) -> int:
 
 
 def _docx(job: _Job) -> None:
-    from ncindex.text.word import docx_parts
+    from ncindex.text.word import docx_text
 
-    for part in docx_parts(job.data):
-        if not job.blocks.add(part):
-            return
+    docx_text(job.data, job.blocks, job.filename)
 
 
 def _odt(job: _Job) -> None:

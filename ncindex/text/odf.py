@@ -7,6 +7,20 @@ Element names follow OASIS OpenDocument 1.3 Part 3: ``text:p`` / ``text:h`` (§5
 ``table:table-cell`` with ``table:number-rows-repeated`` and
 ``table:number-columns-repeated`` (§9.1; an empty row or cell repeated to the sheet's end is
 how LibreOffice writes the rest of a sheet, so repeats are capped).
+
+Review comments (``office:annotation``, §14.1: its author ``dc:creator`` and date, then its
+``text:p`` and ``text:list`` content; Impress writes the same element as
+``officeooo:annotation``, in the ``http://openoffice.org/2009/office`` namespace, under
+``draw:page``) sit inside the paragraph, cell or slide they remark on. They are taken out
+before the text is read, so that a sentence, a cell or a slide's body stays its own, and read
+apart as DOCX comments are: in a text document after its body, headers and footers; on a
+slide after its notes (``Comments:``); in a sheet after its rows (``Comments:``). A text
+document's headers and footers live in ``styles.xml``, in each master page
+(``style:master-page``, §16.9) as ``style:header`` / ``style:footer`` (§16.10, §16.11),
+``style:header-left`` / ``style:footer-left`` (§16.12, §16.13) and, since ODF 1.3,
+``style:header-first`` / ``style:footer-first`` (OASIS OFFICE-3789); those read after the
+body, a text repeated by several master pages once, one whose ``style:display`` is
+``false`` (not shown) not at all.
 """
 
 from __future__ import annotations
@@ -22,6 +36,15 @@ _TEXT_NS = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 _TABLE_NS = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
 _DRAW_NS = "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
 _PRESENTATION_NS = "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0"
+_OFFICE_NS = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+_STYLE_NS = "urn:oasis:names:tc:opendocument:xmlns:style:1.0"
+#: A review comment: ODF's element, and the one LibreOffice Impress writes on a slide.
+_ANNOTATIONS = frozenset(
+    {(_OFFICE_NS, "annotation"), ("http://openoffice.org/2009/office", "annotation")}
+)
+#: A master page's headers, then its footers (the order a page shows them).
+_HEADERS = ("header", "header-left", "header-first")
+_FOOTERS = ("footer", "footer-left", "footer-first")
 
 #: The most spaces one ``<text:s text:c="…">`` stands for here (ODF 1.3 §6.1.3: a count of
 #: spaces; odfpy would build a string of any size, two billion spaces for ``2147483648``).
@@ -82,19 +105,85 @@ def _set_notes_apart(document: Any) -> None:
 
 def odt_text(data: bytes, blocks: Blocks) -> None:
     """Headings, paragraphs, list items and table rows of an ODT body, in document order,
-    into ``blocks``."""
+    then its headers, its footers and its review comments, into ``blocks``; the time budget
+    is checked before each block."""
     document = _load(data, "ODT")
     if document.text is None:  # odfpy loads a content.xml without <office:text> as no body
         raise ExtractionError("unreadable ODT: no text body")
-    for part in _guarded("ODT", _walk(document.text)):
-        if not blocks.add(part):
+    comments = _take_annotations(document.text)
+    margins = _headers_and_footers(document.masterstyles)
+    for margin in margins:
+        comments.extend(_take_annotations(margin))
+    parts = _guarded("ODT", _odt_parts(document.text, margins, comments))
+    for part in parts:
+        if blocks.late() or not blocks.add(part):
             return
+
+
+def _odt_parts(body: Any, margins: list[Any], comments: list[Any]) -> Iterator[str]:
+    yield from _walk(body)
+    seen: set[tuple[str, ...]] = set()
+    for margin in margins:
+        lines = tuple(_walk(margin))
+        if lines not in seen:  # the same letterhead on several master pages
+            seen.add(lines)
+            yield from lines
+    for comment in comments:
+        yield from _walk(comment)
+
+
+def _headers_and_footers(master_styles: Any) -> list[Any]:
+    """The shown headers of every master page, then the shown footers, in document order."""
+    pages = [
+        page
+        for page in (master_styles.childNodes if master_styles is not None else [])
+        if _is(page, _STYLE_NS, "master-page")
+    ]
+    return [
+        margin
+        for names in (_HEADERS, _FOOTERS)
+        for page in pages
+        for margin in page.childNodes
+        if margin.nodeType == margin.ELEMENT_NODE
+        and margin.qname[0] == _STYLE_NS
+        and margin.qname[1] in names
+        and margin.getAttrNS(_STYLE_NS, "display") != "false"
+    ]
+
+
+def _take_annotations(root: Any) -> list[Any]:
+    """The review comments below ``root`` in document order, each taken out of the tree
+    (one inside another stays in it)."""
+    found: list[Any] = []
+    stack = [iter(root.childNodes)]
+    while stack:
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+        elif node.nodeType == node.ELEMENT_NODE:
+            if node.qname in _ANNOTATIONS:
+                found.append(node)
+            else:
+                stack.append(iter(node.childNodes))
+    for node in found:
+        node.parentNode.removeChild(node)
+    return found
+
+
+def _comment_lines(comments: list[Any], kind: str) -> list[str]:
+    """The text of ``comments`` (their paragraphs, not their author or date), a line each."""
+    return [line for line in _guarded(kind, _each_walked(comments)) if line.strip()]
+
+
+def _each_walked(nodes: list[Any]) -> Iterator[str]:
+    for node in nodes:
+        yield from _walk(node)
 
 
 def odp_text(data: bytes, blocks: Blocks, max_slides: int) -> int:
     """Each slide of an ODP presentation in order, at most ``max_slides``: a ``# Slide n:
-    title`` heading, the slide's other text, then its speaker notes under ``Notes:``.
-    Returns the slide count."""
+    title`` heading, the slide's other text, then its speaker notes under ``Notes:`` and its
+    review comments under ``Comments:``. Returns the slide count."""
     document = _load(data, "ODP")
     if document.presentation is None:
         raise ExtractionError("unreadable ODP: no presentation body")
@@ -108,13 +197,14 @@ def odp_text(data: bytes, blocks: Blocks, max_slides: int) -> int:
         title: list[str] = []
         body: list[str] = []
         notes: list[str] = []
+        comments = _comment_lines(_take_annotations(page), "ODP")
         for child in page.childNodes:
             if _is(child, _PRESENTATION_NS, "notes"):
                 notes.extend(_guarded("ODP", _walk(child)))
             elif child.nodeType == child.ELEMENT_NODE:
                 is_title = child.getAttrNS(_PRESENTATION_NS, "class") == "title"
                 (title if is_title else body).extend(_guarded("ODP", _walk(child)))
-        if not blocks.add(_slide(number, title, body, notes)):
+        if not blocks.add(_slide(number, title, body, notes, comments)):
             break
     return len(pages)
 
@@ -122,7 +212,8 @@ def odp_text(data: bytes, blocks: Blocks, max_slides: int) -> int:
 def ods_text(data: bytes, blocks: Blocks, max_sheets: int, max_rows: int) -> int:
     """Each sheet of an ODS spreadsheet in order, at most ``max_sheets``: a ``# Sheet: name``
     heading, then one line per non-empty row (cells ``a | b | c``), at most ``max_rows`` rows
-    per sheet. Returns the sheet count."""
+    per sheet, then the sheet's cell comments under ``Comments:``. Returns the sheet
+    count."""
     document = _load(data, "ODS")
     if document.spreadsheet is None:
         raise ExtractionError("unreadable ODS: no spreadsheet body")
@@ -139,15 +230,20 @@ def _ods_tables(tables: list[Any], blocks: Blocks, max_sheets: int, max_rows: in
         name = one_line(table.getAttrNS(_TABLE_NS, "name") or f"Sheet {number}")
         if not blocks.add(f"# Sheet: {name}"):
             return
+        comments = _comment_lines(_take_annotations(table), "ODS")
         for rows, line in enumerate(_guarded("ODS", _rows(table)), 1):
             if rows > max_rows:
                 blocks.truncated = True
                 break
             if not blocks.add(line, sep="\n\n" if rows == 1 else "\n") or blocks.late():
                 return
+        if comments and not blocks.add("Comments:\n" + "\n".join(comments)):
+            return
 
 
-def _slide(number: int, title: list[str], body: list[str], notes: list[str]) -> str:
+def _slide(
+    number: int, title: list[str], body: list[str], notes: list[str], comments: list[str]
+) -> str:
     heading = one_line(" ".join(title))
     text = f"# Slide {number}" + (f": {heading}" if heading else "")
     lines = [line for line in body if line.strip()]
@@ -156,6 +252,8 @@ def _slide(number: int, title: list[str], body: list[str], notes: list[str]) -> 
     notes = [line for line in notes if line.strip()]
     if notes:
         text += "\n\nNotes:\n" + "\n".join(notes)
+    if comments:
+        text += "\n\nComments:\n" + "\n".join(comments)
     return text
 
 

@@ -2,8 +2,9 @@
 text a block; a page with no text layer (a scan) is OCR'd (:mod:`ncindex.text.ocr`) when OCR
 is on and available, at most ``Ocr.max_pages`` such pages per document, and so is a scan
 that carries a stamp of a few words. The values typed into a form's fields follow the
-pages, one per line. A page pypdf cannot read is logged (its number) and left out, the text
-marked ``truncated``: the other pages are kept, and the document is known to be partial."""
+pages, one per line. A page pypdf cannot read is logged (the file's name and the page's
+number) and left out, and so is a form it cannot read; the text is then marked
+``truncated``: the rest is kept, and the document is known to be partial."""
 
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ from ncindex.text.ocr import Ocr, ocr_page, ocr_problem, render_pdf_page
 log = logging.getLogger(__name__)
 
 
-def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None) -> int:
+def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None, name: str) -> int:
     """Read at most ``max_pages`` pages of a PDF into ``blocks``; returns the page count. A
-    page pypdf raises on is skipped, logged with its number (1-based) and marks ``blocks``
-    truncated. Raises :class:`ExtractionError` for an encrypted (password) or corrupt PDF, or
+    page pypdf raises on is skipped, logged with the file's ``name`` and the page's number
+    (1-based), and marks ``blocks`` truncated; so does a form pypdf cannot read (its values
+    are left out). Raises :class:`ExtractionError` for an encrypted (password) or corrupt PDF, or
     one whose pages all fail."""
     from pypdf import PdfReader
 
@@ -52,7 +54,8 @@ def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None) -> in
             except Exception as exc:  # one bad page must not lose the others
                 failed += 1
                 log.warning(
-                    "PDF page %d of %d left out, pypdf cannot read it: %s: %s",
+                    "%s: PDF page %d of %d left out, pypdf cannot read it: %s: %s",
+                    name,
                     number + 1,
                     total,
                     type(exc).__name__,
@@ -72,7 +75,11 @@ def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None) -> in
     if read and failed == read:
         raise ExtractionError(f"unreadable PDF: none of {read} pages could be read")
     if not blocks.truncated:  # no bound stopped the reading
-        blocks.add("\n".join(_form_values(reader)))
+        values = _form_values(reader, name)
+        if values is None:
+            blocks.truncated = True  # the form's values are lost
+        else:
+            blocks.add("\n".join(values))
     blocks.truncated = blocks.truncated or failed > 0  # the failed pages' text is lost
     return total
 
@@ -82,17 +89,20 @@ def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None) -> in
 _TEXT_FIELDS = ("/Tx", "/Ch")
 
 
-def _form_values(reader: Any) -> list[str]:
+def _form_values(reader: Any, name: str) -> list[str] | None:
     """The values of a filled-in form's text and choice fields (ISO 32000-1 §12.7: the
     interactive form, ``/AcroForm``), one per line in the form's order: page text extraction
-    never sees them (they live in widget annotations, not the page's content stream). A form
-    pypdf cannot read adds nothing."""
+    never sees them (they live in widget annotations, not the page's content stream).
+    ``None`` for a form pypdf cannot read (logged with the file's ``name``)."""
     try:
         fields = reader.get_fields() or {}
     except SoftTimeLimitExceeded:
         raise
-    except Exception:  # a broken form must not lose the pages read
-        return []
+    except Exception as exc:  # a broken form must not lose the pages read
+        log.warning(
+            "%s: PDF form left out, pypdf cannot read it: %s: %s", name, type(exc).__name__, exc
+        )
+        return None
     values: list[str] = []
     for field in fields.values():
         value = field.get("/V")

@@ -12,18 +12,24 @@ second copy of a text box); a text box is a paragraph block of its own after its
 The parts python-docx's body never reaches follow the body, read from their own XML the
 same way: headers and footers (a text repeated by several sections' parts once), footnotes
 and endnotes, and review comments (visible content in Word, where a reviewer's remark is as
-much the document's text as a footnote: a word found only in a comment is found).
+much the document's text as a footnote: a word found only in a comment is found). Such a
+part that does not parse is logged and left out, and the text marked ``truncated``: the rest
+is kept, and the document is known to be partial.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
 from ncindex.errors import ExtractionError
+from ncindex.text.blocks import Blocks
+
+log = logging.getLogger(__name__)
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
@@ -34,21 +40,21 @@ _SKIPPED = frozenset({_W + "del", _W + "moveFrom", _MC_FALLBACK, _W + "sdtPr"})
 _LINE_ENDS = frozenset({_W + "br", _W + "cr"})
 
 
-def docx_parts(data: bytes) -> Iterator[str]:
+def docx_text(data: bytes, blocks: Blocks, name: str) -> None:
     """Paragraphs and table rows (``a | b``) of a DOCX body in document order, then its
-    headers and footers, footnotes and endnotes, and comments. Raises
-    :class:`ExtractionError` when python-docx cannot open the package or the body is
-    malformed (nesting too deep)."""
-    import docx
-
+    headers and footers, footnotes and endnotes, and comments, into ``blocks``; the time
+    budget is checked before each block. A part after the body that does not parse is
+    logged (with the file's ``name`` and the part's), left out and marks ``blocks``
+    truncated. Raises :class:`ExtractionError` when
+    python-docx cannot open the package or the body is malformed (nesting too deep)."""
     try:
-        document = docx.Document(io.BytesIO(data))
-        body = document.element.body
+        main = _main_part(data)
+        body = main.element.body
         related = {
             reltype: list(
                 dict.fromkeys(  # a part that several relationships name is read once
                     rel.target_part
-                    for rel in document.part.rels.values()
+                    for rel in main.rels.values()
                     if rel.reltype == reltype and not rel.is_external
                 )
             )
@@ -56,7 +62,35 @@ def docx_parts(data: bytes) -> Iterator[str]:
         }
     except Exception as exc:  # python-docx raises assorted types on corrupt files
         raise ExtractionError(f"unreadable DOCX: {type(exc).__name__}: {exc}") from exc
-    return _guarded(_body_and_after(body, related))
+    for part in _guarded(_body_and_after(body, related, blocks, name)):
+        if blocks.late() or not blocks.add(part):
+            return
+
+
+def _main_part(data: bytes) -> Any:
+    """The main document part of a DOCX package, opened as ``docx.Document`` opens it
+    (python-docx's ``docx.api.Document``: ``Package.open``, whose ``Unmarshaller`` makes
+    each part by a ``PartFactory``), except that the parts read after the body stay their
+    bytes: python-docx parses a header, footer or comments part when the package is opened,
+    so one that does not parse made the whole document unreadable."""
+    from docx.opc.constants import CONTENT_TYPE
+    from docx.opc.package import Unmarshaller
+    from docx.opc.part import Part, PartFactory
+    from docx.opc.pkgreader import PackageReader
+    from docx.package import Package
+
+    class Factory(PartFactory):
+        @staticmethod
+        def part_class_selector(content_type: str, reltype: str) -> type[Part] | None:
+            return Part if reltype in _AFTER_BODY else None
+
+    package = Package()
+    reader = PackageReader.from_file(io.BytesIO(data))  # type: ignore[no-untyped-call]
+    Unmarshaller.unmarshal(reader, package, Factory)  # type: ignore[no-untyped-call]
+    main = package.main_document_part
+    if main.content_type != CONTENT_TYPE.WML_DOCUMENT_MAIN:
+        raise ValueError(f"not a Word document, content type is {main.content_type!r}")
+    return main
 
 
 _RELS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
@@ -75,20 +109,23 @@ _AFTER_BODY = {
 }
 
 
-def _body_and_after(body: Any, related: dict[str, list[Any]]) -> Iterator[str]:
+def _body_and_after(
+    body: Any, related: dict[str, list[Any]], blocks: Blocks, name: str
+) -> Iterator[str]:
     yield from _blocks(body)
     seen: set[tuple[str, ...]] = set()
     for reltype, parts in related.items():
         for part in parts:
-            root = _root(part)
+            root = _root(part, name)
             if root is None:
+                blocks.truncated = True  # the part's text is lost
                 continue
             if not _AFTER_BODY[reltype]:
                 # the same header or footer text in each section's (or first/even page) part
-                blocks = tuple(_blocks(root))
-                if blocks not in seen:
-                    seen.add(blocks)
-                    yield from blocks
+                lines = tuple(_blocks(root))
+                if lines not in seen:
+                    seen.add(lines)
+                    yield from lines
                 continue
             for item in root:
                 # separators and continuation notices (w:type, §17.18.33) are rules, not text
@@ -96,16 +133,23 @@ def _body_and_after(body: Any, related: dict[str, list[Any]]) -> Iterator[str]:
                     yield from _blocks(item)
 
 
-def _root(part: Any) -> Any:
-    """The root element of a part's XML; ``None`` when it is broken (the body read must not
-    be lost for it)."""
+def _root(part: Any, name: str) -> Any:
+    """The root element of a part's XML; ``None`` when it is broken (logged with the file's
+    ``name`` and the part's: the body read must not be lost for it)."""
     from docx.oxml import parse_xml
 
     try:
         return parse_xml(part.blob)
     except SoftTimeLimitExceeded:  # the task's time is up, not the part's fault
         raise
-    except Exception:  # lxml's XMLSyntaxError and the like
+    except Exception as exc:  # lxml's XMLSyntaxError and the like
+        log.warning(
+            "%s: DOCX part %s left out, it does not parse: %s: %s",
+            name,
+            part.partname,
+            type(exc).__name__,
+            exc,
+        )
         return None
 
 

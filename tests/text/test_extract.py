@@ -204,6 +204,7 @@ def test_pdf_page_pypdf_cannot_read_marks_the_text_partial(
     assert out.truncated and out.pages == 3
     [record] = [r for r in caplog.records if r.name == "ncindex.text.pdf"]
     assert "page 2 of 3" in record.getMessage() and "LimitReachedError" in record.getMessage()
+    assert record.getMessage().startswith("tides.pdf: ")  # which file, in a batch of many
 
 
 def test_pdf_form_values_follow_the_pages() -> None:
@@ -223,6 +224,34 @@ def test_pdf_form_values_follow_the_pages() -> None:
     pdf.save()
     out = extract(buf.getvalue(), "application/pdf", "permit.pdf").text
     assert out == "Application for a mooring permit\n\nJonas Fairweather\nNorthport"
+
+
+def test_a_pdf_form_pypdf_cannot_read_marks_the_text_partial(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A form pypdf raises on was dropped in silence: the text looked complete. Here a
+    field's ``/Kids`` holds a number where widget dictionaries belong (ISO 32000-1
+    §12.7.3.1), on which pypdf's ``get_fields`` raises TypeError."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import ArrayObject, NameObject, NumberObject
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    pdf = canvas.Canvas(buf)
+    pdf.drawString(50, 800, "Application for a mooring permit")
+    pdf.acroForm.textfield(name="applicant", value="Jonas Fairweather", x=50, y=700, width=300)
+    pdf.showPage()
+    pdf.save()
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(buf.getvalue())))
+    field = writer.root_object["/AcroForm"]["/Fields"][0].get_object()
+    field[NameObject("/Kids")] = ArrayObject([NumberObject(7)])
+    broken = io.BytesIO()
+    writer.write(broken)
+    with caplog.at_level("WARNING", logger="ncindex.text.pdf"):
+        out = extract(broken.getvalue(), "application/pdf", "permit.pdf")
+    assert out.text == "Application for a mooring permit" and out.truncated
+    [record] = [r for r in caplog.records if r.name == "ncindex.text.pdf"]
+    assert record.getMessage().startswith("permit.pdf: PDF form left out")
 
 
 def test_docx_paragraphs_and_tables(docx_bytes: bytes) -> None:
@@ -364,6 +393,48 @@ def test_docx_headers_footers_and_comments_follow_the_body() -> None:
     assert not out.truncated
 
 
+def _with_member(data: bytes, member: str, content: bytes) -> bytes:
+    """The zip ``data`` with ``member`` replaced by ``content``."""
+    source = zipfile.ZipFile(io.BytesIO(data))
+    return _zip({n: content if n == member else source.read(n) for n in source.namelist()})
+
+
+def test_a_docx_part_after_the_body_that_does_not_parse_marks_the_text_partial(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A broken footnotes part was dropped in silence (the text looked complete), and a
+    broken comments or header part made the whole document unreadable: python-docx parses
+    those when it opens the package. The rest is kept, the text marked truncated and the
+    part logged."""
+    import docx
+
+    notes = _with_member(_docx_with_notes(), "word/footnotes.xml", b"<w:footnotes><w:foot")
+    document = docx.Document()
+    finding = document.add_paragraph("The survey found erosion at the pier.")
+    document.sections[0].header.paragraphs[0].text = "Harbour Authority of Northport"
+    document.add_comment(finding.runs, text="Ask the diver about the barnacles.", author="Rui")
+    buf = io.BytesIO()
+    document.save(buf)
+    remarks = _with_member(buf.getvalue(), "word/comments.xml", b"<w:comments")
+    letterhead = _with_member(buf.getvalue(), "word/header1.xml", b"\x00")
+    with caplog.at_level("WARNING", logger="ncindex.text.word"):
+        read = [
+            extract(data, DOCX_MIME, name)
+            for data, name in ((notes, "a.docx"), (remarks, "b.docx"), (letterhead, "c.docx"))
+        ]
+    assert [(out.text, out.truncated) for out in read] == [
+        ("The survey found erosion at the pier.\n\nSource: harbour office.", True),
+        ("The survey found erosion at the pier.\n\nHarbour Authority of Northport", True),
+        ("The survey found erosion at the pier.\n\nAsk the diver about the barnacles.", True),
+    ]
+    messages = [r.getMessage() for r in caplog.records if r.name == "ncindex.text.word"]
+    assert [m.split(", it does not parse")[0] for m in messages] == [
+        "a.docx: DOCX part /word/footnotes.xml left out",
+        "b.docx: DOCX part /word/comments.xml left out",
+        "c.docx: DOCX part /word/header1.xml left out",
+    ]
+
+
 def test_odt_paragraphs_lists_tables(odt_bytes: bytes) -> None:
     out = extract(odt_bytes, ODT_MIME, "status.odt")
     for sentence in SENTENCES:
@@ -422,6 +493,100 @@ def test_odt_tracked_deletions_are_not_text_and_footnotes_are_set_apart() -> Non
     out = extract(buf.getvalue(), ODT_MIME, "lease.odt").text
     assert (
         out == "The landlord pays for repairs.\n\nRent is due monthly See annex B. and in advance."
+    )
+
+
+def _annotation(*paragraphs: str, namespace: str | None = None):
+    """A review comment as LibreOffice writes it: author, date, then its paragraphs
+    (``namespace``: Impress's own, which odfpy's grammar does not know)."""
+    from odf.dc import Creator, Date
+    from odf.element import Element
+    from odf.namespaces import OFFICENS
+    from odf.text import P
+
+    comment = Element(qname=(namespace or OFFICENS, "annotation"), check_grammar=False)
+    comment.addElement(Creator(text="Rui Costa"))
+    comment.addElement(Date(text="2026-11-30T10:00:00"))
+    for text in paragraphs:
+        comment.addElement(P(text=text))
+    return comment
+
+
+def test_odt_comments_headers_and_footers_follow_the_body() -> None:
+    """A review comment was glued into its paragraph with its author and date
+    (``erosion at the pier.Rui Costa2026-11-30T10:00:00Ask the diver``), and the headers and
+    footers of the master pages (styles.xml) were never read: ODT now reads as DOCX does."""
+    from odf.element import Element
+    from odf.namespaces import STYLENS
+    from odf.opendocument import OpenDocumentText
+    from odf.style import Footer, Header, HeaderLeft, MasterPage, PageLayout
+    from odf.text import P
+
+    document = OpenDocumentText()
+    layout = PageLayout(name="Layout")
+    document.automaticstyles.addElement(layout)
+    for name, header_text in (("Standard", "Harbour Authority of Northport"),
+                              ("Appendix", "Harbour Authority of Northport")):  # fmt: skip
+        page = MasterPage(name=name, pagelayoutname=layout)
+        header = Header()
+        header.addElement(P(text=header_text))
+        page.addElement(header)
+        hidden = HeaderLeft(display="false")  # switched off: not shown, not read
+        hidden.addElement(P(text="Draft letterhead"))
+        page.addElement(hidden)
+        if name == "Standard":
+            first = Element(qname=(STYLENS, "header-first"), check_grammar=False)
+            first.addElement(P(text="Survey report 2026/14"))
+            page.addElement(first, check_grammar=False)
+            footer = Footer()
+            signed = P(text="Confidential until the board meets")
+            signed.addElement(_annotation("Which board?"), check_grammar=False)
+            footer.addElement(signed)
+            page.addElement(footer)
+        document.masterstyles.addElement(page)
+    finding = P(text="The survey found erosion at the pier.")
+    finding.addElement(_annotation("Ask the diver about the barnacles.", "Twice."))
+    finding.addText(" Repairs start in May.")
+    document.text.addElement(finding)
+    document.text.addElement(P(text="Appendix: soundings."))
+    buf = io.BytesIO()
+    document.write(buf)
+    out = extract(buf.getvalue(), ODT_MIME, "survey.odt")
+    assert out.text == (
+        "The survey found erosion at the pier. Repairs start in May.\n\nAppendix: soundings."
+        "\n\nHarbour Authority of Northport\n\nSurvey report 2026/14\n\n"
+        "Confidential until the board meets\n\nAsk the diver about the barnacles.\n\nTwice."
+        "\n\nWhich board?"
+    )
+    assert not out.truncated
+
+
+def test_slide_and_cell_comments_are_read_apart_from_what_they_remark_on() -> None:
+    """A cell's comment was glued to its value (``Count again. Anchors``) and a slide's
+    comment read as a line of the slide's body."""
+    from docmakers import ODP_MIME, ODS_MIME, odp_bytes, ods_bytes
+    from odf.opendocument import load
+    from odf.table import TableCell
+
+    deck = load(io.BytesIO(odp_bytes([("Tides", "High water at six.", "Say it slowly.")])))
+    slide = deck.presentation.childNodes[0]
+    slide.addElement(
+        _annotation("Check the almanac.", namespace="http://openoffice.org/2009/office"),
+        check_grammar=False,
+    )
+    buf = io.BytesIO()
+    deck.write(buf)
+    assert extract(buf.getvalue(), ODP_MIME, "tides.odp").text == (
+        "# Slide 1: Tides\n\nHigh water at six.\n\nNotes:\nSay it slowly.\n\n"
+        "Comments:\nCheck the almanac."
+    )
+    book = load(io.BytesIO(ods_bytes({"Stock": [["Anchors", "12"], ["Chains", "3"]]})))
+    cell = book.spreadsheet.getElementsByType(TableCell)[0]
+    cell.insertBefore(_annotation("Count again."), cell.childNodes[0])
+    buf = io.BytesIO()
+    book.write(buf)
+    assert extract(buf.getvalue(), ODS_MIME, "stock.ods").text == (
+        "# Sheet: Stock\n\nAnchors | 12\nChains | 3\n\nComments:\nCount again."
     )
 
 

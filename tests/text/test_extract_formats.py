@@ -12,10 +12,12 @@ import pytest
 from docmakers import (
     corrupt_files,
     csv_bytes,
+    docx_bytes,
     eml_bytes,
     epub_bytes,
     odp_bytes,
     ods_bytes,
+    odt_bytes,
     pptx_bytes,
     rtf_bytes,
     xlsx_bytes,
@@ -263,6 +265,59 @@ def test_epub_chapters_in_spine_order_with_headings() -> None:
     assert "<" not in result.text
     bounded = extract(epub_bytes(chapters), None, "book.epub", max_pages=2)
     assert bounded.truncated and "The Rescue" not in bounded.text
+
+
+@pytest.mark.parametrize(
+    ("make", "mime", "name"),
+    [
+        (docx_bytes, "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+         "minutes.docx"),
+        (odt_bytes, "application/vnd.oasis.opendocument.text", "minutes.odt"),
+    ],
+)  # fmt: skip
+def test_text_documents_honour_the_time_budget(make, mime, name) -> None:
+    """DOCX and ODT were read to the end whatever ``max_seconds`` said (a document has no
+    pages to check a budget between) and never marked truncated."""
+    data = make([f"Item {n} was agreed." for n in range(50)])
+    # a budget spent before the first paragraph is read: only where it is checked matters
+    result = extract(data, mime, name, max_seconds=1e-9)
+    assert result.truncated and result.text == ""
+    whole = extract(data, mime, name)
+    assert not whole.truncated and "Item 49 was agreed." in whole.text
+
+
+class _Clock:
+    """A ``time`` stand-in for :mod:`ncindex.text.blocks` whose ``monotonic`` is one second
+    later at each look: the budget is spent at a known look, whatever the machine's speed."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_an_epub_chapter_is_cut_by_the_time_budget_while_it_is_parsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The budget was checked only between chapters, so one long chapter was parsed whole
+    (its HTML is a web page of any size). Looks at the clock: one when ``Blocks`` is made,
+    one before each chapter, one before each 64 KiB piece of a chapter's markup."""
+    import ncindex.text.blocks
+
+    tides = "\n\n".join(f"Tide {n} at the quay." for n in range(10_000))
+    data = epub_bytes([("Tides", tides)])
+    whole = extract(data, "application/epub+zip", "tides.epub")
+    assert not whole.truncated and "Tide 9999 at the quay." in whole.text
+    monkeypatch.setattr(ncindex.text.blocks, "time", _Clock())
+    # made at 1, the deadline is 7.5: the looks before pandoc's title page (2) and its one
+    # piece (3) and before the long chapter (4) pass, as do three pieces of it (5-7); the
+    # fourth piece is not parsed (the chapter is five)
+    result = extract(data, "application/epub+zip", "tides.epub", max_seconds=6.5)
+    assert result.truncated
+    assert "Tide 0 at the quay." in result.text and "Tide 9999 at the quay." not in result.text
+    assert "Tide 6000 at the quay." in result.text  # what was parsed is kept
 
 
 def test_rtf_paragraphs() -> None:
