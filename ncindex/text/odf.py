@@ -110,23 +110,21 @@ def odt_text(data: bytes, blocks: Blocks) -> None:
     document = _load(data, "ODT")
     if document.text is None:  # odfpy loads a content.xml without <office:text> as no body
         raise ExtractionError("unreadable ODT: no text body")
-    comments = _take_annotations(document.text)
-    margins = _headers_and_footers(document.masterstyles)
-    for margin in margins:
-        comments.extend(_take_annotations(margin))
-    parts = _guarded("ODT", _odt_parts(document.text, margins, comments))
-    for part in parts:
+    for part in _guarded("ODT", _odt_parts(document.text, document.masterstyles)):
         if blocks.late() or not blocks.add(part):
             return
 
 
-def _odt_parts(body: Any, margins: list[Any], comments: list[Any]) -> Iterator[str]:
+def _odt_parts(body: Any, master_styles: Any) -> Iterator[str]:
+    comments = _take_annotations(body)
     yield from _walk(body)
     seen: set[tuple[str, ...]] = set()
-    for margin in margins:
+    for margin in _headers_and_footers(master_styles):
+        remarks = _take_annotations(margin)
         lines = tuple(_walk(margin))
-        if lines not in seen:  # the same letterhead on several master pages
+        if lines not in seen:  # the same letterhead (and its comments) on several master pages
             seen.add(lines)
+            comments.extend(remarks)
             yield from lines
     for comment in comments:
         yield from _walk(comment)
