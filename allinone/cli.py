@@ -1460,6 +1460,15 @@ def _print_status(data: dict[str, Any]) -> None:
             if isinstance(until, int | float)
             else ""
         )
+        if entry.get("replaced"):
+            click.echo(
+                f"  {user}: since {since}, {entry.get('where', '')} — of the app password it had "
+                "before: the one configured now was not refused; processes read the settings "
+                "when they start, so restart those started before the change (`ncindex up`, "
+                "the workers, beat, the receiver and the search API) — the next request "
+                "Nextcloud accepts clears this"
+            )
+            continue
         click.echo(
             f"  {user}: since {since}, {entry.get('where', '')} — check its app password "
             f"(NCINDEX_ACCOUNTS or NCINDEX_ACCOUNTS_FILE) and its login name (NCINDEX_LOGINS){held}"

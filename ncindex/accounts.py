@@ -221,14 +221,21 @@ def refused_accounts(
     fingerprint left out); an unreadable entry reads as ``{}``. ``credentials`` maps user ids
     to the :func:`credential_fingerprint` configured for them now: an account whose
     configured credential is not the one refused (a new app password) is not held
-    (``held_until`` ``None``: it is tried at once); an account not in it is held while the
-    refused credential is. Raises ``redis.RedisError`` when Redis cannot be asked."""
+    (``held_until`` ``None``: it is tried at once) and, given ``credentials``, has
+    ``replaced`` true (the refusal is of the credential it had before: processes started since
+    the change send the new one, the next request accepted clears the entry; those started
+    before still send the old one); an account not in it is held while the refused credential
+    is. Raises ``redis.RedisError`` when Redis cannot be asked."""
     out: dict[str, dict[str, Any]] = {}
     for raw_user, raw in sorted(client.hgetall(keys.refused_accounts).items()):
         user = as_text(raw_user, "replace")
         entry = refused_entry(raw)
         if entry:
-            hold = hold_of(raw, (credentials or {}).get(user), now)
+            configured = (credentials or {}).get(user)
+            hold = hold_of(raw, configured, now)
             entry["held_until"] = None if hold is None else hold.until
+            if credentials is not None:
+                refused = _entry(raw).get("credential")
+                entry["replaced"] = None not in (configured, refused) and configured != refused
         out[user] = entry
     return out

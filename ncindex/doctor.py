@@ -258,11 +258,7 @@ def check_accounts(ctx: Context) -> list[Line]:
             lines.append(Line(name, "fail", held_detail(user, exc)))
             continue
         except NextcloudAuthError:
-            hint = (
-                "the app password is wrong or revoked, or it was created under another login "
-                'name (LDAP, e-mail): set it in NCINDEX_LOGINS or the accounts file\'s "login"'
-            )
-            lines.append(Line(name, "fail", f"refused (401) for login {login!r}: {hint}"))
+            lines.append(Line(name, "fail", refused_detail(ctx, user, login)))
             continue
         except NcindexError as exc:
             lines.append(Line(name, "fail", f"not checkable: {exc}"))
@@ -279,6 +275,42 @@ def check_accounts(ctx: Context) -> list[Line]:
         else:
             lines.append(Line(name, "ok", f"login {login!r} → user id {uid!r}"))
     return lines
+
+
+def refused_detail(ctx: Context, user: str, login: str) -> str:
+    """What doctor says of account ``user`` whose app password Nextcloud refused (401) for
+    ``login``: whether the user still exists, asked as the webhook admin
+    (:meth:`~ncindex.nextcloud.client.NextcloudClient.user_exists`, ``GET
+    /ocs/v2.php/cloud/users/{uid}``; nothing recorded). A deleted user is refused too, as
+    Nextcloud tells no one of a deletion (:mod:`ncindex.sync.deleted`): that case needs
+    ``ncindex forget`` and the account removed, not a new app password. When the answer is no
+    definite one (the account is the admin itself, the admin refused, Nextcloud unavailable),
+    every cause is named."""
+    wrong = (
+        "the app password is wrong or revoked (make a new one in its Settings → Security), "
+        "the account disabled, or the password created under another login name (LDAP, "
+        'e-mail): set it in NCINDEX_LOGINS or the accounts file\'s "login"'
+    )
+    admin = ctx.settings.webhook_admin
+    exists: bool | None = None
+    if admin != user:
+        try:
+            exists = ctx.services.account(admin, clears=False).user_exists(user)
+        except NcindexError:
+            exists = None
+    if exists is False:
+        return (
+            f"refused (401): Nextcloud says user {user!r} does not exist (deleted) — its "
+            f"documents leave the index at once with `ncindex forget {user}` (else after two "
+            "refused scans 30 minutes apart); then remove the account from NCINDEX_ACCOUNTS or "
+            "the accounts file"
+        )
+    if exists:
+        return f"refused (401) for login {login!r}; the user exists in Nextcloud: {wrong}"
+    return (
+        f"refused (401) for login {login!r}: {wrong}; or the user was deleted (whether it "
+        f"exists could not be asked as the webhook admin {admin!r})"
+    )
 
 
 def held_detail(user: str, exc: AccountHeld) -> str:

@@ -226,6 +226,34 @@ def test_a_wrong_app_password_fails_that_account(served) -> None:
     assert "refused (401)" in detail(lines, "account alice")
 
 
+def test_a_refused_account_says_whether_its_user_was_deleted(served) -> None:
+    """An account refused (401) because its Nextcloud user was deleted got the same line as a
+    mistyped app password ("wrong or revoked … set it in NCINDEX_LOGINS"), sending the admin
+    to make a new password for a user that no longer exists. doctor now asks Nextcloud as
+    the webhook admin (``GET /ocs/v2.php/cloud/users/{uid}``): a deleted user is named so,
+    with ``ncindex forget``; a revoked password of a user that exists says the user exists."""
+    sim, server = served
+    sim.add_user("carol", "carol-pw", "Carol")
+    sim.add_user("dave", "dave-pw", "Dave")
+    settings = settings_for(
+        server,
+        accounts={
+            "admin": SecretStr("admin-pw"),
+            "alice": SecretStr("alice-pw"),
+            "carol": SecretStr("revoked-pw"),
+            "dave": SecretStr("dave-pw"),
+        },
+    )
+    sim.delete_user("dave")
+    lines = run_checks(settings)
+    assert verdicts(lines, "account carol") == ["fail"]
+    assert verdicts(lines, "account dave") == ["fail"]
+    carol, dave = detail(lines, "account carol"), detail(lines, "account dave")
+    assert "the user exists in Nextcloud" in carol and "does not exist" not in carol
+    assert "Nextcloud says user 'dave' does not exist (deleted)" in dave
+    assert "`ncindex forget dave`" in dave and "NCINDEX_LOGINS" not in dave
+
+
 def test_a_held_account_says_since_until_when_and_why(served) -> None:
     """doctor's account line for an account whose credential ncindex holds back after a
     refusal (``ncindex.runtime.Services.account`` raises ``AccountHeld``, nothing sent) said

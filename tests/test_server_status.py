@@ -155,7 +155,7 @@ def test_an_account_given_a_new_app_password_is_not_shown_held(redis_url: str) -
     """The hold is of the credential refused (``ncindex.accounts.hold_of``): an account whose
     configured app password is another one now is tried at once, yet status said "held back
     until …" for it all the same. Now only an account still configured with the refused
-    credential is shown held."""
+    credential is shown held, and one given a new app password is not told to check it."""
     settings = Settings(redis_url=redis_url, namespace="status-new-password")
     at = int(time.time()) - 600
     where = "SEARCH /remote.php/dav/: HTTP 401"
@@ -180,6 +180,13 @@ def test_an_account_given_a_new_app_password_is_not_shown_held(redis_url: str) -
     assert "; held back until " in bob, bob
     assert data["alice"]["held_until"] is None
     assert data["bob"]["held_until"] == at + REFUSED_RECHECK_SECONDS[0]
+    # alice's line told the admin who had just fixed her password to "check its app
+    # password": it now says the refusal is of the old one and that the processes started
+    # before the change still send it (settings are read at start)
+    assert "check its app password" not in alice, alice
+    assert "of the app password it had before" in alice and "restart those started" in alice
+    assert "check its app password" in bob, bob
+    assert data["alice"]["replaced"] is True and data["bob"]["replaced"] is False
 
 
 def test_a_refused_account_whose_user_was_deleted_says_so(redis_url: str) -> None:
