@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["NewsApi", "NewsState"]
 
-NEWS_VERSION = "25.3.2"
 TYPE_FEED, TYPE_FOLDER, TYPE_STARRED, TYPE_ALL, TYPE_UNREAD = 0, 1, 2, 3, 6
 #: The list types ``ItemMapperV2::findAllItems`` and ``findAllAfter`` take besides a feed or
 #: a folder; any other (``4`` shared, ``5`` explore, …) raises ``ServiceValidationException``.
@@ -267,7 +266,10 @@ class NewsApi:
         news = self.news
         params = request_params(request)
         if route == "/version" and method == "GET":
-            return json_response({"version": NEWS_VERSION})
+            # the installed app's version (nextcloud/news lib/Controller/
+            # UtilityApiController.php ``version``: ``getValueString(appName,
+            # 'installed_version')``), the one the app list and capabilities name
+            return json_response({"version": self.sim.apps.get("news", "")})
         if route == "/feeds" and method == "GET":
             feeds = [
                 news.feed_json(f)

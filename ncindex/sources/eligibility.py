@@ -14,6 +14,8 @@ case-insensitively.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -64,6 +66,20 @@ class Eligibility:
             excluded_tags=frozenset(t.casefold() for t in settings.index_excluded_tags),
             ocr=ocr_from_settings(settings) is not None,
         )
+
+    def fingerprint(self) -> str:
+        """16 hex digits of SHA-256 over the policy (globs, MIME types, tags, OCR): equal for
+        equal policies whatever the order of the tag sets, different when a rule changes. A
+        scan keeps the one it listed under (:meth:`ncindex.sync.reconcile.ScanState.rules`)."""
+        policy = [
+            self.include_globs,
+            self.exclude_globs,
+            self.mime_types,
+            sorted(self.required_tags),
+            sorted(self.excluded_tags),
+            self.ocr,
+        ]
+        return hashlib.sha256(json.dumps(policy).encode()).hexdigest()[:16]
 
     def path_and_tags_reason(self, path: str, tags: list[str]) -> str | None:
         """Why a node at ``path`` carrying system tags ``tags`` is not indexed, or ``None``:

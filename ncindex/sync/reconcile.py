@@ -320,6 +320,16 @@ class ScanState:
             pipe.hset(key, mapping={k: repr(float(v)) for k, v in folders.items()})
         pipe.execute()
 
+    def rules(self) -> str | None:
+        """The :meth:`~ncindex.sources.eligibility.Eligibility.fingerprint` of the index rules
+        the last complete applied listing was judged by, if recorded."""
+        raw = self.redis.get(self.base + ":rules")
+        return None if raw is None else as_text(raw, "replace")
+
+    def set_rules(self, fingerprint: str) -> None:
+        """Record the rules a complete applied listing was judged by."""
+        self.redis.set(self.base + ":rules", fingerprint)
+
     def forget_listing(self) -> None:
         """Drop what lets a listing skip work — the folder etags, the Notes marker and the times
         of the last full and external walks — so the next listing lists everything."""
@@ -586,6 +596,7 @@ class Reconciler:
         clock = time.monotonic()
         report = ScanReport(user, doc_type.value, started, apply)
         state = ScanState(self.services.redis, user, doc_type, self.settings.names)
+        rules = self.indexer.eligibility.fingerprint()
         log_ = log.bind(user=user, doc_type=doc_type.value)
         try:
             manifest = None
@@ -603,6 +614,11 @@ class Reconciler:
                         Progress(self.services.redis, self.settings.names).restart_first_indexing(
                             user
                         )
+                if apply and source.ruled and state.rules() not in (None, rules):
+                    # the index rules changed since the last listing: a file or note they
+                    # left out may be indexable now, in a folder whose etag did not change
+                    state.forget_listing()
+                    log_.info("reconcile_rules_changed")
             account = self.services.account(user, clears=apply)  # a dry run writes nothing
             if pages is None:
                 listing = source.list(self.services, account, state)
@@ -658,6 +674,8 @@ class Reconciler:
             # only once they are queued: a failed publish must not mark them tried
             state.set_tried(tried)
             source.commit(state, listing, self._dirty(report), report.clean)
+            if source.ruled:
+                state.set_rules(rules)
             if listing.skipped is not None:  # a listing that classified what it listed
                 Progress(self.services.redis, self.settings.names).record_skips(
                     user,

@@ -560,6 +560,16 @@ def test_the_env_example_holds_what_every_procfile_role_needs(
     assert settings.webhook_secret.get_secret_value() and settings.nextcloud_url
     assert settings.qdrant_url and settings.redis_url == example["NCINDEX_REDIS_URL"]
     assert settings.accounts
+    # a JSON list, single-quoted as the example shows it, reaches the settings whole (the
+    # example said only that honcho drops quotes and spaces, and showed no JSON setting)
+    [shown] = [
+        line.removeprefix("# ")
+        for line in (ROOT / "deploy" / "ncindex.env.example").read_text().splitlines()
+        if line.startswith("# NCINDEX_INDEX_EXCLUDE_GLOBS=")
+    ]
+    for name, value in environ.parse(shown).items():
+        monkeypatch.setenv(name, value)
+    assert Settings().index_exclude_globs == ["/Private/**", "*.tmp"]
 
 
 def run_to_end(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, str]:

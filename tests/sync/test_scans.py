@@ -201,6 +201,33 @@ def test_a_daily_full_walk_repairs_what_changes_no_folder_etag(rstack: Stack) ->
     assert time.time() - state.full_walk_at() < 60  # and the next full walk is a day away
 
 
+def test_index_rules_widened_relist_what_they_left_out(rstack: Stack) -> None:
+    """An admin removes an exclude glob (or adds a MIME type, lifts a tag gate) and restarts:
+    the files the old rules left out were not indexed until the daily full walk, as every
+    folder etag was unchanged (each scan cost its one request). A scan whose rules differ
+    from those the last listing was judged by now lists every folder (and every note)."""
+    rstack.settings.index_exclude_globs = ["/Private/**"]
+    rstack.sim.put_file("alice", "/Private/diary.md", "# Diary\nkelp forests at dawn")
+    rstack.sim.put_file("alice", "/Docs/plan.md", "# Plan\nreef survey")
+    rstack.settle()
+    diary = rstack.sim.file_id("alice", "/Private/diary.md")
+    rstack.sim.drop_rate = 1.0  # from here on only the scans see changes
+    first = reconciler(rstack, Recorder()).scan("alice", DocType.FILE)
+    assert first.clean and diary not in [int(c.doc_id) for c in first.index]
+    unchanged = reconciler(rstack, Recorder()).scan("alice", DocType.FILE)
+    assert unchanged.requests == 1 and unchanged.index == []  # the same rules: one request
+    rstack.settings.index_exclude_globs = []
+    recorder = Recorder()
+    widened = reconciler(rstack, recorder).scan("alice", DocType.FILE)
+    assert [(c.reason, c.path) for c in widened.index] == [("new", "/Private/diary.md")]
+    assert recorder.files == [diary]
+    # recorded: the next scan judges by them and skips unchanged folders again
+    assert (
+        scan_state(rstack, DocType.FILE).rules()
+        == Indexer(rstack.services).eligibility.fingerprint()
+    )
+
+
 def test_a_redis_restarted_empty_does_not_forget_a_finished_first_indexing(
     rstack: Stack,
 ) -> None:
