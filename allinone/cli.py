@@ -244,6 +244,10 @@ def _serve(running: Embedded, settings: Settings, signals: StopSignals, *, quiet
             f"{PROGRESS_SECONDS:g} s; NCINDEX_LOG_LEVEL=INFO logs every task."
         )
         logging.getLogger().setLevel(logging.WARNING)
+        # werkzeug gives its own logger the level INFO when it first logs a request
+        # (werkzeug._internal._log, a logger left at NOTSET), so the root's level alone left
+        # a line per webhook delivery and search
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
         threading.Thread(target=_report_progress, args=(running, signals), daemon=True).start()
     if running.sample is not None:
         threading.Thread(target=_report_sample, args=(running, signals), daemon=True).start()

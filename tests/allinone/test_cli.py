@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from click.testing import CliRunner, Result
@@ -408,6 +409,39 @@ def test_the_progress_line_follows_what_is_pending_per_account(redis_url: str) -
         False,
     )
     assert progress_line(progress, was_busy=False) == (None, False)
+
+
+def test_a_quiet_up_logs_no_line_per_request() -> None:
+    """``ncindex up`` without NCINDEX_LOG_LEVEL says it logs warnings and errors only once
+    started, yet every webhook delivery and search went on being logged at INFO by werkzeug
+    (its logger has a level of its own once it has logged a request, which the root logger's
+    level does not override)."""
+    import logging
+    import threading
+    from types import SimpleNamespace
+
+    from werkzeug.serving import make_server
+    from werkzeug.wrappers import Response
+
+    from allinone.cli import _serve
+
+    root, wz = logging.getLogger(), logging.getLogger("werkzeug")
+    saved = root.level, wz.level
+    server = make_server("127.0.0.1", 0, Response("ok"))
+    threading.Thread(target=server.handle_request, daemon=True).start()
+    try:
+        assert httpx.get(f"http://127.0.0.1:{server.port}/").status_code == 200
+        assert wz.isEnabledFor(logging.INFO)  # werkzeug's own level, as in a running up
+        settings = Settings(nextcloud_url="http://127.0.0.1:9", namespace="nci")
+        running = _up_stand_in(settings)
+        running.services = SimpleNamespace(redis=None)  # for the progress thread
+        _serve(running, settings, SimpleNamespace(wait=lambda *_: True), quiet=True)
+        assert not wz.isEnabledFor(logging.INFO)
+        assert not root.isEnabledFor(logging.INFO)
+    finally:
+        server.server_close()
+        root.setLevel(saved[0])
+        wz.setLevel(saved[1])
 
 
 def test_a_one_shot_command_logs_warnings_only_unless_the_level_is_set(
