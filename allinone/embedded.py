@@ -208,12 +208,15 @@ class Embedded:
             return False
         return self.documents_indexed() >= self.sample.documents
 
-    def close(self, grace: float | None = None) -> None:
+    def close(self, grace: float | None = None) -> bool:
         """Stop in the order that loses nothing: beat (no new ticks) and the store's optimiser,
         the HTTP server and the MCP server (no new webhooks or searches), the worker
         (:meth:`EmbeddedWorker.stop`: running tasks finish within ``grace`` seconds — default
         ``settings.shutdown_grace`` — the others go back to their queues), then the simulator,
-        the clients and the store the tasks used, and a private Redis last."""
+        the clients and the store the tasks used, and a private Redis last. Returns whether
+        the worker stopped within the grace period: when not, its tasks still run in the
+        threads of Celery's pool, which the interpreter joins at exit (``concurrent.futures``
+        registers that join), so the caller ends the process with ``os._exit``."""
         grace = self.settings.shutdown_grace if grace is None else grace
         steps: dict[str, float] = {}
         clock = time.monotonic()
@@ -248,6 +251,7 @@ class Embedded:
             self.redis.stop()
         done("redis")
         log.info("stopped", worker_in_grace=stopped, seconds=steps)
+        return stopped
 
 
 def rewrite_older_analyzer(celery: Celery, store: VectorStore) -> Counter[str] | None:

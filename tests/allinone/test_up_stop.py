@@ -198,6 +198,30 @@ def test_tasks_still_running_after_the_grace_period_go_back_at_once(up: Up) -> N
     assert error_lines(text) == []
 
 
+def test_tasks_running_past_the_grace_period_do_not_hold_the_exit(up: Up) -> None:
+    """The stop put back the messages of tasks still running after the grace period and said
+    the process exits without waiting for them, but the interpreter's exit joined the
+    threads of Celery's pool (``concurrent.futures`` joins its workers at exit): a batch of
+    large files held ``ncindex up`` 3 min 30 s after "stopped". It now ends once stopped."""
+    up.env["NCINDEX_SHUTDOWN_GRACE"] = "0"
+    up.start()
+    # each download takes 5 s (under the 10 s HTTP timeout): a batch of ten, 50 s
+    up.sim.faults.set("webdav", delay=5.0, method="GET")
+    for i in range(10):
+        up.sim.put_file("alice", f"/Harbour/log-{i:02}.txt", body(i, 1))
+    wait_until(lambda: up.redis.hlen(up.keys.unacked) > 0 and up.downloads() > 0, 120, 0.05)
+    up.signal_group(signal.SIGTERM)
+    assert up.proc is not None
+    signalled = time.monotonic()
+    assert up.proc.wait(timeout=60) == 0
+    # the grace (0) + the flag read (1.5 s) + the stop steps; not the batch's remaining files
+    assert time.monotonic() - signalled < 15
+    assert up.redis.hlen(up.keys.unacked) == 0
+    text = up.logs[-1].read_text(errors="replace")
+    assert "worker_stop_grace_over" in text and text.rstrip().endswith("stopped")
+    assert error_lines(text) == []
+
+
 # --- the handlers alone ---------------------------------------------------------------------
 
 STOPPER = textwrap.dedent(
