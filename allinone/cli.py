@@ -1465,6 +1465,17 @@ def _print_status(data: dict[str, Any]) -> None:
                 "NCINDEX_ACCOUNTS"
             )
             continue
+        missing = entry.get("missing_since")
+        if isinstance(missing, int | float):
+            from ncindex.sync.deleted import CONFIRM_SECONDS
+
+            click.echo(
+                f"  {user}: since {since}, {entry.get('where', '')} — Nextcloud said at "
+                f"{utc_time(missing)} that the user does not exist (deleted): a scan that hears "
+                f"it again from {utc_time(missing + CONFIRM_SECONDS)} takes its documents out of "
+                f"the index, `ncindex forget {user}` does it now; then remove the account"
+            )
+            continue
         until = entry.get("held_until")
         held = (
             f"; held back until {utc_time(until)} (in {duration(until - time.time())}): not sent "

@@ -207,3 +207,31 @@ def test_a_refused_account_whose_user_was_deleted_says_so(redis_url: str) -> Non
         "  carol: since 1 h 00 min ago; Nextcloud says the user does not exist — 3 documents "
         "forgotten; remove the account from NCINDEX_ACCOUNTS"
     ) in lines
+
+
+def test_a_refused_account_nextcloud_once_said_is_deleted_says_so(redis_url: str) -> None:
+    """A deleted user's account, refused, whose deletion a scan heard once and waits to hear
+    again 30 minutes later (``ncindex.sync.deleted.check_deleted``): status told the admin to
+    "check its app password" for that half hour and more. It now says Nextcloud said the user
+    does not exist, when the index forgets them, and ``ncindex forget``."""
+    settings = Settings(redis_url=redis_url, namespace="status-missing")
+    heard = time.time() - 120
+    with redis.Redis.from_url(redis_url) as client:
+        client.delete(settings.names.refused_accounts)
+        where = "PROPFIND /remote.php/dav/files/dave/: HTTP 401"
+        for user in ("dave", "erin"):
+            record_refused(client, settings.names, user, where, now=heard)
+        client.set(settings.names.missing_user("dave"), heard)
+        try:
+            env = {"NCINDEX_REDIS_URL": redis_url, "NCINDEX_NAMESPACE": "status-missing"}
+            lines = status_output(env).splitlines()
+            data = json.loads(status_output(env, "--json"))["accounts_refused"]
+        finally:
+            client.delete(settings.names.refused_accounts, settings.names.missing_user("dave"))
+    dave = next(x for x in lines if x.startswith("  dave: "))
+    erin = next(x for x in lines if x.startswith("  erin: "))
+    gmt = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(heard + 1800))
+    assert "that the user does not exist (deleted)" in dave and "check its app" not in dave
+    assert f"hears it again from {gmt}" in dave and "`ncindex forget dave` does it now" in dave
+    assert "check its app password" in erin
+    assert data["dave"]["missing_since"] == heard and data["erin"]["missing_since"] is None

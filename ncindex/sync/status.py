@@ -190,6 +190,23 @@ def rates_dict(rates: Rates) -> dict[str, float]:
     }
 
 
+def _with_missing_since(
+    client: redis.Redis, keys: Names, refused: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """``refused`` (:func:`~ncindex.accounts.refused_accounts`) with ``missing_since`` on each
+    entry: when a scan's check first heard Nextcloud say the user does not exist (Unix
+    seconds, :func:`ncindex.sync.deleted.check_deleted`, which forgets the user when a check
+    :data:`~ncindex.sync.deleted.CONFIRM_SECONDS` later hears it again), else ``None``. An
+    unreadable value reads as ``None``."""
+    for user, entry in refused.items():
+        raw = client.get(keys.missing_user(user))
+        try:
+            entry["missing_since"] = None if raw is None else float(as_text(raw))
+        except ValueError:
+            entry["missing_since"] = None
+    return refused
+
+
 def collect_status(
     client: redis.Redis,
     keys: Names,
@@ -231,7 +248,9 @@ def collect_status(
         "scans": scans,
         "other_namespaces": [] if scans or workers else other_namespaces(client, keys),
         "dead_letters": dead_letters(client, keys),
-        "accounts_refused": refused_accounts(client, keys, credentials=credentials),
+        "accounts_refused": _with_missing_since(
+            client, keys, refused_accounts(client, keys, credentials=credentials)
+        ),
         "workers": workers,
         "users": rows,
         "total": {
