@@ -1459,10 +1459,14 @@ def _print_status(data: dict[str, Any]) -> None:
         since = f"{duration(time.time() - at)} ago" if isinstance(at, int | float) else "?"
         deleted = entry.get("deleted")
         if isinstance(deleted, dict):
+            todo = (
+                "no longer configured: nothing left to do"
+                if entry.get("configured") is False
+                else "remove the account from NCINDEX_ACCOUNTS"
+            )
             click.echo(
                 f"  {user}: since {since}; Nextcloud says the user does not exist — "
-                f"{deleted.get('documents', '?')} documents forgotten; remove the account from "
-                "NCINDEX_ACCOUNTS"
+                f"{deleted.get('documents', '?')} documents forgotten; {todo}"
             )
             continue
         missing = entry.get("missing_since")

@@ -224,8 +224,9 @@ def refused_accounts(
     (``held_until`` ``None``: it is tried at once) and, given ``credentials``, has
     ``replaced`` true (the refusal is of the credential it had before: processes started since
     the change send the new one, the next request accepted clears the entry; those started
-    before still send the old one); an account not in it is held while the refused credential
-    is. Raises ``redis.RedisError`` when Redis cannot be asked."""
+    before still send the old one) and ``configured`` whether it is among them at all; an
+    account not in it is held while the refused credential is. Raises ``redis.RedisError``
+    when Redis cannot be asked."""
     out: dict[str, dict[str, Any]] = {}
     for raw_user, raw in sorted(client.hgetall(keys.refused_accounts).items()):
         user = as_text(raw_user, "replace")
@@ -235,6 +236,7 @@ def refused_accounts(
             hold = hold_of(raw, configured, now)
             entry["held_until"] = None if hold is None else hold.until
             if credentials is not None:
+                entry["configured"] = user in credentials
                 refused = _entry(raw).get("credential")
                 entry["replaced"] = None not in (configured, refused) and configured != refused
         out[user] = entry

@@ -200,13 +200,15 @@ def test_a_refused_account_whose_user_was_deleted_says_so(redis_url: str) -> Non
         record_deleted(client, settings.names, "carol", 3)
         try:
             env = {"NCINDEX_REDIS_URL": redis_url, "NCINDEX_NAMESPACE": "status-deleted"}
-            lines = status_output(env).splitlines()
+            configured = env | {"NCINDEX_ACCOUNTS": json.dumps({"carol": "carol-pw"})}
+            lines = status_output(configured).splitlines()
+            # the admin did as told: the line said to remove the account all the same
+            removed = status_output(env | {"NCINDEX_ACCOUNTS": "{}"}).splitlines()
         finally:
             client.delete(settings.names.refused_accounts)
-    assert (
-        "  carol: since 1 h 00 min ago; Nextcloud says the user does not exist — 3 documents "
-        "forgotten; remove the account from NCINDEX_ACCOUNTS"
-    ) in lines
+    said = "  carol: since 1 h 00 min ago; Nextcloud says the user does not exist — 3 documents "
+    assert said + "forgotten; remove the account from NCINDEX_ACCOUNTS" in lines
+    assert said + "forgotten; no longer configured: nothing left to do" in removed
 
 
 def test_a_refused_account_nextcloud_once_said_is_deleted_says_so(redis_url: str) -> None:
