@@ -117,7 +117,7 @@ class FileSource(VerifiedByWebDav, Source):
                 or now - last_external >= ctx.settings.reconcile_external_walk_seconds
             )
             if not listing.full_walk:
-                self._probe_unreachable(client, memory, listing)
+                self._probe_unreachable(client, memory, listing, limit)
         else:
             listing = resume
             if listing.skipped is None:
@@ -221,7 +221,7 @@ class FileSource(VerifiedByWebDav, Source):
         return listing
 
     def _probe_unreachable(
-        self, client: NextcloudClient, memory: ScanMemory, listing: Listing
+        self, client: NextcloudClient, memory: ScanMemory, listing: Listing, limit: int | None
     ) -> None:
         """Ask each folder recorded unreachable by an earlier scan (``Depth: 0``, one request
         each) whether its storage answers again: one still answering 503 stays in
@@ -230,9 +230,18 @@ class FileSource(VerifiedByWebDav, Source):
         ``apps/files_external`` ``ConfigAdapter::getMountsForUser`` no longer mounts it), goes
         to ``listing.revisit``: walked with the folders above and below it whatever their
         etags, as nothing changed them while it was away (a file put on an external storage
-        changes no etag until its folder is looked at: ``View::getCacheEntry``). Raises what
-        the client raises for another failure (the listing fails)."""
-        for folder in sorted(memory.unreachable()):
+        changes no etag until its folder is looked at: ``View::getCacheEntry``).
+
+        The probes count against the page's ``limit`` (requests): at most ``limit - 1`` of
+        them (one is the root's ``Depth: 0``), and at least one, the longest unreachable
+        first (then by path); a folder not asked stays recorded unreachable, asked by a later
+        scan, and walked by the next external walk (:data:`UNSETTLED`) whatever its etag.
+        Raises what the client raises for another failure (the listing fails)."""
+        recorded = memory.unreachable()
+        for folder in sorted(recorded, key=lambda path: (recorded[path], path)):
+            if limit is not None and listing.requests and listing.requests >= limit - 1:
+                listing.unreachable.add(folder)  # not asked this time
+                continue
             try:
                 client.propfind(folder, depth=0)
             except StorageUnavailable:

@@ -22,6 +22,7 @@ from ncindex.ingest.queueing import enqueue
 from ncindex.ingest.viewers import viewers_of
 from ncindex.progress import FailingDocuments, Progress
 from ncindex.sync.deleted import CONFIRM_SECONDS, Deleted, check_deleted
+from ncindex.sync.paging import ListingPages
 from ncindex.sync.reconcile import Reconciler, ScanState
 from support import Stack, wait_until
 
@@ -1002,6 +1003,43 @@ def test_a_storage_that_answers_again_is_walked_by_the_next_scan(
     rstack.sim.reset_request_counts()
     rstack.reconcile(["alice"])
     assert rstack.sim.request_count("webdav", "PROPFIND") == 1  # back to the root's etag
+
+
+def test_asking_unreachable_folders_again_keeps_to_the_page_request_limit(rstack: Stack) -> None:
+    """The folders recorded unreachable are asked again (PROPFIND Depth 0) at the start of a
+    scan, before its walk: each request counts against ``reconcile_page_requests``, as every
+    request of a page does (ListingPages.next: "at most limit requests"). Before, every
+    recorded folder was asked on the first page, whatever the limit: three away storages and
+    a limit of two made a first page of four requests. Now a page asks at most ``limit - 1``
+    (the root's Depth 0 is the last), the longest away first; the others stay recorded, and
+    the next external walk walks them whatever their etags."""
+    rstack.settings.reconcile_external_walk_seconds = 86_400
+    rstack.settings.reconcile_page_requests = 2
+    for name in ("ExtA", "ExtB", "ExtC"):
+        rstack.sim.external_storage(name, ["alice"])
+        rstack.sim.put_file("alice", f"/{name}/r.md", f"# {name}\nkelp")
+    fill(rstack, files=2, notes=0)
+    rstack.sim.drop_rate = 1.0
+    rstack.reconcile(["alice"])
+    rstack.reconcile(["alice"])
+    state = scan_state(rstack, DocType.FILE)
+    for name in ("ExtA", "ExtB", "ExtC"):
+        rstack.sim.make_storage_unavailable("alice", f"/{name}")
+    state.set_full_walk_at(0)
+    rstack.reconcile(["alice"])
+    assert set(state.unreachable()) == {"/ExtA", "/ExtB", "/ExtC"}
+    first = ListingPages(state, rstack.settings.reconcile_page_requests)
+    report = reconciler(rstack, Recorder()).scan("alice", DocType.FILE, pages=first)
+    assert report.requests <= 2, report.summary()
+    first.discard()
+    rstack.reconcile(["alice"])  # whole scans: each asks one, the others stay recorded
+    assert set(state.unreachable()) == {"/ExtA", "/ExtB", "/ExtC"}
+    rstack.sim.make_storage_unavailable("alice", "/ExtC", unavailable=False)
+    new = rstack.sim.add_unnoticed("alice", "/ExtC/q2.md", "# Q2\nreef")
+    state.set_external_walk_at(0)  # one not asked is walked by the external walk
+    rstack.reconcile(["alice"])
+    assert f"file:{new}" in index_state(rstack)
+    assert set(state.unreachable()) == {"/ExtA", "/ExtB"}
 
 
 def test_a_document_on_a_storage_that_cannot_be_reached_is_still_found_verified(
