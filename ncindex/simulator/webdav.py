@@ -93,6 +93,14 @@ def _uncaught(exception: str, message: str) -> Response:
     return Response(sabre_error(exception, message), status=500, content_type=XML_CONTENT_TYPE)
 
 
+def _no_collection(exc: ConflictError) -> Response:
+    """409 for a file written into a folder that does not exist: sabre/dav
+    ``Server::createFile`` turns the parent's ``NotFound`` into this ``Conflict``."""
+    return dav_error(
+        409, "Conflict", f"Files cannot be created in non-existent collections ({exc})"
+    )
+
+
 def _state_error(exc: StateError) -> Response:
     if isinstance(exc, NotFoundError):
         return dav_error(404, "NotFound", str(exc))
@@ -626,9 +634,7 @@ class WebDav:
             existing = self.tree.resolve(uid, path)
             if existing is not None and existing.is_dir:
                 return dav_error(409, "Conflict", "Could not write file contents")
-            return dav_error(
-                409, "Conflict", f"Files cannot be created in non-existent collections ({exc})"
-            )
+            return _no_collection(exc)
         except StateError as exc:
             return _state_error(exc)
         if refused is not None:
@@ -648,9 +654,7 @@ class WebDav:
         try:
             created = self.tree.put_part_file(uid, path, data, interrupted=refused is not None)
         except ConflictError as exc:
-            return dav_error(
-                409, "Conflict", f"Files cannot be created in non-existent collections ({exc})"
-            )
+            return _no_collection(exc)
         except StateError as exc:
             return _state_error(exc)
         if refused is not None:

@@ -558,6 +558,17 @@ def test_a_federated_share_is_shared_not_mounted_and_says_it_is_federated(sim, c
     assert root.findtext(".//{http://nextcloud.org/ns}is-federated") == "1"
 
 
+def _searched(alice: httpx.Client, fid: int) -> str | None:
+    """The href of alice's SEARCH for the file ``fid`` by id, ``None`` when it finds none."""
+    answer = alice.request(
+        "SEARCH",
+        "/remote.php/dav/",
+        content=_search_body("alice", str(fid)),
+        headers={"Content-Type": "text/xml"},
+    )
+    return etree.fromstring(answer.content).findtext(".//d:href", namespaces=DAV_NS)
+
+
 def test_a_federated_share_nextcloud_removes_leaves_the_listing_and_search(sim, client) -> None:
     """External/Storage.php checkStorageAvailability: a remote server that says the share is
     gone (or refuses it) gets it removed (Manager::removeShare, removeMount); while its
@@ -571,23 +582,14 @@ def test_a_federated_share_nextcloud_removes_leaves_the_listing_and_search(sim, 
         answer = alice.request("PROPFIND", "/remote.php/dav/files/alice", headers={"Depth": "1"})
         return [h.text for h in etree.fromstring(answer.content).findall(".//d:href", DAV_NS)]
 
-    def searched() -> str | None:
-        answer = alice.request(
-            "SEARCH",
-            "/remote.php/dav/",
-            content=_search_body("alice", str(fid)),
-            headers={"Content-Type": "text/xml"},
-        )
-        return etree.fromstring(answer.content).findtext(".//d:href", namespaces=DAV_NS)
-
     sim.make_storage_unavailable("alice", "/Remote")
     assert "/remote.php/dav/files/alice/Remote/" in listed()
     away = alice.request("PROPFIND", "/remote.php/dav/files/alice/Remote", headers={"Depth": "0"})
     assert away.status_code == 503 and b"Storage is temporarily not available" in away.content
-    assert searched() == "/remote.php/dav/files/alice/Remote/minutes.md"
+    assert _searched(alice, fid) == "/remote.php/dav/files/alice/Remote/minutes.md"
     sim.remove_federated_share("Remote")
     assert "/remote.php/dav/files/alice/Remote/" not in listed()
-    assert searched() is None
+    assert _searched(alice, fid) is None
 
 
 def test_a_failed_external_storage_answers_no_search(sim, client) -> None:
@@ -598,21 +600,12 @@ def test_a_failed_external_storage_answers_no_search(sim, client) -> None:
     fid = sim.put_file("alice", "/Ext/minutes.md", b"walrus")
     alice = client("alice")
 
-    def searched() -> str | None:
-        answer = alice.request(
-            "SEARCH",
-            "/remote.php/dav/",
-            content=_search_body("alice", str(fid)),
-            headers={"Content-Type": "text/xml"},
-        )
-        return etree.fromstring(answer.content).findtext(".//d:href", namespaces=DAV_NS)
-
     sim.make_storage_unavailable("alice", "/Ext", failed=True)
     away = alice.request("PROPFIND", "/remote.php/dav/files/alice/Ext", headers={"Depth": "0"})
     assert away.status_code == 503
-    assert searched() is None
+    assert _searched(alice, fid) is None
     sim.make_storage_unavailable("alice", "/Ext", unavailable=False)
-    assert searched() == "/remote.php/dav/files/alice/Ext/minutes.md"
+    assert _searched(alice, fid) == "/remote.php/dav/files/alice/Ext/minutes.md"
 
 
 def test_user_status_of_the_current_user(sim, client) -> None:

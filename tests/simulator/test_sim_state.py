@@ -40,6 +40,18 @@ def test_put_move_copy_keep_or_mint_ids(sim) -> None:
         sim.tree.put_file("alice", "/x/y.md", b"", make_parents=False)
 
 
+#: What nextcloud/server lib/private/Files/View.php ``copy`` sends (HookConnector): the copy
+#: hooks and the target's create and write hooks (``emit_file_hooks_pre``/``_post``).
+COPY_EVENTS = [
+    "BeforeNodeCopiedEvent",
+    "BeforeNodeCreatedEvent",
+    "BeforeNodeWrittenEvent",
+    "NodeCopiedEvent",
+    "NodeCreatedEvent",
+    "NodeWrittenEvent",
+]
+
+
 def test_event_sequences(sim) -> None:
     sim.put_file("alice", "/a.md", b"1")
     assert classes(sim) == [
@@ -54,14 +66,7 @@ def test_event_sequences(sim) -> None:
     sim.events.clear()
     sim.copy("alice", "/a.md", "/b.md")
     # View::copy: the copy hooks and the target's create/write hooks (emit_file_hooks_pre/post)
-    assert classes(sim) == [
-        "BeforeNodeCopiedEvent",
-        "BeforeNodeCreatedEvent",
-        "BeforeNodeWrittenEvent",
-        "NodeCopiedEvent",
-        "NodeCreatedEvent",
-        "NodeWrittenEvent",
-    ]
+    assert classes(sim) == COPY_EVENTS
     copied = sim.events[3]["event"]
     assert copied["source"]["id"] != copied["target"]["id"]
     assert [e["event"]["node"] for e in sim.events[4:]] == [copied["target"]] * 2
@@ -69,14 +74,7 @@ def test_event_sequences(sim) -> None:
     sim.events.clear()
     sim.tree.copy("alice", "/a.md", "/b.md", overwrite=True)  # sabre deletes the target first
     assert classes(sim)[:2] == ["BeforeNodeDeletedEvent", "NodeDeletedEvent"]
-    assert classes(sim)[2:] == [
-        "BeforeNodeCopiedEvent",
-        "BeforeNodeCreatedEvent",
-        "BeforeNodeWrittenEvent",
-        "NodeCopiedEvent",
-        "NodeCreatedEvent",
-        "NodeWrittenEvent",
-    ]
+    assert classes(sim)[2:] == COPY_EVENTS
     sim.events.clear()
     sim.share("alice", "/a.md", "bob")
     sim.unshare("alice", "/a.md", "bob")
