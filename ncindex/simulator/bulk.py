@@ -155,6 +155,6 @@ class BulkDav:
         return {
             "error": False,
             "etag": node.etag,
-            "fileid": f"{node.id:08d}{self.sim.instance_id}",
+            "fileid": self.webdav.dav_file_id(node),
             "permissions": self.webdav.permissions(uid, node),
         }

@@ -293,6 +293,11 @@ class WebDav:
             href += "/"
         return href
 
+    def dav_file_id(self, node: Node) -> str:
+        """``oc:id`` and ``OC-FileId`` of ``node``: its id zero-padded to 8 digits, then the
+        instance id (nextcloud/server ``lib/public/Files/DavUtil.php`` ``getDavFileId``)."""
+        return f"{node.id:08d}{self.sim.instance_id}"
+
     def permissions(self, uid: str, node: Node) -> str:
         """``oc:permissions`` of ``node`` for ``uid``, as nextcloud/server
         ``lib/public/Files/DavUtil.php`` ``getDavPermissions`` builds it from the permission
@@ -369,7 +374,7 @@ class WebDav:
         if name == clark(OC, "fileid"):
             return text(node.id)
         if name == clark(OC, "id"):
-            return text(f"{node.id:08d}{self.sim.instance_id}")
+            return text(self.dav_file_id(node))
         if name == clark(OC, "size"):
             return text(node.size)
         if name == clark(OC, "permissions"):
@@ -577,7 +582,7 @@ class WebDav:
         resp.headers["ETag"] = f'"{node.etag}"'
         resp.headers["OC-ETag"] = f'"{node.etag}"'
         resp.headers["Last-Modified"] = http_date(node.mtime)
-        resp.headers["OC-FileId"] = f"{node.id:08d}{self.sim.instance_id}"
+        resp.headers["OC-FileId"] = self.dav_file_id(node)
         resp.headers["Content-Disposition"] = (
             f"attachment; filename*=UTF-8''{encode_path(node.name)}; "
             f'filename="{encode_path(node.name)}"'
@@ -585,7 +590,7 @@ class WebDav:
         return resp
 
     def _write_headers(self, resp: Response, node: Node) -> Response:
-        resp.headers["OC-FileId"] = f"{node.id:08d}{self.sim.instance_id}"
+        resp.headers["OC-FileId"] = self.dav_file_id(node)
         resp.headers["OC-ETag"] = f'"{node.etag}"'
         resp.headers["ETag"] = f'"{node.etag}"'
         return resp
