@@ -9,7 +9,10 @@ nothing done in it fires a hook or an event: nextcloud/server ``lib/private/File
 ``apps/dav/lib/Connector/Sabre/File.php`` ``emitPreHooks``/``emitPostHooks`` return when the
 path has no hook path ("We only trigger hooks from inside default view").
 
-The ``MOVE`` is the only write to the files view. ``apps/dav/lib/Upload/ChunkingPlugin.php``
+The ``MOVE`` is the only write to the files view. sabre/dav ``CorePlugin::httpMove`` first
+checks the ``Destination`` (``Server::getCopyAndMoveInfo``: 409 without its folder, 412 for
+an existing one with ``Overwrite: F``: :meth:`WebDav.target_refused`), then
+``apps/dav/lib/Upload/ChunkingPlugin.php``
 ``beforeMove`` refuses a folder as the target (400 ``BadRequest`` "The given destination … is
 a directory."), checks ``OC-Total-Length`` against the chunks' sizes (400 ``BadRequest``
 "Chunks on server do not sum up to … but to … bytes") and moves without sabre's delete of an
@@ -110,6 +113,9 @@ class UploadsDav:
         target = self.webdav.destination(request, uid, f"{root}/remote.php/dav/files/{uid}")
         if target is None:
             return dav_error(400, "BadRequest", "The destination header was not understood")
+        refused = self.webdav.target_refused(uid, target, self.webdav.overwrite_of(request))
+        if refused is not None:  # sabre asks before ChunkingPlugin::beforeMove
+            return refused
         existing = self.sim.tree.resolve(uid, target)
         if existing is not None and existing.is_dir:
             where = f"files/{uid}{target}".rstrip("/")
@@ -122,10 +128,6 @@ class UploadsDav:
                 "BadRequest",
                 f"Chunks on server do not sum up to {expected} but to {len(data)} bytes",
             )
-        if existing is None and (
-            self.sim.tree.resolve(uid, target.rsplit("/", 1)[0] or "/") is None
-        ):
-            return dav_error(409, "Conflict", "The destination node is not found")
         response = self.webdav.write_file(request, uid, target, data)
         if response.status_code < 300:
             del self.folders[key]

@@ -701,12 +701,34 @@ class WebDav:
                 return norm_path(dpath[len(prefix) :])
         return None
 
+    @staticmethod
+    def overwrite_of(request: Request) -> bool:
+        """The ``Overwrite`` header of a ``MOVE``/``COPY`` (RFC 4918 §10.6): false only for
+        ``F``, true when absent."""
+        return request.headers.get("Overwrite", "T").strip().upper() != "F"
+
+    def target_refused(self, uid: str, dst: str, overwrite: bool) -> Response | None:
+        """What sabre/dav ``Server::getCopyAndMoveInfo`` answers for ``dst`` (a view path of
+        ``uid``) as the target of a ``MOVE`` or ``COPY``, before any plugin's ``beforeMove``
+        (``CorePlugin::httpMove`` asks it first): 409 ``Conflict`` "The destination node is
+        not found" when its parent folder does not exist, 412 ``PreconditionFailed`` when it
+        exists and ``overwrite`` (:meth:`overwrite_of`) is false; ``None`` when neither."""
+        if self.tree.resolve(uid, posixpath.dirname(dst)) is None:
+            return dav_error(409, "Conflict", "The destination node is not found")
+        if not overwrite and self.tree.resolve(uid, dst) is not None:
+            return dav_error(
+                412,
+                "PreconditionFailed",
+                "The destination node already exists, and the overwrite header is set to false",
+            )
+        return None
+
     def move_copy(self, request: Request, uid: str, base: str, path: str) -> Response:
         """MOVE/COPY with ``Destination`` and ``Overwrite`` (T default): 201 new, 204 replaced."""
         dst = self.destination(request, uid, base)
         if dst is None:
             return dav_error(400, "BadRequest", "The destination header was not understood")
-        overwrite = request.headers.get("Overwrite", "T").strip().upper() != "F"
+        overwrite = self.overwrite_of(request)
         if (
             request.method.upper() == "MOVE"
             and (uid, path) in self.tree.part_files
@@ -715,12 +737,9 @@ class WebDav:
             return self._finish_part_file(uid, path, dst, overwrite)
         if self.tree.resolve(uid, path) is None:
             return _not_found(path)
-        if not overwrite and self.tree.resolve(uid, dst) is not None:
-            return dav_error(
-                412,
-                "PreconditionFailed",
-                "The destination node already exists, and the overwrite header is set to false",
-            )
+        refused = self.target_refused(uid, dst, overwrite)
+        if refused is not None:
+            return refused
         op = self.tree.move if request.method.upper() == "MOVE" else self.tree.copy
         try:
             node, existed = op(uid, path, dst, overwrite=overwrite, make_parents=False)
@@ -737,14 +756,11 @@ class WebDav:
         ``getNodeForPath`` finds the uncached ``.part`` source (read from the storage) was not
         re-read: a *guess*, as is anything else done to a ``.part`` file (a ``GET``, a
         ``PROPFIND``, a ``COPY``: 404 here)."""
+        refused = self.target_refused(uid, dst, overwrite)
+        if refused is not None:
+            return refused
         try:
             node, existed = self.tree.move_part_file(uid, path, dst, overwrite=overwrite)
-        except AlreadyExistsError:
-            return dav_error(
-                412,
-                "PreconditionFailed",
-                "The destination node already exists, and the overwrite header is set to false",
-            )
         except ConflictError:
             return dav_error(409, "Conflict", "The destination node is not found")
         except StateError as exc:

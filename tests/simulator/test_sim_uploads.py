@@ -76,6 +76,23 @@ def test_a_chunked_upload_whose_chunks_miss_bytes_is_refused(sim, client) -> Non
     assert alice.request("MKCOL", "/remote.php/dav/uploads/bob/u4").status_code == 404
 
 
+def test_a_chunked_uploads_target_is_checked_by_sabre_before_the_chunking_plugin(
+    sim, client
+) -> None:
+    """sabre/dav ``CorePlugin::httpMove`` asks ``Server::getCopyAndMoveInfo`` before it emits
+    ``beforeMove`` (``ChunkingPlugin::beforeMove``'s folder and size checks): a target in a
+    folder that does not exist is 409 whatever the chunks sum to (was 400 for the size), and
+    an existing target with ``Overwrite: F`` is 412, left as it was (was overwritten, 204)."""
+    alice = client("alice")
+    status = upload(alice, "u5", [b"abc"], "/Nowhere/x.md", **{"OC-Total-Length": "9"})
+    assert status == 409
+    sim.put_file("alice", "/kept.md", b"kept")
+    sim.events.clear()
+    status = upload(alice, "u6", [b"new"], "/kept.md", Overwrite="F")
+    assert status == 412
+    assert sim.read("alice", "/kept.md") == b"kept" and sim.events == []
+
+
 def test_a_client_uploading_to_a_part_name_sends_id_minus_one_then_a_create(sim, client) -> None:
     """nextcloud/server ``File::put`` of ``x.md.part`` (no file-cache row: ``FileInfo::getId``
     null, ``Node::getId`` ``-1``), then ``View::rename`` of a part file to its name: a write,
