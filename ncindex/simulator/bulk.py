@@ -48,12 +48,16 @@ class BulkBodyError(ValueError):
 
 
 def _boundary(content_type: str) -> str:
-    """``parseBoundaryFromHeaders``: the boundary of ``multipart/related; boundary=…``."""
+    """``parseBoundaryFromHeaders``: the boundary of ``multipart/related; boundary=…``. Its
+    ``[$mimeType, $boundary] = explode(';', …)`` and ``[$key, $value] = explode('=', …)``
+    take the first two pieces, so a parameter after the boundary (``; charset=utf-8``) is
+    ignored, and so is what follows a second ``=``; fewer pieces are refused here (PHP only
+    warns of the missing key: the answer is a *guess*)."""
     mime, sep, rest = content_type.partition(";")
-    key, eq, value = rest.partition("=")
-    if not sep or not eq or ";" in rest or "=" in value:
+    key, eq, value = rest.split(";", 1)[0].partition("=")
+    if not sep or not eq:
         raise BulkBodyError("Error while parsing boundary in Content-Type header.")
-    value = value.strip()
+    value = value.split("=", 1)[0].strip()
     if len(value) >= 2 and value.startswith('"') and value.endswith('"'):
         value = value[1:-1]
     if mime.strip() != "multipart/related":

@@ -70,3 +70,16 @@ def test_a_bulk_body_that_cannot_be_read_stops_after_the_parts_before(sim, clien
     assert (
         refused.status_code == 400 and b"Content-Type must be multipart/related" in refused.content
     )
+
+
+def test_a_parameter_after_the_boundary_is_ignored_as_php_explode_does(sim, client) -> None:
+    """``MultipartRequestParser::parseBoundaryFromHeaders`` destructures ``explode(';', …)``
+    into two variables: a ``charset`` after the boundary is dropped, not refused (it was a
+    400 here)."""
+    answer = client("alice").post(
+        "/remote.php/dav/bulk",
+        content=body(part("/a.md", b"a")),
+        headers={"Content-Type": CONTENT_TYPE + "; charset=utf-8"},
+    )
+    assert answer.status_code == 200, answer.text
+    assert sim.read("alice", "/a.md") == b"a"
