@@ -235,7 +235,8 @@ class FileSource(VerifiedByWebDav, Source):
         The probes count against the page's ``limit`` (requests): at most ``limit - 1`` of
         them (one is the root's ``Depth: 0``), and at least one, the longest unreachable
         first (then by path); a folder not asked stays recorded unreachable, asked by a later
-        scan, and walked by the next external walk (:data:`UNSETTLED`) whatever its etag.
+        scan, and walked whatever its etag by the next external walk (an external storage or
+        federated share: :data:`UNSETTLED`) or full walk.
         Raises what the client raises for another failure (the listing fails)."""
         recorded = memory.unreachable()
         for folder in sorted(recorded, key=lambda path: (recorded[path], path)):
