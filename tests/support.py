@@ -436,7 +436,8 @@ class WorkerDeployment:
     ``limits`` are (soft, hard, visibility timeout, lock TTL) in seconds, kept short so a
     killed worker's message and lock come back soon; only the ``prefork`` pool enforces the
     time limits (Celery's solo pool has none). ``extract_seconds`` is the extraction cap
-    (``NCINDEX_EXTRACT_MAX_SECONDS``; ``None``: half the soft limit).
+    (``NCINDEX_EXTRACT_MAX_SECONDS``; ``None``: half the soft limit). ``debounce_seconds``
+    is the receiver's and the workers' (``NCINDEX_DEBOUNCE_SECONDS``) debounce.
     """
 
     def __init__(
@@ -482,6 +483,9 @@ class WorkerDeployment:
             "NCINDEX_LOCK_TTL": str(lock_ttl),
             "NCINDEX_LOG_JSON": "true",
             "NCINDEX_NAMESPACE": namespace,
+            # the worker's own countdowns (a folder walk, resolve_node, the gathered files'
+            # flush) are this debounce too, not the 2 s default
+            "NCINDEX_DEBOUNCE_SECONDS": str(debounce_seconds),
         }
         self.worker: subprocess.Popen[bytes] | None = None
         self.logs: list[Path] = []

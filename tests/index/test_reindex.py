@@ -273,9 +273,6 @@ def test_a_build_step_cut_off_by_a_time_limit_is_run_again(
     )  # fmt: skip
     here = str(Path(__file__).parent)
     dep.env["PYTHONPATH"] = os.pathsep.join([here, dep.env.get("PYTHONPATH", "")])
-    # the folder walk's and the gathered files' countdowns are the worker's debounce (default
-    # 2 s, which only slowed the indexing the build copies)
-    dep.env["NCINDEX_DEBOUNCE_SECONDS"] = "0.3"
     try:
         dep.start_worker()
         for path, text in DOCS.items():
