@@ -215,6 +215,22 @@ def test_reindex_analyzer_rewrites_old_bm25_vectors_in_place(
     assert (report.documents, report.copied, report.remaining) == (0, 0, 0)
 
 
+def prefork_deployment(
+    redis_url: str, model_dir: Path, tmp_path: Path, app: str
+) -> WorkerDeployment:
+    """Alice's deployment on a flushed Redis with a ``prefork`` worker (one pool process) of
+    ``app`` (``workers.worker``, or :mod:`time_limit_app` of this folder): soft limit 20 s,
+    hard 25 s, visibility timeout 60 s, locks 40 s."""
+    redis.Redis.from_url(redis_url).flushdb()
+    dep = WorkerDeployment(
+        redis_url, model_dir, tmp_path, debounce_seconds=0.3, limits=(20, 25, 60, 40),
+        pool="prefork", app=app,
+    )  # fmt: skip
+    here = str(Path(__file__).parent)
+    dep.env["PYTHONPATH"] = os.pathsep.join([here, dep.env.get("PYTHONPATH", "")])
+    return dep
+
+
 def test_a_build_whose_pool_process_died_resumes_when_its_message_comes_back(
     redis_url: str, model_dir: Path, tmp_path: Path
 ) -> None:
@@ -222,11 +238,7 @@ def test_a_build_whose_pool_process_died_resumes_when_its_message_comes_back(
     crash in the model runtime): Celery puts its message back at once (``acks_late``,
     ``reject_on_worker_lost``), and the run that takes it must resume the build, not find
     the dead run's lock — which lives ``task_time_limit`` + 60 s — and give up."""
-    redis.Redis.from_url(redis_url).flushdb()
-    dep = WorkerDeployment(
-        redis_url, model_dir, tmp_path, debounce_seconds=0.3, limits=(20, 25, 60, 40),
-        pool="prefork",
-    )  # fmt: skip
+    dep = prefork_deployment(redis_url, model_dir, tmp_path, "workers.worker")
     # the build's start waits 2 x 3 s for every process to see the new pointers, holding
     # the reindex lock: the pool process is killed then
     dep.env["NCINDEX_MODEL_CHECK_SECONDS"] = "3"
@@ -266,13 +278,7 @@ def test_a_build_step_cut_off_by_a_time_limit_is_run_again(
     now goes back to the queue and the build resumes (under the same task id: a lock the
     killed run left, SIGKILLed in native code, is taken over; here billiard's SIGTERM
     unwinds the run, which releases it)."""
-    redis.Redis.from_url(redis_url).flushdb()
-    dep = WorkerDeployment(
-        redis_url, model_dir, tmp_path, debounce_seconds=0.3, limits=(20, 25, 60, 40),
-        pool="prefork", app="time_limit_app",
-    )  # fmt: skip
-    here = str(Path(__file__).parent)
-    dep.env["PYTHONPATH"] = os.pathsep.join([here, dep.env.get("PYTHONPATH", "")])
+    dep = prefork_deployment(redis_url, model_dir, tmp_path, "time_limit_app")
     try:
         dep.start_worker()
         for path, text in DOCS.items():
@@ -315,13 +321,7 @@ def test_a_step_the_time_limit_always_cuts_off_is_recorded_failed(
     without end, holding a worker."""
     from workers.model_tasks import STEP_RUNS
 
-    redis.Redis.from_url(redis_url).flushdb()
-    dep = WorkerDeployment(
-        redis_url, model_dir, tmp_path, debounce_seconds=0.3, limits=(20, 25, 60, 40),
-        pool="prefork", app="time_limit_app",
-    )  # fmt: skip
-    here = str(Path(__file__).parent)
-    dep.env["PYTHONPATH"] = os.pathsep.join([here, dep.env.get("PYTHONPATH", "")])
+    dep = prefork_deployment(redis_url, model_dir, tmp_path, "time_limit_app")
     dep.env |= {
         "NCINDEX_TASK_SOFT_TIME_LIMIT": "3",
         "NCINDEX_TASK_TIME_LIMIT": "4",
