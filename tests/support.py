@@ -372,12 +372,14 @@ settings = Settings(
     qdrant_path=tmp / "qdrant",
     port=0,
     namespace="up-scenario",
+    debounce_seconds=0.3,
 )
 """
 """The start of a :func:`run_scenario` script for ``ncindex up`` (``start``) beside a served
 simulator whose one user, ``admin`` (password ``admin-pw``), is the configured account: it
 defines ``tmp``, ``sim``, ``server``, ``redis_server`` and ``settings`` (namespace
-``up-scenario``); the script closes ``server`` and stops ``redis_server``."""
+``up-scenario``; a 0.3 s debounce, not the 2 s default, which only slowed the scenarios that
+wait for an upload to be indexed); the script closes ``server`` and stops ``redis_server``."""
 
 
 def run_scenario(script: str, tmp_path: Path, timeout: float = 240) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from ncindex.simulator.sample import SAMPLE_ACCOUNTS
 
 tmp = Path(sys.argv[1])
 redis_server = start_redis()
-settings = Settings(redis_url=redis_server.url, data_dir=tmp, qdrant_path=tmp / "qdrant", port=0)
+settings = Settings(redis_url=redis_server.url, data_dir=tmp, qdrant_path=tmp / "qdrant", port=0,
+                    debounce_seconds=0.3)  # not the 2 s default: only the upload's wait
 running = start(settings, load_sample=False)
 auth = ("alice", SAMPLE_ACCOUNTS["alice"])
 try:
