@@ -92,6 +92,7 @@ from mcp_server.tools import (
     NoArgs,
     PageArgs,
     Tools,
+    ValuesArgs,
     failure_of,
     output_schema,
     search_schema,
@@ -124,17 +125,22 @@ INSTRUCTIONS = (
     "returns verified results with ids, titles, links and plain-text snippets; `fetch` "
     "returns a result's text by its id; `list_filters` lists the filter fields and operators; "
     "`list_folders` and `list_tags` list the caller's folders and system tags, the values "
-    "`search`'s `path_prefixes` and `tags` filters can name; `index_status` says what is "
-    "indexed and what is still pending (a document added a moment ago may not be found yet)."
+    "`search`'s `path_prefixes` and `tags` filters can name; `list_values` lists the doc types, "
+    "MIME types, note categories and tags of the caller's documents with their counts; "
+    "`index_status` says what is "
+    "indexed and what is still pending (a document added a moment ago may not be found yet), "
+    'and the server\'s current time (`now`), to reckon a relative time such as "last month" '
+    "from for `search`'s `modified_after`/`modified_before`."
 )
 _READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
 
 
-def tool_list() -> list[Tool]:
-    """The six tools with their input and output JSON Schemas (:func:`output_schema`), all
-    annotated read-only."""
+def tool_list(default_limit: int) -> list[Tool]:
+    """The tools with their input and output JSON Schemas (:func:`output_schema`), all
+    annotated read-only; ``search``'s ``limit`` described with ``default_limit`` (the
+    server's ``NCINDEX_SEARCH_DEFAULT_LIMIT``)."""
 
     def tool(name: str, title: str, description: str, schema: dict[str, Any]) -> Tool:
         return Tool(
@@ -155,7 +161,8 @@ def tool_list() -> list[Tool]:
             "`filter` tree's fields and operators are those the `list_filters` tool lists. "
             "Folders and tags are matched by exact name: a folder or tag the caller has none "
             "of matches nothing, so take them from `list_folders` and `list_tags`. "
-            f"Answers `limit` results (1–{MAX_LIMIT}, default 10), at most one per document, "
+            f"Answers `limit` results (1–{MAX_LIMIT}, default {default_limit}), at most one per "
+            "document, "
             "best first: the nearest documents, so a query about nothing in the index still "
             "answers some (judge them by their snippets), unless `mode` is `sparse` (words "
             "alone: no document holding a query word, no result). There is no next page (no "
@@ -175,13 +182,14 @@ def tool_list() -> list[Tool]:
             "normalised over it: the same document can score differently, and close results "
             "swap places, under another `limit`; ask once with the `limit` you need rather "
             "than merging or comparing searches of different limits.",
-            search_schema(),
+            search_schema(default_limit),
         ),
         tool(
             "fetch",
             "Fetch a document",
-            "The text of one document from `search` (by its `id`), checked with Nextcloud "
-            f"first: at most `max_chars` characters (default {DEFAULT_FETCH_CHARS:,}, at most "
+            "The text of one document from `search` (by its `id`), or of the file or note at "
+            "a `path` of the caller's, checked with Nextcloud first: at most `max_chars` "
+            f"characters (default {DEFAULT_FETCH_CHARS:,}, at most "
             f"{MAX_FETCH_CHARS:,}) from character `offset` (default: the start), or with "
             "`chunk_index` the chunks around it (`window` on each side, default 2). "
             "`char_start`/`char_end` are the text's offsets in the document (a search "
@@ -220,9 +228,27 @@ def tool_list() -> list[Tool]:
             PageArgs.model_json_schema(),
         ),
         tool(
+            "list_values",
+            "List a field's values",
+            "The values of `field` — `doc_type`, `mime_type`, `category` (notes) or `tags` — on "
+            "the indexed documents the caller can read, each with `count`, how many of them "
+            "hold it, most first: the values `search`'s `doc_types`, `mime_types`, `category` "
+            "and `tags` can name (take a MIME type from here rather than guessing one). Read "
+            "from the index, restricted to the caller's documents as every search is; the "
+            "counts are not re-checked with Nextcloud per document, so one may include a "
+            "document unshared since the last scan (tags are held to those the caller can see "
+            "now). "
+            f"Paged: at most `limit` values (1–{MAX_PAGE:,}, default {DEFAULT_PAGE}) from "
+            "`offset`; `total` counts them all and `next_offset` (null on the last page) is the "
+            "`offset` of the next page.",
+            ValuesArgs.model_json_schema(),
+        ),
+        tool(
             "index_status",
             "Index status",
-            "The caller's own indexed document counts per type, pending and failed documents.",
+            "The caller's own indexed document counts per type, pending and failed documents, "
+            "and `now`: the server's current time (ISO 8601, UTC), the time to reckon a "
+            'relative `modified_after`/`modified_before` ("last month") from.',
             NoArgs.model_json_schema(),
         ),
     ]
@@ -253,9 +279,10 @@ def create_app(
         "list_filters": tools.list_filters,
         "list_folders": tools.list_folders,
         "list_tags": tools.list_tags,
+        "list_values": tools.list_values,
         "index_status": tools.index_status,
     }
-    listed = tool_list()
+    listed = tool_list(settings.search_default_limit)
     hops = settings.trusted_proxy_hops if proxy_hops is None else proxy_hops
 
     async def list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:

@@ -1,19 +1,24 @@
 """The MCP server's tools: ``search``, ``fetch``, ``list_filters``, ``list_folders``,
-``list_tags`` and ``index_status``, all read-only, all answered as the caller (the Nextcloud
-client the HTTP gate resolved).
+``list_tags``, ``list_values`` and ``index_status``, all read-only, all answered as the caller
+(the Nextcloud client the HTTP gate resolved).
 
 ``search`` takes the body of ``POST /v1/search`` (its JSON Schema is that model's) and answers
 the same verified results, each with ``id`` (``"{doc_type}:{doc_id}"``), ``title``, ``url``
 (a link that opens the document in Nextcloud, :func:`open_link`), ``path``, ``snippet`` as
 plain text with ``matches`` (``start``/``end`` character offsets into it), ``score``,
-``doc_type``, ``doc_id``, ``chunk_index`` and ``modified_at`` (Unix seconds). ``fetch`` takes
-that ``id`` (or ``doc_type`` + ``doc_id``) and answers at most ``max_chars`` characters of the
+``doc_type``, ``doc_id``, ``chunk_index`` and ``modified_at`` (Unix seconds) — not the search
+API's ``open_url``, which is this ``url``. ``fetch`` takes that ``id`` (or ``doc_type`` +
+``doc_id``, or a ``path`` of the caller's, looked up in the index: :meth:`Tools._at_path`) and
+answers at most ``max_chars`` characters of the
 extracted text from ``offset``, or with ``chunk_index`` of the chunks ``chunk_index ± window``,
 with the text's offsets in the document and where to read on (:func:`fetch_body`), after the
 same ownership check and verify-on-read as ``GET /v1/documents/{doc_type}/{doc_id}/context``.
 ``list_folders`` and ``list_tags`` answer the pages of ``GET /v1/folders`` and ``GET /v1/tags``
 (:mod:`ncindex.search.facets`: the same lists, held to Nextcloud as the caller, and the same
-``offset``/``limit`` bounds), the values ``search``'s ``path_prefixes`` and ``tags`` can name.
+``offset``/``limit`` bounds), the values ``search``'s ``path_prefixes`` and ``tags`` can name;
+``list_values`` the doc types, MIME types, note categories or tags of the caller's documents
+with their counts (:func:`~ncindex.search.facets.counted_values`), read from the index alone
+(the tags then held to those the caller can see).
 They are tools of their own, not part of ``list_filters``: that answer is the same for every
 caller and asks Nextcloud nothing, these are the caller's, each costs a facet count and up to
 three requests to Nextcloud, and each is paged with its own ``next_offset`` (one object
@@ -48,7 +53,7 @@ from typing import Annotated, Any
 import redis
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import SkipJsonSchema, models_json_schema
 
 from ncindex.documents import DocRef, DocType
 from ncindex.errors import (
@@ -64,12 +69,14 @@ from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
 from ncindex.search import facets
 from ncindex.search.filter_fields import FiltersDocument, filter_schemas, filters_document
+from ncindex.search.filters import caller_path
 from ncindex.search.links import open_link
 from ncindex.search.service import (
     FILTER_NODE_REF,
     MAX_CHUNK_INDEX,
     MAX_CONTEXT_WINDOW,
     MAX_DOC_ID_CHARS,
+    MAX_LIMIT,
     ContextResponse,
     SearchRequest,
     SearchResult,
@@ -113,9 +120,9 @@ class ToolFailure(Exception):
 
 
 class FetchArgs(BaseModel):
-    """Fetch one document's text: by `id` (a search result's) or by `doc_type` and `doc_id`;
-    at most `max_chars` characters from `offset` (default: its start), or the chunks around
-    `chunk_index`."""
+    """Fetch one document's text: by `id` (a search result's), by `doc_type` and `doc_id`, or
+    by `path`; at most `max_chars` characters from `offset` (default: its start), or the
+    chunks around `chunk_index`."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -129,7 +136,17 @@ class FetchArgs(BaseModel):
         None,
         max_length=MAX_DOC_ID_CHARS + 16,
         description="A search result's id, `{doc_type}:{doc_id}` (e.g. `file:123`). Give "
-        "either this or both `doc_type` and `doc_id`.",
+        "one of this, both `doc_type` and `doc_id`, or `path`.",
+    )
+    path: str | None = Field(
+        None,
+        min_length=1,
+        max_length=4096,
+        description="Instead of `id`: a file's or note's current path in the caller's own "
+        "files (`/Projects/plan.md`), as search results' `path` gives it. Looked up in the "
+        "index as the caller, then checked with Nextcloud like any fetch: a document moved "
+        "since it was indexed is found at its indexed path only until the index catches up, "
+        "and one no longer at `path` is `not_found`.",
     )
     doc_type: DocType | None = Field(None, description="With `doc_id`, instead of `id`.")
     doc_id: str | None = Field(
@@ -157,17 +174,24 @@ class FetchArgs(BaseModel):
         "answer's `next_offset` says where to read on.",
     )
 
-    def ref(self) -> DocRef:
-        """The document; raises :class:`InputError` (``invalid_value``) for a bad id, naming
-        ``id`` when neither ``id`` nor both of ``doc_type`` and ``doc_id`` are given, or both
-        ways are, naming ``window`` when it is given (not null) without ``chunk_index``, and
-        ``offset`` when it is given with ``chunk_index``."""
-        if self.id is None and (self.doc_type is None or self.doc_id is None):
-            missing = "doc_id" if self.doc_type is not None else "doc_type" if self.doc_id else "id"
-            raise InputError("invalid_value", missing, "give `id`, or `doc_type` and `doc_id`")
-        if self.id is not None and (self.doc_type is not None or self.doc_id is not None):
+    def ref(self) -> DocRef | None:
+        """The document, or ``None`` when it is named by ``path`` (for the caller to look
+        up); raises :class:`InputError` (``invalid_value``) for a bad id, naming ``id`` when
+        none of ``id``, both of ``doc_type`` and ``doc_id``, and ``path`` is given, or more
+        than one way is, naming ``window`` when it is given (not null) without
+        ``chunk_index``, and ``offset`` when it is given with ``chunk_index``."""
+        by_key = self.doc_type is not None or self.doc_id is not None
+        ways = (self.id is not None) + by_key + (self.path is not None)
+        if ways > 1:
             raise InputError(
-                "invalid_value", "id", "give `id` or `doc_type` and `doc_id`, not both"
+                "invalid_value",
+                "id" if self.id is not None else "path",
+                "give one of `id`, `doc_type` and `doc_id`, or `path`",
+            )
+        if self.path is None and self.id is None and (self.doc_type is None or self.doc_id is None):
+            missing = "doc_id" if self.doc_type is not None else "doc_type" if self.doc_id else "id"
+            raise InputError(
+                "invalid_value", missing, "give `id`, `doc_type` and `doc_id`, or `path`"
             )
         if self.window is not None and self.chunk_index is None:
             raise InputError(
@@ -177,6 +201,8 @@ class FetchArgs(BaseModel):
             raise InputError(
                 "invalid_value", "offset", "reads on from a character, not with `chunk_index`"
             )
+        if self.path is not None:
+            return None
         if self.id is not None:
             doc_type, _, doc_id = self.id.partition(":")
             field = "id"
@@ -210,6 +236,15 @@ class PageArgs(BaseModel):
     )
 
 
+class ValuesArgs(PageArgs):
+    """One page of a field's values on the caller's documents, with their counts."""
+
+    field: facets.ValueField = Field(
+        description="`doc_type`, `mime_type`, `category` (notes) or `tags`: the values "
+        "`search`'s `doc_types`, `mime_types`, `category` and `tags` take."
+    )
+
+
 class SnippetMatch(BaseModel):
     """Where a query term occurs in a result's plain-text snippet."""
 
@@ -222,7 +257,7 @@ class ToolSearchResult(SearchResult):
     terms' offsets, ``id`` for ``fetch`` and ``url`` a link that opens it in Nextcloud."""
 
     # SearchResult's fields, with ``snippet`` and ``url`` as Tools._result makes them
-    # (plain_snippet, open_link)
+    # (plain_snippet; the search's ``open_url``, open_link's)
 
     id: str = Field(description="`{doc_type}:{doc_id}`, the `id` to give `fetch`.")
     snippet: str = Field(description="The best chunk's snippet, plain text.")
@@ -230,6 +265,9 @@ class ToolSearchResult(SearchResult):
     url: str | None = Field(
         None, description="Opens the document in Nextcloud; null when no link is known."
     )
+    # the search API's ``open_url`` (54a13a9 gave REST results that link) is this ``url``:
+    # left out of the answer and its schema, not sent twice in every result
+    open_url: SkipJsonSchema[None] = Field(None, exclude=True)
 
 
 class SearchAnswer(BaseModel):
@@ -282,9 +320,11 @@ class FetchAnswer(BaseModel):
     )
 
 
-def search_schema() -> dict[str, Any]:
+def search_schema(default_limit: int) -> dict[str, Any]:
     """``search``'s input schema: the JSON Schema of ``POST /v1/search``'s body, the filter
-    tree's schema included under ``$defs``."""
+    tree's schema included under ``$defs``, ``limit`` described with ``default_limit`` (the
+    server's ``NCINDEX_SEARCH_DEFAULT_LIMIT``) and the time fields with where to read the
+    server's "now" (``index_status``'s ``now``)."""
     _, top = models_json_schema([(SearchRequest, "validation")], ref_template=_REF)
     schema = dict(top["$defs"].pop("SearchRequest"))
     schema["$defs"] = top["$defs"]
@@ -308,6 +348,15 @@ def search_schema() -> dict[str, Any]:
     properties = schema["properties"]
     for name, what in (("path_prefixes", "folders"), ("tags", "tags")):
         properties[name]["description"] += f" The caller's {what}: the `list_{what}` tool."
+    properties["limit"]["description"] = (
+        f"How many results, 1–{MAX_LIMIT} ({default_limit} when left out or null). There is "
+        "no next page (no offset or cursor): for more, search again with a larger `limit`."
+    )
+    for name in ("modified_after", "modified_before"):
+        properties[name]["description"] += (
+            ' For a time relative to now ("last month"), reckon from the server\'s current '
+            "time: `now` in the `index_status` tool's answer (ISO 8601, UTC)."
+        )
     return schema
 
 
@@ -317,6 +366,10 @@ OUTPUT_MODELS: dict[str, tuple[type[BaseModel], str]] = {
     "list_filters": (FiltersDocument, "The fields `search`'s `filter` tree may name."),
     "list_folders": (facets.FoldersPage, "A page of the caller's folders, sorted, with the total."),
     "list_tags": (facets.TagsPage, "A page of the caller's system tags, sorted, with the total."),
+    "list_values": (
+        facets.ValuesPage,
+        "A page of one field's values on the caller's documents, with their counts.",
+    ),
     "index_status": (UserStatus, "The index as it concerns the caller only."),
 }
 """The model each tool's ``structuredContent`` is built from (a success's; an error's is
@@ -382,10 +435,41 @@ class Tools:
         ref = args.ref()
         whole = args.chunk_index is None
         window = WHOLE_DOCUMENT if whole else DEFAULT_WINDOW if args.window is None else args.window
-        context = self.service().context(client, ref, args.chunk_index or 0, window)
+        if ref is None:
+            assert args.path is not None  # FetchArgs.ref: no ref only for a path
+            ref, context = self._at_path(client, args.path, args.chunk_index or 0, window)
+        else:
+            context = self.service().context(client, ref, args.chunk_index or 0, window)
         url = open_link(self.link_base, context.doc_type, context.doc_id, context.url)
         chars = DEFAULT_FETCH_CHARS if args.max_chars is None else args.max_chars
         return fetch_body(ref.key, url, context, args.offset or 0, chars, whole)
+
+    def _at_path(
+        self, client: NextcloudClient, path: str, chunk_index: int, window: int
+    ) -> tuple[DocRef, ContextResponse]:
+        """The document ``client.user`` has at ``path`` and its chunks (as
+        :meth:`SearchService.context` gives them, verified with Nextcloud): looked up in the
+        index (:meth:`SearchService.documents_at`), then held to the path Nextcloud gave the
+        check. Raises :class:`ToolFailure` naming ``path``: ``not_found`` when the index has
+        nothing the caller can read there or the document is no longer there,
+        ``invalid_value`` when several documents are (their ids listed, to fetch by)."""
+        assert client.user is not None
+        wanted = caller_path(path, "path")
+        service = self.service()
+        refs = service.documents_at(client.user, wanted)
+        gone = ToolFailure("not_found", "path", "no document you can read is at this path")
+        if not refs:
+            raise gone
+        if len(refs) > 1:
+            listed = ", ".join(r.key for r in refs)
+            raise ToolFailure("invalid_value", "path", f"several documents: {listed}; give `id`")
+        try:
+            context = service.context(client, refs[0], chunk_index, window)
+        except DocumentNotFound:
+            raise gone from None
+        if context.path is not None and context.path != wanted:  # moved since indexed
+            raise gone
+        return refs[0], context
 
     def list_filters(self, client: NextcloudClient, arguments: dict[str, Any]) -> dict[str, Any]:
         """``list_filters``: the fields and operators, as ``GET /v1/filters``."""
@@ -402,6 +486,18 @@ class Tools:
         """``list_tags``: a page of the caller's system tags, as ``GET /v1/tags`` answers it
         (:func:`~ncindex.search.facets.listed_tags`): ``{tags, total, next_offset}``."""
         return self._page("tags", facets.listed_tags, client, arguments)
+
+    def list_values(self, client: NextcloudClient, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``list_values``: a page of ``field``'s values on the caller's documents with their
+        counts (:func:`~ncindex.search.facets.counted_values`): ``{field, values: [{value,
+        count}], total, next_offset}``."""
+        try:
+            args = ValuesArgs.model_validate(arguments)
+        except ValidationError as exc:
+            raise validation_error(exc, ValuesArgs) from None
+        values = facets.counted_values(self.services.models.view().live.store, client, args.field)
+        limit = facets.DEFAULT_PAGE if args.limit is None else args.limit
+        return {"field": args.field, **facets.facet_page("values", values, args.offset or 0, limit)}
 
     def _page(
         self,
@@ -428,9 +524,9 @@ class Tools:
         text, spans = plain_snippet(r.snippet)
         return ToolSearchResult.model_validate(
             {
-                **dict(r),
+                **{name: value for name, value in r if name != "open_url"},
                 "id": r.doc_key,
-                "url": open_link(self.link_base, r.doc_type, r.doc_id, r.url),
+                "url": r.open_url,  # the search's open_link: the link once, as `url`
                 "snippet": text,
                 "matches": [SnippetMatch(start=a, end=b) for a, b in spans],
             }

@@ -290,6 +290,10 @@ class MirroredStore:
         """Facet values from the live collection."""
         return self.live.store.facet_values(field, flt)
 
+    def facet_counts(self, field: str, flt: models.Filter | None) -> dict[str, int]:
+        """Facet values with their counts from the live collection."""
+        return self.live.store.facet_counts(field, flt)
+
     def query(self, **kwargs: Any) -> list[Hit]:
         """Query the live collection (the arguments of :meth:`VectorStore.query`)."""
         return self.live.store.query(**kwargs)

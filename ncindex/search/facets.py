@@ -20,12 +20,15 @@ documents stays listed until the scan: telling it would cost a ``REPORT`` per ta
 :func:`facet_page` one page of either, with :data:`DEFAULT_PAGE`, :data:`MAX_PAGE` and
 :data:`MAX_OFFSET`: the REST endpoints (``search_api.facets``) and the MCP tools
 ``list_folders`` and ``list_tags`` (``mcp_server.tools``) answer the same.
+:func:`counted_values` lists the doc types, MIME types, note categories and tags of the
+caller's documents with their counts (the MCP ``list_values`` tool), filtered the same way.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal, get_args
 
 import structlog
 from pydantic import BaseModel, Field
@@ -189,6 +192,56 @@ def listed_tags(store: VectorStore, client: NextcloudClient) -> list[str]:
     return visible_tags(client, caller_tags(store, _user(client)))
 
 
+ValueField = Literal["doc_type", "mime_type", "category", "tags"]
+"""The keyword fields :func:`counted_values` lists (each keyword-indexed:
+:mod:`ncindex.store.schema`): the values ``search``'s ``doc_types``, ``mime_types``,
+``category`` and ``tags`` take."""
+VALUE_FIELDS: tuple[str, ...] = get_args(ValueField)
+
+
+def counted_values(
+    store: VectorStore, client: NextcloudClient, field: str
+) -> list[dict[str, str | int]]:
+    """``[{"value", "count"}]``: each value of ``field`` (one of :data:`VALUE_FIELDS`) on an
+    indexed document ``client.user`` can read, with how many such documents hold it, most
+    first (then by value). Restricted in the engine to the points whose ``acl`` names the
+    caller, as every search is (:func:`~ncindex.store.queries.acl_condition`), one per
+    document (``chunk_index`` 0), so no value or count comes from a document the caller
+    cannot read in the index. The counts are the index's: not re-checked with Nextcloud per
+    document, so until the next scan they may include a document unshared since (a share's
+    revocation fires no event). Tags are then held to the tags the caller can see now
+    (:func:`visible_tags`), as :func:`listed_tags` holds them. Raises ``StoreUnavailable``;
+    ``ValueError`` for a client without a user or another ``field``."""
+    if field not in VALUE_FIELDS:
+        raise ValueError(f"not a listed field: {field}")
+    counts = store.facet_counts(field, _caller_documents(_user(client)))
+    if field == "tags":
+        counts = {t: counts[t] for t in visible_tags(client, sorted(counts))}
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return [{"value": value, "count": count} for value, count in ordered]
+
+
+class CountedValue(BaseModel):
+    """A value and the caller's indexed documents holding it."""
+
+    value: str = Field(description="As `search` takes it (a MIME type whole, a tag's name).")
+    count: int = Field(
+        description="Indexed documents the caller can read holding it, as the index has them "
+        "(not re-checked with Nextcloud: may include one unshared since the last scan)."
+    )
+
+
+class ValuesPage(BaseModel):
+    """A page of one field's values on the caller's documents (the MCP `list_values` tool)."""
+
+    field: str = Field(description="The field listed.")
+    values: list[CountedValue] = Field(description="Most documents first, then by value.")
+    total: int = Field(description="How many values there are in all, on every page.")
+    next_offset: int | None = Field(
+        description="The `offset` of the next page; null when this page is the last."
+    )
+
+
 class FoldersPage(BaseModel):
     """A page of the caller's folders (`GET /v1/folders`, the MCP `list_folders` tool)."""
 
@@ -217,15 +270,16 @@ class TagsPage(BaseModel):
     )
 
 
-def facet_page(name: str, values: list[str], offset: int, limit: int) -> dict[str, Any]:
+def facet_page(name: str, values: Sequence[Any], offset: int, limit: int) -> dict[str, Any]:
     """``{name: values[offset:offset + limit], "total": len(values), "next_offset": n | None}``
     (``next_offset`` is ``offset + limit`` while values remain past it), the body of a
-    :class:`FoldersPage` (``name`` ``"folders"``) or :class:`TagsPage` (``"tags"``).
+    :class:`FoldersPage` (``name`` ``"folders"``), :class:`TagsPage` (``"tags"``) or, with
+    ``"field"`` added, :class:`ValuesPage` (``"values"``).
     ``offset`` and ``limit`` are taken as given: the caller has held them to 0–
     :data:`MAX_OFFSET` and 1–:data:`MAX_PAGE`."""
     end = offset + limit
     return {
-        name: values[offset:end],
+        name: list(values[offset:end]),
         "total": len(values),
         "next_offset": end if end < len(values) else None,
     }

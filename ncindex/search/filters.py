@@ -452,17 +452,7 @@ def _scalar(field: FilterField, value: Any, path: str, *, ordered: bool = False)
     if field.type == "text" and not value.strip():
         raise FilterError("invalid_value", path, "must contain a word")
     if field.name in ("path", "path_prefix"):
-        if not value.strip() or has_dot_segment(value):
-            raise FilterError(
-                "invalid_value",
-                path,
-                "must be a path in the caller's view without . or .. segments, such as /Projects",
-            )
-        # from the caller's root ("Projects/" is /Projects), composed as Nextcloud keeps paths
-        # (nextcloud/server lib/private/Files/Filesystem.php normalizePath:
-        # OC_Util::normalizeUnicode, Normalizer::normalize's default form, NFC), so a name
-        # typed decomposed (e + U+0301, as macOS keyboards send it) matches its file
-        return normalize_path(unicodedata.normalize("NFC", value))
+        return caller_path(value, path)
     if field.name == "mime_type":
         if "*" in value:  # the engine matches keywords whole; a pattern would match nothing
             raise FilterError(
@@ -491,6 +481,24 @@ def _check_text(value: str, path: str) -> None:
         raise FilterError("invalid_value", path, "is not valid Unicode (lone surrogate)") from None
     if "\x00" in value:
         raise FilterError("invalid_value", path, "contains a NUL character")
+
+
+def caller_path(value: str, field: str) -> str:
+    """``value``, a path in the caller's view as a caller wrote it, as the index keys it:
+    from the caller's root (``"Projects/"`` is ``/Projects``), without a trailing ``/``,
+    composed as Nextcloud keeps paths (nextcloud/server lib/private/Files/Filesystem.php
+    ``normalizePath``: ``OC_Util::normalizeUnicode``, ``Normalizer::normalize``'s default form,
+    NFC), so a name typed decomposed (e + U+0301, as macOS keyboards send it) matches its
+    file. Raises :class:`FilterError` (``invalid_value``, naming ``field``) for a blank path
+    or one with ``.`` or ``..`` segments (Nextcloud refuses such paths, and one must not be
+    read as another folder than it names)."""
+    if not value.strip() or has_dot_segment(value):
+        raise FilterError(
+            "invalid_value",
+            field,
+            "must be a path in the caller's view without . or .. segments, such as /Projects",
+        )
+    return normalize_path(unicodedata.normalize("NFC", value))
 
 
 def _int(value: Any, path: str, *, fractional: bool) -> int | float:

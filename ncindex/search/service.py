@@ -75,7 +75,7 @@ from pydantic import (
 )
 from qdrant_client import models
 
-from ncindex.documents import DocRef, DocType, point_document, principal
+from ncindex.documents import DocRef, DocType, path_key, point_document, principal
 from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import ChunkOutOfRange, DocumentNotFound, InputError, SearchUnavailable
@@ -98,6 +98,7 @@ from ncindex.settings import Settings
 from ncindex.sources.base import Checked, Verdict
 from ncindex.sources.eligibility import Eligibility
 from ncindex.store.port import Fusion, Hit, PointRecord, SparseVector, VectorStore
+from ncindex.store.queries import acl_condition, first_chunks
 from ncindex.strict_json import WHOLE_NUMBER
 from ncindex.text.snippets import Match, Snippet, snippet
 
@@ -242,8 +243,9 @@ class SearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=1000, description="What to look for.")
     limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT), WHOLE_NUMBER] | None = Field(
         None,
-        description=f"How many results, 1–{MAX_LIMIT} (default: the server's, 10). There is "
-        "no next page (no offset or cursor): for more, search again with a larger `limit`.",
+        description=f"How many results, 1–{MAX_LIMIT} (default: the server's setting "
+        "`NCINDEX_SEARCH_DEFAULT_LIMIT`). There is no next page (no offset or cursor): for "
+        "more, search again with a larger `limit`.",
     )
     doc_types: list[DocType] | None = Field(
         None,
@@ -1008,6 +1010,24 @@ class SearchService:
             result._text = p.get("text") or ""
             result._matches = shown.matches
         return result
+
+    def documents_at(self, user: str, path: str) -> list[DocRef]:
+        """The documents ``user`` can read that the index has at ``path`` (normalised, in
+        ``user``'s view: :func:`~ncindex.search.filters.caller_path`), sorted by key: the
+        first chunks whose ``acl`` names ``user`` and whose ``file_path`` holds
+        ``"{user}:{path}"`` (the keys a ``path`` filter matches). The index's word, which may
+        trail a move: the caller verifies what it reads (:meth:`context`). Raises
+        ``StoreUnavailable``."""
+        flt = first_chunks(
+            acl_condition(user),
+            models.FieldCondition(
+                key="file_path", match=models.MatchValue(value=path_key(user, path))
+            ),
+        )
+        found = self.live()[0].scroll(flt, ["doc_type", "doc_id"], page_size=16)
+        return sorted(
+            {DocRef(DocType(p["doc_type"]), p["doc_id"]) for p in found}, key=lambda r: r.key
+        )
 
     def context(
         self, client: NextcloudClient, ref: DocRef, chunk_index: int, window: int

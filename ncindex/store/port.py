@@ -217,6 +217,12 @@ class VectorStore(Protocol):
         ``StoreUnavailable`` on Qdrant Edge and a server (qdrant-client's local mode, used in
         tests, answers its values anyway)."""
 
+    def facet_counts(self, field: str, flt: models.Filter | None) -> dict[str, int]:
+        """Each value of the keyword-indexed payload ``field`` that a point matching ``flt``
+        holds (as :meth:`facet_values` gives them) with how many such points hold it: Qdrant's
+        facet with ``exact`` counts (one count per value, in the engine), asked
+        :data:`FACET_LIMIT` deep. Raises what :meth:`facet_values` raises."""
+
     def models(self) -> ModelPointers:
         """The model pointers shared by every model's collection of this store (all ``None``
         before the first :meth:`ensure_collection`)."""

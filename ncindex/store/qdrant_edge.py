@@ -671,11 +671,19 @@ class QdrantEdgeStore:
         """Every value of the keyword-indexed ``field`` held by a point matching ``flt``
         (:meth:`~ncindex.store.port.VectorStore.facet_values`; ``EdgeShard.facet``, asked
         :data:`~ncindex.store.port.FACET_LIMIT` deep so that it never samples)."""
+        return set(self._facet(field, flt, exact=False))
+
+    def facet_counts(self, field: str, flt: Filter | None) -> dict[str, int]:
+        """Each value of ``field`` held by a point matching ``flt`` with its exact count of
+        such points (:meth:`~ncindex.store.port.VectorStore.facet_counts`)."""
+        return self._facet(field, flt, exact=True)
+
+    def _facet(self, field: str, flt: Filter | None, *, exact: bool) -> dict[str, int]:
         request = qe.FacetRequest(
-            key=field, limit=FACET_LIMIT, exact=False, filter=to_edge_filter(flt)
+            key=field, limit=FACET_LIMIT, exact=exact, filter=to_edge_filter(flt)
         )
         with self._call("facet"), self._reading() as shard:
-            return {str(hit.value) for hit in shard.facet(request).hits}
+            return {str(hit.value): hit.count for hit in shard.facet(request).hits}
 
     def flush(self) -> None:
         """Write every pending change to the shard's segments (the WAL already holds them)."""

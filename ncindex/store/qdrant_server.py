@@ -531,11 +531,19 @@ class QdrantServerStore:
         (:meth:`~ncindex.store.port.VectorStore.facet_values`; Qdrant's
         ``POST /collections/{name}/facet``, approximate counts, asked
         :data:`~ncindex.store.port.FACET_LIMIT` deep so that it never samples)."""
+        return set(self._facet(field, flt, exact=False))
+
+    def facet_counts(self, field: str, flt: Filter | None) -> dict[str, int]:
+        """Each value of ``field`` held by a point matching ``flt`` with its exact count of
+        such points (:meth:`~ncindex.store.port.VectorStore.facet_counts`)."""
+        return self._facet(field, flt, exact=True)
+
+    def _facet(self, field: str, flt: Filter | None, *, exact: bool) -> dict[str, int]:
         with self._call("facet"):
             answer = self._client.facet(
-                self.collection, key=field, facet_filter=flt, limit=FACET_LIMIT, exact=False
+                self.collection, key=field, facet_filter=flt, limit=FACET_LIMIT, exact=exact
             )
-        return {str(hit.value) for hit in answer.hits}
+        return {str(hit.value): hit.count for hit in answer.hits}
 
     def close(self) -> None:
         """Close the client if this store owns it (``close_client=True``)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -119,6 +120,11 @@ class UserStatus(BaseModel):
     """Body of ``GET /v1/status``: the index as it concerns the caller only."""
 
     user: str = Field(description="The caller's Nextcloud user id.")
+    now: str = Field(
+        description="The server's current time, ISO 8601 in UTC (`2026-12-07T02:03:04Z`): "
+        'the "now" to reckon a relative time ("last month") from for `modified_after` / '
+        "`modified_before`, whatever the caller's own clock says."
+    )
     doc_types: dict[str, DocTypeStatus] = Field(description="Keyed by doc_type.")
     pending: int = Field(description="Documents queued for the user, not yet processed.")
     failed: int = Field(description="Dead-letter entries plus failing documents not retried.")
@@ -185,6 +191,7 @@ def user_status(services: Services, user_id: str, now: float | None = None) -> d
     rates = progress.rates(user_id, now=now)
     status = UserStatus(
         user=user_id,
+        now=iso_utc(now),
         doc_types=doc_types,
         pending=pending,
         failed=len(letters) + sum(1 for f in failing if not f.retrying),
@@ -207,6 +214,13 @@ def user_status(services: Services, user_id: str, now: float | None = None) -> d
         ),
     )
     return status.model_dump(mode="json")
+
+
+def iso_utc(seconds: float) -> str:
+    """``seconds`` (Unix) as ISO 8601 / RFC 3339 in UTC to the second, ``Z``-suffixed
+    (``2026-12-07T02:03:04Z``): a string ``modified_after`` takes as it is
+    (:data:`~ncindex.search.filters.TIME_PATTERN`)."""
+    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def first_indexing(progress: Progress, user: str, pending: int, per_second: float) -> FirstIndexing:

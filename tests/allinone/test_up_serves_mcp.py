@@ -66,6 +66,7 @@ def test_up_serves_the_mcp_server_at_mcp(tmp_path: Path) -> None:
         "list_filters",
         "list_folders",
         "list_tags",
+        "list_values",
         "search",
     ]
     status = result["status"]

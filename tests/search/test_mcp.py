@@ -48,7 +48,8 @@ from ncindex.web.proxies import trusted_wsgi
 from search_support import FILES, PASSWORDS, Api, build_api
 
 LIGHT_DIR = "/Projects/Lighthouse/"
-TOOLS = {"search", "fetch", "list_filters", "list_folders", "list_tags", "index_status"}
+TOOLS = {"search", "fetch", "list_filters", "list_folders", "list_tags", "list_values",
+         "index_status"}  # fmt: skip
 
 
 def basic(user: str, password: str | None = None) -> str:
@@ -111,7 +112,7 @@ def test_tools_are_listed_read_only_with_their_schemas(mcp_url: str) -> None:
     assert search["additionalProperties"] is False
     assert {"FilterNode", "FilterLeaf", "DocType"} <= set(search["$defs"])
     fetch = tools["fetch"].input_schema
-    assert {"id", "doc_type", "doc_id", "chunk_index", "window", "offset",
+    assert {"id", "doc_type", "doc_id", "path", "chunk_index", "window", "offset",
             "max_chars"} == set(fetch["properties"])  # fmt: skip
     assert tools["list_filters"].input_schema["properties"] == {}
 
@@ -717,6 +718,8 @@ def test_every_tool_declares_an_output_schema_its_results_validate_against(
         ("list_folders", {"limit": 1}),
         ("list_tags", {}),
         ("index_status", {}),
+        ("list_values", {"field": "mime_type"}),
+        ("fetch", {"path": LIGHT}),
     ]
 
     async def main() -> tuple[Any, list[Any]]:
@@ -1645,7 +1648,7 @@ def test_a_tool_call_without_a_known_tool_name_is_invalid_params_naming_the_fiel
     "Invalid request parameters" with ``data`` ``""``, and an unknown tool had no ``data``.
     Sent by raw HTTP: the SDK's client sends a name it was given as a string."""
     headers = {"Authorization": basic("alice"), **JSON_POST}
-    tools = "search, fetch, list_filters, list_folders, list_tags, index_status"
+    tools = "search, fetch, list_filters, list_folders, list_tags, list_values, index_status"
     for params, detail in (
         ({}, f"missing: the tool to call, one of {tools}"),
         ({"name": None}, f"missing: the tool to call, one of {tools}"),
@@ -1791,3 +1794,178 @@ def test_a_lone_surrogate_is_a_parse_error_never_a_500(mcp_url: str) -> None:
         error = answer.json()
         assert error["id"] is None and error["error"]["code"] == -32700, error
         assert error["error"]["message"].endswith(f"in {where}"), error
+
+
+def test_a_search_result_carries_its_link_once_as_url(mcp_url: str, ro_api: Api) -> None:
+    """Each result carried both ``url`` and ``open_url`` with the same link (``open_url``
+    came with the REST result model, 54a13a9, which the tool's result extends), tokens spent
+    twice in every answer. Now ``url`` alone, in the answer and in the output schema; the
+    REST result keeps ``open_url``."""
+
+    async def main() -> tuple[Any, Any]:
+        async with session(mcp_url, basic("alice")) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            return tools["search"], await call(client, "search", {"query": "lighthouse"})
+
+    tool, result = run(main())
+    results = result.structured_content["results"]
+    assert results and all(r["url"] and "open_url" not in r for r in results)
+    assert "open_url" not in json.dumps(tool.output_schema)
+    rest = ro_api.post("alice", {"query": "lighthouse"}).get_json()["results"]
+    assert {r["doc_id"]: r["open_url"] for r in rest} == {r["doc_id"]: r["url"] for r in results}
+
+
+def test_the_search_description_states_the_servers_default_limit(ro_api: Api) -> None:
+    """The ``search`` tool said "default 10" whatever ``NCINDEX_SEARCH_DEFAULT_LIMIT`` was;
+    its description and its ``limit`` argument's now state the server's setting."""
+    settings = ro_api.settings.model_copy(update={"search_default_limit": 3})
+    served = serve_in_thread(
+        create_app(settings, services=ro_api.services, producer=ro_api.producer)
+    )
+
+    async def main() -> Any:
+        async with session(f"{served.url}/mcp", basic("alice")) as client:
+            return {t.name: t for t in (await client.list_tools()).tools}["search"]
+
+    try:
+        tool = run(main())
+    finally:
+        served.close()
+    assert "default 3)" in tool.description and "default 10" not in tool.description
+    limit = tool.input_schema["properties"]["limit"]["description"]
+    assert "(3 when left out or null)" in limit and "10 " not in limit
+
+
+def test_list_values_counts_the_callers_own_documents_only(mcp_url: str) -> None:
+    """An agent could not learn the MIME types, note categories or doc types there are, so it
+    guessed (``application/pdf``) and matched nothing. ``list_values`` lists a field's values
+    on the caller's documents with their counts, filtered by the caller's ``acl`` as every
+    search is: bob's private note's category never reaches alice, nor hers him. A listed
+    value is one ``search`` finds documents by."""
+    fields = ("doc_type", "mime_type", "category")
+
+    async def main(user: str) -> dict[str, Any]:
+        async with session(mcp_url, basic(user)) as client:
+            out = {f: await call(client, "list_values", {"field": f}) for f in fields}
+            out["page"] = await call(client, "list_values", {"field": "doc_type", "limit": 1})
+            out["bad"] = await call(client, "list_values", {"field": "owner"})
+            out["search"] = await call(
+                client, "search", {"query": "lighthouse", "mime_types": ["text/plain"]}
+            )
+            return out
+
+    alice, bob = run(main("alice")), run(main("bob"))
+
+    def values(out: dict[str, Any], field: str) -> dict[str, int]:
+        result = out[field]
+        assert not result.is_error, result.content
+        body = result.structured_content
+        assert body["field"] == field and body["total"] == len(body["values"])
+        return {v["value"]: v["count"] for v in body["values"]}
+
+    # alice: four files (one text/plain) and a note of category Work; bob: his file, the
+    # share of alice's plan and his note of category Home
+    assert values(alice, "doc_type") == {"file": 4, "note": 1}
+    assert values(alice, "mime_type") == {"text/markdown": 4, "text/plain": 1}
+    assert values(alice, "category") == {"Work": 1}
+    assert values(bob, "doc_type") == {"file": 2, "note": 1}
+    assert values(bob, "category") == {"Home": 1}
+    assert [v["value"] for v in alice["doc_type"].structured_content["values"]] == ["file", "note"]
+    page = alice["page"].structured_content
+    assert page == {"field": "doc_type", "values": [{"value": "file", "count": 4}], "total": 2,
+                    "next_offset": 1}  # fmt: skip
+    assert alice["bad"].is_error and alice["bad"].structured_content["field"] == "field"
+    assert len(ids(alice["search"])) == 1
+
+
+def test_index_status_tells_the_servers_time_for_relative_time_filters(mcp_url: str) -> None:
+    """Nothing told an agent the server's "now", so "last month" was reckoned from whatever
+    clock the client had. ``index_status`` answers ``now`` (ISO 8601, UTC, a value
+    ``modified_after`` takes), and the time arguments' descriptions say where to find it."""
+    import time
+    from datetime import datetime
+
+    async def main() -> tuple[Any, Any, Any]:
+        async with session(mcp_url, basic("alice")) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            status = await call(client, "index_status", {})
+            now = status.structured_content["now"]
+            searched = await call(client, "search", {"query": "lighthouse", "modified_after": now})
+            return tools, status, searched
+
+    before = time.time()
+    tools, status, searched = run(main())
+    now = status.structured_content["now"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", now), now
+    assert before - 1 <= datetime.fromisoformat(now).timestamp() <= time.time() + 1
+    assert not searched.is_error and ids(searched) == []  # nothing changed since now
+    assert "now" in tools["index_status"].output_schema["properties"]
+    for name in ("modified_after", "modified_before"):
+        described = tools["search"].input_schema["properties"][name]["description"]
+        assert "`now`" in described and "`index_status`" in described, name
+
+
+def test_fetch_by_path_reads_what_the_caller_has_there(api: Api) -> None:
+    """``fetch`` took only an id, so an agent given a path had to search with a ``path``
+    filter first. It now takes ``path`` (in the caller's own view), looked up in the index as
+    the caller and checked with Nextcloud like any fetch: a share under the sharee's name for
+    it, nothing of another user's, and a file moved away since it was indexed is not found
+    at its old path."""
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+    url = f"{served.url}/mcp"
+
+    async def fetch(user: str, arguments: dict[str, Any]) -> Any:
+        async with session(url, basic(user)) as client:
+            return await call(client, "fetch", arguments)
+
+    try:
+        mine = run(fetch("alice", {"path": LIGHT, "max_chars": 10}))
+        shared = run(fetch("bob", {"path": "/Lighthouse/plan.md"}))
+        theirs = run(fetch("bob", {"path": DIARY}))
+        relative = run(fetch("alice", {"path": "Private/diary.md/"}))
+        dots = run(fetch("alice", {"path": "/Projects/../Private/diary.md"}))
+        both = run(fetch("alice", {"path": LIGHT, "id": api.keys[LIGHT]}))
+        api.sim.move("alice", "/Private/diary.md", "/Private/old-diary.md")
+        moved = run(fetch("alice", {"path": DIARY}))
+    finally:
+        served.close()
+    body = mine.structured_content
+    assert not mine.is_error, mine.content
+    assert body["id"] == api.keys[LIGHT] and body["metadata"]["path"] == LIGHT
+    assert body["text"] == "Lighthouse" and body["next_offset"] == 10
+    assert shared.structured_content["id"] == api.keys[LIGHT]
+    assert shared.structured_content["metadata"]["path"] == "/Lighthouse/plan.md"
+    assert relative.structured_content["id"] == api.keys[DIARY]
+    for refused, code in ((theirs, "not_found"), (dots, "invalid_value"),
+                          (both, "invalid_value"), (moved, "not_found")):  # fmt: skip
+        assert refused.is_error and refused.structured_content["code"] == code, refused.content
+    assert theirs.structured_content["field"] == dots.structured_content["field"] == "path"
+    assert moved.structured_content["field"] == "path"
+
+
+def test_list_values_holds_tags_to_those_the_caller_can_see(api: Api) -> None:
+    """``list_values`` of ``tags`` counts the caller's tagged documents, and, like
+    ``list_tags``, leaves out a tag the caller cannot see in Nextcloud now (made invisible
+    since: no event says so)."""
+    sim = api.sim
+    sim.create_tag("urgent")
+    finance = sim.create_tag("finance")
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+
+    async def tags(user: str) -> dict[str, int]:
+        async with session(f"{served.url}/mcp", basic(user)) as client:
+            result = await call(client, "list_values", {"field": "tags"})
+        assert not result.is_error, result.content
+        return {v["value"]: v["count"] for v in result.structured_content["values"]}
+
+    try:
+        alice, bob = run(tags("alice")), run(tags("bob"))
+        sim.tags.tags[finance].user_visible = False
+        hidden = run(tags("alice"))
+    finally:
+        served.close()
+    # alice: her plan (urgent) and budget (finance); bob: the plan shared with him and his
+    # garden note, both urgent
+    assert alice == {"urgent": 1, "finance": 1}
+    assert bob == {"urgent": 2}
+    assert hidden == {"urgent": 1}

@@ -358,6 +358,32 @@ def test_facet_values_are_every_value_of_the_matching_points(
     assert corpus_store.facet_values(field, flt) == expected
 
 
+@pytest.mark.parametrize(
+    ("field", "flt", "predicate"),
+    [
+        ("tags", None, lambda p: True),
+        ("doc_type", m.Filter(must=[_eq("acl", "user:bob")]), lambda p: "user:bob" in p["acl"]),
+        ("mime_type", None, lambda p: True),
+    ],
+    ids=["all-tags", "bob-doc-types", "mime-types"],
+)
+def test_facet_counts_count_the_matching_points_holding_each_value(
+    corpus_store: VectorStore,
+    field: str,
+    flt: m.Filter | None,
+    predicate: Callable[[dict[str, Any]], bool],
+) -> None:
+    """With its count, each value is that of as many matching points as hold it, counted
+    exactly: what the MCP ``list_values`` tool shows a caller of their documents."""
+    expected: dict[str, int] = {}
+    for p in CORPUS:
+        if predicate(p.payload):
+            for v in _values(p.payload, field):
+                expected[str(v)] = expected.get(str(v), 0) + 1
+    assert expected
+    assert corpus_store.facet_counts(field, flt) == expected
+
+
 def test_facet_values_are_read_whole_where_the_engine_would_sample(store: VectorStore) -> None:
     """A caller's rare folders are listed even where the segment's index holds far more
     distinct values than a facet's default limit ten times over (Qdrant then samples values
