@@ -1241,7 +1241,8 @@ def test_a_browser_mcp_client_on_an_allowed_origin_calls_mcp(
     answer = page.evaluate(MCP_FETCH, [deployment.url + "/mcp", authorization])
     assert answer.get("status") == 200, answer
     names = {tool["name"] for tool in answer["body"]["result"]["tools"]}
-    assert names == {"search", "fetch", "list_filters", "list_folders", "list_tags", "index_status"}
+    assert names == {"search", "fetch", "list_filters", "list_folders", "list_tags", "list_values",
+                     "index_status"}  # fmt: skip
     page.goto(f"http://evil.localhost:{port}/status.php")
     refused = page.evaluate(MCP_FETCH, [deployment.url + "/mcp", authorization])
     assert "Failed to fetch" in refused.get("error", ""), refused
