@@ -141,6 +141,22 @@ def analyzer_upgrade_due(counts: Counter[str]) -> str | None:
     )
 
 
+def is_older_analyzer(version: str) -> bool:
+    """Whether points whose payload ``analyzer`` is ``version`` were made by a version older
+    than :data:`~ncindex.embedding.analyzer.ANALYZER_VERSION`: one
+    :data:`~ncindex.embedding.analyzer.LACKING` names, ``en-1`` (fastembed's) or none
+    (:data:`NO_ANALYZER`, written before the field existed)."""
+    return version in LACKING or version in ("en-1", NO_ANALYZER)
+
+
+def is_newer_analyzer(version: str) -> bool:
+    """Whether ``version`` is neither the current analyzer nor one this release knows as older:
+    a later release's (its workers ran beside this one's during a rolling upgrade, or before a
+    rollback). :meth:`Reindexer.reanalyze` leaves such points as they are, since rewriting them
+    would take from them what the later chain adds."""
+    return version != ANALYZER_VERSION and not is_older_analyzer(version)
+
+
 class Reindexer:
     """The reindex steps on one process's :class:`Services` and :class:`Indexer` (its locks)."""
 
@@ -241,17 +257,24 @@ class Reindexer:
 
     def reanalyze(self, deadline: float) -> BuildReport:
         """Rewrite the BM25 vectors (and the ``analyzer`` payload field) of every document of
-        the live collection whose chunk 0 an older analyzer made, until ``deadline``
-        (``time.monotonic()`` seconds); dense vectors and the rest of the payload stay. The
+        the live collection whose chunk 0 an older analyzer made (:func:`is_older_analyzer`;
+        a later release's points, :func:`is_newer_analyzer`, are left and logged), until
+        ``deadline`` (``time.monotonic()`` seconds); dense vectors and the rest of the payload
+        stay. The
         write goes through the live view, so a mirror model gets it too. Returns a
         :class:`BuildReport` (``copied`` = documents rewritten). Raises ``StoreUnavailable``."""
         view = self.services.models.refresh()
         live = view.live
-        stale = sorted(
-            p["doc_key"]
+        versions = {
+            p["doc_key"]: str(p.get("analyzer", NO_ANALYZER))
             for p in live.store.scroll(first_chunks(), ["doc_key", "analyzer"])
-            if p.get("analyzer") != ANALYZER_VERSION
-        )
+        }
+        stale = sorted(key for key, version in versions.items() if is_older_analyzer(version))
+        newer = Counter(v for v in versions.values() if is_newer_analyzer(v))
+        if newer:
+            # During a rolling upgrade a worker of this (older) release may take the task a
+            # newer release's `ncindex reindex --analyzer` queued: it leaves their points be.
+            log.warning("reanalyze_newer_versions_left", versions=dict(newer))
         left, done = deque(stale), 0
         while left and time.monotonic() < deadline:
             key = left.popleft()

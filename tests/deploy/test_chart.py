@@ -571,6 +571,29 @@ def test_the_notes_name_the_namespace_the_doctor_and_a_webhook_secret_in_clear(
         assert "is http://: Nextcloud sends the webhook secret" in text
 
 
+def test_the_upgrade_notes_wait_for_the_rollout_before_the_analyzer_rewrite(
+    chart: helm.Chart,
+) -> None:
+    """``helm upgrade`` to a release with a new BM25 analyzer said nothing: the operator learnt
+    of ``ncindex reindex --analyzer`` only from a doctor run by chance, and nothing said to wait
+    for the rollout, during which the previous release's workers keep writing their analyzer's
+    vectors (and may take the rewrite task). Only an upgrade says it."""
+    assert "reindex --analyzer" not in notes(chart, MINIMAL)
+    rendered = chart.render(
+        copy.deepcopy(EVERYTHING), name="nci", namespace="search", is_upgrade=True, revision=2
+    )
+    (text,) = [t for path, t in rendered.items() if path.endswith("NOTES.txt")]
+    lines = text.splitlines()
+    waits = [line.strip() for line in lines if "kubectl rollout status" in line]
+    assert waits == [
+        f"kubectl rollout status -n search deploy/nci-ncindex-{component}"
+        for component in ("receiver", "worker-index", "worker-light", "worker-reconcile")
+    ]
+    rewrite = "kubectl exec -n search deploy/nci-ncindex-receiver -- ncindex reindex --analyzer"
+    (at,) = [i for i, line in enumerate(lines) if line.strip() == rewrite]
+    assert all(i < at for i, line in enumerate(lines) if "kubectl rollout status" in line)
+
+
 def test_the_search_page_is_routed_through_the_ingress_when_asked(chart: helm.Chart) -> None:
     """The ingress routed the API alone: the search page (/ and /ui) was not reachable, and a
     prefix / in searchPaths would also have routed /metrics and the health endpoints out."""
