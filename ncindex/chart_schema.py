@@ -30,6 +30,7 @@ NOT_IN_CONFIG = frozenset(
     {
         # secrets: from `secrets`, `externalRedis` and `externalQdrant`
         "webhook_secret",
+        "webhook_previous_secret",
         "accounts",
         "accounts_file",
         "qdrant_api_key",

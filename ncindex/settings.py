@@ -158,6 +158,11 @@ class Settings(BaseSettings):
     webhook_secret: SecretStr = Field(
         SecretStr(""), description="Shared secret Nextcloud sends in `webhook_secret_header`."
     )
+    webhook_previous_secret: SecretStr = Field(
+        SecretStr(""),
+        description="A former `webhook_secret` the receiver still accepts while the secret is "
+        'rotated (README "Rotating secrets"); empty: none.',
+    )
     webhook_secret_header: str = Field(
         "X-Ncindex-Secret",
         # an HTTP field name (RFC 9110 5.1: a token); an empty or spaced name was registered

@@ -54,7 +54,13 @@ class Receiver:
         self.settings = settings
         self.producer = producer
         self.redis = redis_client
-        self._secret = settings.webhook_secret.get_secret_value().encode("utf-8")
+        # the current secret, and while it is rotated the former one, which Nextcloud's
+        # registrations carry until `ncindex webhooks register` renews them
+        self._secrets = [
+            s.get_secret_value().encode("utf-8")
+            for s in (settings.webhook_secret, settings.webhook_previous_secret)
+            if s.get_secret_value()
+        ]
         self._missed: set[str] = set()  # users of deliveries refused 503, not yet rescanned
         self._missed_lock = threading.Lock()
         self._retrier: threading.Thread | None = None  # runs while ``_missed`` holds users
@@ -107,7 +113,8 @@ class Receiver:
 
     def authorized(self, header_value: str | None) -> bool:
         """Constant-time comparison of the secret header (``hmac.compare_digest``) with the
-        secret's UTF-8 bytes.
+        UTF-8 bytes of ``webhook_secret`` and, when set, of ``webhook_previous_secret`` (each
+        compared, whichever matches).
 
         WSGI servers hand header values over decoded as latin-1 (PEP 3333), so
         ``header_value.encode("latin-1")`` gives back the bytes the client sent: a non-ASCII
@@ -117,7 +124,8 @@ class Receiver:
             sent = (header_value or "").encode("latin-1")
         except UnicodeEncodeError:
             return False
-        return hmac.compare_digest(sent, self._secret)
+        matches = [hmac.compare_digest(sent, secret) for secret in self._secrets]
+        return any(matches)
 
 
 def hooks_blueprint(receiver: Receiver) -> Blueprint:

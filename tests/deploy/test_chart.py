@@ -420,6 +420,37 @@ def test_an_account_with_a_login_name_reaches_the_settings(
         chart.validate_schema(with_change(MINIMAL, "secrets.accounts", {"u": {"login": "x"}}))
 
 
+def test_a_rotated_webhook_secret_keeps_the_previous_one_accepted(
+    chart: helm.Chart, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Changing secrets.webhookSecret rolled every receiver to the new secret while Nextcloud's
+    registrations still sent the old one (until ``ncindex webhooks register``): each delivery
+    in between was refused 401. secrets.previousWebhookSecret (or the existing Secret's
+    optional key ``webhook-previous-secret``) reaches every pod as the secret still accepted."""
+    values = with_change(MINIMAL, "secrets.previousWebhookSecret", "the-old-secret-0123456789")
+    objects = render(chart, values)
+    secret = by_kind(objects, "Secret")["nci-ncindex"]["stringData"]
+    assert secret["webhook-previous-secret"] == "the-old-secret-0123456789"
+    assert (
+        "webhook-previous-secret"
+        not in by_kind(render(chart, MINIMAL), "Secret")["nci-ncindex"]["stringData"]
+    )
+    for values_set in (values, EXTERNAL_SECRETS):
+        for name, deployment in by_kind(render(chart, values_set), "Deployment").items():
+            if name.endswith("-flower"):
+                continue
+            env = {e["name"]: e for e in container(deployment)["env"]}
+            ref = env["NCINDEX_WEBHOOK_PREVIOUS_SECRET"]["valueFrom"]["secretKeyRef"]
+            assert ref == {
+                "name": env["NCINDEX_WEBHOOK_SECRET"]["valueFrom"]["secretKeyRef"]["name"],
+                "key": "webhook-previous-secret",
+                "optional": True,  # an existing Secret without the key still starts the pods
+            }, name
+    monkeypatch.setenv("NCINDEX_WEBHOOK_PREVIOUS_SECRET", secret["webhook-previous-secret"])
+    settings = Settings(webhook_secret=secret["webhook-secret"])
+    assert settings.webhook_previous_secret.get_secret_value() == "the-old-secret-0123456789"
+
+
 def test_external_secrets_are_referenced_not_copied(chart: helm.Chart) -> None:
     objects = render(chart, EXTERNAL_SECRETS)
     assert "nci-ncindex" not in by_kind(objects, "Secret")
@@ -1015,6 +1046,7 @@ def test_defaults_alone_are_refused_with_a_reason(chart: helm.Chart) -> None:
 #: ``externalQdrant``), what the chart sets itself, and what only ``ncindex up`` reads.
 NOT_IN_CONFIG = {
     "webhook_secret",
+    "webhook_previous_secret",
     "accounts",
     "accounts_file",
     "qdrant_api_key",

@@ -491,6 +491,32 @@ def test_a_non_ascii_secret_is_compared_as_the_bytes_sent(private_redis: RedisPr
         assert response.get_json()["code"] == "unauthenticated"
 
 
+def test_while_the_secret_is_rotated_the_previous_one_is_accepted(
+    private_redis: RedisProcess,
+) -> None:
+    """A rotated webhook secret reaches the receivers as they roll (``helm upgrade``), and
+    Nextcloud's registrations carry the old one until ``ncindex webhooks register`` renews
+    them: every delivery in between was refused 401, and Nextcloud sends each once. The
+    former secret, set as ``webhook_previous_secret``, is accepted until it is emptied."""
+    rotating = Settings(
+        redis_url=private_redis.url,
+        webhook_secret=SecretStr("the-new-secret-0123456789"),
+        webhook_previous_secret=SecretStr("the-old-secret-0123456789"),
+        accounts={"alice": SecretStr("pw")},
+        debounce_seconds=0,
+    )
+    body = php_json(envelope("/alice/files/a.md", 5))
+    client = create_app(rotating, producer=celery_app(rotating)).test_client()
+    for secret in ("the-new-secret-0123456789", "the-old-secret-0123456789"):
+        assert post(client, rotating, body, secret=secret).status_code == 202
+    assert post(client, rotating, body, secret="wrong").status_code == 401
+    assert client.post("/hooks/nextcloud", data=body).status_code == 401  # no header
+    done = rotating.model_copy(update={"webhook_previous_secret": SecretStr("")})
+    client = create_app(done, producer=celery_app(done)).test_client()
+    assert post(client, done, body, secret="the-old-secret-0123456789").status_code == 401
+    assert client.post("/hooks/nextcloud", data=body).status_code == 401  # "" is no secret
+
+
 class Served:
     """The receiver under gunicorn (``deploy/gunicorn.conf.py``) with :data:`NON_ASCII_SECRET`,
     on a private Redis; its JSON log lines in ``log``."""

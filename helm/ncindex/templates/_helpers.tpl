@@ -145,6 +145,12 @@ prometheus.io/path: /metrics
     secretKeyRef:
       name: {{ include "ncindex.secretName" . }}
       key: webhook-secret
+- name: NCINDEX_WEBHOOK_PREVIOUS_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "ncindex.secretName" . }}
+      key: webhook-previous-secret
+      optional: true
 - name: NCINDEX_ACCOUNTS_FILE
   value: /etc/ncindex/secrets/accounts.json
 {{- if and .Values.redis.enabled .Values.redis.auth.enabled }}
