@@ -161,11 +161,13 @@ class QdrantServerStore:
         Idempotent. Raises ``ValueError`` if the collection exists with another dense dimension.
         """
         with self._call("ensure_collection"):
+            created = False
             if not self._client.collection_exists(self.collection):
                 try:
                     self._client.create_collection(
                         self.collection, **_creation_parameters(self.layout, dense_dim)
                     )
+                    created = True
                 except UnexpectedResponse:
                     # another process starting at the same moment may have created it
                     if not self._client.collection_exists(self.collection):
@@ -184,7 +186,14 @@ class QdrantServerStore:
                 warnings.filterwarnings("ignore", "Payload indexes have no effect", UserWarning)
                 for field, kind in PAYLOAD_INDEXES.items():
                     # an index of other parameters is made again in place (Qdrant's PUT
-                    # /collections/{name}/index replaces it, as apply_layout relies on)
+                    # /collections/{name}/index replaces it, as apply_layout relies on).
+                    # Waited for only in a collection made here (empty): in one that holds
+                    # points Qdrant builds the index from all of them, which outlasts the
+                    # client's timeout (qdrant-client's REST default is httpx's 5 s), and
+                    # every pod that rolled out (helm upgrade) failed its searches and tasks
+                    # with StoreUnavailable meanwhile. Qdrant applies it in order with the
+                    # shard's other updates; a later PUT of the same parameters finds it built
+                    # (qdrant/qdrant lib/segment StructPayloadIndex::build_index, AlreadyBuilt)
                     if field not in have or text_index_differs(
                         kind, getattr(have[field].params, "ascii_folding", None)
                     ):
@@ -194,7 +203,7 @@ class QdrantServerStore:
                             field_schema=_index_schema(
                                 field, kind, self.layout.on_disk_payload_index
                             ),
-                            wait=True,
+                            wait=created,
                         )
             if self.models().active is None:
                 try:

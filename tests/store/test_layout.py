@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -1062,3 +1063,45 @@ def test_edge_store_makes_a_title_index_without_folding_again(tmp_path: Path) ->
         assert params is not None and params.ascii_folding is True
     finally:
         again.close()
+
+
+class _Building(_Existing):
+    """:class:`_Existing` that answers an index ``PUT`` with ``wait=true`` only after
+    ``build_seconds``, as Qdrant does while it builds the index over a collection's points
+    (``wait=false`` is answered once the update is queued, ``"status": "acknowledged"``)."""
+
+    build_seconds: float
+
+    def do_PUT(self) -> None:
+        if "/index" in self.path and "wait=true" in self.path:
+            time.sleep(self.build_seconds)
+        self._record()
+
+
+def test_a_title_index_made_again_in_a_populated_collection_is_not_waited_for() -> None:
+    """On ``helm upgrade`` every new pod's first ``ensure_collection`` sent the title index
+    again with ``wait=true``, and Qdrant answers that once the index is built over every
+    point: past qdrant-client's REST timeout (httpx's 5 s; ``open_store`` sets none), so the
+    pod's searches and tasks failed with ``StoreUnavailable`` for as long as the rebuild took.
+    In an existing collection the index is queued (``wait=false``); Qdrant applies it in order
+    with the shard's other updates."""
+    bodies: list[dict[str, Any]] = []
+    info = _server_info(DEFAULT_LAYOUT)
+    info["payload_schema"]["title"]["params"]["ascii_folding"] = False  # made before en-6
+    handler = type("B", (_Building,), {"bodies": bodies, "info": info, "build_seconds": 6.0})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        # as ncindex.store.open_store makes it: no timeout of its own
+        client = QdrantClient(
+            url=f"http://127.0.0.1:{server.server_address[1]}", check_compatibility=False
+        )
+        QdrantServerStore(client, "ncindex", "m", layout=DEFAULT_LAYOUT).ensure_collection(8)
+    finally:
+        server.shutdown()
+        server.server_close()
+    puts = [b for b in bodies if b["method"] == "PUT"]
+    assert [(p["path"], p["body"]["field_name"]) for p in puts] == [
+        ("/collections/ncindex-m/index?wait=false", "title")
+    ]
