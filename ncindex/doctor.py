@@ -74,7 +74,12 @@ from ncindex.errors import (
     RedisTooOld,
     StoreUnavailable,
 )
-from ncindex.index.reindex import ANALYZER_SAMPLE, analyzer_upgrade_due, sample_analyzers
+from ncindex.index.reindex import (
+    ANALYZER_SAMPLE,
+    analyzer_upgrade_due,
+    is_newer_analyzer,
+    sample_analyzers,
+)
 from ncindex.ingest.events import REQUIRED, cost_without, missing_from
 from ncindex.ingest.queueing import check_redis as check_redis_version
 from ncindex.ingest.registration import hook_uri, loopback_target, made_with_secret, subscribed
@@ -690,6 +695,19 @@ def check_analyzer(ctx: Context) -> list[Line]:
     due = analyzer_upgrade_due(counts)
     if due is not None:
         return [Line("analyzer", "warn", due)]
+    newer = {version: n for version, n in counts.items() if is_newer_analyzer(version)}
+    if newer:
+        found = ", ".join(f"{version} ({n})" for version, n in sorted(newer.items()))
+        return [
+            Line(
+                "analyzer",
+                "note",
+                f"{sum(newer.values())} of {counts.total()} documents sampled have BM25 vectors "
+                f"of a later analyzer than this release's {ANALYZER_VERSION}: {found}. A later "
+                "release indexed them (a rollout under way, or rolled back); run the doctor "
+                "and `ncindex reindex --analyzer` from the release the rollout ends with",
+            )
+        ]
     if not counts:
         return [Line("analyzer", "ok", "no document indexed yet")]
     return [

@@ -615,6 +615,15 @@ def test_points_of_an_older_analyzer_are_a_warning_naming_the_command(
     lines = run_checks_closing(store, settings)
     assert verdicts(lines, "analyzer") == ["ok"]
     assert detail(lines, "analyzer").startswith(f"{ANALYZER_VERSION} made all 3 documents sampled")
+    # A later release's points (a rolling upgrade under way, seen from a pod of the earlier
+    # one) were called older, with the command that would rewrite them back.
+    store = open_store(settings, model_slug=model_slug(settings.dense_model))
+    store.set_payload("note:1", {"analyzer": "en-99"})
+    lines = run_checks_closing(store, settings)
+    assert verdicts(lines, "analyzer") == ["note"]
+    said = detail(lines, "analyzer")
+    assert said.startswith("1 of 3 documents sampled have BM25 vectors of a later analyzer")
+    assert "en-99 (1)" in said and "older" not in said
 
 
 def run_checks_closing(store: VectorStore, settings: Settings) -> list[Line]:

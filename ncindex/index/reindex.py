@@ -125,8 +125,9 @@ def analyzer_upgrade_due(counts: Counter[str]) -> str | None:
     other than :data:`~ncindex.embedding.analyzer.ANALYZER_VERSION`: the versions found, what
     their points lack meanwhile (:data:`~ncindex.embedding.analyzer.LACKING`, from the oldest
     version found; README, "The BM25 analyzer") and the command that rewrites them; ``None``
-    when every sampled document is current (or none was sampled)."""
-    older = {version: n for version, n in counts.items() if version != ANALYZER_VERSION}
+    when every sampled document is current or of a later release (:func:`is_newer_analyzer`,
+    which this release's rewrite leaves), or none was sampled."""
+    older = {version: n for version, n in counts.items() if is_older_analyzer(version)}
     if not older:
         return None
     found = ", ".join(f"{version} ({n})" for version, n in sorted(older.items()))
