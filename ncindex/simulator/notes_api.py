@@ -45,6 +45,8 @@ NOTE_DOES_NOT_EXIST = "OCA\\Notes\\Service\\NoteDoesNotExistException"
 NOTE_NOT_WRITABLE = "OCA\\Notes\\Service\\NoteNotWritableException"
 #: What reading a note whose read permission is gone raises (``File::getContent``).
 NOT_PERMITTED = "OCP\\Files\\NotPermittedException"
+#: What a storage that cannot be reached raises (``Availability``, ``FailedStorage``).
+STORAGE_NOT_AVAILABLE = "OCP\\Files\\StorageNotAvailableException"
 MAX_TITLE_LENGTH = 100
 _DEFAULT_SUFFIXES = (".md", ".txt")
 _NOTE_MODES = ("rich", "edit", "preview")
@@ -163,10 +165,31 @@ class NotesApi:
     # ------------------------------------------------------------------ notes
 
     def notes_folder(self, uid: str, create: bool) -> Node | None:
-        """The notes folder node (created, with events, when ``create``)."""
+        """The notes folder node (created, with events, when ``create``: nextcloud/notes
+        ``lib/Service/NoteUtil.php`` ``getOrCreateNotesFolder``, ``$userFolder->newFolder``;
+        the list asks for it so, ``Helper::getNotesAndCategories``).
+
+        On a storage that cannot be reached (:meth:`NextcloudSimulator.make_storage_unavailable`)
+        the folder is read from the file cache (nextcloud/server
+        ``lib/private/Files/Storage/Wrapper/Availability.php`` wraps no ``getCache``, and its
+        ``hasUpdated`` answers ``false``), except on a ``FailedStorage`` mount: its root is an
+        empty folder (``lib/private/Files/Cache/FailedCache.php``: ``get('')`` a folder entry,
+        ``getFolderContents`` ``[]``; *guess*: its watcher never asks the storage, which would
+        throw — a ``FailedStorage`` is made without the mount's ``filesystem_check_changes``,
+        so ``Common::getWatcher`` takes the global ``CHECK_NEVER``), and a path below that root
+        is not cached (``FailedCache::get``: ``false``), so ``View::getCacheEntry`` asks
+        ``FailedStorage::file_exists``, which throws ``StorageNotAvailableException``; so
+        does creating a folder on an unreachable storage (``Availability::mkdir``). That
+        exception is no ``NotesFolderException``: ``Helper::handleErrorResponse`` answers 500.
+        Raises :class:`_NoteError` (500) for those."""
         path = self.notes_path(uid)
         node = self.tree.resolve(uid, path)
+        if node is not None and self.tree.is_failed(node) and node.id not in self.tree.failed:
+            raise _NoteError(500, STORAGE_NOT_AVAILABLE)
         if node is None and create:
+            parent = self.tree.resolve(uid, posixpath.dirname(path))
+            if parent is not None and self.tree.is_unavailable(parent):
+                raise _NoteError(500, STORAGE_NOT_AVAILABLE)
             node, _ = self.tree.mkdir(uid, path, parents=True)
         return node if node is not None and node.is_dir else None
 
@@ -178,7 +201,7 @@ class NotesApi:
         with ``.``, commit 33d9d402: the Text editor's ``.attachments.<id>``), while
         ``GET /notes/{id}`` (``getFileById``) still answers a note inside one."""
         folder = self.notes_folder(uid, create)
-        if folder is None:
+        if folder is None or folder.id in self.tree.failed:  # FailedCache: no contents
             return {}
         skip_hidden = version_tuple(self.sim.apps.get("notes", "6.0.2")) >= (6, 0, 2)
         root = self.notes_path(uid).rstrip("/")

@@ -7,7 +7,10 @@ category and etag come from the Notes API (``GET /notes/{id}``, conditional on t
 held); the etag is the Notes API's own (md5 of the note's data), in the listing and in the
 fetch alike.
 
-The scan lists ``GET /notes?exclude=content&pruneBefore=…&chunkSize=…``, following the chunk
+The scan first asks WebDAV whether the notes folder is there (``PROPFIND`` Depth 0), since
+the Notes list creates a missing one: missing, the account has no notes; on a storage that
+cannot be reached (503), nothing is listed and what is indexed is kept. Then it lists
+``GET /notes?exclude=content&pruneBefore=…&chunkSize=…``, following the chunk
 cursor: notes unchanged since the last clean scan come as ``{"id": N}``; only the last chunk
 lists every id, so deletions are judged on it (``Listing.names_all``): a note of an earlier
 chunk that it does not name was deleted meanwhile. Verify-on-read checks a note
@@ -22,7 +25,7 @@ import posixpath
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ncindex.documents import DocRef, DocType, SourceDocument
-from ncindex.errors import NextcloudProtocolError, NotFound
+from ncindex.errors import NextcloudProtocolError, NotFound, StorageUnavailable
 from ncindex.nextcloud.client import (
     API_HEADERS,
     NOTES_API,
@@ -123,6 +126,37 @@ def _http_time(value: str | None) -> int | None:
         return None
 
 
+def _notes_folder_reachable(ctx: Context, client: NextcloudClient, listing: Listing) -> bool:
+    """Whether the Notes list may be asked for ``client``'s notes: one ``PROPFIND`` Depth 0
+    of the notes folder (:func:`notes_settings`), counted in ``listing.requests``.
+
+    The Notes list creates a missing notes folder (nextcloud/notes
+    ``lib/Controller/Helper.php`` ``getNotesAndCategories`` calls ``NotesService::getAll``
+    with ``$autoCreateNotesFolder`` true; ``lib/Service/NoteUtil.php``
+    ``getOrCreateNotesFolder`` then ``$userFolder->newFolder($notesPath)``), so asking it for an
+    account that never used Notes would leave an empty folder in its files; ``GET /settings``
+    (``SettingsService::getPublic``) creates none. Missing (404): ``False``, and ``listing``
+    names every note there is — none (``names_all``), so what is indexed goes as a deleted
+    folder's would. On a storage that cannot be reached (503, ``StorageUnavailable``):
+    ``False``, and ``listing`` covers the folder (``covered``, ``unreachable``): what is
+    indexed below it is kept as it is, as the file walk keeps such a folder's files — the
+    Notes list could answer it from the file cache, or empty (a ``FailedStorage`` mount:
+    nextcloud/server ``lib/private/Files/Cache/FailedCache.php`` ``getFolderContents``)."""
+    notes = notes_settings(ctx, client)
+    folder = "/" + notes.notes_path.strip("/")
+    listing.requests += 1
+    try:
+        client.propfind(folder, depth=0)
+    except NotFound:
+        listing.names_all = True
+        return False
+    except StorageUnavailable:
+        listing.covered.add(folder)
+        listing.unreachable.add(folder)
+        return False
+    return True
+
+
 class NoteSource(VerifiedByWebDav, Source):
     """Notes: listed by the Notes API, fetched by the Notes API with the WebDAV entry."""
 
@@ -143,8 +177,14 @@ class NoteSource(VerifiedByWebDav, Source):
         """Page through the Notes list (``reconcile_notes_chunk_size`` notes a request);
         every note when one was lost (module docstring), else those changed since
         ``pruneBefore``. The cursor is the ``chunkCursor`` and ``pruneBefore`` parameters to
-        go on with."""
-        listing = Listing() if resume is None else resume
+        go on with. A new listing first asks whether the notes folder is there
+        (:func:`_notes_folder_reachable`): the Notes list would create it."""
+        if resume is None:
+            listing = Listing()
+            if not _notes_folder_reachable(ctx, client, listing):
+                return listing
+        else:
+            listing = resume
         params: dict[str, Any] = {
             "exclude": "content",
             "chunkSize": ctx.settings.reconcile_notes_chunk_size,

@@ -215,6 +215,40 @@ def test_settings_and_custom_notes_folder(sim, client) -> None:
     assert created["internalPath"] == "/Journal/T.txt"
 
 
+def test_the_list_creates_the_notes_folder_and_the_settings_do_not(sim, client) -> None:
+    """nextcloud/notes: GET /settings (SettingsService::getPublic) looks for the default
+    folder and creates none; GET /notes (Helper::getNotesAndCategories → NotesService::getAll
+    with $autoCreateNotesFolder → NoteUtil::getOrCreateNotesFolder) creates it."""
+    alice = client("alice")
+    assert alice.get(f"{API}/settings").json()["notesPath"] == "Notes"
+    assert sim.node("alice", "/Notes") is None
+    assert alice.get(f"{API}/notes").json() == []
+    folder = sim.node("alice", "/Notes")
+    assert folder is not None and folder.is_dir
+
+
+def test_the_list_on_a_storage_that_cannot_be_reached(sim, client) -> None:
+    """An Availability-wrapped storage away: the list comes from the file cache. A
+    FailedStorage mount as the notes folder: an empty folder (FailedCache), 200 []. Below
+    such a mount, or a folder to create on an unreachable storage: StorageNotAvailableException,
+    500 (Helper::handleErrorResponse)."""
+    fid = sim.put_file("alice", "/Notes/n.md", b"# N")
+    alice = client("alice")
+    sim.make_storage_unavailable("alice", "/Notes")
+    assert [n["id"] for n in alice.get(f"{API}/notes").json()] == [fid]
+    sim.make_storage_unavailable("alice", "/Notes", failed=True)
+    assert alice.get(f"{API}/notes").json() == []
+    sim.make_storage_unavailable("alice", "/Notes", unavailable=False)
+    sim.put_file("alice", "/Ext/Sub/s.md", b"# S")
+    sim.make_storage_unavailable("alice", "/Ext", failed=True)
+    assert alice.put(f"{API}/settings", json={"notesPath": "Ext/Sub"}).status_code == 200
+    refused = alice.get(f"{API}/notes")
+    assert refused.status_code == 500 and refused.json() == {"errorType": "Exception"}
+    alice.put(f"{API}/settings", json={"notesPath": "Ext/New"})
+    assert alice.get(f"{API}/notes").status_code == 500
+    assert sim.node("alice", "/Ext/New") is None
+
+
 def test_shared_note_visible_to_sharee_until_unshare(sim, client) -> None:
     fid = sim.put_file("alice", "/Notes/Team/plan.md", b"team plan")
     sim.share("alice", "/Notes/Team", "bob", mount_path="/Notes/Team", readonly=True)

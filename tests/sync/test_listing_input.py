@@ -111,9 +111,13 @@ def test_odd_news_json_is_a_protocol_error(item: dict, state) -> None:
 
 
 class _Context:
-    """What the sources' listings read of their context here: its settings."""
+    """What the sources' listings read of their context here: its settings, and its Redis
+    (the scan state's), where the Notes settings are cached."""
 
-    settings = Settings(reconcile_notes_chunk_size=2)
+    settings = Settings(reconcile_notes_chunk_size=2, namespace="probe-listing-input")
+
+    def __init__(self, memory: ScanState | None = None) -> None:
+        self.redis = None if memory is None else memory.redis
 
 
 def test_a_notes_cursor_that_does_not_move_ends_the_scan(state) -> None:
@@ -124,8 +128,18 @@ def test_a_notes_cursor_that_does_not_move_ends_the_scan(state) -> None:
         body = json.dumps([{"id": len(calls), "etag": "e"}])
         return httpx.Response(200, content=body, headers={"X-Notes-Chunk-Cursor": "1:2:3"})
 
-    with pytest.raises(NextcloudProtocolError):
-        SOURCES[DocType.NOTE].list(_Context(), client_for({NOTES: answer}), state(DocType.NOTE))
+    routes = {  # no Notes settings (404): the notes folder is "Notes"; it is there
+        "/remote.php/dav/files/probe-user/Notes": lambda r: httpx.Response(
+            207, content=_multistatus(("/Notes/", "n"))
+        ),
+        NOTES: answer,
+    }
+    notes = state(DocType.NOTE)
+    try:
+        with pytest.raises(NextcloudProtocolError):
+            SOURCES[DocType.NOTE].list(_Context(notes), client_for(routes), notes)
+    finally:
+        notes.redis.delete(_Context.settings.names.notes_settings("probe-user"))
     assert len(calls) == 2  # the second answer repeated the cursor
 
 

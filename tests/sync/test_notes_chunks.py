@@ -26,9 +26,14 @@ from ncindex.sync.reconcile import ScanState
 
 
 class _Context:
-    """What the Notes listing reads of its context: its settings (one note a chunk)."""
+    """What the Notes listing reads of its context: its settings (one note a chunk, keys in
+    the namespace of the scan state's user) and its Redis, where the user's Notes settings
+    are cached (under :meth:`~ncindex.names.Names.notes_settings`)."""
 
-    settings = Settings(reconcile_notes_chunk_size=1)
+    def __init__(self, state: ScanState) -> None:
+        self.redis = state.redis
+        namespace = state.field.split(":")[0]  # the test's own user id, "alice-<hex>"
+        self.settings = Settings(reconcile_notes_chunk_size=1, namespace=namespace)
 
 
 class _Clock:
@@ -55,6 +60,7 @@ def clocked(redis_url: str) -> Iterator[Served]:
         yield sim, clock, NextcloudClient.for_account(http, "alice", "alice-pw"), state
     for key in client.scan_iter(state.base + "*"):
         client.delete(key)
+    client.delete(Names(state.field.split(":")[0]).notes_settings("alice"))
     client.close()
     sim.close()
 
@@ -73,10 +79,10 @@ def test_a_note_deleted_after_its_chunk_is_not_listed(notes) -> None:
     sim, client, state = notes
     ids = _three_notes(sim)
     source = SOURCES[DocType.NOTE]
-    first = source.list(_Context(), client, state, limit=1)
+    first = source.list(_Context(state), client, state, limit=2)  # PROPFIND, a chunk
     assert first.cursor is not None and set(first.docs) == {ids[0]}
     sim.delete("alice", "/Notes/N0.md")
-    done = source.list(_Context(), client, state, resume=first)
+    done = source.list(_Context(state), client, state, resume=first)
     assert done.cursor is None and set(done.docs) == set(ids[1:])
 
 
@@ -84,12 +90,12 @@ def test_a_note_deleted_after_its_page_is_not_in_the_paged_listing(notes) -> Non
     sim, client, state = notes
     ids = _three_notes(sim)
     source = SOURCES[DocType.NOTE]
-    pages = ListingPages(state, limit=1)
-    page, whole = pages.next(source, _Context(), client, state)
+    pages = ListingPages(state, limit=2)  # the first: the folder's PROPFIND and a chunk
+    page, whole = pages.next(source, _Context(state), client, state)
     assert whole is None and set(page.docs) == {ids[0]}
     sim.delete("alice", "/Notes/N0.md")
     while whole is None:
-        page, whole = pages.next(source, _Context(), client, state)
+        page, whole = pages.next(source, _Context(state), client, state)
     assert set(whole.docs) == set(ids[1:])
     assert whole.docs[ids[1]].etag is not None  # listed whole by an earlier page
 
@@ -99,7 +105,7 @@ def _page_through(
 ) -> Listing:
     whole = None
     while whole is None:
-        _, whole = pages.next(source, _Context(), client, state)
+        _, whole = pages.next(source, _Context(state), client, state)
     return whole
 
 
@@ -111,8 +117,8 @@ def test_a_note_changed_after_its_page_is_listed_as_it_is_now(clocked) -> None:
     sim, clock, client, state = clocked
     ids = _three_notes(sim)
     source = SOURCES[DocType.NOTE]
-    pages = ListingPages(state, limit=1)
-    page, whole = pages.next(source, _Context(), client, state)
+    pages = ListingPages(state, limit=2)  # the first: the folder's PROPFIND and a chunk
+    page, whole = pages.next(source, _Context(state), client, state)
     assert whole is None and set(page.docs) == {ids[0]}
     before = page.docs[ids[0]].etag
     clock.now += 5
@@ -132,8 +138,8 @@ def test_a_note_renamed_after_its_page_is_listed_at_its_new_path_only(clocked) -
     sim, clock, client, state = clocked
     ids = _three_notes(sim)
     source = SOURCES[DocType.NOTE]
-    pages = ListingPages(state, limit=1)
-    page, whole = pages.next(source, _Context(), client, state)
+    pages = ListingPages(state, limit=2)  # the first: the folder's PROPFIND and a chunk
+    page, whole = pages.next(source, _Context(state), client, state)
     assert whole is None and page.docs[ids[0]].path == "/Notes/N0.md"
     clock.now += 5
     sim.move("alice", "/Notes/N0.md", "/Notes/Renamed.md")

@@ -27,6 +27,8 @@ from ncindex.sync.reconcile import Reconciler, ScanState
 from support import Stack, wait_until
 
 USERS = ["alice", "bob", "carol"]
+#: The notes scan's PROPFIND of the notes folder, in a whole reconcile's WebDAV count.
+NOTES_FOLDER = 1
 
 
 class Recorder:
@@ -68,15 +70,17 @@ def fill(stack: Stack, files: int = 12, notes: int = 6) -> None:
 
 
 def test_an_unchanged_account_costs_one_request_per_doc_type(rstack: Stack) -> None:
+    """One request per doc type, and for notes one more: the PROPFIND asking whether the
+    notes folder is there before the Notes list, which would create it."""
     fill(rstack)
     rstack.sim.drop_rate = 1.0  # from here on only the scans see changes
     rstack.reconcile(["alice"])  # clean: stores folder etags and pruneBefore
     rec = reconciler(rstack, Recorder())
     rstack.sim.reset_request_counts()
-    for doc_type in (DocType.FILE, DocType.NOTE):
+    for doc_type, requests in ((DocType.FILE, 1), (DocType.NOTE, 2)):
         report = rec.scan("alice", doc_type)
-        assert report.clean and report.requests == 1, report.summary()
-    assert rstack.sim.request_count() == 2
+        assert report.clean and report.requests == requests, report.summary()
+    assert rstack.sim.request_count() == 3
 
     rstack.sim.put_file("alice", "/Docs/F0/Sub/f0.md", "# File 0\nchanged deep down")
     rstack.sim.reset_request_counts()
@@ -87,7 +91,7 @@ def test_an_unchanged_account_costs_one_request_per_doc_type(rstack: Stack) -> N
     assert [(c.reason, c.path) for c in files.index] == [("changed", "/Docs/F0/Sub/f0.md")]
     rstack.sim.put_file("alice", "/Notes/Cat/n1.md", "# Note 1\nchanged")
     notes = rec.scan("alice", DocType.NOTE)
-    assert notes.requests == 1
+    assert notes.requests == 2
     assert [(c.reason, c.path) for c in notes.index] == [("changed", "/Notes/Cat/n1.md")]
     # the folders above the change stay dirty until a scan finds them in sync again
     assert (
@@ -958,6 +962,57 @@ def test_a_folder_whose_storage_cannot_be_reached_fails_nothing_and_keeps_its_fi
     assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
 
 
+def test_an_account_without_a_notes_folder_gets_none_from_a_scan(rstack: Stack) -> None:
+    """The Notes list creates the notes folder of a user who never opened Notes (nextcloud/notes
+    lib/Controller/Helper.php getNotesAndCategories: NotesService::getAll with
+    $autoCreateNotesFolder; lib/Service/NoteUtil.php getOrCreateNotesFolder newFolder), so
+    every scanned account found an empty "Notes" folder in its files. The scan now asks
+    WebDAV first (PROPFIND Depth 0 of the folder GET /settings names, which creates none):
+    missing, the account has no notes, and a folder deleted with its notes indexed takes them
+    out as a deleted folder's files go (held by the empty-listing guard until a second scan
+    agrees)."""
+    fill(rstack, files=2, notes=0)
+    rec = reconciler(rstack, Recorder())
+    report = rec.scan("alice", DocType.NOTE)
+    assert report.error is None and report.listed == 0, report.summary()
+    assert rstack.sim.node("alice", "/Notes") is None
+
+    fill(rstack, files=0, notes=2)
+    rstack.sim.drop_rate = 1.0  # from here on only the scans see changes
+    assert rec.scan("alice", DocType.NOTE).listed == 2
+    rstack.sim.delete("alice", "/Notes")
+    first = rec.scan("alice", DocType.NOTE)
+    assert (first.guard, len(first.held), first.remove) == ("empty_listing", 2, [])
+    second = rec.scan("alice", DocType.NOTE)
+    assert len(second.remove) == 2 and not second.held, second.summary()
+    assert rstack.sim.node("alice", "/Notes") is None
+
+
+def test_a_notes_folder_whose_storage_cannot_be_reached_keeps_its_notes(rstack: Stack) -> None:
+    """A notes folder on an external storage files_external holds as failed (a FailedStorage
+    mount: nextcloud/server lib/private/Files/Cache/FailedCache.php, an empty folder) made
+    the Notes list answer 200 [], and every indexed note of the user went, after the grace
+    period and the second scan the empty-listing guard waits for. The scan now asks WebDAV
+    first: 503 "Storage is temporarily not available" (apps/dav ObjectTree::getNodeForPath)
+    skips the Notes list for this scan and keeps what is indexed, as the file walk keeps an
+    unreachable folder's files."""
+    fill(rstack, files=0, notes=3)
+    rstack.sim.drop_rate = 1.0
+    rstack.reconcile(["alice"])
+    notes = {k for k in index_state(rstack) if k.startswith("note:")}
+    assert len(notes) == 3
+    rec = reconciler(rstack, Recorder())
+    rstack.sim.make_storage_unavailable("alice", "/Notes", failed=True)
+    for _ in range(2):
+        report = rec.scan("alice", DocType.NOTE)
+        assert (report.remove, report.held, report.waiting) == ([], [], []), report.summary()
+        assert report.error is None and report.unreachable == 1, report.summary()
+    assert notes <= set(index_state(rstack))
+    rstack.sim.make_storage_unavailable("alice", "/Notes", unavailable=False)
+    back = rec.scan("alice", DocType.NOTE)
+    assert back.clean and back.listed == 3 and back.unreachable == 0, back.summary()
+
+
 @pytest.mark.parametrize("page_requests", [None, 1], ids=["one_page", "paged"])
 def test_a_storage_that_answers_again_is_walked_by_the_next_scan(
     rstack: Stack, page_requests: int | None
@@ -990,7 +1045,8 @@ def test_a_storage_that_answers_again_is_walked_by_the_next_scan(
     for _ in range(2):  # ... and the scans after, while it stays away, walk nothing
         rstack.sim.reset_request_counts()
         rstack.reconcile(["alice"])
-        assert rstack.sim.request_count("webdav", "PROPFIND") == 2  # /Ext, then / Depth 0
+        # /Ext, then / Depth 0; and the notes folder
+        assert rstack.sim.request_count("webdav", "PROPFIND") == 2 + NOTES_FOLDER
         assert state.unreachable() == {"/Ext": since}
     new = rstack.sim.add_unnoticed("alice", "/Ext/Reports/q2.md", "# Q2\nreef")
     rstack.sim.make_storage_unavailable("alice", "/Ext", unavailable=False)
@@ -1002,7 +1058,8 @@ def test_a_storage_that_answers_again_is_walked_by_the_next_scan(
     rstack.reconcile(["alice"])  # the folders above the new file, dirty until now
     rstack.sim.reset_request_counts()
     rstack.reconcile(["alice"])
-    assert rstack.sim.request_count("webdav", "PROPFIND") == 1  # back to the root's etag
+    # back to the root's etag; and the notes scan's PROPFIND of the notes folder
+    assert rstack.sim.request_count("webdav", "PROPFIND") == 1 + NOTES_FOLDER
 
 
 def test_asking_unreachable_folders_again_keeps_to_the_page_request_limit(rstack: Stack) -> None:
@@ -1206,7 +1263,7 @@ def test_an_external_storage_is_walked_whatever_its_etags_once_per_external_walk
     new = rstack.sim.add_unnoticed("alice", f"/{mount}/Reports/Q/q2.md", "# Q2\nreef")
     rstack.sim.reset_request_counts()
     rstack.reconcile(["alice"])  # within the period: the etags decide
-    assert rstack.sim.request_count("webdav", "PROPFIND") == 1
+    assert rstack.sim.request_count("webdav", "PROPFIND") == 1 + NOTES_FOLDER
     assert f"file:{new}" not in index_state(rstack)
     state = scan_state(rstack, DocType.FILE)
     state.set_external_walk_at(time.time() - period)  # an hour on
@@ -1214,11 +1271,11 @@ def test_an_external_storage_is_walked_whatever_its_etags_once_per_external_walk
     rstack.reconcile(["alice"])
     # /, the folders down to the storage's and every folder on it
     walked = 1 + len(mount.split("/")) + 2
-    assert rstack.sim.request_count("webdav", "PROPFIND") == walked
+    assert rstack.sim.request_count("webdav", "PROPFIND") == walked + NOTES_FOLDER
     assert f"file:{new}" in index_state(rstack)
     assert differences(ground_truth(rstack, ["alice"]), index_state(rstack)) == {}
     assert time.time() - (state.external_walk_at() or 0) < 60  # the next one an hour away
     rstack.reconcile(["alice"])  # walks the folders above the new file, dirty until now
     rstack.sim.reset_request_counts()
     rstack.reconcile(["alice"])
-    assert rstack.sim.request_count("webdav", "PROPFIND") == 1
+    assert rstack.sim.request_count("webdav", "PROPFIND") == 1 + NOTES_FOLDER
