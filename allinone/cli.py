@@ -445,26 +445,54 @@ def webhooks() -> None:
     """Manage the webhook_listeners registrations pointing at this deployment."""
 
 
-def _rescan_once_listening(settings: Settings, result: RegisterResult) -> int | None:
+def _rescan_once_listening(
+    settings: Settings, result: RegisterResult
+) -> tuple[int | None, list[str]]:
     """:func:`~ncindex.ingest.registration.rescan_once_listening` in this deployment's Redis:
     the due time, or ``None`` (nothing registered for the first time, or Redis unreachable:
-    said on stderr, the registration stands)."""
+    said on stderr, the registration stands); and, with a due time, the other namespaces
+    holding scans when this one holds none (:func:`ncindex.sync.status.other_namespaces`):
+    then no beat of this namespace is known to take the due time — ``ncindex up`` runs under
+    ``ncindex-up`` — and the caller says so instead of promising the rescan."""
     import redis
 
     from ncindex.ingest.registration import rescan_once_listening
+    from ncindex.sync.reconcile import last_scans_key
+    from ncindex.sync.status import other_namespaces
 
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
     try:
-        return rescan_once_listening(client, result, settings)
+        due = rescan_once_listening(client, result, settings)
+        if due is None or client.exists(last_scans_key(settings.names)):
+            return due, []
+        return due, other_namespaces(client, settings.names)
     except redis.RedisError as exc:
         click.echo(
             f"warning: no scan asked for after the new registrations ({exc}); events users "
             "make in the next 5 minutes are found by the next periodic scan",
             err=True,
         )
-        return None
+        return None, []
     finally:
         client.close()
+
+
+def _rescan_line(settings: Settings, due: int, others: list[str]) -> str:
+    """The line ``webhooks register`` ends with when it marked the accounts for a rescan at
+    ``due`` (Unix seconds): the beat of this namespace scans them then — or, when this
+    namespace holds no scan and ``others`` do, that nothing here may take it and the command
+    that scans every account in the namespace that runs."""
+    at = time.strftime("%H:%M:%S", time.localtime(due))
+    cache = "Nextcloud caches each user's listened events for 5 minutes: "
+    namespace = settings.namespace
+    if not others:
+        return f"{cache}every account is scanned at {at} by the beat of namespace {namespace}"
+    return (
+        f"{cache}the rescan at {at} is due in namespace {namespace}, which holds no scan — "
+        f"scans of {', '.join(others)} are in this Redis (`ncindex up` uses ncindex-up), whose "
+        f"beat does not take it: after {at} run `NCINDEX_NAMESPACE={others[0]} "
+        f"{ncindex_command()} reconcile --apply` to scan every account"
+    )
 
 
 def _admin(settings: Settings) -> NextcloudClient:
@@ -501,7 +529,7 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
     if problem:
         click.echo(f"warning: {problem}", err=True)
     result = register(_admin(settings), settings)
-    rescan_at = _rescan_once_listening(settings, result)
+    rescan_at, others = _rescan_once_listening(settings, result)
     if as_json:
         click.echo(
             json.dumps(
@@ -520,6 +548,8 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
                     "removed": result.removed,
                     "ok": result.ok,
                     "rescan_at": rescan_at,
+                    "namespace": settings.namespace,
+                    "namespaces_holding_scans": others,
                 }
             )
         )
@@ -528,10 +558,7 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
         if result.removed:
             click.echo(f"removed duplicate registrations: {result.removed}")
         if rescan_at is not None:
-            click.echo(
-                "Nextcloud caches each user's listened events for 5 minutes: every account is "
-                f"scanned at {time.strftime('%H:%M:%S', time.localtime(rescan_at))} (beat)"
-            )
+            click.echo(_rescan_line(settings, rescan_at, others))
     if not result.ok:
         raise SystemExit(1)
 
@@ -1403,6 +1430,7 @@ def _print_status(data: dict[str, Any]) -> None:
         duration,
         optimizer_lines,
         other_namespaces_line,
+        unknown_counts,
     )
     from ncindex.doctor import utc_time
 
@@ -1522,7 +1550,11 @@ def _print_status(data: dict[str, Any]) -> None:
                 f"first indexing {progress:.0%}" if progress is not None else "first indexing"
             ) + f", ETA {duration(first['eta_seconds'])}"
         indexed = row.get("indexed")
-        counts = ", ".join(f"{k} {v}" for k, v in indexed.items()) if indexed else "indexed: ?"
+        counts = (
+            ", ".join(f"{k} {v}" for k, v in indexed.items())
+            if indexed
+            else f"indexed: ? ({unknown_counts(data['store'])})"
+        )
         skipped = ", ".join(f"{k} {v}" for k, v in row["skipped"].items()) or "none"
         click.echo(
             f"user {user}: {counts}; pending {row['pending']}; "

@@ -426,6 +426,7 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
         log.info(
             "webhooks_registered",
             created=len(result.created),
+            updated=len(result.updated),
             kept=len(result.kept),
             refused=[o.event_class for o in result.refused],
         )

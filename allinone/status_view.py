@@ -120,6 +120,18 @@ def other_namespaces_line(data: dict[str, Any]) -> str | None:
     )
 
 
+def unknown_counts(store: dict[str, Any]) -> str:
+    """Why the indexed counts show ``?``, in a few words, from ``data["store"]`` of ``ncindex
+    status``: the store did not answer (its ``error`` is on the store's own line), or it is
+    the embedded one, which ``ncindex up`` holds and ``status`` does not open
+    (:func:`ncindex.store.store_status`)."""
+    if store.get("error"):
+        return "store not readable"
+    if store.get("engine") == "qdrant-edge":
+        return "embedded store: counted with NCINDEX_QDRANT_URL only"
+    return "not counted"
+
+
 def _number(entry: dict[str, Any], key: str) -> float | None:
     """``entry[key]`` as a float when it is a real number (not a bool, not NaN, infinite or
     past a float's range), else None."""
@@ -169,6 +181,8 @@ def render(data: dict[str, Any]) -> Group:
         *((f"\n{line}", "yellow") for line in [other_namespaces_line(data)] if line),
     )
     table = Table(title="per user (docs: indexed documents; pend: pending)", expand=False)
+    if any(row.get("indexed") is None for row in data["users"].values()):
+        table.caption = f"docs ?: {unknown_counts(data.get('store', {}))}"
     width = max((len(u) for u in data["users"]), default=4)
     table.add_column("user", no_wrap=True, min_width=min(width, 24))
     for name in ("docs", "pend"):

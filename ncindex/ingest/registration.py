@@ -166,12 +166,14 @@ class RegisterResult:
 
     @property
     def created(self) -> list[int]:
-        """Ids registered by this call (renewed ones included)."""
-        return [
-            o.webhook_id
-            for o in self.outcomes
-            if o.status in ("registered", "renewed") and o.webhook_id
-        ]
+        """Ids this call registered anew (``POST /webhooks``; not the renewed ones)."""
+        return [o.webhook_id for o in self.outcomes if o.status == "registered" and o.webhook_id]
+
+    @property
+    def updated(self) -> list[int]:
+        """Ids this call renewed in place with the current secret (``POST /webhooks/{id}``,
+        nextcloud/server ``WebhooksController::update``: the id stays)."""
+        return [o.webhook_id for o in self.outcomes if o.status == "renewed" and o.webhook_id]
 
     @property
     def first_registered(self) -> list[str]:

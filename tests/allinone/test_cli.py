@@ -200,7 +200,8 @@ def test_status_with_the_qdrant_server_down_shows_the_rest(redis_url: str) -> No
     }
     result = CliRunner().invoke(main, ["status"], env=env)
     assert result.exit_code == 0, result.output
-    assert "queues: " in result.output and "user alice: indexed: ?" in result.output
+    assert "queues: " in result.output, result.output
+    assert "user alice: indexed: ? (store not readable);" in result.output
     assert "store: not readable: qdrant" in result.output
     result = CliRunner().invoke(main, ["status", "--json"], env=env)
     assert result.exit_code == 0, result.output

@@ -174,3 +174,21 @@ def test_status_names_the_analyzer_upgrade_a_sample_of_the_store_shows(
     console.print(render(data))
     assert "en-2 (1)" in console.export_text()
     store.close()
+
+
+def test_the_unknown_indexed_counts_say_why_where_they_show(redis_url: str, tmp_path: Path) -> None:
+    """On the embedded store ``ncindex status`` showed "indexed: ?" and said why only in
+    ``--help`` and the README: the line, and the watch's table, say it where the ``?`` is."""
+    env = {
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_QDRANT_PATH": str(tmp_path),
+        "NCINDEX_NAMESPACE": f"unknown-{time.time_ns()}",
+        "NCINDEX_ACCOUNTS": '{"alice": "pw"}',
+    }
+    text = CliRunner().invoke(main, ["status"], env=env)
+    assert text.exit_code == 0, text.output
+    why = "embedded store: counted with NCINDEX_QDRANT_URL only"
+    assert f"user alice: indexed: ? ({why});" in text.output, text.output
+    watched = CliRunner().invoke(main, ["status", "--watch", "--iterations", "1"], env=env)
+    assert watched.exit_code == 0, watched.output
+    assert f"docs ?: {why}" in watched.output, watched.output

@@ -6,6 +6,7 @@ import ipaddress
 import json
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -79,7 +80,8 @@ def test_a_rotated_secret_renews_every_registration(admin) -> None:
     assert secret_id(rotated) != secret_id(settings)
     renewed = register(client, rotated)
     assert {o.status for o in renewed.outcomes} == {"renewed"}
-    assert renewed.removed == [] and sorted(renewed.created) == sorted(first.created)
+    assert renewed.removed == [] and renewed.created == []  # updated in place, not created
+    assert sorted(renewed.updated) == sorted(first.created)
     hooks = list_registrations(client, rotated)
     assert len(hooks) == len(SUBSCRIBED)
     assert all(h["headers"][SECRET_ID_HEADER] == secret_id(rotated) for h in hooks)
@@ -265,6 +267,45 @@ def test_each_class_is_registered_on_its_own_and_refusals_are_reported() -> None
         assert registered == set(SUBSCRIBED) - set(TAG_EVENTS)
     finally:
         sim.close()
+
+
+def test_the_rescan_line_is_true_for_the_namespace_the_command_runs_in(redis_url: str) -> None:
+    """``webhooks register`` in a shell without NCINDEX_NAMESPACE promised every account
+    "scanned at HH:MM (beat)" while ``ncindex up`` ran under ``ncindex-up``: the due time is
+    kept in the command's namespace, which no beat there takes. In a namespace holding no scan,
+    with scans of another in this Redis, it says so and names the command that scans; in a
+    namespace holding scans, the beat of that namespace."""
+    from ncindex.documents import DocType
+    from ncindex.names import Names
+    from ncindex.sync.reconcile import ScanReport, ScanState
+
+    run = uuid.uuid4().hex[:8]
+    here, up = f"reg-{run}", f"reg-up-{run}"
+    client = redis.Redis.from_url(redis_url)
+    report = ScanReport(user="alice", doc_type="file", started_at=time.time(), applied=True)
+    ScanState(client, "alice", DocType.FILE, Names(up)).record(report)
+    try:
+        for namespace in (here, up):
+            sim = NextcloudSimulator()
+            sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
+            try:
+                with serve_simulator(sim) as server:
+                    env = _cli_env(server.url, redis_url, namespace)
+                    result = CliRunner().invoke(main, ["webhooks", "register"], env=env)
+            finally:
+                sim.close()
+            assert result.exit_code == 0, result.output
+            line = result.output.splitlines()[-1]
+            if namespace == here:
+                assert f"due in namespace {here}, which holds no scan" in line, line
+                assert f"NCINDEX_NAMESPACE={up}" in line and "reconcile --apply" in line, line
+            else:
+                assert "scanned at" in line and f"by the beat of namespace {up}" in line, line
+    finally:
+        for namespace in (here, up):
+            for key in client.scan_iter(match=f"{namespace}:*"):
+                client.delete(key)
+        client.close()
 
 
 def test_register_command_prints_the_table_and_exits_0_without_optional_classes(
