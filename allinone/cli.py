@@ -24,6 +24,7 @@ import click
 from click.core import ParameterSource
 
 from allinone.stopping import StopSignals
+from allinone.wording import counted
 from ncindex import __version__
 from ncindex.documents import DocType
 from ncindex.errors import Forbidden, NcindexError, NextcloudAuthError, NextcloudUnavailable
@@ -294,7 +295,7 @@ def _sample_hints(running: Embedded, url: str, user: str, password: str, users: 
     searches to try."""
     click.echo(
         f"Serving the bundled sample Nextcloud at {running.settings.nextcloud_url} "
-        f"({running.sample.documents} documents, indexing in the "
+        f"({counted(running.sample.documents, 'document')}, indexing in the "
         f"background). Users and app passwords: {users}."
     )
     click.echo("Try:\n")
@@ -414,8 +415,9 @@ def _report_sample(running: Embedded, signals: StopSignals) -> None:
         if seen == 2:
             seconds = time.monotonic() - started
             click.echo(
-                f"Sample corpus indexed: {running.sample.documents} documents current in the "
-                f"store after {seconds:.0f} s. Search page: {running.url}/ (alice / "
+                "Sample corpus indexed: "
+                f"{counted(running.sample.documents, 'document')} current in the store after "
+                f"{seconds:.0f} s. Search page: {running.url}/ (alice / "
                 f"{running.settings.password_for('alice')}), or the curl printed at the start."
             )  # the start's lines may have scrolled away by now
             return
@@ -929,7 +931,10 @@ def eval_command(
             data = data.subset(queries or len(data.qrels), docs or len(data.corpus))
     except (DatasetError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"{data.name}: {len(data.corpus)} documents, {len(data.qrels)} judged queries")
+    click.echo(
+        f"{data.name}: {counted(len(data.corpus), 'document')}, "
+        f"{counted(len(data.qrels), 'judged query', 'judged queries')}"
+    )
     report: dict[str, object] = {"dataset": data.name, "queries": len(data.qrels)}
     rows: dict[str, dict[str, float]] = {}
     echo = click.echo
@@ -1160,7 +1165,8 @@ def forget(settings: Settings, user: str, as_json: bool) -> None:
     if found is Deleted.FORGOTTEN:
         if not as_json:
             click.echo(
-                f"{user}: Nextcloud says the user does not exist; {documents} documents changed"
+                f"{user}: Nextcloud says the user does not exist; "
+                f"{counted(documents, 'document')} changed"
             )
         return
     if found is Deleted.EXISTS:
@@ -1255,7 +1261,7 @@ def _describe(report: object) -> str:
     if report.error and report.user_deleted == "forgotten":
         return head + (
             f"listing failed ({report.error}); Nextcloud says the user does not exist: "
-            f"{report.forgotten} documents changed"
+            f"{counted(report.forgotten, 'document')} changed"
         )
     if report.error and report.user_deleted == "unconfirmed":
         return head + (
@@ -1269,13 +1275,14 @@ def _describe(report: object) -> str:
     counts = report.counts()
     changes = ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "in sync"
     line = (
-        f"{head}listed {report.listed}, indexed {report.indexed}, {report.requests} requests; "
+        f"{head}listed {report.listed}, indexed {report.indexed}, "
+        f"{counted(report.requests, 'request')}; "
         f"{changes}"
     )
     if report.guard:
         line += f"; guard {report.guard}"
     if report.forbidden:
-        line += f"; {report.forbidden} folders not readable (403), skipped"
+        line += f"; {counted(report.forbidden, 'folder')} not readable (403), skipped"
     if report.applied:
         line += f"; enqueued {report.enqueued}"
         if report.coalesced:
@@ -1464,7 +1471,7 @@ def _print_status(data: dict[str, Any]) -> None:
         )
         click.echo(
             f"scan {key}: {duration(time.time() - scan['at'])} ago, listed {scan['listed']}, "
-            f"{scan['requests']} requests, {state}{synced}"
+            f"{counted(scan['requests'], 'request')}, {state}{synced}"
         )
     letters = data["dead_letters"]
     click.echo(f"dead letters: {sum(e['size'] for e in letters.values()) if letters else 0}")
@@ -1494,7 +1501,7 @@ def _print_status(data: dict[str, Any]) -> None:
             )
             click.echo(
                 f"  {user}: since {since}; Nextcloud says the user does not exist — "
-                f"{deleted.get('documents', '?')} documents forgotten; {todo}"
+                f"{counted(deleted.get('documents', '?'), 'document')} forgotten; {todo}"
             )
             continue
         missing = entry.get("missing_since")

@@ -25,6 +25,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from allinone.wording import counted
+
 
 def duration(seconds: float | None) -> str:
     """``"3 h 05 min"``, ``"4 min 10 s"``, ``"12 s"``; ``"?"`` for ``None`` (no rate yet)."""
@@ -103,7 +105,8 @@ def analyzer_lines(analyzer: dict[str, Any] | None) -> list[str]:
     if analyzer["upgrade"]:
         return [f"analyzer: {analyzer['upgrade']}"]
     sampled = sum(analyzer["sampled"].values())
-    return [f"analyzer: {analyzer['current']} ({sampled} documents sampled, all current)"]
+    shown = counted(sampled, "document")
+    return [f"analyzer: {analyzer['current']} ({shown} sampled, all current)"]
 
 
 def other_namespaces_line(data: dict[str, Any]) -> str | None:

@@ -627,10 +627,14 @@ def test_forget_takes_a_user_deleted_from_nextcloud_out_of_the_index(
     sim.add_user("bob", password="bob-pw")
     sim.add_user("carol", password="carol-pw")
     private = sim.put_file("carol", "/Mine/diary.md", "# Diary\nprivate walrus")
+    sim.add_user("dave", password="dave-pw")
+    only = sim.put_file("dave", "/Mine/one.md", "# One\nsingle heron")
     shared = sim.put_file("alice", "/Docs/s.md", "# S\nshared salt")
     sim.share("alice", "/Docs/s.md", "carol")
     env = _env(redis_url, tmp_path, model_dir) | {
-        "NCINDEX_ACCOUNTS": json.dumps({"alice": "alice-pw", "carol": "carol-pw"}),
+        "NCINDEX_ACCOUNTS": json.dumps(
+            {"alice": "alice-pw", "carol": "carol-pw", "dave": "dave-pw"}
+        ),
         "NCINDEX_NAMESPACE": f"cli-{uuid.uuid4().hex[:8]}",
     }
 
@@ -647,7 +651,8 @@ def test_forget_takes_a_user_deleted_from_nextcloud_out_of_the_index(
                 services = Services(Settings())
             try:
                 indexer = Indexer(services)
-                for user, file_id in (("carol", private), ("alice", shared), ("carol", shared)):
+                pairs = (("carol", private), ("alice", shared), ("carol", shared), ("dave", only))
+                for user, file_id in pairs:
                     indexer.index_node(user, file_id)
                 assert acl(services, f"file:{shared}") == ["user:alice", "user:carol"]
                 # a refusal of the webhook admin's credential holds it back from the scans;
@@ -665,6 +670,13 @@ def test_forget_takes_a_user_deleted_from_nextcloud_out_of_the_index(
                 "found": "forgotten",
                 "documents": 2,
             }
+            sim.delete_user("dave")
+            said = CliRunner().invoke(main, ["forget", "dave"], env=env)
+            assert said.exit_code == 0, said.output
+            # it said "1 documents changed"
+            assert (
+                said.output == "dave: Nextcloud says the user does not exist; 1 document changed\n"
+            )
     finally:
         sim.close()
     with pytest.MonkeyPatch.context() as mp:
@@ -676,3 +688,22 @@ def test_forget_takes_a_user_deleted_from_nextcloud_out_of_the_index(
         assert acl(services, f"file:{shared}") == ["user:alice"]
     finally:
         services.close()
+
+
+def test_a_count_of_one_is_said_in_the_singular() -> None:
+    """``ncindex forget`` printed "1 documents changed"; the scan lines, the status's
+    refused-account line and the analyzer sample said "1 requests", "1 folders" the same way."""
+    from allinone.cli import _describe
+    from allinone.status_view import analyzer_lines
+    from ncindex.sync.reconcile import ScanReport
+
+    one = ScanReport("carol", "file", started_at=0.0, applied=True, requests=1, forbidden=1)
+    line = _describe(one)
+    assert ", 1 request; " in line and "; 1 folder not readable (403)" in line, line
+    gone = ScanReport("carol", "file", 0.0, True, error="401", user_deleted="forgotten")
+    gone.forgotten = 1
+    assert _describe(gone).endswith(": 1 document changed")
+    two = ScanReport("carol", "file", 0.0, True, requests=2, forbidden=2)
+    assert ", 2 requests; " in _describe(two) and "; 2 folders not" in _describe(two)
+    sampled = {"upgrade": None, "current": "en-3", "sampled": {"en-3": 1}}
+    assert analyzer_lines(sampled) == ["analyzer: en-3 (1 document sampled, all current)"]

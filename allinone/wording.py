@@ -1,0 +1,10 @@
+"""How the command line words what it prints, kept free of heavy imports (``ncindex`` loads
+it at start)."""
+
+from __future__ import annotations
+
+
+def counted(count: object, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun``, the noun in the plural (``plural``, default ``noun + "s"``)
+    unless the count is 1: ``"1 document"``, ``"3 documents"``, ``"? documents"``."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
