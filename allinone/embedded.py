@@ -410,7 +410,9 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
         embedded.beat = beat
         embedded.worker = worker
         # the gauges gunicorn's workers serve (deploy/gunicorn.conf.py), so /metrics is the same
-        embedded.queue_metrics = register_queue_metrics(settings.redis_url, settings.names)
+        embedded.queue_metrics = register_queue_metrics(
+            settings.redis_url, settings.names, settings.accounts
+        )
         if not settings.qdrant_url:
             embedded.optimizer = EdgeOptimizer(
                 lambda: edge_stores(services),

@@ -99,7 +99,7 @@ def post_worker_init(worker):
     """Serve the queue-depth and index-lag gauges from this worker's ``/metrics``; make
     SIGINT and SIGQUIT stop this worker as SIGTERM does (:func:`_quit_as_term`); then move
     everything loaded so far out of the garbage collector's generations (``gc.freeze``)."""
-    telemetry.register_queue_metrics(_settings.redis_url, _settings.names)
+    telemetry.register_queue_metrics(_settings.redis_url, _settings.names, _settings.accounts)
     _quit_as_term(worker)
     gc.collect()
     gc.freeze()

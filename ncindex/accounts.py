@@ -7,7 +7,8 @@ every request, so every task for it would fail. When a task or a scan meets that
 the account here (Redis hash :attr:`ncindex.names.Names.refused_accounts`: user id →
 ``{"at": Unix seconds, "where": request}``); ``/readyz`` of both apps, ``ncindex status`` and the
 gauge ``ncindex_account_refused{user}`` report it, and the task ends (``NextcloudAuthError`` is
-permanent: never retried). The next request that the account gets through — a reconcile scan's
+permanent: never retried); ``/readyz`` and the gauge only while the account is configured
+(:func:`refused_configured`). The next request that the account gets through — a reconcile scan's
 listing, or any task's request (:func:`clear_refused_if`, below) — clears it.
 
 Nextcloud's brute-force protection counts each refused login against the address it came from
@@ -32,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,3 +242,13 @@ def refused_accounts(
                 entry["replaced"] = None not in (configured, refused) and configured != refused
         out[user] = entry
     return out
+
+
+def refused_configured(client: redis.Redis, keys: Names, accounts: Collection[str]) -> list[str]:
+    """The user ids, sorted, among ``accounts`` (those configured now) that have a refusal
+    entry in deployment ``keys``: what ``/readyz``'s ``accounts_refused`` and the gauge
+    ``ncindex_account_refused`` report. An entry of an account no longer configured (a deleted
+    user forgotten and removed from the accounts) stays, so its dead credential is not sent
+    again should it be configured again, but nothing is left to do about it: it is not
+    reported. Raises ``redis.RedisError``."""
+    return sorted(set(refused_accounts(client, keys)) & set(accounts))

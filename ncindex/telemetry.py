@@ -36,7 +36,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import redis
@@ -53,7 +53,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ncindex.accounts import refused_accounts
+from ncindex.accounts import refused_configured
 from ncindex.names import QUEUES, Names
 from ncindex.progress import Progress
 
@@ -202,7 +202,9 @@ def gunicorn_logconfig(level: str = "INFO", *, json_lines: bool = True) -> dict[
 class QueueCollector(Collector):
     """Queue-depth, reserved-task and index-lag gauges read from Redis at each scrape (see the
     module docstring for their definitions), and ``ncindex_account_refused{user}`` for the
-    accounts Nextcloud refused (:mod:`ncindex.accounts`). A Redis error yields
+    ``accounts`` (the configured user ids) Nextcloud refused
+    (:func:`ncindex.accounts.refused_configured`: an entry of a user no longer configured is
+    not reported). A Redis error yields
     ``ncindex_queue_metrics_up 0`` and no other gauge, never a failed scrape."""
 
     def __init__(
@@ -212,9 +214,11 @@ class QueueCollector(Collector):
         clock: Any = time.time,
         *,
         keys: Names,
+        accounts: Collection[str],
     ) -> None:
         self.client = client
         self.keys = keys
+        self.accounts = accounts
         self.queues = tuple(queues)
         self.clock = clock
 
@@ -275,9 +279,9 @@ class QueueCollector(Collector):
             labels=["user"],
         )
         try:
-            users = refused_accounts(self.client, self.keys)
+            users = refused_configured(self.client, self.keys, self.accounts)
         except redis.RedisError:
-            users = {}
+            users = []
         for user in users:
             refused.add_metric([user], 1)
         yield refused
@@ -307,13 +311,13 @@ class QueueCollector(Collector):
 
 
 def register_queue_metrics(
-    redis_url: str, keys: Names, queues: Iterable[str] | None = None
+    redis_url: str, keys: Names, accounts: Collection[str], queues: Iterable[str] | None = None
 ) -> QueueCollector:
-    """Serve :class:`QueueCollector` gauges of deployment ``keys`` from :func:`metrics_payload`
-    in this process."""
+    """Serve :class:`QueueCollector` gauges of deployment ``keys`` (its configured
+    ``accounts``' user ids) from :func:`metrics_payload` in this process."""
     client = redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
     queues = tuple(queues) if queues is not None else QUEUES
-    collector = QueueCollector(client, queues, keys=keys)
+    collector = QueueCollector(client, queues, keys=keys, accounts=accounts)
     _extra_collectors.append(collector)
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         REGISTRY.register(collector)

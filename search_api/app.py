@@ -11,7 +11,7 @@ from flask_limiter import RequestLimit
 from flask_limiter.errors import RateLimitExceeded
 from werkzeug.exceptions import HTTPException
 
-from ncindex.accounts import refused_accounts
+from ncindex.accounts import refused_configured
 from ncindex.ingest.queueing import Producer, celery_app
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
@@ -147,8 +147,8 @@ def create_app(
             {"redis": redis_ready, "store": ready_store, "model": ready_model},
             {
                 "redis_outage": lambda: redis_ready.outage,
-                "accounts_refused": lambda: sorted(
-                    refused_accounts(services.redis, settings.names)
+                "accounts_refused": lambda: refused_configured(
+                    services.redis, settings.names, settings.accounts
                 ),
                 "ocr": lambda: ocr_status(settings),
             },

@@ -43,7 +43,7 @@ _SAMPLE = 5
 
 def queues(client: redis.Redis, keys: Names) -> dict[str, Any]:
     """``{"depth": {queue: n}, "reserved": n, "lag": seconds}`` as the gauges read them."""
-    return QueueCollector(client, QUEUES, keys=keys).read()
+    return QueueCollector(client, QUEUES, keys=keys, accounts=()).read()
 
 
 def settled(client: redis.Redis, keys: Names, queues: Iterable[str] = QUEUES) -> bool:

@@ -192,7 +192,11 @@ def test_every_metric_used_exists_in_metrics(objects: list[dict[str, Any]], redi
         apps |= families(answer.get_data(as_text=True))
     # what deploy/gunicorn.conf.py adds to both apps' /metrics (register_queue_metrics)
     registry = CollectorRegistry()
-    registry.register(QueueCollector(redis.Redis.from_url(redis_url), QUEUES, keys=settings.names))
+    registry.register(
+        QueueCollector(
+            redis.Redis.from_url(redis_url), QUEUES, keys=settings.names, accounts=settings.accounts
+        )
+    )
     apps |= families(generate_latest(registry).decode())
     assert {m for m in used if m.startswith("ncindex_")} <= apps
 

@@ -63,7 +63,7 @@ def test_queue_depth_counts_what_celery_really_enqueued(
     app.send_task("ncindex.evict_node", kwargs={"user": "a", "path": "/x"}, queue="evict")
     # the namespace's lists hold them (outside the default namespace: "second:index")
     assert client.llen(settings.names.queue_list("index")) == 3
-    collector = telemetry.QueueCollector(client, QUEUES, keys=settings.names)
+    collector = telemetry.QueueCollector(client, QUEUES, keys=settings.names, accounts=())
     values = collector.read()
     assert values["depth"] == {"ingest": 0, "index": 3, "evict": 1, "reconcile": 0}
     assert values["reserved"] == 0
@@ -77,7 +77,7 @@ def test_queue_depth_counts_what_celery_really_enqueued(
 def test_index_lag_definition(client: redis.Redis) -> None:
     clock = Clock(10_000.0)
     keys = Names()
-    collector = telemetry.QueueCollector(client, ("index",), clock=clock, keys=keys)
+    collector = telemetry.QueueCollector(client, ("index",), clock=clock, keys=keys, accounts=())
     assert collector.read()["lag"] == 0  # nothing waiting, nothing reserved
 
     client.set(keys.last_task_done, "9900")
@@ -110,7 +110,7 @@ def test_index_lag_definition(client: redis.Redis) -> None:
 def test_redis_down_is_reported_not_raised() -> None:
     dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)
     registry = CollectorRegistry()
-    registry.register(telemetry.QueueCollector(dead, QUEUES, keys=Names()))
+    registry.register(telemetry.QueueCollector(dead, QUEUES, keys=Names(), accounts=()))
     text = generate_latest(registry).decode()
     assert "ncindex_queue_metrics_up 0.0" in text
     assert "ncindex_queue_depth" not in text

@@ -109,7 +109,9 @@ def test_a_refused_account_is_reported_and_its_tasks_end(stack: Stack) -> None:
     assert list(collect_status(stack.services.redis, keys)["accounts_refused"]) == ["carol"]
     gauges = {
         (m.name, tuple(s.labels.items())): s.value
-        for m in QueueCollector(stack.services.redis, QUEUES, keys=keys).collect()
+        for m in QueueCollector(
+            stack.services.redis, QUEUES, keys=keys, accounts=stack.settings.accounts
+        ).collect()
         for s in m.samples
     }
     assert gauges[("ncindex_account_refused", (("user", "carol"),))] == 1

@@ -77,6 +77,33 @@ def test_readyz_reports_ocr_without_making_the_app_unready(receiver, private_red
     assert ready.get_json()["ocr"] == "unavailable: no Tesseract language data for qqq"
 
 
+def test_a_user_no_longer_configured_is_not_reported_refused(receiver, private_redis) -> None:
+    """A deleted user's refusal entry stays (its dead credential is not sent again), but once
+    the account is removed from NCINDEX_ACCOUNTS ``/readyz`` and the gauge
+    ``ncindex_account_refused`` no longer report it — they did for good. A refused account
+    never makes the receiver unready."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from ncindex.accounts import record_refused, refused_accounts
+    from ncindex.names import QUEUES
+    from ncindex.telemetry import QueueCollector
+
+    client, settings = receiver
+    keys = settings.names
+    store = redis.Redis.from_url(settings.redis_url)
+    for user in ("alice", "carol"):  # carol: deleted, forgotten, removed from the accounts
+        record_refused(store, keys, user, "GET /remote.php/dav/files -> 401", credential="x")
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.get_json()["accounts_refused"] == ["alice"]
+    registry = CollectorRegistry()
+    registry.register(QueueCollector(store, QUEUES, keys=keys, accounts=settings.accounts))
+    gauges = generate_latest(registry).decode()
+    assert 'ncindex_account_refused{user="alice"} 1.0' in gauges
+    assert 'user="carol"' not in gauges, gauges
+    assert sorted(refused_accounts(store, keys)) == ["alice", "carol"]  # the entry stays
+    store.close()
+
+
 def test_missing_or_wrong_secret_is_401(receiver) -> None:
     client, settings = receiver
     body = php_json(envelope("/alice/files/a.md", 5))
