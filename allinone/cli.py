@@ -1670,7 +1670,8 @@ def retry(settings: Settings, doc_key: str | None, retry_all: bool, user: str | 
     type=click.FloatRange(min=0),
     default=None,
     help="With --model, --finish or --analyzer: wait up to this many seconds for the "
-    "workers to be done.",
+    "workers to be done; with --layout, for Qdrant to have rebuilt the collections (else "
+    "until it has).",
 )
 @click.pass_obj
 def reindex(
@@ -1694,9 +1695,10 @@ def reindex(
     --model B`. --layout (Qdrant server): set on the live collection (and a standby or one
     being built) the layout parameters the NCINDEX_QDRANT_* settings now ask for, which a
     collection otherwise keeps from its creation (`ncindex doctor` lists them): Qdrant
-    applies them in place and rebuilds the segments they concern in the background; a
-    raised replication factor is recorded, but the replicas of existing shards are Qdrant's
-    cluster API's to add; the shard number only a new collection takes.
+    applies them in place and rebuilds the segments they concern in the background, which
+    this follows until the collection is green (Ctrl-C leaves Qdrant at it); a raised
+    replication factor is recorded, but the replicas of existing shards are Qdrant's cluster
+    API's to add; the shard number only a new collection takes.
     """
     from ncindex import names
     from ncindex.errors import ReindexError
@@ -1709,13 +1711,15 @@ def reindex(
     if sum((model is not None, back, finish, analyzer, layout)) > 1:
         raise click.UsageError("choose one of --model, --back, --finish, --analyzer, --layout")
     _only_with(
-        "wait_seconds", model is not None or finish or analyzer, "--model, --finish or --analyzer"
+        "wait_seconds",
+        model is not None or finish or analyzer or layout,
+        "--model, --finish, --analyzer or --layout",
     )
     services = Services(settings)
     reindexer = Reindexer(services, Indexer(services))  # here only the pointers are used
     try:
         if layout:
-            _apply_layout(settings, reindexer.pointers())
+            _apply_layout(settings, reindexer.pointers(), wait_seconds)
             return
         if back:
             moved = reindexer.back()
@@ -1751,11 +1755,13 @@ def reindex(
         services.close()
 
 
-def _apply_layout(settings: Settings, pointers: Any) -> None:
+def _apply_layout(settings: Settings, pointers: Any, wait_seconds: float | None) -> None:
     """``ncindex reindex --layout``: apply the settings' layout to each collection the model
-    pointers name (:meth:`~ncindex.store.qdrant_server.QdrantServerStore.apply_layout`) and
-    print, per collection, what was set and what was not. Raises ``click.ClickException``
-    on the embedded engine, whose shard takes a layout only when it is created."""
+    pointers name (:meth:`~ncindex.store.qdrant_server.QdrantServerStore.apply_layout`),
+    print, per collection, what was set and what was not, and follow Qdrant's rebuild of each
+    changed collection until it is green (:func:`_wait_optimized`; all of them within
+    ``wait_seconds`` if given). Raises ``click.ClickException`` on the embedded engine, whose
+    shard takes a layout only when it is created."""
     from ncindex.store import open_store
     from ncindex.store.qdrant_server import QdrantServerStore
 
@@ -1768,21 +1774,53 @@ def _apply_layout(settings: Settings, pointers: Any) -> None:
     if not slugs:
         click.echo("no collection yet: the first one is created with the settings' layout")
         return
+    deadline = None if wait_seconds is None else time.monotonic() + wait_seconds
     for slug in slugs:
         store = open_store(settings, model_slug=slug)
         try:
             assert isinstance(store, QdrantServerStore)  # a URL is set
             drift = store.apply_layout()
+            if not drift:
+                click.echo(f"{store.collection}: has the layout the settings ask for")
+            for item in drift:
+                verdict = "set" if item.in_place else "NOT applied"
+                click.echo(
+                    f"{store.collection}: {verdict}: {item.setting} {item.live} -> {item.wanted}"
+                    f" ({item.how})"
+                )
+            if any(item.in_place for item in drift):
+                _wait_optimized(store, deadline)
         finally:
             store.close()
-        if not drift:
-            click.echo(f"{store.collection}: has the layout the settings ask for")
-        for item in drift:
-            verdict = "set" if item.in_place else "NOT applied"
-            click.echo(
-                f"{store.collection}: {verdict}: {item.setting} {item.live} -> {item.wanted}"
-                f" ({item.how})"
+
+
+def _wait_optimized(store: Any, deadline: float | None) -> None:
+    """Poll ``store``'s collection (:meth:`~ncindex.store.qdrant_server.QdrantServerStore.
+    optimization`, every second) until Qdrant reports it green, with a progress bar of its
+    indexed vectors; stop at ``deadline`` (``time.monotonic()``) if one is given. Raises
+    ``click.ClickException`` on an optimiser error or at the deadline: Qdrant goes on either
+    way, and ``ncindex doctor`` shows the collection's state."""
+    from allinone.status_view import progress_bar
+
+    with progress_bar(f"{store.collection}: Qdrant rebuilding", None) as step:
+        while True:
+            state = store.optimization()
+            if state.error is not None:
+                raise click.ClickException(f"{store.collection}: optimiser error: {state.error}")
+            if state.status == "green":
+                click.echo(f"{store.collection}: rebuilt (green)")
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise click.ClickException(
+                    f"{store.collection}: still {state.status} (Qdrant is rebuilding it; "
+                    "it goes on): see `ncindex doctor`"
+                )
+            step(
+                completed=min(state.indexed, state.points),
+                total=state.points or None,
+                description=f"{store.collection}: Qdrant rebuilding ({state.status})",
             )
+            time.sleep(1)
 
 
 def _wait_reindex(services: Any, before: str | None, done: set[str], seconds: float) -> None:

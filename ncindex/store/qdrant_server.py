@@ -17,6 +17,7 @@ qdrant-client, httpx and grpc exceptions are translated to
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import warnings
 import weakref
@@ -65,6 +66,27 @@ ENGINE_ERRORS: tuple[type[Exception], ...] = (
     grpc.RpcError,  # every failure of the gRPC client
 )
 """The exception types translated to ``StoreUnavailable`` at this boundary."""
+
+LAYOUT_UPDATE_TIMEOUT_SECONDS = 300
+"""How long :meth:`QdrantServerStore.apply_layout` lets Qdrant take to apply a collection
+update (``PATCH /collections/{name}?timeout=``, also the client's wait for the answer): Qdrant
+saves the parameters and recreates every shard's optimisers before it answers
+(``recreate_optimizers_blocking`` → ``on_optimizer_config_update``, qdrant/qdrant
+lib/storage/src/content_manager/toc/collection_meta_ops.rs). A bound chosen for an admin
+command, not a measured duration."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Optimization:
+    """A Qdrant collection's rebuild state (:meth:`QdrantServerStore.optimization`):
+    ``status`` ``"green"``/``"yellow"``/``"grey"``/``"red"``, the optimiser's ``error`` or
+    ``None``, ``indexed`` vectors out of ``points``."""
+
+    status: str
+    error: str | None
+    indexed: int
+    points: int
+
 
 _LOCAL_LOCKS: weakref.WeakKeyDictionary[QdrantClient, threading.RLock] = weakref.WeakKeyDictionary()
 _LOCAL_LOCKS_GUARD = threading.Lock()
@@ -287,7 +309,15 @@ class QdrantServerStore:
         lib/segment/src/index/struct_payload_index.rs). Nothing adds replicas of the
         existing shards: a raised replication factor is only recorded
         (``Collection::update_params_from_diff``, lib/collection/src/collection/collection_ops.rs;
-        qdrant/qdrant#6027). Raises ``StoreUnavailable``."""
+        qdrant/qdrant#6027).
+
+        Neither is waited for to the end: the index is queued (``wait=false``; Qdrant builds
+        it in order with the shard's other updates, as :meth:`ensure_collection` does in a
+        collection holding points), and the ``PATCH`` is given
+        :data:`LAYOUT_UPDATE_TIMEOUT_SECONDS` (qdrant-client sends it as ``?timeout=`` and
+        waits as long for the answer, instead of httpx's 5 s default, which a large
+        collection outlasted although Qdrant went on). Follow the rebuild with
+        :meth:`optimization`. Raises ``StoreUnavailable``."""
         with self._call("update_collection"):
             if not self._client.collection_exists(self.collection):
                 return []
@@ -295,7 +325,9 @@ class QdrantServerStore:
             drift = layout_drift(self.layout, info)
             update = _update_parameters(self.layout, info, drift)
             if update:
-                self._client.update_collection(self.collection, **update)
+                self._client.update_collection(
+                    self.collection, **update, timeout=LAYOUT_UPDATE_TIMEOUT_SECONDS
+                )
             schema = info.payload_schema or {}
             for field, kind in PAYLOAD_INDEXES.items():
                 if field in schema and _index_differs(self.layout, field, schema[field]):
@@ -303,9 +335,27 @@ class QdrantServerStore:
                         self.collection,
                         field,
                         field_schema=_index_schema(field, kind, self.layout.on_disk_payload_index),
-                        wait=True,
+                        wait=False,
                     )
         return drift
+
+    def optimization(self) -> Optimization:
+        """Where Qdrant is in rebuilding this collection (one ``GET /collections/{name}``):
+        its ``status`` (``green`` when nothing is pending; ``yellow`` while optimising;
+        ``grey`` when optimisations wait to be triggered; ``red`` on an optimiser error,
+        qdrant/qdrant lib/collection/src/operations/types.rs ``CollectionStatus``), the
+        optimiser's error if any, and how many of its points' vectors are in an HNSW index
+        (``indexed_vectors_count``, an approximation Qdrant documents as such) out of
+        ``points_count``. Raises ``StoreUnavailable``."""
+        with self._call("get_collection"):
+            info = self._client.get_collection(self.collection)
+        error = info.optimizer_status
+        return Optimization(
+            status=str(getattr(info.status, "value", info.status)),
+            error=None if isinstance(error, models.OptimizersStatusOneOf) else str(error.error),
+            indexed=int(info.indexed_vectors_count or 0),
+            points=int(info.points_count or 0),
+        )
 
     def drop_model(self, model_slug: str) -> None:
         """Delete ``model_slug``'s collection. Raises ``ValueError`` if the pointers name it."""

@@ -517,7 +517,10 @@ def _refused(result: Result, *words: str) -> None:
 @pytest.mark.parametrize(
     ("args", "named"),
     [
-        (["reindex", "--wait", "5"], "--wait applies only with --model, --finish or --analyzer"),
+        (
+            ["reindex", "--wait", "5"],
+            "--wait applies only with --model, --finish, --analyzer or --layout",
+        ),
         (["reindex", "--back", "--wait", "5"], "--wait applies only with"),
         (["retry", "file:1", "--user", "alice"], "--user applies only with --all"),
         (["failures", "--user", "nobody"], "'--user': not a configured account: nobody"),

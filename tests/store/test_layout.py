@@ -851,7 +851,7 @@ def test_applying_a_layout_patches_what_qdrant_changes_in_place(
         "NCINDEX_QDRANT_MAX_SEGMENT_SIZE_KB"
     }
     patches = [b for b in bodies if b["method"] == "PATCH"]
-    assert [p["path"] for p in patches] == ["/collections/ncindex-m"]
+    assert [p["path"].split("?")[0] for p in patches] == ["/collections/ncindex-m"]
     body = patches[0]["body"]
     assert body["params"] == {
         "replication_factor": 3,
@@ -871,7 +871,7 @@ def test_applying_a_layout_patches_what_qdrant_changes_in_place(
     assert body["sparse_vectors"]["bm25"]["modifier"] == "idf"
     assert "shard_number" not in json.dumps(body)
     puts = [b for b in bodies if b["method"] == "PUT"]
-    assert {p["path"] for p in puts} == {"/collections/ncindex-m/index?wait=true"}
+    assert {p["path"].split("?")[0] for p in puts} == {"/collections/ncindex-m/index"}
     sent = {p["body"]["field_name"]: p["body"]["field_schema"] for p in puts}
     assert set(sent) == set(PAYLOAD_INDEXES)
     assert all(schema["on_disk"] is False for schema in sent.values())
@@ -1105,3 +1105,68 @@ def test_a_title_index_made_again_in_a_populated_collection_is_not_waited_for() 
     assert [(p["path"], p["body"]["field_name"]) for p in puts] == [
         ("/collections/ncindex-m/index?wait=false", "title")
     ]
+
+
+class _Rebuilding(_Building):
+    """:class:`_Building` whose ``PATCH`` (waited for by Qdrant until the optimisers are
+    recreated) also takes ``build_seconds`` unless it carries a longer ``?timeout=``, and
+    which, once changed, answers the collection ``yellow`` (optimising, ``indexed`` vectors
+    growing) for ``yellow_answers`` reads, then ``green``."""
+
+    yellow_answers: list[int]  # one counter, shared by every request's handler
+
+    def do_PATCH(self) -> None:
+        if "timeout=" not in self.path:
+            time.sleep(self.build_seconds)
+        self._record()
+
+    def do_GET(self) -> None:
+        if self.path == "/collections/ncindex-m" and self.bodies and self.yellow_answers[0]:
+            self.yellow_answers[0] -= 1
+            building = {**self.info, "status": "yellow", "points_count": 10}
+            self._answer(200, {**building, "indexed_vectors_count": 10 - self.yellow_answers[0]})
+            return
+        super().do_GET()
+
+
+def test_reindex_layout_does_not_wait_on_the_rebuild_but_follows_it(tmp_path: Path) -> None:
+    """``ncindex reindex --layout`` sent the changed payload index with ``wait=true`` (and the
+    ``PATCH`` with no timeout) through a client with httpx's 5 s default: on a large
+    collection Qdrant answered later, and the command failed with ``StoreUnavailable`` while
+    Qdrant went on. The index is queued (``wait=false``), the ``PATCH`` carries a timeout of
+    its own, and the command then reads the collection until Qdrant reports it green."""
+    from click.testing import CliRunner
+
+    from allinone.cli import main
+    from ncindex.store.qdrant_server import LAYOUT_UPDATE_TIMEOUT_SECONDS
+
+    bodies: list[dict[str, Any]] = []
+    info = _server_info(DEFAULT_LAYOUT)
+    yellow = [3]
+    handler = type(
+        "R",
+        (_Rebuilding,),
+        {"bodies": bodies, "info": info, "build_seconds": 6.0, "yellow_answers": yellow},
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    env = {
+        "NCINDEX_QDRANT_URL": f"http://127.0.0.1:{server.server_address[1]}",
+        "NCINDEX_QDRANT_QUANTIZATION": "none",
+        "NCINDEX_QDRANT_ON_DISK_PAYLOAD_INDEX": str(not DEFAULT_LAYOUT.on_disk_payload_index),
+        "NCINDEX_DATA_DIR": str(tmp_path),
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+    try:
+        result = CliRunner().invoke(main, ["reindex", "--layout"], env=env)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 0, result.output
+    (patch,) = [b["path"] for b in bodies if b["method"] == "PATCH"]
+    assert patch == f"/collections/ncindex-m?timeout={LAYOUT_UPDATE_TIMEOUT_SECONDS}"
+    puts = [b["path"] for b in bodies if b["method"] == "PUT"]
+    assert puts and set(puts) == {"/collections/ncindex-m/index?wait=false"}
+    assert yellow == [0]  # read until green
+    assert result.output.endswith("ncindex-m: rebuilt (green)\n")
