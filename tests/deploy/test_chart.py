@@ -625,6 +625,32 @@ def test_the_upgrade_notes_wait_for_the_rollout_before_the_analyzer_rewrite(
     assert all(i < at for i, line in enumerate(lines) if "kubectl rollout status" in line)
 
 
+def test_the_upgrade_notes_say_upgraded_and_open_with_the_upgrade_steps(
+    chart: helm.Chart,
+) -> None:
+    """``helm upgrade`` printed "… is installed" (as ``helm install`` does), with the upgrade's
+    steps after the install's: the headline follows ``.Release.IsUpgrade`` and the rollout
+    waits come right under it, before the doctor and the analyzer rewrite."""
+    installed = notes(chart, MINIMAL).splitlines()
+    assert installed[0] == "ncindex 0.1.0 is installed as nci-ncindex in namespace search."
+    assert not any("upgraded" in line or "rollout" in line for line in installed)
+    rendered = chart.render(
+        copy.deepcopy(MINIMAL), name="nci", namespace="search", is_upgrade=True, revision=3
+    )
+    (text,) = [t for path, t in rendered.items() if path.endswith("NOTES.txt")]
+    lines = text.splitlines()
+    assert lines[0] == (
+        "ncindex 0.1.0 is upgraded as nci-ncindex in namespace search (revision 3)."
+    )
+    assert "installed" not in text
+    commands = [line.strip().split(" -- ")[-1] for line in lines if "kubectl " in line]
+    assert commands[:2] == [
+        "kubectl rollout status -n search deploy/nci-ncindex-receiver",
+        "kubectl rollout status -n search deploy/nci-ncindex-worker-index",
+    ]
+    assert commands.index("ncindex doctor") < commands.index("ncindex reindex --analyzer")
+
+
 def test_the_search_page_is_routed_through_the_ingress_when_asked(chart: helm.Chart) -> None:
     """The ingress routed the API alone: the search page (/ and /ui) was not reachable, and a
     prefix / in searchPaths would also have routed /metrics and the health endpoints out."""
