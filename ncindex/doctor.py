@@ -34,7 +34,10 @@ What is checked, and from which source:
   the refusal, and that ``ncindex release`` ends the hold;
 * the registered webhooks against the classes ncindex subscribes to
   (:data:`ncindex.ingest.events.SUBSCRIBED`; the required ones
-  :data:`ncindex.ingest.events.REQUIRED`);
+  :data:`ncindex.ingest.events.REQUIRED`) and the secret each was made with: another one
+  fails (every delivery refused 401), ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` warns (accepted
+  until renewed), and a previous secret still set once every registration carries the
+  current one warns that it can be emptied (the same list, no further request);
 * ``NCINDEX_PUBLIC_URL``: a loopback one with a Nextcloud on another machine fails
   (:func:`ncindex.ingest.registration.loopback_target`); Nextcloud refuses to call a local
   address unless ``config.php`` has ``'allow_local_remote_servers' => true``
@@ -342,7 +345,9 @@ def utc_time(seconds: float) -> str:
 
 
 def check_webhooks(ctx: Context) -> list[Line]:
-    """The registrations pointing at this deployment against the classes needed."""
+    """The registrations pointing at this deployment against the classes needed, and the
+    secret each was made with (:func:`~ncindex.ingest.registration.made_with_secret`: the
+    current one, ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` while it is set, or another)."""
     if not ctx.webhooks_api:
         reason = _missing_for_requests(ctx) or "webhook_listeners not available"
         return [Line("webhooks", "fail", f"skipped: {reason}")]
@@ -357,7 +362,13 @@ def check_webhooks(ctx: Context) -> list[Line]:
     current = {
         str(h.get("event", "")).lstrip("\\") for h in hooks if made_with_secret(h, ctx.settings)
     }
-    stale = sorted(registered - current)
+    previous = ctx.settings.webhook_previous_secret.get_secret_value()
+    accepted = {
+        str(h.get("event", "")).lstrip("\\")
+        for h in hooks
+        if previous and made_with_secret(h, ctx.settings, previous)
+    } - current
+    stale = sorted(registered - current - accepted)
     missing_required = [c for c in needed if c in REQUIRED and c not in registered]
     missing = [c for c in needed if c not in REQUIRED and c not in registered]
     lines = []
@@ -377,6 +388,26 @@ def check_webhooks(ctx: Context) -> list[Line]:
                 "fail",
                 f"registered with another webhook secret: {', '.join(stale)} — Nextcloud's "
                 "deliveries are refused 401 until `ncindex webhooks register` renews them",
+            )
+        )
+    if accepted:
+        lines.append(
+            Line(
+                "webhooks",
+                "warn",
+                f"registered with the previous webhook secret: {', '.join(sorted(accepted))} — "
+                "accepted while NCINDEX_WEBHOOK_PREVIOUS_SECRET is set; run `ncindex webhooks "
+                "register`, then empty it",
+            )
+        )
+    elif previous and registered and not stale:
+        lines.append(
+            Line(
+                "webhooks",
+                "warn",
+                "every registration carries the current webhook secret: empty "
+                "NCINDEX_WEBHOOK_PREVIOUS_SECRET (chart: secrets.previousWebhookSecret), which "
+                "still lets the former secret post deliveries",
             )
         )
     major = _major(ctx.version)

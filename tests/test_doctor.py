@@ -689,6 +689,31 @@ def test_registrations_made_with_another_secret_fail(served) -> None:
     assert verdicts(run_checks(rotated), "webhooks") == ["ok"]
 
 
+def test_a_previous_secret_is_named_until_it_can_be_emptied(served) -> None:
+    """With ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` set (a rotation), registrations still made with
+    it were said to be refused 401, which the receiver no longer does; and once ``ncindex
+    webhooks register`` had renewed them all, nothing said to empty the previous secret, which
+    goes on letting the former one post deliveries."""
+    _, server = served
+    old = settings_for(server)
+    registered(server, old)
+    rotating = settings_for(
+        server,
+        webhook_secret=SecretStr("rotated-s3cret"),
+        webhook_previous_secret=old.webhook_secret,
+    )
+    lines = run_checks(rotating)
+    assert verdicts(lines, "webhooks") == ["warn"]
+    assert "registered with the previous webhook secret" in detail(lines, "webhooks")
+    assert "then empty it" in detail(lines, "webhooks")
+    registered(server, rotating)  # renews each registration with the current secret
+    lines = run_checks(rotating)
+    assert verdicts(lines, "webhooks") == ["warn"]
+    assert "empty NCINDEX_WEBHOOK_PREVIOUS_SECRET" in detail(lines, "webhooks")
+    rotated = settings_for(server, webhook_secret=SecretStr("rotated-s3cret"))
+    assert verdicts(run_checks(rotated), "webhooks") == ["ok"]
+
+
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8080", "http://10.1.2.3:8080"])
 def test_a_local_public_url_is_a_warning(served, url: str) -> None:
     _, server = served

@@ -115,16 +115,23 @@ def _on_this_machine(family: int, address: tuple[Any, ...]) -> bool:
 SECRET_ID_HEADER = "X-Ncindex-Secret-Id"  # noqa: S105 (a header's name)
 
 
-def secret_id(settings: Settings) -> str:
-    """The :data:`SECRET_ID_HEADER` value of ``settings``'s secret and delivery URL."""
-    key = settings.webhook_secret.get_secret_value().encode()
-    return hmac.new(key, hook_uri(settings).encode(), hashlib.sha256).hexdigest()[:16]
+def secret_id(settings: Settings, secret: str | None = None) -> str:
+    """The :data:`SECRET_ID_HEADER` value of ``secret`` (default ``settings``'s webhook
+    secret) and ``settings``'s delivery URL."""
+    if secret is None:
+        secret = settings.webhook_secret.get_secret_value()
+    return hmac.new(secret.encode(), hook_uri(settings).encode(), hashlib.sha256).hexdigest()[:16]
 
 
-def made_with_secret(webhook: dict[str, Any], settings: Settings) -> bool:
-    """Whether the listed registration ``webhook`` was made with ``settings``'s secret."""
+def made_with_secret(
+    webhook: dict[str, Any], settings: Settings, secret: str | None = None
+) -> bool:
+    """Whether the listed registration ``webhook`` was made with ``secret`` (default
+    ``settings``'s webhook secret) for ``settings``'s delivery URL."""
     headers = webhook.get("headers")
-    return isinstance(headers, dict) and headers.get(SECRET_ID_HEADER) == secret_id(settings)
+    return isinstance(headers, dict) and headers.get(SECRET_ID_HEADER) == secret_id(
+        settings, secret
+    )
 
 
 def registration(settings: Settings, event_class: str) -> dict[str, Any]:
