@@ -1796,10 +1796,10 @@ def _apply_layout(settings: Settings, pointers: Any, wait_seconds: float | None)
 
 def _wait_optimized(store: Any, deadline: float | None) -> None:
     """Poll ``store``'s collection (:meth:`~ncindex.store.qdrant_server.QdrantServerStore.
-    optimization`, every second) until Qdrant reports it green, with a progress bar of its
-    indexed vectors; stop at ``deadline`` (``time.monotonic()``) if one is given. Raises
-    ``click.ClickException`` on an optimiser error or at the deadline: Qdrant goes on either
-    way, and ``ncindex doctor`` shows the collection's state."""
+    optimization`, every second) until Qdrant reports it green (or grey: nothing runs until
+    an update triggers the optimisers), with a progress bar of its indexed vectors; stop at
+    ``deadline`` (``time.monotonic()``) if one is given. Raises ``click.ClickException`` on
+    an optimiser error or at the deadline: Qdrant goes on either way."""
     from allinone.status_view import progress_bar
 
     with progress_bar(f"{store.collection}: Qdrant rebuilding", None) as step:
@@ -1809,6 +1809,9 @@ def _wait_optimized(store: Any, deadline: float | None) -> None:
                 raise click.ClickException(f"{store.collection}: optimiser error: {state.error}")
             if state.status == "green":
                 click.echo(f"{store.collection}: rebuilt (green)")
+                return
+            if state.status == "grey":  # optimisations pending until an update triggers them
+                click.echo(f"{store.collection}: grey (Qdrant optimises at its next update)")
                 return
             if deadline is not None and time.monotonic() >= deadline:
                 raise click.ClickException(

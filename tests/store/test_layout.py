@@ -1170,3 +1170,26 @@ def test_reindex_layout_does_not_wait_on_the_rebuild_but_follows_it(tmp_path: Pa
     assert puts and set(puts) == {"/collections/ncindex-m/index?wait=false"}
     assert yellow == [0]  # read until green
     assert result.output.endswith("ncindex-m: rebuilt (green)\n")
+
+
+def test_reindex_layout_stops_following_a_grey_collection(
+    existing: tuple[str, list[dict[str, Any]], dict[str, Any]], tmp_path: Path
+) -> None:
+    """A grey collection (Qdrant's optimisations pending until an update triggers them,
+    qdrant/qdrant ``CollectionStatus::Grey``) never turns green by being read: the command
+    says so and returns instead of reading it for ever."""
+    from click.testing import CliRunner
+
+    from allinone.cli import main
+
+    url, _, info = existing
+    info["status"] = "grey"
+    env = {
+        "NCINDEX_QDRANT_URL": url,
+        "NCINDEX_QDRANT_QUANTIZATION": "none",
+        "NCINDEX_DATA_DIR": str(tmp_path),
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+    result = CliRunner().invoke(main, ["reindex", "--layout", "--wait", "30"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.output.endswith("ncindex-m: grey (Qdrant optimises at its next update)\n")
