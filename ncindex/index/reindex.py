@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import time
 from collections import Counter, deque
 from dataclasses import asdict, dataclass
@@ -142,20 +143,28 @@ def analyzer_upgrade_due(counts: Counter[str]) -> str | None:
     )
 
 
-def is_older_analyzer(version: str) -> bool:
-    """Whether points whose payload ``analyzer`` is ``version`` were made by a version older
-    than :data:`~ncindex.embedding.analyzer.ANALYZER_VERSION`: one
-    :data:`~ncindex.embedding.analyzer.LACKING` names, ``en-1`` (fastembed's) or none
-    (:data:`NO_ANALYZER`, written before the field existed)."""
-    return version in LACKING or version in ("en-1", NO_ANALYZER)
+#: How a released chain names itself: ``en-`` and its number (:data:`ANALYZER_VERSION`).
+_RELEASED = re.compile(r"en-([1-9][0-9]*)")
 
 
 def is_newer_analyzer(version: str) -> bool:
-    """Whether ``version`` is neither the current analyzer nor one this release knows as older:
-    a later release's (its workers ran beside this one's during a rolling upgrade, or before a
-    rollback). :meth:`Reindexer.reanalyze` leaves such points as they are, since rewriting them
-    would take from them what the later chain adds."""
-    return version != ANALYZER_VERSION and not is_older_analyzer(version)
+    """Whether ``version`` names a later chain than this release's: ``en-N`` with ``N``
+    above :data:`~ncindex.embedding.analyzer.ANALYZER_VERSION`'s (a later release's workers
+    ran beside this one's during a rolling upgrade, or before a rollback).
+    :meth:`Reindexer.reanalyze` leaves such points as they are, since rewriting them would
+    take from them what the later chain adds. Anything else that is not the current version
+    (one :data:`~ncindex.embedding.analyzer.LACKING` names, ``en-1``, :data:`NO_ANALYZER`, or
+    a value no release writes) is older: left, it would never be rewritten."""
+    found, current = _RELEASED.fullmatch(version), _RELEASED.fullmatch(ANALYZER_VERSION)
+    assert current is not None  # ANALYZER_VERSION is en-N
+    return found is not None and int(found[1]) > int(current[1])
+
+
+def is_older_analyzer(version: str) -> bool:
+    """Whether points whose payload ``analyzer`` is ``version`` are to be rewritten by this
+    release's chain: neither :data:`~ncindex.embedding.analyzer.ANALYZER_VERSION` nor a later
+    one (:func:`is_newer_analyzer`)."""
+    return version != ANALYZER_VERSION and not is_newer_analyzer(version)
 
 
 class Reindexer:
