@@ -801,21 +801,36 @@ EXAMPLE_SECRET = "change-me-to-a-long-random-string"  # noqa: S105 (the example'
 def check_webhook_secret(ctx: Context) -> list[Line]:
     """The secret Nextcloud's deliveries carry is set (the receiver refuses to start without
     it), and is neither short nor the example file's placeholder (whoever knows it can post
-    deliveries)."""
+    deliveries). ``NCINDEX_WEBHOOK_PREVIOUS_SECRET``, which the receiver accepts as well
+    (:meth:`webhook_receiver.hooks.Receiver.authorized`), is held to the same, and while it
+    is set a note says the rotation is to be finished (README "Rotating secrets")."""
     secret = ctx.settings.webhook_secret.get_secret_value()
     header = ctx.settings.webhook_secret_header
     if not secret:
         detail = "NCINDEX_WEBHOOK_SECRET is not set: the webhook receiver refuses to start"
         return [Line("webhook secret", "fail", detail)]
-    if secret == EXAMPLE_SECRET:
-        detail = "NCINDEX_WEBHOOK_SECRET is deploy/ncindex.env.example's placeholder: choose one"
-        return [Line("webhook secret", "warn", detail)]
-    if len(secret) < MIN_SECRET_CHARS:
+    previous = ctx.settings.webhook_previous_secret.get_secret_value()
+    for name, value in (
+        ("NCINDEX_WEBHOOK_SECRET", secret),
+        ("NCINDEX_WEBHOOK_PREVIOUS_SECRET", previous),
+    ):
+        if not value:
+            continue
+        if value == EXAMPLE_SECRET:
+            detail = f"{name} is deploy/ncindex.env.example's placeholder: choose one"
+            return [Line("webhook secret", "warn", detail)]
+        if len(value) < MIN_SECRET_CHARS:
+            detail = (
+                f"{name} has fewer than {MIN_SECRET_CHARS} characters (the chart refuses it): "
+                "whoever guesses it can post deliveries"
+            )
+            return [Line("webhook secret", "warn", detail)]
+    if previous:
         detail = (
-            f"NCINDEX_WEBHOOK_SECRET has fewer than {MIN_SECRET_CHARS} characters (the chart "
-            "refuses it): whoever guesses it can post deliveries"
+            f"set; sent in {header}. NCINDEX_WEBHOOK_PREVIOUS_SECRET is accepted too: once "
+            "`ncindex webhooks register` has renewed the registrations, empty it"
         )
-        return [Line("webhook secret", "warn", detail)]
+        return [Line("webhook secret", "note", detail)]
     return [Line("webhook secret", "ok", f"set; sent in {header}")]
 
 

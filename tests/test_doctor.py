@@ -468,13 +468,29 @@ def test_redis_and_the_webhook_secret_are_checked(served) -> None:
         ("change-me-to-a-long-random-string", "deploy/ncindex.env.example's placeholder"),
     ],
 )
-def test_a_short_or_example_webhook_secret_is_a_warning(served, secret: str, said: str) -> None:
+@pytest.mark.parametrize("setting", ["webhook_secret", "webhook_previous_secret"])
+def test_a_short_or_example_webhook_secret_is_a_warning(
+    served, secret: str, said: str, setting: str
+) -> None:
     """Both were "ok": the chart refuses a secret under 16 characters, and the example file's
-    placeholder is known to anyone who read it."""
+    placeholder is known to anyone who read it. The receiver accepts the previous secret as
+    well, so it was a way past a strong current one that the doctor did not look at."""
     _, server = served
-    lines = run_checks(settings_for(server, webhook_secret=SecretStr(secret)))
+    lines = run_checks(settings_for(server, **{setting: SecretStr(secret)}))
     assert verdicts(lines, "webhook secret") == ["warn"]
+    assert detail(lines, "webhook secret").startswith(f"NCINDEX_{setting.upper()} ")
     assert said in detail(lines, "webhook secret") and secret not in render(lines)
+
+
+def test_a_previous_webhook_secret_still_set_is_a_note(served) -> None:
+    """A previous secret left set after the rotation keeps a second secret accepted for good:
+    the doctor said "ok" and nothing of it."""
+    _, server = served
+    old = "the-old-secret-0123456789"
+    lines = run_checks(settings_for(server, webhook_previous_secret=SecretStr(old)))
+    assert verdicts(lines, "webhook secret") == ["note"]
+    said = detail(lines, "webhook secret")
+    assert "NCINDEX_WEBHOOK_PREVIOUS_SECRET is accepted too" in said and old not in render(lines)
 
 
 def test_the_store_is_named_and_the_embedded_ones_limit_said(served) -> None:

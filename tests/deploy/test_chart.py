@@ -689,6 +689,8 @@ def with_change(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     ("path", "value", "message"),
     [
         ("secrets.webhookSecret", "short", "webhookSecret"),
+        # accepted beside webhookSecret by the receivers: a short one was a way past it
+        ("secrets.previousWebhookSecret", "short", "previousWebhookSecret"),
         # no account: accounts.json "{}" rendered, and no document could be read or verified
         ("secrets.accounts", {}, "/secrets/accounts': minProperties"),
         ("secrets", {"webhookSecret": "0123456789abcdef0123"}, "/secrets/accounts"),
