@@ -32,9 +32,7 @@ from typing import Any, Literal, get_args
 
 import structlog
 from pydantic import BaseModel, Field
-from qdrant_client import models
 
-from ncindex.documents import principal
 from ncindex.errors import (
     Forbidden,
     NextcloudAuthError,
@@ -45,6 +43,7 @@ from ncindex.errors import (
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.sources.base import ancestors
 from ncindex.store.port import VectorStore
+from ncindex.store.queries import acl_condition, first_chunks
 
 log = structlog.get_logger(__name__)
 
@@ -56,22 +55,13 @@ log = structlog.get_logger(__name__)
 _UNCHECKED = (TransientError, NextcloudProtocolError, NextcloudAuthError, NotFound, Forbidden)
 
 
-def _caller_documents(user: str) -> models.Filter:
-    return models.Filter(
-        must=[
-            models.FieldCondition(key="acl", match=models.MatchValue(value=principal(user))),
-            models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0)),
-        ]
-    )
-
-
 def caller_folders(store: VectorStore, user: str) -> list[str]:
     """Every folder holding an indexed document ``user`` can read, in ``user``'s view
     (``"/Documents/Oncology"``; the root ``"/"`` left out), sorted: the ``folder_ancestors``
     values of those documents (a facet, counted in the engine) that are ``user``'s keys.
     Raises ``StoreUnavailable``."""
     prefix = f"{user}:"
-    keys = store.facet_values("folder_ancestors", _caller_documents(user))
+    keys = store.facet_values("folder_ancestors", first_chunks(acl_condition(user)))
     return sorted(k[len(prefix) :] for k in keys if k.startswith(prefix) and k != prefix + "/")
 
 
@@ -141,7 +131,7 @@ def visible_folders(client: NextcloudClient, folders: list[str]) -> list[str]:
 def caller_tags(store: VectorStore, user: str) -> list[str]:
     """Every system tag on an indexed document ``user`` can read, sorted. Raises
     ``StoreUnavailable``."""
-    return sorted(store.facet_values("tags", _caller_documents(user)))
+    return sorted(store.facet_values("tags", first_chunks(acl_condition(user))))
 
 
 def visible_tags(client: NextcloudClient, tags: list[str]) -> list[str]:
@@ -214,7 +204,7 @@ def counted_values(
     ``ValueError`` for a client without a user or another ``field``."""
     if field not in VALUE_FIELDS:
         raise ValueError(f"not a listed field: {field}")
-    counts = store.facet_counts(field, _caller_documents(_user(client)))
+    counts = store.facet_counts(field, first_chunks(acl_condition(_user(client))))
     if field == "tags":
         counts = {t: counts[t] for t in visible_tags(client, sorted(counts))}
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
