@@ -68,13 +68,15 @@ class Eligibility:
         )
 
     def fingerprint(self) -> str:
-        """16 hex digits of SHA-256 over the policy (globs, MIME types, tags, OCR): equal for
-        equal policies whatever the order of the tag sets, different when a rule changes. A
-        scan keeps the one it listed under (:meth:`ncindex.sync.reconcile.ScanState.rules`)."""
+        """16 hex digits of SHA-256 over the policy (globs, MIME types, tags, OCR), each list
+        sorted and without repeats, as JSON (no ``hash()``: the same in every process): equal
+        for equal policies whatever the order of the globs, MIME types and tags (each is
+        matched by any of its entries), different when a rule changes. A scan keeps the one it
+        listed under (:meth:`ncindex.sync.reconcile.ScanState.rules`)."""
         policy = [
-            self.include_globs,
-            self.exclude_globs,
-            self.mime_types,
+            sorted(set(self.include_globs)),
+            sorted(set(self.exclude_globs)),
+            sorted(set(self.mime_types)),
             sorted(self.required_tags),
             sorted(self.excluded_tags),
             self.ocr,

@@ -151,6 +151,44 @@ def test_an_empty_tag_name_is_refused_by_the_settings(variable: str) -> None:
         Settings(**{variable: ["urgent", " "]})
 
 
+def test_the_rules_fingerprint_changes_with_a_rule_and_only_then() -> None:
+    """A scan relists every folder when the fingerprint differs from the last listing's
+    (``Reconciler.scan``): the same globs or MIME types in another order, or one written
+    twice, changed it, so the next scan of every account listed all it has for no rule
+    changed. Each rule still changes it."""
+    base = policy(
+        index_include_globs=["/Work/**", "/Notes/**"],
+        index_mime_types=["text/*", PDF],
+        index_required_tags=["Index", "Keep"],
+    )
+    same = policy(
+        index_include_globs=["/Notes/**", "/Work/**", "/Notes/**"],
+        index_mime_types=[PDF, "TEXT/*"],
+        index_required_tags=["keep", "index"],
+    )
+    assert same.fingerprint() == base.fingerprint()
+    changed = [
+        {"index_include_globs": ["/Work/**"]},
+        {"index_exclude_globs": ["/Work/Private/**"]},
+        {"index_mime_types": ["text/*"]},
+        {"index_required_tags": ["Index"]},
+        {"index_excluded_tags": ["Secret"]},
+    ]
+    prints = {base.fingerprint()}
+    for change in changed:
+        prints.add(
+            policy(
+                **{
+                    "index_include_globs": ["/Work/**", "/Notes/**"],
+                    "index_mime_types": ["text/*", PDF],
+                    "index_required_tags": ["Index", "Keep"],
+                }
+                | change
+            ).fingerprint()
+        )
+    assert len(prints) == 1 + len(changed)
+
+
 def test_note_extensions_are_taken_without_their_dot_and_case() -> None:
     """``.md`` or ``MD`` matched no note (a file's extension is compared bare, in lower
     case): every note was indexed as a plain file."""
