@@ -449,27 +449,30 @@ class Tools:
     ) -> tuple[DocRef, ContextResponse]:
         """The document ``client.user`` has at ``path`` and its chunks (as
         :meth:`SearchService.context` gives them, verified with Nextcloud): looked up in the
-        index (:meth:`SearchService.documents_at`), then held to the path Nextcloud gave the
-        check. Raises :class:`ToolFailure` naming ``path``: ``not_found`` when the index has
-        nothing the caller can read there or the document is no longer there,
-        ``invalid_value`` when several documents are (their ids listed, to fetch by)."""
+        index (:meth:`SearchService.documents_at`), each found checked with Nextcloud and held
+        to the path the check gave — the index may trail a move, or still hold a file deleted
+        and replaced at its path until the next scan, so the document there now is the one
+        the check keeps there. Raises :class:`ToolFailure` naming ``path``: ``not_found`` when
+        none is (nothing the caller can read, or moved away), ``invalid_value`` when several
+        are (their ids listed, to fetch by); what :meth:`SearchService.context` raises but
+        ``DocumentNotFound``."""
         assert client.user is not None
         wanted = caller_path(path, "path")
         service = self.service()
-        refs = service.documents_at(client.user, wanted)
-        gone = ToolFailure("not_found", "path", "no document you can read is at this path")
-        if not refs:
-            raise gone
-        if len(refs) > 1:
-            listed = ", ".join(r.key for r in refs)
+        there: list[tuple[DocRef, ContextResponse]] = []
+        for ref in service.documents_at(client.user, wanted):
+            try:
+                context = service.context(client, ref, chunk_index, window)
+            except DocumentNotFound:
+                continue
+            if context.path is None or context.path == wanted:  # else moved since indexed
+                there.append((ref, context))
+        if not there:
+            raise ToolFailure("not_found", "path", "no document you can read is at this path")
+        if len(there) > 1:
+            listed = ", ".join(ref.key for ref, _ in there)
             raise ToolFailure("invalid_value", "path", f"several documents: {listed}; give `id`")
-        try:
-            context = service.context(client, refs[0], chunk_index, window)
-        except DocumentNotFound:
-            raise gone from None
-        if context.path is not None and context.path != wanted:  # moved since indexed
-            raise gone
-        return refs[0], context
+        return there[0]
 
     def list_filters(self, client: NextcloudClient, arguments: dict[str, Any]) -> dict[str, Any]:
         """``list_filters``: the fields and operators, as ``GET /v1/filters``."""

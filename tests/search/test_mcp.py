@@ -1943,6 +1943,32 @@ def test_fetch_by_path_reads_what_the_caller_has_there(api: Api) -> None:
     assert moved.structured_content["field"] == "path"
 
 
+def test_fetch_by_path_reads_the_document_there_now_when_the_index_has_two(api: Api) -> None:
+    """A file deleted and another uploaded at its path (a new file id) while the deletion's
+    event was lost leaves the index with two documents at that path until the next scan:
+    ``fetch`` by path answered ``invalid_value`` listing both ids, the one gone included.
+    Each is now checked with Nextcloud, and the one still there is read."""
+    api.sim.delete("alice", DIARY)
+    new_key = api.index_parts("alice", DIARY, ["A new diary: the tide came in early."])
+    old_key = api.keys[DIARY]
+    assert new_key != old_key
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+
+    async def fetch(arguments: dict[str, Any]) -> Any:
+        async with session(f"{served.url}/mcp", basic("alice")) as client:
+            return await call(client, "fetch", arguments)
+
+    try:
+        found = run(fetch({"path": DIARY}))
+        old = run(fetch({"id": old_key}))
+    finally:
+        served.close()
+    assert not found.is_error, found.content
+    assert found.structured_content["id"] == new_key
+    assert found.structured_content["text"] == "A new diary: the tide came in early."
+    assert old.is_error and old.structured_content["code"] == "not_found"
+
+
 def test_list_values_holds_tags_to_those_the_caller_can_see(api: Api) -> None:
     """``list_values`` of ``tags`` counts the caller's tagged documents, and, like
     ``list_tags``, leaves out a tag the caller cannot see in Nextcloud now (made invisible
