@@ -814,6 +814,23 @@ class Settings(BaseSettings):
                 )
         return value
 
+    @field_validator("webhook_secret", "webhook_previous_secret")
+    @classmethod
+    def _header_value(cls, value: SecretStr) -> SecretStr:
+        # Nextcloud sends it as a header through Guzzle, which trims spaces and tabs off a
+        # header value and refuses one holding a line break or another control character
+        # (guzzle/psr7 src/MessageTrait.php trimAndValidateHeaderValues, assertValue): a
+        # secret read from a file with its final newline was never delivered, and one with
+        # a space at an end never matched, so every delivery was refused
+        secret = value.get_secret_value()
+        controls = any(ch != "\t" and (ch < " " or ch == "\x7f") for ch in secret)
+        if secret != secret.strip(" \t") or controls:
+            raise ValueError(
+                "must not begin or end with a space or tab, nor hold a line break or another "
+                "control character (an HTTP header value as Nextcloud sends it)"
+            )
+        return value
+
     @field_validator("index_required_tags", "index_excluded_tags")
     @classmethod
     def _tag_names(cls, value: list[str]) -> list[str]:

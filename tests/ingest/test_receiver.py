@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from ncindex.ingest.queueing import celery_app, send_gathered
 from ncindex.names import Names
@@ -542,6 +542,24 @@ def test_while_the_secret_is_rotated_the_previous_one_is_accepted(
     client = create_app(done, producer=celery_app(done)).test_client()
     assert post(client, done, body, secret="the-old-secret-0123456789").status_code == 401
     assert client.post("/hooks/nextcloud", data=body).status_code == 401  # "" is no secret
+
+
+@pytest.mark.parametrize("setting", ["webhook_secret", "webhook_previous_secret"])
+@pytest.mark.parametrize(
+    "secret", ["the-secret-0123456789\n", " the-secret-0123456789", "the-secret\r\n-0123456789"]
+)
+def test_a_secret_nextcloud_cannot_send_as_it_is_refused(setting: str, secret: str) -> None:
+    """Nextcloud sends the secret as a header through Guzzle, which trims spaces and tabs off
+    a header value and refuses a line break (guzzle/psr7 MessageTrait::trimAndValidateHeaderValues):
+    a secret taken from a file with its final newline, or with a space at an end, was accepted
+    at start, and every delivery was then refused 401 or never sent. An inner tab or space
+    is a header value's own, and stays."""
+    with pytest.raises(ValidationError) as refused:
+        Settings(**{setting: SecretStr(secret)})
+    assert refused.value.errors()[0]["loc"] == (setting,)
+    assert secret not in str(refused.value)
+    kept = "the secret\t0123456789"
+    assert Settings(**{setting: SecretStr(kept)}).model_dump()[setting].get_secret_value() == kept
 
 
 class Served:
