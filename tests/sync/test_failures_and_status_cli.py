@@ -110,6 +110,10 @@ def test_status_per_user_and_in_total(stack: Stack) -> None:
     assert "indexed" not in alice  # the embedded store belongs to the running process
 
     text = run(stack, "status")
-    assert "user alice: indexed: ?; pending 0" in text and "total: pending 0" in text
+    alice_line = text.split("user alice: ", 1)[1].splitlines()[0]
+    assert alice_line.startswith(
+        "indexed: ? (embedded store: counted with NCINDEX_QDRANT_URL only); pending 0"
+    )
+    assert "total: pending 0" in text
     watched = run(stack, "status", "--watch", "--interval", "0.1", "--iterations", "2")
     assert "alice" in watched and "100%" in watched and "per user" in watched
