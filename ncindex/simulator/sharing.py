@@ -20,11 +20,14 @@ Follows nextcloud/server ``apps/files_sharing/lib/Controller/ShareAPIController.
   (the controller's last branch); sharing disabled (``shareapi_enabled``) is OCS 404 "Share
   API is disabled" — both from memory of the controller, not re-read.
 * A share is serialized by ``formatShare`` (field order kept; ``id`` is a string,
-  ``IShare::getId``); fields the simulator cannot know take their defaults for a plain user
-  share (``note`` "", ``label`` "", ``attributes`` null, ``status`` [] — the user status of
-  the recipient, absent here).
+  ``IShare::getId``; ``path`` and ``item_source`` the node in the viewer's view — for a
+  recipient where the share is mounted — and ``is-mount-root``/``mount-type`` its mount's,
+  as the stored version of the controller has them); fields the simulator cannot know take
+  their defaults for a plain user share (``note`` "", ``label`` "", ``attributes`` null,
+  ``status`` [] — the user status of the recipient, absent here).
 
-No event fires for any of this (share events are not webhook-compatible).
+No event fires for any of this: no class of ``lib/public/Share/Events/`` implements
+``IWebhookCompatibleEvent``, which ``WebhookListenerMapper::addWebhookListener`` requires.
 """
 
 from __future__ import annotations
@@ -204,6 +207,7 @@ class SharingApi:
         owner = tree.users[share.owner]
         sharee = tree.users[share.sharee]
         path = tree.view_path(viewer, node) or share.mount_path
+        mount = tree.share_for(viewer, node)
         parent = node.parent
         return {
             "id": str(share.id),
@@ -226,6 +230,12 @@ class SharingApi:
             "item_permissions": tree.permissions(
                 viewer, node, allow_resharing=self.sim.allow_resharing
             ),
+            # the node's mount as the viewer sees it: its root when the node is what is
+            # mounted (Node::getInternalPath() === ''; an owner's node lies in the home
+            # storage, below files/), and MountPoint::getMountType ("" for the home mount,
+            # files_sharing SharedMount's "shared")
+            "is-mount-root": mount is not None and mount.node is node,
+            "mount-type": "" if mount is None else "shared",
             "mimetype": "httpd/unix-directory" if node.is_dir else node.mime,
             "has_preview": False,
             "storage_id": f"home::{share.owner}",

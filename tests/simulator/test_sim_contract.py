@@ -432,6 +432,35 @@ def test_sharing_api_create_list_get_delete_and_refusals(sim, client) -> None:
     assert gone.json()["ocs"]["meta"]["message"] == "Wrong share ID, share does not exist"
 
 
+def test_shared_with_me_lists_each_share_at_its_mount_in_the_recipients_view(sim, client) -> None:
+    """What ncindex's share poll reads (ncindex.sync.shares): ``getSharedWithMe`` lists the
+    shares whose recipient is the caller, not their own, each ``formatShare``'d from the
+    recipient's node: ``path`` where it is mounted for them (a clash renamed), ``item_source``
+    its file id, ``item_type``, ``file_target`` the share's target, and the mount's
+    ``is-mount-root``/``mount-type``."""
+    sim.put_file("alice", "/Proj/a.md", b"a")
+    sim.put_file("alice", "/Docs/b.md", b"b")
+    sim.put_file("bob", "/Proj/own.md", b"o")  # bob's own /Proj: alice's is mounted beside it
+    folder = sim.share("alice", "/Proj", "bob")
+    single = sim.share("alice", "/Docs/b.md", "bob")
+    sim.share("bob", "/Proj/own.md", "alice")  # bob's own share: not one made with him
+    base = "/ocs/v2.php/apps/files_sharing/api/v1/shares"
+    listed = client("bob").get(base, params={"shared_with_me": "true"}, headers=OCS_JSON)
+    shares = {s["file_target"]: s for s in listed.json()["ocs"]["data"]}
+    assert folder != "/Proj" and sorted(shares) == sorted([folder, single])
+    proj, b = shares[folder], shares[single]
+    assert (proj["path"], proj["item_type"]) == (folder, "folder")
+    assert proj["item_source"] == sim.file_id("alice", "/Proj")
+    assert (b["path"], b["item_type"]) == (single, "file")
+    assert b["item_source"] == sim.file_id("alice", "/Docs/b.md")
+    assert sim.path_of("bob", b["item_source"]) == single
+    assert all(s["is-mount-root"] is True and s["mount-type"] == "shared" for s in shares.values())
+    (own,) = (
+        client("alice").get(base, params={"path": "/Proj"}, headers=OCS_JSON).json()["ocs"]["data"]
+    )
+    assert (own["path"], own["is-mount-root"], own["mount-type"]) == ("/Proj", False, "")
+
+
 def test_a_view_only_share_is_listed_readable_and_its_bytes_refused(sim, client) -> None:
     sim.put_file("alice", "/Proj/a.md", b"a")
     alice, bob = client("alice"), client("bob")
