@@ -45,6 +45,7 @@ RECONCILE_CHECK = "ncindex.reconcile_check"
 RESCAN_IF_FORGOTTEN = "ncindex.rescan_if_forgotten"
 RESCAN_USERS = "ncindex.rescan_users"
 RECONCILE_SCAN = "ncindex.reconcile_scan"
+POLL_SHARES = "ncindex.poll_shares"
 REINDEX_MODEL = "ncindex.reindex_model"
 REINDEX_FINISH = "ncindex.reindex_finish"
 REINDEX_ANALYZER = "ncindex.reindex_analyzer"
@@ -231,6 +232,11 @@ class Names:
         JSON; :mod:`ncindex.index.grants`)."""
         return self.key("grants", "unconfirmed", user)
 
+    def shares_seen(self, user: str) -> str:
+        """The shares made with ``user`` that the last share poll saw (string: JSON object,
+        share id → ``[file id, path, is a folder]``; :mod:`ncindex.sync.shares`)."""
+        return self.key("shares", "seen", user)
+
     def missing_user(self, user: str) -> str:
         """When Nextcloud first said ``user`` does not exist (Unix seconds, expiring;
         :func:`ncindex.sync.deleted.check_deleted`)."""
@@ -258,6 +264,7 @@ class Names:
             self.notes_settings(user),
             self.missing_user(user),
             self.unconfirmed_grants(user),
+            self.shares_seen(user),
         ]
         patterns = [
             _glob_escaped(self.gathered_taken(user, "")) + "*",

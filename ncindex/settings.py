@@ -703,6 +703,14 @@ class Settings(BaseSettings):
         "next task: a big account's scan is paged, and resumes at the last page kept after a "
         "worker dies.",
     )
+    share_poll_seconds: int = Field(
+        120,
+        ge=0,
+        description="Seconds between polls of the shares made with each account (one OCS "
+        "request per account and poll; Nextcloud sends no webhook for a share): a file or "
+        "folder newly shared with an account is indexed for it, and one unshared re-checked, "
+        "then instead of at its next file scan (0 ⇒ no poll; the scans still find both).",
+    )
 
     # --- Runtime ----------------------------------------------------------------------------
     log_level: str = Field(

@@ -15,14 +15,18 @@ up during a Nextcloud outage are sent again as soon as it answers (:mod:`workers
 without the deployment's marker (a first start, or restarted empty) has every account scanned
 at once (:func:`ncindex.sync.reconcile.rescan_if_forgotten`), and the scan a first webhook
 registration asked for is sent once due (:func:`ncindex.sync.reconcile.rescan_if_due`).
+``poll-shares`` sends ``ncindex.poll_shares`` every ``share_poll_seconds`` (none when it is 0,
+or when files and notes are both in ``reconcile_disable``): Nextcloud sends no webhook for a
+share, so what is shared with an account, or unshared, is acted on then
+(:mod:`ncindex.sync.shares`) rather than at the next file scan.
 ``sweep-gathered`` sends
 ``ncindex.sweep_gathered`` every minute: gathered index actions that no flush is on its way to
 send are sent (:func:`ncindex.ingest.queueing.sweep_gathered`).
 
-The beat of ``celery -A workers.beat beat`` sends its reconcile checks at its first tick, then
-every period (Celery's in-memory schedule would wait a whole period, and again after every
-restart: a beat restarted more often than the period never scanned); the check's lock keeps
-that to one scan a period. ``ncindex up`` requests its own scans as it starts.
+The beat of ``celery -A workers.beat beat`` sends its reconcile checks and share poll at its
+first tick, then every period (Celery's in-memory schedule would wait a whole period, and again
+after every restart: a beat restarted more often than the period never scanned); the check's
+lock keeps that to one scan a period. ``ncindex up`` requests its own scans as it starts.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from kombu.utils.functional import retry_over_time
 
 from ncindex import names
 from ncindex.settings import Settings, settings_or_exit
-from ncindex.sources.registry import SOURCES
+from ncindex.sources.registry import NODE_TYPES, SOURCES
 
 OUTAGE_REQUEUE_SECONDS = 60
 """How often ``ncindex.outage_requeue`` asks whether Nextcloud is back (when tasks wait)."""
@@ -63,9 +67,9 @@ def check_lock_seconds(period: float) -> int:
 
 def beat_schedule(settings: Settings, *, scan_now: datetime | None = None) -> dict[str, Any]:
     """The beat schedule: ``reconcile-<doc_type>`` entries for the enabled types with a
-    source, ``outage-requeue``, ``rescan-if-forgotten`` and ``sweep-gathered``. With
-    ``scan_now`` (the beat's clock now) the reconcile entries are due at the first tick
-    (``last_run_at`` a period before it)."""
+    source, ``poll-shares`` (when on), ``outage-requeue``, ``rescan-if-forgotten`` and
+    ``sweep-gathered``. With ``scan_now`` (the beat's clock now) the reconcile entries and
+    the share poll are due at the first tick (``last_run_at`` a period before it)."""
     schedule: dict[str, dict[str, Any]] = {}
     for doc_type, period in sorted(settings.reconcile_periods.items()):
         if doc_type in settings.reconcile_disable or doc_type not in SOURCES:
@@ -78,6 +82,17 @@ def beat_schedule(settings: Settings, *, scan_now: datetime | None = None) -> di
         }
         if scan_now is not None:
             schedule[f"reconcile-{doc_type}"]["last_run_at"] = scan_now - timedelta(seconds=period)
+    if settings.share_poll_seconds and any(
+        t.value not in settings.reconcile_disable for t in NODE_TYPES
+    ):
+        every = settings.share_poll_seconds
+        schedule["poll-shares"] = {
+            "task": names.POLL_SHARES,
+            "schedule": timedelta(seconds=every),
+            "options": {"queue": names.RECONCILE, "expires": expires_seconds(every)},
+        }
+        if scan_now is not None:
+            schedule["poll-shares"]["last_run_at"] = scan_now - timedelta(seconds=every)
     for name, task, every in (
         ("outage-requeue", names.OUTAGE_REQUEUE, OUTAGE_REQUEUE_SECONDS),
         ("rescan-if-forgotten", names.RESCAN_IF_FORGOTTEN, FORGOTTEN_CHECK_SECONDS),

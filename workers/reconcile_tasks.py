@@ -8,6 +8,8 @@ delivered late after a backlog run at most one check per period; it then queues 
 of the same user and type is running it returns at once. One run lists one page of the listing
 (``reconcile_page_requests`` requests); while the listing is unfinished it sends itself on with
 ``page``, the number of the page to list next (:mod:`ncindex.sync.paging`).
+``ncindex.poll_shares`` (beat, every ``share_poll_seconds``) polls each account's shares
+(:mod:`ncindex.sync.shares`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from celery import shared_task
 
 from ncindex import names
 from ncindex.documents import DocType
+from ncindex.errors import AccountHeld, NcindexError
+from ncindex.ingest.events import Action
 from ncindex.ingest.events import index_folder as index_folder_action
 from ncindex.ingest.queueing import clear_debounce, send_actions
 from ncindex.sync.paging import ListingPages
@@ -33,6 +37,7 @@ from ncindex.sync.reconcile import (
     scan_lock,
     scan_lock_seconds,
 )
+from ncindex.sync.shares import poll_user
 from ncindex.sync.subtree import walk_subtree
 from workers.base import NcindexTask
 from workers.beat import check_lock_seconds
@@ -203,3 +208,43 @@ def index_folder(
     counts = {"listed": step.listed, "files": step.files, "queued": queued}
     log.info("folder_walked", user=user, remaining=len(step.remaining), **counts)
     return counts
+
+
+@shared_task(bind=True, base=NcindexTask, name=names.POLL_SHARES, ignore_result=True)
+def poll_shares(self: NcindexTask) -> int:
+    """Poll every configured account's shares (beat, every ``share_poll_seconds``:
+    :mod:`ncindex.sync.shares`), at most once per period (a lock that expires before the
+    next tick). An account whose listing fails (Nextcloud unavailable, its app password
+    refused or held back, the sharing API off) is skipped until the next poll; its state is
+    kept.
+    Returns how many actions were sent."""
+    indexer = self.indexer
+    settings = indexer.settings
+    period = settings.share_poll_seconds or 60
+    lock = indexer.services.redis.lock(
+        settings.names.lock("poll-shares"), timeout=check_lock_seconds(period)
+    )
+    if not lock.acquire(blocking=False):
+        return 0
+
+    def send(actions: list[Action]) -> None:
+        send_actions(
+            self.app,
+            indexer.services.redis,
+            actions,
+            keys=settings.names,
+            countdown=None,
+            key_seconds=max(60, period),
+            batch_docs=settings.index_batch_docs,
+        )
+
+    sent = 0
+    for user in settings.accounts:
+        try:
+            with refused_account(indexer, user):
+                sent += poll_user(indexer, user, send)
+        except AccountHeld:
+            continue  # Nextcloud refused its app password lately: nothing was sent
+        except NcindexError as exc:
+            log.warning("share_poll_failed", user=user, error=str(exc))
+    return sent

@@ -59,6 +59,7 @@ from ncindex.settings import Settings
 
 NOTES_API = "/index.php/apps/notes/api/v1"
 WEBHOOKS_API = "/ocs/v2.php/apps/webhook_listeners/api/v1/webhooks"
+SHARES_API = "/ocs/v2.php/apps/files_sharing/api/v1/shares"
 #: Headers of every JSON API request (OCS, Notes, Deck, News). ``OCS-APIRequest`` passes the
 #: CSRF check (nextcloud/server ``lib/private/AppFramework/Http/Request.php``
 #: ``passesCSRFCheck``, from nextcloud/server#46760), without which the apps' ``#[CORS]``
@@ -661,6 +662,24 @@ class NextcloudClient:
                     raise TooLarge(f"{path}: more than {max_bytes} bytes")
                 parts.append(part)
         return b"".join(parts)
+
+    # --- files_sharing ---------------------------------------------------------------------
+
+    def shares_with_me(self) -> list[dict[str, Any]]:
+        """The shares made with this account: ``GET`` :data:`SHARES_API` with
+        ``shared_with_me=true`` (nextcloud/server ``apps/files_sharing/lib/Controller/
+        ShareAPIController.php`` ``getShares`` → ``getSharedWithMe``: the user, group,
+        team, Talk room, Deck and ScienceMesh shares whose recipient is the user, not those
+        they own, each as ``formatShare`` makes it — ``id``, ``share_type``,
+        ``item_source`` (the node's file id), ``item_type`` (``file``/``folder``),
+        ``path`` (the node in the user's view), ``file_target`` …). One request, however
+        many shares. Raises ``NotFound`` when Nextcloud answers 404 (the sharing API off:
+        "Share API is disabled"; files_sharing not enabled), ``NextcloudProtocolError`` when
+        ``data`` is not a list of objects."""
+        data = self.ocs("GET", SHARES_API, params={"shared_with_me": "true"})
+        if not isinstance(data, list) or not all(isinstance(s, dict) for s in data):
+            raise NextcloudProtocolError("share list is not a list of objects")
+        return data
 
     # --- webhook_listeners (admin) ------------------------------------------------------
 

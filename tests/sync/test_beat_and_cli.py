@@ -39,6 +39,7 @@ def test_the_schedule_comes_from_settings() -> None:
     schedule = beat_schedule(settings)
     assert sorted(schedule) == [
         "outage-requeue",
+        "poll-shares",
         "reconcile-deck_card",
         "reconcile-file",
         "reconcile-news_item",  # left out of the periods: its default, not no scan at all
@@ -55,15 +56,31 @@ def test_the_schedule_comes_from_settings() -> None:
     assert 0 < note["options"]["expires"] < 600
     disabled = beat_schedule(settings.model_copy(update={"reconcile_disable": ["file"]}))
     assert sorted(disabled) == [
-        "outage-requeue", "reconcile-deck_card", "reconcile-news_item", "reconcile-note",
-        "rescan-if-forgotten", "sweep-gathered",
+        "outage-requeue", "poll-shares", "reconcile-deck_card", "reconcile-news_item",
+        "reconcile-note", "rescan-if-forgotten", "sweep-gathered",
     ]  # fmt: skip
     assert "last_run_at" not in note  # ncindex up requests its own scans as it starts
 
 
+def test_shares_are_polled_every_share_poll_seconds_while_files_or_notes_are_scanned() -> None:
+    """Nextcloud sends no webhook for a share (ncindex.sync.shares): beat sends the poll,
+    to the reconcile queue, every ``share_poll_seconds``; 0 turns it off, and so does
+    turning off both scans whose documents shares carry."""
+    poll = beat_schedule(Settings(share_poll_seconds=45))["poll-shares"]
+    assert poll["task"] == "ncindex.poll_shares"
+    assert poll["schedule"] == timedelta(seconds=45)
+    assert poll["options"]["queue"] == "reconcile"
+    assert 0 < poll["options"]["expires"] < 45
+    assert "poll-shares" in beat_schedule(Settings(reconcile_disable=["file"]))
+    assert "poll-shares" not in beat_schedule(Settings(share_poll_seconds=0))
+    off = Settings(reconcile_disable=["file", "note"])
+    assert "poll-shares" not in beat_schedule(off)
+
+
 def test_the_beat_of_a_deployment_scans_at_its_first_tick() -> None:
     """Celery's in-memory schedule waits a period from each start; a beat restarted more often
-    than that never scanned. Its reconcile checks are due at once; the others a minute on."""
+    than that never scanned. Its reconcile checks and share poll are due at once; the others a
+    minute on."""
     settings = Settings(
         nextcloud_url="http://nextcloud.invalid",
         reconcile_periods={"note": 900, "file": 1800},
@@ -76,7 +93,7 @@ def test_the_beat_of_a_deployment_scans_at_its_first_tick() -> None:
             for name, entry in Scheduler(app, lazy=False).schedule.items()
         }
         assert due == {
-            "reconcile-note": True, "reconcile-file": True,
+            "reconcile-note": True, "reconcile-file": True, "poll-shares": True,
             "outage-requeue": False, "rescan-if-forgotten": False, "sweep-gathered": False,
         }  # fmt: skip
     finally:

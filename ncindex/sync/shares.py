@@ -1,0 +1,134 @@
+"""The share poll: what was shared with an account, or unshared, is acted on within
+``share_poll_seconds`` instead of at the next file scan.
+
+Nextcloud sends no webhook for a share. webhook_listeners registers only event classes that
+implement ``IWebhookCompatibleEvent`` (nextcloud/server
+``apps/webhook_listeners/lib/Db/WebhookListenerMapper.php`` ``addWebhookListener``: "… is not
+an event class compatible with webhooks"), and none of ``lib/public/Share/Events/``
+(``ShareCreatedEvent``, ``ShareUpdatedEvent``, ``ShareDeletedEvent``,
+``BeforeShareDeletedEvent``, ``ShareAcceptedEvent``, ``UserAddedToShareEvent`` …) nor
+``lib/public/Group/Events/UserAddedEvent.php`` (a user joining a group that a folder is shared
+with) does. Deck's board sharing does (nextcloud/deck ``lib/Event/AAclEvent.php``, Deck ≥
+1.18) and is subscribed (:mod:`ncindex.sources.deck_card`).
+
+So each configured account's shares are listed — one ``GET`` of the OCS sharing API with
+``shared_with_me=true`` (:meth:`ncindex.nextcloud.client.NextcloudClient.shares_with_me`;
+every kind of share whose recipient the account is, a group's included, so a user added to
+that group sees it too) — and compared with what the last poll saw (Redis,
+:meth:`ncindex.names.Names.shares_seen`, share id → ``(file id, path, folder?)``):
+
+* a share new or changed (a new mount, one renamed or moved by its recipient): a folder's
+  subtree is walked as the account (``ncindex.index_folder``, :mod:`ncindex.sync.subtree`:
+  what the index lacks at its version and path is indexed, which adds the account to the
+  ``acl`` of what others hold); a file is re-read by id (``ncindex.index_node``);
+* a share gone or changed: every document the index has for the account at or below the
+  share's path then is re-read by id as the account (``ncindex.index_node``: Nextcloud's
+  404 takes the account's access away, :meth:`ncindex.index.access.Access.remove`; one still
+  seen another way — another share, a group's — keeps it), and a file share's own file too.
+
+Removals are found by the same poll as additions, so they are never slower; until their
+re-checks have run, search's verify-on-read already drops what the account can no longer
+read. The first poll of an account (nothing seen yet, or Redis emptied) only notes what it
+sees: what was shared before is the scans' (:mod:`ncindex.sync.reconcile`), as is whatever a
+poll misses. The state is written only once the poll's tasks were sent: a poll that fails
+leaves it, and the next one finds the same differences.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from ncindex.documents import DocRef
+from ncindex.errors import NextcloudProtocolError
+from ncindex.index.indexing import Indexer
+from ncindex.ingest.events import Action, index_folder, index_node
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SeenShare:
+    """One share made with an account as ``formatShare`` gives it: ``file_id`` (its
+    ``item_source``), ``path`` (the shared node in the account's view) and ``folder``
+    (``item_type`` is ``folder``)."""
+
+    file_id: int
+    path: str
+    folder: bool
+
+
+def seen_shares(listed: list[dict[str, Any]]) -> dict[str, SeenShare]:
+    """Share id → :class:`SeenShare` of ``listed`` (the shares API's ``data``). Raises
+    ``NextcloudProtocolError`` for a share without a usable ``id``, ``item_source``,
+    ``path`` or ``item_type``."""
+    out = {}
+    for share in listed:
+        file_id, path = share.get("item_source"), share.get("path")
+        if (
+            not isinstance(share.get("id"), str | int)
+            or not isinstance(file_id, int)
+            or isinstance(file_id, bool)
+            or not isinstance(path, str)
+            or not path.startswith("/")
+            or share.get("item_type") not in ("file", "folder")
+        ):
+            raise NextcloudProtocolError(f"share not understood: {share!r}")
+        out[str(share["id"])] = SeenShare(file_id, path, share["item_type"] == "folder")
+    return out
+
+
+def _load(raw: bytes | str | None) -> dict[str, SeenShare] | None:
+    """The stored state (``None``: none stored)."""
+    if raw is None:
+        return None
+    return {k: SeenShare(v[0], v[1], v[2]) for k, v in json.loads(raw).items()}
+
+
+def _dump(shares: dict[str, SeenShare]) -> str:
+    return json.dumps({k: [s.file_id, s.path, s.folder] for k, s in sorted(shares.items())})
+
+
+def share_actions(
+    indexer: Indexer, user: str, before: dict[str, SeenShare], now: dict[str, SeenShare]
+) -> list[Action]:
+    """The tasks that bring ``user``'s index in line with the shares ``now`` after
+    ``before`` (see the module's docstring); no duplicates, gains first."""
+    actions: list[Action] = []
+    for share_id, share in sorted(now.items()):
+        if before.get(share_id) != share:
+            gained = index_folder(user, [share.path]) if share.folder else None
+            actions.append(gained or index_node(user, share.file_id))
+    lost: set[int] = set()
+    for share_id, share in sorted(before.items()):
+        if now.get(share_id) == share:
+            continue
+        if not share.folder:
+            lost.add(share.file_id)
+        for payload in indexer.access.under(user, share.path):
+            lost.add(int(DocRef.parse(payload["doc_key"]).doc_id))
+    actions += [index_node(user, file_id) for file_id in sorted(lost)]
+    return list({a.debounce_key or id(a): a for a in actions}.values())
+
+
+def poll_user(indexer: Indexer, user: str, send: Callable[[list[Action]], object]) -> int:
+    """Poll ``user``'s shares: list them (one request), ``send`` (a callable taking the
+    list of actions) the tasks :func:`share_actions` gives, then keep what was seen.
+    Returns how many actions were sent (0 at a first poll, which only keeps what it saw).
+    Raises what the Nextcloud client raises (``NotFound``: the sharing API is off,
+    ``NextcloudAuthError``, ``TransientError`` …) and ``redis.RedisError``; the state is
+    then left as it was."""
+    services = indexer.services
+    key = services.settings.names.shares_seen(user)
+    now = seen_shares(services.account(user).shares_with_me())
+    before = _load(services.redis.get(key))
+    actions = [] if before is None else share_actions(indexer, user, before, now)
+    if actions:
+        send(actions)
+        log.info("shares_changed", user=user, actions=len(actions), shares=len(now))
+    services.redis.set(key, _dump(now))
+    return len(actions)

@@ -1,0 +1,137 @@
+"""The share poll (:mod:`ncindex.sync.shares`): Nextcloud sends no webhook for a share, so a
+file or folder shared with an account reaches its index, and one unshared leaves it, at the
+next poll of its shares (one OCS request) rather than at its next file scan. No scan runs in
+these tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from ncindex import names
+from ncindex.errors import NextcloudProtocolError
+from ncindex.index.indexing import Indexer
+from ncindex.ingest.events import Action
+from ncindex.ingest.queueing import send_actions
+from ncindex.sync.shares import SeenShare, poll_user, seen_shares
+from support import Stack
+
+WORDS = "quokka lighthouse ledger"
+
+
+def poll(stack: Stack, user: str) -> int:
+    """One poll of ``user``'s shares, its tasks sent to the stack's worker and run to the
+    end; returns how many actions it sent."""
+
+    def send(actions: list[Action]) -> None:
+        send_actions(
+            stack.celery,
+            stack.services.redis,
+            actions,
+            keys=stack.settings.names,
+            countdown=None,
+            key_seconds=60,
+            batch_docs=stack.settings.index_batch_docs,
+        )
+
+    sent = poll_user(Indexer(stack.services), user, send)
+    stack.wait_idle()
+    return sent
+
+
+def acl(stack: Stack, doc_key: str) -> list[str]:
+    (first,) = [p.payload for p in stack.points(doc_key) if p.payload["chunk_index"] == 0]
+    return list(first["acl"])
+
+
+def alices_file(stack: Stack, path: str) -> str:
+    """``path`` written by alice and indexed for her (its webhook delivered); its doc key."""
+    stack.sim.put_file("alice", path, f"# Harbour plan\n{WORDS} for the spring.".encode())
+    stack.settle()
+    doc_key = f"file:{stack.sim.file_id('alice', path)}"
+    assert acl(stack, doc_key) == ["user:alice"]
+    return doc_key
+
+
+def test_a_folder_shared_is_found_by_its_recipient_after_one_poll(stack: Stack) -> None:
+    doc_key = alices_file(stack, "/Proj/plan.md")
+    assert poll(stack, "bob") == 0  # the first poll notes what is shared: nothing yet
+    stack.sim.share("alice", "/Proj", "bob")  # no event
+    assert stack.found("bob", WORDS, doc_key) is None
+    assert poll(stack, "bob") == 1  # the folder, walked as bob
+    assert "user:bob" in acl(stack, doc_key)
+    found = stack.found("bob", WORDS, doc_key)
+    assert found is not None and found["path"] == "/Proj/plan.md"
+    assert poll(stack, "bob") == 0  # nothing changed since
+
+
+def test_a_folder_unshared_leaves_the_recipients_acl_after_one_poll(stack: Stack) -> None:
+    doc_key = alices_file(stack, "/Proj/plan.md")
+    poll(stack, "bob")
+    stack.sim.share("alice", "/Proj", "bob")
+    poll(stack, "bob")
+    assert "user:bob" in acl(stack, doc_key)
+    stack.sim.unshare("alice", "/Proj", "bob")  # no event
+    assert poll(stack, "bob") == 1  # the one document bob held below the share, re-read
+    assert acl(stack, doc_key) == ["user:alice"]
+    assert stack.found("bob", WORDS, doc_key) is None
+    assert stack.found("alice", WORDS, doc_key) is not None
+
+
+def test_a_file_shared_then_unshared_follows_its_share(stack: Stack) -> None:
+    doc_key = alices_file(stack, "/Docs/plan.md")
+    poll(stack, "bob")
+    stack.sim.share("alice", "/Docs/plan.md", "bob")
+    poll(stack, "bob")
+    found = stack.found("bob", WORDS, doc_key)
+    assert found is not None and found["path"] == "/plan.md"  # mounted at bob's top
+    stack.sim.unshare("alice", "/Docs/plan.md", "bob")
+    poll(stack, "bob")
+    assert acl(stack, doc_key) == ["user:alice"]
+
+
+def test_an_unshared_file_still_seen_through_another_share_stays(stack: Stack) -> None:
+    """Unsharing the file leaves bob the folder share above it: the re-read by id finds it."""
+    doc_key = alices_file(stack, "/Proj/plan.md")
+    poll(stack, "bob")
+    stack.sim.share("alice", "/Proj", "bob")
+    stack.sim.share("alice", "/Proj/plan.md", "bob")
+    poll(stack, "bob")
+    stack.sim.unshare("alice", "/Proj/plan.md", "bob")
+    poll(stack, "bob")
+    assert "user:bob" in acl(stack, doc_key)
+    assert stack.found("bob", WORDS, doc_key) is not None
+
+
+def test_the_beat_task_polls_every_account(stack: Stack) -> None:
+    doc_key = alices_file(stack, "/Proj/plan.md")
+    poll(stack, "bob")
+    poll(stack, "carol")
+    stack.sim.share("alice", "/Proj", "bob")
+    stack.sim.share("alice", "/Proj", "carol")
+    stack.celery.send_task(names.POLL_SHARES, queue=names.RECONCILE)
+    stack.wait_idle()
+    assert acl(stack, doc_key) == ["user:alice", "user:bob", "user:carol"]
+
+
+def test_a_poll_costs_one_request_per_account(stack: Stack) -> None:
+    """The beat's poll of an unchanged deployment: one GET of the shares API per account and
+    nothing else (no task sent, no other request)."""
+    alices_file(stack, "/Proj/plan.md")
+    stack.sim.share("alice", "/Proj", "bob")
+    for user in stack.settings.accounts:
+        poll(stack, user)
+    stack.sim.reset_request_counts()
+    stack.celery.send_task(names.POLL_SHARES, queue=names.RECONCILE)
+    stack.wait_idle()
+    shares = ("GET", "/ocs/v2.php/apps/files_sharing/api/v1/shares", 200)
+    assert list(stack.sim.request_log) == [shares] * len(stack.settings.accounts)
+
+
+def test_a_share_listed_without_what_the_poll_reads_is_a_protocol_error() -> None:
+    """``formatShare`` gives ``id``, ``item_source``, ``path`` and ``item_type``: a share
+    without them is not guessed at (the account's poll fails, its state is kept)."""
+    share = {"id": "7", "item_source": 42, "path": "/Proj", "item_type": "folder"}
+    assert seen_shares([share]) == {"7": SeenShare(42, "/Proj", True)}
+    for broken in ({"item_source": None}, {"path": "Proj"}, {"item_type": "link"}, {"id": None}):
+        with pytest.raises(NextcloudProtocolError):
+            seen_shares([share | broken])
