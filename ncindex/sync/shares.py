@@ -100,9 +100,10 @@ def share_actions(
     ``before`` (see the module's docstring); no duplicates, gains first."""
     actions: list[Action] = []
     for share_id, share in sorted(now.items()):
-        if before.get(share_id) != share:
-            gained = index_folder(user, [share.path]) if share.folder else None
-            actions.append(gained or index_node(user, share.file_id))
+        if before.get(share_id) != share and share.folder:
+            actions.append(index_folder(user, [share.path]))
+        elif before.get(share_id) != share:
+            actions.append(index_node(user, share.file_id))
     lost: set[int] = set()
     for share_id, share in sorted(before.items()):
         if now.get(share_id) == share:
