@@ -54,6 +54,10 @@ class Eligibility:
     required_tags: frozenset[str]
     excluded_tags: frozenset[str]
     ocr: bool = False
+    note_extensions: tuple[str, ...] = ()
+    """``settings.note_extensions`` (bare, lower case): which files in the notes folder are
+    notes (:func:`ncindex.sources.note.is_note_name`) and so which are files; kept here for
+    :meth:`fingerprint` only."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Eligibility:
@@ -65,14 +69,18 @@ class Eligibility:
             required_tags=frozenset(t.casefold() for t in settings.index_required_tags),
             excluded_tags=frozenset(t.casefold() for t in settings.index_excluded_tags),
             ocr=ocr_from_settings(settings) is not None,
+            note_extensions=tuple(settings.note_extensions),
         )
 
     def fingerprint(self) -> str:
-        """16 hex digits of SHA-256 over the policy (globs, MIME types, tags, OCR), each list
-        sorted and without repeats, as JSON (no ``hash()``: the same in every process): equal
-        for equal policies whatever the order of the globs, MIME types and tags (each is
-        matched by any of its entries), different when a rule changes. A scan keeps the one it
-        listed under (:meth:`ncindex.sync.reconcile.ScanState.rules`)."""
+        """16 hex digits of SHA-256 over the policy (globs, MIME types, tags, OCR, note
+        extensions), each list sorted and without repeats, as JSON (no ``hash()``: the same in
+        every process): equal for equal policies whatever the order of the globs, MIME types,
+        tags and extensions (each is matched by any of its entries), different when a rule
+        changes. A scan keeps the one it listed under
+        (:meth:`ncindex.sync.reconcile.ScanState.rules`). The note extensions are in it as
+        they decide whether a file in the notes folder is a note or a file: changed, a file
+        in a folder whose etag did not change stayed indexed as what it was before."""
         policy = [
             sorted(set(self.include_globs)),
             sorted(set(self.exclude_globs)),
@@ -80,6 +88,7 @@ class Eligibility:
             sorted(self.required_tags),
             sorted(self.excluded_tags),
             self.ocr,
+            sorted(set(self.note_extensions)),
         ]
         return hashlib.sha256(json.dumps(policy).encode()).hexdigest()[:16]
 

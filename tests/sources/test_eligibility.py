@@ -160,11 +160,13 @@ def test_the_rules_fingerprint_changes_with_a_rule_and_only_then() -> None:
         index_include_globs=["/Work/**", "/Notes/**"],
         index_mime_types=["text/*", PDF],
         index_required_tags=["Index", "Keep"],
+        note_extensions=["md", "txt"],
     )
     same = policy(
         index_include_globs=["/Notes/**", "/Work/**", "/Notes/**"],
         index_mime_types=[PDF, "TEXT/*"],
         index_required_tags=["keep", "index"],
+        note_extensions=["TXT", ".md", "txt"],
     )
     assert same.fingerprint() == base.fingerprint()
     changed = [
@@ -173,6 +175,7 @@ def test_the_rules_fingerprint_changes_with_a_rule_and_only_then() -> None:
         {"index_mime_types": ["text/*"]},
         {"index_required_tags": ["Index"]},
         {"index_excluded_tags": ["Secret"]},
+        {"note_extensions": ["md"]},
     ]
     prints = {base.fingerprint()}
     for change in changed:
@@ -182,6 +185,7 @@ def test_the_rules_fingerprint_changes_with_a_rule_and_only_then() -> None:
                     "index_include_globs": ["/Work/**", "/Notes/**"],
                     "index_mime_types": ["text/*", PDF],
                     "index_required_tags": ["Index", "Keep"],
+                    "note_extensions": ["md", "txt"],
                 }
                 | change
             ).fingerprint()

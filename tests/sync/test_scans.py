@@ -233,6 +233,26 @@ def test_index_rules_widened_relist_what_they_left_out(rstack: Stack) -> None:
     )
 
 
+def test_note_extensions_changed_relist_the_notes_folder(rstack: Stack) -> None:
+    """``note_extensions`` decides whether a file in the notes folder is a note or a file
+    (``classify``), yet was not in the rules fingerprint: an admin who drops ``txt`` from it
+    and restarts had ``/Notes/todo.txt`` stay a note, and not a file, until the daily full
+    walk, as the notes folder's etag was unchanged. The file scan now lists every folder."""
+    rstack.sim.put_file("alice", "/Notes/todo.txt", "# Todo\nkelp forests at dawn")
+    rstack.settle()
+    todo = rstack.sim.file_id("alice", "/Notes/todo.txt")
+    rstack.sim.drop_rate = 1.0  # from here on only the scans see changes
+    first = reconciler(rstack, Recorder()).scan("alice", DocType.FILE)
+    assert first.clean and first.index == []  # a note: not the file scan's
+    unchanged = reconciler(rstack, Recorder()).scan("alice", DocType.FILE)
+    assert unchanged.requests == 1 and unchanged.index == []
+    rstack.settings.note_extensions = ["markdown", "md", "note", "org"]
+    recorder = Recorder()
+    changed = reconciler(rstack, recorder).scan("alice", DocType.FILE)
+    assert [(c.reason, c.path) for c in changed.index] == [("new", "/Notes/todo.txt")]
+    assert recorder.files == [todo]
+
+
 def test_a_redis_restarted_empty_does_not_forget_a_finished_first_indexing(
     rstack: Stack,
 ) -> None:
