@@ -384,6 +384,8 @@ class Indexer:
         if on_version is not None:
             on_version(entry.etag)
         ref, reason = self.steps.classify(client, entry)
+        if self._turns_note(user, file_id, ref):
+            ref, reason = self.steps.classify(client, entry, fresh=True)
         for doc_type in NODE_TYPES:
             if ref is None or doc_type != ref.doc_type:
                 lost = UNREADABLE if reason == UNREADABLE else None  # else: an index rule
@@ -425,6 +427,17 @@ class Indexer:
                 return _Granted(file_id, entry, outcome, ref, unconfirmed.path_before)
             return outcome
         return _Read(file_id, entry, doc, stored)
+
+    def _turns_note(self, user: str, file_id: int, ref: DocRef | None) -> bool:
+        """Whether indexing ``file_id`` as ``ref`` (``None``: not at all) would take ``user``'s
+        note of it away or make their file of it a note: the index holds the note (or the
+        file) for ``user``. The notes folder that decided it may be a cached one the user has
+        left since (:func:`ncindex.sources.note.notes_settings`, five minutes): before a note
+        is evicted or a second document made of it, it is classified again on the settings
+        Notes answers now. Raises ``StoreUnavailable``."""
+        other = DocType.FILE if ref is not None and ref.doc_type is DocType.NOTE else DocType.NOTE
+        held = self.steps.read(DocRef(other, str(file_id)), vectors=False).payload
+        return held is not None and principal(user) in held["acl"]
 
     def _unconfirmed(self, user: str, stored: Stored) -> Unconfirmed | None:
         """Before a metadata-only update of ``stored`` for ``user``: the grant to confirm after

@@ -152,12 +152,13 @@ class Steps:
     # --- 1. classify -----------------------------------------------------------------------
 
     def classify(
-        self, client: NextcloudClient, entry: DavEntry
+        self, client: NextcloudClient, entry: DavEntry, *, fresh: bool = False
     ) -> tuple[DocRef | None, str | None]:
         """Step 1: what the node ``entry`` is indexed as
-        (:func:`ncindex.sources.eligibility.classify`): its :class:`DocRef` (a note or a
-        file), or ``None`` and why not."""
-        return classify(self.services, client, entry)
+        (:func:`ncindex.sources.eligibility.classify`, on the user's Notes settings asked
+        for anew with ``fresh``): its :class:`DocRef` (a note or a file), or ``None`` and
+        why not."""
+        return classify(self.services, client, entry, fresh=fresh)
 
     # --- 2. read the stored version --------------------------------------------------------
 

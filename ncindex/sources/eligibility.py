@@ -122,7 +122,7 @@ class Eligibility:
 
 
 def classify(
-    ctx: Context, client: NextcloudClient, entry: DavEntry
+    ctx: Context, client: NextcloudClient, entry: DavEntry, *, fresh: bool = False
 ) -> tuple[DocRef | None, str | None]:
     """What file ``entry`` is indexed as: ``note`` for a file the Notes API lists as one
     (:func:`ncindex.sources.note.is_listed_note`: under the user's notes folder,
@@ -132,11 +132,12 @@ def classify(
     read (:attr:`DavEntry.readable`: an admin's access-control rule blocks it), so that what
     was indexed of it goes. With ``None`` comes the reason (:data:`UNREADABLE` or one of
     :class:`Eligibility`'s). Path globs and the tag gate apply to notes too; the MIME list to
-    files only (a note is known by its folder and extension)."""
+    files only (a note is known by its folder and extension). With ``fresh`` the user's Notes
+    settings are asked for, not read from the cache (:func:`notes_settings`)."""
     if not entry.readable:
         return None, UNREADABLE
     rules = Eligibility.from_settings(ctx.settings)
-    notes = notes_settings(ctx, client)
+    notes = notes_settings(ctx, client, fresh=fresh)
     if is_listed_note(entry.path, ctx.settings, notes):
         reason = rules.path_and_tags_reason(entry.path, entry.tags)
         return (None, reason) if reason else (DocRef(DocType.NOTE, str(entry.file_id)), None)

@@ -54,22 +54,40 @@ NOTES_SETTINGS_SECONDS = 300
 """How long a user's Notes settings are cached in Redis."""
 
 
-def notes_settings(ctx: Context, client: NextcloudClient) -> NotesSettings:
-    """The user's Notes settings (folder and file suffix), cached in Redis for five minutes;
-    the configured default when the Notes app is not installed (404). Raises ``ValueError``
-    for a client without a user id (the write path's clients are accounts', whose user id is
-    known)."""
+def _user(client: NextcloudClient) -> str:
+    """``client``'s user id. Raises ``ValueError`` without one (the write path's clients are
+    accounts', whose user id is known)."""
     if client.user is None:
         raise ValueError("user id unknown: the notes settings are cached per user")
-    key = ctx.settings.names.notes_settings(client.user)
-    cached = ctx.redis.get(key)
-    if cached is not None:
-        data = json.loads(as_text(cached))
-        return NotesSettings(
-            notes_path=data["path"],
-            file_suffix=data["suffix"],
-            hides_dot_folders=data.get("hides_dot_folders", True),  # cached before it was kept
-        )
+    return client.user
+
+
+def _cached_notes_settings(ctx: Context, user: str) -> NotesSettings | None:
+    """``user``'s Notes settings as cached by :func:`notes_settings`, ``None`` when not."""
+    cached = ctx.redis.get(ctx.settings.names.notes_settings(user))
+    if cached is None:
+        return None
+    data = json.loads(as_text(cached))
+    return NotesSettings(
+        notes_path=data["path"],
+        file_suffix=data["suffix"],
+        hides_dot_folders=data.get("hides_dot_folders", True),  # cached before it was kept
+    )
+
+
+def notes_settings(ctx: Context, client: NextcloudClient, *, fresh: bool = False) -> NotesSettings:
+    """The user's Notes settings (folder and file suffix), cached in Redis for five minutes;
+    the configured default when the Notes app is not installed (404). With ``fresh`` they
+    are asked for whatever is cached, and cached anew: the user may have picked another
+    notes folder in the Notes app since (nextcloud/notes ``lib/Service/SettingsService.php``
+    ``set`` stores the new ``notesPath`` and moves nothing; the Notes API answers from it at
+    once), and a decision that would take a note away on the cached folder asks so first.
+    Raises ``ValueError`` for a client without a user id."""
+    user = _user(client)
+    if not fresh:
+        cached = _cached_notes_settings(ctx, user)
+        if cached is not None:
+            return cached
     try:
         notes = client.notes_settings()
     except NotFound:
@@ -81,7 +99,7 @@ def notes_settings(ctx: Context, client: NextcloudClient) -> NotesSettings:
             "hides_dot_folders": notes.hides_dot_folders,
         }
     )
-    ctx.redis.set(key, value, ex=NOTES_SETTINGS_SECONDS)
+    ctx.redis.set(ctx.settings.names.notes_settings(user), value, ex=NOTES_SETTINGS_SECONDS)
     return notes
 
 
@@ -100,6 +118,11 @@ def is_note_name(name: str, settings: Settings, notes: NotesSettings) -> bool:
     return ext in settings.note_extensions or (bool(own) and ext == own)
 
 
+def _notes_folder(notes: NotesSettings) -> str:
+    """The notes folder's path from the files root (``/`` for the root itself)."""
+    return "/" + notes.notes_path.strip("/")
+
+
 def is_listed_note(path: str, settings: Settings, notes: NotesSettings) -> bool:
     """Whether the file at ``path`` (from the user's files root) is a note the Notes API
     lists: under the notes folder, with a note name (:func:`is_note_name`) and, where the Notes
@@ -108,7 +131,7 @@ def is_listed_note(path: str, settings: Settings, notes: NotesSettings) -> bool:
     ``gatherNoteFiles`` skips such a folder: the Text editor's ``.attachments.<id>``). A file
     there is not listed as a note, though ``GET /notes/{id}`` answers it; taken for a note,
     every notes scan would miss it and check it again."""
-    folder = "/" + notes.notes_path.strip("/")  # "/": the notes folder is the files root
+    folder = _notes_folder(notes)
     inside = folder.rstrip("/") + "/"
     if not path.startswith(inside) or not is_note_name(path, settings, notes):
         return False
@@ -128,7 +151,11 @@ def _http_time(value: str | None) -> int | None:
 
 def _notes_folder_reachable(ctx: Context, client: NextcloudClient, listing: Listing) -> bool:
     """Whether the Notes list may be asked for ``client``'s notes: one ``PROPFIND`` Depth 0
-    of the notes folder (:func:`notes_settings`), counted in ``listing.requests``.
+    of the notes folder (:func:`notes_settings`), counted in ``listing.requests``. A cached
+    folder found missing is not believed as it is: the settings are asked for again (the
+    user may have moved the folder in Files and picked it in the Notes app, which moves
+    nothing: nextcloud/notes ``SettingsService::set``), and another folder there is asked
+    for in its place (one more ``PROPFIND``); else the scan took every note for gone.
 
     The Notes list creates a missing notes folder (nextcloud/notes
     ``lib/Controller/Helper.php`` ``getNotesAndCategories`` calls ``NotesService::getAll``
@@ -142,14 +169,29 @@ def _notes_folder_reachable(ctx: Context, client: NextcloudClient, listing: List
     indexed below it is kept as it is, as the file walk keeps such a folder's files — the
     Notes list could answer it from the file cache, or empty (a ``FailedStorage`` mount:
     nextcloud/server ``lib/private/Files/Cache/FailedCache.php`` ``getFolderContents``)."""
-    notes = notes_settings(ctx, client)
-    folder = "/" + notes.notes_path.strip("/")
+    cached = _cached_notes_settings(ctx, _user(client))
+    folder = _notes_folder(cached or notes_settings(ctx, client, fresh=True))
+    try:
+        return _ask_folder(client, folder, listing)
+    except NotFound:
+        if cached is not None:
+            current = _notes_folder(notes_settings(ctx, client, fresh=True))
+            if current != folder:
+                try:
+                    return _ask_folder(client, current, listing)
+                except NotFound:
+                    pass
+        listing.names_all = True
+        return False
+
+
+def _ask_folder(client: NextcloudClient, folder: str, listing: Listing) -> bool:
+    """``PROPFIND`` Depth 0 of the notes folder ``folder`` (counted in ``listing.requests``):
+    ``True`` when it answers; ``False``, and ``listing`` covering it, on a storage that cannot
+    be reached. Raises ``NotFound`` when it is missing."""
     listing.requests += 1
     try:
         client.propfind(folder, depth=0)
-    except NotFound:
-        listing.names_all = True
-        return False
     except StorageUnavailable:
         listing.covered.add(folder)
         listing.unreachable.add(folder)

@@ -20,7 +20,9 @@ from ncindex.index.indexing import Indexer
 from ncindex.ingest.events import index_node
 from ncindex.ingest.queueing import enqueue
 from ncindex.ingest.viewers import viewers_of
+from ncindex.nextcloud.client import API_HEADERS, NOTES_API
 from ncindex.progress import FailingDocuments, Progress
+from ncindex.sources.note import notes_settings
 from ncindex.sync.deleted import CONFIRM_SECONDS, Deleted, check_deleted
 from ncindex.sync.paging import ListingPages
 from ncindex.sync.reconcile import Reconciler, ScanState
@@ -1006,6 +1008,54 @@ def test_an_account_without_a_notes_folder_gets_none_from_a_scan(rstack: Stack) 
     second = rec.scan("alice", DocType.NOTE)
     assert len(second.remove) == 2 and not second.held, second.summary()
     assert rstack.sim.node("alice", "/Notes") is None
+
+
+def move_notes_folder(stack: Stack, user: str, target: str) -> None:
+    """``user``'s notes folder, ``/Notes`` and held in ncindex's cache of their Notes
+    settings, is moved in Files to ``target`` and picked there in the Notes app
+    (``PUT /settings``: nextcloud/notes ``SettingsService::setPublic`` stores the new
+    ``notesPath`` and moves nothing); the events are not delivered."""
+    client = stack.services.account(user)
+    assert notes_settings(stack.services, client).notes_path == "Notes"  # cached now
+    stack.sim.drop_rate = 1.0
+    stack.sim.move(user, "/Notes", target)
+    answer = client.request(
+        "PUT", f"{NOTES_API}/settings", json={"notesPath": target}, headers=API_HEADERS
+    )
+    assert answer.json()["notesPath"] == target.strip("/")
+
+
+def test_a_notes_folder_moved_and_picked_anew_is_not_taken_for_gone(rstack: Stack) -> None:
+    """For the five minutes ncindex kept the old folder in its cache of the user's Notes
+    settings, a notes scan found it missing (404) and took every note for gone: held by the
+    empty-listing guard, then removed by the second scan and indexed again once the cache
+    expired. The scan now asks the settings again before it believes a cached folder
+    missing, and lists the notes of the folder the Notes app uses."""
+    fill(rstack, files=0, notes=3)
+    rstack.sim.drop_rate = 1.0
+    rstack.reconcile(["alice"])
+    move_notes_folder(rstack, "alice", "/Journal")
+    report = reconciler(rstack, Recorder()).scan("alice", DocType.NOTE)
+    assert report.listed == 3 and report.remove == [] and not report.held, report.summary()
+    assert report.requests == 3  # the cached folder, the picked one, the Notes list
+    assert notes_settings(rstack.services, rstack.services.account("alice")).notes_path == (
+        "Journal"
+    )
+
+
+def test_a_note_reread_while_the_cached_notes_folder_is_old_stays_a_note(rstack: Stack) -> None:
+    """A note re-read in the five minutes its user's old notes folder was still cached (the
+    moved folder's event, a scan's task) was outside that folder, so taken for a file: the
+    note was evicted and a file indexed in its place, until a scan after the cache expired
+    turned it back. A note is now taken away only on the Notes settings asked anew."""
+    fill(rstack, files=0, notes=2)
+    note = rstack.sim.file_id("alice", "/Notes/Cat/n0.md")
+    assert f"note:{note}" in index_state(rstack)
+    move_notes_folder(rstack, "alice", "/Journal")
+    Indexer(rstack.services).index_node("alice", note)
+    held = index_state(rstack)
+    assert f"file:{note}" not in held
+    assert held[f"note:{note}"]["paths"] == {"alice": "/Journal/Cat/n0.md"}
 
 
 def test_a_notes_folder_whose_storage_cannot_be_reached_keeps_its_notes(rstack: Stack) -> None:
