@@ -517,7 +517,9 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
     """Register one webhook per event class (idempotent).
 
     Prints each class with ``registered``, ``already``, ``renewed`` (updated in place: the one
-    there was made with another webhook secret) or ``refused`` and Nextcloud's reason;
+    there was made with another webhook secret), ``refused`` and Nextcloud's reason, or
+    ``removed`` (a class no longer subscribed: ``NodeCopiedEvent``, Deck's with
+    NCINDEX_DECK_WEBHOOKS off);
     exits 1 only when a class the index cannot work without (file created, written,
     deleted, renamed) is refused — an optional one is skipped with what it costs.
     Refuses (exit 1, unless --force) a loopback NCINDEX_PUBLIC_URL when Nextcloud is on
@@ -558,7 +560,7 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
     else:
         click.echo(result.table())
         if result.removed:
-            click.echo(f"removed duplicate registrations: {result.removed}")
+            click.echo(f"removed registrations: {result.removed}")
         if rescan_at is not None:
             click.echo(_rescan_line(settings, rescan_at, others))
     if not result.ok:

@@ -432,11 +432,11 @@ def test_a_missing_tag_class_is_explained_by_the_servers_version(
     lines = checks_on(version)
     warned = [line.detail for line in lines if line.check == "webhooks" and line.verdict == "warn"]
     assert f"not registered: {TAG_ASSIGNED}: {said}" in warned
-    copied = (
-        f"not registered: {NODE_NS}NodeCopiedEvent: "
-        "none: a copy sends NodeCreatedEvent and NodeWrittenEvent too"
+    touched = (
+        f"not registered: {NODE_NS}NodeTouchedEvent: "
+        "restored file versions are found by the scan only"
     )
-    assert f"{copied} — run `ncindex webhooks register`" in warned  # every server has it
+    assert f"{touched} — run `ncindex webhooks register`" in warned  # every server has it
     assert ("Nextcloud 32" in " ".join(warned)) is not suggested
 
 

@@ -82,9 +82,22 @@ TAG_EVENTS = (TAG_ASSIGNED, TAG_UNASSIGNED)
 DOCUMENT_EVENTS: dict[str, tuple[Source, EventRoute]] = {
     route.event_class: (source, route) for source in SOURCES.values() for route in source.events
 }
+#: Node events the receiver handles but ncindex no longer registers. A copy sends the
+#: target's ``NodeCreatedEvent`` (or ``NodeWrittenEvent`` alone over an existing file) and
+#: ``NodeWrittenEvent`` besides ``NodeCopiedEvent``, under the same condition (nextcloud/server
+#: ``lib/private/Files/View.php`` ``copy``: the ``post_copy`` hook, then
+#: ``emit_file_hooks_post``, both under ``shouldEmitHooks()``; ``lib/private/Files/Node/
+#: HookConnector.php`` ``postCopy``/``postCreate``/``postWrite``), so ``NodeCopiedEvent``
+#: cost one more delivery and task look-up per copy for nothing. ``webhooks register`` deletes
+#: a registration of it made before (:func:`ncindex.ingest.registration.register`); its
+#: deliveries already queued are still planned as the target's re-read (:data:`REREAD`).
+NOT_SUBSCRIBED = frozenset({"NodeCopiedEvent"})
 #: File and tag event classes ncindex registers with webhook_listeners (one registration each).
 SUBSCRIBED = (
-    *(NODE_NS + name for name in sorted(SINGLE_NODE | TWO_NODE - {"NodeRestoredEvent"})),
+    *(
+        NODE_NS + name
+        for name in sorted(SINGLE_NODE | TWO_NODE - {"NodeRestoredEvent"} - NOT_SUBSCRIBED)
+    ),
     NODE_RESTORED,
     *TAG_EVENTS,
 )
@@ -104,9 +117,6 @@ REQUIRED = tuple(
 #: print it for each class Nextcloud refuses, ``ncindex doctor`` for each not registered);
 #: :func:`cost_without` adds the Nextcloud version a class needs (:data:`SINCE_NEXTCLOUD`).
 COST_WITHOUT = {
-    # nextcloud/server lib/private/Files/View.php ``copy`` emits the target's create and
-    # write hooks besides the copy hooks (``emit_file_hooks_pre``/``_post``)
-    NODE_NS + "NodeCopiedEvent": "none: a copy sends NodeCreatedEvent and NodeWrittenEvent too",
     NODE_NS + "NodeTouchedEvent": "restored file versions are found by the scan only",
     NODE_RESTORED: "files restored from the trash are found by the scan only",
     TAG_ASSIGNED: "tag changes are found by the scan only",

@@ -152,11 +152,14 @@ def registration(settings: Settings, event_class: str) -> dict[str, Any]:
 class ClassOutcome:
     """What became of one event class: ``registered`` now, ``already`` there (its id),
     ``renewed`` (the one there, made with another secret or before the secret was named,
-    updated in place: same id), or ``refused`` by Nextcloud with its ``reason``; ``required``
-    says whether the index needs it, ``cost`` what is lost without it."""
+    updated in place: same id), ``refused`` by Nextcloud with its ``reason``, or ``removed``:
+    a registration of a class no longer subscribed (its id; :func:`subscribed`: one ncindex
+    no longer registers, :data:`~ncindex.ingest.events.NOT_SUBSCRIBED`, or Deck's with
+    ``deck_webhooks`` off); ``required`` says whether the index needs it, ``cost`` what is
+    lost without it."""
 
     event_class: str
-    status: Literal["registered", "already", "renewed", "refused"]
+    status: Literal["registered", "already", "renewed", "refused", "removed"]
     webhook_id: int | None = None
     reason: str = ""
     required: bool = False
@@ -165,8 +168,9 @@ class ClassOutcome:
 
 @dataclass(slots=True)
 class RegisterResult:
-    """What :func:`register` did: one :class:`ClassOutcome` per class (in subscription order)
-    and the duplicate registrations it removed."""
+    """What :func:`register` did: one :class:`ClassOutcome` per class (in subscription order,
+    then the classes no longer subscribed) and the ids of the registrations it removed
+    (duplicates, a refused class's, a class's no longer subscribed)."""
 
     outcomes: list[ClassOutcome] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)
@@ -224,7 +228,9 @@ class RegisterResult:
 
 
 def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
-    """Make sure exactly one registration per subscribed class points at this deployment.
+    """Make sure exactly one registration per subscribed class points at this deployment,
+    and none of another class: one registered by an earlier ncindex that no longer subscribes
+    it, or Deck's once ``deck_webhooks`` is off, is deleted (``removed``).
 
     An existing registration for our URI and class is kept when it was made with the current
     secret (:func:`made_with_secret`; the secret itself cannot be read back); otherwise the
@@ -283,6 +289,13 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
         result.outcomes.append(
             ClassOutcome(event_class, status, int(created["id"]), required=required)
         )
+    wanted = set(subscribed(settings))
+    for webhook in existing:
+        event_class = str(webhook.get("event", "")).lstrip("\\")
+        if event_class not in wanted:
+            client.delete_webhook(webhook["id"])
+            result.removed.append(int(webhook["id"]))
+            result.outcomes.append(ClassOutcome(event_class, "removed", int(webhook["id"])))
     return result
 
 

@@ -1,13 +1,15 @@
 """Files written the ways real clients write them reach the index under their own name: a
 chunked upload (desktop and mobile clients), a bulk upload (the desktop client's small files),
 an upload to a ``.part`` name then renamed, and a copy, whose target's NodeCreatedEvent
-indexes it even without NodeCopiedEvent."""
+indexes it without NodeCopiedEvent (no longer registered; a delivery of it from an earlier
+registration is still taken)."""
 
 from __future__ import annotations
 
 import httpx
 
 from ncindex.ingest.events import NODE_NS
+from ncindex.ingest.registration import registration
 from support import BULK_CONTENT_TYPE, PASSWORDS, Stack, bulk_body, bulk_part, wait_until
 
 
@@ -111,13 +113,32 @@ def test_an_upload_to_a_part_name_is_indexed_at_its_name_and_its_events_accepted
 def test_a_copy_is_indexed_from_its_created_event_without_node_copied_event(stack: Stack) -> None:
     """nextcloud/server ``lib/private/Files/View.php`` ``copy`` emits the target's create and
     write hooks besides the copy hooks: a copy reaches the index at once even where no
-    ``NodeCopiedEvent`` registration exists."""
-    for registration in stack.sim.registry.list():
-        if registration.event == NODE_NS + "NodeCopiedEvent":
-            stack.sim.registry.delete(registration.id)
+    ``NodeCopiedEvent`` registration exists, as ``webhooks register`` makes none."""
+    assert NODE_NS + "NodeCopiedEvent" not in {r.event for r in stack.sim.registry.list()}
     source = stack.sim.put_file("alice", "/Plans/ferry.md", "Ferry timetable for the islands.")
     stack.sim.mkdir("alice", "/Archive")  # no folder of its own to walk: the copy's events only
     wait_until(lambda: paths_of(stack, source), 30)
     stack.settle(30)
     copy = stack.sim.copy("alice", "/Plans/ferry.md", "/Archive/ferry-2026.md")
     wait_until(lambda: paths_of(stack, copy) == {"alice": "/Archive/ferry-2026.md"}, 30)
+
+
+def test_a_copy_delivered_by_an_earlier_node_copied_registration_is_taken(stack: Stack) -> None:
+    """A server where an earlier ncindex registered ``NodeCopiedEvent`` goes on sending it
+    until ``webhooks register`` runs again, and sends the deliveries queued before then: the
+    receiver takes them (202) and indexes the target, as the created event does."""
+    admin = stack.services.account("admin")
+    admin.create_webhook(registration(stack.settings, NODE_NS + "NodeCopiedEvent"))
+    source = stack.sim.put_file("alice", "/Plans/ferry.md", "Ferry timetable for the islands.")
+    wait_until(lambda: paths_of(stack, source), 30)
+    stack.settle(30)
+    before = len(stack.sim.deliveries)
+    copy = stack.sim.copy("alice", "/Plans/ferry.md", "/Archive/ferry-2026.md")
+    wait_until(lambda: paths_of(stack, copy) == {"alice": "/Archive/ferry-2026.md"}, 30)
+    stack.settle(30)
+    copied = [
+        d
+        for d in stack.sim.deliveries[before:]
+        if d.envelope["event"]["class"] == NODE_NS + "NodeCopiedEvent"
+    ]
+    assert [(d.status, d.envelope["event"]["target"]["id"]) for d in copied] == [(202, copy)]

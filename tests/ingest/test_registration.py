@@ -185,6 +185,37 @@ def test_register_removes_duplicates_and_remove_clears_all(admin) -> None:
     assert list_registrations(client, settings) == []
 
 
+def test_node_copied_event_is_not_registered_on_a_fresh_server(admin) -> None:
+    """A copy sends the target's NodeCreatedEvent and NodeWrittenEvent too (nextcloud/server
+    lib/private/Files/View.php copy): NodeCopiedEvent cost one more delivery per copy."""
+    client, settings = admin
+    result = register(client, settings)
+    events = {h["event"] for h in list_registrations(client, settings)}
+    assert NODE_NS + "NodeCopiedEvent" not in events
+    assert NODE_NS + "NodeCreatedEvent" in events and NODE_NS + "NodeWrittenEvent" in events
+    assert result.removed == [] and {o.status for o in result.outcomes} == {"registered"}
+
+
+def test_a_node_copied_registration_made_before_is_removed(admin) -> None:
+    """A server where an earlier ncindex registered NodeCopiedEvent kept delivering it for
+    nothing: ``register`` deletes it and says so; the other classes are left as they were."""
+    client, settings = admin
+    register(client, settings)
+    old = client.create_webhook(registration(settings, NODE_NS + "NodeCopiedEvent"))["id"]
+    result = register(client, settings)
+    assert result.removed == [old] and result.created == []
+    assert [(o.event_class, o.status, o.webhook_id) for o in result.outcomes][-1] == (
+        NODE_NS + "NodeCopiedEvent",
+        "removed",
+        old,
+    )
+    assert len(result.kept) == len(SUBSCRIBED)
+    assert sorted(h["event"] for h in list_registrations(client, settings)) == sorted(SUBSCRIBED)
+    assert [NODE_NS + "NodeCopiedEvent", "removed", f"#{old}"] in [
+        line.split() for line in result.table().splitlines()
+    ]
+
+
 def test_deck_card_events_are_registered_only_when_asked() -> None:
     sim = NextcloudSimulator(deck_webhooks=True)
     sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
@@ -202,6 +233,13 @@ def test_deck_card_events_are_registered_only_when_asked() -> None:
         register(client, settings)
         events = {h["event"] for h in list_registrations(client, settings)}
         assert events == set(SUBSCRIBED) | set(DECK_SUBSCRIBED)
+        # turned off: Deck's registrations go (each would still deliver, and fail a card
+        # save whose event is over 4000 characters, nextcloud/server#58912)
+        off = register(client, settings.model_copy(update={"deck_webhooks": False}))
+        assert sorted(o.event_class for o in off.outcomes if o.status == "removed") == sorted(
+            DECK_SUBSCRIBED
+        )
+        assert {h["event"] for h in list_registrations(client, settings)} == set(SUBSCRIBED)
     finally:
         http.close()
         server.close()
