@@ -201,6 +201,9 @@ def test_create_update_delete_go_through_the_file_tree(sim, client) -> None:
 
 
 def test_settings_and_custom_notes_folder(sim, client) -> None:
+    """nextcloud/notes ``NotesApiController::setSettings`` → ``SettingsService::setPublic``
+    stores the new ``notesPath`` and moves nothing; ``GET /settings`` and the list answer from
+    it at once (``getPublic``, ``NoteUtil::getOrCreateNotesFolder``)."""
     alice = client("alice")
     settings = alice.get(f"{API}/settings").json()
     assert settings == {"fileSuffix": ".md", "notesPath": "Notes", "noteMode": "rich"}
@@ -211,6 +214,8 @@ def test_settings_and_custom_notes_folder(sim, client) -> None:
     ids = [n["id"] for n in alice.get(f"{API}/notes").json()]
     assert ids == [new]
     assert alice.get(f"{API}/notes/{old}").status_code == 404
+    assert sim.node("alice", "/Notes/old.md") is not None  # left where it was
+    assert alice.get(f"{API}/settings").json()["notesPath"] == "Journal"
     created = alice.post(f"{API}/notes", json={"title": "T"}).json()
     assert created["internalPath"] == "/Journal/T.txt"
 
