@@ -37,7 +37,8 @@ What is checked, and from which source:
   :data:`ncindex.ingest.events.REQUIRED`) and the secret each was made with: another one
   fails (every delivery refused 401), ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` warns (accepted
   until renewed), and a previous secret still set once every registration carries the
-  current one warns that it can be emptied (the same list, no further request);
+  current one warns that it can be emptied (the same list, no further request); a class
+  registered that ncindex no longer subscribes to warns (``webhooks register`` removes it);
 * ``NCINDEX_PUBLIC_URL``: a loopback one with a Nextcloud on another machine fails
   (:func:`ncindex.ingest.registration.loopback_target`); Nextcloud refuses to call a local
   address unless ``config.php`` has ``'allow_local_remote_servers' => true``
@@ -408,6 +409,16 @@ def check_webhooks(ctx: Context) -> list[Line]:
                 "every registration carries the current webhook secret: empty "
                 "NCINDEX_WEBHOOK_PREVIOUS_SECRET (chart: secrets.previousWebhookSecret), which "
                 "still lets the former secret post deliveries",
+            )
+        )
+    unwanted = sorted(registered - set(needed) - set(stale) - accepted)
+    if unwanted:
+        lines.append(
+            Line(
+                "webhooks",
+                "warn",
+                f"registered but no longer subscribed: {', '.join(unwanted)} — each delivery "
+                "is one the index does not need; `ncindex webhooks register` removes them",
             )
         )
     major = _major(ctx.version)

@@ -411,6 +411,30 @@ def test_missing_webhooks_fail_for_required_and_warn_for_optional(served) -> Non
     assert "tag changes are found by the scan only" in detail(lines, "webhooks")
 
 
+def test_a_registration_no_longer_subscribed_is_named(served) -> None:
+    """A server where an earlier ncindex registered NodeCopiedEvent (a copy sends the
+    target's created and written events too) went on delivering it, and doctor said "ok":
+    it now names it and the command that removes it."""
+    from ncindex.ingest.registration import registration
+    from ncindex.runtime import Services
+
+    _, server = served
+    settings = settings_for(server)
+    registered(server, settings)
+    services = Services(settings)
+    try:
+        admin = services.account("admin")
+        admin.create_webhook(registration(settings, NODE_NS + "NodeCopiedEvent"))
+    finally:
+        services.close()
+    lines = run_checks(settings)
+    assert verdicts(lines, "webhooks") == ["warn"]
+    assert detail(lines, "webhooks") == (
+        f"registered but no longer subscribed: {NODE_NS}NodeCopiedEvent — each delivery is "
+        "one the index does not need; `ncindex webhooks register` removes them"
+    )
+
+
 REGISTER = "tag changes are found by the scan only — run `ncindex webhooks register`"
 
 
