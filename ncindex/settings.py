@@ -618,8 +618,8 @@ class Settings(BaseSettings):
         description="Wall-clock budget for reading one document, seconds; below "
         "task_soft_time_limit. Looked at between PDF pages, slides, sheet rows, e-book "
         "chapters, paragraphs (DOCX, ODT), calendar and address-book lines and 64 KiB pieces "
-        "of HTML; OCR gets what is left. A document it cuts keeps the text read so far, "
-        "marked truncated; RTF and e-mail are read whole.",
+        "of HTML (web pages, e-mail bodies); OCR gets what is left. A document it cuts keeps "
+        "the text read so far, marked truncated; RTF is read whole.",
     )
     ocr_enabled: bool = Field(
         True,

@@ -2,10 +2,12 @@
 ``email`` package (its ``default`` policy decodes RFC 2047 headers): a heading block (the
 subject as a ``#`` heading; From, To, Cc and Date lines), the body — the ``text/plain`` part
 preferred over ``text/html`` (``EmailMessage.get_body``) — and the attachments listed by file
-name, never extracted."""
+name, never extracted. An HTML body is parsed under the caller's time budget
+(:func:`~ncindex.text.markup.html_text`'s ``late``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from email import policy
 from email.message import EmailMessage, MIMEPart
 from email.parser import BytesParser
@@ -18,9 +20,13 @@ from ncindex.text.markup import html_text
 _ADDRESS_HEADERS = ("From", "To", "Cc", "Date")
 
 
-def eml_text(data: bytes) -> str:
-    """The text of an e-mail message. Raises :class:`ExtractionError` when ``data`` holds no
-    header fields (not a message) or a header or part cannot be decoded."""
+def eml_text(data: bytes, late: Callable[[], bool] | None = None) -> str:
+    """The text of an e-mail message. ``late`` (e.g. :meth:`Blocks.late
+    <ncindex.text.blocks.Blocks.late>`, which marks the text truncated) is asked between the
+    pieces of an HTML body's markup: once it answers ``True`` the body is the markup read so
+    far (the heading block and the attachments' names are kept). Raises
+    :class:`ExtractionError` when ``data`` holds no header fields (not a message) or a header
+    or part cannot be decoded."""
     if b"\x00" in data[:4096]:
         raise ExtractionError("not an e-mail message: binary data")
     try:
@@ -34,7 +40,7 @@ def eml_text(data: bytes) -> str:
         text = f"# {subject}\n\n" + "\n".join(lines)
         body = message.get_body(preferencelist=("plain", "html"))
         if body is not None:
-            text += "\n\n" + _part_text(body)
+            text += "\n\n" + _part_text(body, late)
         names = [one_line(a.get_filename() or "(unnamed)") for a in message.iter_attachments()]
         if names:
             text += "\n\nAttachments: " + ", ".join(names)
@@ -45,11 +51,12 @@ def eml_text(data: bytes) -> str:
     return text
 
 
-def _part_text(part: MIMEPart) -> str:
-    """A body part's text. A part that names no charset is US-ASCII by RFC 2045 §5.2, but
-    8-bit bodies without one are common (older mailers wrote their code page, newer ones
-    UTF-8), and the ``email`` package decodes them as ASCII with replacement characters; they
-    and a part with a charset Python does not know are decoded as a text file is
+def _part_text(part: MIMEPart, late: Callable[[], bool] | None) -> str:
+    """A body part's text (an HTML one read under ``late``, as by :func:`eml_text`). A part
+    that names no charset is US-ASCII by RFC 2045 §5.2, but 8-bit bodies without one are
+    common (older mailers wrote their code page, newer ones UTF-8), and the ``email``
+    package decodes them as ASCII with replacement characters; they and a part with a
+    charset Python does not know are decoded as a text file is
     (:func:`~ncindex.text.charsets.decode_text`: UTF-8, else a guess). NUL bytes in such a
     body (a base64 or quoted-printable one decodes to any bytes; only the raw message's are
     refused, by :func:`eml_text`) are dropped
@@ -69,5 +76,5 @@ def _part_text(part: MIMEPart) -> str:
     if not isinstance(content, str):
         return ""
     if part.get_content_subtype() == "html":
-        return html_text(content)
+        return html_text(content, late=late)
     return content

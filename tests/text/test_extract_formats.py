@@ -368,6 +368,24 @@ def test_eml_html_only_body_is_read_as_text() -> None:
     assert "Market day\n\nCheese stalls open at seven." in result.text and "<p>" not in result.text
 
 
+def test_an_eml_html_body_honours_the_time_budget() -> None:
+    """An e-mail's HTML body was parsed whole whatever ``max_seconds`` said (a 9 MB one took
+    7 s here) and never marked truncated; the heading block and attachments are kept."""
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["Subject"] = "Tides"
+    message.set_content("".join(f"<p>Tide {n} at the quay.</p>" for n in range(50)), "html")
+    message.add_attachment(b"%PDF-1.4", maintype="application", subtype="pdf", filename="t.pdf")
+    # a budget spent before the first piece of the body is parsed: only where it is checked
+    # matters
+    result = extract(message.as_bytes(), "message/rfc822", "tides.eml", max_seconds=1e-9)
+    assert result.truncated and "Tide 0 at the quay." not in result.text
+    assert result.text.startswith("# Tides\n") and "Attachments: t.pdf" in result.text
+    whole = extract(message.as_bytes(), "message/rfc822", "tides.eml")
+    assert not whole.truncated and "Tide 49 at the quay." in whole.text
+
+
 def test_icalendar_events_are_read_by_property_unfolded_and_unescaped() -> None:
     """Read as plain text, a folded line split a word (``fol`` / ``ded``), escapes stayed
     (``appointment\\, bring``) and alarms and time zones were indexed as the event's text."""
