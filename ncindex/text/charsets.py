@@ -132,12 +132,18 @@ def _guess_encoding(data: bytes) -> str | None:
     which WHATWG's Encoding Standard also uses for ``latin1`` — when it ties with the best
     (short French is otherwise cp1250). Before those, of the windows-1250 and windows-1252
     guesses only those written in the fewest languages are kept (:func:`_fewest_languages`):
-    Czech was read as windows-1252 by that tie (``Městský úřad`` as ``Mìstský úøad``)."""
+    Czech was read as windows-1252 by that tie (``Městský úřad`` as ``Mìstský úøad``). When
+    charset-normalizer's first guess reads a character from several bytes (CJK, UTF-16), its
+    windows-1252 and windows-1250 readings written in one language are put first
+    (:func:`_one_language_readings`): it leaves single-byte code pages out then."""
     from charset_normalizer import from_bytes
 
-    matches = list(from_bytes(data[:_DETECT_SAMPLE]))
+    sample = data[:_DETECT_SAMPLE]
+    matches = list(from_bytes(sample))
     if not matches:
         return None
+    if len(str(matches[0])) < len(sample):  # a character read from several bytes
+        matches = _one_language_readings(sample) + matches
     plausible = [m for m in matches if m.chaos <= matches[0].chaos + 0.01]
     odd = [_oddities(str(m)) for m in plausible]
     plausible = [m for m, n in zip(plausible, odd, strict=True) if n == min(odd)]
@@ -206,6 +212,25 @@ def _languages(match: Any) -> int | None:
             )
         )
     return min(counts, default=None)
+
+
+def _one_language_readings(sample: bytes) -> list[Any]:
+    """charset-normalizer's windows-1252 and windows-1250 readings of ``sample`` whose
+    characters beyond ASCII are all letters (or combining marks) of one language of their
+    code page (:func:`_languages`). ``from_bytes`` leaves every single-byte code page out once
+    a CJK decoder reads the bytes cleanly with a character of two bytes (its "multi-byte
+    definitive match"), and an accented Latin letter followed by an ASCII one is such a
+    character: Portuguese ``não`` (``E3 6F``) was read as Big5 ``n緌``, Spanish ``niño`` as
+    UTF-16. Real CJK text read in these code pages brings symbols (``‚±‚ñ`` for Shift-JIS
+    ``こん``) or letters of several languages."""
+    from charset_normalizer import from_bytes
+
+    readings = []
+    for match in from_bytes(sample, cp_isolation=["cp1252", "cp1250"]):
+        beyond = [c for c in str(match) if ord(c) > 127]
+        if all(unicodedata.category(c)[0] in "LM" for c in beyond) and _languages(match) == 1:
+            readings.append(match)
+    return readings
 
 
 def _oddities(text: str) -> int:

@@ -710,6 +710,35 @@ def test_windows_1250_czech_is_not_read_as_windows_1252(czech: str) -> None:
     assert extract(page, "text/html", "zapis.html").text == czech
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Não sei.", "São Paulo", "Cidade: São Paulo\nEstado: SP", "João e Estêvão", "órgão",
+        "NÃO", "El año que viene", "España", "mañana", "niño", "Peña",
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("encoding", ["cp1252", "iso8859-1", "iso8859-15"])
+def test_portuguese_and_spanish_in_a_western_code_page(text: str, encoding: str) -> None:
+    """Each ``ã`` or ``ñ`` before an ASCII letter (``E3 6F`` for ``ão``) is a two-byte
+    character in Big5, Shift-JIS or GBK: charset-normalizer then left out every single-byte
+    code page, and ``Não sei.`` was read as Big5 ``N緌 sei.``, ``España`` as ``Espaﮦa``
+    (cp1006) and ``mañana`` as EBCDIC ``_/1/>/``."""
+    assert extract(text.encode(encoding), "text/plain", "nota.txt").text == text
+    page = f"<html><body><p>{text}</p></body></html>".encode(encoding)
+    assert extract(page, "text/html", "nota.html").text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [("żona mąż", "cp1250"), ("Třebíč", "iso8859-2"), ("Pécs Szeged", "cp1250")],
+)
+def test_central_european_words_read_as_cjk_are_read_in_their_code_page(
+    text: str, encoding: str
+) -> None:
+    """The same two-byte misreading in windows-1250 and ISO-8859-2 (``mąż`` as Big5)."""
+    assert extract(text.encode(encoding), "text/plain", "a.txt").text == text
+
+
 def test_html_without_a_declared_charset_is_guessed_on_its_text() -> None:
     """BeautifulSoup's own guess, made on the markup too, read this windows-1252 page as
     windows-1257 (``naïve`` as ``naļve``, ``déjà`` as ``déją``)."""
