@@ -225,11 +225,21 @@ def _ods_tables(tables: list[Any], blocks: Blocks, max_sheets: int, max_rows: in
         if number > max_sheets:
             blocks.truncated = True
             return
+        if blocks.late():
+            return
         name = one_line(table.getAttrNS(_TABLE_NS, "name") or f"Sheet {number}")
         if not blocks.add(f"# Sheet: {name}"):
             return
         comments = _comment_lines(_take_annotations(table), "ODS")
-        for rows, line in enumerate(_guarded("ODS", _rows(table)), 1):
+        rows = 0
+        for seen, line in enumerate(_guarded("ODS", _rows(table)), 1):
+            # the budget is looked at after each row with text and every 256 rows seen: a
+            # sheet formatted far below its data is thousands of empty rows
+            if not line:
+                if seen % 256 == 0 and blocks.late():
+                    return
+                continue
+            rows += 1
             if rows > max_rows:
                 blocks.truncated = True
                 break
@@ -265,7 +275,8 @@ def _repeat(node: Any, attribute: str) -> int:
 
 
 def _rows(table: Any) -> Iterator[str]:
-    """One ``a | b`` line per non-empty row of a table (row groups and headers included)."""
+    """One ``a | b`` line per row of a table (row groups and headers included), ``""`` for an
+    empty one (a repeated empty row once)."""
     for child in table.childNodes:
         if _is(child, _TABLE_NS, "table-row"):
             cells: list[str] = []
@@ -274,9 +285,11 @@ def _rows(table: Any) -> Iterator[str]:
                     text = " ".join(" ".join(_walk(cell)).split())
                     if text:
                         cells.extend([text] * _repeat(cell, "number-columns-repeated"))
-            if cells:
-                for _ in range(_repeat(child, "number-rows-repeated")):
-                    yield " | ".join(cells)
+            if not cells:
+                yield ""
+                continue
+            for _ in range(_repeat(child, "number-rows-repeated")):
+                yield " | ".join(cells)
         elif child.nodeType == child.ELEMENT_NODE and not _is(child, _TABLE_NS, "table"):
             yield from _rows(child)  # table:table-rows, table:table-header-rows, row groups
 

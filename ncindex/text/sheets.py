@@ -22,7 +22,8 @@ _MAX_COLUMNS = 1_000
 
 def xlsx_text(data: bytes, blocks: Blocks, max_sheets: int, max_rows: int) -> int:
     """The worksheets of an XLSX workbook in order into ``blocks``, at most ``max_sheets``
-    sheets of ``max_rows`` rows; returns the sheet count. Raises :class:`ExtractionError`
+    sheets of ``max_rows`` rows, the time budget checked before each sheet and among its
+    rows (:func:`_rows`); returns the sheet count. Raises :class:`ExtractionError`
     when openpyxl cannot read the workbook or a sheet."""
     from openpyxl import load_workbook
 
@@ -34,6 +35,8 @@ def xlsx_text(data: bytes, blocks: Blocks, max_sheets: int, max_rows: int) -> in
         for number, sheet in enumerate(book.worksheets, 1):
             if number > max_sheets:
                 blocks.truncated = True
+                break
+            if blocks.late():  # a sheet of fewer rows than _rows looks at the clock after
                 break
             if not blocks.add(f"# Sheet: {one_line(sheet.title)}"):
                 break

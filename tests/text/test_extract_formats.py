@@ -225,6 +225,53 @@ def test_empty_formatted_rows_count_against_the_time_budget() -> None:
     assert result.truncated and "Footer" not in result.text
 
 
+@pytest.mark.parametrize(
+    ("make", "mime", "name"), [(xlsx_bytes, XLSX, "t.xlsx"), (ods_bytes, ODS, "t.ods")]
+)
+def test_spreadsheets_look_at_the_time_budget_before_each_sheet(make, mime, name) -> None:
+    """XLSX looked at the budget only every 256 rows of a sheet, so a workbook of short
+    sheets was read whole whatever ``max_seconds`` said; ODS only after a row with text."""
+    data = make({f"Sheet {n}": [[f"Tide {n}"]] for n in range(20)})
+    # a budget spent before the first sheet is read: only where it is checked matters
+    result = extract(data, mime, name, max_seconds=1e-9)
+    assert result.truncated and result.text == ""
+    whole = extract(data, mime, name)
+    assert not whole.truncated and "Tide 19" in whole.text
+
+
+def test_empty_ods_rows_count_against_the_time_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ODS reader looked at the budget only after a row with text, so thousands of empty
+    rows written one by one (not as one repeated row) were read whatever the budget said.
+    Looks at the clock: one when ``Blocks`` is made, one before the sheet, one every 256
+    rows seen."""
+    from odf.opendocument import OpenDocumentSpreadsheet
+    from odf.table import Table, TableCell, TableRow
+    from odf.text import P
+
+    import ncindex.text.blocks
+
+    document = OpenDocumentSpreadsheet()
+    table = Table(name="Tides")
+    document.spreadsheet.addElement(table)
+    for _ in range(600):
+        row = TableRow()
+        row.addElement(TableCell())
+        table.addElement(row)
+    row, cell = TableRow(), TableCell(valuetype="string")
+    cell.addElement(P(text="Tide 600"))
+    row.addElement(cell)
+    table.addElement(row)
+    out = io.BytesIO()
+    document.write(out)
+    whole = extract(out.getvalue(), ODS, "tides.ods")
+    assert not whole.truncated and "Tide 600" in whole.text
+    monkeypatch.setattr(ncindex.text.blocks, "time", _Clock())
+    # made at 1, the deadline is 3.5: the looks before the sheet (2) and at row 256 (3) pass,
+    # the one at row 512 (4) does not
+    result = extract(out.getvalue(), ODS, "tides.ods", max_seconds=2.5)
+    assert result.truncated and result.text == "# Sheet: Tides"
+
+
 def test_csv_and_tsv_rows_as_lines() -> None:
     rows = [
         ["city", "note"],
