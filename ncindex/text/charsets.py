@@ -29,8 +29,11 @@ _BOMS = (  # UTF-32 before UTF-16: the UTF-32-LE BOM begins with the UTF-16-LE o
 _DETECT_SAMPLE = 64 * 1024
 #: Tags, comments and character references: markup, not text, left out of what is guessed on
 #: (the bytes of ``<style>`` rules and attribute values sway charset-normalizer: a French page
-#: in windows-1252 was taken for windows-1257)
-_MARKUP = re.compile(rb"<[^>]*>|&#?\w+;")
+#: in windows-1252 was taken for windows-1257). A tag holds no ``<``: a ``<`` in the text
+#: (``Preis < 5``) is text, not the start of a tag running to the next ``>`` (which took the
+#: text up to the next real tag out of the sample, and made a run of ``<`` quadratic: 120 KB
+#: of them took 31 s)
+_MARKUP = re.compile(rb"<[^<>]*>|&#?\w+;")
 #: The share of a parity's bytes that must be NUL for BOM-less UTF-16 (:func:`_wide_unicode`).
 _WIDE_NULS = 0.3
 #: Control characters that plain text does not hold (C0 but tab, line feed, form feed and

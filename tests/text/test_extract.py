@@ -747,6 +747,15 @@ def test_html_without_a_declared_charset_is_guessed_on_its_text() -> None:
     assert extract(page.encode("cp1252"), "text/html", "page.htm").text == text
 
 
+def test_a_less_than_sign_in_a_page_s_text_does_not_hide_its_letters_from_the_guess() -> None:
+    """The markup left out of the charset guess was matched from any ``<`` to the next ``>``:
+    ``< 5 Euro: Müller …</p>`` went with the tag, the guess saw ASCII only and the page was
+    read as ASCII (``M\ufffdller``)."""
+    text = "Preis < 5 Euro: Müller in Köln, große Straße."
+    page = f"<html><body><p>{text}</p></body></html>".encode("cp1252")
+    assert extract(page, "text/html", "preise.html").text == text
+
+
 def test_utf16_without_a_byte_order_mark_is_text() -> None:
     """A database's or Windows tool's UTF-16 export without a BOM has a NUL in every other
     byte: it was refused as binary data."""
