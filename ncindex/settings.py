@@ -617,9 +617,9 @@ class Settings(BaseSettings):
         gt=0,
         description="Wall-clock budget for reading one document, seconds; below "
         "task_soft_time_limit. Looked at between PDF pages, slides, sheet rows, e-book "
-        "chapters, paragraphs (DOCX, ODT), calendar and address-book lines, 64 KiB pieces "
-        "of HTML (web pages, e-mail bodies) and RTF tokens; OCR gets what is left. A document "
-        "it cuts keeps the text read so far, marked truncated.",
+        "chapters, paragraphs (DOCX, ODT), calendar and address-book lines, e-mail "
+        "attachments, 64 KiB pieces of HTML and e-mail messages, and RTF tokens; OCR gets "
+        "what is left. A document it cuts keeps the text read so far, marked truncated.",
     )
     ocr_enabled: bool = Field(
         True,

@@ -13,8 +13,8 @@ TSV), :mod:`~ncindex.text.ebook` (EPUB), :mod:`~ncindex.text.rtf` and
 Every input is bounded: the bytes read (``max_bytes``, and the uncompressed size of zip-based
 formats), the pages, slides, sheets or chapters (``max_pages``), the rows of a sheet, the
 pages OCR'd, a wall-clock budget (``max_seconds``) looked at between pages, slides, rows,
-chapters, paragraphs, calendar lines, pieces of HTML (e-mail bodies' too) and RTF tokens
-(OCR gets what is left as Tesseract's time limit), and the characters returned
+chapters, paragraphs, calendar lines, e-mail attachments, pieces of HTML and e-mail messages
+and RTF tokens (OCR gets what is left as Tesseract's time limit), and the characters returned
 (``max_chars``); text beyond a bound is cut and reported as ``truncated``, and so is a
 document part that could not be read while the rest was (a PDF page or form, a DOCX
 header, footer, notes or comments part). Corrupt or unreadable input raises
