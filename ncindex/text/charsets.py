@@ -90,6 +90,46 @@ def decode_without_nuls(
         return decode_text(data.replace(b"\x00", b""), declared, max_chars, markup=markup)
 
 
+#: An XML declaration's ``encoding`` (XML 1.0 §4.3.3), at the very start of a document.
+_XML_ENCODING = re.compile(rb"\s*<\?xml\s[^<>]*?encoding\s*=\s*[\"']([\w.:-]+)[\"']", re.I)
+#: What the prescan stops at: a comment's start, or a ``<meta`` tag's.
+_COMMENT_OR_META = re.compile(rb"<!--|<meta[\s/]", re.I)
+#: A ``charset`` attribute, or ``charset=`` in a ``content`` attribute, in a tag's attributes.
+_META_CHARSET = re.compile(rb"charset\s*=\s*[\"']?\s*([\w.:-]+)", re.I)
+
+
+def declared_markup_encoding(data: bytes) -> str | None:
+    """The encoding an HTML or XHTML document declares in itself (lower case, as written:
+    ``"windows-1251"``), or ``None``: an XML declaration within the first 1,024 bytes, else
+    the first ``<meta charset=…>`` (or ``content="…; charset=…"``) outside comments within
+    the first 5 % of the document (at least 2,048 bytes, the window BeautifulSoup's
+    ``EncodingDetector.find_declared_encoding`` searched). As WHATWG HTML's "prescan a byte
+    stream to determine its encoding" does, a comment (``<!--`` to ``-->``) is stepped over:
+    a page that kept its old ``<meta>`` commented out was read in that encoding. Linear in
+    the window: BeautifulSoup's pattern ran from each ``<meta`` across the rest of it (8 MB
+    of ``<meta `` took 276 s)."""
+    head = data[:1024]
+    xml = _XML_ENCODING.match(head)
+    if xml:
+        return xml.group(1).decode("ascii").lower()
+    window = data[: max(2048, len(data) // 20)]
+    pos = 0
+    while found := _COMMENT_OR_META.search(window, pos):
+        if found.group() == b"<!--":
+            end = window.find(b"-->", found.start() + 2)  # <!--> is a whole comment
+            close = 3
+        else:
+            end, close = window.find(b">", found.end()), 1
+        if end < 0:  # runs past the window: nothing after it is looked at
+            return None
+        if found.group() != b"<!--":
+            charset = _META_CHARSET.search(window, found.end(), end)
+            if charset:
+                return charset.group(1).decode("ascii").lower()
+        pos = end + close
+    return None
+
+
 def _wide_unicode(data: bytes) -> str | None:
     """``"utf-16-le"`` or ``"utf-16-be"`` for UTF-16 without a byte order mark (a database's
     or a Windows tool's export), ``None`` for other data with NUL bytes (binary). Told by its

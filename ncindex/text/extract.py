@@ -49,7 +49,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from ncindex.errors import ExtractionError, TooLarge
 from ncindex.text.blocks import Blocks
-from ncindex.text.charsets import decode_text, decode_without_nuls
+from ncindex.text.charsets import declared_markup_encoding, decode_text, decode_without_nuls
 from ncindex.text.ocr import Ocr
 
 #: Pages, slides, sheets or chapters read at most (pypdf reads ~190 pages/s here, so about
@@ -341,15 +341,11 @@ class _Job:
 
 
 def _html(job: _Job) -> None:
-    from bs4.dammit import EncodingDetector
-
     from ncindex.text.markup import html_text
 
     # the transport's charset, else the page's own <meta charset> or XML declaration (WHATWG
     # HTML §13.2.3.2); decoded here, not by BeautifulSoup, whose guess reads the markup too
-    declared = _charset(job.mime_type) or EncodingDetector.find_declared_encoding(
-        job.data, is_html=True
-    )
+    declared = _charset(job.mime_type) or declared_markup_encoding(job.data)
     # a stray NUL byte does not make a page binary: an HTML parser reads past it
     text, _ = decode_without_nuls(job.data, declared, len(job.data), markup=True)
     job.blocks.add(html_text(text, late=job.blocks.late))

@@ -756,6 +756,18 @@ def test_a_less_than_sign_in_a_page_s_text_does_not_hide_its_letters_from_the_gu
     assert extract(page, "text/html", "preise.html").text == text
 
 
+def test_a_commented_out_meta_charset_is_not_the_page_s_encoding() -> None:
+    """BeautifulSoup's declared-encoding search took the first ``<meta charset>`` it saw, in a
+    comment too: a page that kept its old declaration commented out was read in it
+    (``Ïðèâåò``). WHATWG HTML's prescan steps over comments."""
+    text = "Привет, как дела? Это проверка кодировки."
+    page = (
+        '<html><head><!-- <meta charset="iso-8859-1"> --><meta charset="windows-1251">'
+        f"</head><body><p>{text}</p></body></html>"
+    ).encode("cp1251")
+    assert extract(page, "text/html", "privet.html").text == text
+
+
 def test_utf16_without_a_byte_order_mark_is_text() -> None:
     """A database's or Windows tool's UTF-16 export without a BOM has a NUL in every other
     byte: it was refused as binary data."""
