@@ -618,8 +618,9 @@ class Settings(BaseSettings):
         description="Wall-clock budget for reading one document, seconds; below "
         "task_soft_time_limit. Looked at between PDF pages, slides, sheet rows, e-book "
         "chapters, paragraphs (DOCX, ODT), calendar and address-book lines, e-mail "
-        "attachments, 64 KiB pieces of HTML and e-mail messages, and RTF tokens; OCR gets "
-        "what is left. A document it cuts keeps the text read so far, marked truncated.",
+        "attachments and 64 KiB pieces of HTML and e-mail messages; OCR gets what is left. A "
+        "document it cuts keeps the text read so far, marked truncated; RTF is read whole "
+        "(striprtf reads it in one call).",
     )
     ocr_enabled: bool = Field(
         True,

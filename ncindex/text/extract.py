@@ -14,7 +14,7 @@ Every input is bounded: the bytes read (``max_bytes``, and the uncompressed size
 formats), the pages, slides, sheets or chapters (``max_pages``), the rows of a sheet, the
 pages OCR'd, a wall-clock budget (``max_seconds``) looked at between pages, slides, rows,
 chapters, paragraphs, calendar lines, e-mail attachments, pieces of HTML and e-mail messages
-and RTF tokens (OCR gets what is left as Tesseract's time limit), and the characters returned
+(OCR gets what is left as Tesseract's time limit; RTF is read whole), and the characters returned
 (``max_chars``); text beyond a bound is cut and reported as ``truncated``, and so is a
 document part that could not be read while the rest was (a PDF page or form, a DOCX
 header, footer, notes or comments part). Corrupt or unreadable input raises
@@ -22,8 +22,8 @@ header, footer, notes or comments part). Corrupt or unreadable input raises
 :class:`~ncindex.errors.TooLarge`.
 
 Libraries (all permissive): pypdf (BSD-3-Clause), python-docx, python-pptx and openpyxl
-(MIT), odfpy (Apache-2.0/LGPL dual), BeautifulSoup 4 (MIT) on lxml (BSD-3-Clause),
-pytesseract (Apache-2.0) and pypdfium2 (Apache-2.0/BSD-3-Clause), vobject
+(MIT), odfpy (Apache-2.0/LGPL dual), BeautifulSoup 4 (MIT) on lxml (BSD-3-Clause), striprtf
+(BSD-3-Clause), pytesseract (Apache-2.0) and pypdfium2 (Apache-2.0/BSD-3-Clause), vobject
 (Apache-2.0) for iCalendar and vCard, charset-normalizer (MIT) for the encoding of legacy text files
 (:mod:`~ncindex.text.charsets`). Outlook ``.msg`` files are
 not read: the library that reads them (extract-msg) is GPL-3.0.
@@ -421,7 +421,7 @@ def _epub(job: _Job) -> int:
 def _rtf(job: _Job) -> None:
     from ncindex.text.rtf import rtf_text
 
-    job.blocks.add(rtf_text(job.data, late=job.blocks.late))
+    job.blocks.add(rtf_text(job.data))
 
 
 def _cards(job: _Job) -> None:

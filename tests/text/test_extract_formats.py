@@ -380,52 +380,7 @@ def test_rtf_paragraphs() -> None:
     )
 
 
-def _tides_rtf(paragraphs: int) -> bytes:
-    body = "".join(f"Tide {n} at the quay.\\par\n" for n in range(paragraphs))
-    return f"{{\\rtf1\\ansi\\deff0{{\\fonttbl{{\\f0 Helvetica;}}}}\n{body}}}".encode()
-
-
-def test_rtf_honours_the_time_budget() -> None:
-    """An RTF document was read in one striprtf call whatever ``max_seconds`` said (a 12 MB
-    one took 3.6 s here) and never marked truncated."""
-    data = _tides_rtf(50)
-    # a budget spent before the first token is read: only where it is checked matters
-    result = extract(data, "text/rtf", "tides.rtf", max_seconds=1e-9)
-    assert result.truncated and result.text == ""
-    whole = extract(data, "text/rtf", "tides.rtf")
-    assert not whole.truncated and "Tide 49 at the quay." in whole.text
-
-
-def test_rtf_cut_by_the_budget_keeps_the_text_read_so_far() -> None:
-    """The budget spent after the first look: the tokens read are the text, the rest is not
-    read."""
-    from ncindex.text.rtf import rtf_text
-
-    answers = iter([False])
-    text = rtf_text(_tides_rtf(20_000), late=lambda: next(answers, True))
-    assert text.startswith("Tide 0 at the quay.\n")
-    assert "Tide 100 at the quay." in text and "Tide 19999 at the quay." not in text
-
-
-def test_rtf_code_pages_unicode_tables_and_skipped_destinations() -> None:
-    """``\\'hh`` in the document's ``\\ansicpg`` and in a font's ``\\fcharset`` (Cyrillic
-    204), ``\\uN`` with its fallback skipped (a surrogate pair joined: striprtf left the two
-    halves), ``\\binN`` data stepped over, a table row's cells, a field's result without its
-    instruction, a picture, a ``{\\*\\…}`` group and text after the document left out."""
-    rtf = (
-        b"{\\rtf1\\ansi\\ansicpg1252\\deff0{\\fonttbl{\\f0\\fcharset0 Calibri;}"
-        b"{\\f1\\fcharset204 Arial;}}{\\colortbl ;\\red255\\green0\\blue0;}"
-        b"{\\*\\generator Riched20}\\uc1\\pard Caf\\'e9 \\b cr\\'e8me\\b0 .\\par\n"
-        b"\\f1\\'cf\\'f0\\'e8\\'e2\\'e5\\'f2\\f0  mixed\\par\n"
-        b"Euro \\u8364? and \\u-10179?\\u-8704? smile.\\par\n"
-        b'{\\field{\\*\\fldinst{HYPERLINK "https://example.org"}}{\\fldrslt{a link}}}\\par\n'
-        b"\\trowd\\cellx1000\\cellx2000 A1\\cell B1\\cell\\row\n"
-        b"{\\pict\\pngblip\\bin4 {}}\xff}after the picture\\par}trailing junk"
-    )
-    assert extract(rtf, "text/rtf", "mixed.rtf").text == (
-        "Café crème.\nПривет mixed\nEuro € and \U0001f600 smile.\na link\nA1\tB1\nafter the picture"
-    )
-
+def test_eml_heading_block_plain_body_and_attachment_names() -> None:
     data = eml_bytes(
         "Ferry timetable for the winter",
         "The last ferry to the island now leaves at 18:40.\n",
