@@ -35,12 +35,14 @@ from werkzeug.test import Client as WerkzeugClient
 from mcp_server import create_app
 from mcp_server.app import with_portless
 from mcp_server.tools import stitched
+from ncindex.documents import DocRef, point_id
 from ncindex.embedding.embedder import Embedder
 from ncindex.index.deadletter import DeadLetter, DeadLetters
 from ncindex.progress import Progress
 from ncindex.search.filter_fields import filters_document
 from ncindex.search.service import ContextChunk, ContextResponse
 from ncindex.settings import Settings
+from ncindex.store.port import PointRecord
 from ncindex.text.chunking import Chunker
 from ncindex.web.asgi import ServedAsgi, serve_in_thread
 from ncindex.web.dispatch import forward_to
@@ -1995,3 +1997,41 @@ def test_list_values_holds_tags_to_those_the_caller_can_see(api: Api) -> None:
     assert alice == {"urgent": 1, "finance": 1}
     assert bob == {"urgent": 2}
     assert hidden == {"urgent": 1}
+
+
+def test_list_values_counts_a_document_written_in_two_versions_once(api: Api) -> None:
+    """A new version of a document is written beside the old one (new point ids) and the old
+    one deleted after; an old one whose deletion failed stays until the next write. In that
+    window the document has two first chunks, and ``list_values`` counted points, so it
+    counted the document twice (alice: five files of four). The window is made here by
+    writing a new version of alice's plan, with another MIME type, and not deleting the
+    old: each document counts once, by the values of its newest version."""
+    key = api.keys[LIGHT]
+    old = api.store.document_points(key, with_vectors=True)
+    ref = DocRef.parse(key)
+    changed = {"content_hash": "v2", "mime_type": "text/x-plan"}
+    new = [
+        PointRecord(
+            point_id(ref, "v2", int(p.payload["chunk_index"])),
+            {**p.payload, **changed, "indexed_at": int(p.payload["indexed_at"]) + 60},
+            dense=p.dense,
+            sparse=p.sparse,
+        )
+        for p in old
+    ]
+    api.store.upsert(new)
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+
+    async def counts(field: str) -> dict[str, int]:
+        async with session(f"{served.url}/mcp", basic("alice")) as client:
+            result = await call(client, "list_values", {"field": field})
+        assert not result.is_error, result.content
+        return {v["value"]: v["count"] for v in result.structured_content["values"]}
+
+    try:
+        assert len(api.store.document_points(key)) == 2 * len(old)  # the window is open
+        doc_types, mime_types = run(counts("doc_type")), run(counts("mime_type"))
+    finally:
+        served.close()
+    assert doc_types == {"file": 4, "note": 1}
+    assert mime_types == {"text/markdown": 3, "text/plain": 1, "text/x-plan": 1}
