@@ -39,7 +39,8 @@ A failure is a tool error (``isError``): ``structuredContent`` is ``{"code", "fi
 without ``isError`` against it: ``mcp.client.session.ClientSession.call_tool``), with the
 product's stable codes (``invalid_value``, ``invalid_filter``, ``unknown_field``,
 ``unsupported_operator``, ``not_found``, ``backend_unavailable``, ``model_unavailable``,
-``internal_error``) and the text content says the same in one line.
+``internal_error``; ``fetch`` by ``path`` also ``too_many_documents``: :data:`MAX_PATH_CHECKS`)
+and the text content says the same in one line.
 """
 
 from __future__ import annotations
@@ -104,6 +105,17 @@ MAX_FETCH_CHARS = 100_000
 """Largest ``max_chars`` a caller may ask for."""
 MAX_OFFSET = 2**31 - 1
 """Largest ``offset`` a caller may name (characters)."""
+MAX_PATH_CHECKS = 4
+"""Most documents ``fetch`` by ``path`` checks with Nextcloud, each one request of up to
+``NCINDEX_HTTP_TIMEOUT``, in one call (:meth:`Tools._at_path`). Nextcloud holds one file at a
+path; the index holds more of the caller's documents there only while events were lost (a file
+deleted and another put at its path, once per loss) until the caller's next scan evicts them,
+and the most recently indexed, checked first, is the likeliest to be there now. Four bounds a
+call at four requests (40 s at the default timeout) rather than one per stale entry, and still
+looks past a few lost events; each one found gone is queued for eviction, so a call made again
+checks the next ones."""
+MAX_LISTED_IDS = 20
+"""Most unchecked ids a ``too_many_documents`` answer lists."""
 
 
 class ToolFailure(Exception):
@@ -449,24 +461,39 @@ class Tools:
     ) -> tuple[DocRef, ContextResponse]:
         """The document ``client.user`` has at ``path`` and its chunks (as
         :meth:`SearchService.context` gives them, verified with Nextcloud): looked up in the
-        index (:meth:`SearchService.documents_at`), each found checked with Nextcloud and held
-        to the path the check gave — the index may trail a move, or still hold a file deleted
-        and replaced at its path until the next scan, so the document there now is the one
-        the check keeps there. Raises :class:`ToolFailure` naming ``path``: ``not_found`` when
-        none is (nothing the caller can read, or moved away), ``invalid_value`` when several
-        are (their ids listed, to fetch by); what :meth:`SearchService.context` raises but
+        index (:meth:`SearchService.documents_at`, the most recently indexed first), each
+        found checked with Nextcloud and held to the path the check gave — the index may
+        trail a move, or still hold a file deleted and replaced at its path until the next
+        scan, so the document there now is the one the check keeps there. At most
+        :data:`MAX_PATH_CHECKS` are checked. Raises :class:`ToolFailure` naming ``path``:
+        ``not_found`` when none is there (nothing the caller can read, or moved away),
+        ``invalid_value`` when several checked are (their ids listed, to fetch by),
+        ``too_many_documents`` when none of those checked is there and the index has more
+        at the path (their ids listed); what :meth:`SearchService.context` raises but
         ``DocumentNotFound``."""
         assert client.user is not None
         wanted = caller_path(path, "path")
         service = self.service()
+        indexed = service.documents_at(client.user, wanted)
         there: list[tuple[DocRef, ContextResponse]] = []
-        for ref in service.documents_at(client.user, wanted):
+        for ref in indexed[:MAX_PATH_CHECKS]:
             try:
                 context = service.context(client, ref, chunk_index, window)
-            except DocumentNotFound:
+            except DocumentNotFound:  # gone: context queued its eviction (on_stale)
                 continue
             if context.path is None or context.path == wanted:  # else moved since indexed
                 there.append((ref, context))
+        if not there and len(indexed) > MAX_PATH_CHECKS:
+            left = [ref.key for ref in indexed[MAX_PATH_CHECKS:]]
+            shown = ", ".join(left[:MAX_LISTED_IDS]) + (", …" if len(left) > MAX_LISTED_IDS else "")
+            raise ToolFailure(
+                "too_many_documents",
+                "path",
+                f"the index has {len(indexed)} documents at this path; the {MAX_PATH_CHECKS} "
+                "most recently indexed were checked and are no longer there (each is being "
+                f"removed from the index); not checked: {shown}. Call again to check the "
+                "next ones, fetch one by `id`, or search with a `path` filter",
+            )
         if not there:
             raise ToolFailure("not_found", "path", "no document you can read is at this path")
         if len(there) > 1:

@@ -1013,21 +1013,22 @@ class SearchService:
 
     def documents_at(self, user: str, path: str) -> list[DocRef]:
         """The documents ``user`` can read that the index has at ``path`` (normalised, in
-        ``user``'s view: :func:`~ncindex.search.filters.caller_path`), sorted by key: the
-        first chunks whose ``acl`` names ``user`` and whose ``file_path`` holds
-        ``"{user}:{path}"`` (the keys a ``path`` filter matches). The index's word, which may
-        trail a move: the caller verifies what it reads (:meth:`context`). Raises
-        ``StoreUnavailable``."""
+        ``user``'s view: :func:`~ncindex.search.filters.caller_path`), the most recently
+        indexed first (greatest ``indexed_at`` of a first chunk; then by key): the first
+        chunks whose ``acl`` names ``user`` and whose ``file_path`` holds ``"{user}:{path}"``
+        (the keys a ``path`` filter matches). The index's word, which may trail a move: the
+        caller verifies what it reads (:meth:`context`). Raises ``StoreUnavailable``."""
         flt = first_chunks(
             acl_condition(user),
             models.FieldCondition(
                 key="file_path", match=models.MatchValue(value=path_key(user, path))
             ),
         )
-        found = self.live()[0].scroll(flt, ["doc_type", "doc_id"], page_size=16)
-        return sorted(
-            {DocRef(DocType(p["doc_type"]), p["doc_id"]) for p in found}, key=lambda r: r.key
-        )
+        newest: dict[DocRef, int] = {}
+        for p in self.live()[0].scroll(flt, ["doc_type", "doc_id", "indexed_at"], page_size=16):
+            ref = DocRef(DocType(p["doc_type"]), p["doc_id"])
+            newest[ref] = max(newest.get(ref, 0), int(p.get("indexed_at") or 0))
+        return sorted(newest, key=lambda r: (-newest[r], r.key))
 
     def context(
         self, client: NextcloudClient, ref: DocRef, chunk_index: int, window: int

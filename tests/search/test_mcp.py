@@ -34,7 +34,7 @@ from werkzeug.test import Client as WerkzeugClient
 
 from mcp_server import create_app
 from mcp_server.app import with_portless
-from mcp_server.tools import stitched
+from mcp_server.tools import MAX_PATH_CHECKS, stitched
 from ncindex.documents import DocRef, point_id
 from ncindex.embedding.embedder import Embedder
 from ncindex.index.deadletter import DeadLetter, DeadLetters
@@ -47,7 +47,7 @@ from ncindex.text.chunking import Chunker
 from ncindex.web.asgi import ServedAsgi, serve_in_thread
 from ncindex.web.dispatch import forward_to
 from ncindex.web.proxies import trusted_wsgi
-from search_support import FILES, PASSWORDS, Api, build_api
+from search_support import FILES, PASSWORDS, T0, Api, build_api
 
 LIGHT_DIR = "/Projects/Lighthouse/"
 TOOLS = {"search", "fetch", "list_filters", "list_folders", "list_tags", "list_values",
@@ -2035,3 +2035,39 @@ def test_list_values_counts_a_document_written_in_two_versions_once(api: Api) ->
         served.close()
     assert doc_types == {"file": 4, "note": 1}
     assert mime_types == {"text/markdown": 3, "text/plain": 1, "text/x-plan": 1}
+
+
+def test_fetch_by_path_checks_a_bounded_number_of_documents_and_says_so(api: Api) -> None:
+    """Every document the index had at a path was checked with Nextcloud, one request each,
+    so a path the index held many stale entries at (a file deleted and replaced there, the
+    events lost, time after time) made one call do as many requests. At most
+    ``MAX_PATH_CHECKS`` are checked, the most recently indexed first; when none of those is
+    there and more remain, the answer is ``too_many_documents`` naming ``path`` and listing
+    the ids not checked; when one of those is there, it is read."""
+    keys = []
+    for i in range(MAX_PATH_CHECKS + 3):
+        api.sim.delete("alice", DIARY)
+        keys.append(api.index_parts("alice", DIARY, [f"Diary number {i}."]))
+        api.store.set_payload(keys[-1], {"indexed_at": T0 + 1 + i})
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+
+    async def fetch() -> Any:
+        async with session(f"{served.url}/mcp", basic("alice")) as client:
+            api.sim.reset_request_counts()
+            return await call(client, "fetch", {"path": DIARY})
+
+    try:
+        newest = run(fetch())
+        api.sim.delete("alice", DIARY)  # every document the index has there is stale now
+        stale = run(fetch())
+        checks = api.sim.request_count("dav-search")  # one verifying SEARCH per document
+    finally:
+        served.close()
+    assert not newest.is_error, newest.content
+    assert newest.structured_content["id"] == keys[-1]
+    assert stale.is_error, stale.content
+    body = stale.structured_content
+    assert body["code"] == "too_many_documents" and body["field"] == "path"
+    listed = body["detail"].split("not checked: ")[1].split(".")[0].split(", ")
+    assert sorted(listed) == sorted([api.keys[DIARY], *keys[:3]])  # the oldest indexed
+    assert checks == MAX_PATH_CHECKS
