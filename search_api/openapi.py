@@ -122,6 +122,12 @@ def openapi_document() -> dict[str, Any]:
         ref_template=REF,
     )
     schemas = {**top.get("$defs", {}), **filter_schemas(REF)}
+    for name in ("modified_after", "modified_before"):
+        # the model's descriptions are the MCP search tool's too, which names its own tool
+        schemas["SearchRequest"]["properties"][name]["description"] += (
+            ' For a time relative to now ("last month"), reckon from the server\'s clock: '
+            "`now` in `GET /v1/status` (RFC 3339, UTC)."
+        )
     secured = [{"basic": []}, {"bearer": []}]
     return {
         "openapi": "3.1.0",
@@ -207,7 +213,8 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "summary": "The index as it concerns the caller: documents per doc type, "
                     "pending, dead letter, skipped per rule, last scans, first-indexing "
-                    "progress and ETA.",
+                    "progress and ETA; and `now`, the server's clock (RFC 3339, UTC), to "
+                    "reckon a relative `modified_after` / `modified_before` from.",
                     "operationId": "status",
                     "security": secured,
                     "responses": {

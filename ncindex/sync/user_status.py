@@ -121,9 +121,11 @@ class UserStatus(BaseModel):
 
     user: str = Field(description="The caller's Nextcloud user id.")
     now: str = Field(
-        description="The server's current time, ISO 8601 in UTC (`2026-12-07T02:03:04Z`): "
-        'the "now" to reckon a relative time ("last month") from for `modified_after` / '
-        "`modified_before`, whatever the caller's own clock says."
+        description="The server's clock when it answered: an RFC 3339 / ISO 8601 date-time "
+        "in UTC to the second, `Z`-suffixed (`2026-12-07T02:03:04Z`; not Unix seconds). The "
+        '"now" to reckon a relative time ("last month") from for `modified_after` / '
+        "`modified_before`, which take it as it is, whatever the caller's own clock says.",
+        json_schema_extra={"format": "date-time", "examples": ["2026-12-07T02:03:04Z"]},
     )
     doc_types: dict[str, DocTypeStatus] = Field(description="Keyed by doc_type.")
     pending: int = Field(description="Documents queued for the user, not yet processed.")

@@ -691,3 +691,28 @@ def test_a_disabled_account_is_served_nothing_while_its_credential_is_cached(api
     response = api.post("alice", query)
     assert response.status_code == 401, response.get_json()
     assert "diary" not in response.get_data(as_text=True).lower()
+
+
+def test_status_documents_now_where_its_other_fields_are(ro_api: Api) -> None:
+    """``GET /v1/status`` answered ``now`` but the published schema said only "ISO 8601":
+    no ``format``, no example, and neither the endpoint's summary nor ``modified_after``'s
+    description said that a relative time is reckoned from it. The schema now says
+    ``date-time`` (RFC 3339, UTC, to the second) with an example, and the answer is one a
+    search's ``modified_after`` takes as it is."""
+    from datetime import datetime
+
+    doc = ro_api.client.get("/openapi.json").get_json()
+    now_schema = doc["components"]["schemas"]["UserStatus"]["properties"]["now"]
+    assert now_schema["format"] == "date-time" and now_schema["type"] == "string"
+    assert "not Unix seconds" in now_schema["description"]
+    assert "`now`" in doc["paths"]["/v1/status"]["get"]["summary"]
+    request = doc["components"]["schemas"]["SearchRequest"]["properties"]
+    for name in ("modified_after", "modified_before"):
+        assert "`now` in `GET /v1/status`" in request[name]["description"], name
+    before = time.time()
+    body = ro_api.client.get("/v1/status", auth=("alice", PASSWORDS["alice"])).get_json()
+    now = body["now"]
+    for example in [*now_schema["examples"], now]:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", example), example
+    assert before - 1 <= datetime.fromisoformat(now).timestamp() <= time.time() + 1
+    assert ro_api.found("alice", {"query": "lighthouse", "modified_before": now})
