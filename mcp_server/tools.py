@@ -469,8 +469,9 @@ class Tools:
         ``not_found`` when none is there (nothing the caller can read, or moved away),
         ``invalid_value`` when several checked are (their ids listed, to fetch by),
         ``too_many_documents`` when none of those checked is there and the index has more
-        at the path (their ids listed); what :meth:`SearchService.context` raises but
-        ``DocumentNotFound``."""
+        at the path (their ids listed), ``invalid_value`` for a folder of the caller's (in
+        the index: :meth:`SearchService.holds_folder`); what :meth:`SearchService.context`
+        raises but ``DocumentNotFound``."""
         assert client.user is not None
         wanted = caller_path(path, "path")
         service = self.service()
@@ -493,6 +494,13 @@ class Tools:
                 "most recently indexed were checked and are no longer there (each is being "
                 f"removed from the index); not checked: {shown}. Call again to check the "
                 "next ones, fetch one by `id`, or search with a `path` filter",
+            )
+        if not indexed and service.holds_folder(client.user, wanted):
+            raise ToolFailure(
+                "invalid_value",
+                "path",
+                "is a folder: `fetch` reads one file or note; search with `path_prefixes` "
+                f"{json.dumps([wanted], ensure_ascii=False)} to find the documents in it",
             )
         if not there:
             raise ToolFailure("not_found", "path", "no document you can read is at this path")

@@ -190,7 +190,8 @@ def request_tree(
     List parameters are any-of (``doc_types``, ``path_prefixes``, ``tags``, ``mime_types``);
     ``modified_after``/``modified_before`` bound ``modified_at`` to the half-open interval
     ``[after, before)``. Raises :class:`FilterError`, e.g. ``invalid_value`` on
-    ``modified_after`` when it is later than ``modified_before``.
+    ``modified_after`` when it is later than ``modified_before``, and on ``modified_before``
+    when they are the same time (an interval that holds none, matching nothing).
     """
     parts: list[Node] = []
 
@@ -203,6 +204,13 @@ def request_tree(
     before = None if modified_before is None else _time(modified_before, "modified_before")
     if after is not None and before is not None and after > before:
         raise FilterError("invalid_value", "modified_after", "is later than modified_before")
+    if after is not None and after == before:  # [t, t) holds no time: nothing can match
+        raise FilterError(
+            "invalid_value",
+            "modified_before",
+            "equals modified_after, and [modified_after, modified_before) holds no time; "
+            "for one day give the next day's date as modified_before",
+        )
     if after is not None:
         parts.append(Leaf(FIELDS["modified_at"], "gte", after))
     if before is not None:
@@ -491,12 +499,24 @@ def caller_path(value: str, field: str) -> str:
     NFC), so a name typed decomposed (e + U+0301, as macOS keyboards send it) matches its
     file. Raises :class:`FilterError` (``invalid_value``, naming ``field``) for a blank path
     or one with ``.`` or ``..`` segments (Nextcloud refuses such paths, and one must not be
-    read as another folder than it names)."""
+    read as another folder than it names), and for one holding a control character
+    (U+0000–U+001F: a tab, a line break), which no file or folder name in Nextcloud holds
+    (nextcloud/server lib/private/Files/FilenameValidator.php ``checkForbiddenCharacters``
+    refuses a name ``FILTER_FLAG_STRIP_LOW`` changes; "always forbidden", its
+    ``getForbiddenCharacters`` says), so such a path would match nothing."""
     if not value.strip() or has_dot_segment(value):
         raise FilterError(
             "invalid_value",
             field,
             "must be a path in the caller's view without . or .. segments, such as /Projects",
+        )
+    control = next((c for c in value if ord(c) < 0x20), None)
+    if control is not None:
+        raise FilterError(
+            "invalid_value",
+            field,
+            f"holds the control character U+{ord(control):04X}, which no Nextcloud file or "
+            "folder name holds (a tab or line break copied with the path?)",
         )
     return normalize_path(unicodedata.normalize("NFC", value))
 

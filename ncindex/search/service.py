@@ -1030,6 +1030,19 @@ class SearchService:
             newest[ref] = max(newest.get(ref, 0), int(p.get("indexed_at") or 0))
         return sorted(newest, key=lambda r: (-newest[r], r.key))
 
+    def holds_folder(self, user: str, path: str) -> bool:
+        """Whether the index has a document ``user`` can read below ``path`` (normalised, in
+        ``user``'s view), so that ``path`` is a folder of ``user``'s as the index has it:
+        one first chunk whose ``folder_ancestors`` hold ``"{user}:{path}"``, read from the
+        index alone. Raises ``StoreUnavailable``."""
+        flt = first_chunks(
+            acl_condition(user),
+            models.FieldCondition(
+                key="folder_ancestors", match=models.MatchValue(value=path_key(user, path))
+            ),
+        )
+        return next(iter(self.live()[0].scroll(flt, ["doc_key"], page_size=1)), None) is not None
+
     def context(
         self, client: NextcloudClient, ref: DocRef, chunk_index: int, window: int
     ) -> ContextResponse:

@@ -401,6 +401,24 @@ def test_a_path_typed_decomposed_is_matched_composed() -> None:
 @pytest.mark.parametrize(
     ("params", "field"),
     [
+        ({"path_prefixes": ["/Projects\t"]}, "path_prefixes[0]"),
+        ({"path_prefixes": ["/Projects", "/Notes\n"]}, "path_prefixes[1]"),
+        ({"filter": {"field": "path", "op": "eq", "value": "/a\x1fb.md"}}, "filter.value"),
+        ({"filter": {"field": "path_prefix", "op": "eq", "value": "/Pro\rjects"}}, "filter.value"),
+    ],
+)
+def test_a_path_with_a_control_character_is_refused(params: dict[str, Any], field: str) -> None:
+    """No Nextcloud name holds U+0000–U+001F (FilenameValidator::checkForbiddenCharacters),
+    so a path with a tab or line break (copied along with it) matched nothing, silently."""
+    with pytest.raises(FilterError) as caught:
+        request_tree(**params)
+    assert (caught.value.code, caught.value.field) == ("invalid_value", field)
+    assert "control character" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
         ({"mime_types": ["garbage"]}, "mime_types[0]"),
         ({"mime_types": ["text/plain; charset=utf-8"]}, "mime_types[0]"),
         ({"tags": ["ok", " "]}, "tags[1]"),
@@ -413,3 +431,16 @@ def test_a_value_no_document_can_hold_is_refused(params: dict[str, Any], field: 
     with pytest.raises(FilterError) as caught:
         request_tree(**params)
     assert (caught.value.code, caught.value.field) == ("invalid_value", field)
+
+
+@pytest.mark.parametrize(
+    ("after", "before"),
+    [("2026-01-01", "2026-01-01"), ("2026-01-01T00:00:00Z", 1_767_225_600)],
+)
+def test_a_time_range_of_no_time_is_refused(after: Any, before: Any) -> None:
+    """``modified_after`` equal to ``modified_before`` (an agent meaning "on that day") is
+    the interval ``[t, t)``, which holds no time: it matched nothing, silently."""
+    with pytest.raises(FilterError) as caught:
+        request_tree(modified_after=after, modified_before=before)
+    assert (caught.value.code, caught.value.field) == ("invalid_value", "modified_before")
+    assert "next day" in str(caught.value)

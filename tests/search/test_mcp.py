@@ -2071,3 +2071,31 @@ def test_fetch_by_path_checks_a_bounded_number_of_documents_and_says_so(api: Api
     listed = body["detail"].split("not checked: ")[1].split(".")[0].split(", ")
     assert sorted(listed) == sorted([api.keys[DIARY], *keys[:3]])  # the oldest indexed
     assert checks == MAX_PATH_CHECKS
+
+
+def test_fetch_and_search_say_what_is_wrong_with_an_odd_path_or_range(mcp_url: str) -> None:
+    """Arguments an agent plausibly sends that could never match were answered as if they
+    might: ``fetch`` of a folder's path was ``not_found`` (as if nothing were there), a path
+    with a line break copied along ``not_found`` too (no Nextcloud name holds one), and a
+    search from a day to the same day found nothing. Each is now ``invalid_value`` naming
+    the argument and saying what to send instead."""
+    one_day = {"modified_after": "2026-01-01", "modified_before": "2026-01-01"}
+
+    async def main() -> list[Any]:
+        async with session(mcp_url, basic("alice")) as client:
+            return [
+                await call(client, "fetch", {"path": "/Projects/Lighthouse/"}),
+                await call(client, "fetch", {"path": "/"}),
+                await call(client, "fetch", {"path": LIGHT + "\n"}),
+                await call(client, "search", {"query": "lighthouse", **one_day}),
+            ]
+
+    folder, root, broken, day = run(main())
+    for result in (folder, root, broken, day):
+        assert result.is_error and result.structured_content["code"] == "invalid_value"
+    assert [r.structured_content["field"] for r in (folder, root, broken, day)] == [
+        "path", "path", "path", "modified_before"
+    ]  # fmt: skip
+    assert '`path_prefixes` ["/Projects/Lighthouse"]' in folder.structured_content["detail"]
+    assert "is a folder" in root.structured_content["detail"]
+    assert "control character U+000A" in broken.structured_content["detail"]
