@@ -457,6 +457,11 @@ def _scalar(field: FilterField, value: Any, path: str, *, ordered: bool = False)
         raise FilterError("invalid_value", path, f"must be one of {', '.join(field.values)}")
     if field.name == "tags" and not value.strip():  # Nextcloud names no tag so
         raise FilterError("invalid_value", path, "must be a tag name, not empty")
+    if field.name == "category" and value and not value.strip():
+        # a category is the note's folder path below the notes folder, "" for none
+        # (nextcloud/notes lib/Service/Note.php getCategory), and Nextcloud names no folder
+        # blank (nextcloud/server lib/private/Files/FilenameValidator.php validateFilename)
+        raise FilterError("invalid_value", path, "must be a category's name, not blank")
     if field.type == "text" and not value.strip():
         raise FilterError("invalid_value", path, "must contain a word")
     if field.name in ("path", "path_prefix"):

@@ -277,8 +277,11 @@ def test_convenience_parameters_are_checked() -> None:
     with pytest.raises(FilterError) as caught:
         request_tree(tags=["x"] * (MAX_LIST_VALUES + 1))
     assert caught.value.field == "tags"
-    # equal bounds are allowed (an empty interval), naive times are UTC
-    assert request_tree(modified_after="2026-01-01", modified_before="2026-01-01T00:00:00+00:00")
+    # naive times are UTC: equal bounds (an empty interval) are refused as reversed ones are
+    # (test_a_time_range_of_no_time_is_refused), a second apart they are not
+    with pytest.raises(FilterError):
+        request_tree(modified_after="2026-01-01", modified_before="2026-01-01T00:00:00+00:00")
+    assert request_tree(modified_after="2026-01-01", modified_before="2026-01-01T00:00:01+00:00")
 
 
 def test_times_parse_as_documented() -> None:
@@ -423,6 +426,8 @@ def test_a_path_with_a_control_character_is_refused(params: dict[str, Any], fiel
         ({"mime_types": ["text/plain; charset=utf-8"]}, "mime_types[0]"),
         ({"tags": ["ok", " "]}, "tags[1]"),
         ({"filter": {"field": "tags", "op": "contains", "value": ""}}, "filter.value"),
+        ({"category": "   "}, "category"),
+        ({"filter": {"field": "category", "op": "eq", "value": "\t"}}, "filter.value"),
     ],
 )
 def test_a_value_no_document_can_hold_is_refused(params: dict[str, Any], field: str) -> None:
