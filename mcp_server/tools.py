@@ -503,7 +503,13 @@ class Tools:
                 f"{json.dumps([wanted], ensure_ascii=False)} to find the documents in it",
             )
         if not there:
-            raise ToolFailure("not_found", "path", "no document you can read is at this path")
+            raise ToolFailure(
+                "not_found",
+                "path",
+                "no document you can read is at this path, as the index has it (a path in "
+                "your own files as search results' `path` gives it, /Projects/plan.md: not "
+                "URL-encoded, not a WebDAV or web URL); search to find the document",
+            )
         if len(there) > 1:
             listed = ", ".join(ref.key for ref, _ in there)
             raise ToolFailure("invalid_value", "path", f"several documents: {listed}; give `id`")

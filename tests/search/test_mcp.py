@@ -2078,7 +2078,8 @@ def test_fetch_and_search_say_what_is_wrong_with_an_odd_path_or_range(mcp_url: s
     might: ``fetch`` of a folder's path was ``not_found`` (as if nothing were there), a path
     with a line break copied along ``not_found`` too (no Nextcloud name holds one), and a
     search from a day to the same day found nothing. Each is now ``invalid_value`` naming
-    the argument and saying what to send instead."""
+    the argument and saying what to send instead; a WebDAV path is still ``not_found``, now
+    saying which form of path to send."""
     one_day = {"modified_after": "2026-01-01", "modified_before": "2026-01-01"}
 
     async def main() -> list[Any]:
@@ -2088,9 +2089,10 @@ def test_fetch_and_search_say_what_is_wrong_with_an_odd_path_or_range(mcp_url: s
                 await call(client, "fetch", {"path": "/"}),
                 await call(client, "fetch", {"path": LIGHT + "\n"}),
                 await call(client, "search", {"query": "lighthouse", **one_day}),
+                await call(client, "fetch", {"path": "/remote.php/dav/files/alice" + LIGHT}),
             ]
 
-    folder, root, broken, day = run(main())
+    folder, root, broken, day, webdav = run(main())
     for result in (folder, root, broken, day):
         assert result.is_error and result.structured_content["code"] == "invalid_value"
     assert [r.structured_content["field"] for r in (folder, root, broken, day)] == [
@@ -2099,3 +2101,6 @@ def test_fetch_and_search_say_what_is_wrong_with_an_odd_path_or_range(mcp_url: s
     assert '`path_prefixes` ["/Projects/Lighthouse"]' in folder.structured_content["detail"]
     assert "is a folder" in root.structured_content["detail"]
     assert "control character U+000A" in broken.structured_content["detail"]
+    # a path of another form than the caller's own is not found, saying which form to send
+    assert webdav.is_error and webdav.structured_content["code"] == "not_found"
+    assert "not a WebDAV or web URL" in webdav.structured_content["detail"]
