@@ -4,14 +4,18 @@ the store engines take them (:mod:`ncindex.store.port`); a caller's filters are 
 :mod:`ncindex.search.filters`, which uses :func:`acl_condition` here too.
 
 One point of each document has ``chunk_index`` 0 and carries what describes the whole
-document (title, etag, acl, paths …), so "the documents" are those points.
+document (title, etag, acl, paths …), so "the documents" are those points — but for a
+document held in two versions for a while, which :func:`document_counts` counts once.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from qdrant_client import models
 
 from ncindex.documents import DocType, principal
+from ncindex.store.port import VectorStore
 
 #: The first chunk of each document.
 FIRST_CHUNK = models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0))
@@ -30,3 +34,67 @@ def doc_type_condition(doc_type: DocType) -> models.FieldCondition:
 def first_chunks(*conditions: models.Condition) -> models.Filter:
     """The first chunks of the documents that match every one of ``conditions``."""
     return models.Filter(must=[*conditions, FIRST_CHUNK])
+
+
+COUNT_ATTEMPTS = 3
+"""Times :func:`document_counts` reads the counts when a document's versions change between
+its reads (its old version deleted, or a newer written, meanwhile)."""
+
+
+def document_counts(store: VectorStore, field: str, flt: models.Filter) -> dict[str, int]:
+    """Each value of the keyword-indexed ``field`` held by a document whose first chunk
+    matches ``flt`` (a :func:`~ncindex.store.queries.first_chunks` filter) → how many such
+    documents hold it, each document counted once.
+
+    The engine's facet counts points, and a document can have two first chunks: a new
+    version is written beside the old one (new point ids, :func:`~ncindex.documents.point_id`)
+    and the old one deleted after (``ncindex.index.steps``, ``ncindex reindex``'s copy into
+    the collection it builds), and an old version whose deletion failed stays until the
+    document's next write; one text written under both id schemes has two as well. A
+    document is its ``doc_key``; so a second facet, of ``doc_key`` under the same filter,
+    finds the documents with more than one first chunk (none outside such a window), and
+    those alone are read (``doc_key``, ``field``, ``indexed_at``) to count each once, by the
+    values of its newest version (greatest ``indexed_at``; the version
+    :meth:`~ncindex.search.service.SearchService.context` reads). A version deleted or
+    written between the reads is seen by the numbers of points disagreeing, and the counts
+    are read again, up to :data:`COUNT_ATTEMPTS` times (then the last reading is answered).
+    Raises ``StoreUnavailable``."""
+    for _ in range(COUNT_ATTEMPTS):
+        counts = store.facet_counts(field, flt)
+        twice = {k: n for k, n in store.facet_counts("doc_key", flt).items() if n > 1}
+        if not twice:
+            return counts
+        versions: dict[str, list[dict[str, Any]]] = {key: [] for key in twice}
+        found = _with_documents(flt, sorted(twice))
+        for payload in store.scroll(found, ["doc_key", field, "indexed_at"]):
+            versions[str(payload["doc_key"])].append(payload)
+        for points in versions.values():
+            for point in points:
+                for value in _values(point, field):
+                    counts[value] = counts.get(value, 0) - 1
+            if points:
+                newest = max(points, key=lambda p: p.get("indexed_at") or 0)
+                for value in _values(newest, field):
+                    counts[value] = counts.get(value, 0) + 1
+        counts = {value: n for value, n in counts.items() if n > 0}
+        if all(len(versions[key]) == n for key, n in twice.items()):
+            break
+    return counts
+
+
+def _with_documents(flt: models.Filter, doc_keys: list[str]) -> models.Filter:
+    """``flt`` restricted to the points of ``doc_keys``."""
+    keys = models.FieldCondition(key="doc_key", match=models.MatchAny(any=doc_keys))
+    return flt.model_copy(update={"must": [*_conditions(flt.must), keys]})
+
+
+def _conditions(must: Any) -> list[Any]:
+    return [] if must is None else list(must) if isinstance(must, list) else [must]
+
+
+def _values(payload: dict[str, Any], field: str) -> set[str]:
+    """The values of ``field`` in ``payload`` as a facet counts them: each once, as text."""
+    value = payload.get(field)
+    if value is None:
+        return set()
+    return {str(v) for v in value} if isinstance(value, list) else {str(value)}

@@ -22,7 +22,7 @@ from ncindex.documents import DocType
 from ncindex.index.deadletter import DeadLetters
 from ncindex.progress import FailingDocuments, Progress, eta_seconds
 from ncindex.runtime import Services
-from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
+from ncindex.store.queries import acl_condition, document_counts, first_chunks
 from ncindex.sync.reconcile import last_scans_key
 
 
@@ -153,19 +153,21 @@ class UserStatus(BaseModel):
 
 def user_status(services: Services, user_id: str, now: float | None = None) -> dict[str, Any]:
     """The status of ``user_id`` as a JSON-able dict (:class:`UserStatus`'s fields). Reads
-    Redis and the store (one count per doc type); raises what they raise (``redis.RedisError``,
+    Redis and the store (the documents per doc type, each counted once:
+    :func:`~ncindex.store.queries.document_counts`); raises what they raise (``redis.RedisError``,
     :class:`~ncindex.errors.StoreUnavailable`)."""
     now = time.time() if now is None else now
     keys = services.settings.names
     client = services.redis
     progress = Progress(client, keys)
     scans = client.hmget(last_scans_key(keys), [f"{user_id}:{t.value}" for t in DocType])
-    doc_types: dict[str, DocTypeStatus] = {}
-    for doc_type, raw in zip(DocType, scans, strict=True):
-        count = services.store.count(
-            first_chunks(acl_condition(user_id), doc_type_condition(doc_type))
+    indexed = document_counts(services.store, "doc_type", first_chunks(acl_condition(user_id)))
+    doc_types = {
+        doc_type.value: DocTypeStatus(
+            indexed=indexed.get(doc_type.value, 0), last_scan=_last_scan(raw)
         )
-        doc_types[doc_type.value] = DocTypeStatus(indexed=count, last_scan=_last_scan(raw))
+        for doc_type, raw in zip(DocType, scans, strict=True)
+    }
     letters = [
         DeadLetterEntry(
             subject=e.subject,

@@ -2002,8 +2002,9 @@ def test_list_values_holds_tags_to_those_the_caller_can_see(api: Api) -> None:
 def test_list_values_counts_a_document_written_in_two_versions_once(api: Api) -> None:
     """A new version of a document is written beside the old one (new point ids) and the old
     one deleted after; an old one whose deletion failed stays until the next write. In that
-    window the document has two first chunks, and ``list_values`` counted points, so it
-    counted the document twice (alice: five files of four). The window is made here by
+    window the document has two first chunks, and ``list_values`` and ``index_status``'s
+    ``indexed`` counted points, so they counted the document twice (alice: five files of
+    four). The window is made here by
     writing a new version of alice's plan, with another MIME type, and not deleting the
     old: each document counts once, by the values of its newest version."""
     key = api.keys[LIGHT]
@@ -2028,13 +2029,21 @@ def test_list_values_counts_a_document_written_in_two_versions_once(api: Api) ->
         assert not result.is_error, result.content
         return {v["value"]: v["count"] for v in result.structured_content["values"]}
 
+    async def indexed() -> dict[str, int]:
+        async with session(f"{served.url}/mcp", basic("alice")) as client:
+            result = await call(client, "index_status", {})
+        assert not result.is_error, result.content
+        return {t: s["indexed"] for t, s in result.structured_content["doc_types"].items()}
+
     try:
         assert len(api.store.document_points(key)) == 2 * len(old)  # the window is open
         doc_types, mime_types = run(counts("doc_type")), run(counts("mime_type"))
+        status = run(indexed())
     finally:
         served.close()
     assert doc_types == {"file": 4, "note": 1}
     assert mime_types == {"text/markdown": 3, "text/plain": 1, "text/x-plan": 1}
+    assert status == {"file": 4, "note": 1, "deck_card": 0, "news_item": 0}
 
 
 def test_fetch_by_path_checks_a_bounded_number_of_documents_and_says_so(api: Api) -> None:
