@@ -15,6 +15,7 @@ from qdrant_client import models as m
 from store_corpus import CORPUS, DIM, T0, UNIQUE_BASE, make_store, unit_vector
 
 from ncindex.store import Fusion, ModelPointers, PointRecord, SparseVector, VectorStore
+from ncindex.store.queries import document_counts, first_chunks
 from ncindex.store.schema import RRF_K
 
 N = len(CORPUS)
@@ -253,6 +254,29 @@ def _version(doc_key: str, content_hash: str, chunks: int, rng_seed: int) -> lis
         )
         for c in range(chunks)
     ]
+
+
+def test_document_counts_count_a_document_in_two_versions_once(store: VectorStore) -> None:
+    """On each engine, a document whose new version is written beside its old one (two first
+    chunks) counts once, by its newest version's values (``indexed_at``), while the facet
+    counts both; another user's document and a later chunk count for nothing."""
+
+    def version(key: str, content_hash: str, at: int, **payload: Any) -> list[PointRecord]:
+        points = _version(key, content_hash, 2, at)
+        for p in points:
+            p.payload.update({"acl": ["user:alice"], "indexed_at": at, **payload})
+        return points
+
+    store.upsert(
+        version("file:1", "h-old", 10, tags=["draft", "x"])
+        + version("file:1", "h-new", 20, tags=["final", "x"])
+        + version("file:2", "h", 10, tags=["x"])
+        + version("file:3", "h", 10, tags=["x"], acl=["user:bob"])
+    )
+    alice = first_chunks(_eq("acl", "user:alice"))
+    assert store.facet_counts("tags", alice) == {"x": 3, "draft": 1, "final": 1}
+    assert document_counts(store, "tags", alice) == {"x": 2, "final": 1}
+    assert document_counts(store, "doc_key", alice) == {"file:1": 1, "file:2": 1}
 
 
 def test_delete_document_all_or_all_but_one_version(loaded: VectorStore) -> None:
