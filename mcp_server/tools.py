@@ -112,8 +112,9 @@ path; the index holds more of the caller's documents there only while events wer
 deleted and another put at its path, once per loss) until the caller's next scan evicts them,
 and the most recently indexed, checked first, is the likeliest to be there now. Four bounds a
 call at four requests (40 s at the default timeout) rather than one per stale entry, and still
-looks past a few lost events; each one found gone is queued for eviction, so a call made again
-checks the next ones."""
+looks past a few lost events; each one found gone is handed to the re-check that evicts it
+(``on_stale``: for a configured account; else a scan does), so a later call
+checks the ones after them."""
 MAX_LISTED_IDS = 20
 """Most unchecked ids a ``too_many_documents`` answer lists."""
 
@@ -480,7 +481,7 @@ class Tools:
         for ref in indexed[:MAX_PATH_CHECKS]:
             try:
                 context = service.context(client, ref, chunk_index, window)
-            except DocumentNotFound:  # gone: context queued its eviction (on_stale)
+            except DocumentNotFound:  # gone: context handed it to on_stale, which re-checks it
                 continue
             if context.path is None or context.path == wanted:  # else moved since indexed
                 there.append((ref, context))
@@ -491,9 +492,9 @@ class Tools:
                 "too_many_documents",
                 "path",
                 f"the index has {len(indexed)} documents at this path; the {MAX_PATH_CHECKS} "
-                "most recently indexed were checked and are no longer there (each is being "
-                f"removed from the index); not checked: {shown}. Call again to check the "
-                "next ones, fetch one by `id`, or search with a `path` filter",
+                "most recently indexed were checked and are no longer there (a re-check is "
+                f"queued to remove them); not checked: {shown}. Fetch one of those by `id`, "
+                "or call again once the index has caught up",
             )
         if not indexed and service.holds_folder(client.user, wanted):
             raise ToolFailure(
