@@ -58,6 +58,8 @@ def document_counts(store: VectorStore, field: str, flt: models.Filter) -> dict[
     :meth:`~ncindex.search.service.SearchService.context` reads). A version deleted or
     written between the reads is seen by the numbers of points disagreeing, and the counts
     are read again, up to :data:`COUNT_ATTEMPTS` times (then the last reading is answered).
+    The ``doc_key`` facet answers one value per matching document: exact counts cost a
+    second pass of the engine and a hit per document read into Python, not their payloads.
     Raises ``StoreUnavailable``."""
     for _ in range(COUNT_ATTEMPTS):
         counts = store.facet_counts(field, flt)
