@@ -492,9 +492,9 @@ class Tools:
                 "too_many_documents",
                 "path",
                 f"the index has {len(indexed)} documents at this path; the {MAX_PATH_CHECKS} "
-                "most recently indexed were checked and are no longer there (a re-check is "
-                f"queued to remove them); not checked: {shown}. Fetch one of those by `id`, "
-                "or call again once the index has caught up",
+                "most recently indexed were checked and are no longer there (they leave the "
+                f"index at their re-check or the next scan); not checked: {shown}. Fetch one "
+                "of those by `id`, or call again once the index has caught up",
             )
         if not indexed and service.holds_folder(client.user, wanted):
             raise ToolFailure(
