@@ -126,6 +126,15 @@ class _Cleaned:
             return 0
         return self.targets[k] + min(original - self.sources[k], self.lengths[k])
 
+    def start_offset(self, original: int) -> int:
+        """Where a match starting at ``original`` starts in :attr:`text`: as :meth:`offset`
+        inside a kept piece, but inside a gap at the start of the piece after it, so that a
+        match beginning on removed characters never takes in the gap's space."""
+        k = bisect.bisect_right(self.sources, original) - 1
+        if k >= 0 and original - self.sources[k] >= self.lengths[k]:
+            return self.targets[k + 1] if k + 1 < len(self.targets) else len(self.text)
+        return self.offset(original)
+
 
 def query_terms(query: str) -> list[str]:
     """The terms of ``query`` as BM25 sees them (:func:`ncindex.embedding.analyzer.terms` of
@@ -207,8 +216,8 @@ def _find_matches(text: str, cleaned: _Cleaned, terms: set[str]) -> list[Match]:
     out: list[Match] = []
     end = 0
     for t in analyzer.occurrences(text, terms):
-        start, stop = cleaned.offset(t.start), cleaned.offset(t.end)
-        if start == stop:  # all of it cleaned away (unassigned code points in a CJK range)
+        start, stop = cleaned.start_offset(t.start), cleaned.offset(t.end)
+        if start >= stop:  # all of it cleaned away (unassigned code points in a CJK range)
             continue
         if start >= end:
             out.append(Match(start, stop, t.text))

@@ -175,6 +175,7 @@ _chars = st.one_of(
 @example(text="0'0", query="0'0", max_chars=3)  # a token with inner punctuation is one term
 @example(text="è0", query="e0", max_chars=3)  # met through the folded term only
 @example(text="a\ufadab", query="\ufada", max_chars=3)  # an unassigned CJK code point
+@example(text="budget \U0003134b0", query="\U0003134b", max_chars=5)  # one after a space
 def test_snippet_properties(text: str, query: str, max_chars: int) -> None:
     out = make_snippet(text, query, max_chars=max_chars)
     assert_safe(out)
