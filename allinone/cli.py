@@ -24,7 +24,6 @@ import click
 from click.core import ParameterSource
 
 from allinone.stopping import StopSignals
-from allinone.wording import counted
 from ncindex import __version__
 from ncindex.documents import DocType
 from ncindex.errors import Forbidden, NcindexError, NextcloudAuthError, NextcloudUnavailable
@@ -37,6 +36,7 @@ from ncindex.settings import (
     url_without_password,
 )
 from ncindex.telemetry import configure_logging
+from ncindex.wording import counted
 
 if TYPE_CHECKING:
     from allinone.embedded import Embedded
@@ -1481,8 +1481,9 @@ def _print_status(data: dict[str, Any]) -> None:
         click.echo(line)
     if drift := data["store"].get("layout_drift"):
         click.echo(
-            f"layout: the live collection differs from {len(drift)} NCINDEX_QDRANT_* "
-            "setting(s) (`ncindex doctor` names them; `ncindex reindex --layout` applies "
+            "layout: the live collection differs from "
+            f"{counted(len(drift), 'NCINDEX_QDRANT_* setting')} (`ncindex doctor` names each; "
+            "`ncindex reindex --layout` applies "
             "what Qdrant can change in place)"
         )
     for line in analyzer_lines(data["analyzer"]):

@@ -25,7 +25,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from allinone.wording import counted
+from ncindex.wording import counted
 
 
 def duration(seconds: float | None) -> str:
@@ -50,7 +50,8 @@ def optimizer_lines(store: dict[str, Any], now: float) -> list[str]:
     lines = [f"store: not readable: {store['error']}"] if store.get("error") else []
     for slug, opt in store.get("optimizer", {}).items():
         size = (
-            f"{opt.get('points', '?')} points in {opt.get('segments', '?')} segments, "
+            f"{counted(opt.get('points', '?'), 'point')} in "
+            f"{counted(opt.get('segments', '?'), 'segment')}, "
             f"{opt.get('unindexed_points', '?')} unindexed"
         )
         state = opt.get("state", "?")

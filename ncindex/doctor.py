@@ -94,6 +94,7 @@ from ncindex.runtime import Services
 from ncindex.settings import Settings, url_without_password
 from ncindex.store import VectorStore, edge_root, model_slug, open_store
 from ncindex.text.ocr import ocr_status
+from ncindex.wording import counted
 
 Verdict = Literal["ok", "warn", "fail", "note"]
 SUPPORTED_MAJORS = range(30, 34)
@@ -429,7 +430,11 @@ def check_webhooks(ctx: Context) -> list[Line]:
         lines.append(Line("webhooks", "warn", detail))
     if not lines:
         uri = hook_uri(ctx.settings)
-        lines.append(Line("webhooks", "ok", f"{len(needed)} classes registered for {uri}"))
+        lines.append(
+            Line(
+                "webhooks", "ok", f"{counted(len(needed), 'class', 'classes')} registered for {uri}"
+            )
+        )
     return lines
 
 
@@ -744,7 +749,8 @@ def check_analyzer(ctx: Context) -> list[Line]:
             Line(
                 "analyzer",
                 "note",
-                f"{sum(newer.values())} of {counts.total()} documents sampled have BM25 vectors "
+                f"{sum(newer.values())} of {counted(counts.total(), 'document')} sampled have BM25 "
+                "vectors "
                 f"of a later analyzer than this release's {ANALYZER_VERSION}: {found}. A later "
                 "release indexed them (a rollout under way, or rolled back); run the doctor "
                 "and `ncindex reindex --analyzer` from the release the rollout ends with",
@@ -756,8 +762,9 @@ def check_analyzer(ctx: Context) -> list[Line]:
         Line(
             "analyzer",
             "ok",
-            f"{ANALYZER_VERSION} made all {counts.total()} documents sampled (at most "
-            f"{ANALYZER_SAMPLE} first chunks, not every document)",
+            f"{ANALYZER_VERSION} made every document sampled: "
+            f"{counted(counts.total(), 'document')} (at most {ANALYZER_SAMPLE} first chunks, "
+            "not every document)",
         )
     ]
 

@@ -654,7 +654,9 @@ def test_points_of_an_older_analyzer_are_a_warning_naming_the_command(
         store.set_payload(key, {"analyzer": ANALYZER_VERSION})
     lines = run_checks_closing(store, settings)
     assert verdicts(lines, "analyzer") == ["ok"]
-    assert detail(lines, "analyzer").startswith(f"{ANALYZER_VERSION} made all 3 documents sampled")
+    assert detail(lines, "analyzer").startswith(
+        f"{ANALYZER_VERSION} made every document sampled: 3 documents (at most"
+    )
     # A later release's points (a rolling upgrade under way, seen from a pod of the earlier
     # one) were called older, with the command that would rewrite them back.
     store = open_store(settings, model_slug=model_slug(settings.dense_model))
@@ -664,6 +666,21 @@ def test_points_of_an_older_analyzer_are_a_warning_naming_the_command(
     said = detail(lines, "analyzer")
     assert said.startswith("1 of 3 documents sampled have BM25 vectors of a later analyzer")
     assert "en-99 (1)" in said and "older" not in said
+    # One document sampled: "1 document", not "1 documents" (nor "all 1 documents")
+    store = open_store(settings, model_slug=model_slug(settings.dense_model))
+    store.delete_document("note:2")
+    store.delete_document("note:3")
+    lines = run_checks_closing(store, settings)
+    said = detail(lines, "analyzer")
+    assert said.startswith("1 of 1 document sampled have BM25 vectors of a later analyzer")
+    store = open_store(settings, model_slug=model_slug(settings.dense_model))
+    store.set_payload("note:1", {"analyzer": "en-2"})
+    said = detail(run_checks_closing(store, settings), "analyzer")
+    assert said.startswith("1 of 1 document sampled (a sample of the first chunks")
+    store = open_store(settings, model_slug=model_slug(settings.dense_model))
+    store.set_payload("note:1", {"analyzer": ANALYZER_VERSION})
+    said = detail(run_checks_closing(store, settings), "analyzer")
+    assert said.startswith(f"{ANALYZER_VERSION} made every document sampled: 1 document (at most")
 
 
 def run_checks_closing(store: VectorStore, settings: Settings) -> list[Line]:

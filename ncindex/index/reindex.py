@@ -55,6 +55,7 @@ from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.store import ModelPointers, VectorStore, model_slug
 from ncindex.store.queries import first_chunks
+from ncindex.wording import counted
 
 log = structlog.get_logger(__name__)
 
@@ -136,7 +137,8 @@ def analyzer_upgrade_due(counts: Counter[str]) -> str | None:
     oldest = min(since.index(v) if v in LACKING else 0 for v in older)
     lacking = "; ".join(LACKING[v] for v in since[oldest:])
     return (
-        f"{sum(older.values())} of {counts.total()} documents sampled (a sample of the first "
+        f"{sum(older.values())} of {counted(counts.total(), 'document')} sampled (a sample of "
+        "the first "
         f"chunks, not every document) have BM25 vectors of an older analyzer: {found}; the "
         f"current one is {ANALYZER_VERSION}. Until `ncindex reindex --analyzer` rewrites them, "
         f"queries for what those lack miss their BM25 half: {lacking}"

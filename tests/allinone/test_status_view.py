@@ -40,6 +40,11 @@ def test_a_store_never_optimised() -> None:
     )
 
 
+def test_a_store_of_one_point_in_one_segment_is_counted_in_the_singular() -> None:
+    one = {"state": "idle", "points": 1, "segments": 1, "unindexed_points": 0}
+    assert line(one) == "store m: idle, never optimised; 1 point in 1 segment, 0 unindexed"
+
+
 def test_the_last_run_with_its_steps_and_longest_wait() -> None:
     opt = {"state": "idle", "outcome": "optimised", "error": None, **SIZE, **RUN}
     assert line(opt) == (

@@ -995,8 +995,8 @@ def test_status_counts_the_settings_the_live_collection_differs_from(
     result = CliRunner().invoke(main, ["status"], env=env)
     assert result.exit_code == 0, result.output
     assert (
-        "layout: the live collection differs from 1 NCINDEX_QDRANT_* setting(s) (`ncindex "
-        "doctor` names them; `ncindex reindex --layout` applies" in result.output
+        "layout: the live collection differs from 1 NCINDEX_QDRANT_* setting (`ncindex "
+        "doctor` names each; `ncindex reindex --layout` applies" in result.output
     )
     result = CliRunner().invoke(main, ["status", "--json"], env=env)
     (drift,) = json.loads(result.output)["store"]["layout_drift"]

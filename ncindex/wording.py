@@ -1,5 +1,5 @@
-"""How the command line words what it prints, kept free of heavy imports (``ncindex`` loads
-it at start)."""
+"""How what an admin reads is worded (the command line, ``ncindex doctor``, ``ncindex
+status``), kept free of imports (the command line loads it at start)."""
 
 from __future__ import annotations
 
