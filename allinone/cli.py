@@ -1316,7 +1316,9 @@ def status(
     documents/s and chunks/s over the last minutes, the first indexing's
     progress and the backlog's ETA. Indexed counts per user, and whether documents of an older
     BM25 analyzer wait for `ncindex reindex --analyzer` (a sample of them), need a Qdrant
-    server (NCINDEX_QDRANT_URL): the embedded store belongs to `ncindex up`."""
+    server (NCINDEX_QDRANT_URL): the embedded store belongs to `ncindex up`. While
+    NCINDEX_WEBHOOK_PREVIOUS_SECRET is set, whether it can be emptied (as `ncindex doctor`
+    decides it, from the registrations Nextcloud lists)."""
     import redis as redis_lib
 
     from ncindex.errors import StoreUnavailable
@@ -1326,14 +1328,15 @@ def status(
     from ncindex.progress import Progress
     from ncindex.runtime import Services, configured_credentials
     from ncindex.store import store_status
-    from ncindex.sync.status import collect_status
+    from ncindex.sync.status import collect_status, webhook_rotation
 
     if watch and as_json:
         raise click.UsageError("--json cannot be combined with --watch (it prints one object)")
     _only_with("interval", watch, "--watch")
     _only_with("iterations", watch, "--watch")
     client = _redis(settings)
-    services = Services(settings) if settings.qdrant_url else None
+    services = Services(settings)  # lazy: the store with a Qdrant server only, Nextcloud
+    # only during a secret rotation (webhook_rotation)
     producer = celery_app(settings)
     http = make_http(settings) if settings.nextcloud_url else None
     credentials = configured_credentials(settings)
@@ -1347,7 +1350,7 @@ def status(
         users = sorted(set(settings.accounts) | set(Progress(client, settings.names).users()))
         problem = None
         try:
-            store = services.store if services is not None else None
+            store = services.store if settings.qdrant_url else None
             data = collect_status(
                 client,
                 settings.names,
@@ -1370,6 +1373,7 @@ def status(
         data["nextcloud"] = server_status(
             http, settings.nextcloud_url, timeout=STATUS_PROBE_SECONDS
         ).as_dict()
+        data["webhook_rotation"] = webhook_rotation(services)
         return data
 
     try:
@@ -1383,8 +1387,7 @@ def status(
         producer.close()
         if http is not None:
             http.close()
-        if services is not None:
-            services.close()
+        services.close()
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
@@ -1444,6 +1447,8 @@ def _print_status(data: dict[str, Any]) -> None:
     from ncindex.doctor import utc_time
 
     click.echo(f"nextcloud: {data['nextcloud']['summary']}")
+    if rotation := data.get("webhook_rotation"):
+        click.echo(f"webhook secret: {rotation['advice']}")
     click.echo(
         "queues: "
         + ", ".join(f"{k} {v}" for k, v in data["queues"].items())

@@ -171,6 +171,12 @@ def render(data: dict[str, Any]) -> Group:
     summary = Text.assemble(
         ("nextcloud ", "bold"),
         (f"{nextcloud.get('summary', '?')}\n", "red" if nextcloud.get("problem") else ""),
+        *(
+            part
+            for rotation in [data.get("webhook_rotation")]
+            if rotation
+            for part in (("webhook secret ", "bold"), (f"{rotation['advice']}\n", "yellow"))
+        ),
         ("queues ", "bold"),
         f"{queues}; reserved {data['reserved']}; index lag {data['index_lag_seconds']} s\n",
         ("workers ", "bold"),

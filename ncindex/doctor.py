@@ -86,7 +86,12 @@ from ncindex.index.reindex import (
 )
 from ncindex.ingest.events import REQUIRED, cost_without, missing_from
 from ncindex.ingest.queueing import check_redis as check_redis_version
-from ncindex.ingest.registration import hook_uri, loopback_target, made_with_secret, subscribed
+from ncindex.ingest.registration import (
+    hook_uri,
+    loopback_target,
+    secret_rotation,
+    subscribed,
+)
 from ncindex.nextcloud.apps import NEWS_API
 from ncindex.nextcloud.client import version_tuple
 from ncindex.nextcloud.server_status import server_status
@@ -348,8 +353,9 @@ def utc_time(seconds: float) -> str:
 
 def check_webhooks(ctx: Context) -> list[Line]:
     """The registrations pointing at this deployment against the classes needed, and the
-    secret each was made with (:func:`~ncindex.ingest.registration.made_with_secret`: the
-    current one, ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` while it is set, or another)."""
+    secret each was made with (:func:`~ncindex.ingest.registration.secret_rotation`: the
+    current one, ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` while it is set, or another), and
+    whether that previous secret can be emptied (``ncindex status`` says the same)."""
     if not ctx.webhooks_api:
         reason = _missing_for_requests(ctx) or "webhook_listeners not available"
         return [Line("webhooks", "fail", f"skipped: {reason}")]
@@ -359,20 +365,10 @@ def check_webhooks(ctx: Context) -> list[Line]:
         )
     except NcindexError as exc:
         return [Line("webhooks", "fail", f"not listable: {exc}")]
-    registered = {str(h.get("event", "")).lstrip("\\") for h in hooks}
+    rotation = secret_rotation(hooks, ctx.settings)
     needed = subscribed(ctx.settings)
-    current = {
-        str(h.get("event", "")).lstrip("\\") for h in hooks if made_with_secret(h, ctx.settings)
-    }
-    previous = ctx.settings.webhook_previous_secret.get_secret_value()
-    accepted = {
-        str(h.get("event", "")).lstrip("\\")
-        for h in hooks
-        if previous and made_with_secret(h, ctx.settings, previous)
-    } - current
-    stale = sorted(registered - current - accepted)
-    missing_required = [c for c in needed if c in REQUIRED and c not in registered]
-    missing = [c for c in needed if c not in REQUIRED and c not in registered]
+    missing_required = [c for c in needed if c in REQUIRED and c not in rotation.registered]
+    missing = [c for c in needed if c not in REQUIRED and c not in rotation.registered]
     lines = []
     if missing_required:
         lines.append(
@@ -383,36 +379,19 @@ def check_webhooks(ctx: Context) -> list[Line]:
                 "register`; until then changes reach the index only by scans",
             )
         )
-    if stale:
+    if rotation.stale:
         lines.append(
             Line(
                 "webhooks",
                 "fail",
-                f"registered with another webhook secret: {', '.join(stale)} — Nextcloud's "
-                "deliveries are refused 401 until `ncindex webhooks register` renews them",
+                f"registered with another webhook secret: {', '.join(rotation.stale)} — "
+                "Nextcloud's deliveries are refused 401 until `ncindex webhooks register` "
+                "renews them",
             )
         )
-    if accepted:
-        lines.append(
-            Line(
-                "webhooks",
-                "warn",
-                f"registered with the previous webhook secret: {', '.join(sorted(accepted))} — "
-                "accepted while NCINDEX_WEBHOOK_PREVIOUS_SECRET is set; run `ncindex webhooks "
-                "register`, then empty it",
-            )
-        )
-    elif previous and registered and not stale:
-        lines.append(
-            Line(
-                "webhooks",
-                "warn",
-                "every registration carries the current webhook secret: empty "
-                "NCINDEX_WEBHOOK_PREVIOUS_SECRET (chart: secrets.previousWebhookSecret), which "
-                "still lets the former secret post deliveries",
-            )
-        )
-    unwanted = sorted(registered - set(needed) - set(stale) - accepted)
+    unwanted = sorted(
+        set(rotation.registered) - set(needed) - set(rotation.stale) - set(rotation.previous)
+    )
     if unwanted:
         lines.append(
             Line(
@@ -422,6 +401,8 @@ def check_webhooks(ctx: Context) -> list[Line]:
                 "is one the index does not need; `ncindex webhooks register` removes them",
             )
         )
+    if (advice := rotation.advice()) is not None:
+        lines.append(Line("webhooks", "warn", advice))
     major = _major(ctx.version)
     for event_class in missing:
         detail = f"not registered: {event_class}: {cost_without(event_class, major)}"

@@ -771,6 +771,54 @@ def test_a_previous_secret_is_named_until_it_can_be_emptied(served) -> None:
     assert verdicts(run_checks(rotated), "webhooks") == ["ok"]
 
 
+def test_status_says_as_doctor_does_when_the_previous_secret_can_be_emptied(
+    served, tmp_path: Path
+) -> None:
+    """Only the doctor said it: ``ncindex status``, what an admin watches during the rollout,
+    showed nothing of a previous secret left set (which goes on letting the former one post
+    deliveries). It asks the same registrations and decides as the doctor does."""
+    _, server = served
+    old = settings_for(server)
+    registered(server, old)
+    env = {
+        "NCINDEX_NEXTCLOUD_URL": server.url,
+        "NCINDEX_ACCOUNTS": json.dumps({"admin": "admin-pw", "alice": "alice-pw"}),
+        "NCINDEX_ADMIN_USER": "admin",
+        "NCINDEX_WEBHOOK_SECRET": "rotated-s3cret",
+        "NCINDEX_WEBHOOK_PREVIOUS_SECRET": old.webhook_secret.get_secret_value(),
+        "NCINDEX_PUBLIC_URL": PUBLIC,
+        "NCINDEX_REDIS_URL": REDIS["url"],
+        "NCINDEX_DATA_DIR": str(tmp_path),
+        "NCINDEX_NAMESPACE": "rotationstatus",
+    }
+
+    def status(*args: str) -> str:
+        result = CliRunner().invoke(main, ["status", *args], env=env)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    said = status().split("webhook secret: ", 1)[1].splitlines()[0]
+    assert said.startswith("registered with the previous webhook secret: ")
+    assert said.endswith("run `ncindex webhooks register`, then empty it")
+    assert json.loads(status("--json"))["webhook_rotation"]["can_empty"] is False
+    rotating = settings_for(
+        server,
+        webhook_secret=SecretStr("rotated-s3cret"),
+        webhook_previous_secret=old.webhook_secret,
+    )
+    registered(server, rotating)
+    (doctor_said,) = [line.detail for line in run_checks(rotating) if line.check == "webhooks"]
+    said = status().split("webhook secret: ", 1)[1].splitlines()[0]
+    assert said == doctor_said and "empty NCINDEX_WEBHOOK_PREVIOUS_SECRET" in said
+    assert json.loads(status("--json"))["webhook_rotation"] == {"can_empty": True, "advice": said}
+    assert "webhook secret every registration carries the current" in status(
+        "--watch", "--iterations", "1"
+    )
+    env["NCINDEX_WEBHOOK_PREVIOUS_SECRET"] = ""
+    assert "webhook secret" not in status()
+    assert json.loads(status("--json"))["webhook_rotation"] is None
+
+
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8080", "http://10.1.2.3:8080"])
 def test_a_local_public_url_is_a_warning(served, url: str) -> None:
     _, server = served

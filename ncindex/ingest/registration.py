@@ -134,6 +134,68 @@ def made_with_secret(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class SecretRotation:
+    """The registrations Nextcloud lists for this deployment's delivery URL, by the secret
+    each was made with (:func:`made_with_secret`): ``registered`` (every class listed),
+    ``previous`` (made with ``NCINDEX_WEBHOOK_PREVIOUS_SECRET``, which the receiver accepts
+    while it is set) and ``stale`` (made with neither secret: refused 401), each sorted;
+    ``previous_set`` says whether that setting is set. The one home of when the previous
+    secret can be emptied, for ``ncindex doctor``'s webhooks line and ``ncindex status``
+    (README "Rotating secrets")."""
+
+    registered: tuple[str, ...]
+    previous: tuple[str, ...]
+    stale: tuple[str, ...]
+    previous_set: bool
+
+    @property
+    def can_empty_previous(self) -> bool:
+        """Whether the previous secret is set and no longer needed: Nextcloud lists at least
+        one registration, and every one carries the current secret."""
+        return self.previous_set and bool(self.registered) and not self.previous and not self.stale
+
+    def advice(self) -> str | None:
+        """What to do about the previous secret: renew the registrations still made with it,
+        then empty it; or empty it now (:attr:`can_empty_previous`); ``None`` when neither
+        applies (it is unset, or registrations made with another secret or none listed are
+        what to see to first: ``ncindex doctor``'s other webhooks lines)."""
+        if self.previous:
+            return (
+                f"registered with the previous webhook secret: {', '.join(self.previous)} — "
+                "accepted while NCINDEX_WEBHOOK_PREVIOUS_SECRET is set; run `ncindex webhooks "
+                "register`, then empty it"
+            )
+        if self.can_empty_previous:
+            return (
+                "every registration carries the current webhook secret: empty "
+                "NCINDEX_WEBHOOK_PREVIOUS_SECRET (chart: secrets.previousWebhookSecret), which "
+                "still lets the former secret post deliveries"
+            )
+        return None
+
+
+def secret_rotation(hooks: list[dict[str, Any]], settings: Settings) -> SecretRotation:
+    """:class:`SecretRotation` of ``hooks`` (:meth:`NextcloudClient.list_webhooks` of this
+    deployment's delivery URL) under ``settings``'s two webhook secrets."""
+
+    def event(hook: dict[str, Any]) -> str:
+        return str(hook.get("event", "")).lstrip("\\")
+
+    previous = settings.webhook_previous_secret.get_secret_value()
+    registered = {event(h) for h in hooks}
+    current = {event(h) for h in hooks if made_with_secret(h, settings)}
+    accepted = {
+        event(h) for h in hooks if previous and made_with_secret(h, settings, previous)
+    } - current
+    return SecretRotation(
+        registered=tuple(sorted(registered)),
+        previous=tuple(sorted(accepted)),
+        stale=tuple(sorted(registered - current - accepted)),
+        previous_set=bool(previous),
+    )
+
+
 def registration(settings: Settings, event_class: str) -> dict[str, Any]:
     """The create parameters for one event class."""
     return {

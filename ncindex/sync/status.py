@@ -28,10 +28,13 @@ import redis
 from ncindex.accounts import refused_accounts
 from ncindex.documents import DocType
 from ncindex.embedding.analyzer import ANALYZER_VERSION
+from ncindex.errors import NcindexError
 from ncindex.index.reindex import analyzer_upgrade_due, sample_analyzers
+from ncindex.ingest.registration import hook_uri, secret_rotation
 from ncindex.names import NAMESPACE_PATTERN, QUEUES, Names
 from ncindex.progress import RATE_SECONDS, FailingDocuments, Progress, Rates, eta_seconds
 from ncindex.redis_replies import as_text
+from ncindex.runtime import Services
 from ncindex.store import VectorStore
 from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
 from ncindex.sync.reconcile import last_scans_key
@@ -276,6 +279,37 @@ def analyzer_status(store: VectorStore) -> dict[str, Any]:
         "sampled": dict(counts),
         "upgrade": analyzer_upgrade_due(counts),
     }
+
+
+def webhook_rotation(services: Services) -> dict[str, Any] | None:
+    """Where a rotation of the webhook secret stands, for ``ncindex status``: ``None`` when
+    ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` is unset (nothing is asked); else
+    ``{"can_empty": bool | None, "advice": str}``, decided as ``ncindex doctor``'s webhooks
+    line decides it (:class:`~ncindex.ingest.registration.SecretRotation`) from the
+    registrations the webhook admin account lists (one OCS request, recording nothing of a
+    refusal), ``can_empty`` ``None`` when they could not be listed (``advice`` says why)."""
+    settings = services.settings
+    if not settings.webhook_previous_secret.get_secret_value():
+        return None
+    rotating = "NCINDEX_WEBHOOK_PREVIOUS_SECRET is set (a secret rotation)"
+    try:
+        if not settings.nextcloud_url:
+            raise ValueError("NCINDEX_NEXTCLOUD_URL is not set")
+        client = services.account(settings.webhook_admin, clears=False)  # (the settings
+        # refuse an NCINDEX_ADMIN_USER not in NCINDEX_ACCOUNTS; no account: ValueError)
+        hooks = client.list_webhooks(uri=hook_uri(settings))
+    except (NcindexError, ValueError) as exc:
+        return {
+            "can_empty": None,
+            "advice": f"{rotating}, but the registrations could not be listed: {exc} — "
+            "`ncindex doctor` says when it can be emptied",
+        }
+    rotation = secret_rotation(hooks, settings)
+    advice = rotation.advice() or (
+        f"{rotating}: keep it until `ncindex webhooks register` has renewed every "
+        "registration (`ncindex doctor`'s webhooks line says what is missing)"
+    )
+    return {"can_empty": rotation.can_empty_previous, "advice": advice}
 
 
 def _text(value: bytes | str | None) -> str:
