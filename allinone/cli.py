@@ -1442,6 +1442,7 @@ def _print_status(data: dict[str, Any]) -> None:
         duration,
         optimizer_lines,
         other_namespaces_line,
+        reindex_lines,
         unknown_counts,
     )
     from ncindex.doctor import utc_time
@@ -1455,6 +1456,8 @@ def _print_status(data: dict[str, Any]) -> None:
         + f"; reserved {data['reserved']}"
     )
     click.echo(f"index lag: {data['index_lag_seconds']} s")
+    for line in reindex_lines(data["reindex"], time.time()):
+        click.echo(line)
     if not data["scans"]:
         click.echo("scans: none recorded")
     if line := other_namespaces_line(data):

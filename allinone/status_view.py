@@ -25,6 +25,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from ncindex.doctor import utc_time
 from ncindex.wording import counted
 
 
@@ -110,6 +111,43 @@ def analyzer_lines(analyzer: dict[str, Any] | None) -> list[str]:
     return [f"analyzer: {analyzer['current']} ({shown} sampled, all current)"]
 
 
+def reindex_lines(reindex: dict[str, Any] | None, now: float) -> list[str]:
+    """The line of a reindex step under way or failed (``data["reindex"]`` of
+    :func:`~ncindex.sync.status.collect_status`) at Unix time ``now``: what is rebuilt, since
+    when, how far (documents done of those to do, once the step has listed them) and when it
+    last moved; or why it failed. None when no step is under way."""
+    if reindex is None:
+        return []
+    started = _number(reindex, "started_at")
+    since = (
+        f"since {utc_time(started)} ({_span(started, now)} ago)"
+        if started is not None
+        else "since ? (an older release's record)"
+    )
+    moved = f"last progress {_span(_number(reindex, 'updated_at'), now)} ago"
+    if reindex["state"] == "failed":
+        return [
+            f"reindex: failed {_span(_number(reindex, 'updated_at'), now)} ago: "
+            f"{reindex.get('error')} — `ncindex reindex` shows the models; the step runs "
+            "again when it is queued again"
+        ]
+    documents, remaining = reindex.get("documents"), reindex.get("remaining")
+    if isinstance(documents, int) and isinstance(remaining, int) and documents > 0:
+        done = max(0, documents - remaining)
+        far = f"{done} of {counted(documents, 'document')} done ({done / documents:.0%})"
+    elif documents == 0:
+        far = "no document to do"
+    else:
+        far = "documents not counted yet"
+    what = (
+        f"building the collection of model {reindex['model']} (search uses the live one "
+        "until the switch)"
+        if reindex["state"] == "building"
+        else f"rewriting the BM25 vectors of older analyzers with {reindex['model']}"
+    )
+    return [f"reindex: {what} {since}: {far}; {moved}"]
+
+
 def other_namespaces_line(data: dict[str, Any]) -> str | None:
     """The line saying which other namespaces hold ncindex data (``data["other_namespaces"]``
     of :func:`~ncindex.sync.status.collect_status`: only when this one holds no scan and no
@@ -188,6 +226,7 @@ def render(data: dict[str, Any]) -> Group:
         f"failing {total['failing']}",
         *(f"\n{line}" for line in optimizer_lines(data.get("store", {}), time.time())),
         *(f"\n{line}" for line in analyzer_lines(data.get("analyzer"))),
+        *((f"\n{line}", "yellow") for line in reindex_lines(data.get("reindex"), time.time())),
         *((f"\n{line}", "yellow") for line in [other_namespaces_line(data)] if line),
     )
     table = Table(title="per user (docs: indexed documents; pend: pending)", expand=False)

@@ -27,7 +27,8 @@ analyzer made (payload ``analyzer``), in place in the live collection and in the
 A model build (step 2) also recomputes them on the way, and indexing never reuses an old
 version's BM25 vector.
 
-Progress is kept in Redis (``<namespace>:reindex``) for ``ncindex reindex`` (no option).
+Progress is kept in Redis (``<namespace>:reindex``, :func:`record_progress`) for ``ncindex
+reindex`` (no option) and ``ncindex status`` (a step under way: since when, how far).
 ``ncindex doctor`` and ``ncindex status`` tell whether a rewrite is due from a sample of the
 live collection's first chunks (:func:`sample_analyzers`, :func:`analyzer_upgrade_due`).
 """
@@ -41,6 +42,7 @@ import time
 from collections import Counter, deque
 from dataclasses import asdict, dataclass
 
+import redis
 import structlog
 from redis.typing import EncodableT
 
@@ -50,6 +52,7 @@ from ncindex.embedding.live_models import ModelHandle, mirror_points
 from ncindex.embedding.models import model_paths
 from ncindex.errors import LockBusy, ModelError, ReindexError
 from ncindex.index.indexing import Indexer
+from ncindex.names import Names
 from ncindex.redis_replies import as_text
 from ncindex.runtime import Services
 from ncindex.settings import Settings
@@ -225,6 +228,7 @@ class Reindexer:
             )
         if pointers.building != slug:
             self._move(ModelPointers(active=pointers.active, building=slug))
+            self.record(slug, "building")  # from now on: counted once build() has listed
             self._settle()
         return handle
 
@@ -358,32 +362,79 @@ class Reindexer:
         remaining: int = 0,
         error: str | None = None,
     ) -> None:
-        """Record a step's progress in Redis for :func:`progress` (one pipeline; ``seq``
-        counts the records). ``error`` goes with the ``failed`` state."""
-        fields: dict[EncodableT, EncodableT] = {
-            "model": model,
-            "state": state,
-            "remaining": remaining,
-            "updated_at": int(time.time()),
-        }
-        if documents is not None:
-            fields["documents"] = documents
-        key = self.settings.names.reindex_progress
-        pipe = self.services.redis.pipeline()
-        pipe.hset(key, mapping=fields)
-        if error is None:
-            pipe.hdel(key, "error")
-        else:
-            pipe.hset(key, "error", error)
-        pipe.hincrby(key, "seq", 1)
-        pipe.execute()
+        """Record a step's progress in Redis (:func:`record_progress`)."""
+        record_progress(
+            self.services.redis,
+            self.settings.names,
+            model,
+            state,
+            documents=documents,
+            remaining=remaining,
+            error=error,
+        )
+
+
+#: The states of a step still under way (``ncindex status`` shows them as a rebuild).
+UNDER_WAY = frozenset({"building", "reanalyzing"})
+
+
+def record_progress(
+    client: redis.Redis,
+    keys: Names,
+    model: str,
+    state: str,
+    *,
+    documents: int | None = None,
+    remaining: int = 0,
+    error: str | None = None,
+) -> None:
+    """Record a reindex step's progress in ``keys.reindex_progress`` for :func:`progress`
+    (``seq`` counts the records). A record of another ``model`` or ``state`` than the last
+    one begins a step: its ``started_at`` is now (Unix seconds), and a ``documents`` it does
+    not give is dropped (the last step's is not this one's); the runs of one step (a build
+    queues itself again until done) keep the ``started_at`` of its first. ``error`` goes
+    with the ``failed`` state. Raises ``redis.RedisError``."""
+    key = keys.reindex_progress
+    last_model, last_state = (
+        as_text(v) if v is not None else None for v in client.hmget(key, "model", "state")
+    )
+    now = int(time.time())
+    fields: dict[EncodableT, EncodableT] = {
+        "model": model,
+        "state": state,
+        "remaining": remaining,
+        "updated_at": now,
+    }
+    dropped = []
+    if (last_model, last_state) != (model, state):
+        fields["started_at"] = now
+        if documents is None:
+            dropped.append("documents")
+    if documents is not None:
+        fields["documents"] = documents
+    if error is None:
+        dropped.append("error")
+    else:
+        fields["error"] = error
+    pipe = client.pipeline()
+    pipe.hset(key, mapping=fields)
+    if dropped:
+        pipe.hdel(key, *dropped)
+    pipe.hincrby(key, "seq", 1)
+    pipe.execute()
 
 
 def progress(services: Services) -> dict[str, str]:
+    """:func:`read_progress` of ``services``' deployment."""
+    return read_progress(services.redis, services.settings.names)
+
+
+def read_progress(client: redis.Redis, keys: Names) -> dict[str, str]:
     """The last progress a reindex step recorded (empty when none): ``model``, ``state``
     (``building``, ``switched``, ``switched back``, ``dropped``, ``reanalyzing``,
-    ``reanalyzed``, ``failed``), ``documents``,
-    ``remaining``, ``updated_at`` (Unix seconds), ``error`` and ``seq`` (counts the records, so
-    a waiting caller can tell a new one from an old one)."""
-    raw = services.redis.hgetall(services.settings.names.reindex_progress)
+    ``reanalyzed``, ``failed``), ``documents``, ``remaining``, ``started_at`` (when the step
+    began; absent in a record made before it was kept) and ``updated_at`` (Unix seconds),
+    ``error`` and ``seq`` (counts the records, so a waiting caller can tell a new one from an
+    old one). Raises ``redis.RedisError``."""
+    raw = client.hgetall(keys.reindex_progress)
     return {as_text(k): as_text(v) for k, v in raw.items()}

@@ -18,6 +18,7 @@ user and doc type (``in_sync_at``, the start of the last clean scan; ``None`` be
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -29,7 +30,12 @@ from ncindex.accounts import refused_accounts
 from ncindex.documents import DocType
 from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.errors import NcindexError
-from ncindex.index.reindex import analyzer_upgrade_due, sample_analyzers
+from ncindex.index.reindex import (
+    UNDER_WAY,
+    analyzer_upgrade_due,
+    read_progress,
+    sample_analyzers,
+)
 from ncindex.ingest.registration import hook_uri, secret_rotation
 from ncindex.names import NAMESPACE_PATTERN, QUEUES, Names
 from ncindex.progress import RATE_SECONDS, FailingDocuments, Progress, Rates, eta_seconds
@@ -228,9 +234,10 @@ def collect_status(
     (:func:`per_user` for ``users``; indexed counts only with ``store``), ``total``
     (pending, dead letter, failing, rates over the last :data:`~ncindex.progress.RATE_SECONDS`
     and the ETA of the whole backlog), ``workers`` (the names that answered a ping, as
-    given; ``None``: not asked) and ``analyzer`` (:func:`analyzer_status`; ``None`` without
-    ``store``), ``other_namespaces`` (:func:`other_namespaces` when this one holds no scan and
-    no worker answered, else empty). With ``workers`` empty (asked, and none answered) every ETA
+    given; ``None``: not asked), ``analyzer`` (:func:`analyzer_status`; ``None`` without
+    ``store``), ``reindex`` (:func:`reindex_status`: a rebuild under way or failed),
+    ``other_namespaces`` (:func:`other_namespaces` when this one holds no scan and no worker
+    answered, else empty). With ``workers`` empty (asked, and none answered) every ETA
     is ``None``: the rates measured before say nothing of when a backlog nobody works on ends
     (they showed "ETA 42 s" a minute after the last worker was killed)."""
     now = time.time() if now is None else now
@@ -264,7 +271,45 @@ def collect_status(
             "eta_seconds": total_eta,
         },
         "analyzer": None if store is None else analyzer_status(store),
+        "reindex": reindex_status(client, keys),
     }
+
+
+def reindex_status(client: redis.Redis, keys: Names) -> dict[str, Any] | None:
+    """The reindex step under way (building a model's collection, rewriting BM25 vectors:
+    :data:`~ncindex.index.reindex.UNDER_WAY`) or the one that failed, from its last record
+    (:func:`~ncindex.index.reindex.read_progress`): ``state``, ``model`` (the slug being
+    built, the analyzer version written; ``""`` for a failed step that names none),
+    ``started_at`` and ``updated_at`` (Unix seconds; ``None`` when not recorded),
+    ``documents`` (to copy or rewrite; ``None`` until the step has listed them),
+    ``remaining`` and ``error``; ``None`` when the last step ended (``switched``,
+    ``reanalyzed``, ``dropped`` …) or none ever ran. Raises ``redis.RedisError``."""
+    state = read_progress(client, keys)
+    if state.get("state") not in UNDER_WAY | {"failed"}:
+        return None
+    return {
+        "state": state["state"],
+        "model": state.get("model", ""),
+        "started_at": _number(state.get("started_at")),
+        "updated_at": _number(state.get("updated_at")),
+        "documents": _count(state.get("documents")),
+        "remaining": _count(state.get("remaining")),
+        "error": state.get("error"),
+    }
+
+
+def _number(value: str | None) -> float | None:
+    """``value`` as a finite float; ``None`` when absent or not one (a hand-written hash)."""
+    try:
+        number = float(value) if value is not None else math.nan
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _count(value: str | None) -> int | None:
+    number = _number(value)
+    return None if number is None else int(number)
 
 
 def analyzer_status(store: VectorStore) -> dict[str, Any]:

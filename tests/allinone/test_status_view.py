@@ -197,3 +197,62 @@ def test_the_unknown_indexed_counts_say_why_where_they_show(redis_url: str, tmp_
     watched = CliRunner().invoke(main, ["status", "--watch", "--iterations", "1"], env=env)
     assert watched.exit_code == 0, watched.output
     assert f"docs ?: {why}" in watched.output, watched.output
+
+
+def test_a_reindex_under_way_shows_what_since_when_and_how_far(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """`ncindex reindex --model` built a new collection for hours and `ncindex status` showed
+    nothing of it: the step under way is a line (and ``reindex`` in ``--json``) saying what
+    is rebuilt, since when (the first run of the step: a build queues itself again) and how
+    far; a failed one says why; an ended one leaves nothing."""
+    import redis
+
+    from ncindex.index.reindex import record_progress
+    from ncindex.names import Names
+
+    namespace = f"reindexstatus-{time.time_ns()}"
+    client, keys = redis.Redis.from_url(redis_url), Names(namespace)
+    env = {
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_QDRANT_PATH": str(tmp_path),
+        "NCINDEX_NAMESPACE": namespace,
+        "NCINDEX_LOG_LEVEL": "WARNING",
+    }
+
+    def status(*args: str) -> str:
+        result = CliRunner().invoke(main, ["status", *args], env=env)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    def line() -> str:
+        (found,) = [x for x in status().splitlines() if x.startswith("reindex: ")]
+        return found
+
+    record_progress(client, keys, "switched-model", "switched", documents=7)
+    assert "reindex: " not in status() and json.loads(status("--json"))["reindex"] is None
+    record_progress(client, keys, "bge-small", "building")  # the pointers moved: step begun
+    started = json.loads(status("--json"))["reindex"]
+    assert started["state"] == "building" and started["model"] == "bge-small"
+    assert started["documents"] is None  # the switched step's 7 are not this one's
+    assert isinstance(started["started_at"], float)
+    assert line().startswith("reindex: building the collection of model bge-small (search ")
+    assert "documents not counted yet; last progress " in line()
+    assert re.search(r" since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s ago\): ", line())
+    record_progress(client, keys, "bge-small", "building", documents=10, remaining=4)
+    later = json.loads(status("--json"))["reindex"]
+    assert later["started_at"] == started["started_at"]  # the same step goes on
+    assert (later["documents"], later["remaining"]) == (10, 4)
+    assert ": 6 of 10 documents done (60%); last progress " in line()
+    watched = status("--watch", "--iterations", "1")
+    assert "6 of 10 documents done (60%)" in " ".join(watched.split())  # wrapped at 80
+    record_progress(client, keys, ANALYZER_VERSION, "reanalyzing", documents=1, remaining=0)
+    assert line().startswith(
+        f"reindex: rewriting the BM25 vectors of older analyzers with {ANALYZER_VERSION} since "
+    )
+    assert ": 1 of 1 document done (100%);" in line()
+    record_progress(client, keys, "", "failed", error="the build step was cut off 4 times")
+    assert line().startswith("reindex: failed ")
+    assert "ago: the build step was cut off 4 times — `ncindex reindex`" in line()
+    record_progress(client, keys, "bge-small", "switched")
+    assert "reindex: " not in status()
