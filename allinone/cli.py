@@ -1440,6 +1440,7 @@ def _print_status(data: dict[str, Any]) -> None:
     from allinone.status_view import (
         analyzer_lines,
         duration,
+        index_rebuild_lines,
         optimizer_lines,
         other_namespaces_line,
         reindex_lines,
@@ -1457,6 +1458,8 @@ def _print_status(data: dict[str, Any]) -> None:
     )
     click.echo(f"index lag: {data['index_lag_seconds']} s")
     for line in reindex_lines(data["reindex"], time.time()):
+        click.echo(line)
+    for line in index_rebuild_lines(data["index_rebuilds"], time.time()):
         click.echo(line)
     if not data["scans"]:
         click.echo("scans: none recorded")

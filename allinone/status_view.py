@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ncindex.doctor import utc_time
+from ncindex.progress import INDEX_REBUILD_NOTE_SECONDS
 from ncindex.wording import counted
 
 
@@ -148,6 +149,33 @@ def reindex_lines(reindex: dict[str, Any] | None, now: float) -> list[str]:
     return [f"reindex: {what} {since}: {far}; {moved}"]
 
 
+def index_rebuild_lines(notes: list[dict[str, Any]], now: float) -> list[str]:
+    """One line per payload index being made again (``data["index_rebuilds"]`` of
+    :func:`~ncindex.sync.status.collect_status`, :class:`ncindex.progress.IndexRebuilds`) at
+    Unix time ``now``: which, over how many points, since when; for a Qdrant server, which
+    builds it in the background without saying when it ends, that it was asked then."""
+    lines = []
+    for note in notes:
+        started = _number(note, "started_at")
+        when = f"{utc_time(started)} ({_span(started, now)} ago)" if started is not None else "?"
+        index = (
+            f"the {note.get('field', '?')} index of {note.get('collection', '?')} "
+            f"({counted(note.get('points', '?'), 'point')})"
+        )
+        if note.get("waits"):
+            lines.append(
+                f"index: {index} is being made again since {when}, by the process that opened "
+                "the store, which waits for it"
+            )
+        else:
+            lines.append(
+                f"index: Qdrant was asked at {when} to make {index} again; it builds it in the "
+                "background and does not say when it is done (this line goes "
+                f"{duration(INDEX_REBUILD_NOTE_SECONDS)} after the request)"
+            )
+    return lines
+
+
 def other_namespaces_line(data: dict[str, Any]) -> str | None:
     """The line saying which other namespaces hold ncindex data (``data["other_namespaces"]``
     of :func:`~ncindex.sync.status.collect_status`: only when this one holds no scan and no
@@ -227,6 +255,10 @@ def render(data: dict[str, Any]) -> Group:
         *(f"\n{line}" for line in optimizer_lines(data.get("store", {}), time.time())),
         *(f"\n{line}" for line in analyzer_lines(data.get("analyzer"))),
         *((f"\n{line}", "yellow") for line in reindex_lines(data.get("reindex"), time.time())),
+        *(
+            (f"\n{line}", "yellow")
+            for line in index_rebuild_lines(data.get("index_rebuilds", []), time.time())
+        ),
         *((f"\n{line}", "yellow") for line in [other_namespaces_line(data)] if line),
     )
     table = Table(title="per user (docs: indexed documents; pend: pending)", expand=False)

@@ -35,6 +35,10 @@ written by the producers and the workers and read by ``GET /v1/status``
 - ``failing`` — a hash subject → JSON of the last failed or retried run of a document:
   ``user``, ``task``, ``kwargs``, ``attempts`` (runs that failed in a row), ``last_error``,
   ``at``; removed when a run of it ends without an error.
+- ``index-rebuild:<collection>:<field>`` — a payload index a process's ``ensure_collection``
+  is making again in a collection holding points (:class:`IndexRebuilds`): JSON of
+  ``collection``, ``field``, ``points``, ``waits`` and ``started_at``; deleted when a build
+  the process waits for ends, else expiring after :data:`INDEX_REBUILD_NOTE_SECONDS`.
 """
 
 from __future__ import annotations
@@ -405,3 +409,56 @@ def parse_skip(value: str) -> tuple[str, str | None]:
     value with none."""
     rule, tab, path = value.partition("\t")
     return rule, path if tab else None
+
+
+#: How long the note of an index rebuild a Qdrant server does in the background is kept,
+#: seconds: Qdrant does not say when it ends, so the note says when it was asked for, for
+#: this long (a title index of a million points takes minutes, not hours).
+INDEX_REBUILD_NOTE_SECONDS = 3600
+
+#: How long the note of a rebuild the process waits for is kept at most, seconds, should
+#: the process die during it (it deletes the note when the build ends).
+INDEX_REBUILD_WAIT_SECONDS = 6 * 3600
+
+
+class IndexRebuilds:
+    """The payload indexes being made again (``index-rebuild:*`` keys; see the module
+    docstring), for ``ncindex status``. Informative: a Redis error while writing is the
+    caller's to ignore. Raises ``redis.RedisError``."""
+
+    def __init__(self, client: redis.Redis, keys: Names) -> None:
+        self.client = client
+        self.keys = keys
+
+    def _key(self, collection: str, field: str) -> str:
+        return self.keys.key("index-rebuild", collection, field)
+
+    def begun(self, collection: str, field: str, points: int, waits: bool) -> None:
+        """Note that ``field``'s index of ``collection`` (holding ``points`` points) is being
+        made again now, by a process that ``waits`` for it (or that queued it)."""
+        note = {
+            "collection": collection,
+            "field": field,
+            "points": points,
+            "waits": waits,
+            "started_at": time.time(),
+        }
+        ttl = INDEX_REBUILD_WAIT_SECONDS if waits else INDEX_REBUILD_NOTE_SECONDS
+        self.client.set(self._key(collection, field), json.dumps(note), ex=ttl)
+
+    def ended(self, collection: str, field: str) -> None:
+        """Delete the note of a build that ended."""
+        self.client.delete(self._key(collection, field))
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The notes, by collection and field (an unreadable one is left out)."""
+        out = []
+        for key in sorted(self.client.scan_iter(match=self.keys.key("index-rebuild", "*"))):
+            raw = self.client.get(key)
+            try:
+                note = json.loads(raw) if raw is not None else None
+            except ValueError:
+                continue
+            if isinstance(note, dict):
+                out.append(note)
+        return out

@@ -31,9 +31,11 @@ from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.live_models import LiveModels
 from ncindex.errors import AccountHeld, NextcloudAuthError
 from ncindex.nextcloud.client import HeaderAuth, NextcloudClient, make_http
+from ncindex.progress import IndexRebuilds
 from ncindex.redis_breaker import RedisBreaker
 from ncindex.settings import Settings
 from ncindex.store import VectorStore
+from ncindex.store.port import IndexRebuild
 
 log = structlog.get_logger(__name__)
 
@@ -111,9 +113,35 @@ class Services:
 
     @cached_property
     def models(self) -> LiveModels:
-        """The embedding models of this process and which one is live."""
+        """The embedding models of this process and which one is live; a payload index a
+        collection makes again is noted for ``ncindex status`` (:meth:`note_rebuild`)."""
         with self._lock:
-            return LiveModels(self.settings, store=self._given_store, embedder=self._given_embedder)
+            return LiveModels(
+                self.settings,
+                store=self._given_store,
+                embedder=self._given_embedder,
+                on_rebuild=self.note_rebuild,
+            )
+
+    def note_rebuild(self, rebuild: IndexRebuild, done: bool) -> None:
+        """Note in Redis that ``rebuild`` began, or delete the note once ``done``
+        (:class:`~ncindex.progress.IndexRebuilds`). A Redis error is logged: the note is
+        informative, the collection is what matters."""
+        notes = IndexRebuilds(self.redis, self.settings.names)
+        try:
+            if done:
+                notes.ended(rebuild.collection, rebuild.field)
+            else:
+                notes.begun(rebuild.collection, rebuild.field, rebuild.points, rebuild.waits)
+        except redis.RedisError as exc:
+            log.warning("index_rebuild_not_noted", field=rebuild.field, error=str(exc))
+        log.info(
+            "index_rebuild_ended" if done else "index_rebuild_begun",
+            collection=rebuild.collection,
+            field=rebuild.field,
+            points=rebuild.points,
+            waits=rebuild.waits,
+        )
 
     @property
     def embedder(self) -> Embedder:

@@ -36,7 +36,7 @@ from ncindex.embedding.embedder import Embedder
 from ncindex.errors import ModelError
 from ncindex.settings import Settings
 from ncindex.store import ModelPointers, PointRecord, VectorStore, model_slug, open_store
-from ncindex.store.port import Hit
+from ncindex.store.port import Hit, RebuildHook
 
 log = structlog.get_logger(__name__)
 
@@ -89,7 +89,8 @@ class LiveModels:
     """The models of one process, by the store's pointers (see the module docstring).
 
     ``store`` and ``embedder``, when given, are those of ``Settings.dense_model`` (tests and the
-    evaluation hand theirs in); other models are opened beside them. Raises ``ModelError``
+    evaluation hand theirs in); other models are opened beside them. ``on_rebuild`` is told
+    of each payload index a collection's ``ensure_collection`` makes again. Raises ``ModelError``
     when a model named by the pointers cannot be found or loaded, ``StoreUnavailable`` when the
     store fails.
     """
@@ -100,8 +101,10 @@ class LiveModels:
         *,
         store: VectorStore | None = None,
         embedder: Embedder | None = None,
+        on_rebuild: RebuildHook | None = None,
     ) -> None:
         self.settings = settings
+        self._on_rebuild = on_rebuild
         self._default = model_slug(settings.dense_model)
         self._root = store or open_store(settings, model_slug=self._default)
         self._given_store = store
@@ -130,7 +133,7 @@ class LiveModels:
                 store = self._given_store
             else:
                 store = self._root.use_model(slug)
-            store.ensure_collection(embedder.declared_dim)
+            store.ensure_collection(embedder.declared_dim, self._on_rebuild)
             handle = self._handles[slug] = ModelHandle(name, slug, embedder, store)
             return handle
 
@@ -256,9 +259,9 @@ class MirroredStore:
         self.mirror = mirror
         self.model_slug = live.slug
 
-    def ensure_collection(self, dense_dim: int) -> None:
+    def ensure_collection(self, dense_dim: int, on_rebuild: RebuildHook | None = None) -> None:
         """Ensure the live collection (the mirror's is ensured when it is opened)."""
-        self.live.store.ensure_collection(dense_dim)
+        self.live.store.ensure_collection(dense_dim, on_rebuild)
 
     def upsert(self, points: Sequence[PointRecord]) -> None:
         """Write ``points`` to the live collection, then their mirror-model copies."""

@@ -12,7 +12,7 @@ Engine failures are raised as :class:`ncindex.errors.StoreUnavailable`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -111,11 +111,32 @@ def payload_selector(fields: Sequence[str] | None) -> bool | list[str]:
     return True if fields is None else (list(fields) if fields else False)
 
 
+@dataclass(frozen=True, slots=True)
+class IndexRebuild:
+    """A payload index :meth:`VectorStore.ensure_collection` makes again in a collection that
+    holds ``points`` points (its parameters differ from those asked for:
+    :func:`~ncindex.store.schema.text_index_differs`): the ``collection``, the ``field``, and
+    whether ``ensure_collection`` ``waits`` for the build (the embedded engine builds it in
+    the calling process) or only queued it (a Qdrant server builds it in the background and
+    does not say when it is done)."""
+
+    collection: str
+    field: str
+    points: int
+    waits: bool
+
+
+#: Told of an :class:`IndexRebuild` as it begins (``done`` false) and, when
+#: ``ensure_collection`` waits for it, as it ends (``done`` true).
+RebuildHook = Callable[[IndexRebuild, bool], None]
+
+
 class VectorStore(Protocol):
     """What every engine provides. All methods raise ``StoreUnavailable`` on engine failure."""
 
-    def ensure_collection(self, dense_dim: int) -> None:
-        """Create the collection and every payload index if missing; idempotent."""
+    def ensure_collection(self, dense_dim: int, on_rebuild: RebuildHook | None = None) -> None:
+        """Create the collection and every payload index if missing; idempotent. An index
+        made again in a collection holding points is told to ``on_rebuild``."""
 
     def upsert(self, points: Sequence[PointRecord]) -> None:
         """Write points (insert or replace by id); ``points`` carry both vectors."""

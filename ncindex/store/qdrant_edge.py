@@ -46,8 +46,10 @@ from ncindex.store.port import (
     SPARSE,
     Fusion,
     Hit,
+    IndexRebuild,
     ModelPointers,
     PointRecord,
+    RebuildHook,
     SparseVector,
     payload_selector,
 )
@@ -351,11 +353,14 @@ class QdrantEdgeStore:
 
     # --- collection and alias -----------------------------------------------------------------
 
-    def ensure_collection(self, dense_dim: int) -> None:
+    def ensure_collection(self, dense_dim: int, on_rebuild: RebuildHook | None = None) -> None:
         """Create (or open) the shard with dense ``"dense"`` (``dense_dim`` floats, cosine) and
         sparse ``"bm25"`` (IDF modifier), HNSW, quantisation and disk use as :attr:`layout`
         says, every payload index of :data:`ncindex.store.schema.PAYLOAD_INDEXES` (``acl`` as
-        the tenant index), and the alias file if missing.
+        the tenant index), and the alias file if missing. An index of other parameters is
+        made again here, from every point, before this returns: in a shard holding points it
+        is told to ``on_rebuild`` as it begins and as it ends (:class:`IndexRebuild`,
+        ``waits`` true).
 
         Idempotent. Raises ``ValueError`` if the shard exists with another dense dimension.
         """
@@ -371,11 +376,16 @@ class QdrantEdgeStore:
                     self._shard = qe.EdgeShard.create(str(self.shard_path), config)
             else:
                 self._check_dim(dense_dim)
-            have = self._shard.info().payload_schema
+            info = self._shard.info()
+            have = info.payload_schema
             for field, kind in PAYLOAD_INDEXES.items():
+                rebuild = None
                 if field in have and text_index_differs(
                     kind, getattr(have[field].params, "ascii_folding", None)
                 ):
+                    if info.points_count and on_rebuild is not None:
+                        rebuild = IndexRebuild(str(self.shard_path), field, info.points_count, True)
+                        on_rebuild(rebuild, False)
                     self._shard.update(qe.UpdateOperation.delete_field_index(field))
                     have = {k: v for k, v in have.items() if k != field}
                 if field not in have:
@@ -384,6 +394,8 @@ class QdrantEdgeStore:
                             field, _index_schema(field, kind, self.layout.on_disk_payload_index)
                         )
                     )
+                if rebuild is not None and on_rebuild is not None:
+                    on_rebuild(rebuild, True)
             if self.models().active is None:
                 self._write_models(ModelPointers(active=self.model_slug))
 

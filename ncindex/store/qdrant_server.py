@@ -43,8 +43,10 @@ from ncindex.store.port import (
     SPARSE,
     Fusion,
     Hit,
+    IndexRebuild,
     ModelPointers,
     PointRecord,
+    RebuildHook,
     SparseVector,
     payload_selector,
 )
@@ -173,12 +175,14 @@ class QdrantServerStore:
 
     # --- collection and alias -----------------------------------------------------------------
 
-    def ensure_collection(self, dense_dim: int) -> None:
+    def ensure_collection(self, dense_dim: int, on_rebuild: RebuildHook | None = None) -> None:
         """Create the collection (dense ``"dense"``: ``dense_dim`` floats, cosine; sparse
         ``"bm25"`` with the IDF modifier; shards, replicas, HNSW, quantisation and disk use as
         :attr:`layout` says), every payload index of
         :data:`ncindex.store.schema.PAYLOAD_INDEXES` (``acl`` as the tenant index) and the
-        alias (pointing here) if missing.
+        alias (pointing here) if missing. An index of other parameters in a collection
+        holding points is queued, not waited for (below), and told to ``on_rebuild`` as it
+        is queued (:class:`IndexRebuild`, ``waits`` false: Qdrant does not say when it ends).
 
         Idempotent. Raises ``ValueError`` if the collection exists with another dense dimension.
         """
@@ -216,9 +220,14 @@ class QdrantServerStore:
                     # with StoreUnavailable meanwhile. Qdrant applies it in order with the
                     # shard's other updates; a later PUT of the same parameters finds it built
                     # (qdrant/qdrant lib/segment StructPayloadIndex::build_index, AlreadyBuilt)
-                    if field not in have or text_index_differs(
+                    differs = field in have and text_index_differs(
                         kind, getattr(have[field].params, "ascii_folding", None)
-                    ):
+                    )
+                    if differs and info.points_count and on_rebuild is not None:
+                        on_rebuild(
+                            IndexRebuild(self.collection, field, info.points_count, False), False
+                        )
+                    if field not in have or differs:
                         self._client.create_payload_index(
                             self.collection,
                             field,

@@ -38,7 +38,14 @@ from ncindex.index.reindex import (
 )
 from ncindex.ingest.registration import hook_uri, secret_rotation
 from ncindex.names import NAMESPACE_PATTERN, QUEUES, Names
-from ncindex.progress import RATE_SECONDS, FailingDocuments, Progress, Rates, eta_seconds
+from ncindex.progress import (
+    RATE_SECONDS,
+    FailingDocuments,
+    IndexRebuilds,
+    Progress,
+    Rates,
+    eta_seconds,
+)
 from ncindex.redis_replies import as_text
 from ncindex.runtime import Services
 from ncindex.store import VectorStore
@@ -236,6 +243,8 @@ def collect_status(
     and the ETA of the whole backlog), ``workers`` (the names that answered a ping, as
     given; ``None``: not asked), ``analyzer`` (:func:`analyzer_status`; ``None`` without
     ``store``), ``reindex`` (:func:`reindex_status`: a rebuild under way or failed),
+    ``index_rebuilds`` (payload indexes being made again:
+    :meth:`~ncindex.progress.IndexRebuilds.entries`),
     ``other_namespaces`` (:func:`other_namespaces` when this one holds no scan and no worker
     answered, else empty). With ``workers`` empty (asked, and none answered) every ETA
     is ``None``: the rates measured before say nothing of when a backlog nobody works on ends
@@ -272,6 +281,7 @@ def collect_status(
         },
         "analyzer": None if store is None else analyzer_status(store),
         "reindex": reindex_status(client, keys),
+        "index_rebuilds": IndexRebuilds(client, keys).entries(),
     }
 
 

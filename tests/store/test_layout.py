@@ -1065,6 +1065,107 @@ def test_edge_store_makes_a_title_index_without_folding_again(tmp_path: Path) ->
         again.close()
 
 
+def test_status_shows_the_title_index_an_edge_store_makes_again_while_it_does(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """The rebuild of a title index made before it folded to ASCII ran when the store opened
+    and ``ncindex status`` showed nothing of it: while it runs, a line says which index of
+    which shard, over how many points and since when; once it ended, nothing."""
+    from allinone.status_view import index_rebuild_lines
+    from ncindex.names import Names
+    from ncindex.runtime import Services
+    from ncindex.sync.status import collect_status
+
+    store = QdrantEdgeStore(tmp_path, "m")
+    store.ensure_collection(4)
+    shard = store._open_shard()
+    shard.update(qe.UpdateOperation.delete_field_index("title"))
+    shard.update(
+        qe.UpdateOperation.create_field_index(
+            "title", qe.TextIndexParams(tokenizer=qe.TokenizerType.Word, lowercase=True)
+        )
+    )
+    store.upsert(
+        [
+            PointRecord(
+                id=str(uuid.uuid4()),
+                payload={"title": "München Plan.pdf", "acl": ["user:a"]},
+                dense=[1.0, 0.0, 0.0, 0.0],
+                sparse=SparseVector(indices=[1], values=[1.0]),
+            )
+        ]
+    )
+    store.close()
+    namespace = f"titlerebuild-{uuid.uuid4().hex[:8]}"
+    settings = Settings(redis_url=redis_url, namespace=namespace, qdrant_path=tmp_path)
+    services = Services(settings)
+    client = services.redis
+    seen: list[tuple[bool, list[str]]] = []
+
+    def told(rebuild: Any, done: bool) -> None:
+        services.note_rebuild(rebuild, done)
+        notes = collect_status(client, Names(namespace))["index_rebuilds"]
+        seen.append((done, index_rebuild_lines(notes, time.time())))
+
+    again = QdrantEdgeStore(tmp_path, "m")
+    try:
+        again.ensure_collection(4, told)
+        again.ensure_collection(4, told)  # made: nothing more to tell
+    finally:
+        again.close()
+        services.close()
+    assert [done for done, _ in seen] == [False, True]
+    (line,) = seen[0][1]
+    assert line.startswith(
+        f"index: the title index of {tmp_path / 'm'} (1 point) is being made again since "
+    )
+    assert line.endswith("by the process that opened the store, which waits for it")
+    assert seen[1][1] == []
+
+
+def test_status_shows_the_title_index_a_qdrant_server_was_asked_to_make_again(
+    existing: tuple[str, list[dict[str, Any]], dict[str, Any]], redis_url: str, tmp_path: Path
+) -> None:
+    """On a Qdrant server the rebuild is queued (``wait=false``) and Qdrant does not say when
+    it ends: ``ncindex status`` (and ``--json``) says when it was asked for, of which index and
+    how many points, for an hour; a collection without points, or whose index folds, has none."""
+    from click.testing import CliRunner
+
+    from allinone.cli import main
+    from ncindex.runtime import Services
+
+    url, _, info = existing
+    del info["payload_schema"]["title"]["params"]["ascii_folding"]
+    namespace = f"titlerebuild-{uuid.uuid4().hex[:8]}"
+    settings = Settings(redis_url=redis_url, namespace=namespace, qdrant_path=tmp_path)
+    services = Services(settings)
+    env = {
+        "NCINDEX_REDIS_URL": redis_url,
+        "NCINDEX_NAMESPACE": namespace,
+        "NCINDEX_QDRANT_PATH": str(tmp_path),
+    }
+    try:
+        _server_store(url, DEFAULT_LAYOUT).ensure_collection(8, services.note_rebuild)
+        assert "index: " not in CliRunner().invoke(main, ["status"], env=env).output  # no point
+        info["points_count"] = 1200
+        _server_store(url, DEFAULT_LAYOUT).ensure_collection(8, services.note_rebuild)
+    finally:
+        services.close()
+    text = CliRunner().invoke(main, ["status"], env=env).output
+    (line,) = [x for x in text.splitlines() if x.startswith("index: ")]
+    assert line.startswith("index: Qdrant was asked at ")
+    assert "to make the title index of ncindex-m (1200 points) again; it builds it in the " in line
+    assert line.endswith("(this line goes 1 h 00 min after the request)")
+    result = CliRunner().invoke(main, ["status", "--json"], env=env)
+    (note,) = json.loads(result.output)["index_rebuilds"]
+    assert (note["collection"], note["field"], note["points"], note["waits"]) == (
+        "ncindex-m",
+        "title",
+        1200,
+        False,
+    )
+
+
 class _Building(_Existing):
     """:class:`_Existing` that answers an index ``PUT`` with ``wait=true`` only after
     ``build_seconds``, as Qdrant does while it builds the index over a collection's points
