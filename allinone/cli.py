@@ -97,8 +97,10 @@ def _log_level_set(settings: Settings) -> bool:
 
 def _redis_problem(url: str, exc: Exception) -> str:
     """The line a command ends with when Redis at ``url`` fails it: the URL without its
-    password, and the error."""
-    return f"Redis at {url_without_password(url)}: {type(exc).__name__}: {exc}"
+    password, the error and what to check (:func:`ncindex.redis_server.unreachable`)."""
+    from ncindex.redis_server import unreachable
+
+    return unreachable(url_without_password(url), exc)
 
 
 def _only_with(name: str, applies: bool, needs: str) -> None:

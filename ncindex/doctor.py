@@ -95,6 +95,7 @@ from ncindex.ingest.registration import (
 from ncindex.nextcloud.apps import NEWS_API
 from ncindex.nextcloud.client import version_tuple
 from ncindex.nextcloud.server_status import server_status
+from ncindex.redis_server import unreachable
 from ncindex.runtime import Services
 from ncindex.settings import Settings, url_without_password
 from ncindex.store import VectorStore, edge_root, model_slug, open_store
@@ -124,7 +125,8 @@ class Line:
 class Context:
     """What the checks share: the settings, the process services, and what earlier checks
     learned (``version`` of the server, its ``capabilities``, whether it was ``reachable`` and
-    webhook_listeners answered); ``sample``: :func:`sample_run`."""
+    webhook_listeners answered, else why not: ``webhooks_unread``); ``sample``:
+    :func:`sample_run`."""
 
     settings: Settings
     services: Services
@@ -132,6 +134,7 @@ class Context:
     version: str = ""
     capabilities: dict[str, Any] = field(default_factory=dict)
     webhooks_api: bool = False
+    webhooks_unread: str = "webhook_listeners not available"
     sample: bool = False
 
 
@@ -202,6 +205,7 @@ def check_apps(ctx: Context) -> list[Line]:
         ctx.webhooks_api = True
         lines.append(Line("app webhook_listeners", "ok", f"enabled (ships with {ctx.version})"))
     except NotFound:
+        ctx.webhooks_unread = "webhook_listeners not enabled"
         lines.append(
             Line(
                 "app webhook_listeners",
@@ -211,15 +215,23 @@ def check_apps(ctx: Context) -> list[Line]:
             )
         )
     except NextcloudAuthError as exc:  # the password, not the account's rights (401)
+        admin = ctx.settings.webhook_admin
+        ctx.webhooks_unread = (
+            f"{admin}'s app password is refused: the `account {admin}` line says what to fix"
+        )
         lines.append(
             Line(
                 "app webhook_listeners",
                 "fail",
-                f"{ctx.settings.webhook_admin}'s app password is refused ({exc}); "
-                "the webhook list was not read (NCINDEX_ACCOUNTS)",
+                f"{admin}'s app password is refused ({exc}); the webhook list was not read "
+                f"(NCINDEX_ACCOUNTS; the `account {admin}` line says more)",
             )
         )
     except NcindexError as exc:
+        ctx.webhooks_unread = (
+            f"the webhook list is refused to {ctx.settings.webhook_admin} (see `app "
+            "webhook_listeners`)"
+        )
         lines.append(
             Line(
                 "app webhook_listeners",
@@ -250,9 +262,18 @@ def check_apps(ctx: Context) -> list[Line]:
         lines.append(Line("app news", "ok", f"News {version} (polled by scans)"))
     except NotFound:
         lines.append(Line("app news", "warn", "not enabled: no News items are indexed"))
+    except NextcloudAuthError as exc:
+        detail = f"version not readable: {exc}: {refused(first)}"
+        lines.append(Line("app news", "warn", detail))
     except (NcindexError, ValueError, AttributeError) as exc:
         lines.append(Line("app news", "warn", f"version not readable: {exc}"))
     return lines
+
+
+def refused(user: str) -> str:
+    """Why a check that asked Nextcloud as configured account ``user`` learnt nothing when
+    Nextcloud refused its app password (401): what the ``account`` line of ``user`` says."""
+    return f"{user}'s app password is refused (the `account {user}` line says what to fix)"
 
 
 def check_accounts(ctx: Context) -> list[Line]:
@@ -357,7 +378,7 @@ def check_webhooks(ctx: Context) -> list[Line]:
     current one, ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` while it is set, or another), and
     whether that previous secret can be emptied (``ncindex status`` says the same)."""
     if not ctx.webhooks_api:
-        reason = _missing_for_requests(ctx) or "webhook_listeners not available"
+        reason = _missing_for_requests(ctx) or ctx.webhooks_unread
         return [Line("webhooks", "fail", f"skipped: {reason}")]
     try:
         hooks = ctx.services.account(ctx.settings.webhook_admin, clears=False).list_webhooks(
@@ -541,7 +562,7 @@ def check_redis(ctx: Context) -> list[Line]:
     except RedisTooOld as exc:
         return [Line("redis", "fail", str(exc))]
     except (redis.RedisError, ValueError, OSError) as exc:
-        return [Line("redis", "fail", f"{shown} does not answer: {type(exc).__name__}: {exc}")]
+        return [Line("redis", "fail", unreachable(shown, exc))]
     return [Line("redis", "ok", f"{shown} answers")]
 
 

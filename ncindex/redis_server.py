@@ -18,6 +18,23 @@ from dataclasses import dataclass
 import redis
 
 
+def unreachable(shown_url: str, exc: BaseException) -> str:
+    """What an admin reads when Redis at ``shown_url`` (its password left out:
+    :func:`~ncindex.settings.url_without_password`) failed with ``exc``: the error, then what
+    to check — the credentials in ``NCINDEX_REDIS_URL`` when Redis refused them (redis-py's
+    ``AuthenticationError``, ``AuthorizationError``), else that Redis runs and that the URL
+    names it."""
+    said = f"Redis at {shown_url}: {type(exc).__name__}: {exc}"
+    if isinstance(exc, (redis.AuthenticationError, redis.exceptions.AuthorizationError)):
+        return f"{said} — check the user name and password in NCINDEX_REDIS_URL"
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
+        return (
+            f"{said} — is Redis running there? Check NCINDEX_REDIS_URL (host, port, "
+            "database; rediss:// for TLS)"
+        )
+    return f"{said} — check NCINDEX_REDIS_URL"
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:

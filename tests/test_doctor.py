@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import redis as redis_lib
 from click.testing import CliRunner
 from pydantic import SecretStr
 
@@ -148,7 +149,8 @@ def test_unreachable_nextcloud_fails_and_skips_the_rest() -> None:
     )
     lines = run_checks(settings)
     assert verdicts(lines, "server") == ["fail"] and "not reachable" in detail(lines, "server")
-    assert verdicts(lines, "redis") == ["fail"] and "does not answer" in detail(lines, "redis")
+    assert verdicts(lines, "redis") == ["fail"]
+    assert "is Redis running there? Check NCINDEX_REDIS_URL" in detail(lines, "redis")
     assert verdicts(lines, "accounts") == ["fail"] and "skipped" in detail(lines, "accounts")
     assert failed(lines)
 
@@ -474,7 +476,10 @@ def test_redis_and_the_webhook_secret_are_checked(served) -> None:
         )
     )
     assert verdicts(lines, "redis") == ["fail"] and "hunter2" not in render(lines)
-    assert detail(lines, "redis").startswith("redis://127.0.0.1:9/0 does not answer")
+    said = detail(lines, "redis")
+    assert said.startswith("Redis at redis://127.0.0.1:9/0: ConnectionError")
+    assert said.endswith("— is Redis running there? Check NCINDEX_REDIS_URL (host, port, "
+                         "database; rediss:// for TLS)")  # fmt: skip
     assert verdicts(lines, "webhook secret") == ["fail"]
     assert "NCINDEX_WEBHOOK_SECRET is not set" in detail(lines, "webhook secret")
     # a password in the query, which redis-py's from_url reads too, was shown
@@ -482,7 +487,21 @@ def test_redis_and_the_webhook_secret_are_checked(served) -> None:
         settings_for(server, redis_url="redis://127.0.0.1:9/0?password=hunter2&db=0")
     )
     assert verdicts(lines, "redis") == ["fail"] and "hunter2" not in render(lines)
-    assert detail(lines, "redis").startswith("redis://127.0.0.1:9/0?db=0 does not answer")
+    assert detail(lines, "redis").startswith("Redis at redis://127.0.0.1:9/0?db=0: Connection")
+    # a Redis that answers, refusing the password: it said only "does not answer"
+    from ncindex.redis_server import start_redis
+
+    private = start_redis()
+    try:
+        redis_lib.Redis.from_url(private.url).config_set("requirepass", "right-one")
+        url = f"redis://:hunter2@127.0.0.1:{private.port}/0"
+        lines = run_checks(settings_for(server, redis_url=url))
+    finally:
+        private.stop()
+    said = detail(lines, "redis")
+    assert verdicts(lines, "redis") == ["fail"] and "hunter2" not in render(lines)
+    assert "AuthenticationError" in said
+    assert said.endswith("— check the user name and password in NCINDEX_REDIS_URL")
 
 
 @pytest.mark.parametrize(
@@ -950,6 +969,15 @@ def test_a_wrong_admin_password_is_named_so_on_the_webhook_line(served) -> None:
     assert verdicts(lines, "app webhook_listeners") == ["fail"]
     said = detail(lines, "app webhook_listeners")
     assert "app password is refused" in said and "needs an admin account" not in said
+    # the webhooks line said "skipped: webhook_listeners not available", as if the app were
+    # off, and the News line only "HTTP 401": each names the password and the line to read
+    assert detail(lines, "webhooks") == (
+        "skipped: admin's app password is refused: the `account admin` line says what to fix"
+    )
+    assert detail(lines, "app news").endswith(
+        ": admin's app password is refused (the `account admin` line says what to fix)"
+    )
+    assert verdicts(lines, "account admin") == ["fail"]
 
 
 def test_a_webhook_admin_that_may_not_manage_webhooks_is_told_what_it_must_be(served) -> None:

@@ -20,9 +20,12 @@ from ncindex.accounts import (
     record_deleted,
     record_refused,
 )
-from ncindex.nextcloud.server_status import UNCONFIGURED, server_status
+from ncindex.nextcloud.server_status import CHECK_URL, UNCONFIGURED, server_status
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
+
+#: What a 5xx answer says to do.
+FAILS = "Nextcloud, or a proxy in front of it, fails: their logs say why"
 
 
 def status_output(env: dict[str, str], *args: str) -> str:
@@ -50,6 +53,17 @@ def test_status_says_what_nextcloud_answers(redis_url: str) -> None:
         gone = f"http://127.0.0.1:{free.getsockname()[1]}"
     text = status_output({"NCINDEX_REDIS_URL": redis_url, "NCINDEX_NEXTCLOUD_URL": gone})
     assert text.splitlines()[0].startswith(f"nextcloud: not reachable at {gone}: ")
+    assert text.splitlines()[0].endswith(f" — does Nextcloud run there? {CHECK_URL}")
+    # a URL missing the sub-path Nextcloud is served under: HTTP 404 of another site
+    sim = NextcloudSimulator(web_root="/nextcloud")
+    with serve_simulator(sim) as server:
+        bare = server.url.removesuffix("/nextcloud")
+        env = {"NCINDEX_REDIS_URL": redis_url, "NCINDEX_NEXTCLOUD_URL": bare}
+        assert status_output(env).splitlines()[0] == (
+            f"nextcloud: {bare}/status.php answered HTTP 404 without a JSON object (is it "
+            f"Nextcloud?) — {CHECK_URL}"
+        )
+    sim.close()
     unset = {"NCINDEX_REDIS_URL": redis_url}  # `ncindex up` serves its simulator: no problem
     assert status_output(unset).splitlines()[0] == f"nextcloud: {UNCONFIGURED}"
     assert json.loads(status_output(unset, "--json"))["nextcloud"]["problem"] is None
@@ -64,20 +78,21 @@ def test_status_says_what_nextcloud_answers(redis_url: str) -> None:
          "Nextcloud 32.0.0 waits for its upgrade to run (occ upgrade)"),
         (200, {"installed": True, "version": "30.0.1.2"}, None),  # no versionstring
         (503, {"installed": True},
-         "https://cloud.example/status.php answered HTTP 503: unavailable"),
+         f"https://cloud.example/status.php answered HTTP 503: unavailable — {FAILS}"),
         # a proxy's error page in front of a Nextcloud that is down: not "is it Nextcloud?"
         (503, "<html><body>503 Service Unavailable</body></html>",
-         "https://cloud.example/status.php answered HTTP 503: unavailable"),
-        (502, "Bad Gateway", "https://cloud.example/status.php answered HTTP 502: unavailable"),
+         f"https://cloud.example/status.php answered HTTP 503: unavailable — {FAILS}"),
+        (502, "Bad Gateway",
+         f"https://cloud.example/status.php answered HTTP 502: unavailable — {FAILS}"),
         (400, {"error": "Trusted domain error.", "code": 15},  # lib/base.php OC::init
          "Nextcloud at https://cloud.example does not trust the host 'cloud.example': add it "
          "to trusted_domains in its config.php"),
         (200, "[" * 100_000 + "]" * 100_000,  # past the JSON parser's nesting depth
          "https://cloud.example/status.php answered HTTP 200 without a JSON object (is it "
-         "Nextcloud?)"),
+         f"Nextcloud?) — {CHECK_URL}"),
         (200, ["not", "an", "object"],
          "https://cloud.example/status.php answered HTTP 200 without a JSON object (is it "
-         "Nextcloud?)"),
+         f"Nextcloud?) — {CHECK_URL}"),
     ],
 )  # fmt: skip
 def test_each_answer_of_status_php(status: int, body: object, problem: str | None) -> None:
@@ -100,7 +115,8 @@ def test_each_answer_of_status_php(status: int, body: object, problem: str | Non
     not_json = httpx.MockTransport(lambda request: httpx.Response(200, text="<html>"))
     with httpx.Client(base_url=url, transport=not_json) as http:
         assert server_status(http, url).problem == (
-            f"{url}/status.php answered HTTP 200 without a JSON object (is it Nextcloud?)"
+            f"{url}/status.php answered HTTP 200 without a JSON object (is it Nextcloud?) — "
+            f"{CHECK_URL}"
         )
 
 

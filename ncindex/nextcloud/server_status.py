@@ -24,6 +24,12 @@ import httpx
 UNCONFIGURED = "not configured: NCINDEX_NEXTCLOUD_URL is unset (`ncindex up` serves its simulator)"
 """The summary of a status without a Nextcloud URL."""
 
+CHECK_URL = (
+    "check NCINDEX_NEXTCLOUD_URL: the address Nextcloud's web interface is reached at, with "
+    "its sub-path if it has one (https://host/nextcloud)"
+)
+"""What to do when ``NCINDEX_NEXTCLOUD_URL`` leads nowhere or to something else."""
+
 
 @dataclass(frozen=True)
 class ServerStatus:
@@ -80,7 +86,9 @@ def server_status(
             "/status.php", timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout
         )
     except httpx.HTTPError as exc:
-        return ServerStatus(url, error=f"not reachable at {url}: {exc}")
+        return ServerStatus(
+            url, error=f"not reachable at {url}: {exc} — does Nextcloud run there? {CHECK_URL}"
+        )
     try:
         body = response.json()
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
@@ -97,12 +105,14 @@ def server_status(
     # front answers 502/503/504 with a page of its own: either way no "is it Nextcloud?"
     if response.status_code >= 500:
         return ServerStatus(
-            url, error=f"{url}/status.php answered HTTP {response.status_code}: unavailable"
+            url,
+            error=f"{url}/status.php answered HTTP {response.status_code}: unavailable — "
+            "Nextcloud, or a proxy in front of it, fails: their logs say why",
         )
     if response.status_code != 200 or not isinstance(body, dict):
         shape = "" if isinstance(body, dict) else " without a JSON object (is it Nextcloud?)"
         return ServerStatus(
-            url, error=f"{url}/status.php answered HTTP {response.status_code}{shape}"
+            url, error=f"{url}/status.php answered HTTP {response.status_code}{shape} — {CHECK_URL}"
         )
     return ServerStatus(
         url,

@@ -176,6 +176,7 @@ def test_redis_down_is_one_line_without_its_password(
     scheme = url.partition(":")[0]
     assert result.output.startswith(f"Error: Redis at {scheme}://127.0.0.1:9/0: ConnectionError")
     assert "hunter2" not in result.output
+    assert "— is Redis running there? Check NCINDEX_REDIS_URL" in result.output
 
 
 def test_a_unix_socket_redis_url_is_named_as_it_was_written(tmp_path: Path) -> None:
