@@ -833,6 +833,16 @@ def test_status_says_as_doctor_does_when_the_previous_secret_can_be_emptied(
     assert "webhook secret every registration carries the current" in status(
         "--watch", "--iterations", "1"
     )
+    # the webhook admin's app password refused: the list is not read, and status says so
+    env["NCINDEX_ACCOUNTS"] = json.dumps({"admin": "wrong-pw", "alice": "alice-pw"})
+    said = status().split("webhook secret: ", 1)[1].splitlines()[0]
+    assert said.startswith(
+        "NCINDEX_WEBHOOK_PREVIOUS_SECRET is set (a secret rotation), but the registrations "
+        "could not be listed as admin: GET /ocs/v2.php/apps/webhook_listeners/api/v1/webhooks: "
+        "HTTP 401"
+    )
+    assert said.endswith("— `ncindex doctor` says when it can be emptied")
+    assert json.loads(status("--json"))["webhook_rotation"]["can_empty"] is None
     env["NCINDEX_WEBHOOK_PREVIOUS_SECRET"] = ""
     assert "webhook secret" not in status()
     assert json.loads(status("--json"))["webhook_rotation"] is None

@@ -53,7 +53,7 @@ def test_status_says_what_nextcloud_answers(redis_url: str) -> None:
         gone = f"http://127.0.0.1:{free.getsockname()[1]}"
     text = status_output({"NCINDEX_REDIS_URL": redis_url, "NCINDEX_NEXTCLOUD_URL": gone})
     assert text.splitlines()[0].startswith(f"nextcloud: not reachable at {gone}: ")
-    assert text.splitlines()[0].endswith(f" — does Nextcloud run there? {CHECK_URL}")
+    assert text.splitlines()[0].endswith(f" — {CHECK_URL}, and that Nextcloud runs there")
     # a URL missing the sub-path Nextcloud is served under: HTTP 404 of another site
     sim = NextcloudSimulator(web_root="/nextcloud")
     with serve_simulator(sim) as server:

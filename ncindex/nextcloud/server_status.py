@@ -87,7 +87,7 @@ def server_status(
         )
     except httpx.HTTPError as exc:
         return ServerStatus(
-            url, error=f"not reachable at {url}: {exc} — does Nextcloud run there? {CHECK_URL}"
+            url, error=f"not reachable at {url}: {exc} — {CHECK_URL}, and that Nextcloud runs there"
         )
     try:
         body = response.json()

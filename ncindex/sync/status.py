@@ -347,6 +347,7 @@ def webhook_rotation(services: Services) -> dict[str, Any] | None:
     if not settings.webhook_previous_secret.get_secret_value():
         return None
     rotating = "NCINDEX_WEBHOOK_PREVIOUS_SECRET is set (a secret rotation)"
+    asking = f" as {settings.webhook_admin}" if settings.accounts else ""
     try:
         if not settings.nextcloud_url:
             raise ValueError("NCINDEX_NEXTCLOUD_URL is not set")
@@ -356,8 +357,8 @@ def webhook_rotation(services: Services) -> dict[str, Any] | None:
     except (NcindexError, ValueError) as exc:
         return {
             "can_empty": None,
-            "advice": f"{rotating}, but the registrations could not be listed: {exc} — "
-            "`ncindex doctor` says when it can be emptied",
+            "advice": f"{rotating}, but the registrations could not be listed{asking}: {exc} "
+            "— `ncindex doctor` says when it can be emptied",
         }
     rotation = secret_rotation(hooks, settings)
     advice = rotation.advice() or (
