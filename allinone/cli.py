@@ -1318,9 +1318,11 @@ def status(
     documents/s and chunks/s over the last minutes, the first indexing's
     progress and the backlog's ETA. Indexed counts per user, and whether documents of an older
     BM25 analyzer wait for `ncindex reindex --analyzer` (a sample of them), need a Qdrant
-    server (NCINDEX_QDRANT_URL): the embedded store belongs to `ncindex up`. While
-    NCINDEX_WEBHOOK_PREVIOUS_SECRET is set, whether it can be emptied (as `ncindex doctor`
-    decides it, from the registrations Nextcloud lists)."""
+    server (NCINDEX_QDRANT_URL): the embedded store belongs to `ncindex up`. A rebuild under
+    way: a reindex step (`ncindex reindex --model` or `--analyzer`: since when, how far) and
+    a payload index made again at start. While NCINDEX_WEBHOOK_PREVIOUS_SECRET is set,
+    whether it can be emptied (as `ncindex doctor` decides it, from the registrations
+    Nextcloud lists)."""
     import redis as redis_lib
 
     from ncindex.errors import StoreUnavailable

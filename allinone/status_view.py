@@ -129,8 +129,8 @@ def reindex_lines(reindex: dict[str, Any] | None, now: float) -> list[str]:
     if reindex["state"] == "failed":
         return [
             f"reindex: failed {_span(_number(reindex, 'updated_at'), now)} ago: "
-            f"{reindex.get('error')} — `ncindex reindex` shows the models; the step runs "
-            "again when it is queued again"
+            f"{reindex.get('error')} — `ncindex reindex` shows the models; the same "
+            "`ncindex reindex` command run again resumes the step"
         ]
     documents, remaining = reindex.get("documents"), reindex.get("remaining")
     if isinstance(documents, int) and isinstance(remaining, int) and documents > 0:
