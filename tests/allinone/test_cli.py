@@ -429,6 +429,7 @@ def test_a_quiet_up_logs_no_line_per_request() -> None:
 
     root, wz = logging.getLogger(), logging.getLogger("werkzeug")
     saved = root.level, wz.level
+    wz.setLevel(logging.NOTSET)  # as in a fresh process (a simulator served earlier sets it)
     server = make_server("127.0.0.1", 0, Response("ok"))
     threading.Thread(target=server.handle_request, daemon=True).start()
     try:
