@@ -38,7 +38,8 @@ What is checked, and from which source:
   fails (every delivery refused 401), ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` warns (accepted
   until renewed), and a previous secret still set once every registration carries the
   current one warns that it can be emptied (the same list, no further request); a class
-  registered that ncindex no longer subscribes to warns (``webhooks register`` removes it);
+  registered that ncindex no longer subscribes to warns, whatever secret it was made with
+  (``webhooks register`` removes it rather than renew it);
 * ``NCINDEX_PUBLIC_URL``: a loopback one with a Nextcloud on another machine fails
   (:func:`ncindex.ingest.registration.loopback_target`); Nextcloud refuses to call a local
   address unless ``config.php`` has ``'allow_local_remote_servers' => true``
@@ -410,9 +411,7 @@ def check_webhooks(ctx: Context) -> list[Line]:
                 "renews them",
             )
         )
-    unwanted = sorted(
-        set(rotation.registered) - set(needed) - set(rotation.stale) - set(rotation.previous)
-    )
+    unwanted = rotation.unwanted
     if unwanted:
         lines.append(
             Line(

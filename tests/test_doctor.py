@@ -437,6 +437,30 @@ def test_a_registration_no_longer_subscribed_is_named(served) -> None:
     )
 
 
+def test_a_registration_no_longer_subscribed_is_named_whatever_its_secret(served) -> None:
+    """An earlier ncindex's NodeCopiedEvent registration made before the secret was rotated
+    was a failure, "registered with another webhook secret … until `ncindex webhooks
+    register` renews them": register deletes it instead, and the index needs none of its
+    deliveries. It is named as a class no longer subscribed."""
+    from ncindex.ingest.registration import registration
+    from ncindex.runtime import Services
+
+    _, server = served
+    old = settings_for(server)
+    rotated = settings_for(server, webhook_secret=SecretStr("rotated-s3cret"))
+    registered(server, rotated)  # every subscribed class with the current secret
+    services = Services(old)
+    try:
+        services.account("admin").create_webhook(registration(old, NODE_NS + "NodeCopiedEvent"))
+    finally:
+        services.close()
+    lines = run_checks(rotated)
+    assert verdicts(lines, "webhooks") == ["warn"]
+    assert detail(lines, "webhooks").startswith(
+        f"registered but no longer subscribed: {NODE_NS}NodeCopiedEvent — "
+    )
+
+
 REGISTER = "tag changes are found by the scan only — run `ncindex webhooks register`"
 
 

@@ -137,7 +137,9 @@ def made_with_secret(
 @dataclass(frozen=True, slots=True)
 class SecretRotation:
     """The registrations Nextcloud lists for this deployment's delivery URL, by the secret
-    each was made with (:func:`made_with_secret`): ``registered`` (every class listed),
+    each was made with (:func:`made_with_secret`): ``unwanted`` (classes listed that are no
+    longer subscribed, whatever their secret: ``register`` deletes them), and of the
+    subscribed ones ``registered`` (every class listed),
     ``previous`` (made with ``NCINDEX_WEBHOOK_PREVIOUS_SECRET``, which the receiver accepts
     while it is set) and ``stale`` (made with neither secret: refused 401), each sorted;
     ``previous_set`` says whether that setting is set. The one home of when the previous
@@ -148,6 +150,7 @@ class SecretRotation:
     previous: tuple[str, ...]
     stale: tuple[str, ...]
     previous_set: bool
+    unwanted: tuple[str, ...] = ()
 
     @property
     def can_empty_previous(self) -> bool:
@@ -183,6 +186,11 @@ def secret_rotation(hooks: list[dict[str, Any]], settings: Settings) -> SecretRo
         return str(hook.get("event", "")).lstrip("\\")
 
     previous = settings.webhook_previous_secret.get_secret_value()
+    needed = set(subscribed(settings))
+    # a class no longer subscribed counts as unwanted whatever its secret: `webhooks register`
+    # deletes it rather than renew it, and the index needs none of its deliveries
+    unwanted = {event(h) for h in hooks} - needed
+    hooks = [h for h in hooks if event(h) in needed]
     registered = {event(h) for h in hooks}
     current = {event(h) for h in hooks if made_with_secret(h, settings)}
     accepted = {
@@ -193,6 +201,7 @@ def secret_rotation(hooks: list[dict[str, Any]], settings: Settings) -> SecretRo
         previous=tuple(sorted(accepted)),
         stale=tuple(sorted(registered - current - accepted)),
         previous_set=bool(previous),
+        unwanted=tuple(sorted(unwanted)),
     )
 
 
