@@ -31,7 +31,8 @@ re-checks have run, search's verify-on-read already drops what the account can n
 read. The first poll of an account (nothing seen yet, or Redis emptied) only notes what it
 sees: what was shared before is the scans' (:mod:`ncindex.sync.reconcile`), as is whatever a
 poll misses. The state is written only once the poll's tasks were sent: a poll that fails
-leaves it, and the next one finds the same differences.
+leaves it, and the next one finds the same differences. One poll of an account runs at a
+time (:func:`poll_user`'s lock), so a state is never overwritten by an older listing.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import structlog
 from ncindex.documents import DocRef
 from ncindex.errors import NextcloudProtocolError
 from ncindex.index.indexing import Indexer
+from ncindex.index.locks import hold
 from ncindex.ingest.events import Action, index_folder, index_node
 
 log = structlog.get_logger(__name__)
@@ -116,20 +118,40 @@ def share_actions(
     return list({a.debounce_key or id(a): a for a in actions}.values())
 
 
+#: Expiry of an account's poll lock (seconds): far longer than one poll of it (one request of
+#: at most ``http_timeout``, a scroll of the store, one send); released at the poll's end, it
+#: expires only after a worker died holding it.
+POLL_LOCK_SECONDS = 300
+
+
 def poll_user(indexer: Indexer, user: str, send: Callable[[list[Action]], object]) -> int:
     """Poll ``user``'s shares: list them (one request), ``send`` (a callable taking the
     list of actions) the tasks :func:`share_actions` gives, then keep what was seen.
-    Returns how many actions were sent (0 at a first poll, which only keeps what it saw).
+    Returns how many actions were sent (0 at a first poll, which only keeps what it saw,
+    and when another poll of ``user`` holds its lock: that one is left to finish).
+
+    One poll of an account at a time (a Redis lock, :data:`POLL_LOCK_SECONDS`): two that
+    overlapped (a beat tick while a slow poll ran past its task lock) could each read the
+    state before the other wrote it, and the one that listed last write first — a share
+    seen, indexed, then gone was then stored as never seen, and its re-check never sent.
+
     Raises what the Nextcloud client raises (``NotFound``: the sharing API is off,
     ``NextcloudAuthError``, ``TransientError`` …) and ``redis.RedisError``; the state is
     then left as it was."""
     services = indexer.services
-    key = services.settings.names.shares_seen(user)
-    now = seen_shares(services.account(user).shares_with_me())
-    before = _load(services.redis.get(key))
-    actions = [] if before is None else share_actions(indexer, user, before, now)
-    if actions:
-        send(actions)
-        log.info("shares_changed", user=user, actions=len(actions), shares=len(now))
-    services.redis.set(key, _dump(now))
-    return len(actions)
+    names = services.settings.names
+    with hold(
+        services.redis, names.lock("poll-shares", user), ttl=POLL_LOCK_SECONDS, wait=0
+    ) as held:
+        if not held:
+            log.info("share_poll_busy", user=user)
+            return 0
+        key = names.shares_seen(user)
+        now = seen_shares(services.account(user).shares_with_me())
+        before = _load(services.redis.get(key))
+        actions = [] if before is None else share_actions(indexer, user, before, now)
+        if actions:
+            send(actions)
+            log.info("shares_changed", user=user, actions=len(actions), shares=len(now))
+        services.redis.set(key, _dump(now))
+        return len(actions)

@@ -5,6 +5,8 @@ these tests."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from ncindex import names
@@ -135,3 +137,54 @@ def test_a_share_listed_without_what_the_poll_reads_is_a_protocol_error() -> Non
     for broken in ({"item_source": None}, {"path": "Proj"}, {"item_type": "link"}, {"id": None}):
         with pytest.raises(NextcloudProtocolError):
             seen_shares([share | broken])
+
+
+def test_two_polls_of_an_account_never_overlap(stack: Stack) -> None:
+    """Poll A lists a share and sends its walk; the share goes, another comes, and poll B
+    (a beat tick while A ran past its task lock) lists before A keeps its state. B used to
+    run, keep its listing after A's, and the gone share was stored as never seen: bob kept it
+    in the index until the next file scan. B now leaves bob to A, whose state makes the next
+    poll re-check what bob lost."""
+    doc_key = alices_file(stack, "/Proj/plan.md")
+    stack.sim.put_file("alice", "/Docs/other.md", b"# Other\nnothing shared yet")
+    stack.settle()
+    poll(stack, "bob")  # first poll: nothing shared yet
+    stack.sim.share("alice", "/Proj", "bob")
+    a_sent, go = threading.Event(), threading.Event()
+
+    def send(actions: list[Action]) -> None:
+        send_actions(
+            stack.celery,
+            stack.services.redis,
+            actions,
+            keys=stack.settings.names,
+            countdown=None,
+            key_seconds=60,
+            batch_docs=stack.settings.index_batch_docs,
+        )
+
+    def send_then_wait(actions: list[Action]) -> None:
+        send(actions)
+        a_sent.set()
+        assert go.wait(60)
+
+    def send_then_let_a_finish(actions: list[Action]) -> None:
+        send(actions)
+        go.set()
+        a.join(60)
+
+    a = threading.Thread(target=poll_user, args=(Indexer(stack.services), "bob", send_then_wait))
+    a.start()
+    assert a_sent.wait(60)
+    stack.wait_idle()
+    assert "user:bob" in acl(stack, doc_key)  # A's walk of the share, done
+    stack.sim.unshare("alice", "/Proj", "bob")
+    stack.sim.share("alice", "/Docs/other.md", "bob")
+    poll_user(Indexer(stack.services), "bob", send_then_let_a_finish)
+    go.set()
+    a.join(60)
+    assert not a.is_alive()
+    stack.wait_idle()
+    poll(stack, "bob")
+    assert acl(stack, doc_key) == ["user:alice"]
+    assert stack.found("bob", WORDS, doc_key) is None
