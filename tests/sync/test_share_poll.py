@@ -188,3 +188,23 @@ def test_two_polls_of_an_account_never_overlap(stack: Stack) -> None:
     poll(stack, "bob")
     assert acl(stack, doc_key) == ["user:alice"]
     assert stack.found("bob", WORDS, doc_key) is None
+
+
+def test_an_account_whose_listing_fails_leaves_the_others_polled(stack: Stack) -> None:
+    """A 5xx for the first account's listing is logged and skipped: the accounts after it
+    are polled in the same run, and its own state is kept for the next poll."""
+    doc_key = alices_file(stack, "/Proj/plan.md")
+    for user in stack.settings.accounts:
+        poll(stack, user)
+    first, *others = stack.settings.accounts
+    seen = stack.services.redis.get(stack.settings.names.shares_seen(first))
+    for user in others:
+        stack.sim.share("alice", "/Proj", user)
+    stack.sim.reset_request_counts()
+    stack.sim.faults.set("ocs", status=503, times=1)
+    stack.celery.send_task(names.POLL_SHARES, queue=names.RECONCILE)
+    stack.wait_idle()
+    shares = "/ocs/v2.php/apps/files_sharing/api/v1/shares"
+    assert next(r for r in stack.sim.request_log if r[1] == shares) == ("GET", shares, 503)
+    assert stack.services.redis.get(stack.settings.names.shares_seen(first)) == seen
+    assert set(acl(stack, doc_key)) == {"user:alice"} | {f"user:{u}" for u in others}
