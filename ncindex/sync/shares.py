@@ -13,8 +13,12 @@ with) does. Deck's board sharing does (nextcloud/deck ``lib/Event/AAclEvent.php`
 
 So each configured account's shares are listed — one ``GET`` of the OCS sharing API with
 ``shared_with_me=true`` (:meth:`ncindex.nextcloud.client.NextcloudClient.shares_with_me`;
-every kind of share whose recipient the account is, a group's included, so a user added to
-that group sees it too) — and compared with what the last poll saw (Redis,
+the user, group, team, Talk room, Deck and ScienceMesh shares whose recipient the account is,
+a group's included, so a user added to that group sees it too; those pending acceptance are
+not mounted, so Nextcloud finds no node for them in the account's view and leaves them out;
+a federated share received is not in it — files_sharing lists those apart, ``remote_shares``
+— and is the file scans'; every walk and re-read is made as the account, over WebDAV) — and
+compared with what the last poll saw (Redis,
 :meth:`ncindex.names.Names.shares_seen`, share id → ``(file id, path, folder?)``):
 
 * a share new or changed (a new mount, one renamed or moved by its recipient): a folder's
