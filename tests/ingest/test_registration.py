@@ -216,6 +216,28 @@ def test_a_node_copied_registration_made_before_is_removed(admin) -> None:
     ]
 
 
+def test_register_leaves_every_registration_at_another_url_be(admin) -> None:
+    """Only registrations at this deployment's exact delivery URL are ncindex's: webhook_
+    listeners lists them by ``uri`` (nextcloud/server ``WebhooksController::index`` →
+    ``WebhookListenerMapper::getByUri``, an ``eq`` on the column, whose tables are made
+    ``utf8_bin``/``utf8mb4_bin`` on MySQL: ``lib/private/DB/ConnectionFactory.php``). Another
+    app's, or another deployment's at another URL — of a class ncindex no longer subscribes
+    to, or of one it does — are neither removed as unsubscribed nor as duplicates."""
+    client, settings = admin
+    other = settings.model_copy(update={"public_url": "https://automation.example"})
+    others = [
+        client.create_webhook(registration(other, NODE_NS + "NodeCopiedEvent"))["id"],
+        client.create_webhook(registration(other, SUBSCRIBED[0]))["id"],
+        client.create_webhook(
+            registration(settings, SUBSCRIBED[0]) | {"uri": hook_uri(settings).upper()}
+        )["id"],
+    ]
+    register(client, settings)
+    result = register(client, settings.model_copy(update={"deck_webhooks": False}))
+    assert result.removed == []
+    assert sorted(h["id"] for h in client.list_webhooks() if h["id"] in others) == sorted(others)
+
+
 def test_deck_card_events_are_registered_only_when_asked() -> None:
     sim = NextcloudSimulator(deck_webhooks=True)
     sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
