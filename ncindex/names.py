@@ -234,7 +234,7 @@ class Names:
 
     def shares_seen(self, user: str) -> str:
         """The shares made with ``user`` that the last share poll saw (string: JSON object,
-        share id → ``[file id, path, is a folder]``; :mod:`ncindex.sync.shares`)."""
+        share id → ``[file id, path, is a folder, attributes]``; :mod:`ncindex.sync.shares`)."""
         return self.key("shares", "seen", user)
 
     def missing_user(self, user: str) -> str:

@@ -19,15 +19,17 @@ not mounted, so Nextcloud finds no node for them in the account's view and leave
 a federated share received is not in it — files_sharing lists those apart, ``remote_shares``
 — and is the file scans'; every walk and re-read is made as the account, over WebDAV) — and
 compared with what the last poll saw (Redis,
-:meth:`ncindex.names.Names.shares_seen`, share id → ``(file id, path, folder?)``):
+:meth:`ncindex.names.Names.shares_seen`, share id → ``(file id, path, folder?, attributes)``):
 
-* a share new or changed (a new mount, one renamed or moved by its recipient): a folder's
+* a share new or changed (a new mount, one renamed or moved by its recipient, one made
+  view-only or downloadable again — its ``attributes``): a folder's
   subtree is walked as the account (``ncindex.index_folder``, :mod:`ncindex.sync.subtree`:
   what the index lacks at its version and path is indexed, which adds the account to the
   ``acl`` of what others hold); a file is re-read by id (``ncindex.index_node``);
 * a share gone or changed: every document the index has for the account at or below the
   share's path then is re-read by id as the account (``ncindex.index_node``: Nextcloud's
-  404 takes the account's access away, :meth:`ncindex.index.access.Access.remove`; one still
+  404, or a node listed that the account may not read — a view-only share's —, takes the
+  account's access away, :meth:`ncindex.index.access.Access.remove`; one still
   seen another way — another share, a group's — keeps it), and a file share's own file too.
 
 Removals are found by the same poll as additions, so they are never slower; until their
@@ -60,18 +62,25 @@ log = structlog.get_logger(__name__)
 @dataclass(frozen=True, slots=True)
 class SeenShare:
     """One share made with an account as ``formatShare`` gives it: ``file_id`` (its
-    ``item_source``), ``path`` (the shared node in the account's view) and ``folder``
-    (``item_type`` is ``folder``)."""
+    ``item_source``), ``path`` (the shared node in the account's view), ``folder``
+    (``item_type`` is ``folder``) and ``attributes`` (its ``attributes``, the JSON string of
+    ``IAttributes::toArray``, ``None`` for none: nextcloud/server ``ShareAPIController::
+    formatShare``). The attributes say whether the share is view-only (``permissions``/
+    ``download`` false: WebDAV refuses the bytes, ``apps/dav/lib/DAV/ViewOnlyPlugin.php``
+    ``checkViewOnly``, and the index holds its text for no one who reads it only so,
+    :attr:`ncindex.nextcloud.webdav.DavEntry.readable`); changing them (``updateShare``)
+    fires no event and changes no etag, so only the poll sees it."""
 
     file_id: int
     path: str
     folder: bool
+    attributes: str | None = None
 
 
 def seen_shares(listed: list[dict[str, Any]]) -> dict[str, SeenShare]:
     """Share id → :class:`SeenShare` of ``listed`` (the shares API's ``data``). Raises
     ``NextcloudProtocolError`` for a share without a usable ``id``, ``item_source``,
-    ``path`` or ``item_type``."""
+    ``path`` or ``item_type``, or with ``attributes`` neither a string nor null."""
     out = {}
     for share in listed:
         file_id, path = share.get("item_source"), share.get("path")
@@ -82,21 +91,26 @@ def seen_shares(listed: list[dict[str, Any]]) -> dict[str, SeenShare]:
             or not isinstance(path, str)
             or not path.startswith("/")
             or share.get("item_type") not in ("file", "folder")
+            or not isinstance(share.get("attributes"), str | None)
         ):
             raise NextcloudProtocolError(f"share not understood: {share!r}")
-        out[str(share["id"])] = SeenShare(file_id, path, share["item_type"] == "folder")
+        folder = share["item_type"] == "folder"
+        out[str(share["id"])] = SeenShare(file_id, path, folder, share.get("attributes"))
     return out
 
 
 def _load(raw: bytes | str | None) -> dict[str, SeenShare] | None:
-    """The stored state (``None``: none stored)."""
+    """The stored state (``None``: none stored). A share kept before its attributes were
+    (three fields) has none: a view-only one is taken for changed once."""
     if raw is None:
         return None
-    return {k: SeenShare(v[0], v[1], v[2]) for k, v in json.loads(raw).items()}
+    return {k: SeenShare(*v) for k, v in json.loads(raw).items()}
 
 
 def _dump(shares: dict[str, SeenShare]) -> str:
-    return json.dumps({k: [s.file_id, s.path, s.folder] for k, s in sorted(shares.items())})
+    return json.dumps(
+        {k: [s.file_id, s.path, s.folder, s.attributes] for k, s in sorted(shares.items())}
+    )
 
 
 def share_actions(

@@ -134,7 +134,14 @@ def test_a_share_listed_without_what_the_poll_reads_is_a_protocol_error() -> Non
     without them is not guessed at (the account's poll fails, its state is kept)."""
     share = {"id": "7", "item_source": 42, "path": "/Proj", "item_type": "folder"}
     assert seen_shares([share]) == {"7": SeenShare(42, "/Proj", True)}
-    for broken in ({"item_source": None}, {"path": "Proj"}, {"item_type": "link"}, {"id": None}):
+    broken_shares = (
+        {"item_source": None},
+        {"path": "Proj"},
+        {"item_type": "link"},
+        {"id": None},
+        {"attributes": 5},
+    )
+    for broken in broken_shares:
         with pytest.raises(NextcloudProtocolError):
             seen_shares([share | broken])
 
@@ -208,3 +215,41 @@ def test_an_account_whose_listing_fails_leaves_the_others_polled(stack: Stack) -
     assert next(r for r in stack.sim.request_log if r[1] == shares) == ("GET", shares, 503)
     assert stack.services.redis.get(stack.settings.names.shares_seen(first)) == seen
     assert set(acl(stack, doc_key)) == {"user:alice"} | {f"user:{u}" for u in others}
+
+
+VIEW_ONLY = [{"scope": "permissions", "key": "download", "value": False}]
+DOWNLOAD = [{"scope": "permissions", "key": "download", "value": True}]
+
+
+def test_a_share_made_view_only_leaves_the_recipients_acl_after_one_poll(stack: Stack) -> None:
+    """A share made view-only (``updateShare`` with attributes) fires no event and changes no
+    etag: its recipient kept the text in the index until the daily full walk, as the poll
+    compared id, file, path and type only. Its attributes are compared too: the documents
+    below it are re-read as the recipient, who may no longer read them; made downloadable
+    again, the folder is walked and they come back."""
+    doc_key = alices_file(stack, "/Proj/plan.md")
+    poll(stack, "bob")
+    stack.sim.share("alice", "/Proj", "bob")
+    poll(stack, "bob")
+    assert "user:bob" in acl(stack, doc_key)
+    stack.sim.share("alice", "/Proj", "bob", attributes=VIEW_ONLY)  # the same share, updated
+    assert poll(stack, "bob") == 2  # the folder walked, its one document re-read
+    assert acl(stack, doc_key) == ["user:alice"]
+    stack.sim.share("alice", "/Proj", "bob", attributes=DOWNLOAD)
+    poll(stack, "bob")
+    assert "user:bob" in acl(stack, doc_key)
+
+
+def test_a_state_kept_before_attributes_were_compared_is_read(stack: Stack) -> None:
+    """The release before kept three fields a share (file id, path, folder?): such a state is
+    read, a share without attributes unchanged, and rewritten with four."""
+    import json
+
+    alices_file(stack, "/Proj/plan.md")
+    stack.sim.share("alice", "/Proj", "bob")
+    poll(stack, "bob")
+    key = stack.settings.names.shares_seen("bob")
+    kept = json.loads(stack.services.redis.get(key))
+    stack.services.redis.set(key, json.dumps({k: v[:3] for k, v in kept.items()}))
+    assert poll(stack, "bob") == 0
+    assert json.loads(stack.services.redis.get(key)) == kept
