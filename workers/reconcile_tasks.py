@@ -214,9 +214,10 @@ def index_folder(
 def poll_shares(self: NcindexTask) -> int:
     """Poll every configured account's shares (beat, every ``share_poll_seconds``:
     :mod:`ncindex.sync.shares`), at most once per period (a lock that expires before the
-    next tick). An account whose listing fails (Nextcloud unavailable, its app password
-    refused or held back, the sharing API off) is skipped until the next poll; its state is
-    kept.
+    next tick; a run that outlasts it overlaps the next, which leaves each account another
+    run is polling to that one: :func:`~ncindex.sync.shares.poll_user`). An account whose
+    listing fails (Nextcloud unavailable, its app password refused or held back, the sharing
+    API off) is skipped until the next poll; its state is kept.
     Returns how many actions were sent."""
     indexer = self.indexer
     settings = indexer.settings
