@@ -689,7 +689,7 @@ def test_points_of_an_older_analyzer_are_a_warning_naming_the_command(
     said = detail(lines, "analyzer")
     assert said.startswith("2 of 3 documents sampled (a sample of the first chunks")
     assert f"older analyzer: en-2 (2); the current one is {ANALYZER_VERSION}" in said
-    lacking = "; ".join(LACKING[v] for v in ("en-2", "en-3", "en-4", "en-5"))
+    lacking = "; ".join(LACKING[v] for v in ("en-2", "en-3", "en-4", "en-5", "en-6"))
     assert said.endswith(f"miss their BM25 half: {lacking}")
     assert "`ncindex reindex --analyzer`" in said and "en-1" not in said
     store = open_store(settings, model_slug=model_slug(settings.dense_model))

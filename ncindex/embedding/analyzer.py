@@ -64,6 +64,32 @@ Documents and queries go through the same chain, so a word meets itself:
    polytonic text) gets its form without them as its folded one (:data:`_GREEK`), so
    ``ΑΘΗΝΑ``, written without them as Greek capitals are, finds ``Αθήνα``. Text without such
    katakana and Greek gives the terms of ``en-5``.
+
+   Since ``en-7``, three ways people write a word the way they type it meet it:
+
+   - a **zero-width space** (U+200B, as web pages' ``<wbr>`` and PDFs leave it) inside a word
+     is read as the other format characters are, the word without it (``Rech\u200bnung`` is
+     ``rechnung``), but where a letter of Thai, Lao, Khmer, Myanmar or another script written
+     without spaces stands beside it: there it separates words, as UAX #29 has it
+     (:func:`_separates`);
+   - a compound of **words joined by hyphens** alone (no digit, ``.`` or ``_``) also gives the
+     word without them (:func:`_joined`, Lucene's ``WordDelimiterGraphFilter`` with
+     ``catenateWords``), stemmed, at the compound's place beside its whole form: ``E-Mail`` →
+     ``e-mail``, ``email``, ``e``, ``mail``, so ``email`` finds ``E-Mail`` and ``e-mail``, and
+     ``e-mail`` finds ``email`` (``co-operate`` meets ``cooperation``, ``re-index``
+     ``reindex``). The joined form shares the whole form's position, as a folded form does: a
+     document's length counts the two once, and in a query they share the compound's weight
+     (½ each), so a hyphenated word does not count twice. ``IL-6`` and ``x86-64`` are not
+     joined, and a longer compound is joined whole only (``E-Mail-Adresse`` → ``emailadress``,
+     not ``email``). The hyphen (U+2010) and the non-breaking hyphen (U+2011) join words as
+     ``-`` does, and are ``-`` in the whole form;
+   - every **apostrophe** form is ``'`` (:data:`_APOSTROPHES`: ``’``, ``‘``, the modifier
+     letter ``ʼ``, the prime ``′``, the full-width ``＇``, the acute ``´`` of German keyboards),
+     so ``it‘s``, ``O’Neill``, ``OʼNeill`` and ``O'Neill`` give the same terms, elision
+     included (``lʼéglise`` → ``église``).
+
+   Text without zero-width spaces, hyphenated words and those apostrophes gives the terms of
+   ``en-6``.
 2. **Stemming**: the Snowball English stemmer (Porter2, through ``PyStemmer``, the Snowball
    project's own C build) for tokens made of letters only; tokens holding digits or symbols
    (``3d``, ``il-6``, ``c++``) are left as they are.
@@ -97,17 +123,18 @@ import mmh3
 
 from ncindex.store.port import SparseVector
 
-ANALYZER_VERSION = "en-6"
+ANALYZER_VERSION = "en-7"
 """The analysis chain's version, stored in each point's ``analyzer`` payload field. ``en-1``
 was fastembed's ``Qdrant/bm25`` with the 1,333-word ``stop-words`` list; ``en-2`` the chain
 without elision, accent folding and CJK bigrams; ``en-3`` the chain that split words at
 combining marks; ``en-4`` the chain that split words at format characters (a soft hyphen)
 and did not spell out umlauts; ``en-5`` the chain that read half-width katakana as they are
-and did not fold Greek accents.
-``en`` names the stemmer and stop words, still English. An older point
-answers every query term the current chain shares with it (all of plain ASCII text, and a
-word's own form beside its folded one) until ``ncindex reindex --analyzer`` rewrites it; what
-it lacks is :data:`LACKING`."""
+and did not fold Greek accents; ``en-6`` the chain that split words at a zero-width space,
+did not join hyphenated words and read only ``'`` and ``’`` as apostrophes.
+``en`` names the stemmer and stop words, still English. An older point answers every query
+term the current chain shares with it (all of plain ASCII text but the joined forms of
+hyphenated words, and a word's own form beside its folded one) until ``ncindex reindex
+--analyzer`` rewrites it; what it lacks is :data:`LACKING`."""
 
 LACKING = {
     "en-2": "folded forms, words after a French or Italian elision, CJK bigrams",
@@ -117,6 +144,8 @@ LACKING = {
     "German umlauts spelt out (Mueller for Müller)",
     "en-5": "half-width katakana as full-width (ｶﾀｶﾅ for カタカナ), Greek words without "
     "their accents (ΑΘΗΝΑ for Αθήνα)",
+    "en-6": "words holding a zero-width space, hyphenated words joined (email for E-Mail), "
+    "words with apostrophes other than ' and ’ (O‘Neill, OʼNeill)",
 }
 """What a point of each older version lacks of the current chain's terms, version by version:
 a point of ``en-2`` lacks what ``en-2`` and every later entry name."""
@@ -187,6 +216,21 @@ _CJK = (
     "\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
     "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"
 )
+_APOSTROPHES = "'\u2019\u2018\u02bc\u2032\uff07\u00b4"
+"""The characters written as an apostrophe inside a word, each read as ``'``: the ASCII one,
+the right and left single quotation marks (U+2019, U+2018: what word processors, phones and
+web pages make of it, the left one where the quote was turned the wrong way), the modifier
+letter apostrophe (U+02BC), the prime (U+2032), the full-width apostrophe (U+FF07) and the
+acute accent (U+00B4, which German keyboards put where others have the apostrophe: ``it´s``).
+UAX #29 keeps a word whole across U+0027, U+2018, U+2019 and U+FF07 (MidNumLet, Single_Quote)
+and U+02BC (a letter); here all of them are the same apostrophe (since ``en-7``; before,
+``it‘s`` gave ``s``, ``itʼs`` ``itʼ``)."""
+_AS_APOSTROPHE = str.maketrans(dict.fromkeys(_APOSTROPHES, "'"))
+_APOSTROPHE = re.compile(f"[{_APOSTROPHES}]")
+_HYPHENS = "\u2010\u2011"
+"""The Unicode hyphen and non-breaking hyphen, which join words as ``-`` does (``E‑Mail``
+with U+2011, as word processors write it); a compound's whole form has ``-`` for them."""
+
 # One token per match; the named group says which rule matched. Order matters: the longest
 # forms first. _A is a letter or digit (any script) but a CJK one, _L a letter but a CJK one:
 # a CJK run is a token of its own (``cjk``), so ``iPhone用户`` splits where the script changes,
@@ -208,8 +252,8 @@ def _token_pattern(a: str, letter: str) -> re.Pattern[str]:
         (?P<email>{a}[\w.+-]*+@{a}[\w-]*+(?:\.{a}[\w-]*+)+)
       | (?P<symbol>{letter}{a}*+(?:\+\+\d*|\#)(?![\w+#]))
       | (?P<dotname>(?<![^\s(\[{{"'“‘])\.{letter}{a}*+)
-      | (?P<joined>{a}++(?:[-._]{a}++)+)
-      | (?P<word>{a}++(?:['’]{a}++)*)
+      | (?P<joined>{a}++(?:[-{_HYPHENS}._]{a}++)+)
+      | (?P<word>{a}++(?:[{_APOSTROPHES}]{a}++)*)
       | (?P<cjk>[{_CJK}]++)
         """,
         re.VERBOSE,
@@ -268,23 +312,41 @@ def _is_mark(ch: str) -> bool:
 
 
 _ZERO_WIDTH_SPACE = "\u200b"
+_SPACELESS = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u1950-\u19ff\u1a20-\u1aaf\ua9e0-\ua9ff\uaa60-\uaadf]"
+)
+"""A letter of the scripts written without spaces whose words a zero-width space separates
+(the Unicode line-breaking class SA of UAX #14: Thai, Lao, Myanmar, Khmer, Tai Le, New Tai
+Lue, Tai Tham, Tai Viet), by their blocks."""
 
 
 def _is_ignored_format(ch: str) -> bool:
-    """Whether ``ch`` is a format character a word is read without, wherever it stands in the
-    word: all of Unicode's category Cf but the zero-width space (U+200B) — the soft hyphen
-    (U+00AD) that HTML's ``&shy;``, word processors and PDFs put inside words (``Rech\u00adnung``
-    is ``Rechnung``), the zero-width non-joiner and joiner (U+200C, U+200D) inside Persian and
-    Indic words, the word joiner (U+2060), bidi controls (U+202A–U+202E, U+2066–U+2069), the
-    byte-order mark (U+FEFF). UAX #29's rule WB4 ignores Format, Extend and ZWJ characters
-    between the letters of a word, so Lucene's StandardTokenizer keeps such a word whole; here
-    they are also dropped from the term, so it meets the word typed without them, as the
-    snippets show it (``ncindex.text.snippets.clean_text`` removes them). UAX #29 leaves the
-    zero-width space out of Format, as it separates words in Thai and Khmer text, and so does
-    this; it also leaves out the prepended concatenation marks (the Arabic number signs
-    U+0600–U+0605), which this drops (a guess: they stand before digits, which they would
+    """Whether ``ch`` is a format character a word is read without (Unicode's category Cf):
+    the soft hyphen (U+00AD) that HTML's ``&shy;``, word processors and PDFs put inside words
+    (``Rech\u00adnung`` is ``Rechnung``), the zero-width space (U+200B) of web pages and PDFs
+    (``<wbr>``, copied line-break hints), the zero-width non-joiner and joiner (U+200C,
+    U+200D) inside Persian and Indic words, the word joiner (U+2060), bidi controls
+    (U+202A–U+202E, U+2066–U+2069), the byte-order mark (U+FEFF). UAX #29's rule WB4 ignores
+    Format, Extend and ZWJ characters between the letters of a word, so Lucene's
+    StandardTokenizer keeps such a word whole; here they are also dropped from the term, so it
+    meets the word typed without them, as the snippets show it
+    (``ncindex.text.snippets.clean_text`` removes them). UAX #29 leaves the zero-width space
+    out of Format, as it separates words in Thai and Khmer text: here it separates words where
+    a letter of those scripts stands beside it (:data:`_SPACELESS`, :func:`_separates`) and is
+    dropped elsewhere, since in the scripts written with spaces it stands inside words, which
+    the reader sees whole (since ``en-7``). The zero-width joiners are dropped in every script:
+    a Persian or Indic word is the same letters with them or without, in a document and a
+    query alike. UAX #29 also leaves out the prepended concatenation marks (the Arabic number
+    signs U+0600–U+0605), which this drops (a guess: they stand before digits, which they would
     otherwise separate from nothing a query holds)."""
-    return ch != _ZERO_WIDTH_SPACE and unicodedata.category(ch) == "Cf"
+    return unicodedata.category(ch) == "Cf"
+
+
+def _separates(before: str, after: str) -> bool:
+    """Whether a zero-width space between the characters ``before`` and ``after`` (each ``""``
+    at an end of the text) separates two words: when either is a letter of a script written
+    without spaces (:data:`_SPACELESS`)."""
+    return _SPACELESS.match(before) is not None or _SPACELESS.match(after) is not None
 
 
 def _mark_ranges(low: int, high: int, wanted: Callable[[str], bool] = _is_mark) -> str:
@@ -414,7 +476,7 @@ def _stemmed_stops() -> frozenset[str]:
 def _form(text: str) -> str | None:
     """A plain word's indexed form: stemmed when it is all letters, ``None`` for a stop word
     (cached: a text's words repeat, and so do a collection's)."""
-    lower = text.lower().replace("’", "'")
+    lower = text.lower().translate(_AS_APOSTROPHE)
     form = _stem(lower) if _LETTERS.fullmatch(lower) else lower
     if form in _stemmed_stops() or not form or len(form) > MAX_TERM_CHARS:
         return None
@@ -464,7 +526,7 @@ def _elided(raw: str) -> int:
     (org.apache.lucene.analysis.util) removes: the article and the apostrophe before the rest
     when the part before the first apostrophe is one of :data:`ELISION_ARTICLES` (ignoring
     case), else 0 (``don't``, ``o'clock``)."""
-    cut = min((i for i in (raw.find("'"), raw.find("’")) if i > 0), default=-1)
+    cut = raw.translate(_AS_APOSTROPHE).find("'")
     if cut > 0 and raw[:cut].lower() in ELISION_ARTICLES:
         return cut + 1
     return 0
@@ -596,15 +658,37 @@ def _with_folded(
 @functools.lru_cache(maxsize=65536)
 def _word_forms(raw: str) -> tuple[int, tuple[str, ...]]:
     """A plain word's elided characters (:func:`_elided`) and the terms of the rest: its
-    form and its folded one (:func:`_with_folded`); cached as :func:`_form` is."""
-    cut = _elided(raw) if "'" in raw or "’" in raw else 0
-    rest = raw[cut:]
+    form and its folded one (:func:`_with_folded`), every apostrophe read as ``'``
+    (:data:`_APOSTROPHES`); cached as :func:`_form` is."""
+    cut, rest = 0, raw
+    if _APOSTROPHE.search(raw) is not None:
+        cut = _elided(raw)
+        rest = raw[cut:].translate(_AS_APOSTROPHE)
     return cut, tuple(form for form, _, _ in _with_folded(_form(rest), rest, 0, 0, _form))
 
 
 def _whole(lower: str) -> str | None:
-    """A compound's whole form (``il-6``), ``None`` when too long."""
-    return lower if len(lower) <= MAX_TERM_CHARS else None
+    """A compound's whole form (``il-6``; a Unicode hyphen, :data:`_HYPHENS`, as ``-``),
+    ``None`` when too long."""
+    whole = lower.translate(_AS_HYPHEN)
+    return whole if len(whole) <= MAX_TERM_CHARS else None
+
+
+_AS_HYPHEN = str.maketrans(dict.fromkeys(_HYPHENS, "-"))
+_NOT_HYPHENATED = re.compile(r"[\d._]")
+"""What a compound of words joined by hyphens alone lacks: a digit, ``.`` or ``_``."""
+_HYPHEN = re.compile(f"[-{_HYPHENS}]")
+
+
+def _joined(raw: str) -> str | None:
+    """The word a compound of words joined by hyphens is without them (``E-Mail`` →
+    ``EMail``, ``co-operate`` → ``cooperate``), as Lucene's ``WordDelimiterGraphFilter``
+    with ``catenateWords`` gives it; ``None`` for a compound holding a digit, ``.`` or ``_``
+    (``IL-6``, ``x86-64``, ``report.pdf``: what is typed without the hyphen there is rarely one
+    word)."""
+    if _NOT_HYPHENATED.search(raw) is not None:
+        return None
+    return _HYPHEN.sub("", raw)
 
 
 def _scan(text: str) -> Iterator[tuple[str, int, int]]:
@@ -632,16 +716,22 @@ def _recomposed(text: str, marks: _Marks) -> Iterator[tuple[str, int, int]]:
     """:func:`_tokens` of ``text`` composed (NFC) and without its format characters
     (:func:`_is_ignored_format`), one character and its marks at a time, with each term's offsets
     taken back to ``text``: a composed character spans the characters it was made of, and the
-    format characters after it."""
+    format characters after it. A zero-width space that separates words (:func:`_separates`)
+    is read as a space."""
     composed: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
     for m in marks.cluster.finditer(text):
-        cluster = marks.bmp_format.sub("", m.group())
+        raw = m.group()
+        cluster = marks.bmp_format.sub("", raw)
         if not cluster.isascii():
             cluster = marks.astral_format.sub("", cluster)
         for ch in unicodedata.normalize("NFC", cluster):
             composed.append(ch)
+            starts.append(m.start())
+            ends.append(m.end())
+        if _ZERO_WIDTH_SPACE in raw and _separates(raw[0], text[m.end() : m.end() + 1]):
+            composed.append(" ")  # a word break in Thai, Khmer, …
             starts.append(m.start())
             ends.append(m.end())
     for form, start, end in _tokens("".join(composed), marks.token, marks.part):
@@ -667,6 +757,10 @@ def _tokens(
         yield from _with_folded(whole, raw, start, m.end(), _whole)
         if kind == "symbol":
             continue
+        joined = _joined(raw) if kind == "joined" else None
+        if joined is not None:
+            for term, _, _ in _with_folded(_form(joined), joined, 0, 0, _form):
+                yield term, start, m.end()
         for piece_match in part.finditer(raw):
             piece, at = piece_match.group(), start + piece_match.start()
             if _CJK_RUN.fullmatch(piece):

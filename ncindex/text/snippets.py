@@ -13,7 +13,7 @@ a word matches a query term when their terms are equal (``indexing`` matches ``i
 ``北京烤鸭很好吃``); stop words are never marked. Where a whole compound and one of its parts
 both match, the whole is marked. The analyzer reads the text as it was indexed, before the
 cleaning, and the matches are carried over to the cleaned text: cleaning removes characters
-that separate words for the analyzer (a zero-width space, a control character), and analysing
+that separate words for the analyzer (a control character, a private-use one), and analysing
 the cleaned text marked words BM25 had not matched and missed those it had.
 """
 

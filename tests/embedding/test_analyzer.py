@@ -67,7 +67,7 @@ def test_stop_words_meet_after_stemming() -> None:
         ("x86_64", ["x86_64", "x86", "64"]),
         ("version 2.1.0", ["version", "2.1.0", "2", "1", "0"]),
         ("report.pdf", ["report.pdf", "report", "pdf"]),
-        ("state-of-the-art", ["state-of-the-art", "state", "art"]),
+        ("state-of-the-art", ["state-of-the-art", "stateoftheart", "state", "art"]),
     ],
 )
 def test_joined_words_kept_whole_and_in_parts(text: str, expected: list[str]) -> None:
@@ -213,7 +213,10 @@ def test_feedback_leaves_nothing_to_expand_alone() -> None:
         ("Łódź", ["łódź", "lodz"]),
         ("Straße", ["straße", "strass"]),  # ß → ss, then stemmed (strasse → strass)
         ("Ærø Łódź œuvre", ["ærø", "aero", "łódź", "lodz", "œuvr", "oeuvr"]),
-        ("café-crème", ["café-crème", "cafe-creme", "café", "cafe", "crème", "creme"]),
+        (
+            "café-crème",
+            ["café-crème", "cafe-creme", "cafécrèm", "cafecrem", "café", "cafe", "crème", "creme"],
+        ),
         ("Ελλάδα", ["ελλάδα", "ελλαδα"]),  # no ASCII form, but Greek loses its tonos (en-6)
         ("Москва", ["москва"]),  # no ASCII form: nothing added
         # Python lowercases İ to i + U+0307 (combining dot), Java (Lucene) to i alone
@@ -336,7 +339,10 @@ def test_a_word_and_its_folded_form_weigh_one_word() -> None:
         ("𑀅𑀰𑁄𑀓", ["𑀅𑀰𑁄𑀓"]),
         # a decomposed accent (u + U+0308) is the composed word, folded form and all
         ("Mu\u0308nchen", ["münchen", "munchen", "muenchen"]),
-        ("cafe\u0301-cre\u0300me", ["café-crème", "cafe-creme", "café", "cafe", "crème", "creme"]),
+        (
+            "cafe\u0301-cre\u0300me",
+            ["café-crème", "cafe-creme", "cafécrèm", "cafecrem", "café", "cafe", "crème", "creme"],
+        ),
         # a mark with no precomposed letter stays; folding drops it with the accent
         ("q\u0308uestion", ["q\u0308uestion", "question"]),
     ],
@@ -388,9 +394,14 @@ def test_format_characters_inside_a_word_are_ignored(text: str, word: str) -> No
     assert set(query_vector(word).indices) <= set(document_vector(text).indices)
 
 
-def test_a_zero_width_space_still_separates_words() -> None:
-    """UAX #29 leaves U+200B out of Format: it marks word boundaries (Thai, Khmer)."""
-    assert terms("Rech\u200bnung") == ["rech", "nung"]
+def test_a_zero_width_space_still_separates_words_written_without_spaces() -> None:
+    """UAX #29 leaves U+200B out of Format: it marks word boundaries in Thai, Khmer, Lao and
+    Myanmar text, and still does there (en-7), beside a letter of those scripts on either
+    side."""
+    assert terms("ภาษา\u200bไทย") == ["ภาษา", "ไทย"]
+    assert terms("ភាសា\u200bខ្មែរ") == ["ភាសា", "ខ្មែរ"]
+    assert terms("Thai\u200bไทย") == ["thai", "ไทย"]
+    assert terms("ไทย\u200bThai") == ["ไทย", "thai"]
 
 
 def test_format_terms_point_at_the_word_as_written() -> None:
@@ -417,6 +428,9 @@ def test_format_terms_point_at_the_word_as_written() -> None:
                 "müller-lüdenscheidt",
                 "muller-ludenscheidt",
                 "mueller-luedenscheidt",
+                "müllerlüdenscheidt",  # joined (en-7)
+                "mullerludenscheidt",
+                "muellerluedenscheidt",
                 "müller",
                 "muller",
                 "mueller",
@@ -503,3 +517,107 @@ def test_other_scripts_keep_their_marked_letters() -> None:
     """Only Greek loses its marks: Cyrillic ``й`` is a letter of its own, not ``и``."""
     assert terms("йод") == ["йод"]
     assert terms("Αθήνα") == ["αθήνα", "αθηνα"]
+
+
+# --- en-7: a zero-width space, hyphenated words, every apostrophe -------------------------
+
+
+@pytest.mark.parametrize(
+    ("written", "typed"),
+    [
+        ("Rech\u200bnung", "Rechnung"),  # zero-width space, as <wbr> and PDFs leave it
+        ("Rechnung", "Rech\u200bnung"),  # a pasted query with one
+        ("Donau\u200bdampf\u200bschiff\u200bfahrt", "Donaudampfschifffahrt"),
+        ("Mu\u0308l\u200bler", "Müller"),  # decomposed too
+        ("\u200bRechnung\u200b", "Rechnung"),
+        ("Rech\u200b\u00adnung", "Rechnung"),  # beside a soft hyphen
+        ("Rech\u200cnung", "Rechnung"),  # zero-width non-joiner (en-5)
+        ("Rech\u200dnung", "Rechnung"),  # zero-width joiner (en-5)
+        ("Rech\u2060nung", "Rechnung"),  # word joiner (en-5)
+        ("Rech\ufeffnung", "Rechnung"),  # byte-order mark (en-5)
+        ("Rech\u00adnung", "Rechnung"),  # soft hyphen (en-5)
+        ("می\u200cخواهم", "میخواهم"),  # Persian: the same letters with the non-joiner or without
+    ],
+)
+def test_a_word_with_an_invisible_character_is_the_word_without(written: str, typed: str) -> None:
+    """Text copied from web pages and PDFs carries zero-width spaces inside words; before en-7
+    ``Rech\u200bnung`` was ``rech`` and ``nung``, which ``Rechnung`` did not meet. The other
+    format characters were already ignored (en-5); Persian and Indic words keep meeting
+    themselves, since the joiners go from the query as from the document."""
+    assert terms(written) == terms(typed)
+    assert document_vector(written) == document_vector(typed)
+    assert set(query_vector(typed).indices) <= set(document_vector(written).indices)
+
+
+def test_a_word_with_a_zero_width_space_is_marked_whole() -> None:
+    """The snippet's match spans the word as written, the zero-width space inside it."""
+    text = "Die Rech\u200bnung ist da"
+    (found,) = occurrences(text, set(terms("Rechnung")))
+    assert text[found.start : found.end] == "Rech\u200bnung"
+    assert text[occurrences(text, {"da"})[0].start :] == "da"
+
+
+@pytest.mark.parametrize(
+    ("written", "typed"),
+    [
+        ("E-Mail", "email"),
+        ("e-mail", "email"),
+        ("email", "E-Mail"),
+        ("email", "e-mail"),
+        ("E-Mail", "e-mail"),
+        ("E-Mails", "emails"),
+        ("co-operate", "cooperation"),
+        ("cooperate", "co-operate"),
+        ("re-index", "reindex"),
+        ("reindexing", "re-index"),
+        ("E\u2011Mail", "email"),  # a non-breaking hyphen
+        ("E\u2010Mail", "e-mail"),  # the Unicode hyphen
+    ],
+)
+def test_a_hyphenated_word_meets_the_word_without_the_hyphen(written: str, typed: str) -> None:
+    """German writes ``E-Mail``, English ``email`` and ``e-mail``; before en-7 ``email`` and
+    ``E-Mail`` shared no term (``e-mail``, ``e``, ``mail`` against ``email``)."""
+    assert set(query_vector(typed).indices) & set(document_vector(written).indices)
+
+
+def test_a_hyphenated_word_is_joined_at_its_own_place() -> None:
+    """The joined form stands where the compound's whole form does, as a folded form: a
+    document's length counts them once, and in a query they share the compound's weight, so a
+    hyphenated word weighs no more than before (Lucene scores tokens at one position so)."""
+    assert terms("E-Mail") == ["e-mail", "email", "e", "mail"]
+    assert terms("co-operate") == ["co-operate", "cooper", "co", "oper"]
+    assert terms("E\u2011Mail") == terms("E-Mail")
+    # not joined: compounds holding digits, dots or underscores
+    assert terms("IL-6") == ["il-6", "il", "6"]
+    assert terms("x86-64") == ["x86-64", "x86", "64"]
+    assert terms("report.pdf") == ["report.pdf", "report", "pdf"]
+    query = query_vector("e-mail")
+    weights = dict(zip(query.indices, query.values, strict=True))
+    assert weights == {
+        term_id("e-mail"): 0.5,
+        term_id("email"): 0.5,
+        term_id("e"): 1.0,
+        term_id("mail"): 1.0,
+    }
+    # three positions (e-mail and email, e, mail), each term once: the weights of a text of
+    # three words, not of four
+    doc = document_vector("E-Mail")
+    assert len(doc.indices) == 4
+    assert set(doc.values) == set(document_vector("one two three").values)
+    assert set(doc.values) != set(document_vector("one two three four").values)
+
+
+@pytest.mark.parametrize(
+    "apostrophe", ["'", "\u2019", "\u2018", "\u02bc", "\u2032", "\uff07", "\u00b4"]
+)
+def test_every_apostrophe_is_the_same(apostrophe: str) -> None:
+    """``O‘Neill`` (the quote turned the wrong way), ``OʼNeill`` (the modifier letter
+    apostrophe), ``it´s`` (German keyboards) are the words written with ``'``; before en-7
+    ``O‘Neill`` was ``o`` and ``neill``, ``itʼs`` ``itʼ``."""
+    assert terms(f"O{apostrophe}Neill") == terms("O'Neill") == ["o'neil"]
+    assert terms(f"don{apostrophe}t") == ["don't"]
+    assert terms(f"it{apostrophe}s Peter{apostrophe}s") == terms("it's Peter's") == ["peter"]
+    assert terms(f"l{apostrophe}église") == ["église", "eglis"]  # elided
+    text = f"Frau O{apostrophe}Neill kommt"
+    (found,) = occurrences(text, set(terms("O'Neill")))
+    assert text[found.start : found.end] == f"O{apostrophe}Neill"

@@ -125,7 +125,7 @@ def test_sparse_is_the_analyzers_bm25(embedder: Embedder) -> None:
     assert only_stopwords.indices == []
     # content words are kept (the 1,333-word list used before dropped these)
     assert len(embedder.embed_query_sparse("hello world").indices) == 2
-    assert embedder.analyzer_version == "en-6"
+    assert embedder.analyzer_version == "en-7"
 
 
 def test_embed_query_uses_query_embed_for_both(embedder: Embedder) -> None:

@@ -696,6 +696,13 @@ def test_a_document_held_under_both_id_schemes_is_one_document_where_its_doc_key
         ("Die Überweisung ist angekommen.", "Uberweisung", "Überweisung"),
         ("北京烤鸭很好吃，我们明天再去。", "烤鸭", "烤鸭"),
         ("Nous avons visité l'église du village.", "église", "église"),
+        # en-7: a zero-width space inside a word, hyphens, apostrophes other than ' and ’
+        ("Bitte die Rech\u200bnung bis Freitag prüfen.", "Rechnung", "Rechnung"),
+        ("Bitte die Rechnung bis Freitag prüfen.", "Rech\u200bnung", "Rechnung"),
+        ("Schick mir bitte eine E-Mail mit dem Angebot.", "email", "E-Mail"),
+        ("Please send me an email with the offer.", "e-mail", "email"),
+        ("Termin mit Frau O\u2018Neill am Montag.", "O'Neill", "O\u2018Neill"),
+        ("Termin mit Frau O\u02bcNeill am Montag.", "O\u2019Neill", "O\u02bcNeill"),
     ],
 )
 def test_bm25_finds_words_as_typed_in_other_languages(
@@ -703,7 +710,10 @@ def test_bm25_finds_words_as_typed_in_other_languages(
 ) -> None:
     """Analyzer en-3 end to end (Qdrant Edge, the real embedder, the service's snippets): a
     query without diacritics finds the word with them, a CJK word is found inside a longer
-    run, an elided article does not hide its word; the snippet marks the word as written."""
+    run, an elided article does not hide its word; the snippet marks the word as written.
+    And en-7: a word with a zero-width space inside (copied from a web page or a PDF) is the
+    word without it, ``email`` finds ``E-Mail`` and ``e-mail`` finds ``email``, and
+    ``O'Neill`` finds ``O‘Neill`` and ``OʼNeill``."""
     docs = make_docs(8)
     for d in docs:
         d.payload["acl"] = ["user:alice"]
