@@ -623,6 +623,14 @@ def spellings(word: str) -> list[str]:
     return [word, *(form for form in dict.fromkeys(forms) if form != lower)]
 
 
+def plain_apostrophes(text: str) -> str:
+    """``text`` with every form of the apostrophe that this analysis reads as ``'``
+    (:data:`_APOSTROPHES`: ``’``, ``‘``, ``ʼ``, ``′``, ``＇``, ``´``) written ``'``, the same
+    length: for text matched by something other than these terms (Qdrant's full-text index of
+    titles, whose word tokenizer keeps the letter ``ʼ`` in a word and cuts at ``'``)."""
+    return text.translate(_AS_APOSTROPHE)
+
+
 def _variants(lower: str) -> list[str]:
     """The other spellings of a lowercased token that has letters beyond ASCII, each to be
     analysed as a token at its place: folded to ASCII (:func:`_fold`: ``münchen`` →

@@ -577,6 +577,9 @@ def build_filter(user: str, tree: Node | None) -> models.Filter:
 
 TITLE_WORD = re.compile(r"[^\W_]+")
 """A word as Qdrant's word tokenizer cuts a text (runs of letters and digits)."""
+_TITLE_COMPOUND = re.compile(r"[^\W_]+(?:(?:[-\u2010\u2011]|\x00+)[^\W_]+)*")
+""":data:`TITLE_WORD` s joined by a hyphen or by invisible format characters (each ``\\x00``
+by then, :func:`title_words`): ``E-Mail``, ``Rech``+U+200B+``nung``."""
 
 
 def title_word(word: str) -> models.FieldCondition:
@@ -593,16 +596,47 @@ def title_word(word: str) -> models.FieldCondition:
     return models.FieldCondition(key="title", match=models.MatchTextAny(text_any=" ".join(spelt)))
 
 
-def title_words(query: str) -> list[models.FieldCondition]:
-    """The conditions that a point's document's ``title`` holds every word of ``query``
-    (:data:`TITLE_WORD`), one :func:`title_word` per word (the first of those equal but for
-    case), in order (``report pdf`` matches ``Q3 report.pdf``); ``[]`` for a query without
-    words. The query is read composed (NFC), as BM25 reads it: a word pasted decomposed
-    (``Mu\u0308ller``, as macOS file names have it) is one word, not ``Mu`` and ``ller``."""
-    words: dict[str, str] = {}
-    for word in TITLE_WORD.findall(unicodedata.normalize("NFC", query)):
-        words.setdefault(word.lower(), word)
-    return [title_word(w) for w in words.values()]
+def title_compound(parts: Sequence[str]) -> models.Condition:
+    """The condition that a point's document's ``title`` holds a compound of the words
+    ``parts`` (one of :func:`title_compounds`): :func:`title_word` of a single word; of words
+    joined by a hyphen or an invisible character, either the words without it (``E-Mail`` →
+    ``EMail``, ``Rech``+U+200B+``nung`` → ``Rechnung``) or every one of them (``E`` and
+    ``Mail``), as BM25 finds the joined word beside the compound's parts (analyzer ``en-7``).
+    Qdrant's word tokenizer (qdrant/qdrant, lib/segment/src/index/field_index/full_text_index/
+    tokenizers/mod.rs, ``WordTokenizer::tokenize``: ``text.split(|c|
+    !char::is_alphanumeric(c))``) cuts a title at a hyphen and at every format character (a
+    zero-width space, a soft hyphen: not Alphabetic), so the title ``E-Mail`` holds ``e`` and
+    ``mail`` and no ``email``: the query ``email`` does not find it in the title index (BM25
+    does in the text)."""
+    if len(parts) == 1:
+        return title_word(parts[0])
+    every = models.Filter(must=[title_word(p) for p in parts])
+    return models.Filter(should=[title_word("".join(parts)), every])
+
+
+def title_compounds(query: str) -> list[list[str]]:
+    """The words and compounds of ``query`` that a title must hold, each as its words (one
+    for a plain word: ``E-Mail Vorlage`` → ``[["E", "Mail"], ["Vorlage"]]``), the first of
+    those equal but for case, in order; ``[]`` for a query without words. The query is read as
+    BM25 reads it: composed (NFC), so a word pasted decomposed (``Mu\u0308ller``, as macOS file
+    names have it) is one word, not ``Mu`` and ``ller``; every apostrophe as ``'``
+    (:func:`ncindex.embedding.analyzer.plain_apostrophes`: the letter ``ʼ`` of ``OʼNeill``
+    would keep the word whole where Qdrant cuts ``O'Neill`` in two); an invisible format
+    character (Unicode's Cf) inside a word joining its pieces as a hyphen does."""
+    text = analyzer.plain_apostrophes(unicodedata.normalize("NFC", query))
+    if not text.isascii():
+        text = "".join("\x00" if unicodedata.category(ch) == "Cf" else ch for ch in text)
+    compounds: dict[str, list[str]] = {}
+    for compound in _TITLE_COMPOUND.findall(text):
+        compounds.setdefault(compound.lower(), TITLE_WORD.findall(compound))
+    return list(compounds.values())
+
+
+def title_words(query: str) -> list[models.Condition]:
+    """The conditions that a point's document's ``title`` holds every word of ``query``, one
+    :func:`title_compound` per word or compound of :func:`title_compounds`, in order
+    (``report pdf`` matches ``Q3 report.pdf``); ``[]`` for a query without words."""
+    return [title_compound(parts) for parts in title_compounds(query)]
 
 
 def with_title_words(flt: models.Filter, query: str) -> models.Filter:

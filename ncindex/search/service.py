@@ -87,7 +87,8 @@ from ncindex.search.filters import (
     field_verdict,
     path_verdict,
     request_tree,
-    title_words,
+    title_compounds,
+    title_word,
     tree_dict,
     with_title_words,
 )
@@ -598,17 +599,25 @@ def _title_filter(store: VectorStore, flt: Any, query: str) -> Any:
     """The title branch's filter, ``flt`` AND the title holds every word of ``query``
     (:func:`~ncindex.search.filters.with_title_words`), or ``None`` when the branch is not
     worth asking: a query of more than :data:`TITLE_BRANCH_MAX_WORDS` words (a sentence, not a
-    name); a word no title holds (the engine's estimate of that word alone, which is its
+    name; a compound such as ``E-Mail`` one word); a word no title holds (of a compound, neither
+    its joined form nor one of its parts: the engine's estimate of each word alone, which is its
     posting list's length: Qdrant scans every point for a word its index has never seen, 1.5
     ms on 100,000, where a known word's match is read from the index); or more than
     :data:`TITLE_BRANCH_MAX_POINTS` chunks estimated to match (an estimate of 0 is not taken
     for none: Qdrant's estimate of several words multiplies their shares). One estimate per
-    word and one in all, 0.05–0.1 ms each on 100,000 points (the measurement of
-    :data:`TITLE_BRANCH_MAX_POINTS`). Raises ``StoreUnavailable``."""
-    words = title_words(query)
-    if not words or len(words) > TITLE_BRANCH_MAX_WORDS:
+    word (and per compound's joined form) and one in all, 0.05–0.1 ms each on 100,000 points
+    (the measurement of :data:`TITLE_BRANCH_MAX_POINTS`). Raises ``StoreUnavailable``."""
+    compounds = title_compounds(query)
+    if not compounds or len(compounds) > TITLE_BRANCH_MAX_WORDS:
         return None
-    if any(store.count(models.Filter(must=[word]), exact=False) == 0 for word in words):
+
+    def none_holds(word: str) -> bool:
+        return store.count(models.Filter(must=[title_word(word)]), exact=False) == 0
+
+    if any(
+        none_holds("".join(parts)) and (len(parts) == 1 or any(map(none_holds, parts)))
+        for parts in compounds
+    ):
         return None
     titled = with_title_words(flt, query)
     return titled if store.count(titled, exact=False) <= TITLE_BRANCH_MAX_POINTS else None
