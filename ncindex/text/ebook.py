@@ -16,6 +16,7 @@ from xml.etree.ElementTree import Element
 
 from ncindex.errors import ExtractionError
 from ncindex.text.blocks import Blocks
+from ncindex.text.charsets import declared_markup_encoding, decode_without_nuls
 from ncindex.text.markup import html_text
 
 _CONTAINER_NS = "{urn:oasis:names:tc:opendocument:xmlns:container}"
@@ -40,13 +41,25 @@ def epub_text(data: bytes, blocks: Blocks, max_chapters: int) -> int:
                     break
                 # the budget is checked while the chapter's markup is parsed too: a chapter
                 # is a web page of any size
-                chapter = html_text(_read(archive, path), headings=True, late=blocks.late)
+                chapter = html_text(_decoded(_read(archive, path)), headings=True, late=blocks.late)
                 if not blocks.add(chapter) or blocks.truncated:
                     break
             return len(chapters)
     # zlib.error: a damaged deflate stream; RuntimeError includes zipfile's NotImplementedError
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError, ValueError) as exc:
         raise ExtractionError(f"unreadable EPUB: {type(exc).__name__}: {exc}") from exc
+
+
+def _decoded(markup: bytes) -> str:
+    """A chapter's XHTML as text, in the encoding its XML declaration or ``<meta charset>``
+    names (:func:`~ncindex.text.charsets.declared_markup_encoding`, a linear prescan that
+    steps over comments), else as :func:`~ncindex.text.charsets.decode_text` guesses: decoded
+    here, as a web page is, so that BeautifulSoup is handed text and does not run its own
+    declared-encoding search (quadratic on a run of ``<meta ``)."""
+    text, _ = decode_without_nuls(
+        markup, declared_markup_encoding(markup), len(markup), markup=True
+    )
+    return text
 
 
 def _read(archive: zipfile.ZipFile, path: str) -> bytes:

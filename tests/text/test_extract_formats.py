@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import io
+import zipfile
 
 import pytest
 from docmakers import (
@@ -365,6 +366,43 @@ def test_an_epub_chapter_is_cut_by_the_time_budget_while_it_is_parsed(
     assert result.truncated
     assert "Tide 0 at the quay." in result.text and "Tide 9999 at the quay." not in result.text
     assert "Tide 6000 at the quay." in result.text  # what was parsed is kept
+
+
+def _one_chapter_epub(chapter: bytes) -> bytes:
+    """An EPUB whose spine is the one XHTML ``chapter``, its bytes as given (pandoc writes
+    only UTF-8): the mimetype, container and package document of EPUB 3.3 §4.2, §5."""
+    opf = (
+        '<?xml version="1.0" encoding="UTF-8"?><package xmlns="http://www.idpf.org/2007/opf"'
+        ' version="3.0"><manifest><item id="c1" href="c1.xhtml"'
+        ' media-type="application/xhtml+xml"/></manifest><spine><itemref idref="c1"/></spine>'
+        "</package>"
+    )
+    container = (
+        '<?xml version="1.0"?><container version="1.0"'
+        ' xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile'
+        ' full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
+        "</rootfiles></container>"
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("mimetype", "application/epub+zip")
+        archive.writestr("META-INF/container.xml", container)
+        archive.writestr("OEBPS/content.opf", opf)
+        archive.writestr("OEBPS/c1.xhtml", chapter)
+    return out.getvalue()
+
+
+def test_an_epub_chapter_s_commented_out_meta_charset_is_not_its_encoding() -> None:
+    """EPUB chapters went through BeautifulSoup's own declared-encoding search, which took a
+    ``<meta charset>`` inside a comment (and is quadratic on a run of ``<meta ``); a chapter
+    is now decoded by the prescan web pages use (charsets.declared_markup_encoding)."""
+    text = "Привет, как дела? Это проверка кодировки."
+    chapter = (
+        '<html><head><!-- <meta charset="iso-8859-1"> --><meta charset="windows-1251">'
+        f"</head><body><p>{text}</p></body></html>"
+    ).encode("cp1251")
+    result = extract(_one_chapter_epub(chapter), "application/epub+zip", "privet.epub")
+    assert result.text == text
 
 
 def test_rtf_paragraphs() -> None:
