@@ -406,8 +406,10 @@ def _delimited(default: str) -> Callable[[_Job], None]:
 
         # the rows' text can be longer than max_chars characters of the file (quotes go)
         text, cut = decode_text(job.data, _charset(job.mime_type), 2 * job.blocks.max_chars)
-        csv_text(text, job.blocks, sniff_delimiter(text, default), job.max_rows)
         job.blocks.truncated = job.blocks.truncated or cut
+        if job.blocks.late():  # the charset guess can spend it; the sniff is not interrupted
+            return
+        csv_text(text, job.blocks, sniff_delimiter(text, default), job.max_rows)
 
     return read
 

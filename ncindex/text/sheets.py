@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,6 +19,11 @@ from ncindex.text.blocks import Blocks, one_line
 DEFAULT_MAX_ROWS = 20_000
 #: Cells read at most per row (Excel's limit is 16,384 columns).
 _MAX_COLUMNS = 1_000
+#: Characters of delimited text ``csv.Sniffer`` is shown. Its quote-guessing patterns are
+#: quadratic in the sample on runs of quotes and delimiters (``a,"b`` repeated): 16 KiB of
+#: them took 0.9-3.9 s here, 4 KiB 0.04-0.19 s; 4 KiB is still dozens of ordinary rows.
+_SNIFF_SAMPLE = 4 * 1024
+_FIELD_LIMIT_LOCK = threading.Lock()
 
 
 def xlsx_text(data: bytes, blocks: Blocks, max_sheets: int, max_rows: int) -> int:
@@ -54,8 +60,11 @@ def xlsx_text(data: bytes, blocks: Blocks, max_sheets: int, max_rows: int) -> in
 
 def csv_text(text: str, blocks: Blocks, delimiter: str, max_rows: int) -> None:
     """The rows of delimited text (``delimiter``: ``","``, ``";"``, ``"\\t"``) into
-    ``blocks``, one line each, at most ``max_rows``. Raises :class:`ExtractionError` for a
-    malformed file (a field over ``csv``'s size limit, a NUL)."""
+    ``blocks``, one line each, at most ``max_rows``. A field of any length is read (``csv``'s
+    ``field_size_limit`` is raised to the text's length, see :func:`_allow_fields`); one past
+    ``max_chars`` cuts the text there, marked truncated. Raises :class:`ExtractionError` when
+    ``csv`` refuses the text (``csv.Error``)."""
+    _allow_fields(len(text))
     try:
         _rows(csv.reader(io.StringIO(text), delimiter=delimiter), blocks, max_rows)
     except csv.Error as exc:
@@ -64,11 +73,24 @@ def csv_text(text: str, blocks: Blocks, delimiter: str, max_rows: int) -> None:
 
 def sniff_delimiter(text: str, default: str) -> str:
     """The delimiter of delimited text: ``csv.Sniffer``'s choice among comma, semicolon, tab
-    and bar on the first 16 KiB, else ``default``."""
+    and bar on the first :data:`_SNIFF_SAMPLE` characters, else ``default``."""
     try:
-        return csv.Sniffer().sniff(text[: 16 * 1024], delimiters=",;\t|").delimiter
+        return csv.Sniffer().sniff(text[:_SNIFF_SAMPLE], delimiters=",;\t|").delimiter
     except csv.Error:
         return default
+
+
+def _allow_fields(length: int) -> None:
+    """Raise ``csv``'s process-wide ``field_size_limit`` (131,072 characters by default) to
+    at least ``length``: a spreadsheet cell holds up to 32,767 characters but a CSV written
+    by other tools has no limit, and one long cell made the whole file unreadable. The limit
+    guards a reader of a stream against unbounded memory; here the text is already in memory
+    (at most twice ``max_chars`` characters, see ``extract._delimited``), so no field can be
+    longer than it. Only ever raised, under a lock, so that a reader in another thread never
+    sees it lowered below its own text's length."""
+    with _FIELD_LIMIT_LOCK:
+        if csv.field_size_limit() < length:
+            csv.field_size_limit(length)
 
 
 def _rows(rows: Iterable[Iterable[Any]], blocks: Blocks, max_rows: int) -> bool:

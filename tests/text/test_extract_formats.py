@@ -300,6 +300,31 @@ def test_a_csv_cut_at_the_bytes_its_characters_can_need_is_marked_truncated() ->
     assert "tail row" in extract(csv_bytes(rows), "text/csv", "sparse.csv").text
 
 
+def test_a_csv_with_one_cell_past_csv_s_field_size_limit_is_read() -> None:
+    """A field over 131,072 characters (the ``csv`` module's default ``field_size_limit``)
+    made the whole file "unreadable CSV". It is read; past ``max_chars`` the text is cut
+    there and marked truncated."""
+    long_cell = "The minutes ran long. " * 10_000  # 220,000 characters
+    rows = [["topic", "notes"], ["harbour", long_cell], ["pier", "Rebuilt in May."]]
+    whole = extract(csv_bytes(rows), "text/csv", "minutes.csv")
+    assert not whole.truncated
+    assert whole.text == f"topic | notes\nharbour | {long_cell.strip()}\npier | Rebuilt in May."
+    cut = extract(csv_bytes(rows), "text/csv", "minutes.csv", max_chars=150_000)
+    assert cut.truncated and len(cut.text) == 150_000
+    assert cut.text.startswith("topic | notes\nharbour | The minutes ran long.")
+
+
+def test_a_csv_whose_budget_is_spent_before_it_is_sniffed_is_not_read() -> None:
+    """The budget was first looked at after the delimiter sniff and 256 rows: ``csv.Sniffer``
+    (not interruptible, 0.9-3.9 s here on 16 KiB of ``a,"b``) and those rows ran whatever it
+    said. It is looked at before the sniff, as DOCX and ODT look before the first
+    paragraph."""
+    data = csv_bytes([["city", "note"], ["Lisbon", "The tram climbs."]])
+    result = extract(data, "text/csv", "cities.csv", max_seconds=1e-9)
+    assert result.truncated and result.text == ""
+    assert extract(data, "text/csv", "cities.csv").text == "city | note\nLisbon | The tram climbs."
+
+
 def test_epub_chapters_in_spine_order_with_headings() -> None:
     chapters = [
         ("The Lighthouse", "The keeper wound the clockwork lens every four hours."),
