@@ -437,7 +437,9 @@ def _cards(job: _Job) -> None:
 def _eml(job: _Job) -> None:
     from ncindex.text.mail import eml_text
 
-    job.blocks.add(eml_text(job.data, late=job.blocks.late))
+    text, cut = eml_text(job.data, late=job.blocks.late)
+    job.blocks.add(text)
+    job.blocks.truncated = job.blocks.truncated or cut
 
 
 #: Each format's reader (returns the page count or ``None``) and whether its text is markdown.

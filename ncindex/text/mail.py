@@ -4,7 +4,9 @@ subject as a ``#`` heading; From, To, Cc and Date lines), the body — the ``tex
 preferred over ``text/html`` (``EmailMessage.get_body``) — and the attachments listed by file
 name, never extracted. The message is parsed, its HTML body read and its attachments listed
 under the caller's time budget: a message of thousands of small MIME parts took the parser
-minutes (100,000 parts in 3.6 MB: 111 s here)."""
+minutes (100,000 parts in 3.6 MB: 111 s here). Parts nested deeper than
+:data:`MAX_NESTED_PARTS` are left out: the ``email`` feed parser recurses once per level
+(2,000 nested multiparts ended in a ``RecursionError`` and lost the whole message)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from collections.abc import Callable
 from email import policy
 from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesFeedParser
+from email.policy import Policy
+from typing import Any
 
 from ncindex.errors import ExtractionError
 from ncindex.text.blocks import one_line
@@ -19,6 +23,10 @@ from ncindex.text.charsets import decode_without_nuls
 from ncindex.text.markup import html_text
 
 _ADDRESS_HEADERS = ("From", "To", "Cc", "Date")
+#: MIME parts nested deeper than this are left out of the message (the text marked truncated):
+#: Dovecot's message parser's default limit (src/lib-mail/message-parser.h,
+#: MESSAGE_PARSER_DEFAULT_MAX_NESTED_MIME_PARTS), well inside Python's recursion limit.
+MAX_NESTED_PARTS = 100
 #: Bytes of the message fed to the parser between two looks at the clock.
 _FEED_PIECE = 64 * 1024
 
@@ -27,8 +35,9 @@ def _never() -> bool:
     return False
 
 
-def eml_text(data: bytes, late: Callable[[], bool] = _never) -> str:
-    """The text of an e-mail message. ``late`` (e.g. :meth:`Blocks.late
+def eml_text(data: bytes, late: Callable[[], bool] = _never) -> tuple[str, bool]:
+    """The text of an e-mail message, and whether parts nested deeper than
+    :data:`MAX_NESTED_PARTS` were left out of it. ``late`` (e.g. :meth:`Blocks.late
     <ncindex.text.blocks.Blocks.late>`, which marks the text truncated) is asked between the
     :data:`_FEED_PIECE` pieces of the message fed to the parser (the first is always read:
     the header fields are there), between the pieces of an HTML body's markup and before
@@ -39,7 +48,7 @@ def eml_text(data: bytes, late: Callable[[], bool] = _never) -> str:
         raise ExtractionError("not an e-mail message: binary data")
     try:
         message = _parse(data, late)
-        if not isinstance(message, EmailMessage) or not message.keys():
+        if not isinstance(message, _Nested) or not message.keys():
             raise ExtractionError("not an e-mail message: no header fields")
         subject = one_line(str(message.get("Subject", ""))) or "(no subject)"
         lines = [
@@ -60,14 +69,42 @@ def eml_text(data: bytes, late: Callable[[], bool] = _never) -> str:
         raise
     except Exception as exc:  # header parsers raise assorted types on malformed fields
         raise ExtractionError(f"unreadable e-mail: {type(exc).__name__}: {exc}") from exc
-    return text
+    return text, message.cut[0]
+
+
+class _Nested(EmailMessage):
+    """An ``EmailMessage`` that knows its nesting depth (the message is 0, its parts 1, …),
+    made by the feed parser through the policy's ``message_factory``. A part deeper than
+    :data:`MAX_NESTED_PARTS` is not attached to its parent and says it is
+    ``application/octet-stream``, so the parser reads it as one leaf up to its parent's next
+    boundary (the parser recurses only into ``multipart/*`` and ``message/*``, after asking
+    ``get_content_maintype``); ``cut`` (one list shared by the message and all its parts)
+    records that a part was left out."""
+
+    def __init__(self, policy: Policy | None = None) -> None:
+        super().__init__(policy)
+        self.depth = 0
+        self.cut = [False]
+
+    def attach(self, payload: Any) -> None:  # typeshed: Message | str, MIMEPart: Self
+        if isinstance(payload, _Nested):
+            payload.depth, payload.cut = self.depth + 1, self.cut
+            if payload.depth > MAX_NESTED_PARTS:
+                self.cut[0] = True
+                return
+        super().attach(payload)
+
+    def get_content_type(self) -> str:
+        if self.depth > MAX_NESTED_PARTS:
+            return "application/octet-stream"
+        return super().get_content_type()
 
 
 def _parse(data: bytes, late: Callable[[], bool]) -> Message:
     """The message parsed from ``data`` fed in :data:`_FEED_PIECE` pieces while ``late()`` is
     false (the first piece whatever it says). The ``email`` feed parser is incremental: the
     message closed after a piece holds the header fields and parts read so far."""
-    parser = BytesFeedParser(policy=policy.default)
+    parser = BytesFeedParser(policy=policy.default.clone(message_factory=_Nested))
     for start in range(0, len(data), _FEED_PIECE):
         if start and late():
             break

@@ -529,6 +529,43 @@ def test_eml_attachments_are_listed_under_the_time_budget(
     )
 
 
+def _nested_eml(levels: int) -> bytes:
+    """A multipart/mixed message: a plain body, then ``levels`` multipart/mixed parts each
+    inside the one before (the innermost holding a text part ``levels + 1`` deep), then a PDF
+    attachment, as RFC 2046 §5.1.1 writes them."""
+    opening = b"".join(
+        b'Content-Type: multipart/mixed; boundary="n%d"\r\n\r\n--n%d\r\n' % (n, n)
+        for n in range(levels)
+    )
+    closing = b"".join(b"\r\n--n%d--\r\n" % n for n in reversed(range(levels)))
+    return (
+        b"Subject: Ferry\r\nFrom: alice@example.org\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/mixed; boundary="top"\r\n\r\n'
+        b"--top\r\nContent-Type: text/plain\r\n\r\nThe ferry leaves at nine.\r\n"
+        b"--top\r\n" + opening + b"Content-Type: text/plain\r\n\r\nDeep note.\r\n" + closing
+        + b"--top\r\nContent-Type: application/pdf\r\n"
+        b'Content-Disposition: attachment; filename="timetable.pdf"\r\n\r\n%PDF-1.4\r\n'
+        b"--top--\r\n"
+    )  # fmt: skip
+
+
+def test_an_eml_s_parts_nested_too_deep_are_left_out_and_the_rest_read() -> None:
+    """The ``email`` parser recurses once per nested part: 2,000 nested multiparts ended as
+    "unreadable e-mail: RecursionError" (after 1.5 s here), subject and body lost. Parts
+    deeper than Dovecot's limit of 100 are left out, the text marked truncated."""
+    text = (
+        "# Ferry\n\nFrom: alice@example.org\n\nThe ferry leaves at nine.\n\n"
+        "Attachments: (unnamed), timetable.pdf"  # the nest's top multipart, then the PDF
+    )
+    deep = extract(_nested_eml(2000), "message/rfc822", "ferry.eml")
+    assert deep.truncated and deep.text == text
+    # the message is 0 deep, the nest's parts 1 to 99: its text part is 100 deep
+    at_limit = extract(_nested_eml(99), "message/rfc822", "ferry.eml")
+    assert not at_limit.truncated and at_limit.text == text
+    past = extract(_nested_eml(100), "message/rfc822", "ferry.eml")
+    assert past.truncated and past.text == text
+
+
 def test_icalendar_events_are_read_by_property_unfolded_and_unescaped() -> None:
     """Read as plain text, a folded line split a word (``fol`` / ``ded``), escapes stayed
     (``appointment\\, bring``) and alarms and time zones were indexed as the event's text."""
