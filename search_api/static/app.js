@@ -60,7 +60,8 @@ async function call(method, url, body) {
   return { response, data };
 }
 
-function problemText(response, data) {
+// ``what`` names what is unavailable on a 503 ("Search", "The context").
+function problemText(response, data, what = "Search") {
   if (response.status === 0) return "The search service cannot be reached; check the connection and try again.";
   if (response.status === 429) {
     const wait = response.headers.get("Retry-After");
@@ -70,7 +71,7 @@ function problemText(response, data) {
   // unavailable", "the vector store is unavailable"): a Nextcloud that is down is not ncindex
   if (response.status === 503) {
     const why = data && data.detail;
-    return "Search is unavailable right now" + (why ? ": " + why : "") + ". Try again shortly.";
+    return what + " is unavailable right now" + (why ? ": " + why : "") + ". Try again shortly.";
   }
   const detail = data && (data.detail || data.title);
   return detail || "Request failed";
@@ -424,6 +425,7 @@ function forgetResults() {
   clearTimeout(settleTimer);
   shownRequest = null;
   $("more").hidden = true;
+  $("more-problem").hidden = true;
 }
 
 function searchWhenSettled() {
@@ -482,12 +484,20 @@ async function showMore() {
   const before = $("results").children.length;
   const body = { ...shownRequest, limit: Math.min(shownRequest.limit + PAGE, MAX_RESULTS) };
   $("more").hidden = true;
+  $("more-problem").hidden = true;
   status("Searching…");
   const { response, data } = await call("POST", "/v1/search", body);
   if (seq !== searchSeq) return;
   if (response.status === 401) { signedOut("Your sign-in ended. Sign in again to search."); return; }
   if (otherSession(response, data)) { followOtherSession(); return; }
-  if (!response.ok) { $("more").hidden = false; status(problemText(response, data), true); return; }
+  if (!response.ok) {
+    $("more").hidden = false;
+    status(problemText(response, data), true);
+    // and beside the button, where the reader is: the status line is above the results
+    $("more-problem").textContent = problemText(response, data);
+    $("more-problem").hidden = false;
+    return;
+  }
   show(body, data);
   const items = $("results").children;
   const next = items[Math.min(before, items.length - 1)];
@@ -505,14 +515,26 @@ function show(body, data) {
   $("more").hidden = data.results.length < body.limit || body.limit >= MAX_RESULTS;
   const cut = body.query === cutQuery
     ? " Only the first " + MAX_QUERY_CHARS + " characters of the pasted text were searched." : "";
-  if (!data.results.length) status("No results. Try other words or remove a filter." + cut);
-  else if (data.degraded) status("Keyword results only: the semantic half of the search is unavailable right now." + cut);
+  // a phrase in quotes is searched as its words (neither branch knows phrases): said, so that
+  // results without the phrase do not look like a broken search
+  const quotes = /["“”„«»]/.test(body.query)
+    ? " Quotes do not search for an exact phrase: the words are searched in any order." : "";
+  if (!data.results.length) status("No results. Try other words or remove a filter." + quotes + cut);
+  else if (data.degraded) status("Keyword results only: the semantic half of the search is unavailable right now." + quotes + cut);
   else if (data.results.length >= MAX_RESULTS) {
-    status(data.results.length + " results, the most one search shows: add words or a filter to narrow it." + cut, false, true);
+    status(data.results.length + " results, the most one search shows: add words or a filter to narrow it." + quotes + cut, false, true);
+  }
+  // no result is a BM25 candidate (its explain has no "sparse"): no document holds a word of
+  // the query — a typo, or a word of no document — and the dense half found the nearest in
+  // meaning, which without a word would read as matches of the words
+  else if (data.results.every((r) => r.explain && !r.explain.sparse)) {
+    status(countText(data.results.length) + " None of them holds your words: these are the closest in meaning. Check the spelling, or try other words." + quotes + cut);
   }
   // said in the live region too: a screen reader hears how the search ended, not "Searching…" alone
-  else status((data.results.length === 1 ? "1 result." : data.results.length + " results.") + cut, false, true);
+  else status(countText(data.results.length) + quotes + cut, false, !quotes);
 }
+
+function countText(n) { return n === 1 ? "1 result." : n + " results."; }
 
 function resultItem(r) {
   const li = $("result-template").content.firstElementChild.cloneNode(true);
@@ -545,12 +567,23 @@ function resultItem(r) {
 
 async function toggleContext(r, li, button) {
   const box = li.querySelector(".context");
-  if (!box.hidden) { box.hidden = true; button.setAttribute("aria-expanded", "false"); button.textContent = "Show context"; return; }
+  if (button.getAttribute("aria-expanded") === "true") { box.hidden = true; button.setAttribute("aria-expanded", "false"); button.textContent = "Show context"; return; }
   const url = "/v1/documents/" + encodeURIComponent(r.doc_type) + "/" + encodeURIComponent(r.doc_id)
     + "/context?window=2&chunk_index=" + r.chunk_index;
   const { response, data } = await call("GET", url);
   if (response.status === 401) { signedOut(); return; }
-  if (!response.ok) { status(problemText(response, data), true); return; }
+  if (!response.ok) {
+    // said in the result, under the button pressed: the status line above the results is out
+    // of sight on a long page, and the button looked as if it did nothing. Pressed again, it
+    // asks again.
+    const problem = document.createElement("p");
+    problem.className = "problem";
+    problem.setAttribute("role", "alert");
+    problem.textContent = problemText(response, data, "The context");
+    box.replaceChildren(problem);
+    box.hidden = false;
+    return;
+  }
   box.replaceChildren(...data.chunks.map((c) => {
     const p = document.createElement("p");
     p.dir = "auto"; // Arabic or Hebrew text reads right to left

@@ -597,11 +597,16 @@ def test_more_results_asks_for_a_longer_page(deployment: Deployment, browser: Br
     failing.append(True)
     more.click()
     expect(page.locator("#status")).to_have_class(re.compile("error"))
+    # said beside the button too: the status line is out of sight above the results
+    expect(page.locator("#more-problem")).to_have_text(
+        "Search is unavailable right now: down. Try again shortly."
+    )
     expect(page.locator("#results li")).to_have_count(20)  # the list stays, to try again
     expect(more).to_be_visible()
     failing.clear()
     more.click()
     expect(page.locator("#results li")).to_have_count(25)
+    expect(page.locator("#more-problem")).to_be_hidden()
     expect(more).to_be_hidden()  # 25 of the 30 asked: that was all
     assert asked == [("tides", 10), ("tides", 20), ("tides", 30), ("tides", 30)]
 
@@ -627,6 +632,43 @@ def test_more_results_asks_for_a_longer_page(deployment: Deployment, browser: Br
     expect(page.locator("#user-name")).to_have_text("Signed in as alice")
     expect(page.locator("#results li")).to_have_count(0)
     expect(more).to_be_hidden()
+    context.close()
+
+
+def test_what_searched_otherwise_than_typed_is_said(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A typo finds no document holding the word: the results, the nearest in meaning, are
+    said to hold none of the words (they read as matches of it); quotes are said not to make a
+    phrase search (results without the phrase looked like a broken search); a context that
+    cannot be loaded is said in its result, under the button (the status line was out of
+    sight, and the button seemed to do nothing), and pressing again asks again."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    search(page, "lighthuose")
+    expect(page.locator("#status")).to_have_text(
+        re.compile(r"^\d+ results?\. None of them holds your words: these are the closest in")
+    )
+    search(page, '"fittings brass"')
+    expect(page.locator("#status")).to_have_text(
+        re.compile(r"^\d+ results?\. Quotes do not search for an exact phrase: the words are")
+    )
+    search(page, "brass fittings")
+    expect(page.locator("#status")).to_have_text(re.compile(r"^\d+ results?\.$"))
+
+    plan = page.locator("#results li", has_text="polish the lens")
+    page.route(
+        "**/context?*", lambda r: r.fulfill(status=503, json={"detail": "Nextcloud is unavailable"})
+    )
+    plan.get_by_role("button", name="Show context").click()
+    expect(plan.get_by_role("alert")).to_have_text(
+        "The context is unavailable right now: Nextcloud is unavailable. Try again shortly."
+    )
+    page.unroute("**/context?*")
+    plan.get_by_role("button", name="Show context").click()
+    expect(plan.locator(".context")).to_contain_text("replace the brass fittings")
+    expect(plan.get_by_role("alert")).to_have_count(0)
     context.close()
 
 
