@@ -7,7 +7,9 @@ build step, no npm dependency tree to audit and nothing generated to keep in ste
 Routes (JSON unless said; every ``POST`` needs the session's CSRF token in ``X-CSRF-Token``;
 a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_field``):
 
-* ``GET /`` — the page; ``/ui/static/<file>`` — its script and style sheet;
+* ``GET /`` — the page; ``/ui/static/<file>`` — its script and style sheet; any other
+  address a browser asks for as a page (``Accept`` prefers ``text/html`` to JSON) is 404 with
+  a page leading to ``/``, an API client's 404 problem+json;
 * ``GET /ui/session`` — ``{"user", "csrf", "nextcloud_url", "signing_in"}`` (starts an
   anonymous session, setting the cookie, when there is none); while a Login Flow is under way
   also ``login_url`` and ``flow_seconds_left``, so that a page reloaded meanwhile goes on
@@ -47,6 +49,7 @@ from typing import Any
 import redis
 import structlog
 from flask import Blueprint, Flask, Response, g, jsonify, request, send_from_directory
+from werkzeug.exceptions import NotFound
 
 from ncindex.errors import (
     Forbidden,
@@ -60,7 +63,7 @@ from ncindex.nextcloud.loginflow import delete_app_password, poll_login_flow, st
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.web.auth import MAX_AUTHORIZATION_CHARS, resolve_caller
-from ncindex.web.problems import problem, problem_for
+from ncindex.web.problems import PROBLEM_JSON, http_problem, problem, problem_for
 from ncindex.web.ratelimit import CallerLimit
 from ncindex.web.session import COOKIE, CSRF_HEADER, UiSessions, csrf_ok
 from search_api.search import Decorator, int_args, read_json_object
@@ -200,6 +203,18 @@ def ui_blueprint(
     @bp.get("/")
     def page() -> Response:
         return send_from_directory(STATIC, "index.html", max_age=0)
+
+    not_found_page = (STATIC / "not-found.html").read_bytes()
+
+    @bp.app_errorhandler(NotFound)
+    def not_found(exc: NotFound) -> Response:
+        # a person's browser at a wrong address (a mistyped or old bookmark, ``/index.html``)
+        # gets a page leading to the search page, not problem+json to read; an API client,
+        # which does not prefer HTML (``*/*``, ``application/json``), gets the problem
+        accept = request.accept_mimetypes
+        if accept["text/html"] <= max(accept["application/json"], accept[PROBLEM_JSON]):
+            return http_problem(exc)
+        return Response(not_found_page, 404, mimetype="text/html")
 
     @bp.get("/ui/session")
     @limit  # each call without a cookie makes a session in Redis: counted per address

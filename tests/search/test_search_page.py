@@ -672,6 +672,26 @@ def test_what_searched_otherwise_than_typed_is_said(
     context.close()
 
 
+def test_a_wrong_address_is_a_page_leading_to_the_search(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A person at a wrong address (a mistyped or old bookmark) saw the API's problem+json;
+    the browser gets a page (under the same Content-Security-Policy) whose link leads to the
+    search page, and an API client still gets problem+json."""
+    page = browser.new_context(viewport={"width": 375, "height": 700}).new_page()
+    response = page.goto(deployment.url + "/index.html")
+    assert response is not None and response.status == 404
+    assert response.headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    page.get_by_role("link", name="Go to the search page").click()
+    expect(page.get_by_role("heading", name="Sign in with your Nextcloud account")).to_be_visible()
+    answer = httpx.get(deployment.url + "/index.html", timeout=10)
+    assert answer.status_code == 404
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.json()["code"] == "not_found"
+    page.context.close()
+
+
 def test_signing_out_leaves_nothing_of_the_search(deployment: Deployment, browser: Browser) -> None:
     """On a shared computer the next person sees neither the query nor the folders."""
     context = browser.new_context()
