@@ -513,25 +513,47 @@ function show(body, data) {
   shownRequest = body;
   $("results").replaceChildren(...data.results.map(resultItem));
   $("more").hidden = data.results.length < body.limit || body.limit >= MAX_RESULTS;
-  const cut = body.query === cutQuery
-    ? " Only the first " + MAX_QUERY_CHARS + " characters of the pasted text were searched." : "";
+  const found = data.results.length;
   // a phrase in quotes is searched as its words (neither branch knows phrases): said, so that
   // results without the phrase do not look like a broken search
   const quotes = /["“”„«»]/.test(body.query)
     ? " Quotes do not search for an exact phrase: the words are searched in any order." : "";
-  if (!data.results.length) status("No results. Try other words or remove a filter." + quotes + cut);
-  else if (data.degraded) status("Keyword results only: the semantic half of the search is unavailable right now." + quotes + cut);
-  else if (data.results.length >= MAX_RESULTS) {
-    status(data.results.length + " results, the most one search shows: add words or a filter to narrow it." + quotes + cut, false, true);
+  const cut = body.query === cutQuery
+    ? " Only the first " + MAX_QUERY_CHARS + " characters of the pasted text were searched." : "";
+  const notes = quotes + uncheckedText(data) + cut;
+  const withheld = Boolean(data.verification && data.verification.withheld);
+  if (!found) status((withheld ? "No results shown." : "No results. Try other words or remove a filter.") + notes);
+  else if (data.degraded) status("Keyword results only: the semantic half of the search is unavailable right now." + notes);
+  else if (found >= MAX_RESULTS) {
+    status(found + " results, the most one search shows: add words or a filter to narrow it." + notes, false, !notes);
   }
   // no result is a BM25 candidate (its explain has no "sparse"): no document holds a word of
   // the query — a typo, or a word of no document — and the dense half found the nearest in
   // meaning, which without a word would read as matches of the words
   else if (data.results.every((r) => r.explain && !r.explain.sparse)) {
-    status(countText(data.results.length) + " None of them holds your words: these are the closest in meaning. Check the spelling, or try other words." + quotes + cut);
+    status(countText(found) + " None of them holds your words: these are the closest in meaning. Check the spelling, or try other words." + notes);
   }
   // said in the live region too: a screen reader hears how the search ended, not "Searching…" alone
-  else status(countText(data.results.length) + quotes + cut, false, !quotes);
+  else status(countText(found) + notes, false, !notes);
+}
+
+// What Nextcloud could not confirm during the search (it did not answer, or answered an
+// error: POST /v1/search ``verification``): results left out (NCINDEX_UNVERIFIED_RESULTS=drop,
+// ``withheld``), which read as "nothing found" or a short list, and results shown unconfirmed
+// (``verified: false``), each marked under its snippet. "" when everything was confirmed.
+function uncheckedText(data) {
+  const withheld = (data.verification && data.verification.withheld) || 0;
+  const unconfirmed = data.results.filter((r) => r.verified === false).length;
+  let text = "";
+  if (unconfirmed) {
+    text += " Nextcloud could not confirm " + (unconfirmed === data.results.length ? "them" : unconfirmed + " of them")
+      + " just now: " + (unconfirmed === 1 ? "it is" : "they are") + " marked below.";
+  }
+  if (withheld) {
+    text += " " + (withheld === 1 ? "1 result" : withheld + " results")
+      + " left out: Nextcloud could not confirm " + (withheld === 1 ? "it" : "them") + " just now. Try again shortly.";
+  }
+  return text;
 }
 
 function countText(n) { return n === 1 ? "1 result." : n + " results."; }

@@ -635,14 +635,14 @@ def test_more_results_asks_for_a_longer_page(deployment: Deployment, browser: Br
     context.close()
 
 
-def test_what_searched_otherwise_than_typed_is_said(
-    deployment: Deployment, browser: Browser
-) -> None:
+def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: Browser) -> None:
     """A typo finds no document holding the word: the results, the nearest in meaning, are
     said to hold none of the words (they read as matches of it); quotes are said not to make a
     phrase search (results without the phrase looked like a broken search); a context that
     cannot be loaded is said in its result, under the button (the status line was out of
-    sight, and the button seemed to do nothing), and pressing again asks again."""
+    sight, and the button seemed to do nothing), and pressing again asks again; results
+    Nextcloud could not confirm are said in the status line, and so are results left out
+    (with none shown, the page said "No results. Try other words")."""
     context = browser.new_context()
     page = context.new_page()
     open_signed_in(page, deployment.url, "alice")
@@ -669,6 +669,23 @@ def test_what_searched_otherwise_than_typed_is_said(
     plan.get_by_role("button", name="Show context").click()
     expect(plan.locator(".context")).to_contain_text("replace the brass fittings")
     expect(plan.get_by_role("alert")).to_have_count(0)
+
+    # Nextcloud did not answer the checks: results shown unconfirmed, or left out
+    # (NCINDEX_UNVERIFIED_RESULTS=drop), which read as "try other words"
+    unconfirmed = fake_answer(10, 2)
+    unconfirmed["results"][1]["verified"] = False  # type: ignore[index]
+    dropped = fake_answer(10, 0) | {"verification": {"withheld": 3}}
+    answers = [unconfirmed, dropped]
+    page.route("**/v1/search", lambda r: r.fulfill(json=answers.pop(0)))
+    search(page, "tides")
+    expect(page.locator("#status")).to_have_text(
+        "2 results. Nextcloud could not confirm 1 of them just now: it is marked below."
+    )
+    search(page, "tides again")
+    expect(page.locator("#status")).to_have_text(
+        "No results shown. 3 results left out: Nextcloud could not confirm them just now. "
+        "Try again shortly."
+    )
     context.close()
 
 
