@@ -32,6 +32,7 @@ let cutQuery = null;
 // entry, not one per folder passed.
 const SETTLE_MS = 600;
 let settleTimer = null;
+let resultIds = 0; // ids of result titles, for the buttons of each result to name theirs
 
 // A document's name, path, folder or tag as the page shows it: without bidi controls.
 function shown(text) { return String(text).replace(BIDI_CONTROLS, ""); }
@@ -566,6 +567,12 @@ function resultItem(r) {
   const link = li.querySelector(".title");
   link.textContent = shown(r.title || "(untitled)");
   if (r.open_url) link.href = r.open_url; // the server's link (ncindex/search/links.py)
+  // every result has a "Show context" and a "Why it matched": each is described by its title,
+  // so that a screen reader going from button to button hears which result it belongs to
+  link.id = "result-title-" + (++resultIds);
+  for (const control of li.querySelectorAll(".context-button, .explain summary")) {
+    control.setAttribute("aria-describedby", link.id);
+  }
   li.querySelector(".where").textContent = shown(r.doc_type === "news_item" ? (r.url || "News") : (r.path || ""));
   const time = li.querySelector(".modified");
   const when = new Date(r.modified_at * 1000);

@@ -1277,7 +1277,8 @@ def test_a_search_made_while_the_lists_load_is_sent_once(
 
 def test_a_screen_reader_hears_each_results_type(deployment: Deployment, browser: Browser) -> None:
     """The type badge (FILE, NOTE, CARD, NEWS) is the only place a result's type is shown: it
-    is in the accessibility tree, before the title."""
+    is in the accessibility tree, before the title; a result's buttons are described by its
+    title."""
     context = browser.new_context()
     page = context.new_page()
     page.route("**/v1/search", lambda route: route.fulfill(json=fake_answer(1, 1)))
@@ -1286,6 +1287,9 @@ def test_a_screen_reader_hears_each_results_type(deployment: Deployment, browser
     expect(page.locator("#results .title")).to_have_text("doc-0.md")
     tree = page.locator("#results li").aria_snapshot()
     assert re.search(r"text: FILE\s+- link \"doc-0.md\"", tree), tree
+    # each result's "Show context" says whose it is (ten alike named buttons did not)
+    show_context = page.get_by_role("button", name="Show context")
+    expect(show_context).to_have_accessible_description("doc-0.md")
     context.close()
 
 
