@@ -425,6 +425,7 @@ function requestBody() {
 function forgetResults() {
   clearTimeout(settleTimer);
   shownRequest = null;
+  $("skip").hidden = true;
   $("more").hidden = true;
   $("more-problem").hidden = true;
 }
@@ -513,6 +514,7 @@ async function showMore() {
 function show(body, data) {
   shownRequest = body;
   $("results").replaceChildren(...data.results.map(resultItem));
+  $("skip").hidden = !data.results.length;
   $("more").hidden = data.results.length < body.limit || body.limit >= MAX_RESULTS;
   const found = data.results.length;
   // a phrase in quotes is searched as its words (neither branch knows phrases): said, so that
@@ -668,6 +670,12 @@ document.addEventListener("DOMContentLoaded", () => {
   $("sign-out").addEventListener("click", signOut);
   $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search(true); });
   $("more").addEventListener("click", showMore);
+  // "Skip to the results": focus on the first result's title (a list is not focusable)
+  $("skip").addEventListener("click", (e) => {
+    e.preventDefault();
+    const first = $("results").querySelector(".title");
+    if (first) first.focus();
+  });
   $("q").addEventListener("paste", (e) => {
     const box = $("q");
     // a one-line box drops the line breaks of what is pasted (HTML's value sanitization)

@@ -776,7 +776,8 @@ def test_a_login_flow_can_be_cancelled(deployment: Deployment, browser: Browser)
 def test_focus_goes_on_when_signing_in_and_out(deployment: Deployment, browser: Browser) -> None:
     """Signing in or out hides the part that had focus: focus goes on to the query box, or to
     the sign-in button, instead of falling back to the page's top, where a keyboard or
-    screen-reader user would start again."""
+    screen-reader user would start again. A link after the Search button skips the filters
+    to the first result."""
     context = browser.new_context()
     page = context.new_page()
     page.goto(deployment.url + "/")
@@ -785,6 +786,19 @@ def test_focus_goes_on_when_signing_in_and_out(deployment: Deployment, browser: 
     page.keyboard.press("Enter")
     expect(page.locator("#user-name")).to_have_text("Signed in as alice")
     expect(page.locator("#q")).to_be_focused()
+    # with the keyboard alone, from the query box to the first result: Tab to "Skip to the
+    # results" after the Search button (past it, the filters were 22 Tab stops, 7 per date)
+    skip = page.get_by_role("link", name="Skip to the results")
+    expect(skip).to_have_count(0)  # no results to skip to
+    page.keyboard.type("lighthouse lens")
+    page.keyboard.press("Enter")
+    expect(page.locator("#results li")).to_have_count(len(ALICE_ALL))
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    expect(skip).to_be_focused()
+    expect(skip).to_be_visible()
+    page.keyboard.press("Enter")
+    expect(page.locator("#results .title").first).to_be_focused()
     page.get_by_role("button", name="Sign out").focus()
     page.keyboard.press("Enter")
     expect(page.locator("#status")).to_contain_text("Signed out")
