@@ -32,6 +32,7 @@ let cutQuery = null;
 // entry, not one per folder passed.
 const SETTLE_MS = 600;
 let settleTimer = null;
+const SIGN_IN_UNAVAILABLE = "You cannot sign in right now";
 let resultIds = 0; // ids of result titles, for the buttons of each result to name theirs
 
 // A document's name, path, folder or tag as the page shows it: without bidi controls.
@@ -61,8 +62,10 @@ async function call(method, url, body) {
   return { response, data };
 }
 
-// ``what`` names what is unavailable on a 503 ("Search", "The context").
-function problemText(response, data, what = "Search") {
+// ``unavailable`` begins a 503's text: what cannot be done ("Search is unavailable right now",
+// "You cannot sign in right now"): a sign-in refused for a Nextcloud that is down did not
+// concern searching.
+function problemText(response, data, unavailable = "Search is unavailable right now") {
   if (response.status === 0) return "The search service cannot be reached; check the connection and try again.";
   if (response.status === 429) {
     const wait = response.headers.get("Retry-After");
@@ -72,7 +75,7 @@ function problemText(response, data, what = "Search") {
   // unavailable", "the vector store is unavailable"): a Nextcloud that is down is not ncindex
   if (response.status === 503) {
     const why = data && data.detail;
-    return what + " is unavailable right now" + (why ? ": " + why : "") + ". Try again shortly.";
+    return unavailable + (why ? ": " + why : "") + ". Try again shortly.";
   }
   const detail = data && (data.detail || data.title);
   return detail || "Request failed";
@@ -213,7 +216,7 @@ async function startFlow() {
   let answer;
   try { answer = await signInCall("/ui/login/flow"); } finally { flowStarting = false; }
   const { response, data } = answer;
-  if (!response.ok) { status(problemText(response, data), true); return; }
+  if (!response.ok) { status(problemText(response, data, SIGN_IN_UNAVAILABLE), true); return; }
   window.open(data.login_url, "_blank", "noopener");
   waitForApproval(data.login_url, FLOW_LIFETIME_MS);
 }
@@ -237,7 +240,7 @@ async function pollFlow() {
   const { response, data } = await call("POST", "/ui/login/poll");
   if (pollTimer === null) return; // signed in another way meanwhile
   if (response.status === 0) return; // unreachable for now: ask again
-  if (!response.ok) { stopPolling(); status(problemText(response, data), true); return; }
+  if (!response.ok) { stopPolling(); status(problemText(response, data, SIGN_IN_UNAVAILABLE), true); return; }
   if (!data.user) return;
   stopPolling();
   session.user = data.user;
@@ -269,7 +272,7 @@ async function signInWithPassword(event) {
   if (!response.ok) {
     status(response.status === 401 && !noSession(response, data)
       ? "Nextcloud did not accept that user name and app password."
-      : problemText(response, data), true);
+      : problemText(response, data, SIGN_IN_UNAVAILABLE), true);
     return;
   }
   stopPolling(); // a Login Flow started before is not needed any more
@@ -610,7 +613,7 @@ async function toggleContext(r, li, button) {
     const problem = document.createElement("p");
     problem.className = "problem";
     problem.setAttribute("role", "alert");
-    problem.textContent = problemText(response, data, "The context");
+    problem.textContent = problemText(response, data, "The context is unavailable right now");
     box.replaceChildren(problem);
     box.hidden = false;
     return;

@@ -435,7 +435,8 @@ def test_a_nextcloud_that_is_down_is_named(
 ) -> None:
     """Nextcloud stops answering while ncindex runs (its credential cache off, so the next
     search asks Nextcloud who the caller is): the search is refused 503 and the page says that
-    Nextcloud is what is unavailable — not that the search service is down — and no results."""
+    Nextcloud is what is unavailable — not that the search service is down — and no results;
+    a sign-in then is said to be impossible for that reason."""
     running = Deployment(tmp_path, redis_url, model_dir, NCINDEX_USER_CACHE_SECONDS="0")
     try:
         running.wait_indexed()
@@ -451,6 +452,16 @@ def test_a_nextcloud_that_is_down_is_named(
             "Search is unavailable right now: Nextcloud is unavailable. Try again shortly."
         )
         expect(page.locator("#results li")).to_have_count(0)
+        # signing in again meanwhile is refused for the same reason, said as a sign-in's
+        # (it read "Search is unavailable", though no search was made)
+        page.get_by_role("button", name="Sign out").click()
+        expect(page.locator("#status")).to_have_text("Signed out.")
+        cannot = "You cannot sign in right now: Nextcloud is unavailable. Try again shortly."
+        sign_in_with_password(page, "alice")
+        expect(page.locator("#status")).to_have_text(cannot)
+        page.locator("#status").evaluate("(box) => { box.textContent = ''; }")
+        page.get_by_role("button", name="Sign in with Nextcloud").click()
+        expect(page.locator("#status")).to_have_text(cannot)
     finally:
         running.close()
 
