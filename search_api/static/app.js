@@ -572,13 +572,18 @@ function resultItem(r) {
   const link = li.querySelector(".title");
   link.textContent = shown(r.title || "(untitled)");
   if (r.open_url) link.href = r.open_url; // the server's link (ncindex/search/links.py)
+  // none (a news item whose link is not http(s)): still a place "Skip to the results" and
+  // "More results" can move focus to, else focus stayed where it was
+  else link.tabIndex = -1;
   // every result has a "Show context" and a "Why it matched": each is described by its title,
   // so that a screen reader going from button to button hears which result it belongs to
   link.id = "result-title-" + (++resultIds);
   for (const control of li.querySelectorAll(".context-button, .explain summary")) {
     control.setAttribute("aria-describedby", link.id);
   }
-  li.querySelector(".where").textContent = shown(r.doc_type === "news_item" ? (r.url || "News") : (r.path || ""));
+  const where = shown(r.doc_type === "news_item" ? (r.url || "News") : (r.path || ""));
+  li.querySelector(".where").textContent = where;
+  if (!where) li.querySelector(".sep").remove(); // a Deck card has no path: no "·" before the date
   const time = li.querySelector(".modified");
   const when = new Date(r.modified_at * 1000);
   time.dateTime = when.toISOString();

@@ -653,7 +653,9 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
     cannot be loaded is said in its result, under the button (the status line was out of
     sight, and the button seemed to do nothing), and pressing again asks again; results
     Nextcloud could not confirm are said in the status line, and so are results left out
-    (with none shown, the page said "No results. Try other words")."""
+    (with none shown, the page said "No results. Try other words"). A Deck card, which has no
+    path, had its date behind a lone "·"; a title without a link (a news item whose link is not
+    http(s)) could not take the focus "Skip to the results" gives."""
     context = browser.new_context()
     page = context.new_page()
     open_signed_in(page, deployment.url, "alice")
@@ -686,7 +688,11 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
     unconfirmed = fake_answer(10, 2)
     unconfirmed["results"][1]["verified"] = False  # type: ignore[index]
     dropped = fake_answer(10, 0) | {"verification": {"withheld": 3}}
-    answers = [unconfirmed, dropped]
+    # a news item whose link is not http(s) has no open_url; a Deck card has no path
+    odd = fake_answer(10, 2)
+    odd["results"][0] |= {"doc_type": "news_item", "open_url": None, "url": "javascript:x"}  # type: ignore[index]
+    odd["results"][1] |= {"doc_type": "deck_card", "path": None}  # type: ignore[index]
+    answers = [unconfirmed, dropped, odd]
     page.route("**/v1/search", lambda r: r.fulfill(json=answers.pop(0)))
     search(page, "tides")
     expect(page.locator("#status")).to_have_text(
@@ -697,6 +703,14 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
         "No results shown. 3 results left out: Nextcloud could not confirm them just now. "
         "Try again shortly."
     )
+    search(page, "odd ones")
+    expect(page.locator("#results .meta").nth(1)).to_have_text(re.compile(r"^\d"))  # no "· "
+    expect(page.locator("#results .meta").first).to_have_text(re.compile(r"^javascript:x · \d"))
+    page.locator("#q").focus()
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")  # "Skip to the results", to a title without a link
+    expect(page.locator("#results .title").first).to_be_focused()
     context.close()
 
 
