@@ -33,6 +33,7 @@ let cutQuery = null;
 const SETTLE_MS = 600;
 let settleTimer = null;
 const SIGN_IN_UNAVAILABLE = "You cannot sign in right now";
+const WAITING = "Waiting for you to approve the access in Nextcloud…";
 let resultIds = 0; // ids of result titles, for the buttons of each result to name theirs
 
 // A document's name, path, folder or tag as the page shows it: without bidi controls.
@@ -225,7 +226,7 @@ async function startFlow() {
 function waitForApproval(loginUrl, ms) {
   if (loginUrl) $("flow-link").href = loginUrl;
   $("flow-hint").hidden = !loginUrl;
-  status("Waiting for you to approve the access in Nextcloud…");
+  status(WAITING);
   clearInterval(pollTimer);
   pollUntil = Date.now() + ms;
   pollTimer = setInterval(pollFlow, 1500);
@@ -240,8 +241,15 @@ async function pollFlow() {
   const { response, data } = await call("POST", "/ui/login/poll");
   if (pollTimer === null) return; // signed in another way meanwhile
   if (response.status === 0) return; // unreachable for now: ask again
+  // Nextcloud down for a while (503): the flow lives on in Nextcloud, and an approval made once
+  // it is back makes an app password only this polling takes — stopping here left it unused
+  // and the page signed out. Said, and asked again.
+  if (response.status === 503) {
+    status(WAITING + " Nextcloud is not answering just now; this page keeps asking.");
+    return;
+  }
   if (!response.ok) { stopPolling(); status(problemText(response, data, SIGN_IN_UNAVAILABLE), true); return; }
-  if (!data.user) return;
+  if (!data.user) { status(WAITING); return; }
   stopPolling();
   session.user = data.user;
   session.csrf = data.csrf;

@@ -759,13 +759,18 @@ def test_a_page_reloaded_during_the_login_flow_goes_on_waiting(
 ) -> None:
     """Nextcloud makes the app password when the user approves: a page reloaded while it
     waited must still take it (and so delete it at sign-out), not leave it unused in
-    Nextcloud with the page signed out."""
+    Nextcloud with the page signed out; so must a page whose polls met a Nextcloud down."""
     context = browser.new_context()
     page = context.new_page()
     popup = start_login_flow(context, page, deployment.url)
     page.reload()
     expect(page.locator("#status")).to_contain_text("Waiting for you to approve")
     expect(page.locator("#flow-link")).to_have_attribute("href", popup.url)
+    # Nextcloud is down for a while (the polls answered 503): the page waited no more, and
+    # an approval made once Nextcloud was back went untaken
+    page.route("**/ui/login/poll", lambda route: route.fulfill(status=503, json={}))
+    expect(page.locator("#status")).to_contain_text("Nextcloud is not answering just now")
+    page.unroute("**/ui/login/poll")
     approve_in_nextcloud(popup, "alice")
     expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
     assert len(deployment.sim.tree.user("alice").passwords) == 2
