@@ -545,7 +545,7 @@ function show(body, data) {
   // the query — a typo, or a word of no document — and the dense half found the nearest in
   // meaning, which without a word would read as matches of the words
   else if (data.results.every((r) => r.explain && !r.explain.sparse)) {
-    status(countText(found) + " None of them holds your words: these are the closest in meaning. Check the spelling, or try other words." + notes);
+    status(countText(found) + " The keyword search found no word of your query as written: these are the closest in meaning. Check the spelling, or try other words." + notes);
   }
   // said in the live region too: a screen reader hears how the search ended, not "Searching…" alone
   else status(countText(found) + notes, false, !notes);
