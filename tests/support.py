@@ -119,20 +119,47 @@ class Clock:
         return self.now
 
 
+def consumers_waiting(client: redis.Redis, name: str) -> bool:
+    """Whether every connection named ``name`` (the ``client_name`` of a Celery app's broker
+    connections, as :func:`build_stack` sets it) that last ran ``BRPOP`` is blocked in it
+    (Redis ``CLIENT LIST``: ``cmd=brpop``, flag ``b``): a consumer whose ``BRPOP`` has
+    returned holds the message it popped, which kombu has put on no queue and not yet in
+    ``unacked``, until its next ``BRPOP``."""
+    for entry in client.client_list():
+        if entry.get("name") == name and entry.get("cmd") == "brpop" and "b" not in entry["flags"]:
+            return False
+    return True
+
+
 def wait_idle(
-    client: redis.Redis, keys: Names, timeout: float = 120.0, queues: Iterable[str] = QUEUES
+    client: redis.Redis,
+    keys: Names,
+    timeout: float = 120.0,
+    queues: Iterable[str] = QUEUES,
+    consumers: str | None = None,
 ) -> None:
     """Wait until deployment ``keys`` is idle — :func:`ncindex.sync.status.settled` on
     ``queues`` (nothing queued, unacknowledged — running, or a countdown or retry a worker
-    holds — or debounced) — twice in a row, 0.3 s apart: a message a worker has just popped
-    is on no queue and not yet in ``unacked`` for a moment (kombu records it after ``BRPOP``).
-    While it is not idle it looks every 0.05 s; it returns right after the second look.
-    Raises ``AssertionError`` after ``timeout`` seconds."""
+    holds — or debounced). A message a worker has just popped is on no queue and not yet in
+    ``unacked`` for a moment (kombu records it after ``BRPOP``): with ``consumers``, the
+    Redis client name of every worker's broker connections, a look is settled, every such
+    connection blocked in its next ``BRPOP`` (:func:`consumers_waiting`), and settled again
+    (a message popped before the first reading was handled before that ``BRPOP``; one
+    popped after it was on a queue the second reading would see); without it, settled twice
+    in a row 0.3 s apart. While it is not idle it looks every 0.05 s. Raises
+    ``AssertionError`` after ``timeout`` seconds."""
     queues = tuple(queues)
     deadline = time.monotonic() + timeout
     calm = 0
     while True:
-        calm = calm + 1 if settled(client, keys, queues) else 0
+        if consumers is None:
+            calm = calm + 1 if settled(client, keys, queues) else 0
+        elif (
+            settled(client, keys, queues)
+            and consumers_waiting(client, consumers)
+            and settled(client, keys, queues)
+        ):
+            return
         if calm == 2:
             return
         if time.monotonic() > deadline:
@@ -158,6 +185,12 @@ class Stack:
     receiver_url: str
     receiver_app: Flask
     exits: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    @property
+    def consumers(self) -> str:
+        """The Redis client name of the stack's Celery connections (a worker's ``BRPOP``
+        one among them): kombu's ``client_name`` transport option."""
+        return str(self.celery.conf.broker_transport_options["client_name"])
 
     def __enter__(self) -> Stack:
         return self
@@ -197,8 +230,9 @@ class Stack:
         return None
 
     def wait_idle(self, timeout: float = 120.0) -> None:
-        """:func:`wait_idle`: every event delivered so far has been fully processed."""
-        wait_idle(self.services.redis, self.settings.names, timeout)
+        """:func:`wait_idle`: every event delivered so far has been fully processed (the
+        stack's workers are known by their connections' name, :attr:`consumers`)."""
+        wait_idle(self.services.redis, self.settings.names, timeout, consumers=self.consumers)
 
     def settle(self, timeout: float = 120.0) -> None:
         """Let every webhook delivery be attempted and every task finish."""
@@ -298,8 +332,10 @@ def build_stack(
     celery = create_celery(config, services)
     # the worker's BRPOP waits 0.1 s, not kombu's 1 s: stopping a worker closes its channel
     # after the BRPOP in flight has returned, so each stop waited up to a second
+    # (and its connections are named, so wait_idle tells its worker's BRPOP connection)
     celery.conf.broker_transport_options = celery.conf.broker_transport_options | {
-        "polling_interval": 0.1
+        "polling_interval": 0.1,
+        "client_name": f"ncindex-test-{secrets.token_hex(6)}",
     }
     receiver_app = create_receiver_app(config, producer=celery)
     receiver_server.app = receiver_app
