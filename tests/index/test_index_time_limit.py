@@ -39,6 +39,18 @@ def deployment(redis_url: str, model_dir: Path, tmp_path: Path, stall: str) -> W
     return dep
 
 
+def created_unnoticed(dep: WorkerDeployment, path: str) -> int:
+    """Create alice's ``path`` (:data:`TEXT`) with its events dropped; returns its file id.
+    Writing it again then sends one ``NodeWritten``, so the file gets exactly one
+    ``ncindex.index_node`` message: a new file's ``NodeCreated`` and ``NodeWritten`` coalesce
+    into one task only when the second reaches the receiver within the 0.3 s debounce, and
+    under load it did not (a third receipt in the log: the second event's own message)."""
+    dep.sim.drop_rate = 1.0
+    file_id = dep.sim.put_file("alice", path, TEXT)
+    dep.sim.drop_rate = 0.0
+    return file_id
+
+
 def test_an_index_task_the_hard_time_limit_killed_is_run_again(
     redis_url: str, model_dir: Path, tmp_path: Path
 ) -> None:
@@ -55,7 +67,8 @@ def test_an_index_task_the_hard_time_limit_killed_is_run_again(
     dep = deployment(redis_url, model_dir, tmp_path, "1")
     try:
         dep.start_worker()
-        file_id = dep.sim.put_file("alice", "/Tides.txt", TEXT)
+        file_id = created_unnoticed(dep, "/Tides.txt")
+        dep.sim.put_file("alice", "/Tides.txt", TEXT)  # one event: NodeWritten
         dep.sim.flush_deliveries(timeout=10)
         dep.wait_idle(60)
         time.sleep(0.5)
@@ -101,8 +114,10 @@ def parked_files(
     try:
         dep.start_worker()
         for way in WAYS:
-            ids[way] = dep.sim.put_file("alice", f"/Tides-{way}.txt", TEXT)
+            # the file's way is set before its one event is sent (its task cannot run first)
+            ids[way] = created_unnoticed(dep, f"/Tides-{way}.txt")
             dep.redis.hset(STALL_BY_FILE, str(ids[way]), f"every {way}")
+            dep.sim.put_file("alice", f"/Tides-{way}.txt", TEXT)  # one event: NodeWritten
             dep.sim.flush_deliveries(timeout=10)
             dep.wait_idle(90)
             time.sleep(0.5)
