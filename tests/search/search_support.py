@@ -310,9 +310,8 @@ class Served:
     api: Api
 
 
-@pytest.fixture
-def served(api: Api) -> Iterator[Served]:
-    """``api``'s app served by werkzeug on a free port in a thread."""
+def serve(api: Api) -> Iterator[Served]:
+    """``api``'s app served by werkzeug on a free port in a thread, until resumed."""
     httpd = make_server("127.0.0.1", 0, api.app, threaded=True)
     thread = threading.Thread(  # shut down within 0.05 s, not serve_forever's default 0.5 s
         target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -321,3 +320,20 @@ def served(api: Api) -> Iterator[Served]:
     yield Served(f"http://127.0.0.1:{httpd.port}", api)
     httpd.shutdown()
     thread.join(timeout=5)
+
+
+@pytest.fixture
+def served(api: Api) -> Iterator[Served]:
+    """``api``'s app served by werkzeug on a free port in a thread."""
+    yield from serve(api)
+
+
+@pytest.fixture
+def ro_served(ro_api: Api, redis_url: str) -> Iterator[Served]:
+    """``ro_api``'s app served as :func:`served` serves ``api``'s, Redis emptied first as
+    ``api`` empties it (RCP sessions, rate counters: the only state the app keeps there),
+    so a test starts from what a fresh ``api`` holds without building one (a store copy,
+    loaded, and the corpus embedded). For the tests that change neither the simulator, the
+    store nor the settings."""
+    redis.Redis.from_url(redis_url).flushdb()
+    yield from serve(ro_api)

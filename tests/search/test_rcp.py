@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import urllib.parse
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.client import HTTPConnection
 from types import SimpleNamespace
@@ -22,7 +23,21 @@ from ncindex.search.rcp import MAX_BATCH, HttpAnswer, RcpServer, _rfc3339
 from ncindex.web.problems import MAX_BODY_BYTES
 from search_api import rcp as rcp_http
 from search_api.rcp import rcp_blueprint
-from search_support import PASSWORDS, Served
+from search_support import PASSWORDS, Api, Served, serve
+
+
+@pytest.fixture
+def served(ro_served: Served) -> Served:
+    """The search API over real HTTP, one for the module (:func:`search_support.ro_served`,
+    Redis emptied for each test: the RCP sessions): the tests that use it change neither the
+    simulator, the store nor the settings; those that do take :func:`own_served`."""
+    return ro_served
+
+
+@pytest.fixture
+def own_served(api: Api) -> Iterator[Served]:
+    """A search API of the test's own over real HTTP (the package's ``served``)."""
+    yield from serve(api)
 
 
 def basic(user: str, password: str | None = None) -> str:
@@ -115,7 +130,8 @@ def test_initialize_advertises_retrieve_and_the_filter_table(served: Served) -> 
     client.shutdown()
 
 
-def test_retrieve_is_the_verified_search(served: Served) -> None:
+def test_retrieve_is_the_verified_search(own_served: Served) -> None:
+    served = own_served  # unshares a folder
     keys = served.api.keys
     alice = connect(served, "alice")
     hits = alice.retrieve("lighthouse lens foghorn", k=20)
@@ -537,9 +553,10 @@ def test_counts_may_be_written_as_whole_floats(served: Served) -> None:
     client.shutdown()
 
 
-def test_k_defaults_to_the_search_default_limit(served: Served) -> None:
+def test_k_defaults_to_the_search_default_limit(own_served: Served) -> None:
     """Without ``k``, ``retrieve`` answers ``NCINDEX_SEARCH_DEFAULT_LIMIT`` hits, as
     ``POST /v1/search`` without ``limit`` does; it answered 10 whatever the setting."""
+    served = own_served  # changes a setting
     served.api.settings.search_default_limit = 2
     client = connect(served, "alice")
     hits = client.call("retrieve", {"query": "lighthouse"})["hits"]
