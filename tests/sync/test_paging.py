@@ -36,7 +36,7 @@ from ncindex.store.port import PointRecord, SparseVector
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 from ncindex.sync.paging import ListingPages
 from ncindex.sync.reconcile import Reconciler, ScanReport, ScanState, pending_key
-from support import WorkerDeployment, wait_until
+from support import WorkerDeployment, copy_store, wait_until
 from workers.celery_app import create_celery
 
 FILES, FOLDERS, NOTES = 1200, 60, 300
@@ -134,7 +134,10 @@ def filled() -> Iterator[tuple[NextcloudSimulator, SimulatorServer]]:
 
 @pytest.fixture
 def big(
-    filled: tuple[NextcloudSimulator, SimulatorServer], redis_url: str, tmp_path: Path
+    filled: tuple[NextcloudSimulator, SimulatorServer],
+    redis_url: str,
+    tmp_path: Path,
+    empty_store: Path,
 ) -> Iterator[Big]:
     sim, server = filled
     sim.faults.clear()
@@ -149,6 +152,9 @@ def big(
         reconcile_page_requests=PAGE,
         reconcile_notes_chunk_size=10,
     )
+    # a copy of the session's empty store (the default model's, DIM wide): creating the
+    # payload indexes anew took seconds a test
+    copy_store(empty_store, tmp_path / "qdrant")
     store = QdrantEdgeStore(tmp_path / "qdrant", model_slug(settings.dense_model))
     store.ensure_collection(DIM)
     ghost_points(store)
