@@ -49,7 +49,7 @@ from ncindex.progress import (
 from ncindex.redis_replies import as_text
 from ncindex.runtime import Services
 from ncindex.store import VectorStore
-from ncindex.store.queries import acl_condition, doc_type_condition, first_chunks
+from ncindex.store.queries import acl_condition, document_counts, first_chunks
 from ncindex.sync.reconcile import last_scans_key
 from ncindex.sync.user_status import first_indexing
 from ncindex.telemetry import QueueCollector
@@ -160,7 +160,11 @@ def per_user(
     per rule, ``truncated`` (documents indexed with their text cut short), ``rates``
     (:func:`rates_dict`), ``eta_seconds`` of their pending items (documents and folders queued
     for that user), ``first_indexing`` (state, progress, ETA) and, with ``store``, ``indexed``
-    per doc type."""
+    per doc type: the documents ``user`` may read, each counted once even while its new
+    version is written beside the old one (:func:`~ncindex.store.queries.document_counts`,
+    as ``GET /v1/status`` counts them). Per user that costs two exact facets of the engine
+    (``doc_type``, and ``doc_key``: one value per document the user reads) and a read of the
+    few documents held in two versions, in place of a count per doc type."""
     progress = Progress(client, keys)
     parked: dict[str, int] = {}
     for raw in client.hvals(keys.deadletter):
@@ -189,10 +193,8 @@ def per_user(
             ).model_dump(mode="json"),
         }
         if store is not None:
-            row["indexed"] = {
-                t.value: store.count(first_chunks(acl_condition(user), doc_type_condition(t)))
-                for t in DocType
-            }
+            counts = document_counts(store, "doc_type", first_chunks(acl_condition(user)))
+            row["indexed"] = {t.value: counts.get(t.value, 0) for t in DocType}
         out[user] = row
     return out
 

@@ -6,11 +6,13 @@ worker, Qdrant Edge)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import redis
 from celery import Celery
 
+from ncindex.documents import DocType
 from ncindex.names import Names
 from ncindex.progress import BUCKET_SECONDS, KEEP_SECONDS, FailingDocuments, Progress
 from ncindex.sync.reconcile import Reconciler
@@ -267,3 +269,43 @@ def test_skipped_documents_are_named_with_their_rule(stack: Stack) -> None:
     }
     assert [d["path"] for d in alice["skipped_documents"]] == sorted(p for _, p in named)
     assert status_of(stack, "bob")["skipped_documents"] == []
+
+
+def test_ncindex_status_counts_a_document_in_two_versions_once(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """`ncindex status` counted first chunks: a note whose new version was written beside the
+    old one (before the old is deleted) showed as two documents, where ``GET /v1/status``
+    showed one. Both count documents now (``document_counts``)."""
+    from ncindex.store import PointRecord, SparseVector
+    from ncindex.store.qdrant_edge import QdrantEdgeStore
+    from ncindex.sync.status import collect_status
+
+    client = redis.Redis.from_url(redis_url)
+    keys = Names("twoversionstatustest")
+    store = QdrantEdgeStore(tmp_path, "m")
+    store.ensure_collection(4)
+
+    def first_chunk(n: int, doc_key: str, doc_type: str, at: int) -> PointRecord:
+        payload = {"doc_key": doc_key, "doc_type": doc_type, "chunk_index": 0}
+        return PointRecord(
+            id=f"00000000-0000-4000-8000-{n:012d}",
+            dense=[1.0 + n] * 4,
+            sparse=SparseVector(indices=[n], values=[1.0]),
+            payload=payload | {"acl": ["user:dora"], "indexed_at": at},
+        )
+
+    store.upsert(
+        [
+            first_chunk(1, "note:7", "note", 10),
+            first_chunk(2, "note:7", "note", 20),  # its new version, the old not yet deleted
+            first_chunk(3, "file:8", "file", 10),
+        ]
+    )
+    try:
+        dora = collect_status(client, keys, users=["dora"], store=store)["users"]["dora"]
+        assert dora["indexed"]["note"] == 1
+        assert dora["indexed"]["file"] == 1
+        assert set(dora["indexed"]) == {t.value for t in DocType}
+    finally:
+        store.close()
