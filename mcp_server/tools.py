@@ -353,7 +353,8 @@ def search_schema(default_limit: int) -> dict[str, Any]:
     schema["properties"]["filter"]["description"] = (
         "A boolean filter tree: `{and: [...]}`, `{or: [...]}`, `{not: {...}}` nodes and "
         "`{field, op, value}` leaves, fields and operators as the `list_filters` tool lists "
-        "them; a node with any other key is refused. `{}` and `null` mean no filter."
+        "them; a node with any other key is refused. Leave it out (or null) for no filter; "
+        "an empty `{}` is refused."
     )
     schema["$defs"]["FilterLeaf"]["description"] = (
         "A condition; operators per field as the `list_filters` tool lists them."

@@ -95,10 +95,18 @@ def tree_dict(node: Node | None) -> dict[str, Any]:
 
 
 def parse_tree(raw: Any) -> Node | None:
-    """Validate an RCP/1 filter tree and coerce its values; ``None`` for an absent or empty
-    (``{}``) filter. A node's key that is neither its combinator nor a leaf's ``field``,
-    ``op``, ``value`` (a misspelt ``valu``) is ``invalid_filter`` naming it. Raises
-    :class:`FilterError` (see the module docstring)."""
+    """Validate an RCP/1 filter tree and coerce its values; ``None`` for an absent (``None``)
+    filter. An empty one (``{}``) is ``invalid_filter``: a caller who built a filter and
+    ended with nothing meant some condition, and searching everything would hide that (as
+    ``tags: []`` is refused: leave it out for no filter). A node's key that is neither its
+    combinator nor a leaf's ``field``, ``op``, ``value`` (a misspelt ``valu``) is
+    ``invalid_filter`` naming it. Raises :class:`FilterError` (see the module docstring)."""
+    if isinstance(raw, dict) and not raw:
+        raise FilterError(
+            "invalid_filter",
+            "filter",
+            "is empty ({}): give a condition, or leave filter out (or null) for no filter",
+        )
     node, _ignored = _parse(raw, as_rcp=False)
     return node
 
@@ -113,6 +121,8 @@ def parse_rcp_tree(raw: Any) -> tuple[Node | None, list[str]]:
       is a node that is neither one leaf nor one combinator once its unknown keys are set
       aside, as the SDK's validator (``rcp.filter.validate``, which ignores such keys)
       refuses it;
+    * an empty filter (``{}``) is no filter, as for an absent one (the SDK's validator
+      answers ``None`` for both), not refused as :func:`parse_tree` refuses it;
     * a ``date`` value is an RFC 3339 string only (``RCP_DATE_ENCODING``): §4.6 writes a point
       in time as an RFC 3339 string or an integer count of *milliseconds* since the epoch,
       "the server declares which of the two encodings it accepts", and a number here was read
@@ -151,7 +161,87 @@ def _parse(raw: Any, *, as_rcp: bool) -> tuple[Node | None, list[str]]:
         raise FilterError(
             "invalid_filter", "filter", f"{leaves} conditions; at most {MAX_FILTER_LEAVES}"
         )
+    _refuse_empty_ranges(node, "filter")
     return node, [path for path, _key in unknown]
+
+
+def _conjuncts(node: Node, path: str) -> Iterator[tuple[str, Leaf]]:
+    """Each leaf that must hold for ``node`` to hold (reached through ``and`` groups alone)
+    with the path of its value (``filter.and[1].value``)."""
+    if isinstance(node, Leaf):
+        yield f"{path}.value", node
+    elif node.kind == "and":
+        for i, child in enumerate(node.children):
+            yield from _conjuncts(child, f"{path}.and[{i}]")
+
+
+def _refuse_empty_ranges(node: Node, path: str) -> None:
+    """:func:`refuse_empty_range` on the conditions that must hold together in ``node`` and
+    in every branch of its ``or`` and ``not`` groups (an empty range there is as much a
+    mistake: a branch that matches nothing, or a ``not`` that matches everything)."""
+    refuse_empty_range(list(_conjuncts(node, path)))
+    _refuse_in_branches(node, path)
+
+
+def _refuse_in_branches(node: Node, path: str) -> None:
+    if isinstance(node, Leaf):
+        return
+    for i, child in enumerate(node.children):
+        if node.kind == "and":
+            _refuse_in_branches(child, f"{path}.and[{i}]")
+        else:
+            where = f"{path}.not" if node.kind == "not" else f"{path}.or[{i}]"
+            _refuse_empty_ranges(child, where)
+
+
+def refuse_empty_range(conjuncts: Sequence[tuple[str, Leaf]]) -> None:
+    """Raise :class:`FilterError` (``invalid_value``) when the range leaves (``gt``, ``gte``,
+    ``lt``, ``lte``) among ``conjuncts`` — ``(path of the value, leaf)`` pairs, conditions
+    that must all hold — bound one field to an interval that holds nothing, as
+    :func:`request_tree` refuses ``modified_after`` later than or equal to
+    ``modified_before``: the tightest lower bound later than the tightest upper one names the
+    lower bound's path; equal bounds of which one is strict (``[t, t)``) name the upper's."""
+    lower: dict[str, tuple[str, Leaf]] = {}
+    upper: dict[str, tuple[str, Leaf]] = {}
+    for where, leaf in conjuncts:
+        name, op, value = leaf.field.name, leaf.op, leaf.value
+        if op in ("gt", "gte"):
+            held = lower.get(name)
+            if held is None or (value, op == "gt") > (held[1].value, held[1].op == "gt"):
+                lower[name] = (where, leaf)
+        elif op in ("lt", "lte"):
+            held = upper.get(name)
+            if held is None or (value, op == "lte") < (held[1].value, held[1].op == "lte"):
+                upper[name] = (where, leaf)
+    for name, (low_at, low) in lower.items():
+        if name not in upper:
+            continue
+        high_at, high = upper[name]
+        if low.value > high.value:
+            raise FilterError(
+                "invalid_value",
+                low_at,
+                f"{_bound(low)} is {'later' if low.field.type == 'date' else 'greater'} "
+                f"than {_bound(high)} ({high_at}): no {name} lies between them, so nothing "
+                "can match",
+            )
+        day = low.field.type == "date"
+        if low.value == high.value and (low.op, high.op) != ("gte", "lte"):
+            raise FilterError(
+                "invalid_value",
+                high_at,
+                f"{_bound(high)} and {_bound(low)} ({low_at}) leave no {name} between "
+                "them, so nothing can match"
+                + ("; for one day give the next day's date as the lt bound" if day else ""),
+            )
+
+
+def _bound(leaf: Leaf) -> str:
+    """``modified_at lt 2026-01-01T00:00:00Z``: a range leaf as a detail names it."""
+    value = leaf.value
+    if leaf.field.type == "date":
+        value = datetime.fromtimestamp(value, UTC).isoformat().replace("+00:00", "Z")
+    return f"{leaf.field.name} {leaf.op} {value}"
 
 
 def _numeric_times(node: dict[str, Any], path: str) -> Iterator[str]:
@@ -191,7 +281,9 @@ def request_tree(
     ``modified_after``/``modified_before`` bound ``modified_at`` to the half-open interval
     ``[after, before)``. Raises :class:`FilterError`, e.g. ``invalid_value`` on
     ``modified_after`` when it is later than ``modified_before``, and on ``modified_before``
-    when they are the same time (an interval that holds none, matching nothing).
+    when they are the same time (an interval that holds none, matching nothing); so too when
+    they and the range leaves of ``filter`` that must hold with them leave a field no value
+    (:func:`refuse_empty_range`), and ``invalid_filter`` for an empty ``filter`` (``{}``).
     """
     parts: list[Node] = []
 
@@ -211,10 +303,12 @@ def request_tree(
             "equals modified_after, and [modified_after, modified_before) holds no time; "
             "for one day give the next day's date as modified_before",
         )
+    bounds: list[tuple[str, Leaf]] = []  # with the filter's, an interval that holds no time
     if after is not None:
-        parts.append(Leaf(FIELDS["modified_at"], "gte", after))
+        bounds.append(("modified_after", Leaf(FIELDS["modified_at"], "gte", after)))
     if before is not None:
-        parts.append(Leaf(FIELDS["modified_at"], "lt", before))
+        bounds.append(("modified_before", Leaf(FIELDS["modified_at"], "lt", before)))
+    parts.extend(leaf for _name, leaf in bounds)
     any_of("path_prefixes", "path_prefix", path_prefixes)
     any_of("tags", "tags", tags)
     if category is not None:
@@ -225,6 +319,7 @@ def request_tree(
     tree = parse_tree(filter)
     if tree is not None:
         parts.append(tree)
+    refuse_empty_range(bounds + ([] if tree is None else list(_conjuncts(tree, "filter"))))
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else Group("and", tuple(parts))

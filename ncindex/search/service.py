@@ -293,7 +293,6 @@ class SearchRequest(BaseModel):
             {
                 "anyOf": [
                     {"$ref": FILTER_NODE_REF},
-                    {"type": "object", "maxProperties": 0},
                     {"type": "null"},
                 ]
             }
@@ -302,8 +301,8 @@ class SearchRequest(BaseModel):
         None,
         description="A boolean filter tree (RCP/1 §8): `{and: [...]}`, `{or: [...]}`, "
         "`{not: {...}}` nodes and `{field, op, value}` leaves; fields and operators as "
-        "listed by `GET /v1/filters`; a node with any other key is refused. `{}` and `null` "
-        "mean no filter.",
+        "listed by `GET /v1/filters`; a node with any other key is refused. Leave it out (or "
+        "null) for no filter; an empty `{}` is refused.",
     )
     mode: Mode | None = Field(
         None,

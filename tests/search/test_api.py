@@ -228,6 +228,22 @@ BAD: list[tuple[Any, str, str]] = [
     ({"query": "x", "category": ["Work"]}, "invalid_value", "category"),
     ({"query": "x", "mime_types": ["a\x00b"]}, "invalid_value", "mime_types[0]"),
     ({"query": "x", "filter": []}, "invalid_filter", "filter"),
+    # an empty tree searched everything: refused as an empty any-of list is
+    ({"query": "x", "filter": {}}, "invalid_filter", "filter"),
+    # a range in the tree that holds no time, as modified_after > modified_before
+    (
+        {
+            "query": "x",
+            "filter": {
+                "and": [
+                    {"field": "modified_at", "op": "gte", "value": "2026-02-01"},
+                    {"field": "modified_at", "op": "lt", "value": "2026-01-01"},
+                ]
+            },
+        },
+        "invalid_value",
+        "filter.and[0].value",
+    ),
     ({"query": "x", "filter": "doc_type = note"}, "invalid_filter", "filter"),
     ({"query": "x", "filter": {"and": []}}, "invalid_filter", "filter.and"),
     (

@@ -254,10 +254,23 @@ def test_operator_outside_the_language_carries_the_option() -> None:
     assert caught.value.detail.startswith("missing operator; one of "), caught.value
 
 
-@pytest.mark.parametrize("empty", [None, {}])
-def test_absent_or_empty_filter_is_no_filter(empty: Any) -> None:
-    assert parse_tree(empty) is None
-    assert build_filter("alice", None) == build_filter("alice", parse_tree(empty))
+def test_absent_filter_is_no_filter() -> None:
+    assert parse_tree(None) is None
+    assert build_filter("alice", None) == build_filter("alice", parse_tree(None))
+
+
+def test_an_empty_filter_is_refused_as_an_empty_list_is() -> None:
+    """``filter: {}`` searched everything, silently: an agent that built a filter and ended
+    with nothing meant some condition. Refused as ``tags: []`` is (leave it out for none);
+    RCP/1 reads ``{}`` as no filter, and so does its ``retrieve``."""
+    with pytest.raises(FilterError) as caught:
+        parse_tree({})
+    assert (caught.value.code, caught.value.field) == ("invalid_filter", "filter")
+    assert "leave filter out" in caught.value.detail
+    with pytest.raises(FilterError) as caught:
+        request_tree(doc_types=["note"], filter={})
+    assert (caught.value.code, caught.value.field) == ("invalid_filter", "filter")
+    assert parse_rcp_tree({}) == (None, [])
 
 
 def test_depth_limit_is_inclusive() -> None:
@@ -449,3 +462,74 @@ def test_a_time_range_of_no_time_is_refused(after: Any, before: Any) -> None:
         request_tree(modified_after=after, modified_before=before)
     assert (caught.value.code, caught.value.field) == ("invalid_value", "modified_before")
     assert "next day" in str(caught.value)
+
+
+T1, T2 = "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"
+
+
+def _at(op: str, value: Any, field: str = "modified_at") -> dict[str, Any]:
+    return {"field": field, "op": op, "value": value}
+
+
+@pytest.mark.parametrize(
+    ("tree", "field", "said"),
+    [
+        ({"and": [_at("gte", T2), _at("lt", T1)]}, "filter.and[0].value", "is later than"),
+        ({"and": [_at("lt", T1), _at("gt", T2)]}, "filter.and[1].value", "is later than"),
+        ({"and": [_at("gte", T1), _at("lt", T1)]}, "filter.and[1].value", "next day"),
+        ({"and": [_at("gt", T1), _at("lte", T1)]}, "filter.and[1].value", "next day"),
+        # through nested and-groups, inside an or's branch and a not
+        (
+            {"and": [_at("gte", T2), {"and": [_at("exists", True, "tags"), _at("lte", T1)]}]},
+            "filter.and[0].value",
+            "is later than",
+        ),
+        (
+            {"or": [_at("eq", T1), {"and": [_at("gte", T2), _at("lt", T1)]}]},
+            "filter.or[1].and[0].value",
+            "is later than",
+        ),
+        ({"not": {"and": [_at("gt", T2), _at("lt", T1)]}}, "filter.not.and[0].value", "later"),
+        (
+            {"and": [_at("gte", 100, "size"), _at("lt", 10, "size")]},
+            "filter.and[0].value",
+            "greater",
+        ),
+    ],
+)
+def test_a_range_in_the_filter_that_holds_nothing_is_refused(
+    tree: dict[str, Any], field: str, said: str
+) -> None:
+    """A reversed or empty range written in the tree matched nothing, silently, where
+    ``modified_after``/``modified_before`` are refused: it is refused the same way, naming
+    the bound's path, on REST/MCP and on RCP."""
+    for parse in (parse_tree, lambda raw: parse_rcp_tree(raw)[0]):
+        with pytest.raises(FilterError) as caught:
+            parse(tree)
+        assert (caught.value.code, caught.value.field) == ("invalid_value", field)
+        assert said in caught.value.detail
+
+
+def test_ranges_that_hold_something_are_taken() -> None:
+    for tree in (
+        {"and": [_at("gte", T1), _at("lte", T1)]},  # [t, t]: that instant
+        {"and": [_at("gte", T1), _at("lt", T2)]},
+        {"or": [_at("gte", T2), _at("lt", T1)]},  # either side: not one range
+        {"and": [_at("gte", T2), {"or": [_at("lt", T1), _at("exists", True, "tags")]}]},
+        {"and": [_at("gte", 200, "size"), _at("lt", T1)]},  # two fields
+    ):
+        assert parse_tree(tree) is not None, tree
+
+
+def test_the_convenience_bounds_and_the_filter_make_one_range() -> None:
+    """``modified_after`` later than a ``lt`` in the filter holds no time either."""
+    with pytest.raises(FilterError) as caught:
+        request_tree(modified_after=T2, filter=_at("lt", T1))
+    assert (caught.value.code, caught.value.field) == ("invalid_value", "modified_after")
+    assert "filter.value" in caught.value.detail
+    with pytest.raises(FilterError) as caught:
+        request_tree(
+            modified_before=T1, filter={"and": [_at("exists", True, "tags"), _at("gte", T1)]}
+        )
+    assert (caught.value.code, caught.value.field) == ("invalid_value", "modified_before")
+    assert request_tree(modified_after=T1, filter=_at("lt", T2)) is not None

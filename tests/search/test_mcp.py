@@ -393,6 +393,11 @@ BAD_ARGUMENTS = [
      "invalid_filter", "filter.valu"),  # strict, unlike RCP
     ("search", {"query": "x", "modified_after": "yesterday"}, "invalid_value",
      "modified_after"),
+    ("search", {"query": "x", "filter": {}}, "invalid_filter", "filter"),  # not "no filter"
+    ("search", {"query": "x", "filter": {"and": [
+        {"field": "modified_at", "op": "gte", "value": "2026-01-01"},
+        {"field": "modified_at", "op": "lt", "value": "2026-01-01"}]}},
+     "invalid_value", "filter.and[1].value"),
     ("fetch", {}, "invalid_value", "id"),
     ("fetch", {"doc_type": "file"}, "invalid_value", "doc_id"),
     ("fetch", {"doc_id": "1"}, "invalid_value", "doc_type"),
