@@ -106,6 +106,9 @@ def search_blueprint(
         except (TransientError, ModelError) as exc:
             SEARCHES.labels("unavailable").inc()
             return problem_for(exc)
+        except InputError as exc:  # a tag or category the caller's documents spell otherwise
+            SEARCHES.labels("bad_request").inc()
+            return problem_for(exc)
         SEARCHES.labels("ok").inc()
         for stage, ms in response.timings_ms.items():
             SEARCH_SECONDS.labels(stage).observe(ms / 1000)

@@ -27,8 +27,9 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -60,11 +61,14 @@ _RANGE_OPS = ("gt", "gte", "lt", "lte")
 @dataclass(frozen=True, slots=True)
 class Leaf:
     """A validated condition: ``value`` is coerced for the field (a tuple for ``in``/``nin``,
-    a bool for ``exists``, float seconds for dates, a normalised path for path fields)."""
+    a bool for ``exists``, float seconds for dates, a normalised path for path fields);
+    ``where`` is the request's path of the value (``filter.and[1].value``, ``tags``; ``""``
+    for a leaf made otherwise), what an error about it names (not compared)."""
 
     field: FilterField
     op: str
     value: Any
+    where: str = dataclass_field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +293,8 @@ def request_tree(
 
     def any_of(name: str, field: str, values: Sequence[Any] | None) -> None:
         if values:
-            parts.append(Leaf(FIELDS[field], "in", _coerce_list(FIELDS[field], values, name)))
+            listed = _coerce_list(FIELDS[field], values, name)
+            parts.append(Leaf(FIELDS[field], "in", listed, name))
 
     any_of("doc_types", "doc_type", doc_types)
     after = None if modified_after is None else _time(modified_after, "modified_after")
@@ -313,7 +318,12 @@ def request_tree(
     any_of("tags", "tags", tags)
     if category is not None:
         parts.append(
-            Leaf(FIELDS["category"], "eq", _scalar(FIELDS["category"], category, "category"))
+            Leaf(
+                FIELDS["category"],
+                "eq",
+                _scalar(FIELDS["category"], category, "category"),
+                "category",
+            )
         )
     any_of("mime_types", "mime_type", mime_types)
     tree = parse_tree(filter)
@@ -323,6 +333,65 @@ def request_tree(
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else Group("and", tuple(parts))
+
+
+SPELT_FIELDS = ("tags", "category")
+"""The fields whose values are matched as spelt, case and all, and named when only another
+case is stored (:func:`refuse_other_case`)."""
+
+
+def refuse_other_case(node: Node | None, stored: Callable[[str], Collection[str]]) -> None:
+    """Raise :class:`FilterError` (``invalid_value``, naming the value's path: ``tags[0]``,
+    ``category``, ``filter.and[1].value``) for the first value of a ``tags`` or ``category``
+    leaf that must match for ``node`` to (``eq``, ``in``, ``contains``, not under a ``not``)
+    which no value of ``stored(field)`` (the caller's values of that field) is, but one or
+    more are when case is ignored: ``URGENT`` where the documents hold ``urgent``. The detail
+    names the stored spelling(s).
+
+    Nextcloud matches both as spelt: a system tag by its name as the ``systemtag`` table holds
+    it (nextcloud/server lib/private/SystemTag/SystemTagManager.php ``getTag``: ``name =``),
+    two tags differing only in case may both exist where the database compares case
+    (``createTag`` relies on the unique index: PostgreSQL, SQLite; MySQL's utf8mb4_general_ci,
+    Nextcloud's documented collation, refuses the second), and a note's category is its folder
+    below the notes folder (nextcloud/notes lib/Service/Note.php ``getCategory``), a file name,
+    case-sensitive. So a match ignoring case would merge what Nextcloud may keep apart, and
+    would need the values stored folded too; a caller told the spelling loses nothing.
+    ``stored`` is asked at most once per field."""
+    seen: dict[str, Collection[str]] = {}
+    for leaf in _positive_leaves(node):
+        name = leaf.field.name
+        if name not in SPELT_FIELDS or leaf.op not in ("eq", "in", "contains"):
+            continue
+        values = leaf.value if leaf.op == "in" else (leaf.value,)
+        for i, value in enumerate(values):
+            if name not in seen:
+                seen[name] = stored(name)
+            known = seen[name]
+            if value in known:
+                continue
+            near = sorted(k for k in known if k.casefold() == value.casefold())
+            if not near:
+                continue
+            where = leaf.where or name
+            noun = "tag" if name == "tags" else "category"
+            raise FilterError(
+                "invalid_value",
+                f"{where}[{i}]" if leaf.op == "in" else where,
+                f"no document you can read has the {noun} {value!r}, matched as spelt, case "
+                f"and all; yours {'is' if len(near) == 1 else 'are'} spelt "
+                f"{', '.join(repr(n) for n in near)} (list_values lists them)",
+            )
+
+
+def _positive_leaves(node: Node | None) -> Iterator[Leaf]:
+    """The leaves of ``node`` not under a ``not``."""
+    if node is None:
+        return
+    if isinstance(node, Leaf):
+        yield node
+    elif node.kind != "not":
+        for child in node.children:
+            yield from _positive_leaves(child)
 
 
 def parse_time(value: Any, field: str = "value") -> float:
@@ -515,9 +584,11 @@ def _build(norm: dict[str, Any], raw: dict[str, Any], path: str) -> Node:
             raise FilterError("invalid_value", f"{path}.value", "exists takes true or false")
         return Leaf(field, op, value)
     if op in ("in", "nin"):
-        return Leaf(field, op, _coerce_list(field, raw["value"], f"{path}.value"))
+        where = f"{path}.value"
+        return Leaf(field, op, _coerce_list(field, raw["value"], where), where)
     ordered = op in _RANGE_OPS  # a bound may fall between integers; eq/ne match one value
-    return Leaf(field, op, _scalar(field, raw["value"], f"{path}.value", ordered=ordered))
+    where = f"{path}.value"
+    return Leaf(field, op, _scalar(field, raw["value"], where, ordered=ordered), where)
 
 
 def _count_leaves(node: Node) -> int:

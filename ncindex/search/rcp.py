@@ -461,6 +461,8 @@ class RcpServer:
             )
         except NextcloudAuthError:
             raise RpcError(Errc.UNAUTHORIZED, "Nextcloud rejected the credentials") from None
+        except FilterError as exc:  # a tag or category the caller's documents spell otherwise
+            raise _filter_error(exc) from None
         except TransientError as exc:
             log.warning("rcp_backend_unavailable", error=f"{type(exc).__name__}: {exc}")
             raise RpcError(
@@ -618,15 +620,7 @@ def parse_retrieve(params: dict[str, Any]) -> RetrieveArgs:
     try:
         tree, ignored = parse_rcp_tree(params.get("filter"))
     except FilterError as exc:
-        data = {"field": exc.field, "code": exc.code, "detail": exc.detail}
-        if exc.option is not None:
-            raise RpcError(
-                Errc.OPTION_UNSUPPORTED,
-                f"operator {exc.option!r} not advertised",
-                {**data, "option": exc.option},
-            ) from None
-        where = "" if exc.field in exc.detail else f" ({exc.field})"
-        raise RpcError(Errc.INVALID_PARAMS, f"{exc.detail}{where}", data) from None
+        raise _filter_error(exc) from None
     notes.extend(f"unknown filter key '{path}' ignored" for path in ignored)  # spec §4.6
     try:
         request = SearchRequest(query=query, limit=k, fusion=fusion, explain=explain)
@@ -828,6 +822,21 @@ def _already_initialized() -> RpcError:
         "already initialized; re-negotiation is not permitted mid-session",
         {"hint": _RESTART_HINT},
     )
+
+
+def _filter_error(exc: FilterError) -> RpcError:
+    """The RCP error of a filter that cannot be used: ``OPTION_UNSUPPORTED`` for an operator
+    not advertised, else ``INVALID_PARAMS``; ``data`` has its ``field``, ``code`` and
+    ``detail``, the message its detail (and field, unless the detail names it)."""
+    data = {"field": exc.field, "code": exc.code, "detail": exc.detail}
+    if exc.option is not None:
+        return RpcError(
+            Errc.OPTION_UNSUPPORTED,
+            f"operator {exc.option!r} not advertised",
+            {**data, "option": exc.option},
+        )
+    where = "" if exc.field in exc.detail else f" ({exc.field})"
+    return RpcError(Errc.INVALID_PARAMS, f"{exc.detail}{where}", data)
 
 
 def _invalid(field_: str, message: str) -> RpcError:

@@ -80,12 +80,14 @@ from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import ChunkOutOfRange, DocumentNotFound, InputError, SearchUnavailable
 from ncindex.nextcloud.client import NextcloudClient
+from ncindex.search.facets import counted_values
 from ncindex.search.filter_fields import MAX_SECONDS, TIME_PATTERN
 from ncindex.search.filters import (
     Node,
     build_filter,
     field_verdict,
     path_verdict,
+    refuse_other_case,
     request_tree,
     title_compounds,
     title_word,
@@ -695,6 +697,10 @@ class SearchService:
         ``request``). Raises ``FilterError`` for bad filters, ``SearchUnavailable`` when the
         query cannot be embedded, ``StoreUnavailable`` if the store fails and
         ``NextcloudAuthError`` if the caller's credentials fail during verification.
+        A search that finds nothing with a ``tags`` or ``category`` value that the caller's
+        documents hold only in another case raises ``FilterError`` naming the stored spelling
+        (:func:`~ncindex.search.filters.refuse_other_case`; its values read as ``list_values``
+        reads them, :func:`~ncindex.search.facets.counted_values`: asked only then).
         """
         assert client.user is not None
         user = client.user
@@ -742,6 +748,10 @@ class SearchService:
             if exhausted or len(results) >= limit:
                 break
         results.sort(key=lambda r: (-r.score, r.doc_key))
+        if not results:  # a tag or category written in another case than stored found nothing
+            refuse_other_case(
+                tree, lambda f: [str(v["value"]) for v in counted_values(store, client, f)]
+            )
         if request.explain and results:
             t0 = time.perf_counter()
             self._explain(results, branches, tree, expansion)

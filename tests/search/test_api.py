@@ -732,3 +732,40 @@ def test_status_documents_now_where_its_other_fields_are(ro_api: Api) -> None:
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", example), example
     assert before - 1 <= datetime.fromisoformat(now).timestamp() <= time.time() + 1
     assert ro_api.found("alice", {"query": "lighthouse", "modified_before": now})
+
+
+def test_a_tag_or_category_in_another_case_is_named_not_silently_empty(api: Api) -> None:
+    """``"URGENT"`` found nothing, silently, where the tag is ``urgent``: Nextcloud matches tag
+    names and note categories (folder names) as spelt, so ncindex does too, and a search that
+    finds nothing says which spelling the caller's documents hold; one that no value holds in
+    any case is still an empty answer, and one that finds something is answered."""
+    api.sim.create_tag("urgent")  # system tags the caller can see (list_values holds to them)
+    api.sim.create_tag("finance")
+    for body, field, stored in [
+        ({"tags": ["URGENT"]}, "tags[0]", "'urgent'"),
+        ({"tags": ["nowhere", "Urgent"]}, "tags[1]", "'urgent'"),
+        ({"tags": ["URGENT"], "doc_types": ["deck_card"]}, "tags[0]", "'urgent'"),
+        ({"category": "work"}, "category", "'Work'"),
+        (
+            {"filter": {"field": "tags", "op": "contains", "value": "Urgent"}},
+            "filter.value",
+            "'urgent'",
+        ),
+        (
+            {"filter": {"and": [{"field": "category", "op": "in", "value": ["WORK"]}]}},
+            "filter.and[0].value[0]",
+            "'Work'",
+        ),
+    ]:
+        response = api.post("alice", {"query": Q, **body})
+        assert response.status_code == 400, (body, response.get_json())
+        problem = response.get_json()
+        assert (problem["code"], problem["field"]) == ("invalid_value", field), problem
+        assert stored in problem["detail"] and "list_values" in problem["detail"]
+    for body in (
+        {"tags": ["nowhere"]},
+        {"filter": {"not": {"field": "tags", "op": "contains", "value": "URGENT"}}, "tags": ["x"]},
+    ):
+        response = api.post("alice", {"query": Q, **body})
+        assert response.status_code == 200 and response.get_json()["results"] == [], body
+    assert api.found("alice", {"query": Q, "tags": ["URGENT", "finance"]})

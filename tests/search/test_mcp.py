@@ -394,6 +394,7 @@ BAD_ARGUMENTS = [
     ("search", {"query": "x", "modified_after": "yesterday"}, "invalid_value",
      "modified_after"),
     ("search", {"query": "x", "filter": {}}, "invalid_filter", "filter"),  # not "no filter"
+    ("search", {"query": "x", "category": "work"}, "invalid_value", "category"),  # 'Work'
     ("search", {"query": "x", "filter": {"and": [
         {"field": "modified_at", "op": "gte", "value": "2026-01-01"},
         {"field": "modified_at", "op": "lt", "value": "2026-01-01"}]}},

@@ -1013,3 +1013,29 @@ def test_openapi_states_the_doc_ids_times_and_rcp_methods_the_server_takes(ro_ap
         answer = ro_api.client.post(f"/rcp/{quote(value, safe='/')}", data=b"{}")
         routed = answer.status_code not in (404, 308)
         assert method.is_valid(value) is routed, (value, answer.status_code)
+
+
+def test_a_tag_in_another_case_is_named_in_rcp_too(served: Served) -> None:
+    """A ``retrieve`` whose tag is written in another case than the caller's documents hold
+    it, finding nothing, is -32602 naming the filter's value and the stored spelling, as the
+    search API's 400; a reversed range in the filter is refused as there."""
+    served.api.sim.create_tag("urgent")
+    client = connect(served, "alice")
+    with pytest.raises(rcp.RcpError) as caught:
+        client.call(
+            "retrieve",
+            {"query": "lighthouse", "filter": {"field": "tags", "op": "in", "value": ["URGENT"]}},
+        )
+    assert caught.value.code == -32602, caught.value
+    data = caught.value.data or {}
+    assert (data.get("field"), data.get("code")) == ("filter.value[0]", "invalid_value"), data
+    assert "'urgent'" in data["detail"]
+    late, early = "2026-02-01T00:00:00Z", "2026-01-01T00:00:00Z"
+    at = [
+        {"field": "modified_at", "op": "gte", "value": late},
+        {"field": "modified_at", "op": "lt", "value": early},
+    ]
+    with pytest.raises(rcp.RcpError) as caught:
+        client.call("retrieve", {"query": "lighthouse", "filter": {"and": at}})
+    assert (caught.value.data or {}).get("field") == "filter.and[0].value", caught.value
+    client.shutdown()
