@@ -379,7 +379,8 @@ def refuse_other_case(node: Node | None, stored: Callable[[str], Collection[str]
                 f"{where}[{i}]" if leaf.op == "in" else where,
                 f"no document you can read has the {noun} {value!r}, matched as spelt, case "
                 f"and all; yours {'is' if len(near) == 1 else 'are'} spelt "
-                f"{', '.join(repr(n) for n in near)} (list_values lists them)",
+                f"{', '.join(repr(n) for n in near)} ("
+                f"{'GET /v1/tags or ' if name == 'tags' else ''}MCP list_values lists them)",
             )
 
 
