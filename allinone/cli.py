@@ -364,6 +364,15 @@ PROGRESS_SECONDS = 15.0
 #: a firewalled server slows a ``--watch`` redraw by this much, not by the HTTP timeout.
 STATUS_PROBE_SECONDS = 3.0
 
+#: How long ``ncindex status --watch`` shows the webhook secret rotation's line before asking
+#: Nextcloud for the registrations again, seconds. They change only when an admin runs
+#: ``ncindex webhooks register``, and each ask is an OCS request signed in as the webhook
+#: admin: one each 2 s frame, with that password refused, was a failed login per frame, which
+#: Nextcloud records against this host's address and answers with growing delays
+#: (nextcloud/server lib/private/User/Session.php ``handleLoginFailed``: the brute-force
+#: throttler's ``registerAttempt('login', ...)``), slowing every request ncindex makes.
+ROTATION_REFRESH_SECONDS = 60.0
+
 
 def progress_line(progress: Progress, was_busy: bool) -> tuple[str | None, bool]:
     """The line ``ncindex up`` prints about the indexing, and whether anything is pending: the
@@ -1344,6 +1353,7 @@ def status(
     producer = celery_app(settings)
     http = make_http(settings) if settings.nextcloud_url else None
     credentials = configured_credentials(settings)
+    rotation: dict[str, Any] = {}  # the last answer of webhook_rotation, and when it was asked
 
     def collect() -> dict[str, Any]:
         try:
@@ -1377,7 +1387,9 @@ def status(
         data["nextcloud"] = server_status(
             http, settings.nextcloud_url, timeout=STATUS_PROBE_SECONDS
         ).as_dict()
-        data["webhook_rotation"] = webhook_rotation(services)
+        if not rotation or time.monotonic() - rotation["at"] >= ROTATION_REFRESH_SECONDS:
+            rotation.update(answer=webhook_rotation(services), at=time.monotonic())
+        data["webhook_rotation"] = rotation["answer"]
         return data
 
     try:

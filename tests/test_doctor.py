@@ -872,6 +872,35 @@ def test_status_says_as_doctor_does_when_the_previous_secret_can_be_emptied(
     assert json.loads(status("--json"))["webhook_rotation"] is None
 
 
+def test_status_watch_asks_for_the_registrations_once_a_minute_not_every_frame(
+    served, tmp_path: Path
+) -> None:
+    """``ncindex status --watch`` during a rotation listed the registrations on every frame
+    (every 2 s): an OCS request signed in as the webhook admin each time, and with that
+    password refused, a failed login per frame for Nextcloud's brute-force throttle to
+    count. The answer is kept for ROTATION_REFRESH_SECONDS and shown on every frame."""
+    sim, server = served
+    old = settings_for(server)
+    registered(server, old)
+    env = {
+        "NCINDEX_NEXTCLOUD_URL": server.url,
+        "NCINDEX_ACCOUNTS": json.dumps({"admin": "admin-pw", "alice": "alice-pw"}),
+        "NCINDEX_ADMIN_USER": "admin",
+        "NCINDEX_WEBHOOK_SECRET": "rotated-s3cret",
+        "NCINDEX_WEBHOOK_PREVIOUS_SECRET": old.webhook_secret.get_secret_value(),
+        "NCINDEX_PUBLIC_URL": PUBLIC,
+        "NCINDEX_REDIS_URL": REDIS["url"],
+        "NCINDEX_DATA_DIR": str(tmp_path),
+        "NCINDEX_NAMESPACE": "rotationwatch",
+    }
+    listed = sim.request_count("ocs", "GET")
+    args = ["status", "--watch", "--iterations", "3", "--interval", "0.1"]
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 0, result.output
+    assert result.output.count("registered with the previous webhook secret: ") == 3
+    assert sim.request_count("ocs", "GET") - listed == 1
+
+
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8080", "http://10.1.2.3:8080"])
 def test_a_local_public_url_is_a_warning(served, url: str) -> None:
     _, server = served
