@@ -56,16 +56,28 @@ def document_counts(store: VectorStore, field: str, flt: models.Filter) -> dict[
     those alone are read (``doc_key``, ``field``, ``indexed_at``) to count each once, by the
     values of its newest version (greatest ``indexed_at``; the version
     :meth:`~ncindex.search.service.SearchService.context` reads). A version deleted or
-    written between the reads is seen by the numbers of points disagreeing, and the counts
-    are read again, up to :data:`COUNT_ATTEMPTS` times (then the last reading is answered).
-    The ``doc_key`` facet answers one value per matching document: exact counts cost a
-    second pass of the engine and a hit per document read into Python, not their payloads.
+    written between the reads is seen by the numbers of points disagreeing — the exact
+    count taken before the values' facet against the ``doc_key`` facet's total, and that
+    facet's count of a document against the versions read — and the counts are read
+    again, up to :data:`COUNT_ATTEMPTS` times (then the last reading is answered). (Without
+    the first comparison a version written between the two facets left its document
+    counted nowhere, one deleted there counted it twice.) A version written and another
+    deleted both within those reads leave the totals equal and can go unseen: Qdrant reads
+    no snapshot.
+    The ``doc_key`` facet answers one value per matching document: exact counts cost an
+    exact count and a second facet of the engine and a hit per document read into Python,
+    not their payloads.
     Raises ``StoreUnavailable``."""
     for _ in range(COUNT_ATTEMPTS):
+        total = store.count(flt)
         counts = store.facet_counts(field, flt)
-        twice = {k: n for k, n in store.facet_counts("doc_key", flt).items() if n > 1}
+        per_document = store.facet_counts("doc_key", flt)
+        steady = sum(per_document.values()) == total
+        twice = {k: n for k, n in per_document.items() if n > 1}
         if not twice:
-            return counts
+            if steady:
+                break
+            continue
         versions: dict[str, list[dict[str, Any]]] = {key: [] for key in twice}
         found = _with_documents(flt, sorted(twice))
         for payload in store.scroll(found, ["doc_key", field, "indexed_at"]):
@@ -79,7 +91,7 @@ def document_counts(store: VectorStore, field: str, flt: models.Filter) -> dict[
                 for value in _values(newest, field):
                     counts[value] = counts.get(value, 0) + 1
         counts = {value: n for value, n in counts.items() if n > 0}
-        if all(len(versions[key]) == n for key, n in twice.items()):
+        if steady and all(len(versions[key]) == n for key, n in twice.items()):
             break
     return counts
 

@@ -279,6 +279,51 @@ def test_document_counts_count_a_document_in_two_versions_once(store: VectorStor
     assert document_counts(store, "doc_key", alice) == {"file:1": 1, "file:2": 1}
 
 
+class _WritesAfterFacet:
+    """``store``, but ``write`` is called once, right after the first facet of a field other
+    than ``doc_key`` answered: a version written or deleted between document_counts' reads."""
+
+    def __init__(self, store: VectorStore, write: Callable[[], None]) -> None:
+        self.store, self.write = store, write
+
+    def facet_counts(self, field: str, flt: m.Filter | None) -> dict[str, int]:
+        counts = self.store.facet_counts(field, flt)
+        if field != "doc_key" and self.write is not None:
+            self.write, write = None, self.write  # type: ignore[assignment]
+            write()
+        return counts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+@pytest.mark.parametrize("change", ["written", "deleted"])
+def test_document_counts_read_again_when_a_version_changes_after_the_values_facet(
+    store: VectorStore, change: str
+) -> None:
+    """A document's second version written (or its old one deleted) after the values' facet
+    and before the doc_key facet was not seen: written, the values' facet had one version
+    and the doc_key facet two, so both were taken off and one put back (file:2 counted
+    nowhere); deleted, the values' facet had both and the doc_key facet one (counted twice).
+    The point totals of the reads disagree, and the counts are read again."""
+
+    def version(content_hash: str, at: int, tags: list[str]) -> list[PointRecord]:
+        points = _version("file:2", content_hash, 1, at)
+        for p in points:
+            p.payload.update({"acl": ["user:alice"], "indexed_at": at, "tags": tags})
+        return points
+
+    old, new = version("h-old", 10, ["x", "draft"]), version("h-new", 20, ["x", "final"])
+    store.upsert(old + (new if change == "deleted" else []))
+    if change == "written":
+        write = lambda: store.upsert(new)  # noqa: E731
+    else:
+        write = lambda: store.delete_document("file:2", keep={p.id for p in new})  # noqa: E731
+    alice = first_chunks(_eq("acl", "user:alice"))
+    counted = document_counts(_WritesAfterFacet(store, write), "tags", alice)  # type: ignore[arg-type]
+    assert counted == {"x": 1, "final": 1}
+
+
 def test_delete_document_all_or_all_but_one_version(loaded: VectorStore) -> None:
     old, new = _version("file:900", "h-old", 3, 1), _version("file:900", "h-new", 2, 2)
     loaded.upsert(old + new)
