@@ -624,7 +624,7 @@ def _scalar(field: FilterField, value: Any, path: str, *, ordered: bool = False)
         raise FilterError("invalid_value", path, f"must be one of {', '.join(field.values)}")
     if field.name == "tags" and not value.strip():  # Nextcloud names no tag so
         raise FilterError("invalid_value", path, "must be a tag name, not empty")
-    if field.name == "category" and value and not value.strip():
+    if field.name == "category" and value and _blank(value):
         # a category is the note's folder path below the notes folder, "" for none
         # (nextcloud/notes lib/Service/Note.php getCategory), and Nextcloud names no folder
         # blank (nextcloud/server lib/private/Files/FilenameValidator.php validateFilename)
@@ -663,6 +663,18 @@ def _check_text(value: str, path: str) -> None:
         raise FilterError("invalid_value", path, "contains a NUL character")
 
 
+#: What PHP's ``trim`` takes off (its default characters): a name Nextcloud calls blank is
+#: made of these alone (nextcloud/server lib/private/Files/FilenameValidator.php
+#: ``validateFilename``: ``trim($filename) === ''``). Python's ``str.strip`` takes more (every
+#: Unicode space: U+00A0, the ideographic space U+3000), and a folder named U+3000 is valid.
+_PHP_TRIMMED = " \t\n\r\x00\x0b"
+
+
+def _blank(value: str) -> bool:
+    """Whether Nextcloud would call ``value`` blank as a file or folder name."""
+    return not value.strip(_PHP_TRIMMED)
+
+
 def caller_path(value: str, field: str) -> str:
     """``value``, a path in the caller's view as a caller wrote it, as the index keys it:
     from the caller's root (``"Projects/"`` is ``/Projects``), without a trailing ``/``,
@@ -676,7 +688,7 @@ def caller_path(value: str, field: str) -> str:
     (nextcloud/server lib/private/Files/FilenameValidator.php ``checkForbiddenCharacters``
     refuses a name ``FILTER_FLAG_STRIP_LOW`` changes; "always forbidden", its
     ``getForbiddenCharacters`` says), so such a path would match nothing."""
-    if not value.strip() or has_dot_segment(value):
+    if _blank(value) or has_dot_segment(value):
         raise FilterError(
             "invalid_value",
             field,

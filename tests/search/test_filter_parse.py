@@ -452,6 +452,23 @@ def test_a_value_no_document_can_hold_is_refused(params: dict[str, Any], field: 
 
 
 @pytest.mark.parametrize(
+    "params",
+    [
+        {"category": "\u3000"},
+        {"filter": {"field": "category", "op": "eq", "value": "\u00a0"}},
+        {"path_prefixes": ["\u3000"]},
+        {"filter": {"field": "path", "op": "eq", "value": "\u2003"}},
+    ],
+)
+def test_a_name_of_a_unicode_space_is_not_blank(params: dict[str, Any]) -> None:
+    """Nextcloud calls a name blank when PHP's ``trim`` leaves nothing of it (FilenameValidator
+    ::validateFilename), and ``trim`` takes off ASCII space and controls only: a folder (a
+    notes category) named U+3000, the ideographic space, or U+00A0 is valid. Python's
+    ``strip`` refused such a category or path as blank."""
+    request_tree(**params)
+
+
+@pytest.mark.parametrize(
     ("after", "before"),
     [("2026-01-01", "2026-01-01"), ("2026-01-01T00:00:00Z", 1_767_225_600)],
 )
