@@ -293,9 +293,11 @@ class MirroredStore:
         """Facet values from the live collection."""
         return self.live.store.facet_values(field, flt)
 
-    def facet_counts(self, field: str, flt: models.Filter | None) -> dict[str, int]:
+    def facet_counts(
+        self, field: str, flt: models.Filter | None, *, exact: bool = True
+    ) -> dict[str, int]:
         """Facet values with their counts from the live collection."""
-        return self.live.store.facet_counts(field, flt)
+        return self.live.store.facet_counts(field, flt, exact=exact)
 
     def query(self, **kwargs: Any) -> list[Hit]:
         """Query the live collection (the arguments of :meth:`VectorStore.query`)."""

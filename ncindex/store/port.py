@@ -238,11 +238,18 @@ class VectorStore(Protocol):
         ``StoreUnavailable`` on Qdrant Edge and a server (qdrant-client's local mode, used in
         tests, answers its values anyway)."""
 
-    def facet_counts(self, field: str, flt: models.Filter | None) -> dict[str, int]:
+    def facet_counts(
+        self, field: str, flt: models.Filter | None, *, exact: bool = True
+    ) -> dict[str, int]:
         """Each value of the keyword-indexed payload ``field`` that a point matching ``flt``
         holds (as :meth:`facet_values` gives them) with how many such points hold it: Qdrant's
         facet with ``exact`` counts (one count per value, in the engine), asked
-        :data:`FACET_LIMIT` deep. Raises what :meth:`facet_values` raises."""
+        :data:`FACET_LIMIT` deep. With ``exact`` false, its approximate counts: each
+        segment's matching points counted (read in full, never sampled, at that depth) and
+        the segments' counts added, so a point held by two segments for a moment counts
+        twice; for a field of as many values as points (``doc_key``) much cheaper — on Qdrant
+        Edge, 100,000 values: 0.3–0.4 s, where exact counts took 3–7 s. Raises what
+        :meth:`facet_values` raises."""
 
     def models(self) -> ModelPointers:
         """The model pointers shared by every model's collection of this store (all ``None``

@@ -601,10 +601,10 @@ class QdrantServerStore:
         :data:`~ncindex.store.port.FACET_LIMIT` deep so that it never samples)."""
         return set(self._facet(field, flt, exact=False))
 
-    def facet_counts(self, field: str, flt: Filter | None) -> dict[str, int]:
-        """Each value of ``field`` held by a point matching ``flt`` with its exact count of
-        such points (:meth:`~ncindex.store.port.VectorStore.facet_counts`)."""
-        return self._facet(field, flt, exact=True)
+    def facet_counts(self, field: str, flt: Filter | None, *, exact: bool = True) -> dict[str, int]:
+        """Each value of ``field`` held by a point matching ``flt`` with its count of such
+        points (:meth:`~ncindex.store.port.VectorStore.facet_counts`)."""
+        return self._facet(field, flt, exact=exact)
 
     def _facet(self, field: str, flt: Filter | None, *, exact: bool) -> dict[str, int]:
         with self._call("facet"):

@@ -286,8 +286,10 @@ class _WritesAfterFacet:
     def __init__(self, store: VectorStore, write: Callable[[], None]) -> None:
         self.store, self.write = store, write
 
-    def facet_counts(self, field: str, flt: m.Filter | None) -> dict[str, int]:
-        counts = self.store.facet_counts(field, flt)
+    def facet_counts(
+        self, field: str, flt: m.Filter | None, *, exact: bool = True
+    ) -> dict[str, int]:
+        counts = self.store.facet_counts(field, flt, exact=exact)
         if field != "doc_key" and self.write is not None:
             self.write, write = None, self.write  # type: ignore[assignment]
             write()
