@@ -10,6 +10,7 @@ minutes (100,000 parts in 3.6 MB: 111 s here). Parts nested deeper than
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from email import policy
 from email.message import EmailMessage, Message, MIMEPart
@@ -29,6 +30,11 @@ _ADDRESS_HEADERS = ("From", "To", "Cc", "Date")
 MAX_NESTED_PARTS = 100
 #: Bytes of the message fed to the parser between two looks at the clock.
 _FEED_PIECE = 64 * 1024
+#: Bytes of a header block fed whatever the clock says: a long trace (Received, ARC and
+#: DKIM fields a list or relay adds) put the Subject and From past the first piece.
+_HEADER_BYTES = 1024 * 1024
+#: The blank line that ends a header block (RFC 5322 §2.1; lines end CRLF or, on disk, LF).
+_HEADER_END = re.compile(rb"\r?\n\r?\n")
 
 
 def _never() -> bool:
@@ -39,11 +45,12 @@ def eml_text(data: bytes, late: Callable[[], bool] = _never) -> tuple[str, bool]
     """The text of an e-mail message, and whether parts nested deeper than
     :data:`MAX_NESTED_PARTS` were left out of it. ``late`` (e.g. :meth:`Blocks.late
     <ncindex.text.blocks.Blocks.late>`, which marks the text truncated) is asked between the
-    :data:`_FEED_PIECE` pieces of the message fed to the parser (the first is always read:
-    the header fields are there), between the pieces of an HTML body's markup and before
-    each attachment's name; once it answers ``True`` the rest is not read and the text is
-    what was. Raises :class:`ExtractionError` when ``data`` holds no header fields (not a
-    message) or a header or part cannot be decoded."""
+    :data:`_FEED_PIECE` pieces of the message fed to the parser (once its header block,
+    up to :data:`_HEADER_BYTES`, is read: the subject and addresses are there), between
+    the pieces of an HTML body's markup and before each attachment's name; once it answers
+    ``True`` the rest is not read and the text is what was. Raises
+    :class:`ExtractionError` when ``data`` holds no header fields (not a message) or a
+    header or part cannot be decoded."""
     if b"\x00" in data[:4096]:
         raise ExtractionError("not an e-mail message: binary data")
     try:
@@ -102,11 +109,14 @@ class _Nested(EmailMessage):
 
 def _parse(data: bytes, late: Callable[[], bool]) -> Message:
     """The message parsed from ``data`` fed in :data:`_FEED_PIECE` pieces while ``late()`` is
-    false (the first piece whatever it says). The ``email`` feed parser is incremental: the
-    message closed after a piece holds the header fields and parts read so far."""
+    false (the pieces holding the header block, at most :data:`_HEADER_BYTES` of it,
+    whatever it says). The ``email`` feed parser is incremental: the message closed after a
+    piece holds the header fields and parts read so far."""
+    end = _HEADER_END.search(data, 0, _HEADER_BYTES)
+    header = end.end() if end else min(len(data), _HEADER_BYTES)
     parser = BytesFeedParser(policy=policy.default.clone(message_factory=_Nested))
     for start in range(0, len(data), _FEED_PIECE):
-        if start and late():
+        if start >= header and late():
             break
         parser.feed(data[start : start + _FEED_PIECE])
     return parser.close()

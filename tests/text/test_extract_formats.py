@@ -509,6 +509,22 @@ def test_an_eml_is_parsed_under_the_time_budget() -> None:
     assert whole.text.endswith("Attachments: chart.pdf")
 
 
+def test_an_eml_header_block_past_the_first_piece_is_read_under_the_time_budget() -> None:
+    """A message whose trace fields (a relay's Received, a list's ARC and DKIM lines) run
+    past the first 64 KiB piece lost its subject and addresses once the budget was spent:
+    the parser stopped inside the header block, and the text was "# (no subject)". The
+    header block is read whatever the budget says; the body after it is cut."""
+    trace = "".join(
+        f"Received: from relay{n}.example by mx.example; Mon, 7 Dec 2026 05:00:00 +0000\r\n"
+        for n in range(1000)
+    )  # about 77 KB
+    tides = "".join(f"Tide {n} at the quay.\n" for n in range(5000))  # about 110 KB
+    data = trace.encode() + eml_bytes("Tides", tides)
+    result = extract(data, "message/rfc822", "tides.eml", max_seconds=1e-9)
+    assert result.truncated and result.text.startswith("# Tides\n\nFrom: Alice Example")
+    assert "Tide 4999 at the quay." not in result.text
+
+
 def test_eml_attachments_are_listed_under_the_time_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
