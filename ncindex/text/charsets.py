@@ -178,7 +178,9 @@ def _guess_encoding(data: bytes) -> str | None:
     Czech was read as windows-1252 by that tie (``Městský úřad`` as ``Mìstský úøad``). When
     charset-normalizer's first guess reads a character from several bytes (CJK, UTF-16), its
     windows-1252 and windows-1250 readings written in one language are put first
-    (:func:`_one_language_readings`): it leaves single-byte code pages out then."""
+    (:func:`_one_language_readings`): it leaves single-byte code pages out then; without
+    such a reading, the likeliest of its readings in the CJK code pages is taken
+    (:func:`_likeliest_cjk_reading`): GBK ``会议纪要`` was read as cp949 ``삔累셩狼``."""
     from charset_normalizer import from_bytes
 
     sample = data[:_DETECT_SAMPLE]
@@ -186,7 +188,12 @@ def _guess_encoding(data: bytes) -> str | None:
     if not matches:
         return None
     if len(str(matches[0])) < len(sample):  # a character read from several bytes
-        matches = _one_language_readings(sample) + matches
+        western = _one_language_readings(sample)
+        if not western:
+            cjk = _likeliest_cjk_reading(sample)
+            if cjk is not None:
+                return cjk
+        matches = western + matches
     plausible = [m for m in matches if m.chaos <= matches[0].chaos + 0.01]
     odd = [_oddities(str(m)) for m in plausible]
     plausible = [m for m, n in zip(plausible, odd, strict=True) if n == min(odd)]
@@ -291,3 +298,68 @@ def _oddities(text: str) -> int:
         if (symbol and text[i + 1].isalpha()) or (char.isupper() and before.islower()):
             count += 1
     return count
+
+
+#: The legacy code pages of Chinese, Japanese and Korean files (one per family: GB18030 reads
+#: GBK and GB2312, cp932 Shift-JIS, cp949 EUC-KR), compared by :func:`_likeliest_cjk_reading`.
+_CJK_CODE_PAGES = ("gb18030", "big5", "cp932", "euc_jp", "cp949")
+#: Characters of CJK text by kind: Han ideographs (the unified blocks and the compatibility
+#: ones), kana, Hangul syllables, Hangul compatibility jamo and halfwidth katakana.
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_KANA = "\u3040-\u30ff"
+_HANGUL = "\uac00-\ud7a3"
+_HALFWIDTH_KANA = "\uff61-\uff9f"
+#: A Hangul syllable or halfwidth katakana next to a character of another CJK script, and a
+#: lone Hangul jamo: what a misread code page makes, not what text is written with.
+_MIXED = re.compile(
+    f"(?<=[{_HAN}{_KANA}{_HALFWIDTH_KANA}])[{_HANGUL}]"
+    f"|[{_HANGUL}](?=[{_HAN}{_KANA}{_HALFWIDTH_KANA}])"
+    f"|(?<=[{_HAN}{_KANA}{_HANGUL}])[{_HALFWIDTH_KANA}]"
+    f"|[{_HALFWIDTH_KANA}](?=[{_HAN}{_KANA}{_HANGUL}])"
+    "|[\u3130-\u318f]"
+)
+_CJK_CHARS = re.compile(f"[{_HAN}{_KANA}{_HANGUL}]")
+#: Characters of a CJK reading scored (:func:`_cjk_marks`): its start, to bound the time spent.
+_CJK_SCORED = 4096
+
+
+def _likeliest_cjk_reading(sample: bytes) -> str | None:
+    """The codec name of charset-normalizer's likeliest reading of ``sample`` in one of
+    :data:`_CJK_CODE_PAGES`, or ``None`` when none reads it cleanly. Its mess measure
+    ("chaos") ties for short CJK text (``会议纪要`` reads cleanly in GBK, cp949 and cp932) and
+    its coherence is 0 below some hundred characters, so readings are ranked by
+    :func:`_cjk_marks`: the fewest marks of a misreading, then the most common characters,
+    then chaos."""
+    from charset_normalizer import from_bytes
+
+    ranked = sorted(
+        (_cjk_marks(str(match)[:_CJK_SCORED]), match.chaos, match.encoding)
+        for match in from_bytes(sample, cp_isolation=list(_CJK_CODE_PAGES))
+    )
+    return known_encoding(ranked[0][2]) if ranked else None
+
+
+def _cjk_marks(text: str) -> tuple[int, int]:
+    """``(marks, -common)`` for a reading of CJK ``text``. Marks of a misread code page: a
+    Hangul syllable or halfwidth katakana next to another CJK script, a lone Hangul jamo
+    (``삔累셩狼``, ``ｻ瞑鮠ﾍﾒｪ``, ``베폽ㅞ枯쾨``), and a Hangul syllable outside KS X 1001's
+    2,350 (the syllables EUC-KR encodes; Python's ``euc_kr`` codec spells the others as an
+    8-byte jamo sequence): cp949 reads Shift-JIS kana as such (``궓`` for ``お``). Common
+    characters: ideographs of charset-normalizer's ``COMMON_CJK_CHARACTERS`` (its list of
+    frequent ones), kana, and Hangul syllables that are no mark."""
+    from charset_normalizer.constant import COMMON_CJK_CHARACTERS
+
+    mixed = {found.start() for found in _MIXED.finditer(text)}
+    marks, common = len(mixed), 0
+    for found in _CJK_CHARS.finditer(text):
+        char = found.group()
+        if found.start() in mixed:
+            continue
+        if "\uac00" <= char <= "\ud7a3":
+            if len(char.encode("euc_kr")) == 2:
+                common += 1
+            else:
+                marks += 1
+        elif char in COMMON_CJK_CHARACTERS or "\u3040" <= char <= "\u30ff":
+            common += 1
+    return marks, -common

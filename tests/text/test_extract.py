@@ -1075,3 +1075,50 @@ def test_the_task_time_limit_inside_a_parser_is_raised_as_it_is(
     monkeypatch.setattr(bs4, "BeautifulSoup", overrun)
     with pytest.raises(SoftTimeLimitExceeded):
         extract_text(b"<p>Tide tables</p>", mime_type="text/html", filename="i.html", max_chars=99)
+
+
+def test_legacy_cjk_text_is_read_in_its_code_page() -> None:
+    """Short Chinese, Japanese and Korean sentences and titles in their legacy code pages
+    (tests/cjk_texts.py: 99 samples in GBK, GB18030, Big5, cp932, EUC-JP, cp949, EUC-KR).
+    charset-normalizer's mess measure ties among the CJK code pages for short text, and 37
+    were misread, mostly as Korean (GBK ``会议纪要`` as ``삔累셩狼``, every EUC-JP sample).
+    95 are read right now; the rest are simplified Chinese titles whose every character
+    cp949 reads as a Hangul syllable of KS X 1001 (``客户名单`` as ``와빵츰데``)."""
+    from cjk_texts import CORPUS
+
+    wrong = [
+        (text, encoding)
+        for text, encoding in CORPUS
+        if extract(text.encode(encoding), "text/plain", "notiz.txt").text != text
+    ]
+    assert len(CORPUS) - len(wrong) >= 95, wrong
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        ("会议纪要", "gbk"),  # was cp949 삔累셩狼
+        ("購物清單：牛奶、雞蛋、麵包", "big5"),  # was UTF-16
+        ("今日の予定", "euc_jp"),  # was cp949 베폽ㅞ枯쾨
+        ("売上報告書", "cp932"),  # was cp949 봽뤵뺪뜍룕, outside KS X 1001
+        ("독서 노트", "cp949"),  # was Big5 絮憮 喻お
+        ("日本語", "cp932"),
+        ("한국어", "cp949"),
+    ],
+)
+def test_short_cjk_text_is_not_read_in_another_cjk_code_page(text: str, encoding: str) -> None:
+    """charset-normalizer's first reading of these is in another CJK code page (or UTF-16);
+    the reading without the marks of a misread code page (Hangul next to ideographs, a lone
+    jamo, a syllable EUC-KR cannot encode) and with the most common characters is taken."""
+    assert extract(text.encode(encoding), "text/plain", "notiz.txt").text == text
+    page = f"<html><body><p>{text}</p></body></html>".encode(encoding)
+    assert extract(page, "text/html", "notiz.html").text == text
+
+
+def test_korean_with_hanja_and_japanese_with_halfwidth_katakana_stay_as_they_are() -> None:
+    """Hanja next to Hangul and halfwidth katakana next to kanji are marks of a misreading
+    only relative to the other readings: text written that way keeps its code page."""
+    korean = "大韓民國의 首都는 서울이다."
+    assert extract(korean.encode("cp949"), "text/plain", "a.txt").text == korean
+    japanese = "ﾃｽﾄ株式会社"
+    assert extract(japanese.encode("cp932"), "text/plain", "a.txt").text == japanese
