@@ -116,7 +116,9 @@ def reindex_lines(reindex: dict[str, Any] | None, now: float) -> list[str]:
     """The line of a reindex step under way or failed (``data["reindex"]`` of
     :func:`~ncindex.sync.status.collect_status`) at Unix time ``now``: what is rebuilt, since
     when, how far (documents done of those to do, once the step has listed them) and when it
-    last moved; or why it failed. None when no step is under way."""
+    last moved; that it stalled (``stalled``: no record for
+    :data:`~ncindex.index.reindex.STALLED_SECONDS`) and what resumes it; or why it failed. None
+    when no step is under way."""
     if reindex is None:
         return []
     started = _number(reindex, "started_at")
@@ -146,6 +148,13 @@ def reindex_lines(reindex: dict[str, Any] | None, now: float) -> list[str]:
         if reindex["state"] == "building"
         else f"rewriting the BM25 vectors of older analyzers with {reindex['model']}"
     )
+    if reindex.get("stalled"):
+        return [
+            f"reindex: stalled — {what} {since}: {far}; no progress for "
+            f"{_span(_number(reindex, 'updated_at'), now)}: its worker died or its message "
+            "waits behind the index queue; the same `ncindex reindex` command run again "
+            "resumes the step"
+        ]
     return [f"reindex: {what} {since}: {far}; {moved}"]
 
 

@@ -377,6 +377,14 @@ class Reindexer:
 #: The states of a step still under way (``ncindex status`` shows them as a rebuild).
 UNDER_WAY = frozenset({"building", "reanalyzing"})
 
+#: A step under way whose last record is older than this (seconds) is shown as stalled. A
+#: live build or rewrite records after every document (:meth:`Reindexer.build`), a document's
+#: copy is bounded by the task time limit (300 s by default), and a run cut off or ended
+#: queues the step again, its retries backing off at most 300 s: an hour without a record is
+#: twelve default time limits — its worker died with the message lost, or the message waits
+#: behind a long ``index`` queue (``ncindex status`` shows its depth beside it).
+STALLED_SECONDS = 3600
+
 
 def record_progress(
     client: redis.Redis,

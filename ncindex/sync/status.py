@@ -31,6 +31,7 @@ from ncindex.documents import DocType
 from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.errors import NcindexError
 from ncindex.index.reindex import (
+    STALLED_SECONDS,
     UNDER_WAY,
     analyzer_upgrade_due,
     read_progress,
@@ -282,31 +283,41 @@ def collect_status(
             "eta_seconds": total_eta,
         },
         "analyzer": None if store is None else analyzer_status(store),
-        "reindex": reindex_status(client, keys),
+        "reindex": reindex_status(client, keys, now),
         "index_rebuilds": IndexRebuilds(client, keys).entries(),
     }
 
 
-def reindex_status(client: redis.Redis, keys: Names) -> dict[str, Any] | None:
+def reindex_status(
+    client: redis.Redis, keys: Names, now: float | None = None
+) -> dict[str, Any] | None:
     """The reindex step under way (building a model's collection, rewriting BM25 vectors:
     :data:`~ncindex.index.reindex.UNDER_WAY`) or the one that failed, from its last record
     (:func:`~ncindex.index.reindex.read_progress`): ``state``, ``model`` (the slug being
     built, the analyzer version written; ``""`` for a failed step that names none),
     ``started_at`` and ``updated_at`` (Unix seconds; ``None`` when not recorded),
     ``documents`` (to copy or rewrite; ``None`` until the step has listed them),
-    ``remaining`` and ``error``; ``None`` when the last step ended (``switched``,
-    ``reanalyzed``, ``dropped`` …) or none ever ran. Raises ``redis.RedisError``."""
+    ``remaining``, ``error`` and ``stalled`` (a step under way whose last record is older
+    than :data:`~ncindex.index.reindex.STALLED_SECONDS` at Unix time ``now``:
+    its worker died; the same ``ncindex reindex`` command resumes it); ``None`` when the
+    last step ended (``switched``, ``reanalyzed``, ``dropped`` …) or none ever ran. Raises
+    ``redis.RedisError``."""
+    now = time.time() if now is None else now
     state = read_progress(client, keys)
     if state.get("state") not in UNDER_WAY | {"failed"}:
         return None
+    updated = _number(state.get("updated_at"))
     return {
         "state": state["state"],
         "model": state.get("model", ""),
         "started_at": _number(state.get("started_at")),
-        "updated_at": _number(state.get("updated_at")),
+        "updated_at": updated,
         "documents": _count(state.get("documents")),
         "remaining": _count(state.get("remaining")),
         "error": state.get("error"),
+        "stalled": state["state"] in UNDER_WAY
+        and updated is not None
+        and now - updated > STALLED_SECONDS,
     }
 
 

@@ -208,7 +208,7 @@ def test_a_reindex_under_way_shows_what_since_when_and_how_far(
     far; a failed one says why; an ended one leaves nothing."""
     import redis
 
-    from ncindex.index.reindex import record_progress
+    from ncindex.index.reindex import STALLED_SECONDS, record_progress
     from ncindex.names import Names
 
     namespace = f"reindexstatus-{time.time_ns()}"
@@ -246,6 +246,16 @@ def test_a_reindex_under_way_shows_what_since_when_and_how_far(
     assert ": 6 of 10 documents done (60%); last progress " in line()
     watched = status("--watch", "--iterations", "1")
     assert "6 of 10 documents done (60%)" in " ".join(watched.split())  # wrapped at 80
+    assert later["stalled"] is False
+    # the worker died mid-build: no record for longer than STALLED_SECONDS says so, and how
+    # to resume, instead of "under way" for good
+    client.hset(keys.reindex_progress, "updated_at", int(time.time()) - STALLED_SECONDS - 60)
+    assert json.loads(status("--json"))["reindex"]["stalled"] is True
+    assert line().startswith("reindex: stalled — building the collection of model bge-small")
+    assert ": 6 of 10 documents done (60%); no progress for " in line()
+    assert line().endswith("the same `ncindex reindex` command run again resumes the step")
+    record_progress(client, keys, "bge-small", "building", documents=10, remaining=3)
+    assert json.loads(status("--json"))["reindex"]["stalled"] is False  # it moves again
     record_progress(client, keys, ANALYZER_VERSION, "reanalyzing", documents=1, remaining=0)
     assert line().startswith(
         f"reindex: rewriting the BM25 vectors of older analyzers with {ANALYZER_VERSION} since "
