@@ -21,7 +21,7 @@ from celery import shared_task
 
 from ncindex import names
 from ncindex.documents import DocType
-from ncindex.errors import AccountHeld, NcindexError
+from ncindex.errors import AccountHeld, NcindexError, NotFound
 from ncindex.ingest.events import Action
 from ncindex.ingest.events import index_folder as index_folder_action
 from ncindex.ingest.queueing import clear_debounce, send_actions
@@ -37,7 +37,7 @@ from ncindex.sync.reconcile import (
     scan_lock,
     scan_lock_seconds,
 )
-from ncindex.sync.shares import poll_user
+from ncindex.sync.shares import poll_user, sharing_off_warning_due
 from ncindex.sync.subtree import walk_subtree
 from workers.base import NcindexTask
 from workers.beat import check_lock_seconds
@@ -217,7 +217,9 @@ def poll_shares(self: NcindexTask) -> int:
     next tick; a run that outlasts it overlaps the next, which leaves each account another
     run is polling to that one: :func:`~ncindex.sync.shares.poll_user`). An account whose
     listing fails (Nextcloud unavailable, its app password refused or held back, the sharing
-    API off) is skipped until the next poll; its state is kept.
+    API off) is skipped until the next poll; its state is kept. The sharing API off (404) is
+    warned of once per :data:`~ncindex.sync.shares.SHARING_OFF_WARN_SECONDS` per deployment
+    (and at once after a poll that succeeded), not per account and poll.
     Returns how many actions were sent."""
     indexer = self.indexer
     settings = indexer.settings
@@ -246,6 +248,16 @@ def poll_shares(self: NcindexTask) -> int:
                 sent += poll_user(indexer, user, send)
         except AccountHeld:
             continue  # Nextcloud refused its app password lately: nothing was sent
+        except NotFound as exc:  # the sharing API is off: said once an hour, not per account
+            if sharing_off_warning_due(indexer.services.redis, settings.names):
+                log.warning(
+                    "share_poll_sharing_off",
+                    user=user,
+                    error=str(exc),
+                    hint="Nextcloud's sharing API answers 404 (the files_sharing app disabled, "
+                    "or sharing turned off): set NCINDEX_SHARE_POLL_SECONDS=0 to turn the "
+                    "share poll off; said again hourly while it lasts",
+                )
         except NcindexError as exc:
             log.warning("share_poll_failed", user=user, error=str(exc))
     return sent

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 import structlog
 
 from ncindex.documents import DocRef
@@ -55,6 +56,7 @@ from ncindex.errors import NextcloudProtocolError
 from ncindex.index.indexing import Indexer
 from ncindex.index.locks import hold
 from ncindex.ingest.events import Action, index_folder, index_node
+from ncindex.names import Names
 
 log = structlog.get_logger(__name__)
 
@@ -142,6 +144,27 @@ def share_actions(
 POLL_LOCK_SECONDS = 300
 
 
+#: How often a deployment whose sharing API answers 404 says so, seconds: the poll runs every
+#: ``share_poll_seconds`` (120 by default) for each account, and a warning per account on
+#: each was noise that hid the rest of the log.
+SHARING_OFF_WARN_SECONDS = 3600
+
+
+def sharing_off_warning_due(client: redis.Redis, keys: Names) -> bool:
+    """Whether a poll that found the sharing API off (404: the files_sharing app disabled,
+    or ``shareapi_enabled`` no) should warn: ``True`` once per
+    :data:`SHARING_OFF_WARN_SECONDS` per deployment, and again as soon as a poll succeeded in
+    between (:func:`sharing_answered`). Raises ``redis.RedisError``."""
+    key = keys.key("share-poll", "sharing-off")
+    return bool(client.set(key, "1", nx=True, ex=SHARING_OFF_WARN_SECONDS))
+
+
+def sharing_answered(client: redis.Redis, keys: Names) -> None:
+    """A listing of shares succeeded: the next one that finds the sharing API off warns at
+    once. Raises ``redis.RedisError``."""
+    client.delete(keys.key("share-poll", "sharing-off"))
+
+
 def poll_user(indexer: Indexer, user: str, send: Callable[[list[Action]], object]) -> int:
     """Poll ``user``'s shares: list them (one request), ``send`` (a callable taking the
     list of actions) the tasks :func:`share_actions` gives, then keep what was seen.
@@ -172,4 +195,5 @@ def poll_user(indexer: Indexer, user: str, send: Callable[[list[Action]], object
             send(actions)
             log.info("shares_changed", user=user, actions=len(actions), shares=len(now))
         services.redis.set(key, _dump(now))
+        sharing_answered(services.redis, names)
         return len(actions)

@@ -253,3 +253,34 @@ def test_a_state_kept_before_attributes_were_compared_is_read(stack: Stack) -> N
     stack.services.redis.set(key, json.dumps({k: v[:3] for k, v in kept.items()}))
     assert poll(stack, "bob") == 0
     assert json.loads(stack.services.redis.get(key)) == kept
+
+
+def test_the_sharing_api_off_is_warned_of_once_not_per_account_and_poll(stack: Stack) -> None:
+    """With the sharing API off (``shareapi_enabled`` no, OCS 404 "Share API is disabled";
+    the files_sharing app disabled answers 404 alike) every poll warned for every account,
+    every 120 s for good: the deployment warns once an hour, naming the
+    setting that turns the poll off, and again at once after a poll that succeeded."""
+    from structlog.testing import capture_logs
+
+    assert len(stack.settings.accounts) > 1
+    redis_client, keys = stack.services.redis, stack.settings.names
+
+    def poll_task() -> list[dict[str, object]]:
+        redis_client.delete(keys.lock("poll-shares"))  # the task's once-per-period lock
+        with capture_logs() as logs:
+            stack.celery.send_task(names.POLL_SHARES, queue=names.RECONCILE)
+            stack.wait_idle()
+        return [e for e in logs if e["log_level"] == "warning"]
+
+    try:
+        stack.sim.sharing_enabled = False
+        (first,) = poll_task()
+        assert first["event"] == "share_poll_sharing_off"
+        assert "NCINDEX_SHARE_POLL_SECONDS=0" in str(first["hint"])
+        assert poll_task() == []  # the next polls say nothing more
+        stack.sim.sharing_enabled = True
+        assert poll_task() == []
+        stack.sim.sharing_enabled = False  # off again: said at once
+        assert [e["event"] for e in poll_task()] == ["share_poll_sharing_off"]
+    finally:
+        stack.sim.sharing_enabled = True
