@@ -112,7 +112,7 @@ from ncindex.settings import Settings
 from ncindex.sources.base import Listing, Source, ancestors
 from ncindex.sources.registry import SOURCES
 from ncindex.store.manifest import ManifestEntry, load_manifest
-from ncindex.store.queries import acl_condition, first_chunks
+from ncindex.store.queries import acl_condition, document_counts, first_chunks
 from ncindex.strict_json import finite_float
 from ncindex.sync.deleted import Deleted, check_deleted
 
@@ -709,13 +709,17 @@ class Reconciler:
     def _found_indexed(self, user: str) -> None:
         """A scan found ``user``'s documents indexed and sent nothing to index: when nothing
         is recorded of their first indexing (a Redis restarted empty), record it done with
-        the documents the index holds for them (:meth:`Progress.found_indexed`). A failure
-        here is only logged: what shows progress must not fail a scan."""
+        the documents the index holds for them (:meth:`Progress.found_indexed`), each counted
+        once (:func:`~ncindex.store.queries.document_counts`: a document whose new version
+        is being written beside its old has two first chunks). The count is taken only when
+        nothing is recorded, so once per user after Redis lost its data, not per scan. A
+        failure here is only logged: what shows progress must not fail a scan."""
         progress = Progress(self.services.redis, self.settings.names)
         try:
             if not progress.first_indexing_unknown(user):
                 return
-            held = self.services.store.count(first_chunks(acl_condition(user)))
+            flt = first_chunks(acl_condition(user))
+            held = sum(document_counts(self.services.store, "doc_type", flt).values())
             if progress.found_indexed(user, held):
                 log.info("first_indexing_found_done", user=user, documents=held)
         except (redis.RedisError, NcindexError) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -277,6 +278,30 @@ def test_a_redis_restarted_empty_does_not_forget_a_finished_first_indexing(
     assert first["finished"] == 6
     assert rec.scan("bob", DocType.FILE).clean  # bob holds nothing: nothing recorded
     assert progress.first_indexing("bob")["started_at"] is None
+
+
+def test_a_document_in_two_versions_is_found_indexed_once(rstack: Stack) -> None:
+    """The scan that records a first indexing found done (Redis restarted empty) counted
+    first chunks: a document whose new version was being written beside its old one (new
+    point ids, the old deleted after) counted twice. It counts documents
+    (``document_counts``), as ``ncindex status`` does."""
+    from dataclasses import replace
+
+    fill(rstack, files=2, notes=1)
+    rstack.sim.drop_rate = 1.0
+    store = rstack.services.store
+    key = sorted({p["doc_key"] for p in store.scroll(None, ["doc_key"])})[0]
+    (first,) = [
+        p for p in store.document_points(key, with_vectors=True) if p.payload["chunk_index"] == 0
+    ]
+    older = {"indexed_at": first.payload["indexed_at"] - 1}  # the old version, not yet deleted
+    store.upsert([replace(first, id=str(uuid.uuid4()), payload=first.payload | older)])
+    rstack.services.redis.flushdb()  # Redis restarted empty
+    rec = reconciler(rstack, Recorder())
+    for doc_type in (DocType.FILE, DocType.NOTE):
+        assert rec.scan("alice", doc_type).clean
+    progress = Progress(rstack.services.redis, rstack.settings.names)
+    assert progress.first_indexing("alice")["finished"] == 3
 
 
 def test_an_index_emptied_beside_a_kept_redis_is_relisted_at_once(rstack: Stack) -> None:
