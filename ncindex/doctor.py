@@ -376,8 +376,9 @@ def utc_time(seconds: float) -> str:
 def check_webhooks(ctx: Context) -> list[Line]:
     """The registrations pointing at this deployment against the classes needed, and the
     secret each was made with (:func:`~ncindex.ingest.registration.secret_rotation`: the
-    current one, ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` while it is set, or another), and
-    whether that previous secret can be emptied (``ncindex status`` says the same)."""
+    current one, ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` while it is set, or another), a class
+    registered more than once (a warning), and whether that previous secret can be emptied
+    (``ncindex status`` says the same)."""
     if not ctx.webhooks_api:
         reason = _missing_for_requests(ctx) or ctx.webhooks_unread
         return [Line("webhooks", "fail", f"skipped: {reason}")]
@@ -419,6 +420,16 @@ def check_webhooks(ctx: Context) -> list[Line]:
                 "warn",
                 f"registered but no longer subscribed: {', '.join(unwanted)} — each delivery "
                 "is one the index does not need; `ncindex webhooks register` removes them",
+            )
+        )
+    if rotation.duplicates:
+        lines.append(
+            Line(
+                "webhooks",
+                "warn",
+                f"registered more than once: {', '.join(rotation.duplicates)} — each change "
+                "is delivered once per registration; `ncindex webhooks register` removes the "
+                "duplicates",
             )
         )
     if (advice := rotation.advice()) is not None:

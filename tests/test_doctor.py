@@ -814,6 +814,37 @@ def test_a_previous_secret_is_named_until_it_can_be_emptied(served) -> None:
     assert verdicts(run_checks(rotated), "webhooks") == ["ok"]
 
 
+def test_a_class_registered_twice_is_a_warning_and_keeps_the_previous_secret(served) -> None:
+    """A class registered with the current secret and again with the previous one: doctor
+    said to empty the previous secret (it decided by class), which had the duplicate's
+    deliveries refused 401. The duplicate is named, and the previous secret kept."""
+    from ncindex.ingest.events import SUBSCRIBED
+    from ncindex.ingest.registration import registration
+
+    _, server = served
+    old = settings_for(server)
+    rotating = settings_for(
+        server,
+        webhook_secret=SecretStr("rotated-s3cret"),
+        webhook_previous_secret=old.webhook_secret,
+    )
+    registered(server, rotating)
+    services = Services(old)
+    try:
+        services.account("admin").create_webhook(registration(old, SUBSCRIBED[0]))
+    finally:
+        services.close()
+    lines = run_checks(rotating)
+    said = detail(lines, "webhooks")
+    assert f"registered more than once: {SUBSCRIBED[0]} — " in said
+    assert "registered with the previous webhook secret" in said
+    assert "empty NCINDEX_WEBHOOK_PREVIOUS_SECRET" not in said
+    assert set(verdicts(lines, "webhooks")) == {"warn"}
+    registered(server, rotating)  # removes the duplicate
+    said = detail(run_checks(rotating), "webhooks")
+    assert "more than once" not in said and "empty NCINDEX_WEBHOOK_PREVIOUS_SECRET" in said
+
+
 def test_status_says_as_doctor_does_when_the_previous_secret_can_be_emptied(
     served, tmp_path: Path
 ) -> None:

@@ -28,6 +28,7 @@ import hashlib
 import hmac
 import socket
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -140,22 +141,28 @@ class SecretRotation:
     each was made with (:func:`made_with_secret`): ``unwanted`` (classes listed that are no
     longer subscribed, whatever their secret: ``register`` deletes them), and of the
     subscribed ones ``registered`` (every class listed),
-    ``previous`` (made with ``NCINDEX_WEBHOOK_PREVIOUS_SECRET``, which the receiver accepts
-    while it is set) and ``stale`` (made with neither secret: refused 401), each sorted;
-    ``previous_set`` says whether that setting is set. The one home of when the previous
-    secret can be emptied, for ``ncindex doctor``'s webhooks line and ``ncindex status``
-    (README "Rotating secrets")."""
+    ``previous`` (classes with a registration made with ``NCINDEX_WEBHOOK_PREVIOUS_SECRET``,
+    which the receiver accepts while it is set), ``stale`` (classes with a registration made
+    with neither secret: refused 401) and ``duplicates`` (classes listed more than once: each
+    change is delivered once per registration), each sorted; ``previous_set`` says whether
+    that setting is set. Each registration counts, not each class: a class registered with
+    the current secret and again with the previous one (two ``webhooks register`` runs at
+    once, one per secret; a run whose deletion of the duplicate failed) is in ``previous``,
+    since emptying that secret would have the duplicate's deliveries refused 401. The one
+    home of when the previous secret can be emptied, for ``ncindex doctor``'s webhooks line
+    and ``ncindex status`` (README "Rotating secrets")."""
 
     registered: tuple[str, ...]
     previous: tuple[str, ...]
     stale: tuple[str, ...]
     previous_set: bool
     unwanted: tuple[str, ...] = ()
+    duplicates: tuple[str, ...] = ()
 
     @property
     def can_empty_previous(self) -> bool:
         """Whether the previous secret is set and no longer needed: Nextcloud lists at least
-        one registration, and every one carries the current secret."""
+        one registration, and every one (duplicates too) carries the current secret."""
         return self.previous_set and bool(self.registered) and not self.previous and not self.stale
 
     def advice(self) -> str | None:
@@ -191,17 +198,22 @@ def secret_rotation(hooks: list[dict[str, Any]], settings: Settings) -> SecretRo
     # deletes it rather than renew it, and the index needs none of its deliveries
     unwanted = {event(h) for h in hooks} - needed
     hooks = [h for h in hooks if event(h) in needed]
-    registered = {event(h) for h in hooks}
-    current = {event(h) for h in hooks if made_with_secret(h, settings)}
-    accepted = {
-        event(h) for h in hooks if previous and made_with_secret(h, settings, previous)
-    } - current
+    listed = Counter(event(h) for h in hooks)
+    accepted, stale = set(), set()
+    for hook in hooks:  # each registration, not each class: a duplicate has its own secret
+        if made_with_secret(hook, settings):
+            continue
+        if previous and made_with_secret(hook, settings, previous):
+            accepted.add(event(hook))
+        else:
+            stale.add(event(hook))
     return SecretRotation(
-        registered=tuple(sorted(registered)),
+        registered=tuple(sorted(listed)),
         previous=tuple(sorted(accepted)),
-        stale=tuple(sorted(registered - current - accepted)),
+        stale=tuple(sorted(stale)),
         previous_set=bool(previous),
         unwanted=tuple(sorted(unwanted)),
+        duplicates=tuple(sorted(c for c, n in listed.items() if n > 1)),
     )
 
 
@@ -310,7 +322,10 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
     nextcloud/server ``apps/webhook_listeners/lib/BackgroundJobs/WebhookCall.php`` ``run``
     reads the registration (``getById``) when a queued job runs, so the deliveries queued
     before the renewal are sent with the new secret, where a registration deleted and made
-    anew would have them fail. Duplicates are deleted. A class Nextcloud refuses
+    anew would have them fail. Duplicates are deleted: one run leaves one registration per
+    class, but two runs at once (two deployments at one URL, an init job beside a manual run;
+    during a rotation, one per secret) may each find none and create one, and a run whose
+    deletion fails (a 5xx: it raises) leaves the rest until the next. A class Nextcloud refuses
     (``NextcloudRefused``, OCS 400) is recorded with the reason, its stale registration
     deleted, and the rest go on. Raises ``NextcloudAuthError`` when the account's app password
     is refused (401), ``Forbidden`` (OCS 403) when the account may not manage webhooks: it is

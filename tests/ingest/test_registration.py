@@ -517,3 +517,30 @@ def test_list_and_remove_print_a_table_or_json_and_say_when_there_is_none(
             assert sorted(json.loads(run("remove", "--json"))["removed"]) == again
     finally:
         sim.close()
+
+
+def test_a_duplicate_made_with_the_previous_secret_keeps_it_needed_until_removed(admin) -> None:
+    """Rotation decided by class: a class registered with the current secret and again with
+    the previous one (two runs at once, one per secret) said the previous secret could be
+    emptied, after which the duplicate's deliveries were refused 401. Each registration
+    counts; the duplicate is named, and ``register`` removes it."""
+    from ncindex.ingest.registration import secret_rotation
+
+    client, old = admin
+    rotating = old.model_copy(
+        update={
+            "webhook_secret": SecretStr("rotated-s3cret"),
+            "webhook_previous_secret": old.webhook_secret,
+        }
+    )
+    register(client, rotating)
+    duplicate = client.create_webhook(registration(old, SUBSCRIBED[0]))
+    rotation = secret_rotation(list_registrations(client, rotating), rotating)
+    assert rotation.previous == (SUBSCRIBED[0],) and rotation.duplicates == (SUBSCRIBED[0],)
+    assert rotation.stale == () and not rotation.can_empty_previous
+    assert "registered with the previous webhook secret" in str(rotation.advice())
+    result = register(client, rotating)
+    assert result.removed == [int(duplicate["id"])]
+    rotation = secret_rotation(list_registrations(client, rotating), rotating)
+    assert rotation.previous == () and rotation.duplicates == ()
+    assert rotation.can_empty_previous
