@@ -180,7 +180,15 @@ def _guess_encoding(data: bytes) -> str | None:
     windows-1252 and windows-1250 readings written in one language are put first
     (:func:`_one_language_readings`): it leaves single-byte code pages out then; without
     such a reading, the likeliest of its readings in the CJK code pages is taken
-    (:func:`_likeliest_cjk_reading`): GBK ``会议纪要`` was read as cp949 ``삔累셩狼``."""
+    (:func:`_likeliest_cjk_reading`): GBK ``会议纪要`` was read as cp949 ``삔累셩狼``; its
+    likeliest reading in a single-byte code page of a non-Latin alphabet
+    (:func:`_likeliest_alphabet_reading`) is taken over that when the share of its letters
+    that are common exceeds the CJK reading's share of common characters by
+    :data:`_MARGIN` (cp1251 ``Привет`` was read as cp949 ``厥外奄``). When the first guess
+    is single-byte but not in Latin letters (another alphabet, or EBCDIC reading letters
+    beyond ASCII as ASCII), that likeliest alphabet reading is taken, when there is one
+    (windows-1255 Hebrew was read as windows-1251, windows-1251 ``Здравствуйте`` as EBCDIC
+    ``GU0\\S12S3Z2V``)."""
     from charset_normalizer import from_bytes
 
     sample = data[:_DETECT_SAMPLE]
@@ -191,9 +199,16 @@ def _guess_encoding(data: bytes) -> str | None:
         western = _one_language_readings(sample)
         if not western:
             cjk = _likeliest_cjk_reading(sample)
+            alphabet = _likeliest_alphabet_reading(sample)
+            if alphabet is not None and alphabet[0] > (0 if cjk is None else cjk[0]) + _MARGIN:
+                return alphabet[1]
             if cjk is not None:
-                return cjk
+                return cjk[1]
         matches = western + matches
+    elif _scripts(str(matches[0])) != {"LATIN"}:  # a non-Latin alphabet, or no letter there
+        alphabet = _likeliest_alphabet_reading(sample)
+        if alphabet is not None:
+            return alphabet[1]
     plausible = [m for m in matches if m.chaos <= matches[0].chaos + 0.01]
     odd = [_oddities(str(m)) for m in plausible]
     plausible = [m for m, n in zip(plausible, odd, strict=True) if n == min(odd)]
@@ -319,13 +334,16 @@ _MIXED = re.compile(
     "|[\u3130-\u318f]"
 )
 _CJK_CHARS = re.compile(f"[{_HAN}{_KANA}{_HANGUL}]")
-#: Characters of a CJK reading scored (:func:`_cjk_marks`): its start, to bound the time spent.
+#: Characters of a reading scored (:func:`_cjk_marks`, :func:`_common_share`): its start, to
+#: bound the time spent.
 _CJK_SCORED = 4096
 
 
-def _likeliest_cjk_reading(sample: bytes) -> str | None:
-    """The codec name of charset-normalizer's likeliest reading of ``sample`` in one of
-    :data:`_CJK_CODE_PAGES`, or ``None`` when none reads it cleanly. Its mess measure
+def _likeliest_cjk_reading(sample: bytes) -> tuple[float, str] | None:
+    """``(share, codec)``: the codec name of charset-normalizer's likeliest reading of
+    ``sample`` in one of :data:`_CJK_CODE_PAGES` and the share of its characters beyond
+    ASCII (but spaces) that are common (:func:`_cjk_marks`), or ``None`` when none reads it
+    cleanly. Its mess measure
     ("chaos") ties for short CJK text (``会议纪要`` reads cleanly in GBK, cp949 and cp932) and
     its coherence is 0 below some hundred characters, so readings are ranked by
     :func:`_cjk_marks`: the fewest marks of a misreading, then the most common characters,
@@ -333,10 +351,14 @@ def _likeliest_cjk_reading(sample: bytes) -> str | None:
     from charset_normalizer import from_bytes
 
     ranked = sorted(
-        (_cjk_marks(str(match)[:_CJK_SCORED]), match.chaos, match.encoding)
+        (_cjk_marks(str(match)[:_CJK_SCORED]), match.chaos, match.encoding, str(match))
         for match in from_bytes(sample, cp_isolation=list(_CJK_CODE_PAGES))
     )
-    return known_encoding(ranked[0][2]) if ranked else None
+    if not ranked:
+        return None
+    (_, common), _, encoding, text = ranked[0]
+    beyond = sum(1 for c in text[:_CJK_SCORED] if ord(c) > 127 and not c.isspace())
+    return -common / max(beyond, 1), known_encoding(encoding) or encoding
 
 
 def _cjk_marks(text: str) -> tuple[int, int]:
@@ -363,3 +385,83 @@ def _cjk_marks(text: str) -> tuple[int, int]:
         elif char in COMMON_CJK_CHARACTERS or "\u3040" <= char <= "\u30ff":
             common += 1
     return marks, -common
+
+
+#: How much larger the share of common letters of a reading in a non-Latin alphabet must be
+#: than that of common characters of the likeliest CJK reading for it to be taken: more than
+#: half the text is common letters in the one where it is rare characters in the other.
+_MARGIN = 0.5
+#: A run of letters: a word, or a part of one between combining marks.
+_WORD = re.compile(r"[^\W\d_]+")
+#: Single-byte code pages of non-Latin alphabets: Cyrillic (windows-1251, KOI8-R, KOI8-U),
+#: Greek (windows-1253, ISO-8859-7), Thai (windows-874), Hebrew (windows-1255) and Arabic
+#: (windows-1256), compared by :func:`_likeliest_alphabet_reading`.
+_ALPHABET_CODE_PAGES = (
+    "cp1251",
+    "koi8_r",
+    "koi8_u",
+    "cp1253",
+    "iso8859_7",
+    "cp874",
+    "cp1255",
+    "cp1256",
+)
+
+
+def _likeliest_alphabet_reading(sample: bytes) -> tuple[float, str] | None:
+    """``(share, codec)`` for charset-normalizer's reading of ``sample`` in one of
+    :data:`_ALPHABET_CODE_PAGES` whose letters beyond ASCII are most often common letters
+    of a language of that code page (:func:`_common_share`), the fewest misread letters
+    (:func:`_oddities`) first; ``None`` when none reads it cleanly or none holds such a
+    letter."""
+    from charset_normalizer import from_bytes
+
+    ranked = sorted(
+        (
+            _oddities(text) + _case_breaks(text),
+            -_common_share(text, match.encoding),
+            -sum(c.isalpha() for c in text),
+            rank,
+            match.encoding,
+        )
+        for rank, match in enumerate(from_bytes(sample, cp_isolation=list(_ALPHABET_CODE_PAGES)))
+        for text in [str(match)[:_CJK_SCORED]]
+    )
+    if not ranked or ranked[0][1] == 0:
+        return None
+    return -ranked[0][1], known_encoding(ranked[0][4]) or ranked[0][4]
+
+
+def _common_share(text: str, encoding: str) -> float:
+    """The share of the letters beyond ASCII of ``text`` that are among the most frequent
+    letters (charset-normalizer's ``FREQUENCIES``) of one language of ``encoding``
+    (charset-normalizer's ``encoding_languages``), the best such language; 0 when those
+    letters are of more than one script (``unicodedata`` names: CYRILLIC, GREEK…)."""
+    from charset_normalizer.cd import encoding_languages
+    from charset_normalizer.constant import FREQUENCIES
+
+    words = [w for w in _WORD.findall(text) if not w.isascii()]
+    if len(_scripts("".join(words), beyond_ascii=False)) != 1:
+        return 0.0
+    letters = [c.lower() for c in "".join(words) if ord(c) > 127]
+    shares = [
+        sum(c in FREQUENCIES[language] for c in letters) / len(letters)
+        for language in encoding_languages(encoding)
+        if language in FREQUENCIES
+    ]
+    return max(shares, default=0.0)
+
+
+def _scripts(text: str, *, beyond_ascii: bool = True) -> set[str]:
+    """The scripts of the letters of ``text`` (only those beyond ASCII: ``beyond_ascii``): the
+    first word of their Unicode names (``"LATIN"``, ``"CYRILLIC"``, ``"CJK"``…)."""
+    return {
+        unicodedata.name(c, "?").split()[0]
+        for c in text
+        if (ord(c) > 127 or not beyond_ascii) and unicodedata.category(c)[0] == "L"
+    }
+
+
+def _case_breaks(text: str) -> int:
+    """How many capital letters of ``text`` follow a small letter (``ЕллзнйкЬ``)."""
+    return sum(1 for a, b in itertools.pairwise(text) if a.islower() and b.isupper())

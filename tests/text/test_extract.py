@@ -1122,3 +1122,44 @@ def test_korean_with_hanja_and_japanese_with_halfwidth_katakana_stay_as_they_are
     assert extract(korean.encode("cp949"), "text/plain", "a.txt").text == korean
     japanese = "ﾃｽﾄ株式会社"
     assert extract(japanese.encode("cp932"), "text/plain", "a.txt").text == japanese
+
+
+def test_legacy_text_in_a_non_latin_alphabet_is_read_in_its_code_page() -> None:
+    """Short Russian, Ukrainian, Bulgarian, Greek, Thai, Hebrew, Arabic, Turkish, Czech and
+    Polish sentences and titles in their single-byte code pages (tests/single_byte_texts.py:
+    63 samples). 35 were read right: charset-normalizer reads a short one as CJK (its
+    multi-byte match leaves single-byte code pages out: cp1251 ``Привет`` as ``厥外奄``),
+    as EBCDIC or in another alphabet's code page. 57 are read right now; the rest are
+    Turkish in windows-1254 (read as windows-1252: ``Toplantý``), one word of Hebrew read
+    as Cyrillic (``щмен``: both all common letters) and ``Čeština`` in ISO-8859-2."""
+    from single_byte_texts import CORPUS
+
+    wrong = [
+        (text, encoding)
+        for text, encoding in CORPUS
+        if extract(text.encode(encoding), "text/plain", "notiz.txt").text != text
+    ]
+    assert len(CORPUS) - len(wrong) >= 57, wrong
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        ("Привет", "cp1251"),  # was cp949 厥外奄
+        ("Здравствуйте", "cp1251"),  # was EBCDIC GU0\S12S3Z2V
+        ("Здравствуйте", "koi8_r"),  # was cp949 饗怒綾洞琅旽
+        ("Протокол засідання", "koi8_u"),  # was cp932 halfwidth katakana
+        ("Καλημέρα", "cp1253"),  # was Big5 忯錣徾鼁
+        ("Ελληνικά", "iso8859_7"),  # was Big5 鱔錣臄縔
+        ("สวัสดีครับ", "cp874"),  # was GB18030 是咽凑っ押
+        ("פרוטוקול ישיבה", "cp1255"),  # was cp1251 ЄЇхшхіхь
+        ("مرحبا", "cp1256"),  # was cp932 耜ﾍﾈﾇ
+    ],
+)
+def test_short_text_in_a_non_latin_alphabet_is_not_read_as_cjk(text: str, encoding: str) -> None:
+    """The reading whose letters are all of one alphabet and among the most frequent letters
+    of a language of its code page (charset-normalizer's FREQUENCIES) beats a reading of
+    rare CJK ideographs, and one in another alphabet with rarer or miscased letters."""
+    assert extract(text.encode(encoding), "text/plain", "notiz.txt").text == text
+    page = f"<html><body><p>{text}</p></body></html>".encode(encoding)
+    assert extract(page, "text/html", "notiz.html").text == text
