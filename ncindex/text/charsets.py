@@ -188,7 +188,10 @@ def _guess_encoding(data: bytes) -> str | None:
     is single-byte but not in Latin letters (another alphabet, or EBCDIC reading letters
     beyond ASCII as ASCII), that likeliest alphabet reading is taken, when there is one
     (windows-1255 Hebrew was read as windows-1251, windows-1251 ``Здравствуйте`` as EBCDIC
-    ``GU0\\S12S3Z2V``)."""
+    ``GU0\\S12S3Z2V``). When it is another single-byte Latin code page than windows-1250
+    and -1252, their one-language readings are put first too: a repeated French line in
+    windows-1252 was read as windows-1257 (``Crčme brūlée``), Finnish ``Hyvää`` as
+    ``Hyvðð``."""
     from charset_normalizer import from_bytes
 
     sample = data[:_DETECT_SAMPLE]
@@ -209,6 +212,8 @@ def _guess_encoding(data: bytes) -> str | None:
         alphabet = _likeliest_alphabet_reading(sample)
         if alphabet is not None:
             return alphabet[1]
+    elif not {matches[0].encoding, *matches[0].could_be_from_charset} & _ALPHABETS.keys():
+        matches = _one_language_readings(sample) + matches
     plausible = [m for m in matches if m.chaos <= matches[0].chaos + 0.01]
     odd = [_oddities(str(m)) for m in plausible]
     plausible = [m for m, n in zip(plausible, odd, strict=True) if n == min(odd)]

@@ -1163,3 +1163,19 @@ def test_short_text_in_a_non_latin_alphabet_is_not_read_as_cjk(text: str, encodi
     assert extract(text.encode(encoding), "text/plain", "notiz.txt").text == text
     page = f"<html><body><p>{text}</p></body></html>".encode(encoding)
     assert extract(page, "text/html", "notiz.html").text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        ("Crème brûlée à la française, déjà vu, naïveté, garçon, fête.\n" * 2, "cp1252"),
+        ("Crème brûlée à la française, déjà vu, naïveté, garçon, fête.\n" * 3, "iso8859_15"),
+        ("Hyvää huomenta! Kiitos kirjeestä.", "cp1252"),
+    ],
+)
+def test_western_text_first_guessed_in_another_latin_code_page(text: str, encoding: str) -> None:
+    """charset-normalizer's first guess is windows-1257 (``Crčme brūlée ą la franēaise``:
+    its mess measure put windows-1252 0.087 behind it on the repeated line) or another
+    Latin code page (Finnish ``Hyvðð``); the one-language windows-1252 reading now goes
+    first, as when the first guess is multi-byte."""
+    assert extract(text.encode(encoding), "text/plain", "note.txt").text == text.strip()
