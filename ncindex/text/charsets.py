@@ -191,13 +191,18 @@ def _guess_encoding(data: bytes) -> str | None:
     ``GU0\\S12S3Z2V``). When it is another single-byte Latin code page than windows-1250
     and -1252, their one-language readings are put first too: a repeated French line in
     windows-1252 was read as windows-1257 (``Crčme brūlée``), Finnish ``Hyvää`` as
-    ``Hyvðð``."""
+    ``Hyvðð``. When charset-normalizer finds no reading clean enough, its likeliest CJK
+    reading at any mess is taken if it has none of the marks of a misread code page
+    (:func:`_cjk_marks`): a cp932 list of halfwidth katakana was read as windows-1252."""
     from charset_normalizer import from_bytes
 
     sample = data[:_DETECT_SAMPLE]
     matches = list(from_bytes(sample))
-    if not matches:
-        return None
+    if not matches:  # none reads it cleanly enough: a CJK reading without a misread's marks
+        cjk = _likeliest_cjk_reading(sample, threshold=1.0)
+        if cjk is None or _cjk_marks(sample.decode(cjk[1], "replace")[:_CJK_SCORED])[0]:
+            return None
+        return cjk[1]
     if len(str(matches[0])) < len(sample):  # a character read from several bytes
         western = _one_language_readings(sample)
         if not western:
@@ -344,20 +349,20 @@ _CJK_CHARS = re.compile(f"[{_HAN}{_KANA}{_HANGUL}]")
 _CJK_SCORED = 4096
 
 
-def _likeliest_cjk_reading(sample: bytes) -> tuple[float, str] | None:
+def _likeliest_cjk_reading(sample: bytes, threshold: float = 0.2) -> tuple[float, str] | None:
     """``(share, codec)``: the codec name of charset-normalizer's likeliest reading of
     ``sample`` in one of :data:`_CJK_CODE_PAGES` and the share of its characters beyond
     ASCII (but spaces) that are common (:func:`_cjk_marks`), or ``None`` when none reads it
-    cleanly. Its mess measure
-    ("chaos") ties for short CJK text (``会议纪要`` reads cleanly in GBK, cp949 and cp932) and
-    its coherence is 0 below some hundred characters, so readings are ranked by
-    :func:`_cjk_marks`: the fewest marks of a misreading, then the most common characters,
-    then chaos."""
+    cleanly: with a mess measure at most ``threshold`` (charset-normalizer's, 0 to 1). Its
+    mess measure ("chaos") ties for short CJK text (``会议纪要`` reads cleanly in GBK, cp949
+    and cp932) and its coherence is 0 below some hundred characters, so readings are ranked
+    by :func:`_cjk_marks`: the fewest marks of a misreading, then the most common
+    characters, then chaos."""
     from charset_normalizer import from_bytes
 
     ranked = sorted(
         (_cjk_marks(str(match)[:_CJK_SCORED]), match.chaos, match.encoding, str(match))
-        for match in from_bytes(sample, cp_isolation=list(_CJK_CODE_PAGES))
+        for match in from_bytes(sample, cp_isolation=list(_CJK_CODE_PAGES), threshold=threshold)
     )
     if not ranked:
         return None

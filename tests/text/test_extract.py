@@ -1179,3 +1179,11 @@ def test_western_text_first_guessed_in_another_latin_code_page(text: str, encodi
     Latin code page (Finnish ``Hyvðð``); the one-language windows-1252 reading now goes
     first, as when the first guess is multi-byte."""
     assert extract(text.encode(encoding), "text/plain", "note.txt").text == text.strip()
+
+
+def test_a_cp932_list_of_halfwidth_katakana_is_read_as_japanese() -> None:
+    """charset-normalizer finds no reading clean enough (halfwidth katakana count as mess) and
+    the windows-1252 default read ``ｶﾞﾑﾃｰﾌﾟ`` as ``¶ÞÑÃ°Ìß``: its likeliest CJK reading is
+    taken when it has no marks of a misread code page."""
+    text = "品番,品名\n001,ｶﾞﾑﾃｰﾌﾟ\n002,ﾎﾞｰﾙﾍﾟﾝ\n003,ｸﾘｯﾌﾟ"
+    assert extract(text.encode("cp932"), "text/plain", "hinmoku.txt").text == text
