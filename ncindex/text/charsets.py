@@ -220,7 +220,7 @@ def _guess_encoding(data: bytes) -> str | None:
     elif not {matches[0].encoding, *matches[0].could_be_from_charset} & _ALPHABETS.keys():
         matches = _one_language_readings(sample) + matches
     plausible = [m for m in matches if m.chaos <= matches[0].chaos + 0.01]
-    odd = [_oddities(str(m)) for m in plausible]
+    odd = [_oddities(str(m)[:_CJK_SCORED]) for m in plausible]
     plausible = [m for m, n in zip(plausible, odd, strict=True) if n == min(odd)]
     plausible = _fewest_languages(plausible)
     preferred = [m for m in plausible if not m.encoding.startswith("mac_")] or plausible
@@ -344,8 +344,8 @@ _MIXED = re.compile(
     "|[\u3130-\u318f]"
 )
 _CJK_CHARS = re.compile(f"[{_HAN}{_KANA}{_HANGUL}]")
-#: Characters of a reading scored (:func:`_cjk_marks`, :func:`_common_share`): its start, to
-#: bound the time spent.
+#: Characters of a reading scored (:func:`_cjk_marks`, :func:`_common_share`, and
+#: :func:`_oddities` in :func:`_guess_encoding`): its start, to bound the time spent.
 _CJK_SCORED = 4096
 
 
