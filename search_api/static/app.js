@@ -34,6 +34,8 @@ const SETTLE_MS = 600;
 let settleTimer = null;
 const SIGN_IN_UNAVAILABLE = "You cannot sign in right now";
 const WAITING = "Waiting for you to approve the access in Nextcloud…";
+// A result's date as the user's locale writes it, to the minute.
+const SHOWN_DATE = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
 let resultIds = 0; // ids of result titles, for the buttons of each result to name theirs
 
 // A document's name, path, folder or tag as the page shows it: without bidi controls.
@@ -595,8 +597,13 @@ function resultItem(r) {
   const time = li.querySelector(".modified");
   const when = new Date(r.modified_at * 1000);
   time.dateTime = when.toISOString();
-  time.textContent = when.toLocaleString();
-  li.querySelector(".snippet").innerHTML = r.snippet; // server-escaped text with <mark>s
+  time.textContent = SHOWN_DATE.format(when); // hours and minutes; the seconds are in the title
+  time.title = when.toLocaleString();
+  const snippet = li.querySelector(".snippet");
+  snippet.innerHTML = r.snippet; // server-escaped text with <mark>s
+  // the explain's term offsets are into the snippet's text as the server made it
+  const snippetText = snippet.textContent;
+  if (r.doc_type === "note" || /\.(md|markdown)$/i.test(r.path || "")) hideMarkdown(snippet);
   // not confirmed with Nextcloud just now (NCINDEX_UNVERIFIED_RESULTS: shown whole, or without
   // its text: an empty snippet), said under it; its context is refused until it is confirmed
   if (r.verified === false) {
@@ -608,8 +615,36 @@ function resultItem(r) {
   }
   const button = li.querySelector(".context-button");
   button.addEventListener("click", () => toggleContext(r, li, button));
-  if (r.explain) renderExplain(li.querySelector(".explain"), r.explain, li.querySelector(".snippet").textContent);
+  if (r.explain) renderExplain(li.querySelector(".explain"), r.explain, snippetText);
   return li;
+}
+
+// Markdown syntax a note's snippet would show raw (the server's snippet is the chunk's text, its
+// line breaks made spaces): heading hashes, list bullets (shown as "•", a task's box as ☐ or ☑),
+// emphasis markers around words and the "[", "](url)" of a link (its text stays). Only text
+// outside the <mark>s changes, so every mark still wraps the word it wrapped; a " - " dash or
+// " * " in prose also becomes "•". Each mark stands as MARK_HOLDER (a letter to the patterns)
+// while the text around it is read; the nodes are set as text, never parsed as HTML.
+const MARK_HOLDER = "\uE000";
+const MARKDOWN = [
+  [/(?<=^|\s)#{1,6} +(?=\S)/g, ""],
+  [/(?<=^|\s)[-*] +(?=\S)/g, "• "],
+  [/• \[ \] +(?=\S)/g, "☐ "],
+  [/• \[[xX]\] +(?=\S)/g, "☑ "],
+  [/!?\[(?=[^\]]*\]\([^)\s\uE000]*\))/g, ""],
+  [/\]\([^)\s\uE000]*\)/g, ""],
+  [/(?<=^|[\s\p{P}])(?:\*{1,3}|_{1,3}|~~)(?=[^\s*_~])/gu, ""],
+  [/(?<=[^\s*_~])(?:\*{1,3}|_{1,3}|~~)(?=$|[\s\p{P}])/gu, ""],
+];
+function hideMarkdown(snippet) {
+  const nodes = [...snippet.childNodes];
+  if (nodes.some((n) => n.nodeType === Node.TEXT_NODE && n.data.includes(MARK_HOLDER))) return;
+  let text = nodes.map((n) => (n.nodeType === Node.TEXT_NODE ? n.data : MARK_HOLDER)).join("");
+  for (const [syntax, instead] of MARKDOWN) text = text.replace(syntax, instead);
+  const pieces = text.split(MARK_HOLDER);
+  const marks = nodes.filter((n) => n.nodeType !== Node.TEXT_NODE);
+  if (pieces.length !== marks.length + 1) return; // not expected: the snippet stays as it came
+  snippet.replaceChildren(...pieces.flatMap((piece, i) => (i < marks.length ? [piece, marks[i]] : [piece])));
 }
 
 async function toggleContext(r, li, button) {

@@ -101,7 +101,8 @@ class Deployment:
             "note": sim.put_file(
                 "alice",
                 "/Notes/Lighthouse.md",
-                b"# Lighthouse\n\nRemember the foghorn oil and the lens cloth.",
+                b"# Lighthouse\n\nRemember the **foghorn oil** and the lens cloth.\n\n"
+                b"- a _spare_ [wick](https://example.org/wick)",
                 mtime=T0 + 40 * DAY,
             ),
             "archive": sim.put_file(
@@ -267,6 +268,28 @@ def test_alice_signs_in_with_login_flow_filters_and_signs_out(
     assert note.get_attribute("href") == (
         f"{deployment.sim_server.url}/index.php/apps/notes/note/{deployment.ids['note']}"
     )
+    # a note's Markdown is not shown as syntax; its marks stay on the words they marked
+    note_snippet = page.locator("#results li", has_text="foghorn oil").locator(".snippet")
+    expect(note_snippet).to_have_text(
+        "Lighthouse Remember the foghorn oil and the lens cloth. • a spare wick"
+    )
+    expect(note_snippet.locator("mark")).to_have_text(["Lighthouse", "lens"])
+    # a date to the minute as the user's locale writes it; the full time in the title
+    modified = plan.locator("time.modified")
+    assert modified.get_attribute("datetime") == "2026-01-01T00:00:00.000Z"
+    assert re.search(r"\d:\d\d:\d\d", modified.get_attribute("title") or "")
+    on_screen = modified.text_content() or ""
+    assert re.search(r"\d:\d\d", on_screen) and not re.search(r"\d:\d\d:\d\d", on_screen)
+    assert on_screen == page.evaluate(
+        "new Intl.DateTimeFormat(undefined, {dateStyle: 'medium', timeStyle: 'short'})"
+        ".format(new Date('2026-01-01T00:00:00Z'))"
+    )
+    # the folder and tag lists say how to pick several
+    expect(page.locator("#pickers-hint")).to_be_visible()
+    for picker in ("#folders", "#tags"):
+        expect(page.locator(picker)).to_have_accessible_description(
+            re.compile(r"^To pick several, hold Ctrl")
+        )
     page.screenshot(path=shots / "results.png", full_page=True)
 
     # "Why it matched": the server's ranks in each branch, fused score and matched terms
@@ -704,8 +727,9 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
         "Try again shortly."
     )
     search(page, "odd ones")
-    expect(page.locator("#results .meta").nth(1)).to_have_text(re.compile(r"^\d"))  # no "· "
-    expect(page.locator("#results .meta").first).to_have_text(re.compile(r"^javascript:x · \d"))
+    card_meta = page.locator("#results .meta").nth(1)  # only its date: no "· " before it
+    expect(card_meta).to_have_text(card_meta.locator("time").text_content() or "-")
+    expect(page.locator("#results .meta").first).to_have_text(re.compile(r"^javascript:x · \w"))
     page.locator("#q").focus()
     page.keyboard.press("Tab")
     page.keyboard.press("Tab")
