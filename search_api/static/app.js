@@ -620,17 +620,17 @@ function resultItem(r) {
 }
 
 // Markdown syntax a note's snippet would show raw (the server's snippet is the chunk's text, its
-// line breaks made spaces): heading hashes, list bullets (shown as "•", a task's box as ☐ or ☑),
-// emphasis markers around words and the "[", "](url)" of a link (its text stays). Only text
-// outside the <mark>s changes, so every mark still wraps the word it wrapped; a " - " dash or
-// " * " in prose also becomes "•". Each mark stands as MARK_HOLDER (a letter to the patterns)
+// line breaks made spaces): heading hashes, "*" list bullets (shown as "•"; a "-" bullet stays,
+// as a "-" could be a dash in prose), a task's box (☐ or ☑), emphasis markers around words and
+// the "[", "](url)" of a link (its text stays). Only text outside the <mark>s changes, so every
+// mark still wraps the word it wrapped; a " * " in prose also becomes "•". Each mark stands as MARK_HOLDER (a letter to the patterns)
 // while the text around it is read; the nodes are set as text, never parsed as HTML.
 const MARK_HOLDER = "\uE000";
 const MARKDOWN = [
   [/(?<=^|\s)#{1,6} +(?=\S)/g, ""],
-  [/(?<=^|\s)[-*] +(?=\S)/g, "• "],
-  [/• \[ \] +(?=\S)/g, "☐ "],
-  [/• \[[xX]\] +(?=\S)/g, "☑ "],
+  [/(?<=^|\s)[-*] \[ \] +(?=\S)/g, "☐ "],
+  [/(?<=^|\s)[-*] \[[xX]\] +(?=\S)/g, "☑ "],
+  [/(?<=^|\s)\* +(?=\S)/g, "• "],
   [/!?\[(?=[^\]]*\]\([^)\s\uE000]*\))/g, ""],
   [/\]\([^)\s\uE000]*\)/g, ""],
   [/(?<=^|[\s\p{P}])(?:\*{1,3}|_{1,3}|~~)(?=[^\s*_~])/gu, ""],

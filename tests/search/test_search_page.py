@@ -271,7 +271,7 @@ def test_alice_signs_in_with_login_flow_filters_and_signs_out(
     # a note's Markdown is not shown as syntax; its marks stay on the words they marked
     note_snippet = page.locator("#results li", has_text="foghorn oil").locator(".snippet")
     expect(note_snippet).to_have_text(
-        "Lighthouse Remember the foghorn oil and the lens cloth. • a spare wick"
+        "Lighthouse Remember the foghorn oil and the lens cloth. - a spare wick"
     )
     expect(note_snippet.locator("mark")).to_have_text(["Lighthouse", "lens"])
     # a date to the minute as the user's locale writes it; the full time in the title
