@@ -6,6 +6,7 @@ these tests."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -20,9 +21,8 @@ from support import Stack
 WORDS = "quokka lighthouse ledger"
 
 
-def poll(stack: Stack, user: str) -> int:
-    """One poll of ``user``'s shares, its tasks sent to the stack's worker and run to the
-    end; returns how many actions it sent."""
+def sender(stack: Stack) -> Callable[[list[Action]], None]:
+    """What sends a poll's actions to the stack's worker, as ``poll_shares`` sends them."""
 
     def send(actions: list[Action]) -> None:
         send_actions(
@@ -35,7 +35,13 @@ def poll(stack: Stack, user: str) -> int:
             batch_docs=stack.settings.index_batch_docs,
         )
 
-    sent = poll_user(Indexer(stack.services), user, send)
+    return send
+
+
+def poll(stack: Stack, user: str) -> int:
+    """One poll of ``user``'s shares, its tasks sent to the stack's worker and run to the
+    end; returns how many actions it sent."""
+    sent = poll_user(Indexer(stack.services), user, sender(stack))
     stack.wait_idle()
     return sent
 
@@ -159,16 +165,7 @@ def test_two_polls_of_an_account_never_overlap(stack: Stack) -> None:
     stack.sim.share("alice", "/Proj", "bob")
     a_sent, go = threading.Event(), threading.Event()
 
-    def send(actions: list[Action]) -> None:
-        send_actions(
-            stack.celery,
-            stack.services.redis,
-            actions,
-            keys=stack.settings.names,
-            countdown=None,
-            key_seconds=60,
-            batch_docs=stack.settings.index_batch_docs,
-        )
+    send = sender(stack)
 
     def send_then_wait(actions: list[Action]) -> None:
         send(actions)
