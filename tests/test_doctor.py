@@ -845,6 +845,24 @@ def test_a_class_registered_twice_is_a_warning_and_keeps_the_previous_secret(ser
     assert "more than once" not in said and "empty NCINDEX_WEBHOOK_PREVIOUS_SECRET" in said
 
 
+def rotation_env(
+    server: SimulatorServer, old: Settings, tmp_path: Path, namespace: str
+) -> dict[str, str]:
+    """The environment of an ``ncindex status`` run mid-rotation: the webhook secret rotated,
+    ``old``'s kept as the previous one."""
+    return {
+        "NCINDEX_NEXTCLOUD_URL": server.url,
+        "NCINDEX_ACCOUNTS": json.dumps({"admin": "admin-pw", "alice": "alice-pw"}),
+        "NCINDEX_ADMIN_USER": "admin",
+        "NCINDEX_WEBHOOK_SECRET": "rotated-s3cret",
+        "NCINDEX_WEBHOOK_PREVIOUS_SECRET": old.webhook_secret.get_secret_value(),
+        "NCINDEX_PUBLIC_URL": PUBLIC,
+        "NCINDEX_REDIS_URL": REDIS["url"],
+        "NCINDEX_DATA_DIR": str(tmp_path),
+        "NCINDEX_NAMESPACE": namespace,
+    }
+
+
 def test_status_says_as_doctor_does_when_the_previous_secret_can_be_emptied(
     served, tmp_path: Path
 ) -> None:
@@ -854,17 +872,7 @@ def test_status_says_as_doctor_does_when_the_previous_secret_can_be_emptied(
     _, server = served
     old = settings_for(server)
     registered(server, old)
-    env = {
-        "NCINDEX_NEXTCLOUD_URL": server.url,
-        "NCINDEX_ACCOUNTS": json.dumps({"admin": "admin-pw", "alice": "alice-pw"}),
-        "NCINDEX_ADMIN_USER": "admin",
-        "NCINDEX_WEBHOOK_SECRET": "rotated-s3cret",
-        "NCINDEX_WEBHOOK_PREVIOUS_SECRET": old.webhook_secret.get_secret_value(),
-        "NCINDEX_PUBLIC_URL": PUBLIC,
-        "NCINDEX_REDIS_URL": REDIS["url"],
-        "NCINDEX_DATA_DIR": str(tmp_path),
-        "NCINDEX_NAMESPACE": "rotationstatus",
-    }
+    env = rotation_env(server, old, tmp_path, "rotationstatus")
 
     def status(*args: str) -> str:
         result = CliRunner().invoke(main, ["status", *args], env=env)
@@ -913,17 +921,7 @@ def test_status_watch_asks_for_the_registrations_once_a_minute_not_every_frame(
     sim, server = served
     old = settings_for(server)
     registered(server, old)
-    env = {
-        "NCINDEX_NEXTCLOUD_URL": server.url,
-        "NCINDEX_ACCOUNTS": json.dumps({"admin": "admin-pw", "alice": "alice-pw"}),
-        "NCINDEX_ADMIN_USER": "admin",
-        "NCINDEX_WEBHOOK_SECRET": "rotated-s3cret",
-        "NCINDEX_WEBHOOK_PREVIOUS_SECRET": old.webhook_secret.get_secret_value(),
-        "NCINDEX_PUBLIC_URL": PUBLIC,
-        "NCINDEX_REDIS_URL": REDIS["url"],
-        "NCINDEX_DATA_DIR": str(tmp_path),
-        "NCINDEX_NAMESPACE": "rotationwatch",
-    }
+    env = rotation_env(server, old, tmp_path, "rotationwatch")
     listed = sim.request_count("ocs", "GET")
     args = ["status", "--watch", "--iterations", "3", "--interval", "0.1"]
     result = CliRunner().invoke(main, args, env=env)
