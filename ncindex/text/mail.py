@@ -1,12 +1,14 @@
 """E-mail messages (``.eml``, RFC 5322 with MIME, RFC 2045–2049) by the standard library's
 ``email`` package (its ``default`` policy decodes RFC 2047 headers): a heading block (the
-subject as a ``#`` heading; From, To, Cc and Date lines), the body — the ``text/plain`` part
-preferred over ``text/html`` (``EmailMessage.get_body``) — and the attachments listed by file
-name, never extracted. The message is parsed, its HTML body read and its attachments listed
-under the caller's time budget: a message of thousands of small MIME parts took the parser
-minutes (100,000 parts in 3.6 MB: 111 s here). Parts nested deeper than
-:data:`MAX_NESTED_PARTS` are left out: the ``email`` feed parser recurses once per level
-(2,000 nested multiparts ended in a ``RecursionError`` and lost the whole message)."""
+subject as a ``#`` heading; From, To, Cc and Date lines), every inline text part a reader
+sees, in order — of a ``multipart/alternative`` one body, the ``text/plain`` one preferred
+over ``text/html``; a list's footer; a message forwarded inline, under a heading of its
+own — and the attachments listed by file name, never extracted (:class:`_Reading`). The
+message is parsed, its HTML bodies read and its parts listed under the caller's time
+budget: a message of thousands of small MIME parts took the parser minutes (100,000 parts
+in 3.6 MB: 111 s here). Parts nested deeper than :data:`MAX_NESTED_PARTS` are left out:
+the ``email`` feed parser recurses once per level (2,000 nested multiparts ended in a
+``RecursionError`` and lost the whole message)."""
 
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ def eml_text(data: bytes, late: Callable[[], bool] = _never) -> tuple[str, bool]
     <ncindex.text.blocks.Blocks.late>`, which marks the text truncated) is asked between the
     :data:`_FEED_PIECE` pieces of the message fed to the parser (once its header block,
     up to :data:`_HEADER_BYTES`, is read: the subject and addresses are there), between
-    the pieces of an HTML body's markup and before each attachment's name; once it answers
+    the pieces of an HTML body's markup and before each part read but the first (a text
+    part, or an attachment's name); once it answers
     ``True`` the rest is not read and the text is what was. Raises
     :class:`ExtractionError` when ``data`` holds no header fields (not a message) or a
     header or part cannot be decoded."""
@@ -57,26 +60,129 @@ def eml_text(data: bytes, late: Callable[[], bool] = _never) -> tuple[str, bool]
         message = _parse(data, late)
         if not isinstance(message, _Nested) or not message.keys():
             raise ExtractionError("not an e-mail message: no header fields")
-        subject = one_line(str(message.get("Subject", ""))) or "(no subject)"
-        lines = [
-            f"{name}: {one_line(str(message[name]))}" for name in _ADDRESS_HEADERS if message[name]
-        ]
-        text = f"# {subject}\n\n" + "\n".join(lines)
-        body = message.get_body(preferencelist=("plain", "html"))
-        if body is not None:
-            text += "\n\n" + _part_text(body, late)
-        names = []
-        for attachment in message.iter_attachments():
-            if late():
-                break
-            names.append(one_line(attachment.get_filename() or "(unnamed)"))
-        if names:
-            text += "\n\nAttachments: " + ", ".join(names)
+        reading = _Reading(late)
+        reading.texts.append(_heading(message, 1))
+        reading.walk(message, level=2)
+        text = "\n\n".join(reading.texts)
+        if reading.names:
+            text += "\n\nAttachments: " + ", ".join(reading.names)
     except ExtractionError:
         raise
     except Exception as exc:  # header parsers raise assorted types on malformed fields
         raise ExtractionError(f"unreadable e-mail: {type(exc).__name__}: {exc}") from exc
     return text, message.cut[0]
+
+
+#: The inline text parts read as a message's text (RFC 2046 §4.1; other ``text/*`` parts,
+#: calendars and cards among them, are files listed by name).
+_TEXT_TYPES = ("text/plain", "text/html")
+#: Message parts read as messages of their own (a forwarded message: RFC 2046 §5.2.1, and
+#: RFC 6532 §3.7's ``message/global``).
+_MESSAGE_TYPES = ("message/rfc822", "message/global")
+
+
+class _Reading:
+    """The text a reader of a message sees, gathered by :meth:`walk`: ``texts`` (the heading
+    block of the message and of each message forwarded inline, then each inline text part)
+    and ``names`` (the attachments, by file name). ``late`` is asked before each part read
+    but the first; once it answers ``True`` nothing more is read."""
+
+    def __init__(self, late: Callable[[], bool]) -> None:
+        self.late = late
+        self.texts: list[str] = []
+        self.names: list[str] = []
+        self.stopped = False
+        self._parts_read = 0
+
+    def walk(self, part: MIMEPart, level: int, *, files_only: bool = False) -> None:
+        """Read ``part`` as a reader of the message sees it (RFC 2046): of a
+        ``multipart/alternative`` one alternative (:func:`_alternative`), the other ones'
+        files listed; of a ``multipart/related`` its root (RFC 2387 §3.2: the part its
+        ``start`` names, else the first), the files among the rest (images the root shows)
+        listed; of any other multipart (``mixed``, ``signed``, ``digest``, a list's footer
+        appended as a second text part) every part in order. A message part forwarded inline
+        (``message/rfc822`` not marked as an attachment) is read as a message (its subject a
+        heading of ``level`` ``#``, at most six), an inline ``text/plain`` or ``text/html``
+        part without a file name as text; any other part is a file, listed by its name. With
+        ``files_only`` (a part the reader does not see) only the parts that are files — a
+        ``Content-Disposition: attachment`` (RFC 2183 §2.2) or a file name — are listed."""
+        if self.stopped:
+            return
+        kind, attached = part.get_content_type(), _is_file(part)
+        if kind in _MESSAGE_TYPES and not attached:
+            for inner in part.iter_parts():  # the one message it holds (none when cut)
+                if not files_only:
+                    self.texts.append(_heading(inner, level))
+                self.walk(inner, level + 1, files_only=files_only)
+        elif part.get_content_maintype() == "multipart":  # no parts when those were cut
+            parts: list[MIMEPart] = list(part.iter_parts())
+            seen = {id(subpart) for subpart in parts}
+            if part.get_content_subtype() == "alternative":
+                seen = {id(subpart) for subpart in _alternative(parts)}
+            elif part.get_content_subtype() == "related":
+                seen = {id(parts[_root(part, parts)])} if parts else set()
+            for subpart in parts:
+                self.walk(subpart, level, files_only=files_only or id(subpart) not in seen)
+        elif kind in _TEXT_TYPES and not attached:
+            if not files_only and self._may_read():
+                text = _part_text(part, self.late)
+                if text.strip():
+                    self.texts.append(text)
+        elif (attached or not files_only) and self._may_read():
+            self.names.append(one_line(part.get_filename() or "(unnamed)"))
+
+    def _may_read(self) -> bool:
+        """Whether the next part may be read: the first always, each other while ``late``
+        answers ``False``."""
+        self._parts_read += 1
+        if self._parts_read > 1 and self.late():
+            self.stopped = True
+        return not self.stopped
+
+
+def _is_file(part: MIMEPart) -> bool:
+    """Whether ``part`` is a file the sender attached: ``Content-Disposition: attachment``,
+    or a file name (Apple Mail marks attachments ``inline`` with a ``filename``)."""
+    return part.is_attachment() or part.get_filename() is not None
+
+
+def _heading(message: MIMEPart, level: int) -> str:
+    """A message's heading block: its subject as a heading of ``level`` ``#`` (at most six),
+    then its From, To, Cc and Date lines."""
+    subject = one_line(str(message.get("Subject", ""))) or "(no subject)"
+    lines = [
+        f"{name}: {one_line(str(message[name]))}" for name in _ADDRESS_HEADERS if message[name]
+    ]
+    return "\n\n".join(filter(None, [f"{'#' * min(level, 6)} {subject}", "\n".join(lines)]))
+
+
+def _alternative(parts: list[MIMEPart]) -> list[MIMEPart]:
+    """The alternative of a ``multipart/alternative`` that is read, in a list (empty when
+    none is text): the first ``text/plain`` one, else the first multipart holding a
+    ``text/plain`` body, else the first ``text/html`` or multipart one — plain text
+    preferred, as :meth:`EmailMessage.get_body` with ``("plain", "html")`` did. The others
+    render the same body (RFC 2046 §5.1.4) and are not read again."""
+
+    def rank(part: MIMEPart) -> int:
+        if _is_file(part):
+            return 3
+        if part.get_content_type() == "text/plain":
+            return 0
+        if part.get_content_maintype() == "multipart":
+            return 1 if part.get_body(preferencelist=("plain",)) is not None else 2
+        return 2 if part.get_content_type() == "text/html" else 3
+
+    ranks = [rank(part) for part in parts]
+    best = min(ranks, default=3)
+    return [] if best == 3 else [parts[ranks.index(best)]]
+
+
+def _root(part: MIMEPart, parts: list[MIMEPart]) -> int:
+    """The index of a ``multipart/related`` part's root among its ``parts``: the one whose
+    ``Content-ID`` its ``start`` parameter names, else the first (RFC 2387 §3.2)."""
+    start = part.get_param("start")
+    ids = [subpart.get("Content-ID") for subpart in parts]
+    return ids.index(start) if isinstance(start, str) and start in ids else 0
 
 
 class _Nested(EmailMessage):

@@ -568,18 +568,149 @@ def _nested_eml(levels: int) -> bytes:
 def test_an_eml_s_parts_nested_too_deep_are_left_out_and_the_rest_read() -> None:
     """The ``email`` parser recurses once per nested part: 2,000 nested multiparts ended as
     "unreadable e-mail: RecursionError" (after 1.5 s here), subject and body lost. Parts
-    deeper than Dovecot's limit of 100 are left out, the text marked truncated."""
-    text = (
-        "# Ferry\n\nFrom: alice@example.org\n\nThe ferry leaves at nine.\n\n"
-        "Attachments: (unnamed), timetable.pdf"  # the nest's top multipart, then the PDF
-    )
+    deeper than Dovecot's limit of 100 are left out, the text marked truncated; the deep
+    text part is read when it is within the limit."""
+    text = "# Ferry\n\nFrom: alice@example.org\n\nThe ferry leaves at nine.\n\n{}"
     deep = extract(_nested_eml(2000), "message/rfc822", "ferry.eml")
-    assert deep.truncated and deep.text == text
+    assert deep.truncated and deep.text == text.format("Attachments: timetable.pdf")
     # the message is 0 deep, the nest's parts 1 to 99: its text part is 100 deep
     at_limit = extract(_nested_eml(99), "message/rfc822", "ferry.eml")
-    assert not at_limit.truncated and at_limit.text == text
+    assert not at_limit.truncated
+    assert at_limit.text == text.format("Deep note.\n\nAttachments: timetable.pdf")
     past = extract(_nested_eml(100), "message/rfc822", "ferry.eml")
-    assert past.truncated and past.text == text
+    assert past.truncated and past.text == text.format("Attachments: timetable.pdf")
+
+
+def _multipart(subtype: str, *parts: str, params: str = "") -> str:
+    """A ``multipart/<subtype>`` entity (header block and body, RFC 2046 §5.1.1) of ``parts``
+    (each an entity of its own), its boundary made from the subtype and the nesting."""
+    boundary = f"={subtype}-{sum(p.count('--=') for p in parts)}="
+    body = "".join(f"--{boundary}\r\n{part}\r\n" for part in parts)
+    return (
+        f'Content-Type: multipart/{subtype}; boundary="{boundary}"{params}\r\n\r\n'
+        f"{body}--{boundary}--"
+    )
+
+
+def _leaf(kind: str, body: str, headers: str = "") -> str:
+    """A leaf entity of type ``kind`` (UTF-8 text; other bodies as given) with ``headers``."""
+    charset = '; charset="utf-8"' if kind.startswith("text/") else ""
+    return f"Content-Type: {kind}{charset}\r\n{headers}\r\n{body}"
+
+
+def _message(subject: str, entity: str, sender: str = "Alice Example <alice@example.org>") -> str:
+    return (
+        f"From: {sender}\r\nTo: Bob Example <bob@example.org>\r\nSubject: {subject}\r\n"
+        f"Date: Tue, 01 Dec 2026 09:30:00 +0000\r\nMIME-Version: 1.0\r\n{entity}"
+    )
+
+
+_ATTACHED_PDF = _leaf(
+    "application/pdf",
+    "JVBERi0xLjQgbm90IHJlYWQ=",
+    'Content-Transfer-Encoding: base64\r\nContent-Disposition: attachment; filename="rota.pdf"\r\n',
+)
+
+
+def _alternative(plain: str, html: str) -> str:
+    return _multipart("alternative", _leaf("text/plain", plain), _leaf("text/html", html))
+
+
+def test_eml_text_parts_a_reader_sees_are_each_read_once() -> None:
+    """Only the one body ``get_body`` chose was read: a list's footer (a second inline
+    ``text/plain`` part of the ``multipart/mixed`` a list wraps the message in) and a
+    message forwarded inline (``message/rfc822``, as mutt's ``mime_forward`` sends it)
+    were listed as "(unnamed)" attachments, their text lost. Each is read now, the HTML
+    alternative of each body still not, attachments still by name only."""
+    forwarded = _message(
+        "Harbour rota",
+        _multipart(
+            "mixed",
+            _alternative("Rui takes the night shift on Friday.", "<p>HTML rota, not read</p>"),
+            _ATTACHED_PDF,
+        ),
+        sender="Rui Costa <rui@example.org>",
+    )
+    data = _message(
+        "Fwd: Harbour rota",
+        _multipart(
+            "mixed",
+            _alternative("See the rota below.", "<p>HTML note, not read</p>"),
+            _leaf("message/rfc822", forwarded, "Content-Disposition: inline\r\n"),
+            _leaf("text/plain", "harbour-list mailing list\nhttps://lists.example.org/harbour"),
+        ),
+    )
+    text = extract(data.encode(), "message/rfc822", "fwd.eml").text
+    assert text == (
+        "# Fwd: Harbour rota\n\nFrom: Alice Example <alice@example.org>\n"
+        "To: Bob Example <bob@example.org>\nDate: Tue, 01 Dec 2026 09:30:00 +0000\n\n"
+        "See the rota below.\n\n"
+        "## Harbour rota\n\nFrom: Rui Costa <rui@example.org>\n"
+        "To: Bob Example <bob@example.org>\nDate: Tue, 01 Dec 2026 09:30:00 +0000\n\n"
+        "Rui takes the night shift on Friday.\n\n"
+        "harbour-list mailing list\nhttps://lists.example.org/harbour\n\n"
+        "Attachments: rota.pdf"
+    )
+
+
+def test_an_eml_message_forwarded_as_an_attachment_is_listed_by_name() -> None:
+    """A message forwarded as an attachment (``Content-Disposition: attachment``, as
+    Thunderbird's and Gmail's "forward as attachment" send it) stays a name, as any
+    attachment; so does a text file attached ``inline`` with a file name (Apple Mail)."""
+    forwarded = _message("Harbour rota", _leaf("text/plain", "Rui takes the night shift."))
+    data = _message(
+        "Fwd: Harbour rota",
+        _multipart(
+            "mixed",
+            _leaf("text/plain", "The rota is attached."),
+            _leaf(
+                "message/rfc822",
+                forwarded,
+                'Content-Disposition: attachment; filename="Harbour rota.eml"\r\n',
+            ),
+            _leaf(
+                "text/plain", "Sailing notes", 'Content-Disposition: inline; filename="n.txt"\r\n'
+            ),
+        ),
+    )
+    text = extract(data.encode(), "message/rfc822", "fwd.eml").text
+    assert text.endswith("The rota is attached.\n\nAttachments: Harbour rota.eml, n.txt")
+    assert "Rui takes" not in text and "Sailing notes" not in text
+
+
+def test_eml_related_html_and_attachments_inside_an_alternative() -> None:
+    """An HTML-only message with its images (``multipart/related``, RFC 2387: the root is
+    read, the images listed when they have a name) and Apple Mail's rich text with an
+    attachment placed in it (``multipart/alternative`` of the plain text and a
+    ``multipart/mixed`` of HTML, the file and more HTML): the plain text is read once and
+    the file, inside the alternative not read, is listed (it was lost)."""
+    b64 = "Content-Transfer-Encoding: base64\r\n"
+    related = _multipart(
+        "related",
+        _leaf("image/png", "iVBORw0K", f"Content-ID: <logo>\r\n{b64}"),
+        _leaf("text/html", '<p>Boat <b>show</b>.</p><img src="cid:logo">', "Content-ID: <root>\n"),
+        _leaf("image/jpeg", "/9j/4AAQ",
+              f'Content-ID: <deck>\r\n{b64}Content-Disposition: inline; filename="deck.jpg"\r\n'),
+        params='; type="text/html"; start="<root>"',
+    )  # fmt: skip
+    text = extract(_message("Boat show", related).encode(), "message/rfc822", "b.eml").text
+    assert text.endswith("\n\nBoat show.\n\nAttachments: deck.jpg")
+    apple = _multipart(
+        "alternative",
+        _leaf("text/plain", "Here is the rota.\n\n<rota.pdf>\n\nSee you on Friday."),
+        _multipart(
+            "mixed",
+            _leaf("text/html", "<p>Here is the rota.</p>"),
+            _leaf("application/pdf", "JVBERi0x",
+                  f'{b64}Content-Disposition: inline; filename="rota.pdf"\r\n'),
+            _leaf("text/html", "<p>See you on Friday.</p>"),
+        ),
+    )  # fmt: skip
+    text = extract(_message("Rota", apple).encode(), "message/rfc822", "r.eml").text
+    assert text.endswith(
+        "\n\nHere is the rota.\n\n<rota.pdf>\n\nSee you on Friday.\n\nAttachments: rota.pdf"
+    )
+    assert text.count("Here is the rota.") == 1
 
 
 def test_icalendar_events_are_read_by_property_unfolded_and_unescaped() -> None:
