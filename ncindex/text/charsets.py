@@ -173,11 +173,13 @@ def _guess_encoding(data: bytes) -> str | None:
     ``K÷ln``), Windows/ISO code pages over the classic Mac ones (short Russian cp1251 text is
     otherwise read as mac_cyrillic), and windows-1252 — the legacy default of Western locales,
     which WHATWG's Encoding Standard also uses for ``latin1`` — when it ties with the best
-    (short French is otherwise cp1250). Before those, of the windows-1250 and windows-1252
-    guesses only those written in the fewest languages are kept (:func:`_fewest_languages`):
+    (short French is otherwise cp1250; short Lithuanian ``Lietuvių`` and Turkish
+    ``Toplantı`` stay windows-1252 ``Lietuviø`` and ``Toplantý`` by it: Danish and
+    Icelandic read as well). Before those, of the guesses in windows-1250, -1252, -1254 and
+    -1257 only those written in the fewest languages are kept (:func:`_fewest_languages`):
     Czech was read as windows-1252 by that tie (``Městský úřad`` as ``Mìstský úøad``). When
     charset-normalizer's first guess reads a character from several bytes (CJK, UTF-16), its
-    windows-1252 and windows-1250 readings written in one language are put first
+    readings in those code pages written in one language are put first
     (:func:`_one_language_readings`): it leaves single-byte code pages out then; without
     such a reading, the likeliest of its readings in the CJK code pages is taken
     (:func:`_likeliest_cjk_reading`): GBK ``会议纪要`` was read as cp949 ``삔累셩狼``; its
@@ -188,12 +190,14 @@ def _guess_encoding(data: bytes) -> str | None:
     is single-byte but not in Latin letters (another alphabet, or EBCDIC reading letters
     beyond ASCII as ASCII), that likeliest alphabet reading is taken, when there is one
     (windows-1255 Hebrew was read as windows-1251, windows-1251 ``Здравствуйте`` as EBCDIC
-    ``GU0\\S12S3Z2V``). When it is another single-byte Latin code page than windows-1250
-    and -1252, their one-language readings are put first too: a repeated French line in
-    windows-1252 was read as windows-1257 (``Crčme brūlée``), Finnish ``Hyvää`` as
-    ``Hyvðð``. When charset-normalizer finds no reading clean enough, its likeliest CJK
-    reading at any mess is taken if it has none of the marks of a misread code page
-    (:func:`_cjk_marks`): a cp932 list of halfwidth katakana was read as windows-1252."""
+    ``GU0\\S12S3Z2V``). When it is a single-byte Latin reading not written in one language
+    of its code page (another code page than those of :data:`_ALPHABETS`, or one needing
+    several of its languages), the one-language readings are put first too: a repeated
+    French line in windows-1252 was read as windows-1257 (``Crčme brūlée``), Finnish
+    ``Hyvää`` as ``Hyvðð``, Turkish ``Günaydın`` as windows-1252 ``Günaydýn``. When
+    charset-normalizer finds no reading clean enough, its likeliest CJK reading at any mess
+    is taken if it has none of the marks of a misread code page (:func:`_cjk_marks`): a
+    cp932 list of halfwidth katakana was read as windows-1252."""
     from charset_normalizer import from_bytes
 
     sample = data[:_DETECT_SAMPLE]
@@ -217,7 +221,7 @@ def _guess_encoding(data: bytes) -> str | None:
         alphabet = _likeliest_alphabet_reading(sample)
         if alphabet is not None:
             return alphabet[1]
-    elif not {matches[0].encoding, *matches[0].could_be_from_charset} & _ALPHABETS.keys():
+    elif _languages(matches[0]) != 1:
         matches = _one_language_readings(sample) + matches
     plausible = [m for m in matches if m.chaos <= matches[0].chaos + 0.01]
     odd = [_oddities(str(m)[:_CJK_SCORED]) for m in plausible]
@@ -232,13 +236,19 @@ def _guess_encoding(data: bytes) -> str | None:
     return known_encoding(best.encoding)
 
 
-#: The letters beyond ASCII of the languages windows-1250 (Central European) and windows-1252
-#: (Western European) are written in, one string per language: CLDR's main exemplar
-#: characters (unicode-org/cldr common/main/<lang>.xml ``exemplarCharacters``, as Perl's
-#: Locale::CLDR carries them; Finnish and Catalan not checked against them here). cp1250:
+#: The letters beyond ASCII of the languages windows-1250 (Central European), windows-1252
+#: (Western European), windows-1254 (Turkish) and windows-1257 (Baltic) are written in, one
+#: string per language: CLDR's main exemplar characters (unicode-org/cldr
+#: common/main/<lang>.xml ``exemplarCharacters``, as Perl's Locale::CLDR carries them;
+#: Finnish, Catalan, Turkish, Lithuanian and Latvian not checked against them here). cp1250:
 #: Czech, Slovak, Polish, Hungarian, Slovene, Croatian/Bosnian, Romanian (ș ț with the cedilla
 #: windows-1250 has), German. cp1252: German, French, Spanish, Italian, Portuguese, Dutch,
-#: Danish, Norwegian, Swedish, Finnish, Icelandic, Catalan, Estonian.
+#: Danish, Norwegian, Swedish, Finnish, Icelandic, Catalan, Estonian. cp1254: Turkish (its
+#: ``İ`` is ``i`` and a combining dot above in lower case; the circumflexed vowels of loanwords
+#: are CLDR's auxiliary letters, left out: Latvian ``ā ī ū`` read in windows-1254 are them).
+#: cp1257: Lithuanian, Latvian, Estonian. ISO-8859-9 and ISO-8859-13 hold the same letters at
+#: the same bytes as windows-1254 and -1257: charset-normalizer names them among the code
+#: pages a windows reading could be from.
 _ALPHABETS = {
     "cp1250": (
         "áčďéěíňóřšťúůýž", "áäčďéíĺľňóôŕšťúýž", "ąćęłńóśźż", "áéíóöőúüű", "čšž", "čćđšž",
@@ -248,17 +258,24 @@ _ALPHABETS = {
         "äöüß", "àâæçéèêëîïôœùûüÿ", "áéíñóúü", "àéèìóòù", "áàâãçéêíóòôõú", "áäéëíïóöúü",
         "æøå", "àéóòôæøå", "àéåäö", "åäö", "áðéíóúýþæö", "àçéèíïóòúü", "šžõäöü",
     ),
+    "cp1254": ("çğıöşü\u0307",),
+    "cp1257": ("ąčęėįšųūž", "āčēģīķļņšūž", "šžõäöü"),
 }  # fmt: skip
+#: What :func:`_languages` counts for a reading whose letters no languages of its code page
+#: hold: more than any reading's count in any of the code pages.
+_NO_LANGUAGE = 1 + max(len(languages) for languages in _ALPHABETS.values())
 
 
 def _fewest_languages(matches: list[Any]) -> list[Any]:
-    """``matches`` less the windows-1250 and windows-1252 readings that need more languages of
-    their code page (:func:`_languages`) than another such reading: a text is written in one
-    language, or a few with loanwords (``naïve señor``: French and Spanish), while a misread
-    code page scatters its letters over several or none. Windows-1250 Czech read as
-    windows-1252 needs Icelandic ``ý``, Italian ``ì`` and Danish ``ø`` (``Mìstský úøad``);
+    """``matches`` less the readings in a code page of :data:`_ALPHABETS` that need more
+    languages of their code page (:func:`_languages`) than another such reading: a text is
+    written in one language, or a few with loanwords (``naïve señor``: French and Spanish),
+    while a misread code page scatters its letters over several or none. Windows-1250 Czech read
+    as windows-1252 needs Icelandic ``ý``, Italian ``ì`` and Danish ``ø`` (``Mìstský úøad``);
     windows-1252 French read as windows-1250 keeps a ``ç`` that none of the Central European
-    languages here writes (``Crčme brűlée ŕ la française``). Other readings are kept."""
+    languages here writes (``Crčme brűlée ŕ la française``); windows-1254 Turkish read as
+    windows-1252 needs Icelandic ``ý`` and German ``ü`` (``Günaydýn``), windows-1257 Latvian
+    French ``â`` and Icelandic ``ð`` (``pagâjuðâs``). Other readings are kept."""
     counts = [_languages(m) for m in matches]
     known = [n for n in counts if n is not None]
     if not known:
@@ -269,14 +286,15 @@ def _fewest_languages(matches: list[Any]) -> list[Any]:
 def _languages(match: Any) -> int | None:
     """The fewest languages of :data:`_ALPHABETS` whose letters together hold all non-ASCII
     letters (and combining marks) of charset-normalizer's ``match``, for the code pages it
-    stands for (its encoding or one it could be from; the fewest of them); one more than
-    there are languages when none do; ``None`` when it stands for neither code page."""
+    stands for (its encoding or one it could be from; the fewest of them);
+    :data:`_NO_LANGUAGE` when none do; ``None`` when it stands for none of those code
+    pages."""
     letters = {c for c in str(match).lower() if ord(c) > 127 and unicodedata.category(c)[0] in "LM"}
     counts = []
     for encoding in {match.encoding, *match.could_be_from_charset} & _ALPHABETS.keys():
         alphabets = [frozenset(a) for a in _ALPHABETS[encoding]]
         if not letters <= frozenset().union(*alphabets):
-            counts.append(len(alphabets) + 1)
+            counts.append(_NO_LANGUAGE)
             continue
         counts.append(
             next(
@@ -290,18 +308,18 @@ def _languages(match: Any) -> int | None:
 
 
 def _one_language_readings(sample: bytes) -> list[Any]:
-    """charset-normalizer's windows-1252 and windows-1250 readings of ``sample`` whose
-    characters beyond ASCII are all letters (or combining marks) of one language of their
-    code page (:func:`_languages`). ``from_bytes`` leaves every single-byte code page out once
-    a CJK decoder reads the bytes cleanly with a character of two bytes (its "multi-byte
-    definitive match"), and an accented Latin letter followed by an ASCII one is such a
-    character: Portuguese ``não`` (``E3 6F``) was read as Big5 ``n緌``, Spanish ``niño`` as
-    UTF-16. Real CJK text read in these code pages brings symbols (``‚±‚ñ`` for Shift-JIS
-    ``こん``) or letters of several languages."""
+    """charset-normalizer's readings of ``sample`` in the code pages of :data:`_ALPHABETS` whose
+    characters beyond ASCII are all letters (or combining marks) of one language of their code
+    page (:func:`_languages`). ``from_bytes`` leaves every single-byte code page out once a CJK
+    decoder reads the bytes cleanly with a character of two bytes (its "multi-byte definitive
+    match"), and an accented Latin letter followed by an ASCII one is such a character:
+    Portuguese ``não`` (``E3 6F``) was read as Big5 ``n緌``, Spanish ``niño`` as UTF-16,
+    Lithuanian ``Posėdžio`` as GB18030 ``Pos雂㱮o``. Real CJK text read in these code pages brings
+    symbols (``‚±‚ñ`` for Shift-JIS ``こん``) or letters of several languages."""
     from charset_normalizer import from_bytes
 
     readings = []
-    for match in from_bytes(sample, cp_isolation=["cp1252", "cp1250"]):
+    for match in from_bytes(sample, cp_isolation=list(_ALPHABETS)):
         beyond = [c for c in str(match) if ord(c) > 127]
         if all(unicodedata.category(c)[0] in "LM" for c in beyond) and _languages(match) == 1:
             readings.append(match)

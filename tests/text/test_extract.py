@@ -1124,14 +1124,20 @@ def test_korean_with_hanja_and_japanese_with_halfwidth_katakana_stay_as_they_are
     assert extract(japanese.encode("cp932"), "text/plain", "a.txt").text == japanese
 
 
-def test_legacy_text_in_a_non_latin_alphabet_is_read_in_its_code_page() -> None:
-    """Short Russian, Ukrainian, Bulgarian, Greek, Thai, Hebrew, Arabic, Turkish, Czech and
-    Polish sentences and titles in their single-byte code pages (tests/single_byte_texts.py:
-    63 samples). 35 were read right: charset-normalizer reads a short one as CJK (its
-    multi-byte match leaves single-byte code pages out: cp1251 ``Привет`` as ``厥外奄``),
-    as EBCDIC or in another alphabet's code page. 57 are read right now; the rest are
-    Turkish in windows-1254 (read as windows-1252: ``Toplantý``), one word of Hebrew read
-    as Cyrillic (``щмен``: both all common letters) and ``Čeština`` in ISO-8859-2."""
+def test_legacy_text_in_a_single_byte_code_page_is_read_in_it() -> None:
+    """Short Russian, Ukrainian, Bulgarian, Greek, Thai, Hebrew, Arabic, Turkish, Lithuanian,
+    Latvian, Central and Western European sentences and titles in their single-byte code
+    pages (tests/single_byte_texts.py: 127 samples). Of the first 63 (no Baltic, Western or
+    windows-1250 ones, Turkish only in windows-1254), 35 were read right: charset-normalizer
+    reads a short one as CJK (its multi-byte match leaves single-byte code pages out: cp1251
+    ``Привет`` as ``厥外奄``), as EBCDIC or in another alphabet's code page; then 57. Of
+    all 127, 91 were read right before Turkish and Baltic readings were weighed (Turkish
+    as windows-1252 ``Toplantý``, Latvian as ``pagâjuðâs``, Lithuanian ``Posėdžio`` as
+    GB18030); 113 are read right now, all 16 Western ones still. The rest: short Turkish,
+    Lithuanian and Latvian titles whose windows-1252 reading is as much one language's
+    (``Toplantý tutanaðý`` Icelandic, ``Lietuviø`` Danish, ``Sçdes`` French), one word of
+    Hebrew read as Cyrillic (``щмен``: both all common letters), ``Čeština`` in ISO-8859-2,
+    Hungarian ``ő`` and Romanian ``ş ţ`` in windows-1250."""
     from single_byte_texts import CORPUS
 
     wrong = [
@@ -1139,7 +1145,27 @@ def test_legacy_text_in_a_non_latin_alphabet_is_read_in_its_code_page() -> None:
         for text, encoding in CORPUS
         if extract(text.encode(encoding), "text/plain", "notiz.txt").text != text
     ]
-    assert len(CORPUS) - len(wrong) >= 57, wrong
+    assert len(CORPUS) - len(wrong) >= 113, wrong
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        ("Günaydın, raporu ekte gönderiyorum.", "cp1254"),  # was cp1252 Günaydýn
+        ("Şirket içi duyuru", "iso8859_9"),  # was cp1252 Þirket
+        ("Posėdžio protokolas", "cp1257"),  # was GB18030 Pos雂㱮o
+        ("Labdien, nosūtu pagājušās nedēļas atskaiti.", "iso8859_13"),  # was nosûtu pagâjuðâs
+        ("Tikšanās ir pārcelta uz trešdienu.", "cp1257"),  # was cp1252 Tikðanâs
+    ],
+)
+def test_turkish_and_baltic_text_is_not_read_as_windows_1252(text: str, encoding: str) -> None:
+    """Windows-1254 and -1257 (and ISO-8859-9 and -13, the same letters at the same bytes)
+    readings are weighed as windows-1250 and -1252 ones are: the reading written in the
+    fewest languages of its code page is kept (Turkish ``ı``, ``ş`` and ``ü`` read as
+    windows-1252 need Icelandic and German)."""
+    assert extract(text.encode(encoding), "text/plain", "notiz.txt").text == text
+    page = f"<html><body><p>{text}</p></body></html>".encode(encoding)
+    assert extract(page, "text/html", "notiz.html").text == text
 
 
 @pytest.mark.parametrize(
