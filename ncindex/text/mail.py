@@ -103,12 +103,14 @@ class _Reading:
         appended as a second text part) every part in order. A message part forwarded inline
         (``message/rfc822`` not marked as an attachment) is read as a message (its subject a
         heading of ``level`` ``#``, at most six), an inline ``text/plain`` or ``text/html``
-        part without a file name as text; any other part is a file, listed by its name. With
-        ``files_only`` (a part the reader does not see) only the parts that are files — a
-        ``Content-Disposition: attachment`` (RFC 2183 §2.2) or a file name — are listed."""
+        part without a file name (the message's own body whatever its name) as text; any
+        other part is a file, listed by its name. With ``files_only`` (a part the reader
+        does not see) only the parts that are files — a ``Content-Disposition: attachment``
+        (RFC 2183 §2.2) or a file name — are listed."""
         if self.stopped:
             return
-        kind, attached = part.get_content_type(), _is_file(part)
+        kind = part.get_content_type()
+        attached = _is_file(part) and not (isinstance(part, _Nested) and part.depth == 0)
         if kind in _MESSAGE_TYPES and not attached:
             for inner in part.iter_parts():  # the one message it holds (none when cut)
                 if not files_only:

@@ -656,7 +656,8 @@ def test_eml_text_parts_a_reader_sees_are_each_read_once() -> None:
 def test_an_eml_message_forwarded_as_an_attachment_is_listed_by_name() -> None:
     """A message forwarded as an attachment (``Content-Disposition: attachment``, as
     Thunderbird's and Gmail's "forward as attachment" send it) stays a name, as any
-    attachment; so does a text file attached ``inline`` with a file name (Apple Mail)."""
+    attachment; so does a text file attached ``inline`` with a file name (Apple Mail), but
+    for the message's own body. A guard: the old code listed these too."""
     forwarded = _message("Harbour rota", _leaf("text/plain", "Rui takes the night shift."))
     data = _message(
         "Fwd: Harbour rota",
@@ -676,6 +677,12 @@ def test_an_eml_message_forwarded_as_an_attachment_is_listed_by_name() -> None:
     text = extract(data.encode(), "message/rfc822", "fwd.eml").text
     assert text.endswith("The rota is attached.\n\nAttachments: Harbour rota.eml, n.txt")
     assert "Rui takes" not in text and "Sailing notes" not in text
+    # a message whose whole body is a named text part: that body is what there is to read
+    whole = _message(
+        "Notes",
+        _leaf("text/plain", "Sailing notes", 'Content-Disposition: inline; filename="n.txt"\r\n'),
+    )
+    assert extract(whole.encode(), "message/rfc822", "n.eml").text.endswith("\n\nSailing notes")
 
 
 def test_eml_related_html_and_attachments_inside_an_alternative() -> None:
