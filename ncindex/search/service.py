@@ -471,6 +471,17 @@ class SearchResult(BaseModel):
         "caller: whoever owns it; null on external storage or in a group folder; a News "
         "item: the caller), as the `owner` filter takes it.",
     )
+    board_title: str | None = Field(
+        None,
+        description="Deck cards: the title of the card's board, as Nextcloud gave it to this "
+        "search's check (so a renamed board shows its name now); null for other types and for "
+        "a card not confirmed, or found moved to another board, during this search.",
+    )
+    stack_title: str | None = Field(
+        None,
+        description="Deck cards: the title of the card's stack (list) on its board, as "
+        "`board_title`; null for other types and for a card not confirmed during this search.",
+    )
     url: str | None = Field(None, description="Link (news items).")
     open_url: str | None = Field(
         None,
@@ -960,7 +971,7 @@ class SearchService:
                     exhausted = True
                     continue
                 text = confirmed or policy == "show"
-                result = self._result(hit, snip, client.user, checked.path, text=text)
+                result = self._result(hit, snip, client.user, checked, text=text)
                 result.verified = confirmed
                 result._verified_at = checked_at if confirmed else None
                 results.append(result)
@@ -999,12 +1010,13 @@ class SearchService:
             )
 
     def _result(
-        self, hit: Hit, shown: Snippet, user: str, verified_path: str | None, *, text: bool
+        self, hit: Hit, shown: Snippet, user: str, checked: Checked, *, text: bool
     ) -> SearchResult:
-        """The result of a candidate kept by its check, its path the one the check found
-        (``verified_path``) or the indexed one. Unless ``text``, nothing of its chunk's text
-        is in it — no snippet, offsets, chunk text or matched terms (an unconfirmed result
-        under NCINDEX_UNVERIFIED_RESULTS=hide_text); its title, path and links are kept."""
+        """The result of a candidate kept by its check (``checked``), its path the one the
+        check found or the indexed one, a Deck card's board and stack titles the check's.
+        Unless ``text``, nothing of its chunk's text is in it — no snippet, offsets, chunk text
+        or matched terms (an unconfirmed result under NCINDEX_UNVERIFIED_RESULTS=hide_text);
+        its title, path and links are kept."""
         p = hit.payload
         result = SearchResult(
             doc_type=p["doc_type"],
@@ -1016,8 +1028,10 @@ class SearchService:
             char_end=p["char_end"] if text else None,
             chunk_index=p["chunk_index"],
             modified_at=p["modified_at"],
-            path=verified_path or (p.get("paths") or {}).get(user),
+            path=checked.path or (p.get("paths") or {}).get(user),
             owner=p.get("owner"),
+            board_title=checked.board_title,
+            stack_title=checked.stack_title,
             url=p.get("url"),
             open_url=open_link(
                 self.settings.nextcloud_url, p["doc_type"], p["doc_id"], p.get("url")

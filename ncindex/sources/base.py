@@ -258,13 +258,17 @@ class Checked:
     without a path, the keyword payload fields that place it now (payload key → value: a Deck
     card's ``stack_id`` and ``board_id``) when the check found it moved since it was indexed,
     judged there by the check itself (the search holds it to its filter there:
-    :func:`~ncindex.search.filters.field_verdict`)."""
+    :func:`~ncindex.search.filters.field_verdict`); ``board_title`` and ``stack_title``, for a
+    Deck card, the titles of its board and stack as the check read them (current, and as the
+    searching user sees them; ``None`` when the check did not read them)."""
 
     verdict: Verdict
     path: str | None = None
     mime_type: str | None = None
     reason: str | None = None
     moved_to: dict[str, str] | None = None
+    board_title: str | None = None
+    stack_title: str | None = None
 
 
 # --- event routing ---------------------------------------------------------------------------

@@ -22,7 +22,9 @@ page, the board GET (:meth:`DeckCardSource.page_requests`): it drops a card arch
 (``ineligible``, ``archived``) and a card whose stack, as the card GET gives it now, was deleted
 (``ineligible``, ``stack_deleted``; a card moved since it was indexed is judged in the stack it
 is in now, by that stack's GET, which also gives its board: the search holds it to the request's
-``stack_id``/``board_id`` filters there and has it re-read). Deck ≥ 1.18 sends card events
+``stack_id``/``board_id`` filters there and has it re-read); the page's board GET also gives
+the search result its board's and stack's titles as they are now (:meth:`DeckCardSource.settle`:
+not stored with the card, which a rename does not change). Deck ≥ 1.18 sends card events
 (``CardCreated/Updated/DeletedEvent``, the card JSON under ``card``; reference §1.4), registered
 only with ``deck_webhooks`` (registering them on an older Deck fails); a move is a
 ``CardUpdatedEvent`` (nextcloud/deck ``lib/Service/CardService.php`` ``reorder``; ``update``,
@@ -45,6 +47,7 @@ the cards of a deleted stack, the scan evicts them).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, ClassVar
 
@@ -249,10 +252,28 @@ def stack_is_live(board: dict[str, Any], stack_id: int) -> bool:
     ``enrichWithStacks``: ``StackMapper::findAll``, ``deleted_at = 0``), so a card whose
     stack is not there counts as gone. A board JSON without a ``stacks`` list says nothing
     (live)."""
-    stacks = board.get("stacks")
-    if not isinstance(stacks, list):
+    if not isinstance(board.get("stacks"), list):
         return True
-    return any(isinstance(s, dict) and str(s.get("id")) == str(int(stack_id)) for s in stacks)
+    return listed_stack(board, stack_id) is not None
+
+
+def listed_stack(board: dict[str, Any], stack_id: int) -> dict[str, Any] | None:
+    """The entry of ``stack_id`` among the ``stacks`` of a board's GET (the stack JSON:
+    ``id``, ``title``…), or ``None`` when it is not listed or the board has no such list."""
+    stacks = board.get("stacks")
+    for stack in stacks if isinstance(stacks, list) else []:
+        if isinstance(stack, dict) and str(stack.get("id")) == str(int(stack_id)):
+            return stack
+    return None
+
+
+def title_of(entity: dict[str, Any]) -> str | None:
+    """The ``title`` of a Deck board or stack JSON (nextcloud/deck ``lib/Db/Board.php``,
+    ``lib/Db/Stack.php``; ``lib/Validators/BoardServiceValidator.php`` and
+    ``StackServiceValidator.php`` require it non-empty), or ``None`` when it has none that is
+    a non-empty string."""
+    title = entity.get("title")
+    return title if isinstance(title, str) and title else None
 
 
 def card_modified(card: dict[str, Any], card_id: str) -> int:
@@ -422,7 +443,7 @@ class DeckCardSource(Source):
         moved_to = {"stack_id": str(now_in), "board_id": str(_board_id(now_stack, now_in))}
         if now_stack.get("deletedAt"):
             return Checked(Verdict.INELIGIBLE, reason="stack_deleted", moved_to=moved_to)
-        return Checked(Verdict.KEPT, moved_to=moved_to)
+        return Checked(Verdict.KEPT, moved_to=moved_to, stack_title=title_of(now_stack))
 
     def page_requests(
         self, payloads: Sequence[dict[str, Any]]
@@ -455,18 +476,25 @@ class DeckCardSource(Source):
         self, payload: dict[str, Any], checked: Checked, answer: Callable[[str], Any]
     ) -> Checked:
         """``INELIGIBLE`` (reason ``stack_deleted``) when the card's stack is no longer among
-        its board's live stacks (the board's GET, :meth:`page_requests`), else ``checked``;
+        its board's live stacks (the board's GET, :meth:`page_requests`), else ``checked``
+        with the board's and the stack's titles from that GET (``board_title``,
+        ``stack_title``: the search result shows where the card is, and a board or stack
+        renamed since the card was indexed shows its name now — a rename changes no card's
+        ETag, so no scan would re-read the card, and ``BoardUpdatedEvent`` is not subscribed);
         a board gone for the user (403) drops the card (``NotFound`` raised). A card its check
         found moved (``moved_to``) was judged there, in the stack it is in now, and is left as
-        it is: the indexed stack is not its stack any more."""
+        it is: the indexed stack is not its stack any more (its check read that stack's
+        title; its board's title is not asked for)."""
         if payload.get("board_id") is None or payload.get("stack_id") is None:
             return checked
         if checked.moved_to is not None:
             return checked
         board = answer(f"deck_board:{int(payload['board_id'])}")
-        if not stack_is_live(board, int(payload["stack_id"])):
+        stack_id = int(payload["stack_id"])
+        if not stack_is_live(board, stack_id):
             return Checked(Verdict.INELIGIBLE, reason="stack_deleted")
-        return checked
+        stack = listed_stack(board, stack_id) or {}
+        return replace(checked, board_title=title_of(board), stack_title=title_of(stack))
 
     def subscribes(self, settings: Settings) -> bool:
         """Card events are registered only with ``deck_webhooks`` (Deck ≥ 1.18)."""

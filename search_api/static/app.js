@@ -591,9 +591,9 @@ function resultItem(r) {
   for (const control of li.querySelectorAll(".context-button, .explain summary")) {
     control.setAttribute("aria-describedby", link.id);
   }
-  const where = shown(r.doc_type === "news_item" ? (r.url || "News") : (r.path || ""));
+  const where = whereText(r);
   li.querySelector(".where").textContent = where;
-  if (!where) li.querySelector(".sep").remove(); // a Deck card has no path: no "·" before the date
+  if (!where) li.querySelector(".sep").remove(); // nothing known of where it is: no "·" before the date
   const time = li.querySelector(".modified");
   const when = new Date(r.modified_at * 1000);
   time.dateTime = when.toISOString();
@@ -617,6 +617,15 @@ function resultItem(r) {
   button.addEventListener("click", () => toggleContext(r, li, button));
   if (r.explain) renderExplain(li.querySelector(".explain"), r.explain, snippetText);
   return li;
+}
+
+// Where a result is, as a file shows its path: a news item's link, a Deck card's board and stack
+// ("Board › Stack", the titles Nextcloud gave the search's check of it; none when it was not
+// confirmed).
+function whereText(r) {
+  if (r.doc_type === "news_item") return shown(r.url || "News");
+  if (r.doc_type === "deck_card") return shown([r.board_title, r.stack_title].filter(Boolean).join(" › "));
+  return shown(r.path || "");
 }
 
 // Markdown syntax a note's snippet would show raw (the server's snippet is the chunk's text, its

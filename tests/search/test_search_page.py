@@ -677,8 +677,9 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
     sight, and the button seemed to do nothing), and pressing again asks again; results
     Nextcloud could not confirm are said in the status line, and so are results left out
     (with none shown, the page said "No results. Try other words"). A Deck card, which has no
-    path, had its date behind a lone "·"; a title without a link (a news item whose link is not
-    http(s)) could not take the focus "Skip to the results" gives."""
+    path, had its date behind a lone "·", and said nothing of the board it is on: it shows its
+    board and stack where a file shows its path; a title without a link (a news item whose link
+    is not http(s)) could not take the focus "Skip to the results" gives."""
     context = browser.new_context()
     page = context.new_page()
     open_signed_in(page, deployment.url, "alice")
@@ -712,9 +713,11 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
     unconfirmed["results"][1]["verified"] = False  # type: ignore[index]
     dropped = fake_answer(10, 0) | {"verification": {"withheld": 3}}
     # a news item whose link is not http(s) has no open_url; a Deck card has no path
-    odd = fake_answer(10, 2)
+    odd = fake_answer(10, 3)
     odd["results"][0] |= {"doc_type": "news_item", "open_url": None, "url": "javascript:x"}  # type: ignore[index]
     odd["results"][1] |= {"doc_type": "deck_card", "path": None}  # type: ignore[index]
+    placed = {"board_title": "Harbour ‮work", "stack_title": "To do"}  # a bidi control
+    odd["results"][2] |= {"doc_type": "deck_card", "path": None} | placed  # type: ignore[index]
     answers = [unconfirmed, dropped, odd]
     page.route("**/v1/search", lambda r: r.fulfill(json=answers.pop(0)))
     search(page, "tides")
@@ -729,6 +732,10 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
     search(page, "odd ones")
     card_meta = page.locator("#results .meta").nth(1)  # only its date: no "· " before it
     expect(card_meta).to_have_text(card_meta.locator("time").text_content() or "-")
+    placed_meta = page.locator("#results .meta").nth(2)  # its board and stack, then its date
+    expect(placed_meta).to_have_text(
+        "Harbour work › To do · " + (placed_meta.locator("time").text_content() or "-")
+    )
     expect(page.locator("#results .meta").first).to_have_text(re.compile(r"^javascript:x · \w"))
     page.locator("#q").focus()
     page.keyboard.press("Tab")

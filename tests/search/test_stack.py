@@ -280,7 +280,12 @@ def test_a_card_moved_out_of_the_asked_stack_or_board_is_not_returned(stack: Sta
     query = "tar the hull"
     in_todo = {"filter": {"field": "stack_id", "op": "eq", "value": str(todo)}}
     in_harbour = {"filter": {"field": "board_id", "op": "eq", "value": str(harbour)}}
-    assert set(keys_of(stack.search_as("alice", query, **in_todo))) == set(keys)
+    body = stack.search_as("alice", query, **in_todo)
+    assert set(keys_of(body)) == set(keys)
+    # each result names the board and stack it is on (their titles from its check)
+    assert [(r["board_title"], r["stack_title"]) for r in body["results"]] == [
+        ("Harbour", "To do")
+    ] * 2
     wait_until(lambda: sim.tree.now() > created, 5)  # a move changes the card's lastModified
     sim.deck_update_card("alice", within, stack_id=done)  # within the board
     sim.deck_update_card("alice", out, stack_id=inbox)  # to another board
@@ -288,6 +293,7 @@ def test_a_card_moved_out_of_the_asked_stack_or_board_is_not_returned(stack: Sta
     assert keys_of(body) == [], body["results"]
     body = stack.search_as("alice", query, **in_harbour)
     assert keys_of(body) == [f"deck_card:{within}"]
+    assert (body["results"][0]["board_title"], body["results"][0]["stack_title"]) == (None, "Done")
     # the re-checks indexed both where they are now
     wait_until(lambda: stack.points(keys[1])[0].payload["board_id"] == str(fleet), 20)
     wait_until(lambda: stack.points(keys[0])[0].payload["stack_id"] == str(done), 20)

@@ -173,6 +173,44 @@ def test_a_card_moved_since_it_was_indexed_is_judged_in_the_stack_it_is_in_now(
     )
     assert seen.count(f"/index.php/apps/deck/api/v1.0/boards/{board}") == 1
     assert len(seen) == 4 + 3 + 1  # card GETs, the moved cards' stacks, the page's board
+    # a moved card's stack title is its check's stack GET's; its board's is not asked for
+    assert [(c.board_title, c.stack_title) for c in checked] == [
+        (None, "Done"),
+        (None, "Inbox"),
+        (None, None),
+        ("Roadmap", "Done"),
+    ]
+
+
+def test_a_search_names_each_cards_board_and_stack_as_they_are_now(
+    cache: tuple[redis.Redis, Names],
+) -> None:
+    """A card result did not say which board it is on. Its check's board GET (one per board of
+    the page, made anyway) gives the board's and the stack's titles as they are now: a board or
+    stack renamed after the card was indexed changes no card (no ETag, no card event; Deck's
+    ``BoardService::update`` dispatches ``BoardUpdatedEvent``, which ncindex does not
+    subscribe), so titles stored with the card would stay the old ones. The rename is made in
+    the simulator's state: what reaches ncindex of it is only the board GET's answer."""
+    sim = NextcloudSimulator(seed=1)
+    sim.add_user("alice", "alice-pw", "Alice Adams")
+    board = sim.deck_create_board("alice", "Roadmap")
+    todo, done = (sim.deck_create_stack("alice", board, t) for t in ("To do", "Done"))
+    cards = [
+        sim.deck_create_card("alice", todo, "Test", "the release"),
+        sim.deck_create_card("alice", done, "Ship", "v2"),
+    ]
+
+    def rename() -> None:
+        with sim.lock:
+            sim.deck.boards[board].title = "Roadmap 2027"
+            sim.deck.stacks[done].title = "Shipped"
+
+    checked, _, seen = verified_after(sim, cache, cards, rename)
+    assert [(c.verdict, c.board_title, c.stack_title) for c in checked] == [
+        (Verdict.KEPT, "Roadmap 2027", "To do"),
+        (Verdict.KEPT, "Roadmap 2027", "Shipped"),
+    ]
+    assert len(seen) == 2 + 1  # the card GETs and the page's board GET: no request more
 
 
 def test_a_board_without_a_stacks_list_says_nothing() -> None:
