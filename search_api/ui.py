@@ -9,7 +9,9 @@ a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_fiel
 
 * ``GET /`` — the page; ``/ui/static/<file>`` — its script and style sheet; any other
   address a browser asks for as a page (``Accept`` prefers ``text/html`` to JSON) is 404 with
-  a page leading to ``/``, an API client's 404 problem+json;
+  a page leading to ``/``, an API client's 404 problem+json; so is a browser's ``GET`` of an
+  address that takes only ``POST`` (``/v1/search``, ``/rcp/…``, the sign-in routes below):
+  405 with its ``Allow``, as a page leading to ``/`` (an API client's: problem+json);
 * ``GET /ui/session`` — ``{"user", "csrf", "nextcloud_url", "signing_in"}`` (starts an
   anonymous session, setting the cookie, when there is none); while a Login Flow is under way
   also ``login_url`` and ``flow_seconds_left``, so that a page reloaded meanwhile goes on
@@ -44,12 +46,13 @@ import base64
 import contextlib
 import time
 from pathlib import Path
+from string import Template
 from typing import Any
 
 import redis
 import structlog
 from flask import Blueprint, Flask, Response, g, jsonify, request, send_from_directory
-from werkzeug.exceptions import NotFound
+from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from ncindex.errors import (
     Forbidden,
@@ -204,17 +207,32 @@ def ui_blueprint(
     def page() -> Response:
         return send_from_directory(STATIC, "index.html", max_age=0)
 
-    not_found_page = (STATIC / "not-found.html").read_bytes()
+    elsewhere = Template((STATIC / "elsewhere.html").read_text(encoding="utf-8"))
 
     @bp.app_errorhandler(NotFound)
     def not_found(exc: NotFound) -> Response:
         # a person's browser at a wrong address (a mistyped or old bookmark, ``/index.html``)
-        # gets a page leading to the search page, not problem+json to read; an API client,
-        # which does not prefer HTML (``*/*``, ``application/json``), gets the problem
-        accept = request.accept_mimetypes
-        if accept["text/html"] <= max(accept["application/json"], accept[PROBLEM_JSON]):
+        # gets a page leading to the search page, not problem+json to read
+        if not _wants_page():
             return http_problem(exc)
-        return Response(not_found_page, 404, mimetype="text/html")
+        page = elsewhere.substitute(
+            heading="Page not found", text="There is no page at this address."
+        )
+        return Response(page, 404, mimetype="text/html")
+
+    @bp.app_errorhandler(MethodNotAllowed)
+    def not_a_page(exc: MethodNotAllowed) -> Response:
+        # a person's browser opening an API address (``/v1/search``, ``/ui/logout``: a link
+        # someone shared, an address typed from the documentation) gets a page leading to the
+        # search page too; still 405 with its Allow (RFC 9110 §15.5.6)
+        if not _wants_page():
+            return http_problem(exc)
+        page = elsewhere.substitute(
+            heading="Not a page",
+            text="This address is for programs using the search API, not for a browser.",
+        )
+        allow = {k: v for k, v in exc.get_headers() if k.lower() == "allow"}
+        return Response(page, 405, headers=allow, mimetype="text/html")
 
     @bp.get("/ui/session")
     @limit  # each call without a cookie makes a session in Redis: counted per address
@@ -360,6 +378,14 @@ def ui_blueprint(
         return response
 
     return bp
+
+
+def _wants_page() -> bool:
+    """Whether the request is a person's browser asking for a page: its ``Accept`` prefers
+    ``text/html`` to JSON. An API client, which does not (``*/*``, ``application/json``,
+    ``application/problem+json``), gets problem+json."""
+    accept = request.accept_mimetypes
+    return accept["text/html"] > max(accept["application/json"], accept[PROBLEM_JSON])
 
 
 def _basic(login_name: str, password: str) -> str:

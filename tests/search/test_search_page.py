@@ -765,6 +765,29 @@ def test_a_wrong_address_is_a_page_leading_to_the_search(
     page.context.close()
 
 
+def test_an_api_address_opened_in_a_browser_is_a_page_leading_to_the_search(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A person opening ``/v1/search`` (or another address that takes only POST) in a browser
+    saw the 405 problem+json; the browser gets a page, still 405 with its ``Allow``, whose link
+    leads to the search page, and an API client still gets problem+json."""
+    page = browser.new_context().new_page()
+    for path in ("/v1/search", "/ui/logout"):
+        response = page.goto(deployment.url + path)
+        assert response is not None and response.status == 405
+        assert response.headers["content-type"].startswith("text/html")
+        assert "POST" in response.headers["allow"]
+        assert "script-src 'self'" in response.headers["content-security-policy"]
+        expect(page.get_by_role("heading", name="Not a page")).to_be_visible()
+    page.get_by_role("link", name="Go to the search page").click()
+    expect(page.get_by_role("heading", name="Sign in with your Nextcloud account")).to_be_visible()
+    answer = httpx.get(deployment.url + "/v1/search", timeout=10)
+    assert answer.status_code == 405
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.json()["code"] == "method_not_allowed" and "POST" in answer.headers["allow"]
+    page.context.close()
+
+
 def test_signing_out_leaves_nothing_of_the_search(deployment: Deployment, browser: Browser) -> None:
     """On a shared computer the next person sees neither the query nor the folders."""
     context = browser.new_context()
