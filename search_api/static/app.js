@@ -630,11 +630,18 @@ function whereText(r) {
 
 // Markdown syntax a note's snippet would show raw (the server's snippet is the chunk's text, its
 // line breaks made spaces): heading hashes, "*" list bullets (shown as "•"; a "-" bullet stays,
-// as a "-" could be a dash in prose), a task's box (☐ or ☑), emphasis markers around words and
-// the "[", "](url)" of a link (its text stays). Only text outside the <mark>s changes, so every
-// mark still wraps the word it wrapped; a " * " in prose also becomes "•". Each mark stands as MARK_HOLDER (a letter to the patterns)
-// while the text around it is read; the nodes are set as text, never parsed as HTML.
+// as a "-" could be a dash in prose), numbered-list markers ("1. ", "1) ": shown as "•" only in a
+// run of consecutive numbers, as a lone "5. " could end a sentence, "in chapter 5. It"), a task's
+// box (☐ or ☑), emphasis markers around words, the "[", "](url)" of a link (its text stays), code
+// fences (with their language) and the backticks around code (the code stays as written: no
+// other rule reads it), and a table's pipes and "|---|---|" row (see TABLE_RULE). Only text
+// outside the <mark>s changes, so every mark still wraps the word it wrapped; a " * " in prose
+// also becomes "•". Each mark stands as MARK_HOLDER (a letter to the patterns) while the text around it is
+// read; the nodes are set as text, never parsed as HTML.
 const MARK_HOLDER = "\uE000";
+const FENCE = /(?<=^|\s)(?:`{3,}|~{3,})[^\s`~\uE000]*(?=\s|$)/g;
+const NUMBERED = /(?<=^|\s)(\d{1,2})([.)]) +(?=\S)/g;
+const CODE_SPAN = /(`+)([^`]+?)\1(?!`)/;
 const MARKDOWN = [
   [/(?<=^|\s)#{1,6} +(?=\S)/g, ""],
   [/(?<=^|\s)[-*] \[ \] +(?=\S)/g, "☐ "],
@@ -645,11 +652,32 @@ const MARKDOWN = [
   [/(?<=^|[\s\p{P}])(?:\*{1,3}|_{1,3}|~~)(?=[^\s*_~])/gu, ""],
   [/(?<=[^\s*_~])(?:\*{1,3}|_{1,3}|~~)(?=$|[\s\p{P}])/gu, ""],
 ];
+// a table's "|---|:--:|" row, and a pipe standing between spaces (a table's cell border: only
+// in a snippet with such a row or three such pipes, where " | " is no separator of prose)
+const TABLE_RULE = /(?<=^|\s)\|(?: *:?-+:? *\|)+(?: *:?-+:? *)?(?=\s|$)/g;
+const PIPE = /(?<=^|\s)\|(?:\s+|$)/g;
+
+// "1. " and "1) " markers as "•" where a marker of the number before or after (same delimiter)
+// is in the snippet too; any other stays as written.
+function numberedItems(text) {
+  const listed = new Set([...text.matchAll(NUMBERED)].map((m) => m[2] + Number(m[1])));
+  return text.replace(NUMBERED, (marker, n, delim) =>
+    (listed.has(delim + (Number(n) + 1)) || listed.has(delim + (Number(n) - 1)) ? "• " : marker));
+}
+
 function hideMarkdown(snippet) {
   const nodes = [...snippet.childNodes];
   if (nodes.some((n) => n.nodeType === Node.TEXT_NODE && n.data.includes(MARK_HOLDER))) return;
   let text = nodes.map((n) => (n.nodeType === Node.TEXT_NODE ? n.data : MARK_HOLDER)).join("");
-  for (const [syntax, instead] of MARKDOWN) text = text.replace(syntax, instead);
+  text = numberedItems(text.replace(FENCE, ""));
+  const table = text.search(TABLE_RULE) >= 0 || (text.match(PIPE) || []).length >= 3;
+  // split() with the span's two groups: text, backticks, code, text, …; the code stays as it is
+  text = text.split(CODE_SPAN).map((part, i) => {
+    if (i % 3 === 1) return "";
+    if (i % 3 === 2) return part;
+    for (const [syntax, instead] of MARKDOWN) part = part.replace(syntax, instead);
+    return table ? part.replace(TABLE_RULE, "").replace(PIPE, "") : part;
+  }).join("");
   const pieces = text.split(MARK_HOLDER);
   const marks = nodes.filter((n) => n.nodeType !== Node.TEXT_NODE);
   if (pieces.length !== marks.length + 1) return; // not expected: the snippet stays as it came

@@ -745,6 +745,35 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
     context.close()
 
 
+def test_a_notes_numbered_lists_code_and_tables_are_not_shown_as_markdown(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A note's snippet showed the Markdown of numbered lists, code and tables raw. A run of
+    consecutive numbered markers is shown as bullets (a lone "5. " ending a sentence stays),
+    code fences with their language and the backticks around code go (the code stays as
+    written, "**kwargs" too), and so do a table's pipes and its "|---|" row; a "-" bullet stays
+    as it is, and every mark still wraps the word it marked."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    raw = (
+        "Steps 1. Fill the <mark>lamp</mark> 2. Trim the wick ```bash <mark>lamp</mark>-check "
+        "--all ``` Run `<mark>lamp</mark> on` and `**kwargs` | Part | Count | |---|---:| "
+        "| <mark>lamp</mark> | 3 | in chapter 5. It ends - done"
+    )
+    answer = fake_answer(10, 1)
+    answer["results"][0] |= {"doc_type": "note", "snippet": raw}  # type: ignore[index]
+    page.route("**/v1/search", lambda r: r.fulfill(json=answer))
+    search(page, "lamp")
+    snippet = page.locator("#results .snippet")
+    expect(snippet).to_have_text(
+        "Steps • Fill the lamp • Trim the wick lamp-check --all Run lamp on and **kwargs "
+        "Part Count lamp 3 in chapter 5. It ends - done"
+    )
+    expect(snippet.locator("mark")).to_have_text(["lamp"] * 4)
+    context.close()
+
+
 def test_a_wrong_address_is_a_page_leading_to_the_search(
     deployment: Deployment, browser: Browser
 ) -> None:
