@@ -19,11 +19,19 @@ a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_fiel
 * ``POST /ui/login/flow`` — starts Login Flow v2: ``{"login_url"}`` for the user to open
   (always an http(s) URL: a Nextcloud answering another is 502 ``backend_unavailable``);
 * ``POST /ui/login/poll`` — ``{"user": null}`` until the user granted access, then
-  ``{"user", "csrf"}`` (a new session: the cookie is replaced; an answer of Nextcloud in no
-  known shape is 502 ``backend_unavailable``);
-* ``POST /ui/login/cancel`` — forgets the Login Flow under way (its poll token and login URL),
-  so that nothing polls it any more and ``/ui/session`` no longer reports it:
-  ``{"cancelled"}``, whether there was one. Nextcloud has no request to end a flow
+  ``{"user", "csrf"}`` once Nextcloud confirmed the credentials the flow gave (a new session:
+  the cookie is replaced; an answer of Nextcloud in no known shape is 502
+  ``backend_unavailable``; credentials it refuses, 401 ``unauthenticated``). Nextcloud hands
+  those credentials out once and deletes the flow as it does (nextcloud/server
+  ``core/Controller/ClientFlowLoginV2Controller.php`` ``poll`` → ``core/Service/
+  LoginFlowV2Service.php`` ``poll``), so they are kept in the session (in Redis, never sent to
+  the browser) until their check succeeds or is refused: a check that failed (503
+  ``backend_unavailable`` with ``"approved": true``, Nextcloud briefly down) is made again by
+  the next poll, without a new Login Flow;
+* ``POST /ui/login/cancel`` — forgets the Login Flow under way (its poll token and login URL,
+  and credentials it gave that are not yet confirmed, whose app password is deleted in
+  Nextcloud where it can be), so that nothing polls it any more and ``/ui/session`` no longer
+  reports it: ``{"cancelled"}``, whether there was one. Nextcloud has no request to end a flow
   (nextcloud/server ``core/Controller/ClientFlowLoginV2Controller.php``: init, landing, grant,
   poll only); one approved after this makes an app password nobody takes, which Nextcloud
   lists under the account's devices & sessions;
@@ -61,6 +69,7 @@ from ncindex.errors import (
     NextcloudProtocolError,
     TransientError,
     Unauthenticated,
+    public_reason,
 )
 from ncindex.nextcloud.loginflow import delete_app_password, poll_login_flow, start_login_flow
 from ncindex.runtime import Services
@@ -90,6 +99,10 @@ FLOW_LIFETIME_SECONDS = 1200
 """How long Nextcloud keeps a Login Flow v2 (nextcloud/server core/Db/LoginFlowV2Mapper.php,
 lifetime 1200 s): a page reloaded meanwhile goes on waiting for the rest of it."""
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The session fields of a Login Flow under way, all removed (``None``) when it ends unsigned-in.
+_NO_FLOW: dict[str, str | None] = dict.fromkeys(
+    ("poll_token", "login_url", "flow_started", "flow_authorization")
+)
 
 
 def _sessions(services: Services) -> UiSessions:
@@ -246,9 +259,9 @@ def ui_blueprint(
             "user": record.get("user"),
             "csrf": record["csrf"],
             "nextcloud_url": settings.nextcloud_url,
-            "signing_in": bool(record.get("poll_token")),
+            "signing_in": bool(record.get("poll_token") or record.get("flow_authorization")),
         }
-        if record.get("poll_token"):  # a page reloaded during a Login Flow goes on waiting
+        if body["signing_in"]:  # a page reloaded during a Login Flow goes on waiting
             started = int(record.get("flow_started") or 0)
             body["login_url"] = record.get("login_url")
             body["flow_seconds_left"] = max(0, started + FLOW_LIFETIME_SECONDS - int(time.time()))
@@ -289,25 +302,41 @@ def ui_blueprint(
             return found
         session_id, record = found
         poll_token = record.get("poll_token")
-        if not poll_token:
+        # the flow's credentials, taken in an earlier poll whose check of them failed: Nextcloud
+        # answers them once and deletes the flow, so they are checked again, not polled for
+        authorization = record.get("flow_authorization")
+        if not poll_token and not authorization:
             return problem(400, "invalid_value", "no sign-in under way", field="poll_token")
-        try:
-            creds = poll_login_flow(services.http, poll_token)
-        except TransientError as exc:
-            return problem_for(exc)
-        except NextcloudProtocolError as exc:  # as /ui/login/flow answers one: a bad gateway
-            log.warning("login_poll_unreadable", error=str(exc))
-            detail = "Nextcloud's answer to the sign-in cannot be used (an unknown format)"
-            return problem(502, "backend_unavailable", detail)
-        if creds is None:
-            return jsonify({"user": None})
-        authorization = _basic(creds.login_name, creds.app_password)
+        if not authorization:
+            try:
+                creds = poll_login_flow(services.http, poll_token)
+            except TransientError as exc:
+                return problem_for(exc)
+            except NextcloudProtocolError as exc:  # as /ui/login/flow answers one: a bad gateway
+                log.warning("login_poll_unreadable", error=str(exc))
+                detail = "Nextcloud's answer to the sign-in cannot be used (an unknown format)"
+                return problem(502, "backend_unavailable", detail)
+            if creds is None:
+                return jsonify({"user": None})
+            authorization = _basic(creds.login_name, creds.app_password)
+            # kept in the session (server-side, as a signed-in session's credential is) until
+            # the check below succeeds or refuses them: a failed check lost them, and the user
+            # had to start over while the app password stayed unused in Nextcloud
+            sessions.update(session_id, flow_authorization=authorization)
         try:
             user = resolve_caller(services, authorization).user or ""
         except Unauthenticated as exc:  # the flow's credentials: no field of the request
+            sessions.update(session_id, **_NO_FLOW)
             return problem(401, "unauthenticated", str(exc))
-        except TransientError as exc:
-            return problem_for(exc)
+        except TransientError as exc:  # said apart: the user approved, the check is to come
+            log.warning("login_check_failed", error=str(exc))
+            return problem(
+                503,
+                "backend_unavailable",
+                public_reason(exc),
+                headers={"Retry-After": "5"},
+                approved=True,
+            )
         return signed_in(session_id, authorization, user, "flow")
 
     @bp.post("/ui/login/cancel")
@@ -316,8 +345,11 @@ def ui_blueprint(
         if isinstance(found, Response):
             return found
         session_id, record = found
-        sessions.update(session_id, poll_token=None, login_url=None, flow_started=None)
-        return jsonify({"cancelled": bool(record.get("poll_token"))})
+        sessions.update(session_id, **_NO_FLOW)
+        held = record.get("flow_authorization")
+        if held:  # approved, but not yet confirmed: its app password is nobody's now
+            _delete_app_password(held)
+        return jsonify({"cancelled": bool(record.get("poll_token") or held)})
 
     @bp.post("/ui/login/password")
     @limit
@@ -355,6 +387,18 @@ def ui_blueprint(
             return problem_for(exc)
         return signed_in(session_id, authorization, user, "typed")
 
+    def _delete_app_password(authorization: str) -> bool:
+        """Delete the app password of ``authorization`` in Nextcloud: whether it was."""
+        try:
+            delete_app_password(services.caller(authorization))
+        except (NextcloudAuthError, Forbidden, NextcloudProtocolError) as exc:
+            log.info("app_password_not_deleted", reason=type(exc).__name__)
+            return False
+        except TransientError as exc:
+            log.warning("app_password_delete_failed", error=str(exc))
+            return False
+        return True
+
     @bp.post("/ui/logout")
     @limit
     def logout() -> Response:
@@ -362,16 +406,10 @@ def ui_blueprint(
         if isinstance(found, Response):
             return found
         session_id, record = found
-        deleted = False
         authorization = record.get("authorization")
-        if authorization and record.get("origin") == "flow":
-            try:
-                delete_app_password(services.caller(authorization))
-                deleted = True
-            except (NextcloudAuthError, Forbidden, NextcloudProtocolError) as exc:
-                log.info("app_password_not_deleted", reason=type(exc).__name__)
-            except TransientError as exc:
-                log.warning("app_password_delete_failed", error=str(exc))
+        deleted = bool(authorization and record.get("origin") == "flow") and _delete_app_password(
+            authorization
+        )
         sessions.delete(session_id)
         response = jsonify({"app_password_deleted": deleted})
         response.delete_cookie(COOKIE, path="/", samesite="Strict", httponly=True)

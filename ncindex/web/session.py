@@ -12,7 +12,10 @@ of a SHA-256 of that id (a Redis dump names no cookie), a hash of:
 * ``origin`` — ``flow`` (an app password Login Flow v2 made for ncindex, deleted at sign-out)
   or ``typed`` (one the user made and typed in; theirs to keep);
 * ``poll_token`` — the Login Flow v2 poll token while a sign-in is under way, with its
-  ``login_url`` and ``flow_started`` (Unix seconds).
+  ``login_url`` and ``flow_started`` (Unix seconds);
+* ``flow_authorization`` — the ``Basic`` credential that flow gave, until Nextcloud confirmed
+  it (then it is the signed-in session's ``authorization``) or refused it: Nextcloud gives it
+  once, so a check that failed is made again with it.
 
 A signed-in session lives ``settings.ui_session_seconds`` after its last use, one not signed
 in :data:`ANONYMOUS_SECONDS` (enough for a Login Flow v2 sign-in; every visit of the page makes

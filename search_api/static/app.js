@@ -245,9 +245,12 @@ async function pollFlow() {
   if (response.status === 0) return; // unreachable for now: ask again
   // Nextcloud down for a while (503): the flow lives on in Nextcloud, and an approval made once
   // it is back makes an app password only this polling takes — stopping here left it unused
-  // and the page signed out. Said, and asked again.
+  // and the page signed out. Said, and asked again. Once approved ("approved": the server holds
+  // what Nextcloud gave and checks it again at the next poll) it is no longer waiting for you.
   if (response.status === 503) {
-    status(WAITING + " Nextcloud is not answering just now; this page keeps asking.");
+    status(data && data.approved
+      ? "You approved the access. Nextcloud is not answering just now to confirm it; this page keeps asking."
+      : WAITING + " Nextcloud is not answering just now; this page keeps asking.");
     return;
   }
   if (!response.ok) { stopPolling(); status(problemText(response, data, SIGN_IN_UNAVAILABLE), true); return; }

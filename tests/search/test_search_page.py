@@ -861,6 +861,32 @@ def test_a_page_reloaded_during_the_login_flow_goes_on_waiting(
     context.close()
 
 
+def test_an_approval_nextcloud_cannot_confirm_just_then_signs_in_once_it_can(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """Nextcloud hands a finished Login Flow's credentials out once. When it could not confirm
+    them just then (its user check answered 503), they were lost: the page went on "waiting for
+    you to approve" an approval already given, until the flow's 20 minutes ran out, and the app
+    password stayed unused. The page says the access was approved and signs in once Nextcloud
+    answers again; sign-out deletes that app password."""
+    context = browser.new_context()
+    page = context.new_page()
+    popup = start_login_flow(context, page, deployment.url)
+    deployment.sim.faults.set("ocs", status=503)
+    try:
+        approve_in_nextcloud(popup, "alice")
+        expect(page.locator("#status")).to_have_text(
+            "You approved the access. Nextcloud is not answering just now to confirm it; "
+            "this page keeps asking.",
+            timeout=10_000,
+        )
+    finally:
+        deployment.sim.faults.clear()
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=20_000)
+    sign_out_deleting_the_app_password(page, deployment)
+    context.close()
+
+
 def test_a_login_flow_can_be_cancelled(deployment: Deployment, browser: Browser) -> None:
     """The page waited for a Login Flow's approval up to Nextcloud's 20 minutes with no way
     out. "Cancel sign-in" stops the polling, the server forgets the flow (a reload does not wait

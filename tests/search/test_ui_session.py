@@ -155,6 +155,79 @@ def test_flow_sign_in_filters_per_caller_and_sign_out(stack: Stack) -> None:
     assert session(alice)["user"] is None
 
 
+def approved_flow(stack: Stack, client: FlaskClient, user: str) -> str:
+    """A Login Flow started by ``client``'s session and approved in Nextcloud as ``user``: the
+    session's CSRF token."""
+    csrf = session(client)["csrf"]
+    started = client.post("/ui/login/flow", headers={CSRF_HEADER: csrf})
+    login_url = started.get_json()["login_url"]
+    assert stack.sim.app_state["login_flows"].approve(login_url, user, PASSWORDS[user])
+    return csrf
+
+
+def poll_with_nextcloud_down(stack: Stack, client: FlaskClient, csrf: str) -> dict:
+    """A poll that takes the flow's credentials while Nextcloud's user check (OCS) answers
+    503: its problem, once Nextcloud answers again."""
+    stack.sim.faults.set("ocs", status=503)
+    try:
+        failed = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    finally:
+        stack.sim.faults.clear()
+    assert failed.status_code == 503, failed.get_json()
+    return failed.get_json()
+
+
+def test_a_failed_check_after_the_login_flow_is_retried_with_its_credentials(
+    stack: Stack,
+) -> None:
+    """Nextcloud hands a finished flow's credentials out once and deletes the flow
+    (nextcloud/server ``ClientFlowLoginV2Controller::poll``). When the check of them right
+    after failed (Nextcloud briefly down), they were lost: the next polls found no flow and
+    waited for an approval already given, the user had to start over, and the app password
+    stayed unused in Nextcloud. They are kept in the session, never shown to the browser, and
+    the next poll signs in with them."""
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    problem = poll_with_nextcloud_down(stack, client, csrf)
+    assert (problem["code"], problem["approved"]) == ("backend_unavailable", True)
+    assert "Basic" not in json.dumps(problem) + json.dumps(session(client))
+    assert session(client)["signing_in"] is True  # a page reloaded meanwhile polls on
+    assert len(sim.tree.user("bob").passwords) == 2  # the flow's app password, made
+    done = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert done.status_code == 200 and done.get_json()["user"] == "bob"
+    assert client.get("/v1/folders").status_code == 200
+    out = client.post("/ui/logout", headers={CSRF_HEADER: done.get_json()["csrf"]})
+    assert out.get_json() == {"app_password_deleted": True}  # the flow's, as a flow sign-in's
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+
+
+def test_credentials_kept_from_a_flow_are_dropped_when_refused_and_deleted_when_cancelled(
+    stack: Stack,
+) -> None:
+    """Credentials a flow gave, kept after a failed check, are forgotten once Nextcloud
+    refuses them (401; nothing is left to poll), and a sign-in cancelled while they are held
+    deletes their app password in Nextcloud: nobody could use it any more."""
+    sim = stack.sim
+    refused = stack.search.application.test_client()
+    csrf = approved_flow(stack, refused, "bob")
+    poll_with_nextcloud_down(stack, refused, csrf)
+    (made,) = sim.tree.user("bob").passwords - {PASSWORDS["bob"]}
+    assert sim.app_state["login_flows"].delete_app_password("bob", made)  # revoked meanwhile
+    answer = refused.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert answer.status_code == 401 and answer.get_json()["code"] == "unauthenticated"
+    assert session(refused)["signing_in"] is False
+    assert refused.post("/ui/login/poll", headers={CSRF_HEADER: csrf}).status_code == 400
+
+    cancelled = stack.search.application.test_client()
+    csrf = approved_flow(stack, cancelled, "bob")
+    poll_with_nextcloud_down(stack, cancelled, csrf)
+    assert len(sim.tree.user("bob").passwords) == 2
+    answer = cancelled.post("/ui/login/cancel", headers={CSRF_HEADER: csrf})
+    assert answer.get_json() == {"cancelled": True}
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+    assert session(cancelled)["signing_in"] is False
+
+
 def test_a_folder_share_revoked_since_the_scan_leaves_the_folder_list(stack: Stack) -> None:
     # unsharing fires no event: bob still holds the documents until his scan, but his files
     # root (one PROPFIND) no longer holds the share's folder, so it is not offered
