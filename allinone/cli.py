@@ -364,14 +364,15 @@ PROGRESS_SECONDS = 15.0
 #: a firewalled server slows a ``--watch`` redraw by this much, not by the HTTP timeout.
 STATUS_PROBE_SECONDS = 3.0
 
-#: How long ``ncindex status --watch`` shows the webhook secret rotation's line before asking
-#: Nextcloud for the registrations again, seconds. They change only when an admin runs
-#: ``ncindex webhooks register``, and each ask is an OCS request signed in as the webhook
-#: admin: one each 2 s frame, with that password refused, was a failed login per frame, which
-#: Nextcloud records against this host's address and answers with growing delays
-#: (nextcloud/server lib/private/User/Session.php ``handleLoginFailed``: the brute-force
-#: throttler's ``registerAttempt('login', ...)``), slowing every request ncindex makes.
-ROTATION_REFRESH_SECONDS = 60.0
+#: How long ``ncindex status --watch`` shows the webhook secret rotation's line and the
+#: surplus registrations' before asking Nextcloud for the registrations again, seconds. They
+#: change only when an admin runs ``ncindex webhooks register``, and each ask is an OCS request
+#: signed in as the webhook admin: one each 2 s frame, with that password refused, was a failed
+#: login per frame, which Nextcloud records against this host's address and answers with
+#: growing delays (nextcloud/server lib/private/User/Session.php ``handleLoginFailed``: the
+#: brute-force throttler's ``registerAttempt('login', ...)``), slowing every request ncindex
+#: makes.
+REGISTRATIONS_REFRESH_SECONDS = 60.0
 
 
 def progress_line(progress: Progress, was_busy: bool) -> tuple[str | None, bool]:
@@ -1329,9 +1330,10 @@ def status(
     BM25 analyzer wait for `ncindex reindex --analyzer` (a sample of them), need a Qdrant
     server (NCINDEX_QDRANT_URL): the embedded store belongs to `ncindex up`. A rebuild under
     way: a reindex step (`ncindex reindex --model` or `--analyzer`: since when, how far) and
-    a payload index made again at start. While NCINDEX_WEBHOOK_PREVIOUS_SECRET is set,
-    whether it can be emptied (as `ncindex doctor` decides it, from the registrations
-    Nextcloud lists)."""
+    a payload index made again at start. From the registrations Nextcloud lists for this
+    deployment (as `ncindex doctor` decides it): classes registered more than once or no
+    longer subscribed, which `ncindex webhooks register` removes, and while
+    NCINDEX_WEBHOOK_PREVIOUS_SECRET is set, whether it can be emptied."""
     import redis as redis_lib
 
     from ncindex.errors import StoreUnavailable
@@ -1341,19 +1343,19 @@ def status(
     from ncindex.progress import Progress
     from ncindex.runtime import Services, configured_credentials
     from ncindex.store import store_status
-    from ncindex.sync.status import collect_status, webhook_rotation
+    from ncindex.sync.status import collect_status, webhook_registrations
 
     if watch and as_json:
         raise click.UsageError("--json cannot be combined with --watch (it prints one object)")
     _only_with("interval", watch, "--watch")
     _only_with("iterations", watch, "--watch")
     client = _redis(settings)
-    services = Services(settings)  # lazy: the store with a Qdrant server only, Nextcloud
-    # only during a secret rotation (webhook_rotation)
+    services = Services(settings)  # lazy: the store with a Qdrant server only, Nextcloud's
+    # OCS API for the registrations only (webhook_registrations)
     producer = celery_app(settings)
     http = make_http(settings) if settings.nextcloud_url else None
     credentials = configured_credentials(settings)
-    rotation: dict[str, Any] = {}  # the last answer of webhook_rotation, and when it was asked
+    listed: dict[str, Any] = {}  # the last answer of webhook_registrations, and when it was asked
 
     def collect() -> dict[str, Any]:
         try:
@@ -1387,9 +1389,13 @@ def status(
         data["nextcloud"] = server_status(
             http, settings.nextcloud_url, timeout=STATUS_PROBE_SECONDS
         ).as_dict()
-        if not rotation or time.monotonic() - rotation["at"] >= ROTATION_REFRESH_SECONDS:
-            rotation.update(answer=webhook_rotation(services), at=time.monotonic())
-        data["webhook_rotation"] = rotation["answer"]
+        if not listed or time.monotonic() - listed["at"] >= REGISTRATIONS_REFRESH_SECONDS:
+            up = data["nextcloud"]["problem"] is None
+            listed.update(
+                answer=webhook_registrations(services, nextcloud_up=up), at=time.monotonic()
+            )
+        data["webhook_rotation"] = listed["answer"]["rotation"]
+        data["webhook_surplus"] = listed["answer"]["surplus"]
         return data
 
     try:
@@ -1467,6 +1473,8 @@ def _print_status(data: dict[str, Any]) -> None:
     click.echo(f"nextcloud: {data['nextcloud']['summary']}")
     if rotation := data.get("webhook_rotation"):
         click.echo(f"webhook secret: {rotation['advice']}")
+    if surplus := data.get("webhook_surplus"):
+        click.echo(f"webhooks: {surplus}")
     click.echo(
         "queues: "
         + ", ".join(f"{k} {v}" for k, v in data["queues"].items())

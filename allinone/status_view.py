@@ -252,6 +252,12 @@ def render(data: dict[str, Any]) -> Group:
             if rotation
             for part in (("webhook secret ", "bold"), (f"{rotation['advice']}\n", "yellow"))
         ),
+        *(
+            part
+            for surplus in [data.get("webhook_surplus")]
+            if surplus
+            for part in (("webhooks ", "bold"), (f"{surplus}\n", "yellow"))
+        ),
         ("queues ", "bold"),
         f"{queues}; reserved {data['reserved']}; index lag {data['index_lag_seconds']} s\n",
         ("workers ", "bold"),

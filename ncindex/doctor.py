@@ -376,9 +376,10 @@ def utc_time(seconds: float) -> str:
 def check_webhooks(ctx: Context) -> list[Line]:
     """The registrations pointing at this deployment against the classes needed, and the
     secret each was made with (:func:`~ncindex.ingest.registration.secret_rotation`: the
-    current one, ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` while it is set, or another), a class
-    registered more than once (a warning), and whether that previous secret can be emptied
-    (``ncindex status`` says the same)."""
+    current one, ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` while it is set, or another), the
+    classes registered more than once or no longer subscribed (a warning:
+    :meth:`~ncindex.ingest.registration.SecretRotation.surplus`), and whether that previous
+    secret can be emptied (``ncindex status`` says the same of both)."""
     if not ctx.webhooks_api:
         reason = _missing_for_requests(ctx) or ctx.webhooks_unread
         return [Line("webhooks", "fail", f"skipped: {reason}")]
@@ -412,26 +413,8 @@ def check_webhooks(ctx: Context) -> list[Line]:
                 "renews them",
             )
         )
-    unwanted = rotation.unwanted
-    if unwanted:
-        lines.append(
-            Line(
-                "webhooks",
-                "warn",
-                f"registered but no longer subscribed: {', '.join(unwanted)} — each delivery "
-                "is one the index does not need; `ncindex webhooks register` removes them",
-            )
-        )
-    if rotation.duplicates:
-        lines.append(
-            Line(
-                "webhooks",
-                "warn",
-                f"registered more than once: {', '.join(rotation.duplicates)} — each change "
-                "is delivered once per registration; `ncindex webhooks register` removes the "
-                "duplicates",
-            )
-        )
+    if (surplus := rotation.surplus()) is not None:
+        lines.append(Line("webhooks", "warn", surplus))
     if (advice := rotation.advice()) is not None:
         lines.append(Line("webhooks", "warn", advice))
     major = _major(ctx.version)

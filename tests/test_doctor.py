@@ -917,7 +917,7 @@ def test_status_watch_asks_for_the_registrations_once_a_minute_not_every_frame(
     """``ncindex status --watch`` during a rotation listed the registrations on every frame
     (every 2 s): an OCS request signed in as the webhook admin each time, and with that
     password refused, a failed login per frame for Nextcloud's brute-force throttle to
-    count. The answer is kept for ROTATION_REFRESH_SECONDS and shown on every frame."""
+    count. The answer is kept for REGISTRATIONS_REFRESH_SECONDS and shown on every frame."""
     sim, server = served
     old = settings_for(server)
     registered(server, old)
@@ -928,6 +928,48 @@ def test_status_watch_asks_for_the_registrations_once_a_minute_not_every_frame(
     assert result.exit_code == 0, result.output
     assert result.output.count("registered with the previous webhook secret: ") == 3
     assert sim.request_count("ocs", "GET") - listed == 1
+
+
+def test_status_names_duplicate_and_unsubscribed_registrations_as_doctor_does(
+    served, tmp_path: Path
+) -> None:
+    """``ncindex status`` said nothing of a class registered twice (each change delivered
+    twice) or of one no longer subscribed, which only the doctor named: it shows the doctor's
+    line, and the line goes once ``ncindex webhooks register`` has removed them."""
+    from ncindex.ingest.events import SUBSCRIBED
+    from ncindex.ingest.registration import registration
+
+    _, server = served
+    settings = settings_for(server)
+    registered(server, settings)
+    services = Services(settings)
+    try:
+        admin = services.account("admin")
+        admin.create_webhook(registration(settings, SUBSCRIBED[0]))
+        admin.create_webhook(registration(settings, NODE_NS + "NodeCopiedEvent"))
+    finally:
+        services.close()
+    env = rotation_env(server, settings, tmp_path, "surplusstatus")
+    env["NCINDEX_WEBHOOK_SECRET"] = settings.webhook_secret.get_secret_value()
+    env["NCINDEX_WEBHOOK_PREVIOUS_SECRET"] = ""
+
+    def status(*args: str) -> str:
+        result = CliRunner().invoke(main, ["status", *args], env=env)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    (doctor_said,) = [line.detail for line in run_checks(settings) if line.check == "webhooks"]
+    assert doctor_said.startswith(f"registered more than once: {SUBSCRIBED[0]} — ")
+    assert f"registered but no longer subscribed: {NODE_NS}NodeCopiedEvent — " in doctor_said
+    assert doctor_said.endswith("`ncindex webhooks register` removes them")
+    said = status().split("webhooks: ", 1)[1].splitlines()[0]
+    assert said == doctor_said
+    data = json.loads(status("--json"))
+    assert data["webhook_surplus"] == doctor_said and data["webhook_rotation"] is None
+    assert "webhooks registered more than once: " in status("--watch", "--iterations", "1")
+    registered(server, settings)  # removes the duplicate and the unsubscribed class
+    assert "webhooks:" not in status()
+    assert json.loads(status("--json"))["webhook_surplus"] is None
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8080", "http://10.1.2.3:8080"])

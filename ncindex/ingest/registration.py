@@ -184,6 +184,26 @@ class SecretRotation:
             )
         return None
 
+    def surplus(self) -> str | None:
+        """The registrations ``ncindex webhooks register`` removes, in one line with that
+        command: the classes registered more than once (:attr:`duplicates`) and those no
+        longer subscribed (:attr:`unwanted`); ``None`` when there are neither. The one
+        wording of them, for ``ncindex doctor``'s webhooks line and ``ncindex status``."""
+        parts = []
+        if self.duplicates:
+            parts.append(
+                f"registered more than once: {', '.join(self.duplicates)} — each change is "
+                "delivered once per registration"
+            )
+        if self.unwanted:
+            parts.append(
+                f"registered but no longer subscribed: {', '.join(self.unwanted)} — each "
+                "delivery is one the index does not need"
+            )
+        if not parts:
+            return None
+        return "; ".join([*parts, "`ncindex webhooks register` removes them"])
+
 
 def secret_rotation(hooks: list[dict[str, Any]], settings: Settings) -> SecretRotation:
     """:class:`SecretRotation` of ``hooks`` (:meth:`NextcloudClient.list_webhooks` of this

@@ -349,17 +349,25 @@ def analyzer_status(store: VectorStore) -> dict[str, Any]:
     }
 
 
-def webhook_rotation(services: Services) -> dict[str, Any] | None:
-    """Where a rotation of the webhook secret stands, for ``ncindex status``: ``None`` when
-    ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` is unset (nothing is asked); else
-    ``{"can_empty": bool | None, "advice": str}``, decided as ``ncindex doctor``'s webhooks
-    line decides it (:class:`~ncindex.ingest.registration.SecretRotation`) from the
-    registrations the webhook admin account lists (one OCS request, recording nothing of a
-    refusal), ``can_empty`` ``None`` when they could not be listed (``advice`` says why)."""
+def webhook_registrations(services: Services, *, nextcloud_up: bool = True) -> dict[str, Any]:
+    """What ``ncindex status`` says of the registrations the webhook admin account lists for
+    this deployment's delivery URL (one OCS request, recording nothing of a refusal and not
+    sent while a refusal of that password holds it back), decided as ``ncindex doctor``'s
+    webhooks line decides it (:class:`~ncindex.ingest.registration.SecretRotation`):
+    ``rotation`` — ``None`` when ``NCINDEX_WEBHOOK_PREVIOUS_SECRET`` is unset, else
+    ``{"can_empty": bool | None, "advice": str}``, ``can_empty`` ``None`` when they could not
+    be listed (``advice`` says why); ``surplus`` — the classes registered more than once or
+    no longer subscribed and the command that removes them
+    (:meth:`~ncindex.ingest.registration.SecretRotation.surplus`), ``None`` when there are
+    none or they could not be listed (``ncindex doctor`` says why). Without a rotation the
+    list is asked only when ``nextcloud_up`` (``/status.php`` answered: a Nextcloud that does
+    not would hold each refresh up for the HTTP timeout) and Nextcloud and an account are
+    configured."""
     settings = services.settings
-    if not settings.webhook_previous_secret.get_secret_value():
-        return None
-    rotating = "NCINDEX_WEBHOOK_PREVIOUS_SECRET is set (a secret rotation)"
+    rotating = bool(settings.webhook_previous_secret.get_secret_value())
+    if not rotating and not (nextcloud_up and settings.nextcloud_url and settings.accounts):
+        return {"rotation": None, "surplus": None}
+    said = "NCINDEX_WEBHOOK_PREVIOUS_SECRET is set (a secret rotation)"
     asking = f" as {settings.webhook_admin}" if settings.accounts else ""
     try:
         if not settings.nextcloud_url:
@@ -368,17 +376,23 @@ def webhook_rotation(services: Services) -> dict[str, Any] | None:
         # refuse an NCINDEX_ADMIN_USER not in NCINDEX_ACCOUNTS; no account: ValueError)
         hooks = client.list_webhooks(uri=hook_uri(settings))
     except (NcindexError, ValueError) as exc:
+        unlisted = (
+            f"{said}, but the registrations could not be listed{asking}: {exc} — `ncindex "
+            "doctor` says when it can be emptied"
+        )
         return {
-            "can_empty": None,
-            "advice": f"{rotating}, but the registrations could not be listed{asking}: {exc} "
-            "— `ncindex doctor` says when it can be emptied",
+            "rotation": {"can_empty": None, "advice": unlisted} if rotating else None,
+            "surplus": None,
         }
-    rotation = secret_rotation(hooks, settings)
-    advice = rotation.advice() or (
-        f"{rotating}: keep it until `ncindex webhooks register` has renewed every "
-        "registration (`ncindex doctor`'s webhooks line says what is missing)"
+    found = secret_rotation(hooks, settings)
+    advice = found.advice() or (
+        f"{said}: keep it until `ncindex webhooks register` has renewed every registration "
+        "(`ncindex doctor`'s webhooks line says what is missing)"
     )
-    return {"can_empty": rotation.can_empty_previous, "advice": advice}
+    return {
+        "rotation": {"can_empty": found.can_empty_previous, "advice": advice} if rotating else None,
+        "surplus": found.surplus(),
+    }
 
 
 def _text(value: bytes | str | None) -> str:
