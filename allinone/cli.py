@@ -529,11 +529,13 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
     """Register one webhook per event class (idempotent).
 
     Prints each class with ``registered``, ``already``, ``renewed`` (updated in place: the one
-    there was made with another webhook secret), ``refused`` and Nextcloud's reason, or
+    there was made with another webhook secret), ``refused`` and Nextcloud's reason,
     ``removed`` (a class no longer subscribed: ``NodeCopiedEvent``, Deck's with
-    NCINDEX_DECK_WEBHOOKS off);
-    exits 1 only when a class the index cannot work without (file created, written,
-    deleted, renamed) is refused — an optional one is skipped with what it costs.
+    NCINDEX_DECK_WEBHOOKS off) or ``left`` (its deletion failed);
+    exits 1 when a class the index cannot work without (file created, written,
+    deleted, renamed) is refused — an optional one is skipped with what it costs — or when
+    a registration to delete (a duplicate, a class no longer subscribed) could not be: the
+    rest is done first, and each such failure named at the end.
     Refuses (exit 1, unless --force) a loopback NCINDEX_PUBLIC_URL when Nextcloud is on
     another machine: it could never deliver there.
     """
@@ -562,6 +564,10 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
                         for o in result.outcomes
                     ],
                     "removed": result.removed,
+                    "not_removed": [
+                        {"id": n.webhook_id, "class": n.event_class, "error": n.error}
+                        for n in result.not_removed
+                    ],
                     "ok": result.ok,
                     "rescan_at": rescan_at,
                     "namespace": settings.namespace,
@@ -575,6 +581,8 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
             click.echo(f"removed registrations: {result.removed}")
         if rescan_at is not None:
             click.echo(_rescan_line(settings, rescan_at, others))
+        for line in result.not_removed_lines():
+            click.echo(f"error: {line}", err=True)
     if not result.ok:
         raise SystemExit(1)
 

@@ -10,8 +10,10 @@ server or whose app is off (nextcloud/server ``WebhookListenerMapper::addWebhook
 OCS 400 "<class> is not an event class compatible with webhooks" — the tag events before
 Nextcloud 32, Deck's card events before Deck 1.18, any class of a disabled app), and the
 others are registered all the same. Only a refused class of :data:`~ncindex.ingest.events.REQUIRED`
-makes the registration fail (:attr:`Registered.ok`); what each optional one costs is
-:func:`~ncindex.ingest.events.cost_without`.
+makes the registration fail (:attr:`RegisterResult.ok`); what each optional one costs is
+:func:`~ncindex.ingest.events.cost_without`. A registration whose deletion fails (a duplicate,
+a class no longer subscribed) is left, and the rest done all the same
+(:attr:`RegisterResult.not_removed`).
 
 A class registered for the first time is not delivered at once for everyone: webhook_listeners
 adds its event listener only for the classes in a list it caches per user for five minutes
@@ -35,7 +37,7 @@ from urllib.parse import urlsplit
 
 import redis
 
-from ncindex.errors import NextcloudRefused
+from ncindex.errors import NcindexError, NextcloudAuthError, NextcloudRefused
 from ncindex.ingest.events import DOCUMENT_EVENTS, REQUIRED, SUBSCRIBED, cost_without
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.settings import Settings
@@ -255,28 +257,41 @@ def registration(settings: Settings, event_class: str) -> dict[str, Any]:
 class ClassOutcome:
     """What became of one event class: ``registered`` now, ``already`` there (its id),
     ``renewed`` (the one there, made with another secret or before the secret was named,
-    updated in place: same id), ``refused`` by Nextcloud with its ``reason``, or ``removed``:
+    updated in place: same id), ``refused`` by Nextcloud with its ``reason``, ``removed``:
     a registration of a class no longer subscribed (its id; :func:`subscribed`: one ncindex
     no longer registers, :data:`~ncindex.ingest.events.NOT_SUBSCRIBED`, or Deck's with
-    ``deck_webhooks`` off); ``required`` says whether the index needs it, ``cost`` what is
+    ``deck_webhooks`` off), or ``left``: such a registration whose deletion failed (the
+    error in ``reason``); ``required`` says whether the index needs it, ``cost`` what is
     lost without it."""
 
     event_class: str
-    status: Literal["registered", "already", "renewed", "refused", "removed"]
+    status: Literal["registered", "already", "renewed", "refused", "removed", "left"]
     webhook_id: int | None = None
     reason: str = ""
     required: bool = False
     cost: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class NotRemoved:
+    """A registration :func:`register` meant to delete and could not: its ``webhook_id``, its
+    ``event_class`` and the ``error`` the deletion raised (as the exception says it)."""
+
+    webhook_id: int
+    event_class: str
+    error: str
+
+
 @dataclass(slots=True)
 class RegisterResult:
     """What :func:`register` did: one :class:`ClassOutcome` per class (in subscription order,
-    then the classes no longer subscribed) and the ids of the registrations it removed
-    (duplicates, a refused class's, a class's no longer subscribed)."""
+    then the classes no longer subscribed), the ids of the registrations it removed
+    (duplicates, a refused class's, a class's no longer subscribed; one already gone counts
+    too) and those whose deletion failed (:class:`NotRemoved`, in the order tried)."""
 
     outcomes: list[ClassOutcome] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)
+    not_removed: list[NotRemoved] = field(default_factory=list)
 
     @property
     def created(self) -> list[int]:
@@ -307,8 +322,8 @@ class RegisterResult:
 
     @property
     def ok(self) -> bool:
-        """No class the index cannot work without was refused."""
-        return not any(o.required for o in self.refused)
+        """No class the index cannot work without was refused, and every deletion was done."""
+        return not any(o.required for o in self.refused) and not self.not_removed
 
     def missing_lines(self) -> list[str]:
         """One line per refused class: its name, Nextcloud's reason and what it costs."""
@@ -316,6 +331,15 @@ class RegisterResult:
             f"{o.event_class} refused ({o.reason})"
             + (": REQUIRED, the index cannot follow changes" if o.required else f": {o.cost}")
             for o in self.refused
+        ]
+
+    def not_removed_lines(self) -> list[str]:
+        """One line per registration left undeleted (:attr:`not_removed`): its id, class and
+        error, and that another run tries again."""
+        return [
+            f"registration #{n.webhook_id} ({n.event_class}) not removed: {n.error} — "
+            "`ncindex webhooks register` tries again"
+            for n in self.not_removed
         ]
 
     def table(self) -> str:
@@ -326,6 +350,8 @@ class RegisterResult:
             detail = f"#{o.webhook_id}" if o.webhook_id else ""
             if o.status == "refused":
                 detail = o.reason + ("; required" if o.required else f"; {o.cost}")
+            elif o.status == "left":
+                detail += f" not removed: {o.reason}"
             lines.append(f"{o.event_class:<{width}}  {o.status:<10}  {detail}")
         return "\n".join(lines)
 
@@ -344,14 +370,20 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
     before the renewal are sent with the new secret, where a registration deleted and made
     anew would have them fail. Duplicates are deleted: one run leaves one registration per
     class, but two runs at once (two deployments at one URL, an init job beside a manual run;
-    during a rotation, one per secret) may each find none and create one, and a run whose
-    deletion fails (a 5xx: it raises) leaves the rest until the next. A class Nextcloud refuses
-    (``NextcloudRefused``, OCS 400) is recorded with the reason, its stale registration
-    deleted, and the rest go on. Raises ``NextcloudAuthError`` when the account's app password
-    is refused (401), ``Forbidden`` (OCS 403) when the account may not manage webhooks: it is
-    neither an admin nor in a group delegated webhook_listeners' "Webhooks" admin setting
-    (nextcloud/server ``WebhooksController``, ``#[AuthorizedAdminSetting(settings:
-    Admin::class)]``; ``SecurityMiddleware::beforeController``).
+    during a rotation, one per secret) may each find none and create one. A class Nextcloud
+    refuses (``NextcloudRefused``, OCS 400) is recorded with the reason, its stale registration
+    deleted, and the rest go on. A deletion that fails (any ``NcindexError`` but a 401: a
+    5xx, a timeout, an answer that is no OCS envelope) is recorded in
+    :attr:`RegisterResult.not_removed` and everything else is done all the same; one already
+    gone is no failure: nextcloud/server ``WebhooksController::destroy`` answers a missing id
+    with 200 and ``false`` (``WebhookListenerMapper::deleteById``: no row deleted), not a 404,
+    so an OCS 404 there is a route that is not served (webhook_listeners disabled meanwhile)
+    and counts as a failure. Raises ``NextcloudAuthError`` when the account's app password is
+    refused (401; every further request would be, each a failed login), ``Forbidden`` (OCS
+    403) when the account may not manage webhooks: it is neither an admin nor in a group
+    delegated webhook_listeners' "Webhooks" admin setting (nextcloud/server
+    ``WebhooksController``, ``#[AuthorizedAdminSetting(settings: Admin::class)]``;
+    ``SecurityMiddleware::beforeController``).
     """
     existing = client.list_webhooks(uri=hook_uri(settings))
     result = RegisterResult()
@@ -367,8 +399,7 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
                 ClassOutcome(event_class, "already", int(mine[0]["id"]), required=required)
             )
         for stale in mine[1:]:
-            client.delete_webhook(stale["id"])
-            result.removed.append(int(stale["id"]))
+            _delete(client, stale, event_class, result)
         if current:
             continue
         try:
@@ -378,8 +409,7 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
                 created = client.create_webhook(registration(settings, event_class))
         except NextcloudRefused as exc:
             if mine:  # a class this server no longer has: nothing of ours listens to it
-                client.delete_webhook(mine[0]["id"])
-                result.removed.append(int(mine[0]["id"]))
+                _delete(client, mine[0], event_class, result)
             result.outcomes.append(
                 ClassOutcome(
                     event_class,
@@ -399,10 +429,33 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
     for webhook in existing:
         event_class = str(webhook.get("event", "")).lstrip("\\")
         if event_class not in wanted:
-            client.delete_webhook(webhook["id"])
-            result.removed.append(int(webhook["id"]))
-            result.outcomes.append(ClassOutcome(event_class, "removed", int(webhook["id"])))
+            failure = _delete(client, webhook, event_class, result)
+            result.outcomes.append(
+                ClassOutcome(event_class, "removed", int(webhook["id"]))
+                if failure is None
+                else ClassOutcome(event_class, "left", int(webhook["id"]), reason=failure.error)
+            )
     return result
+
+
+def _delete(
+    client: NextcloudClient, webhook: dict[str, Any], event_class: str, result: RegisterResult
+) -> NotRemoved | None:
+    """Delete registration ``webhook`` (as listed) of ``event_class`` for :func:`register`:
+    its id joins ``result.removed`` (also when Nextcloud found it gone: ``false``), or, when
+    the deletion raises, a :class:`NotRemoved` joins ``result.not_removed`` and is returned.
+    Raises ``NextcloudAuthError`` (the account's app password refused)."""
+    webhook_id = int(webhook["id"])
+    try:
+        client.delete_webhook(webhook_id)
+    except NextcloudAuthError:
+        raise
+    except NcindexError as exc:
+        failure = NotRemoved(webhook_id, event_class, str(exc))
+        result.not_removed.append(failure)
+        return failure
+    result.removed.append(webhook_id)
+    return None
 
 
 def rescan_once_listening(
