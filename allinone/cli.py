@@ -16,9 +16,9 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -37,6 +37,9 @@ from ncindex.settings import (
 )
 from ncindex.telemetry import configure_logging
 from ncindex.wording import counted
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from allinone.embedded import Embedded
@@ -364,15 +367,31 @@ PROGRESS_SECONDS = 15.0
 #: a firewalled server slows a ``--watch`` redraw by this much, not by the HTTP timeout.
 STATUS_PROBE_SECONDS = 3.0
 
-#: How long ``ncindex status --watch`` shows the webhook secret rotation's line and the
-#: surplus registrations' before asking Nextcloud for the registrations again, seconds. They
-#: change only when an admin runs ``ncindex webhooks register``, and each ask is an OCS request
-#: signed in as the webhook admin: one each 2 s frame, with that password refused, was a failed
-#: login per frame, which Nextcloud records against this host's address and answers with
-#: growing delays (nextcloud/server lib/private/User/Session.php ``handleLoginFailed``: the
+#: How long ``ncindex status --watch`` keeps showing what is costly to ask on every frame,
+#: seconds: the webhook registrations (the secret rotation's line and the surplus
+#: registrations'), and the other namespaces holding scans. The registrations change only
+#: when an admin runs ``ncindex webhooks register``, and each ask is an OCS request signed in
+#: as the webhook admin: one each 2 s frame, with that password refused, was a failed login
+#: per frame, which Nextcloud records against this host's address and answers with growing
+#: delays (nextcloud/server lib/private/User/Session.php ``handleLoginFailed``: the
 #: brute-force throttler's ``registerAttempt('login', ...)``), slowing every request ncindex
-#: makes.
-REGISTRATIONS_REFRESH_SECONDS = 60.0
+#: makes. The other namespaces are found by a SCAN of the whole Redis database
+#: (:func:`ncindex.sync.status.other_namespaces`), whose cost grows with every key in it.
+SLOW_REFRESH_SECONDS = 60.0
+
+
+def kept_for(seconds: float, ask: Callable[_P, _T]) -> Callable[_P, _T]:
+    """``ask`` that is called again only once ``seconds`` have passed since it last was (a
+    monotonic clock), and else gives its last answer (whatever the arguments): what ``ncindex
+    status --watch`` asks at most once per :data:`SLOW_REFRESH_SECONDS`."""
+    kept: list[tuple[float, _T]] = []
+
+    def answer(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        if not kept or time.monotonic() - kept[0][0] >= seconds:
+            kept[:] = [(time.monotonic(), ask(*args, **kwargs))]
+        return kept[0][1]
+
+    return answer
 
 
 def progress_line(progress: Progress, was_busy: bool) -> tuple[str | None, bool]:
@@ -1351,7 +1370,7 @@ def status(
     from ncindex.progress import Progress
     from ncindex.runtime import Services, configured_credentials
     from ncindex.store import store_status
-    from ncindex.sync.status import collect_status, webhook_registrations
+    from ncindex.sync.status import collect_status, other_namespaces, webhook_registrations
 
     if watch and as_json:
         raise click.UsageError("--json cannot be combined with --watch (it prints one object)")
@@ -1363,7 +1382,8 @@ def status(
     producer = celery_app(settings)
     http = make_http(settings) if settings.nextcloud_url else None
     credentials = configured_credentials(settings)
-    listed: dict[str, Any] = {}  # the last answer of webhook_registrations, and when it was asked
+    registrations = kept_for(SLOW_REFRESH_SECONDS, webhook_registrations)
+    others = kept_for(SLOW_REFRESH_SECONDS, lambda: other_namespaces(client, settings.names))
 
     def collect() -> dict[str, Any]:
         try:
@@ -1382,11 +1402,17 @@ def status(
                 store=store,
                 workers=workers,
                 credentials=credentials,
+                others=others,
             )
         except StoreUnavailable as exc:  # the rest is still worth showing: counts say "?"
             problem = str(exc)
             data = collect_status(
-                client, settings.names, users=users, workers=workers, credentials=credentials
+                client,
+                settings.names,
+                users=users,
+                workers=workers,
+                credentials=credentials,
+                others=others,
             )
         data["store"] = store_status(settings) | ({"error": problem} if problem else {})
         if problem is None and store is not None:
@@ -1397,13 +1423,9 @@ def status(
         data["nextcloud"] = server_status(
             http, settings.nextcloud_url, timeout=STATUS_PROBE_SECONDS
         ).as_dict()
-        if not listed or time.monotonic() - listed["at"] >= REGISTRATIONS_REFRESH_SECONDS:
-            up = data["nextcloud"]["problem"] is None
-            listed.update(
-                answer=webhook_registrations(services, nextcloud_up=up), at=time.monotonic()
-            )
-        data["webhook_rotation"] = listed["answer"]["rotation"]
-        data["webhook_surplus"] = listed["answer"]["surplus"]
+        listed = registrations(services, nextcloud_up=data["nextcloud"]["problem"] is None)
+        data["webhook_rotation"] = listed["rotation"]
+        data["webhook_surplus"] = listed["surplus"]
         return data
 
     try:

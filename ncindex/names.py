@@ -184,6 +184,26 @@ class Names:
         ``finished`` documents)."""
         return self.key("first-indexing", user)
 
+    @property
+    def progress_users(self) -> str:
+        """Every user a document was queued for, i.e. with a :meth:`first_indexing` record
+        (set of user ids, added where that record is written: :class:`ncindex.progress.
+        Progress`), so that ``ncindex status`` lists them without a SCAN."""
+        return self.key("progress-users")
+
+    @property
+    def progress_users_listed(self) -> str:
+        """Set once the :meth:`first_indexing` records written before :attr:`progress_users`
+        was kept have been added to it (string; :meth:`ncindex.progress.Progress.users`)."""
+        return self.key("progress-users", "listed")
+
+    @property
+    def index_rebuilds(self) -> str:
+        """The keys of the index rebuild notes (``<namespace>:index-rebuild:<collection>:
+        <field>``), each scored with the Unix second it expires at (sorted set;
+        :class:`ncindex.progress.IndexRebuilds`)."""
+        return self.key("index-rebuilds")
+
     def first_indexed(self, user: str) -> str:
         """The documents finished during ``user``'s first indexing while it runs (set of
         subjects; counted into ``first_indexing``'s ``finished`` and deleted when it ends)."""

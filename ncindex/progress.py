@@ -31,14 +31,17 @@ written by the producers and the workers and read by ``GET /v1/status``
   finished are the set ``first-indexed:<user>``: a document indexed twice (its upload's
   event, then the scan) counts once. A scan that finds the user's documents indexed, sends
   nothing and finds nothing recorded (Redis restarted empty) records it done with what the
-  index holds (:meth:`Progress.found_indexed`).
+  index holds (:meth:`Progress.found_indexed`). Each user with such a record is a member of
+  the set ``progress-users`` (:meth:`Progress.users`).
 - ``failing`` — a hash subject → JSON of the last failed or retried run of a document:
   ``user``, ``task``, ``kwargs``, ``attempts`` (runs that failed in a row), ``last_error``,
   ``at``; removed when a run of it ends without an error.
 - ``index-rebuild:<collection>:<field>`` — a payload index a process's ``ensure_collection``
   is making again in a collection holding points (:class:`IndexRebuilds`): JSON of
   ``collection``, ``field``, ``points``, ``waits`` and ``started_at``; deleted when a build
-  the process waits for ends, else expiring after :data:`INDEX_REBUILD_NOTE_SECONDS`.
+  the process waits for ends, else expiring after :data:`INDEX_REBUILD_NOTE_SECONDS`. Each
+  note's key is a member of the sorted set ``index-rebuilds``, scored with the Unix second it
+  expires at, so that ``ncindex status`` reads them without a SCAN.
 """
 
 from __future__ import annotations
@@ -92,13 +95,15 @@ _FIRST_FINISHED = Script(
 
 #: ``KEYS[1]`` (a user's first-indexing hash) has no start and the pending set ``KEYS[2]`` is
 #: empty: record a first indexing done at ``ARGV[1]`` (Unix seconds) with ``ARGV[2]``
-#: documents finished; answers 1 when it did, else 0.
+#: documents finished, and user ``ARGV[3]`` in the set ``KEYS[3]``
+#: (:attr:`~ncindex.names.Names.progress_users`); answers 1 when it did, else 0.
 _FOUND_DONE = Script(
     None,  # type: ignore[arg-type]
     b"if redis.call('HEXISTS', KEYS[1], 'started_at') == 1 "
     b"or redis.call('ZCARD', KEYS[2]) > 0 then return 0 end "
     b"redis.call('HSET', KEYS[1], 'started_at', ARGV[1], 'done_at', ARGV[1], "
     b"'finished', ARGV[2]) "
+    b"redis.call('SADD', KEYS[3], ARGV[3]) "
     b"return 1",
 )
 
@@ -151,6 +156,7 @@ class Progress:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zadd(self.keys.pending(user), dict.fromkeys(subjects, now), nx=True)
         pipe.hsetnx(self.keys.first_indexing(user), "started_at", f"{now:.3f}")
+        pipe.sadd(self.keys.progress_users, user)
         pipe.execute()
 
     def finished(
@@ -217,8 +223,8 @@ class Progress:
         if documents <= 0:
             return False
         now = time.time() if now is None else now
-        keys = [self.keys.first_indexing(user), self.keys.pending(user)]
-        return bool(_FOUND_DONE(keys, [f"{now:.3f}", int(documents)], self.redis))
+        keys = [self.keys.first_indexing(user), self.keys.pending(user), self.keys.progress_users]
+        return bool(_FOUND_DONE(keys, [f"{now:.3f}", int(documents), user], self.redis))
 
     def restart_first_indexing(self, user: str) -> None:
         """Forget ``user``'s first indexing (its start, end and count), so the next
@@ -303,10 +309,31 @@ class Progress:
         return Rates(documents / span, chunks / span, round(span, 1), documents, chunks)
 
     def users(self) -> list[str]:
-        """Every user a document was queued for (they have a first-indexing record)."""
-        prefix = self.keys.first_indexing("")
-        found = self.redis.scan_iter(match=prefix + "*", count=500)
-        return sorted(as_text(k)[len(prefix) :] for k in found)
+        """Every user a document was queued for (they have a first-indexing record), sorted:
+        the members of :attr:`~ncindex.names.Names.progress_users`, which :meth:`queued` and
+        :meth:`found_indexed` add to where they write that record — two commands whatever the
+        keyspace holds (``ncindex status --watch`` asks every frame). The records written
+        before that set was kept are added to it by one SCAN of the keyspace per namespace,
+        at the first call, which marks it done (:attr:`~ncindex.names.Names.
+        progress_users_listed`). Raises ``redis.RedisError``."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.exists(self.keys.progress_users_listed)
+        pipe.smembers(self.keys.progress_users)
+        listed, members = pipe.execute()
+        users = {as_text(m) for m in members}
+        if not listed:
+            prefix = self.keys.first_indexing("")
+            found = {
+                as_text(k)[len(prefix) :]
+                for k in self.redis.scan_iter(match=prefix + "*", count=1000)
+            }
+            pipe = self.redis.pipeline(transaction=False)
+            if found:
+                pipe.sadd(self.keys.progress_users, *found)
+            pipe.set(self.keys.progress_users_listed, 1)
+            pipe.execute()
+            users |= found
+        return sorted(users)
 
     def first_indexing(self, user: str) -> dict[str, float | int | None]:
         """``{"started_at", "done_at", "finished"}`` of ``user``'s first indexing (Unix
@@ -436,29 +463,43 @@ class IndexRebuilds:
     def begun(self, collection: str, field: str, points: int, waits: bool) -> None:
         """Note that ``field``'s index of ``collection`` (holding ``points`` points) is being
         made again now, by a process that ``waits`` for it (or that queued it)."""
+        now = time.time()
         note = {
             "collection": collection,
             "field": field,
             "points": points,
             "waits": waits,
-            "started_at": time.time(),
+            "started_at": now,
         }
         ttl = INDEX_REBUILD_WAIT_SECONDS if waits else INDEX_REBUILD_NOTE_SECONDS
-        self.client.set(self._key(collection, field), json.dumps(note), ex=ttl)
+        key = self._key(collection, field)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(key, json.dumps(note), ex=ttl)
+        pipe.zadd(self.keys.index_rebuilds, {key: now + ttl})
+        pipe.execute()
 
     def ended(self, collection: str, field: str) -> None:
         """Delete the note of a build that ended."""
-        self.client.delete(self._key(collection, field))
+        key = self._key(collection, field)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.delete(key)
+        pipe.zrem(self.keys.index_rebuilds, key)
+        pipe.execute()
 
     def entries(self) -> list[dict[str, Any]]:
-        """The notes, by collection and field (an unreadable one is left out). Read by SCAN
-        over the whole keyspace (``ncindex status --watch`` asks every frame), 1,000 keys a
-        call: at Redis's default COUNT of 10 a burst's 20,000 debounce keys were 2,000
-        round trips."""
+        """The notes, by collection and field (an unreadable one is left out): the keys the
+        sorted set lists (those expired are dropped from it first), then their values — two
+        round trips whatever the keyspace holds (``ncindex status --watch`` asks every frame;
+        a SCAN of it, 1,000 keys a call, grew with every key of a shared Redis). A note
+        written by a release before the set was kept is not listed; it expires within
+        :data:`INDEX_REBUILD_WAIT_SECONDS`."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zremrangebyscore(self.keys.index_rebuilds, "-inf", time.time())
+        pipe.zrange(self.keys.index_rebuilds, 0, -1)
+        _, listed = pipe.execute()
+        keys = sorted(listed)
         out = []
-        pattern = self.keys.key("index-rebuild", "*")
-        for key in sorted(self.client.scan_iter(match=pattern, count=1000)):
-            raw = self.client.get(key)
+        for raw in self.client.mget(keys) if keys else []:
             try:
                 note = json.loads(raw) if raw is not None else None
             except ValueError:

@@ -133,20 +133,20 @@ def check_deleted(
 
 
 def forget_user_state(client: redis.Redis, keys: Names, user: str) -> int:
-    """Delete what Redis keeps of configured account ``user``, whose user Nextcloud deleted,
-    so that a user created again with this uid starts clean (scanned in full, first indexing
+    """Delete what Redis keeps of configured account ``user``, whose user Nextcloud deleted, so
+    that a user created again with this uid starts clean (scanned in full, first indexing
     counted anew, no held removals, stale folder etags or Notes settings of the old one): the
     keys :meth:`~ncindex.names.Names.of_user` names for every doc type (those of the
     missing-user mark included: a second deletion is confirmed again), their last scans'
-    summaries and the failing documents last run as ``user`` (a retry as a deleted user is
-    refused). Kept: ``user``'s refusal entry (:attr:`~ncindex.names.Names.refused_accounts`),
-    which holds the refused credential back from Nextcloud's brute-force protection and
-    tells ``ncindex status`` of the deletion (a new app password is sent at once and clears
-    it); the scan lock, held by the scan that may be calling; the per-user counts of the
-    throughput buckets, which expire within :data:`ncindex.progress.KEEP_SECONDS`; and what
-    is a document's, not ``user``'s (the dead letter, the tasks parked for an outage, which
-    a refusal ends). Returns how many keys and hash fields were deleted. Raises
-    ``redis.RedisError``."""
+    summaries, ``user`` in :attr:`~ncindex.names.Names.progress_users` and the failing documents
+    last run as ``user`` (a retry as a deleted user is refused). Kept: ``user``'s refusal entry
+    (:attr:`~ncindex.names.Names.refused_accounts`), which holds the refused credential back
+    from Nextcloud's brute-force protection and tells ``ncindex status`` of the deletion (a new
+    app password is sent at once and clears it); the scan lock, held by the scan that may be
+    calling; the per-user counts of the throughput buckets, which expire within
+    :data:`ncindex.progress.KEEP_SECONDS`; and what is a document's, not ``user``'s (the dead
+    letter, the tasks parked for an outage, which a refusal ends). Returns how many keys, hash
+    fields and set members were deleted. Raises ``redis.RedisError``."""
     exact, patterns = keys.of_user(user, [t.value for t in DocType])
     found = list(exact)
     for pattern in patterns:
@@ -155,6 +155,7 @@ def forget_user_state(client: redis.Redis, keys: Names, user: str) -> int:
     pipe = client.pipeline(transaction=False)
     pipe.delete(*found)
     pipe.hdel(keys.last_scans, *(f"{user}:{t.value}" for t in DocType))
+    pipe.srem(keys.progress_users, user)
     if failing:
         pipe.hdel(keys.failing, *failing)
     deleted = sum(int(n) for n in pipe.execute())

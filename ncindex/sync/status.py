@@ -6,9 +6,11 @@ progress and the ETA of the backlog (:mod:`ncindex.progress`, issue 25).
 Everything is read from Redis: the broker's queues, reserved tasks and index lag exactly as
 the ``ncindex_queue_depth``, ``ncindex_tasks_reserved`` and ``ncindex_index_lag_seconds``
 gauges define them (:class:`ncindex.telemetry.QueueCollector`: how far the workers are behind
-what was queued), the scan summaries :mod:`ncindex.sync.reconcile` records, and the dead-letter keys
-(``<namespace>:deadletter`` and ``<namespace>:deadletter:*``) the workers write when they park a
-document.
+what was queued), the scan summaries :mod:`ncindex.sync.reconcile` records, and the dead-letter
+hash (``<namespace>:deadletter``) the workers write when they park a document. Each is read by
+the name of its key: a frame of ``ncindex status --watch`` costs the same whatever else the
+Redis database holds, but for :func:`other_namespaces`, a SCAN the command asks for at most once
+a minute.
 
 Changes no webhook announced are only known once a scan finds them, so each scan also shows
 ``in_sync_age_seconds``: the time since the index was last found equal to Nextcloud for that
@@ -21,8 +23,8 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import redis
 
@@ -118,36 +120,25 @@ def other_namespaces(client: redis.Redis, keys: Names) -> list[str]:
 
 
 def dead_letters(client: redis.Redis, keys: Names) -> dict[str, Any]:
-    """Each dead-letter key (the ``<namespace>:deadletter`` hash of
-    :mod:`ncindex.index.deadletter` and any ``<namespace>:deadletter:*`` key) with its type,
-    size and a few of its entries."""
-    out: dict[str, Any] = {}
-    for raw_key in sorted(client.scan_iter(match=keys.deadletter + "*", count=500)):
-        key = as_text(raw_key)
-        kind = as_text(client.type(raw_key))
-        entry: dict[str, Any] = {"type": kind}
-        if kind == "string":
-            entry["size"] = 1
-            entry["sample"] = [_text(client.get(raw_key))]
-        elif kind == "hash":
-            entry["size"] = int(client.hlen(raw_key))
-            items = list(client.hscan_iter(raw_key, count=_SAMPLE))[:_SAMPLE]
-            entry["sample"] = {_text(k): _text(v) for k, v in items}
-        elif kind == "list":
-            entry["size"] = int(client.llen(raw_key))
-            entry["sample"] = [_text(v) for v in client.lrange(raw_key, 0, _SAMPLE - 1)]
-        elif kind == "set":
-            entry["size"] = int(client.scard(raw_key))
-            # with a count SRANDMEMBER answers a list (redis-py types the reply without one too)
-            members = cast("list[bytes]", client.srandmember(raw_key, _SAMPLE))
-            entry["sample"] = sorted(_text(v) for v in members)
-        elif kind == "zset":
-            entry["size"] = int(client.zcard(raw_key))
-            # without withscores ZRANGE answers members (redis-py types the pairs of withscores too)
-            ranked = cast("list[bytes]", client.zrange(raw_key, 0, _SAMPLE - 1))
-            entry["sample"] = [_text(v) for v in ranked]
-        out[key] = entry
-    return out
+    """The dead letter, ``{"<namespace>:deadletter": {"type": "hash", "size": n, "sample":
+    {subject: entry}}}`` with at most :data:`_SAMPLE` of its entries (one ``HSCAN`` call), or
+    ``{}`` while nothing is parked: the one key the workers park documents in
+    (:mod:`ncindex.index.deadletter`), read by its name — a frame of ``ncindex status --watch``
+    costs three commands, not a SCAN of the whole keyspace. Raises ``redis.RedisError``."""
+    pipe = client.pipeline(transaction=False)
+    pipe.hlen(keys.deadletter)
+    pipe.hscan(keys.deadletter, 0, count=_SAMPLE)
+    size, (_, items) = pipe.execute()
+    if not size:
+        return {}
+    sample = dict(list(items.items())[:_SAMPLE])
+    return {
+        keys.deadletter: {
+            "type": "hash",
+            "size": int(size),
+            "sample": {_text(k): _text(v) for k, v in sample.items()},
+        }
+    }
 
 
 def per_user(
@@ -235,23 +226,24 @@ def collect_status(
     store: VectorStore | None = None,
     workers: list[str] | None = None,
     credentials: Mapping[str, str] | None = None,
+    others: Callable[[], list[str]] | None = None,
 ) -> dict[str, Any]:
     """The whole status of deployment ``keys``: ``queues`` (depth per queue), ``reserved``,
     ``index_lag_seconds`` (the gauge's definition), ``scans``, ``dead_letters``,
-    ``accounts_refused`` (user id → when and where Nextcloud answered 401, and until when it
-    is held back: :func:`~ncindex.accounts.refused_accounts` with ``credentials``, user id →
-    the fingerprint configured now), ``users``
-    (:func:`per_user` for ``users``; indexed counts only with ``store``), ``total``
-    (pending, dead letter, failing, rates over the last :data:`~ncindex.progress.RATE_SECONDS`
-    and the ETA of the whole backlog), ``workers`` (the names that answered a ping, as
-    given; ``None``: not asked), ``analyzer`` (:func:`analyzer_status`; ``None`` without
-    ``store``), ``reindex`` (:func:`reindex_status`: a rebuild under way or failed),
-    ``index_rebuilds`` (payload indexes being made again:
-    :meth:`~ncindex.progress.IndexRebuilds.entries`),
-    ``other_namespaces`` (:func:`other_namespaces` when this one holds no scan and no worker
-    answered, else empty). With ``workers`` empty (asked, and none answered) every ETA
-    is ``None``: the rates measured before say nothing of when a backlog nobody works on ends
-    (they showed "ETA 42 s" a minute after the last worker was killed)."""
+    ``accounts_refused`` (user id → when and where Nextcloud answered 401, and until when it is
+    held back: :func:`~ncindex.accounts.refused_accounts` with ``credentials``, user id → the
+    fingerprint configured now), ``users`` (:func:`per_user` for ``users``; indexed counts only
+    with ``store``), ``total`` (pending, dead letter, failing, rates over the last
+    :data:`~ncindex.progress.RATE_SECONDS` and the ETA of the whole backlog), ``workers`` (the
+    names that answered a ping, as given; ``None``: not asked), ``analyzer``
+    (:func:`analyzer_status`; ``None`` without ``store``), ``reindex`` (:func:`reindex_status`:
+    a rebuild under way or failed), ``index_rebuilds`` (payload indexes being made again:
+    :meth:`~ncindex.progress.IndexRebuilds.entries`), ``other_namespaces`` (when this one holds
+    no scan and no worker answered, what ``others`` answers — default :func:`other_namespaces`,
+    a SCAN of the keyspace, which ``ncindex status --watch`` keeps for a minute — else empty).
+    With ``workers`` empty (asked, and none answered) every ETA is ``None``: the rates measured
+    before say nothing of when a backlog nobody works on ends (they showed "ETA 42 s" a minute
+    after the last worker was killed)."""
     now = time.time() if now is None else now
     pipeline = queues(client, keys)
     rows = per_user(client, keys, list(users or []), now, store)
@@ -268,7 +260,9 @@ def collect_status(
         "reserved": pipeline["reserved"],
         "index_lag_seconds": round(pipeline["lag"], 1),
         "scans": scans,
-        "other_namespaces": [] if scans or workers else other_namespaces(client, keys),
+        "other_namespaces": []
+        if scans or workers
+        else (others or (lambda: other_namespaces(client, keys)))(),
         "dead_letters": dead_letters(client, keys),
         "accounts_refused": _with_missing_since(
             client, keys, refused_accounts(client, keys, credentials=credentials)

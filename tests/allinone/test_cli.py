@@ -712,3 +712,62 @@ def test_a_count_of_one_is_said_in_the_singular() -> None:
     assert ", 2 requests; " in _describe(two) and "; 2 folders not" in _describe(two)
     sampled = {"upgrade": None, "current": "en-3", "sampled": {"en-3": 1}}
     assert analyzer_lines(sampled) == ["analyzer: en-3 (1 document sampled, all current)"]
+
+
+def _scans(client: redis.Redis) -> int:
+    """The SCAN and KEYS commands ``client``'s server answered since its stats were reset."""
+    stats = client.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("scan", "keys"))
+
+
+def _frames(env: dict[str, str], count: int) -> str:
+    args = ["status", "--watch", "--iterations", str(count), "--interval", "0.1"]
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_a_watch_frame_sends_no_scan_of_the_keyspace(private_redis: Any) -> None:
+    """``ncindex status --watch`` scanned the whole Redis keyspace on every frame: for the
+    users with a first-indexing record, the dead-letter keys and the index rebuild notes (and,
+    in a namespace holding no scan, the other namespaces' summaries): in a Redis shared with
+    millions of keys each 2 s frame walked them all. Counted by this test's own Redis (``INFO
+    commandstats``, beside 5,000 keys of no ncindex's): a watch in a namespace holding scans
+    sends no SCAN once the first status has added the first-indexing records written before
+    their set was kept; in one holding none, four frames send as many as one (the other
+    namespaces are looked for once a minute). What the scans found is still shown."""
+    from ncindex.documents import DocType
+    from ncindex.index.deadletter import DeadLetter, DeadLetters
+    from ncindex.progress import IndexRebuilds
+    from ncindex.sync.reconcile import ScanReport, ScanState
+
+    client = redis.Redis.from_url(private_redis.url)
+    try:
+        for start in range(0, 5000, 500):
+            client.mset({f"elsewhere:{n}": n for n in range(start, start + 500)})
+        names = Names("watchcost")
+        Progress(client, names).queued("bob", ["node:1"])
+        client.hset(names.first_indexing("carol"), "started_at", "1")  # before the set
+        DeadLetters(client, names).park(DeadLetter("node:2", "bob", "unreadable", "e1", "t"))
+        IndexRebuilds(client, names).begun("docs", "title", 10, waits=False)
+        report = ScanReport(user="bob", doc_type="file", started_at=time.time(), applied=True)
+        ScanState(client, "bob", DocType.FILE, names).record(report)
+        env = {"NCINDEX_REDIS_URL": private_redis.url, "NCINDEX_NAMESPACE": "watchcost"}
+        data = json.loads(CliRunner().invoke(main, ["status", "--json"], env=env).output)
+        assert sorted(data["users"]) == ["bob", "carol"]
+        assert data["dead_letters"][names.deadletter]["size"] == 1
+        assert [n["field"] for n in data["index_rebuilds"]] == ["title"]
+        client.config_resetstat()
+        output = _frames(env, 4)
+        assert _scans(client) == 0
+        assert "dead letter 1" in output and "carol" in output
+        env["NCINDEX_NAMESPACE"] = "watchcost-empty"
+        _frames(env, 1)  # the first status in a namespace looks for first-indexing records
+        client.config_resetstat()
+        _frames(env, 1)
+        one = _scans(client)
+        client.config_resetstat()
+        _frames(env, 4)
+        assert _scans(client) == one > 0
+    finally:
+        client.close()

@@ -840,9 +840,9 @@ def test_a_deleted_users_documents_leave_the_index(rstack: Stack) -> None:
 
 
 def redis_of(stack: Stack, user: str) -> tuple[list[str], dict[str, list[str]]]:
-    """The stack's Redis keys naming ``user``, and the hashes with a field naming ``user`` in
-    its name or value (those fields), besides the throughput buckets (per-user counts that
-    expire within 15 minutes)."""
+    """The stack's Redis keys naming ``user``, the hashes with a field naming ``user`` in its
+    name or value (those fields), besides the throughput buckets (per-user counts that expire
+    within 15 minutes), and the sets with a member naming ``user`` (those members)."""
     client, mark = stack.services.redis, user.encode()
     keys = sorted(k.decode() for k in client.scan_iter(match=f"*{user}*"))
     fields: dict[str, list[str]] = {}
@@ -851,6 +851,9 @@ def redis_of(stack: Stack, user: str) -> tuple[list[str], dict[str, list[str]]]:
             named = [f.decode() for f, v in client.hgetall(key).items() if mark in f + v]
             if named:
                 fields[key.decode()] = sorted(named)
+    for key in client.scan_iter(_type="set"):
+        if members := sorted(m.decode() for m in client.smembers(key) if mark in m):
+            fields[key.decode()] = members
     return keys, fields
 
 
@@ -892,7 +895,7 @@ def test_a_forgotten_user_leaves_no_redis_state_behind(rstack: Stack) -> None:
         keys.notes_settings("carol"),
         keys.debounce_prefix + f"index:carol:{theirs}",
     } <= set(before), before
-    assert {keys.last_scans, keys.failing} <= set(before_fields), before_fields
+    assert {keys.last_scans, keys.failing, keys.progress_users} <= set(before_fields)
 
     sim.delete_user("carol")
     found, _ = check_deleted(rstack.services, indexer, "carol", held_back=False, confirm=False)
