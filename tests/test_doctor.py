@@ -115,6 +115,21 @@ def registered(server: SimulatorServer, settings: Settings) -> None:
         services.close()
 
 
+def also_registered(server: SimulatorServer, settings: Settings, *classes: str) -> None:
+    """Registrations of ``classes`` beside those of :func:`registered`, made as ``settings``
+    make them (a second run, an earlier ncindex)."""
+    from ncindex.ingest.registration import registration
+    from ncindex.runtime import Services
+
+    services = Services(settings)
+    try:
+        admin = services.account("admin")
+        for event_class in classes:
+            admin.create_webhook(registration(settings, event_class))
+    finally:
+        services.close()
+
+
 def test_a_healthy_nextcloud_has_no_failing_line(served) -> None:
     _, server = served
     settings = settings_for(server)
@@ -417,18 +432,10 @@ def test_a_registration_no_longer_subscribed_is_named(served) -> None:
     """A server where an earlier ncindex registered NodeCopiedEvent (a copy sends the
     target's created and written events too) went on delivering it, and doctor said "ok":
     it now names it and the command that removes it."""
-    from ncindex.ingest.registration import registration
-    from ncindex.runtime import Services
-
     _, server = served
     settings = settings_for(server)
     registered(server, settings)
-    services = Services(settings)
-    try:
-        admin = services.account("admin")
-        admin.create_webhook(registration(settings, NODE_NS + "NodeCopiedEvent"))
-    finally:
-        services.close()
+    also_registered(server, settings, NODE_NS + "NodeCopiedEvent")
     lines = run_checks(settings)
     assert verdicts(lines, "webhooks") == ["warn"]
     assert detail(lines, "webhooks") == (
@@ -937,18 +944,11 @@ def test_status_names_duplicate_and_unsubscribed_registrations_as_doctor_does(
     twice) or of one no longer subscribed, which only the doctor named: it shows the doctor's
     line, and the line goes once ``ncindex webhooks register`` has removed them."""
     from ncindex.ingest.events import SUBSCRIBED
-    from ncindex.ingest.registration import registration
 
     _, server = served
     settings = settings_for(server)
     registered(server, settings)
-    services = Services(settings)
-    try:
-        admin = services.account("admin")
-        admin.create_webhook(registration(settings, SUBSCRIBED[0]))
-        admin.create_webhook(registration(settings, NODE_NS + "NodeCopiedEvent"))
-    finally:
-        services.close()
+    also_registered(server, settings, SUBSCRIBED[0], NODE_NS + "NodeCopiedEvent")
     env = rotation_env(server, settings, tmp_path, "surplusstatus")
     env["NCINDEX_WEBHOOK_SECRET"] = settings.webhook_secret.get_secret_value()
     env["NCINDEX_WEBHOOK_PREVIOUS_SECRET"] = ""
