@@ -81,12 +81,16 @@ class BatchResult:
 @dataclass(frozen=True, slots=True)
 class _Read:
     """A file read and extracted for indexing, its new text not yet written: its id, the
-    entry it was looked up as, the document, and its stored version (read under its lock)."""
+    entry it was looked up as, the document, its stored version (read under its lock), and
+    the grant its write gives ``user`` (marked unconfirmed, :mod:`ncindex.index.grants`;
+    ``None``: none), for which it is looked up by id after the write even when its text
+    turns out unchanged (:meth:`Indexer._looks_again`)."""
 
     file_id: int
     entry: DavEntry
     doc: SourceDocument
     stored: Stored
+    grant: Unconfirmed | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +218,7 @@ class Indexer:
         if isinstance(read, Outcome):
             return read
         outcome = self.steps.write_document(read.doc, read.stored)
-        if outcome.action != "indexed":
+        if not self._looks_again(read, outcome):
             return outcome
         if recheck:
             outcome = self._rechecked(user, read, outcome, self._alone(client, file_id))
@@ -310,9 +314,10 @@ class Indexer:
         except Exception as exc:  # the soft time limit too: the files done keep their outcome
             log.info("left_to_own_task", files=len(ready), error=f"{type(exc).__name__}: {exc}")
             return BatchResult(outcomes, alone + [r.file_id for r in ready], later)
-        indexed = [r for r, o in zip(ready, written, strict=True) if o.action == "indexed"]
+        looked = {r.file_id for r, o in zip(ready, written, strict=True) if self._looks_again(r, o)}
+        indexed = [r for r in ready if r.file_id in looked]
         outcomes.update(
-            (r.file_id, o) for r, o in zip(ready, written, strict=True) if o.action != "indexed"
+            (r.file_id, o) for r, o in zip(ready, written, strict=True) if r.file_id not in looked
         )
         if not indexed:
             return BatchResult(outcomes, alone, later)
@@ -322,7 +327,7 @@ class Indexer:
             log.info("left_to_own_task", files=len(indexed), error=f"{type(exc).__name__}: {exc}")
             return BatchResult(outcomes, alone + [r.file_id for r in indexed], later)
         for r, o in zip(ready, written, strict=True):
-            if o.action == "indexed":
+            if r.file_id in looked:
                 outcomes[r.file_id] = self._rechecked(user, r, o, now.get(r.file_id))
         self._add_viewers(user, indexed, outcomes)
         return BatchResult(outcomes, alone, later)
@@ -426,7 +431,7 @@ class Indexer:
             if unconfirmed is not None:
                 return _Granted(file_id, entry, outcome, ref, unconfirmed.path_before)
             return outcome
-        return _Read(file_id, entry, doc, stored)
+        return _Read(file_id, entry, doc, stored, self._unconfirmed(user, stored))
 
     def _turns_note(self, user: str, file_id: int, ref: DocRef | None) -> bool:
         """Whether indexing ``file_id`` as ``ref`` (``None``: not at all) would take ``user``'s
@@ -504,18 +509,34 @@ class Indexer:
             log.info("grant_taken_back", doc_key=ref.key, user=user)
         grants.clear(ref.key)
 
+    @staticmethod
+    def _looks_again(read: _Read, outcome: Outcome) -> bool:
+        """Whether ``read``'s write (``outcome``) is looked up by id once more: a new version
+        written (``indexed``), or a grant to its user (:attr:`_Read.grant`) whatever was
+        written — a new etag of the same text is a metadata-only update in
+        :meth:`Steps.write_documents`, which gives the access read before it as the
+        unchanged etag's does (:class:`_Granted`)."""
+        return outcome.action == "indexed" or read.grant is not None
+
     def _rechecked(self, user: str, read: _Read, outcome: Outcome, now: DavEntry | None) -> Outcome:
         """After ``read``'s version was written (``outcome``), what the recheck by id found
         (``now``; ``None``: not visible): a folder renamed or deleted while it was embedded
-        fires one event, for the folder, whose task found nothing of this file indexed yet.
-        Gone ⇒ evicted; moved ⇒ its paths brought up to date (one more pass, no embedding)."""
+        fires one event, for the folder, whose task found nothing of this file indexed yet;
+        a share revoked between the read and a write that granted ``user`` access fires none
+        for ``user`` (the share poll's re-check of what ``user`` held then could not find
+        it). Gone ⇒ ``user``'s access removed (``evicted``); moved ⇒ its paths brought up to
+        date (one more pass, no embedding). Either way the grant's mark is cleared."""
         if now is None:
             self.access.remove_node(user, read.file_id, lost=GONE)
             log.info("gone_while_indexed", doc_key=read.doc.ref.key, user=user)
-            return Outcome("evicted", read.doc.ref.key, outcome.embedded)
-        if now.path != read.entry.path:
+            outcome = Outcome("evicted", read.doc.ref.key, outcome.embedded)
+        elif now.path != read.entry.path:
             log.info("moved_while_indexed", doc_key=read.doc.ref.key, path=now.path)
             self.index_node(user, read.file_id, recheck=False)
+        if read.grant is not None:
+            UnconfirmedGrants(self.services.redis, self.settings.names, user).clear(
+                read.doc.ref.key
+            )
         return outcome
 
     def park_node(

@@ -51,6 +51,46 @@ def test_a_share_revoked_while_a_metadata_update_is_in_flight_is_not_written_bac
 
 
 @pytest.mark.parametrize("batch", [False, True], ids=["index_node", "index_nodes"])
+def test_a_share_revoked_while_a_grant_of_a_new_version_with_the_same_text_is_in_flight(
+    fresh_stack: Stack, batch: bool
+) -> None:
+    """As above, but the file has a new etag with the same text (touched without an event,
+    alice's index still at the older version): bob's task downloads it, finds the text
+    unchanged and writes his access and path with the new etag (a metadata-only update in
+    ``write_documents``). The share is revoked between his read and his write — a walk of a
+    folder newly shared with him still running when the share poll sees it gone, whose
+    re-check found nothing of bob's yet. Before, that write was never looked up again
+    (only a new text or an unchanged etag was): bob stayed in the ``acl`` until his next
+    scan."""
+    stack = fresh_stack
+    sim, indexer, fid = alices_file_shared_with_bob(stack)
+    sim.touch("alice", "/Shared/plan.txt", 1_900_000_000)  # a new etag, no event
+    real_fetch = indexer.steps.fetch
+    revoked: list[bool] = []
+
+    def fetch_then_revoke(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        assert fetched.doc is not None  # downloaded: not the unchanged-etag path
+        if not revoked:
+            revoked.append(sim.unshare("alice", "/Shared/plan.txt", "bob"))
+        return fetched
+
+    indexer.steps.fetch = fetch_then_revoke  # type: ignore[method-assign]
+    try:
+        if batch:
+            outcome = indexer.index_nodes("bob", [fid]).outcomes[fid]
+        else:
+            outcome = indexer.index_node("bob", fid)
+    finally:
+        indexer.steps.fetch = real_fetch  # type: ignore[method-assign]
+    assert revoked == [True]
+    payload = stack.points(f"file:{fid}")[0].payload
+    assert payload["acl"] == ["user:alice"], (outcome, payload["acl"])
+    assert payload["paths"] == {"alice": "/Shared/plan.txt"}
+    assert outcome.action == "evicted"
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["index_node", "index_nodes"])
 def test_a_grant_whose_look_up_fails_is_taken_back_so_the_retry_looks_again(
     fresh_stack: Stack, batch: bool
 ) -> None:
