@@ -254,7 +254,8 @@ class Names:
 
     def shares_seen(self, user: str) -> str:
         """The shares made with ``user`` that the last share poll saw (string: JSON object,
-        share id → ``[file id, path, is a folder, attributes]``; :mod:`ncindex.sync.shares`)."""
+        share id → ``[file id, path, is a folder, attributes]``, and a fifth item, the paths
+        it was moved from since, once its recipient moved it; :mod:`ncindex.sync.shares`)."""
         return self.key("shares", "seen", user)
 
     def missing_user(self, user: str) -> str:

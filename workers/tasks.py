@@ -39,6 +39,7 @@ from ncindex.ingest.queueing import PUBLISH_RETRY, clear_debounce, enqueue
 from ncindex.progress import FailingDocuments, Progress
 from ncindex.settings import Settings
 from ncindex.sources.registry import SOURCES
+from ncindex.sync.shares import note_move
 from workers.base import NcindexTask
 
 log = structlog.get_logger(__name__)
@@ -439,8 +440,11 @@ def move_path(
     file_id: int | None = None,
     debounce_key: str | None = None,
 ) -> str:
-    """A file or folder moved from ``source`` to ``target`` in ``user``'s view."""
+    """A file or folder moved from ``source`` to ``target`` in ``user``'s view: the shares
+    the share poll keeps for ``user`` that it moves are noted first
+    (:func:`ncindex.sync.shares.note_move`), then its documents are re-pathed."""
     indexer = _start(self, debounce_key)
+    note_move(indexer, user, source, target)
     with refused_account(indexer, user):
         outcome = indexer.move_path(user, source, target, file_id)
     _walk_folder(self, user, outcome)

@@ -19,18 +19,22 @@ not mounted, so Nextcloud finds no node for them in the account's view and leave
 a federated share received is not in it — files_sharing lists those apart, ``remote_shares``
 — and is the file scans'; every walk and re-read is made as the account, over WebDAV) — and
 compared with what the last poll saw (Redis,
-:meth:`ncindex.names.Names.shares_seen`, share id → ``(file id, path, folder?, attributes)``):
+:meth:`ncindex.names.Names.shares_seen`, share id → ``(file id, path, folder?, attributes)``,
+and the paths it was moved from since):
 
-* a share new or changed (a new mount, one renamed or moved by its recipient, one made
-  view-only or downloadable again — its ``attributes``): a folder's
-  subtree is walked as the account (``ncindex.index_folder``, :mod:`ncindex.sync.subtree`:
-  what the index lacks at its version and path is indexed, which adds the account to the
-  ``acl`` of what others hold); a file is re-read by id (``ncindex.index_node``);
+* a share new or changed (a new mount, one renamed or moved by its recipient whose move
+  event the index has not had, one made view-only or downloadable again — its
+  ``attributes``): a folder's subtree is walked as the account (``ncindex.index_folder``,
+  :mod:`ncindex.sync.subtree`: what the index lacks at its version and path is indexed,
+  which adds the account to the ``acl`` of what others hold); a file is re-read by id
+  (``ncindex.index_node``);
 * a share gone or changed: every document the index has for the account at or below the
-  share's path then is re-read by id as the account (``ncindex.index_node``: Nextcloud's
-  404, or a node listed that the account may not read — a view-only share's —, takes the
-  account's access away, :meth:`ncindex.index.access.Access.remove`; one still
-  seen another way — another share, a group's — keeps it), and a file share's own file too.
+  share's path then — and at or below each path its recipient moved it from since, which
+  the move's task notes before it re-paths the documents (:func:`note_move`) — is re-read
+  by id as the account (``ncindex.index_node``: Nextcloud's 404, or a node listed that the
+  account may not read — a view-only share's —, takes the account's access away,
+  :meth:`ncindex.index.access.Access.remove`; one still seen another way — another share,
+  a group's — keeps it), and a file share's own file too.
 
 Removals are found by the same poll as additions, so they are never slower; until their
 re-checks have run, search's verify-on-read already drops what the account can no longer
@@ -45,14 +49,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
 import structlog
 
 from ncindex.documents import DocRef
-from ncindex.errors import NextcloudProtocolError
+from ncindex.errors import LockBusy, NextcloudProtocolError
 from ncindex.index.indexing import Indexer
 from ncindex.index.locks import hold
 from ncindex.ingest.events import Action, index_folder, index_node
@@ -77,6 +81,9 @@ class SeenShare:
     path: str
     folder: bool
     attributes: str | None = None
+    moved_from: tuple[str, ...] = field(default=(), compare=False)
+    """The paths the share was mounted at in the account's view since the poll that kept it,
+    before its recipient moved it (:func:`note_move`); not compared: the listing has none."""
 
 
 def seen_shares(listed: list[dict[str, Any]]) -> dict[str, SeenShare]:
@@ -103,16 +110,26 @@ def seen_shares(listed: list[dict[str, Any]]) -> dict[str, SeenShare]:
 
 def _load(raw: bytes | str | None) -> dict[str, SeenShare] | None:
     """The stored state (``None``: none stored). A share kept before its attributes were
-    (three fields) has none: a view-only one is taken for changed once."""
+    (three fields) has none: a view-only one is taken for changed once. A fifth field, when
+    there is one, lists its :attr:`SeenShare.moved_from`."""
     if raw is None:
         return None
-    return {k: SeenShare(*v) for k, v in json.loads(raw).items()}
+    out = {}
+    for share_id, (file_id, path, folder, *rest) in json.loads(raw).items():
+        attributes = rest[0] if rest else None
+        moved_from = tuple(rest[1]) if len(rest) > 1 else ()
+        out[share_id] = SeenShare(file_id, path, folder, attributes, moved_from)
+    return out
 
 
 def _dump(shares: dict[str, SeenShare]) -> str:
-    return json.dumps(
-        {k: [s.file_id, s.path, s.folder, s.attributes] for k, s in sorted(shares.items())}
-    )
+    out = {}
+    for k, s in sorted(shares.items()):
+        row: list[object] = [s.file_id, s.path, s.folder, s.attributes]
+        if s.moved_from:
+            row.append(list(s.moved_from))
+        out[k] = row
+    return json.dumps(out)
 
 
 def share_actions(
@@ -132,10 +149,63 @@ def share_actions(
             continue
         if not share.folder:
             lost.add(share.file_id)
-        for payload in indexer.access.under(user, share.path):
-            lost.add(int(DocRef.parse(payload["doc_key"]).doc_id))
+        for path in (share.path, *share.moved_from):
+            for payload in indexer.access.under(user, path):
+                lost.add(int(DocRef.parse(payload["doc_key"]).doc_id))
     actions += [index_node(user, file_id) for file_id in sorted(lost)]
     return list({a.debounce_key or id(a): a for a in actions}.values())
+
+
+#: How long a move's task waits for a poll of the same account to finish before it retries
+#: (seconds): a poll holds its lock for one listing (at most ``http_timeout``), one scroll of
+#: the store per share gone and one send.
+MOVE_WAIT_SECONDS = 10.0
+
+
+def _moved(seen: dict[str, SeenShare], source: str, target: str) -> dict[str, SeenShare]:
+    """The shares of ``seen`` mounted at or below ``source``, at their paths once ``source``
+    is moved to ``target``, each with its path before added to its ``moved_from``."""
+    out = {}
+    for share_id, share in seen.items():
+        if share.path == source or share.path.startswith(source + "/"):
+            path = target + share.path[len(source) :]
+            out[share_id] = replace(share, path=path, moved_from=(*share.moved_from, share.path))
+    return out
+
+
+def note_move(indexer: Indexer, user: str, source: str, target: str) -> None:
+    """``user`` moved ``source`` to ``target`` in their view (``NodeRenamedEvent``, before
+    its documents are re-pathed): each share kept for ``user`` mounted at or below it is kept
+    at its new path, and the path before is added to its :attr:`SeenShare.moved_from`, so
+    that a share moved and then removed before the next poll is re-checked wherever the
+    index holds its documents — at its path the last poll saw, where they were, or at the
+    new one, where the move's task puts them. Without it the re-check looked at the old path
+    only, and the account kept what the move's task had re-pathed.
+
+    A recipient moves a share's mount like any node (nextcloud/server
+    ``lib/private/Files/View.php`` ``rename``: a ``MoveableMount`` at the source's root is
+    moved: ``apps/files_sharing/lib/SharedMount.php`` ``moveMount``, ``updateFileTarget``,
+    ``lib/private/Share20/Manager.php`` ``moveShare`` keep the new target; the
+    ``post_rename`` hook is emitted as for any rename); renaming a folder above it moves the
+    mount too (``apps/files_sharing/lib/Updater.php`` ``renameChildren``). The shares API
+    then lists it at the new ``path`` (``ShareAPIController::formatShare``: the node in the
+    recipient's folder). Nothing is stored when no share kept for ``user`` is moved (the
+    state is read once). Raises ``LockBusy`` (retryable) when a poll of ``user`` held its
+    lock for :data:`MOVE_WAIT_SECONDS`, and ``redis.RedisError``."""
+    services = indexer.services
+    names = services.settings.names
+    key = names.shares_seen(user)
+    if not _moved(_load(services.redis.get(key)) or {}, source, target):
+        return
+    lock = names.lock("poll-shares", user)
+    with hold(services.redis, lock, ttl=POLL_LOCK_SECONDS, wait=MOVE_WAIT_SECONDS) as held:
+        if not held:
+            raise LockBusy(f"a share poll of {user} holds its state")
+        seen = _load(services.redis.get(key)) or {}
+        moved = _moved(seen, source, target)
+        if moved:
+            services.redis.set(key, _dump(seen | moved))
+            log.info("shares_moved", user=user, shares=len(moved), source=source, target=target)
 
 
 #: Expiry of an account's poll lock (seconds): far longer than one poll of it (one request of

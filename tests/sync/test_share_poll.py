@@ -15,7 +15,7 @@ from ncindex.errors import NextcloudProtocolError
 from ncindex.index.indexing import Indexer
 from ncindex.ingest.events import Action
 from ncindex.ingest.queueing import send_actions
-from ncindex.sync.shares import SeenShare, poll_user, seen_shares
+from ncindex.sync.shares import SeenShare, note_move, poll_user, seen_shares
 from support import Stack
 
 WORDS = "quokka lighthouse ledger"
@@ -93,6 +93,46 @@ def test_a_file_shared_then_unshared_follows_its_share(stack: Stack) -> None:
     found = stack.found("bob", WORDS, doc_key)
     assert found is not None and found["path"] == "/plan.md"  # mounted at bob's top
     stack.sim.unshare("alice", "/Docs/plan.md", "bob")
+    poll(stack, "bob")
+    assert acl(stack, doc_key) == ["user:alice"]
+
+
+def test_a_share_moved_by_its_recipient_then_unshared_within_one_poll_is_rechecked(
+    stack: Stack,
+) -> None:
+    """Bob moves the share's mount (its ``path`` changes; his ``NodeRenamedEvent`` moves his
+    paths in the index) and alice unshares it, both between two polls: the poll's state
+    knows the share at its old path only, where the index holds nothing of bob's any more.
+    Before, its re-check looked there alone and bob kept the document."""
+    doc_key = alices_file(stack, "/Proj/plan.md")
+    poll(stack, "bob")
+    stack.sim.share("alice", "/Proj", "bob")
+    poll(stack, "bob")
+    stack.sim.move("bob", "/Proj", "/Archive/Proj")  # the mount moved, its event delivered
+    stack.settle()
+    found = stack.found("bob", WORDS, doc_key)
+    assert found is not None and found["path"] == "/Archive/Proj/plan.md"
+    stack.sim.unshare("alice", "/Proj", "bob")
+    poll(stack, "bob")
+    assert acl(stack, doc_key) == ["user:alice"]
+    assert stack.found("bob", WORDS, doc_key) is None
+
+
+def test_a_share_moved_then_unshared_before_its_documents_were_re_pathed_is_rechecked(
+    stack: Stack,
+) -> None:
+    """The move's task notes the share's new path before it re-paths bob's documents; a poll
+    between the two, which finds the share gone, re-checks the path the documents are still
+    at (the one the share was moved from) as well as its new one."""
+    doc_key = alices_file(stack, "/Proj/plan.md")
+    poll(stack, "bob")
+    stack.sim.share("alice", "/Proj", "bob")
+    poll(stack, "bob")
+    stack.sim.drop_rate = 1.0  # bob's NodeRenamedEvent is not delivered: nothing re-pathed
+    stack.sim.move("bob", "/Proj", "/Archive/Proj")
+    note_move(Indexer(stack.services), "bob", "/Proj", "/Archive/Proj")  # the task's first step
+    stack.sim.unshare("alice", "/Proj", "bob")
+    assert "user:bob" in acl(stack, doc_key)  # (no search here: its verify-on-read re-reads)
     poll(stack, "bob")
     assert acl(stack, doc_key) == ["user:alice"]
 
