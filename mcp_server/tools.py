@@ -466,9 +466,14 @@ class Tools:
         index (:meth:`SearchService.documents_at`, the most recently indexed first), each
         found checked with Nextcloud and held to the path the check gave — the index may
         trail a move, or still hold a file deleted and replaced at its path until the next
-        scan, so the document there now is the one the check keeps there. At most
+        scan, so the document there now is the one the check keeps there. The check of a
+        file or note is a WebDAV ``SEARCH`` by file id as the caller, whose ``href`` is the
+        node's path in the caller's view now (nextcloud/server
+        ``apps/dav/lib/Files/FileSearchBackend.php`` ``search``, ``getHrefForNode``); one
+        found elsewhere is handed to its re-read by :meth:`SearchService.context`. At most
         :data:`MAX_PATH_CHECKS` are checked. Raises :class:`ToolFailure` naming ``path``:
-        ``not_found`` when none is there (nothing the caller can read, or moved away),
+        ``not_found`` when none is there (nothing the caller can read, or moved away: then
+        its id and the path it is at now are named),
         ``invalid_value`` when several checked are (their ids listed, to fetch by),
         ``too_many_documents`` when none of those checked is there and the index has more
         at the path (their ids listed), ``invalid_value`` for a folder of the caller's (in
@@ -479,13 +484,16 @@ class Tools:
         service = self.service()
         indexed = service.documents_at(client.user, wanted)
         there: list[tuple[DocRef, ContextResponse]] = []
+        elsewhere: list[str] = []  # moved since indexed: context handed it to on_stale too
         for ref in indexed[:MAX_PATH_CHECKS]:
             try:
                 context = service.context(client, ref, chunk_index, window)
             except DocumentNotFound:  # gone: context handed it to on_stale, which re-checks it
                 continue
-            if context.path is None or context.path == wanted:  # else moved since indexed
+            if context.path is None or context.path == wanted:
                 there.append((ref, context))
+            else:
+                elsewhere.append(f"{ref.key} is at {json.dumps(context.path, ensure_ascii=False)}")
         if not there and len(indexed) > MAX_PATH_CHECKS:
             left = [ref.key for ref in indexed[MAX_PATH_CHECKS:]]
             shown = ", ".join(left[:MAX_LISTED_IDS]) + (", …" if len(left) > MAX_LISTED_IDS else "")
@@ -503,6 +511,14 @@ class Tools:
                 "path",
                 "is a folder: `fetch` reads one file or note; search with `path_prefixes` "
                 f"{json.dumps([wanted], ensure_ascii=False)} to find the documents in it",
+            )
+        if not there and elsewhere:
+            raise ToolFailure(
+                "not_found",
+                "path",
+                "no document you can read is at this path now; the index had one here that "
+                f"has moved since: {'; '.join(elsewhere)} (its index entry is being updated). "
+                "Fetch it by `id` or by that `path`",
             )
         if not there:
             raise ToolFailure(

@@ -1083,7 +1083,10 @@ class SearchService:
         document's verifier must keep it.
 
         Raises :class:`DocumentNotFound` when either check fails (a verifier drop also calls
-        ``on_stale``), ``ChunkOutOfRange`` when ``chunk_index`` is past the last chunk,
+        ``on_stale``); one kept where the index does not have it (moved: another path, or
+        placed elsewhere, :func:`_moved`) is answered with the path the check gave and handed
+        to ``on_stale`` too, as a search hands it, so the index learns where it is.
+        ``ChunkOutOfRange`` when ``chunk_index`` is past the last chunk,
         ``SearchUnavailable`` when Nextcloud cannot confirm it (fail-closed: content is only
         shown once verified) and ``StoreUnavailable`` if the store fails.
         """
@@ -1106,6 +1109,8 @@ class SearchService:
             raise DocumentNotFound(ref.key)
         if checked.verdict is not Verdict.KEPT:
             raise SearchUnavailable(f"could not verify {ref.key} with Nextcloud")
+        if self.on_stale is not None and _moved(head, user, checked):
+            self.on_stale(user, ref)
         count = int(head.get("chunk_count") or len(current))
         if chunk_index >= len(current):
             raise ChunkOutOfRange(f"chunk_index {chunk_index} is past the last chunk ({count - 1})")

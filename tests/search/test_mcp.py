@@ -1951,6 +1951,34 @@ def test_fetch_by_path_reads_what_the_caller_has_there(api: Api) -> None:
     assert moved.structured_content["field"] == "path"
 
 
+def test_fetch_by_a_moved_documents_old_path_names_where_it_is_and_re_reads_it(api: Api) -> None:
+    """A file moved in Nextcloud while its event was lost: the index still has it at its old
+    path. ``fetch`` by that path checks it with Nextcloud (a ``SEARCH`` by file id, whose
+    ``href`` is the node's path in the caller's view now) and does not answer it under a path
+    where Nextcloud has nothing: ``not_found``, as before, now naming its id and the path it
+    is at, and the document is handed to its re-read (``ncindex.index_node`` as the caller)
+    as a search that finds it moved hands it — before, nothing was sent, and the index kept
+    the old path until the next scan."""
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+    moved_to = "/Private/old-diary.md"
+    api.sim.move("alice", DIARY, moved_to)  # the index is not told
+
+    async def fetch(arguments: dict[str, Any]) -> Any:
+        async with session(f"{served.url}/mcp", basic("alice")) as client:
+            return await call(client, "fetch", arguments)
+
+    try:
+        moved = run(fetch({"path": DIARY}))
+    finally:
+        served.close()
+    body = moved.structured_content
+    assert moved.is_error and (body["code"], body["field"]) == ("not_found", "path"), body
+    assert api.keys[DIARY] in body["detail"] and moved_to in body["detail"], body["detail"]
+    file_id = int(DocRef.parse(api.keys[DIARY]).doc_id)
+    sent = [(name, kwargs["user"], kwargs["file_id"]) for name, kwargs in api.producer.sent]
+    assert sent == [("ncindex.index_node", "alice", file_id)]
+
+
 def test_fetch_by_path_reads_the_document_there_now_when_the_index_has_two(api: Api) -> None:
     """A file deleted and another uploaded at its path (a new file id) while the deletion's
     event was lost leaves the index with two documents at that path until the next scan:
