@@ -890,7 +890,10 @@ class FileTree:
 
         Emits BeforeNodeRenamed (source with id, target path only) and NodeRenamed (source path
         only, target with id): one pair for a whole folder. Moving a received share's mount
-        point moves the mount.
+        point moves the mount; so does moving a folder above it, with no event of its own
+        (nextcloud/server ``apps/files_sharing/lib/Updater.php`` ``renameHook`` →
+        ``renameChildren``: each shared mount found below the old path is moved,
+        ``SharedMount::moveMount``).
         """
         src, dst = norm_path(src), norm_path(dst)
         node = self.resolve(uid, src)
@@ -914,6 +917,9 @@ class FileTree:
         )
         mount = self.is_mount_root(uid, src)
         old_parent = node.parent
+        for below in self.mounts(uid).values():
+            if below.mount_path.startswith(src + "/"):
+                below.mount_path = dst + below.mount_path[len(src) :]
         if mount is not None:
             old_parent_path = posixpath.dirname(mount.mount_path)
             mount.mount_path = dst

@@ -461,6 +461,32 @@ def test_shared_with_me_lists_each_share_at_its_mount_in_the_recipients_view(sim
     assert (own["path"], own["is-mount-root"], own["mount-type"]) == ("/Proj", False, "")
 
 
+def test_a_recipient_moving_a_mount_or_a_folder_above_it_moves_the_share(sim, client) -> None:
+    """A recipient moves a share's mount point like any node (``View::rename`` →
+    ``SharedMount::moveMount``), or a folder of theirs above it (files_sharing's
+    ``Updater::renameChildren`` moves each mount below): one ``NodeRenamedEvent`` for what
+    they moved, and the shares API lists the share at its new ``path`` and ``file_target``."""
+    fid = sim.put_file("alice", "/Proj/a.md", b"a")
+    sim.mkdir("bob", "/Shares")
+    assert sim.share("alice", "/Proj", "bob", "/Shares/Proj") == "/Shares/Proj"
+    base = "/ocs/v2.php/apps/files_sharing/api/v1/shares"
+
+    def listed() -> list[tuple[str, str]]:
+        answer = client("bob").get(base, params={"shared_with_me": "true"}, headers=OCS_JSON)
+        return [(s["path"], s["file_target"]) for s in answer.json()["ocs"]["data"]]
+
+    sim.move("bob", "/Shares/Proj", "/Shares/Alice's")  # the mount point itself
+    assert sim.path_of("bob", fid) == "/Shares/Alice's/a.md"
+    assert listed() == [("/Shares/Alice's", "/Shares/Alice's")]
+    events = len(sim.events)
+    sim.move("bob", "/Shares", "/Old")  # a folder of bob's above it
+    assert sim.path_of("bob", fid) == "/Old/Alice's/a.md"
+    assert listed() == [("/Old/Alice's", "/Old/Alice's")]
+    assert sim.path_of("alice", fid) == "/Proj/a.md"
+    renamed = [e["event"]["class"].rsplit("\\", 1)[1] for e in sim.events[events:]]
+    assert renamed == ["BeforeNodeRenamedEvent", "NodeRenamedEvent"]
+
+
 def test_a_view_only_share_is_listed_readable_and_its_bytes_refused(sim, client) -> None:
     sim.put_file("alice", "/Proj/a.md", b"a")
     alice, bob = client("alice"), client("bob")

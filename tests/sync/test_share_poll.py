@@ -97,18 +97,26 @@ def test_a_file_shared_then_unshared_follows_its_share(stack: Stack) -> None:
     assert acl(stack, doc_key) == ["user:alice"]
 
 
+@pytest.mark.parametrize(
+    ("moved", "to"),
+    [("/Shares/Proj", "/Archive/Proj"), ("/Shares", "/Archive")],
+    ids=["mount", "above"],
+)
 def test_a_share_moved_by_its_recipient_then_unshared_within_one_poll_is_rechecked(
-    stack: Stack,
+    stack: Stack, moved: str, to: str
 ) -> None:
-    """Bob moves the share's mount (its ``path`` changes; his ``NodeRenamedEvent`` moves his
-    paths in the index) and alice unshares it, both between two polls: the poll's state
-    knows the share at its old path only, where the index holds nothing of bob's any more.
-    Before, its re-check looked there alone and bob kept the document."""
+    """Bob moves the share's mount, or a folder of his above it (its ``path`` changes; his
+    ``NodeRenamedEvent`` moves his paths in the index) and alice unshares it, both between
+    two polls: the poll's state knew the share at its old path only, where the index holds
+    nothing of bob's any more. Before, its re-check looked there alone and bob kept the
+    document."""
     doc_key = alices_file(stack, "/Proj/plan.md")
+    stack.sim.mkdir("bob", "/Shares")
+    stack.settle()
     poll(stack, "bob")
-    stack.sim.share("alice", "/Proj", "bob")
+    stack.sim.share("alice", "/Proj", "bob", "/Shares/Proj")
     poll(stack, "bob")
-    stack.sim.move("bob", "/Proj", "/Archive/Proj")  # the mount moved, its event delivered
+    stack.sim.move("bob", moved, to)  # the mount moved, the event delivered
     stack.settle()
     found = stack.found("bob", WORDS, doc_key)
     assert found is not None and found["path"] == "/Archive/Proj/plan.md"
