@@ -43,7 +43,7 @@ _T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from allinone.embedded import Embedded
-    from ncindex.ingest.registration import RegisterResult
+    from ncindex.ingest.registration import Failed, RegisterResult
     from ncindex.nextcloud.client import NextcloudClient
 
 
@@ -549,12 +549,14 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
 
     Prints each class with ``registered``, ``already``, ``renewed`` (updated in place: the one
     there was made with another webhook secret), ``refused`` and Nextcloud's reason,
-    ``removed`` (a class no longer subscribed: ``NodeCopiedEvent``, Deck's with
-    NCINDEX_DECK_WEBHOOKS off) or ``left`` (its deletion failed);
+    ``failed`` (its registration or renewal failed: a 5xx, a timeout), ``removed`` (a class
+    no longer subscribed: ``NodeCopiedEvent``, Deck's with NCINDEX_DECK_WEBHOOKS off),
+    ``gone`` (such a one already deleted) or ``left`` (its deletion failed);
     exits 1 when a class the index cannot work without (file created, written,
     deleted, renamed) is refused — an optional one is skipped with what it costs — or when
-    a registration to delete (a duplicate, a class no longer subscribed) could not be: the
-    rest is done first, and each such failure named at the end.
+    a request failed (a class not registered or renewed, a duplicate or a class no longer
+    subscribed not deleted): the rest is done first, and each failure named at the end
+    (``failed`` in --json). A 401 stops it at once.
     Refuses (exit 1, unless --force) a loopback NCINDEX_PUBLIC_URL when Nextcloud is on
     another machine: it could never deliver there.
     """
@@ -583,10 +585,8 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
                         for o in result.outcomes
                     ],
                     "removed": result.removed,
-                    "not_removed": [
-                        {"id": n.webhook_id, "class": n.event_class, "error": n.error}
-                        for n in result.not_removed
-                    ],
+                    "gone": result.gone,
+                    "failed": [f.row() for f in result.failed],
                     "ok": result.ok,
                     "rescan_at": rescan_at,
                     "namespace": settings.namespace,
@@ -598,10 +598,11 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
         click.echo(result.table())
         if result.removed:
             click.echo(f"removed registrations: {result.removed}")
+        if result.gone:
+            click.echo(f"already gone: {result.gone}")
         if rescan_at is not None:
             click.echo(_rescan_line(settings, rescan_at, others))
-        for line in result.not_removed_lines():
-            click.echo(f"error: {line}", err=True)
+        _say_failed(result.failed, "register")
     if not result.ok:
         raise SystemExit(1)
 
@@ -626,25 +627,51 @@ def webhooks_list(settings: Settings, as_json: bool) -> None:
 @click.pass_obj
 def webhooks_remove(settings: Settings, as_json: bool) -> None:
     """Delete every registration pointing at this deployment; prints a table of those
-    deleted (class, id, delivery URL), or with --json ``{"removed": [ids]}``."""
+    deleted (class, id, delivery URL) and the ids of those already gone, or with --json
+    ``{"removed": [ids], "gone": [ids], "failed": [{"action", "class", "id", "error"}]}``.
+    A deletion that fails (a 5xx, a timeout) is named at the end, after the others are
+    made, and exits 1; a 401 stops it at once."""
     from ncindex.ingest.registration import remove
 
-    removed = remove(_admin(settings), settings)
+    removal = remove(_admin(settings), settings)
     if as_json:
-        click.echo(json.dumps({"removed": [int(h["id"]) for h in removed]}))
-        return
-    if not removed:
+        click.echo(
+            json.dumps(
+                {
+                    "removed": [int(h["id"]) for h in removal.removed],
+                    "gone": [int(h["id"]) for h in removal.gone],
+                    "failed": [f.row() for f in removal.failed],
+                }
+            )
+        )
+    elif not (removal.removed or removal.gone or removal.failed):
         click.echo(f"{_no_webhooks(settings)}: nothing removed")
-        return
-    click.echo(_hooks_table(removed))
-    click.echo(f"removed {len(removed)} registration{'' if len(removed) == 1 else 's'}")
+    else:
+        removed = removal.removed
+        if removed:
+            click.echo(_hooks_table(removed))
+        click.echo(f"removed {len(removed)} registration{'' if len(removed) == 1 else 's'}")
+        if removal.gone:
+            click.echo(f"already gone: {[int(h['id']) for h in removal.gone]}")
+        _say_failed(removal.failed, "remove")
+    if removal.failed:
+        raise SystemExit(1)
+
+
+def _say_failed(failed: list[Failed], command: str) -> None:
+    """Name each failed request of ``ncindex webhooks <command>`` on stderr
+    (:meth:`~ncindex.ingest.registration.Failed.line`)."""
+    for failure in failed:
+        click.echo(f"error: {failure.line(command)}", err=True)
 
 
 def _hook_row(hook: dict[str, Any]) -> dict[str, Any]:
     """A registration as the webhook commands show it: its ``class`` (webhook_listeners'
     ``event``, without a leading backslash), ``id`` and delivery ``uri``."""
+    from ncindex.ingest.registration import listed_class
+
     return {
-        "class": str(hook.get("event", "")).lstrip("\\"),
+        "class": listed_class(hook),
         "id": int(hook["id"]),
         "uri": hook.get("uri"),
     }

@@ -434,8 +434,8 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
         )
         for line in result.missing_lines():
             log.warning("webhook_refused", detail=line)
-        for line in result.not_removed_lines():
-            log.warning("webhook_not_removed", detail=line)
+        for failure in result.failed:  # not registered, not renewed or not removed
+            log.warning("webhook_failed", action=failure.action, detail=failure.line("register"))
         due = rescan_once_listening(services.redis, result, settings)
         if due is not None:  # webhook_listeners' 5-minute cache: the scans beat sends then
             log.info("listening_rescan_due", at=due, classes=len(result.first_registered))

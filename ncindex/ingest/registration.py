@@ -11,9 +11,9 @@ OCS 400 "<class> is not an event class compatible with webhooks" — the tag eve
 Nextcloud 32, Deck's card events before Deck 1.18, any class of a disabled app), and the
 others are registered all the same. Only a refused class of :data:`~ncindex.ingest.events.REQUIRED`
 makes the registration fail (:attr:`RegisterResult.ok`); what each optional one costs is
-:func:`~ncindex.ingest.events.cost_without`. A registration whose deletion fails (a duplicate,
-a class no longer subscribed) is left, and the rest done all the same
-(:attr:`RegisterResult.not_removed`).
+:func:`~ncindex.ingest.events.cost_without`. A request that fails otherwise (a 5xx, a timeout)
+leaves its class unregistered, its registration unrenewed or undeleted, and the rest is done
+all the same (:class:`Failed`, :attr:`RegisterResult.failed`; :func:`remove` likewise).
 
 A class registered for the first time is not delivered at once for everyone: webhook_listeners
 adds its event listener only for the classes in a list it caches per user for five minutes
@@ -31,8 +31,10 @@ import hmac
 import socket
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import redis
@@ -207,28 +209,31 @@ class SecretRotation:
         return "; ".join([*parts, "`ncindex webhooks register` removes them"])
 
 
+def listed_class(webhook: dict[str, Any]) -> str:
+    """The event class of ``webhook`` as webhook_listeners lists it (``event``), without a
+    leading backslash."""
+    return str(webhook.get("event", "")).lstrip("\\")
+
+
 def secret_rotation(hooks: list[dict[str, Any]], settings: Settings) -> SecretRotation:
     """:class:`SecretRotation` of ``hooks`` (:meth:`NextcloudClient.list_webhooks` of this
     deployment's delivery URL) under ``settings``'s two webhook secrets."""
-
-    def event(hook: dict[str, Any]) -> str:
-        return str(hook.get("event", "")).lstrip("\\")
 
     previous = settings.webhook_previous_secret.get_secret_value()
     needed = set(subscribed(settings))
     # a class no longer subscribed counts as unwanted whatever its secret: `webhooks register`
     # deletes it rather than renew it, and the index needs none of its deliveries
-    unwanted = {event(h) for h in hooks} - needed
-    hooks = [h for h in hooks if event(h) in needed]
-    listed = Counter(event(h) for h in hooks)
+    unwanted = {listed_class(h) for h in hooks} - needed
+    hooks = [h for h in hooks if listed_class(h) in needed]
+    listed = Counter(listed_class(h) for h in hooks)
     accepted, stale = set(), set()
     for hook in hooks:  # each registration, not each class: a duplicate has its own secret
         if made_with_secret(hook, settings):
             continue
         if previous and made_with_secret(hook, settings, previous):
-            accepted.add(event(hook))
+            accepted.add(listed_class(hook))
         else:
-            stale.add(event(hook))
+            stale.add(listed_class(hook))
     return SecretRotation(
         registered=tuple(sorted(listed)),
         previous=tuple(sorted(accepted)),
@@ -257,41 +262,80 @@ def registration(settings: Settings, event_class: str) -> dict[str, Any]:
 class ClassOutcome:
     """What became of one event class: ``registered`` now, ``already`` there (its id),
     ``renewed`` (the one there, made with another secret or before the secret was named,
-    updated in place: same id), ``refused`` by Nextcloud with its ``reason``, ``removed``:
-    a registration of a class no longer subscribed (its id; :func:`subscribed`: one ncindex
-    no longer registers, :data:`~ncindex.ingest.events.NOT_SUBSCRIBED`, or Deck's with
-    ``deck_webhooks`` off), or ``left``: such a registration whose deletion failed (the
-    error in ``reason``); ``required`` says whether the index needs it, ``cost`` what is
-    lost without it."""
+    updated in place: same id), ``refused`` by Nextcloud with its ``reason``, ``failed``:
+    the registration or renewal raised otherwise (the error in ``reason``; for a renewal the
+    id of the registration left as it was), ``removed``: a registration of a class no longer
+    subscribed (its id; :func:`subscribed`: one ncindex no longer registers,
+    :data:`~ncindex.ingest.events.NOT_SUBSCRIBED`, or Deck's with ``deck_webhooks`` off),
+    ``gone``: such a registration Nextcloud found already deleted, or ``left``: such a
+    registration whose deletion failed (the error in ``reason``); ``required`` says whether
+    the index needs it, ``cost`` what is lost without it."""
 
     event_class: str
-    status: Literal["registered", "already", "renewed", "refused", "removed", "left"]
+    status: Literal[
+        "registered", "already", "renewed", "refused", "failed", "removed", "gone", "left"
+    ]
     webhook_id: int | None = None
     reason: str = ""
     required: bool = False
     cost: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class NotRemoved:
-    """A registration :func:`register` meant to delete and could not: its ``webhook_id``, its
-    ``event_class`` and the ``error`` the deletion raised (as the exception says it)."""
+#: What a failed request was to do, and what its line says was not done (:meth:`Failed.line`).
+_NOT_DONE = {"register": "not registered", "renew": "not renewed", "remove": "not removed"}
 
-    webhook_id: int
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A request :func:`register` or :func:`remove` made for one class that raised (any
+    ``NcindexError`` but a 401 and, for ``register``/``renew``, an OCS 400 refusal: a 5xx,
+    a timeout, an answer that is no OCS envelope): its ``action`` — ``register`` (``POST
+    /webhooks``; ``webhook_id`` ``None``), ``renew`` (``POST /webhooks/{id}``: the
+    registration ``webhook_id`` is left as it was) or ``remove`` (``DELETE``: ``webhook_id``
+    is left in place) —, the ``event_class`` and the ``error`` as the exception says it.
+    The one home of how such a failure is reported: :meth:`line`, :meth:`row`."""
+
+    action: Literal["register", "renew", "remove"]
     event_class: str
+    webhook_id: int | None
     error: str
+
+    def line(self, command: str) -> str:
+        """One line naming the registration (or class), what was not done and the error, and
+        that ``ncindex webhooks <command>`` tries again."""
+        what = (
+            self.event_class
+            if self.webhook_id is None
+            else f"registration #{self.webhook_id} ({self.event_class})"
+        )
+        return (
+            f"{what} {_NOT_DONE[self.action]}: {self.error} — `ncindex webhooks {command}` "
+            "tries again"
+        )
+
+    def row(self) -> dict[str, Any]:
+        """The failure as ``--json`` lists it: ``{"action", "class", "id", "error"}``
+        (``id`` ``null`` for ``register``)."""
+        return {
+            "action": self.action,
+            "class": self.event_class,
+            "id": self.webhook_id,
+            "error": self.error,
+        }
 
 
 @dataclass(slots=True)
 class RegisterResult:
     """What :func:`register` did: one :class:`ClassOutcome` per class (in subscription order,
     then the classes no longer subscribed), the ids of the registrations it removed
-    (duplicates, a refused class's, a class's no longer subscribed; one already gone counts
-    too) and those whose deletion failed (:class:`NotRemoved`, in the order tried)."""
+    (duplicates, a refused class's, a class's no longer subscribed), of those Nextcloud found
+    already deleted (``gone``), and the requests that failed (:class:`Failed`, in the order
+    tried)."""
 
     outcomes: list[ClassOutcome] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)
-    not_removed: list[NotRemoved] = field(default_factory=list)
+    gone: list[int] = field(default_factory=list)
+    failed: list[Failed] = field(default_factory=list)
 
     @property
     def created(self) -> list[int]:
@@ -322,8 +366,8 @@ class RegisterResult:
 
     @property
     def ok(self) -> bool:
-        """No class the index cannot work without was refused, and every deletion was done."""
-        return not any(o.required for o in self.refused) and not self.not_removed
+        """No class the index cannot work without was refused, and no request failed."""
+        return not any(o.required for o in self.refused) and not self.failed
 
     def missing_lines(self) -> list[str]:
         """One line per refused class: its name, Nextcloud's reason and what it costs."""
@@ -333,25 +377,20 @@ class RegisterResult:
             for o in self.refused
         ]
 
-    def not_removed_lines(self) -> list[str]:
-        """One line per registration left undeleted (:attr:`not_removed`): its id, class and
-        error, and that another run tries again."""
-        return [
-            f"registration #{n.webhook_id} ({n.event_class}) not removed: {n.error} — "
-            "`ncindex webhooks register` tries again"
-            for n in self.not_removed
-        ]
-
     def table(self) -> str:
-        """A plain-text table: class, outcome, and the reason and cost of a refusal."""
+        """A plain-text table: class, outcome, and the reason and cost of a refusal or the
+        error of a failure."""
         width = max((len(o.event_class) for o in self.outcomes), default=5)
         lines = [f"{'class':<{width}}  result      detail"]
         for o in self.outcomes:
             detail = f"#{o.webhook_id}" if o.webhook_id else ""
             if o.status == "refused":
                 detail = o.reason + ("; required" if o.required else f"; {o.cost}")
-            elif o.status == "left":
-                detail += f" not removed: {o.reason}"
+            elif o.status in ("failed", "left"):
+                action = "remove" if o.status == "left" else "renew" if o.webhook_id else "register"
+                detail = f"{detail} {_NOT_DONE[action]}: {o.reason}".lstrip()
+            elif o.status == "gone":
+                detail += " already gone"
             lines.append(f"{o.event_class:<{width}}  {o.status:<10}  {detail}")
         return "\n".join(lines)
 
@@ -372,25 +411,28 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
     class, but two runs at once (two deployments at one URL, an init job beside a manual run;
     during a rotation, one per secret) may each find none and create one. A class Nextcloud
     refuses (``NextcloudRefused``, OCS 400) is recorded with the reason, its stale registration
-    deleted, and the rest go on. A deletion that fails (any ``NcindexError`` but a 401: a
-    5xx, a timeout, an answer that is no OCS envelope) is recorded in
-    :attr:`RegisterResult.not_removed` and everything else is done all the same; one already
-    gone is no failure: nextcloud/server ``WebhooksController::destroy`` answers a missing id
-    with 200 and ``false`` (``WebhookListenerMapper::deleteById``: no row deleted), not a 404,
-    so an OCS 404 there is a route that is not served (webhook_listeners disabled meanwhile)
-    and counts as a failure. Raises ``NextcloudAuthError`` when the account's app password is
-    refused (401; every further request would be, each a failed login), ``Forbidden`` (OCS
-    403) when the account may not manage webhooks: it is neither an admin nor in a group
-    delegated webhook_listeners' "Webhooks" admin setting (nextcloud/server
-    ``WebhooksController``, ``#[AuthorizedAdminSetting(settings: Admin::class)]``;
-    ``SecurityMiddleware::beforeController``).
+    deleted, and the rest go on. A registration, renewal or deletion that fails otherwise (any
+    ``NcindexError`` but a 401: a 5xx — nextcloud/server ``WebhooksController::create``,
+    ``update`` and ``destroy`` answer any other exception with OCS 500 "An internal error
+    occurred" —, a timeout, an answer that is no OCS envelope) is recorded in
+    :attr:`RegisterResult.failed` and everything else is done all the same. A deletion that
+    finds the registration already gone is no failure (``gone``): ``destroy`` answers a
+    missing id with 200 and ``false`` (``WebhookListenerMapper::deleteById``: no row
+    deleted), not a 404, so an OCS 404 there is a route that is not served (webhook_listeners
+    disabled meanwhile) and counts as a failure. Raises ``NextcloudAuthError`` when the
+    account's app password is refused (401; every further request would be, each a failed
+    login), ``Forbidden`` (OCS 403) when the account may not manage webhooks: it is neither
+    an admin nor in a group delegated webhook_listeners' "Webhooks" admin setting
+    (nextcloud/server ``WebhooksController``, ``#[AuthorizedAdminSetting(settings:
+    Admin::class)]``; ``SecurityMiddleware::beforeController``, which answers the listing
+    before anything is changed).
     """
     existing = client.list_webhooks(uri=hook_uri(settings))
     result = RegisterResult()
     for event_class in subscribed(settings):
         required = event_class in REQUIRED
         mine = sorted(
-            (w for w in existing if str(w.get("event", "")).lstrip("\\") == event_class),
+            (w for w in existing if listed_class(w) == event_class),
             key=lambda w: (not made_with_secret(w, settings), int(w["id"])),
         )
         current = bool(mine) and made_with_secret(mine[0], settings)
@@ -402,11 +444,18 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
             _delete(client, stale, event_class, result)
         if current:
             continue
+        body = registration(settings, event_class)
+        webhook_id = int(mine[0]["id"]) if mine else None
         try:
-            if mine:
-                created = client.update_webhook(mine[0]["id"], registration(settings, event_class))
-            else:
-                created = client.create_webhook(registration(settings, event_class))
+            made = _attempt(
+                partial(client.update_webhook, webhook_id, body)
+                if webhook_id is not None
+                else partial(client.create_webhook, body),
+                "renew" if mine else "register",
+                event_class,
+                webhook_id,
+                refusals=True,
+            )
         except NextcloudRefused as exc:
             if mine:  # a class this server no longer has: nothing of ours listens to it
                 _delete(client, mine[0], event_class, result)
@@ -421,41 +470,75 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
                 )
             )
             continue
+        if isinstance(made, Failed):
+            result.failed.append(made)
+            result.outcomes.append(
+                ClassOutcome(
+                    event_class,
+                    "failed",
+                    made.webhook_id,
+                    reason=made.error,
+                    required=required,
+                    cost=cost_without(event_class),
+                )
+            )
+            continue
         status: Literal["registered", "renewed"] = "renewed" if mine else "registered"
         result.outcomes.append(
-            ClassOutcome(event_class, status, int(created["id"]), required=required)
+            ClassOutcome(event_class, status, int(made["id"]), required=required)
         )
     wanted = set(subscribed(settings))
     for webhook in existing:
-        event_class = str(webhook.get("event", "")).lstrip("\\")
+        event_class = listed_class(webhook)
         if event_class not in wanted:
-            failure = _delete(client, webhook, event_class, result)
+            done = _delete(client, webhook, event_class, result)
             result.outcomes.append(
-                ClassOutcome(event_class, "removed", int(webhook["id"]))
-                if failure is None
-                else ClassOutcome(event_class, "left", int(webhook["id"]), reason=failure.error)
+                ClassOutcome(event_class, "left", int(webhook["id"]), reason=done.error)
+                if isinstance(done, Failed)
+                else ClassOutcome(event_class, done, int(webhook["id"]))
             )
     return result
 
 
-def _delete(
-    client: NextcloudClient, webhook: dict[str, Any], event_class: str, result: RegisterResult
-) -> NotRemoved | None:
-    """Delete registration ``webhook`` (as listed) of ``event_class`` for :func:`register`:
-    its id joins ``result.removed`` (also when Nextcloud found it gone: ``false``), or, when
-    the deletion raises, a :class:`NotRemoved` joins ``result.not_removed`` and is returned.
-    Raises ``NextcloudAuthError`` (the account's app password refused)."""
-    webhook_id = int(webhook["id"])
+_T = TypeVar("_T")
+
+
+def _attempt(
+    call: Callable[[], _T],
+    action: Literal["register", "renew", "remove"],
+    event_class: str,
+    webhook_id: int | None,
+    *,
+    refusals: bool = False,
+) -> _T | Failed:
+    """What ``call`` (one webhook request) returns, or the :class:`Failed` ``action`` with the
+    error it raised (any ``NcindexError``). Raises ``NextcloudAuthError`` (the account's app
+    password refused: every further request would be, each a failed login) and, with
+    ``refusals``, ``NextcloudRefused`` (OCS 400: the caller has its own answer to it)."""
     try:
-        client.delete_webhook(webhook_id)
+        return call()
     except NextcloudAuthError:
         raise
     except NcindexError as exc:
-        failure = NotRemoved(webhook_id, event_class, str(exc))
-        result.not_removed.append(failure)
-        return failure
-    result.removed.append(webhook_id)
-    return None
+        if refusals and isinstance(exc, NextcloudRefused):
+            raise
+        return Failed(action, event_class, webhook_id, str(exc))
+
+
+def _delete(
+    client: NextcloudClient, webhook: dict[str, Any], event_class: str, result: RegisterResult
+) -> Literal["removed", "gone"] | Failed:
+    """Delete registration ``webhook`` (as listed) of ``event_class`` for :func:`register`:
+    its id joins ``result.removed``, or ``result.gone`` when Nextcloud found it gone
+    (``false``), or, when the deletion raises, a :class:`Failed` joins ``result.failed``;
+    returns which. Raises ``NextcloudAuthError`` (the account's app password refused)."""
+    webhook_id = int(webhook["id"])
+    done = _attempt(partial(client.delete_webhook, webhook_id), "remove", event_class, webhook_id)
+    if isinstance(done, Failed):
+        result.failed.append(done)
+        return done
+    (result.removed if done else result.gone).append(webhook_id)
+    return "removed" if done else "gone"
 
 
 def rescan_once_listening(
@@ -484,11 +567,32 @@ def list_registrations(client: NextcloudClient, settings: Settings) -> list[dict
     return client.list_webhooks(uri=hook_uri(settings))
 
 
-def remove(client: NextcloudClient, settings: Settings) -> list[dict[str, Any]]:
-    """Delete every registration pointing at this deployment; returns those deleted, as
-    :func:`list_registrations` lists them."""
-    return [
-        webhook
-        for webhook in client.list_webhooks(uri=hook_uri(settings))
-        if client.delete_webhook(webhook["id"])
-    ]
+@dataclass(slots=True)
+class Removal:
+    """What :func:`remove` did: the registrations it deleted (``removed``) and those Nextcloud
+    found already deleted (``gone``), as :func:`list_registrations` lists them, and the
+    deletions that failed (:class:`Failed`, each a ``remove``, in the order tried)."""
+
+    removed: list[dict[str, Any]] = field(default_factory=list)
+    gone: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[Failed] = field(default_factory=list)
+
+
+def remove(client: NextcloudClient, settings: Settings) -> Removal:
+    """Delete every registration pointing at this deployment. A deletion that fails (any
+    ``NcindexError`` but a 401, as in :func:`register`) is recorded and the others are made
+    all the same; one already gone (``WebhooksController::destroy`` answers ``false``) is
+    ``gone``. Raises ``NextcloudAuthError`` (the account's app password refused: every
+    further request would be, each a failed login), and what the listing raises."""
+    removal = Removal()
+    for webhook in client.list_webhooks(uri=hook_uri(settings)):
+        webhook_id = int(webhook["id"])
+        event_class = listed_class(webhook)
+        done = _attempt(
+            partial(client.delete_webhook, webhook_id), "remove", event_class, webhook_id
+        )
+        if isinstance(done, Failed):
+            removal.failed.append(done)
+        else:
+            (removal.removed if done else removal.gone).append(webhook)
+    return removal

@@ -7,19 +7,23 @@ import json
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import redis
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from pydantic import SecretStr
 
 from allinone.cli import main
+from ncindex.errors import NextcloudAuthError
 from ncindex.ingest.events import NODE_NS, NODE_RESTORED, REQUIRED, SUBSCRIBED, TAG_EVENTS
 from ncindex.ingest.registration import (
     LISTENER_CACHE_SECONDS,
     RESCAN_MARGIN_SECONDS,
     SECRET_ID_HEADER,
+    RegisterResult,
     hook_uri,
     list_registrations,
     loopback_target,
@@ -182,7 +186,7 @@ def test_register_removes_duplicates_and_remove_clears_all(admin) -> None:
     result = register(client, settings)
     assert len(result.removed) == 1
     assert len(list_registrations(client, settings)) == len(SUBSCRIBED)
-    assert len(remove(client, settings)) == len(SUBSCRIBED)
+    assert len(remove(client, settings).removed) == len(SUBSCRIBED)
     assert list_registrations(client, settings) == []
 
 
@@ -499,7 +503,8 @@ def test_list_and_remove_print_a_table_or_json_and_say_when_there_is_none(
             assert run("list") == f"{none}\n"
             assert json.loads(run("list", "--json")) == {"webhooks": []}
             assert run("remove") == f"{none}: nothing removed\n"
-            assert json.loads(run("remove", "--json")) == {"removed": []}
+            nothing = {"removed": [], "gone": [], "failed": []}
+            assert json.loads(run("remove", "--json")) == nothing
             run("register")
             ids = {h.event: h.id for h in sim.registry.list()}
             table = run("list").splitlines()
@@ -516,6 +521,7 @@ def test_list_and_remove_print_a_table_or_json_and_say_when_there_is_none(
             run("register")
             again = sorted(h.id for h in sim.registry.list())
             assert sorted(json.loads(run("remove", "--json"))["removed"]) == again
+            assert json.loads(run("remove", "--json")) == nothing
     finally:
         sim.close()
 
@@ -547,6 +553,27 @@ def test_a_duplicate_made_with_the_previous_secret_keeps_it_needed_until_removed
     assert rotation.can_empty_previous
 
 
+def _runs_past_a_500(
+    sim: NextcloudSimulator,
+    client: NextcloudClient,
+    settings: Settings,
+    env: dict[str, str],
+    method: str,
+    before_command: Callable[[], object] = lambda: None,
+) -> tuple[RegisterResult, list[dict[str, Any]], Result, Result, RegisterResult]:
+    """``register`` with the first webhook request of ``method`` answered 500 and what is
+    listed after it; ``before_command``, then ``ncindex webhooks register`` (``env``) with
+    the same fault, then with ``--json`` and none; then ``register`` once more."""
+    sim.faults.set("ocs", status=500, times=1, method=method)
+    result = register(client, settings)
+    listed = list_registrations(client, settings)
+    before_command()
+    sim.faults.set("ocs", status=500, times=1, method=method)
+    command = CliRunner().invoke(main, ["webhooks", "register"], env=env)
+    as_json = CliRunner().invoke(main, ["webhooks", "register", "--json"], env=env)
+    return result, listed, command, as_json, register(client, settings)
+
+
 def test_a_failing_delete_leaves_the_rest_of_the_registration_done(redis_url: str) -> None:
     """``register`` stopped at the first deletion that raised: a duplicate Nextcloud answered
     500 for left every class after it made with the old secret (each delivery refused 401)
@@ -565,24 +592,29 @@ def test_a_failing_delete_leaves_the_rest_of_the_registration_done(redis_url: st
                 register(client, old)
                 twin = client.create_webhook(registration(old, SUBSCRIBED[0]))["id"]
                 copied = client.create_webhook(registration(old, NODE_NS + "NodeCopiedEvent"))
-                sim.faults.set("ocs", status=500, times=1, method="DELETE")
-                result = register(client, rotated)
-                listed = list_registrations(client, rotated)
                 env = _cli_env(server.url, redis_url, "register-left") | {
                     "NCINDEX_DECK_WEBHOOKS": "true",
                     "NCINDEX_WEBHOOK_SECRET": "rotated-s3cret",
                 }
-                client.create_webhook(registration(rotated, SUBSCRIBED[1]))
-                sim.faults.set("ocs", status=500, times=1, method="DELETE")
-                command = CliRunner().invoke(main, ["webhooks", "register"], env=env)
-                as_json = CliRunner().invoke(main, ["webhooks", "register", "--json"], env=env)
-                again = register(client, rotated)
+                result, listed, command, as_json, again = _runs_past_a_500(
+                    sim,
+                    client,
+                    rotated,
+                    env,
+                    "DELETE",
+                    # a duplicate for the command's run to fail to delete
+                    lambda: client.create_webhook(registration(rotated, SUBSCRIBED[1])),
+                )
             finally:
                 http.close()
     finally:
         sim.close()
-    (failure,) = result.not_removed
-    assert (failure.webhook_id, failure.event_class) == (twin, SUBSCRIBED[0])
+    (failure,) = result.failed
+    assert (failure.action, failure.webhook_id, failure.event_class) == (
+        "remove",
+        twin,
+        SUBSCRIBED[0],
+    )
     assert "HTTP 500" in failure.error and not result.ok
     by_class = {o.event_class: o.status for o in result.outcomes}
     assert {by_class[c] for c in SUBSCRIBED} == {"renewed"}  # (Deck 1.17 refuses its own)
@@ -596,15 +628,13 @@ def test_a_failing_delete_leaves_the_rest_of_the_registration_done(redis_url: st
     assert said.startswith(f"error: registration #{twin} ({SUBSCRIBED[0]}) not removed: ")
     assert said.endswith("— `ncindex webhooks register` tries again")
     assert as_json.exit_code == 0, as_json.output  # the second run removed both
-    assert json.loads(as_json.output)["not_removed"] == []
-    assert again.ok and again.removed == [] and again.not_removed == []
+    assert json.loads(as_json.output)["failed"] == []
+    assert again.ok and again.removed == [] and again.failed == []
 
 
-def test_a_registration_another_admin_deleted_meanwhile_counts_as_gone() -> None:
-    """Guard (it passes on the code before too): nextcloud/server
-    ``WebhooksController::destroy`` answers a missing id with 200 and ``false``
-    (``WebhookListenerMapper::deleteById``: no row deleted), which ``register`` takes as done,
-    not as a failure."""
+@contextmanager
+def _served_admin() -> Iterator[tuple[NextcloudSimulator, NextcloudClient, Settings]]:
+    """A served simulator with an admin, that admin's client and :func:`_settings`."""
     sim = NextcloudSimulator()
     sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
     try:
@@ -612,20 +642,159 @@ def test_a_registration_another_admin_deleted_meanwhile_counts_as_gone() -> None
             settings = _settings(server.url)
             http = make_http(settings)
             try:
-                client = NextcloudClient.for_account(http, "admin", "admin-pw")
-                register(client, settings)
-                twin = client.create_webhook(registration(settings, SUBSCRIBED[0]))["id"]
-                listed = client.list_webhooks
-
-                def list_then_another_admin_deletes(**kwargs: object) -> list[dict[str, object]]:
-                    hooks = listed(**kwargs)
-                    sim.registry.delete(twin)
-                    return hooks
-
-                client.list_webhooks = list_then_another_admin_deletes  # type: ignore[method-assign]
-                result = register(client, settings)
+                yield sim, NextcloudClient.for_account(http, "admin", "admin-pw"), settings
             finally:
                 http.close()
     finally:
         sim.close()
-    assert result.ok and result.removed == [twin]  # ok: no deletion left undone
+
+
+def test_a_registration_another_admin_deleted_meanwhile_is_said_gone() -> None:
+    """nextcloud/server ``WebhooksController::destroy`` answers a missing id with 200 and
+    ``false`` (``WebhookListenerMapper::deleteById``: no row deleted), which ``register``
+    takes as done, not as a failure — but listed it as removed: a duplicate and a class no
+    longer subscribed that another admin deleted meanwhile are now ``gone``, apart."""
+    with _served_admin() as (sim, client, settings):
+        register(client, settings)
+        twin = client.create_webhook(registration(settings, SUBSCRIBED[0]))["id"]
+        copied = client.create_webhook(registration(settings, NODE_NS + "NodeCopiedEvent"))
+        listed = client.list_webhooks
+
+        def list_then_another_admin_deletes(**kwargs: object) -> list[dict[str, object]]:
+            hooks = listed(**kwargs)
+            sim.registry.delete(twin)
+            sim.registry.delete(copied["id"])
+            return hooks
+
+        client.list_webhooks = list_then_another_admin_deletes  # type: ignore[method-assign]
+        result = register(client, settings)
+    assert result.ok and result.failed == []  # ok: no deletion left undone
+    assert result.removed == [] and result.gone == [twin, copied["id"]]
+    (row,) = (line for line in result.table().splitlines() if "NodeCopiedEvent" in line)
+    assert row.split()[1:] == ["gone", f"#{copied['id']}", "already", "gone"]
+
+
+def _fresh_or_rotated(server_url: str, rotated: bool) -> Settings:
+    """The settings of a ``register`` run against the simulator at ``server_url``: with
+    ``rotated``, after every class was registered with the secret before (each is renewed)."""
+    settings = _settings(server_url)
+    if not rotated:
+        return settings
+    http = make_http(settings)
+    try:
+        register(NextcloudClient.for_account(http, "admin", "admin-pw"), settings)
+    finally:
+        http.close()
+    return settings.model_copy(update={"webhook_secret": SecretStr("rotated-s3cret")})
+
+
+@pytest.mark.parametrize("rotated", [False, True], ids=["register", "renew"])
+def test_a_failing_registration_leaves_the_other_classes_done(
+    redis_url: str, rotated: bool
+) -> None:
+    """``register`` stopped at the first ``POST`` that answered 500 (nextcloud/server
+    ``WebhooksController::create``/``update``: any exception of the mapper is OCS 500 "An
+    internal error occurred") or timed out: every class after it was left unregistered (or,
+    after a rotation, made with the old secret: each delivery refused 401). The failure is
+    now recorded, the other classes registered, and the command names it at the end and
+    exits 1; the next run registers it."""
+    sim = NextcloudSimulator()
+    sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
+    first = SUBSCRIBED[0]
+    try:
+        with serve_simulator(sim) as server:
+            settings = _fresh_or_rotated(server.url, rotated)
+            before = {h.event: h.id for h in sim.registry.list()}
+            env = _cli_env(server.url, redis_url, f"register-failed-{time.time_ns()}") | {
+                "NCINDEX_DECK_WEBHOOKS": "true",
+                "NCINDEX_WEBHOOK_SECRET": settings.webhook_secret.get_secret_value(),
+            }
+            http = make_http(settings)
+            try:
+                client = NextcloudClient.for_account(http, "admin", "admin-pw")
+                result, listed, command, as_json, again = _runs_past_a_500(
+                    sim, client, settings, env, "POST"
+                )
+            finally:
+                http.close()
+    finally:
+        sim.close()
+    (failure,) = result.failed
+    action, kept = ("renew", before[first]) if rotated else ("register", None)
+    assert (failure.action, failure.event_class, failure.webhook_id) == (action, first, kept)
+    assert "HTTP 500" in failure.error and not result.ok
+    by_class = {o.event_class: o.status for o in result.outcomes}
+    done = "renewed" if rotated else "registered"
+    deck = dict.fromkeys(DECK_SUBSCRIBED, "refused")  # Deck 1.17
+    assert by_class == {first: "failed"} | dict.fromkeys(SUBSCRIBED[1:], done) | deck
+    current = {h["event"] for h in listed if made_with_secret(h, settings)}
+    assert current == set(SUBSCRIBED[1:])  # the first is missing, or left with the old secret
+    assert {h["event"] for h in listed} == set(SUBSCRIBED if rotated else SUBSCRIBED[1:])
+    assert command.exit_code == 1, command.output
+    (row,) = (line for line in command.stdout.splitlines() if line.startswith(first + " "))
+    not_done = f"#{kept} not renewed:" if rotated else "not registered:"
+    assert row.split()[1] == "failed" and f"  {not_done} " in row, row
+    (said,) = command.stderr.splitlines()
+    named = f"registration #{kept} ({first}) not renewed" if rotated else f"{first} not registered"
+    assert said.startswith(f"error: {named}: "), said
+    assert said.endswith("— `ncindex webhooks register` tries again")
+    body = json.loads(as_json.output)
+    assert as_json.exit_code == 0, as_json.output  # the run after registered it
+    assert body["failed"] == [] and body["ok"] is True
+    assert {c["class"]: c["result"] for c in body["classes"]}[first] == done
+    assert again.ok and again.failed == []
+
+
+def test_a_refused_login_still_stops_the_registration_at_once() -> None:
+    """Guard (it passes on the code before too): a 401 is not recorded as one class's
+    failure — every further request would be refused, each a failed login."""
+    with _served_admin() as (sim, client, settings):
+        sim.faults.set("ocs", status=401, times=1, method="POST")
+        with pytest.raises(NextcloudAuthError):
+            register(client, settings)
+        assert sim.registry.list() == []  # nothing was asked after it
+
+
+def test_remove_goes_on_past_a_failing_delete_and_names_it(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``webhooks remove`` stopped at the first ``DELETE`` that answered 500, leaving every
+    registration after it. The others are now deleted, the failure named at the end (exit
+    1); the next run deletes it, and one another admin deleted meanwhile is said gone."""
+    sim = NextcloudSimulator()
+    sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
+    uri = "http://indexer.example.test/hooks/nextcloud"
+    try:
+        with serve_simulator(sim) as server:
+            env = _cli_env(server.url, redis_url, f"remove-failed-{time.time_ns()}")
+            assert CliRunner().invoke(main, ["webhooks", "register"], env=env).exit_code == 0
+            hooks = sorted((h.id, h.event) for h in sim.registry.list())
+            sim.faults.set("ocs", status=500, times=1, method="DELETE")
+            command = CliRunner().invoke(main, ["webhooks", "remove"], env=env)
+            left = [(h.id, h.event) for h in sim.registry.list()]
+            listed = NextcloudClient.list_webhooks
+
+            def list_then_another_admin_deletes(
+                self: NextcloudClient, uri: str | None = None
+            ) -> list[dict[str, object]]:
+                found = listed(self, uri)
+                for hook in sim.registry.list():
+                    sim.registry.delete(hook.id)
+                return found
+
+            monkeypatch.setattr(NextcloudClient, "list_webhooks", list_then_another_admin_deletes)
+            as_json = CliRunner().invoke(main, ["webhooks", "remove", "--json"], env=env)
+    finally:
+        sim.close()
+    (failed_id, failed_class), *others = hooks
+    assert left == [(failed_id, failed_class)]  # the first failed, every other deleted
+    assert command.exit_code == 1, command.output
+    table = command.stdout.splitlines()
+    assert table[0].split() == ["class", "id", "uri"]
+    assert {tuple(line.split()) for line in table[1:-1]} == {(c, str(i), uri) for i, c in others}
+    assert table[-1] == f"removed {len(others)} registrations"
+    (said,) = command.stderr.splitlines()
+    assert said.startswith(f"error: registration #{failed_id} ({failed_class}) not removed: ")
+    assert "HTTP 500" in said and said.endswith("— `ncindex webhooks remove` tries again")
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.output) == {"removed": [], "gone": [failed_id], "failed": []}
