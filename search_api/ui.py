@@ -83,6 +83,8 @@ from search_api.search import Decorator, int_args, read_json_object
 log = structlog.get_logger(__name__)
 
 STATIC = Path(__file__).parent / "static"
+#: Pages filled in before they are served (``string.Template``), not served as files.
+PAGES = Path(__file__).parent / "pages"
 CLIENT_NAME = "ncindex search page"
 """The name Nextcloud shows on its grant page and gives the app password (``User-Agent``)."""
 
@@ -220,7 +222,7 @@ def ui_blueprint(
     def page() -> Response:
         return send_from_directory(STATIC, "index.html", max_age=0)
 
-    elsewhere = Template((STATIC / "elsewhere.html").read_text(encoding="utf-8"))
+    elsewhere = Template((PAGES / "elsewhere.html").read_text(encoding="utf-8"))
 
     @bp.app_errorhandler(NotFound)
     def not_found(exc: NotFound) -> Response:

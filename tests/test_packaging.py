@@ -23,4 +23,4 @@ def test_every_data_folder_of_a_package_is_a_listed_package() -> None:
     data = setuptools["package-data"]
     # each data folder declares its own files, not as "folder/*" of the package above it
     assert not [p for files in data.values() for p in files if "/" in p], data
-    assert {"ncindex.simulator.data.formats", "search_api.static"} <= set(data)
+    assert {"ncindex.simulator.data.formats", "search_api.pages", "search_api.static"} <= set(data)

@@ -814,6 +814,8 @@ def test_an_api_address_opened_in_a_browser_is_a_page_leading_to_the_search(
     assert answer.status_code == 405
     assert answer.headers["content-type"] == "application/problem+json"
     assert answer.json()["code"] == "method_not_allowed" and "POST" in answer.headers["allow"]
+    # the page's template is filled in before it is served, never served as a file
+    assert httpx.get(deployment.url + "/ui/static/elsewhere.html", timeout=10).status_code == 404
     page.context.close()
 
 
