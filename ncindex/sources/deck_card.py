@@ -24,7 +24,8 @@ page, the board GET (:meth:`DeckCardSource.page_requests`): it drops a card arch
 is in now, by that stack's GET, which also gives its board: the search holds it to the request's
 ``stack_id``/``board_id`` filters there and has it re-read); the page's board GET also gives
 the search result its board's and stack's titles as they are now (:meth:`DeckCardSource.settle`:
-not stored with the card, which a rename does not change). Deck ≥ 1.18 sends card events
+not stored with the card, which a rename does not change; a card moved to another board has
+its stack's title from that stack's GET, and no board title). Deck ≥ 1.18 sends card events
 (``CardCreated/Updated/DeletedEvent``, the card JSON under ``card``; reference §1.4), registered
 only with ``deck_webhooks`` (registering them on an older Deck fails); a move is a
 ``CardUpdatedEvent`` (nextcloud/deck ``lib/Service/CardService.php`` ``reorder``; ``update``,
@@ -482,14 +483,24 @@ class DeckCardSource(Source):
         renamed since the card was indexed shows its name now — a rename changes no card's
         ETag, so no scan would re-read the card, and ``BoardUpdatedEvent`` is not subscribed);
         a board gone for the user (403) drops the card (``NotFound`` raised). A card its check
-        found moved (``moved_to``) was judged there, in the stack it is in now, and is left as
-        it is: the indexed stack is not its stack any more (its check read that stack's
-        title; its board's title is not asked for)."""
+        found moved (``moved_to``) was judged there, in the stack it is in now, not by the
+        indexed stack, which is not its stack any more (its check read the new stack's title
+        from that stack's GET). Moved within its board, it gets the board's title from that
+        board's GET, which the page makes anyway (a board gone drops it, as above); moved to
+        another board, none: neither the stack GET nor the card GET names the board's
+        title (nextcloud/deck ``StackService::find`` gives the ``Stack`` entity, whose JSON
+        has its ``boardId`` only, and its cards as ``CardDetails`` without their board;
+        ``CardService::find`` → ``enrichCards`` builds ``CardDetails`` without a board too,
+        and ``CardDetails::jsonSerialize`` drops ``relatedBoard``), and that board's GET
+        would be one request more."""
         if payload.get("board_id") is None or payload.get("stack_id") is None:
             return checked
+        board_id = int(payload["board_id"])
+        if checked.moved_to is not None and checked.moved_to["board_id"] != str(board_id):
+            return checked  # its indexed board's GET says nothing of it: not asked
+        board = answer(f"deck_board:{board_id}")
         if checked.moved_to is not None:
-            return checked
-        board = answer(f"deck_board:{int(payload['board_id'])}")
+            return replace(checked, board_title=title_of(board))
         stack_id = int(payload["stack_id"])
         if not stack_is_live(board, stack_id):
             return Checked(Verdict.INELIGIBLE, reason="stack_deleted")

@@ -293,7 +293,10 @@ def test_a_card_moved_out_of_the_asked_stack_or_board_is_not_returned(stack: Sta
     assert keys_of(body) == [], body["results"]
     body = stack.search_as("alice", query, **in_harbour)
     assert keys_of(body) == [f"deck_card:{within}"]
-    assert (body["results"][0]["board_title"], body["results"][0]["stack_title"]) == (None, "Done")
+    assert (body["results"][0]["board_title"], body["results"][0]["stack_title"]) == (
+        "Harbour",
+        "Done",
+    )
     # the re-checks indexed both where they are now
     wait_until(lambda: stack.points(keys[1])[0].payload["board_id"] == str(fleet), 20)
     wait_until(lambda: stack.points(keys[0])[0].payload["stack_id"] == str(done), 20)

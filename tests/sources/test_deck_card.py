@@ -180,12 +180,41 @@ def test_a_card_moved_since_it_was_indexed_is_judged_in_the_stack_it_is_in_now(
     )
     assert seen.count(f"/index.php/apps/deck/api/v1.0/boards/{board}") == 1
     assert len(seen) == 4 + 3 + 1  # card GETs, the moved cards' stacks, the page's board
-    # a moved card's stack title is its check's stack GET's; its board's is not asked for
+    # a moved card's stack title is its check's stack GET's; moved within its board, its
+    # board's title is that board's GET's, made for the page anyway; moved to another board,
+    # its board's would need one request more (the stack GET names only its boardId)
     assert [(c.board_title, c.stack_title) for c in checked] == [
-        (None, "Done"),
+        ("Roadmap", "Done"),
         (None, "Inbox"),
         (None, None),
         ("Roadmap", "Done"),
+    ]
+
+
+def test_a_card_moved_to_another_board_is_not_judged_by_the_board_it_left(
+    cache: tuple[redis.Redis, Names],
+) -> None:
+    """Guard (passes on the code before the moved-card board titles too): the board GET a
+    card moved within its board now takes its board's title from is not read for one moved to
+    another board, so the board it left, deleted since, does not drop it."""
+    now = [1_800_000_000.0]
+    sim = NextcloudSimulator(seed=1, clock=lambda: now[0])
+    sim.add_user("alice", "alice-pw", "Alice Adams")
+    old, new = sim.deck_create_board("alice", "Old"), sim.deck_create_board("alice", "New")
+    todo, inbox = (
+        sim.deck_create_stack("alice", old, "To do"),
+        sim.deck_create_stack("alice", new, "Inbox"),
+    )
+    card = sim.deck_create_card("alice", todo, "Paint")
+
+    def move() -> None:
+        now[0] += 60
+        sim.deck_update_card("alice", card, stack_id=inbox)
+        sim.deck_delete_board("alice", old)
+
+    checked, _, _ = verified_after(sim, cache, [card], move)
+    assert [(c.verdict, c.board_title, c.stack_title) for c in checked] == [
+        (Verdict.KEPT, None, "Inbox")
     ]
 
 
