@@ -4,7 +4,8 @@
 
 ``search`` takes the body of ``POST /v1/search`` (its JSON Schema is that model's) and answers
 the same verified results, each with ``id`` (``"{doc_type}:{doc_id}"``), ``title``, ``url``
-(a link that opens the document in Nextcloud, :func:`open_link`), ``path``, ``snippet`` as
+(a link that opens the document in Nextcloud, :func:`open_link`), ``path``, a Deck card's
+``board_title``/``stack_title``, ``snippet`` as
 plain text with ``matches`` (``start``/``end`` character offsets into it), ``score``,
 ``doc_type``, ``doc_id``, ``chunk_index`` and ``modified_at`` (Unix seconds) — not the search
 API's ``open_url``, which is this ``url``. ``fetch`` takes that ``id`` (or ``doc_type`` +
@@ -12,7 +13,8 @@ API's ``open_url``, which is this ``url``. ``fetch`` takes that ``id`` (or ``doc
 answers at most ``max_chars`` characters of the
 extracted text from ``offset``, or with ``chunk_index`` of the chunks ``chunk_index ± window``,
 with the text's offsets in the document and where to read on (:func:`fetch_body`), after the
-same ownership check and verify-on-read as ``GET /v1/documents/{doc_type}/{doc_id}/context``.
+same ownership check and verify-on-read as ``GET /v1/documents/{doc_type}/{doc_id}/context``
+(whose check gives a Deck card's ``board_title``/``stack_title`` in ``metadata``).
 ``list_folders`` and ``list_tags`` answer the pages of ``GET /v1/folders`` and ``GET /v1/tags``
 (:mod:`ncindex.search.facets`: the same lists, held to Nextcloud as the caller, and the same
 ``offset``/``limit`` bounds), the values ``search``'s ``path_prefixes`` and ``tags`` can name;
@@ -78,10 +80,12 @@ from ncindex.search.service import (
     MAX_CONTEXT_WINDOW,
     MAX_DOC_ID_CHARS,
     MAX_LIMIT,
+    BoardTitle,
     ContextResponse,
     SearchRequest,
     SearchResult,
     SearchService,
+    StackTitle,
     Verification,
     checked_doc_id,
 )
@@ -307,6 +311,8 @@ class FetchMetadata(BaseModel):
     doc_type: str = Field(description="note, file, deck_card or news_item.")
     doc_id: str = Field(description="The document's id within its type.")
     path: str | None = Field(description="Path in the caller's own view (files, notes).")
+    board_title: BoardTitle = None
+    stack_title: StackTitle = None
     chunk_count: int = Field(description="Chunks the document has in the index.")
 
 
@@ -599,7 +605,8 @@ def fetch_body(
     key: str, url: str | None, context: ContextResponse, offset: int, max_chars: int, whole: bool
 ) -> dict[str, Any]:
     """``fetch``'s answer for ``context``'s chunks: ``{id, title, text, url, char_start,
-    char_end, truncated, next_offset, metadata: {doc_type, doc_id, path, chunk_count}}``, and
+    char_end, truncated, next_offset, metadata: {doc_type, doc_id, path, board_title,
+    stack_title, chunk_count}}`` (a Deck card's titles: ``context``'s), and
     with a window of chunks (not ``whole``) ``chunks``: ``[{chunk_index, char_start,
     char_end}]`` of those in ``text`` (their text only once, in ``text``).
 
@@ -636,6 +643,8 @@ def fetch_body(
             doc_type=context.doc_type,
             doc_id=context.doc_id,
             path=context.path,
+            board_title=context.board_title,
+            stack_title=context.stack_title,
             chunk_count=context.chunk_count,
         ),
         chunks=None

@@ -205,6 +205,28 @@ TimeValue = Annotated[
 either side of 1970, or an RFC 3339 string matching :data:`TIME_PATTERN` (naive: UTC); the
 JSON Schema says exactly that."""
 
+BoardTitle = Annotated[
+    str | None,
+    Field(
+        description="Deck cards: the title of the card's board, as Nextcloud gave it to the "
+        "check of this request (so a board renamed since the card was indexed shows its name "
+        "now); null for other types, for a card not confirmed during this request, and for one "
+        "found moved to another board since it was indexed."
+    ),
+]
+"""A Deck card's board title, as a search result, the context endpoint and MCP ``fetch``
+give it: :class:`~ncindex.sources.base.Checked`'s ``board_title``, from the board GET of
+the card's check (:meth:`~ncindex.sources.deck_card.DeckCardSource.settle`)."""
+
+StackTitle = Annotated[
+    str | None,
+    Field(
+        description="Deck cards: the title of the card's stack (list) on its board, as "
+        "`board_title`; null for other types and for a card not confirmed during this request."
+    ),
+]
+"""A Deck card's stack title, as :data:`BoardTitle`."""
+
 
 @dataclass(frozen=True)
 class Pool:
@@ -471,17 +493,8 @@ class SearchResult(BaseModel):
         "caller: whoever owns it; null on external storage or in a group folder; a News "
         "item: the caller), as the `owner` filter takes it.",
     )
-    board_title: str | None = Field(
-        None,
-        description="Deck cards: the title of the card's board, as Nextcloud gave it to this "
-        "search's check (so a renamed board shows its name now); null for other types and for "
-        "a card not confirmed, or found moved to another board, during this search.",
-    )
-    stack_title: str | None = Field(
-        None,
-        description="Deck cards: the title of the card's stack (list) on its board, as "
-        "`board_title`; null for other types and for a card not confirmed during this search.",
-    )
+    board_title: BoardTitle = None
+    stack_title: StackTitle = None
     url: str | None = Field(None, description="Link (news items).")
     open_url: str | None = Field(
         None,
@@ -576,6 +589,8 @@ class ContextResponse(BaseModel):
     doc_id: str
     title: str
     path: str | None = None
+    board_title: BoardTitle = None
+    stack_title: StackTitle = None
     url: str | None = None
     chunk_count: int
     chunks: list[ContextChunk]
@@ -1080,7 +1095,8 @@ class SearchService:
     ) -> ContextResponse:
         """Chunks ``chunk_index ± window`` of ``ref``'s current version, after checking that
         ``client.user`` can read it: the index must list the user in ``acl`` and the
-        document's verifier must keep it.
+        document's verifier must keep it. A Deck card's ``board_title``/``stack_title`` are
+        that check's, as a search result's (its board GET, which the check makes anyway).
 
         Raises :class:`DocumentNotFound` when either check fails (a verifier drop also calls
         ``on_stale``); one kept where the index does not have it (moved: another path, or
@@ -1120,6 +1136,8 @@ class SearchService:
             doc_id=ref.doc_id,
             title=head.get("title") or "",
             path=checked.path or (head.get("paths") or {}).get(user),
+            board_title=checked.board_title,
+            stack_title=checked.stack_title,
             url=head.get("url"),
             chunk_count=count,
             chunks=[

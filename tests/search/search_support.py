@@ -34,6 +34,7 @@ from ncindex.documents import (
 )
 from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.embedding.embedder import Embedder
+from ncindex.index.indexing import Indexer
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.simulator import NextcloudSimulator, serve_simulator
@@ -175,6 +176,26 @@ class Api:
             point.dense, point.sparse = dense, sparse
         self.store.upsert(points)
         return str(points[0].payload["doc_key"])
+
+    def index_card(self, owner: str, board: str, stack: str, text: tuple[str, str]) -> str:
+        """Put a Deck card of ``owner`` (``text``: its title and description) in a new stack
+        titled ``stack`` of a new board titled ``board`` into the simulator, and index it as
+        ``owner`` does (:meth:`~ncindex.index.indexing.Indexer.index_document`: the card's
+        GET, its stack's and board's, real vectors); its ``doc_key``."""
+        board_id = self.sim.deck_create_board(owner, board)
+        stack_id = self.sim.deck_create_stack(owner, board_id, stack)
+        card = self.sim.deck_create_card(owner, stack_id, *text)
+        outcome = Indexer(self.services).index_document(owner, "deck_card", card)
+        assert outcome.action == "indexed", outcome
+        return f"deck_card:{card}"
+
+    def rename_board(self, doc_key: str, title: str) -> None:
+        """Rename the board of the card ``doc_key`` (as the index holds it) in the
+        simulator's state alone, as nextcloud/deck ``BoardService::update`` does: no card
+        changes, and no event ncindex subscribes is sent."""
+        (point, *_) = self.store.document_points(doc_key)
+        with self.sim.lock:
+            self.sim.deck.boards[int(point.payload["board_id"])].title = title
 
 
 def _file_point(api: Api, spec: tuple[str, str, str, int, list[str], str | None]) -> PointRecord:

@@ -469,6 +469,22 @@ def test_context_only_after_verification(api: Api) -> None:
     assert api.producer.sent  # … and the drop was sent for a re-check
 
 
+def test_a_cards_context_names_its_board_and_stack_as_they_are_now(api: Api) -> None:
+    """A search result names a Deck card's board and stack; its context (the search page's
+    "Show context") did not, although its check makes the same board GET
+    (``DeckCardSource.settle``). It now names them as that GET gives them: a board renamed
+    since the card was indexed shows its name now. A file's are null."""
+    key = api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar the hull."))
+    api.rename_board(key, "Harbour works")
+    response = context(api, "alice", key)
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    assert (body["board_title"], body["stack_title"]) == ("Harbour works", "To do")
+    assert body["chunks"][0]["text"].startswith("Tar the ketch")
+    file = context(api, "alice", api.keys[LIGHT]).get_json()
+    assert (file["board_title"], file["stack_title"]) == (None, None)
+
+
 def SECRET_KEY(api: Api) -> str:
     return api.keys[SECRET]
 

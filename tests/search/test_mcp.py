@@ -1951,6 +1951,31 @@ def test_fetch_by_path_reads_what_the_caller_has_there(api: Api) -> None:
     assert moved.structured_content["field"] == "path"
 
 
+def test_fetch_of_a_card_names_its_board_and_stack_as_they_are_now(api: Api) -> None:
+    """``search`` names a Deck card's board and stack; ``fetch`` of the card did not, although
+    its check (the context endpoint's) makes the same board GET. Its ``metadata`` now names
+    them as that GET gives them (a board renamed since the card was indexed shows its name
+    now), under the tool's output schema; a file's are null."""
+    key = api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar the hull."))
+    api.rename_board(key, "Harbour works")
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+
+    async def fetch(arguments: dict[str, Any]) -> Any:
+        async with session(f"{served.url}/mcp", basic("alice")) as client:
+            return await call(client, "fetch", arguments)
+
+    try:
+        card, file = run(fetch({"id": key})), run(fetch({"id": api.keys[LIGHT]}))
+    finally:
+        served.close()
+    assert not card.is_error, card.content
+    metadata = card.structured_content["metadata"]
+    assert (metadata["board_title"], metadata["stack_title"]) == ("Harbour works", "To do")
+    assert card.structured_content["text"].startswith("Tar the ketch")
+    metadata = file.structured_content["metadata"]
+    assert (metadata["board_title"], metadata["stack_title"]) == (None, None)
+
+
 def test_fetch_by_a_moved_documents_old_path_names_where_it_is_and_re_reads_it(api: Api) -> None:
     """A file moved in Nextcloud while its event was lost: the index still has it at its old
     path. ``fetch`` by that path checks it with Nextcloud (a ``SEARCH`` by file id, whose
