@@ -15,9 +15,14 @@ match the body's. Methods:
   ``includeText``, ``unit`` (see :func:`parse_retrieve` for the rest): answered by
   :meth:`ncindex.search.service.SearchService.search`, verify-on-read included; hits carry
   ``id`` (the ``doc_key``), ``score``, ``text`` (the chunk), ``chunk``, ``citation`` and
-  ``meta`` (``modified_at`` RFC 3339; ``verified`` false for a hit Nextcloud could not confirm
-  just now, which ``usage.notes`` also says; under ``NCINDEX_UNVERIFIED_RESULTS=hide_text``
-  such a hit's ``text`` and ``snippet`` are empty and its ``citation`` has no offsets). With
+  ``meta``, the free-form object of a hit (the ``1ay1/rcp`` repository's ``spec/rcp-1.0.md``
+  §7.7, "Hit": ``"meta"?: object``; its keys are the server's, but for the federation's
+  ``engine``, §16.3), which holds the search result's ``doc_type``, ``doc_id``, ``title``,
+  ``path``, ``board_title`` and ``stack_title`` (a Deck card's board and stack, null for other
+  types), ``url``, ``snippet``, ``modified_at`` (RFC 3339) and ``verified`` (false for a hit
+  Nextcloud could not confirm just now, which ``usage.notes`` also says; under
+  ``NCINDEX_UNVERIFIED_RESULTS=hide_text`` such a hit's ``text`` and ``snippet`` are empty and
+  its ``citation`` has no offsets). With
   ``_meta: {"explain": true}`` in the params (an ncindex extension) the result's
   ``_meta.explain`` lists, per hit (``id``), the ``explain`` object of ``POST /v1/search``
   (branch ranks and scores, fused score, matched terms, filters, ``verified_at``).
@@ -490,6 +495,8 @@ class RcpServer:
                     "doc_id": r.doc_id,
                     "title": r.title,
                     "path": r.path,
+                    "board_title": r.board_title,
+                    "stack_title": r.stack_title,
                     "url": r.url,
                     "modified_at": _rfc3339(r.modified_at),
                     "snippet": r.snippet,

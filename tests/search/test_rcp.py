@@ -166,6 +166,24 @@ def test_retrieve_is_the_verified_search(own_served: Served) -> None:
     bob.shutdown()
 
 
+def test_a_card_hit_names_its_board_and_stack_in_meta(own_served: Served) -> None:
+    """``POST /v1/search`` and MCP name a Deck card's board and stack; an RCP hit did not.
+    RCP/1 gives a hit a free-form ``meta`` object (spec §7.7, "Hit": ``"meta"?: object``),
+    which holds the search result's other fields; the titles are there now, as the search's
+    check read them (a board renamed since the card was indexed shows its name now), null
+    for a file."""
+    api = own_served.api
+    key = api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar the hull."))
+    api.rename_board(key, "Harbour works")
+    alice = connect(own_served, "alice")
+    hits = {h["id"]: h for h in alice.retrieve("tar the ketch hull lighthouse", k=20)}
+    meta = hits[key]["meta"]
+    assert (meta["board_title"], meta["stack_title"]) == ("Harbour works", "To do")
+    file = hits[api.keys[LIGHT]]["meta"]
+    assert (file["board_title"], file["stack_title"]) == (None, None)
+    alice.shutdown()
+
+
 @pytest.mark.parametrize(
     ("params", "code", "data"),
     [
