@@ -93,6 +93,7 @@ class _Reading:
         self.names: list[str] = []
         self.stopped = False
         self._parts_read = 0
+        self._plain: dict[int, bool] = {}  # _holds_plain's answers, by id(part)
 
     def walk(self, part: MIMEPart, level: int, *, files_only: bool = False) -> None:
         """Read ``part`` as a reader of the message sees it (RFC 2046): of a
@@ -114,13 +115,15 @@ class _Reading:
         if kind in _MESSAGE_TYPES and not attached:
             for inner in part.iter_parts():  # the one message it holds (none when cut)
                 if not files_only:
+                    if not self._may_read():
+                        return
                     self.texts.append(_heading(inner, level))
                 self.walk(inner, level + 1, files_only=files_only)
         elif part.get_content_maintype() == "multipart":  # no parts when those were cut
             parts: list[MIMEPart] = list(part.iter_parts())
             seen = {id(subpart) for subpart in parts}
             if part.get_content_subtype() == "alternative":
-                seen = {id(subpart) for subpart in _alternative(parts)}
+                seen = {id(subpart) for subpart in _alternative(parts, self._plain)}
             elif part.get_content_subtype() == "related":
                 seen = {id(parts[_root(part, parts)])} if parts else set()
             for subpart in parts:
@@ -131,11 +134,12 @@ class _Reading:
                 if text.strip():
                     self.texts.append(text)
         elif (attached or not files_only) and self._may_read():
-            self.names.append(one_line(part.get_filename() or "(unnamed)"))
+            self.names.append(_file_name(part))
 
     def _may_read(self) -> bool:
-        """Whether the next part may be read: the first always, each other while ``late``
-        answers ``False``."""
+        """Whether the next part (a text part, an attachment's name, a forwarded message's
+        heading block) may be read: the first always, each other while ``late`` answers
+        ``False``."""
         self._parts_read += 1
         if self._parts_read > 1 and self.late():
             self.stopped = True
@@ -144,26 +148,52 @@ class _Reading:
 
 def _is_file(part: MIMEPart) -> bool:
     """Whether ``part`` is a file the sender attached: ``Content-Disposition: attachment``,
-    or a file name (Apple Mail marks attachments ``inline`` with a ``filename``)."""
-    return part.is_attachment() or part.get_filename() is not None
+    or a file name (Apple Mail marks attachments ``inline`` with a ``filename``); so is a
+    part whose ``Content-Disposition`` the ``default`` policy cannot parse (``attachment;
+    filename*`` raised ``IndexError`` in Python 3.11 and lost the whole message)."""
+    try:
+        return part.is_attachment() or part.get_filename() is not None
+    except Exception:  # the field parsers raise assorted types on malformed fields
+        return True
+
+
+def _file_name(part: MIMEPart) -> str:
+    """The file name of an attached ``part`` on one line, "(unnamed)" when it has none or
+    its ``Content-Disposition`` cannot be parsed (:func:`_is_file`)."""
+    try:
+        name = part.get_filename()
+    except Exception:  # the field parsers raise assorted types on malformed fields
+        name = None
+    return one_line(name or "(unnamed)")
 
 
 def _heading(message: MIMEPart, level: int) -> str:
     """A message's heading block: its subject as a heading of ``level`` ``#`` (at most six),
-    then its From, To, Cc and Date lines."""
-    subject = one_line(str(message.get("Subject", ""))) or "(no subject)"
-    lines = [
-        f"{name}: {one_line(str(message[name]))}" for name in _ADDRESS_HEADERS if message[name]
-    ]
+    then its From, To, Cc and Date lines (:func:`_field`)."""
+    subject = _field(message, "Subject") or "(no subject)"
+    lines = [f"{name}: {value}" for name in _ADDRESS_HEADERS if (value := _field(message, name))]
     return "\n\n".join(filter(None, [f"{'#' * min(level, 6)} {subject}", "\n".join(lines)]))
 
 
-def _alternative(parts: list[MIMEPart]) -> list[MIMEPart]:
+def _field(message: MIMEPart, name: str) -> str:
+    """The first ``name`` header field of ``message`` on one line ("" when there is none),
+    parsed by the ``default`` policy; a field its parser fails on (an address field of a
+    lone ``"`` raised ``IndexError`` in Python 3.11's ``email._header_value_parser`` and
+    lost the whole message) is read as unstructured text (RFC 2047 encoded words decoded)."""
+    try:
+        return one_line(str(message.get(name, "")))
+    except Exception:  # the field parsers raise assorted types on malformed fields
+        raw = next((v for k, v in message.raw_items() if k.lower() == name.lower()), "")
+        return one_line(str(policy.default.header_factory("x-unstructured", raw)))
+
+
+def _alternative(parts: list[MIMEPart], plain: dict[int, bool]) -> list[MIMEPart]:
     """The alternative of a ``multipart/alternative`` that is read, in a list (empty when
     none is text): the first ``text/plain`` one, else the first multipart holding a
-    ``text/plain`` body, else the first ``text/html`` or multipart one — plain text
-    preferred, as :meth:`EmailMessage.get_body` with ``("plain", "html")`` did. The others
-    render the same body (RFC 2046 §5.1.4) and are not read again."""
+    ``text/plain`` body (:func:`_holds_plain`, its answers kept in ``plain``), else the
+    first ``text/html`` or multipart one — plain text preferred, as
+    :meth:`EmailMessage.get_body` with ``("plain", "html")`` did. The others render the
+    same body (RFC 2046 §5.1.4) and are not read again."""
 
     def rank(part: MIMEPart) -> int:
         if _is_file(part):
@@ -171,12 +201,34 @@ def _alternative(parts: list[MIMEPart]) -> list[MIMEPart]:
         if part.get_content_type() == "text/plain":
             return 0
         if part.get_content_maintype() == "multipart":
-            return 1 if part.get_body(preferencelist=("plain",)) is not None else 2
+            return 1 if _holds_plain(part, plain) else 2
         return 2 if part.get_content_type() == "text/html" else 3
 
     ranks = [rank(part) for part in parts]
     best = min(ranks, default=3)
     return [] if best == 3 else [parts[ranks.index(best)]]
+
+
+def _holds_plain(part: MIMEPart, plain: dict[int, bool]) -> bool:
+    """Whether ``part`` holds a ``text/plain`` body a reader sees — not in a file
+    (:func:`_is_file`), of a ``multipart/related`` in its root (:func:`_root`) — as
+    :meth:`EmailMessage.get_body` with ``("plain",)`` finds one. The answer for each part is
+    kept in ``plain`` (by ``id(part)``): ``get_body`` searched each alternative nested in
+    another again, at a cost of the square of the parts (95 nested alternatives of 200
+    HTML parts each: 9 s with a budget of 0.5 s)."""
+    if id(part) not in plain:
+        found = False
+        if _is_file(part):
+            pass
+        elif part.get_content_maintype() == "multipart":
+            parts: list[MIMEPart] = list(part.iter_parts())
+            if part.get_content_subtype() == "related":
+                parts = [parts[_root(part, parts)]] if parts else []
+            found = any(_holds_plain(subpart, plain) for subpart in parts)
+        else:
+            found = part.get_content_type() == "text/plain"
+        plain[id(part)] = found
+    return plain[id(part)]
 
 
 def _root(part: MIMEPart, parts: list[MIMEPart]) -> int:

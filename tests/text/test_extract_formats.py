@@ -972,3 +972,83 @@ def test_html_with_a_stray_nul_byte_is_read() -> None:
     )
     text = extract(data, "text/html", "page.html").text
     assert "Déjà vu au café." in text
+
+
+def test_an_eml_field_or_part_its_parser_fails_on_keeps_the_message() -> None:
+    """Python 3.11's ``email`` field parsers raise on some malformed fields: an address
+    field of a lone ``"`` (``IndexError``), a ``Content-Disposition`` of ``attachment;
+    filename*`` (``IndexError``). Once a message forwarded inline was read, either one in
+    it lost the whole message, its subject and body too, as "unreadable e-mail"; in the
+    message's own From line it always did. The field is read as unstructured text, the
+    part listed as an unnamed file."""
+    forwarded = 'From: "\r\nSubject: Harbour rota\r\nMIME-Version: 1.0\r\n' + _multipart(
+        "mixed",
+        _leaf("text/plain", "Rui takes the night shift."),
+        _leaf("application/pdf", "%PDF", "Content-Disposition: attachment; filename*\r\n"),
+    )
+    data = _message(
+        "Fwd: Harbour rota",
+        _multipart(
+            "mixed",
+            _leaf("text/plain", "See the rota below."),
+            _leaf("message/rfc822", forwarded, "Content-Disposition: inline\r\n"),
+        ),
+        sender='"',
+    )
+    text = extract(data.encode(), "message/rfc822", "fwd.eml").text
+    assert text.startswith('# Fwd: Harbour rota\n\nFrom: "\nTo: Bob Example <bob@example.org>')
+    assert 'See the rota below.\n\n## Harbour rota\n\nFrom: "\n\nRui takes the night shift.' in text
+    assert text.endswith("\n\nAttachments: (unnamed)")
+
+
+def test_eml_nested_alternatives_are_searched_for_plain_text_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Choosing the alternative to read asked ``get_body`` of each nested alternative, which
+    searched all the parts inside it again: the cost grew with the square of the parts and
+    asked no budget (95 nested alternatives of 200 HTML parts each: 9 s with a budget of
+    0.5 s). Each part's content type is looked at a few times, whatever the nesting."""
+    from email.message import Message
+
+    looks = 0
+    content_type = Message.get_content_type
+
+    def counted(self: Message) -> str:
+        nonlocal looks
+        looks += 1
+        return content_type(self)
+
+    monkeypatch.setattr(Message, "get_content_type", counted)
+    entity = _leaf("text/html", "<p>The ferry leaves at nine.</p>")
+    for _ in range(40):
+        entity = _multipart("alternative", entity, *[_leaf("text/html", "<p>x</p>")] * 10)
+    text = extract(_message("Ferry", entity).encode(), "message/rfc822", "f.eml").text
+    assert text.endswith("\n\nThe ferry leaves at nine.")
+    parts = 1 + 40 * 11  # the message and its parts
+    assert looks < 20 * parts
+
+
+def test_eml_forwarded_messages_heading_blocks_are_read_under_the_time_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The heading block of each message forwarded inline was read whatever the budget said:
+    a digest of thousands of messages with no body (an empty ``multipart/mixed`` each) took
+    twice its budget. Each block counts as a part read. Looks at the clock: one when
+    ``Blocks`` is made, one before each heading block but the first (the message is
+    shorter than one piece and parsed without a look)."""
+    import ncindex.text.blocks
+
+    digest = _multipart(
+        "digest",
+        # no header fields of the part: the default type of a digest's part, a message
+        *[
+            f'\r\nSubject: m{n}\r\nContent-Type: multipart/mixed; boundary="e{n}"\r\n'
+            for n in range(4)
+        ],
+    )
+    monkeypatch.setattr(ncindex.text.blocks, "time", _Clock())
+    # made at 1, the deadline is 2.5: the look before m1 (2) passes, the one before m2 not
+    result = extract(
+        _message("Digest", digest).encode(), "message/rfc822", "d.eml", max_seconds=1.5
+    )
+    assert result.truncated and result.text.endswith("## m0\n\n## m1")
