@@ -37,6 +37,8 @@ _FEED_PIECE = 64 * 1024
 _HEADER_BYTES = 1024 * 1024
 #: The blank line that ends a header block (RFC 5322 §2.1; lines end CRLF or, on disk, LF).
 _HEADER_END = re.compile(rb"\r?\n\r?\n")
+#: A word, as two renderings of one body are compared (:func:`_words`).
+_WORD = re.compile(r"\w+")
 
 
 def _never() -> bool:
@@ -94,6 +96,7 @@ class _Reading:
         self.stopped = False
         self._parts_read = 0
         self._plain: dict[int, bool] = {}  # _holds_plain's answers, by id(part)
+        self._words: set[str] = set()  # each text part read: its words, else its text
 
     def walk(self, part: MIMEPart, level: int, *, files_only: bool = False) -> None:
         """Read ``part`` as a reader of the message sees it (RFC 2046): of a
@@ -105,9 +108,11 @@ class _Reading:
         (``message/rfc822`` not marked as an attachment) is read as a message (its subject a
         heading of ``level`` ``#``, at most six), an inline ``text/plain`` or ``text/html``
         part without a file name (the message's own body whatever its name) as text; any
-        other part is a file, listed by its name. With ``files_only`` (a part the reader
-        does not see) only the parts that are files — a ``Content-Disposition: attachment``
-        (RFC 2183 §2.2) or a file name — are listed."""
+        other part is a file, listed by its name; a text part of the same words as one
+        read (a body sent as ``text/plain`` and ``text/html`` parts of a
+        ``multipart/mixed`` rather than an alternative) is not read again. With
+        ``files_only`` (a part the reader does not see) only the parts that are files — a
+        ``Content-Disposition: attachment`` (RFC 2183 §2.2) or a file name — are listed."""
         if self.stopped:
             return
         kind = part.get_content_type()
@@ -131,7 +136,8 @@ class _Reading:
         elif kind in _TEXT_TYPES and not attached:
             if not files_only and self._may_read():
                 text = _part_text(part, self.late)
-                if text.strip():
+                if (words := _words(text) or text.strip()) and words not in self._words:
+                    self._words.add(words)
                     self.texts.append(text)
         elif (attached or not files_only) and self._may_read():
             self.names.append(_file_name(part))
@@ -144,6 +150,12 @@ class _Reading:
         if self._parts_read > 1 and self.late():
             self.stopped = True
         return not self.stopped
+
+
+def _words(text: str) -> str:
+    """The words of ``text`` (``\\w+`` runs), case-folded and joined by spaces: a body's
+    plain and HTML renderings have the same ones."""
+    return " ".join(_WORD.findall(text.casefold()))
 
 
 def _is_file(part: MIMEPart) -> bool:

@@ -1052,3 +1052,21 @@ def test_eml_forwarded_messages_heading_blocks_are_read_under_the_time_budget(
         _message("Digest", digest).encode(), "message/rfc822", "d.eml", max_seconds=1.5
     )
     assert result.truncated and result.text.endswith("## m0\n\n## m1")
+
+
+def test_an_eml_body_sent_as_plain_and_html_parts_of_a_mixed_is_read_once() -> None:
+    """Some mailers send a body's plain and HTML renderings as two inline parts of a
+    ``multipart/mixed`` rather than of an alternative (RFC 2046 §5.1.4): each was read,
+    the body twice. A text part of the same words as one read is left out; a list's
+    footer, other words, is still read."""
+    data = _message(
+        "Ferry",
+        _multipart(
+            "mixed",
+            _leaf("text/plain", "The ferry leaves at nine.\n"),
+            _leaf("text/html", "<p>The <b>ferry</b> leaves at nine.</p>"),
+            _leaf("text/plain", "harbour-list mailing list"),
+        ),
+    )
+    text = extract(data.encode(), "message/rfc822", "f.eml").text
+    assert text.count("ferry") == 1 and text.endswith("\n\nharbour-list mailing list")
