@@ -175,8 +175,11 @@ def _guess_encoding(data: bytes) -> str | None:
     which WHATWG's Encoding Standard also uses for ``latin1`` — when it ties with the best
     (short French is otherwise cp1250; short Lithuanian ``Lietuvių`` and Turkish
     ``Toplantı`` stay windows-1252 ``Lietuviø`` and ``Toplantý`` by it: Danish and
-    Icelandic read as well). Before those, of the guesses in windows-1250, -1252, -1254 and
-    -1257 only those written in the fewest languages are kept (:func:`_fewest_languages`):
+    Icelandic read as well), else a tied reading written in one language of its code page
+    (:func:`_languages`: Turkish ``Çağrı`` was read as Urdu cp1006 ``ﮄaﻭrﮮ``, the first
+    reading, once the windows-1252 one was left out by the next rule). Before those, of the
+    guesses in windows-1250, -1252, -1254 and -1257 only those written in the fewest
+    languages are kept (:func:`_fewest_languages`):
     Czech was read as windows-1252 by that tie (``Městský úřad`` as ``Mìstský úøad``). When
     charset-normalizer's first guess reads a character from several bytes (CJK, UTF-16), its
     readings in those code pages written in one language are put first
@@ -229,11 +232,15 @@ def _guess_encoding(data: bytes) -> str | None:
     plausible = _fewest_languages(plausible)
     preferred = [m for m in plausible if not m.encoding.startswith("mac_")] or plausible
     best = preferred[0]
-    for match in preferred:
-        tied = match.chaos <= best.chaos + 0.01 and match.coherence >= best.coherence - 0.01
-        if tied and "cp1252" in (match.encoding, *match.could_be_from_charset):
-            return "cp1252"
-    return known_encoding(best.encoding)
+    tied = [
+        m
+        for m in preferred
+        if m.chaos <= best.chaos + 0.01 and m.coherence >= best.coherence - 0.01
+    ]
+    if any("cp1252" in (m.encoding, *m.could_be_from_charset) for m in tied):
+        return "cp1252"
+    one_language = [m for m in tied if _languages(m) == 1]
+    return known_encoding((one_language or [best])[0].encoding)
 
 
 #: The letters beyond ASCII of the languages windows-1250 (Central European), windows-1252

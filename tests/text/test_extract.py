@@ -1156,13 +1156,17 @@ def test_legacy_text_in_a_single_byte_code_page_is_read_in_it() -> None:
         ("Posėdžio protokolas", "cp1257"),  # was GB18030 Pos雂㱮o
         ("Labdien, nosūtu pagājušās nedēļas atskaiti.", "iso8859_13"),  # was nosûtu pagâjuðâs
         ("Tikšanās ir pārcelta uz trešdienu.", "cp1257"),  # was cp1252 Tikðanâs
+        ("Çağrı merkezi", "cp1254"),  # was cp1006 (Urdu) ﮄaﻭrﮮ: see below
     ],
 )
 def test_turkish_and_baltic_text_is_not_read_as_windows_1252(text: str, encoding: str) -> None:
     """Windows-1254 and -1257 (and ISO-8859-9 and -13, the same letters at the same bytes)
     readings are weighed as windows-1250 and -1252 ones are: the reading written in the
     fewest languages of its code page is kept (Turkish ``ı``, ``ş`` and ``ü`` read as
-    windows-1252 need Icelandic and German)."""
+    windows-1252 need Icelandic and German). The reading so kept is taken over one in a
+    code page of none of those languages that ties with it: ``Çağrı merkezi`` lost its
+    windows-1252 reading ``Çaðrý`` (two languages) to the windows-1254 one, and
+    charset-normalizer's first reading, Urdu cp1006 ``ﮄaﻭrﮮ``, was taken."""
     assert extract(text.encode(encoding), "text/plain", "notiz.txt").text == text
     page = f"<html><body><p>{text}</p></body></html>".encode(encoding)
     assert extract(page, "text/html", "notiz.html").text == text
