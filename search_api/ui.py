@@ -27,7 +27,9 @@ a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_fiel
   LoginFlowV2Service.php`` ``poll``), so they are kept in the session (in Redis, never sent to
   the browser) until their check succeeds or is refused: a check that failed (503
   ``backend_unavailable`` with ``"approved": true``, Nextcloud briefly down) is made again by
-  the next poll, without a new Login Flow;
+  the next poll, without a new Login Flow. One poll at a time checks them (it takes them from
+  the session; another poll meanwhile answers ``{"user": null}``): a sign-in makes one
+  session;
 * ``POST /ui/login/cancel`` — forgets the Login Flow under way (its poll token and login URL,
   and credentials it gave that are not yet confirmed, whose app password is deleted in
   Nextcloud where it can be), so that nothing polls it any more and ``/ui/session`` no longer
@@ -309,7 +311,12 @@ def ui_blueprint(
         authorization = record.get("flow_authorization")
         if not poll_token and not authorization:
             return problem(400, "invalid_value", "no sign-in under way", field="poll_token")
-        if not authorization:
+        if authorization:
+            # checked by one poll at a time, the one that takes them: two polls at once (two
+            # tabs, a page reloaded while its poll was under way) signed in twice
+            if not sessions.take(session_id, "flow_authorization"):
+                return jsonify({"user": None})  # another poll is checking them
+        else:
             try:
                 creds = poll_login_flow(services.http, poll_token)
             except TransientError as exc:
@@ -321,16 +328,19 @@ def ui_blueprint(
             if creds is None:
                 return jsonify({"user": None})
             authorization = _basic(creds.login_name, creds.app_password)
-            # kept in the session (server-side, as a signed-in session's credential is) until
-            # the check below succeeds or refuses them: a failed check lost them, and the user
-            # had to start over while the app password stayed unused in Nextcloud
-            sessions.update(session_id, flow_authorization=authorization)
         try:
             user = resolve_caller(services, authorization).user or ""
         except Unauthenticated as exc:  # the flow's credentials: no field of the request
             sessions.update(session_id, **_NO_FLOW)
             return problem(401, "unauthenticated", str(exc))
-        except TransientError as exc:  # said apart: the user approved, the check is to come
+        except Exception as exc:
+            # kept in the session (server-side, as a signed-in session's credential is) for the
+            # next poll: a failed check lost them, and the user had to start over while the
+            # app password stayed unused in Nextcloud
+            sessions.update(session_id, flow_authorization=authorization)
+            if not isinstance(exc, TransientError):
+                raise
+            # said apart: the user approved, the check is to come
             log.warning("login_check_failed", error=str(exc))
             return problem(
                 503,
@@ -347,9 +357,12 @@ def ui_blueprint(
         if isinstance(found, Response):
             return found
         session_id, record = found
-        sessions.update(session_id, **_NO_FLOW)
         held = record.get("flow_authorization")
-        if held:  # approved, but not yet confirmed: its app password is nobody's now
+        # approved, not yet confirmed: its app password is nobody's now — unless a poll took
+        # the credentials meanwhile, to sign in with them
+        taken = bool(held) and sessions.take(session_id, "flow_authorization")
+        sessions.update(session_id, **_NO_FLOW)
+        if held and taken:
             _delete_app_password(held)
         return jsonify({"cancelled": bool(record.get("poll_token") or held)})
 

@@ -15,7 +15,8 @@ of a SHA-256 of that id (a Redis dump names no cookie), a hash of:
   ``login_url`` and ``flow_started`` (Unix seconds);
 * ``flow_authorization`` — the ``Basic`` credential that flow gave, until Nextcloud confirmed
   it (then it is the signed-in session's ``authorization``) or refused it: Nextcloud gives it
-  once, so a check that failed is made again with it.
+  once, so a check that failed is made again with it (taken out by the poll checking it,
+  :meth:`UiSessions.take`, so that two polls at once do not both sign in).
 
 A signed-in session lives ``settings.ui_session_seconds`` after its last use, one not signed
 in :data:`ANONYMOUS_SECONDS` (enough for a Login Flow v2 sign-in; every visit of the page makes
@@ -87,6 +88,11 @@ class UiSessions:
             self.redis.call("hset", key, mapping=keep)
         if drop:
             self.redis.call("hdel", key, *drop)
+
+    def take(self, session_id: str, field: str) -> bool:
+        """Remove ``field``: whether this call removed it. Of calls made at the same time one
+        does (Redis ``HDEL`` is atomic and answers how many fields it removed)."""
+        return bool(self.redis.call("hdel", self._key(session_id), field))
 
     def delete(self, session_id: str) -> None:
         """Forget the session."""

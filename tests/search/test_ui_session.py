@@ -228,6 +228,65 @@ def test_credentials_kept_from_a_flow_are_dropped_when_refused_and_deleted_when_
     assert session(cancelled)["signing_in"] is False
 
 
+def during_the_check(
+    monkeypatch: pytest.MonkeyPatch, client: FlaskClient, path: str, csrf: str
+) -> list:
+    """Makes the next check of credentials (``resolve_caller`` of the search page) first send
+    a ``POST`` of ``path`` from ``client``: a request made while a poll's check is under way.
+    The list it returns gets that request's answer (status, JSON)."""
+    import search_api.ui
+
+    answers: list = []
+    check = search_api.ui.resolve_caller
+
+    def meanwhile(*args: object, **kwargs: object) -> object:
+        if not answers:
+            answers.append(None)  # the request's own checks go straight on
+            other = client.post(path, headers={CSRF_HEADER: csrf})
+            answers[0] = (other.status_code, other.get_json())
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(search_api.ui, "resolve_caller", meanwhile)
+    return answers
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_two_polls_at_once_sign_in_once(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, held: bool
+) -> None:
+    """The flow's credentials went into the session before their check: a second poll while
+    the first one checked them (two tabs, a page reloaded during its poll) found them and
+    signed in too — two signed-in sessions for one sign-in, the browser keeping one cookie.
+    So did two polls after a failed check (``held``). The poll that takes them checks them;
+    the other one waits."""
+    client = stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    if held:
+        poll_with_nextcloud_down(stack, client, csrf)
+    other = during_the_check(monkeypatch, client, "/ui/login/poll", csrf)
+    done = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert done.status_code == 200 and done.get_json()["user"] == "bob"
+    assert other == [(200, {"user": None})]
+    assert client.get("/v1/folders").status_code == 200
+
+
+def test_a_sign_in_cancelled_while_its_poll_checks_the_credentials_stays_usable(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel while a poll checked credentials kept from a failed check deleted their app
+    password, and the poll signed in with it: a session whose searches are all refused. The
+    poll took them, so the cancel leaves the app password to the sign-in."""
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    poll_with_nextcloud_down(stack, client, csrf)
+    cancel = during_the_check(monkeypatch, client, "/ui/login/cancel", csrf)
+    done = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert done.status_code == 200 and done.get_json()["user"] == "bob"
+    assert cancel == [(200, {"cancelled": True})]
+    assert len(sim.tree.user("bob").passwords) == 2
+    assert client.get("/v1/folders").status_code == 200
+
+
 def test_a_folder_share_revoked_since_the_scan_leaves_the_folder_list(stack: Stack) -> None:
     # unsharing fires no event: bob still holds the documents until his scan, but his files
     # root (one PROPFIND) no longer holds the share's folder, so it is not offered
