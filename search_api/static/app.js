@@ -634,7 +634,7 @@ function whereText(r) {
 // Markdown syntax a note's snippet would show raw (the server's snippet is the chunk's text, its
 // line breaks made spaces): heading hashes, "*" list bullets (shown as "•"; a "-" bullet stays,
 // as a "-" could be a dash in prose), numbered-list markers ("1. ", "1) ": shown as "•" only in a
-// run of consecutive numbers, as a lone "5. " could end a sentence, "in chapter 5. It"), a task's
+// run of three consecutive items, see numberedItems: a lone "5. " could end a sentence), a task's
 // box (☐ or ☑), emphasis markers around words, the "[", "](url)" of a link (its text stays), code
 // fences (with their language) and the backticks around code (the code stays as written: no
 // other rule reads it), and a table's pipes and "|---|---|" row (see TABLE_RULE). Only text
@@ -656,16 +656,30 @@ const MARKDOWN = [
   [/(?<=[^\s*_~])(?:\*{1,3}|_{1,3}|~~)(?=$|[\s\p{P}])/gu, ""],
 ];
 // a table's "|---|:--:|" row, and a pipe standing between spaces (a table's cell border: only
-// in a snippet with such a row or three such pipes, where " | " is no separator of prose)
+// in a snippet with such a row or with two rows' pipes side by side, "| |", where " | " is no
+// separator of prose nor a shell pipeline: "ls | grep x | sort | uniq" lost its pipes when three
+// such pipes made a table)
 const TABLE_RULE = /(?<=^|\s)\|(?: *:?-+:? *\|)+(?: *:?-+:? *)?(?=\s|$)/g;
 const PIPE = /(?<=^|\s)\|(?:\s+|$)/g;
+const ROWS_MET = /(?<=^|\s)\| +\|(?=\s|$)/;
 
-// "1. " and "1) " markers as "•" where a marker of the number before or after (same delimiter)
-// is in the snippet too; any other stays as written.
+// "1. " and "1) " markers as "•" in a run of three or more consecutive numbers (same delimiter),
+// each followed by an item: some text before the next marker, not beginning with a small letter.
+// Any other stays as written: German writes ordinal dates so ("am 1. und 2. Dezember, vom 3. bis
+// 4. Mai" showed "am • und • Dezember, vom • bis • Mai"), a pair is no list, and numbers with no
+// text between them are none either ("24. 25. 26. Dezember").
 function numberedItems(text) {
-  const listed = new Set([...text.matchAll(NUMBERED)].map((m) => m[2] + Number(m[1])));
-  return text.replace(NUMBERED, (marker, n, delim) =>
-    (listed.has(delim + (Number(n) + 1)) || listed.has(delim + (Number(n) - 1)) ? "• " : marker));
+  const found = [...text.matchAll(NUMBERED)];
+  const items = new Set(found.filter((m, i) => {
+    const item = text.slice(m.index + m[0].length, i + 1 < found.length ? found[i + 1].index : text.length);
+    return /[\p{L}\p{N}\uE000]/u.test(item) && !/^\p{Ll}/u.test(item);
+  }).map((m) => m[2] + Number(m[1])));
+  const listed = (delim, n, ...steps) => steps.every((step) => items.has(delim + (n + step)));
+  return text.replace(NUMBERED, (marker, digits, delim) => {
+    const n = Number(digits);
+    const run = listed(delim, n, -2, -1, 0) || listed(delim, n, -1, 0, 1) || listed(delim, n, 0, 1, 2);
+    return run ? "• " : marker;
+  });
 }
 
 function hideMarkdown(snippet) {
@@ -673,7 +687,7 @@ function hideMarkdown(snippet) {
   if (nodes.some((n) => n.nodeType === Node.TEXT_NODE && n.data.includes(MARK_HOLDER))) return;
   let text = nodes.map((n) => (n.nodeType === Node.TEXT_NODE ? n.data : MARK_HOLDER)).join("");
   text = numberedItems(text.replace(FENCE, ""));
-  const table = text.search(TABLE_RULE) >= 0 || (text.match(PIPE) || []).length >= 3;
+  const table = text.search(TABLE_RULE) >= 0 || ROWS_MET.test(text);
   // split() with the span's two groups: text, backticks, code, text, …; the code stays as it is
   text = text.split(CODE_SPAN).map((part, i) => {
     if (i % 3 === 1) return "";

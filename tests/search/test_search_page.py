@@ -749,7 +749,8 @@ def test_a_notes_numbered_lists_code_and_tables_are_not_shown_as_markdown(
     deployment: Deployment, browser: Browser
 ) -> None:
     """A note's snippet showed the Markdown of numbered lists, code and tables raw. A run of
-    consecutive numbered markers is shown as bullets (a lone "5. " ending a sentence stays),
+    three consecutive numbered markers is shown as bullets (a lone "5. " ending a sentence
+    stays),
     code fences with their language and the backticks around code go (the code stays as
     written, "**kwargs" too), and so do a table's pipes and its "|---|" row; a "-" bullet stays
     as it is, and every mark still wraps the word it marked."""
@@ -757,7 +758,8 @@ def test_a_notes_numbered_lists_code_and_tables_are_not_shown_as_markdown(
     page = context.new_page()
     open_signed_in(page, deployment.url, "alice")
     raw = (
-        "Steps 1. Fill the <mark>lamp</mark> 2. Trim the wick ```bash <mark>lamp</mark>-check "
+        "Steps 1. Fill the <mark>lamp</mark> 2. Trim the wick 3. Light it ```bash "
+        "<mark>lamp</mark>-check "
         "--all ``` Run `<mark>lamp</mark> on` and `**kwargs` | Part | Count | |---|---:| "
         "| <mark>lamp</mark> | 3 | in chapter 5. It ends - done"
     )
@@ -767,10 +769,36 @@ def test_a_notes_numbered_lists_code_and_tables_are_not_shown_as_markdown(
     search(page, "lamp")
     snippet = page.locator("#results .snippet")
     expect(snippet).to_have_text(
-        "Steps • Fill the lamp • Trim the wick lamp-check --all Run lamp on and **kwargs "
+        "Steps • Fill the lamp • Trim the wick • Light it lamp-check --all Run lamp on and "
+        "**kwargs "
         "Part Count lamp 3 in chapter 5. It ends - done"
     )
     expect(snippet.locator("mark")).to_have_text(["lamp"] * 4)
+    context.close()
+
+
+def test_numbers_and_pipes_of_prose_in_a_note_s_snippet_are_shown(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """Two numbers with a marker's dot were taken for a numbered list and hidden: German
+    ordinal dates ("am 1. und 2. Dezember" showed "am • und • Dezember", "vom 3. bis 4. Mai"
+    too); so were numbers with no item between them ("24. 25. 26. Dezember"). Three pipes
+    between spaces were taken for a table's: a shell pipeline lost its pipes. Such a snippet
+    is shown as it came, its marks kept."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    prose = (
+        "Die <mark>Sitzung</mark> ist am 1. und 2. Dezember, vom 3. bis 4. Mai nicht; "
+        "Termine: 24. 25. 26. Dezember. Log: ls -l | grep <mark>Sitzung</mark> | sort | uniq"
+    )
+    answer = fake_answer(10, 1)
+    answer["results"][0] |= {"doc_type": "note", "snippet": prose}  # type: ignore[index]
+    page.route("**/v1/search", lambda r: r.fulfill(json=answer))
+    search(page, "Sitzung")
+    snippet = page.locator("#results .snippet")
+    expect(snippet).to_have_text(prose.replace("<mark>", "").replace("</mark>", ""))
+    expect(snippet.locator("mark")).to_have_text(["Sitzung"] * 2)
     context.close()
 
 
