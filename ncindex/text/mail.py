@@ -201,17 +201,18 @@ def _field(message: MIMEPart, name: str) -> str:
 
 def _alternative(parts: list[MIMEPart], plain: dict[int, bool]) -> list[MIMEPart]:
     """The alternative of a ``multipart/alternative`` that is read, in a list (empty when
-    none is text): the first ``text/plain`` one, else the first multipart holding a
-    ``text/plain`` body (:func:`_holds_plain`, its answers kept in ``plain``), else the
-    first ``text/html`` or multipart one — plain text preferred, as
+    none is text): the first ``text/plain`` one that is not empty (some mailers send an empty
+    one beside the HTML body; ``get_body`` chose it and the body was lost), else the first
+    multipart holding a ``text/plain`` body (:func:`_holds_plain`, its answers kept in
+    ``plain``), else the first ``text/html`` or multipart one — plain text preferred, as
     :meth:`EmailMessage.get_body` with ``("plain", "html")`` did. The others render the
     same body (RFC 2046 §5.1.4) and are not read again."""
 
     def rank(part: MIMEPart) -> int:
         if _is_file(part):
             return 3
-        if part.get_content_type() == "text/plain":
-            return 0
+        if part.get_content_type() == "text/plain":  # an empty one is no body: the HTML is
+            return 0 if _part_text(part, _never).strip() else 3
         if part.get_content_maintype() == "multipart":
             return 1 if _holds_plain(part, plain) else 2
         return 2 if part.get_content_type() == "text/html" else 3

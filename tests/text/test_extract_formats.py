@@ -1070,3 +1070,16 @@ def test_an_eml_body_sent_as_plain_and_html_parts_of_a_mixed_is_read_once() -> N
     )
     text = extract(data.encode(), "message/rfc822", "f.eml").text
     assert text.count("ferry") == 1 and text.endswith("\n\nharbour-list mailing list")
+
+
+def test_an_eml_s_empty_plain_alternative_leaves_the_html_body_to_read() -> None:
+    """Some mailers send an empty ``text/plain`` alternative beside the HTML body: the plain
+    one was chosen, as ``get_body`` prefers it, and the body was lost (a reader's mail client
+    shows the HTML). An empty plain alternative is passed over; one with text still wins."""
+    empty = _message("Tides", _alternative(" \r\n", "<p>High water at <b>six</b>.</p>"))
+    assert extract(empty.encode(), "message/rfc822", "t.eml").text.endswith(
+        "\n\nHigh water at six."
+    )
+    plain = _message("Tides", _alternative("High water at six.", "<p>HTML copy</p>"))
+    text = extract(plain.encode(), "message/rfc822", "t.eml").text
+    assert text.endswith("\n\nHigh water at six.") and "HTML copy" not in text
