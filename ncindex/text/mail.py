@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from email import policy
 from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesFeedParser
-from email.policy import Policy
+from email.policy import EmailPolicy, Policy
 from typing import Any
 
 from ncindex.errors import ExtractionError
@@ -188,15 +187,9 @@ def _heading(message: MIMEPart, level: int) -> str:
 
 
 def _field(message: MIMEPart, name: str) -> str:
-    """The first ``name`` header field of ``message`` on one line ("" when there is none),
-    parsed by the ``default`` policy; a field its parser fails on (an address field of a
-    lone ``"`` raised ``IndexError`` in Python 3.11's ``email._header_value_parser`` and
-    lost the whole message) is read as unstructured text (RFC 2047 encoded words decoded)."""
-    try:
-        return one_line(str(message.get(name, "")))
-    except Exception:  # the field parsers raise assorted types on malformed fields
-        raw = next((v for k, v in message.raw_items() if k.lower() == name.lower()), "")
-        return one_line(str(policy.default.header_factory("x-unstructured", raw)))
+    """The first ``name`` header field of ``message`` on one line ("" when there is none), as
+    :class:`_Lenient` parses it."""
+    return one_line(str(message.get(name, "")))
 
 
 def _alternative(parts: list[MIMEPart], plain: dict[int, bool]) -> list[MIMEPart]:
@@ -252,6 +245,22 @@ def _root(part: MIMEPart, parts: list[MIMEPart]) -> int:
     return ids.index(start) if isinstance(start, str) and start in ids else 0
 
 
+class _Lenient(EmailPolicy):
+    """The ``default`` policy, but a header field its parser fails on is read as unstructured
+    text (RFC 2047 encoded words decoded): Python 3.11's ``email._header_value_parser``
+    raises on some malformed fields — an address field of a lone ``"``, a ``Content-Type``
+    of ``text/plain; format*`` (``IndexError``) — and a ``Content-Type`` is parsed while the
+    message is, so one such field lost the whole message, its subject and body too. The
+    ``Message`` methods that read a ``Content-Type`` or ``Content-Disposition`` parameter
+    read such a text as the ``compat32`` policy does."""
+
+    def header_fetch_parse(self, name: str, value: str) -> Any:
+        try:
+            return super().header_fetch_parse(name, value)
+        except Exception:  # the field parsers raise assorted types on malformed fields
+            return super().header_fetch_parse("x-unstructured", value)
+
+
 class _Nested(EmailMessage):
     """An ``EmailMessage`` that knows its nesting depth (the message is 0, its parts 1, …),
     made by the feed parser through the policy's ``message_factory``. A part deeper than
@@ -287,7 +296,7 @@ def _parse(data: bytes, late: Callable[[], bool]) -> Message:
     piece holds the header fields and parts read so far."""
     end = _HEADER_END.search(data, 0, _HEADER_BYTES)
     header = end.end() if end else min(len(data), _HEADER_BYTES)
-    parser = BytesFeedParser(policy=policy.default.clone(message_factory=_Nested))
+    parser = BytesFeedParser(policy=_Lenient(message_factory=_Nested))
     for start in range(0, len(data), _FEED_PIECE):
         if start >= header and late():
             break
@@ -300,7 +309,8 @@ def _part_text(part: MIMEPart, late: Callable[[], bool]) -> str:
     that names no charset is US-ASCII by RFC 2045 §5.2, but 8-bit bodies without one are
     common (older mailers wrote their code page, newer ones UTF-8), and the ``email``
     package decodes them as ASCII with replacement characters; they and a part with a
-    charset Python does not know are decoded as a text file is
+    charset Python does not know (or a ``charset*`` parameter it cannot read) are decoded
+    as a text file is
     (:func:`~ncindex.text.charsets.decode_text`: UTF-8, else a guess). NUL bytes in such a
     body (a base64 or quoted-printable one decodes to any bytes; only the raw message's are
     refused, by :func:`eml_text`) are dropped
@@ -310,7 +320,7 @@ def _part_text(part: MIMEPart, late: Callable[[], bool]) -> str:
         if part.get_content_charset() is None:
             raise LookupError("no charset")
         content = part.get_content()
-    except LookupError:
+    except (LookupError, TypeError):  # TypeError: a charset* parameter (RFC 2231) unread
         payload = part.get_payload(decode=True)
         content = (
             decode_without_nuls(payload, None, len(payload))[0]

@@ -979,12 +979,18 @@ def test_an_eml_field_or_part_its_parser_fails_on_keeps_the_message() -> None:
     field of a lone ``"`` (``IndexError``), a ``Content-Disposition`` of ``attachment;
     filename*`` (``IndexError``). Once a message forwarded inline was read, either one in
     it lost the whole message, its subject and body too, as "unreadable e-mail"; in the
-    message's own From line it always did. The field is read as unstructured text, the
-    part listed as an unnamed file."""
+    message's own From line it always did, and so did a part's ``Content-Type`` of
+    ``text/plain; format*`` (parsed while the message is) or ``charset*``. The field is read
+    as unstructured text, the part with the disposition listed as an unnamed file, the text
+    parts read."""
     forwarded = 'From: "\r\nSubject: Harbour rota\r\nMIME-Version: 1.0\r\n' + _multipart(
         "mixed",
         _leaf("text/plain", "Rui takes the night shift."),
         _leaf("application/pdf", "%PDF", "Content-Disposition: attachment; filename*\r\n"),
+    )
+    unreadable_types = (
+        "Content-Type: text/plain; format*\r\n\r\nThe harbour closes at ten.",
+        "Content-Type: text/plain; charset*\r\n\r\nThe last ferry leaves at eleven.",
     )
     data = _message(
         "Fwd: Harbour rota",
@@ -992,13 +998,16 @@ def test_an_eml_field_or_part_its_parser_fails_on_keeps_the_message() -> None:
             "mixed",
             _leaf("text/plain", "See the rota below."),
             _leaf("message/rfc822", forwarded, "Content-Disposition: inline\r\n"),
+            *unreadable_types,
         ),
         sender='"',
     )
     text = extract(data.encode(), "message/rfc822", "fwd.eml").text
     assert text.startswith('# Fwd: Harbour rota\n\nFrom: "\nTo: Bob Example <bob@example.org>')
     assert 'See the rota below.\n\n## Harbour rota\n\nFrom: "\n\nRui takes the night shift.' in text
-    assert text.endswith("\n\nAttachments: (unnamed)")
+    assert text.endswith(
+        "The harbour closes at ten.\n\nThe last ferry leaves at eleven.\n\nAttachments: (unnamed)"
+    )
 
 
 def test_eml_nested_alternatives_are_searched_for_plain_text_once(
