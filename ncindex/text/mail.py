@@ -63,7 +63,7 @@ def eml_text(data: bytes, late: Callable[[], bool] = _never) -> tuple[str, bool]
             raise ExtractionError("not an e-mail message: no header fields")
         reading = _Reading(late)
         reading.texts.append(_heading(message, 1))
-        reading.walk(message, level=2)
+        reading.walk(message, level=2, whole=True)
         text = "\n\n".join(reading.texts)
         if reading.names:
             text += "\n\nAttachments: " + ", ".join(reading.names)
@@ -97,7 +97,9 @@ class _Reading:
         self._plain: dict[int, bool] = {}  # _holds_plain's answers, by id(part)
         self._words: set[str] = set()  # each text part read: its words, else its text
 
-    def walk(self, part: MIMEPart, level: int, *, files_only: bool = False) -> None:
+    def walk(
+        self, part: MIMEPart, level: int, *, files_only: bool = False, whole: bool = False
+    ) -> None:
         """Read ``part`` as a reader of the message sees it (RFC 2046): of a
         ``multipart/alternative`` one alternative (:func:`_alternative`), the other ones'
         files listed; of a ``multipart/related`` its root (RFC 2387 §3.2: the part its
@@ -106,7 +108,8 @@ class _Reading:
         appended as a second text part) every part in order. A message part forwarded inline
         (``message/rfc822`` not marked as an attachment) is read as a message (its subject a
         heading of ``level`` ``#``, at most six), an inline ``text/plain`` or ``text/html``
-        part without a file name (the message's own body whatever its name) as text; any
+        part without a file name (a message's own body whatever its name: ``whole``, the
+        message itself or one forwarded in it) as text; any
         other part is a file, listed by its name; a text part of the same words as one
         read (a body sent as ``text/plain`` and ``text/html`` parts of a
         ``multipart/mixed`` rather than an alternative) is not read again. With
@@ -115,14 +118,14 @@ class _Reading:
         if self.stopped:
             return
         kind = part.get_content_type()
-        attached = _is_file(part) and not (isinstance(part, _Nested) and part.depth == 0)
+        attached = _is_file(part) and not whole
         if kind in _MESSAGE_TYPES and not attached:
             for inner in part.iter_parts():  # the one message it holds (none when cut)
                 if not files_only:
                     if not self._may_read():
                         return
                     self.texts.append(_heading(inner, level))
-                self.walk(inner, level + 1, files_only=files_only)
+                self.walk(inner, level + 1, files_only=files_only, whole=True)
         elif part.get_content_maintype() == "multipart":  # no parts when those were cut
             parts: list[MIMEPart] = list(part.iter_parts())
             seen = {id(subpart) for subpart in parts}

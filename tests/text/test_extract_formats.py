@@ -657,7 +657,8 @@ def test_an_eml_message_forwarded_as_an_attachment_is_listed_by_name() -> None:
     """A message forwarded as an attachment (``Content-Disposition: attachment``, as
     Thunderbird's and Gmail's "forward as attachment" send it) stays a name, as any
     attachment; so does a text file attached ``inline`` with a file name (Apple Mail), but
-    for the message's own body. A guard: the old code listed these too."""
+    for a message's own body (of one forwarded inline too: that one was listed). A guard for
+    the rest: the old code listed these too."""
     forwarded = _message("Harbour rota", _leaf("text/plain", "Rui takes the night shift."))
     data = _message(
         "Fwd: Harbour rota",
@@ -683,6 +684,13 @@ def test_an_eml_message_forwarded_as_an_attachment_is_listed_by_name() -> None:
         _leaf("text/plain", "Sailing notes", 'Content-Disposition: inline; filename="n.txt"\r\n'),
     )
     assert extract(whole.encode(), "message/rfc822", "n.eml").text.endswith("\n\nSailing notes")
+    # so is a message forwarded inline whose whole body is one (it was listed as "n.txt")
+    forwarded = _message(
+        "Fwd: Notes",
+        _multipart("mixed", _leaf("message/rfc822", whole, "Content-Disposition: inline\r\n")),
+    )
+    text = extract(forwarded.encode(), "message/rfc822", "f.eml").text
+    assert text.endswith("\n\nSailing notes") and "Attachments" not in text
 
 
 def test_eml_related_html_and_attachments_inside_an_alternative() -> None:
