@@ -25,7 +25,15 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from playwright.sync_api import Browser, BrowserContext, Page, Route, expect, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Locator,
+    Page,
+    Route,
+    expect,
+    sync_playwright,
+)
 
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.simulator.server import SimulatorServer
@@ -745,29 +753,36 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
     context.close()
 
 
+def note_snippet(
+    deployment: Deployment, browser: Browser, snippet: str, query: str
+) -> tuple[BrowserContext, Locator]:
+    """The snippet alice's search for ``query`` shows for a note whose server snippet is
+    ``snippet`` (the search answered by a stand-in), and the browser context to close."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    answer = fake_answer(10, 1)
+    answer["results"][0] |= {"doc_type": "note", "snippet": snippet}  # type: ignore[index]
+    page.route("**/v1/search", lambda r: r.fulfill(json=answer))
+    search(page, query)
+    return context, page.locator("#results .snippet")
+
+
 def test_a_notes_numbered_lists_code_and_tables_are_not_shown_as_markdown(
     deployment: Deployment, browser: Browser
 ) -> None:
     """A note's snippet showed the Markdown of numbered lists, code and tables raw. A run of
     three consecutive numbered markers is shown as bullets (a lone "5. " ending a sentence
-    stays),
-    code fences with their language and the backticks around code go (the code stays as
-    written, "**kwargs" too), and so do a table's pipes and its "|---|" row; a "-" bullet stays
-    as it is, and every mark still wraps the word it marked."""
-    context = browser.new_context()
-    page = context.new_page()
-    open_signed_in(page, deployment.url, "alice")
+    stays), code fences with their language and the backticks around code go (the code stays
+    as written, "**kwargs" too), and so do a table's pipes and its "|---|" row; a "-" bullet
+    stays as it is, and every mark still wraps the word it marked."""
     raw = (
         "Steps 1. Fill the <mark>lamp</mark> 2. Trim the wick 3. Light it ```bash "
         "<mark>lamp</mark>-check "
         "--all ``` Run `<mark>lamp</mark> on` and `**kwargs` | Part | Count | |---|---:| "
         "| <mark>lamp</mark> | 3 | in chapter 5. It ends - done"
     )
-    answer = fake_answer(10, 1)
-    answer["results"][0] |= {"doc_type": "note", "snippet": raw}  # type: ignore[index]
-    page.route("**/v1/search", lambda r: r.fulfill(json=answer))
-    search(page, "lamp")
-    snippet = page.locator("#results .snippet")
+    context, snippet = note_snippet(deployment, browser, raw, "lamp")
     expect(snippet).to_have_text(
         "Steps • Fill the lamp • Trim the wick • Light it lamp-check --all Run lamp on and "
         "**kwargs "
@@ -785,18 +800,11 @@ def test_numbers_and_pipes_of_prose_in_a_note_s_snippet_are_shown(
     too); so were numbers with no item between them ("24. 25. 26. Dezember"). Three pipes
     between spaces were taken for a table's: a shell pipeline lost its pipes. Such a snippet
     is shown as it came, its marks kept."""
-    context = browser.new_context()
-    page = context.new_page()
-    open_signed_in(page, deployment.url, "alice")
     prose = (
         "Die <mark>Sitzung</mark> ist am 1. und 2. Dezember, vom 3. bis 4. Mai nicht; "
         "Termine: 24. 25. 26. Dezember. Log: ls -l | grep <mark>Sitzung</mark> | sort | uniq"
     )
-    answer = fake_answer(10, 1)
-    answer["results"][0] |= {"doc_type": "note", "snippet": prose}  # type: ignore[index]
-    page.route("**/v1/search", lambda r: r.fulfill(json=answer))
-    search(page, "Sitzung")
-    snippet = page.locator("#results .snippet")
+    context, snippet = note_snippet(deployment, browser, prose, "Sitzung")
     expect(snippet).to_have_text(prose.replace("<mark>", "").replace("</mark>", ""))
     expect(snippet.locator("mark")).to_have_text(["Sitzung"] * 2)
     context.close()

@@ -616,6 +616,14 @@ def _alternative(plain: str, html: str) -> str:
     return _multipart("alternative", _leaf("text/plain", plain), _leaf("text/html", html))
 
 
+def _forwarding(body: str, forwarded: str, *after: str, **sender: str) -> str:
+    """A message "Fwd: Harbour rota" (``sender=`` as :func:`_message` takes it) of a
+    ``multipart/mixed``: ``body``, the message ``forwarded`` inline (``message/rfc822``),
+    then ``after``."""
+    inline = _leaf("message/rfc822", forwarded, "Content-Disposition: inline\r\n")
+    return _message("Fwd: Harbour rota", _multipart("mixed", body, inline, *after), **sender)
+
+
 def test_eml_text_parts_a_reader_sees_are_each_read_once() -> None:
     """Only the one body ``get_body`` chose was read: a list's footer (a second inline
     ``text/plain`` part of the ``multipart/mixed`` a list wraps the message in) and a
@@ -631,14 +639,10 @@ def test_eml_text_parts_a_reader_sees_are_each_read_once() -> None:
         ),
         sender="Rui Costa <rui@example.org>",
     )
-    data = _message(
-        "Fwd: Harbour rota",
-        _multipart(
-            "mixed",
-            _alternative("See the rota below.", "<p>HTML note, not read</p>"),
-            _leaf("message/rfc822", forwarded, "Content-Disposition: inline\r\n"),
-            _leaf("text/plain", "harbour-list mailing list\nhttps://lists.example.org/harbour"),
-        ),
+    data = _forwarding(
+        _alternative("See the rota below.", "<p>HTML note, not read</p>"),
+        forwarded,
+        _leaf("text/plain", "harbour-list mailing list\nhttps://lists.example.org/harbour"),
     )
     text = extract(data.encode(), "message/rfc822", "fwd.eml").text
     assert text == (
@@ -1000,15 +1004,8 @@ def test_an_eml_field_or_part_its_parser_fails_on_keeps_the_message() -> None:
         "Content-Type: text/plain; format*\r\n\r\nThe harbour closes at ten.",
         "Content-Type: text/plain; charset*\r\n\r\nThe last ferry leaves at eleven.",
     )
-    data = _message(
-        "Fwd: Harbour rota",
-        _multipart(
-            "mixed",
-            _leaf("text/plain", "See the rota below."),
-            _leaf("message/rfc822", forwarded, "Content-Disposition: inline\r\n"),
-            *unreadable_types,
-        ),
-        sender='"',
+    data = _forwarding(
+        _leaf("text/plain", "See the rota below."), forwarded, *unreadable_types, sender='"'
     )
     text = extract(data.encode(), "message/rfc822", "fwd.eml").text
     assert text.startswith('# Fwd: Harbour rota\n\nFrom: "\nTo: Bob Example <bob@example.org>')
