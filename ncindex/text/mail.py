@@ -107,7 +107,8 @@ class _Reading:
         listed; of any other multipart (``mixed``, ``signed``, ``digest``, a list's footer
         appended as a second text part) every part in order. A message part forwarded inline
         (``message/rfc822`` not marked as an attachment) is read as a message (its subject a
-        heading of ``level`` ``#``, at most six), an inline ``text/plain`` or ``text/html``
+        heading of ``level`` ``#``, at most six; none for a part holding no header fields,
+        empty or not a message), an inline ``text/plain`` or ``text/html``
         part without a file name (a message's own body whatever its name: ``whole``, the
         message itself or one forwarded in it) as text; any
         other part is a file, listed by its name; a text part of the same words as one
@@ -121,7 +122,7 @@ class _Reading:
         attached = _is_file(part) and not whole
         if kind in _MESSAGE_TYPES and not attached:
             for inner in part.iter_parts():  # the one message it holds (none when cut)
-                if not files_only:
+                if not files_only and inner.keys():  # no heading for no header fields
                     if not self._may_read():
                         return
                     self.texts.append(_heading(inner, level))

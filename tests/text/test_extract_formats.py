@@ -1097,3 +1097,13 @@ def test_an_eml_s_empty_plain_alternative_leaves_the_html_body_to_read() -> None
     plain = _message("Tides", _alternative("High water at six.", "<p>HTML copy</p>"))
     text = extract(plain.encode(), "message/rfc822", "t.eml").text
     assert text.endswith("\n\nHigh water at six.") and "HTML copy" not in text
+
+
+def test_an_empty_or_headerless_forwarded_message_adds_no_heading() -> None:
+    """A ``message/rfc822`` part that is empty, or holds text without header fields (a
+    mailer's broken forward), was read under a heading "## (no subject)" of a message that
+    is not there. No heading is made for it; text it holds is read."""
+    for inner, rest in (("", ""), ("The ferry is late.", "\n\nThe ferry is late.")):
+        data = _forwarding(_leaf("text/plain", "See below."), inner)
+        text = extract(data.encode(), "message/rfc822", "f.eml").text
+        assert text.endswith("\n\nSee below." + rest) and "(no subject)" not in text, inner
