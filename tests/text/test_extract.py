@@ -700,11 +700,16 @@ def test_short_windows_1252_german_is_not_read_as_a_dos_code_page() -> None:
         "Polévka: česneková\nHlavní jídlo: svíčková na smetaně, knedlík\nDezert: jablečný závin",
         "Účet za elektřinu",
         "Zpráva o činnosti za rok 2025",
+        "Dobrý deň",  # Slovak; was cp1006 (Urdu) Dobrﮮ deﮨ
+        "Příjemný den",  # was cp1006 Pﺋﻥjemnﮮ den
     ],
 )
 def test_windows_1250_czech_is_not_read_as_windows_1252(czech: str) -> None:
     """charset-normalizer ranks windows-1250 first for these, but windows-1252 tied with it
-    and was preferred: ``Městský úřad`` read as ``Mìstský úøad``, never found by ``úřad``."""
+    and was preferred: ``Městský úřad`` read as ``Mìstský úøad``, never found by ``úřad``.
+    Short ones lost windows-1252 to windows-1250 as written in fewer languages, and then
+    charset-normalizer's first reading, in Urdu cp1006, was taken over the windows-1250 one
+    tied with it."""
     assert extract(czech.encode("cp1250"), "text/plain", "zapis.txt").text == czech
     page = f"<html><body><p>{czech}</p></body></html>".encode("cp1250")
     assert extract(page, "text/html", "zapis.html").text == czech
