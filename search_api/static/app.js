@@ -6,6 +6,7 @@ const $ = (id) => document.getElementById(id);
 const TYPE_NAMES = { note: "Notes", file: "Files", deck_card: "Deck cards", news_item: "News" };
 let session = { user: null, csrf: "", nextcloud_url: "" };
 let pollTimer = null;
+let polling = false; // a poll is under way: the next tick of pollTimer waits for it
 let flowStarting = false; // a Login Flow is being started: Nextcloud has not answered yet
 let pollUntil = 0;
 // Nextcloud forgets a Login Flow v2 after 20 minutes (nextcloud/server core/Db/LoginFlowV2Mapper.php,
@@ -234,13 +235,20 @@ function waitForApproval(loginUrl, ms) {
   pollTimer = setInterval(pollFlow, 1500);
 }
 
+// One poll at a time: a poll whose check of the approval took Nextcloud longer than the timer's
+// 1.5 s (a slow or busy Nextcloud) overlapped the next ones, and one of those sent after the
+// first had signed in (with the session it replaced) came back "no session", stopped the polling
+// and said so, so that the sign-in's own answer, arriving after it, was ignored.
 async function pollFlow() {
+  if (polling) return;
   if (Date.now() > pollUntil) {
     stopPolling();
     status("The access was not approved in Nextcloud in time; sign in again.", true);
     return;
   }
+  polling = true; // call() never throws: an unreachable server is its status 0
   const { response, data } = await call("POST", "/ui/login/poll");
+  polling = false;
   if (pollTimer === null) return; // signed in another way meanwhile
   if (response.status === 0) return; // unreachable for now: ask again
   // Nextcloud down for a while (503): the flow lives on in Nextcloud, and an approval made once

@@ -925,6 +925,34 @@ def test_an_approval_nextcloud_cannot_confirm_just_then_signs_in_once_it_can(
     context.close()
 
 
+def test_the_page_polls_the_login_flow_one_poll_at_a_time(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """The page polled every 1.5 s whether the last poll had been answered: while a slow
+    Nextcloud checked the approval, further polls went out, and one sent after the sign-in had
+    replaced the session came back "no session", stopping the polling before the sign-in's
+    own answer arrived (it was then ignored). A poll waits for the one under way: here the
+    first is held unanswered over three of the timer's ticks, and no other is sent."""
+    context = browser.new_context()
+    page = context.new_page()
+    polls: list[Route] = []
+
+    def first_held(route: Route) -> None:  # the first poll held, any other sent on
+        polls.append(route)
+        if len(polls) > 1:
+            route.continue_()
+
+    page.route("**/ui/login/poll", first_held)
+    popup = start_login_flow(context, page, deployment.url)
+    page.wait_for_timeout(4_500)
+    assert len(polls) == 1
+    approve_in_nextcloud(popup, "alice")
+    polls[0].continue_()
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
+    sign_out_deleting_the_app_password(page, deployment)
+    context.close()
+
+
 def test_a_login_flow_can_be_cancelled(deployment: Deployment, browser: Browser) -> None:
     """The page waited for a Login Flow's approval up to Nextcloud's 20 minutes with no way
     out. "Cancel sign-in" stops the polling, the server forgets the flow (a reload does not wait
