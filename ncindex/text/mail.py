@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesFeedParser
 from email.policy import EmailPolicy, Policy
@@ -71,7 +72,7 @@ def eml_text(data: bytes, late: Callable[[], bool] = _never) -> tuple[str, bool]
         raise
     except Exception as exc:  # header parsers raise assorted types on malformed fields
         raise ExtractionError(f"unreadable e-mail: {type(exc).__name__}: {exc}") from exc
-    return text, message.cut[0]
+    return text, message.tree.cut
 
 
 #: The inline text parts read as a message's text (RFC 2046 §4.1; other ``text/*`` parts,
@@ -265,32 +266,50 @@ class _Lenient(EmailPolicy):
             return super().header_fetch_parse("x-unstructured", value)
 
 
+@dataclass
+class _Tree:
+    """What the message and all its parts share: whether a part was left out (``cut``), and
+    whether the parser is done with them (``parsed``: their header fields are final)."""
+
+    cut: bool = False
+    parsed: bool = False
+
+
 class _Nested(EmailMessage):
     """An ``EmailMessage`` that knows its nesting depth (the message is 0, its parts 1, …),
     made by the feed parser through the policy's ``message_factory``. A part deeper than
     :data:`MAX_NESTED_PARTS` is not attached to its parent and says it is
     ``application/octet-stream``, so the parser reads it as one leaf up to its parent's next
     boundary (the parser recurses only into ``multipart/*`` and ``message/*``, after asking
-    ``get_content_maintype``); ``cut`` (one list shared by the message and all its parts)
-    records that a part was left out."""
+    ``get_content_maintype``); ``tree`` (one :class:`_Tree` shared by the message and all its
+    parts) records that a part was left out. Once the message is parsed, each part's content
+    type is parsed from its ``Content-Type`` once: reading the message asks it several times
+    of each part (by its kind, main type, subtype, and to rank alternatives), and each ask
+    parsed the field again — most of the time a message of thousands of parts took to read
+    after it was parsed, none of it under the budget."""
 
     def __init__(self, policy: Policy | None = None) -> None:
         super().__init__(policy)
         self.depth = 0
-        self.cut = [False]
+        self.tree = _Tree()
+        self._type: str | None = None
 
     def attach(self, payload: Any) -> None:  # typeshed: Message | str, MIMEPart: Self
         if isinstance(payload, _Nested):
-            payload.depth, payload.cut = self.depth + 1, self.cut
+            payload.depth, payload.tree = self.depth + 1, self.tree
             if payload.depth > MAX_NESTED_PARTS:
-                self.cut[0] = True
+                self.tree.cut = True
                 return
         super().attach(payload)
 
     def get_content_type(self) -> str:
         if self.depth > MAX_NESTED_PARTS:
             return "application/octet-stream"
-        return super().get_content_type()
+        if not self.tree.parsed:
+            return super().get_content_type()
+        if self._type is None:
+            self._type = super().get_content_type()
+        return self._type
 
 
 def _parse(data: bytes, late: Callable[[], bool]) -> Message:
@@ -305,7 +324,10 @@ def _parse(data: bytes, late: Callable[[], bool]) -> Message:
         if start >= header and late():
             break
         parser.feed(data[start : start + _FEED_PIECE])
-    return parser.close()
+    message = parser.close()
+    if isinstance(message, _Nested):
+        message.tree.parsed = True
+    return message
 
 
 def _part_text(part: MIMEPart, late: Callable[[], bool]) -> str:
