@@ -210,7 +210,8 @@ def _alternative(parts: list[MIMEPart], plain: dict[int, bool]) -> list[MIMEPart
         if _is_file(part):
             return 3
         if part.get_content_type() == "text/plain":  # an empty one is no body: the HTML is
-            return 0 if _part_text(part, _never).strip() else 3
+            body = part.get_payload(decode=True)  # its bytes: not decoded twice, nor guessed
+            return 0 if isinstance(body, bytes) and body.strip() else 3
         if part.get_content_maintype() == "multipart":
             return 1 if _holds_plain(part, plain) else 2
         return 2 if part.get_content_type() == "text/html" else 3
