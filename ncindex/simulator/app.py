@@ -14,7 +14,9 @@ Families (used by ``sim.request_count`` and ``sim.faults``):
 Served under a web root (``sim.web_root``, e.g. ``/nextcloud``) every route starts with it, as
 on a Nextcloud installed in a sub-folder; the app moves it into ``SCRIPT_NAME`` so handlers
 see the path below it, and hrefs they build start with it again. A request outside the web
-root is the web server's 404. A disabled app's routes answer 404 (nothing is registered).
+root is the web server's 404. A disabled app's routes are not registered: each entry point
+answers them as it answers a path no route matches (:meth:`SimulatorApp.unregistered`, the one
+place that asks whether the app of a route is enabled, :func:`route_app`).
 
 An exception webhook_listeners' event listener throws (a filter PHPMongoQuery throws on, a job
 argument over 4000 characters) fails the request that changed something, after the change,
@@ -23,6 +25,7 @@ with the answer of that app's own error handling (:meth:`SimulatorApp.listener_f
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -35,17 +38,17 @@ from ncindex.simulator.events import version_tuple
 from ncindex.simulator.loginflow import LoginFlows
 from ncindex.simulator.news import NewsApi
 from ncindex.simulator.notes_api import NotesApi
-from ncindex.simulator.ocs import OcsApi
+from ncindex.simulator.ocs import OcsApi, route_not_found
 from ncindex.simulator.phpjson import php_json_encode
 from ncindex.simulator.responses import json_response
 from ncindex.simulator.webdav import WebDav
 from ncindex.simulator.webhooks import JobArgumentError
-from ncindex.simulator.xmlutil import XML_CONTENT_TYPE, sabre_error
+from ncindex.simulator.xmlutil import XML_CONTENT_TYPE, dav_error, sabre_error
 
 if TYPE_CHECKING:
     from ncindex.simulator.simulator import NextcloudSimulator
 
-__all__ = ["SimulatorApp", "family_of"]
+__all__ = ["SimulatorApp", "family_of", "route_app"]
 
 #: The families whose controller methods all carry ``#[CORS]`` (nextcloud/notes
 #: ``NotesApiController``, nextcloud/deck ``*ApiController``, nextcloud/news ``*ApiController``).
@@ -54,6 +57,15 @@ CORS_FAMILIES = ("notes", "deck", "news")
 #: (nextcloud/server#46760, ``Request::passesCSRFCheck``; first in 31 by
 #: nextcloud/openapi-extractor#179).
 OCS_HEADER_PASSES_CSRF = (31,)
+#: The collections of the DAV root an app adds (its ``appinfo/info.xml``
+#: ``<sabre><collections>``: nextcloud/server ``apps/files_trashbin``, ``apps/files_versions``),
+#: by their name. ``apps/dav/lib/AppInfo/PluginManager.php`` ``populate`` loads them from the
+#: apps ``IAppManager::getInstalledApps`` lists, which leaves out those whose ``enabled`` is
+#: ``no``. The system tags collections are the dav app's own (``apps/dav/lib/RootCollection.php``):
+#: no app's switch takes them away.
+DAV_APP_COLLECTIONS = {"trashbin": "files_trashbin", "versions": "files_versions"}
+_APP_ROUTE = re.compile(r"^(?:/index\.php|/ocs/v[12]\.php)?/apps/([^/]+)")
+_DAV_COLLECTION = re.compile(r"^/remote\.php/dav/([^/]+)")
 
 
 def family_of(method: str, path: str) -> str:
@@ -77,6 +89,19 @@ def family_of(method: str, path: str) -> str:
     if bare == "/login/v2" or bare.startswith("/login/v2/"):
         return "login"
     return "other"
+
+
+def route_app(path: str) -> str | None:
+    """The app whose routes would answer ``path`` (below the web root), or None for the
+    server's own: ``/apps/{app}/…`` under ``index.php`` (or without it) and under
+    ``ocs/v1.php``/``v2.php`` (nextcloud/server ``lib/private/Route/Router.php``
+    ``findMatchingRoute`` loads the routes of the app so named), and the DAV collections of
+    :data:`DAV_APP_COLLECTIONS`."""
+    m = _APP_ROUTE.match(path)
+    if m:
+        return m.group(1)
+    m = _DAV_COLLECTION.match(path)
+    return DAV_APP_COLLECTIONS.get(m.group(1)) if m else None
 
 
 class SimulatorApp:
@@ -166,6 +191,44 @@ class SimulatorApp:
             return json_response({"message": message}, 401)
         return None
 
+    def unregistered(self, family: str, request: Request, uid: str | None) -> Response | None:
+        """The answer to a route of an app that is not enabled (:func:`route_app`), or None
+        (none such, or the answer comes later). Nothing of a disabled app is loaded, so its
+        routes are not registered and each entry point answers as for a path no route
+        matches, after its login (a disabled account is refused first) and before any
+        controller (no CSRF check, no ``#[CORS]`` rule):
+
+        * OCS: :func:`~ncindex.simulator.ocs.route_not_found` (998, HTTP 404 in v2) — with
+          or without credentials, as ``ocs/v1.php`` logs in without requiring it;
+        * WebDAV: after Sabre's authentication (a request without valid credentials gets the
+          401 first: None here), the root ``SimpleCollection::getChild`` finds no child of
+          that name: 404 ``Sabre\\DAV\\Exception\\NotFound`` "File not found: {name} in
+          'root'" (sabre/dav ``lib/DAV/SimpleCollection.php``);
+        * ``index.php``: ``OC::handleRequest`` (nextcloud/server ``lib/base.php``) catches
+          the ``ResourceNotFoundException`` and answers a ``PROPFIND`` 405, a request whose
+          ``Accept`` header is exactly ``application/json`` or ``application/xml`` 404 with
+          an empty body, anything else the 404 page of the ``/error/404`` route (its HTML
+          here is a *guess*: "Page not found")."""
+        app = route_app(request.path)
+        if app is None or self.sim.app_enabled(app):
+            return None
+        if family == "ocs":
+            return route_not_found(request)
+        if family in ("webdav", "dav-search", "systemtags"):
+            if uid is None:
+                return None
+            name = request.path.removeprefix("/remote.php/dav/").split("/", 1)[0]
+            return dav_error(404, "NotFound", f"File not found: {name} in 'root'")
+        if request.method.upper() == "PROPFIND":
+            return Response(b"", status=405, content_type="text/html; charset=UTF-8")
+        if request.headers.get("Accept") in ("application/json", "application/xml"):
+            return Response(b"", status=404, content_type="text/html; charset=UTF-8")
+        return Response(
+            b"<html><body><h1>Page not found</h1></body></html>",
+            status=404,
+            content_type="text/html; charset=UTF-8",
+        )
+
     def status(self, request: Request, uid: str | None) -> Response:
         """``/status.php`` (no auth)."""
         body = {
@@ -185,12 +248,6 @@ class SimulatorApp:
     def dispatch(self, request: Request) -> tuple[str, Response]:
         """Handle one request; returns ``(family, response)``."""
         family = family_of(request.method, request.path)
-        if family in ("notes", "deck", "news") and not self.sim.app_enabled(family):
-            return family, Response(
-                b"<html><body><h1>Page not found</h1></body></html>",
-                status=404,
-                content_type="text/html; charset=UTF-8",
-            )
         if self.sim.maintenance and family != "status":
             # nextcloud/server lib/base.php, OC::checkMaintenanceMode: every route but
             # status.php answers 503 with these two headers (Retry-After: 120 there)
@@ -214,14 +271,17 @@ class SimulatorApp:
                     status=fault.status,
                     content_type="text/html; charset=UTF-8",
                 )
-        handler = self.handlers.get(family)
-        if handler is None:
-            return family, Response(b"Not Found", status=404, content_type="text/plain")
         uid, basic = self.authenticate(request)
         if uid is not None and not self.sim.tree.users[uid].enabled:
             refused = self.login_refused(family, request)
             if refused is not None:
                 return family, refused
+        unregistered = self.unregistered(family, request, uid)
+        if unregistered is not None:
+            return family, unregistered
+        handler = self.handlers.get(family)
+        if handler is None:
+            return family, Response(b"Not Found", status=404, content_type="text/plain")
         if family in CORS_FAMILIES:
             refused = self.cors_refused(request, basic)
             if refused is not None:

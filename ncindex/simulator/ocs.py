@@ -27,15 +27,19 @@ from ncindex.simulator.xmlutil import PHP_DECLARATION, to_bytes
 if TYPE_CHECKING:
     from ncindex.simulator.simulator import NextcloudSimulator
 
-__all__ = ["OcsApi", "ocs_response"]
+__all__ = ["OcsApi", "ocs_response", "route_not_found"]
 
 RESPOND_UNAUTHORISED = 997
 RESPOND_NOT_FOUND = 998
 RESPOND_SERVER_ERROR = 996
 RESPOND_UNKNOWN_ERROR = 999
+#: ``ocs/v1.php``'s message when no route matches (``ResourceNotFoundException``), with its
+#: trailing newline (nextcloud/server ``ocs/v1.php`` of the ``OC\OCS\ApiHelper`` releases;
+#: the newest ``ocs/v1.php`` stored breaks the text in two lines instead — from which release
+#: was not checked, so the simulator keeps this one for every version)
 INVALID_QUERY = (
     "Invalid query, please check the syntax. API specifications are here: "
-    "http://www.freedesktop.org/wiki/Specifications/open-collaboration-services."
+    "http://www.freedesktop.org/wiki/Specifications/open-collaboration-services.\n"
 )
 NOT_ADMIN = (
     "Logged in account must be an admin, a sub admin or gotten special right to access this setting"
@@ -105,8 +109,10 @@ def ocs_response(
     *,
     version: int = 2,
     headers: dict[str, str] | None = None,
+    fmt: str | None = None,
 ) -> Response:
-    """An OCS response: envelope ``{"ocs":{"meta":…,"data":…}}`` in the requested format.
+    """An OCS response: envelope ``{"ocs":{"meta":…,"data":…}}`` in the requested format
+    (``fmt``, ``"json"`` or ``"xml"``, when given; else as ``OCSMiddleware`` picks it).
 
     ``status`` is the OCS status (``meta.statuscode`` in v2; mapped to 100 in v1 on success).
     """
@@ -129,7 +135,7 @@ def ocs_response(
         }
         http_status = 401 if status == RESPOND_UNAUTHORISED else 200
     envelope = {"ocs": {"meta": meta, "data": data}}
-    if _format(request) == "json":
+    if (fmt or _format(request)) == "json":
         body = php_json_encode(envelope, hex_tag=True).encode()
         ctype = JSON_CONTENT_TYPE
     else:
@@ -146,6 +152,26 @@ def ocs_response(
     return resp
 
 
+def route_not_found(request: Request) -> Response:
+    """``ocs/v1.php``'s answer (``v2.php`` too) when ``Router::match`` finds no route for the
+    path — an unknown one, or one of a disabled app, whose routes were never loaded
+    (nextcloud/server ``lib/private/Route/Router.php`` ``loadRoutes``: an app's
+    ``routes.php`` only once ``OC_App::isAppLoaded``, its attribute routes only when
+    ``isEnabledForUser``). The ``ResourceNotFoundException`` is caught by ``ocs/v1.php``
+    after the login and before any controller, so no CSRF check or login is asked for:
+    ``ApiHelper::respond(OCSController::RESPOND_NOT_FOUND, …)`` (``lib/private/OCS/
+    ApiHelper.php``) renders a ``V2Response`` (HTTP 404, ``meta.statuscode`` 998) or a
+    ``V1Response`` (HTTP 200) of empty data with :data:`INVALID_QUERY`, in the format of the
+    ``format`` parameter only (``getParam('format', 'xml')``; the ``Accept`` header is not
+    read, unlike ``OCSMiddleware``), with ``ApiHelper::setContentType``'s
+    ``Content-Type``."""
+    fmt = "json" if request_params(request).get("format") == "json" else "xml"
+    version = 1 if request.path.startswith("/ocs/v1.php") else 2
+    resp = ocs_response(request, [], RESPOND_NOT_FOUND, INVALID_QUERY, version=version, fmt=fmt)
+    resp.content_type = JSON_CONTENT_TYPE if fmt == "json" else "text/xml; charset=UTF-8"
+    return resp
+
+
 class OcsApi:
     """Handlers for the OCS routes; see the module docstring for the common behaviour."""
 
@@ -159,6 +185,11 @@ class OcsApi:
     ) -> Response:
         """:func:`ocs_response` (for the route modules)."""
         return ocs_response(request, data, status, message, version=version)
+
+    @staticmethod
+    def not_found(request: Request) -> Response:
+        """:func:`route_not_found` (for the route modules)."""
+        return route_not_found(request)
 
     def handle(self, request: Request, uid: str | None) -> Response:
         """Dispatch one OCS request; ``uid`` is the authenticated user or None."""
@@ -186,10 +217,9 @@ class OcsApi:
             if data is None:
                 return ocs_response(request, [], RESPOND_NOT_FOUND, "", version=version)
             return ocs_response(request, data, version=version)
+        # a disabled app's routes never get here: SimulatorApp.unregistered answers them
         base = "/apps/webhook_listeners/api/v1/webhooks"
-        if self.sim.app_enabled("webhook_listeners") and (
-            route == base or route.startswith(base + "/")
-        ):
+        if route == base or route.startswith(base + "/"):
             return self.webhooks(request, uid, route[len(base) :], version)
         if route == SHARES_BASE or route.startswith(SHARES_BASE + "/"):
             return self.sharing.handle(request, uid, route[len(SHARES_BASE) :], version)
@@ -197,7 +227,7 @@ class OcsApi:
             return self.user_status(request, uid, version)
         if route == "/core/apppassword" and request.method == "DELETE":
             return self.delete_app_password(request, version)
-        return ocs_response(request, [], RESPOND_NOT_FOUND, INVALID_QUERY, version=version)
+        return route_not_found(request)
 
     def delete_app_password(self, request: Request, version: int) -> Response:
         """``DELETE /ocs/v2.php/core/apppassword`` (nextcloud/server
@@ -235,15 +265,23 @@ class OcsApi:
                 "bulkupload": "1.0",
                 "search_supports_creation_time": True,
             },
-            "files": {"bigfilechunking": True, "undelete": True, "versioning": True},
-            "files_sharing": sharing_capability(self.sim),
-            "user_status": {
+            "files": {"bigfilechunking": True},
+        }
+        # each app's own ICapability, there only while the app is enabled: files_trashbin's
+        # and files_versions' lib/Capabilities.php add "undelete" and "versioning" to "files"
+        if "files_trashbin" in apps:
+            caps["files"]["undelete"] = True
+        if "files_versions" in apps:
+            caps["files"]["versioning"] = True
+        if "files_sharing" in apps:
+            caps["files_sharing"] = sharing_capability(self.sim)
+        if "user_status" in apps:
+            caps["user_status"] = {
                 "enabled": True,
                 "restore": True,
                 "supports_emoji": True,
                 "supports_busy": True,
-            },
-        }
+            }
         if "notes" in apps:
             # nextcloud/notes lib/AppInfo/Capabilities.php: api_version, version, and the
             # user's notes folder setting (NoteUtil::getNotesFolderUserPath; null anonymous)
@@ -408,4 +446,4 @@ class OcsApi:
                     return respond([], exc.status, exc.message)
             if method == "DELETE":
                 return respond(registry.delete(reg_id))
-        return respond([], RESPOND_NOT_FOUND, INVALID_QUERY)
+        return route_not_found(request)

@@ -17,8 +17,16 @@ Follows nextcloud/server ``apps/files_sharing/lib/Controller/ShareAPIController.
   element without ``scope`` or ``key`` gets the same answer here, a guess: PHP would fail
   on the missing index); a share type
   the simulator does not model (groups, links, federation…) is OCS 400 "Unknown share type"
-  (the controller's last branch); sharing disabled (``shareapi_enabled``) is OCS 404 "Share
-  API is disabled" — both from memory of the controller, not re-read.
+  (the controller's last branch; from memory, not re-read).
+* Sharing turned off (``shareapi_enabled`` no, ``sim.sharing_enabled = False``): every route
+  of the controller, ``shared_with_me`` included, answers OCS 404 "Share API is disabled"
+  with empty data — ``apps/files_sharing/lib/Middleware/OCSShareAPIMiddleware.php``
+  ``beforeController`` throws ``OCSNotFoundException`` for a ``ShareAPIController`` when
+  ``IManager::shareApiEnabled`` is false (``getShares`` itself checks nothing), after the
+  login and CSRF checks of the ``SecurityMiddleware``; ``OCSMiddleware::afterException``
+  makes it HTTP 404 in v2, 200 in v1. The files_sharing app disabled
+  (``sim.disable_app("files_sharing")``) is another answer, an unknown route's
+  (:func:`ncindex.simulator.ocs.route_not_found`), and its capability is gone.
 * A share is serialized by ``formatShare`` (field order kept; ``id`` is a string,
   ``IShare::getId``; ``path`` and ``item_source`` the node in the viewer's view — for a
   recipient where the share is mounted — and ``is-mount-root``/``mount-type`` its mount's,
@@ -135,7 +143,7 @@ class SharingApi:
             if share is not None and method == "DELETE":
                 self.sim.tree.shares = [s for s in self.sim.tree.shares if s is not share]
                 return respond([])
-        return respond([], 998, "Invalid query, please check the syntax.")
+        return self.ocs.not_found(request)
 
     # ------------------------------------------------------------------ operations
 

@@ -40,10 +40,14 @@ NEWS_RELEASES = {30: "27.0.0", 31: "27.0.0", 32: "28.7.0", 33: "28.7.0", 34: "28
 
 def default_apps(version: str) -> dict[str, str]:
     """The apps enabled by default in the simulator of Nextcloud ``version``, with versions:
-    webhook_listeners and files_trashbin (shipped with the server), Notes, Deck and News."""
+    files_sharing, files_trashbin, files_versions, user_status and webhook_listeners (shipped
+    with the server; the simulator gives them the server's version), Notes, Deck and News."""
     major = max(30, min(34, version_tuple(version)[0]))
     return {
+        "files_sharing": version,
         "files_trashbin": version,
+        "files_versions": version,
+        "user_status": version,
         "webhook_listeners": version,
         "notes": NOTES_RELEASES[major],
         "deck": DECK_RELEASES[major],
@@ -174,8 +178,11 @@ class NextcloudSimulator:
         return app_id in self.apps
 
     def disable_app(self, app_id: str) -> None:
-        """Disable an app (``occ app:disable``): its routes answer 404, its capability and
-        its event classes disappear."""
+        """Disable an app (``occ app:disable``): its routes are no longer registered (each
+        entry point's answer to an unknown route:
+        :meth:`~ncindex.simulator.app.SimulatorApp.unregistered`), its capability and its
+        event classes disappear. What the app does to the file tree (share mounts, the trash
+        bin, versions) is not taken away."""
         self.apps.pop(app_id, None)
 
     def enable_app(self, app_id: str, version: str | None = None) -> None:

@@ -103,9 +103,25 @@ def test_capabilities_has_notes(client) -> None:
 
 
 def test_unknown_ocs_route_is_998_404(client) -> None:
-    resp = client("alice").get("/ocs/v2.php/apps/nope/api/v1/x", headers=OCS_JSON)
-    assert resp.status_code == 404
-    assert resp.json()["ocs"]["meta"]["statuscode"] == 998
+    """nextcloud/server ``ocs/v1.php`` catches the router's ``ResourceNotFoundException`` and
+    answers ``ApiHelper::respond(998, …)``: the format comes from ``format`` alone (XML
+    despite ``Accept: application/json``), the message ends in a newline, and neither the
+    credentials nor ``OCS-APIRequest`` are asked for (no controller runs)."""
+    message = (
+        "Invalid query, please check the syntax. API specifications are here: "
+        "http://www.freedesktop.org/wiki/Specifications/open-collaboration-services.\n"
+    )
+    xml = client("alice").get("/ocs/v2.php/apps/nope/api/v1/x", headers=OCS_JSON)
+    assert xml.status_code == 404
+    assert xml.headers["content-type"] == "text/xml; charset=UTF-8"
+    assert etree.fromstring(xml.content).findtext("meta/statuscode") == "998"
+    js = client(None).get("/ocs/v2.php/apps/nope/api/v1/x", params={"format": "json"})
+    assert js.status_code == 404
+    assert js.json() == {
+        "ocs": {"meta": {"status": "failure", "statuscode": 998, "message": message}, "data": []}
+    }
+    v1 = client(None).get("/ocs/v1.php/apps/nope/api/v1/x", params={"format": "json"})
+    assert v1.status_code == 200 and v1.json()["ocs"]["meta"]["statuscode"] == 998
 
 
 def test_ocs_v1_keeps_http_200_and_uses_100(client) -> None:

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
+from structlog.testing import capture_logs
 
 from ncindex import names
 from ncindex.errors import NextcloudProtocolError
@@ -44,6 +45,16 @@ def poll(stack: Stack, user: str) -> int:
     sent = poll_user(Indexer(stack.services), user, sender(stack))
     stack.wait_idle()
     return sent
+
+
+def poll_task(stack: Stack) -> list[dict[str, object]]:
+    """One run of the ``poll_shares`` task on the stack's worker (its once-per-period lock
+    released first), run to the end; the warnings it logged."""
+    stack.services.redis.delete(stack.settings.names.lock("poll-shares"))
+    with capture_logs() as logs:
+        stack.celery.send_task(names.POLL_SHARES, queue=names.RECONCILE)
+        stack.wait_idle()
+    return [e for e in logs if e["log_level"] == "warning"]
 
 
 def acl(stack: Stack, doc_key: str) -> list[str]:
@@ -305,27 +316,40 @@ def test_the_sharing_api_off_is_warned_of_once_not_per_account_and_poll(stack: S
     the files_sharing app disabled answers 404 alike) every poll warned for every account,
     every 120 s for good: the deployment warns once an hour, naming the
     setting that turns the poll off, and again at once after a poll that succeeded."""
-    from structlog.testing import capture_logs
-
     assert len(stack.settings.accounts) > 1
-    redis_client, keys = stack.services.redis, stack.settings.names
-
-    def poll_task() -> list[dict[str, object]]:
-        redis_client.delete(keys.lock("poll-shares"))  # the task's once-per-period lock
-        with capture_logs() as logs:
-            stack.celery.send_task(names.POLL_SHARES, queue=names.RECONCILE)
-            stack.wait_idle()
-        return [e for e in logs if e["log_level"] == "warning"]
-
     try:
         stack.sim.sharing_enabled = False
-        (first,) = poll_task()
+        (first,) = poll_task(stack)
         assert first["event"] == "share_poll_sharing_off"
         assert "NCINDEX_SHARE_POLL_SECONDS=0" in str(first["hint"])
-        assert poll_task() == []  # the next polls say nothing more
+        assert poll_task(stack) == []  # the next polls say nothing more
         stack.sim.sharing_enabled = True
-        assert poll_task() == []
+        assert poll_task(stack) == []
         stack.sim.sharing_enabled = False  # off again: said at once
-        assert [e["event"] for e in poll_task()] == ["share_poll_sharing_off"]
+        assert [e["event"] for e in poll_task(stack)] == ["share_poll_sharing_off"]
     finally:
         stack.sim.sharing_enabled = True
+
+
+def test_the_files_sharing_app_disabled_is_warned_of_and_keeps_the_state(stack: Stack) -> None:
+    """With the files_sharing app disabled its routes are not registered: the share poll's
+    request gets Nextcloud's answer to an unknown OCS route (998, HTTP 404 in v2; the
+    simulator answered it as if the app were enabled). The poll warns, once, as for sharing
+    turned off, sends nothing and keeps what it had seen: the share is not taken for gone, so
+    bob keeps the document until the app is back and the share is still there."""
+    doc_key = alices_file(stack, "/Proj/plan.md")
+    poll(stack, "bob")
+    stack.sim.share("alice", "/Proj", "bob")
+    poll(stack, "bob")
+    assert "user:bob" in acl(stack, doc_key)
+    seen = stack.settings.names.shares_seen("bob")
+    kept = stack.services.redis.get(seen)
+    try:
+        stack.sim.disable_app("files_sharing")
+        assert [e["event"] for e in poll_task(stack)] == ["share_poll_sharing_off"]
+        assert poll_task(stack) == []
+        assert stack.services.redis.get(seen) == kept
+        assert "user:bob" in acl(stack, doc_key)
+    finally:
+        stack.sim.enable_app("files_sharing")
+    assert poll(stack, "bob") == 0
