@@ -570,6 +570,26 @@ def test_an_app_that_is_not_installed_is_skipped_not_failed(rstack: Stack) -> No
     assert files.error is not None and files.unavailable is None and recorder.sent == []
 
 
+def test_a_scan_of_a_disabled_app_keeps_its_documents(rstack: Stack) -> None:
+    """Guard (passes on the simulator before its disabled-app answers were corrected too):
+    Notes disabled, its API is an unregistered route — for the client's ``Accept:
+    application/json`` an empty 404 (nextcloud/server ``OC::handleRequest``). The scan
+    reports the app unavailable, sends nothing and evicts none of the notes it had indexed;
+    enabled again, the next scan finds them all in place."""
+    fill(rstack, files=2, notes=3)
+    rstack.reconcile(["alice"])
+    before = index_state(rstack)
+    assert sum(key.startswith("note:") for key in before) == 3
+    rstack.sim.disable_app("notes")
+    recorder = Recorder()
+    report = reconciler(rstack, recorder).scan("alice", DocType.NOTE)
+    assert report.error is None and report.unavailable is not None
+    assert recorder.sent == [] and index_state(rstack) == before
+    rstack.sim.enable_app("notes")
+    again = reconciler(rstack, recorder).scan("alice", DocType.NOTE)
+    assert again.unavailable is None and again.remove == [] and recorder.sent == []
+
+
 def _recheck(stack: Stack, producer: Celery, user: str, path_owner: str, path: str) -> None:
     """The re-check a verification drop enqueues (``ncindex.index_node``), run by the worker."""
     file_id = stack.sim.file_id(path_owner, path)
