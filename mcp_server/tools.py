@@ -64,6 +64,7 @@ from ncindex.errors import (
     InputError,
     ModelError,
     NextcloudAuthError,
+    NotFound,
     TransientError,
     Unauthenticated,
     public_reason,
@@ -162,8 +163,8 @@ class FetchArgs(BaseModel):
         description="Instead of `id`: a file's or note's current path in the caller's own "
         "files (`/Projects/plan.md`), as search results' `path` gives it. Looked up in the "
         "index as the caller, then checked with Nextcloud like any fetch: a document moved "
-        "since it was indexed is found at its indexed path only until the index catches up, "
-        "and one no longer at `path` is `not_found`.",
+        "since it was indexed is read at the path it is at now, and one no longer at `path` "
+        "is `not_found`.",
     )
     doc_type: DocType | None = Field(None, description="With `doc_id`, instead of `id`.")
     doc_id: str | None = Field(
@@ -477,7 +478,9 @@ class Tools:
         node's path in the caller's view now (nextcloud/server
         ``apps/dav/lib/Files/FileSearchBackend.php`` ``search``, ``getHrefForNode``); one
         found elsewhere is handed to its re-read by :meth:`SearchService.context`. At most
-        :data:`MAX_PATH_CHECKS` are checked. Raises :class:`ToolFailure` naming ``path``:
+        :data:`MAX_PATH_CHECKS` are checked; when none of them is there, the document
+        Nextcloud has at ``path`` now is read if the index holds it at another path
+        (:meth:`_moved_to`: moved here). Raises :class:`ToolFailure` naming ``path``:
         ``not_found`` when none is there (nothing the caller can read, or moved away: then
         its id and the path it is at now are named),
         ``invalid_value`` when several checked are (their ids listed, to fetch by),
@@ -518,6 +521,8 @@ class Tools:
                 "is a folder: `fetch` reads one file or note; search with `path_prefixes` "
                 f"{json.dumps([wanted], ensure_ascii=False)} to find the documents in it",
             )
+        if not there and (moved_here := self._moved_to(client, wanted, chunk_index, window)):
+            return moved_here
         if not there and elsewhere:
             raise ToolFailure(
                 "not_found",
@@ -538,6 +543,36 @@ class Tools:
             listed = ", ".join(ref.key for ref, _ in there)
             raise ToolFailure("invalid_value", "path", f"several documents: {listed}; give `id`")
         return there[0]
+
+    def _moved_to(
+        self, client: NextcloudClient, path: str, chunk_index: int, window: int
+    ) -> tuple[DocRef, ContextResponse] | None:
+        """The document Nextcloud has at ``path`` now when the index still has it at the path
+        it was moved from (the move's event not yet handled, or lost), so that a search
+        result's ``path`` — the check's, the path now — can be fetched: the file id at
+        ``path`` by a ``PROPFIND`` (``Depth: 0``) as the caller, whose ``oc:fileid`` is the
+        node's (nextcloud/server ``apps/dav/lib/Connector/Sabre/FilesPlugin.php``
+        ``handleGetProperties``), then the note or file of that id read as every fetch reads
+        (:meth:`SearchService.context`, which hands a document found moved to its re-read).
+        ``None`` when Nextcloud has nothing there the caller can read, a folder, or a file the
+        index does not hold for the caller. Raises what :meth:`SearchService.context` raises
+        but ``DocumentNotFound``, and ``TransientError`` when Nextcloud cannot answer."""
+        try:
+            entries = client.propfind(path, depth=0)
+        except NotFound:
+            return None
+        entry = entries[0] if entries else None
+        if entry is None or entry.is_folder or entry.file_id is None:
+            return None
+        for doc_type in (DocType.NOTE, DocType.FILE):  # a note is indexed by its file's id
+            ref = DocRef(doc_type, str(entry.file_id))
+            try:
+                context = self.service().context(client, ref, chunk_index, window)
+            except DocumentNotFound:
+                continue
+            if context.path == path:
+                return ref, context
+        return None
 
     def list_filters(self, client: NextcloudClient, arguments: dict[str, Any]) -> dict[str, Any]:
         """``list_filters``: the fields and operators, as ``GET /v1/filters``."""

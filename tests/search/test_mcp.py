@@ -2004,6 +2004,43 @@ def test_fetch_by_a_moved_documents_old_path_names_where_it_is_and_re_reads_it(a
     assert sent == [("ncindex.index_node", "alice", file_id)]
 
 
+def test_fetch_by_the_path_a_search_result_gives_a_moved_document_reads_it(api: Api) -> None:
+    """A file moved in Nextcloud before the index learnt of it: ``search`` names it at the
+    path its check gives, where it is now, and ``fetch`` by that path answered ``not_found``
+    ("search to find the document"), as did the path the ``not_found`` of its old path told
+    the agent to fetch it by. The path is now asked of Nextcloud (``PROPFIND``) when the
+    index has nothing there, and the document there read; a file there the index does not
+    hold, and a path where Nextcloud has nothing, are still ``not_found``."""
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+    moved_to = "/Private/old-diary.md"
+    api.sim.move("alice", DIARY, moved_to)  # the index is not told
+    api.sim.put_file("alice", "/Private/unindexed.md", b"Not in the index.", mtime=T0)
+
+    async def main() -> tuple[Any, ...]:
+        async with session(f"{served.url}/mcp", basic("alice")) as client:
+            found = await call(client, "search", {"query": "diary lens glow", "limit": 1})
+            old = await call(client, "fetch", {"path": DIARY})
+            new = await call(client, "fetch", {"path": moved_to})
+            unindexed = await call(client, "fetch", {"path": "/Private/unindexed.md"})
+            nothing = await call(client, "fetch", {"path": "/Private/nothing.md"})
+            return found, old, new, unindexed, nothing
+
+    try:
+        found, old, new, unindexed, nothing = run(main())
+    finally:
+        served.close()
+    (result,) = found.structured_content["results"]
+    assert (result["id"], result["path"]) == (api.keys[DIARY], moved_to)
+    assert moved_to in old.structured_content["detail"]
+    assert not new.is_error, new.content
+    body = new.structured_content
+    assert (body["id"], body["metadata"]["path"]) == (api.keys[DIARY], moved_to)
+    assert body["text"] == FILES[3][2]
+    for missing in (unindexed, nothing):
+        error = missing.structured_content
+        assert missing.is_error and (error["code"], error["field"]) == ("not_found", "path")
+
+
 def test_fetch_by_path_reads_the_document_there_now_when_the_index_has_two(api: Api) -> None:
     """A file deleted and another uploaded at its path (a new file id) while the deletion's
     event was lost leaves the index with two documents at that path until the next scan:
