@@ -495,6 +495,22 @@ class SearchResult(BaseModel):
     )
     board_title: BoardTitle = None
     stack_title: StackTitle = None
+    board_id: str | None = Field(
+        None,
+        description="Deck cards: the id of the card's board as the index has it, the value "
+        "the `board_id` filter matches (to find the other cards of this board); null for "
+        "other types.",
+    )
+    stack_id: str | None = Field(
+        None,
+        description="Deck cards: the id of the card's stack as the index has it, the value "
+        "the `stack_id` filter matches; null for other types.",
+    )
+    feed_id: str | None = Field(
+        None,
+        description="News items: the id of the item's feed as the index has it, the value "
+        "the `feed_id` filter matches; null for other types.",
+    )
     url: str | None = Field(None, description="Link (news items).")
     open_url: str | None = Field(
         None,
@@ -1028,7 +1044,8 @@ class SearchService:
         self, hit: Hit, shown: Snippet, user: str, checked: Checked, *, text: bool
     ) -> SearchResult:
         """The result of a candidate kept by its check (``checked``), its path the one the
-        check found or the indexed one, a Deck card's board and stack titles the check's.
+        check found or the indexed one, a Deck card's board and stack titles the check's (their
+        ids, and a News item's feed id, the index's: what the filters on them match).
         Unless ``text``, nothing of its chunk's text is in it — no snippet, offsets, chunk text
         or matched terms (an unconfirmed result under NCINDEX_UNVERIFIED_RESULTS=hide_text);
         its title, path and links are kept."""
@@ -1047,6 +1064,9 @@ class SearchService:
             owner=p.get("owner"),
             board_title=checked.board_title,
             stack_title=checked.stack_title,
+            board_id=p.get("board_id"),
+            stack_id=p.get("stack_id"),
+            feed_id=p.get("feed_id"),
             url=p.get("url"),
             open_url=open_link(
                 self.settings.nextcloud_url, p["doc_type"], p["doc_id"], p.get("url")

@@ -1976,6 +1976,37 @@ def test_fetch_of_a_card_names_its_board_and_stack_as_they_are_now(api: Api) -> 
     assert (metadata["board_title"], metadata["stack_title"]) == (None, None)
 
 
+def test_a_card_result_names_the_board_id_the_board_filter_takes(api: Api) -> None:
+    """``list_filters`` offers ``board_id`` and ``stack_id`` (and ``feed_id``), but no answer
+    named a card's board or stack by id — results carried only their titles, which no filter
+    takes — so an agent that found a card could not ask for the other cards of its board. A
+    result now carries the ids the filters match; a file's are null."""
+    harbour = api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar its hull."))
+    api.index_card("alice", "Garden", "Later", ("Tar the fence", "Tar the garden fence."))
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+
+    async def main() -> tuple[Any, Any, Any]:
+        async with session(f"{served.url}/mcp", basic("alice")) as client:
+            args = {"query": "tar the ketch hull", "doc_types": ["deck_card"], "limit": 1}
+            card = await call(client, "search", args)
+            (result,) = card.structured_content["results"]
+            leaf = {"field": "board_id", "op": "eq", "value": result["board_id"]}
+            board = await call(client, "search", {"query": "tar", "filter": leaf})
+            file = await call(client, "search", {"query": "lighthouse lens", "limit": 1})
+            return card, board, file
+
+    try:
+        card, board, file = run(main())
+    finally:
+        served.close()
+    (result,) = card.structured_content["results"]
+    assert result["id"] == harbour and result["board_title"] == "Harbour", result
+    assert result["board_id"] is not None and result["stack_id"] is not None
+    assert ids(board) == [harbour]
+    (other,) = file.structured_content["results"]
+    assert (other["board_id"], other["stack_id"], other["feed_id"]) == (None, None, None)
+
+
 def test_fetch_by_a_moved_documents_old_path_names_where_it_is_and_re_reads_it(api: Api) -> None:
     """A file moved in Nextcloud while its event was lost: the index still has it at its old
     path. ``fetch`` by that path checks it with Nextcloud (a ``SEARCH`` by file id, whose
