@@ -81,11 +81,14 @@ from ncindex.search.service import (
     MAX_CONTEXT_WINDOW,
     MAX_DOC_ID_CHARS,
     MAX_LIMIT,
+    BoardId,
     BoardTitle,
     ContextResponse,
+    FeedId,
     SearchRequest,
     SearchResult,
     SearchService,
+    StackId,
     StackTitle,
     Verification,
     checked_doc_id,
@@ -314,6 +317,9 @@ class FetchMetadata(BaseModel):
     path: str | None = Field(description="Path in the caller's own view (files, notes).")
     board_title: BoardTitle = None
     stack_title: StackTitle = None
+    board_id: BoardId = None
+    stack_id: StackId = None
+    feed_id: FeedId = None
     chunk_count: int = Field(description="Chunks the document has in the index.")
 
 
@@ -641,7 +647,8 @@ def fetch_body(
 ) -> dict[str, Any]:
     """``fetch``'s answer for ``context``'s chunks: ``{id, title, text, url, char_start,
     char_end, truncated, next_offset, metadata: {doc_type, doc_id, path, board_title,
-    stack_title, chunk_count}}`` (a Deck card's titles: ``context``'s), and
+    stack_title, board_id, stack_id, feed_id, chunk_count}}`` (a Deck card's board and stack,
+    a News item's feed: ``context``'s), and
     with a window of chunks (not ``whole``) ``chunks``: ``[{chunk_index, char_start,
     char_end}]`` of those in ``text`` (their text only once, in ``text``).
 
@@ -680,6 +687,9 @@ def fetch_body(
             path=context.path,
             board_title=context.board_title,
             stack_title=context.stack_title,
+            board_id=context.board_id,
+            stack_id=context.stack_id,
+            feed_id=context.feed_id,
             chunk_count=context.chunk_count,
         ),
         chunks=None

@@ -227,6 +227,36 @@ StackTitle = Annotated[
 ]
 """A Deck card's stack title, as :data:`BoardTitle`."""
 
+BoardId = Annotated[
+    str | None,
+    Field(
+        description="Deck cards: the id of the card's board as the index has it, the value "
+        "the `board_id` filter matches (to find the other cards of this board); null for "
+        "other types."
+    ),
+]
+"""A Deck card's board id, as a search result, the context endpoint and MCP ``fetch`` give
+it: the index's payload (``board_id``, a string: :mod:`ncindex.sources.deck_card`), what the
+``board_id`` filter matches."""
+
+StackId = Annotated[
+    str | None,
+    Field(
+        description="Deck cards: the id of the card's stack as the index has it, the value "
+        "the `stack_id` filter matches; null for other types."
+    ),
+]
+"""A Deck card's stack id, as :data:`BoardId`."""
+
+FeedId = Annotated[
+    str | None,
+    Field(
+        description="News items: the id of the item's feed as the index has it, the value "
+        "the `feed_id` filter matches; null for other types."
+    ),
+]
+"""A News item's feed id, as :data:`BoardId` (:mod:`ncindex.sources.news_item`)."""
+
 
 @dataclass(frozen=True)
 class Pool:
@@ -495,22 +525,9 @@ class SearchResult(BaseModel):
     )
     board_title: BoardTitle = None
     stack_title: StackTitle = None
-    board_id: str | None = Field(
-        None,
-        description="Deck cards: the id of the card's board as the index has it, the value "
-        "the `board_id` filter matches (to find the other cards of this board); null for "
-        "other types.",
-    )
-    stack_id: str | None = Field(
-        None,
-        description="Deck cards: the id of the card's stack as the index has it, the value "
-        "the `stack_id` filter matches; null for other types.",
-    )
-    feed_id: str | None = Field(
-        None,
-        description="News items: the id of the item's feed as the index has it, the value "
-        "the `feed_id` filter matches; null for other types.",
-    )
+    board_id: BoardId = None
+    stack_id: StackId = None
+    feed_id: FeedId = None
     url: str | None = Field(None, description="Link (news items).")
     open_url: str | None = Field(
         None,
@@ -607,6 +624,9 @@ class ContextResponse(BaseModel):
     path: str | None = None
     board_title: BoardTitle = None
     stack_title: StackTitle = None
+    board_id: BoardId = None
+    stack_id: StackId = None
+    feed_id: FeedId = None
     url: str | None = None
     chunk_count: int
     chunks: list[ContextChunk]
@@ -1116,7 +1136,8 @@ class SearchService:
         """Chunks ``chunk_index ± window`` of ``ref``'s current version, after checking that
         ``client.user`` can read it: the index must list the user in ``acl`` and the
         document's verifier must keep it. A Deck card's ``board_title``/``stack_title`` are
-        that check's, as a search result's (its board GET, which the check makes anyway).
+        that check's, as a search result's (its board GET, which the check makes anyway);
+        its ``board_id``/``stack_id`` (a News item's ``feed_id``) the index's.
 
         Raises :class:`DocumentNotFound` when either check fails (a verifier drop also calls
         ``on_stale``); one kept where the index does not have it (moved: another path, or
@@ -1158,6 +1179,9 @@ class SearchService:
             path=checked.path or (head.get("paths") or {}).get(user),
             board_title=checked.board_title,
             stack_title=checked.stack_title,
+            board_id=head.get("board_id"),
+            stack_id=head.get("stack_id"),
+            feed_id=head.get("feed_id"),
             url=head.get("url"),
             chunk_count=count,
             chunks=[

@@ -1980,12 +1980,13 @@ def test_a_card_result_names_the_board_id_the_board_filter_takes(api: Api) -> No
     """``list_filters`` offers ``board_id`` and ``stack_id`` (and ``feed_id``), but no answer
     named a card's board or stack by id — results carried only their titles, which no filter
     takes — so an agent that found a card could not ask for the other cards of its board. A
-    result now carries the ids the filters match; a file's are null."""
+    result now carries the ids the filters match, and so does ``fetch``'s ``metadata``; a
+    file's are null."""
     harbour = api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar its hull."))
     api.index_card("alice", "Garden", "Later", ("Tar the fence", "Tar the garden fence."))
     served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
 
-    async def main() -> tuple[Any, Any, Any]:
+    async def main() -> tuple[Any, ...]:
         async with session(f"{served.url}/mcp", basic("alice")) as client:
             args = {"query": "tar the ketch hull", "doc_types": ["deck_card"], "limit": 1}
             card = await call(client, "search", args)
@@ -1993,10 +1994,12 @@ def test_a_card_result_names_the_board_id_the_board_filter_takes(api: Api) -> No
             leaf = {"field": "board_id", "op": "eq", "value": result["board_id"]}
             board = await call(client, "search", {"query": "tar", "filter": leaf})
             file = await call(client, "search", {"query": "lighthouse lens", "limit": 1})
-            return card, board, file
+            fetched = await call(client, "fetch", {"id": harbour})
+            fetched_file = await call(client, "fetch", {"id": api.keys[LIGHT]})
+            return card, board, file, fetched, fetched_file
 
     try:
-        card, board, file = run(main())
+        card, board, file, fetched, fetched_file = run(main())
     finally:
         served.close()
     (result,) = card.structured_content["results"]
@@ -2005,6 +2008,10 @@ def test_a_card_result_names_the_board_id_the_board_filter_takes(api: Api) -> No
     assert ids(board) == [harbour]
     (other,) = file.structured_content["results"]
     assert (other["board_id"], other["stack_id"], other["feed_id"]) == (None, None, None)
+    metadata = fetched.structured_content["metadata"]
+    assert (metadata["board_id"], metadata["stack_id"]) == (result["board_id"], result["stack_id"])
+    metadata = fetched_file.structured_content["metadata"]
+    assert (metadata["board_id"], metadata["stack_id"], metadata["feed_id"]) == (None, None, None)
 
 
 def test_fetch_by_a_moved_documents_old_path_names_where_it_is_and_re_reads_it(api: Api) -> None:
