@@ -70,6 +70,7 @@ from ncindex.errors import (
     public_reason,
 )
 from ncindex.nextcloud.client import NextcloudClient
+from ncindex.nextcloud.webdav import DavEntry
 from ncindex.runtime import Services
 from ncindex.search import facets
 from ncindex.search.filter_fields import FiltersDocument, filter_schemas, filters_document
@@ -484,16 +485,17 @@ class Tools:
         node's path in the caller's view now (nextcloud/server
         ``apps/dav/lib/Files/FileSearchBackend.php`` ``search``, ``getHrefForNode``); one
         found elsewhere is handed to its re-read by :meth:`SearchService.context`. At most
-        :data:`MAX_PATH_CHECKS` are checked; when none of them is there, the document
-        Nextcloud has at ``path`` now is read if the index holds it at another path
-        (:meth:`_moved_to`: moved here). Raises :class:`ToolFailure` naming ``path``:
-        ``not_found`` when none is there (nothing the caller can read, or moved away: then
-        its id and the path it is at now are named),
+        :data:`MAX_PATH_CHECKS` are checked; when none of them is there, Nextcloud is asked
+        what is at ``path`` now (:meth:`_node_at`), and a file there is read if the index
+        holds it at another path (:meth:`_moved_to`: moved here). Raises
+        :class:`ToolFailure` naming ``path``: ``not_found`` when none is there (nothing the
+        caller can read; moved away: then its id and the path it is at now are named; a file
+        the index does not hold: then said so),
         ``invalid_value`` when several checked are (their ids listed, to fetch by),
         ``too_many_documents`` when none of those checked is there and the index has more
         at the path (their ids listed), ``invalid_value`` for a folder of the caller's (in
-        the index: :meth:`SearchService.holds_folder`); what :meth:`SearchService.context`
-        raises but ``DocumentNotFound``."""
+        the index, :meth:`SearchService.holds_folder`, or in Nextcloud); what
+        :meth:`SearchService.context` raises but ``DocumentNotFound``."""
         assert client.user is not None
         wanted = caller_path(path, "path")
         service = self.service()
@@ -521,13 +523,9 @@ class Tools:
                 "of those by `id`, or call again once the index has caught up",
             )
         if not indexed and service.holds_folder(client.user, wanted):
-            raise ToolFailure(
-                "invalid_value",
-                "path",
-                "is a folder: `fetch` reads one file or note; search with `path_prefixes` "
-                f"{json.dumps([wanted], ensure_ascii=False)} to find the documents in it",
-            )
-        if not there and (moved_here := self._moved_to(client, wanted, chunk_index, window)):
+            raise _a_folder(wanted)
+        now = None if there else self._node_at(client, wanted)
+        if now is not None and (moved_here := self._moved_to(client, now, chunk_index, window)):
             return moved_here
         if not there and elsewhere:
             raise ToolFailure(
@@ -537,46 +535,61 @@ class Tools:
                 f"has moved since: {'; '.join(elsewhere)} (its index entry is being updated). "
                 "Fetch it by `id` or by that `path`",
             )
+        if now is not None and now.is_folder:
+            raise _a_folder(wanted)
+        if now is not None:
+            raise ToolFailure(
+                "not_found",
+                "path",
+                "Nextcloud has a file at this path, but the index holds no document of yours "
+                "for it: not indexed yet, or skipped (`index_status` counts the pending and "
+                "skipped documents)",
+            )
         if not there:
             raise ToolFailure(
                 "not_found",
                 "path",
-                "no document you can read is at this path, as the index has it (a path in "
-                "your own files as search results' `path` gives it, /Projects/plan.md: not "
-                "URL-encoded, not a WebDAV or web URL); search to find the document",
+                "no document you can read is at this path (a path in your own files as search "
+                "results' `path` gives it, /Projects/plan.md: not URL-encoded, not a WebDAV or "
+                "web URL); search to find the document",
             )
         if len(there) > 1:
             listed = ", ".join(ref.key for ref, _ in there)
             raise ToolFailure("invalid_value", "path", f"several documents: {listed}; give `id`")
         return there[0]
 
-    def _moved_to(
-        self, client: NextcloudClient, path: str, chunk_index: int, window: int
-    ) -> tuple[DocRef, ContextResponse] | None:
-        """The document Nextcloud has at ``path`` now when the index still has it at the path
-        it was moved from (the move's event not yet handled, or lost), so that a search
-        result's ``path`` — the check's, the path now — can be fetched: the file id at
-        ``path`` by a ``PROPFIND`` (``Depth: 0``) as the caller, whose ``oc:fileid`` is the
-        node's (nextcloud/server ``apps/dav/lib/Connector/Sabre/FilesPlugin.php``
-        ``handleGetProperties``), then the note or file of that id read as every fetch reads
-        (:meth:`SearchService.context`, which hands a document found moved to its re-read).
-        ``None`` when Nextcloud has nothing there the caller can read, a folder, or a file the
-        index does not hold for the caller. Raises what :meth:`SearchService.context` raises
-        but ``DocumentNotFound``, and ``TransientError`` when Nextcloud cannot answer."""
+    @staticmethod
+    def _node_at(client: NextcloudClient, path: str) -> DavEntry | None:
+        """What Nextcloud has at ``path`` in ``client.user``'s files now, by a ``PROPFIND``
+        (``Depth: 0``) as the caller, whose ``oc:fileid`` is the node's (nextcloud/server
+        ``apps/dav/lib/Connector/Sabre/FilesPlugin.php`` ``handleGetProperties``); ``None``
+        when the caller has nothing there. Raises ``TransientError`` when Nextcloud cannot
+        answer."""
         try:
             entries = client.propfind(path, depth=0)
         except NotFound:
             return None
-        entry = entries[0] if entries else None
-        if entry is None or entry.is_folder or entry.file_id is None:
+        return entries[0] if entries else None
+
+    def _moved_to(
+        self, client: NextcloudClient, node: DavEntry, chunk_index: int, window: int
+    ) -> tuple[DocRef, ContextResponse] | None:
+        """The document of ``node`` (a file Nextcloud has at a path the index has nothing of
+        the caller's at) when the index holds it at the path it was moved from (the move's
+        event not yet handled, or lost), so that a search result's ``path`` — the check's,
+        the path now — can be fetched: the note or file of ``node``'s id read as every fetch
+        reads (:meth:`SearchService.context`, which hands a document found moved to its
+        re-read). ``None`` for a folder, or a file the index does not hold for the caller.
+        Raises what :meth:`SearchService.context` raises but ``DocumentNotFound``."""
+        if node.is_folder or node.file_id is None:
             return None
         for doc_type in (DocType.NOTE, DocType.FILE):  # a note is indexed by its file's id
-            ref = DocRef(doc_type, str(entry.file_id))
+            ref = DocRef(doc_type, str(node.file_id))
             try:
                 context = self.service().context(client, ref, chunk_index, window)
             except DocumentNotFound:
                 continue
-            if context.path == path:
+            if context.path == node.path:
                 return ref, context
         return None
 
@@ -745,6 +758,16 @@ def failure_of(exc: Exception) -> ToolFailure:
         return ToolFailure("backend_unavailable", None, "Redis is unavailable")
     log.error("mcp_tool_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
     return ToolFailure("internal_error", None, f"internal error: {type(exc).__name__}")
+
+
+def _a_folder(path: str) -> ToolFailure:
+    """``fetch``'s error for a ``path`` that is a folder of the caller's."""
+    return ToolFailure(
+        "invalid_value",
+        "path",
+        "is a folder: `fetch` reads one file or note; search with `path_prefixes` "
+        f"{json.dumps([path], ensure_ascii=False)} to find the documents in it",
+    )
 
 
 def _no_args(arguments: dict[str, Any]) -> None:

@@ -2079,6 +2079,35 @@ def test_fetch_by_the_path_a_search_result_gives_a_moved_document_reads_it(api: 
         assert missing.is_error and (error["code"], error["field"]) == ("not_found", "path")
 
 
+def test_fetch_by_path_says_what_nextcloud_has_there_that_the_index_does_not(api: Api) -> None:
+    """A path where the index has nothing of the caller's was answered "no document you can
+    read is at this path … search to find the document" even where Nextcloud has a file
+    (not indexed yet, or skipped: searching will not find it) or an empty folder. Nextcloud
+    is now asked what is there, and the answer says so: ``not_found`` naming the file's
+    state and where to look (``index_status``), ``invalid_value`` for a folder."""
+    api.sim.put_file("alice", "/Private/unindexed.md", b"Not in the index.", mtime=T0)
+    api.sim.mkdir("alice", "/Empty")
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+
+    async def main() -> tuple[Any, Any]:
+        async with session(f"{served.url}/mcp", basic("alice")) as client:
+            file = await call(client, "fetch", {"path": "/Private/unindexed.md"})
+            folder = await call(client, "fetch", {"path": "/Empty"})
+            return file, folder
+
+    try:
+        file, folder = run(main())
+    finally:
+        served.close()
+    error = file.structured_content
+    assert file.is_error and (error["code"], error["field"]) == ("not_found", "path"), error
+    assert "the index holds no document of yours" in error["detail"], error["detail"]
+    assert "index_status" in error["detail"]
+    error = folder.structured_content
+    assert folder.is_error and (error["code"], error["field"]) == ("invalid_value", "path")
+    assert error["detail"].startswith("is a folder"), error["detail"]
+
+
 def test_fetch_by_path_reads_the_document_there_now_when_the_index_has_two(api: Api) -> None:
     """A file deleted and another uploaded at its path (a new file id) while the deletion's
     event was lost leaves the index with two documents at that path until the next scan:
