@@ -71,6 +71,7 @@ from ncindex.errors import (
 )
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.webdav import DavEntry
+from ncindex.progress import NODE_PREFIX
 from ncindex.runtime import Services
 from ncindex.search import facets
 from ncindex.search.filter_fields import FiltersDocument, filter_schemas, filters_document
@@ -157,8 +158,9 @@ class FetchArgs(BaseModel):
     id: str | None = Field(
         None,
         max_length=MAX_DOC_ID_CHARS + 16,
-        description="A search result's id, `{doc_type}:{doc_id}` (e.g. `file:123`). Give "
-        "one of this, both `doc_type` and `doc_id`, or `path`.",
+        description="A search result's id, `{doc_type}:{doc_id}` (e.g. `file:123`), or a "
+        "`node:<file id>` subject of `index_status` (a file or note). Give one of this, both "
+        "`doc_type` and `doc_id`, or `path`.",
     )
     path: str | None = Field(
         None,
@@ -223,7 +225,7 @@ class FetchArgs(BaseModel):
             raise InputError(
                 "invalid_value", "offset", "reads on from a character, not with `chunk_index`"
             )
-        if self.path is not None:
+        if self.path is not None or self.node_id() is not None:
             return None
         if self.id is not None:
             doc_type, _, doc_id = self.id.partition(":")
@@ -233,6 +235,18 @@ class FetchArgs(BaseModel):
         if doc_type not in {t.value for t in DocType}:
             raise InputError("invalid_value", field, "not `{doc_type}:{doc_id}` of a known type")
         return DocRef(DocType(doc_type), checked_doc_id(doc_id, field))
+
+    def node_id(self) -> int | None:
+        """The file id when ``id`` is ``node:<file id>``, the subject ``index_status`` names a
+        file or note by (:func:`~ncindex.progress.node_subject`: one id, either type); else
+        ``None``. Raises :class:`InputError` (``invalid_value``, ``id``) for a ``node:`` id
+        that is not a file id."""
+        if self.id is None or not self.id.startswith(NODE_PREFIX):
+            return None
+        file_id = self.id.removeprefix(NODE_PREFIX)
+        if not (file_id.isascii() and file_id.isdigit()):
+            raise InputError("invalid_value", "id", "`node:` takes a file id, `node:123`")
+        return int(file_id)
 
 
 class NoArgs(BaseModel):
@@ -463,8 +477,14 @@ class Tools:
         ref = args.ref()
         whole = args.chunk_index is None
         window = WHOLE_DOCUMENT if whole else DEFAULT_WINDOW if args.window is None else args.window
-        if ref is None:
-            assert args.path is not None  # FetchArgs.ref: no ref only for a path
+        node = args.node_id()
+        if node is not None:
+            found = self._read_node(client, node, args.chunk_index or 0, window)
+            if found is None:
+                raise DocumentNotFound(args.id)
+            ref, context = found
+        elif ref is None:
+            assert args.path is not None  # FetchArgs.ref: no ref only for a path or a node
             ref, context = self._at_path(client, args.path, args.chunk_index or 0, window)
         else:
             context = self.service().context(client, ref, args.chunk_index or 0, window)
@@ -583,14 +603,22 @@ class Tools:
         Raises what :meth:`SearchService.context` raises but ``DocumentNotFound``."""
         if node.is_folder or node.file_id is None:
             return None
-        for doc_type in (DocType.NOTE, DocType.FILE):  # a note is indexed by its file's id
-            ref = DocRef(doc_type, str(node.file_id))
+        found = self._read_node(client, node.file_id, chunk_index, window)
+        return found if found is not None and found[1].path == node.path else None
+
+    def _read_node(
+        self, client: NextcloudClient, file_id: int, chunk_index: int, window: int
+    ) -> tuple[DocRef, ContextResponse] | None:
+        """The note or file of ``file_id`` (a note is indexed by its file's id) and its
+        chunks, read as every fetch reads (:meth:`SearchService.context`); ``None`` when the
+        index holds neither for ``client.user`` or the check finds it gone. Raises what
+        :meth:`SearchService.context` raises but ``DocumentNotFound``."""
+        for doc_type in (DocType.NOTE, DocType.FILE):
+            ref = DocRef(doc_type, str(file_id))
             try:
-                context = self.service().context(client, ref, chunk_index, window)
+                return ref, self.service().context(client, ref, chunk_index, window)
             except DocumentNotFound:
                 continue
-            if context.path == node.path:
-                return ref, context
         return None
 
     def list_filters(self, client: NextcloudClient, arguments: dict[str, Any]) -> dict[str, Any]:

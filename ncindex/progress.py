@@ -108,9 +108,13 @@ _FOUND_DONE = Script(
 )
 
 
+NODE_PREFIX = "node:"
+"""The prefix of a file's or note's subject (:func:`node_subject`)."""
+
+
 def node_subject(file_id: int | str) -> str:
     """The subject of a file or note: ``"node:<file id>"`` (one id, either type)."""
-    return f"node:{file_id}"
+    return f"{NODE_PREFIX}{file_id}"
 
 
 def task_subject(task: str, kwargs: Mapping[str, Any]) -> str | None:

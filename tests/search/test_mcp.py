@@ -2108,6 +2108,32 @@ def test_fetch_by_path_says_what_nextcloud_has_there_that_the_index_does_not(api
     assert error["detail"].startswith("is a folder"), error["detail"]
 
 
+def test_fetch_takes_the_node_subject_index_status_names_a_file_or_note_by(
+    mcp_url: str, ro_api: Api
+) -> None:
+    """``index_status`` names a file or note by ``node:<file id>`` (its ``truncated``,
+    ``skipped_documents``, ``dead_letter`` and ``failing`` subjects), which ``fetch`` refused
+    as "not of a known type": an agent could not read the document a ``truncated`` entry
+    names by the id it was given. ``fetch`` now takes it, for a file and for a note, and
+    answers the document's own ``id``."""
+    file_id = DocRef.parse(ro_api.keys[LIGHT]).doc_id
+    note_id = DocRef.parse(ro_api.keys[FOGHORN]).doc_id
+
+    async def main() -> list[Any]:
+        async with session(mcp_url, basic("alice")) as client:
+            ids = (f"node:{file_id}", f"node:{note_id}", "node:12x", "node:999999")
+            return [await call(client, "fetch", {"id": i, "max_chars": 10}) for i in ids]
+
+    file, note, bad, missing = run(main())
+    assert not file.is_error and not note.is_error, (file.content, note.content)
+    assert file.structured_content["id"] == ro_api.keys[LIGHT]
+    assert note.structured_content["id"] == ro_api.keys[FOGHORN]
+    assert note.structured_content["metadata"]["doc_type"] == "note"
+    for refused, code in ((bad, "invalid_value"), (missing, "not_found")):
+        error = refused.structured_content
+        assert refused.is_error and (error["code"], error["field"]) == (code, "id"), error
+
+
 def test_fetch_by_path_reads_the_document_there_now_when_the_index_has_two(api: Api) -> None:
     """A file deleted and another uploaded at its path (a new file id) while the deletion's
     event was lost leaves the index with two documents at that path until the next scan:
