@@ -90,6 +90,21 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
+def served_calls(api: Api, user: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """The results of ``calls`` (tool, arguments), made in order in one SDK client session
+    as ``user`` against ``api``'s stack behind an MCP server of their own."""
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+
+    async def main() -> list[Any]:
+        async with session(f"{served.url}/mcp", basic(user)) as client:
+            return [await call(client, tool, arguments) for tool, arguments in calls]
+
+    try:
+        return run(main())
+    finally:
+        served.close()
+
+
 def ids(result: Any) -> list[str]:
     assert not result.is_error, result.content
     return [r["id"] for r in result.structured_content["results"]]
@@ -1984,25 +1999,20 @@ def test_a_card_result_names_the_board_id_the_board_filter_takes(api: Api) -> No
     file's are null."""
     harbour = api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar its hull."))
     api.index_card("alice", "Garden", "Later", ("Tar the fence", "Tar the garden fence."))
-    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
-
-    async def main() -> tuple[Any, ...]:
-        async with session(f"{served.url}/mcp", basic("alice")) as client:
-            args = {"query": "tar the ketch hull", "doc_types": ["deck_card"], "limit": 1}
-            card = await call(client, "search", args)
-            (result,) = card.structured_content["results"]
-            leaf = {"field": "board_id", "op": "eq", "value": result["board_id"]}
-            board = await call(client, "search", {"query": "tar", "filter": leaf})
-            file = await call(client, "search", {"query": "lighthouse lens", "limit": 1})
-            fetched = await call(client, "fetch", {"id": harbour})
-            fetched_file = await call(client, "fetch", {"id": api.keys[LIGHT]})
-            return card, board, file, fetched, fetched_file
-
-    try:
-        card, board, file, fetched, fetched_file = run(main())
-    finally:
-        served.close()
+    args = {"query": "tar the ketch hull", "doc_types": ["deck_card"], "limit": 1}
+    (card,) = served_calls(api, "alice", [("search", args)])
     (result,) = card.structured_content["results"]
+    leaf = {"field": "board_id", "op": "eq", "value": result["board_id"]}
+    board, file, fetched, fetched_file = served_calls(
+        api,
+        "alice",
+        [
+            ("search", {"query": "tar", "filter": leaf}),
+            ("search", {"query": "lighthouse lens", "limit": 1}),
+            ("fetch", {"id": harbour}),
+            ("fetch", {"id": api.keys[LIGHT]}),
+        ],
+    )
     assert result["id"] == harbour and result["board_title"] == "Harbour", result
     assert result["board_id"] is not None and result["stack_id"] is not None
     assert ids(board) == [harbour]
@@ -2049,24 +2059,20 @@ def test_fetch_by_the_path_a_search_result_gives_a_moved_document_reads_it(api: 
     the agent to fetch it by. The path is now asked of Nextcloud (``PROPFIND``) when the
     index has nothing there, and the document there read; a file there the index does not
     hold, and a path where Nextcloud has nothing, are still ``not_found``."""
-    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
     moved_to = "/Private/old-diary.md"
     api.sim.move("alice", DIARY, moved_to)  # the index is not told
     api.sim.put_file("alice", "/Private/unindexed.md", b"Not in the index.", mtime=T0)
-
-    async def main() -> tuple[Any, ...]:
-        async with session(f"{served.url}/mcp", basic("alice")) as client:
-            found = await call(client, "search", {"query": "diary lens glow", "limit": 1})
-            old = await call(client, "fetch", {"path": DIARY})
-            new = await call(client, "fetch", {"path": moved_to})
-            unindexed = await call(client, "fetch", {"path": "/Private/unindexed.md"})
-            nothing = await call(client, "fetch", {"path": "/Private/nothing.md"})
-            return found, old, new, unindexed, nothing
-
-    try:
-        found, old, new, unindexed, nothing = run(main())
-    finally:
-        served.close()
+    found, old, new, unindexed, nothing = served_calls(
+        api,
+        "alice",
+        [
+            ("search", {"query": "diary lens glow", "limit": 1}),
+            ("fetch", {"path": DIARY}),
+            ("fetch", {"path": moved_to}),
+            ("fetch", {"path": "/Private/unindexed.md"}),
+            ("fetch", {"path": "/Private/nothing.md"}),
+        ],
+    )
     (result,) = found.structured_content["results"]
     assert (result["id"], result["path"]) == (api.keys[DIARY], moved_to)
     assert moved_to in old.structured_content["detail"]
@@ -2087,18 +2093,9 @@ def test_fetch_by_path_says_what_nextcloud_has_there_that_the_index_does_not(api
     state and where to look (``index_status``), ``invalid_value`` for a folder."""
     api.sim.put_file("alice", "/Private/unindexed.md", b"Not in the index.", mtime=T0)
     api.sim.mkdir("alice", "/Empty")
-    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
-
-    async def main() -> tuple[Any, Any]:
-        async with session(f"{served.url}/mcp", basic("alice")) as client:
-            file = await call(client, "fetch", {"path": "/Private/unindexed.md"})
-            folder = await call(client, "fetch", {"path": "/Empty"})
-            return file, folder
-
-    try:
-        file, folder = run(main())
-    finally:
-        served.close()
+    file, folder = served_calls(
+        api, "alice", [("fetch", {"path": "/Private/unindexed.md"}), ("fetch", {"path": "/Empty"})]
+    )
     error = file.structured_content
     assert file.is_error and (error["code"], error["field"]) == ("not_found", "path"), error
     assert "the index holds no document of yours" in error["detail"], error["detail"]
