@@ -121,10 +121,12 @@ MAX_PATH_CHECKS = 4
 path; the index holds more of the caller's documents there only while events were lost (a file
 deleted and another put at its path, once per loss) until the caller's next scan evicts them,
 and the most recently indexed, checked first, is the likeliest to be there now. Four bounds a
-call at four requests (40 s at the default timeout) rather than one per stale entry, and still
+call at four checks (40 s at the default timeout) rather than one per stale entry, and still
 looks past a few lost events; each one found gone is handed to the re-check that evicts it
 (``on_stale``: for a configured account; else a scan does), so a later call
-checks the ones after them."""
+checks the ones after them. When none checked is there, two more requests at most ask
+Nextcloud what is at the path and check the document found there
+(:meth:`Tools._node_at`, :meth:`Tools._moved_to`): six in all."""
 MAX_LISTED_IDS = 20
 """Most unchecked ids a ``too_many_documents`` answer lists."""
 
