@@ -3,7 +3,8 @@ that do not say how they are encoded (DESIGN §6).
 
 The order is the one of WHATWG HTML's "determining the character encoding" (§13.2.3.2), the
 guessing step filled in: a Unicode byte order mark, then strict UTF-8 (valid UTF-8 is almost
-never anything else), then the declared charset (a ``Content-Type`` parameter, an HTML
+never anything else), then UTF-8 with a few bad bytes (:func:`_nearly_utf8`), then the
+declared charset (a ``Content-Type`` parameter, an HTML
 ``<meta charset>`` or XML declaration), then charset-normalizer's (MIT) guess, then
 windows-1252 (the Encoding Standard's default for Western locales).
 """
@@ -65,6 +66,9 @@ def decode_text(
         return codecs.getincrementaldecoder("utf-8")("strict").decode(head, final=not cut), cut
     except UnicodeDecodeError:
         pass
+    nearly = _nearly_utf8(head, final=not cut)
+    if nearly is not None:
+        return nearly, cut
     known = known_encoding(declared)
     if known:
         try:
@@ -127,6 +131,43 @@ def declared_markup_encoding(data: bytes) -> str | None:
             if charset:
                 return charset.group(1).decode("ascii").lower()
         pos = end + close
+    return None
+
+
+#: How many valid multi-byte UTF-8 sequences UTF-8 with bad bytes must hold per bad one
+#: (:func:`_nearly_utf8`). Text in a legacy code page holds few such sequences by chance and
+#: more bad ones: at most 3 per bad one in the short samples of tests/single_byte_texts.py and
+#: tests/cjk_texts.py (Big5 ``讀書心得``), at most 0.35 in each encoding's samples joined.
+_UTF8_PER_BAD = 8
+#: How many valid multi-byte UTF-8 sequences UTF-8 cut inside its last character must hold
+#: before that character: one is what legacy text shows by chance (Shift-JIS ``ﾃｽﾄ``,
+#: ``C3 BD C4``, reads as ``ý`` and the start of a character).
+_UTF8_BEFORE_CUT = 2
+
+
+def _nearly_utf8(data: bytes, *, final: bool) -> str | None:
+    """``data`` decoded as UTF-8, each bad sequence (as Python's ``"replace"`` handler
+    delimits them: Unicode's "maximal subpart") read as U+FFFD, when it is UTF-8 with a few
+    bad bytes — a stray byte, a Latin-1 letter pasted in, a file cut inside its last
+    character — rather than text in a legacy code page (which :func:`decode_text` would
+    otherwise read the whole of as mojibake, ``Grüße`` as ``GrÃ¼ÃŸe``); ``None`` otherwise.
+    It is UTF-8 when it holds at least :data:`_UTF8_PER_BAD` valid multi-byte sequences per
+    bad one, or when its only bad bytes are an unfinished sequence at its very end (``final``:
+    ``data`` is the whole text, else that end is where it was cut and not bad) after at least
+    :data:`_UTF8_BEFORE_CUT` valid ones. ASCII with a high byte holds none: legacy. Tried
+    before a declared charset, as strict UTF-8 is: a declaration is often wrong (a template's
+    ``<meta charset=iso-8859-1>``), so many valid multi-byte sequences by chance hardly are."""
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=final)
+    bad = text.count("\ufffd") - data.count("\ufffd".encode())  # less U+FFFD written as such
+    valid = len(text) - len(text.encode("ascii", "ignore")) - bad
+    if valid >= _UTF8_PER_BAD * bad:
+        return text
+    if bad == 1 and valid >= _UTF8_BEFORE_CUT and text.endswith("\ufffd"):
+        try:
+            codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=False)
+        except UnicodeDecodeError:
+            return None
+        return text
     return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import io
 import zipfile
 
@@ -1097,6 +1098,81 @@ def test_legacy_cjk_text_is_read_in_its_code_page() -> None:
         if extract(text.encode(encoding), "text/plain", "notiz.txt").text != text
     ]
     assert len(CORPUS) - len(wrong) >= 95, wrong
+
+
+GREETING = "Grüße aus Köln, schöne Woche! "
+
+
+@pytest.mark.parametrize(
+    ("data", "text"),
+    [
+        # a stray byte in the middle, and at the end (was cp1252 throughout: GrÃ¼ÃŸe)
+        (
+            (GREETING * 25).encode() + b"\xff" + (GREETING * 25).encode(),
+            GREETING * 25 + "\ufffd" + GREETING * 25,
+        ),
+        ((GREETING * 50).encode() + b"\xff", GREETING * 50 + "\ufffd"),
+        # a Latin-1 letter pasted into UTF-8 text
+        (
+            b"Le caf\xe9 "
+            + "ferme le dimanche; la crème brûlée reste à la carte, été comme hiver, "
+            "et le thé glacé aussi.".encode(),
+            "Le caf\ufffd ferme le dimanche; la crème brûlée reste à la carte, été comme "
+            "hiver, et le thé glacé aussi.",
+        ),
+        # CJK text with a stray byte (was read in a CJK code page)
+        (
+            ("会議のお知らせ。" * 10).encode() + b"\x81" + ("会議のお知らせ。" * 10).encode(),
+            "会議のお知らせ。" * 10 + "\ufffd" + "会議のお知らせ。" * 10,
+        ),
+    ],
+)
+def test_utf8_with_a_few_bad_bytes_is_read_as_utf8(data: bytes, text: str) -> None:
+    """UTF-8 that holds many valid multi-byte sequences per bad byte is read as UTF-8 with each
+    bad sequence as U+FFFD: it was read in a legacy code page throughout, every accented word of
+    it misspelt. So it is when the page declares a legacy charset, as valid UTF-8 is."""
+    assert extract(data, "text/plain", "notiz.txt").text == text.strip()
+    page = b"<html><body><p>" + data + b"</p></body></html>"
+    assert extract(page, "text/html", "notiz.html").text == text.strip()
+    declared = b'<html><head><meta charset="windows-1252"></head><body><p>' + data + b"</p>"
+    assert extract(declared, "text/html", "notiz.html").text == text.strip()
+
+
+@pytest.mark.parametrize(
+    ("data", "text"),
+    [
+        ("Grüße aus Köln".encode() + "ö".encode()[:1], "Grüße aus Köln\ufffd"),  # was cp932
+        ("Протокол собрания".encode()[:-1], "Протокол собрани\ufffd"),
+    ],
+)
+def test_utf8_cut_inside_its_last_character_is_read_as_utf8(data: bytes, text: str) -> None:
+    """A UTF-8 file cut inside its last character (an upload or copy that stopped) with at
+    least two valid multi-byte sequences before it is UTF-8, the cut character U+FFFD."""
+    assert extract(data, "text/plain", "notiz.txt").text == text
+
+
+def test_utf8_with_a_byte_order_mark_and_a_bad_byte_is_read_as_utf8() -> None:
+    """Guard (passes before the rule above too): the byte order mark decides UTF-8, a bad
+    byte is U+FFFD."""
+    data = codecs.BOM_UTF8 + b"K\xf6ln " + "Grüße aus Köln".encode()
+    assert extract(data, "text/plain", "notiz.txt").text == "K\ufffdln Grüße aus Köln"
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        ("Meeting notes from the Köln office, Tuesday.", "cp1252"),
+        ("Fundargerð", "cp1252"),  # ends in F0, the start of a 4-byte UTF-8 sequence
+        ("ﾃｽﾄ", "cp932"),  # C3 BD C4: one valid 2-byte UTF-8 sequence, then a cut one
+        ("讀書心得", "big5"),  # three valid 2-byte UTF-8 sequences and one bad byte
+    ],
+)
+def test_legacy_text_with_a_few_utf8_sequences_stays_legacy(text: str, encoding: str) -> None:
+    """Guard (passes before the rule above too): ASCII with one high byte holds no valid
+    multi-byte UTF-8 sequence, and the legacy samples that hold the most of them per bad
+    byte (tests/single_byte_texts.py, tests/cjk_texts.py) are not read as UTF-8."""
+    data = text.encode(encoding)
+    assert extract(data, "text/plain", "notiz.txt").text != data.decode("utf-8", "replace")
 
 
 @pytest.mark.parametrize(
