@@ -51,6 +51,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Annotated, Any
 
 import redis
@@ -75,7 +76,7 @@ from ncindex.progress import NODE_PREFIX
 from ncindex.runtime import Services
 from ncindex.search import facets
 from ncindex.search.filter_fields import FiltersDocument, filter_schemas, filters_document
-from ncindex.search.filters import caller_path
+from ncindex.search.filters import Listings, caller_path
 from ncindex.search.links import open_link
 from ncindex.search.service import (
     FILTER_NODE_REF,
@@ -404,6 +405,19 @@ def search_schema(default_limit: int) -> dict[str, Any]:
     return schema
 
 
+LISTINGS: Listings = MappingProxyType(
+    {
+        "tags": "`list_tags`",
+        "path_prefix": "`list_folders`",
+        "category": "`list_values` with field `category`",
+    }
+)
+"""How a tool caller lists the values that a ``search`` that found nothing names, as spelt
+otherwise (:func:`~ncindex.search.filters.refuse_other_case`) or as holding none of its
+documents (:func:`~ncindex.search.filters.refuse_selecting_nothing`): by these tools, not by
+the REST endpoints the search API's answers name. No tool lists owners."""
+
+
 OUTPUT_MODELS: dict[str, tuple[type[BaseModel], str]] = {
     "search": (SearchAnswer, "Verified results, best first, with the verification counts."),
     "fetch": (FetchAnswer, "A document's text, its offsets and where to read on."),
@@ -455,7 +469,7 @@ class Tools:
         except ValidationError as exc:
             raise validation_error(exc, SearchRequest) from None
         tree = request.filter_tree()
-        response = self.service().search(client, request, tree=tree)
+        response = self.service().search(client, request, tree=tree, listings=LISTINGS)
         answer = SearchAnswer(
             results=[self._result(r) for r in response.results],
             verification=response.verification,

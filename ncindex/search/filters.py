@@ -31,6 +31,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Literal
 
 import rcp
@@ -335,28 +336,59 @@ def request_tree(
     return parts[0] if len(parts) == 1 else Group("and", tuple(parts))
 
 
+Listings = Mapping[str, str]
+"""Field name (``tags``, ``category``, ``path_prefix``, ``owner``) → how the caller's surface
+lists that field's values (``GET /v1/tags``, the MCP tool ``list_tags``), named in the hints of
+:func:`refuse_other_case` and :func:`refuse_selecting_nothing`; a field left out has no listing
+on that surface, and its hint names none."""
+
+HTTP_LISTINGS: Listings = MappingProxyType(
+    {"tags": "GET /v1/tags", "path_prefix": "GET /v1/folders"}
+)
+"""The listings of the search API's callers: ``POST /v1/search`` and RCP ``retrieve``, served
+side by side (``search_api``). It lists no categories and no owners."""
+
 SPELT_FIELDS = ("tags", "category")
-"""The fields whose values are matched as spelt, case and all, and named when only another
-case is stored (:func:`refuse_other_case`)."""
+"""The fields whose values are matched as spelt, case, Unicode form and all, and named when
+only another spelling is stored (:func:`refuse_other_case`)."""
 
 
-def refuse_other_case(node: Node | None, stored: Callable[[str], Collection[str]]) -> None:
+def _caseless(text: str) -> str:
+    """``text`` as the Unicode Standard's canonical caseless match compares it (Unicode 15,
+    §3.13, D145: ``NFD(casefold(NFD(text)))``): ``URGENT`` and ``urgent`` fold alike, and so
+    do ``Überprüfung`` precomposed (NFC, U+00DC) and decomposed (NFD, ``U`` + U+0308)."""
+    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", text).casefold())
+
+
+def _listed(name: str, listings: Listings) -> str:
+    """`` (… lists them)`` naming how ``listings`` lists ``name``'s values, or ``""``."""
+    how = listings.get(name)
+    return f" ({how} lists them)" if how else ""
+
+
+def refuse_other_case(
+    node: Node | None, stored: Callable[[str], Collection[str]], listings: Listings
+) -> None:
     """Raise :class:`FilterError` (``invalid_value``, naming the value's path: ``tags[0]``,
     ``category``, ``filter.and[1].value``) for the first value of a ``tags`` or ``category``
     leaf that must match for ``node`` to (``eq``, ``in``, ``contains``, not under a ``not``)
     which no value of ``stored(field)`` (the caller's values of that field) is, but one or
-    more are when case is ignored: ``URGENT`` where the documents hold ``urgent``. The detail
-    names the stored spelling(s).
+    more are when case and Unicode normalisation form are ignored (:func:`_caseless`):
+    ``URGENT`` where the documents hold ``urgent``, ``Überprüfung`` typed decomposed (NFD)
+    where the tag was created precomposed (NFC). The detail names the stored spelling(s) and
+    how ``listings`` lists the field's values.
 
     Nextcloud matches both as spelt: a system tag by its name as the ``systemtag`` table holds
     it (nextcloud/server lib/private/SystemTag/SystemTagManager.php ``getTag``: ``name =``),
-    two tags differing only in case may both exist where the database compares case
-    (``createTag`` relies on the unique index: PostgreSQL, SQLite; MySQL's utf8mb4_general_ci,
-    Nextcloud's documented collation, refuses the second), and a note's category is its folder
-    below the notes folder (nextcloud/notes lib/Service/Note.php ``getCategory``), a file name,
-    case-sensitive. So a match ignoring case would merge what Nextcloud may keep apart, and
-    would need the values stored folded too; a caller told the spelling loses nothing.
-    ``stored`` is asked at most once per field."""
+    stored as sent (``createTag`` only cuts it to 64 bytes; no case folding, no Unicode
+    normalisation), so two tags differing only in case or in NFC/NFD form may both exist
+    where the database compares the bytes (``createTag`` relies on the unique index:
+    PostgreSQL, SQLite; MySQL's utf8mb4_general_ci, Nextcloud's documented collation, refuses
+    a second in another case), and a note's category is its folder below the notes folder
+    (nextcloud/notes lib/Service/Note.php ``getCategory``), a file name, as spelt. So a match
+    ignoring case or form would merge what Nextcloud may keep apart, and would need the values
+    stored folded too; a caller told the spelling loses nothing. ``stored`` is asked at most
+    once per field."""
     seen: dict[str, Collection[str]] = {}
     for leaf in _positive_leaves(node):
         name = leaf.field.name
@@ -369,7 +401,7 @@ def refuse_other_case(node: Node | None, stored: Callable[[str], Collection[str]
             known = seen[name]
             if value in known:
                 continue
-            near = sorted(k for k in known if k.casefold() == value.casefold())
+            near = sorted(k for k in known if _caseless(k) == _caseless(value))
             if not near:
                 continue
             where = leaf.where or name
@@ -377,11 +409,56 @@ def refuse_other_case(node: Node | None, stored: Callable[[str], Collection[str]
             raise FilterError(
                 "invalid_value",
                 f"{where}[{i}]" if leaf.op == "in" else where,
-                f"no document you can read has the {noun} {value!r}, matched as spelt, case "
-                f"and all; yours {'is' if len(near) == 1 else 'are'} spelt "
-                f"{', '.join(repr(n) for n in near)} ("
-                f"{'GET /v1/tags or ' if name == 'tags' else ''}MCP list_values lists them)",
+                f"no document you can read has the {noun} {value!r}, matched as spelt, case, "
+                f"Unicode form and all; yours {'is' if len(near) == 1 else 'are'} spelt "
+                f"{', '.join(repr(n) for n in near)}{_listed(name, listings)}",
             )
+
+
+HINTED_FIELDS = ("tags", "category", "owner", "path_prefix")
+"""The fields whose values :func:`refuse_selecting_nothing` names when they select none of
+the caller's documents."""
+
+_SELECTS_NOTHING = {
+    "tags": "no indexed document you can read has the tag",
+    "category": "no indexed note you can read has the category",
+    "owner": "no indexed document you can read is owned by",
+    "path_prefix": "no indexed document you can read is at or under",
+}
+
+
+def refuse_selecting_nothing(
+    node: Node | None, selects: Callable[[Leaf], bool], listings: Listings
+) -> None:
+    """Raise :class:`FilterError` (``invalid_value``) for the first leaf that must hold for
+    ``node`` to (reached through ``and`` groups alone) on a :data:`HINTED_FIELDS` field
+    (``eq``, ``in``, ``contains``) that selects none of the caller's documents:
+    ``selects(leaf)`` false, asked once per such leaf, in order, until one is. The error names
+    the value's path (``path_prefixes[0]``, ``owner``'s ``filter.value``; a whole list's path,
+    ``tags``, when it holds more than one value, none of which selects anything) and how
+    ``listings`` lists the field's values. Meant for a search that found nothing: such a leaf
+    is why, whatever the query. ``selects`` must look only at what the caller can read (the
+    ``acl`` condition), so the error tells nothing of anyone else's documents: a value that
+    only others' documents hold is refused as one nobody's does."""
+    if node is None:
+        return
+    for _path, leaf in _conjuncts(node, "filter"):
+        name = leaf.field.name
+        if name not in HINTED_FIELDS or leaf.op not in ("eq", "in", "contains"):
+            continue
+        if selects(leaf):
+            continue
+        values = leaf.value if leaf.op == "in" else (leaf.value,)
+        where = leaf.where or name
+        if leaf.op == "in" and len(values) == 1:
+            where = f"{where}[0]"
+        said = ", ".join(repr(v) for v in values)
+        raise FilterError(
+            "invalid_value",
+            where,
+            f"{_SELECTS_NOTHING[name]} {'any of ' if len(values) > 1 else ''}{said}"
+            f"{_listed(name, listings)}",
+        )
 
 
 def _positive_leaves(node: Node | None) -> Iterator[Leaf]:

@@ -83,11 +83,15 @@ from ncindex.nextcloud.client import NextcloudClient
 from ncindex.search.facets import counted_values
 from ncindex.search.filter_fields import MAX_SECONDS, TIME_PATTERN
 from ncindex.search.filters import (
+    HTTP_LISTINGS,
+    Leaf,
+    Listings,
     Node,
     build_filter,
     field_verdict,
     path_verdict,
     refuse_other_case,
+    refuse_selecting_nothing,
     request_tree,
     title_compounds,
     title_word,
@@ -721,6 +725,14 @@ def keyed(store: VectorStore, hits: list[Hit]) -> list[Hit]:
     ]
 
 
+def selects(store: VectorStore, user: str, leaf: Leaf) -> bool:
+    """Whether ``leaf`` alone selects an indexed document ``user`` can read: one point read
+    (payload ``doc_key`` only) through the ``acl`` condition, as every search filters
+    (:func:`~ncindex.search.filters.build_filter`), so it tells nothing of the documents
+    ``user`` cannot read. Raises ``StoreUnavailable``."""
+    return next(store.scroll(build_filter(user, leaf), ("doc_key",), page_size=1), None) is not None
+
+
 class SearchService:
     """Runs searches. ``live()`` gives the store and embedder of the live model, asked once per
     search so a model switch (``ncindex reindex``) takes effect between searches, never inside
@@ -749,6 +761,7 @@ class SearchService:
         mode: Mode | None = None,
         min_score: float | None = None,
         tree: Node | None = None,
+        listings: Listings = HTTP_LISTINGS,
     ) -> SearchResponse:
         """Search as ``client.user`` (resolved).
 
@@ -759,10 +772,16 @@ class SearchService:
         ``request``). Raises ``FilterError`` for bad filters, ``SearchUnavailable`` when the
         query cannot be embedded, ``StoreUnavailable`` if the store fails and
         ``NextcloudAuthError`` if the caller's credentials fail during verification.
-        A search that finds nothing with a ``tags`` or ``category`` value that the caller's
-        documents hold only in another case raises ``FilterError`` naming the stored spelling
+        A search that finds nothing says why when a filter value is: with a ``tags`` or
+        ``category`` value that the caller's documents hold only in another case or Unicode
+        form it raises ``FilterError`` naming the stored spelling
         (:func:`~ncindex.search.filters.refuse_other_case`; its values read as ``list_values``
-        reads them, :func:`~ncindex.search.facets.counted_values`: asked only then).
+        reads them, :func:`~ncindex.search.facets.counted_values`), else with a ``tags``,
+        ``category``, ``owner`` or ``path_prefix`` value that must hold and selects none of the
+        caller's indexed documents, naming it
+        (:func:`~ncindex.search.filters.refuse_selecting_nothing`; one single-point read per
+        such value, :func:`selects`); both name the way ``listings`` (the caller's surface)
+        lists the field's values. A search that found something asks neither.
         """
         assert client.user is not None
         user = client.user
@@ -810,10 +829,13 @@ class SearchService:
             if exhausted or len(results) >= limit:
                 break
         results.sort(key=lambda r: (-r.score, r.doc_key))
-        if not results:  # a tag or category written in another case than stored found nothing
+        if not results:  # a filter value the caller's documents do not hold found nothing
             refuse_other_case(
-                tree, lambda f: [str(v["value"]) for v in counted_values(store, client, f)]
+                tree,
+                lambda f: [str(v["value"]) for v in counted_values(store, client, f)],
+                listings,
             )
+            refuse_selecting_nothing(tree, lambda leaf: selects(store, user, leaf), listings)
         if request.explain and results:
             t0 = time.perf_counter()
             self._explain(results, branches, tree, expansion)

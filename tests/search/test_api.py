@@ -7,6 +7,7 @@ import html
 import json
 import re
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from jsonschema import Draft202012Validator
 
 from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
+from ncindex.search import service as service_module
 from ncindex.search.filter_fields import filters_document
 from search_support import PASSWORDS, Api, build_api
 
@@ -52,7 +54,6 @@ def test_plain_search_sees_own_and_shared_only(ro_api: Api) -> None:
         ("alice", {"path_prefixes": [LIGHT]}, [LIGHT]),
         ("alice", {"path_prefixes": ["/Projects"]}, [LIGHT, OLD, BUDGET]),
         ("bob", {"path_prefixes": ["/Lighthouse"]}, [LIGHT]),
-        ("bob", {"path_prefixes": ["/Projects/Lighthouse"]}, []),
         ("alice", {"doc_types": ["note"]}, [FOGHORN]),
         ("bob", {"doc_types": ["note", "file"], "path_prefixes": ["/Notes"]}, [GARDEN]),
         (
@@ -753,8 +754,10 @@ def test_status_documents_now_where_its_other_fields_are(ro_api: Api) -> None:
 def test_a_tag_or_category_in_another_case_is_named_not_silently_empty(api: Api) -> None:
     """``"URGENT"`` found nothing, silently, where the tag is ``urgent``: Nextcloud matches tag
     names and note categories (folder names) as spelt, so ncindex does too, and a search that
-    finds nothing says which spelling the caller's documents hold; one that no value holds in
-    any case is still an empty answer, and one that finds something is answered."""
+    finds nothing says which spelling the caller's documents hold, and how the search API
+    lists them (``GET /v1/tags``; no endpoint lists categories, and the MCP tools are not this
+    caller's); one whose value selects documents that the rest of the search rules out is
+    still an empty answer, and one that finds something is answered."""
     api.sim.create_tag("urgent")  # system tags the caller can see (list_values holds to them)
     api.sim.create_tag("finance")
     for body, field, stored in [
@@ -777,11 +780,117 @@ def test_a_tag_or_category_in_another_case_is_named_not_silently_empty(api: Api)
         assert response.status_code == 400, (body, response.get_json())
         problem = response.get_json()
         assert (problem["code"], problem["field"]) == ("invalid_value", field), problem
-        assert stored in problem["detail"] and "list_values" in problem["detail"]
+        assert stored in problem["detail"] and "MCP" not in problem["detail"], problem
+        assert ("GET /v1/tags" in problem["detail"]) is field.startswith(("tags", "filter.v"))
     for body in (
-        {"tags": ["nowhere"]},
-        {"filter": {"not": {"field": "tags", "op": "contains", "value": "URGENT"}}, "tags": ["x"]},
+        {"tags": ["finance"], "doc_types": ["note"]},
+        {
+            "filter": {"not": {"field": "tags", "op": "contains", "value": "URGENT"}},
+            "tags": ["finance"],
+            "doc_types": ["note"],
+        },
     ):
         response = api.post("alice", {"query": Q, **body})
         assert response.status_code == 200 and response.get_json()["results"] == [], body
     assert api.found("alice", {"query": Q, "tags": ["URGENT", "finance"]})
+
+
+NOTHING_SELECTED = [
+    # (user, body, field, detail): a filter value none of the caller's documents holds
+    ("alice", {"path_prefixes": ["/Nowhere"]}, "path_prefixes[0]",
+     "no indexed document you can read is at or under '/Nowhere' (GET /v1/folders lists them)"),
+    # alice's folder; bob has it shared as /Lighthouse: his own view only
+    ("bob", {"path_prefixes": ["/Projects/Lighthouse"]}, "path_prefixes[0]",
+     "no indexed document you can read is at or under '/Projects/Lighthouse' "
+     "(GET /v1/folders lists them)"),
+    ("alice", {"path_prefixes": ["/Nowhere", "/Gone"]}, "path_prefixes",
+     "no indexed document you can read is at or under any of '/Nowhere', '/Gone' "
+     "(GET /v1/folders lists them)"),
+    ("alice", {"tags": ["nowhere"]}, "tags[0]",
+     "no indexed document you can read has the tag 'nowhere' (GET /v1/tags lists them)"),
+    # bob's category, on a note alice cannot read: told as one nobody has
+    ("alice", {"category": "Home"}, "category",
+     "no indexed note you can read has the category 'Home'"),
+    ("alice", {"category": "Nowhere"}, "category",
+     "no indexed note you can read has the category 'Nowhere'"),
+    # bob owns two documents, neither of which alice can read; zed owns nothing
+    ("alice", {"filter": {"field": "owner", "op": "eq", "value": "bob"}}, "filter.value",
+     "no indexed document you can read is owned by 'bob'"),
+    ("alice", {"filter": {"field": "owner", "op": "eq", "value": "zed"}}, "filter.value",
+     "no indexed document you can read is owned by 'zed'"),
+    ("alice", {"doc_types": ["file"], "filter": {"and": [
+        {"field": "size", "op": "gt", "value": 1},
+        {"field": "path_prefix", "op": "in", "value": ["/Nowhere"]}]}},
+     "filter.and[1].value[0]",
+     "no indexed document you can read is at or under '/Nowhere' (GET /v1/folders lists them)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("user", "body", "field", "detail"), NOTHING_SELECTED)
+def test_a_filter_value_selecting_nothing_is_named_not_silently_empty(
+    ro_api: Api, user: str, body: dict[str, Any], field: str, detail: str
+) -> None:
+    """A folder, owner, category or tag that none of the caller's documents has answered an
+    empty list, which an agent could not tell from a query nothing matches. A search that
+    finds nothing now names such a value (``invalid_value``, as a tag in another case is
+    named) and how the search API lists the caller's values; only the caller's documents are
+    looked at, so a value only another user's documents hold (bob's category, alice's folder
+    under the name bob does not have it by, bob as owner to alice) reads exactly as one that
+    nobody's do."""
+    response = ro_api.post(user, {"query": Q, **body})
+    assert response.status_code == 400, (body, response.get_json())
+    problem = response.get_json()
+    assert (problem["code"], problem["field"], problem["detail"]) == (
+        "invalid_value",
+        field,
+        detail,
+    )
+
+
+def test_a_filter_value_that_selects_something_leaves_an_empty_answer_empty(
+    ro_api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No hint where the value is not why nothing was found: the folder, owner, category or
+    tag selects documents the rest of the search rules out, a list holds a value that selects
+    some, or the value sits under an ``or`` or a ``not``; and a search that finds something
+    never asks whether its values select anything."""
+    for body in (
+        {"path_prefixes": ["/Private"], "doc_types": ["note"]},
+        {"path_prefixes": ["/Nowhere", "/Private"], "doc_types": ["note"]},
+        {"category": "Work", "doc_types": ["file"]},
+        {"tags": ["finance"], "doc_types": ["note"]},
+        {"filter": {"field": "owner", "op": "eq", "value": "alice"}, "doc_types": ["deck_card"]},
+        {"filter": {"or": [
+            {"field": "owner", "op": "eq", "value": "zed"},
+            {"field": "doc_type", "op": "eq", "value": "deck_card"}]}},
+        {"filter": {"not": {"field": "path_prefix", "op": "eq", "value": "/Nowhere"}},
+         "doc_types": ["deck_card"]},
+    ):  # fmt: skip
+        response = ro_api.post("alice", {"query": Q, **body})
+        assert response.status_code == 200, (body, response.get_json())
+        assert response.get_json()["results"] == [], body
+    asked: list[Any] = []
+    monkeypatch.setattr(service_module, "selects", lambda *args: asked.append(args) or True)
+    assert ro_api.found("alice", {"query": Q, "path_prefixes": ["/Projects"], "tags": ["urgent"]})
+    assert asked == []
+    assert ro_api.found("alice", {"query": Q, "doc_types": ["deck_card"], "tags": ["urgent"]}) == []
+    assert len(asked) == 1
+
+
+def test_a_tag_typed_decomposed_is_named_as_stored(api: Api) -> None:
+    """``Überprüfung`` typed decomposed (NFD: ``U`` + U+0308, as macOS keyboards and file
+    names give it) matched nothing, with no hint, where the tag was created precomposed
+    (NFC). Nextcloud stores a tag's name as sent and looks it up as spelt
+    (``SystemTagManager::createTag``, ``getTag``), so both forms may exist as two tags: the
+    search keeps matching as spelt and names the spelling the caller's documents hold."""
+    nfc = unicodedata.normalize("NFC", "Überprüfung")
+    nfd = unicodedata.normalize("NFD", nfc)
+    assert nfc != nfd
+    api.sim.assign_tag("alice", BUDGET, api.sim.create_tag(nfc))
+    api.store.set_payload(api.keys[BUDGET], {"tags": [nfc]})
+    assert api.found("alice", {"query": Q, "tags": [nfc]}) == [api.keys[BUDGET]]
+    response = api.post("alice", {"query": Q, "tags": [nfd]})
+    assert response.status_code == 400, response.get_json()
+    problem = response.get_json()
+    assert (problem["code"], problem["field"]) == ("invalid_value", "tags[0]"), problem
+    assert f"spelt {nfc!r} (GET /v1/tags lists them)" in problem["detail"], problem

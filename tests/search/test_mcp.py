@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import json
 import re
+import unicodedata
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -1373,15 +1374,18 @@ def test_bob_never_gets_alices_private_documents(
             return [found, *fetched, status]
 
     found, *fetched, status = run(main())
-    assert not found.is_error, found.content
-    assert private.isdisjoint(ids(found))
+    if found.is_error:  # a filter value none of bob's documents holds (/Projects, Work)
+        error = found.structured_content
+        assert error["code"] == "invalid_value", error
+        assert error["detail"].startswith("no indexed "), error
+    results = [] if found.is_error else found.structured_content["results"]
+    assert private.isdisjoint(r["id"] for r in results)
     assert all(f.is_error and f.structured_content["code"] == "not_found" for f in fetched)
     assert status.structured_content["user"] == "bob"
     # a result names its owner, as Nextcloud names it to any reader (nextcloud/server
     # apps/dav/lib/Connector/Sabre/FilesPlugin.php handleGetProperties, oc:owner-id): alice
     # only on what she shares with bob, and nowhere else
     shared = {ro_api.keys[p] for o, p, *_ in FILES if o == "alice" and p.startswith(LIGHT_DIR)}
-    results = found.structured_content["results"]
     assert all(r["owner"] == "bob" or r["id"] in shared for r in results)
     rest = [{k: v for k, v in r.items() if k != "owner"} for r in results]
     assert "alice" not in str(rest) + str(status.structured_content)
@@ -2299,3 +2303,56 @@ def test_fetch_and_search_say_what_is_wrong_with_an_odd_path_or_range(mcp_url: s
     # a path of another form than the caller's own is not found, saying which form to send
     assert webdav.is_error and webdav.structured_content["code"] == "not_found"
     assert "not a WebDAV or web URL" in webdav.structured_content["detail"]
+
+
+def test_a_filter_value_selecting_nothing_names_the_tool_that_lists_it(
+    api: Api,
+) -> None:
+    """A search that finds nothing because a folder, tag, category or owner value holds none
+    of the caller's documents is a tool error naming it (as the search API's 400); and the
+    way to list the values is the tool caller's own (``list_folders``, ``list_tags``,
+    ``list_values``): the tag-spelling hint named ``GET /v1/tags``, an endpoint a tool caller
+    does not have. A tag typed decomposed (NFD) where it was created precomposed is named as
+    stored, as a tag in another case is."""
+    nfc = unicodedata.normalize("NFC", "Überprüfung")
+    api.sim.assign_tag("alice", BUDGET, api.sim.create_tag(nfc))
+    api.store.set_payload(api.keys[BUDGET], {"tags": [nfc]})
+    api.sim.create_tag("urgent")
+    cases = [
+        ({"path_prefixes": ["/Nowhere"]}, "path_prefixes[0]",
+         "no indexed document you can read is at or under '/Nowhere' (`list_folders` lists "
+         "them)"),
+        ({"tags": ["nowhere"]}, "tags[0]",
+         "no indexed document you can read has the tag 'nowhere' (`list_tags` lists them)"),
+        ({"category": "Home"}, "category",
+         "no indexed note you can read has the category 'Home' (`list_values` with field "
+         "`category` lists them)"),
+        ({"filter": {"field": "owner", "op": "eq", "value": "bob"}}, "filter.value",
+         "no indexed document you can read is owned by 'bob'"),
+        ({"tags": ["URGENT"]}, "tags[0]",
+         "no document you can read has the tag 'URGENT', matched as spelt, case, Unicode form "
+         "and all; yours is spelt 'urgent' (`list_tags` lists them)"),
+        ({"tags": [unicodedata.normalize("NFD", nfc)]}, "tags[0]",
+         f"no document you can read has the tag {unicodedata.normalize('NFD', nfc)!r}, matched "
+         f"as spelt, case, Unicode form and all; yours is spelt {nfc!r} (`list_tags` lists "
+         "them)"),
+        ({"category": "work"}, "category",
+         "no document you can read has the category 'work', matched as spelt, case, Unicode "
+         "form and all; yours is spelt 'Work' (`list_values` with field `category` lists "
+         "them)"),
+    ]  # fmt: skip
+    results = served_calls(
+        api,
+        "alice",
+        [("search", {"query": "lighthouse", **body}) for body, _, _ in cases]
+        + [("search", {"query": "lighthouse", "tags": [nfc]})],
+    )
+    for result, (body, field, detail) in zip(results, cases, strict=False):
+        assert result.is_error, body
+        error = result.structured_content
+        assert (error["code"], error["field"], error["detail"]) == (
+            "invalid_value",
+            field,
+            detail,
+        ), body
+    assert ids(results[-1]) == [api.keys[BUDGET]]

@@ -1033,6 +1033,38 @@ def test_openapi_states_the_doc_ids_times_and_rcp_methods_the_server_takes(ro_ap
         assert method.is_valid(value) is routed, (value, answer.status_code)
 
 
+def test_a_filter_value_selecting_nothing_is_named_in_rcp_too(ro_served: Served) -> None:
+    """A ``retrieve`` that finds nothing because a folder or owner value holds none of the
+    caller's documents is -32602 naming the filter's value, with the search API's detail (RCP
+    is served beside it and names its listings); one that finds something is answered."""
+    client = connect(ro_served, "alice")
+    for leaf, field, detail in [
+        ({"field": "path_prefix", "op": "in", "value": ["/Nowhere"]}, "filter.value[0]",
+         "no indexed document you can read is at or under '/Nowhere' (GET /v1/folders lists "
+         "them)"),
+        ({"field": "owner", "op": "eq", "value": "bob"}, "filter.value",
+         "no indexed document you can read is owned by 'bob'"),
+    ]:  # fmt: skip
+        with pytest.raises(rcp.RcpError) as caught:
+            client.call("retrieve", {"query": "lighthouse", "filter": leaf})
+        assert caught.value.code == -32602, caught.value
+        data = caught.value.data or {}
+        assert (data.get("code"), data.get("field"), data.get("detail")) == (
+            "invalid_value",
+            field,
+            detail,
+        ), data
+    found = client.call(
+        "retrieve",
+        {
+            "query": "lighthouse",
+            "filter": {"field": "path_prefix", "op": "eq", "value": "/Private"},
+        },
+    )
+    assert found["hits"]
+    client.shutdown()
+
+
 def test_a_tag_in_another_case_is_named_in_rcp_too(served: Served) -> None:
     """A ``retrieve`` whose tag is written in another case than the caller's documents hold
     it, finding nothing, is -32602 naming the filter's value and the stored spelling, as the

@@ -422,8 +422,11 @@ def test_bob_with_a_typed_app_password_never_sees_alices_folders_or_tags(
     search(page, "lighthouse lens")
     expect_titles(page, ["soup.md"])
     # a shared search link names alice's folder: bob's page shows it, the index finds nothing
+    # and says the folder holds nothing bob can read (as it would a folder nobody has)
     page.goto(deployment.url + "/?q=lighthouse&folder=%2FProjects")
-    expect(page.locator("#status")).to_contain_text("No results")
+    expect(page.locator("#status")).to_contain_text(
+        "no indexed document you can read is at or under '/Projects'"
+    )
     # bob's app password is revoked in Nextcloud: the next search ends the session plainly
     flows = deployment.sim.app_state["login_flows"]
     assert flows.delete_app_password("bob", PASSWORDS["bob"])
