@@ -88,6 +88,7 @@ from ncindex.search.service import (
     BoardTitle,
     ContextResponse,
     FeedId,
+    SearchHint,
     SearchRequest,
     SearchResult,
     SearchService,
@@ -317,6 +318,11 @@ class SearchAnswer(BaseModel):
     degraded: bool = Field(
         description="The dense half failed: the results are ranked by BM25 alone."
     )
+    hints: list[SearchHint] = Field(
+        description="Only when `results` is empty: each folder, tag, category or owner value "
+        "that selects none of the caller's documents (its `field` in the arguments, `detail` "
+        "naming it and the tool that lists the values). Empty otherwise."
+    )
 
 
 class FetchedChunk(BaseModel):
@@ -413,8 +419,8 @@ LISTINGS: Listings = MappingProxyType(
     }
 )
 """How a tool caller lists the values that a ``search`` that found nothing names, as spelt
-otherwise (:func:`~ncindex.search.filters.refuse_other_case`) or as holding none of its
-documents (:func:`~ncindex.search.filters.refuse_selecting_nothing`): by these tools, not by
+otherwise (:func:`~ncindex.search.filters.refuse_other_case`) or, in its ``hints``, as holding
+none of its documents (:func:`~ncindex.search.filters.selecting_nothing`): by these tools, not by
 the REST endpoints the search API's answers name. No tool lists owners."""
 
 
@@ -474,6 +480,7 @@ class Tools:
             results=[self._result(r) for r in response.results],
             verification=response.verification,
             degraded=response.degraded,
+            hints=response.hints,
         )
         body = answer.model_dump(mode="json")
         for result in body["results"]:

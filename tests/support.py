@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -572,3 +574,50 @@ class WorkerDeployment:
         if self.worker is not None and self.worker.poll() is None:
             self.kill_worker()
         self.stack.close()
+
+
+def check_hints_leak_nothing(
+    body: dict[str, Any], answer: dict[str, Any], search: Callable[[dict[str, Any]], Any]
+) -> None:
+    """Assert that ``answer`` (a ``POST /v1/search`` answer to ``body``, or the MCP
+    ``search`` tool's) has hints only when it has no results, all ``selects_nothing``, and
+    that each names its value exactly as it would name one nobody has: ``body`` again with
+    every hinted value (and its repeats in the same list) replaced by ``zz-nobody-<n>``
+    (``/zz-nobody-<n>`` for a path), answered by ``search`` (the answer's JSON), gets the same
+    hints naming the new values. A hint that told a value only other users' documents hold
+    from one nobody's would differ."""
+    hints = answer["hints"]
+    if not hints:
+        return
+    assert answer["results"] == [], answer
+    assert {h["code"] for h in hints} == {"selects_nothing"}, hints
+    swapped = copy.deepcopy(body)
+    renamed: dict[str, str] = {}
+
+    def nobody(value: str) -> str:
+        if value not in renamed:
+            renamed[value] = f"{'/' if value.startswith('/') else ''}zz-nobody-{len(renamed)}"
+        return renamed[value]
+
+    for hint in hints:
+        *steps, last = [
+            name or int(index) for name, index in re.findall(r"(\w+)|\[(\d+)\]", hint["field"])
+        ]
+        holder: Any = swapped
+        for step in steps:
+            holder = holder[step]
+        value = holder[last]
+        if isinstance(value, list):  # a whole list named
+            holder[last] = [nobody(v) for v in value]
+        elif isinstance(holder, list):  # a list's value, named once for its repeats too
+            holder[:] = [nobody(v) if v == value else v for v in holder]
+        else:
+            holder[last] = nobody(value)
+    want = []
+    for hint in hints:
+        detail = hint["detail"]
+        for old, new in renamed.items():
+            detail = detail.replace(repr(old), repr(new))
+        want.append({**hint, "detail": detail})
+    again = search(swapped)
+    assert again["results"] == [] and again["hints"] == want, (body, hints, swapped, again)

@@ -339,7 +339,7 @@ def request_tree(
 Listings = Mapping[str, str]
 """Field name (``tags``, ``category``, ``path_prefix``, ``owner``) → how the caller's surface
 lists that field's values (``GET /v1/tags``, the MCP tool ``list_tags``), named in the hints of
-:func:`refuse_other_case` and :func:`refuse_selecting_nothing`; a field left out has no listing
+:func:`refuse_other_case` and :func:`selecting_nothing`; a field left out has no listing
 on that surface, and its hint names none."""
 
 HTTP_LISTINGS: Listings = MappingProxyType(
@@ -416,8 +416,8 @@ def refuse_other_case(
 
 
 HINTED_FIELDS = ("tags", "category", "owner", "path_prefix")
-"""The fields whose values :func:`refuse_selecting_nothing` names when they select none of
-the caller's documents."""
+"""The fields whose values :func:`selecting_nothing` names when they select none of the
+caller's documents."""
 
 _SELECTS_NOTHING = {
     "tags": "no indexed document you can read has the tag",
@@ -427,21 +427,23 @@ _SELECTS_NOTHING = {
 }
 
 
-def refuse_selecting_nothing(
+def selecting_nothing(
     node: Node | None, selects: Callable[[Leaf], bool], listings: Listings
-) -> None:
-    """Raise :class:`FilterError` (``invalid_value``) for the first leaf that must hold for
-    ``node`` to (reached through ``and`` groups alone) on a :data:`HINTED_FIELDS` field
-    (``eq``, ``in``, ``contains``) that selects none of the caller's documents:
-    ``selects(leaf)`` false, asked once per such leaf, in order, until one is. The error names
-    the value's path (``path_prefixes[0]``, ``owner``'s ``filter.value``; a whole list's path,
-    ``tags``, when it holds more than one value, none of which selects anything) and how
-    ``listings`` lists the field's values. Meant for a search that found nothing: such a leaf
-    is why, whatever the query. ``selects`` must look only at what the caller can read (the
-    ``acl`` condition), so the error tells nothing of anyone else's documents: a value that
-    only others' documents hold is refused as one nobody's does."""
+) -> list[tuple[str, str]]:
+    """``(field, detail)`` for each leaf that must hold for ``node`` to (reached through
+    ``and`` groups alone) on a :data:`HINTED_FIELDS` field (``eq``, ``in``, ``contains``) that
+    selects none of the caller's documents: ``selects(leaf)`` false, asked once per such leaf,
+    in order. ``field`` is the value's path (``path_prefixes[0]``, ``owner``'s
+    ``filter.value``; a whole list's path, ``tags``, when it holds more than one value, none
+    of which selects anything); ``detail`` names the value(s) and how ``listings`` lists the
+    field's values. Meant for a search that found nothing: such a leaf is why, whatever the
+    query, yet the search was well formed (an empty folder, a category not used yet), so
+    these are hints beside the empty answer, not errors. ``selects`` must look only at what
+    the caller can read (the ``acl`` condition), so a hint tells nothing of anyone else's
+    documents: a value that only others' documents hold reads as one nobody's does."""
+    hints: list[tuple[str, str]] = []
     if node is None:
-        return
+        return hints
     for _path, leaf in _conjuncts(node, "filter"):
         name = leaf.field.name
         if name not in HINTED_FIELDS or leaf.op not in ("eq", "in", "contains"):
@@ -453,12 +455,14 @@ def refuse_selecting_nothing(
         if leaf.op == "in" and len(values) == 1:
             where = f"{where}[0]"
         said = ", ".join(repr(v) for v in values)
-        raise FilterError(
-            "invalid_value",
-            where,
-            f"{_SELECTS_NOTHING[name]} {'any of ' if len(values) > 1 else ''}{said}"
-            f"{_listed(name, listings)}",
+        hints.append(
+            (
+                where,
+                f"{_SELECTS_NOTHING[name]} {'any of ' if len(values) > 1 else ''}{said}"
+                f"{_listed(name, listings)}",
+            )
         )
+    return hints
 
 
 def _positive_leaves(node: Node | None) -> Iterator[Leaf]:

@@ -25,7 +25,13 @@ match the body's. Methods:
   its ``citation`` has no offsets). With
   ``_meta: {"explain": true}`` in the params (an ncindex extension) the result's
   ``_meta.explain`` lists, per hit (``id``), the ``explain`` object of ``POST /v1/search``
-  (branch ranks and scores, fused score, matched terms, filters, ``verified_at``).
+  (branch ranks and scores, fused score, matched terms, filters, ``verified_at``). The
+  result's ``_meta`` (spec §4.4: every result object may carry one, for
+  implementation-specific data, and a peer ignores keys it does not know) holds
+  ``verification``, ``degraded``, ``timingsMs`` and ``hints``: ``POST /v1/search``'s
+  ``hints`` (empty unless no hit was found; each ``{code: "selects_nothing", field,
+  detail}``, ``field`` naming the ``filter`` value that selects none of the caller's
+  documents).
 * ``shutdown`` — ends the caller's session; always ``{}``.
 
 **Sessions.** HTTP is request-scoped, so the ``initialize`` state lives in Redis for
@@ -520,6 +526,7 @@ class RcpServer:
             "verification": response.verification.model_dump(),
             "degraded": response.degraded,
             "timingsMs": response.timings_ms,
+            "hints": [hint.model_dump() for hint in response.hints],
         }
         if args.request.explain:
             meta["explain"] = [

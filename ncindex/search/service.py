@@ -91,8 +91,8 @@ from ncindex.search.filters import (
     field_verdict,
     path_verdict,
     refuse_other_case,
-    refuse_selecting_nothing,
     request_tree,
+    selecting_nothing,
     title_compounds,
     title_word,
     tree_dict,
@@ -585,15 +585,38 @@ class Verification(BaseModel):
     )
 
 
+class SearchHint(BaseModel):
+    """Why a search found nothing, where a filter value is why: beside a successful, empty
+    answer (the search was well formed), never instead of it."""
+
+    code: Literal["selects_nothing"] = Field(
+        description="`selects_nothing`: the value selects none of the indexed documents the "
+        "caller can read (as one nobody has would: others' documents are not looked at)."
+    )
+    field: str = Field(
+        description="Where the value sits in the request, as an error's `field` names it: "
+        "`path_prefixes[0]`, `category`, `filter.and[1].value`; a list's own name when none "
+        "of its values selects anything."
+    )
+    detail: str = Field(description="The value(s), in words, and how to list the caller's.")
+
+
 class SearchResponse(BaseModel):
     """A page of results with the verification counts, ``degraded`` (the dense half failed,
-    the answer is sparse-only) and stage timings in milliseconds."""
+    the answer is sparse-only), stage timings in milliseconds and, for an empty answer,
+    ``hints`` naming the filter values that select nothing."""
 
     results: list[SearchResult]
     verification: Verification
     degraded: bool
     model: str = Field(description="The dense model whose collection answered.")
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    hints: list[SearchHint] = Field(
+        default_factory=list,
+        description="Only when `results` is empty: each `tags`, `category`, `owner` or "
+        "`path_prefixes` value (or such a `filter` leaf that must hold) that selects none of "
+        "the indexed documents the caller can read. Empty otherwise.",
+    )
     _candidates: int = PrivateAttr(default=0)
 
     @property
@@ -774,14 +797,14 @@ class SearchService:
         ``NextcloudAuthError`` if the caller's credentials fail during verification.
         A search that finds nothing says why when a filter value is: with a ``tags`` or
         ``category`` value that the caller's documents hold only in another case or Unicode
-        form it raises ``FilterError`` naming the stored spelling
-        (:func:`~ncindex.search.filters.refuse_other_case`; its values read as ``list_values``
-        reads them, :func:`~ncindex.search.facets.counted_values`), else with a ``tags``,
-        ``category``, ``owner`` or ``path_prefix`` value that must hold and selects none of the
-        caller's indexed documents, naming it
-        (:func:`~ncindex.search.filters.refuse_selecting_nothing`; one single-point read per
-        such value, :func:`selects`); both name the way ``listings`` (the caller's surface)
-        lists the field's values. A search that found something asks neither.
+        form it raises ``FilterError`` naming the stored spelling (a likely typo with a
+        definite fix: :func:`~ncindex.search.filters.refuse_other_case`; its values read as
+        ``list_values`` reads them, :func:`~ncindex.search.facets.counted_values`), else it
+        answers the empty list with ``hints`` naming each ``tags``, ``category``, ``owner`` or
+        ``path_prefix`` value that must hold and selects none of the caller's indexed
+        documents (:func:`~ncindex.search.filters.selecting_nothing`; one single-point read
+        per such value, :func:`selects`); both name the way ``listings`` (the caller's
+        surface) lists the field's values. A search that found something asks neither.
         """
         assert client.user is not None
         user = client.user
@@ -829,13 +852,14 @@ class SearchService:
             if exhausted or len(results) >= limit:
                 break
         results.sort(key=lambda r: (-r.score, r.doc_key))
+        hints: list[tuple[str, str]] = []
         if not results:  # a filter value the caller's documents do not hold found nothing
             refuse_other_case(
                 tree,
                 lambda f: [str(v["value"]) for v in counted_values(store, client, f)],
                 listings,
             )
-            refuse_selecting_nothing(tree, lambda leaf: selects(store, user, leaf), listings)
+            hints = selecting_nothing(tree, lambda leaf: selects(store, user, leaf), listings)
         if request.explain and results:
             t0 = time.perf_counter()
             self._explain(results, branches, tree, expansion)
@@ -847,6 +871,7 @@ class SearchService:
             degraded=degraded,
             model=embedder.model_name,
             timings_ms={k: round(v, 2) for k, v in timings.items()},
+            hints=[SearchHint(code="selects_nothing", field=f, detail=d) for f, d in hints],
         )
         response._candidates = min(read, len(ranking))
         return response

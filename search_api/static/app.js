@@ -549,7 +549,9 @@ function show(body, data) {
     ? " Only the first " + MAX_QUERY_CHARS + " characters of the pasted text were searched." : "";
   const notes = quotes + uncheckedText(data) + cut;
   const withheld = Boolean(data.verification && data.verification.withheld);
-  if (!found) status((withheld ? "No results shown." : "No results. Try other words or remove a filter.") + notes);
+  const hints = found ? "" : hintText(body, data);
+  if (!found && hints) status("No results." + hints + notes);
+  else if (!found) status((withheld ? "No results shown." : "No results. Try other words or remove a filter.") + notes);
   else if (data.degraded) status("Keyword results only: the semantic half of the search is unavailable right now." + notes);
   else if (found >= MAX_RESULTS) {
     status(found + " results, the most one search shows: add words or a filter to narrow it." + notes, false, !notes);
@@ -562,6 +564,27 @@ function show(body, data) {
   }
   // said in the live region too: a screen reader hears how the search ended, not "Searching…" alone
   else status(countText(found) + notes, false, !notes);
+}
+
+// The API's hints for an empty answer, in the page's words: the folder or tag picked (read
+// back from ``body`` at the hint's ``field``, "path_prefixes[0]" or the whole "tags") that
+// holds none of the reader's documents, and the picker that lists theirs; the hint's own
+// detail names REST endpoints, which are not the page's.
+const PICKERS = {
+  path_prefixes: ["No document you can read is in the folder", "No document you can read is in any of the folders", "Folders"],
+  tags: ["No document you can read has the tag", "No document you can read has any of the tags", "Tags"],
+};
+function hintText(body, data) {
+  let text = "";
+  for (const hint of data.hints || []) {
+    const m = /^(\w+)(?:\[(\d+)\])?$/.exec(hint.field);
+    const picker = m && PICKERS[m[1]];
+    if (!picker || !Array.isArray(body[m[1]])) continue;
+    const values = m[2] === undefined ? body[m[1]] : [body[m[1]][Number(m[2])]];
+    const named = values.map((v) => "“" + shown(v) + "”").join(", ");
+    text += " " + picker[values.length > 1 ? 1 : 0] + " " + named + ": pick one from " + picker[2] + ".";
+  }
+  return text;
 }
 
 // What Nextcloud could not confirm during the search (it did not answer, or answered an

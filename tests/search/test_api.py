@@ -54,6 +54,7 @@ def test_plain_search_sees_own_and_shared_only(ro_api: Api) -> None:
         ("alice", {"path_prefixes": [LIGHT]}, [LIGHT]),
         ("alice", {"path_prefixes": ["/Projects"]}, [LIGHT, OLD, BUDGET]),
         ("bob", {"path_prefixes": ["/Lighthouse"]}, [LIGHT]),
+        ("bob", {"path_prefixes": ["/Projects/Lighthouse"]}, []),
         ("alice", {"doc_types": ["note"]}, [FOGHORN]),
         ("bob", {"doc_types": ["note", "file"], "path_prefixes": ["/Notes"]}, [GARDEN]),
         (
@@ -578,6 +579,11 @@ def test_openapi_document(ro_api: Api) -> None:
         "filters", "verified_at",
     }  # fmt: skip
     assert set(schemas["FeedbackTerm"]["properties"]) == {"term", "word"}
+    # an empty answer's hints (the filter values that select nothing), documented as answered
+    hints = schemas["SearchResponse"]["properties"]["hints"]
+    assert hints["items"] == {"$ref": "#/components/schemas/SearchHint"}, hints
+    assert set(schemas["SearchHint"]["properties"]) == {"code", "field", "detail"}
+    assert schemas["SearchHint"]["properties"]["code"]["const"] == "selects_nothing"
     assert set(schemas["FilterLeaf"]["properties"]["field"]["enum"]) == {
         f["name"] for f in filters_document()["fields"]
     }
@@ -756,8 +762,9 @@ def test_a_tag_or_category_in_another_case_is_named_not_silently_empty(api: Api)
     names and note categories (folder names) as spelt, so ncindex does too, and a search that
     finds nothing says which spelling the caller's documents hold, and how the search API
     lists them (``GET /v1/tags``; no endpoint lists categories, and the MCP tools are not this
-    caller's); one whose value selects documents that the rest of the search rules out is
-    still an empty answer, and one that finds something is answered."""
+    caller's); one that no value holds in any case, or whose value selects documents that
+    the rest of the search rules out, is still an empty answer, and one that finds something
+    is answered."""
     api.sim.create_tag("urgent")  # system tags the caller can see (list_values holds to them)
     api.sim.create_tag("finance")
     for body, field, stored in [
@@ -783,6 +790,8 @@ def test_a_tag_or_category_in_another_case_is_named_not_silently_empty(api: Api)
         assert stored in problem["detail"] and "MCP" not in problem["detail"], problem
         assert ("GET /v1/tags" in problem["detail"]) is field.startswith(("tags", "filter.v"))
     for body in (
+        {"tags": ["nowhere"]},
+        {"filter": {"not": {"field": "tags", "op": "contains", "value": "URGENT"}}, "tags": ["x"]},
         {"tags": ["finance"], "doc_types": ["note"]},
         {
             "filter": {"not": {"field": "tags", "op": "contains", "value": "URGENT"}},
@@ -827,33 +836,30 @@ NOTHING_SELECTED = [
 
 
 @pytest.mark.parametrize(("user", "body", "field", "detail"), NOTHING_SELECTED)
-def test_a_filter_value_selecting_nothing_is_named_not_silently_empty(
+def test_a_filter_value_selecting_nothing_is_hinted_beside_the_empty_answer(
     ro_api: Api, user: str, body: dict[str, Any], field: str, detail: str
 ) -> None:
-    """A folder, owner, category or tag that none of the caller's documents has answered an
-    empty list, which an agent could not tell from a query nothing matches. A search that
-    finds nothing now names such a value (``invalid_value``, as a tag in another case is
-    named) and how the search API lists the caller's values; only the caller's documents are
-    looked at, so a value only another user's documents hold (bob's category, alice's folder
-    under the name bob does not have it by, bob as owner to alice) reads exactly as one that
-    nobody's do."""
+    """A folder, owner, category or tag that none of the caller's documents has answered a
+    bare empty list, which an agent could not tell from a query nothing matches. The search
+    is well formed (an empty folder, a category not used yet), so it is still answered, 200
+    with no results, and ``hints`` names such a value and how the search API lists the
+    caller's values; only the caller's documents are looked at, so a value only another
+    user's documents hold (bob's category, alice's folder under the name bob does not have it
+    by, bob as owner to alice) reads exactly as one that nobody's do."""
     response = ro_api.post(user, {"query": Q, **body})
-    assert response.status_code == 400, (body, response.get_json())
-    problem = response.get_json()
-    assert (problem["code"], problem["field"], problem["detail"]) == (
-        "invalid_value",
-        field,
-        detail,
-    )
+    assert response.status_code == 200, (body, response.get_json())
+    answer = response.get_json()
+    assert answer["results"] == [], body
+    assert answer["hints"] == [{"code": "selects_nothing", "field": field, "detail": detail}]
 
 
 def test_a_filter_value_that_selects_something_leaves_an_empty_answer_empty(
     ro_api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No hint where the value is not why nothing was found: the folder, owner, category or
-    tag selects documents the rest of the search rules out, a list holds a value that selects
-    some, or the value sits under an ``or`` or a ``not``; and a search that finds something
-    never asks whether its values select anything."""
+    """No hint (``hints`` empty) where the value is not why nothing was found: the folder,
+    owner, category or tag selects documents the rest of the search rules out, a list holds a
+    value that selects some, or the value sits under an ``or`` or a ``not``; and a search that
+    finds something never asks whether its values select anything."""
     for body in (
         {"path_prefixes": ["/Private"], "doc_types": ["note"]},
         {"path_prefixes": ["/Nowhere", "/Private"], "doc_types": ["note"]},
@@ -869,6 +875,7 @@ def test_a_filter_value_that_selects_something_leaves_an_empty_answer_empty(
         response = ro_api.post("alice", {"query": Q, **body})
         assert response.status_code == 200, (body, response.get_json())
         assert response.get_json()["results"] == [], body
+        assert response.get_json()["hints"] == [], body
     asked: list[Any] = []
     monkeypatch.setattr(service_module, "selects", lambda *args: asked.append(args) or True)
     assert ro_api.found("alice", {"query": Q, "path_prefixes": ["/Projects"], "tags": ["urgent"]})

@@ -49,6 +49,7 @@ from ncindex.web.asgi import ServedAsgi, serve_in_thread
 from ncindex.web.dispatch import forward_to
 from ncindex.web.proxies import trusted_wsgi
 from search_support import FILES, PASSWORDS, T0, Api, build_api
+from support import check_hints_leak_nothing
 
 LIGHT_DIR = "/Projects/Lighthouse/"
 TOOLS = {"search", "fetch", "list_filters", "list_folders", "list_tags", "list_values",
@@ -1366,26 +1367,33 @@ def test_bob_never_gets_alices_private_documents(
 ) -> None:
     private = {ro_api.keys[p] for p in ALICE_ONLY}
 
+    arguments = {"query": query, **extra}
+
     async def main() -> list[Any]:
         async with session(mcp_url, basic("bob")) as bob:
-            found = await call(bob, "search", {"query": query, **extra})
+            found = await call(bob, "search", arguments)
             fetched = [await call(bob, "fetch", {"id": key}) for key in sorted(private)]
             status = await call(bob, "index_status", {})
             return [found, *fetched, status]
 
+    async def again(swapped: dict[str, Any]) -> Any:
+        async with session(mcp_url, basic("bob")) as bob:
+            return (await call(bob, "search", swapped)).structured_content
+
     found, *fetched, status = run(main())
-    if found.is_error:  # a filter value none of bob's documents holds (/Projects, Work)
-        error = found.structured_content
-        assert error["code"] == "invalid_value", error
-        assert error["detail"].startswith("no indexed "), error
-    results = [] if found.is_error else found.structured_content["results"]
-    assert private.isdisjoint(r["id"] for r in results)
+    assert not found.is_error, found.content
+    assert private.isdisjoint(ids(found))
+    # alice's /Projects and Work are hinted to bob as a folder and category nobody has are
+    check_hints_leak_nothing(
+        arguments, found.structured_content, lambda swapped: run(again(swapped))
+    )
     assert all(f.is_error and f.structured_content["code"] == "not_found" for f in fetched)
     assert status.structured_content["user"] == "bob"
     # a result names its owner, as Nextcloud names it to any reader (nextcloud/server
     # apps/dav/lib/Connector/Sabre/FilesPlugin.php handleGetProperties, oc:owner-id): alice
     # only on what she shares with bob, and nowhere else
     shared = {ro_api.keys[p] for o, p, *_ in FILES if o == "alice" and p.startswith(LIGHT_DIR)}
+    results = found.structured_content["results"]
     assert all(r["owner"] == "bob" or r["id"] in shared for r in results)
     rest = [{k: v for k, v in r.items() if k != "owner"} for r in results]
     assert "alice" not in str(rest) + str(status.structured_content)
@@ -2309,16 +2317,17 @@ def test_a_filter_value_selecting_nothing_names_the_tool_that_lists_it(
     api: Api,
 ) -> None:
     """A search that finds nothing because a folder, tag, category or owner value holds none
-    of the caller's documents is a tool error naming it (as the search API's 400); and the
-    way to list the values is the tool caller's own (``list_folders``, ``list_tags``,
-    ``list_values``): the tag-spelling hint named ``GET /v1/tags``, an endpoint a tool caller
-    does not have. A tag typed decomposed (NFD) where it was created precomposed is named as
-    stored, as a tag in another case is."""
+    of the caller's documents answers the empty list with a ``hints`` entry naming it (as the
+    search API does), and the way to list the values is the tool caller's own
+    (``list_folders``, ``list_tags``, ``list_values``). A tag or category in another case, or a
+    tag typed decomposed (NFD) where it was created precomposed, stays a tool error naming the
+    stored spelling and the tool that lists them, not ``GET /v1/tags``, an endpoint a tool
+    caller does not have."""
     nfc = unicodedata.normalize("NFC", "Überprüfung")
     api.sim.assign_tag("alice", BUDGET, api.sim.create_tag(nfc))
     api.store.set_payload(api.keys[BUDGET], {"tags": [nfc]})
     api.sim.create_tag("urgent")
-    cases = [
+    hinted = [
         ({"path_prefixes": ["/Nowhere"]}, "path_prefixes[0]",
          "no indexed document you can read is at or under '/Nowhere' (`list_folders` lists "
          "them)"),
@@ -2329,6 +2338,8 @@ def test_a_filter_value_selecting_nothing_names_the_tool_that_lists_it(
          "`category` lists them)"),
         ({"filter": {"field": "owner", "op": "eq", "value": "bob"}}, "filter.value",
          "no indexed document you can read is owned by 'bob'"),
+    ]  # fmt: skip
+    refused = [
         ({"tags": ["URGENT"]}, "tags[0]",
          "no document you can read has the tag 'URGENT', matched as spelt, case, Unicode form "
          "and all; yours is spelt 'urgent' (`list_tags` lists them)"),
@@ -2341,13 +2352,21 @@ def test_a_filter_value_selecting_nothing_names_the_tool_that_lists_it(
          "form and all; yours is spelt 'Work' (`list_values` with field `category` lists "
          "them)"),
     ]  # fmt: skip
+    cases = hinted + refused
     results = served_calls(
         api,
         "alice",
         [("search", {"query": "lighthouse", **body}) for body, _, _ in cases]
         + [("search", {"query": "lighthouse", "tags": [nfc]})],
     )
-    for result, (body, field, detail) in zip(results, cases, strict=False):
+    for result, (body, field, detail) in zip(results, hinted, strict=False):
+        assert not result.is_error, (body, result.content)
+        answer = result.structured_content
+        assert answer["results"] == [], body
+        assert answer["hints"] == [{"code": "selects_nothing", "field": field, "detail": detail}], (
+            body
+        )
+    for result, (body, field, detail) in zip(results[len(hinted) :], refused, strict=False):
         assert result.is_error, body
         error = result.structured_content
         assert (error["code"], error["field"], error["detail"]) == (
@@ -2356,3 +2375,4 @@ def test_a_filter_value_selecting_nothing_names_the_tool_that_lists_it(
             detail,
         ), body
     assert ids(results[-1]) == [api.keys[BUDGET]]
+    assert results[-1].structured_content["hints"] == []

@@ -1033,10 +1033,11 @@ def test_openapi_states_the_doc_ids_times_and_rcp_methods_the_server_takes(ro_ap
         assert method.is_valid(value) is routed, (value, answer.status_code)
 
 
-def test_a_filter_value_selecting_nothing_is_named_in_rcp_too(ro_served: Served) -> None:
+def test_a_filter_value_selecting_nothing_is_hinted_in_rcp_meta(ro_served: Served) -> None:
     """A ``retrieve`` that finds nothing because a folder or owner value holds none of the
-    caller's documents is -32602 naming the filter's value, with the search API's detail (RCP
-    is served beside it and names its listings); one that finds something is answered."""
+    caller's documents answers no hits and, in the result's ``_meta.hints`` (spec §4.4:
+    implementation-specific data), the search API's hint naming the filter's value (RCP is
+    served beside it and names its listings); one that finds something has no hints."""
     client = connect(ro_served, "alice")
     for leaf, field, detail in [
         ({"field": "path_prefix", "op": "in", "value": ["/Nowhere"]}, "filter.value[0]",
@@ -1045,15 +1046,11 @@ def test_a_filter_value_selecting_nothing_is_named_in_rcp_too(ro_served: Served)
         ({"field": "owner", "op": "eq", "value": "bob"}, "filter.value",
          "no indexed document you can read is owned by 'bob'"),
     ]:  # fmt: skip
-        with pytest.raises(rcp.RcpError) as caught:
-            client.call("retrieve", {"query": "lighthouse", "filter": leaf})
-        assert caught.value.code == -32602, caught.value
-        data = caught.value.data or {}
-        assert (data.get("code"), data.get("field"), data.get("detail")) == (
-            "invalid_value",
-            field,
-            detail,
-        ), data
+        answer = client.call("retrieve", {"query": "lighthouse", "filter": leaf})
+        assert answer["hits"] == [], answer
+        assert answer["_meta"]["hints"] == [
+            {"code": "selects_nothing", "field": field, "detail": detail}
+        ], answer
     found = client.call(
         "retrieve",
         {
@@ -1061,7 +1058,7 @@ def test_a_filter_value_selecting_nothing_is_named_in_rcp_too(ro_served: Served)
             "filter": {"field": "path_prefix", "op": "eq", "value": "/Private"},
         },
     )
-    assert found["hits"]
+    assert found["hits"] and found["_meta"]["hints"] == []
     client.shutdown()
 
 

@@ -422,10 +422,11 @@ def test_bob_with_a_typed_app_password_never_sees_alices_folders_or_tags(
     search(page, "lighthouse lens")
     expect_titles(page, ["soup.md"])
     # a shared search link names alice's folder: bob's page shows it, the index finds nothing
-    # and says the folder holds nothing bob can read (as it would a folder nobody has)
+    # and the page says, in its own words (its pickers, no endpoint), that the folder holds
+    # nothing bob can read, as it would a folder nobody has
     page.goto(deployment.url + "/?q=lighthouse&folder=%2FProjects")
-    expect(page.locator("#status")).to_contain_text(
-        "no indexed document you can read is at or under '/Projects'"
+    expect(page.locator("#status")).to_have_text(
+        "No results. No document you can read is in the folder “/Projects”: pick one from Folders."
     )
     # bob's app password is revoked in Nextcloud: the next search ends the session plainly
     flows = deployment.sim.app_state["login_flows"]
