@@ -659,6 +659,24 @@ class ContextResponse(BaseModel):
     chunks: list[ContextChunk]
 
 
+PLACE_FIELDS = ("board_title", "stack_title", "board_id", "stack_id", "feed_id")
+"""The fields that place a Deck card on its board and stack, and a News item in its feed, in a
+search result, a context answer and MCP ``fetch``'s metadata (:func:`_place`)."""
+
+
+def _place(payload: dict[str, Any], checked: Checked) -> dict[str, Any]:
+    """:data:`PLACE_FIELDS` of a document: the titles its check gave (``checked``: a Deck card's
+    board and stack as the searching user reads them now), the ids as the index holds them
+    (``payload``); ``None`` where the document has none."""
+    return {
+        "board_title": checked.board_title,
+        "stack_title": checked.stack_title,
+        "board_id": payload.get("board_id"),
+        "stack_id": payload.get("stack_id"),
+        "feed_id": payload.get("feed_id"),
+    }
+
+
 def _new_path(payload: dict[str, Any], user: str, checked: Checked) -> str | None:
     """The path a candidate verified as ``checked`` has for ``user`` now, when it is not the
     indexed one (moved, its event not yet processed or lost); else ``None``."""
@@ -1129,11 +1147,7 @@ class SearchService:
             modified_at=p["modified_at"],
             path=checked.path or (p.get("paths") or {}).get(user),
             owner=p.get("owner"),
-            board_title=checked.board_title,
-            stack_title=checked.stack_title,
-            board_id=p.get("board_id"),
-            stack_id=p.get("stack_id"),
-            feed_id=p.get("feed_id"),
+            **_place(p, checked),
             url=p.get("url"),
             open_url=open_link(
                 self.settings.nextcloud_url, p["doc_type"], p["doc_id"], p.get("url")
@@ -1224,11 +1238,7 @@ class SearchService:
             doc_id=ref.doc_id,
             title=head.get("title") or "",
             path=checked.path or (head.get("paths") or {}).get(user),
-            board_title=checked.board_title,
-            stack_title=checked.stack_title,
-            board_id=head.get("board_id"),
-            stack_id=head.get("stack_id"),
-            feed_id=head.get("feed_id"),
+            **_place(head, checked),
             url=head.get("url"),
             chunk_count=count,
             chunks=[
