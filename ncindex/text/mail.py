@@ -30,8 +30,11 @@ _ADDRESS_HEADERS = ("From", "To", "Cc", "Date")
 #: Dovecot's message parser's default limit (src/lib-mail/message-parser.h,
 #: MESSAGE_PARSER_DEFAULT_MAX_NESTED_MIME_PARTS), well inside Python's recursion limit.
 MAX_NESTED_PARTS = 100
-#: Bytes of the message fed to the parser between two looks at the clock.
-_FEED_PIECE = 64 * 1024
+#: Bytes of the message fed to the parser between two looks at the clock: how far it may run
+#: past its budget. 64 KiB of empty MIME parts (``--b`` and a blank line, 13,000 of them)
+#: took the parser 0.8 s between two looks, 4 KiB 0.06 s; a 10 MB body took 0.05 s either
+#: way (measured here, 2026-12-07).
+_FEED_PIECE = 4 * 1024
 #: Bytes of a header block fed whatever the clock says: a long trace (Received, ARC and
 #: DKIM fields a list or relay adds) put the Subject and From past the first piece.
 _HEADER_BYTES = 1024 * 1024
