@@ -21,22 +21,29 @@ a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_fiel
 * ``POST /ui/login/poll`` — ``{"user": null}`` until the user granted access, then
   ``{"user", "csrf"}`` once Nextcloud confirmed the credentials the flow gave (a new session:
   the cookie is replaced; an answer of Nextcloud in no known shape is 502
-  ``backend_unavailable``; credentials it refuses, 401 ``unauthenticated``). Nextcloud hands
-  those credentials out once and deletes the flow as it does (nextcloud/server
-  ``core/Controller/ClientFlowLoginV2Controller.php`` ``poll`` → ``core/Service/
-  LoginFlowV2Service.php`` ``poll``), so they are kept in the session (in Redis, never sent to
-  the browser) until their check succeeds or is refused: a check that failed (503
-  ``backend_unavailable`` with ``"approved": true``, Nextcloud briefly down) is made again by
-  the next poll, without a new Login Flow. One poll at a time checks them (it takes them from
-  the session; another poll meanwhile answers ``{"user": null}``): a sign-in makes one
-  session;
+  ``backend_unavailable``; credentials it refuses, 401 ``unauthenticated``; 400
+  ``invalid_value`` on ``poll_token`` when no sign-in is under way, also for a poll whose
+  sign-in was cancelled or replaced while it ran). Nextcloud hands those credentials out once
+  and deletes the flow as it does (nextcloud/server ``core/Controller/
+  ClientFlowLoginV2Controller.php`` ``poll`` → ``core/Service/LoginFlowV2Service.php``
+  ``poll``), so they are kept in the session (in Redis, never sent to the browser) from the
+  moment they arrive until a sign-in with them, their refusal, or a cancel: a check that failed
+  (503 ``backend_unavailable`` with ``"approved": true``, Nextcloud briefly down) is made again
+  by the next poll, without a new Login Flow, and so is one whose worker died (after
+  :data:`~ncindex.web.session.FLOW_CHECK_SECONDS`). One poll at a time checks them (it claims
+  them; another poll meanwhile answers ``{"user": null}``) and only the poll holding the claim
+  signs in: a sign-in makes one session;
 * ``POST /ui/login/cancel`` — forgets the Login Flow under way (its poll token and login URL,
-  and credentials it gave that are not yet confirmed, whose app password is deleted in
-  Nextcloud where it can be), so that nothing polls it any more and ``/ui/session`` no longer
-  reports it: ``{"cancelled"}``, whether there was one. Nextcloud has no request to end a flow
+  and credentials it gave that no sign-in used, whose app password is deleted in Nextcloud
+  where it can be: nextcloud/server ``core/Controller/AppPasswordController.php``
+  ``deleteAppPassword``), so that nothing polls it any more and ``/ui/session`` no longer
+  reports it: ``{"cancelled"}``, whether there was one. A cancel wins over a poll checking
+  those credentials meanwhile: that poll does not sign in, and one receiving them from
+  Nextcloud meanwhile deletes their app password. Nextcloud has no request to end a flow
   (nextcloud/server ``core/Controller/ClientFlowLoginV2Controller.php``: init, landing, grant,
   poll only); one approved after this makes an app password nobody takes, which Nextcloud
-  lists under the account's devices & sessions;
+  lists under the account's devices & sessions. Starting another Login Flow, or signing in
+  with a typed app password, ends the flow before in the same way;
 * ``POST /ui/login/password`` — body ``{"login_name", "app_password"}``: signs in with an app
   password made by hand (401 ``unauthenticated`` if Nextcloud refuses it; 400
   ``unknown_field`` for another key; 429 ``rate_limited`` once the login name has used up the
@@ -103,10 +110,6 @@ FLOW_LIFETIME_SECONDS = 1200
 """How long Nextcloud keeps a Login Flow v2 (nextcloud/server core/Db/LoginFlowV2Mapper.php,
 lifetime 1200 s): a page reloaded meanwhile goes on waiting for the rest of it."""
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-#: The session fields of a Login Flow under way, all removed (``None``) when it ends unsigned-in.
-_NO_FLOW: dict[str, str | None] = dict.fromkeys(
-    ("poll_token", "login_url", "flow_started", "flow_authorization")
-)
 
 
 def _sessions(services: Services) -> UiSessions:
@@ -199,10 +202,15 @@ def ui_blueprint(
             return problem(403, "csrf_failed", "missing or wrong CSRF token", field=CSRF_HEADER)
         return session_id, record
 
-    def signed_in(old_id: str, authorization: str, user: str, origin: str) -> Response:
-        sessions.delete(old_id)
-        new_id, record = sessions.create(authorization=authorization, user=user, origin=origin)
-        return session_cookie(jsonify({"user": user, "csrf": record["csrf"]}), new_id)
+    def signed_in(new_id: str, record: dict[str, str]) -> Response:
+        return session_cookie(jsonify({"user": record["user"], "csrf": record["csrf"]}), new_id)
+
+    def drop_flow_password(held: str | None) -> None:
+        # a flow's credentials nobody will sign in with: cancelled, or another sign-in
+        # replaced theirs. Their app password is deleted in Nextcloud rather than left unused
+        # (listed under the account's devices & sessions until someone revokes it)
+        if held:
+            _delete_app_password(held)
 
     @bp.before_request
     def _no_query_parameters() -> Response | None:
@@ -290,12 +298,17 @@ def ui_blueprint(
                 "login URL and a poll token); sign in with an app password instead"
             )
             return problem(502, "backend_unavailable", detail)
-        sessions.update(
+        # the flow before, and credentials it gave, are replaced: a check of them under way
+        # signs in no more, and their app password is deleted
+        held = sessions.end_flow(
             session_id,
             poll_token=flow.poll_token,
             login_url=flow.login_url,
             flow_started=str(int(time.time())),
         )
+        if held is None:
+            return problem(401, "unauthenticated", "no session: reload the page")
+        drop_flow_password(held)
         return jsonify({"login_url": flow.login_url})
 
     @bp.post("/ui/login/poll")
@@ -306,17 +319,15 @@ def ui_blueprint(
             return found
         session_id, record = found
         poll_token = record.get("poll_token")
-        # the flow's credentials, taken in an earlier poll whose check of them failed: Nextcloud
-        # answers them once and deletes the flow, so they are checked again, not polled for
-        authorization = record.get("flow_authorization")
-        if not poll_token and not authorization:
-            return problem(400, "invalid_value", "no sign-in under way", field="poll_token")
-        if authorization:
-            # checked by one poll at a time, the one that takes them: two polls at once (two
-            # tabs, a page reloaded while its poll was under way) signed in twice
-            if not sessions.take(session_id, "flow_authorization"):
+        if record.get("flow_authorization"):
+            # received by an earlier poll whose check failed, or died: checked again by one
+            # poll at a time, the one that claims them (two polls at once — two tabs, a page
+            # reloaded while its poll was under way — signed in twice)
+            claimed = sessions.claim_flow(session_id)
+            if claimed is None:
                 return jsonify({"user": None})  # another poll is checking them
-        else:
+            authorization, claim = claimed
+        elif poll_token:
             try:
                 creds = poll_login_flow(services.http, poll_token)
             except TransientError as exc:
@@ -328,18 +339,36 @@ def ui_blueprint(
             if creds is None:
                 return jsonify({"user": None})
             authorization = _basic(creds.login_name, creds.app_password)
+            # Nextcloud gave them once: stored before anything else, so that a check that
+            # fails, or a worker that dies, loses nothing
+            try:
+                received = sessions.receive_flow(session_id, poll_token, authorization)
+            except redis.RedisError:  # nowhere to keep them: not left unused in Nextcloud
+                _delete_app_password(authorization)
+                raise
+            if received is None:  # cancelled, or another sign-in, meanwhile
+                _delete_app_password(authorization)
+                return _no_sign_in()
+            if not received:
+                return jsonify({"user": None})  # another poll received them too
+            claim = received
+        else:
+            return _no_sign_in()
+        # claimed: a worker that dies from here on leaves them to the next poll after
+        # FLOW_CHECK_SECONDS; a cancel meanwhile makes this poll's sign-in fail
         try:
             user = resolve_caller(services, authorization).user or ""
         except Unauthenticated as exc:  # the flow's credentials: no field of the request
-            sessions.update(session_id, **_NO_FLOW)
+            if not sessions.release_flow(session_id, claim, refused=True):
+                return _no_sign_in()
             return problem(401, "unauthenticated", str(exc))
         except Exception as exc:
-            # kept in the session (server-side, as a signed-in session's credential is) for the
-            # next poll: a failed check lost them, and the user had to start over while the
-            # app password stayed unused in Nextcloud
-            sessions.update(session_id, flow_authorization=authorization)
+            # kept in the session for the next poll, which checks them again
+            kept = sessions.release_flow(session_id, claim, refused=False)
             if not isinstance(exc, TransientError):
                 raise
+            if not kept:  # cancelled or replaced meanwhile
+                return _no_sign_in()
             # said apart: the user approved, the check is to come
             log.warning("login_check_failed", error=str(exc))
             return problem(
@@ -349,7 +378,14 @@ def ui_blueprint(
                 headers={"Retry-After": "5"},
                 approved=True,
             )
-        return signed_in(session_id, authorization, user, "flow")
+        replaced = sessions.replace_claimed(
+            session_id, claim, authorization=authorization, user=user, origin="flow"
+        )
+        if replaced is None:  # a cancel or another sign-in won meanwhile, or a poll took over
+            if (sessions.load(session_id) or {}).get("flow_authorization"):
+                return jsonify({"user": None})  # that poll is checking them now
+            return _no_sign_in()
+        return signed_in(*replaced)
 
     @bp.post("/ui/login/cancel")
     def login_cancel() -> Response:
@@ -357,13 +393,9 @@ def ui_blueprint(
         if isinstance(found, Response):
             return found
         session_id, record = found
-        held = record.get("flow_authorization")
-        # approved, not yet confirmed: its app password is nobody's now — unless a poll took
-        # the credentials meanwhile, to sign in with them
-        taken = bool(held) and sessions.take(session_id, "flow_authorization")
-        sessions.update(session_id, **_NO_FLOW)
-        if held and taken:
-            _delete_app_password(held)
+        # credentials a flow gave and no sign-in used: a poll checking them signs in no more
+        held = sessions.end_flow(session_id)
+        drop_flow_password(held)
         return jsonify({"cancelled": bool(record.get("poll_token") or held)})
 
     @bp.post("/ui/login/password")
@@ -400,7 +432,11 @@ def ui_blueprint(
             return problem(401, "unauthenticated", str(exc), field="app_password")
         except TransientError as exc:
             return problem_for(exc)
-        return signed_in(session_id, authorization, user, "typed")
+        new_id, record, held = sessions.replace(
+            session_id, authorization=authorization, user=user, origin="typed"
+        )
+        drop_flow_password(held)  # a Login Flow approved but not needed any more
+        return signed_in(new_id, record)
 
     def _delete_app_password(authorization: str) -> bool:
         """Delete the app password of ``authorization`` in Nextcloud: whether it was."""
@@ -431,6 +467,12 @@ def ui_blueprint(
         return response
 
     return bp
+
+
+def _no_sign_in() -> Response:
+    """A poll's answer when no Login Flow is under way (none started, cancelled, or replaced
+    by another sign-in)."""
+    return problem(400, "invalid_value", "no sign-in under way", field="poll_token")
 
 
 def _wants_page() -> bool:

@@ -13,10 +13,20 @@ of a SHA-256 of that id (a Redis dump names no cookie), a hash of:
   or ``typed`` (one the user made and typed in; theirs to keep);
 * ``poll_token`` — the Login Flow v2 poll token while a sign-in is under way, with its
   ``login_url`` and ``flow_started`` (Unix seconds);
-* ``flow_authorization`` — the ``Basic`` credential that flow gave, until Nextcloud confirmed
-  it (then it is the signed-in session's ``authorization``) or refused it: Nextcloud gives it
-  once, so a check that failed is made again with it (taken out by the poll checking it,
-  :meth:`UiSessions.take`, so that two polls at once do not both sign in).
+* ``flow_authorization`` — the ``Basic`` credential that flow gave, stored the moment a poll
+  received it (:meth:`UiSessions.receive_flow`, which drops ``poll_token``: Nextcloud hands
+  it out once and deletes the flow, nextcloud/server ``core/Service/LoginFlowV2Service.php``
+  ``poll``), until a sign-in with it replaced the session, Nextcloud refused it, or the sign-in
+  was cancelled or replaced by another (:meth:`UiSessions.end_flow`, :meth:`UiSessions.replace`:
+  these hand it back, for its app password to be deleted in Nextcloud). So a worker killed
+  while checking it loses nothing;
+* ``flow_check`` — ``"<claim> <deadline>"``: the poll checking ``flow_authorization`` (a random
+  claim) and until when (Unix milliseconds, on Redis's clock: one clock for every worker),
+  :data:`FLOW_CHECK_SECONDS` after it claimed it. Another poll meanwhile does not check it; one
+  after the deadline does (the worker that claimed it died). Only the poll whose claim is there
+  can turn it into a signed-in session (:meth:`UiSessions.replace` with ``claim``): a claim
+  taken over, or removed by a cancel, makes that poll's sign-in fail, so that one sign-in makes
+  one session and a cancel wins over a check under way.
 
 A signed-in session lives ``settings.ui_session_seconds`` after its last use, one not signed
 in :data:`ANONYMOUS_SECONDS` (enough for a Login Flow v2 sign-in; every visit of the page makes
@@ -29,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from typing import Any
 
 from ncindex.names import Names
 from ncindex.redis_breaker import RedisBreaker
@@ -40,6 +51,63 @@ CSRF_HEADER = "X-CSRF-Token"
 ANONYMOUS_SECONDS = 20 * 60
 """Lifetime of a session not signed in, seconds (guess: about as long as Nextcloud keeps an
 unfinished Login Flow v2; its cleanup job was not read)."""
+FLOW_CHECK_SECONDS = 60
+"""How long a poll holds the flow's credentials it checks (``flow_check``), seconds: far more
+than one check takes (one Nextcloud request, ``NCINDEX_HTTP_TIMEOUT`` 10 s by default, and a
+few Redis calls), so that only a poll whose worker died lets the next poll check them. A check
+slower than this lets a second poll check too; still only one of them signs in."""
+FLOW_FIELDS = ("poll_token", "login_url", "flow_started", "flow_authorization", "flow_check")
+"""The session fields of a Login Flow under way (see the module docstring)."""
+
+# Redis Lua scripts (EVAL): each reads and changes one session atomically. ``now`` is Redis's
+# clock in milliseconds; a claim is ``"<claim> <deadline ms>"`` in ``flow_check``.
+_NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
+_OURS = (
+    "local function ours(key, claim) local held = redis.call('HGET', key, 'flow_check') "
+    "return held and string.sub(held, 1, #claim + 1) == claim .. ' ' end "
+)
+# KEYS[1] session; ARGV poll token, authorization, claim, lease ms → 1 stored and claimed,
+# 2 already held (another poll received the same), 0 not this session's flow any more
+_RECEIVE = (
+    _NOW + "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') "
+    "if auth == ARGV[2] then return 2 end "
+    "if redis.call('HGET', KEYS[1], 'poll_token') ~= ARGV[1] or auth then return 0 end "
+    "redis.call('HSET', KEYS[1], 'flow_authorization', ARGV[2], "
+    "'flow_check', ARGV[3] .. ' ' .. (now + tonumber(ARGV[4]))) "
+    "redis.call('HDEL', KEYS[1], 'poll_token') return 1"
+)
+# KEYS[1] session; ARGV claim, lease ms → the credential, now claimed; nil: none, or claimed
+_CLAIM = (
+    _NOW + "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') "
+    "if not auth then return false end "
+    "local held = redis.call('HGET', KEYS[1], 'flow_check') "
+    "if held and now < tonumber(string.match(held, ' (%d+)$')) then return false end "
+    "redis.call('HSET', KEYS[1], 'flow_check', ARGV[1] .. ' ' .. (now + tonumber(ARGV[2]))) "
+    "return auth"
+)
+# KEYS[1] session; ARGV claim, '1' to drop the flow else only the claim, the flow fields
+# → 1, or 0 when the claim is not there any more
+_RELEASE = (
+    _OURS + "if not ours(KEYS[1], ARGV[1]) then return 0 end "
+    "if ARGV[2] == '1' then redis.call('HDEL', KEYS[1], unpack(ARGV, 3)) "
+    "else redis.call('HDEL', KEYS[1], 'flow_check') end return 1"
+)
+# KEYS[1] session; ARGV number of fields to drop, those fields, then field/value pairs to set
+# → the flow credential it dropped ('' for none); nil: no such session
+_END_FLOW = (
+    "if redis.call('EXISTS', KEYS[1]) == 0 then return false end "
+    "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') or '' "
+    "local n = tonumber(ARGV[1]) redis.call('HDEL', KEYS[1], unpack(ARGV, 2, n + 1)) "
+    "if #ARGV > n + 1 then redis.call('HSET', KEYS[1], unpack(ARGV, n + 2)) end return auth"
+)
+# KEYS[1] old session, KEYS[2] new one; ARGV claim ('' for none), ttl, field/value pairs
+# → the old session's flow credential ('' for none); nil: the claim is not there any more
+_REPLACE = (
+    _OURS + "if ARGV[1] ~= '' and not ours(KEYS[1], ARGV[1]) then return false end "
+    "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') or '' "
+    "redis.call('DEL', KEYS[1]) redis.call('HSET', KEYS[2], unpack(ARGV, 3)) "
+    "redis.call('EXPIRE', KEYS[2], ARGV[2]) return auth"
+)
 
 
 class UiSessions:
@@ -56,8 +124,7 @@ class UiSessions:
     def create(self, **fields: str) -> tuple[str, dict[str, str]]:
         """A new session: ``(session id, record)``; the record has a fresh ``csrf`` and
         ``fields``. Ids and tokens are 256-bit random (``secrets.token_urlsafe(32)``)."""
-        session_id = secrets.token_urlsafe(32)
-        record = {"csrf": secrets.token_urlsafe(32), **fields}
+        session_id, record = _new(fields)
         key = self._key(session_id)
         self.redis.call("hset", key, mapping=record)
         self.redis.call("expire", key, self._ttl(record))
@@ -89,14 +156,79 @@ class UiSessions:
         if drop:
             self.redis.call("hdel", key, *drop)
 
-    def take(self, session_id: str, field: str) -> bool:
-        """Remove ``field``: whether this call removed it. Of calls made at the same time one
-        does (Redis ``HDEL`` is atomic and answers how many fields it removed)."""
-        return bool(self.redis.call("hdel", self._key(session_id), field))
+    def receive_flow(self, session_id: str, poll_token: str, authorization: str) -> str | None:
+        """Store ``authorization``, just received for the flow of ``poll_token``, as
+        ``flow_authorization``, claimed by the caller for its check (see the module docstring):
+        the claim, ``""`` when the session already holds these very credentials (another poll
+        received them too; it checks them), ``None`` when the session has no such flow any
+        more (cancelled, another flow started, signed in another way, expired): the caller
+        deletes their app password, nobody would use it."""
+        claim = secrets.token_hex(8)
+        done = self._eval(_RECEIVE, session_id, poll_token, authorization, claim, self._lease)
+        return {1: claim, 2: ""}.get(int(done))
+
+    def claim_flow(self, session_id: str) -> tuple[str, str] | None:
+        """``(flow_authorization, claim)`` for the caller to check, or ``None`` when there is
+        none or another poll's claim has not run out."""
+        claim = secrets.token_hex(8)
+        authorization = self._eval(_CLAIM, session_id, claim, self._lease)
+        return (authorization.decode(), claim) if authorization else None
+
+    def release_flow(self, session_id: str, claim: str, *, refused: bool) -> bool:
+        """End the caller's check of the flow's credentials without a sign-in: ``refused``
+        forgets the flow (Nextcloud refused them), otherwise they stay for the next poll.
+        Whether the claim was still there (``False``: the sign-in was cancelled or replaced
+        meanwhile)."""
+        drop = "1" if refused else "0"
+        return bool(self._eval(_RELEASE, session_id, claim, drop, *FLOW_FIELDS))
+
+    def end_flow(self, session_id: str, **fields: str) -> str | None:
+        """Forget the session's Login Flow (all :data:`FLOW_FIELDS`, a claim too: the poll
+        holding it signs in no more) and set ``fields``, at once: the flow credential it
+        forgot (``""`` for none), ``None`` when the session is gone."""
+        pairs = [x for item in fields.items() for x in item]
+        done = self._eval(_END_FLOW, session_id, len(FLOW_FIELDS), *FLOW_FIELDS, *pairs)
+        return None if done is None else done.decode()
+
+    def replace(self, old_id: str, **fields: str) -> tuple[str, dict[str, str], str]:
+        """Sign in: a new session of ``fields`` (as :meth:`create`) instead of ``old_id``, at
+        once (no moment with neither; a new id, no fixation): ``(new id, record, the flow
+        credential the old session held, "" for none)``, for its app password to be deleted."""
+        new_id, record, held = self._replace(old_id, "", fields)
+        return new_id, record, held.decode()
+
+    def replace_claimed(
+        self, old_id: str, claim: str, **fields: str
+    ) -> tuple[str, dict[str, str]] | None:
+        """:meth:`replace` by the poll holding ``claim`` on the flow's credentials: ``None``
+        (nothing changed) when that claim is not there any more — the sign-in was cancelled
+        or replaced, or another poll took the check over."""
+        new_id, record, held = self._replace(old_id, claim, fields)
+        return None if held is None else (new_id, record)
+
+    def _replace(
+        self, old_id: str, claim: str, fields: dict[str, str]
+    ) -> tuple[str, dict[str, str], Any]:
+        new_id, record = _new(fields)
+        pairs = [x for item in record.items() for x in item]
+        keys = (self._key(old_id), self._key(new_id))
+        held = self.redis.call("eval", _REPLACE, 2, *keys, claim, self._ttl(record), *pairs)
+        return new_id, record, held
+
+    @property
+    def _lease(self) -> int:
+        return FLOW_CHECK_SECONDS * 1000
+
+    def _eval(self, script: str, session_id: str, *args: str | int) -> Any:
+        return self.redis.call("eval", script, 1, self._key(session_id), *args)
 
     def delete(self, session_id: str) -> None:
         """Forget the session."""
         self.redis.call("delete", self._key(session_id))
+
+
+def _new(fields: dict[str, str]) -> tuple[str, dict[str, str]]:
+    return secrets.token_urlsafe(32), {"csrf": secrets.token_urlsafe(32), **fields}
 
 
 def csrf_ok(record: dict[str, str], sent: str | None) -> bool:

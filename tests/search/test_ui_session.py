@@ -229,24 +229,39 @@ def test_credentials_kept_from_a_flow_are_dropped_when_refused_and_deleted_when_
 
 
 def during_the_check(
-    monkeypatch: pytest.MonkeyPatch, client: FlaskClient, path: str, csrf: str
+    monkeypatch: pytest.MonkeyPatch,
+    client: FlaskClient,
+    path: str,
+    csrf: str,
+    *,
+    step: str = "resolve_caller",
+    after: bool = False,
 ) -> list:
-    """Makes the next check of credentials (``resolve_caller`` of the search page) first send
-    a ``POST`` of ``path`` from ``client``: a request made while a poll's check is under way.
+    """Makes the search page's next ``step`` (``resolve_caller``: the check of credentials;
+    ``poll_login_flow``: Nextcloud's poll) send a ``POST`` of ``path`` from ``client`` —
+    before it (Nextcloud is asked after that request) or ``after`` it (Nextcloud answered,
+    the poll has not gone on yet): a request made while a poll is under way, in a set order.
     The list it returns gets that request's answer (status, JSON)."""
     import search_api.ui
 
     answers: list = []
-    check = search_api.ui.resolve_caller
+    original = getattr(search_api.ui, step)
 
-    def meanwhile(*args: object, **kwargs: object) -> object:
-        if not answers:
-            answers.append(None)  # the request's own checks go straight on
-            other = client.post(path, headers={CSRF_HEADER: csrf})
-            answers[0] = (other.status_code, other.get_json())
-        return check(*args, **kwargs)
+    def meanwhile() -> None:
+        answers.append(None)  # the request's own steps go straight on
+        other = client.post(path, headers={CSRF_HEADER: csrf})
+        answers[0] = (other.status_code, other.get_json())
 
-    monkeypatch.setattr(search_api.ui, "resolve_caller", meanwhile)
+    def wrapped(*args: object, **kwargs: object) -> object:
+        first = not answers
+        if first and not after:
+            meanwhile()
+        result = original(*args, **kwargs)
+        if first and after:
+            meanwhile()
+        return result
+
+    monkeypatch.setattr(search_api.ui, step, wrapped)
     return answers
 
 
@@ -270,21 +285,134 @@ def test_two_polls_at_once_sign_in_once(
     assert client.get("/v1/folders").status_code == 200
 
 
-def test_a_sign_in_cancelled_while_its_poll_checks_the_credentials_stays_usable(
+@pytest.mark.parametrize(
+    ("held", "step"),
+    [(False, "poll_login_flow"), (False, "resolve_caller"), (True, "resolve_caller")],
+)
+def test_a_cancel_while_a_poll_runs_wins_and_deletes_the_app_password(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, held: bool, step: str
+) -> None:
+    """A cancel made while a poll had the flow's credentials — just received from Nextcloud
+    (``poll_login_flow``), or confirmed by Nextcloud and not yet signed in with
+    (``resolve_caller``), first time or kept from a failed check (``held``) — let that poll
+    sign in: the user who cancelled was signed in after all, or (kept ones) with an app
+    password the cancel had deleted. The cancel wins: the poll answers that no sign-in is
+    under way, and the app password is deleted in Nextcloud (nextcloud/server
+    ``AppPasswordController::deleteAppPassword``)."""
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    if held:
+        poll_with_nextcloud_down(stack, client, csrf)
+    cancel = during_the_check(monkeypatch, client, "/ui/login/cancel", csrf, step=step, after=True)
+    done = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert done.status_code == 400, done.get_json()
+    assert (done.get_json()["code"], done.get_json()["field"]) == ("invalid_value", "poll_token")
+    assert cancel == [(200, {"cancelled": True})]
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+    assert session(client)["user"] is None and session(client)["signing_in"] is False
+    assert client.get("/v1/folders").status_code == 401
+
+
+def session_key(stack: Stack, client: FlaskClient) -> str:
+    """The Redis key of ``client``'s search-page session."""
+    digest = hashlib.sha256(client.get_cookie(COOKIE).value.encode()).hexdigest()
+    return stack.settings.names.ui_session(digest)
+
+
+def test_a_worker_killed_while_checking_the_flows_credentials_loses_nothing(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A cancel while a poll checked credentials kept from a failed check deleted their app
-    password, and the poll signed in with it: a session whose searches are all refused. The
-    poll took them, so the cancel leaves the app password to the sign-in."""
+    """The flow's credentials were stored only when their check failed: a worker killed
+    during the check lost them — Nextcloud had handed them out once and deleted the flow, so
+    the page waited for an approval already given until the flow's 20 minutes ran out, and the
+    app password stayed unused in Nextcloud. They are stored as they arrive; the poll checking
+    them holds them for ``FLOW_CHECK_SECONDS``, after which the next poll checks them again."""
+    import search_api.ui
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+
+    def killed(*args: object, **kwargs: object) -> None:
+        # what a gunicorn worker does past its timeout (SIGABRT: Worker.handle_abort calls
+        # sys.exit(1)); after a SIGKILL nothing of the request runs on either
+        raise SystemExit(1)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(search_api.ui, "resolve_caller", killed)
+        with pytest.raises(SystemExit):
+            client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert session(client)["signing_in"] is True
+    assert "Basic" not in json.dumps(session(client))  # held server-side only
+    # the dead worker's claim holds until it runs out: no other poll checks them meanwhile
+    assert client.post("/ui/login/poll", headers={CSRF_HEADER: csrf}).get_json() == {"user": None}
+    stack.services.redis.hset(session_key(stack, client), "flow_check", "dead 0")  # ran out
+    done = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert done.status_code == 200 and done.get_json()["user"] == "bob"
+    assert client.get("/v1/folders").status_code == 200
+    out = client.post("/ui/logout", headers={CSRF_HEADER: done.get_json()["csrf"]})
+    assert out.get_json() == {"app_password_deleted": True}
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+
+
+def test_a_check_outliving_its_claim_does_not_sign_in_twice(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check slower than ``FLOW_CHECK_SECONDS`` lets the next poll check the credentials too
+    (its claim ran out, as a dead worker's does); only the poll whose claim is there signs in,
+    so one sign-in still makes one session: the slow poll answers that no sign-in is under way
+    (the session it polled for was replaced)."""
+    import search_api.ui
+
+    client = stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    key = session_key(stack, client)
+    check = search_api.ui.resolve_caller
+    answers: list = []
+
+    def slow(*args: object, **kwargs: object) -> object:
+        if not answers:  # the first poll's check: its claim runs out, another poll comes
+            answers.append(None)
+            stack.services.redis.hset(key, "flow_check", "slow 0")
+            other = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+            answers[0] = (other.status_code, other.get_json())
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(search_api.ui, "resolve_caller", slow)
+    first = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    (status, body) = answers[0]
+    assert status == 200 and body["user"] == "bob"  # the poll that took the check over
+    assert first.status_code == 400, first.get_json()  # its session was replaced meanwhile
+    assert client.get("/v1/folders").status_code == 200
+
+
+@pytest.mark.parametrize("other", ["typed", "new flow"])
+def test_another_sign_in_deletes_the_app_password_of_flow_credentials_held(
+    stack: Stack, other: str
+) -> None:
+    """Credentials a flow gave, held after a failed check, were dropped by a typed sign-in
+    (the session replaced) and kept by a new Login Flow (whose polls then signed in with them,
+    not with the new flow): either way their app password stayed unused in Nextcloud. The other
+    sign-in ends that flow and deletes its app password."""
     sim, client = stack.sim, stack.search.application.test_client()
     csrf = approved_flow(stack, client, "bob")
     poll_with_nextcloud_down(stack, client, csrf)
-    cancel = during_the_check(monkeypatch, client, "/ui/login/cancel", csrf)
-    done = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
-    assert done.status_code == 200 and done.get_json()["user"] == "bob"
-    assert cancel == [(200, {"cancelled": True})]
     assert len(sim.tree.user("bob").passwords) == 2
-    assert client.get("/v1/folders").status_code == 200
+    if other == "typed":
+        typed = client.post(
+            "/ui/login/password",
+            json={"login_name": "bob", "app_password": PASSWORDS["bob"]},
+            headers={CSRF_HEADER: csrf},
+        )
+        assert typed.status_code == 200 and typed.get_json()["user"] == "bob"
+        assert client.get("/v1/folders").status_code == 200
+    else:
+        started = client.post("/ui/login/flow", headers={CSRF_HEADER: csrf})
+        assert started.status_code == 200
+        now = session(client)
+        assert now["signing_in"] is True and now["login_url"] == started.get_json()["login_url"]
+        pending = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+        assert pending.get_json() == {"user": None}  # the new flow, not yet approved
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
 
 
 def test_a_folder_share_revoked_since_the_scan_leaves_the_folder_list(stack: Stack) -> None:
