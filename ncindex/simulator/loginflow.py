@@ -25,7 +25,8 @@ not expired (Nextcloud's ``CleanupLoginFlowV2`` background job removes old ones 
 read).
 
 ``DELETE /ocs/v2.php/core/apppassword`` (core ``AppPasswordController::deleteAppPassword``)
-invalidates the app password the request authenticated with; the caller's next request is 401.
+invalidates the app password the request authenticated with, as Basic password or Bearer token;
+the caller's next request is 401.
 It is served by :mod:`ncindex.simulator.ocs`, which calls :meth:`LoginFlows.delete_app_password`.
 """
 
@@ -177,7 +178,15 @@ class LoginFlows:
         """``AppPasswordController::deleteAppPassword``: invalidate the app password of this
         Basic login; ``False`` when it is not one (Nextcloud: OCS 403 "no app password in
         use")."""
-        uid = self.sim.login(login_name, password)
+        return self._invalidate(self.sim.login(login_name, password), password)
+
+    def delete_token(self, token: str) -> bool:
+        """:meth:`delete_app_password` of a request signed in with ``Authorization: Bearer
+        <token>`` (nextcloud/server ``lib/private/User/Session.php`` ``tryTokenLogin`` sets
+        the session's ``app_password`` for a permanent token too)."""
+        return self._invalidate(self.sim.token_user(token), token)
+
+    def _invalidate(self, uid: str | None, password: str) -> bool:
         if uid is None:
             return False
         with self.sim.lock:

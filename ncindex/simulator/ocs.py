@@ -233,11 +233,18 @@ class OcsApi:
         """``DELETE /ocs/v2.php/core/apppassword`` (nextcloud/server
         ``core/Controller/AppPasswordController.php``, ``deleteAppPassword``): the app
         password this request signed in with is invalidated; 200 with empty data, or OCS 403
-        "no app password in use"."""
+        "no app password in use". Signed in with Basic ``login-name:app-password`` or with
+        ``Bearer <app-password>``: both mark the session's ``app_password`` that
+        ``deleteAppPassword`` reads (``lib/private/User/Session.php`` ``logClientIn`` for a
+        token password, ``tryTokenLogin`` for a permanent token)."""
         auth = request.authorization
-        assert auth is not None  # uid is set, so Basic auth succeeded
+        assert auth is not None  # uid is set, so Basic or Bearer auth succeeded
         flows = self.sim.app_state["login_flows"]
-        if not flows.delete_app_password(auth.username or "", auth.password or ""):
+        if auth.type == "bearer":
+            deleted = flows.delete_token(auth.token or "")
+        else:
+            deleted = flows.delete_app_password(auth.username or "", auth.password or "")
+        if not deleted:
             return ocs_response(request, [], 403, "no app password in use", version=version)
         return ocs_response(request, [], version=version)
 

@@ -67,3 +67,21 @@ def test_an_unknown_login_token_is_refused(client: Callable[[str | None], httpx.
     anon = client(None)
     assert anon.get("/index.php/login/v2/flow/" + "x" * 128).status_code == 403
     assert anon.post("/index.php/login/v2/poll", data={"token": "y" * 128}).status_code == 404
+
+
+def test_an_app_password_signed_in_as_a_bearer_token_deletes_itself(
+    sim: NextcloudSimulator, server: SimulatorServer
+) -> None:
+    """Nextcloud's ``deleteAppPassword`` deletes the app password the session signed in with,
+    Bearer tokens included (nextcloud/server ``lib/private/User/Session.php``
+    ``tryTokenLogin`` sets ``app_password`` for a permanent token); the simulator answered
+    OCS 403 "no app password in use" to a Bearer request."""
+    sim.add_app_password("alice", "alice-bearer-token")
+    bearer = {**OCS, "Authorization": "Bearer alice-bearer-token"}
+    with httpx.Client(base_url=server.url) as anon:
+        assert anon.get("/ocs/v2.php/cloud/user", headers=bearer).status_code == 200
+        deleted = anon.delete("/ocs/v2.php/core/apppassword", headers=bearer)
+        assert deleted.status_code == 200, deleted.text
+        assert anon.get("/ocs/v2.php/cloud/user", headers=bearer).status_code == 401
+    assert not sim.check_password("alice", "alice-bearer-token")
+    assert sim.check_password("alice", PASSWORDS["alice"])
