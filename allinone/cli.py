@@ -43,7 +43,7 @@ _T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from allinone.embedded import Embedded
-    from ncindex.ingest.registration import Failed, RegisterResult
+    from ncindex.ingest.registration import Failed, RegisterResult, Untried
     from ncindex.nextcloud.client import NextcloudClient
 
 
@@ -549,14 +549,18 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
 
     Prints each class with ``registered``, ``already``, ``renewed`` (updated in place: the one
     there was made with another webhook secret), ``refused`` and Nextcloud's reason,
-    ``failed`` (its registration or renewal failed: a 5xx, a timeout), ``removed`` (a class
+    ``failed`` (its registration or renewal failed: a 5xx, a timeout), ``untried`` (its
+    request not made: Nextcloud could not be reached), ``removed`` (a class
     no longer subscribed: ``NodeCopiedEvent``, Deck's with NCINDEX_DECK_WEBHOOKS off),
-    ``gone`` (such a one already deleted) or ``left`` (its deletion failed);
+    ``gone`` (such a one already deleted) or ``left`` (its deletion failed); a renewal
+    whose registration was deleted meanwhile is registered anew (``registered``, saying so);
     exits 1 when a class the index cannot work without (file created, written,
     deleted, renamed) is refused — an optional one is skipped with what it costs — or when
     a request failed (a class not registered or renewed, a duplicate or a class no longer
     subscribed not deleted): the rest is done first, and each failure named at the end
-    (``failed`` in --json). A 401 stops it at once.
+    (``failed`` in --json). Once a request gets no answer (connection refused or reset, a
+    timeout) the requests left are not made: one line says so (``untried`` in --json). A 401
+    stops it at once.
     Refuses (exit 1, unless --force) a loopback NCINDEX_PUBLIC_URL when Nextcloud is on
     another machine: it could never deliver there.
     """
@@ -587,6 +591,7 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
                     "removed": result.removed,
                     "gone": result.gone,
                     "failed": [f.row() for f in result.failed],
+                    "untried": [u.row() for u in result.untried],
                     "ok": result.ok,
                     "rescan_at": rescan_at,
                     "namespace": settings.namespace,
@@ -602,7 +607,7 @@ def webhooks_register(settings: Settings, as_json: bool, force: bool) -> None:
             click.echo(f"already gone: {result.gone}")
         if rescan_at is not None:
             click.echo(_rescan_line(settings, rescan_at, others))
-        _say_failed(result.failed, "register")
+        _say_failed(result.failed, result.untried, "register")
     if not result.ok:
         raise SystemExit(1)
 
@@ -628,9 +633,11 @@ def webhooks_list(settings: Settings, as_json: bool) -> None:
 def webhooks_remove(settings: Settings, as_json: bool) -> None:
     """Delete every registration pointing at this deployment; prints a table of those
     deleted (class, id, delivery URL) and the ids of those already gone, or with --json
-    ``{"removed": [ids], "gone": [ids], "failed": [{"action", "class", "id", "error"}]}``.
-    A deletion that fails (a 5xx, a timeout) is named at the end, after the others are
-    made, and exits 1; a 401 stops it at once."""
+    ``{"removed": [ids], "gone": [ids], "failed": [{"action", "class", "id", "error"}],
+    "untried": [{"action", "class", "id", "reason"}]}``. A deletion that fails (a 5xx, a
+    timeout) is named at the end, after the others are made, and exits 1; once one gets no
+    answer (connection refused or reset, a timeout) the others are not made (``untried``),
+    said in one line; a 401 stops it at once."""
     from ncindex.ingest.registration import remove
 
     removal = remove(_admin(settings), settings)
@@ -641,6 +648,7 @@ def webhooks_remove(settings: Settings, as_json: bool) -> None:
                     "removed": [int(h["id"]) for h in removal.removed],
                     "gone": [int(h["id"]) for h in removal.gone],
                     "failed": [f.row() for f in removal.failed],
+                    "untried": [u.row() for u in removal.untried],
                 }
             )
         )
@@ -653,16 +661,22 @@ def webhooks_remove(settings: Settings, as_json: bool) -> None:
         click.echo(f"removed {len(removed)} registration{'' if len(removed) == 1 else 's'}")
         if removal.gone:
             click.echo(f"already gone: {[int(h['id']) for h in removal.gone]}")
-        _say_failed(removal.failed, "remove")
-    if removal.failed:
+        _say_failed(removal.failed, removal.untried, "remove")
+    if removal.failed or removal.untried:
         raise SystemExit(1)
 
 
-def _say_failed(failed: list[Failed], command: str) -> None:
+def _say_failed(failed: list[Failed], untried: list[Untried], command: str) -> None:
     """Name each failed request of ``ncindex webhooks <command>`` on stderr
-    (:meth:`~ncindex.ingest.registration.Failed.line`)."""
+    (:meth:`~ncindex.ingest.registration.Failed.line`), then, in one line, those not
+    attempted (:func:`~ncindex.ingest.registration.untried_line`)."""
+    from ncindex.ingest.registration import untried_line
+
     for failure in failed:
         click.echo(f"error: {failure.line(command)}", err=True)
+    line = untried_line(untried, command)
+    if line is not None:
+        click.echo(f"error: {line}", err=True)
 
 
 def _hook_row(hook: dict[str, Any]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from ncindex import names
 from ncindex.accounts import clear_refused
 from ncindex.index.reindex import analyzer_upgrade_due, sample_analyzers
 from ncindex.ingest.queueing import PUBLISH_RETRY, check_redis
-from ncindex.ingest.registration import register, rescan_once_listening
+from ncindex.ingest.registration import register, rescan_once_listening, untried_line
 from ncindex.redis_server import RedisProcess, reachable, start_redis
 from ncindex.runtime import Services
 from ncindex.settings import Settings
@@ -436,6 +436,9 @@ def start(settings: Settings, *, load_sample: bool = True) -> Embedded:
             log.warning("webhook_refused", detail=line)
         for failure in result.failed:  # not registered, not renewed or not removed
             log.warning("webhook_failed", action=failure.action, detail=failure.line("register"))
+        untried = untried_line(result.untried, "register")
+        if untried is not None:  # Nextcloud could not be reached: the rest were not asked
+            log.warning("webhook_untried", count=len(result.untried), detail=untried)
         due = rescan_once_listening(services.redis, result, settings)
         if due is not None:  # webhook_listeners' 5-minute cache: the scans beat sends then
             log.info("listening_rescan_due", at=due, classes=len(result.first_registered))

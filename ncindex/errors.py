@@ -77,14 +77,24 @@ class NextcloudUnavailable(TransientError):
     """Raised when Nextcloud times out, refuses the connection, or answers 5xx, 423 (the file
     is locked, e.g. while it is being uploaded or edited) or 429. ``retry_after`` is the
     answer's ``Retry-After`` in seconds (``None`` without one); ``maintenance`` is true for
-    Nextcloud's maintenance mode (503 with ``X-Nextcloud-Maintenance-Mode: 1``)."""
+    Nextcloud's maintenance mode (503 with ``X-Nextcloud-Maintenance-Mode: 1``);
+    ``unreachable`` is true when no HTTP answer came at all — the connection refused or reset,
+    no answer in ``http_timeout`` seconds (:mod:`ncindex.nextcloud.client`) —: unlike an error
+    answer, which is one request's, the next request is likely to wait as long for nothing.
+    The three are ``False``/``None`` in an instance rebuilt from its message alone (pickle)."""
 
     def __init__(
-        self, message: str, *, retry_after: float | None = None, maintenance: bool = False
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        maintenance: bool = False,
+        unreachable: bool = False,
     ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
         self.maintenance = maintenance
+        self.unreachable = unreachable
 
 
 class StoreUnavailable(TransientError):

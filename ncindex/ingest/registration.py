@@ -11,9 +11,13 @@ OCS 400 "<class> is not an event class compatible with webhooks" — the tag eve
 Nextcloud 32, Deck's card events before Deck 1.18, any class of a disabled app), and the
 others are registered all the same. Only a refused class of :data:`~ncindex.ingest.events.REQUIRED`
 makes the registration fail (:attr:`RegisterResult.ok`); what each optional one costs is
-:func:`~ncindex.ingest.events.cost_without`. A request that fails otherwise (a 5xx, a timeout)
-leaves its class unregistered, its registration unrenewed or undeleted, and the rest is done
-all the same (:class:`Failed`, :attr:`RegisterResult.failed`; :func:`remove` likewise).
+:func:`~ncindex.ingest.events.cost_without`. A request that fails otherwise (a 5xx, an answer
+that is no OCS envelope) leaves its class unregistered, its registration unrenewed or undeleted,
+and the rest is done all the same (:class:`Failed`, :attr:`RegisterResult.failed`;
+:func:`remove` likewise) — unless Nextcloud gave no answer at all (``NextcloudUnavailable``
+with ``unreachable``: connection refused or reset, a timeout): then the requests left are not
+made, each would wait as long for nothing, and are recorded as not attempted
+(:class:`Untried`).
 
 A class registered for the first time is not delivered at once for everyone: webhook_listeners
 adds its event listener only for the classes in a list it caches per user for five minutes
@@ -39,7 +43,7 @@ from urllib.parse import urlsplit
 
 import redis
 
-from ncindex.errors import NcindexError, NextcloudAuthError, NextcloudRefused
+from ncindex.errors import NcindexError, NextcloudAuthError, NextcloudRefused, NextcloudUnavailable
 from ncindex.ingest.events import DOCUMENT_EVENTS, REQUIRED, SUBSCRIBED, cost_without
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.settings import Settings
@@ -260,11 +264,14 @@ def registration(settings: Settings, event_class: str) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class ClassOutcome:
-    """What became of one event class: ``registered`` now, ``already`` there (its id),
-    ``renewed`` (the one there, made with another secret or before the secret was named,
-    updated in place: same id), ``refused`` by Nextcloud with its ``reason``, ``failed``:
-    the registration or renewal raised otherwise (the error in ``reason``; for a renewal the
-    id of the registration left as it was), ``removed``: a registration of a class no longer
+    """What became of one event class: ``registered`` now (with a ``reason`` when the
+    registration it was to renew had been deleted meanwhile: it is registered anew),
+    ``already`` there (its id), ``renewed`` (the one there, made with another secret or before
+    the secret was named, updated in place: same id), ``refused`` by Nextcloud with its
+    ``reason``, ``failed``: the registration or renewal raised otherwise (the error in
+    ``reason``; for a renewal the id of the registration left as it was), ``untried``: its
+    request was not made, Nextcloud could not be reached (:class:`Untried`; the id of a
+    registration left as it was), ``removed``: a registration of a class no longer
     subscribed (its id; :func:`subscribed`: one ncindex no longer registers,
     :data:`~ncindex.ingest.events.NOT_SUBSCRIBED`, or Deck's with ``deck_webhooks`` off),
     ``gone``: such a registration Nextcloud found already deleted, or ``left``: such a
@@ -273,7 +280,15 @@ class ClassOutcome:
 
     event_class: str
     status: Literal[
-        "registered", "already", "renewed", "refused", "failed", "removed", "gone", "left"
+        "registered",
+        "already",
+        "renewed",
+        "refused",
+        "failed",
+        "untried",
+        "removed",
+        "gone",
+        "left",
     ]
     webhook_id: int | None = None
     reason: str = ""
@@ -290,15 +305,19 @@ class Failed:
     """A request :func:`register` or :func:`remove` made for one class that raised (any
     ``NcindexError`` but a 401 and, for ``register``/``renew``, an OCS 400 refusal: a 5xx,
     a timeout, an answer that is no OCS envelope): its ``action`` — ``register`` (``POST
-    /webhooks``; ``webhook_id`` ``None``), ``renew`` (``POST /webhooks/{id}``: the
-    registration ``webhook_id`` is left as it was) or ``remove`` (``DELETE``: ``webhook_id``
-    is left in place) —, the ``event_class`` and the ``error`` as the exception says it.
-    The one home of how such a failure is reported: :meth:`line`, :meth:`row`."""
+    /webhooks``; ``webhook_id`` ``None``), ``renew`` (``POST /webhooks/{id}`` and the
+    ``GET`` that reads it back: the registration ``webhook_id`` is left as it was, or its
+    renewal is not confirmed) or ``remove`` (``DELETE``: ``webhook_id`` is left in place) —,
+    the ``event_class``, the ``error`` as the exception says it and whether Nextcloud gave no
+    answer at all (``unreachable``, ``NextcloudUnavailable.unreachable``: the requests after it are
+    :class:`Untried`). The one home of how such a failure is reported: :meth:`line`,
+    :meth:`row`."""
 
     action: Literal["register", "renew", "remove"]
     event_class: str
     webhook_id: int | None
     error: str
+    unreachable: bool = False
 
     def line(self, command: str) -> str:
         """One line naming the registration (or class), what was not done and the error, and
@@ -316,12 +335,44 @@ class Failed:
     def row(self) -> dict[str, Any]:
         """The failure as ``--json`` lists it: ``{"action", "class", "id", "error"}``
         (``id`` ``null`` for ``register``)."""
-        return {
-            "action": self.action,
-            "class": self.event_class,
-            "id": self.webhook_id,
-            "error": self.error,
-        }
+        return _request_row(self) | {"error": self.error}
+
+
+@dataclass(frozen=True, slots=True)
+class Untried:
+    """A request :func:`register` or :func:`remove` did not make because one before it in the
+    same run got no answer from Nextcloud (:attr:`Failed.unreachable`: refused, reset, timed
+    out), so that a run does not wait out one timeout per request left: its ``action``,
+    ``event_class`` and ``webhook_id`` as in :class:`Failed` (nothing was changed), and the
+    ``reason``, naming that failure. The one home of how these are reported: :meth:`row`,
+    :func:`untried_line`."""
+
+    action: Literal["register", "renew", "remove"]
+    event_class: str
+    webhook_id: int | None
+    reason: str
+
+    def row(self) -> dict[str, Any]:
+        """The request as ``--json`` lists it: ``{"action", "class", "id", "reason"}``
+        (``id`` ``null`` for ``register``)."""
+        return _request_row(self) | {"reason": self.reason}
+
+
+def _request_row(request: Failed | Untried) -> dict[str, Any]:
+    """The ``action``, ``class`` and ``id`` of ``request`` as ``--json`` lists them."""
+    return {"action": request.action, "class": request.event_class, "id": request.webhook_id}
+
+
+def untried_line(untried: list[Untried], command: str) -> str | None:
+    """One line saying how many requests of ``ncindex webhooks <command>`` were not attempted
+    (:class:`Untried`) and why, and that the command tries again; ``None`` when none."""
+    if not untried:
+        return None
+    count = len(untried)
+    return (
+        f"{count} more request{'' if count == 1 else 's'} not attempted: {untried[0].reason} "
+        f"— `ncindex webhooks {command}` tries again"
+    )
 
 
 @dataclass(slots=True)
@@ -329,13 +380,14 @@ class RegisterResult:
     """What :func:`register` did: one :class:`ClassOutcome` per class (in subscription order,
     then the classes no longer subscribed), the ids of the registrations it removed
     (duplicates, a refused class's, a class's no longer subscribed), of those Nextcloud found
-    already deleted (``gone``), and the requests that failed (:class:`Failed`, in the order
-    tried)."""
+    already deleted (``gone``), the requests that failed (:class:`Failed`, in the order
+    tried) and those not made once Nextcloud could not be reached (:class:`Untried`)."""
 
     outcomes: list[ClassOutcome] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)
     gone: list[int] = field(default_factory=list)
     failed: list[Failed] = field(default_factory=list)
+    untried: list[Untried] = field(default_factory=list)
 
     @property
     def created(self) -> list[int]:
@@ -366,8 +418,9 @@ class RegisterResult:
 
     @property
     def ok(self) -> bool:
-        """No class the index cannot work without was refused, and no request failed."""
-        return not any(o.required for o in self.refused) and not self.failed
+        """No class the index cannot work without was refused, and no request failed or was
+        left untried."""
+        return not any(o.required for o in self.refused) and not self.failed and not self.untried
 
     def missing_lines(self) -> list[str]:
         """One line per refused class: its name, Nextcloud's reason and what it costs."""
@@ -378,8 +431,8 @@ class RegisterResult:
         ]
 
     def table(self) -> str:
-        """A plain-text table: class, outcome, and the reason and cost of a refusal or the
-        error of a failure."""
+        """A plain-text table: class, outcome, and the reason and cost of a refusal, the
+        error of a failure, why a request was not attempted or a registration made anew."""
         width = max((len(o.event_class) for o in self.outcomes), default=5)
         lines = [f"{'class':<{width}}  result      detail"]
         for o in self.outcomes:
@@ -389,8 +442,12 @@ class RegisterResult:
             elif o.status in ("failed", "left"):
                 action = "remove" if o.status == "left" else "renew" if o.webhook_id else "register"
                 detail = f"{detail} {_NOT_DONE[action]}: {o.reason}".lstrip()
+            elif o.status == "untried":
+                detail = f"{detail} not attempted: {o.reason}".lstrip()
             elif o.status == "gone":
                 detail += " already gone"
+            elif o.reason:  # registered anew: the registration to renew was gone
+                detail += f" ({o.reason})"
             lines.append(f"{o.event_class:<{width}}  {o.status:<10}  {detail}")
         return "\n".join(lines)
 
@@ -409,13 +466,22 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
     before the renewal are sent with the new secret, where a registration deleted and made
     anew would have them fail. Duplicates are deleted: one run leaves one registration per
     class, but two runs at once (two deployments at one URL, an init job beside a manual run;
-    during a rotation, one per secret) may each find none and create one. A class Nextcloud
+    during a rotation, one per secret) may each find none and create one. A renewal whose
+    registration was deleted since the listing (another admin, a ``webhooks remove`` beside
+    it) is registered anew (``registered``, with the old id in ``reason``), not ``renewed``:
+    ``WebhooksController::update`` answers a missing id as an update and stores nothing
+    (:meth:`NextcloudClient.update_webhook`, which reads it back to tell); the class was not
+    listened to meanwhile, so it counts in :attr:`RegisterResult.first_registered` and its
+    changes are caught up by :func:`rescan_once_listening`. A class Nextcloud
     refuses (``NextcloudRefused``, OCS 400) is recorded with the reason, its stale registration
     deleted, and the rest go on. A registration, renewal or deletion that fails otherwise (any
     ``NcindexError`` but a 401: a 5xx — nextcloud/server ``WebhooksController::create``,
     ``update`` and ``destroy`` answer any other exception with OCS 500 "An internal error
-    occurred" —, a timeout, an answer that is no OCS envelope) is recorded in
-    :attr:`RegisterResult.failed` and everything else is done all the same. A deletion that
+    occurred" —, an answer that is no OCS envelope) is recorded in
+    :attr:`RegisterResult.failed` and everything else is done all the same; once one got no
+    answer at all (``NextcloudUnavailable.unreachable``: refused, reset, timed out) the
+    requests left are not made but recorded in :attr:`RegisterResult.untried` (their classes
+    ``untried``, a class no longer subscribed too). A deletion that
     finds the registration already gone is no failure (``gone``): ``destroy`` answers a
     missing id with 200 and ``false`` (``WebhookListenerMapper::deleteById``: no row
     deleted), not a 404, so an OCS 404 there is a route that is not served (webhook_listeners
@@ -446,6 +512,7 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
             continue
         body = registration(settings, event_class)
         webhook_id = int(mine[0]["id"]) if mine else None
+        gone: int | None = None  # the registration to renew, found deleted meanwhile
         try:
             made = _attempt(
                 partial(client.update_webhook, webhook_id, body)
@@ -454,10 +521,21 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
                 "renew" if mine else "register",
                 event_class,
                 webhook_id,
+                result,
                 refusals=True,
             )
+            if made is None:  # deleted since it was listed: nothing was stored, register anew
+                gone = webhook_id
+                made = _attempt(
+                    partial(client.create_webhook, body),
+                    "register",
+                    event_class,
+                    None,
+                    result,
+                    refusals=True,
+                )
         except NextcloudRefused as exc:
-            if mine:  # a class this server no longer has: nothing of ours listens to it
+            if mine and gone is None:  # a class this server no longer has: nothing listens
                 _delete(client, mine[0], event_class, result)
             result.outcomes.append(
                 ClassOutcome(
@@ -470,33 +548,45 @@ def register(client: NextcloudClient, settings: Settings) -> RegisterResult:
                 )
             )
             continue
-        if isinstance(made, Failed):
-            result.failed.append(made)
+        if isinstance(made, Failed | Untried):
             result.outcomes.append(
                 ClassOutcome(
                     event_class,
-                    "failed",
+                    "failed" if isinstance(made, Failed) else "untried",
                     made.webhook_id,
-                    reason=made.error,
+                    reason=made.error if isinstance(made, Failed) else made.reason,
                     required=required,
                     cost=cost_without(event_class),
                 )
             )
             continue
-        status: Literal["registered", "renewed"] = "renewed" if mine else "registered"
         result.outcomes.append(
-            ClassOutcome(event_class, status, int(made["id"]), required=required)
+            ClassOutcome(event_class, "renewed", int(made["id"]), required=required)
+            if mine and gone is None
+            else ClassOutcome(
+                event_class,
+                "registered",
+                int(made["id"]),
+                reason=f"registration #{gone} was deleted meanwhile: registered anew"
+                if gone is not None
+                else "",
+                required=required,
+            )
         )
     wanted = set(subscribed(settings))
     for webhook in existing:
         event_class = listed_class(webhook)
         if event_class not in wanted:
             done = _delete(client, webhook, event_class, result)
-            result.outcomes.append(
-                ClassOutcome(event_class, "left", int(webhook["id"]), reason=done.error)
-                if isinstance(done, Failed)
-                else ClassOutcome(event_class, done, int(webhook["id"]))
-            )
+            webhook_id = int(webhook["id"])
+            if isinstance(done, Failed):
+                result.outcomes.append(ClassOutcome(event_class, "left", webhook_id, done.error))
+            elif isinstance(done, Untried):
+                result.outcomes.append(
+                    ClassOutcome(event_class, "untried", webhook_id, done.reason)
+                )
+            else:
+                result.outcomes.append(ClassOutcome(event_class, done, webhook_id))
     return result
 
 
@@ -508,13 +598,24 @@ def _attempt(
     action: Literal["register", "renew", "remove"],
     event_class: str,
     webhook_id: int | None,
+    run: RegisterResult | Removal,
     *,
     refusals: bool = False,
-) -> _T | Failed:
-    """What ``call`` (one webhook request) returns, or the :class:`Failed` ``action`` with the
-    error it raised (any ``NcindexError``). Raises ``NextcloudAuthError`` (the account's app
-    password refused: every further request would be, each a failed login) and, with
-    ``refusals``, ``NextcloudRefused`` (OCS 400: the caller has its own answer to it)."""
+) -> _T | Failed | Untried:
+    """What ``call`` (one webhook request of ``run``) returns, or the :class:`Failed` ``action``
+    with the error it raised (any ``NcindexError``), appended to ``run.failed``. Once a request
+    of ``run`` got no answer (:attr:`Failed.unreachable`) ``call`` is not made: the
+    :class:`Untried` ``action`` is appended to ``run.untried`` and returned. Raises
+    ``NextcloudAuthError`` (the account's app password refused: every further request would
+    be, each a failed login) and, with ``refusals``, ``NextcloudRefused`` (OCS 400: the caller
+    has its own answer to it)."""
+    stop = next((f for f in run.failed if f.unreachable), None)
+    if stop is not None:
+        untried = Untried(
+            action, event_class, webhook_id, f"Nextcloud could not be reached ({stop.error})"
+        )
+        run.untried.append(untried)
+        return untried
     try:
         return call()
     except NextcloudAuthError:
@@ -522,20 +623,29 @@ def _attempt(
     except NcindexError as exc:
         if refusals and isinstance(exc, NextcloudRefused):
             raise
-        return Failed(action, event_class, webhook_id, str(exc))
+        failed = Failed(
+            action,
+            event_class,
+            webhook_id,
+            str(exc),
+            isinstance(exc, NextcloudUnavailable) and exc.unreachable,
+        )
+        run.failed.append(failed)
+        return failed
 
 
 def _delete(
     client: NextcloudClient, webhook: dict[str, Any], event_class: str, result: RegisterResult
-) -> Literal["removed", "gone"] | Failed:
+) -> Literal["removed", "gone"] | Failed | Untried:
     """Delete registration ``webhook`` (as listed) of ``event_class`` for :func:`register`:
     its id joins ``result.removed``, or ``result.gone`` when Nextcloud found it gone
-    (``false``), or, when the deletion raises, a :class:`Failed` joins ``result.failed``;
-    returns which. Raises ``NextcloudAuthError`` (the account's app password refused)."""
+    (``false``); returns which, or the :class:`Failed` or :class:`Untried` :func:`_attempt`
+    recorded. Raises ``NextcloudAuthError`` (the account's app password refused)."""
     webhook_id = int(webhook["id"])
-    done = _attempt(partial(client.delete_webhook, webhook_id), "remove", event_class, webhook_id)
-    if isinstance(done, Failed):
-        result.failed.append(done)
+    done = _attempt(
+        partial(client.delete_webhook, webhook_id), "remove", event_class, webhook_id, result
+    )
+    if isinstance(done, Failed | Untried):
         return done
     (result.removed if done else result.gone).append(webhook_id)
     return "removed" if done else "gone"
@@ -570,29 +680,31 @@ def list_registrations(client: NextcloudClient, settings: Settings) -> list[dict
 @dataclass(slots=True)
 class Removal:
     """What :func:`remove` did: the registrations it deleted (``removed``) and those Nextcloud
-    found already deleted (``gone``), as :func:`list_registrations` lists them, and the
-    deletions that failed (:class:`Failed`, each a ``remove``, in the order tried)."""
+    found already deleted (``gone``), as :func:`list_registrations` lists them, the
+    deletions that failed (:class:`Failed`, each a ``remove``, in the order tried) and those
+    not made once Nextcloud could not be reached (:class:`Untried`)."""
 
     removed: list[dict[str, Any]] = field(default_factory=list)
     gone: list[dict[str, Any]] = field(default_factory=list)
     failed: list[Failed] = field(default_factory=list)
+    untried: list[Untried] = field(default_factory=list)
 
 
 def remove(client: NextcloudClient, settings: Settings) -> Removal:
     """Delete every registration pointing at this deployment. A deletion that fails (any
     ``NcindexError`` but a 401, as in :func:`register`) is recorded and the others are made
-    all the same; one already gone (``WebhooksController::destroy`` answers ``false``) is
-    ``gone``. Raises ``NextcloudAuthError`` (the account's app password refused: every
-    further request would be, each a failed login), and what the listing raises."""
+    all the same — unless it got no answer (``NextcloudUnavailable.unreachable``): the rest
+    are then not made (:attr:`Removal.untried`); one already gone
+    (``WebhooksController::destroy`` answers ``false``) is ``gone``. Raises
+    ``NextcloudAuthError`` (the account's app password refused: every further request would
+    be, each a failed login), and what the listing raises."""
     removal = Removal()
     for webhook in client.list_webhooks(uri=hook_uri(settings)):
         webhook_id = int(webhook["id"])
         event_class = listed_class(webhook)
         done = _attempt(
-            partial(client.delete_webhook, webhook_id), "remove", event_class, webhook_id
+            partial(client.delete_webhook, webhook_id), "remove", event_class, webhook_id, removal
         )
-        if isinstance(done, Failed):
-            removal.failed.append(done)
-        else:
+        if not isinstance(done, Failed | Untried):
             (removal.removed if done else removal.gone).append(webhook)
     return removal

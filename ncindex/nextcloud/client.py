@@ -8,7 +8,8 @@ that user's credentials. httpx errors and Nextcloud status codes are translated 
 ==============================  ==========================================
 what happened                   raised
 ==============================  ==========================================
-timeout, connection error       ``NextcloudUnavailable``
+timeout, connection error       ``NextcloudUnavailable`` (``unreachable``:
+                                no answer at all)
 a header httpx refuses to send  ``NextcloudProtocolError`` (never echoing the header)
 5xx, 423, 429                   ``NextcloudUnavailable`` (but ``FileUnavailable``
                                 for a file's download answered 423 or
@@ -109,15 +110,16 @@ class _RefuseAll(http.cookiejar.DefaultCookiePolicy):
 
 @contextmanager
 def _transport_errors(method: str, url: str) -> Iterator[None]:
-    """Translate httpx's transport errors inside the block (see the module table)."""
+    """Translate httpx's transport errors inside the block (see the module table): no
+    answer (refused, reset, timed out) is ``NextcloudUnavailable`` with ``unreachable``."""
     try:
         yield
     except httpx.TimeoutException as exc:
-        raise NextcloudUnavailable(f"{method} {url}: timed out") from exc
+        raise NextcloudUnavailable(f"{method} {url}: timed out", unreachable=True) from exc
     except httpx.LocalProtocolError as exc:  # its text quotes the header: never echo it
         raise NextcloudProtocolError(f"{method} {url}: request not sendable") from exc
     except httpx.TransportError as exc:
-        raise NextcloudUnavailable(f"{method} {url}: {exc}") from exc
+        raise NextcloudUnavailable(f"{method} {url}: {exc}", unreachable=True) from exc
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -421,6 +423,22 @@ class NextcloudClient:
         ``NextcloudUnavailable`` for a timeout or 5xx; ``NextcloudProtocolError`` for any other
         answer (OCS 998 included)."""
         path = "/ocs/v2.php/cloud/users/" + urllib.parse.quote(uid, safe="")
+        data = self._ocs_object(
+            path, lambda code, message: code == 404 and message == _NO_SUCH_USER
+        )
+        if data is None:
+            return False
+        if "id" not in data:
+            raise NextcloudProtocolError(f"GET {path}: the answer names no user")
+        return True
+
+    def _ocs_object(self, path: str, missing: Callable[[Any, Any], bool]) -> dict[str, Any] | None:
+        """The ``data`` object of ``GET path`` (an OCS v2 route), or ``None`` when Nextcloud
+        answers HTTP 404 with an OCS JSON envelope whose ``meta.statuscode`` and
+        ``meta.message`` ``missing`` says yes to (its answer for an object that does not
+        exist). Any other 404 — no OCS envelope; OCS 998, the answer of a route not served (its
+        app disabled) — and an answer whose ``data`` is no object raise
+        ``NextcloudProtocolError``; the rest raises as :meth:`request` does."""
         where = f"GET {path}"
         self._guarded()
         kwargs: dict[str, Any] = {"headers": API_HEADERS}
@@ -433,8 +451,8 @@ class NextcloudClient:
                 code, message = meta["statuscode"], meta.get("message")
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise NextcloudProtocolError(f"{where}: HTTP 404, not an OCS envelope") from exc
-            if code == 404 and message == _NO_SUCH_USER:
-                return False
+            if missing(code, message):
+                return None
             raise NextcloudProtocolError(f"{where}: HTTP 404, OCS status {code!r}: {message!r}")
         self._check("GET", path, response, ())
         self._accepted(path)
@@ -442,9 +460,9 @@ class NextcloudClient:
             data = response.json()["ocs"]["data"]
         except (ValueError, KeyError, TypeError) as exc:
             raise NextcloudProtocolError(f"{where}: not an OCS JSON envelope") from exc
-        if not isinstance(data, dict) or "id" not in data:
-            raise NextcloudProtocolError(f"{where}: the answer names no user")
-        return True
+        if not isinstance(data, dict):
+            raise NextcloudProtocolError(f"{where}: the answer is not an object")
+        return data
 
     def current_user(self) -> str:
         """Resolve the credentials' user id through ``GET /ocs/v2.php/cloud/user``; sets
@@ -694,12 +712,28 @@ class NextcloudClient:
         """Register one webhook (fields as in reference §1.1); returns the WebhookInfo."""
         return dict(self.ocs("POST", WEBHOOKS_API, json=registration))
 
-    def update_webhook(self, webhook_id: int | str, registration: dict[str, Any]) -> dict[str, Any]:
+    def get_webhook(self, webhook_id: int | str) -> dict[str, Any] | None:
+        """Registration ``webhook_id`` as its WebhookInfo (``GET /webhooks/{id}``), or ``None``
+        when Nextcloud has none of that id: nextcloud/server ``WebhooksController::show``
+        answers the ``DoesNotExistException`` of ``WebhookListenerMapper::getById``
+        (``QBMapper::findOneQuery``: no row) with ``OCSNotFoundException``, OCS 404 (HTTP 404
+        under v2). An OCS 998 404 (webhook_listeners disabled) raises
+        ``NextcloudProtocolError``."""
+        return self._ocs_object(f"{WEBHOOKS_API}/{webhook_id}", lambda code, _: code == 404)
+
+    def update_webhook(
+        self, webhook_id: int | str, registration: dict[str, Any]
+    ) -> dict[str, Any] | None:
         """Replace every field of registration ``webhook_id`` (``POST /webhooks/{id}``,
-        nextcloud/server ``WebhooksController::update``); returns the WebhookInfo. Nextcloud
-        answers an id that names nothing the same way and stores nothing
-        (``WebhookListenerMapper::updateWebhookListener``)."""
-        return dict(self.ocs("POST", f"{WEBHOOKS_API}/{webhook_id}", json=registration))
+        nextcloud/server ``WebhooksController::update``); returns the WebhookInfo, or ``None``
+        when no registration of that id exists (deleted since it was listed). Nextcloud answers
+        such an id as it answers an update — 200 with the WebhookInfo of what it was sent,
+        that id included — and stores nothing: ``WebhookListenerMapper::updateWebhookListener``
+        returns the entity it gave ``QBMapper::update``, whose ``UPDATE … WHERE id = ?`` does not
+        look at how many rows it changed. So the registration is read back after
+        (:meth:`get_webhook`: one more request) to tell."""
+        info = dict(self.ocs("POST", f"{WEBHOOKS_API}/{webhook_id}", json=registration))
+        return info if self.get_webhook(webhook_id) is not None else None
 
     def delete_webhook(self, webhook_id: int | str) -> bool:
         """Delete a registration; ``True`` when a row was deleted."""

@@ -438,7 +438,9 @@ class OcsApi:
             reg_id = int(m.group(1))
             if method == "GET":
                 reg = registry.get(reg_id)
-                if reg is None:
+                if reg is None:  # also an id a POST /{id} "updated" (nothing is stored)
+                    # nextcloud/server WebhooksController::show: getById's DoesNotExistException
+                    # (QBMapper::findOneQuery) → OCSNotFoundException with its message
                     return respond(
                         [],
                         404,

@@ -7,17 +7,19 @@ import json
 import socket
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from click.testing import CliRunner, Result
 from pydantic import SecretStr
 
 from allinone.cli import main
-from ncindex.errors import NextcloudAuthError
+from ncindex.errors import NextcloudAuthError, NextcloudProtocolError
 from ncindex.ingest.events import NODE_NS, NODE_RESTORED, REQUIRED, SUBSCRIBED, TAG_EVENTS
 from ncindex.ingest.registration import (
     LISTENER_CACHE_SECONDS,
@@ -33,10 +35,11 @@ from ncindex.ingest.registration import (
     remove,
     rescan_once_listening,
     secret_id,
+    subscribed,
 )
 from ncindex.nextcloud.client import NextcloudClient, make_http
 from ncindex.settings import Settings
-from ncindex.simulator import NextcloudSimulator, serve_simulator
+from ncindex.simulator import NextcloudSimulator, SimulatorServer, serve_simulator
 from ncindex.sources.deck_card import DECK_SUBSCRIBED
 
 
@@ -503,7 +506,7 @@ def test_list_and_remove_print_a_table_or_json_and_say_when_there_is_none(
             assert run("list") == f"{none}\n"
             assert json.loads(run("list", "--json")) == {"webhooks": []}
             assert run("remove") == f"{none}: nothing removed\n"
-            nothing = {"removed": [], "gone": [], "failed": []}
+            nothing = {"removed": [], "gone": [], "failed": [], "untried": []}
             assert json.loads(run("remove", "--json")) == nothing
             run("register")
             ids = {h.event: h.id for h in sim.registry.list()}
@@ -797,4 +800,195 @@ def test_remove_goes_on_past_a_failing_delete_and_names_it(
     assert said.startswith(f"error: registration #{failed_id} ({failed_class}) not removed: ")
     assert "HTTP 500" in said and said.endswith("— `ncindex webhooks remove` tries again")
     assert as_json.exit_code == 0, as_json.output
-    assert json.loads(as_json.output) == {"removed": [], "gone": [failed_id], "failed": []}
+    assert json.loads(as_json.output) == {
+        "removed": [],
+        "gone": [failed_id],
+        "failed": [],
+        "untried": [],
+    }
+
+
+def test_a_renewal_whose_registration_was_deleted_meanwhile_registers_it_anew() -> None:
+    """nextcloud/server ``WebhooksController::update`` answers an id that no longer exists as
+    it answers an update — 200 with the WebhookInfo it was sent — and stores nothing
+    (``WebhookListenerMapper::updateWebhookListener``: ``QBMapper::update`` does not look at
+    the rows changed). ``register`` read that as ``renewed`` and left the class with no
+    registration at all; it now reads the registration back, registers the class anew, says
+    so, and has the accounts scanned once Nextcloud listens (the class was not listened to
+    meanwhile)."""
+    with _served_admin() as (sim, client, settings):
+        register(client, settings)
+        rotated = settings.model_copy(update={"webhook_secret": SecretStr("rotated-s3cret")})
+        first = SUBSCRIBED[0]
+        (deleted,) = (h.id for h in sim.registry.list() if h.event == first)
+        listed = client.list_webhooks
+
+        def list_then_another_admin_deletes(**kwargs: object) -> list[dict[str, object]]:
+            hooks = listed(**kwargs)
+            sim.registry.delete(deleted)
+            return hooks
+
+        client.list_webhooks = list_then_another_admin_deletes  # type: ignore[method-assign]
+        result = register(client, rotated)
+        client.list_webhooks = listed  # type: ignore[method-assign]
+        now = list_registrations(client, rotated)
+    by_class = {o.event_class: o for o in result.outcomes}
+    anew = by_class[first]
+    assert anew.status == "registered" and anew.webhook_id not in (None, deleted)
+    assert anew.reason == f"registration #{deleted} was deleted meanwhile: registered anew"
+    assert {by_class[c].status for c in SUBSCRIBED[1:]} == {"renewed"}
+    assert result.ok and result.created == [anew.webhook_id] and result.first_registered == [first]
+    assert deleted not in result.updated
+    (row,) = (line for line in result.table().splitlines() if line.startswith(first + " "))
+    assert row.split()[1:3] == ["registered", f"#{anew.webhook_id}"] and "anew" in row
+    mine = [h for h in now if h["event"] == first]
+    assert [h["id"] for h in mine] == [anew.webhook_id] and made_with_secret(mine[0], rotated)
+    assert sorted(h["event"] for h in now) == sorted(SUBSCRIBED)
+
+
+class _CountingTransport(httpx.HTTPTransport):
+    """The network transport, counting the requests sent by method (each attempt, answered
+    or not)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: Counter[str] = Counter()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent[request.method] += 1
+        return super().handle_request(request)
+
+
+def test_once_nextcloud_stops_answering_the_classes_left_are_not_attempted() -> None:
+    """Nextcloud going down in the middle of ``register`` had each class left wait out its
+    own timeout (here a simulator that takes every ``POST`` and never answers it): a run over
+    N classes made N requests and took N timeouts to report. After the first request that
+    gets no answer the others are not made: the classes left are ``untried``, apart from the
+    failure, with the reason."""
+    sim = NextcloudSimulator()
+    sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
+    transport = _CountingTransport()
+    try:
+        with serve_simulator(sim) as server:
+            settings = _settings(server.url).model_copy(update={"http_timeout": 0.5})
+            http = make_http(settings, transport=transport)
+            sim.faults.set("ocs", timeout=True, method="POST")  # accepts, never answers
+            try:
+                result = register(NextcloudClient.for_account(http, "admin", "admin-pw"), settings)
+            finally:
+                sim.faults.clear()  # the request hanging there is answered, to no one
+                http.close()
+    finally:
+        sim.close()
+    assert transport.sent == {"GET": 1, "POST": 1}  # the listing, the first registration
+    (failure,) = result.failed
+    first, *left = subscribed(settings)
+    assert (failure.action, failure.event_class, failure.unreachable) == ("register", first, True)
+    assert "timed out" in failure.error and not result.ok
+    assert [(u.action, u.event_class, u.webhook_id) for u in result.untried] == [
+        ("register", c, None) for c in left
+    ]
+    reason = f"Nextcloud could not be reached ({failure.error})"
+    assert {u.reason for u in result.untried} == {reason}
+    by_class = {o.event_class: (o.status, o.reason) for o in result.outcomes}
+    assert by_class == {first: ("failed", failure.error)} | dict.fromkeys(left, ("untried", reason))
+    (row,) = (line for line in result.table().splitlines() if line.startswith(left[0] + " "))
+    assert row.split()[1:4] == ["untried", "not", "attempted:"]
+
+
+def test_the_commands_stop_asking_a_nextcloud_that_went_down_and_say_so_once(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``webhooks register`` and ``webhooks remove`` against a Nextcloud that stopped right
+    after the listing (connection refused) made one request per class left, each failing
+    alike. Now the first is the one failure and the rest are not attempted: one more line on
+    stderr says so, ``--json`` lists them as ``untried`` (not ``failed``), exit 1."""
+    sim = NextcloudSimulator()
+    sim.add_user("admin", password="admin-pw", display_name="Admin", admin=True)
+    namespace = f"unreached-{time.time_ns()}"
+    asked: Counter[str] = Counter()
+    ocs = NextcloudClient.ocs
+    listed = NextcloudClient.list_webhooks
+    serving: list[SimulatorServer] = []
+
+    def counted(self: NextcloudClient, method: str, path: str, **kwargs: Any) -> Any:
+        asked[method] += 1
+        return ocs(self, method, path, **kwargs)
+
+    def list_then_nextcloud_stops(
+        self: NextcloudClient, uri: str | None = None
+    ) -> list[dict[str, object]]:
+        found = listed(self, uri)
+        serving[-1].close()
+        return found
+
+    def down_after_listing(*args: str, **env: str) -> tuple[Result, dict[str, int]]:
+        """``ncindex webhooks *args`` against ``sim`` served anew, which stops answering
+        after the listing; the webhook requests it then made, by method."""
+        serving.append(serve_simulator(sim))
+        asked.clear()
+        with monkeypatch.context() as patched:
+            patched.setattr(NextcloudClient, "list_webhooks", list_then_nextcloud_stops)
+            patched.setattr(NextcloudClient, "ocs", counted)
+            command = CliRunner().invoke(
+                main, ["webhooks", *args], env=_cli_env(serving[-1].url, redis_url, namespace) | env
+            )
+        return command, dict(asked)
+
+    try:
+        with serve_simulator(sim) as server:
+            env = _cli_env(server.url, redis_url, namespace)
+            assert CliRunner().invoke(main, ["webhooks", "register"], env=env).exit_code == 0
+        hooks = sorted((h.id, h.event) for h in sim.registry.list())
+        renew, renew_asked = down_after_listing(
+            "register", "--json", NCINDEX_WEBHOOK_SECRET="rotated-s3cret"
+        )
+        said, _ = down_after_listing("register", NCINDEX_WEBHOOK_SECRET="rotated-s3cret")
+        gone, remove_asked = down_after_listing("remove")
+    finally:
+        for server in serving:
+            server.close()
+        sim.close()
+    assert renew_asked == {"GET": 1, "POST": 1}, renew_asked  # the listing, the first renewal
+    assert renew.exit_code == 1, renew.output
+    body = json.loads(renew.stdout)
+    first, *left = SUBSCRIBED
+    ids = {event: webhook_id for webhook_id, event in hooks}
+    (failed,) = body["failed"]
+    assert (failed["action"], failed["class"], failed["id"]) == ("renew", first, ids[first])
+    results = {c["class"]: c["result"] for c in body["classes"]}
+    assert results == {first: "failed"} | dict.fromkeys(left, "untried")
+    assert [(u["action"], u["class"], u["id"]) for u in body["untried"]] == [
+        ("renew", c, ids[c]) for c in left
+    ]
+    reason = f"Nextcloud could not be reached ({failed['error']})"
+    assert {u["reason"] for u in body["untried"]} == {reason} and body["ok"] is False
+    assert renew.stderr == "" and said.exit_code == 1, said.output
+    said_failed, said_untried = said.stderr.splitlines()
+    assert said_failed.startswith(f"error: registration #{ids[first]} ({first}) not renewed: ")
+    assert said_untried == (
+        f"error: {len(left)} more requests not attempted: {reason} "
+        "— `ncindex webhooks register` tries again"
+    )
+    assert sorted((h.id, h.event) for h in sim.registry.list()) == hooks  # nothing changed
+    assert remove_asked == {"GET": 1, "DELETE": 1}, remove_asked  # the listing, the first
+    assert gone.exit_code == 1, gone.output
+    said_failed, said_untried = gone.stderr.splitlines()
+    (first_id, first_listed), *_ = hooks
+    assert said_failed.startswith(f"error: registration #{first_id} ({first_listed}) not removed: ")
+    assert said_untried.startswith(f"error: {len(hooks) - 1} more requests not attempted: ")
+    assert said_untried.endswith("— `ncindex webhooks remove` tries again")
+
+
+def test_reading_a_registration_back_tells_a_deleted_one_from_an_app_turned_off() -> None:
+    """``get_webhook`` (what a renewal is read back with) is ``None`` for OCS 404 only
+    (``WebhooksController::show``: ``getById`` found no row); the OCS 998 404 of a route not
+    served (webhook_listeners disabled) is no answer about the registration and raises."""
+    with _served_admin() as (sim, client, settings):
+        made = client.create_webhook(registration(settings, SUBSCRIBED[0]))
+        assert client.get_webhook(made["id"]) == made
+        assert client.delete_webhook(made["id"]) is True
+        assert client.get_webhook(made["id"]) is None
+        sim.disable_app("webhook_listeners")
+        with pytest.raises(NextcloudProtocolError, match="HTTP 404"):  # XML: `format` unset
+            client.get_webhook(made["id"])

@@ -109,8 +109,15 @@ def test_auth_data_is_stored_whenever_given_and_an_unknown_id_updates_nothing(cl
     )
     assert empty.status_code == 200 and isinstance(empty.json()["ocs"]["data"]["authData"], str)
     ghost = admin.post(f"{WEBHOOKS}/9999", json=base, headers=OCS_JSON)
-    assert ghost.status_code == 200 and ghost.json()["ocs"]["data"]["id"] == 9999
-    assert admin.get(f"{WEBHOOKS}/9999", headers=OCS_JSON).status_code == 404
+    assert ghost.status_code == 200 and ghost.json()["ocs"]["meta"]["statuscode"] == 200
+    answered = ghost.json()["ocs"]["data"]
+    assert (answered["id"], answered["userId"], answered["uri"]) == (9999, "admin", "http://x/")
+    # nothing stored: not listed, and WebhooksController::show answers getById's
+    # DoesNotExistException with OCSNotFoundException (OCS 404, HTTP 404 under v2)
+    listed = admin.get(WEBHOOKS, headers=OCS_JSON).json()["ocs"]["data"]
+    assert 9999 not in [h["id"] for h in listed]
+    shown = admin.get(f"{WEBHOOKS}/9999", headers=OCS_JSON)
+    assert shown.status_code == 404 and shown.json()["ocs"]["meta"]["statuscode"] == 404
 
 
 def test_registration_accepts_form_parameters(client) -> None:
