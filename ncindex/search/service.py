@@ -214,8 +214,8 @@ BoardTitle = Annotated[
     Field(
         description="Deck cards: the title of the card's board, as Nextcloud gave it to the "
         "check of this request (so a board renamed since the card was indexed shows its name "
-        "now); null for other types, for a card not confirmed during this request, and for one "
-        "found moved to another board since it was indexed."
+        "now, and a card moved to another board since names that board); null for other types "
+        "and for a card not confirmed during this request."
     ),
 ]
 """A Deck card's board title, as a search result, the context endpoint and MCP ``fetch``

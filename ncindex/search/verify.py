@@ -42,7 +42,7 @@ from ncindex.errors import (
     TransientError,
 )
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.sources.base import Checked, Source, Verdict
+from ncindex.sources.base import Checked, PageRequest, Source, Verdict
 from ncindex.sources.eligibility import Eligibility
 from ncindex.sources.registry import SOURCES
 from ncindex.telemetry import VERIFICATIONS
@@ -192,7 +192,9 @@ def _judged(payload: dict[str, Any], check: Callable[[], Checked]) -> Checked:
 
 class Checks:
     """The checks of a batch of candidates under way (:meth:`VerifyOnRead.start`), and the
-    requests they share (:meth:`~ncindex.sources.base.Source.page_requests`, by key)."""
+    requests they share (:meth:`~ncindex.sources.base.Source.page_requests`, by key);
+    ``send`` makes a request the settling asks for that the page did not make (in the
+    verifier pool, as the searching user)."""
 
     def __init__(
         self,
@@ -200,14 +202,20 @@ class Checks:
         batches: list[tuple[list[int], Future[list[Checked]]]],
         singles: list[tuple[int, Future[Checked]]],
         shared: dict[str, Future[Any]] | None = None,
+        send: Callable[[PageRequest], Future[Any]] | None = None,
     ) -> None:
         self._candidates = candidates
         self._batches = batches
         self._singles = singles
         self._shared = shared or {}
+        self._send = send
 
-    def _answer(self, key: str) -> Any:
-        """The answer of the shared request ``key`` (raises what it raised)."""
+    def _answer(self, key: str, request: PageRequest | None = None) -> Any:
+        """The answer of the shared request ``key`` (raises what it raised); one the page
+        did not make is sent now with ``request`` and kept for the page's other candidates
+        (:class:`~ncindex.sources.base.Answer`; ``KeyError`` without ``request``)."""
+        if key not in self._shared and request is not None and self._send is not None:
+            self._shared[key] = self._send(request)
         return self._shared[key].result()
 
     def verdicts(self, counts: VerificationCounts) -> list[Checked]:
@@ -311,7 +319,8 @@ class VerifyOnRead:
             for idx in together
         ]
         singles = [(i, self._pool.submit(self._one, client, candidates[i], tags)) for i in alone]
-        return Checks(list(candidates), batches, singles, shared)
+        send = partial(self._send, client)
+        return Checks(list(candidates), batches, singles, shared, send)
 
     def _shared(
         self, client: NextcloudClient, candidates: Sequence[dict[str, Any]]
@@ -326,13 +335,17 @@ class VerifyOnRead:
             source = _source_of(payload)
             if source is not None:
                 by_source.setdefault(source.doc_type, []).append(payload)
-        requests: dict[str, Callable[[NextcloudClient], Any]] = {}
+        requests: dict[str, PageRequest] = {}
         for doc_type, payloads in by_source.items():
             try:
                 requests.update(SOURCES[doc_type].page_requests(payloads))
             except (KeyError, TypeError, ValueError) as exc:  # a payload it cannot read
                 log.error("page_requests_broken", doc_type=doc_type.value, error=repr(exc))
         return {key: self._pool.submit(request, client) for key, request in requests.items()}
+
+    def _send(self, client: NextcloudClient, request: PageRequest) -> Future[Any]:
+        """``request`` sent in the pool, as ``client``'s user."""
+        return self._pool.submit(request, client)
 
     def _many(
         self,

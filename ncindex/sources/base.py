@@ -271,6 +271,21 @@ class Checked:
     stack_title: str | None = None
 
 
+#: A request a page's checks share, made as the searching user: its answer (decoded JSON).
+PageRequest = Callable[[NextcloudClient], Any]
+
+
+class Answer(Protocol):
+    """What :meth:`Source.settle` reads the page's shared requests with."""
+
+    def __call__(self, key: str, request: PageRequest | None = None) -> Any:
+        """The answer of the shared request ``key`` (raises what the request raised). A key
+        the page did not ask for (not among :meth:`Source.page_requests`) is asked now with
+        ``request``, once per page however many candidates ask for it, and ``KeyError``
+        without one."""
+        ...
+
+
 # --- event routing ---------------------------------------------------------------------------
 
 
@@ -414,22 +429,20 @@ class Source(ABC):
         ``KeyError``/``ValueError`` for a payload it cannot read."""
         raise NotImplementedError(f"{self.doc_type} checks its candidates one by one")
 
-    def page_requests(
-        self, payloads: Sequence[dict[str, Any]]
-    ) -> dict[str, Callable[[NextcloudClient], Any]]:
+    def page_requests(self, payloads: Sequence[dict[str, Any]]) -> dict[str, PageRequest]:
         """The requests the checks of ``payloads`` (this source's candidates of one page)
         share, by a key unique among every source's: each is made once per page, as the
         searching user and concurrently with the candidates' own checks, and its answer is
         given to :meth:`settle`. By default none."""
         return {}
 
-    def settle(
-        self, payload: dict[str, Any], checked: Checked, answer: Callable[[str], Any]
-    ) -> Checked:
+    def settle(self, payload: dict[str, Any], checked: Checked, answer: Answer) -> Checked:
         """The verdict of a candidate its own check kept (``checked``), given ``answer(key)``:
         the answer of the shared request ``key`` of :meth:`page_requests` (it raises what
         the request raised: ``NotFound`` drops the candidate, a transient error keeps it as
-        an error). By default ``checked``."""
+        an error); ``answer(key, request)`` asks a request the page did not make once, for
+        what only the candidates' checks revealed (:class:`Answer`). By default
+        ``checked``."""
         return checked
 
     def rule_reason(

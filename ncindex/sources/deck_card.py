@@ -25,7 +25,8 @@ is in now, by that stack's GET, which also gives its board: the search holds it 
 ``stack_id``/``board_id`` filters there and has it re-read); the page's board GET also gives
 the search result its board's and stack's titles as they are now (:meth:`DeckCardSource.settle`:
 not stored with the card, which a rename does not change; a card moved to another board has
-its stack's title from that stack's GET, and no board title). Deck ≥ 1.18 sends card events
+its stack's title from that stack's GET, and its board's from that board's GET, one more per
+such board of the page). Deck ≥ 1.18 sends card events
 (``CardCreated/Updated/DeletedEvent``, the card JSON under ``card``; reference §1.4), registered
 only with ``deck_webhooks`` (registering them on an older Deck fails); a move is a
 ``CardUpdatedEvent`` (nextcloud/deck ``lib/Service/CardService.php`` ``reorder``; ``update``,
@@ -47,7 +48,7 @@ the cards of a deleted stack, the scan evicts them).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any, ClassVar
@@ -63,11 +64,13 @@ from ncindex.nextcloud.client import API_HEADERS, NextcloudClient, json_list, js
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.settings import Settings
 from ncindex.sources.base import (
+    Answer,
     Checked,
     Context,
     EventRoute,
     Fetched,
     Listing,
+    PageRequest,
     ScanMemory,
     Seen,
     Source,
@@ -446,9 +449,7 @@ class DeckCardSource(Source):
             return Checked(Verdict.INELIGIBLE, reason="stack_deleted", moved_to=moved_to)
         return Checked(Verdict.KEPT, moved_to=moved_to, stack_title=title_of(now_stack))
 
-    def page_requests(
-        self, payloads: Sequence[dict[str, Any]]
-    ) -> dict[str, Callable[[NextcloudClient], Any]]:
+    def page_requests(self, payloads: Sequence[dict[str, Any]]) -> dict[str, PageRequest]:
         """One board GET (:func:`get_board`) per board of the page's cards, for
         :meth:`settle`: a stack deleted since the card was indexed is gone from its board's
         ``stacks`` while the card GET still answers the card (:func:`stack_is_live`).
@@ -473,34 +474,35 @@ class DeckCardSource(Source):
                 continue
         return {f"deck_board:{b}": partial(get_board, board_id=b) for b in sorted(boards)}
 
-    def settle(
-        self, payload: dict[str, Any], checked: Checked, answer: Callable[[str], Any]
-    ) -> Checked:
+    def settle(self, payload: dict[str, Any], checked: Checked, answer: Answer) -> Checked:
         """``INELIGIBLE`` (reason ``stack_deleted``) when the card's stack is no longer among
         its board's live stacks (the board's GET, :meth:`page_requests`), else ``checked``
         with the board's and the stack's titles from that GET (``board_title``,
         ``stack_title``: the search result shows where the card is, and a board or stack
         renamed since the card was indexed shows its name now — a rename changes no card's
         ETag, so no scan would re-read the card, and ``BoardUpdatedEvent`` is not subscribed);
-        a board gone for the user (403) drops the card (``NotFound`` raised). A card its check
-        found moved (``moved_to``) was judged there, in the stack it is in now, not by the
-        indexed stack, which is not its stack any more (its check read the new stack's title
-        from that stack's GET). Moved within its board, it gets the board's title from that
-        board's GET, which the page makes anyway (a board gone drops it, as above); moved to
-        another board, none: neither the stack GET nor the card GET names the board's
-        title (nextcloud/deck ``StackService::find`` gives the ``Stack`` entity, whose JSON
-        has its ``boardId`` only, and its cards as ``CardDetails`` without their board;
-        ``CardService::find`` → ``enrichCards`` builds ``CardDetails`` without a board too,
-        and ``CardDetails::jsonSerialize`` drops ``relatedBoard``), and that board's GET
-        would be one request more."""
+        a board gone for the user (403) drops the card (``NotFound`` raised).
+
+        A card its check found moved (``moved_to``) was judged there, in the stack it is in
+        now, not by the indexed stack, which is not its stack any more (its check read the
+        new stack's title from that stack's GET); its board's title is the GET of the board
+        it is on now (``moved_to``'s ``board_id``, from the stack GET's ``boardId``): the
+        page's own when another card of the page is indexed on it (moved within its board,
+        always), else asked once for the page however many cards moved there (``answer``
+        with the request: one board GET more per such board). Neither the card GET nor the
+        stack GET names the board's title: nextcloud/deck ``lib/Service/CardService.php``
+        ``find`` → ``enrichCards`` wraps each card in ``new CardDetails($card)`` without its
+        board, so ``lib/Model/CardDetails.php`` ``appendBoardDetails`` adds no ``board``, and
+        ``jsonSerialize`` drops ``relatedBoard``; ``StackService::find`` gives the ``Stack``
+        entity, whose JSON (``lib/Db/Stack.php`` ``jsonSerialize``, the entity's fields)
+        has its ``boardId`` only."""
         if payload.get("board_id") is None or payload.get("stack_id") is None:
             return checked
-        board_id = int(payload["board_id"])
-        if checked.moved_to is not None and checked.moved_to["board_id"] != str(board_id):
-            return checked  # its indexed board's GET says nothing of it: not asked
-        board = answer(f"deck_board:{board_id}")
         if checked.moved_to is not None:
+            now_on = int(checked.moved_to["board_id"])
+            board = answer(f"deck_board:{now_on}", partial(get_board, board_id=now_on))
             return replace(checked, board_title=title_of(board))
+        board = answer(f"deck_board:{int(payload['board_id'])}")
         stack_id = int(payload["stack_id"])
         if not stack_is_live(board, stack_id):
             return Checked(Verdict.INELIGIBLE, reason="stack_deleted")

@@ -179,24 +179,62 @@ def test_a_card_moved_since_it_was_indexed_is_judged_in_the_stack_it_is_in_now(
         f"/index.php/apps/deck/api/v1.0/boards/0/stacks/{s}" for s in (done, elsewhere, later)
     )
     assert seen.count(f"/index.php/apps/deck/api/v1.0/boards/{board}") == 1
-    assert len(seen) == 4 + 3 + 1  # card GETs, the moved cards' stacks, the page's board
+    assert seen.count(f"/index.php/apps/deck/api/v1.0/boards/{other}") == 1
+    # card GETs, the moved cards' stacks, the page's board, the board one card moved to
+    assert len(seen) == 4 + 3 + 1 + 1
     # a moved card's stack title is its check's stack GET's; moved within its board, its
     # board's title is that board's GET's, made for the page anyway; moved to another board,
-    # its board's would need one request more (the stack GET names only its boardId)
+    # that board's GET's (the stack GET names only its boardId)
     assert [(c.board_title, c.stack_title) for c in checked] == [
         ("Roadmap", "Done"),
-        (None, "Inbox"),
+        ("Ops", "Inbox"),
         (None, None),
         ("Roadmap", "Done"),
     ]
 
 
+def test_cards_moved_to_other_boards_name_them_with_one_board_get_each(
+    cache: tuple[redis.Redis, Names],
+) -> None:
+    """A card moved to another board showed no board title in results, only its stack's: the
+    page's board GETs are those of the boards the cards were indexed on. Each board the page's
+    cards moved to, and no card of the page was indexed on, is asked once, however many cards
+    moved there; one another card of the page is indexed on is not asked twice."""
+    now = [1_800_000_000.0]
+    sim = NextcloudSimulator(seed=1, clock=lambda: now[0])
+    sim.add_user("alice", "alice-pw", "Alice Adams")
+    roadmap_, ops, home = (sim.deck_create_board("alice", t) for t in ("Roadmap", "Ops", "Home"))
+    todo = sim.deck_create_stack("alice", roadmap_, "To do")
+    inbox, chores = (
+        sim.deck_create_stack("alice", ops, "Inbox"),
+        sim.deck_create_stack("alice", home, "Chores"),
+    )
+    cards = [sim.deck_create_card("alice", todo, t) for t in ("Paint", "Order", "Sweep")]
+    cards.append(sim.deck_create_card("alice", inbox, "Triage"))  # indexed on Ops
+
+    def move() -> None:
+        now[0] += 60
+        sim.deck_update_card("alice", cards[0], stack_id=chores)  # two cards to Home
+        sim.deck_update_card("alice", cards[1], stack_id=chores)
+        sim.deck_update_card("alice", cards[2], stack_id=inbox)  # one to Ops, read anyway
+
+    checked, _, seen = verified_after(sim, cache, cards, move)
+    assert [(c.verdict, c.board_title, c.stack_title) for c in checked] == [
+        (Verdict.KEPT, "Home", "Chores"),
+        (Verdict.KEPT, "Home", "Chores"),
+        (Verdict.KEPT, "Ops", "Inbox"),
+        (Verdict.KEPT, "Ops", "Inbox"),
+    ]
+    for board in (roadmap_, ops, home):
+        assert seen.count(f"/index.php/apps/deck/api/v1.0/boards/{board}") == 1
+    assert len(seen) == 4 + 3 + 3  # card GETs, the moved cards' stacks, one GET per board
+
+
 def test_a_card_moved_to_another_board_is_not_judged_by_the_board_it_left(
     cache: tuple[redis.Redis, Names],
 ) -> None:
-    """Guard (passes on the code before the moved-card board titles too): the board GET a
-    card moved within its board now takes its board's title from is not read for one moved to
-    another board, so the board it left, deleted since, does not drop it."""
+    """The board a card moved to another board left, deleted since, does not drop it: its
+    indexed board's GET is not read for it (the board it is on now is, for its title)."""
     now = [1_800_000_000.0]
     sim = NextcloudSimulator(seed=1, clock=lambda: now[0])
     sim.add_user("alice", "alice-pw", "Alice Adams")
@@ -214,7 +252,7 @@ def test_a_card_moved_to_another_board_is_not_judged_by_the_board_it_left(
 
     checked, _, _ = verified_after(sim, cache, [card], move)
     assert [(c.verdict, c.board_title, c.stack_title) for c in checked] == [
-        (Verdict.KEPT, None, "Inbox")
+        (Verdict.KEPT, "New", "Inbox")
     ]
 
 
