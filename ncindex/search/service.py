@@ -500,7 +500,8 @@ class SearchResult(BaseModel):
         "scores are normalised over its candidates, whose number grows with the page."
     )
     snippet: str = Field(
-        description="HTML: escaped text, matches in `<mark>`; empty when `verified` is false "
+        description="HTML: escaped text, matches in `<mark>`, each run of whitespace one "
+        "space or, where it held a line break, one `\\n`; empty when `verified` is false "
         "and the server withholds unconfirmed text (NCINDEX_UNVERIFIED_RESULTS=hide_text)."
     )
     char_start: int | None = Field(

@@ -15,6 +15,12 @@ both match, the whole is marked. The analyzer reads the text as it was indexed, 
 cleaning, and the matches are carried over to the cleaned text: cleaning removes characters
 that separate words for the analyzer (a control character, a private-use one), and analysing
 the cleaned text marked words BM25 had not matched and missed those it had.
+
+A snippet keeps the text's line breaks, each run of whitespace holding one as one ``\n`` (the
+rest as one space, as :func:`clean_text` makes every run): where a line starts is what tells a
+Markdown list item or heading from the same characters in prose (CommonMark 0.31 §5.2, "List
+items", and §4.2, "ATX headings", read at the start of a line), and the search page hides a
+note's syntax by it. In HTML a ``\n`` shows as a space.
 """
 
 from __future__ import annotations
@@ -37,6 +43,11 @@ _STRIP_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 # The ASCII characters of those categories (all Cc) but the whitespace ones, \t \n \x0b \x0c \r,
 # which become spaces like all whitespace.
 _ASCII_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+# A line ending (CommonMark 0.31 §2.1: a line feed, a carriage return, or both).
+_LINE_BREAK = re.compile(r"[\n\r]")
+# What separates two pieces of a snippet's text: a space, or a line break (kept as ``\n``).
+_BREAKS = " \n"
+_BREAK = re.compile(r"[ \n]")
 # A run of whitespace and removed characters (the non-ASCII ones stand as \x00 by then) that
 # cleaning changes: all but a lone space between two words, which stays as it is (so a page of
 # prose has few, and the pieces between them are long).
@@ -55,8 +66,9 @@ class Match:
 
 @dataclass(frozen=True, slots=True)
 class Snippet:
-    """A snippet before rendering: its visible ``plain`` text (ellipses included) and the
-    query-term ``matches`` in it, offsets in characters of ``plain``, in order."""
+    """A snippet before rendering: its visible ``plain`` text (ellipses included; a line
+    break of the text as one ``\n``, see the module docstring) and the query-term
+    ``matches`` in it, offsets in characters of ``plain``, in order."""
 
     plain: str
     matches: list[Match] = field(default_factory=list)
@@ -77,7 +89,8 @@ class _Cleaned:
     """A text as :func:`clean_text` makes it and where its pieces came from: ``text`` is the
     original's kept pieces, ``sources[k]`` the original offset of the ``k``-th piece and
     ``targets[k]`` its offset in ``text`` (both ascending), each piece running until the next
-    gap (a run of removed or whitespace characters, one space in ``text`` unless at an end)."""
+    gap (a run of removed or whitespace characters, one space in ``text`` unless at an end;
+    made ``of(text, lines=True)``, one ``\n`` where the gap holds a line break)."""
 
     text: str
     sources: list[int]
@@ -85,8 +98,9 @@ class _Cleaned:
     lengths: list[int]
 
     @classmethod
-    def of(cls, text: str) -> _Cleaned:
-        """``text`` cleaned. The categories of the distinct characters past ASCII are looked
+    def of(cls, text: str, *, lines: bool = False) -> _Cleaned:
+        """``text`` cleaned (with ``lines``, a gap holding a line break is a ``\n``, not a
+        space). The categories of the distinct characters past ASCII are looked
         up once each (a text repeats few), and each becomes ``\\x00`` (removed with the ASCII
         controls, keeping the offsets) before one pattern finds the gaps: a snippet cleans each
         result's text, and a check per character cost more than the rest of the snippet."""
@@ -113,7 +127,8 @@ class _Cleaned:
                 break
             at = gap.end()
             if size and at < len(marked) and _ASCII_CONTROLS.sub("", gap.group()):
-                pieces.append(" ")  # the gap held whitespace: one space between two pieces
+                # the gap held whitespace: one space (or line break) between two pieces
+                pieces.append("\n" if lines and _LINE_BREAK.search(gap.group()) else " ")
                 size += 1
         return cls("".join(pieces), sources, targets, lengths)
 
@@ -154,11 +169,13 @@ def snippet(text: str, query: str, *, max_chars: int = 240) -> Snippet:
     The window is the one holding the most query-term matches (then the most distinct terms,
     then the earliest), centred on them and cut at word boundaries where possible; a cut edge
     gets ``…`` (no ellipses when ``max_chars`` < 3); matches are wrapped in ``<mark>…</mark>``.
-    Without matches the start of the text is shown. ``ValueError`` if ``max_chars`` < 1.
+    Without matches the start of the text is shown. The text is :func:`clean_text`'s, but a
+    run of whitespace holding a line break is one ``\n`` (see the module docstring).
+    ``ValueError`` if ``max_chars`` < 1.
     """
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
-    cleaned = _Cleaned.of(text)
+    cleaned = _Cleaned.of(text, lines=True)
     body = cleaned.text
     if not body:
         return Snippet("")
@@ -253,21 +270,23 @@ def _best_window(body: str, matches: list[Match], budget: int) -> tuple[int, int
 
 
 def _snap_to_words(body: str, start: int, end: int, matches: list[Match]) -> tuple[int, int]:
-    """Move cut edges that fall inside a word to the nearest space inward, unless that would
-    drop a match or leave nothing; then drop spaces at the edges."""
+    """Move cut edges that fall inside a word to the nearest space (or line break) inward,
+    unless that would drop a match or leave nothing; then drop spaces and line breaks at the
+    edges."""
     first = min((m.start for m in matches if m.start >= start), default=end)
     last = max((m.end for m in matches if m.end <= end), default=start)
-    if 0 < start < len(body) and body[start - 1] != " " and body[start] != " ":
-        space = body.find(" ", start, end)
+    if 0 < start < len(body) and body[start - 1] not in _BREAKS and body[start] not in _BREAKS:
+        found = _BREAK.search(body, start, end)
+        space = found.start() if found else -1
         if space != -1 and space < first and space + 1 < end:
             start = space + 1
-    if 0 < end < len(body) and body[end - 1] != " " and body[end] != " ":
-        space = body.rfind(" ", start, end)
+    if 0 < end < len(body) and body[end - 1] not in _BREAKS and body[end] not in _BREAKS:
+        space = max(body.rfind(b, start, end) for b in _BREAKS)
         if space != -1 and space >= last and space > start:
             end = space
-    while start < end and body[start] == " ":
+    while start < end and body[start] in _BREAKS:
         start += 1
-    while end > start and body[end - 1] == " ":
+    while end > start and body[end - 1] in _BREAKS:
         end -= 1
     return start, end
 

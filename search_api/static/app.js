@@ -662,30 +662,105 @@ function whereText(r) {
   return shown(r.path || "");
 }
 
-// Markdown syntax a note's snippet would show raw (the server's snippet is the chunk's text, its
-// line breaks made spaces): heading hashes, "*" list bullets (shown as "•"; a "-" bullet stays,
-// as a "-" could be a dash in prose), numbered-list markers ("1. ", "1) ": shown as "•" only in a
-// run of three consecutive items, see numberedItems: a lone "5. " could end a sentence), a task's
-// box (☐ or ☑), emphasis markers around words, the "[", "](url)" of a link (its text stays), code
-// fences (with their language) and the backticks around code (the code stays as written: no
-// other rule reads it), and a table's pipes and "|---|---|" row (see TABLE_RULE). Only text
-// outside the <mark>s changes, so every mark still wraps the word it wrapped; a " * " in prose
-// also becomes "•". Each mark stands as MARK_HOLDER (a letter to the patterns) while the text around it is
-// read; the nodes are set as text, never parsed as HTML.
+// Markdown syntax a note's snippet would show raw (the server's snippet is the chunk's text, each
+// run of whitespace one space, or one "\n" where it held a line break: ncindex/text/snippets.py):
+// heading hashes, "*" list bullets at the start of a line (shown as "•"; a "-" bullet stays, and
+// so does a "*" after a cut's "…", where the line's start is not known), numbered-list markers
+// ("1. ", "1) ": shown as "•" only in a run of three consecutive items, see numberedItems: a
+// lone "5. " could end a sentence), a task's box at a line's start (☐ or ☑), emphasis
+// delimiters as CommonMark pairs them (see emphasis), the "[", "](url)" of a link (its text
+// stays), code fences (with their language) and the backticks around code (the code stays as
+// written: no other rule reads it), and a table's pipes and "|---|---|" row (see TABLE_RULE).
+// Only text outside the <mark>s changes, so every mark still wraps the word it wrapped. Each
+// mark stands as MARK_HOLDER (a letter to the patterns) while the text around it is read, each
+// code span as CODE_HOLDER while emphasis is paired; the nodes are set as text, never parsed
+// as HTML.
 const MARK_HOLDER = "\uE000";
+const CODE_HOLDER = "\uE001";
 const FENCE = /(?<=^|\s)(?:`{3,}|~{3,})[^\s`~\uE000]*(?=\s|$)/g;
 const NUMBERED = /(?<=^|\s)(\d{1,2})([.)]) +(?=\S)/g;
 const CODE_SPAN = /(`+)([^`]+?)\1(?!`)/;
+// a list item's marker is one at the start of a line (CommonMark 0.31 §5.2 "List items", §5.3
+// "Task list items" of GFM): "2 * 3" in a sentence is no bullet
 const MARKDOWN = [
   [/(?<=^|\s)#{1,6} +(?=\S)/g, ""],
-  [/(?<=^|\s)[-*] \[ \] +(?=\S)/g, "☐ "],
-  [/(?<=^|\s)[-*] \[[xX]\] +(?=\S)/g, "☑ "],
-  [/(?<=^|\s)\* +(?=\S)/g, "• "],
+  [/(?<=^|\n)[-*] \[ \] +(?=\S)/g, "☐ "],
+  [/(?<=^|\n)[-*] \[[xX]\] +(?=\S)/g, "☑ "],
+  [/(?<=^|\n)\* +(?=\S)/g, "• "],
   [/!?\[(?=[^\]]*\]\([^)\s\uE000]*\))/g, ""],
   [/\]\([^)\s\uE000]*\)/g, ""],
-  [/(?<=^|[\s\p{P}])(?:\*{1,3}|_{1,3}|~~)(?=[^\s*_~])/gu, ""],
-  [/(?<=[^\s*_~])(?:\*{1,3}|_{1,3}|~~)(?=$|[\s\p{P}])/gu, ""],
 ];
+
+// Emphasis as CommonMark 0.31 reads it (§6.2 "Emphasis and strong emphasis", and its §6.3
+// algorithm, "process emphasis"), with GFM's "~~" strikethrough: a delimiter run — a run of
+// "*" or "_", or exactly two "~" — is left-flanking when not followed by whitespace and either
+// not followed by punctuation or preceded by whitespace or punctuation, right-flanking the other
+// way round. A "*" run opens when left-flanking and closes when right-flanking; a "_" run the
+// same but, inside a word (both), only beside punctuation: "snake_case_name" and the "__" of
+// "my__init__" are no delimiters, nor is an asterisk with whitespace on both sides ("2 * 3").
+// Each closer takes the nearest opener of its character below it (not one where either could
+// both open and close and the two runs' lengths add up to a multiple of 3 unless both are one),
+// two delimiters of each when both have two, else one; the openers between them stay as
+// written. Only the delimiters of the pairs go: one that found no partner ("the __init method",
+// "**kwargs") is text. The start and end of the text count as whitespace; a mark is a letter, a
+// code span punctuation (it ends in a backtick). Backslash escapes are not read.
+const DELIMITER_RUN = /\*+|_+|~+/g;
+const WHITESPACE = /^\s$/u;
+const PUNCTUATION = /^[\p{P}\p{S}\uE001]$/u; // CommonMark 0.31 §2.1: categories P and S
+
+function delimiterRuns(text) {
+  const runs = [];
+  for (const m of text.matchAll(DELIMITER_RUN)) {
+    const [run] = m;
+    if (run[0] === "~" && run.length !== 2) continue;
+    const end = m.index + run.length;
+    const before = m.index ? Array.from(text.slice(Math.max(0, m.index - 2), m.index)).pop() : " ";
+    const after = end < text.length ? String.fromCodePoint(text.codePointAt(end)) : " ";
+    const space = (c) => WHITESPACE.test(c);
+    const punct = (c) => PUNCTUATION.test(c);
+    const left = !space(after) && (!punct(after) || space(before) || punct(before));
+    const right = !space(before) && (!punct(before) || space(after) || punct(after));
+    const underscore = run[0] === "_";
+    runs.push({
+      char: run[0], at: m.index, length: run.length, left: run.length,
+      opens: left && (!underscore || !right || punct(before)),
+      closes: right && (!underscore || !left || punct(after)),
+    });
+  }
+  return runs;
+}
+
+function emphasis(text) {
+  const runs = delimiterRuns(text);
+  const openers = [];
+  for (const closer of runs) {
+    while (closer.closes && closer.left > 0) {
+      let i = openers.length - 1;
+      for (; i >= 0; i--) {
+        const opener = openers[i];
+        const either = (opener.opens && opener.closes) || (closer.opens && closer.closes);
+        const sum = opener.length + closer.length;
+        const threes = sum % 3 === 0 && !(opener.length % 3 === 0 && closer.length % 3 === 0);
+        if (opener.char === closer.char && !(either && threes)) break;
+      }
+      if (i < 0) break;
+      const opener = openers[i];
+      const used = opener.left >= 2 && closer.left >= 2 ? 2 : 1;
+      opener.left -= used;
+      closer.left -= used;
+      openers.length = opener.left > 0 ? i + 1 : i; // the openers between them stay as written
+    }
+    if (closer.opens && closer.left > 0) openers.push(closer);
+  }
+  let out = "";
+  let at = 0;
+  for (const run of runs) {
+    out += text.slice(at, run.at) + run.char.repeat(run.left);
+    at = run.at + run.length;
+  }
+  return out + text.slice(at);
+}
+
 // a table's "|---|:--:|" row, and a pipe standing between spaces (a table's cell border: only
 // in a snippet with such a row or with two rows' pipes side by side, "| |", where " | " is no
 // separator of prose nor a shell pipeline: "ls | grep x | sort | uniq" lost its pipes when three
@@ -715,17 +790,21 @@ function numberedItems(text) {
 
 function hideMarkdown(snippet) {
   const nodes = [...snippet.childNodes];
-  if (nodes.some((n) => n.nodeType === Node.TEXT_NODE && n.data.includes(MARK_HOLDER))) return;
+  const held = (n) => n.nodeType === Node.TEXT_NODE && (n.data.includes(MARK_HOLDER) || n.data.includes(CODE_HOLDER));
+  if (nodes.some(held)) return;
   let text = nodes.map((n) => (n.nodeType === Node.TEXT_NODE ? n.data : MARK_HOLDER)).join("");
   text = numberedItems(text.replace(FENCE, ""));
   const table = text.search(TABLE_RULE) >= 0 || ROWS_MET.test(text);
   // split() with the span's two groups: text, backticks, code, text, …; the code stays as it is
-  text = text.split(CODE_SPAN).map((part, i) => {
-    if (i % 3 === 1) return "";
-    if (i % 3 === 2) return part;
+  const parts = text.split(CODE_SPAN);
+  const code = parts.filter((_, i) => i % 3 === 2);
+  const prose = parts.filter((_, i) => i % 3 === 0).map((part) => {
     for (const [syntax, instead] of MARKDOWN) part = part.replace(syntax, instead);
     return table ? part.replace(TABLE_RULE, "").replace(PIPE, "") : part;
-  }).join("");
+  });
+  // emphasis pairs across a code span ("*see `x` here*"), so the prose is read as one text
+  text = emphasis(prose.join(CODE_HOLDER)).split(CODE_HOLDER)
+    .map((part, i) => part + (i < code.length ? code[i] : "")).join("");
   const pieces = text.split(MARK_HOLDER);
   const marks = nodes.filter((n) => n.nodeType !== Node.TEXT_NODE);
   if (pieces.length !== marks.length + 1) return; // not expected: the snippet stays as it came

@@ -28,7 +28,6 @@ import redis
 from playwright.sync_api import (
     Browser,
     BrowserContext,
-    Locator,
     Page,
     Route,
     expect,
@@ -757,11 +756,12 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
     context.close()
 
 
-def note_snippet(
-    deployment: Deployment, browser: Browser, snippet: str, query: str
-) -> tuple[BrowserContext, Locator]:
-    """The snippet alice's search for ``query`` shows for a note whose server snippet is
-    ``snippet`` (the search answered by a stand-in), and the browser context to close."""
+def expect_note_snippet(
+    deployment: Deployment, browser: Browser, snippet: str, query: str, shown: str, marks: int
+) -> None:
+    """Alice's search for ``query`` shows a note whose server snippet is ``snippet`` (the
+    search answered by a stand-in) as the text ``shown``, with ``marks`` marks, each on the
+    query's word."""
     context = browser.new_context()
     page = context.new_page()
     open_signed_in(page, deployment.url, "alice")
@@ -769,7 +769,10 @@ def note_snippet(
     answer["results"][0] |= {"doc_type": "note", "snippet": snippet}  # type: ignore[index]
     page.route("**/v1/search", lambda r: r.fulfill(json=answer))
     search(page, query)
-    return context, page.locator("#results .snippet")
+    located = page.locator("#results .snippet")
+    expect(located).to_have_text(shown)
+    expect(located.locator("mark")).to_have_text([query] * marks)
+    context.close()
 
 
 def test_a_notes_numbered_lists_code_and_tables_are_not_shown_as_markdown(
@@ -786,14 +789,12 @@ def test_a_notes_numbered_lists_code_and_tables_are_not_shown_as_markdown(
         "--all ``` Run `<mark>lamp</mark> on` and `**kwargs` | Part | Count | |---|---:| "
         "| <mark>lamp</mark> | 3 | in chapter 5. It ends - done"
     )
-    context, snippet = note_snippet(deployment, browser, raw, "lamp")
-    expect(snippet).to_have_text(
+    shown = (
         "Steps • Fill the lamp • Trim the wick • Light it lamp-check --all Run lamp on and "
         "**kwargs "
         "Part Count lamp 3 in chapter 5. It ends - done"
     )
-    expect(snippet.locator("mark")).to_have_text(["lamp"] * 4)
-    context.close()
+    expect_note_snippet(deployment, browser, raw, "lamp", shown, 4)
 
 
 def test_numbers_and_pipes_of_prose_in_a_note_s_snippet_are_shown(
@@ -808,10 +809,32 @@ def test_numbers_and_pipes_of_prose_in_a_note_s_snippet_are_shown(
         "Die <mark>Sitzung</mark> ist am 1. und 2. Dezember, vom 3. bis 4. Mai nicht; "
         "Termine: 24. 25. 26. Dezember. Log: ls -l | grep <mark>Sitzung</mark> | sort | uniq"
     )
-    context, snippet = note_snippet(deployment, browser, prose, "Sitzung")
-    expect(snippet).to_have_text(prose.replace("<mark>", "").replace("</mark>", ""))
-    expect(snippet.locator("mark")).to_have_text(["Sitzung"] * 2)
-    context.close()
+    shown = prose.replace("<mark>", "").replace("</mark>", "")
+    expect_note_snippet(deployment, browser, prose, "Sitzung", shown, 2)
+
+
+def test_a_notes_emphasis_and_bullets_are_read_as_commonmark_reads_them(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A note's snippet hid every "*", "_" or "__" beside a word, paired or not, and showed
+    every " * " as a bullet: "my__init__.py" lost its closing "__", "the __init method" and
+    "**kwargs" their underscores and asterisks, "2 * 3" became "2 • 3". Emphasis is now hidden
+    only where CommonMark pairs its delimiters (left- and right-flanking runs; "_" inside a word
+    is none; an asterisk with whitespace on both sides is none), also across code, and a "*"
+    bullet only at the start of a line (the server's snippet keeps its line breaks as "\n");
+    "**bold**", "_em_", "*it*", "~~struck~~" and real bullets are still hidden, and the marks
+    stay on their words."""
+    raw = (
+        "Call <mark>lamp</mark>.setup() in my__init__.py, not the __init method; "
+        "2 * 3 lamps * cost, **kwargs too, snake_case_name. **Bold** _em_ *it* "
+        "~~struck~~ *see `x_y` here*\n* real <mark>lamp</mark> bullet\n* another *one*"
+    )
+    shown = (
+        "Call lamp.setup() in my__init__.py, not the __init method; 2 * 3 lamps * cost, "
+        "**kwargs too, snake_case_name. Bold em it struck see x_y here • real lamp bullet "
+        "• another one"
+    )
+    expect_note_snippet(deployment, browser, raw, "lamp", shown, 2)
 
 
 def test_a_wrong_address_is_a_page_leading_to_the_search(
