@@ -655,7 +655,7 @@ function resultItem(r) {
 
 // Where a result is, as a file shows its path: a news item's link, a Deck card's board and stack
 // ("Board › Stack", the titles Nextcloud gave the search's check of it; none when it was not
-// confirmed).
+// confirmed). Also a context answer's (the same fields, from its own check).
 function whereText(r) {
   if (r.doc_type === "news_item") return shown(r.url || "News");
   if (r.doc_type === "deck_card") return shown([r.board_title, r.stack_title].filter(Boolean).join(" › "));
@@ -830,7 +830,14 @@ async function toggleContext(r, li, button) {
     box.hidden = false;
     return;
   }
-  box.replaceChildren(...data.chunks.map((c) => {
+  // above the chunks, where the document is as the result list says it ("Board › Stack" of a
+  // Deck card, a news item's link, a path), from the context answer's own check: a card moved
+  // or a board renamed since the search shows where it is now
+  const where = whereText(data);
+  const place = document.createElement("p");
+  place.className = "context-where";
+  place.textContent = where;
+  box.replaceChildren(...(where ? [place] : []), ...data.chunks.map((c) => {
     const p = document.createElement("p");
     p.dir = "auto"; // Arabic or Hebrew text reads right to left
     p.textContent = c.text;

@@ -690,7 +690,9 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
     (with none shown, the page said "No results. Try other words"). A Deck card, which has no
     path, had its date behind a lone "·", and said nothing of the board it is on: it shows its
     board and stack where a file shows its path; a title without a link (a news item whose link
-    is not http(s)) could not take the focus "Skip to the results" gives."""
+    is not http(s)) could not take the focus "Skip to the results" gives. "Show context" showed
+    only the chunks: it says where the document is as the result list does, from the context
+    answer ("Board › Stack" of a card, a news item's link)."""
     context = browser.new_context()
     page = context.new_page()
     open_signed_in(page, deployment.url, "alice")
@@ -753,6 +755,25 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
     page.keyboard.press("Tab")
     page.keyboard.press("Enter")  # "Skip to the results", to a title without a link
     expect(page.locator("#results .title").first).to_be_focused()
+
+    # "Show context" showed the chunks alone: it now says where the document is as the result
+    # list does, from the context answer's own check (the card has moved since the search)
+    def context_of(route: Route) -> None:
+        doc_type = route.request.url.split("/v1/documents/")[1].split("/")[0]
+        chunk = {"chunk_index": 0, "text": "Tides at noon", "char_start": 0, "char_end": 13}
+        place = {
+            "deck_card": {"board_title": "Fleet", "stack_title": "Inbox"},
+            "news_item": {"url": "https://news.example/tides", "feed_id": "4"},
+        }[doc_type]
+        answer = {"doc_type": doc_type, "doc_id": "0", "title": "Tides", "chunk_count": 1}
+        route.fulfill(json=answer | {"chunks": [chunk]} | place)
+
+    page.route("**/context?*", context_of)
+    for nth, where in ((2, "Fleet › Inbox"), (0, "https://news.example/tides")):
+        result = page.locator("#results li").nth(nth)
+        result.get_by_role("button", name="Show context").click()
+        expect(result.locator(".context p")).to_have_text([where, "Tides at noon"])
+        expect(result.locator(".context .context-where")).to_have_text(where)
     context.close()
 
 
