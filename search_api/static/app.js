@@ -638,6 +638,7 @@ function resultItem(r) {
   // the explain's term offsets are into the snippet's text as the server made it
   const snippetText = snippet.textContent;
   if (r.doc_type === "note" || /\.(md|markdown)$/i.test(r.path || "")) hideMarkdown(snippet);
+  else if (HEADED_FILES.test(r.path || "")) hideHeadings(snippet);
   // not confirmed with Nextcloud just now (NCINDEX_UNVERIFIED_RESULTS: shown whole, or without
   // its text: an empty snippet), said under it; its context is refused until it is confirmed
   if (r.verified === false) {
@@ -690,6 +691,20 @@ const MARKDOWN = [
   [/!?\[(?=[^\]]*\]\([^)\s\uE000]*\))/g, ""],
   [/\]\([^)\s\uE000]*\)/g, ""],
 ];
+
+// Files whose extracted text ncindex itself heads with Markdown headings, the formats
+// ncindex/text/extract.py reads into Markdown (_READERS): a slide ("# Slide 1: Title"), a sheet
+// ("# Sheet: Q3"), an e-mail's subject ("# Subject", a forwarded one's "## …"), an event or a
+// contact ("# Title"), an e-book's chapters. Their snippets lose the heading's hashes, at the
+// start of a line only (the snippet's start counts, but not after a cut's "…"); the rest of
+// their text is not Markdown, so nothing else changes ("*" and "_" stay as written).
+const HEADED_FILES = /\.(pptx|odp|xlsx|ods|epub|eml|ics|ical|vcf|vcard)$/i;
+function hideHeadings(snippet) {
+  snippet.childNodes.forEach((node, i) => {
+    if (node.nodeType !== Node.TEXT_NODE) return;
+    node.data = node.data.replace(i === 0 ? /(^|\n)#{1,6} +(?=\S)/g : /(\n)#{1,6} +(?=\S)/g, "$1");
+  });
+}
 
 // Emphasis as CommonMark 0.31 reads it (§6.2 "Emphasis and strong emphasis", and its §6.3
 // algorithm, "process emphasis"), with GFM's "~~" strikethrough: a delimiter run — a run of

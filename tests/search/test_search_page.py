@@ -778,16 +778,23 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
 
 
 def expect_note_snippet(
-    deployment: Deployment, browser: Browser, snippet: str, query: str, shown: str, marks: int
+    deployment: Deployment,
+    browser: Browser,
+    snippet: str,
+    query: str,
+    shown: str,
+    marks: int,
+    result: dict[str, str] | None = None,
 ) -> None:
-    """Alice's search for ``query`` shows a note whose server snippet is ``snippet`` (the
-    search answered by a stand-in) as the text ``shown``, with ``marks`` marks, each on the
-    query's word."""
+    """Alice's search for ``query`` shows a note (or the ``result`` given: its fields over
+    the stand-in's) whose server snippet is ``snippet`` (the search answered by a stand-in) as
+    the text ``shown``, with ``marks`` marks, each on the query's word."""
     context = browser.new_context()
     page = context.new_page()
     open_signed_in(page, deployment.url, "alice")
     answer = fake_answer(10, 1)
-    answer["results"][0] |= {"doc_type": "note", "snippet": snippet}  # type: ignore[index]
+    fields = result or {"doc_type": "note"}
+    answer["results"][0] |= fields | {"snippet": snippet}  # type: ignore[index]
     page.route("**/v1/search", lambda r: r.fulfill(json=answer))
     search(page, query)
     located = page.locator("#results .snippet")
@@ -856,6 +863,27 @@ def test_a_notes_emphasis_and_bullets_are_read_as_commonmark_reads_them(
         "• another one"
     )
     expect_note_snippet(deployment, browser, raw, "lamp", shown, 2)
+
+
+def test_headings_ncindex_wrote_into_a_file_s_text_are_not_shown_raw(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A slide's snippet began "# Slide 1: Journal club" (the sample's PPTX, searched for
+    "vitamin D"): the headings ncindex's own extraction writes into slides, sheets, e-mails,
+    events, contacts and e-books showed their hashes. They go at the start of a line; the
+    rest of such a file's text is not Markdown and stays as written ("2 * 3", "a_b_c",
+    "**kwargs", a "#" inside a line), and a file read as plain text keeps its "#"."""
+    raw = (
+        "# Slide 1: Journal club: <mark>vitamin</mark> D\nRaise 2 * 3, a_b_c, **kwargs #1"
+        "\n## Slide 2: Methods"
+    )
+    shown = "Slide 1: Journal club: vitamin D Raise 2 * 3, a_b_c, **kwargs #1 Slide 2: Methods"
+    slides = {"doc_type": "file", "path": "/Documents/Formats/Journal club.pptx"}
+    expect_note_snippet(deployment, browser, raw, "vitamin", shown, 1, slides)
+    plain = {"doc_type": "file", "path": "/Documents/run.sh"}
+    expect_note_snippet(
+        deployment, browser, "# <mark>vitamin</mark> dose", "vitamin", "# vitamin dose", 1, plain
+    )
 
 
 def test_a_wrong_address_is_a_page_leading_to_the_search(
