@@ -16,7 +16,9 @@ on a Nextcloud installed in a sub-folder; the app moves it into ``SCRIPT_NAME`` 
 see the path below it, and hrefs they build start with it again. A request outside the web
 root is the web server's 404. A disabled app's routes are not registered: each entry point
 answers them as it answers a path no route matches (:meth:`SimulatorApp.unregistered`, the one
-place that asks whether the app of a route is enabled, :func:`route_app`).
+place that asks whether the app of a route is enabled, :func:`route_app`). A method no route
+of the path has is answered 405 as soon, before any controller's checks (OCS:
+:func:`~ncindex.simulator.ocs.method_not_allowed`; ``index.php``: :func:`method_refused`).
 
 An exception webhook_listeners' event listener throws (a filter PHPMongoQuery throws on, a job
 argument over 4000 characters) fails the request that changed something, after the change,
@@ -32,15 +34,16 @@ from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
 
-from ncindex.simulator.deck import DeckApi
+from ncindex.simulator.deck import DECK_ROUTES, DeckApi
 from ncindex.simulator.eventfilter import FilterError
 from ncindex.simulator.events import version_tuple
 from ncindex.simulator.loginflow import LoginFlows
-from ncindex.simulator.news import NewsApi
-from ncindex.simulator.notes_api import NotesApi
+from ncindex.simulator.news import NEWS_ROUTES, NewsApi
+from ncindex.simulator.notes_api import NOTES_ROUTES, NotesApi
 from ncindex.simulator.ocs import OcsApi, route_not_found
 from ncindex.simulator.phpjson import php_json_encode
 from ncindex.simulator.responses import json_response
+from ncindex.simulator.routing import Routes
 from ncindex.simulator.webdav import WebDav
 from ncindex.simulator.webhooks import JobArgumentError
 from ncindex.simulator.xmlutil import XML_CONTENT_TYPE, dav_error, sabre_error
@@ -48,7 +51,7 @@ from ncindex.simulator.xmlutil import XML_CONTENT_TYPE, dav_error, sabre_error
 if TYPE_CHECKING:
     from ncindex.simulator.simulator import NextcloudSimulator
 
-__all__ = ["SimulatorApp", "family_of", "route_app"]
+__all__ = ["SimulatorApp", "basic_credentials_given", "family_of", "route_app"]
 
 #: The families whose controller methods all carry ``#[CORS]`` (nextcloud/notes
 #: ``NotesApiController``, nextcloud/deck ``*ApiController``, nextcloud/news ``*ApiController``).
@@ -64,6 +67,13 @@ OCS_HEADER_PASSES_CSRF = (31,)
 #: ``no``. The system tags collections are the dav app's own (``apps/dav/lib/RootCollection.php``):
 #: no app's switch takes them away.
 DAV_APP_COLLECTIONS = {"trashbin": "files_trashbin", "versions": "files_versions"}
+#: The ``index.php`` routes of the families whose app's API the simulator serves, below
+#: ``/apps/{app}`` (:func:`method_refused`).
+INDEX_PHP_ROUTES: dict[str, Routes] = {
+    "notes": NOTES_ROUTES,
+    "deck": DECK_ROUTES,
+    "news": NEWS_ROUTES,
+}
 _APP_ROUTE = re.compile(r"^(?:/index\.php|/ocs/v[12]\.php)?/apps/([^/]+)")
 _DAV_COLLECTION = re.compile(r"^/remote\.php/dav/([^/]+)")
 
@@ -102,6 +112,35 @@ def route_app(path: str) -> str | None:
         return m.group(1)
     m = _DAV_COLLECTION.match(path)
     return DAV_APP_COLLECTIONS.get(m.group(1)) if m else None
+
+
+def basic_credentials_given(request: Request) -> bool:
+    """Whether ``request`` carries Basic credentials with a login name and a password, both
+    non-empty: those nextcloud/server ``lib/private/User/Session.php`` ``tryBasicAuthLogin``
+    tries (``!empty(PHP_AUTH_USER) && !empty(PHP_AUTH_PW)``), and refuses with a
+    ``LoginException`` when they are wrong. A header werkzeug cannot parse is not."""
+    try:
+        auth = request.authorization
+    except ValueError:
+        return False
+    return auth is not None and auth.type == "basic" and bool(auth.username and auth.password)
+
+
+def method_refused(family: str, request: Request) -> Response | None:
+    """``index.php``'s answer when routes of the app have the path but none the method
+    (:meth:`~ncindex.simulator.routing.Routes.refuses`), or None: nextcloud/server
+    ``lib/base.php`` ``OC::handleRequest`` catches the router's ``MethodNotAllowedException``
+    with ``http_response_code(405)`` and returns — after the login, before any controller (no
+    ``#[CORS]`` rule, no "not logged in"): 405, no body (PHP's default ``Content-Type``), no
+    ``Allow`` header. ``ocs/v1.php``'s own is :func:`~ncindex.simulator.ocs.
+    method_not_allowed`."""
+    routes = INDEX_PHP_ROUTES.get(family)
+    if routes is None:
+        return None
+    path = request.path.removeprefix("/index.php").removeprefix(f"/apps/{family}")
+    if not routes.refuses(request.method, path):
+        return None
+    return Response(b"", status=405, content_type="text/html; charset=UTF-8")
 
 
 class SimulatorApp:
@@ -165,7 +204,11 @@ class SimulatorApp:
         """The answer to valid credentials of a disabled account: nextcloud/server
         ``lib/private/User/Session.php`` ``completeLogin`` throws ``LoginException`` ("User
         disabled"; "Account disabled" in the log of a 29.0.2 server,
-        CollaboraOnline/richdocumentscode#275 — the text is not relied on), which
+        CollaboraOnline/richdocumentscode#275 — the text is not relied on) — and, to OCS,
+        to wrong Basic credentials (:func:`basic_credentials_given`: ``tryBasicAuthLogin``
+        throws ``LoginException`` for them, "If credentials were provided, they need to be
+        valid, otherwise we do boom"; for the other entry points that is not modelled) —,
+        which
 
         * ``ocs/v1.php`` (also serving ``v2.php``) catches: OCS 997 "Unauthorised", so HTTP
           401 in v2 — before any route, the public capabilities too;
@@ -272,13 +315,17 @@ class SimulatorApp:
                     content_type="text/html; charset=UTF-8",
                 )
         uid, basic = self.authenticate(request)
-        if uid is not None and not self.sim.tree.users[uid].enabled:
+        disabled = uid is not None and not self.sim.tree.users[uid].enabled
+        if disabled or (uid is None and family == "ocs" and basic_credentials_given(request)):
             refused = self.login_refused(family, request)
             if refused is not None:
                 return family, refused
         unregistered = self.unregistered(family, request, uid)
         if unregistered is not None:
             return family, unregistered
+        refused_method = method_refused(family, request)
+        if refused_method is not None:
+            return family, refused_method
         handler = self.handlers.get(family)
         if handler is None:
             return family, Response(b"Not Found", status=404, content_type="text/plain")

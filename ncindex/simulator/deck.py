@@ -30,12 +30,75 @@ from ncindex.simulator.events import (
 )
 from ncindex.simulator.phpjson import php_json_encode
 from ncindex.simulator.responses import json_response, not_modified, request_params
+from ncindex.simulator.routing import Routes
 
 if TYPE_CHECKING:
     from ncindex.simulator.simulator import NextcloudSimulator
 
 __all__ = ["DeckApi", "DeckError", "DeckState"]
 
+#: Deck's ``index.php`` routes below ``/apps/deck/api`` (:class:`~ncindex.simulator.routing.
+#: Routes`): nextcloud/deck ``appinfo/routes.php`` ``routes`` (b0f6943c, August 2026; its
+#: ``ocs`` ones are under ``ocs/v2.php``) — of the app's other routes only
+#: ``/{boardId}/stacks/deleted`` and ``/{boardId}/cards/deleted`` can match a path below
+#: ``/api``, none of these. The ``OPTIONS`` one is ``preflighted_cors``.
+_BOARD = "/api/v{apiVersion}/boards/{boardId}"
+_CARD = _BOARD + "/stacks/{stackId}/cards/{cardId}"
+_V10, _V11 = {"apiVersion": "1.0"}, {"apiVersion": "1.1"}
+DECK_ROUTES = Routes(
+    (
+        ("GET", "/api/v{apiVersion}/boards", {}),
+        ("POST", "/api/v{apiVersion}/boards", {}),
+        ("GET", _BOARD, {}),
+        ("DELETE", _BOARD, {}),
+        ("PUT", _BOARD, {}),
+        ("POST", _BOARD + "/undo_delete", {}),
+        ("POST", _BOARD + "/acl", {}),
+        ("DELETE", _BOARD + "/acl/{aclId}", {}),
+        ("PUT", _BOARD + "/acl/{aclId}", {}),
+        ("POST", _BOARD + "/clone", {}),
+        ("GET", "/api/v{apiVersion}/boards/import/getSystems", {}),
+        ("GET", "/api/v{apiVersion}/boards/import/config/schema/{name}", {}),
+        ("POST", "/api/v{apiVersion}/boards/import", {}),
+        ("GET", _BOARD + "/stacks", {}),
+        ("GET", _BOARD + "/stacks/archived", {}),
+        ("GET", _BOARD + "/stacks/{stackId}", {}),
+        ("POST", _BOARD + "/stacks", {}),
+        ("PUT", _BOARD + "/stacks/{stackId}", {}),
+        ("DELETE", _BOARD + "/stacks/{stackId}", {}),
+        ("GET", _CARD, {}),
+        ("POST", _BOARD + "/stacks/{stackId}/cards", {}),
+        ("PUT", _CARD, {}),
+        ("PUT", _CARD + "/assignLabel", {}),
+        ("PUT", _CARD + "/removeLabel", {}),
+        ("PUT", _CARD + "/assignUser", {}),
+        ("PUT", _CARD + "/unassignUser", {}),
+        ("PUT", _CARD + "/reorder", {}),
+        ("POST", _CARD + "/dependentCards/{dependentCardId}", {}),
+        ("DELETE", _CARD + "/dependentCards/{dependentCardId}", {}),
+        ("PUT", _CARD + "/archive", {}),
+        ("PUT", _CARD + "/unarchive", {}),
+        ("DELETE", _CARD, {}),
+        ("GET", "/api/v{apiVersion}/dashboard/due", {}),
+        ("GET", _BOARD + "/labels/{labelId}", {}),
+        ("POST", _BOARD + "/labels", {}),
+        ("PUT", _BOARD + "/labels/{labelId}", {}),
+        ("DELETE", _BOARD + "/labels/{labelId}", {}),
+        ("GET", _CARD + "/attachments", _V10),
+        ("GET", _CARD + "/attachments/{attachmentId}", _V10),
+        ("POST", _CARD + "/attachments", _V10),
+        ("PUT", _CARD + "/attachments/{attachmentId}", _V10),
+        ("DELETE", _CARD + "/attachments/{attachmentId}", _V10),
+        ("PUT", _CARD + "/attachments/{attachmentId}/restore", _V10),
+        ("GET", _CARD + "/attachments", _V11),
+        ("GET", _CARD + "/attachments/{type}/{attachmentId}", _V11),
+        ("POST", _CARD + "/attachments", _V11),
+        ("PUT", _CARD + "/attachments/{type}/{attachmentId}", _V11),
+        ("DELETE", _CARD + "/attachments/{type}/{attachmentId}", _V11),
+        ("PUT", _CARD + "/attachments/{type}/{attachmentId}/restore", _V11),
+        ("OPTIONS", "/api/v{apiVersion}/{path}", {"path": ".+"}),
+    )
+)
 DEFAULT_LABELS = (
     ("Finished", "31CC7C"),
     ("To review", "317CCC"),

@@ -17,11 +17,74 @@ from typing import TYPE_CHECKING, Any
 from werkzeug.wrappers import Request, Response
 
 from ncindex.simulator.responses import json_response, request_params
+from ncindex.simulator.routing import Routes
 
 if TYPE_CHECKING:
     from ncindex.simulator.simulator import NextcloudSimulator
 
 __all__ = ["NewsApi", "NewsState"]
+
+#: News' ``index.php`` routes below ``/apps/news/api`` (:class:`~ncindex.simulator.routing.
+#: Routes`): nextcloud/news ``appinfo/routes.php`` (d409f2de, August 2026) — no other route of
+#: the app has a url below ``/api``. The ``OPTIONS`` one is ``utility_api#preflighted_cors``;
+#: the ``/api/v1-2/…`` PUTs are the v1.2 forms kept beside v1.3's POSTs.
+_V1 = {"apiVersion": "v1-[23]"}
+_V13 = {"apiVersion": "v1-3"}
+NEWS_ROUTES = Routes(
+    (
+        ("GET", "/api", {}),
+        ("OPTIONS", "/api/{apiVersion}/{path}", {"apiVersion": "v(1-[23]|2)", "path": ".+"}),
+        ("GET", "/api/{apiVersion}/version", {"apiVersion": "v(1-[23]|2)"}),
+        ("GET", "/api/{apiVersion}/status", _V1),
+        ("GET", "/api/{apiVersion}/cleanup/before-update", _V1),
+        ("GET", "/api/{apiVersion}/cleanup/after-update", _V1),
+        ("GET", "/api/{apiVersion}/folders", _V1),
+        ("POST", "/api/{apiVersion}/folders", _V1),
+        ("PUT", "/api/{apiVersion}/folders/{folderId}", _V1),
+        ("DELETE", "/api/{apiVersion}/folders/{folderId}", _V1),
+        ("POST", "/api/{apiVersion}/folders/{folderId}/read", _V13),
+        ("PUT", "/api/v1-2/folders/{folderId}/read", {}),
+        ("GET", "/api/{apiVersion}/feeds", _V1),
+        ("POST", "/api/{apiVersion}/feeds", _V1),
+        ("PUT", "/api/{apiVersion}/feeds/{feedId}", _V1),
+        ("DELETE", "/api/{apiVersion}/feeds/{feedId}", _V1),
+        ("GET", "/api/{apiVersion}/feeds/all", _V1),
+        ("POST", "/api/{apiVersion}/feeds/{feedId}/move", _V13),
+        ("PUT", "/api/v1-2/feeds/{feedId}/move", {}),
+        ("POST", "/api/{apiVersion}/feeds/{feedId}/rename", _V13),
+        ("PUT", "/api/v1-2/feeds/{feedId}/rename", {}),
+        ("POST", "/api/{apiVersion}/feeds/{feedId}/read", _V13),
+        ("PUT", "/api/v1-2/feeds/{feedId}/read", {}),
+        ("GET", "/api/{apiVersion}/feeds/update", _V1),
+        ("GET", "/api/{apiVersion}/feeds/{feedId}/filter", _V13),
+        ("POST", "/api/{apiVersion}/feeds/{feedId}/filter", _V13),
+        ("DELETE", "/api/{apiVersion}/feeds/{feedId}/filter", _V13),
+        ("GET", "/api/{apiVersion}/items", _V1),
+        ("GET", "/api/{apiVersion}/items/updated", _V1),
+        ("POST", "/api/{apiVersion}/items/{itemId}/read", _V13),
+        ("PUT", "/api/v1-2/items/{itemId}/read", {}),
+        ("POST", "/api/{apiVersion}/items/{itemId}/unread", _V13),
+        ("PUT", "/api/v1-2/items/{itemId}/unread", {}),
+        ("POST", "/api/{apiVersion}/items/read", _V13),
+        ("PUT", "/api/v1-2/items/read", {}),
+        ("POST", "/api/{apiVersion}/items/read/multiple", _V13),
+        ("PUT", "/api/v1-2/items/read/multiple", {}),
+        ("POST", "/api/{apiVersion}/items/unread/multiple", _V13),
+        ("PUT", "/api/v1-2/items/unread/multiple", {}),
+        ("POST", "/api/{apiVersion}/items/{itemId}/star", _V13),
+        ("PUT", "/api/v1-2/items/{feedId}/{guidHash}/star", {}),
+        ("POST", "/api/{apiVersion}/items/{itemId}/unstar", _V13),
+        ("PUT", "/api/v1-2/items/{feedId}/{guidHash}/unstar", {}),
+        ("POST", "/api/{apiVersion}/items/star/multiple", _V13),
+        ("PUT", "/api/v1-2/items/star/multiple", {}),
+        ("POST", "/api/{apiVersion}/items/unstar/multiple", _V13),
+        ("PUT", "/api/v1-2/items/unstar/multiple", {}),
+        ("GET", "/api/{apiVersion}/favicon/{feedUrlHash}", _V13),
+        ("POST", "/api/v2/folders", {}),
+        ("PATCH", "/api/v2/folders/{folderId}", {}),
+        ("DELETE", "/api/v2/folders/{folderId}", {}),
+    )
+)
 
 TYPE_FEED, TYPE_FOLDER, TYPE_STARRED, TYPE_ALL, TYPE_UNREAD = 0, 1, 2, 3, 6
 #: The list types ``ItemMapperV2::findAllItems`` and ``findAllAfter`` take besides a feed or

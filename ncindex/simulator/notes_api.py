@@ -31,6 +31,7 @@ from werkzeug.wrappers import Request, Response
 from ncindex.simulator.events import version_tuple
 from ncindex.simulator.phpjson import php_json_encode
 from ncindex.simulator.responses import json_response, not_modified, request_params
+from ncindex.simulator.routing import Routes
 from ncindex.simulator.state import Node, StateError, norm_path
 from ncindex.simulator.xmlutil import http_date
 
@@ -39,6 +40,26 @@ if TYPE_CHECKING:
 
 __all__ = ["NOTE_DOES_NOT_EXIST", "NotesApi"]
 
+#: Notes' ``index.php`` routes below ``/apps/notes/api`` (:class:`~ncindex.simulator.routing.
+#: Routes`): nextcloud/notes ``appinfo/routes.php`` (06709937, August 2026) — no other route of
+#: the app has a url below ``/api``. The ``OPTIONS`` one is ``preflighted_cors``, the last GET
+#: ``fail`` (a catch-all).
+_ATTACHMENT = {"apiVersion": "(v1.4)", "noteid": r"\d+"}
+NOTES_ROUTES = Routes(
+    (
+        ("GET", "/api/{apiVersion}/notes", {"apiVersion": "(v0.2|v1)"}),
+        ("GET", "/api/{apiVersion}/notes/{id}", {"apiVersion": "(v0.2|v1)", "id": r"\d+"}),
+        ("POST", "/api/{apiVersion}/notes", {"apiVersion": "(v0.2|v1)"}),
+        ("PUT", "/api/{apiVersion}/notes/{id}", {"apiVersion": "(v0.2|v1)", "id": r"\d+"}),
+        ("DELETE", "/api/{apiVersion}/notes/{id}", {"apiVersion": "(v0.2|v1)", "id": r"\d+"}),
+        ("PUT", "/api/{apiVersion}/settings", {"apiVersion": "(v1)"}),
+        ("GET", "/api/{apiVersion}/settings", {"apiVersion": "(v1|v1.4)"}),
+        ("OPTIONS", "/api/{apiVersion}/{path}", {"apiVersion": "(v0.2|v1)", "path": ".+"}),
+        ("GET", "/api/{apiVersion}/attachment/{noteid}", _ATTACHMENT),
+        ("POST", "/api/{apiVersion}/attachment/{noteid}", _ATTACHMENT),
+        ("GET", "/api/{catchAll}", {"catchAll": ".*"}),
+    )
+)
 API_VERSIONS = "0.2, 1.3, 1.4"
 NOTE_EXTENSIONS = ("txt", "org", "markdown", "md", "note")
 NOTE_DOES_NOT_EXIST = "OCA\\Notes\\Service\\NoteDoesNotExistException"

@@ -6,7 +6,10 @@ Envelope, status mirroring and XML/JSON selection follow Nextcloud's ``BaseRespo
 ``V2Response`` / ``OCSMiddleware``: XML by default, JSON with ``?format=json`` or an
 ``Accept: application/json`` header; in v2 the HTTP status mirrors ``meta.statuscode`` (997 →
 401, 998 → 404, 996/999 → 500). Requests without ``OCS-APIRequest: true`` fail the CSRF check
-(412 ``{"message":"CSRF check failed"}``), unauthenticated ones get OCS 997.
+(412 ``{"message":"CSRF check failed"}``), unauthenticated ones get OCS 997 — both only once
+the router found the route: a path no route has is 998 (:func:`route_not_found`), a method no
+route of the path has 405 (:func:`method_not_allowed`), whoever asks (wrong Basic credentials
+are refused before: :meth:`ncindex.simulator.app.SimulatorApp.login_refused`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from werkzeug.wrappers import Request, Response
 
 from ncindex.simulator.phpjson import php_json_encode
 from ncindex.simulator.responses import JSON_CONTENT_TYPE, json_response, request_params
+from ncindex.simulator.routing import Routes
 from ncindex.simulator.sharing import BASE as SHARES_BASE
 from ncindex.simulator.sharing import SharingApi, sharing_capability
 from ncindex.simulator.webhooks import WebhookError
@@ -152,6 +156,57 @@ def ocs_response(
     return resp
 
 
+#: The OCS routes the simulator serves, below ``/ocs/v{1,2}.php`` (:class:`~ncindex.simulator.
+#: routing.Routes`). Sources: nextcloud/server ``core/routes.php`` ``ocs``
+#: (``OCS#getCapabilities``, ``AppPassword#deleteAppPassword``),
+#: ``apps/provisioning_api/appinfo/routes.php`` (``Users#getCurrentUser``, ``Users#getUser`` —
+#: its ``editUser`` PUT and ``deleteUser`` DELETE are not modelled, so answer 405 here),
+#: ``apps/webhook_listeners/lib/Controller/WebhooksController.php`` (its ``#[ApiRoute]``s),
+#: ``apps/files_sharing/appinfo/routes.php`` (``getShares``, ``createShare``, ``getShare``,
+#: ``updateShare``, ``deleteShare``), ``apps/user_status/appinfo/routes.php``
+#: (``UserStatus#getStatus``).
+OCS_ROUTES = Routes(
+    (verb, url, {})
+    for verb, url in (
+        ("GET", "/cloud/capabilities"),
+        ("GET", "/cloud/user"),
+        ("GET", "/cloud/users/{userId}"),
+        ("DELETE", "/core/apppassword"),
+        ("GET", "/apps/webhook_listeners/api/v1/webhooks"),
+        ("POST", "/apps/webhook_listeners/api/v1/webhooks"),
+        ("GET", "/apps/webhook_listeners/api/v1/webhooks/{id}"),
+        ("POST", "/apps/webhook_listeners/api/v1/webhooks/{id}"),
+        ("DELETE", "/apps/webhook_listeners/api/v1/webhooks/{id}"),
+        ("DELETE", "/apps/webhook_listeners/api/v1/webhooks/byappid/{appid}"),
+        ("GET", SHARES_BASE),
+        ("POST", SHARES_BASE),
+        ("GET", SHARES_BASE + "/{id}"),
+        ("PUT", SHARES_BASE + "/{id}"),
+        ("DELETE", SHARES_BASE + "/{id}"),
+        ("GET", "/apps/user_status/api/v1/user_status"),
+    )
+)
+
+
+def method_not_allowed(request: Request) -> Response:
+    """``ocs/v1.php``'s answer (``v2.php`` too) when a route has the path but not the method:
+    the router's ``MethodNotAllowedException`` is caught after the login and before any
+    controller (so no CSRF check or login is asked for), ``ApiHelper::setContentType()`` is
+    called and ``http_response_code(405)`` set — HTTP 405 with an empty body, in v1 and v2,
+    ``Content-Type`` from the ``format`` parameter alone (``text/xml; charset=UTF-8`` by
+    default, ``application/json; charset=utf-8`` for ``json``, ``application/octet-stream;
+    charset=utf-8`` for any other) — nextcloud/server ``ocs/v1.php``, ``lib/private/OCS/
+    ApiHelper.php`` ``setContentType``. No ``Allow`` header is sent."""
+    fmt = request_params(request).get("format", "xml")
+    if fmt == "xml":
+        ctype = "text/xml; charset=UTF-8"
+    elif fmt == "json":
+        ctype = JSON_CONTENT_TYPE
+    else:
+        ctype = "application/octet-stream; charset=utf-8"
+    return Response(b"", status=405, content_type=ctype)
+
+
 def route_not_found(request: Request) -> Response:
     """``ocs/v1.php``'s answer (``v2.php`` too) when ``Router::match`` finds no route for the
     path — an unknown one, or one of a disabled app, whose routes were never loaded
@@ -196,6 +251,13 @@ class OcsApi:
         path = request.path
         version = 1 if path.startswith("/ocs/v1.php") else 2
         route = path.split(".php", 1)[1].rstrip("/")
+        # ocs/v1.php: Router::match runs before any controller, so an unknown path (998) and a
+        # method no route of the path has (405) are answered before the login check (997) and
+        # the CSRF check (412) of SecurityMiddleware::beforeController
+        if OCS_ROUTES.methods(route) is None:
+            return route_not_found(request)
+        if OCS_ROUTES.refuses(request.method, route):
+            return method_not_allowed(request)
         if route == "/cloud/capabilities" and request.method == "GET":
             # public page: no login needed, but the CSRF rule still applies
             if not self._ocs_request(request):

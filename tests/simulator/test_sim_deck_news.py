@@ -320,7 +320,9 @@ def test_news_items_offset_types_and_updated(sim, client) -> None:
     assert {i["id"] for i in in_us.json()["items"]} == {*ids, extra}
     assert alice.post(f"{NEWS}/items/{ids[1]}/read").status_code == 200
     assert alice.post(f"{NEWS}/items/999/read").status_code == 404
-    assert alice.get(f"{NEWS}/items/{ids[1]}").status_code == 404  # no single-item GET
+    # no single-item GET: only the OPTIONS preflight route (/api/{apiVersion}/{path}) has
+    # the path, so Symfony's matcher throws MethodNotAllowedException, index.php's 405
+    assert alice.get(f"{NEWS}/items/{ids[1]}").status_code == 405
     sim.news_delete_feed("alice", other)
     after = alice.get(f"{NEWS}/items", params={"type": 3}).json()["items"]
     assert extra not in [i["id"] for i in after]
@@ -399,3 +401,27 @@ def test_the_apps_cors_apis_take_a_bearer_token_only_with_ocs_apirequest(
         wrong = http.get(f"{NEWS}/items", headers={"Authorization": "Bearer not-a-token"} | ocs)
         assert wrong.status_code == 401
     sim.close()
+
+
+def test_a_method_no_route_of_the_path_has_is_index_phps_empty_405(sim, client) -> None:
+    """nextcloud/server ``OC::handleRequest`` (``lib/base.php``) catches the router's
+    ``MethodNotAllowedException`` with ``http_response_code(405)``: no body, after the login
+    and before any controller — so neither "not logged in" nor the ``#[CORS]`` rule's 401
+    comes first. The routes are the apps' ``appinfo/routes.php`` (a path only their
+    ``OPTIONS`` preflight route has counts too); a disabled app has none (404)."""
+    notes_settings = "/index.php/apps/notes/api/v1/settings"  # GET, PUT, OPTIONS
+    cases = (
+        ("DELETE", notes_settings),
+        ("POST", "/apps/notes/api/v1/notes/5"),  # GET, PUT, DELETE
+        ("POST", f"{DECK}/boards/1"),  # GET, PUT, DELETE
+        ("GET", f"{NEWS}/feeds/1"),  # PUT, DELETE
+    )
+    bearer = {"Authorization": f"Bearer {PASSWORDS['alice']}"}
+    for c, headers in ((client("alice"), {}), (client(None), {}), (client(None), bearer)):
+        for method, path in cases:
+            resp = c.request(method, path, headers=headers)
+            assert (resp.status_code, resp.content) == (405, b""), (method, path, headers)
+            assert resp.headers["content-type"] == "text/html; charset=UTF-8"
+    assert client("alice").get(notes_settings).status_code == 200
+    sim.disable_app("notes")
+    assert client("alice").delete(notes_settings).status_code == 404

@@ -124,6 +124,60 @@ def test_unknown_ocs_route_is_998_404(client) -> None:
     assert v1.status_code == 200 and v1.json()["ocs"]["meta"]["statuscode"] == 998
 
 
+def test_an_unknown_ocs_path_is_998_before_the_login_and_the_csrf_check(client) -> None:
+    """nextcloud/server ``ocs/v1.php`` runs ``Router::match`` before any controller, so the
+    ``ResourceNotFoundException`` of a path no route has is answered before
+    ``SecurityMiddleware``'s login (997) and CSRF (412) checks — for a core path as for an
+    ``/apps/`` one, in v2 and v1 (the simulator answered 997 and 412 first)."""
+    for c, headers in ((client(None), OCS), (client(None), {}), (client("alice"), {})):
+        resp = c.get("/ocs/v2.php/cloud/nope", params={"format": "json"}, headers=headers)
+        assert resp.status_code == 404
+        assert resp.json()["ocs"]["meta"]["statuscode"] == 998
+        v1 = c.get("/ocs/v1.php/cloud/nope", headers=headers)
+        assert v1.status_code == 200
+        assert etree.fromstring(v1.content).findtext("meta/statuscode") == "998"
+
+
+def test_a_method_no_route_of_the_path_has_is_an_empty_405_before_login_and_csrf(
+    client,
+) -> None:
+    """``ocs/v1.php`` catches the router's ``MethodNotAllowedException``: ``ApiHelper::
+    setContentType()`` then ``http_response_code(405)``, no body — before the login and CSRF
+    checks, in v1 and v2, the ``Content-Type`` from ``format`` alone."""
+    alice, anon = client("alice"), client(None)
+    cases = (
+        (alice, "DELETE", "/cloud/user", OCS_JSON),
+        (anon, "DELETE", "/cloud/user", {}),
+        (anon, "POST", "/cloud/capabilities", {}),
+        (alice, "GET", "/core/apppassword", OCS),
+        (alice, "DELETE", "/apps/files_sharing/api/v1/shares", OCS),
+        (anon, "PUT", "/apps/webhook_listeners/api/v1/webhooks/1", {}),
+    )
+    for c, method, route, headers in cases:
+        for version in ("v1", "v2"):
+            resp = c.request(method, f"/ocs/{version}.php{route}", headers=headers)
+            assert (resp.status_code, resp.content) == (405, b""), (method, route, version)
+            assert resp.headers["content-type"] == "text/xml; charset=UTF-8"
+    js = alice.delete("/ocs/v2.php/cloud/user", params={"format": "json"}, headers=OCS)
+    assert (js.status_code, js.headers["content-type"]) == (405, "application/json; charset=utf-8")
+
+
+def test_wrong_basic_credentials_are_997_unauthorised_before_the_route(server) -> None:
+    """``Session::tryBasicAuthLogin`` throws ``LoginException`` for Basic credentials that
+    are given but wrong, and ``ocs/v1.php`` catches it before ``Router::match``: OCS 997
+    "Unauthorised" (HTTP 401 in v1 too, ``ApiHelper::respond``) for a known path and an
+    unknown one alike. A wrong Bearer token is no exception (``tryTokenLogin`` returns
+    false): the request goes on unauthenticated, to the router's 998."""
+    for path in ("/ocs/v2.php/cloud/user", "/ocs/v2.php/cloud/nope", "/ocs/v1.php/cloud/nope"):
+        resp = httpx.get(server.url + path, auth=("alice", "nope"), headers=OCS_JSON)
+        assert resp.status_code == 401, path
+        assert resp.json()["ocs"]["meta"]["statuscode"] == 997
+        assert resp.json()["ocs"]["meta"]["message"] == "Unauthorised"
+    bearer = {**OCS_JSON, "Authorization": "Bearer nope"}
+    resp = httpx.get(server.url + "/ocs/v2.php/cloud/nope", headers=bearer)
+    assert resp.status_code == 404
+
+
 def test_ocs_v1_keeps_http_200_and_uses_100(client) -> None:
     resp = client("alice").get("/ocs/v1.php/cloud/user", headers=OCS_JSON)
     assert resp.status_code == 200
