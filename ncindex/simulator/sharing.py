@@ -26,7 +26,8 @@ Follows nextcloud/server ``apps/files_sharing/lib/Controller/ShareAPIController.
   login and CSRF checks of the ``SecurityMiddleware``; ``OCSMiddleware::afterException``
   makes it HTTP 404 in v2, 200 in v1. The files_sharing app disabled
   (``sim.disable_app("files_sharing")``) is another answer, an unknown route's
-  (:func:`ncindex.simulator.ocs.route_not_found`), and its capability is gone.
+  (:func:`ncindex.simulator.ocs.route_not_found`), its capability is gone and its shares
+  are mounted for no recipient (:meth:`ncindex.simulator.state.FileTree.set_mounted`).
 * A share is serialized by ``formatShare`` (field order kept; ``id`` is a string,
   ``IShare::getId``; ``path`` and ``item_source`` the node in the viewer's view — for a
   recipient where the share is mounted — and ``is-mount-root``/``mount-type`` its mount's,

@@ -14,7 +14,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from ncindex.simulator.deck import DeckState
 from ncindex.simulator.events import build_envelope, compatible_events, version_tuple
@@ -173,6 +173,14 @@ class NextcloudSimulator:
         default = default_apps(self.version).get("deck", DECK_RELEASES[33])
         self.apps["deck"] = "1.18.3" if value else default
 
+    #: The :attr:`~ncindex.simulator.state.Share.kind`\ s each app mounts: files_sharing
+    #: registers the mount providers of user shares (``MountProvider``) and of federated
+    #: shares received (``External\MountProvider``) — nextcloud/server
+    #: ``apps/files_sharing/lib/AppInfo/Application.php`` ``registerMountProviders``.
+    APP_SHARE_KINDS: ClassVar[dict[str, frozenset[str]]] = {
+        "files_sharing": frozenset({"user", "federated"})
+    }
+
     def app_enabled(self, app_id: str) -> bool:
         """True when ``app_id`` is installed and enabled."""
         return app_id in self.apps
@@ -181,13 +189,21 @@ class NextcloudSimulator:
         """Disable an app (``occ app:disable``): its routes are no longer registered (each
         entry point's answer to an unknown route:
         :meth:`~ncindex.simulator.app.SimulatorApp.unregistered`), its capability and its
-        event classes disappear. What the app does to the file tree (share mounts, the trash
-        bin, versions) is not taken away."""
-        self.apps.pop(app_id, None)
+        event classes disappear, and the shares it mounts (:data:`APP_SHARE_KINDS`) are
+        mounted for no recipient — gone from their WebDAV listings and searches, the etags
+        of the folders above them changed (:meth:`~ncindex.simulator.state.FileTree.
+        set_mounted`) — until it is enabled again. What else the app does to the file tree
+        (the trash bin, versions) is not taken away."""
+        with self.lock:
+            self.apps.pop(app_id, None)
+            self.tree.set_mounted(self.APP_SHARE_KINDS.get(app_id, frozenset()), False)
 
     def enable_app(self, app_id: str, version: str | None = None) -> None:
-        """Enable ``app_id`` at ``version`` (default: the release for this server)."""
-        self.apps[app_id] = version or default_apps(self.version).get(app_id, "1.0.0")
+        """Enable ``app_id`` at ``version`` (default: the release for this server); the shares
+        it mounts are mounted again."""
+        with self.lock:
+            self.apps[app_id] = version or default_apps(self.version).get(app_id, "1.0.0")
+            self.tree.set_mounted(self.APP_SHARE_KINDS.get(app_id, frozenset()), True)
 
     # ------------------------------------------------------------------ events
 

@@ -347,6 +347,9 @@ class FileTree:
         self.unavailable: set[int] = set()
         #: those of :attr:`unavailable` mounted as a ``FailedStorage`` (see :meth:`is_failed`)
         self.failed: set[int] = set()
+        #: the :attr:`Share.kind`\ s whose mount provider is not registered, its app disabled
+        #: (:meth:`set_mounted`): their shares are kept but mounted for no one
+        self.unmounted_kinds: set[str] = set()
         #: whether ``NodeRestoredEvent`` names the restored node (Nextcloud 31 and later,
         #: nextcloud/server#53752); see :meth:`restore`
         self.restored_node_has_id = True
@@ -448,7 +451,31 @@ class FileTree:
 
     def mounts(self, uid: str) -> dict[str, Share]:
         """Shares received by ``uid`` whose node still exists, keyed by mount path."""
-        return {s.mount_path: s for s in self.shares if s.sharee == uid and self.attached(s.node)}
+        return {
+            s.mount_path: s
+            for s in self.shares
+            if s.sharee == uid and s.kind not in self.unmounted_kinds and self.attached(s.node)
+        }
+
+    def set_mounted(self, kinds: frozenset[str], mounted: bool) -> None:
+        """Mount again (or no more) the shares of ``kinds`` for their recipients, as their
+        mount provider registered again (or no more) does: nextcloud/server
+        ``lib/private/Files/Config/MountProviderCollection.php`` ``getMountsForUser`` asks
+        the registered providers only. The shares themselves are kept (their rows stay in
+        ``oc_share``). Every folder above each such mount point in its recipient's view gets
+        a new etag, its mtime kept: it stands for the etag a listing reports, which
+        ``lib/private/Files/FileInfo.php`` ``getEtag`` combines from the folder's own and
+        those of the mounts below it (``addSubEntry``), so it changes with them."""
+        if not mounted:
+            for share in self.shares:
+                if share.kind in kinds and share.kind not in self.unmounted_kinds:
+                    self._touch_mount_parent(share, time=0)
+            self.unmounted_kinds |= kinds
+            return
+        back = [s for s in self.shares if s.kind in kinds & self.unmounted_kinds]
+        self.unmounted_kinds -= kinds
+        for share in back:
+            self._touch_mount_parent(share, time=0)
 
     def own_path(self, node: Node) -> str:
         """Path of ``node`` in its owner's view."""
@@ -621,7 +648,9 @@ class FileTree:
             chain.append(cur)
             cur = cur.parent
         for share in self.shares:
-            if share.id in seen or not any(share.node is n for n in chain):
+            if share.id in seen or share.kind in self.unmounted_kinds:
+                continue
+            if not any(share.node is n for n in chain):
                 continue
             seen.add(share.id)
             self._touch_mount_parent(share, seen, time=time)

@@ -118,3 +118,54 @@ def test_the_trash_bin_and_versions_disabled_leave_the_dav_root(sim, client) -> 
     assert moved.status_code == 404 and b"File not found: versions in 'root'" in moved.content
     files = _capabilities(client)["files"]
     assert "undelete" not in files and "versioning" not in files
+
+
+def _listing(c, user: str, path: str = "") -> tuple[str, list[str]]:
+    """``(etag of the folder, hrefs below it)`` of a ``PROPFIND Depth: 1``."""
+    resp = c.request("PROPFIND", f"/remote.php/dav/files/{user}/{path}", headers={"Depth": "1"})
+    assert resp.status_code == 207, resp.text
+    items = etree.fromstring(resp.content).findall("d:response", DAV_NS)
+    etag = items[0].findtext("d:propstat/d:prop/d:getetag", namespaces=DAV_NS)
+    return etag, [r.findtext("d:href", namespaces=DAV_NS) for r in items[1:]]
+
+
+def _found(c, user: str) -> list[str]:
+    """The hrefs a ``SEARCH`` of every file in ``user``'s view finds."""
+    body = f"""<?xml version="1.0"?>
+<d:searchrequest xmlns:d="DAV:"><d:basicsearch>
+<d:select><d:prop><d:getetag/></d:prop></d:select>
+<d:from><d:scope><d:href>/files/{user}</d:href><d:depth>infinity</d:depth></d:scope></d:from>
+<d:where><d:like><d:prop><d:getcontenttype/></d:prop><d:literal>%</d:literal></d:like></d:where>
+</d:basicsearch></d:searchrequest>"""
+    resp = c.request("SEARCH", "/remote.php/dav/", content=body.encode())
+    assert resp.status_code == 207, resp.text
+    items = etree.fromstring(resp.content).findall("d:response", DAV_NS)
+    return sorted(r.findtext("d:href", namespaces=DAV_NS) for r in items)
+
+
+def test_the_files_sharing_app_disabled_unmounts_the_shares_until_enabled(sim, client) -> None:
+    """files_sharing registers the mount providers of user and federated shares
+    (``Application::registerMountProviders``: ``MountProvider``, ``External\\MountProvider``);
+    disabled, it registers none, so ``MountProviderCollection::getMountsForUser`` gives the
+    recipients no share mount: gone from bob's ``PROPFIND`` and ``SEARCH``, its file's
+    ``GET`` 404, and the etag of the folder above the mount point changed (``FileInfo::
+    getEtag`` combines the sub-mounts'). The owner keeps everything; enabled again, the same
+    share is mounted again, at the same place (the simulator left it mounted)."""
+    sim.put_file("alice", "/Proj/plan.md", b"plan")
+    sim.put_file("bob", "/own.md", b"mine")
+    sim.share("alice", "/Proj", "bob")
+    bob = client("bob")
+    before, hrefs = _listing(bob, "bob")
+    assert "/remote.php/dav/files/bob/Proj/" in hrefs
+    assert "/remote.php/dav/files/bob/Proj/plan.md" in _found(bob, "bob")
+    sim.disable_app("files_sharing")
+    off, hrefs = _listing(bob, "bob")
+    assert hrefs == ["/remote.php/dav/files/bob/own.md"]
+    assert off != before
+    assert _found(bob, "bob") == ["/remote.php/dav/files/bob/own.md"]
+    assert bob.get("/remote.php/dav/files/bob/Proj/plan.md").status_code == 404
+    assert "/remote.php/dav/files/alice/Proj/plan.md" in _found(client("alice"), "alice")
+    sim.enable_app("files_sharing")
+    on, hrefs = _listing(bob, "bob")
+    assert "/remote.php/dav/files/bob/Proj/" in hrefs and on != off
+    assert bob.get("/remote.php/dav/files/bob/Proj/plan.md").content == b"plan"

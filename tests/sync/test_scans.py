@@ -625,6 +625,38 @@ def test_a_share_given_back_is_restored_by_the_next_scan_whatever_the_etags(
     assert scan_state(rstack, DocType.FILE, "bob").lost() == {}
 
 
+def test_the_files_sharing_app_disabled_takes_the_shares_away_until_enabled(
+    rstack: Stack,
+) -> None:
+    """With files_sharing disabled Nextcloud mounts no user share (its ``MountProvider`` is
+    not registered): the shared files leave bob's view, and the folders above the mount
+    point report new etags. bob's next scan finds them missing and takes his access away
+    (alice keeps hers); enabled again, the next scan gives it back. (The share poll, whose
+    route is gone meanwhile, keeps its state: ``test_share_poll``.)"""
+    fill(rstack, files=4, notes=0)
+    rstack.sim.put_file("bob", "/own.md", "# Own\nbob's own")
+    rstack.sim.share("alice", "/Docs/F1", "bob", "/From Alice")
+    rstack.settle()
+    rstack.reconcile(["alice", "bob"])
+    rstack.reconcile(["alice", "bob"])  # clean: folder etags stored
+
+    def bobs_shared() -> list[str]:
+        paths = [d["paths"].get("bob", "") for d in index_state(rstack).values()]
+        return sorted(p for p in paths if p.startswith("/From Alice/"))
+
+    assert bobs_shared() == ["/From Alice/Sub/f3.md", "/From Alice/f1.md"]
+    rstack.sim.disable_app("files_sharing")
+    try:
+        rstack.reconcile(["alice", "bob"])
+        assert bobs_shared() == []
+        assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}
+    finally:
+        rstack.sim.enable_app("files_sharing")
+    rstack.reconcile(["alice", "bob"])
+    assert bobs_shared() == ["/From Alice/Sub/f3.md", "/From Alice/f1.md"]
+    assert differences(ground_truth(rstack, USERS), index_state(rstack)) == {}
+
+
 def test_an_access_rule_lifted_is_repaired_by_the_next_scan(
     rstack: Stack, producer: Celery
 ) -> None:

@@ -335,8 +335,10 @@ def test_the_files_sharing_app_disabled_is_warned_of_and_keeps_the_state(stack: 
     """With the files_sharing app disabled its routes are not registered: the share poll's
     request gets Nextcloud's answer to an unknown OCS route (998, HTTP 404 in v2; the
     simulator answered it as if the app were enabled). The poll warns, once, as for sharing
-    turned off, sends nothing and keeps what it had seen: the share is not taken for gone, so
-    bob keeps the document until the app is back and the share is still there."""
+    turned off, sends nothing and keeps what it had seen: the share is not taken for gone, and
+    finds nothing new once the app is back and the share is still there. (Meanwhile the share
+    is not mounted, so bob's file scan takes his access away and gives it back:
+    ``test_scans.py::test_the_files_sharing_app_disabled_takes_the_shares_away_until_enabled``.)"""
     doc_key = alices_file(stack, "/Proj/plan.md")
     poll(stack, "bob")
     stack.sim.share("alice", "/Proj", "bob")
