@@ -18,7 +18,7 @@ same ownership check and verify-on-read as ``GET /v1/documents/{doc_type}/{doc_i
 ``list_folders`` and ``list_tags`` answer the pages of ``GET /v1/folders`` and ``GET /v1/tags``
 (:mod:`ncindex.search.facets`: the same lists, held to Nextcloud as the caller, and the same
 ``offset``/``limit`` bounds), the values ``search``'s ``path_prefixes`` and ``tags`` can name;
-``list_values`` the doc types, MIME types, note categories or tags of the caller's documents
+``list_values`` the doc types, MIME types, note categories, tags or owners of the caller's documents
 with their counts (:func:`~ncindex.search.facets.counted_values`), read from the index alone
 (the tags then held to those the caller can see).
 They are tools of their own, not part of ``list_filters``: that answer is the same for every
@@ -281,8 +281,9 @@ class ValuesArgs(PageArgs):
     """One page of a field's values on the caller's documents, with their counts."""
 
     field: facets.ValueField = Field(
-        description="`doc_type`, `mime_type`, `category` (notes) or `tags`: the values "
-        "`search`'s `doc_types`, `mime_types`, `category` and `tags` take."
+        description="`doc_type`, `mime_type`, `category` (notes), `tags` or `owner`: the "
+        "values `search`'s `doc_types`, `mime_types`, `category` and `tags` take, and an "
+        "`owner` filter's (the owners of the caller's documents alone)."
     )
 
 
@@ -320,9 +321,11 @@ class SearchAnswer(BaseModel):
         description="The dense half failed: the results are ranked by BM25 alone."
     )
     hints: list[SearchHint] = Field(
-        description="Only when `results` is empty: each folder, tag, category or owner value "
-        "that selects none of the caller's documents (its `field` in the arguments, `detail` "
-        "naming it and the tool that lists the values). Empty otherwise."
+        description="Only when `results` is empty: each folder, path, tag, category or owner "
+        "value that selects none of the caller's documents (its `field` in the arguments, "
+        "`detail` naming it and the tool that lists the values); then each tag or category "
+        "under an `or`, or beside a held value of its list, that the caller's documents hold "
+        "only in another case or Unicode form (`detail` naming theirs). Empty otherwise."
     )
 
 
@@ -416,13 +419,15 @@ LISTINGS: Listings = MappingProxyType(
     {
         "tags": "`list_tags`",
         "path_prefix": "`list_folders`",
+        "path": "`list_folders`",
         "category": "`list_values` with field `category`",
+        "owner": "`list_values` with field `owner`",
     }
 )
 """How a tool caller lists the values that a ``search`` that found nothing names, as spelt
-otherwise (:func:`~ncindex.search.filters.refuse_other_case`) or, in its ``hints``, as holding
-none of its documents (:func:`~ncindex.search.filters.selecting_nothing`): by these tools, not by
-the REST endpoints the search API's answers name. No tool lists owners."""
+otherwise (:func:`~ncindex.search.filters.other_spellings`) or as holding none of its
+documents (:func:`~ncindex.search.filters.selecting_nothing`): by these tools, not by the REST
+endpoints the search API's answers name."""
 
 
 OUTPUT_MODELS: dict[str, tuple[type[BaseModel], str]] = {

@@ -51,16 +51,17 @@ def create_app(
 ) -> Flask:
     """Build the search API: ``POST /v1/search``, ``GET /v1/filters``,
     ``GET /v1/documents/<doc_type>/<doc_id>/context``, ``GET /v1/folders``, ``GET /v1/tags``,
-    ``GET /v1/status``, ``POST /rcp/<method>``, ``GET /openapi.json``, ``/livez``, ``/readyz``,
-    ``/metrics``, and the search page (``GET /``, ``/ui/…``, :mod:`search_api.ui`).
+    ``GET /v1/categories``, ``GET /v1/owners``, ``GET /v1/status``, ``POST /rcp/<method>``,
+    ``GET /openapi.json``, ``/livez``, ``/readyz``, ``/metrics``, and the search page
+    (``GET /``, ``/ui/…``, :mod:`search_api.ui`).
 
-    ``services`` (default: built from ``settings``) provides the store, embedder, Redis and
-    the Nextcloud client; ``producer`` sends the re-check tasks for dropped results. The
-    model and store are opened on first use, not here, so the process starts fast. Search,
-    context, folder and tag lists, ``GET /v1/status``, RCP calls (but ``info`` and ``ping``)
-    and the page's sign-in routes share one per-caller rate limit
-    (``settings.search_rate_limit``), and refused credentials count against the client's
-    address at the same rate (callers whose credentials Nextcloud confirmed within
+    ``services`` (default: built from ``settings``) provides the store, embedder, Redis and the
+    Nextcloud client; ``producer`` sends the re-check tasks for dropped results. The model and
+    store are opened on first use, not here, so the process starts fast. Search, context, the
+    folder, tag, category and owner lists, ``GET /v1/status``, RCP calls (but ``info`` and
+    ``ping``) and the page's sign-in routes share one per-caller rate limit
+    (``settings.search_rate_limit``), and refused credentials count against the client's address
+    at the same rate (callers whose credentials Nextcloud confirmed within
     ``user_cache_seconds`` are exempt from it).
     """
     settings = settings or (services.settings if services else Settings())

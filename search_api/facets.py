@@ -1,19 +1,25 @@
-"""``GET /v1/folders`` and ``GET /v1/tags``: the filter values the search page offers, only
-the caller's (:mod:`ncindex.search.facets`); the folders held to the caller's files as they
-are now (a ``PROPFIND`` of the root and a SEARCH of its folders,
-:func:`~ncindex.search.facets.visible_folders`), the tags to the tags the caller can see now
-(a ``PROPFIND`` of the system tags, :func:`~ncindex.search.facets.visible_tags`).
+"""``GET /v1/folders``, ``GET /v1/tags``, ``GET /v1/categories`` and ``GET /v1/owners``: the
+filter values of the caller's documents, only the caller's (:mod:`ncindex.search.facets`), the
+values a search's ``path_prefixes``, ``tags``, ``category`` and an ``owner`` filter take (and
+the listings a search's ``hints`` name: ``ncindex.search.filters.HTTP_LISTINGS``). The folders
+are held to the caller's files as they are now (a ``PROPFIND`` of the root and a SEARCH of its
+folders, :func:`~ncindex.search.facets.visible_folders`), the tags to the tags the caller can
+see now (a ``PROPFIND`` of the system tags, :func:`~ncindex.search.facets.visible_tags`); the
+note categories and the owners are the index's (:func:`~ncindex.search.facets.listed_categories`,
+:func:`~ncindex.search.facets.listed_owners`: the owners of the documents the caller can read
+alone, whom Nextcloud names to the caller on each of them).
 
-Both are paged with ``offset`` (default 0) and ``limit`` (1–1000, default 200:
+All are paged with ``offset`` (default 0) and ``limit`` (1–1000, default 200:
 :data:`~ncindex.search.facets.MAX_PAGE`, :data:`~ncindex.search.facets.DEFAULT_PAGE`) and answer
-``{"folders"|"tags": [...], "total": n, "next_offset": n | null}``; 400 ``invalid_value``
-for a bad ``offset``/``limit``, ``unknown_field`` for another query parameter, 401
-``unauthenticated``, 503 ``backend_unavailable``.
+``{"folders"|"tags"|"categories"|"owners": [...], "total": n, "next_offset": n | null}``; 400
+``invalid_value`` for a bad ``offset``/``limit``, ``unknown_field`` for another query
+parameter, 401 ``unauthenticated``, 503 ``backend_unavailable``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
@@ -24,7 +30,9 @@ from ncindex.search.facets import (
     MAX_OFFSET,
     MAX_PAGE,
     facet_page,
+    listed_categories,
     listed_folders,
+    listed_owners,
     listed_tags,
 )
 from ncindex.store.port import VectorStore
@@ -32,12 +40,21 @@ from ncindex.web.auth import normalized_authorization, resolve_caller
 from ncindex.web.problems import TRANSLATED, problem_for
 from search_api.search import Decorator, int_args
 
+LISTS: tuple[tuple[str, Callable[[VectorStore, NextcloudClient], list[str]]], ...] = (
+    ("folders", listed_folders),
+    ("tags", listed_tags),
+    ("categories", listed_categories),
+    ("owners", listed_owners),
+)
+"""Each listing's name (its path ``/v1/{name}`` and its page's key) and how it is read."""
+
 
 def facets_blueprint(
     services: Services, store: Callable[[], VectorStore], limited: Decorator | None = None
 ) -> Blueprint:
-    """Blueprint with ``GET /v1/folders`` and ``GET /v1/tags``; ``store()`` is the live
-    model's store; ``limited`` wraps them in the caller's rate limit."""
+    """Blueprint with ``GET /v1/folders``, ``GET /v1/tags``, ``GET /v1/categories`` and
+    ``GET /v1/owners``; ``store()`` is the live model's store; ``limited`` wraps them in the
+    caller's rate limit."""
     bp = Blueprint("facets", __name__)
     limit = limited or (lambda f: f)
 
@@ -52,14 +69,15 @@ def facets_blueprint(
             return problem_for(exc)
         return jsonify(facet_page(name, values, args["offset"], args["limit"]))
 
-    @bp.get("/v1/folders")
-    @limit
-    def folders() -> Response:
-        return page("folders", listed_folders)
+    def view(name: str, read: Callable[[VectorStore, NextcloudClient], list[str]]) -> Any:
+        def listing() -> Response:
+            return page(name, read)
 
-    @bp.get("/v1/tags")
-    @limit
-    def tags() -> Response:
-        return page("tags", listed_tags)
+        # named per list: the rate limiter keeps a view's limits under its name
+        listing.__name__ = listing.__qualname__ = name
+        return listing
+
+    for name, read in LISTS:
+        bp.add_url_rule(f"/v1/{name}", name, limit(view(name, read)), methods=["GET"])
 
     return bp

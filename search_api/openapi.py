@@ -209,6 +209,18 @@ def openapi_document() -> dict[str, Any]:
                 "The system tags the caller can see on indexed documents the caller can read.",
                 secured,
             ),
+            "/v1/categories": _facet_path(
+                "categories",
+                'The note categories of indexed notes the caller can read (`""`: a note in '
+                "the notes folder itself), each a value for a search's `category`.",
+                secured,
+            ),
+            "/v1/owners": _facet_path(
+                "owners",
+                "The user ids owning indexed documents the caller can read (the caller's own "
+                "among them), each a value for an `owner` filter; no other user is listed.",
+                secured,
+            ),
             "/v1/status": {
                 "get": {
                     "summary": "The index as it concerns the caller: documents per doc type, "

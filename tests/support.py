@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import hashlib
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -576,8 +577,24 @@ class WorkerDeployment:
         self.stack.close()
 
 
+_SPELT = re.compile(r"yours (?:is|are) spelt (.*?)(?: \(|$)")
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def spellings_named(detail: str) -> list[str] | None:
+    """The stored spellings an other-spelling hint's or error's ``detail`` names (``yours is
+    spelt 'Work' (…)``), or ``None`` for another detail."""
+    found = _SPELT.search(detail)
+    if found is None:
+        return None
+    return [ast.literal_eval(q) for q in _QUOTED.findall(found.group(1))]
+
+
 def check_hints_leak_nothing(
-    body: dict[str, Any], answer: dict[str, Any], search: Callable[[dict[str, Any]], Any]
+    body: dict[str, Any],
+    answer: dict[str, Any],
+    search: Callable[[dict[str, Any]], Any],
+    held: Collection[str] = (),
 ) -> None:
     """Assert that ``answer`` (a ``POST /v1/search`` answer to ``body``, or the MCP
     ``search`` tool's) has hints only when it has no results, all ``selects_nothing``, and
@@ -585,7 +602,9 @@ def check_hints_leak_nothing(
     every hinted value (and its repeats in the same list) replaced by ``zz-nobody-<n>``
     (``/zz-nobody-<n>`` for a path), answered by ``search`` (the answer's JSON), gets the same
     hints naming the new values. A hint that told a value only other users' documents hold
-    from one nobody's would differ."""
+    from one nobody's would differ. A hint naming the caller's spelling of a tag or category
+    (:func:`spellings_named`) is left as it is, and every spelling it names must be in
+    ``held`` (the tags and categories of the documents the caller can read)."""
     hints = answer["hints"]
     if not hints:
         return
@@ -599,7 +618,12 @@ def check_hints_leak_nothing(
             renamed[value] = f"{'/' if value.startswith('/') else ''}zz-nobody-{len(renamed)}"
         return renamed[value]
 
-    for hint in hints:
+    spelt = [spellings_named(h["detail"]) for h in hints]
+    for named in spelt:
+        assert named is None or set(named) <= set(held), (body, hints, held)
+    for hint, named in zip(hints, spelt, strict=True):
+        if named is not None:  # the caller's own spelling, not a value's absence
+            continue
         *steps, last = [
             name or int(index) for name, index in re.findall(r"(\w+)|\[(\d+)\]", hint["field"])
         ]
@@ -614,9 +638,9 @@ def check_hints_leak_nothing(
         else:
             holder[last] = nobody(value)
     want = []
-    for hint in hints:
+    for hint, named in zip(hints, spelt, strict=True):
         detail = hint["detail"]
-        for old, new in renamed.items():
+        for old, new in renamed.items() if named is None else ():
             detail = detail.replace(repr(old), repr(new))
         want.append({**hint, "detail": detail})
     again = search(swapped)

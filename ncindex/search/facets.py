@@ -128,10 +128,17 @@ def visible_folders(client: NextcloudClient, folders: list[str]) -> list[str]:
     return [f for f in kept if f.count("/") == 1 or f in present]
 
 
+def caller_values(store: VectorStore, user: str, field: str) -> list[str]:
+    """Every value of the keyword-indexed payload ``field`` (``tags``, ``category``,
+    ``owner``) on an indexed document ``user`` can read, sorted: a facet of the first chunks
+    whose ``acl`` names ``user``, counted in the engine. Raises ``StoreUnavailable``."""
+    return sorted(store.facet_values(field, first_chunks(acl_condition(user))))
+
+
 def caller_tags(store: VectorStore, user: str) -> list[str]:
     """Every system tag on an indexed document ``user`` can read, sorted. Raises
     ``StoreUnavailable``."""
-    return sorted(store.facet_values("tags", first_chunks(acl_condition(user))))
+    return caller_values(store, user, "tags")
 
 
 def visible_tags(client: NextcloudClient, tags: list[str]) -> list[str]:
@@ -182,10 +189,35 @@ def listed_tags(store: VectorStore, client: NextcloudClient) -> list[str]:
     return visible_tags(client, caller_tags(store, _user(client)))
 
 
-ValueField = Literal["doc_type", "mime_type", "category", "tags"]
+def listed_categories(store: VectorStore, client: NextcloudClient) -> list[str]:
+    """The caller's note categories as served (``GET /v1/categories``): each ``category`` on
+    an indexed note ``client.user`` can read (:func:`caller_values`), sorted; ``""`` among
+    them when such a note has none (it lies in the notes folder itself: nextcloud/notes
+    lib/Service/Note.php ``getCategory``), the value that selects those notes. The index's
+    alone: a category is a folder below the caller's notes folder, renamed by a file move the
+    sync follows as it follows the note's. Raises ``StoreUnavailable``; ``ValueError`` for a
+    client without a user."""
+    return caller_values(store, _user(client), "category")
+
+
+def listed_owners(store: VectorStore, client: NextcloudClient) -> list[str]:
+    """The owners of the caller's documents as served (``GET /v1/owners``): the user id of the
+    owner of each indexed document ``client.user`` can read (:func:`caller_values`), sorted, the
+    caller among them for their own. Only the readable documents' owners, whom Nextcloud already
+    names to the caller on each of those documents (a file's or note's ``oc:owner-id`` in the
+    caller's PROPFIND: nextcloud/server apps/dav/lib/Connector/Sabre/FilesPlugin.php
+    ``handleGetProperties``; a Deck card's ``owner`` in nextcloud/deck's card answers to the
+    board's members: lib/Db/Card.php, ``addResolvable('owner')``), so the list tells of no other
+    user. As the index has them: a share revoked since the caller's last scan still counts until
+    then, as :func:`counted_values`' counts do. Raises ``StoreUnavailable``; ``ValueError`` for
+    a client without a user."""
+    return caller_values(store, _user(client), "owner")
+
+
+ValueField = Literal["doc_type", "mime_type", "category", "tags", "owner"]
 """The keyword fields :func:`counted_values` lists (each keyword-indexed:
 :mod:`ncindex.store.schema`): the values ``search``'s ``doc_types``, ``mime_types``,
-``category`` and ``tags`` take."""
+``category`` and ``tags`` take, and an ``owner`` filter's."""
 VALUE_FIELDS: tuple[str, ...] = get_args(ValueField)
 
 

@@ -337,20 +337,27 @@ def request_tree(
 
 
 Listings = Mapping[str, str]
-"""Field name (``tags``, ``category``, ``path_prefix``, ``owner``) → how the caller's surface
-lists that field's values (``GET /v1/tags``, the MCP tool ``list_tags``), named in the hints of
-:func:`refuse_other_case` and :func:`selecting_nothing`; a field left out has no listing
-on that surface, and its hint names none."""
+"""Field name (``tags``, ``category``, ``path_prefix``, ``path``, ``owner``) → how the caller's
+surface lists that field's values (``GET /v1/tags``, the MCP tool ``list_tags``), named in the
+hints of :func:`other_spellings` and :func:`selecting_nothing`; a field left out has no listing
+on that surface, and its hint names none. No surface lists files, so ``path``'s is the listing of
+the folders holding the caller's documents, and is named as such."""
 
 HTTP_LISTINGS: Listings = MappingProxyType(
-    {"tags": "GET /v1/tags", "path_prefix": "GET /v1/folders"}
+    {
+        "tags": "GET /v1/tags",
+        "category": "GET /v1/categories",
+        "owner": "GET /v1/owners",
+        "path_prefix": "GET /v1/folders",
+        "path": "GET /v1/folders",
+    }
 )
 """The listings of the search API's callers: ``POST /v1/search`` and RCP ``retrieve``, served
-side by side (``search_api``). It lists no categories and no owners."""
+side by side (``search_api``; the endpoints: ``search_api.facets``)."""
 
 SPELT_FIELDS = ("tags", "category")
 """The fields whose values are matched as spelt, case, Unicode form and all, and named when
-only another spelling is stored (:func:`refuse_other_case`)."""
+only another spelling is stored (:func:`other_spellings`)."""
 
 
 def _caseless(text: str) -> str:
@@ -361,22 +368,35 @@ def _caseless(text: str) -> str:
 
 
 def _listed(name: str, listings: Listings) -> str:
-    """`` (… lists them)`` naming how ``listings`` lists ``name``'s values, or ``""``."""
+    """`` (… lists them)`` naming how ``listings`` lists ``name``'s values, or ``""``; for
+    ``path``, the folders holding the caller's documents (no surface lists files)."""
     how = listings.get(name)
-    return f" ({how} lists them)" if how else ""
+    if not how:
+        return ""
+    return f" ({how} lists {'the folders holding yours' if name == 'path' else 'them'})"
 
 
-def refuse_other_case(
+def other_spellings(
     node: Node | None, stored: Callable[[str], Collection[str]], listings: Listings
-) -> None:
-    """Raise :class:`FilterError` (``invalid_value``, naming the value's path: ``tags[0]``,
-    ``category``, ``filter.and[1].value``) for the first value of a ``tags`` or ``category``
-    leaf that must match for ``node`` to (``eq``, ``in``, ``contains``, not under a ``not``)
-    which no value of ``stored(field)`` (the caller's values of that field) is, but one or
-    more are when case and Unicode normalisation form are ignored (:func:`_caseless`):
-    ``URGENT`` where the documents hold ``urgent``, ``Überprüfung`` typed decomposed (NFD)
-    where the tag was created precomposed (NFC). The detail names the stored spelling(s) and
-    how ``listings`` lists the field's values.
+) -> list[tuple[str, str]]:
+    """``(field, detail)`` hints, or :class:`FilterError`, for the values of ``tags`` and
+    ``category`` leaves that must match for their branch to (``eq``, ``in``, ``contains``; not
+    under a ``not``) which no value of ``stored(field)`` (the caller's values of that field)
+    is, but one or more are when case and Unicode normalisation form are ignored
+    (:func:`_caseless`): ``URGENT`` where the documents hold ``urgent``, ``Überprüfung`` typed
+    decomposed (NFD) where the tag was created precomposed (NFC). ``field`` is the value's
+    path (``tags[0]``, ``category``, ``filter.or[1].value``); the detail names the stored
+    spelling(s) and how ``listings`` lists the field's values.
+
+    Raised (``invalid_value``, naming the first such value) only where the value alone decides
+    that nothing can match: its leaf must hold for the tree to (reached through ``and``
+    groups alone, as :func:`selecting_nothing` reads a tree) and none of the leaf's values is
+    stored (an ``in`` list's other values are its alternatives). Elsewhere — under an
+    ``or``, or beside a value of the same ``in`` list that is stored — another branch may
+    still match, and a caller may well write both spellings on purpose (``URGENT`` or
+    ``urgent``, not knowing which the tag has): a well-formed search, answered (empty, as
+    this is asked only then), with the spelling as a hint. Whether an ``or``'s other branches
+    select anything is not asked (a read per branch): the hint says the same either way.
 
     Nextcloud matches both as spelt: a system tag by its name as the ``systemtag`` table holds
     it (nextcloud/server lib/private/SystemTag/SystemTagManager.php ``getTag``: ``name =``),
@@ -390,32 +410,39 @@ def refuse_other_case(
     stored folded too; a caller told the spelling loses nothing. ``stored`` is asked at most
     once per field."""
     seen: dict[str, Collection[str]] = {}
-    for leaf in _positive_leaves(node):
+    hints: list[tuple[str, str]] = []
+    for leaf, must in _positive_leaves(node, must=True):
         name = leaf.field.name
         if name not in SPELT_FIELDS or leaf.op not in ("eq", "in", "contains"):
             continue
+        if name not in seen:
+            seen[name] = stored(name)
+        known = seen[name]
         values = leaf.value if leaf.op == "in" else (leaf.value,)
+        decides = must and not any(v in known for v in values)
         for i, value in enumerate(values):
-            if name not in seen:
-                seen[name] = stored(name)
-            known = seen[name]
-            if value in known:
-                continue
-            near = sorted(k for k in known if _caseless(k) == _caseless(value))
+            near = (
+                []
+                if value in known
+                else sorted(k for k in known if _caseless(k) == _caseless(value))
+            )
             if not near:
                 continue
             where = leaf.where or name
+            where = f"{where}[{i}]" if leaf.op == "in" else where
             noun = "tag" if name == "tags" else "category"
-            raise FilterError(
-                "invalid_value",
-                f"{where}[{i}]" if leaf.op == "in" else where,
+            detail = (
                 f"no document you can read has the {noun} {value!r}, matched as spelt, case, "
                 f"Unicode form and all; yours {'is' if len(near) == 1 else 'are'} spelt "
-                f"{', '.join(repr(n) for n in near)}{_listed(name, listings)}",
+                f"{', '.join(repr(n) for n in near)}{_listed(name, listings)}"
             )
+            if decides:
+                raise FilterError("invalid_value", where, detail)
+            hints.append((where, detail))
+    return hints
 
 
-HINTED_FIELDS = ("tags", "category", "owner", "path_prefix")
+HINTED_FIELDS = ("tags", "category", "owner", "path_prefix", "path")
 """The fields whose values :func:`selecting_nothing` names when they select none of the
 caller's documents."""
 
@@ -424,6 +451,7 @@ _SELECTS_NOTHING = {
     "category": "no indexed note you can read has the category",
     "owner": "no indexed document you can read is owned by",
     "path_prefix": "no indexed document you can read is at or under",
+    "path": "no indexed document you can read is at the path",
 }
 
 
@@ -436,11 +464,13 @@ def selecting_nothing(
     in order. ``field`` is the value's path (``path_prefixes[0]``, ``owner``'s
     ``filter.value``; a whole list's path, ``tags``, when it holds more than one value, none
     of which selects anything); ``detail`` names the value(s) and how ``listings`` lists the
-    field's values. Meant for a search that found nothing: such a leaf is why, whatever the
-    query, yet the search was well formed (an empty folder, a category not used yet), so
-    these are hints beside the empty answer, not errors. ``selects`` must look only at what
-    the caller can read (the ``acl`` condition), so a hint tells nothing of anyone else's
-    documents: a value that only others' documents hold reads as one nobody's does."""
+    field's values (for an exact ``path``, a file's whole path, the folders holding the
+    caller's documents: no surface lists files). Meant for a search that found nothing: such
+    a leaf is why, whatever the query, yet the search was well formed (an empty folder, a
+    category not used yet, a file deleted since), so these are hints beside the empty answer,
+    not errors. ``selects`` must look only at what the caller can read (the ``acl``
+    condition), so a hint tells nothing of anyone else's documents: a value that only
+    others' documents hold reads as one nobody's does."""
     hints: list[tuple[str, str]] = []
     if node is None:
         return hints
@@ -465,15 +495,16 @@ def selecting_nothing(
     return hints
 
 
-def _positive_leaves(node: Node | None) -> Iterator[Leaf]:
-    """The leaves of ``node`` not under a ``not``."""
+def _positive_leaves(node: Node | None, *, must: bool) -> Iterator[tuple[Leaf, bool]]:
+    """The leaves of ``node`` not under a ``not``, each with whether it must hold for ``node``
+    to (``must`` and reached through ``and`` groups alone)."""
     if node is None:
         return
     if isinstance(node, Leaf):
-        yield node
+        yield node, must
     elif node.kind != "not":
         for child in node.children:
-            yield from _positive_leaves(child)
+            yield from _positive_leaves(child, must=must and node.kind == "and")
 
 
 def parse_time(value: Any, field: str = "value") -> float:

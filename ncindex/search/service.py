@@ -89,8 +89,8 @@ from ncindex.search.filters import (
     Node,
     build_filter,
     field_verdict,
+    other_spellings,
     path_verdict,
-    refuse_other_case,
     request_tree,
     selecting_nothing,
     title_compounds,
@@ -614,9 +614,13 @@ class SearchResponse(BaseModel):
     timings_ms: dict[str, float] = Field(default_factory=dict)
     hints: list[SearchHint] = Field(
         default_factory=list,
-        description="Only when `results` is empty: each `tags`, `category`, `owner` or "
-        "`path_prefixes` value (or such a `filter` leaf that must hold) that selects none of "
-        "the indexed documents the caller can read. Empty otherwise.",
+        description="Only when `results` is empty: each `tags`, `category` or "
+        "`path_prefixes` value (or such a `filter` leaf, or an `owner` or exact `path` one, "
+        "that must hold) that selects none of the indexed documents the caller can read; "
+        "then each tag or category under an `or`, or beside a value of its list that is "
+        "held, that the caller's documents hold only in another case or Unicode form (the "
+        "detail names their spelling; where the value must hold, that is an `invalid_value` "
+        "error instead). Empty otherwise.",
     )
     _candidates: int = PrivateAttr(default=0)
 
@@ -815,15 +819,17 @@ class SearchService:
         query cannot be embedded, ``StoreUnavailable`` if the store fails and
         ``NextcloudAuthError`` if the caller's credentials fail during verification.
         A search that finds nothing says why when a filter value is: with a ``tags`` or
-        ``category`` value that the caller's documents hold only in another case or Unicode
-        form it raises ``FilterError`` naming the stored spelling (a likely typo with a
-        definite fix: :func:`~ncindex.search.filters.refuse_other_case`; its values read as
-        ``list_values`` reads them, :func:`~ncindex.search.facets.counted_values`), else it
-        answers the empty list with ``hints`` naming each ``tags``, ``category``, ``owner`` or
-        ``path_prefix`` value that must hold and selects none of the caller's indexed
-        documents (:func:`~ncindex.search.filters.selecting_nothing`; one single-point read
-        per such value, :func:`selects`); both name the way ``listings`` (the caller's
-        surface) lists the field's values. A search that found something asks neither.
+        ``category`` leaf that must hold and whose values the caller's documents hold only in
+        another case or Unicode form it raises ``FilterError`` naming the stored spelling (a
+        likely typo with a definite fix; its values read as ``list_values`` reads them,
+        :func:`~ncindex.search.facets.counted_values`), else it answers the empty list with
+        ``hints`` naming each ``tags``, ``category``, ``owner``, ``path_prefix`` or ``path``
+        value that must hold and selects none of the caller's indexed documents
+        (:func:`~ncindex.search.filters.selecting_nothing`; one single-point read per such
+        value, :func:`selects`), then each such other spelling under an ``or`` or beside a
+        stored value of its list (:func:`~ncindex.search.filters.other_spellings`); all name
+        the way ``listings`` (the caller's surface) lists the field's values. A search that
+        found something asks neither.
         """
         assert client.user is not None
         user = client.user
@@ -873,12 +879,13 @@ class SearchService:
         results.sort(key=lambda r: (-r.score, r.doc_key))
         hints: list[tuple[str, str]] = []
         if not results:  # a filter value the caller's documents do not hold found nothing
-            refuse_other_case(
+            spelt = other_spellings(
                 tree,
                 lambda f: [str(v["value"]) for v in counted_values(store, client, f)],
                 listings,
             )
             hints = selecting_nothing(tree, lambda leaf: selects(store, user, leaf), listings)
+            hints += spelt
         if request.explain and results:
             t0 = time.perf_counter()
             self._explain(results, branches, tree, expansion)

@@ -1,13 +1,13 @@
 """Per-caller rate limits for the search endpoints, on flask-limiter with Redis storage.
 
 One shared limit (``settings.search_rate_limit``, e.g. ``"600/minute"``) covers
-``POST /v1/search``, the context endpoint, ``GET /v1/folders``, ``/v1/tags``, ``/v1/status``,
-``POST /rcp/…`` but ``info`` and ``ping``, the search page's sign-in routes and ``/mcp``
-(:class:`CallerLimit`); README, "Rate limit", lists them. The key (:func:`caller_key`)
-is a hash of the Basic user name, of a Bearer header, or the client address when there is no
-header — no request to Nextcloud is needed to count and no credential is stored; behind
-reverse proxies the client address is the one they forwarded (``settings.trusted_proxy_hops``,
-:mod:`ncindex.web.proxies`). A second
+``POST /v1/search``, the context endpoint, ``GET /v1/folders``, ``/v1/tags``,
+``/v1/categories``, ``/v1/owners``, ``/v1/status``, ``POST /rcp/…`` but ``info`` and
+``ping``, the search page's sign-in routes and ``/mcp`` (:class:`CallerLimit`); README,
+"Rate limit", lists them. The key (:func:`caller_key`) is a hash of the Basic user name, of
+a Bearer header, or the client address when there is no header — no request to Nextcloud is
+needed to count and no credential is stored; behind reverse proxies the client address is
+the one they forwarded (``settings.trusted_proxy_hops``, :mod:`ncindex.web.proxies`). A second
 limit of the same rate counts refused credentials (401 answers) per client address
 (:func:`address_key`, :func:`refused`), so a flood of made-up names or tokens — each its own
 caller — is stopped before it makes Nextcloud throttle ncindex's own address (Nextcloud's

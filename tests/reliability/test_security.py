@@ -198,6 +198,8 @@ def test_every_search_endpoint_needing_credentials_is_401_without_them(
         "/v1/documents/<doc_type>/<path:doc_id>/context",
         "/v1/folders",
         "/v1/tags",
+        "/v1/categories",
+        "/v1/owners",
         "/rcp/<path:method>",
         "/v1/status",
     }, "a new endpoint: decide whether it needs credentials"
@@ -207,6 +209,8 @@ def test_every_search_endpoint_needing_credentials_is_401_without_them(
         "/v1/documents/<doc_type>/<path:doc_id>/context": ("GET", None),
         "/v1/folders": ("GET", None),
         "/v1/tags": ("GET", None),
+        "/v1/categories": ("GET", None),
+        "/v1/owners": ("GET", None),
         "/v1/status": ("GET", None),
     }
     for rule in guarded:

@@ -357,7 +357,10 @@ def test_unauthenticated(ro_api: Api) -> None:
     for body in (b'{"query": ""}', b"{", b'{"query": "x", "lmit": 3}'):
         assert ro_api.client.post("/v1/search", data=body).status_code == 401, body
     assert ro_api.client.get("/v1/documents/nope/1/context").status_code == 401
-    for path in ("/v1/folders?limit=abc", "/v1/tags?x=1", "/v1/status?x=1"):  # nor a parameter
+    for path in (  # nor a parameter
+        "/v1/folders?limit=abc", "/v1/tags?x=1", "/v1/categories?x=1", "/v1/owners?limit=0",
+        "/v1/status?x=1",
+    ):  # fmt: skip
         assert ro_api.client.get(path).status_code == 401, path
     assert ro_api.client.post("/v1/search?x=1", json={"query": "x"}).status_code == 401
 
@@ -519,6 +522,8 @@ def test_context_bad_input(ro_api: Api, path: str, field: str) -> None:
         ("/v1/documents/file/1/context?windw=3", "windw"),
         ("/v1/folders?lmit=3", "lmit"),
         ("/v1/tags?offset=0&page=2", "page"),
+        ("/v1/categories?lmit=3", "lmit"),
+        ("/v1/owners?offset=0&page=2", "page"),
     ],
 )
 def test_a_misspelt_query_parameter_is_refused_not_ignored(
@@ -527,6 +532,45 @@ def test_a_misspelt_query_parameter_is_refused_not_ignored(
     response = ro_api.client.get(path, auth=("alice", PASSWORDS["alice"]))
     assert response.status_code == 400
     assert (response.get_json()["code"], response.get_json()["field"]) == ("unknown_field", field)
+
+
+def test_categories_and_owners_are_listed_like_folders(ro_api: Api) -> None:
+    """No REST endpoint listed note categories or owners, so a search API caller told that a
+    category or owner selects nothing could learn theirs nowhere. ``GET /v1/categories`` and
+    ``GET /v1/owners`` answer as ``GET /v1/folders`` does (the caller's credentials, a page
+    ``{name: [...], total, next_offset}`` with ``offset``/``limit``, the same errors), from
+    the documents the caller can read alone: alice's note is in ``Work``, bob's in ``Home``;
+    bob reads alice's shared folder, so alice owns documents he can read, and carol reads
+    none. A category or owner only another user's documents hold is never listed."""
+    for user, categories, owners in [
+        ("alice", ["Work"], ["alice"]),
+        ("bob", ["Home"], ["alice", "bob"]),
+        ("carol", [], []),
+    ]:
+        auth = (user, PASSWORDS[user])
+        for name, values in (("categories", categories), ("owners", owners)):
+            response = ro_api.client.get(f"/v1/{name}", auth=auth)
+            assert response.status_code == 200, (user, name, response.get_json())
+            want = {name: values, "total": len(values), "next_offset": None}
+            assert response.get_json() == want, (user, name)
+    bob = ("bob", PASSWORDS["bob"])
+    paged = ro_api.client.get("/v1/owners?limit=1", auth=bob).get_json()
+    assert paged == {"owners": ["alice"], "total": 2, "next_offset": 1}
+    paged = ro_api.client.get("/v1/owners?limit=1&offset=1", auth=bob).get_json()
+    assert paged == {"owners": ["bob"], "total": 2, "next_offset": None}
+    for path, code, field in [
+        ("/v1/categories?limit=0", "invalid_value", "limit"),
+        ("/v1/owners?offset=-1", "invalid_value", "offset"),
+        ("/v1/owners?limit=abc", "invalid_value", "limit"),
+        ("/v1/categories?owner=bob", "unknown_field", "owner"),
+    ]:
+        response = ro_api.client.get(path, auth=bob)
+        assert response.status_code == 400, path
+        assert response.mimetype == "application/problem+json", path
+        assert (response.get_json()["code"], response.get_json()["field"]) == (code, field), path
+    for name in ("categories", "owners"):
+        response = ro_api.client.get(f"/v1/{name}")
+        assert response.status_code == 401 and response.get_json()["code"] == "unauthenticated"
 
 
 def test_a_query_parameter_given_twice_is_refused(ro_api: Api) -> None:
@@ -564,7 +608,18 @@ def test_openapi_document(ro_api: Api) -> None:
         "/v1/documents/{doc_type}/{doc_id}/context",
         "/rcp/{method}",
         "/v1/status",
+        "/v1/folders",
+        "/v1/tags",
+        "/v1/categories",
+        "/v1/owners",
     }
+    for name in ("folders", "tags", "categories", "owners"):  # each listing, one page shape
+        get = doc["paths"][f"/v1/{name}"]["get"]
+        page = get["responses"]["200"]["content"]["application/json"]["schema"]
+        assert set(page["properties"]) == {name, "total", "next_offset"}, name
+        assert {p["name"] for p in get["parameters"]} == {"offset", "limit"}, name
+        assert set(get["responses"]) == {"200", "400", "401", "429", "503"}, name
+        assert get["security"] == doc["paths"]["/v1/search"]["post"]["security"], name
     schemas = doc["components"]["schemas"]
     request = schemas["SearchRequest"]["properties"]
     assert set(request) == {
@@ -626,7 +681,8 @@ def test_openapi_bounds_every_integer_query_parameter_as_the_endpoint_does(ro_ap
             assert refused.status_code == 400, (path, param["name"])
             assert refused.get_json()["field"] == param["name"]
             checked.append((path, param["name"]))
-    assert len(checked) == 6, checked  # chunk_index, window; offset, limit of folders and tags
+    # chunk_index, window; offset, limit of folders, tags, categories and owners
+    assert len(checked) == 10, checked
 
 
 def test_rate_limit(
@@ -667,6 +723,8 @@ def test_rate_limit(
         # and the search page's folder and tag lists
         assert client.get("/v1/folders", auth=auth).status_code == 429
         assert client.get("/v1/tags", auth=auth).status_code == 429
+        assert client.get("/v1/categories", auth=auth).status_code == 429
+        assert client.get("/v1/owners", auth=auth).status_code == 429
         assert client.get("/v1/filters").status_code == 200  # not limited
         # RCP shares the limit and answers JSON-RPC -32011 with the HTTP 429
         retrieve = {"jsonrpc": "2.0", "id": 1, "method": "retrieve", "params": {"query": "x"}}
@@ -761,8 +819,8 @@ def test_a_tag_or_category_in_another_case_is_named_not_silently_empty(api: Api)
     """``"URGENT"`` found nothing, silently, where the tag is ``urgent``: Nextcloud matches tag
     names and note categories (folder names) as spelt, so ncindex does too, and a search that
     finds nothing says which spelling the caller's documents hold, and how the search API
-    lists them (``GET /v1/tags``; no endpoint lists categories, and the MCP tools are not this
-    caller's); one that no value holds in any case, or whose value selects documents that
+    lists them (``GET /v1/tags``, ``GET /v1/categories``; the MCP tools are not this caller's);
+    one that no value holds in any case, or whose value selects documents that
     the rest of the search rules out, is still an empty answer, and one that finds something
     is answered."""
     api.sim.create_tag("urgent")  # system tags the caller can see (list_values holds to them)
@@ -788,7 +846,9 @@ def test_a_tag_or_category_in_another_case_is_named_not_silently_empty(api: Api)
         problem = response.get_json()
         assert (problem["code"], problem["field"]) == ("invalid_value", field), problem
         assert stored in problem["detail"] and "MCP" not in problem["detail"], problem
-        assert ("GET /v1/tags" in problem["detail"]) is field.startswith(("tags", "filter.v"))
+        tags = field.startswith(("tags", "filter.v"))
+        listing = "(GET /v1/tags lists them)" if tags else "(GET /v1/categories lists them)"
+        assert problem["detail"].endswith(listing), problem
     for body in (
         {"tags": ["nowhere"]},
         {"filter": {"not": {"field": "tags", "op": "contains", "value": "URGENT"}}, "tags": ["x"]},
@@ -802,6 +862,51 @@ def test_a_tag_or_category_in_another_case_is_named_not_silently_empty(api: Api)
         response = api.post("alice", {"query": Q, **body})
         assert response.status_code == 200 and response.get_json()["results"] == [], body
     assert api.found("alice", {"query": Q, "tags": ["URGENT", "finance"]})
+
+
+def test_another_spelling_where_another_branch_may_match_is_a_hint_not_an_error(
+    api: Api,
+) -> None:
+    """A tag or category spelt otherwise than the caller's documents have it was refused
+    (400) wherever it sat in the tree, even under an ``or`` whose other branch may match, or
+    beside a value of the same list that the documents hold: ``URGENT`` or ``urgent``, written
+    by a caller who does not know which spelling the tag has, was an error, where the
+    selects-nothing hint looks only at values that must hold. Such a search is well formed and
+    answered; when it finds nothing, the spelling is a hint after any others (same code, the
+    value's path, the error's detail). Where the value must hold and its list holds nothing
+    else the caller's documents have, it stays the error (the case test above)."""
+    api.sim.create_tag("urgent")  # system tags the caller can see (list_values holds to them)
+    api.sim.create_tag("finance")
+    tags = "(GET /v1/tags lists them)"
+    categories = "(GET /v1/categories lists them)"
+    for body, hints in [
+        (
+            {"filter": {"or": [{"field": "tags", "op": "contains", "value": "URGENT"},
+                               {"field": "tags", "op": "contains", "value": "urgent"}]},
+             "doc_types": ["deck_card"]},
+            [("filter.or[0].value", "tag 'URGENT'", f"spelt 'urgent' {tags}")],
+        ),
+        (
+            {"tags": ["URGENT", "finance"], "doc_types": ["deck_card"]},
+            [("tags[0]", "tag 'URGENT'", f"spelt 'urgent' {tags}")],
+        ),
+        (
+            {"doc_types": ["news_item"], "filter": {"and": [
+                {"field": "path_prefix", "op": "eq", "value": "/Nowhere"},
+                {"or": [{"field": "category", "op": "in", "value": ["WORK"]},
+                        {"field": "doc_type", "op": "eq", "value": "file"}]}]}},
+            [("filter.and[0].value", "'/Nowhere'", "(GET /v1/folders lists them)"),
+             ("filter.and[1].or[0].value[0]", "category 'WORK'", f"spelt 'Work' {categories}")],
+        ),
+    ]:  # fmt: skip
+        response = api.post("alice", {"query": Q, **body})
+        assert response.status_code == 200, (body, response.get_json())
+        answer = response.get_json()
+        assert answer["results"] == [], body
+        got = [(h["code"], h["field"]) for h in answer["hints"]]
+        assert got == [("selects_nothing", field) for field, _, _ in hints], answer
+        for hint, (_, named, said) in zip(answer["hints"], hints, strict=True):
+            assert named in hint["detail"] and hint["detail"].endswith(said), hint
 
 
 NOTHING_SELECTED = [
@@ -819,14 +924,30 @@ NOTHING_SELECTED = [
      "no indexed document you can read has the tag 'nowhere' (GET /v1/tags lists them)"),
     # bob's category, on a note alice cannot read: told as one nobody has
     ("alice", {"category": "Home"}, "category",
-     "no indexed note you can read has the category 'Home'"),
+     "no indexed note you can read has the category 'Home' (GET /v1/categories lists them)"),
     ("alice", {"category": "Nowhere"}, "category",
-     "no indexed note you can read has the category 'Nowhere'"),
+     "no indexed note you can read has the category 'Nowhere' (GET /v1/categories lists them)"),
     # bob owns two documents, neither of which alice can read; zed owns nothing
     ("alice", {"filter": {"field": "owner", "op": "eq", "value": "bob"}}, "filter.value",
-     "no indexed document you can read is owned by 'bob'"),
+     "no indexed document you can read is owned by 'bob' (GET /v1/owners lists them)"),
     ("alice", {"filter": {"field": "owner", "op": "eq", "value": "zed"}}, "filter.value",
-     "no indexed document you can read is owned by 'zed'"),
+     "no indexed document you can read is owned by 'zed' (GET /v1/owners lists them)"),
+    # an exact path: a file's whole path; nothing lists files, so the folders holding yours
+    ("alice", {"filter": {"field": "path", "op": "eq", "value": "/Projects/gone.md"}},
+     "filter.value",
+     "no indexed document you can read is at the path '/Projects/gone.md' "
+     "(GET /v1/folders lists the folders holding yours)"),
+    # alice's diary, which bob cannot read: told as a path nobody has
+    ("bob", {"filter": {"field": "path", "op": "eq", "value": "/Private/diary.md"}},
+     "filter.value",
+     "no indexed document you can read is at the path '/Private/diary.md' "
+     "(GET /v1/folders lists the folders holding yours)"),
+    ("alice", {"filter": {"and": [
+        {"field": "doc_type", "op": "eq", "value": "file"},
+        {"field": "path", "op": "in", "value": ["/a.md", "/b.md"]}]}},
+     "filter.and[1].value",
+     "no indexed document you can read is at the path any of '/a.md', '/b.md' "
+     "(GET /v1/folders lists the folders holding yours)"),
     ("alice", {"doc_types": ["file"], "filter": {"and": [
         {"field": "size", "op": "gt", "value": 1},
         {"field": "path_prefix", "op": "in", "value": ["/Nowhere"]}]}},

@@ -1359,6 +1359,15 @@ ALICE_ONLY = {LIGHT, OLD, BUDGET, DIARY, FOGHORN} - {LIGHT}  # LIGHT is shared w
             {"filter": {"not": {"field": "owner", "op": "eq", "value": "bob"}}},
             {"category": "Work"},
             {"fusion": "rrf", "limit": 100},
+            {"filter": {"field": "path", "op": "eq", "value": "/Private/diary.md"}},
+            {
+                "filter": {
+                    "or": [
+                        {"field": "category", "op": "eq", "value": "WORK"},
+                        {"field": "category", "op": "eq", "value": "HOME"},
+                    ]
+                }
+            },
         ]
     ),
 )
@@ -1383,9 +1392,13 @@ def test_bob_never_gets_alices_private_documents(
     found, *fetched, status = run(main())
     assert not found.is_error, found.content
     assert private.isdisjoint(ids(found))
-    # alice's /Projects and Work are hinted to bob as a folder and category nobody has are
+    # alice's /Projects, Work and diary are hinted to bob as a folder, category and path nobody
+    # has are; bob's own category in another case, under an `or`, as his spelling alone
     check_hints_leak_nothing(
-        arguments, found.structured_content, lambda swapped: run(again(swapped))
+        arguments,
+        found.structured_content,
+        lambda swapped: run(again(swapped)),
+        held={"Home", "urgent"},  # on the documents bob can read: his, and alice's shared plan
     )
     assert all(f.is_error and f.structured_content["code"] == "not_found" for f in fetched)
     assert status.structured_content["user"] == "bob"
@@ -1876,14 +1889,15 @@ def test_list_values_counts_the_callers_own_documents_only(mcp_url: str) -> None
     guessed (``application/pdf``) and matched nothing. ``list_values`` lists a field's values
     on the caller's documents with their counts, filtered by the caller's ``acl`` as every
     search is: bob's private note's category never reaches alice, nor hers him. A listed
-    value is one ``search`` finds documents by."""
-    fields = ("doc_type", "mime_type", "category")
+    value is one ``search`` finds documents by. ``owner`` too (no tool listed owners): the
+    owners of the caller's documents alone, as ``GET /v1/owners``."""
+    fields = ("doc_type", "mime_type", "category", "owner")
 
     async def main(user: str) -> dict[str, Any]:
         async with session(mcp_url, basic(user)) as client:
             out = {f: await call(client, "list_values", {"field": f}) for f in fields}
             out["page"] = await call(client, "list_values", {"field": "doc_type", "limit": 1})
-            out["bad"] = await call(client, "list_values", {"field": "owner"})
+            out["bad"] = await call(client, "list_values", {"field": "size"})
             out["search"] = await call(
                 client, "search", {"query": "lighthouse", "mime_types": ["text/plain"]}
             )
@@ -1905,6 +1919,8 @@ def test_list_values_counts_the_callers_own_documents_only(mcp_url: str) -> None
     assert values(alice, "category") == {"Work": 1}
     assert values(bob, "doc_type") == {"file": 2, "note": 1}
     assert values(bob, "category") == {"Home": 1}
+    assert values(alice, "owner") == {"alice": 5}
+    assert values(bob, "owner") == {"bob": 2, "alice": 1}  # alice's shared plan among his
     assert [v["value"] for v in alice["doc_type"].structured_content["values"]] == ["file", "note"]
     page = alice["page"].structured_content
     assert page == {"field": "doc_type", "values": [{"value": "file", "count": 4}], "total": 2,
@@ -2319,7 +2335,8 @@ def test_a_filter_value_selecting_nothing_names_the_tool_that_lists_it(
     """A search that finds nothing because a folder, tag, category or owner value holds none
     of the caller's documents answers the empty list with a ``hints`` entry naming it (as the
     search API does), and the way to list the values is the tool caller's own
-    (``list_folders``, ``list_tags``, ``list_values``). A tag or category in another case, or a
+    (``list_folders``, ``list_tags``, ``list_values``; an exact path the folders
+    ``list_folders`` lists). A tag or category that must hold in another case, or a
     tag typed decomposed (NFD) where it was created precomposed, stays a tool error naming the
     stored spelling and the tool that lists them, not ``GET /v1/tags``, an endpoint a tool
     caller does not have."""
@@ -2337,7 +2354,18 @@ def test_a_filter_value_selecting_nothing_names_the_tool_that_lists_it(
          "no indexed note you can read has the category 'Home' (`list_values` with field "
          "`category` lists them)"),
         ({"filter": {"field": "owner", "op": "eq", "value": "bob"}}, "filter.value",
-         "no indexed document you can read is owned by 'bob'"),
+         "no indexed document you can read is owned by 'bob' (`list_values` with field "
+         "`owner` lists them)"),
+        ({"filter": {"field": "path", "op": "eq", "value": "/Private/gone.md"}}, "filter.value",
+         "no indexed document you can read is at the path '/Private/gone.md' (`list_folders` "
+         "lists the folders holding yours)"),
+        # under an `or` another branch may match: the other spelling is a hint, not an error
+        ({"doc_types": ["deck_card"], "filter": {"or": [
+            {"field": "category", "op": "eq", "value": "WORK"},
+            {"field": "tags", "op": "contains", "value": "urgent"}]}}, "filter.or[0].value",
+         "no document you can read has the category 'WORK', matched as spelt, case, Unicode "
+         "form and all; yours is spelt 'Work' (`list_values` with field `category` lists "
+         "them)"),
     ]  # fmt: skip
     refused = [
         ({"tags": ["URGENT"]}, "tags[0]",

@@ -1034,7 +1034,7 @@ def test_openapi_states_the_doc_ids_times_and_rcp_methods_the_server_takes(ro_ap
 
 
 def test_a_filter_value_selecting_nothing_is_hinted_in_rcp_meta(ro_served: Served) -> None:
-    """A ``retrieve`` that finds nothing because a folder or owner value holds none of the
+    """A ``retrieve`` that finds nothing because a folder, path or owner value holds none of the
     caller's documents answers no hits and, in the result's ``_meta.hints`` (spec §4.4:
     implementation-specific data), the search API's hint naming the filter's value (RCP is
     served beside it and names its listings); one that finds something has no hints."""
@@ -1044,7 +1044,10 @@ def test_a_filter_value_selecting_nothing_is_hinted_in_rcp_meta(ro_served: Serve
          "no indexed document you can read is at or under '/Nowhere' (GET /v1/folders lists "
          "them)"),
         ({"field": "owner", "op": "eq", "value": "bob"}, "filter.value",
-         "no indexed document you can read is owned by 'bob'"),
+         "no indexed document you can read is owned by 'bob' (GET /v1/owners lists them)"),
+        ({"field": "path", "op": "eq", "value": "/Nowhere/plan.md"}, "filter.value",
+         "no indexed document you can read is at the path '/Nowhere/plan.md' (GET /v1/folders "
+         "lists the folders holding yours)"),
     ]:  # fmt: skip
         answer = client.call("retrieve", {"query": "lighthouse", "filter": leaf})
         assert answer["hits"] == [], answer
