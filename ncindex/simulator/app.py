@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable, Iterable
+from html import escape
 from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
@@ -53,6 +54,9 @@ if TYPE_CHECKING:
 
 __all__ = ["SimulatorApp", "basic_credentials_given", "family_of", "route_app"]
 
+#: The families Sabre serves (``remote.php``): it logs in itself, so wrong credentials are its
+#: 401 ``NotAuthenticated`` (nextcloud/server ``apps/dav/lib/Connector/Sabre/Auth.php``).
+DAV_FAMILIES = ("webdav", "dav-search", "systemtags")
 #: The families whose controller methods all carry ``#[CORS]`` (nextcloud/notes
 #: ``NotesApiController``, nextcloud/deck ``*ApiController``, nextcloud/news ``*ApiController``).
 CORS_FAMILIES = ("notes", "deck", "news")
@@ -189,9 +193,10 @@ class SimulatorApp:
         ``beforeController`` on a ``#[CORS]`` method, which runs before the
         ``SecurityMiddleware``: a request passing the CSRF check goes on (no cookies here, so
         only ``OCS-APIRequest``, from :data:`OCS_HEADER_PASSES_CSRF`); otherwise the session
-        is logged out and only valid Basic credentials log in again — a Bearer token, none or
-        a wrong one answer 401 ``{"message": "CORS requires basic auth"}``
-        (``afterException``; nextcloud/server#44365). ``None``: not refused."""
+        is logged out and only valid Basic credentials log in again — a Bearer token or none
+        answer 401 ``{"message": "CORS requires basic auth"}`` (``afterException``;
+        nextcloud/server#44365). Wrong Basic credentials never get this far
+        (:meth:`login_refused`). ``None``: not refused."""
         passes_csrf = (
             request.headers.get("OCS-APIRequest", "") != ""
             and version_tuple(self.sim.version) >= OCS_HEADER_PASSES_CSRF
@@ -200,15 +205,18 @@ class SimulatorApp:
             return None
         return json_response({"message": "CORS requires basic auth"}, 401)
 
-    def login_refused(self, family: str, request: Request) -> Response | None:
-        """The answer to valid credentials of a disabled account: nextcloud/server
-        ``lib/private/User/Session.php`` ``completeLogin`` throws ``LoginException`` ("User
-        disabled"; "Account disabled" in the log of a 29.0.2 server,
-        CollaboraOnline/richdocumentscode#275 — the text is not relied on) — and, to OCS,
-        to wrong Basic credentials (:func:`basic_credentials_given`: ``tryBasicAuthLogin``
-        throws ``LoginException`` for them, "If credentials were provided, they need to be
-        valid, otherwise we do boom"; for the other entry points that is not modelled) —,
-        which
+    def login_refused(self, family: str, request: Request, message: str) -> Response | None:
+        """The answer to a ``LoginException`` whose message is ``message``: thrown for valid
+        credentials of a disabled account by nextcloud/server
+        ``lib/private/User/Session.php`` ``completeLogin`` ("User disabled"; "Account
+        disabled" in the log of a 29.0.2 server, CollaboraOnline/richdocumentscode#275 — the
+        text is not relied on), and for wrong Basic credentials (:func:`basic_credentials_given`)
+        by ``tryBasicAuthLogin`` without a message ("If credentials were provided, they need to
+        be valid, otherwise we do boom") from ``OC::handleLogin``, which ``ocs/v1.php`` and
+        ``OC::handleRequest`` (``lib/base.php``, every ``index.php`` route) call before the
+        router — WebDAV logs in through Sabre instead (``apps/dav/lib/Connector/Sabre/Auth.php``
+        ``validateUserPass``: ``logClientIn`` false, so Sabre's 401 ``NotAuthenticated``, not
+        this). The exception is then caught by
 
         * ``ocs/v1.php`` (also serving ``v2.php``) catches: OCS 997 "Unauthorised", so HTTP
           401 in v2 — before any route, the public capabilities too;
@@ -216,22 +224,28 @@ class SimulatorApp:
           ``ServiceUnavailable("OC\\User\\LoginException: …")``: HTTP 503 with Sabre's error
           body (nextcloud/server#22758, still so in 31; nextcloud/server#58804 proposes 401).
           For a Bearer token (``BearerAuth``) the same answer is a *guess*;
-        * ``index.php`` (the apps' APIs) catches: 401 ``{"message": …}`` for a caller that
-          does not accept HTML.
+        * ``index.php`` (the apps' APIs): nextcloud/server ``index.php`` ``catch
+          (LoginException)`` answers a request whose ``Accept`` header does not name ``html``
+          (``stripos``) 401 ``application/json; charset=utf-8`` ``{"message": …}`` (so
+          ``{"message": ""}`` for wrong credentials, not the ``#[CORS]`` rule's "CORS
+          requires basic auth", which no controller gets to), any other the 401 error page
+          (``printErrorPage``; its HTML here is a *guess*).
 
         ``None`` for the families that do not log in (``status``) or are not modelled so
         (``login``, ``other``)."""
-        message = "Account disabled"
         if family == "ocs":
             version = 1 if request.path.startswith("/ocs/v1.php") else 2
             return self.ocs.respond(request, [], 997, "Unauthorised", version=version)
-        if family in ("webdav", "dav-search", "systemtags"):
+        if family in DAV_FAMILIES:
             body = sabre_error(
                 "Sabre\\DAV\\Exception\\ServiceUnavailable", f"OC\\User\\LoginException: {message}"
             )
             return Response(body, status=503, content_type=XML_CONTENT_TYPE)
         if family in CORS_FAMILIES:
-            return json_response({"message": message}, 401)
+            if "html" not in request.headers.get("Accept", "").lower():
+                return json_response({"message": message}, 401)
+            page = f"<html><body><h1>{escape(message)}</h1></body></html>"
+            return Response(page.encode(), status=401, content_type="text/html; charset=UTF-8")
         return None
 
     def unregistered(self, family: str, request: Request, uid: str | None) -> Response | None:
@@ -257,7 +271,7 @@ class SimulatorApp:
             return None
         if family == "ocs":
             return route_not_found(request)
-        if family in ("webdav", "dav-search", "systemtags"):
+        if family in DAV_FAMILIES:
             if uid is None:
                 return None
             name = request.path.removeprefix("/remote.php/dav/").split("/", 1)[0]
@@ -316,8 +330,12 @@ class SimulatorApp:
                 )
         uid, basic = self.authenticate(request)
         disabled = uid is not None and not self.sim.tree.users[uid].enabled
-        if disabled or (uid is None and family == "ocs" and basic_credentials_given(request)):
-            refused = self.login_refused(family, request)
+        if disabled:
+            refused = self.login_refused(family, request, "Account disabled")
+            if refused is not None:
+                return family, refused
+        elif uid is None and family not in DAV_FAMILIES and basic_credentials_given(request):
+            refused = self.login_refused(family, request, "")
             if refused is not None:
                 return family, refused
         unregistered = self.unregistered(family, request, uid)

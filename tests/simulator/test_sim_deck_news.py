@@ -403,6 +403,43 @@ def test_the_apps_cors_apis_take_a_bearer_token_only_with_ocs_apirequest(
     sim.close()
 
 
+def test_wrong_basic_credentials_at_index_php_are_its_login_exception_not_the_cors_rule(
+    sim, server
+) -> None:
+    """An app password revoked (or its user deleted) sent as Basic credentials to the Notes,
+    Deck or News API: nextcloud/server ``OC::handleRequest`` (``lib/base.php``) calls
+    ``OC::handleLogin`` before the router, whose ``Session::tryBasicAuthLogin`` throws a
+    ``LoginException`` without a message for given but wrong credentials, and ``index.php``
+    catches it: 401 ``application/json; charset=utf-8`` ``{"message": ""}`` unless the
+    ``Accept`` header names ``html`` (then its 401 error page) — before any route, so for a
+    path or method no route has too, and no controller's ``#[CORS]`` rule ("CORS requires
+    basic auth", which the simulator answered). A disabled account's message is its own."""
+    wrong = ("alice", "revoked-app-password")
+    paths = (
+        f"{NEWS}/items",
+        f"{DECK}/boards",
+        "/index.php/apps/notes/api/v1/notes",
+        "/index.php/apps/notes/api/v1/nope",  # no route has it
+    )
+    sim.delete_user("bob")  # a deleted user's app password is as wrong
+    with httpx.Client(base_url=server.url, timeout=10) as http:
+        for auth in (wrong, ("bob", PASSWORDS["bob"])):
+            for path in paths:
+                for headers in ({}, {"OCS-APIRequest": "true", "Accept": "application/json"}):
+                    resp = http.get(path, auth=auth, headers=headers)
+                    assert resp.status_code == 401, (path, headers)
+                    assert resp.headers["content-type"] == "application/json; charset=utf-8"
+                    assert resp.json() == {"message": ""}, (path, headers)
+            refused_method = http.delete("/index.php/apps/notes/api/v1/settings", auth=auth)
+            assert (refused_method.status_code, refused_method.json()) == (401, {"message": ""})
+            page = http.get(f"{DECK}/boards", auth=auth, headers={"Accept": "text/HTML"})
+            assert page.status_code == 401
+            assert page.headers["content-type"].startswith("text/html")
+        sim.disable_user("alice")
+        disabled = http.get(f"{DECK}/boards", auth=("alice", PASSWORDS["alice"]))
+        assert (disabled.status_code, disabled.json()) == (401, {"message": "Account disabled"})
+
+
 def test_a_method_no_route_of_the_path_has_is_index_phps_empty_405(sim, client) -> None:
     """nextcloud/server ``OC::handleRequest`` (``lib/base.php``) catches the router's
     ``MethodNotAllowedException`` with ``http_response_code(405)``: no body, after the login
