@@ -39,6 +39,7 @@ from ncindex.ingest.queueing import PUBLISH_RETRY, clear_debounce, enqueue
 from ncindex.progress import FailingDocuments, Progress
 from ncindex.settings import Settings
 from ncindex.sources.registry import SOURCES
+from ncindex.sync.reconcile import forget_tried
 from ncindex.sync.shares import note_move
 from workers.base import NcindexTask
 
@@ -141,11 +142,15 @@ def _counted(deliveries: Deliveries, subject: str) -> Iterator[None]:
 def refused_account(indexer: Indexer, user: str) -> Iterator[None]:
     """Inside the block, a 401 for ``user``'s account is recorded (:mod:`ncindex.accounts`:
     reported by ``/readyz``, ``ncindex status`` and a gauge) and re-raised: the error is
-    permanent, so the task ends without a retry."""
+    permanent, so the task ends without a retry. Such a task (or one held back) indexed
+    nothing, so the versions ``user``'s scans sent tasks for are forgotten
+    (:func:`~ncindex.sync.reconcile.forget_tried`): the next scan that gets through sends them
+    again."""
     try:
         yield
     except NextcloudAuthError as exc:
         indexer.services.account_refused(user, exc)
+        forget_tried(indexer.services.redis, indexer.settings.names, user)
         raise
 
 

@@ -32,7 +32,9 @@ Deck board, say) is not kept for good.
 A new document that stays out of the index although a task was sent for its very version
 (an empty file, one parked in the dead letter, or one whose task is still queued) is reported
 as ``unindexable`` and not sent again until its etag changes or a day passes; its folders stay
-dirty, so it keeps being listed.
+dirty, so it keeps being listed. A task Nextcloud refused (the account's app password revoked,
+the account disabled) made nothing of its document, so a refused task forgets what the user's
+scans sent (:func:`forget_tried`): the first scan that gets through again sends it all again.
 
 Whatever takes a user's access away (a re-check by id after a verification drop, a scan or a
 delete event; :meth:`ncindex.index.access.Access.remove`) marks the document for that
@@ -499,6 +501,16 @@ def scan_types() -> list[DocType]:
     """The doc types with a source to list (:data:`ncindex.sources.registry.SOURCES`), in a
     stable order."""
     return [t for t in DocType if t in SOURCES]
+
+
+def forget_tried(client: redis.Redis, keys: Names, user: str) -> None:
+    """Forget, for every doc type, the versions ``user``'s scans sent index tasks for
+    (:meth:`ScanState.tried`): called when a task of ``user``'s was refused or held back
+    (``NextcloudAuthError``: a 401, a disabled account, :class:`~ncindex.errors.AccountHeld`),
+    which indexed nothing, so that the next scan that gets through sends those documents again
+    instead of holding them as unindexable for :data:`RETRY_UNINDEXABLE_SECONDS`. Raises
+    ``redis.RedisError``."""
+    client.delete(*(ScanState(client, user, t, keys).base + ":tried" for t in scan_types()))
 
 
 def enabled_scan_types(settings: Settings) -> list[DocType]:

@@ -830,6 +830,40 @@ def test_a_task_that_gets_through_after_the_hold_clears_the_refusal(rstack: Stac
     assert alice.guard is None and alice.accepted is None
 
 
+def test_documents_whose_tasks_were_refused_are_sent_again_once_the_account_works(
+    rstack: Stack,
+) -> None:
+    """A scan queues carol's new files, and her app password is revoked in Settings ›
+    Security before their tasks run: each task is refused (401), recorded as her account's
+    refusal, and indexes nothing. Once she has a new app password configured, the next scan
+    sends them again and they are found — before, the scan held them back as "unindexable"
+    for a day (its hold for a version a task was already sent for: meant for a file with no
+    text, not for a task Nextcloud refused to answer), so ncindex did not recover by itself."""
+    sim, keys, services = rstack.sim, rstack.settings.names, rstack.services
+    sim.drop_rate = 1.0  # no webhook: the scan alone finds them
+    paths = ["/Docs/c1.md", "/Docs/c2.md"]
+    ids = [sim.put_file("carol", p, f"# C\ncoral {i}") for i, p in enumerate(paths)]
+    recorder = Recorder()
+    first = reconciler(rstack, recorder).scan("carol", DocType.FILE, apply=True)
+    assert sorted(c.path for c in first.index) == paths and sorted(recorder.files) == ids
+    carol = sim.tree.users["carol"]
+    carol.passwords.clear()  # revoked
+    carol.token_logins.clear()
+    for name, kwargs, queue in recorder.sent:
+        rstack.celery.send_task(name, kwargs=kwargs, queue=queue)
+    rstack.wait_idle()
+    assert list(refused_accounts(services.redis, keys)) == ["carol"]
+    assert not any(rstack.points(f"file:{i}") for i in ids)
+
+    sim.add_app_password("carol", "carol-new-app-password")
+    rstack.settings.accounts["carol"] = SecretStr("carol-new-app-password")
+    again = reconciler(rstack, Recorder()).scan("carol", DocType.FILE, apply=False)
+    assert sorted(c.path for c in again.index) == paths and again.unindexable == []
+    rstack.reconcile(["carol"])
+    assert all(rstack.points(f"file:{i}") for i in ids)
+    assert refused_accounts(services.redis, keys) == {}
+
+
 def acl(stack: Stack, doc_key: str) -> list[str]:
     """The ``acl`` of ``doc_key``'s first point (``[]`` when the index holds none)."""
     points = stack.points(doc_key)
