@@ -790,6 +790,30 @@ def test_a_disabled_account_is_served_nothing_while_its_credential_is_cached(api
     assert "diary" not in response.get_data(as_text=True).lower()
 
 
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+def test_a_card_searched_with_an_app_password_revoked_while_cached_is_not_shown(
+    api: Api,
+) -> None:
+    """alice's app password is revoked just after she searched (still in the credential
+    cache) and she searches Deck again: the card's check (nextcloud/deck's API at
+    ``index.php``) is refused 401 ``{"message": ""}`` (nextcloud/server ``index.php`` catches
+    the ``LoginException`` of ``Session::tryBasicAuthLogin``). The search is 401 — not the card
+    shown unverified — and the refusal is no verdict on the card: no re-check is sent that
+    could take it out of her index. A guard: this held before the change it came with."""
+    key = api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar the hull."))
+    query = {"query": "tar the ketch hull", "doc_types": ["deck_card"]}
+    assert key in api.found("alice", query)
+    api.producer.sent.clear()
+    alice = api.sim.tree.users["alice"]
+    alice.passwords.clear()
+    alice.token_logins.clear()
+    response = api.post("alice", query)
+    assert response.status_code == 401, response.get_json()
+    assert "ketch" not in response.get_data(as_text=True).lower()
+    assert api.producer.sent == []
+    assert api.store.document_points(key)
+
+
 def test_status_documents_now_where_its_other_fields_are(ro_api: Api) -> None:
     """``GET /v1/status`` answered ``now`` but the published schema said only "ISO 8601":
     no ``format``, no example, and neither the endpoint's summary nor ``modified_after``'s

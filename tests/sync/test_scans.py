@@ -864,6 +864,40 @@ def test_documents_whose_tasks_were_refused_are_sent_again_once_the_account_work
     assert refused_accounts(services.redis, keys) == {}
 
 
+def test_a_webhook_for_a_revoked_account_keeps_its_document_and_is_not_sent_again(
+    rstack: Stack,
+) -> None:
+    """carol's app password is revoked, then she edits an indexed file: the webhook's task
+    is refused (WebDAV 401, Sabre ``NotAuthenticated``). That is not "the file is gone": the
+    version indexed stays hers, the refusal is recorded, and not retried; the next edit's
+    task sends nothing as her (held back). With a new app password, the next scan indexes
+    what she wrote meanwhile. A guard: this held before the change it came with."""
+    sim, keys = rstack.sim, rstack.settings.names
+    fid = sim.put_file("carol", "/Docs/c.md", "# C\ncoral reef")
+    rstack.settle()
+    doc_key = f"file:{fid}"
+    assert acl(rstack, doc_key) == ["user:carol"]
+    carol = sim.tree.users["carol"]
+    carol.passwords.clear()
+    carol.token_logins.clear()
+    sim.reset_request_counts()
+    sim.put_file("carol", "/Docs/c.md", "# C\nkelp forest")
+    rstack.settle()
+    assert sum(1 for r in sim.request_log if r[2] == 401) == 1
+    assert list(refused_accounts(rstack.services.redis, keys)) == ["carol"]
+    assert acl(rstack, doc_key) == ["user:carol"]
+    sim.put_file("carol", "/Docs/c.md", "# C\nsea grass")
+    rstack.settle()
+    assert sum(1 for r in sim.request_log if r[2] == 401) == 1  # held back: nothing sent
+    assert acl(rstack, doc_key) == ["user:carol"]
+
+    sim.add_app_password("carol", "carol-new-app-password")
+    rstack.settings.accounts["carol"] = SecretStr("carol-new-app-password")
+    rstack.reconcile(["carol"])
+    assert refused_accounts(rstack.services.redis, keys) == {}
+    assert "sea grass" in " ".join(p.payload.get("text", "") for p in rstack.points(doc_key))
+
+
 def acl(stack: Stack, doc_key: str) -> list[str]:
     """The ``acl`` of ``doc_key``'s first point (``[]`` when the index holds none)."""
     points = stack.points(doc_key)

@@ -9,9 +9,11 @@ import threading
 from collections.abc import Callable
 
 import pytest
+from pydantic import SecretStr
 from structlog.testing import capture_logs
 
 from ncindex import names
+from ncindex.accounts import refused_accounts
 from ncindex.errors import NextcloudProtocolError
 from ncindex.index.indexing import Indexer
 from ncindex.ingest.events import Action
@@ -271,6 +273,46 @@ def test_an_account_whose_listing_fails_leaves_the_others_polled(stack: Stack) -
     assert next(r for r in stack.sim.request_log if r[1] == shares) == ("GET", shares, 503)
     assert stack.services.redis.get(stack.settings.names.shares_seen(first)) == seen
     assert set(acl(stack, doc_key)) == {"user:alice"} | {f"user:{u}" for u in others}
+
+
+def test_a_revoked_app_password_is_polled_once_keeps_the_state_and_recovers(stack: Stack) -> None:
+    """bob's app password is revoked (Settings › Security) while a folder is shared with him:
+    his listing is OCS 997, HTTP 401 (nextcloud/server ``ocs/v1.php`` catches the
+    ``LoginException`` of ``Session::tryBasicAuthLogin``). That is no empty share list: his
+    access and his poll state are kept, his account is recorded refused, and the next polls
+    send nothing as him (each refused login counts against ncindex's address in Nextcloud's
+    brute-force protection) while the others are polled. Once he has a new app password, the
+    next poll sees what changed meanwhile (the folder unshared) and takes his access away.
+    A guard: this held before the change it came with."""
+    keys = stack.settings.names
+    doc_key = alices_file(stack, "/Proj/plan.md")
+    for user in stack.settings.accounts:
+        poll(stack, user)
+    stack.sim.share("alice", "/Proj", "bob")
+    poll(stack, "bob")
+    assert "user:bob" in acl(stack, doc_key)
+    seen = stack.services.redis.get(keys.shares_seen("bob"))
+    bob = stack.sim.tree.users["bob"]
+    bob.passwords.clear()
+    bob.token_logins.clear()
+    stack.sim.unshare("alice", "/Proj", "bob")  # no event; ncindex cannot see it as bob now
+    shares = "/ocs/v2.php/apps/files_sharing/api/v1/shares"
+    stack.sim.reset_request_counts()
+    poll_task(stack)
+    poll_task(stack)
+    refused = [r for r in stack.sim.request_log if r == ("GET", shares, 401)]
+    answered = [r for r in stack.sim.request_log if r == ("GET", shares, 200)]
+    assert len(refused) == 1  # the second poll sent nothing as bob
+    assert len(answered) == 2 * (len(stack.settings.accounts) - 1)
+    assert list(refused_accounts(stack.services.redis, keys)) == ["bob"]
+    assert stack.services.redis.get(keys.shares_seen("bob")) == seen
+    assert "user:bob" in acl(stack, doc_key)  # a 401 is not "nothing is shared with him"
+
+    stack.sim.add_app_password("bob", "bob-new-app-password")
+    stack.settings.accounts["bob"] = SecretStr("bob-new-app-password")
+    poll_task(stack)
+    assert acl(stack, doc_key) == ["user:alice"]
+    assert refused_accounts(stack.services.redis, keys) == {}
 
 
 VIEW_ONLY = [{"scope": "permissions", "key": "download", "value": False}]
