@@ -57,7 +57,13 @@ import redis
 import structlog
 
 from ncindex.documents import DocRef, DocType, SourceDocument, principal
-from ncindex.errors import ArchivedCard, Forbidden, NextcloudProtocolError, NotFound
+from ncindex.errors import (
+    ArchivedCard,
+    Forbidden,
+    NextcloudProtocolError,
+    NotFound,
+    TransientError,
+)
 from ncindex.names import Names
 from ncindex.nextcloud.apps import DECK_API, get_deck_card
 from ncindex.nextcloud.client import API_HEADERS, NextcloudClient, json_list, json_object
@@ -500,7 +506,13 @@ class DeckCardSource(Source):
             return checked
         if checked.moved_to is not None:
             now_on = int(checked.moved_to["board_id"])
-            board = answer(f"deck_board:{now_on}", partial(get_board, board_id=now_on))
+            try:
+                board = answer(f"deck_board:{now_on}", partial(get_board, board_id=now_on))
+            except (TransientError, NextcloudProtocolError):
+                # asked for its title alone: the card's own check confirmed it, so a failed
+                # GET leaves it kept without one (a 403/404 drops it: Deck's card GET checks
+                # the same board permission, PermissionService::checkPermission)
+                return checked
             return replace(checked, board_title=title_of(board))
         board = answer(f"deck_board:{int(payload['board_id'])}")
         stack_id = int(payload["stack_id"])
