@@ -9,6 +9,9 @@ let pollTimer = null;
 let polling = false; // a poll is under way: the next tick of pollTimer waits for it
 let flowStarting = false; // a Login Flow is being started: Nextcloud has not answered yet
 let pollUntil = 0;
+// Each wait for a Login Flow's approval counts one more (and so does stopping it): a poll under
+// way when its sign-in was cancelled or replaced answers for that one, not for the next.
+let flowSeq = 0;
 // Nextcloud forgets a Login Flow v2 after 20 minutes (nextcloud/server core/Db/LoginFlowV2Mapper.php,
 // lifetime 1200 s): the page stops asking then.
 const FLOW_LIFETIME_MS = 1200 * 1000;
@@ -133,6 +136,7 @@ async function followOtherSession() {
 }
 
 function stopPolling() {
+  flowSeq++;
   clearInterval(pollTimer);
   pollTimer = null;
   $("flow-hint").hidden = true;
@@ -231,6 +235,7 @@ function waitForApproval(loginUrl, ms) {
   $("flow-hint").hidden = !loginUrl;
   status(WAITING);
   clearInterval(pollTimer);
+  flowSeq++;
   pollUntil = Date.now() + ms;
   pollTimer = setInterval(pollFlow, 1500);
 }
@@ -247,9 +252,14 @@ async function pollFlow() {
     return;
   }
   polling = true; // call() never throws: an unreachable server is its status 0
+  const seq = flowSeq;
   const { response, data } = await call("POST", "/ui/login/poll");
   polling = false;
   if (pollTimer === null) return; // signed in another way meanwhile
+  // the sign-in it polled for was cancelled, or another started, meanwhile: its answer (400 "no
+  // sign-in under way" for a cancelled one) is not the waiting one's, which goes on — unless it
+  // signed in (the browser holds that session's cookie now)
+  if (seq !== flowSeq && !(response.ok && data && data.user)) return;
   if (response.status === 0) return; // unreachable for now: ask again
   // Nextcloud down for a while (503): the flow lives on in Nextcloud, and an approval made once
   // it is back makes an app password only this polling takes — stopping here left it unused

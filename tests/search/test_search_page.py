@@ -1001,6 +1001,20 @@ def test_an_approval_nextcloud_cannot_confirm_just_then_signs_in_once_it_can(
     context.close()
 
 
+def hold_first_poll(page: Page) -> list[Route]:
+    """Hold the page's first ``/ui/login/poll`` unanswered (the list's first route, for the
+    test to answer); any other poll is sent on. The list of the polls sent."""
+    polls: list[Route] = []
+
+    def first_held(route: Route) -> None:
+        polls.append(route)
+        if len(polls) > 1:
+            route.continue_()
+
+    page.route("**/ui/login/poll", first_held)
+    return polls
+
+
 def test_the_page_polls_the_login_flow_one_poll_at_a_time(
     deployment: Deployment, browser: Browser
 ) -> None:
@@ -1011,14 +1025,7 @@ def test_the_page_polls_the_login_flow_one_poll_at_a_time(
     first is held unanswered over three of the timer's ticks, and no other is sent."""
     context = browser.new_context()
     page = context.new_page()
-    polls: list[Route] = []
-
-    def first_held(route: Route) -> None:  # the first poll held, any other sent on
-        polls.append(route)
-        if len(polls) > 1:
-            route.continue_()
-
-    page.route("**/ui/login/poll", first_held)
+    polls = hold_first_poll(page)
     popup = start_login_flow(context, page, deployment.url)
     page.wait_for_timeout(4_500)
     assert len(polls) == 1
@@ -1051,6 +1058,37 @@ def test_a_login_flow_can_be_cancelled(deployment: Deployment, browser: Browser)
     expect(page.locator("#flow-hint")).to_be_hidden()
     expect(page.locator("#status")).to_have_text("")
     popup.close()
+    context.close()
+
+
+def test_a_poll_of_a_cancelled_sign_in_does_not_stop_the_next_one(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A poll under way when the sign-in is cancelled and started again answers for the flow
+    cancelled: the server answers it 400 "no sign-in under way" (a cancel wins over a poll
+    checking the approval, test_ui_session). The page read that answer as the new flow's:
+    it stopped polling and said the error, so the new flow's approval made an app password
+    nobody took and the page stayed signed out. Here the first poll is held until the new
+    flow waits, then given the server's answer to a cancelled sign-in."""
+    context = browser.new_context()
+    page = context.new_page()
+    held = hold_first_poll(page)
+    first = start_login_flow(context, page, deployment.url)
+    while not held:  # the first poll is under way, held
+        page.wait_for_timeout(100)
+    page.get_by_role("button", name="Cancel sign-in").click()
+    expect(page.locator("#status")).to_have_text("Sign-in cancelled.")
+    first.close()
+    with context.expect_page() as again:
+        page.get_by_role("button", name="Sign in with Nextcloud").click()
+    expect(page.locator("#status")).to_contain_text("Waiting for you to approve")
+    cancelled = {"code": "invalid_value", "field": "poll_token", "detail": "no sign-in under way"}
+    held[0].fulfill(status=400, json=cancelled, content_type="application/problem+json")
+    while page.evaluate("polling"):  # its answer read
+        page.wait_for_timeout(100)
+    approve_in_nextcloud(again.value, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
+    sign_out_deleting_the_app_password(page, deployment)
     context.close()
 
 
