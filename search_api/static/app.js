@@ -675,12 +675,12 @@ function whereText(r) {
 
 // Markdown syntax a note's snippet would show raw (the server's snippet is the chunk's text, each
 // run of whitespace one space, or one "\n" where it held a line break: ncindex/text/snippets.py):
-// heading hashes, "*" list bullets at the start of a line (shown as "•"; a "-" bullet stays, and
-// so does a "*" after a cut's "…", where the line's start is not known), numbered-list markers
-// ("1. ", "1) ": shown as "•" only in a run of three consecutive items, see numberedItems: a
-// lone "5. " could end a sentence), a task's box at a line's start (☐ or ☑), emphasis
-// delimiters as CommonMark pairs them (see emphasis), the "[", "](url)" of a link (its text
-// stays), code fences (with their language) and the backticks around code (the code stays as
+// heading hashes and "*" list bullets at the start of a line (a bullet shown as "•"; a "-"
+// bullet stays, and so do both after a cut's "…", where the line's start is not known),
+// numbered-list markers ("1. ", "1) ": shown as "•" only in a run of three consecutive items,
+// see numberedItems: a lone "5. " could end a sentence), a task's box at a line's start (☐ or
+// ☑), emphasis delimiters as CommonMark pairs them (see emphasis), the "[", "](url)" of a link
+// (its text stays), code fences (with their language) and the backticks around code (the code stays as
 // written: no other rule reads it), and a table's pipes and "|---|---|" row (see TABLE_RULE).
 // Only text outside the <mark>s changes, so every mark still wraps the word it wrapped. Each
 // mark stands as MARK_HOLDER (a letter to the patterns) while the text around it is read, each
@@ -691,10 +691,11 @@ const CODE_HOLDER = "\uE001";
 const FENCE = /(?<=^|\s)(?:`{3,}|~{3,})[^\s`~\uE000]*(?=\s|$)/g;
 const NUMBERED = /(?<=^|\s)(\d{1,2})([.)]) +(?=\S)/g;
 const CODE_SPAN = /(`+)([^`]+?)\1(?!`)/;
-// a list item's marker is one at the start of a line (CommonMark 0.31 §5.2 "List items", §5.3
-// "Task list items" of GFM): "2 * 3" in a sentence is no bullet
+// a heading's hashes and a list item's marker are ones at the start of a line (CommonMark 0.31
+// §4.2 "ATX headings", §5.2 "List items", §5.3 "Task list items" of GFM): "Ticket # 42" and
+// "2 * 3" in a sentence are neither
 const MARKDOWN = [
-  [/(?<=^|\s)#{1,6} +(?=\S)/g, ""],
+  [/(?<=^|\n)#{1,6} +(?=\S)/g, ""],
   [/(?<=^|\n)[-*] \[ \] +(?=\S)/g, "☐ "],
   [/(?<=^|\n)[-*] \[[xX]\] +(?=\S)/g, "☑ "],
   [/(?<=^|\n)\* +(?=\S)/g, "• "],

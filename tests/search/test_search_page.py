@@ -841,6 +841,16 @@ def test_numbers_and_pipes_of_prose_in_a_note_s_snippet_are_shown(
     expect_note_snippet(deployment, browser, prose, "Sitzung", shown, 2)
 
 
+def test_a_hash_in_a_notes_prose_is_no_heading(deployment: Deployment, browser: Browser) -> None:
+    """A "#" run and a space after any whitespace was hidden as a heading's, so "Ticket # 42"
+    showed "Ticket 42". An ATX heading opens a line (CommonMark 0.31 §4.2): now that the
+    server's snippet keeps its line breaks as "\n", only a "#" run at the snippet's start or
+    after a "\n" is hidden."""
+    raw = "Ticket # 42 is about the <mark>lamp</mark>\n## Wiring the <mark>lamp</mark>"
+    shown = "Ticket # 42 is about the lamp Wiring the lamp"
+    expect_note_snippet(deployment, browser, raw, "lamp", shown, 2)
+
+
 def test_a_notes_emphasis_and_bullets_are_read_as_commonmark_reads_them(
     deployment: Deployment, browser: Browser
 ) -> None:
