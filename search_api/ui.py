@@ -205,6 +205,14 @@ def ui_blueprint(
     def signed_in(new_id: str, record: dict[str, str]) -> Response:
         return session_cookie(jsonify({"user": record["user"], "csrf": record["csrf"]}), new_id)
 
+    def claim_lost(session_id: str) -> Response:
+        # the answer of a poll whose claim on the flow's credentials went meanwhile: another
+        # poll took the check over (its claim ran out) and holds them, or a cancel or another
+        # sign-in won
+        if (sessions.load(session_id) or {}).get("flow_authorization"):
+            return jsonify({"user": None})  # that poll is checking them now
+        return _no_sign_in()
+
     def drop_flow_password(held: str | None) -> None:
         # a flow's credentials nobody will sign in with: cancelled, or another sign-in
         # replaced theirs. Their app password is deleted in Nextcloud rather than left unused
@@ -360,15 +368,15 @@ def ui_blueprint(
             user = resolve_caller(services, authorization).user or ""
         except Unauthenticated as exc:  # the flow's credentials: no field of the request
             if not sessions.release_flow(session_id, claim, refused=True):
-                return _no_sign_in()
+                return claim_lost(session_id)
             return problem(401, "unauthenticated", str(exc))
         except Exception as exc:
             # kept in the session for the next poll, which checks them again
             kept = sessions.release_flow(session_id, claim, refused=False)
             if not isinstance(exc, TransientError):
                 raise
-            if not kept:  # cancelled or replaced meanwhile
-                return _no_sign_in()
+            if not kept:
+                return claim_lost(session_id)
             # said apart: the user approved, the check is to come
             log.warning("login_check_failed", error=str(exc))
             return problem(
@@ -381,10 +389,8 @@ def ui_blueprint(
         replaced = sessions.replace_claimed(
             session_id, claim, authorization=authorization, user=user, origin="flow"
         )
-        if replaced is None:  # a cancel or another sign-in won meanwhile, or a poll took over
-            if (sessions.load(session_id) or {}).get("flow_authorization"):
-                return jsonify({"user": None})  # that poll is checking them now
-            return _no_sign_in()
+        if replaced is None:
+            return claim_lost(session_id)
         return signed_in(*replaced)
 
     @bp.post("/ui/login/cancel")

@@ -385,6 +385,42 @@ def test_a_check_outliving_its_claim_does_not_sign_in_twice(
     assert client.get("/v1/folders").status_code == 200
 
 
+@pytest.mark.parametrize("outcome", ["nextcloud down", "refused"])
+def test_a_check_whose_claim_another_poll_took_over_says_the_sign_in_goes_on(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, outcome: str
+) -> None:
+    """A check that outlived its claim, while another poll (another worker) holds the claim it
+    took over, and that then failed — Nextcloud down, or refusing the credentials — answered
+    400 "no sign-in under way", though the sign-in goes on in that poll: the tab that sent it
+    stopped waiting and said so. It answers as a poll finding another one checking does,
+    ``{"user": null}``, and the credentials stay for the poll holding the claim."""
+    import search_api.ui
+
+    client = stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    key = session_key(stack, client)
+    check = search_api.ui.resolve_caller
+
+    def outlived(*args: object, **kwargs: object) -> object:
+        # its claim ran out and another worker's poll claimed the credentials, for as long
+        stack.services.redis.hset(key, "flow_check", "other 99999999999999")
+        if outcome == "refused":  # the app password revoked in Nextcloud meanwhile
+            (made,) = stack.sim.tree.user("bob").passwords - {PASSWORDS["bob"]}
+            assert stack.sim.app_state["login_flows"].delete_app_password("bob", made)
+            return check(*args, **kwargs)
+        stack.sim.faults.set("ocs", status=503)
+        try:
+            return check(*args, **kwargs)
+        finally:
+            stack.sim.faults.clear()
+
+    monkeypatch.setattr(search_api.ui, "resolve_caller", outlived)
+    first = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert (first.status_code, first.get_json()) == (200, {"user": None})
+    assert stack.services.redis.hget(key, "flow_check") == b"other 99999999999999"
+    assert session(client)["signing_in"] is True
+
+
 @pytest.mark.parametrize("other", ["typed", "new flow"])
 def test_another_sign_in_deletes_the_app_password_of_flow_credentials_held(
     stack: Stack, other: str
