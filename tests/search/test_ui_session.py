@@ -385,6 +385,36 @@ def test_a_check_outliving_its_claim_does_not_sign_in_twice(
     assert client.get("/v1/folders").status_code == 200
 
 
+def test_a_sign_in_cancelled_and_started_again_during_a_check_waits_for_the_new_flow(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guard (passes before and after the claim-takeover fix): a cancel and a new Login Flow
+    made while a poll checks the first flow's credentials. That poll does not sign in (400),
+    the first flow's app password is deleted, and the new flow, approved, signs in."""
+    import search_api.ui
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    check = search_api.ui.resolve_caller
+    started: list[str] = []
+
+    def cancelled_and_started_again(*args: object, **kwargs: object) -> object:
+        if not started:
+            client.post("/ui/login/cancel", headers={CSRF_HEADER: csrf})
+            again = client.post("/ui/login/flow", headers={CSRF_HEADER: csrf})
+            started.append(again.get_json()["login_url"])
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(search_api.ui, "resolve_caller", cancelled_and_started_again)
+    first = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert first.status_code == 400, first.get_json()
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+    assert session(client)["signing_in"] is True  # the new flow
+    assert sim.app_state["login_flows"].approve(started[0], "bob", PASSWORDS["bob"])
+    done = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert done.status_code == 200 and done.get_json()["user"] == "bob"
+
+
 @pytest.mark.parametrize("outcome", ["nextcloud down", "refused"])
 def test_a_check_whose_claim_another_poll_took_over_says_the_sign_in_goes_on(
     stack: Stack, monkeypatch: pytest.MonkeyPatch, outcome: str
