@@ -42,7 +42,7 @@ from ncindex.errors import (
     TransientError,
 )
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.sources.base import Checked, PageRequest, Source, Verdict
+from ncindex.sources.base import Answer, Checked, PageRequest, Source, Verdict
 from ncindex.sources.eligibility import Eligibility
 from ncindex.sources.registry import SOURCES
 from ncindex.telemetry import VERIFICATIONS
@@ -190,6 +190,12 @@ def _judged(payload: dict[str, Any], check: Callable[[], Checked]) -> Checked:
         return Checked(Verdict.DROPPED)
 
 
+class _Sent(Exception):
+    """Raised to :meth:`Checks.verdicts`' first settling pass by the answer of a request the
+    page did not make, just sent: that candidate is settled again once every such request of
+    the page is on its way."""
+
+
 class Checks:
     """The checks of a batch of candidates under way (:meth:`VerifyOnRead.start`), and the
     requests they share (:meth:`~ncindex.sources.base.Source.page_requests`, by key);
@@ -209,14 +215,28 @@ class Checks:
         self._singles = singles
         self._shared = shared or {}
         self._send = send
+        self._sent: set[str] = set()  # keys of the requests the settling asked for
 
-    def _answer(self, key: str, request: PageRequest | None = None) -> Any:
+    def _answer(self, key: str, request: PageRequest | None = None, *, wait: bool = True) -> Any:
         """The answer of the shared request ``key`` (raises what it raised); one the page
         did not make is sent now with ``request`` and kept for the page's other candidates
-        (:class:`~ncindex.sources.base.Answer`; ``KeyError`` without ``request``)."""
+        (:class:`~ncindex.sources.base.Answer`; ``KeyError`` without ``request``). Without
+        ``wait``, :class:`_Sent` for such a request not answered yet."""
         if key not in self._shared and request is not None and self._send is not None:
             self._shared[key] = self._send(request)
+            self._sent.add(key)
+        if not wait and key in self._sent and not self._shared[key].done():
+            raise _Sent(key)
         return self._shared[key].result()
+
+    def _settled(self, i: int, checked: Checked, answer: Answer) -> Checked:
+        """Candidate ``i``'s verdict ``checked``, settled by its source with ``answer`` when
+        it is kept (raises :class:`_Sent` as ``answer`` does)."""
+        payload = self._candidates[i]
+        source = _source_of(payload)
+        if checked.verdict is not Verdict.KEPT or source is None:
+            return checked
+        return _judged(payload, partial(source.settle, payload, checked, answer))
 
     def verdicts(self, counts: VerificationCounts) -> list[Checked]:
         """Wait for the checks: one verdict per candidate, in order, a kept one settled by
@@ -230,11 +250,18 @@ class Checks:
             verdicts[i] = single.result()
         results = [verdicts[i] for i in range(len(self._candidates))]
         if self._shared:
-            for i, payload in enumerate(self._candidates):
-                source = _source_of(payload)
-                if results[i].verdict is Verdict.KEPT and source is not None:
-                    settle = partial(source.settle, payload, results[i], self._answer)
-                    results[i] = _judged(payload, settle)
+            # a first pass sends every request the settling asks for that the page did not
+            # make, and settles the candidates that asked for none; those that did are settled
+            # once all are on their way: they run at once in the pool, not one after another
+            first = partial(self._answer, wait=False)
+            later: list[int] = []
+            for i in range(len(self._candidates)):
+                try:
+                    results[i] = self._settled(i, results[i], first)
+                except _Sent:
+                    later.append(i)
+            for i in later:
+                results[i] = self._settled(i, results[i], self._answer)
         for payload, checked in zip(self._candidates, results, strict=True):
             counts.checked += 1
             if checked.verdict is Verdict.DROPPED:

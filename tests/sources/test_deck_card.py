@@ -5,6 +5,7 @@ search verifies it."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -78,13 +79,12 @@ def verified_after(
     cache: tuple[redis.Redis, Names],
     cards: list[int],
     change: Callable[[], None],
-    failing: str | None = None,
+    transport: httpx.BaseTransport | None = None,
 ) -> tuple[list[Checked], VerificationCounts, list[str]]:
     """``cards`` indexed as alice (their payloads as the index holds them), then ``change``
     made, then verified in one page as a search verifies them: the checks, their counts and
-    the paths of the requests the verification made. A request to the path ``failing`` is
-    answered 503 instead of the simulator's answer (Nextcloud failing that one request).
-    Closes ``sim``."""
+    the paths of the requests the verification made (through ``transport``, default
+    httpx's own). Closes ``sim``."""
     seen: list[str] = []
     with (
         serve_simulator(sim) as srv,
@@ -92,7 +92,7 @@ def verified_after(
             base_url=srv.url,
             timeout=10,
             event_hooks={"request": [lambda r: seen.append(r.url.path)]},
-            transport=_FailingPath(failing),
+            transport=transport,
         ) as http,
     ):
         client = NextcloudClient.for_account(http, "alice", "alice-pw")
@@ -111,15 +111,34 @@ def verified_after(
 
 
 class _FailingPath(httpx.HTTPTransport):
-    """A transport answering 503 to every request for ``path`` (``None``: none)."""
+    """A transport answering 503 to every request for ``path`` (Nextcloud failing it)."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str) -> None:
         super().__init__()
         self.path = path
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == self.path:
             return httpx.Response(503, text="Service Unavailable")
+        return super().handle_request(request)
+
+
+class _Together(httpx.HTTPTransport):
+    """A transport that sends the requests for ``paths`` on only once one of each is under
+    way at the same time (a barrier); when they do not all come within 10 s, each is
+    answered 503 instead."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__()
+        self.paths = set(paths)
+        self.barrier = threading.Barrier(len(paths), timeout=10)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path in self.paths:
+            try:
+                self.barrier.wait()
+            except threading.BrokenBarrierError:
+                return httpx.Response(503, text="Service Unavailable")
         return super().handle_request(request)
 
 
@@ -247,6 +266,36 @@ def test_cards_moved_to_other_boards_name_them_with_one_board_get_each(
     assert len(seen) == 4 + 3 + 3  # card GETs, the moved cards' stacks, one GET per board
 
 
+def test_the_board_gets_of_cards_moved_to_other_boards_are_made_at_once(
+    cache: tuple[redis.Redis, Names],
+) -> None:
+    """The GET of each board the page's cards moved to (for its title) was sent when the
+    settling came to its card and waited for there, one after another: a page of cards moved
+    to n boards took n round trips more. They are all sent first, and run at once in the
+    verifier pool: here the board GETs are answered only once both are under way together (a
+    barrier; failing after 10 s, the cards would have no board titles)."""
+    now = [1_800_000_000.0]
+    sim = NextcloudSimulator(seed=1, clock=lambda: now[0])
+    sim.add_user("alice", "alice-pw", "Alice Adams")
+    old = sim.deck_create_board("alice", "Old")
+    todo = sim.deck_create_stack("alice", old, "To do")
+    boards = [sim.deck_create_board("alice", t) for t in ("Ops", "Home")]
+    stacks = [sim.deck_create_stack("alice", b, "Inbox") for b in boards]
+    cards = [sim.deck_create_card("alice", todo, t) for t in ("Paint", "Sweep")]
+
+    def move() -> None:
+        now[0] += 60
+        for card, stack in zip(cards, stacks, strict=True):
+            sim.deck_update_card("alice", card, stack_id=stack)
+
+    board_gets = [f"/index.php/apps/deck/api/v1.0/boards/{b}" for b in boards]
+    checked, _, _ = verified_after(sim, cache, cards, move, _Together(board_gets))
+    assert [(c.verdict, c.board_title) for c in checked] == [
+        (Verdict.KEPT, "Ops"),
+        (Verdict.KEPT, "Home"),
+    ]
+
+
 @pytest.mark.parametrize("case", ["old board deleted", "new board's GET fails"])
 def test_a_card_moved_to_another_board_is_judged_by_its_own_check(
     cache: tuple[redis.Redis, Names], case: str
@@ -280,7 +329,7 @@ def test_a_card_moved_to_another_board_is_judged_by_its_own_check(
 
     board_get = f"/index.php/apps/deck/api/v1.0/boards/{new}"
     checked, counts, seen = verified_after(
-        sim, cache, [card], move, failing=board_get if fails else None
+        sim, cache, [card], move, _FailingPath(board_get) if fails else None
     )
     assert board_get in seen
     assert [(c.verdict, c.board_title, c.stack_title) for c in checked] == [
