@@ -32,7 +32,9 @@ a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_fiel
   by the next poll, without a new Login Flow, and so is one whose worker died (after
   :data:`~ncindex.web.session.FLOW_CHECK_SECONDS`). One poll at a time checks them (it claims
   them; another poll meanwhile answers ``{"user": null}``) and only the poll holding the claim
-  signs in: a sign-in makes one session;
+  signs in: a sign-in makes one session. Credentials that cannot be kept (Redis failing as
+  they arrive) have their app password deleted and are 503 ``backend_unavailable`` with
+  ``"restart": true``: the flow is spent, so only a new one can sign in;
 * ``POST /ui/login/cancel`` — forgets the Login Flow under way (its poll token and login URL,
   and credentials it gave that no sign-in used, whose app password is deleted in Nextcloud
   where it can be: nextcloud/server ``core/Controller/AppPasswordController.php``
@@ -351,9 +353,14 @@ def ui_blueprint(
             # fails, or a worker that dies, loses nothing
             try:
                 received = sessions.receive_flow(session_id, poll_token, authorization)
-            except redis.RedisError:  # nowhere to keep them: not left unused in Nextcloud
+            except redis.RedisError as exc:  # nowhere to keep them: not left unused in Nextcloud
                 _delete_app_password(authorization)
-                raise
+                log.warning("ui_session_redis_failed", error=str(exc))
+                # Nextcloud's flow is spent (it hands its credentials out once and then
+                # answers 404, as for a flow not yet approved): polling it again would wait
+                # for an approval already given, so the page is told to start again
+                detail = "sessions cannot be written just now: start the sign-in again"
+                return problem(503, "backend_unavailable", detail, restart=True)
             if received is None:  # cancelled, or another sign-in, meanwhile
                 _delete_app_password(authorization)
                 return _no_sign_in()

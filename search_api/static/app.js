@@ -261,6 +261,13 @@ async function pollFlow() {
   // signed in (the browser holds that session's cookie now)
   if (seq !== flowSeq && !(response.ok && data && data.user)) return;
   if (response.status === 0) return; // unreachable for now: ask again
+  // the approval came, but this server could not keep it (its session store was down): its app
+  // password is deleted and Nextcloud's flow spent, so waiting on would wait for nothing
+  if (response.status === 503 && data && data.restart) {
+    stopPolling();
+    status("The access was approved, but this page could not keep it just now: sign in again.", true);
+    return;
+  }
   // Nextcloud down for a while (503): the flow lives on in Nextcloud, and an approval made once
   // it is back makes an app password only this polling takes — stopping here left it unused
   // and the page signed out. Said, and asked again. Once approved ("approved": the server holds

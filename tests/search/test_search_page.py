@@ -1102,6 +1102,34 @@ def test_a_poll_of_a_cancelled_sign_in_does_not_stop_the_next_one(
     context.close()
 
 
+def test_an_approval_the_server_could_not_keep_asks_to_sign_in_again(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """An approval whose credentials the server could not keep (Redis failing as they came:
+    their app password deleted, Nextcloud's flow spent; test_ui_session) was said as
+    "Nextcloud is not answering just now; this page keeps asking", and the page waited for an
+    approval already given. The answer's ``restart`` ends the wait, says to sign in again, and
+    a new sign-in completes."""
+    context = browser.new_context()
+    page = context.new_page()
+    held = hold_first_poll(page)
+    start_login_flow(context, page, deployment.url).close()
+    while not held:
+        page.wait_for_timeout(100)
+    detail = "sessions cannot be written just now: start the sign-in again"
+    spent = {"code": "backend_unavailable", "detail": detail, "restart": True}
+    held[0].fulfill(status=503, json=spent, content_type="application/problem+json")
+    expect(page.locator("#status")).to_have_text(
+        "The access was approved, but this page could not keep it just now: sign in again."
+    )
+    with context.expect_page() as again:
+        page.get_by_role("button", name="Sign in with Nextcloud").click()
+    approve_in_nextcloud(again.value, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
+    sign_out_deleting_the_app_password(page, deployment)
+    context.close()
+
+
 def test_focus_goes_on_when_signing_in_and_out(deployment: Deployment, browser: Browser) -> None:
     """Signing in or out hides the part that had focus: focus goes on to the query box, or to
     the sign-in button, instead of falling back to the page's top, where a keyboard or

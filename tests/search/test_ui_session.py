@@ -451,6 +451,34 @@ def test_a_check_whose_claim_another_poll_took_over_says_the_sign_in_goes_on(
     assert session(client)["signing_in"] is True
 
 
+def test_credentials_redis_cannot_keep_are_deleted_and_the_sign_in_started_again(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis failing as the flow's credentials arrived answered 503 "sessions cannot be read
+    or written", and the session kept the poll token of a flow Nextcloud had spent: once Redis
+    was back every poll answered "not yet" (Nextcloud's poll of a spent flow is 404, as for one
+    not approved) until the 20 minutes of an anonymous session ran out. The app password is
+    deleted and the answer says to start again (``restart``); a new flow then signs in."""
+    from ncindex.web.session import UiSessions
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+
+    def down(*args: object) -> None:
+        raise redis.ConnectionError("Redis is down")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(UiSessions, "receive_flow", down)
+        failed = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert failed.status_code == 503
+    assert (failed.get_json()["code"], failed.get_json()["restart"]) == (
+        "backend_unavailable",
+        True,
+    )
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}  # deleted, not left unused
+    assert sign_in_with_flow(stack, client, "bob")["user"] == "bob"
+
+
 @pytest.mark.parametrize("other", ["typed", "new flow"])
 def test_another_sign_in_deletes_the_app_password_of_flow_credentials_held(
     stack: Stack, other: str
