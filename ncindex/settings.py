@@ -785,10 +785,12 @@ class Settings(BaseSettings):
         celery_broker(value)  # its ValueError is the setting's error
         return value
 
-    @field_validator("qdrant_path", mode="before")
+    @field_validator("qdrant_path", "accounts_file", "embed_threads", mode="before")
     @classmethod
-    def _empty_path_is_unset(cls, value: object) -> object:
-        # an empty NCINDEX_QDRANT_PATH would be Path("."), the working folder
+    def _empty_is_unset(cls, value: object) -> object:
+        # settings whose default is unset: an empty NCINDEX_QDRANT_PATH would be Path("."), the
+        # working folder; an empty NCINDEX_ACCOUNTS_FILE was Path(".") too, refused as "cannot
+        # be read: Is a directory"; an empty NCINDEX_EMBED_THREADS was refused as no integer
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("data_dir", "model_dir", mode="before")

@@ -181,6 +181,22 @@ def test_an_empty_data_or_model_folder_is_the_default(monkeypatch: pytest.Monkey
     assert settings.model_dir == Settings.model_fields["model_dir"].default
 
 
+def test_an_empty_value_of_a_setting_unset_by_default_is_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """README's Settings table gives these the default ``unset``, and an env file or template
+    that leaves one empty (``NCINDEX_ACCOUNTS_FILE=``) means just that. An empty
+    NCINDEX_ACCOUNTS_FILE was Path("."), refused as "accounts_file . cannot be read: Is a
+    directory"; an empty NCINDEX_EMBED_THREADS was refused as no integer."""
+    unset = [name for name, field in Settings.model_fields.items() if field.default is None]
+    assert {"accounts_file", "embed_threads", "qdrant_path", "nextcloud_url"} <= set(unset)
+    for name in unset:
+        monkeypatch.setenv(f"NCINDEX_{name.upper()}", "")
+    settings = Settings()
+    assert [name for name in unset if getattr(settings, name)] == []
+    assert settings.accounts == {} and settings.embed_threads is None
+
+
 def test_the_settings_doc_type_names_are_the_doc_types() -> None:
     """settings.py may not import ncindex.documents (the layers), so it names the doc types
     its per-type settings take again; the two lists must agree."""
