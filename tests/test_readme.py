@@ -1,5 +1,6 @@
-"""The README stays true: it opens with the two set-up commands, lists every setting, and
-runs the distributed roles as deploy/Procfile does."""
+"""The README stays true: it opens with the two set-up commands, lists every setting with its
+default, runs the distributed roles as deploy/Procfile does, and shows only commands, options
+and variables that something reads."""
 
 from __future__ import annotations
 
@@ -98,3 +99,99 @@ def test_readme_states_when_the_title_branch_is_skipped() -> None:
     flat = " ".join(section.split())
     assert f"more than {TITLE_BRANCH_MAX_WORDS} words" in flat
     assert f"more than {TITLE_BRANCH_MAX_POINTS:,} such chunks" in flat
+
+
+def _code_spans() -> list[str]:
+    """The README's inline code spans (a span may wrap over a line or two) and the command
+    lines of its ```sh blocks, whitespace collapsed."""
+    spans = re.findall(r"(?<!`)`([^`\n]+(?:\n[^`\n]+){0,2})`(?!`)", README)
+    return [" ".join(span.split()) for span in spans + _shell_lines(README)]
+
+
+def test_every_ncindex_command_and_option_shown_exists() -> None:
+    """Each ``ncindex <command> [--option …]`` the README shows, in a shell block or inline,
+    is a command of the CLI taking those options (a renamed command or option otherwise
+    lingers in the README). A guard: it found nothing stale when written."""
+    import click
+
+    from allinone.cli import main
+
+    shown = [
+        m.group(1).split()
+        for span in _code_spans()
+        if (m := re.match(r"(?:\S*/)?ncindex ([a-z][\w-]*(?: [^`#;]*)?)", _command(span)))
+    ]
+    assert len(shown) >= 50
+    stale = []
+    for words in shown:
+        command = main.commands.get(words[0])
+        if command is None:
+            stale.append(" ".join(words))
+            continue
+        rest = words[1:]
+        if isinstance(command, click.Group) and rest and rest[0] in command.commands:
+            command, rest = command.commands[rest[0]], rest[1:]
+        options = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+        given = {o for w in rest for o in re.findall(r"--[a-z][\w-]*", w)}
+        stale += [f"{command.name} {o}" for o in sorted(given - options - {"--help"})]
+    assert stale == []
+
+
+def test_every_variable_named_is_read_and_the_procfiles_are_named() -> None:
+    """Each ``NCINDEX_`` variable the README names is a setting or one that another part reads
+    (``ncindex doctor`` knows them all), and each one deploy/Procfile reads is named: its
+    ports (``NCINDEX_RECEIVER_PORT``, …) were in no document, so a newcomer whose 8081 was
+    taken had to read the Procfile."""
+    from ncindex.doctor import OTHER_VARIABLES
+
+    settings = {f"NCINDEX_{n.upper()}" for n in Settings.model_fields}
+    named = set(re.findall(r"\bNCINDEX_[A-Z0-9_]*[A-Z0-9]\b", README))
+    assert sorted(named - settings - OTHER_VARIABLES) == []
+    procfile = (ROOT / "deploy" / "Procfile").read_text(encoding="utf-8")
+    read = set(re.findall(r"\$\{(NCINDEX_\w+)", procfile)) | set(
+        re.findall(r"\b(NCINDEX_\w+)=", procfile)
+    )
+    assert read and sorted(read - named) == []
+
+
+def _table_default(cell: str) -> object:
+    """The value of a Settings table's Default cell (its first code span): ``unset`` is None,
+    ``(empty)`` the empty string, JSON or a Python literal their value, else the text."""
+    import ast
+    import json
+
+    text = cell.split("`")[1]
+    if text in ("unset", "(empty)"):
+        return None if text == "unset" else ""
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            return parse(text)
+        except (ValueError, SyntaxError):
+            pass
+    return text
+
+
+def test_the_settings_table_gives_each_settings_default() -> None:
+    """The Default column of README's Settings table is each setting's default (the
+    abbreviated MIME list: its quoted types are defaults). A guard: every row held when
+    written."""
+    from pydantic import SecretStr
+
+    table = README.split("\n## Settings", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `NCINDEX_(\w+)` \| (.+?) \| ", table, flags=re.M)
+    assert len(rows) == len(Settings.model_fields)
+    wrong = []
+    for name, cell in rows:
+        default = Settings.model_fields[name.lower()].get_default(call_default_factory=True)
+        if isinstance(default, SecretStr):
+            default = default.get_secret_value()
+        elif isinstance(default, Path):
+            default = str(default).replace(str(Path.home()), "~", 1)
+        shown = _table_default(cell)
+        if name == "INDEX_MIME_TYPES":
+            quoted = re.findall(r"'([^']+)'", cell)
+            if not quoted or set(quoted) - set(default):
+                wrong.append(name)
+        elif shown != default:
+            wrong.append(f"{name}: README {shown!r}, settings {default!r}")
+    assert wrong == []
