@@ -574,6 +574,26 @@ def test_the_chart_version_says_its_values_broke_and_readme_tells_how_to_upgrade
     assert f"Upgrading the chart from 0.1.0 to {meta['version']}" in readme
 
 
+def test_readme_kubectl_commands_name_deployments_of_its_own_release(chart: helm.Chart) -> None:
+    """README's ``helm install ncindex helm/ncindex`` makes the release ``ncindex``, whose
+    objects are named ``ncindex-…`` (``ncindex.fullname``: a release name holding the chart's is
+    used as is), but README then said ``kubectl exec deploy/<release>-ncindex-receiver``:
+    followed as written, ``deploy/ncindex-ncindex-receiver``, which does not exist."""
+    readme = (CHART.parents[1] / "README.md").read_text()
+    assert "`helm install ncindex helm/ncindex " in readme
+    names = re.findall(r"kubectl (?:exec|rollout status) (?:-n \S+ )?deploy/(\S+)", readme)
+    objects = chart.render(copy.deepcopy(MINIMAL), name="ncindex", namespace="search")
+    deployments = {
+        doc["metadata"]["name"]
+        for path, text in objects.items()
+        if not path.endswith("NOTES.txt")
+        for doc in yaml.safe_load_all(text)
+        if doc and doc["kind"] == "Deployment"
+    }
+    shown = {name.replace("<release>", "ncindex") for name in names}
+    assert shown and sorted(shown - deployments) == []
+
+
 def test_the_notes_port_forward_reaches_the_flower_service_port(chart: helm.Chart) -> None:
     """The notes said ``port-forward svc/…-flower 5555``, which fails once
     flower.service.port is another port (port-forward names the Service's port)."""
