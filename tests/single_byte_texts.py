@@ -114,6 +114,7 @@ CENTRAL_WINDOWS = (
     "Sestanek je prestavljen na sredo ob desetih dopoldne.",
     # with cedillas: windows-1250 has no s and t with a comma below
     "Şedinţa se amână pentru miercuri la ora zece dimineaţa.",
+    "Móda ve městě",  # read as windows-1252 Móda ve mìstì while Italian had ó (CLDR: auxiliary)
 )
 WESTERN = (
     "Compte rendu de la réunion",
@@ -132,6 +133,7 @@ WESTERN = (
     "Fundargerð",
     "Góðan daginn, ég sendi þér skýrsluna frá síðustu viku.",
     "Fundurinn verður færður til miðvikudags klukkan tíu að morgni.",
+    "Šakkiturnaus pidetään Ålandissa ensi viikolla.",  # Finnish š (CLDR), was cp1250 Ĺlandissa
 )
 #: (text, encoding) for every sample.
 CORPUS = (

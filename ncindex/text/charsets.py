@@ -286,29 +286,53 @@ def _guess_encoding(data: bytes) -> str | None:
 
 #: The letters beyond ASCII of the languages windows-1250 (Central European), windows-1252
 #: (Western European), windows-1254 (Turkish) and windows-1257 (Baltic) are written in, one
-#: string per language: CLDR's main exemplar characters (unicode-org/cldr
-#: common/main/<lang>.xml ``exemplarCharacters``, as Perl's Locale::CLDR carries them;
-#: Finnish, Catalan, Turkish, Lithuanian and Latvian not checked against them here). cp1250:
-#: Czech, Slovak, Polish, Hungarian, Slovene, Croatian/Bosnian, Romanian (ș ț with the cedilla
-#: windows-1250 has), German. cp1252: German, French, Spanish, Italian, Portuguese, Dutch,
-#: Danish, Norwegian, Swedish, Finnish, Icelandic, Catalan, Estonian. cp1254: Turkish (its
-#: ``İ`` is ``i`` and a combining dot above in lower case; the circumflexed vowels of loanwords
-#: are CLDR's auxiliary letters, left out: Latvian ``ā ī ū`` read in windows-1254 are them).
-#: cp1257: Lithuanian, Latvian, Estonian. ISO-8859-9 and ISO-8859-13 hold the same letters at
+#: string per language: CLDR's main exemplar characters, lower case (Unicode CLDR 47,
+#: unicode-org/cldr common/main/<lang>.xml ``<exemplarCharacters>``, read as cldr-json
+#: 47.0.0 publishes it: cldr-misc-full/main/<lang>/characters.json ``exemplarCharacters``;
+#: each checked there, the language code beside it). A language's auxiliary exemplars (the
+#: letters of its loanwords and foreign names) are left out: German ``ç ğ ş`` or Turkish
+#: ``â î û`` would let a misread code page pass as the language (Latvian ``ā ī ū`` read in
+#: windows-1254 are Turkish auxiliary letters). Two departures, both for what the code page
+#: can hold: Romanian's main ``ș ț`` (comma below) are not in windows-1250, which has the
+#: cedilla forms ``ş ţ`` of its auxiliary set, so those stand for them; Dutch's ``íj́``
+#: (``j`` and a combining acute) and the Catalan middle dot are no letters of windows-1252.
+#: Turkish ``İ`` is ``i`` and a combining dot above in lower case (:func:`_languages` lowers
+#: the text). Norwegian is CLDR's ``nb``. ISO-8859-9 and ISO-8859-13 hold the same letters at
 #: the same bytes as windows-1254 and -1257: charset-normalizer names them among the code
 #: pages a windows reading could be from.
 _ALPHABETS = {
     "cp1250": (
-        "áčďéěíňóřšťúůýž", "áäčďéíĺľňóôŕšťúýž", "ąćęłńóśźż", "áéíóöőúüű", "čšž", "čćđšž",
-        "ăâîşţ", "äöüß",
+        "áčďéěíňóřšťúůýž",  # cs
+        "áäčďéíĺľňóôŕšťúýž",  # sk
+        "ąćęłńóśźż",  # pl
+        "áéíóöőúüű",  # hu
+        "čšž",  # sl
+        "čćđšž",  # hr, bs
+        "ăâîşţ",  # ro (ș ț as ş ţ, see above)
+        "äöüß",  # de
     ),
     "cp1252": (
-        "äöüß", "àâæçéèêëîïôœùûüÿ", "áéíñóúü", "àéèìóòù", "áàâãçéêíóòôõú", "áäéëíïóöúü",
-        "æøå", "àéóòôæøå", "àéåäö", "åäö", "áðéíóúýþæö", "àçéèíïóòúü", "šžõäöü",
+        "äöüß",  # de
+        "àâæçéèêëîïôœùûüÿ",  # fr
+        "áéíñóúü",  # es
+        "àéèìòù",  # it
+        "áàâãçéêíóòôõú",  # pt
+        "áäéëíïóöúü",  # nl
+        "æøå",  # da
+        "àéóòôæøå",  # nb
+        "àéåäö",  # sv
+        "šžåäö",  # fi
+        "áðéíóúýþæö",  # is
+        "àçéèíïóòúü",  # ca
+        "šžõäöü",  # et
     ),
-    "cp1254": ("çğıöşü\u0307",),
-    "cp1257": ("ąčęėįšųūž", "āčēģīķļņšūž", "šžõäöü"),
-}  # fmt: skip
+    "cp1254": ("çğıöşü\u0307",),  # tr
+    "cp1257": (
+        "ąčęėįšųūž",  # lt
+        "āčēģīķļņšūž",  # lv
+        "šžõäöü",  # et
+    ),
+}
 #: What :func:`_languages` counts for a reading whose letters no languages of its code page
 #: hold: more than any reading's count in any of the code pages.
 _NO_LANGUAGE = 1 + max(len(languages) for languages in _ALPHABETS.values())

@@ -1208,13 +1208,14 @@ def test_korean_with_hanja_and_japanese_with_halfwidth_katakana_stay_as_they_are
 def test_legacy_text_in_a_single_byte_code_page_is_read_in_it() -> None:
     """Short Russian, Ukrainian, Bulgarian, Greek, Thai, Hebrew, Arabic, Turkish, Lithuanian,
     Latvian, Central and Western European sentences and titles in their single-byte code
-    pages (tests/single_byte_texts.py: 127 samples). Of the first 63 (no Baltic, Western or
+    pages (tests/single_byte_texts.py: 129 samples). Of the first 63 (no Baltic, Western or
     windows-1250 ones, Turkish only in windows-1254), 35 were read right: charset-normalizer
     reads a short one as CJK (its multi-byte match leaves single-byte code pages out: cp1251
     ``Привет`` as ``厥外奄``), as EBCDIC or in another alphabet's code page; then 57. Of
     all 127, 91 were read right before Turkish and Baltic readings were weighed (Turkish
     as windows-1252 ``Toplantý``, Latvian as ``pagâjuðâs``, Lithuanian ``Posėdžio`` as
-    GB18030); 113 are read right now, all 16 Western ones still. The rest: short Turkish,
+    GB18030); 113 of 127 then; 115 of 129, all Western ones still, once the language letter
+    sets were checked against CLDR (the two samples added failed before). The rest: short Turkish,
     Lithuanian and Latvian titles whose windows-1252 reading is as much one language's
     (``Toplantý tutanaðý`` Icelandic, ``Lietuviø`` Danish, ``Sçdes`` French), one word of
     Hebrew read as Cyrillic (``щмен``: both all common letters), ``Čeština`` in ISO-8859-2,
@@ -1226,7 +1227,7 @@ def test_legacy_text_in_a_single_byte_code_page_is_read_in_it() -> None:
         for text, encoding in CORPUS
         if extract(text.encode(encoding), "text/plain", "notiz.txt").text != text
     ]
-    assert len(CORPUS) - len(wrong) >= 113, wrong
+    assert len(CORPUS) - len(wrong) >= 115, wrong
 
 
 @pytest.mark.parametrize(
@@ -1251,6 +1252,23 @@ def test_turkish_and_baltic_text_is_not_read_as_windows_1252(text: str, encoding
     assert extract(text.encode(encoding), "text/plain", "notiz.txt").text == text
     page = f"<html><body><p>{text}</p></body></html>".encode(encoding)
     assert extract(page, "text/html", "notiz.html").text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        ("Šakkiturnaus pidetään Ålandissa ensi viikolla.", "cp1252"),  # was cp1250 Ĺlandissa
+        ("Ålandin šakkikerho", "cp1252"),  # was cp1250 Ĺlandin
+        ("Móda ve městě", "cp1250"),  # was cp1252 Móda ve mìstì
+        ("Móda ve městě", "iso8859_2"),
+    ],
+)
+def test_language_letters_are_cldr_exemplar_characters(text: str, encoding: str) -> None:
+    """The letters a language is taken to be written in are CLDR's main exemplar characters:
+    Finnish writes ``š ž`` (its windows-1252 reading needed Estonian and Swedish, two languages,
+    and lost to Slovak windows-1250 ``Ĺ``); Italian's ``ó`` is an auxiliary letter (a Czech
+    title read as windows-1252 ``Móda ve mìstì`` passed as Italian)."""
+    assert extract(text.encode(encoding), "text/plain", "notiz.txt").text == text
 
 
 @pytest.mark.parametrize(
