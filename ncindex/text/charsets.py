@@ -143,6 +143,12 @@ _UTF8_PER_BAD = 8
 #: before that character: one is what legacy text shows by chance (Shift-JIS ``ﾃｽﾄ``,
 #: ``C3 BD C4``, reads as ``ý`` and the start of a character).
 _UTF8_BEFORE_CUT = 2
+#: How many Latin letters (valid multi-byte sequences) UTF-8 with one stray byte and fewer
+#: than :data:`_UTF8_PER_BAD` valid sequences must hold: one is what legacy text shows by
+#: chance (Shift-JIS ``ﾃｽﾄ`` reads as ``ý`` and a bad byte). The legacy samples of
+#: tests/single_byte_texts.py and tests/cjk_texts.py with a single bad sequence (Big5
+#: ``讀書心得`` alone) read letters of other scripts too (``Ū``, Cyrillic ``Ѥ``).
+_UTF8_LATIN_BESIDE_STRAY = 2
 
 
 def _nearly_utf8(data: bytes, *, final: bool) -> str | None:
@@ -154,13 +160,18 @@ def _nearly_utf8(data: bytes, *, final: bool) -> str | None:
     It is UTF-8 when it holds at least :data:`_UTF8_PER_BAD` valid multi-byte sequences per
     bad one, or when its only bad bytes are an unfinished sequence at its very end (``final``:
     ``data`` is the whole text, else that end is where it was cut and not bad) after at least
-    :data:`_UTF8_BEFORE_CUT` valid ones. ASCII with a high byte holds none: legacy. Tried
-    before a declared charset, as strict UTF-8 is: a declaration is often wrong (a template's
-    ``<meta charset=iso-8859-1>``), so many valid multi-byte sequences by chance hardly are."""
+    :data:`_UTF8_BEFORE_CUT` valid ones, or when its only bad byte is one stray byte (a Latin-1
+    ``é`` in UTF-8 ``Le caf\\xe9 crème brûlée``) and its valid multi-byte sequences are
+    punctuation and at least :data:`_UTF8_LATIN_BESIDE_STRAY` Latin letters: short text
+    holds too few for the ratio, and legacy text read as UTF-8 scatters letters of other
+    scripts or symbols (:func:`_stray_byte_in_latin`). ASCII with a high byte holds no valid
+    sequence: legacy. Tried before a declared charset, as strict UTF-8 is: a declaration is
+    often wrong (a template's ``<meta charset=iso-8859-1>``), so many valid multi-byte
+    sequences by chance hardly are."""
     text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=final)
     bad = text.count("\ufffd") - data.count("\ufffd".encode())  # less U+FFFD written as such
     valid = len(text) - len(text.encode("ascii", "ignore")) - bad
-    if valid >= _UTF8_PER_BAD * bad:
+    if valid >= _UTF8_PER_BAD * bad or (bad == 1 and _stray_byte_in_latin(data, text, final)):
         return text
     if bad == 1 and valid >= _UTF8_BEFORE_CUT and text.endswith("\ufffd"):
         try:
@@ -169,6 +180,28 @@ def _nearly_utf8(data: bytes, *, final: bool) -> str | None:
             return None
         return text
     return None
+
+
+def _stray_byte_in_latin(data: bytes, text: str, final: bool) -> bool:
+    """Whether ``text``, ``data`` read as UTF-8 with one bad sequence as U+FFFD, has that bad
+    sequence one byte long (a byte of a legacy code page pasted in; not a cut or malformed
+    multi-byte sequence) and its valid multi-byte characters are punctuation and at least
+    :data:`_UTF8_LATIN_BESIDE_STRAY` Latin letters (Unicode names ``LATIN …``)."""
+    latin = 0
+    for char in text:
+        if char.isascii() or char == "\ufffd":
+            continue
+        if unicodedata.name(char, "").startswith("LATIN ") and char.isalpha():
+            latin += 1
+        elif unicodedata.category(char)[0] != "P":
+            return False
+    if latin < _UTF8_LATIN_BESIDE_STRAY:
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=final)
+    except UnicodeDecodeError as error:
+        return error.end - error.start == 1
+    return False
 
 
 def _wide_unicode(data: bytes) -> str | None:

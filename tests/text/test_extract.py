@@ -1120,6 +1120,11 @@ GREETING = "Grüße aus Köln, schöne Woche! "
             "Le caf\ufffd ferme le dimanche; la crème brûlée reste à la carte, été comme "
             "hiver, et le thé glacé aussi.",
         ),
+        # short: one stray byte and fewer than 8 valid sequences, all Latin letters (was cp1252
+        # throughout: crÃ¨me brÃ»lÃ©e, GrÃ¼ÃŸe, cafÃ©)
+        (b"Le caf\xe9 " + "crème brûlée".encode(), "Le caf\ufffd crème brûlée"),
+        ("Grüße aus Köln, ".encode() + b"sch\xf6ne Woche", "Grüße aus Köln, sch\ufffdne Woche"),
+        (b"Don\x92t forget the " + "café crème".encode(), "Don\ufffdt forget the café crème"),
         # CJK text with a stray byte (was read in a CJK code page)
         (
             ("会議のお知らせ。" * 10).encode() + b"\x81" + ("会議のお知らせ。" * 10).encode(),
@@ -1128,9 +1133,10 @@ GREETING = "Grüße aus Köln, schöne Woche! "
     ],
 )
 def test_utf8_with_a_few_bad_bytes_is_read_as_utf8(data: bytes, text: str) -> None:
-    """UTF-8 that holds many valid multi-byte sequences per bad byte is read as UTF-8 with each
-    bad sequence as U+FFFD: it was read in a legacy code page throughout, every accented word of
-    it misspelt. So it is when the page declares a legacy charset, as valid UTF-8 is."""
+    """UTF-8 that holds many valid multi-byte sequences per bad byte, or one stray byte beside
+    at least two Latin letters, is read as UTF-8 with each bad sequence as U+FFFD: it was read
+    in a legacy code page throughout, every accented word of it misspelt. So it is when the page
+    declares a legacy charset, as valid UTF-8 is."""
     assert extract(data, "text/plain", "notiz.txt").text == text.strip()
     page = b"<html><body><p>" + data + b"</p></body></html>"
     assert extract(page, "text/html", "notiz.html").text == text.strip()
@@ -1168,9 +1174,10 @@ def test_utf8_with_a_byte_order_mark_and_a_bad_byte_is_read_as_utf8() -> None:
     ],
 )
 def test_legacy_text_with_a_few_utf8_sequences_stays_legacy(text: str, encoding: str) -> None:
-    """Guard (passes before the rule above too): ASCII with one high byte holds no valid
+    """Guard (passes before the rules above too): ASCII with one high byte holds no valid
     multi-byte UTF-8 sequence, and the legacy samples that hold the most of them per bad
-    byte (tests/single_byte_texts.py, tests/cjk_texts.py) are not read as UTF-8."""
+    byte (tests/single_byte_texts.py, tests/cjk_texts.py) are not read as UTF-8: ``ﾃｽﾄ``
+    reads one Latin letter beside its bad byte, ``讀書心得`` a Cyrillic one among its three."""
     data = text.encode(encoding)
     assert extract(data, "text/plain", "notiz.txt").text != data.decode("utf-8", "replace")
 
