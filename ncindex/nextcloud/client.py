@@ -400,8 +400,18 @@ class NextcloudClient:
             raise NextcloudProtocolError(f"{path}: not an OCS JSON envelope") from exc
 
     def user_exists(self, uid: str) -> bool:
-        """Whether Nextcloud has a user ``uid``, asked with these credentials (an admin's:
-        the webhook admin) through ``GET /ocs/v2.php/cloud/users/{uid}``.
+        """Whether Nextcloud has a user ``uid`` (:meth:`user_account` is not ``None``); raises
+        as it does."""
+        return self.user_account(uid) is not None
+
+    def user_account(self, uid: str) -> dict[str, Any] | None:
+        """Nextcloud's data of user ``uid``, asked with these credentials (an admin's: the
+        webhook admin) through ``GET /ocs/v2.php/cloud/users/{uid}``, or ``None`` when there is
+        no such user. The data is ``getUserData``'s object: ``id`` always, and ``enabled`` (a
+        JSON boolean: ``IConfig::getUserValue($uid, 'core', 'enabled', 'true') === 'true'``)
+        only for an admin, a delegated admin of the Users setting
+        (``IGroupManager::isDelegatedAdmin``) or a subadmin of a group of the user
+        (``ISubAdmin::isUserAccessible``); a user asking of themselves gets no ``enabled``.
 
         nextcloud/server ``apps/provisioning_api/lib/Controller/UsersController.php``
         ``getUser`` → ``AUserDataOCSController::getUserData``, which looks the user up
@@ -409,16 +419,16 @@ class NextcloudClient:
         ``OCSNotFoundException('User does not exist')`` when there is none: OCS
         ``meta.statuscode`` 404, mirrored as HTTP 404 under v2 (``V2Response``; under v1 the
         HTTP status is 200). That answer alone — an OCS JSON envelope whose
-        ``meta.statuscode`` is 404 — returns ``False``. OCS 998 is not such an answer, though
+        ``meta.statuscode`` is 404 — returns ``None``. OCS 998 is not such an answer, though
         v2 mirrors it as HTTP 404 too: ``getUser`` throws it for a user these credentials may
         not see (``getUserData`` returned null: no admin), and it is the answer of an unknown
-        route (provisioning_api disabled). A user that exists returns ``True`` (HTTP 200 with
-        its data). The message must be ``User does not exist`` too: ``getUserData`` throws it as
-        a PHP literal, not through ``IL10N::t``, so no admin's language changes it. For an admin
+        route (provisioning_api disabled). A user that exists returns its data (HTTP 200).
+        The message must be ``User does not exist`` too: ``getUserData`` throws it as a PHP
+        literal, not through ``IL10N::t``, so no admin's language changes it. For an admin
         ``getUserData`` also throws ``OCSNotFoundException`` with the message of a
         ``NoUserException`` from ``IUser::getHome`` — a user that exists in Nextcloud (an LDAP
         user no longer found in LDAP keeps their files and shares until an admin deletes
-        them), so that OCS 404 is not ``False``. Everything else raises, never ``False``:
+        them), so that OCS 404 is not ``None``. Everything else raises, never ``None``:
         ``NextcloudAuthError`` when these credentials are refused (401);
         ``NextcloudUnavailable`` for a timeout or 5xx; ``NextcloudProtocolError`` for any other
         answer (OCS 998 included)."""
@@ -426,11 +436,9 @@ class NextcloudClient:
         data = self._ocs_object(
             path, lambda code, message: code == 404 and message == _NO_SUCH_USER
         )
-        if data is None:
-            return False
-        if "id" not in data:
+        if data is not None and "id" not in data:
             raise NextcloudProtocolError(f"GET {path}: the answer names no user")
-        return True
+        return data
 
     def _ocs_object(self, path: str, missing: Callable[[Any, Any], bool]) -> dict[str, Any] | None:
         """The ``data`` object of ``GET path`` (an OCS v2 route), or ``None`` when Nextcloud

@@ -53,6 +53,10 @@ NOT_ADMIN = (
 #: ``#[AuthorizedAdminSetting(settings: Admin::class)]``; ``lib/Settings/Admin.php``, a
 #: delegation-only setting named "Webhooks").
 WEBHOOKS_ADMIN_SETTING = "OCA\\WebhookListeners\\Settings\\Admin"
+#: The admin setting whose delegation makes a user a "delegated admin" of the accounts
+#: (nextcloud/server ``lib/private/Group/Manager.php`` ``isDelegatedAdmin``, from 30:
+#: ``findAllClassesForUser`` holds ``OCA\Settings\Settings\Admin\Users``).
+USERS_ADMIN_SETTING = "OCA\\Settings\\Settings\\Admin\\Users"
 _XML_NAME = re.compile(r"^[A-Za-z_][\w.\-]*$")
 
 
@@ -381,8 +385,14 @@ class OcsApi:
     def user_data(self, viewer: str, target: str) -> dict[str, Any] | None:
         """Provisioning API user details of ``target`` as ``viewer`` may see them, or None.
 
-        Field set and order of ``AUserDataOCSController::getUserData``: ``enabled`` and
-        ``storageLocation`` only for admins; ``displayname`` and ``display-name`` both present.
+        Field set and order of nextcloud/server ``apps/provisioning_api/lib/Controller/
+        AUserDataOCSController.php`` ``getUserData``: ``enabled`` (a boolean: ``core``
+        ``enabled`` is ``'true'``) and ``storageLocation`` only for admins and delegated
+        admins of the Users setting (:data:`USERS_ADMIN_SETTING`), who see every user; anyone
+        else sees only themselves (``null``: ``UsersController::getUser``'s OCS 998); a
+        subadmin's view of their groups' users (``enabled`` without ``storageLocation``) and
+        the admin IP ranges (``IRemoteAddress::allowsAdminActions``) are not modelled.
+        ``displayname`` and ``display-name`` both present.
         """
         with self.sim.lock:
             tree = self.sim.tree
@@ -390,11 +400,12 @@ class OcsApi:
             user = tree.users.get(target)
             if me is None or user is None:
                 return None
-            if not me.admin and viewer != target:
+            admin = me.admin or USERS_ADMIN_SETTING in me.delegated
+            if not admin and viewer != target:
                 return None
             used = tree.homes[target].size
             data: dict[str, Any] = {}
-            if me.admin:
+            if admin:
                 data["enabled"] = user.enabled
                 data["storageLocation"] = f"/var/www/html/data/{target}"
             local, federated = "v2-local", "v2-federated"

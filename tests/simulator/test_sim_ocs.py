@@ -217,6 +217,30 @@ def test_a_disabled_account_is_refused_at_every_entry_point(sim, client) -> None
     assert again.status_code == 207
 
 
+def test_enabled_is_told_to_admins_and_delegated_admins_of_the_users_setting(sim, server) -> None:
+    """nextcloud/server ``AUserDataOCSController::getUserData`` gives ``enabled`` (a boolean)
+    to an admin and a delegated admin of the Users setting (``IGroupManager::isDelegatedAdmin``,
+    from 30), who see every user; one delegated the Webhooks setting alone sees no other user
+    (``getUser``'s OCS 998), and no one sees ``enabled`` of themselves unless such an admin.
+    ``NextcloudClient.user_account`` returns that data, which says why a disabled user's app
+    password is refused."""
+    sim.disable_user("bob")
+    sim.add_user("ursula", "ursula-pw", "Ursula")
+    sim.delegate_setting("ursula", "OCA\\Settings\\Settings\\Admin\\Users")
+    sim.add_user("walt", "walt-pw", "Walt")
+    sim.delegate_setting("walt", "OCA\\WebhookListeners\\Settings\\Admin")
+    http = httpx.Client(base_url=server.url, timeout=10)
+    for uid, password in (("admin", PASSWORDS["admin"]), ("ursula", "ursula-pw")):
+        seen = NextcloudClient.for_account(http, uid, password).user_account("bob")
+        assert seen is not None and seen["enabled"] is False and seen["id"] == "bob", uid
+    walt = NextcloudClient.for_account(http, "walt", "walt-pw")
+    with pytest.raises(NextcloudProtocolError):  # OCS 998: not his to see
+        walt.user_account("bob")
+    himself = walt.user_account("walt")
+    assert himself is not None and "enabled" not in himself
+    http.close()
+
+
 def test_a_deleted_user_is_ocs_404_user_does_not_exist(sim, server, client) -> None:
     """``occ user:delete bob``: his logins are refused and his files are gone, without any
     file event; ``GET cloud/users/bob`` answers OCS 404 "User does not exist" (nextcloud/server
