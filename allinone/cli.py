@@ -1539,6 +1539,7 @@ def _print_status(data: dict[str, Any]) -> None:
         reindex_lines,
         unknown_counts,
     )
+    from ncindex.accounts import cause_text
     from ncindex.doctor import utc_time
 
     click.echo(f"nextcloud: {data['nextcloud']['summary']}")
@@ -1640,10 +1641,11 @@ def _print_status(data: dict[str, Any]) -> None:
                 "Nextcloud accepts clears this"
             )
             continue
-        click.echo(
-            f"  {user}: since {since}, {entry.get('where', '')} — check its app password "
-            f"(NCINDEX_ACCOUNTS or NCINDEX_ACCOUNTS_FILE) and its login name (NCINDEX_LOGINS){held}"
+        told = cause_text(entry.get("cause"), user) or (
+            "check its app password (NCINDEX_ACCOUNTS or NCINDEX_ACCOUNTS_FILE) and its login "
+            "name (NCINDEX_LOGINS)"
         )
+        click.echo(f"  {user}: since {since}, {entry.get('where', '')} — {told}{held}")
     workers = data["workers"]
     click.echo(
         "workers: "

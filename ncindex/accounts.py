@@ -26,6 +26,12 @@ being sent again for a while (:data:`REFUSED_RECHECK_SECONDS`, longer after each
 that Nextcloud accepts clears its account's entry too (:func:`clear_refused_if`, run by the
 client of ``ncindex.runtime.Services.account`` only when it had read an entry before its first
 request: no Redis write for an account without one).
+
+Why Nextcloud refused is told apart where the webhook admin can see it (:func:`cause_of`):
+the first refusal of a credential asks Nextcloud once about the user
+(:meth:`ncindex.runtime.Services.account_refused`), and the entry keeps the answer as
+``cause``, which ``ncindex status`` and the ``account_refused`` warning show
+(:func:`cause_text`): each cause needs another fix in Nextcloud.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import json
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import redis
@@ -52,6 +59,55 @@ first refusal, doubled after each further refusal of the same credential, up to 
 credential refused for good is then tried twice in Nextcloud's 12-hour window (at most 0.4 s
 more on each login from this machine), and a refusal that passes (an account disabled for an
 hour, a user backend that failed) ends within half an hour."""
+
+
+class Cause(StrEnum):
+    """Why Nextcloud refuses an account, as its webhook admin can tell (:func:`cause_of`)."""
+
+    DISABLED = "disabled"
+    """The user exists but is disabled (``occ user:disable``, the admin's Accounts page)."""
+    DELETED = "deleted"
+    """Nextcloud says the user does not exist."""
+    REFUSED = "refused"
+    """The user exists and is enabled: the app password (or its login name) is refused."""
+
+
+def cause_of(account: Mapping[str, Any] | None) -> Cause | None:
+    """The :class:`Cause` of a refusal, from the user's data as the webhook admin got it
+    (:meth:`ncindex.nextcloud.client.NextcloudClient.user_account`; ``None``: no such user).
+    nextcloud/server ``apps/provisioning_api/lib/Controller/AUserDataOCSController.php``
+    ``getUserData`` gives ``enabled`` (a boolean) only to an admin, a delegated admin of the
+    Users setting or a subadmin of the user's group, and ``lib/private/User/Session.php``
+    ``completeLogin`` refuses every login of a disabled user; without ``enabled`` (the
+    webhook admin is none of these) the cause is unknown: ``None``."""
+    if account is None:
+        return Cause.DELETED
+    enabled = account.get("enabled")
+    if enabled is False:
+        return Cause.DISABLED
+    return Cause.REFUSED if enabled is True else None
+
+
+def cause_text(cause: Cause | str | None, user: str) -> str | None:
+    """What the operator reads of a refusal of account ``user`` with ``cause`` (the value
+    recorded in its entry), and what to do about it; ``None`` for no (or an unknown) cause."""
+    if cause == Cause.DISABLED:
+        return (
+            "disabled in Nextcloud (enable the user, then `ncindex release "
+            f"{user}` sends its app password again at once)"
+        )
+    if cause == Cause.DELETED:
+        return (
+            "deleted in Nextcloud (the user does not exist: `ncindex forget "
+            f"{user}` takes its documents out of the index; then remove the account)"
+        )
+    if cause == Cause.REFUSED:
+        return (
+            "app password refused (revoked or changed: set a new one in NCINDEX_ACCOUNTS or "
+            "NCINDEX_ACCOUNTS_FILE, or the login name it was made under in NCINDEX_LOGINS); "
+            "the user exists and is enabled"
+        )
+    return None
 
 
 def credential_fingerprint(login: str, password: str) -> str:
@@ -88,6 +144,7 @@ def record_refused(
     now: float | None = None,
     *,
     credential: str | None = None,
+    cause: Cause | None = None,
 ) -> None:
     """Note that Nextcloud answered 401 for account ``user`` of deployment ``keys``
     (``where``: the request, cut to 300 characters; ``now``: Unix seconds; ``credential``: the
@@ -96,8 +153,10 @@ def record_refused(
     of the one before had ended: a refusal while that credential is held is of a request sent
     before the hold began — tasks in flight at once when the password was revoked, or the
     account disabled — and lengthens nothing, else a burst of them held an account that is let
-    in again an hour later for up to six hours). The entry's ``deleted`` note
-    (:func:`record_deleted`) is kept."""
+    in again an hour later for up to six hours). ``cause``: what Nextcloud's admin said of the
+    user (:func:`cause_of`), stored as ``cause``; without one, the ``cause`` of a refusal of
+    the same credential before is kept. The entry's ``deleted`` note (:func:`record_deleted`)
+    is kept."""
     at = int(time.time() if now is None else now)
     entry: dict[str, Any] = {"at": at, "where": where[:300]}
     raw = client.hget(keys.refused_accounts, user)
@@ -109,8 +168,13 @@ def record_refused(
         times = times if isinstance(times, int) and times > 0 else 0
         entry["credential"] = credential
         entry["times"] = times if times and held_until(raw, credential, at) else times + 1
+    if cause is not None:
+        entry["cause"] = cause.value
+    elif before.get("cause") is not None and before.get("credential") == credential:
+        entry["cause"] = before["cause"]
     client.hset(keys.refused_accounts, user, json.dumps(entry))
-    log.warning("account_refused", user=user, where=where)
+    told = cause_text(entry.get("cause"), user)
+    log.warning("account_refused", user=user, where=where, **({"cause": told} if told else {}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +279,7 @@ def refused_accounts(
     credentials: Mapping[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """User id → ``{"at", "where"}`` (and ``times``, the refusals in a row of one credential;
+    ``cause``, a :class:`Cause` value, when Nextcloud's admin told why;
     ``held_until``, Unix seconds, while that credential is held back at ``now``
     (:func:`hold_of`), else ``None``; ``deleted``, ``{"at", "documents"}``, once Nextcloud said
     the user does not exist and the index forgot them: :func:`record_deleted`) of every

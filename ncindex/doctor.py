@@ -67,6 +67,7 @@ from urllib.parse import urlsplit
 import httpx
 import redis
 
+from ncindex.accounts import Cause, cause_of, cause_text, refused_entry
 from ncindex.embedding.analyzer import ANALYZER_VERSION
 from ncindex.embedding.live_models import model_name_for
 from ncindex.embedding.models import PACKAGED_DENSE_MODEL, model_paths
@@ -292,7 +293,12 @@ def check_accounts(ctx: Context) -> list[Line]:
         except AccountHeld as exc:
             # nothing was sent (ncindex.runtime.Services.account): it is no verdict on the
             # password, and saying "refused (401)" sent operators to replace a good one
-            lines.append(Line(name, "fail", held_detail(user, exc)))
+            try:  # why, as Nextcloud's admin told when the refusal was recorded
+                entry = ctx.services.redis.hget(ctx.settings.names.refused_accounts, user)
+            except redis.RedisError:
+                entry = None
+            cause = cause_text(refused_entry(entry).get("cause"), user)
+            lines.append(Line(name, "fail", held_detail(user, exc, cause)))
             continue
         except NextcloudAuthError:
             lines.append(Line(name, "fail", refused_detail(ctx, user, login)))
@@ -316,32 +322,38 @@ def check_accounts(ctx: Context) -> list[Line]:
 
 def refused_detail(ctx: Context, user: str, login: str) -> str:
     """What doctor says of account ``user`` whose app password Nextcloud refused (401) for
-    ``login``: whether the user still exists, asked as the webhook admin
-    (:meth:`~ncindex.nextcloud.client.NextcloudClient.user_exists`, ``GET
-    /ocs/v2.php/cloud/users/{uid}``; nothing recorded). A deleted user is refused too, as
-    Nextcloud tells no one of a deletion (:mod:`ncindex.sync.deleted`): that case needs
-    ``ncindex forget`` and the account removed, not a new app password. When the answer is no
-    definite one (the account is the admin itself, the admin refused, Nextcloud unavailable),
-    every cause is named."""
+    ``login``: whether the user still exists and is enabled, asked as the webhook admin
+    (:meth:`~ncindex.nextcloud.client.NextcloudClient.user_account`, ``GET
+    /ocs/v2.php/cloud/users/{uid}``: :func:`~ncindex.accounts.cause_of`; nothing recorded).
+    A deleted user is refused too, as Nextcloud tells no one of a deletion
+    (:mod:`ncindex.sync.deleted`): that case needs ``ncindex forget`` and the account removed,
+    a disabled one needs the user enabled, neither a new app password. When the answer is no
+    definite one (the account is the admin itself, the admin refused or no admin of the user,
+    Nextcloud unavailable), every cause is named."""
     wrong = (
         "the app password is wrong or revoked (make a new one in its Settings → Security), "
         "the account disabled, or the password created under another login name (LDAP, "
         'e-mail): set it in NCINDEX_LOGINS or the accounts file\'s "login"'
     )
     admin = ctx.settings.webhook_admin
+    cause: Cause | None = None
     exists: bool | None = None
     if admin != user:
         try:
-            exists = ctx.services.account(admin, clears=False).user_exists(user)
+            account = ctx.services.account(admin, clears=False).user_account(user)
         except NcindexError:
-            exists = None
-    if exists is False:
+            pass
+        else:
+            exists, cause = account is not None, cause_of(account)
+    if cause is Cause.DELETED:
         return (
             f"refused (401): Nextcloud says user {user!r} does not exist (deleted) — its "
             f"documents leave the index at once with `ncindex forget {user}` (else after two "
             "refused scans 30 minutes apart); then remove the account from NCINDEX_ACCOUNTS or "
             "the accounts file"
         )
+    if cause is not None:
+        return f"refused (401) for login {login!r}: {cause_text(cause, user)}"
     if exists:
         return f"refused (401) for login {login!r}; the user exists in Nextcloud: {wrong}"
     return (
@@ -350,16 +362,19 @@ def refused_detail(ctx: Context, user: str, login: str) -> str:
     )
 
 
-def held_detail(user: str, exc: AccountHeld) -> str:
+def held_detail(user: str, exc: AccountHeld, cause: str | None = None) -> str:
     """What doctor says of account ``user`` held back after a refusal (``exc``, raised before
-    anything was sent): since when and until when (UTC), the refusal recorded, and how to end
-    the hold at once (``ncindex release``, once the cause is fixed in Nextcloud)."""
+    anything was sent): since when and until when (UTC), the refusal recorded, why when
+    Nextcloud's admin told (``cause``: :func:`~ncindex.accounts.cause_text` of the entry's
+    ``cause``), and how to end the hold at once (``ncindex release``, once the cause is fixed
+    in Nextcloud)."""
     if exc.since is None or exc.until is None:  # rebuilt from its message: all it says
         return f"not checked: {exc}"
     times = f" ({exc.times} refusals in a row)" if exc.times and exc.times > 1 else ""
+    why = f"; {cause}" if cause else ""
     return (
         f"held back since {utc_time(exc.since)} until {utc_time(exc.until)}: Nextcloud refused its "
-        f"app password ({exc.refusal}){times}, and each refused login counts against this "
+        f"app password ({exc.refusal}){times}{why}, and each refused login counts against this "
         "machine in Nextcloud's brute-force protection, so it was not sent (not checked). Once "
         "it works again (the account enabled, the password or login name fixed), `ncindex "
         f"release {user}` checks it now and ends the hold; a new app password in "

@@ -263,6 +263,12 @@ class Names:
         :func:`ncindex.sync.deleted.check_deleted`)."""
         return self.key("missing-user", user)
 
+    def refusal_asked(self, user: str) -> str:
+        """The fingerprint of ``user``'s credential whose refusal Nextcloud's admin was last
+        asked about (expiring; :meth:`ncindex.runtime.Services.account_refused`): asked once
+        per refusal, not by each task refused at once."""
+        return self.key("refusal-asked", user)
+
     def of_user(self, user: str, doc_types: Iterable[str]) -> tuple[list[str], list[str]]:
         """The keys that are configured account ``user``'s alone, for scans of ``doc_types``:
         ``(keys, patterns)`` — the keys themselves, and the ``SCAN`` ``MATCH`` patterns of
@@ -284,6 +290,7 @@ class Names:
             self.first_indexed(user),
             self.notes_settings(user),
             self.missing_user(user),
+            self.refusal_asked(user),
             self.unconfirmed_grants(user),
             self.shares_seen(user),
         ]

@@ -20,7 +20,10 @@ import redis
 import structlog
 
 from ncindex.accounts import (
+    REFUSED_RECHECK_SECONDS,
+    Cause,
     Hold,
+    cause_of,
     clear_refused_if,
     credential_fingerprint,
     hold_of,
@@ -29,10 +32,11 @@ from ncindex.accounts import (
 )
 from ncindex.embedding.embedder import Embedder
 from ncindex.embedding.live_models import LiveModels
-from ncindex.errors import AccountHeld, NextcloudAuthError
+from ncindex.errors import AccountHeld, NcindexError, NextcloudAuthError
 from ncindex.nextcloud.client import HeaderAuth, NextcloudClient, make_http
 from ncindex.progress import IndexRebuilds
 from ncindex.redis_breaker import RedisBreaker
+from ncindex.redis_replies import as_text
 from ncindex.settings import Settings
 from ncindex.store import VectorStore
 from ncindex.store.port import IndexRebuild
@@ -203,7 +207,9 @@ class Services:
         """Record that Nextcloud refused configured account ``user`` (``exc``, a 401 or a
         disabled account's login) with its credential's fingerprint
         (:func:`ncindex.accounts.record_refused`), so that :meth:`account` holds it back; an
-        :class:`~ncindex.errors.AccountHeld` (nothing was sent) records nothing. Raises
+        :class:`~ncindex.errors.AccountHeld` (nothing was sent) records nothing. The first
+        refusal of a credential also asks Nextcloud, as the webhook admin, why
+        (:meth:`refusal_cause`), recorded as the entry's ``cause``. Raises
         ``redis.RedisError`` when Redis cannot be written."""
         if isinstance(exc, AccountHeld):
             return
@@ -211,7 +217,41 @@ class Services:
             credential: str | None = self.credential_of(user)
         except KeyError:  # not (or no longer) configured
             credential = None
-        record_refused(self.redis, self.settings.names, user, str(exc), credential=credential)
+        cause = None if credential is None else self.refusal_cause(user, credential)
+        record_refused(
+            self.redis, self.settings.names, user, str(exc), credential=credential, cause=cause
+        )
+
+    def refusal_cause(self, user: str, credential: str) -> Cause | None:
+        """Why Nextcloud refused account ``user``'s credential of fingerprint ``credential``,
+        asked as the webhook admin (``GET /ocs/v2.php/cloud/users/{uid}``:
+        :func:`ncindex.accounts.cause_of`), once per refusal: not while a refusal of that
+        credential holds it back (the answer to a request sent before the hold began: the
+        refusal that began it asked), nor when another process already asked of it within
+        the first hold (:attr:`~ncindex.names.Names.refusal_asked`: tasks refused at once).
+        ``None`` then, and when the user is the admin itself, the admin is not configured,
+        held back or refused (recorded: :meth:`account_refused`), or Nextcloud gave no
+        clear answer (logged). Only reads: a user Nextcloud says does not exist is
+        :attr:`Cause.DELETED`, and nothing leaves the index (that takes two scans' checks:
+        :func:`ncindex.sync.deleted.check_deleted`). Raises ``redis.RedisError``."""
+        admin = self.settings.webhook_admin
+        names = self.settings.names
+        if admin == user or admin not in self.settings.accounts:
+            return None
+        if hold_of(self.redis.hget(names.refused_accounts, user), credential) is not None:
+            return None
+        asked = self.redis.set(
+            names.refusal_asked(user), credential, ex=REFUSED_RECHECK_SECONDS[0], get=True
+        )
+        if isinstance(asked, bytes | str) and as_text(asked) == credential:
+            return None
+        try:
+            return cause_of(self.account(admin).user_account(user))
+        except NcindexError as exc:
+            log.warning("refusal_cause_unknown", user=user, admin=admin, error=str(exc))
+            if isinstance(exc, NextcloudAuthError):  # held back from now on, as its own requests
+                self.account_refused(admin, exc)
+            return None
 
     def release(self, user: str) -> Release:
         """An operator's check of configured account ``user``'s credential (``ncindex release``):

@@ -6,6 +6,7 @@ import json
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis as redis_lib
+import structlog
 from click.testing import CliRunner
 from pydantic import SecretStr
 
@@ -266,9 +268,82 @@ def test_a_refused_account_says_whether_its_user_was_deleted(served) -> None:
     assert verdicts(lines, "account carol") == ["fail"]
     assert verdicts(lines, "account dave") == ["fail"]
     carol, dave = detail(lines, "account carol"), detail(lines, "account dave")
-    assert "the user exists in Nextcloud" in carol and "does not exist" not in carol
+    assert "the user exists and is enabled" in carol and "does not exist" not in carol
     assert "Nextcloud says user 'dave' does not exist (deleted)" in dave
     assert "`ncindex forget dave`" in dave and "NCINDEX_LOGINS" not in dave
+
+
+def test_a_refused_account_says_why_as_nextcloud_s_admin_tells(served) -> None:
+    """A refused account was told to check its app password, its login name or whether it was
+    disabled, all at once; disabled is the commonest cause and needs the user enabled, not a
+    new password. Nextcloud's admin sees ``enabled`` in ``GET /ocs/v2.php/cloud/users/{uid}``
+    (nextcloud/server ``AUserDataOCSController::getUserData``). doctor now says which: alice
+    disabled, carol's app password revoked, dave deleted. The first refusal of each, recorded by
+    a task, asks that once (not again for the refusals of requests already in flight) and
+    ``ncindex status`` (text and JSON), doctor's held line and the ``account_refused`` warning
+    say it; that lookup forgets no deleted user (only two scans' checks do)."""
+    sim, server = served
+    sim.add_user("carol", "carol-pw", "Carol")
+    sim.add_user("dave", "dave-pw", "Dave")
+    namespace = f"why-{uuid.uuid4().hex[:8]}"
+    passwords = {"admin": "admin-pw", "alice": "alice-pw", "carol": "carol-pw", "dave": "dave-pw"}
+    settings = settings_for(
+        server,
+        namespace=namespace,
+        accounts={user: SecretStr(pw) for user, pw in passwords.items()},
+    )
+    sim.disable_user("alice")
+    sim.tree.users["carol"].passwords.clear()  # her app password revoked
+    sim.tree.users["carol"].token_logins.clear()
+    sim.delete_user("dave")
+    checked = run_checks(settings)
+    alice, carol = detail(checked, "account alice"), detail(checked, "account carol")
+    assert "disabled in Nextcloud (enable the user, then `ncindex release alice`" in alice
+    assert "app password refused (revoked or changed: set a new one" in carol
+    assert "disabled" not in carol and "does not exist (deleted)" in detail(checked, "account dave")
+    services = Services(settings)
+    sim.request_log.clear()
+    try:
+        with structlog.testing.capture_logs() as logs:
+            for user in ("alice", "carol", "dave"):
+                with pytest.raises(NextcloudAuthError) as refused:
+                    services.account(user).current_user()
+                for _ in range(3):  # tasks in flight at once, refused one after another
+                    services.account_refused(user, refused.value)
+        asked = [p for _, p, _ in sim.request_log if p.startswith("/ocs/v2.php/cloud/users/")]
+        assert asked == [f"/ocs/v2.php/cloud/users/{u}" for u in ("alice", "carol", "dave")]
+        said = {e["user"]: e.get("cause", "") for e in logs if e["event"] == "account_refused"}
+        assert said["alice"].startswith("disabled in Nextcloud (enable the user")
+        assert said["carol"].startswith("app password refused (revoked or changed")
+        assert said["dave"].startswith("deleted in Nextcloud")
+        keys = settings.names
+        assert services.redis.get(keys.missing_user("dave")) is None  # nothing forgotten
+        assert "deleted" not in json.loads(services.redis.hget(keys.refused_accounts, "dave"))
+        env = {
+            "NCINDEX_REDIS_URL": REDIS["url"],
+            "NCINDEX_NAMESPACE": namespace,
+            "NCINDEX_ACCOUNTS": json.dumps(passwords),
+        }
+        text = CliRunner().invoke(main, ["status"], env=env)
+        data = json.loads(CliRunner().invoke(main, ["status", "--json"], env=env).output)
+        held = run_checks(settings)
+    finally:
+        services.redis.delete(settings.names.refused_accounts)
+        for user in ("alice", "carol", "dave"):
+            services.redis.delete(settings.names.refusal_asked(user))
+        services.close()
+    lines = {line.split(":")[0].strip(): line for line in text.output.splitlines()}
+    assert "— disabled in Nextcloud (enable the user, then `ncindex release" in lines["alice"]
+    assert "— app password refused (revoked or changed" in lines["carol"]
+    assert "— deleted in Nextcloud (the user does not exist" in lines["dave"]
+    refused = data["accounts_refused"]
+    assert [refused[u]["cause"] for u in ("alice", "carol", "dave")] == [
+        "disabled",
+        "refused",
+        "deleted",
+    ]
+    assert "; disabled in Nextcloud (enable the user" in detail(held, "account alice")
+    assert detail(held, "account alice").startswith("held back since ")
 
 
 def test_a_held_account_says_since_until_when_and_why(served) -> None:
