@@ -284,9 +284,11 @@ class LibraryIndex:
 
 class _Caller:
     """Stands in for the searching user's Nextcloud client: the search service reads only its
-    ``user``, and the keep-all verifier never calls it."""
+    ``user`` and ``bearer_unchecked`` (no app refused a Bearer token: nothing to confirm),
+    and the keep-all verifier never calls it."""
 
     user = EVAL_USER
+    bearer_unchecked = False
 
 
 _CALLER = _Caller()

@@ -250,6 +250,14 @@ class NextcloudClient:
         #: brute-force protection (``Session::logClientIn`` → ``Throttler::registerAttempt``)
         #: instead of ncindex's, whose every other login it would slow down.
         self.forwarded_for: str | None = None
+        #: Set when an app's ``#[CORS]`` API refused this client's Bearer token with
+        #: :data:`CORS_REFUSAL`: nextcloud/server
+        #: ``lib/private/AppFramework/Middleware/Security/CORSMiddleware.php``
+        #: ``beforeController`` logs the session out and logs in again from Basic credentials
+        #: (``PHP_AUTH_USER``/``PHP_AUTH_PW``) alone, so that 401 is the same for a good token
+        #: and a revoked one and says nothing of it; an OCS request (:meth:`current_user`,
+        #: where ``tryTokenLogin`` checks the token) does.
+        self.bearer_unchecked = False
 
     def _forward(self, kwargs: dict[str, Any]) -> None:
         """Add ``X-Forwarded-For`` (:attr:`forwarded_for`) to a request's ``headers``."""
@@ -331,8 +339,8 @@ class NextcloudClient:
             self._accepted(url)
             yield response
 
-    @staticmethod
     def _check(
+        self,
         method: str,
         url: str,
         response: httpx.Response,
@@ -370,8 +378,9 @@ class NextcloudClient:
             raise FileUnavailable(where)
         if status == 401:
             if _cors_refused_bearer(response):
-                # the caller's token is good (the search confirmed it), but this app's API
-                # takes Basic auth only on this server: Nextcloud refuses them here
+                # this app's API takes Basic auth only on this server: Nextcloud refuses a
+                # Bearer token here whether it is good or revoked (bearer_unchecked)
+                self.bearer_unchecked = True
                 raise Forbidden(where + f" ({CORS_REFUSAL}: Bearer refused)")
             raise NextcloudAuthError(where)
         if status >= 500 or status in (423, 429):

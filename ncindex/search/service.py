@@ -78,7 +78,14 @@ from qdrant_client import models
 from ncindex.documents import DocRef, DocType, path_key, point_document, principal
 from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
-from ncindex.errors import ChunkOutOfRange, DocumentNotFound, InputError, SearchUnavailable
+from ncindex.errors import (
+    ChunkOutOfRange,
+    DocumentNotFound,
+    InputError,
+    NcindexError,
+    NextcloudAuthError,
+    SearchUnavailable,
+)
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.search.facets import counted_values
 from ncindex.search.filter_fields import MAX_SECONDS, TIME_PATTERN
@@ -817,7 +824,9 @@ class SearchService:
         ``minScore``); ``tree`` is the already validated filter (default: parsed from
         ``request``). Raises ``FilterError`` for bad filters, ``SearchUnavailable`` when the
         query cannot be embedded, ``StoreUnavailable`` if the store fails and
-        ``NextcloudAuthError`` if the caller's credentials fail during verification.
+        ``NextcloudAuthError`` if the caller's credentials fail during verification (or
+        Nextcloud's OCS refuses a Bearer token an app's API would not check:
+        :func:`_confirm_bearer`).
         A search that finds nothing says why when a filter value is: with a ``tags`` or
         ``category`` leaf that must hold and whose values the caller's documents hold only in
         another case or Unicode form it raises ``FilterError`` naming the stored spelling (a
@@ -876,6 +885,7 @@ class SearchService:
             timings["verify"] += (time.perf_counter() - t0) * 1000 - reading
             if exhausted or len(results) >= limit:
                 break
+        _confirm_bearer(client)
         results.sort(key=lambda r: (-r.score, r.doc_key))
         hints: list[tuple[str, str]] = []
         if not results:  # a filter value the caller's documents do not hold found nothing
@@ -1391,3 +1401,23 @@ def _current_version(points: list[PointRecord]) -> list[PointRecord]:
         if index not in chunks or point_document(p.id) is not None:
             chunks[index] = p
     return [chunks[i] for i in sorted(chunks)]
+
+
+def _confirm_bearer(client: NextcloudClient) -> None:
+    """When an app's API refused ``client``'s Bearer token without saying whether it is good
+    (:attr:`~ncindex.nextcloud.client.NextcloudClient.bearer_unchecked`: Notes, Deck and News
+    before Nextcloud 31, nextcloud/server#44365, #46760), ask Nextcloud's OCS who it is
+    (``GET /ocs/v2.php/cloud/user``, as :func:`ncindex.web.auth.resolve_caller` does, whose
+    answer may be cached for ``user_cache_seconds``): a revoked token raises
+    ``NextcloudAuthError`` (the search is 401, not its other results with these dropped);
+    nothing is asked otherwise. Any other failure is logged and the search keeps its answer
+    (the results refused stay dropped)."""
+    if not client.bearer_unchecked:
+        return
+    client.bearer_unchecked = False
+    try:
+        client.current_user()
+    except NextcloudAuthError:
+        raise
+    except NcindexError as exc:
+        log.warning("bearer_not_confirmed", error=str(exc))

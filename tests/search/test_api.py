@@ -814,6 +814,36 @@ def test_a_card_searched_with_an_app_password_revoked_while_cached_is_not_shown(
     assert api.store.document_points(key)
 
 
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+def test_a_bearer_token_revoked_while_cached_is_401_on_nextcloud_30_not_fewer_results(
+    api: Api,
+) -> None:
+    """Before Nextcloud 31 ``OCS-APIRequest`` does not pass the CSRF check (nextcloud/server
+    #46760), so Deck's ``#[CORS]`` API logs a Bearer caller out and answers 401 "CORS requires
+    basic auth" (``CORSMiddleware::beforeController`` reads Basic credentials alone: the same
+    401 for a good token and a revoked one, nextcloud/server#44365); ncindex drops the card it
+    cannot check. alice's token is revoked while still in the credential cache: her search
+    answered 200 with the card dropped, as for a good token. That refusal now sends one OCS
+    ``GET /ocs/v2.php/cloud/user`` with the token (its ``tryTokenLogin`` checks it): revoked,
+    the search is 401; good, it is the 200 it was."""
+    api.sim.version = "30.0.5"
+    key = api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar the hull."))
+    query = {"query": "tar the ketch hull", "doc_types": ["deck_card"]}
+    assert key in api.found("alice", query)  # Basic: checked and shown
+    bearer = {"Authorization": f"Bearer {PASSWORDS['alice']}"}
+    good = api.client.post("/v1/search", json=query, headers=bearer)
+    assert good.status_code == 200, good.get_json()
+    assert good.get_json()["results"] == []  # Deck would not check it: dropped
+    alice = api.sim.tree.users["alice"]
+    alice.passwords.clear()
+    alice.token_logins.clear()
+    api.sim.request_log.clear()
+    revoked = api.client.post("/v1/search", json=query, headers=bearer)
+    assert revoked.status_code == 401, revoked.get_json()
+    asked = [(m, p) for m, p, _ in api.sim.request_log if p.startswith("/ocs/")]
+    assert asked == [("GET", "/ocs/v2.php/cloud/user")]
+
+
 def test_status_documents_now_where_its_other_fields_are(ro_api: Api) -> None:
     """``GET /v1/status`` answered ``now`` but the published schema said only "ISO 8601":
     no ``format``, no example, and neither the endpoint's summary nor ``modified_after``'s
