@@ -258,6 +258,13 @@ class ScanReport:
 # --- state in Redis ------------------------------------------------------------------------
 
 
+FORGOTTEN = ":forgotten"
+"""The scan state key (below :meth:`~ncindex.names.Names.scan_state`) counting the runs of
+:func:`forget_tried`."""
+_UNREAD = object()
+"""A :class:`ScanState` whose :meth:`~ScanState.tried` was not read."""
+
+
 class ScanState:
     """One user's and doc type's rebuildable scan state in Redis (see the module docstring)."""
 
@@ -267,6 +274,7 @@ class ScanState:
         self.lost_key = keys.lost_access(doc_type.value, user)
         self.last_scans = last_scans_key(keys)
         self.field = f"{user}:{doc_type.value}"
+        self._forgotten: object = _UNREAD
 
     def folders(self) -> dict[str, str]:
         """Folder path → etag at the last clean visit."""
@@ -370,9 +378,14 @@ class ScanState:
 
     def tried(self) -> dict[str, tuple[str, float]]:
         """Document id → (etag, Unix time) of the version an index task was last sent for,
-        for documents not in the index then (``""``: etag not listed)."""
+        for documents not in the index then (``""``: etag not listed). Also notes how many
+        times :func:`forget_tried` has run for this state so far, for :meth:`set_tried`."""
+        pipe = self.redis.pipeline()
+        pipe.get(self.base + FORGOTTEN)
+        pipe.hgetall(self.base + ":tried")
+        self._forgotten, entries = pipe.execute()
         out: dict[str, tuple[str, float]] = {}
-        for k, v in self.redis.hgetall(self.base + ":tried").items():
+        for k, v in entries.items():
             etag, _, ts = as_text(v, "replace").rpartition("|")
             try:
                 out[as_text(k)] = (etag, finite_float(ts or "0"))
@@ -381,13 +394,25 @@ class ScanState:
         return out
 
     def set_tried(self, tried: dict[str, tuple[str, float]]) -> None:
-        """Replace the tried versions."""
-        key = self.base + ":tried"
-        pipe = self.redis.pipeline()
-        pipe.delete(key)
-        if tried:
-            pipe.hset(key, mapping={k: f"{e}|{t}" for k, (e, t) in tried.items()})
-        pipe.execute()
+        """Replace the tried versions — unless :func:`forget_tried` ran for this state since
+        its :meth:`tried` was read (a task refused while the scan that read them was still
+        running, even one it queued itself): every version in ``tried`` was sent before that
+        refusal, which indexed nothing, so nothing is written and the forgetting stands (such
+        a version is sent again by the next scan). Checked and written in one ``WATCH``
+        transaction. Raises ``redis.RedisError``."""
+        key, forgotten = self.base + ":tried", self.base + FORGOTTEN
+        with self.redis.pipeline() as pipe:
+            pipe.watch(forgotten)  # type: ignore[no-untyped-call]
+            if self._forgotten is not _UNREAD and pipe.get(forgotten) != self._forgotten:
+                return
+            pipe.multi()
+            pipe.delete(key)
+            if tried:
+                pipe.hset(key, mapping={k: f"{e}|{t}" for k, (e, t) in tried.items()})
+            try:
+                pipe.execute()
+            except redis.WatchError:  # forgotten meanwhile: as above
+                return
 
     def lost(self) -> dict[str, str]:
         """Document id → the path (``""``: unknown) of documents whose access the user lost
@@ -508,9 +533,16 @@ def forget_tried(client: redis.Redis, keys: Names, user: str) -> None:
     (:meth:`ScanState.tried`): called when a task of ``user``'s was refused or held back
     (``NextcloudAuthError``: a 401, a disabled account, :class:`~ncindex.errors.AccountHeld`),
     which indexed nothing, so that the next scan that gets through sends those documents again
-    instead of holding them as unindexable for :data:`RETRY_UNINDEXABLE_SECONDS`. Raises
-    ``redis.RedisError``."""
-    client.delete(*(ScanState(client, user, t, keys).base + ":tried" for t in scan_types()))
+    instead of holding them as unindexable for :data:`RETRY_UNINDEXABLE_SECONDS`. Counted
+    per doc type (``<base>:forgotten``), so that a scan that read its tried versions before
+    this and records them after it (:meth:`ScanState.set_tried`) does not write them back.
+    Raises ``redis.RedisError``."""
+    pipe = client.pipeline()
+    for t in scan_types():
+        base = ScanState(client, user, t, keys).base
+        pipe.incr(base + FORGOTTEN)
+        pipe.delete(base + ":tried")
+    pipe.execute()
 
 
 def enabled_scan_types(settings: Settings) -> list[DocType]:

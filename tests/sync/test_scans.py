@@ -846,19 +846,11 @@ def test_documents_whose_tasks_were_refused_are_sent_again_once_the_account_work
     recorder = Recorder()
     first = reconciler(rstack, recorder).scan("carol", DocType.FILE, apply=True)
     assert sorted(c.path for c in first.index) == paths and sorted(recorder.files) == ids
-    carol = sim.tree.users["carol"]
-    carol.passwords.clear()  # revoked
-    carol.token_logins.clear()
+    revoke(rstack, "carol")
     for name, kwargs, queue in recorder.sent:
         rstack.celery.send_task(name, kwargs=kwargs, queue=queue)
     rstack.wait_idle()
-    assert list(refused_accounts(services.redis, keys)) == ["carol"]
-    assert not any(rstack.points(f"file:{i}") for i in ids)
-
-    sim.add_app_password("carol", "carol-new-app-password")
-    rstack.settings.accounts["carol"] = SecretStr("carol-new-app-password")
-    again = reconciler(rstack, Recorder()).scan("carol", DocType.FILE, apply=False)
-    assert sorted(c.path for c in again.index) == paths and again.unindexable == []
+    sent_again_once_renewed(rstack, ids, paths)
     rstack.reconcile(["carol"])
     assert all(rstack.points(f"file:{i}") for i in ids)
     assert refused_accounts(services.redis, keys) == {}
@@ -896,6 +888,57 @@ def test_a_webhook_for_a_revoked_account_keeps_its_document_and_is_not_sent_agai
     rstack.reconcile(["carol"])
     assert refused_accounts(rstack.services.redis, keys) == {}
     assert "sea grass" in " ".join(p.payload.get("text", "") for p in rstack.points(doc_key))
+
+
+class RunsRefused:
+    """A producer whose tasks run at once on the stack's worker, ``user``'s app password
+    revoked just before the first: a worker as fast as can be, every task refused before the
+    scan that queued it returns."""
+
+    def __init__(self, stack: Stack, user: str) -> None:
+        self.stack, self.user = stack, user
+
+    def send_task(self, name: str, **options: Any) -> None:
+        revoke(self.stack, self.user)
+        self.stack.celery.send_task(name, kwargs=options.get("kwargs"), queue=options.get("queue"))
+        self.stack.wait_idle()
+
+
+def test_documents_whose_tasks_were_refused_before_their_scan_returned_are_sent_again(
+    rstack: Stack,
+) -> None:
+    """As above, but each task is refused while the scan that queued it is still running (a
+    fast worker, a scan with more to do after its queueing): the refusal's forgetting must not
+    be undone by the scan recording what it sent right after queueing it. Before, the scan's
+    ``set_tried`` wrote back the versions the refused tasks had just forgotten, and once carol
+    had a new app password the next scan held her new files back as unindexable for a day."""
+    sim = rstack.sim
+    sim.drop_rate = 1.0  # no webhook: the scan alone finds them
+    paths = ["/Docs/c1.md", "/Docs/c2.md"]
+    ids = [sim.put_file("carol", p, f"# C\ncoral {i}") for i, p in enumerate(paths)]
+    first = reconciler(rstack, RunsRefused(rstack, "carol")).scan("carol", DocType.FILE, apply=True)
+    assert sorted(c.path for c in first.index) == paths
+    sent_again_once_renewed(rstack, ids, paths)
+
+
+def revoke(stack: Stack, user: str) -> None:
+    """Revoke every app password and login token of ``user`` (Settings › Security)."""
+    account = stack.sim.tree.users[user]
+    account.passwords.clear()
+    account.token_logins.clear()
+
+
+def sent_again_once_renewed(stack: Stack, ids: list[int], paths: list[str]) -> None:
+    """carol's refusal is recorded and none of her files ``ids`` indexed; once she has a new
+    app password configured, a scan sends each of them (``paths``) again, none held back as
+    unindexable."""
+    keys, services = stack.settings.names, stack.services
+    assert list(refused_accounts(services.redis, keys)) == ["carol"]
+    assert not any(stack.points(f"file:{i}") for i in ids)
+    stack.sim.add_app_password("carol", "carol-new-app-password")
+    stack.settings.accounts["carol"] = SecretStr("carol-new-app-password")
+    again = reconciler(stack, Recorder()).scan("carol", DocType.FILE, apply=False)
+    assert sorted(c.path for c in again.index) == paths and again.unindexable == []
 
 
 def acl(stack: Stack, doc_key: str) -> list[str]:
