@@ -254,13 +254,17 @@ class OcsApi:
         """Dispatch one OCS request; ``uid`` is the authenticated user or None."""
         path = request.path
         version = 1 if path.startswith("/ocs/v1.php") else 2
-        route = path.split(".php", 1)[1].rstrip("/")
+        given = path.split(".php", 1)[1]
+        route = given.rstrip("/")
         # ocs/v1.php: Router::match runs before any controller, so an unknown path (998) and a
         # method no route of the path has (405) are answered before the login check (997) and
-        # the CSRF check (412) of SecurityMiddleware::beforeController
-        if OCS_ROUTES.methods(route) is None:
+        # the CSRF check (412) of SecurityMiddleware::beforeController. The path as given:
+        # Router::findMatchingRoute's UrlMatcher is not a redirecting one, so no route without
+        # a trailing slash matches a path with one (it retries only a path without one, "/"
+        # appended) — /cloud/user/ is 998
+        if OCS_ROUTES.methods(given) is None:
             return route_not_found(request)
-        if OCS_ROUTES.refuses(request.method, route):
+        if OCS_ROUTES.refuses(request.method, given):
             return method_not_allowed(request)
         if route == "/cloud/capabilities" and request.method == "GET":
             # public page: no login needed, but the CSRF rule still applies

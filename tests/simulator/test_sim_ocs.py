@@ -285,3 +285,17 @@ def test_a_deleted_user_is_ocs_404_user_does_not_exist(sim, server, client) -> N
     with pytest.raises(NextcloudUnavailable):
         admin.user_exists("bob")
     http.close()
+
+
+def test_a_trailing_slash_no_route_has_is_998(client) -> None:
+    """nextcloud/server ``lib/private/Route/Router.php`` ``findMatchingRoute`` matches the path
+    as given: Symfony's ``UrlMatcher`` (not a redirectable one) matches no route without a
+    trailing slash to a path with one, and the router retries only a path without one, with
+    ``/`` appended. So ``/cloud/user/`` is no route: 998 (the simulator answered it as
+    ``/cloud/user``, so a client adding a slash passed here and failed against Nextcloud)."""
+    alice = client("alice")
+    for route in ("/cloud/user/", "/apps/files_sharing/api/v1/shares/"):
+        resp = alice.get(f"/ocs/v2.php{route}", params={"format": "json"}, headers=OCS)
+        assert resp.status_code == 404, route
+        assert resp.json()["ocs"]["meta"]["statuscode"] == 998, route
+    assert alice.get("/ocs/v2.php/cloud/user", headers=OCS_JSON).status_code == 200
