@@ -13,7 +13,9 @@ All are paged with ``offset`` (default 0) and ``limit`` (1–1000, default 200:
 :data:`~ncindex.search.facets.MAX_PAGE`, :data:`~ncindex.search.facets.DEFAULT_PAGE`) and answer
 ``{"folders"|"tags"|"categories"|"owners": [...], "total": n, "next_offset": n | null}``; 400
 ``invalid_value`` for a bad ``offset``/``limit``, ``unknown_field`` for another query
-parameter, 401 ``unauthenticated``, 503 ``backend_unavailable``.
+parameter, 401 ``unauthenticated`` (also when Nextcloud refuses the caller's credential during
+the folders' or tags' check: revoked since it was cached, which drops it from the cache, as a
+search does), 503 ``backend_unavailable``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
+from ncindex.errors import NextcloudAuthError
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
 from ncindex.search.facets import (
@@ -36,7 +39,7 @@ from ncindex.search.facets import (
     listed_tags,
 )
 from ncindex.store.port import VectorStore
-from ncindex.web.auth import normalized_authorization, resolve_caller
+from ncindex.web.auth import forget_caller, normalized_authorization, resolve_caller
 from ncindex.web.problems import TRANSLATED, problem_for
 from search_api.search import Decorator, int_args
 
@@ -66,6 +69,8 @@ def facets_blueprint(
             client = resolve_caller(services, request.headers.get("Authorization"))
             values = read(store(), client)
         except TRANSLATED as exc:
+            if isinstance(exc, NextcloudAuthError):  # refused after resolving: revoked
+                forget_caller(services, request.headers.get("Authorization"))
             return problem_for(exc)
         return jsonify(facet_page(name, values, args["offset"], args["limit"]))
 

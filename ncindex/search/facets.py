@@ -35,7 +35,6 @@ from pydantic import BaseModel, Field
 
 from ncindex.errors import (
     Forbidden,
-    NextcloudAuthError,
     NextcloudProtocolError,
     NotFound,
     TransientError,
@@ -48,11 +47,13 @@ from ncindex.store.queries import acl_condition, document_counts, first_chunks
 log = structlog.get_logger(__name__)
 
 #: What a check of a list gives up on (the index's list is answered): Nextcloud unavailable or
-#: slower than :data:`CHECK_SECONDS`, an answer of the wrong shape, the credential refused, the
-#: request refused (403: an admin's access-control rule). Whether the caller is signed in is
-#: the caller resolution's to say (a credential revoked since it was resolved ends the session
-#: at the next search, which says so), not this hint's.
-_UNCHECKED = (TransientError, NextcloudProtocolError, NextcloudAuthError, NotFound, Forbidden)
+#: slower than :data:`CHECK_SECONDS`, an answer of the wrong shape, the request refused (403:
+#: an admin's access-control rule). Not the credential refused (``NextcloudAuthError``: an app
+#: password revoked since the caller was resolved, within ``user_cache_seconds``): that
+#: propagates, and the endpoint answers 401 and drops the cached credential, as a search does
+#: — the index's list unchecked would give a revoked credential more than its owner is shown
+#: (the folders of shares revoked since the last scan).
+_UNCHECKED = (TransientError, NextcloudProtocolError, NotFound, Forbidden)
 
 
 def caller_folders(store: VectorStore, user: str) -> list[str]:

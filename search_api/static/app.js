@@ -20,6 +20,10 @@ const UNREACHABLE = { ok: false, status: 0, headers: new Headers() };
 // Bidi controls (Cf): shown raw they reorder a name and the text beside it, so a file could pass
 // for another (the server strips them from snippets, ncindex/text/snippets.py).
 const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+// What the page says when a request of a signed-in page is refused (401): the session's app
+// password was revoked, or the session ended, since the page signed in
+const SIGN_IN_ENDED = "Your sign-in ended. Sign in again to search.";
+
 let searchSeq = 0; // only the newest search's answer is shown (answers can arrive out of order)
 // Results asked for: a page's worth (the API's default limit), one more page each time "More
 // results" is pressed, up to the API's largest limit (POST /v1/search: 1-100). The API has no
@@ -337,7 +341,8 @@ async function fillSelect(select, url, key) {
   let offset = 0;
   while (offset !== null) {
     const { response, data } = await call("GET", url + "?limit=1000&offset=" + offset);
-    if (response.status === 401) { signedOut(); return; }
+    // signed in, and Nextcloud refused the credential (revoked since): as a search says it
+    if (response.status === 401) { signedOut(SIGN_IN_ENDED); return; }
     if (!response.ok) {
       status(problemText(response, data), true);
       const failed = new Option("Could not be loaded; reload the page", "");
@@ -511,7 +516,7 @@ async function search(push) {
   const body = requestBody();
   const { response, data } = await call("POST", "/v1/search", body);
   if (seq !== searchSeq) return; // a newer search was started meanwhile
-  if (response.status === 401) { signedOut("Your sign-in ended. Sign in again to search."); return; }
+  if (response.status === 401) { signedOut(SIGN_IN_ENDED); return; }
   if (otherSession(response, data)) { followOtherSession(); return; }
   if (!response.ok) { $("results").replaceChildren(); status(problemText(response, data), true); return; }
   show(body, data);
@@ -531,7 +536,7 @@ async function showMore() {
   status("Searching…");
   const { response, data } = await call("POST", "/v1/search", body);
   if (seq !== searchSeq) return;
-  if (response.status === 401) { signedOut("Your sign-in ended. Sign in again to search."); return; }
+  if (response.status === 401) { signedOut(SIGN_IN_ENDED); return; }
   if (otherSession(response, data)) { followOtherSession(); return; }
   if (!response.ok) {
     $("more").hidden = false;

@@ -844,6 +844,30 @@ def test_a_bearer_token_revoked_while_cached_is_401_on_nextcloud_30_not_fewer_re
     assert asked == [("GET", "/ocs/v2.php/cloud/user")]
 
 
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+def test_the_listings_refuse_an_app_password_revoked_while_cached(api: Api) -> None:
+    """bob's app password is revoked (a lost phone's, in Settings › Security) just after he
+    listed his folders, and his share of alice's Lighthouse folder is revoked too: his
+    credential is still in the credential cache. ``GET /v1/folders`` and ``/v1/tags`` ask
+    Nextcloud as bob, which refuses him (401); they answered the index's list unchecked
+    instead — the revoked share's ``/Lighthouse`` among them, more than bob himself is
+    shown — and kept the credential cached, so ``/v1/owners`` and ``/v1/categories``, which
+    ask Nextcloud nothing, went on answering it. Now the refusal is a 401, as a search's is,
+    and drops the cached credential: the next listing asks Nextcloud, which refuses it."""
+    bob = ("bob", PASSWORDS["bob"])
+    first = api.client.get("/v1/folders", auth=bob)
+    assert first.status_code == 200 and "/Lighthouse" in first.get_json()["folders"]
+    api.sim.unshare("alice", "/Projects/Lighthouse", "bob")
+    account = api.sim.tree.users["bob"]
+    account.passwords.clear()
+    account.token_logins.clear()
+    for path in ("/v1/folders", "/v1/tags", "/v1/owners"):
+        response = api.client.get(path, auth=bob)
+        assert response.status_code == 401, (path, response.get_json())
+        assert response.get_json()["code"] == "unauthenticated", path
+        assert "Lighthouse" not in response.get_data(as_text=True), path
+
+
 def test_status_documents_now_where_its_other_fields_are(ro_api: Api) -> None:
     """``GET /v1/status`` answered ``now`` but the published schema said only "ISO 8601":
     no ``format``, no example, and neither the endpoint's summary nor ``modified_after``'s
