@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 import pytest
@@ -21,8 +22,10 @@ from ncindex.search.filter_fields import (
     rcp_filter_capability,
 )
 from ncindex.search.filters import (
+    HTTP_LISTINGS,
     build_filter,
     filter_depth,
+    other_spellings,
     parse_rcp_tree,
     parse_tree,
     request_tree,
@@ -550,3 +553,43 @@ def test_the_convenience_bounds_and_the_filter_make_one_range() -> None:
         )
     assert (caught.value.code, caught.value.field) == ("invalid_value", "modified_before")
     assert request_tree(modified_after=T1, filter=_at("lt", T2)) is not None
+
+
+_NFC = unicodedata.normalize("NFC", "Überprüfung")
+_NFD = unicodedata.normalize("NFD", "Überprüfung")
+
+
+def _tag(value: str) -> dict[str, Any]:
+    return {"field": "tags", "op": "contains", "value": value}
+
+
+@pytest.mark.parametrize(
+    ("tree", "error", "hints"),
+    [
+        ({"not": _tag("URGENT")}, None, []),  # a value that must not hold decides nothing
+        ({"not": {"not": _tag("URGENT")}}, None, []),  # nor under two: not read as must-hold
+        ({"not": _tag(_NFD)}, None, []),
+        ({"and": [{"and": [_tag(_NFD)]}]}, "filter.and[0].and[0].value", []),
+        ({"field": "tags", "op": "in", "value": ["URGENT", "URGENT"]}, "filter.value[0]", []),
+        ({"field": "tags", "op": "in", "value": ["URGENT", "urgent"]}, None, ["filter.value[0]"]),
+        ({"and": [{"or": [_tag("URGENT"), _tag("x")]}]}, None, ["filter.and[0].or[0].value"]),
+        ({"field": "tags", "op": "nin", "value": ["URGENT"]}, None, []),
+    ],
+)
+def test_another_spelling_is_an_error_only_where_it_must_hold(
+    tree: dict[str, Any], error: str | None, hints: list[str]
+) -> None:
+    """filters.other_spellings over trees: a tag the caller holds only as ``urgent`` or in NFC
+    is an error naming the value where it must hold (through ``and`` alone, none of its list
+    held), a hint under an ``or`` or beside a held value of its list, and nothing under a
+    ``not`` (however deep) or for ``nin``. The caller's values alone decide (``stored``); a
+    guard: it passes on the code it came with (d14fbf2)."""
+    stored = {"tags": ["urgent", _NFC]}
+    node = parse_tree(tree)
+    if error is not None:
+        with pytest.raises(FilterError) as raised:
+            other_spellings(node, lambda f: stored.get(f, []), HTTP_LISTINGS)
+        assert (raised.value.code, raised.value.field) == ("invalid_value", error)
+        return
+    got = other_spellings(node, lambda f: stored.get(f, []), HTTP_LISTINGS)
+    assert [field for field, _ in got] == hints
