@@ -143,12 +143,15 @@ _UTF8_PER_BAD = 8
 #: before that character: one is what legacy text shows by chance (Shift-JIS ``ﾃｽﾄ``,
 #: ``C3 BD C4``, reads as ``ý`` and the start of a character).
 _UTF8_BEFORE_CUT = 2
-#: How many Latin letters (valid multi-byte sequences) UTF-8 with one stray byte and fewer
-#: than :data:`_UTF8_PER_BAD` valid sequences must hold: one is what legacy text shows by
-#: chance (Shift-JIS ``ﾃｽﾄ`` reads as ``ý`` and a bad byte). The legacy samples of
-#: tests/single_byte_texts.py and tests/cjk_texts.py with a single bad sequence (Big5
-#: ``讀書心得`` alone) read letters of other scripts too (``Ū``, Cyrillic ``Ѥ``).
-_UTF8_LATIN_BESIDE_STRAY = 2
+#: How many letters of the languages of :data:`_ALPHABETS` (valid multi-byte sequences) UTF-8
+#: with one stray byte and fewer than :data:`_UTF8_PER_BAD` valid sequences must hold: one is
+#: what legacy text shows by chance (Shift-JIS ``ﾃｽﾄ`` reads as ``ý`` and a bad byte). The
+#: legacy samples of tests/single_byte_texts.py and tests/cjk_texts.py with a single bad
+#: sequence (Big5 ``讀書心得`` alone) read letters of other scripts too (``Ū``, Cyrillic
+#: ``Ѥ``). Latin letters of no such language are no sign of UTF-8: windows-1252 ``É`` before a
+#: no-break space, ``…`` or ``»`` (French capitals: ``CAFÉ\xa0!``) reads as IPA ``ɠ``, ``Ʌ``,
+#: ``ɻ``.
+_UTF8_LETTERS_BESIDE_STRAY = 2
 
 
 def _nearly_utf8(data: bytes, *, final: bool) -> str | None:
@@ -162,7 +165,8 @@ def _nearly_utf8(data: bytes, *, final: bool) -> str | None:
     ``data`` is the whole text, else that end is where it was cut and not bad) after at least
     :data:`_UTF8_BEFORE_CUT` valid ones, or when its only bad byte is one stray byte (a Latin-1
     ``é`` in UTF-8 ``Le caf\\xe9 crème brûlée``) and its valid multi-byte sequences are
-    punctuation and at least :data:`_UTF8_LATIN_BESIDE_STRAY` Latin letters: short text
+    punctuation and at least :data:`_UTF8_LETTERS_BESIDE_STRAY` letters of a language of
+    :data:`_ALPHABETS`: short text
     holds too few for the ratio, and legacy text read as UTF-8 scatters letters of other
     scripts or symbols (:func:`_stray_byte_in_latin`). ASCII with a high byte holds no valid
     sequence: legacy. Tried before a declared charset, as strict UTF-8 is: a declaration is
@@ -186,16 +190,17 @@ def _stray_byte_in_latin(data: bytes, text: str, final: bool) -> bool:
     """Whether ``text``, ``data`` read as UTF-8 with one bad sequence as U+FFFD, has that bad
     sequence one byte long (a byte of a legacy code page pasted in; not a cut or malformed
     multi-byte sequence) and its valid multi-byte characters are punctuation and at least
-    :data:`_UTF8_LATIN_BESIDE_STRAY` Latin letters (Unicode names ``LATIN …``)."""
-    latin = 0
+    :data:`_UTF8_LETTERS_BESIDE_STRAY` letters of the languages of :data:`_ALPHABETS` (in
+    either case)."""
+    letters = 0
     for char in text:
         if char.isascii() or char == "\ufffd":
             continue
-        if unicodedata.name(char, "").startswith("LATIN ") and char.isalpha():
-            latin += 1
+        if char.lower() in _LANGUAGE_LETTERS:
+            letters += 1
         elif unicodedata.category(char)[0] != "P":
             return False
-    if latin < _UTF8_LATIN_BESIDE_STRAY:
+    if letters < _UTF8_LETTERS_BESIDE_STRAY:
         return False
     try:
         codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=final)
@@ -366,6 +371,8 @@ _ALPHABETS = {
         "šžõäöü",  # et
     ),
 }
+#: Every letter of :data:`_ALPHABETS` (lower case), for :func:`_stray_byte_in_latin`.
+_LANGUAGE_LETTERS = frozenset("".join(itertools.chain.from_iterable(_ALPHABETS.values())))
 #: What :func:`_languages` counts for a reading whose letters no languages of its code page
 #: hold: more than any reading's count in any of the code pages.
 _NO_LANGUAGE = 1 + max(len(languages) for languages in _ALPHABETS.values())
