@@ -203,47 +203,55 @@ class Services:
             client.guard = guard
         return client
 
-    def account_refused(self, user: str, exc: NextcloudAuthError) -> None:
+    def account_refused(
+        self, user: str, exc: NextcloudAuthError, *, sent_now: bool = False
+    ) -> None:
         """Record that Nextcloud refused configured account ``user`` (``exc``, a 401 or a
         disabled account's login) with its credential's fingerprint
         (:func:`ncindex.accounts.record_refused`), so that :meth:`account` holds it back; an
         :class:`~ncindex.errors.AccountHeld` (nothing was sent) records nothing. The first
         refusal of a credential also asks Nextcloud, as the webhook admin, why
-        (:meth:`refusal_cause`), recorded as the entry's ``cause``. Raises
-        ``redis.RedisError`` when Redis cannot be written."""
+        (:meth:`refusal_cause`), recorded as the entry's ``cause``; so does a refusal of a
+        request sent whatever the hold (``sent_now``: ``ncindex release``, :meth:`release`).
+        Raises ``redis.RedisError`` when Redis cannot be written."""
         if isinstance(exc, AccountHeld):
             return
         try:
             credential: str | None = self.credential_of(user)
         except KeyError:  # not (or no longer) configured
             credential = None
-        cause = None if credential is None else self.refusal_cause(user, credential)
+        cause = (
+            None if credential is None else self.refusal_cause(user, credential, sent_now=sent_now)
+        )
         record_refused(
             self.redis, self.settings.names, user, str(exc), credential=credential, cause=cause
         )
 
-    def refusal_cause(self, user: str, credential: str) -> Cause | None:
+    def refusal_cause(self, user: str, credential: str, *, sent_now: bool = False) -> Cause | None:
         """Why Nextcloud refused account ``user``'s credential of fingerprint ``credential``,
         asked as the webhook admin (``GET /ocs/v2.php/cloud/users/{uid}``:
         :func:`ncindex.accounts.cause_of`), once per refusal: not while a refusal of that
         credential holds it back (the answer to a request sent before the hold began: the
         refusal that began it asked), nor when another process already asked of it within
         the first hold (:attr:`~ncindex.names.Names.refusal_asked`: tasks refused at once).
-        ``None`` then, and when the user is the admin itself, the admin is not configured,
-        held back or refused (recorded: :meth:`account_refused`), or Nextcloud gave no
-        clear answer (logged). Only reads: a user Nextcloud says does not exist is
-        :attr:`Cause.DELETED`, and nothing leaves the index (that takes two scans' checks:
+        ``sent_now``: the refused request was sent whatever the hold (:meth:`release`, after
+        the operator fixed what the cause said): asked again, as the cause may have changed
+        (a user enabled again whose app password was revoked meanwhile). ``None`` then, and
+        when the user is the admin itself, the admin is not configured, held back or refused
+        (recorded: :meth:`account_refused`), or Nextcloud gave no clear answer (logged). Only
+        reads: a user Nextcloud says does not exist is :attr:`Cause.DELETED`, and nothing
+        leaves the index (that takes two scans' checks:
         :func:`ncindex.sync.deleted.check_deleted`). Raises ``redis.RedisError``."""
         admin = self.settings.webhook_admin
         names = self.settings.names
         if admin == user or admin not in self.settings.accounts:
             return None
-        if hold_of(self.redis.hget(names.refused_accounts, user), credential) is not None:
+        if not sent_now and hold_of(self.redis.hget(names.refused_accounts, user), credential):
             return None
         asked = self.redis.set(
             names.refusal_asked(user), credential, ex=REFUSED_RECHECK_SECONDS[0], get=True
         )
-        if isinstance(asked, bytes | str) and as_text(asked) == credential:
+        if not sent_now and isinstance(asked, bytes | str) and as_text(asked) == credential:
             return None
         try:
             return cause_of(self.account(admin).user_account(user))
@@ -271,7 +279,7 @@ class Services:
         try:
             uid = client.current_user()
         except NextcloudAuthError as exc:
-            self.account_refused(user, exc)
+            self.account_refused(user, exc, sent_now=True)
             raise
         hold = hold_of(entry, self.credential_of(user))
         refusal = refused_entry(entry)

@@ -346,6 +346,38 @@ def test_a_refused_account_says_why_as_nextcloud_s_admin_tells(served) -> None:
     assert detail(held, "account alice").startswith("held back since ")
 
 
+def test_release_refused_again_asks_why_again(served) -> None:
+    """``ncindex release`` sends the credential now, whatever the hold, after the operator
+    fixed what the refusal's cause said: alice was disabled; she is enabled again but her app
+    password was revoked meanwhile, and release is refused. That refusal was of a request sent
+    now, not one in flight before the hold: the webhook admin is asked again, and status no
+    longer says "disabled in Nextcloud (enable the user…)" of an enabled user (it kept the
+    first refusal's cause: its hold, and the claim of that first lookup, skipped the
+    lookup)."""
+    sim, server = served
+    settings = settings_for(server, namespace=f"again-{uuid.uuid4().hex[:8]}")
+    services = Services(settings)
+    keys = settings.names
+    try:
+        sim.disable_user("alice")
+        with pytest.raises(NextcloudAuthError) as refused:
+            services.account("alice").current_user()  # a task's request, refused
+        services.account_refused("alice", refused.value)
+        assert json.loads(services.redis.hget(keys.refused_accounts, "alice"))["cause"] == (
+            "disabled"
+        )
+        sim.disable_user("alice", enabled=True)  # occ user:enable
+        sim.tree.users["alice"].passwords.clear()  # and her app password revoked
+        sim.tree.users["alice"].token_logins.clear()
+        with pytest.raises(NextcloudAuthError):
+            services.release("alice")
+        entry = json.loads(services.redis.hget(keys.refused_accounts, "alice"))
+        assert entry["cause"] == "refused", entry
+    finally:
+        services.redis.delete(keys.refused_accounts, keys.refusal_asked("alice"))
+        services.close()
+
+
 def test_a_held_account_says_since_until_when_and_why(served) -> None:
     """doctor's account line for an account whose credential ncindex holds back after a
     refusal (``ncindex.runtime.Services.account`` raises ``AccountHeld``, nothing sent) said
