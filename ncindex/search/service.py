@@ -1219,9 +1219,11 @@ class SearchService:
         its ``board_id``/``stack_id`` (a News item's ``feed_id``) the index's.
 
         Raises :class:`DocumentNotFound` when either check fails (a verifier drop also calls
-        ``on_stale``); one kept where the index does not have it (moved: another path, or
-        placed elsewhere, :func:`_moved`) is answered with the path the check gave and handed
-        to ``on_stale`` too, as a search hands it, so the index learns where it is.
+        ``on_stale``), ``NextcloudAuthError`` when the drop was an app's refusal of a Bearer
+        token that Nextcloud's OCS then refuses too (:func:`_confirm_bearer`); one kept where
+        the index does not have it (moved: another path, or placed elsewhere, :func:`_moved`)
+        is answered with the path the check gave and handed to ``on_stale`` too, as a search
+        hands it, so the index learns where it is.
         ``ChunkOutOfRange`` when ``chunk_index`` is past the last chunk,
         ``SearchUnavailable`` when Nextcloud cannot confirm it (fail-closed: content is only
         shown once verified) and ``StoreUnavailable`` if the store fails.
@@ -1240,6 +1242,7 @@ class SearchService:
         counts = VerificationCounts()
         (checked,) = self.verifier.check(client, [head], counts)
         if checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE):
+            _confirm_bearer(client)  # a revoked token is 401, not this document's 404
             if self.on_stale is not None:
                 self.on_stale(user, ref)
             raise DocumentNotFound(ref.key)

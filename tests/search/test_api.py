@@ -868,6 +868,30 @@ def test_the_listings_refuse_an_app_password_revoked_while_cached(api: Api) -> N
         assert "Lighthouse" not in response.get_data(as_text=True), path
 
 
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+def test_a_bearer_token_revoked_while_cached_is_401_for_a_context_on_nextcloud_30(
+    api: Api,
+) -> None:
+    """The context endpoint checks its document as a search does, and Deck's ``#[CORS]`` API
+    answers Nextcloud 30's Bearer caller the same 401 "CORS requires basic auth" for a good
+    token and a revoked one (nextcloud/server ``CORSMiddleware::beforeController``, #44365,
+    #46760). A search then confirms the token through OCS (``GET /ocs/v2.php/cloud/user``);
+    the context did not: alice's token, revoked while still in the credential cache, got 404
+    for her card, as a good token does, not 401."""
+    api.sim.version = "30.0.5"
+    key = api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar the hull."))
+    doc_type, doc_id = key.split(":", 1)
+    path = f"/v1/documents/{doc_type}/{doc_id}/context"
+    bearer = {"Authorization": f"Bearer {PASSWORDS['alice']}"}
+    good = api.client.get(path, headers=bearer)
+    assert good.status_code == 404, good.get_json()  # Deck would not check it
+    alice = api.sim.tree.users["alice"]
+    alice.passwords.clear()
+    alice.token_logins.clear()
+    revoked = api.client.get(path, headers=bearer)
+    assert revoked.status_code == 401, revoked.get_json()
+
+
 def test_status_documents_now_where_its_other_fields_are(ro_api: Api) -> None:
     """``GET /v1/status`` answered ``now`` but the published schema said only "ISO 8601":
     no ``format``, no example, and neither the endpoint's summary nor ``modified_after``'s
