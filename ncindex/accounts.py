@@ -119,9 +119,14 @@ def credential_fingerprint(login: str, password: str) -> str:
 def refused_entry(raw: bytes | str | None) -> dict[str, Any]:
     """A refusal entry as shown (:func:`refused_accounts`' shape without ``held_until``): the
     raw value read from :attr:`~ncindex.names.Names.refused_accounts` without the credential's
-    fingerprint; ``{}`` when absent or unreadable."""
+    fingerprint, and with ``cause`` always (a :class:`Cause` value, or ``None``: none recorded,
+    as in an entry written before causes were, or one this version does not know); ``{}``
+    when absent or unreadable."""
     entry = _entry(raw)
     entry.pop("credential", None)  # for hold_of alone: never shown
+    if entry:
+        cause = entry.get("cause")
+        entry["cause"] = cause if cause in [c.value for c in Cause] else None  # unhashable JSON too
     return entry
 
 

@@ -237,6 +237,7 @@ def test_a_refused_credential_is_held_back_longer_each_time_and_only_that_one(
         "at": 9000,
         "where": "x",
         "times": 1,
+        "cause": None,
         "held_until": 9000 + first,
     }
     assert refused_accounts(client, keys, now=9000 + first)["carol"]["held_until"] is None

@@ -378,6 +378,48 @@ def test_release_refused_again_asks_why_again(served) -> None:
         services.close()
 
 
+def test_refusal_entries_of_the_version_before_causes_have_cause_null(served) -> None:
+    """A Redis written before refusals said why holds entries without ``cause`` (and one
+    written by a later version may hold a cause this one does not know). ``ncindex status``,
+    its ``--json`` and doctor read them; ``--json`` gave ``cause`` only where one was recorded,
+    so a reader of ``accounts_refused[user]["cause"]`` failed on the old entries, and passed
+    an unknown value on. Every entry now has ``cause``: a :class:`~ncindex.accounts.Cause`
+    value or ``null``, as ``held_until`` is always there."""
+    sim, server = served
+    sim.add_user("carol", "carol-pw", "Carol")
+    namespace = f"old-{uuid.uuid4().hex[:8]}"
+    passwords = {"admin": "admin-pw", "alice": "alice-pw", "carol": "carol-pw"}
+    settings = settings_for(
+        server,
+        namespace=namespace,
+        accounts={user: SecretStr(pw) for user, pw in passwords.items()},
+    )
+    services = Services(settings)
+    keys = settings.names
+    at = int(time.time())
+    try:
+        for user, extra in (("alice", {}), ("carol", {"cause": "suspended"})):
+            entry = {"at": at, "where": "GET /ocs/v2.php/cloud/user: HTTP 401"}
+            entry |= {"credential": services.credential_of(user), "times": 1} | extra
+            services.redis.hset(keys.refused_accounts, user, json.dumps(entry))
+        env = {
+            "NCINDEX_REDIS_URL": REDIS["url"],
+            "NCINDEX_NAMESPACE": namespace,
+            "NCINDEX_ACCOUNTS": json.dumps(passwords),
+        }
+        text = CliRunner().invoke(main, ["status"], env=env)
+        raw = CliRunner().invoke(main, ["status", "--json"], env=env)
+        held = run_checks(settings)
+    finally:
+        services.redis.delete(keys.refused_accounts)
+        services.close()
+    assert text.exit_code == 0 and raw.exit_code == 0, text.output + raw.output
+    refused = json.loads(raw.output)["accounts_refused"]
+    assert [refused[user]["cause"] for user in ("alice", "carol")] == [None, None]
+    assert "check its app password" in text.output
+    assert detail(held, "account alice").startswith("held back since ")
+
+
 def test_a_held_account_says_since_until_when_and_why(served) -> None:
     """doctor's account line for an account whose credential ncindex holds back after a
     refusal (``ncindex.runtime.Services.account`` raises ``AccountHeld``, nothing sent) said

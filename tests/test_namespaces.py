@@ -55,6 +55,7 @@ def test_refused_accounts_are_kept_per_deployment(redis_url: str) -> None:
         "carol": {
             "at": 100,
             "where": "PROPFIND /remote.php/dav/files/carol/: HTTP 401",
+            "cause": None,
             "held_until": None,  # recorded without a credential's fingerprint: nothing held
         }
     }
