@@ -190,17 +190,19 @@ def _stray_byte_in_latin(data: bytes, text: str, final: bool) -> bool:
     """Whether ``text``, ``data`` read as UTF-8 with one bad sequence as U+FFFD, has that bad
     sequence one byte long (a byte of a legacy code page pasted in; not a cut or malformed
     multi-byte sequence) and its valid multi-byte characters are punctuation and at least
-    :data:`_UTF8_LETTERS_BESIDE_STRAY` letters of the languages of :data:`_ALPHABETS` (in
-    either case)."""
-    letters = 0
+    :data:`_UTF8_LETTERS_BESIDE_STRAY` letters of the languages of :data:`_ALPHABETS`, one of
+    them lower case (windows-1252 ``Ã`` before ``…``, ``”``, reads as capitals ``Å``, ``Ô``:
+    Portuguese ``AMANHÃ… IRMÃ…``)."""
+    letters = lower = 0
     for char in text:
         if char.isascii() or char == "\ufffd":
             continue
         if char.lower() in _LANGUAGE_LETTERS:
             letters += 1
+            lower += char.islower()
         elif unicodedata.category(char)[0] != "P":
             return False
-    if letters < _UTF8_LETTERS_BESIDE_STRAY:
+    if letters < _UTF8_LETTERS_BESIDE_STRAY or not lower:
         return False
     try:
         codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=final)

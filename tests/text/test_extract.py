@@ -1189,13 +1189,15 @@ def test_legacy_text_with_a_few_utf8_sequences_stays_legacy(text: str, encoding:
         "SOLDES D'ÉTÉ\xa0! CAFÉ\xa0! THÉ\xa0!",  # was D'�Tɠ! CAFɠ! THɠ!
         "RÉSUMÉ… et CAFÉ…",  # was R�SUMɅ et CAFɅ
         "Vous avez dit CAFÉ… ou THÉ… ? Très bien.",  # was CAFɅ ou THɅ ? Tr�s bien.
+        "AMANHÃ… IRMÃ… Só isso.",  # was AMANHÅ IRMÅ S� isso. (capitals alone)
     ],
 )
 def test_windows_1252_capitals_before_punctuation_stay_windows_1252(text: str) -> None:
     """windows-1252 ``É`` (C9) before a no-break space or ``…`` (A0, 85) is a valid UTF-8
     sequence (IPA ``ɠ``, ``Ʌ``): French capitals so written, beside one other accented letter,
     held one stray byte and two Latin letters, and were read as UTF-8. Only letters of the
-    languages of the code pages weighed count beside a stray byte. (HTML text is read with
+    languages of the code pages weighed count beside a stray byte, and one of them must be
+    lower case (``Ã…`` reads as ``Å``, a Swedish capital). (HTML text is read with
     its no-break spaces as spaces.)"""
     data = text.encode("cp1252")
     assert extract(data, "text/plain", "notiz.txt").text == text
