@@ -250,12 +250,15 @@ def record_deleted(
 
 
 def clear_refused(client: redis.Redis, keys: Names, user: str) -> None:
-    """Forget a refusal of ``user`` (its credentials worked again)."""
+    """Forget a refusal of ``user`` (its credentials worked again), and the claim that it was
+    asked about (:attr:`~ncindex.names.Names.refusal_asked`): a later refusal is a new one."""
     client.hdel(keys.refused_accounts, user)
+    client.delete(keys.refusal_asked(user))
 
 
 _CLEAR_IF_SAME = """
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('DEL', KEYS[2])
   return redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return 0
@@ -269,9 +272,14 @@ def clear_refused_if(client: redis.Redis, keys: Names, user: str, entry: bytes |
     ``deleted`` note (:func:`record_deleted`) — changed the entry and stays. Without this only
     a reconcile listing cleared it (:func:`clear_refused`), and a task that got through after
     the hold ended left ``times`` counting, so the next refusal of the credential, however
-    much later, was held back twice as long. Returns whether it was removed. Raises
+    much later, was held back twice as long. The claim that the refusal was asked about
+    (:attr:`~ncindex.names.Names.refusal_asked`) goes with it: else a new refusal of the same
+    credential within the claim's 30 minutes (a user enabled again, then their app password
+    revoked) was not asked about and named no cause. Returns whether it was removed. Raises
     ``redis.RedisError``."""
-    removed = client.eval(_CLEAR_IF_SAME, 1, keys.refused_accounts, user, entry)
+    removed = client.eval(
+        _CLEAR_IF_SAME, 2, keys.refused_accounts, keys.refusal_asked(user), user, entry
+    )
     if removed:
         log.info("account_refusal_cleared", user=user)
     return bool(removed)

@@ -346,14 +346,11 @@ def test_a_refused_account_says_why_as_nextcloud_s_admin_tells(served) -> None:
     assert detail(held, "account alice").startswith("held back since ")
 
 
-def test_release_refused_again_asks_why_again(served) -> None:
-    """``ncindex release`` sends the credential now, whatever the hold, after the operator
-    fixed what the refusal's cause said: alice was disabled; she is enabled again but her app
-    password was revoked meanwhile, and release is refused. That refusal was of a request sent
-    now, not one in flight before the hold: the webhook admin is asked again, and status no
-    longer says "disabled in Nextcloud (enable the user…)" of an enabled user (it kept the
-    first refusal's cause: its hold, and the claim of that first lookup, skipped the
-    lookup)."""
+@pytest.fixture
+def alice_enabled_again(served) -> Iterator[tuple[NextcloudSimulator, Services]]:
+    """alice disabled in the simulator, a task's request of hers refused and recorded (the
+    webhook admin asked why: ``disabled``), then enabled again (``occ user:enable``); the
+    simulator and the Services of a namespace of its own, its refusal keys deleted after."""
     sim, server = served
     settings = settings_for(server, namespace=f"again-{uuid.uuid4().hex[:8]}")
     services = Services(settings)
@@ -361,21 +358,57 @@ def test_release_refused_again_asks_why_again(served) -> None:
     try:
         sim.disable_user("alice")
         with pytest.raises(NextcloudAuthError) as refused:
-            services.account("alice").current_user()  # a task's request, refused
+            services.account("alice").current_user()
         services.account_refused("alice", refused.value)
         assert json.loads(services.redis.hget(keys.refused_accounts, "alice"))["cause"] == (
             "disabled"
         )
-        sim.disable_user("alice", enabled=True)  # occ user:enable
-        sim.tree.users["alice"].passwords.clear()  # and her app password revoked
-        sim.tree.users["alice"].token_logins.clear()
-        with pytest.raises(NextcloudAuthError):
-            services.release("alice")
-        entry = json.loads(services.redis.hget(keys.refused_accounts, "alice"))
-        assert entry["cause"] == "refused", entry
+        sim.disable_user("alice", enabled=True)
+        yield sim, services
     finally:
         services.redis.delete(keys.refused_accounts, keys.refusal_asked("alice"))
         services.close()
+
+
+def revoke_alice(sim: NextcloudSimulator) -> None:
+    """alice's app password revoked in the simulator."""
+    sim.tree.users["alice"].passwords.clear()
+    sim.tree.users["alice"].token_logins.clear()
+
+
+def test_release_refused_again_asks_why_again(alice_enabled_again) -> None:
+    """``ncindex release`` sends the credential now, whatever the hold, after the operator
+    fixed what the refusal's cause said: alice was disabled; she is enabled again but her app
+    password was revoked meanwhile, and release is refused. That refusal was of a request sent
+    now, not one in flight before the hold: the webhook admin is asked again, and status no
+    longer says "disabled in Nextcloud (enable the user…)" of an enabled user (it kept the
+    first refusal's cause: its hold, and the claim of that first lookup, skipped the
+    lookup)."""
+    sim, services = alice_enabled_again
+    revoke_alice(sim)  # and her app password revoked meanwhile
+    with pytest.raises(NextcloudAuthError):
+        services.release("alice")
+    refused = services.redis.hget(services.settings.names.refused_accounts, "alice")
+    assert json.loads(refused)["cause"] == "refused", refused
+
+
+def test_a_refusal_after_the_credential_was_accepted_again_is_asked_why(
+    alice_enabled_again,
+) -> None:
+    """The claim that a refusal of a credential was asked about (``Names.refusal_asked``,
+    30 minutes) outlived the refusal: alice, disabled, refused and asked about, is enabled
+    and released (Nextcloud accepts her app password: the entry is forgotten); her app
+    password is then revoked, and that new refusal within the 30 minutes was not asked about
+    (the claim held the same credential), so status named no cause. An accepted credential
+    now forgets the claim with the entry."""
+    sim, services = alice_enabled_again
+    assert services.release("alice").released
+    revoke_alice(sim)
+    with pytest.raises(NextcloudAuthError) as refused:
+        services.account("alice").current_user()
+    services.account_refused("alice", refused.value)
+    entry = services.redis.hget(services.settings.names.refused_accounts, "alice")
+    assert json.loads(entry).get("cause") == "refused", entry
 
 
 def test_refusal_entries_of_the_version_before_causes_have_cause_null(served) -> None:
