@@ -347,10 +347,10 @@ def test_a_refused_account_says_why_as_nextcloud_s_admin_tells(served) -> None:
 
 
 @pytest.fixture
-def alice_enabled_again(served) -> Iterator[tuple[NextcloudSimulator, Services]]:
-    """alice disabled in the simulator, a task's request of hers refused and recorded (the
-    webhook admin asked why: ``disabled``), then enabled again (``occ user:enable``); the
-    simulator and the Services of a namespace of its own, its refusal keys deleted after."""
+def alice_disabled(served) -> Iterator[tuple[NextcloudSimulator, Services, NextcloudAuthError]]:
+    """alice disabled in the simulator and a task's request of hers refused (not recorded):
+    the simulator, the Services of a namespace of its own (its refusal keys deleted after)
+    and the refusal."""
     sim, server = served
     settings = settings_for(server, namespace=f"again-{uuid.uuid4().hex[:8]}")
     services = Services(settings)
@@ -359,15 +359,22 @@ def alice_enabled_again(served) -> Iterator[tuple[NextcloudSimulator, Services]]
         sim.disable_user("alice")
         with pytest.raises(NextcloudAuthError) as refused:
             services.account("alice").current_user()
-        services.account_refused("alice", refused.value)
-        assert json.loads(services.redis.hget(keys.refused_accounts, "alice"))["cause"] == (
-            "disabled"
-        )
-        sim.disable_user("alice", enabled=True)
-        yield sim, services
+        yield sim, services, refused.value
     finally:
         services.redis.delete(keys.refused_accounts, keys.refusal_asked("alice"))
         services.close()
+
+
+@pytest.fixture
+def alice_enabled_again(alice_disabled) -> tuple[NextcloudSimulator, Services]:
+    """alice's refusal (:func:`alice_disabled`) recorded, the webhook admin asked why
+    (``disabled``), then alice enabled again (``occ user:enable``)."""
+    sim, services, refused = alice_disabled
+    services.account_refused("alice", refused)
+    entry = services.redis.hget(services.settings.names.refused_accounts, "alice")
+    assert json.loads(entry)["cause"] == "disabled"
+    sim.disable_user("alice", enabled=True)
+    return sim, services
 
 
 def revoke_alice(sim: NextcloudSimulator) -> None:
@@ -409,6 +416,40 @@ def test_a_refusal_after_the_credential_was_accepted_again_is_asked_why(
     services.account_refused("alice", refused.value)
     entry = services.redis.hget(services.settings.names.refused_accounts, "alice")
     assert json.loads(entry).get("cause") == "refused", entry
+
+
+def test_a_refusal_s_cause_unknown_in_maintenance_or_with_the_admin_held_is_asked_later(
+    alice_disabled,
+) -> None:
+    """Guard (passes before this branch too): the lookup of a refusal's cause when Nextcloud is
+    in maintenance (503) sends one request, records the refusal without a cause and neither
+    holds nor refuses the webhook admin; with the admin held back it sends nothing. Once the
+    hold and the claim have passed (here: moved back, deleted), the next refusal is asked
+    about and gets its cause."""
+    sim, services, refused = alice_disabled
+    keys = services.settings.names
+    sim.maintenance = True
+    sim.request_log.clear()
+    services.account_refused("alice", refused)
+    assert [p for _, p, _ in sim.request_log] == ["/ocs/v2.php/cloud/users/alice"]
+    assert "cause" not in json.loads(services.redis.hget(keys.refused_accounts, "alice"))
+    assert services.redis.hget(keys.refused_accounts, "admin") is None
+    sim.maintenance = False
+    entry = json.loads(services.redis.hget(keys.refused_accounts, "alice"))
+    entry["at"] -= REFUSED_RECHECK_SECONDS[0] + 1  # the hold has ended
+    services.redis.hset(keys.refused_accounts, "alice", json.dumps(entry))
+    services.redis.delete(keys.refusal_asked("alice"))  # and the claim expired
+    record_refused(services.redis, keys, "admin", "x", credential=services.credential_of("admin"))
+    sim.request_log.clear()
+    services.account_refused("alice", refused)  # the admin held: nothing sent
+    assert not sim.request_log
+    clear_refused(services.redis, keys, "admin")
+    entry = json.loads(services.redis.hget(keys.refused_accounts, "alice"))
+    entry["at"] -= 8 * REFUSED_RECHECK_SECONDS[0]  # its (longer) hold has ended too
+    services.redis.hset(keys.refused_accounts, "alice", json.dumps(entry))
+    services.redis.delete(keys.refusal_asked("alice"))
+    services.account_refused("alice", refused)
+    assert json.loads(services.redis.hget(keys.refused_accounts, "alice"))["cause"] == "disabled"
 
 
 def test_refusal_entries_of_the_version_before_causes_have_cause_null(served) -> None:
