@@ -78,7 +78,14 @@ def test_a_too_large_file_is_listed_and_indexed_after_the_fix_and_a_retry(stack:
 
 
 def test_failing_downloads_are_listed_until_the_document_is_indexed(stack: Stack) -> None:
-    stack.sim.faults.set("webdav", status=503, times=2, method="GET")
+    """A file whose download fails is listed among the failing documents until it is indexed.
+    The upload's two events (Created, Written) are read in a gathered batch, which leaves a
+    file it cannot read to a task of its own, and that task's failure is what is listed. With
+    two failing GETs one full CI run listed nothing within 30 s (it passed alone, and in the
+    sync tests whole); the likely cause, not traced: the events fell into two batches, each
+    took one failing GET, and the file's own task read it at once. Three failing GETs leave at
+    least one to the file's own task however the events are gathered."""
+    stack.sim.faults.set("webdav", status=503, times=3, method="GET")
     file_id = stack.sim.put_file("alice", "/Docs/flaky.txt", b"Flaky foghorn schedule.")
     failing = FailingDocuments(stack.services.redis, stack.settings.names)
     entry = wait_until(lambda: failing.get(node_subject(file_id)), 30)
