@@ -699,6 +699,9 @@ function whereText(r) {
 // code span as CODE_HOLDER while emphasis is paired; the nodes are set as text, never parsed
 // as HTML.
 const MARK_HOLDER = "\uE000";
+// a heading's hashes, at the start of the text or of a line (CommonMark 0.31 §4.2)
+const HEADING = /(?<=^|\n)#{1,6} +(?=\S)/g;
+const LATER_HEADING = /(?<=\n)#{1,6} +(?=\S)/g;
 const CODE_HOLDER = "\uE001";
 const FENCE = /(?<=^|\s)(?:`{3,}|~{3,})[^\s`~\uE000]*(?=\s|$)/g;
 const NUMBERED = /(?<=^|\s)(\d{1,2})([.)]) +(?=\S)/g;
@@ -707,7 +710,7 @@ const CODE_SPAN = /(`+)([^`]+?)\1(?!`)/;
 // §4.2 "ATX headings", §5.2 "List items", §5.3 "Task list items" of GFM): "Ticket # 42" and
 // "2 * 3" in a sentence are neither
 const MARKDOWN = [
-  [/(?<=^|\n)#{1,6} +(?=\S)/g, ""],
+  [HEADING, ""],
   [/(?<=^|\n)[-*] \[ \] +(?=\S)/g, "☐ "],
   [/(?<=^|\n)[-*] \[[xX]\] +(?=\S)/g, "☑ "],
   [/(?<=^|\n)\* +(?=\S)/g, "• "],
@@ -723,9 +726,9 @@ const MARKDOWN = [
 // their text is not Markdown, so nothing else changes ("*" and "_" stay as written).
 const HEADED_FILES = /\.(pptx|odp|xlsx|ods|epub|eml|ics|ical|vcf|vcard)$/i;
 function hideHeadings(snippet) {
+  // a text node after a <mark> does not start a line: only the first one's start is one
   snippet.childNodes.forEach((node, i) => {
-    if (node.nodeType !== Node.TEXT_NODE) return;
-    node.data = node.data.replace(i === 0 ? /(^|\n)#{1,6} +(?=\S)/g : /(\n)#{1,6} +(?=\S)/g, "$1");
+    if (node.nodeType === Node.TEXT_NODE) node.data = node.data.replace(i === 0 ? HEADING : LATER_HEADING, "");
   });
 }
 
