@@ -37,6 +37,7 @@ INDEX_NEWS = "ncindex.index_news"
 SEND_ACTIONS = "ncindex.send_actions"
 FLUSH_GATHERED = "ncindex.flush_gathered"
 SWEEP_GATHERED = "ncindex.sweep_gathered"
+REVOKE_APP_PASSWORDS = "ncindex.revoke_app_passwords"
 RESOLVE_NODE = "ncindex.resolve_node"
 INDEX_RELATED = "ncindex.index_related"
 INDEX_FOLDER = "ncindex.index_folder"
@@ -338,6 +339,19 @@ class Names:
         """A search-page session (hash: ``csrf``, ``authorization``, ``user``,
         ``poll_token``): ``…:ui-session:<sha256 of the cookie value>``."""
         return self.key("ui-session", session_hash)
+
+    @property
+    def ui_revoke(self) -> str:
+        """App passwords of Login Flow credentials to delete in Nextcloud (a sorted set:
+        member the ``Basic`` credential, score when it is due, Unix ms):
+        ``…:ui-revoke`` (:mod:`ncindex.web.revocations`)."""
+        return self.key("ui-revoke")
+
+    @property
+    def ui_revoke_owner(self) -> str:
+        """Which session holds each credential of :attr:`ui_revoke` still (a hash: the
+        credential → that session's key): ``…:ui-revoke-owner``."""
+        return self.key("ui-revoke-owner")
 
     @property
     def ratelimit_prefix(self) -> str:

@@ -34,7 +34,10 @@ a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_fiel
   them; another poll meanwhile answers ``{"user": null}``) and only the poll holding the claim
   signs in: a sign-in makes one session. Credentials that cannot be kept (Redis failing as
   they arrive) have their app password deleted and are 503 ``backend_unavailable`` with
-  ``"restart": true``: the flow is spent, so only a new one can sign in;
+  ``"restart": true``: the flow is spent, so only a new one can sign in (the page cancels it,
+  and, reloaded before that got through, does not wait for it again). Any ``/ui/`` route
+  meeting Redis failing is 503 ``backend_unavailable`` with ``"backend": "sessions"``, said
+  apart from Nextcloud failing;
 * ``POST /ui/login/cancel`` — forgets the Login Flow under way (its poll token and login URL,
   and credentials it gave that no sign-in used, whose app password is deleted in Nextcloud
   where it can be: nextcloud/server ``core/Controller/AppPasswordController.php``
@@ -45,7 +48,10 @@ a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_fiel
   (nextcloud/server ``core/Controller/ClientFlowLoginV2Controller.php``: init, landing, grant,
   poll only); one approved after this makes an app password nobody takes, which Nextcloud
   lists under the account's devices & sessions. Starting another Login Flow, or signing in
-  with a typed app password, ends the flow before in the same way;
+  with a typed app password, ends the flow before in the same way. Every such delete is
+  recorded first, in the same Redis step that drops the credentials, and beat retries it until
+  Nextcloud answers (:mod:`ncindex.web.revocations`; it also deletes the app passwords of
+  sessions that expired holding them);
 * ``POST /ui/login/password`` — body ``{"login_name", "app_password"}``: signs in with an app
   password made by hand (401 ``unauthenticated`` if Nextcloud refuses it; 400
   ``unknown_field`` for another key; 429 ``rate_limited`` once the login name has used up the
@@ -74,20 +80,19 @@ from flask import Blueprint, Flask, Response, g, jsonify, request, send_from_dir
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from ncindex.errors import (
-    Forbidden,
     InputError,
-    NextcloudAuthError,
     NextcloudProtocolError,
     TransientError,
     Unauthenticated,
     public_reason,
 )
-from ncindex.nextcloud.loginflow import delete_app_password, poll_login_flow, start_login_flow
+from ncindex.nextcloud.loginflow import poll_login_flow, start_login_flow
 from ncindex.runtime import Services
 from ncindex.settings import Settings
 from ncindex.web.auth import MAX_AUTHORIZATION_CHARS, resolve_caller
 from ncindex.web.problems import PROBLEM_JSON, http_problem, problem, problem_for
 from ncindex.web.ratelimit import CallerLimit
+from ncindex.web.revocations import revocations
 from ncindex.web.session import COOKIE, CSRF_HEADER, UiSessions, csrf_ok
 from search_api.search import Decorator, int_args, read_json_object
 
@@ -177,6 +182,7 @@ def ui_blueprint(
     bp = Blueprint("ui", __name__, static_folder=str(STATIC), static_url_path="/ui/static")
     limit = limited or (lambda f: f)
     sessions = _sessions(services)
+    revoked = revocations(services)
     settings = settings or services.settings
     # the typed login name counts as a Basic login to the search API does: the page's request
     # has no Authorization header, so ``limited`` keys it on the client's address alone
@@ -218,9 +224,10 @@ def ui_blueprint(
     def drop_flow_password(held: str | None) -> None:
         # a flow's credentials nobody will sign in with: cancelled, or another sign-in
         # replaced theirs. Their app password is deleted in Nextcloud rather than left unused
-        # (listed under the account's devices & sessions until someone revokes it)
+        # (listed under the account's devices & sessions until someone revokes it); the step
+        # that dropped them recorded them, so a delete that fails or never runs is swept
         if held:
-            _delete_app_password(held)
+            revoked.delete(held)
 
     @bp.before_request
     def _no_query_parameters() -> Response | None:
@@ -236,7 +243,10 @@ def ui_blueprint(
     @bp.errorhandler(redis.RedisError)
     def _redis_down(exc: redis.RedisError) -> Response:
         log.warning("ui_session_redis_failed", error=str(exc))
-        return problem(503, "backend_unavailable", "sessions cannot be read or written")
+        # said apart from Nextcloud failing (``backend``): a page waiting for a Login Flow
+        # said "Nextcloud is not answering" for either
+        detail = "sessions cannot be read or written"
+        return problem(503, "backend_unavailable", detail, backend="sessions")
 
     @bp.get("/")
     def page() -> Response:
@@ -354,15 +364,15 @@ def ui_blueprint(
             try:
                 received = sessions.receive_flow(session_id, poll_token, authorization)
             except redis.RedisError as exc:  # nowhere to keep them: not left unused in Nextcloud
-                _delete_app_password(authorization)
+                revoked.delete(authorization)  # nor recorded: Redis failed (tried once)
                 log.warning("ui_session_redis_failed", error=str(exc))
                 # Nextcloud's flow is spent (it hands its credentials out once and then
                 # answers 404, as for a flow not yet approved): polling it again would wait
                 # for an approval already given, so the page is told to start again
                 detail = "sessions cannot be written just now: start the sign-in again"
                 return problem(503, "backend_unavailable", detail, restart=True)
-            if received is None:  # cancelled, or another sign-in, meanwhile
-                _delete_app_password(authorization)
+            if received is None:  # cancelled, or another sign-in, meanwhile: recorded to delete
+                revoked.delete(authorization)
                 return _no_sign_in()
             if not received:
                 return jsonify({"user": None})  # another poll received them too
@@ -398,7 +408,9 @@ def ui_blueprint(
         )
         if replaced is None:
             return claim_lost(session_id)
-        return signed_in(*replaced)
+        for held in replaced.dropped:  # a Login Flow's sign-in the session had before
+            drop_flow_password(held)
+        return signed_in(replaced.session_id, replaced.record)
 
     @bp.post("/ui/login/cancel")
     def login_cancel() -> Response:
@@ -445,23 +457,12 @@ def ui_blueprint(
             return problem(401, "unauthenticated", str(exc), field="app_password")
         except TransientError as exc:
             return problem_for(exc)
-        new_id, record, held = sessions.replace(
+        replaced = sessions.replace(
             session_id, authorization=authorization, user=user, origin="typed"
         )
-        drop_flow_password(held)  # a Login Flow approved but not needed any more
-        return signed_in(new_id, record)
-
-    def _delete_app_password(authorization: str) -> bool:
-        """Delete the app password of ``authorization`` in Nextcloud: whether it was."""
-        try:
-            delete_app_password(services.caller(authorization))
-        except (NextcloudAuthError, Forbidden, NextcloudProtocolError) as exc:
-            log.info("app_password_not_deleted", reason=type(exc).__name__)
-            return False
-        except TransientError as exc:
-            log.warning("app_password_delete_failed", error=str(exc))
-            return False
-        return True
+        for held in replaced.dropped:  # a Login Flow approved, or signed in, not needed now
+            drop_flow_password(held)
+        return signed_in(replaced.session_id, replaced.record)
 
     @bp.post("/ui/logout")
     @limit
@@ -469,13 +470,10 @@ def ui_blueprint(
         found = current(check_csrf=True)
         if isinstance(found, Response):
             return found
-        session_id, record = found
-        authorization = record.get("authorization")
-        deleted = bool(authorization and record.get("origin") == "flow") and _delete_app_password(
-            authorization
-        )
-        sessions.delete(session_id)
-        response = jsonify({"app_password_deleted": deleted})
+        session_id, _ = found
+        dropped = sessions.sign_out(session_id)  # a Login Flow's app password: recorded
+        deleted = [revoked.delete(held) for held in dropped]
+        response = jsonify({"app_password_deleted": bool(deleted) and all(deleted)})
         response.delete_cookie(COOKIE, path="/", samesite="Strict", httponly=True)
         return response
 

@@ -22,6 +22,10 @@ share, so what is shared with an account, or unshared, is acted on then
 ``sweep-gathered`` sends
 ``ncindex.sweep_gathered`` every minute: gathered index actions that no flush is on its way to
 send are sent (:func:`ncindex.ingest.queueing.sweep_gathered`).
+``revoke-app-passwords`` sends ``ncindex.revoke_app_passwords`` every minute: the search
+page's Login Flow app passwords that no live session holds — a delete that failed or never ran,
+an abandoned page's, an expired session's — are deleted in Nextcloud
+(:mod:`ncindex.web.revocations`).
 
 The beat of ``celery -A workers.beat beat`` sends its reconcile checks and share poll at its
 first tick, then every period (Celery's in-memory schedule would wait a whole period, and again
@@ -46,6 +50,7 @@ from kombu.utils.functional import retry_over_time
 from ncindex import names
 from ncindex.settings import Settings, settings_or_exit
 from ncindex.sources.registry import NODE_TYPES, SOURCES
+from ncindex.web import revocations
 
 OUTAGE_REQUEUE_SECONDS = 60
 """How often ``ncindex.outage_requeue`` asks whether Nextcloud is back (when tasks wait)."""
@@ -67,9 +72,10 @@ def check_lock_seconds(period: float) -> int:
 
 def beat_schedule(settings: Settings, *, scan_now: datetime | None = None) -> dict[str, Any]:
     """The beat schedule: ``reconcile-<doc_type>`` entries for the enabled types with a
-    source, ``poll-shares`` (when on), ``outage-requeue``, ``rescan-if-forgotten`` and
-    ``sweep-gathered``. With ``scan_now`` (the beat's clock now) the reconcile entries and
-    the share poll are due at the first tick (``last_run_at`` a period before it)."""
+    source, ``poll-shares`` (when on), ``outage-requeue``, ``rescan-if-forgotten``,
+    ``sweep-gathered`` and ``revoke-app-passwords``. With ``scan_now`` (the beat's clock
+    now) the reconcile entries and the share poll are due at the first tick (``last_run_at`` a
+    period before it)."""
     schedule: dict[str, dict[str, Any]] = {}
     for doc_type, period in sorted(settings.reconcile_periods.items()):
         if doc_type in settings.reconcile_disable or doc_type not in SOURCES:
@@ -97,6 +103,7 @@ def beat_schedule(settings: Settings, *, scan_now: datetime | None = None) -> di
         ("outage-requeue", names.OUTAGE_REQUEUE, OUTAGE_REQUEUE_SECONDS),
         ("rescan-if-forgotten", names.RESCAN_IF_FORGOTTEN, FORGOTTEN_CHECK_SECONDS),
         ("sweep-gathered", names.SWEEP_GATHERED, SWEEP_GATHERED_SECONDS),
+        ("revoke-app-passwords", names.REVOKE_APP_PASSWORDS, revocations.RETRY_SECONDS),
     ):
         schedule[name] = {
             "task": task,

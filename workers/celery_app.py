@@ -26,6 +26,7 @@ def create_celery(settings: Settings, services: Services | None = None) -> Celer
         "workers.reconcile_tasks",
         "workers.model_tasks",
         "workers.queue_tasks",
+        "workers.session_tasks",
     )
     # the tasks' services (workers/base.py reads them back, typed); Celery has no typed slot
     app.ncindex_services = services = services or Services(settings)  # type: ignore[attr-defined]

@@ -9,8 +9,8 @@ of a SHA-256 of that id (a Redis dump names no cookie), a hash of:
   (the page reads it from ``GET /ui/session``; a token is no credential);
 * ``authorization`` — ``Basic base64(login name:app password)``, once signed in;
 * ``user`` — the Nextcloud user id that credential resolved to;
-* ``origin`` — ``flow`` (an app password Login Flow v2 made for ncindex, deleted at sign-out)
-  or ``typed`` (one the user made and typed in; theirs to keep);
+* ``origin`` — ``flow`` (an app password Login Flow v2 made for ncindex, deleted at sign-out
+  or once the session expired) or ``typed`` (one the user made and typed in; theirs to keep);
 * ``poll_token`` — the Login Flow v2 poll token while a sign-in is under way, with its
   ``login_url`` and ``flow_started`` (Unix seconds);
 * ``flow_authorization`` — the ``Basic`` credential that flow gave, stored the moment a poll
@@ -19,7 +19,10 @@ of a SHA-256 of that id (a Redis dump names no cookie), a hash of:
   ``poll``), until a sign-in with it replaced the session, Nextcloud refused it, or the sign-in
   was cancelled or replaced by another (:meth:`UiSessions.end_flow`, :meth:`UiSessions.replace`:
   these hand it back, for its app password to be deleted in Nextcloud). So a worker killed
-  while checking it loses nothing;
+  while checking it loses nothing. The same Lua step that stores, moves or drops a flow's
+  credential records it in :mod:`ncindex.web.revocations` — held by this session, or (dropped)
+  to delete — so that its app password is deleted once no live session holds it, even when
+  the caller's own delete fails or never runs, or the session expires;
 * ``flow_check`` — ``"<claim> <deadline>"``: the poll checking ``flow_authorization`` (a random
   claim) and until when (Unix milliseconds, on Redis's clock: one clock for every worker),
   :data:`FLOW_CHECK_SECONDS` after it claimed it. Another poll meanwhile does not check it; one
@@ -39,10 +42,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from typing import Any
+from typing import Any, NamedTuple
 
 from ncindex.names import Names
 from ncindex.redis_breaker import RedisBreaker
+from ncindex.web.revocations import LUA, RETRY_SECONDS
 
 COOKIE = "ncindex_session"
 """The session cookie's name."""
@@ -56,25 +60,31 @@ FLOW_CHECK_SECONDS = 60
 than one check takes (one Nextcloud request, ``NCINDEX_HTTP_TIMEOUT`` 10 s by default, and a
 few Redis calls), so that only a poll whose worker died lets the next poll check them. A check
 slower than this lets a second poll check too; still only one of them signs in."""
+_RETRY_MS = RETRY_SECONDS * 1000
 FLOW_FIELDS = ("poll_token", "login_url", "flow_started", "flow_authorization", "flow_check")
 """The session fields of a Login Flow under way (see the module docstring)."""
 
-# Redis Lua scripts (EVAL): each reads and changes one session atomically. ``now`` is Redis's
-# clock in milliseconds; a claim is ``"<claim> <deadline ms>"`` in ``flow_check``.
+# Redis Lua scripts (EVAL): each reads and changes one session atomically, and with it the record
+# of flow app passwords to delete (ncindex.web.revocations: its two keys come last in KEYS).
+# ``now`` is Redis's clock in milliseconds; a claim is ``"<claim> <deadline ms>"`` in
+# ``flow_check``; ``retry`` the ms before the sweep looks at a credential a request deletes.
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
 _OURS = (
     "local function ours(key, claim) local held = redis.call('HGET', key, 'flow_check') "
     "return held and string.sub(held, 1, #claim + 1) == claim .. ' ' end "
 )
-# KEYS[1] session; ARGV poll token, authorization, claim, lease ms → 1 stored and claimed,
-# 2 already held (another poll received the same), 0 not this session's flow any more
+# KEYS[1] session; ARGV poll token, authorization, claim, lease ms, retry ms → 1 stored and
+# claimed (held by the session), 2 already held (another poll received the same), 0 not this
+# session's flow any more (the credential recorded to delete)
 _RECEIVE = (
-    _NOW + "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') "
+    _NOW + LUA + "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') "
     "if auth == ARGV[2] then return 2 end "
-    "if redis.call('HGET', KEYS[1], 'poll_token') ~= ARGV[1] or auth then return 0 end "
+    "if redis.call('HGET', KEYS[1], 'poll_token') ~= ARGV[1] or auth then "
+    "revoke(ARGV[2], now + tonumber(ARGV[5])) return 0 end "
     "redis.call('HSET', KEYS[1], 'flow_authorization', ARGV[2], "
     "'flow_check', ARGV[3] .. ' ' .. (now + tonumber(ARGV[4]))) "
-    "redis.call('HDEL', KEYS[1], 'poll_token') return 1"
+    "redis.call('HDEL', KEYS[1], 'poll_token') "
+    "hold(ARGV[2], KEYS[1], now + redis.call('PTTL', KEYS[1])) return 1"
 )
 # KEYS[1] session; ARGV claim, lease ms → the credential, now claimed; nil: none, or claimed
 _CLAIM = (
@@ -85,28 +95,58 @@ _CLAIM = (
     "redis.call('HSET', KEYS[1], 'flow_check', ARGV[1] .. ' ' .. (now + tonumber(ARGV[2]))) "
     "return auth"
 )
-# KEYS[1] session; ARGV claim, '1' to drop the flow else only the claim, the flow fields
-# → 1, or 0 when the claim is not there any more
+# KEYS[1] session; ARGV claim, '1' to drop the flow (refused: its app password is no more, the
+# record forgets it) else only the claim, the flow fields → 1, or 0 when the claim is not there
 _RELEASE = (
-    _OURS + "if not ours(KEYS[1], ARGV[1]) then return 0 end "
-    "if ARGV[2] == '1' then redis.call('HDEL', KEYS[1], unpack(ARGV, 3)) "
+    LUA + _OURS + "if not ours(KEYS[1], ARGV[1]) then return 0 end "
+    "if ARGV[2] == '1' then "
+    "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') if auth then forget(auth) end "
+    "redis.call('HDEL', KEYS[1], unpack(ARGV, 3)) "
     "else redis.call('HDEL', KEYS[1], 'flow_check') end return 1"
 )
-# KEYS[1] session; ARGV number of fields to drop, those fields, then field/value pairs to set
-# → the flow credential it dropped ('' for none); nil: no such session
+# KEYS[1] session; ARGV retry ms, number of fields to drop, those fields, then field/value
+# pairs to set → the flow credential it dropped, recorded to delete ('' for none); nil: no
+# such session
 _END_FLOW = (
-    "if redis.call('EXISTS', KEYS[1]) == 0 then return false end "
+    _NOW + LUA + "if redis.call('EXISTS', KEYS[1]) == 0 then return false end "
     "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') or '' "
-    "local n = tonumber(ARGV[1]) redis.call('HDEL', KEYS[1], unpack(ARGV, 2, n + 1)) "
-    "if #ARGV > n + 1 then redis.call('HSET', KEYS[1], unpack(ARGV, n + 2)) end return auth"
+    "if auth ~= '' then revoke(auth, now + tonumber(ARGV[1])) end "
+    "local n = tonumber(ARGV[2]) redis.call('HDEL', KEYS[1], unpack(ARGV, 3, n + 2)) "
+    "if #ARGV > n + 2 then redis.call('HSET', KEYS[1], unpack(ARGV, n + 3)) end return auth"
 )
-# KEYS[1] old session, KEYS[2] new one; ARGV claim ('' for none), ttl, field/value pairs
-# → the old session's flow credential ('' for none); nil: the claim is not there any more
+# Drop the flow credentials of session KEYS[1] (its ``flow_authorization``, and its
+# ``authorization`` when a flow gave it) but ``keep``: recorded to delete, and into ``out``.
+_DROP_FLOW_CREDENTIALS = (
+    "local function drop(key, keep, out, at) "
+    "local held = {redis.call('HGET', key, 'flow_authorization')} "
+    "if redis.call('HGET', key, 'origin') == 'flow' then "
+    "table.insert(held, redis.call('HGET', key, 'authorization')) end "
+    "for _, auth in ipairs(held) do if auth and auth ~= keep then "
+    "revoke(auth, at) table.insert(out, auth) end end end "
+)
+# KEYS[1] old session, KEYS[2] new one; ARGV claim ('' for none), ttl s, retry ms, field/value
+# pairs → the old session's flow credentials the new one does not hold, recorded to delete
+# (a list); nil: the claim is not there any more
 _REPLACE = (
-    _OURS + "if ARGV[1] ~= '' and not ours(KEYS[1], ARGV[1]) then return false end "
-    "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') or '' "
-    "redis.call('DEL', KEYS[1]) redis.call('HSET', KEYS[2], unpack(ARGV, 3)) "
-    "redis.call('EXPIRE', KEYS[2], ARGV[2]) return auth"
+    _NOW
+    + LUA
+    + _OURS
+    + _DROP_FLOW_CREDENTIALS
+    + "if ARGV[1] ~= '' and not ours(KEYS[1], ARGV[1]) then return false end "
+    "redis.call('HSET', KEYS[2], unpack(ARGV, 4)) redis.call('EXPIRE', KEYS[2], ARGV[2]) "
+    "local new = redis.call('HGET', KEYS[2], 'authorization') "
+    "local flow = redis.call('HGET', KEYS[2], 'origin') == 'flow' "
+    "local out = {} drop(KEYS[1], flow and new, out, now + tonumber(ARGV[3])) "
+    "redis.call('DEL', KEYS[1]) "
+    "if flow then hold(new, KEYS[2], now + tonumber(ARGV[2]) * 1000) end return out"
+)
+# KEYS[1] session; ARGV retry ms → its flow credentials, recorded to delete (a list)
+_SIGN_OUT = (
+    _NOW
+    + LUA
+    + _DROP_FLOW_CREDENTIALS
+    + "local out = {} drop(KEYS[1], false, out, now + tonumber(ARGV[1])) "
+    "redis.call('DEL', KEYS[1]) return out"
 )
 
 
@@ -161,10 +201,13 @@ class UiSessions:
         ``flow_authorization``, claimed by the caller for its check (see the module docstring):
         the claim, ``""`` when the session already holds these very credentials (another poll
         received them too; it checks them), ``None`` when the session has no such flow any
-        more (cancelled, another flow started, signed in another way, expired): the caller
-        deletes their app password, nobody would use it."""
+        more (cancelled, another flow started, signed in another way, expired): recorded to
+        delete (:mod:`ncindex.web.revocations`), the caller deletes their app password, nobody
+        would use it."""
         claim = secrets.token_hex(8)
-        done = self._eval(_RECEIVE, session_id, poll_token, authorization, claim, self._lease)
+        done = self._eval(
+            _RECEIVE, session_id, poll_token, authorization, claim, self._lease, _RETRY_MS
+        )
         return {1: claim, 2: ""}.get(int(done))
 
     def claim_flow(self, session_id: str) -> tuple[str, str] | None:
@@ -176,7 +219,8 @@ class UiSessions:
 
     def release_flow(self, session_id: str, claim: str, *, refused: bool) -> bool:
         """End the caller's check of the flow's credentials without a sign-in: ``refused``
-        forgets the flow (Nextcloud refused them), otherwise they stay for the next poll.
+        forgets the flow (Nextcloud refused them: nothing to delete, the record forgets them
+        too), otherwise they stay for the next poll.
         Whether the claim was still there (``False``: the sign-in was cancelled or replaced
         meanwhile)."""
         drop = "1" if refused else "0"
@@ -185,46 +229,63 @@ class UiSessions:
     def end_flow(self, session_id: str, **fields: str) -> str | None:
         """Forget the session's Login Flow (all :data:`FLOW_FIELDS`, a claim too: the poll
         holding it signs in no more) and set ``fields``, at once: the flow credential it
-        forgot (``""`` for none), ``None`` when the session is gone."""
+        forgot, recorded to delete, for the caller to delete now (``""`` for none), ``None``
+        when the session is gone."""
         pairs = [x for item in fields.items() for x in item]
-        done = self._eval(_END_FLOW, session_id, len(FLOW_FIELDS), *FLOW_FIELDS, *pairs)
+        done = self._eval(_END_FLOW, session_id, _RETRY_MS, len(FLOW_FIELDS), *FLOW_FIELDS, *pairs)
         return None if done is None else done.decode()
 
-    def replace(self, old_id: str, **fields: str) -> tuple[str, dict[str, str], str]:
+    def replace(self, old_id: str, **fields: str) -> Replaced:
         """Sign in: a new session of ``fields`` (as :meth:`create`) instead of ``old_id``, at
-        once (no moment with neither; a new id, no fixation): ``(new id, record, the flow
-        credential the old session held, "" for none)``, for its app password to be deleted."""
-        new_id, record, held = self._replace(old_id, "", fields)
-        return new_id, record, held.decode()
+        once (no moment with neither; a new id, no fixation). Its credential, when ``origin``
+        is ``flow``, is recorded as held by the new session; the old session's flow
+        credentials (held, or signed in with) that it does not take over are recorded to
+        delete and returned, for the caller to delete now."""
+        replaced = self._replace(old_id, "", fields)
+        assert replaced is not None  # without a claim there is none to lose
+        return replaced
 
-    def replace_claimed(
-        self, old_id: str, claim: str, **fields: str
-    ) -> tuple[str, dict[str, str]] | None:
+    def replace_claimed(self, old_id: str, claim: str, **fields: str) -> Replaced | None:
         """:meth:`replace` by the poll holding ``claim`` on the flow's credentials: ``None``
         (nothing changed) when that claim is not there any more — the sign-in was cancelled
         or replaced, or another poll took the check over."""
-        new_id, record, held = self._replace(old_id, claim, fields)
-        return None if held is None else (new_id, record)
+        return self._replace(old_id, claim, fields)
 
-    def _replace(
-        self, old_id: str, claim: str, fields: dict[str, str]
-    ) -> tuple[str, dict[str, str], Any]:
+    def _replace(self, old_id: str, claim: str, fields: dict[str, str]) -> Replaced | None:
         new_id, record = _new(fields)
         pairs = [x for item in record.items() for x in item]
-        keys = (self._key(old_id), self._key(new_id))
-        held = self.redis.call("eval", _REPLACE, 2, *keys, claim, self._ttl(record), *pairs)
-        return new_id, record, held
+        keys = (self._key(old_id), self._key(new_id), *self._revoke_keys)
+        ttl = self._ttl(record)
+        dropped = self.redis.call("eval", _REPLACE, 4, *keys, claim, ttl, _RETRY_MS, *pairs)
+        if dropped is None:
+            return None
+        return Replaced(new_id, record, [auth.decode() for auth in dropped])
 
     @property
     def _lease(self) -> int:
         return FLOW_CHECK_SECONDS * 1000
 
-    def _eval(self, script: str, session_id: str, *args: str | int) -> Any:
-        return self.redis.call("eval", script, 1, self._key(session_id), *args)
+    @property
+    def _revoke_keys(self) -> tuple[str, str]:
+        return (self.names.ui_revoke, self.names.ui_revoke_owner)
 
-    def delete(self, session_id: str) -> None:
-        """Forget the session."""
-        self.redis.call("delete", self._key(session_id))
+    def _eval(self, script: str, session_id: str, *args: str | int) -> Any:
+        keys = (self._key(session_id), *self._revoke_keys)
+        return self.redis.call("eval", script, len(keys), *keys, *args)
+
+    def sign_out(self, session_id: str) -> list[str]:
+        """Forget the session: its flow credentials (a Login Flow's ``authorization``, held
+        ``flow_authorization``), recorded to delete, for the caller to delete now."""
+        return [auth.decode() for auth in self._eval(_SIGN_OUT, session_id, _RETRY_MS)]
+
+
+class Replaced(NamedTuple):
+    """A sign-in's new session (:meth:`UiSessions.replace`): its id and record, and the old
+    session's flow credentials recorded to delete (``Basic`` credentials, maybe none)."""
+
+    session_id: str
+    record: dict[str, str]
+    dropped: list[str]
 
 
 def _new(fields: dict[str, str]) -> tuple[str, dict[str, str]]:

@@ -6,6 +6,7 @@ whose Login Flow answers a login URL the page must not link to."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 
@@ -13,7 +14,9 @@ import httpx
 import pytest
 import redis
 from flask.testing import FlaskClient
+from werkzeug.test import TestResponse
 
+from ncindex import names
 from ncindex.index.indexing import Indexer
 from ncindex.runtime import Services
 from ncindex.search import facets
@@ -451,6 +454,21 @@ def test_a_check_whose_claim_another_poll_took_over_says_the_sign_in_goes_on(
     assert session(client)["signing_in"] is True
 
 
+def poll_with_redis_down(
+    monkeypatch: pytest.MonkeyPatch, client: FlaskClient, csrf: str, step: str
+) -> TestResponse:
+    """A poll of ``client`` during which Redis fails at the sessions' ``step`` (a method of
+    :class:`~ncindex.web.session.UiSessions`): its answer."""
+    from ncindex.web.session import UiSessions
+
+    def down(*args: object) -> None:
+        raise redis.ConnectionError("Redis is down")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(UiSessions, step, down)
+        return client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+
+
 def test_credentials_redis_cannot_keep_are_deleted_and_the_sign_in_started_again(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -459,17 +477,9 @@ def test_credentials_redis_cannot_keep_are_deleted_and_the_sign_in_started_again
     was back every poll answered "not yet" (Nextcloud's poll of a spent flow is 404, as for one
     not approved) until the 20 minutes of an anonymous session ran out. The app password is
     deleted and the answer says to start again (``restart``); a new flow then signs in."""
-    from ncindex.web.session import UiSessions
-
     sim, client = stack.sim, stack.search.application.test_client()
     csrf = approved_flow(stack, client, "bob")
-
-    def down(*args: object) -> None:
-        raise redis.ConnectionError("Redis is down")
-
-    with monkeypatch.context() as patched:
-        patched.setattr(UiSessions, "receive_flow", down)
-        failed = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    failed = poll_with_redis_down(monkeypatch, client, csrf, "receive_flow")
     assert failed.status_code == 503
     assert (failed.get_json()["code"], failed.get_json()["restart"]) == (
         "backend_unavailable",
@@ -777,3 +787,117 @@ def test_a_typed_sign_in_too_long_for_a_basic_header_is_a_400_naming_the_field(
     assert signed.status_code == 200 and signed.get_json()["user"] == "alice"
     assert len(asked) == 1 and len(asked[0]) <= MAX_AUTHORIZATION_CHARS
     services.close()
+
+
+def due_now(stack: Stack) -> None:
+    """Make every entry of the record of app passwords to delete due (as beat finds them
+    once their :data:`~ncindex.web.revocations.RETRY_SECONDS`, or their session's lifetime,
+    has run out)."""
+    record = stack.settings.names.ui_revoke
+    for auth in stack.services.redis.zrange(record, 0, -1):
+        stack.services.redis.zadd(record, {auth: 0})
+
+
+@pytest.mark.parametrize("failure", ["delete failed", "worker killed"])
+@pytest.mark.parametrize("drop", ["cancel", "typed sign-in", "new flow"])
+def test_an_app_password_dropped_but_not_deleted_is_deleted_once_nextcloud_answers(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, drop: str, failure: str
+) -> None:
+    """A cancel, or another sign-in, while a flow's credentials were held removed them from
+    Redis and then deleted their app password in Nextcloud: a delete that failed (only
+    logged) or a worker killed between the two left it alive and unused. The step that
+    removes them records them to delete; beat's sweep deletes the app password once
+    Nextcloud answers."""
+    from ncindex.nextcloud.client import NextcloudClient
+    from ncindex.web.revocations import revocations
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    poll_with_nextcloud_down(stack, client, csrf)
+    assert len(sim.tree.user("bob").passwords) == 2
+    ocs = NextcloudClient.ocs
+
+    def killed_at_delete(self: NextcloudClient, method: str, *args: object, **kw: object) -> object:
+        if method == "DELETE":  # the worker dies as it would delete the app password
+            raise SystemExit(1)  # as in test_a_worker_killed_while_checking_the_flows_credentials
+        return ocs(self, method, *args, **kw)
+
+    with monkeypatch.context() as patched:
+        if failure == "worker killed":
+            patched.setattr(NextcloudClient, "ocs", killed_at_delete)
+        else:  # Nextcloud's DELETE of the app password fails, its user check does not
+            sim.faults.set("ocs", status=503, method="DELETE")
+        with contextlib.suppress(SystemExit):
+            if drop == "cancel":
+                client.post("/ui/login/cancel", headers={CSRF_HEADER: csrf})
+            elif drop == "new flow":
+                client.post("/ui/login/flow", headers={CSRF_HEADER: csrf})
+            else:
+                client.post(
+                    "/ui/login/password",
+                    json={"login_name": "bob", "app_password": PASSWORDS["bob"]},
+                    headers={CSRF_HEADER: csrf},
+                )
+        sim.faults.clear()
+    assert len(sim.tree.user("bob").passwords) == 2  # not deleted yet
+    sweep = revocations(stack.services)
+    assert sweep.sweep() == 0  # the request's own delete is left its RETRY_SECONDS
+    due_now(stack)
+    assert sweep.sweep() == 1
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 0  # settled
+
+
+def test_an_expired_session_s_flow_app_password_is_deleted_and_a_live_one_s_never(
+    stack: Stack,
+) -> None:
+    """A page abandoned while its flow's credentials were held (their check failed) left
+    their app password unused when its session expired (20 minutes), and so did a signed-in
+    session nobody came back to. Beat's sweep deletes the app password of a credential whose
+    session is gone, and never one a live session holds, however often it looks (here beat's
+    task itself, as the workers run it)."""
+    task = stack.celery.tasks[names.REVOKE_APP_PASSWORDS]
+
+    def sweep() -> int:
+        return int(task.apply().get())
+
+    sim = stack.sim
+    abandoned = stack.search.application.test_client()
+    csrf = approved_flow(stack, abandoned, "bob")
+    poll_with_nextcloud_down(stack, abandoned, csrf)
+    signed_in = stack.search.application.test_client()
+    signed_in_csrf = sign_in_with_flow(stack, signed_in, "alice")["csrf"]
+    due_now(stack)
+    assert sweep() == 0  # both sessions live: their credentials stay
+    assert len(sim.tree.user("bob").passwords) == 2
+    assert len(sim.tree.user("alice").passwords) == 2
+    assert signed_in.get("/v1/folders").status_code == 200
+
+    stack.services.redis.delete(session_key(stack, abandoned))  # expired, as Redis does
+    due_now(stack)
+    assert sweep() == 1
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+    assert len(sim.tree.user("alice").passwords) == 2  # alice's session is live
+    assert signed_in.get("/v1/folders").status_code == 200
+
+    stack.services.redis.delete(session_key(stack, signed_in))
+    due_now(stack)
+    assert sweep() == 1
+    assert sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
+    answer = signed_in.post("/ui/logout", headers={CSRF_HEADER: signed_in_csrf})
+    assert answer.status_code == 401  # the session had ended
+
+
+def test_a_poll_meeting_a_redis_outage_says_the_sessions_failed_not_nextcloud(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A poll answered 503 when Redis failed as when Nextcloud did, and the page said
+    "Nextcloud is not answering" for both. The sessions' failure says so (``backend``)."""
+    client = stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    failed = poll_with_redis_down(monkeypatch, client, csrf, "load")
+    assert failed.status_code == 503
+    body = failed.get_json()
+    assert (body["code"], body["backend"]) == ("backend_unavailable", "sessions")
+    nextcloud_down = poll_with_nextcloud_down(stack, client, csrf)
+    assert "backend" not in nextcloud_down

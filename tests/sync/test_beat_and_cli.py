@@ -45,6 +45,7 @@ def test_the_schedule_comes_from_settings() -> None:
         "reconcile-news_item",  # left out of the periods: its default, not no scan at all
         "reconcile-note",
         "rescan-if-forgotten",
+        "revoke-app-passwords",
         "sweep-gathered",
     ]
     assert schedule["reconcile-news_item"]["schedule"] == timedelta(seconds=3600)
@@ -57,7 +58,7 @@ def test_the_schedule_comes_from_settings() -> None:
     disabled = beat_schedule(settings.model_copy(update={"reconcile_disable": ["file"]}))
     assert sorted(disabled) == [
         "outage-requeue", "poll-shares", "reconcile-deck_card", "reconcile-news_item",
-        "reconcile-note", "rescan-if-forgotten", "sweep-gathered",
+        "reconcile-note", "rescan-if-forgotten", "revoke-app-passwords", "sweep-gathered",
     ]  # fmt: skip
     assert "last_run_at" not in note  # ncindex up requests its own scans as it starts
 
@@ -95,6 +96,7 @@ def test_the_beat_of_a_deployment_scans_at_its_first_tick() -> None:
         assert due == {
             "reconcile-note": True, "reconcile-file": True, "poll-shares": True,
             "outage-requeue": False, "rescan-if-forgotten": False, "sweep-gathered": False,
+            "revoke-app-passwords": False,
         }  # fmt: skip
     finally:
         app.close()

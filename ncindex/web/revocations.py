@@ -1,0 +1,132 @@
+"""App passwords that Login Flow v2 made for the search page and nothing will use: deleted in
+Nextcloud, durably.
+
+A Login Flow's app password (nextcloud/server ``core/Service/LoginFlowV2Service.php``
+``flowDone``) is ncindex's to delete once no session can use it: a cancel, another sign-in,
+a flow's credentials that arrive for a session that no longer waits for them, a sign-out, and a
+session that expired (an abandoned page's held credentials, a signed-in session nobody came
+back to). Deleting it is ``DELETE /ocs/v2.php/core/apppassword`` signed in with it
+(nextcloud/server ``core/Controller/AppPasswordController.php`` ``deleteAppPassword``), which
+can fail (Nextcloud down) or never be sent (the worker killed first).
+
+So every flow credential ncindex keeps has an entry in two Redis records, written in the same
+Lua step that stores, moves or drops the credential in a session (:mod:`ncindex.web.session`):
+
+* :attr:`~ncindex.names.Names.ui_revoke` — a sorted set: member the ``Basic`` credential, score
+  when it is next looked at (Unix ms, Redis's clock);
+* :attr:`~ncindex.names.Names.ui_revoke_owner` — a hash: the credential → the key of the
+  session that holds it (as ``flow_authorization`` or ``authorization``). A credential without
+  an owner is one nobody will use: to delete.
+
+A request that drops a credential records it ownerless and due :data:`RETRY_SECONDS` later, then
+deletes it at once (:meth:`Revocations.delete`); a definitive answer forgets the entry. A failed
+or never-sent delete is left to :meth:`Revocations.sweep`, which beat runs every
+:data:`RETRY_SECONDS` (``ncindex.revoke_app_passwords``, ``workers/beat.py``): for each due
+entry, atomically, an owner session that still exists and still holds the credential makes it
+due again when that session would expire (``PTTL``; a use meanwhile renews the session, and the
+next look finds it again); otherwise the owner is dropped, the entry made due a retry later, and
+the app password deleted. So an app password a live session holds is never deleted, and one no
+session holds is deleted once Nextcloud answers. A typed-in app password is the user's: never
+recorded. The sweep reads session keys it is not given in ``KEYS`` (a standalone Redis, as
+ncindex uses, allows it; a Redis Cluster would not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import redis
+import structlog
+
+from ncindex.errors import Forbidden, NextcloudAuthError, NextcloudProtocolError, TransientError
+from ncindex.names import Names
+from ncindex.nextcloud.client import NextcloudClient
+from ncindex.nextcloud.loginflow import delete_app_password
+from ncindex.redis_breaker import RedisBreaker
+
+if TYPE_CHECKING:  # beat imports RETRY_SECONDS: the services' imports are not its
+    from ncindex.runtime import Services
+
+log = structlog.get_logger(__name__)
+
+RETRY_SECONDS = 60
+"""How long an entry waits before the sweep looks at it again, seconds: after a request
+recorded it (the request deletes it meanwhile) and after a failed delete; also beat's period."""
+SWEEP_BATCH = 100
+"""At most this many due entries are looked at per sweep (the rest are due at the next)."""
+
+# Lua helpers for the scripts that change a session (ncindex.web.session): the last two KEYS
+# of such a script are the sorted set and the owner hash; ``now`` is Redis's clock in ms.
+LUA = (
+    "local RZ, RO = KEYS[#KEYS - 1], KEYS[#KEYS] "
+    "local function revoke(auth, at) "
+    "redis.call('ZADD', RZ, at, auth) redis.call('HDEL', RO, auth) end "
+    "local function hold(auth, key, at) "
+    "redis.call('ZADD', RZ, at, auth) redis.call('HSET', RO, auth, key) end "
+    "local function forget(auth) redis.call('ZREM', RZ, auth) redis.call('HDEL', RO, auth) end "
+)
+_NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
+# KEYS sorted set, owner hash; ARGV batch, retry ms → the credentials to delete now
+_DUE = (
+    _NOW + "local out = {} "
+    "for _, auth in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, "
+    "'LIMIT', 0, tonumber(ARGV[1]))) do "
+    "local key = redis.call('HGET', KEYS[2], auth) local ttl = -2 "
+    "if key and (redis.call('HGET', key, 'flow_authorization') == auth "
+    "or redis.call('HGET', key, 'authorization') == auth) then ttl = redis.call('PTTL', key) end "
+    "if ttl == -2 then redis.call('HDEL', KEYS[2], auth) table.insert(out, auth) end "
+    "if ttl <= 0 then ttl = tonumber(ARGV[2]) end "
+    "redis.call('ZADD', KEYS[1], now + ttl, auth) end return out"
+)
+# KEYS sorted set, owner hash; ARGV credential: forgotten unless a session holds it again
+_DONE = (
+    "if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then "
+    "redis.call('ZREM', KEYS[1], ARGV[1]) end return 1"
+)
+
+
+class Revocations:
+    """The record of flow app passwords to delete (see the module docstring). ``caller``
+    makes a Nextcloud client signed in with a ``Basic`` credential
+    (:meth:`ncindex.runtime.Services.caller`)."""
+
+    def __init__(
+        self, redis: RedisBreaker, names: Names, caller: Callable[[str], NextcloudClient]
+    ) -> None:
+        self.redis = redis
+        self.keys = (names.ui_revoke, names.ui_revoke_owner)
+        self.caller = caller
+
+    def delete(self, authorization: str) -> bool:
+        """Delete the app password of ``authorization`` in Nextcloud: whether it was. An
+        answer that settles it (deleted; 401: already invalid; 403: no app password; an
+        answer in no known shape, logged) forgets its entry; a failure to reach Nextcloud
+        (``TransientError``) leaves it for :meth:`sweep`. Never raises for Redis or
+        Nextcloud failures."""
+        try:
+            delete_app_password(self.caller(authorization))
+        except (NextcloudAuthError, Forbidden, NextcloudProtocolError) as exc:
+            log.info("app_password_not_deleted", reason=type(exc).__name__)
+            deleted = False
+        except TransientError as exc:
+            log.warning("app_password_delete_failed", error=str(exc))
+            return False
+        else:
+            deleted = True
+        with contextlib.suppress(redis.RedisError):  # the sweep's next delete settles it
+            self.redis.call("eval", _DONE, 2, *self.keys, authorization)
+        return deleted
+
+    def sweep(self, batch: int = SWEEP_BATCH) -> int:
+        """Delete the app passwords of due entries no live session holds (see the module
+        docstring): how many were deleted. Raises ``redis.RedisError`` when Redis fails."""
+        due = self.redis.call("eval", _DUE, 2, *self.keys, batch, RETRY_SECONDS * 1000)
+        return sum(self.delete(auth.decode()) for auth in due)
+
+
+def revocations(services: Services) -> Revocations:
+    """The :class:`Revocations` of ``services``' Redis (the breaker's short timeouts) and
+    Nextcloud: the search page's, and beat's sweep."""
+    return Revocations(services.redis_breaker, services.settings.names, services.caller)
