@@ -42,6 +42,10 @@ const SETTLE_MS = 600;
 let settleTimer = null;
 const SIGN_IN_UNAVAILABLE = "You cannot sign in right now";
 const WAITING = "Waiting for you to approve the access in Nextcloud…";
+// A Login Flow approved whose credentials this server could not keep: Nextcloud has spent it.
+const SPENT = "The access was approved, but this page could not keep it just now: sign in again.";
+// The sessionStorage item naming the login URL of such a flow (see forgetSpentFlow).
+const SPENT_FLOW = "ncindex-spent-flow";
 // A result's date as the user's locale writes it, to the minute.
 const SHOWN_DATE = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
 let resultIds = 0; // ids of result titles, for the buttons of each result to name theirs
@@ -161,7 +165,25 @@ async function loadSession() {
   // the app password on approval, and only this session's polling can take it (and delete it
   // at sign-out)
   if (!session.user && data.signing_in && data.flow_seconds_left > 0) {
+    if (data.login_url && data.login_url === sessionStorage.getItem(SPENT_FLOW)) {
+      // the flow whose approval this server could not keep (a "restart" answer) and whose
+      // cancel did not get through then: Nextcloud has spent it, so waiting would wait for
+      // nothing until its 20 minutes ran out
+      status(SPENT, true);
+      forgetSpentFlow();
+      return;
+    }
     waitForApproval(data.login_url, data.flow_seconds_left * 1000);
+  }
+}
+
+// The server forgets a spent flow (POST /ui/login/cancel); the mark that it is spent stays in
+// this tab until it has (sessionStorage outlives a reload), so that a page reloaded meanwhile
+// does not wait for it again.
+async function forgetSpentFlow() {
+  const { response, data } = await call("POST", "/ui/login/cancel");
+  if (response.ok || noSession(response, data) || otherSession(response, data)) {
+    sessionStorage.removeItem(SPENT_FLOW);
   }
 }
 
@@ -229,6 +251,7 @@ async function startFlow() {
   try { answer = await signInCall("/ui/login/flow"); } finally { flowStarting = false; }
   const { response, data } = answer;
   if (!response.ok) { status(problemText(response, data, SIGN_IN_UNAVAILABLE), true); return; }
+  sessionStorage.removeItem(SPENT_FLOW); // the server ended the flow before: a new one
   window.open(data.login_url, "_blank", "noopener");
   waitForApproval(data.login_url, FLOW_LIFETIME_MS);
 }
@@ -268,14 +291,22 @@ async function pollFlow() {
   // the approval came, but this server could not keep it (its session store was down): its app
   // password is deleted and Nextcloud's flow spent, so waiting on would wait for nothing
   if (response.status === 503 && data && data.restart) {
+    const spent = $("flow-link").getAttribute("href");
     stopPolling();
-    status("The access was approved, but this page could not keep it just now: sign in again.", true);
+    status(SPENT, true);
+    if (spent) sessionStorage.setItem(SPENT_FLOW, spent);
+    forgetSpentFlow();
     return;
   }
   // Nextcloud down for a while (503): the flow lives on in Nextcloud, and an approval made once
   // it is back makes an app password only this polling takes — stopping here left it unused
   // and the page signed out. Said, and asked again. Once approved ("approved": the server holds
   // what Nextcloud gave and checks it again at the next poll) it is no longer waiting for you.
+  // the server's own session store failing ("backend": "sessions") is not Nextcloud's doing
+  if (response.status === 503 && data && data.backend === "sessions") {
+    status("This search service cannot keep sign-ins just now; this page keeps asking.", true);
+    return;
+  }
   if (response.status === 503) {
     status(data && data.approved
       ? "You approved the access. Nextcloud is not answering just now to confirm it; this page keeps asking."

@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -1103,6 +1103,24 @@ def test_a_poll_of_a_cancelled_sign_in_does_not_stop_the_next_one(
     context.close()
 
 
+PROBLEM = "application/problem+json"
+
+
+def approval_not_kept(
+    context: BrowserContext, page: Page, deployment: Deployment
+) -> Callable[[], None]:
+    """Start a Login Flow on ``page`` with its first poll held: a function answering that
+    poll as the server does an approval whose credentials it could not keep (Redis failing as
+    they came: their app password deleted, Nextcloud's flow spent; test_ui_session)."""
+    held = hold_first_poll(page)
+    start_login_flow(context, page, deployment.url).close()
+    while not held:
+        page.wait_for_timeout(100)
+    detail = "sessions cannot be written just now: start the sign-in again"
+    spent = {"code": "backend_unavailable", "detail": detail, "restart": True}
+    return lambda: held[0].fulfill(status=503, json=spent, content_type=PROBLEM)
+
+
 def test_an_approval_the_server_could_not_keep_asks_to_sign_in_again(
     deployment: Deployment, browser: Browser
 ) -> None:
@@ -1113,19 +1131,78 @@ def test_an_approval_the_server_could_not_keep_asks_to_sign_in_again(
     a new sign-in completes."""
     context = browser.new_context()
     page = context.new_page()
-    held = hold_first_poll(page)
-    start_login_flow(context, page, deployment.url).close()
-    while not held:
-        page.wait_for_timeout(100)
-    detail = "sessions cannot be written just now: start the sign-in again"
-    spent = {"code": "backend_unavailable", "detail": detail, "restart": True}
-    held[0].fulfill(status=503, json=spent, content_type="application/problem+json")
+    approval_not_kept(context, page, deployment)()
     expect(page.locator("#status")).to_have_text(
         "The access was approved, but this page could not keep it just now: sign in again."
     )
     with context.expect_page() as again:
         page.get_by_role("button", name="Sign in with Nextcloud").click()
     approve_in_nextcloud(again.value, "alice")
+    expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
+    sign_out_deleting_the_app_password(page, deployment)
+    context.close()
+
+
+SESSIONS_DOWN = {  # the server's answer while Redis fails (test_ui_session)
+    "code": "backend_unavailable",
+    "detail": "sessions cannot be read or written",
+    "backend": "sessions",
+}
+
+
+def test_a_page_reloaded_after_an_approval_the_server_could_not_keep_does_not_wait_again(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """After a ``restart`` answer (the approval's credentials could not be kept, Nextcloud's
+    flow spent) the server's session still named the flow: its cancel could not get through
+    while Redis failed, and a page reloaded once Redis was back waited on the spent flow again
+    until cancelled. The page remembers the spent flow in the tab and, reloaded, says to sign
+    in again and has the server forget it."""
+    context = browser.new_context()
+    page = context.new_page()
+    answer_spent = approval_not_kept(context, page, deployment)
+    page.route(  # Redis still failing as the page cancels the spent flow
+        "**/ui/login/cancel",
+        lambda route: route.fulfill(status=503, json=SESSIONS_DOWN, content_type=PROBLEM),
+    )
+    with page.expect_response("**/ui/login/cancel"):
+        answer_spent()
+    page.unroute("**/ui/login/cancel")
+    page.unroute("**/ui/login/poll")
+    assert page.evaluate("fetch('/ui/session').then((r) => r.json())")["signing_in"] is True
+    with page.expect_response("**/ui/login/cancel") as cancelled:
+        page.reload()
+    assert cancelled.value.json() == {"cancelled": True}
+    expect(page.locator("#status")).to_have_text(
+        "The access was approved, but this page could not keep it just now: sign in again."
+    )
+    expect(page.locator("#flow-hint")).to_be_hidden()
+    assert page.evaluate("pollTimer") is None
+    assert page.evaluate("fetch('/ui/session').then((r) => r.json())")["signing_in"] is False
+    page.reload()  # nothing left to wait for, nothing said
+    expect(page.locator("#signed-out")).to_be_visible()
+    expect(page.locator("#status")).to_have_text("")
+    context.close()
+
+
+def test_a_poll_meeting_the_servers_own_outage_does_not_blame_nextcloud(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """Every 503 of a poll was said as "Nextcloud is not answering just now", a Redis outage
+    of ncindex's own too. The sessions' failure (``backend``: test_ui_session) is said as the
+    search service's; once it is over, the approval signs in."""
+    context = browser.new_context()
+    page = context.new_page()
+    popup = start_login_flow(context, page, deployment.url)
+    page.route(
+        "**/ui/login/poll",
+        lambda route: route.fulfill(status=503, json=SESSIONS_DOWN, content_type=PROBLEM),
+    )
+    expect(page.locator("#status")).to_have_text(
+        "This search service cannot keep sign-ins just now; this page keeps asking."
+    )
+    page.unroute("**/ui/login/poll")
+    approve_in_nextcloud(popup, "alice")
     expect(page.locator("#user-name")).to_have_text("Signed in as alice", timeout=10_000)
     sign_out_deleting_the_app_password(page, deployment)
     context.close()
