@@ -284,11 +284,13 @@ class LibraryIndex:
 
 class _Caller:
     """Stands in for the searching user's Nextcloud client: the search service reads only its
-    ``user`` and ``bearer_unchecked`` (no app refused a Bearer token: nothing to confirm),
-    and the keep-all verifier never calls it."""
+    ``user`` and calls its ``confirm`` (nothing to confirm: no credential is sent), and the
+    keep-all verifier never calls it."""
 
     user = EVAL_USER
-    bearer_unchecked = False
+
+    def confirm(self) -> None:
+        """Nothing to confirm: the evaluation sends Nextcloud no credential."""
 
 
 _CALLER = _Caller()

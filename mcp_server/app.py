@@ -43,6 +43,7 @@ answers JSON, not SSE.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import anyio.to_thread
@@ -305,7 +306,7 @@ def create_app(
         handler = handlers[params.name]  # ToolCall refused any other name
         client = _caller(ctx)
         try:
-            result = await anyio.to_thread.run_sync(handler, client, params.arguments or {})
+            result = await anyio.to_thread.run_sync(_confirmed, handler, client, params.arguments)
         except Exception as exc:
             failure = failure_of(exc)
             if isinstance(exc, NextcloudAuthError | Unauthenticated):
@@ -544,6 +545,22 @@ def _authorization(ctx: Any) -> str | None:
     """The ``Authorization`` header of the HTTP request carrying this MCP request."""
     request = ctx.request
     return request.headers.get("Authorization") if request is not None else None
+
+
+def _confirmed(
+    handler: Callable[[NextcloudClient, dict[str, Any]], dict[str, Any]],
+    client: NextcloudClient,
+    arguments: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """``handler``'s answer to ``arguments`` as ``client``'s user, once Nextcloud has shown it
+    still accepts ``client``'s credential: a tool answered from the index or Redis alone
+    (``list_values``, ``index_status``) asks nothing that would, so a credential from the
+    credential cache is asked about then
+    (:meth:`~ncindex.nextcloud.client.NextcloudClient.confirm`). Raises what ``handler``
+    raises, and ``NextcloudAuthError`` for a credential refused since it was cached."""
+    result = handler(client, arguments or {})
+    client.confirm()
+    return result
 
 
 def _caller(ctx: Any) -> NextcloudClient:

@@ -15,7 +15,10 @@ All are paged with ``offset`` (default 0) and ``limit`` (1–1000, default 200:
 ``invalid_value`` for a bad ``offset``/``limit``, ``unknown_field`` for another query
 parameter, 401 ``unauthenticated`` (also when Nextcloud refuses the caller's credential during
 the folders' or tags' check: revoked since it was cached, which drops it from the cache, as a
-search does), 503 ``backend_unavailable``.
+search does), 503 ``backend_unavailable``. A credential taken from the credential cache is
+confirmed with Nextcloud when the listing asked it nothing (the categories and owners:
+:meth:`~ncindex.nextcloud.client.NextcloudClient.confirm`), so one revoked since is refused
+at once rather than for the rest of ``user_cache_seconds``.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ def facets_blueprint(
             args = int_args(offset=(0, 0, MAX_OFFSET), limit=(DEFAULT_PAGE, 1, MAX_PAGE))
             client = resolve_caller(services, request.headers.get("Authorization"))
             values = read(store(), client)
+            client.confirm()  # owners, categories: from the index alone, so asked now
         except TRANSLATED as exc:
             if isinstance(exc, NextcloudAuthError):  # refused after resolving: revoked
                 forget_caller(services, request.headers.get("Authorization"))

@@ -3,7 +3,10 @@
 The caller is authenticated as for a search (:func:`ncindex.web.auth.resolve_caller`) and the
 request counts against the same per-caller rate limit. The body is
 :class:`ncindex.sync.user_status.UserStatus` for the caller's own user id only. Errors are
-problem+json: 400 ``unknown_field`` (it takes no query parameter), 401 ``unauthenticated``,
+problem+json: 400 ``unknown_field`` (it takes no query parameter), 401 ``unauthenticated``
+(also for a credential taken from the credential cache that Nextcloud refuses when asked —
+the counts come from Redis alone, so it is asked:
+:meth:`~ncindex.nextcloud.client.NextcloudClient.confirm`; the refusal drops it from the cache),
 429 ``rate_limited``, 503 ``backend_unavailable`` (Redis, the store or Nextcloud cannot be
 asked).
 """
@@ -13,10 +16,10 @@ from __future__ import annotations
 import redis
 from flask import Blueprint, Response, jsonify, request
 
-from ncindex.errors import BrokerUnavailable
+from ncindex.errors import BrokerUnavailable, NextcloudAuthError
 from ncindex.runtime import Services
 from ncindex.sync.user_status import user_status
-from ncindex.web.auth import normalized_authorization, resolve_caller
+from ncindex.web.auth import forget_caller, normalized_authorization, resolve_caller
 from ncindex.web.problems import TRANSLATED, problem_for
 from search_api.search import Decorator, int_args
 
@@ -38,7 +41,10 @@ def status_blueprint(services: Services, limited: Decorator | None = None) -> Bl
                 body = user_status(services, client.user)
             except redis.RedisError as exc:
                 raise BrokerUnavailable(f"redis: {exc}") from exc
+            client.confirm()  # read from Redis alone: a cached credential is asked about now
         except TRANSLATED as exc:
+            if isinstance(exc, NextcloudAuthError):  # refused after resolving: revoked
+                forget_caller(services, request.headers.get("Authorization"))
             return problem_for(exc)
         return jsonify(body)
 

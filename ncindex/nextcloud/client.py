@@ -41,10 +41,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import structlog
 
 from ncindex.errors import (
     FileUnavailable,
     Forbidden,
+    NcindexError,
     NextcloudAuthError,
     NextcloudProtocolError,
     NextcloudRefused,
@@ -57,6 +59,8 @@ from ncindex.nextcloud import webdav
 from ncindex.nextcloud.http_dates import http_date_seconds
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.settings import Settings
+
+log = structlog.get_logger(__name__)
 
 NOTES_API = "/index.php/apps/notes/api/v1"
 WEBHOOKS_API = "/ocs/v2.php/apps/webhook_listeners/api/v1/webhooks"
@@ -250,14 +254,17 @@ class NextcloudClient:
         #: brute-force protection (``Session::logClientIn`` → ``Throttler::registerAttempt``)
         #: instead of ncindex's, whose every other login it would slow down.
         self.forwarded_for: str | None = None
-        #: Set when an app's ``#[CORS]`` API refused this client's Bearer token with
-        #: :data:`CORS_REFUSAL`: nextcloud/server
+        #: ``False`` while Nextcloud's acceptance of this client's credential is taken on
+        #: trust: set so for a caller taken from the credential cache
+        #: (``ncindex.web.auth.resolve_caller``), until an answer shows it (2xx, 207 or 304
+        #: from a path not in :data:`PUBLIC_PATHS`, as :attr:`accepted`); :meth:`confirm`
+        #: asks then. An app API's CORS refusal of a Bearer token (:data:`CORS_REFUSAL`)
+        #: shows nothing: nextcloud/server
         #: ``lib/private/AppFramework/Middleware/Security/CORSMiddleware.php``
         #: ``beforeController`` logs the session out and logs in again from Basic credentials
         #: (``PHP_AUTH_USER``/``PHP_AUTH_PW``) alone, so that 401 is the same for a good token
-        #: and a revoked one and says nothing of it; an OCS request (:meth:`current_user`,
-        #: where ``tryTokenLogin`` checks the token) does.
-        self.bearer_unchecked = False
+        #: and a revoked one and says nothing of it.
+        self.confirmed = True
 
     def _forward(self, kwargs: dict[str, Any]) -> None:
         """Add ``X-Forwarded-For`` (:attr:`forwarded_for`) to a request's ``headers``."""
@@ -274,9 +281,12 @@ class NextcloudClient:
             self.guard = None
 
     def _accepted(self, url: str) -> None:
-        """Run :attr:`accepted` (once) after an answer from ``url`` that passed
-        :meth:`_check`, unless ``url`` is a public path (:data:`PUBLIC_PATHS`)."""
-        if self.accepted is not None and urllib.parse.urlsplit(url).path not in PUBLIC_PATHS:
+        """Set :attr:`confirmed` and run :attr:`accepted` (once) after an answer from ``url``
+        that passed :meth:`_check`, unless ``url`` is a public path (:data:`PUBLIC_PATHS`)."""
+        if urllib.parse.urlsplit(url).path in PUBLIC_PATHS:
+            return
+        self.confirmed = True
+        if self.accepted is not None:
             accepted, self.accepted = self.accepted, None
             accepted()
 
@@ -379,8 +389,7 @@ class NextcloudClient:
         if status == 401:
             if _cors_refused_bearer(response):
                 # this app's API takes Basic auth only on this server: Nextcloud refuses a
-                # Bearer token here whether it is good or revoked (bearer_unchecked)
-                self.bearer_unchecked = True
+                # Bearer token here whether it is good or revoked (confirm asks OCS)
                 raise Forbidden(where + f" ({CORS_REFUSAL}: Bearer refused)")
             raise NextcloudAuthError(where)
         if status >= 500 or status in (423, 429):
@@ -490,6 +499,28 @@ class NextcloudClient:
         except (KeyError, TypeError) as exc:
             raise NextcloudProtocolError("cloud/user answer has no id") from exc
         return self.user
+
+    def confirm(self) -> None:
+        """Make sure Nextcloud still accepts this client's credential before an answer given
+        as its user: when no answer has shown it (:attr:`confirmed` is ``False``: a caller
+        taken from the credential cache whose request asked Nextcloud nothing, or only an
+        app's ``#[CORS]`` API that refused a Bearer token whatever it is), ask
+        ``GET /ocs/v2.php/cloud/user`` (:meth:`current_user`). That route is no ``#[CORS]``
+        one: nextcloud/server ``lib/private/User/Session.php`` ``tryTokenLogin`` checks a
+        Bearer token (``validateToken``), ``tryBasicAuthLogin`` an app password, and
+        ``apps/provisioning_api/lib/Controller/UsersController.php`` ``getCurrentUser``
+        throws ``RESPOND_UNAUTHORISED`` when neither logged anyone in. Nothing is asked once
+        confirmed. Raises ``NextcloudAuthError`` when Nextcloud refuses the credential; any
+        other failure (Nextcloud unreachable, an answer not its format) is logged and the
+        answer stands, as a search keeps a result whose check failed so (fail-open)."""
+        if self.confirmed:
+            return
+        try:
+            self.current_user()
+        except NextcloudAuthError:
+            raise
+        except NcindexError as exc:
+            log.warning("credential_not_confirmed", error=str(exc))
 
     # --- Notes API v1 -------------------------------------------------------------------
 

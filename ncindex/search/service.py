@@ -82,8 +82,6 @@ from ncindex.errors import (
     ChunkOutOfRange,
     DocumentNotFound,
     InputError,
-    NcindexError,
-    NextcloudAuthError,
     SearchUnavailable,
 )
 from ncindex.nextcloud.client import NextcloudClient
@@ -824,9 +822,11 @@ class SearchService:
         ``minScore``); ``tree`` is the already validated filter (default: parsed from
         ``request``). Raises ``FilterError`` for bad filters, ``SearchUnavailable`` when the
         query cannot be embedded, ``StoreUnavailable`` if the store fails and
-        ``NextcloudAuthError`` if the caller's credentials fail during verification (or
-        Nextcloud's OCS refuses a Bearer token an app's API would not check:
-        :func:`_confirm_bearer`).
+        ``NextcloudAuthError`` if the caller's credentials fail during verification, or
+        when no answer of Nextcloud's showed them accepted and its OCS then refuses them
+        (:meth:`~ncindex.nextcloud.client.NextcloudClient.confirm`: a credential from the
+        cache whose search asked Nextcloud nothing, or a Bearer token only an app's
+        ``#[CORS]`` API was asked about).
         A search that finds nothing says why when a filter value is: with a ``tags`` or
         ``category`` leaf that must hold and whose values the caller's documents hold only in
         another case or Unicode form it raises ``FilterError`` naming the stored spelling (a
@@ -885,7 +885,7 @@ class SearchService:
             timings["verify"] += (time.perf_counter() - t0) * 1000 - reading
             if exhausted or len(results) >= limit:
                 break
-        _confirm_bearer(client)
+        client.confirm()  # a credential revoked since it was cached is 401 (none asked: it is now)
         results.sort(key=lambda r: (-r.score, r.doc_key))
         hints: list[tuple[str, str]] = []
         if not results:  # a filter value the caller's documents do not hold found nothing
@@ -1219,8 +1219,9 @@ class SearchService:
         its ``board_id``/``stack_id`` (a News item's ``feed_id``) the index's.
 
         Raises :class:`DocumentNotFound` when either check fails (a verifier drop also calls
-        ``on_stale``), ``NextcloudAuthError`` when the drop was an app's refusal of a Bearer
-        token that Nextcloud's OCS then refuses too (:func:`_confirm_bearer`); one kept where
+        ``on_stale``), ``NextcloudAuthError`` when no answer of Nextcloud's showed the
+        credential accepted and its OCS then refuses it (a drop that was an app's refusal of
+        a Bearer token: :meth:`~ncindex.nextcloud.client.NextcloudClient.confirm`); one kept where
         the index does not have it (moved: another path, or placed elsewhere, :func:`_moved`)
         is answered with the path the check gave and handed to ``on_stale`` too, as a search
         hands it, so the index learns where it is.
@@ -1242,7 +1243,7 @@ class SearchService:
         counts = VerificationCounts()
         (checked,) = self.verifier.check(client, [head], counts)
         if checked.verdict in (Verdict.DROPPED, Verdict.INELIGIBLE):
-            _confirm_bearer(client)  # a revoked token is 401, not this document's 404
+            client.confirm()  # a credential revoked since it was cached is 401, not a 404
             if self.on_stale is not None:
                 self.on_stale(user, ref)
             raise DocumentNotFound(ref.key)
@@ -1404,23 +1405,3 @@ def _current_version(points: list[PointRecord]) -> list[PointRecord]:
         if index not in chunks or point_document(p.id) is not None:
             chunks[index] = p
     return [chunks[i] for i in sorted(chunks)]
-
-
-def _confirm_bearer(client: NextcloudClient) -> None:
-    """When an app's API refused ``client``'s Bearer token without saying whether it is good
-    (:attr:`~ncindex.nextcloud.client.NextcloudClient.bearer_unchecked`: Notes, Deck and News
-    before Nextcloud 31, nextcloud/server#44365, #46760), ask Nextcloud's OCS who it is
-    (``GET /ocs/v2.php/cloud/user``, as :func:`ncindex.web.auth.resolve_caller` does, whose
-    answer may be cached for ``user_cache_seconds``): a revoked token raises
-    ``NextcloudAuthError`` (the search is 401, not its other results with these dropped);
-    nothing is asked otherwise. Any other failure is logged and the search keeps its answer
-    (the results refused stay dropped)."""
-    if not client.bearer_unchecked:
-        return
-    client.bearer_unchecked = False
-    try:
-        client.current_user()
-    except NextcloudAuthError:
-        raise
-    except NcindexError as exc:
-        log.warning("bearer_not_confirmed", error=str(exc))

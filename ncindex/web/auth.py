@@ -61,7 +61,11 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
     Raises :class:`Unauthenticated` for a missing or malformed header (see
     :func:`normalized_authorization`; Nextcloud is not asked) and when Nextcloud does not
     confirm the credentials (401, 404, another 4xx, or an answer that is not its format);
-    ``NextcloudUnavailable`` when Nextcloud cannot be asked (timeout, 5xx, 429).
+    ``NextcloudUnavailable`` when Nextcloud cannot be asked (timeout, 5xx, 429). A caller taken
+    from the cache is not ``confirmed``
+    (:attr:`~ncindex.nextcloud.client.NextcloudClient.confirmed`): whatever answers it from
+    the index alone calls :meth:`~ncindex.nextcloud.client.NextcloudClient.confirm` first,
+    so a credential revoked since is refused then, not for the rest of the cache's time.
     """
     header = normalized_authorization(authorization)
     client = services.caller(header)
@@ -78,6 +82,7 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
         cached = None
     if cached is not None:
         client.user = cached.decode()
+        client.confirmed = False  # taken on trust: NextcloudClient.confirm asks when need be
         return client
     try:
         user = client.current_user()

@@ -892,6 +892,73 @@ def test_a_bearer_token_revoked_while_cached_is_401_for_a_context_on_nextcloud_3
     assert revoked.status_code == 401, revoked.get_json()
 
 
+def revoke_every_credential(api: Api, user: str) -> None:
+    """``user``'s app passwords and login tokens revoked in the simulator (Settings ›
+    Security), while ncindex's credential cache still holds them."""
+    account = api.sim.tree.users[user]
+    account.passwords.clear()
+    account.token_logins.clear()
+
+
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+@pytest.mark.parametrize("path", ["/v1/owners", "/v1/categories", "/v1/status"])
+def test_a_listing_from_the_index_refuses_an_app_password_revoked_while_cached(
+    api: Api, path: str
+) -> None:
+    """bob's app password is revoked (a lost phone's) just after he listed. The owners, the
+    note categories and his index status are read from the index and Redis alone, so no
+    request to Nextcloud refused him: they answered the revoked password for the rest of the
+    credential cache's 60 s. Such a listing now asks Nextcloud's OCS ``cloud/user`` when its
+    credential came from the cache (nextcloud/server ``apps/provisioning_api/lib/Controller/
+    UsersController.php`` ``getCurrentUser``, 401 when no login succeeded): 401, and the
+    next request is refused at once (dropped from the cache)."""
+    bob = ("bob", PASSWORDS["bob"])
+    assert api.client.get(path, auth=bob).status_code == 200  # confirmed: now cached
+    revoke_every_credential(api, "bob")
+    api.sim.request_log.clear()
+    response = api.client.get(path, auth=bob)
+    assert response.status_code == 401, response.get_json()
+    assert response.get_json()["code"] == "unauthenticated"
+    asked = [(m, p) for m, p, _ in api.sim.request_log]
+    assert asked == [("GET", "/ocs/v2.php/cloud/user")]
+
+
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+def test_a_listing_with_a_confirmed_cached_credential_asks_nextcloud_once_a_request(
+    api: Api,
+) -> None:
+    """The confirmation costs one OCS request to a listing that asks Nextcloud nothing else,
+    and none to one whose own requests Nextcloud answered as the caller (the folders' check):
+    the answers are those of a credential still good."""
+    bob = ("bob", PASSWORDS["bob"])
+    first = api.client.get("/v1/owners", auth=bob)
+    assert first.status_code == 200
+    api.sim.request_log.clear()
+    again = api.client.get("/v1/owners", auth=bob)
+    assert again.get_json() == first.get_json()
+    assert [p for _, p, _ in api.sim.request_log] == ["/ocs/v2.php/cloud/user"]
+    api.sim.request_log.clear()
+    folders = api.client.get("/v1/folders", auth=bob)
+    assert folders.status_code == 200
+    assert "/ocs/v2.php/cloud/user" not in [p for _, p, _ in api.sim.request_log]
+
+
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+def test_a_search_that_asks_nextcloud_nothing_refuses_a_credential_revoked_while_cached(
+    api: Api,
+) -> None:
+    """A search whose filter the caller's documents do not meet has no result to check, so
+    no request of its own met Nextcloud's refusal of an app password revoked while the
+    credential cache held it: it answered 200 with its ``hints`` (read from the index).
+    It now asks OCS ``cloud/user`` then, and is 401."""
+    query = {"query": "lighthouse", "category": "Nowhere"}
+    first = api.post("bob", query)
+    assert first.status_code == 200 and first.get_json()["results"] == []
+    revoke_every_credential(api, "bob")
+    response = api.post("bob", query)
+    assert response.status_code == 401, response.get_json()
+
+
 def test_status_documents_now_where_its_other_fields_are(ro_api: Api) -> None:
     """``GET /v1/status`` answered ``now`` but the published schema said only "ISO 8601":
     no ``format``, no example, and neither the endpoint's summary nor ``modified_after``'s

@@ -1218,6 +1218,75 @@ def test_an_app_password_revoked_within_the_user_cache_is_refused_at_once(
         api.services.close()
 
 
+def revoked_while_cached(
+    api: Api, authorization: str, tool: str, arguments: dict[str, Any], revoke: Any
+) -> tuple[Any, Any]:
+    """``tool``'s results to ``arguments`` as ``authorization`` against ``api``'s stack behind
+    an MCP server of its own: once (the credential confirmed, then cached), and again in a
+    new session after ``revoke()``."""
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+
+    async def once() -> Any:
+        async with session(f"{served.url}/mcp", authorization) as client:
+            return await call(client, tool, arguments)
+
+    try:
+        first = run(once())
+        revoke()
+        return first, run(once())
+    finally:
+        served.close()
+
+
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+@pytest.mark.parametrize(
+    ("tool", "arguments"), [("list_values", {"field": "owner"}), ("index_status", {})]
+)
+def test_a_tool_answered_from_the_index_refuses_an_app_password_revoked_while_cached(
+    api: Api, tool: str, arguments: dict[str, Any]
+) -> None:
+    """bob's app password is revoked while the credential cache holds it. ``list_values``
+    (the index's facet counts) and ``index_status`` (Redis) ask Nextcloud nothing, so they
+    kept answering it for the rest of the cache's 60 s. A tool's answer now waits for
+    Nextcloud to have accepted the credential during the request, asking OCS ``cloud/user``
+    when nothing did: ``unauthenticated``, as a search's refusal is."""
+
+    def revoke() -> None:
+        account = api.sim.tree.users["bob"]
+        account.passwords.clear()
+        account.token_logins.clear()
+
+    first, refused = revoked_while_cached(api, basic("bob"), tool, arguments, revoke)
+    assert not first.is_error, first.content
+    assert refused.is_error, refused.structured_content
+    assert refused.structured_content["code"] == "unauthenticated"
+
+
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+def test_fetch_of_a_card_with_a_bearer_token_revoked_while_cached_on_nextcloud_30(
+    api: Api,
+) -> None:
+    """Deck's ``#[CORS]`` API answers Nextcloud 30's Bearer caller 401 "CORS requires basic
+    auth" for a good token and a revoked one alike (nextcloud/server
+    ``CORSMiddleware::beforeController``, #44365, #46760). ``fetch`` reads through the
+    context's check, so a revoked token is ``unauthenticated`` — confirmed through OCS, whose
+    ``Session::tryTokenLogin`` checks it — and a good one ``not_found``. A guard: this held
+    before the change it came with (the context confirmed a drop already)."""
+    api.sim.version = "30.0.5"
+    key = api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar the hull."))
+
+    def revoke() -> None:
+        account = api.sim.tree.users["alice"]
+        account.passwords.clear()
+        account.token_logins.clear()
+
+    bearer = f"Bearer {PASSWORDS['alice']}"
+    good, refused = revoked_while_cached(api, bearer, "fetch", {"id": key}, revoke)
+    assert good.is_error and good.structured_content["code"] == "not_found", good.content
+    assert refused.is_error and refused.structured_content["code"] == "unauthenticated"
+    assert "ketch" not in json.dumps(refused.structured_content).lower()
+
+
 @pytest.mark.parametrize("hops", [0, 1])
 def test_refused_credentials_count_per_client_behind_trusted_proxies(
     hops: int,
