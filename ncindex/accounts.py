@@ -88,6 +88,25 @@ def cause_of(account: Mapping[str, Any] | None) -> Cause | None:
     return Cause.REFUSED if enabled is True else None
 
 
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """What the webhook admin's ``GET /ocs/v2.php/cloud/users/{uid}`` said of a refused
+    account's user (:meth:`ncindex.runtime.Services.account_refused`): ``answered`` false when
+    Nextcloud gave no clear answer (unreachable, the admin refused or held back, an answer not
+    its format); else ``account``, the user's data
+    (:meth:`~ncindex.nextcloud.client.NextcloudClient.user_account`), ``None`` when Nextcloud
+    says there is no such user."""
+
+    answered: bool
+    account: Mapping[str, Any] | None = None
+
+    @property
+    def cause(self) -> Cause | None:
+        """The refusal's :class:`Cause` as this answer tells it (:func:`cause_of`); ``None``
+        for no answer, or one that does not tell."""
+        return cause_of(self.account) if self.answered else None
+
+
 def cause_text(cause: Cause | str | None, user: str) -> str | None:
     """What the operator reads of a refusal of account ``user`` with ``cause`` (the value
     recorded in its entry), and what to do about it; ``None`` for no (or an unknown) cause."""
@@ -149,7 +168,7 @@ def record_refused(
     now: float | None = None,
     *,
     credential: str | None = None,
-    cause: Cause | None = None,
+    lookup: Lookup | None = None,
 ) -> None:
     """Note that Nextcloud answered 401 for account ``user`` of deployment ``keys``
     (``where``: the request, cut to 300 characters; ``now``: Unix seconds; ``credential``: the
@@ -158,10 +177,13 @@ def record_refused(
     of the one before had ended: a refusal while that credential is held is of a request sent
     before the hold began — tasks in flight at once when the password was revoked, or the
     account disabled — and lengthens nothing, else a burst of them held an account that is let
-    in again an hour later for up to six hours). ``cause``: what Nextcloud's admin said of the
-    user (:func:`cause_of`), stored as ``cause``; without one, the ``cause`` of a refusal of
-    the same credential before is kept. The entry's ``deleted`` note (:func:`record_deleted`)
-    is kept."""
+    in again an hour later for up to six hours). ``lookup``: what Nextcloud's admin was asked
+    of the user about this refusal (:class:`Lookup`), whose cause (:func:`cause_of`) is stored
+    as ``cause`` — none when it gave no answer, for a cause told before may have changed since
+    (a user enabled again whose app password was then revoked) and must not be shown as this
+    refusal's; ``None`` (not asked: a refusal of a request sent before the hold began, or one
+    another process asked about) keeps the ``cause`` of a refusal of the same credential
+    before. The entry's ``deleted`` note (:func:`record_deleted`) is kept."""
     at = int(time.time() if now is None else now)
     entry: dict[str, Any] = {"at": at, "where": where[:300]}
     raw = client.hget(keys.refused_accounts, user)
@@ -173,8 +195,9 @@ def record_refused(
         times = times if isinstance(times, int) and times > 0 else 0
         entry["credential"] = credential
         entry["times"] = times if times and held_until(raw, credential, at) else times + 1
-    if cause is not None:
-        entry["cause"] = cause.value
+    if lookup is not None:
+        if lookup.cause is not None:
+            entry["cause"] = lookup.cause.value
     elif before.get("cause") is not None and before.get("credential") == credential:
         entry["cause"] = before["cause"]
     client.hset(keys.refused_accounts, user, json.dumps(entry))
@@ -329,4 +352,15 @@ def refused_configured(client: redis.Redis, keys: Names, accounts: Collection[st
     user forgotten and removed from the accounts) stays, so its dead credential is not sent
     again should it be configured again, but nothing is left to do about it: it is not
     reported. Raises ``redis.RedisError``."""
-    return sorted(set(refused_accounts(client, keys)) & set(accounts))
+    return list(refused_causes(client, keys, accounts))
+
+
+def refused_causes(
+    client: redis.Redis, keys: Names, accounts: Collection[str]
+) -> dict[str, str | None]:
+    """User id → the refusal's ``cause`` (a :class:`Cause` value, ``None`` when none is
+    recorded: :func:`refused_entry`) of each of :func:`refused_configured`'s accounts, in its
+    order: ``/readyz``'s ``accounts_refused_causes``, so that a probe's reader sees which fix
+    each needs. Raises ``redis.RedisError``."""
+    entries = refused_accounts(client, keys)
+    return {user: entries[user].get("cause") for user in sorted(set(entries) & set(accounts))}

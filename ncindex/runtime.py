@@ -21,9 +21,8 @@ import structlog
 
 from ncindex.accounts import (
     REFUSED_RECHECK_SECONDS,
-    Cause,
     Hold,
-    cause_of,
+    Lookup,
     clear_refused_if,
     credential_fingerprint,
     hold_of,
@@ -205,43 +204,52 @@ class Services:
 
     def account_refused(
         self, user: str, exc: NextcloudAuthError, *, sent_now: bool = False
-    ) -> None:
+    ) -> Lookup | None:
         """Record that Nextcloud refused configured account ``user`` (``exc``, a 401 or a
         disabled account's login) with its credential's fingerprint
         (:func:`ncindex.accounts.record_refused`), so that :meth:`account` holds it back; an
         :class:`~ncindex.errors.AccountHeld` (nothing was sent) records nothing. The first
-        refusal of a credential also asks Nextcloud, as the webhook admin, why
-        (:meth:`refusal_cause`), recorded as the entry's ``cause``; so does a refusal of a
-        request sent whatever the hold (``sent_now``: ``ncindex release``, :meth:`release`).
-        Raises ``redis.RedisError`` when Redis cannot be written."""
+        refusal of a credential also asks Nextcloud, as the webhook admin, about the user
+        (:meth:`refusal_lookup`), whose cause is recorded as the entry's ``cause``; so does a
+        refusal of a request sent whatever the hold (``sent_now``: ``ncindex release``,
+        :meth:`release`). Returns that lookup (``None`` when none was made), which a refused
+        scan's deleted-user check reads instead of asking again
+        (:func:`ncindex.sync.deleted.check_deleted`). Raises ``redis.RedisError`` when Redis
+        cannot be written."""
         if isinstance(exc, AccountHeld):
-            return
+            return None
         try:
             credential: str | None = self.credential_of(user)
         except KeyError:  # not (or no longer) configured
             credential = None
-        cause = (
-            None if credential is None else self.refusal_cause(user, credential, sent_now=sent_now)
+        lookup = (
+            None if credential is None else self.refusal_lookup(user, credential, sent_now=sent_now)
         )
         record_refused(
-            self.redis, self.settings.names, user, str(exc), credential=credential, cause=cause
+            self.redis, self.settings.names, user, str(exc), credential=credential, lookup=lookup
         )
+        return lookup
 
-    def refusal_cause(self, user: str, credential: str, *, sent_now: bool = False) -> Cause | None:
-        """Why Nextcloud refused account ``user``'s credential of fingerprint ``credential``,
-        asked as the webhook admin (``GET /ocs/v2.php/cloud/users/{uid}``:
-        :func:`ncindex.accounts.cause_of`), once per refusal: not while a refusal of that
-        credential holds it back (the answer to a request sent before the hold began: the
+    def refusal_lookup(
+        self, user: str, credential: str, *, sent_now: bool = False
+    ) -> Lookup | None:
+        """What Nextcloud says of the user of account ``user`` whose credential of fingerprint
+        ``credential`` it refused, asked as the webhook admin (``GET
+        /ocs/v2.php/cloud/users/{uid}``: :class:`~ncindex.accounts.Lookup`, whose cause
+        :func:`ncindex.accounts.cause_of` tells), once per refusal: not while a refusal of
+        that credential holds it back (the answer to a request sent before the hold began: the
         refusal that began it asked), nor when another process already asked of it within
         the first hold (:attr:`~ncindex.names.Names.refusal_asked`: tasks refused at once).
         ``sent_now``: the refused request was sent whatever the hold (:meth:`release`, after
         the operator fixed what the cause said): asked again, as the cause may have changed
-        (a user enabled again whose app password was revoked meanwhile). ``None`` then, and
-        when the user is the admin itself, the admin is not configured, held back or refused
-        (recorded: :meth:`account_refused`), or Nextcloud gave no clear answer (logged). Only
-        reads: a user Nextcloud says does not exist is :attr:`Cause.DELETED`, and nothing
-        leaves the index (that takes two scans' checks:
-        :func:`ncindex.sync.deleted.check_deleted`). Raises ``redis.RedisError``."""
+        (a user enabled again whose app password was revoked meanwhile). ``None`` (not
+        asked) then, and when the user is the admin itself or the admin is not configured;
+        a lookup not ``answered`` when the admin is held back or refused (recorded:
+        :meth:`account_refused`) or Nextcloud gave no clear answer (logged). Only reads: a
+        user Nextcloud says does not exist is :attr:`~ncindex.accounts.Cause.DELETED`, and
+        nothing leaves the index (that takes two scans' checks:
+        :func:`ncindex.sync.deleted.check_deleted`).
+        Raises ``redis.RedisError``."""
         admin = self.settings.webhook_admin
         names = self.settings.names
         if admin == user or admin not in self.settings.accounts:
@@ -254,12 +262,12 @@ class Services:
         if not sent_now and isinstance(asked, bytes | str) and as_text(asked) == credential:
             return None
         try:
-            return cause_of(self.account(admin).user_account(user))
+            return Lookup(answered=True, account=self.account(admin).user_account(user))
         except NcindexError as exc:
             log.warning("refusal_cause_unknown", user=user, admin=admin, error=str(exc))
             if isinstance(exc, NextcloudAuthError):  # held back from now on, as its own requests
                 self.account_refused(admin, exc)
-            return None
+            return Lookup(answered=False)
 
     def release(self, user: str) -> Release:
         """An operator's check of configured account ``user``'s credential (``ncindex release``):

@@ -452,6 +452,45 @@ def test_a_refusal_s_cause_unknown_in_maintenance_or_with_the_admin_held_is_aske
     assert json.loads(services.redis.hget(keys.refused_accounts, "alice"))["cause"] == "disabled"
 
 
+def test_a_cause_told_before_is_not_kept_when_the_next_lookup_gets_no_answer(
+    alice_enabled_again,
+) -> None:
+    """alice was disabled, refused and asked about (``disabled``); she is enabled again and
+    her app password revoked (its credential unchanged in ncindex). Her next refusal, once
+    the hold and the claim have passed, is asked about while Nextcloud is in maintenance
+    (503): no answer, and the entry kept "disabled" from the refusal before, so status told
+    the operator to enable a user who is enabled. A lookup that gets no answer now leaves
+    the entry without a cause (status: none recorded); one not made (a refusal of a request
+    sent before the hold began, or another process asked) still keeps it."""
+    sim, services = alice_enabled_again
+    keys = services.settings.names
+    revoke_alice(sim)
+    entry = json.loads(services.redis.hget(keys.refused_accounts, "alice"))
+    entry["at"] -= REFUSED_RECHECK_SECONDS[0] + 1  # the hold has ended
+    services.redis.hset(keys.refused_accounts, "alice", json.dumps(entry))
+    services.redis.delete(keys.refusal_asked("alice"))  # and the claim expired
+    with pytest.raises(NextcloudAuthError) as refused:
+        services.account("alice").current_user()
+    sim.maintenance = True
+    sim.request_log.clear()
+    services.account_refused("alice", refused.value)
+    assert [p for _, p, _ in sim.request_log] == ["/ocs/v2.php/cloud/users/alice"]
+    assert "cause" not in json.loads(services.redis.hget(keys.refused_accounts, "alice"))
+    sim.maintenance = False
+    record_refused(services.redis, keys, "alice", "refused again", credential=entry["credential"])
+    services.redis.hset(
+        keys.refused_accounts,
+        "alice",
+        json.dumps(
+            {**json.loads(services.redis.hget(keys.refused_accounts, "alice")), "cause": "refused"}
+        ),
+    )
+    sim.request_log.clear()
+    services.account_refused("alice", refused.value)  # held: not asked, the cause kept
+    assert not sim.request_log
+    assert json.loads(services.redis.hget(keys.refused_accounts, "alice"))["cause"] == "refused"
+
+
 def test_refusal_entries_of_the_version_before_causes_have_cause_null(served) -> None:
     """A Redis written before refusals said why holds entries without ``cause`` (and one
     written by a later version may hold a cause this one does not know). ``ncindex status``,

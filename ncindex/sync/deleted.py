@@ -31,7 +31,7 @@ from enum import StrEnum
 import redis
 import structlog
 
-from ncindex.accounts import record_deleted
+from ncindex.accounts import Lookup, record_deleted
 from ncindex.documents import DocType
 from ncindex.errors import NcindexError, NextcloudAuthError
 from ncindex.index.indexing import Indexer
@@ -78,6 +78,7 @@ def check_deleted(
     held_back: bool = True,
     confirm: bool = True,
     now: float | None = None,
+    known: Lookup | None = None,
 ) -> tuple[Deleted, int]:
     """Ask Nextcloud, as the webhook admin, whether ``user`` still exists; when it says no,
     take ``user`` out of the index (:meth:`Indexer.forget_user`) and out of Redis
@@ -94,12 +95,20 @@ def check_deleted(
     ``confirm`` (a scan's check): the first "does not exist" is remembered (Redis, Unix
     seconds ``now``) and the user is forgotten only when a check at least
     :data:`CONFIRM_SECONDS` later hears it again (:attr:`Deleted.UNCONFIRMED` meanwhile); an
-    answer that the user exists forgets the first. False (``ncindex forget``): at once."""
+    answer that the user exists forgets the first. False (``ncindex forget``): at once.
+    ``known``: what the webhook admin was just told of ``user`` about the refusal
+    (:meth:`~ncindex.runtime.Services.account_refused`, the same ``GET
+    /ocs/v2.php/cloud/users/{uid}``): an answer is read instead of asking again; ``None``, or
+    a lookup Nextcloud did not answer, asks."""
     admin = services.settings.webhook_admin
     if admin == user:  # refused itself: its own word on itself is no answer
         return Deleted.UNKNOWN, 0
     try:
-        exists = services.account(admin, held_back=held_back).user_exists(user)
+        exists = (
+            known.account is not None
+            if known is not None and known.answered
+            else services.account(admin, held_back=held_back).user_exists(user)
+        )
     except NcindexError as exc:
         log.warning("user_existence_unknown", user=user, admin=admin, error=str(exc))
         if isinstance(exc, NextcloudAuthError):  # held back from now on, as its own requests

@@ -91,7 +91,7 @@ import structlog
 from qdrant_client import models
 
 from ncindex import names
-from ncindex.accounts import clear_refused
+from ncindex.accounts import Lookup, clear_refused
 from ncindex.documents import DocType
 from ncindex.errors import (
     NcindexError,
@@ -700,8 +700,7 @@ class Reconciler:
             log_.warning("reconcile_listing_failed", error=report.error)
             if apply:  # a dry run records nothing, a refusal neither
                 if isinstance(exc, NextcloudAuthError):
-                    self.services.account_refused(user, exc)
-                    self._deleted(report)
+                    self._deleted(report, self.services.account_refused(user, exc))
                 state.record(report)
             return report
         if apply:  # the account got through: not refused
@@ -737,13 +736,16 @@ class Reconciler:
         log_.info("reconcile_scan", **report.summary())
         return report
 
-    def _deleted(self, report: ScanReport) -> None:
+    def _deleted(self, report: ScanReport, known: Lookup | None) -> None:
         """The account was refused: ask Nextcloud whether its user was deleted, and forget
-        them if so (:func:`ncindex.sync.deleted.check_deleted`); the outcome goes into
+        them if so (:func:`ncindex.sync.deleted.check_deleted`; ``known``: what the refusal's
+        own lookup of the user got, read instead of asking again); the outcome goes into
         ``report``. A store or Redis failure here is logged: the next refused scan asks
         again."""
         try:
-            found, report.forgotten = check_deleted(self.services, self.indexer, report.user)
+            found, report.forgotten = check_deleted(
+                self.services, self.indexer, report.user, known=known
+            )
         except (redis.RedisError, NcindexError) as exc:
             log.warning("user_deleted_not_checked", user=report.user, error=str(exc))
             report.user_deleted = Deleted.UNKNOWN.value

@@ -36,6 +36,7 @@ from werkzeug.test import Client as WerkzeugClient
 from mcp_server import create_app
 from mcp_server.app import with_portless
 from mcp_server.tools import MAX_PATH_CHECKS, stitched
+from ncindex.accounts import Lookup, record_refused
 from ncindex.documents import DocRef, point_id
 from ncindex.embedding.embedder import Embedder
 from ncindex.index.deadletter import DeadLetter, DeadLetters
@@ -1216,6 +1217,28 @@ def test_an_app_password_revoked_within_the_user_cache_is_refused_at_once(
             served.close()
         sim_server.close()
         api.services.close()
+
+
+def test_readyz_names_the_configured_refused_accounts_and_their_causes(api: Api) -> None:
+    """``/readyz`` listed the refused accounts without why, so a probe's reader could not
+    tell a disabled user (enable them) from a revoked app password (set a new one); the MCP
+    server's also listed accounts no longer configured, which the search API's, the
+    receiver's and the gauge leave out. Both apps now answer ``accounts_refused`` (the
+    configured ones) and ``accounts_refused_causes`` (each one's ``cause``, null when none is
+    recorded), from one reading (:func:`ncindex.accounts.refused_causes`)."""
+    keys = api.settings.names
+    client = api.services.redis
+    disabled = Lookup(answered=True, account={"id": "alice", "enabled": False})
+    record_refused(client, keys, "alice", "GET …: HTTP 401", credential="x", lookup=disabled)
+    record_refused(client, keys, "bob", "GET …: HTTP 401", credential="y")  # not asked
+    record_refused(client, keys, "zed", "GET …: HTTP 401", credential="z")  # not configured
+    app = create_app(api.settings, services=api.services, producer=api.producer)
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        mcp = http.get("/readyz").json()
+    rest = api.client.get("/readyz").get_json()
+    for ready in (mcp, rest):
+        assert ready["accounts_refused"] == ["alice", "bob"], ready
+        assert ready["accounts_refused_causes"] == {"alice": "disabled", "bob": None}, ready
 
 
 def revoked_while_cached(

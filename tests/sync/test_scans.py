@@ -1002,6 +1002,32 @@ def test_a_deleted_users_documents_leave_the_index(rstack: Stack) -> None:
     assert refused_accounts(rstack.services.redis, keys)["carol"]["deleted"]["documents"] == 3
 
 
+def test_a_refused_scan_asks_nextcloud_about_the_user_once(rstack: Stack) -> None:
+    """carol is deleted in Nextcloud and her scan is refused. Its refusal asked the webhook
+    admin why (``GET /ocs/v2.php/cloud/users/carol``, for the entry's ``cause``), and its
+    deleted-user check then asked the same again: two identical requests, one answer. The
+    check now reads the refusal's answer; it asks itself only when the refusal did not (or
+    got no answer) — the next refused scan, held back, still asks and is heard."""
+    sim, keys = rstack.sim, rstack.settings.names
+    sim.put_file("carol", "/Mine/diary.md", "# Diary\nprivate walrus")
+    rstack.settle()
+    rstack.reconcile(USERS)
+    sim.delete_user("carol")
+    sim.request_log.clear()
+    rec = reconciler(rstack, Recorder())
+    first = rec.scan("carol", DocType.FILE, apply=True)
+    assert (first.user_deleted, first.forgotten) == ("unconfirmed", 0), first.summary()
+    asked = [p for _, p, _ in sim.request_log if p.startswith("/ocs/v2.php/cloud/users/")]
+    assert asked == ["/ocs/v2.php/cloud/users/carol"]
+    assert refused_accounts(rstack.services.redis, keys)["carol"]["cause"] == "deleted"
+    sim.request_log.clear()
+    again = rec.scan("carol", DocType.NOTE, apply=True)  # held: the refusal asks nothing
+    assert again.error is not None and again.error.startswith("AccountHeld"), again
+    assert again.user_deleted == "unconfirmed"
+    asked = [p for _, p, _ in sim.request_log if p.startswith("/ocs/v2.php/cloud/users/")]
+    assert asked == ["/ocs/v2.php/cloud/users/carol"]
+
+
 def redis_of(stack: Stack, user: str) -> tuple[list[str], dict[str, list[str]]]:
     """The stack's Redis keys naming ``user``, the hashes with a field naming ``user`` in its
     name or value (those fields), besides the throughput buckets (per-user counts that expire
