@@ -23,6 +23,26 @@ from ncindex.settings import Settings
 from ncindex.store import model_slug
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 from support import Stack, build_stack
+from webhook_receiver.hooks import Receiver
+
+
+@pytest.fixture(autouse=True)
+def receivers_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every webhook receiver a test makes is closed after it (:meth:`Receiver.close`): the
+    thread a delivery refused 503 starts goes on trying its Redis every 5 s, so one whose
+    Redis the test stopped logged ``missed_rescan_not_sent`` for the rest of the session, into
+    later tests' captured logs."""
+    made: list[Receiver] = []
+    init = Receiver.__init__
+
+    def recorded(self: Receiver, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        made.append(self)
+
+    monkeypatch.setattr(Receiver, "__init__", recorded)
+    yield
+    for receiver in made:
+        receiver.close()
 
 
 @pytest.fixture(scope="session")

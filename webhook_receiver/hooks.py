@@ -20,7 +20,6 @@ from __future__ import annotations
 import hmac
 import json
 import threading
-import time
 
 import redis
 import structlog
@@ -64,6 +63,7 @@ class Receiver:
         self._missed: set[str] = set()  # users of deliveries refused 503, not yet rescanned
         self._missed_lock = threading.Lock()
         self._retrier: threading.Thread | None = None  # runs while ``_missed`` holds users
+        self._closed = threading.Event()
 
     def missed(self, actions: list[Action]) -> None:
         """Keep the users of a delivery refused 503 (every account when an action names none:
@@ -80,11 +80,17 @@ class Receiver:
                 )
                 self._retrier.start()
 
+    def close(self) -> None:
+        """End the retrier thread at once (within its wait, not after it): the users it kept
+        are left to the next period's scan. For a receiver dropped while its process goes on,
+        as a test's is: otherwise, with its Redis gone, the thread would try every
+        :data:`RETRY_AFTER_SECONDS` for the life of the process."""
+        self._closed.set()
+
     def _retry_missed(self) -> None:
         """The retrier thread: every :data:`RETRY_AFTER_SECONDS`, :meth:`catch_up`; ends once no
-        user is kept (a later :meth:`missed` starts another)."""
-        while True:
-            time.sleep(RETRY_AFTER_SECONDS)
+        user is kept (a later :meth:`missed` starts another), or once :meth:`close` is called."""
+        while not self._closed.wait(RETRY_AFTER_SECONDS):
             self.catch_up()
             with self._missed_lock:
                 if not self._missed:

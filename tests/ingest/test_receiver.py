@@ -13,6 +13,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from http import HTTPStatus
 from pathlib import Path
@@ -282,6 +283,23 @@ def test_a_refused_deliverys_user_is_rescanned_without_another_delivery(
         assert [m["headers"]["task"] for m in sent] == ["ncindex.rescan_users"]
         _, kwargs, _ = json.loads(base64.b64decode(sent[0]["body"]))
         assert kwargs == {"users": ["alice"]}
+
+
+def test_a_closed_receiver_stops_retrying_a_broker_that_is_gone(
+    receiver, private_redis: RedisProcess
+) -> None:
+    """A refused delivery starts the thread that retries its user's scan every 5 s while the
+    broker is gone; :meth:`Receiver.close` ends it at once, not at its next try (before, a
+    test's receiver whose Redis had been stopped logged a warning every 5 s for the rest of
+    the session)."""
+    client, settings = receiver
+    private_redis.stop()
+    response = post(client, settings, php_json(envelope("/alice/files/Notes/a.md", 7)))
+    assert response.status_code == 503
+    (retrier,) = [t for t in threading.enumerate() if t.name == "ncindex-missed-rescan"]
+    client.application.extensions["ncindex_receiver"].close()
+    retrier.join(timeout=2)  # under the 5 s between two tries
+    assert not retrier.is_alive()
 
 
 class FailingAfter:
