@@ -27,8 +27,10 @@ due again when that session would expire (``PTTL``; a use meanwhile renews the s
 next look finds it again); otherwise the owner is dropped, the entry made due a retry later, and
 the app password deleted. So an app password a live session holds is never deleted, and one no
 session holds is deleted once Nextcloud answers. A typed-in app password is the user's: never
-recorded. The sweep reads session keys it is not given in ``KEYS`` (a standalone Redis, as
-ncindex uses, allows it; a Redis Cluster would not).
+recorded, and a sign-in typing one the record holds (a flow's: Nextcloud's login page can finish
+a flow with an app password the user has, README) forgets it. The sweep reads session keys it
+is not given in ``KEYS`` (a standalone Redis, as ncindex uses, allows it; a Redis Cluster would
+not).
 """
 
 from __future__ import annotations

@@ -126,7 +126,9 @@ _DROP_FLOW_CREDENTIALS = (
 )
 # KEYS[1] old session, KEYS[2] new one; ARGV claim ('' for none), ttl s, retry ms, field/value
 # pairs → the old session's flow credentials the new one does not hold, recorded to delete
-# (a list); nil: the claim is not there any more
+# (a list); nil: the claim is not there any more. The new session's credential is never
+# dropped, whatever its origin: typed, it is the user's (they typed a flow's app password they
+# knew, one Nextcloud's login page took: README), and the record forgets it
 _REPLACE = (
     _NOW
     + LUA
@@ -136,9 +138,10 @@ _REPLACE = (
     "redis.call('HSET', KEYS[2], unpack(ARGV, 4)) redis.call('EXPIRE', KEYS[2], ARGV[2]) "
     "local new = redis.call('HGET', KEYS[2], 'authorization') "
     "local flow = redis.call('HGET', KEYS[2], 'origin') == 'flow' "
-    "local out = {} drop(KEYS[1], flow and new, out, now + tonumber(ARGV[3])) "
+    "local out = {} drop(KEYS[1], new, out, now + tonumber(ARGV[3])) "
     "redis.call('DEL', KEYS[1]) "
-    "if flow then hold(new, KEYS[2], now + tonumber(ARGV[2]) * 1000) end return out"
+    "if flow then hold(new, KEYS[2], now + tonumber(ARGV[2]) * 1000) "
+    "elseif new then forget(new) end return out"
 )
 # KEYS[1] session; ARGV retry ms → its flow credentials, recorded to delete (a list)
 _SIGN_OUT = (
@@ -238,9 +241,10 @@ class UiSessions:
     def replace(self, old_id: str, **fields: str) -> Replaced:
         """Sign in: a new session of ``fields`` (as :meth:`create`) instead of ``old_id``, at
         once (no moment with neither; a new id, no fixation). Its credential, when ``origin``
-        is ``flow``, is recorded as held by the new session; the old session's flow
-        credentials (held, or signed in with) that it does not take over are recorded to
-        delete and returned, for the caller to delete now."""
+        is ``flow``, is recorded as held by the new session, otherwise (typed: the user's) no
+        longer recorded at all; the old session's flow credentials (held, or signed in with)
+        other than the new session's are recorded to delete and returned, for the caller to
+        delete now."""
         replaced = self._replace(old_id, "", fields)
         assert replaced is not None  # without a claim there is none to lose
         return replaced

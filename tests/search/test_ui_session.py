@@ -901,3 +901,46 @@ def test_a_poll_meeting_a_redis_outage_says_the_sessions_failed_not_nextcloud(
     assert (body["code"], body["backend"]) == ("backend_unavailable", "sessions")
     nextcloud_down = poll_with_nextcloud_down(stack, client, csrf)
     assert "backend" not in nextcloud_down
+
+
+def flow_password(stack: Stack, user: str) -> str:
+    """The one app password of ``user`` a Login Flow made (the simulator's record)."""
+    (made,) = stack.sim.tree.user(user).passwords - {PASSWORDS[user]}
+    return made
+
+
+@pytest.mark.parametrize("held", ["signed in with it", "its delete failed"])
+def test_a_flow_s_app_password_typed_on_the_page_is_kept(stack: Stack, held: str) -> None:
+    """Nextcloud's login page can finish a Login Flow with an app password the user already
+    has (README), which they may then type on the page to keep it. Typed in the session that
+    signed in with it, the sign-in deleted it at once (the old session's flow credential,
+    dropped as the new session's origin was not ``flow``); typed after a cancel whose delete
+    failed, the sweep deleted it later. Either way the typed session was signed out by the
+    next request. The typed credential is the user's: not dropped, and the record forgets it."""
+    from ncindex.web.revocations import revocations
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    if held == "signed in with it":
+        csrf = sign_in_with_flow(stack, client, "bob")["csrf"]
+    else:
+        csrf = approved_flow(stack, client, "bob")
+        poll_with_nextcloud_down(stack, client, csrf)
+        sim.faults.set("ocs", status=503, method="DELETE")
+        try:
+            client.post("/ui/login/cancel", headers={CSRF_HEADER: csrf})
+        finally:
+            sim.faults.clear()
+    made = flow_password(stack, "bob")
+    typed = client.post(
+        "/ui/login/password",
+        json={"login_name": "bob", "app_password": made},
+        headers={CSRF_HEADER: csrf},
+    )
+    assert typed.status_code == 200 and typed.get_json()["user"] == "bob"
+    assert made in sim.tree.user("bob").passwords
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 0
+    assert made in sim.tree.user("bob").passwords
+    assert client.get("/v1/folders").status_code == 200
+    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 0
+
