@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 import redis
 import structlog
 
-from ncindex.errors import Forbidden, NextcloudAuthError, NextcloudProtocolError, TransientError
+from ncindex.errors import PermanentError, TransientError
 from ncindex.names import Names
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.nextcloud.loginflow import delete_app_password
@@ -102,19 +102,24 @@ class Revocations:
         self.caller = caller
 
     def delete(self, authorization: str) -> bool:
-        """Delete the app password of ``authorization`` in Nextcloud: whether it was. An
-        answer that settles it (deleted; 401: already invalid; 403: no app password; an
-        answer in no known shape, logged) forgets its entry; a failure to reach Nextcloud
-        (``TransientError``) leaves it for :meth:`sweep`. Never raises for Redis or
-        Nextcloud failures."""
+        """Delete the app password of ``authorization`` in Nextcloud: whether it was. Any
+        answer of Nextcloud settles it and forgets its entry: deleted; 401, already invalid;
+        403, no app password; any other 4xx or an answer in no known shape (logged, as
+        ``PermanentError``: asking again would get the same); a failure to reach Nextcloud
+        (``TransientError``: a timeout, 5xx, 423, 429) leaves it for :meth:`sweep`. Never
+        raises for Redis or Nextcloud failures."""
+        return bool(self._delete(authorization))
+
+    def _delete(self, authorization: str) -> bool | None:
+        """:meth:`delete`, ``None`` when Nextcloud did not answer."""
         try:
             delete_app_password(self.caller(authorization))
-        except (NextcloudAuthError, Forbidden, NextcloudProtocolError) as exc:
+        except PermanentError as exc:
             log.info("app_password_not_deleted", reason=type(exc).__name__)
             deleted = False
         except TransientError as exc:
             log.warning("app_password_delete_failed", error=str(exc))
-            return False
+            return None
         else:
             deleted = True
         with contextlib.suppress(redis.RedisError):  # the sweep's next delete settles it
@@ -123,9 +128,18 @@ class Revocations:
 
     def sweep(self, batch: int = SWEEP_BATCH) -> int:
         """Delete the app passwords of due entries no live session holds (see the module
-        docstring): how many were deleted. Raises ``redis.RedisError`` when Redis fails."""
+        docstring): how many were deleted. The first delete Nextcloud does not answer ends
+        the sweep: the step that took the batch made all of it due a retry later, and a
+        timeout per entry would hold a worker ``batch`` times ``NCINDEX_HTTP_TIMEOUT``.
+        Raises ``redis.RedisError`` when Redis fails."""
         due = self.redis.call("eval", _DUE, 2, *self.keys, batch, RETRY_SECONDS * 1000)
-        return sum(self.delete(auth.decode()) for auth in due)
+        deleted = 0
+        for auth in due:
+            done = self._delete(auth.decode())
+            if done is None:
+                break
+            deleted += done
+        return deleted
 
 
 def revocations(services: Services) -> Revocations:
