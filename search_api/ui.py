@@ -21,7 +21,8 @@ a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_fiel
 * ``POST /ui/login/poll`` — ``{"user": null}`` until the user granted access, then
   ``{"user", "csrf"}`` once Nextcloud confirmed the credentials the flow gave (a new session:
   the cookie is replaced; an answer of Nextcloud in no known shape is 502
-  ``backend_unavailable``; credentials it refuses, 401 ``unauthenticated``; 400
+  ``backend_unavailable``; credentials it refuses, 401 ``unauthenticated``, their app
+  password deleted unless Nextcloud's answer was a 401 (it is no more); 400
   ``invalid_value`` on ``poll_token`` when no sign-in is under way, also for a poll whose
   sign-in was cancelled or replaced while it ran). Nextcloud hands those credentials out once
   and deletes the flow as it does (nextcloud/server ``core/Controller/
@@ -81,6 +82,7 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from ncindex.errors import (
     InputError,
+    NextcloudAuthError,
     NextcloudProtocolError,
     TransientError,
     Unauthenticated,
@@ -384,8 +386,13 @@ def ui_blueprint(
         try:
             user = resolve_caller(services, authorization).user or ""
         except Unauthenticated as exc:  # the flow's credentials: no field of the request
-            if not sessions.release_flow(session_id, claim, refused=True):
+            # only a 401 says their app password is no more; another refusal (a 404 or 403 of
+            # a proxy, an answer in no known shape) may leave it alive: deleted, not forgotten
+            invalid = isinstance(exc.__cause__, NextcloudAuthError)
+            if not sessions.release_flow(session_id, claim, refused=True, invalid=invalid):
                 return claim_lost(session_id)
+            if not invalid:
+                revoked.delete(authorization)
             return problem(401, "unauthenticated", str(exc))
         except Exception as exc:
             # kept in the session for the next poll, which checks them again

@@ -95,14 +95,16 @@ _CLAIM = (
     "redis.call('HSET', KEYS[1], 'flow_check', ARGV[1] .. ' ' .. (now + tonumber(ARGV[2]))) "
     "return auth"
 )
-# KEYS[1] session; ARGV claim, '1' to drop the flow (refused: its app password is no more, the
-# record forgets it) else only the claim, the flow fields → 1, or 0 when the claim is not there
+# KEYS[1] session; ARGV claim, what becomes of the flow ('keep' only the claim ends, 'forget'
+# drop it and the record forgets it: its app password is no more, 'revoke' drop it recorded to
+# delete), retry ms, the flow fields → 1, or 0 when the claim is not there
 _RELEASE = (
-    LUA + _OURS + "if not ours(KEYS[1], ARGV[1]) then return 0 end "
-    "if ARGV[2] == '1' then "
-    "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') if auth then forget(auth) end "
-    "redis.call('HDEL', KEYS[1], unpack(ARGV, 3)) "
-    "else redis.call('HDEL', KEYS[1], 'flow_check') end return 1"
+    _NOW + LUA + _OURS + "if not ours(KEYS[1], ARGV[1]) then return 0 end "
+    "if ARGV[2] == 'keep' then redis.call('HDEL', KEYS[1], 'flow_check') return 1 end "
+    "local auth = redis.call('HGET', KEYS[1], 'flow_authorization') "
+    "if auth and ARGV[2] == 'revoke' then revoke(auth, now + tonumber(ARGV[3])) "
+    "elseif auth then forget(auth) end "
+    "redis.call('HDEL', KEYS[1], unpack(ARGV, 4)) return 1"
 )
 # KEYS[1] session; ARGV retry ms, number of fields to drop, those fields, then field/value
 # pairs to set → the flow credential it dropped, recorded to delete ('' for none); nil: no
@@ -220,14 +222,18 @@ class UiSessions:
         authorization = self._eval(_CLAIM, session_id, claim, self._lease)
         return (authorization.decode(), claim) if authorization else None
 
-    def release_flow(self, session_id: str, claim: str, *, refused: bool) -> bool:
+    def release_flow(
+        self, session_id: str, claim: str, *, refused: bool, invalid: bool = False
+    ) -> bool:
         """End the caller's check of the flow's credentials without a sign-in: ``refused``
-        forgets the flow (Nextcloud refused them: nothing to delete, the record forgets them
-        too), otherwise they stay for the next poll.
-        Whether the claim was still there (``False``: the sign-in was cancelled or replaced
-        meanwhile)."""
-        drop = "1" if refused else "0"
-        return bool(self._eval(_RELEASE, session_id, claim, drop, *FLOW_FIELDS))
+        forgets the flow, otherwise they stay for the next poll. A refused flow's credential
+        is recorded to delete, for the caller to delete now — unless ``invalid`` (Nextcloud
+        answered 401: its app password is no more), when the record forgets it too: another
+        refusal (a 403, a 404, an answer in no known shape) does not say the app password is
+        gone. Whether the claim was still there (``False``: the sign-in was cancelled or
+        replaced meanwhile, nothing changed)."""
+        fate = "keep" if not refused else "forget" if invalid else "revoke"
+        return bool(self._eval(_RELEASE, session_id, claim, fate, _RETRY_MS, *FLOW_FIELDS))
 
     def end_flow(self, session_id: str, **fields: str) -> str | None:
         """Forget the session's Login Flow (all :data:`FLOW_FIELDS`, a claim too: the poll

@@ -995,3 +995,20 @@ def test_a_sweep_ends_at_the_first_delete_nextcloud_does_not_answer(stack: Stack
     assert sim.tree.user("alice").passwords == {PASSWORDS["alice"]}
     assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
 
+
+def test_flow_credentials_whose_check_nextcloud_answered_404_are_deleted(stack: Stack) -> None:
+    """A poll whose user check of the flow's credentials got any refusal — a 404 too (a proxy
+    in front of Nextcloud), not only a 401 — forgot them and their record: their app password,
+    alive in Nextcloud, was never deleted. Only a 401 says it is no more; otherwise it is
+    deleted at once (and swept, should that fail)."""
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    sim.faults.set("ocs", status=404, method="GET")  # the check; the delete is answered
+    try:
+        refused = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    finally:
+        sim.faults.clear()
+    assert refused.status_code == 401 and refused.get_json()["code"] == "unauthenticated"
+    assert session(client)["signing_in"] is False
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 0
