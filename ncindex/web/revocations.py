@@ -130,13 +130,17 @@ class Revocations:
         """Delete the app passwords of due entries no live session holds (see the module
         docstring): how many were deleted. The first delete Nextcloud does not answer ends
         the sweep: the step that took the batch made all of it due a retry later, and a
-        timeout per entry would hold a worker ``batch`` times ``NCINDEX_HTTP_TIMEOUT``.
+        timeout per entry would hold a worker ``batch`` times ``NCINDEX_HTTP_TIMEOUT``. That
+        entry is made due a millisecond after the rest of its batch, which would otherwise
+        come after it again (equal scores sort by member): one credential Nextcloud never
+        answers for (its user's backend down) does not stop the others' deletes.
         Raises ``redis.RedisError`` when Redis fails."""
         due = self.redis.call("eval", _DUE, 2, *self.keys, batch, RETRY_SECONDS * 1000)
         deleted = 0
         for auth in due:
             done = self._delete(auth.decode())
             if done is None:
+                self.redis.call("zadd", self.keys[0], {auth: 1}, xx=True, incr=True)
                 break
             deleted += done
         return deleted
