@@ -37,12 +37,18 @@ tesseract:
 run: setup
 	$(VENV)/bin/ncindex up
 
+# pytest-xdist: one process per core (`nproc`), two to four (each has its own redis-server,
+# embedder and browser; most tests wait on workers, servers and subprocesses more than they
+# compute), a test file's tests in one process (their module fixtures made once);
+# `make test PYTEST_PROCESSES=` runs them in one
+PYTEST_PROCESSES ?= --numprocesses=$(shell n=$$(nproc); echo $$(( n < 2 ? 2 : n > 4 ? 4 : n ))) --dist=loadfile
+
 test: setup redis browser tesseract
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q $(PYTEST_PROCESSES)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
