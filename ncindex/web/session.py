@@ -69,6 +69,9 @@ FLOW_FIELDS = ("poll_token", "login_url", "flow_started", "flow_authorization", 
 # ``now`` is Redis's clock in milliseconds; a claim is ``"<claim> <deadline ms>"`` in
 # ``flow_check``; ``retry`` the ms before the sweep looks at a credential a request deletes.
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
+# KEYS[1] session; ARGV lifetime s, then field, value … → a new session and its lifetime in one
+# step (two calls left a session without one, for good, when the worker died between them)
+_CREATE = "redis.call('HSET', KEYS[1], unpack(ARGV, 2)) redis.call('EXPIRE', KEYS[1], ARGV[1]) "
 _OURS = (
     "local function ours(key, claim) local held = redis.call('HGET', key, 'flow_check') "
     "return held and string.sub(held, 1, #claim + 1) == claim .. ' ' end "
@@ -170,9 +173,8 @@ class UiSessions:
         """A new session: ``(session id, record)``; the record has a fresh ``csrf`` and
         ``fields``. Ids and tokens are 256-bit random (``secrets.token_urlsafe(32)``)."""
         session_id, record = _new(fields)
-        key = self._key(session_id)
-        self.redis.call("hset", key, mapping=record)
-        self.redis.call("expire", key, self._ttl(record))
+        pairs = [item for field in record.items() for item in field]
+        self._eval(_CREATE, session_id, self._ttl(record), *pairs)
         return session_id, record
 
     def _ttl(self, record: dict[str, str]) -> int:
