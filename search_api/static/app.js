@@ -724,11 +724,13 @@ function whereText(r) {
 // see numberedItems: a lone "5. " could end a sentence), a task's box at a line's start (☐ or
 // ☑), emphasis delimiters as CommonMark pairs them (see emphasis), the "[", "](url)" of a link
 // (its text stays), code fences (with their language) and the backticks around code (the code stays as
-// written: no other rule reads it), and a table's pipes and "|---|---|" row (see TABLE_RULE).
+// written: no other rule reads it), a table's pipes and "|---|---|" row (see TABLE_RULE), and
+// the backslash of a backslash escape (see CODE_OR_ESCAPE).
 // Only text outside the <mark>s changes, so every mark still wraps the word it wrapped. Each
 // mark stands as MARK_HOLDER (a letter to the patterns) while the text around it is read, each
-// code span as CODE_HOLDER while emphasis is paired; the nodes are set as text, never parsed
-// as HTML.
+// code span as CODE_HOLDER while emphasis is paired, each escaped character as ESCAPE_HOLDER
+// plus its code (no pattern's syntax, punctuation to emphasis); the nodes are set as text,
+// never parsed as HTML. A snippet already holding a character of HOLDERS stays as it came.
 const MARK_HOLDER = "\uE000";
 // a heading's hashes, at the start of the text or of a line (CommonMark 0.31 §4.2)
 const HEADING = /(?<=^|\n)#{1,6} +(?=\S)/g;
@@ -736,7 +738,14 @@ const LATER_HEADING = /(?<=\n)#{1,6} +(?=\S)/g;
 const CODE_HOLDER = "\uE001";
 const FENCE = /(?<=^|\s)(?:`{3,}|~{3,})[^\s`~\uE000]*(?=\s|$)/g;
 const NUMBERED = /(?<=^|\s)(\d{1,2})([.)]) +(?=\S)/g;
-const CODE_SPAN = /(`+)([^`]+?)\1(?!`)/;
+// A code span, or a backslash escape (CommonMark 0.31 §2.4: a backslash before an ASCII
+// punctuation character, which is then a literal; before any other character the backslash is
+// one), whichever starts first: read left to right, an escaped backtick opens no code span and a
+// backslash inside one escapes nothing (§6.1), "\\" is one backslash
+const CODE_OR_ESCAPE = /(`+)([^`]+?)\1(?!`)|\\([!-/:-@[-`{-~])/;
+const ESCAPE_HOLDER = 0xE100;
+const ESCAPED = /[\uE121-\uE17E]/g; // ESCAPE_HOLDER plus "!" to "~"
+const HOLDERS = new RegExp(`[${MARK_HOLDER}${CODE_HOLDER}]|${ESCAPED.source}`);
 // a heading's hashes and a list item's marker are ones at the start of a line (CommonMark 0.31
 // §4.2 "ATX headings", §5.2 "List items", §5.3 "Task list items" of GFM): "Ticket # 42" and
 // "2 * 3" in a sentence are neither
@@ -775,10 +784,12 @@ function hideHeadings(snippet) {
 // two delimiters of each when both have two, else one; the openers between them stay as
 // written. Only the delimiters of the pairs go: one that found no partner ("the __init method",
 // "**kwargs") is text. The start and end of the text count as whitespace; a mark is a letter, a
-// code span punctuation (it ends in a backtick). Backslash escapes are not read.
+// code span punctuation (it ends in a backtick), and so is an escaped character (it and its
+// backslash are).
 const DELIMITER_RUN = /\*+|_+|~+/g;
 const WHITESPACE = /^\s$/u;
-const PUNCTUATION = /^[\p{P}\p{S}\uE001]$/u; // CommonMark 0.31 §2.1: categories P and S
+// CommonMark 0.31 §2.1: categories P and S
+const PUNCTUATION = new RegExp(`^(?:[\\p{P}\\p{S}${CODE_HOLDER}]|${ESCAPED.source})$`, "u");
 
 function delimiterRuns(text) {
   const runs = [];
@@ -862,21 +873,29 @@ function numberedItems(text) {
 
 function hideMarkdown(snippet) {
   const nodes = [...snippet.childNodes];
-  const held = (n) => n.nodeType === Node.TEXT_NODE && (n.data.includes(MARK_HOLDER) || n.data.includes(CODE_HOLDER));
+  const held = (n) => n.nodeType === Node.TEXT_NODE && HOLDERS.test(n.data);
   if (nodes.some(held)) return;
   let text = nodes.map((n) => (n.nodeType === Node.TEXT_NODE ? n.data : MARK_HOLDER)).join("");
   text = numberedItems(text.replace(FENCE, ""));
   const table = text.search(TABLE_RULE) >= 0 || ROWS_MET.test(text);
-  // split() with the span's two groups: text, backticks, code, text, …; the code stays as it is
-  const parts = text.split(CODE_SPAN);
-  const code = parts.filter((_, i) => i % 3 === 2);
-  const prose = parts.filter((_, i) => i % 3 === 0).map((part) => {
+  // split() with the three groups: text, then a span's backticks and code or an escaped
+  // character, text, …; the code stays as it is, an escaped character is held in its prose
+  const parts = text.split(CODE_OR_ESCAPE);
+  const code = [];
+  const texts = [parts[0]];
+  for (let i = 1; i < parts.length; i += 4) {
+    const [, span, escaped, after] = parts.slice(i, i + 4);
+    if (escaped === undefined) { code.push(span); texts.push(after); }
+    else texts[texts.length - 1] += String.fromCharCode(ESCAPE_HOLDER + escaped.charCodeAt(0)) + after;
+  }
+  const prose = texts.map((part) => {
     for (const [syntax, instead] of MARKDOWN) part = part.replace(syntax, instead);
     return table ? part.replace(TABLE_RULE, "").replace(PIPE, "") : part;
   });
   // emphasis pairs across a code span ("*see `x` here*"), so the prose is read as one text
   text = emphasis(prose.join(CODE_HOLDER)).split(CODE_HOLDER)
-    .map((part, i) => part + (i < code.length ? code[i] : "")).join("");
+    .map((part, i) => part + (i < code.length ? code[i] : "")).join("")
+    .replace(ESCAPED, (held) => String.fromCharCode(held.charCodeAt(0) - ESCAPE_HOLDER));
   const pieces = text.split(MARK_HOLDER);
   const marks = nodes.filter((n) => n.nodeType !== Node.TEXT_NODE);
   if (pieces.length !== marks.length + 1) return; // not expected: the snippet stays as it came

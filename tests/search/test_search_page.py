@@ -876,6 +876,31 @@ def test_a_notes_emphasis_and_bullets_are_read_as_commonmark_reads_them(
     expect_note_snippet(deployment, browser, raw, "lamp", shown, 2)
 
 
+def test_a_notes_backslash_escapes_are_read_as_commonmark_reads_them(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A note's snippet showed the backslashes of CommonMark's escapes (0.31 §2.4), and an
+    escaped "*" or backtick still paired as emphasis or code: "\\*not emphasis\\*" showed
+    "\\not emphasis\\". A backslash before ASCII punctuation is now hidden and the character
+    shown as written (not a delimiter, bullet, heading, list marker, link or code), "\\\\" is
+    one backslash, a backslash before anything else stays, and one inside a code span escapes
+    nothing; the HTML the server escaped stays text, and the mark inside an escaped word stays
+    on it. Checked against markdown-it-py's CommonMark rendering of the same text."""
+    raw = (
+        r"\*not emphasis\* and \*<mark>lamp</mark>\* 1\. item 2\. item 3\. item, \\*em*, "
+        r"a\b C:\dir, `a\*b` \`not code`, \[no link\](x) *real \* one*"
+        "\n"
+        r"\* not a bullet"
+        "\n"
+        r"\# not a heading \&lt;b&gt;"
+    )
+    shown = (
+        r"*not emphasis* and *lamp* 1. item 2. item 3. item, \em, a\b C:\dir, a\*b "
+        r"`not code`, [no link](x) real * one * not a bullet # not a heading <b>"
+    )
+    expect_note_snippet(deployment, browser, raw, "lamp", shown, 1)
+
+
 def test_headings_ncindex_wrote_into_a_file_s_text_are_not_shown_raw(
     deployment: Deployment, browser: Browser
 ) -> None:
