@@ -91,7 +91,7 @@ from ncindex.errors import (
 from ncindex.nextcloud.loginflow import poll_login_flow, start_login_flow
 from ncindex.runtime import Services
 from ncindex.settings import Settings
-from ncindex.web.auth import MAX_AUTHORIZATION_CHARS, resolve_caller
+from ncindex.web.auth import MAX_AUTHORIZATION_CHARS, forget_caller, resolve_caller
 from ncindex.web.problems import PROBLEM_JSON, http_problem, problem, problem_for
 from ncindex.web.ratelimit import CallerLimit
 from ncindex.web.revocations import revocations
@@ -459,9 +459,17 @@ def ui_blueprint(
                 headers={"Retry-After": str(retry)},
             )
         try:
-            user = resolve_caller(services, authorization).user or ""
+            client = resolve_caller(services, authorization)
+            # one typed just after its use with the API may come from the credential cache,
+            # revoked since: a sign-in asks Nextcloud (NextcloudClient.confirm)
+            client.confirm()
+            user = client.user or ""
         except Unauthenticated as exc:  # refused: the typed app password (no Basic challenge)
             return problem(401, "unauthenticated", str(exc), field="app_password")
+        except NextcloudAuthError:  # refused after resolving from the cache: revoked
+            forget_caller(services, authorization)
+            detail = "Nextcloud rejected the credentials"
+            return problem(401, "unauthenticated", detail, field="app_password")
         except TransientError as exc:
             return problem_for(exc)
         replaced = sessions.replace(

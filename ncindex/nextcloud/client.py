@@ -263,7 +263,8 @@ class NextcloudClient:
         #: ``lib/private/AppFramework/Middleware/Security/CORSMiddleware.php``
         #: ``beforeController`` logs the session out and logs in again from Basic credentials
         #: (``PHP_AUTH_USER``/``PHP_AUTH_PW``) alone, so that 401 is the same for a good token
-        #: and a revoked one and says nothing of it.
+        #: and a revoked one and says nothing of it. :meth:`confirm` also sets it after asking
+        #: once and getting no answer (fail-open), so that one request asks at most once.
         self.confirmed = True
 
     def _forward(self, kwargs: dict[str, Any]) -> None:
@@ -512,7 +513,9 @@ class NextcloudClient:
         throws ``RESPOND_UNAUTHORISED`` when neither logged anyone in. Nothing is asked once
         confirmed. Raises ``NextcloudAuthError`` when Nextcloud refuses the credential; any
         other failure (Nextcloud unreachable, an answer not its format) is logged and the
-        answer stands, as a search keeps a result whose check failed so (fail-open)."""
+        answer stands, as a search keeps a result whose check failed so (fail-open), and is
+        not asked again by this client (an MCP search tool confirms in the search and after
+        it: a Nextcloud that does not answer was waited for twice)."""
         if self.confirmed:
             return
         try:
@@ -521,6 +524,7 @@ class NextcloudClient:
             raise
         except NcindexError as exc:
             log.warning("credential_not_confirmed", error=str(exc))
+            self.confirmed = True  # fail-open: the answer stands, and is not asked about again
 
     # --- Notes API v1 -------------------------------------------------------------------
 

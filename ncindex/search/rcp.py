@@ -6,8 +6,10 @@ match the body's. Methods:
 * ``info``, ``ping`` — open (no credentials), any time; outside the search API's rate limit
   (:data:`OPEN_METHODS`).
 * ``initialize`` — authenticates the caller (their Nextcloud credentials in
-  ``Authorization``, as for ``/v1/search``), checks the types of ``protocolVersion``,
-  ``client`` and ``capabilities`` (:func:`_peer_info`) and starts a session; the result advertises
+  ``Authorization``, as for ``/v1/search``; one taken from the credential cache is confirmed
+  with Nextcloud, :meth:`~ncindex.nextcloud.client.NextcloudClient.confirm`), checks the
+  types of ``protocolVersion``, ``client`` and ``capabilities`` (:func:`_peer_info`) and
+  starts a session; the result advertises
   ``retrieve`` (``maxK``, ``modes``, ``fusion`` and ``x-ncindex.fusion``), ``filter`` (the
   same fields, types and operators as ``GET /v1/filters``, dates RFC 3339 only) and
   ``citations``.
@@ -234,21 +236,40 @@ class RcpSessions:
 
 @dataclass
 class _Call:
-    """Per-HTTP-request context: the credential, lazily authenticated once."""
+    """Per-HTTP-request context: the credential, lazily authenticated once. Once Nextcloud
+    refused it (authenticating, or a retrieve's request after: :meth:`refuse`), every later
+    message of the same batch is refused without asking again: a batch counts once against
+    the rate limits, and each refused login asked would count against ncindex's address (or
+    the caller's) in Nextcloud's brute-force protection (nextcloud/server
+    ``lib/private/User/Session.php`` ``logClientIn`` → ``Throttler::registerAttempt``)."""
 
     authorization: str | None
     session: str | None
     authenticate: Callable[[str | None], NextcloudClient]
     _client: NextcloudClient | None = None
+    _refused: str | None = None
 
     @property
     def cred(self) -> str:
         return hashlib.sha256((self.authorization or "").encode("utf-8", "replace")).hexdigest()
 
     def client(self) -> NextcloudClient:
+        """The authenticated client; raises :class:`Unauthenticated` when Nextcloud refused
+        the credential during this HTTP request, ``TransientError`` as ``authenticate``."""
+        if self._refused is not None:
+            raise Unauthenticated(self._refused)
         if self._client is None:
-            self._client = self.authenticate(self.authorization)
+            try:
+                self._client = self.authenticate(self.authorization)
+            except Unauthenticated as exc:
+                self.refuse(str(exc) or "unauthenticated")
+                raise
         return self._client
+
+    def refuse(self, reason: str) -> None:
+        """Note that Nextcloud refused the credential (``reason``: the message to answer)."""
+        self._refused = reason
+        self._client = None
 
 
 class RcpServer:
@@ -412,15 +433,17 @@ class RcpServer:
             return {}
         client = self._authenticated(call)
         if method == rcp.Method.INITIALIZE:
-            return self._initialize(_object(params), call)
+            return self._initialize(_object(params), call, client)
         if not self.sessions.active(call.cred, call.session):
             raise RpcError(Errc.NOT_INITIALIZED, "call 'initialize' first")
         if method == rcp.Method.RETRIEVE:
             try:
                 return self._retrieve(client, _object(params))
             except RpcError as exc:
-                if exc.code == Errc.UNAUTHORIZED and self.forget is not None:
-                    self.forget(call.authorization)  # refused after resolving: revoked
+                if exc.code == Errc.UNAUTHORIZED:  # refused after resolving: revoked
+                    call.refuse(exc.message)
+                    if self.forget is not None:
+                        self.forget(call.authorization)
                 raise
         if method in _KNOWN_METHODS:
             raise RpcError(Errc.CAPABILITY_MISSING, f"'{method}' not implemented", dict(_METHOD))
@@ -439,7 +462,9 @@ class RcpServer:
                 {"retryable": True, "retryAfterMs": 5000},
             ) from None
 
-    def _initialize(self, params: dict[str, Any], call: _Call) -> dict[str, Any]:
+    def _initialize(
+        self, params: dict[str, Any], call: _Call, client: NextcloudClient
+    ) -> dict[str, Any]:
         if self.sessions.active(call.cred, call.session):  # spec §13: no re-negotiation
             raise _already_initialized()
         wanted = params.get("protocolVersion")  # absent or null: ours (as the SDK's Server)
@@ -451,6 +476,13 @@ class RcpServer:
         _peer_info(params)
         if version < 1:  # the session stays uninitialized; a retry is allowed (spec §13)
             raise RpcError(Errc.VERSION_MISMATCH, "no common version")
+        try:  # a credential from the cache, revoked since, starts no session
+            client.confirm()
+        except NextcloudAuthError:
+            call.refuse("Nextcloud rejected the credentials")
+            if self.forget is not None:
+                self.forget(call.authorization)
+            raise RpcError(Errc.UNAUTHORIZED, "Nextcloud rejected the credentials") from None
         token = self.sessions.start(call.cred, call.session)
         result = self.server_info()
         result["protocolVersion"] = version

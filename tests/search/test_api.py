@@ -959,6 +959,28 @@ def test_a_search_that_asks_nextcloud_nothing_refuses_a_credential_revoked_while
     assert response.status_code == 401, response.get_json()
 
 
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+def test_the_page_refuses_a_typed_app_password_revoked_while_cached(api: Api) -> None:
+    """bob's app password, used with the API a moment ago, is revoked (a lost phone's) and
+    then typed into the search page's sign-in. ``POST /ui/login/password`` resolved it from
+    the credential cache, asking Nextcloud nothing, and signed the page in with it: a
+    sign-in the module says is 401 when Nextcloud refuses the password. It now asks OCS
+    ``cloud/user`` (nextcloud/server ``apps/provisioning_api/lib/Controller/
+    UsersController.php`` ``getCurrentUser``): 401 naming ``app_password``, no session."""
+    from ncindex.web.session import CSRF_HEADER
+
+    assert api.client.get("/v1/owners", auth=("bob", PASSWORDS["bob"])).status_code == 200
+    revoke_every_credential(api, "bob")
+    csrf = api.client.get("/ui/session").get_json()["csrf"]
+    typed = {"login_name": "bob", "app_password": PASSWORDS["bob"]}
+    refused = api.client.post("/ui/login/password", json=typed, headers={CSRF_HEADER: csrf})
+    assert refused.status_code == 401, refused.get_json()
+    assert refused.get_json()["field"] == "app_password"
+    assert api.client.get("/ui/session").get_json()["user"] is None
+    again = api.client.get("/v1/owners", auth=("bob", PASSWORDS["bob"]))
+    assert again.status_code == 401  # dropped from the cache: refused at once
+
+
 def test_status_documents_now_where_its_other_fields_are(ro_api: Api) -> None:
     """``GET /v1/status`` answered ``now`` but the published schema said only "ISO 8601":
     no ``format``, no example, and neither the endpoint's summary nor ``modified_after``'s

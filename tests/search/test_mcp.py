@@ -1286,6 +1286,29 @@ def test_a_tool_answered_from_the_index_refuses_an_app_password_revoked_while_ca
 
 
 @pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+def test_a_search_tool_asks_once_about_a_cached_credential_nextcloud_does_not_answer(
+    api: Api,
+) -> None:
+    """bob's credential is cached and his search has nothing to check (a category none of
+    his documents holds), so it is confirmed with OCS ``cloud/user``; Nextcloud answers 503.
+    The search confirms it (fail-open: the answer stands), and the tool call confirmed it
+    again after the handler: two requests to a Nextcloud that is down, each waiting for its
+    answer. Now a client asks once."""
+
+    def down() -> None:
+        api.sim.faults.set("ocs", status=503)
+        api.sim.request_log.clear()
+
+    query = {"query": "lighthouse", "category": "Nowhere"}
+    first, second = revoked_while_cached(api, basic("bob"), "search", query, down)
+    api.sim.faults.clear()
+    assert not first.is_error and not second.is_error, second.content
+    assert second.structured_content["results"] == []
+    asked = [p for _, p, _ in api.sim.request_log if p == "/ocs/v2.php/cloud/user"]
+    assert asked == ["/ocs/v2.php/cloud/user"]
+
+
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
 def test_fetch_of_a_card_with_a_bearer_token_revoked_while_cached_on_nextcloud_30(
     api: Api,
 ) -> None:

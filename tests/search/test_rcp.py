@@ -1089,3 +1089,73 @@ def test_a_tag_in_another_case_is_named_in_rcp_too(served: Served) -> None:
         client.call("retrieve", {"query": "lighthouse", "filter": {"and": at}})
     assert (caught.value.data or {}).get("field") == "filter.and[0].value", caught.value
     client.shutdown()
+
+
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"query": "lighthouse", "filter": {"field": "category", "op": "eq", "value": "Nowhere"}},
+        {"query": "lighthouse"},
+    ],
+    ids=["nothing-to-check", "candidates"],
+)
+def test_a_batch_with_a_credential_revoked_while_cached_asks_nextcloud_once(
+    api: Api, params: dict[str, Any]
+) -> None:
+    """bob's app password is revoked while the credential cache holds it, and a batch of
+    retrieves comes with it. Each retrieve asked Nextcloud again — its ``cloud/user``
+    confirmation (a search with nothing to check) or its results' checks — though the first
+    refusal had settled it: a batch counts once against the rate limits, while every refused
+    login counts against the sender's address in Nextcloud's brute-force protection
+    (nextcloud/server ``lib/private/User/Session.php`` ``logClientIn`` →
+    ``Throttler::registerAttempt``). The first refusal now answers the rest: one request to
+    Nextcloud, every reply -32012 (Unauthorized)."""
+    auth = {"Authorization": basic("bob"), "RCP-Session": "revoked-batch-1"}
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    assert api.client.post("/rcp/initialize", json=init, headers=auth).status_code == 200
+    account = api.sim.tree.users["bob"]
+    account.passwords.clear()
+    account.token_logins.clear()
+    api.sim.request_log.clear()
+    batch = [
+        {"jsonrpc": "2.0", "id": i, "method": "retrieve", "params": params}
+        for i in range(MAX_BATCH)
+    ]
+    replies = api.client.post("/rcp/retrieve", json=batch, headers=auth).get_json()
+    assert [r["error"]["code"] for r in replies] == [-32012] * MAX_BATCH, replies
+    assert len(api.sim.request_log) == 1, api.sim.request_log
+
+
+def test_a_batch_with_a_wrong_password_asks_nextcloud_once(api: Api) -> None:
+    """A batch of retrieves with a password Nextcloud refuses resolved the credential once per
+    message: ten refused logins at Nextcloud for one HTTP request, which the refused-credentials
+    limit does not count (a batch is answered 200). The first refusal now answers the rest."""
+    auth = {"Authorization": basic("bob", "not-his-password")}
+    batch = [
+        {"jsonrpc": "2.0", "id": i, "method": "retrieve", "params": {"query": "lighthouse"}}
+        for i in range(MAX_BATCH)
+    ]
+    api.sim.request_log.clear()
+    replies = api.client.post("/rcp/retrieve", json=batch, headers=auth).get_json()
+    assert [r["error"]["code"] for r in replies] == [-32012] * MAX_BATCH, replies
+    assert [p for _, p, _ in api.sim.request_log] == ["/ocs/v2.php/cloud/user"]
+
+
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+def test_initialize_refuses_a_credential_revoked_while_cached(api: Api) -> None:
+    """``initialize`` authenticates the caller, but with a credential from the credential
+    cache it asked Nextcloud nothing: bob's app password, revoked a moment after a search,
+    started a session. It now asks OCS ``cloud/user`` then (nextcloud/server
+    ``apps/provisioning_api/lib/Controller/UsersController.php`` ``getCurrentUser``):
+    -32012, HTTP 401, and the credential is dropped from the cache."""
+    assert api.post("bob", {"query": "lighthouse"}).status_code == 200  # cached now
+    account = api.sim.tree.users["bob"]
+    account.passwords.clear()
+    account.token_logins.clear()
+    auth = {"Authorization": basic("bob"), "RCP-Session": "revoked-init-1"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    answer = api.client.post("/rcp/initialize", json=init, headers=auth)
+    assert answer.status_code == 401, answer.get_json()
+    assert answer.get_json()["error"]["code"] == -32012
+    assert api.post("bob", {"query": "lighthouse"}).status_code == 401
