@@ -99,7 +99,7 @@ from mcp_server.tools import (
     search_schema,
 )
 from ncindex import __version__, strict_json
-from ncindex.accounts import refused_causes, refused_configured
+from ncindex.accounts import refused_configured
 from ncindex.errors import NextcloudAuthError, TransientError, Unauthenticated, public_reason
 from ncindex.ingest.queueing import Producer, celery_app
 from ncindex.nextcloud.client import NextcloudClient
@@ -361,9 +361,6 @@ def create_app(
             {"redis": services.redis.ping, "store": ready_store, "model": ready_model},
             {
                 "accounts_refused": lambda: refused_configured(
-                    services.redis, settings.names, settings.accounts
-                ),
-                "accounts_refused_causes": lambda: refused_causes(
                     services.redis, settings.names, settings.accounts
                 ),
             },

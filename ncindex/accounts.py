@@ -352,15 +352,4 @@ def refused_configured(client: redis.Redis, keys: Names, accounts: Collection[st
     user forgotten and removed from the accounts) stays, so its dead credential is not sent
     again should it be configured again, but nothing is left to do about it: it is not
     reported. Raises ``redis.RedisError``."""
-    return list(refused_causes(client, keys, accounts))
-
-
-def refused_causes(
-    client: redis.Redis, keys: Names, accounts: Collection[str]
-) -> dict[str, str | None]:
-    """User id → the refusal's ``cause`` (a :class:`Cause` value, ``None`` when none is
-    recorded: :func:`refused_entry`) of each of :func:`refused_configured`'s accounts, in its
-    order: ``/readyz``'s ``accounts_refused_causes``, so that a probe's reader sees which fix
-    each needs. Raises ``redis.RedisError``."""
-    entries = refused_accounts(client, keys)
-    return {user: entries[user].get("cause") for user in sorted(set(entries) & set(accounts))}
+    return sorted(set(refused_accounts(client, keys)) & set(accounts))

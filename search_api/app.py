@@ -11,7 +11,7 @@ from flask_limiter import RequestLimit
 from flask_limiter.errors import RateLimitExceeded
 from werkzeug.exceptions import HTTPException
 
-from ncindex.accounts import refused_causes, refused_configured
+from ncindex.accounts import refused_configured
 from ncindex.ingest.queueing import Producer, celery_app
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
@@ -149,9 +149,6 @@ def create_app(
             {
                 "redis_outage": lambda: redis_ready.outage,
                 "accounts_refused": lambda: refused_configured(
-                    services.redis, settings.names, settings.accounts
-                ),
-                "accounts_refused_causes": lambda: refused_causes(
                     services.redis, settings.names, settings.accounts
                 ),
                 "ocr": lambda: ocr_status(settings),

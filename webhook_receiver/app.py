@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis
 from flask import Flask, Response
 
-from ncindex.accounts import refused_causes, refused_configured
+from ncindex.accounts import refused_configured
 from ncindex.ingest.queueing import Producer, celery_app, check_redis
 from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
@@ -48,9 +48,6 @@ def create_app(
             {
                 "redis_outage": lambda: redis_ready.outage,
                 "accounts_refused": lambda: refused_configured(
-                    client, settings.names, settings.accounts
-                ),
-                "accounts_refused_causes": lambda: refused_causes(
                     client, settings.names, settings.accounts
                 ),
                 "ocr": lambda: ocr_status(settings),
