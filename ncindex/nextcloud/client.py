@@ -74,6 +74,11 @@ API_HEADERS = {"OCS-APIRequest": "true", "Accept": "application/json"}
 #: ``message`` of ``CORSMiddleware::afterException``'s 401 (nextcloud/server#44365).
 CORS_REFUSAL = "CORS requires basic auth"
 
+CONFIRM_SECONDS = 2.0
+"""The timeout of :meth:`NextcloudClient.confirm`'s request, seconds (in place of the HTTP
+client's ``http_timeout``): its answer stands when none comes, so a Nextcloud that stalls
+delays it no longer than a search page list's check (``ncindex.search.facets.CHECK_SECONDS``)."""
+
 PUBLIC_PATHS = frozenset({"/ocs/v2.php/cloud/capabilities"})
 """Paths this client asks that Nextcloud answers without a login (nextcloud/server
 ``core/Controller/OCSController.php`` ``getCapabilities`` is a ``#[PublicPage]``): their
@@ -491,10 +496,12 @@ class NextcloudClient:
             raise NextcloudProtocolError(f"{where}: the answer is not an object")
         return data
 
-    def current_user(self) -> str:
+    def current_user(self, timeout: float | None = None) -> str:
         """Resolve the credentials' user id through ``GET /ocs/v2.php/cloud/user``; sets
-        :attr:`user`. Raises ``NextcloudAuthError`` for bad credentials."""
-        data = self.ocs("GET", "/ocs/v2.php/cloud/user")
+        :attr:`user`. ``timeout``: seconds (default: the HTTP client's). Raises
+        ``NextcloudAuthError`` for bad credentials."""
+        kwargs: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        data = self.ocs("GET", "/ocs/v2.php/cloud/user", **kwargs)
         try:
             self.user = str(data["id"])
         except (KeyError, TypeError) as exc:
@@ -502,24 +509,25 @@ class NextcloudClient:
         return self.user
 
     def confirm(self) -> None:
-        """Make sure Nextcloud still accepts this client's credential before an answer given
-        as its user: when no answer has shown it (:attr:`confirmed` is ``False``: a caller
-        taken from the credential cache whose request asked Nextcloud nothing, or only an
-        app's ``#[CORS]`` API that refused a Bearer token whatever it is), ask
-        ``GET /ocs/v2.php/cloud/user`` (:meth:`current_user`). That route is no ``#[CORS]``
-        one: nextcloud/server ``lib/private/User/Session.php`` ``tryTokenLogin`` checks a
-        Bearer token (``validateToken``), ``tryBasicAuthLogin`` an app password, and
-        ``apps/provisioning_api/lib/Controller/UsersController.php`` ``getCurrentUser``
-        throws ``RESPOND_UNAUTHORISED`` when neither logged anyone in. Nothing is asked once
-        confirmed. Raises ``NextcloudAuthError`` when Nextcloud refuses the credential; any
-        other failure (Nextcloud unreachable, an answer not its format) is logged and the
-        answer stands, as a search keeps a result whose check failed so (fail-open), and is
-        not asked again by this client (an MCP search tool confirms in the search and after
-        it: a Nextcloud that does not answer was waited for twice)."""
+        """Make sure Nextcloud still accepts this client's credential before an answer given as its
+        user: when no answer has shown it (:attr:`confirmed` is ``False``: a caller taken
+        from the credential cache whose request asked Nextcloud nothing, or only an app's
+        ``#[CORS]`` API that refused a Bearer token whatever it is), ask ``GET
+        /ocs/v2.php/cloud/user`` (:meth:`current_user`, within :data:`CONFIRM_SECONDS`).
+        That route is no ``#[CORS]`` one: nextcloud/server ``lib/private/User/Session.php``
+        ``tryTokenLogin`` checks a Bearer token (``validateToken``), ``tryBasicAuthLogin``
+        an app password, and ``apps/provisioning_api/lib/Controller/UsersController.php``
+        ``getCurrentUser`` throws ``RESPOND_UNAUTHORISED`` when neither logged anyone in.
+        Nothing is asked once confirmed. Raises ``NextcloudAuthError`` when Nextcloud
+        refuses the credential; any other failure (Nextcloud unreachable, an answer not its
+        format) is logged and the answer stands, as a search keeps a result whose check
+        failed so (fail-open), and is not asked again by this client (an MCP search tool
+        confirms in the search and after it: a Nextcloud that does not answer was waited for
+        twice)."""
         if self.confirmed:
             return
         try:
-            self.current_user()
+            self.current_user(timeout=CONFIRM_SECONDS)
         except NextcloudAuthError:
             raise
         except NcindexError as exc:

@@ -960,6 +960,34 @@ def test_a_search_that_asks_nextcloud_nothing_refuses_a_credential_revoked_while
 
 
 @pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
+def test_a_cached_credential_is_confirmed_within_the_listings_check_time(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The confirmation of a cached credential waited for Nextcloud as long as any request
+    (``NCINDEX_HTTP_TIMEOUT``, 10 s) though its answer stands when none comes: a Nextcloud
+    that stalls made ``/v1/owners`` (answered at once before) wait 10 s, and ``/v1/folders``
+    12 s where its checks share 2 (``CHECK_SECONDS``). It now waits as long as a listing's
+    check, whatever asks it (``CONFIRM_SECONDS``). Seen in the timeout the request is sent
+    with (no clock is read)."""
+    from ncindex.nextcloud.client import CONFIRM_SECONDS
+    from ncindex.search.facets import CHECK_SECONDS
+
+    bob = ("bob", PASSWORDS["bob"])
+    assert api.client.get("/v1/owners", auth=bob).status_code == 200  # cached now
+    sent: list[Any] = []
+    request = api.services.http.request
+
+    def spy(method: str, url: str, **kwargs: Any) -> Any:
+        if str(url).endswith("/cloud/user"):
+            sent.append(kwargs.get("timeout"))
+        return request(method, url, **kwargs)
+
+    monkeypatch.setattr(api.services.http, "request", spy)
+    assert api.client.get("/v1/owners", auth=bob).status_code == 200
+    assert sent == [CONFIRM_SECONDS] and CONFIRM_SECONDS <= CHECK_SECONDS
+
+
+@pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
 def test_the_page_refuses_a_typed_app_password_revoked_while_cached(api: Api) -> None:
     """bob's app password, used with the API a moment ago, is revoked (a lost phone's) and
     then typed into the search page's sign-in. ``POST /ui/login/password`` resolved it from
