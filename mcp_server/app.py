@@ -461,7 +461,11 @@ class Gate:
             await answer(scope, receive, send)
             return
         try:
-            client = await anyio.to_thread.run_sync(resolve_caller, self.services, authorization)
+            # the caller's address goes to Nextcloud as X-Forwarded-For, so that its
+            # brute-force protection charges the caller's refused logins, not ncindex's
+            client = await anyio.to_thread.run_sync(
+                resolve_caller, self.services, authorization, address
+            )
         except Unauthenticated as exc:
             if self.limit is not None:
                 await anyio.to_thread.run_sync(self.limit.count_refused, address)

@@ -54,9 +54,12 @@ def normalized_authorization(authorization: str | None) -> str:
     return f"{scheme} {match['token']}"
 
 
-def resolve_caller(services: Services, authorization: str | None) -> NextcloudClient:
-    """A client acting as the caller, with ``client.user`` resolved; inside a Flask request it
-    sends the caller's address as ``X-Forwarded-For`` (``NextcloudClient.forwarded_for``).
+def resolve_caller(
+    services: Services, authorization: str | None, address: str | None = None
+) -> NextcloudClient:
+    """A client acting as the caller, with ``client.user`` resolved; it sends the caller's
+    address as ``X-Forwarded-For`` (``NextcloudClient.forwarded_for``): ``address`` (the MCP
+    server's, past its trusted proxies) or, inside a Flask request, the request's.
 
     Raises :class:`Unauthenticated` for a missing or malformed header (see
     :func:`normalized_authorization`; Nextcloud is not asked) and when Nextcloud does not
@@ -72,7 +75,9 @@ def resolve_caller(services: Services, authorization: str | None) -> NextcloudCl
     # the caller's own address (after the trusted proxies in front, ncindex.web.proxies), so a
     # Nextcloud that trusts ncindex as a proxy charges the caller's refused logins to the
     # caller, not to ncindex (NextcloudClient.forwarded_for)
-    if flask.has_request_context():
+    if address is not None:
+        client.forwarded_for = _ip_address(address)
+    elif flask.has_request_context():
         client.forwarded_for = _ip_address(flask.request.remote_addr)
     key = _cache_key(services, header)
     ttl = services.settings.user_cache_seconds

@@ -1336,6 +1336,39 @@ def test_fetch_of_a_card_with_a_bearer_token_revoked_while_cached_on_nextcloud_3
     assert "ketch" not in json.dumps(refused.structured_content).lower()
 
 
+def test_an_mcp_callers_requests_carry_the_callers_address_for_nextclouds_brute_force_count(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nextcloud counts a refused login against the address it came from and then slows down
+    every login from there (nextcloud/server ``lib/private/User/Session.php``
+    ``logClientIn`` → ``Throttler::registerAttempt('login', $remoteAddress)``); with ncindex
+    in its ``trusted_proxies`` it takes the address from ``X-Forwarded-For``
+    (``lib/private/AppFramework/Http/Request.php`` ``getRemoteAddress``). The search API sends
+    its caller's address so; the MCP server sent none (its gate resolves the caller outside a
+    Flask request), so an MCP client's wrong or revoked password was charged to ncindex's
+    address. It now sends the address its gate saw, past its trusted proxies."""
+    api.settings.trusted_proxy_hops = 1
+    sent: list[str | None] = []
+    request = api.services.http.request
+
+    def spy(method: str, url: str, **kwargs: Any) -> Any:
+        if str(url).endswith("/cloud/user"):
+            sent.append(dict(kwargs.get("headers") or {}).get("X-Forwarded-For"))
+        return request(method, url, **kwargs)
+
+    monkeypatch.setattr(api.services.http, "request", spy)
+    app = create_app(api.settings, services=api.services, producer=api.producer)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": basic("bob", "not-his-password"),
+        "X-Forwarded-For": "198.51.100.7",
+    }
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        assert http.post("/mcp", json=body, headers=headers).status_code == 401
+    assert sent == ["198.51.100.7"]
+
+
 @pytest.mark.parametrize("hops", [0, 1])
 def test_refused_credentials_count_per_client_behind_trusted_proxies(
     hops: int,
