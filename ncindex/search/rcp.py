@@ -241,13 +241,18 @@ class _Call:
     message of the same batch is refused without asking again: a batch counts once against
     the rate limits, and each refused login asked would count against ncindex's address (or
     the caller's) in Nextcloud's brute-force protection (nextcloud/server
-    ``lib/private/User/Session.php`` ``logClientIn`` → ``Throttler::registerAttempt``)."""
+    ``lib/private/User/Session.php`` ``logClientIn`` → ``Throttler::registerAttempt``).
+    Likewise once authenticating failed for want of an answer (``TransientError``: Nextcloud
+    down, or stalled past ``settings.http_timeout``), the rest of the batch gets that failure
+    without asking again, so a stalled Nextcloud costs a batch one timeout, not one per
+    message."""
 
     authorization: str | None
     session: str | None
     authenticate: Callable[[str | None], NextcloudClient]
     _client: NextcloudClient | None = None
     _refused: str | None = None
+    _unavailable: TransientError | None = None
 
     @property
     def cred(self) -> str:
@@ -255,14 +260,20 @@ class _Call:
 
     def client(self) -> NextcloudClient:
         """The authenticated client; raises :class:`Unauthenticated` when Nextcloud refused
-        the credential during this HTTP request, ``TransientError`` as ``authenticate``."""
+        the credential during this HTTP request, ``TransientError`` as ``authenticate`` (the
+        first one again, unasked, once authenticating failed so during this request)."""
         if self._refused is not None:
             raise Unauthenticated(self._refused)
+        if self._unavailable is not None:
+            raise self._unavailable
         if self._client is None:
             try:
                 self._client = self.authenticate(self.authorization)
             except Unauthenticated as exc:
                 self.refuse(str(exc) or "unauthenticated")
+                raise
+            except TransientError as exc:
+                self._unavailable = exc
                 raise
         return self._client
 

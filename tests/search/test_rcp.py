@@ -1159,3 +1159,29 @@ def test_initialize_refuses_a_credential_revoked_while_cached(api: Api) -> None:
     assert answer.status_code == 401, answer.get_json()
     assert answer.get_json()["error"]["code"] == -32012
     assert api.post("bob", {"query": "lighthouse"}).status_code == 401
+
+
+@pytest.mark.parametrize("api", [{"http_timeout": 0.5}], indirect=True)
+@pytest.mark.parametrize("fault", [{"status": 503}, {"timeout": True}], ids=["503", "hang"])
+def test_a_batch_with_nextcloud_unable_to_authenticate_asks_nextcloud_once(
+    api: Api, fault: dict[str, Any]
+) -> None:
+    """Nextcloud answers OCS with 503, or not at all (``settings.http_timeout``), while a batch
+    of retrieves comes. Each message asked again, and a stalled Nextcloud was waited for once
+    per message: ten timeouts for one HTTP request. The first failure now answers the rest,
+    the same -32010 (retryable). The fault counts the requests that reached Nextcloud (each
+    takes one of its ``times``; a hung one is logged only once released)."""
+    auth = {"Authorization": basic("bob")}
+    batch = [
+        {"jsonrpc": "2.0", "id": i, "method": "retrieve", "params": {"query": "lighthouse"}}
+        for i in range(MAX_BATCH)
+    ]
+    switch = api.sim.faults.set("ocs", times=MAX_BATCH, **fault)
+    try:
+        replies = api.client.post("/rcp/retrieve", json=batch, headers=auth).get_json()
+    finally:
+        api.sim.faults.clear()
+    first = replies[0]["error"]
+    assert first["code"] == -32010 and first["data"]["retryable"] is True, first
+    assert [r["error"] for r in replies] == [first] * MAX_BATCH, replies
+    assert switch.times == MAX_BATCH - 1  # one request reached Nextcloud
