@@ -360,8 +360,8 @@ def create_app(
             readiness,
             {"redis": services.redis.ping, "store": ready_store, "model": ready_model},
             {
-                "accounts_refused": lambda: refused_configured(
-                    services.redis, settings.names, settings.accounts
+                "accounts_refused": lambda: len(  # how many, never who: /readyz is public
+                    refused_configured(services.redis, settings.names, settings.accounts)
                 ),
             },
         )

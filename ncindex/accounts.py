@@ -5,8 +5,9 @@ Nextcloud accepts an app password only with the login name it was created under 
 from the user id; a revoked app password fails the same way. Such an account answers HTTP 401 to
 every request, so every task for it would fail. When a task or a scan meets that 401 it records
 the account here (Redis hash :attr:`ncindex.names.Names.refused_accounts`: user id →
-``{"at": Unix seconds, "where": request}``); ``/readyz`` of both apps, ``ncindex status`` and the
-gauge ``ncindex_account_refused{user}`` report it, and the task ends (``NextcloudAuthError`` is
+``{"at": Unix seconds, "where": request}``); ``ncindex status`` and the gauge
+``ncindex_account_refused{user}`` report it, ``/readyz`` of the three apps counts it (a number,
+never the user id: it answers anyone), and the task ends (``NextcloudAuthError`` is
 permanent: never retried); ``/readyz`` and the gauge only while the account is configured
 (:func:`refused_configured`). The next request that the account gets through — a reconcile scan's
 listing, or any task's request (:func:`clear_refused_if`, below) — clears it.
@@ -347,9 +348,9 @@ def refused_accounts(
 
 def refused_configured(client: redis.Redis, keys: Names, accounts: Collection[str]) -> list[str]:
     """The user ids, sorted, among ``accounts`` (those configured now) that have a refusal
-    entry in deployment ``keys``: what ``/readyz``'s ``accounts_refused`` and the gauge
-    ``ncindex_account_refused`` report. An entry of an account no longer configured (a deleted
-    user forgotten and removed from the accounts) stays, so its dead credential is not sent
+    entry in deployment ``keys``: what the gauge ``ncindex_account_refused`` reports and
+    ``/readyz``'s ``accounts_refused`` counts. An entry of an account no longer configured (a
+    deleted user forgotten and removed from the accounts) stays, so its dead credential is not sent
     again should it be configured again, but nothing is left to do about it: it is not
     reported. Raises ``redis.RedisError``."""
     return sorted(set(refused_accounts(client, keys)) & set(accounts))

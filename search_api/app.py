@@ -148,8 +148,8 @@ def create_app(
             {"redis": redis_ready, "store": ready_store, "model": ready_model},
             {
                 "redis_outage": lambda: redis_ready.outage,
-                "accounts_refused": lambda: refused_configured(
-                    services.redis, settings.names, settings.accounts
+                "accounts_refused": lambda: len(  # how many, never who: /readyz is public
+                    refused_configured(services.redis, settings.names, settings.accounts)
                 ),
                 "ocr": lambda: ocr_status(settings),
             },

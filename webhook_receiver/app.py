@@ -47,8 +47,8 @@ def create_app(
             {"redis": redis_ready},
             {
                 "redis_outage": lambda: redis_ready.outage,
-                "accounts_refused": lambda: refused_configured(
-                    client, settings.names, settings.accounts
+                "accounts_refused": lambda: len(  # how many, never who: /readyz is public
+                    refused_configured(client, settings.names, settings.accounts)
                 ),
                 "ocr": lambda: ocr_status(settings),
             },

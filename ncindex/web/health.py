@@ -3,8 +3,10 @@
 ``/livez`` answers as long as the process serves requests (no dependency is touched, so a slow
 model load never fails a liveness probe). ``/readyz`` runs the app's named checks and answers
 503 with each check's result while one fails; its ``reports`` add facts that do not make the
-process unready (the accounts Nextcloud refuses: the others still work). :class:`SharedRedis`
-is the check of a Redis that every replica shares, which a running app outlives.
+process unready (how many accounts Nextcloud refuses: the others still work). Anyone who
+reaches the port may ask, so no report names a user (``ncindex status`` does, for the
+operator). :class:`SharedRedis` is the check of a Redis that every replica shares, which a
+running app outlives.
 """
 
 from __future__ import annotations
