@@ -110,7 +110,7 @@ from ncindex.search.wiring import service_factory
 from ncindex.settings import Settings
 from ncindex.telemetry import MCP_TOOL_CALLS, metrics_payload
 from ncindex.web.auth import confirmed, forget_caller, resolve_caller
-from ncindex.web.health import readiness
+from ncindex.web.health import SharedRedis, readiness
 from ncindex.web.problems import BASIC_CHALLENGE, MAX_BODY_BYTES
 from ncindex.web.proxies import TrustedProxies
 from ncindex.web.ratelimit import CallerLimit, breach_detail
@@ -349,6 +349,10 @@ def create_app(
     async def livez(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    # ready through a Redis outage once Redis has answered, as the search API and the receiver
+    # are: every replica shares the one Redis, so none would be left to answer
+    redis_ready = SharedRedis(services.redis.ping)
+
     async def readyz(request: Request) -> Response:
         def ready_store() -> None:
             services.store.count()
@@ -358,8 +362,9 @@ def create_app(
 
         body, status = await anyio.to_thread.run_sync(
             readiness,
-            {"redis": services.redis.ping, "store": ready_store, "model": ready_model},
+            {"redis": redis_ready, "store": ready_store, "model": ready_model},
             {
+                "redis_outage": lambda: redis_ready.outage,
                 "accounts_refused": lambda: len(  # how many, never who: /readyz is public
                     refused_configured(services.redis, settings.names, settings.accounts)
                 ),

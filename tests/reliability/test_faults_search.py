@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from rel_support import Flaky, visible_keys
+from starlette.testclient import TestClient
 
+from mcp_server.app import create_app as create_mcp_app
 from ncindex.redis_breaker import RedisBreaker, RedisSkipped
 from ncindex.redis_server import RedisProcess
 from support import PASSWORDS, Clock, Stack
@@ -199,6 +201,25 @@ def test_a_redis_outage_keeps_the_search_api_ready_while_it_answers(
     private_redis.start_again()
     ready = stack.search.get("/readyz")
     assert ready.status_code == 200 and ready.get_json()["redis_outage"] is None
+
+
+def test_a_redis_outage_keeps_the_mcp_server_ready(
+    make_stack: Callable[..., Stack], private_redis: RedisProcess
+) -> None:
+    """The MCP server's ``/readyz`` asked Redis itself: an outage of the one Redis every
+    replica shares made each of them unready (503), where the search API and the receiver
+    stay ready and name the outage (``SharedRedis``)."""
+    stack = make_stack()
+    app = create_mcp_app(stack.settings, services=stack.services, producer=stack.celery)
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        assert http.get("/readyz").status_code == 200
+        private_redis.stop()
+        ready = http.get("/readyz")
+        assert ready.status_code == 200, ready.json()
+        assert ready.json()["redis_outage"] == "ConnectionError"
+        private_redis.start_again()
+        ready = http.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["redis_outage"] is None
 
 
 def test_rcp_sessions_on_a_stalled_redis_fail_fast_and_retryable(
