@@ -99,7 +99,6 @@ from mcp_server.tools import (
     search_schema,
 )
 from ncindex import __version__, strict_json
-from ncindex.accounts import refused_configured
 from ncindex.errors import NextcloudAuthError, TransientError, Unauthenticated, public_reason
 from ncindex.ingest.queueing import Producer, celery_app
 from ncindex.nextcloud.client import NextcloudClient
@@ -110,7 +109,7 @@ from ncindex.search.wiring import service_factory
 from ncindex.settings import Settings
 from ncindex.telemetry import MCP_TOOL_CALLS, metrics_payload
 from ncindex.web.auth import confirmed, forget_caller, resolve_caller
-from ncindex.web.health import SharedRedis, readiness
+from ncindex.web.health import SharedRedis, readiness, shared_reports
 from ncindex.web.problems import BASIC_CHALLENGE, MAX_BODY_BYTES
 from ncindex.web.proxies import TrustedProxies
 from ncindex.web.ratelimit import CallerLimit, breach_detail
@@ -363,12 +362,7 @@ def create_app(
         body, status = await anyio.to_thread.run_sync(
             readiness,
             {"redis": redis_ready, "store": ready_store, "model": ready_model},
-            {
-                "redis_outage": lambda: redis_ready.outage,
-                "accounts_refused": lambda: len(  # how many, never who: /readyz is public
-                    refused_configured(services.redis, settings.names, settings.accounts)
-                ),
-            },
+            shared_reports(redis_ready, services.redis, settings.names, settings.accounts),
         )
         return JSONResponse(body, status_code=status)
 

@@ -11,7 +11,6 @@ from flask_limiter import RequestLimit
 from flask_limiter.errors import RateLimitExceeded
 from werkzeug.exceptions import HTTPException
 
-from ncindex.accounts import refused_configured
 from ncindex.ingest.queueing import Producer, celery_app
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
@@ -21,7 +20,7 @@ from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
 from ncindex.text.ocr import ocr_status
 from ncindex.web.auth import confirmed, forget_caller, resolve_caller
-from ncindex.web.health import SharedRedis, health_blueprint
+from ncindex.web.health import SharedRedis, health_blueprint, shared_reports
 from ncindex.web.problems import MAX_BODY_BYTES, install_error_handlers, problem, read_body
 from ncindex.web.proxies import trusted_wsgi
 from ncindex.web.ratelimit import (
@@ -147,10 +146,7 @@ def create_app(
         health_blueprint(
             {"redis": redis_ready, "store": ready_store, "model": ready_model},
             {
-                "redis_outage": lambda: redis_ready.outage,
-                "accounts_refused": lambda: len(  # how many, never who: /readyz is public
-                    refused_configured(services.redis, settings.names, settings.accounts)
-                ),
+                **shared_reports(redis_ready, services.redis, settings.names, settings.accounts),
                 "ocr": lambda: ocr_status(settings),
             },
         )

@@ -5,12 +5,11 @@ from __future__ import annotations
 import redis
 from flask import Flask, Response
 
-from ncindex.accounts import refused_configured
 from ncindex.ingest.queueing import Producer, celery_app, check_redis
 from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
 from ncindex.text.ocr import ocr_status
-from ncindex.web.health import SharedRedis, health_blueprint
+from ncindex.web.health import SharedRedis, health_blueprint, shared_reports
 from ncindex.web.problems import install_error_handlers
 from ncindex.web.proxies import trusted_wsgi
 from webhook_receiver.hooks import Receiver, hooks_blueprint
@@ -46,10 +45,7 @@ def create_app(
         health_blueprint(
             {"redis": redis_ready},
             {
-                "redis_outage": lambda: redis_ready.outage,
-                "accounts_refused": lambda: len(  # how many, never who: /readyz is public
-                    refused_configured(client, settings.names, settings.accounts)
-                ),
+                **shared_reports(redis_ready, client, settings.names, settings.accounts),
                 "ocr": lambda: ocr_status(settings),
             },
         )

@@ -452,13 +452,19 @@ class RcpServer:
                 return self._retrieve(client, _object(params))
             except RpcError as exc:
                 if exc.code == Errc.UNAUTHORIZED:  # refused after resolving: revoked
-                    call.refuse(exc.message)
-                    if self.forget is not None:
-                        self.forget(call.authorization)
+                    self._revoked(call, exc.message)
                 raise
         if method in _KNOWN_METHODS:
             raise RpcError(Errc.CAPABILITY_MISSING, f"'{method}' not implemented", dict(_METHOD))
         raise RpcError(Errc.UNKNOWN_METHOD, f"unknown method '{method}'", dict(_METHOD))
+
+    def _revoked(self, call: _Call, reason: str) -> None:
+        """Nextcloud refused ``call``'s credential after it was resolved (revoked since it
+        was cached): the rest of the batch is refused unasked (``reason``) and the credential
+        leaves the cache (``forget``)."""
+        call.refuse(reason)
+        if self.forget is not None:
+            self.forget(call.authorization)
 
     def _authenticated(self, call: _Call) -> NextcloudClient:
         try:
@@ -490,9 +496,7 @@ class RcpServer:
         try:  # a credential from the cache, revoked since, starts no session
             client.confirm()
         except NextcloudAuthError:
-            call.refuse("Nextcloud rejected the credentials")
-            if self.forget is not None:
-                self.forget(call.authorization)
+            self._revoked(call, "Nextcloud rejected the credentials")
             raise RpcError(Errc.UNAUTHORIZED, "Nextcloud rejected the credentials") from None
         token = self.sessions.start(call.cred, call.session)
         result = self.server_info()

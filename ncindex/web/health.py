@@ -11,13 +11,16 @@ running app outlives.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import redis
 import structlog
 from flask import Blueprint, jsonify
 from flask.typing import ResponseReturnValue
+
+from ncindex.accounts import refused_configured
+from ncindex.names import Names
 
 log = structlog.get_logger(__name__)
 
@@ -60,6 +63,19 @@ class SharedRedis:
             log.warning("redis_outage_app_stays_ready", error=f"{exc}")
             return
         self.answered, self.outage = True, None
+
+
+def shared_reports(
+    redis_ready: SharedRedis, client: redis.Redis, names: Names, accounts: Collection[str]
+) -> dict[str, Callable[[], Any]]:
+    """The ``/readyz`` reports every app gives: ``redis_outage`` (:attr:`SharedRedis.outage`)
+    and ``accounts_refused``, how many of the configured ``accounts`` Nextcloud refuses in
+    deployment ``names`` (:func:`ncindex.accounts.refused_configured`) — never which: anyone
+    who reaches the port may ask."""
+    return {
+        "redis_outage": lambda: redis_ready.outage,
+        "accounts_refused": lambda: len(refused_configured(client, names, accounts)),
+    }
 
 
 def health_blueprint(
