@@ -506,7 +506,8 @@ class SearchResult(BaseModel):
     )
     snippet: str = Field(
         description="HTML: escaped text, matches in `<mark>`, each run of whitespace one "
-        "space or, where it held a line break, one `\\n`; empty when `verified` is false "
+        "space or, where it held a line break, one `\\n` (kept beside the `…` of a cut made "
+        "there, `…\\n* item`); empty when `verified` is false "
         "and the server withholds unconfirmed text (NCINDEX_UNVERIFIED_RESULTS=hide_text)."
     )
     char_start: int | None = Field(

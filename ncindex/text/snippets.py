@@ -20,7 +20,10 @@ A snippet keeps the text's line breaks, each run of whitespace holding one as on
 rest as one space, as :func:`clean_text` makes every run): where a line starts is what tells a
 Markdown list item or heading from the same characters in prose (CommonMark 0.31 §5.2, "List
 items", and §4.2, "ATX headings", read at the start of a line), and the search page hides a
-note's syntax by it. In HTML a ``\n`` shows as a space.
+note's syntax by it. In HTML a ``\n`` shows as a space. A window cut at a line break keeps it
+beside its ellipsis (``"…\n* item"``, ``"line\n…"``): without it the page could not tell a
+line's first ``*`` (a bullet) from one inside a line (``"2 * 3"``), nor a backslash ending a line
+(a hard line break, §6.7) from one ending the snippet's text.
 """
 
 from __future__ import annotations
@@ -170,7 +173,8 @@ def snippet(text: str, query: str, *, max_chars: int = 240) -> Snippet:
     then the earliest), centred on them and cut at word boundaries where possible; a cut edge
     gets ``…`` (no ellipses when ``max_chars`` < 3); matches are wrapped in ``<mark>…</mark>``.
     Without matches the start of the text is shown. The text is :func:`clean_text`'s, but a
-    run of whitespace holding a line break is one ``\n`` (see the module docstring).
+    run of whitespace holding a line break is one ``\n``, and a cut edge at a line break keeps
+    it between the text and the ellipsis (see the module docstring).
     ``ValueError`` if ``max_chars`` < 1.
     """
     if max_chars < 1:
@@ -186,6 +190,8 @@ def snippet(text: str, query: str, *, max_chars: int = 240) -> Snippet:
     budget = max_chars - 2 if ellipses else max_chars
     start, end = _best_window(body, matches, budget)
     start, end = _snap_to_words(body, start, end, matches)
+    if ellipses:
+        start, end = _keep_line_breaks(body, start, end, matches, budget)
     head = ELLIPSIS if ellipses and start > 0 else ""
     tail = ELLIPSIS if ellipses and end < len(body) else ""
     shift = len(head) - start
@@ -288,6 +294,28 @@ def _snap_to_words(body: str, start: int, end: int, matches: list[Match]) -> tup
         start += 1
     while end > start and body[end - 1] in _BREAKS:
         end -= 1
+    return start, end
+
+
+def _keep_line_breaks(
+    body: str, start: int, end: int, matches: list[Match], budget: int
+) -> tuple[int, int]:
+    """The window ``[start, end)`` of :func:`_snap_to_words` (no break at its edges) widened
+    over the line break just outside each cut edge, so that ``"…\n"`` says the snippet's
+    first line starts there and ``"\n…"`` that its last one ends there. A window holding
+    ``budget`` characters already drops its last word for the leading break (whose ``*`` or
+    ``#`` the search page reads by it) when that keeps every match and leaves a word; the
+    trailing break is kept only when there is room."""
+    if start > 0 and body[start - 1] == "\n":
+        if end - start >= budget:
+            last = max((m.end for m in matches if start <= m.start and m.end <= end), default=0)
+            space = max(body.rfind(b, start, end) for b in _BREAKS)
+            if space > start and space >= last:
+                end = space  # a cleaned text never holds two breaks side by side
+        if end - start < budget:
+            start -= 1
+    if end < len(body) and body[end] == "\n" and end - start < budget:
+        end += 1
     return start, end
 
 

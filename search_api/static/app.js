@@ -717,15 +717,17 @@ function whereText(r) {
 }
 
 // Markdown syntax a note's snippet would show raw (the server's snippet is the chunk's text, each
-// run of whitespace one space, or one "\n" where it held a line break: ncindex/text/snippets.py):
-// heading hashes and "*" list bullets at the start of a line (a bullet shown as "•"; a "-"
-// bullet stays, and so do both after a cut's "…", where the line's start is not known),
-// numbered-list markers ("1. ", "1) ": shown as "•" only in a run of three consecutive items,
-// see numberedItems: a lone "5. " could end a sentence), a task's box at a line's start (☐ or
-// ☑), emphasis delimiters as CommonMark pairs them (see emphasis), the "[", "](url)" of a link
-// (its text stays), code fences (with their language) and the backticks around code (the code stays as
-// written: no other rule reads it), a table's pipes and "|---|---|" row (see TABLE_RULE), and
-// the backslash of a backslash escape (see CODE_OR_ESCAPE).
+// run of whitespace one space, or one "\n" where it held a line break, a cut at a line break
+// keeping it beside the "…": ncindex/text/snippets.py): heading hashes and "*" list bullets at
+// the start of a line (a bullet shown as "•"; a "-" bullet stays; after a cut's "…" only where
+// the server kept the break, "…\n* item", as a cut inside a line, "…2 * 3", is no line's
+// start), numbered-list markers ("1. ", "1) ": shown as "•" only in a run of three consecutive
+// items, see numberedItems: a lone "5. " could end a sentence), a task's box at a line's start
+// (☐ or ☑), emphasis delimiters as CommonMark pairs them (see emphasis), the "[", "](url)" of a
+// link (its text stays), a fenced code block's fences (with their language, see fencedBlocks)
+// and the backticks around a code span (the code of both stays as written: no other rule reads
+// it), a table's pipes and "|---|---|" row (see TABLE_RULE), and the backslash of a backslash
+// escape or of a hard line break (see CODE_OR_ESCAPE).
 // Only text outside the <mark>s changes, so every mark still wraps the word it wrapped. Each
 // mark stands as MARK_HOLDER (a letter to the patterns) while the text around it is read, each
 // code span as CODE_HOLDER while emphasis is paired, each escaped character as ESCAPE_HOLDER
@@ -736,13 +738,23 @@ const MARK_HOLDER = "\uE000";
 const HEADING = /(?<=^|\n)#{1,6} +(?=\S)/g;
 const LATER_HEADING = /(?<=\n)#{1,6} +(?=\S)/g;
 const CODE_HOLDER = "\uE001";
-const FENCE = /(?<=^|\s)(?:`{3,}|~{3,})[^\s`~\uE000]*(?=\s|$)/g;
+// A fenced code block's opening line (CommonMark 0.31.2 §4.5 "Fenced code blocks"): at a line's
+// start, three or more backticks (then an info string holding no backtick) or tildes (then any)
+const FENCE_OPEN = /(?<=^|\n)(`{3,}(?=[^`\n]*(?:\n|$))|~{3,})([^\n]*)/g;
 const NUMBERED = /(?<=^|\s)(\d{1,2})([.)]) +(?=\S)/g;
+// What opens a block that interrupts a paragraph, read at a line's start (CommonMark 0.31.2 §4.1
+// thematic breaks, §4.2 ATX headings, §4.3 setext heading underlines, §5.1 block quotes, §5.2
+// list items: a bullet, or "1." / "1)", with text after it), or the end of the prose (a fenced
+// code block follows, see fencedBlocks). An HTML block's start (§4.6) is not told.
+const BLOCK_START = String.raw`$|#{1,6}(?:[ \n]|$)|[-*+] |1[.)] |>|(?:(?:\* ?){3,}|(?:_ ?){3,}|=+ ?|-+ ?)(?:\n|$)`;
 // A code span, or a backslash escape (CommonMark 0.31 §2.4: a backslash before an ASCII
 // punctuation character, which is then a literal; before any other character the backslash is
-// one), whichever starts first: read left to right, an escaped backtick opens no code span and a
+// one), or a hard line break (§6.7: a backslash ending a line, unless the next line opens a
+// block, where the paragraph ends and the backslash is one; the escape group is then empty),
+// whichever starts first: read left to right, an escaped backtick opens no code span and a
 // backslash inside one escapes nothing (§6.1), "\\" is one backslash
-const CODE_OR_ESCAPE = /(`+)([^`]+?)\1(?!`)|\\([!-/:-@[-`{-~])/;
+const CODE_OR_ESCAPE = new RegExp(
+  "(`+)([^`]+?)\\1(?!`)|\\\\([!-/:-@[-`{-~]|(?=\\n(?!" + BLOCK_START + ")))");
 const ESCAPE_HOLDER = 0xE100;
 const ESCAPED = /[\uE121-\uE17E]/g; // ESCAPE_HOLDER plus "!" to "~"
 const HOLDERS = new RegExp(`[${MARK_HOLDER}${CODE_HOLDER}]|${ESCAPED.source}`);
@@ -762,7 +774,8 @@ const MARKDOWN = [
 // ncindex/text/extract.py reads into Markdown (_READERS): a slide ("# Slide 1: Title"), a sheet
 // ("# Sheet: Q3"), an e-mail's subject ("# Subject", a forwarded one's "## …"), an event or a
 // contact ("# Title"), an e-book's chapters. Their snippets lose the heading's hashes, at the
-// start of a line only (the snippet's start counts, but not after a cut's "…"); the rest of
+// start of a line only (the snippet's start counts, and so does a line after a cut's "…\n", but
+// not a "…" the server cut inside a line); the rest of
 // their text is not Markdown, so nothing else changes ("*" and "_" stay as written).
 const HEADED_FILES = /\.(pptx|odp|xlsx|ods|epub|eml|ics|ical|vcf|vcard)$/i;
 function hideHeadings(snippet) {
@@ -871,35 +884,73 @@ function numberedItems(text) {
   });
 }
 
+// The fenced code blocks of a text and the rest: [prose, code, prose, code, …, prose]. A block
+// opens at a line of FENCE_OPEN and closes at the next line of its fence's character, at least
+// as many, alone (§4.5; the server drops a line's indentation and the spaces ending it), or runs
+// to the snippet's end ("```…" there is a closing line the cut left no room to end); its fences
+// go, the language with them unless a mark is in it (then it is shown, with the code).
+// A cut inside a block whose opening line is not in the snippet cannot be told: its closing line
+// reads as an opening one, so the code before it is read as prose (its escapes, emphasis) and
+// the prose after it shown as written, as CommonMark reads the snippet alone (the server knows
+// only its chunk, which can itself start inside a block, and does not say so). Indented code
+// (§4.4) is not seen at all: the server drops a line's indentation, so its backslashes are read
+// as escapes.
+function fencedBlocks(text) {
+  const parts = [];
+  let at = 0;
+  FENCE_OPEN.lastIndex = 0;
+  for (let open; (open = FENCE_OPEN.exec(text)) !== null;) {
+    const [line, fence, info] = open;
+    const close = new RegExp(`\\n${fence[0]}{${fence.length},}(?=\\n|…?$)`, "g");
+    close.lastIndex = open.index + line.length;
+    const end = close.exec(text);
+    const stop = end ? end.index : text.length;
+    parts.push(text.slice(at, open.index));
+    parts.push((info.includes(MARK_HOLDER) ? info : "") + text.slice(open.index + line.length, stop));
+    at = end ? end.index + end[0].length : text.length;
+    FENCE_OPEN.lastIndex = at;
+  }
+  parts.push(text.slice(at));
+  return parts;
+}
+
 function hideMarkdown(snippet) {
   const nodes = [...snippet.childNodes];
   const held = (n) => n.nodeType === Node.TEXT_NODE && HOLDERS.test(n.data);
   if (nodes.some(held)) return;
-  let text = nodes.map((n) => (n.nodeType === Node.TEXT_NODE ? n.data : MARK_HOLDER)).join("");
-  text = numberedItems(text.replace(FENCE, ""));
+  const whole = nodes.map((n) => (n.nodeType === Node.TEXT_NODE ? n.data : MARK_HOLDER)).join("");
+  // a code block's text stays as written (§4.5: no escapes, no emphasis, no other block in it)
+  const text = fencedBlocks(whole).map((part, i) => (i % 2 ? part : hideProse(part))).join("");
+  const pieces = text.split(MARK_HOLDER);
+  const marks = nodes.filter((n) => n.nodeType !== Node.TEXT_NODE);
+  if (pieces.length !== marks.length + 1) return; // not expected: the snippet stays as it came
+  snippet.replaceChildren(...pieces.flatMap((piece, i) => (i < marks.length ? [piece, marks[i]] : [piece])));
+}
+
+// A note's prose (the text between code blocks, see fencedBlocks) without its Markdown.
+function hideProse(text) {
+  text = numberedItems(text);
   const table = text.search(TABLE_RULE) >= 0 || ROWS_MET.test(text);
   // split() with the three groups: text, then a span's backticks and code or an escaped
-  // character, text, …; the code stays as it is, an escaped character is held in its prose
+  // character ("" for a hard line break), text, …; the code stays as it is, an escaped
+  // character is held in its prose, a hard break's backslash goes (its "\n" stays, shown as a
+  // space as a soft break is)
   const parts = text.split(CODE_OR_ESCAPE);
   const code = [];
   const texts = [parts[0]];
   for (let i = 1; i < parts.length; i += 4) {
     const [, span, escaped, after] = parts.slice(i, i + 4);
     if (escaped === undefined) { code.push(span); texts.push(after); }
-    else texts[texts.length - 1] += String.fromCharCode(ESCAPE_HOLDER + escaped.charCodeAt(0)) + after;
+    else texts[texts.length - 1] += (escaped ? String.fromCharCode(ESCAPE_HOLDER + escaped.charCodeAt(0)) : "") + after;
   }
   const prose = texts.map((part) => {
     for (const [syntax, instead] of MARKDOWN) part = part.replace(syntax, instead);
     return table ? part.replace(TABLE_RULE, "").replace(PIPE, "") : part;
   });
   // emphasis pairs across a code span ("*see `x` here*"), so the prose is read as one text
-  text = emphasis(prose.join(CODE_HOLDER)).split(CODE_HOLDER)
+  return emphasis(prose.join(CODE_HOLDER)).split(CODE_HOLDER)
     .map((part, i) => part + (i < code.length ? code[i] : "")).join("")
     .replace(ESCAPED, (held) => String.fromCharCode(held.charCodeAt(0) - ESCAPE_HOLDER));
-  const pieces = text.split(MARK_HOLDER);
-  const marks = nodes.filter((n) => n.nodeType !== Node.TEXT_NODE);
-  if (pieces.length !== marks.length + 1) return; // not expected: the snippet stays as it came
-  snippet.replaceChildren(...pieces.flatMap((piece, i) => (i < marks.length ? [piece, marks[i]] : [piece])));
 }
 
 async function toggleContext(r, li, button) {

@@ -36,6 +36,7 @@ from playwright.sync_api import (
 
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.simulator.server import SimulatorServer
+from ncindex.text.snippets import make_snippet
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
@@ -811,11 +812,12 @@ def test_a_notes_numbered_lists_code_and_tables_are_not_shown_as_markdown(
     three consecutive numbered markers is shown as bullets (a lone "5. " ending a sentence
     stays), code fences with their language and the backticks around code go (the code stays
     as written, "**kwargs" too), and so do a table's pipes and its "|---|" row; a "-" bullet
-    stays as it is, and every mark still wraps the word it marked."""
+    stays as it is, and every mark still wraps the word it marked. (The fences open and close
+    their lines, as in a note: the server's snippet keeps its line breaks.)"""
     raw = (
-        "Steps 1. Fill the <mark>lamp</mark> 2. Trim the wick 3. Light it ```bash "
+        "Steps 1. Fill the <mark>lamp</mark> 2. Trim the wick 3. Light it\n```bash\n"
         "<mark>lamp</mark>-check "
-        "--all ``` Run `<mark>lamp</mark> on` and `**kwargs` | Part | Count | |---|---:| "
+        "--all\n```\nRun `<mark>lamp</mark> on` and `**kwargs` | Part | Count | |---|---:| "
         "| <mark>lamp</mark> | 3 | in chapter 5. It ends - done"
     )
     shown = (
@@ -899,6 +901,49 @@ def test_a_notes_backslash_escapes_are_read_as_commonmark_reads_them(
         r"`not code`, [no link](x) real * one * not a bullet # not a heading <b>"
     )
     expect_note_snippet(deployment, browser, raw, "lamp", shown, 1)
+
+
+def test_a_notes_lines_code_blocks_and_hard_breaks_are_read_as_commonmark_reads_them(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """Three edges of a note's snippet, as the server makes it (make_snippet, the function
+    POST /v1/search calls) and the page shows it:
+
+    - a window cut where a list item's line starts showed "…* trim": the server dropped the line
+      break it cut at, and a "*" after "…" may as well be the "2 * 3" of prose. It keeps it now
+      ("…\n* trim"), and the page shows the item's bullet;
+    - a fenced code block's backslashes were read as escapes and its "*all*" as emphasis
+      (CommonMark 0.31.2 §4.5: a code block's text is literal): "C:\\tmp\\*.log" showed
+      "C:\\tmp*.log". Its fences go, its code stays as written;
+    - a backslash ending a line (a hard line break, §6.7) was shown; it goes, the break showing
+      as a space as a soft one does, unless the next line opens a block ("# Notes", "- dash"),
+      where the paragraph ends and the backslash is text.
+
+    A "```" inside a line is a code span (§4.5: a fence opens its line). Checked against
+    markdown-it-py's CommonMark rendering of the same text."""
+    note = (
+        "The keeper wrote a long introduction about the tower and its history. " * 3
+        + "\n* trim the \\*spare\\* lamp wick\\\n  then wipe the glass\n"
+        + "```sh\nlamp --dry-run C:\\tmp\\*.log *all*\n```\n"
+        + "Light the lamp at dusk\\\n# Notes\n"
+        + "More words about weather and ships. " * 5
+    )
+    raw = make_snippet(note, "lamp", max_chars=140)
+    assert raw.startswith("…\n* trim")
+    shown = (
+        "… • trim the *spare* lamp wick then wipe the glass lamp --dry-run C:\\tmp\\*.log *all* "
+        "Light the lamp at dusk\\ Notes More…"
+    )
+    expect_note_snippet(deployment, browser, raw, "lamp", shown, 3)
+    raw = (
+        "Ring 2 * 3 times; \\`x` then \\\nthe <mark>lamp</mark>\\\nwith a \\\n- dash list"
+        "\nLight it ```bash <mark>lamp</mark>-check --all ``` now"
+    )
+    shown = (
+        "Ring 2 * 3 times; `x` then the lamp with a \\ - dash list "
+        "Light it bash lamp-check --all now"
+    )
+    expect_note_snippet(deployment, browser, raw, "lamp", shown, 2)
 
 
 def test_headings_ncindex_wrote_into_a_file_s_text_are_not_shown_raw(

@@ -120,12 +120,37 @@ def test_a_snippet_keeps_the_line_breaks_of_its_text() -> None:
     shown = snippet(text, "oil")
     assert shown.plain == "# Shopping\n* eggs\n* milk\n* oil for 2 * 3 lamps\nEnd"
     assert [shown.plain[m.start : m.end] for m in shown.matches] == ["oil"]
-    # a window cut at a line break: no break at its edges, the words whole
+    # a window cut inside a line: no break at its edges, the words whole
     long = "\n".join(f"line {i} of the list" for i in range(40)) + "\n* the oil lamp\n" * 2
     cut = snippet(long, "oil", max_chars=40).plain
-    assert cut.startswith("…") and "\n* the oil lamp" in cut
-    assert not cut.startswith("…\n") and not cut.endswith("\n") and "\n\n" not in cut
+    assert cut == "…the list\n* the oil lamp\n* the oil lamp"
     assert clean_text(text) == "# Shopping * eggs * milk * oil for 2 * 3 lamps End"
+
+
+def test_a_cut_at_a_line_break_keeps_it() -> None:
+    """A window cut where a line starts dropped the line break, so "…* oil lamp" could be a
+    list item or the "2 * 3" of prose (CommonMark 0.31 §5.2: a bullet opens a line), and the
+    search page could not tell. The break is kept beside the ellipsis, "…\n* oil lamp", the
+    last word dropped for it when the window is full (unless that drops a match); a break
+    where the window ends stays too when it fits ("lamp\n…": a backslash before it is a hard
+    line break, §6.7). A cut inside a line has no break at its edge, and the matches' offsets
+    stay on their words."""
+    text = "alpha beta gamma delta\n* oil lamp here and more words\nnext line"
+    expected = {
+        11: "…\n* oil…",  # full: "…* oil…", and the break could not fit besides
+        14: "…\n* oil lamp…",
+        32: "…delta\n* oil lamp here and…",  # cut inside a line
+    }
+    for max_chars, plain in expected.items():
+        shown = snippet(text, "oil", max_chars=max_chars)
+        assert shown.plain == plain and len(plain) <= max_chars
+        assert [plain[m.start : m.end] for m in shown.matches] == ["oil"]
+    tail = snippet("one two three\nfour\nfive six seven eight", "three", max_chars=18).plain
+    assert tail == "…two three\nfour\n…"
+    # a window holding its whole budget drops a word for the break ("qq"), never a match
+    full = "xx yy\nlamp oil zz\nqq rr"
+    assert snippet(full, "oil", max_chars=16).plain == "…\nlamp oil zz\n…"
+    assert snippet(full, "lamp", max_chars=6).plain == "…lamp…"
 
 
 def test_window_follows_the_matches_with_ellipses() -> None:
