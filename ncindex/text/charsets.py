@@ -12,6 +12,7 @@ windows-1252 (the Encoding Standard's default for Western locales).
 from __future__ import annotations
 
 import codecs
+import collections
 import itertools
 import re
 import unicodedata
@@ -141,7 +142,11 @@ def declared_markup_encoding(data: bytes) -> str | None:
 _UTF8_PER_BAD = 8
 #: How many valid multi-byte UTF-8 sequences UTF-8 cut inside its last character must hold
 #: before that character: one is what legacy text shows by chance (Shift-JIS ``ﾃｽﾄ``,
-#: ``C3 BD C4``, reads as ``ý`` and the start of a character).
+#: ``C3 BD C4``, reads as ``ý`` and the start of a character). Two are no proof either: a
+#: windows-1252 text ending in an accented small letter (the lead byte of a longer sequence:
+#: ``voilà`` ends in E0) with two capitals before ``…`` (``CAFÉ… ou THÉ…``, C9 85) read as
+#: ``CAFɅ ou THɅ voil\ufffd``; so none of those sequences may read as a Latin letter of no
+#: language, as beside a stray byte (:func:`_cut_in_last_character`).
 _UTF8_BEFORE_CUT = 2
 #: How many letters of the languages of :data:`_ALPHABETS` (valid multi-byte sequences) UTF-8
 #: with one stray byte and fewer than :data:`_UTF8_PER_BAD` valid sequences must hold: one is
@@ -161,29 +166,47 @@ def _nearly_utf8(data: bytes, *, final: bool) -> str | None:
     character — rather than text in a legacy code page (which :func:`decode_text` would
     otherwise read the whole of as mojibake, ``Grüße`` as ``GrÃ¼ÃŸe``); ``None`` otherwise.
     It is UTF-8 when it holds at least :data:`_UTF8_PER_BAD` valid multi-byte sequences per
-    bad one, or when its only bad bytes are an unfinished sequence at its very end (``final``:
-    ``data`` is the whole text, else that end is where it was cut and not bad) after at least
-    :data:`_UTF8_BEFORE_CUT` valid ones, or when its only bad byte is one stray byte (a Latin-1
-    ``é`` in UTF-8 ``Le caf\\xe9 crème brûlée``) and its valid multi-byte sequences are
-    punctuation and at least :data:`_UTF8_LETTERS_BESIDE_STRAY` letters of a language of
-    :data:`_ALPHABETS`: short text
-    holds too few for the ratio, and legacy text read as UTF-8 scatters letters of other
-    scripts or symbols (:func:`_stray_byte_in_latin`). ASCII with a high byte holds no valid
-    sequence: legacy. Tried before a declared charset, as strict UTF-8 is: a declaration is
-    often wrong (a template's ``<meta charset=iso-8859-1>``), so many valid multi-byte
-    sequences by chance hardly are."""
+    bad one, or when its only bad bytes are an unfinished sequence at its very end after
+    at least :data:`_UTF8_BEFORE_CUT` valid ones that read as no Latin letter outside the
+    languages of :data:`_ALPHABETS` (:func:`_cut_in_last_character`), or when its only bad
+    byte is one stray byte (a Latin-1 ``é`` in UTF-8 ``Le caf\\xe9 crème brûlée``) and its
+    valid multi-byte sequences are punctuation and at least
+    :data:`_UTF8_LETTERS_BESIDE_STRAY` letters of a language of :data:`_ALPHABETS`: short
+    text holds too few for the ratio, and legacy text read as UTF-8 scatters letters of
+    other scripts or symbols (:func:`_stray_byte_in_latin`). ``final``: ``data`` is the
+    whole text; else its end is where :func:`decode_text` cut it, and an unfinished sequence
+    there is not bad (a UTF-8 file cut at the byte budget inside a character is strict UTF-8
+    less that character). ASCII with a high byte holds no valid sequence: legacy. Tried
+    before a declared charset, as strict UTF-8 is: a declaration is often wrong (a template's
+    ``<meta charset=iso-8859-1>``), so many valid multi-byte sequences by chance hardly
+    are."""
     text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=final)
     bad = text.count("\ufffd") - data.count("\ufffd".encode())  # less U+FFFD written as such
     valid = len(text) - len(text.encode("ascii", "ignore")) - bad
     if valid >= _UTF8_PER_BAD * bad or (bad == 1 and _stray_byte_in_latin(data, text, final)):
         return text
-    if bad == 1 and valid >= _UTF8_BEFORE_CUT and text.endswith("\ufffd"):
-        try:
-            codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=False)
-        except UnicodeDecodeError:
-            return None
+    if bad == 1 and valid >= _UTF8_BEFORE_CUT and _cut_in_last_character(data, text):
         return text
     return None
+
+
+def _cut_in_last_character(data: bytes, text: str) -> bool:
+    """Whether ``text``, ``data`` read as UTF-8 with one bad sequence as U+FFFD, has that bad
+    sequence at its very end as the start of a longer one (a file that stopped inside its
+    last character) and its valid multi-byte characters hold no Latin letter outside the
+    languages of :data:`_ALPHABETS` (:func:`_utf8_kinds`): windows-1252 ``É`` before ``…``
+    reads as IPA ``Ʌ``. Limits: letters of those languages and of other scripts pass, so
+    windows-1252 whose capitals before punctuation read so (``Ã…`` as ``Å``, ``Ñ…`` as
+    Cyrillic ``х``) and that ends in an accented small letter is still read as UTF-8 —
+    UTF-8 in capitals alone (``GRÜSSE AUS KÖLN`` cut in its last ``Ö``) is not told from it,
+    and is kept UTF-8."""
+    if not text.endswith("\ufffd"):
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=False)
+    except UnicodeDecodeError:
+        return False
+    return not _utf8_kinds(text)["latin"]
 
 
 def _stray_byte_in_latin(data: bytes, text: str, final: bool) -> bool:
@@ -193,22 +216,35 @@ def _stray_byte_in_latin(data: bytes, text: str, final: bool) -> bool:
     :data:`_UTF8_LETTERS_BESIDE_STRAY` letters of the languages of :data:`_ALPHABETS`, one of
     them lower case (windows-1252 ``Ã`` before ``…``, ``”``, reads as capitals ``Å``, ``Ô``:
     Portuguese ``AMANHÃ… IRMÃ…``)."""
-    letters = lower = 0
-    for char in text:
-        if char.isascii() or char == "\ufffd":
-            continue
-        if char.lower() in _LANGUAGE_LETTERS:
-            letters += 1
-            lower += char.islower()
-        elif unicodedata.category(char)[0] != "P":
-            return False
-    if letters < _UTF8_LETTERS_BESIDE_STRAY or not lower:
+    kinds = _utf8_kinds(text)
+    if kinds["latin"] or kinds["other"]:
+        return False
+    if kinds["letter"] < _UTF8_LETTERS_BESIDE_STRAY or not kinds["lower"]:
         return False
     try:
         codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=final)
     except UnicodeDecodeError as error:
         return error.end - error.start == 1
     return False
+
+
+def _utf8_kinds(text: str) -> collections.Counter[str]:
+    """How many characters beyond ASCII of ``text`` (U+FFFD and punctuation aside) are of
+    each kind: ``"letter"`` (of a language of :data:`_ALPHABETS`; ``"lower"`` counts those in
+    lower case again), ``"latin"`` (another Latin letter: IPA ``Ʌ``, Latin Extended-B) and
+    ``"other"`` (letters of other scripts, symbols, marks)."""
+    kinds: collections.Counter[str] = collections.Counter()
+    for char in text:
+        if char.isascii() or char == "\ufffd" or unicodedata.category(char)[0] == "P":
+            continue
+        if char.lower() in _LANGUAGE_LETTERS:
+            kinds["letter"] += 1
+            kinds["lower"] += char.islower()
+        elif unicodedata.category(char)[0] == "L" and _scripts(char) == {"LATIN"}:
+            kinds["latin"] += 1
+        else:
+            kinds["other"] += 1
+    return kinds
 
 
 def _wide_unicode(data: bytes) -> str | None:
@@ -254,11 +290,10 @@ def _guess_encoding(data: bytes) -> str | None:
     ``K÷ln``), Windows/ISO code pages over the classic Mac ones (short Russian cp1251 text is
     otherwise read as mac_cyrillic), and windows-1252 — the legacy default of Western locales,
     which WHATWG's Encoding Standard also uses for ``latin1`` — when it ties with the best
-    (short French is otherwise cp1250; short Lithuanian ``Lietuvių`` and Turkish
-    ``Toplantı`` stay windows-1252 ``Lietuviø`` and ``Toplantý`` by it: Danish and
-    Icelandic read as well), else a tied reading written in one language of its code page
-    (:func:`_languages`: Turkish ``Çağrı`` was read as Urdu cp1006 ``ﮄaﻭrﮮ``, the first
-    reading, once the windows-1252 one was left out by the next rule). Before those, of the
+    (short French is otherwise cp1250; see the limit below), else a tied reading written in
+    one language of its code page (:func:`_languages`: Turkish ``Çağrı`` was read as Urdu
+    cp1006 ``ﮄaﻭrﮮ``, the first reading, once the windows-1252 one was left out by the next
+    rule). Before those, of the
     guesses in windows-1250, -1252, -1254 and -1257 only those written in the fewest
     languages are kept (:func:`_fewest_languages`):
     Czech was read as windows-1252 by that tie (``Městský úřad`` as ``Mìstský úøad``). When
@@ -274,14 +309,32 @@ def _guess_encoding(data: bytes) -> str | None:
     is single-byte but not in Latin letters (another alphabet, or EBCDIC reading letters
     beyond ASCII as ASCII), that likeliest alphabet reading is taken, when there is one
     (windows-1255 Hebrew was read as windows-1251, windows-1251 ``Здравствуйте`` as EBCDIC
-    ``GU0\\S12S3Z2V``). When it is a single-byte Latin reading not written in one language
+    ``GU0\\S12S3Z2V``); when there is none, it is weighed as a Latin reading is (next): HP
+    Roman-8 ``ˆedin±a``, a modifier letter and a symbol, was taken for windows-1250 Romanian
+    ``Şedinţa``. When it is a single-byte Latin reading not written in one language
     of its code page (another code page than those of :data:`_ALPHABETS`, or one needing
     several of its languages), the one-language readings are put first too: a repeated
     French line in windows-1252 was read as windows-1257 (``Crčme brūlée``), Finnish
     ``Hyvää`` as ``Hyvðð``, Turkish ``Günaydın`` as windows-1252 ``Günaydýn``. When
     charset-normalizer finds no reading clean enough, its likeliest CJK reading at any mess
     is taken if it has none of the marks of a misread code page (:func:`_cjk_marks`): a
-    cp932 list of halfwidth katakana was read as windows-1252."""
+    cp932 list of halfwidth katakana was read as windows-1252.
+
+    Limit: Turkish whose letters beyond ASCII are only ``ı ğ ş İ Ş ö`` reads in windows-1252
+    as Icelandic (``Toplantý tutanaðý``), Lithuanian with only ``ų`` as Danish
+    (``Lietuviø``), with only ``ė ū`` as French (``Pavardë``, ``Rûta``), Latvian ``š`` or
+    ``ē`` as Icelandic or French (``Latvieðu``, ``Sçdes``): one language each way, and
+    charset-normalizer tells the two apart neither by its mess measure (0 for both) nor by
+    its language coherence (none below 33 letters; above, it ranks the popularity of all
+    letters, which the ASCII ones decide: a Lithuanian sentence scored 0.25 as Lithuanian,
+    its windows-1252 reading 0.44 as Danish). Such text stays windows-1252: Icelandic and
+    Danish titles (``Fundargerð``, ``Mødet``) are those bytes too. It is read right from its
+    first word that needs a second language in windows-1252 (Turkish ``ç``, ``ü``:
+    ``Günaydın``, 8 letters; Lithuanian ``ė`` with ``ž``: ``Posėdžio``, 8), or, without one,
+    once charset-normalizer's mess measure weighs words half made of accented letters
+    (``kýzý``, ``aþaðý``), which it does past 10 words: Turkish so written was read right
+    from 11 words (61 letters). Lithuanian with ``ų`` alone is not (``ø`` is one accented
+    letter in a word): 26 words of it (139 characters) were still read as Danish."""
     from charset_normalizer import from_bytes
 
     sample = data[:_DETECT_SAMPLE]
@@ -301,12 +354,13 @@ def _guess_encoding(data: bytes) -> str | None:
             if cjk is not None:
                 return cjk[1]
         matches = western + matches
-    elif _scripts(str(matches[0])) != {"LATIN"}:  # a non-Latin alphabet, or no letter there
-        alphabet = _likeliest_alphabet_reading(sample)
-        if alphabet is not None:
-            return alphabet[1]
-    elif _languages(matches[0]) != 1:
-        matches = _one_language_readings(sample) + matches
+    else:
+        if _scripts(str(matches[0])) != {"LATIN"}:  # a non-Latin alphabet, or no letter there
+            alphabet = _likeliest_alphabet_reading(sample)
+            if alphabet is not None:
+                return alphabet[1]
+        if _languages(matches[0]) != 1:
+            matches = _one_language_readings(sample) + matches
     plausible = [m for m in matches if m.chaos <= matches[0].chaos + 0.01]
     odd = [_oddities(str(m)[:_CJK_SCORED]) for m in plausible]
     plausible = [m for m, n in zip(plausible, odd, strict=True) if n == min(odd)]
@@ -373,7 +427,7 @@ _ALPHABETS = {
         "šžõäöü",  # et
     ),
 }
-#: Every letter of :data:`_ALPHABETS` (lower case), for :func:`_stray_byte_in_latin`.
+#: Every letter of :data:`_ALPHABETS` (lower case), for :func:`_utf8_kinds`.
 _LANGUAGE_LETTERS = frozenset("".join(itertools.chain.from_iterable(_ALPHABETS.values())))
 #: What :func:`_languages` counts for a reading whose letters no languages of its code page
 #: hold: more than any reading's count in any of the code pages.
@@ -421,21 +475,35 @@ def _languages(match: Any) -> int | None:
     return min(counts, default=None)
 
 
+#: The mess (charset-normalizer's ``chaos``, 0 to 1) up to which :func:`_one_language_readings`
+#: takes a reading, above charset-normalizer's default of 0.2: its mess measure counts a text
+#: whose punctuation is 30 % of its characters or more as that much mess
+#: (``TooManySymbolOrPunctuationPlugin``), which a word of three or four letters in quotes is
+#: (windows-1252 ``„GRÜN“``: 2 of 6, 0.33; ``„FÜR“``: 0.4), and then left out every reading of
+#: it in these code pages. A reading is left out from this mess up: a quoted word of two letters
+#: (``„JA“``: 0.5) still is. The corpora of tests/single_byte_texts.py and tests/cjk_texts.py
+#: are read as they were with this bound.
+_QUOTED_WORD_MESS = 0.5
+
+
 def _one_language_readings(sample: bytes) -> list[Any]:
-    """charset-normalizer's readings of ``sample`` in the code pages of :data:`_ALPHABETS` whose
-    characters beyond ASCII are all letters (or combining marks) of one language of their code
-    page (:func:`_languages`). ``from_bytes`` leaves every single-byte code page out once a CJK
-    decoder reads the bytes cleanly with a character of two bytes (its "multi-byte definitive
-    match"), and an accented Latin letter followed by an ASCII one is such a character:
-    Portuguese ``não`` (``E3 6F``) was read as Big5 ``n緌``, Spanish ``niño`` as UTF-16,
-    Lithuanian ``Posėdžio`` as GB18030 ``Pos雂㱮o``. Real CJK text read in these code pages brings
-    symbols (``‚±‚ñ`` for Shift-JIS ``こん``) or letters of several languages."""
+    """charset-normalizer's readings of ``sample`` in the code pages of :data:`_ALPHABETS`
+    (mess up to :data:`_QUOTED_WORD_MESS`) whose characters beyond ASCII are punctuation and
+    letters (or combining marks) of one language of their code page (:func:`_languages`).
+    ``from_bytes`` leaves every single-byte code page out once a CJK decoder reads the bytes
+    cleanly with a character of two bytes (its "multi-byte definitive match"), and an accented
+    Latin letter followed by an ASCII one is such a character: Portuguese ``não`` (``E3 6F``)
+    was read as Big5 ``n緌``, Spanish ``niño`` as UTF-16, Lithuanian ``Posėdžio`` as GB18030
+    ``Pos雂㱮o``; a short quoted word was read as UTF-16 (windows-1252 ``„GRÜN“`` as ``葇勜亓``)
+    or in a classic Mac code page (``„GRÜN“`` and a line break as ``ÑGRÐNì``). Real CJK text
+    read in these code pages brings symbols (``‚±‚ñ`` for Shift-JIS ``こん``) or letters of
+    several languages."""
     from charset_normalizer import from_bytes
 
     readings = []
-    for match in from_bytes(sample, cp_isolation=list(_ALPHABETS)):
+    for match in from_bytes(sample, cp_isolation=list(_ALPHABETS), threshold=_QUOTED_WORD_MESS):
         beyond = [c for c in str(match) if ord(c) > 127]
-        if all(unicodedata.category(c)[0] in "LM" for c in beyond) and _languages(match) == 1:
+        if all(unicodedata.category(c)[0] in "LMP" for c in beyond) and _languages(match) == 1:
             readings.append(match)
     return readings
 
