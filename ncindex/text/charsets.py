@@ -311,9 +311,10 @@ def _guess_encoding(data: bytes) -> str | None:
     (windows-1255 Hebrew was read as windows-1251, windows-1251 ``Здравствуйте`` as EBCDIC
     ``GU0\\S12S3Z2V``); when there is none, it is weighed as a Latin reading is (next): HP
     Roman-8 ``ˆedin±a``, a modifier letter and a symbol, was taken for windows-1250 Romanian
-    ``Şedinţa``. When it is a single-byte Latin reading not written in one language
-    of its code page (another code page than those of :data:`_ALPHABETS`, or one needing
-    several of its languages), the one-language readings are put first too: a repeated
+    ``Şedinţa``, Urdu cp1006 ``RﺭSUMﺭ`` for windows-1252 ``RÉSUMÉ…``. When it is a
+    single-byte Latin reading not written in one language of its code page (another code
+    page than those of :data:`_ALPHABETS`, or one needing several of its languages), the
+    one-language readings are put first too: a repeated
     French line in windows-1252 was read as windows-1257 (``Crčme brūlée``), Finnish
     ``Hyvää`` as ``Hyvðð``, Turkish ``Günaydın`` as windows-1252 ``Günaydýn``. When
     charset-normalizer finds no reading clean enough, its likeliest CJK reading at any mess

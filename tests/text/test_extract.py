@@ -1402,12 +1402,22 @@ def test_text_read_as_well_in_one_western_language_stays_windows_1252(
     assert extract(text.encode(encoding), "text/plain", "notiz.txt").text == read
 
 
-def test_a_first_guess_in_a_symbol_and_a_modifier_letter_is_weighed_as_a_latin_one() -> None:
-    """charset-normalizer's first guess for this windows-1250 Romanian is HP Roman-8
-    (``ˆedin±a``): no Latin letters, no reading in a non-Latin alphabet, and it was taken
-    as it was; the one-language readings now go first, as for a Latin first guess."""
-    text = "Şedinţa se amână pentru miercuri la ora zece dimineaţa."
-    assert extract(text.encode("cp1250"), "text/plain", "notiz.txt").text == text
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        ("Şedinţa se amână pentru miercuri la ora zece dimineaţa.", "cp1250"),  # was ˆedin±a
+        ("RÉSUMÉ… CAFÉ… à", "cp1252"),  # was cp1006 (Urdu) RﺭSUMﺭ CAFﺭ ﻓ
+    ],
+)
+def test_a_first_guess_in_no_latin_letters_and_no_alphabet_is_weighed_as_a_latin_one(
+    text: str, encoding: str
+) -> None:
+    """charset-normalizer's first guess for these is HP Roman-8 (``ˆedin±a``: a modifier
+    letter and a symbol) or Urdu cp1006 (``RﺭSUMﺭ``), and no reading in a code page of a
+    non-Latin alphabet weighed (``charsets._ALPHABET_CODE_PAGES``) holds common letters: the
+    first guess was taken as it was. The one-language readings now go first, as for a Latin
+    first guess."""
+    assert extract(text.encode(encoding), "text/plain", "notiz.txt").text == text
 
 
 @pytest.mark.parametrize("encoding", ["cp1255", "iso8859_8"])
