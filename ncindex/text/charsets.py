@@ -145,9 +145,18 @@ _UTF8_PER_BAD = 8
 #: ``C3 BD C4``, reads as ``ý`` and the start of a character). Two are no proof either: a
 #: windows-1252 text ending in an accented small letter (the lead byte of a longer sequence:
 #: ``voilà`` ends in E0) with two capitals before ``…`` (``CAFÉ… ou THÉ…``, C9 85) read as
-#: ``CAFɅ ou THɅ voil\ufffd``; so none of those sequences may read as a Latin letter of no
-#: language, as beside a stray byte (:func:`_cut_in_last_character`).
+#: ``CAFɅ ou THɅ voil\ufffd``; so none of those sequences may read as a phonetic letter
+#: (:data:`_PHONETIC`, :func:`_cut_in_last_character`).
 _UTF8_BEFORE_CUT = 2
+#: What windows-1252 ``É``, ``Ê`` and ``Ë`` (C9–CB) before punctuation or a symbol (80–BF:
+#: ``…``, a no-break space, ``»``) read as in UTF-8: U+0240–U+02FF, the end of Latin
+#: Extended-B, the IPA Extensions and the spacing modifier letters (``Ʌ``, ``ɠ``, ``ɻ``,
+#: ``ʅ``), letters of phonetics that the orthographies of the languages of
+#: :data:`_ALPHABETS` do not write. The rest of Latin Extended-A and -B (where ``È`` and
+#: ``Æ`` before punctuation land) is left out: other orthographies write it (Romanian
+#: ``ș ț``, Vietnamese ``ơ ư``, Esperanto ``ĉ ŝ``). Azerbaijani ``ə`` and the ``ɛ ɔ`` of
+#: West African orthographies are in the range all the same.
+_PHONETIC = ("\u0240", "\u02ff")
 #: How many letters of the languages of :data:`_ALPHABETS` (valid multi-byte sequences) UTF-8
 #: with one stray byte and fewer than :data:`_UTF8_PER_BAD` valid sequences must hold: one is
 #: what legacy text shows by chance (Shift-JIS ``ﾃｽﾄ`` reads as ``ý`` and a bad byte). The
@@ -167,19 +176,18 @@ def _nearly_utf8(data: bytes, *, final: bool) -> str | None:
     otherwise read the whole of as mojibake, ``Grüße`` as ``GrÃ¼ÃŸe``); ``None`` otherwise.
     It is UTF-8 when it holds at least :data:`_UTF8_PER_BAD` valid multi-byte sequences per
     bad one, or when its only bad bytes are an unfinished sequence at its very end after
-    at least :data:`_UTF8_BEFORE_CUT` valid ones that read as no Latin letter outside the
-    languages of :data:`_ALPHABETS` (:func:`_cut_in_last_character`), or when its only bad
-    byte is one stray byte (a Latin-1 ``é`` in UTF-8 ``Le caf\\xe9 crème brûlée``) and its
-    valid multi-byte sequences are punctuation and at least
-    :data:`_UTF8_LETTERS_BESIDE_STRAY` letters of a language of :data:`_ALPHABETS`: short
-    text holds too few for the ratio, and legacy text read as UTF-8 scatters letters of
-    other scripts or symbols (:func:`_stray_byte_in_latin`). ``final``: ``data`` is the
-    whole text; else its end is where :func:`decode_text` cut it, and an unfinished sequence
-    there is not bad (a UTF-8 file cut at the byte budget inside a character is strict UTF-8
-    less that character). ASCII with a high byte holds no valid sequence: legacy. Tried
-    before a declared charset, as strict UTF-8 is: a declaration is often wrong (a template's
-    ``<meta charset=iso-8859-1>``), so many valid multi-byte sequences by chance hardly
-    are."""
+    at least :data:`_UTF8_BEFORE_CUT` valid ones, none of them a phonetic letter
+    (:func:`_cut_in_last_character`), or when its only bad byte is one stray byte (a Latin-1
+    ``é`` in UTF-8 ``Le caf\\xe9 crème brûlée``) and its valid multi-byte sequences are
+    punctuation and at least :data:`_UTF8_LETTERS_BESIDE_STRAY` letters of a language of
+    :data:`_ALPHABETS`: short text holds too few for the ratio, and legacy text read as
+    UTF-8 scatters letters of other scripts or symbols (:func:`_stray_byte_in_latin`).
+    ``final``: ``data`` is the whole text; else its end is where :func:`decode_text` cut it,
+    and an unfinished sequence there is not bad (a UTF-8 file cut at the byte budget inside a
+    character is strict UTF-8 less that character). ASCII with a high byte holds no valid
+    sequence: legacy. Tried before a declared charset, as strict UTF-8 is: a declaration is
+    often wrong (a template's ``<meta charset=iso-8859-1>``), so many valid multi-byte
+    sequences by chance hardly are."""
     text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=final)
     bad = text.count("\ufffd") - data.count("\ufffd".encode())  # less U+FFFD written as such
     valid = len(text) - len(text.encode("ascii", "ignore")) - bad
@@ -193,20 +201,20 @@ def _nearly_utf8(data: bytes, *, final: bool) -> str | None:
 def _cut_in_last_character(data: bytes, text: str) -> bool:
     """Whether ``text``, ``data`` read as UTF-8 with one bad sequence as U+FFFD, has that bad
     sequence at its very end as the start of a longer one (a file that stopped inside its
-    last character) and its valid multi-byte characters hold no Latin letter outside the
-    languages of :data:`_ALPHABETS` (:func:`_utf8_kinds`): windows-1252 ``É`` before ``…``
-    reads as IPA ``Ʌ``. Limits: letters of those languages and of other scripts pass, so
-    windows-1252 whose capitals before punctuation read so (``Ã…`` as ``Å``, ``Ñ…`` as
-    Cyrillic ``х``) and that ends in an accented small letter is still read as UTF-8 —
-    UTF-8 in capitals alone (``GRÜSSE AUS KÖLN`` cut in its last ``Ö``) is not told from it,
-    and is kept UTF-8."""
+    last character) and its valid multi-byte characters hold no phonetic letter
+    (:data:`_PHONETIC`): windows-1252 ``É`` before ``…`` reads as IPA ``Ʌ``. Limits: other
+    capitals before punctuation read as letters of some language (``Ã…`` as ``Å``, ``Ä…``
+    as ``ą``, ``Ñ…`` as Cyrillic ``х``), so windows-1252 with only those that ends in an
+    accented small letter is still read as UTF-8; UTF-8 in Azerbaijani or a West African
+    orthography (``ə``, ``ɛ``) with fewer than :data:`_UTF8_PER_BAD` multi-byte characters
+    so cut is left to the legacy guess."""
     if not text.endswith("\ufffd"):
         return False
     try:
         codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=False)
     except UnicodeDecodeError:
         return False
-    return not _utf8_kinds(text)["latin"]
+    return not _utf8_kinds(text)["phonetic"]
 
 
 def _stray_byte_in_latin(data: bytes, text: str, final: bool) -> bool:
@@ -217,7 +225,7 @@ def _stray_byte_in_latin(data: bytes, text: str, final: bool) -> bool:
     them lower case (windows-1252 ``Ã`` before ``…``, ``”``, reads as capitals ``Å``, ``Ô``:
     Portuguese ``AMANHÃ… IRMÃ…``)."""
     kinds = _utf8_kinds(text)
-    if kinds["latin"] or kinds["other"]:
+    if kinds["phonetic"] or kinds["other"]:
         return False
     if kinds["letter"] < _UTF8_LETTERS_BESIDE_STRAY or not kinds["lower"]:
         return False
@@ -231,8 +239,8 @@ def _stray_byte_in_latin(data: bytes, text: str, final: bool) -> bool:
 def _utf8_kinds(text: str) -> collections.Counter[str]:
     """How many characters beyond ASCII of ``text`` (U+FFFD and punctuation aside) are of
     each kind: ``"letter"`` (of a language of :data:`_ALPHABETS`; ``"lower"`` counts those in
-    lower case again), ``"latin"`` (another Latin letter: IPA ``Ʌ``, Latin Extended-B) and
-    ``"other"`` (letters of other scripts, symbols, marks)."""
+    lower case again), ``"phonetic"`` (in :data:`_PHONETIC`: IPA ``Ʌ``) and ``"other"``
+    (other letters, of Latin or other scripts; symbols; marks)."""
     kinds: collections.Counter[str] = collections.Counter()
     for char in text:
         if char.isascii() or char == "\ufffd" or unicodedata.category(char)[0] == "P":
@@ -240,8 +248,8 @@ def _utf8_kinds(text: str) -> collections.Counter[str]:
         if char.lower() in _LANGUAGE_LETTERS:
             kinds["letter"] += 1
             kinds["lower"] += char.islower()
-        elif unicodedata.category(char)[0] == "L" and _scripts(char) == {"LATIN"}:
-            kinds["latin"] += 1
+        elif _PHONETIC[0] <= char <= _PHONETIC[1]:
+            kinds["phonetic"] += 1
         else:
             kinds["other"] += 1
     return kinds
