@@ -616,9 +616,10 @@ class Settings(BaseSettings):
         60.0,
         gt=0,
         description="Wall-clock budget for reading one document, seconds; below "
-        "task_soft_time_limit. Looked at between PDF pages, slides, sheet rows, e-book "
-        "chapters, paragraphs (DOCX, ODT), calendar and address-book lines, e-mail "
-        "attachments and 64 KiB pieces of HTML and e-mail messages; OCR gets what is left. A "
+        "task_soft_time_limit. Looked at between PDF pages and before each operator of one, "
+        "slides, sheet rows, e-book chapters, paragraphs (DOCX, ODT), calendar and "
+        "address-book lines, e-mail attachments, 64 KiB pieces of HTML and 4 KiB pieces of "
+        "e-mail messages; OCR gets what is left. A "
         "document it cuts keeps the text read so far, marked truncated; RTF is read whole "
         "(striprtf reads it in one call).",
     )

@@ -37,6 +37,10 @@ class Blocks:
             return False
         return True
 
+    def room(self) -> int:
+        """Characters that may still be added before ``max_chars`` is reached (0: none)."""
+        return max(0, self.max_chars - self._size)
+
     def late(self) -> bool:
         """Whether the time budget is spent (then the text is marked truncated)."""
         if time.monotonic() <= self.deadline:

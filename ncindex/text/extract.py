@@ -12,10 +12,12 @@ TSV), :mod:`~ncindex.text.ebook` (EPUB), :mod:`~ncindex.text.rtf` and
 
 Every input is bounded: the bytes read (``max_bytes``, and the uncompressed size of zip-based
 formats), the pages, slides, sheets or chapters (``max_pages``), the rows of a sheet, the
-pages OCR'd, a wall-clock budget (``max_seconds``) looked at between pages, slides, rows,
-chapters, paragraphs, calendar lines, e-mail attachments, pieces of HTML and e-mail messages
-(OCR gets what is left as Tesseract's time limit; RTF is read whole), and the characters returned
-(``max_chars``); text beyond a bound is cut and reported as ``truncated``, and so is a
+pages OCR'd, a wall-clock budget (``max_seconds``) looked at between pages (and before each
+operator of a PDF page), slides, rows, chapters, paragraphs, calendar lines, e-mail
+attachments, pieces of HTML and e-mail messages (OCR gets what is left as Tesseract's time
+limit; RTF is read whole), the characters of an e-mail's header field, and the characters
+returned (``max_chars``, which also stops a PDF page or an e-mail part being read); text
+beyond a bound is cut and reported as ``truncated``, and so is a
 document part that could not be read while the rest was (a PDF page or form, a DOCX
 header, footer, notes or comments part). Corrupt or unreadable input raises
 :class:`~ncindex.errors.ExtractionError` with a reason; input over a byte bound raises
@@ -57,7 +59,7 @@ from ncindex.text.ocr import Ocr
 DEFAULT_MAX_PAGES = 500
 #: Largest uncompressed size of a zip-based document (all members together), bytes.
 DEFAULT_MAX_UNZIPPED_BYTES = 256 * 1024 * 1024
-#: Wall-clock budget for reading one document, seconds; checked between pages.
+#: Wall-clock budget for reading one document, seconds; checked between pages (and inside one).
 DEFAULT_MAX_SECONDS = 60.0
 
 TEXT, MARKDOWN, HTML, PDF, DOCX, ODT = "text", "markdown", "html", "pdf", "docx", "odt"
@@ -437,7 +439,7 @@ def _cards(job: _Job) -> None:
 def _eml(job: _Job) -> None:
     from ncindex.text.mail import eml_text
 
-    text, cut = eml_text(job.data, late=job.blocks.late)
+    text, cut = eml_text(job.data, late=job.blocks.late, max_chars=job.blocks.max_chars)
     job.blocks.add(text)
     job.blocks.truncated = job.blocks.truncated or cut
 

@@ -8,7 +8,10 @@ message is parsed, its HTML bodies read and its parts listed under the caller's 
 budget: a message of thousands of small MIME parts took the parser minutes (100,000 parts
 in 3.6 MB: 111 s here). Parts nested deeper than :data:`MAX_NESTED_PARTS` are left out:
 the ``email`` feed parser recurses once per level (2,000 nested multiparts ended in a
-``RecursionError`` and lost the whole message)."""
+``RecursionError`` and lost the whole message). A header field is parsed from its first
+:data:`_FIELD_CHARS` characters (the header parser's time grows with the square of a field's
+length), and a body part's text is cut to the characters left of the caller's bound before
+it is compared with the parts read (:func:`_words`)."""
 
 from __future__ import annotations
 
@@ -38,6 +41,14 @@ _FEED_PIECE = 4 * 1024
 #: Bytes of a header block fed whatever the clock says: a long trace (Received, ARC and
 #: DKIM fields a list or relay adds) put the Subject and From past the first piece.
 _HEADER_BYTES = 1024 * 1024
+#: Characters of a header field's value parsed at most; the rest is left out (the text marked
+#: truncated). Python 3.11's ``email._header_value_parser`` takes time that grows with the
+#: square of a field's length and runs whatever the budget says (the heading block is read
+#: first, the fields of each part while it is looked at): a 0.9 MiB ``From`` of addresses took
+#: 120 s here, a 1 MiB ``Subject`` of RFC 2047 encoded words 68 s and 18 GB of memory; at
+#: 16 KiB the slowest field measured (an address list of display names) took 0.18 s. 16 KiB
+#: holds a ``To`` of some 400 recipients (measured 2026-12-07).
+_FIELD_CHARS = 16 * 1024
 #: The blank line that ends a header block (RFC 5322 §2.1; lines end CRLF or, on disk, LF).
 _HEADER_END = re.compile(rb"\r?\n\r?\n")
 #: A word, as two renderings of one body are compared (:func:`_words`).
@@ -48,25 +59,29 @@ def _never() -> bool:
     return False
 
 
-def eml_text(data: bytes, late: Callable[[], bool] = _never) -> tuple[str, bool]:
-    """The text of an e-mail message, and whether parts nested deeper than
-    :data:`MAX_NESTED_PARTS` were left out of it. ``late`` (e.g. :meth:`Blocks.late
-    <ncindex.text.blocks.Blocks.late>`, which marks the text truncated) is asked between the
-    :data:`_FEED_PIECE` pieces of the message fed to the parser (once its header block,
-    up to :data:`_HEADER_BYTES`, is read: the subject and addresses are there), between
-    the pieces of an HTML body's markup and before each part read but the first (a text
-    part, or an attachment's name); once it answers
-    ``True`` the rest is not read and the text is what was. Raises
-    :class:`ExtractionError` when ``data`` holds no header fields (not a message) or a
-    header or part cannot be decoded."""
+def eml_text(
+    data: bytes, late: Callable[[], bool] = _never, max_chars: int | None = None
+) -> tuple[str, bool]:
+    """The text of an e-mail message, and whether it was cut short: parts nested deeper than
+    :data:`MAX_NESTED_PARTS`, a header field longer than :data:`_FIELD_CHARS` characters or
+    text beyond ``max_chars`` characters (``None``: no bound) left out. ``late`` (e.g.
+    :meth:`Blocks.late <ncindex.text.blocks.Blocks.late>`, which marks the text truncated)
+    is asked between the :data:`_FEED_PIECE` pieces of the message fed to the parser (once
+    its header block, up to :data:`_HEADER_BYTES`, is read: the subject and addresses are
+    there), between the pieces of an HTML body's markup and before each part read but the
+    first (a text part, or an attachment's name); once it answers ``True``, or the text
+    read reaches ``max_chars`` characters, the rest is not read and the text is what was
+    (a text part cut to the characters left). Raises :class:`ExtractionError` when
+    ``data`` holds no header fields (not a message) or a header or part cannot be
+    decoded."""
     if b"\x00" in data[:4096]:
         raise ExtractionError("not an e-mail message: binary data")
     try:
         message = _parse(data, late)
         if not isinstance(message, _Nested) or not message.keys():
             raise ExtractionError("not an e-mail message: no header fields")
-        reading = _Reading(late)
-        reading.texts.append(_heading(message, 1))
+        reading = _Reading(late, max_chars)
+        reading.add(reading.texts, _heading(message, 1))
         reading.walk(message, level=2, whole=True)
         text = "\n\n".join(reading.texts)
         if reading.names:
@@ -75,7 +90,7 @@ def eml_text(data: bytes, late: Callable[[], bool] = _never) -> tuple[str, bool]
         raise
     except Exception as exc:  # header parsers raise assorted types on malformed fields
         raise ExtractionError(f"unreadable e-mail: {type(exc).__name__}: {exc}") from exc
-    return text, message.tree.cut
+    return text, message.tree.cut or reading.cut
 
 
 #: The inline text parts read as a message's text (RFC 2046 §4.1; other ``text/*`` parts,
@@ -90,13 +105,17 @@ class _Reading:
     """The text a reader of a message sees, gathered by :meth:`walk`: ``texts`` (the heading
     block of the message and of each message forwarded inline, then each inline text part)
     and ``names`` (the attachments, by file name). ``late`` is asked before each part read
-    but the first; once it answers ``True`` nothing more is read."""
+    but the first; once it answers ``True``, or ``texts`` and ``names`` hold ``max_chars``
+    characters (``None``: no bound), nothing more is read; a text past the bound is cut to
+    it, and ``cut`` says so."""
 
-    def __init__(self, late: Callable[[], bool]) -> None:
+    def __init__(self, late: Callable[[], bool], max_chars: int | None) -> None:
         self.late = late
+        self.room = max_chars  # characters left to read; None: no bound
         self.texts: list[str] = []
         self.names: list[str] = []
         self.stopped = False
+        self.cut = False
         self._parts_read = 0
         self._plain: dict[int, bool] = {}  # _holds_plain's answers, by id(part)
         self._words: set[str] = set()  # each text part read: its words, else its text
@@ -129,7 +148,7 @@ class _Reading:
                 if not files_only and inner.keys():  # no heading for no header fields
                     if not self._may_read():
                         return
-                    self.texts.append(_heading(inner, level))
+                    self.add(self.texts, _heading(inner, level))
                 self.walk(inner, level + 1, files_only=files_only, whole=True)
         elif part.get_content_maintype() == "multipart":  # no parts when those were cut
             parts: list[MIMEPart] = list(part.iter_parts())
@@ -142,19 +161,35 @@ class _Reading:
                 self.walk(subpart, level, files_only=files_only or id(subpart) not in seen)
         elif kind in _TEXT_TYPES and not attached:
             if not files_only and self._may_read():
-                text = _part_text(part, self.late)
+                text = self._fit(_part_text(part, self.late))
                 if (words := _words(text) or text.strip()) and words not in self._words:
                     self._words.add(words)
-                    self.texts.append(text)
+                    self.add(self.texts, text)
         elif (attached or not files_only) and self._may_read():
-            self.names.append(_file_name(part))
+            self.add(self.names, _file_name(part))
+
+    def add(self, into: list[str], text: str) -> None:
+        """Add ``text`` (a heading block, a part's text or a file name) to ``into``
+        (``texts`` or ``names``), cut to the characters left (:meth:`_fit`), which it and
+        the two characters that join it to the one before then take."""
+        text = self._fit(text)
+        into.append(text)
+        if self.room is not None:
+            self.room = max(0, self.room - len(text) - 2)
+
+    def _fit(self, text: str) -> str:
+        """``text`` cut to the characters left of ``max_chars``; when it is, nothing more is
+        read and ``cut`` is set."""
+        if self.room is not None and len(text) > self.room:
+            text, self.cut, self.stopped = text[: self.room], True, True
+        return text
 
     def _may_read(self) -> bool:
         """Whether the next part (a text part, an attachment's name, a forwarded message's
         heading block) may be read: the first always, each other while ``late`` answers
-        ``False``."""
+        ``False``; none once the characters are spent (:meth:`_fit`)."""
         self._parts_read += 1
-        if self._parts_read > 1 and self.late():
+        if self._parts_read > 1 and not self.stopped and self.late():
             self.stopped = True
         return not self.stopped
 
@@ -254,29 +289,42 @@ def _root(part: MIMEPart, parts: list[MIMEPart]) -> int:
     return ids.index(start) if isinstance(start, str) and start in ids else 0
 
 
+@dataclass
+class _Tree:
+    """What the message and all its parts share: whether a part or the end of a header field
+    was left out (``cut``), and whether the parser is done with them (``parsed``: their
+    header fields are final)."""
+
+    cut: bool = False
+    parsed: bool = False
+
+
 class _Lenient(EmailPolicy):
-    """The ``default`` policy, but a header field its parser fails on is read as unstructured
+    """The ``default`` policy, but a header field is parsed from its first
+    :data:`_FIELD_CHARS` characters (``tree`` records that one was cut), and a field its
+    parser fails on is read as unstructured
     text (RFC 2047 encoded words decoded): Python 3.11's ``email._header_value_parser``
     raises on some malformed fields — an address field of a lone ``"``, a ``Content-Type``
     of ``text/plain; format*`` (``IndexError``) — and a ``Content-Type`` is parsed while the
     message is, so one such field lost the whole message, its subject and body too. The
     ``Message`` methods that read a ``Content-Type`` or ``Content-Disposition`` parameter
-    read such a text as the ``compat32`` policy does."""
+    read such a text as the ``compat32`` policy does. The message and its parts, made by
+    the policy's ``message_factory`` (:class:`_Nested`), share its ``tree``."""
+
+    tree: _Tree
+
+    def __init__(self, tree: _Tree, **kw: Any) -> None:
+        super().__init__(**kw)
+        object.__setattr__(self, "tree", tree)  # a policy's attributes are read-only
 
     def header_fetch_parse(self, name: str, value: str) -> Any:
+        if len(value) > _FIELD_CHARS:
+            self.tree.cut = True
+            value = value[:_FIELD_CHARS]
         try:
             return super().header_fetch_parse(name, value)
         except Exception:  # the field parsers raise assorted types on malformed fields
             return super().header_fetch_parse("x-unstructured", value)
-
-
-@dataclass
-class _Tree:
-    """What the message and all its parts share: whether a part was left out (``cut``), and
-    whether the parser is done with them (``parsed``: their header fields are final)."""
-
-    cut: bool = False
-    parsed: bool = False
 
 
 class _Nested(EmailMessage):
@@ -285,22 +333,23 @@ class _Nested(EmailMessage):
     :data:`MAX_NESTED_PARTS` is not attached to its parent and says it is
     ``application/octet-stream``, so the parser reads it as one leaf up to its parent's next
     boundary (the parser recurses only into ``multipart/*`` and ``message/*``, after asking
-    ``get_content_maintype``); ``tree`` (one :class:`_Tree` shared by the message and all its
-    parts) records that a part was left out. Once the message is parsed, each part's content
-    type is parsed from its ``Content-Type`` once: reading the message asks it several times
-    of each part (by its kind, main type, subtype, and to rank alternatives), and each ask
+    ``get_content_maintype``); ``tree`` (the :class:`_Lenient` policy's, shared by the
+    message and all its parts) records that a part was left out. Once the message is parsed,
+    each part's content type is parsed from its ``Content-Type`` once: reading the message
+    asks it several times of each part (by its kind, main type, subtype, and to rank
+    alternatives), and each ask
     parsed the field again — most of the time a message of thousands of parts took to read
     after it was parsed, none of it under the budget."""
 
     def __init__(self, policy: Policy | None = None) -> None:
         super().__init__(policy)
         self.depth = 0
-        self.tree = _Tree()
+        self.tree = policy.tree if isinstance(policy, _Lenient) else _Tree()
         self._type: str | None = None
 
     def attach(self, payload: Any) -> None:  # typeshed: Message | str, MIMEPart: Self
         if isinstance(payload, _Nested):
-            payload.depth, payload.tree = self.depth + 1, self.tree
+            payload.depth = self.depth + 1
             if payload.depth > MAX_NESTED_PARTS:
                 self.tree.cut = True
                 return
@@ -323,7 +372,7 @@ def _parse(data: bytes, late: Callable[[], bool]) -> Message:
     piece holds the header fields and parts read so far."""
     end = _HEADER_END.search(data, 0, _HEADER_BYTES)
     header = end.end() if end else min(len(data), _HEADER_BYTES)
-    parser = BytesFeedParser(policy=_Lenient(message_factory=_Nested))
+    parser = BytesFeedParser(policy=_Lenient(_Tree(), message_factory=_Nested))
     for start in range(0, len(data), _FEED_PIECE):
         if start >= header and late():
             break

@@ -2,7 +2,9 @@
 text a block; a page with no text layer (a scan) is OCR'd (:mod:`ncindex.text.ocr`) when OCR
 is on and available, at most ``Ocr.max_pages`` such pages per document, and so is a scan
 that carries a stamp of a few words. The values typed into a form's fields follow the
-pages, one per line. A page pypdf cannot read is logged (the file's name and the page's
+pages, one per line. The time budget and the characters left are looked at before each
+operator of a page too (:class:`_Watch`); a page they cut keeps the lines read and ends
+the reading. A page pypdf cannot read is logged (the file's name and the page's
 number) and left out, and so is a form it cannot read; the text is then marked
 ``truncated``: the rest is kept, and the document is known to be partial."""
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -48,7 +51,7 @@ def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None, name:
                 break
             read += 1
             try:
-                page_text = reader.pages[number].extract_text() or ""
+                page_text, cut = _page_text(reader.pages[number], blocks)
             except SoftTimeLimitExceeded:  # the task's time is up, not this page's fault
                 raise
             except Exception as exc:  # one bad page must not lose the others
@@ -62,6 +65,10 @@ def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None, name:
                     exc,
                 )
                 continue
+            if cut:  # a bound ran out inside the page: what pypdf had put out is the last text
+                blocks.truncated = True
+                blocks.add(page_text)
+                break
             if not page_text.strip():
                 page_text = scans.read(number, blocks) or ""
             elif len("".join(page_text.split())) < _STAMP_CHARS and scans.mostly_image(number):
@@ -82,6 +89,80 @@ def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None, name:
             blocks.add("\n".join(values))
     blocks.truncated = blocks.truncated or failed > 0  # the failed pages' text is lost
     return total
+
+
+#: The operators that show text (ISO 32000-1 §9.4.3, Table 107) and the one that paints a
+#: form XObject, which may (§8.10). A page whose content has none of these bytes has no
+#: text: pypdf then returns "" without parsing it, unless a visitor is given (pypdf
+#: ``_get_content_stream_for_text``), so :func:`_page_text` gives none (a page of 1 M
+#: tokens of vector drawing took 0.02 s without and 5.6 s with one, measured 2026-12-07).
+_MAY_SHOW_TEXT = re.compile(rb"T[jJ]|Do|['\"]")
+_SHOW_OPERATORS = frozenset({b"Tj", b"TJ", b"'", b'"'})
+#: Bytes of strings a line may show past twice the characters left before its page is
+#: stopped (:class:`_Watch`): a line is put out whole or not at all.
+_LINE_SLACK = 4096
+
+
+class _PageCut(BaseException):
+    """Raised by :class:`_Watch` to stop pypdf inside a page. Not an ``Exception``: pypdf
+    catches those around a form XObject's text (``PageObject._extract_text``, "Impossible to
+    decode XFormObject") and reads on."""
+
+
+class _Watch:
+    """pypdf's visitors for one page (``PageObject.extract_text``'s ``visitor_operand_before``
+    and ``visitor_text``), which stop it (:class:`_PageCut`): :meth:`before`, before each
+    operator, once ``blocks``' time is spent or the strings of the line being read (not yet
+    put out: a text object's line) exceed twice the characters ``blocks`` has room for and
+    :data:`_LINE_SLACK` (a code of a CID font is two bytes, ISO 32000-1 §9.7.6.2);
+    :meth:`text`, as pypdf puts text out (at each text object's end, font change and new
+    line: what ``extract_text`` returns is the sum of the ``pieces``), once they exceed
+    that room. pypdf's own ``stream_parsing_work_maximum_count`` (2 M tokens) bounds the
+    content it parses before the first operator."""
+
+    def __init__(self, blocks: Blocks) -> None:
+        self.blocks = blocks
+        self.room = blocks.room()  # characters still to put out
+        self.line = 0  # bytes of strings shown since the last piece
+        self.pieces: list[str] = []
+
+    def before(self, operator: bytes, operands: list[Any], *_: Any) -> None:
+        if operator in _SHOW_OPERATORS:
+            self.line += _shown(operands)
+        if self.line > 2 * self.room + _LINE_SLACK or self.blocks.late():
+            raise _PageCut
+
+    def text(self, text: str, *_: Any) -> None:
+        self.pieces.append(text)
+        self.room -= len(text)
+        self.line = 0
+        if self.room < 0:
+            raise _PageCut
+
+
+def _shown(operands: list[Any]) -> int:
+    """Bytes of the strings in a text-showing operator's operands (``TJ``'s in its array)."""
+    return sum(
+        _shown(operand) if isinstance(operand, list) else len(operand)
+        for operand in operands
+        if isinstance(operand, (list, str, bytes))
+    )
+
+
+def _page_text(page: Any, blocks: Blocks) -> tuple[str, bool]:
+    """The text of one pypdf page and whether a bound cut it (:class:`_Watch`: the time
+    budget, or the characters left), then the text pypdf had put out before it stopped: a
+    page's content was read whole before the budget was looked at (a page of 300,000
+    ``Tj`` operators: 9 s with a budget of 1 s here)."""
+    contents = page.get_contents()
+    if contents is None or not _MAY_SHOW_TEXT.search(contents.get_data()):
+        return "", False
+    watch = _Watch(blocks)
+    try:
+        text = page.extract_text(visitor_operand_before=watch.before, visitor_text=watch.text)
+    except _PageCut:
+        return "".join(watch.pieces), True
+    return text or "", False
 
 
 #: Field types whose value is text a person typed or chose (ISO 32000-1 §12.7.4.3 text
