@@ -99,7 +99,13 @@ from mcp_server.tools import (
     search_schema,
 )
 from ncindex import __version__, strict_json
-from ncindex.errors import NextcloudAuthError, TransientError, Unauthenticated, public_reason
+from ncindex.errors import (
+    RETRY_AFTER_SECONDS,
+    NextcloudAuthError,
+    TransientError,
+    Unauthenticated,
+    public_reason,
+)
 from ncindex.ingest.queueing import Producer, celery_app
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
@@ -475,9 +481,8 @@ class Gate:
             return
         except TransientError as exc:
             log.warning("mcp_authentication_unavailable", error=f"{type(exc).__name__}: {exc}")
-            answer = _refused(
-                request, 503, "backend_unavailable", public_reason(exc), {"Retry-After": "5"}
-            )
+            retry = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+            answer = _refused(request, 503, "backend_unavailable", public_reason(exc), retry)
             await answer(scope, receive, send)
             return
         scope.setdefault("state", {})[CALLER] = client

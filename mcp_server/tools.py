@@ -37,7 +37,8 @@ Each tool's successful ``structuredContent`` is built from a pydantic model whos
 is the tool's ``outputSchema`` (:data:`OUTPUT_MODELS`, :func:`output_schema`).
 
 A failure is a tool error (``isError``): ``structuredContent`` is ``{"code", "field",
-"detail"}``, which the output schema does not cover (the SDK client checks only a result
+"detail"}`` (and ``retry_after``, seconds, for a back end that may come back:
+:func:`failure_of`), which the output schema does not cover (the SDK client checks only a result
 without ``isError`` against it: ``mcp.client.session.ClientSession.call_tool``), with the
 product's stable codes (``invalid_value``, ``invalid_filter``, ``unknown_field``,
 ``unsupported_operator``, ``not_found``, ``backend_unavailable``, ``model_unavailable``,
@@ -54,13 +55,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Annotated, Any
 
-import redis
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from pydantic.json_schema import SkipJsonSchema, models_json_schema
 
 from ncindex.documents import DocRef, DocType
 from ncindex.errors import (
+    RETRY_AFTER_SECONDS,
     DocumentNotFound,
     InputError,
     ModelError,
@@ -136,15 +137,23 @@ MAX_LISTED_IDS = 20
 
 class ToolFailure(Exception):
     """Raised by a tool for an anticipated failure: answered as a tool error carrying the
-    product's ``code``, the offending ``field`` (or ``None``) and a ``detail``."""
+    product's ``code``, the offending ``field`` (or ``None``) and a ``detail``, and for a
+    failure that may pass the seconds to wait before calling again (``retry_after``, else
+    ``None``)."""
 
-    def __init__(self, code: str, field: str | None, detail: str) -> None:
+    def __init__(
+        self, code: str, field: str | None, detail: str, retry_after: int | None = None
+    ) -> None:
         super().__init__(detail)
         self.code, self.field, self.detail = code, field, detail
+        self.retry_after = retry_after
 
     def as_dict(self) -> dict[str, Any]:
-        """``{"code", "field", "detail"}``."""
-        return {"code": self.code, "field": self.field, "detail": self.detail}
+        """``{"code", "field", "detail"}``, and ``retry_after`` (seconds) when it is set."""
+        body: dict[str, Any] = {"code": self.code, "field": self.field, "detail": self.detail}
+        if self.retry_after is not None:
+            body["retry_after"] = self.retry_after
+        return body
 
 
 class FetchArgs(BaseModel):
@@ -791,7 +800,10 @@ def stitched(context: ContextResponse) -> str:
 
 def failure_of(exc: Exception) -> ToolFailure:
     """The tool error for an exception a tool raised: the product's code and field for the
-    classes it answers over HTTP too; ``internal_error`` (logged) for anything else."""
+    classes it answers over HTTP too (:data:`ncindex.web.problems.PROBLEMS`), with
+    ``retry_after`` (:data:`~ncindex.errors.RETRY_AFTER_SECONDS`) for ``backend_unavailable``
+    and ``model_unavailable``, where the search API's 503 says ``Retry-After``;
+    ``internal_error`` (logged) for anything else."""
     if isinstance(exc, ToolFailure):
         return exc
     if isinstance(exc, InputError):
@@ -802,13 +814,10 @@ def failure_of(exc: Exception) -> ToolFailure:
         return ToolFailure("unauthenticated", "Authorization", "Nextcloud rejected the credentials")
     if isinstance(exc, ModelError):
         log.warning("mcp_model_unavailable", error=f"{type(exc).__name__}: {exc}")
-        return ToolFailure("model_unavailable", None, public_reason(exc))
-    if isinstance(exc, TransientError):
+        return ToolFailure("model_unavailable", None, public_reason(exc), RETRY_AFTER_SECONDS)
+    if isinstance(exc, TransientError):  # the store, Nextcloud, Redis (index_status)
         log.warning("mcp_backend_unavailable", error=f"{type(exc).__name__}: {exc}")
-        return ToolFailure("backend_unavailable", None, public_reason(exc))
-    if isinstance(exc, redis.RedisError):  # index_status reads Redis itself
-        log.warning("mcp_redis_unavailable", error=f"{type(exc).__name__}: {exc}")
-        return ToolFailure("backend_unavailable", None, "Redis is unavailable")
+        return ToolFailure("backend_unavailable", None, public_reason(exc), RETRY_AFTER_SECONDS)
     log.error("mcp_tool_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
     return ToolFailure("internal_error", None, f"internal error: {type(exc).__name__}")
 

@@ -316,6 +316,13 @@ class UnsupportedDocType(InputError):
         self.doc_type = doc_type
 
 
+RETRY_AFTER_SECONDS = 5
+"""How long a caller is told to wait before trying again after a back end failed for a reason
+that may pass (a :class:`TransientError`: the store, Nextcloud or Redis; and a model this
+process cannot load), seconds: the search API's ``Retry-After``, RCP's ``retryAfterMs``, and
+the MCP server's ``Retry-After`` and ``retry_after`` (its refusals' and its tool errors')."""
+
+
 def public_reason(exc: BaseException) -> str:
     """What a caller is told about a failed back end: what failed, never the exception's text,
     which may hold local paths, hosts or a header (log that instead). A model error names its
@@ -324,6 +331,8 @@ def public_reason(exc: BaseException) -> str:
         return "the vector store is unavailable"
     if isinstance(exc, NextcloudUnavailable):
         return "Nextcloud is unavailable"
+    if isinstance(exc, BrokerUnavailable):
+        return "Redis is unavailable"
     if isinstance(exc, ModelError):
         model = f" {exc.model!r}" if exc.model else ""
         return f"this process cannot load the live model{model}"

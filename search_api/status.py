@@ -13,10 +13,9 @@ asked).
 
 from __future__ import annotations
 
-import redis
 from flask import Blueprint, Response, jsonify, request
 
-from ncindex.errors import BrokerUnavailable, NextcloudAuthError
+from ncindex.errors import NextcloudAuthError
 from ncindex.runtime import Services
 from ncindex.sync.user_status import user_status
 from ncindex.web.auth import forget_caller, normalized_authorization, resolve_caller
@@ -37,10 +36,7 @@ def status_blueprint(services: Services, limited: Decorator | None = None) -> Bl
             int_args()  # it takes none
             client = resolve_caller(services, request.headers.get("Authorization"))
             assert client.user is not None
-            try:
-                body = user_status(services, client.user)
-            except redis.RedisError as exc:
-                raise BrokerUnavailable(f"redis: {exc}") from exc
+            body = user_status(services, client.user)
             client.confirm()  # read from Redis alone: a cached credential is asked about now
         except TRANSLATED as exc:
             if isinstance(exc, NextcloudAuthError):  # refused after resolving: revoked

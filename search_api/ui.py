@@ -81,6 +81,7 @@ from flask import Blueprint, Flask, Response, g, jsonify, request, send_from_dir
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from ncindex.errors import (
+    RETRY_AFTER_SECONDS,
     InputError,
     NextcloudAuthError,
     NextcloudProtocolError,
@@ -407,7 +408,7 @@ def ui_blueprint(
                 503,
                 "backend_unavailable",
                 public_reason(exc),
-                headers={"Retry-After": "5"},
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
                 approved=True,
             )
         replaced = sessions.replace_claimed(

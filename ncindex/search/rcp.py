@@ -91,6 +91,7 @@ from pydantic import ValidationError
 
 from ncindex import __version__, strict_json
 from ncindex.errors import (
+    RETRY_AFTER_SECONDS,
     FilterError,
     NextcloudAuthError,
     PermanentError,
@@ -230,7 +231,7 @@ class RcpSessions:
             raise RpcError(
                 Errc.BACKEND_UNAVAILABLE,
                 "session store unavailable",
-                {"retryable": True, "retryAfterMs": 5000},
+                {"retryable": True, "retryAfterMs": RETRY_AFTER_SECONDS * 1000},
             ) from exc
 
 
@@ -476,7 +477,7 @@ class RcpServer:
             raise RpcError(
                 Errc.BACKEND_UNAVAILABLE,
                 f"cannot authenticate now: {public_reason(exc)}",
-                {"retryable": True, "retryAfterMs": 5000},
+                {"retryable": True, "retryAfterMs": RETRY_AFTER_SECONDS * 1000},
             ) from None
 
     def _initialize(
@@ -526,7 +527,7 @@ class RcpServer:
             raise RpcError(
                 Errc.BACKEND_UNAVAILABLE,
                 public_reason(exc),
-                {"retryable": True, "retryAfterMs": 5000},
+                {"retryable": True, "retryAfterMs": RETRY_AFTER_SECONDS * 1000},
             ) from None
         except PermanentError as exc:
             log.warning("rcp_backend_failed", error=f"{type(exc).__name__}: {exc}")

@@ -16,9 +16,11 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+import redis
 from pydantic import BaseModel, Field
 
 from ncindex.documents import DocType
+from ncindex.errors import BrokerUnavailable
 from ncindex.index.deadletter import DeadLetters
 from ncindex.progress import FailingDocuments, Progress, eta_seconds
 from ncindex.runtime import Services
@@ -152,11 +154,24 @@ class UserStatus(BaseModel):
 
 
 def user_status(services: Services, user_id: str, now: float | None = None) -> dict[str, Any]:
-    """The status of ``user_id`` as a JSON-able dict (:class:`UserStatus`'s fields). Reads
-    Redis and the store (the documents per doc type, each counted once:
-    :func:`~ncindex.store.queries.document_counts`); raises what they raise (``redis.RedisError``,
-    :class:`~ncindex.errors.StoreUnavailable`)."""
-    now = time.time() if now is None else now
+    """The status of ``user_id`` as a JSON-able dict (:class:`UserStatus`'s fields), for
+    ``GET /v1/status`` and the MCP ``index_status`` tool alike. Reads Redis and the store (the
+    documents per doc type, each counted once: :func:`~ncindex.store.queries.document_counts`).
+
+    Raises :class:`~ncindex.errors.BrokerUnavailable` when Redis cannot be read — at once
+    while the search apps' circuit breaker (``services.redis_breaker``) is open, after its
+    0.5 s timeouts when Redis stalls (it is asked through the breaker first): most of the
+    answer lives in Redis alone. Before, each read waited out ``services.redis``'s 5 s socket
+    timeout on a stalled Redis, call after call. :class:`~ncindex.errors.StoreUnavailable`
+    as the store raises it."""
+    try:
+        services.redis_breaker.call("ping")
+        return _read_status(services, user_id, time.time() if now is None else now)
+    except redis.RedisError as exc:
+        raise BrokerUnavailable(f"redis: {exc}") from exc
+
+
+def _read_status(services: Services, user_id: str, now: float) -> dict[str, Any]:
     keys = services.settings.names
     client = services.redis
     progress = Progress(client, keys)

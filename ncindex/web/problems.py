@@ -22,6 +22,7 @@ from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 from werkzeug.wrappers import Request
 
 from ncindex.errors import (
+    RETRY_AFTER_SECONDS,
     DocumentNotFound,
     InputError,
     ModelError,
@@ -103,7 +104,8 @@ def _unavailable(exc: Exception) -> Response:
     :func:`~ncindex.errors.public_reason`; the exception's text is logged."""
     log.warning("search_backend_unavailable", error=f"{type(exc).__name__}: {exc}")
     code = "model_unavailable" if isinstance(exc, ModelError) else "backend_unavailable"
-    return problem(503, code, public_reason(exc), headers={"Retry-After": "5"})
+    retry = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    return problem(503, code, public_reason(exc), headers=retry)
 
 
 #: The HTTP answer to each product exception a request can raise (:mod:`ncindex.errors`), the

@@ -16,14 +16,17 @@ confirmed recently (``ncindex.web.auth.confirmed``) are exempt from it, so such 
 address many share does not lock them out. A breach
 answers 429 through ``on_breach`` (problem+json ``rate_limited`` for the REST API, JSON-RPC
 ``-32011`` for RCP) with ``Retry-After`` in seconds. If Redis cannot be reached the counters
-fall back to this process's memory until it answers again (errors are swallowed): rate
-limiting protects capacity, it is not access control.
+fall back to this process's memory until it answers again (errors are swallowed), for the
+search API (flask-limiter's ``in_memory_fallback_enabled``) and the MCP server
+(:class:`CallerLimit`) alike: rate limiting protects capacity, it is not access control, so a
+Redis outage neither refuses requests nor lifts the limits (each process counts its own).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +37,7 @@ import limits.strategies
 import structlog
 from flask import Flask, Response, request
 from flask_limiter import Limiter, RequestLimit
+from flask_limiter.constants import MAX_BACKEND_CHECKS
 
 from ncindex.redis_breaker import TIMEOUT_SECONDS
 from ncindex.settings import Settings
@@ -131,39 +135,80 @@ class CallerLimit:
     keys as :func:`create_limiter`'s, so a caller's requests to ``/mcp`` and to ``/v1/search``
     draw on one count. Each method answers ``None`` when the request is within every limit,
     else the whole seconds (at least 1) until the tightest breached window has room again.
-    Redis errors are swallowed (the request is let through), as flask-limiter's
-    ``swallow_errors`` does."""
+
+    When Redis fails (an error or a timeout, :data:`~ncindex.redis_breaker.TIMEOUT_SECONDS`)
+    the request is counted in this process's memory instead, and so are the next ones, until a
+    ping finds Redis again; the pings are spaced as flask-limiter spaces the search API's
+    (``Limiter.__should_check_backend``: 1, 2, 4, … 32 seconds after the last, then from 1
+    again, :data:`flask_limiter.constants.MAX_BACKEND_CHECKS`). That is the search API's choice
+    (``in_memory_fallback_enabled``, ``Limiter._check_request_limit``): an outage neither
+    refuses requests nor lifts the limits, and no request waits for Redis's timeout but the
+    one that meets the outage and the pings. Before, every request was let through uncounted
+    and waited for each of its Redis calls' timeouts on a stalled Redis (1 s a request)."""
 
     def __init__(self, settings: Settings) -> None:
         self.items = limits.parse_many(settings.search_rate_limit)
-        storage = limits.storage.storage_from_string(
+        self.storage = limits.storage.storage_from_string(
             storage_uri(settings.redis_url), **_storage_options(settings)
         )
-        self.strategy = limits.strategies.MovingWindowRateLimiter(storage)
+        self.strategy = limits.strategies.MovingWindowRateLimiter(self.storage)
+        self.fallback = limits.strategies.MovingWindowRateLimiter(limits.storage.MemoryStorage())
         self.prefix = settings.names.ratelimit_prefix
+        self._lock = threading.Lock()
+        self._dead = False  # Redis failed: count in memory until a ping finds it again
+        self._checked_at = 0.0  # monotonic seconds: the last ping, or the failure
+        self._checks = 0  # pings since the failure (the next waits 2 ** _checks seconds)
 
     def hit(self, authorization: str | None, address: str | None) -> int | None:
         """Count one request against the caller's limit."""
-        return self._apply(self.strategy.hit, caller_key_for(authorization, address), SCOPE)
+        return self._apply("hit", caller_key_for(authorization, address), SCOPE)
 
     def refused_exceeded(self, address: str | None) -> int | None:
         """Whether ``address`` has used up its refused-credentials limit (not counted)."""
-        return self._apply(self.strategy.test, f"addr:{address or '?'}", REFUSED_SCOPE)
+        return self._apply("test", f"addr:{address or '?'}", REFUSED_SCOPE)
 
     def count_refused(self, address: str | None) -> None:
         """Count one refused credential (an HTTP 401 answer) against ``address``."""
-        self._apply(self.strategy.hit, f"addr:{address or '?'}", REFUSED_SCOPE)
+        self._apply("hit", f"addr:{address or '?'}", REFUSED_SCOPE)
 
-    def _apply(self, method: Callable[..., bool], key: str, scope: str) -> int | None:
-        for item in sorted(self.items):
-            try:
-                if not method(item, self.prefix, key, scope):
-                    reset = self.strategy.get_window_stats(item, self.prefix, key, scope)[0]
-                    return max(1, int(reset - time.time()))
-            except Exception as exc:  # the storage failed: let the request through
-                log.warning("rate_limit_storage_failed", error=f"{type(exc).__name__}: {exc}")
+    def _apply(self, method: str, key: str, scope: str) -> int | None:
+        strategy = self._current()
+        try:
+            return self._run(strategy, method, key, scope)
+        except Exception as exc:  # the storage failed: count in memory from now on
+            log.warning("rate_limit_storage_failed", error=f"{type(exc).__name__}: {exc}")
+            if strategy is self.fallback:  # memory failed too: let the request through
                 return None
+            with self._lock:
+                self._dead, self._checked_at, self._checks = True, time.monotonic(), 0
+            return self._run(self.fallback, method, key, scope)
+
+    def _run(
+        self, strategy: limits.strategies.RateLimiter, method: str, key: str, scope: str
+    ) -> int | None:
+        for item in sorted(self.items):
+            if not getattr(strategy, method)(item, self.prefix, key, scope):
+                reset = strategy.get_window_stats(item, self.prefix, key, scope)[0]
+                return max(1, int(reset - time.time()))
         return None
+
+    def _current(self) -> limits.strategies.RateLimiter:
+        """The Redis counters, or while Redis is down this process's; pings Redis when the
+        next ping is due (and goes back to Redis when it answers)."""
+        with self._lock:
+            if not self._dead:
+                return self.strategy
+            now = time.monotonic()
+            if now - self._checked_at <= 2**self._checks:
+                return self.fallback
+            self._checked_at = now
+            self._checks = 0 if self._checks >= MAX_BACKEND_CHECKS else self._checks + 1
+        if not self.storage.check():
+            return self.fallback
+        log.info("rate_limit_storage_recovered")
+        with self._lock:
+            self._dead, self._checks = False, 0
+        return self.strategy
 
 
 def create_limiter(

@@ -6,18 +6,25 @@ Nextcloud down while authenticating (503, not 401), and the vector store unreach
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from rel_support import Flaky, visible_keys
 from starlette.testclient import TestClient
 
 from mcp_server.app import create_app as create_mcp_app
 from ncindex.redis_breaker import RedisBreaker, RedisSkipped
 from ncindex.redis_server import RedisProcess
+from ncindex.web.asgi import serve_in_thread
 from support import PASSWORDS, Clock, Stack
 
 # --- search verification against a failing Nextcloud: fail-open, counted ----------------------
@@ -252,3 +259,122 @@ def test_rcp_sessions_on_a_stalled_redis_fail_fast_and_retryable(
     clock.now += 1.2  # past reset_seconds: the next call to succeed closes the breaker again
     assert "result" in rpc("retrieve", session).get_json()  # the session outlived the stall
     assert not breaker.open
+
+
+# --- Redis down: the MCP tools answer what the search API answers without it -----------------
+
+MCP_CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("search", {"query": "oyster chowder"}),
+    ("fetch", {"path": "/Projects/Oysters.md"}),
+    ("list_filters", {}),
+    ("list_folders", {}),
+    ("list_tags", {}),
+    ("list_values", {"field": "category"}),
+    ("index_status", {}),
+]
+
+
+def mcp_calls(url: str, user: str) -> list[tuple[Any, float]]:
+    """Each of :data:`MCP_CALLS` made in order in one session of the MCP SDK's own client as
+    ``user``: its result and how long it took, seconds."""
+    token = base64.b64encode(f"{user}:{PASSWORDS[user]}".encode()).decode()
+
+    async def main() -> list[tuple[Any, float]]:
+        async with (
+            create_mcp_http_client(headers={"Authorization": f"Basic {token}"}) as http,
+            Client(streamable_http_client(url, http_client=http), cache=None) as client,
+        ):
+            out = []
+            for tool, arguments in MCP_CALLS:
+                began = time.monotonic()
+                result = await client.call_tool(tool, arguments)
+                out.append((result, time.monotonic() - began))
+            return out
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("outage", ["stopped", "stalled"])
+def test_the_mcp_tools_answer_through_a_redis_outage_as_the_search_api_does(
+    make_stack: Callable[..., Stack], private_redis: RedisProcess, outage: str
+) -> None:
+    """Redis stopped (connections refused) or stalled (SIGSTOP: connections open, no answer):
+    the search API answers searches, context and the folder, tag and category lists (its login
+    cache and rate limits fail open), and ``GET /v1/status``, which Redis alone can answer,
+    503 ``backend_unavailable``. The MCP tools, answered by the same code, must answer the same
+    as before the outage, and ``index_status`` a tool error ``backend_unavailable`` with
+    ``retry_after`` — none an unhandled error, none waiting on Redis call after call.
+
+    Before: the answers were right, but on a stalled Redis each MCP call waited 1 s for the
+    rate limit's two Redis calls (no fallback, no breaker), ``index_status`` 6 s (the 5 s socket
+    timeout of ``Services.redis``; ``/v1/status`` 5 s), and its tool error said nothing of
+    when to retry."""
+    stack = make_stack(user_cache_seconds=60, search_rate_limit="600/minute")
+    stack.sim.put_file("alice", "/Projects/Oysters.md", "Oyster beds line the harbour.")
+    stack.sim.put_file("alice", "/Notes/Recipes/Chowder.md", "# Chowder\nOyster chowder, leeks.")
+    stack.sim.assign_tag("alice", "/Projects/Oysters.md", stack.sim.create_tag("shellfish"))
+    with stack.worker():
+        stack.settle()
+    served = serve_in_thread(
+        create_mcp_app(stack.settings, services=stack.services, producer=stack.celery)
+    )
+    auth = ("alice", PASSWORDS["alice"])
+    try:
+        healthy = mcp_calls(f"{served.url}/mcp", "alice")
+        assert not any(result.is_error for result, _ in healthy), healthy
+        if outage == "stopped":
+            private_redis.stop()
+        else:
+            private_redis.process.send_signal(signal.SIGSTOP)
+        down = mcp_calls(f"{served.url}/mcp", "alice")
+        doc_type, _, doc_id = down[1][0].structured_content["id"].partition(":")
+        began = time.monotonic()
+        rest = {
+            path: stack.search.get(path, auth=auth)
+            for path in ("/v1/folders", "/v1/tags", "/v1/categories", "/v1/status",
+                         f"/v1/documents/{doc_type}/{doc_id}/context")
+        }  # fmt: skip
+        rest["search"] = stack.search.post("/v1/search", json=MCP_CALLS[0][1], auth=auth)
+        rest_seconds = time.monotonic() - began
+    finally:
+        served.close()
+        private_redis.process.send_signal(signal.SIGCONT)
+    timings = {
+        tool: round(seconds, 2) for (tool, _), (_, seconds) in zip(MCP_CALLS, down, strict=True)
+    }
+    # the call that met the outage first (the session's initialize) waited for the breaker's
+    # and the rate limit's timeouts; before, every call waited 1 s, index_status 6 s
+    assert sum(timings.values()) < 3.0, timings
+    assert rest_seconds < 3.0, rest_seconds  # before: /v1/status alone 5 s
+    answers = {tool: result for (tool, _), (result, _) in zip(MCP_CALLS, down, strict=True)}
+    for (tool, _), (before, _) in zip(MCP_CALLS, healthy, strict=True):
+        if tool != "index_status":
+            assert not answers[tool].is_error, (tool, answers[tool].content)
+            assert answers[tool].structured_content == before.structured_content, tool
+    # ... as the search API answers them now
+    assert {path: r.status_code for path, r in rest.items()} == {path: 200 for path in rest} | {
+        "/v1/status": 503
+    }
+    assert [r["id"] for r in answers["search"].structured_content["results"]] == [
+        f"{r['doc_type']}:{r['doc_id']}" for r in rest["search"].get_json()["results"]
+    ]
+    fetched = answers["fetch"].structured_content
+    assert fetched["text"] == "".join(
+        c["text"] for c in rest[f"/v1/documents/{doc_type}/{doc_id}/context"].get_json()["chunks"]
+    )
+    assert answers["list_folders"].structured_content == rest["/v1/folders"].get_json()
+    assert answers["list_tags"].structured_content == rest["/v1/tags"].get_json()
+    assert [v["value"] for v in answers["list_values"].structured_content["values"]] == rest[
+        "/v1/categories"
+    ].get_json()["categories"]
+    status = rest["/v1/status"]
+    assert status.get_json()["code"] == "backend_unavailable"
+    assert status.headers["Retry-After"] == "5"
+    refused = answers["index_status"]
+    assert refused.is_error
+    assert refused.structured_content == {
+        "code": "backend_unavailable",
+        "field": None,
+        "detail": "Redis is unavailable",
+        "retry_after": 5,
+    }
