@@ -28,7 +28,8 @@ def service_factory(services: Services, producer: Producer) -> Callable[[], Sear
     or note, else ``ncindex.index_document`` — the task and key of the document's own events —
     debounced as the receiver's events are (:func:`~ncindex.ingest.queueing.enqueue`): a
     stale result met by many searches, or by searches and its own event, before its re-check
-    runs is re-checked once."""
+    runs is re-checked once. While Redis does not answer (``services.redis_breaker``) no
+    re-check is queued, and the search does not wait for one."""
     settings = services.settings
 
     def on_stale(user: str, ref: DocRef) -> None:
@@ -39,6 +40,10 @@ def service_factory(services: Services, producer: Producer) -> Callable[[], Sear
             return
         action = reindex_action(user, ref.doc_type, int(ref.doc_id))
         try:
+            # through the breaker first: on a stalled Redis the debounce claim below waited out
+            # Services.redis's 5 s socket timeout, in the search's own request, for every
+            # result dropped (6 s a search); now it is skipped at once while the breaker is open
+            services.redis_breaker.call("ping")
             enqueue(
                 producer,
                 services.redis,

@@ -274,9 +274,11 @@ MCP_CALLS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def mcp_calls(url: str, user: str) -> list[tuple[Any, float]]:
-    """Each of :data:`MCP_CALLS` made in order in one session of the MCP SDK's own client as
-    ``user``: its result and how long it took, seconds."""
+def mcp_calls(
+    url: str, user: str, calls: list[tuple[str, dict[str, Any]]] = MCP_CALLS
+) -> list[tuple[Any, float]]:
+    """Each of ``calls`` (tool, arguments) made in order in one session of the MCP SDK's own
+    client as ``user``: its result and how long it took, seconds."""
     token = base64.b64encode(f"{user}:{PASSWORDS[user]}".encode()).decode()
 
     async def main() -> list[tuple[Any, float]]:
@@ -285,7 +287,7 @@ def mcp_calls(url: str, user: str) -> list[tuple[Any, float]]:
             Client(streamable_http_client(url, http_client=http), cache=None) as client,
         ):
             out = []
-            for tool, arguments in MCP_CALLS:
+            for tool, arguments in calls:
                 began = time.monotonic()
                 result = await client.call_tool(tool, arguments)
                 out.append((result, time.monotonic() - began))
@@ -378,3 +380,43 @@ def test_the_mcp_tools_answer_through_a_redis_outage_as_the_search_api_does(
         "detail": "Redis is unavailable",
         "retry_after": 5,
     }
+
+
+def test_a_result_dropped_while_redis_stalls_is_answered_without_waiting_for_its_recheck(
+    make_stack: Callable[..., Stack], private_redis: RedisProcess
+) -> None:
+    """A result verification drops is handed to its re-check, queued in Redis: on a stalled
+    Redis that waited out ``Services.redis``'s 5 s socket timeout inside the search, 6 s for
+    each MCP ``search`` or ``fetch`` and each ``POST /v1/search`` that met the deleted file,
+    every time. Now the re-check is skipped while the breaker is open (a scan catches it)."""
+    stack = make_stack(user_cache_seconds=60, search_rate_limit="600/minute")
+    stack.sim.put_file("alice", "/Projects/Oysters.md", "Oyster beds line the harbour.")
+    stack.sim.put_file("alice", "/Projects/Clams.md", "Oyster and clam beds.")
+    with stack.worker():
+        stack.settle()
+    served = serve_in_thread(
+        create_mcp_app(stack.settings, services=stack.services, producer=stack.celery)
+    )
+    auth = ("alice", PASSWORDS["alice"])
+    search = ("search", {"query": "oyster"})
+    try:
+        ((found, _),) = mcp_calls(f"{served.url}/mcp", "alice", [search])
+        gone = next(r["id"] for r in found.structured_content["results"] if "Clams" in r["path"])
+        private_redis.process.send_signal(signal.SIGSTOP)
+        stack.sim.delete("alice", "/Projects/Clams.md")  # its event cannot be queued either
+        calls = [search, ("fetch", {"id": gone}), search]
+        down = mcp_calls(f"{served.url}/mcp", "alice", calls)
+        began = time.monotonic()
+        rest = [stack.search.post("/v1/search", json=search[1], auth=auth) for _ in range(2)]
+        rest_seconds = time.monotonic() - began
+    finally:
+        served.close()
+        private_redis.process.send_signal(signal.SIGCONT)
+    timings = [round(seconds, 2) for _, seconds in down]
+    assert sum(timings) < 2.0, timings  # before: 6 s each
+    assert rest_seconds < 2.0, rest_seconds  # before: 12 s
+    for result in (down[0][0], down[2][0], *(r.get_json() for r in rest)):
+        answer = result if isinstance(result, dict) else result.structured_content
+        assert answer["verification"]["dropped"] == 1, answer["verification"]
+        assert [r["path"] for r in answer["results"]] == ["/Projects/Oysters.md"]
+    assert down[1][0].is_error and down[1][0].structured_content["code"] == "not_found"
