@@ -13,6 +13,7 @@ from werkzeug.exceptions import HTTPException
 from ncindex import strict_json
 from ncindex.search.rcp import OPEN_METHODS, SESSION_HEADER, RcpServer, answerable_id
 from ncindex.web.problems import MAX_BODY_BYTES, read_body
+from ncindex.web.ratelimit import mark_refused
 from search_api.search import Decorator
 
 log = structlog.get_logger(__name__)
@@ -70,7 +71,12 @@ def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Bluepr
     (:data:`~ncindex.search.rcp.OPEN_METHODS`) are served outside it: a liveness check must
     neither use up a caller's search budget nor be refused for it, and a message there can
     run nothing else (a method that does not match the path is -32600). A query parameter is
-    HTTP 400 with -32600 naming it in ``data.field`` (the params are the body's alone)."""
+    HTTP 400 with -32600 naming it in ``data.field`` (the params are the body's alone). A
+    request whose credential was refused (:attr:`~ncindex.search.rcp.HttpAnswer.refused`: a
+    single message's HTTP 401, or a batch's 200 whose messages were answered -32012) counts
+    once against the per-address limit of refused credentials
+    (:func:`~ncindex.web.ratelimit.mark_refused`), which refuses the next request from an
+    address over it, a batch too, with HTTP 429, -32011 and ``Retry-After``."""
     bp = Blueprint("rcp", __name__)
     limit = limited or (lambda f: f)
 
@@ -82,6 +88,8 @@ def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Bluepr
         answer = server.handle_http(
             method, body, request.headers.get("Authorization"), request.headers.get(SESSION_HEADER)
         )
+        if answer.refused:  # a batch's refusal is HTTP 200: counted per address all the same
+            mark_refused()
         if answer.body is None:
             return Response(status=204)
         try:

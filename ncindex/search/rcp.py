@@ -67,7 +67,9 @@ credentials -32012 (HTTP 401); a back end down -32010 (retryable). A body that i
 or holds a number no finite float can carry (``1e309``, ``NaN``, ``Infinity``), is -32700. A
 batch of more than ``MAX_BATCH`` messages is answered with one -32013 "batch too large"
 (``id`` null) and none of it is run: the rate limit counts an HTTP request once, so the cap
-bounds the retrieves one unit of it buys. Every other well-formed response is HTTP 200.
+bounds the retrieves one unit of it buys. Every other well-formed response is HTTP 200; a
+batch in which the credential was refused is one refused login all the same
+(:attr:`HttpAnswer.refused`), counted as a REST 401 is.
 """
 
 from __future__ import annotations
@@ -167,11 +169,16 @@ _CONTENT_KEYS = frozenset({"type", "text", "mimeType", "data", "uri"})
 
 @dataclass
 class HttpAnswer:
-    """What to send: HTTP ``status``, JSON ``body`` (``None`` ⇒ no body, 204) and headers."""
+    """What to send: HTTP ``status``, JSON ``body`` (``None`` ⇒ no body, 204) and headers;
+    ``refused``: the caller's credential was refused while answering (missing or malformed,
+    or refused by Nextcloud: :attr:`_Call.refused`), whatever the status — a batch is HTTP 200
+    though its messages were all -32012, and still one refused login (the search API counts it
+    against the client's address as it counts a REST 401)."""
 
     status: int
     body: Any
     headers: dict[str, str] = field(default_factory=dict)
+    refused: bool = False
 
 
 class RcpSessions:
@@ -258,6 +265,11 @@ class _Call:
     @property
     def cred(self) -> str:
         return hashlib.sha256((self.authorization or "").encode("utf-8", "replace")).hexdigest()
+
+    @property
+    def refused(self) -> bool:
+        """Whether the credential was refused during this HTTP request (at most once asked)."""
+        return self._refused is not None
 
     def client(self) -> NextcloudClient:
         """The authenticated client; raises :class:`Unauthenticated` when Nextcloud refused
@@ -372,14 +384,18 @@ class RcpServer:
                     ),
                 )
             replies = [r for r in (self._one(m, path_method, call) for m in message) if r]
-            return HttpAnswer(200, replies) if replies else HttpAnswer(204, None)
-        reply = self._one(message, path_method, call)
-        if reply is None:
-            return HttpAnswer(204, None)
-        error = reply.get("error") or {}
-        if error.get("code") == Errc.UNAUTHORIZED:
-            return HttpAnswer(401, reply, {"WWW-Authenticate": 'Basic realm="ncindex"'})
-        return HttpAnswer(200, reply)
+            answer = HttpAnswer(200, replies) if replies else HttpAnswer(204, None)
+        else:
+            reply = self._one(message, path_method, call)
+            error = (reply or {}).get("error") or {}
+            if reply is None:
+                answer = HttpAnswer(204, None)
+            elif error.get("code") == Errc.UNAUTHORIZED:
+                answer = HttpAnswer(401, reply, {"WWW-Authenticate": 'Basic realm="ncindex"'})
+            else:
+                answer = HttpAnswer(200, reply)
+        answer.refused = call.refused
+        return answer
 
     def _one(self, message: Any, path_method: str, call: _Call) -> dict[str, Any] | None:
         if not isinstance(message, dict):

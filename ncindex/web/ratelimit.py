@@ -8,7 +8,8 @@ One shared limit (``settings.search_rate_limit``, e.g. ``"600/minute"``) covers
 a Bearer header, or the client address when there is no header — no request to Nextcloud is
 needed to count and no credential is stored; behind reverse proxies the client address is
 the one they forwarded (``settings.trusted_proxy_hops``, :mod:`ncindex.web.proxies`). A second
-limit of the same rate counts refused credentials (401 answers) per client address
+limit of the same rate counts refused credentials (401 answers, and RCP batches whose
+credential was refused: :func:`mark_refused`) per client address
 (:func:`address_key`, :func:`refused`), so a flood of made-up names or tokens — each its own
 caller — is stopped before it makes Nextcloud throttle ncindex's own address (Nextcloud's
 brute-force protection counts failed logins per address); callers whose credentials Nextcloud
@@ -35,7 +36,7 @@ import limits
 import limits.storage
 import limits.strategies
 import structlog
-from flask import Flask, Response, request
+from flask import Flask, Response, g, request
 from flask_limiter import Limiter, RequestLimit
 from flask_limiter.constants import MAX_BACKEND_CHECKS
 
@@ -48,7 +49,8 @@ SCOPE = "search"
 """The shared limit's scope name (one bucket per caller across the limited endpoints)."""
 
 REFUSED_SCOPE = "refused"
-"""Scope of the second limit: refused credentials (401 answers) per client address."""
+"""Scope of the second limit: refused credentials (401 answers, :func:`mark_refused`) per
+client address."""
 
 
 def caller_key() -> str:
@@ -86,10 +88,29 @@ def address_key() -> str:
     return f"addr:{request.remote_addr or '?'}"
 
 
+_REFUSED = "ncindex_credentials_refused"
+"""The ``flask.g`` attribute :func:`mark_refused` sets."""
+
+
+def mark_refused() -> None:
+    """Count the current request against :data:`REFUSED_SCOPE` though its answer is no
+    HTTP 401: an RCP batch whose credential was refused is answered 200 (JSON-RPC answers a
+    batch with one array, each message its own -32012), yet it was one refused login in
+    Nextcloud — a Basic login it refuses (a made-up password, a revoked app password:
+    ``isTokenPassword`` finds no token, ``login`` fails) is one
+    ``Throttler::registerAttempt('login', $remoteAddress)`` (nextcloud/server
+    ``lib/private/User/Session.php`` ``tryBasicAuthLogin`` → ``logClientIn`` →
+    ``handleLoginFailed``), after which ``lib/private/Security/Bruteforce/Throttler.php``
+    ``sleepDelayOrThrowOnMax`` slows every login from that address — and, uncounted, it let a
+    client try credentials batch after batch without being slowed. Call it inside the view."""
+    setattr(g, _REFUSED, True)
+
+
 def refused(response: Response) -> bool:
-    """Whether ``response`` refused the caller's credentials (HTTP 401): only those count
-    against :data:`REFUSED_SCOPE`."""
-    return response.status_code == 401
+    """Whether ``response`` refused the caller's credentials (HTTP 401, or a request the view
+    marked with :func:`mark_refused`): only those count against :data:`REFUSED_SCOPE`, once
+    per request."""
+    return response.status_code == 401 or bool(g.get(_REFUSED))
 
 
 def retry_after_seconds(limit: RequestLimit) -> int:

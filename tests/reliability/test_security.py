@@ -646,6 +646,42 @@ def test_made_up_credentials_are_rate_limited_per_address(limited: Any, kind: st
     assert codes[5:] == [429] * 3, codes
 
 
+@pytest.mark.parametrize("method", ["retrieve", "initialize"])
+def test_rcp_batches_of_refused_credentials_count_per_address_as_rest_401s(
+    limited: Any, method: str
+) -> None:
+    """A batch is answered HTTP 200 (one array, each message its own -32012) even when every
+    message was refused, so the per-address count of refused credentials, which counted only
+    401 answers, never counted one: made-up credentials could be tried batch after batch,
+    each one refused login in Nextcloud, without being slowed. A refused batch now counts
+    once (one Nextcloud login: the batch asks once), as a refused REST request does, and once
+    the address is over the limit a batch is refused as REST is: HTTP 429, -32011 with
+    ``retryAfterMs``, ``Retry-After``; the REST API shares the count."""
+    statuses, replies = [], []
+    for n in range(7):  # from the same address, each batch a made-up user of its own
+        made_up = base64.b64encode(f"nobody-{n}:{secrets.token_urlsafe(12)}".encode()).decode()
+        batch = [
+            {"jsonrpc": "2.0", "id": i, "method": method, "params": {"query": "x"}}
+            for i in range(MAX_BATCH)
+        ]
+        response = limited.post(
+            f"/rcp/{method}", data=json.dumps(batch), headers={"Authorization": f"Basic {made_up}"}
+        )
+        statuses.append(response.status_code)
+        replies.append(response)
+    assert statuses == [200] * 5 + [429] * 2, statuses  # one count per batch, not per message
+    for refused in replies[:5]:
+        assert [r["error"]["code"] for r in refused.get_json()] == [-32012] * MAX_BATCH
+    limited_reply = replies[5]
+    assert 1 <= int(limited_reply.headers["Retry-After"]) <= 60
+    body = limited_reply.get_json()
+    assert body["id"] is None and body["error"]["code"] == -32011, body
+    assert body["error"]["data"]["retryable"] is True and body["error"]["data"]["retryAfterMs"]
+    # REST draws on the same count for this address
+    rest = limited.post("/v1/search", json={"query": "x"}, headers={"Authorization": "Bearer x"})
+    assert rest.status_code == 429 and rest.get_json()["code"] == "rate_limited"
+
+
 def test_a_flood_of_refused_credentials_does_not_lock_out_confirmed_callers(
     limited: Any, corpus_stack: Stack
 ) -> None:
