@@ -271,6 +271,17 @@ class NextcloudClient:
         #: and a revoked one and says nothing of it. :meth:`confirm` also sets it after asking
         #: once and getting no answer (fail-open), so that one request asks at most once.
         self.confirmed = True
+        #: Whether a request that got no answer at all (``NextcloudUnavailable`` with
+        #: ``unreachable``: timed out, connection refused or reset) stops this client: every
+        #: later request raises such a failure unsent (:attr:`unanswered`). Off by default; on
+        #: for a client whose requests all serve one HTTP request of a caller (an RCP batch,
+        #: ``ncindex.search.rcp``), so that a Nextcloud that stalls costs that request one
+        #: timeout, not one per message. Each later failure is met as a timed-out request's
+        #: would be (a search keeps its candidates unconfirmed, a confirmation's answer
+        #: stands), only without the wait.
+        self.stop_when_unanswered = False
+        #: The failure that stopped this client (:attr:`stop_when_unanswered`), else ``None``.
+        self.unanswered: NextcloudUnavailable | None = None
 
     def _forward(self, kwargs: dict[str, Any]) -> None:
         """Add ``X-Forwarded-For`` (:attr:`forwarded_for`) to a request's ``headers``."""
@@ -281,10 +292,26 @@ class NextcloudClient:
             }
 
     def _guarded(self) -> None:
-        """Run :attr:`guard` before the first request (once it passed, not again)."""
+        """Run :attr:`guard` before the first request (once it passed, not again); raise
+        ``NextcloudUnavailable`` (``unreachable``) instead of sending anything once a request
+        got no answer (:attr:`unanswered`)."""
+        if self.unanswered is not None:  # a new one per request: verifier threads raise it too
+            raise NextcloudUnavailable(f"not sent: {self.unanswered}", unreachable=True)
         if self.guard is not None:
             self.guard()
             self.guard = None
+
+    @contextmanager
+    def _sending(self, method: str, url: str) -> Iterator[None]:
+        """:func:`_transport_errors`, keeping the first failure without an answer as
+        :attr:`unanswered` when :attr:`stop_when_unanswered`."""
+        try:
+            with _transport_errors(method, url):
+                yield
+        except NextcloudUnavailable as exc:
+            if self.stop_when_unanswered and exc.unreachable and self.unanswered is None:
+                self.unanswered = exc
+            raise
 
     def _accepted(self, url: str) -> None:
         """Set :attr:`confirmed` and run :attr:`accepted` (once) after an answer from ``url``
@@ -328,7 +355,7 @@ class NextcloudClient:
         ``Forbidden``, whatever its status; 2xx, 207 and 304 are returned."""
         self._guarded()
         self._forward(kwargs)
-        with _transport_errors(method, url):
+        with self._sending(method, url):
             response = self.http.request(method, url, auth=self.auth, **kwargs)
         if refused is not None and refused(response):
             if response.status_code == 400:
@@ -348,7 +375,7 @@ class NextcloudClient:
         self._guarded()
         self._forward(kwargs)
         with (
-            _transport_errors(method, url),
+            self._sending(method, url),
             self.http.stream(method, url, auth=self.auth, **kwargs) as response,
         ):
             self._check(method, url, response, (404,), one_file=one_file)
@@ -475,7 +502,7 @@ class NextcloudClient:
         self._guarded()
         kwargs: dict[str, Any] = {"headers": API_HEADERS}
         self._forward(kwargs)
-        with _transport_errors("GET", path):
+        with self._sending("GET", path):
             response = self.http.request("GET", path, auth=self.auth, **kwargs)
         if response.status_code == 404:
             try:

@@ -216,6 +216,32 @@ def test_transport_errors_are_unavailable(exc: Exception) -> None:
         client_for(handler).get_note(1)
 
 
+@pytest.mark.parametrize("stop", [False, True])
+def test_a_client_told_so_stops_at_the_first_request_without_an_answer(stop: bool) -> None:
+    """``stop_when_unanswered`` (an RCP batch's client): after a request that got no answer,
+    the next ones raise ``NextcloudUnavailable`` (``unreachable``) without being sent; an
+    error answer (503) does not stop it, and a client not told so sends every request."""
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        if request.url.path.endswith("/notes/1"):
+            return httpx.Response(503)
+        raise httpx.ReadTimeout("slow")
+
+    client = client_for(handler)
+    client.stop_when_unanswered = stop
+    with pytest.raises(NextcloudUnavailable):
+        client.get_note(1)  # answered 503: not a stop
+    for _ in range(2):
+        with pytest.raises(NextcloudUnavailable) as raised:
+            client.get_note(2)
+        assert raised.value.unreachable
+    with pytest.raises(NextcloudUnavailable):
+        client.current_user()
+    assert len(sent) == (2 if stop else 4), sent
+
+
 def test_conditional_note_get_returns_none_on_304() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         assert request.headers["If-None-Match"] == '"0f3b"'

@@ -1185,3 +1185,41 @@ def test_a_batch_with_nextcloud_unable_to_authenticate_asks_nextcloud_once(
     assert first["code"] == -32010 and first["data"]["retryable"] is True, first
     assert [r["error"] for r in replies] == [first] * MAX_BATCH, replies
     assert switch.times == MAX_BATCH - 1  # one request reached Nextcloud
+
+
+@pytest.mark.parametrize("api", [{"http_timeout": 0.5, "user_cache_seconds": 60}], indirect=True)
+@pytest.mark.parametrize("cached", [False, True], ids=["asked", "cached"])
+def test_a_batch_whose_first_search_nextcloud_does_not_answer_waits_for_it_once(
+    api: Api, cached: bool
+) -> None:
+    """bob is signed in (``initialize``), then Nextcloud stops answering while a batch of
+    retrieves comes. Each message's search sent its own checks (one WebDAV ``SEARCH``) and
+    waited ``settings.http_timeout`` for them before keeping its hits unconfirmed: ten
+    timeouts for one HTTP request. The batch's client now stops at the first request that got
+    no answer: the later messages' checks fail at once, and each message answers as the
+    first one did (hits kept unconfirmed, fail-open). With his credential from the cache the
+    search's confirmation (OCS ``cloud/user``) is not sent either: its answer stands when none
+    comes. The faults count the requests that reached Nextcloud (each takes one of its
+    ``times``)."""
+    auth = {"Authorization": basic("bob")}
+    start = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    assert "result" in api.client.post("/rcp/initialize", json=start, headers=auth).get_json()
+    if not cached:
+        for key in api.services.redis.scan_iter(api.settings.names.auth_prefix + "*"):
+            api.services.redis.delete(key)  # the batch resolves bob with Nextcloud (answered)
+    batch = [
+        {"jsonrpc": "2.0", "id": i, "method": "retrieve", "params": {"query": "lighthouse"}}
+        for i in range(MAX_BATCH)
+    ]
+    checks = api.sim.faults.set("dav-search", times=MAX_BATCH, timeout=True)
+    confirms = api.sim.faults.set("ocs", times=MAX_BATCH, timeout=True) if cached else None
+    try:
+        replies = api.client.post("/rcp/retrieve", json=batch, headers=auth).get_json()
+    finally:
+        api.sim.faults.clear()
+    assert checks.times == MAX_BATCH - 1  # one request reached Nextcloud
+    assert confirms is None or confirms.times == MAX_BATCH  # none: its answer stands
+    for reply in replies:
+        hits = reply["result"]["hits"]
+        assert hits and not any(hit["meta"]["verified"] for hit in hits), reply
+        assert any("not confirmed" in note for note in reply["result"]["usage"]["notes"])
