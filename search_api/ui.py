@@ -12,10 +12,16 @@ a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_fiel
   a page leading to ``/``, an API client's 404 problem+json; so is a browser's ``GET`` of an
   address that takes only ``POST`` (``/v1/search``, ``/rcp/…``, the sign-in routes below):
   405 with its ``Allow``, as a page leading to ``/`` (an API client's: problem+json);
-* ``GET /ui/session`` — ``{"user", "csrf", "nextcloud_url", "signing_in"}`` (starts an
-  anonymous session, setting the cookie, when there is none); while a Login Flow is under way
-  also ``login_url`` and ``flow_seconds_left``, so that a page reloaded meanwhile goes on
-  waiting for the approval instead of losing the app password Nextcloud makes for it;
+* ``GET /ui/session`` — ``{"user", "csrf", "nextcloud_url", "signing_in", "sign_in_ended"}``
+  (starts an anonymous session, setting the cookie, when there is none); while a Login Flow is
+  under way also ``login_url`` and ``flow_seconds_left``, so that a page reloaded meanwhile goes on
+  waiting for the approval instead of losing the app password Nextcloud makes for it. A
+  signed-in session's credential is confirmed with Nextcloud first
+  (:func:`~ncindex.web.auth.still_accepted`: ``GET /ocs/v2.php/cloud/user``, at most
+  :data:`~ncindex.nextcloud.client.CONFIRM_SECONDS`): refused (401, its app password revoked),
+  the session is signed out as a ``/v1/`` call's 401 signs it out, ``user`` is null and
+  ``sign_in_ended`` true (the page says so, as it does when a search is refused); without an
+  answer in that time it stays signed in;
 * ``POST /ui/login/flow`` — starts Login Flow v2: ``{"login_url"}`` for the user to open
   (always an http(s) URL: a Nextcloud answering another is 502 ``backend_unavailable``);
 * ``POST /ui/login/poll`` — ``{"user": null}`` until the user granted access, then
@@ -92,7 +98,12 @@ from ncindex.errors import (
 from ncindex.nextcloud.loginflow import poll_login_flow, start_login_flow
 from ncindex.runtime import Services
 from ncindex.settings import Settings
-from ncindex.web.auth import MAX_AUTHORIZATION_CHARS, forget_caller, resolve_caller
+from ncindex.web.auth import (
+    MAX_AUTHORIZATION_CHARS,
+    forget_caller,
+    resolve_caller,
+    still_accepted,
+)
 from ncindex.web.problems import PROBLEM_JSON, http_problem, problem, problem_for
 from ncindex.web.ratelimit import CallerLimit
 from ncindex.web.revocations import revocations
@@ -169,7 +180,7 @@ def install_session_auth(app: Flask, services: Services) -> None:
             response.headers.pop("WWW-Authenticate", None)
         if g.get("ui_signed_in") and response.status_code == 401:
             with contextlib.suppress(redis.RedisError):
-                sessions.update(g.ui_session_id, authorization=None, user=None, origin=None)
+                sessions.refused(g.ui_session_id)
         return response
 
 
@@ -290,11 +301,20 @@ def ui_blueprint(
         fresh = record is None
         if record is None:
             session_id, record = sessions.create()
+        # signed in: Nextcloud is asked whether it still takes the credential (an app password
+        # revoked there showed signed in until a search was refused); no answer within
+        # CONFIRM_SECONDS leaves the session as it is
+        ended = bool(record.get("authorization")) and not still_accepted(
+            services, record["authorization"]
+        )
+        if ended:
+            sessions.refused(session_id)  # as a /v1/ call answered 401 signs it out
         body = {
-            "user": record.get("user"),
+            "user": None if ended else record.get("user"),
             "csrf": record["csrf"],
             "nextcloud_url": settings.nextcloud_url,
             "signing_in": bool(record.get("poll_token") or record.get("flow_authorization")),
+            "sign_in_ended": ended,
         }
         if body["signing_in"]:  # a page reloaded during a Login Flow goes on waiting
             started = int(record.get("flow_started") or 0)

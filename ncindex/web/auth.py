@@ -71,14 +71,7 @@ def resolve_caller(
     so a credential revoked since is refused then, not for the rest of the cache's time.
     """
     header = normalized_authorization(authorization)
-    client = services.caller(header)
-    # the caller's own address (after the trusted proxies in front, ncindex.web.proxies), so a
-    # Nextcloud that trusts ncindex as a proxy charges the caller's refused logins to the
-    # caller, not to ncindex (NextcloudClient.forwarded_for)
-    if address is not None:
-        client.forwarded_for = _ip_address(address)
-    elif flask.has_request_context():
-        client.forwarded_for = _ip_address(flask.request.remote_addr)
+    client = _caller(services, header, address)
     key = _cache_key(services, header)
     ttl = services.settings.user_cache_seconds
     try:
@@ -99,6 +92,48 @@ def resolve_caller(
         with contextlib.suppress(redis.RedisError):
             services.redis_breaker.call("set", key, user, ex=ttl)
     return client
+
+
+def _caller(services: Services, header: str, address: str | None) -> NextcloudClient:
+    """A client sending ``header`` and, as ``X-Forwarded-For``, the caller's own address:
+    ``address``, else the Flask request's (after the trusted proxies in front,
+    :mod:`ncindex.web.proxies`), so a Nextcloud that trusts ncindex as a proxy charges the
+    caller's refused logins to the caller, not to ncindex
+    (:attr:`~ncindex.nextcloud.client.NextcloudClient.forwarded_for`)."""
+    client = services.caller(header)
+    if address is not None:
+        client.forwarded_for = _ip_address(address)
+    elif flask.has_request_context():
+        client.forwarded_for = _ip_address(flask.request.remote_addr)
+    return client
+
+
+def still_accepted(services: Services, authorization: str) -> bool:
+    """Whether Nextcloud still accepts ``authorization``, a credential it accepted before (a
+    search-page session's): one ``GET /ocs/v2.php/cloud/user``
+    (:meth:`~ncindex.nextcloud.client.NextcloudClient.confirm`, within
+    :data:`~ncindex.nextcloud.client.CONFIRM_SECONDS`) with the caller's address. ``False``
+    when Nextcloud refuses it (401), and the credential cache forgets it
+    (:func:`forget_caller`): an app password revoked (Settings › Security, or its Login Flow's
+    ``DELETE /ocs/v2.php/core/apppassword``) is no token any more, so nextcloud/server
+    ``lib/private/User/Session.php`` ``tryBasicAuthLogin`` → ``logClientIn`` finds none
+    (``isTokenPassword``), the password login fails, ``handleLoginFailed`` registers the
+    attempt (``Throttler::registerAttempt``) and ``tryBasicAuthLogin`` throws the
+    ``LoginException`` OCS answers 401. ``True`` when accepted, and when Nextcloud gives no
+    answer in that time or one in no known shape (fail-open, as ``confirm`` is: the calls
+    that need the credential find out then). A header that is no credential
+    (:func:`normalized_authorization`) is ``False`` without asking."""
+    try:
+        client = _caller(services, normalized_authorization(authorization), None)
+    except Unauthenticated:
+        return False
+    client.confirmed = False  # ask, whatever answered before
+    try:
+        client.confirm()
+    except NextcloudAuthError:
+        forget_caller(services, authorization)
+        return False
+    return True
 
 
 def forget_caller(services: Services, authorization: str | None) -> None:

@@ -203,6 +203,15 @@ class UiSessions:
         if drop:
             self.redis.call("hdel", key, *drop)
 
+    def refused(self, session_id: str) -> None:
+        """Sign the session out because its credential was refused (a ``/v1/`` call answered
+        401, or Nextcloud answered ``GET /ui/session``'s confirmation 401: the app password
+        revoked): ``authorization``, ``user`` and ``origin`` go, the session stays (not signed
+        in, its CSRF token kept). A Login Flow's credential keeps its entry in
+        :mod:`ncindex.web.revocations`, owned by this session, which no longer holds it: the
+        sweep settles it once due, as every app password no live session holds."""
+        self.update(session_id, authorization=None, user=None, origin=None)
+
     def receive_flow(self, session_id: str, poll_token: str, authorization: str) -> str | None:
         """Store ``authorization``, just received for the flow of ``poll_token``, as
         ``flow_authorization``, claimed by the caller for its check (see the module docstring):

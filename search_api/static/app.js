@@ -161,6 +161,9 @@ async function loadSession() {
   }
   session = data;
   render();
+  // Nextcloud refused the session's app password (revoked since the sign-in): said as a search
+  // refused for it says it
+  if (data.sign_in_ended) status(SIGN_IN_ENDED, false);
   // a page reloaded while its Login Flow waited for approval goes on waiting: Nextcloud makes
   // the app password on approval, and only this session's polling can take it (and delete it
   // at sign-out)

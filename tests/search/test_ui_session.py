@@ -1049,3 +1049,52 @@ def test_a_credential_nextcloud_never_answers_for_does_not_stop_the_others(
     nowhere.close()
     assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
     assert len(sim.tree.user("alice").passwords) == 2
+
+
+@pytest.mark.parametrize("noticed_by", ["/ui/session", "/v1/folders"])
+def test_a_session_whose_app_password_nextcloud_revoked_reads_signed_out(
+    stack: Stack, noticed_by: str
+) -> None:
+    """bob signed in with a Login Flow, then revoked that app password in Nextcloud (Settings
+    › Security). ``GET /ui/session`` reported him signed in without asking Nextcloud, so the
+    page showed him signed in until its first ``/v1/`` call was refused. It now asks OCS
+    ``cloud/user`` (one request, within ``CONFIRM_SECONDS``; its answer stands when none
+    comes) and, refused, signs the session out as a ``/v1/`` call's 401 does: the same
+    session, not signed in; the app password's entry in the record of those to delete is
+    no live session's, and the sweep settles it (Nextcloud answers the delete 401: it is no
+    more) — whichever of the two noticed first."""
+    from ncindex.web.revocations import revocations
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    sign_in_with_flow(stack, client, "bob")
+    asked = sim.request_count("ocs")
+    signed_in = session(client)
+    assert signed_in["user"] == "bob" and signed_in["sign_in_ended"] is False
+    assert sim.request_count("ocs") == asked + 1  # confirmed: one cloud/user
+    stalled = sim.faults.set("ocs", timeout=True, times=1)
+    try:  # no answer within CONFIRM_SECONDS: still signed in
+        assert session(client)["user"] == "bob"
+    finally:
+        sim.faults.clear()
+    assert stalled.times == 0
+    made = flow_password(stack, "bob")
+    assert sim.app_state["login_flows"].delete_app_password("bob", made)  # revoked
+    ended = session(client) if noticed_by == "/ui/session" else {}
+    csrf = ended.get("csrf")
+    if noticed_by == "/v1/folders":
+        assert client.get("/v1/folders").status_code == 401
+    asked = sim.request_count("ocs")
+    after = session(client)
+    assert after["user"] is None and after["signing_in"] is False
+    if csrf is not None:
+        assert after["csrf"] == csrf  # the same session, signed out
+        assert ended["sign_in_ended"] is True  # the page says so
+    assert after["sign_in_ended"] is False  # said once
+    assert sim.request_count("ocs") == asked  # signed out: nothing to confirm
+    assert client.get("/v1/folders").status_code == 401
+    record = stack.settings.names.ui_revoke
+    assert stack.services.redis.zcard(record) == 1  # held by no session now
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 0  # already gone in Nextcloud
+    assert stack.services.redis.zcard(record) == 0
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
