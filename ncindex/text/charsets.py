@@ -155,7 +155,8 @@ _UTF8_BEFORE_CUT = 2
 #: :data:`_ALPHABETS` do not write. The rest of Latin Extended-A and -B (where ``È`` and
 #: ``Æ`` before punctuation land) is left out: other orthographies write it (Romanian
 #: ``ș ț``, Vietnamese ``ơ ư``, Esperanto ``ĉ ŝ``). Azerbaijani ``ə`` and the ``ɛ ɔ`` of
-#: West African orthographies are in the range all the same.
+#: West African orthographies are in the range all the same, so only one beside no small
+#: letter counts (:func:`_utf8_kinds`): those stand inside words, ``É…`` after a capital.
 _PHONETIC = ("\u0240", "\u02ff")
 #: How many letters of the languages of :data:`_ALPHABETS` (valid multi-byte sequences) UTF-8
 #: with one stray byte and fewer than :data:`_UTF8_PER_BAD` valid sequences must hold: one is
@@ -201,13 +202,18 @@ def _nearly_utf8(data: bytes, *, final: bool) -> str | None:
 def _cut_in_last_character(data: bytes, text: str) -> bool:
     """Whether ``text``, ``data`` read as UTF-8 with one bad sequence as U+FFFD, has that bad
     sequence at its very end as the start of a longer one (a file that stopped inside its
-    last character) and its valid multi-byte characters hold no phonetic letter
-    (:data:`_PHONETIC`): windows-1252 ``É`` before ``…`` reads as IPA ``Ʌ``. Limits: other
-    capitals before punctuation read as letters of some language (``Ã…`` as ``Å``, ``Ä…``
-    as ``ą``, ``Ñ…`` as Cyrillic ``х``), so windows-1252 with only those that ends in an
-    accented small letter is still read as UTF-8; UTF-8 in Azerbaijani or a West African
-    orthography (``ə``, ``ɛ``) with fewer than :data:`_UTF8_PER_BAD` multi-byte characters
-    so cut is left to the legacy guess."""
+    last character) and its valid multi-byte characters hold no phonetic letter beside no
+    small letter (:data:`_PHONETIC`, :func:`_utf8_kinds`): windows-1252 ``É`` before ``…``
+    reads as IPA ``Ʌ``, a capital before a space (``CAFɅ ou``), where the ``ə`` of
+    Azerbaijani and the ``ɛ ɔ`` of West African orthographies stand inside words of small
+    letters (``Azərbaycan``, ``Akwaaba ɔdɔ``; counting the range alone, such text so cut
+    was read in a legacy code page: ``AzЙ™rbaycan``). Limits: other capitals
+    before punctuation read as letters of some language (``Ã…`` as ``Å``, ``Ä…`` as ``ą``,
+    ``Ñ…`` as Cyrillic ``х``), so windows-1252 with only those that ends in an accented
+    small letter is still read as UTF-8, and so is windows-1252 whose ``É…`` is followed by
+    a small letter with no space (``CAFÉ…voilà``); UTF-8 whose phonetic letters all stand
+    alone (a list of IPA symbols, ``ʃ ʒ``) with fewer than :data:`_UTF8_PER_BAD`
+    multi-byte characters so cut is left to the legacy guess."""
     if not text.endswith("\ufffd"):
         return False
     try:
@@ -239,20 +245,37 @@ def _stray_byte_in_latin(data: bytes, text: str, final: bool) -> bool:
 def _utf8_kinds(text: str) -> collections.Counter[str]:
     """How many characters beyond ASCII of ``text`` (U+FFFD and punctuation aside) are of
     each kind: ``"letter"`` (of a language of :data:`_ALPHABETS`; ``"lower"`` counts those in
-    lower case again), ``"phonetic"`` (in :data:`_PHONETIC`: IPA ``Ʌ``) and ``"other"``
-    (other letters, of Latin or other scripts; symbols; marks)."""
+    lower case again), ``"phonetic"`` (in :data:`_PHONETIC` and beside no small letter: IPA
+    ``Ʌ`` of ``CAFɅ ou``, what windows-1252 ``CAFÉ… ou`` reads as) and ``"other"`` (other
+    letters, of Latin or other scripts, a phonetic one beside a small letter among them:
+    Azerbaijani ``Azərbaycan``, Ewe ``ɖe``; symbols; marks)."""
     kinds: collections.Counter[str] = collections.Counter()
-    for char in text:
+    for i, char in enumerate(text):
         if char.isascii() or char == "\ufffd" or unicodedata.category(char)[0] == "P":
             continue
         if char.lower() in _LANGUAGE_LETTERS:
             kinds["letter"] += 1
             kinds["lower"] += char.islower()
-        elif _PHONETIC[0] <= char <= _PHONETIC[1]:
+        elif _PHONETIC[0] <= char <= _PHONETIC[1] and not _beside_small_letter(text, i):
             kinds["phonetic"] += 1
         else:
             kinds["other"] += 1
     return kinds
+
+
+def _beside_small_letter(text: str, i: int) -> bool:
+    """Whether the character before or after ``text[i]`` (combining marks stepped over: the
+    tone of Yoruba ``ɛ̀yin``) is a small letter (``islower``): a letter inside a word written
+    in small letters, as the phonetic letters of the orthographies that write them stand
+    (``Azərbaycan``, ``ɔdɔ``, ``yɛ``), not the capitals before punctuation that windows-1252
+    ``É…`` is (``CAFɅ ou``: a capital, then a space)."""
+    for step in (-1, 1):
+        j = i + step
+        while 0 <= j < len(text) and unicodedata.category(text[j])[0] == "M":
+            j += step
+        if 0 <= j < len(text) and text[j].islower():
+            return True
+    return False
 
 
 def _wide_unicode(data: bytes) -> str | None:
