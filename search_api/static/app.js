@@ -743,7 +743,8 @@ const LATER_HEADING = /(?<=\n)#{1,6} +(?=\S)/g;
 const CODE_HOLDER = "\uE001";
 // A fenced code block's opening line (CommonMark 0.31.2 §4.5 "Fenced code blocks"): at a line's
 // start, three or more backticks (then an info string holding no backtick) or tildes (then any)
-const FENCE_OPEN = /(?<=^|\n)(`{3,}(?=[^`\n]*(?:\n|$))|~{3,})([^\n]*)/g;
+// (its info string stops before a "…" ending the snippet: the server's cut, shown, not a language)
+const FENCE_OPEN = /(?<=^|\n)(`{3,}(?=[^`\n]*(?:\n|$))|~{3,})((?:(?!…$)[^\n])*)/g;
 const NUMBERED = /(?<=^|\s)(\d{1,2})([.)]) +(?=\S)/g;
 // What opens a block that interrupts a paragraph, read at a line's start (CommonMark 0.31.2 §4.1
 // thematic breaks, §4.2 ATX headings, §4.3 setext heading underlines, §5.1 block quotes, §5.2
@@ -755,9 +756,16 @@ const BLOCK_START = String.raw`$|#{1,6}(?:[ \n]|$)|[-*+] |1[.)] |>|(?:(?:\* ?){3
 // one), or a hard line break (§6.7: a backslash ending a line, unless the next line opens a
 // block, where the paragraph ends and the backslash is one; the escape group is then empty),
 // whichever starts first: read left to right, an escaped backtick opens no code span and a
-// backslash inside one escapes nothing (§6.1), "\\" is one backslash
+// backslash inside one escapes nothing (§6.1), "\\" is one backslash. A span opens at a whole
+// run of backticks (§6.1: a backtick string is "not preceded or followed by a backtick"), so
+// the "```" of "a ``` b `c` d", which no run of three closes, is text and "`c`" the span (the
+// run's last backtick opened one to the next "`", "a `` b c` d"), and is closed only by a run as
+// long, the backticks of other runs inside it code (``` `x` ``` shows "`x`"). A heading's line ending in a
+// backslash holds no hard break (§6.7: not at the end of a block; an ATX heading is one line),
+// its backslash is text: "# Title\" shows "Title\".
 const CODE_OR_ESCAPE = new RegExp(
-  "(`+)([^`]+?)\\1(?!`)|\\\\([!-/:-@[-`{-~]|(?=\\n(?!" + BLOCK_START + ")))");
+  "(?<!(?<!\\\\)`)(`+)(?!`)([\\s\\S]*?[^`])\\1(?!`)|\\\\([!-/:-@[-`{-~]|" +
+  "(?<!(?:^|\\n)#{1,6}[ \\t][^\\n]*)(?=\\n(?!" + BLOCK_START + ")))");
 const ESCAPE_HOLDER = 0xE100;
 const ESCAPED = /[\uE121-\uE17E]/g; // ESCAPE_HOLDER plus "!" to "~"
 const HOLDERS = new RegExp(`[${MARK_HOLDER}${CODE_HOLDER}]|${ESCAPED.source}`);

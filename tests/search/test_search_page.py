@@ -946,6 +946,45 @@ def test_a_notes_lines_code_blocks_and_hard_breaks_are_read_as_commonmark_reads_
     expect_note_snippet(deployment, browser, raw, "lamp", shown, 2)
 
 
+def test_a_notes_backtick_runs_heading_backslashes_and_cut_fences_are_read_as_commonmark_does(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """Three edges of the page's reading of a note's snippet, each checked against
+    markdown-it-py's CommonMark rendering of the same text:
+
+    - a code span opens at a whole run of backticks and closes at a run as long (CommonMark
+      0.31.2 §6.1): a "```" inside a line that no run of three closes is text, but the page
+      opened a span at its last backtick ("Type `` to open a fence, then ls` the wick"), and
+      ``` `x` ``` (a span holding backticks) showed "`` x` ```";
+    - a heading's line ending in a backslash holds no hard line break (§6.7, §4.2: a heading is
+      one line), its backslash is text: "# Keeper's lamp log\\" lost it;
+    - a fence opening the snippet's last line took the server's "…" of its cut for the block's
+      language and hid it.
+
+    Guards of the fenced blocks (§4.5), which pass before too: a fence of four backticks is
+    not closed by three, nor a "~~~" block by "```"; code stays as written (escapes, "*",
+    "<b>"); a backslash before a mark is text; an unclosed block runs to the snippet's end, and
+    markup in it is text, never HTML."""
+    raw = (
+        "# Keeper&#x27;s <mark>lamp</mark> log\\\nType ``` to open a fence, then `ls` the "
+        "wick\\\nthen wipe the glass\n```sh…"
+    )
+    shown = "Keeper's lamp log\\ Type ``` to open a fence, then ls the wick then wipe the glass …"
+    expect_note_snippet(deployment, browser, raw, "lamp", shown, 1)
+    raw = "Quote it as ``` `x` ``` by the <mark>lamp</mark>"
+    expect_note_snippet(deployment, browser, raw, "lamp", "Quote it as `x` by the lamp", 1)
+    raw = (
+        "````\n*not* &lt;b&gt;\\*lit\\*&lt;/b&gt; <mark>lamp</mark>\n```\n~~~\n````\n~~~\n"
+        "```\nthe <mark>lamp</mark>\\\n~~~\n* item \\<mark>lamp</mark>\n```html\n"
+        "&lt;img src=x onerror=window.__xss=9&gt;&lt;/mark&gt;"
+    )
+    shown = (
+        "*not* <b>\\*lit\\*</b> lamp ``` ~~~ ``` the lamp\\ • item \\lamp "
+        "<img src=x onerror=window.__xss=9></mark>"
+    )
+    expect_note_snippet(deployment, browser, raw, "lamp", shown, 3)
+
+
 def test_headings_ncindex_wrote_into_a_file_s_text_are_not_shown_raw(
     deployment: Deployment, browser: Browser
 ) -> None:
