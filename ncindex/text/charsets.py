@@ -516,6 +516,8 @@ def _languages(match: Any) -> int | None:
 #: (``„JA“``: 0.5) still is. The corpora of tests/single_byte_texts.py and tests/cjk_texts.py
 #: are read as they were with this bound.
 _QUOTED_WORD_MESS = 0.5
+#: charset-normalizer's own bound on the mess of a reading (``from_bytes``'s ``threshold``).
+_DEFAULT_MESS = 0.2
 
 
 def _one_language_readings(sample: bytes) -> list[Any]:
@@ -529,15 +531,58 @@ def _one_language_readings(sample: bytes) -> list[Any]:
     ``Pos雂㱮o``; a short quoted word was read as UTF-16 (windows-1252 ``„GRÜN“`` as ``葇勜亓``)
     or in a classic Mac code page (``„GRÜN“`` and a line break as ``ÑGRÐNì``). Real CJK text
     read in these code pages brings symbols (``‚±‚ñ`` for Shift-JIS ``こん``) or letters of
-    several languages."""
+    several languages. The punctuation is quotation marks and brackets around words
+    (:func:`_quoting`), and a reading that holds some or a mess above charset-normalizer's
+    own bound (:data:`_DEFAULT_MESS`) — one only the quoted-word rule lets in — must also hold
+    no misread letter (:func:`_oddities`): two or three CJK characters read in these code
+    pages are often letters of one language and punctuation, inside the word (Shift-JIS
+    ``三起`` as windows-1250 ``ŽO‹N``, GBK ``深风`` as ``Éî·ç``), before it (``時間`` as
+    windows-1252 ``•rég``) or before letters whose case breaks (GBK ``会议`` as ``»áÒé``),
+    and those readings, put before the CJK ones, read them so or as Big5 (``頗祜``)."""
     from charset_normalizer import from_bytes
 
     readings = []
     for match in from_bytes(sample, cp_isolation=list(_ALPHABETS), threshold=_QUOTED_WORD_MESS):
-        beyond = [c for c in str(match) if ord(c) > 127]
-        if all(unicodedata.category(c)[0] in "LMP" for c in beyond) and _languages(match) == 1:
-            readings.append(match)
+        text = str(match)
+        kinds = {unicodedata.category(c)[0] for c in text if ord(c) > 127}
+        if not kinds <= set("LMP") or _languages(match) != 1:
+            continue
+        widened = "P" in kinds or match.chaos > _DEFAULT_MESS
+        if widened and (not _quoting(text) or _oddities(text[:_CJK_SCORED])):
+            continue
+        readings.append(match)
     return readings
+
+
+#: Punctuation that quotes or brackets (Unicode categories Pi, Pf, Ps, Pe: ``„ “ ” « » ‚ ‘ ’``).
+_QUOTE_CATEGORIES = frozenset({"Pi", "Pf", "Ps", "Pe"})
+#: A run of punctuation (no letter, digit or space): the quotes around a word, ``“``, ``».``.
+_PUNCTUATION_RUN = re.compile(r"[^\w\s]+")
+#: Punctuation that stands inside words: an apostrophe (``l’hôpital``), a dash
+#: (``Paris–Köln``).
+_JOINERS = frozenset("’–—")
+
+
+def _quoting(text: str) -> bool:
+    """Whether every punctuation mark beyond ASCII of ``text`` stands at a word's edge, not
+    inside one (its run of punctuation has a letter on one side at most: ``ŽO‹N``, ``Ş««H``
+    have two), but for an apostrophe or a dash alone (:data:`_JOINERS`: ``l’hôpital``), and,
+    where it opens a word (a letter after it), quotes or brackets (:data:`_QUOTE_CATEGORIES`:
+    ``„GRÜN“``) or opens a Spanish question or exclamation (``¿Qué``): GBK ``時間`` read in
+    windows-1252 is ``•rég``. Other punctuation closes a word or stands alone (``CAFÉ…``,
+    ``jeudi. …``)."""
+    for run in _PUNCTUATION_RUN.finditer(text):
+        marks = [c for c in run.group() if not c.isascii()]
+        before = text[run.start() - 1] if run.start() else " "
+        after = text[run.end()] if run.end() < len(text) else " "
+        if marks and before.isalpha() and after.isalpha():
+            if run.group() in _JOINERS:
+                continue
+            return False
+        opening = all(c in "¿¡" or unicodedata.category(c) in _QUOTE_CATEGORIES for c in marks)
+        if after.isalpha() and not opening:
+            return False
+    return True
 
 
 def _oddities(text: str) -> int:

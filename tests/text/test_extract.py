@@ -1279,6 +1279,31 @@ def test_a_short_quoted_word_in_windows_1252_is_read_in_it(text: str) -> None:
 @pytest.mark.parametrize(
     ("text", "encoding"),
     [
+        ("会议", "gbk"),  # was Big5 頗祜 (windows-1252 »áÒé)
+        ("会议纪", "gbk"),  # was Big5 頗祜槨
+        ("深风", "gbk"),  # was windows-1252 Éî·ç
+        ("時間", "gbk"),  # was windows-1252 •rég
+        ("第三", "cp932"),  # was big5hkscs 烐窻 (windows-1250 ‘ćŽO)
+        ("三起", "cp932"),  # was windows-1252 ŽO‹N
+        ("物信", "big5"),  # was windows-1250 Ş««H
+        ("格四", "cp949"),  # was windows-1257 Ģ«ŽĢ
+    ],
+)
+def test_two_or_three_cjk_characters_are_not_read_as_a_quoted_latin_word(
+    text: str, encoding: str
+) -> None:
+    """Two or three CJK characters read in a Western code page are often letters of one
+    language and punctuation (a lead byte: ``»``, ``‘``, ``‹``, ``·``, ``•``). Once such
+    readings counted as written in one language (the quoted-word rule above), they were put
+    before the CJK readings and taken. Punctuation counts so only at a word's edge (an
+    apostrophe or a dash also inside one), opening a word only if it quotes or brackets (or
+    is ``¿ ¡``), and beside no misread letter."""
+    assert extract(text.encode(encoding), "text/plain", "notiz.txt").text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
         ("会议纪要", "gbk"),  # was cp949 삔累셩狼
         ("購物清單：牛奶、雞蛋、麵包", "big5"),  # was UTF-16
         ("今日の予定", "euc_jp"),  # was cp949 베폽ㅞ枯쾨
