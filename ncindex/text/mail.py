@@ -187,8 +187,12 @@ class _Reading:
     def _may_read(self) -> bool:
         """Whether the next part (a text part, an attachment's name, a forwarded message's
         heading block) may be read: the first always, each other while ``late`` answers
-        ``False``; none once the characters are spent (:meth:`_fit`)."""
+        ``False``; none once the characters are spent: a text cut to them (:meth:`_fit`), or
+        texts that left no room (:meth:`add`), when the part is not read and the text is
+        marked ``cut`` (a part after them was read whole, then cut to nothing)."""
         self._parts_read += 1
+        if self.room == 0 and not self.stopped:
+            self.cut = self.stopped = True
         if self._parts_read > 1 and not self.stopped and self.late():
             self.stopped = True
         return not self.stopped

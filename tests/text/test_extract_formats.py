@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import io
 import zipfile
+from typing import Any
 
 import pytest
 from docmakers import (
@@ -1301,3 +1302,30 @@ def test_a_figure_on_a_pdf_page_takes_none_of_the_budget(monkeypatch: pytest.Mon
     monkeypatch.setattr(ncindex.text.blocks, "time", _Clock())
     result = extract(data, "application/pdf", "figure.pdf", max_seconds=100)
     assert result.text == "Above the figure\nBelow the figure" and not result.truncated
+
+
+@pytest.mark.parametrize("spare", [0, 1, 2])
+def test_an_eml_part_after_the_text_that_fills_max_chars_is_not_read(
+    monkeypatch: pytest.MonkeyPatch, spare: int
+) -> None:
+    """A text that filled the characters left but for its separator (0 to 2 of them to
+    spare) left no room, yet did not stop the reading: the next part was read whole (a
+    440 KB body here), then cut to nothing. It is not read now, and the text is marked
+    truncated (that part's text is left out)."""
+    read: list[int] = []
+    part_text = mail._part_text
+
+    def counted(part: Any, late: Any) -> str:
+        text = part_text(part, late)
+        read.append(len(text))
+        return text
+
+    monkeypatch.setattr(mail, "_part_text", counted)
+    first = _leaf("text/plain", "All hands at six.")
+    tides = _leaf("text/plain", "".join(f"Tide {n} at the quay.\n" for n in range(20_000)))
+    whole = extract(_message("Crew", first).encode(), "message/rfc822", "crew.eml")
+    read.clear()
+    data = _message("Crew", _multipart("mixed", first, tides)).encode()
+    result = extract(data, "message/rfc822", "crew.eml", max_chars=len(whole.text) + spare)
+    assert result.text == whole.text and result.truncated
+    assert read == [len("All hands at six.")]
