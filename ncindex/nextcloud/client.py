@@ -302,15 +302,23 @@ class NextcloudClient:
             self.guard = None
 
     @contextmanager
-    def _sending(self, method: str, url: str) -> Iterator[None]:
+    def _sending(self, method: str, url: str, timeout: Any = None) -> Iterator[None]:
         """:func:`_transport_errors`, keeping the first failure without an answer as
-        :attr:`unanswered` when :attr:`stop_when_unanswered`."""
+        :attr:`unanswered` when :attr:`stop_when_unanswered` — but not the timeout of a
+        request given a ``timeout`` of its own shorter than the client's (``httpx``'s
+        ``timeout`` argument): :meth:`confirm` waits :data:`CONFIRM_SECONDS`, and a Nextcloud
+        slower than that but answering within ``http_timeout`` stopped an RCP batch's client
+        after a cached credential's confirmation, every later check unsent."""
         try:
             with _transport_errors(method, url):
                 yield
         except NextcloudUnavailable as exc:
-            if self.stop_when_unanswered and exc.unreachable and self.unanswered is None:
-                self.unanswered = exc
+            sooner = timeout is not None and isinstance(exc.__cause__, httpx.TimeoutException)
+            if sooner:
+                own, usual = httpx.Timeout(timeout).read, self.http.timeout.read
+                sooner = own is not None and (usual is None or own < usual)
+            if self.stop_when_unanswered and exc.unreachable and not sooner:
+                self.unanswered = self.unanswered or exc
             raise
 
     def _accepted(self, url: str) -> None:
@@ -355,7 +363,7 @@ class NextcloudClient:
         ``Forbidden``, whatever its status; 2xx, 207 and 304 are returned."""
         self._guarded()
         self._forward(kwargs)
-        with self._sending(method, url):
+        with self._sending(method, url, kwargs.get("timeout")):
             response = self.http.request(method, url, auth=self.auth, **kwargs)
         if refused is not None and refused(response):
             if response.status_code == 400:
@@ -375,7 +383,7 @@ class NextcloudClient:
         self._guarded()
         self._forward(kwargs)
         with (
-            self._sending(method, url),
+            self._sending(method, url, kwargs.get("timeout")),
             self.http.stream(method, url, auth=self.auth, **kwargs) as response,
         ):
             self._check(method, url, response, (404,), one_file=one_file)

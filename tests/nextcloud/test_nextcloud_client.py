@@ -19,7 +19,7 @@ from ncindex.errors import (
     StorageUnavailable,
     TooLarge,
 )
-from ncindex.nextcloud.client import NextcloudClient, make_http
+from ncindex.nextcloud.client import CONFIRM_SECONDS, NextcloudClient, make_http
 from ncindex.nextcloud.webdav import DavEntry, parse_multistatus
 from ncindex.settings import Settings
 
@@ -240,6 +240,47 @@ def test_a_client_told_so_stops_at_the_first_request_without_an_answer(stop: boo
     with pytest.raises(NextcloudUnavailable):
         client.current_user()
     assert len(sent) == (2 if stop else 4), sent
+
+
+def test_a_confirmation_timing_out_sooner_than_the_client_does_not_stop_it() -> None:
+    """:meth:`~NextcloudClient.confirm` waits :data:`CONFIRM_SECONDS` (2 s), not the client's
+    ``http_timeout`` (10 s by default): its timing out says Nextcloud is slower than 2 s, not
+    that it does not answer. It stopped a client told to stop at the first request without
+    an answer, so after a cached credential's confirmation timed out every later check of an
+    RCP batch went unsent (its hits unconfirmed) though Nextcloud answered them within the
+    client's timeout. A request waiting the client's own timeout still stops it."""
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        if request.url.path.endswith("/cloud/user"):
+            raise httpx.ReadTimeout("slower than CONFIRM_SECONDS")
+        if request.url.path.endswith("/notes/2"):
+            raise httpx.ReadTimeout("no answer")
+        return httpx.Response(
+            200,
+            json={
+                "id": 1,
+                "title": "t",
+                "content": "c",
+                "etag": "e",
+                "modified": 1,
+                "category": "",
+            },
+        )
+
+    client = client_for(handler)
+    client.stop_when_unanswered = True
+    assert client.http.timeout.read is not None and client.http.timeout.read > CONFIRM_SECONDS
+    client.confirmed = False
+    client.confirm()  # fail-open: the answer stands
+    assert client.unanswered is None
+    assert client.get_note(1) is not None  # sent, and answered
+    with pytest.raises(NextcloudUnavailable):
+        client.get_note(2)  # the client's own timeout: no answer
+    with pytest.raises(NextcloudUnavailable, match="not sent"):
+        client.get_note(1)
+    assert [path.rsplit("/", 1)[-1] for path in sent] == ["user", "1", "2"]
 
 
 def test_conditional_note_get_returns_none_on_304() -> None:

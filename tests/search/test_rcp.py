@@ -1223,3 +1223,34 @@ def test_a_batch_whose_first_search_nextcloud_does_not_answer_waits_for_it_once(
         hits = reply["result"]["hits"]
         assert hits and not any(hit["meta"]["verified"] for hit in hits), reply
         assert any("not confirmed" in note for note in reply["result"]["usage"]["notes"])
+
+
+@pytest.mark.parametrize("api", [{"http_timeout": 5.0, "user_cache_seconds": 60}], indirect=True)
+def test_a_batch_s_checks_go_on_after_a_cached_credential_s_confirmation_timed_out(
+    api: Api,
+) -> None:
+    """bob's credential comes from the cache, and the first message finds nothing, so its
+    search asks Nextcloud nothing but the credential's confirmation (OCS ``cloud/user``,
+    within ``CONFIRM_SECONDS``: 2 s), which Nextcloud takes 2.5 s to answer, within the
+    client's ``http_timeout`` (5 s). The confirmation's timing out stopped the batch's
+    client, so the later messages' checks were never sent and their hits came back
+    unconfirmed though Nextcloud would have answered them; a confirmation's timeout is no
+    stop now, and their hits are confirmed."""
+    auth = {"Authorization": basic("bob")}
+    start = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    assert "result" in api.client.post("/rcp/initialize", json=start, headers=auth).get_json()
+    nowhere = {"field": "path_prefix", "op": "in", "value": ["/Nowhere"]}
+    batch = [
+        {"jsonrpc": "2.0", "id": i, "method": "retrieve", "params": {"query": "lighthouse"}}
+        for i in range(3)
+    ]
+    batch[0]["params"]["filter"] = nowhere
+    api.sim.faults.set("ocs", delay=2.5, times=1)
+    try:
+        replies = api.client.post("/rcp/retrieve", json=batch, headers=auth).get_json()
+    finally:
+        api.sim.faults.clear()
+    assert replies[0]["result"]["hits"] == [], replies[0]
+    for reply in replies[1:]:
+        hits = reply["result"]["hits"]
+        assert hits and all(hit["meta"]["verified"] for hit in hits), reply
