@@ -184,8 +184,9 @@ def _with_blank_figures(page: Any, content: bytes) -> Any:
     a figure of 200,000 tokens of drawing took 0.8 s with :class:`_Watch` and 0.1 s without
     (measured 2026-12-07), the time a paper's figures then took from its budget. pypdf reads
     an empty form without resources as no text, and a text-less one as no text, so the text
-    is the same. Forms painted inside a form are left as they are. A form whose content
-    pypdf cannot decode is left to pypdf, which logs it and reads on."""
+    is the same. Forms painted inside a form are left as they are. A form that cannot be
+    resolved or whose content cannot be decoded is left to pypdf, which logs it and reads
+    on (the page is not lost for it)."""
     from pypdf import PageObject
     from pypdf.generic import DictionaryObject, NameObject, StreamObject
 
@@ -204,7 +205,7 @@ def _with_blank_figures(page: Any, content: bytes) -> Any:
     blank = StreamObject()
     blank[NameObject("/Type")] = NameObject("/XObject")
     blank[NameObject("/Subtype")] = NameObject("/Form")
-    figures = {name: blank for name in painted & set(xobjects) if _draws_only(xobjects[name])}
+    figures = {name: blank for name in painted & set(xobjects) if _draws_only(xobjects, name)}
     if not figures:
         return page
     view = PageObject(page.pdf)
@@ -215,18 +216,18 @@ def _with_blank_figures(page: Any, content: bytes) -> Any:
     return view
 
 
-def _draws_only(xobject: Any) -> bool:
-    """Whether ``xobject`` (a resource entry) is a form XObject whose content has none of
-    the :data:`_MAY_SHOW_TEXT` bytes; ``False`` for an image, anything else, or a form whose
-    content cannot be decoded."""
+def _draws_only(xobjects: Any, name: str) -> bool:
+    """Whether the XObject ``name`` of ``xobjects`` (a resource dictionary) is a form whose
+    content has none of the :data:`_MAY_SHOW_TEXT` bytes; ``False`` for an image, anything
+    else, or a form that cannot be resolved or decoded."""
     from pypdf.generic import StreamObject
 
-    form = xobject.get_object()
-    if not isinstance(form, StreamObject) or form.get("/Subtype") != "/Form":
-        return False
     try:
+        form = xobjects[name].get_object()
+        if not isinstance(form, StreamObject) or form.get("/Subtype") != "/Form":
+            return False
         data = form.get_data()
-    except Exception:  # a filter pypdf cannot undo: it logs that itself when it reads the form
+    except Exception:  # a missing object, a filter pypdf cannot undo: pypdf logs it, reading
         return False
     return not _MAY_SHOW_TEXT.search(data)
 
