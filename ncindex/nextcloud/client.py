@@ -274,11 +274,13 @@ class NextcloudClient:
         #: Whether a request that got no answer at all (``NextcloudUnavailable`` with
         #: ``unreachable``: timed out, connection refused or reset) stops this client: every
         #: later request raises such a failure unsent (:attr:`unanswered`). Off by default; on
-        #: for a client whose requests all serve one HTTP request of a caller (an RCP batch,
-        #: ``ncindex.search.rcp``), so that a Nextcloud that stalls costs that request one
-        #: timeout, not one per message. Each later failure is met as a timed-out request's
-        #: would be (a search keeps its candidates unconfirmed, a confirmation's answer
-        #: stands), only without the wait.
+        #: for a client whose requests all serve one HTTP request of a caller (the one
+        #: ``ncindex.web.auth.resolve_caller`` makes for a REST call, an MCP POST, an RCP
+        #: batch), so that a Nextcloud that stalls costs that request one timeout, not one per
+        #: request it would send; never on for a client that serves many (a worker's, a
+        #: service account's: it would stay stopped). Each later failure is met as a timed-out
+        #: request's would be (a search keeps its candidates unconfirmed, a confirmation's
+        #: answer stands), only without the wait.
         self.stop_when_unanswered = False
         #: The failure that stopped this client (:attr:`stop_when_unanswered`), else ``None``.
         self.unanswered: NextcloudUnavailable | None = None

@@ -253,8 +253,9 @@ class _Call:
     Likewise once authenticating failed for want of an answer (``TransientError``: Nextcloud
     down, or stalled past ``settings.http_timeout``), the rest of the batch gets that failure
     without asking again, so a stalled Nextcloud costs a batch one timeout, not one per
-    message. The same holds once authenticated: the client is one for the whole batch and
-    stops at the first request Nextcloud gave no answer to
+    message. The same holds once authenticated: the client is one for the whole batch, and
+    ``authenticate`` (``ncindex.web.auth.resolve_caller``) makes it stop at the first request
+    Nextcloud gave no answer to
     (:attr:`~ncindex.nextcloud.client.NextcloudClient.stop_when_unanswered`), so a later
     message's search meets that failure without asking — its checks keep their candidates
     unconfirmed (``meta.verified`` false, named in ``usage.notes``) and a cached credential's
@@ -288,15 +289,13 @@ class _Call:
             raise self._unavailable
         if self._client is None:
             try:
-                client = self.authenticate(self.authorization)
+                self._client = self.authenticate(self.authorization)
             except Unauthenticated as exc:
                 self.refuse(str(exc) or "unauthenticated")
                 raise
             except TransientError as exc:
                 self._unavailable = exc
                 raise
-            client.stop_when_unanswered = True  # one client for the batch: one timeout at most
-            self._client = client
         return self._client
 
     def refuse(self, reason: str) -> None:

@@ -99,8 +99,19 @@ def _caller(services: Services, header: str, address: str | None) -> NextcloudCl
     ``address``, else the Flask request's (after the trusted proxies in front,
     :mod:`ncindex.web.proxies`), so a Nextcloud that trusts ncindex as a proxy charges the
     caller's refused logins to the caller, not to ncindex
-    (:attr:`~ncindex.nextcloud.client.NextcloudClient.forwarded_for`)."""
+    (:attr:`~ncindex.nextcloud.client.NextcloudClient.forwarded_for`).
+
+    The client is made for one HTTP request of the caller's (a REST call, an MCP POST, an
+    RCP batch, a search-page route) and kept by nothing after it, so it stops at the first
+    request Nextcloud gives no answer to
+    (:attr:`~ncindex.nextcloud.client.NextcloudClient.stop_when_unanswered`): a stalled
+    Nextcloud costs that HTTP request one timeout, not one per request it would send — a
+    search whose checks timed out does not wait :data:`~ncindex.nextcloud.client.CONFIRM_SECONDS`
+    more to confirm a cached credential (its answer stands, as when that confirmation gets no
+    answer). The workers' and the service accounts' clients, which serve many requests, are
+    not made here and never stop so."""
     client = services.caller(header)
+    client.stop_when_unanswered = True
     if address is not None:
         client.forwarded_for = _ip_address(address)
     elif flask.has_request_context():

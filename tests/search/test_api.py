@@ -1241,3 +1241,38 @@ def test_a_tag_typed_decomposed_is_named_as_stored(api: Api) -> None:
     problem = response.get_json()
     assert (problem["code"], problem["field"]) == ("invalid_value", "tags[0]"), problem
     assert f"spelt {nfc!r} (GET /v1/tags lists them)" in problem["detail"], problem
+
+
+STALLED = ("webdav", "dav-search", "notes", "ocs")
+"""The families a stalled Nextcloud leaves unanswered in the tests below."""
+
+
+@pytest.mark.parametrize("api", [{"http_timeout": 0.5, "user_cache_seconds": 60}], indirect=True)
+def test_a_search_nextcloud_does_not_answer_waits_for_it_once(api: Api) -> None:
+    """bob's credential is cached, then Nextcloud stops answering. His search sent its checks
+    (one WebDAV ``SEARCH``), kept its results unconfirmed once they timed out
+    (``settings.http_timeout``; fail-open), and then asked OCS ``cloud/user`` to confirm the
+    cached credential, waiting ``CONFIRM_SECONDS`` more for an answer that was never coming.
+    The client made for one HTTP request now stops at its first request without an answer:
+    the confirmation is not sent (its answer stands, as when none comes). The faults count
+    the requests that reached Nextcloud (each takes one of its ``times``). The next request
+    has a client of its own: Nextcloud answering again, it is asked and confirms the results."""
+    from ncindex.nextcloud.client import CONFIRM_SECONDS
+
+    body = {"query": "lighthouse"}
+    assert api.post("bob", body).status_code == 200  # confirmed, and cached
+    faults = {family: api.sim.faults.set(family, timeout=True, times=10) for family in STALLED}
+    started = time.monotonic()
+    try:
+        response = api.post("bob", body)
+    finally:
+        api.sim.faults.clear()
+    took = time.monotonic() - started
+    reached = {family: 10 - (fault.times or 0) for family, fault in faults.items()}
+    assert response.status_code == 200, response.get_json()
+    answer = response.get_json()
+    assert answer["results"] and answer["verification"]["errors"] >= 1, answer["verification"]
+    assert reached == {"webdav": 0, "dav-search": 1, "notes": 0, "ocs": 0}, reached
+    assert took < api.settings.http_timeout + CONFIRM_SECONDS, took  # before: at least that
+    again = api.post("bob", body).get_json()
+    assert again["results"] and again["verification"]["errors"] == 0, again["verification"]
