@@ -14,6 +14,7 @@ Failures of the work (Nextcloud, the store, Redis, a document)::
     │   └── StorageUnavailable    one folder's storage cannot be reached now (its PROPFIND: 503)
     ├── PermanentError            retrying cannot help
     │   ├── NextcloudAuthError    Nextcloud answered 401 (bad or revoked app password)
+    │   │   ├── AccountDisabled   WebDAV refused the login of a disabled account (503)
     │   │   └── AccountHeld       not sent: Nextcloud refused this account's credential lately
     │   ├── Unauthenticated       a caller sent no usable credentials, or Nextcloud refused them
     │   ├── Forbidden             valid credentials, access refused (403; Notes ``"error": true``)
@@ -146,6 +147,14 @@ class StorageUnavailable(TransientError):
 
 class NextcloudAuthError(PermanentError):
     """Raised when Nextcloud rejects the configured credentials (HTTP 401)."""
+
+
+class AccountDisabled(NextcloudAuthError):
+    """Raised when WebDAV refused the login of a disabled account (HTTP 503, not 401:
+    nextcloud/server ``apps/dav/lib/Connector/Sabre/Auth.php`` ``check`` wraps the
+    ``LoginException`` of ``lib/private/User/Session.php`` ``completeLogin`` in
+    ``ServiceUnavailable``): the credential is right, so its app password is not known to be
+    gone — enabled again, the account logs in with it (:func:`refused_with_401` is false)."""
 
 
 class AccountHeld(NextcloudAuthError):
@@ -321,6 +330,24 @@ RETRY_AFTER_SECONDS = 5
 that may pass (a :class:`TransientError`: the store, Nextcloud or Redis; and a model this
 process cannot load), seconds: the search API's ``Retry-After``, RCP's ``retryAfterMs``, and
 the MCP server's ``Retry-After`` and ``retry_after`` (its refusals' and its tool errors')."""
+
+
+def refused_with_401(exc: BaseException) -> bool:
+    """Whether ``exc`` says Nextcloud answered a caller's credential HTTP 401: a
+    :class:`NextcloudAuthError`, or the :class:`Unauthenticated` raised from one
+    (``ncindex.web.auth.resolve_caller``). Its app password is then no more as far as ncindex
+    can tell, and any request signed in with it — its delete too — is one more refused login:
+    nextcloud/server ``lib/private/User/Session.php`` ``logClientIn`` finds no token
+    (``isTokenPassword``), the password login fails and ``handleLoginFailed`` counts it
+    against the sender's address (``Throttler::registerAttempt``). (OCS answers a disabled
+    account's login 401 as well, from ``completeLogin``'s ``LoginException``, which ncindex
+    cannot tell apart.) False for every other refusal (a 403, a 404, an answer in no known
+    shape: the app password may stand), for an :class:`AccountDisabled` (WebDAV's 503) and
+    an :class:`AccountHeld` (nothing was asked)."""
+    refusal = exc.__cause__ if isinstance(exc, Unauthenticated) else exc
+    return isinstance(refusal, NextcloudAuthError) and not isinstance(
+        refusal, AccountDisabled | AccountHeld
+    )
 
 
 def public_reason(exc: BaseException) -> str:

@@ -94,6 +94,7 @@ from ncindex.errors import (
     TransientError,
     Unauthenticated,
     public_reason,
+    refused_with_401,
 )
 from ncindex.nextcloud.loginflow import poll_login_flow, start_login_flow
 from ncindex.runtime import Services
@@ -104,7 +105,7 @@ from ncindex.web.auth import (
     resolve_caller,
     still_accepted,
 )
-from ncindex.web.problems import PROBLEM_JSON, http_problem, problem, problem_for
+from ncindex.web.problems import PROBLEM_JSON, answered_401, http_problem, problem, problem_for
 from ncindex.web.ratelimit import CallerLimit
 from ncindex.web.revocations import revocations
 from ncindex.web.session import COOKIE, CSRF_HEADER, UiSessions, csrf_ok
@@ -146,8 +147,10 @@ def install_session_auth(app: Flask, services: Services) -> None:
     sees it), after its CSRF token is checked on state-changing methods (403
     ``csrf_failed``). Runs before every other hook, so the rate limit counts the session's
     user. A 401 answer to such a request signs the session out (the app password was
-    revoked); answers to requests carrying the cookie lose ``WWW-Authenticate``, so the
-    browser shows no password prompt."""
+    revoked), and when Nextcloud's own answer was a 401
+    (:func:`~ncindex.web.problems.answered_401`) the record of app passwords to delete forgets
+    it (:meth:`~ncindex.web.session.UiSessions.refused`); answers to requests carrying the
+    cookie lose ``WWW-Authenticate``, so the browser shows no password prompt."""
     sessions = _sessions(services)
 
     def attach() -> Response | None:
@@ -180,7 +183,7 @@ def install_session_auth(app: Flask, services: Services) -> None:
             response.headers.pop("WWW-Authenticate", None)
         if g.get("ui_signed_in") and response.status_code == 401:
             with contextlib.suppress(redis.RedisError):
-                sessions.refused(g.ui_session_id)
+                sessions.refused(g.ui_session_id, invalid=answered_401())
         return response
 
 
@@ -308,7 +311,9 @@ def ui_blueprint(
             services, record["authorization"]
         )
         if ended:
-            sessions.refused(session_id)  # as a /v1/ call answered 401 signs it out
+            # as a /v1/ call answered 401 signs it out; refused with 401 (only then is it
+            # False), so the record forgets it: the sweep asks Nextcloud nothing for it
+            sessions.refused(session_id, invalid=True)
         body = {
             "user": None if ended else record.get("user"),
             "csrf": record["csrf"],
@@ -409,7 +414,7 @@ def ui_blueprint(
         except Unauthenticated as exc:  # the flow's credentials: no field of the request
             # only a 401 says their app password is no more; another refusal (a 404 or 403 of
             # a proxy, an answer in no known shape) may leave it alive: deleted, not forgotten
-            invalid = isinstance(exc.__cause__, NextcloudAuthError)
+            invalid = refused_with_401(exc)
             if not sessions.release_flow(session_id, claim, refused=True, invalid=invalid):
                 return claim_lost(session_id)
             if not invalid:

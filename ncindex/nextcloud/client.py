@@ -16,9 +16,10 @@ a header httpx refuses to send  ``NextcloudProtocolError`` (never echoing the he
                                 503 out of maintenance mode;
                                 ``StorageUnavailable`` for another WebDAV
                                 503 of a storage that cannot be reached)
-401; a WebDAV 5xx of a login    ``NextcloudAuthError`` (but ``Forbidden`` for
-refused (a disabled account)    an app API's CORS refusal of a
-                                Bearer token: :data:`CORS_REFUSAL`)
+401; a WebDAV 5xx of a login    ``NextcloudAuthError`` (``AccountDisabled`` for
+refused (a disabled account)    the WebDAV 5xx; ``Forbidden`` for an app
+                                API's CORS refusal of a Bearer token:
+                                :data:`CORS_REFUSAL`)
 404 (and 403 where a caller     ``NotFound``
 says so, e.g. Deck)
 other 403; a note answered     ``Forbidden``
@@ -44,6 +45,7 @@ import httpx
 import structlog
 
 from ncindex.errors import (
+    AccountDisabled,
     FileUnavailable,
     Forbidden,
     NcindexError,
@@ -412,7 +414,7 @@ class NextcloudClient:
             # the credentials are right but the account may not log in (disabled): DAV says
             # so with a 503, which is no outage — retrying cannot help, and a search must not
             # go on unverified as if Nextcloud were down
-            raise NextcloudAuthError(where + " (login refused: account disabled)")
+            raise AccountDisabled(where + " (login refused: account disabled)")
         maintenance = response.headers.get("X-Nextcloud-Maintenance-Mode") == "1"
         if (
             status == 503

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from flask import Flask, Response, json
+from flask import Flask, Response, g, has_request_context, json
 from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 from werkzeug.wrappers import Request
@@ -30,6 +30,7 @@ from ncindex.errors import (
     TransientError,
     Unauthenticated,
     public_reason,
+    refused_with_401,
 )
 
 log = structlog.get_logger(__name__)
@@ -88,9 +89,25 @@ def _input(exc: InputError) -> Response:
     return problem(400, exc.code, exc.detail, field=exc.field)
 
 
+_ANSWERED_401 = "ncindex_nextcloud_answered_401"
+"""The ``flask.g`` attribute :func:`_unauthenticated` sets (:func:`answered_401`)."""
+
+
 def _unauthenticated(exc: Exception) -> Response:
+    if has_request_context() and refused_with_401(exc):
+        setattr(g, _ANSWERED_401, True)
     # the offending part of the request is its credentials
     return problem(401, "unauthenticated", str(exc), field="Authorization", headers=BASIC_CHALLENGE)
+
+
+def answered_401() -> bool:
+    """Whether the current Flask request was answered 401 because Nextcloud answered the
+    caller's credential 401 (:func:`~ncindex.errors.refused_with_401`), not for another
+    refusal (a malformed header, a 404 or 403 of a proxy, an answer in no known shape, a
+    disabled account's WebDAV 503): the search page's session hook forgets such a
+    credential's app password instead of deleting it
+    (``ncindex.web.session.UiSessions.refused``)."""
+    return bool(g.get(_ANSWERED_401))
 
 
 def _not_found(exc: Exception) -> Response:

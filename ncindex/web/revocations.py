@@ -19,7 +19,12 @@ Lua step that stores, moves or drops the credential in a session (:mod:`ncindex.
   an owner is one nobody will use: to delete.
 
 A request that drops a credential records it ownerless and due :data:`RETRY_SECONDS` later, then
-deletes it at once (:meth:`Revocations.delete`); a definitive answer forgets the entry. A failed
+deletes it at once (:meth:`Revocations.delete`); a definitive answer forgets the entry. A
+credential Nextcloud answered 401 is forgotten instead, in the step that drops it
+(:meth:`~ncindex.web.session.UiSessions.refused`, ``release_flow(invalid=True)``): its app
+password is no more, and a delete signed in with it would be one more refused login from
+ncindex's own address (``Session::logClientIn`` → ``handleLoginFailed`` →
+``Throttler::registerAttempt``), slowing every login ncindex makes from there. A failed
 or never-sent delete is left to :meth:`Revocations.sweep`, which beat runs every
 :data:`RETRY_SECONDS` (``ncindex.revoke_app_passwords``, ``workers/beat.py``): for each due
 entry, atomically, an owner session that still exists and still holds the credential makes it

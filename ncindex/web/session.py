@@ -148,6 +148,14 @@ _REPLACE = (
     "if flow then hold(new, KEYS[2], now + tonumber(ARGV[2]) * 1000) "
     "elseif new then forget(new) end return out"
 )
+# KEYS[1] session; ARGV 1 when Nextcloud answered its credential 401, else 0 → signed out
+# (authorization, user, origin dropped); a credential answered 401 forgotten by the record, any
+# other kept there for the sweep (its owner, this session, no longer holds it)
+_REFUSED = (
+    LUA + "local auth = redis.call('HGET', KEYS[1], 'authorization') "
+    "if auth and ARGV[1] == '1' then forget(auth) end "
+    "redis.call('HDEL', KEYS[1], 'authorization', 'user', 'origin') return 1"
+)
 # KEYS[1] session; ARGV retry ms → its flow credentials, recorded to delete (a list)
 _SIGN_OUT = (
     _NOW
@@ -203,14 +211,23 @@ class UiSessions:
         if drop:
             self.redis.call("hdel", key, *drop)
 
-    def refused(self, session_id: str) -> None:
+    def refused(self, session_id: str, *, invalid: bool) -> None:
         """Sign the session out because its credential was refused (a ``/v1/`` call answered
         401, or Nextcloud answered ``GET /ui/session``'s confirmation 401: the app password
         revoked): ``authorization``, ``user`` and ``origin`` go, the session stays (not signed
-        in, its CSRF token kept). A Login Flow's credential keeps its entry in
-        :mod:`ncindex.web.revocations`, owned by this session, which no longer holds it: the
-        sweep settles it once due, as every app password no live session holds."""
-        self.update(session_id, authorization=None, user=None, origin=None)
+        in, its CSRF token kept). ``invalid`` (Nextcloud answered the credential 401:
+        :func:`~ncindex.errors.refused_with_401`): in the same step the record of
+        :mod:`ncindex.web.revocations` forgets it, as :meth:`release_flow` forgets a flow's
+        credential refused so — its app password is no more, and the sweep's delete would be
+        one more refused login from ncindex's own address, which Nextcloud's brute-force
+        protection counts against every login ncindex makes from there (nextcloud/server
+        ``lib/private/User/Session.php`` ``logClientIn`` → ``handleLoginFailed`` →
+        ``lib/private/Security/Bruteforce/Throttler.php`` ``registerAttempt``). Otherwise (a 404
+        or 403 of a proxy, an answer in no known shape, a disabled account's WebDAV 503: the
+        app password may stand) a Login Flow's credential keeps its entry, owned by this
+        session, which no longer holds it: the sweep deletes it once due, as every app
+        password no live session holds."""
+        self._eval(_REFUSED, session_id, int(invalid))
 
     def receive_flow(self, session_id: str, poll_token: str, authorization: str) -> str | None:
         """Store ``authorization``, just received for the flow of ``poll_token``, as

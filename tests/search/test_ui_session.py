@@ -9,6 +9,7 @@ import base64
 import contextlib
 import hashlib
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,6 +18,7 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 from ncindex import names
+from ncindex.embedding.embedder import Embedder
 from ncindex.index.indexing import Indexer
 from ncindex.runtime import Services
 from ncindex.search import facets
@@ -26,7 +28,7 @@ from ncindex.web.auth import MAX_AUTHORIZATION_CHARS
 from ncindex.web.session import ANONYMOUS_SECONDS, COOKIE, CSRF_HEADER
 from search_api import create_app
 from search_api.ui import MAX_FIELD_CHARS
-from support import ADMIN, PASSWORDS, Stack, wait_until
+from support import ADMIN, PASSWORDS, Stack, build_stack, wait_until
 
 
 def session(client: FlaskClient) -> dict:
@@ -1060,9 +1062,13 @@ def test_a_session_whose_app_password_nextcloud_revoked_reads_signed_out(
     page showed him signed in until its first ``/v1/`` call was refused. It now asks OCS
     ``cloud/user`` (one request, within ``CONFIRM_SECONDS``; its answer stands when none
     comes) and, refused, signs the session out as a ``/v1/`` call's 401 does: the same
-    session, not signed in; the app password's entry in the record of those to delete is
-    no live session's, and the sweep settles it (Nextcloud answers the delete 401: it is no
-    more) — whichever of the two noticed first."""
+    session, not signed in — whichever of the two noticed first. Refused with 401, the app
+    password is no more: the step that signs the session out also forgets its entry in the
+    record of those to delete. It stayed there, and beat's sweep sent its delete, signed in
+    with it: one more login Nextcloud refused from ncindex's own address, counted by its
+    brute-force protection against every login ncindex makes (nextcloud/server
+    ``lib/private/User/Session.php`` ``logClientIn`` → ``handleLoginFailed`` →
+    ``Throttler::registerAttempt``). The sweep now sends nothing."""
     from ncindex.web.revocations import revocations
 
     sim, client = stack.sim, stack.search.application.test_client()
@@ -1092,9 +1098,68 @@ def test_a_session_whose_app_password_nextcloud_revoked_reads_signed_out(
     assert after["sign_in_ended"] is False  # said once
     assert sim.request_count("ocs") == asked  # signed out: nothing to confirm
     assert client.get("/v1/folders").status_code == 401
-    record = stack.settings.names.ui_revoke
-    assert stack.services.redis.zcard(record) == 1  # held by no session now
+    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 0  # forgotten
+    assert stack.services.redis.hlen(stack.settings.names.ui_revoke_owner) == 0
+    deletes = sim.request_count("ocs", "DELETE")
     due_now(stack)
-    assert revocations(stack.services).sweep() == 0  # already gone in Nextcloud
-    assert stack.services.redis.zcard(record) == 0
+    assert revocations(stack.services).sweep() == 0
+    assert sim.request_count("ocs", "DELETE") == deletes  # no login of ncindex's refused
     assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+
+
+def test_a_session_signed_out_by_another_refusal_has_its_app_password_deleted(
+    stack: Stack,
+) -> None:
+    """A ``/v1/`` call whose credential check Nextcloud answered otherwise than 401 — a 404
+    (a proxy in front of Nextcloud that does not pass ``cloud/user``) — signs the session out
+    too, but says nothing of the app password, which may stand: its entry stays in the record,
+    no live session holds it, and beat's sweep deletes it (a guard of the 401 case's
+    forgetting, which must not spread to other refusals)."""
+    from ncindex.web.revocations import revocations
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    sign_in_with_flow(stack, client, "bob")
+    sim.faults.set("ocs", status=404, method="GET", times=1)  # the next check only
+    try:
+        assert client.get("/v1/folders").status_code == 401
+    finally:
+        sim.faults.clear()
+    assert session(client)["user"] is None  # signed out
+    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 1
+    assert len(sim.tree.user("bob").passwords) == 2
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 1
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+
+
+def test_a_disabled_account_s_session_keeps_its_app_password_to_delete(
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
+) -> None:
+    """bob signed in with a Login Flow, and an admin disables his account while the
+    credential cache holds his credential (``user_cache_seconds``): his next ``/v1/folders``
+    is refused by WebDAV's 503 (nextcloud/server ``apps/dav/lib/Connector/Sabre/Auth.php``
+    ``check`` wraps ``Session::completeLogin``'s ``LoginException``), not a 401, and signs the
+    session out. The credential is right, so its app password stands — enabled again, bob
+    logs in with it — and its entry stays in the record: beat's sweep deletes it once it can
+    (here after he is enabled again). Forgotten as a 401's is, it would stay unused in his
+    account for good."""
+    from ncindex.web.revocations import revocations
+
+    redis.Redis.from_url(redis_url).flushdb()
+    with build_stack(
+        redis_url, embedder, model_dir, tmp_path, template=empty_store, user_cache_seconds=60
+    ) as stack:
+        sim, client = stack.sim, stack.search.application.test_client()
+        sim.put_file("bob", "/Bobs/notes.md", b"Bob's lighthouse lens notes.")
+        wait_until(lambda: stack.services.store.count() >= 1, 30)
+        sign_in_with_flow(stack, client, "bob")
+        assert client.get("/v1/folders").get_json()["folders"] == ["/Bobs"]
+        sim.disable_user("bob")
+        refused = client.get("/v1/folders")
+        assert refused.status_code == 401, refused.get_json()
+        assert session(client)["user"] is None  # signed out
+        assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 1
+        sim.disable_user("bob", enabled=True)
+        due_now(stack)
+        assert revocations(stack.services).sweep() == 1
+        assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
