@@ -273,8 +273,8 @@ class NextcloudClient:
         #: and a revoked one and says nothing of it. :meth:`confirm` also sets it after asking
         #: once and getting no answer (fail-open), so that one request asks at most once.
         self.confirmed = True
-        #: Whether a request that got no answer at all (``NextcloudUnavailable`` with
-        #: ``unreachable``: timed out, connection refused or reset) stops this client: every
+        #: Whether a request that got no answer at all (``NextcloudUnavailable`` from a
+        #: timeout or a connection refused; :meth:`_sending`) stops this client: every
         #: later request raises such a failure unsent (:attr:`unanswered`). Off by default; on
         #: for a client whose requests all serve one HTTP request of a caller (the one
         #: ``ncindex.web.auth.resolve_caller`` makes for a REST call, an MCP POST, an RCP
@@ -312,16 +312,22 @@ class NextcloudClient:
         request given a ``timeout`` of its own shorter than the client's (``httpx``'s
         ``timeout`` argument): :meth:`confirm` waits :data:`CONFIRM_SECONDS`, and a Nextcloud
         slower than that but answering within ``http_timeout`` stopped an RCP batch's client
-        after a cached credential's confirmation, every later check unsent."""
+        after a cached credential's confirmation, every later check unsent. Only a timeout or
+        a connection that could not be made (``httpx.ConnectError``: refused, no route, a name
+        that does not resolve) stops it: a connection reset or closed mid-exchange
+        (``httpx.ReadError``, ``RemoteProtocolError``) also happens to one request of a
+        Nextcloud that answers (a keep-alive connection its web server closed as it was
+        reused), and would leave the request's other checks unsent."""
         try:
             with _transport_errors(method, url):
                 yield
         except NextcloudUnavailable as exc:
-            sooner = timeout is not None and isinstance(exc.__cause__, httpx.TimeoutException)
-            if sooner:
+            cause = exc.__cause__
+            silent = isinstance(cause, (httpx.TimeoutException, httpx.ConnectError))
+            if silent and timeout is not None and isinstance(cause, httpx.TimeoutException):
                 own, usual = httpx.Timeout(timeout).read, self.http.timeout.read
-                sooner = own is not None and (usual is None or own < usual)
-            if self.stop_when_unanswered and exc.unreachable and not sooner:
+                silent = own is None or (usual is not None and own >= usual)
+            if self.stop_when_unanswered and silent:
                 self.unanswered = self.unanswered or exc
             raise
 

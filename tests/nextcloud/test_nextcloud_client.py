@@ -242,6 +242,37 @@ def test_a_client_told_so_stops_at_the_first_request_without_an_answer(stop: boo
     assert len(sent) == (2 if stop else 4), sent
 
 
+@pytest.mark.parametrize(
+    ("failure", "stops"),
+    [
+        (httpx.ConnectError("refused"), True),
+        (httpx.ConnectTimeout("no route"), True),
+        (httpx.RemoteProtocolError("Server disconnected without sending a response."), False),
+        (httpx.ReadError("connection reset by peer"), False),
+    ],
+)
+def test_only_a_silent_nextcloud_stops_the_client(failure: Exception, stops: bool) -> None:
+    """A connection refused or never made stops a client told to stop (Nextcloud is down);
+    a connection reset or closed mid-exchange does not: a keep-alive connection the web
+    server closed as it was reused fails one request of a Nextcloud that answers the next, and
+    it left the rest of a search's checks unsent (their results unconfirmed)."""
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        if len(sent) == 1:
+            raise failure
+        return httpx.Response(503)
+
+    client = client_for(handler)
+    client.stop_when_unanswered = True
+    for _ in range(2):
+        with pytest.raises(NextcloudUnavailable):
+            client.get_note(1)
+    assert len(sent) == (1 if stops else 2), sent
+    assert (client.unanswered is not None) is stops
+
+
 def test_a_confirmation_timing_out_sooner_than_the_client_does_not_stop_it() -> None:
     """:meth:`~NextcloudClient.confirm` waits :data:`CONFIRM_SECONDS` (2 s), not the client's
     ``http_timeout`` (10 s by default): its timing out says Nextcloud is slower than 2 s, not
