@@ -693,7 +693,12 @@ function resultItem(r) {
   snippet.innerHTML = r.snippet; // server-escaped text with <mark>s
   // the explain's term offsets are into the snippet's text as the server made it
   const snippetText = snippet.textContent;
-  if (r.doc_type === "note" || /\.(md|markdown)$/i.test(r.path || "")) hideMarkdown(snippet);
+  if (r.doc_type === "note" || /\.(md|markdown)$/i.test(r.path || "")) hideMarkdown(snippet, 0);
+  else if (r.doc_type === "deck_card") hideMarkdown(snippet, cardTitleLength(r, snippetText));
+  // a news item's text is its HTML body's text (ncindex/sources/news_item.py item_document,
+  // extract_text with no Markdown headings), which News shows as HTML (nextcloud/news
+  // src/components/feed-display/FeedItemDisplay.vue, v-html="sanitizedBody"): its "*" and "#"
+  // are the article's words, shown as written
   else if (HEADED_FILES.test(r.path || "")) hideHeadings(snippet);
   // not confirmed with Nextcloud just now (NCINDEX_UNVERIFIED_RESULTS: shown whole, or without
   // its text: an empty snippet), said under it; its context is refused until it is confirmed
@@ -719,10 +724,10 @@ function whereText(r) {
   return shown(r.path || "");
 }
 
-// Markdown syntax a note's snippet would show raw (the server's snippet is the chunk's text, each
-// run of whitespace one space, or one "\n" where it held a line break, a cut at a line break
-// keeping it beside the "…": ncindex/text/snippets.py): heading hashes and "*" list bullets at
-// the start of a line (a bullet shown as "•"; a "-" bullet stays; after a cut's "…" only where
+// Markdown syntax a note's (or a Deck card's) snippet would show raw (the server's snippet is
+// the chunk's text, each run of whitespace one space, or one "\n" where it held a line break, a
+// cut at a line break keeping it beside the "…": ncindex/text/snippets.py): heading hashes and
+// "*" list bullets at the start of a line (a bullet shown as "•"; a "-" bullet stays; after a cut's "…" only where
 // the server kept the break, "…\n* item", as a cut inside a line, "…2 * 3", is no line's
 // start), numbered-list markers ("1. ", "1) ": shown as "•" only in a run of three consecutive
 // items, see numberedItems: a lone "5. " could end a sentence), a task's box at a line's start
@@ -925,17 +930,53 @@ function fencedBlocks(text) {
   return parts;
 }
 
-function hideMarkdown(snippet) {
+// A snippet without its Markdown (see above), but for its first ``plain`` characters (of its
+// text, the marks' words counted), kept as written: a Deck card's title (cardTitleLength). The
+// rest starts a line there (the title's line break is in it).
+function hideMarkdown(snippet, plain) {
   const nodes = [...snippet.childNodes];
   const held = (n) => n.nodeType === Node.TEXT_NODE && HOLDERS.test(n.data);
   if (nodes.some(held)) return;
   const whole = nodes.map((n) => (n.nodeType === Node.TEXT_NODE ? n.data : MARK_HOLDER)).join("");
+  // where the kept characters end in ``whole`` (a mark one character there); a mark holds a
+  // word and the title ends at a line break or at the snippet's end, so never inside a mark
+  let at = 0;
+  for (const node of nodes) {
+    if (plain <= 0) break;
+    const length = node.textContent.length;
+    at += node.nodeType === Node.TEXT_NODE ? Math.min(plain, length) : 1;
+    plain -= length;
+  }
   // a code block's text stays as written (§4.5: no escapes, no emphasis, no other block in it)
-  const text = fencedBlocks(whole).map((part, i) => (i % 2 ? part : hideProse(part))).join("");
+  const markdown = fencedBlocks(whole.slice(at)).map((part, i) => (i % 2 ? part : hideProse(part)));
+  const text = whole.slice(0, at) + markdown.join("");
   const pieces = text.split(MARK_HOLDER);
   const marks = nodes.filter((n) => n.nodeType !== Node.TEXT_NODE);
   if (pieces.length !== marks.length + 1) return; // not expected: the snippet stays as it came
   snippet.replaceChildren(...pieces.flatMap((piece, i) => (i < marks.length ? [piece, marks[i]] : [piece])));
+}
+
+// How many characters of a Deck card's snippet ``text`` (its text content) are the card's title:
+// ncindex indexes a card as "{title}\n\n{description}" (ncindex/sources/deck_card.py
+// fetch_card), and only the description is Markdown — Deck edits and renders it so
+// (nextcloud/deck src/components/card/Description.vue: the Text app's editor, else markdown-it
+// with task checkboxes), while it shows the title as plain text (src/components/cards/
+// CardItem.vue, "{{ displayTitle }}"), so a title's "#", "*" or backticks are its words. The
+// title opens the snippet when its chunk starts the card's text (``char_start`` 0) and the
+// server did not cut before it (no "…" first): it is there as the server cleans a text
+// (ncindex/text/snippets.py _Cleaned: control, format, private-use and unassigned characters
+// dropped, each run of whitespace one space, or "\n" where it holds a line break), followed by
+// the line break before the description or by the snippet's end, or cut by the server's "…".
+// 0 when the snippet does not start with the title (a later chunk, a cut, no title).
+const TITLE_GAP = /(?:\s|[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}])+/gu;
+function cardTitleLength(r, text) {
+  if (r.char_start !== 0 || !r.title) return 0;
+  const gap = (run) => (/[\n\r]/.test(run) ? "\n" : /\s/.test(run) ? " " : "");
+  const title = r.title.replace(TITLE_GAP, gap).trim();
+  if (!title) return 0;
+  if (text.startsWith(title) && (text.length === title.length || text[title.length] === "\n")) return title.length;
+  if (text.endsWith("…") && title.startsWith(text.slice(0, -1).trimEnd())) return text.length;
+  return 0;
 }
 
 // A note's prose (the text between code blocks, see fencedBlocks) without its Markdown.

@@ -62,13 +62,24 @@ class Deployment:
     """The simulator with alice's and bob's documents, and ``ncindex up`` in front of it."""
 
     def __init__(
-        self, tmp: Path, redis_url: str, model_dir: Path, *, documents: bool = True, **env: str
+        self,
+        tmp: Path,
+        redis_url: str,
+        model_dir: Path,
+        *,
+        documents: bool = True,
+        setup: Callable[[NextcloudSimulator], object] | None = None,
+        **env: str,
     ) -> None:
+        """``setup`` (the simulator) runs after the users are added and the documents
+        written, before ``ncindex up`` starts: what it adds is there for the first scan."""
         self.sim = NextcloudSimulator(delivery_delay=(0.0, 0.0))
         for user, password in PASSWORDS.items():
             self.sim.add_user(user, password, user.title(), admin=user == "admin")
         if documents:
             self.write_documents()
+        if setup is not None:
+            setup(self.sim)
         self.sim_server: SimulatorServer = serve_simulator(self.sim, host="127.0.0.1", port=0)
         self.url = f"http://127.0.0.1:{free_port()}"
         self.redis_url = redis_url
@@ -786,7 +797,7 @@ def expect_note_snippet(
     query: str,
     shown: str,
     marks: int,
-    result: dict[str, str] | None = None,
+    result: dict[str, object] | None = None,
 ) -> None:
     """Alice's search for ``query`` shows a note (or the ``result`` given: its fields over
     the stand-in's) whose server snippet is ``snippet`` (the search answered by a stand-in) as
@@ -1004,6 +1015,82 @@ def test_headings_ncindex_wrote_into_a_file_s_text_are_not_shown_raw(
     expect_note_snippet(
         deployment, browser, "# <mark>vitamin</mark> dose", "vitamin", "# vitamin dose", 1, plain
     )
+
+
+CARD_TITLE = "# 12 Crane *winch* `check`"
+CARD_DESCRIPTION = (
+    "**Grease** the _winch_ before the storm.\n\n- [ ] task: test the winch cable\n"
+    "- [x] order new hooks"
+)
+
+
+def add_card(sim: NextcloudSimulator) -> object:
+    """A card on alice's board "Harbour", stack "To do": :data:`CARD_TITLE` (plain text in
+    Deck) over :data:`CARD_DESCRIPTION` (Markdown)."""
+    board = sim.deck_create_board("alice", "Harbour")
+    stack = sim.deck_create_stack("alice", board, "To do")
+    return sim.deck_create_card("alice", stack, CARD_TITLE, CARD_DESCRIPTION)
+
+
+def test_a_deck_cards_description_is_read_as_markdown_and_its_title_as_written(
+    tmp_path: Path, redis_url: str, model_dir: Path, browser: Browser
+) -> None:
+    """A Deck card's snippet showed its description's Markdown raw ("**Grease**", "- [ ] task"),
+    though Deck edits and shows the description as Markdown (nextcloud/deck
+    src/components/card/Description.vue). It is read as a note's is now, found through a real
+    search of the simulator's Deck: emphasis hidden, task boxes shown as ☐ and ☑. The card's
+    title, which ncindex puts before the description (ncindex/sources/deck_card.py fetch_card)
+    and Deck shows as plain text (src/components/cards/CardItem.vue), stays as written: its
+    "# ", "*" and backticks are not a heading, emphasis and code; the marks stay on the query's
+    word."""
+    running = Deployment(tmp_path, redis_url, model_dir, documents=False, setup=add_card)
+    try:
+        running.wait_ready()
+        deadline = time.monotonic() + 120
+        found: list[dict[str, object]] = []
+        while not found and time.monotonic() < deadline:
+            answer = httpx.post(
+                f"{running.url}/v1/search",
+                json={"query": "winch"},
+                auth=("alice", PASSWORDS["alice"]),
+                timeout=30,
+            )
+            found = [r for r in answer.json().get("results", []) if r["doc_type"] == "deck_card"]
+            time.sleep(0.5)
+        assert found, "the card was not indexed in time"
+        assert found[0]["char_start"] == 0 and found[0]["title"] == CARD_TITLE
+        page = browser.new_context().new_page()
+        open_signed_in(page, running.url, "alice")
+        search(page, "winch")
+        snippet = page.locator("#results .snippet")
+        expect(snippet).to_have_text(
+            "# 12 Crane *winch* `check` Grease the winch before the storm. "
+            "☐ task: test the winch cable ☑ order new hooks"
+        )
+        expect(snippet.locator("mark")).to_have_text(["winch"] * 3)
+        expect(page.locator("#results .where")).to_have_text("Harbour › To do")
+    finally:
+        running.close()
+
+
+def test_a_deck_card_snippet_cut_inside_or_after_its_title_keeps_only_the_title_as_written(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """Edges of a Deck card's snippet (the server's answer stood in): a snippet cut inside the
+    title is all title, shown as written; a later chunk's snippet (``char_start`` not 0) or one
+    the server cut before the title is all description, read as Markdown; a title whose
+    whitespace the server collapsed is still told."""
+    card = {"doc_type": "deck_card", "path": None, "title": "*Crane*  `winch`", "char_start": 0}
+    raw = "*Crane* `<mark>winch</mark>`…"
+    expect_note_snippet(deployment, browser, raw, "winch", "*Crane* `winch`…", 1, card)
+    raw = "*Crane* `<mark>winch</mark>`\n**oil** the <mark>winch</mark>"
+    shown = "*Crane* `winch` oil the winch"
+    expect_note_snippet(deployment, browser, raw, "winch", shown, 2, card)
+    later = card | {"char_start": 300}
+    raw = "*Crane* `<mark>winch</mark>`\n**oil** it"
+    expect_note_snippet(deployment, browser, raw, "winch", "Crane winch oil it", 1, later)
+    raw = "…`<mark>winch</mark>`\n* **oil** it"
+    expect_note_snippet(deployment, browser, raw, "winch", "…winch • oil it", 1, card)
 
 
 def test_a_wrong_address_is_a_page_leading_to_the_search(
