@@ -1276,3 +1276,32 @@ def test_a_search_nextcloud_does_not_answer_waits_for_it_once(api: Api) -> None:
     assert took < api.settings.http_timeout + CONFIRM_SECONDS, took  # before: at least that
     again = api.post("bob", body).get_json()
     assert again["results"] and again["verification"]["errors"] == 0, again["verification"]
+
+
+@pytest.mark.parametrize(
+    "api",
+    [{"http_timeout": 0.5, "user_cache_seconds": 60, "unverified_results": "drop"}],
+    indirect=True,
+)
+def test_a_search_nextcloud_does_not_answer_withholds_what_it_could_not_confirm(
+    api: Api,
+) -> None:
+    """With ``NCINDEX_UNVERIFIED_RESULTS=drop`` a search whose checks get no answer (the
+    client stopped after the first: the rest unsent) withholds every candidate it could not
+    confirm: a 200 with no results, each candidate counted once in ``errors`` and in
+    ``withheld`` — the same counts a search whose every check timed out gives (a guard of the
+    stop's failures being met as timeouts are)."""
+    body = {"query": "lighthouse lens foghorn", "limit": 50}
+    answered = api.post("alice", body).get_json()["verification"]
+    for family in STALLED:
+        api.sim.faults.set(family, timeout=True, times=10)
+    try:
+        response = api.post("alice", body)
+    finally:
+        api.sim.faults.clear()
+    assert response.status_code == 200, response.get_json()
+    answer = response.get_json()
+    counts = answer["verification"]
+    assert answer["results"] == [], answer["results"]
+    assert counts["checked"] == answered["checked"] >= 2, (counts, answered)
+    assert counts["errors"] == counts["withheld"] == counts["checked"], counts

@@ -1347,6 +1347,38 @@ def test_a_search_tool_nextcloud_does_not_answer_waits_for_it_once(api: Api) -> 
     assert took[0] < api.settings.http_timeout + CONFIRM_SECONDS, took  # before: at least that
 
 
+@pytest.mark.parametrize("api", [{"http_timeout": 0.5, "user_cache_seconds": 60}], indirect=True)
+def test_the_next_tool_call_of_an_mcp_session_asks_a_nextcloud_that_stalled_again(api: Api) -> None:
+    """One MCP session (the SDK's client) calls the search tool three times: answered, then
+    with Nextcloud stalled (the gate's client for that POST stops at its first request
+    without an answer: results unconfirmed), then with Nextcloud answering again — asked, and
+    confirmed. The gate keeps the client in the ASGI scope of one POST, never with the
+    session, the server's state or the credential cache (a guard: a client kept so would stay
+    stopped for good after one timeout)."""
+    served = serve_in_thread(create_app(api.settings, services=api.services, producer=api.producer))
+
+    async def three() -> list[Any]:
+        out = []
+        async with session(f"{served.url}/mcp", basic("bob")) as client:
+            out.append(await call(client, "search", {"query": "lighthouse"}))
+            for family in STALLED:
+                api.sim.faults.set(family, timeout=True, times=10)
+            try:
+                out.append(await call(client, "search", {"query": "lighthouse"}))
+            finally:
+                api.sim.faults.clear()
+            out.append(await call(client, "search", {"query": "lighthouse"}))
+        return out
+
+    try:
+        answers = run(three())
+    finally:
+        served.close()
+    errors = [answer.structured_content["verification"]["errors"] for answer in answers]
+    assert all(answer.structured_content["results"] for answer in answers), answers
+    assert errors[0] == 0 and errors[1] >= 1 and errors[2] == 0, errors
+
+
 @pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)
 def test_fetch_of_a_card_with_a_bearer_token_revoked_while_cached_on_nextcloud_30(
     api: Api,

@@ -1200,7 +1200,9 @@ def test_a_batch_whose_first_search_nextcloud_does_not_answer_waits_for_it_once(
     first one did (hits kept unconfirmed, fail-open). With his credential from the cache the
     search's confirmation (OCS ``cloud/user``) is not sent either: its answer stands when none
     comes. The faults count the requests that reached Nextcloud (each takes one of its
-    ``times``)."""
+    ``times``). The next batch, Nextcloud answering again, is asked: the stopped client was
+    the stalled batch's alone (a guard: one kept with the RCP session or the credential cache
+    would stay stopped for good)."""
     auth = {"Authorization": basic("bob")}
     start = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
     assert "result" in api.client.post("/rcp/initialize", json=start, headers=auth).get_json()
@@ -1223,6 +1225,11 @@ def test_a_batch_whose_first_search_nextcloud_does_not_answer_waits_for_it_once(
         hits = reply["result"]["hits"]
         assert hits and not any(hit["meta"]["verified"] for hit in hits), reply
         assert any("not confirmed" in note for note in reply["result"]["usage"]["notes"])
+    # the next HTTP request of the same RCP session has a client of its own: asked, confirmed
+    again = api.client.post("/rcp/retrieve", json=batch[:2], headers=auth).get_json()
+    for reply in again:
+        hits = reply["result"]["hits"]
+        assert hits and all(hit["meta"]["verified"] for hit in hits), reply
 
 
 @pytest.mark.parametrize("api", [{"http_timeout": 5.0, "user_cache_seconds": 60}], indirect=True)

@@ -1163,3 +1163,44 @@ def test_a_disabled_account_s_session_keeps_its_app_password_to_delete(
         due_now(stack)
         assert revocations(stack.services).sweep() == 1
         assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+
+
+def test_a_page_search_nextcloud_does_not_answer_leaves_the_next_one_its_own_client(
+    redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
+) -> None:
+    """A signed-in page's ``/v1/search`` meets a Nextcloud that does not answer: its client
+    stops at the first request without an answer (``stop_when_unanswered``, made by
+    ``ncindex.web.auth._caller`` for that HTTP request), its results come back unconfirmed,
+    and the session stays signed in (no answer is no refusal). The session keeps the
+    credential, never a client: the next search, Nextcloud answering again, is asked and
+    confirmed. A guard: a client kept with the session (or the credential cache) would stay
+    stopped for good after one timeout."""
+    redis.Redis.from_url(redis_url).flushdb()
+    with build_stack(
+        redis_url,
+        embedder,
+        model_dir,
+        tmp_path,
+        template=empty_store,
+        user_cache_seconds=60,
+        http_timeout=0.5,
+    ) as stack:
+        sim, client = stack.sim, stack.search.application.test_client()
+        sim.put_file("bob", "/Bobs/notes.md", b"Bob's lighthouse lens notes.")
+        wait_until(lambda: stack.services.store.count() >= 1, 30)
+        csrf = {CSRF_HEADER: sign_in_with_flow(stack, client, "bob")["csrf"]}
+        body = {"query": "lighthouse lens"}
+        first = client.post("/v1/search", json=body, headers=csrf).get_json()
+        assert first["results"] and first["verification"]["errors"] == 0, first
+        for family in ("webdav", "dav-search", "notes", "ocs"):
+            sim.faults.set(family, timeout=True, times=10)
+        try:
+            stalled = client.post("/v1/search", json=body, headers=csrf)
+        finally:
+            sim.faults.clear()
+        assert stalled.status_code == 200, stalled.get_json()
+        answer = stalled.get_json()
+        assert answer["results"] and answer["verification"]["errors"] >= 1, answer
+        assert session(client)["user"] == "bob"  # no answer signs nobody out
+        again = client.post("/v1/search", json=body, headers=csrf).get_json()
+        assert again["results"] and again["verification"]["errors"] == 0, again["verification"]
