@@ -41,7 +41,13 @@ def epub_text(data: bytes, blocks: Blocks, max_chapters: int) -> int:
                     break
                 # the budget is checked while the chapter's markup is parsed too: a chapter
                 # is a web page of any size
-                chapter = html_text(_decoded(_read(archive, path)), headings=True, late=blocks.late)
+                chapter, cut = html_text(
+                    _decoded(_read(archive, path)),
+                    headings=True,
+                    late=blocks.late,
+                    max_chars=blocks.room(),
+                )
+                blocks.truncated = blocks.truncated or cut
                 if not blocks.add(chapter) or blocks.truncated:
                     break
             return len(chapters)

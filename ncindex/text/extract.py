@@ -16,7 +16,8 @@ pages OCR'd, a wall-clock budget (``max_seconds``) looked at between pages (and 
 operator of a PDF page), slides, rows, chapters, paragraphs, calendar lines, e-mail
 attachments, pieces of HTML and e-mail messages (OCR gets what is left as Tesseract's time
 limit; RTF is read whole), the characters of an e-mail's header field, and the characters
-returned (``max_chars``, which also stops a PDF page or an e-mail part being read); text
+returned (``max_chars``, which also stops a PDF page, an e-mail part or the parse of HTML
+markup being read; so do :data:`~ncindex.text.markup.MAX_ELEMENTS` elements of it); text
 beyond a bound is cut and reported as ``truncated``, and so is a
 document part that could not be read while the rest was (a PDF page or form, a DOCX
 header, footer, notes or comments part). Corrupt or unreadable input raises
@@ -350,7 +351,9 @@ def _html(job: _Job) -> None:
     declared = _charset(job.mime_type) or declared_markup_encoding(job.data)
     # a stray NUL byte does not make a page binary: an HTML parser reads past it
     text, _ = decode_without_nuls(job.data, declared, len(job.data), markup=True)
-    job.blocks.add(html_text(text, late=job.blocks.late))
+    text, cut = html_text(text, late=job.blocks.late, max_chars=job.blocks.room())
+    job.blocks.add(text)
+    job.blocks.truncated = job.blocks.truncated or cut
 
 
 def _pdf(job: _Job) -> int:

@@ -71,9 +71,10 @@ def eml_text(
     there), between the pieces of an HTML body's markup and before each part read but the
     first (a text part, or an attachment's name); once it answers ``True``, or the text
     read reaches ``max_chars`` characters, the rest is not read and the text is what was
-    (a text part cut to the characters left). Raises :class:`ExtractionError` when
-    ``data`` holds no header fields (not a message) or a header or part cannot be
-    decoded."""
+    (a text part cut to the characters left; an HTML one's markup parsed only until its
+    text is past them, or past :data:`~ncindex.text.markup.MAX_ELEMENTS` elements). Raises
+    :class:`ExtractionError` when ``data`` holds no header fields (not a message) or a
+    header or part cannot be decoded."""
     if b"\x00" in data[:4096]:
         raise ExtractionError("not an e-mail message: binary data")
     try:
@@ -161,7 +162,8 @@ class _Reading:
                 self.walk(subpart, level, files_only=files_only or id(subpart) not in seen)
         elif kind in _TEXT_TYPES and not attached:
             if not files_only and self._may_read():
-                text = self._fit(_part_text(part, self.late))
+                text, cut = _part_text(part, self.late, self.room)
+                text, self.cut = self._fit(text), self.cut or cut
                 if (words := _words(text) or text.strip()) and words not in self._words:
                     self._words.add(words)
                     self.add(self.texts, text)
@@ -387,8 +389,12 @@ def _parse(data: bytes, late: Callable[[], bool]) -> Message:
     return message
 
 
-def _part_text(part: MIMEPart, late: Callable[[], bool]) -> str:
-    """A body part's text (an HTML one read under ``late``, as by :func:`eml_text`). A part
+def _part_text(part: MIMEPart, late: Callable[[], bool], max_chars: int | None) -> tuple[str, bool]:
+    """A body part's text and whether it was cut short (an HTML one read under ``late``, as
+    by :func:`eml_text`, and its markup parsed only until its text is past ``max_chars``
+    characters, the characters left, or its elements past
+    :data:`~ncindex.text.markup.MAX_ELEMENTS`: :func:`~ncindex.text.markup.html_text`;
+    ``None``: no bound). A part
     that names no charset is US-ASCII by RFC 2045 §5.2, but 8-bit bodies without one are
     common (older mailers wrote their code page, newer ones UTF-8), and the ``email``
     package decodes them as ASCII with replacement characters; they and a part with a
@@ -411,7 +417,7 @@ def _part_text(part: MIMEPart, late: Callable[[], bool]) -> str:
             else ""
         )
     if not isinstance(content, str):
-        return ""
+        return "", False
     if part.get_content_subtype() == "html":
-        return html_text(content, late=late)
-    return content
+        return html_text(content, late=late, max_chars=max_chars)
+    return content, False

@@ -632,9 +632,73 @@ def test_html_cut_by_the_budget_keeps_the_page_read_so_far() -> None:
     from ncindex.text.markup import html_text
 
     answers = iter([False])
-    text = html_text(html_page(20_000), late=lambda: next(answers, True))
+    text, cut = html_text(html_page(20_000), late=lambda: next(answers, True))
+    assert cut
     assert text.startswith("\nTide 0 at the quay.\n")
     assert "Tide 100 at the quay." in text and "Tide 19999 at the quay." not in text
+
+
+def test_html_far_past_max_chars_is_not_parsed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An HTML page was parsed whole whatever ``max_chars`` said (bounded only by time: a
+    20 MB page took 10 s and 660 MB here to give text cut to 2,000,000 characters). Its
+    markup is parsed now only until its text is past the characters: of a 2.9 MB page (45
+    pieces of 64 KiB) one piece, each asked of ``Blocks.late`` before it is parsed, and the
+    text is the same as the whole page's, cut."""
+    from ncindex.text.blocks import Blocks
+
+    looks: list[bool] = []
+    late = Blocks.late
+
+    def counted(self: Blocks) -> bool:
+        looks.append(late(self))
+        return looks[-1]
+
+    monkeypatch.setattr(Blocks, "late", counted)
+    page = html_page(100_000)
+    result = extract(page, "text/html", "tides.html", max_chars=1000)
+    assert result.truncated and len(result.text) == 1000
+    assert looks == [False]
+    # the same text as a page whose markup is parsed whole (22,000 characters of text)
+    assert result.text == extract(html_page(1000), "text/html", "t.html", max_chars=1000).text
+
+
+def test_html_of_many_elements_and_little_text_is_not_parsed_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Markup of many elements and little text (nested ``<div><span>``) was parsed whole
+    whatever its size (20 MB took 63 s and 1.5 GB: BeautifulSoup's tree holds each
+    element), its text never past ``max_chars``. Its markup is parsed now only until
+    ``MAX_ELEMENTS`` elements are (1,000 here: one piece of 64 KiB holds 6,000), and the
+    text is marked truncated."""
+    from ncindex.text import markup
+
+    monkeypatch.setattr(markup, "MAX_ELEMENTS", 1000)
+    page = f"<html><body><p>Harbour log</p>{'<div><span>' * 100_000}deep</body></html>"
+    result = extract(page.encode(), "text/html", "deep.html")
+    # (lxml reads what the piece ends with, a "<" here, as text when it is closed)
+    assert result.truncated and result.text.startswith("Harbour log")
+    assert "deep" not in result.text and len(result.text) < 20
+    answers: list[bool] = []
+    text, cut = markup.html_text(page, late=lambda: answers.append(False) or False)
+    assert cut and text.startswith("\nHarbour log\n") and len(answers) == 1
+
+
+def test_html_text_counts_only_the_text_it_returns_against_max_chars() -> None:
+    """Scripts, styles, ruby annotations and whitespace are in the markup but not in the
+    text: they do not stop the parser before the text that is (each 300,000 characters,
+    five pieces of markup); a page whose text fits is read whole."""
+    from ncindex.text.markup import html_text
+
+    filler = "q" * 300_000
+    page = (
+        f"<html><head><script>{filler}</script><style>{filler}</style></head><body>"
+        f"<ruby>港<rt>{filler}</rt><rp>{filler}</rp></ruby>{' ' * 300_000}"
+        f"<p>{chr(7) * 300_000}</p><p>Harbour opens at six.</p></body></html>"
+    )
+    whole, cut = html_text(page)
+    assert "Harbour opens at six." in whole and "q" not in whole and not cut
+    assert html_text(page, max_chars=len("港Harbouropensatsix.")) == (whole, False)
+    assert html_text(page, max_chars=1) == (whole, False)  # past it once all is parsed
 
 
 def test_html_bytes_declaring_an_unknown_encoding_are_read_in_the_next_one() -> None:
@@ -643,7 +707,7 @@ def test_html_bytes_declaring_an_unknown_encoding_are_read_in_the_next_one() -> 
     from ncindex.text.markup import html_text
 
     chapter = '<?xml version="1.0" encoding="x-nowhere"?><html><body><p>Café</p></body></html>'
-    assert html_text(chapter.encode()).strip() == "Café"
+    assert html_text(chapter.encode()) == ("\nCafé\n", False)
 
 
 def html_page(paragraphs: int) -> bytes:

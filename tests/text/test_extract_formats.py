@@ -496,6 +496,92 @@ def test_an_eml_html_body_honours_the_time_budget() -> None:
     assert not whole.truncated and "Tide 49 at the quay." in whole.text
 
 
+def _pieces_parsed(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[int]:
+    """The pieces of markup each :func:`~ncindex.text.markup.html_text` call of ``module``
+    parsed, in order: its ``late`` is asked before each piece."""
+    from ncindex.text import markup
+
+    pieces: list[int] = []
+
+    def counted(data: Any, **kwargs: Any) -> tuple[str, bool]:
+        late = kwargs["late"]
+        pieces.append(0)
+
+        def looked() -> bool:
+            pieces[-1] += 1
+            return bool(late())
+
+        return markup.html_text(data, **{**kwargs, "late": looked})
+
+    monkeypatch.setattr(module, "html_text", counted)
+    return pieces
+
+
+def test_an_eml_html_body_far_past_max_chars_is_not_parsed_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An e-mail's HTML body was parsed whole whatever ``max_chars`` said, then cut (a 94 MB
+    one took 64 s and 1.9 GB). Its markup is parsed now only until its text is past the
+    characters left: of a 2.9 MB body (45 pieces of 64 KiB) one piece; the text is the same
+    as a body parsed whole gives, cut."""
+    from email.message import EmailMessage
+
+    def tides(paragraphs: int) -> bytes:
+        message = EmailMessage()
+        message["Subject"] = "Tides"
+        body = "".join(f"<p>Tide {n} at the quay.</p>" for n in range(paragraphs))
+        message.set_content(body, "html")
+        return message.as_bytes()
+
+    short = extract(tides(1000), "message/rfc822", "tides.eml", max_chars=1000)
+    assert short.truncated and "Tide 999 at" not in short.text  # 22,000 characters: cut
+    pieces = _pieces_parsed(monkeypatch, mail)
+    result = extract(tides(100_000), "message/rfc822", "tides.eml", max_chars=1000)
+    assert pieces == [1]
+    assert result.truncated and result.text == short.text
+
+
+def test_an_eml_html_body_of_many_elements_is_cut_at_max_elements(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An HTML body of many elements and little text was parsed whole; it is parsed now
+    until ``MAX_ELEMENTS`` elements are (1,000 here: one piece of 64 KiB holds 6,000), and
+    the message's text is marked truncated."""
+    from email.message import EmailMessage
+
+    from ncindex.text import markup
+
+    monkeypatch.setattr(markup, "MAX_ELEMENTS", 1000)
+    message = EmailMessage()
+    message["Subject"] = "Log"
+    message.set_content(f"<p>Harbour log</p>{'<div><span>' * 100_000}deep", "html")
+    pieces = _pieces_parsed(monkeypatch, mail)
+    result = extract(message.as_bytes(), "message/rfc822", "log.eml")
+    assert pieces == [1]
+    assert result.truncated and result.text.startswith("# Log\n\nHarbour log")
+    assert "deep" not in result.text and len(result.text) < 30
+
+
+def test_an_epub_chapter_far_past_max_chars_is_not_parsed_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An EPUB chapter's markup was parsed whole whatever ``max_chars`` said, then cut: it
+    is parsed now only until its text is past the characters left (one piece of five), and
+    the chapters after it are not read."""
+    from ncindex.text import ebook
+
+    def book(paragraphs: int) -> bytes:
+        tides = "\n\n".join(f"Tide {n} at the quay." for n in range(paragraphs))
+        return epub_bytes([("Tides", tides), ("Moorings", "Ring 4 is free.")])
+
+    short = extract(book(1000), "application/epub+zip", "tides.epub", max_chars=1000)
+    assert short.truncated and "Tide 999 at" not in short.text
+    pieces = _pieces_parsed(monkeypatch, ebook)
+    result = extract(book(10_000), "application/epub+zip", "tides.epub", max_chars=1000)
+    assert pieces[1:] == [1]  # the title page pandoc writes, then the long chapter
+    assert result.truncated and result.text == short.text
+
+
 def test_an_eml_is_parsed_under_the_time_budget() -> None:
     """The ``email`` parser read the whole message whatever ``max_seconds`` said (100,000
     small MIME parts took 111 s here). The first piece is parsed whatever the budget
@@ -1319,10 +1405,10 @@ def test_an_eml_part_after_the_text_that_fills_max_chars_is_not_read(
     read: list[int] = []
     part_text = mail._part_text
 
-    def counted(part: Any, late: Any) -> str:
-        text = part_text(part, late)
+    def counted(part: Any, late: Any, max_chars: Any) -> tuple[str, bool]:
+        text, cut = part_text(part, late, max_chars)
         read.append(len(text))
-        return text
+        return text, cut
 
     monkeypatch.setattr(mail, "_part_text", counted)
     first = _leaf("text/plain", "All hands at six.")
