@@ -738,7 +738,8 @@ def test_a_disabled_account_is_recorded_refused_not_retried_as_an_outage(rstack:
     rstack.sim.put_file("carol", "/Docs/c.md", "# C\ncoral")
     rstack.sim.disable_user("carol")
     report = reconciler(rstack, Recorder()).scan("carol", DocType.FILE, apply=True)
-    assert report.error is not None and report.error.startswith("NextcloudAuthError"), report
+    # a NextcloudAuthError of its own kind (AccountDisabled: not a 401, the app password lives)
+    assert report.error is not None and report.error.startswith("AccountDisabled"), report
     assert not report.retryable
     assert list(refused_accounts(rstack.services.redis, keys)) == ["carol"]
 
