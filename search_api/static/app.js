@@ -967,16 +967,34 @@ function hideMarkdown(snippet, plain) {
 // (ncindex/text/snippets.py _Cleaned: control, format, private-use and unassigned characters
 // dropped, each run of whitespace one space, or "\n" where it holds a line break), followed by
 // the line break before the description or by the snippet's end, or cut by the server's "…".
-// 0 when the snippet does not start with the title (a later chunk, a cut, no title).
+// 0 when the snippet does not start with the title (a later chunk, a cut, no title). The server
+// reads categories in its Python's Unicode (3.11: Unicode 14), the browser in its own, newer:
+// a character assigned since (an emoji such as U+1FA77 🩷, Unicode 15) the server drops as
+// unassigned, so a title's character past ASCII the snippet does not hold is passed over, and
+// so is a space beside one (the server's gap took it in). A byte order mark (U+FEFF) is a
+// format character the server drops without a space, though JavaScript's \s holds it.
 const TITLE_GAP = /(?:\s|[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}])+/gu;
 function cardTitleLength(r, text) {
   if (r.char_start !== 0 || !r.title) return 0;
-  const gap = (run) => (/[\n\r]/.test(run) ? "\n" : /\s/.test(run) ? " " : "");
+  const gap = (run) => (/[\n\r]/.test(run) ? "\n" : /[^\S\ufeff]/.test(run) ? " " : "");
   const title = r.title.replace(TITLE_GAP, gap).trim();
   if (!title) return 0;
-  if (text.startsWith(title) && (text.length === title.length || text[title.length] === "\n")) return title.length;
-  if (text.endsWith("…") && title.startsWith(text.slice(0, -1).trimEnd())) return text.length;
-  return 0;
+  let at = 0; // where the title read so far ends in ``text``
+  for (const ch of title) {
+    if (text.startsWith(ch, at)) at += ch.length;
+    else if (ch > "\x7f" || (ch === " " && droppedSpace(text, at))) continue;
+    else if (text.slice(at).trim() === "…") return text.length; // the server cut the title
+    else return 0;
+  }
+  if (!at) return 0; // nothing of the title is in the snippet
+  if (at === text.length || text[at] === "\n") return at;
+  return text.slice(at).trim() === "…" ? text.length : 0;
+}
+
+// Whether a title's space, not at ``at`` in a card snippet's ``text``, went into a gap the server
+// made one (or none: at the start, before the line break or the end) with a character it dropped.
+function droppedSpace(text, at) {
+  return at === 0 || at === text.length || text[at - 1] === " " || text[at] === "\n";
 }
 
 // A note's prose (the text between code blocks, see fencedBlocks) without its Markdown.

@@ -1093,6 +1093,25 @@ def test_a_deck_card_snippet_cut_inside_or_after_its_title_keeps_only_the_title_
     expect_note_snippet(deployment, browser, raw, "winch", "…winch • oil it", 1, card)
 
 
+def test_a_deck_card_title_the_server_cleaned_of_what_the_browser_keeps_is_still_as_written(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A card's title holding a character the server's snippet drops but the browser's
+    cleaning of the title kept was not told at the snippet's start, and the title was read as
+    Markdown ("*Mom*" shown "Mom"): a byte order mark (U+FEFF, a format character the server
+    drops without a space, whitespace to JavaScript's ``\\s``) and an emoji assigned after the
+    server's Python's Unicode (U+1FA77, Unicode 15; Python 3.11 reads Unicode 14, the browser a
+    newer one), alone, between spaces and at the title's end. The snippets are the server's own
+    (make_snippet of the card's text, as ncindex/sources/deck_card.py fetch_card makes it)."""
+    heart = "\U0001fa77"
+    for title in ("Foo\ufeff*Mom* list", f"{heart} *Mom* list", f"a {heart} *Mom* b {heart}"):
+        raw = make_snippet(f"{title}\n\n**Buy** the lamp", "lamp")
+        shown = " ".join(html.unescape(re.sub("</?mark>", "", raw)).split()).replace("**", "")
+        assert "*Mom*" in shown and heart not in raw  # the server dropped it
+        card = {"doc_type": "deck_card", "path": None, "title": title, "char_start": 0}
+        expect_note_snippet(deployment, browser, raw, "lamp", shown, 1, card)
+
+
 def test_a_wrong_address_is_a_page_leading_to_the_search(
     deployment: Deployment, browser: Browser
 ) -> None:
