@@ -138,7 +138,8 @@ def _builder(late: Callable[[], bool], max_chars: int | None, unread: frozenset[
     ``LXMLTreeBuilder.feed`` hands lxml the whole markup in one call (``parser_for``,
     ``feed`` and the parser target's ``start``, ``end`` and ``data`` are the tree-builder
     interface bs4's ``LXMLTreeBuilderForXML`` defines). lxml's parser is incremental: the
-    tree of the pieces fed is complete once it is closed.
+    tree of the pieces fed is complete once it is closed (a cut parse is not closed: what a
+    cut piece ends with, half a tag or an entity, stays unread, not given as text).
 
     The text parsed is counted low: the characters other than whitespace and control
     characters of the strings outside the elements named in ``unread`` (those :func:`_pieces`
@@ -172,7 +173,12 @@ def _builder(late: Callable[[], bool], max_chars: int | None, unread: frozenset[
                         self.cut = True
                         break
                     self.parser.feed(markup[start : start + _FEED_PIECE])
-                self.parser.close()
+                # a cut piece may end inside a tag or an entity ("<i></i>" cut after "<i><"),
+                # which closing the parser would give as text ("<"): a cut parser is left
+                # unclosed, its parse the strings and elements it gave the tree so far (the
+                # callbacks come as it reads; bs4 closes the elements left open)
+                if not self.cut:
+                    self.parser.close()
             # as bs4's own feed: BeautifulSoup then tries the markup's next candidate encoding
             except (UnicodeDecodeError, LookupError, etree.ParserError) as exc:
                 raise ParserRejectedMarkup(exc) from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import re
 import zipfile
 
 import pytest
@@ -675,12 +676,31 @@ def test_html_of_many_elements_and_little_text_is_not_parsed_whole(
     monkeypatch.setattr(markup, "MAX_ELEMENTS", 1000)
     page = f"<html><body><p>Harbour log</p>{'<div><span>' * 100_000}deep</body></html>"
     result = extract(page.encode(), "text/html", "deep.html")
-    # (lxml reads what the piece ends with, a "<" here, as text when it is closed)
-    assert result.truncated and result.text.startswith("Harbour log")
-    assert "deep" not in result.text and len(result.text) < 20
+    assert result.truncated and result.text == "Harbour log"
     answers: list[bool] = []
     text, cut = markup.html_text(page, late=lambda: answers.append(False) or False)
     assert cut and text.startswith("\nHarbour log\n") and len(answers) == 1
+
+
+def test_html_cut_inside_a_tag_or_an_entity_gives_none_of_it_as_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Markup cut at a piece's end (its elements past ``MAX_ELEMENTS``, or the time budget
+    spent) may end inside a tag or an entity; lxml read that piece's end as text when the
+    parser was closed ("<", "</", "am", "a" after the page's last "&"). The text is now only
+    what the markup before the cut held, wherever the cut falls."""
+    from ncindex.text import markup
+
+    pages = [f"<p>Harbour log</p>{'x' * shift}{'<i>&amp;</i>' * 20_000}" for shift in range(12)]
+    monkeypatch.setattr(markup, "MAX_ELEMENTS", 1000)
+    for page in pages:  # the cut falls in each place of "<i>&amp;</i>"
+        result = extract(page.encode(), "text/html", "log.html")
+        assert result.truncated
+        assert re.fullmatch(r"Harbour log\nx*&+", result.text), result.text[-8:]
+    monkeypatch.undo()
+    for page in pages:  # the time budget spent after the first piece
+        text, cut = markup.html_text(page, late=iter([False, True]).__next__)
+        assert cut and re.fullmatch(r"\nHarbour log\nx*&+", text), text[-8:]
 
 
 def test_html_text_counts_only_the_text_it_returns_against_max_chars() -> None:
