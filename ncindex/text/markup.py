@@ -40,6 +40,7 @@ _RUBY = frozenset({"rt", "rp"})
 # Table cells: a space after each.
 _CELLS = frozenset({"td", "th"})
 _SPACES = re.compile(r"[ \t\u00a0]+")
+_BLANK_LINES = re.compile(r"\n{3,}")
 # What the text's normalisation may remove or fold (``normalize_text`` in
 # ncindex.text.extract): whitespace and control characters; not counted as text parsed.
 _UNCOUNTED = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
@@ -86,7 +87,10 @@ def html_text(
     except Exception as exc:  # parsers raise assorted types on hostile markup
         raise ExtractionError(f"unreadable HTML: {type(exc).__name__}: {exc}") from exc
     lines = (_SPACES.sub(" ", line).strip() for line in raw.split("\n"))
-    return "\n".join(lines), builder.cut
+    # the blank lines of nested blocks as one, the text's normalisation does (normalize_text
+    # in ncindex.text.extract): the callers cut the text to the characters left before it is
+    # normalised, and a page's text that fits must not be cut or marked truncated
+    return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip("\n"), builder.cut
 
 
 def _pieces(root: Any, drop: frozenset[str], headings: bool) -> Iterator[str]:

@@ -635,7 +635,7 @@ def test_html_cut_by_the_budget_keeps_the_page_read_so_far() -> None:
     answers = iter([False])
     text, cut = html_text(html_page(20_000), late=lambda: next(answers, True))
     assert cut
-    assert text.startswith("\nTide 0 at the quay.\n")
+    assert text.startswith("Tide 0 at the quay.\n")
     assert "Tide 100 at the quay." in text and "Tide 19999 at the quay." not in text
 
 
@@ -679,7 +679,7 @@ def test_html_of_many_elements_and_little_text_is_not_parsed_whole(
     assert result.truncated and result.text == "Harbour log"
     answers: list[bool] = []
     text, cut = markup.html_text(page, late=lambda: answers.append(False) or False)
-    assert cut and text.startswith("\nHarbour log\n") and len(answers) == 1
+    assert cut and text == "Harbour log" and len(answers) == 1
 
 
 def test_html_cut_inside_a_tag_or_an_entity_gives_none_of_it_as_text(
@@ -700,7 +700,25 @@ def test_html_cut_inside_a_tag_or_an_entity_gives_none_of_it_as_text(
     monkeypatch.undo()
     for page in pages:  # the time budget spent after the first piece
         text, cut = markup.html_text(page, late=iter([False, True]).__next__)
-        assert cut and re.fullmatch(r"\nHarbour log\nx*&+", text), text[-8:]
+        assert cut and re.fullmatch(r"Harbour log\nx*&+", text), text[-8:]
+
+
+def test_html_whose_text_fits_max_chars_is_read_whole_and_not_marked_truncated() -> None:
+    """The text of HTML was cut to the characters left before the blank lines of its nested
+    blocks were made one: a page of 30 ``<div><p>`` whose text (208 characters) fit in
+    ``max_chars`` up to 60 characters more was marked truncated, and as an e-mail's HTML body
+    it was cut short too (162 of its 208 characters at ``max_chars`` 213, the message's whole
+    text). Now a text of exactly ``max_chars`` characters is whole and not truncated, and one
+    character less is cut by one."""
+    page = "<div><p>alpha</p></div>" * 30
+    mail = f"Subject: s\nContent-Type: text/html\n\n{page}".encode()
+    for data, mime, name in ((page.encode(), "text/html", "p.html"), (mail, None, "m.eml")):
+        whole = extract(data, mime, name)
+        assert not whole.truncated and whole.text.count("alpha") == 30
+        fits = extract(data, mime, name, max_chars=len(whole.text))
+        assert (fits.text, fits.truncated) == (whole.text, False)
+        short = extract(data, mime, name, max_chars=len(whole.text) - 1)
+        assert (short.text, short.truncated) == (whole.text[:-1], True)
 
 
 def test_html_text_counts_only_the_text_it_returns_against_max_chars() -> None:
@@ -727,7 +745,7 @@ def test_html_bytes_declaring_an_unknown_encoding_are_read_in_the_next_one() -> 
     from ncindex.text.markup import html_text
 
     chapter = '<?xml version="1.0" encoding="x-nowhere"?><html><body><p>Café</p></body></html>'
-    assert html_text(chapter.encode()) == ("\nCafé\n", False)
+    assert html_text(chapter.encode()) == ("Café", False)
 
 
 def html_page(paragraphs: int) -> bytes:
