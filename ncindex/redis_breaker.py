@@ -1,10 +1,10 @@
 """Fail fast on a Redis that stopped answering, for the search API's calls.
 
 The search API asks Redis for its login cache and the refusal-limit exemption; both fail open
-(Nextcloud is asked instead; the caller is not exempt). RCP sessions cannot do without Redis:
-their calls fail with a retryable error. Without a breaker each such call waits for its socket
-timeout on a stalled Redis (SIGSTOP, a failover, a full network buffer): one search took
-15–24 s, and each RCP call waited out the 5 s socket timeout before its error.
+(Nextcloud is asked instead; the caller is not exempt). RCP sessions are kept in the process's
+memory meanwhile (:class:`~ncindex.search.rcp_sessions.RcpSessions`). Without a breaker each
+such call waits for its socket timeout on a stalled Redis (SIGSTOP, a failover, a full network
+buffer): one search took 15–24 s, and each RCP call waited out the 5 s socket timeout.
 :class:`RedisBreaker` opens on the first connection error or timeout: for
 :data:`RESET_SECONDS` its calls raise :class:`RedisSkipped` at once; then calls try Redis
 again (the first to succeed closes it, a failure opens it for another period). Its calls time

@@ -15,6 +15,7 @@ from ncindex.ingest.queueing import Producer, celery_app
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
 from ncindex.search import rcp as rcp_server
+from ncindex.search.rcp_sessions import RcpSessions
 from ncindex.search.wiring import service_factory
 from ncindex.settings import Settings
 from ncindex.telemetry import metrics_payload
@@ -117,7 +118,7 @@ def create_app(
             return exc.response
         return problem(429, "rate_limited", exc.description or "", headers={"Retry-After": "60"})
 
-    sessions = rcp_server.RcpSessions(lambda: services.redis_breaker, settings.names)
+    sessions = RcpSessions(lambda: services.redis_breaker, settings.names)
     server = rcp_server.RcpServer(
         service,
         authenticate,

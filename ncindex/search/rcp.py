@@ -36,7 +36,9 @@ match the body's. Methods:
   documents).
 * ``shutdown`` — ends the caller's session; always ``{}``.
 
-**Sessions.** HTTP is request-scoped, so the ``initialize`` state lives in Redis for
+**Sessions.** HTTP is request-scoped, so the ``initialize`` state lives in Redis
+(:class:`~ncindex.search.rcp_sessions.RcpSessions`; in each process's memory while Redis does
+not answer, where a session the process knows nothing of is answered as initialized) for
 ``SESSION_SECONDS`` (refreshed by use), keyed by the credential (a SHA-256 of the
 ``Authorization`` header, never the credential) and a session id. A client that sends no
 ``RCP-Session`` header (the SDK's ``HttpTransport`` sends none; the public conformance
@@ -74,20 +76,17 @@ batch in which the credential was refused is one refused login all the same
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import math
 import re
-import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import rcp
-import redis
 import structlog
 from pydantic import ValidationError
 
@@ -102,21 +101,17 @@ from ncindex.errors import (
     Unauthenticated,
     public_reason,
 )
-from ncindex.names import Names
 from ncindex.nextcloud.client import NextcloudClient
-from ncindex.redis_breaker import RedisBreaker
 from ncindex.search.filter_fields import rcp_filter_capability
 from ncindex.search.filters import parse_rcp_tree
 from ncindex.search.links import open_link
+from ncindex.search.rcp_sessions import RcpSessions, already_initialized
 from ncindex.search.service import Mode, SearchRequest, SearchResponse, SearchService
 from ncindex.store.schema import RRF_K
 
 log = structlog.get_logger(__name__)
 
 Errc = rcp.Errc
-SESSION_SECONDS = 3600
-"""Idle lifetime of an RCP session, seconds."""
-
 MAX_K = 100
 """Largest ``k`` honoured (larger values are clamped, as the spec requires)."""
 
@@ -137,12 +132,7 @@ names under ``x-<vendor>`` keys. Distribution-based score fusion (Qdrant's DBSF)
 the three."""
 FUSIONS = CORE_FUSIONS + VENDOR_FUSIONS
 SESSION_HEADER = "RCP-Session"
-IMPLICIT = "-"
-"""Session id of a client that sends no ``RCP-Session`` header (never a valid header value)."""
 _SESSION_ID = re.compile(r"[A-Za-z0-9._~-]{8,128}")
-_RESTART_HINT = (
-    "send 'shutdown' and then 'initialize', or 'initialize' with a new RCP-Session header"
-)
 # Options a client may ask for that this server does not offer (spec §7.7): -32005 when strict.
 # tokenBudget too: "a server that does not support budgeting ignores it (per strict)" (§7.7.2).
 _UNOFFERED = ("rerank", "mmr", "rewrite", "recency", "cursor", "tokenBudget")
@@ -179,67 +169,6 @@ class HttpAnswer:
     body: Any
     headers: dict[str, str] = field(default_factory=dict)
     refused: bool = False
-
-
-class RcpSessions:
-    """``initialize`` state in Redis, one key per session: ``…:s:<credential hash>:<id>``,
-    where the id is the ``RCP-Session`` value or :data:`IMPLICIT` for a header-less client.
-    Commands go through the :class:`~ncindex.redis_breaker.RedisBreaker` that ``breaker``
-    returns, so a stalled Redis fails them fast rather than once per socket timeout. Redis
-    errors (the breaker's ``RedisSkipped`` among them) raise ``RpcError(-32010)``,
-    retryable."""
-
-    def __init__(
-        self, breaker: Callable[[], RedisBreaker], keys: Names, ttl: int = SESSION_SECONDS
-    ) -> None:
-        self._breaker = breaker
-        self.prefix = keys.rcp_prefix
-        self.ttl = ttl
-
-    def start(self, cred: str, session: str | None) -> str:
-        """Start the session named ``session`` (``None``: the implicit one, which also
-        gets a new token naming it for clients that send the header from now on);
-        returns the id to hand back in ``_meta.session``. Raises ``RpcError(-32600)``
-        when that session is already initialized (atomic: ``SET NX``)."""
-        sid = session or IMPLICIT
-        with self._guard():
-            fresh = self._breaker().call("set", self._key(cred, sid), "1", ex=self.ttl, nx=True)
-            if not fresh:
-                raise _already_initialized()
-            if session is not None:
-                return session
-            token = secrets.token_urlsafe(24)
-            self._breaker().call("set", self._key(cred, token), "1", ex=self.ttl)
-        return token
-
-    def active(self, cred: str, session: str | None) -> bool:
-        """Whether the session is initialized; refreshes its idle lifetime."""
-        with self._guard():
-            return bool(
-                self._breaker().call("expire", self._key(cred, session or IMPLICIT), self.ttl)
-            )
-
-    def end(self, cred: str, session: str | None) -> None:
-        """End the implicit session and, when named, ``session``. Ending what is not
-        live is a no-op."""
-        with self._guard():
-            keys = {self._key(cred, IMPLICIT), self._key(cred, session or IMPLICIT)}
-            self._breaker().call("delete", *sorted(keys))
-
-    def _key(self, cred: str, sid: str) -> str:
-        return f"{self.prefix}s:{cred}:{sid}"
-
-    @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
-        try:
-            yield
-        except redis.RedisError as exc:
-            log.warning("rcp_session_store_failed", error=str(exc))
-            raise RpcError(
-                Errc.BACKEND_UNAVAILABLE,
-                "session store unavailable",
-                {"retryable": True, "retryAfterMs": RETRY_AFTER_SECONDS * 1000},
-            ) from exc
 
 
 @dataclass
@@ -507,8 +436,8 @@ class RcpServer:
     def _initialize(
         self, params: dict[str, Any], call: _Call, client: NextcloudClient
     ) -> dict[str, Any]:
-        if self.sessions.active(call.cred, call.session):  # spec §13: no re-negotiation
-            raise _already_initialized()
+        if self.sessions.started(call.cred, call.session):  # spec §13: no re-negotiation
+            raise already_initialized()
         wanted = params.get("protocolVersion")  # absent or null: ours (as the SDK's Server)
         # an integer (spec §7.1 and the schema's InitializeParams); the SDK's negotiate_version
         # read "abc", true and 1.9 as versions, so a wrong type went unnoticed (§14.1 item 5)
@@ -900,14 +829,6 @@ def _object(params: Any) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise _invalid("params", "'params' MUST be an object")
     return params
-
-
-def _already_initialized() -> RpcError:
-    return RpcError(
-        Errc.INVALID_REQUEST,
-        "already initialized; re-negotiation is not permitted mid-session",
-        {"hint": _RESTART_HINT},
-    )
 
 
 def _filter_error(exc: FilterError) -> RpcError:

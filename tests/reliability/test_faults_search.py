@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -229,36 +230,128 @@ def test_a_redis_outage_keeps_the_mcp_server_ready(
         assert ready.status_code == 200 and ready.json()["redis_outage"] is None
 
 
-def test_rcp_sessions_on_a_stalled_redis_fail_fast_and_retryable(
-    make_stack: Callable[..., Stack], private_redis: RedisProcess
+def outage_begins(redis_server: RedisProcess, outage: str) -> None:
+    """Stop ``redis_server`` (connections refused) or stall it (SIGSTOP: connections open, no
+    answer)."""
+    if outage == "stopped":
+        redis_server.stop()
+    else:
+        redis_server.process.send_signal(signal.SIGSTOP)
+
+
+def outage_ends(redis_server: RedisProcess, outage: str) -> None:
+    """Undo :func:`outage_begins`: a stopped Redis comes back empty (it saves nothing)."""
+    if outage == "stopped":
+        redis_server.start_again()
+    else:
+        redis_server.process.send_signal(signal.SIGCONT)
+
+
+@pytest.mark.parametrize("outage", ["stopped", "stalled"])
+def test_rcp_sessions_answer_through_a_redis_outage(
+    make_stack: Callable[..., Stack], private_redis: RedisProcess, outage: str
 ) -> None:
-    stack = make_stack()
+    """RCP sessions live in Redis; while it is stopped or stalled they live in the process's
+    memory, and a session the process knows nothing of (begun before the outage, or in another
+    process) is answered as initialized (spec §5.2's stateless HTTP server), as REST and MCP
+    searches are answered. Once Redis answers, what the process did is written to it.
+
+    Before: every RCP call but ``info``, ``ping`` and a credential-less ``shutdown`` was
+    -32010 for as long as Redis did not answer, ``initialize`` included: an RCP client could
+    not search at all."""
+    stack = make_stack(user_cache_seconds=60, search_rate_limit="600/minute")
+    stack.sim.put_file("alice", "/Oysters.md", "Oyster beds line the harbour.")
+    with stack.worker():
+        stack.settle()
     clock = Clock()
     breaker = stack.services.redis_breaker = RedisBreaker(
         private_redis.url, reset_seconds=1, clock=clock
     )
     auth = ("alice", PASSWORDS["alice"])
 
-    def rpc(method: str, session: str | None = None) -> Any:
+    def rpc(method: str, session: str | None = None) -> dict[str, Any]:
         params = {"query": "oyster"} if method == "retrieve" else {}
         message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         headers = {"RCP-Session": session} if session else {}
-        return stack.search.post(f"/rcp/{method}", json=message, auth=auth, headers=headers)
+        answer = stack.search.post(f"/rcp/{method}", json=message, auth=auth, headers=headers)
+        assert answer.status_code == 200, answer.get_json()
+        return dict(answer.get_json())
 
-    session = rpc("initialize").get_json()["result"]["_meta"]["session"]
-    assert "result" in rpc("retrieve", session).get_json()
-    private_redis.process.send_signal(signal.SIGSTOP)
+    def titles(session: str | None = None) -> list[str]:
+        reply = rpc("retrieve", session)
+        assert "result" in reply, reply
+        return [hit["meta"]["title"] for hit in reply["result"]["hits"]]
+
+    def code(reply: dict[str, Any]) -> int:
+        return int(reply["error"]["code"])
+
+    assert "result" in rpc("initialize", "begun-before-the-outage")
+    assert titles("begun-before-the-outage") == ["Oysters.md"]
+    outage_begins(private_redis, outage)
     try:
-        stalled = [rpc("retrieve", session) for _ in range(3)]
-        errors = [r.get_json()["error"] for r in stalled]
-        assert [e["code"] for e in errors] == [-32010] * 3, errors
-        assert all(e["data"]["retryable"] for e in errors)
-        assert breaker.open  # opened by the first timeout: the others did not wait for theirs
+        assert titles("begun-before-the-outage") == ["Oysters.md"]  # was -32010
+        # a header-less client, as the SDK's HttpTransport: initialize, then search
+        begun = rpc("initialize")
+        assert "result" in begun, begun
+        token = begun["result"]["_meta"]["session"]
+        assert titles() == ["Oysters.md"]
+        assert titles(token) == ["Oysters.md"]
+        assert code(rpc("initialize")) == -32600  # spec §13 holds in the process that began it
+        # shutdown ends the header-less session and the named one, in memory
+        assert "result" in rpc("initialize", "ended-in-the-outage")
+        assert rpc("shutdown", "ended-in-the-outage")["result"] == {}
+        assert code(rpc("retrieve", "ended-in-the-outage")) == -32001
+        assert code(rpc("retrieve")) == -32001
+        assert breaker.open  # no call waited for Redis but the first
     finally:
-        private_redis.process.send_signal(signal.SIGCONT)
-    clock.now += 1.2  # past reset_seconds: the next call to succeed closes the breaker again
-    assert "result" in rpc("retrieve", session).get_json()  # the session outlived the stall
+        outage_ends(private_redis, outage)
+    clock.now += 1.2  # past reset_seconds: the next call tries Redis again
+    # what the process did is written to Redis: the session begun in the outage lives on,
+    # the one ended in it stays ended
+    assert titles(token) == ["Oysters.md"]
     assert not breaker.open
+    assert code(rpc("retrieve", "ended-in-the-outage")) == -32001
+    assert code(rpc("retrieve")) == -32001
+    redis_client = redis.Redis.from_url(private_redis.url)
+    keys = {key.decode().rsplit(":", 1)[1] for key in redis_client.keys("*:s:*")}
+    redis_client.close()
+    # a session used in the outage is renewed where Redis kept it, never created: a Redis that
+    # came back empty lost it, as it lost every other
+    kept = {"begun-before-the-outage"} if outage == "stalled" else set()
+    assert keys == {token} | kept
+    if outage == "stalled":
+        assert titles("begun-before-the-outage") == ["Oysters.md"]
+    else:
+        assert code(rpc("retrieve", "begun-before-the-outage")) == -32001
+
+
+@pytest.mark.parametrize("outage", ["stopped", "stalled"])
+def test_rcp_calls_count_against_the_rate_limits_through_a_redis_outage(
+    make_stack: Callable[..., Stack], private_redis: RedisProcess, outage: str
+) -> None:
+    """While Redis does not answer, RCP calls count in the process's memory as REST calls do:
+    a caller's own limit, and the refused credentials of an address. (Counted before the
+    change too, each call then answered -32010; what is new is the ``initialize`` answered.)"""
+    stack = make_stack(user_cache_seconds=60, search_rate_limit="3/minute")
+    stack.services.redis_breaker = RedisBreaker(private_redis.url, reset_seconds=1, clock=Clock())
+
+    def rpc(method: str, user: str, password: str) -> Any:
+        message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {}}
+        return stack.search.post(f"/rcp/{method}", json=message, auth=(user, password))
+
+    outage_begins(private_redis, outage)
+    try:
+        alice = [rpc(m, "alice", PASSWORDS["alice"]) for m in ("initialize", "shutdown") * 2]
+        # made-up names: each its own caller's limit, all one address's refused credentials
+        refused = [rpc("initialize", f"mallory{n}", "guess") for n in range(4)]
+    finally:
+        outage_ends(private_redis, outage)
+    assert [r.status_code for r in alice] == [200, 200, 200, 429]
+    assert "result" in alice[2].get_json()
+    assert alice[3].get_json()["error"]["code"] == -32011
+    assert alice[3].headers["Retry-After"]
+    assert [r.status_code for r in refused] == [401, 401, 401, 429]
+    assert refused[3].get_json()["error"]["code"] == -32011
 
 
 # --- Redis down: the MCP tools answer what the search API answers without it -----------------
