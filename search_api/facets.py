@@ -28,7 +28,6 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from ncindex.errors import NextcloudAuthError
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.runtime import Services
 from ncindex.search.facets import (
@@ -42,9 +41,9 @@ from ncindex.search.facets import (
     listed_tags,
 )
 from ncindex.store.port import VectorStore
-from ncindex.web.auth import forget_caller, normalized_authorization, resolve_caller
-from ncindex.web.problems import TRANSLATED, problem_for
-from search_api.search import Decorator, int_args
+from ncindex.web.auth import normalized_authorization, resolve_caller
+from ncindex.web.problems import TRANSLATED
+from search_api.search import Decorator, int_args, refused_answer
 
 LISTS: tuple[tuple[str, Callable[[VectorStore, NextcloudClient], list[str]]], ...] = (
     ("folders", listed_folders),
@@ -73,9 +72,7 @@ def facets_blueprint(
             values = read(store(), client)
             client.confirm()  # owners, categories: from the index alone, so asked now
         except TRANSLATED as exc:
-            if isinstance(exc, NextcloudAuthError):  # refused after resolving: revoked
-                forget_caller(services, request.headers.get("Authorization"))
-            return problem_for(exc)
+            return refused_answer(services, exc)
         return jsonify(facet_page(name, values, args["offset"], args["limit"]))
 
     def view(name: str, read: Callable[[VectorStore, NextcloudClient], list[str]]) -> Any:

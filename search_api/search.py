@@ -50,6 +50,16 @@ log = structlog.get_logger(__name__)
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
+def refused_answer(services: Services, exc: Exception) -> Response:
+    """The problem answer of a ``/v1/`` call that failed with ``exc`` (:func:`problem_for`),
+    after :func:`~ncindex.web.auth.forget_caller` drops the caller's cached credential when
+    ``exc`` is a :class:`~ncindex.errors.NextcloudAuthError`: Nextcloud refused it after
+    :func:`~ncindex.web.auth.resolve_caller` let it through (revoked since it was cached)."""
+    if isinstance(exc, NextcloudAuthError):
+        forget_caller(services, request.headers.get("Authorization"))
+    return problem_for(exc)
+
+
 def read_json_object() -> dict[str, Any]:
     """The request body as a JSON object (with or without a Content-Type). ``NaN`` and
     ``Infinity`` are refused; raises :class:`~ncindex.errors.InputError` (``invalid_json``,
@@ -100,9 +110,7 @@ def search_blueprint(
             response = service().search(client, search_request, tree=tree)
         except (Unauthenticated, NextcloudAuthError) as exc:
             SEARCHES.labels("unauthenticated").inc()
-            if isinstance(exc, NextcloudAuthError):  # refused after resolving: revoked
-                forget_caller(services, request.headers.get("Authorization"))
-            return problem_for(exc)
+            return refused_answer(services, exc)
         except (TransientError, ModelError) as exc:
             SEARCHES.labels("unavailable").inc()
             return problem_for(exc)
@@ -135,9 +143,7 @@ def search_blueprint(
             client = resolve_caller(services, request.headers.get("Authorization"))
             body = service().context(client, ref, args["chunk_index"], args["window"])
         except TRANSLATED as exc:  # 401, 404, 400 (chunk_index past the last chunk), 503
-            if isinstance(exc, NextcloudAuthError):  # refused after resolving: revoked
-                forget_caller(services, request.headers.get("Authorization"))
-            return problem_for(exc)
+            return refused_answer(services, exc)
         return jsonify(body.model_dump(mode="json"))
 
     return bp

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
-from ncindex.errors import NextcloudAuthError
 from ncindex.runtime import Services
 from ncindex.sync.user_status import user_status
-from ncindex.web.auth import forget_caller, normalized_authorization, resolve_caller
-from ncindex.web.problems import TRANSLATED, problem_for
-from search_api.search import Decorator, int_args
+from ncindex.web.auth import normalized_authorization, resolve_caller
+from ncindex.web.problems import TRANSLATED
+from search_api.search import Decorator, int_args, refused_answer
 
 
 def status_blueprint(services: Services, limited: Decorator | None = None) -> Blueprint:
@@ -39,9 +38,7 @@ def status_blueprint(services: Services, limited: Decorator | None = None) -> Bl
             body = user_status(services, client.user)
             client.confirm()  # read from Redis alone: a cached credential is asked about now
         except TRANSLATED as exc:
-            if isinstance(exc, NextcloudAuthError):  # refused after resolving: revoked
-                forget_caller(services, request.headers.get("Authorization"))
-            return problem_for(exc)
+            return refused_answer(services, exc)
         return jsonify(body)
 
     return bp
