@@ -339,11 +339,29 @@ def refused_with_401(exc: BaseException) -> bool:
     can tell, and any request signed in with it — its delete too — is one more refused login:
     nextcloud/server ``lib/private/User/Session.php`` ``logClientIn`` finds no token
     (``isTokenPassword``), the password login fails and ``handleLoginFailed`` counts it
-    against the sender's address (``Throttler::registerAttempt``). (OCS answers a disabled
-    account's login 401 as well, from ``completeLogin``'s ``LoginException``, which ncindex
-    cannot tell apart.) False for every other refusal (a 403, a 404, an answer in no known
-    shape: the app password may stand), for an :class:`AccountDisabled` (WebDAV's 503) and
-    an :class:`AccountHeld` (nothing was asked)."""
+    against the sender's address (``Throttler::registerAttempt``). Two 401s are not that:
+
+    * a disabled account's: OCS answers its login 401 as well (``ocs/v1.php`` catches
+      ``completeLogin``'s ``LoginException`` "User disabled" as OCS 997), uncounted, and the
+      app password works again once the account is enabled. The answer does not tell it
+      apart; the webhook admin's lookup does
+      (:func:`ncindex.web.revocations.account_disabled`), which the search page asks before
+      it forgets a credential refused so;
+    * an app password Nextcloud marked invalid because the user's login password changed
+      outside it (``Session::checkTokenCredentials`` → ``PublicKeyTokenProvider::
+      markPasswordInvalid``; ``getToken`` then throws ``TokenPasswordExpiredException``,
+      which ``logClientIn`` returns on without ``handleLoginFailed``): 401, uncounted, on
+      OCS and WebDAV alike, and valid again at the user's next web login
+      (``PublicKeyTokenProvider::updatePasswords`` clears ``password_invalid``). Nothing
+      ncindex can see tells it from a revoked one — the same 401 and body (``ocs/v1.php``
+      "Unauthorised"; Sabre's "Username or password was incorrect" from ``Auth::
+      validateUserPass``), ``enabled`` true to the admin — so it counts as gone too: kept,
+      its delete would be refused alike until a login whose time ncindex cannot know, and
+      each delete of a revoked one would be one more counted login.
+
+    False for every other refusal (a 403, a 404, an answer in no known shape: the app password
+    may stand), for an :class:`AccountDisabled` (WebDAV's 503) and an :class:`AccountHeld`
+    (nothing was asked)."""
     refusal = exc.__cause__ if isinstance(exc, Unauthenticated) else exc
     return isinstance(refusal, NextcloudAuthError) and not isinstance(
         refusal, AccountDisabled | AccountHeld

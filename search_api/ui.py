@@ -18,8 +18,9 @@ a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_fiel
   waiting for the approval instead of losing the app password Nextcloud makes for it. A
   signed-in session's credential is confirmed with Nextcloud first
   (:func:`~ncindex.web.auth.still_accepted`: ``GET /ocs/v2.php/cloud/user``, at most
-  :data:`~ncindex.nextcloud.client.CONFIRM_SECONDS`): refused (401, its app password revoked),
-  the session is signed out as a ``/v1/`` call's 401 signs it out, ``user`` is null and
+  :data:`~ncindex.nextcloud.client.CONFIRM_SECONDS`): refused (401: its app password revoked,
+  invalid since the user's password changed outside Nextcloud, or the account disabled), the
+  session is signed out as a ``/v1/`` call's 401 signs it out, ``user`` is null and
   ``sign_in_ended`` true (the page says so, as it does when a search is refused); without an
   answer in that time it stays signed in;
 * ``POST /ui/login/flow`` — starts Login Flow v2: ``{"login_url"}`` for the user to open
@@ -28,7 +29,8 @@ a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_fiel
   ``{"user", "csrf"}`` once Nextcloud confirmed the credentials the flow gave (a new session:
   the cookie is replaced; an answer of Nextcloud in no known shape is 502
   ``backend_unavailable``; credentials it refuses, 401 ``unauthenticated``, their app
-  password deleted unless Nextcloud's answer was a 401 (it is no more); 400
+  password deleted unless Nextcloud's answer was a 401 (it is no more) for an account the
+  webhook admin does not see disabled; 400
   ``invalid_value`` on ``poll_token`` when no sign-in is under way, also for a poll whose
   sign-in was cancelled or replaced while it ran). Nextcloud hands those credentials out once
   and deletes the flow as it does (nextcloud/server ``core/Controller/
@@ -96,6 +98,7 @@ from ncindex.errors import (
     public_reason,
     refused_with_401,
 )
+from ncindex.nextcloud.client import basic_login
 from ncindex.nextcloud.loginflow import poll_login_flow, start_login_flow
 from ncindex.runtime import Services
 from ncindex.settings import Settings
@@ -107,7 +110,7 @@ from ncindex.web.auth import (
 )
 from ncindex.web.problems import PROBLEM_JSON, answered_401, http_problem, problem, problem_for
 from ncindex.web.ratelimit import CallerLimit
-from ncindex.web.revocations import revocations
+from ncindex.web.revocations import account_disabled, revocations
 from ncindex.web.session import COOKIE, CSRF_HEADER, UiSessions, csrf_ok
 from search_api.search import Decorator, int_args, read_json_object
 
@@ -149,7 +152,9 @@ def install_session_auth(app: Flask, services: Services) -> None:
     user. A 401 answer to such a request signs the session out (the app password was
     revoked), and when Nextcloud's own answer was a 401
     (:func:`~ncindex.web.problems.answered_401`) the record of app passwords to delete forgets
-    it (:meth:`~ncindex.web.session.UiSessions.refused`); answers to requests carrying the
+    it (:meth:`~ncindex.web.session.UiSessions.refused`) unless the webhook admin says the
+    account is disabled (:func:`~ncindex.web.revocations.account_disabled`: OCS answers that
+    401 too, and the app password works again once enabled); answers to requests carrying the
     cookie lose ``WWW-Authenticate``, so the browser shows no password prompt."""
     sessions = _sessions(services)
 
@@ -172,6 +177,7 @@ def install_session_auth(app: Flask, services: Services) -> None:
             return problem(403, "csrf_failed", "missing or wrong CSRF token", field=CSRF_HEADER)
         request.environ["HTTP_AUTHORIZATION"] = record["authorization"]
         g.ui_signed_in = True
+        g.ui_user = record.get("user", "")
         return None
 
     app.before_request_funcs.setdefault(None, []).insert(0, attach)
@@ -182,8 +188,11 @@ def install_session_auth(app: Flask, services: Services) -> None:
         if g.get("ui_session_id"):
             response.headers.pop("WWW-Authenticate", None)
         if g.get("ui_signed_in") and response.status_code == 401:
+            # a 401 of Nextcloud's own is a revoked app password's or a disabled account's
+            # (OCS answers both alike): only the webhook admin's lookup tells them apart
+            invalid = answered_401() and not account_disabled(services, g.ui_user)
             with contextlib.suppress(redis.RedisError):
-                sessions.refused(g.ui_session_id, invalid=answered_401())
+                sessions.refused(g.ui_session_id, invalid=invalid)
         return response
 
 
@@ -312,8 +321,10 @@ def ui_blueprint(
         )
         if ended:
             # as a /v1/ call answered 401 signs it out; refused with 401 (only then is it
-            # False), so the record forgets it: the sweep asks Nextcloud nothing for it
-            sessions.refused(session_id, invalid=True)
+            # False), so the record forgets it — the sweep asks Nextcloud nothing for it —
+            # unless the account is disabled: that app password works again once enabled
+            disabled = account_disabled(services, record.get("user", ""))
+            sessions.refused(session_id, invalid=not disabled)
         body = {
             "user": None if ended else record.get("user"),
             "csrf": record["csrf"],
@@ -412,9 +423,12 @@ def ui_blueprint(
         try:
             user = resolve_caller(services, authorization).user or ""
         except Unauthenticated as exc:  # the flow's credentials: no field of the request
-            # only a 401 says their app password is no more; another refusal (a 404 or 403 of
-            # a proxy, an answer in no known shape) may leave it alive: deleted, not forgotten
-            invalid = refused_with_401(exc)
+            # only a 401 says their app password is no more, and not for a disabled account
+            # (OCS answers it 401 too); another refusal (a 404 or 403 of a proxy, an answer in
+            # no known shape) may leave it alive: deleted, not forgotten
+            invalid = refused_with_401(exc) and not account_disabled(
+                services, basic_login(authorization)
+            )
             if not sessions.release_flow(session_id, claim, refused=True, invalid=invalid):
                 return claim_lost(session_id)
             if not invalid:

@@ -33,6 +33,7 @@ Formats: reference/nextcloud-api.md §0 (OCS envelope), §1.1 (webhooks), §2 (N
 
 from __future__ import annotations
 
+import base64
 import http.cookiejar
 import time
 import urllib.parse
@@ -159,6 +160,19 @@ class HeaderAuth(httpx.Auth):
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         request.headers["Authorization"] = self._value
         yield request
+
+
+def basic_login(authorization: str | None) -> str:
+    """The login name of a ``Basic`` ``Authorization`` header (RFC 7617: ``Basic
+    base64(login:password)``), ``""`` for another scheme, no header, or one that does not
+    decode."""
+    scheme, _, credential = (authorization or "").partition(" ")
+    if scheme.lower() != "basic":
+        return ""
+    try:
+        return base64.b64decode(credential.strip(), validate=True).decode().partition(":")[0]
+    except (ValueError, UnicodeDecodeError):
+        return ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,6 @@ Redis outage neither refuses requests nor lifts the limits (each process counts 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import threading
 import time
@@ -40,6 +39,7 @@ from flask import Flask, Response, g, request
 from flask_limiter import Limiter, RequestLimit
 from flask_limiter.constants import MAX_BACKEND_CHECKS
 
+from ncindex.nextcloud.client import basic_login
 from ncindex.redis_breaker import TIMEOUT_SECONDS
 from ncindex.settings import Settings
 
@@ -72,14 +72,9 @@ def caller_key_for(authorization: str | None, address: str | None) -> str:
     """
     if not authorization:
         return f"addr:{address or '?'}"
-    scheme, _, credential = authorization.partition(" ")
-    if scheme.lower() == "basic":
-        try:
-            name = base64.b64decode(credential.strip(), validate=True).decode().partition(":")[0]
-        except (ValueError, UnicodeDecodeError):
-            name = ""
-        if name:
-            return "user:" + hashlib.sha256(name.lower().encode()).hexdigest()
+    name = basic_login(authorization)
+    if name:
+        return "user:" + hashlib.sha256(name.lower().encode()).hexdigest()
     return "cred:" + hashlib.sha256(authorization.encode("utf-8", "replace")).hexdigest()
 
 

@@ -24,7 +24,12 @@ credential Nextcloud answered 401 is forgotten instead, in the step that drops i
 (:meth:`~ncindex.web.session.UiSessions.refused`, ``release_flow(invalid=True)``): its app
 password is no more, and a delete signed in with it would be one more refused login from
 ncindex's own address (``Session::logClientIn`` → ``handleLoginFailed`` →
-``Throttler::registerAttempt``), slowing every login ncindex makes from there. A failed
+``Throttler::registerAttempt``), slowing every login ncindex makes from there — unless the
+webhook admin says the account is disabled (:func:`account_disabled`: OCS answers a disabled
+account 401 too, and its app password works again once it is enabled), when it is kept, and a
+delete refused so keeps it due :data:`DISABLED_RETRY_SECONDS` later. An app password refused
+because the user's password changed outside Nextcloud cannot be told from a revoked one and
+is forgotten too (:func:`~ncindex.errors.refused_with_401`). A failed
 or never-sent delete is left to :meth:`Revocations.sweep`, which beat runs every
 :data:`RETRY_SECONDS` (``ncindex.revoke_app_passwords``, ``workers/beat.py``): for each due
 entry, atomically, an owner session that still exists and still holds the credential makes it
@@ -47,9 +52,16 @@ from typing import TYPE_CHECKING
 import redis
 import structlog
 
-from ncindex.errors import PermanentError, TransientError
+from ncindex.accounts import Cause, cause_of
+from ncindex.errors import (
+    NcindexError,
+    NextcloudAuthError,
+    PermanentError,
+    TransientError,
+    refused_with_401,
+)
 from ncindex.names import Names
-from ncindex.nextcloud.client import NextcloudClient
+from ncindex.nextcloud.client import NextcloudClient, basic_login
 from ncindex.nextcloud.loginflow import delete_app_password
 from ncindex.redis_breaker import RedisBreaker
 
@@ -63,6 +75,12 @@ RETRY_SECONDS = 60
 recorded it (the request deletes it meanwhile) and after a failed delete; also beat's period."""
 SWEEP_BATCH = 100
 """At most this many due entries are looked at per sweep (the rest are due at the next)."""
+DISABLED_RETRY_SECONDS = 3600
+"""How long an entry whose delete Nextcloud refused because its account is disabled waits
+before the sweep asks again, seconds: the account may stay disabled for long, and each ask is
+a ``DELETE`` answered 401 and a lookup as the webhook admin (:func:`account_disabled`). The
+``DELETE`` is no counted refused login: ``Session::completeLogin`` throws its
+``LoginException`` before ``logClientIn`` could call ``handleLoginFailed``."""
 
 # Lua helpers for the scripts that change a session (ncindex.web.session): the last two KEYS
 # of such a script are the sorted set and the owner hash; ``now`` is Redis's clock in ms.
@@ -100,17 +118,31 @@ class Revocations:
     (:meth:`ncindex.runtime.Services.caller`)."""
 
     def __init__(
-        self, redis: RedisBreaker, names: Names, caller: Callable[[str], NextcloudClient]
+        self,
+        redis: RedisBreaker,
+        names: Names,
+        caller: Callable[[str], NextcloudClient],
+        disabled: Callable[[str], bool] = lambda user: False,
     ) -> None:
         self.redis = redis
         self.keys = (names.ui_revoke, names.ui_revoke_owner)
         self.caller = caller
+        self.disabled = disabled
 
     def delete(self, authorization: str) -> bool:
         """Delete the app password of ``authorization`` in Nextcloud: whether it was. Any
-        answer of Nextcloud settles it and forgets its entry: deleted; 401, already invalid;
-        403, no app password; any other 4xx or an answer in no known shape (logged, as
-        ``PermanentError``: asking again would get the same); a failure to reach Nextcloud
+        answer of Nextcloud settles it and forgets its entry: deleted; 401, no more as far as
+        ncindex can tell; 403, no app password; any other 4xx or an answer in no known shape
+        (logged, as ``PermanentError``: asking again would get the same) — except a 401 for
+        an account ``disabled`` says is disabled (asked with the credential's login name, the
+        user id unless the user signed in with another, such as an email address): OCS
+        answers a disabled account's login 401 as it does a revoked app password's
+        (nextcloud/server ``ocs/v1.php`` turns ``Session::completeLogin``'s
+        ``LoginException`` "User disabled" into OCS 997 Unauthorised), yet that app password
+        stands and works again once the account is enabled (``Session::checkTokenCredentials``
+        invalidates a disabled user's token only for a session whose user is known before
+        the login, never for a Basic login). Its entry stays, due
+        :data:`DISABLED_RETRY_SECONDS` later. A failure to reach Nextcloud
         (``TransientError``: a timeout, 5xx, 423, 429) leaves it for :meth:`sweep`. Never
         raises for Redis or Nextcloud failures."""
         return bool(self._delete(authorization))
@@ -120,6 +152,14 @@ class Revocations:
         try:
             delete_app_password(self.caller(authorization))
         except PermanentError as exc:
+            if refused_with_401(exc) and self.disabled(basic_login(authorization)):
+                log.info("app_password_kept_account_disabled")
+                later = (DISABLED_RETRY_SECONDS - RETRY_SECONDS) * 1000
+                with contextlib.suppress(redis.RedisError):  # the sweep asks again sooner
+                    self.redis.call(
+                        "zadd", self.keys[0], {authorization: later}, xx=True, incr=True
+                    )
+                return False
             log.info("app_password_not_deleted", reason=type(exc).__name__)
             deleted = False
         except TransientError as exc:
@@ -153,5 +193,44 @@ class Revocations:
 
 def revocations(services: Services) -> Revocations:
     """The :class:`Revocations` of ``services``' Redis (the breaker's short timeouts) and
-    Nextcloud: the search page's, and beat's sweep."""
-    return Revocations(services.redis_breaker, services.settings.names, services.caller)
+    Nextcloud: the search page's, and beat's sweep; a delete refused for a disabled account
+    is told by :func:`account_disabled`."""
+    return Revocations(
+        services.redis_breaker,
+        services.settings.names,
+        services.caller,
+        lambda user: account_disabled(services, user),
+    )
+
+
+def account_disabled(services: Services, user: str) -> bool:
+    """Whether Nextcloud says ``user`` (a user id) is a disabled account, asked as the webhook
+    admin: ``GET /ocs/v2.php/cloud/users/{uid}`` answers ``enabled: false``
+    (:meth:`~ncindex.nextcloud.client.NextcloudClient.user_account`,
+    :func:`ncindex.accounts.cause_of`). Asked when Nextcloud answered a user's app password
+    401, which OCS answers alike for a revoked app password and a disabled account
+    (nextcloud/server ``lib/private/User/Session.php`` ``completeLogin`` throws
+    ``LoginException`` "User disabled", ``ocs/v1.php`` catches it as OCS 997 Unauthorised):
+    the webhook admin's request is no login with the refused credential, so no more refused
+    logins are counted against ncindex's address than the one that was (a WebDAV probe with
+    it would tell a disabled account by its 503, but for a revoked app password it is one
+    more login ``Session::logClientIn`` refuses and ``handleLoginFailed`` counts:
+    ``Throttler::registerAttempt``). ``False`` when it cannot be told: no user, no webhook
+    admin configured, the admin held back or refused (recorded, as
+    :meth:`~ncindex.runtime.Services.refusal_lookup` does), Nextcloud not answering or
+    answering in no known shape (logged), a user that does not exist, or an admin who is
+    shown no ``enabled``. Never raises."""
+    settings = services.settings
+    if not user or not settings.accounts:
+        return False
+    admin = settings.webhook_admin
+    if admin not in settings.accounts:
+        return False
+    try:
+        return cause_of(services.account(admin).user_account(user)) == Cause.DISABLED
+    except NcindexError as exc:
+        log.warning("account_state_unknown", user=user, admin=admin, error=str(exc))
+        if isinstance(exc, NextcloudAuthError):  # held back from now on, as its own requests
+            with contextlib.suppress(redis.RedisError):
+                services.account_refused(admin, exc)
+        return False

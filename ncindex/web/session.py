@@ -222,11 +222,17 @@ class UiSessions:
         one more refused login from ncindex's own address, which Nextcloud's brute-force
         protection counts against every login ncindex makes from there (nextcloud/server
         ``lib/private/User/Session.php`` ``logClientIn`` → ``handleLoginFailed`` →
-        ``lib/private/Security/Bruteforce/Throttler.php`` ``registerAttempt``). Otherwise (a 404
-        or 403 of a proxy, an answer in no known shape, a disabled account's WebDAV 503: the
-        app password may stand) a Login Flow's credential keeps its entry, owned by this
-        session, which no longer holds it: the sweep deletes it once due, as every app
-        password no live session holds."""
+        ``lib/private/Security/Bruteforce/Throttler.php`` ``registerAttempt``). The caller
+        says ``invalid`` false for a disabled account's 401 too
+        (:func:`~ncindex.web.revocations.account_disabled`): that app password works again
+        once the account is enabled. Otherwise (a 404 or 403 of a proxy, an answer in no
+        known shape, a disabled account's 401 or WebDAV 503: the app password may stand) a
+        Login Flow's credential keeps its entry, owned by this session, which no longer holds
+        it: the sweep deletes it once due, as every app password no live session holds. An
+        app password refused because the user's password changed outside Nextcloud, which
+        revives at their next web login, is forgotten as a revoked one: nothing tells the two
+        apart (:func:`~ncindex.errors.refused_with_401`). Either way the session is signed
+        out."""
         self._eval(_REFUSED, session_id, int(invalid))
 
     def receive_flow(self, session_id: str, poll_token: str, authorization: str) -> str | None:

@@ -1166,6 +1166,93 @@ def test_a_disabled_account_s_session_keeps_its_app_password_to_delete(
         assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
 
 
+@pytest.mark.parametrize("noticed_by", ["/ui/session", "/v1/folders"])
+def test_a_disabled_account_refused_by_ocs_keeps_its_app_password_until_it_is_deleted(
+    stack: Stack, noticed_by: str
+) -> None:
+    """bob signed in with a Login Flow, then an admin disabled his account. OCS answers his
+    app password 401 (nextcloud/server ``ocs/v1.php`` catches ``Session::completeLogin``'s
+    ``LoginException`` "User disabled" as OCS 997), as it answers a revoked one, and ncindex
+    forgot its entry as it forgets a revoked one's: enabled again, bob's account took that
+    app password again and nothing ever deleted it. ncindex now asks the webhook admin
+    (``GET /ocs/v2.php/cloud/users/bob``: ``enabled: false``) before forgetting: the session
+    is signed out, the entry stays; the sweep's delete, answered 401 while he is disabled,
+    keeps it due an hour later (no counted login: ``completeLogin`` throws before
+    ``handleLoginFailed``); once he is enabled it is deleted."""
+    from ncindex.web.revocations import DISABLED_RETRY_SECONDS, RETRY_SECONDS, revocations
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    record = stack.settings.names.ui_revoke
+    sign_in_with_flow(stack, client, "bob")
+    sim.disable_user("bob")
+    if noticed_by == "/ui/session":
+        assert session(client)["sign_in_ended"] is True
+    else:
+        assert client.get("/v1/folders").status_code == 401
+    assert session(client)["user"] is None  # signed out
+    assert stack.services.redis.zcard(record) == 1  # kept: the app password stands
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 0  # refused: bob is disabled
+    assert len(sim.tree.user("bob").passwords) == 2
+    ((_, due),) = stack.services.redis.zrange(record, 0, -1, withscores=True)
+    now_ms = stack.services.redis.time()[0] * 1000
+    assert due > now_ms + (DISABLED_RETRY_SECONDS - RETRY_SECONDS) * 1000  # not every minute
+    assert revocations(stack.services).sweep() == 0  # not due: nothing sent
+    sim.disable_user("bob", enabled=True)
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 1
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+    assert stack.services.redis.zcard(record) == 0
+
+
+def test_a_disabled_account_s_sign_out_keeps_its_app_password_to_delete(stack: Stack) -> None:
+    """bob's account is disabled while he is signed in, and he signs out: the delete of his
+    Login Flow's app password is answered 401 (OCS answers a disabled account's login so,
+    nextcloud/server ``ocs/v1.php``, ``Session::completeLogin``), which settled the entry as
+    a revoked app password's 401 does — forgotten, and the app password, working again once
+    he is enabled, was never deleted. The webhook admin now says he is disabled: the entry
+    stays, and the sweep deletes the app password once he is enabled."""
+    from ncindex.web.revocations import revocations
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = sign_in_with_flow(stack, client, "bob")["csrf"]
+    sim.disable_user("bob")
+    out = client.post("/ui/logout", headers={CSRF_HEADER: csrf})
+    assert out.status_code == 200 and out.get_json() == {"app_password_deleted": False}
+    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 1
+    assert len(sim.tree.user("bob").passwords) == 2
+    sim.disable_user("bob", enabled=True)
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 1
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+
+
+def test_a_flow_s_credentials_refused_for_a_disabled_account_are_kept_to_delete(
+    stack: Stack,
+) -> None:
+    """bob approved a Login Flow, its check failed (Nextcloud down), and an admin disabled
+    his account before the next poll checked the credentials again: OCS answers them 401
+    (``ocs/v1.php``, ``Session::completeLogin``), and the poll forgot them as a revoked app
+    password's — enabled again, bob's account kept an app password nobody would delete. The
+    webhook admin now says he is disabled: the sign-in is refused, the credential stays in
+    the record, and the sweep deletes it once he is enabled."""
+    from ncindex.web.revocations import revocations
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    poll_with_nextcloud_down(stack, client, csrf)
+    sim.disable_user("bob")
+    answer = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert answer.status_code == 401 and answer.get_json()["code"] == "unauthenticated"
+    assert session(client)["signing_in"] is False
+    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 1
+    assert len(sim.tree.user("bob").passwords) == 2
+    sim.disable_user("bob", enabled=True)
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 1
+    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+
+
 def test_a_page_search_nextcloud_does_not_answer_leaves_the_next_one_its_own_client(
     redis_url: str, embedder: Embedder, model_dir: Path, tmp_path: Path, empty_store: Path
 ) -> None:
