@@ -1205,6 +1205,19 @@ def test_a_disabled_account_refused_by_ocs_keeps_its_app_password_until_it_is_de
     assert stack.services.redis.zcard(record) == 0
 
 
+def kept_until_bob_is_enabled(stack: Stack) -> None:
+    """bob's account is disabled: the one app password a Login Flow made him stays recorded
+    and in Nextcloud; enabled again, the sweep deletes it."""
+    from ncindex.web.revocations import revocations
+
+    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 1
+    assert len(stack.sim.tree.user("bob").passwords) == 2
+    stack.sim.disable_user("bob", enabled=True)
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 1
+    assert stack.sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+
+
 def test_a_disabled_account_s_sign_out_keeps_its_app_password_to_delete(stack: Stack) -> None:
     """bob's account is disabled while he is signed in, and he signs out: the delete of his
     Login Flow's app password is answered 401 (OCS answers a disabled account's login so,
@@ -1212,19 +1225,12 @@ def test_a_disabled_account_s_sign_out_keeps_its_app_password_to_delete(stack: S
     a revoked app password's 401 does — forgotten, and the app password, working again once
     he is enabled, was never deleted. The webhook admin now says he is disabled: the entry
     stays, and the sweep deletes the app password once he is enabled."""
-    from ncindex.web.revocations import revocations
-
     sim, client = stack.sim, stack.search.application.test_client()
     csrf = sign_in_with_flow(stack, client, "bob")["csrf"]
     sim.disable_user("bob")
     out = client.post("/ui/logout", headers={CSRF_HEADER: csrf})
     assert out.status_code == 200 and out.get_json() == {"app_password_deleted": False}
-    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 1
-    assert len(sim.tree.user("bob").passwords) == 2
-    sim.disable_user("bob", enabled=True)
-    due_now(stack)
-    assert revocations(stack.services).sweep() == 1
-    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+    kept_until_bob_is_enabled(stack)
 
 
 def test_a_flow_s_credentials_refused_for_a_disabled_account_are_kept_to_delete(
@@ -1236,8 +1242,6 @@ def test_a_flow_s_credentials_refused_for_a_disabled_account_are_kept_to_delete(
     password's — enabled again, bob's account kept an app password nobody would delete. The
     webhook admin now says he is disabled: the sign-in is refused, the credential stays in
     the record, and the sweep deletes it once he is enabled."""
-    from ncindex.web.revocations import revocations
-
     sim, client = stack.sim, stack.search.application.test_client()
     csrf = approved_flow(stack, client, "bob")
     poll_with_nextcloud_down(stack, client, csrf)
@@ -1245,12 +1249,7 @@ def test_a_flow_s_credentials_refused_for_a_disabled_account_are_kept_to_delete(
     answer = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
     assert answer.status_code == 401 and answer.get_json()["code"] == "unauthenticated"
     assert session(client)["signing_in"] is False
-    assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 1
-    assert len(sim.tree.user("bob").passwords) == 2
-    sim.disable_user("bob", enabled=True)
-    due_now(stack)
-    assert revocations(stack.services).sweep() == 1
-    assert sim.tree.user("bob").passwords == {PASSWORDS["bob"]}
+    kept_until_bob_is_enabled(stack)
 
 
 def test_a_page_search_nextcloud_does_not_answer_leaves_the_next_one_its_own_client(
