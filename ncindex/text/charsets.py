@@ -15,7 +15,7 @@ import codecs
 import collections
 import itertools
 import re
-import unicodedata
+import unicodedata  # Python's (not unicodedata2's, as snippets use): see _utf8_kinds
 from typing import Any
 
 from ncindex.errors import ExtractionError
@@ -248,7 +248,11 @@ def _utf8_kinds(text: str) -> collections.Counter[str]:
     lower case again), ``"phonetic"`` (in :data:`_PHONETIC` and beside no small letter: IPA
     ``Ʌ`` of ``CAFɅ ou``, what windows-1252 ``CAFÉ… ou`` reads as) and ``"other"`` (other
     letters, of Latin or other scripts, a phonetic one beside a small letter among them:
-    Azerbaijani ``Azərbaycan``, Ewe ``ɖe``; symbols; marks)."""
+    Azerbaijani ``Azərbaycan``, Ewe ``ɖe``; symbols; marks). The categories here and in the
+    other guesses are Python's own Unicode (14 on 3.11), as charset-normalizer's, whose
+    readings they weigh, are: the legacy code pages guessed decode only to characters
+    assigned long before it, and in UTF-8 text a character assigned since counts ``"other"``
+    (unassigned), as the emoji and symbols of that age would anyway."""
     kinds: collections.Counter[str] = collections.Counter()
     for i, char in enumerate(text):
         if char.isascii() or char == "\ufffd" or unicodedata.category(char)[0] == "P":

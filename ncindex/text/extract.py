@@ -151,7 +151,9 @@ _BLANK_RUNS = re.compile(r"\n[ \t]*(?:\n[ \t]*)+\n")
 # The Latin ligatures (U+FB00–U+FB06, Unicode's Alphabetic Presentation Forms) as their
 # letters (their NFKC forms): PDFs typeset by TeX, InDesign or Word map the ligature glyphs to
 # them, and the dense model's tokenizer reads ``ﬁnance`` as ``ﬁ ##nan ##ce`` and ``oﬃce`` as
-# [UNK] (a query's similarity to such a page fell from 0.77 to 0.17).
+# [UNK] (a query's similarity to such a page fell from 0.77 to 0.17). Python's own database
+# serves (not unicodedata2's, as snippets use): these characters are of Unicode 1.1, and their
+# normal forms cannot change (Unicode's normalization stability policy).
 _LIGATURES = str.maketrans(
     {chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)}
 )

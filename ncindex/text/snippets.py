@@ -31,8 +31,9 @@ from __future__ import annotations
 import bisect
 import html
 import re
-import unicodedata
 from dataclasses import dataclass, field
+
+import unicodedata2
 
 from ncindex.embedding import analyzer
 
@@ -42,6 +43,10 @@ _MARKS = re.compile(f"{MARK_OPEN}(.*?){MARK_CLOSE}", re.DOTALL)
 # Unicode categories removed before anything else: controls (Cc), invisible format characters
 # such as bidi overrides and zero-width joiners (Cf), surrogates (Cs), private use (Co) and
 # unassigned code points (Cn) — none is text a reader should see, and some can disguise text.
+# Read in unicodedata2's database (the newest Unicode's, 18.0), not the stdlib's (Python 3.11's
+# is Unicode 14.0): a character assigned since, such as the emoji U+1FA77 (Unicode 15), was
+# dropped from every snippet as unassigned. (The BM25 analyzer keeps the stdlib's: its terms
+# are versioned with the index, ANALYZER_VERSION, and a new database would change them.)
 _STRIP_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 # The ASCII characters of those categories (all Cc) but the whitespace ones, \t \n \x0b \x0c \r,
 # which become spaces like all whitespace.
@@ -110,7 +115,7 @@ class _Cleaned:
         drop = {
             ord(ch): "\x00"
             for ch in set(text)
-            if ch > "\x7f" and unicodedata.category(ch) in _STRIP_CATEGORIES
+            if ch > "\x7f" and unicodedata2.category(ch) in _STRIP_CATEGORIES
         }
         marked = text.translate(drop) if drop else text
         pieces: list[str] = []
