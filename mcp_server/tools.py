@@ -6,7 +6,9 @@
 the same verified results, each with ``id`` (``"{doc_type}:{doc_id}"``), ``title``, ``url``
 (a link that opens the document in Nextcloud, :func:`open_link`), ``path``, a Deck card's
 ``board_title``/``stack_title``, ``snippet`` as
-plain text with ``matches`` (``start``/``end`` character offsets into it), ``score``,
+plain text with ``matches`` (``start``/``end`` character offsets into it) and
+``snippet_title_chars`` (its first characters that are a Deck card's or News item's title),
+``score``,
 ``doc_type``, ``doc_id``, ``chunk_index`` and ``modified_at`` (Unix seconds) — not the search
 API's ``open_url``, which is this ``url``. ``fetch`` takes that ``id`` (or ``doc_type`` +
 ``doc_id``, or a ``path`` of the caller's, looked up in the index: :meth:`Tools._at_path`) and

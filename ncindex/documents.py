@@ -103,6 +103,24 @@ class Chunk:
     char_end: int
 
 
+#: The types whose indexed text is :func:`titled_text`: a Deck card's and a News item's.
+TITLED_TYPES = frozenset({DocType.DECK_CARD, DocType.NEWS_ITEM})
+
+
+def titled_text(title: str, body: str) -> str:
+    """The text a document of :data:`TITLED_TYPES` is indexed as: ``"{title}\\n\\n{body}"``,
+    whitespace stripped at the ends, so that a search for the title's words finds it; its
+    :func:`opening_title` characters are the title."""
+    return f"{title}\n\n{body}".strip()
+
+
+def opening_title(doc_type: str, title: str) -> str:
+    """The title a document of ``doc_type`` titled ``title`` has at the start of its indexed
+    text, as written there: ``title`` stripped (:func:`titled_text`) for :data:`TITLED_TYPES`,
+    ``""`` for the others, whose text is the document's own (a note's or a file's)."""
+    return title.strip() if doc_type in TITLED_TYPES else ""
+
+
 def text_hash(text: str) -> str:
     """SHA-256 hex digest of ``text`` encoded as UTF-8."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -75,7 +75,14 @@ from pydantic import (
 )
 from qdrant_client import models
 
-from ncindex.documents import DocRef, DocType, path_key, point_document, principal
+from ncindex.documents import (
+    DocRef,
+    DocType,
+    opening_title,
+    path_key,
+    point_document,
+    principal,
+)
 from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import (
@@ -509,6 +516,18 @@ class SearchResult(BaseModel):
         "space or, where it held a line break, one `\\n` (kept beside the `…` of a cut made "
         "there, `…\\n* item`); empty when `verified` is false "
         "and the server withholds unconfirmed text (NCINDEX_UNVERIFIED_RESULTS=hide_text)."
+    )
+    snippet_title_chars: int = Field(
+        0,
+        description="How many of the first characters of the snippet's plain text (the "
+        "snippet without its `<mark>` tags, entities unescaped), counted in Unicode code "
+        "points as `explain` offsets are (U+1FA77 🩷 counts one, where JavaScript's "
+        "`length` counts two UTF-16 units), are the document's title, which a Deck card's "
+        "and a News item's indexed text "
+        'opens with (`"{title}\\n\\n{body}"`): a `…` where the snippet cuts the title '
+        "counts with it, and the body, if shown, follows on a new line. 0 when the snippet "
+        "starts past the title (a later chunk, a window further on), for notes and files "
+        "(whose text is their own), and when the text is withheld (see `snippet`).",
     )
     char_start: int | None = Field(
         description="Start of the best chunk in the document's extracted text, characters; "
@@ -1160,6 +1179,7 @@ class SearchService:
             title=p.get("title") or "",
             score=round(hit.score, 6),
             snippet=shown.html() if text else "",
+            snippet_title_chars=shown.title_chars if text else 0,
             char_start=p["char_start"] if text else None,
             char_end=p["char_end"] if text else None,
             chunk_index=p["chunk_index"],
@@ -1386,9 +1406,22 @@ def _snippets_meanwhile(batch: list[Hit], query: str) -> list[Snippet]:
     (benchmarks/RESULTS.md, Scale)."""
     shown = []
     for hit in batch:
-        shown.append(snippet(hit.payload.get("text") or "", query))
+        text = hit.payload.get("text") or ""
+        shown.append(snippet(text, query, title=_title_chars(hit.payload, text)))
         time.sleep(0)
     return shown
+
+
+def _title_chars(payload: dict[str, Any], text: str) -> int:
+    """How many of the first characters of a point's chunk ``text`` are its document's title
+    (:func:`~ncindex.documents.opening_title`; the chunk starts ``char_start`` characters into
+    the document's text, so a chunk that starts inside a long title holds the rest of it): 0
+    for a chunk that starts past the title. Also 0 for a text that does not start with that
+    title, which is not expected (a payload's title and text come from one document): then
+    no body's words are given out as a title."""
+    title = opening_title(payload["doc_type"], payload.get("title") or "")
+    rest = title[int(payload.get("char_start") or 0) :][: len(text)]
+    return len(rest) if rest and text.startswith(rest) else 0
 
 
 def _current_version(points: list[PointRecord]) -> list[PointRecord]:

@@ -10,7 +10,8 @@ a card of a deleted stack is gone, although its GET still answers — :func:`sta
 Deck validates only the card id of the card path and the stack id of the stack path, so ids
 not yet known are sent as ``0``.
 
-Text: ``"{title}\\n\\n{description}"`` (the description is markdown). Archived cards are not
+Text: ``"{title}\\n\\n{description}"`` (:func:`~ncindex.documents.titled_text`; the description
+is markdown). Archived cards are not
 indexed (Deck hides them from the board); ``etag`` is the card ``ETag`` (md5 of
 ``lastModified``), ``modified_at`` its ``lastModified`` (Unix seconds).
 
@@ -56,7 +57,7 @@ from typing import Any, ClassVar
 import redis
 import structlog
 
-from ncindex.documents import DocRef, DocType, SourceDocument, principal
+from ncindex.documents import DocRef, DocType, SourceDocument, principal, titled_text
 from ncindex.errors import (
     ArchivedCard,
     Forbidden,
@@ -233,7 +234,7 @@ def fetch_card(
         user=user,
         owner=_uid(card.get("owner")) or user,
         title=title,
-        text=f"{title}\n\n{description}".strip(),
+        text=titled_text(title, description),
         etag=etag,
         modified_at=modified,
         mime_type="text/markdown",

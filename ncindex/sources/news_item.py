@@ -6,7 +6,8 @@ first, ``id < offset``: the first item is the one asked for if it still exists);
 with ``type=0&id=<feed>&batchSize=-1``. Item ids are per user (each user's row), so an item's
 ``acl`` is its one user.
 
-Text: ``"{title}\\n\\n{body as text}"`` (the HTML body through :func:`extract_text`); payload
+Text: ``"{title}\\n\\n{body as text}"`` (:func:`~ncindex.documents.titled_text`, the HTML body
+through :func:`extract_text`); payload
 extras ``feed_id`` (a string: keyword-indexed) and ``url``; ``etag`` is
 ``"{lastModified}-{contentHash}"`` (read and star changes bump ``lastModified``; the content
 hash keeps the text from being embedded again). News has no webhooks: the scan lists every
@@ -19,7 +20,7 @@ from typing import Any, ClassVar
 
 import structlog
 
-from ncindex.documents import DocRef, DocType, SourceDocument
+from ncindex.documents import DocRef, DocType, SourceDocument, titled_text
 from ncindex.errors import NextcloudProtocolError
 from ncindex.nextcloud.apps import find_news_item, news_items
 from ncindex.nextcloud.client import NextcloudClient
@@ -81,7 +82,7 @@ def item_document(user: str, item: dict[str, Any], max_chars: int) -> SourceDocu
         user=user,
         owner=user,
         title=title,
-        text=f"{title}\n\n{text}".strip()[:max_chars],
+        text=titled_text(title, text)[:max_chars],
         etag=news_etag(item),
         modified_at=item_modified(item),
         mime_type="text/html",

@@ -75,11 +75,15 @@ class Match:
 @dataclass(frozen=True, slots=True)
 class Snippet:
     """A snippet before rendering: its visible ``plain`` text (ellipses included; a line
-    break of the text as one ``\n``, see the module docstring) and the query-term
-    ``matches`` in it, offsets in characters of ``plain``, in order."""
+    break of the text as one ``\n``, see the module docstring), the query-term ``matches``
+    in it, offsets in characters (code points) of ``plain``, in order, and ``title_chars``:
+    how many of ``plain``'s first characters (code points) show the document's title (the
+    ``title`` first characters of the text given to :func:`snippet`), a ``…`` where the window
+    cuts the title counted with it; 0 when the window starts past the title."""
 
     plain: str
     matches: list[Match] = field(default_factory=list)
+    title_chars: int = 0
 
     def html(self) -> str:
         """``plain`` HTML-escaped piece by piece, the matches wrapped in ``<mark>``."""
@@ -170,7 +174,7 @@ def make_snippet(text: str, query: str, *, max_chars: int = 240) -> str:
     return snippet(text, query, max_chars=max_chars).html()
 
 
-def snippet(text: str, query: str, *, max_chars: int = 240) -> Snippet:
+def snippet(text: str, query: str, *, max_chars: int = 240, title: int = 0) -> Snippet:
     """A snippet of ``text`` for ``query``, at most ``max_chars`` visible characters
     (ellipses included; tags and entity escapes not counted).
 
@@ -180,6 +184,9 @@ def snippet(text: str, query: str, *, max_chars: int = 240) -> Snippet:
     Without matches the start of the text is shown. The text is :func:`clean_text`'s, but a
     run of whitespace holding a line break is one ``\n``, and a cut edge at a line break keeps
     it between the text and the ellipsis (see the module docstring).
+    ``title``: how many of ``text``'s first characters are the document's title (kept as
+    written by a reader that reads the rest as Markdown); the snippet's ``title_chars`` says
+    how many of its own they became.
     ``ValueError`` if ``max_chars`` < 1.
     """
     if max_chars < 1:
@@ -189,8 +196,9 @@ def snippet(text: str, query: str, *, max_chars: int = 240) -> Snippet:
     if not body:
         return Snippet("")
     matches = _find_matches(text, cleaned, set(query_terms(query)))
+    title_end = cleaned.offset(title) if title > 0 else 0
     if len(body) <= max_chars:
-        return Snippet(body, matches)
+        return Snippet(body, matches, title_end)
     ellipses = max_chars >= 3  # room for an ellipsis at each edge, or none at all
     budget = max_chars - 2 if ellipses else max_chars
     start, end = _best_window(body, matches, budget)
@@ -205,7 +213,10 @@ def snippet(text: str, query: str, *, max_chars: int = 240) -> Snippet:
         for m in matches
         if m.start >= start and m.end <= end
     ]
-    return Snippet(head + body[start:end] + tail, shown)
+    titled = 0
+    if start < title_end:  # the window starts inside the title: its ellipses stand for it
+        titled = len(head) + min(end, title_end) - start + (len(tail) if end < title_end else 0)
+    return Snippet(head + body[start:end] + tail, shown, titled)
 
 
 def plain_snippet(snippet: str) -> tuple[str, list[tuple[int, int]]]:

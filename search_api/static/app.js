@@ -694,7 +694,7 @@ function resultItem(r) {
   // the explain's term offsets are into the snippet's text as the server made it
   const snippetText = snippet.textContent;
   if (r.doc_type === "note" || /\.(md|markdown)$/i.test(r.path || "")) hideMarkdown(snippet, 0);
-  else if (r.doc_type === "deck_card") hideMarkdown(snippet, cardTitleLength(r, snippetText));
+  else if (r.doc_type === "deck_card") hideMarkdown(snippet, cardTitleUnits(r, snippetText));
   // a news item's text is its HTML body's text (ncindex/sources/news_item.py item_document,
   // extract_text with no Markdown headings), which News shows as HTML (nextcloud/news
   // src/components/feed-display/FeedItemDisplay.vue, v-html="sanitizedBody"): its "*" and "#"
@@ -931,7 +931,7 @@ function fencedBlocks(text) {
 }
 
 // A snippet without its Markdown (see above), but for its first ``plain`` characters (of its
-// text, the marks' words counted), kept as written: a Deck card's title (cardTitleLength). The
+// text, the marks' words counted), kept as written: a Deck card's title (cardTitleUnits). The
 // rest starts a line there (the title's line break is in it).
 function hideMarkdown(snippet, plain) {
   const nodes = [...snippet.childNodes];
@@ -939,7 +939,8 @@ function hideMarkdown(snippet, plain) {
   if (nodes.some(held)) return;
   const whole = nodes.map((n) => (n.nodeType === Node.TEXT_NODE ? n.data : MARK_HOLDER)).join("");
   // where the kept characters end in ``whole`` (a mark one character there); a mark holds a
-  // word and the title ends at a line break or at the snippet's end, so never inside a mark
+  // word and the title ends at a line break, a cut's "…" or the snippet's end, so never inside
+  // a mark
   let at = 0;
   for (const node of nodes) {
     if (plain <= 0) break;
@@ -956,45 +957,18 @@ function hideMarkdown(snippet, plain) {
   snippet.replaceChildren(...pieces.flatMap((piece, i) => (i < marks.length ? [piece, marks[i]] : [piece])));
 }
 
-// How many characters of a Deck card's snippet ``text`` (its text content) are the card's title:
-// ncindex indexes a card as "{title}\n\n{description}" (ncindex/sources/deck_card.py
-// fetch_card), and only the description is Markdown — Deck edits and renders it so
-// (nextcloud/deck src/components/card/Description.vue: the Text app's editor, else markdown-it
-// with task checkboxes), while it shows the title as plain text (src/components/cards/
-// CardItem.vue, "{{ displayTitle }}"), so a title's "#", "*" or backticks are its words. The
-// title opens the snippet when its chunk starts the card's text (``char_start`` 0) and the
-// server did not cut before it (no "…" first): it is there as the server cleans a text
-// (ncindex/text/snippets.py _Cleaned: control, format, private-use and unassigned characters
-// dropped, each run of whitespace one space, or "\n" where it holds a line break), followed by
-// the line break before the description or by the snippet's end, or cut by the server's "…".
-// 0 when the snippet does not start with the title (a later chunk, a cut, no title). The server
-// reads categories in its Python's Unicode (3.11: Unicode 14), the browser in its own, newer:
-// a character assigned since (an emoji such as U+1FA77 🩷, Unicode 15) the server drops as
-// unassigned, so a title's character past ASCII the snippet does not hold is passed over, and
-// so is a space beside one (the server's gap took it in). A byte order mark (U+FEFF) is a
-// format character the server drops without a space, though JavaScript's \s holds it.
-const TITLE_GAP = /(?:\s|[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}])+/gu;
-function cardTitleLength(r, text) {
-  if (r.char_start !== 0 || !r.title) return 0;
-  const gap = (run) => (/[\n\r]/.test(run) ? "\n" : /[^\S\ufeff]/.test(run) ? " " : "");
-  const title = r.title.replace(TITLE_GAP, gap).trim();
-  if (!title) return 0;
-  let at = 0; // where the title read so far ends in ``text``
-  for (const ch of title) {
-    if (text.startsWith(ch, at)) at += ch.length;
-    else if (ch > "\x7f" || (ch === " " && droppedSpace(text, at))) continue;
-    else if (text.slice(at).trim() === "…") return text.length; // the server cut the title
-    else return 0;
-  }
-  if (!at) return 0; // nothing of the title is in the snippet
-  if (at === text.length || text[at] === "\n") return at;
-  return text.slice(at).trim() === "…" ? text.length : 0;
-}
-
-// Whether a title's space, not at ``at`` in a card snippet's ``text``, went into a gap the server
-// made one (or none: at the start, before the line break or the end) with a character it dropped.
-function droppedSpace(text, at) {
-  return at === 0 || at === text.length || text[at - 1] === " " || text[at] === "\n";
+// How many UTF-16 units (a string's length) of a Deck card's snippet ``text`` (its text
+// content) are the card's title: ncindex indexes a card as "{title}\n\n{description}"
+// (ncindex/sources/deck_card.py fetch_card), and only the description is Markdown — Deck edits
+// and renders it so (nextcloud/deck src/components/card/Description.vue: the Text app's editor,
+// else markdown-it with task checkboxes), while it shows the title as plain text
+// (src/components/cards/CardItem.vue, "{{ displayTitle }}"), so a title's "#", "*" or backticks
+// are its words. The server says how many of the snippet's first characters are the title
+// (the result's snippet_title_chars: ncindex/search/service.py SearchResult; 0 when the
+// snippet starts past it), in code points, as it cleaned the title: an emoji such as U+1FA77
+// 🩷 is one there and two here.
+function cardTitleUnits(r, text) {
+  return Array.from(text).slice(0, r.snippet_title_chars || 0).join("").length;
 }
 
 // A note's prose (the text between code blocks, see fencedBlocks) without its Markdown.

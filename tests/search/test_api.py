@@ -20,6 +20,7 @@ from ncindex.embedding import analyzer
 from ncindex.embedding.embedder import Embedder
 from ncindex.search import service as service_module
 from ncindex.search.filter_fields import filters_document
+from ncindex.text.snippets import plain_snippet
 from search_support import PASSWORDS, Api, build_api
 
 LIGHT = "/Projects/Lighthouse/plan.md"
@@ -788,6 +789,24 @@ def test_a_disabled_account_is_served_nothing_while_its_credential_is_cached(api
     response = api.post("alice", query)
     assert response.status_code == 401, response.get_json()
     assert "diary" not in response.get_data(as_text=True).lower()
+
+
+def test_a_card_result_says_how_many_of_its_snippets_characters_are_its_title(api: Api) -> None:
+    """A Deck card's text is ``"{title}\\n\\n{description}"`` (ncindex/sources/deck_card.py
+    fetch_card): the search page showed the title as written and the description as Markdown,
+    and found where the title ended in the snippet by re-doing the server's cleaning in
+    JavaScript, which broke where the two disagreed. The result says it:
+    ``snippet_title_chars``, code points of the snippet's plain text (an emoji one; the title's
+    byte order mark dropped and its double space one, as the snippet has them); 0 for a file."""
+    title = "# Ketch  \ufeff\U0001fa77 *tar*"
+    api.index_card("alice", "Harbour", "To do", (title, "**Tar** the ketch hull."))
+    answer = api.post("alice", {"query": "tar the ketch hull", "limit": 20}).get_json()
+    results = {r["doc_type"]: r for r in answer["results"]}
+    card = results["deck_card"]
+    text, _ = plain_snippet(card["snippet"])
+    assert card["snippet_title_chars"] == 15, card
+    assert text[:15] == "# Ketch \U0001fa77 *tar*" and text[15] == "\n", text
+    assert results["file"]["snippet_title_chars"] == 0
 
 
 @pytest.mark.parametrize("api", [{"user_cache_seconds": 60}], indirect=True)

@@ -2243,7 +2243,8 @@ def test_a_card_result_names_the_board_id_the_board_filter_takes(api: Api) -> No
     named a card's board or stack by id — results carried only their titles, which no filter
     takes — so an agent that found a card could not ask for the other cards of its board. A
     result now carries the ids the filters match, and so does ``fetch``'s ``metadata``; a
-    file's are null."""
+    file's are null. (Its ``snippet_title_chars`` says how much of its snippet is its title:
+    a file has none.)"""
     harbour = api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar its hull."))
     api.index_card("alice", "Garden", "Later", ("Tar the fence", "Tar the garden fence."))
     args = {"query": "tar the ketch hull", "doc_types": ["deck_card"], "limit": 1}
@@ -2265,6 +2266,8 @@ def test_a_card_result_names_the_board_id_the_board_filter_takes(api: Api) -> No
     assert ids(board) == [harbour]
     (other,) = file.structured_content["results"]
     assert (other["board_id"], other["stack_id"], other["feed_id"]) == (None, None, None)
+    assert result["snippet"][: result["snippet_title_chars"]] == "Tar the ketch"
+    assert other["snippet_title_chars"] == 0
     metadata = fetched.structured_content["metadata"]
     assert (metadata["board_id"], metadata["stack_id"]) == (result["board_id"], result["stack_id"])
     metadata = fetched_file.structured_content["metadata"]

@@ -171,7 +171,8 @@ def test_a_card_hit_names_its_board_and_stack_in_meta(own_served: Served) -> Non
     RCP/1 gives a hit a free-form ``meta`` object (spec §7.7, "Hit": ``"meta"?: object``),
     which holds the search result's other fields; the titles are there now, as the search's
     check read them (a board renamed since the card was indexed shows its name now), null
-    for a file."""
+    for a file. So is ``snippet_title_chars``, the snippet's first characters that are the
+    card's title (0 for a file)."""
     api = own_served.api
     key = api.index_card("alice", "Harbour", "To do", ("Tar the ketch", "Tar the hull."))
     api.rename_board(key, "Harbour works")
@@ -181,6 +182,8 @@ def test_a_card_hit_names_its_board_and_stack_in_meta(own_served: Served) -> Non
     assert (meta["board_title"], meta["stack_title"]) == ("Harbour works", "To do")
     file = hits[api.keys[LIGHT]]["meta"]
     assert (file["board_title"], file["stack_title"]) == (None, None)
+    assert (meta["snippet_title_chars"], file["snippet_title_chars"]) == (13, 0)
+    assert meta["snippet"].startswith("<mark>Tar</mark> the <mark>ketch</mark>\n")
     alice.shutdown()
 
 

@@ -34,9 +34,10 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
+from ncindex.documents import titled_text
 from ncindex.simulator import NextcloudSimulator, serve_simulator
 from ncindex.simulator.server import SimulatorServer
-from ncindex.text.snippets import make_snippet
+from ncindex.text.snippets import make_snippet, snippet
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
@@ -1076,40 +1077,52 @@ def test_a_deck_cards_description_is_read_as_markdown_and_its_title_as_written(
 def test_a_deck_card_snippet_cut_inside_or_after_its_title_keeps_only_the_title_as_written(
     deployment: Deployment, browser: Browser
 ) -> None:
-    """Edges of a Deck card's snippet (the server's answer stood in): a snippet cut inside the
-    title is all title, shown as written; a later chunk's snippet (``char_start`` not 0) or one
-    the server cut before the title is all description, read as Markdown; a title whose
-    whitespace the server collapsed is still told."""
+    """Edges of a Deck card's snippet (the server's answer stood in): the result's
+    ``snippet_title_chars`` says how many of the snippet's first characters are the title
+    (code points; a cut's ``…`` counted with it): a snippet cut inside the title is all
+    title, shown as written, and so is the rest of a title cut before it; a later chunk's
+    snippet or one starting past the title (0) is all description, read as Markdown."""
     card = {"doc_type": "deck_card", "path": None, "title": "*Crane*  `winch`", "char_start": 0}
     raw = "*Crane* `<mark>winch</mark>`…"
-    expect_note_snippet(deployment, browser, raw, "winch", "*Crane* `winch`…", 1, card)
+    whole = card | {"snippet_title_chars": 16}
+    expect_note_snippet(deployment, browser, raw, "winch", "*Crane* `winch`…", 1, whole)
     raw = "*Crane* `<mark>winch</mark>`\n**oil** the <mark>winch</mark>"
     shown = "*Crane* `winch` oil the winch"
-    expect_note_snippet(deployment, browser, raw, "winch", shown, 2, card)
-    later = card | {"char_start": 300}
+    expect_note_snippet(
+        deployment, browser, raw, "winch", shown, 2, card | {"snippet_title_chars": 15}
+    )
+    later = card | {"char_start": 300, "snippet_title_chars": 0}
     raw = "*Crane* `<mark>winch</mark>`\n**oil** it"
     expect_note_snippet(deployment, browser, raw, "winch", "Crane winch oil it", 1, later)
     raw = "…`<mark>winch</mark>`\n* **oil** it"
-    expect_note_snippet(deployment, browser, raw, "winch", "…winch • oil it", 1, card)
+    past = card | {"snippet_title_chars": 0}
+    expect_note_snippet(deployment, browser, raw, "winch", "…winch • oil it", 1, past)
+    rest = card | {"snippet_title_chars": 8}
+    expect_note_snippet(deployment, browser, raw, "winch", "…`winch` • oil it", 1, rest)
 
 
-def test_a_deck_card_title_the_server_cleaned_of_what_the_browser_keeps_is_still_as_written(
+def test_a_deck_card_title_the_server_cleaned_otherwise_than_the_browser_is_still_as_written(
     deployment: Deployment, browser: Browser
 ) -> None:
-    """A card's title holding a character the server's snippet drops but the browser's
-    cleaning of the title kept was not told at the snippet's start, and the title was read as
-    Markdown ("*Mom*" shown "Mom"): a byte order mark (U+FEFF, a format character the server
-    drops without a space, whitespace to JavaScript's ``\\s``) and an emoji assigned after the
-    server's Python's Unicode (U+1FA77, Unicode 15; Python 3.11 reads Unicode 14, the browser a
-    newer one), alone, between spaces and at the title's end. The snippets are the server's own
-    (make_snippet of the card's text, as ncindex/sources/deck_card.py fetch_card makes it),
-    which keeps the emoji now that it reads Unicode 18 (unicodedata2)."""
+    """The page found a card's title in its snippet by cleaning the title in JavaScript as the
+    server cleans a snippet (``cardTitleLength``), in the browser's Unicode: where the two
+    disagreed the title was not told and was read as Markdown ("*Mom*" shown "Mom"). The
+    server now classifies in ``unicodedata2``'s Unicode (18), newer than this Chromium's (156:
+    U+20C3 UAE DIRHAM SIGN is unassigned to it, so the old cleaning dropped it from the
+    title the snippet keeps it in), and says where the title ends (``snippet_title_chars``,
+    code points: an emoji, U+1FA77, one; a byte order mark, which the server drops, none). The
+    snippets and counts are the server's own (``snippet`` of the card's text, as
+    ncindex/sources/deck_card.py fetch_card makes it, and the title's length)."""
     heart = "\U0001fa77"
-    for title in ("Foo\ufeff*Mom* list", f"{heart} *Mom* list", f"a {heart} *Mom* b {heart}"):
-        raw = make_snippet(f"{title}\n\n**Buy** the lamp", "lamp")
+    titles = ("Foo\ufeff*Mom* list", f"{heart} *Mom* list", f"a {heart} *Mom* b {heart}",
+              "Pay \u20c3 5 *Mom* list")  # fmt: skip
+    for title in titles:
+        made = snippet(titled_text(title, "**Buy** the lamp"), "lamp", title=len(title))
+        raw = made.html()
         shown = " ".join(html.unescape(re.sub("</?mark>", "", raw)).split()).replace("**", "")
-        assert "*Mom*" in shown
+        assert "*Mom*" in shown and made.title_chars > 0
         card = {"doc_type": "deck_card", "path": None, "title": title, "char_start": 0}
+        card["snippet_title_chars"] = made.title_chars
         expect_note_snippet(deployment, browser, raw, "lamp", shown, 1, card)
 
 

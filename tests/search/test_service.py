@@ -14,7 +14,7 @@ import pytest
 from qdrant_client import models
 from search_corpus import Doc, expected, index_docs, make_docs
 
-from ncindex.documents import DocRef, point_document, point_id
+from ncindex.documents import DocRef, point_document, point_id, titled_text
 from ncindex.embedding.analyzer import term_id, terms
 from ncindex.embedding.embedder import Embedder
 from ncindex.errors import SearchUnavailable
@@ -205,6 +205,43 @@ def test_points_of_the_earlier_id_scheme_are_grouped_by_their_doc_key(
     assert sorted(keys(page)) == sorted(d.key for d in docs)
     (round_read,) = [ids for ids, fields in recording.reads if fields == ROUND_FIELDS]
     assert sorted(round_read) == sorted(legacy)
+    svc.close()
+    store.close()
+
+
+def test_a_result_says_how_much_of_its_snippet_is_the_title_its_text_opens_with(
+    embedder: Embedder, verifiers: Verifiers, tmp_path: Path
+) -> None:
+    """``snippet_title_chars``: a Deck card's and a News item's text opens with its title
+    (:func:`~ncindex.documents.titled_text`), which the search page shows as written; the
+    result says how many of its snippet's characters (code points) it is. A chunk that starts
+    inside a long title holds the rest of it; a note's text is its own even where it begins
+    with its title's words (0), and so is a text that does not open with its title (0)."""
+    docs = make_docs(8)  # note, file, deck_card, news_item, twice
+    body = "Migratory birds follow magnetic fields."
+    title = "*Tar* the \U0001fa77 ketch"
+    chunks = {
+        0: ("Harbour", f"Harbour\n\n{body}", 0),  # a note: its title is not its text's
+        1: ("plan.md", body, 0),
+        2: (title, titled_text(title, body), 0),  # a card: 17 code points of title
+        3: ("Birds over the harbour", f"the harbour\n\n{body}", 11),  # a second chunk
+        6: ("Ketch", body, 0),  # a card whose text does not open with its title
+        7: ("Gulls", f"{body} Gulls", 40),  # a chunk past the title
+    }
+    for i, d in enumerate(docs):
+        d.payload["title"], d.text, d.payload["char_start"] = chunks.get(i, ("x", body, 0))
+        d.payload["text"] = d.text
+        d.payload["acl"] = ["user:alice"]
+    store = QdrantEdgeStore(tmp_path / "q", "test-model")
+    store.ensure_collection(embedder.dense_dim)
+    index_docs(store, embedder, docs)
+    svc, _ = make_service(store, embedder, verifiers)
+    page = svc.search(client_of("alice"), SearchRequest(query="migratory birds", limit=20))
+    counts = {r.doc_key: r.snippet_title_chars for r in page.results}
+    wanted = [0, 0, 17, 11, 0, 0, 0, 0]
+    assert [counts[d.key] for d in docs] == wanted
+    card = next(r for r in page.results if r.doc_key == docs[2].key)
+    assert card.snippet.startswith("*Tar* the \U0001fa77 ketch\n")
     svc.close()
     store.close()
 

@@ -312,3 +312,65 @@ def test_a_character_assigned_after_pythons_unicode_is_kept() -> None:
     ``unicodedata2``'s newest database now; one still unassigned there goes."""
     assert make_snippet("Love \U0001fa77 pink", "pink") == "Love \U0001fa77 <mark>pink</mark>"
     assert make_snippet("Love \U000e0080 pink", "pink") == "Love <mark>pink</mark>"
+
+
+CARD = "# Crane \U0001fa77 *winch*"  # a Deck card's title: its "#" and "*" are its words
+
+
+@pytest.mark.parametrize(
+    ("text", "query", "max_chars", "plain", "title_chars"),
+    [
+        # shown whole: the title, then its body on a line of its own
+        (f"{CARD}\n\n**oil** it", "oil", 240, f"{CARD}\n**oil** it", 17),
+        # what cleaning drops or collapses in the title is not counted
+        ("Foo\ufeff*Mom*  \U0001fa77\n\n**Buy** a lamp", "lamp", 240,
+         "Foo*Mom* \U0001fa77\n**Buy** a lamp", 10),
+        # cut inside the title: all of it title, both ellipses
+        (f"one two {CARD} three four five\n\nbody " + "x " * 200, "winch", 14,
+         "…\U0001fa77 *winch*…", 11),
+        # cut inside the title, ending at its end: the line break and the cut after it are not
+        (f"one two {CARD} three\n\nbody " + "x " * 200, "winch", 20,
+         "…\U0001fa77 *winch* three\n…", 16),
+        # starting inside the title, ending in the body
+        (f"one two three {CARD}\n\n**oil** " + "x " * 200, "winch oil", 30,
+         "…\U0001fa77 *winch*\n**oil** x x x…", 10),
+        # starting past the title
+        (f"{CARD}\n\n" + "x " * 200 + "**oil** it", "oil", 20, "…x x x x **oil** it", 0),
+    ],
+)  # fmt: skip
+def test_a_snippet_says_how_many_of_its_characters_are_the_title(
+    text: str, query: str, max_chars: int, plain: str, title_chars: int
+) -> None:
+    """A Deck card's snippet begins with its title (its text is ``"{title}\\n\\n{body}"``),
+    which the search page shows as written while it reads the body as Markdown; the page
+    re-did the server's cleaning to find where the title ended, and failed where the two
+    disagreed. The snippet says it: its first ``title_chars`` characters (code points; a
+    ``…`` cutting the title counted with it)."""
+    title = text.split("\n\n")[0]
+    shown = snippet(text, query, max_chars=max_chars, title=len(title))
+    assert (shown.plain, shown.title_chars) == (plain, title_chars)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    title=st.lists(st.sampled_from(["winch", "*a*", "#", " ", "  ", "\ufeff", "\U0001fa77", "x"]),
+                   max_size=12).map("".join),
+    body=st.lists(st.sampled_from(["winch", "oil", " ", "\n", "* b"]), max_size=40).map("".join),
+    query=st.sampled_from(["winch", "oil", "b"]),
+    max_chars=st.integers(3, 40),  # room for the ellipses
+)  # fmt: skip
+def test_a_snippets_title_is_the_titles_cleaned_text(
+    title: str, body: str, query: str, max_chars: int
+) -> None:
+    """Whatever the window, the snippet's first ``title_chars`` characters are the title's
+    cleaned text (or a piece of it, between the ellipses of cuts inside it), followed by a
+    line break or the end (or a cut's ``…``); a window that starts at the text's start starts
+    with the whole title."""
+    text = f"{title}\n\n{body}".strip()
+    cut = len(title.strip()) if text.startswith(title.strip()) else 0
+    shown = snippet(text, query, max_chars=max_chars, title=cut)
+    head, rest = shown.plain[: shown.title_chars], shown.plain[shown.title_chars :]
+    assert head.strip("…") in clean_text(title)
+    assert rest in ("", "…") or rest.startswith("\n") or not head  # "…": cut at the title's end
+    if head and not shown.plain.startswith("…") and not head.endswith("…"):
+        assert head == clean_text(title)
