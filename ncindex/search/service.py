@@ -513,8 +513,11 @@ class SearchResult(BaseModel):
     )
     snippet: str = Field(
         description="HTML: escaped text, matches in `<mark>`, each run of whitespace one "
-        "space or, where it held a line break, one `\\n` (kept beside the `…` of a cut made "
-        "there, `…\\n* item`); empty when `verified` is false "
+        "space or, where it held a line break, one `\\n` (two, `\\n\\n`, where it held a blank "
+        "line: a paragraph's end; kept beside the `…` of a cut made there, `…\\n* item`); a "
+        "note's, a Deck card's and a Markdown file's code lines keep their indentation, and "
+        "one cut inside a fenced code block it cut the opening line of starts with that "
+        "block's fence on a line of its own (`` ```\\n… ``); empty when `verified` is false "
         "and the server withholds unconfirmed text (NCINDEX_UNVERIFIED_RESULTS=hide_text)."
     )
     snippet_title_chars: int = Field(
@@ -1406,8 +1409,9 @@ def _snippets_meanwhile(batch: list[Hit], query: str) -> list[Snippet]:
     (benchmarks/RESULTS.md, Scale)."""
     shown = []
     for hit in batch:
-        text = hit.payload.get("text") or ""
-        shown.append(snippet(text, query, title=_title_chars(hit.payload, text)))
+        p = hit.payload
+        text = p.get("text") or ""
+        shown.append(snippet(text, query, title=_title_chars(p, text), markdown=_is_markdown(p)))
         time.sleep(0)
     return shown
 
@@ -1422,6 +1426,18 @@ def _title_chars(payload: dict[str, Any], text: str) -> int:
     title = opening_title(payload["doc_type"], payload.get("title") or "")
     rest = title[int(payload.get("char_start") or 0) :][: len(text)]
     return len(rest) if rest and text.startswith(rest) else 0
+
+
+def _is_markdown(payload: dict[str, Any]) -> bool:
+    """Whether a chunk's text is Markdown, as the search page reads it (search_api/static/
+    app.js resultItem): a note's (:mod:`ncindex.sources.note`: a note is a Markdown file), a Deck
+    card's (its description, which Deck renders as Markdown: nextcloud/deck
+    src/components/card/Description.vue), a file's named ``.md``/``.markdown`` in a path the
+    index has for it."""
+    if payload.get("doc_type") in ("note", "deck_card"):
+        return True
+    paths = (payload.get("paths") or {}).values()
+    return any(str(path).lower().endswith((".md", ".markdown")) for path in paths)
 
 
 def _current_version(points: list[PointRecord]) -> list[PointRecord]:

@@ -23,7 +23,12 @@ items", and §4.2, "ATX headings", read at the start of a line), and the search 
 note's syntax by it. In HTML a ``\n`` shows as a space. A window cut at a line break keeps it
 beside its ellipsis (``"…\n* item"``, ``"line\n…"``): without it the page could not tell a
 line's first ``*`` (a bullet) from one inside a line (``"2 * 3"``), nor a backslash ending a line
-(a hard line break, §6.7) from one ending the snippet's text.
+(a hard line break, §6.7) from one ending the snippet's text. A run holding a blank line (two
+line breaks or more) is ``\n\n``: a paragraph ends there (§4.8), and a backslash before it is
+no hard break. A Markdown text's snippet (``markdown``: a note, a Deck card, a ``.md`` file)
+also keeps the indentation of its code lines (:class:`_CodeLines`), and one whose window starts
+inside a fenced code block whose opening line it left out starts with that block's fence
+(:func:`snippet`), so that the snippet read alone as Markdown is code where the text is.
 """
 
 from __future__ import annotations
@@ -52,7 +57,12 @@ _STRIP_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 # which become spaces like all whitespace.
 _ASCII_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 # A line ending (CommonMark 0.31 §2.1: a line feed, a carriage return, or both).
-_LINE_BREAK = re.compile(r"[\n\r]")
+_LINE_ENDING = re.compile(r"\r\n|[\n\r]")
+# A line's indentation (CommonMark 0.31 §2.2: spaces, and tabs to the next multiple of 4).
+_INDENT = re.compile(r"[ \t]*")
+# A fenced code block's opening line, its indentation gone (CommonMark 0.31.2 §4.5 "Fenced code
+# blocks"): three or more backticks (then an info string holding no backtick) or tildes.
+_FENCE_OPEN = re.compile(r"(`{3,}(?![^`]*`)|~{3,})")
 # What separates two pieces of a snippet's text: a space, or a line break (kept as ``\n``).
 _BREAKS = " \n"
 _BREAK = re.compile(r"[ \n]")
@@ -75,8 +85,9 @@ class Match:
 @dataclass(frozen=True, slots=True)
 class Snippet:
     """A snippet before rendering: its visible ``plain`` text (ellipses included; a line
-    break of the text as one ``\n``, see the module docstring), the query-term ``matches``
-    in it, offsets in characters (code points) of ``plain``, in order, and ``title_chars``:
+    break of the text as one ``\n``, a blank line as two, see the module docstring), the
+    query-term ``matches`` in it, offsets in characters (code points) of ``plain``, in order,
+    and ``title_chars``:
     how many of ``plain``'s first characters (code points) show the document's title (the
     ``title`` first characters of the text given to :func:`snippet`), a ``…`` where the window
     cuts the title counted with it; 0 when the window starts past the title."""
@@ -110,9 +121,11 @@ class _Cleaned:
     lengths: list[int]
 
     @classmethod
-    def of(cls, text: str, *, lines: bool = False) -> _Cleaned:
+    def of(cls, text: str, *, lines: bool = False, code: bool = False) -> _Cleaned:
         """``text`` cleaned (with ``lines``, a gap holding a line break is a ``\n``, not a
-        space). The categories of the distinct characters past ASCII are looked
+        space, and one holding a blank line — two line breaks — ``\n\n``; with ``code`` as
+        well, a Markdown text's code lines keep their indentation, see :func:`_indentation`).
+        The categories of the distinct characters past ASCII are looked
         up once each (a text repeats few), and each becomes ``\\x00`` (removed with the ASCII
         controls, keeping the offsets) before one pattern finds the gaps: a snippet cleans each
         result's text, and a check per character cost more than the rest of the snippet."""
@@ -127,6 +140,8 @@ class _Cleaned:
         targets: list[int] = []
         lengths: list[int] = []
         at = size = 0
+        lines_read = _CodeLines() if code else None
+        line_at = 0  # where the current line starts in ``pieces``
         for gap in [*_GAPS.finditer(marked), None]:
             end = len(marked) if gap is None else gap.start()
             if end > at:
@@ -140,8 +155,18 @@ class _Cleaned:
             at = gap.end()
             if size and at < len(marked) and _ASCII_CONTROLS.sub("", gap.group()):
                 # the gap held whitespace: one space (or line break) between two pieces
-                pieces.append("\n" if lines and _LINE_BREAK.search(gap.group()) else " ")
-                size += 1
+                breaks = len(_LINE_ENDING.findall(gap.group())) if lines else 0
+                if not breaks:
+                    pieces.append(" ")
+                    size += 1
+                    continue
+                between = "\n\n" if breaks > 1 else "\n"
+                if lines_read is not None:
+                    line = "".join(pieces[line_at:])
+                    between += lines_read.indentation(line, breaks > 1, gap.group())
+                pieces.append(between)
+                size += len(between)
+                line_at = len(pieces)
         return cls("".join(pieces), sources, targets, lengths)
 
     def offset(self, original: int) -> int:
@@ -163,27 +188,96 @@ class _Cleaned:
         return self.offset(original)
 
 
+class _CodeLines:
+    """Reads a Markdown text's lines in order (CommonMark 0.31.2) and says which keep their
+    indentation in a snippet: the lines of a fenced code block (§4.5: its indentation is the
+    code's), and those of an indented code block (§4.4: indented four columns or more, after a
+    blank line or another such line, as one cannot interrupt a paragraph). Every other line's
+    indentation goes, as it did before (a heading's or a list item's start stays where the
+    search page reads it). Containers are not read: an indented paragraph of a list item after a
+    blank line is taken for code, and a fence inside a list item is read by its own line (a
+    guess where the two differ)."""
+
+    __slots__ = ("code", "columns", "fence")
+
+    def __init__(self) -> None:
+        self.fence = ""  # the open fenced block's fence, "" outside one
+        self.code = False  # whether the line being read is a line of an indented code block
+        self.columns = 0  # the line being read's indentation in the text, in columns
+
+    def indentation(self, line: str, blank: bool, gap: str) -> str:
+        """The indentation (spaces) kept for the next line, after ``line`` (the line just
+        ended, without its indentation), ``blank`` when a blank line separates them, ``gap``
+        the text's whitespace between them (line breaks and the next line's indentation)."""
+        if self.fence:
+            if self.columns < 4 and _closes(self.fence, line):
+                self.fence = ""
+        elif not self.code and self.columns < 4 and (opened := _FENCE_OPEN.match(line)):
+            self.fence = opened.group(1)
+        tail = _LINE_ENDING.split(gap)[-1]
+        self.columns = len(_INDENT.match(tail).group().expandtabs(4))  # type: ignore[union-attr]
+        self.code = not self.fence and self.columns >= 4 and (blank or self.code)
+        return " " * self.columns if self.fence or self.code else ""
+
+
+def _closes(fence: str, line: str) -> bool:
+    """Whether ``line`` (without its indentation) closes a block opened by ``fence`` (§4.5: a
+    run of its character at least as long, then only spaces)."""
+    run = len(line) - len(line.lstrip(fence[0]))
+    return run >= len(fence) and not line[run:].strip(" ")
+
+
+def _fence_at(body: str, start: int) -> str:
+    """The fence of the fenced code block ``body`` (a Markdown text cleaned with its code's
+    indentation, see :class:`_CodeLines`) is inside at ``start``: the opening line's fence
+    (``"```"``, ``"~~~~"``), or ``""`` outside any. A line shown only in part (``start``
+    inside it) counts as before ``start``."""
+    line_start = body.rfind("\n", 0, start) + 1
+    stop = line_start
+    if start > line_start:  # shown in part: read it whole
+        stop = body.find("\n", start)
+        stop = len(body) if stop < 0 else stop
+    fence = ""
+    for line in body[:stop].split("\n"):
+        columns = len(line) - len(line.lstrip(" "))
+        line = line.lstrip(" ")
+        if columns >= 4:
+            continue
+        if fence:
+            fence = "" if _closes(fence, line) else fence
+        elif opened := _FENCE_OPEN.match(line):
+            fence = opened.group(1)
+    return fence
+
+
 def query_terms(query: str) -> list[str]:
     """The terms of ``query`` as BM25 sees them (:func:`ncindex.embedding.analyzer.terms` of
     the query as searched), deduplicated in order."""
     return list(dict.fromkeys(analyzer.terms(query)))
 
 
-def make_snippet(text: str, query: str, *, max_chars: int = 240) -> str:
+def make_snippet(text: str, query: str, *, max_chars: int = 240, markdown: bool = False) -> str:
     """:func:`snippet` rendered as HTML (see there)."""
-    return snippet(text, query, max_chars=max_chars).html()
+    return snippet(text, query, max_chars=max_chars, markdown=markdown).html()
 
 
-def snippet(text: str, query: str, *, max_chars: int = 240, title: int = 0) -> Snippet:
+def snippet(
+    text: str, query: str, *, max_chars: int = 240, title: int = 0, markdown: bool = False
+) -> Snippet:
     """A snippet of ``text`` for ``query``, at most ``max_chars`` visible characters
-    (ellipses included; tags and entity escapes not counted).
+    (ellipses and a re-opened fence included; tags and entity escapes not counted).
 
     The window is the one holding the most query-term matches (then the most distinct terms,
     then the earliest), centred on them and cut at word boundaries where possible; a cut edge
     gets ``…`` (no ellipses when ``max_chars`` < 3); matches are wrapped in ``<mark>…</mark>``.
     Without matches the start of the text is shown. The text is :func:`clean_text`'s, but a
-    run of whitespace holding a line break is one ``\n``, and a cut edge at a line break keeps
-    it between the text and the ellipsis (see the module docstring).
+    run of whitespace holding a line break is one ``\n`` (``\n\n`` where it holds a blank
+    line: a paragraph's end), and a cut edge at a line break keeps it between the text and the
+    ellipsis (see the module docstring). A ``markdown`` text (a note, a Markdown file, a Deck
+    card's description) keeps its code lines' indentation (:class:`_CodeLines`), and a window
+    starting inside a fenced code block whose opening line it cut off starts with that block's
+    fence on a line of its own (``"```\n…code"``), so that the snippet read alone is code
+    there, not prose after a fence that the block's closing line would seem to open.
     ``title``: how many of ``text``'s first characters are the document's title (kept as
     written by a reader that reads the rest as Markdown); the snippet's ``title_chars`` says
     how many of its own they became.
@@ -191,7 +285,7 @@ def snippet(text: str, query: str, *, max_chars: int = 240, title: int = 0) -> S
     """
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
-    cleaned = _Cleaned.of(text, lines=True)
+    cleaned = _Cleaned.of(text, lines=True, code=markdown)
     body = cleaned.text
     if not body:
         return Snippet("")
@@ -201,11 +295,13 @@ def snippet(text: str, query: str, *, max_chars: int = 240, title: int = 0) -> S
         return Snippet(body, matches, title_end)
     ellipses = max_chars >= 3  # room for an ellipsis at each edge, or none at all
     budget = max_chars - 2 if ellipses else max_chars
-    start, end = _best_window(body, matches, budget)
-    start, end = _snap_to_words(body, start, end, matches)
-    if ellipses:
-        start, end = _keep_line_breaks(body, start, end, matches, budget)
-    head = ELLIPSIS if ellipses and start > 0 else ""
+    start, end = _window(body, matches, budget, ellipses)
+    fence = _fence_at(body, start) if markdown and start > 0 else ""
+    if fence and budget > len(fence) + 1:  # the fence's line takes room from the window
+        start, end = _window(body, matches, budget - len(fence) - 1, ellipses)
+        fence = _fence_at(body, start)
+    reopened = fence + "\n" if fence and budget > len(fence) + 1 else ""
+    head = reopened + (ELLIPSIS if ellipses and start > 0 else "")
     tail = ELLIPSIS if ellipses and end < len(body) else ""
     shift = len(head) - start
     shown = [
@@ -217,6 +313,16 @@ def snippet(text: str, query: str, *, max_chars: int = 240, title: int = 0) -> S
     if start < title_end:  # the window starts inside the title: its ellipses stand for it
         titled = len(head) + min(end, title_end) - start + (len(tail) if end < title_end else 0)
     return Snippet(head + body[start:end] + tail, shown, titled)
+
+
+def _window(body: str, matches: list[Match], budget: int, ellipses: bool) -> tuple[int, int]:
+    """``[start, end)`` of ``body`` shown in a snippet of ``budget`` characters (ellipses not
+    counted), cut at words and keeping the line breaks at its cut edges when ``ellipses``."""
+    start, end = _best_window(body, matches, budget)
+    start, end = _snap_to_words(body, start, end, matches)
+    if ellipses:
+        start, end = _keep_line_breaks(body, start, end, matches, budget)
+    return start, end
 
 
 def plain_snippet(snippet: str) -> tuple[str, list[tuple[int, int]]]:
@@ -317,19 +423,27 @@ def _keep_line_breaks(
     body: str, start: int, end: int, matches: list[Match], budget: int
 ) -> tuple[int, int]:
     """The window ``[start, end)`` of :func:`_snap_to_words` (no break at its edges) widened
-    over the line break just outside each cut edge, so that ``"…\n"`` says the snippet's
-    first line starts there and ``"\n…"`` that its last one ends there. A window holding
-    ``budget`` characters already drops its last word for the leading break (whose ``*`` or
-    ``#`` the search page reads by it) when that keeps every match and leaves a word; the
-    trailing break is kept only when there is room."""
-    if start > 0 and body[start - 1] == "\n":
-        if end - start >= budget:
-            last = max((m.end for m in matches if start <= m.start and m.end <= end), default=0)
+    over the line break just outside each cut edge (and over the indentation a code line kept,
+    see :class:`_CodeLines`), so that ``"…\n"`` says the snippet's first line starts there and
+    ``"\n…"`` that its last one ends there. A window holding ``budget`` characters already
+    drops its last words for the leading break (whose ``*`` or ``#`` the search page reads by
+    it) when that keeps every match and leaves a word; the trailing break is kept only when
+    there is room."""
+    lead = start
+    while lead > 0 and body[lead - 1] == " ":
+        lead -= 1
+    if lead > 0 and body[lead - 1] == "\n":
+        wider = start - lead + 1  # the line break and the indentation kept before ``start``
+        last = max((m.end for m in matches if start <= m.start and m.end <= end), default=0)
+        while end - start + wider > budget:
             space = max(body.rfind(b, start, end) for b in _BREAKS)
-            if space > start and space >= last:
-                end = space  # a cleaned text never holds two breaks side by side
-        if end - start < budget:
-            start -= 1
+            if space <= start or space < last:
+                break
+            end = space
+            while body[end - 1] in _BREAKS:  # a blank line, or a code line's indentation
+                end -= 1
+        if end - start + wider <= budget:
+            start = lead - 1
     if end < len(body) and body[end] == "\n" and end - start < budget:
         end += 1
     return start, end

@@ -693,13 +693,8 @@ function resultItem(r) {
   snippet.innerHTML = r.snippet; // server-escaped text with <mark>s
   // the explain's term offsets are into the snippet's text as the server made it
   const snippetText = snippet.textContent;
-  if (r.doc_type === "note" || /\.(md|markdown)$/i.test(r.path || "")) hideMarkdown(snippet, 0);
-  else if (r.doc_type === "deck_card") hideMarkdown(snippet, cardTitleUnits(r, snippetText));
-  // a news item's text is its HTML body's text (ncindex/sources/news_item.py item_document,
-  // extract_text with no Markdown headings), which News shows as HTML (nextcloud/news
-  // src/components/feed-display/FeedItemDisplay.vue, v-html="sanitizedBody"): its "*" and "#"
-  // are the article's words, shown as written
-  else if (HEADED_FILES.test(r.path || "")) hideHeadings(snippet);
+  showText(snippet, r, r.doc_type === "deck_card" ? cardTitleUnits(r, snippetText) : 0);
+  showParagraphs(snippet);
   // not confirmed with Nextcloud just now (NCINDEX_UNVERIFIED_RESULTS: shown whole, or without
   // its text: an empty snippet), said under it; its context is refused until it is confirmed
   if (r.verified === false) {
@@ -724,15 +719,39 @@ function whereText(r) {
   return shown(r.path || "");
 }
 
+// A result's text in ``element`` (its snippet, or a chunk of its context) as its doc_type shows
+// it: a note's, a Markdown file's or a Deck card's without its Markdown syntax (a card's first
+// ``title`` characters, its title, as written), a file's with the headings ncindex wrote hidden.
+function showText(element, r, title) {
+  if (r.doc_type === "note" || /\.(md|markdown)$/i.test(r.path || "")) hideMarkdown(element, 0);
+  else if (r.doc_type === "deck_card") hideMarkdown(element, title);
+  // a news item's text is its HTML body's text (ncindex/sources/news_item.py item_document,
+  // extract_text with no Markdown headings), which News shows as HTML (nextcloud/news
+  // src/components/feed-display/FeedItemDisplay.vue, v-html="sanitizedBody"): its "*" and "#"
+  // are the article's words, shown as written
+  else if (HEADED_FILES.test(r.path || "")) hideHeadings(element);
+}
+
+// A snippet's paragraph breaks (the server's "\n\n" for a blank line, ncindex/text/snippets.py)
+// shown as line breaks: HTML shows a "\n" as a space, so a paragraph's end read as its next
+// sentence. Only the snippet's own text nodes (a code block keeps its lines, see hideMarkdown).
+function showParagraphs(snippet) {
+  for (const node of [...snippet.childNodes]) {
+    if (node.nodeType !== Node.TEXT_NODE || !node.data.includes("\n\n")) continue;
+    node.replaceWith(...node.data.split("\n\n").flatMap((piece, i) => (i ? [document.createElement("br"), "\n\n" + piece] : [piece])));
+  }
+}
+
 // Markdown syntax a note's (or a Deck card's) snippet would show raw (the server's snippet is
-// the chunk's text, each run of whitespace one space, or one "\n" where it held a line break, a
+// the chunk's text, each run of whitespace one space, or one "\n" where it held a line break (two
+// where it held a blank line, a code line's indentation kept after it), a
 // cut at a line break keeping it beside the "…": ncindex/text/snippets.py): heading hashes and
 // "*" list bullets at the start of a line (a bullet shown as "•"; a "-" bullet stays; after a cut's "…" only where
 // the server kept the break, "…\n* item", as a cut inside a line, "…2 * 3", is no line's
 // start), numbered-list markers ("1. ", "1) ": shown as "•" only in a run of three consecutive
 // items, see numberedItems: a lone "5. " could end a sentence), a task's box at a line's start
 // (☐ or ☑), emphasis delimiters as CommonMark pairs them (see emphasis), the "[", "](url)" of a
-// link (its text stays), a fenced code block's fences (with their language, see fencedBlocks)
+// link (its text stays), a fenced code block's fences (with their language, see codeBlocks)
 // and the backticks around a code span (the code of both stays as written: no other rule reads
 // it), a table's pipes and "|---|---|" row (see TABLE_RULE), and the backslash of a backslash
 // escape or of a hard line break (see CODE_OR_ESCAPE).
@@ -753,9 +772,10 @@ const FENCE_OPEN = /(?<=^|\n)(`{3,}(?=[^`\n]*(?:\n|$))|~{3,})((?:(?!…$)[^\n])*
 const NUMBERED = /(?<=^|\s)(\d{1,2})([.)]) +(?=\S)/g;
 // What opens a block that interrupts a paragraph, read at a line's start (CommonMark 0.31.2 §4.1
 // thematic breaks, §4.2 ATX headings, §4.3 setext heading underlines, §5.1 block quotes, §5.2
-// list items: a bullet, or "1." / "1)", with text after it), or the end of the prose (a fenced
-// code block follows, see fencedBlocks). An HTML block's start (§4.6) is not told.
-const BLOCK_START = String.raw`$|#{1,6}(?:[ \n]|$)|[-*+] |1[.)] |>|(?:(?:\* ?){3,}|(?:_ ?){3,}|=+ ?|-+ ?)(?:\n|$)`;
+// list items: a bullet, or "1." / "1)", with text after it), a blank line (§4.9: the paragraph
+// ends there; the server keeps one as "\n\n"), or the end of the prose (a fenced code block
+// or indented one follows, see codeBlocks). An HTML block's start (§4.6) is not told.
+const BLOCK_START = String.raw`$|\n|#{1,6}(?:[ \n]|$)|[-*+] |1[.)] |>|(?:(?:\* ?){3,}|(?:_ ?){3,}|=+ ?|-+ ?)(?:\n|$)`;
 // A code span, or a backslash escape (CommonMark 0.31 §2.4: a backslash before an ASCII
 // punctuation character, which is then a literal; before any other character the backslash is
 // one), or a hard line break (§6.7: a backslash ending a line, unless the next line opens a
@@ -900,18 +920,20 @@ function numberedItems(text) {
   });
 }
 
-// The fenced code blocks of a text and the rest: [prose, code, prose, code, …, prose]. A block
+// The code blocks of a text and the rest: [prose, code, prose, code, …, prose]. A fenced block
 // opens at a line of FENCE_OPEN and closes at the next line of its fence's character, at least
-// as many, alone (§4.5; the server drops a line's indentation and the spaces ending it), or runs
-// to the snippet's end ("```…" there is a closing line the cut left no room to end); its fences
-// go, the language with them unless a mark is in it (then it is shown, with the code).
-// A cut inside a block whose opening line is not in the snippet cannot be told: its closing line
-// reads as an opening one, so the code before it is read as prose (its escapes, emphasis) and
-// the prose after it shown as written, as CommonMark reads the snippet alone (the server knows
-// only its chunk, which can itself start inside a block, and does not say so). Indented code
-// (§4.4) is not seen at all: the server drops a line's indentation, so its backslashes are read
-// as escapes.
-function fencedBlocks(text) {
+// as many, alone (§4.5; the server drops the spaces ending a line), or runs to the snippet's end
+// ("```…" there is a closing line the cut left no room to end); its fences go, the language with
+// them unless a mark is in it (then it is shown, with the code). A snippet whose window starts
+// inside a block the cut opened before it starts with that block's fence ("```\n…code"; the
+// server knows, ncindex/text/snippets.py snippet), so its closing line closes it. (A context
+// chunk starting inside a block cannot be told: no one knows, the chunk is read alone.)
+// In the prose, an indented code block (§4.4): lines indented four columns or more, the first
+// at the text's start, after a blank line or after a cut's "…\n" — the server keeps a note's
+// indentation only on code lines (a fenced block's, an indented block's), so an indented line
+// after a blank line is code (a list item's indented paragraph too: the server reads no lists).
+const INDENTED_CODE = /(?<=^|\n\n|^…\n) {4}[^\n]*(?:\n\n? {4}[^\n]*)*/g;
+function codeBlocks(text) {
   const parts = [];
   let at = 0;
   FENCE_OPEN.lastIndex = 0;
@@ -921,10 +943,22 @@ function fencedBlocks(text) {
     close.lastIndex = open.index + line.length;
     const end = close.exec(text);
     const stop = end ? end.index : text.length;
-    parts.push(text.slice(at, open.index));
-    parts.push((info.includes(MARK_HOLDER) ? info : "") + text.slice(open.index + line.length, stop));
+    parts.push(...indentedBlocks(text.slice(at, open.index)));
+    parts.push((info.includes(MARK_HOLDER) ? info : "") + text.slice(open.index + line.length, stop).replace(/^\n/, ""));
     at = end ? end.index + end[0].length : text.length;
     FENCE_OPEN.lastIndex = at;
+  }
+  parts.push(...indentedBlocks(text.slice(at)));
+  return parts;
+}
+
+// A prose text's indented code blocks (INDENTED_CODE) and the rest: [prose, code, …, prose].
+function indentedBlocks(text) {
+  const parts = [];
+  let at = 0;
+  for (const block of text.matchAll(INDENTED_CODE)) {
+    parts.push(text.slice(at, block.index), block[0].replace(/^ {4}/gm, "")); // §4.4: the code
+    at = block.index + block[0].length;
   }
   parts.push(text.slice(at));
   return parts;
@@ -948,13 +982,22 @@ function hideMarkdown(snippet, plain) {
     at += node.nodeType === Node.TEXT_NODE ? Math.min(plain, length) : 1;
     plain -= length;
   }
-  // a code block's text stays as written (§4.5: no escapes, no emphasis, no other block in it)
-  const markdown = fencedBlocks(whole.slice(at)).map((part, i) => (i % 2 ? part : hideProse(part)));
-  const text = whole.slice(0, at) + markdown.join("");
-  const pieces = text.split(MARK_HOLDER);
+  // a code block's text stays as written (§4.4, §4.5: no escapes, no emphasis, no other block
+  // in it), in a <code> element keeping its lines and indentation (style.css .code-block)
+  const parts = codeBlocks(whole.slice(at)).map((part, i) => (i % 2 ? part : hideProse(part)));
+  parts[0] = whole.slice(0, at) + parts[0];
   const marks = nodes.filter((n) => n.nodeType !== Node.TEXT_NODE);
-  if (pieces.length !== marks.length + 1) return; // not expected: the snippet stays as it came
-  snippet.replaceChildren(...pieces.flatMap((piece, i) => (i < marks.length ? [piece, marks[i]] : [piece])));
+  // not expected: the snippet stays as it came
+  if (parts.join("").split(MARK_HOLDER).length !== marks.length + 1) return;
+  let next = 0;
+  const marked = (part) => part.split(MARK_HOLDER).flatMap((piece, i) => (i ? [marks[next++], piece] : [piece]));
+  snippet.replaceChildren(...parts.flatMap((part, i) => {
+    if (!(i % 2)) return marked(part);
+    const code = document.createElement("code");
+    code.className = "code-block";
+    code.append(...marked(part));
+    return [code];
+  }));
 }
 
 // How many UTF-16 units (a string's length) of a Deck card's snippet ``text`` (its text
@@ -971,7 +1014,7 @@ function cardTitleUnits(r, text) {
   return Array.from(text).slice(0, r.snippet_title_chars || 0).join("").length;
 }
 
-// A note's prose (the text between code blocks, see fencedBlocks) without its Markdown.
+// A note's prose (the text between code blocks, see codeBlocks) without its Markdown.
 function hideProse(text) {
   text = numberedItems(text);
   const table = text.search(TABLE_RULE) >= 0 || ROWS_MET.test(text);
@@ -1026,13 +1069,33 @@ async function toggleContext(r, li, button) {
   box.replaceChildren(...(where ? [place] : []), ...data.chunks.map((c) => {
     const p = document.createElement("p");
     p.dir = "auto"; // Arabic or Hebrew text reads right to left
-    p.textContent = c.text;
+    p.textContent = contextText(c.text);
+    // as the snippet is shown: set as text, its Markdown read as text (hideMarkdown), never HTML
+    showText(p, r, r.doc_type === "deck_card" && c.char_start === 0 ? cardTitleEnd(p.textContent) : 0);
     if (c.chunk_index === r.chunk_index) p.className = "hit";
     return p;
   }));
   box.hidden = false;
   button.setAttribute("aria-expanded", "true");
   button.textContent = "Hide context";
+}
+
+// A context chunk's text (the indexed text as it is, ncindex/search/service.py ContextChunk) with
+// its lines as the server's snippet has them, for the Markdown reading of hideMarkdown: CR and
+// CRLF line endings as "\n", no spaces ending a line (a fence's line stays one), a tab in a
+// line's indentation to the next multiple of 4 columns (CommonMark 0.31 §2.2). The box shows its
+// lines and blank lines as they are (style.css .context: pre-wrap).
+function contextText(text) {
+  return text.replace(/\r\n?/g, "\n").replace(/[ \t]+$/gm, "")
+    .replace(/^[ \t]+/gm, (indent) => indent.split("").reduce((line, ch) => line + (ch === "\t" ? " ".repeat(4 - (line.length % 4)) : ch), ""));
+}
+
+// Where a Deck card's title ends in its first chunk's ``text``: ncindex indexes a card as
+// "{title}\n\n{description}" (ncindex/sources/deck_card.py fetch_card), so at its first line
+// break (the whole text when it has none).
+function cardTitleEnd(text) {
+  const end = text.indexOf("\n");
+  return end < 0 ? text.length : end;
 }
 
 // The words of the snippet that matched: the server's matched terms are analyzer terms (stems,

@@ -791,6 +791,27 @@ def test_results_other_than_they_seem_are_said(deployment: Deployment, browser: 
     context.close()
 
 
+def note_result_page(
+    deployment: Deployment,
+    browser: Browser,
+    snippet: str,
+    query: str,
+    result: dict[str, object] | None = None,
+) -> tuple[BrowserContext, Page]:
+    """A page of Alice's, in a context of its own, showing her search for ``query`` answered by
+    a stand-in with one note (or the ``result`` given: its fields over the stand-in's) whose
+    server snippet is ``snippet``."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    answer = fake_answer(10, 1)
+    fields = result or {"doc_type": "note"}
+    answer["results"][0] |= fields | {"snippet": snippet}  # type: ignore[index]
+    page.route("**/v1/search", lambda r: r.fulfill(json=answer))
+    search(page, query)
+    return context, page
+
+
 def expect_note_snippet(
     deployment: Deployment,
     browser: Browser,
@@ -803,14 +824,7 @@ def expect_note_snippet(
     """Alice's search for ``query`` shows a note (or the ``result`` given: its fields over
     the stand-in's) whose server snippet is ``snippet`` (the search answered by a stand-in) as
     the text ``shown``, with ``marks`` marks, each on the query's word."""
-    context = browser.new_context()
-    page = context.new_page()
-    open_signed_in(page, deployment.url, "alice")
-    answer = fake_answer(10, 1)
-    fields = result or {"doc_type": "note"}
-    answer["results"][0] |= fields | {"snippet": snippet}  # type: ignore[index]
-    page.route("**/v1/search", lambda r: r.fulfill(json=answer))
-    search(page, query)
+    context, page = note_result_page(deployment, browser, snippet, query, result)
     located = page.locator("#results .snippet")
     expect(located).to_have_text(shown)
     expect(located.locator("mark")).to_have_text([query] * marks)
@@ -995,6 +1009,122 @@ def test_a_notes_backtick_runs_heading_backslashes_and_cut_fences_are_read_as_co
         "<img src=x onerror=window.__xss=9></mark>"
     )
     expect_note_snippet(deployment, browser, raw, "lamp", shown, 3)
+
+
+def test_a_notes_paragraph_breaks_are_kept_and_end_its_hard_breaks(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A blank line was one "\\n" in a note's snippet, shown as a space: a paragraph's end read
+    as its next sentence, and a backslash ending the paragraph was hidden as a hard line break
+    (CommonMark 0.31 §6.7: none at a block's end; the backslash is text). The server keeps a
+    blank line as "\\n\\n" (make_snippet, the function POST /v1/search calls), and the page
+    shows it as a line break, the backslash before it as written. Checked against
+    markdown-it-py's CommonMark rendering of the same text (two paragraphs, "C:\\")."""
+    note = "Keep the spare lamp in C:\\\n\n\nThe second paragraph about the lamp\nwraps here"
+    raw = make_snippet(note, "lamp", markdown=True)
+    assert "C:\\\n\nThe second" in raw
+    shown = "Keep the spare lamp in C:\\ The second paragraph about the lamp wraps here"
+    expect_note_snippet(deployment, browser, raw, "lamp", shown, 2)
+    context, page = note_result_page(deployment, browser, raw, "lamp")
+    located = page.locator("#results .snippet")
+    expect(located.locator("br")).to_have_count(1)
+    assert located.inner_text().split("\n") == [
+        "Keep the spare lamp in C:\\",
+        "The second paragraph about the lamp wraps here",
+    ]
+    context.close()
+
+
+def test_a_notes_indented_code_and_a_block_its_cut_opened_in_are_shown_as_code(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A note's indented code block (CommonMark 0.31.2 §4.4) was read as prose: the server
+    dropped its lines' indentation, and the page read its backslashes as escapes and its "*"
+    as emphasis ("C:\\tmp\\*.log" showed "C:\\tmp*.log"). A snippet cut inside a fenced block
+    whose opening line it cut off read the block's closing fence as an opening one (§4.5): the
+    code was read as prose and the prose after it shown raw. The server now keeps a code line's
+    indentation and re-opens a block its window starts in ("```\\n…"); the page shows both
+    blocks' code as written, in a code element keeping its lines, and reads the prose around
+    them. Checked against markdown-it-py's CommonMark rendering of the same text."""
+    note = (
+        "Clean the lamp with:\n\n    lamp --dry-run C:\\tmp\\*.log *all*\n\t  # not a heading\n"
+        "\nThen *polish* it."
+    )
+    raw = make_snippet(note, "lamp", markdown=True)
+    shown = (
+        "Clean the lamp with: lamp --dry-run C:\\tmp\\*.log *all*   # not a heading Then polish it."
+    )
+    expect_note_snippet(deployment, browser, raw, "lamp", shown, 2)
+    fenced = (
+        "The keeper wrote a long introduction about the tower. " * 2
+        + "\n```sh\n"
+        + "".join(f"step {i} --path C:\\tmp\\*.log *all*\n" for i in range(8))
+        + "lamp --check\n```\n**Done** with the lamp\n"
+    )
+    raw = make_snippet(fenced, "lamp", max_chars=120, markdown=True)
+    assert raw.startswith("```\n…")
+    context, page = note_result_page(deployment, browser, raw, "lamp")
+    code = page.locator("#results .snippet .code-block")
+    expect(code).to_have_count(1)
+    expect(code).to_contain_text("C:\\tmp\\*.log *all*\nlamp --check")
+    expect(page.locator("#results .snippet")).to_contain_text("Done with the lamp")
+    expect(page.locator("#results .snippet mark")).to_have_text(["lamp", "lamp"])
+    context.close()
+
+
+def test_show_context_reads_the_chunks_as_the_snippet_is_read(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """ "Show context" showed every chunk's text raw: a note's "**Bold**", "# heading" and
+    backslash escapes, a Deck card's description Markdown. Each chunk is now shown as the
+    result's snippet is (a note's and a card's description without Markdown, a card's title as
+    written, a file's headings ncindex wrote hidden, other text as written), its lines and code
+    kept; its markup stays text, never HTML."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    answer = fake_answer(10, 4)
+    kinds = [
+        {"doc_type": "note", "path": "/Notes/Tides.md"},
+        {"doc_type": "deck_card", "path": None},
+        {"doc_type": "file", "path": "/Tides/slides.pptx"},
+        {"doc_type": "file", "path": "/Tides/raw.txt"},
+    ]
+    for result, kind in zip(answer["results"], kinds, strict=True):  # type: ignore[call-overload]
+        result |= kind
+    page.route("**/v1/search", lambda r: r.fulfill(json=answer))
+    search(page, "tides")
+    texts = [
+        "# Tides\r\n\r\n**Bold** \\*x\\* <b>no</b> `a*b*`  \n\n\tC:\\*.log *all*\n",
+        "*Tides* card\n\n**Bold** <img src=x onerror=window.__xss=1>",
+        "# Slide 1: Tides\n**as written**",
+        "# raw *text*",
+    ]
+
+    def context_of(route: Route) -> None:
+        doc_id = route.request.url.split("/v1/documents/")[1].split("/")[1]
+        kind, text = kinds[int(doc_id)], texts[int(doc_id)]
+        chunk = {"chunk_index": 0, "text": text, "char_start": 0, "char_end": len(text)}
+        answer = {"doc_type": kind["doc_type"], "doc_id": doc_id, "title": "Tides"}
+        route.fulfill(json=answer | {"chunk_count": 1, "chunks": [chunk], "path": kind["path"]})
+
+    page.route("**/context?*", context_of)
+    shown = [
+        "Tides\n\nBold *x* <b>no</b> a*b*\n\nC:\\*.log *all*\n",
+        "*Tides* card\n\nBold <img src=x onerror=window.__xss=1>",
+        "Slide 1: Tides\n**as written**",
+        "# raw *text*",
+    ]
+    for nth, text in enumerate(shown):
+        result = page.locator("#results li").nth(nth)
+        result.get_by_role("button", name="Show context").click()
+        hit = result.locator(".context .hit")
+        expect(hit).to_have_count(1)
+        assert hit.text_content() == text
+    expect(page.locator("#results .context .code-block")).to_have_text("C:\\*.log *all*")
+    assert page.locator("#results .context b, #results .context img").count() == 0
+    assert page.evaluate("window.__xss") is None
+    context.close()
 
 
 def test_headings_ncindex_wrote_into_a_file_s_text_are_not_shown_raw(

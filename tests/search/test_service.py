@@ -23,7 +23,7 @@ from ncindex.search import service as service_module
 from ncindex.search.service import ROUND_FIELDS, Mode, SearchRequest, SearchService
 from ncindex.search.verify import Checked, Verdict, VerifyOnRead
 from ncindex.settings import Settings
-from ncindex.store.port import PointRecord, SparseVector
+from ncindex.store.port import Hit, PointRecord, SparseVector
 from ncindex.store.qdrant_edge import QdrantEdgeStore
 
 
@@ -910,3 +910,22 @@ def test_the_title_branch_is_skipped_when_too_many_titles_hold_the_words(
     assert asked - 1 == len(recording.calls) - asked  # the same search, one branch fewer
     assert not any("MatchText" in repr(b["flt"]) for b in recording.calls[asked:])
     svc.close()
+
+
+def test_a_markdown_results_snippet_keeps_its_code_and_a_plain_text_s_does_not() -> None:
+    """The snippets of a page's hits dropped every line's indentation, so a note's indented code
+    block read as prose on the search page. A note's, a Deck card's and a ``.md`` file's chunk
+    is now read as Markdown (its code lines keep their indentation, a block its cut opened in is
+    re-opened: ncindex.text.snippets.snippet); any other file's and a news item's are not."""
+    text = "Check the lamp:\n\n    lamp --check\n    lamp --all\n"
+    payloads = [
+        {"doc_type": "note"},
+        {"doc_type": "deck_card"},
+        {"doc_type": "file", "paths": {"alice": "/Docs/Lamp.MD"}},
+        {"doc_type": "file", "paths": {"alice": "/Docs/lamp.txt"}},
+        {"doc_type": "news_item", "paths": {}},
+    ]
+    hits = [Hit(str(i), 1.0, p | {"text": text}) for i, p in enumerate(payloads)]
+    shown = [s.plain for s in service_module._snippets_meanwhile(hits, "lamp")]
+    code = "Check the lamp:\n\n    lamp --check\n    lamp --all"
+    assert shown == [code] * 3 + ["Check the lamp:\n\nlamp --check\nlamp --all"] * 2

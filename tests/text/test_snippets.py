@@ -115,16 +115,77 @@ def test_a_snippet_keeps_the_line_breaks_of_its_text() -> None:
     """A snippet made every run of whitespace one space, so a note's "* eggs" list item could
     not be told from the "2 * 3" of prose, nor a "# " heading from a "#" in a sentence: each
     is Markdown only at the start of a line (CommonMark 0.31 §5.2, §4.2). A run of whitespace
-    holding a line break (LF, CR or CRLF) is now one "\n"; any other run is one space."""
+    holding a line break (LF, CR or CRLF) is now one "\n" (two where it holds a blank line,
+    see test_a_snippet_keeps_a_paragraph_break); any other run is one space."""
     text = "# Shopping\r\n\r\n* eggs  \n* milk\r* oil \t for 2 * 3 lamps\n\n\nEnd"
     shown = snippet(text, "oil")
-    assert shown.plain == "# Shopping\n* eggs\n* milk\n* oil for 2 * 3 lamps\nEnd"
+    assert shown.plain == "# Shopping\n\n* eggs\n* milk\n* oil for 2 * 3 lamps\n\nEnd"
     assert [shown.plain[m.start : m.end] for m in shown.matches] == ["oil"]
     # a window cut inside a line: no break at its edges, the words whole
     long = "\n".join(f"line {i} of the list" for i in range(40)) + "\n* the oil lamp\n" * 2
     cut = snippet(long, "oil", max_chars=40).plain
-    assert cut == "…the list\n* the oil lamp\n* the oil lamp"
+    assert cut == "…list\n* the oil lamp\n\n* the oil lamp"  # the text repeats "…\n"
     assert clean_text(text) == "# Shopping * eggs * milk * oil for 2 * 3 lamps End"
+
+
+def test_a_snippet_keeps_a_paragraph_break() -> None:
+    """A blank line became one "\n", so a paragraph's end read as a soft line break and its
+    last backslash as a hard one (CommonMark 0.31 §4.8, §6.7). A run of whitespace holding two
+    line breaks or more (a blank line, or several: at most one is kept) is now "\n\n"; the
+    cut edges keep one break beside their ellipsis."""
+    text = "First ends in \\\r\n \r\n\n\t\nSecond lamp para\nline two\n\nThird"
+    assert snippet(text, "lamp").plain == "First ends in \\\n\nSecond lamp para\nline two\n\nThird"
+    cut = snippet("alpha beta gamma\n\nlamp oil here\n\nomega psi", "oil", max_chars=18)
+    assert cut.plain == "…\nlamp oil here\n…"
+    assert clean_text(text) == "First ends in \\ Second lamp para line two Third"
+
+
+def test_a_markdown_snippet_keeps_its_code_lines_indentation() -> None:
+    """A snippet dropped every line's indentation, so a note's indented code block (CommonMark
+    0.31.2 §4.4: four columns, after a blank line) read as prose, and a fenced block's code lost
+    its layout. A ``markdown`` snippet keeps the indentation of an indented block's lines and of
+    a fenced block's (a tab to the next multiple of 4 columns); a list item's, a heading's or a
+    paragraph's continuation line's goes as before, and a plain text's all go."""
+    note = (
+        "Run this lamp check:\n\n    lamp --check\n\tlamp --all\n  \n    done\n"
+        "para\n    continued\n  * item\n```sh\n  if x:\n\t  go\n```\n   # Head"
+    )
+    assert snippet(note, "lamp", markdown=True).plain == (
+        "Run this lamp check:\n\n    lamp --check\n    lamp --all\n\n    done\n"
+        "para\ncontinued\n* item\n```sh\n  if x:\n      go\n```\n# Head"
+    )
+    assert snippet(note, "lamp").plain.startswith("Run this lamp check:\n\nlamp --check\nlamp")
+    # a fence indented as code opens nothing; a cut before an indented line keeps it
+    code = "intro words here\n\n    ```\n    lamp one\n\nafter"
+    assert (
+        snippet(code, "one", max_chars=30, markdown=True).plain
+        == "…\n    ```\n    lamp one\n\nafter"
+    )
+
+
+def test_a_markdown_snippet_cut_inside_a_fenced_block_reopens_it() -> None:
+    """A window starting inside a fenced code block whose opening line it cut off read as
+    prose up to the block's closing fence, which then read as an opening one (CommonMark 0.31.2
+    §4.5), so the code showed its Markdown read and the prose after it raw. A ``markdown``
+    snippet starts with the block's fence on a line of its own then ("````\n…"), counted in
+    ``max_chars``; a window starting after the block, or in a plain text, does not."""
+    note = (
+        "Some words before the block. " * 4
+        + "\n````python\n"
+        + "".join(f"x{i} = *lamp*\n" for i in range(20))
+        + "````\nAfter it the oil\n"
+    )
+    shown = snippet(note, "lamp", max_chars=60, markdown=True)
+    assert shown.plain.startswith("````\n…")  # its first line cut off: the fence again
+    assert len(shown.plain) <= 60
+    assert {shown.plain[m.start : m.end] for m in shown.matches} == {"lamp"}
+    tail = snippet(note, "oil", max_chars=40, markdown=True).plain
+    assert tail.startswith("````\n…") and tail.endswith("````\nAfter it the oil")
+    assert snippet(note, "lamp", max_chars=60).plain.startswith("…")
+    after = snippet(note + "more prose " * 20, "oil", max_chars=30, markdown=True).plain
+    assert after == "…it the oil\nmore prose…"  # after the block: no fence
+    tilde = "a b c d e f g\n~~~\n" + "lamp code\n" * 9 + "~~~"
+    assert snippet(tilde, "lamp", max_chars=30, markdown=True).plain.startswith("~~~\n…")
 
 
 def test_a_cut_at_a_line_break_keeps_it() -> None:
@@ -199,7 +260,9 @@ def test_tiny_and_empty() -> None:
 
 _chars = st.one_of(
     st.characters(),
-    st.sampled_from([*"<>&\"' \n\tmark/", "<mark>", "</mark>", "&amp;", "\x00", "\u202e"]),
+    st.sampled_from(
+        [*"<>&\"' \n\tmark/", "<mark>", "</mark>", "&amp;", "\x00", "\u202e", "\n```", "\n    "]
+    ),
 )
 
 
@@ -213,22 +276,34 @@ _chars = st.one_of(
         st.one_of(_chars, st.sampled_from(["budget", "cat ", "the ", " "])), max_size=12
     ).map("".join),
     max_chars=st.integers(1, 300),
+    markdown=st.booleans(),
 )
-@example(text="0'0", query="0'0", max_chars=3)  # a token with inner punctuation is one term
-@example(text="è0", query="e0", max_chars=3)  # met through the folded term only
-@example(text="a\ufadab", query="\ufada", max_chars=3)  # an unassigned CJK code point
-@example(text="budget \U0003134b0", query="\U0003134b", max_chars=5)  # one after a space
-def test_snippet_properties(text: str, query: str, max_chars: int) -> None:
-    out = make_snippet(text, query, max_chars=max_chars)
+@example(
+    text="0'0", query="0'0", max_chars=3, markdown=False
+)  # a token with inner punctuation is one term
+@example(text="è0", query="e0", max_chars=3, markdown=False)  # met through the folded term only
+@example(
+    text="a\ufadab", query="\ufada", max_chars=3, markdown=False
+)  # an unassigned CJK code point
+@example(
+    text="budget \U0003134b0", query="\U0003134b", max_chars=5, markdown=False
+)  # one after a space
+@example(
+    text="0\n\n0", query="", max_chars=3, markdown=False
+)  # a paragraph break is two characters
+def test_snippet_properties(text: str, query: str, max_chars: int, markdown: bool) -> None:
+    out = make_snippet(text, query, max_chars=max_chars, markdown=markdown)
     assert_safe(out)
     seen = visible(out)
     assert len(seen) <= max(max_chars, 1)
     body = clean_text(text)
-    # clean_text's text but for its line breaks, each a "\n" where clean_text has a space
-    inner = seen.removeprefix("…").removesuffix("…")
-    assert inner.replace("\n", " ") in body
-    if len(body) <= max_chars:
-        assert seen.replace("\n", " ") == body
+    # clean_text's text but for its line breaks, each a "\n" (two for a blank line, then a
+    # code line's indentation) where clean_text has a space, and a re-opened fence's line
+    reopened = re.match(r"(`{3,}|~{3,})\n(?=…)", seen) if markdown else None
+    inner = seen[reopened.end() if reopened else 0 :].removeprefix("…").removesuffix("…")
+    assert re.sub(r"\n\n? *", " ", inner) in body
+    if len(snippet(text, query, max_chars=len(text) + 1, markdown=markdown).plain) <= max_chars:
+        assert re.sub(r"\n\n? *", " ", seen) == body
     terms = set(query_terms(query))
     for word in marked(out):
         # one token as the analyzer cuts them (technical tokens such as IL-6 or 0'0 keep
@@ -321,10 +396,10 @@ CARD = "# Crane \U0001fa77 *winch*"  # a Deck card's title: its "#" and "*" are 
     ("text", "query", "max_chars", "plain", "title_chars"),
     [
         # shown whole: the title, then its body on a line of its own
-        (f"{CARD}\n\n**oil** it", "oil", 240, f"{CARD}\n**oil** it", 17),
+        (f"{CARD}\n\n**oil** it", "oil", 240, f"{CARD}\n\n**oil** it", 17),
         # what cleaning drops or collapses in the title is not counted
         ("Foo\ufeff*Mom*  \U0001fa77\n\n**Buy** a lamp", "lamp", 240,
-         "Foo*Mom* \U0001fa77\n**Buy** a lamp", 10),
+         "Foo*Mom* \U0001fa77\n\n**Buy** a lamp", 10),
         # cut inside the title: all of it title, both ellipses
         (f"one two {CARD} three four five\n\nbody " + "x " * 200, "winch", 14,
          "…\U0001fa77 *winch*…", 11),
@@ -333,7 +408,7 @@ CARD = "# Crane \U0001fa77 *winch*"  # a Deck card's title: its "#" and "*" are 
          "…\U0001fa77 *winch* three\n…", 16),
         # starting inside the title, ending in the body
         (f"one two three {CARD}\n\n**oil** " + "x " * 200, "winch oil", 30,
-         "…\U0001fa77 *winch*\n**oil** x x x…", 10),
+         "…\U0001fa77 *winch*\n\n**oil** x x x…", 10),
         # starting past the title
         (f"{CARD}\n\n" + "x " * 200 + "**oil** it", "oil", 20, "…x x x x **oil** it", 0),
     ],
