@@ -1009,9 +1009,11 @@ function hideMarkdown(snippet, plain) {
 // are its words. The server says how many of the snippet's first characters are the title
 // (the result's snippet_title_chars: ncindex/search/service.py SearchResult; 0 when the
 // snippet starts past it), in code points, as it cleaned the title: an emoji such as U+1FA77
-// 🩷 is one there and two here.
+// 🩷 is one there and two here. A count that is not a positive number (never sent: it counts
+// from 0) is no title, not a slice's end counted from the back; one past the snippet is all of it.
 function cardTitleUnits(r, text) {
-  return Array.from(text).slice(0, r.snippet_title_chars || 0).join("").length;
+  const chars = Number(r.snippet_title_chars);
+  return chars > 0 ? Array.from(text).slice(0, chars).join("").length : 0;
 }
 
 // A note's prose (the text between code blocks, see codeBlocks) without its Markdown.

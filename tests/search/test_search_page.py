@@ -1256,6 +1256,52 @@ def test_a_deck_card_title_the_server_cleaned_otherwise_than_the_browser_is_stil
         expect_note_snippet(deployment, browser, raw, "lamp", shown, 1, card)
 
 
+def test_a_deck_card_title_count_the_server_never_sends_keeps_no_title(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """``snippet_title_chars`` is a count from 0 up (SearchResult); the page took a negative
+    one as a slice's end from the back (``slice(0, -3)``: all but the last three characters
+    kept as written, "**oil**" shown raw). One that is not a positive number now keeps no
+    title, as 0 does; one past the snippet's end keeps all of it as written, text still."""
+    card = {"doc_type": "deck_card", "path": None, "title": "*Crane*  `winch`", "char_start": 0}
+    raw = "*Crane* `<mark>winch</mark>`\n**oil** it"
+    for count in (-3, -1, "x", None):
+        hostile = card | {"snippet_title_chars": count}
+        expect_note_snippet(deployment, browser, raw, "winch", "Crane winch oil it", 1, hostile)
+    whole = card | {"snippet_title_chars": 10_000}
+    shown = "*Crane* `winch` **oil** it"
+    expect_note_snippet(deployment, browser, raw, "winch", shown, 1, whole)
+
+
+def test_a_deck_card_title_of_markdown_and_markup_is_shown_as_written_never_as_a_link(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A Deck card's title is plain text in Deck (nextcloud/deck src/components/cards/
+    CardItem.vue, "{{ displayTitle }}"): its Markdown link, heading hashes, emphasis and
+    markup stay as written in the snippet, a query word marked in it, and nothing in it
+    becomes an element. The snippet and its count are the server's own (``snippet`` of the
+    card's text as ncindex/sources/deck_card.py fetch_card makes it). A guard: it passes on
+    the code before the negative-count fix too."""
+    title = "# [winch](javascript:window.__xss=1) *<b>oil</b>* & \U0001fa77"
+    made = snippet(titled_text(title, "**Grease** the winch"), "winch", title=len(title))
+    assert made.title_chars == len(title)
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    answer = fake_answer(10, 1)
+    card = {"doc_type": "deck_card", "path": None, "title": title, "char_start": 0}
+    card |= {"snippet": made.html(), "snippet_title_chars": made.title_chars}
+    answer["results"][0] |= card  # type: ignore[index]
+    page.route("**/v1/search", lambda r: r.fulfill(json=answer))
+    search(page, "winch")
+    located = page.locator("#results .snippet")
+    expect(located).to_have_text(f"{title} Grease the winch")
+    expect(located.locator("mark")).to_have_text(["winch", "winch"])
+    expect(located.locator("*:not(mark):not(br)")).to_have_count(0)
+    assert page.evaluate("window.__xss") is None
+    context.close()
+
+
 def test_a_wrong_address_is_a_page_leading_to_the_search(
     deployment: Deployment, browser: Browser
 ) -> None:
