@@ -98,8 +98,8 @@ def pdf_text(data: bytes, blocks: Blocks, max_pages: int, ocr: Ocr | None, name:
 #: tokens of vector drawing took 0.02 s without and 5.6 s with one, measured 2026-12-07).
 _MAY_SHOW_TEXT = re.compile(rb"T[jJ]|Do|['\"]")
 _SHOW_OPERATORS = frozenset({b"Tj", b"TJ", b"'", b'"'})
-#: Bytes of strings a line may show past twice the characters left before its page is
-#: stopped (:class:`_Watch`): a line is put out whole or not at all.
+#: Bytes of strings a line may show past twice the characters left (:class:`_Watch`): the
+#: strings past them are cut, and the page stopped once the line is put out.
 _LINE_SLACK = 4096
 
 
@@ -112,31 +112,40 @@ class _PageCut(BaseException):
 class _Watch:
     """pypdf's visitors for one page (``PageObject.extract_text``'s ``visitor_operand_before``
     and ``visitor_text``), which stop it (:class:`_PageCut`): :meth:`before`, before each
-    operator, once ``blocks``' time is spent or the strings of the line being read (not yet
-    put out: a text object's line) exceed twice the characters ``blocks`` has room for and
-    :data:`_LINE_SLACK` (a code of a CID font is two bytes, ISO 32000-1 §9.7.6.2);
-    :meth:`text`, as pypdf puts text out (at each text object's end, font change and new
-    line: what ``extract_text`` returns is the sum of the ``pieces``), once they exceed
-    that room. pypdf's own ``stream_parsing_work_maximum_count`` (2 M tokens) bounds the
-    content it parses before the first operator."""
+    operator, once ``blocks``' time is spent, and which cuts the strings a text-showing
+    operator is given (in place: pypdf reads the operands after the visitor) once those of
+    the line being read (not yet put out: a text object's line) would exceed twice the
+    characters ``blocks`` has room for and :data:`_LINE_SLACK` (a code of a CID font is two
+    bytes, ISO 32000-1 §9.7.6.2), the line then ``full``; :meth:`text`, as pypdf puts text
+    out (at each text object's end, font change and new line: what ``extract_text``
+    returns is the sum of the ``pieces``), once they exceed that room or a full line is put
+    out. A line longer than the room (a page of one unbroken line) so gives its first
+    characters, not nothing. pypdf's own ``stream_parsing_work_maximum_count`` (2 M tokens)
+    bounds the content it parses before the first operator."""
 
     def __init__(self, blocks: Blocks) -> None:
         self.blocks = blocks
         self.room = blocks.room()  # characters still to put out
         self.line = 0  # bytes of strings shown since the last piece
+        self.full = False  # the line's strings were cut
         self.pieces: list[str] = []
 
     def before(self, operator: bytes, operands: list[Any], *_: Any) -> None:
         if operator in _SHOW_OPERATORS:
-            self.line += _shown(operands)
-        if self.line > 2 * self.room + _LINE_SLACK or self.blocks.late():
+            limit = 2 * self.room + _LINE_SLACK
+            if self.full or self.line + _shown(operands) > limit:
+                self.full = True
+                self.line += _clip(operands, max(0, limit - self.line))
+            else:
+                self.line += _shown(operands)
+        if self.blocks.late():
             raise _PageCut
 
     def text(self, text: str, *_: Any) -> None:
         self.pieces.append(text)
         self.room -= len(text)
         self.line = 0
-        if self.room < 0:
+        if self.room < 0 or self.full:
             raise _PageCut
 
 
@@ -147,6 +156,23 @@ def _shown(operands: list[Any]) -> int:
         for operand in operands
         if isinstance(operand, (list, str, bytes))
     )
+
+
+def _clip(operands: list[Any], allowed: int) -> int:
+    """Cut the strings of a text-showing operator's operands (``TJ``'s in its array) in
+    place to their first ``allowed`` bytes in all, each to an even number (a CID font's
+    two-byte codes are not split, ISO 32000-1 §9.7.6.2); returns the bytes kept. Numbers
+    (``"``'s spacings, ``TJ``'s offsets) and names are left as they are."""
+    from pypdf.generic import NameObject
+
+    kept = 0
+    for index, operand in enumerate(operands):
+        if isinstance(operand, list):
+            kept += _clip(operand, allowed - kept)
+        elif isinstance(operand, (str, bytes)) and not isinstance(operand, NameObject):
+            operands[index] = operand[: max(0, allowed - kept) // 2 * 2]
+            kept += len(operands[index])
+    return kept
 
 
 def _page_text(page: Any, blocks: Blocks) -> tuple[str, bool]:
@@ -164,7 +190,7 @@ def _page_text(page: Any, blocks: Blocks) -> tuple[str, bool]:
         )
     except _PageCut:
         return "".join(watch.pieces), True
-    return text or "", False
+    return text or "", watch.full  # a full line not put out before the end: cut all the same
 
 
 #: A name followed by ``Do``: the form or image XObject a content stream paints (ISO 32000-1

@@ -1286,7 +1286,12 @@ def _lines_pdf(lines: list[str]) -> bytes:
     one a line, each by the ``'`` operator (ISO 32000-1 §9.4.3: to the next line, then
     show) in Helvetica (a standard font, §9.6.2.2)."""
     shown = "".join(f"({line}) '\n" for line in lines)
-    content = f"BT /F1 10 Tf 12 TL 72 800 Td\n{shown}ET".encode()
+    return _page_pdf(f"BT /F1 10 Tf 12 TL 72 800 Td\n{shown}ET".encode())
+
+
+def _page_pdf(content: bytes) -> bytes:
+    """A one-page PDF, written by hand, of ``content`` (its content stream) with Helvetica
+    as its font ``/F1``."""
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
@@ -1357,6 +1362,28 @@ def test_a_pdf_page_is_read_up_to_the_characters_left(monkeypatch: pytest.Monkey
     assert result.truncated and len(result.text) == 1000
     assert result.text.startswith("Tide 0000 at the quay.\nTide 0001 at the quay.\n")
     assert shown < 100  # 44 lines hold 1000 characters, of 2000
+
+
+def test_a_pdf_page_of_one_line_longer_than_the_characters_left_keeps_its_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A page of one unbroken line whose strings exceed twice the characters left and
+    4 KiB was stopped before the line was put out: its text was lost whole (the whole page
+    read gave its first ``max_chars`` characters). The strings past that are cut now and
+    the line put out: the first characters are kept, marked truncated — of one ``Tj`` of
+    46,000 characters, of 2,000 ``Tj`` on one line, and of a ``TJ`` array of them."""
+    words = [f"Tide {n:04} at the quay. " for n in range(2000)]  # 23 characters each
+    contents = [
+        f"BT /F1 10 Tf 72 800 Td ({''.join(words)}) Tj ET",
+        "BT /F1 10 Tf 72 800 Td " + "".join(f"({word}) Tj " for word in words) + "ET",
+        "BT /F1 10 Tf 72 800 Td [" + "".join(f"({word}) 0 " for word in words) + "] TJ ET",
+    ]
+    for content in contents:
+        result = extract(_page_pdf(content.encode()), "application/pdf", "t.pdf", max_chars=1000)
+        assert result.truncated and len(result.text) == 1000, content[:40]
+        assert result.text.startswith("Tide 0000 at the quay. Tide 0001 at the quay."), content[:40]
+        whole = extract(_page_pdf(content.encode()), "application/pdf", "t.pdf")
+        assert result.text == whole.text[:1000]
 
 
 def test_a_figure_on_a_pdf_page_takes_none_of_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
