@@ -9,9 +9,10 @@ budget: a message of thousands of small MIME parts took the parser minutes (100,
 in 3.6 MB: 111 s here). Parts nested deeper than :data:`MAX_NESTED_PARTS` are left out:
 the ``email`` feed parser recurses once per level (2,000 nested multiparts ended in a
 ``RecursionError`` and lost the whole message). A header field is parsed from its first
-:data:`_FIELD_CHARS` characters (the header parser's time grows with the square of a field's
-length), and a body part's text is cut to the characters left of the caller's bound before
-it is compared with the parts read (:func:`_words`)."""
+:data:`_FIELD_CHARS` characters, cut after a whole address or word (the header parser's
+time grows with the square of a field's length), and a body part's text is cut to the
+characters left of the caller's bound before it is compared with the parts read
+(:func:`_words`)."""
 
 from __future__ import annotations
 
@@ -295,6 +296,62 @@ def _root(part: MIMEPart, parts: list[MIMEPart]) -> int:
     return ids.index(start) if isinstance(start, str) and start in ids else 0
 
 
+#: Fields whose value is an address list (RFC 5322 §3.6.2, §3.6.3, §3.6.6; the ``default``
+#: policy's ``AddressHeader`` ones): cut after a whole address (:func:`_field_cut`).
+_ADDRESS_FIELDS = frozenset({
+    "from", "sender", "reply-to", "to", "cc", "bcc", "resent-from", "resent-sender",
+    "resent-to", "resent-cc", "resent-bcc",
+})  # fmt: skip
+#: An RFC 2047 encoded word (§2: ``=?charset?encoding?encoded-text?=``, no white space).
+_ENCODED_WORD = re.compile(r"=\?[^?\s]*\?[bBqQ]\?[^?\s]*\?=")
+
+
+def _field_cut(name: str, value: str) -> str:
+    """``value`` (a header field ``name``'s, longer than :data:`_FIELD_CHARS`) cut to at most
+    :data:`_FIELD_CHARS` characters where no half of an address or word is left: an address
+    list (:data:`_ADDRESS_FIELDS`) after its last whole address (before the last comma
+    outside a quoted string, a comment or angle brackets, RFC 5322 §3.2.4, §3.2.2, §3.4);
+    any field, or an address list with no such comma, before its last white space (an
+    RFC 2047 encoded word holds none, §2 and §5) or, in a run without any, after its last
+    whole encoded word. A run of :data:`_FIELD_CHARS` characters with neither is cut at
+    them."""
+    head = value[:_FIELD_CHARS]
+    if name.lower() in _ADDRESS_FIELDS and (comma := _last_list_comma(head)) > 0:
+        return head[:comma]
+    space = max(head.rfind(" "), head.rfind("\t"), head.rfind("\n"), head.rfind("\r"))
+    if space > 0:
+        return head[:space]
+    words = [word.end() for word in _ENCODED_WORD.finditer(head)]
+    return head[: words[-1]] if words else head
+
+
+def _last_list_comma(value: str) -> int:
+    """The index of the last comma of ``value`` (an address list) that separates addresses —
+    not in a quoted string (``\\`` escapes the next character), a comment (nested) or
+    angle brackets — else -1."""
+    last, quoted, comments, angle, escaped = -1, False, 0, False, False
+    for index, char in enumerate(value):
+        if escaped:
+            escaped = False
+        elif char == "\\" and (quoted or comments):
+            escaped = True
+        elif quoted:
+            quoted = char != '"'
+        elif char == '"':
+            quoted = True
+        elif char == "(":
+            comments += 1
+        elif char == ")" and comments:
+            comments -= 1
+        elif comments:
+            pass
+        elif char in "<>":
+            angle = char == "<"
+        elif char == "," and not angle:
+            last = index
+    return last
+
+
 @dataclass
 class _Tree:
     """What the message and all its parts share: whether a part or the end of a header field
@@ -307,7 +364,8 @@ class _Tree:
 
 class _Lenient(EmailPolicy):
     """The ``default`` policy, but a header field is parsed from its first
-    :data:`_FIELD_CHARS` characters (``tree`` records that one was cut), and a field its
+    :data:`_FIELD_CHARS` characters at most, cut where a whole address or word ends
+    (:func:`_field_cut`; ``tree`` records that one was cut), and a field its
     parser fails on is read as unstructured
     text (RFC 2047 encoded words decoded): Python 3.11's ``email._header_value_parser``
     raises on some malformed fields — an address field of a lone ``"``, a ``Content-Type``
@@ -326,7 +384,7 @@ class _Lenient(EmailPolicy):
     def header_fetch_parse(self, name: str, value: str) -> Any:
         if len(value) > _FIELD_CHARS:
             self.tree.cut = True
-            value = value[:_FIELD_CHARS]
+            value = _field_cut(name, value)
         try:
             return super().header_fetch_parse(name, value)
         except Exception:  # the field parsers raise assorted types on malformed fields

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import zipfile
 from typing import Any
 
@@ -1257,6 +1258,32 @@ def test_an_eml_header_field_is_parsed_from_its_first_16_kib() -> None:
     assert result.text.endswith("\n\nAll hands at six.")
     short = _message("Crew list", _leaf("text/plain", "All hands."), sender="Rui <r@example.org>")
     assert not extract(short.encode(), "message/rfc822", "crew.eml").truncated
+
+
+def test_an_eml_header_field_cut_at_16_kib_keeps_whole_encoded_words_and_addresses() -> None:
+    """A field past 16 KiB was cut at 16 KiB, inside an RFC 2047 encoded word (its start
+    shown raw: ``=?utf-8?b?R2V6``) or an address (``Sailor 412 <sailor412@exa``). It is
+    cut now after its last whole encoded word or address, wherever 16 KiB falls."""
+    import base64
+
+    word = "=?utf-8?b?" + base64.b64encode("Gezeitenübersicht".encode()).decode() + "?="
+    for shift in range(0, len(word) + 1, 3):  # 16 KiB falls in a word's every third place
+        subject = "Tides" + "x" * shift + " " + " ".join([word] * 600)  # 600 x 38 characters
+        data = _message(subject, _leaf("text/plain", "Tide."))
+        result = extract(data.encode(), "message/rfc822", "tides.eml")
+        heading = result.text.split("\n", 1)[0]
+        assert result.truncated and "=?" not in heading and "?=" not in heading, shift
+        assert heading.startswith(f"# Tides{'x' * shift} Gezeitenübersicht"), shift
+        assert heading.endswith("Gezeitenübersicht"), shift
+    for shift in range(0, 34, 3):  # 16 KiB falls in an address's every third place
+        crowd = (
+            "x" * shift + ", " + ", ".join(f"Sailor {n} <s{n:03}@example.org>" for n in range(600))
+        )
+        data = _message("Crew", _leaf("text/plain", "All hands."), sender=crowd)
+        result = extract(data.encode(), "message/rfc822", "crew.eml")
+        [sender] = [line for line in result.text.split("\n") if line.startswith("From: ")]
+        last = sender.rsplit(", ", 1)[1]
+        assert result.truncated and re.fullmatch(r"Sailor (\d+) <s\1@example\.org>", last), last
 
 
 def test_an_eml_s_text_is_read_up_to_max_chars(monkeypatch: pytest.MonkeyPatch) -> None:
