@@ -2,8 +2,9 @@
 ``email`` package (its ``default`` policy decodes RFC 2047 headers): a heading block (the
 subject as a ``#`` heading; From, To, Cc and Date lines), every inline text part a reader
 sees, in order — of a ``multipart/alternative`` one body, the ``text/plain`` one preferred
-over ``text/html``; a list's footer; a message forwarded inline, under a heading of its
-own — and the attachments listed by file name, never extracted (:class:`_Reading`). The
+over ``text/html`` unless it is a stub of it (:meth:`_Reading.richer`); a list's footer;
+a message forwarded inline, under a heading of its own — and the attachments listed by
+file name, never extracted (:class:`_Reading`). The
 message is parsed, its HTML bodies read and its parts listed under the caller's time
 budget: a message of thousands of small MIME parts took the parser minutes (100,000 parts
 in 3.6 MB: 111 s here). Parts nested deeper than :data:`MAX_NESTED_PARTS` are left out:
@@ -119,28 +120,29 @@ class _Reading:
         self.stopped = False
         self.cut = False
         self._parts_read = 0
-        self._plain: dict[int, bool] = {}  # _holds_plain's answers, by id(part)
+        self._plain: dict[int, MIMEPart | None] = {}  # _body's plain answers, by id(part)
+        self._html: dict[int, MIMEPart | None] = {}  # _body's HTML answers, by id(part)
+        self._read: dict[int, tuple[str, bool]] = {}  # text parts read, by id(part)
         self._words: set[str] = set()  # each text part read: its words, else its text
 
     def walk(
         self, part: MIMEPart, level: int, *, files_only: bool = False, whole: bool = False
     ) -> None:
         """Read ``part`` as a reader of the message sees it (RFC 2046): of a
-        ``multipart/alternative`` one alternative (:func:`_alternative`), the other ones'
-        files listed; of a ``multipart/related`` its root (RFC 2387 §3.2: the part its
-        ``start`` names, else the first), the files among the rest (images the root shows)
-        listed; of any other multipart (``mixed``, ``signed``, ``digest``, a list's footer
-        appended as a second text part) every part in order. A message part forwarded inline
-        (``message/rfc822`` not marked as an attachment) is read as a message (its subject a
-        heading of ``level`` ``#``, at most six; none for a part holding no header fields,
-        empty or not a message), an inline ``text/plain`` or ``text/html``
-        part without a file name (a message's own body whatever its name: ``whole``, the
-        message itself or one forwarded in it) as text; any
-        other part is a file, listed by its name; a text part of the same words as one
-        read (a body sent as ``text/plain`` and ``text/html`` parts of a
-        ``multipart/mixed`` rather than an alternative) is not read again. With
-        ``files_only`` (a part the reader does not see) only the parts that are files — a
-        ``Content-Disposition: attachment`` (RFC 2183 §2.2) or a file name — are listed."""
+        ``multipart/alternative`` one alternative (:func:`_alternative`, then :meth:`richer`), the
+        other ones' files listed; of a ``multipart/related`` its root (RFC 2387 §3.2: the part its
+        ``start`` names, else the first), the files among the rest (images the root shows) listed;
+        of any other multipart (``mixed``, ``signed``, ``digest``, a list's footer appended as a
+        second text part) every part in order. A message part forwarded inline (``message/rfc822``
+        not marked as an attachment) is read as a message (its subject a heading of ``level`` ``#``,
+        at most six; none for a part holding no header fields, empty or not a message), an inline
+        ``text/plain`` or ``text/html`` part without a file name (a message's own body whatever its
+        name: ``whole``, the message itself or one forwarded in it) as text; any other part is a
+        file, listed by its name; a text part of the same words as one read (a body sent as
+        ``text/plain`` and ``text/html`` parts of a ``multipart/mixed`` rather than an alternative)
+        is not read again. With ``files_only`` (a part the reader does not see) only the parts that
+        are files — a ``Content-Disposition: attachment`` (RFC 2183 §2.2) or a file name — are
+        listed."""
         if self.stopped:
             return
         kind = part.get_content_type()
@@ -156,20 +158,52 @@ class _Reading:
             parts: list[MIMEPart] = list(part.iter_parts())
             seen = {id(subpart) for subpart in parts}
             if part.get_content_subtype() == "alternative":
-                seen = {id(subpart) for subpart in _alternative(parts, self._plain)}
+                chosen = self.richer(parts, _alternative(parts, self._plain))
+                seen = {id(subpart) for subpart in chosen}
             elif part.get_content_subtype() == "related":
                 seen = {id(parts[_root(part, parts)])} if parts else set()
             for subpart in parts:
                 self.walk(subpart, level, files_only=files_only or id(subpart) not in seen)
         elif kind in _TEXT_TYPES and not attached:
             if not files_only and self._may_read():
-                text, cut = _part_text(part, self.late, self.room)
+                text, cut = self._text(part)
                 text, self.cut = self._fit(text), self.cut or cut
                 if (words := _words(text) or text.strip()) and words not in self._words:
                     self._words.add(words)
                     self.add(self.texts, text)
         elif (attached or not files_only) and self._may_read():
             self.add(self.names, _file_name(part))
+
+    def richer(self, parts: list[MIMEPart], chosen: list[MIMEPart]) -> list[MIMEPart]:
+        """The alternative of ``parts`` (a ``multipart/alternative``'s) to read in place of
+        ``chosen`` (:func:`_alternative`'s answer): when it is a ``text/plain`` part whose
+        text has fewer than half the words (``\\w+`` runs) of the text of the last
+        other alternative holding an HTML body (:func:`_body`), that alternative — a
+        newsletter's plain part is often a stub ("view this e-mail in your browser") while
+        its HTML is the letter, which a reader's mail client shows and their searches
+        recall (RFC 2046 §5.1.4 orders alternatives plainest first, "the last part is the
+        richest"); else ``chosen``: a plain part of about the HTML's words is the body as
+        its author wrote it, without the HTML's link and layout text. Both texts are read
+        (:meth:`_text`, under the budget and cut to the characters left) and kept for the
+        one read."""
+        if len(chosen) != 1 or chosen[0].get_content_type() != "text/plain":
+            return chosen
+        for other in reversed(parts):
+            html = None if other is chosen[0] else _body(other, "text/html", self._html)
+            if html is not None:
+                plain_words = len(_WORD.findall(self._text(chosen[0])[0]))
+                if 2 * plain_words < len(_WORD.findall(self._text(html)[0])):
+                    return [other]
+                break
+        return chosen
+
+    def _text(self, part: MIMEPart) -> tuple[str, bool]:
+        """A text part's text and whether it was cut short (:func:`_part_text`, under
+        ``late`` and the characters left), read once (:meth:`richer` compares the texts
+        of two alternatives, one of which is then read)."""
+        if id(part) not in self._read:
+            self._read[id(part)] = _part_text(part, self.late, self.room)
+        return self._read[id(part)]
 
     def add(self, into: list[str], text: str) -> None:
         """Add ``text`` (a heading block, a part's text or a file name) to ``into``
@@ -242,14 +276,15 @@ def _field(message: MIMEPart, name: str) -> str:
     return one_line(str(message.get(name, "")))
 
 
-def _alternative(parts: list[MIMEPart], plain: dict[int, bool]) -> list[MIMEPart]:
+def _alternative(parts: list[MIMEPart], plain: dict[int, MIMEPart | None]) -> list[MIMEPart]:
     """The alternative of a ``multipart/alternative`` that is read, in a list (empty when
     none is text): the first ``text/plain`` one that is not empty (some mailers send an empty
     one beside the HTML body; ``get_body`` chose it and the body was lost), else the first
-    multipart holding a ``text/plain`` body (:func:`_holds_plain`, its answers kept in
+    multipart holding a ``text/plain`` body (:func:`_body`, its answers kept in
     ``plain``), else the first ``text/html`` or multipart one — plain text preferred, as
-    :meth:`EmailMessage.get_body` with ``("plain", "html")`` did. The others render the
-    same body (RFC 2046 §5.1.4) and are not read again."""
+    :meth:`EmailMessage.get_body` with ``("plain", "html")`` did, unless it is a stub of the
+    HTML (:meth:`_Reading.richer`). The others render the same body (RFC 2046 §5.1.4) and
+    are not read again."""
 
     def rank(part: MIMEPart) -> int:
         if _is_file(part):
@@ -258,7 +293,7 @@ def _alternative(parts: list[MIMEPart], plain: dict[int, bool]) -> list[MIMEPart
             body = part.get_payload(decode=True)  # its bytes: not decoded twice, nor guessed
             return 0 if isinstance(body, bytes) and body.strip() else 3
         if part.get_content_maintype() == "multipart":
-            return 1 if _holds_plain(part, plain) else 2
+            return 1 if _body(part, "text/plain", plain) is not None else 2
         return 2 if part.get_content_type() == "text/html" else 3
 
     ranks = [rank(part) for part in parts]
@@ -266,26 +301,33 @@ def _alternative(parts: list[MIMEPart], plain: dict[int, bool]) -> list[MIMEPart
     return [] if best == 3 else [parts[ranks.index(best)]]
 
 
-def _holds_plain(part: MIMEPart, plain: dict[int, bool]) -> bool:
-    """Whether ``part`` holds a ``text/plain`` body a reader sees — not in a file
-    (:func:`_is_file`), of a ``multipart/related`` in its root (:func:`_root`) — as
-    :meth:`EmailMessage.get_body` with ``("plain",)`` finds one. The answer for each part is
-    kept in ``plain`` (by ``id(part)``): ``get_body`` searched each alternative nested in
-    another again, at a cost of the square of the parts (95 nested alternatives of 200
-    HTML parts each: 9 s with a budget of 0.5 s)."""
-    if id(part) not in plain:
-        found = False
+def _body(part: MIMEPart, kind: str, found: dict[int, MIMEPart | None]) -> MIMEPart | None:
+    """The body of type ``kind`` (``text/plain`` or ``text/html``) a reader of ``part``
+    sees — ``part`` itself, or in a multipart the first found among its parts (of a
+    ``multipart/related`` its root, :func:`_root`; of a ``multipart/alternative`` the last
+    first, RFC 2046 §5.1.4) — not in a file (:func:`_is_file`); ``None`` when there is
+    none. The answer for each part is kept in ``found`` (by ``id(part)``, one ``found`` a
+    ``kind``): :meth:`EmailMessage.get_body`, which chose the plain body before, searched
+    each alternative nested in another again, at a cost of the square of the parts (95
+    nested alternatives of 200 HTML parts each: 9 s with a budget of 0.5 s)."""
+    if id(part) not in found:
+        body = None
         if _is_file(part):
             pass
         elif part.get_content_maintype() == "multipart":
             parts: list[MIMEPart] = list(part.iter_parts())
             if part.get_content_subtype() == "related":
                 parts = [parts[_root(part, parts)]] if parts else []
-            found = any(_holds_plain(subpart, plain) for subpart in parts)
-        else:
-            found = part.get_content_type() == "text/plain"
-        plain[id(part)] = found
-    return plain[id(part)]
+            elif part.get_content_subtype() == "alternative":
+                parts.reverse()
+            # "is not None": a part without header fields is falsy (``Message.__len__``),
+            # and a text/plain one may have none (RFC 2045 §5.2)
+            bodies = (_body(subpart, kind, found) for subpart in parts)
+            body = next((each for each in bodies if each is not None), None)
+        elif part.get_content_type() == kind:
+            body = part
+        found[id(part)] = body
+    return found[id(part)]
 
 
 def _root(part: MIMEPart, parts: list[MIMEPart]) -> int:

@@ -1186,6 +1186,44 @@ def test_an_eml_body_sent_as_plain_and_html_parts_of_a_mixed_is_read_once() -> N
     assert text.count("ferry") == 1 and text.endswith("\n\nharbour-list mailing list")
 
 
+def test_an_eml_s_stub_plain_alternative_leaves_the_html_letter_to_read() -> None:
+    """A newsletter's plain alternative is often a stub ("view this e-mail in your browser")
+    beside the HTML letter a reader's client shows (RFC 2046 §5.1.4: the last alternative is
+    the richest): the plain one was read, as ``get_body`` prefers it, and the letter lost.
+    A plain alternative of fewer than half the words of the HTML's text gives way to the
+    HTML now — a ``text/html`` part, or the root of a ``multipart/related`` with its
+    images; one of about the HTML's words is still read
+    (:func:`test_an_eml_s_empty_plain_alternative_leaves_the_html_body_to_read`)."""
+    stub = "View this e-mail in your browser: https://news.example.org/42"  # 11 words
+    paragraphs = [  # 43 words, and 2 of the heading
+        "The new pontoon opens on Friday at the east quay.",
+        "Berths for visiting boats can be booked at the harbour office from Monday.",
+        "The fuel dock closes for repairs from the tenth to the twelfth.",
+        "Ring 4 is free again after the storm.",
+    ]
+    letter = "<h1>Harbour news</h1>" + "".join(f"<p>{line}</p>" for line in paragraphs)
+    read = "\n\nHarbour news\n\n" + "\n\n".join(paragraphs)
+    text = extract(
+        _message("News", _alternative(stub, letter)).encode(), "message/rfc822", "n.eml"
+    ).text
+    assert text.endswith(read) and "browser" not in text
+    related = _multipart(
+        "related",
+        _leaf("text/html", letter + '<img src="cid:logo">'),
+        _leaf(
+            "image/png", "iVBORw0K", "Content-ID: <logo>\r\nContent-Transfer-Encoding: base64\r\n"
+        ),
+    )
+    entity = _multipart("alternative", _leaf("text/plain", stub), related)
+    text = extract(_message("News", entity).encode(), "message/rfc822", "n.eml").text
+    assert text.endswith(read) and "browser" not in text
+    plain = "\n\n".join(["Harbour news", *paragraphs[:3], "-- \nThe harbour office"])  # 37
+    text = extract(
+        _message("News", _alternative(plain, letter)).encode(), "message/rfc822", "n.eml"
+    ).text
+    assert text.endswith("\n\n--\nThe harbour office") and "Ring 4" not in text
+
+
 def test_an_eml_s_empty_plain_alternative_leaves_the_html_body_to_read() -> None:
     """Some mailers send an empty ``text/plain`` alternative beside the HTML body: the plain
     one was chosen, as ``get_body`` prefers it, and the body was lost (a reader's mail client
