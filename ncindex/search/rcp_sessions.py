@@ -28,6 +28,7 @@ import math
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -45,6 +46,14 @@ log = structlog.get_logger(__name__)
 SESSION_SECONDS = 3600
 """Idle lifetime of an RCP session, seconds."""
 
+MAX_LOCAL_SESSIONS = 50_000
+"""Most sessions a process keeps in memory during an outage (420 bytes each with a 128-character
+``RCP-Session`` id, 21 MB in all, measured with ``tracemalloc``); beyond it the one used
+longest ago is forgotten. A bound is needed:
+``shutdown`` ends the sessions of whatever ``Authorization`` header it is sent, unchecked, so
+during an outage anyone could add to the memory at the rate of their requests (the per-caller
+rate limit counts a made-up Bearer token or user name as a caller of its own)."""
+
 IMPLICIT = "-"
 """Session id of a client that sends no ``RCP-Session`` header (never a valid header value)."""
 
@@ -58,7 +67,7 @@ State = Literal["started", "used", "ended"]
 the outage, or in another process), or ``ended`` it (``shutdown``)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Local:
     """One session's state in this process's memory during an outage, kept until ``until``
     (seconds on the sessions' clock): the idle lifetime of a ``started`` or ``used`` session,
@@ -103,7 +112,15 @@ class RcpSessions:
       used has its lifetime renewed if Redis holds it, one it ended is deleted. Until a process
       has done so, another may answer a session begun in it during the outage -32001, which
       spec §12.2 has a client answer with ``initialize`` (its session is not in Redis, so that
-      succeeds).
+      succeeds). One thread writes back at a time, in the order the sessions were last
+      touched; the calls that come meanwhile are answered from memory and written back after
+      (so a ``shutdown`` then is not undone by the write-back of its ``initialize``).
+
+    The memory holds at most ``max_local`` sessions (:data:`MAX_LOCAL_SESSIONS`; the one used
+    longest ago is forgotten, and is then unknown, as above), and a call costs the same however
+    many it holds: they are kept in the order they expire. An outage is logged once, when met
+    (``rcp_session_store_failed``, warning; ``rcp_sessions_memory_full`` once the bound is
+    reached), and its end once (``rcp_session_store_recovered``), not once per call.
 
     ``clock`` (seconds, monotonic) times the memory's lifetimes; tests pass one they advance."""
 
@@ -113,13 +130,20 @@ class RcpSessions:
         keys: Names,
         ttl: int = SESSION_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        max_local: int = MAX_LOCAL_SESSIONS,
     ) -> None:
         self._breaker = breaker
         self.prefix = keys.rcp_prefix
         self.ttl = ttl
+        self.max_local = max_local
         self._clock = clock
         self._lock = threading.Lock()
-        self._local: dict[str, _Local] = {}  # by Redis key; empty while Redis answers
+        self._writing = threading.Lock()  # held by the one thread writing back
+        # by Redis key, in the order they expire (each recorded for ``ttl`` from its last
+        # use); empty while Redis answers
+        self._local: OrderedDict[str, _Local] = OrderedDict()
+        self._failing = False  # an outage was logged, its end not yet
+        self._full = False  # the bound was met during this outage (logged)
 
     def start(self, cred: str, session: str | None) -> str:
         """Start the session named ``session`` (``None``: the implicit one, which also
@@ -136,6 +160,7 @@ class RcpSessions:
                 raise already_initialized()
             if session is None:
                 self._breaker().call("set", self._key(cred, token), "1", ex=self.ttl)
+            self._answered()
         except redis.RedisError as exc:
             self._outage("start", exc)
             with self._lock:
@@ -162,7 +187,9 @@ class RcpSessions:
         key = self._key(cred, session or IMPLICIT)
         try:
             self._write_back()
-            return bool(self._breaker().call("expire", key, self.ttl))
+            live = bool(self._breaker().call("expire", key, self.ttl))
+            self._answered()
+            return live
         except redis.RedisError as exc:
             self._outage("look_up", exc)
             with self._lock:
@@ -179,6 +206,7 @@ class RcpSessions:
         try:
             self._write_back()
             self._breaker().call("delete", *keys)
+            self._answered()
         except redis.RedisError as exc:
             self._outage("end", exc)
             with self._lock:
@@ -189,42 +217,85 @@ class RcpSessions:
         return f"{self.prefix}s:{cred}:{sid}"
 
     def _recorded(self, key: str) -> State | None:
-        """The live state of ``key`` in memory (an expired one is dropped). Under the lock."""
+        """The live state of ``key`` in memory (the expired are dropped first). Under the
+        lock."""
+        self._expire()
         local = self._local.get(key)
-        if local is not None and local.until <= self._clock():
-            del self._local[key]
-            return None
         return None if local is None else local.state
 
     def _record(self, key: str, state: State) -> None:
-        """Hold ``key`` in ``state`` for ``ttl`` from now, and drop the expired. Under the
-        lock."""
+        """Hold ``key`` in ``state`` for ``ttl`` from now (so last in expiry order), dropping
+        the expired, and the oldest beyond ``max_local``. Under the lock."""
+        self._expire()
+        self._local[key] = _Local(state, self._clock() + self.ttl)
+        self._local.move_to_end(key)
+        while len(self._local) > self.max_local:
+            self._local.popitem(last=False)
+            if not self._full:
+                self._full = True
+                log.warning("rcp_sessions_memory_full", sessions=self.max_local)
+
+    def _expire(self) -> None:
+        """Drop the sessions whose lifetime is over: the first ones. Under the lock."""
         now = self._clock()
-        for expired in [k for k, local in self._local.items() if local.until <= now]:
-            del self._local[expired]
-        self._local[key] = _Local(state, now + self.ttl)
+        while self._local:
+            key, local = next(iter(self._local.items()))
+            if local.until > now:
+                return
+            del self._local[key]
 
     def _write_back(self) -> None:
-        """Write what this process did during an outage to Redis, each session once: raises
-        ``redis.RedisError`` when Redis still does not answer (what is not written yet stays
-        in memory, and the caller falls back to it)."""
+        """Write what this process did during an outage to Redis, each session once, oldest
+        first: raises ``redis.RedisError`` when Redis still does not answer (what is not
+        written yet stays in memory, and the caller falls back to it), and
+        :class:`_WritingBack` while another thread writes back (the caller is answered from
+        memory, written back after: its command must not reach Redis before older ones)."""
         if not self._local:  # the common case: no outage since the last write-back
             return
-        with self._lock:
-            pending = list(self._local.items())
-        for key, local in pending:
-            left = math.ceil(local.until - self._clock())
-            if local.state == "ended":
-                self._breaker().call("delete", key)
-            elif left > 0 and local.state == "started":
-                self._breaker().call("set", key, "1", ex=left)
-            elif left > 0:  # used: renewed if Redis holds it, never created
-                self._breaker().call("expire", key, left)
-            with self._lock:
-                if self._local.get(key) is local:  # not changed meanwhile
-                    del self._local[key]
-        log.info("rcp_sessions_written_back", sessions=len(pending))
+        if not self._writing.acquire(blocking=False):
+            raise _WritingBack("another thread is writing sessions back")
+        try:
+            written = 0
+            while True:
+                with self._lock:
+                    self._expire()
+                    if not self._local:
+                        break
+                    key, local = next(iter(self._local.items()))
+                left = max(1, math.ceil(local.until - self._clock()))
+                if local.state == "ended":
+                    self._breaker().call("delete", key)
+                elif local.state == "started":
+                    self._breaker().call("set", key, "1", ex=left)
+                else:  # used: renewed if Redis holds it, never created
+                    self._breaker().call("expire", key, left)
+                written += 1
+                with self._lock:
+                    if self._local.get(key) is local:  # else touched meanwhile: now later on
+                        del self._local[key]
+        finally:
+            self._writing.release()
+        self._answered()
+        log.info("rcp_sessions_written_back", sessions=written)
 
-    @staticmethod
-    def _outage(operation: str, exc: redis.RedisError) -> None:
-        log.warning("rcp_session_store_failed", operation=operation, error=str(exc))
+    def _answered(self) -> None:
+        """A Redis call succeeded: log the end of an outage that was logged."""
+        if self._failing:
+            with self._lock:
+                ended, self._failing, self._full = self._failing, False, False
+            if ended:
+                log.info("rcp_session_store_recovered")
+
+    def _outage(self, operation: str, exc: redis.RedisError) -> None:
+        """A call is answered from memory: log the outage when this is its first."""
+        if isinstance(exc, _WritingBack):
+            return
+        with self._lock:
+            met, self._failing = not self._failing, True
+        if met:
+            log.warning("rcp_session_store_failed", operation=operation, error=str(exc))
+
+
+class _WritingBack(redis.RedisError):
+    """Raised by :meth:`RcpSessions._write_back` while another thread writes back (not an
+    outage, and not logged as one)."""

@@ -5,6 +5,9 @@ lifetimes on clocks the tests advance by hand."""
 from __future__ import annotations
 
 import signal
+import threading
+
+from structlog.testing import capture_logs
 
 from ncindex.names import Names
 from ncindex.redis_breaker import RedisBreaker
@@ -69,3 +72,82 @@ def test_a_session_in_memory_expires_and_is_not_written_back(
     assert not a.active(CRED, "short-lived")
     assert not a.active(CRED, "idle-session")
     assert not a._local
+
+
+def test_an_outage_is_logged_once_not_once_per_call(private_redis: RedisProcess) -> None:
+    clock = Clock()
+    a = process(private_redis.url, clock)
+    private_redis.stop()
+    with capture_logs() as logs:
+        a.start(CRED, "session-one")
+        for _ in range(5):
+            assert a.active(CRED, "session-one")
+        a.end(CRED, "session-one")
+    assert [e["event"] for e in logs].count("rcp_session_store_failed") == 1
+    private_redis.start_again()
+    clock.now += 1.2
+    with capture_logs() as logs:
+        assert not a.active(CRED, "session-one")  # written back: ended
+        private_redis.stop()
+        clock.now += 1.2
+        a.start(CRED, "session-two")
+        assert a.started(CRED, "session-two")
+    events = [e["event"] for e in logs]
+    assert events.count("rcp_session_store_recovered") == 1
+    assert events.count("rcp_session_store_failed") == 1  # the second outage's
+
+
+def test_memory_holds_at_most_max_local_sessions_the_oldest_forgotten(
+    private_redis: RedisProcess,
+) -> None:
+    """Anyone may send ``shutdown`` with any ``Authorization`` header, unchecked (RcpServer
+    ends the sessions of that header's hash without asking Nextcloud), so each such call during
+    an outage adds to the memory however the rate limit keys callers: it is bounded."""
+    clock = Clock()
+    breaker = RedisBreaker(private_redis.url, reset_seconds=1, clock=clock)
+    a = RcpSessions(lambda: breaker, Names(), clock=clock, max_local=4)
+    private_redis.stop()
+    for n in range(10):
+        a.end(f"{n:064x}", f"session-{n}")  # an ended named session and the implicit one
+    assert len(a._local) == 4
+    assert not a.active(f"{9:064x}", "session-9")  # the newest are remembered
+    assert a.active(f"{0:064x}", "session-0")  # the oldest forgotten: unknown, as §5.2
+
+
+class _HeldSet:
+    """A breaker whose first ``set`` once ``armed`` waits for ``release`` (a write-back caught
+    mid-way)."""
+
+    def __init__(self, breaker: RedisBreaker) -> None:
+        self.breaker = breaker
+        self.reached, self.release = threading.Event(), threading.Event()
+        self.armed = self.held = False
+
+    def call(self, command: str, *args: object, **kwargs: object) -> object:
+        if command == "set" and self.armed and not self.held:
+            self.held = True
+            self.reached.set()
+            assert self.release.wait(10)
+        return self.breaker.call(command, *args, **kwargs)
+
+
+def test_a_shutdown_during_another_threads_write_back_is_not_undone(
+    private_redis: RedisProcess,
+) -> None:
+    clock = Clock()
+    held = _HeldSet(RedisBreaker(private_redis.url, reset_seconds=1, clock=clock))
+    a = RcpSessions(lambda: held, Names(), clock=clock)  # type: ignore[arg-type,return-value]
+    private_redis.stop()
+    a.start(CRED, "begun-in-outage")
+    private_redis.start_again()
+    clock.now += 1.2
+    held.armed = True
+    # one thread's call writes back, and is caught before its SET of the session reaches Redis
+    writer = threading.Thread(target=a.active, args=(CRED, "another-session"))
+    writer.start()
+    assert held.reached.wait(10)
+    a.end(CRED, "begun-in-outage")  # the client ends it meanwhile, on another thread
+    held.release.set()
+    writer.join(10)
+    assert not a.active(CRED, "begun-in-outage")  # a call after shutdown: -32001
+    assert not a.started(CRED, "begun-in-outage")  # initialize may start it afresh
