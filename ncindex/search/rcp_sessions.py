@@ -114,7 +114,13 @@ class RcpSessions:
       spec §12.2 has a client answer with ``initialize`` (its session is not in Redis, so that
       succeeds). One thread writes back at a time, in the order the sessions were last
       touched; the calls that come meanwhile are answered from memory and written back after
-      (so a ``shutdown`` then is not undone by the write-back of its ``initialize``).
+      (so a ``shutdown`` then is not undone by the write-back of its ``initialize``). Between
+      processes there is no such order: each writes back at its next call, without knowing
+      what was done to a session in Redis since, so a session begun here during the outage
+      and ended in another process after it is set again (a later ``initialize`` -32600), and
+      one ended here and begun again in another process during it may be deleted by this
+      process's write-back (-32001). Telling them apart needs the time of each action kept
+      in Redis, tombstones included; not done.
 
     The memory holds at most ``max_local`` sessions (:data:`MAX_LOCAL_SESSIONS`; the one used
     longest ago is forgotten, and is then unknown, as above), and a call costs the same however
