@@ -113,8 +113,9 @@ class RcpSessions:
       has done so, another may answer a session begun in it during the outage -32001, which
       spec §12.2 has a client answer with ``initialize`` (its session is not in Redis, so that
       succeeds). One thread writes back at a time, in the order the sessions were last
-      touched; the calls that come meanwhile are answered from memory and written back after
-      (so a ``shutdown`` then is not undone by the write-back of its ``initialize``). Between
+      touched; a call meanwhile on a session not yet written back is answered from memory and
+      written back after (so a ``shutdown`` then is not undone by the write-back of its
+      ``initialize``), one on any other session goes to Redis. Between
       processes there is no such order: each writes back at its next call, without knowing
       what was done to a session in Redis since, so a session begun here during the outage
       and ended in another process after it is set again (a later ``initialize`` -32600), and
@@ -160,7 +161,7 @@ class RcpSessions:
         key = self._key(cred, session or IMPLICIT)
         token = session or secrets.token_urlsafe(24)
         try:
-            self._write_back()
+            self._write_back(key)
             fresh = self._breaker().call("set", key, "1", ex=self.ttl, nx=True)
             if not fresh:
                 raise already_initialized()
@@ -192,7 +193,7 @@ class RcpSessions:
         in memory, ``unknown`` when there is none (noted as used)."""
         key = self._key(cred, session or IMPLICIT)
         try:
-            self._write_back()
+            self._write_back(key)
             live = bool(self._breaker().call("expire", key, self.ttl))
             self._answered()
             return live
@@ -210,7 +211,7 @@ class RcpSessions:
         live is a no-op."""
         keys = sorted({self._key(cred, IMPLICIT), self._key(cred, session or IMPLICIT)})
         try:
-            self._write_back()
+            self._write_back(*keys)
             self._breaker().call("delete", *keys)
             self._answered()
         except redis.RedisError as exc:
@@ -250,15 +251,20 @@ class RcpSessions:
                 return
             del self._local[key]
 
-    def _write_back(self) -> None:
+    def _write_back(self, *keys: str) -> None:
         """Write what this process did during an outage to Redis, each session once, oldest
-        first: raises ``redis.RedisError`` when Redis still does not answer (what is not
-        written yet stays in memory, and the caller falls back to it), and
-        :class:`_WritingBack` while another thread writes back (the caller is answered from
-        memory, written back after: its command must not reach Redis before older ones)."""
+        first, before the caller's command on ``keys``: raises ``redis.RedisError`` when Redis
+        still does not answer (what is not written yet stays in memory, and the caller falls
+        back to it), and :class:`_WritingBack` while another thread writes back one of
+        ``keys`` (the caller is answered from memory, written back after: its command must not
+        reach Redis before the older one). Returns at once while another thread writes back
+        none of ``keys``: the caller's command cannot overtake one of its own sessions'."""
         if not self._local:  # the common case: no outage since the last write-back
             return
         if not self._writing.acquire(blocking=False):
+            with self._lock:
+                if all(key not in self._local for key in keys):
+                    return
             raise _WritingBack("another thread is writing sessions back")
         try:
             written = 0

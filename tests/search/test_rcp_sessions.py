@@ -131,16 +131,23 @@ class _HeldSet:
         return self.breaker.call(command, *args, **kwargs)
 
 
-def test_a_shutdown_during_another_threads_write_back_is_not_undone(
-    private_redis: RedisProcess,
-) -> None:
-    clock = Clock()
+def _begun_in_an_outage(private_redis: RedisProcess, clock: Clock) -> tuple[RcpSessions, _HeldSet]:
+    """A process that began ``begun-in-outage`` while Redis was stopped, Redis back (empty)
+    and its breaker's reset passed; its breaker holds the next ``set`` once armed."""
     held = _HeldSet(RedisBreaker(private_redis.url, reset_seconds=1, clock=clock))
     a = RcpSessions(lambda: held, Names(), clock=clock)  # type: ignore[arg-type,return-value]
     private_redis.stop()
     a.start(CRED, "begun-in-outage")
     private_redis.start_again()
     clock.now += 1.2
+    return a, held
+
+
+def test_a_shutdown_during_another_threads_write_back_is_not_undone(
+    private_redis: RedisProcess,
+) -> None:
+    clock = Clock()
+    a, held = _begun_in_an_outage(private_redis, clock)
     held.armed = True
     # one thread's call writes back, and is caught before its SET of the session reaches Redis
     writer = threading.Thread(target=a.active, args=(CRED, "another-session"))
@@ -151,3 +158,24 @@ def test_a_shutdown_during_another_threads_write_back_is_not_undone(
     writer.join(10)
     assert not a.active(CRED, "begun-in-outage")  # a call after shutdown: -32001
     assert not a.started(CRED, "begun-in-outage")  # initialize may start it afresh
+
+
+def test_a_session_redis_holds_is_asked_of_redis_during_another_threads_write_back(
+    private_redis: RedisProcess,
+) -> None:
+    """A session with nothing to write back is looked up in Redis while another thread
+    writes back, so a second ``initialize`` on it is -32600 (spec §13) as with no outage."""
+    clock = Clock()
+    a, held = _begun_in_an_outage(private_redis, clock)
+    process(private_redis.url, clock).start(CRED, "begun-after")  # in another process
+    held.armed = True
+    writer = threading.Thread(target=a.active, args=(CRED, "another-session"))
+    writer.start()
+    assert held.reached.wait(10)
+    try:
+        assert a.started(CRED, "begun-after")
+        assert not a.active(CRED, "never-begun")
+    finally:
+        held.release.set()
+        writer.join(10)
+    assert a.started(CRED, "begun-in-outage")
