@@ -354,6 +354,15 @@ class Names:
         return self.key("ui-revoke-owner")
 
     @property
+    def ui_revoke_user(self) -> str:
+        """The Nextcloud user id each credential of :attr:`ui_revoke` signed a session in as,
+        when one did (a hash: the credential → that user id): ``…:ui-revoke-user``. A Login
+        Flow's credential names the login name the user typed (an e-mail address, an LDAP
+        login), which the webhook admin's user lookup does not know
+        (:func:`ncindex.web.revocations.account_disabled`)."""
+        return self.key("ui-revoke-user")
+
+    @property
     def ratelimit_prefix(self) -> str:
         """flask-limiter's ``key_prefix`` (its keys are ``LIMITS:LIMITER/<prefix>/…``)."""
         return self.key("ratelimit")

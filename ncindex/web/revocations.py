@@ -16,7 +16,13 @@ Lua step that stores, moves or drops the credential in a session (:mod:`ncindex.
   when it is next looked at (Unix ms, Redis's clock);
 * :attr:`~ncindex.names.Names.ui_revoke_owner` — a hash: the credential → the key of the
   session that holds it (as ``flow_authorization`` or ``authorization``). A credential without
-  an owner is one nobody will use: to delete.
+  an owner is one nobody will use: to delete;
+* :attr:`~ncindex.names.Names.ui_revoke_user` — a hash: the credential → the user id a session
+  signed in with it as (written when the sign-in records it held, kept when it is dropped,
+  forgotten with its entry): :func:`account_disabled` asks about that user, as the
+  credential's login name may be another (an e-mail address, an LDAP login: nextcloud/server
+  ``core/Service/LoginFlowV2Service.php`` ``flowDone`` makes the app password under the login
+  name of the user's web session).
 
 A request that drops a credential records it ownerless and due :data:`RETRY_SECONDS` later, then
 deletes it at once (:meth:`Revocations.delete`); a definitive answer forgets the entry. A
@@ -82,15 +88,17 @@ a ``DELETE`` answered 401 and a lookup as the webhook admin (:func:`account_disa
 ``DELETE`` is no counted refused login: ``Session::completeLogin`` throws its
 ``LoginException`` before ``logClientIn`` could call ``handleLoginFailed``."""
 
-# Lua helpers for the scripts that change a session (ncindex.web.session): the last two KEYS
-# of such a script are the sorted set and the owner hash; ``now`` is Redis's clock in ms.
+# Lua helpers for the scripts that change a session (ncindex.web.session): the last three KEYS
+# of such a script are the sorted set, the owner hash and the user hash; ``now`` is Redis's
+# clock in ms.
 LUA = (
-    "local RZ, RO = KEYS[#KEYS - 1], KEYS[#KEYS] "
+    "local RZ, RO, RU = KEYS[#KEYS - 2], KEYS[#KEYS - 1], KEYS[#KEYS] "
     "local function revoke(auth, at) "
     "redis.call('ZADD', RZ, at, auth) redis.call('HDEL', RO, auth) end "
     "local function hold(auth, key, at) "
     "redis.call('ZADD', RZ, at, auth) redis.call('HSET', RO, auth, key) end "
-    "local function forget(auth) redis.call('ZREM', RZ, auth) redis.call('HDEL', RO, auth) end "
+    "local function forget(auth) redis.call('ZREM', RZ, auth) redis.call('HDEL', RO, auth) "
+    "redis.call('HDEL', RU, auth) end "
 )
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
 # KEYS sorted set, owner hash; ARGV batch, retry ms → the credentials to delete now
@@ -105,10 +113,11 @@ _DUE = (
     "if ttl <= 0 then ttl = tonumber(ARGV[2]) end "
     "redis.call('ZADD', KEYS[1], now + ttl, auth) end return out"
 )
-# KEYS sorted set, owner hash; ARGV credential: forgotten unless a session holds it again
+# KEYS sorted set, owner hash, user hash; ARGV credential: forgotten unless a session holds it
+# again
 _DONE = (
     "if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then "
-    "redis.call('ZREM', KEYS[1], ARGV[1]) end return 1"
+    "redis.call('ZREM', KEYS[1], ARGV[1]) redis.call('HDEL', KEYS[3], ARGV[1]) end return 1"
 )
 
 
@@ -125,7 +134,7 @@ class Revocations:
         disabled: Callable[[str], bool] = lambda user: False,
     ) -> None:
         self.redis = redis
-        self.keys = (names.ui_revoke, names.ui_revoke_owner)
+        self.keys = (names.ui_revoke, names.ui_revoke_owner, names.ui_revoke_user)
         self.caller = caller
         self.disabled = disabled
 
@@ -134,8 +143,10 @@ class Revocations:
         answer of Nextcloud settles it and forgets its entry: deleted; 401, no more as far as
         ncindex can tell; 403, no app password; any other 4xx or an answer in no known shape
         (logged, as ``PermanentError``: asking again would get the same) — except a 401 for
-        an account ``disabled`` says is disabled (asked with the credential's login name, the
-        user id unless the user signed in with another, such as an email address): OCS
+        an account ``disabled`` says is disabled (asked with the user id a session signed in
+        with it as, recorded in :attr:`~ncindex.names.Names.ui_revoke_user`; else, a flow's
+        credential refused before any sign-in, with its login name: the user id unless the
+        user signs in with another, such as an e-mail address): OCS
         answers a disabled account's login 401 as it does a revoked app password's
         (nextcloud/server ``ocs/v1.php`` turns ``Session::completeLogin``'s
         ``LoginException`` "User disabled" into OCS 997 Unauthorised), yet that app password
@@ -152,7 +163,7 @@ class Revocations:
         try:
             delete_app_password(self.caller(authorization))
         except PermanentError as exc:
-            if refused_with_401(exc) and self.disabled(basic_login(authorization)):
+            if refused_with_401(exc) and self.disabled(self._user_of(authorization)):
                 log.info("app_password_kept_account_disabled")
                 later = (DISABLED_RETRY_SECONDS - RETRY_SECONDS) * 1000
                 with contextlib.suppress(redis.RedisError):  # the sweep asks again sooner
@@ -168,8 +179,19 @@ class Revocations:
         else:
             deleted = True
         with contextlib.suppress(redis.RedisError):  # the sweep's next delete settles it
-            self.redis.call("eval", _DONE, 2, *self.keys, authorization)
+            self.redis.call("eval", _DONE, len(self.keys), *self.keys, authorization)
         return deleted
+
+    def _user_of(self, authorization: str) -> str:
+        """The user id a session signed in with ``authorization`` as
+        (:attr:`~ncindex.names.Names.ui_revoke_user`), else its login name
+        (:func:`~ncindex.nextcloud.client.basic_login`): a flow's credential refused before
+        it signed anyone in, or Redis not answering."""
+        try:
+            user = self.redis.call("hget", self.keys[2], authorization)
+        except redis.RedisError:
+            user = None
+        return user.decode() if user else basic_login(authorization)
 
     def sweep(self, batch: int = SWEEP_BATCH) -> int:
         """Delete the app passwords of due entries no live session holds (see the module
@@ -180,7 +202,7 @@ class Revocations:
         come after it again (equal scores sort by member): one credential Nextcloud never
         answers for (its user's backend down) does not stop the others' deletes.
         Raises ``redis.RedisError`` when Redis fails."""
-        due = self.redis.call("eval", _DUE, 2, *self.keys, batch, RETRY_SECONDS * 1000)
+        due = self.redis.call("eval", _DUE, 2, *self.keys[:2], batch, RETRY_SECONDS * 1000)
         deleted = 0
         for auth in due:
             done = self._delete(auth.decode())

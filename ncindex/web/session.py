@@ -65,7 +65,7 @@ FLOW_FIELDS = ("poll_token", "login_url", "flow_started", "flow_authorization", 
 """The session fields of a Login Flow under way (see the module docstring)."""
 
 # Redis Lua scripts (EVAL): each reads and changes one session atomically, and with it the record
-# of flow app passwords to delete (ncindex.web.revocations: its two keys come last in KEYS).
+# of flow app passwords to delete (ncindex.web.revocations: its three keys come last in KEYS).
 # ``now`` is Redis's clock in milliseconds; a claim is ``"<claim> <deadline ms>"`` in
 # ``flow_check``; ``retry`` the ms before the sweep looks at a credential a request deletes.
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
@@ -146,6 +146,8 @@ _REPLACE = (
     "local out = {} drop(KEYS[1], new, out, now + tonumber(ARGV[3])) "
     "redis.call('DEL', KEYS[1]) "
     "if flow then hold(new, KEYS[2], now + tonumber(ARGV[2]) * 1000) "
+    "local user = redis.call('HGET', KEYS[2], 'user') "
+    "if user then redis.call('HSET', RU, new, user) end "
     "elseif new then forget(new) end return out"
 )
 # KEYS[1] session; ARGV 1 when Nextcloud answered its credential 401, else 0 → signed out
@@ -281,7 +283,8 @@ class UiSessions:
     def replace(self, old_id: str, **fields: str) -> Replaced:
         """Sign in: a new session of ``fields`` (as :meth:`create`) instead of ``old_id``, at
         once (no moment with neither; a new id, no fixation). Its credential, when ``origin``
-        is ``flow``, is recorded as held by the new session, otherwise (typed: the user's) no
+        is ``flow``, is recorded as held by the new session, with its ``user`` (the user id:
+        :attr:`~ncindex.names.Names.ui_revoke_user`), otherwise (typed: the user's) no
         longer recorded at all; the old session's flow credentials (held, or signed in with)
         other than the new session's are recorded to delete and returned, for the caller to
         delete now."""
@@ -300,7 +303,7 @@ class UiSessions:
         pairs = [x for item in record.items() for x in item]
         keys = (self._key(old_id), self._key(new_id), *self._revoke_keys)
         ttl = self._ttl(record)
-        dropped = self.redis.call("eval", _REPLACE, 4, *keys, claim, ttl, _RETRY_MS, *pairs)
+        dropped = self.redis.call("eval", _REPLACE, len(keys), *keys, claim, ttl, _RETRY_MS, *pairs)
         if dropped is None:
             return None
         return Replaced(new_id, record, [auth.decode() for auth in dropped])
@@ -310,8 +313,8 @@ class UiSessions:
         return FLOW_CHECK_SECONDS * 1000
 
     @property
-    def _revoke_keys(self) -> tuple[str, str]:
-        return (self.names.ui_revoke, self.names.ui_revoke_owner)
+    def _revoke_keys(self) -> tuple[str, str, str]:
+        return (self.names.ui_revoke, self.names.ui_revoke_owner, self.names.ui_revoke_user)
 
     def _eval(self, script: str, session_id: str, *args: str | int) -> Any:
         keys = (self._key(session_id), *self._revoke_keys)

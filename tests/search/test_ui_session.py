@@ -1233,6 +1233,48 @@ def test_a_disabled_account_s_sign_out_keeps_its_app_password_to_delete(stack: S
     kept_until_bob_is_enabled(stack)
 
 
+@pytest.mark.parametrize("noticed_by", ["/ui/session", "/ui/logout"])
+def test_a_disabled_account_signed_in_with_another_login_name_keeps_its_app_password(
+    stack: Stack, noticed_by: str
+) -> None:
+    """dora signs in with her e-mail address (her user id is ``dora``): the Login Flow's
+    app password is made under that login name (nextcloud/server
+    ``core/Service/LoginFlowV2Service.php`` ``flowDone``: the session token's login name), so
+    the credential ncindex keeps is ``dora@example.test:…``. Her account is disabled: the
+    page keeps the entry (it asks about the session's user id), but the sweep's delete,
+    refused 401, asked the webhook admin about the login name — ``GET
+    /ocs/v2.php/cloud/users/dora@example.test``, OCS 404 "User does not exist" — and forgot
+    the entry: enabled again, her account kept an app password nobody would delete. The
+    record now keeps the user id the credential signed in as, and the sweep asks about it."""
+    from ncindex.web.revocations import revocations
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    sim.add_user("dora", "dora-password", login_name="dora@example.test")
+    csrf = session(client)["csrf"]
+    started = client.post("/ui/login/flow", headers={CSRF_HEADER: csrf})
+    flows = sim.app_state["login_flows"]
+    assert flows.approve(started.get_json()["login_url"], "dora@example.test", "dora-password")
+    done = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert done.status_code == 200 and done.get_json()["user"] == "dora"
+    sim.disable_user("dora")
+    if noticed_by == "/ui/session":
+        assert session(client)["sign_in_ended"] is True
+    else:
+        out = client.post("/ui/logout", headers={CSRF_HEADER: done.get_json()["csrf"]})
+        assert out.get_json() == {"app_password_deleted": False}
+    record = stack.settings.names.ui_revoke
+    assert stack.services.redis.zcard(record) == 1
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 0  # refused: dora is disabled
+    assert stack.services.redis.zcard(record) == 1  # kept: the app password stands
+    sim.disable_user("dora", enabled=True)
+    due_now(stack)
+    assert revocations(stack.services).sweep() == 1
+    assert sim.tree.user("dora").passwords == {"dora-password"}
+    assert stack.services.redis.zcard(record) == 0
+    assert stack.services.redis.hlen(stack.settings.names.ui_revoke_user) == 0
+
+
 def test_a_flow_s_credentials_refused_for_a_disabled_account_are_kept_to_delete(
     stack: Stack,
 ) -> None:
