@@ -154,8 +154,9 @@ def install_session_auth(app: Flask, services: Services) -> None:
     (:func:`~ncindex.web.problems.answered_401`) the record of app passwords to delete forgets
     it (:meth:`~ncindex.web.session.UiSessions.refused`) unless the webhook admin says the
     account is disabled (:func:`~ncindex.web.revocations.account_disabled`: OCS answers that
-    401 too, and the app password works again once enabled); answers to requests carrying the
-    cookie lose ``WWW-Authenticate``, so the browser shows no password prompt."""
+    401 too, and the app password works again once enabled), asked only for a Login Flow's
+    credential (a typed one is the user's, never recorded to delete); answers to requests
+    carrying the cookie lose ``WWW-Authenticate``, so the browser shows no password prompt."""
     sessions = _sessions(services)
 
     def attach() -> Response | None:
@@ -178,6 +179,7 @@ def install_session_auth(app: Flask, services: Services) -> None:
         request.environ["HTTP_AUTHORIZATION"] = record["authorization"]
         g.ui_signed_in = True
         g.ui_user = record.get("user", "")
+        g.ui_flow = record.get("origin") == "flow"
         return None
 
     app.before_request_funcs.setdefault(None, []).insert(0, attach)
@@ -189,8 +191,9 @@ def install_session_auth(app: Flask, services: Services) -> None:
             response.headers.pop("WWW-Authenticate", None)
         if g.get("ui_signed_in") and response.status_code == 401:
             # a 401 of Nextcloud's own is a revoked app password's or a disabled account's
-            # (OCS answers both alike): only the webhook admin's lookup tells them apart
-            invalid = answered_401() and not account_disabled(services, g.ui_user)
+            # (OCS answers both alike): only the webhook admin's lookup tells them apart, asked
+            # for a flow's credential alone (a typed one is never recorded to delete)
+            invalid = answered_401() and not (g.ui_flow and account_disabled(services, g.ui_user))
             with contextlib.suppress(redis.RedisError):
                 sessions.refused(g.ui_session_id, invalid=invalid)
         return response
@@ -322,8 +325,11 @@ def ui_blueprint(
         if ended:
             # as a /v1/ call answered 401 signs it out; refused with 401 (only then is it
             # False), so the record forgets it — the sweep asks Nextcloud nothing for it —
-            # unless the account is disabled: that app password works again once enabled
-            disabled = account_disabled(services, record.get("user", ""))
+            # unless the account is disabled: that app password works again once enabled (asked
+            # for a flow's credential alone: a typed one is never recorded to delete)
+            disabled = record.get("origin") == "flow" and account_disabled(
+                services, record.get("user", "")
+            )
             sessions.refused(session_id, invalid=not disabled)
         body = {
             "user": None if ended else record.get("user"),

@@ -1275,6 +1275,35 @@ def test_a_disabled_account_signed_in_with_another_login_name_keeps_its_app_pass
     assert stack.services.redis.hlen(stack.settings.names.ui_revoke_user) == 0
 
 
+@pytest.mark.parametrize("noticed_by", ["/ui/session", "/v1/folders"])
+def test_a_typed_app_password_refused_asks_the_webhook_admin_nothing(
+    stack: Stack, noticed_by: str
+) -> None:
+    """bob signed in typing an app password of his own, which he then revoked: the session is
+    signed out. A typed app password is never in the record of app passwords to delete, so
+    whether his account is disabled changes nothing ncindex does; yet every such refusal sent
+    the webhook admin's ``GET /ocs/v2.php/cloud/users/bob`` (one more Nextcloud request per
+    signed-out session, for any user who can sign in). Only a Login Flow's credential is
+    asked about."""
+    sim, client = stack.sim, stack.search.application.test_client()
+    sim.add_app_password("bob", "bob-typed-pw")
+    typed = client.post(
+        "/ui/login/password",
+        json={"login_name": "bob", "app_password": "bob-typed-pw"},
+        headers={CSRF_HEADER: session(client)["csrf"]},
+    )
+    assert typed.status_code == 200 and typed.get_json()["user"] == "bob"
+    assert sim.app_state["login_flows"].delete_app_password("bob", "bob-typed-pw")
+    sim.reset_request_counts()
+    if noticed_by == "/ui/session":
+        assert session(client)["sign_in_ended"] is True
+    else:
+        assert client.get("/v1/folders").status_code == 401
+    assert session(client)["user"] is None  # signed out
+    asked = [path for _, path, _ in sim.request_log if path.startswith("/ocs/v2.php/cloud/users/")]
+    assert asked == []
+
+
 def test_a_flow_s_credentials_refused_for_a_disabled_account_are_kept_to_delete(
     stack: Stack,
 ) -> None:
