@@ -98,7 +98,7 @@ from ncindex.errors import (
     public_reason,
     refused_with_401,
 )
-from ncindex.nextcloud.client import basic_login
+from ncindex.nextcloud.client import CONFIRM_SECONDS, basic_login
 from ncindex.nextcloud.loginflow import poll_login_flow, start_login_flow
 from ncindex.runtime import Services
 from ncindex.settings import Settings
@@ -192,8 +192,11 @@ def install_session_auth(app: Flask, services: Services) -> None:
         if g.get("ui_signed_in") and response.status_code == 401:
             # a 401 of Nextcloud's own is a revoked app password's or a disabled account's
             # (OCS answers both alike): only the webhook admin's lookup tells them apart, asked
-            # for a flow's credential alone (a typed one is never recorded to delete)
-            invalid = answered_401() and not (g.ui_flow and account_disabled(services, g.ui_user))
+            # for a flow's credential alone (a typed one is never recorded to delete), within
+            # CONFIRM_SECONDS: no answer keeps the entry, for the sweep to settle
+            invalid = answered_401() and not (
+                g.ui_flow and account_disabled(services, g.ui_user, CONFIRM_SECONDS) is not False
+            )
             with contextlib.suppress(redis.RedisError):
                 sessions.refused(g.ui_session_id, invalid=invalid)
         return response
@@ -326,11 +329,12 @@ def ui_blueprint(
             # as a /v1/ call answered 401 signs it out; refused with 401 (only then is it
             # False), so the record forgets it — the sweep asks Nextcloud nothing for it —
             # unless the account is disabled: that app password works again once enabled (asked
-            # for a flow's credential alone: a typed one is never recorded to delete)
-            disabled = record.get("origin") == "flow" and account_disabled(
-                services, record.get("user", "")
+            # for a flow's credential alone: a typed one is never recorded to delete; within
+            # CONFIRM_SECONDS, no answer keeps the entry for the sweep to settle)
+            kept = record.get("origin") == "flow" and (
+                account_disabled(services, record.get("user", ""), CONFIRM_SECONDS) is not False
             )
-            sessions.refused(session_id, invalid=not disabled)
+            sessions.refused(session_id, invalid=not kept)
         body = {
             "user": None if ended else record.get("user"),
             "csrf": record["csrf"],

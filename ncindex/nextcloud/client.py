@@ -487,7 +487,7 @@ class NextcloudClient:
         as it does."""
         return self.user_account(uid) is not None
 
-    def user_account(self, uid: str) -> dict[str, Any] | None:
+    def user_account(self, uid: str, timeout: float | None = None) -> dict[str, Any] | None:
         """Nextcloud's data of user ``uid``, asked with these credentials (an admin's: the
         webhook admin) through ``GET /ocs/v2.php/cloud/users/{uid}``, or ``None`` when there is
         no such user. The data is ``getUserData``'s object: ``id`` always, and ``enabled`` (a
@@ -514,27 +514,32 @@ class NextcloudClient:
         them), so that OCS 404 is not ``None``. Everything else raises, never ``None``:
         ``NextcloudAuthError`` when these credentials are refused (401);
         ``NextcloudUnavailable`` for a timeout or 5xx; ``NextcloudProtocolError`` for any other
-        answer (OCS 998 included)."""
+        answer (OCS 998 included). ``timeout``: seconds (default: the HTTP client's)."""
         path = "/ocs/v2.php/cloud/users/" + urllib.parse.quote(uid, safe="")
         data = self._ocs_object(
-            path, lambda code, message: code == 404 and message == _NO_SUCH_USER
+            path, lambda code, message: code == 404 and message == _NO_SUCH_USER, timeout
         )
         if data is not None and "id" not in data:
             raise NextcloudProtocolError(f"GET {path}: the answer names no user")
         return data
 
-    def _ocs_object(self, path: str, missing: Callable[[Any, Any], bool]) -> dict[str, Any] | None:
+    def _ocs_object(
+        self, path: str, missing: Callable[[Any, Any], bool], timeout: float | None = None
+    ) -> dict[str, Any] | None:
         """The ``data`` object of ``GET path`` (an OCS v2 route), or ``None`` when Nextcloud
         answers HTTP 404 with an OCS JSON envelope whose ``meta.statuscode`` and
         ``meta.message`` ``missing`` says yes to (its answer for an object that does not
         exist). Any other 404 — no OCS envelope; OCS 998, the answer of a route not served (its
         app disabled) — and an answer whose ``data`` is no object raise
-        ``NextcloudProtocolError``; the rest raises as :meth:`request` does."""
+        ``NextcloudProtocolError``; the rest raises as :meth:`request` does. ``timeout``:
+        seconds (default: the HTTP client's)."""
         where = f"GET {path}"
         self._guarded()
         kwargs: dict[str, Any] = {"headers": API_HEADERS}
+        if timeout is not None:
+            kwargs["timeout"] = timeout
         self._forward(kwargs)
-        with self._sending("GET", path):
+        with self._sending("GET", path, timeout):
             response = self.http.request("GET", path, auth=self.auth, **kwargs)
         if response.status_code == 404:
             try:

@@ -62,6 +62,7 @@ from ncindex.accounts import Cause, cause_of
 from ncindex.errors import (
     NcindexError,
     NextcloudAuthError,
+    NextcloudUnavailable,
     PermanentError,
     TransientError,
     refused_with_401,
@@ -131,7 +132,7 @@ class Revocations:
         redis: RedisBreaker,
         names: Names,
         caller: Callable[[str], NextcloudClient],
-        disabled: Callable[[str], bool] = lambda user: False,
+        disabled: Callable[[str], bool | None] = lambda user: False,
     ) -> None:
         self.redis = redis
         self.keys = (names.ui_revoke, names.ui_revoke_owner, names.ui_revoke_user)
@@ -225,10 +226,12 @@ def revocations(services: Services) -> Revocations:
     )
 
 
-def account_disabled(services: Services, user: str) -> bool:
+def account_disabled(services: Services, user: str, timeout: float | None = None) -> bool | None:
     """Whether Nextcloud says ``user`` (a user id) is a disabled account, asked as the webhook
-    admin: ``GET /ocs/v2.php/cloud/users/{uid}`` answers ``enabled: false``
-    (:meth:`~ncindex.nextcloud.client.NextcloudClient.user_account`,
+    admin within ``timeout`` seconds (default: the HTTP client's; a page's request gives it
+    :data:`~ncindex.nextcloud.client.CONFIRM_SECONDS`, as its ``cloud/user`` question, so a
+    stalled lookup does not hold the page): ``GET /ocs/v2.php/cloud/users/{uid}`` answers
+    ``enabled: false`` (:meth:`~ncindex.nextcloud.client.NextcloudClient.user_account`,
     :func:`ncindex.accounts.cause_of`). Asked when Nextcloud answered a user's app password
     401, which OCS answers alike for a revoked app password and a disabled account
     (nextcloud/server ``lib/private/User/Session.php`` ``completeLogin`` throws
@@ -237,11 +240,14 @@ def account_disabled(services: Services, user: str) -> bool:
     logins are counted against ncindex's address than the one that was (a WebDAV probe with
     it would tell a disabled account by its 503, but for a revoked app password it is one
     more login ``Session::logClientIn`` refuses and ``handleLoginFailed`` counts:
-    ``Throttler::registerAttempt``). ``False`` when it cannot be told: no user, no webhook
-    admin configured, the admin held back or refused (recorded, as
-    :meth:`~ncindex.runtime.Services.refusal_lookup` does), Nextcloud not answering or
-    answering in no known shape (logged), a user that does not exist, or an admin who is
-    shown no ``enabled``. Never raises."""
+    ``Throttler::registerAttempt``). ``None`` when Nextcloud gave no answer in time (or a
+    5xx, 423, 429: ``NextcloudUnavailable``, logged): a page keeps the entry then, for the
+    sweep to settle (:meth:`Revocations.delete` asks again, without the page's timeout, and
+    settles it as any 401 unless the account is disabled). ``False`` when it cannot be told
+    otherwise: no user, no webhook admin configured, the admin held back or refused
+    (recorded, as :meth:`~ncindex.runtime.Services.refusal_lookup` does), an answer in no
+    known shape (logged), a user that does not exist, or an admin who is shown no
+    ``enabled``. Never raises."""
     settings = services.settings
     if not user or not settings.accounts:
         return False
@@ -249,7 +255,10 @@ def account_disabled(services: Services, user: str) -> bool:
     if admin not in settings.accounts:
         return False
     try:
-        return cause_of(services.account(admin).user_account(user)) == Cause.DISABLED
+        return cause_of(services.account(admin).user_account(user, timeout)) == Cause.DISABLED
+    except NextcloudUnavailable as exc:
+        log.warning("account_state_unknown", user=user, admin=admin, error=str(exc))
+        return None
     except NcindexError as exc:
         log.warning("account_state_unknown", user=user, admin=admin, error=str(exc))
         if isinstance(exc, NextcloudAuthError):  # held back from now on, as its own requests

@@ -1304,6 +1304,42 @@ def test_a_typed_app_password_refused_asks_the_webhook_admin_nothing(
     assert asked == []
 
 
+@pytest.mark.parametrize("noticed_by", ["/ui/session", "/v1/folders"])
+def test_a_disabled_account_s_lookup_that_stalls_leaves_its_app_password_to_the_sweep(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, noticed_by: str
+) -> None:
+    """bob's account is disabled while he is signed in, and the webhook admin's lookup of
+    him (``GET /ocs/v2.php/cloud/users/bob``) gets no answer: the page waited for it the
+    HTTP client's whole timeout after ``cloud/user``'s 401 (a page load said to ask for at most
+    2 seconds), then took "no answer" as "not disabled" and forgot the entry — enabled
+    again, bob's account kept an app password nobody would delete. The page now asks within
+    ``CONFIRM_SECONDS`` and, without an answer, keeps the entry: the sweep's delete asks
+    again and settles it."""
+    from ncindex.simulator.ocs import OcsApi
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    sign_in_with_flow(stack, client, "bob")
+    sim.disable_user("bob")
+    released = threading.Event()
+    answer = OcsApi.user_data
+
+    def stalled(self: OcsApi, viewer: str, target: str) -> dict | None:
+        released.wait(60)  # Nextcloud's user backend (LDAP, say) does not answer
+        return answer(self, viewer, target)
+
+    monkeypatch.setattr(OcsApi, "user_data", stalled)
+    try:
+        if noticed_by == "/ui/session":
+            assert session(client)["sign_in_ended"] is True
+        else:
+            assert client.get("/v1/folders").status_code == 401
+    finally:
+        released.set()
+        monkeypatch.undo()
+    assert session(client)["user"] is None  # signed out
+    kept_until_bob_is_enabled(stack)
+
+
 def test_a_flow_s_credentials_refused_for_a_disabled_account_are_kept_to_delete(
     stack: Stack,
 ) -> None:
