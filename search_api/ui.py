@@ -436,8 +436,8 @@ def ui_blueprint(
             # only a 401 says their app password is no more, and not for a disabled account
             # (OCS answers it 401 too); another refusal (a 404 or 403 of a proxy, an answer in
             # no known shape) may leave it alive: deleted, not forgotten
-            invalid = refused_with_401(exc) and not account_disabled(
-                services, basic_login(authorization)
+            invalid = refused_with_401(exc) and (
+                account_disabled(services, basic_login(authorization)) is False
             )
             if not sessions.release_flow(session_id, claim, refused=True, invalid=invalid):
                 return claim_lost(session_id)

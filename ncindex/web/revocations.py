@@ -154,7 +154,10 @@ class Revocations:
         stands and works again once the account is enabled (``Session::checkTokenCredentials``
         invalidates a disabled user's token only for a session whose user is known before
         the login, never for a Basic login). Its entry stays, due
-        :data:`DISABLED_RETRY_SECONDS` later. A failure to reach Nextcloud
+        :data:`DISABLED_RETRY_SECONDS` later — so does one whose lookup got no answer
+        (``disabled`` returned ``None``: a disabled account's would otherwise be lost for a
+        passing failure; a revoked one's costs one more refused login an hour while the
+        lookup fails). A failure to reach Nextcloud
         (``TransientError``: a timeout, 5xx, 423, 429) leaves it for :meth:`sweep`. Never
         raises for Redis or Nextcloud failures."""
         return bool(self._delete(authorization))
@@ -164,8 +167,9 @@ class Revocations:
         try:
             delete_app_password(self.caller(authorization))
         except PermanentError as exc:
-            if refused_with_401(exc) and self.disabled(self._user_of(authorization)):
-                log.info("app_password_kept_account_disabled")
+            disabled = refused_with_401(exc) and self.disabled(self._user_of(authorization))
+            if disabled is not False:  # disabled, or not told (no answer): asked again later
+                log.info("app_password_kept_account_disabled", told=disabled is True)
                 later = (DISABLED_RETRY_SECONDS - RETRY_SECONDS) * 1000
                 with contextlib.suppress(redis.RedisError):  # the sweep asks again sooner
                     self.redis.call(
@@ -242,12 +246,13 @@ def account_disabled(services: Services, user: str, timeout: float | None = None
     more login ``Session::logClientIn`` refuses and ``handleLoginFailed`` counts:
     ``Throttler::registerAttempt``). ``None`` when Nextcloud gave no answer in time (or a
     5xx, 423, 429: ``NextcloudUnavailable``, logged): a page keeps the entry then, for the
-    sweep to settle (:meth:`Revocations.delete` asks again, without the page's timeout, and
-    settles it as any 401 unless the account is disabled). ``False`` when it cannot be told
-    otherwise: no user, no webhook admin configured, the admin held back or refused
-    (recorded, as :meth:`~ncindex.runtime.Services.refusal_lookup` does), an answer in no
-    known shape (logged), a user that does not exist, or an admin who is shown no
-    ``enabled``. Never raises."""
+    sweep (:meth:`Revocations.delete` asks again, without the page's timeout, and keeps it
+    an hour more while the account is disabled or the lookup gets no answer); so does a
+    refused Login Flow poll. ``False`` when it cannot be told otherwise: no user, no webhook
+    admin configured, the admin held back or refused (recorded, as
+    :meth:`~ncindex.runtime.Services.refusal_lookup` does), an answer in no known shape
+    (logged), a user that does not exist, or an admin who is shown no ``enabled``. Never
+    raises."""
     settings = services.settings
     if not user or not settings.accounts:
         return False

@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -1337,6 +1338,60 @@ def test_a_disabled_account_s_lookup_that_stalls_leaves_its_app_password_to_the_
         released.set()
         monkeypatch.undo()
     assert session(client)["user"] is None  # signed out
+    kept_until_bob_is_enabled(stack)
+
+
+@contextlib.contextmanager
+def admin_lookup_failing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Within: the webhook admin's ``GET /ocs/v2.php/cloud/users/{uid}`` is answered 500 (the
+    simulator's user data fails, as a user backend that cannot be reached would)."""
+    from ncindex.simulator.ocs import OcsApi
+
+    def failing(self: OcsApi, viewer: str, target: str) -> dict | None:
+        raise RuntimeError("the user backend failed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(OcsApi, "user_data", failing)
+        yield
+
+
+def test_a_disabled_account_s_sweep_lookup_without_an_answer_keeps_its_app_password(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bob's account is disabled while he is signed in, and he signs out: the delete is
+    refused 401, and the webhook admin's lookup of him fails (Nextcloud answers it 500). The
+    failure was taken as "not disabled" and the entry settled — enabled again, bob's account
+    kept an app password nobody would delete. A lookup without an answer now keeps the
+    entry, due as a disabled account's an hour later (at most one more refused login an hour,
+    should the app password be revoked), and the sweep deletes it once he is enabled."""
+    from ncindex.web.revocations import DISABLED_RETRY_SECONDS, RETRY_SECONDS
+
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = sign_in_with_flow(stack, client, "bob")["csrf"]
+    sim.disable_user("bob")
+    with admin_lookup_failing(monkeypatch):
+        out = client.post("/ui/logout", headers={CSRF_HEADER: csrf})
+    assert out.status_code == 200 and out.get_json() == {"app_password_deleted": False}
+    record = stack.settings.names.ui_revoke
+    ((_, due),) = stack.services.redis.zrange(record, 0, -1, withscores=True)
+    now_ms = stack.services.redis.time()[0] * 1000
+    assert due > now_ms + (DISABLED_RETRY_SECONDS - RETRY_SECONDS) * 1000
+    kept_until_bob_is_enabled(stack)
+
+
+def test_a_flow_s_credentials_refused_while_the_lookup_fails_are_kept_to_delete(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the test below, but the webhook admin's lookup of bob fails (Nextcloud answers it
+    500): the refused poll took that as "not disabled" and forgot the credentials. They now
+    stay in the record for the sweep, which deletes their app password once he is enabled."""
+    sim, client = stack.sim, stack.search.application.test_client()
+    csrf = approved_flow(stack, client, "bob")
+    poll_with_nextcloud_down(stack, client, csrf)
+    sim.disable_user("bob")
+    with admin_lookup_failing(monkeypatch):
+        answer = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
+    assert answer.status_code == 401 and answer.get_json()["code"] == "unauthenticated"
     kept_until_bob_is_enabled(stack)
 
 
