@@ -163,7 +163,8 @@ class Revocations:
         return bool(self._delete(authorization))
 
     def _delete(self, authorization: str) -> bool | None:
-        """:meth:`delete`, ``None`` when Nextcloud did not answer."""
+        """:meth:`delete`, ``None`` when Nextcloud did not answer (the delete, or the lookup
+        of a 401's account: its entry is already due an hour later)."""
         try:
             delete_app_password(self.caller(authorization))
         except PermanentError as exc:
@@ -175,7 +176,7 @@ class Revocations:
                     self.redis.call(
                         "zadd", self.keys[0], {authorization: later}, xx=True, incr=True
                     )
-                return False
+                return False if disabled else None
             log.info("app_password_not_deleted", reason=type(exc).__name__)
             deleted = False
         except TransientError as exc:
@@ -201,8 +202,10 @@ class Revocations:
     def sweep(self, batch: int = SWEEP_BATCH) -> int:
         """Delete the app passwords of due entries no live session holds (see the module
         docstring): how many were deleted. The first delete Nextcloud does not answer ends
-        the sweep: the step that took the batch made all of it due a retry later, and a
-        timeout per entry would hold a worker ``batch`` times ``NCINDEX_HTTP_TIMEOUT``. That
+        the sweep, and so does the first lookup of a refused delete's account that gets no
+        answer (:func:`account_disabled` ``None``): the step that took the batch made all of it
+        due a retry later, and a timeout per entry would hold a worker ``batch`` times
+        ``NCINDEX_HTTP_TIMEOUT``. That
         entry is made due a millisecond after the rest of its batch, which would otherwise
         come after it again (equal scores sort by member): one credential Nextcloud never
         answers for (its user's backend down) does not stop the others' deletes.

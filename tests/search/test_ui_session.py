@@ -1342,17 +1342,21 @@ def test_a_disabled_account_s_lookup_that_stalls_leaves_its_app_password_to_the_
 
 
 @contextlib.contextmanager
-def admin_lookup_failing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def admin_lookup_failing(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Within: the webhook admin's ``GET /ocs/v2.php/cloud/users/{uid}`` is answered 500 (the
-    simulator's user data fails, as a user backend that cannot be reached would)."""
+    simulator's user data fails, as a user backend that cannot be reached would); yields the
+    list of the user ids so asked about."""
     from ncindex.simulator.ocs import OcsApi
 
+    asked: list[str] = []
+
     def failing(self: OcsApi, viewer: str, target: str) -> dict | None:
+        asked.append(target)
         raise RuntimeError("the user backend failed")
 
     with monkeypatch.context() as patched:
         patched.setattr(OcsApi, "user_data", failing)
-        yield
+        yield asked
 
 
 def test_a_disabled_account_s_sweep_lookup_without_an_answer_keeps_its_app_password(
@@ -1393,6 +1397,33 @@ def test_a_flow_s_credentials_refused_while_the_lookup_fails_are_kept_to_delete(
         answer = client.post("/ui/login/poll", headers={CSRF_HEADER: csrf})
     assert answer.status_code == 401 and answer.get_json()["code"] == "unauthenticated"
     kept_until_bob_is_enabled(stack)
+
+
+def test_a_sweep_whose_lookup_gets_no_answer_stops(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bob signed in twice with Login Flows and signed out of both while his account was
+    disabled: two entries. The sweep's deletes are refused 401 and the webhook admin's lookup
+    of him gets no answer: the sweep went on to the next entry, and with the lookup stalled
+    rather than failing it held a worker ``NCINDEX_HTTP_TIMEOUT`` per due entry of a disabled
+    account. As for a delete Nextcloud does not answer, the first lookup without an answer
+    now ends the sweep (both entries stay, to be asked again)."""
+    sim = stack.sim
+    for client in (stack.search.application.test_client() for _ in range(2)):
+        csrf = sign_in_with_flow(stack, client, "bob")["csrf"]
+        sim.disable_user("bob")
+        assert client.post("/ui/logout", headers={CSRF_HEADER: csrf}).status_code == 200
+        sim.disable_user("bob", enabled=True)
+    sim.disable_user("bob")
+    record = stack.settings.names.ui_revoke
+    assert stack.services.redis.zcard(record) == 2
+    due_now(stack)
+    from ncindex.web.revocations import revocations
+
+    with admin_lookup_failing(monkeypatch) as asked:
+        assert revocations(stack.services).sweep() == 0
+    assert asked == ["bob"]
+    assert stack.services.redis.zcard(record) == 2
 
 
 def test_a_flow_s_credentials_refused_for_a_disabled_account_are_kept_to_delete(
