@@ -227,7 +227,8 @@ class UiSessions:
         ``lib/private/Security/Bruteforce/Throttler.php`` ``registerAttempt``). The caller
         says ``invalid`` false for a disabled account's 401 too
         (:func:`~ncindex.web.revocations.account_disabled`): that app password works again
-        once the account is enabled. Otherwise (a 404 or 403 of a proxy, an answer in no
+        once the account is enabled; and when that lookup got no answer (the sweep asks
+        again). Otherwise (a 404 or 403 of a proxy, an answer in no
         known shape, a disabled account's 401 or WebDAV 503: the app password may stand) a
         Login Flow's credential keeps its entry, owned by this session, which no longer holds
         it: the sweep deletes it once due, as every app password no live session holds. An
