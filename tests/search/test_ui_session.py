@@ -1102,6 +1102,7 @@ def test_a_session_whose_app_password_nextcloud_revoked_reads_signed_out(
     assert client.get("/v1/folders").status_code == 401
     assert stack.services.redis.zcard(stack.settings.names.ui_revoke) == 0  # forgotten
     assert stack.services.redis.hlen(stack.settings.names.ui_revoke_owner) == 0
+    assert stack.services.redis.hlen(stack.settings.names.ui_revoke_user) == 0
     deletes = sim.request_count("ocs", "DELETE")
     due_now(stack)
     assert revocations(stack.services).sweep() == 0
