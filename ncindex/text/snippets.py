@@ -297,10 +297,13 @@ def snippet(
     budget = max_chars - 2 if ellipses else max_chars
     start, end = _window(body, matches, budget, ellipses)
     fence = _fence_at(body, start) if markdown and start > 0 else ""
-    if fence and budget > len(fence) + 1:  # the fence's line takes room from the window
-        start, end = _window(body, matches, budget - len(fence) - 1, ellipses)
-        fence = _fence_at(body, start)
-    reopened = fence + "\n" if fence and budget > len(fence) + 1 else ""
+    room = 0  # what the window left for a re-opened fence's line
+    while fence and room < len(fence) + 1 < budget:  # its line takes room from the window
+        # the smaller window can start in another block, whose fence can be longer: again
+        room = len(fence) + 1
+        start, end = _window(body, matches, budget - room, ellipses)
+        fence = _fence_at(body, start) if start > 0 else ""
+    reopened = fence + "\n" if fence and len(fence) + 1 <= room else ""
     head = reopened + (ELLIPSIS if ellipses and start > 0 else "")
     tail = ELLIPSIS if ellipses and end < len(body) else ""
     shift = len(head) - start

@@ -188,6 +188,21 @@ def test_a_markdown_snippet_cut_inside_a_fenced_block_reopens_it() -> None:
     assert snippet(tilde, "lamp", max_chars=30, markdown=True).plain.startswith("~~~\n…")
 
 
+@pytest.mark.parametrize("max_chars", [14, 15, 16])
+def test_a_reopened_fence_longer_than_the_first_one_found_stays_in_max_chars(
+    max_chars: int,
+) -> None:
+    """The room a re-opened fence takes was the fence of the first window's block; the smaller
+    window made for it can start in another block, here one whose fence is longer (the two
+    ``lamp`` fit in it, the best window of the smaller budget), and its fence was written in
+    the room of the shorter: ``"~~~~~~~~~~\\n…\\nlamp…"``, 18 characters for ``max_chars`` 14
+    to 16. Found by a fuzz of fences, tabs and CRLF against the ``max_chars`` contract."""
+    note = "~~~~~~~~~~\nlamp xxxxxx lamp\n~~~~~~~~~~\n\n```\nyy oil zz lamp\n```"
+    shown = snippet(note, "oil lamp", max_chars=max_chars, markdown=True).plain
+    assert len(shown) <= max_chars
+    assert not shown.startswith("~~~~~~~~~~\n…")  # not the fence of a block it is not in
+
+
 def test_a_cut_at_a_line_break_keeps_it() -> None:
     """A window cut where a line starts dropped the line break, so "…* oil lamp" could be a
     list item or the "2 * 3" of prose (CommonMark 0.31 §5.2: a bullet opens a line), and the
