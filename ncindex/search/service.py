@@ -1104,7 +1104,7 @@ class SearchService:
             batch = documents.read(store, batch)
             timings["payloads"] += (time.perf_counter() - t0) * 1000
             checks = self.verifier.start(client, [h.payload for h in batch], membership)
-            shown = _snippets_meanwhile(batch, query)
+            shown = _snippets_meanwhile(batch, query, client.user)
             verdicts = checks.verdicts(counts)
             checked_at = time.time()
             for hit, checked, snip in zip(batch, verdicts, shown, strict=True):
@@ -1128,6 +1128,11 @@ class SearchService:
                     exhausted = True
                     continue
                 text = confirmed or policy == "show"
+                indexed = _indexed_path(hit.payload, client.user)
+                path = checked.path or indexed
+                if _is_markdown(hit.payload, path) != _is_markdown(hit.payload, indexed):
+                    # renamed to or from .md since it was indexed: read as its name is now
+                    snip = _hit_snippet(hit.payload, query, path)
                 result = self._result(hit, snip, client.user, checked, text=text)
                 result.verified = confirmed
                 result._verified_at = checked_at if confirmed else None
@@ -1187,7 +1192,7 @@ class SearchService:
             char_end=p["char_end"] if text else None,
             chunk_index=p["chunk_index"],
             modified_at=p["modified_at"],
-            path=checked.path or (p.get("paths") or {}).get(user),
+            path=checked.path or _indexed_path(p, user),
             owner=p.get("owner"),
             **_place(p, checked),
             url=p.get("url"),
@@ -1400,8 +1405,9 @@ def _feedback_terms(text: str, expansion: tuple[str, ...]) -> list[FeedbackTerm]
     return [FeedbackTerm(term=term, word=first[term]) for term in expansion if term in first]
 
 
-def _snippets_meanwhile(batch: list[Hit], query: str) -> list[Snippet]:
-    """The snippet of each hit's chunk for ``query``, built while the batch's checks are in
+def _snippets_meanwhile(batch: list[Hit], query: str, user: str) -> list[Snippet]:
+    """The snippet of each hit's chunk for ``query``, read as its indexed path for ``user``
+    names it (:func:`_hit_snippet`), built while the batch's checks are in
     flight in the verifier's threads. After each one the thread yields the interpreter
     (``time.sleep(0)``): a thread waiting for it otherwise waits out the switch interval (5
     ms, ``sys.getswitchinterval``) behind this loop before it can send its request or read
@@ -1409,11 +1415,23 @@ def _snippets_meanwhile(batch: list[Hit], query: str) -> list[Snippet]:
     (benchmarks/RESULTS.md, Scale)."""
     shown = []
     for hit in batch:
-        p = hit.payload
-        text = p.get("text") or ""
-        shown.append(snippet(text, query, title=_title_chars(p, text), markdown=_is_markdown(p)))
+        shown.append(_hit_snippet(hit.payload, query, _indexed_path(hit.payload, user)))
         time.sleep(0)
     return shown
+
+
+def _hit_snippet(payload: dict[str, Any], query: str, path: str | None) -> Snippet:
+    """The snippet of a point's chunk for ``query``, its text read as Markdown when the
+    document is at ``path`` (:func:`_is_markdown`)."""
+    text = payload.get("text") or ""
+    title = _title_chars(payload, text)
+    return snippet(text, query, title=title, markdown=_is_markdown(payload, path))
+
+
+def _indexed_path(payload: dict[str, Any], user: str) -> str | None:
+    """The path the index has for a point's document in ``user``'s view (``None``: none)."""
+    path: str | None = (payload.get("paths") or {}).get(user)
+    return path
 
 
 def _title_chars(payload: dict[str, Any], text: str) -> int:
@@ -1428,16 +1446,17 @@ def _title_chars(payload: dict[str, Any], text: str) -> int:
     return len(rest) if rest and text.startswith(rest) else 0
 
 
-def _is_markdown(payload: dict[str, Any]) -> bool:
+def _is_markdown(payload: dict[str, Any], path: str | None) -> bool:
     """Whether a chunk's text is Markdown, as the search page reads it (search_api/static/
-    app.js resultItem): a note's (:mod:`ncindex.sources.note`: a note is a Markdown file), a Deck
-    card's (its description, which Deck renders as Markdown: nextcloud/deck
-    src/components/card/Description.vue), a file's named ``.md``/``.markdown`` in a path the
-    index has for it."""
+    app.js showText, by the result's doc_type and ``path``): a note's (:mod:`ncindex.sources.note`:
+    a note is a Markdown file), a Deck card's (its description, which Deck renders as Markdown:
+    nextcloud/deck src/components/card/Description.vue), a file's at a ``path`` (the
+    searching user's, the result's: a share's recipient names it in their own view, nextcloud/
+    server apps/files_sharing/lib/SharedMount.php ``moveMount``, and a file can be renamed
+    since it was indexed) named ``.md``/``.markdown``."""
     if payload.get("doc_type") in ("note", "deck_card"):
         return True
-    paths = (payload.get("paths") or {}).values()
-    return any(str(path).lower().endswith((".md", ".markdown")) for path in paths)
+    return (path or "").lower().endswith((".md", ".markdown"))
 
 
 def _current_version(points: list[PointRecord]) -> list[PointRecord]:

@@ -926,6 +926,52 @@ def test_a_markdown_results_snippet_keeps_its_code_and_a_plain_text_s_does_not()
         {"doc_type": "news_item", "paths": {}},
     ]
     hits = [Hit(str(i), 1.0, p | {"text": text}) for i, p in enumerate(payloads)]
-    shown = [s.plain for s in service_module._snippets_meanwhile(hits, "lamp")]
+    shown = [s.plain for s in service_module._snippets_meanwhile(hits, "lamp", "alice")]
     code = "Check the lamp:\n\n    lamp --check\n    lamp --all"
     assert shown == [code] * 3 + ["Check the lamp:\n\nlamp --check\nlamp --all"] * 2
+
+
+class Renamed(Verifiers):
+    """Stand-in verifiers that keep every document, at ``paths[doc_key]`` when given (the path
+    the check found: a file renamed since it was indexed)."""
+
+    def __init__(self, paths: dict[str, str]) -> None:
+        super().__init__()
+        self.paths = paths
+
+    def __call__(self, client: NextcloudClient, payload: dict[str, Any]) -> Checked:
+        self.checked.append(payload["doc_key"])
+        return Checked(Verdict.KEPT, path=self.paths.get(payload["doc_key"]))
+
+
+def test_a_files_snippet_is_read_as_markdown_by_the_searching_users_path(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A file's snippet was read as Markdown (code indentation kept, a cut fence re-opened)
+    when any path the index had for it, anyone's, ended ``.md``, while the search page reads it
+    by the result's path (app.js showText): a share its recipient renamed (nextcloud/server
+    apps/files_sharing/lib/SharedMount.php ``moveMount``: the recipient's mount point is their
+    own) or a file renamed since it was indexed (the check's path) got a Markdown snippet shown
+    as plain text, the other way round a plain one read as Markdown. Now the result's path
+    decides, as on the page."""
+    text = "Check the lamp:\n\n    lamp --check\n    lamp --all\n"
+    code, plain = text.strip(), "Check the lamp:\n\nlamp --check\nlamp --all"
+    docs = [d for d in make_docs(8) if d.payload["doc_type"] == "file"][:2]
+    shared, renamed = docs
+    shared.payload["paths"] = {"alice": "/Docs/lamp.md", "bob": "/Docs/lamp.txt"}
+    renamed.payload["paths"] = {"alice": "/Docs/oil.txt", "bob": "/Docs/oil.txt"}
+    for d in docs:
+        d.text = d.payload["text"] = text
+        d.payload["acl"] = ["user:alice", "user:bob"]
+    store = QdrantEdgeStore(tmp_path / "q", "test-model")
+    store.ensure_collection(embedder.dense_dim)
+    index_docs(store, embedder, docs)
+    svc, _ = make_service(store, embedder, Renamed({renamed.key: "/Docs/oil.md"}))
+    for user, want in (("alice", {shared.key: code}), ("bob", {shared.key: plain})):
+        page = svc.search(client_of(user), SearchRequest(query="lamp"))
+        snippets = {
+            r.doc_key: r.snippet.replace("<mark>", "").replace("</mark>", "") for r in page.results
+        }
+        assert snippets == {**want, renamed.key: code}
+    svc.close()
+    store.close()
