@@ -121,10 +121,11 @@ class _Cleaned:
     lengths: list[int]
 
     @classmethod
-    def of(cls, text: str, *, lines: bool = False, code: bool = False) -> _Cleaned:
+    def of(cls, text: str, *, lines: bool = False, code: bool = False, title: int = 0) -> _Cleaned:
         """``text`` cleaned (with ``lines``, a gap holding a line break is a ``\n``, not a
         space, and one holding a blank line — two line breaks — ``\n\n``; with ``code`` as
-        well, a Markdown text's code lines keep their indentation, see :func:`_indentation`).
+        well, a Markdown text's code lines keep their indentation, see :class:`_CodeLines`,
+        its first ``title`` characters, a title shown as written, not read as Markdown).
         The categories of the distinct characters past ASCII are looked
         up once each (a text repeats few), and each becomes ``\\x00`` (removed with the ASCII
         controls, keeping the offsets) before one pattern finds the gaps: a snippet cleans each
@@ -162,7 +163,8 @@ class _Cleaned:
                     continue
                 between = "\n\n" if breaks > 1 else "\n"
                 if lines_read is not None:
-                    line = "".join(pieces[line_at:])
+                    # a title's line is no Markdown: it opens no fenced block
+                    line = "".join(pieces[line_at:]) if gap.start() > title else ""
                     between += lines_read.indentation(line, breaks > 1, gap.group())
                 pieces.append(between)
                 size += len(between)
@@ -227,18 +229,18 @@ def _closes(fence: str, line: str) -> bool:
     return run >= len(fence) and not line[run:].strip(" ")
 
 
-def _fence_at(body: str, start: int) -> str:
+def _fence_at(body: str, start: int, since: int) -> str:
     """The fence of the fenced code block ``body`` (a Markdown text cleaned with its code's
-    indentation, see :class:`_CodeLines`) is inside at ``start``: the opening line's fence
-    (``"```"``, ``"~~~~"``), or ``""`` outside any. A line shown only in part (``start``
-    inside it) counts as before ``start``."""
+    indentation, see :class:`_CodeLines`, from offset ``since``: its title's end) is inside
+    at ``start``: the opening line's fence (``"```"``, ``"~~~~"``), or ``""`` outside any.
+    A line shown only in part (``start`` inside it) counts as before ``start``."""
     line_start = body.rfind("\n", 0, start) + 1
     stop = line_start
     if start > line_start:  # shown in part: read it whole
         stop = body.find("\n", start)
         stop = len(body) if stop < 0 else stop
     fence = ""
-    for line in body[:stop].split("\n"):
+    for line in body[since:stop].split("\n"):
         columns = len(line) - len(line.lstrip(" "))
         line = line.lstrip(" ")
         if columns >= 4:
@@ -285,7 +287,7 @@ def snippet(
     """
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
-    cleaned = _Cleaned.of(text, lines=True, code=markdown)
+    cleaned = _Cleaned.of(text, lines=True, code=markdown, title=title)
     body = cleaned.text
     if not body:
         return Snippet("")
@@ -296,13 +298,13 @@ def snippet(
     ellipses = max_chars >= 3  # room for an ellipsis at each edge, or none at all
     budget = max_chars - 2 if ellipses else max_chars
     start, end = _window(body, matches, budget, ellipses)
-    fence = _fence_at(body, start) if markdown and start > 0 else ""
+    fence = _fence_at(body, start, title_end) if markdown and start > title_end else ""
     room = 0  # what the window left for a re-opened fence's line
     while fence and room < len(fence) + 1 < budget:  # its line takes room from the window
         # the smaller window can start in another block, whose fence can be longer: again
         room = len(fence) + 1
         start, end = _window(body, matches, budget - room, ellipses)
-        fence = _fence_at(body, start) if start > 0 else ""
+        fence = _fence_at(body, start, title_end) if start > title_end else ""
     reopened = fence + "\n" if fence and len(fence) + 1 <= room else ""
     head = reopened + (ELLIPSIS if ellipses and start > 0 else "")
     tail = ELLIPSIS if ellipses and end < len(body) else ""

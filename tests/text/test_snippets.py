@@ -203,6 +203,23 @@ def test_a_reopened_fence_longer_than_the_first_one_found_stays_in_max_chars(
     assert not shown.startswith("~~~~~~~~~~\n…")  # not the fence of a block it is not in
 
 
+def test_a_deck_cards_title_opens_no_fenced_block() -> None:
+    """A Deck card's text is ``"{title}\\n\\n{description}"``, its title shown as written (Deck
+    shows it as plain text, its description as Markdown); a title such as ``"``` release"`` was
+    read as a fence opening, so the description's snippet started with an invented ``"```\\n…"``
+    and the page showed its prose as code, and a window inside a long title of fences got a
+    re-opened fence counted as the title's characters."""
+    title = "``` release"
+    card = title + "\n\n" + "Some prose about the oil lamp and the wick. " * 6
+    shown = snippet(card, "wick", max_chars=40, title=len(title), markdown=True)
+    assert shown.plain.startswith("…") and shown.title_chars == 0
+    fences = "~~~~~~~~ x" * 3
+    inside = snippet(fences + "\n\nthe oil lamp", "x", max_chars=20, title=30, markdown=True)
+    assert inside.plain.startswith("…") and inside.title_chars == len(inside.plain)
+    code = "T\n\n```\n" + "code lamp\n" * 10 + "```"  # the description's own block: still
+    assert snippet(code, "lamp", max_chars=30, title=1, markdown=True).plain.startswith("```\n…")
+
+
 def test_a_cut_at_a_line_break_keeps_it() -> None:
     """A window cut where a line starts dropped the line break, so "…* oil lamp" could be a
     list item or the "2 * 3" of prose (CommonMark 0.31 §5.2: a bullet opens a line), and the
