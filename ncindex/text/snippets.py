@@ -113,12 +113,18 @@ class _Cleaned:
     original's kept pieces, ``sources[k]`` the original offset of the ``k``-th piece and
     ``targets[k]`` its offset in ``text`` (both ascending), each piece running until the next
     gap (a run of removed or whitespace characters, one space in ``text`` unless at an end;
-    made ``of(text, lines=True)``, one ``\n`` where the gap holds a line break)."""
+    made ``of(text, lines=True)``, one ``\n`` where the gap holds a line break). Made with
+    ``code``, ``fences[k]`` is the fence of the fenced code block open where the line starting
+    at ``line_starts[k]`` of ``text`` starts (``""``: none), as :class:`_CodeLines` read the
+    original (its indentation too), and the last entry, at ``len(text) + 1``, the one open
+    after the last line."""
 
     text: str
     sources: list[int]
     targets: list[int]
     lengths: list[int]
+    line_starts: list[int] = field(default_factory=list)
+    fences: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, text: str, *, lines: bool = False, code: bool = False, title: int = 0) -> _Cleaned:
@@ -143,6 +149,8 @@ class _Cleaned:
         at = size = 0
         lines_read = _CodeLines() if code else None
         line_at = 0  # where the current line starts in ``pieces``
+        line_starts: list[int] = []
+        fences: list[str] = []
         for gap in [*_GAPS.finditer(marked), None]:
             end = len(marked) if gap is None else gap.start()
             if end > at:
@@ -154,6 +162,8 @@ class _Cleaned:
             if gap is None:
                 break
             at = gap.end()
+            if not size and lines_read is not None:  # the text's first line's indentation
+                lines_read.indentation("", True, gap.group())
             if size and at < len(marked) and _ASCII_CONTROLS.sub("", gap.group()):
                 # the gap held whitespace: one space (or line break) between two pieces
                 breaks = len(_LINE_ENDING.findall(gap.group())) if lines else 0
@@ -166,10 +176,18 @@ class _Cleaned:
                     # a title's line is no Markdown: it opens no fenced block
                     line = "".join(pieces[line_at:]) if gap.start() > title else ""
                     between += lines_read.indentation(line, breaks > 1, gap.group())
+                    line_starts.append(size + (2 if breaks > 1 else 1))
+                    fences.append(lines_read.fence)
                 pieces.append(between)
                 size += len(between)
                 line_at = len(pieces)
-        return cls("".join(pieces), sources, targets, lengths)
+        if lines_read is not None:  # the fence open after the last line
+            lines_read.indentation(
+                "".join(pieces[line_at:]) if len(marked) > title else "", False, ""
+            )
+            line_starts.append(size + 1)
+            fences.append(lines_read.fence)
+        return cls("".join(pieces), sources, targets, lengths, line_starts, fences)
 
     def offset(self, original: int) -> int:
         """Where ``original`` (an offset into the original text) falls in :attr:`text`: inside
@@ -229,27 +247,16 @@ def _closes(fence: str, line: str) -> bool:
     return run >= len(fence) and not line[run:].strip(" ")
 
 
-def _fence_at(body: str, start: int, since: int) -> str:
-    """The fence of the fenced code block ``body`` (a Markdown text cleaned with its code's
-    indentation, see :class:`_CodeLines`, from offset ``since``: its title's end) is inside
-    at ``start``: the opening line's fence (``"```"``, ``"~~~~"``), or ``""`` outside any.
-    A line shown only in part (``start`` inside it) counts as before ``start``."""
-    line_start = body.rfind("\n", 0, start) + 1
-    stop = line_start
-    if start > line_start:  # shown in part: read it whole
-        stop = body.find("\n", start)
-        stop = len(body) if stop < 0 else stop
-    fence = ""
-    for line in body[since:stop].split("\n"):
-        columns = len(line) - len(line.lstrip(" "))
-        line = line.lstrip(" ")
-        if columns >= 4:
-            continue
-        if fence:
-            fence = "" if _closes(fence, line) else fence
-        elif opened := _FENCE_OPEN.match(line):
-            fence = opened.group(1)
-    return fence
+def _fence_at(cleaned: _Cleaned, start: int) -> str:
+    """The fence of the fenced code block that ``cleaned`` (a Markdown text cleaned with
+    ``code``) is inside at ``start``, as :class:`_CodeLines` read it: the opening line's fence
+    (``"```"``, ``"~~~~"``), or ``""`` outside any: the one open where the first line shown
+    whole starts (a line shown only in part counts as before ``start``). Read from the
+    reading of the original, not from ``cleaned.text``, which has lost the indentation that
+    makes ``"    ```"`` after a paragraph's line no fence (CommonMark 0.31.2 §4.5: 0-3 spaces
+    of indentation)."""
+    k = bisect.bisect_left(cleaned.line_starts, start)  # the first line shown whole
+    return cleaned.fences[k] if 0 <= k < len(cleaned.fences) else ""
 
 
 def query_terms(query: str) -> list[str]:
@@ -298,13 +305,13 @@ def snippet(
     ellipses = max_chars >= 3  # room for an ellipsis at each edge, or none at all
     budget = max_chars - 2 if ellipses else max_chars
     start, end = _window(body, matches, budget, ellipses)
-    fence = _fence_at(body, start, title_end) if markdown and start > title_end else ""
+    fence = _fence_at(cleaned, start) if markdown and start > 0 else ""
     room = 0  # what the window left for a re-opened fence's line
     while fence and room < len(fence) + 1 < budget:  # its line takes room from the window
         # the smaller window can start in another block, whose fence can be longer: again
         room = len(fence) + 1
         start, end = _window(body, matches, budget - room, ellipses)
-        fence = _fence_at(body, start, title_end) if start > title_end else ""
+        fence = _fence_at(cleaned, start) if start > 0 else ""
     reopened = fence + "\n" if fence and len(fence) + 1 <= room else ""
     head = reopened + (ELLIPSIS if ellipses and start > 0 else "")
     tail = ELLIPSIS if ellipses and end < len(body) else ""

@@ -220,6 +220,19 @@ def test_a_deck_cards_title_opens_no_fenced_block() -> None:
     assert snippet(code, "lamp", max_chars=30, title=1, markdown=True).plain.startswith("```\n…")
 
 
+def test_an_indented_fence_line_re_opens_no_block() -> None:
+    """``"    ```"`` indented four columns is no fence (CommonMark 0.31.2 §4.5: 0-3 spaces):
+    after a paragraph's line it continues the paragraph, at the text's start it is an indented
+    code block's line (§4.4). The snippet drops a prose line's indentation, and the re-opened
+    fence was read from that cleaned text, so a window after such a line started with an
+    invented ``"```\\n…"``: the page showed prose as code."""
+    prose = "and then the lamp glows bright. " * 5
+    for text in ("Run this:\n    ```\n" + prose, "    ```\n" + prose):
+        assert snippet(text, "glows", max_chars=40, markdown=True).plain.startswith("…")
+    cut = "prose prose prose\n```\n\n" + "code lamp\n" * 3  # a real one, a blank line after it
+    assert snippet(cut, "lamp", max_chars=22, markdown=True).plain.startswith("```\n…")
+
+
 def test_a_cut_at_a_line_break_keeps_it() -> None:
     """A window cut where a line starts dropped the line break, so "…* oil lamp" could be a
     list item or the "2 * 3" of prose (CommonMark 0.31 §5.2: a bullet opens a line), and the
