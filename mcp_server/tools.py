@@ -313,7 +313,14 @@ class ToolSearchResult(SearchResult):
     # (plain_snippet; the search's ``open_url``, open_link's)
 
     id: str = Field(description="`{doc_type}:{doc_id}`, the `id` to give `fetch`.")
-    snippet: str = Field(description="The best chunk's snippet, plain text.")
+    snippet: str = Field(
+        description="The best chunk's snippet, plain text: each run of whitespace one space, "
+        "or one line break where it held one (two where it held a blank line, a paragraph's "
+        "end); a note's, a Deck card's and a Markdown file's code lines keep their "
+        "indentation, and one cut inside a fenced code block whose opening line it left out "
+        "starts with that block's fence on a line of its own (added: not the document's text "
+        "there), so that it reads as Markdown alone."
+    )
     matches: list[SnippetMatch] = Field(description="Query terms in `snippet`.")
     url: str | None = Field(
         None, description="Opens the document in Nextcloud; null when no link is known."

@@ -21,7 +21,9 @@ match the body's. Methods:
   §7.7, "Hit": ``"meta"?: object``; its keys are the server's, but for the federation's
   ``engine``, §16.3), which holds the search result's ``doc_type``, ``doc_id``, ``title``,
   ``path``, ``board_title`` and ``stack_title`` (a Deck card's board and stack, null for other
-  types), ``url``, ``snippet``, ``snippet_title_chars`` (how many of the snippet's first
+  types), ``url``, ``snippet`` (HTML, its line breaks, code indentation and re-opened fence
+  as ``POST /v1/search``'s, see :class:`~ncindex.search.service.SearchResult`),
+  ``snippet_title_chars`` (how many of the snippet's first
   characters are the title a Deck card's or News item's text opens with, as ``POST
   /v1/search`` says it), ``modified_at`` (RFC 3339) and ``verified`` (false for a hit
   Nextcloud could not confirm just now, which ``usage.notes`` also says; under
