@@ -11,7 +11,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ncindex.embedding.analyzer import occurrences, terms
-from ncindex.text.snippets import clean_text, make_snippet, query_terms, snippet
+from ncindex.text.snippets import (
+    clean_text,
+    make_snippet,
+    plain_snippet,
+    query_terms,
+    snippet,
+)
 
 TAG = re.compile(r"</?mark>")
 
@@ -357,6 +363,31 @@ def test_snippet_properties(text: str, query: str, max_chars: int, markdown: boo
         # the marked word's stem, or its accent-folded form (the analyzer emits both: è0 →
         # è0, e0), is a query term
         assert set(query_terms(word)) & terms
+
+
+_MARKDOWN_PIECES = ["```", "~~~", "``````````", "~~~~~~~~", "```py", "budget", "x", " ", "    "]
+_MARKDOWN_PIECES += ["\t", "\n", "\n\n", "\r\n", "\r", "<b>", "&", "\\", "*", "#"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from(_MARKDOWN_PIECES), max_size=40),
+    max_chars=st.integers(1, 40),
+    title=st.integers(0, 40),
+)
+def test_a_markdown_snippet_of_fences_tabs_and_line_endings_keeps_its_contract(
+    pieces: list[str], max_chars: int, title: int
+) -> None:
+    """Fences of both kinds and lengths, info strings, tabs, CR and CRLF line endings and a
+    title, in a small budget: at most ``max_chars`` characters (a re-opened fence included),
+    safe HTML, and its matches where ``plain_snippet`` reads them."""
+    text = "".join(pieces)
+    shown = snippet(text, "budget", max_chars=max_chars, title=min(title, len(text)), markdown=True)
+    assert len(shown.plain) <= max_chars
+    out = shown.html()
+    assert_safe(out)
+    assert plain_snippet(out) == (shown.plain, [(m.start, m.end) for m in shown.matches])
+    assert shown.title_chars <= len(shown.plain)
 
 
 def test_folded_query_marks_the_word_as_written() -> None:
