@@ -185,14 +185,19 @@ class _Reading:
         richest"); else ``chosen``: a plain part of about the HTML's words is the body as
         its author wrote it, without the HTML's link and layout text. Both texts are read
         (:meth:`_text`, under the budget and cut to the characters left) and kept for the
-        one read."""
+        one read; an HTML text its parser refuses (:func:`~ncindex.text.markup.html_text`
+        raises :class:`ExtractionError`: a lone surrogate a ``utf-7`` body decodes to) leaves
+        ``chosen``, which was read before the rule and is readable without it."""
         if len(chosen) != 1 or chosen[0].get_content_type() != "text/plain":
             return chosen
         for other in reversed(parts):
             html = None if other is chosen[0] else _body(other, "text/html", self._html)
             if html is not None:
-                plain_words = len(_WORD.findall(self._text(chosen[0])[0]))
-                if 2 * plain_words < len(_WORD.findall(self._text(html)[0])):
+                try:  # an HTML body its parser refuses: the plain one is read, as it was
+                    html_words = len(_WORD.findall(self._text(html)[0]))
+                except ExtractionError:
+                    return chosen
+                if 2 * len(_WORD.findall(self._text(chosen[0])[0])) < html_words:
                     return [other]
                 break
         return chosen

@@ -1224,6 +1224,19 @@ def test_an_eml_s_stub_plain_alternative_leaves_the_html_letter_to_read() -> Non
     assert text.endswith("\n\n--\nThe harbour office") and "Ring 4" not in text
 
 
+def test_an_eml_s_html_alternative_that_cannot_be_read_leaves_the_plain_one_read() -> None:
+    """Of a ``multipart/alternative`` the HTML is read beside the plain part to compare
+    their words (:meth:`mail._Reading.richer`); an HTML part the HTML parser refuses — a
+    ``charset=utf-7`` one whose ``+2AA-`` Python decodes to a lone surrogate — raised
+    ``ExtractionError`` there and lost the whole message, its subject and plain body too,
+    though the plain body is the one read. The plain one is read now."""
+    plain = "The ferry leaves the north quay at six, weather permitting, all week."
+    html = "Content-Type: text/html; charset=utf-7\r\n\r\n<p>The ferry +2AA- leaves</p>"
+    entity = _multipart("alternative", _leaf("text/plain", plain), html)
+    result = extract(_message("Ferry", entity).encode(), "message/rfc822", "f.eml")
+    assert result.text.startswith("# Ferry\n\n") and result.text.endswith("\n\n" + plain)
+
+
 def test_an_eml_s_empty_plain_alternative_leaves_the_html_body_to_read() -> None:
     """Some mailers send an empty ``text/plain`` alternative beside the HTML body: the plain
     one was chosen, as ``get_body`` prefers it, and the body was lost (a reader's mail client
