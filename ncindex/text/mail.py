@@ -374,10 +374,18 @@ def _field_cut(name: str, value: str) -> str:
 
 def _last_list_comma(value: str) -> int:
     """The index of the last comma of ``value`` (an address list) that separates addresses —
-    not in a quoted string (``\\`` escapes the next character), a comment (nested) or
-    angle brackets — else -1."""
+    not in a quoted string (``\\`` escapes the next character), a comment (nested), angle
+    brackets or an RFC 2047 encoded word (§5 keeps commas, quotes and parentheses out of a
+    phrase's word, some mailers put them in, and Python's parser decodes such a word as one
+    display name) — else -1."""
     last, quoted, comments, angle, escaped = -1, False, 0, False, False
-    for index, char in enumerate(value):
+    # each encoded word, and one the cut left unfinished at the end, as one run of letters:
+    # no character of it separates or quotes
+    masked = _ENCODED_WORD.sub(lambda word: "w" * len(word[0]), value)
+    tail = max(masked.rfind(space) for space in " \t\r\n") + 1  # the last run of no space
+    if (start := masked.find("=?", tail)) >= 0:
+        masked = masked[:start] + "w" * (len(masked) - start)
+    for index, char in enumerate(masked):
         if escaped:
             escaped = False
         elif char == "\\" and (quoted or comments):

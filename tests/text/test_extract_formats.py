@@ -1337,6 +1337,53 @@ def test_an_eml_header_field_cut_at_16_kib_keeps_whole_encoded_words_and_address
         assert result.truncated and re.fullmatch(r"Sailor (\d+) <s\1@example\.org>", last), last
 
 
+def test_an_eml_address_field_cut_at_16_kib_keeps_encoded_words_holding_a_comma() -> None:
+    """An address list was cut before its last comma outside quotes, comments and angle
+    brackets, but a comma inside an RFC 2047 encoded word (``=?utf-8?q?Sailor,_412?=``:
+    RFC 2047 §5 keeps it out of a phrase's word, some mailers put it in, Python's parser
+    decodes such a word as one display name) was taken for one: the word was split and its
+    start shown raw. An encoded word is one piece now, wherever 16 KiB falls in it."""
+    for shift in range(0, 40, 3):
+        crowd = (
+            "x" * shift
+            + ", "
+            + ", ".join(f"=?utf-8?q?Sailor,_{n:03}?= <s{n:03}@example.org>" for n in range(600))
+        )
+        data = _message("Crew", _leaf("text/plain", "All hands."), sender=crowd)
+        result = extract(data.encode(), "message/rfc822", "crew.eml")
+        [sender] = [line for line in result.text.split("\n") if line.startswith("From: ")]
+        assert result.truncated and "=?" not in sender and "?=" not in sender, shift
+        last = sender.rsplit(">, ", 1)[1]
+        assert re.fullmatch(r'"Sailor, (\d+)" <s\1@example\.org>', last), (shift, last)
+
+
+_FIELD_ATOMS = st.sampled_from([
+    "=?utf-8?b?R2V6ZWl0ZW4=?=", "=?utf-8?q?Doe,_John?=", "=?utf-8?q?(a)_\"b\"?=", " ", ", ",
+    '"A, B" <a@b>', "(c, d)", "<x,y@z>", "undisclosed-recipients:;", "G: a@b, c@d;",
+    "\r\n ", "word", "\\", '"', "(", ")", "<", ">", "=?", "?=",
+])  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    atoms=st.lists(_FIELD_ATOMS, min_size=1, max_size=60),
+    name=st.sampled_from(["Subject", "To", "From", "X-Note"]),
+)
+def test_an_eml_header_field_cut_is_a_prefix_within_the_bound_splitting_no_encoded_word(
+    atoms: list[str], name: str
+) -> None:
+    """:func:`mail._field_cut` (at a bound of 100 characters here) gives a prefix of the
+    field of at most the bound, which ends before or after each RFC 2047 encoded word of
+    the field, never inside one."""
+    value = "".join(atoms)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mail, "_FIELD_CHARS", 100)
+        cut = mail._field_cut(name, value)
+    assert value.startswith(cut) and len(cut) <= 100
+    for word in mail._ENCODED_WORD.finditer(value):
+        assert not word.start() < len(cut) < word.end(), (cut, word.group())
+
+
 def test_an_eml_s_text_is_read_up_to_max_chars(monkeypatch: pytest.MonkeyPatch) -> None:
     """A body part was read whole whatever ``max_chars`` said, then its words compared with
     the parts read before, and every part after it read too: a 40 MB plain body took 2 s
