@@ -1224,6 +1224,45 @@ def test_an_eml_s_stub_plain_alternative_leaves_the_html_letter_to_read() -> Non
     assert text.endswith("\n\n--\nThe harbour office") and "Ring 4" not in text
 
 
+def test_an_eml_s_html_alternative_is_not_parsed_when_it_cannot_outnumber_the_plain_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """To compare the plain alternative's words with the HTML's, the HTML was parsed for
+    every ``multipart/alternative``, most of them a plain body of the HTML's words, whose
+    HTML is then not read: a message of a 0.4 MB plain body and its 0.9 MB HTML took 0.61 s
+    to read, 0.04 s before the comparison (best of 5, here). The HTML is parsed now only
+    when its markup, tags left out, holds more than twice the plain body's words (its text
+    can hold no more): not for a plain body of the HTML's words, still for a stub."""
+    parsed: list[str] = []
+    parse = mail.html_text
+
+    def counted(markup: str, **kw: Any) -> tuple[str, bool]:
+        parsed.append(markup)
+        return parse(markup, **kw)
+
+    monkeypatch.setattr(mail, "html_text", counted)
+    paragraphs = [f"Paragraph {n} on the tides at the north quay this week." for n in range(50)]
+    letter = (
+        "<html><head><style>p {color: navy}</style></head><body><table>"
+        + "".join(
+            f'<tr><td style="padding: 4px"><p>{line}</p><a href="https://example.org/{n}">more</a>'
+            "</td></tr>"
+            for n, line in enumerate(paragraphs)
+        )
+        + "</table></body></html>"
+    )
+    plain = "\n\n".join(paragraphs)
+    text = extract(
+        _message("Tides", _alternative(plain, letter)).encode(), "message/rfc822", "t.eml"
+    ).text
+    assert text.endswith("\n\n" + plain) and parsed == []
+    stub = "View this e-mail in your browser."
+    text = extract(
+        _message("Tides", _alternative(stub, letter)).encode(), "message/rfc822", "t.eml"
+    ).text
+    assert "Paragraph 49 on the tides" in text and "browser" not in text and len(parsed) == 1
+
+
 def test_an_eml_s_html_alternative_that_cannot_be_read_leaves_the_plain_one_read() -> None:
     """Of a ``multipart/alternative`` the HTML is read beside the plain part to compare
     their words (:meth:`mail._Reading.richer`); an HTML part the HTML parser refuses — a
