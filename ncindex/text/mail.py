@@ -157,7 +157,8 @@ class _Reading:
         elif part.get_content_maintype() == "multipart":  # no parts when those were cut
             parts: list[MIMEPart] = list(part.iter_parts())
             seen = {id(subpart) for subpart in parts}
-            if part.get_content_subtype() == "alternative":
+            if part.get_content_subtype() == "alternative" and not files_only:
+                # (of an alternative the reader does not see no text is read, none compared)
                 chosen = self.richer(parts, _alternative(parts, self._plain))
                 seen = {id(subpart) for subpart in chosen}
             elif part.get_content_subtype() == "related":

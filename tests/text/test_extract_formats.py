@@ -1263,6 +1263,34 @@ def test_an_eml_s_html_alternative_is_not_parsed_when_it_cannot_outnumber_the_pl
     assert "Paragraph 49 on the tides" in text and "browser" not in text and len(parsed) == 1
 
 
+def test_an_eml_alternative_the_reader_does_not_see_has_no_html_parsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """:meth:`mail._Reading.richer` read and parsed the texts of an alternative nested in a
+    part the reader does not see (here one that is not the root of a ``multipart/related``),
+    of which only the files are listed: its HTML was parsed for nothing, under the budget
+    of what is read. It is not now; the files are still listed."""
+    parsed: list[str] = []
+    parse = mail.html_text
+
+    def counted(markup: str, **kw: Any) -> tuple[str, bool]:
+        parsed.append(markup)
+        return parse(markup, **kw)
+
+    monkeypatch.setattr(mail, "html_text", counted)
+    plain = "The ferry leaves the north quay at six, weather permitting, all week."
+    hidden = _multipart(
+        "alternative",
+        _leaf("text/plain", "See the timetable."),
+        _leaf("text/html", "<p>" + "Hidden timetable line of the ferry. " * 40 + "</p>"),
+        _ATTACHED_PDF,
+    )
+    related = _multipart("related", _leaf("text/html", f"<p>{plain}</p>"), hidden)
+    entity = _multipart("alternative", _leaf("text/plain", plain), related)
+    text = extract(_message("Ferry", entity).encode(), "message/rfc822", "f.eml").text
+    assert text.endswith(f"\n\n{plain}\n\nAttachments: rota.pdf") and parsed == []
+
+
 def test_an_eml_s_html_alternative_that_cannot_be_read_leaves_the_plain_one_read() -> None:
     """Of a ``multipart/alternative`` the HTML is read beside the plain part to compare
     their words (:meth:`mail._Reading.richer`); an HTML part the HTML parser refuses — a
