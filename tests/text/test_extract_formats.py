@@ -1224,8 +1224,22 @@ def test_an_eml_s_stub_plain_alternative_leaves_the_html_letter_to_read() -> Non
     assert text.endswith("\n\n--\nThe harbour office") and "Ring 4" not in text
 
 
+@pytest.fixture
+def parsed_html(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The markup of each HTML body :mod:`ncindex.text.mail` parses, in order."""
+    markups: list[str] = []
+    parse = mail.html_text
+
+    def counted(markup: str, **kw: Any) -> tuple[str, bool]:
+        markups.append(markup)
+        return parse(markup, **kw)
+
+    monkeypatch.setattr(mail, "html_text", counted)
+    return markups
+
+
 def test_an_eml_s_html_alternative_is_not_parsed_when_it_cannot_outnumber_the_plain_one(
-    monkeypatch: pytest.MonkeyPatch,
+    parsed_html: list[str],
 ) -> None:
     """To compare the plain alternative's words with the HTML's, the HTML was parsed for
     every ``multipart/alternative``, most of them a plain body of the HTML's words, whose
@@ -1233,14 +1247,6 @@ def test_an_eml_s_html_alternative_is_not_parsed_when_it_cannot_outnumber_the_pl
     to read, 0.04 s before the comparison (best of 5, here). The HTML is parsed now only
     when its markup, tags left out, holds more than twice the plain body's words (its text
     can hold no more): not for a plain body of the HTML's words, still for a stub."""
-    parsed: list[str] = []
-    parse = mail.html_text
-
-    def counted(markup: str, **kw: Any) -> tuple[str, bool]:
-        parsed.append(markup)
-        return parse(markup, **kw)
-
-    monkeypatch.setattr(mail, "html_text", counted)
     paragraphs = [f"Paragraph {n} on the tides at the north quay this week." for n in range(50)]
     letter = (
         "<html><head><style>p {color: navy}</style></head><body><table>"
@@ -1255,29 +1261,21 @@ def test_an_eml_s_html_alternative_is_not_parsed_when_it_cannot_outnumber_the_pl
     text = extract(
         _message("Tides", _alternative(plain, letter)).encode(), "message/rfc822", "t.eml"
     ).text
-    assert text.endswith("\n\n" + plain) and parsed == []
+    assert text.endswith("\n\n" + plain) and parsed_html == []
     stub = "View this e-mail in your browser."
     text = extract(
         _message("Tides", _alternative(stub, letter)).encode(), "message/rfc822", "t.eml"
     ).text
-    assert "Paragraph 49 on the tides" in text and "browser" not in text and len(parsed) == 1
+    assert "Paragraph 49 on the tides" in text and "browser" not in text and len(parsed_html) == 1
 
 
 def test_an_eml_alternative_the_reader_does_not_see_has_no_html_parsed(
-    monkeypatch: pytest.MonkeyPatch,
+    parsed_html: list[str],
 ) -> None:
     """:meth:`mail._Reading.richer` read and parsed the texts of an alternative nested in a
     part the reader does not see (here one that is not the root of a ``multipart/related``),
     of which only the files are listed: its HTML was parsed for nothing, under the budget
     of what is read. It is not now; the files are still listed."""
-    parsed: list[str] = []
-    parse = mail.html_text
-
-    def counted(markup: str, **kw: Any) -> tuple[str, bool]:
-        parsed.append(markup)
-        return parse(markup, **kw)
-
-    monkeypatch.setattr(mail, "html_text", counted)
     plain = "The ferry leaves the north quay at six, weather permitting, all week."
     hidden = _multipart(
         "alternative",
@@ -1288,7 +1286,7 @@ def test_an_eml_alternative_the_reader_does_not_see_has_no_html_parsed(
     related = _multipart("related", _leaf("text/html", f"<p>{plain}</p>"), hidden)
     entity = _multipart("alternative", _leaf("text/plain", plain), related)
     text = extract(_message("Ferry", entity).encode(), "message/rfc822", "f.eml").text
-    assert text.endswith(f"\n\n{plain}\n\nAttachments: rota.pdf") and parsed == []
+    assert text.endswith(f"\n\n{plain}\n\nAttachments: rota.pdf") and parsed_html == []
 
 
 def test_an_eml_s_html_alternative_that_cannot_be_read_leaves_the_plain_one_read() -> None:
