@@ -55,6 +55,13 @@ _FIELD_CHARS = 16 * 1024
 _HEADER_END = re.compile(rb"\r?\n\r?\n")
 #: A word, as two renderings of one body are compared (:func:`_words`).
 _WORD = re.compile(r"\w+")
+#: Han, kana and CJK symbol characters (Unicode blocks CJK Radicals Supplement to Katakana,
+#: Bopomofo Extended to CJK Unified Ideographs, CJK Compatibility Ideographs, and planes 2-3):
+#: scripts written without spaces between words.
+_CJK = "\u2e80-\u30ff\u31a0-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
+#: A word as two alternatives' words are counted (:meth:`_Reading.richer`): a ``\\w``
+#: character of :data:`_CJK` (whose clause is one ``\\w+`` run), else a run of others.
+_COUNTED_WORD = re.compile(rf"(?=\w)[{_CJK}]|[^\W{_CJK}]+")
 
 
 def _never() -> bool:
@@ -178,7 +185,7 @@ class _Reading:
     def richer(self, parts: list[MIMEPart], chosen: list[MIMEPart]) -> list[MIMEPart]:
         """The alternative of ``parts`` (a ``multipart/alternative``'s) to read in place of
         ``chosen`` (:func:`_alternative`'s answer): when it is a ``text/plain`` part whose
-        text has fewer than half the words (``\\w+`` runs) of the text of the last
+        text has fewer than half the words (:data:`_COUNTED_WORD`) of the text of the last
         other alternative holding an HTML body (:func:`_body`), that alternative — a
         newsletter's plain part is often a stub ("view this e-mail in your browser") while
         its HTML is the letter, which a reader's mail client shows and their searches
@@ -198,11 +205,11 @@ class _Reading:
         for other in reversed(parts):
             html = None if other is chosen[0] else _body(other, "text/html", self._html)
             if html is not None:
-                plain_words = len(_WORD.findall(self._text(chosen[0])[0]))
+                plain_words = _counted_words(self._text(chosen[0])[0])
                 if 2 * plain_words >= _most_words(html):  # its text cannot outnumber it
                     return chosen
                 try:  # an HTML body its parser refuses: the plain one is read, as it was
-                    html_words = len(_WORD.findall(self._text(html)[0]))
+                    html_words = _counted_words(self._text(html)[0])
                 except ExtractionError:
                     return chosen
                 if 2 * plain_words < html_words:
@@ -246,6 +253,11 @@ class _Reading:
         if self._parts_read > 1 and not self.stopped and self.late():
             self.stopped = True
         return not self.stopped
+
+
+def _counted_words(text: str) -> int:
+    """The words of ``text`` as two alternatives' are compared (:data:`_COUNTED_WORD`)."""
+    return _COUNTED_WORD.subn("", text)[1]
 
 
 def _words(text: str) -> str:
@@ -522,7 +534,7 @@ def _most_words(part: MIMEPart) -> int:
     markup's strings, whose entity names and numbers count once each, and the elements
     :func:`~ncindex.text.markup.html_text` leaves out (``style``, ``script``) count too.
     Linear in the markup (one C regex pass, as decoding it is)."""
-    return _WORD.subn("", _TAG.sub(" ", _part_content(part)))[1]
+    return _counted_words(_TAG.sub(" ", _part_content(part)))
 
 
 def _part_text(part: MIMEPart, late: Callable[[], bool], max_chars: int | None) -> tuple[str, bool]:

@@ -1302,6 +1302,45 @@ def test_an_eml_s_html_alternative_that_cannot_be_read_leaves_the_plain_one_read
     assert result.text.startswith("# Ferry\n\n") and result.text.endswith("\n\n" + plain)
 
 
+def test_an_eml_s_stub_plain_alternative_in_chinese_or_japanese_leaves_the_html_to_read() -> None:
+    """Words were counted as ``\\w+`` runs: Chinese and Japanese are written without spaces,
+    so a clause is one run, and a stub's link (``https``, ``news``, ``example``, ``cn``…)
+    outnumbered a short letter: the stub was read and the letter lost. A Han, kana or CJK
+    symbol character counts as a word now (its run of others as one, as before); a plain
+    body of the HTML's text is still read."""
+    cases = [
+        (
+            "如果邮件无法正常显示，请点击这里在浏览器中查看：https://news.example.cn/2026/12",
+            [
+                "新码头将于周五在东岸开放，欢迎各位船东前来参观。",
+                "访客船只的泊位可以从周一起在港务处预订，费用不变。",
+                "加油码头从十日到十二日关闭维修，请提前加满燃油。",
+                "风暴过后，四号系泊环已经重新可以使用。",
+            ],
+        ),
+        (
+            "メールが正しく表示されない場合はこちら：https://news.example.jp/2026/12",
+            [
+                "新しい桟橋は金曜日に東岸で開きます、ぜひお越しください。",
+                "来訪船の係留は月曜日から港湾事務所で予約できます、料金は同じです。",
+                "給油所は十日から十二日まで修理のため閉まります。",
+                "嵐のあと、四番の係留リングは再び使えます。",
+            ],
+        ),
+    ]
+    for stub, paragraphs in cases:
+        letter = "".join(f"<p>{line}</p>" for line in paragraphs)
+        text = extract(
+            _message("News", _alternative(stub, letter)).encode(), "message/rfc822", "n.eml"
+        ).text
+        assert text.endswith("\n\n".join(paragraphs)) and "https" not in text, stub
+        plain = "\n\n".join(paragraphs) + "\n\n-- \n港务处"
+        text = extract(
+            _message("News", _alternative(plain, letter)).encode(), "message/rfc822", "n.eml"
+        ).text
+        assert text.endswith("--\n港务处"), stub
+
+
 def test_an_eml_s_empty_plain_alternative_leaves_the_html_body_to_read() -> None:
     """Some mailers send an empty ``text/plain`` alternative beside the HTML body: the plain
     one was chosen, as ``get_body`` prefers it, and the body was lost (a reader's mail client
