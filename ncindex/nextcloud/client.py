@@ -59,6 +59,7 @@ from ncindex.errors import (
     TooLarge,
 )
 from ncindex.nextcloud import webdav
+from ncindex.nextcloud.families import endpoint_family
 from ncindex.nextcloud.http_dates import http_date_seconds
 from ncindex.nextcloud.webdav import DavEntry
 from ncindex.settings import Settings
@@ -287,19 +288,32 @@ class NextcloudClient:
         #: and a revoked one and says nothing of it. :meth:`confirm` also sets it after asking
         #: once and getting no answer (fail-open), so that one request asks at most once.
         self.confirmed = True
-        #: Whether a request that got no answer at all (``NextcloudUnavailable`` from a
-        #: timeout or a connection refused; :meth:`_sending`) stops this client: every
-        #: later request raises such a failure unsent (:attr:`unanswered`). Off by default; on
-        #: for a client whose requests all serve one HTTP request of a caller (the one
-        #: ``ncindex.web.auth.resolve_caller`` makes for a REST call, an MCP POST, an RCP
-        #: batch), so that a Nextcloud that stalls costs that request one timeout, not one per
-        #: request it would send; never on for a client that serves many (a worker's, a
-        #: service account's: it would stay stopped). Each later failure is met as a timed-out
-        #: request's would be (a search keeps its candidates unconfirmed, a confirmation's
-        #: answer stands), only without the wait.
+        #: Whether a request that got no answer at all stops this client's later requests to
+        #: the same part of Nextcloud (:meth:`_sending`): each later request raises such a
+        #: failure unsent. A timeout at the client's full ``http_timeout`` stops the requests
+        #: of its endpoint family (:func:`~ncindex.nextcloud.families.endpoint_family`: the
+        #: DAV server, an app's routes, the other OCS routes …; :attr:`stalled`), which can
+        #: stall on its own while the rest answers — a Deck slow to build a big board stops
+        #: the Deck checks, not the files' and notes'; a connection that could not be made
+        #: (refused, no route, a connect timeout) is the server itself and stops every request
+        #: (:attr:`unanswered`). Off by default; on for a client whose requests all serve one
+        #: HTTP request of a caller (the one ``ncindex.web.auth.resolve_caller`` makes for a
+        #: REST call, an MCP POST, an RCP batch), so that a Nextcloud that stalls costs that
+        #: request at most one timeout per family it asks (those asked at once share it), not
+        #: one per request it would send; never on for a client that serves many (a worker's,
+        #: a service account's: it would stay stopped). Each later failure is met as a
+        #: timed-out request's would be (a search keeps its candidates unconfirmed, a
+        #: confirmation's answer stands), only without the wait.
         self.stop_when_unanswered = False
-        #: The failure that stopped this client (:attr:`stop_when_unanswered`), else ``None``.
+        #: The failure of a connection that could not be made, which stopped every request
+        #: of this client (:attr:`stop_when_unanswered`), else ``None``.
         self.unanswered: NextcloudUnavailable | None = None
+        #: Endpoint family → the timeout that stopped its requests
+        #: (:attr:`stop_when_unanswered`); written by the verifier's threads too.
+        self.stalled: dict[str, NextcloudUnavailable] = {}
+        #: Whether any request of this client got an answer (any status): until one did, a
+        #: family stalled says Nextcloud may be answering nothing at all (:meth:`confirm`).
+        self.answered = False
 
     def _forward(self, kwargs: dict[str, Any]) -> None:
         """Add ``X-Forwarded-For`` (:attr:`forwarded_for`) to a request's ``headers``."""
@@ -309,41 +323,73 @@ class NextcloudClient:
                 "X-Forwarded-For": self.forwarded_for,
             }
 
-    def _guarded(self) -> None:
+    def _guarded(self, url: str) -> None:
         """Run :attr:`guard` before the first request (once it passed, not again); raise
-        ``NextcloudUnavailable`` (``unreachable``) instead of sending anything once a request
-        got no answer (:attr:`unanswered`)."""
-        if self.unanswered is not None:  # a new one per request: verifier threads raise it too
+        ``NextcloudUnavailable`` (``unreachable``) instead of sending anything to ``url`` once
+        a request got no answer (:attr:`unanswered`, or :attr:`stalled` for ``url``'s
+        family)."""
+        # a new exception per request: verifier threads raise it too
+        if self.unanswered is not None:
             raise NextcloudUnavailable(f"not sent: {self.unanswered}", unreachable=True)
+        stalled = self.stalled.get(self._family(url)) if self.stalled else None
+        if stalled is not None:
+            raise NextcloudUnavailable(f"not sent: {stalled}", unreachable=True)
         if self.guard is not None:
             self.guard()
             self.guard = None
 
+    def _family(self, url: str) -> str:
+        """The endpoint family of ``url`` (:func:`~ncindex.nextcloud.families.endpoint_family`):
+        a relative URL is below the web root already (``httpx``'s ``base_url``); an absolute
+        one's path loses the web root first."""
+        target = httpx.URL(url)
+        path = target.path
+        root = self.web_root
+        if target.is_absolute_url and root and (path == root or path.startswith(root + "/")):
+            path = path[len(root) :]
+        return endpoint_family(path)
+
     @contextmanager
     def _sending(self, method: str, url: str, timeout: Any = None) -> Iterator[None]:
-        """:func:`_transport_errors`, keeping the first failure without an answer as
-        :attr:`unanswered` when :attr:`stop_when_unanswered` — but not the timeout of a
-        request given a ``timeout`` of its own shorter than the client's (``httpx``'s
-        ``timeout`` argument): :meth:`confirm` waits :data:`CONFIRM_SECONDS`, and a Nextcloud
-        slower than that but answering within ``http_timeout`` stopped an RCP batch's client
-        after a cached credential's confirmation, every later check unsent. Only a timeout or
-        a connection that could not be made (``httpx.ConnectError``: refused, no route, a name
-        that does not resolve) stops it: a connection reset or closed mid-exchange
-        (``httpx.ReadError``, ``RemoteProtocolError``) also happens to one request of a
-        Nextcloud that answers (a keep-alive connection its web server closed as it was
-        reused), and would leave the request's other checks unsent."""
+        """:func:`_transport_errors`, and :meth:`_stop` at a failure without an answer when
+        :attr:`stop_when_unanswered`; ``timeout`` is the request's own (``httpx``'s
+        ``timeout`` argument; ``None``: the client's)."""
         try:
             with _transport_errors(method, url):
                 yield
         except NextcloudUnavailable as exc:
-            cause = exc.__cause__
-            silent = isinstance(cause, (httpx.TimeoutException, httpx.ConnectError))
-            if silent and timeout is not None and isinstance(cause, httpx.TimeoutException):
-                own, usual = httpx.Timeout(timeout).read, self.http.timeout.read
-                silent = own is None or (usual is not None and own >= usual)
-            if self.stop_when_unanswered and silent:
-                self.unanswered = self.unanswered or exc
+            if self.stop_when_unanswered:
+                self._stop(exc, url, timeout)
             raise
+
+    def _stop(self, exc: NextcloudUnavailable, url: str, timeout: Any) -> None:
+        """Keep the first failure without an answer (``exc``, raised by :meth:`_sending` for
+        a request to ``url``): a connection that could not be made (``httpx.ConnectError``:
+        refused, no route, a name that does not resolve; or ``httpx.ConnectTimeout``) as
+        :attr:`unanswered`, which stops every request — no part of Nextcloud answers through
+        it; another timeout as :attr:`stalled` for ``url``'s family alone, which stops the
+        requests of that family. Neither for a request given a ``timeout`` of its own shorter
+        than the client's: :meth:`confirm` waits :data:`CONFIRM_SECONDS`, and a Nextcloud
+        slower than that but answering within ``http_timeout`` stopped an RCP batch's client
+        after a cached credential's confirmation, every later check unsent. A connection reset
+        or closed mid-exchange (``httpx.ReadError``, ``RemoteProtocolError``) stops nothing:
+        it also happens to one request of a Nextcloud that answers (a keep-alive connection
+        its web server closed as it was reused), and would leave the request's other checks
+        unsent."""
+        cause = exc.__cause__
+        if isinstance(cause, httpx.ConnectError):
+            self.unanswered = self.unanswered or exc
+            return
+        usual = self.http.timeout.read
+        own = usual if timeout is None else httpx.Timeout(timeout).read
+        if not isinstance(cause, httpx.TimeoutException) or (
+            own is not None and (usual is None or own < usual)
+        ):
+            return
+        if isinstance(cause, httpx.ConnectTimeout):
+            self.unanswered = self.unanswered or exc
+        else:
+            self.stalled.setdefault(self._family(url), exc)
 
     def _accepted(self, url: str) -> None:
         """Set :attr:`confirmed` and run :attr:`accepted` (once) after an answer from ``url``
@@ -385,10 +431,11 @@ class NextcloudClient:
         """Send one request and translate failures (see the module table). Statuses in
         ``not_found`` raise ``NotFound``; an answer ``refused`` says yes to raises
         ``Forbidden``, whatever its status; 2xx, 207 and 304 are returned."""
-        self._guarded()
+        self._guarded(url)
         self._forward(kwargs)
         with self._sending(method, url, kwargs.get("timeout")):
             response = self.http.request(method, url, auth=self.auth, **kwargs)
+        self.answered = True
         if refused is not None and refused(response):
             if response.status_code == 400:
                 raise NextcloudRefused(f"{method} {url}", 400, _ocs_message(response))
@@ -404,12 +451,13 @@ class NextcloudClient:
         """Like :meth:`request` but the body is streamed (``response.iter_bytes()``).
         ``one_file``: the request reads one file's bytes, so a 423 or a 503 out of maintenance
         mode raises ``FileUnavailable`` (see :meth:`download`)."""
-        self._guarded()
+        self._guarded(url)
         self._forward(kwargs)
         with (
             self._sending(method, url, kwargs.get("timeout")),
             self.http.stream(method, url, auth=self.auth, **kwargs) as response,
         ):
+            self.answered = True
             self._check(method, url, response, (404,), one_file=one_file)
             self._accepted(url)
             yield response
@@ -534,13 +582,14 @@ class NextcloudClient:
         ``NextcloudProtocolError``; the rest raises as :meth:`request` does. ``timeout``:
         seconds (default: the HTTP client's)."""
         where = f"GET {path}"
-        self._guarded()
+        self._guarded(path)
         kwargs: dict[str, Any] = {"headers": API_HEADERS}
         if timeout is not None:
             kwargs["timeout"] = timeout
         self._forward(kwargs)
         with self._sending("GET", path, timeout):
             response = self.http.request("GET", path, auth=self.auth, **kwargs)
+        self.answered = True
         if response.status_code == 404:
             try:
                 meta = response.json()["ocs"]["meta"]
@@ -587,8 +636,16 @@ class NextcloudClient:
         format) is logged and the answer stands, as a search keeps a result whose check
         failed so (fail-open), and is not asked again by this client (an MCP search tool
         confirms in the search and after it: a Nextcloud that does not answer was waited for
-        twice)."""
+        twice). Nor is it asked, and the answer stands likewise, once a request of this client
+        timed out (:attr:`stalled`) before any got an answer (:attr:`answered`): Nextcloud has
+        answered nothing during this HTTP request — no result of it was confirmed — and a
+        stalled Nextcloud would keep the confirmation waiting its :data:`CONFIRM_SECONDS`
+        too, while a family stalled alone stops only its own requests."""
         if self.confirmed:
+            return
+        if self.stalled and not self.answered:
+            log.warning("credential_not_confirmed", error="not sent: Nextcloud answered nothing")
+            self.confirmed = True
             return
         try:
             self.current_user(timeout=CONFIRM_SECONDS)

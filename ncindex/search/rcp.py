@@ -187,14 +187,16 @@ class _Call:
     down, or stalled past ``settings.http_timeout``), the rest of the batch gets that failure
     without asking again, so a stalled Nextcloud costs a batch one timeout, not one per
     message. The same holds once authenticated: the client is one for the whole batch, and
-    ``authenticate`` (``ncindex.web.auth.resolve_caller``) makes it stop at the first request
-    Nextcloud gave no answer to
+    ``authenticate`` (``ncindex.web.auth.resolve_caller``) makes it stop asking a part of
+    Nextcloud (an endpoint family: the DAV server, one app's routes, …) at the first request
+    that part gave no answer to, and every part once a connection could not be made
     (:attr:`~ncindex.nextcloud.client.NextcloudClient.stop_when_unanswered`), so a later
-    message's search meets that failure without asking — its checks keep their candidates
-    unconfirmed (``meta.verified`` false, named in ``usage.notes``) and a cached credential's
-    confirmation stands, as when Nextcloud is asked and does not answer; each message still
-    gets its answer, only without waiting another timeout. (A search meeting Nextcloud's
-    silence raises no error: it is fail-open, DESIGN §9.)"""
+    message's search meets that failure without asking — its checks of that part keep their
+    candidates unconfirmed (``meta.verified`` false, named in ``usage.notes``), and a cached
+    credential's confirmation stands when Nextcloud answered nothing of the batch, as when
+    Nextcloud is asked and does not answer; each message still gets its answer, only without
+    waiting another timeout for a part that gave none (a batch waits at most one per family).
+    (A search meeting Nextcloud's silence raises no error: it is fail-open, DESIGN §9.)"""
 
     authorization: str | None
     session: str | None

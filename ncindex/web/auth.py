@@ -102,14 +102,17 @@ def _caller(services: Services, header: str, address: str | None) -> NextcloudCl
     (:attr:`~ncindex.nextcloud.client.NextcloudClient.forwarded_for`).
 
     The client is made for one HTTP request of the caller's (a REST call, an MCP POST, an
-    RCP batch, a search-page route) and kept by nothing after it, so it stops at the first
-    request Nextcloud gives no answer to
+    RCP batch, a search-page route) and kept by nothing after it, so it stops asking a part
+    of Nextcloud (an endpoint family: the DAV server, one app's routes, …) at the first
+    request that part gives no answer to, and every part once a connection could not be made
     (:attr:`~ncindex.nextcloud.client.NextcloudClient.stop_when_unanswered`): a stalled
-    Nextcloud costs that HTTP request one timeout, not one per request it would send — a
-    search whose checks timed out does not wait :data:`~ncindex.nextcloud.client.CONFIRM_SECONDS`
-    more to confirm a cached credential (its answer stands, as when that confirmation gets no
-    answer). The workers' and the service accounts' clients, which serve many requests, are
-    not made here and never stop so."""
+    Nextcloud costs that HTTP request at most one timeout per family it asks, not one per
+    request it would send, while a Deck that stalls alone leaves the files' and notes'
+    checks asked — a search whose checks timed out before Nextcloud answered anything does
+    not wait :data:`~ncindex.nextcloud.client.CONFIRM_SECONDS` more to confirm a cached
+    credential (its answer stands, as when that confirmation gets no answer). The workers'
+    and the service accounts' clients, which serve many requests, are not made here and
+    never stop so."""
     client = services.caller(header)
     client.stop_when_unanswered = True
     if address is not None:

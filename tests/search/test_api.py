@@ -1324,3 +1324,70 @@ def test_a_search_nextcloud_does_not_answer_withholds_what_it_could_not_confirm(
     assert answer["results"] == [], answer["results"]
     assert counts["checked"] == answered["checked"] >= 2, (counts, answered)
     assert counts["errors"] == counts["withheld"] == counts["checked"], counts
+
+
+CARD_TEXT = ("Lighthouse lens", "Polish the lighthouse lens and check the foghorn before winter.")
+"""A Deck card the searches over notes, files and cards below find beside alice's files."""
+
+
+def verified_by_type(answer: dict[str, Any]) -> dict[str, set[bool]]:
+    """doc_type → the ``verified`` values of a search answer's results of that type."""
+    kinds: dict[str, set[bool]] = {}
+    for result in answer["results"]:
+        kinds.setdefault(result["doc_type"], set()).add(result["verified"])
+    return kinds
+
+
+@pytest.mark.parametrize(
+    "api",
+    [{"http_timeout": 0.5, "user_cache_seconds": 60, "verify_concurrency": 1}],
+    indirect=True,
+)
+def test_a_search_confirms_its_notes_and_files_while_deck_alone_stalls(api: Api) -> None:
+    """alice searches her notes, files and a Deck card while Deck's API alone stalls (a big
+    board past the client's timeout); her checks go out one after another (one verifier
+    thread, as when a page's Deck requests fill the pool), Deck's board GET first. Its timeout
+    stopped every later request of the search's client, so the one WebDAV ``SEARCH`` that
+    checks the note and the files was never sent and they came back unconfirmed though
+    WebDAV answers. The stop is Deck's alone now: the note and the files are confirmed, the
+    card is kept unconfirmed, and its card GET is not sent after the board GET timed out."""
+    card = api.index_card("alice", "Harbour", "Doing", CARD_TEXT)
+    body = {"query": Q, "limit": 10}
+    answered = api.post("alice", body).get_json()  # confirmed, and the credential cached
+    assert verified_by_type(answered) == {"file": {True}, "note": {True}, "deck_card": {True}}
+    deck = api.sim.faults.set("deck", timeout=True, times=10)
+    try:
+        response = api.post("alice", body)
+    finally:
+        api.sim.faults.clear()
+    assert response.status_code == 200, response.get_json()
+    answer = response.get_json()
+    assert verified_by_type(answer) == {"file": {True}, "note": {True}, "deck_card": {False}}
+    assert card in {f"{r['doc_type']}:{r['doc_id']}" for r in answer["results"]}
+    assert 10 - (deck.times or 0) == 1  # the board GET reached Deck; the card GET was not sent
+
+
+@pytest.mark.parametrize("api", [{"http_timeout": 0.5, "user_cache_seconds": 60}], indirect=True)
+def test_a_search_over_notes_files_and_cards_nextcloud_does_not_answer_asks_it_once(
+    api: Api,
+) -> None:
+    """Nextcloud stalls whole while alice searches her notes, files and a Deck card (her
+    credential cached). The search's checks go out at once: the WebDAV ``SEARCH`` of the note
+    and the files, Deck's board GET and card GET; they time out together (one timeout), and
+    nothing more is sent — not the cached credential's confirmation (OCS ``cloud/user``:
+    Nextcloud answered nothing of this request). The stop being per endpoint family now, a
+    guard that a Nextcloud stalled whole still costs a search about one timeout (so it was
+    before): the faults count the requests that reached Nextcloud."""
+    api.index_card("alice", "Harbour", "Doing", CARD_TEXT)
+    body = {"query": Q, "limit": 10}
+    assert api.post("alice", body).status_code == 200  # confirmed, and cached
+    faults = {f: api.sim.faults.set(f, timeout=True, times=10) for f in (*STALLED, "deck")}
+    try:
+        response = api.post("alice", body)
+    finally:
+        api.sim.faults.clear()
+    reached = {family: 10 - (fault.times or 0) for family, fault in faults.items()}
+    assert response.status_code == 200, response.get_json()
+    answer = response.get_json()
+    assert verified_by_type(answer) == {"file": {False}, "note": {False}, "deck_card": {False}}
+    assert reached == {"webdav": 0, "dav-search": 1, "notes": 0, "ocs": 0, "deck": 2}, reached

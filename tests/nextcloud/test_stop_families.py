@@ -1,0 +1,154 @@
+"""``NextcloudClient.stop_when_unanswered`` keyed by endpoint family
+(:mod:`ncindex.nextcloud.families`), on ``httpx.MockTransport`` with a Nextcloud installed in a
+sub-folder (web root ``/nextcloud``): a timeout stops the requests of its family only, a
+connection that could not be made stops every request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from ncindex.errors import NextcloudUnavailable, NotFound
+from ncindex.nextcloud.apps import get_deck_card
+from ncindex.nextcloud.client import NextcloudClient, make_http
+from ncindex.nextcloud.families import endpoint_family
+from ncindex.settings import Settings
+
+ROOT = "https://cloud.example.test/nextcloud"
+EMPTY_MULTISTATUS = b'<?xml version="1.0"?><d:multistatus xmlns:d="DAV:"/>'
+USER = {"ocs": {"meta": {"status": "ok", "statuscode": 200}, "data": {"id": "alice"}}}
+
+
+@pytest.mark.parametrize(
+    ("path", "family"),
+    [
+        ("/remote.php/dav/files/alice/Notes/a.md", "remote.php"),
+        ("/remote.php/dav/", "remote.php"),
+        ("/remote.php/dav/systemtags/", "remote.php"),
+        ("/remote.php/webdav/a.md", "remote.php"),
+        ("/index.php/apps/deck/api/v1.0/boards/1/stacks/2/cards/3", "apps/deck"),
+        ("/apps/deck/api/v1.0/boards/1", "apps/deck"),  # the front controller on
+        ("/ocs/v2.php/apps/deck/api/v1.0/boards", "apps/deck"),  # Deck's own OCS routes
+        ("/index.php/apps/notes/api/v1/notes/3", "apps/notes"),
+        ("/index.php/apps/news/api/v1-3/items", "apps/news"),
+        ("/ocs/v2.php/apps/files_sharing/api/v1/shares", "apps/files_sharing"),
+        ("/ocs/v2.php/cloud/user", "ocs"),
+        ("/ocs/v1.php/cloud/capabilities", "ocs"),
+        ("/index.php/login/v2", "index.php"),
+        ("/login/v2/poll", "index.php"),
+        ("/index.php/apps", "index.php"),
+        ("/", "index.php"),
+        ("/status.php", "status.php"),
+    ],
+)
+def test_a_path_s_endpoint_family_is_the_part_of_nextcloud_that_serves_it(
+    path: str, family: str
+) -> None:
+    assert endpoint_family(path) == family
+
+
+def client_for(handler: Callable[[httpx.Request], httpx.Response]) -> NextcloudClient:
+    """A per-request client (``stop_when_unanswered``) of a Nextcloud under ``/nextcloud``."""
+    settings = Settings(nextcloud_url=ROOT + "/")
+    http = make_http(settings, transport=httpx.MockTransport(handler))
+    client = NextcloudClient.for_account(http, "alice", "pw")
+    client.stop_when_unanswered = True
+    return client
+
+
+def answering(stalled: Callable[[httpx.Request], Exception | None], sent: list[str]) -> Callable:
+    """A Nextcloud that raises what ``stalled`` gives for a request and otherwise answers:
+    WebDAV an empty multistatus, a note 404, OCS ``cloud/user``; each path reached is kept in
+    ``sent``."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        failure = stalled(request)
+        if failure is not None:
+            raise failure
+        if request.url.path.startswith("/nextcloud/remote.php/"):
+            return httpx.Response(207, content=EMPTY_MULTISTATUS)
+        if request.url.path.startswith("/nextcloud/ocs/v2.php/cloud/user"):
+            return httpx.Response(200, json=USER)
+        return httpx.Response(404, json={"errorType": "Exception"})
+
+    return handler
+
+
+def deck(request: httpx.Request) -> Exception | None:
+    """Deck's API never answers (a board too big to build within the client's timeout)."""
+    return httpx.ReadTimeout("deck") if "/apps/deck/" in request.url.path else None
+
+
+def test_a_stalled_app_stops_its_own_requests_and_no_other() -> None:
+    """Deck's card GET times out: the client's later Deck requests are not sent — through
+    ``index.php`` or Deck's OCS routes, by a path or an absolute URL under the web root —
+    while WebDAV, the Notes API and OCS are still asked. Before, the timeout stopped every
+    later request of the client, so a search's files and notes checked after a stalled
+    Deck came back unconfirmed though WebDAV answered."""
+    sent: list[str] = []
+    client = client_for(answering(deck, sent))
+    with pytest.raises(NextcloudUnavailable, match="timed out"):
+        get_deck_card(client, 1, 2, 3)
+    for url in (
+        "/index.php/apps/deck/api/v1.0/boards/1",
+        "/ocs/v2.php/apps/deck/api/v1.0/boards",
+        f"{ROOT}/index.php/apps/deck/api/v1.0/boards/1",
+    ):
+        with pytest.raises(NextcloudUnavailable, match="not sent") as raised:
+            client.request("GET", url)
+        assert raised.value.unreachable
+    assert client.find_by_ids([7]) == {}  # WebDAV answers
+    with pytest.raises(NotFound):
+        client.get_note(7)  # the Notes API answers
+    assert client.current_user() == "alice"  # OCS answers
+    assert sent == [
+        "/nextcloud/index.php/apps/deck/api/v1.0/boards/1/stacks/2/cards/3",
+        "/nextcloud/remote.php/dav/",
+        "/nextcloud/index.php/apps/notes/api/v1/notes/7",
+        "/nextcloud/ocs/v2.php/cloud/user",
+    ], sent
+    assert list(client.stalled) == ["apps/deck"] and client.unanswered is None
+
+
+@pytest.mark.parametrize(
+    "failure", [httpx.ConnectError("refused"), httpx.ConnectTimeout("no route")]
+)
+def test_a_connection_not_made_stops_every_family(failure: Exception) -> None:
+    """A connection that could not be made is the server, not one part of it: after it no
+    request of the client is sent, whatever its family (a guard: so it was before)."""
+    sent: list[str] = []
+    client = client_for(answering(lambda r: failure if not sent[1:] else None, sent))
+    with pytest.raises(NextcloudUnavailable):
+        get_deck_card(client, 1, 2, 3)
+    with pytest.raises(NextcloudUnavailable, match="not sent"):
+        client.find_by_ids([7])
+    with pytest.raises(NextcloudUnavailable, match="not sent"):
+        client.current_user()
+    assert len(sent) == 1 and client.unanswered is not None
+
+
+@pytest.mark.parametrize("answered_first", [False, True], ids=["nothing-answered", "answered"])
+def test_a_cached_credential_is_confirmed_after_a_stall_once_nextcloud_answered(
+    answered_first: bool,
+) -> None:
+    """A cached credential (``confirmed`` false) whose request met a stalled Deck. When
+    nothing else of the request was answered, its confirmation (OCS ``cloud/user``) is not
+    sent: Nextcloud answered nothing, no result was confirmed, and a Nextcloud stalled whole
+    would keep it waiting ``CONFIRM_SECONDS`` more; its answer stands (a guard: so it was
+    before). Once Nextcloud answered something (a note's 404, which shows nothing of the
+    credential), OCS is asked: only Deck stalled. Before, the Deck timeout stopped the
+    confirmation there too."""
+    sent: list[str] = []
+    client = client_for(answering(deck, sent))
+    client.confirmed = False
+    if answered_first:
+        with pytest.raises(NotFound):
+            client.get_note(7)
+    with pytest.raises(NextcloudUnavailable):
+        get_deck_card(client, 1, 2, 3)
+    client.confirm()
+    assert client.confirmed
+    assert ("/nextcloud/ocs/v2.php/cloud/user" in sent) is answered_first, sent
