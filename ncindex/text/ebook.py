@@ -60,8 +60,9 @@ def _decoded(markup: bytes) -> str:
     """A chapter's XHTML as text, in the encoding its XML declaration or ``<meta charset>``
     names (:func:`~ncindex.text.charsets.declared_markup_encoding`, a linear prescan that
     steps over comments), else as :func:`~ncindex.text.charsets.decode_text` guesses: decoded
-    here, as a web page is, so that BeautifulSoup is handed text and does not run its own
-    declared-encoding search (quadratic on a run of ``<meta ``)."""
+    here, as a web page is, so that :func:`~ncindex.text.markup.html_text` is handed text and
+    bs4's ``EncodingDetector`` does not run its declared-encoding search (quadratic on a run
+    of ``<meta ``)."""
     text, _ = decode_without_nuls(
         markup, declared_markup_encoding(markup), len(markup), markup=True
     )

@@ -17,7 +17,8 @@ operator of a PDF page), slides, rows, chapters, paragraphs, calendar lines, e-m
 attachments, pieces of HTML and e-mail messages (OCR gets what is left as Tesseract's time
 limit; RTF is read whole), the characters of an e-mail's header field, and the characters
 returned (``max_chars``, which also stops a PDF page, an e-mail part or the parse of HTML
-markup being read; so do :data:`~ncindex.text.markup.MAX_ELEMENTS` elements of it); text
+markup being read; so do more than :data:`~ncindex.text.markup.MAX_DEPTH` elements open in
+it); text
 beyond a bound is cut and reported as ``truncated``, and so is a
 document part that could not be read while the rest was (a PDF page or form, a DOCX
 header, footer, notes or comments part). Corrupt or unreadable input raises
@@ -25,7 +26,7 @@ header, footer, notes or comments part). Corrupt or unreadable input raises
 :class:`~ncindex.errors.TooLarge`.
 
 Libraries (all permissive): pypdf (BSD-3-Clause), python-docx, python-pptx and openpyxl
-(MIT), odfpy (Apache-2.0/LGPL dual), BeautifulSoup 4 (MIT) on lxml (BSD-3-Clause), striprtf
+(MIT), odfpy (Apache-2.0/LGPL dual), lxml (BSD-3-Clause) for HTML, striprtf
 (BSD-3-Clause), pytesseract (Apache-2.0) and pypdfium2 (Apache-2.0/BSD-3-Clause), vobject
 (Apache-2.0) for iCalendar and vCard, charset-normalizer (MIT) for the encoding of legacy text files
 (:mod:`~ncindex.text.charsets`). Outlook ``.msg`` files are
@@ -349,7 +350,8 @@ def _html(job: _Job) -> None:
     from ncindex.text.markup import html_text
 
     # the transport's charset, else the page's own <meta charset> or XML declaration (WHATWG
-    # HTML §13.2.3.2); decoded here, not by BeautifulSoup, whose guess reads the markup too
+    # HTML §13.2.3.2); decoded here, not by html_text's bytes path (bs4's EncodingDetector),
+    # whose guess reads the markup too
     declared = _charset(job.mime_type) or declared_markup_encoding(job.data)
     # a stray NUL byte does not make a page binary: an HTML parser reads past it
     text, _ = decode_without_nuls(job.data, declared, len(job.data), markup=True)

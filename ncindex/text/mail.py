@@ -81,7 +81,7 @@ def eml_text(
     first (a text part, or an attachment's name); once it answers ``True``, or the text
     read reaches ``max_chars`` characters, the rest is not read and the text is what was
     (a text part cut to the characters left; an HTML one's markup parsed only until its
-    text is past them, or past :data:`~ncindex.text.markup.MAX_ELEMENTS` elements). Raises
+    text is past them, or past :data:`~ncindex.text.markup.MAX_DEPTH` elements open). Raises
     :class:`ExtractionError` when ``data`` holds no header fields (not a message) or a
     header or part cannot be decoded."""
     if b"\x00" in data[:4096]:
@@ -541,7 +541,7 @@ def _part_text(part: MIMEPart, late: Callable[[], bool], max_chars: int | None) 
     """A body part's text and whether it was cut short (an HTML one read under ``late``, as
     by :func:`eml_text`, and its markup parsed only until its text is past ``max_chars``
     characters, the characters left, or its elements past
-    :data:`~ncindex.text.markup.MAX_ELEMENTS`: :func:`~ncindex.text.markup.html_text`;
+    :data:`~ncindex.text.markup.MAX_DEPTH` open: :func:`~ncindex.text.markup.html_text`;
     ``None``: no bound). A part
     that names no charset is US-ASCII by RFC 2045 §5.2, but 8-bit bodies without one are
     common (older mailers wrote their code page, newer ones UTF-8), and the ``email``

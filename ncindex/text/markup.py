@@ -1,23 +1,40 @@
-"""HTML and XHTML to text (web pages, e-mail bodies, EPUB chapters) by BeautifulSoup 4 (MIT)
-on lxml (BSD-3-Clause): scripts and styles dropped, block elements on their own lines, table
-cells separated, and — when asked — headings kept as markdown ``#`` lines.
+"""HTML and XHTML to text (web pages, e-mail bodies, EPUB chapters) by lxml's HTML parser
+(BSD-3-Clause) with an event handler as its target: scripts and styles dropped, block
+elements on their own lines, table cells separated, and — when asked — headings kept as
+markdown ``#`` lines.
 
-Building BeautifulSoup's tree is the slow part (a 10 MB page took 20 s of lxml's callbacks
-into BeautifulSoup here, against 1.2 s for lxml alone), so the markup is fed to the parser
-in pieces with the time budget checked between them (:func:`html_text`'s ``late``): when it
-is spent, the page is the markup read so far. The characters bound is looked at between them
-too (``max_chars``): once the markup parsed holds more text than the characters left, the rest
-is not parsed (a 20 MB page took 10 s and 660 MB here to give text cut to 2,000,000
-characters; a 94 MB e-mail body 64 s and 1.9 GB); so is it once :data:`MAX_ELEMENTS` elements
-are (markup of many elements and little text: 20 MB of nested ``<div><span>`` took 63 s and
-1.5 GB).
+No tree is built: the handler keeps the names of the elements open around the parser's
+position and the text so far (memory the text's and the nesting's), reading the events
+libxml2 gives as BeautifulSoup 4's tree did when it was built from them (bs4's
+``LXMLTreeBuilderForXML`` target and ``BeautifulSoup.endData``/``_popToTag``: the same
+strings, whitespace rules and separators; the text is the same as its tree walk gave).
+The markup is fed to the parser in pieces with the time budget checked between them
+(:func:`html_text`'s ``late``): when it is spent, the page is the markup read so far. The
+characters bound is looked at between them too (``max_chars``): once the markup parsed holds
+more text than the characters left, the rest is not parsed.
+
+Measured here (a fresh process per page, ``max_chars`` 2,000,000, peak RSS over the process
+before parsing, which holds the page; seconds on 2 shared cores under load, the two run one
+after the other, and the handler's up to 2.6 times these in another run), BeautifulSoup's
+tree with the 300,000 elements bound it needed before → this handler:
+
+- a 4.2 MB table of 70,000 rows × 5 short cells: 11 s, +294 MB, 599,000 of its 833,000
+  characters (truncated) → 1.3 s, +5 MB, all of them;
+- 20 MB of nested ``<div><span>``: 9 s, +186 MB (truncated) → 0.3 s, +0 MB (truncated at
+  :data:`MAX_DEPTH`; read whole without that bound: 7 s, +99 MB);
+- 3,000,000 empty ``<b></b>`` (21 MB): 10 s, +121 MB (truncated) → 6 s, +16 MB, whole;
+- ``<b>xy</b>`` × 1,200,000 (11 MB): 8 s, +299 MB, 612,000 characters → 2.6 s, +19 MB,
+  2,010,000 (both truncated: the characters bound);
+- a 1 MB article (headings, paragraphs, links): 0.7 s, +30 MB → 0.1 s, +4 MB, the same
+  797,367 characters.
 """
 
 from __future__ import annotations
 
 import re
-import warnings
+import sys
 from collections.abc import Callable, Iterator
+from io import StringIO
 from typing import Any
 
 from ncindex.errors import ExtractionError
@@ -34,23 +51,31 @@ _HTML_BLOCKS = frozenset({
     "table", "tr", "ul", "title",
 })  # fmt: skip
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
-# Elements whose strings BeautifulSoup makes a type :func:`_pieces` does not read (bs4's
-# ``HTMLTreeBuilder.DEFAULT_STRING_CONTAINERS``: ruby annotations), besides ``_HTML_DROP``.
+# Ruby annotations: their strings are not text (bs4's
+# ``HTMLTreeBuilder.DEFAULT_STRING_CONTAINERS`` gave them a type its tree walk did not read),
+# though the elements inside them still separate lines.
 _RUBY = frozenset({"rt", "rp"})
 # Table cells: a space after each.
 _CELLS = frozenset({"td", "th"})
+# Elements inside which a string of whitespace is kept as it is (bs4's
+# ``HTMLTreeBuilder.DEFAULT_PRESERVE_WHITESPACE_TAGS``); elsewhere one of ASCII spaces only
+# (:data:`_ASCII_SPACES`) becomes a line end if it holds one, else a space.
+_PRESERVE = frozenset({"pre", "textarea"})
+_ASCII_SPACES = re.compile(r"[\x20\n\t\x0c\r]*")
 _SPACES = re.compile(r"[ \t\u00a0]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
 # What the text's normalisation may remove or fold (``normalize_text`` in
 # ncindex.text.extract): whitespace and control characters; not counted as text parsed.
 _UNCOUNTED = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
-#: Elements of a page parsed at most: BeautifulSoup's tree holds each (about 750 bytes
-#: here), and a page's text holds few of them (an element per 15 characters of a web page's
-#: paragraphs, tables and links: 2,000,000 characters are 140,000 elements). The rest of a
-#: page past them is not parsed, and its text is marked truncated.
-MAX_ELEMENTS = 300_000
-#: Characters (or bytes) of markup fed to the parser between two looks at the clock: about
-#: 0.1 s of tree building here (10 MB took 20 s).
+#: Elements open around the parser's position at most: past them the rest of the markup is
+#: not parsed and the text is marked truncated. Each open element costs 20 to 30 bytes here
+#: (its name in :class:`_Text`'s list and libxml2's own stacks): 20 MB of unclosed ``<b>``
+#: (6.7 million open) took 140 MB, 7 bytes a byte of markup, so it is bounded; 300,000
+#: open took 15 MB. Pages nest tens deep, legacy ones with unclosed ``<font>``
+#: thousands; a page this bound cuts was cut by the 300,000 elements in all that the tree
+#: needed before.
+MAX_DEPTH = 300_000
+#: Characters (or bytes) of markup fed to the parser between two looks at the clock.
 _FEED_PIECE = 64 * 1024
 
 
@@ -70,144 +95,209 @@ def html_text(
     the text is that of the markup before it. So is it once the markup parsed holds more than
     ``max_chars`` characters of text (``None``: no bound; the characters the caller has
     left): the text returned is then longer than ``max_chars`` (the caller cuts it) and the
-    same as the whole page's up to there. So is it once :data:`MAX_ELEMENTS` elements are
-    parsed. Raises :class:`ExtractionError` when the parser fails."""
-    from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, XMLParsedAsHTMLWarning
+    same as the whole page's up to there. So is it once more than :data:`MAX_DEPTH` elements
+    are open.
 
+    ``str`` markup is parsed as it is; ``bytes`` in the encodings bs4's ``EncodingDetector``
+    names in turn (a byte-order mark, a declaration in the markup, a guess, UTF-8,
+    windows-1252), the next one tried when lxml rejects one (an encoding it does not know),
+    as BeautifulSoup did. Raises :class:`ExtractionError` when the parser fails."""
+    drop = _HTML_DROP | {"title"} if headings else _HTML_DROP
     try:
-        with warnings.catch_warnings():
-            # advisory warnings about the input, not errors: XHTML parsed as HTML, or a
-            # document so short it looks like a file name
-            warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
-            warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
-            drop = _HTML_DROP | {"title"} if headings else _HTML_DROP
-            builder = _builder(late or _never, max_chars, drop | _RUBY)
-            soup = BeautifulSoup(data, builder=builder)
-        raw = "".join(_pieces(soup, drop, headings))
+        rejected: list[Exception] = []
+        for markup, encoding in _candidates(data):
+            handler = _Text(drop, headings)
+            try:
+                cut = _parse(markup, encoding, handler, late or _never, max_chars)
+            except _Rejected as exc:
+                rejected.append(exc)
+                continue
+            raw = handler.finish()
+            break
+        else:
+            raise _Rejected("; ".join(map(str, rejected)))
     except Exception as exc:  # parsers raise assorted types on hostile markup
         raise ExtractionError(f"unreadable HTML: {type(exc).__name__}: {exc}") from exc
     lines = (_SPACES.sub(" ", line).strip() for line in raw.split("\n"))
     # the blank lines of nested blocks as one, the text's normalisation does (normalize_text
     # in ncindex.text.extract): the callers cut the text to the characters left before it is
     # normalised, and a page's text that fits must not be cut or marked truncated
-    return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip("\n"), builder.cut
+    return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip("\n"), cut
 
 
-def _pieces(root: Any, drop: frozenset[str], headings: bool) -> Iterator[str]:
-    """The text of ``root``'s content, in order: its strings (``NavigableString`` and
-    ``CData``, the types bs4's ``get_text`` reads: not comments, doctypes or ruby annotations),
-    a line end for a ``<br>`` and around each block element, a space after a table cell, and
-    with ``headings`` a heading as one ``#`` line set apart by blank lines; the elements named
-    in ``drop`` left out.
+class _Rejected(Exception):
+    """lxml rejected the markup in an encoding (bs4's ``ParserRejectedMarkup``)."""
 
-    One walk with its own stack (no recursion: nesting is the page's to choose), reading the
-    tree as it is: marking it up first (``insert``/``append`` of separators after ``find_all``
-    by a list of names) took longer than parsing it (5 s for 10 MB)."""
-    from bs4.element import CData, NavigableString, Tag
 
-    stack: list[tuple[Iterator[Any], str]] = [(iter(root.contents), "")]
-    while stack:
-        children, closing = stack[-1]
-        node = next(children, None)
-        if node is None:
-            stack.pop()
-            yield closing
-        elif isinstance(node, Tag):
-            name = node.name
-            if name in drop:
-                continue
-            if headings and name in _HEADINGS:  # one line, whatever the markup inside
-                title = " ".join(" ".join(_pieces(node, drop, False)).split())
-                line = f"\n\n{'#' * int(name[1])} {title}\n\n" if title else ""
-                yield f"\n{line}\n"  # a block too
-                continue
-            if name == "br":
-                yield "\n"
-            opening = "\n" if name in _HTML_BLOCKS else ""
-            yield opening
-            stack.append((iter(node.contents), " " if name in _CELLS else opening))
-        elif type(node) in (NavigableString, CData):
-            yield str(node)
+def _candidates(data: bytes | str) -> Iterator[tuple[bytes | str, str | None]]:
+    """The markup and the encoding lxml is told, in the order they are tried: bs4's
+    ``LXMLTreeBuilderForXML.prepare_markup`` for HTML (a ``str`` without its byte-order mark
+    and then as UTF-8; ``bytes`` in each of ``EncodingDetector.encodings``)."""
+    if isinstance(data, str):
+        yield data.removeprefix("\N{BYTE ORDER MARK}"), None
+        yield data.encode("utf8"), "utf8"
+        return
+    from bs4.dammit import EncodingDetector
+
+    detector = EncodingDetector(data, is_html=True)
+    for encoding in detector.encodings:
+        yield detector.markup, encoding
+
+
+def _parse(
+    markup: bytes | str,
+    encoding: str | None,
+    handler: _Text,
+    late: Callable[[], bool],
+    max_chars: int | None,
+) -> bool:
+    """Feed ``markup`` to lxml's HTML parser (the options bs4's ``LXMLTreeBuilder`` gives it)
+    in :data:`_FEED_PIECE` pieces, ``handler`` its target, while ``late()`` is false, the
+    text parsed is at most ``max_chars`` characters (``None``: no bound) and the elements
+    open at most :data:`MAX_DEPTH`; whether a piece was left unparsed. lxml's parser is
+    incremental: the events of the pieces fed are all given once it is closed. A cut parse
+    is not closed: what a cut piece ends with, half a tag or an entity ("<i></i>" cut after
+    "<i><"), stays unread, which closing the parser would give as text ("<"). Raises
+    :class:`_Rejected` for the errors bs4's feed turned into ``ParserRejectedMarkup`` (an
+    encoding lxml does not know)."""
+    from lxml import etree
+
+    try:
+        # types-lxml's ParserTarget protocol asks for start_ns and end_ns too, which lxml
+        # calls only when a target has them (HTML has no namespaces)
+        target: Any = handler
+        parser = etree.HTMLParser(target=target, recover=True, encoding=encoding)
+        parser.feed(markup[:0])  # lxml's parser closes only once fed, even nothing
+        for start in range(0, len(markup), _FEED_PIECE):
+            too_long = max_chars is not None and handler.counted > max_chars
+            if too_long or handler.depth > MAX_DEPTH or late():
+                return True
+            parser.feed(markup[start : start + _FEED_PIECE])
+        parser.close()
+    except (UnicodeDecodeError, LookupError, etree.ParserError) as exc:
+        raise _Rejected(exc) from exc
+    return False
+
+
+class _Text:
+    """lxml's parser target that writes the text of the events it is given (``start``,
+    ``end``, ``data``; ``comment``, ``pi`` and ``doctype`` only end a string), read as
+    BeautifulSoup's tree walk read the tree built from them: the strings (the ``data`` between
+    two other events joined as one; one of ASCII whitespace only, outside ``<pre>`` and
+    ``<textarea>``, a line end if it holds one, else a space) outside the elements named in
+    ``drop`` and ruby annotations, a line end for a ``<br>`` and around each block element, a
+    space after a table cell, and with ``headings`` a heading as one ``#`` line of its
+    strings' words set apart by blank lines. An end closes the elements open down to the
+    latest of its name, none if none is (bs4's ``_popToTag``).
+
+    It holds the open elements' names (``list`` of ``str``), counts of them and the text:
+    ``counted`` is the text's characters other than whitespace and control characters, which
+    its normalisation keeps (whitespace runs become one space or line end; only a terminal
+    escape sequence's printable characters, which it removes too, are counted), so the markup
+    is cut only where the whole page's text would be cut too."""
+
+    def __init__(self, drop: frozenset[str], headings: bool) -> None:
+        self._drop = drop
+        self._headings = headings
+        self._open: list[str] = []
+        self._opened: dict[str, int] = {}  # open elements of each name
+        self._hidden = 0  # open elements named in drop
+        self._ruby = 0  # open ruby annotations
+        self._kept = 0  # open <pre> and <textarea>
+        self._heading: tuple[int, list[str]] | None = None  # its place in _open, its words
+        self._data: list[str] = []  # the string being read
+        self._text = StringIO()
+        self.counted = 0
+
+    @property
+    def depth(self) -> int:
+        """The elements open."""
+        return len(self._open)
+
+    def start(self, tag: str, attrib: Any) -> None:
+        self._string()
+        tag = sys.intern(tag)  # one str of a name open many times (lxml gives a new one)
+        self._open.append(tag)
+        self._opened[tag] = self._opened.get(tag, 0) + 1
+        self._kept += tag in _PRESERVE
+        if self._hidden or tag in self._drop:
+            self._hidden += tag in self._drop
+        elif self._heading is None:
+            self._ruby += tag in _RUBY
+            if self._headings and tag in _HEADINGS:  # one line, whatever the markup inside
+                self._heading = (len(self._open) - 1, [])
+            elif tag == "br" or tag in _HTML_BLOCKS:  # a <br> is no block: a line end once
+                self._text.write("\n")
+        else:
+            self._ruby += tag in _RUBY
+
+    def end(self, tag: str) -> None:
+        self._string()
+        while self._opened.get(tag):
+            if self._close() == tag:
+                break
+
+    def data(self, data: str) -> None:
+        if self._hidden or self._ruby:  # not text: not held (a script's may be megabytes)
+            return
+        self._data.append(data)
+        self.counted += len(_UNCOUNTED.sub("", data))
+
+    def comment(self, text: str) -> None:
+        self._string()
+
+    def pi(self, target: str, data: str) -> None:
+        self._string()
+
+    def doctype(self, name: str, pubid: str, system: str) -> None:
+        self._string()
+
+    def close(self) -> None:
+        """lxml's parser is closed: :meth:`finish` reads what is left."""
+
+    def finish(self) -> str:
+        """The text, the elements still open closed (a cut parse leaves some)."""
+        self._string()
+        while self._open:
+            self._close()
+        return self._text.getvalue()
+
+    def _string(self) -> None:
+        if not self._data:
+            return
+        string = "".join(self._data)
+        self._data.clear()
+        if not self._kept and _ASCII_SPACES.fullmatch(string):
+            string = "\n" if "\n" in string else " "
+        if self._heading is not None:
+            self._heading[1].extend(string.split())
+        else:
+            self._text.write(string)
+
+    def _close(self) -> str:
+        tag = self._open.pop()
+        if self._opened[tag] > 1:
+            self._opened[tag] -= 1
+        else:  # only the names open are held
+            del self._opened[tag]
+        self._kept -= tag in _PRESERVE
+        if self._hidden:
+            self._hidden -= tag in self._drop
+            return tag
+        self._ruby -= tag in _RUBY
+        if self._heading is not None:
+            place, words = self._heading
+            if place == len(self._open):
+                title = " ".join(words)
+                line = f"\n\n{'#' * int(tag[1])} {title}\n\n" if title else ""
+                self._text.write(f"\n{line}\n")  # a block too
+                self._heading = None
+        elif tag in _CELLS:
+            self._text.write(" ")
+        elif tag in _HTML_BLOCKS:
+            self._text.write("\n")
+        return tag
 
 
 def _never() -> bool:
     return False
-
-
-def _builder(late: Callable[[], bool], max_chars: int | None, unread: frozenset[str]) -> Any:
-    """BeautifulSoup's lxml HTML tree builder, feeding the markup to lxml's parser in
-    :data:`_FEED_PIECE` pieces while ``late()`` is false, the text parsed is at most
-    ``max_chars`` characters (``None``: no bound) and the elements at most
-    :data:`MAX_ELEMENTS`; its ``cut`` says whether a piece was left unparsed. bs4's own
-    ``LXMLTreeBuilder.feed`` hands lxml the whole markup in one call (``parser_for``,
-    ``feed`` and the parser target's ``start``, ``end`` and ``data`` are the tree-builder
-    interface bs4's ``LXMLTreeBuilderForXML`` defines). lxml's parser is incremental: the
-    tree of the pieces fed is complete once it is closed (a cut parse is not closed: what a
-    cut piece ends with, half a tag or an entity, stays unread, not given as text).
-
-    The text parsed is counted low: the characters other than whitespace and control
-    characters of the strings outside the elements named in ``unread`` (those :func:`_pieces`
-    leaves out), each of which the text returned holds, and its normalisation keeps
-    (whitespace runs become one space or line end; only a terminal escape sequence's
-    printable characters, which it removes too, are counted). So the markup is cut only
-    where the whole page's text would be cut too, and a page whose text fits is read whole.
-    The errors bs4's feed turns into ``ParserRejectedMarkup`` (an encoding lxml does not
-    know) are turned into it here too."""
-    from bs4.builder import ParserRejectedMarkup
-    from bs4.builder._lxml import LXMLTreeBuilder
-    from lxml import etree
-
-    class Budgeted(LXMLTreeBuilder):
-        text_chars = 0  # characters of the strings read, counted low (above)
-        unread_depth = 0  # elements named in ``unread`` open around the parser's position
-        elements = 0
-        cut = False
-
-        def feed(self, markup: Any) -> None:
-            assert self.soup is not None  # bs4 sets it before feeding
-            # BeautifulSoup feeds the markup again in its next candidate encoding when one
-            # is rejected: counted afresh
-            self.text_chars = self.unread_depth = self.elements = 0
-            self.cut = False
-            try:
-                self.parser = self.parser_for(self.soup.original_encoding)
-                self.parser.feed(markup[:0])  # lxml's parser closes only once fed, even nothing
-                for start in range(0, len(markup), _FEED_PIECE):
-                    if self._full() or late():
-                        self.cut = True
-                        break
-                    self.parser.feed(markup[start : start + _FEED_PIECE])
-                # a cut piece may end inside a tag or an entity ("<i></i>" cut after "<i><"),
-                # which closing the parser would give as text ("<"): a cut parser is left
-                # unclosed, its parse the strings and elements it gave the tree so far (the
-                # callbacks come as it reads; bs4 closes the elements left open)
-                if not self.cut:
-                    self.parser.close()
-            # as bs4's own feed: BeautifulSoup then tries the markup's next candidate encoding
-            except (UnicodeDecodeError, LookupError, etree.ParserError) as exc:
-                raise ParserRejectedMarkup(exc) from exc
-
-        def _full(self) -> bool:
-            too_long = max_chars is not None and self.text_chars > max_chars
-            return too_long or self.elements > MAX_ELEMENTS
-
-        def start(self, tag: Any, attrib: Any, nsmap: Any = {}) -> None:  # noqa: B006 (bs4's)
-            self.elements += 1
-            if self._name(tag) in unread:
-                self.unread_depth += 1
-            super().start(tag, attrib, nsmap)
-
-        def end(self, tag: Any) -> None:
-            if self._name(tag) in unread:
-                self.unread_depth = max(0, self.unread_depth - 1)
-            super().end(tag)
-
-        def data(self, data: Any) -> None:
-            if not self.unread_depth:
-                self.text_chars += len(_UNCOUNTED.sub("", data))
-            super().data(data)
-
-        def _name(self, tag: Any) -> str:
-            return str(self._getNsTag(tag)[1]).lower()
-
-    return Budgeted()

@@ -663,44 +663,87 @@ def test_html_far_past_max_chars_is_not_parsed_whole(monkeypatch: pytest.MonkeyP
     assert result.text == extract(html_page(1000), "text/html", "t.html", max_chars=1000).text
 
 
-def test_html_of_many_elements_and_little_text_is_not_parsed_whole(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Markup of many elements and little text (nested ``<div><span>``) was parsed whole
-    whatever its size (20 MB took 63 s and 1.5 GB: BeautifulSoup's tree holds each
-    element), its text never past ``max_chars``. Its markup is parsed now only until
-    ``MAX_ELEMENTS`` elements are (1,000 here: one piece of 64 KiB holds 6,000), and the
-    text is marked truncated."""
+def test_html_of_many_elements_and_little_text_is_read_whole() -> None:
+    """Markup of many elements and little text was parsed only until ``MAX_ELEMENTS``
+    (300,000) elements were, its text marked truncated: BeautifulSoup's tree held each (20 MB
+    of nested ``<div><span>`` took 63 s and 1.5 GB before that bound). No tree is built now
+    (the parser's events are read as they come, memory the text's and the nesting's):
+    320,000 elements are read whole, each 64 KiB piece asked of ``late``."""
     from ncindex.text import markup
 
-    monkeypatch.setattr(markup, "MAX_ELEMENTS", 1000)
-    page = f"<html><body><p>Harbour log</p>{'<div><span>' * 100_000}deep</body></html>"
-    result = extract(page.encode(), "text/html", "deep.html")
-    assert result.truncated and result.text == "Harbour log"
+    page = f"<html><body><p>Harbour log</p>{'<div><span></span></div>' * 160_000}deep"
+    result = extract(page.encode(), "text/html", "many.html")
+    assert (result.text, result.truncated) == ("Harbour log\n\ndeep", False)
     answers: list[bool] = []
     text, cut = markup.html_text(page, late=lambda: answers.append(False) or False)
-    assert cut and text == "Harbour log" and len(answers) == 1
+    assert (text, cut) == ("Harbour log\n\ndeep", False)
+    assert len(answers) == -(-len(page) // markup._FEED_PIECE)
 
 
-def test_html_cut_inside_a_tag_or_an_entity_gives_none_of_it_as_text(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Markup cut at a piece's end (its elements past ``MAX_ELEMENTS``, or the time budget
-    spent) may end inside a tag or an entity; lxml read that piece's end as text when the
+def test_html_nested_past_max_depth_is_not_parsed_whole() -> None:
+    """Each element open around the parser's position is held (its name here, libxml2's
+    stacks): markup of unclosed tags costs about 7 bytes a byte. Past ``MAX_DEPTH``
+    (300,000) elements open the rest is not parsed and the text is marked truncated; markup
+    nested less deep is read whole. (A guard: the elements bound before cut both pages
+    the same way.)"""
+    from ncindex.text import markup
+
+    deep = f"<p>Harbour log</p>{'<div><span>' * 160_000}deep"  # 320,000 open
+    result = extract(deep.encode(), "text/html", "deep.html")
+    assert (result.text, result.truncated) == ("Harbour log", True)
+    assert markup.html_text(deep) == ("Harbour log", True)
+    shallower = f"<p>Harbour log</p>{'<div><span>' * 145_000}deep"  # 290,000 open
+    assert markup.html_text(shallower) == ("Harbour log\n\ndeep", False)
+
+
+def test_html_cut_inside_a_tag_or_an_entity_gives_none_of_it_as_text() -> None:
+    """Markup cut at a piece's end (its text past ``max_chars``, or the time budget spent)
+    may end inside a tag or an entity; lxml read that piece's end as text when the
     parser was closed ("<", "</", "am", "a" after the page's last "&"). The text is now only
     what the markup before the cut held, wherever the cut falls."""
     from ncindex.text import markup
 
     pages = [f"<p>Harbour log</p>{'x' * shift}{'<i>&amp;</i>' * 20_000}" for shift in range(12)]
-    monkeypatch.setattr(markup, "MAX_ELEMENTS", 1000)
     for page in pages:  # the cut falls in each place of "<i>&amp;</i>"
-        result = extract(page.encode(), "text/html", "log.html")
-        assert result.truncated
-        assert re.fullmatch(r"Harbour log\nx*&+", result.text), result.text[-8:]
-    monkeypatch.undo()
+        text, cut = markup.html_text(page, max_chars=1000)  # one piece: 5,000 characters
+        assert cut and re.fullmatch(r"Harbour log\nx*&+", text), text[-8:]
     for page in pages:  # the time budget spent after the first piece
         text, cut = markup.html_text(page, late=iter([False, True]).__next__)
         assert cut and re.fullmatch(r"Harbour log\nx*&+", text), text[-8:]
+
+
+def test_html_table_of_many_short_cells_whose_text_fits_is_read_whole() -> None:
+    """A table of many short cells holds more elements than ``MAX_ELEMENTS`` (300,000) let
+    through: a 4.2 MB table of 70,000 rows of 5 cells gave 599,000 of its 833,000 characters,
+    marked truncated. No tree is built now and no elements bound is needed: 51,000 rows of 5
+    cells (306,000 elements, 510,000 characters) are read whole."""
+    rows = "".join(
+        f"<tr><td>{n % 100}</td><td>{n % 7}</td><td>a</td><td>b</td><td>c</td></tr>"
+        for n in range(51_000)
+    )
+    result = extract(f"<table>{rows}</table>".encode(), "text/html", "t.html")
+    assert not result.truncated
+    assert result.text.startswith("0 0 a b c\n\n1 1 a b c\n\n2 2 a b c")
+    assert result.text.endswith("\n\n99 4 a b c")
+    assert result.text.count(" a b c") == 51_000
+
+
+def test_html_of_many_empty_elements_then_text_is_read_whole() -> None:
+    """Markup past ``MAX_ELEMENTS`` (300,000) elements was not parsed and the text was marked
+    truncated, even when only empty tags (and whitespace) were left, so the text was whole,
+    and when text was left past them, which was lost. Without an elements bound, the page is
+    read whole: not marked truncated, and the text past the empty tags is read (a word, an
+    entity; not a script's content)."""
+    from ncindex.text import markup
+
+    empty = "<b></b>\n"
+    page = f"<p>Harbour log</p>{empty * 310_000}<br/>"
+    result = extract(page.encode(), "text/html", "log.html")
+    assert (result.text, result.truncated) == ("Harbour log", False)
+    assert markup.html_text(page) == ("Harbour log", False)  # as str too (an e-mail's body)
+    for tail, text in (("deep", "deep"), ("&amp;", "&"), ("<script>x</script>", "")):
+        page = f"<p>Harbour log</p>{'<b></b>' * 310_000}{tail}"
+        assert markup.html_text(page) == (f"Harbour log\n{text}".strip(), False), tail
 
 
 def test_html_whose_text_fits_max_chars_is_read_whole_and_not_marked_truncated() -> None:
@@ -1176,12 +1219,12 @@ def test_the_task_time_limit_inside_a_parser_is_raised_as_it_is(
     """A parser's catch-all wraps whatever it meets in an ExtractionError; Celery's soft time
     limit is the worker task's, not the document's, so it leaves extraction as it is (a
     News item's HTML and a file alike go through here)."""
-    import bs4
+    from lxml import etree
 
     def overrun(*args: object, **kwargs: object) -> None:
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setattr(bs4, "BeautifulSoup", overrun)
+    monkeypatch.setattr(etree, "HTMLParser", overrun)
     with pytest.raises(SoftTimeLimitExceeded):
         extract_text(b"<p>Tide tables</p>", mime_type="text/html", filename="i.html", max_chars=99)
 
