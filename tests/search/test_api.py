@@ -1391,3 +1391,32 @@ def test_a_search_over_notes_files_and_cards_nextcloud_does_not_answer_asks_it_o
     answer = response.get_json()
     assert verified_by_type(answer) == {"file": {False}, "note": {False}, "deck_card": {False}}
     assert reached == {"webdav": 0, "dav-search": 1, "notes": 0, "ocs": 0, "deck": 2}, reached
+
+
+@pytest.mark.parametrize(
+    "api",
+    [{"http_timeout": 0.5, "user_cache_seconds": 60, "verify_concurrency": 1}],
+    indirect=True,
+)
+def test_a_revoked_credential_whose_deck_check_stalls_is_refused_by_webdav(api: Api) -> None:
+    """alice's app password is revoked while the credential cache holds it, and Deck's API
+    stalls; her search over notes, files and a card sends its Deck board GET first (one
+    verifier thread). The timeout stopped every later request of the search's client: the
+    WebDAV ``SEARCH`` was never sent, the confirmation not either (its answer stands), and
+    the revoked credential got the note, the files and the card, unconfirmed but with their
+    text (``NCINDEX_UNVERIFIED_RESULTS=show``). With the stop Deck's alone, WebDAV is asked
+    and refuses the credential (nextcloud/server ``apps/dav/lib/Connector/Sabre/Auth.php``
+    ``validateUserPass``): the search is 401 and shows nothing. A guard of 03ac732 (failing
+    on the client before it)."""
+    api.index_card("alice", "Harbour", "Doing", CARD_TEXT)
+    body = {"query": Q, "limit": 10}
+    assert api.post("alice", body).status_code == 200  # confirmed, and cached
+    revoke_every_credential(api, "alice")
+    deck = api.sim.faults.set("deck", timeout=True, times=10)
+    try:
+        response = api.post("alice", body)
+    finally:
+        api.sim.faults.clear()
+    assert response.status_code == 401, response.get_json()
+    assert "lighthouse" not in response.get_data(as_text=True).lower()
+    assert 10 - (deck.times or 0) == 1  # the board GET reached Deck
