@@ -152,3 +152,43 @@ def test_a_cached_credential_is_confirmed_after_a_stall_once_nextcloud_answered(
     client.confirm()
     assert client.confirmed
     assert ("/nextcloud/ocs/v2.php/cloud/user" in sent) is answered_first, sent
+
+
+def test_a_stall_is_keyed_by_family_under_a_two_level_web_root() -> None:
+    """A Nextcloud under ``/a/b`` (a web root of two folders) whose Deck stalls, asked by a
+    relative path, by an absolute URL under the web root with a query string, and through
+    Deck's OCS routes: each is Deck's. The other apps' OCS routes (the sharing API, Notes
+    under OCS), the server's own (``cloud/users/{id}``, ``core/apppassword``) and WebDAV by
+    an absolute URL are still sent. A guard of :meth:`NextcloudClient._family` (passing on
+    the commit that made it)."""
+    root = "https://cloud.example.test/a/b"
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        if "/apps/deck/" in request.url.path:
+            raise httpx.ReadTimeout("deck")
+        return httpx.Response(200, json=USER)
+
+    http = make_http(Settings(nextcloud_url=root), transport=httpx.MockTransport(handler))
+    client = NextcloudClient.for_account(http, "alice", "pw")
+    client.stop_when_unanswered = True
+    with pytest.raises(NextcloudUnavailable, match="timed out"):
+        client.request("GET", f"{root}/index.php/apps/deck/api/v1.0/boards?details=true")
+    for url in (
+        "/index.php/apps/deck/api/v1.0/boards/1",
+        "/ocs/v1.php/apps/deck/api/v1.0/boards?format=json",
+        f"{root}/ocs/v2.php/apps/deck/api/v1.0/boards",
+    ):
+        with pytest.raises(NextcloudUnavailable, match="not sent"):
+            client.request("GET", url)
+    for url in (
+        "/ocs/v2.php/apps/files_sharing/api/v1/shares?shared_with_me=true",
+        "/ocs/v2.php/apps/notes/api/v1/notes",
+        "/ocs/v2.php/cloud/users/bob",
+        "/ocs/v2.php/core/apppassword",
+        f"{root}/remote.php/dav/files/alice/?x=1",
+    ):
+        client.request("GET", url)
+    assert list(client.stalled) == ["apps/deck"], client.stalled
+    assert len(sent) == 6, sent
