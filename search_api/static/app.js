@@ -763,7 +763,6 @@ function showParagraphs(snippet) {
 const MARK_HOLDER = "\uE000";
 // a heading's hashes, at the start of the text or of a line (CommonMark 0.31 §4.2)
 const HEADING = /(?<=^|\n)#{1,6} +(?=\S)/g;
-const LATER_HEADING = /(?<=\n)#{1,6} +(?=\S)/g;
 const CODE_HOLDER = "\uE001";
 // A fenced code block's opening line (CommonMark 0.31.2 §4.5 "Fenced code blocks"): at a line's
 // start, three or more backticks (then an info string holding no backtick) or tildes (then any)
@@ -814,11 +813,16 @@ const MARKDOWN = [
 // not a "…" the server cut inside a line); the rest of
 // their text is not Markdown, so nothing else changes ("*" and "_" stay as written).
 const HEADED_FILES = /\.(pptx|odp|xlsx|ods|epub|eml|ics|ical|vcf|vcard)$/i;
+// The snippet is read as one text, each mark a MARK_HOLDER (a heading's first word can be a
+// mark: "# <mark>Sheet</mark>: …", a text node "# " alone is no heading, nor does a text node
+// after a mark start a line); a snippet already holding one stays as it came.
 function hideHeadings(snippet) {
-  // a text node after a <mark> does not start a line: only the first one's start is one
-  snippet.childNodes.forEach((node, i) => {
-    if (node.nodeType === Node.TEXT_NODE) node.data = node.data.replace(i === 0 ? HEADING : LATER_HEADING, "");
-  });
+  const nodes = [...snippet.childNodes];
+  if (nodes.some((n) => n.nodeType === Node.TEXT_NODE && n.data.includes(MARK_HOLDER))) return;
+  const marks = nodes.filter((n) => n.nodeType !== Node.TEXT_NODE);
+  const whole = nodes.map((n) => (n.nodeType === Node.TEXT_NODE ? n.data : MARK_HOLDER)).join("");
+  snippet.replaceChildren(...whole.replace(HEADING, "").split(MARK_HOLDER)
+    .flatMap((piece, i) => (i ? [marks[i - 1], piece] : [piece])));
 }
 
 // Emphasis as CommonMark 0.31 reads it (§6.2 "Emphasis and strong emphasis", and its §6.3

@@ -1148,6 +1148,47 @@ def test_headings_ncindex_wrote_into_a_file_s_text_are_not_shown_raw(
     )
 
 
+SHEET = "# Sheet: Freezer A\nBox | Contents | Owner\nA1 | HeLa | Alice\nA2 | CHO | Bob"
+MAIL = (
+    "# Seminar: Cell cycle\nFrom: Alice <alice@example.org>\nTo: Lab <lab@example.org>\n"
+    "Date: Mon, 7 Dec 2026\n\nDear all, the seminar is on Monday."
+)
+
+
+def test_a_heading_whose_first_word_is_marked_loses_its_hashes(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A query matching a heading's first word left its "#" in the snippet: "# Sheet: Freezer
+    A" for "sheet freezer", "# Seminar: …" for "seminar" (the server's snippet,
+    make_snippet, is "# <mark>Sheet</mark>: …": the text before the mark, "# ", was read
+    alone and no heading's text followed it). A sheet's, an e-mail's, a slide's, a note's and
+    a Deck card description's heading now lose their hashes whether or not a mark starts them,
+    the marks still on the query's words."""
+    cases = [
+        ("/Lab/Freezer.xlsx", "file", SHEET, "sheet", "Sheet: Freezer A"),
+        ("/Mail/Seminar.eml", "file", MAIL, "seminar", "Seminar: Cell cycle"),
+        (
+            "/Talks/Journal club.pptx",
+            "file",
+            "# Slide 1: Journal club\nVitamin D",
+            "slide",
+            "Slide 1: Journal club",
+        ),
+        ("/Notes/Tides.md", "note", "# Tides\nThe spring tide", "tides", "Tides"),
+        (None, "deck_card", "Harbour\n\n## Winch\nGrease it", "winch", "Harbour Winch"),
+    ]
+    for path, doc_type, text, query, start in cases:
+        raw = make_snippet(text, query, markdown=doc_type != "file")
+        assert f"# <mark>{query.capitalize()}</mark>" in raw
+        fields = {"doc_type": doc_type, "path": path, "snippet_title_chars": 7}
+        context, page = note_result_page(deployment, browser, raw, query, fields)
+        located = page.locator("#results .snippet")
+        expect(located).to_contain_text(start)
+        assert "#" not in located.text_content()
+        expect(located.locator("mark").first).to_have_text(query.capitalize())
+        context.close()
+
+
 CARD_TITLE = "# 12 Crane *winch* `check`"
 CARD_DESCRIPTION = (
     "**Grease** the _winch_ before the storm.\n\n- [ ] task: test the winch cable\n"
