@@ -429,6 +429,12 @@ function chip(label, remove) {
   return li;
 }
 
+// The score threshold box holds one the search takes: a share of the best score, 0 to 1.
+function thresholdTaken() {
+  const value = $("threshold").value;
+  return value !== "" && Number(value) >= 0 && Number(value) <= 1;
+}
+
 function renderChips() {
   const chips = [];
   for (const box of document.querySelectorAll("#types input:checked")) {
@@ -443,7 +449,8 @@ function renderChips() {
     chips.push(chip("Tag: " + shown(option.value), () => { option.selected = false; }));
   }
   if ($("fusion").value) chips.push(chip("Fusion: " + $("fusion").value.toUpperCase(), () => { $("fusion").value = ""; }));
-  if ($("threshold").value) chips.push(chip("Score ≥ " + $("threshold").value + " × best", () => { $("threshold").value = ""; }));
+  // only a threshold the search takes: a refused one ("5", "-1") is no filter
+  if (thresholdTaken()) chips.push(chip("Score ≥ " + $("threshold").value + " × best", () => { $("threshold").value = ""; }));
   $("chips").replaceChildren(...chips);
 }
 
@@ -540,8 +547,7 @@ async function search(push) {
     refuse("“Modified after” must be earlier than “Modified before”.");
     return;
   }
-  const threshold = $("threshold").value;
-  if (threshold !== "" && !(Number(threshold) >= 0 && Number(threshold) <= 1)) {
+  if ($("threshold").value !== "" && !thresholdTaken()) {
     refuse("The score threshold is a share of the best result's score, from 0 to 1.");
     return;
   }
@@ -1160,9 +1166,12 @@ document.addEventListener("DOMContentLoaded", () => {
     const room = box.maxLength - box.value.length + (box.selectionEnd - box.selectionStart);
     if (pasted.length > room) box.addEventListener("input", () => { cutQuery = box.value; }, { once: true });
   });
-  for (const id of ["folders", "tags", "fusion", "after", "before", "threshold"]) {
+  for (const id of ["folders", "tags", "fusion", "after", "before"]) {
     $(id).addEventListener("change", searchWhenSettled);
   }
+  // a number box's "change" comes only with Enter or leaving it: typing searches once it
+  // rests, and its chip follows each keystroke (none while the value is refused)
+  $("threshold").addEventListener("input", () => { renderChips(); searchWhenSettled(); });
   for (const box of document.querySelectorAll("#types input")) box.addEventListener("change", () => search(true));
   window.addEventListener("popstate", () => {
     // signed out, Back would bring the last user's searches back into the page (and send them,

@@ -1770,6 +1770,51 @@ def test_walking_the_folder_list_with_arrow_keys_is_one_search(
     context.close()
 
 
+def test_a_score_threshold_searches_once_typing_rests_and_its_chip_is_the_one_taken(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """README says a threshold change searches once it rests, but the box listened for
+    "change", which a number box fires only on Enter or on leaving it: "0.9" typed and left
+    sent nothing. And its chip showed the box as the last search read it, refused or not:
+    after "5" was refused, "-1" typed showed "Score ≥ 5 × best". Typing now searches once it
+    rests (one search for "0.9", sent with it), and the chip is the value the search takes,
+    none while the box holds one it refuses."""
+    context = browser.new_context()
+    page = context.new_page()
+    sent: list[dict[str, object]] = []
+    page.on(
+        "request",
+        lambda r: sent.append(r.post_data_json) if r.url.endswith("/v1/search") else None,
+    )
+    open_signed_in(page, deployment.url, "alice")
+    search(page, "lighthouse lens")
+    expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
+    page.locator("#advanced summary").click()
+    before = len(sent)
+    box = page.locator("#threshold")
+    with page.expect_request("**/v1/search") as request:
+        box.press_sequentially("0.9", delay=50)
+        expect(page.locator("#chips li")).to_have_text(["Score ≥ 0.9 × best×"])
+    assert request.value.post_data_json["score_threshold"] == 0.9
+    expect(page.locator("#status")).to_have_text(re.compile(r"^\d+ results?\.$"))
+    assert "threshold=0.9" in page.url
+    refused = "The score threshold is a share of the best result's score, from 0 to 1."
+    for typed in ("5", "-1"):
+        box.press("Control+a")
+        box.press_sequentially(typed)
+        expect(page.locator("#chips li")).to_have_count(0)
+        expect(page.locator("#status")).to_have_text(refused)
+    box.press("Control+a")
+    with page.expect_request("**/v1/search") as request:
+        box.press_sequentially("0.5")
+        expect(page.locator("#chips li")).to_have_text(["Score ≥ 0.5 × best×"])
+    assert request.value.post_data_json["score_threshold"] == 0.5
+    expect(page.locator("#status")).to_have_text(re.compile(r"^\d+ results?\.$"))
+    assert [body["score_threshold"] for body in sent[before:]] == [0.9, 0.5]
+    assert [body["score_threshold"] for body in sent[before:]] == [0.9, 0.5]
+    context.close()
+
+
 def test_a_sign_in_changed_in_another_tab_is_followed(
     deployment: Deployment, browser: Browser
 ) -> None:
