@@ -699,8 +699,8 @@ function resultItem(r) {
   snippet.innerHTML = r.snippet; // server-escaped text with <mark>s
   // the explain's term offsets are into the snippet's text as the server made it
   const snippetText = snippet.textContent;
-  showText(snippet, r, r.doc_type === "deck_card" ? cardTitleUnits(r, snippetText) : 0);
-  showParagraphs(snippet);
+  showText(snippet, r, r.doc_type === "deck_card" ? cardTitleUnits(r, snippetText) : 0, true);
+  showBreaks(snippet, r.doc_type === "file" && LINED_FILES.test(r.path || ""));
   // not confirmed with Nextcloud just now (NCINDEX_UNVERIFIED_RESULTS: shown whole, or without
   // its text: an empty snippet), said under it; its context is refused until it is confirmed
   if (r.verified === false) {
@@ -728,9 +728,12 @@ function whereText(r) {
 // A result's text in ``element`` (its snippet, or a chunk of its context) as its doc_type shows
 // it: a note's, a Markdown file's or a Deck card's without its Markdown syntax (a card's first
 // ``title`` characters, its title, as written), a file's with the headings ncindex wrote hidden.
-function showText(element, r, title) {
-  if (r.doc_type === "note" || /\.(md|markdown)$/i.test(r.path || "")) hideMarkdown(element, 0);
-  else if (r.doc_type === "deck_card") hideMarkdown(element, title);
+// With ``lines`` (a snippet: HTML shows its "\n" as a space), the Markdown's line breaks that
+// are its structure are shown as line breaks (see LINE_BREAK); a context chunk keeps all its
+// lines anyway (app.css .context).
+function showText(element, r, title, lines = false) {
+  if (r.doc_type === "note" || /\.(md|markdown)$/i.test(r.path || "")) hideMarkdown(element, 0, lines);
+  else if (r.doc_type === "deck_card") hideMarkdown(element, title, lines);
   // a news item's text is its HTML body's text (ncindex/sources/news_item.py item_document,
   // extract_text with no Markdown headings), which News shows as HTML (nextcloud/news
   // src/components/feed-display/FeedItemDisplay.vue, v-html="sanitizedBody"): its "*" and "#"
@@ -740,11 +743,17 @@ function showText(element, r, title) {
 
 // A snippet's paragraph breaks (the server's "\n\n" for a blank line, ncindex/text/snippets.py)
 // shown as line breaks: HTML shows a "\n" as a space, so a paragraph's end read as its next
-// sentence. Only the snippet's own text nodes (a code block keeps its lines, see hideMarkdown).
-function showParagraphs(snippet) {
+// sentence. With ``lines`` (a file of LINED_FILES) every single "\n" too: its lines are its
+// structure. Elsewhere a single "\n" stays a space: prose (a PDF's, a DOCX's, a text file's, an
+// e-book's) breaks its lines where the page or the editor wrapped them, and a note's lines
+// that are structure were shown as such by hideMarkdown (LINE_BREAK). Only the snippet's own
+// text nodes (a code block keeps its lines, see hideMarkdown).
+function showBreaks(snippet, lines) {
+  const breaks = lines ? /(\n\n?)/ : /(\n\n)/;
   for (const node of [...snippet.childNodes]) {
-    if (node.nodeType !== Node.TEXT_NODE || !node.data.includes("\n\n")) continue;
-    node.replaceWith(...node.data.split("\n\n").flatMap((piece, i) => (i ? [document.createElement("br"), "\n\n" + piece] : [piece])));
+    if (node.nodeType !== Node.TEXT_NODE || !breaks.test(node.data)) continue;
+    const pieces = node.data.split(breaks); // text, break, text, …
+    node.replaceWith(...pieces.flatMap((piece, i) => (i % 2 ? [] : i ? [document.createElement("br"), pieces[i - 1] + piece] : [piece])));
   }
 }
 
@@ -770,6 +779,8 @@ const MARK_HOLDER = "\uE000";
 // a heading's hashes, at the start of the text or of a line (CommonMark 0.31 §4.2)
 const HEADING = /(?<=^|\n)#{1,6} +(?=\S)/g;
 const CODE_HOLDER = "\uE001";
+// a note's line break that is its structure (LINE_BREAK, ROW_BREAK), set before its "\n"
+const LINE_HOLDER = "\uE002";
 // A fenced code block's opening line (CommonMark 0.31.2 §4.5 "Fenced code blocks"): at a line's
 // start, three or more backticks (then an info string holding no backtick) or tildes (then any)
 // (its info string stops before a "…" ending the snippet: the server's cut, shown, not a language)
@@ -798,7 +809,19 @@ const CODE_OR_ESCAPE = new RegExp(
   "(?<!(?:^|\\n)#{1,6}[ \\t][^\\n]*)(?=\\n(?!" + BLOCK_START + ")))");
 const ESCAPE_HOLDER = 0xE100;
 const ESCAPED = /[\uE121-\uE17E]/g; // ESCAPE_HOLDER plus "!" to "~"
-const HOLDERS = new RegExp(`[${MARK_HOLDER}${CODE_HOLDER}]|${ESCAPED.source}`);
+const HOLDERS = new RegExp(`[${MARK_HOLDER}${CODE_HOLDER}${LINE_HOLDER}]|${ESCAPED.source}`);
+// Where a note's single line break is its structure (a blank line's "\n\n" is a paragraph
+// break, see showBreaks; any other "\n" is a soft line break, CommonMark 0.31.2 §6.8, shown as
+// a space): before a line opening a block that interrupts a paragraph (BLOCK_START: a heading,
+// a list item — a bullet, a task, "1." — a block quote, a thematic break), before a further
+// item of a numbered list (a line "2. …" after a line "1. …", §5.3: one list's items), and
+// after a heading's line (§4.2: an ATX heading is one line).
+const LINE_BREAK = new RegExp(String.raw`(?<!\n)\n(?!\n|$)(?=${BLOCK_START})` +
+  String.raw`|(?<=(?:^|\n)\d{1,9}[.)] [^\n]*)\n(?=\d{1,9}[.)] +\S)` +
+  String.raw`|(?<=(?:^|\n)#{1,6} [^\n]*)\n(?!\n|$)`, "g");
+// In a table (GFM 0.29 §4.10), each row is a line: before a row, and after one, but not at the
+// "|---|" rule row, which goes (TABLE_RULE).
+const ROW_BREAK = /(?<!\n)\n(?=\|)(?!\|[ :|-]*(?:\n|$))|(?<=(?:^|\n)\|[^\n]*)\n(?!\n|$|\|[ :|-]*(?:\n|$))/g;
 // a heading's hashes and a list item's marker are ones at the start of a line (CommonMark 0.31
 // §4.2 "ATX headings", §5.2 "List items", §5.3 "Task list items" of GFM): "Ticket # 42" and
 // "2 * 3" in a sentence are neither
@@ -819,6 +842,12 @@ const MARKDOWN = [
 // not a "…" the server cut inside a line); the rest of
 // their text is not Markdown, so nothing else changes ("*" and "_" stay as written).
 const HEADED_FILES = /\.(pptx|odp|xlsx|ods|epub|eml|ics|ical|vcf|vcard)$/i;
+// Those of them whose text ncindex writes line by line, each line a part of their structure: a
+// slide's shapes and paragraphs (ncindex/text/slides.py, odf.py), a sheet's rows ("A1 | HeLa",
+// ncindex/text/sheets.py, odf.py), an e-mail's header lines and its plain-text body, whose lines
+// a mail reader shows as written (ncindex/text/mail.py), an event's or a contact's fields. An
+// e-book is prose: its line breaks are not shown (see showBreaks).
+const LINED_FILES = /\.(pptx|odp|xlsx|ods|eml|ics|ical|vcf|vcard)$/i;
 // The snippet is read as one text, each mark a MARK_HOLDER (a heading's first word can be a
 // mark: "# <mark>Sheet</mark>: …", a text node "# " alone is no heading, nor does a text node
 // after a mark start a line); a snippet already holding one stays as it came.
@@ -846,7 +875,7 @@ function hideHeadings(snippet) {
 // code span punctuation (it ends in a backtick), and so is an escaped character (it and its
 // backslash are).
 const DELIMITER_RUN = /\*+|_+|~+/g;
-const WHITESPACE = /^\s$/u;
+const WHITESPACE = /^[\s\uE002]$/u; // LINE_HOLDER: a line's end
 // CommonMark 0.31 §2.1: categories P and S
 const PUNCTUATION = new RegExp(`^(?:[\\p{P}\\p{S}${CODE_HOLDER}]|${ESCAPED.source})$`, "u");
 
@@ -907,8 +936,9 @@ function emphasis(text) {
 // in a snippet with such a row or with two rows' pipes side by side, "| |", where " | " is no
 // separator of prose nor a shell pipeline: "ls | grep x | sort | uniq" lost its pipes when three
 // such pipes made a table)
-const TABLE_RULE = /(?<=^|\s)\|(?: *:?-+:? *\|)+(?: *:?-+:? *)?(?=\s|$)/g;
-const PIPE = /(?<=^|\s)\|(?:\s+|$)/g;
+// (a line break kept as LINE_HOLDER is whitespace to both, and stays where a pipe goes)
+const TABLE_RULE = /(?<=^|\s)\|(?: *:?-+:? *\|)+(?: *:?-+:? *)?(?=[\s\uE002]|$)/g;
+const PIPE = /(?<=^|[\s\uE002])\|(?:[\s\uE002]+|$)/g;
 const ROWS_MET = /(?<=^|\s)\| +\|(?=\s|$)/;
 
 // "1. " and "1) " markers as "•" in a run of three or more consecutive numbers (same delimiter),
@@ -976,8 +1006,9 @@ function indentedBlocks(text) {
 
 // A snippet without its Markdown (see above), but for its first ``plain`` characters (of its
 // text, the marks' words counted), kept as written: a Deck card's title (cardTitleUnits). The
-// rest starts a line there (the title's line break is in it).
-function hideMarkdown(snippet, plain) {
+// rest starts a line there (the title's line break is in it). With ``lines``, a line break
+// that is the note's structure (LINE_HOLDER) is a <br>, else a space as the others.
+function hideMarkdown(snippet, plain, lines) {
   const nodes = [...snippet.childNodes];
   const held = (n) => n.nodeType === Node.TEXT_NODE && HOLDERS.test(n.data);
   if (nodes.some(held)) return;
@@ -1000,7 +1031,8 @@ function hideMarkdown(snippet, plain) {
   // not expected: the snippet stays as it came
   if (parts.join("").split(MARK_HOLDER).length !== marks.length + 1) return;
   let next = 0;
-  const marked = (part) => part.split(MARK_HOLDER).flatMap((piece, i) => (i ? [marks[next++], piece] : [piece]));
+  const broken = (piece) => piece.split(LINE_HOLDER).flatMap((line, i) => (i && lines ? [document.createElement("br"), line] : [line]));
+  const marked = (part) => part.split(MARK_HOLDER).flatMap((piece, i) => (i ? [marks[next++], ...broken(piece)] : broken(piece)));
   snippet.replaceChildren(...parts.flatMap((part, i) => {
     if (!(i % 2)) return marked(part);
     const code = document.createElement("code");
@@ -1028,8 +1060,10 @@ function cardTitleUnits(r, text) {
 
 // A note's prose (the text between code blocks, see codeBlocks) without its Markdown.
 function hideProse(text) {
-  text = numberedItems(text);
   const table = text.search(TABLE_RULE) >= 0 || ROWS_MET.test(text);
+  text = text.replace(LINE_BREAK, LINE_HOLDER + "\n");
+  if (table) text = text.replace(ROW_BREAK, LINE_HOLDER + "\n");
+  text = numberedItems(text);
   // split() with the three groups: text, then a span's backticks and code or an escaped
   // character ("" for a hard line break), text, …; the code stays as it is, an escaped
   // character is held in its prose, a hard break's backslash goes (its "\n" stays, shown as a
@@ -1044,7 +1078,7 @@ function hideProse(text) {
   }
   const prose = texts.map((part) => {
     for (const [syntax, instead] of MARKDOWN) part = part.replace(syntax, instead);
-    return table ? part.replace(TABLE_RULE, "").replace(PIPE, "") : part;
+    return table ? part.replace(TABLE_RULE, "").replace(PIPE, (pipe) => pipe.replaceAll(/[^\uE002]/g, "")) : part;
   });
   // emphasis pairs across a code span ("*see `x` here*"), so the prose is read as one text
   return emphasis(prose.join(CODE_HOLDER)).split(CODE_HOLDER)

@@ -1189,6 +1189,85 @@ def test_a_heading_whose_first_word_is_marked_loses_its_hashes(
         context.close()
 
 
+NOTE_LINES = (
+    "# Tides\nThe spring tide table\nwraps here\n- [ ] drain ocelot nodes\n"
+    "- [x] snapshot volumes\n* tide gauge\n1. first\n2. second tide\n\n"
+    "| Box | Owner |\n|---|---|\n| A1 | tide |"
+)
+
+
+def shown_lines(
+    deployment: Deployment, browser: Browser, text: str, query: str, result: dict[str, object]
+) -> list[str]:
+    """The lines (as a reader sees them: the snippet's inner text) of the snippet the server
+    makes of ``text`` for ``query`` (make_snippet, Markdown for a note and a Deck card), shown
+    for a result of the stand-in with ``result``'s fields."""
+    markdown = result["doc_type"] != "file"
+    raw = make_snippet(text, query, max_chars=400, markdown=markdown)
+    context, page = note_result_page(deployment, browser, raw, query, result)
+    located = page.locator("#results .snippet")
+    expect(located.locator("mark").first).to_be_attached()
+    lines = [line.strip() for line in located.inner_text().split("\n")]
+    context.close()
+    return lines
+
+
+def test_line_breaks_that_are_structure_are_shown_and_layout_wraps_are_not(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """The server keeps a line break as "\\n" in the snippet, which HTML shows as a space:
+    an e-mail's header lines read "From: … To: … Date: …" as one line, a sheet's rows ran
+    together, a note's task items read "☐ drain ocelot nodes ☑ snapshot volumes". A line
+    break is now shown where it is the text's structure: every one of a file ncindex writes
+    line by line (slides, sheets, e-mails, events, contacts); in a note or a Deck card's
+    description before a list item, a task or a heading, after a heading, and between a
+    table's rows (CommonMark 0.31.2 §4.2, §5.2, §5.3; GFM §4.10). A note's soft line break
+    (§6.8) and a line break of prose (a PDF's, an e-book's: a layout wrap) stay a space."""
+    mail = {"doc_type": "file", "path": "/Mail/Seminar.eml"}
+    assert shown_lines(deployment, browser, MAIL, "seminar", mail) == [
+        "Seminar: Cell cycle",
+        "From: Alice <alice@example.org>",
+        "To: Lab <lab@example.org>",
+        "Date: Mon, 7 Dec 2026",
+        "Dear all, the seminar is on Monday.",
+    ]
+    sheet = {"doc_type": "file", "path": "/Lab/Freezer.ods"}
+    assert shown_lines(deployment, browser, SHEET, "freezer", sheet) == [
+        "Sheet: Freezer A",
+        "Box | Contents | Owner",
+        "A1 | HeLa | Alice",
+        "A2 | CHO | Bob",
+    ]
+    note = {"doc_type": "note", "path": "/Notes/Tides.md"}
+    assert shown_lines(deployment, browser, NOTE_LINES, "tide", note) == [
+        "Tides",
+        "The spring tide table wraps here",
+        "☐ drain ocelot nodes",
+        "☑ snapshot volumes",
+        "• tide gauge",
+        "1. first",
+        "2. second tide",
+        "Box Owner",
+        "A1 tide",
+    ]
+    card = {"doc_type": "deck_card", "path": None, "snippet_title_chars": 7}
+    description = "Harbour\n\nCheck the winch\n- [ ] drain ocelot nodes\n- [x] snapshot winch"
+    assert shown_lines(deployment, browser, description, "winch", card) == [
+        "Harbour",
+        "Check the winch",
+        "☐ drain ocelot nodes",
+        "☑ snapshot winch",
+    ]
+    prose = "The lamp of the lighthouse\nwraps at the page's edge\n\nA new lamp paragraph"
+    for path in ("/Docs/Lamp.pdf", "/Books/Lamp.epub", "/Docs/lamp.txt"):
+        assert shown_lines(
+            deployment, browser, prose, "lamp", {"doc_type": "file", "path": path}
+        ) == [
+            "The lamp of the lighthouse wraps at the page's edge",
+            "A new lamp paragraph",
+        ]
+
+
 CARD_TITLE = "# 12 Crane *winch* `check`"
 CARD_DESCRIPTION = (
     "**Grease** the _winch_ before the storm.\n\n- [ ] task: test the winch cable\n"
