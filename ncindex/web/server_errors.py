@@ -21,6 +21,7 @@ it; changing it would mean subclassing that protocol class and the worker, outsi
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 from http import HTTPStatus
@@ -73,6 +74,16 @@ def _phrase(status: int, fallback: str) -> str:
         return fallback
 
 
+def _loggable(target: str) -> str:
+    """``target``, percent-encoded when ``urlsplit`` cannot read it (``http://[::1/``):
+    werkzeug's access log splits the path, and raised."""
+    try:
+        urlsplit(target)
+    except ValueError:
+        return quote(target, safe="/")
+    return target
+
+
 def install_in_gunicorn() -> None:
     """Make gunicorn's workers answer unparsable requests with :func:`write_problem`."""
     gunicorn_util.write_error = write_problem
@@ -80,21 +91,40 @@ def install_in_gunicorn() -> None:
 
 class ProblemRequestHandler(WSGIRequestHandler):
     """werkzeug's request handler, with ``send_error`` answering problem+json and three more
-    requests refused before the app: HTTP/0.9 (505; ``http.server`` would answer it without a
-    status line), a request target ``urlsplit`` cannot read, such as ``http://[::1/`` (400;
-    werkzeug's ``make_environ`` would raise and drop the connection unanswered), and a body
-    whose length is ambiguous (400, :meth:`_ambiguous_framing`).
+    requests refused before the app: HTTP/0.9 (505 once its request line is read;
+    ``http.server`` waited for headers such a request has none of), a request target
+    ``urlsplit`` cannot read, such as ``http://[::1/`` (400; werkzeug's ``make_environ`` would
+    raise and drop the connection unanswered), and a body whose length is ambiguous (400,
+    :meth:`_ambiguous_framing`).
 
     A connection that sends nothing for :attr:`timeout` seconds is closed, and a body that
     stalls that long is unreadable (400, field ``body``): without it a client that sent fewer
-    bytes than its ``Content-Length`` held a thread forever."""
+    bytes than its ``Content-Length`` held a thread forever. Either is the client's doing,
+    logged at info level (:meth:`log_error`).
+
+    Every answer closes the connection (werkzeug's ``run_wsgi`` sends ``Connection: close``),
+    and :meth:`finish` closes it at once, what the client still sends discarded within bounds
+    (gunicorn's ``close_graceful``), not read by werkzeug for up to :attr:`timeout`
+    (:meth:`make_environ`)."""
 
     #: Seconds a read of the connection may wait (``socketserver.StreamRequestHandler``);
     #: gunicorn's own request timeout is ``GUNICORN_TIMEOUT`` (60 s in deploy/).
     timeout = 60.0
+    #: The connection's reader, which ``wsgi.input`` reads (:meth:`make_environ`).
+    _reader: io.BufferedIOBase | None = None
 
     def parse_request(self) -> bool:
-        """``http.server``'s parsing plus the two refusals above; ``False`` once answered."""
+        """``http.server``'s parsing plus the refusals above; ``False`` once answered."""
+        requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        words = requestline.split()
+        if len(words) == 2:
+            # HTTP/0.9: a request line without a version, and no headers after it (RFC 1945
+            # §4.1 "Simple-Request"); http.server read headers up to a blank line first
+            self.requestline, self.request_version = requestline, "HTTP/0.9"
+            self.command, self.path = words[0], _loggable(words[1])
+            self.close_connection = True
+            self.send_error(505, "HTTP/0.9 is not supported")
+            return False
         if not super().parse_request():
             return False
         if self.request_version == "HTTP/0.9":
@@ -103,7 +133,7 @@ class ProblemRequestHandler(WSGIRequestHandler):
         try:
             urlsplit(self.path)
         except ValueError as exc:
-            self.path = quote(self.path, safe="/")  # werkzeug's access log splits it too
+            self.path = _loggable(self.path)
             self.send_error(400, f"unreadable request target: {exc}")
             return False
         framing = self._ambiguous_framing()
@@ -165,3 +195,32 @@ class ProblemRequestHandler(WSGIRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def make_environ(self) -> dict[str, object]:
+        """werkzeug's environ, whose ``wsgi.input`` reads the connection, while ``self.rfile``
+        reads nothing more: after the app, werkzeug's ``run_wsgi`` read on from it what the
+        client still sent (the unread body of a 413), each read waiting up to :attr:`timeout`
+        for 10 MB or the client's close — 60 s after a 413 to a client that waits for the
+        close — and raising ``OSError`` at error level once a read of the body had timed
+        out. :meth:`finish` discards that rest instead."""
+        environ = super().make_environ()
+        self._reader = self.rfile
+        self.rfile = io.BytesIO()
+        return environ
+
+    def finish(self) -> None:
+        """Close the connection once answered, as gunicorn's workers do
+        (``gunicorn.util.close_graceful``: shut the sending side, so the client reads the end
+        of the answer at once, then discard what it still sends, at most 64 KiB within 2 s,
+        so that closing with unread bytes does not reset the connection and lose the answer
+        on the client's side)."""
+        super().finish()
+        if self._reader is not None:
+            self._reader.close()
+        gunicorn_util.close_graceful(self.connection)
+
+    def log_error(self, format: str, *args: object) -> None:
+        """Log at info level what ``http.server`` reports here: a request that did not arrive
+        whole within :attr:`timeout` ("Request timed out"), the client's doing, not an error
+        of the server (:meth:`send_error`, the other caller, logs its own level)."""
+        self.log("info", format, *args)

@@ -5,6 +5,7 @@ parse itself: problem+json through :class:`ProblemRequestHandler`, not ``http.se
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 from collections.abc import Iterator
@@ -24,10 +25,13 @@ def _app(environ, start_response):
     return [b"ok"]
 
 
-def serving(app: Any) -> Iterator[BaseWSGIServer]:
+def serving(
+    app: Any, handler: type[ProblemRequestHandler] = ProblemRequestHandler
+) -> Iterator[BaseWSGIServer]:
     """werkzeug's threaded server for ``app`` on a free port, as ``allinone.embedded.start``
-    makes it, until the generator is closed."""
-    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=ProblemRequestHandler)
+    makes it (``handler``: :class:`ProblemRequestHandler` or a subclass observing it), until
+    the generator is closed."""
+    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=handler)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv
@@ -42,7 +46,9 @@ def server() -> Iterator[BaseWSGIServer]:
 
 
 def send(server: BaseWSGIServer, data: bytes) -> bytes:
-    """Send ``data`` on a new connection and read until the server closes."""
+    """Send ``data`` on a new connection, without closing it, and read until the server
+    closes; raises ``TimeoutError`` when a read waits 10 s (the server's read timeout is 60 s
+    here, as in the product)."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
         conn.sendall(data)
         answer = b""
@@ -62,6 +68,9 @@ def send(server: BaseWSGIServer, data: bytes) -> bytes:
         # answered by the app, without a status line or headers, before ProblemRequestHandler
         (b"GET /nope HTTP/0.9\r\n\r\n", 505, "http_version_not_supported", None),
         (b"GET /nope\r\n\r\n", 505, "http_version_not_supported", None),
+        # a real HTTP/0.9 request has no headers: http.server waited for a blank line
+        (b"GET /nope\r\n", 505, "http_version_not_supported", None),
+        (b"GET http://[::1/\r\n", 505, "http_version_not_supported", None),
         # werkzeug's make_environ raised ValueError: the connection closed unanswered
         (b"GET http://[::1/livez HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_http", None),
         # werkzeug read the last Content-Length; a proxy may read the first (smuggling)
@@ -71,6 +80,7 @@ def send(server: BaseWSGIServer, data: bytes) -> bytes:
          b"Transfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n", 400, "invalid_http", None),
     ],
     ids=["long-header", "long-url", "request-line", "version", "http-0.9", "http-0.9-bare",
+         "http-0.9-alone", "http-0.9-ipv6-target",
          "ipv6-target", "two-lengths", "length-and-chunked"],
 )  # fmt: skip
 def test_unparsable_requests_get_problem_json(
@@ -169,3 +179,78 @@ def test_a_malformed_request_is_logged_as_a_warning_not_an_error(
         send(server, b"GET / HTTP/1.1 extra\r\n\r\n")
     refusals = [r for r in caplog.records if "] code " in r.getMessage()]
     assert [r.levelname for r in refusals] == ["WARNING", "WARNING"], caplog.text
+
+
+class _Observed(ProblemRequestHandler):
+    """The handler, telling the test when a connection's handling (and its logging) is over."""
+
+    done = threading.Event()
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            type(self).done.set()
+
+
+@pytest.fixture
+def observed_server() -> Iterator[BaseWSGIServer]:
+    """:func:`body_server`'s app behind :class:`_Observed`, whose event is cleared."""
+    app = Flask(__name__)
+    install_error_handlers(app)
+
+    @app.post("/")
+    def read() -> str:
+        return str(len(read_body(request, 1000)))
+
+    _Observed.done.clear()
+    yield from serving(app, _Observed)
+
+
+def test_a_too_large_body_is_answered_and_the_connection_closed_at_once(
+    body_server: BaseWSGIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 413 came at once but werkzeug then read the rest for up to the read timeout, so a
+    client that reads until the close (``send``: 10 s) waited 60 s for it."""
+    monkeypatch.setattr(ProblemRequestHandler, "timeout", 60.0)
+    for size in (100_000, 2_000_000):
+        head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % size
+        answer = send(body_server, head + b"a" * size)
+        status_line, _, rest = answer.partition(b"\r\n")
+        assert status_line.split(b" ")[1] == b"413", answer[:300]
+        assert json.loads(rest.partition(b"\r\n\r\n")[2])["code"] == "payload_too_large"
+
+
+def test_a_stalled_body_logs_no_error(
+    observed_server: BaseWSGIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A client that closes on the 400 of its stalled body: werkzeug read on from the timed-out
+    connection and logged "Error on request" with an ``OSError`` traceback."""
+    monkeypatch.setattr(ProblemRequestHandler, "timeout", 1.0)
+    head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+    with caplog.at_level("DEBUG"):
+        with socket.create_connection(("127.0.0.1", observed_server.port), timeout=20) as conn:
+            conn.sendall(head + b'{"query": "x"')
+            answer = conn.recv(65536)  # and close on the answer
+        assert _Observed.done.wait(20)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:300]
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, caplog.text
+
+
+def test_a_request_that_times_out_is_logged_at_info(
+    observed_server: BaseWSGIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A request line never finished: http.server's "Request timed out" was at error level."""
+    monkeypatch.setattr(ProblemRequestHandler, "timeout", 1.0)
+    with caplog.at_level("DEBUG", logger="werkzeug"):
+        with socket.create_connection(("127.0.0.1", observed_server.port), timeout=20) as conn:
+            conn.sendall(b"GET / HT")
+            assert conn.recv(65536) == b""  # closed unanswered
+        assert _Observed.done.wait(20)
+    timeouts = [r for r in caplog.records if "Request timed out" in r.getMessage()]
+    assert [r.levelname for r in timeouts] == ["INFO"], caplog.text
