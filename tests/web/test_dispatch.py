@@ -79,6 +79,17 @@ def test_a_content_length_over_the_bound_is_a_413(relay: BaseWSGIServer) -> None
     assert (problem["code"], problem["field"]) == ("payload_too_large", "body")
 
 
+def test_a_body_over_the_bound_is_a_413_on_a_connection_closed_at_once(
+    relay: BaseWSGIServer,
+) -> None:
+    """The 413 came at once, but the connection stayed open until the server's 60 s read
+    timeout: ``post`` reads until the close and gave up after 10 s (a body that fits the
+    server's first read, as above, was not held)."""
+    size = MAX_BODY_BYTES + 40_000
+    status, _, problem = post(relay, b"Content-Length: %d" % size, b"a" * size)
+    assert (status, problem["code"], problem["field"]) == (413, "payload_too_large", "body")
+
+
 def test_a_chunked_body_is_relayed_whole(relay: BaseWSGIServer) -> None:
     """It was relayed empty (no Content-Length): the MCP server answered -32700."""
     message = '{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
