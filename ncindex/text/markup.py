@@ -151,8 +151,9 @@ def _parse(
     late: Callable[[], bool],
     max_chars: int | None,
 ) -> bool:
-    """Feed ``markup`` to lxml's HTML parser (the options bs4's ``LXMLTreeBuilder`` gives it)
-    in :data:`_FEED_PIECE` pieces, ``handler`` its target, while ``late()`` is false, the
+    """Feed ``markup`` to lxml's HTML parser (the options bs4's ``LXMLTreeBuilder`` gives it,
+    and ``huge_tree``: a comment of any length stays a comment, below) in
+    :data:`_FEED_PIECE` pieces, ``handler`` its target, while ``late()`` is false, the
     text parsed is at most ``max_chars`` characters (``None``: no bound) and the elements
     open at most :data:`MAX_DEPTH`; whether a piece was left unparsed. lxml's parser is
     incremental: the events of the pieces fed are all given once it is closed. A cut parse
@@ -166,7 +167,14 @@ def _parse(
         # types-lxml's ParserTarget protocol asks for start_ns and end_ns too, which lxml
         # calls only when a target has them (HTML has no namespaces)
         target: Any = handler
-        parser = etree.HTMLParser(target=target, recover=True, encoding=encoding)
+        # huge_tree (libxml2's HTML_PARSE_HUGE): without it libxml2 2.14 gives a comment, a
+        # processing instruction or a bogus comment ("<![CDATA[…]]>", "<!…>") longer than
+        # its 10,000,000 characters limit (XML_MAX_TEXT_LENGTH) as text, in one string once
+        # it ends (seen here): hidden markup read as the page's, past max_chars at once (a
+        # 50 MB comment: 52 million characters, +529 MB peak RSS; now +156 MB, no text). An
+        # attribute's value past the limit is held now too (50 MB: +156 MB, was +6 MB):
+        # about 3 bytes a byte of markup, whose size is the caller's to bound
+        parser = etree.HTMLParser(target=target, recover=True, encoding=encoding, huge_tree=True)
         parser.feed(markup[:0])  # lxml's parser closes only once fed, even nothing
         for start in range(0, len(markup), _FEED_PIECE):
             too_long = max_chars is not None and handler.counted > max_chars

@@ -712,6 +712,28 @@ def test_html_cut_inside_a_tag_or_an_entity_gives_none_of_it_as_text() -> None:
         assert cut and re.fullmatch(r"Harbour log\nx*&+", text), text[-8:]
 
 
+def test_html_comment_past_libxml2s_text_limit_is_no_text() -> None:
+    """libxml2's HTML parser gave a comment, a processing instruction or a bogus comment
+    (``<![CDATA[…]]>``) longer than its 10,000,000 characters limit (``XML_MAX_TEXT_LENGTH``
+    without ``HTML_PARSE_HUGE``) as text, in one string once it ended: the hidden markup
+    became the page's text, all of it at once past ``max_chars`` (looked at only between
+    pieces). lxml's ``huge_tree`` keeps such a comment a comment; the page's text and bound
+    are as for a short one."""
+    from ncindex.text import markup
+
+    hidden = "hidden " * 1_500_000  # 10,500,000 characters
+    pages = [
+        f"<p>Harbour log</p><!--{hidden}--><p>Tide</p>",
+        f"<p>Harbour log</p><?note {hidden}?><p>Tide</p>",
+        f"<p>Harbour log</p><![CDATA[{hidden}]]><p>Tide</p>",
+    ]
+    for page in pages:
+        assert markup.html_text(page, max_chars=1000) == ("Harbour log\n\nTide", False)
+        assert markup.html_text(page.encode(), max_chars=1000) == ("Harbour log\n\nTide", False)
+    unterminated = f"<p>Harbour log</p><!--{hidden}"
+    assert markup.html_text(unterminated, max_chars=1000) == ("Harbour log", False)
+
+
 def test_html_table_of_many_short_cells_whose_text_fits_is_read_whole() -> None:
     """A table of many short cells holds more elements than ``MAX_ELEMENTS`` (300,000) let
     through: a 4.2 MB table of 70,000 rows of 5 cells gave 599,000 of its 833,000 characters,
