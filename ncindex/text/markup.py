@@ -75,8 +75,17 @@ _UNCOUNTED = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
 #: thousands; a page this bound cuts was cut by the 300,000 elements in all that the tree
 #: needed before.
 MAX_DEPTH = 300_000
-#: Characters (or bytes) of markup fed to the parser between two looks at the clock.
+#: Characters (or bytes) of markup fed to the parser between two looks at the clock, while
+#: at most :data:`_DEEP` elements are open.
 _FEED_PIECE = 64 * 1024
+#: Elements open past which the pieces shrink (to :data:`_FEED_PIECE` × ``_DEEP`` / the
+#: elements open, at least :data:`_MIN_PIECE`): libxml2 looks for an end tag's element
+#: among all those open (``htmlParseEndTag`` in its HTMLparser.c), so a piece costs its end
+#: tags times the elements open. With 290,000 ``<b>`` open a 64 KiB piece of ``</i>`` took
+#: 7.6 s here, the clock looked at only after it (four: 25 s); in the pieces this bounds
+#: the slowest took 0.4 s (0.9 s of ``</x>``), on 2 cores shared with other work.
+_DEEP = 4_096
+_MIN_PIECE = 1024
 
 
 def html_text(
@@ -91,12 +100,12 @@ def html_text(
     ``<h1>``…``<h6>`` become markdown heading lines (``# …`` to ``###### …``, set apart by
     blank lines) and ``<title>`` is dropped. ``late`` (e.g. :meth:`Blocks.late
     <ncindex.text.blocks.Blocks.late>`, which marks the text truncated) is asked before each
-    :data:`_FEED_PIECE` of markup is parsed; once it answers ``True`` the rest is not read and
-    the text is that of the markup before it. So is it once the markup parsed holds more than
-    ``max_chars`` characters of text (``None``: no bound; the characters the caller has
-    left): the text returned is then longer than ``max_chars`` (the caller cuts it) and the
-    same as the whole page's up to there. So is it once more than :data:`MAX_DEPTH` elements
-    are open.
+    :data:`_FEED_PIECE` of markup (less when many elements are open) is parsed; once it
+    answers ``True`` the rest is not read and the text is that of the markup before it. So
+    is it once the markup parsed holds more than ``max_chars`` characters of text (``None``:
+    no bound; the characters the caller has left): the text returned is then longer than
+    ``max_chars`` (the caller cuts it) and the same as the whole page's up to there. So is
+    it once more than :data:`MAX_DEPTH` elements are open.
 
     ``str`` markup is parsed as it is; ``bytes`` in the encodings bs4's ``EncodingDetector``
     names in turn (a byte-order mark, a declaration in the markup, a guess, UTF-8,
@@ -155,7 +164,8 @@ def _parse(
     and ``huge_tree``: a comment of any length stays a comment, below) in
     :data:`_FEED_PIECE` pieces, ``handler`` its target, while ``late()`` is false, the
     text parsed is at most ``max_chars`` characters (``None``: no bound) and the elements
-    open at most :data:`MAX_DEPTH`; whether a piece was left unparsed. lxml's parser is
+    open at most :data:`MAX_DEPTH` (smaller pieces when many are: :data:`_DEEP`); whether a
+    piece was left unparsed. lxml's parser is
     incremental: the events of the pieces fed are all given once it is closed. A cut parse
     is not closed: what a cut piece ends with, half a tag or an entity ("<i></i>" cut after
     "<i><"), stays unread, which closing the parser would give as text ("<"). Raises
@@ -176,11 +186,15 @@ def _parse(
         # about 3 bytes a byte of markup, whose size is the caller's to bound
         parser = etree.HTMLParser(target=target, recover=True, encoding=encoding, huge_tree=True)
         parser.feed(markup[:0])  # lxml's parser closes only once fed, even nothing
-        for start in range(0, len(markup), _FEED_PIECE):
+        start = 0
+        while start < len(markup):
             too_long = max_chars is not None and handler.counted > max_chars
             if too_long or handler.depth > MAX_DEPTH or late():
                 return True
-            parser.feed(markup[start : start + _FEED_PIECE])
+            piece = _FEED_PIECE * _DEEP // max(handler.depth, _DEEP)
+            piece = max(piece, _MIN_PIECE)
+            parser.feed(markup[start : start + piece])
+            start += piece
         parser.close()
     except (UnicodeDecodeError, LookupError, etree.ParserError) as exc:
         raise _Rejected(exc) from exc
