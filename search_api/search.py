@@ -63,8 +63,8 @@ def refused_answer(services: Services, exc: Exception) -> Response:
 def read_json_object() -> dict[str, Any]:
     """The request body as a JSON object (with or without a Content-Type). ``NaN`` and
     ``Infinity`` are refused; raises :class:`~ncindex.errors.InputError` (``invalid_json``,
-    field ``body``), and ``RequestEntityTooLarge`` (413) past :data:`MAX_BODY_BYTES`, chunked
-    or not."""
+    field ``body``), and :class:`~ncindex.web.problems.BodyTooLarge` (413) past
+    :data:`MAX_BODY_BYTES`, chunked or not."""
     body = read_body(request, MAX_BODY_BYTES)
     try:
         raw = strict_json.loads(body or b"null")

@@ -196,12 +196,23 @@ class UnreadableBody(BadRequest):
         self.field = field
 
 
+class BodyTooLarge(RequestEntityTooLarge):
+    """Raised by :func:`read_body` for a body over its ``limit`` (bytes): answered 413
+    ``payload_too_large`` on field ``body`` with the limit in the detail and as ``limit``
+    (werkzeug's own 413 says only "The data value transmitted exceeds the capacity limit.",
+    which leaves a caller to guess how much it may send)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"request body larger than {limit} bytes, the most accepted here")
+        self.limit = limit
+
+
 #: Largest accepted body of a search, RCP or MCP request, bytes (a search is a few hundred).
 MAX_BODY_BYTES = 64 * 1024
 
 
 def read_body(request: Request, limit: int) -> bytes:
-    """The request body, at most ``limit`` bytes; raises ``RequestEntityTooLarge`` (413) past
+    """The request body, at most ``limit`` bytes; raises :class:`BodyTooLarge` (413) past
     it, whether or not the client sent a Content-Length (a chunked upload is counted as read,
     never silently cut at the limit), and :class:`UnreadableBody` (400) when it cannot be read
     whole.
@@ -219,7 +230,7 @@ def read_body(request: Request, limit: int) -> bytes:
         raise UnreadableBody("Content-Length must be a whole number of bytes", "Content-Length")
     length = request.content_length
     if length is not None and length > limit:
-        raise RequestEntityTooLarge()
+        raise BodyTooLarge(limit)
     try:
         body = request.stream.read((limit if length is None else length) + 1)
     except RequestEntityTooLarge:
@@ -227,7 +238,7 @@ def read_body(request: Request, limit: int) -> bytes:
     except Exception as exc:  # whatever the server raises for a broken body
         raise UnreadableBody(f"request body could not be read: {type(exc).__name__}") from exc
     if len(body) > limit:
-        raise RequestEntityTooLarge()
+        raise BodyTooLarge(limit)
     if length is not None and len(body) < length:
         raise UnreadableBody(f"request body ended after {len(body)} of {length} bytes")
     return body
@@ -235,19 +246,22 @@ def read_body(request: Request, limit: int) -> bytes:
 
 def http_problem(exc: HTTPException) -> Response:
     """A werkzeug HTTP error as problem+json: its status, the ``code`` for it and ``field``
-    (an :class:`UnreadableBody`'s; ``body`` for a 413 or 415), with the error's own headers."""
+    (an :class:`UnreadableBody`'s; ``body`` for a 413 or 415) and, for a
+    :class:`BodyTooLarge`, its ``limit`` in bytes, with the error's own headers."""
     status = exc.code or 500
     field = (
         exc.field if isinstance(exc, UnreadableBody) else "body" if status in (413, 415) else None
     )
     # the error's own headers (a 405's Allow, RFC 9110 §15.5.6; a 429's Retry-After)
     headers = {k: v for k, v in exc.get_headers() if k.lower() != "content-type"}
+    extra = {"limit": exc.limit} if isinstance(exc, BodyTooLarge) else {}
     return problem(
         status,
         _CODES.get(status, "invalid_value"),
         exc.description or "",
         field=field,
         headers=headers,
+        **extra,
     )
 
 

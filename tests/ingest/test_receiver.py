@@ -123,6 +123,9 @@ def test_oversized_body_is_413(receiver) -> None:
     response = post(client, settings, php_json(big))
     assert response.status_code == 413
     assert response.get_json()["code"] == "payload_too_large"
+    limit = settings.webhook_max_body_bytes  # said, and machine-readable
+    assert response.get_json()["limit"] == limit
+    assert f"{limit} bytes" in response.get_json()["detail"]
 
 
 def test_the_body_limit_is_never_below_what_nextcloud_sends(private_redis) -> None:

@@ -21,6 +21,7 @@ from ncindex.embedding.embedder import Embedder
 from ncindex.search import service as service_module
 from ncindex.search.filter_fields import filters_document
 from ncindex.text.snippets import plain_snippet
+from ncindex.web.problems import MAX_BODY_BYTES
 from search_support import PASSWORDS, Api, build_api
 
 LIGHT = "/Projects/Lighthouse/plan.md"
@@ -341,6 +342,10 @@ def test_too_deep_json_and_too_large_bodies(ro_api: Api) -> None:
     big = b'{"query": "' + b"x" * 70_000 + b'"}'
     response = ro_api.client.post("/v1/search", data=big, auth=("alice", PASSWORDS["alice"]))
     assert response.status_code == 413 and response.get_json()["code"] == "payload_too_large"
+    # the limit, said and machine-readable (werkzeug's text named none)
+    problem = response.get_json()
+    assert (problem["field"], problem["limit"]) == ("body", MAX_BODY_BYTES), problem
+    assert str(MAX_BODY_BYTES) in problem["detail"], problem
 
 
 def test_unauthenticated(ro_api: Api) -> None:

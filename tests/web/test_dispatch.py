@@ -108,6 +108,7 @@ def test_a_chunked_body_over_the_bound_is_a_413(relay: BaseWSGIServer) -> None:
         relay, b"Transfer-Encoding: chunked", b"%x\r\n" % size + b"a" * size + b"\r\n0\r\n\r\n"
     )
     assert (status, problem["code"], problem["field"]) == (413, "payload_too_large", "body")
+    assert problem["limit"] == MAX_BODY_BYTES and str(MAX_BODY_BYTES) in problem["detail"]
 
 
 def _echo_headers(environ: dict[str, Any], start_response: Any) -> list[bytes]:
