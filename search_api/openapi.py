@@ -259,11 +259,13 @@ def openapi_document() -> dict[str, Any]:
                             "content": _json("JsonRpcResponse"),
                         },
                         "401": {
-                            "description": "-32012: credentials missing or rejected.",
+                            "description": "-32012: credentials missing or rejected (`data.field`: "
+                            "`Authorization`).",
                             "content": _json("JsonRpcResponse"),
                         },
                         "413": {
-                            "description": "-32013: body too large.",
+                            "description": "-32013: body too large "
+                            "(`data`: `field` `body`, `limit` in bytes).",
                             "content": _json("JsonRpcResponse"),
                         },
                         "429": {

@@ -430,7 +430,7 @@ class RcpServer:
         try:
             return call.client()
         except Unauthenticated as exc:
-            raise RpcError(Errc.UNAUTHORIZED, str(exc) or "unauthenticated") from None
+            raise _unauthorized(str(exc) or "unauthenticated") from None
         except TransientError as exc:
             log.warning("rcp_authentication_unavailable", error=f"{type(exc).__name__}: {exc}")
             raise RpcError(
@@ -452,12 +452,12 @@ class RcpServer:
         )
         _peer_info(params)
         if version < 1:  # the session stays uninitialized; a retry is allowed (spec §13)
-            raise RpcError(Errc.VERSION_MISMATCH, "no common version")
+            raise RpcError(Errc.VERSION_MISMATCH, "no common version", {"field": "protocolVersion"})
         try:  # a credential from the cache, revoked since, starts no session
             client.confirm()
         except NextcloudAuthError:
             self._revoked(call, "Nextcloud rejected the credentials")
-            raise RpcError(Errc.UNAUTHORIZED, "Nextcloud rejected the credentials") from None
+            raise _unauthorized("Nextcloud rejected the credentials") from None
         token = self.sessions.start(call.cred, call.session)
         result = self.server_info()
         result["protocolVersion"] = version
@@ -478,7 +478,7 @@ class RcpServer:
                 tree=args.tree,
             )
         except NextcloudAuthError:
-            raise RpcError(Errc.UNAUTHORIZED, "Nextcloud rejected the credentials") from None
+            raise _unauthorized("Nextcloud rejected the credentials") from None
         except FilterError as exc:  # a tag or category the caller's documents spell otherwise
             raise _filter_error(exc) from None
         except TransientError as exc:
@@ -892,6 +892,13 @@ def _err(id_: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": id_, "error": error}
+
+
+def _unauthorized(message: str) -> RpcError:
+    """-32012 ``Unauthorized`` with ``data.field`` ``Authorization``: the credentials are the
+    part of the request at fault, as REST's and MCP's 401 name that header in ``field``
+    (spec §12.1 lets ``data`` carry ``field``; the SDK's ``Server`` sends none)."""
+    return RpcError(Errc.UNAUTHORIZED, message, {"field": "Authorization"})
 
 
 _METHOD = {"field": "method"}

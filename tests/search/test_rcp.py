@@ -641,6 +641,20 @@ def test_unauthenticated(served: Served) -> None:
         assert transport.last_status == 401
 
 
+def test_refusals_name_the_field_at_fault(served: Served) -> None:
+    """-32012 for missing or wrong credentials and -32002 for a protocol version in common
+    with none came without ``data``: nothing said which part of the request was at fault
+    (spec §12.1 ``data.field``), as REST's 401 names ``Authorization``."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    for authorization in (None, basic("alice", "wrong"), "Token x"):
+        transport = AuthHttpTransport(f"{served.url}/rcp", authorization)
+        reply = transport.call(init)
+        assert transport.last_status == 401, reply
+        assert error_of(reply) == (-32012, {"field": "Authorization"}), reply
+    reply = raw(served, "alice", "initialize", {"protocolVersion": -5})
+    assert error_of(reply) == (-32002, {"field": "protocolVersion"}), reply
+
+
 def test_session_token(served: Served) -> None:
     first = raw(served, "bob", "initialize", {"protocolVersion": 1})["result"]
     token = first["_meta"]["session"]
@@ -772,6 +786,9 @@ def test_a_body_too_large_is_413_as_openapi_says(served: Served) -> None:
     message = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "a" * MAX_BODY_BYTES}}
     status, reply = post_raw(served, json.dumps(message).encode())
     assert (status, reply["error"]["code"]) == (413, -32013)
+    # the body and the limit named (werkzeug's message said neither)
+    assert reply["error"]["data"] == {"field": "body", "limit": MAX_BODY_BYTES}, reply
+    assert str(MAX_BODY_BYTES) in reply["error"]["message"], reply
     documented = served.api.client.get("/openapi.json").get_json()["paths"]["/rcp/{method}"]
     assert "-32013" in documented["post"]["responses"]["413"]["description"]
 
