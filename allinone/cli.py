@@ -198,7 +198,15 @@ def _serve(running: Embedded, settings: Settings, signals: StopSignals, *, quiet
         f"MCP {url}/mcp, RCP {url}/rcp)"
     )
     click.echo(f"Search page: {url}/  (sign in with your Nextcloud account)")
-    redis_owner = "a private redis-server" if running.redis else "NCINDEX_REDIS_URL or the default"
+    # which of the two: "NCINDEX_REDIS_URL or the default" left a user guessing whether the
+    # variable was read (settings read the environment alone: no env file)
+    redis_owner = (
+        "a private redis-server"
+        if running.redis
+        else "NCINDEX_REDIS_URL"
+        if "redis_url" in settings.model_fields_set
+        else "the default; NCINDEX_REDIS_URL is not set"
+    )
     # never the password (userinfo or query): this output lands in terminals and logs
     redis_url = url_without_password(running.settings.redis_url)
     left_out = redis_url != running.settings.redis_url

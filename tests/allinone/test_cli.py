@@ -311,8 +311,29 @@ def test_up_prints_the_redis_url_without_its_password(url: str, capsys) -> None:
     out = capsys.readouterr().out
     assert closed and "hunter2" not in out, out
     shown = "redis://127.0.0.1:6379/0"
-    assert f"Redis: {shown} (NCINDEX_REDIS_URL or the default; credentials left out)" in out
+    assert f"Redis: {shown} (NCINDEX_REDIS_URL; credentials left out)" in out
     assert f"Watch the indexing: NCINDEX_REDIS_URL={shown} NCINDEX_NAMESPACE=nci " in out
+
+
+def test_up_says_whether_the_redis_url_is_set_or_the_default(monkeypatch, capsys) -> None:
+    """The "Redis:" line said "NCINDEX_REDIS_URL or the default" whether the variable was set
+    or not; it names the one in use."""
+    from types import SimpleNamespace
+
+    from allinone.cli import _serve
+
+    monkeypatch.delenv("NCINDEX_REDIS_URL", raising=False)
+    signals = SimpleNamespace(wait=lambda: None)  # a stop signal at once
+    default = Settings(nextcloud_url="http://127.0.0.1:9", namespace="nci")
+    _serve(_up_stand_in(default), default, signals, quiet=False)
+    shown = default.redis_url
+    assert (
+        f"Redis: {shown} (the default; NCINDEX_REDIS_URL is not set)\n" in capsys.readouterr().out
+    )
+    monkeypatch.setenv("NCINDEX_REDIS_URL", "redis://127.0.0.1:6379/10")
+    given = Settings(nextcloud_url="http://127.0.0.1:9", namespace="nci")
+    _serve(_up_stand_in(given), given, signals, quiet=False)
+    assert "Redis: redis://127.0.0.1:6379/10 (NCINDEX_REDIS_URL)\n" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("explicit", [True, False])
