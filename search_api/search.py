@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import structlog
 from flask import Blueprint, Response, jsonify, request
@@ -154,7 +155,30 @@ def _doc_ref(doc_type: str, doc_id: str) -> DocRef:
         raise InputError(
             "invalid_value", "doc_type", f"must be one of {', '.join(t.value for t in DocType)}"
         )
+    if not _path_is_utf8():  # doc_type is one of DocType's: the bytes are doc_id's
+        raise InputError(
+            "invalid_value", "doc_id", "not a document id: its percent-escapes are not UTF-8"
+        )
     return DocRef(DocType(doc_type), checked_doc_id(doc_id, "doc_id"))
+
+
+def _path_is_utf8() -> bool:
+    """Whether the request's path, percent-decoded, is UTF-8. Werkzeug decodes the path it
+    routes with ``errors="replace"``, and its development server (``ncindex up``) unquotes the
+    path the same way before the app (``werkzeug.serving``: ``unquote``), so ``%ff%fe``
+    reached the view as two U+FFFD, a well-formed id looked up and answered 404
+    ``not_found``. Read here: the request line's target as the server received it
+    (``RAW_URI``, set by werkzeug's server and gunicorn; latin-1 as WSGI strings are,
+    PEP 3333) with its percent-escapes decoded, and ``PATH_INFO``, whose bytes gunicorn
+    passes as they were (``unquote_to_wsgi_str``)."""
+    environ = request.environ
+    target = environ.get("RAW_URI", "").partition("?")[0]
+    try:
+        unquote_to_bytes(target.encode("latin-1")).decode("utf-8")
+        environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return False
+    return True
 
 
 def int_args(**params: tuple[int, int, int]) -> dict[str, int]:

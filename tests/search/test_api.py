@@ -3,11 +3,13 @@ rate limit, over the Nextcloud simulator with real verification."""
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
 import time
 import unicodedata
+from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from ncindex.search import service as service_module
 from ncindex.search.filter_fields import filters_document
 from ncindex.text.snippets import plain_snippet
 from ncindex.web.problems import MAX_BODY_BYTES
-from search_support import PASSWORDS, Api, build_api
+from search_support import PASSWORDS, Api, Served, build_api
 
 LIGHT = "/Projects/Lighthouse/plan.md"
 OLD = "/Projects/Lighthouse-old/plan.md"
@@ -519,7 +521,30 @@ def SECRET_KEY(api: Api) -> str:
 def test_context_bad_input(ro_api: Api, path: str, field: str) -> None:
     response = ro_api.client.get(path, auth=("alice", PASSWORDS["alice"]))
     assert response.status_code == 400
-    assert response.get_json()["field"] == field
+    assert (response.get_json()["code"], response.get_json()["field"]) == ("invalid_value", field)
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/v1/documents/note/%ff%fe/context", "doc_id"),
+        ("/v1/documents/note/1%C3/context", "doc_id"),  # a sequence cut short
+        ("/v1/documents/n%FFte/1/context", "doc_type"),
+    ],
+)
+def test_context_path_bytes_that_are_no_utf8(ro_served: Served, path: str, field: str) -> None:
+    """Percent-escapes of bytes that are no UTF-8, over real HTTP (werkzeug's test client
+    unquotes them to U+FFFD itself): werkzeug decoded them to U+FFFD, an id looked up and
+    answered 404 ``not_found``, where any other impossible id is 400 ``invalid_value``."""
+    conn = HTTPConnection("127.0.0.1", int(ro_served.url.rsplit(":", 1)[1]), timeout=30)
+    try:
+        token = base64.b64encode(f"alice:{PASSWORDS['alice']}".encode()).decode()
+        conn.request("GET", path, headers={"Authorization": f"Basic {token}"})
+        response = conn.getresponse()
+        status, problem = response.status, json.loads(response.read())
+    finally:
+        conn.close()
+    assert (status, problem["code"], problem["field"]) == (400, "invalid_value", field), problem
 
 
 @pytest.mark.parametrize(
