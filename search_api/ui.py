@@ -63,8 +63,10 @@ a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_fiel
   sessions that expired holding them);
 * ``POST /ui/login/password`` — body ``{"login_name", "app_password"}``: signs in with an app
   password made by hand (401 ``unauthenticated`` if Nextcloud refuses it; 400
-  ``unknown_field`` for another key; 429 ``rate_limited`` once the login name has used up the
-  per-caller rate limit, which it shares with that login's Basic requests to the API);
+  ``unknown_field`` for another key, ``invalid_value`` on ``login_name`` for one holding ``:``
+  or a control character, Nextcloud not asked; 429 ``rate_limited`` once the login name has
+  used up the per-caller rate limit, which it shares with that login's Basic requests to the
+  API);
 * ``POST /ui/logout`` — deletes the app password in Nextcloud (only one ncindex obtained
   through Login Flow v2: a typed-in one is the user's to keep) and the session:
   ``{"app_password_deleted"}``.
@@ -595,6 +597,26 @@ def _text_field(body: Any, name: str) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise InputError("invalid_value", name, "is not valid Unicode (lone surrogate)") from None
-    if name == "login_name" and ":" in value:
+    if name != "login_name":
+        return value
+    if ":" in value:
         raise InputError("invalid_value", name, "a login name cannot contain ':' (Basic auth)")
-    return value.strip() if name == "login_name" else value
+    value = value.strip()  # a name pasted with a line break after it is the name
+    control = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if control is not None:
+        # RFC 7617 §2: a Basic user-id "MUST NOT contain any control characters" (CTL,
+        # RFC 5234 B.1: U+0000-U+001F, U+007F). Nextcloud matches an app password only with
+        # the login name its token was made with, compared as is (nextcloud/server
+        # lib/private/User/Session.php validateToken, `!==`); an account's own name holds
+        # none (lib/private/User/Manager.php validateUserId: a-z A-Z 0-9 space _.@-'), an
+        # e-mail login none (Session::logClientIn, FILTER_VALIDATE_EMAIL), and
+        # Manager::checkPasswordNoLogging drops a NUL, checking another name than typed. So
+        # refused here, not sent to be answered 401 "rejected the credentials", which reads
+        # as a wrong password.
+        raise InputError(
+            "invalid_value",
+            name,
+            f"holds the control character U+{ord(control):04X}, which no login name holds "
+            "(a tab or line break copied with it?)",
+        )
+    return value
