@@ -61,12 +61,15 @@ def refused_answer(services: Services, exc: Exception) -> Response:
     return problem_for(exc)
 
 
-def read_json_object() -> dict[str, Any]:
-    """The request body as a JSON object (with or without a Content-Type). ``NaN`` and
-    ``Infinity`` are refused; raises :class:`~ncindex.errors.InputError` (``invalid_json``,
-    field ``body``), and :class:`~ncindex.web.problems.BodyTooLarge` (413) past
-    :data:`MAX_BODY_BYTES`, chunked or not."""
+def read_json_object(*, empty_ok: bool = False) -> dict[str, Any]:
+    """The request body as a JSON object (with or without a Content-Type); with ``empty_ok``
+    an empty body is ``{}``. ``NaN`` and ``Infinity`` are refused; raises
+    :class:`~ncindex.errors.InputError` (``invalid_json``, field ``body``), and
+    :class:`~ncindex.web.problems.BodyTooLarge` (413) past :data:`MAX_BODY_BYTES`, chunked or
+    not."""
     body = read_body(request, MAX_BODY_BYTES)
+    if empty_ok and not body:
+        return {}
     try:
         raw = strict_json.loads(body or b"null")
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:

@@ -5,7 +5,9 @@ Flask: the page is a form, a list and a few chips, which needs no framework and 
 build step, no npm dependency tree to audit and nothing generated to keep in step.
 
 Routes (JSON unless said; every ``POST`` needs the session's CSRF token in ``X-CSRF-Token``;
-a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_field``):
+a query parameter on a ``/ui/`` route but the static files is 400 ``unknown_field``; a
+``POST`` that takes no body — all but ``/ui/login/password`` — takes none or ``{}``, and
+answers another 400 ``invalid_json`` on ``body`` or ``unknown_field`` naming the key):
 
 * ``GET /`` — the page; ``/ui/static/<file>`` — its script and style sheet; any other
   address a browser asks for as a page (``Accept`` prefers ``text/html`` to JSON) is 404 with
@@ -357,6 +359,9 @@ def ui_blueprint(
         found = current(check_csrf=True)
         if isinstance(found, Response):
             return found
+        refused = _no_fields()
+        if refused is not None:
+            return refused
         session_id, _ = found
         try:
             flow = start_login_flow(services.http, CLIENT_NAME)
@@ -388,6 +393,9 @@ def ui_blueprint(
         found = current(check_csrf=True)
         if isinstance(found, Response):
             return found
+        refused = _no_fields()
+        if refused is not None:
+            return refused
         session_id, record = found
         poll_token = record.get("poll_token")
         if record.get("flow_authorization"):
@@ -476,6 +484,9 @@ def ui_blueprint(
         found = current(check_csrf=True)
         if isinstance(found, Response):
             return found
+        refused = _no_fields()
+        if refused is not None:
+            return refused
         session_id, record = found
         # credentials a flow gave and no sign-in used: a poll checking them signs in no more
         held = sessions.end_flow(session_id)
@@ -490,12 +501,7 @@ def ui_blueprint(
             return found
         session_id, _ = found
         try:
-            body = read_json_object()  # as the search API: with or without a Content-Type
-            for name in body:  # a misspelt key is named, as the search API does
-                if name not in ("login_name", "app_password"):
-                    raise InputError(
-                        "unknown_field", name, "not a field here (known: login_name, app_password)"
-                    )
+            body = _fields("login_name", "app_password")
             login_name = _text_field(body, "login_name")
             app_password = _text_field(body, "app_password")
             authorization = _typed_basic(login_name, app_password)
@@ -537,6 +543,9 @@ def ui_blueprint(
         found = current(check_csrf=True)
         if isinstance(found, Response):
             return found
+        refused = _no_fields()
+        if refused is not None:
+            return refused
         session_id, _ = found
         dropped = sessions.sign_out(session_id)  # a Login Flow's app password: recorded
         deleted = [revoked.delete(held) for held in dropped]
@@ -545,6 +554,32 @@ def ui_blueprint(
         return response
 
     return bp
+
+
+def _fields(*known: str) -> dict[str, Any]:
+    """The request body, a JSON object holding no key but ``known`` (read as the search API
+    reads its body: with or without a Content-Type); a route that takes none (``known``
+    empty) also takes an empty body, which is what the page sends. Raises
+    :class:`~ncindex.errors.InputError`: ``invalid_json`` on ``body`` for a body that is not
+    JSON or not an object, ``unknown_field`` naming another key (a misspelt one, as the search
+    API names it), and a 413 past :data:`~ncindex.web.problems.MAX_BODY_BYTES`."""
+    body = read_json_object(empty_ok=not known)
+    for name in body:
+        if name not in known:
+            taken = f"known: {', '.join(known)}" if known else "this request takes none"
+            raise InputError("unknown_field", name, f"not a field here ({taken})")
+    return body
+
+
+def _no_fields() -> Response | None:
+    """The answer refusing the body of a ``/ui/`` ``POST`` that takes none (:func:`_fields`),
+    or ``None`` for an empty body or ``{}``: a malformed body was ignored, and a Login Flow
+    started for ``{"a":``."""
+    try:
+        _fields()
+    except InputError as exc:
+        return problem_for(exc)
+    return None
 
 
 def _no_sign_in() -> Response:

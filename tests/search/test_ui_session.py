@@ -56,6 +56,33 @@ def sign_in_with_flow(stack: Stack, client: FlaskClient, user: str) -> dict:
     return body
 
 
+@pytest.mark.parametrize("route", ["flow", "poll", "cancel"])
+def test_a_body_sent_where_none_is_taken_is_refused(stack: Stack, route: str) -> None:
+    """``POST /ui/login/flow`` with ``{"a":`` answered 200 and started a Login Flow: the body
+    was ignored, where ``/ui/login/password`` refuses malformed JSON and unknown keys. The
+    ``/ui/`` routes that take no body refuse one that is not JSON (``invalid_json``) or holds
+    a key (``unknown_field`` naming it), and take none or ``{}``."""
+    client = stack.search.application.test_client()
+    csrf = session(client)["csrf"]
+    path = f"/ui/login/{route}"
+    for body, code, field in [
+        (b'{"a":', "invalid_json", "body"),
+        (b'{"a": 1}', "unknown_field", "a"),
+    ]:
+        refused = client.post(path, data=body, headers={CSRF_HEADER: csrf})
+        assert refused.status_code == 400, refused.get_json()
+        assert (refused.get_json()["code"], refused.get_json()["field"]) == (code, field)
+    assert session(client)["signing_in"] is False  # no Login Flow was started
+    for body in (b"", b"{}"):  # taken: poll's 400 is its own, no sign-in under way
+        taken = client.post(path, data=body, headers={CSRF_HEADER: csrf})
+        if route == "poll":
+            assert taken.get_json()["field"] == "poll_token", taken.get_json()
+        else:
+            assert taken.status_code == 200, taken.get_json()
+    started = client.post("/ui/login/flow", data=b"{}", headers={CSRF_HEADER: csrf})
+    assert started.status_code == 200 and session(client)["signing_in"] is True
+
+
 def test_flow_sign_in_filters_per_caller_and_sign_out(stack: Stack) -> None:
     sim = stack.sim
     tag = sim.create_tag("lighthouse-project")
