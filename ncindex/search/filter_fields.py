@@ -47,6 +47,14 @@ MAX_STRING_CHARS = 1024
 """Longest string value, in characters."""
 
 DATE_ENCODING = "RFC 3339 string (naive means UTC) or integer/float Unix seconds"
+
+PATH_SPELLINGS = (
+    "read from the root with or without a leading `/` and with or without a trailing one: "
+    "`Projects/` is `/Projects`"
+)
+"""How a caller's path is read (:func:`ncindex.search.filters.caller_path`), said in every
+description of a path filter: there is no folder a path could be relative to, so a path
+without its leading ``/`` can mean one folder only."""
 """How ``date`` values are written to ``POST /v1/search`` and MCP; advertised with the fields."""
 
 MAX_SECONDS = 253_402_300_799
@@ -161,14 +169,15 @@ FIELDS = _fields(
         "path",
         "keyword",
         (*_KEYWORD, "exists"),
-        "Exact path in the caller's own view (`/Projects/plan.md`); `exists`: has a path.",
+        f"Exact path in the caller's own view (`/Projects/plan.md`; {PATH_SPELLINGS}); "
+        "`exists`: has a path.",
     ),
     FilterField(
         "path_prefix",
         "keyword",
         _KEYWORD,
         "Strict path prefix in the caller's own view: `/Projects` matches `/Projects` and "
-        "everything under it, never `/Projects-old`.",
+        f"everything under it, never `/Projects-old` ({PATH_SPELLINGS}).",
     ),
 )
 """Public field name → :class:`FilterField`. The one table (see the module docstring)."""

@@ -93,7 +93,7 @@ from ncindex.errors import (
 )
 from ncindex.nextcloud.client import NextcloudClient
 from ncindex.search.facets import counted_values
-from ncindex.search.filter_fields import MAX_SECONDS, TIME_PATTERN
+from ncindex.search.filter_fields import MAX_SECONDS, PATH_SPELLINGS, TIME_PATTERN
 from ncindex.search.filters import (
     HTTP_LISTINGS,
     Leaf,
@@ -339,8 +339,8 @@ class SearchRequest(BaseModel):
         min_length=1,
         max_length=64,
         description="Only documents at or under one of these paths, in the caller's own view "
-        "(from its root; no `.` or `..` segments); strict: `/Projects` never matches "
-        "`/Projects-old`. At least one: leave it out for everywhere.",
+        f"(from its root; no `.` or `..` segments; {PATH_SPELLINGS}); strict: `/Projects` never "
+        "matches `/Projects-old`. At least one: leave it out for everywhere.",
     )
     tags: list[str] | None = Field(
         None,

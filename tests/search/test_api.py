@@ -54,6 +54,7 @@ def test_plain_search_sees_own_and_shared_only(ro_api: Api) -> None:
     [
         ("alice", {"path_prefixes": ["/Projects/Lighthouse"]}, [LIGHT]),
         ("alice", {"path_prefixes": ["/Projects/Lighthouse/"]}, [LIGHT]),
+        ("alice", {"path_prefixes": ["Projects/Lighthouse"]}, [LIGHT]),  # from the root
         ("alice", {"path_prefixes": ["/Projects/Lighthouse", "/Private"]}, [LIGHT, DIARY]),
         ("alice", {"path_prefixes": [LIGHT]}, [LIGHT]),
         ("alice", {"path_prefixes": ["/Projects"]}, [LIGHT, OLD, BUDGET]),
@@ -685,6 +686,20 @@ def test_openapi_document(ro_api: Api) -> None:
 
     for ref in refs(doc):
         assert ref.startswith("#/components/schemas/") and ref.rsplit("/", 1)[1] in schemas, ref
+
+
+def test_the_path_filters_say_a_path_is_read_from_the_root_without_its_slash(
+    ro_api: Api,
+) -> None:
+    """``path_prefixes: ["Documents"]`` is read as ``/Documents`` (a guard in
+    ``test_filters_through_http``), which neither ``/openapi.json`` nor ``/v1/filters`` said: a
+    caller could not tell whether it was read so or matched nothing."""
+    doc = ro_api.client.get("/openapi.json").get_json()
+    described = doc["components"]["schemas"]["SearchRequest"]["properties"]["path_prefixes"]
+    fields = {f["name"]: f for f in ro_api.client.get("/v1/filters").get_json()["fields"]}
+    for text in (described["description"], fields["path_prefix"]["description"]):
+        assert "without a leading `/`" in text and "`Projects/` is `/Projects`" in text, text
+    assert "without a leading `/`" in fields["path"]["description"]
 
 
 def test_openapi_bounds_every_integer_query_parameter_as_the_endpoint_does(ro_api: Api) -> None:
