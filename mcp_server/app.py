@@ -490,8 +490,9 @@ class Gate:
         scope.setdefault("state", {})[CALLER] = client
         body = await _body(receive, MAX_BODY_BYTES)
         if body is None:
-            detail = f"request body larger than {MAX_BODY_BYTES} bytes"
-            await _refused(request, 413, "payload_too_large", detail, {}, "body")(
+            detail = f"request body larger than {MAX_BODY_BYTES} bytes, the most accepted here"
+            limit = {"limit": MAX_BODY_BYTES}  # as the search API's 413 has it
+            await _refused(request, 413, "payload_too_large", detail, {}, "body", None, limit)(
                 scope, receive, send
             )
             return
@@ -545,14 +546,15 @@ def _refused(
     headers: dict[str, str],
     field: str | None = None,
     message_id: str | int | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Response:
     """The gate's refusal of ``request``: a JSON-RPC error for an MCP client, whose ``Accept``
     names ``application/json`` (:func:`mcp_server.rpc_errors.refusal`, which the SDK's client
-    can read), else problem+json (curl, a browser) — the same status, headers, ``code`` and
-    ``field`` either way."""
+    can read), else problem+json (curl, a browser) — the same status, headers, ``code``,
+    ``field`` and further members ``extra`` either way."""
     if wants_json_rpc(request.headers.get("Accept")):
-        return refusal(status, code, detail, headers, field, message_id)
-    return problem(status, code, detail, headers, field)
+        return refusal(status, code, detail, headers, field, message_id, extra)
+    return problem(status, code, detail, headers, field, extra)
 
 
 def _authorization(ctx: Any) -> str | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from starlette.responses import Response
 
@@ -16,11 +17,13 @@ def problem(
     detail: str,
     headers: dict[str, str] | None = None,
     field: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Response:
     """A ``status`` answer with a problem+json body of ``code``, ``detail`` and, when given,
-    the offending ``field``; ``headers`` added."""
+    the offending ``field`` and the further members ``extra`` (a 413's ``limit``);
+    ``headers`` added."""
     return Response(
-        json.dumps(problem_body(status, code, detail, field=field)),
+        json.dumps(problem_body(status, code, detail, field=field, **(extra or {}))),
         status_code=status,
         media_type=PROBLEM_JSON,
         headers=headers,

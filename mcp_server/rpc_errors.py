@@ -162,6 +162,7 @@ def refusal(
     headers: dict[str, str] | None = None,
     field: str | None = None,
     request_id: str | int | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Response:
     """The gate's refusal (401, 413, 429, 503, and the transport's 400, 403, 421) for an MCP
     client: HTTP ``status`` with ``headers`` (``WWW-Authenticate``, ``Retry-After``) and a
@@ -180,6 +181,7 @@ def refusal(
     (``mcp.client.streamable_http``, ``_handle_post_request``), so an agent could not tell
     refused credentials from a rate limit or a Nextcloud outage, nor when to retry."""
     data: dict[str, Any] = {"code": code, "field": field, "detail": detail, "status": status}
+    data.update(extra or {})  # a 413's limit, in bytes, as the problem+json answer has it
     retry = (headers or {}).get("Retry-After")
     if retry is not None and retry.isdigit():
         data["retry_after"] = int(retry)

@@ -49,6 +49,7 @@ from ncindex.store.port import PointRecord
 from ncindex.text.chunking import Chunker
 from ncindex.web.asgi import ServedAsgi, serve_in_thread
 from ncindex.web.dispatch import forward_to
+from ncindex.web.problems import MAX_BODY_BYTES
 from ncindex.web.proxies import trusted_wsgi
 from search_support import FILES, PASSWORDS, T0, Api, build_api
 from support import check_hints_leak_nothing
@@ -1733,6 +1734,7 @@ def test_only_post_is_served_and_its_body_is_strict_json(mcp_url: str) -> None:
     assert answer.status_code == 413
     refused = answer.json()["error"]["data"]  # an MCP client's Accept: JSON-RPC
     assert (refused["code"], refused["field"]) == ("payload_too_large", "body")
+    assert refused["limit"] == MAX_BODY_BYTES, refused  # machine-readable, as REST's
     fine = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     assert httpx.post(mcp_url, json=fine, headers=headers).status_code == 200
 
