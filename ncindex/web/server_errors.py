@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import json
 import socket
+import time
 from http import HTTPStatus
 from urllib.parse import quote, urlsplit
 
@@ -103,13 +104,16 @@ class ProblemRequestHandler(WSGIRequestHandler):
     logged at info level (:meth:`log_error`).
 
     Every answer closes the connection (werkzeug's ``run_wsgi`` sends ``Connection: close``),
-    and :meth:`finish` closes it at once, what the client still sends discarded within bounds
-    (gunicorn's ``close_graceful``), not read by werkzeug for up to :attr:`timeout`
+    and :meth:`finish` ends the answer at once, what the client still sends discarded while it
+    keeps coming (:attr:`drain_pause`), not read by werkzeug for up to :attr:`timeout`
     (:meth:`make_environ`)."""
 
     #: Seconds a read of the connection may wait (``socketserver.StreamRequestHandler``);
     #: gunicorn's own request timeout is ``GUNICORN_TIMEOUT`` (60 s in deploy/).
     timeout = 60.0
+    #: Seconds the client may pause in what it still sends after the answer before the
+    #: connection is closed (:meth:`finish`), gunicorn's ``close_graceful`` linger.
+    drain_pause = 2.0
     #: The connection's reader, which ``wsgi.input`` reads (:meth:`make_environ`).
     _reader: io.BufferedIOBase | None = None
 
@@ -209,15 +213,31 @@ class ProblemRequestHandler(WSGIRequestHandler):
         return environ
 
     def finish(self) -> None:
-        """Close the connection once answered, as gunicorn's workers do
-        (``gunicorn.util.close_graceful``: shut the sending side, so the client reads the end
-        of the answer at once, then discard what it still sends, at most 64 KiB within 2 s,
-        so that closing with unread bytes does not reset the connection and lose the answer
-        on the client's side)."""
+        """Close the connection once answered: shut the sending side, so the client reads the
+        end of the answer at once, then discard what it still sends until it closes, pauses
+        :attr:`drain_pause` seconds, or :attr:`timeout` seconds have passed, then close.
+
+        Closing with unread bytes resets the connection, and a client still sending (a body
+        past the limit, sent whole before the answer is read, as ``http.client`` does) then
+        loses the 413. gunicorn's ``close_graceful`` stops after 64 KiB or 2 s: a 10 MB body
+        met a closed connection (``BrokenPipeError``) where werkzeug's own drain had let the
+        413 through; so the bound here is the client's pause and :attr:`timeout`, as long as
+        a request may take to arrive, not the bytes."""
         super().finish()
         if self._reader is not None:
             self._reader.close()
-        gunicorn_util.close_graceful(self.connection)
+        sock = self.connection
+        try:
+            sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + self.timeout
+            while (left := deadline - time.monotonic()) > 0:
+                sock.settimeout(min(self.drain_pause, left))
+                if not sock.recv(65536):
+                    break
+        except OSError:  # the client gone, or its pause (TimeoutError is one)
+            pass
+        finally:
+            sock.close()
 
     def log_error(self, format: str, *args: object) -> None:
         """Log at info level what ``http.server`` reports here: a request that did not arrive
