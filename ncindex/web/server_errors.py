@@ -93,7 +93,8 @@ def install_in_gunicorn() -> None:
 class ProblemRequestHandler(WSGIRequestHandler):
     """werkzeug's request handler, with ``send_error`` answering problem+json and three more
     requests refused before the app: HTTP/0.9 (505 once its request line is read;
-    ``http.server`` waited for headers such a request has none of), a request target
+    ``http.server`` waited for headers such a request has none of; a two-word request line
+    that is no HTTP/0.9, another method than ``GET`` or no target, is 400), a request target
     ``urlsplit`` cannot read, such as ``http://[::1/`` (400; werkzeug's ``make_environ`` would
     raise and drop the connection unanswered), and a body whose length is ambiguous (400,
     :meth:`_ambiguous_framing`).
@@ -127,6 +128,11 @@ class ProblemRequestHandler(WSGIRequestHandler):
             self.requestline, self.request_version = requestline, "HTTP/0.9"
             self.command, self.path = words[0], _loggable(words[1])
             self.close_connection = True
+            if words[0] != "GET" or words[1].upper().startswith("HTTP/"):
+                # not HTTP/0.9 either, whose one method is GET (http.server's "Bad HTTP/0.9
+                # request type"), but a request line short of a word, such as its target
+                self.send_error(400, "request line of two words, not method, target, version")
+                return False
             self.send_error(505, "HTTP/0.9 is not supported")
             return False
         if not super().parse_request():

@@ -71,6 +71,10 @@ def send(server: BaseWSGIServer, data: bytes) -> bytes:
         # a real HTTP/0.9 request has no headers: http.server waited for a blank line
         (b"GET /nope\r\n", 505, "http_version_not_supported", None),
         (b"GET http://[::1/\r\n", 505, "http_version_not_supported", None),
+        # not HTTP/0.9, which has GET alone (http.server answered 400 before 5bb9396) and a
+        # target: a request line that lost a word, answered 505 "HTTP/0.9 is not supported"
+        (b"POST /nope\r\n\r\n", 400, "invalid_http", None),
+        (b"GET HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_http", None),
         # werkzeug's make_environ raised ValueError: the connection closed unanswered
         (b"GET http://[::1/livez HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_http", None),
         # werkzeug read the last Content-Length; a proxy may read the first (smuggling)
@@ -80,7 +84,7 @@ def send(server: BaseWSGIServer, data: bytes) -> bytes:
          b"Transfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n", 400, "invalid_http", None),
     ],
     ids=["long-header", "long-url", "request-line", "version", "http-0.9", "http-0.9-bare",
-         "http-0.9-alone", "http-0.9-ipv6-target",
+         "http-0.9-alone", "http-0.9-ipv6-target", "http-0.9-post", "no-target",
          "ipv6-target", "two-lengths", "length-and-chunked"],
 )  # fmt: skip
 def test_unparsable_requests_get_problem_json(
