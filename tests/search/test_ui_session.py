@@ -733,6 +733,11 @@ def test_hostile_sign_in_input_is_a_4xx_naming_the_field(redis_url: str) -> None
         ("login_name", b'{"login_name": "al\\u0000ice", "app_password": "pw"}'),
         ("login_name", b'{"login_name": "al\\tice", "app_password": "pw"}'),
         ("login_name", b'{"login_name": "alice\\u007f", "app_password": "pw"}'),
+        # C1 controls (U+0080-U+009F) are control characters too (Unicode's Cc; RFC 7617
+        # §2.1's UTF-8 user-id is a PRECIS identifier, which refuses them, RFC 8264 §9.12);
+        # they were sent to Nextcloud
+        ("login_name", b'{"login_name": "al\\u0085ice", "app_password": "pw"}'),
+        ("login_name", b'{"login_name": "al\\u009bice", "app_password": "pw"}'),
     ]:
         refused = client.post("/ui/login/password", data=body, headers={CSRF_HEADER: csrf})
         assert refused.status_code == 400, (name, refused.get_json())
