@@ -1465,3 +1465,24 @@ def test_a_revoked_credential_whose_deck_check_stalls_is_refused_by_webdav(api: 
     assert response.status_code == 401, response.get_json()
     assert "lighthouse" not in response.get_data(as_text=True).lower()
     assert 10 - (deck.times or 0) == 1  # the board GET reached Deck
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/v1/documents/note/%C3%A9t%C3%A9/context",  # UTF-8 escaped: été
+        "/v1/documents/note/%E2%82%AC%F0%9F%98%80/context",  # three and four bytes: €😀
+    ],
+)
+def test_context_path_escapes_of_utf8_are_looked_up(ro_served: Served, target: str) -> None:
+    """Guard of the UTF-8 check of the context path (``RAW_URI``, ``PATH_INFO``): an id whose
+    escapes are UTF-8 is looked up (404 ``not_found``: no such note), not refused 400."""
+    conn = HTTPConnection("127.0.0.1", int(ro_served.url.rsplit(":", 1)[1]), timeout=30)
+    try:
+        token = base64.b64encode(f"alice:{PASSWORDS['alice']}".encode()).decode()
+        conn.request("GET", target, headers={"Authorization": f"Basic {token}"})
+        response = conn.getresponse()
+        status, problem = response.status, json.loads(response.read())
+    finally:
+        conn.close()
+    assert (status, problem["code"]) == (404, "not_found"), problem
