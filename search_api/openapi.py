@@ -255,7 +255,8 @@ def openapi_document() -> dict[str, Any]:
                         "204": {"description": "A notification: no answer."},
                         "400": {
                             "description": "-32600: a query parameter (`data.field` names it; "
-                            "the params are the body's alone).",
+                            "the params are the body's alone), or a body that cannot be read "
+                            "whole (`data.field`: `body`, or `Content-Length`).",
                             "content": _json("JsonRpcResponse"),
                         },
                         "401": {

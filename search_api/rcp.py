@@ -12,7 +12,7 @@ from werkzeug.exceptions import HTTPException
 
 from ncindex import strict_json
 from ncindex.search.rcp import OPEN_METHODS, SESSION_HEADER, RcpServer, answerable_id
-from ncindex.web.problems import MAX_BODY_BYTES, BodyTooLarge, read_body
+from ncindex.web.problems import MAX_BODY_BYTES, BodyTooLarge, UnreadableBody, read_body
 from ncindex.web.ratelimit import mark_refused
 from search_api.search import Decorator
 
@@ -114,10 +114,15 @@ def rcp_blueprint(server: RcpServer, limited: Decorator | None = None) -> Bluepr
     def _http_error(exc: HTTPException) -> Response:
         # a body past MAX_BODY_BYTES is -32013 PayloadTooLarge, whose spec §12 row names
         # "body bytes"; data names the body and the limit (spec §12.1: field, detail, and
-        # further members to disambiguate), as the REST 413's field and limit do
+        # further members to disambiguate), as the REST 413's field and limit do; a body that
+        # cannot be read whole (UnreadableBody) is -32600 naming its field, as REST's 400 does
         status = exc.code or 500
         code = {413: -32013, 429: -32011}.get(status, -32600)
-        data = {"field": "body", "limit": exc.limit} if isinstance(exc, BodyTooLarge) else None
+        data: dict[str, Any] | None = None
+        if isinstance(exc, BodyTooLarge):
+            data = {"field": "body", "limit": exc.limit}
+        elif isinstance(exc, UnreadableBody):
+            data = {"field": exc.field}
         return rpc_error_response(status, code, exc.description or exc.name, data)
 
     return bp

@@ -793,6 +793,32 @@ def test_a_body_too_large_is_413_as_openapi_says(served: Served) -> None:
     assert "-32013" in documented["post"]["responses"]["413"]["description"]
 
 
+@pytest.mark.parametrize(
+    ("headers", "body", "field"),
+    [
+        ({"Content-Length": "abc"}, b"{}", "Content-Length"),
+        ({"Transfer-Encoding": "chunked"}, b"zz\r\n{}\r\n0\r\n\r\n", "body"),
+    ],
+    ids=["content-length", "chunked-framing"],
+)
+def test_a_body_that_cannot_be_read_names_its_field(
+    served: Served, headers: dict[str, str], body: bytes, field: str
+) -> None:
+    """A body the server cannot read whole (REST: 400 ``invalid_value`` with ``field``) was
+    -32600 with no ``data``: the part at fault named nowhere, where -32013 names ``body``."""
+    conn = HTTPConnection("127.0.0.1", int(served.url.rsplit(":", 1)[1]), timeout=30)
+    try:
+        conn.request(
+            "POST", "/rcp/ping", body=body, headers={"Authorization": basic("alice"), **headers}
+        )
+        response = conn.getresponse()
+        status, reply = response.status, json.loads(response.read())
+    finally:
+        conn.close()
+    assert (status, reply["error"]["code"]) == (400, -32600), reply
+    assert reply["error"]["data"] == {"field": field}, reply
+
+
 def test_batches_are_capped(served: Served) -> None:
     """A batch counts once against the rate limit, so its size is bounded: a larger one is
     -32013 PayloadTooLarge (spec §12: "Request exceeds a server limit (… batch size …)"; §11
