@@ -525,6 +525,19 @@ def test_context_bad_input(ro_api: Api, path: str, field: str) -> None:
     assert (response.get_json()["code"], response.get_json()["field"]) == ("invalid_value", field)
 
 
+def _get_as_alice(served: Served, target: str) -> tuple[int, Any]:
+    """GET ``target`` as sent (over real HTTP, not unquoted by a test client) as alice; the
+    status and the parsed answer."""
+    conn = HTTPConnection("127.0.0.1", int(served.url.rsplit(":", 1)[1]), timeout=30)
+    try:
+        token = base64.b64encode(f"alice:{PASSWORDS['alice']}".encode()).decode()
+        conn.request("GET", target, headers={"Authorization": f"Basic {token}"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize(
     ("path", "field"),
     [
@@ -537,14 +550,7 @@ def test_context_path_bytes_that_are_no_utf8(ro_served: Served, path: str, field
     """Percent-escapes of bytes that are no UTF-8, over real HTTP (werkzeug's test client
     unquotes them to U+FFFD itself): werkzeug decoded them to U+FFFD, an id looked up and
     answered 404 ``not_found``, where any other impossible id is 400 ``invalid_value``."""
-    conn = HTTPConnection("127.0.0.1", int(ro_served.url.rsplit(":", 1)[1]), timeout=30)
-    try:
-        token = base64.b64encode(f"alice:{PASSWORDS['alice']}".encode()).decode()
-        conn.request("GET", path, headers={"Authorization": f"Basic {token}"})
-        response = conn.getresponse()
-        status, problem = response.status, json.loads(response.read())
-    finally:
-        conn.close()
+    status, problem = _get_as_alice(ro_served, path)
     assert (status, problem["code"], problem["field"]) == (400, "invalid_value", field), problem
 
 
@@ -1477,12 +1483,5 @@ def test_a_revoked_credential_whose_deck_check_stalls_is_refused_by_webdav(api: 
 def test_context_path_escapes_of_utf8_are_looked_up(ro_served: Served, target: str) -> None:
     """Guard of the UTF-8 check of the context path (``RAW_URI``, ``PATH_INFO``): an id whose
     escapes are UTF-8 is looked up (404 ``not_found``: no such note), not refused 400."""
-    conn = HTTPConnection("127.0.0.1", int(ro_served.url.rsplit(":", 1)[1]), timeout=30)
-    try:
-        token = base64.b64encode(f"alice:{PASSWORDS['alice']}".encode()).decode()
-        conn.request("GET", target, headers={"Authorization": f"Basic {token}"})
-        response = conn.getresponse()
-        status, problem = response.status, json.loads(response.read())
-    finally:
-        conn.close()
+    status, problem = _get_as_alice(ro_served, target)
     assert (status, problem["code"]) == (404, "not_found"), problem
