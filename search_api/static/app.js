@@ -547,7 +547,9 @@ async function search(push) {
     refuse("“Modified after” must be earlier than “Modified before”.");
     return;
   }
-  if ($("threshold").value !== "" && !thresholdTaken()) {
+  // a box holding what is no number ("1e", a lone "-") has the value "" (HTML's value
+  // sanitization, validity.badInput): searched so, the typed threshold would be dropped unsaid
+  if ($("threshold").validity.badInput || ($("threshold").value !== "" && !thresholdTaken())) {
     refuse("The score threshold is a share of the best result's score, from 0 to 1.");
     return;
   }

@@ -1894,6 +1894,42 @@ def test_a_score_threshold_searches_once_typing_rests_and_its_chip_is_the_one_ta
     context.close()
 
 
+def test_a_threshold_the_box_cannot_read_is_refused_not_dropped(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A number box holding what is no number ("1e", a lone "-": HTML's value sanitization
+    makes its value "", validity.badInput) was read as no threshold: once typing rested the
+    search was sent without one, the chip gone, and the results unfiltered without a word. It
+    is refused as one outside 0-1 is (no request)."""
+    context = browser.new_context()
+    page = context.new_page()
+    sent: list[dict[str, object]] = []
+    page.on(
+        "request",
+        lambda r: sent.append(r.post_data_json) if r.url.endswith("/v1/search") else None,
+    )
+    open_signed_in(page, deployment.url, "alice")
+    search(page, "lighthouse lens")
+    expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
+    page.locator("#advanced summary").click()
+    before = len(sent)
+    box = page.locator("#threshold")
+    refused = "The score threshold is a share of the best result's score, from 0 to 1."
+    for typed in ("1e", "-"):
+        box.press("Control+a")
+        with page.expect_request("**/v1/search") as request:
+            box.press_sequentially("0.5")
+        assert request.value.post_data_json["score_threshold"] == 0.5
+        expect(page.locator("#status")).to_have_text(re.compile(r"^\d+ results?\.$"))
+        box.press("Control+a")
+        box.press_sequentially(typed)
+        expect(page.locator("#chips li")).to_have_count(0)
+        expect(page.locator("#status")).to_have_text(refused)
+        expect(page.locator("#results li")).to_have_count(0)
+    assert [body.get("score_threshold") for body in sent[before:]] == [0.5, 0.5]
+    context.close()
+
+
 def test_a_sign_in_changed_in_another_tab_is_followed(
     deployment: Deployment, browser: Browser
 ) -> None:
