@@ -1208,6 +1208,19 @@ document.addEventListener("DOMContentLoaded", () => {
   // a number box's "change" comes only with Enter or leaving it: typing searches once it
   // rests, and its chip follows each keystroke (none while the value is refused)
   $("threshold").addEventListener("input", () => { renderChips(); searchWhenSettled(); });
+  // its arrows step by 0.05 (index.html), but any share from 0 to 1 is a threshold (the API's
+  // score_threshold): one between the steps ("0.93", searched as typed) is a step mismatch to
+  // the form's own validation, which would stop Enter with no search. When that is all the
+  // form finds wrong, Enter searches (and no bubble is shown).
+  $("threshold").addEventListener("invalid", (e) => {
+    const box = e.target;
+    const others = [...$("search-form").elements].filter((el) => el !== box);
+    if (box.validity.stepMismatch && !box.validity.rangeOverflow && !box.validity.rangeUnderflow
+      && !box.validity.badInput && others.every((el) => el.validity.valid)) {
+      e.preventDefault();
+      search(true);
+    }
+  });
   for (const box of document.querySelectorAll("#types input")) box.addEventListener("change", () => search(true));
   window.addEventListener("popstate", () => {
     // signed out, Back would bring the last user's searches back into the page (and send them,

@@ -1930,6 +1930,34 @@ def test_a_threshold_the_box_cannot_read_is_refused_not_dropped(
     context.close()
 
 
+def test_a_threshold_between_the_boxs_steps_does_not_stop_enter(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """The box's arrows step by 0.05, but any share from 0 to 1 is a threshold (the API's
+    score_threshold, and the box's search as it is typed took "0.93", its chip shown): the
+    form's own validation held "0.93" a step mismatch, and Enter, in the query box or the
+    threshold's, searched nothing (the browser's "nearest valid values" bubble instead)."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    search(page, "lighthouse lens")
+    expect(page.locator("#status")).to_have_text(f"{len(ALICE_ALL)} results.")
+    page.locator("#advanced summary").click()
+    box = page.locator("#threshold")
+    with page.expect_request("**/v1/search") as request:
+        box.press_sequentially("0.93")
+    assert request.value.post_data_json["score_threshold"] == 0.93
+    expect(page.locator("#status")).to_have_text(re.compile(r"^\d+ results?\.$"))
+    for where in ("#q", "#threshold"):
+        with page.expect_request("**/v1/search") as request:
+            page.locator(where).press("Enter")
+        assert request.value.post_data_json["score_threshold"] == 0.93
+        expect(page.locator("#status")).to_have_text(re.compile(r"^\d+ results?\.$"))
+    box.press("ArrowUp")
+    expect(box).to_have_value("0.95")
+    context.close()
+
+
 def test_a_sign_in_changed_in_another_tab_is_followed(
     deployment: Deployment, browser: Browser
 ) -> None:
