@@ -817,13 +817,15 @@ const HOLDERS = new RegExp(`[${MARK_HOLDER}${CODE_HOLDER}${LINE_HOLDER}]|${ESCAP
 // a space): before a line opening a block that interrupts a paragraph (BLOCK_START: a heading,
 // a list item — a bullet, a task, "1." — a block quote, a thematic break), before a further
 // item of a numbered list (a line "2. …" after a line "1. …", §5.3: one list's items), and
-// after a heading's line (§4.2: an ATX heading is one line).
-const LINE_BREAK = new RegExp(String.raw`(?<!\n)\n(?!\n|$)(?=${BLOCK_START})` +
+// after a heading's line (§4.2: an ATX heading is one line), a thematic break's or a setext
+// heading's underline (§4.1, §4.3: one line each). Not a "\n" starting the prose: a code
+// block's box (a block of its own, app.css .code-block) ended the line before it.
+const LINE_BREAK = new RegExp(String.raw`(?<!^|\n)\n(?!\n|$)(?=${BLOCK_START})` +
   String.raw`|(?<=(?:^|\n)\d{1,9}[.)] [^\n]*)\n(?=\d{1,9}[.)] +\S)` +
-  String.raw`|(?<=(?:^|\n)#{1,6} [^\n]*)\n(?!\n|$)`, "g");
+  String.raw`|(?<=(?:^|\n)(?:#{1,6} [^\n]*|(?:\* ?){3,}|(?:_ ?){3,}|=+ ?|-+ ?))\n(?!\n|$)`, "g");
 // In a table (GFM 0.29 §4.10), each row is a line: before a row, and after one, but not at the
-// "|---|" rule row, which goes (TABLE_RULE).
-const ROW_BREAK = /(?<!\n)\n(?=\|)(?!\|[ :|-]*(?:\n|$))|(?<=(?:^|\n)\|[^\n]*)\n(?!\n|$|\|[ :|-]*(?:\n|$))/g;
+// "|---|" rule row, which goes (TABLE_RULE), nor at the prose's start (as LINE_BREAK).
+const ROW_BREAK = /(?<!^|\n)\n(?=\|)(?!\|[ :|-]*(?:\n|$))|(?<=(?:^|\n)\|[^\n]*)\n(?!\n|$|\|[ :|-]*(?:\n|$))/g;
 // a heading's hashes and a list item's marker are ones at the start of a line (CommonMark 0.31
 // §4.2 "ATX headings", §5.2 "List items", §5.3 "Task list items" of GFM): "Ticket # 42" and
 // "2 * 3" in a sentence are neither

@@ -1268,6 +1268,36 @@ def test_line_breaks_that_are_structure_are_shown_and_layout_wraps_are_not(
         ]
 
 
+def test_a_line_after_a_code_box_or_a_thematic_break_starts_a_line_of_its_own(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A line break before a list item or a table row was shown as one (<br>) where the note
+    ran on, but also right after a fenced code block, whose box already ends the line: a list
+    or a table after a code block stood a blank line below it, a paragraph did not. And the line
+    after a thematic break or a setext heading's underline ("***", "---", "===": one line each,
+    CommonMark 0.31.2 §4.1, §4.3) ran on after it ("*** more tide"), though the break before
+    it was shown. (The fenced block's own "- x" line stays as written in its box.)"""
+    note = {"doc_type": "note", "path": "/Notes/Tides.md"}
+    fenced = "Intro tide\n```\n- x in code\n```\n"
+    for after, shown in [
+        ("- tide item\n- next", ["- tide item", "- next"]),
+        ("| A | tide |\n|---|---|\n| 1 | x |", ["A tide", "1 x"]),
+        ("after tide text", ["after tide text"]),
+    ]:
+        assert shown_lines(deployment, browser, fenced + after, "tide", note) == [
+            "Intro tide",
+            "- x in code",
+            *shown,
+        ]
+    for rule in ("***", "---", "==="):
+        text = f"tide one\n{rule}\nmore tide"
+        assert shown_lines(deployment, browser, text, "tide", note) == [
+            "tide one",
+            rule,
+            "more tide",
+        ]
+
+
 CARD_TITLE = "# 12 Crane *winch* `check`"
 CARD_DESCRIPTION = (
     "**Grease** the _winch_ before the storm.\n\n- [ ] task: test the winch cable\n"
