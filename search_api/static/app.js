@@ -943,6 +943,10 @@ function emphasis(text) {
 // (a line break kept as LINE_HOLDER is whitespace to both, and stays where a pipe goes)
 const TABLE_RULE = /(?<=^|\s)\|(?: *:?-+:? *\|)+(?: *:?-+:? *)?(?=[\s\uE002]|$)/g;
 const PIPE = /(?<=^|[\s\uE002])\|(?:[\s\uE002]+|$)/g;
+// the rule row gone with the line break before it (its row's own ends at the row after it,
+// ROW_BREAK), and a pipe's line break kept: a context chunk, whose "\n"s are its lines
+// (app.css .context), showed a table's rows as one line ("A1 tide A2 x")
+const RULE_LINE = new RegExp(String.raw`\n?` + TABLE_RULE.source, "g");
 const ROWS_MET = /(?<=^|\s)\| +\|(?=\s|$)/;
 
 // "1. " and "1) " markers as "•" in a run of three or more consecutive numbers (same delimiter),
@@ -1082,7 +1086,7 @@ function hideProse(text) {
   }
   const prose = texts.map((part) => {
     for (const [syntax, instead] of MARKDOWN) part = part.replace(syntax, instead);
-    return table ? part.replace(TABLE_RULE, "").replace(PIPE, (pipe) => pipe.replaceAll(/[^\uE002]/g, "")) : part;
+    return table ? part.replace(RULE_LINE, "").replace(PIPE, (pipe) => pipe.replaceAll(/[^\uE002\n]/g, "")) : part;
   });
   // emphasis pairs across a code span ("*see `x` here*"), so the prose is read as one text
   return emphasis(prose.join(CODE_HOLDER)).split(CODE_HOLDER)

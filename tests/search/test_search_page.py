@@ -1127,6 +1127,39 @@ def test_show_context_reads_the_chunks_as_the_snippet_is_read(
     context.close()
 
 
+def test_show_context_keeps_a_note_s_table_rows_on_their_lines(
+    deployment: Deployment, browser: Browser
+) -> None:
+    """A context chunk keeps its lines (app.css .context), but a note's table lost them: the
+    pipe ending each row went with its line break, so "| A1 | tide |" and the rows after it
+    read as one line, "A1 tide A2 x after". Each row is a line of its own, the "|---|" row gone
+    without leaving a blank line; the snippet's rows (one <br> each) stay as they were."""
+    context = browser.new_context()
+    page = context.new_page()
+    open_signed_in(page, deployment.url, "alice")
+    answer = fake_answer(10, 1)
+    answer["results"][0] |= {"doc_type": "note", "path": "/Notes/Tides.md"}  # type: ignore[index]
+    page.route("**/v1/search", lambda r: r.fulfill(json=answer))
+    search(page, "tides")
+    text = "Tides\n\n| Box | Owner |\n|---|---|\n| A1 | tide |\n| A2 | x |\nafter"
+
+    def context_of(route: Route) -> None:
+        chunk = {"chunk_index": 0, "text": text, "char_start": 0, "char_end": len(text)}
+        route.fulfill(
+            json={"doc_type": "note", "doc_id": "0", "title": "Tides", "path": "/Notes/Tides.md"}
+            | {"chunk_count": 1, "chunks": [chunk]}
+        )
+
+    page.route("**/context?*", context_of)
+    result = page.locator("#results li").first
+    result.get_by_role("button", name="Show context").click()
+    hit = result.locator(".context .hit")
+    expect(hit).to_have_count(1)
+    lines = [line.strip() for line in hit.inner_text().split("\n")]
+    assert lines == ["Tides", "", "Box Owner", "A1 tide", "A2 x", "after"]
+    context.close()
+
+
 def test_headings_ncindex_wrote_into_a_file_s_text_are_not_shown_raw(
     deployment: Deployment, browser: Browser
 ) -> None:
